@@ -1,0 +1,193 @@
+# plateau — one Makefile.  Knobs (override on the command line):
+#   CUDA=auto|0|1   build the CUDA backend (auto: when nvcc is found)
+#   CUDA_ARCH=90    SM architecture for nvcc
+#   CUDA_HOME       toolkit root (default /usr/local/cuda)
+#   DEBUG=0|1       -O0 -g and sanitizer-friendly flags
+#   PREFIX          install prefix for `make install`
+#   STATIC_DEPS=0|1 link Check and OpenBLAS statically (binaries that run on a
+#                   machine without those packages, e.g. the GPU machine)
+#   NP=2            ranks for `make run`;  MPI_NPS="1 2 3 4" ranks for MPI tests
+#   DEPS=1          `make run`/`make test` first install Debian packages (0: skip)
+.DEFAULT_GOAL := all
+SHELL := /bin/bash
+
+CUDA ?= auto
+CUDA_ARCH ?= 90
+CUDA_HOME ?= /usr/local/cuda
+DEBUG ?= 0
+PREFIX ?= /usr/local
+STATIC_DEPS ?= 0
+NP ?= 2
+MPI_NPS ?= 1 2 3 4
+DEPS ?= 1
+BUILD ?= build
+CC ?= gcc
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ( [ -x $(CUDA_HOME)/bin/nvcc ] && echo $(CUDA_HOME)/bin/nvcc ))
+
+ifeq ($(CUDA),auto)
+  ifneq ($(NVCC),)
+    HAVE_CUDA := 1
+  else
+    HAVE_CUDA := 0
+  endif
+else
+  HAVE_CUDA := $(CUDA)
+endif
+ifeq ($(HAVE_CUDA),1)
+  ifeq ($(NVCC),)
+    $(error CUDA=1 but nvcc was not found (set NVCC or CUDA_HOME))
+  endif
+endif
+
+# Debian packages the project needs (make deps).
+DEB_PKGS := openmpi-bin libopenmpi-dev libpmix-dev libopenblas-dev check \
+            pkg-config gnuplot-nox slurm-wlm munge
+
+# Lazily evaluated (=): valid only after `make deps` has run.
+MPI_CFLAGS = $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS = $(shell mpicc --showme:link 2>/dev/null)
+ifeq ($(STATIC_DEPS),1)
+  BLAS_LIBS = /usr/lib/x86_64-linux-gnu/libopenblas.a -lpthread
+  CHECK_LIBS = /usr/lib/x86_64-linux-gnu/libcheck.a /usr/lib/x86_64-linux-gnu/libsubunit.a -lrt -lm
+else
+  BLAS_LIBS = -lopenblas
+  CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
+endif
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+
+OPT := -O2
+ifeq ($(DEBUG),1)
+  OPT := -O0 -g3
+endif
+WARN := -Wall -Wextra -Werror -Wno-unused-parameter
+CPPFLAGS += -Iengine/include -Iengine -Isuite -DPL_HAVE_CUDA=$(HAVE_CUDA) \
+            -D_GNU_SOURCE -DPL_GIT_SHA=\"$(GIT_SHA)\"
+CFLAGS += -std=c11 $(OPT) -g $(WARN) -fopenmp -fPIC -march=x86-64-v2
+NVCCFLAGS += -std=c++17 -O3 -lineinfo -arch=sm_$(CUDA_ARCH) \
+             -Xcompiler -fPIC,-Wall -Iengine/include -Iengine \
+             -DPL_HAVE_CUDA=1 -I$(CUDA_HOME)/include --expt-relaxed-constexpr
+LDLIBS_BASE = $(MPI_LIBS) $(BLAS_LIBS) -fopenmp -lpthread -lm
+ifeq ($(HAVE_CUDA),1)
+  LDLIBS_CUDA := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
+                 -lcublas -lcublasLt -lnccl -lcudart -lstdc++
+endif
+LDLIBS_ALL = $(LDLIBS_BASE) $(LDLIBS_CUDA)
+
+GIT_SHA := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+
+# ---- sources (discovered: new files need no Makefile edit) ----------------
+# Tests sit beside what they test: test_*.c (Check, one process),
+# test_mpi_*.c (Check under mpirun for each of MPI_NPS), test_*.sh (scripts).
+LIB_DIRS := engine baselines
+LIB_C := $(shell find $(LIB_DIRS) -name '*.c' ! -name 'test_*' 2>/dev/null | sort)
+LIB_CU := $(shell find $(LIB_DIRS) -name '*.cu' ! -name 'test_*' 2>/dev/null | sort)
+SUITE_C := $(shell find suite -name '*.c' ! -name 'test_*' ! -name 'main.c' | sort)
+TEST_C := $(shell find engine baselines suite -name 'test_*.c' ! -name 'test_mpi_*' | sort)
+TEST_MPI_C := $(shell find engine baselines suite -name 'test_mpi_*.c' | sort)
+TEST_SH := $(shell find engine baselines suite jobs analysis -name 'test_*.sh' | sort)
+ifneq ($(HAVE_CUDA),1)
+  LIB_CU :=
+endif
+
+LIB_OBJ := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o)
+SUITE_OBJ := $(SUITE_C:%.c=$(BUILD)/obj/%.o)
+LIB := $(BUILD)/lib/libplateau.a
+BIN := $(BUILD)/bin/plateau
+TEST_BINS := $(TEST_C:%.c=$(BUILD)/tests/%) $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
+
+.PHONY: all config deps build run test test-unit test-mpi test-sh install \
+        report clean format
+
+all: config $(BIN) $(LIB) $(BUILD)/lib/pkgconfig/plateau.pc
+
+config:
+	@echo "# plateau build: CUDA=$(HAVE_CUDA) (nvcc: $(or $(NVCC),none)) CUDA_ARCH=$(CUDA_ARCH) DEBUG=$(DEBUG) STATIC_DEPS=$(STATIC_DEPS) sha=$(GIT_SHA)"
+
+build: all
+
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "# deps: all Debian packages present"; exit 0; fi; \
+	line="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing"; \
+	if [ "$$(id -u)" != 0 ]; then echo "make deps: not root; run as root:"; echo "  $$line"; exit 1; fi; \
+	if ! command -v apt-get >/dev/null; then echo "make deps: no apt-get here; install: $$missing"; exit 1; fi; \
+	echo "# deps: installing $$missing"; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(MPI_CFLAGS) $(CHECK_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(BIN): $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(LIB) $(LDLIBS_ALL)
+
+$(BUILD)/tests/%: $(BUILD)/obj/%.o $(SUITE_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(SUITE_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS_ALL)
+
+$(BUILD)/lib/pkgconfig/plateau.pc: Makefile
+	@mkdir -p $(@D)
+	@printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: plateau\nDescription: bounded-memory long-context MoE training engine\nVersion: 0.1.0\nCflags: -I$${includedir} -DPL_HAVE_CUDA=%s\nLibs: -L$${libdir} -lplateau %s\n' \
+	  "$(PREFIX)" "$(HAVE_CUDA)" "$$(echo $(LDLIBS_ALL))" > $@
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/plateau
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/plateau
+	install -m 0644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libplateau.a
+	install -m 0644 engine/include/plateau/*.h $(DESTDIR)$(PREFIX)/include/plateau/
+	install -m 0644 $(BUILD)/lib/pkgconfig/plateau.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/plateau.pc
+
+# ---- the two set-up commands ----------------------------------------------
+ifeq ($(DEPS),1)
+DEPS_TARGET := deps
+endif
+
+# The main job on the embedded default: CPU backend under mpirun, small sizes;
+# results, tables and charts are written and their paths printed.
+run: $(DEPS_TARGET)
+	@$(MAKE) --no-print-directory all
+	NP=$(NP) BUILD=$(BUILD) jobs/main.sh
+
+test: $(DEPS_TARGET)
+	@$(MAKE) --no-print-directory all tests
+	@$(MAKE) --no-print-directory test-unit test-mpi test-sh
+
+tests: $(TEST_BINS)
+
+export OMPI_ALLOW_RUN_AS_ROOT=1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+export NCCL_NVLS_ENABLE=0
+MPIRUN ?= mpirun --bind-to none
+TEST_TIMEOUT ?= 600
+
+test-unit: $(TEST_C:%.c=$(BUILD)/tests/%)
+	@set -e; for t in $^; do echo "== $$t"; timeout $(TEST_TIMEOUT) $$t; done
+
+test-mpi: $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
+	@set -e; for t in $^; do for np in $(MPI_NPS); do \
+	  echo "== mpirun -np $$np $$t"; CK_FORK=no timeout $(TEST_TIMEOUT) $(MPIRUN) -np $$np $$t; done; done
+
+test-sh: all
+	@set -e; for t in $(TEST_SH); do echo "== $$t"; BUILD=$(BUILD) timeout 1200 bash $$t; done
+
+report:
+	@test -n "$(RUN_DIR)" || { echo "make report RUN_DIR=results/runs/<sweep>"; exit 2; }
+	$(BIN) report $(RUN_DIR)
+
+format:
+	clang-format -i $$(find engine suite baselines -name '*.[ch]' -o -name '*.cu')
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,77 @@
+/* results.h — result files: one file per run, never overwritten, rows appended
+ * atomically.
+ *
+ * Format (TSV, read directly by awk and gnuplot):
+ *   # plateau-results: 1                 <- schema version
+ *   # key: value                          <- metadata record (git sha, dirty,
+ *   ...                                      backend, device, versions, Slurm
+ *                                            ids, UTC start, argv, whitelisted
+ *                                            environment)
+ *   col1<TAB>col2<TAB>...<TAB>status<TAB>check<TAB>note    <- header
+ *   v1<TAB>v2...                          <- rows
+ *   # end: ok 2026-11-30T05:00:00Z        <- written when the run finishes
+ *
+ * A file is created with O_EXCL under a unique name
+ * <dir>/<stem>.<utcstamp>.<host>.<pid>.<n>.tsv, so concurrent writers (array
+ * tasks, ranks of several jobs) never collide.  Each row is one write(2) of a
+ * whole line under an exclusive flock; if the file does not end in a newline
+ * (a writer killed mid-row), the next writer first terminates the fragment, so
+ * the fragment is one malformed line that readers skip and count, and no
+ * complete row is ever corrupted.  Readers accept a row only when it ends with
+ * a newline and has exactly the header's number of fields. */
+#ifndef PLATEAU_SUITE_RESULTS_H
+#define PLATEAU_SUITE_RESULTS_H
+
+#include <stddef.h>
+
+#include "plateau/status.h"
+
+typedef struct pl_results pl_results;
+
+/* meta_kv: NULL-terminated array of alternating keys and values.  `columns` is
+ * the tab-separated header.  Creates dir (and parents) if needed. */
+pl_status pl_results_create(const char *dir, const char *stem,
+                            const char *columns, const char *const *meta_kv,
+                            pl_results **out);
+/* Open an existing result file for appending rows (shared by several
+ * processes); its header must equal `columns`. */
+pl_status pl_results_open_append(const char *path, const char *columns,
+                                 pl_results **out);
+/* Append one row: `line` holds tab-separated fields, no newline. */
+pl_status pl_results_append(pl_results *r, const char *line);
+/* Write "# end: <status> <utc>" and close.  NULL r is ignored. */
+pl_status pl_results_close(pl_results *r, const char *end_status);
+const char *pl_results_path(const pl_results *r);
+
+/* ---- reading ------------------------------------------------------------- */
+typedef struct pl_table {
+  char *path;
+  int ncols;
+  char **cols;        /* header names                                */
+  int nrows;
+  char ***rows;       /* rows[i][j]                                  */
+  int nmeta;
+  char **meta_keys, **meta_vals;
+  int nbad;           /* malformed lines skipped (torn rows)          */
+  int finished;       /* 1 if an "# end:" line is present            */
+} pl_table;
+
+pl_status pl_table_read(const char *path, pl_table *out);
+void pl_table_free(pl_table *t);
+/* Column index by name, or -1. */
+int pl_table_col(const pl_table *t, const char *name);
+/* Metadata value by key, or NULL. */
+const char *pl_table_meta(const pl_table *t, const char *key);
+
+/* Metadata the harness records for every run: fills a NULL-terminated kv
+ * array (static storage, valid until the next call) from the device, the
+ * communicator, argv and the environment (only whitelisted variables:
+ * SLURM_JOB_ID, SLURM_ARRAY_JOB_ID, SLURM_ARRAY_TASK_ID, SLURM_NTASKS,
+ * SLURM_JOB_NODELIST, SLURM_JOB_PARTITION, CUDA_VISIBLE_DEVICES,
+ * OMP_NUM_THREADS, NCCL_*, PLATEAU_* ; never the whole environment). */
+struct pl_dev;
+struct pl_comm;
+const char *const *pl_results_meta(struct pl_dev *dev, struct pl_comm *comm,
+                                   const char *bench, int argc, char **argv);
+
+#endif
