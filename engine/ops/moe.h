@@ -1,0 +1,149 @@
+/* moe.h — the MoE layer with three dispatch variants behind one interface:
+ *   ep              standard expert parallelism (baselines/ep.h): every route
+ *                   goes to its expert's native rank, one all-to-all-v each way;
+ *   llep            the LLEP plan (ops/llep_plan.h): overloaded experts spill
+ *                   pieces of their global token list to least-loaded helper
+ *                   ranks, which receive the expert's weights point-to-point and
+ *                   return its weight gradient in backward; unchunked;
+ *   pipelined_llep  the same plan, with the routes cut into K chunks of token
+ *                   positions (Eq. 1, strided or contiguous) so a destination
+ *                   receives at most Ep*k*c_eff routes per chunk; dispatch(i+1)
+ *                   and combine(i-1) run on a comm stream while chunk i's
+ *                   expert GEMMs run on the compute stream, within the bound;
+ *                   backward re-dispatches each chunk's inputs and recomputes
+ *                   its expert intermediates (DESIGN.md §1.1).
+ *
+ * Experts are SwiGLU FFNs: y = (silu(x Wg) * (x Wu)) Wd, Wg, Wu: H x I,
+ * Wd: I x H.  The layer output is out[t] = sum_j w[t,j] * y_{e(t,j)}(x[t]).
+ *
+ * Memory: H-wide route buffers (send, receive, expert output, return) are
+ * tracked under the tag "dispatch"; expert intermediates (G, U, A, P: I wide)
+ * under "expert"; per-route indices and scalars under "routing"; transferred
+ * helper weights under "llep_weights" and their gradients "llep_grads".  The
+ * pipelined variant keeps the "dispatch" peak <= 2*Ep*k*c_eff*H*b in forward
+ * and backward (asserted in test_mpi_moe.c).
+ *
+ * Host synchronization: planning needs the routes on the host (idx is passed
+ * as host memory: with a real router that is one D2H copy of N*k int32 per
+ * layer, as LLEP's reference code also does); from the per-rank counts every
+ * rank knows every group size, so the expert GEMMs read no sizes from the
+ * device. */
+#ifndef PLATEAU_OPS_MOE_H
+#define PLATEAU_OPS_MOE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ops/llep_plan.h"
+#include "plateau/plateau.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pl_moe_variant {
+  PL_MOE_EP = 0,
+  PL_MOE_LLEP = 1,
+  PL_MOE_PIPELINED = 2,
+} pl_moe_variant;
+
+const char *pl_moe_variant_name(pl_moe_variant v);
+/* "ep" | "llep" | "pipelined_llep" (also "pllep"). */
+pl_status pl_moe_variant_parse(const char *s, pl_moe_variant *out);
+
+typedef struct pl_moe_cfg {
+  int64_t H, I;       /* hidden, expert FFN width                          */
+  int E, k;           /* experts (global), routes per token                */
+  pl_dtype dt;        /* storage of activations and weights: f32 | bf16    */
+  pl_moe_variant variant;
+  pl_llep_knobs knobs;/* alpha, m, lambda (ignored by ep)                  */
+  int64_t c;          /* per-source token cap (pipelined)                  */
+  int K_max;          /* Eq. 1 chunk ceiling (pipelined)                   */
+  bool contiguous;    /* contiguous chunks instead of strided (Table 8)    */
+  bool overlap;       /* pipelined: overlap on a comm stream (default on)  */
+} pl_moe_cfg;
+
+/* H=I=0 etc. must be filled by the caller; this sets the knobs, c=N, K_max=64,
+ * strided, overlap on, f32. */
+pl_moe_cfg pl_moe_cfg_default(void);
+
+/* This rank's native experts (E/Ep of them, experts rank*E/Ep ...), device
+ * memory of dt: wg, wu [E/Ep, H, I], wd [E/Ep, I, H]. */
+typedef struct pl_moe_weights {
+  void *wg, *wu, *wd;
+} pl_moe_weights;
+
+/* Their gradients, fp32, same shapes; backward accumulates (+=). */
+typedef struct pl_moe_wgrads {
+  float *wg, *wu, *wd;
+} pl_moe_wgrads;
+
+/* What one forward measured about its dispatch (this rank, unless noted). */
+typedef struct pl_moe_stats {
+  int K;                 /* chunks                                          */
+  int64_t c_eff;         /* ceil(N_max / K)                                 */
+  bool planned;          /* the LLEP plan ran (not skipped by lambda)       */
+  int n_pieces, n_spilled;
+  double imb_native, imb_planned; /* max/mean rank load before/after       */
+  int64_t routes_sent;   /* routes sent to other ranks (tokens moved)       */
+  int64_t routes_recv;   /* routes computed here (incl. own)                */
+  int64_t max_chunk_recv;/* largest per-chunk receive of this rank          */
+  double max_send_ratio; /* group-wide: max over (chunk, dest) of routes
+                            received / mean over (chunk, dest)              */
+  int64_t weights_moved; /* expert weight sets received from owners        */
+  double gemm_flops_fwd; /* expert GEMM FLOPs of this rank, forward         */
+  int overlapped;        /* chunks whose next dispatch was overlapped       */
+} pl_moe_stats;
+
+typedef struct pl_moe pl_moe;
+typedef struct pl_moe_ctx pl_moe_ctx;
+
+/* Bind a layer to the EP group `ep` (borrowed; its device is the layer's).
+ * E not a multiple of the group size, k < 1, H or I < 1, bad dtype:
+ * PL_EINVAL naming the value. */
+pl_status pl_moe_create(pl_comm *ep, const pl_moe_cfg *cfg, pl_moe **out);
+void pl_moe_destroy(pl_moe *m);
+const pl_moe_cfg *pl_moe_get_cfg(const pl_moe *m);
+
+/* Forward on this rank's N tokens.  x: N x H (dt, device); idx: N x k expert
+ * ids (host, int32, each in [0, E)); w: N x k route weights (f32, device);
+ * out: N x H (dt, device), overwritten.  *ctx receives what backward needs
+ * (plan and route indices; helper weights) — nothing H wide.  ctx may be NULL
+ * (inference: nothing kept).  Collective over the EP group. */
+pl_status pl_moe_forward(pl_moe *m, const pl_moe_weights *W, const void *x,
+                         int64_t N, const int32_t *idx, const float *w,
+                         void *out, pl_moe_ctx **ctx, pl_moe_stats *stats);
+
+/* Backward: x and w as in forward (the layer input is re-dispatched chunk by
+ * chunk, and expert intermediates recomputed), dout: N x H (dt).  Writes dx
+ * (N x H, dt) and dw (N x k, f32); accumulates the native experts' weight
+ * gradients into G (fp32).  Frees nothing: call pl_moe_ctx_free. */
+pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *ctx, const pl_moe_weights *W,
+                          const void *x, const float *w, const void *dout,
+                          void *dx, float *dw, pl_moe_wgrads *G);
+void pl_moe_ctx_free(pl_moe_ctx *ctx);
+
+/* The bound of the pipelined variant in bytes: 2*Ep*k*c_eff*H*b. */
+size_t pl_moe_dispatch_bound(const pl_moe_cfg *cfg, int Ep, int64_t c_eff);
+
+/* ---- single-rank dense reference (host memory, CPU kernels) ------------- */
+
+/* All E experts' weights in host memory (dt): wg, wu [E,H,I], wd [E,I,H].
+ * out = sum_j w * FFN_e(x) computed route by route (one-row GEMMs). */
+pl_status pl_moe_reference_fwd(const pl_moe_cfg *cfg, const void *wg,
+                               const void *wu, const void *wd, const void *x,
+                               int64_t N, const int32_t *idx, const float *w,
+                               void *out);
+/* Gradients route by route: dx (N x H, dt), dw (N x k), and fp32 weight
+ * gradients of all E experts accumulated into gwg, gwu [E,H,I], gwd [E,I,H]
+ * (any may be NULL to skip). */
+pl_status pl_moe_reference_bwd(const pl_moe_cfg *cfg, const void *wg,
+                               const void *wu, const void *wd, const void *x,
+                               int64_t N, const int32_t *idx, const float *w,
+                               const void *dout, void *dx, float *dw,
+                               float *gwg, float *gwu, float *gwd);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
