@@ -1,0 +1,1356 @@
+/* moe.c — the MoE layer's schedule, backend-neutral: routing metadata from the
+ * plan, expert weight transfer to helpers, chunked dispatch / expert compute /
+ * combine for the three variants (ep, llep, pipelined_llep), and the backward
+ * with per-chunk re-dispatch and recompute (DESIGN.md §1.1).
+ *
+ * Buffers of one chunk (rows of width H, tag "dispatch"):
+ *   source side: send S (remote routes only: a rank's routes to itself are
+ *   gathered straight into its receive buffer) and the return buffer S;
+ *   expert side: receive R (all routes computed here, blocks by source rank,
+ *   each block by expert then token order).  The expert output overwrites the
+ *   receive buffer.  With S <= k*c_eff - s_self and R <= (Ep-1)*k*c_eff + s_self
+ *   (s_self: routes a rank keeps), forward needs R + S <= Ep*k*c_eff rows and
+ *   backward (x rows and dout rows both received) 2R + S <= 2*Ep*k*c_eff rows:
+ *   the bound 2*Ep*k*c_eff*H*b holds without overlap.  The pipelined variant
+ *   issues the next chunk's dispatch early (on the comm stream, overlapping this
+ *   chunk's GEMMs) only when the exactly known sizes keep the live set within
+ *   the bound; every size is known on the host, so the gate costs no sync. */
+#include "ops/moe.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/internal.h"
+#include "ops/moe_kernels.h"
+
+/* ---- kernel dispatch ------------------------------------------------------ */
+
+#if PL_HAVE_CUDA
+#define KDISPATCH(name, ...)                                                   \
+  do {                                                                         \
+    if (pl_stream_backend(s) == PL_BACKEND_CUDA)                               \
+      return pl_cuda_moe_##name(__VA_ARGS__);                                  \
+    return pl_cpu_moe_##name(__VA_ARGS__);                                     \
+  } while (0)
+#else
+#define KDISPATCH(name, ...) return pl_cpu_moe_##name(__VA_ARGS__)
+#endif
+
+pl_status pl_moe_k_moe_gather(pl_stream *s, void *dst, const void *src,
+                              const int32_t *rows, int64_t n, int64_t H,
+                              pl_dtype dt) {
+  if (n == 0) return PL_OK;
+  KDISPATCH(gather, s, dst, src, rows, n, H, dt);
+}
+pl_status pl_moe_k_moe_gather_f32(pl_stream *s, float *dst, const float *src,
+                                  const int32_t *idx, int64_t n) {
+  if (n == 0) return PL_OK;
+  KDISPATCH(gather_f32, s, dst, src, idx, n);
+}
+pl_status pl_moe_k_moe_combine(pl_stream *s, void *out, const int32_t *toks,
+                               int64_t nt, const int32_t *slots, int k,
+                               const float *w, const void *A, const void *B,
+                               int64_t H, pl_dtype dt) {
+  if (nt == 0) return PL_OK;
+  KDISPATCH(combine, s, out, toks, nt, slots, k, w, A, B, H, dt);
+}
+pl_status pl_moe_k_moe_scatter_f32(pl_stream *s, float *dst,
+                                   const int32_t *toks, int64_t nt,
+                                   const int32_t *slots, int k, const float *a,
+                                   const float *b) {
+  if (nt == 0) return PL_OK;
+  KDISPATCH(scatter_f32, s, dst, toks, nt, slots, k, a, b);
+}
+pl_status pl_moe_k_moe_swiglu_fwd(pl_stream *s, void *A, const void *G,
+                                  const void *U, int64_t n, int64_t I,
+                                  pl_dtype dt) {
+  if (n == 0) return PL_OK;
+  KDISPATCH(swiglu_fwd, s, A, G, U, n, I, dt);
+}
+pl_status pl_moe_k_moe_swiglu_bwd(pl_stream *s, void *G, void *U,
+                                  const void *P, const void *A, const float *w,
+                                  float *dw, int64_t n, int64_t I,
+                                  pl_dtype dt) {
+  if (n == 0) return PL_OK;
+  KDISPATCH(swiglu_bwd, s, G, U, P, A, w, dw, n, I, dt);
+}
+pl_status pl_moe_k_moe_scale_rows(pl_stream *s, void *X, const float *w,
+                                  int64_t n, int64_t H, pl_dtype dt) {
+  if (n == 0) return PL_OK;
+  KDISPATCH(scale_rows, s, X, w, n, H, dt);
+}
+pl_status pl_moe_k_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m,
+                            int64_t n, int64_t k, float alpha, const void *A,
+                            int64_t lda, const void *B, int64_t ldb, float beta,
+                            void *C, int64_t ldc, pl_dtype ab_dt,
+                            pl_dtype c_dt) {
+  if (m == 0 || n == 0) return PL_OK;
+  KDISPATCH(gemm, s, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc,
+            ab_dt, c_dt);
+}
+
+/* ---- configuration -------------------------------------------------------- */
+
+const char *pl_moe_variant_name(pl_moe_variant v) {
+  switch (v) {
+  case PL_MOE_EP: return "ep";
+  case PL_MOE_LLEP: return "llep";
+  case PL_MOE_PIPELINED: return "pipelined_llep";
+  }
+  return "?";
+}
+
+pl_status pl_moe_variant_parse(const char *s, pl_moe_variant *out) {
+  if (s && strcmp(s, "ep") == 0) *out = PL_MOE_EP;
+  else if (s && strcmp(s, "llep") == 0) *out = PL_MOE_LLEP;
+  else if (s && (strcmp(s, "pipelined_llep") == 0 || strcmp(s, "pllep") == 0))
+    *out = PL_MOE_PIPELINED;
+  else
+    return pl_set_error(PL_EINVAL,
+                        "variant '%s': allowed ep, llep, pipelined_llep",
+                        s ? s : "");
+  return PL_OK;
+}
+
+pl_moe_cfg pl_moe_cfg_default(void) {
+  pl_moe_cfg c;
+  memset(&c, 0, sizeof c);
+  c.dt = PL_F32;
+  c.variant = PL_MOE_PIPELINED;
+  c.knobs = pl_llep_knobs_default();
+  c.c = INT64_MAX;
+  c.K_max = 64;
+  c.contiguous = false;
+  c.overlap = true;
+  return c;
+}
+
+size_t pl_moe_dispatch_bound(const pl_moe_cfg *cfg, int Ep, int64_t c_eff) {
+  return 2u * (size_t)Ep * (size_t)cfg->k * (size_t)c_eff * (size_t)cfg->H *
+         pl_dtype_size(cfg->dt);
+}
+
+struct pl_moe {
+  pl_moe_cfg cfg;
+  pl_comm *comm;
+  pl_dev *dev;
+  int rank, Ep, El; /* El = E / Ep native experts per rank */
+  pl_stream *cs;    /* compute: the device's default stream */
+  pl_stream *ms;    /* comm stream (pipelined overlap)       */
+};
+
+pl_status pl_moe_create(pl_comm *ep, const pl_moe_cfg *cfg, pl_moe **out) {
+  *out = NULL;
+  int Ep = pl_comm_size(ep);
+  if (cfg->H < 1 || cfg->I < 1)
+    return pl_set_error(PL_EINVAL, "moe: H=%lld, I=%lld: both must be >= 1",
+                        (long long)cfg->H, (long long)cfg->I);
+  if (cfg->k < 1 || cfg->k > cfg->E)
+    return pl_set_error(PL_EINVAL, "moe: k=%d: must be in [1, E=%d]", cfg->k,
+                        cfg->E);
+  if (cfg->E < 1 || cfg->E % Ep != 0)
+    return pl_set_error(PL_EINVAL,
+                        "moe: E=%d experts is not a multiple of Ep=%d ranks "
+                        "(each rank must own E/Ep experts)",
+                        cfg->E, Ep);
+  if (cfg->dt != PL_F32 && cfg->dt != PL_BF16)
+    return pl_set_error(PL_EINVAL, "moe: dtype %s: allowed f32, bf16",
+                        pl_dtype_name(cfg->dt));
+  if (cfg->variant == PL_MOE_PIPELINED && (cfg->c < 1 || cfg->K_max < 1))
+    return pl_set_error(PL_EINVAL, "moe: c=%lld, K_max=%d: both must be >= 1",
+                        (long long)cfg->c, cfg->K_max);
+  if ((int64_t)cfg->E * cfg->H * cfg->I > ((int64_t)1 << 40))
+    return pl_set_error(PL_EINVAL, "moe: E*H*I too large");
+  pl_moe *m = calloc(1, sizeof *m);
+  if (!m) return pl_set_error(PL_ENOMEM, "moe: host allocation");
+  m->cfg = *cfg;
+  m->comm = ep;
+  m->dev = pl_comm_dev(ep);
+  m->rank = pl_comm_rank(ep);
+  m->Ep = Ep;
+  m->El = cfg->E / Ep;
+  m->cs = pl_dev_stream(m->dev);
+  pl_status st = pl_stream_create(m->dev, &m->ms);
+  if (st != PL_OK) {
+    free(m);
+    return st;
+  }
+  *out = m;
+  return PL_OK;
+}
+
+void pl_moe_destroy(pl_moe *m) {
+  if (!m) return;
+  if (m->ms) pl_stream_destroy(m->ms);
+  free(m);
+}
+
+const pl_moe_cfg *pl_moe_get_cfg(const pl_moe *m) { return &m->cfg; }
+
+/* ---- routing metadata ----------------------------------------------------- */
+
+typedef struct grp {
+  int64_t row0, rows;
+  int slot; /* < El: native expert index; else helper index + El */
+} grp;
+
+typedef struct chunk {
+  int64_t nt;     /* tokens of this rank in the chunk                       */
+  int64_t S;      /* remote routes sent                                     */
+  int64_t s_self; /* routes kept                                            */
+  int64_t R;      /* routes received (incl. kept)                           */
+  int64_t self_off;
+  int64_t *scnt, *sdsp, *rcnt, *rdsp; /* Ep each, rows; self zero in cnt  */
+  int ng;
+  grp *g;
+  /* element offsets into the device index buffer */
+  int64_t o_toks, o_slots, o_send_tok, o_send_route, o_self_tok, o_self_route;
+} chunk;
+
+struct pl_moe_ctx {
+  pl_moe *m;
+  int64_t N, c_eff;
+  int K;
+  chunk *ch;
+  int64_t *ibuf; /* host int64 backing of the chunk count arrays */
+  int32_t *dmeta; /* device, tag "routing" */
+  pl_llep_plan plan;
+  int ns, nh;       /* weight sets sent to helpers / received as helper */
+  int *s_exp, *s_dst, *h_exp, *h_src;
+  void *hw;         /* nh x (Wg | Wu | Wd), dt, tag "llep_weights" */
+  int64_t max_chunk_recv;
+  double max_send_ratio;
+  int overlapped;
+};
+
+void pl_moe_ctx_free(pl_moe_ctx *c) {
+  if (!c) return;
+  if (c->ch)
+    for (int i = 0; i < c->K; i++) free(c->ch[i].g);
+  free(c->ch);
+  free(c->ibuf);
+  if (c->dmeta) pl_free(c->m->dev, c->dmeta);
+  if (c->hw) pl_free(c->m->dev, c->hw);
+  free(c->s_exp);
+  free(c->s_dst);
+  free(c->h_exp);
+  free(c->h_src);
+  pl_llep_plan_free(&c->plan);
+  free(c);
+}
+
+static int helper_index(const pl_moe_ctx *c, int e) {
+  for (int i = 0; i < c->nh; i++)
+    if (c->h_exp[i] == e) return i;
+  return -1;
+}
+
+/* Everything from the routes and the group's counts: plan, chunks, per-route
+ * destinations and slots, per-chunk send/receive layouts, groups; then the
+ * index arrays are uploaded once.  Collective (host all-gathers). */
+static pl_status build_ctx(pl_moe *m, int64_t N, const int32_t *idx,
+                           pl_moe_ctx **out) {
+  const pl_moe_cfg *cf = &m->cfg;
+  const int E = cf->E, k = cf->k, Ep = m->Ep, me = m->rank;
+  pl_status st = PL_OK;
+  *out = NULL;
+  pl_moe_ctx *c = calloc(1, sizeof *c);
+  int64_t *mine = calloc((size_t)E + 2, sizeof(int64_t));
+  int64_t *all = calloc((size_t)Ep * (E + 2), sizeof(int64_t));
+  int64_t *cnt3 = NULL, *off3 = NULL, *rc3 = NULL, *snd3 = NULL;
+  int32_t *dest = NULL, *hmeta = NULL;
+  int64_t *gcount = NULL, *cum = NULL, *li = NULL, *tokq = NULL;
+  if (!c || !mine || !all) goto oom;
+  c->m = m;
+  c->N = N;
+
+  /* 1. local counts (+ N and a validity flag) gathered by every rank */
+  int64_t bad = N < 0 ? 1 : 0;
+  for (int64_t r = 0; r < N * k && !bad; r++) {
+    if (idx[r] < 0 || idx[r] >= E) bad = 1 + r;
+    else mine[idx[r]]++;
+  }
+  mine[E] = N < 0 ? 0 : N;
+  mine[E + 1] = bad;
+  st = pl_host_allgather_i64(m->comm, mine, (size_t)E + 2, all);
+  if (st != PL_OK) goto fail;
+  for (int r = 0; r < Ep; r++)
+    if (all[(size_t)r * (E + 2) + E + 1]) {
+      if (r == me && N < 0)
+        st = pl_set_error(PL_EINVAL, "moe: N=%lld: must be >= 0",
+                          (long long)N);
+      else if (r == me)
+        st = pl_set_error(PL_EINVAL,
+                          "moe: idx[%lld]=%d: expert ids must be in [0, E=%d)",
+                          (long long)(bad - 1), idx[bad - 1], E);
+      else
+        st = pl_set_error(PL_EINVAL, "moe: rank %d passed invalid routes", r);
+      goto fail;
+    }
+  gcount = calloc((size_t)E, sizeof(int64_t));
+  cum = calloc((size_t)E, sizeof(int64_t));
+  li = calloc((size_t)E, sizeof(int64_t));
+  if (!gcount || !cum || !li) goto oom;
+  int64_t N_max = 0;
+  for (int r = 0; r < Ep; r++) {
+    const int64_t *a = all + (size_t)r * (E + 2);
+    for (int e = 0; e < E; e++) {
+      gcount[e] += a[e];
+      if (r < me) cum[e] += a[e];
+    }
+    if (a[E] > N_max) N_max = a[E];
+  }
+
+  /* 2. plan and chunking (Eq. 1) */
+  pl_llep_knobs kn = cf->knobs;
+  if (cf->variant == PL_MOE_EP) kn.native = true;
+  st = pl_llep_plan_build(gcount, E, Ep, kn, &c->plan);
+  if (st != PL_OK) goto fail;
+  if (cf->variant == PL_MOE_PIPELINED) {
+    st = pl_eq1_chunks(N_max, cf->c, cf->K_max, &c->K, &c->c_eff);
+    if (st != PL_OK) goto fail;
+  } else {
+    c->K = 1;
+    c->c_eff = N_max;
+  }
+  const int K = c->K;
+  const bool contig = cf->variant == PL_MOE_PIPELINED && cf->contiguous;
+
+  /* 3. destination of every route by its global position; counts per
+   * (chunk, dest, expert) */
+  size_t n3 = (size_t)K * Ep * E;
+  cnt3 = calloc(n3, sizeof(int64_t));
+  off3 = calloc(n3, sizeof(int64_t));
+  dest = malloc((size_t)(N * k > 0 ? N * k : 1) * sizeof(int32_t));
+  if (!cnt3 || !off3 || !dest) goto oom;
+#define I3(ch, d, e) (((size_t)(ch) * Ep + (d)) * E + (e))
+  for (int64_t t = 0; t < N; t++) {
+    int ch = pl_chunk_of(t, N, K, contig);
+    for (int j = 0; j < k; j++) {
+      int e = idx[t * k + j];
+      int d = pl_llep_plan_dest(&c->plan, e, cum[e] + li[e]++);
+      dest[t * k + j] = d;
+      cnt3[I3(ch, d, e)]++;
+    }
+  }
+  /* offsets of expert e inside block (ch, d) */
+  for (int ch = 0; ch < K; ch++)
+    for (int d = 0; d < Ep; d++) {
+      int64_t o = 0;
+      for (int e = 0; e < E; e++) {
+        off3[I3(ch, d, e)] = o;
+        o += cnt3[I3(ch, d, e)];
+      }
+    }
+
+  /* 4. what every source sends me: rc3[src][ch][e] */
+  snd3 = malloc(n3 * sizeof(int64_t));
+  rc3 = malloc(n3 * sizeof(int64_t));
+  if (!snd3 || !rc3) goto oom;
+  for (int d = 0; d < Ep; d++)
+    for (int ch = 0; ch < K; ch++)
+      for (int e = 0; e < E; e++)
+        snd3[((size_t)d * K + ch) * E + e] = cnt3[I3(ch, d, e)];
+  st = pl_host_alltoall_i64(m->comm, snd3, (size_t)K * E, rc3);
+  if (st != PL_OK) goto fail;
+
+  /* 5. helper weight sets: (expert, helper) pairs of the plan */
+  {
+    const pl_llep_plan *p = &c->plan;
+    int np = p->n_pieces;
+    c->s_exp = malloc((size_t)(np + 1) * sizeof(int));
+    c->s_dst = malloc((size_t)(np + 1) * sizeof(int));
+    c->h_exp = malloc((size_t)(np + 1) * sizeof(int));
+    c->h_src = malloc((size_t)(np + 1) * sizeof(int));
+    if (!c->s_exp || !c->s_dst || !c->h_exp || !c->h_src) goto oom;
+    /* send list ordered by (dst, expert); receive list by (src, expert) */
+    for (int d = 0; d < Ep; d++)
+      for (int e = 0; e < E; e++) {
+        int o = pl_llep_native_rank(e, E, Ep);
+        if (o == d) continue;
+        bool has = false;
+        for (int i = p->piece_off[e]; i < p->piece_off[e + 1]; i++)
+          if (p->pieces[i].rank == d) has = true;
+        if (!has) continue;
+        if (o == me) {
+          c->s_exp[c->ns] = e;
+          c->s_dst[c->ns++] = d;
+        }
+        (void)0;
+      }
+    for (int src = 0; src < Ep; src++)
+      for (int e = src * m->El; e < (src + 1) * m->El; e++) {
+        if (src == me) continue;
+        bool has = false;
+        for (int i = p->piece_off[e]; i < p->piece_off[e + 1]; i++)
+          if (p->pieces[i].rank == me) has = true;
+        if (!has) continue;
+        c->h_exp[c->nh] = e;
+        c->h_src[c->nh++] = src;
+      }
+  }
+
+  /* 6. per-chunk layouts */
+  c->ch = calloc((size_t)K, sizeof(chunk));
+  c->ibuf = calloc((size_t)K * 4 * Ep, sizeof(int64_t));
+  tokq = malloc((size_t)(N > 0 ? N : 1) * sizeof(int64_t));
+  if (!c->ch || !c->ibuf || !tokq) goto oom;
+  int64_t nmeta = 0;
+  int64_t tot_S = 0, tot_R = 0;
+  for (int ch = 0; ch < K; ch++) {
+    chunk *C = &c->ch[ch];
+    C->scnt = c->ibuf + (size_t)ch * 4 * Ep;
+    C->sdsp = C->scnt + Ep;
+    C->rcnt = C->sdsp + Ep;
+    C->rdsp = C->rcnt + Ep;
+    int64_t so = 0;
+    for (int d = 0; d < Ep; d++) {
+      int64_t n = 0;
+      for (int e = 0; e < E; e++) n += cnt3[I3(ch, d, e)];
+      if (d == me) {
+        C->s_self = n;
+        C->scnt[d] = 0;
+        C->sdsp[d] = 0;
+      } else {
+        C->scnt[d] = n;
+        C->sdsp[d] = so;
+        so += n;
+      }
+    }
+    C->S = so;
+    int64_t ro = 0;
+    int ng = 0;
+    for (int src = 0; src < Ep; src++) {
+      int64_t n = 0;
+      for (int e = 0; e < E; e++) {
+        int64_t v = rc3[((size_t)src * K + ch) * E + e];
+        n += v;
+        if (v > 0) ng++;
+      }
+      C->rdsp[src] = ro;
+      C->rcnt[src] = src == me ? 0 : n;
+      if (src == me) C->self_off = ro;
+      ro += n;
+    }
+    C->R = ro;
+    C->g = malloc((size_t)(ng > 0 ? ng : 1) * sizeof(grp));
+    if (!C->g) goto oom;
+    for (int src = 0; src < Ep; src++) {
+      int64_t o = C->rdsp[src];
+      for (int e = 0; e < E; e++) {
+        int64_t v = rc3[((size_t)src * K + ch) * E + e];
+        if (v == 0) continue;
+        int slot;
+        if (pl_llep_native_rank(e, E, Ep) == me)
+          slot = e - me * m->El;
+        else {
+          int h = helper_index(c, e);
+          PL_ASSERT(h >= 0);
+          slot = m->El + h;
+        }
+        C->g[C->ng++] = (grp){o, v, slot};
+        o += v;
+      }
+    }
+    tot_S += C->S;
+    tot_R += C->R;
+    if (C->R > c->max_chunk_recv) c->max_chunk_recv = C->R;
+  }
+  /* tokens per chunk */
+  for (int64_t t = 0; t < N; t++) c->ch[pl_chunk_of(t, N, K, contig)].nt++;
+  for (int ch = 0; ch < K; ch++) {
+    chunk *C = &c->ch[ch];
+    C->o_toks = nmeta;
+    nmeta += C->nt;
+    C->o_slots = nmeta;
+    nmeta += C->nt * k;
+    C->o_send_tok = nmeta;
+    nmeta += C->S;
+    C->o_send_route = nmeta;
+    nmeta += C->S;
+    C->o_self_tok = nmeta;
+    nmeta += C->s_self;
+    C->o_self_route = nmeta;
+    nmeta += C->s_self;
+  }
+  if (nmeta > INT32_MAX || tot_R > INT32_MAX) {
+    st = pl_set_error(PL_EINVAL, "moe: %lld routes on one rank: beyond int32",
+                      (long long)nmeta);
+    goto fail;
+  }
+  hmeta = malloc((size_t)(nmeta > 0 ? nmeta : 1) * sizeof(int32_t));
+  if (!hmeta) goto oom;
+  {
+    int64_t *ntq = calloc((size_t)K, sizeof(int64_t)); /* tokens placed */
+    int64_t *cur = calloc(n3, sizeof(int64_t));
+    if (!ntq || !cur) {
+      free(ntq);
+      free(cur);
+      goto oom;
+    }
+    for (int64_t t = 0; t < N; t++) {
+      int ch = pl_chunk_of(t, N, K, contig);
+      chunk *C = &c->ch[ch];
+      int64_t q = ntq[ch]++;
+      hmeta[C->o_toks + q] = (int32_t)t;
+      for (int j = 0; j < k; j++) {
+        int e = idx[t * k + j], d = dest[t * k + j];
+        int64_t bi = off3[I3(ch, d, e)] + cur[I3(ch, d, e)]++;
+        int32_t slot;
+        if (d != me) {
+          int64_t sl = C->sdsp[d] + bi;
+          hmeta[C->o_send_tok + sl] = (int32_t)t;
+          hmeta[C->o_send_route + sl] = (int32_t)(t * k + j);
+          slot = (int32_t)sl;
+        } else {
+          hmeta[C->o_self_tok + bi] = (int32_t)t;
+          hmeta[C->o_self_route + bi] = (int32_t)(t * k + j);
+          slot = (int32_t)(-1 - (C->self_off + bi));
+        }
+        hmeta[C->o_slots + q * k + j] = slot;
+      }
+    }
+    free(ntq);
+    free(cur);
+  }
+#undef I3
+
+  /* 7. the group-wide max-send ratio over (chunk, destination) */
+  {
+    int64_t *rk = malloc((size_t)K * sizeof(int64_t));
+    int64_t *ra = malloc((size_t)K * Ep * sizeof(int64_t));
+    if (!rk || !ra) {
+      free(rk);
+      free(ra);
+      goto oom;
+    }
+    for (int ch = 0; ch < K; ch++) rk[ch] = c->ch[ch].R;
+    st = pl_host_allgather_i64(m->comm, rk, (size_t)K, ra);
+    if (st == PL_OK) {
+      int64_t mx = 0, sum = 0;
+      for (size_t i = 0; i < (size_t)K * Ep; i++) {
+        sum += ra[i];
+        if (ra[i] > mx) mx = ra[i];
+      }
+      c->max_send_ratio = sum > 0 ? (double)mx * K * Ep / (double)sum : 1.0;
+    }
+    free(rk);
+    free(ra);
+    if (st != PL_OK) goto fail;
+  }
+
+  /* 8. upload the indices */
+  st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)nmeta * sizeof(int32_t),
+                      "routing", m->cs, (void **)&c->dmeta);
+  if (st != PL_OK) goto fail;
+  if (nmeta > 0) {
+    st = pl_memcpy_async(m->cs, c->dmeta, hmeta,
+                         (size_t)nmeta * sizeof(int32_t));
+    if (st == PL_OK) st = pl_stream_sync(m->cs); /* hmeta is freed next */
+    if (st != PL_OK) goto fail;
+  }
+  free(mine);
+  free(all);
+  free(cnt3);
+  free(off3);
+  free(rc3);
+  free(snd3);
+  free(dest);
+  free(hmeta);
+  free(gcount);
+  free(cum);
+  free(li);
+  free(tokq);
+  *out = c;
+  return PL_OK;
+oom:
+  st = pl_set_error(PL_ENOMEM, "moe: host metadata allocation (N=%lld)",
+                    (long long)N);
+fail:
+  free(mine);
+  free(all);
+  free(cnt3);
+  free(off3);
+  free(rc3);
+  free(snd3);
+  free(dest);
+  free(hmeta);
+  free(gcount);
+  free(cum);
+  free(li);
+  free(tokq);
+  pl_moe_ctx_free(c);
+  return st;
+}
+
+/* ---- helper weights ------------------------------------------------------- */
+
+static size_t wset_elems(const pl_moe *m) {
+  return 3 * (size_t)m->cfg.H * (size_t)m->cfg.I;
+}
+
+/* Owners send each spilled expert's (Wg | Wu | Wd) to its helpers (one
+ * all-to-all-v of weight sets), on stream s. */
+static pl_status transfer_weights(pl_moe *m, pl_moe_ctx *c,
+                                  const pl_moe_weights *W, pl_stream *s) {
+  const int Ep = m->Ep;
+  int any = c->ns + c->nh;
+  int64_t tot = any;
+  PL_TRY(pl_host_allreduce_i64(m->comm, &tot, 1, PL_RED_SUM));
+  if (tot == 0) return PL_OK;
+  size_t we = wset_elems(m), HI = (size_t)m->cfg.H * m->cfg.I;
+  size_t b = pl_dtype_size(m->cfg.dt);
+  void *sbuf = NULL;
+  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)c->ns * we * b,
+                        "llep_weights", s, &sbuf));
+  pl_status st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)c->nh * we * b,
+                                "llep_weights", s, &c->hw);
+  for (int i = 0; i < c->ns && st == PL_OK; i++) {
+    size_t li = (size_t)(c->s_exp[i] - m->rank * m->El);
+    char *dst = (char *)sbuf + (size_t)i * we * b;
+    st = pl_memcpy_async(s, dst, (char *)W->wg + li * HI * b, HI * b);
+    if (st == PL_OK)
+      st = pl_memcpy_async(s, dst + HI * b, (char *)W->wu + li * HI * b,
+                           HI * b);
+    if (st == PL_OK)
+      st = pl_memcpy_async(s, dst + 2 * HI * b, (char *)W->wd + li * HI * b,
+                           HI * b);
+  }
+  size_t *sc = calloc((size_t)Ep * 4, sizeof(size_t));
+  if (!sc && st == PL_OK) st = pl_set_error(PL_ENOMEM, "moe: host counts");
+  if (st == PL_OK) {
+    size_t *sd = sc + Ep, *rcn = sd + Ep, *rd = rcn + Ep;
+    for (int i = 0; i < c->ns; i++) sc[c->s_dst[i]] += we;
+    for (int i = 0; i < c->nh; i++) rcn[c->h_src[i]] += we;
+    for (int d = 1; d < Ep; d++) {
+      sd[d] = sd[d - 1] + sc[d - 1];
+      rd[d] = rd[d - 1] + rcn[d - 1];
+    }
+    st = pl_alltoallv(m->comm, sbuf, sc, sd, c->hw, rcn, rd, m->cfg.dt, s);
+  }
+  free(sc);
+  pl_free_async(m->dev, sbuf, s);
+  return st;
+}
+
+/* Helpers send the accumulated gradients of their borrowed experts back; the
+ * owner adds them to its own, in (helper rank, expert) order. */
+static pl_status return_wgrads(pl_moe *m, pl_moe_ctx *c, float *hg,
+                               pl_moe_wgrads *G, pl_stream *s) {
+  const int Ep = m->Ep;
+  int64_t tot = c->ns + c->nh;
+  PL_TRY(pl_host_allreduce_i64(m->comm, &tot, 1, PL_RED_SUM));
+  if (tot == 0) return PL_OK;
+  size_t we = wset_elems(m), HI = (size_t)m->cfg.H * m->cfg.I;
+  float *rbuf = NULL;
+  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE,
+                        (size_t)c->ns * we * sizeof(float), "llep_grads", s,
+                        (void **)&rbuf));
+  pl_status st = PL_OK;
+  size_t *sc = calloc((size_t)Ep * 4, sizeof(size_t));
+  if (!sc) st = pl_set_error(PL_ENOMEM, "moe: host counts");
+  if (st == PL_OK) {
+    size_t *sd = sc + Ep, *rcn = sd + Ep, *rd = rcn + Ep;
+    for (int i = 0; i < c->nh; i++) sc[c->h_src[i]] += we;
+    for (int i = 0; i < c->ns; i++) rcn[c->s_dst[i]] += we;
+    for (int d = 1; d < Ep; d++) {
+      sd[d] = sd[d - 1] + sc[d - 1];
+      rd[d] = rd[d - 1] + rcn[d - 1];
+    }
+    st = pl_alltoallv(m->comm, hg, sc, sd, rbuf, rcn, rd, PL_F32, s);
+  }
+  free(sc);
+  for (int i = 0; i < c->ns && st == PL_OK; i++) {
+    size_t li = (size_t)(c->s_exp[i] - m->rank * m->El);
+    const float *src = rbuf + (size_t)i * we;
+    st = pl_axpy(s, G->wg + li * HI, PL_F32, src, PL_F32, HI, 1.0f);
+    if (st == PL_OK)
+      st = pl_axpy(s, G->wu + li * HI, PL_F32, src + HI, PL_F32, HI, 1.0f);
+    if (st == PL_OK)
+      st = pl_axpy(s, G->wd + li * HI, PL_F32, src + 2 * HI, PL_F32, HI, 1.0f);
+  }
+  pl_free_async(m->dev, rbuf, s);
+  return st;
+}
+
+/* Weight pointers of a group's expert slot. */
+static void slot_weights(const pl_moe *m, const pl_moe_ctx *c,
+                         const pl_moe_weights *W, int slot, const void **wg,
+                         const void **wu, const void **wd) {
+  size_t HI = (size_t)m->cfg.H * m->cfg.I, b = pl_dtype_size(m->cfg.dt);
+  if (slot < m->El) {
+    *wg = (const char *)W->wg + (size_t)slot * HI * b;
+    *wu = (const char *)W->wu + (size_t)slot * HI * b;
+    *wd = (const char *)W->wd + (size_t)slot * HI * b;
+  } else {
+    const char *base = (const char *)c->hw + (size_t)(slot - m->El) * 3 * HI * b;
+    *wg = base;
+    *wu = base + HI * b;
+    *wd = base + 2 * HI * b;
+  }
+}
+static void slot_grads(const pl_moe *m, const pl_moe_wgrads *G, float *hg,
+                       int slot, float **gg, float **gu, float **gd) {
+  size_t HI = (size_t)m->cfg.H * m->cfg.I;
+  if (slot < m->El) {
+    *gg = G->wg + (size_t)slot * HI;
+    *gu = G->wu + (size_t)slot * HI;
+    *gd = G->wd + (size_t)slot * HI;
+  } else {
+    float *base = hg + (size_t)(slot - m->El) * 3 * HI;
+    *gg = base;
+    *gu = base + HI;
+    *gd = base + 2 * HI;
+  }
+}
+
+/* ---- chunk stages ------------------------------------------------------- */
+
+static const int32_t *meta(const pl_moe_ctx *c, int64_t off) {
+  return c->dmeta + off;
+}
+
+/* Counts in elements for pl_alltoallv: rows * width. */
+static void scaled(const int64_t *rows, size_t width, int Ep, size_t *out) {
+  for (int d = 0; d < Ep; d++) out[d] = (size_t)rows[d] * width;
+}
+
+/* Source rows (src: N x H) of chunk C to their computing ranks: *recv gets
+ * R x H (tag dispatch), blocks by source, own routes gathered directly. */
+static pl_status dispatch_rows(pl_moe *m, pl_moe_ctx *c, chunk *C,
+                               const void *src, void **recv, pl_stream *s) {
+  const int64_t H = m->cfg.H;
+  const pl_dtype dt = m->cfg.dt;
+  const size_t rb = (size_t)H * pl_dtype_size(dt);
+  void *xs = NULL;
+  *recv = NULL;
+  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->S * rb, "dispatch",
+                        s, &xs));
+  pl_status st = pl_moe_k_moe_gather(s, xs, src, meta(c, C->o_send_tok), C->S,
+                                     H, dt);
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * rb,
+                        "dispatch", s, recv);
+  if (st == PL_OK)
+    st = pl_moe_k_moe_gather(s, (char *)*recv + (size_t)C->self_off * rb, src,
+                             meta(c, C->o_self_tok), C->s_self, H, dt);
+  if (st == PL_OK) {
+    size_t cnt[4 * 64], *p = cnt;
+    size_t *heap = NULL;
+    if (m->Ep > 64) p = heap = malloc((size_t)m->Ep * 4 * sizeof(size_t));
+    if (!p) st = pl_set_error(PL_ENOMEM, "moe: host counts");
+    else {
+      int Ep = m->Ep;
+      scaled(C->scnt, H, Ep, p);
+      scaled(C->sdsp, H, Ep, p + Ep);
+      scaled(C->rcnt, H, Ep, p + 2 * Ep);
+      scaled(C->rdsp, H, Ep, p + 3 * Ep);
+      st = pl_alltoallv(m->comm, xs, p, p + Ep, *recv, p + 2 * Ep, p + 3 * Ep,
+                        dt, s);
+    }
+    free(heap);
+  }
+  pl_free_async(m->dev, xs, s);
+  if (st != PL_OK && *recv) {
+    pl_free_async(m->dev, *recv, s);
+    *recv = NULL;
+  }
+  return st;
+}
+
+/* Per-route scalars w (N*k, f32) of chunk C to the computing ranks: R floats
+ * (tag routing). */
+static pl_status dispatch_scalars(pl_moe *m, pl_moe_ctx *c, chunk *C,
+                                  const float *w, float **recv, pl_stream *s) {
+  float *ws = NULL;
+  *recv = NULL;
+  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->S * sizeof(float),
+                        "routing", s, (void **)&ws));
+  pl_status st =
+      pl_moe_k_moe_gather_f32(s, ws, w, meta(c, C->o_send_route), C->S);
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * sizeof(float),
+                        "routing", s, (void **)recv);
+  if (st == PL_OK)
+    st = pl_moe_k_moe_gather_f32(s, *recv + C->self_off, w,
+                                 meta(c, C->o_self_route), C->s_self);
+  if (st == PL_OK) {
+    int Ep = m->Ep;
+    size_t *p = malloc((size_t)Ep * 4 * sizeof(size_t));
+    if (!p) st = pl_set_error(PL_ENOMEM, "moe: host counts");
+    else {
+      scaled(C->scnt, 1, Ep, p);
+      scaled(C->sdsp, 1, Ep, p + Ep);
+      scaled(C->rcnt, 1, Ep, p + 2 * Ep);
+      scaled(C->rdsp, 1, Ep, p + 3 * Ep);
+      st = pl_alltoallv(m->comm, ws, p, p + Ep, *recv, p + 2 * Ep, p + 3 * Ep,
+                        PL_F32, s);
+      free(p);
+    }
+  }
+  pl_free_async(m->dev, ws, s);
+  if (st != PL_OK && *recv) {
+    pl_free_async(m->dev, *recv, s);
+    *recv = NULL;
+  }
+  return st;
+}
+
+/* Rows computed here (R x width, blocks by source) back to their sources:
+ * *back gets S x width (remote routes only). */
+static pl_status return_rows(pl_moe *m, chunk *C, const void *Y, size_t width,
+                             pl_dtype dt, const char *tag, void **back,
+                             pl_stream *s) {
+  int Ep = m->Ep;
+  *back = NULL;
+  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE,
+                        (size_t)C->S * width * pl_dtype_size(dt), tag, s,
+                        back));
+  size_t *p = malloc((size_t)Ep * 4 * sizeof(size_t));
+  if (!p) return pl_set_error(PL_ENOMEM, "moe: host counts");
+  scaled(C->rcnt, width, Ep, p);
+  scaled(C->rdsp, width, Ep, p + Ep);
+  scaled(C->scnt, width, Ep, p + 2 * Ep);
+  scaled(C->sdsp, width, Ep, p + 3 * Ep);
+  pl_status st =
+      pl_alltoallv(m->comm, Y, p, p + Ep, *back, p + 2 * Ep, p + 3 * Ep, dt, s);
+  free(p);
+  return st;
+}
+
+/* Forward expert compute of chunk C on stream s: X (R x H) -> Y in place. */
+static pl_status expert_fwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
+                            const pl_moe_weights *W, void *X, pl_stream *s) {
+  const int64_t H = m->cfg.H, I = m->cfg.I;
+  const pl_dtype dt = m->cfg.dt;
+  const size_t b = pl_dtype_size(dt);
+  void *G = NULL, *U = NULL, *A = NULL;
+  pl_status st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * I * b,
+                                "expert", s, &G);
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * I * b,
+                        "expert", s, &U);
+  for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
+    const grp *g = &C->g[gi];
+    const void *wg, *wu, *wd;
+    slot_weights(m, c, W, g->slot, &wg, &wu, &wd);
+    const char *Xg = (const char *)X + (size_t)g->row0 * H * b;
+    st = pl_moe_k_moe_gemm(s, false, false, g->rows, I, H, 1.0f, Xg, H, wg, I,
+                           0.0f, (char *)G + (size_t)g->row0 * I * b, I, dt,
+                           dt);
+    if (st == PL_OK)
+      st = pl_moe_k_moe_gemm(s, false, false, g->rows, I, H, 1.0f, Xg, H, wu,
+                             I, 0.0f, (char *)U + (size_t)g->row0 * I * b, I,
+                             dt, dt);
+  }
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * I * b,
+                        "expert", s, &A);
+  if (st == PL_OK) st = pl_moe_k_moe_swiglu_fwd(s, A, G, U, C->R, I, dt);
+  pl_free_async(m->dev, G, s);
+  pl_free_async(m->dev, U, s);
+  G = U = NULL;
+  for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
+    const grp *g = &C->g[gi];
+    const void *wg, *wu, *wd;
+    slot_weights(m, c, W, g->slot, &wg, &wu, &wd);
+    st = pl_moe_k_moe_gemm(s, false, false, g->rows, H, I, 1.0f,
+                           (const char *)A + (size_t)g->row0 * I * b, I, wd, H,
+                           0.0f, (char *)X + (size_t)g->row0 * H * b, H, dt,
+                           dt);
+  }
+  pl_free_async(m->dev, A, s);
+  return st;
+}
+
+/* Backward expert compute of chunk C: X (R x H, the layer input rows), D
+ * (R x H: dout rows in, dX rows out), wr (R route weights), dwr (R out). */
+static pl_status expert_bwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
+                            const pl_moe_weights *W, pl_moe_wgrads *Gw,
+                            float *hg, void *X, void *D, const float *wr,
+                            float *dwr, pl_stream *s) {
+  const int64_t H = m->cfg.H, I = m->cfg.I;
+  const pl_dtype dt = m->cfg.dt;
+  const size_t b = pl_dtype_size(dt);
+  void *G = NULL, *U = NULL, *A = NULL, *P = NULL;
+  size_t ib = (size_t)C->R * I * b;
+  pl_status st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &G);
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &U);
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &A);
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &P);
+#define ROWS(base, w) ((char *)(base) + (size_t)g->row0 * (w) * b)
+  /* recompute G, U, A; P = dout * Wd^T */
+  for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
+    const grp *g = &C->g[gi];
+    const void *wg, *wu, *wd;
+    slot_weights(m, c, W, g->slot, &wg, &wu, &wd);
+    st = pl_moe_k_moe_gemm(s, false, false, g->rows, I, H, 1.0f, ROWS(X, H), H,
+                           wg, I, 0.0f, ROWS(G, I), I, dt, dt);
+    if (st == PL_OK)
+      st = pl_moe_k_moe_gemm(s, false, false, g->rows, I, H, 1.0f, ROWS(X, H),
+                             H, wu, I, 0.0f, ROWS(U, I), I, dt, dt);
+    if (st == PL_OK)
+      st = pl_moe_k_moe_gemm(s, false, true, g->rows, I, H, 1.0f, ROWS(D, H),
+                             H, wd, H, 0.0f, ROWS(P, I), I, dt, dt);
+  }
+  if (st == PL_OK) st = pl_moe_k_moe_swiglu_fwd(s, A, G, U, C->R, I, dt);
+  /* dw = <P, A>; G <- dG, U <- dU */
+  if (st == PL_OK)
+    st = pl_moe_k_moe_swiglu_bwd(s, G, U, P, A, wr, dwr, C->R, I, dt);
+  pl_free_async(m->dev, P, s);
+  P = NULL;
+  /* dY = w * dout; dWd += A^T dY; dWg += X^T dG; dWu += X^T dU */
+  if (st == PL_OK) st = pl_moe_k_moe_scale_rows(s, D, wr, C->R, H, dt);
+  for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
+    const grp *g = &C->g[gi];
+    float *gg, *gu, *gd;
+    slot_grads(m, Gw, hg, g->slot, &gg, &gu, &gd);
+    st = pl_moe_k_moe_gemm(s, true, false, I, H, g->rows, 1.0f, ROWS(A, I), I,
+                           ROWS(D, H), H, 1.0f, gd, H, dt, PL_F32);
+    if (st == PL_OK)
+      st = pl_moe_k_moe_gemm(s, true, false, H, I, g->rows, 1.0f, ROWS(X, H),
+                             H, ROWS(G, I), I, 1.0f, gg, I, dt, PL_F32);
+    if (st == PL_OK)
+      st = pl_moe_k_moe_gemm(s, true, false, H, I, g->rows, 1.0f, ROWS(X, H),
+                             H, ROWS(U, I), I, 1.0f, gu, I, dt, PL_F32);
+  }
+  pl_free_async(m->dev, A, s);
+  A = NULL;
+  /* dX = dG Wg^T + dU Wu^T, into D */
+  for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
+    const grp *g = &C->g[gi];
+    const void *wg, *wu, *wd;
+    slot_weights(m, c, W, g->slot, &wg, &wu, &wd);
+    st = pl_moe_k_moe_gemm(s, false, true, g->rows, H, I, 1.0f, ROWS(G, I), I,
+                           wg, I, 0.0f, ROWS(D, H), H, dt, dt);
+    if (st == PL_OK)
+      st = pl_moe_k_moe_gemm(s, false, true, g->rows, H, I, 1.0f, ROWS(U, I),
+                             I, wu, I, 1.0f, ROWS(D, H), H, dt, dt);
+  }
+#undef ROWS
+  pl_free_async(m->dev, G, s);
+  pl_free_async(m->dev, U, s);
+  pl_free_async(m->dev, P, s);
+  pl_free_async(m->dev, A, s);
+  return st;
+}
+
+/* ---- forward ------------------------------------------------------------ */
+
+typedef struct fwd_state {
+  void **B;           /* per chunk: receive buffer (R x H), Y after compute */
+  pl_event **evD, **evC;
+} fwd_state;
+
+static pl_status fwd_combine(pl_moe *m, pl_moe_ctx *c, int i, const float *w,
+                             void *out, pl_stream *s, fwd_state *fs) {
+  chunk *C = &c->ch[i];
+  void *back = NULL;
+  pl_status st = PL_OK;
+  if (s != m->cs) st = pl_stream_wait(s, fs->evC[i]);
+  if (st == PL_OK)
+    st = return_rows(m, C, fs->B[i], (size_t)m->cfg.H, m->cfg.dt, "dispatch",
+                     &back, s);
+  if (st == PL_OK)
+    st = pl_moe_k_moe_combine(s, out, meta(c, C->o_toks), C->nt,
+                              meta(c, C->o_slots), m->cfg.k, w, back, fs->B[i],
+                              m->cfg.H, m->cfg.dt);
+  pl_free_async(m->dev, back, s);
+  pl_free_async(m->dev, fs->B[i], s);
+  fs->B[i] = NULL;
+  return st;
+}
+
+static pl_status fwd_dispatch(pl_moe *m, pl_moe_ctx *c, int i, const void *x,
+                              pl_stream *s, fwd_state *fs) {
+  PL_TRY(dispatch_rows(m, c, &c->ch[i], x, &fs->B[i], s));
+  return pl_event_record(fs->evD[i], s);
+}
+
+static pl_status fwd_compute(pl_moe *m, pl_moe_ctx *c, int i,
+                             const pl_moe_weights *W, fwd_state *fs) {
+  PL_TRY(pl_stream_wait(m->cs, fs->evD[i]));
+  PL_TRY(expert_fwd(m, c, &c->ch[i], W, fs->B[i], m->cs));
+  return pl_event_record(fs->evC[i], m->cs);
+}
+
+static pl_status make_events(pl_dev *dev, int n, pl_event ***out) {
+  *out = calloc((size_t)n, sizeof(pl_event *));
+  if (!*out) return pl_set_error(PL_ENOMEM, "moe: events");
+  for (int i = 0; i < n; i++) PL_TRY(pl_event_create(dev, &(*out)[i]));
+  return PL_OK;
+}
+static void free_events(int n, pl_event **e) {
+  if (!e) return;
+  for (int i = 0; i < n; i++)
+    if (e[i]) pl_event_destroy(e[i]);
+  free(e);
+}
+
+static void fill_stats(pl_moe *m, pl_moe_ctx *c, pl_moe_stats *stt) {
+  if (!stt) return;
+  memset(stt, 0, sizeof *stt);
+  stt->K = c->K;
+  stt->c_eff = c->c_eff;
+  stt->planned = c->plan.planned;
+  stt->n_pieces = c->plan.n_pieces;
+  stt->n_spilled = c->plan.n_spilled;
+  stt->imb_native = c->plan.imb_native;
+  stt->imb_planned = c->plan.imb_planned;
+  for (int i = 0; i < c->K; i++) {
+    stt->routes_sent += c->ch[i].S;
+    stt->routes_recv += c->ch[i].R;
+  }
+  stt->max_chunk_recv = c->max_chunk_recv;
+  stt->max_send_ratio = c->max_send_ratio;
+  stt->weights_moved = c->nh;
+  stt->gemm_flops_fwd =
+      6.0 * (double)stt->routes_recv * (double)m->cfg.H * (double)m->cfg.I;
+  stt->overlapped = c->overlapped;
+}
+
+pl_status pl_moe_forward(pl_moe *m, const pl_moe_weights *W, const void *x,
+                         int64_t N, const int32_t *idx, const float *w,
+                         void *out, pl_moe_ctx **ctxp, pl_moe_stats *stats) {
+  if (ctxp) *ctxp = NULL;
+  pl_moe_ctx *c = NULL;
+  PL_TRY(build_ctx(m, N, idx, &c));
+  const int K = c->K;
+  fwd_state fs = {0};
+  pl_event *ev0 = NULL, *evEnd = NULL;
+  pl_status st = PL_OK;
+  fs.B = calloc((size_t)K, sizeof(void *));
+  if (!fs.B) st = pl_set_error(PL_ENOMEM, "moe: host");
+  if (st == PL_OK) st = make_events(m->dev, K, &fs.evD);
+  if (st == PL_OK) st = make_events(m->dev, K, &fs.evC);
+  if (st == PL_OK) st = pl_event_create(m->dev, &ev0);
+  if (st == PL_OK) st = pl_event_create(m->dev, &evEnd);
+  if (st == PL_OK) st = transfer_weights(m, c, W, m->cs);
+
+  const bool pipe = m->cfg.variant == PL_MOE_PIPELINED && m->cfg.overlap;
+  pl_stream *ms = pipe ? m->ms : m->cs;
+  if (st == PL_OK && pipe) {
+    st = pl_event_record(ev0, m->cs);
+    if (st == PL_OK) st = pl_stream_wait(ms, ev0);
+  }
+  /* Budget in rows of the bound 2*Ep*k*c_eff (see the file comment). */
+  const int64_t budget = 2 * (int64_t)m->Ep * m->cfg.k * c->c_eff;
+  if (st == PL_OK) st = fwd_dispatch(m, c, 0, x, ms, &fs);
+  int pending = -1;
+  for (int i = 0; i < K && st == PL_OK; i++) {
+    st = fwd_compute(m, c, i, W, &fs);
+    if (st == PL_OK && pending >= 0) {
+      st = fwd_combine(m, c, pending, w, out, ms, &fs);
+      pending = -1;
+    }
+    if (st != PL_OK) break;
+    if (i + 1 < K) {
+      chunk *A = &c->ch[i], *Bn = &c->ch[i + 1];
+      int64_t smax = A->S > Bn->S ? A->S : Bn->S;
+      if (pipe && A->R + Bn->R + smax <= budget) {
+        st = fwd_dispatch(m, c, i + 1, x, ms, &fs); /* overlaps compute(i) */
+        pending = i;
+        c->overlapped++;
+      } else {
+        st = fwd_combine(m, c, i, w, out, ms, &fs);
+        if (st == PL_OK) st = fwd_dispatch(m, c, i + 1, x, ms, &fs);
+      }
+    } else {
+      st = fwd_combine(m, c, i, w, out, ms, &fs);
+    }
+  }
+  if (st == PL_OK && pipe) {
+    st = pl_event_record(evEnd, ms);
+    if (st == PL_OK) st = pl_stream_wait(m->cs, evEnd);
+  }
+  /* on error: release what is still held (collectives may be torn; the
+   * caller reports the status) */
+  for (int i = 0; fs.B && i < K; i++)
+    if (fs.B[i]) pl_free_async(m->dev, fs.B[i], ms);
+  if (st == PL_OK) st = pl_stream_sync(m->cs);
+  if (st == PL_OK && pipe) st = pl_stream_sync(ms);
+  free(fs.B);
+  free_events(K, fs.evD);
+  free_events(K, fs.evC);
+  if (ev0) pl_event_destroy(ev0);
+  if (evEnd) pl_event_destroy(evEnd);
+  fill_stats(m, c, stats);
+  if (st != PL_OK || !ctxp) {
+    pl_moe_ctx_free(c);
+    return st;
+  }
+  /* Backward needs no helper weights between the passes when the caller
+   * holds the owners' weights: keep them only while the context lives. */
+  *ctxp = c;
+  return PL_OK;
+}
+
+/* ---- backward ----------------------------------------------------------- */
+
+typedef struct bwd_state {
+  void **X, **D;
+  float **wr, **dwr;
+  pl_event **evD, **evC;
+} bwd_state;
+
+static pl_status bwd_dispatch(pl_moe *m, pl_moe_ctx *c, int i, const void *x,
+                              const void *dout, const float *w, pl_stream *s,
+                              bwd_state *bs) {
+  chunk *C = &c->ch[i];
+  PL_TRY(dispatch_rows(m, c, C, x, &bs->X[i], s));
+  PL_TRY(dispatch_rows(m, c, C, dout, &bs->D[i], s));
+  PL_TRY(dispatch_scalars(m, c, C, w, &bs->wr[i], s));
+  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * sizeof(float),
+                        "routing", s, (void **)&bs->dwr[i]));
+  return pl_event_record(bs->evD[i], s);
+}
+
+static pl_status bwd_compute(pl_moe *m, pl_moe_ctx *c, int i,
+                             const pl_moe_weights *W, pl_moe_wgrads *G,
+                             float *hg, bwd_state *bs) {
+  PL_TRY(pl_stream_wait(m->cs, bs->evD[i]));
+  pl_status st = expert_bwd(m, c, &c->ch[i], W, G, hg, bs->X[i], bs->D[i],
+                            bs->wr[i], bs->dwr[i], m->cs);
+  pl_free_async(m->dev, bs->X[i], m->cs); /* the layer input rows: done */
+  bs->X[i] = NULL;
+  if (st != PL_OK) return st;
+  return pl_event_record(bs->evC[i], m->cs);
+}
+
+static pl_status bwd_return(pl_moe *m, pl_moe_ctx *c, int i, void *dx,
+                            float *dw, pl_stream *s, bwd_state *bs) {
+  chunk *C = &c->ch[i];
+  void *back = NULL;
+  float *dwb = NULL;
+  pl_status st = PL_OK;
+  if (s != m->cs) st = pl_stream_wait(s, bs->evC[i]);
+  if (st == PL_OK)
+    st = return_rows(m, C, bs->D[i], (size_t)m->cfg.H, m->cfg.dt, "dispatch",
+                     &back, s);
+  if (st == PL_OK)
+    st = pl_moe_k_moe_combine(s, dx, meta(c, C->o_toks), C->nt,
+                              meta(c, C->o_slots), m->cfg.k, NULL, back,
+                              bs->D[i], m->cfg.H, m->cfg.dt);
+  pl_free_async(m->dev, back, s);
+  pl_free_async(m->dev, bs->D[i], s);
+  bs->D[i] = NULL;
+  if (st == PL_OK)
+    st = return_rows(m, C, bs->dwr[i], 1, PL_F32, "routing", (void **)&dwb, s);
+  if (st == PL_OK)
+    st = pl_moe_k_moe_scatter_f32(s, dw, meta(c, C->o_toks), C->nt,
+                                  meta(c, C->o_slots), m->cfg.k, dwb,
+                                  bs->dwr[i]);
+  pl_free_async(m->dev, dwb, s);
+  pl_free_async(m->dev, bs->dwr[i], s);
+  pl_free_async(m->dev, bs->wr[i], s);
+  bs->dwr[i] = bs->wr[i] = NULL;
+  return st;
+}
+
+pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
+                          const void *x, const float *w, const void *dout,
+                          void *dx, float *dw, pl_moe_wgrads *G) {
+  if (!c || c->m != m)
+    return pl_set_error(PL_EINVAL, "moe backward: context of another layer");
+  const int K = c->K;
+  bwd_state bs = {0};
+  float *hg = NULL;
+  pl_event *ev0 = NULL, *evEnd = NULL;
+  pl_status st = PL_OK;
+  bs.X = calloc((size_t)K, sizeof(void *));
+  bs.D = calloc((size_t)K, sizeof(void *));
+  bs.wr = calloc((size_t)K, sizeof(float *));
+  bs.dwr = calloc((size_t)K, sizeof(float *));
+  if (!bs.X || !bs.D || !bs.wr || !bs.dwr)
+    st = pl_set_error(PL_ENOMEM, "moe: host");
+  if (st == PL_OK) st = make_events(m->dev, K, &bs.evD);
+  if (st == PL_OK) st = make_events(m->dev, K, &bs.evC);
+  if (st == PL_OK) st = pl_event_create(m->dev, &ev0);
+  if (st == PL_OK) st = pl_event_create(m->dev, &evEnd);
+  size_t hgn = (size_t)c->nh * wset_elems(m);
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, hgn * sizeof(float),
+                        "llep_grads", m->cs, (void **)&hg);
+  if (st == PL_OK && hgn) st = pl_fill(m->cs, hg, PL_F32, hgn, 0.0);
+
+  const bool pipe = m->cfg.variant == PL_MOE_PIPELINED && m->cfg.overlap;
+  pl_stream *ms = pipe ? m->ms : m->cs;
+  if (st == PL_OK && pipe) {
+    st = pl_event_record(ev0, m->cs);
+    if (st == PL_OK) st = pl_stream_wait(ms, ev0);
+  }
+  const int64_t budget = 2 * (int64_t)m->Ep * m->cfg.k * c->c_eff;
+  if (st == PL_OK) st = bwd_dispatch(m, c, 0, x, dout, w, ms, &bs);
+  int pending = -1;
+  for (int i = 0; i < K && st == PL_OK; i++) {
+    st = bwd_compute(m, c, i, W, G, hg, &bs);
+    if (st == PL_OK && pending >= 0) {
+      st = bwd_return(m, c, pending, dx, dw, ms, &bs);
+      pending = -1;
+    }
+    if (st != PL_OK) break;
+    if (i + 1 < K) {
+      chunk *A = &c->ch[i], *Bn = &c->ch[i + 1];
+      /* early dispatch(i+1) holds chunk i's X, D (conservatively: X is freed
+       * on the compute stream) with chunk i+1's X, D and send rows; the
+       * return of chunk i later holds D_i, X_{i+1}, D_{i+1} and S_i */
+      int64_t need1 = 2 * A->R + 2 * Bn->R + Bn->S;
+      int64_t need2 = A->R + 2 * Bn->R + A->S;
+      if (pipe && need1 <= budget && need2 <= budget) {
+        st = bwd_dispatch(m, c, i + 1, x, dout, w, ms, &bs);
+        pending = i;
+        c->overlapped++;
+      } else {
+        st = bwd_return(m, c, i, dx, dw, ms, &bs);
+        if (st == PL_OK) st = bwd_dispatch(m, c, i + 1, x, dout, w, ms, &bs);
+      }
+    } else {
+      st = bwd_return(m, c, i, dx, dw, ms, &bs);
+    }
+  }
+  if (st == PL_OK && pipe) {
+    st = pl_event_record(evEnd, ms);
+    if (st == PL_OK) st = pl_stream_wait(m->cs, evEnd);
+  }
+  if (st == PL_OK) st = return_wgrads(m, c, hg, G, m->cs);
+  for (int i = 0; bs.X && i < K; i++) {
+    if (bs.X[i]) pl_free_async(m->dev, bs.X[i], ms);
+    if (bs.D[i]) pl_free_async(m->dev, bs.D[i], ms);
+    if (bs.wr[i]) pl_free_async(m->dev, bs.wr[i], ms);
+    if (bs.dwr[i]) pl_free_async(m->dev, bs.dwr[i], ms);
+  }
+  if (hg) pl_free_async(m->dev, hg, m->cs);
+  if (st == PL_OK) st = pl_stream_sync(m->cs);
+  if (st == PL_OK && pipe) st = pl_stream_sync(ms);
+  free(bs.X);
+  free(bs.D);
+  free(bs.wr);
+  free(bs.dwr);
+  free_events(K, bs.evD);
+  free_events(K, bs.evC);
+  if (ev0) pl_event_destroy(ev0);
+  if (evEnd) pl_event_destroy(evEnd);
+  return st;
+}
+
+/* ---- single-rank dense reference ------------------------------------------ */
+
+/* Route by route with one-row GEMMs on the CPU kernels: each route's value is
+ * computed alone, so it equals any batched row-deterministic computation. */
+pl_status pl_moe_reference_fwd(const pl_moe_cfg *cf, const void *wg,
+                               const void *wu, const void *wd, const void *x,
+                               int64_t N, const int32_t *idx, const float *w,
+                               void *out) {
+  const int64_t H = cf->H, I = cf->I;
+  const int k = cf->k;
+  const pl_dtype dt = cf->dt;
+  const size_t b = pl_dtype_size(dt), HI = (size_t)H * I;
+  char *g = malloc(I * b), *u = malloc(I * b), *a = malloc(I * b);
+  char *y = malloc((size_t)k * H * b);
+  int32_t *slots = malloc((size_t)k * sizeof(int32_t));
+  if (!g || !u || !a || !y || !slots) {
+    free(g), free(u), free(a), free(y), free(slots);
+    return pl_set_error(PL_ENOMEM, "moe reference: host");
+  }
+  pl_status st = PL_OK;
+  for (int64_t t = 0; t < N && st == PL_OK; t++) {
+    const char *xt = (const char *)x + (size_t)t * H * b;
+    for (int j = 0; j < k && st == PL_OK; j++) {
+      int e = idx[t * k + j];
+      if (e < 0 || e >= cf->E) {
+        st = pl_set_error(PL_EINVAL, "moe reference: idx %d out of [0,%d)", e,
+                          cf->E);
+        break;
+      }
+      st = pl_cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H,
+                           (const char *)wg + e * HI * b, I, 0.0f, g, I, dt,
+                           dt);
+      if (st == PL_OK)
+        st = pl_cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H,
+                             (const char *)wu + e * HI * b, I, 0.0f, u, I, dt,
+                             dt);
+      if (st == PL_OK) st = pl_cpu_moe_swiglu_fwd(NULL, a, g, u, 1, I, dt);
+      if (st == PL_OK)
+        st = pl_cpu_moe_gemm(NULL, false, false, 1, H, I, 1.0f, a, I,
+                             (const char *)wd + e * HI * b, H, 0.0f,
+                             y + (size_t)j * H * b, H, dt, dt);
+      slots[j] = j;
+    }
+    int32_t tt = (int32_t)t;
+    if (st == PL_OK)
+      st = pl_cpu_moe_combine(NULL, out, &tt, 1, slots, k, w, y, NULL, H, dt);
+  }
+  free(g), free(u), free(a), free(y), free(slots);
+  return st;
+}
+
+pl_status pl_moe_reference_bwd(const pl_moe_cfg *cf, const void *wg,
+                               const void *wu, const void *wd, const void *x,
+                               int64_t N, const int32_t *idx, const float *w,
+                               const void *dout, void *dx, float *dw,
+                               float *gwg, float *gwu, float *gwd) {
+  const int64_t H = cf->H, I = cf->I;
+  const int k = cf->k;
+  const pl_dtype dt = cf->dt;
+  const size_t b = pl_dtype_size(dt), HI = (size_t)H * I;
+  char *g = malloc(I * b), *u = malloc(I * b), *a = malloc(I * b),
+       *p = malloc(I * b), *d = malloc(H * b);
+  char *dxr = malloc((size_t)k * H * b);
+  int32_t *slots = malloc((size_t)k * sizeof(int32_t));
+  if (!g || !u || !a || !p || !d || !dxr || !slots) {
+    free(g), free(u), free(a), free(p), free(d), free(dxr), free(slots);
+    return pl_set_error(PL_ENOMEM, "moe reference: host");
+  }
+  pl_status st = PL_OK;
+  for (int64_t t = 0; t < N && st == PL_OK; t++) {
+    const char *xt = (const char *)x + (size_t)t * H * b;
+    for (int j = 0; j < k && st == PL_OK; j++) {
+      int e = idx[t * k + j];
+      const char *Wg = (const char *)wg + e * HI * b;
+      const char *Wu = (const char *)wu + e * HI * b;
+      const char *Wd = (const char *)wd + e * HI * b;
+      float wr = w[t * k + j], dwr = 0;
+      memcpy(d, (const char *)dout + (size_t)t * H * b, H * b);
+      st = pl_cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H, Wg, I,
+                           0.0f, g, I, dt, dt);
+      if (st == PL_OK)
+        st = pl_cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H, Wu, I,
+                             0.0f, u, I, dt, dt);
+      if (st == PL_OK)
+        st = pl_cpu_moe_gemm(NULL, false, true, 1, I, H, 1.0f, d, H, Wd, H,
+                             0.0f, p, I, dt, dt);
+      if (st == PL_OK) st = pl_cpu_moe_swiglu_fwd(NULL, a, g, u, 1, I, dt);
+      if (st == PL_OK)
+        st = pl_cpu_moe_swiglu_bwd(NULL, g, u, p, a, &wr, &dwr, 1, I, dt);
+      dw[t * k + j] = dwr;
+      if (st == PL_OK) st = pl_cpu_moe_scale_rows(NULL, d, &wr, 1, H, dt);
+      if (st == PL_OK && gwd)
+        st = pl_cpu_moe_gemm(NULL, true, false, I, H, 1, 1.0f, a, I, d, H,
+                             1.0f, gwd + e * HI, H, dt, PL_F32);
+      if (st == PL_OK && gwg)
+        st = pl_cpu_moe_gemm(NULL, true, false, H, I, 1, 1.0f, xt, H, g, I,
+                             1.0f, gwg + e * HI, I, dt, PL_F32);
+      if (st == PL_OK && gwu)
+        st = pl_cpu_moe_gemm(NULL, true, false, H, I, 1, 1.0f, xt, H, u, I,
+                             1.0f, gwu + e * HI, I, dt, PL_F32);
+      char *dxj = dxr + (size_t)j * H * b;
+      if (st == PL_OK)
+        st = pl_cpu_moe_gemm(NULL, false, true, 1, H, I, 1.0f, g, I, Wg, I,
+                             0.0f, dxj, H, dt, dt);
+      if (st == PL_OK)
+        st = pl_cpu_moe_gemm(NULL, false, true, 1, H, I, 1.0f, u, I, Wu, I,
+                             1.0f, dxj, H, dt, dt);
+      slots[j] = j;
+    }
+    int32_t tt = (int32_t)t;
+    if (st == PL_OK)
+      st = pl_cpu_moe_combine(NULL, dx, &tt, 1, slots, k, NULL, dxr, NULL, H,
+                              dt);
+  }
+  free(g), free(u), free(a), free(p), free(d), free(dxr), free(slots);
+  return st;
+}
