@@ -46,6 +46,7 @@ void pl_nccl_destroy(pl_comm *c);
 void pl_nccl_abort(void *nccl);
 /* 1 done, 0 pending, -1 error (the error counts as "stalled"). */
 int pl_nccl_event_query(void *event, int ordinal);
+/* Release a watched event (kept in a pool for reuse, or destroyed). */
 void pl_nccl_event_destroy(void *event, int ordinal);
 
 pl_status pl_nccl_allreduce(pl_comm *c, const void *send, void *recv,

@@ -66,11 +66,36 @@ static cudaStream_t stream_of(pl_comm *c, pl_stream *s) {
   return (cudaStream_t)pl_stream_native(s);
 }
 
+/* Completion events are recycled (creating one per operation would add
+ * microseconds to every small collective): the watchdog returns completed
+ * events here, watch_after takes one of the same GPU. */
+#define EVENT_POOL_MAX 256
+static pthread_mutex_t g_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  cudaEvent_t ev;
+  int ordinal;
+} g_pool[EVENT_POOL_MAX];
+static int g_pool_n;
+
+static cudaEvent_t pool_take(int ordinal) {
+  cudaEvent_t ev = NULL;
+  pthread_mutex_lock(&g_pool_lock);
+  for (int i = g_pool_n - 1; i >= 0; i--)
+    if (g_pool[i].ordinal == ordinal) {
+      ev = g_pool[i].ev;
+      g_pool[i] = g_pool[--g_pool_n];
+      break;
+    }
+  pthread_mutex_unlock(&g_pool_lock);
+  return ev;
+}
+
 /* Record completion of the op just enqueued and give it to the watchdog. */
 static pl_status watch_after(pl_comm *c, const char *op, cudaStream_t st) {
-  cudaEvent_t ev;
-  CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming),
-           "pl_comm: cudaEventCreateWithFlags");
+  cudaEvent_t ev = pool_take(c->dev->ordinal);
+  if (!ev)
+    CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming),
+             "pl_comm: cudaEventCreateWithFlags");
   cudaError_t e = cudaEventRecord(ev, st);
   if (e != cudaSuccess) {
     cudaEventDestroy(ev);
@@ -115,8 +140,22 @@ extern "C" pl_status pl_nccl_create(pl_comm *c) {
   return PL_OK;
 }
 
+/* Destroy the pooled events of a GPU (at comm destroy, while the device,
+ * which must outlive its communicators, still exists). */
+static void pool_flush(int ordinal) {
+  pthread_mutex_lock(&g_pool_lock);
+  cudaSetDevice(ordinal);
+  for (int i = g_pool_n - 1; i >= 0; i--)
+    if (g_pool[i].ordinal == ordinal) {
+      cudaEventDestroy(g_pool[i].ev);
+      g_pool[i] = g_pool[--g_pool_n];
+    }
+  pthread_mutex_unlock(&g_pool_lock);
+}
+
 extern "C" void pl_nccl_destroy(pl_comm *c) {
   if (!c->nccl) return;
+  pool_flush(c->dev->ordinal); /* the caller drained c: all complete */
   void *comm = c->nccl;
   c->nccl = NULL; /* the watch below must not abort a half-destroyed comm */
   int w = pl_watch_begin(c, "nccl_destroy");
@@ -138,9 +177,19 @@ extern "C" int pl_nccl_event_query(void *event, int ordinal) {
   return -1;
 }
 
+/* Called for completed events: back to the pool (destroyed when full). */
 extern "C" void pl_nccl_event_destroy(void *event, int ordinal) {
-  cudaSetDevice(ordinal);
-  cudaEventDestroy((cudaEvent_t)event);
+  pthread_mutex_lock(&g_pool_lock);
+  if (g_pool_n < EVENT_POOL_MAX) {
+    g_pool[g_pool_n].ev = (cudaEvent_t)event;
+    g_pool[g_pool_n++].ordinal = ordinal;
+    event = NULL;
+  }
+  pthread_mutex_unlock(&g_pool_lock);
+  if (event) {
+    cudaSetDevice(ordinal);
+    cudaEventDestroy((cudaEvent_t)event);
+  }
 }
 
 extern "C" pl_status pl_nccl_allreduce(pl_comm *c, const void *send,
