@@ -220,6 +220,7 @@ struct pl_moe_ctx {
   int *s_exp, *s_dst, *h_exp, *h_src;
   void *hw;         /* nh x (Wg | Wu | Wd), dt, tag "llep_weights" */
   int64_t max_chunk_recv;
+  int64_t *Rmax, *Smax; /* per chunk, over the group (one allocation) */
   double max_send_ratio;
   int overlapped;
 };
@@ -230,6 +231,7 @@ void pl_moe_ctx_free(pl_moe_ctx *c) {
     for (int i = 0; i < c->K; i++) free(c->ch[i].g);
   free(c->ch);
   free(c->ibuf);
+  free(c->Rmax);
   if (c->dmeta) pl_free(c->m->dev, c->dmeta);
   if (c->hw) pl_free(c->m->dev, c->hw);
   free(c->s_exp);
@@ -516,23 +518,34 @@ static pl_status build_ctx(pl_moe *m, int64_t N, const int32_t *idx,
   }
 #undef I3
 
-  /* 7. the group-wide max-send ratio over (chunk, destination) */
+  /* 7. group-wide per-chunk maxima (the overlap gate must decide the same on
+   * every rank, or the collectives' order would differ) and the max-send
+   * ratio over (chunk, destination) */
   {
-    int64_t *rk = malloc((size_t)K * sizeof(int64_t));
-    int64_t *ra = malloc((size_t)K * Ep * sizeof(int64_t));
-    if (!rk || !ra) {
+    int64_t *rk = malloc((size_t)2 * K * sizeof(int64_t));
+    int64_t *ra = malloc((size_t)2 * K * Ep * sizeof(int64_t));
+    c->Rmax = calloc((size_t)2 * K, sizeof(int64_t));
+    if (!rk || !ra || !c->Rmax) {
       free(rk);
       free(ra);
       goto oom;
     }
-    for (int ch = 0; ch < K; ch++) rk[ch] = c->ch[ch].R;
-    st = pl_host_allgather_i64(m->comm, rk, (size_t)K, ra);
+    c->Smax = c->Rmax + K;
+    for (int ch = 0; ch < K; ch++) {
+      rk[ch] = c->ch[ch].R;
+      rk[K + ch] = c->ch[ch].S;
+    }
+    st = pl_host_allgather_i64(m->comm, rk, (size_t)2 * K, ra);
     if (st == PL_OK) {
       int64_t mx = 0, sum = 0;
-      for (size_t i = 0; i < (size_t)K * Ep; i++) {
-        sum += ra[i];
-        if (ra[i] > mx) mx = ra[i];
-      }
+      for (int r = 0; r < Ep; r++)
+        for (int ch = 0; ch < K; ch++) {
+          int64_t R = ra[(size_t)r * 2 * K + ch], S = ra[(size_t)r * 2 * K + K + ch];
+          sum += R;
+          if (R > mx) mx = R;
+          if (R > c->Rmax[ch]) c->Rmax[ch] = R;
+          if (S > c->Smax[ch]) c->Smax[ch] = S;
+        }
       c->max_send_ratio = sum > 0 ? (double)mx * K * Ep / (double)sum : 1.0;
     }
     free(rk);
@@ -1049,9 +1062,9 @@ pl_status pl_moe_forward(pl_moe *m, const pl_moe_weights *W, const void *x,
     }
     if (st != PL_OK) break;
     if (i + 1 < K) {
-      chunk *A = &c->ch[i], *Bn = &c->ch[i + 1];
-      int64_t smax = A->S > Bn->S ? A->S : Bn->S;
-      if (pipe && A->R + Bn->R + smax <= budget) {
+      const int64_t *R = c->Rmax, *S = c->Smax;
+      int64_t smax = S[i] > S[i + 1] ? S[i] : S[i + 1];
+      if (pipe && R[i] + R[i + 1] + smax <= budget) {
         st = fwd_dispatch(m, c, i + 1, x, ms, &fs); /* overlaps compute(i) */
         pending = i;
         c->overlapped++;
@@ -1194,12 +1207,12 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
     }
     if (st != PL_OK) break;
     if (i + 1 < K) {
-      chunk *A = &c->ch[i], *Bn = &c->ch[i + 1];
+      const int64_t *R = c->Rmax, *S = c->Smax;
       /* early dispatch(i+1) holds chunk i's X, D (conservatively: X is freed
        * on the compute stream) with chunk i+1's X, D and send rows; the
        * return of chunk i later holds D_i, X_{i+1}, D_{i+1} and S_i */
-      int64_t need1 = 2 * A->R + 2 * Bn->R + Bn->S;
-      int64_t need2 = A->R + 2 * Bn->R + A->S;
+      int64_t need1 = 2 * R[i] + 2 * R[i + 1] + S[i + 1];
+      int64_t need2 = R[i] + 2 * R[i + 1] + S[i];
       if (pipe && need1 <= budget && need2 <= budget) {
         st = bwd_dispatch(m, c, i + 1, x, dout, w, ms, &bs);
         pending = i;

@@ -17,6 +17,11 @@
 #include "ops/moe_kernels.h"
 #include "plateau/hd.h"
 
+/* Below this much work a kernel runs on the calling thread: under mpirun
+ * several ranks share the cores, and waking a thread team per small launch
+ * costs more than the work. */
+#define PAR_MIN ((int64_t)1 << 16)
+
 static inline float ld(const void *p, int64_t i, pl_dtype dt) {
   return dt == PL_F32 ? ((const float *)p)[i]
                       : pl_bf16_to_f32(((const pl_bf16 *)p)[i]);
@@ -40,7 +45,7 @@ pl_status pl_cpu_moe_gather(pl_stream *s, void *dst, const void *src,
   (void)s;
   PL_TRY(check_dt(dt, "moe_gather"));
   size_t rb = (size_t)H * pl_dtype_size(dt);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * H > PAR_MIN)
   for (int64_t i = 0; i < n; i++)
     memcpy((char *)dst + (size_t)i * rb,
            (const char *)src + (size_t)rows[i] * rb, rb);
@@ -60,7 +65,7 @@ pl_status pl_cpu_moe_combine(pl_stream *s, void *out, const int32_t *toks,
                              int64_t H, pl_dtype dt) {
   (void)s;
   PL_TRY(check_dt(dt, "moe_combine"));
-#pragma omp parallel
+#pragma omp parallel if (nt * k * H > PAR_MIN)
   {
     float *acc = malloc((size_t)(H > 0 ? H : 1) * sizeof(float));
 #pragma omp for schedule(static)
@@ -100,7 +105,7 @@ pl_status pl_cpu_moe_swiglu_fwd(pl_stream *s, void *A, const void *G,
                                 pl_dtype dt) {
   (void)s;
   PL_TRY(check_dt(dt, "moe_swiglu_fwd"));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * I > PAR_MIN)
   for (int64_t i = 0; i < n * I; i++) {
     float g = ld(G, i, dt), u = ld(U, i, dt);
     st(A, i, g * sigm(g) * u, dt);
@@ -113,7 +118,7 @@ pl_status pl_cpu_moe_swiglu_bwd(pl_stream *s, void *G, void *U, const void *P,
                                 int64_t n, int64_t I, pl_dtype dt) {
   (void)s;
   PL_TRY(check_dt(dt, "moe_swiglu_bwd"));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * I > PAR_MIN)
   for (int64_t r = 0; r < n; r++) {
     float acc = 0.0f;
     for (int64_t i = 0; i < I; i++)
@@ -138,7 +143,7 @@ pl_status pl_cpu_moe_scale_rows(pl_stream *s, void *X, const float *w,
                                 int64_t n, int64_t H, pl_dtype dt) {
   (void)s;
   PL_TRY(check_dt(dt, "moe_scale_rows"));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n * H > PAR_MIN)
   for (int64_t r = 0; r < n; r++)
     for (int64_t h = 0; h < H; h++)
       st(X, r * H + h, w[r] * ld(X, r * H + h, dt), dt);
@@ -162,12 +167,13 @@ pl_status pl_cpu_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
   float *Bf = malloc((size_t)(k > 0 ? k : 1) * (size_t)n * sizeof(float));
   if (!Bf) return pl_set_error(PL_ENOMEM, "moe_gemm: scratch %lld x %lld",
                                (long long)k, (long long)n);
-#pragma omp parallel for schedule(static)
+  const bool par = m * n * k > 64 * PAR_MIN;
+#pragma omp parallel for schedule(static) if (par)
   for (int64_t kk = 0; kk < k; kk++)
     for (int64_t j = 0; j < n; j++)
       Bf[kk * n + j] = tb ? ld(B, j * ldb + kk, ab_dt) : ld(B, kk * ldb + j, ab_dt);
   pl_status rc = PL_OK;
-#pragma omp parallel
+#pragma omp parallel if (par)
   {
     float *acc = malloc((size_t)n * sizeof(float));
     if (!acc) {

@@ -1,0 +1,575 @@
+/* test_mpi_moe.c — ep / llep / pipelined_llep against the single-rank dense
+ * reference under MPI (np 1..4, CPU backend), and the dispatch bound.
+ *
+ * Every rank regenerates every rank's inputs from counter-based RNG streams
+ * (x, route weights, dout, all E experts' weights), so each rank can compute
+ * the reference for its own tokens and the reference weight gradients of its
+ * native experts over all ranks' routes without communication.
+ *
+ * Exactness: outputs, dx and route-weight gradients are compared bit for bit
+ * (the CPU kernels are row-deterministic and every variant combines in the same
+ * order); expert weight gradients within an fp32 (or bf16-input) tolerance,
+ * since chunks and pieces change their summation order.  K = 1 pipelined must
+ * equal llep bit for bit, weight gradients included.
+ *
+ * Bound: the tracked "dispatch" peak of pipelined_llep <= 2*Ep*k*c_eff*H*b in
+ * forward and in backward (with recompute), over profiles and (N, k, c); llep
+ * exceeds it under the same configurations, so the assertion can fail. */
+#include <check.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/moe.h"
+#include "plateau/hd.h"
+#include "plateau/plateau.h"
+
+static pl_dev *dev;
+static pl_comm *world;
+static int me, np;
+
+enum route_kind { R_PROFILE, R_RANDOM, R_ONE_EXPERT, R_HALF_EXPERTS };
+
+typedef struct tcase_cfg {
+  pl_moe_cfg cfg;
+  enum route_kind rk;
+  const char *profile;
+  int64_t Nr[8]; /* tokens per rank (rank r uses Nr[r % 8]) */
+  uint64_t seed;
+} tcase_cfg;
+
+static int64_t N_of(const tcase_cfg *t, int r) { return t->Nr[r % 8]; }
+static int64_t off_of(const tcase_cfg *t, int r) {
+  int64_t o = 0;
+  for (int q = 0; q < r; q++) o += N_of(t, q);
+  return o;
+}
+
+/* Inputs of rank r (host memory). */
+typedef struct inputs {
+  int64_t N;
+  void *x, *dout;
+  int32_t *idx;
+  float *w;
+} inputs;
+
+static void gen_inputs(const tcase_cfg *t, int r, inputs *in) {
+  const pl_moe_cfg *c = &t->cfg;
+  size_t b = pl_dtype_size(c->dt);
+  in->N = N_of(t, r);
+  int64_t N = in->N, off = off_of(t, r);
+  in->x = malloc((size_t)(N * c->H + 1) * b);
+  in->dout = malloc((size_t)(N * c->H + 1) * b);
+  in->idx = malloc((size_t)(N * c->k + 1) * sizeof(int32_t));
+  in->w = malloc((size_t)(N * c->k + 1) * sizeof(float));
+  pl_stream *s = pl_dev_stream(dev);
+  ck_assert_int_eq(pl_rng_fill(s, in->x, c->dt, (size_t)(N * c->H), t->seed + 1,
+                               (uint64_t)(off * c->H), PL_DIST_NORMAL, 0, 1),
+                   PL_OK);
+  ck_assert_int_eq(pl_rng_fill(s, in->dout, c->dt, (size_t)(N * c->H),
+                               t->seed + 2, (uint64_t)(off * c->H),
+                               PL_DIST_NORMAL, 0, 1),
+                   PL_OK);
+  ck_assert_int_eq(pl_rng_fill(s, in->w, PL_F32, (size_t)(N * c->k), t->seed + 3,
+                               (uint64_t)(off * c->k), PL_DIST_UNIFORM, 0.1f,
+                               1.0f),
+                   PL_OK);
+  if (t->rk == R_PROFILE) {
+    pl_route_profile p;
+    ck_assert_int_eq(pl_route_profile_parse(t->profile, &p), PL_OK);
+    float *tmpw = malloc((size_t)(N * c->k + 1) * sizeof(float));
+    ck_assert_int_eq(pl_route_profile_fill(&p, N, c->k, c->E, 0, r, in->idx,
+                                           tmpw),
+                     PL_OK);
+    free(tmpw);
+  } else {
+    for (int64_t i = 0; i < N * c->k; i++) {
+      uint32_t u = pl_rng_u32(t->seed + 4, (uint64_t)(off * c->k + i));
+      if (t->rk == R_RANDOM) in->idx[i] = (int32_t)(u % (uint32_t)c->E);
+      else if (t->rk == R_ONE_EXPERT) in->idx[i] = c->E - 1;
+      else in->idx[i] = (int32_t)(2 * (u % (uint32_t)(c->E / 2)));
+    }
+  }
+}
+static void free_inputs(inputs *in) {
+  free(in->x), free(in->dout), free(in->idx), free(in->w);
+}
+
+/* All E experts' weights (host). */
+static void gen_weights(const tcase_cfg *t, void **wg, void **wu, void **wd) {
+  const pl_moe_cfg *c = &t->cfg;
+  size_t n = (size_t)c->E * c->H * c->I, b = pl_dtype_size(c->dt);
+  *wg = malloc(n * b), *wu = malloc(n * b), *wd = malloc(n * b);
+  float sd = 1.0f / sqrtf((float)c->H);
+  pl_stream *s = pl_dev_stream(dev);
+  ck_assert_int_eq(pl_rng_fill(s, *wg, c->dt, n, t->seed + 5, 0,
+                               PL_DIST_NORMAL, 0, sd), PL_OK);
+  ck_assert_int_eq(pl_rng_fill(s, *wu, c->dt, n, t->seed + 6, 0,
+                               PL_DIST_NORMAL, 0, sd), PL_OK);
+  ck_assert_int_eq(pl_rng_fill(s, *wd, c->dt, n, t->seed + 7, 0,
+                               PL_DIST_NORMAL, 0, 1.0f / sqrtf((float)c->I)),
+                   PL_OK);
+}
+
+typedef struct result {
+  void *out, *dx;
+  float *dw, *gwg, *gwu, *gwd; /* native experts' gradients */
+  size_t peak_fwd, peak_bwd;
+  int64_t c_eff;
+  int K;
+  pl_moe_stats st;
+} result;
+
+static void free_result(result *r) {
+  free(r->out), free(r->dx), free(r->dw), free(r->gwg), free(r->gwu),
+      free(r->gwd);
+  memset(r, 0, sizeof *r);
+}
+
+static void *dev_copy(const void *src, size_t bytes, const char *tag) {
+  void *p = NULL;
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, bytes, tag, &p), PL_OK);
+  if (bytes) memcpy(p, src, bytes); /* CPU backend: device memory is host */
+  return p;
+}
+
+/* Run one variant on this rank; fills r.  Poisons outputs first. */
+static pl_status run_variant(const tcase_cfg *t, const inputs *in, void *wg,
+                             void *wu, void *wd, result *r) {
+  const pl_moe_cfg *c = &t->cfg;
+  size_t b = pl_dtype_size(c->dt);
+  int El = c->E / np;
+  size_t HI = (size_t)c->H * c->I, N = (size_t)in->N;
+  pl_moe *m = NULL;
+  pl_status s = pl_moe_create(world, c, &m);
+  if (s != PL_OK) return s;
+  pl_moe_weights W = {
+      dev_copy((char *)wg + (size_t)me * El * HI * b, El * HI * b, "weights"),
+      dev_copy((char *)wu + (size_t)me * El * HI * b, El * HI * b, "weights"),
+      dev_copy((char *)wd + (size_t)me * El * HI * b, El * HI * b, "weights")};
+  void *x = dev_copy(in->x, N * c->H * b, "act");
+  void *dout = dev_copy(in->dout, N * c->H * b, "act");
+  float *w = dev_copy(in->w, N * c->k * sizeof(float), "act");
+  void *out = NULL, *dx = NULL;
+  float *dw = NULL;
+  pl_moe_wgrads G = {0};
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, N * c->H * b, "act", &out),
+                   PL_OK);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, N * c->H * b, "act", &dx),
+                   PL_OK);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, N * c->k * 4, "act",
+                            (void **)&dw), PL_OK);
+  memset(out, 0x7f, N * c->H * b); /* poison */
+  memset(dx, 0x7f, N * c->H * b);
+  memset(dw, 0x7f, N * c->k * 4);
+  for (int i = 0; i < 3; i++) {
+    float **g = i == 0 ? &G.wg : i == 1 ? &G.wu : &G.wd;
+    ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, El * HI * 4, "grads",
+                              (void **)g), PL_OK);
+    memset(*g, 0, El * HI * 4);
+  }
+  pl_moe_ctx *ctx = NULL;
+  pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
+  s = pl_moe_forward(m, &W, x, in->N, in->idx, w, out, &ctx, &r->st);
+  r->peak_fwd = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "dispatch");
+  if (s == PL_OK) {
+    pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
+    s = pl_moe_backward(m, ctx, &W, x, w, dout, dx, dw, &G);
+    r->peak_bwd = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "dispatch");
+  }
+  r->K = r->st.K;
+  r->c_eff = r->st.c_eff;
+  ck_assert_int_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "dispatch"), 0);
+  ck_assert_int_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "expert"), 0);
+  ck_assert_int_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "llep_grads"), 0);
+  pl_moe_ctx_free(ctx);
+  ck_assert_int_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "routing"), 0);
+  ck_assert_int_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "llep_weights"), 0);
+  r->out = malloc(N * c->H * b + 1);
+  r->dx = malloc(N * c->H * b + 1);
+  r->dw = malloc(N * c->k * 4 + 1);
+  memcpy(r->out, out, N * c->H * b);
+  memcpy(r->dx, dx, N * c->H * b);
+  memcpy(r->dw, dw, N * c->k * 4);
+  r->gwg = malloc(El * HI * 4), r->gwu = malloc(El * HI * 4),
+  r->gwd = malloc(El * HI * 4);
+  memcpy(r->gwg, G.wg, El * HI * 4);
+  memcpy(r->gwu, G.wu, El * HI * 4);
+  memcpy(r->gwd, G.wd, El * HI * 4);
+  pl_free(dev, W.wg), pl_free(dev, W.wu), pl_free(dev, W.wd);
+  pl_free(dev, x), pl_free(dev, dout), pl_free(dev, w), pl_free(dev, out),
+      pl_free(dev, dx), pl_free(dev, dw);
+  pl_free(dev, G.wg), pl_free(dev, G.wu), pl_free(dev, G.wd);
+  pl_moe_destroy(m);
+  return s;
+}
+
+static float getv(const void *p, pl_dtype dt, size_t i) {
+  return dt == PL_F32 ? ((const float *)p)[i]
+                      : pl_bf16_to_f32(((const pl_bf16 *)p)[i]);
+}
+
+/* Bit-exact comparison; reports the first differing index. */
+static void expect_same(const char *what, const void *a, const void *b,
+                        size_t n, pl_dtype dt) {
+  size_t bytes = n * pl_dtype_size(dt);
+  if (bytes == 0 || memcmp(a, b, bytes) == 0) return;
+  double mx = 0;
+  long first = -1;
+  for (size_t i = 0; i < n; i++) {
+    float x = getv(a, dt, i), y = getv(b, dt, i);
+    if (memcmp((const char *)a + i * pl_dtype_size(dt),
+               (const char *)b + i * pl_dtype_size(dt), pl_dtype_size(dt))) {
+      if (first < 0) first = (long)i;
+      double d = fabs((double)x - y);
+      if (d > mx || isnan(d)) mx = d;
+    }
+  }
+  fprintf(stderr, "rank %d: %s not bit-exact: first bad index %ld, max abs err %.3g\n", me, what, first, mx);
+  ck_abort_msg("rank %d: %s not bit-exact: first bad index %ld, max abs err "
+               "%.3g",
+               me, what, first, mx);
+}
+
+/* Normwise tolerance for sums whose order differs. */
+static void expect_close(const char *what, const float *a, const float *b,
+                         size_t n, double tol) {
+  double scale = 1e-30, mx = 0;
+  long first = -1;
+  for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(b[i]));
+  for (size_t i = 0; i < n; i++) {
+    double e = fabs((double)a[i] - b[i]) / scale;
+    if (!(e <= tol) && first < 0) first = (long)i;
+    if (e > mx || isnan(e)) mx = e;
+  }
+  if (first >= 0)
+    fprintf(stderr, "rank %d: %s: max normwise err %.3g > %.3g, first bad index %ld\n", me, what, mx, tol, first);
+  ck_assert_msg(first < 0,
+                "rank %d: %s: max normwise err %.3g > %.3g, first bad index "
+                "%ld",
+                me, what, mx, tol, first);
+}
+
+/* Reference for this rank: out, dx, dw of its tokens; native experts' weight
+ * gradients over every rank's routes. */
+static void reference(const tcase_cfg *t, void *wg, void *wu, void *wd,
+                      const inputs *in, result *ref) {
+  const pl_moe_cfg *c = &t->cfg;
+  size_t b = pl_dtype_size(c->dt), HI = (size_t)c->H * c->I;
+  size_t N = (size_t)in->N;
+  int El = c->E / np;
+  ref->out = malloc(N * c->H * b + 1);
+  ref->dx = malloc(N * c->H * b + 1);
+  ref->dw = malloc(N * c->k * 4 + 1);
+  ck_assert_int_eq(pl_moe_reference_fwd(c, wg, wu, wd, in->x, in->N, in->idx,
+                                        in->w, ref->out),
+                   PL_OK);
+  size_t nall = (size_t)c->E * HI;
+  float *gg = calloc(nall, 4), *gu = calloc(nall, 4), *gd = calloc(nall, 4);
+  for (int r = 0; r < np; r++) {
+    inputs o;
+    gen_inputs(t, r, &o);
+    void *dx = malloc((size_t)o.N * c->H * b + 1);
+    float *dw = malloc((size_t)o.N * c->k * 4 + 1);
+    ck_assert_int_eq(pl_moe_reference_bwd(c, wg, wu, wd, o.x, o.N, o.idx, o.w,
+                                          o.dout, dx, dw, gg, gu, gd),
+                     PL_OK);
+    if (r == me) {
+      memcpy(ref->dx, dx, (size_t)o.N * c->H * b);
+      memcpy(ref->dw, dw, (size_t)o.N * c->k * 4);
+    }
+    free(dx), free(dw);
+    free_inputs(&o);
+  }
+  ref->gwg = malloc(El * HI * 4), ref->gwu = malloc(El * HI * 4),
+  ref->gwd = malloc(El * HI * 4);
+  memcpy(ref->gwg, gg + (size_t)me * El * HI, El * HI * 4);
+  memcpy(ref->gwu, gu + (size_t)me * El * HI, El * HI * 4);
+  memcpy(ref->gwd, gd + (size_t)me * El * HI, El * HI * 4);
+  free(gg), free(gu), free(gd);
+}
+
+static void compare(const char *label, const tcase_cfg *t, const inputs *in,
+                    const result *got, const result *ref, bool exact_grads) {
+  const pl_moe_cfg *c = &t->cfg;
+  char w[160];
+  size_t N = (size_t)in->N, HI = (size_t)c->H * c->I, El = c->E / np;
+  snprintf(w, sizeof w, "%s out", label);
+  expect_same(w, got->out, ref->out, N * c->H, c->dt);
+  snprintf(w, sizeof w, "%s dx", label);
+  expect_same(w, got->dx, ref->dx, N * c->H, c->dt);
+  snprintf(w, sizeof w, "%s dw", label);
+  expect_same(w, got->dw, ref->dw, N * c->k, PL_F32);
+  double tol = c->dt == PL_F32 ? 2e-5 : 2e-2;
+  const float *a[3] = {got->gwg, got->gwu, got->gwd};
+  const float *bb[3] = {ref->gwg, ref->gwu, ref->gwd};
+  const char *nm[3] = {"dWg", "dWu", "dWd"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(w, sizeof w, "%s %s", label, nm[i]);
+    if (exact_grads)
+      expect_same(w, a[i], bb[i], El * HI, PL_F32);
+    else
+      expect_close(w, a[i], bb[i], El * HI, tol);
+  }
+}
+
+static tcase_cfg base_case(pl_dtype dt) {
+  tcase_cfg t;
+  memset(&t, 0, sizeof t);
+  t.cfg = pl_moe_cfg_default();
+  t.cfg.H = 24;
+  t.cfg.I = 16;
+  t.cfg.E = 12;
+  t.cfg.k = 3;
+  t.cfg.dt = dt;
+  t.cfg.knobs.m = 4;
+  t.cfg.c = 7;
+  t.cfg.K_max = 16;
+  t.rk = R_RANDOM;
+  for (int r = 0; r < 8; r++) t.Nr[r] = 24 + 5 * r;
+  t.seed = 1234;
+  return t;
+}
+
+/* Run all variants (ep, llep, pipelined strided + contiguous) and compare each
+ * with the reference; returns nothing, asserts. */
+static void run_all(const char *label, tcase_cfg *t) {
+  inputs in;
+  gen_inputs(t, me, &in);
+  void *wg, *wu, *wd;
+  gen_weights(t, &wg, &wu, &wd);
+  result ref = {0};
+  reference(t, wg, wu, wd, &in, &ref);
+  for (int v = 0; v < 4; v++) {
+    tcase_cfg tv = *t;
+    tv.cfg.variant = v == 0 ? PL_MOE_EP : v == 1 ? PL_MOE_LLEP : PL_MOE_PIPELINED;
+    tv.cfg.contiguous = v == 3;
+    result got = {0};
+    pl_status s = run_variant(&tv, &in, wg, wu, wd, &got);
+    if (s != PL_OK)
+      fprintf(stderr, "rank %d: %s %s: %s: %s\n", me, label,
+              pl_moe_variant_name(tv.cfg.variant), pl_strerror(s),
+              pl_last_error());
+    ck_assert_msg(s == PL_OK, "%s %s: %s: %s", label,
+                  pl_moe_variant_name(tv.cfg.variant), pl_strerror(s),
+                  pl_last_error());
+    char l[128];
+    snprintf(l, sizeof l, "%s/%s%s/%s np=%d", label,
+             pl_moe_variant_name(tv.cfg.variant), v == 3 ? "(contig)" : "",
+             pl_dtype_name(tv.cfg.dt), np);
+    compare(l, &tv, &in, &got, &ref, false);
+    if (v >= 2) {
+      size_t bound = pl_moe_dispatch_bound(&tv.cfg, np, got.c_eff);
+      ck_assert_msg(got.peak_fwd <= bound && got.peak_bwd <= bound,
+                    "%s: dispatch peak fwd %zu / bwd %zu > bound %zu (K=%d "
+                    "c_eff=%lld)",
+                    l, got.peak_fwd, got.peak_bwd, bound, got.K,
+                    (long long)got.c_eff);
+    }
+    free_result(&got);
+  }
+  free_result(&ref);
+  free(wg), free(wu), free(wd);
+  free_inputs(&in);
+}
+
+START_TEST(exact_random_f32) {
+  tcase_cfg t = base_case(PL_F32);
+  run_all("random", &t);
+}
+END_TEST
+
+START_TEST(exact_random_bf16) {
+  tcase_cfg t = base_case(PL_BF16);
+  run_all("random", &t);
+}
+END_TEST
+
+START_TEST(exact_profiles) {
+  const char *profs[] = {"balanced", "95/4", "80/4", "50/2"};
+  for (int p = 0; p < 4; p++) {
+    tcase_cfg t = base_case(p % 2 ? PL_BF16 : PL_F32);
+    t.rk = R_PROFILE;
+    t.profile = profs[p];
+    t.cfg.knobs.lambda = 1.0;
+    run_all(profs[p], &t);
+  }
+}
+END_TEST
+
+START_TEST(exact_edges) {
+  /* N = 0 and N = 1 on some ranks; N not a multiple of K */
+  tcase_cfg t = base_case(PL_F32);
+  t.Nr[0] = 0;
+  t.Nr[1] = 1;
+  t.Nr[2] = 13;
+  t.Nr[3] = 0;
+  run_all("N0/N1", &t);
+  /* every route to one expert (plan splits it across ranks) */
+  t = base_case(PL_F32);
+  t.rk = R_ONE_EXPERT;
+  t.cfg.k = 1;
+  t.cfg.knobs.lambda = 0;
+  run_all("one-expert", &t);
+  /* experts with no tokens (odd ids never routed) */
+  t = base_case(PL_BF16);
+  t.rk = R_HALF_EXPERTS;
+  run_all("half-experts", &t);
+  /* m larger than any piece: leftovers forced whole */
+  t = base_case(PL_F32);
+  t.rk = R_ONE_EXPERT;
+  t.cfg.knobs.m = 1 << 20;
+  t.cfg.knobs.lambda = 0;
+  run_all("force", &t);
+}
+END_TEST
+
+START_TEST(k1_equals_llep) {
+  tcase_cfg t = base_case(PL_F32);
+  t.rk = R_PROFILE;
+  t.profile = "80/4";
+  t.cfg.knobs.lambda = 0;
+  inputs in;
+  gen_inputs(&t, me, &in);
+  void *wg, *wu, *wd;
+  gen_weights(&t, &wg, &wu, &wd);
+  result a = {0}, b = {0};
+  t.cfg.variant = PL_MOE_LLEP;
+  ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &a), PL_OK);
+  t.cfg.variant = PL_MOE_PIPELINED;
+  t.cfg.c = 1000000; /* K = 1 */
+  ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &b), PL_OK);
+  ck_assert_int_eq(b.K, 1);
+  compare("K=1 vs llep", &t, &in, &b, &a, true);
+  free_result(&a), free_result(&b);
+  free(wg), free(wu), free(wd);
+  free_inputs(&in);
+}
+END_TEST
+
+START_TEST(refusals) {
+  pl_moe_cfg c = base_case(PL_F32).cfg;
+  pl_moe *m = NULL;
+  if (np > 1) {
+    c.E = 5 * np + 1; /* not a multiple of Ep */
+    ck_assert_int_eq(pl_moe_create(world, &c, &m), PL_EINVAL);
+    ck_assert_msg(strstr(pl_last_error(), "multiple") != NULL, "%s",
+                  pl_last_error());
+  }
+  c = base_case(PL_F32).cfg;
+  c.k = 0;
+  ck_assert_int_eq(pl_moe_create(world, &c, &m), PL_EINVAL);
+  c = base_case(PL_F32).cfg;
+  c.dt = PL_I32;
+  ck_assert_int_eq(pl_moe_create(world, &c, &m), PL_EINVAL);
+  /* an out-of-range expert id on one rank: every rank gets PL_EINVAL */
+  c = base_case(PL_F32).cfg;
+  ck_assert_int_eq(pl_moe_create(world, &c, &m), PL_OK);
+  int64_t N = 4;
+  int32_t idx[12];
+  for (int i = 0; i < 12; i++) idx[i] = i % c.E;
+  if (me == np - 1) idx[5] = c.E;
+  float *w = NULL;
+  void *x = NULL, *out = NULL;
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 12 * 4, "act", (void **)&w), PL_OK);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, N * c.H * 4, "act", &x), PL_OK);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, N * c.H * 4, "act", &out), PL_OK);
+  pl_moe_weights W = {x, x, x};
+  ck_assert_int_eq(pl_moe_forward(m, &W, x, N, idx, w, out, NULL, NULL),
+                   PL_EINVAL);
+  pl_free(dev, w), pl_free(dev, x), pl_free(dev, out);
+  pl_moe_destroy(m);
+}
+END_TEST
+
+/* The bound over profiles x (N, k, c); llep exceeds it. */
+START_TEST(bound_grid) {
+  const char *profs[] = {"balanced", "95/4", "80/4", "50/2"};
+  const int64_t Ns[] = {37};
+  const int ks[] = {1, 4};
+  const int64_t cs[] = {4, 9};
+  int llep_over = 0, combos = 0;
+  for (int p = 0; p < 4; p++)
+    for (int ni = 0; ni < 1; ni++)
+      for (int ki = 0; ki < 2; ki++)
+        for (int ci = 0; ci < 2; ci++) {
+          tcase_cfg t = base_case(PL_BF16);
+          t.cfg.H = 16;
+          t.cfg.I = 8;
+          t.rk = R_PROFILE;
+          t.profile = profs[p];
+          t.cfg.k = ks[ki];
+          t.cfg.c = cs[ci];
+          for (int r = 0; r < 8; r++) t.Nr[r] = Ns[ni] + (r % 2) * 3;
+          inputs in;
+          gen_inputs(&t, me, &in);
+          void *wg, *wu, *wd;
+          gen_weights(&t, &wg, &wu, &wd);
+          result a = {0}, b = {0};
+          t.cfg.variant = PL_MOE_PIPELINED;
+          ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &a), PL_OK);
+          size_t bound = pl_moe_dispatch_bound(&t.cfg, np, a.c_eff);
+          ck_assert_msg(a.peak_fwd <= bound && a.peak_bwd <= bound,
+                        "%s N=%lld k=%d c=%lld: pipelined peak fwd %zu bwd "
+                        "%zu > bound %zu",
+                        profs[p], (long long)Ns[ni], ks[ki], (long long)cs[ci],
+                        a.peak_fwd, a.peak_bwd, bound);
+          t.cfg.variant = PL_MOE_LLEP;
+          ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &b), PL_OK);
+          /* group-wide: does llep exceed the bound on any rank? */
+          int64_t over = b.peak_fwd > bound || b.peak_bwd > bound;
+          ck_assert_int_eq(pl_host_allreduce_i64(world, &over, 1, PL_RED_MAX),
+                           PL_OK);
+          llep_over += (int)over;
+          combos++;
+          free_result(&a), free_result(&b);
+          free(wg), free(wu), free(wd);
+          free_inputs(&in);
+        }
+  /* with K >= 3 chunks llep's unchunked buffers exceed the chunked bound */
+  ck_assert_msg(llep_over > combos / 2,
+                "llep exceeded the bound in only %d of %d configurations",
+                llep_over, combos);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  if (pl_init(&argc, &argv) != PL_OK) {
+    fprintf(stderr, "pl_init: %s\n", pl_last_error());
+    return 3;
+  }
+  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
+      pl_comm_world(dev, &world) != PL_OK) {
+    fprintf(stderr, "setup: %s\n", pl_last_error());
+    return 3;
+  }
+  me = pl_comm_rank(world);
+  np = pl_comm_size(world);
+  /* Ranks share the machine's cores: idle OpenMP teams spinning next to
+   * MPI's polling slow the run tenfold; the sizes here need no threads. */
+  if (np > 1) omp_set_num_threads(1);
+  Suite *s = suite_create("mpi_moe");
+  TCase *tc = tcase_create("moe");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, refusals);
+  tcase_add_test(tc, exact_random_f32);
+  tcase_add_test(tc, exact_random_bf16);
+  tcase_add_test(tc, exact_profiles);
+  tcase_add_test(tc, exact_edges);
+  tcase_add_test(tc, k1_equals_llep);
+  tcase_add_test(tc, bound_grid);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_set_fork_status(sr, CK_NOFORK);
+  srunner_run_all(sr, me == 0 ? CK_NORMAL : CK_MINIMAL);
+  int nf = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  int64_t fail = nf;
+  pl_host_allreduce_i64(world, &fail, 1, PL_RED_MAX);
+  pl_comm_destroy(world);
+  pl_dev_destroy(dev);
+  pl_finalize();
+  return fail ? 1 : 0;
+}
