@@ -27,7 +27,7 @@ pl_require_fresh_build() {
   local newer
   newer=$(pl_stale_sources | head -n 5 || true)
   [[ -z $newer ]] && return 0
-  if command -v make >/dev/null && make -s -q BUILD="${BUILD:-build}" "$PL_BIN" >/dev/null 2>&1; then
+  if [[ -f Makefile ]] && command -v make >/dev/null && make -s -q BUILD="${BUILD:-build}" "$PL_BIN" >/dev/null 2>&1; then
     return 0
   fi
   echo "plateau job: $PL_BIN is older than its sources (a stale build); run 'make' and resubmit. Newer:" >&2
