@@ -82,9 +82,9 @@ check "a binary newer than its sources is accepted" test "$rc" = 0
 
 # ---- the cluster ---------------------------------------------------------------
 echo "== jobs/local/up"
+started=1 # stopped on exit whatever happens (even if it was already up: a leftover of a killed run)
 up=$(jobs/local/up) || abort "jobs/local/up failed"
 echo "$up"
-started=1 # stopped on exit even if it was already up (a leftover of a killed run)
 export SLURM_CONF
 SLURM_CONF=$(sed -n 's/^export SLURM_CONF=//p' <<<"$up")
 check "node is idle after jobs/local/up" \
