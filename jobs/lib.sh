@@ -1,4 +1,5 @@
 # jobs/lib.sh — helpers shared by the sbatch templates and jobs/submit
+# shellcheck shell=bash
 # (sourced, never run).  The templates run from the repository root
 # ($SLURM_SUBMIT_DIR; jobs/submit always submits from there).
 

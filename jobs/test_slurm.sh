@@ -203,7 +203,7 @@ cal=$(SWEEP=$c1 CALIB_ARGS="--sizes 4Ki:16Ki:x4 --gemm-size 64 -n 3 -w 1" \
 cal=${cal%%;*}
 echo "# calib.sbatch: job $cal"
 wait_jobs "$arr" "$rep" "$cal" || { show_logs "$d1"; abort "sweep $s1 did not finish"; }
-states "$arr"
+echo "# job records (JobId State): $(states "$arr" | tr "\n" " ")"
 check "array $arr: both tasks COMPLETED" all_completed "$arr"
 check "array $arr has exactly 2 tasks" test "$(states "$arr" | grep -c .)" = 2
 check "report job $rep COMPLETED" all_completed "$rep"
@@ -242,7 +242,7 @@ sleep 1
 echo "# the slow point is running ($(files_of "$d2" slow)); scancel ${arr}_$idx"
 scancel "${arr}_$idx"
 wait_jobs "$arr" "$rep" || { show_logs "$d2"; abort "sweep $s2 did not finish after the cancel"; }
-states "$arr"
+echo "# job records (JobId State): $(states "$arr" | tr "\n" " ")"
 check "killed task ${arr}_$idx is CANCELLED" test "$(task_state "$arr" "$idx")" = CANCELLED
 check "report job $rep ran anyway (afterany) and COMPLETED" all_completed "$rep"
 check "fast point recorded" rows_good "$(files_of "$d2" fast | head -n 1)" "$arr"
