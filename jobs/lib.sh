@@ -1,7 +1,7 @@
 # jobs/lib.sh — helpers shared by the sbatch templates and jobs/submit
-# shellcheck shell=bash
 # (sourced, never run).  The templates run from the repository root
 # ($SLURM_SUBMIT_DIR; jobs/submit always submits from there).
+# shellcheck shell=bash
 
 PL_BIN=${BUILD:-build}/bin/plateau
 

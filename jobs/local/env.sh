@@ -1,8 +1,8 @@
 # jobs/local/env.sh — where the local one-node Slurm (jobs/local/up) keeps its
-# shellcheck shell=bash disable=SC2034  # variables for the scripts that source it
 # files.  Sourced by jobs/local/up, jobs/local/down and jobs/submit; set
 # PLATEAU_SLURM_DIR to move the generated slurm.conf.  The spool, pid and log
 # locations follow notes/local-slurm.md (/var/spool, /run, /var/log/slurm).
+# shellcheck shell=bash disable=SC2034  # variables for the scripts that source it
 PL_SLURM_DIR=${PLATEAU_SLURM_DIR:-/var/tmp/plateau-slurm}
 PL_SLURM_CONF=$PL_SLURM_DIR/slurm.conf
 PL_SLURM_SPOOL=/var/spool/plateau-slurm
