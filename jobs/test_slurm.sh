@@ -238,7 +238,7 @@ until [[ $(task_state "$arr" "$idx") == RUNNING && -n $(files_of "$d2" slow) ]];
   fi
   sleep 0.2
 done
-sleep 1
+sleep 0.5
 echo "# the slow point is running ($(files_of "$d2" slow)); scancel ${arr}_$idx"
 scancel "${arr}_$idx"
 wait_jobs "$arr" "$rep" || { show_logs "$d2"; abort "sweep $s2 did not finish after the cancel"; }
