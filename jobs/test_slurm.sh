@@ -29,6 +29,7 @@ WAIT_S=${TEST_SLURM_TIMEOUT:-300}
 pass=0 fail=0
 ok() { echo "ok   $*"; pass=$((pass + 1)); }
 bad() { echo "FAIL $*"; fail=$((fail + 1)); }
+step() { echo "== [${SECONDS}s] $*"; }
 check() { # DESCRIPTION CMD...: one check
   local d=$1
   shift
@@ -39,7 +40,7 @@ check_eval() { # DESCRIPTION 'CODE': one check, CODE evaluated in this shell
 }
 has() { grep -qE -- "$1" <<<"$2"; } # has REGEX TEXT
 finish() {
-  echo "== test_slurm: $pass passed, $fail failed"
+  echo "== test_slurm (${SECONDS}s): $pass passed, $fail failed"
   [[ $fail == 0 ]]
 }
 abort() { # a failure after which nothing else can be checked
@@ -56,7 +57,7 @@ started=0 # set once jobs/local/up ran
 cleanup() {
   local rc=$?
   if [[ $started == 1 ]]; then
-    echo "== stopping the local Slurm"
+    step "stopping the local Slurm"
     jobs/local/down || echo "FAIL jobs/local/down failed" >&2
   fi
   rm -rf "$tmp"
@@ -81,7 +82,7 @@ rc=0
 check "a binary newer than its sources is accepted" test "$rc" = 0
 
 # ---- the cluster ---------------------------------------------------------------
-echo "== jobs/local/up"
+step "jobs/local/up"
 started=1 # stopped on exit whatever happens (even if it was already up: a leftover of a killed run)
 up=$(jobs/local/up) || abort "jobs/local/up failed"
 echo "$up"
@@ -191,7 +192,7 @@ check_eval "--dry-run submits nothing" \
   '[[ ! -e $d1 && -z $(squeue -h -n "plateau-$s1,plateau-$s1-report" -o %A) ]]'
 
 # ---- 3. the sweep, and calib.sbatch ------------------------------------------
-echo "== submitting $SWEEP_TSV as $s1"
+step "submitting $SWEEP_TSV as $s1, and jobs/calib.sbatch"
 out=$(submit "$s1") || abort "jobs/submit failed: $out"
 echo "$out"
 arr=$(job_of array "$out")
@@ -202,6 +203,7 @@ cal=$(SWEEP=$c1 CALIB_ARGS="--sizes 4Ki:16Ki:x4 --gemm-size 64 -n 3 -w 1" \
   sbatch --parsable -n 2 jobs/calib.sbatch)
 cal=${cal%%;*}
 echo "# calib.sbatch: job $cal"
+step "waiting for jobs $arr (array), $rep (report), $cal (calib.sbatch)"
 wait_jobs "$arr" "$rep" "$cal" || { show_logs "$d1"; abort "sweep $s1 did not finish"; }
 echo "# job records (JobId State): $(states "$arr" | tr "\n" " ")"
 check "array $arr: both tasks COMPLETED" all_completed "$arr"
@@ -222,7 +224,7 @@ check "calib.sbatch: its report (table, SVG, PNG)" report_good "results/runs/$c1
 # ---- 4. resume after a point killed mid-run --------------------------------------
 s2=test-slurm-resume-$stamp
 d2=results/runs/$s2
-echo "== submitting $SWEEP_TSV as $s2; the slow point will be cancelled mid-run"
+step "submitting $SWEEP_TSV as $s2; the slow point will be cancelled mid-run"
 out=$(submit "$s2") || abort "jobs/submit failed: $out"
 echo "$out"
 arr=$(job_of array "$out")
@@ -241,6 +243,7 @@ done
 sleep 0.5
 echo "# the slow point is running ($(files_of "$d2" slow)); scancel ${arr}_$idx"
 scancel "${arr}_$idx"
+step "waiting for jobs $arr (array), $rep (report)"
 wait_jobs "$arr" "$rep" || { show_logs "$d2"; abort "sweep $s2 did not finish after the cancel"; }
 echo "# job records (JobId State): $(states "$arr" | tr "\n" " ")"
 check "killed task ${arr}_$idx is CANCELLED" test "$(task_state "$arr" "$idx")" = CANCELLED
@@ -252,7 +255,7 @@ out=$(submit "$s2" --dry-run)
 echo "$out"
 check_eval "dry run of the resubmission: skips fast, runs only slow" \
   'has "^# skip fast" "$out" && has "^# run slow " "$out" && ! has "^# run fast " "$out" && has "--array=0-0 " "$out"'
-echo "== resubmitting $s2"
+step "resubmitting $s2"
 out=$(submit "$s2") || abort "jobs/submit (resume) failed: $out"
 echo "$out"
 arr=$(job_of array "$out")
