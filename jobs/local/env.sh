@@ -1,5 +1,5 @@
 # jobs/local/env.sh — where the local one-node Slurm (jobs/local/up) keeps its
-# files.  Sourced by jobs/local/up, jobs/local/down and jobs/submit; set
+# files.  Sourced by jobs/local/up and jobs/local/down; set
 # PLATEAU_SLURM_DIR to move the generated slurm.conf.  The spool, pid and log
 # locations follow notes/local-slurm.md (/var/spool, /run, /var/log/slurm).
 # shellcheck shell=bash disable=SC2034  # variables for the scripts that source it
