@@ -45,7 +45,7 @@ static const char *const backend_names[] = {"cpu", "cuda", NULL};
  * so the merged table is built per call. */
 static const pl_opt common_opts[] = {
     {"backend", 0, PL_OPT_ENUM, NULL,
-     "cpu | cuda (default: cuda when a GPU is present, else cpu)", 0, 0,
+     "device backend (cuda when a GPU is present, else cpu)", 0, 0,
      backend_names},
     {"iters", 'n', PL_OPT_INT, "20", "timed iterations per point", 1, 1e9,
      NULL},
@@ -56,10 +56,8 @@ static const pl_opt common_opts[] = {
      NULL},
     {"sweep", 0, PL_OPT_STR, NULL, "sweep name: results go to OUT/SWEEP", 0, 0,
      NULL},
-    {"check", 0, PL_OPT_FLAG, NULL,
-     "compare against the reference (the default)", 0, 0, NULL},
-    {"no-check", 0, PL_OPT_FLAG, NULL, "skip the correctness check", 0, 0,
-     NULL},
+    {"check", 0, PL_OPT_FLAG, "1",
+     "compare against the reference (--no-check skips it)", 0, 0, NULL},
     {"mem-limit", 0, PL_OPT_SIZE, "0",
      "capacity of the device arena per rank (0 = none); beyond it: oom rows", 0,
      1e18, NULL},
@@ -228,7 +226,7 @@ void pl_row_check(pl_row *r, const char *check) {
 static void print_table_header(void) {
   printf("#");
   for (int i = 0; i < H.ncols; i++)
-    printf("%*s", i == 0 ? H.widths[i] - 1 : H.widths[i], H.cols[i]);
+    printf(" %*s", H.widths[i] - (i == 0 ? 2 : 1), H.cols[i]);
   printf("  %-6s %-5s %s\n", "status", "check", "note");
   fflush(stdout);
 }
@@ -254,8 +252,8 @@ pl_status pl_row_emit(pl_row *r) {
     strcat(line, "\t");
     strcat(line, note);
     /* Human line. */
-    for (int i = 0; i < H.ncols; i++)
-      printf("%*s", H.widths[i], r->vals[i] ? r->vals[i] : "-");
+    for (int i = 0; i < H.ncols; i++) /* always one space between columns */
+      printf(" %*s", H.widths[i] - 1, r->vals[i] ? r->vals[i] : "-");
     printf("  %-6s %-5s %s\n", r->status, r->check, note);
     fflush(stdout);
     if (ctx->res) st = pl_results_append(ctx->res, line);
@@ -391,13 +389,7 @@ int pl_bench_main(int argc, char **argv) {
     free(opts);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", pl_last_error());
-    return usage_exit(rank, "%s: %s (see --help)", b->name, msg);
-  }
-  if (pl_args_given(args, "check") && pl_args_given(args, "no-check")) {
-    pl_args_free(args);
-    free(opts);
-    return usage_exit(rank, "%s%s: --check and --no-check both given", b->name,
-                      "");
+    return usage_exit(rank, "%s: %s", b->name, msg);
   }
   pl_backend be = PL_BACKEND_CPU;
   st = pl_backend_parse(pl_args_enum_name(args, "backend"), &be);
@@ -436,7 +428,7 @@ int pl_bench_main(int argc, char **argv) {
   ctx.iters = (int)pl_args_int(args, "iters");
   ctx.warmup = (int)pl_args_int(args, "warmup");
   ctx.seed = (uint64_t)pl_args_int(args, "seed");
-  ctx.check = !pl_args_flag(args, "no-check");
+  ctx.check = pl_args_flag(args, "check");
   ctx.start_ns = pl_now_ns();
   parse_columns(b->columns);
 

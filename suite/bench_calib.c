@@ -468,7 +468,7 @@ static pl_status calib_run(pl_bench_ctx *ctx) {
         pl_row_i64(row, "bytes", (int64_t)S);
         pl_row_i64(row, "ranks", n);
         pl_row_status(row, "infeasible", "fewer than one f32 per peer");
-        PL_TRY(pl_row_emit(row));
+        st = pl_row_emit(row);
         continue;
       }
       st = run_point(ctx, t, S, G, gdt, s2, ev0, ev1, &r);
@@ -477,8 +477,10 @@ static pl_status calib_run(pl_bench_ctx *ctx) {
       /* Checks over ranks: any bad element anywhere fails the row. */
       int64_t agg[2] = {r.bad, r.st != PL_OK};
       double errs[2] = {r.max_err, r.max_tol_ratio};
-      PL_TRY(pl_host_allreduce_i64(ctx->comm, agg, 2, PL_RED_MAX));
-      PL_TRY(pl_host_allreduce_f64(ctx->comm, errs, 2, PL_RED_MAX));
+      st = pl_host_allreduce_i64(ctx->comm, agg, 2, PL_RED_MAX);
+      if (st == PL_OK)
+        st = pl_host_allreduce_f64(ctx->comm, errs, 2, PL_RED_MAX);
+      if (st != PL_OK) break;
 
       pl_row *row = pl_row_new(ctx);
       pl_row_str(row, "test", test_names[t]);
@@ -540,7 +542,7 @@ static pl_status calib_run(pl_bench_ctx *ctx) {
         }
         pl_row_status(row, "ok", note);
       }
-      PL_TRY(pl_row_emit(row));
+      st = pl_row_emit(row);
     }
   }
   if (ev0) pl_event_destroy(ev0);

@@ -177,7 +177,7 @@ pl_status pl_results_create(const char *dir, const char *stem,
   for (int n = 0; n < 100000; n++) {
     snprintf(path, plen, "%s/%s.%s.%s.%ld.%d.tsv", dir, stem, stamp, host,
              (long)getpid(), n);
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0664);
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0664);
     if (fd >= 0) break;
     if (errno != EEXIST) {
       pl_status st = pl_set_error(PL_EIO, "create %s: %s", path,
@@ -256,7 +256,7 @@ pl_status pl_results_open_append(const char *path, const char *columns,
     return st;
   }
   free(header);
-  int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+  int fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
   if (fd < 0) return pl_set_error(PL_EIO, "open %s: %s", path, strerror(errno));
   pl_results *r = calloc(1, sizeof *r);
   PL_ASSERT(r != NULL);
