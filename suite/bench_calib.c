@@ -23,6 +23,7 @@
  * scales with the dtype and G.  On the CPU backend the "host link" is memcpy
  * between the two arenas and the note says so. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,19 +86,57 @@ static void host_fill(float *p, size_t n, uint64_t seed, uint64_t off) {
   for (size_t i = 0; i < n; i++) p[i] = pl_rng_uniform(seed, off + i, -1.f, 1.f);
 }
 
-/* Elements of got[0..n) whose bits differ from draw(seed, off + i). */
+/* Elements of got[0..n) whose bits differ from draw(seed, off + i); *first
+ * gets the first such index, or -1. */
 static int64_t cmp_draws(const float *got, size_t n, uint64_t seed,
                          uint64_t off, int64_t *first) {
-  int64_t bad = 0, f = -1;
+  int64_t bad = 0, f = INT64_MAX;
+#pragma omp parallel for schedule(static) reduction(+ : bad) reduction(min : f)
   for (size_t i = 0; i < n; i++) {
     float e = pl_rng_uniform(seed, off + i, -1.f, 1.f);
     if (memcmp(&e, &got[i], sizeof e) != 0) {
-      if (f < 0) f = (int64_t)i;
+      if ((int64_t)i < f) f = (int64_t)i;
       bad++;
     }
   }
-  *first = f;
+  *first = f == INT64_MAX ? -1 : f;
   return bad;
+}
+
+/* All-reduce (sum over n ranks of their draws): elements off by more than
+ * tol (NaN counts as off); *max_err the largest error seen. */
+static int64_t cmp_allreduce(const float *got, size_t ne, uint64_t seed, int n,
+                             double tol, int64_t *first, double *max_err) {
+  int64_t bad = 0, f = INT64_MAX;
+  double mx = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad) reduction(min : f) reduction(max : mx)
+  for (size_t i = 0; i < ne; i++) {
+    float e = 0.f;
+    for (int q = 0; q < n; q++)
+      e += pl_rng_uniform(seed, RANK_OFF(q) + i, -1.f, 1.f);
+    double err = fabs((double)got[i] - (double)e);
+    if (isnan(err)) err = INFINITY;
+    if (!(err <= tol)) {
+      if ((int64_t)i < f) f = (int64_t)i;
+      bad++;
+    }
+    if (err > mx) mx = err;
+  }
+  *first = f == INT64_MAX ? -1 : f;
+  *max_err = mx;
+  return bad;
+}
+
+/* Fault injection for the suite's own tests (PLATEAU_CALIB_INJECT_FAULT=1):
+ * flip an exponent bit of element k of a received buffer just before it is
+ * compared, so a test can show that a wrong transfer or GEMM fails its row. */
+static void inject_fault(void *buf, size_t k, size_t elem_size) {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("PLATEAU_CALIB_INJECT_FAULT");
+    on = e && *e && strcmp(e, "0") != 0;
+  }
+  if (on) ((unsigned char *)buf)[k * elem_size + elem_size - 1] ^= 0x40;
 }
 
 /* ---- timed bodies -------------------------------------------------------- */
@@ -315,16 +354,19 @@ static pl_status run_point(pl_bench_ctx *ctx, int test, size_t S, int64_t G,
     case T_H2D:
     case T_D2D:
       st = to_host(s, chk, j.dst, ne * 4);
-      if (st == PL_OK)
-        r->bad = cmp_draws(chk, ne, seed, RANK_OFF(me), &r->first_bad);
+      if (st != PL_OK) break;
+      inject_fault(chk, ne / 2, 4);
+      r->bad = cmp_draws(chk, ne, seed, RANK_OFF(me), &r->first_bad);
       break;
     case T_D2H:
+      inject_fault(j.dst, ne / 2, 4);
       r->bad = cmp_draws(j.dst, ne, seed, RANK_OFF(me), &r->first_bad);
       break;
     case T_BIDIR: {
       st = to_host(s, chk, j.dst, ne * 4);
       if (st == PL_OK) {
         int64_t f1, f2;
+        inject_fault(j.dst2, ne / 2, 4);
         r->bad = cmp_draws(chk, ne, seed, RANK_OFF(me), &f1) +
                  cmp_draws(j.dst2, ne, seed, RANK_OFF(me) + ne, &f2);
         r->first_bad = f1 >= 0 ? f1 : f2;
@@ -333,12 +375,14 @@ static pl_status run_point(pl_bench_ctx *ctx, int test, size_t S, int64_t G,
     }
     case T_SENDRECV:
       st = to_host(s, chk, j.dst, ne * 4);
-      if (st == PL_OK)
-        r->bad = cmp_draws(chk, ne, seed, RANK_OFF(j.prev), &r->first_bad);
+      if (st != PL_OK) break;
+      inject_fault(chk, ne / 2, 4);
+      r->bad = cmp_draws(chk, ne, seed, RANK_OFF(j.prev), &r->first_bad);
       break;
     case T_ALLTOALL: {
       size_t c = j.count;
       st = to_host(s, chk, j.dst, c * (size_t)n * 4);
+      if (st == PL_OK) inject_fault(chk, c * (size_t)n / 2, 4);
       for (int q = 0; st == PL_OK && q < n; q++) {
         int64_t f;
         int64_t bq = cmp_draws((float *)chk + (size_t)q * c, c, seed,
@@ -354,18 +398,9 @@ static pl_status run_point(pl_bench_ctx *ctx, int test, size_t S, int64_t G,
       /* Any summation order of n values in [-1, 1): error <= (n-1)·n·u per
        * side, u = 2^-24; ours and theirs: twice that. */
       double tol = 2.0 * n * (n - 1) * ldexp(1.0, -24) + 0.0;
-      const float *g = chk;
-      for (size_t i = 0; i < ne; i++) {
-        float e = 0.f;
-        for (int q = 0; q < n; q++)
-          e += pl_rng_uniform(seed, RANK_OFF(q) + i, -1.f, 1.f);
-        double err = fabs((double)g[i] - (double)e);
-        if (!(err <= tol)) { /* NaN fails too */
-          if (r->first_bad < 0) r->first_bad = (int64_t)i;
-          r->bad++;
-        }
-        if (err > r->max_err || isnan(err)) r->max_err = err;
-      }
+      inject_fault(chk, ne / 2, 4);
+      r->bad = cmp_allreduce(chk, ne, seed, n, tol, &r->first_bad,
+                             &r->max_err);
       break;
     }
     case T_GEMM: {
@@ -375,6 +410,7 @@ static pl_status run_point(pl_bench_ctx *ctx, int test, size_t S, int64_t G,
       if (st == PL_OK) st = to_host(s, hB, j.src2, el * es);
       if (st == PL_OK) st = to_host(s, hC, j.dst, el * es);
       if (st != PL_OK) break;
+      inject_fault(hC, 0, es); /* C[0][0] is always sampled */
 #define GET(p, idx)                                                            \
   (gdt == PL_BF16 ? (double)pl_bf16_to_f32(((const pl_bf16 *)(p))[idx])       \
                   : (double)((const float *)(p))[idx])
