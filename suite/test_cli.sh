@@ -67,9 +67,10 @@ expect_usage "--bad" "$BIN" report --bad
 expect_usage "$tmp/nodir" "$BIN" report "$tmp/nodir"
 # Every rank parses before anything exists: under mpirun too.
 expect_usage "12Q" $MPIRUN -np 2 "$BIN" bench calib --backend cpu --sizes=12Q "${OUT[@]}"
-if ! "$BIN" info >/dev/null 2>&1 && [[ -z ${CUDA_VISIBLE_DEVICES+x} ]]; then :; fi
 # A CUDA request without a GPU is a usage error, not a crash.
-if [[ $("$BIN" info 2>/dev/null | awk -F': ' '/^CUDA devices visible/ {print $2}') == 0 ]]; then
+ncuda=$("$BIN" info 2>/dev/null | awk -F': ' '/^CUDA devices visible/ {print $2}')
+ncuda=${ncuda:-0}
+if [[ $ncuda == 0 ]]; then
   expect_usage "--backend=cuda" "$BIN" bench calib --backend cuda "${OUT[@]}"
 fi
 
@@ -127,6 +128,25 @@ else
     done
     grep -q "^# end: ok " "$f" && pass || fail "no '# end: ok' line"
   fi
+fi
+
+# On a GPU machine: the same small calib on the CUDA backend (NCCL), one rank
+# per GPU up to 2; every row ok and pass.
+if [[ $ncuda -ge 1 ]]; then
+  np=$((ncuda >= 2 ? 2 : 1))
+  $MPIRUN -np $np "$BIN" bench calib --backend cuda -n 3 -w 2 --sizes 64Ki:4Mi:x4 \
+    --gemm-size 512 -o "$tmp/cuda" >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  f=$(find "$tmp/cuda" -name '*.tsv' 2>/dev/null | head -n 1)
+  if [[ $rc -ne 0 || -z $f ]]; then
+    fail "cuda calib on $np rank(s): exit $rc"; cat "$tmp/stdout" "$tmp/stderr"
+  else
+    [[ $(col "$f" status | sort -u) == ok ]] && [[ $(col "$f" check | sort -u) == pass ]] && pass ||
+      { fail "cuda calib rows not all ok/pass"; grep -v '^#' "$f"; }
+    grep -q "^# backend: cuda" "$f" && pass || fail "cuda calib: backend metadata"
+  fi
+else
+  echo "note: no CUDA device: the CUDA calib check is skipped"
 fi
 
 # --no-check, --sweep, --point: one rank, no mpirun (singleton)
