@@ -14,6 +14,8 @@
  * algbw = bytes / time (nccl-tests' definitions, doc/PERFORMANCE.md).  The
  * per-rank tests run on every rank at once (each on its own GPU), which is how
  * the optimizer and the offload use the links; a time is the slowest rank's.
+ * --solo runs them on rank 0 alone (one GPU's ceiling, host memory not
+ * shared with the other ranks' copies).
  *
  * Every transfer is verified: inputs are counter-RNG draws (never zeros),
  * outputs are poisoned before the run, and after timing each received buffer
@@ -51,6 +53,10 @@ static const pl_opt calib_opts[] = {
     {"tests", 0, PL_OPT_ENUM_LIST,
      "h2d,d2h,bidir,d2d,gemm,allreduce,alltoall,sendrecv",
      "which ceilings to measure", 0, 0, test_names},
+    {"solo", 0, PL_OPT_FLAG, NULL,
+     "run the per-rank tests (h2d d2h bidir d2d gemm) on rank 0 alone, the "
+     "others idle: one GPU's ceiling instead of all GPUs at once",
+     0, 0, NULL},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -152,10 +158,12 @@ typedef struct job {
   int next, prev;
   int64_t G;
   pl_dtype dt;
+  bool idle; /* --solo: a rank other than 0 on a per-rank test */
 } job;
 
 static pl_status job_fn(void *arg) {
   job *j = arg;
+  if (j->idle) return PL_OK;
   switch (j->test) {
   case T_H2D:
   case T_D2H:
@@ -207,9 +215,11 @@ static pl_status to_host(pl_stream *s, void *host, const void *dev,
 /* Set up buffers for (test, S), verify afterwards.  Returns the status of the
  * set-up (oom is a result) in r->st; a runtime failure while timing is
  * returned (fatal). */
+static bool per_rank_test(int t) { return t <= T_GEMM; }
+
 static pl_status run_point(pl_bench_ctx *ctx, int test, size_t S, int64_t G,
-                           pl_dtype gdt, pl_stream *s2, pl_event *ev0,
-                           pl_event *ev1, point_result *r) {
+                           pl_dtype gdt, bool solo, pl_stream *s2,
+                           pl_event *ev0, pl_event *ev1, point_result *r) {
   memset(r, 0, sizeof *r);
   r->first_bad = -1;
   pl_dev *dev = ctx->dev;
@@ -218,14 +228,15 @@ static pl_status run_point(pl_bench_ctx *ctx, int test, size_t S, int64_t G,
   uint64_t seed = ctx->seed;
   bufs b = {.dev = dev};
   job j = {.test = test, .comm = ctx->comm, .s = s, .s2 = s2, .ev0 = ev0,
-           .ev1 = ev1, .G = G, .dt = gdt};
+           .ev1 = ev1, .G = G, .dt = gdt,
+           .idle = solo && per_rank_test(test) && ctx->rank != 0};
   size_t *sc = NULL, *sd = NULL;
   void *chk = NULL;
   size_t ne = S / 4; /* f32 elements */
   pl_status st = PL_OK;
 
   /* -- set-up (allocation failures are results) -- */
-  switch (test) {
+  switch (j.idle ? -1 : test) {
   case T_H2D:
   case T_D2H:
   case T_D2D:
@@ -350,7 +361,7 @@ static pl_status run_point(pl_bench_ctx *ctx, int test, size_t S, int64_t G,
 
   /* -- check -- */
   if (st == PL_OK && ctx->check) {
-    switch (test) {
+    switch (j.idle ? -1 : test) {
     case T_H2D:
     case T_D2D:
       st = to_host(s, chk, j.dst, ne * 4);
@@ -471,6 +482,7 @@ static pl_status calib_run(pl_bench_ctx *ctx) {
   if (pl_args_given(a, "gemm-dtype"))
     gdt = pl_args_enum(a, "gemm-dtype") == 0 ? PL_BF16 : PL_F32;
   int tests[T_COUNT], ntests = pl_args_enum_list(a, "tests", tests, T_COUNT);
+  bool solo = pl_args_flag(a, "solo");
   bool want[T_COUNT] = {false};
   for (int i = 0; i < ntests; i++) want[tests[i]] = true;
 
@@ -507,7 +519,7 @@ static pl_status calib_run(pl_bench_ctx *ctx) {
         st = pl_row_emit(row);
         continue;
       }
-      st = run_point(ctx, t, S, G, gdt, s2, ev0, ev1, &r);
+      st = run_point(ctx, t, S, G, gdt, solo, s2, ev0, ev1, &r);
       if (st != PL_OK) break;
 
       /* Checks over ranks: any bad element anywhere fails the row. */
@@ -518,9 +530,10 @@ static pl_status calib_run(pl_bench_ctx *ctx) {
         st = pl_host_allreduce_f64(ctx->comm, errs, 2, PL_RED_MAX);
       if (st != PL_OK) break;
 
+      bool alone = solo && per_rank_test(t);
       pl_row *row = pl_row_new(ctx);
       pl_row_str(row, "test", test_names[t]);
-      pl_row_i64(row, "ranks", n);
+      pl_row_i64(row, "ranks", alone ? 1 : n);
       pl_row_str(row, "dtype", t == T_GEMM ? pl_dtype_name(gdt) : "f32");
       if (t == T_GEMM) {
         pl_row_i64(row, "bytes", (int64_t)r.bytes);
@@ -550,18 +563,21 @@ static pl_status calib_run(pl_bench_ctx *ctx) {
         const char *what = "";
         switch (t) {
         case T_H2D: case T_D2H: case T_BIDIR:
-          what = cuda ? "pinned host, per rank, all ranks at once"
-                      : "cpu backend: memcpy between arenas, per rank";
-          if (t == T_BIDIR) what = cuda ? "two streams; bytes each way, bw counts both"
+          what = cuda ? "pinned host"
+                      : "cpu backend: memcpy between arenas";
+          if (t == T_BIDIR) what = cuda ? "pinned host, two streams; bytes each way, bw counts both"
                                         : "cpu backend: memcpy, streams serialize; bw counts both";
           break;
         case T_D2D: what = cuda ? "bw counts read+write" : "cpu backend: memcpy; bw counts read+write"; break;
-        case T_GEMM: what = cuda ? "fp32 accumulate, per rank" : "cpu backend: BLAS, per rank"; break;
+        case T_GEMM: what = cuda ? "fp32 accumulate" : "cpu backend: BLAS"; break;
         case T_ALLREDUCE: what = "busbw = algbw*2(n-1)/n"; break;
         case T_ALLTOALL: what = "pl_alltoallv equal counts; busbw = algbw*(n-1)/n"; break;
         case T_SENDRECV: what = "ring hop; busbw = algbw"; break;
         }
         snprintf(note, sizeof note, "%s", what);
+        if (per_rank_test(t))
+          snprintf(note + strlen(note), sizeof note - strlen(note), "; %s",
+                   alone ? "rank 0 alone" : n > 1 ? "per rank, all ranks at once" : "one rank");
         if (!ctx->check) {
           pl_row_check(row, "skip");
         } else if (agg[0] == 0) {

@@ -161,6 +161,18 @@ else
   grep -q "^# point: p7" "$f" && grep -q "^# sweep: sw1" "$f" && pass || fail "point/sweep metadata"
 fi
 
+# --solo: per-rank tests on rank 0 alone (ranks = 1), collectives on all
+$MPIRUN -np 2 "$BIN" bench calib --backend cpu -n 1 -w 0 --sizes 4Ki --tests h2d,allreduce --solo \
+  -o "$tmp/out5" >"$tmp/stdout" 2>"$tmp/stderr"
+rc=$?
+f=$(find "$tmp/out5" -name '*.tsv' 2>/dev/null | head -n 1)
+if [[ $rc -ne 0 || -z $f ]]; then
+  fail "--solo run: exit $rc"; cat "$tmp/stderr"
+else
+  [[ $(paste <(col "$f" test) <(col "$f" ranks) <(col "$f" check) | tr '\t\n' ': ') == "h2d:1:pass allreduce:2:pass " ]] &&
+    pass || { fail "--solo rows"; grep -v '^#' "$f"; }
+fi
+
 # --mem-limit: device allocations beyond it are oom rows, not a crash (exit 0)
 "$BIN" bench calib --backend cpu -n 1 -w 0 --sizes 4Ki --tests d2d,h2d --mem-limit 1Ki \
   -o "$tmp/out3" >"$tmp/stdout" 2>"$tmp/stderr"
