@@ -337,15 +337,13 @@ static void list_benches(FILE *f) {
 int pl_bench_main(int argc, char **argv) {
   /* argv as main received it: argv[0] the program, then optionally "bench",
    * then the bench name and its options. */
-  int full_argc = argc;
-  char **full_argv = argv;
   pl_status st = pl_init(&argc, &argv);
   if (st != PL_OK) {
     fprintf(stderr, "plateau bench: %s\n", pl_last_error());
     return pl_status_exit_code(st);
   }
-  full_argc = argc;
-  full_argv = argv;
+  int full_argc = argc; /* recorded as the run's argv */
+  char **full_argv = argv;
   int rank = pl_world_rank();
   int i0 = 1;
   if (i0 < argc && strcmp(argv[i0], "bench") == 0) i0++;
