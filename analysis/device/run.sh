@@ -51,16 +51,16 @@ for p in "${parts[@]}"; do
       case "$t" in
       */test_mpi_*)
         for np in 1 2; do
-          r=$(CK_FORK=no timeout 300 $MPIRUN -np $np "$t" 2>&1 | tail -3 | tr '\n' ' ')
+          r=$(CK_FORK=no timeout 300 $MPIRUN -np $np "$t" 2>&1 | tee -a "$OUT/tests.log" | tail -3 | tr '\n' ' ')
           echo "$t np=$np: $r" | tee -a "$OUT/tests.txt"
         done ;;
       *)
-        r=$(CK_FORK=no timeout 300 "$t" 2>&1 | tail -3 | tr '\n' ' ')
+        r=$(CK_FORK=no timeout 300 "$t" 2>&1 | tee -a "$OUT/tests.log" | tail -3 | tr '\n' ' ')
         echo "$t: $r" | tee -a "$OUT/tests.txt" ;;
       esac
     done
     for t in engine/comm/test_timeout.sh; do
-      [ -f "$t" ] && { r=$(BUILD=build timeout 120 bash "$t" 2>&1 | tail -2 | tr '\n' ' '); echo "$t: $r" | tee -a "$OUT/tests.txt"; }
+      [ -f "$t" ] && { r=$(BUILD=build timeout 120 bash "$t" 2>&1 | tee -a "$OUT/tests.log" | tail -2 | tr '\n' ' '); echo "$t: $r" | tee -a "$OUT/tests.txt"; }
     done
     ;;
   calib)
