@@ -112,6 +112,7 @@ TEST_BINS := $(TEST_C:%.c=$(BUILD)/tests/%) $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
 all: config $(BIN) $(LIB) $(BUILD)/lib/pkgconfig/plateau.pc
 
 config:
+	@mkdir -p results/runs
 	@echo "# plateau build: CUDA=$(HAVE_CUDA) (nvcc: $(or $(NVCC),none)) CUDA_ARCH=$(CUDA_ARCH) DEBUG=$(DEBUG) BLAS=$(BLAS) STATIC_DEPS=$(STATIC_DEPS) sha=$(GIT_SHA)"
 
 build: all
