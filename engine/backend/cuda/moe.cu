@@ -1,0 +1,301 @@
+/* moe.cu — CUDA twins of the MoE layer's kernels (ops/moe_kernels.h; the CPU
+ * references are in backend/cpu/moe_cpu.c): row gather (permute), combine
+ * (unpermute + weighted sum over a token's k routes, fixed j order, fp32
+ * accumulation, one rounding), per-route scalar gather/scatter, SwiGLU forward
+ * and backward (with the route-weight gradient as a per-row reduction), row
+ * scaling, and the expert GEMM.
+ *
+ * The expert GEMM is a loop of cuBLAS GEMMs (pl_gemm: cublasGemmEx, bf16 in,
+ * fp32 accumulate) over the groups of a chunk, issued by ops/moe.c.  The group
+ * sizes are known on the host (every rank holds every count after planning),
+ * so no size is read back from the device.  Measured on the H200
+ * (notes/gpu-facts.md) a loop of cublasGemmEx ran at 685-697 TFLOP/s where
+ * cublasGemmGroupedBatchedEx ran at 310-333 for large expert groups. */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "backend/cuda/internal_cuda.h"
+#include "ops/moe_kernels.h"
+
+namespace {
+
+__device__ __forceinline__ float ldv(const void *p, pl_dtype dt, size_t i) {
+  return dt == PL_F32 ? static_cast<const float *>(p)[i]
+                      : __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+}
+__device__ __forceinline__ void stv(void *p, pl_dtype dt, size_t i, float v) {
+  if (dt == PL_F32)
+    static_cast<float *>(p)[i] = v;
+  else
+    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
+}
+
+__device__ float block_sum(float v) {
+  __shared__ float warp_sums[32];
+  __shared__ float total;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  int nw = blockDim.x >> 5;
+  v = lane < nw ? warp_sums[lane] : 0.0f;
+  if (warp == 0)
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x == 0) total = v;
+  __syncthreads();
+  return total;
+}
+
+/* One block per destination row; 16-byte words when the row allows. */
+__global__ void moe_gather_kernel(void *dst, const void *src,
+                                  const int32_t *rows, int64_t n,
+                                  size_t row_bytes) {
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const char *s = static_cast<const char *>(src) + (size_t)rows[i] * row_bytes;
+    char *d = static_cast<char *>(dst) + (size_t)i * row_bytes;
+    if ((row_bytes & 15) == 0 && ((reinterpret_cast<uintptr_t>(s) |
+                                   reinterpret_cast<uintptr_t>(d)) & 15) == 0) {
+      const uint4 *s4 = reinterpret_cast<const uint4 *>(s);
+      uint4 *d4 = reinterpret_cast<uint4 *>(d);
+      for (size_t w = threadIdx.x; w < row_bytes / 16; w += blockDim.x)
+        d4[w] = s4[w];
+    } else {
+      for (size_t b = threadIdx.x; b < row_bytes; b += blockDim.x) d[b] = s[b];
+    }
+  }
+}
+
+__global__ void moe_gather_f32_kernel(float *dst, const float *src,
+                                      const int32_t *idx, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    dst[i] = src[idx[i]];
+}
+
+/* One block per token of the chunk. */
+__global__ void moe_combine_kernel(void *out, const int32_t *toks, int64_t nt,
+                                   const int32_t *slots, int k, const float *w,
+                                   const void *A, const void *B, int64_t H,
+                                   pl_dtype dt) {
+  for (int64_t q = blockIdx.x; q < nt; q += gridDim.x) {
+    int64_t t = toks[q];
+    for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
+      float acc = 0.0f;
+      for (int j = 0; j < k; j++) {
+        int32_t v = slots[q * k + j];
+        const void *base = v >= 0 ? A : B;
+        int64_t r = v >= 0 ? v : -1 - (int64_t)v;
+        float wj = w ? w[t * k + j] : 1.0f;
+        acc = __fadd_rn(acc, __fmul_rn(wj, ldv(base, dt, (size_t)(r * H + h))));
+      }
+      stv(out, dt, (size_t)(t * H + h), acc);
+    }
+  }
+}
+
+__global__ void moe_scatter_f32_kernel(float *dst, const int32_t *toks,
+                                       int64_t nt, const int32_t *slots, int k,
+                                       const float *a, const float *b) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nt * k;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t q = i / k;
+    int j = (int)(i % k);
+    int32_t v = slots[i];
+    dst[(int64_t)toks[q] * k + j] = v >= 0 ? a[v] : b[-1 - (int64_t)v];
+  }
+}
+
+__device__ __forceinline__ float sigm(float g) { return 1.0f / (1.0f + expf(-g)); }
+
+template <typename T>
+__device__ __forceinline__ float ldt(const T *p, size_t i);
+template <>
+__device__ __forceinline__ float ldt<float>(const float *p, size_t i) { return p[i]; }
+template <>
+__device__ __forceinline__ float ldt<__nv_bfloat16>(const __nv_bfloat16 *p, size_t i) {
+  return __bfloat162float(p[i]);
+}
+template <typename T>
+__device__ __forceinline__ void stt(T *p, size_t i, float v);
+template <>
+__device__ __forceinline__ void stt<float>(float *p, size_t i, float v) { p[i] = v; }
+template <>
+__device__ __forceinline__ void stt<__nv_bfloat16>(__nv_bfloat16 *p, size_t i, float v) {
+  p[i] = __float2bfloat16_rn(v);
+}
+
+template <typename T>
+__global__ void swiglu_fwd_t(T *A, const T *G, const T *U, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    float g = ldt(G, i), u = ldt(U, i);
+    stt(A, i, g * sigm(g) * u);
+  }
+}
+
+/* One block per row: dw[r] = sum_i P*A (block reduction), then the
+ * elementwise dG, dU in place. */
+template <typename T>
+__global__ void swiglu_bwd_t(T *G, T *U, const T *P, const T *A, const float *w,
+                             float *dw, int64_t n, int64_t I) {
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    size_t base = (size_t)r * I;
+    float acc = 0.0f;
+    for (int64_t i = threadIdx.x; i < I; i += blockDim.x)
+      acc += ldt(P, base + i) * ldt(A, base + i);
+    float s = block_sum(acc);
+    if (threadIdx.x == 0) dw[r] = s;
+    float wr = w[r];
+    for (int64_t i = threadIdx.x; i < I; i += blockDim.x) {
+      size_t o = base + i;
+      float g = ldt(G, o), u = ldt(U, o);
+      float da = wr * ldt(P, o);
+      float sg = sigm(g);
+      float silu = g * sg;
+      float dsilu = sg * (1.0f + g * (1.0f - sg));
+      stt(G, o, da * u * dsilu);
+      stt(U, o, da * silu);
+    }
+    __syncthreads();
+  }
+}
+
+template <typename T>
+__global__ void scale_rows_t(T *X, const float *w, int64_t n, int64_t H) {
+  size_t tot = (size_t)n * H;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot;
+       i += (size_t)gridDim.x * blockDim.x)
+    stt(X, i, w[i / H] * ldt(X, i));
+}
+
+unsigned grid_of(size_t items, unsigned per_block) {
+  size_t b = (items + per_block - 1) / per_block;
+  if (b < 1) b = 1;
+  if (b > 65535u * 8) b = 65535u * 8;
+  return (unsigned)b;
+}
+
+pl_status dtype_ok(pl_dtype dt, const char *who) {
+  if (dt != PL_F32 && dt != PL_BF16)
+    return pl_set_error(PL_EINVAL, "%s: dtype %s: allowed f32, bf16", who,
+                        pl_dtype_name(dt));
+  return PL_OK;
+}
+
+cudaStream_t native(pl_stream *s) {
+  return static_cast<cudaStream_t>(pl_stream_native(s));
+}
+
+}  // namespace
+
+extern "C" pl_status pl_cuda_moe_gather(pl_stream *s, void *dst, const void *src,
+                                        const int32_t *rows, int64_t n, int64_t H,
+                                        pl_dtype dt) {
+  PL_TRY(dtype_ok(dt, "moe_gather"));
+  if (n == 0 || H == 0) return PL_OK;
+  unsigned g = n > 65535 * 4 ? 65535u * 4 : (unsigned)n;
+  moe_gather_kernel<<<g, 128, 0, native(s)>>>(dst, src, rows, n,
+                                              (size_t)H * pl_dtype_size(dt));
+  PL_CUDA_CHECK_LAUNCH("moe_gather_kernel");
+  return PL_OK;
+}
+
+extern "C" pl_status pl_cuda_moe_gather_f32(pl_stream *s, float *dst,
+                                            const float *src, const int32_t *idx,
+                                            int64_t n) {
+  if (n == 0) return PL_OK;
+  moe_gather_f32_kernel<<<grid_of((size_t)n, 256), 256, 0, native(s)>>>(dst, src,
+                                                                       idx, n);
+  PL_CUDA_CHECK_LAUNCH("moe_gather_f32_kernel");
+  return PL_OK;
+}
+
+extern "C" pl_status pl_cuda_moe_combine(pl_stream *s, void *out,
+                                         const int32_t *toks, int64_t nt,
+                                         const int32_t *slots, int k,
+                                         const float *w, const void *A,
+                                         const void *B, int64_t H, pl_dtype dt) {
+  PL_TRY(dtype_ok(dt, "moe_combine"));
+  if (nt == 0) return PL_OK;
+  unsigned g = nt > 65535 * 4 ? 65535u * 4 : (unsigned)nt;
+  moe_combine_kernel<<<g, 256, 0, native(s)>>>(out, toks, nt, slots, k, w, A, B,
+                                               H, dt);
+  PL_CUDA_CHECK_LAUNCH("moe_combine_kernel");
+  return PL_OK;
+}
+
+extern "C" pl_status pl_cuda_moe_scatter_f32(pl_stream *s, float *dst,
+                                             const int32_t *toks, int64_t nt,
+                                             const int32_t *slots, int k,
+                                             const float *a, const float *b) {
+  if (nt == 0) return PL_OK;
+  moe_scatter_f32_kernel<<<grid_of((size_t)nt * k, 256), 256, 0, native(s)>>>(
+      dst, toks, nt, slots, k, a, b);
+  PL_CUDA_CHECK_LAUNCH("moe_scatter_f32_kernel");
+  return PL_OK;
+}
+
+extern "C" pl_status pl_cuda_moe_swiglu_fwd(pl_stream *s, void *A, const void *G,
+                                            const void *U, int64_t n, int64_t I,
+                                            pl_dtype dt) {
+  PL_TRY(dtype_ok(dt, "moe_swiglu_fwd"));
+  size_t tot = (size_t)n * I;
+  if (tot == 0) return PL_OK;
+  if (dt == PL_F32)
+    swiglu_fwd_t<float><<<grid_of(tot, 256), 256, 0, native(s)>>>(
+        static_cast<float *>(A), static_cast<const float *>(G),
+        static_cast<const float *>(U), tot);
+  else
+    swiglu_fwd_t<__nv_bfloat16><<<grid_of(tot, 256), 256, 0, native(s)>>>(
+        static_cast<__nv_bfloat16 *>(A), static_cast<const __nv_bfloat16 *>(G),
+        static_cast<const __nv_bfloat16 *>(U), tot);
+  PL_CUDA_CHECK_LAUNCH("swiglu_fwd_t");
+  return PL_OK;
+}
+
+extern "C" pl_status pl_cuda_moe_swiglu_bwd(pl_stream *s, void *G, void *U,
+                                            const void *P, const void *A,
+                                            const float *w, float *dw, int64_t n,
+                                            int64_t I, pl_dtype dt) {
+  PL_TRY(dtype_ok(dt, "moe_swiglu_bwd"));
+  if (n == 0) return PL_OK;
+  unsigned g = n > 65535 * 4 ? 65535u * 4 : (unsigned)n;
+  if (dt == PL_F32)
+    swiglu_bwd_t<float><<<g, 256, 0, native(s)>>>(
+        static_cast<float *>(G), static_cast<float *>(U),
+        static_cast<const float *>(P), static_cast<const float *>(A), w, dw, n, I);
+  else
+    swiglu_bwd_t<__nv_bfloat16><<<g, 256, 0, native(s)>>>(
+        static_cast<__nv_bfloat16 *>(G), static_cast<__nv_bfloat16 *>(U),
+        static_cast<const __nv_bfloat16 *>(P),
+        static_cast<const __nv_bfloat16 *>(A), w, dw, n, I);
+  PL_CUDA_CHECK_LAUNCH("swiglu_bwd_t");
+  return PL_OK;
+}
+
+extern "C" pl_status pl_cuda_moe_scale_rows(pl_stream *s, void *X, const float *w,
+                                            int64_t n, int64_t H, pl_dtype dt) {
+  PL_TRY(dtype_ok(dt, "moe_scale_rows"));
+  size_t tot = (size_t)n * H;
+  if (tot == 0) return PL_OK;
+  if (dt == PL_F32)
+    scale_rows_t<float><<<grid_of(tot, 256), 256, 0, native(s)>>>(
+        static_cast<float *>(X), w, n, H);
+  else
+    scale_rows_t<__nv_bfloat16><<<grid_of(tot, 256), 256, 0, native(s)>>>(
+        static_cast<__nv_bfloat16 *>(X), w, n, H);
+  PL_CUDA_CHECK_LAUNCH("scale_rows_t");
+  return PL_OK;
+}
+
+/* cuBLAS through the core's pl_gemm (one cublasGemmEx per group). */
+extern "C" pl_status pl_cuda_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m,
+                                      int64_t n, int64_t k, float alpha,
+                                      const void *A, int64_t lda, const void *B,
+                                      int64_t ldb, float beta, void *C,
+                                      int64_t ldc, pl_dtype ab_dt,
+                                      pl_dtype c_dt) {
+  return pl_gemm(s, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, ab_dt,
+                 c_dt);
+}
