@@ -877,15 +877,18 @@ static pl_status expert_fwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
   return st;
 }
 
-/* Backward expert compute of chunk C: X (R x H, the layer input rows), D
- * (R x H: dout rows in, dX rows out), wr (R route weights), dwr (R out). */
+/* Backward expert compute of chunk C: *Xp (R x H, the layer input rows; freed
+ * here, as soon as its last GEMM is issued, and evX recorded after the free so
+ * the next chunk's dispatch can wait for it), D (R x H: dout rows in, dX rows
+ * out), wr (R route weights), dwr (R out). */
 static pl_status expert_bwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
                             const pl_moe_weights *W, pl_moe_wgrads *Gw,
-                            float *hg, void *X, void *D, const float *wr,
-                            float *dwr, pl_stream *s) {
+                            float *hg, void **Xp, void *D, const float *wr,
+                            float *dwr, pl_event *evX, pl_stream *s) {
   const int64_t H = m->cfg.H, I = m->cfg.I;
   const pl_dtype dt = m->cfg.dt;
   const size_t b = pl_dtype_size(dt);
+  void *X = *Xp;
   void *G = NULL, *U = NULL, *A = NULL, *P = NULL;
   size_t ib = (size_t)C->R * I * b;
   pl_status st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &G);
@@ -916,7 +919,21 @@ static pl_status expert_bwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
     st = pl_moe_k_moe_swiglu_bwd(s, G, U, P, A, wr, dwr, C->R, I, dt);
   pl_free_async(m->dev, P, s);
   P = NULL;
-  /* dY = w * dout; dWd += A^T dY; dWg += X^T dG; dWu += X^T dU */
+  /* dWg += X^T dG; dWu += X^T dU: the last uses of X */
+  for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
+    const grp *g = &C->g[gi];
+    float *gg, *gu, *gd;
+    slot_grads(m, Gw, hg, g->slot, &gg, &gu, &gd);
+    st = pl_moe_k_moe_gemm(s, true, false, H, I, g->rows, 1.0f, ROWS(X, H), H,
+                           ROWS(G, I), I, 1.0f, gg, I, dt, PL_F32);
+    if (st == PL_OK)
+      st = pl_moe_k_moe_gemm(s, true, false, H, I, g->rows, 1.0f, ROWS(X, H),
+                             H, ROWS(U, I), I, 1.0f, gu, I, dt, PL_F32);
+  }
+  pl_free_async(m->dev, X, s);
+  *Xp = NULL;
+  if (st == PL_OK && evX) st = pl_event_record(evX, s);
+  /* dY = w * dout; dWd += A^T dY */
   if (st == PL_OK) st = pl_moe_k_moe_scale_rows(s, D, wr, C->R, H, dt);
   for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
     const grp *g = &C->g[gi];
@@ -924,12 +941,6 @@ static pl_status expert_bwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
     slot_grads(m, Gw, hg, g->slot, &gg, &gu, &gd);
     st = pl_moe_k_moe_gemm(s, true, false, I, H, g->rows, 1.0f, ROWS(A, I), I,
                            ROWS(D, H), H, 1.0f, gd, H, dt, PL_F32);
-    if (st == PL_OK)
-      st = pl_moe_k_moe_gemm(s, true, false, H, I, g->rows, 1.0f, ROWS(X, H),
-                             H, ROWS(G, I), I, 1.0f, gg, I, dt, PL_F32);
-    if (st == PL_OK)
-      st = pl_moe_k_moe_gemm(s, true, false, H, I, g->rows, 1.0f, ROWS(X, H),
-                             H, ROWS(U, I), I, 1.0f, gu, I, dt, PL_F32);
   }
   pl_free_async(m->dev, A, s);
   A = NULL;
@@ -1107,7 +1118,7 @@ pl_status pl_moe_forward(pl_moe *m, const pl_moe_weights *W, const void *x,
 typedef struct bwd_state {
   void **X, **D;
   float **wr, **dwr;
-  pl_event **evD, **evC;
+  pl_event **evD, **evC, **evX;
 } bwd_state;
 
 static pl_status bwd_dispatch(pl_moe *m, pl_moe_ctx *c, int i, const void *x,
@@ -1126,10 +1137,8 @@ static pl_status bwd_compute(pl_moe *m, pl_moe_ctx *c, int i,
                              const pl_moe_weights *W, pl_moe_wgrads *G,
                              float *hg, bwd_state *bs) {
   PL_TRY(pl_stream_wait(m->cs, bs->evD[i]));
-  pl_status st = expert_bwd(m, c, &c->ch[i], W, G, hg, bs->X[i], bs->D[i],
-                            bs->wr[i], bs->dwr[i], m->cs);
-  pl_free_async(m->dev, bs->X[i], m->cs); /* the layer input rows: done */
-  bs->X[i] = NULL;
+  pl_status st = expert_bwd(m, c, &c->ch[i], W, G, hg, &bs->X[i], bs->D[i],
+                            bs->wr[i], bs->dwr[i], bs->evX[i], m->cs);
   if (st != PL_OK) return st;
   return pl_event_record(bs->evC[i], m->cs);
 }
@@ -1182,6 +1191,7 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
     st = pl_set_error(PL_ENOMEM, "moe: host");
   if (st == PL_OK) st = make_events(m->dev, K, &bs.evD);
   if (st == PL_OK) st = make_events(m->dev, K, &bs.evC);
+  if (st == PL_OK) st = make_events(m->dev, K, &bs.evX);
   if (st == PL_OK) st = pl_event_create(m->dev, &ev0);
   if (st == PL_OK) st = pl_event_create(m->dev, &evEnd);
   size_t hgn = (size_t)c->nh * wset_elems(m);
@@ -1208,13 +1218,16 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
     if (st != PL_OK) break;
     if (i + 1 < K) {
       const int64_t *R = c->Rmax, *S = c->Smax;
-      /* early dispatch(i+1) holds chunk i's X, D (conservatively: X is freed
-       * on the compute stream) with chunk i+1's X, D and send rows; the
-       * return of chunk i later holds D_i, X_{i+1}, D_{i+1} and S_i */
-      int64_t need1 = 2 * R[i] + 2 * R[i + 1] + S[i + 1];
+      /* early dispatch(i+1) waits for the free of X_i (evX: issued before
+       * chunk i's last GEMMs), so it holds D_i with chunk i+1's X, D and send
+       * rows; the return of chunk i then runs beside compute(i+1), holding
+       * D_i, X_{i+1}, D_{i+1} and its return rows S_i.  Both counted as on
+       * the device (not only in issue order). */
+      int64_t need1 = R[i] + 2 * R[i + 1] + S[i + 1];
       int64_t need2 = R[i] + 2 * R[i + 1] + S[i];
       if (pipe && need1 <= budget && need2 <= budget) {
-        st = bwd_dispatch(m, c, i + 1, x, dout, w, ms, &bs);
+        st = pl_stream_wait(ms, bs.evX[i]);
+        if (st == PL_OK) st = bwd_dispatch(m, c, i + 1, x, dout, w, ms, &bs);
         pending = i;
         c->overlapped++;
       } else {
@@ -1245,6 +1258,7 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
   free(bs.dwr);
   free_events(K, bs.evD);
   free_events(K, bs.evC);
+  free_events(K, bs.evX);
   if (ev0) pl_event_destroy(ev0);
   if (evEnd) pl_event_destroy(evEnd);
   return st;

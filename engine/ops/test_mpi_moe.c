@@ -549,6 +549,11 @@ START_TEST(bound_grid) {
                         "%zu > bound %zu",
                         profs[p], (long long)Ns[ni], ks[ki], (long long)cs[ci],
                         a.peak_fwd, a.peak_bwd, bound);
+          /* the pipeline overlaps when the bound leaves room (balanced) */
+          if (p == 0)
+            ck_assert_msg(a.st.overlapped > 0,
+                          "balanced N=%lld k=%d c=%lld: no chunk overlapped",
+                          (long long)Ns[ni], ks[ki], (long long)cs[ci]);
           t.cfg.variant = PL_MOE_LLEP;
           ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &b), PL_OK);
           /* group-wide: does llep exceed the bound on any rank? */
