@@ -4,7 +4,9 @@
  * One row per (variant, profile, chunking): fwd+bwd time (median, p10, p90 of
  * -n timed iterations after -w warm-ups; an iteration is forward, backward with
  * per-chunk recompute, context free), forward-only time, the tracked device
- * peak of one fwd+bwd with the live set at the peak, the "dispatch" tag's
+ * peak of one fwd+bwd with the live set at the peak, the operator's own
+ * share of it (op_peak: the peak above what was resident before the call:
+ * weights, fp32 gradients, activations, check buffers), the "dispatch" tag's
  * peak, the pool high-water mark, the plan (pieces, imbalance before/after),
  * chunk count K and c_eff, the group-wide max-send ratio (max over (chunk,
  * destination) of routes received / mean), routes moved between ranks,
@@ -75,7 +77,7 @@ static const pl_opt dispatch_opts[] = {
 #define DISPATCH_COLUMNS                                                       \
   "variant\tprofile\tchunking\tranks\ttokens\thidden\tffn\texperts\ttopk\t"    \
   "cap\tK\tc_eff\tdtype\ttime_ms\ttime_p10_ms\ttime_p90_ms\tfwd_ms\t"          \
-  "peak_gib\tdispatch_gib\tbound_gib\tpool_gib\tlive_set\tmax_send_ratio\t"    \
+  "peak_gib\top_peak_gib\tdispatch_gib\tbound_gib\tpool_gib\tlive_set\tmax_send_ratio\t"    \
   "routes_moved\ta2a_gbs\ttflops\tplanned\tpieces\tspilled\timb_before\t"      \
   "imb_after\toverlapped"
 
@@ -307,7 +309,7 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
         pl_status ps = pl_moe_create(ctx->comm, &vc, &m);
         j.m = m;
         pl_stats tfb = {0}, tf = {0};
-        size_t peak = 0, dpeak = 0, pool = 0;
+        size_t peak = 0, dpeak = 0, pool = 0, base = 0;
         char live[256] = "-";
         /* memory of one fwd+bwd (after a first run that warms the pool) */
         if (ps == PL_OK) {
@@ -316,6 +318,9 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
         }
         if (ps == PL_OK) {
           pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
+          pl_mem_stats m0;
+          if (pl_mem_stats_get(dev, PL_ARENA_DEVICE, &m0) == PL_OK)
+            base = m0.current; /* resident: weights, grads, activations */
           ps = job_fn(&j);
           pl_mem_stats ms;
           if (pl_mem_stats_get(dev, PL_ARENA_DEVICE, &ms) == PL_OK) {
@@ -338,11 +343,11 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
         }
         pl_moe_stats sst = j.st;
         /* group-wide maxima of the memory figures, sum of routes moved */
-        int64_t agg[4] = {(int64_t)peak, (int64_t)dpeak, (int64_t)pool,
-                          sst.routes_recv};
+        int64_t agg[5] = {(int64_t)peak, (int64_t)dpeak, (int64_t)pool,
+                          sst.routes_recv, (int64_t)(peak - base)};
         int64_t moved = sst.routes_sent;
         if (ps == PL_OK && !bad) {
-          ps = pl_host_allreduce_i64(ctx->comm, agg, 4, PL_RED_MAX);
+          ps = pl_host_allreduce_i64(ctx->comm, agg, 5, PL_RED_MAX);
           if (ps == PL_OK)
             ps = pl_host_allreduce_i64(ctx->comm, &moved, 1, PL_RED_SUM);
         }
@@ -358,6 +363,7 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
           pl_row_f64(row, "time_p90_ms", tfb.p90);
           pl_row_f64(row, "fwd_ms", tf.median);
           pl_row_f64(row, "peak_gib", gib((size_t)agg[0]));
+          pl_row_f64(row, "op_peak_gib", gib((size_t)agg[4]));
           pl_row_f64(row, "dispatch_gib", gib((size_t)agg[1]));
           pl_row_f64(row, "bound_gib", gib(bound));
           pl_row_f64(row, "pool_gib", gib((size_t)agg[2]));
