@@ -32,6 +32,7 @@
 static pl_dev *dev;  /* the backend under test */
 static pl_dev *hdev; /* CPU: generates host inputs */
 static pl_comm *world;
+static pl_comm *hworld; /* over hdev (CUDA runs: the CPU twin of a config) */
 static int me, np;
 
 /* Host <-> device copies that work on both backends. */
@@ -554,6 +555,19 @@ START_TEST(bound_grid) {
             ck_assert_msg(a.st.overlapped > 0,
                           "balanced N=%lld k=%d c=%lld: no chunk overlapped",
                           (long long)Ns[ni], ks[ki], (long long)cs[ci]);
+          if (MOE_TEST_CUDA) {
+            /* the same schedule on the CPU backend tracks the same peaks */
+            result cp = {0};
+            pl_dev *d0 = dev;
+            pl_comm *w0 = world;
+            dev = hdev, world = hworld;
+            ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &cp), PL_OK);
+            dev = d0, world = w0;
+            ck_assert_msg(cp.peak_fwd == a.peak_fwd && cp.peak_bwd == a.peak_bwd,
+                          "dispatch peaks differ: CUDA %zu/%zu, CPU %zu/%zu",
+                          a.peak_fwd, a.peak_bwd, cp.peak_fwd, cp.peak_bwd);
+            free_result(&cp);
+          }
           t.cfg.variant = PL_MOE_LLEP;
           ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &b), PL_OK);
           /* group-wide: does llep exceed the bound on any rank? */
@@ -591,7 +605,8 @@ int main(int argc, char **argv) {
   if (pl_dev_create(PL_BACKEND_CPU, 0, &hdev) != PL_OK) return 3;
   if (pl_dev_create(MOE_TEST_CUDA ? PL_BACKEND_CUDA : PL_BACKEND_CPU,
                     MOE_TEST_CUDA ? -1 : 0, &dev) != PL_OK ||
-      pl_comm_world(dev, &world) != PL_OK) {
+      pl_comm_world(dev, &world) != PL_OK ||
+      (MOE_TEST_CUDA && pl_comm_world(hdev, &hworld) != PL_OK)) {
     fprintf(stderr, "setup: %s\n", pl_last_error());
     return 3;
   }
@@ -619,6 +634,7 @@ int main(int argc, char **argv) {
   int64_t fail = nf;
   pl_host_allreduce_i64(world, &fail, 1, PL_RED_MAX);
   pl_comm_destroy(world);
+  if (hworld) pl_comm_destroy(hworld);
   pl_dev_destroy(dev);
   pl_dev_destroy(hdev);
   pl_finalize();
