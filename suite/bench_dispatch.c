@@ -30,12 +30,13 @@
 
 #include "bench.h"
 #include "ops/moe.h"
+#include "ops/moe_router.h"
 #include "plateau/hd.h"
 
 static const char *const variant_names[] = {"ep", "llep", "pipelined_llep",
                                             NULL};
 static const char *const profile_names[] = {"balanced", "95/16", "80/16",
-                                            "50/4", NULL};
+                                            "50/4", "router", NULL};
 static const char *const chunk_names[] = {"strided", "contiguous", NULL};
 static const char *const preset_names[] = {"small", "65k", "32k", NULL};
 static const char *const dtype_names[] = {"bf16", "f32", NULL};
@@ -46,7 +47,8 @@ static const pl_opt dispatch_opts[] = {
     {"variants", 0, PL_OPT_ENUM_LIST, "ep,llep,pipelined_llep",
      "variants to run", 0, 0, variant_names},
     {"profiles", 0, PL_OPT_ENUM_LIST, "balanced,95/16,80/16,50/4",
-     "routing profiles", 0, 0, profile_names},
+     "routing profiles; 'router' = a softmax top-k router over x with random "
+     "W_r (std 1/sqrt(H)), weights renormalized", 0, 0, profile_names},
     {"chunking", 0, PL_OPT_ENUM_LIST, "strided",
      "pipelined chunk positions: strided, contiguous or both (Table 8)", 0, 0,
      chunk_names},
@@ -175,7 +177,7 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
   if (pl_args_given(a, "min-piece")) sh.m = (int64_t)pl_args_size(a, "min-piece");
   pl_dtype dt = pl_args_enum(a, "dtype") == 0 ? PL_BF16 : PL_F32;
   int vars[3], nv = pl_args_enum_list(a, "variants", vars, 3);
-  int profs[4], npf = pl_args_enum_list(a, "profiles", profs, 4);
+  int profs[5], npf = pl_args_enum_list(a, "profiles", profs, 5);
   int chks[2], nch = pl_args_enum_list(a, "chunking", chks, 2);
 
   pl_moe_cfg cfg = pl_moe_cfg_default();
@@ -255,12 +257,22 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
   }
 
   for (int pi = 0; pi < npf && st == PL_OK; pi++) {
-    pl_route_profile prof;
-    PL_TRY(pl_route_profile_parse(profile_names[profs[pi]], &prof));
-    st = pl_route_profile_fill(&prof, sh.N, sh.k, sh.E, 0, me, j.idx, hw);
-    if (st != PL_OK) break;
-    st = pl_memcpy_async(s, j.w, hw, Nk * sizeof(float));
+    if (profs[pi] == 4) { /* real router: logits x W_r, top-k, softmax */
+      void *Wr = NULL;
+      st = alloc_fill(dev, s, (size_t)sh.H * sh.E, dt, "router", seed + 21, 0,
+                      PL_DIST_NORMAL, 0, 1.0f / sqrtf((float)sh.H), &Wr);
+      if (st == PL_OK)
+        st = pl_moe_router_fwd(dev, s, j.x, sh.N, sh.H, Wr, sh.E, sh.k, dt,
+                               j.idx, j.w);
+      pl_free(dev, Wr);
+    } else {
+      pl_route_profile prof;
+      PL_TRY(pl_route_profile_parse(profile_names[profs[pi]], &prof));
+      st = pl_route_profile_fill(&prof, sh.N, sh.k, sh.E, 0, me, j.idx, hw);
+      if (st == PL_OK) st = pl_memcpy_async(s, j.w, hw, Nk * sizeof(float));
+    }
     if (st == PL_OK) st = pl_stream_sync(s);
+    if (st != PL_OK) break;
     bool have_ref = false;
     /* the reference of this profile: ep on the same inputs */
     if (ctx->check) {
