@@ -262,7 +262,7 @@ typedef struct search {
   int timeout_s, max_trials, ntrials, index;
 } search;
 
-static pl_status trial_at(search *s, int64_t N, bool *ok) {
+static pl_status trial_at(search *s, int64_t N, bool *ok, char *status, size_t slen) {
   trial t;
   memset(&t, 0, sizeof t);
   t.N = N;
@@ -294,6 +294,7 @@ static pl_status trial_at(search *s, int64_t N, bool *ok) {
   pl_row_str(r, "trial_file", t.file[0] ? t.file : "-");
   pl_row_status(r, t.status, t.note[0] ? t.note : NULL);
   *ok = !strcmp(t.status, "ok");
+  snprintf(status, slen, "%s", t.status);
   return pl_row_emit(r);
 }
 
@@ -301,29 +302,28 @@ static pl_status run_search(search *s, int64_t step, int64_t start, int64_t max_
   int64_t lo = 0, hi = 0, N = start > 0 ? (start + step - 1) / step * step : step;
   pl_status st = PL_OK;
   bool ok = false, capped = false;
-  char first_fail_status[16] = "-";
+  char tstat[16] = "", hi_status[16] = "-"; /* the status of the trial at hi */
   while (!hi && st == PL_OK) {
     if (N > max_tokens || s->ntrials >= s->max_trials) {
       capped = true;
       break;
     }
-    st = trial_at(s, N, &ok);
+    st = trial_at(s, N, &ok, tstat, sizeof tstat);
     if (st != PL_OK) break;
     if (ok)
       lo = N, N *= 2;
     else
-      hi = N;
+      hi = N, memcpy(hi_status, tstat, sizeof hi_status);
   }
   while (st == PL_OK && hi && hi - lo > step && s->ntrials < s->max_trials) {
     int64_t mid = lo + (hi - lo) / step / 2 * step;
-    st = trial_at(s, mid, &ok);
+    st = trial_at(s, mid, &ok, tstat, sizeof tstat);
     if (st != PL_OK) break;
     if (ok)
       lo = mid;
     else
-      hi = mid;
+      hi = mid, memcpy(hi_status, tstat, sizeof hi_status);
   }
-  (void)first_fail_status;
   pl_row *r = pl_row_new(s->ctx);
   pl_row_str(r, "kind", "summary");
   pl_row_str(r, "bench", s->bench);
@@ -333,6 +333,7 @@ static pl_status run_search(search *s, int64_t step, int64_t start, int64_t max_
   pl_row_i64(r, "trials", s->ntrials);
   pl_row_i64(r, "tokens", lo);
   char note[256];
+  bool failed = false;
   if (st != PL_OK) {
     pl_row_status_from(r, st);
   } else if (capped && !hi) {
@@ -343,14 +344,20 @@ static pl_status run_search(search *s, int64_t step, int64_t start, int64_t max_
              (long long)hi);
     pl_row_status(r, "ok", note);
   } else if (lo == 0) {
-    snprintf(note, sizeof note, "no N >= --step=%lld completed a step", (long long)step);
-    pl_row_status(r, "error", note);
+    /* not even N = --step: a result when it is out of memory, else the
+     * trials could not run at all (launcher, options): an error */
+    snprintf(note, sizeof note, "no N >= %lld completed a step (first failing trial: %s)", (long long)hi, hi_status);
+    failed = strcmp(hi_status, "oom") != 0;
+    pl_row_status(r, failed ? "error" : "oom", note);
   } else {
-    snprintf(note, sizeof note, "largest clean N %lld, first failing N %lld (granularity %lld)", (long long)lo,
-             (long long)hi, (long long)step);
+    snprintf(note, sizeof note, "largest clean N %lld, first failing N %lld (%s; granularity %lld)", (long long)lo,
+             (long long)hi, hi_status, (long long)step);
     pl_row_status(r, "ok", note);
   }
   pl_status e = pl_row_emit(r);
+  if (st == PL_OK && e == PL_OK && failed)
+    return pl_set_error(PL_ERUNTIME, "maxbatch: budget %s: no trial completed and the first failed with %s (see the trial rows)",
+                        s->budget, hi_status);
   return st != PL_OK ? st : e;
 }
 
