@@ -14,7 +14,7 @@ extern const char *const pl_bench_sco_releases[]; /* context step */
 /* Entries of the option table (no terminator). */
 #define PL_BENCH_SCO_OPTS                                                      \
   {"preset", 0, PL_OPT_ENUM, "none",                                           \
-   "sizes preset: small (CPU, seconds on 2 ranks), paper (gpt-oss-20b-like: "  \
+   "sizes preset: small (CPU: seconds on 2 ranks with -n 3 -w 0), paper (gpt-oss-20b-like: "  \
    "L=24 H=I=2880 N=64Ki bf16); given options win",                            \
    0, 0, pl_bench_sco_presets},                                                \
       {"layers", 0, PL_OPT_INT, "24",                                          \

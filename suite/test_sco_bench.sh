@@ -108,7 +108,7 @@ check_sweep() {
 
 echo "== small preset, 2 ranks"
 out=$tmp/sweep
-if $MPIRUN -np 2 "$BIN" bench sco --preset small -o "$out" >"$tmp/sweep.log" 2>&1; then
+if $MPIRUN -np 2 "$BIN" bench sco --preset small -n 3 -w 0 -o "$out" >"$tmp/sweep.log" 2>&1; then
   f=$(ls "$out"/sco.*.tsv 2>/dev/null | head -1)
   if [[ -z $f ]]; then fail "sweep: no result file"; else
     check_sweep "$f" "sweep (release context)"

@@ -40,19 +40,19 @@ for np in 1 "$NP"; do
 done
 
 stamp "sweep: paper preset (L=24, H=I=2880, N=64Ki/rank, bf16), budgets 0, 1/4 … all"
-timeout 240 $MPIRUN -np "$NP" "$BIN" bench sco --backend cuda --preset paper -o "$RUNS" 2>&1 | grep -v '^# ' | tail -12
+timeout 240 $MPIRUN -np "$NP" "$BIN" bench sco --backend cuda --preset paper -n 3 -w 1 -o "$RUNS" 2>&1 | grep -v '^# ' | tail -12
 
 # gpt-oss-20b routes each token to 4 experts of width 2880: the MLP FLOPs per
 # token are those of one dense block with I = 4·2880.  With I = 2880 each layer
 # computes for about as long as one boundary takes to cross the host link
 # (N·H·2 B at ~55 GB/s), so the forward copies can show in the step time.
 stamp "sweep: FLOP-faithful variant I = 4·2880 = 11520, budgets 0 and all"
-timeout 240 $MPIRUN -np "$NP" "$BIN" bench sco --backend cuda --preset paper --ffn 11520 --budget-steps 1 \
+timeout 240 $MPIRUN -np "$NP" "$BIN" bench sco --backend cuda --preset paper -n 3 -w 1 --ffn 11520 --budget-steps 1 \
   -o "$RUNS" 2>&1 | grep -v '^# ' | tail -6
 
 if [ "${SCO_STEP_RELEASE:-0}" = 1 ]; then
   stamp "sweep: --release step (pinned per step, as the paper)"
-  timeout 240 $MPIRUN -np "$NP" "$BIN" bench sco --backend cuda --preset paper --release step --budget-steps 1 \
+  timeout 240 $MPIRUN -np "$NP" "$BIN" bench sco --backend cuda --preset paper -n 3 -w 1 --release step --budget-steps 1 \
     -o "$RUNS" 2>&1 | grep -v '^# ' | tail -6
 fi
 
