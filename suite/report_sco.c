@@ -338,6 +338,13 @@ static void report_maxbatch(FILE *md, const pl_table *t, int k) {
   const char *argv = pl_table_meta(t, "argv");
   fprintf(md, "\n### Search %d (file `%s`%s)\n\n`%s`\n\n", k, slash ? slash + 1 : t->path,
           t->finished ? "" : ", unfinished", argv ? argv : "?");
+  const char *lim = pl_table_meta(t, "mem_limit_bytes");
+  if (lim && strtod(lim, NULL) > 0) {
+    char l[32];
+    hb(l, sizeof l, strtod(lim, NULL));
+    fprintf(md, "Device capacity per GPU emulated at %s (--mem-limit: the tracked allocator refuses beyond it, the same "
+                "on every backend); the paper's figures are at the full 141 GB HBM of an H200.\n\n", l);
+  }
   /* ranks of the trials (the summary rows have none) */
   double ranks = NAN;
   for (int r = 0; r < t->nrows; r++)
