@@ -11,7 +11,7 @@
  * (pl_bench_time: barrier + events, max over ranks).  A row reports the
  * tracked device peak with the live set at the peak, the pool's high-water
  * mark (CUDA), the pinned host bytes, step time median/p10/p90 and tokens/s
- * per GPU.  Running out of memory anywhere is a row with status oom (the
+ * per GPU (and the GEMM TFLOP/s that implies).  Running out of memory anywhere is a row with status oom (the
  * ranks agree on every failure first, so none is left in a collective).
  *
  * Budgets: --budgets "0,12Gi,all" and/or --budget-steps K (0, 1/K ... all of
@@ -38,7 +38,7 @@ static const pl_opt sco_opts[] = {PL_BENCH_SCO_OPTS, {0}};
   "tokens\tranks\tlayers\thidden\tffn\tdtype\trelease\tbudget\tbudget_bytes\t" \
   "selected\tdev_peak_bytes\tdev_peak_gib\tboundary_peak_bytes\t"              \
   "boundary_bound_bytes\tpool_high_bytes\thost_pinned_bytes\tlive_set\t"       \
-  "ms_median\tms_p10\tms_p90\ttok_s_gpu"
+  "ms_median\tms_p10\tms_p90\ttok_s_gpu\ttflop_s_gpu"
 
 #define MAX_BUDGETS 128
 
@@ -317,6 +317,10 @@ static pl_status run_budget(sco_run *r, const budget_pt *bp, double ref_loss, co
       pl_row_f64(row, "ms_p10", t.p10);
       pl_row_f64(row, "ms_p90", t.p90);
       pl_row_f64(row, "tok_s_gpu", t.median > 0 ? (double)c->N / (t.median / 1e3) : NAN);
+      /* GEMM FLOPs of a step, counted from the schedule: per layer forward
+       * 6·N·H·I (H->2I and I->H), the recompute again, backward twice that */
+      double flops = 24.0 * (double)c->N * (double)c->H * (double)c->I * (double)c->L;
+      pl_row_f64(row, "tflop_s_gpu", t.median > 0 ? flops / (t.median / 1e3) / 1e12 : NAN);
       pl_row_check(row, check);
       if (note[0]) pl_row_status(row, "ok", note);
     }

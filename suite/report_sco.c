@@ -236,9 +236,9 @@ static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, 
 
   /* the whole sweep */
   fprintf(md, "| budget | budget bytes | \\|S\\| | device peak | vs budget 0 | boundary peak | Eq. 4 bound "
-              "| pool high | pinned host/rank | step ms median (p10–p90) | tok/s/GPU | vs budget 0 | check | "
+              "| pool high | pinned host/rank | step ms median (p10–p90) | tok/s/GPU | GEMM TFLOP/s | vs budget 0 | check | "
               "status | live set at peak |\n");
-  fprintf(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  fprintf(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   double prev_peak = NAN;
   bool monotone = true;
   int nok = 0;
@@ -262,9 +262,10 @@ static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, 
     hb(c1, sizeof c1, rows[i].budget), hb(c2, sizeof c2, peak), hb(c3, sizeof c3, num(t, r, "boundary_peak_bytes"));
     hb(c4, sizeof c4, num(t, r, "boundary_bound_bytes")), hb(c5, sizeof c5, num(t, r, "pool_high_bytes"));
     hb(c6, sizeof c6, num(t, r, "host_pinned_bytes"));
-    fprintf(md, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (%s–%s) | %s | %s | %s | %s", cell(t, r, "budget"), c1,
-            cell(t, r, "selected"), c2, dp, c3, c4, c5, c6, cell(t, r, "ms_median"), cell(t, r, "ms_p10"),
-            cell(t, r, "ms_p90"), cell(t, r, "tok_s_gpu"), dt, cell(t, r, "check"), cell(t, r, "status"));
+    fprintf(md, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (%s–%s) | %s | %s | %s | %s | %s", cell(t, r, "budget"),
+            c1, cell(t, r, "selected"), c2, dp, c3, c4, c5, c6, cell(t, r, "ms_median"), cell(t, r, "ms_p10"),
+            cell(t, r, "ms_p90"), cell(t, r, "tok_s_gpu"), cell(t, r, "tflop_s_gpu"), dt, cell(t, r, "check"),
+            cell(t, r, "status"));
     if (strcmp(cell(t, r, "note"), "-")) {
       fprintf(md, ": ");
       md_text(md, cell(t, r, "note"));
