@@ -224,6 +224,14 @@ static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, 
     fprintf(md, "| | paper (gpt-oss-20b, 8×H200, 47 boundaries) | change | ours | change |\n|---|---|---|---|---|\n");
     fprintf(md, "| device (HBM) peak per GPU | %.2f GiB → %.2f GiB | %s | %s → %s | %s |\n", PAPER_HBM_GIB[0],
             PAPER_HBM_GIB[1], a, bp0, bp1, b);
+    {
+      double q0 = num(t, r0, "pool_high_bytes"), q1 = num(t, rall, "pool_high_bytes");
+      char g[32], bq0[32], bq1[32];
+      pct(g, sizeof g, q0, q1);
+      hb(bq0, sizeof bq0, q0), hb(bq1, sizeof bq1, q1);
+      fprintf(md, "| device pool high-water per GPU (hardware side; = tracked on the CPU) | - | | %s → %s | %s |\n", bq0,
+              bq1, g);
+    }
     fprintf(md, "| host RAM per node | %.1f GiB → %.1f GiB (node RAM) | %s | %s → %s (pinned boundaries × %g ranks) | %s |\n",
             PAPER_RAM_GIB[0], PAPER_RAM_GIB[1], c, bh0, bh1, ranks, d);
     fprintf(md, "| throughput, tok/s/GPU | %.0f → %.0f | %s | %.0f → %.0f | %s |\n", PAPER_TOK_S[0], PAPER_TOK_S[1],
