@@ -72,7 +72,7 @@ endif
 WERROR ?= 1
 WARN := -Wall -Wextra -Wno-unused-parameter $(if $(filter 1,$(WERROR)),-Werror)
 CPPFLAGS += -Iengine/include -Iengine -Isuite -DPL_HAVE_CUDA=$(HAVE_CUDA) \
-            -D_GNU_SOURCE -DPL_GIT_SHA=\"$(GIT_SHA)\"
+            -D_GNU_SOURCE -I$(BUILD)/gen
 CFLAGS += -std=c11 $(OPT) -g $(WARN) -fopenmp -fPIC -march=x86-64-v2
 NVCCFLAGS += -std=c++17 -O3 -lineinfo -arch=sm_$(CUDA_ARCH) \
              -Xcompiler -fPIC,-Wall -Iengine/include -Iengine \
@@ -112,6 +112,7 @@ TEST_BINS := $(TEST_C:%.c=$(BUILD)/tests/%) $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
 all: config $(BIN) $(LIB) $(BUILD)/lib/pkgconfig/plateau.pc
 
 config:
+	@mkdir -p results/runs
 	@echo "# plateau build: CUDA=$(HAVE_CUDA) (nvcc: $(or $(NVCC),none)) CUDA_ARCH=$(CUDA_ARCH) DEBUG=$(DEBUG) BLAS=$(BLAS) STATIC_DEPS=$(STATIC_DEPS) sha=$(GIT_SHA)"
 
 build: all
@@ -133,11 +134,20 @@ $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
 
+# The git sha of the build, rewritten only when it changes so that -MMD
+# rebuilds exactly the files that include it (result metadata, --version).
+.PHONY: FORCE
+$(BUILD)/gen/plateau_git.h: FORCE
+	@mkdir -p $(@D)
+	@echo '#define PL_GIT_SHA "$(GIT_SHA)"' > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+$(SUITE_OBJ) $(BUILD)/obj/suite/main.o: | $(BUILD)/gen/plateau_git.h
+
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(BIN): $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(LIB)
+$(BIN): $(BUILD)/gen/plateau_git.h $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(LIB) $(LDLIBS_ALL)
 
@@ -145,17 +155,21 @@ $(BUILD)/tests/%: $(BUILD)/obj/%.o $(SUITE_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(SUITE_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS_ALL)
 
-$(BUILD)/lib/pkgconfig/plateau.pc: Makefile
-	@mkdir -p $(@D)
+# pkg-config file; `make install PREFIX=...` writes it again for that prefix.
+define write_pc
+	@mkdir -p $(dir $(2))
 	@printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: plateau\nDescription: bounded-memory long-context MoE training engine\nVersion: 0.1.0\nCflags: -I$${includedir} -DPL_HAVE_CUDA=%s\nLibs: -L$${libdir} -lplateau %s\n' \
-	  "$(PREFIX)" "$(HAVE_CUDA)" "$$(echo $(LDLIBS_ALL))" > $@
+	  "$(1)" "$(HAVE_CUDA)" "$$(echo $(LDLIBS_ALL))" > $(2)
+endef
+$(BUILD)/lib/pkgconfig/plateau.pc: Makefile
+	$(call write_pc,$(PREFIX),$@)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/plateau
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/plateau
 	install -m 0644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libplateau.a
 	install -m 0644 engine/include/plateau/*.h $(DESTDIR)$(PREFIX)/include/plateau/
-	install -m 0644 $(BUILD)/lib/pkgconfig/plateau.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/plateau.pc
+	$(call write_pc,$(PREFIX),$(DESTDIR)$(PREFIX)/lib/pkgconfig/plateau.pc)
 
 # ---- the two set-up commands ----------------------------------------------
 ifeq ($(DEPS),1)

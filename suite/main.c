@@ -14,6 +14,7 @@
 #include "plateau/plateau.h"
 #include "report.h"
 
+#include "plateau_git.h" /* generated: build/gen */
 #ifndef PL_GIT_SHA
 #define PL_GIT_SHA "unknown"
 #endif
