@@ -199,6 +199,31 @@ static void read_child_rows(const char *dir, const char *bench, const char *poin
 
 static double now_s(void) { return (double)pl_now_ns() / 1e9; }
 
+/* A trial runs in its own process group (so that a timeout can kill the
+ * launcher and all its ranks): a SIGINT/SIGTERM/SIGHUP sent to the search
+ * (Ctrl-C, `timeout`, a Slurm time limit) is passed on to the running trial's
+ * group, then the search ends with that signal, leaving no trial behind on the
+ * GPUs. */
+static volatile sig_atomic_t trial_pgid, got_signal;
+static void on_signal(int sig) {
+  got_signal = sig;
+  if (trial_pgid > 0) kill(-(pid_t)trial_pgid, SIGTERM);
+}
+static const int fwd_signals[] = {SIGINT, SIGTERM, SIGHUP};
+static void forward_signals(bool on, struct sigaction *old) {
+  for (int i = 0; i < 3; i++) {
+    if (on) {
+      struct sigaction sa;
+      memset(&sa, 0, sizeof sa);
+      sa.sa_handler = on_signal;
+      sigemptyset(&sa.sa_mask);
+      sigaction(fwd_signals[i], &sa, &old[i]);
+    } else {
+      sigaction(fwd_signals[i], &old[i], NULL);
+    }
+  }
+}
+
 static pl_status run_trial(char *const *argv, char **envp, int timeout_s, const char *dir, const char *bench,
                            const char *point, trial *t) {
   posix_spawn_file_actions_t fa;
@@ -211,10 +236,18 @@ static pl_status run_trial(char *const *argv, char **envp, int timeout_s, const 
   fflush(stdout);
   fflush(stderr);
   pid_t pid;
+  struct sigaction old[3];
+  got_signal = 0;
+  forward_signals(true, old);
   int rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, envp);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
-  if (rc != 0) return pl_set_error(PL_ERUNTIME, "maxbatch: cannot start %s: %s", argv[0], strerror(rc));
+  if (rc != 0) {
+    forward_signals(false, old);
+    return pl_set_error(PL_ERUNTIME, "maxbatch: cannot start %s: %s", argv[0], strerror(rc));
+  }
+  trial_pgid = pid;
+  if (got_signal) kill(-pid, SIGTERM); /* arrived while it was being started */
   double t0 = now_s();
   int ws = 0;
   bool timed_out = false;
@@ -232,6 +265,14 @@ static pl_status run_trial(char *const *argv, char **envp, int timeout_s, const 
       break;
     }
     nanosleep(&(struct timespec){0, 20000000}, NULL);
+  }
+  trial_pgid = 0;
+  forward_signals(false, old);
+  if (got_signal) { /* the search itself was told to stop */
+    int sig = got_signal;
+    fprintf(stderr, "plateau bench maxbatch: %s: the trial was stopped; stopping the search\n", strsignal(sig));
+    raise(sig); /* the previous disposition: normally the end of this process */
+    return pl_set_error(PL_ERUNTIME, "maxbatch: stopped by %s", strsignal(sig));
   }
   t->exit_code = WIFEXITED(ws) ? WEXITSTATUS(ws) : WIFSIGNALED(ws) ? -WTERMSIG(ws) : -1;
   read_child_rows(dir, bench, point, t);

@@ -194,6 +194,26 @@ else
   fail "crash search: exit $?"; tail -20 "$tmp/crash.err"
 fi
 
+echo "== a signal to the search stops the running trial too"
+printf '#!/bin/sh\necho $$ > "%s"\nsleep 60\n' "$tmp/slow.pid" >"$tmp/slow.sh"
+chmod +x "$tmp/slow.sh"
+"$BIN" bench maxbatch --preset small --budgets 0 --launcher "$tmp/slow.sh" -o "$tmp/sig" >"$tmp/sig.log" 2>&1 &
+parent=$!
+for _ in $(seq 100); do [[ -s $tmp/slow.pid ]] && break; sleep 0.1; done
+kill -TERM $parent
+for _ in $(seq 50); do kill -0 $parent 2>/dev/null || break; sleep 0.1; done
+if kill -0 $parent 2>/dev/null; then
+  fail "maxbatch did not stop on SIGTERM"; kill -KILL $parent
+  [[ -s $tmp/slow.pid ]] && kill -KILL "$(cat "$tmp/slow.pid")" 2>/dev/null
+elif [[ ! -s $tmp/slow.pid ]]; then
+  fail "the slow trial never started"
+elif sleep 0.5; kill -0 "$(cat "$tmp/slow.pid")" 2>/dev/null; then
+  fail "the trial survived the search's SIGTERM"; kill -KILL "$(cat "$tmp/slow.pid")"
+else
+  pass
+fi
+wait $parent 2>/dev/null
+
 echo "== maxbatch whose trials cannot run: error rows, exit 3"
 out=$tmp/false
 "$BIN" bench maxbatch --preset small --budgets 0 --launcher false -o "$out" >"$tmp/false.log" 2>&1
