@@ -251,10 +251,21 @@ static pl_status run_trial(char *const *argv, char **envp, int timeout_s, const 
   double t0 = now_s();
   int ws = 0;
   bool timed_out = false;
+  double sig_at = 0;
   for (;;) {
     pid_t w = waitpid(pid, &ws, WNOHANG);
     if (w == pid) break;
-    if (w < 0 && errno != EINTR) return pl_set_error(PL_ERUNTIME, "maxbatch: waitpid: %s", strerror(errno));
+    if (w < 0 && errno != EINTR) {
+      trial_pgid = 0;
+      forward_signals(false, old);
+      return pl_set_error(PL_ERUNTIME, "maxbatch: waitpid: %s", strerror(errno));
+    }
+    if (got_signal && sig_at == 0) sig_at = now_s();
+    if (sig_at > 0 && now_s() - sig_at > 10) { /* the trial ignored SIGTERM */
+      kill(-pid, SIGKILL);
+      waitpid(pid, &ws, 0);
+      break;
+    }
     if (timeout_s > 0 && !timed_out && now_s() - t0 > timeout_s) {
       timed_out = true;
       kill(-pid, SIGTERM);
@@ -284,6 +295,9 @@ static pl_status run_trial(char *const *argv, char **envp, int timeout_s, const 
     snprintf(t->status, sizeof t->status, sig == SIGKILL ? "oom" : "error");
     snprintf(t->note, sizeof t->note, "killed by signal %d (%s)%s", sig, strsignal(sig),
              sig == SIGKILL ? ": taken as the host's OOM killer" : "");
+  } else if (!t->status[0] && t->exit_code == 128 + SIGKILL) { /* a launcher reporting a rank's SIGKILL */
+    snprintf(t->status, sizeof t->status, "oom");
+    snprintf(t->note, sizeof t->note, "exit 137 and no rows: a rank killed by SIGKILL, taken as the host's OOM killer");
   } else if (!t->status[0]) {
     snprintf(t->status, sizeof t->status, "error");
     snprintf(t->note, sizeof t->note, "exit %d and no rows (see its stderr above)", t->exit_code);
