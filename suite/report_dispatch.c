@@ -15,15 +15,25 @@
  *   1.02-6.00. */
 #include "report_dispatch.h"
 
+#include <dirent.h>
 #include <errno.h>
-#include <stdbool.h>
 #include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "plateau/status.h"
+#include "results.h"
+
+typedef struct rctx {
+  const char *run_dir, *out_dir, *analysis_dir;
+  int charts_skipped;
+} rctx;
 
 static const char *const profiles[] = {"balanced", "95/16", "80/16", "50/4"};
 /* Table 8's strided max-send ratios, in the order above (issue 3 lists them
@@ -75,7 +85,7 @@ static const char *paper_t6(const char *tokens, const char *hidden,
   return "- (not a paper shape)";
 }
 
-static pl_status run_chart(pl_report_ctx *rc, const char *data,
+static pl_status run_chart(rctx *rc, const char *data,
                            const char *stem) {
   if (strlen(stem) > PATH_MAX - 8)
     return pl_set_error(PL_EINVAL, "chart path too long: %s", stem);
@@ -116,8 +126,8 @@ static pl_status run_chart(pl_report_ctx *rc, const char *data,
   return PL_OK;
 }
 
-pl_status pl_report_dispatch(pl_report_ctx *rc, const char *bench,
-                             pl_table *const *t, int n) {
+static pl_status report_tables(rctx *rc, const char *bench,
+                               pl_table *const *t, int n) {
   int total = 0;
   for (int i = 0; i < n; i++) total += t[i]->nrows;
   drow *r = calloc((size_t)(total > 0 ? total : 1), sizeof *r);
@@ -287,5 +297,101 @@ pl_status pl_report_dispatch(pl_report_ctx *rc, const char *bench,
     st = run_chart(rc, data, stem);
   }
   free(r);
+  return st;
+}
+
+/* ---- files ---------------------------------------------------------------- */
+static bool is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* *.tsv under dir and its direct subdirectories (not report/). */
+static void scan(const char *dir, int depth, char ***v, int *n, int *cap) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char p[PATH_MAX];
+    int len = snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (len <= 0 || len >= (int)sizeof p) continue;
+    size_t nl = strlen(e->d_name);
+    if (is_dir(p)) {
+      if (depth == 0 && strcmp(e->d_name, "report") != 0)
+        scan(p, 1, v, n, cap);
+    } else if (nl > 4 && strcmp(e->d_name + nl - 4, ".tsv") == 0) {
+      if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        char **nv = realloc(*v, (size_t)*cap * sizeof **v);
+        PL_ASSERT(nv != NULL);
+        *v = nv;
+      }
+      (*v)[(*n)++] = strdup(p);
+    }
+  }
+  closedir(d);
+}
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static const char *find_analysis(void) {
+  static char buf[PATH_MAX + 32];
+  const char *root = getenv("PLATEAU_ROOT");
+  if (root && *root) {
+    snprintf(buf, sizeof buf, "%s/analysis", root);
+    if (is_dir(buf)) return buf;
+  }
+  char exe[PATH_MAX - 32];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash) {
+      *slash = '\0';
+      snprintf(buf, sizeof buf, "%s/../../analysis", exe);
+      if (is_dir(buf)) return buf;
+    }
+  }
+  return is_dir("analysis") ? "analysis" : NULL;
+}
+
+pl_status pl_report_dispatch(const char *run_dir, const char *out_dir) {
+  char **v = NULL;
+  int n = 0, cap = 0;
+  scan(run_dir, 0, &v, &n, &cap);
+  if (n) qsort(v, (size_t)n, sizeof *v, cmp_str);
+  pl_table *tabs = calloc((size_t)n + 1, sizeof *tabs);
+  pl_table **mine = calloc((size_t)n + 1, sizeof *mine);
+  PL_ASSERT(tabs != NULL && mine != NULL);
+  int nm = 0;
+  for (int i = 0; i < n; i++) {
+    if (pl_table_read(v[i], &tabs[i]) != PL_OK) continue;
+    const char *b = pl_table_meta(&tabs[i], "bench");
+    if (b && strcmp(b, "dispatch") == 0 &&
+        pl_table_col(&tabs[i], "max_send_ratio") >= 0)
+      mine[nm++] = &tabs[i];
+  }
+  pl_status st = PL_OK;
+  if (nm == 0)
+    st = pl_set_error(PL_EIO, "%s: no dispatch result files", run_dir);
+  else if (mkdir(out_dir, 0775) != 0 && errno != EEXIST)
+    st = pl_set_error(PL_EIO, "%s: %s", out_dir, strerror(errno));
+  if (st == PL_OK) {
+    rctx rc = {run_dir, out_dir, find_analysis(), 0};
+    if (!rc.analysis_dir)
+      fprintf(stderr, "plateau report: warning: no analysis/ directory found "
+                      "(set PLATEAU_ROOT): dispatch charts skipped\n");
+    if (!rc.analysis_dir) rc.charts_skipped = 1;
+    st = report_tables(&rc, "dispatch", mine, nm);
+  }
+  for (int i = 0; i < n; i++) {
+    pl_table_free(&tabs[i]);
+    free(v[i]);
+  }
+  free(v);
+  free(tabs);
+  free(mine);
   return st;
 }
