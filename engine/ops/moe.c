@@ -603,23 +603,45 @@ static size_t wset_elems(const pl_moe *m) {
   return 3 * (size_t)m->cfg.H * (size_t)m->cfg.I;
 }
 
+/* Failure agreement.  A rank that fails locally (a tracked allocation beyond
+ * the arena's limit, a kernel launch) must not leave its peers waiting in the
+ * next collective: every helper that runs a collective first agrees on the
+ * status over the group (one small host all-reduce, no device sync), and is
+ * called by every rank in the same sequence whatever happened before (the
+ * sequence depends only on group-wide data).  A failed rank keeps its own
+ * message; its peers get PL_ENOMEM or PL_ECOMM naming the cause. */
+static pl_status agree(pl_moe *m, pl_status st) {
+  int64_t f = st == PL_OK ? 0 : st == PL_ENOMEM ? 1 : 2;
+  pl_status cs = pl_host_allreduce_i64(m->comm, &f, 1, PL_RED_MAX);
+  if (cs != PL_OK) return st != PL_OK ? st : cs;
+  if (f == 0) return PL_OK;
+  if (st != PL_OK) return st;
+  return pl_set_error(f == 1 ? PL_ENOMEM : PL_ECOMM,
+                      "moe: another rank of the EP group failed (%s)",
+                      f == 1 ? "out of memory" : "error");
+}
+
 /* Owners send each spilled expert's (Wg | Wu | Wd) to its helpers (one
  * all-to-all-v of weight sets), on stream s. */
 static pl_status transfer_weights(pl_moe *m, pl_moe_ctx *c,
-                                  const pl_moe_weights *W, pl_stream *s) {
+                                  const pl_moe_weights *W, pl_stream *s,
+                                  pl_status st) {
   const int Ep = m->Ep;
-  int any = c->ns + c->nh;
-  int64_t tot = any;
-  PL_TRY(pl_host_allreduce_i64(m->comm, &tot, 1, PL_RED_SUM));
-  if (tot == 0) return PL_OK;
+  int64_t tot = c ? c->ns + c->nh : 0;
+  pl_status hs = pl_host_allreduce_i64(m->comm, &tot, 1, PL_RED_SUM);
+  if (hs != PL_OK) return st != PL_OK ? st : hs;
+  if (tot == 0) return st;
   size_t we = wset_elems(m), HI = (size_t)m->cfg.H * m->cfg.I;
   size_t b = pl_dtype_size(m->cfg.dt);
   void *sbuf = NULL;
-  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)c->ns * we * b,
-                        "llep_weights", s, &sbuf));
-  pl_status st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)c->nh * we * b,
-                                "llep_weights", s, &c->hw);
-  for (int i = 0; i < c->ns && st == PL_OK; i++) {
+  size_t *sc = NULL;
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)c->ns * we * b,
+                        "llep_weights", s, &sbuf);
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)c->nh * we * b,
+                        "llep_weights", s, &c->hw);
+  for (int i = 0; st == PL_OK && i < c->ns; i++) {
     size_t li = (size_t)(c->s_exp[i] - m->rank * m->El);
     char *dst = (char *)sbuf + (size_t)i * we * b;
     st = pl_memcpy_async(s, dst, (char *)W->wg + li * HI * b, HI * b);
@@ -630,8 +652,11 @@ static pl_status transfer_weights(pl_moe *m, pl_moe_ctx *c,
       st = pl_memcpy_async(s, dst + 2 * HI * b, (char *)W->wd + li * HI * b,
                            HI * b);
   }
-  size_t *sc = calloc((size_t)Ep * 4, sizeof(size_t));
-  if (!sc && st == PL_OK) st = pl_set_error(PL_ENOMEM, "moe: host counts");
+  if (st == PL_OK) {
+    sc = calloc((size_t)Ep * 4, sizeof(size_t));
+    if (!sc) st = pl_set_error(PL_ENOMEM, "moe: host counts");
+  }
+  st = agree(m, st);
   if (st == PL_OK) {
     size_t *sd = sc + Ep, *rcn = sd + Ep, *rd = rcn + Ep;
     for (int i = 0; i < c->ns; i++) sc[c->s_dst[i]] += we;
@@ -650,19 +675,24 @@ static pl_status transfer_weights(pl_moe *m, pl_moe_ctx *c,
 /* Helpers send the accumulated gradients of their borrowed experts back; the
  * owner adds them to its own, in (helper rank, expert) order. */
 static pl_status return_wgrads(pl_moe *m, pl_moe_ctx *c, float *hg,
-                               pl_moe_wgrads *G, pl_stream *s) {
+                               pl_moe_wgrads *G, pl_stream *s, pl_status st) {
   const int Ep = m->Ep;
   int64_t tot = c->ns + c->nh;
-  PL_TRY(pl_host_allreduce_i64(m->comm, &tot, 1, PL_RED_SUM));
-  if (tot == 0) return PL_OK;
+  pl_status hs = pl_host_allreduce_i64(m->comm, &tot, 1, PL_RED_SUM);
+  if (hs != PL_OK) return st != PL_OK ? st : hs;
+  if (tot == 0) return st;
   size_t we = wset_elems(m), HI = (size_t)m->cfg.H * m->cfg.I;
   float *rbuf = NULL;
-  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE,
+  size_t *sc = NULL;
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE,
                         (size_t)c->ns * we * sizeof(float), "llep_grads", s,
-                        (void **)&rbuf));
-  pl_status st = PL_OK;
-  size_t *sc = calloc((size_t)Ep * 4, sizeof(size_t));
-  if (!sc) st = pl_set_error(PL_ENOMEM, "moe: host counts");
+                        (void **)&rbuf);
+  if (st == PL_OK) {
+    sc = calloc((size_t)Ep * 4, sizeof(size_t));
+    if (!sc) st = pl_set_error(PL_ENOMEM, "moe: host counts");
+  }
+  st = agree(m, st);
   if (st == PL_OK) {
     size_t *sd = sc + Ep, *rcn = sd + Ep, *rd = rcn + Ep;
     for (int i = 0; i < c->nh; i++) sc[c->h_src[i]] += we;
@@ -729,41 +759,50 @@ static void scaled(const int64_t *rows, size_t width, int Ep, size_t *out) {
   for (int d = 0; d < Ep; d++) out[d] = (size_t)rows[d] * width;
 }
 
+/* The four count arrays of an all-to-all-v, in elements (rows * width);
+ * reverse swaps the send and receive sides (the return trip). */
+static pl_status a2a_counts(const pl_moe *m, const chunk *C, size_t width,
+                            bool reverse, size_t **out) {
+  int Ep = m->Ep;
+  size_t *p = malloc((size_t)Ep * 4 * sizeof(size_t));
+  *out = p;
+  if (!p) return pl_set_error(PL_ENOMEM, "moe: host counts");
+  scaled(reverse ? C->rcnt : C->scnt, width, Ep, p);
+  scaled(reverse ? C->rdsp : C->sdsp, width, Ep, p + Ep);
+  scaled(reverse ? C->scnt : C->rcnt, width, Ep, p + 2 * Ep);
+  scaled(reverse ? C->sdsp : C->rdsp, width, Ep, p + 3 * Ep);
+  return PL_OK;
+}
+
 /* Source rows (src: N x H) of chunk C to their computing ranks: *recv gets
- * R x H (tag dispatch), blocks by source, own routes gathered directly. */
+ * R x H (tag dispatch), blocks by source, own routes gathered directly.
+ * Called by every rank; st is the status so far (see agree). */
 static pl_status dispatch_rows(pl_moe *m, pl_moe_ctx *c, chunk *C,
-                               const void *src, void **recv, pl_stream *s) {
+                               const void *src, void **recv, pl_stream *s,
+                               pl_status st) {
   const int64_t H = m->cfg.H;
   const pl_dtype dt = m->cfg.dt;
   const size_t rb = (size_t)H * pl_dtype_size(dt);
   void *xs = NULL;
+  size_t *p = NULL;
   *recv = NULL;
-  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->S * rb, "dispatch",
-                        s, &xs));
-  pl_status st = pl_moe_k_moe_gather(s, xs, src, meta(c, C->o_send_tok), C->S,
-                                     H, dt);
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->S * rb,
+                        "dispatch", s, &xs);
+  if (st == PL_OK)
+    st = pl_moe_k_moe_gather(s, xs, src, meta(c, C->o_send_tok), C->S, H, dt);
   if (st == PL_OK)
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * rb,
                         "dispatch", s, recv);
   if (st == PL_OK)
     st = pl_moe_k_moe_gather(s, (char *)*recv + (size_t)C->self_off * rb, src,
                              meta(c, C->o_self_tok), C->s_self, H, dt);
-  if (st == PL_OK) {
-    size_t cnt[4 * 64], *p = cnt;
-    size_t *heap = NULL;
-    if (m->Ep > 64) p = heap = malloc((size_t)m->Ep * 4 * sizeof(size_t));
-    if (!p) st = pl_set_error(PL_ENOMEM, "moe: host counts");
-    else {
-      int Ep = m->Ep;
-      scaled(C->scnt, H, Ep, p);
-      scaled(C->sdsp, H, Ep, p + Ep);
-      scaled(C->rcnt, H, Ep, p + 2 * Ep);
-      scaled(C->rdsp, H, Ep, p + 3 * Ep);
-      st = pl_alltoallv(m->comm, xs, p, p + Ep, *recv, p + 2 * Ep, p + 3 * Ep,
-                        dt, s);
-    }
-    free(heap);
-  }
+  if (st == PL_OK) st = a2a_counts(m, C, (size_t)H, false, &p);
+  st = agree(m, st);
+  if (st == PL_OK)
+    st = pl_alltoallv(m->comm, xs, p, p + m->Ep, *recv, p + 2 * m->Ep,
+                      p + 3 * m->Ep, dt, s);
+  free(p);
   pl_free_async(m->dev, xs, s);
   if (st != PL_OK && *recv) {
     pl_free_async(m->dev, *recv, s);
@@ -775,33 +814,28 @@ static pl_status dispatch_rows(pl_moe *m, pl_moe_ctx *c, chunk *C,
 /* Per-route scalars w (N*k, f32) of chunk C to the computing ranks: R floats
  * (tag routing). */
 static pl_status dispatch_scalars(pl_moe *m, pl_moe_ctx *c, chunk *C,
-                                  const float *w, float **recv, pl_stream *s) {
+                                  const float *w, float **recv, pl_stream *s,
+                                  pl_status st) {
   float *ws = NULL;
+  size_t *p = NULL;
   *recv = NULL;
-  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->S * sizeof(float),
-                        "routing", s, (void **)&ws));
-  pl_status st =
-      pl_moe_k_moe_gather_f32(s, ws, w, meta(c, C->o_send_route), C->S);
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->S * sizeof(float),
+                        "routing", s, (void **)&ws);
+  if (st == PL_OK)
+    st = pl_moe_k_moe_gather_f32(s, ws, w, meta(c, C->o_send_route), C->S);
   if (st == PL_OK)
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * sizeof(float),
                         "routing", s, (void **)recv);
   if (st == PL_OK)
     st = pl_moe_k_moe_gather_f32(s, *recv + C->self_off, w,
                                  meta(c, C->o_self_route), C->s_self);
-  if (st == PL_OK) {
-    int Ep = m->Ep;
-    size_t *p = malloc((size_t)Ep * 4 * sizeof(size_t));
-    if (!p) st = pl_set_error(PL_ENOMEM, "moe: host counts");
-    else {
-      scaled(C->scnt, 1, Ep, p);
-      scaled(C->sdsp, 1, Ep, p + Ep);
-      scaled(C->rcnt, 1, Ep, p + 2 * Ep);
-      scaled(C->rdsp, 1, Ep, p + 3 * Ep);
-      st = pl_alltoallv(m->comm, ws, p, p + Ep, *recv, p + 2 * Ep, p + 3 * Ep,
-                        PL_F32, s);
-      free(p);
-    }
-  }
+  if (st == PL_OK) st = a2a_counts(m, C, 1, false, &p);
+  st = agree(m, st);
+  if (st == PL_OK)
+    st = pl_alltoallv(m->comm, ws, p, p + m->Ep, *recv, p + 2 * m->Ep,
+                      p + 3 * m->Ep, PL_F32, s);
+  free(p);
   pl_free_async(m->dev, ws, s);
   if (st != PL_OK && *recv) {
     pl_free_async(m->dev, *recv, s);
@@ -814,20 +848,17 @@ static pl_status dispatch_scalars(pl_moe *m, pl_moe_ctx *c, chunk *C,
  * *back gets S x width (remote routes only). */
 static pl_status return_rows(pl_moe *m, chunk *C, const void *Y, size_t width,
                              pl_dtype dt, const char *tag, void **back,
-                             pl_stream *s) {
-  int Ep = m->Ep;
+                             pl_stream *s, pl_status st) {
+  size_t *p = NULL;
   *back = NULL;
-  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE,
-                        (size_t)C->S * width * pl_dtype_size(dt), tag, s,
-                        back));
-  size_t *p = malloc((size_t)Ep * 4 * sizeof(size_t));
-  if (!p) return pl_set_error(PL_ENOMEM, "moe: host counts");
-  scaled(C->rcnt, width, Ep, p);
-  scaled(C->rdsp, width, Ep, p + Ep);
-  scaled(C->scnt, width, Ep, p + 2 * Ep);
-  scaled(C->sdsp, width, Ep, p + 3 * Ep);
-  pl_status st =
-      pl_alltoallv(m->comm, Y, p, p + Ep, *back, p + 2 * Ep, p + 3 * Ep, dt, s);
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE,
+                        (size_t)C->S * width * pl_dtype_size(dt), tag, s, back);
+  if (st == PL_OK) st = a2a_counts(m, C, width, true, &p);
+  st = agree(m, st);
+  if (st == PL_OK)
+    st = pl_alltoallv(m->comm, Y, p, p + m->Ep, *back, p + 2 * m->Ep,
+                      p + 3 * m->Ep, dt, s);
   free(p);
   return st;
 }
@@ -970,15 +1001,16 @@ typedef struct fwd_state {
   pl_event **evD, **evC;
 } fwd_state;
 
+/* Stages: every rank calls them in the same order; st is the status so far
+ * (a failed rank skips work but still takes part in the agreements). */
 static pl_status fwd_combine(pl_moe *m, pl_moe_ctx *c, int i, const float *w,
-                             void *out, pl_stream *s, fwd_state *fs) {
+                             void *out, pl_stream *s, fwd_state *fs,
+                             pl_status st) {
   chunk *C = &c->ch[i];
   void *back = NULL;
-  pl_status st = PL_OK;
-  if (s != m->cs) st = pl_stream_wait(s, fs->evC[i]);
-  if (st == PL_OK)
-    st = return_rows(m, C, fs->B[i], (size_t)m->cfg.H, m->cfg.dt, "dispatch",
-                     &back, s);
+  if (st == PL_OK && s != m->cs) st = pl_stream_wait(s, fs->evC[i]);
+  st = return_rows(m, C, fs->B[i], (size_t)m->cfg.H, m->cfg.dt, "dispatch",
+                   &back, s, st);
   if (st == PL_OK)
     st = pl_moe_k_moe_combine(s, out, meta(c, C->o_toks), C->nt,
                               meta(c, C->o_slots), m->cfg.k, w, back, fs->B[i],
@@ -990,13 +1022,16 @@ static pl_status fwd_combine(pl_moe *m, pl_moe_ctx *c, int i, const float *w,
 }
 
 static pl_status fwd_dispatch(pl_moe *m, pl_moe_ctx *c, int i, const void *x,
-                              pl_stream *s, fwd_state *fs) {
-  PL_TRY(dispatch_rows(m, c, &c->ch[i], x, &fs->B[i], s));
-  return pl_event_record(fs->evD[i], s);
+                              pl_stream *s, fwd_state *fs, pl_status st) {
+  st = dispatch_rows(m, c, &c->ch[i], x, &fs->B[i], s, st);
+  if (st == PL_OK) st = pl_event_record(fs->evD[i], s);
+  return st;
 }
 
 static pl_status fwd_compute(pl_moe *m, pl_moe_ctx *c, int i,
-                             const pl_moe_weights *W, fwd_state *fs) {
+                             const pl_moe_weights *W, fwd_state *fs,
+                             pl_status st) {
+  if (st != PL_OK) return st;
   PL_TRY(pl_stream_wait(m->cs, fs->evD[i]));
   PL_TRY(expert_fwd(m, c, &c->ch[i], W, fs->B[i], m->cs));
   return pl_event_record(fs->evC[i], m->cs);
@@ -1042,18 +1077,24 @@ pl_status pl_moe_forward(pl_moe *m, const pl_moe_weights *W, const void *x,
                          void *out, pl_moe_ctx **ctxp, pl_moe_stats *stats) {
   if (ctxp) *ctxp = NULL;
   pl_moe_ctx *c = NULL;
-  PL_TRY(build_ctx(m, N, idx, &c));
+  pl_status st = build_ctx(m, N, idx, &c);
+  st = agree(m, st);
+  if (st != PL_OK) {
+    pl_moe_ctx_free(c);
+    return st;
+  }
   const int K = c->K;
   fwd_state fs = {0};
   pl_event *ev0 = NULL, *evEnd = NULL;
-  pl_status st = PL_OK;
   fs.B = calloc((size_t)K, sizeof(void *));
   if (!fs.B) st = pl_set_error(PL_ENOMEM, "moe: host");
   if (st == PL_OK) st = make_events(m->dev, K, &fs.evD);
   if (st == PL_OK) st = make_events(m->dev, K, &fs.evC);
   if (st == PL_OK) st = pl_event_create(m->dev, &ev0);
   if (st == PL_OK) st = pl_event_create(m->dev, &evEnd);
-  if (st == PL_OK) st = transfer_weights(m, c, W, m->cs);
+  st = agree(m, st);
+  if (st != PL_OK) goto out;
+  st = transfer_weights(m, c, W, m->cs, st);
 
   const bool pipe = m->cfg.variant == PL_MOE_PIPELINED && m->cfg.overlap;
   pl_stream *ms = pipe ? m->ms : m->cs;
@@ -1061,42 +1102,45 @@ pl_status pl_moe_forward(pl_moe *m, const pl_moe_weights *W, const void *x,
     st = pl_event_record(ev0, m->cs);
     if (st == PL_OK) st = pl_stream_wait(ms, ev0);
   }
-  /* Budget in rows of the bound 2*Ep*k*c_eff (see the file comment). */
+  /* Budget in rows of the bound 2*Ep*k*c_eff (see the file comment).  The
+   * sequence of stages depends only on group-wide data, so every rank runs
+   * the same one, also after a failure (st carries it). */
   const int64_t budget = 2 * (int64_t)m->Ep * m->cfg.k * c->c_eff;
-  if (st == PL_OK) st = fwd_dispatch(m, c, 0, x, ms, &fs);
+  st = fwd_dispatch(m, c, 0, x, ms, &fs, st);
   int pending = -1;
-  for (int i = 0; i < K && st == PL_OK; i++) {
-    st = fwd_compute(m, c, i, W, &fs);
-    if (st == PL_OK && pending >= 0) {
-      st = fwd_combine(m, c, pending, w, out, ms, &fs);
+  for (int i = 0; i < K; i++) {
+    st = fwd_compute(m, c, i, W, &fs, st);
+    if (pending >= 0) {
+      st = fwd_combine(m, c, pending, w, out, ms, &fs, st);
       pending = -1;
     }
-    if (st != PL_OK) break;
     if (i + 1 < K) {
       const int64_t *R = c->Rmax, *S = c->Smax;
       int64_t smax = S[i] > S[i + 1] ? S[i] : S[i + 1];
       if (pipe && R[i] + R[i + 1] + smax <= budget) {
-        st = fwd_dispatch(m, c, i + 1, x, ms, &fs); /* overlaps compute(i) */
+        st = fwd_dispatch(m, c, i + 1, x, ms, &fs, st); /* beside compute(i) */
         pending = i;
-        c->overlapped++;
+        if (st == PL_OK) c->overlapped++;
       } else {
-        st = fwd_combine(m, c, i, w, out, ms, &fs);
-        if (st == PL_OK) st = fwd_dispatch(m, c, i + 1, x, ms, &fs);
+        st = fwd_combine(m, c, i, w, out, ms, &fs, st);
+        st = fwd_dispatch(m, c, i + 1, x, ms, &fs, st);
       }
     } else {
-      st = fwd_combine(m, c, i, w, out, ms, &fs);
+      st = fwd_combine(m, c, i, w, out, ms, &fs, st);
     }
   }
   if (st == PL_OK && pipe) {
     st = pl_event_record(evEnd, ms);
     if (st == PL_OK) st = pl_stream_wait(m->cs, evEnd);
   }
-  /* on error: release what is still held (collectives may be torn; the
-   * caller reports the status) */
-  for (int i = 0; fs.B && i < K; i++)
-    if (fs.B[i]) pl_free_async(m->dev, fs.B[i], ms);
-  if (st == PL_OK) st = pl_stream_sync(m->cs);
-  if (st == PL_OK && pipe) st = pl_stream_sync(ms);
+out:
+  {
+    pl_status ss = pl_stream_sync(m->cs);
+    if (ss == PL_OK) ss = pl_stream_sync(m->ms);
+    if (st == PL_OK) st = ss;
+  }
+  for (int i = 0; fs.B && i < K; i++) /* after a failure: what is still held */
+    if (fs.B[i]) pl_free(m->dev, fs.B[i]);
   free(fs.B);
   free_events(K, fs.evD);
   free_events(K, fs.evC);
@@ -1104,11 +1148,15 @@ pl_status pl_moe_forward(pl_moe *m, const pl_moe_weights *W, const void *x,
   if (evEnd) pl_event_destroy(evEnd);
   fill_stats(m, c, stats);
   if (st != PL_OK || !ctxp) {
+    if (c && c->hw) {
+      pl_free(m->dev, c->hw);
+      c->hw = NULL;
+    }
     pl_moe_ctx_free(c);
     return st;
   }
-  /* Backward needs no helper weights between the passes when the caller
-   * holds the owners' weights: keep them only while the context lives. */
+  /* The helper weights stay with the context (tag llep_weights) until
+   * pl_moe_ctx_free: backward computes the borrowed experts again. */
   *ctxp = c;
   return PL_OK;
 }
@@ -1123,36 +1171,37 @@ typedef struct bwd_state {
 
 static pl_status bwd_dispatch(pl_moe *m, pl_moe_ctx *c, int i, const void *x,
                               const void *dout, const float *w, pl_stream *s,
-                              bwd_state *bs) {
+                              bwd_state *bs, pl_status st) {
   chunk *C = &c->ch[i];
-  PL_TRY(dispatch_rows(m, c, C, x, &bs->X[i], s));
-  PL_TRY(dispatch_rows(m, c, C, dout, &bs->D[i], s));
-  PL_TRY(dispatch_scalars(m, c, C, w, &bs->wr[i], s));
-  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * sizeof(float),
-                        "routing", s, (void **)&bs->dwr[i]));
-  return pl_event_record(bs->evD[i], s);
+  st = dispatch_rows(m, c, C, x, &bs->X[i], s, st);
+  st = dispatch_rows(m, c, C, dout, &bs->D[i], s, st);
+  st = dispatch_scalars(m, c, C, w, &bs->wr[i], s, st);
+  if (st == PL_OK)
+    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * sizeof(float),
+                        "routing", s, (void **)&bs->dwr[i]);
+  if (st == PL_OK) st = pl_event_record(bs->evD[i], s);
+  return st;
 }
 
 static pl_status bwd_compute(pl_moe *m, pl_moe_ctx *c, int i,
                              const pl_moe_weights *W, pl_moe_wgrads *G,
-                             float *hg, bwd_state *bs) {
-  PL_TRY(pl_stream_wait(m->cs, bs->evD[i]));
-  pl_status st = expert_bwd(m, c, &c->ch[i], W, G, hg, &bs->X[i], bs->D[i],
-                            bs->wr[i], bs->dwr[i], bs->evX[i], m->cs);
+                             float *hg, bwd_state *bs, pl_status st) {
   if (st != PL_OK) return st;
+  PL_TRY(pl_stream_wait(m->cs, bs->evD[i]));
+  PL_TRY(expert_bwd(m, c, &c->ch[i], W, G, hg, &bs->X[i], bs->D[i], bs->wr[i],
+                    bs->dwr[i], bs->evX[i], m->cs));
   return pl_event_record(bs->evC[i], m->cs);
 }
 
 static pl_status bwd_return(pl_moe *m, pl_moe_ctx *c, int i, void *dx,
-                            float *dw, pl_stream *s, bwd_state *bs) {
+                            float *dw, pl_stream *s, bwd_state *bs,
+                            pl_status st) {
   chunk *C = &c->ch[i];
   void *back = NULL;
   float *dwb = NULL;
-  pl_status st = PL_OK;
-  if (s != m->cs) st = pl_stream_wait(s, bs->evC[i]);
-  if (st == PL_OK)
-    st = return_rows(m, C, bs->D[i], (size_t)m->cfg.H, m->cfg.dt, "dispatch",
-                     &back, s);
+  if (st == PL_OK && s != m->cs) st = pl_stream_wait(s, bs->evC[i]);
+  st = return_rows(m, C, bs->D[i], (size_t)m->cfg.H, m->cfg.dt, "dispatch",
+                   &back, s, st);
   if (st == PL_OK)
     st = pl_moe_k_moe_combine(s, dx, meta(c, C->o_toks), C->nt,
                               meta(c, C->o_slots), m->cfg.k, NULL, back,
@@ -1160,8 +1209,8 @@ static pl_status bwd_return(pl_moe *m, pl_moe_ctx *c, int i, void *dx,
   pl_free_async(m->dev, back, s);
   pl_free_async(m->dev, bs->D[i], s);
   bs->D[i] = NULL;
-  if (st == PL_OK)
-    st = return_rows(m, C, bs->dwr[i], 1, PL_F32, "routing", (void **)&dwb, s);
+  st = return_rows(m, C, bs->dwr[i], 1, PL_F32, "routing", (void **)&dwb, s,
+                   st);
   if (st == PL_OK)
     st = pl_moe_k_moe_scatter_f32(s, dw, meta(c, C->o_toks), C->nt,
                                   meta(c, C->o_slots), m->cfg.k, dwb,
@@ -1199,6 +1248,8 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, hgn * sizeof(float),
                         "llep_grads", m->cs, (void **)&hg);
   if (st == PL_OK && hgn) st = pl_fill(m->cs, hg, PL_F32, hgn, 0.0);
+  st = agree(m, st);
+  if (st != PL_OK) goto out;
 
   const bool pipe = m->cfg.variant == PL_MOE_PIPELINED && m->cfg.overlap;
   pl_stream *ms = pipe ? m->ms : m->cs;
@@ -1207,15 +1258,14 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
     if (st == PL_OK) st = pl_stream_wait(ms, ev0);
   }
   const int64_t budget = 2 * (int64_t)m->Ep * m->cfg.k * c->c_eff;
-  if (st == PL_OK) st = bwd_dispatch(m, c, 0, x, dout, w, ms, &bs);
+  st = bwd_dispatch(m, c, 0, x, dout, w, ms, &bs, st);
   int pending = -1;
-  for (int i = 0; i < K && st == PL_OK; i++) {
-    st = bwd_compute(m, c, i, W, G, hg, &bs);
-    if (st == PL_OK && pending >= 0) {
-      st = bwd_return(m, c, pending, dx, dw, ms, &bs);
+  for (int i = 0; i < K; i++) {
+    st = bwd_compute(m, c, i, W, G, hg, &bs, st);
+    if (pending >= 0) {
+      st = bwd_return(m, c, pending, dx, dw, ms, &bs, st);
       pending = -1;
     }
-    if (st != PL_OK) break;
     if (i + 1 < K) {
       const int64_t *R = c->Rmax, *S = c->Smax;
       /* early dispatch(i+1) waits for the free of X_i (evX: issued before
@@ -1226,32 +1276,36 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
       int64_t need1 = R[i] + 2 * R[i + 1] + S[i + 1];
       int64_t need2 = R[i] + 2 * R[i + 1] + S[i];
       if (pipe && need1 <= budget && need2 <= budget) {
-        st = pl_stream_wait(ms, bs.evX[i]);
-        if (st == PL_OK) st = bwd_dispatch(m, c, i + 1, x, dout, w, ms, &bs);
+        if (st == PL_OK) st = pl_stream_wait(ms, bs.evX[i]);
+        st = bwd_dispatch(m, c, i + 1, x, dout, w, ms, &bs, st);
         pending = i;
-        c->overlapped++;
+        if (st == PL_OK) c->overlapped++;
       } else {
-        st = bwd_return(m, c, i, dx, dw, ms, &bs);
-        if (st == PL_OK) st = bwd_dispatch(m, c, i + 1, x, dout, w, ms, &bs);
+        st = bwd_return(m, c, i, dx, dw, ms, &bs, st);
+        st = bwd_dispatch(m, c, i + 1, x, dout, w, ms, &bs, st);
       }
     } else {
-      st = bwd_return(m, c, i, dx, dw, ms, &bs);
+      st = bwd_return(m, c, i, dx, dw, ms, &bs, st);
     }
   }
   if (st == PL_OK && pipe) {
     st = pl_event_record(evEnd, ms);
     if (st == PL_OK) st = pl_stream_wait(m->cs, evEnd);
   }
-  if (st == PL_OK) st = return_wgrads(m, c, hg, G, m->cs);
-  for (int i = 0; bs.X && i < K; i++) {
-    if (bs.X[i]) pl_free_async(m->dev, bs.X[i], ms);
-    if (bs.D[i]) pl_free_async(m->dev, bs.D[i], ms);
-    if (bs.wr[i]) pl_free_async(m->dev, bs.wr[i], ms);
-    if (bs.dwr[i]) pl_free_async(m->dev, bs.dwr[i], ms);
+  st = return_wgrads(m, c, hg, G, m->cs, st);
+out:
+  {
+    pl_status ss = pl_stream_sync(m->cs);
+    if (ss == PL_OK) ss = pl_stream_sync(m->ms);
+    if (st == PL_OK) st = ss;
   }
-  if (hg) pl_free_async(m->dev, hg, m->cs);
-  if (st == PL_OK) st = pl_stream_sync(m->cs);
-  if (st == PL_OK && pipe) st = pl_stream_sync(ms);
+  for (int i = 0; bs.X && i < K; i++) {
+    if (bs.X[i]) pl_free(m->dev, bs.X[i]);
+    if (bs.D[i]) pl_free(m->dev, bs.D[i]);
+    if (bs.wr[i]) pl_free(m->dev, bs.wr[i]);
+    if (bs.dwr[i]) pl_free(m->dev, bs.dwr[i]);
+  }
+  if (hg) pl_free(m->dev, hg);
   free(bs.X);
   free(bs.D);
   free(bs.wr);

@@ -518,6 +518,47 @@ START_TEST(refusals) {
 }
 END_TEST
 
+/* A memory limit on one rank only: that rank fails with PL_ENOMEM inside the
+ * schedule, every other rank learns it at the next agreement and returns too
+ * (no rank is left waiting in a collective); the tracked arenas are clean
+ * afterwards, and the same layer runs again once the limit is lifted. */
+START_TEST(oom_on_one_rank) {
+  tcase_cfg t = base_case(PL_F32);
+  t.rk = R_PROFILE;
+  t.profile = "95/4";
+  inputs in;
+  gen_inputs(&t, me, &in);
+  void *wg, *wu, *wd;
+  gen_weights(&t, &wg, &wu, &wd);
+  for (int v = 0; v < 3; v++) {
+    t.cfg.variant = (pl_moe_variant)v;
+    result r = {0};
+    /* exactly what run_variant allocates before the forward (f32) plus the
+     * layer's route indices: the first dispatch buffer fails */
+    size_t HI = (size_t)t.cfg.H * t.cfg.I, El = t.cfg.E / np;
+    size_t pre = 6 * El * HI * 4 + (size_t)in.N * (4 * t.cfg.H + 2 * t.cfg.k) * 4 +
+                 (size_t)in.N * (1 + 3 * t.cfg.k) * 4 + 16;
+    pl_mem_stats s0;
+    ck_assert_int_eq(pl_mem_stats_get(dev, PL_ARENA_DEVICE, &s0), PL_OK);
+    if (me == np - 1) pl_mem_set_limit(dev, PL_ARENA_DEVICE, s0.current + pre);
+    pl_status s = run_variant(&t, &in, wg, wu, wd, &r);
+    pl_mem_set_limit(dev, PL_ARENA_DEVICE, 0);
+    ck_assert_msg(s == PL_ENOMEM, "%s: got %s (%s), want PL_ENOMEM on every rank",
+                  pl_moe_variant_name(t.cfg.variant), pl_strerror(s),
+                  pl_last_error());
+    free_result(&r);
+    pl_mem_stats s1;
+    ck_assert_int_eq(pl_mem_stats_get(dev, PL_ARENA_DEVICE, &s1), PL_OK);
+    ck_assert_int_eq(s1.current, s0.current);
+    /* and it works again */
+    ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &r), PL_OK);
+    free_result(&r);
+  }
+  free(wg), free(wu), free(wd);
+  free_inputs(&in);
+}
+END_TEST
+
 /* The bound over profiles x (N, k, c); llep exceeds it. */
 START_TEST(bound_grid) {
   const char *profs[] = {"balanced", "95/4", "80/4", "50/2"};
@@ -625,6 +666,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, exact_edges);
   tcase_add_test(tc, k1_equals_llep);
   tcase_add_test(tc, bound_grid);
+  tcase_add_test(tc, oom_on_one_rank);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK);
