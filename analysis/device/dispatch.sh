@@ -5,7 +5,9 @@
 #   2. `plateau bench dispatch` on the paper's two shapes (65k: N 65,536/rank,
 #      H 7168, I 2048, E 128, top-8, c 6554; 32k: N 32,768/rank, H = I = 4096,
 #      top-4, c 10,923) x 4 profiles x {ep, llep, pipelined_llep}, with the
-#      pipelined variant both strided and contiguous (Table 8).
+#      pipelined variant both strided and contiguous (Table 8);
+#   3. `plateau bench moegemm`: the grouped expert GEMM as the layer issues it
+#      (one cublasGemmEx per segment) vs a dense GEMM of equal FLOPs, K = 1, 10.
 # Results go to $RUNS.  Budget: under 4 minutes of GPU time on nvidia-h200-x2
 # (few iterations: -w 1 -n 3 at 65k, -w 1 -n 5 at 32k).
 set -uo pipefail
@@ -34,5 +36,10 @@ for preset in 65k 32k; do
     --preset "$preset" --variants ep,llep,pipelined_llep \
     --profiles balanced,95/16,80/16,50/4 --chunking strided,contiguous \
     $it -o "$RUNS" 2>&1 | grep -v '^\[r' | tail -25
+done
+for preset in 65k 32k; do
+  stamp "bench moegemm --preset $preset (grouped vs dense GEMM)"
+  timeout 90 $MPIRUN -np "$NP" "$BIN" bench moegemm --backend cuda \
+    --preset "$preset" --chunks 1,10 -w 2 -n 5 -o "$RUNS" 2>&1 | grep -v '^\[r' | tail -8
 done
 stamp "done: results in $RUNS"

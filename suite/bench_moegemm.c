@@ -1,0 +1,180 @@
+/* bench_moegemm.c — `plateau bench moegemm`: the MoE layer's grouped expert
+ * GEMM against a dense GEMM of equal FLOPs (issue 3's target: >= 70% of the
+ * dense cuBLAS bf16 rate).
+ *
+ * The grouped GEMM is what ops/moe.c issues per chunk: one GEMM per (source
+ * rank, expert) segment of the receive buffer, each with its own expert's
+ * weight, through pl_moe_k_moe_gemm (cublasGemmEx on CUDA, the row-
+ * deterministic kernel on the CPU).  Segments are uniform here: G = E/Ep
+ * local experts x Ep sources, each of m = k*N / (E*K) rows (balanced routes of
+ * N tokens per rank over K chunks), so a point is (GEMM kind, K).  Kinds:
+ * "up" (m x H)(H x I) as for the gate and up projections, "down" (m x I)(I x H),
+ * and "wgrad" (H x m)^T-style X^T dG (H x I, fp32 accumulate) as for the weight
+ * gradients.  The dense reference is one GEMM with G*m rows (wgrad: inner
+ * dimension G*m) and one weight.  FLOPs 2*G*m*H*I for both; ratio = grouped /
+ * dense rate.  Per rank; a time is the slowest rank's. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "ops/moe_kernels.h"
+
+static const char *const preset_names[] = {"small", "65k", "32k", NULL};
+static const char *const kind_names[] = {"up", "down", "wgrad", NULL};
+
+static const pl_opt moegemm_opts[] = {
+    {"preset", 0, PL_OPT_ENUM, "small", "shape preset: small | 65k | 32k", 0,
+     0, preset_names},
+    {"chunks", 0, PL_OPT_SIZE_LIST, "1,10", "chunk counts K (1: llep)", 1,
+     4096, NULL},
+    {"kinds", 0, PL_OPT_ENUM_LIST, "up,down,wgrad", "GEMM kinds", 0, 0,
+     kind_names},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL},
+};
+
+#define MOEGEMM_COLUMNS                                                        \
+  "kind\tranks\ttokens\thidden\tffn\texperts\ttopk\tK\tgroups\trows\tdtype\t"  \
+  "grouped_ms\tdense_ms\tgrouped_tflops\tdense_tflops\tratio"
+
+typedef struct gjob {
+  pl_stream *s;
+  int kind; /* 0 up, 1 down, 2 wgrad */
+  bool dense;
+  int G;
+  int64_t m, H, I;
+  pl_dtype dt;
+  void *X, *W, *C; /* X: G*m x max(H, I); W: G x H x I; C: G*m x max or HxI */
+} gjob;
+
+static pl_status gjob_fn(void *arg) {
+  gjob *j = arg;
+  size_t b = pl_dtype_size(j->dt);
+  const int64_t H = j->H, I = j->I;
+  int n = j->dense ? 1 : j->G;
+  int64_t rows = j->dense ? (int64_t)j->G * j->m : j->m;
+  for (int g = 0; g < n; g++) {
+    const char *Wg = (const char *)j->W + (j->dense ? 0 : (size_t)g * H * I * b);
+    size_t r0 = j->dense ? 0 : (size_t)g * (size_t)j->m;
+    pl_status st;
+    if (j->kind == 0)
+      st = pl_moe_k_moe_gemm(j->s, false, false, rows, I, H, 1.0f,
+                             (const char *)j->X + r0 * H * b, H, Wg, I, 0.0f,
+                             (char *)j->C + r0 * I * b, I, j->dt, j->dt);
+    else if (j->kind == 1)
+      st = pl_moe_k_moe_gemm(j->s, false, false, rows, H, I, 1.0f,
+                             (const char *)j->X + r0 * I * b, I, Wg, H, 0.0f,
+                             (char *)j->C + r0 * H * b, H, j->dt, j->dt);
+    else /* dW (H x I, fp32) += X^T (rows x H)^T dG (rows x I) */
+      st = pl_moe_k_moe_gemm(j->s, true, false, H, I, rows, 1.0f,
+                             (const char *)j->X + r0 * H * b, H,
+                             (const char *)j->C + r0 * I * b, I, 1.0f,
+                             (float *)j->W + (j->dense ? 0 : (size_t)g * H * I),
+                             I, j->dt, PL_F32);
+    if (st != PL_OK) return st;
+  }
+  return PL_OK;
+}
+
+static pl_status moegemm_run(pl_bench_ctx *ctx) {
+  pl_args *a = ctx->args;
+  pl_dev *dev = ctx->dev;
+  pl_stream *s = pl_dev_stream(dev);
+  const int Ep = ctx->size;
+  int preset = pl_args_enum(a, "preset");
+  int64_t N, H, I;
+  int E, k;
+  if (preset == 1) N = 65536, H = 7168, I = 2048, E = 128, k = 8;
+  else if (preset == 2) N = 32768, H = 4096, I = 4096, E = 128, k = 4;
+  else N = 512, H = 128, I = 64, E = 32, k = 4;
+  pl_dtype dt = pl_dev_backend(dev) == PL_BACKEND_CUDA ? PL_BF16 : PL_F32;
+  if (E % Ep != 0)
+    return pl_set_error(PL_EINVAL, "E=%d not a multiple of %d ranks", E, Ep);
+  uint64_t Ks[PL_OPT_LIST_MAX];
+  int nK = pl_args_size_list(a, "chunks", Ks, PL_OPT_LIST_MAX);
+  int kinds[3], nk = pl_args_enum_list(a, "kinds", kinds, 3);
+  const int G = (E / Ep) * Ep; /* (source, local expert) segments */
+  int64_t mmax = (int64_t)k * N / E;
+  if (mmax < 1) mmax = 1;
+  size_t b = pl_dtype_size(dt);
+  size_t xr = (size_t)G * mmax, wd = H > I ? (size_t)H : (size_t)I;
+  gjob j = {.s = s, .G = G, .H = H, .I = I, .dt = dt};
+  pl_status st = pl_alloc(dev, PL_ARENA_DEVICE, xr * wd * b, "bench", &j.X);
+  if (st == PL_OK)
+    st = pl_alloc(dev, PL_ARENA_DEVICE, xr * wd * b, "bench", &j.C);
+  if (st == PL_OK) /* bf16 weights, or fp32 gradients for wgrad: room for both */
+    st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)G * H * I * 4, "bench", &j.W);
+  if (st == PL_OK)
+    st = pl_rng_fill(s, j.X, dt, xr * wd, ctx->seed + 1, 0, PL_DIST_NORMAL, 0, 1);
+  if (st == PL_OK)
+    st = pl_rng_fill(s, j.C, dt, xr * wd, ctx->seed + 2, 0, PL_DIST_NORMAL, 0, 1);
+  if (st == PL_OK) st = pl_stream_sync(s);
+  ctx->npoints = nK * nk;
+  for (int ki = 0; ki < nK && st == PL_OK; ki++)
+    for (int kk = 0; kk < nk && st == PL_OK; kk++) {
+      int64_t K = (int64_t)Ks[ki];
+      j.m = mmax / K > 0 ? mmax / K : 1;
+      j.kind = kinds[kk];
+      char label[64];
+      snprintf(label, sizeof label, "%s K=%lld", kind_names[j.kind], (long long)K);
+      pl_bench_progress(ctx, label);
+      pl_row *row = pl_row_new(ctx);
+      pl_row_str(row, "kind", kind_names[j.kind]);
+      pl_row_i64(row, "ranks", Ep);
+      pl_row_i64(row, "tokens", N);
+      pl_row_i64(row, "hidden", H);
+      pl_row_i64(row, "ffn", I);
+      pl_row_i64(row, "experts", E);
+      pl_row_i64(row, "topk", k);
+      pl_row_i64(row, "K", K);
+      pl_row_i64(row, "groups", G);
+      pl_row_i64(row, "rows", j.m);
+      pl_row_str(row, "dtype", pl_dtype_name(dt));
+      /* weights as dt for up/down, fp32 gradients for wgrad */
+      pl_status ps = j.kind == 2
+                         ? pl_fill(s, j.W, PL_F32, (size_t)G * H * I, 0.0)
+                         : pl_rng_fill(s, j.W, dt, (size_t)G * H * I,
+                                       ctx->seed + 3, 0, PL_DIST_NORMAL, 0,
+                                       1.0f / sqrtf((float)H));
+      pl_stats tg = {0}, td = {0};
+      if (ps == PL_OK) {
+        j.dense = false;
+        ps = pl_bench_time(ctx, gjob_fn, &j, s, &tg);
+      }
+      if (ps == PL_OK) {
+        j.dense = true;
+        ps = pl_bench_time(ctx, gjob_fn, &j, s, &td);
+      }
+      if (ps != PL_OK) {
+        pl_row_status_from(row, ps);
+      } else {
+        double fl = 2.0 * G * (double)j.m * H * I;
+        double rg = fl / (tg.median * 1e-3) / 1e12, rd = fl / (td.median * 1e-3) / 1e12;
+        pl_row_f64(row, "grouped_ms", tg.median);
+        pl_row_f64(row, "dense_ms", td.median);
+        pl_row_f64(row, "grouped_tflops", rg);
+        pl_row_f64(row, "dense_tflops", rd);
+        pl_row_f64(row, "ratio", rg / rd);
+        pl_row_check(row, "skip");
+        pl_row_status(row, "ok",
+                      pl_dev_backend(dev) == PL_BACKEND_CPU
+                          ? "CPU: the row-deterministic kernel, not cuBLAS"
+                          : "cublasGemmEx per group vs one cublasGemmEx");
+      }
+      st = pl_row_emit(row);
+    }
+  pl_free(dev, j.X);
+  pl_free(dev, j.C);
+  pl_free(dev, j.W);
+  return st;
+}
+
+const pl_bench pl_bench_moegemm = {
+    .name = "moegemm",
+    .summary = "MoE grouped expert GEMM (per segment, as the layer issues it) "
+               "vs a dense GEMM of equal FLOPs",
+    .opts = moegemm_opts,
+    .columns = MOEGEMM_COLUMNS,
+    .run = moegemm_run,
+};
