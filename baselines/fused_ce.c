@@ -1,0 +1,82 @@
+/* fused_ce.c — blocked fused cross-entropy on one device (fused_ce.h).
+ * Tags: "logits" the strip (and bf16 residual), "ce_state" the per-token
+ * state, lse and row factors, "grads" the f32 dX accumulator in bf16 mode. */
+#include "baselines/fused_ce.h"
+
+#include <math.h>
+
+#include "backend/internal.h"
+
+static int64_t eff_block(const pl_ce_problem *pb) {
+  int64_t vb = pb->block > 0 ? pb->block : PL_CE_DEFAULT_BLOCK;
+  if (vb > pb->v) vb = pb->v;
+  return vb < 1 ? 1 : vb;
+}
+
+size_t pl_fused_ce_logits_bound(const pl_ce_problem *pb) {
+  return (size_t)pb->n * (size_t)eff_block(pb) *
+         (pb->dt == PL_BF16 ? 6 : 4);
+}
+
+pl_status pl_fused_ce(pl_stream *s, const pl_ce_problem *pb) {
+  PL_TRY(pl_ce_problem_check(pb, "fused_ce"));
+  if (pb->v < 1)
+    return pl_set_error(PL_EINVAL, "fused_ce: v=%lld: must be >= 1",
+                        (long long)pb->v);
+  pl_dev *dev = pl_stream_dev(s);
+  const int64_t n = pb->n, h = pb->h, v = pb->v, vb = eff_block(pb);
+  float *st3 = NULL, *strip = NULL, *lse = NULL, *stats = NULL, *nll = NULL,
+        *g = NULL, *dxacc = NULL;
+  void *dy = NULL;
+  pl_status st = PL_OK;
+#define T(x)                                                                   \
+  do {                                                                         \
+    st = (x);                                                                  \
+    if (st != PL_OK) goto done;                                                \
+  } while (0)
+#define A(bytes, tag, p)                                                       \
+  T(pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), tag, s, (void **)(p)))
+  A(2 * sizeof(float), "ce_state", &stats);
+  A((size_t)n * 3 * sizeof(float), "ce_state", &st3);
+  A((size_t)n * sizeof(float), "ce_state", &lse);
+  if (pb->red != PL_CE_NONE) A((size_t)n * sizeof(float), "ce_state", &nll);
+  else nll = pb->loss;
+  A((size_t)n * vb * sizeof(float), "logits", &strip);
+  /* ---- forward: fold every strip ---- */
+  T(pl_fill(s, st3, PL_F32, (size_t)n, -INFINITY));
+  T(pl_fill(s, st3 + n, PL_F32, (size_t)(2 * n), 0.0));
+  pl_ce_meet mt = {.dt = pb->dt, .n = n, .h = h, .x = pb->x, .t = pb->t,
+                   .w = pb->w, .ldw = v, .vs = v, .col0 = 0, .vb = vb,
+                   .strip = strip, .dy = NULL};
+  T(pl_ce_meet_fwd(s, &mt, st3));
+  T(pl_ce_finish(s, n, st3, pb->t, pb->ignore, nll, lse, stats));
+  if (pb->red != PL_CE_NONE) T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
+  pl_free_async(dev, st3, s);
+  st3 = NULL;
+  if (!pb->dx) goto done;
+  /* ---- backward: replay the strips from lse ---- */
+  A((size_t)n * sizeof(float), "ce_state", &g);
+  T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats, pb->dloss, g));
+  if (pb->dt == PL_BF16) {
+    A((size_t)n * vb * 2, "logits", &dy);
+    A((size_t)n * h * sizeof(float), "grads", &dxacc);
+  }
+  mt.dy = dy;
+  /* Each dW column range is written once (beta 0), straight in pb->dt. */
+  T(pl_ce_meet_bwd(s, &mt, lse, g, pb->dt == PL_F32 ? (float *)pb->dx : dxacc,
+                   0.0f, pb->dw, pb->dt, v, 0.0f));
+  if (pb->dt == PL_BF16)
+    T(pl_convert(s, pb->dx, PL_BF16, dxacc, PL_F32, (size_t)(n * h)));
+#undef A
+#undef T
+done:
+  pl_free_async(dev, dxacc, s);
+  pl_free_async(dev, dy, s);
+  pl_free_async(dev, g, s);
+  if (pb->red != PL_CE_NONE) pl_free_async(dev, nll, s);
+  pl_free_async(dev, strip, s);
+  pl_free_async(dev, lse, s);
+  pl_free_async(dev, st3, s);
+  pl_free_async(dev, stats, s);
+  return st;
+}
