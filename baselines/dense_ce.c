@@ -4,7 +4,7 @@
  * dX = grad·Wᵀ, dW = Xᵀ·grad.  Lifetimes follow PyTorch's autograd: logits
  * are freed once log_softmax has run, logp and grad_logp once the log_softmax
  * backward has produced grad. */
-#include "baselines/dense_ce.h"
+#include "dense_ce.h"
 
 #include "backend/internal.h"
 

@@ -1,7 +1,7 @@
 /* fused_ce.c — blocked fused cross-entropy on one device (fused_ce.h).
  * Tags: "logits" the strip (and bf16 residual), "ce_state" the per-token
  * state, lse and row factors, "grads" the f32 dX accumulator in bf16 mode. */
-#include "baselines/fused_ce.h"
+#include "fused_ce.h"
 
 #include <math.h>
 

@@ -2,7 +2,7 @@
  * (vocab_parallel_ce.h).  The local logits N×|V_r| (tag "logits") live from
  * the forward to the backward, where the residual overwrites them in place
  * (f32) — the equivalent of Megatron saving exp_logits. */
-#include "baselines/vocab_parallel_ce.h"
+#include "vocab_parallel_ce.h"
 
 #include <math.h>
 
