@@ -16,6 +16,7 @@ pl_status pl_vocab_parallel_ce(pl_comm *c, pl_stream *s,
   int64_t col0, vs;
   pl_ce_shard(pb->v, p, r, &col0, &vs);
   const int64_t n = pb->n, h = pb->h;
+  const int64_t ld = vs > 0 ? vs : 1; /* leading dimension of an empty shard */
   float *logits = NULL, *st3 = NULL, *lse = NULL, *stats = NULL, *nll = NULL,
         *g = NULL, *dxacc = NULL;
   void *dy = NULL;
@@ -34,17 +35,17 @@ pl_status pl_vocab_parallel_ce(pl_comm *c, pl_stream *s,
   else nll = pb->loss;
   A((size_t)n * (size_t)vs * sizeof(float), "logits", &logits);
   /* logits (n×vs) = X · W_r */
-  T(pl_gemm(s, false, false, n, vs, h, 1.0f, pb->x, h, pb->w, vs, 0.0f, logits,
-            vs, pb->dt, PL_F32));
+  T(pl_gemm(s, false, false, n, vs, h, 1.0f, pb->x, h, pb->w, ld, 0.0f, logits,
+            ld, pb->dt, PL_F32));
   /* Max over the group: fold locally for m, all-reduce MAX. */
   T(pl_fill(s, st3, PL_F32, (size_t)n, -INFINITY));
   T(pl_fill(s, st3 + n, PL_F32, (size_t)(2 * n), 0.0));
-  T(pl_ce_fold(s, logits, vs, n, vs, col0, pb->t, st3));
+  T(pl_ce_fold(s, logits, ld, n, vs, col0, pb->t, st3));
   T(pl_allreduce(c, st3, st3, (size_t)n, PL_F32, PL_RED_MAX, s));
   /* Σ e^(y − M) with the global max M preset, then all-reduce SUM of the sum
    * of exponentials and the target logit (held by one shard, 0 elsewhere). */
   T(pl_fill(s, st3 + n, PL_F32, (size_t)(2 * n), 0.0));
-  T(pl_ce_fold(s, logits, vs, n, vs, col0, pb->t, st3));
+  T(pl_ce_fold(s, logits, ld, n, vs, col0, pb->t, st3));
   T(pl_allreduce(c, st3 + n, st3 + n, (size_t)(2 * n), PL_F32, PL_RED_SUM, s));
   T(pl_ce_finish(s, n, st3, pb->t, pb->ignore, nll, lse, stats));
   if (pb->red != PL_CE_NONE) T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
@@ -57,9 +58,9 @@ pl_status pl_vocab_parallel_ce(pl_comm *c, pl_stream *s,
     A((size_t)n * (size_t)vs * 2, "logits", &dy);
     gy = dy;
   }
-  T(pl_ce_residual(s, logits, vs, n, vs, col0, pb->t, lse, g, gy, pb->dt, vs));
+  T(pl_ce_residual(s, logits, ld, n, vs, col0, pb->t, lse, g, gy, pb->dt, ld));
   /* dW_r (h×vs) = Xᵀ·dY_r */
-  T(pl_gemm(s, true, false, h, vs, n, 1.0f, pb->x, h, gy, vs, 0.0f, pb->dw, vs,
+  T(pl_gemm(s, true, false, h, vs, n, 1.0f, pb->x, h, gy, ld, 0.0f, pb->dw, ld,
             pb->dt, pb->dt));
   /* dX = Σ_r dY_r·W_rᵀ: f32 partial, all-reduce, then the output dtype. */
   float *dxp = pb->dt == PL_F32 ? (float *)pb->dx : NULL;
@@ -67,7 +68,7 @@ pl_status pl_vocab_parallel_ce(pl_comm *c, pl_stream *s,
     A((size_t)n * h * sizeof(float), "grads", &dxacc);
     dxp = dxacc;
   }
-  T(pl_gemm(s, false, true, n, h, vs, 1.0f, gy, vs, pb->w, vs, 0.0f, dxp, h,
+  T(pl_gemm(s, false, true, n, h, vs, 1.0f, gy, ld, pb->w, ld, 0.0f, dxp, h,
             pb->dt, PL_F32));
   T(pl_allreduce(c, dxp, dxp, (size_t)(n * h), PL_F32, PL_RED_SUM, s));
   if (pb->dt == PL_BF16)

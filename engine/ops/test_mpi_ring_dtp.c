@@ -308,7 +308,7 @@ int main(int argc, char **argv) {
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);
   srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, R == 0 ? CK_NORMAL : CK_SILENT);
+  srunner_run_all(sr, CK_NORMAL);
   int nf = srunner_ntests_failed(sr);
   srunner_free(sr);
   pl_comm_destroy(comm);
