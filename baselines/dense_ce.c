@@ -63,7 +63,7 @@ pl_status pl_dense_ce(pl_stream *s, const pl_ce_problem *pb) {
   logits = NULL;
   T(pl_ce_gather(s, logp, n, v, pb->t, pb->ignore, nll, stats));
   if (pb->red != PL_CE_NONE) T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
-  if (!pb->dx) goto done;
+  if (!pl_ce_problem_bwd(pb)) goto done;
   /* ---- backward ---- */
   T(dalloc(&b, (size_t)n * sizeof(float), "ce_state", (void **)&g));
   T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats, pb->dloss, g));
@@ -84,9 +84,11 @@ pl_status pl_dense_ce(pl_stream *s, const pl_ce_problem *pb) {
     gy = grad_bf;
   }
   /* dX (n×h) = grad (n×v) · Wᵀ;  dW (h×v) = Xᵀ · grad */
-  T(pl_gemm(s, false, true, n, h, v, 1.0f, gy, v, pb->w, v, 0.0f, pb->dx, h,
+  void *dx, *dw;
+  T(pl_ce_grads(s, pb, v, &dx, &dw));
+  T(pl_gemm(s, false, true, n, h, v, 1.0f, gy, v, pb->w, v, 0.0f, dx, h,
             pb->dt, pb->dt));
-  T(pl_gemm(s, true, false, h, v, n, 1.0f, pb->x, h, gy, v, 0.0f, pb->dw, v,
+  T(pl_gemm(s, true, false, h, v, n, 1.0f, pb->x, h, gy, v, 0.0f, dw, v,
             pb->dt, pb->dt));
 #undef T
 done:

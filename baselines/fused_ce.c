@@ -53,7 +53,7 @@ pl_status pl_fused_ce(pl_stream *s, const pl_ce_problem *pb) {
   if (pb->red != PL_CE_NONE) T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
   pl_free_async(dev, st3, s);
   st3 = NULL;
-  if (!pb->dx) goto done;
+  if (!pl_ce_problem_bwd(pb)) goto done;
   /* ---- backward: replay the strips from lse ---- */
   A((size_t)n * sizeof(float), "ce_state", &g);
   T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats, pb->dloss, g));
@@ -62,11 +62,13 @@ pl_status pl_fused_ce(pl_stream *s, const pl_ce_problem *pb) {
     A((size_t)n * h * sizeof(float), "grads", &dxacc);
   }
   mt.dy = dy;
+  void *dx, *dw;
+  T(pl_ce_grads(s, pb, v, &dx, &dw));
   /* Each dW column range is written once (beta 0), straight in pb->dt. */
-  T(pl_ce_meet_bwd(s, &mt, lse, g, pb->dt == PL_F32 ? (float *)pb->dx : dxacc,
-                   0.0f, pb->dw, pb->dt, v, 0.0f));
+  T(pl_ce_meet_bwd(s, &mt, lse, g, pb->dt == PL_F32 ? (float *)dx : dxacc,
+                   0.0f, dw, pb->dt, v, 0.0f));
   if (pb->dt == PL_BF16)
-    T(pl_convert(s, pb->dx, PL_BF16, dxacc, PL_F32, (size_t)(n * h)));
+    T(pl_convert(s, dx, PL_BF16, dxacc, PL_F32, (size_t)(n * h)));
 #undef A
 #undef T
 done:

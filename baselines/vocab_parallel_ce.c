@@ -49,7 +49,7 @@ pl_status pl_vocab_parallel_ce(pl_comm *c, pl_stream *s,
   T(pl_allreduce(c, st3 + n, st3 + n, (size_t)(2 * n), PL_F32, PL_RED_SUM, s));
   T(pl_ce_finish(s, n, st3, pb->t, pb->ignore, nll, lse, stats));
   if (pb->red != PL_CE_NONE) T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
-  if (!pb->dx) goto done;
+  if (!pl_ce_problem_bwd(pb)) goto done;
   /* ---- backward ---- */
   A((size_t)n * sizeof(float), "ce_state", &g);
   T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats, pb->dloss, g));
@@ -59,11 +59,13 @@ pl_status pl_vocab_parallel_ce(pl_comm *c, pl_stream *s,
     gy = dy;
   }
   T(pl_ce_residual(s, logits, ld, n, vs, col0, pb->t, lse, g, gy, pb->dt, ld));
+  void *dx, *dw;
+  T(pl_ce_grads(s, pb, vs, &dx, &dw));
   /* dW_r (h×vs) = Xᵀ·dY_r */
-  T(pl_gemm(s, true, false, h, vs, n, 1.0f, pb->x, h, gy, ld, 0.0f, pb->dw, ld,
+  T(pl_gemm(s, true, false, h, vs, n, 1.0f, pb->x, h, gy, ld, 0.0f, dw, ld,
             pb->dt, pb->dt));
   /* dX = Σ_r dY_r·W_rᵀ: f32 partial, all-reduce, then the output dtype. */
-  float *dxp = pb->dt == PL_F32 ? (float *)pb->dx : NULL;
+  float *dxp = pb->dt == PL_F32 ? (float *)dx : NULL;
   if (!dxp) {
     A((size_t)n * h * sizeof(float), "grads", &dxacc);
     dxp = dxacc;
@@ -72,7 +74,7 @@ pl_status pl_vocab_parallel_ce(pl_comm *c, pl_stream *s,
             pb->dt, PL_F32));
   T(pl_allreduce(c, dxp, dxp, (size_t)(n * h), PL_F32, PL_RED_SUM, s));
   if (pb->dt == PL_BF16)
-    T(pl_convert(s, pb->dx, PL_BF16, dxacc, PL_F32, (size_t)(n * h)));
+    T(pl_convert(s, dx, PL_BF16, dxacc, PL_F32, (size_t)(n * h)));
 #undef A
 #undef T
 done:

@@ -153,9 +153,31 @@ pl_status pl_ce_problem_check(const pl_ce_problem *pb, const char *who) {
                         who, (int)pb->red);
   if (!pb->loss || (pb->n > 0 && (!pb->x || !pb->t)) || (pb->v > 0 && !pb->w))
     return pl_set_error(PL_EINVAL, "%s: NULL x, t, w or loss", who);
-  if ((pb->dx == NULL) != (pb->dw == NULL))
+  if ((pb->dx == NULL) != (pb->dw == NULL) ||
+      (pb->dx_alloc == NULL) != (pb->dw_alloc == NULL) ||
+      (pb->dx && pb->dx_alloc))
     return pl_set_error(PL_EINVAL,
-                        "%s: dx and dw must both be given (fwd+bwd) or both NULL "
-                        "(forward only)", who);
+                        "%s: give dx and dw (fwd+bwd), or dx_alloc and dw_alloc "
+                        "(the head allocates them), or none (forward only)",
+                        who);
+  if (pb->dx_alloc) *pb->dx_alloc = *pb->dw_alloc = NULL;
+  return PL_OK;
+}
+
+pl_status pl_ce_grads(pl_stream *s, const pl_ce_problem *pb, int64_t dw_cols,
+                      void **dx, void **dw) {
+  if (pb->dx) {
+    *dx = pb->dx;
+    *dw = pb->dw;
+    return PL_OK;
+  }
+  pl_dev *dev = pl_stream_dev(s);
+  size_t es = pl_dtype_size(pb->dt);
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(pb->n * pb->h) * es,
+                        "grads", s, pb->dx_alloc));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(pb->h * dw_cols) * es,
+                        "grads", s, pb->dw_alloc));
+  *dx = *pb->dx_alloc;
+  *dw = *pb->dw_alloc;
   return PL_OK;
 }

@@ -165,7 +165,21 @@ typedef struct pl_ce_problem {
   const float *dloss;
   float *loss;
   void *dx, *dw;
+  /* Alternative to dx/dw (both NULL): the head allocates the gradients itself
+   * (tag "grads", dtype dt) at the point its schedule first writes them — as
+   * PyTorch's autograd does, so a dense peak measured here is PyTorch's — and
+   * stores the pointers here; the caller pl_free()s them (also on failure when
+   * non-NULL). */
+  void **dx_alloc, **dw_alloc;
 } pl_ce_problem;
+
+/* Does pb ask for the backward?  (dx and dw given, or dx_alloc and dw_alloc.) */
+static inline int pl_ce_problem_bwd(const pl_ce_problem *pb) {
+  return (pb->dx && pb->dw) || (pb->dx_alloc && pb->dw_alloc);
+}
+/* Resolve the gradient outputs: pb's buffers, or new ones (dx_alloc mode). */
+pl_status pl_ce_grads(pl_stream *s, const pl_ce_problem *pb, int64_t dw_cols,
+                      void **dx, void **dw);
 
 /* Validation shared by the heads: dtype, sizes, pointers.  PL_EINVAL with a
  * message naming the value. */

@@ -160,6 +160,28 @@ static void bound_case(pl_backend be, pl_dtype dt) {
   ck_assert_uint_eq(dense, pl_dense_ce_logits_peak(p.n, p.v));
   ck_assert_msg(dense > bound, "dense %zu should exceed the strip bound %zu",
                 dense, bound);
+  /* dx_alloc mode: the dense head allocates its gradients after its peak,
+   * like PyTorch's autograd, so the live set at the peak holds no "grads"
+   * beyond what the caller already had. */
+  void *gx = NULL, *gw = NULL;
+  pb.dx = pb.dw = NULL;
+  pb.dx_alloc = &gx;
+  pb.dw_alloc = &gw;
+  size_t grads_before = pl_mem_tag_current(dev, PL_ARENA_DEVICE, "grads");
+  pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
+  ck_assert_int_eq(pl_dense_ce(s, &pb), PL_OK);
+  ck_assert_ptr_nonnull(gx);
+  ck_assert_ptr_nonnull(gw);
+  pl_mem_stats ms;
+  ck_assert_int_eq(pl_mem_stats_get(dev, PL_ARENA_DEVICE, &ms), PL_OK);
+  for (int i = 0; i < ms.n_tags; i++)
+    if (!strcmp(ms.at_peak[i].tag, "grads"))
+      ck_assert_uint_eq(ms.at_peak[i].bytes, grads_before);
+  double *a = dev_down(dev, gw, (size_t)(p.h * p.v), dt);
+  double *b = dev_down(dev, dw, (size_t)(p.h * p.v), dt);
+  ck_assert(ref_close("dense dw_alloc", a, b, (size_t)(p.h * p.v), 0.0));
+  free(a), free(b);
+  pl_free(dev, gx), pl_free(dev, gw);
   pl_free(dev, x), pl_free(dev, w), pl_free(dev, t);
   pl_free(dev, loss), pl_free(dev, dx), pl_free(dev, dw);
   ref_free(&p);
