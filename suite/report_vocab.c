@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "report.h"
+#include "report_vocab.h"
 
 /* Paper, Table 2 (arXiv 2609.14306; P=8, H=7168, V=200,000, fp32, fwd+bwd):
  * dense → Ring-DTP peak GiB, and Ring-DTP's time change vs dense. */
