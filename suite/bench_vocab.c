@@ -25,7 +25,8 @@
  * tensor's scale in f32, 3e-2 in bf16.
  *
  * Presets: small (CPU, seconds on 2 ranks): H=128, V=4096, N=256,512,
- * block 512; paper: H=7168, V=200,000, N=16,384 and 32,768, block 4096. */
+ * block 512; paper: H=7168, V=200,000, N=16,384 and 32,768, block 4096.
+ * Unless -n / -w are given, 3 timed iterations after 1 warm-up. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,6 +376,11 @@ static pl_status vocab_run(pl_bench_ctx *ctx) {
   if (pl_args_given(a, "blocks")) nb = pl_args_size_list(a, "blocks", blocks, PL_OPT_LIST_MAX);
   if (pl_args_given(a, "hidden")) H = (int64_t)pl_args_size(a, "hidden");
   if (pl_args_given(a, "vocab")) V = (int64_t)pl_args_size(a, "vocab");
+  /* A preset also sets the iterations unless -n / -w are given: the paper
+   * preset's fp32 dense point is seconds per fwd+bwd, and the small one runs
+   * under `make run` on a 2-core box. */
+  if (!pl_args_given(a, "iters")) ctx->iters = 3;
+  if (!pl_args_given(a, "warmup")) ctx->warmup = 1;
   int vars[V_COUNT], nv = pl_args_enum_list(a, "variants", vars, V_COUNT);
   int dts[2], nd = pl_args_enum_list(a, "dtypes", dts, 2);
   pl_dtp_mode mode = (pl_dtp_mode)pl_args_enum(a, "mode");
