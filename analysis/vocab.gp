@@ -1,6 +1,6 @@
 # vocab.gp — the vocabulary-head chart: peak device memory (GiB) and fwd+bwd
-# time (ms) vs tokens per rank N, one line per variant (dense, fused, vp,
-# ring), from `plateau report` (suite/report_vocab.c).
+# time (ms) vs tokens per rank N, one line per variant (dense, fused,
+# chunk, vp, ring), from `plateau report` (suite/report_vocab.c).
 #
 # usage: gnuplot -c analysis/vocab.gp vocab-chart.tsv out.svg|out.png
 #   vocab-chart.tsv: '#' comment lines, a header "tokens dense_peak_gib
@@ -38,6 +38,7 @@ set ylabel "GiB (tracked peak, max over ranks)"
 set yrange [0:*]
 plot data using "tokens":"dense_peak_gib" with linespoints lw 2 pt 7 lc rgb "#cc3311" title "dense", \
      ''   using "tokens":"fused_peak_gib" with linespoints lw 2 pt 5 lc rgb "#0077bb" title "fused (P=1)", \
+     ''   using "tokens":"chunk_peak_gib" with linespoints lw 2 pt 13 lc rgb "#aa3377" title "token-chunked", \
      ''   using "tokens":"vp_peak_gib"    with linespoints lw 2 pt 9 lc rgb "#ee7733" title "vocab-parallel", \
      ''   using "tokens":"ring_peak_gib"  with linespoints lw 2 pt 11 lc rgb "#009988" title "Ring-DTP"
 
@@ -45,6 +46,7 @@ set title "fwd+bwd time"
 set ylabel "ms (median, max over ranks)"
 plot data using "tokens":"dense_time_ms" with linespoints lw 2 pt 7 lc rgb "#cc3311" title "dense", \
      ''   using "tokens":"fused_time_ms" with linespoints lw 2 pt 5 lc rgb "#0077bb" title "fused (P=1)", \
+     ''   using "tokens":"chunk_time_ms" with linespoints lw 2 pt 13 lc rgb "#aa3377" title "token-chunked", \
      ''   using "tokens":"vp_time_ms"    with linespoints lw 2 pt 9 lc rgb "#ee7733" title "vocab-parallel", \
      ''   using "tokens":"ring_time_ms"  with linespoints lw 2 pt 11 lc rgb "#009988" title "Ring-DTP"
 unset multiplot

@@ -82,3 +82,99 @@ done:
   pl_free_async(dev, stats, s);
   return st;
 }
+
+/* ---- token-chunked variant (Liger-style) ---------------------------------- */
+
+int64_t pl_fused_ce_chunk_rows(const pl_ce_problem *pb) {
+  int64_t vb = eff_block(pb);
+  int64_t nc = pb->v > 0 ? (pb->n * vb) / pb->v : pb->n;
+  if (nc < 1) nc = 1;
+  if (nc > pb->n && pb->n > 0) nc = pb->n;
+  return nc;
+}
+
+size_t pl_fused_ce_chunked_logits_bound(const pl_ce_problem *pb) {
+  return (size_t)pl_fused_ce_chunk_rows(pb) * (size_t)pb->v *
+         (pb->dt == PL_BF16 ? 6 : 4);
+}
+
+pl_status pl_fused_ce_chunked(pl_stream *s, const pl_ce_problem *pb) {
+  PL_TRY(pl_ce_problem_check(pb, "fused_ce_chunked"));
+  if (pb->v < 1)
+    return pl_set_error(PL_EINVAL, "fused_ce_chunked: v=%lld: must be >= 1",
+                        (long long)pb->v);
+  pl_dev *dev = pl_stream_dev(s);
+  const int64_t n = pb->n, h = pb->h, v = pb->v;
+  const int64_t nc = pl_fused_ce_chunk_rows(pb);
+  const size_t es = pl_dtype_size(pb->dt);
+  const int bwd = pl_ce_problem_bwd(pb);
+  float *stats = NULL, *cstats = NULL, *st3 = NULL, *lse = NULL, *nll = NULL,
+        *g = NULL, *logits = NULL, *dwacc = NULL;
+  void *dy = NULL, *dx = NULL, *dw = NULL;
+  pl_status st = PL_OK;
+#define T(x)                                                                   \
+  do {                                                                         \
+    st = (x);                                                                  \
+    if (st != PL_OK) goto done;                                                \
+  } while (0)
+#define A(bytes, tag, p)                                                       \
+  T(pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), tag, s, (void **)(p)))
+  A(2 * sizeof(float), "ce_state", &stats);
+  A(2 * sizeof(float), "ce_state", &cstats);
+  A((size_t)nc * 3 * sizeof(float), "ce_state", &st3);
+  A((size_t)nc * sizeof(float), "ce_state", &lse);
+  A((size_t)n * sizeof(float), "ce_state", &g);
+  if (pb->red != PL_CE_NONE) A((size_t)n * sizeof(float), "ce_state", &nll);
+  else nll = pb->loss;
+  A((size_t)nc * (size_t)v * sizeof(float), "logits", &logits);
+  if (bwd && pb->dt == PL_BF16) A((size_t)nc * (size_t)v * 2, "logits", &dy);
+  /* The mean's count before any gradient. */
+  T(pl_ce_count(s, n, pb->t, pb->ignore, stats));
+  T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats, pb->dloss, g));
+  if (bwd) {
+    T(pl_ce_grads(s, pb, v, &dx, &dw));
+    if (pb->dt == PL_F32)
+      dwacc = dw;
+    else
+      A((size_t)(h * v) * sizeof(float), "grads", &dwacc);
+    if (n == 0) T(pl_fill(s, dwacc, PL_F32, (size_t)(h * v), 0.0));
+  }
+  for (int64_t r0 = 0; r0 < n; r0 += nc) {
+    const int64_t m = n - r0 < nc ? n - r0 : nc;
+    const void *xr = (const char *)pb->x + (size_t)(r0 * h) * es;
+    const int32_t *tr = pb->t + r0;
+    /* logits (m×v) = X[r0:r0+m] · W */
+    T(pl_gemm(s, false, false, m, v, h, 1.0f, xr, h, pb->w, v, 0.0f, logits, v,
+              pb->dt, PL_F32));
+    T(pl_fill(s, st3, PL_F32, (size_t)m, -INFINITY));
+    T(pl_fill(s, st3 + m, PL_F32, (size_t)(2 * m), 0.0));
+    T(pl_ce_fold(s, logits, v, m, v, 0, tr, st3));
+    T(pl_ce_finish(s, m, st3, tr, pb->ignore, nll + r0, lse, cstats));
+    T(pl_axpy(s, stats, PL_F32, cstats, PL_F32, 1, 1.0f)); /* Σ nll only */
+    if (!bwd) continue;
+    void *gy = pb->dt == PL_F32 ? (void *)logits : dy;
+    T(pl_ce_residual(s, logits, v, m, v, 0, tr, lse, g + r0, gy, pb->dt, v));
+    /* dX rows (m×h) = dY·Wᵀ: complete in one GEMM, straight in dt */
+    T(pl_gemm(s, false, true, m, h, v, 1.0f, gy, v, pb->w, v, 0.0f,
+              (char *)dx + (size_t)(r0 * h) * es, h, pb->dt, pb->dt));
+    /* dW (h×v) (+)= X_chunkᵀ · dY */
+    T(pl_gemm(s, true, false, h, v, m, 1.0f, xr, h, gy, v, r0 == 0 ? 0.0f : 1.0f,
+              dwacc, v, pb->dt, PL_F32));
+  }
+  if (pb->red != PL_CE_NONE) T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
+  if (bwd && pb->dt == PL_BF16)
+    T(pl_convert(s, dw, PL_BF16, dwacc, PL_F32, (size_t)(h * v)));
+#undef A
+#undef T
+done:
+  if (pb->dt == PL_BF16) pl_free_async(dev, dwacc, s);
+  pl_free_async(dev, dy, s);
+  pl_free_async(dev, logits, s);
+  if (pb->red != PL_CE_NONE) pl_free_async(dev, nll, s);
+  pl_free_async(dev, g, s);
+  pl_free_async(dev, lse, s);
+  pl_free_async(dev, st3, s);
+  pl_free_async(dev, cstats, s);
+  pl_free_async(dev, stats, s);
+  return st;
+}

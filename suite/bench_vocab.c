@@ -4,8 +4,11 @@
  * Variants (each point: variant × N × dtype × block):
  *   dense    logits N×V materialized, PyTorch's sequence (the paper's
  *            baseline); every rank runs its own batch on the full W.
- *   fused    one device, vocabulary blocks with online log-sum-exp (CCE/Liger
- *            style); every rank its own batch, full W.
+ *   fused    one device, vocabulary blocks with online log-sum-exp (CCE
+ *            style, = Ring-DTP at P = 1); every rank its own batch, full W.
+ *   chunk    one device, token chunks of Nc = N·Vb/V rows against the full
+ *            vocabulary, gradients made in the same pass (Liger style: 3
+ *            GEMMs, no recompute); same logits bound as a strip.
  *   vp       Megatron vocab-parallel CE over the P ranks: W sharded, the SAME
  *            batch on every rank (the group processes N distinct tokens, not
  *            P·N: the note says so).
@@ -39,15 +42,15 @@
 #include "../baselines/fused_ce.h"
 #include "../baselines/vocab_parallel_ce.h"
 
-enum { V_DENSE, V_FUSED, V_VP, V_RING, V_COUNT };
-static const char *const variant_names[] = {"dense", "fused", "vp", "ring",
-                                            NULL};
+enum { V_DENSE, V_FUSED, V_CHUNK, V_VP, V_RING, V_COUNT };
+static const char *const variant_names[] = {"dense", "fused", "chunk", "vp",
+                                            "ring", NULL};
 static const char *const dtype_names[] = {"f32", "bf16", NULL};
 static const char *const preset_names[] = {"auto", "small", "paper", NULL};
 static const char *const mode_names[] = {"auto", "act", "weights", NULL};
 
 static const pl_opt vocab_opts[] = {
-    {"variants", 0, PL_OPT_ENUM_LIST, "dense,fused,vp,ring",
+    {"variants", 0, PL_OPT_ENUM_LIST, "dense,fused,chunk,vp,ring",
      "which heads to run", 0, 0, variant_names},
     {"preset", 0, PL_OPT_ENUM, "auto",
      "sizes: small (H=128 V=4096 N=256,512) or paper (H=7168 V=200000 "
@@ -116,6 +119,7 @@ static pl_status iter(void *arg) {
   switch (p->variant) {
   case V_DENSE: return pl_dense_ce(p->s, &pb);
   case V_FUSED: return pl_fused_ce(p->s, &pb);
+  case V_CHUNK: return pl_fused_ce_chunked(p->s, &pb);
   case V_VP: return pl_vocab_parallel_ce(p->ctx->comm, p->s, &pb);
   default: break;
   }
@@ -321,6 +325,11 @@ static pl_status run_point(point *p, pl_row *row) {
     snprintf(note, sizeof note,
              "P=%d ranks share ONE batch of N tokens (P-fold fewer distinct "
              "tokens than ring)", P);
+  } else if (p->variant == V_CHUNK) {
+    pl_ce_problem q = {.n = p->n, .v = p->v, .block = p->block, .dt = p->dt};
+    snprintf(note, sizeof note,
+             "every rank its own batch, full W; token chunks of %lld rows",
+             (long long)pl_fused_ce_chunk_rows(&q));
   } else {
     snprintf(note, sizeof note, "every rank its own batch, full W");
   }
@@ -388,17 +397,18 @@ static pl_status vocab_run(pl_bench_ctx *ctx) {
 
   ctx->npoints = 0;
   for (int vi = 0; vi < nv; vi++)
-    ctx->npoints += nn * nd * (vars[vi] == V_FUSED || vars[vi] == V_RING ? nb : 1);
+    ctx->npoints += nn * nd * (vars[vi] == V_DENSE || vars[vi] == V_VP ? 1 : nb);
   pl_status st = PL_OK;
   for (int di = 0; st == PL_OK && di < nd; di++)
     for (int ni = 0; st == PL_OK && ni < nn; ni++)
       for (int vi = 0; st == PL_OK && vi < nv; vi++) {
         int var = vars[vi];
-        int nblk = var == V_FUSED || var == V_RING ? nb : 1;
+        int blocked = var != V_DENSE && var != V_VP;
+        int nblk = blocked ? nb : 1;
         for (int bi = 0; st == PL_OK && bi < nblk; bi++) {
           point p = {.ctx = ctx, .variant = var, .dt = dts[di] ? PL_BF16 : PL_F32,
                      .n = (int64_t)ns[ni], .h = H, .v = V,
-                     .block = var == V_FUSED || var == V_RING ? (int64_t)blocks[bi] : 0,
+                     .block = blocked ? (int64_t)blocks[bi] : 0,
                      .mode = mode, .overlap = overlap, .s = pl_dev_stream(ctx->dev)};
           char label[160];
           snprintf(label, sizeof label, "%s N=%lld H=%lld V=%lld %s block=%lld",

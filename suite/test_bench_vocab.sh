@@ -38,13 +38,13 @@ else
       if ($c["status"] != "ok" || $c["check"] != "pass") { print "row not ok/pass: " $0; bad++ }
       lg = $c["logits_gib"] * 1024 * 1024 * 1024
       strip = N * B * (dt == "bf16" ? 6 : 4)
-      if ((v == "fused" || v == "ring") && lg > strip + 0.5) { print v " " dt " logits " lg " > strip " strip; bad++ }
+      if ((v == "fused" || v == "ring" || v == "chunk") && lg > strip + 0.5) { print v " " dt " logits " lg " > strip " strip; bad++ }
       if (v == "dense" && (lg < 3 * N * V * 4 - 0.5 || lg > 3 * N * V * 4 + 0.5)) { print "dense logits " lg " != 3NV4"; bad++ }
       if (v == "ring" && ($c["mode"] != "act" || $c["hop_bytes"] <= 0 || $c["floor_gib"] <= 0)) { print "ring mode/hop/floor: " $0; bad++ }
     }
     END {
-      if (rows != 8) { print "rows " rows " (want 8)"; bad++ }
-      n = split("dense fused vp ring", vs, " ")
+      if (rows != 10) { print "rows " rows " (want 10)"; bad++ }
+      n = split("dense fused chunk vp ring", vs, " ")
       for (i = 1; i <= n; i++) for (d = 0; d < 2; d++) if (!seen[vs[i] "/" (d ? "bf16" : "f32")]) { print "missing " vs[i]; bad++ }
       exit bad ? 1 : 0
     }' "$f" || fail "rows of $f"

@@ -40,6 +40,9 @@ pl_status pl_ce_reduction_parse(const char *s, pl_ce_reduction *out) {
 #define PL_CE_DISPATCH(name, ...) pl_cpu_ce_##name(__VA_ARGS__)
 #endif
 
+pl_status pl_ce_count(PL_CE_COUNT_ARGS) {
+  return PL_CE_DISPATCH(count, s, n, t, ignore, stats);
+}
 pl_status pl_ce_fold(PL_CE_FOLD_ARGS) {
   if (n == 0 || vb == 0) return PL_OK;
   return PL_CE_DISPATCH(fold, s, y, ldy, n, vb, col0, t, st);

@@ -100,7 +100,13 @@ pl_status pl_ce_reduction_parse(const char *s, pl_ce_reduction *out);
   pl_stream *s, const float *logp, int64_t n, int64_t v, const int32_t *t,    \
       int32_t ignore, float *nll, float *stats
 
+/* stats[0] = 0, stats[1] = count of t != ignore (the mean's denominator,
+ * needed before any row's gradient when gradients are made in one pass). */
+#define PL_CE_COUNT_ARGS                                                       \
+  pl_stream *s, int64_t n, const int32_t *t, int32_t ignore, float *stats
+
 #define PL_CE_DECLARE(pfx)                                                     \
+  pl_status pfx##_ce_count(PL_CE_COUNT_ARGS);                                  \
   pl_status pfx##_ce_fold(PL_CE_FOLD_ARGS);                                    \
   pl_status pfx##_ce_merge(PL_CE_MERGE_ARGS);                                  \
   pl_status pfx##_ce_finish(PL_CE_FINISH_ARGS);                                \

@@ -1,6 +1,7 @@
 /* test_ce.c — the single-device vocabulary heads against the f64 dense
  * reference: the dense baseline (baselines/dense_ce) and the blocked fused
- * head (baselines/fused_ce, = Ring-DTP at P = 1), f32 and bf16, all three
+ * head (baselines/fused_ce, = Ring-DTP at P = 1) and its token-chunked
+ * variant (pl_fused_ce_chunked, Liger-style), f32 and bf16, all three
  * reductions, over a shape table that reaches every branch (N = 0, N = 1,
  * V = 1, V not a multiple of the block, ignored rows, all rows ignored,
  * every target in one block, peaked logits); and the bound: the tracked
@@ -117,6 +118,10 @@ START_TEST(dense_cpu) { run_all(PL_BACKEND_CPU, pl_dense_ce, "dense"); }
 END_TEST
 START_TEST(fused_cpu) { run_all(PL_BACKEND_CPU, pl_fused_ce, "fused"); }
 END_TEST
+START_TEST(chunked_cpu) {
+  run_all(PL_BACKEND_CPU, pl_fused_ce_chunked, "chunked");
+}
+END_TEST
 
 START_TEST(heads_cuda) {
   if (pl_cuda_device_count() == 0) {
@@ -125,6 +130,7 @@ START_TEST(heads_cuda) {
   }
   run_all(PL_BACKEND_CUDA, pl_dense_ce, "dense");
   run_all(PL_BACKEND_CUDA, pl_fused_ce, "fused");
+  run_all(PL_BACKEND_CUDA, pl_fused_ce_chunked, "chunked");
 }
 END_TEST
 
@@ -153,6 +159,16 @@ static void bound_case(pl_backend be, pl_dtype dt) {
   ck_assert_uint_eq(bound, (size_t)40 * 64 * (dt == PL_BF16 ? 6 : 4));
   ck_assert_msg(fused <= bound && fused > 0, "fused logits peak %zu > bound %zu",
                 fused, bound);
+  pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
+  ck_assert_int_eq(pl_fused_ce_chunked(s, &pb), PL_OK);
+  ck_assert_int_eq(pl_dev_sync(dev), PL_OK);
+  size_t chunked = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "logits");
+  size_t cbound = pl_fused_ce_chunked_logits_bound(&pb);
+  /* Nc = ⌊40·64/1000⌋ = 2 rows of the full vocabulary */
+  ck_assert_int_eq(pl_fused_ce_chunk_rows(&pb), 2);
+  ck_assert_msg(chunked <= cbound && cbound <= bound,
+                "chunked logits peak %zu, bound %zu, strip bound %zu", chunked,
+                cbound, bound);
   pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
   ck_assert_int_eq(pl_dense_ce(s, &pb), PL_OK);
   ck_assert_int_eq(pl_dev_sync(dev), PL_OK);
@@ -228,6 +244,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, dense_cpu);
   tcase_add_test(tc, fused_cpu);
+  tcase_add_test(tc, chunked_cpu);
   tcase_add_test(tc, bound_cpu);
   tcase_add_test(tc, bad_input);
   tcase_add_test(tc, heads_cuda);

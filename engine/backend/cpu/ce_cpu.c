@@ -14,6 +14,15 @@
 #include "plateau/hd.h"
 #include "ops/ce.h"
 
+pl_status pl_cpu_ce_count(PL_CE_COUNT_ARGS) {
+  (void)s;
+  int64_t c = 0;
+  for (int64_t i = 0; i < n; i++) c += t[i] != ignore;
+  stats[0] = 0.0f;
+  stats[1] = (float)c;
+  return PL_OK;
+}
+
 pl_status pl_cpu_ce_fold(PL_CE_FOLD_ARGS) {
   (void)s;
   float *m = st, *z = st + n, *yt = st + 2 * n;

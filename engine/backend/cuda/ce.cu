@@ -101,6 +101,17 @@ static __global__ void ce_fold_kernel(const float *y, int64_t ldy, int64_t n,
   }
 }
 
+static __global__ void ce_count_kernel(int64_t n, const int32_t *t,
+                                       int32_t ignore, float *stats) {
+  double c = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) c += t[i] != ignore;
+  c = block_sum(c);
+  if (threadIdx.x == 0) {
+    stats[0] = 0.0f;
+    stats[1] = (float)c;
+  }
+}
+
 static __global__ void ce_merge_kernel(int64_t n, float *st, const float *o) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
@@ -272,6 +283,14 @@ static unsigned rows_grid(int64_t n) {
 static unsigned elem_grid(pl_stream *s, int64_t n) {
   size_t b = pl_cuda_blocks(s->dev, (size_t)(n > 0 ? n : 1));
   return (unsigned)(b > 0 ? b : 1);
+}
+
+extern "C" pl_status pl_cuda_ce_count(PL_CE_COUNT_ARGS) {
+  cudaStream_t cs;
+  PL_TRY(begin(s, "ce_count", &cs));
+  ce_count_kernel<<<1, 1024, 0, cs>>>(n, t, ignore, stats);
+  PL_CUDA_CHECK_LAUNCH("ce_count_kernel");
+  return PL_OK;
 }
 
 extern "C" pl_status pl_cuda_ce_fold(PL_CE_FOLD_ARGS) {
