@@ -4,9 +4,9 @@
 # (P = NGPU, 2 on nvidia-h200-x2), and the PyTorch peer on one GPU.
 #
 # Run from the repository root after `make` (analysis/device/run.sh sets RUNS,
-# BIN, MPIRUN, NGPU; defaults below).  Budget: under 4 minutes of GPU time —
-# an fp32 dense fwd+bwd at N = 32K is ≈ 5.5 s, so iterations are few
-# (fp32: -w 1 -n 2; bf16: -w 1 -n 3; every point also runs one check pass).
+# BIN, MPIRUN, NGPU; defaults below).  Budget: under 4 minutes of GPU time
+# (estimate ≈ 3 min: tests 20 s, f32 120 s, bf16 20 s, PyTorch 30 s) — an fp32
+# dense fwd+bwd at N = 32K is ≈ 5.5 s, so iterations are few.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -30,12 +30,19 @@ if [ -x "$t" ]; then
   done
 fi
 
-stamp "bench vocab f32 (paper preset, P=$NGPU)"
-timeout 240 $MPIRUN -np "$NGPU" "$BIN" bench vocab --backend cuda --preset paper \
-  --dtypes f32 -w 1 -n 2 -o "$RUNS" 2>&1 | grep -v '^\[vocab\] point' | tail -20
-stamp "bench vocab bf16"
+# fp32 GEMMs (no TF32) dominate: ≈0.94 s per 2·N·H·V GEMM at N = 16K.  N = 16K:
+# every variant with the check; N = 32K: dense, chunk and ring only, no check
+# (≈ 56 s instead of ≈ 125 s).
+stamp "bench vocab f32 N=16384 (paper preset, P=$NGPU)"
+timeout 150 $MPIRUN -np "$NGPU" "$BIN" bench vocab --backend cuda --preset paper \
+  --dtypes f32 -N 16384 -w 1 -n 2 -o "$RUNS" 2>&1 | grep -v '^\[vocab\] point' | tail -12
+stamp "bench vocab f32 N=32768"
 timeout 120 $MPIRUN -np "$NGPU" "$BIN" bench vocab --backend cuda --preset paper \
-  --dtypes bf16 -w 1 -n 3 -o "$RUNS" 2>&1 | grep -v '^\[vocab\] point' | tail -20
+  --dtypes f32 -N 32768 --variants dense,chunk,ring --no-check -w 1 -n 2 \
+  -o "$RUNS" 2>&1 | grep -v '^\[vocab\] point' | tail -8
+stamp "bench vocab bf16 (both N)"
+timeout 120 $MPIRUN -np "$NGPU" "$BIN" bench vocab --backend cuda --preset paper \
+  --dtypes bf16 -w 1 -n 3 -o "$RUNS" 2>&1 | grep -v '^\[vocab\] point' | tail -16
 
 stamp "PyTorch peer (dense linear + cross_entropy, one GPU)"
 if python3 -c 'import torch' 2>/dev/null; then
