@@ -112,6 +112,20 @@ size_t pl_dtp_logits_bound(const pl_dtp *d) {
   return (size_t)rows * (size_t)d->vb * (d->dt == PL_BF16 ? 6 : 4);
 }
 
+size_t pl_dtp_ring_bound(const pl_dtp *d) {
+  if (d->p == 1) return 0;
+  size_t es = pl_dtype_size(d->dt), nb = d->p == 2 ? 1 : 2;
+  size_t h = (size_t)d->h;
+  if (d->mode == PL_DTP_MOVE_ACT) {
+    size_t rows = (size_t)d->nmax;
+    size_t fwd = nb * rows * (h * es + 4) + 3 * rows * 3 * 4;
+    size_t bwd = nb * rows * (h * es + 4 + 8) + 3 * rows * h * 4;
+    return fwd > bwd ? fwd : bwd;
+  }
+  size_t cols = (size_t)d->vmax;
+  return nb * h * cols * es + 3 * h * cols * 4; /* backward; forward less */
+}
+
 pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
                         int64_t v, const pl_dtp_opts *o, pl_dtp **out) {
   *out = NULL;

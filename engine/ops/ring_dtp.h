@@ -68,6 +68,12 @@ void pl_dtp_hop_bytes(const pl_dtp *d, size_t *fwd, size_t *bwd);
  * in bf16 for the residual). */
 size_t pl_dtp_logits_bound(const pl_dtp *d);
 
+/* The bound of the "ring" tag (hop buffers): payload buffers (one at P = 2,
+ * two beyond: the step-0 payload is the rank's own input) and three f32
+ * partial buffers (receiving, computing, sending), the larger of the forward
+ * and the backward; 0 at P = 1. */
+size_t pl_dtp_ring_bound(const pl_dtp *d);
+
 /* Forward: loss (device: 1 value for mean/sum — the group's, identical on
  * every rank — or N_r values for none).  Saves lse and the group's
  * [Σ nll, count] for the backward.  x: N_r×H, t: N_r, w: H×|V_r|. */

@@ -119,6 +119,8 @@ static int run_ring(const rcase *c, pl_dtype dt, pl_ce_reduction red,
   ck_assert_int_eq(pl_dev_sync(dev), PL_OK);
   size_t lpeak = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "logits");
   size_t bound = pl_dtp_logits_bound(d);
+  size_t rpeak = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "ring");
+  size_t rbound = pl_dtp_ring_bound(d);
   double *gl = dev_down(dev, loss, nl, PL_F32);
   double *gdx = dev_down(dev, dx, (size_t)(n * h), dt);
   double *gdw = dev_down(dev, dw, (size_t)(h * vs), dt);
@@ -151,6 +153,12 @@ static int run_ring(const rcase *c, pl_dtype dt, pl_ce_reduction red,
   ok &= ref_close(buf, gdw, rdw_s, (size_t)(h * vs), tg);
   if (!(lpeak <= bound)) {
     fprintf(stderr, "%s: logits peak %zu > bound %zu\n", what, lpeak, bound);
+    ok = 0;
+  }
+  /* the hop buffers: exactly what the schedule needs (a bound that is also
+   * reached, so a leaked or extra buffer fails) */
+  if (!(rpeak <= rbound) || (P > 1 && ntot > 0 && rpeak != rbound)) {
+    fprintf(stderr, "%s: ring peak %zu vs bound %zu\n", what, rpeak, rbound);
     ok = 0;
   }
   /* the dense baseline on this rank's batch needs 3·N_r·V·4 of logits */
