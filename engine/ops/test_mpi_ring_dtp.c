@@ -17,6 +17,7 @@
 #include "ops/ring_dtp.h"
 #include "test_ce_ref.h"
 #include "../../baselines/dense_ce.h"
+#include "../../baselines/fused_ce.h"
 #include "../../baselines/vocab_parallel_ce.h"
 
 static pl_dev *dev;
@@ -229,6 +230,57 @@ START_TEST(ring_bad_input) {
 }
 END_TEST
 
+/* P = 1 degenerates to the blocked fused head: the same meetings in the same
+ * order, so the same bits (f32 and bf16). */
+START_TEST(ring_p1_is_fused) {
+  if (P != 1) return;
+  const int64_t n = 23, h = 9, v = 71, block = 8;
+  for (int dt = 0; dt < 2; dt++) {
+    pl_dtype dty = dt ? PL_BF16 : PL_F32;
+    ref_problem p;
+    ref_make(&p, n, h, v, dty, 31, 5, 0, 0, 2.0f);
+    void *x = dev_up(dev, p.x, (size_t)(n * h), dty, "inputs");
+    void *w = dev_up(dev, p.w, (size_t)(h * v), dty, "weights");
+    void *t = dev_up_raw(dev, p.t, sizeof(int32_t) * (size_t)n, "inputs");
+    void *l1 = dev_poison(dev, 1, PL_F32, "outputs");
+    void *l2 = dev_poison(dev, 1, PL_F32, "outputs");
+    void *dx1 = dev_poison(dev, (size_t)(n * h), dty, "grads");
+    void *dw1 = dev_poison(dev, (size_t)(h * v), dty, "grads");
+    void *dx2 = dev_poison(dev, (size_t)(n * h), dty, "grads");
+    void *dw2 = dev_poison(dev, (size_t)(h * v), dty, "grads");
+    pl_dtp_opts o;
+    pl_dtp_opts_default(&o);
+    o.block = block;
+    pl_dtp *d;
+    ck_assert_int_eq(pl_dtp_create(comm, dty, n, h, v, &o, &d), PL_OK);
+    pl_stream *s = pl_dev_stream(dev);
+    ck_assert_int_eq(pl_dtp_forward(d, s, x, t, w, l1), PL_OK);
+    ck_assert_int_eq(pl_dtp_backward(d, s, x, t, w, NULL, dx1, dw1), PL_OK);
+    pl_ce_problem pb = {.dt = dty, .n = n, .h = h, .v = v, .red = PL_CE_MEAN,
+                        .ignore = PL_CE_IGNORE_INDEX, .block = block, .x = x,
+                        .t = t, .w = w, .loss = l2, .dx = dx2, .dw = dw2};
+    ck_assert_int_eq(pl_fused_ce(s, &pb), PL_OK);
+    double *a, *b;
+    a = dev_down(dev, l1, 1, PL_F32), b = dev_down(dev, l2, 1, PL_F32);
+    ck_assert(ref_close("p1 loss", a, b, 1, 0.0));
+    free(a), free(b);
+    a = dev_down(dev, dx1, (size_t)(n * h), dty);
+    b = dev_down(dev, dx2, (size_t)(n * h), dty);
+    ck_assert(ref_close("p1 dx", a, b, (size_t)(n * h), 0.0));
+    free(a), free(b);
+    a = dev_down(dev, dw1, (size_t)(h * v), dty);
+    b = dev_down(dev, dw2, (size_t)(h * v), dty);
+    ck_assert(ref_close("p1 dw", a, b, (size_t)(h * v), 0.0));
+    free(a), free(b);
+    pl_dtp_destroy(d);
+    pl_free(dev, x), pl_free(dev, w), pl_free(dev, t), pl_free(dev, l1);
+    pl_free(dev, l2), pl_free(dev, dx1), pl_free(dev, dw1), pl_free(dev, dx2);
+    pl_free(dev, dw2);
+    ref_free(&p);
+  }
+}
+END_TEST
+
 /* Megatron-style vocab-parallel CE: same X on every rank, W sharded. */
 START_TEST(vocab_parallel) {
   int bad = 0;
@@ -315,6 +367,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, ring_all);
   tcase_add_test(tc, ring_no_overlap);
   tcase_add_test(tc, ring_bad_input);
+  tcase_add_test(tc, ring_p1_is_fused);
   tcase_add_test(tc, vocab_parallel);
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);
