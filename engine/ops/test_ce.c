@@ -34,10 +34,9 @@ static const shape shapes[] = {
 
 typedef pl_status (*head_fn)(pl_stream *, const pl_ce_problem *);
 
-static int run_case(pl_backend be, head_fn fn, const char *name, pl_dtype dt,
+static int run_case(pl_dev *dev, head_fn fn, const char *name, pl_dtype dt,
                     pl_ce_reduction red, const shape *sh) {
-  pl_dev *dev;
-  ck_assert_int_eq(pl_dev_create(be, 0, &dev), PL_OK);
+  pl_backend be = pl_dev_backend(dev);
   pl_stream *s = pl_dev_stream(dev);
   ref_problem p;
   ref_make(&p, sh->n, sh->h, sh->v, dt, 1234 + (uint64_t)sh->v, sh->ign_every,
@@ -99,17 +98,19 @@ static int run_case(pl_backend be, head_fn fn, const char *name, pl_dtype dt,
   pl_free(dev, x), pl_free(dev, w), pl_free(dev, t), pl_free(dev, dl);
   pl_free(dev, loss), pl_free(dev, dx), pl_free(dev, dw);
   ref_free(&p);
-  pl_dev_destroy(dev);
   return ok;
 }
 
 static void run_all(pl_backend be, head_fn fn, const char *name) {
   int bad = 0;
+  pl_dev *dev;
+  ck_assert_int_eq(pl_dev_create(be, 0, &dev), PL_OK);
   for (int d = 0; d < 2; d++)
     for (int r = 0; r < 3; r++)
       for (int i = 0; i < NSHAPES; i++)
-        bad += !run_case(be, fn, name, d ? PL_BF16 : PL_F32,
+        bad += !run_case(dev, fn, name, d ? PL_BF16 : PL_F32,
                          (pl_ce_reduction)r, &shapes[i]);
+  pl_dev_destroy(dev);
   ck_assert_msg(bad == 0, "%s on %s: %d cases out of tolerance (see stderr)",
                 name, pl_backend_name(be), bad);
 }
