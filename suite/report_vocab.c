@@ -8,7 +8,8 @@
  * and the targets of issue 4 (at P = 2 on the paper preset: Ring-DTP peak ≤
  * 20% of dense, time ≤ 1.05×, within 10% of the floor; fused ≤ 1.1× dense
  * time) as met / missed.  Paper values are printed constants (DESIGN §1.2,
- * §5).  The lead wires pl_report_vocab into report.c's hooks[].
+ * §5).  Entry: pl_report_vocab(run_dir, out_dir) (report_vocab.h), which
+ * `plateau report` calls for the bench "vocab".
  *
  * Chart: analysis/vocab.gp (peak GiB and time ms vs N, one line per variant,
  * f32 and the first backend seen), written as out_dir/vocab.{svg,png} from
@@ -22,7 +23,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <sys/stat.h>
+
 #include "report_vocab.h"
+#include "results.h"
 
 /* Paper, Table 2 (arXiv 2609.14306; P=8, H=7168, V=200,000, fp32, fwd+bwd):
  * dense → Ring-DTP peak GiB, and Ring-DTP's time change vs dense. */
@@ -103,8 +108,13 @@ static int run_gp(const char *script, const char *data, const char *out) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-pl_status pl_report_vocab(pl_report_ctx *rc, const char *bench,
-                          pl_table *const *tables, int ntables) {
+typedef struct vctx {
+  const char *run_dir, *out_dir, *analysis_dir;
+  int charts_skipped;
+} vctx;
+
+static pl_status report_tables(vctx *rc, const char *bench,
+                               pl_table *const *tables, int ntables) {
   int cap = 0;
   for (int i = 0; i < ntables; i++) cap += tables[i]->nrows;
   vrow *rows = calloc((size_t)cap + 1, sizeof *rows);
@@ -327,4 +337,105 @@ pl_status pl_report_vocab(pl_report_ctx *rc, const char *bench,
     printf("%s\n", out);
   }
   return PL_OK;
+}
+
+/* ---- entry: the run's files ------------------------------------------------ */
+
+static int is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* *.tsv in dir and its direct subdirectories (not report/), sorted. */
+static void scan(const char *dir, int depth, char ***paths, int *n, int *cap) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    size_t len = strlen(e->d_name);
+    if (is_dir(p)) {
+      if (depth == 0 && strcmp(e->d_name, "report")) scan(p, 1, paths, n, cap);
+    } else if (len > 4 && !strcmp(e->d_name + len - 4, ".tsv")) {
+      if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        char **q = realloc(*paths, sizeof(char *) * (size_t)*cap);
+        if (!q) break;
+        *paths = q;
+      }
+      (*paths)[(*n)++] = strdup(p);
+    }
+  }
+  closedir(d);
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static const char *find_analysis_dir(void) {
+  static char buf[PATH_MAX + 32];
+  const char *root = getenv("PLATEAU_ROOT");
+  if (root && *root) {
+    snprintf(buf, sizeof buf, "%s/analysis", root);
+    if (is_dir(buf)) return buf;
+  }
+  char exe[PATH_MAX - 32];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash) {
+      *slash = '\0';
+      snprintf(buf, sizeof buf, "%s/../../analysis", exe);
+      if (is_dir(buf)) return buf;
+    }
+  }
+  return is_dir("analysis") ? "analysis" : NULL;
+}
+
+pl_status pl_report_vocab(const char *run_dir, const char *out_dir) {
+  char **paths = NULL;
+  int np = 0, cap = 0;
+  scan(run_dir, 0, &paths, &np, &cap);
+  if (np > 1) qsort(paths, (size_t)np, sizeof *paths, cmp_str);
+  pl_table **tabs = calloc((size_t)np + 1, sizeof *tabs);
+  int nt = 0;
+  pl_status st = PL_OK;
+  for (int i = 0; tabs && i < np; i++) {
+    pl_table *t = calloc(1, sizeof *t);
+    if (!t) break;
+    const char *b = NULL;
+    if (pl_table_read(paths[i], t) == PL_OK && (b = pl_table_meta(t, "bench")) &&
+        strcmp(b, "vocab") == 0) {
+      tabs[nt++] = t;
+    } else {
+      pl_table_free(t);
+      free(t);
+    }
+  }
+  pl_clear_error();
+  if (!tabs) {
+    st = pl_set_error(PL_ENOMEM, "report vocab: host memory");
+  } else if (nt == 0) {
+    st = pl_set_error(PL_EIO, "report vocab: no vocab result files in %s",
+                      run_dir);
+  } else {
+    mkdir(out_dir, 0777);
+    vctx rc = {run_dir, out_dir, find_analysis_dir(), 0};
+    if (!rc.analysis_dir)
+      fprintf(stderr, "plateau report: warning: no analysis/ directory found "
+                      "(set PLATEAU_ROOT): vocab chart skipped\n");
+    st = report_tables(&rc, "vocab", tabs, nt);
+  }
+  for (int i = 0; i < nt; i++) {
+    pl_table_free(tabs[i]);
+    free(tabs[i]);
+  }
+  free(tabs);
+  for (int i = 0; i < np; i++) free(paths[i]);
+  free(paths);
+  return st;
 }
