@@ -363,6 +363,10 @@ static __global__ void __launch_bounds__(NW * 32)
     cp_async_wait<1>();
     __syncthreads();
     const bf16 *sKb = sK + buf * BN * LD, *sVb = sV + buf * BN * LD;
+    const int k0 = kb * BN;
+    /* a warp whose rows all precede this key block has nothing to add (no
+     * barrier inside, so the warp may skip alone) */
+    if (k0 <= q0 + wrow0 + MT * 16 - 1) {
 
     /* ---- S = Q K^T (raw scores, fp32) ---- */
     float s[MT][NN][4];
@@ -393,7 +397,6 @@ static __global__ void __launch_bounds__(NW * 32)
     }
 
     /* ---- causal mask on blocks that reach past the tile's first row ---- */
-    const int k0 = kb * BN;
     if (k0 + BN - 1 > q0) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -464,6 +467,7 @@ static __global__ void __launch_bounds__(NW * 32)
         }
       }
     }
+    } /* warp has rows at or past k0 */
     __syncthreads(); /* this buffer is refilled two steps on */
   }
   cp_async_wait<0>();
