@@ -80,7 +80,9 @@ static pl_status alloc_run(pl_dev *dev, attn_run *r, int with_grads) {
   PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, nke * es, "act", &r->k));
   PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, nke * es, "act", &r->v));
   PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, nqe * es, "act", &r->o));
-  PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, nr * sizeof(float), "act", &r->lse));
+  void *lp = NULL;
+  PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, nr * sizeof(float), "act", &lp));
+  r->lse = lp;
   if (with_grads) {
     PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, nqe * es, "act", &r->dout));
     PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, nqe * es, "grads", &r->dq));
