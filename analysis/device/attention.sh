@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# analysis/device/attention.sh — attention on the GPU machine: build check
+# (registers / spills of the flash kernels), the CUDA tests (SIMPLE and MMA vs
+# the CPU reference and each other; errors and TFLOP/s printed), the
+# `plateau bench attention` sweep (S = 4Ki…128Ki fwd and fwd+bwd; 256Ki, 512Ki
+# and 1Mi forward only, one iteration), and the PyTorch SDPA peer (flash and
+# cuDNN) on the same shapes.  Run from the repo root after `make`:
+#     RUNS=results/runs/<sweep> bash analysis/device/attention.sh
+# Budget: about 4 minutes of GPU time (each step has its own timeout; a step
+# that fails is reported and the script goes on, exiting non-zero at the end).
+set -uo pipefail
+RUNS=${RUNS:-results/runs/attention-$(date -u +%Y%m%dT%H%M%SZ)}
+BUILD=${BUILD:-build}
+BIN=${BIN:-$BUILD/bin/plateau}
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+SHAPE=${SHAPE:---heads 64 --kv-heads 8 --head-dim 128}
+export NCCL_NVLS_ENABLE=0
+mkdir -p "$RUNS"
+fail=0
+step() { echo "== $*"; }
+
+step "build check: nvcc -Xptxas -v (registers, spills) of the attention kernels"
+"$NVCC" -std=c++17 -O3 -arch=sm_90 -Iengine/include -Iengine -DPL_HAVE_CUDA=1 \
+  --expt-relaxed-constexpr -Xptxas -v -c engine/backend/cuda/attention.cu \
+  -o "$RUNS/attention_check.o" 2>&1 | grep -A2 -E "Compiling entry.*mma" |
+  grep -E "entry|spill|registers" | tee "$RUNS/attention_ptxas.txt" || fail=1
+rm -f "$RUNS/attention_check.o"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv 2>/dev/null |
+  tee "$RUNS/attention_gpu.txt"
+
+step "CUDA tests (errors and TFLOP/s of both kernels)"
+CK_FORK=no timeout 420 "$BUILD/tests/engine/backend/cuda/test_attention_cuda" 2>&1 |
+  tee "$RUNS/attention_test_cuda.txt" || fail=1
+timeout 300 "$BUILD/tests/engine/model/test_attention" 2>&1 | tail -3 || fail=1
+
+step "bench attention: S = 4Ki..128Ki, fwd and fwd+bwd"
+timeout 300 "$BIN" bench attention --backend cuda $SHAPE --seq 4Ki,8Ki,16Ki,32Ki,64Ki,128Ki \
+  --pass both -w 1 -n 3 -o "$RUNS" || fail=1
+
+step "bench attention: S = 256Ki, 512Ki, 1Mi forward only, 1 iteration"
+timeout 240 "$BIN" bench attention --backend cuda $SHAPE --seq 256Ki,512Ki,1Mi \
+  --pass fwd -w 0 -n 1 --no-check -o "$RUNS" || fail=1
+
+step "peer: PyTorch SDPA (flash, cuDNN), same shapes"
+if python3 -c "import torch" 2>/dev/null; then
+  timeout 300 python3 analysis/peers/torch_sdpa.py --seq 4Ki,8Ki,16Ki,32Ki,64Ki,128Ki \
+    --heads 64 --kv-heads 8 --head-dim 128 --iters 3 --warmup 1 \
+    --out "$RUNS/peer_torch_sdpa.tsv" || fail=1
+else
+  echo "torch not importable: peer skipped" | tee "$RUNS/peer_torch_sdpa.skipped"
+fi
+
+echo "# results in $RUNS"
+exit $fail
