@@ -13,7 +13,12 @@
  * the first point of the sweep if it is small enough: on CUDA the MMA kernels
  * against the SIMPLE ones (S <= 16Ki), on the CPU against the double naive
  * reference (S <= 1Ki).  Beyond --bwd-max only the forward pass runs (1M
- * tokens with 64 query heads would need ~150 GB for dQ accumulation). */
+ * tokens with 64 query heads would need ~150 GB for dQ accumulation).
+ *
+ * With D > 1 ranks the run is Ulysses-sharded (model/ulysses.h): each rank
+ * holds S/D tokens of all heads, all-to-alls them to S tokens of n_q/D heads,
+ * and the row's time includes the all-to-alls; FLOPs are per rank
+ * (4·S²·d·(n_q/D)/2 forward). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +27,7 @@
 #include "bench.h"
 #include "model/attention.h"
 #include "model/attention_testutil.h"
+#include "model/ulysses.h"
 
 static const char *const algo_names[] = {"auto", "simple", "mma", NULL};
 static const char *const pass_names[] = {"fwd", "fwdbwd", "both", NULL};
@@ -44,19 +50,28 @@ static const pl_opt attn_opts[] = {
 };
 
 #define COLS                                                                                  \
-  "backend\tbatch\tseq\tn_q\tn_kv\td\talgo\tpass\tms\tms_p10\tms_p90\ttflops\tflops\tpeak_gib" \
+  "backend\tranks\tbatch\tseq\tn_q\tn_kv\td\talgo\tpass\tms\tms_p10\tms_p90\ttflops\tflops\tpeak_gib" \
   "\tattn_ws_gib\tmax_err"
 
 typedef struct attn_run {
-  pl_attn_shape sh;
+  pl_attn_shape sh; /* this rank's: seq = S/D tokens, all heads */
+  pl_comm *sp;      /* Ulysses group (the run's ranks) when D > 1, else NULL */
   pl_stream *s;
   void *q, *k, *v, *o, *dout, *dq, *dk, *dv;
   float *lse;
   int bwd;
+  uint64_t off; /* first token of this rank × d: the RNG offset of its shard */
 } attn_run;
 
 static pl_status run_once(void *arg) {
   attn_run *r = arg;
+  if (r->sp) {
+    PL_TRY(pl_ulysses_attn_fwd(r->sp, r->s, &r->sh, r->q, r->k, r->v, r->o, r->lse));
+    if (r->bwd)
+      PL_TRY(pl_ulysses_attn_bwd(r->sp, r->s, &r->sh, r->q, r->k, r->v, r->o, r->dout, r->lse,
+                                 r->dq, r->dk, r->dv));
+    return PL_OK;
+  }
   PL_TRY(pl_attn_fwd(r->s, &r->sh, r->q, r->k, r->v, r->o, r->lse));
   if (r->bwd)
     PL_TRY(pl_attn_bwd(r->s, &r->sh, r->q, r->k, r->v, r->o, r->dout, r->lse, r->dq, r->dk,
@@ -90,11 +105,11 @@ static pl_status alloc_run(pl_dev *dev, attn_run *r, int with_grads) {
     PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, nke * es, "grads", &r->dv));
   }
   /* never zeros: N(0,1) inputs */
-  PL_TRY(pl_rng_fill(r->s, r->q, r->sh.dtype, nqe, 11, 0, PL_DIST_NORMAL, 0.f, 1.f));
-  PL_TRY(pl_rng_fill(r->s, r->k, r->sh.dtype, nke, 12, 0, PL_DIST_NORMAL, 0.f, 1.f));
-  PL_TRY(pl_rng_fill(r->s, r->v, r->sh.dtype, nke, 13, 0, PL_DIST_NORMAL, 0.f, 1.f));
+  PL_TRY(pl_rng_fill(r->s, r->q, r->sh.dtype, nqe, 11, r->off * r->sh.n_q, PL_DIST_NORMAL, 0.f, 1.f));
+  PL_TRY(pl_rng_fill(r->s, r->k, r->sh.dtype, nke, 12, r->off * r->sh.n_kv, PL_DIST_NORMAL, 0.f, 1.f));
+  PL_TRY(pl_rng_fill(r->s, r->v, r->sh.dtype, nke, 13, r->off * r->sh.n_kv, PL_DIST_NORMAL, 0.f, 1.f));
   if (with_grads)
-    PL_TRY(pl_rng_fill(r->s, r->dout, r->sh.dtype, nqe, 14, 0, PL_DIST_NORMAL, 0.f, 1.f));
+    PL_TRY(pl_rng_fill(r->s, r->dout, r->sh.dtype, nqe, 14, r->off * r->sh.n_q, PL_DIST_NORMAL, 0.f, 1.f));
   return pl_stream_sync(r->s);
 }
 
@@ -208,10 +223,16 @@ static pl_status bench_attention_run(pl_bench_ctx *ctx) {
       if ((pass == 0 && pb == 1) || (pass == 1 && pb == 0)) continue;
       attn_run r;
       memset(&r, 0, sizeof r);
+      const int D = ctx->size;
       r.sh = base;
-      r.sh.seq = (int64_t)seqs[i];
+      r.sh.seq = (int64_t)seqs[i] / D;
       r.s = s;
       r.bwd = pb;
+      r.sp = D > 1 ? ctx->comm : NULL;
+      r.off = (uint64_t)ctx->rank * (uint64_t)r.sh.seq * (uint64_t)d;
+      pl_attn_shape whole = base; /* the FLOPs of this rank: S tokens, n_q/D heads */
+      whole.seq = (int64_t)seqs[i];
+      whole.n_q = nq / D;
       char label[96];
       snprintf(label, sizeof label, "S=%llu %s", (unsigned long long)seqs[i],
                pb ? "fwd+bwd" : "fwd");
@@ -220,14 +241,20 @@ static pl_status bench_attention_run(pl_bench_ctx *ctx) {
       pl_row *row = pl_row_new(ctx);
       pl_row_str(row, "backend", pl_backend_name(pl_dev_backend(ctx->dev)));
       pl_row_i64(row, "batch", r.sh.batch);
-      pl_row_i64(row, "seq", r.sh.seq);
+      pl_row_i64(row, "ranks", D);
+      pl_row_i64(row, "seq", (int64_t)seqs[i]);
       pl_row_i64(row, "n_q", nq);
       pl_row_i64(row, "n_kv", nkv);
       pl_row_i64(row, "d", d);
       pl_row_str(row, "algo", algo_names[r.sh.algo]);
       pl_row_str(row, "pass", pb ? "fwdbwd" : "fwd");
-      const double flops = pl_attn_flops_fwd(&r.sh) + (pb ? pl_attn_flops_bwd(&r.sh) : 0);
+      const double flops = pl_attn_flops_fwd(&whole) + (pb ? pl_attn_flops_bwd(&whole) : 0);
       pl_row_f64(row, "flops", flops);
+      if (seqs[i] % (uint64_t)D || nq % D || nkv % D) {
+        pl_row_status(row, "infeasible", "S, n_q and n_kv must divide by the number of ranks D");
+        PL_TRY(pl_row_emit(row));
+        continue;
+      }
       if (pb && seqs[i] > bwd_max) {
         pl_row_status(row, "infeasible", "S > --bwd-max: forward only at this length");
         PL_TRY(pl_row_emit(row));
@@ -235,7 +262,7 @@ static pl_status bench_attention_run(pl_bench_ctx *ctx) {
       }
       pl_status st = alloc_run(ctx->dev, &r, pb);
       if (st == PL_OK) {
-        double err = ctx->check && i == 0 ? check_run(ctx, &r) : NAN;
+        double err = ctx->check && i == 0 && D == 1 ? check_run(ctx, &r) : NAN;
         if (!isnan(err)) {
           pl_row_f64(row, "max_err", err);
           pl_row_check(row, err <= (pb ? 4e-2 : 2.5e-2) ? "pass" : "fail");

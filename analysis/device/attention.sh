@@ -4,7 +4,8 @@
 # the CPU reference and each other; errors and TFLOP/s printed), the
 # `plateau bench attention` sweep (S = 4Ki…128Ki fwd and fwd+bwd; 256Ki, 512Ki
 # and 1Mi forward only, one iteration), and the PyTorch SDPA peer (flash and
-# cuDNN) on the same shapes.  Run from the repo root after `make`:
+# cuDNN) on the same shapes; with 2 GPUs also Ulysses D = 2 (attention and the
+# decoder layer).  Run from the repo root after `make`:
 #     RUNS=results/runs/<sweep> bash analysis/device/attention.sh
 # Budget: about 4 minutes of GPU time (each step has its own timeout; a step
 # that fails is reported and the script goes on, exiting non-zero at the end).
@@ -21,7 +22,7 @@ step() { echo "== $*"; }
 
 step "build check: nvcc -Xptxas -v (registers, spills) of the attention kernels"
 "$NVCC" -std=c++17 -O3 -arch=sm_90 -Iengine/include -Iengine -DPL_HAVE_CUDA=1 \
-  --expt-relaxed-constexpr -Xptxas -v -c engine/backend/cuda/attention.cu \
+  $(mpicc --showme:compile 2>/dev/null) --expt-relaxed-constexpr -Xptxas -v -c engine/backend/cuda/attention.cu \
   -o "$RUNS/attention_check.o" 2>&1 | grep -A2 -E "Compiling entry.*mma" |
   grep -E "entry|spill|registers" | tee "$RUNS/attention_ptxas.txt" || fail=1
 rm -f "$RUNS/attention_check.o"
@@ -37,9 +38,29 @@ step "bench attention: S = 4Ki..128Ki, fwd and fwd+bwd"
 timeout 300 "$BIN" bench attention --backend cuda $SHAPE --seq 4Ki,8Ki,16Ki,32Ki,64Ki,128Ki \
   --pass both -w 1 -n 3 -o "$RUNS" || fail=1
 
-step "bench attention: S = 256Ki, 512Ki, 1Mi forward only, 1 iteration"
-timeout 240 "$BIN" bench attention --backend cuda $SHAPE --seq 256Ki,512Ki,1Mi \
-  --pass fwd -w 0 -n 1 -o "$RUNS" || fail=1
+step "bench attention: S = 256Ki, 512Ki forward only (1 iteration); 1Mi forward only (1 run, no warm-up)"
+timeout 120 "$BIN" bench attention --backend cuda $SHAPE --seq 256Ki,512Ki \
+  --pass fwd -w 1 -n 1 -o "$RUNS" || fail=1
+timeout 150 "$BIN" bench attention --backend cuda $SHAPE --seq 1Mi --pass fwd -w 0 -n 1 -o "$RUNS"
+rc=$?
+if [ $rc -eq 2 ]; then # the harness refused -w 0: one warm-up then
+  timeout 150 "$BIN" bench attention --backend cuda $SHAPE --seq 1Mi --pass fwd -w 1 -n 1 \
+    -o "$RUNS" || fail=1
+elif [ $rc -ne 0 ]; then fail=1; fi
+
+NG=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "$NG" -ge 2 ]; then
+  step "bench attention, Ulysses D = 2 (2 GPUs): S = 8Ki..128Ki fwd and fwd+bwd"
+  timeout 180 ${MPIRUN:-mpirun --bind-to none} --allow-run-as-root -np 2 "$BIN" bench attention \
+    --backend cuda $SHAPE --seq 8Ki,32Ki,128Ki --pass both -w 1 -n 2 -o "$RUNS" || fail=1
+  step "bench layer, D = 1 and D = 2"
+  timeout 120 "$BIN" bench layer --backend cuda --seq 8Ki,32Ki --pass both -w 1 -n 2 -o "$RUNS" || fail=1
+  timeout 120 ${MPIRUN:-mpirun --bind-to none} --allow-run-as-root -np 2 "$BIN" bench layer \
+    --backend cuda --seq 8Ki,32Ki,64Ki --pass both -w 1 -n 2 -o "$RUNS" || fail=1
+else
+  step "bench layer, D = 1 (one GPU: no D = 2 run)"
+  timeout 120 "$BIN" bench layer --backend cuda --seq 8Ki,32Ki --pass both -w 1 -n 2 -o "$RUNS" || fail=1
+fi
 
 step "peer: PyTorch SDPA (flash, cuDNN), same shapes"
 if python3 -c "import torch" 2>/dev/null; then
