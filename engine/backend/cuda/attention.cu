@@ -303,16 +303,16 @@ static __global__ void attn_dq_convert_kernel(const float *acc, bf16 *dq,
 /* ======================================================================== */
 
 /* grid (ceil(S/BM), n_q, B), NW·32 threads; BM = 32·NW query rows, BN keys
- * per step.  Shared: Q [BM][LD], K and V [2][BN][LD] (LD = D + 8: rows 16 B
+ * per step (double-buffered), consumed BNS keys at a time.  Shared: Q [BM][LD], K and V [2][BN][LD] (LD = D + 8: rows 16 B
  * apart in the bank space, so ldmatrix and cp.async are conflict-free). */
-template <int D, int NW, int BN>
+template <int D, int NW, int BN, int BNS>
 static __global__ void __launch_bounds__(NW * 32)
     attn_fwd_mma_kernel(AttnParams p) {
   constexpr int MT = 2;              /* 16-row m-tiles per warp */
   constexpr int BM = 16 * MT * NW;
   constexpr int LD = D + 8;
   constexpr int NT = NW * 32;
-  constexpr int NN = BN / 8;         /* n-tiles of the score tile */
+  constexpr int NN = BNS / 8;        /* n-tiles of a score sub-tile */
   constexpr int ND = D / 8;          /* n-tiles of the output     */
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16 *sQ = reinterpret_cast<bf16 *>(smem_raw);
@@ -362,9 +362,14 @@ static __global__ void __launch_bounds__(NW * 32)
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    const bf16 *sKb = sK + buf * BN * LD, *sVb = sV + buf * BN * LD;
-    const int k0 = kb * BN;
-    /* a warp whose rows all precede this key block has nothing to add (no
+    /* the BN-key tile is consumed in sub-tiles of BNS keys: scores for BNS
+     * keys fit in registers next to the output accumulator (d = 128) */
+#pragma unroll 1
+    for (int sb = 0; sb < BN / BNS; ++sb) {
+    const bf16 *sKb = sK + buf * BN * LD + sb * BNS * LD;
+    const bf16 *sVb = sV + buf * BN * LD + sb * BNS * LD;
+    const int k0 = kb * BN + sb * BNS;
+    /* a warp whose rows all precede this key sub-tile has nothing to add (no
      * barrier inside, so the warp may skip alone) */
     if (k0 <= q0 + wrow0 + MT * 16 - 1) {
 
@@ -397,7 +402,7 @@ static __global__ void __launch_bounds__(NW * 32)
     }
 
     /* ---- causal mask on blocks that reach past the tile's first row ---- */
-    if (k0 + BN - 1 > q0) {
+    if (k0 + BNS - 1 > q0) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -446,7 +451,7 @@ static __global__ void __launch_bounds__(NW * 32)
 
     /* ---- O += P V (P from the score registers, rounded to bf16) ---- */
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
+    for (int kk = 0; kk < BNS / 16; ++kk) {
       uint32_t a[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
@@ -468,6 +473,7 @@ static __global__ void __launch_bounds__(NW * 32)
       }
     }
     } /* warp has rows at or past k0 */
+    } /* sub-tiles */
     __syncthreads(); /* this buffer is refilled two steps on */
   }
   cp_async_wait<0>();
@@ -504,7 +510,8 @@ static __global__ void __launch_bounds__(NW * 32)
 
 /* grid (ceil(S/BN), n_kv, B), NW·32 threads; BN = 16·NW keys (warp w: keys
  * 16w..16w+15), BM = BN query rows per step.  Shared: K, V [BN][LD];
- * Q, dO [2][BM][LD]; dS^T [BN][BM+8] bf16; LSE·log2e and D [2][BM] f32. */
+ * Q, dO [2][BM][LD] (dS^T [BN][BM+8] bf16 reuses the step's Q buffer);
+ * LSE·log2e and D [2][BM] f32. */
 template <int D, int NW>
 static __global__ void __launch_bounds__(NW * 32)
     attn_bwd_mma_kernel(AttnParams p) {
@@ -520,8 +527,11 @@ static __global__ void __launch_bounds__(NW * 32)
   bf16 *sV = sK + BN * LD;
   bf16 *sQ = sV + BN * LD;       /* [2][BM][LD] */
   bf16 *sdO = sQ + 2 * BM * LD;  /* [2][BM][LD] */
-  bf16 *sdS = sdO + 2 * BM * LD; /* [BN][LDS]   */
-  float *sL = reinterpret_cast<float *>(sdS + BN * LDS); /* [2][BM] */
+  /* dS^T [BN][LDS] lives in the current step's Q buffer: Q is dead once
+   * dK += dS^T Q is done (a barrier separates the two), and dropping a
+   * separate dS tile keeps d = 128 at two blocks per SM */
+  static_assert(BN * LDS <= BM * LD, "dS^T must fit in a Q buffer");
+  float *sL = reinterpret_cast<float *>(sdO + 2 * BM * LD); /* [2][BM] */
   float *sD = sL + 2 * BM;                               /* [2][BM] */
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -648,7 +658,10 @@ static __global__ void __launch_bounds__(NW * 32)
       }
     }
 
-    /* ---- dS^T to shared (bf16), then dQ += dS K by query rows ---- */
+    /* ---- dS^T to shared (bf16, over this step's Q buffer once every warp
+     *      is done with Q), then dQ += dS K by query rows ---- */
+    __syncthreads();
+    bf16 *sdS = sQ + buf * BM * LD;
 #pragma unroll
     for (int nt = 0; nt < NQ; ++nt) {
 #pragma unroll
@@ -725,9 +738,11 @@ static __global__ void __launch_bounds__(NW * 32)
 
 /* Tile configurations (compile-time; see the kernels' comments). */
 #define FWD_NW 4
-/* keys per forward step: 64 for d = 64; 32 for d = 128 keeps the score and
- * output tiles in 255 registers without spills */
-#define FWD_BN(D) ((D) == 128 ? 32 : 64)
+/* keys per forward step (one barrier interval): 64; scores are computed in
+ * sub-tiles of FWD_BNS keys: 32 for d = 128 keeps the score and output tiles
+ * in 255 registers without spills */
+#define FWD_BN(D) 64
+#define FWD_BNS(D) ((D) == 128 ? 32 : 64)
 #define BWD_NW 4
 
 template <int D>
@@ -736,10 +751,9 @@ static constexpr size_t fwd_smem_bytes() {
 }
 template <int D>
 static constexpr size_t bwd_smem_bytes() {
-  return (size_t)(16 * BWD_NW) * (D + 8) * 2 * sizeof(bf16) + /* K, V   */
-         (size_t)(16 * BWD_NW) * (D + 8) * 4 * sizeof(bf16) + /* Q, dO  */
-         (size_t)(16 * BWD_NW) * (16 * BWD_NW + 8) * sizeof(bf16) +
-         (size_t)4 * (16 * BWD_NW) * sizeof(float);
+  return (size_t)(16 * BWD_NW) * (D + 8) * 2 * sizeof(bf16) + /* K, V       */
+         (size_t)(16 * BWD_NW) * (D + 8) * 4 * sizeof(bf16) + /* Q, dO ×2   */
+         (size_t)4 * (16 * BWD_NW) * sizeof(float);            /* LSE, D ×2 */
 }
 
 static pl_status cuda_check(const char *what) {
@@ -773,7 +787,7 @@ static pl_status fwd_launch(cudaStream_t st, const pl_attn_shape *sh,
   if (use_mma(sh)) {
     constexpr int BM = 32 * FWD_NW;
     constexpr size_t smem = fwd_smem_bytes<D>();
-    auto kern = attn_fwd_mma_kernel<D, FWD_NW, FWD_BN(D)>;
+    auto kern = attn_fwd_mma_kernel<D, FWD_NW, FWD_BN(D), FWD_BNS(D)>;
     cudaError_t e = cudaFuncSetAttribute(
         kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess)
