@@ -34,11 +34,11 @@ static const char *const pass_names[] = {"fwd", "fwdbwd", "both", NULL};
 
 static const pl_opt attn_opts[] = {
     {"seq", 0, PL_OPT_SIZE_LIST, NULL,
-     "sequence lengths S (default: 4Ki:1Mi:x2 on CUDA, 256,512,1Ki on the CPU)", 1, 1 << 30, NULL},
+     "sequence lengths S (default: 4Ki:1Mi:x2 on CUDA, 128,256,512 on the CPU)", 1, 1 << 30, NULL},
     {"batch", 0, PL_OPT_INT, "1", "sequences per call B", 1, 65535, NULL},
     {"heads", 0, PL_OPT_INT, NULL, "query heads n_q (default 64 on CUDA, 4 on the CPU)", 1, 65535,
      NULL},
-    {"kv-heads", 0, PL_OPT_INT, NULL, "key/value heads n_kv (default 8 on CUDA, 1 on the CPU)",
+    {"kv-heads", 0, PL_OPT_INT, NULL, "key/value heads n_kv (default 8 on CUDA, 2 on the CPU)",
      1, 65535, NULL},
     {"head-dim", 0, PL_OPT_INT, NULL, "head dimension d (default 128 on CUDA, 64 on the CPU)", 1,
      512, NULL},
@@ -196,15 +196,15 @@ static pl_status bench_attention_run(pl_bench_ctx *ctx) {
     nseq = 0;
     for (uint64_t s = 4096; s <= (1u << 20); s *= 2) seqs[nseq++] = s;
   } else {
-    seqs[0] = 256;
-    seqs[1] = 512;
-    seqs[2] = 1024;
+    seqs[0] = 128;
+    seqs[1] = 256;
+    seqs[2] = 512;
     nseq = 3;
   }
   const int nq = pl_args_given(ctx->args, "heads") ? (int)pl_args_int(ctx->args, "heads")
                                                    : (cuda ? 64 : 4);
   const int nkv = pl_args_given(ctx->args, "kv-heads") ? (int)pl_args_int(ctx->args, "kv-heads")
-                                                       : (cuda ? 8 : 1);
+                                                       : (cuda ? 8 : 2);
   const int d = pl_args_given(ctx->args, "head-dim") ? (int)pl_args_int(ctx->args, "head-dim")
                                                      : (cuda ? 128 : 64);
   const int pass = pl_args_enum(ctx->args, "pass");
@@ -237,7 +237,6 @@ static pl_status bench_attention_run(pl_bench_ctx *ctx) {
       snprintf(label, sizeof label, "S=%llu %s", (unsigned long long)seqs[i],
                pb ? "fwd+bwd" : "fwd");
       pl_bench_progress(ctx, label);
-      ctx->point++;
       pl_row *row = pl_row_new(ctx);
       pl_row_str(row, "backend", pl_backend_name(pl_dev_backend(ctx->dev)));
       pl_row_i64(row, "batch", r.sh.batch);

@@ -92,7 +92,6 @@ static pl_status bench_layer_run(pl_bench_ctx *ctx) {
       char label[64];
       snprintf(label, sizeof label, "S=%lld %s", (long long)S, pb ? "fwd+bwd" : "fwd");
       pl_bench_progress(ctx, label);
-      ctx->point++;
       pl_row *row = pl_row_new(ctx);
       pl_row_str(row, "backend", pl_backend_name(pl_dev_backend(ctx->dev)));
       pl_row_i64(row, "ranks", D);
