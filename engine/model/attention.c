@@ -4,6 +4,8 @@
  * workspace goes through the tracked allocator under tag "attention", so the
  * attention live set shows in every peak). */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/internal.h"
 #include "model/attention.h"
@@ -65,21 +67,37 @@ size_t pl_attn_bwd_workspace_bytes(const pl_attn_shape *sh, pl_backend be) {
   return (dq + rows) * sizeof(float);
 }
 
-pl_status pl_attn_fwd(pl_stream *s, const pl_attn_shape *sh, const void *q, const void *k,
+/* PL_ATTN_AUTO resolves to MMA unless the environment names another kernel:
+ * PLATEAU_ATTN_FWD / PLATEAU_ATTN_BWD = simple | mma (a field switch should a
+ * fast kernel misbehave on some machine: the SIMPLE kernels are the device
+ * reference).  An explicit algo in the shape always wins. */
+static pl_attn_shape resolve(const pl_attn_shape *sh, const char *env) {
+  pl_attn_shape r = *sh;
+  if (r.algo == PL_ATTN_AUTO) {
+    const char *e = getenv(env);
+    if (e && !strcmp(e, "simple")) r.algo = PL_ATTN_SIMPLE;
+    if (e && !strcmp(e, "mma")) r.algo = PL_ATTN_MMA;
+  }
+  return r;
+}
+
+pl_status pl_attn_fwd(pl_stream *s, const pl_attn_shape *shape, const void *q, const void *k,
                       const void *v, void *o, float *lse) {
   pl_backend be = pl_stream_backend(s);
-  PL_TRY(pl_attn_check(sh, be));
+  PL_TRY(pl_attn_check(shape, be));
+  const pl_attn_shape r = resolve(shape, "PLATEAU_ATTN_FWD"), *sh = &r;
 #if PL_HAVE_CUDA
   if (be == PL_BACKEND_CUDA) return pl_cuda_attn_fwd(s, sh, q, k, v, o, lse);
 #endif
   return pl_cpu_attn_fwd(s, sh, q, k, v, o, lse);
 }
 
-pl_status pl_attn_bwd(pl_stream *s, const pl_attn_shape *sh, const void *q, const void *k,
+pl_status pl_attn_bwd(pl_stream *s, const pl_attn_shape *shape, const void *q, const void *k,
                       const void *v, const void *o, const void *dout, const float *lse,
                       void *dq, void *dk, void *dv) {
   pl_backend be = pl_stream_backend(s);
-  PL_TRY(pl_attn_check(sh, be));
+  PL_TRY(pl_attn_check(shape, be));
+  const pl_attn_shape r = resolve(shape, "PLATEAU_ATTN_BWD"), *sh = &r;
   if (sh->seq == 0 || sh->batch == 0) return PL_OK;
   pl_dev *dev = pl_stream_dev(s);
   void *ws = NULL;
