@@ -702,10 +702,9 @@ static __global__ void __launch_bounds__(NW * 32)
           if (q < S) {
             float *row = gdq + (int64_t)q * qstride + dc * 32 + 2 * t;
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              atomicAdd(row + j * 8, acc[j][2 * hf]);
-              atomicAdd(row + j * 8 + 1, acc[j][2 * hf + 1]);
-            }
+            for (int j = 0; j < 4; ++j) /* one 8-byte vector atomic (sm_90) */
+              atomicAdd(reinterpret_cast<float2 *>(row + j * 8),
+                        make_float2(acc[j][2 * hf], acc[j][2 * hf + 1]));
           }
         }
       }
