@@ -18,7 +18,10 @@
  * With D > 1 ranks the run is Ulysses-sharded (model/ulysses.h): each rank
  * holds S/D tokens of all heads, all-to-alls them to S tokens of n_q/D heads,
  * and the row's time includes the all-to-alls; FLOPs are per rank
- * (4·S²·d·(n_q/D)/2 forward). */
+ * (4·S²·d·(n_q/D)/2 forward).  Forward rows with D > 1 also time one
+ * all-to-all of Q alone (a2a_ms) and its rate a2a_gbps = bytes leaving each
+ * rank ((D−1)/D of its Q) / time, to set against `plateau bench calib`'s
+ * all-to-all bandwidth (target ≥ 70%). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +54,7 @@ static const pl_opt attn_opts[] = {
 
 #define COLS                                                                                  \
   "backend\tranks\tbatch\tseq\tn_q\tn_kv\td\talgo\tpass\tms\tms_p10\tms_p90\ttflops\tflops\tpeak_gib" \
-  "\tattn_ws_gib\tmax_err"
+  "\tattn_ws_gib\ta2a_ms\ta2a_gbps\tmax_err"
 
 typedef struct attn_run {
   pl_attn_shape sh; /* this rank's: seq = S/D tokens, all heads */
@@ -77,6 +80,18 @@ static pl_status run_once(void *arg) {
     PL_TRY(pl_attn_bwd(r->s, &r->sh, r->q, r->k, r->v, r->o, r->dout, r->lse, r->dq, r->dk,
                        r->dv));
   return PL_OK;
+}
+
+/* one Ulysses all-to-all of Q (sequence -> head sharded), for D > 1 rows */
+typedef struct a2a_run {
+  attn_run *r;
+  void *dst;
+} a2a_run;
+
+static pl_status a2a_once(void *arg) {
+  a2a_run *a = arg;
+  return pl_ulysses_seq_to_head(a->r->sp, a->r->s, a->r->q, a->dst, a->r->sh.seq, a->r->sh.n_q,
+                                a->r->sh.head_dim, a->r->sh.dtype);
 }
 
 static void free_run(pl_dev *dev, attn_run *r) {
@@ -279,6 +294,19 @@ static pl_status bench_attention_run(pl_bench_ctx *ctx) {
           pl_row_f64(row, "peak_gib", (double)ms.peak / (1u << 30));
           pl_row_f64(row, "attn_ws_gib",
                      (double)pl_mem_tag_peak(ctx->dev, PL_ARENA_DEVICE, "attention") / (1u << 30));
+        }
+        if (st == PL_OK && r.sp && !pb) {
+          /* the all-to-all alone: bytes leaving each rank, (D-1)/D of its Q */
+          const size_t qb = (size_t)r.sh.seq * (size_t)nq * (size_t)d * 2;
+          a2a_run a = {.r = &r, .dst = NULL};
+          st = pl_alloc(ctx->dev, PL_ARENA_DEVICE, qb, "attention", &a.dst);
+          pl_stats ta;
+          if (st == PL_OK) st = pl_bench_time(ctx, a2a_once, &a, s, &ta);
+          if (st == PL_OK) {
+            pl_row_f64(row, "a2a_ms", ta.median);
+            pl_row_f64(row, "a2a_gbps", (double)qb * (D - 1) / D / (ta.median * 1e-3) * 1e-9);
+          }
+          pl_free(ctx->dev, a.dst);
         }
       }
       pl_row_status_from(row, st);
