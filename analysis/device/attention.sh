@@ -33,6 +33,12 @@ step "CUDA tests (errors and TFLOP/s of both kernels)"
 CK_FORK=no timeout 420 "$BUILD/tests/engine/backend/cuda/test_attention_cuda" 2>&1 |
   tee "$RUNS/attention_test_cuda.txt" || fail=1
 timeout 300 "$BUILD/tests/engine/model/test_attention" 2>&1 | tail -3 || fail=1
+if command -v compute-sanitizer >/dev/null 2>&1; then
+  step "compute-sanitizer memcheck on the small shapes (out-of-bounds / misaligned accesses)"
+  PLATEAU_TEST_SMALL=1 CK_FORK=no timeout 240 compute-sanitizer --tool memcheck --print-limit 20 \
+    "$BUILD/tests/engine/backend/cuda/test_attention_cuda" 2>&1 | tail -25 |
+    tee "$RUNS/attention_memcheck.txt" || fail=1
+fi
 
 step "bench attention: S = 4Ki..128Ki, fwd and fwd+bwd"
 timeout 300 "$BIN" bench attention --backend cuda $SHAPE --seq 4Ki,8Ki,16Ki,32Ki,64Ki,128Ki \
