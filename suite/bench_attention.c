@@ -32,7 +32,7 @@
 #include "model/attention_testutil.h"
 #include "model/ulysses.h"
 
-static const char *const algo_names[] = {"auto", "simple", "mma", NULL};
+static const char *const algo_names[] = {"auto", "simple", "mma", "wgmma", NULL};
 static const char *const pass_names[] = {"fwd", "fwdbwd", "both", NULL};
 
 static const pl_opt attn_opts[] = {
@@ -45,7 +45,7 @@ static const pl_opt attn_opts[] = {
      1, 65535, NULL},
     {"head-dim", 0, PL_OPT_INT, NULL, "head dimension d (default 128 on CUDA, 64 on the CPU)", 1,
      512, NULL},
-    {"algo", 0, PL_OPT_ENUM, "auto", "kernel: auto | simple | mma (CUDA)", 0, 0, algo_names},
+    {"algo", 0, PL_OPT_ENUM, "auto", "kernel: auto | simple | mma | wgmma (CUDA; wgmma: experimental forward, d = 128, CUDA_ARCH=90a build)", 0, 0, algo_names},
     {"pass", 0, PL_OPT_ENUM, "both", "fwd | fwdbwd | both", 0, 0, pass_names},
     {"bwd-max", 0, PL_OPT_SIZE, "512Ki", "largest S that also runs forward+backward", 1, 1 << 30,
      NULL},

@@ -54,6 +54,10 @@ if [ $rc -eq 2 ]; then # the harness refused -w 0: one warm-up then
     -o "$RUNS" || fail=1
 elif [ $rc -ne 0 ]; then fail=1; fi
 
+step "bench attention --algo wgmma (experimental forward; needs a CUDA_ARCH=90a build, else it reports unsupported)"
+timeout 120 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma --seq 4Ki,16Ki,32Ki,64Ki,128Ki \
+  --pass fwd -w 1 -n 3 -o "$RUNS" || echo "(wgmma forward unavailable or failed: see above)"
+
 NG=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$NG" -ge 2 ]; then
   step "bench attention, Ulysses D = 2 (2 GPUs): S = 8Ki..128Ki fwd and fwd+bwd"

@@ -28,8 +28,9 @@ pl_status pl_attn_check(const pl_attn_shape *sh, pl_backend be) {
   if (!(sh->scale >= 0.f) || isinf(sh->scale))
     return pl_set_error(PL_EINVAL, "attention: scale=%g: must be finite >= 0 (0 = 1/sqrt(d))",
                         (double)sh->scale);
-  if (sh->algo < PL_ATTN_AUTO || sh->algo > PL_ATTN_MMA)
-    return pl_set_error(PL_EINVAL, "attention: algo=%d: must be 0 (auto), 1 (simple) or 2 (mma)",
+  if (sh->algo < PL_ATTN_AUTO || sh->algo > PL_ATTN_WGMMA)
+    return pl_set_error(PL_EINVAL,
+                        "attention: algo=%d: must be 0 (auto), 1 (simple), 2 (mma) or 3 (wgmma)",
                         (int)sh->algo);
   if (be == PL_BACKEND_CPU) {
     if (sh->dtype != PL_F32 && sh->dtype != PL_BF16)
@@ -42,6 +43,9 @@ pl_status pl_attn_check(const pl_attn_shape *sh, pl_backend be) {
                         pl_dtype_name(sh->dtype));
   if (sh->head_dim != 64 && sh->head_dim != 128)
     return pl_set_error(PL_EUNSUPPORTED, "attention: d=%d: CUDA kernels take 64 or 128",
+                        sh->head_dim);
+  if (sh->algo == PL_ATTN_WGMMA && sh->head_dim != 128)
+    return pl_set_error(PL_EUNSUPPORTED, "attention: d=%d: the wgmma kernel takes d = 128 only",
                         sh->head_dim);
   if (sh->seq > (int64_t)1 << 30)
     return pl_set_error(PL_EINVAL, "attention: S=%lld: CUDA kernels take S <= 2^30",
@@ -68,7 +72,7 @@ size_t pl_attn_bwd_workspace_bytes(const pl_attn_shape *sh, pl_backend be) {
 }
 
 /* PL_ATTN_AUTO resolves to MMA unless the environment names another kernel:
- * PLATEAU_ATTN_FWD / PLATEAU_ATTN_BWD = simple | mma (a field switch should a
+ * PLATEAU_ATTN_FWD / PLATEAU_ATTN_BWD = simple | mma | wgmma (a field switch should a
  * fast kernel misbehave on some machine: the SIMPLE kernels are the device
  * reference).  An explicit algo in the shape always wins. */
 static pl_attn_shape resolve(const pl_attn_shape *sh, const char *env) {
@@ -77,6 +81,7 @@ static pl_attn_shape resolve(const pl_attn_shape *sh, const char *env) {
     const char *e = getenv(env);
     if (e && !strcmp(e, "simple")) r.algo = PL_ATTN_SIMPLE;
     if (e && !strcmp(e, "mma")) r.algo = PL_ATTN_MMA;
+    if (e && !strcmp(e, "wgmma")) r.algo = PL_ATTN_WGMMA;
   }
   return r;
 }

@@ -732,6 +732,296 @@ static __global__ void __launch_bounds__(NW * 32)
 }
 
 /* ======================================================================== */
+/* WGMMA forward (experimental; sm_90a)                                     */
+/* ======================================================================== */
+/* d = 128.  Two consumer warpgroups (256 threads), BM = 128 query rows (64
+ * per warpgroup), BN = 64 keys per step.  S = Q K^T and O += P V run on
+ * wgmma (m64n64k16 from shared memory; m64n128k16 with P from registers).
+ * Q and K tiles are stored K-major with the 128-byte swizzle wgmma expects
+ * (two 64-column halves of the head dim, 8-row groups 1024 B apart, 16-byte
+ * chunk c of row r at c ^ (r % 8)); cp.async writes them there directly.  V is
+ * staged row-major (padded) and transposed each step into Vt [d][key], K-major
+ * swizzled, so that both GEMMs use one descriptor kind.  The accumulator and
+ * register-A fragments of wgmma have, per warp, the layouts of mma.sync
+ * m16n8k16, so the masking and online softmax are the MMA kernel's. */
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PL_WGMMA_OK 1
+#else
+#define PL_WGMMA_OK 0
+#endif
+
+#if PL_WGMMA_OK /* helpers exist only where wgmma does */
+/* shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups
+ * 1024 B apart (SBO), LBO unused (16) */
+static __device__ __forceinline__ uint64_t wg_desc(const void *p) {
+  const uint64_t a = smem_u32(p);
+  return ((a & 0x3FFFF) >> 4) | ((uint64_t)(16 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
+         ((uint64_t)1 << 62);
+}
+
+static __device__ __forceinline__ void wg_fence() {
+#if PL_WGMMA_OK
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void wg_commit() {
+#if PL_WGMMA_OK
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void wg_wait0() {
+#if PL_WGMMA_OK
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* s[32] (+)= A(desc) · B(desc)^T, m64n64k16; accumulate: 0 overwrites */
+static __device__ __forceinline__ void wg_m64n64(float (&d)[32], uint64_t da, uint64_t db,
+                                                 int accumulate) {
+#if PL_WGMMA_OK
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(accumulate));
+#endif
+}
+
+/* o[64] += A(regs a[4]) · B(desc)^T, m64n128k16 */
+static __device__ __forceinline__ void wg_m64n128_rs(float (&d)[64], const uint32_t (&a)[4],
+                                                     uint64_t db) {
+#if PL_WGMMA_OK
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+      "{%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),
+        "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+        "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
+        "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+#endif
+}
+
+/* ROWS rows × 128 bf16 from global into the swizzled K-major layout:
+ * [half (d/64)][ROWS][128 B], chunk c of row r at (c ^ (r & 7)). */
+template <int ROWS, int NT>
+static __device__ __forceinline__ void load_tile_sw128(bf16 *dst, const bf16 *src, int row0,
+                                                       int S, int64_t stride, int tid) {
+#pragma unroll
+  for (int c = tid; c < ROWS * 16; c += NT) {
+    const int r = c >> 4, ch = c & 15; /* 16 chunks of 8 bf16 per row */
+    const int half = ch >> 3, cc = ch & 7;
+    const int gr = row0 + r;
+    const bf16 *g = src + (int64_t)(gr < S ? gr : S - 1) * stride + ch * 8;
+    bf16 *d = dst + half * (ROWS * 64) + r * 64 + ((cc ^ (r & 7)) * 8);
+    cp_async16(d, g, gr < S ? 16 : 0);
+  }
+}
+
+#endif /* PL_WGMMA_OK */
+
+#define WG_BM 128
+#define WG_BN 64
+#define WG_LDV (128 + 8)
+
+static constexpr size_t wg_smem_bytes() {
+  return (size_t)WG_BM * 128 * 2 +        /* Q, swizzled            */
+         (size_t)2 * WG_BN * 128 * 2 +    /* K ×2, swizzled         */
+         (size_t)2 * WG_BN * WG_LDV * 2 + /* V staging ×2, padded   */
+         (size_t)128 * WG_BN * 2 +        /* Vt [d][key], swizzled  */
+         1024;                            /* alignment slack        */
+}
+
+static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParams p) {
+#if PL_WGMMA_OK
+  constexpr int D = 128, BM = WG_BM, BN = WG_BN, NT = 256;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  /* swizzled tiles need 1024-byte alignment */
+  unsigned char *base = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  bf16 *sQ = reinterpret_cast<bf16 *>(base);       /* [2][BM][64]  */
+  bf16 *sK = sQ + BM * 128;                         /* [2 buf][2][BN][64] */
+  bf16 *sVt = sK + 2 * BN * 128;                    /* [BN/64=1][128][64] */
+  bf16 *sV = sVt + 128 * BN;                        /* [2 buf][BN][LDV] */
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wg = warp >> 2, wq = warp & 3; /* warpgroup, warp in it */
+  const int g = lane >> 2, t = lane & 3;
+  const int mblk = gridDim.x - 1 - blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
+  const int S = p.S;
+  const int q0 = mblk * BM;
+  const int64_t qstride = (int64_t)p.nq * D, kstride = (int64_t)p.nkv * D;
+  const bf16 *gQ = p.q + (int64_t)b * S * qstride + (int64_t)h * D;
+  const bf16 *gK = p.k + (int64_t)b * S * kstride + (int64_t)hk * D;
+  const bf16 *gV = p.v + (int64_t)b * S * kstride + (int64_t)hk * D;
+  const int kend = min(S, q0 + BM);
+  const int nkb = (kend + BN - 1) / BN;
+
+  load_tile_sw128<BM, NT>(sQ, gQ, q0, S, qstride, tid);
+  load_tile_sw128<BN, NT>(sK, gK, 0, S, kstride, tid);
+  load_tile<BN, D, WG_LDV, NT>(sV, gV, 0, S, kstride, tid);
+  cp_async_commit();
+
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+  const int wrow0 = wg * 64 + wq * 16; /* this warp's first row in the tile */
+
+  for (int kb = 0; kb < nkb; ++kb) {
+    const int buf = kb & 1;
+    if (kb + 1 < nkb) {
+      load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
+      load_tile<BN, D, WG_LDV, NT>(sV + (buf ^ 1) * BN * WG_LDV, gV, (kb + 1) * BN, S, kstride,
+                                   tid);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    /* V [key][d] -> Vt [d][key] (K-major, swizzled): each ldmatrix.trans 8×8
+     * block gives a thread keys 2t, 2t+1 of head dim 8·m + g */
+    {
+      const bf16 *cV = sV + buf * BN * WG_LDV;
+#pragma unroll
+      for (int it = 0; it < (BN / 8) * (D / 8) / 4 / 8; ++it) { /* 128 blocks / 4 / 8 warps */
+        const int blk4 = it * 8 + warp; /* group of 4 blocks along d */
+        const int kc = blk4 / (D / 32), dm4 = blk4 % (D / 32);
+        /* blocks: keys 8·kc.., d 8·(4·dm4 + j), j = lane/8 */
+        const int j = lane >> 3;
+        uint32_t r[4];
+        ldsm_x4_t(r, cV + (kc * 8 + (lane & 7)) * WG_LDV + (dm4 * 4 + j) * 8);
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          const int n = (dm4 * 4 + jj) * 8 + g; /* head dim = Vt row */
+          const int chunk = kc ^ (n & 7);
+          *reinterpret_cast<uint32_t *>(sVt + n * 64 + chunk * 8 + 2 * t) = r[jj];
+        }
+      }
+    }
+    fence_proxy_async(); /* cp.async and st.shared writes -> wgmma reads */
+    __syncthreads();
+
+    const bf16 *cK = sK + buf * BN * 128;
+    const int k0 = kb * BN;
+    /* S = Q K^T for this warpgroup's 64 rows */
+    float s[32];
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint64_t da = wg_desc(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16);
+      const uint64_t db = wg_desc(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16);
+      wg_m64n64(s, da, db, kk > 0);
+    }
+    wg_commit();
+    wg_wait0();
+
+    /* mask, online softmax: s[4j + e] is (row g + 8·(e>>1), col 8j + 2t + (e&1)) */
+    if (k0 + BN - 1 > q0 + wrow0) {
+#pragma unroll
+      for (int jn = 0; jn < BN / 8; ++jn)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int row = q0 + wrow0 + g + (e >> 1) * 8;
+          const int col = k0 + jn * 8 + 2 * t + (e & 1);
+          if (col > row) s[4 * jn + e] = -INFINITY;
+        }
+    }
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float mx = mrow[hf];
+#pragma unroll
+      for (int jn = 0; jn < BN / 8; ++jn)
+        mx = fmaxf(mx, fmaxf(s[4 * jn + 2 * hf], s[4 * jn + 2 * hf + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float msc = (mx == -INFINITY) ? 0.f : mx * p.scale_log2;
+      const float alpha = exp2f(mrow[hf] * p.scale_log2 - msc);
+      mrow[hf] = mx;
+      float rs = 0.f;
+#pragma unroll
+      for (int jn = 0; jn < BN / 8; ++jn)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pv = exp2f(s[4 * jn + 2 * hf + e] * p.scale_log2 - msc);
+          s[4 * jn + 2 * hf + e] = pv;
+          rs += pv;
+        }
+      lrow[hf] = lrow[hf] * alpha + rs;
+#pragma unroll
+      for (int jd = 0; jd < D / 8; ++jd) {
+        o[4 * jd + 2 * hf] *= alpha;
+        o[4 * jd + 2 * hf + 1] *= alpha;
+      }
+    }
+    /* O += P V: P from registers (16 keys per step), B = Vt (K-major) */
+    uint32_t a[BN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      a[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+      a[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+      a[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+      a[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+      wg_m64n128_rs(o, a[kk], wg_desc(sVt + kk * 16));
+    wg_commit();
+    wg_wait0();
+    __syncthreads(); /* K/V buffers and Vt are rewritten next step */
+  }
+  cp_async_wait<0>();
+
+  bf16 *gO = p.out + (int64_t)b * S * qstride + (int64_t)h * D;
+  float *gL = p.lse + ((int64_t)b * p.nq + h) * S;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float l = lrow[hf];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = 1.f / l;
+    const int row = q0 + wrow0 + g + hf * 8;
+    if (row < S) {
+      bf16 *orow = gO + (int64_t)row * qstride;
+#pragma unroll
+      for (int jd = 0; jd < D / 8; ++jd)
+        *reinterpret_cast<__nv_bfloat162 *>(orow + jd * 8 + 2 * t) =
+            __floats2bfloat162_rn(o[4 * jd + 2 * hf] * inv, o[4 * jd + 2 * hf + 1] * inv);
+      if (t == 0) gL[row] = mrow[hf] * p.scale + logf(l);
+    }
+  }
+#else
+  __trap(); /* built without sm_90a: the launcher refuses before this */
+#endif
+}
+
+/* 1 when the device code was built for sm_90a (wgmma available) */
+static __global__ void wgmma_probe_kernel(int *out) { *out = PL_WGMMA_OK; }
+
+/* ======================================================================== */
 /* launchers                                                                */
 /* ======================================================================== */
 
@@ -779,10 +1069,43 @@ static bool use_mma(const pl_attn_shape *sh) {
   return sh->algo != PL_ATTN_SIMPLE;
 }
 
+/* Was the device code built for sm_90a?  Probed once (a one-int kernel). */
+static pl_status wgmma_available(cudaStream_t st) {
+  static int avail = -1;
+  if (avail < 0) {
+    int *d = NULL, h = 0;
+    if (cudaMalloc(&d, sizeof(int)) != cudaSuccess)
+      return pl_set_error(PL_ERUNTIME, "attention: wgmma probe: cudaMalloc failed");
+    wgmma_probe_kernel<<<1, 1, 0, st>>>(d);
+    cudaError_t e = cudaMemcpyAsync(&h, d, sizeof(int), cudaMemcpyDeviceToHost, st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+    cudaFree(d);
+    if (e != cudaSuccess)
+      return pl_set_error(PL_ERUNTIME, "attention: wgmma probe: %s", cudaGetErrorString(e));
+    avail = h;
+  }
+  if (!avail)
+    return pl_set_error(PL_EUNSUPPORTED, "attention: the wgmma kernel needs device code for "
+                                         "sm_90a: rebuild with CUDA_ARCH=90a");
+  return PL_OK;
+}
+
 template <int D>
 static pl_status fwd_launch(cudaStream_t st, const pl_attn_shape *sh,
                             AttnParams p) {
   const unsigned B = (unsigned)sh->batch;
+  if (D == 128 && sh->algo == PL_ATTN_WGMMA) {
+    PL_TRY(wgmma_available(st));
+    constexpr size_t smem = wg_smem_bytes();
+    cudaError_t e = cudaFuncSetAttribute(
+        attn_fwd_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+      return pl_set_error(PL_ERUNTIME, "attention fwd wgmma: smem %zu B: %s", smem,
+                          cudaGetErrorString(e));
+    dim3 grid((unsigned)((p.S + WG_BM - 1) / WG_BM), (unsigned)p.nq, B);
+    attn_fwd_wgmma_kernel<<<grid, 256, smem, st>>>(p);
+    return cuda_check("fwd wgmma launch");
+  }
   if (use_mma(sh)) {
     constexpr int BM = 32 * FWD_NW;
     constexpr size_t smem = fwd_smem_bytes<D>();
