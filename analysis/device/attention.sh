@@ -50,6 +50,10 @@ else
   echo "torch not importable: peer skipped" | tee "$RUNS/peer_torch_sdpa.skipped"
 fi
 
+step "bench attention --algo wgmma (experimental forward; needs a CUDA_ARCH=90a build, else it reports unsupported)"
+timeout 120 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma --seq 4Ki,16Ki,32Ki,64Ki,128Ki \
+  --pass fwd -w 1 -n 3 -o "$RUNS" || echo "(wgmma forward unavailable or failed: see above)"
+
 step "bench attention: S = 256Ki, 512Ki, 1Mi forward only (1 run each, no warm-up)"
 timeout 120 "$BIN" bench attention --backend cuda $SHAPE --seq 256Ki,512Ki \
   --pass fwd -w 0 -n 1 -o "$RUNS" || fail=1
@@ -59,10 +63,6 @@ if [ $rc -eq 2 ]; then # the harness refused -w 0: one warm-up then
   timeout 150 "$BIN" bench attention --backend cuda $SHAPE --seq 1Mi --pass fwd -w 1 -n 1 \
     -o "$RUNS" || fail=1
 elif [ $rc -ne 0 ]; then fail=1; fi
-
-step "bench attention --algo wgmma (experimental forward; needs a CUDA_ARCH=90a build, else it reports unsupported)"
-timeout 120 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma --seq 4Ki,16Ki,32Ki,64Ki,128Ki \
-  --pass fwd -w 1 -n 3 -o "$RUNS" || echo "(wgmma forward unavailable or failed: see above)"
 
 NG=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$NG" -ge 2 ]; then
