@@ -5,7 +5,7 @@
  * [B, S, n_kv, d]; LSE and the row dots D = rowsum(dO∘O) [B, n_q, S] f32.
  * Query head h reads kv head h / (n_q / n_kv).
  *
- * Two versions of every kernel:
+ * Versions:
  *  - SIMPLE: one warp per query row (forward, dQ) or per key row (dK, dV), the
  *    head dimension split over lanes, an online softmax in fp32.  Slow and
  *    obviously correct: the device tests compare the fast kernels against it.
@@ -21,9 +21,12 @@
  *    (so GQA needs no atomics for dK/dV); dQ += dS K goes through shared
  *    memory and fp32 atomics into a workspace, converted to bf16 (×scale) at
  *    the end.
+ *  - WGMMA (experimental, forward, d = 128, sm_90a builds only): Hopper
+ *    warpgroup MMA from swizzled shared memory; see its section.  Not chosen
+ *    by PL_ATTN_AUTO until the device tests have validated it.
  *
- * Numerics shared by both: scores in fp32, softmax via exp2 with scale·log2e
- * folded in, P rounded to bf16 before P·V (MMA only; SIMPLE keeps fp32),
+ * Numerics shared by all: scores in fp32, softmax via exp2 with scale·log2e
+ * folded in, P rounded to bf16 before P·V (MMA, WGMMA; SIMPLE keeps fp32),
  * the row sum of P in fp32.  Masked keys are −inf; key blocks past the
  * diagonal are never visited. */
 #include <cuda_bf16.h>
