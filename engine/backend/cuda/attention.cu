@@ -1073,16 +1073,18 @@ static bool use_mma(const pl_attn_shape *sh) {
 }
 
 /* Was the device code built for sm_90a?  Probed once (a one-int kernel). */
-static pl_status wgmma_available(cudaStream_t st) {
+static pl_status wgmma_available(pl_stream *s) {
   static int avail = -1;
   if (avail < 0) {
-    int *d = NULL, h = 0;
-    if (cudaMalloc(&d, sizeof(int)) != cudaSuccess)
-      return pl_set_error(PL_ERUNTIME, "attention: wgmma probe: cudaMalloc failed");
-    wgmma_probe_kernel<<<1, 1, 0, st>>>(d);
+    cudaStream_t st = (cudaStream_t)pl_stream_native(s);
+    pl_dev *dev = pl_stream_dev(s);
+    void *d = NULL;
+    int h = 0;
+    PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, sizeof(int), "attention", &d));
+    wgmma_probe_kernel<<<1, 1, 0, st>>>((int *)d);
     cudaError_t e = cudaMemcpyAsync(&h, d, sizeof(int), cudaMemcpyDeviceToHost, st);
     if (e == cudaSuccess) e = cudaStreamSynchronize(st);
-    cudaFree(d);
+    pl_free(dev, d);
     if (e != cudaSuccess)
       return pl_set_error(PL_ERUNTIME, "attention: wgmma probe: %s", cudaGetErrorString(e));
     avail = h;
@@ -1094,11 +1096,11 @@ static pl_status wgmma_available(cudaStream_t st) {
 }
 
 template <int D>
-static pl_status fwd_launch(cudaStream_t st, const pl_attn_shape *sh,
-                            AttnParams p) {
+static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p) {
+  cudaStream_t st = (cudaStream_t)pl_stream_native(ps);
   const unsigned B = (unsigned)sh->batch;
   if (D == 128 && sh->algo == PL_ATTN_WGMMA) {
-    PL_TRY(wgmma_available(st));
+    PL_TRY(wgmma_available(ps));
     constexpr size_t smem = wg_smem_bytes();
     cudaError_t e = cudaFuncSetAttribute(
         attn_fwd_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -1168,15 +1170,14 @@ extern "C" pl_status pl_cuda_attn_fwd(pl_stream *s, const pl_attn_shape *sh,
                                       const void *v, void *o, float *lse) {
   PL_TRY(pl_attn_check(sh, PL_BACKEND_CUDA));
   if (sh->seq == 0 || sh->batch == 0) return PL_OK;
-  cudaStream_t st = (cudaStream_t)pl_stream_native(s);
   AttnParams p = make_params(sh);
   p.q = (const bf16 *)q;
   p.k = (const bf16 *)k;
   p.v = (const bf16 *)v;
   p.out = (bf16 *)o;
   p.lse = lse;
-  if (sh->head_dim == 64) return fwd_launch<64>(st, sh, p);
-  return fwd_launch<128>(st, sh, p);
+  if (sh->head_dim == 64) return fwd_launch<64>(s, sh, p);
+  return fwd_launch<128>(s, sh, p);
 }
 
 extern "C" pl_status pl_cuda_attn_bwd(pl_stream *s, const pl_attn_shape *sh,
