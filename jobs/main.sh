@@ -23,6 +23,7 @@ BIN=$BUILD/bin/plateau
 # One line per bench: `plateau bench` arguments at small sizes.
 BENCHES=(
   "calib --sizes 4Ki:1Mi:x4 --gemm-size 256 -n 5 -w 2"
+  "sco --preset small -n 3 -w 0"
 )
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)

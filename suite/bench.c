@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "results.h"
 
@@ -513,10 +514,22 @@ int pl_bench_main(int argc, char **argv) {
   if (run_st != PL_OK)
     fprintf(stderr, "plateau bench %s: rank %d: %s: %s\n", b->name, ctx.rank,
             pl_strerror(run_st), pl_last_error());
-  int64_t agg[2] = {run_st != PL_OK, H.nfail};
-  st = pl_host_allreduce_i64(comm, agg, 2, PL_RED_MAX);
+  int64_t agg[4] = {run_st != PL_OK, H.nfail, run_st == PL_EINVAL, H.nrows};
+  st = pl_host_allreduce_i64(comm, agg, 4, PL_RED_MAX);
   if (st != PL_OK) agg[0] = 1;
   code = agg[0] ? 3 : agg[1] ? 1 : 0;
+  if (st == PL_OK && agg[2] && agg[3] == 0) {
+    /* bad input the bench could only see once running (e.g. a budget list):
+     * a usage error, and nothing is left half-written */
+    code = 2;
+    if (ctx.rank == 0 && res) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s", pl_results_path(res));
+      pl_results_close(res, "error");
+      res = NULL;
+      unlink(path);
+    }
+  }
   if (ctx.rank == 0 && res) {
     char path[4096];
     snprintf(path, sizeof path, "%s", pl_results_path(res));

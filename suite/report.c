@@ -13,6 +13,7 @@
  * RUN_DIR/report/<bench>.md and any charts.  Later benches add a hook to
  * `hooks[]` with their paper-vs-ours tables. */
 #include "report.h"
+#include "report_sco.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -490,12 +491,23 @@ static pl_status report_calib(pl_report_ctx *rc, const char *bench,
 }
 
 /* ---- hooks --------------------------------------------------------------- */
+/* Operator reports keep a plain (run_dir, out_dir) entry of their own
+ * (suite/report_<bench>.c); they read the run's files themselves. */
+#define OPERATOR_REPORT(name, fn)                                              \
+  static pl_status name(pl_report_ctx *rc, const char *bench,                  \
+                        pl_table *const *tables, int ntables) {                \
+    (void)bench, (void)tables, (void)ntables;                                  \
+    return fn(rc->run_dir, rc->out_dir);                                       \
+  }
+OPERATOR_REPORT(report_sco, pl_report_sco)
+
 static const struct {
   const char *bench;
   pl_report_fn fn;
 } hooks[] = {
     {"calib", report_calib},
-    /* dispatch, vocab, adam, sco, attention: add their paper-vs-ours hooks. */
+    {"sco", report_sco},
+    {"maxbatch", report_sco},
 };
 
 static pl_report_fn hook_for(const char *bench) {
