@@ -52,7 +52,10 @@ def main():
 
     out = open(a.out, "w") if a.out else sys.stdout
     dev = torch.cuda.get_device_name(0)
-    print("# plateau-peer: torch_sdpa", file=out)
+    # the plateau result-file format (suite/results.h), so `plateau report`
+    # reads it like a bench's file (bench "peer_torch_sdpa")
+    print("# plateau-results: 1", file=out)
+    print("# bench: peer_torch_sdpa", file=out)
     print(f"# torch: {torch.__version__}", file=out)
     print(f"# cuda: {torch.version.cuda}", file=out)
     print(f"# cudnn: {torch.backends.cudnn.version()}", file=out)
