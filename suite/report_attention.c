@@ -15,10 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "report_attention.h"
 #include "results.h"
-
-pl_status pl_report_attention(const char *run_dir, const char *out_dir);
 
 #define MAXS 64
 
