@@ -170,10 +170,12 @@ pl_status pl_report_attention(const char *run_dir, const char *out_dir) {
   fclose(f);
   printf("%s\n", dat);
   const char *ext[2] = {"svg", "png"};
+  const char *root = getenv("PLATEAU_ROOT"); /* else run from the repository root */
+  const char *gp = getenv("PLATEAU_GNUPLOT");
   for (int i = 0; i < 2; i++) {
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "gnuplot -c analysis/attention.gp '%s' '%s/attention_tflops.%s' 793",
-             dat, out_dir, ext[i]);
+    snprintf(cmd, sizeof cmd, "%s -c '%s%sanalysis/attention.gp' '%s' '%s/attention_tflops.%s' 793",
+             gp ? gp : "gnuplot", root ? root : "", root ? "/" : "", dat, out_dir, ext[i]);
     if (system(cmd) == 0)
       printf("%s/attention_tflops.%s\n", out_dir, ext[i]);
     else
