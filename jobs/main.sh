@@ -24,6 +24,9 @@ BIN=$BUILD/bin/plateau
 BENCHES=(
   "calib --sizes 4Ki:1Mi:x4 --gemm-size 256 -n 5 -w 2"
   "sco --preset small -n 3 -w 0"
+  "vocab"
+  "attention -n 3 -w 1"
+  "layer -n 2 -w 1"
 )
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)

@@ -13,7 +13,9 @@
  * RUN_DIR/report/<bench>.md and any charts.  Later benches add a hook to
  * `hooks[]` with their paper-vs-ours tables. */
 #include "report.h"
+#include "report_attention.h"
 #include "report_sco.h"
+#include "report_vocab.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -500,6 +502,8 @@ static pl_status report_calib(pl_report_ctx *rc, const char *bench,
     return fn(rc->run_dir, rc->out_dir);                                       \
   }
 OPERATOR_REPORT(report_sco, pl_report_sco)
+OPERATOR_REPORT(report_vocab, pl_report_vocab)
+OPERATOR_REPORT(report_attention, pl_report_attention)
 
 static const struct {
   const char *bench;
@@ -508,6 +512,8 @@ static const struct {
     {"calib", report_calib},
     {"sco", report_sco},
     {"maxbatch", report_sco},
+    {"vocab", report_vocab},
+    {"attention", report_attention},
 };
 
 static pl_report_fn hook_for(const char *bench) {

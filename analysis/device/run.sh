@@ -65,7 +65,9 @@ for p in "${parts[@]}"; do
     ;;
   calib)
     stamp "calib"
-    timeout 300 $MPIRUN -np "$NGPU" $BIN bench calib --backend cuda -o "$RUNS" 2>&1 | tail -40
+    # every GPU at once (the host link shared), then one GPU alone (its ceiling)
+    timeout 200 $MPIRUN -np "$NGPU" $BIN bench calib --backend cuda --sizes 64Ki:1Gi:x4 -o "$RUNS" 2>&1 | grep -v "^# " | tail -45
+    timeout 200 $MPIRUN -np "$NGPU" $BIN bench calib --backend cuda --sizes 64Ki:1Gi:x4 --solo -o "$RUNS" 2>&1 | grep -v "^# " | tail -45
     ;;
   *)
     if [ -f "analysis/device/$p.sh" ]; then

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# analysis/device/attention.sh — attention on the GPU machine: build check
+# (registers / spills of the flash kernels), the CUDA tests (SIMPLE and MMA vs
+# the CPU reference and each other; errors and TFLOP/s printed), the
+# `plateau bench attention` sweep (S = 4Ki…128Ki fwd and fwd+bwd; 256Ki, 512Ki
+# and 1Mi forward only, one iteration), and the PyTorch SDPA peer (flash and
+# cuDNN) on the same shapes; with 2 GPUs also Ulysses D = 2 (attention and the
+# decoder layer).  Run from the repo root after `make`:
+#     RUNS=results/runs/<sweep> bash analysis/device/attention.sh
+# Budget: about 4 minutes of GPU time (each step has its own timeout; a step
+# that fails is reported and the script goes on, exiting non-zero at the end).
+# ATTN_MEMCHECK=1 adds compute-sanitizer memcheck of the small test shapes at
+# the end (for a second run, should the kernels disagree with the reference).
+# Build with CUDA_ARCH=90a to include the experimental wgmma forward.
+set -uo pipefail
+RUNS=${RUNS:-results/runs/attention-$(date -u +%Y%m%dT%H%M%SZ)}
+BUILD=${BUILD:-build}
+BIN=${BIN:-$BUILD/bin/plateau}
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+SHAPE=${SHAPE:---heads 64 --kv-heads 8 --head-dim 128}
+export NCCL_NVLS_ENABLE=0
+mkdir -p "$RUNS"
+fail=0
+step() { echo "== $*"; }
+
+step "build check: nvcc -Xptxas -v (registers, spills) of the attention kernels"
+"$NVCC" -std=c++17 -O3 -arch=sm_90 -Iengine/include -Iengine -DPL_HAVE_CUDA=1 \
+  $(mpicc --showme:compile 2>/dev/null) --expt-relaxed-constexpr -Xptxas -v -c engine/backend/cuda/attention.cu \
+  -o "$RUNS/attention_check.o" 2>&1 | grep -A2 -E "Compiling entry.*mma" |
+  grep -E "entry|spill|registers" | tee "$RUNS/attention_ptxas.txt" || fail=1
+rm -f "$RUNS/attention_check.o"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv 2>/dev/null |
+  tee "$RUNS/attention_gpu.txt"
+
+step "CUDA tests (errors and TFLOP/s of both kernels)"
+CK_FORK=no timeout 420 "$BUILD/tests/engine/backend/cuda/test_attention_cuda" 2>&1 |
+  tee "$RUNS/attention_test_cuda.txt" || fail=1
+timeout 300 "$BUILD/tests/engine/model/test_attention" 2>&1 | tail -3 || fail=1
+
+step "bench attention: S = 4Ki..128Ki, fwd and fwd+bwd"
+timeout 300 "$BIN" bench attention --backend cuda $SHAPE --seq 4Ki,8Ki,16Ki,32Ki,64Ki,128Ki \
+  --pass both -w 1 -n 3 -o "$RUNS" || fail=1
+
+step "peer: PyTorch SDPA (flash, cuDNN), same shapes"
+if python3 -c "import torch" 2>/dev/null; then
+  timeout 300 python3 analysis/peers/torch_sdpa.py --seq 4Ki,8Ki,16Ki,32Ki,64Ki,128Ki \
+    --heads 64 --kv-heads 8 --head-dim 128 --iters 2 --warmup 1 \
+    --out "$RUNS/peer_torch_sdpa.tsv" || fail=1
+else
+  echo "torch not importable: peer skipped" | tee "$RUNS/peer_torch_sdpa.skipped"
+fi
+
+step "bench attention --algo wgmma (experimental forward; needs a CUDA_ARCH=90a build, else it reports unsupported)"
+timeout 120 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma --seq 4Ki,16Ki,32Ki,64Ki,128Ki \
+  --pass fwd -w 1 -n 3 -o "$RUNS" || echo "(wgmma forward unavailable or failed: see above)"
+
+step "bench attention: S = 256Ki, 512Ki, 1Mi forward only (1 run each, no warm-up)"
+timeout 120 "$BIN" bench attention --backend cuda $SHAPE --seq 256Ki,512Ki \
+  --pass fwd -w 0 -n 1 -o "$RUNS" || fail=1
+timeout 150 "$BIN" bench attention --backend cuda $SHAPE --seq 1Mi --pass fwd -w 0 -n 1 -o "$RUNS"
+rc=$?
+if [ $rc -eq 2 ]; then # the harness refused -w 0: one warm-up then
+  timeout 150 "$BIN" bench attention --backend cuda $SHAPE --seq 1Mi --pass fwd -w 1 -n 1 \
+    -o "$RUNS" || fail=1
+elif [ $rc -ne 0 ]; then fail=1; fi
+
+NG=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "$NG" -ge 2 ]; then
+  step "bench attention, Ulysses D = 2 (2 GPUs): S = 8Ki..128Ki fwd and fwd+bwd"
+  timeout 180 ${MPIRUN:-mpirun --bind-to none} --allow-run-as-root -np 2 "$BIN" bench attention \
+    --backend cuda $SHAPE --seq 8Ki,32Ki,128Ki --pass both -w 1 -n 2 -o "$RUNS" || fail=1
+  step "bench layer, D = 1 and D = 2"
+  timeout 120 "$BIN" bench layer --backend cuda --seq 8Ki,32Ki --pass both -w 1 -n 2 -o "$RUNS" || fail=1
+  timeout 120 ${MPIRUN:-mpirun --bind-to none} --allow-run-as-root -np 2 "$BIN" bench layer \
+    --backend cuda --seq 8Ki,32Ki,64Ki --pass both -w 1 -n 2 -o "$RUNS" || fail=1
+else
+  step "bench layer, D = 1 (one GPU: no D = 2 run)"
+  timeout 120 "$BIN" bench layer --backend cuda --seq 8Ki,32Ki --pass both -w 1 -n 2 -o "$RUNS" || fail=1
+fi
+
+if [ "${ATTN_MEMCHECK:-0}" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
+  step "compute-sanitizer memcheck on the small shapes (out-of-bounds / misaligned accesses)"
+  PLATEAU_TEST_SMALL=1 CK_FORK=no timeout 150 compute-sanitizer --tool memcheck --print-limit 20 \
+    "$BUILD/tests/engine/backend/cuda/test_attention_cuda" 2>&1 | tail -25 |
+    tee "$RUNS/attention_memcheck.txt" || fail=1
+fi
+
+echo "# results in $RUNS"
+exit $fail

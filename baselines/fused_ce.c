@@ -1,0 +1,180 @@
+/* fused_ce.c — blocked fused cross-entropy on one device (fused_ce.h).
+ * Tags: "logits" the strip (and bf16 residual), "ce_state" the per-token
+ * state, lse and row factors, "grads" the f32 dX accumulator in bf16 mode. */
+#include "fused_ce.h"
+
+#include <math.h>
+
+#include "backend/internal.h"
+
+static int64_t eff_block(const pl_ce_problem *pb) {
+  int64_t vb = pb->block > 0 ? pb->block : PL_CE_DEFAULT_BLOCK;
+  if (vb > pb->v) vb = pb->v;
+  return vb < 1 ? 1 : vb;
+}
+
+size_t pl_fused_ce_logits_bound(const pl_ce_problem *pb) {
+  return (size_t)pb->n * (size_t)eff_block(pb) *
+         (pb->dt == PL_BF16 ? 6 : 4);
+}
+
+pl_status pl_fused_ce(pl_stream *s, const pl_ce_problem *pb) {
+  PL_TRY(pl_ce_problem_check(pb, "fused_ce"));
+  if (pb->v < 1)
+    return pl_set_error(PL_EINVAL, "fused_ce: v=%lld: must be >= 1",
+                        (long long)pb->v);
+  pl_dev *dev = pl_stream_dev(s);
+  const int64_t n = pb->n, h = pb->h, v = pb->v, vb = eff_block(pb);
+  float *st3 = NULL, *strip = NULL, *lse = NULL, *stats = NULL, *nll = NULL,
+        *g = NULL, *dxacc = NULL;
+  void *dy = NULL;
+  pl_status st = PL_OK;
+#define T(x)                                                                   \
+  do {                                                                         \
+    st = (x);                                                                  \
+    if (st != PL_OK) goto done;                                                \
+  } while (0)
+#define A(bytes, tag, p)                                                       \
+  T(pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), tag, s, (void **)(p)))
+  A(2 * sizeof(float), "ce_state", &stats);
+  A((size_t)n * 3 * sizeof(float), "ce_state", &st3);
+  A((size_t)n * sizeof(float), "ce_state", &lse);
+  if (pb->red != PL_CE_NONE) A((size_t)n * sizeof(float), "ce_state", &nll);
+  else nll = pb->loss;
+  A((size_t)n * vb * sizeof(float), "logits", &strip);
+  /* ---- forward: fold every strip ---- */
+  T(pl_fill(s, st3, PL_F32, (size_t)n, -INFINITY));
+  T(pl_fill(s, st3 + n, PL_F32, (size_t)(2 * n), 0.0));
+  pl_ce_meet mt = {.dt = pb->dt, .n = n, .h = h, .x = pb->x, .t = pb->t,
+                   .w = pb->w, .ldw = v, .vs = v, .col0 = 0, .vb = vb,
+                   .strip = strip, .dy = NULL};
+  T(pl_ce_meet_fwd(s, &mt, st3));
+  T(pl_ce_finish(s, n, st3, pb->t, pb->ignore, nll, lse, stats));
+  if (pb->red != PL_CE_NONE) T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
+  pl_free_async(dev, st3, s);
+  st3 = NULL;
+  if (!pl_ce_problem_bwd(pb)) goto done;
+  /* ---- backward: replay the strips from lse ---- */
+  A((size_t)n * sizeof(float), "ce_state", &g);
+  T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats, pb->dloss, g));
+  if (pb->dt == PL_BF16) {
+    A((size_t)n * vb * 2, "logits", &dy);
+    A((size_t)n * h * sizeof(float), "grads", &dxacc);
+  }
+  mt.dy = dy;
+  void *dx, *dw;
+  T(pl_ce_grads(s, pb, v, &dx, &dw));
+  /* Each dW column range is written once (beta 0), straight in pb->dt. */
+  T(pl_ce_meet_bwd(s, &mt, lse, g, pb->dt == PL_F32 ? (float *)dx : dxacc,
+                   0.0f, dw, pb->dt, v, 0.0f));
+  if (pb->dt == PL_BF16)
+    T(pl_convert(s, dx, PL_BF16, dxacc, PL_F32, (size_t)(n * h)));
+#undef A
+#undef T
+done:
+  pl_free_async(dev, dxacc, s);
+  pl_free_async(dev, dy, s);
+  pl_free_async(dev, g, s);
+  if (pb->red != PL_CE_NONE) pl_free_async(dev, nll, s);
+  pl_free_async(dev, strip, s);
+  pl_free_async(dev, lse, s);
+  pl_free_async(dev, st3, s);
+  pl_free_async(dev, stats, s);
+  return st;
+}
+
+/* ---- token-chunked variant (Liger-style) ---------------------------------- */
+
+int64_t pl_fused_ce_chunk_rows(const pl_ce_problem *pb) {
+  int64_t vb = eff_block(pb);
+  int64_t nc = pb->v > 0 ? (pb->n * vb) / pb->v : pb->n;
+  if (nc < 1) nc = 1;
+  if (nc > pb->n && pb->n > 0) nc = pb->n;
+  return nc;
+}
+
+size_t pl_fused_ce_chunked_logits_bound(const pl_ce_problem *pb) {
+  return (size_t)pl_fused_ce_chunk_rows(pb) * (size_t)pb->v *
+         (pb->dt == PL_BF16 ? 6 : 4);
+}
+
+pl_status pl_fused_ce_chunked(pl_stream *s, const pl_ce_problem *pb) {
+  PL_TRY(pl_ce_problem_check(pb, "fused_ce_chunked"));
+  if (pb->v < 1)
+    return pl_set_error(PL_EINVAL, "fused_ce_chunked: v=%lld: must be >= 1",
+                        (long long)pb->v);
+  pl_dev *dev = pl_stream_dev(s);
+  const int64_t n = pb->n, h = pb->h, v = pb->v;
+  const int64_t nc = pl_fused_ce_chunk_rows(pb);
+  const size_t es = pl_dtype_size(pb->dt);
+  const int bwd = pl_ce_problem_bwd(pb);
+  float *stats = NULL, *cstats = NULL, *st3 = NULL, *lse = NULL, *nll = NULL,
+        *g = NULL, *logits = NULL, *dwacc = NULL;
+  void *dy = NULL, *dx = NULL, *dw = NULL;
+  pl_status st = PL_OK;
+#define T(x)                                                                   \
+  do {                                                                         \
+    st = (x);                                                                  \
+    if (st != PL_OK) goto done;                                                \
+  } while (0)
+#define A(bytes, tag, p)                                                       \
+  T(pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), tag, s, (void **)(p)))
+  A(2 * sizeof(float), "ce_state", &stats);
+  A(2 * sizeof(float), "ce_state", &cstats);
+  A((size_t)nc * 3 * sizeof(float), "ce_state", &st3);
+  A((size_t)nc * sizeof(float), "ce_state", &lse);
+  A((size_t)n * sizeof(float), "ce_state", &g);
+  if (pb->red != PL_CE_NONE) A((size_t)n * sizeof(float), "ce_state", &nll);
+  else nll = pb->loss;
+  A((size_t)nc * (size_t)v * sizeof(float), "logits", &logits);
+  if (bwd && pb->dt == PL_BF16) A((size_t)nc * (size_t)v * 2, "logits", &dy);
+  /* The mean's count before any gradient. */
+  T(pl_ce_count(s, n, pb->t, pb->ignore, stats));
+  T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats, pb->dloss, g));
+  if (bwd) {
+    T(pl_ce_grads(s, pb, v, &dx, &dw));
+    if (pb->dt == PL_F32)
+      dwacc = dw;
+    else
+      A((size_t)(h * v) * sizeof(float), "grads", &dwacc);
+    if (n == 0) T(pl_fill(s, dwacc, PL_F32, (size_t)(h * v), 0.0));
+  }
+  for (int64_t r0 = 0; r0 < n; r0 += nc) {
+    const int64_t m = n - r0 < nc ? n - r0 : nc;
+    const void *xr = (const char *)pb->x + (size_t)(r0 * h) * es;
+    const int32_t *tr = pb->t + r0;
+    /* logits (m×v) = X[r0:r0+m] · W */
+    T(pl_gemm(s, false, false, m, v, h, 1.0f, xr, h, pb->w, v, 0.0f, logits, v,
+              pb->dt, PL_F32));
+    T(pl_fill(s, st3, PL_F32, (size_t)m, -INFINITY));
+    T(pl_fill(s, st3 + m, PL_F32, (size_t)(2 * m), 0.0));
+    T(pl_ce_fold(s, logits, v, m, v, 0, tr, st3));
+    T(pl_ce_finish(s, m, st3, tr, pb->ignore, nll + r0, lse, cstats));
+    T(pl_axpy(s, stats, PL_F32, cstats, PL_F32, 1, 1.0f)); /* Σ nll only */
+    if (!bwd) continue;
+    void *gy = pb->dt == PL_F32 ? (void *)logits : dy;
+    T(pl_ce_residual(s, logits, v, m, v, 0, tr, lse, g + r0, gy, pb->dt, v));
+    /* dX rows (m×h) = dY·Wᵀ: complete in one GEMM, straight in dt */
+    T(pl_gemm(s, false, true, m, h, v, 1.0f, gy, v, pb->w, v, 0.0f,
+              (char *)dx + (size_t)(r0 * h) * es, h, pb->dt, pb->dt));
+    /* dW (h×v) (+)= X_chunkᵀ · dY */
+    T(pl_gemm(s, true, false, h, v, m, 1.0f, xr, h, gy, v, r0 == 0 ? 0.0f : 1.0f,
+              dwacc, v, pb->dt, PL_F32));
+  }
+  if (pb->red != PL_CE_NONE) T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
+  if (bwd && pb->dt == PL_BF16)
+    T(pl_convert(s, dw, PL_BF16, dwacc, PL_F32, (size_t)(h * v)));
+#undef A
+#undef T
+done:
+  if (pb->dt == PL_BF16) pl_free_async(dev, dwacc, s);
+  pl_free_async(dev, dy, s);
+  pl_free_async(dev, logits, s);
+  if (pb->red != PL_CE_NONE) pl_free_async(dev, nll, s);
+  pl_free_async(dev, g, s);
+  pl_free_async(dev, lse, s);
+  pl_free_async(dev, st3, s);
+  pl_free_async(dev, cstats, s);
+  pl_free_async(dev, stats, s);
+  return st;
+}

@@ -1,0 +1,17 @@
+/* ulysses_cpu.c — CPU twin of the Ulysses pack/unpack (model/ulysses.h):
+ * dst [B][A][C] = src [A][B][C], rows of C·es bytes moved with memcpy. */
+#include <string.h>
+
+#include "backend/internal.h"
+#include "model/ulysses.h"
+
+pl_status pl_cpu_transpose01(PL_TRANSPOSE01_ARGS) {
+  (void)s;
+  const size_t row = (size_t)C * es;
+#pragma omp parallel for schedule(static)
+  for (int64_t a = 0; a < A; a++)
+    for (int64_t b = 0; b < B; b++)
+      memcpy((char *)dst + ((size_t)b * A + a) * row, (const char *)src + ((size_t)a * B + b) * row,
+             row);
+  return PL_OK;
+}

@@ -1,0 +1,1211 @@
+/* attention.cu — causal grouped-query flash attention on sm_90, forward and
+ * backward, bf16 in / fp32 accumulate (CUDA twin of backend/cpu/attention_cpu.c).
+ *
+ * Layouts (model/attention.h): Q, O, dO, dQ [B, S, n_q, d]; K, V, dK, dV
+ * [B, S, n_kv, d]; LSE and the row dots D = rowsum(dO∘O) [B, n_q, S] f32.
+ * Query head h reads kv head h / (n_q / n_kv).
+ *
+ * Versions:
+ *  - SIMPLE: one warp per query row (forward, dQ) or per key row (dK, dV), the
+ *    head dimension split over lanes, an online softmax in fp32.  Slow and
+ *    obviously correct: the device tests compare the fast kernels against it.
+ *  - MMA: FlashAttention-2 tiling on tensor cores (mma.sync m16n8k16 bf16 ->
+ *    f32, operands from shared memory through ldmatrix, tiles loaded with
+ *    cp.async, double-buffered).  Forward: a block of NW warps owns BM = 32·NW
+ *    query rows (two 16-row m-tiles per warp) and walks the key blocks of BN
+ *    keys up to the diagonal with an online softmax in registers, saving LSE.
+ *    Backward: a block owns BN = 16·NW keys of one kv head (each warp 16 keys)
+ *    and walks, for every query head of its group, the query blocks at or past
+ *    the diagonal: S^T = K Q^T, P^T = exp(S^T·scale − LSE), dP^T = V dO^T,
+ *    dS^T = P^T∘(dP^T − D); dV += P^T dO and dK += dS^T Q stay in registers
+ *    (so GQA needs no atomics for dK/dV); dQ += dS K goes through shared
+ *    memory and fp32 atomics into a workspace, converted to bf16 (×scale) at
+ *    the end.
+ *  - WGMMA (experimental, forward, d = 128, sm_90a builds only): Hopper
+ *    warpgroup MMA from swizzled shared memory; see its section.  Not chosen
+ *    by PL_ATTN_AUTO until the device tests have validated it.
+ *
+ * Numerics shared by all: scores in fp32, softmax via exp2 with scale·log2e
+ * folded in, P rounded to bf16 before P·V (MMA, WGMMA; SIMPLE keeps fp32),
+ * the row sum of P in fp32.  Masked keys are −inf; key blocks past the
+ * diagonal are never visited. */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <string.h>
+#include <stdint.h>
+
+#include "backend/internal.h"
+#include "model/attention.h"
+
+typedef __nv_bfloat16 bf16;
+
+#define LOG2E_F 1.4426950408889634f
+
+struct AttnParams {
+  const bf16 *q, *k, *v, *o, *dout;
+  bf16 *out, *dq, *dk, *dv;
+  float *lse;        /* fwd: written; bwd: read                 */
+  float *dqacc;      /* bwd: fp32 dQ accumulator [B, S, n_q, d] */
+  float *delta;      /* bwd: D [B, n_q, S]                      */
+  int S, nq, nkv, group;
+  float scale, scale_log2;
+};
+
+/* ======================================================================== */
+/* PTX helpers                                                              */
+/* ======================================================================== */
+
+static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16-byte async copy global -> shared; src_bytes = 0 zero-fills the chunk. */
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src,
+                                                  int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(src_bytes));
+}
+static __device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+static __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+static __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4],
+                                               const bf16 *p) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(smem_u32(p)));
+}
+static __device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4],
+                                                 const bf16 *p) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(smem_u32(p)));
+}
+
+/* c[16x8] += a[16x16] · b[16x8]; fragment layouts of PTX mma.m16n8k16:
+ * g = lane/4, t = lane%4;  a0:(g, 2t..2t+1) a1:(g+8, 2t) a2:(g, 2t+8)
+ * a3:(g+8, 2t+8);  b0:(k=2t..2t+1, n=g) b1:(k=2t+8, n=g);
+ * c0,c1:(g, 2t..2t+1) c2,c3:(g+8, 2t..2t+1). */
+static __device__ __forceinline__ void mma_bf16(float (&c)[4],
+                                                const uint32_t (&a)[4],
+                                                uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* Load ROWS rows of D bf16 (global row stride `stride` elements, rows from
+ * row0; rows >= S zero-filled) into shared memory with row stride LD. */
+template <int ROWS, int D, int LD, int NT>
+static __device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src,
+                                                 int row0, int S,
+                                                 int64_t stride, int tid) {
+  constexpr int CPR = D / 8; /* 16-byte chunks per row */
+#pragma unroll
+  for (int c = tid; c < ROWS * CPR; c += NT) {
+    int r = c / CPR, cc = c % CPR;
+    int gr = row0 + r;
+    const bf16 *g = src + (int64_t)(gr < S ? gr : S - 1) * stride + cc * 8;
+    cp_async16(dst + r * LD + cc * 8, g, gr < S ? 16 : 0);
+  }
+}
+
+/* ======================================================================== */
+/* SIMPLE kernels: one warp per row                                         */
+/* ======================================================================== */
+
+static __device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+/* grid (ceil(S/4), n_q, B), 128 threads: warp w handles query row 4·bx + w. */
+template <int D>
+static __global__ void attn_fwd_simple_kernel(AttnParams p) {
+  constexpr int E = D / 32;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int i = blockIdx.x * 4 + warp;
+  if (i >= p.S) return;
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
+  const int64_t qrow = (int64_t)p.nq * D, krow = (int64_t)p.nkv * D;
+  const bf16 *qi = p.q + ((int64_t)b * p.S + i) * qrow + (int64_t)h * D;
+  const bf16 *kb = p.k + (int64_t)b * p.S * krow + (int64_t)hk * D;
+  const bf16 *vb = p.v + (int64_t)b * p.S * krow + (int64_t)hk * D;
+  float qv[E], acc[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    qv[e] = __bfloat162float(qi[lane + 32 * e]);
+    acc[e] = 0.f;
+  }
+  float m = -INFINITY, l = 0.f;
+  for (int j = 0; j <= i; ++j) {
+    const bf16 *kj = kb + (int64_t)j * krow, *vj = vb + (int64_t)j * krow;
+    float s = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) s += qv[e] * __bfloat162float(kj[lane + 32 * e]);
+    s = warp_sum(s) * p.scale;
+    float mn = fmaxf(m, s);
+    float a = expf(m - mn); /* m = -inf on the first key: 0 */
+    float pe = expf(s - mn);
+    l = l * a + pe;
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      acc[e] = acc[e] * a + pe * __bfloat162float(vj[lane + 32 * e]);
+    m = mn;
+  }
+  bf16 *oi = p.out + ((int64_t)b * p.S + i) * qrow + (int64_t)h * D;
+  float inv = 1.f / l;
+#pragma unroll
+  for (int e = 0; e < E; ++e) oi[lane + 32 * e] = __float2bfloat16(acc[e] * inv);
+  if (lane == 0) p.lse[((int64_t)b * p.nq + h) * p.S + i] = m + logf(l);
+}
+
+/* D[b,h,i] = Σ_d dO[b,i,h,d]·O[b,i,h,d].  grid (ceil(S/4), n_q, B), 128 thr. */
+template <int D>
+static __global__ void attn_delta_kernel(AttnParams p) {
+  constexpr int E = D / 32;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int i = blockIdx.x * 4 + warp;
+  if (i >= p.S) return;
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int64_t off = ((int64_t)b * p.S + i) * p.nq * D + (int64_t)h * D;
+  float s = 0.f;
+#pragma unroll
+  for (int e = 0; e < E; ++e)
+    s += __bfloat162float(p.o[off + lane + 32 * e]) *
+         __bfloat162float(p.dout[off + lane + 32 * e]);
+  s = warp_sum(s);
+  if (lane == 0) p.delta[((int64_t)b * p.nq + h) * p.S + i] = s;
+}
+
+/* dQ_i = scale · Σ_{j<=i} P_ij (dP_ij − D_i) k_j, P_ij = exp(s_ij − LSE_i),
+ * dP_ij = dO_i·v_j.  grid (ceil(S/4), n_q, B), 128 threads. */
+template <int D>
+static __global__ void attn_bwd_dq_simple_kernel(AttnParams p) {
+  constexpr int E = D / 32;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int i = blockIdx.x * 4 + warp;
+  if (i >= p.S) return;
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
+  const int64_t qrow = (int64_t)p.nq * D, krow = (int64_t)p.nkv * D;
+  const int64_t qoff = ((int64_t)b * p.S + i) * qrow + (int64_t)h * D;
+  const bf16 *kb = p.k + (int64_t)b * p.S * krow + (int64_t)hk * D;
+  const bf16 *vb = p.v + (int64_t)b * p.S * krow + (int64_t)hk * D;
+  float qv[E], dov[E], acc[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    qv[e] = __bfloat162float(p.q[qoff + lane + 32 * e]);
+    dov[e] = __bfloat162float(p.dout[qoff + lane + 32 * e]);
+    acc[e] = 0.f;
+  }
+  const int64_t r = ((int64_t)b * p.nq + h) * p.S + i;
+  const float lse = p.lse[r], dlt = p.delta[r];
+  for (int j = 0; j <= i; ++j) {
+    const bf16 *kj = kb + (int64_t)j * krow, *vj = vb + (int64_t)j * krow;
+    float s = 0.f, dp = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      s += qv[e] * __bfloat162float(kj[lane + 32 * e]);
+      dp += dov[e] * __bfloat162float(vj[lane + 32 * e]);
+    }
+    s = warp_sum(s);
+    dp = warp_sum(dp);
+    float pr = expf(s * p.scale - lse);
+    float ds = pr * (dp - dlt);
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[e] += ds * __bfloat162float(kj[lane + 32 * e]);
+  }
+#pragma unroll
+  for (int e = 0; e < E; ++e)
+    p.dq[qoff + lane + 32 * e] = __float2bfloat16(acc[e] * p.scale);
+}
+
+/* dV_j = Σ_h Σ_{i>=j} P_ij dO_i ;  dK_j = scale · Σ_h Σ_{i>=j} dS_ij q_i over
+ * the query heads h of kv head hk.  grid (ceil(S/4), n_kv, B), 128 threads. */
+template <int D>
+static __global__ void attn_bwd_dkdv_simple_kernel(AttnParams p) {
+  constexpr int E = D / 32;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int j = blockIdx.x * 4 + warp;
+  if (j >= p.S) return;
+  const int hk = blockIdx.y, b = blockIdx.z;
+  const int64_t qrow = (int64_t)p.nq * D, krow = (int64_t)p.nkv * D;
+  const int64_t koff = ((int64_t)b * p.S + j) * krow + (int64_t)hk * D;
+  float kv[E], vv[E], dk[E], dv[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    kv[e] = __bfloat162float(p.k[koff + lane + 32 * e]);
+    vv[e] = __bfloat162float(p.v[koff + lane + 32 * e]);
+    dk[e] = 0.f;
+    dv[e] = 0.f;
+  }
+  for (int hh = 0; hh < p.group; ++hh) {
+    const int h = hk * p.group + hh;
+    for (int i = j; i < p.S; ++i) {
+      const int64_t qoff = ((int64_t)b * p.S + i) * qrow + (int64_t)h * D;
+      float s = 0.f, dp = 0.f, qv[E], dov[E];
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        qv[e] = __bfloat162float(p.q[qoff + lane + 32 * e]);
+        dov[e] = __bfloat162float(p.dout[qoff + lane + 32 * e]);
+        s += qv[e] * kv[e];
+        dp += dov[e] * vv[e];
+      }
+      s = warp_sum(s);
+      dp = warp_sum(dp);
+      const int64_t r = ((int64_t)b * p.nq + h) * p.S + i;
+      float pr = expf(s * p.scale - p.lse[r]);
+      float ds = pr * (dp - p.delta[r]);
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        dv[e] += pr * dov[e];
+        dk[e] += ds * qv[e];
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    p.dk[koff + lane + 32 * e] = __float2bfloat16(dk[e] * p.scale);
+    p.dv[koff + lane + 32 * e] = __float2bfloat16(dv[e]);
+  }
+}
+
+/* dQ = bf16(scale · dQacc), n elements. */
+static __global__ void attn_dq_convert_kernel(const float *acc, bf16 *dq,
+                                              int64_t n, float scale) {
+  int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+  if (i + 3 < n) {
+    float4 a = *reinterpret_cast<const float4 *>(acc + i);
+    __nv_bfloat162 lo = __floats2bfloat162_rn(a.x * scale, a.y * scale);
+    __nv_bfloat162 hi = __floats2bfloat162_rn(a.z * scale, a.w * scale);
+    *reinterpret_cast<__nv_bfloat162 *>(dq + i) = lo;
+    *reinterpret_cast<__nv_bfloat162 *>(dq + i + 2) = hi;
+  } else {
+    for (; i < n; ++i) dq[i] = __float2bfloat16(acc[i] * scale);
+  }
+}
+
+/* ======================================================================== */
+/* MMA forward                                                              */
+/* ======================================================================== */
+
+/* grid (ceil(S/BM), n_q, B), NW·32 threads; BM = 32·NW query rows, BN keys
+ * per step (double-buffered), consumed BNS keys at a time.  Shared: Q [BM][LD], K and V [2][BN][LD] (LD = D + 8: rows 16 B
+ * apart in the bank space, so ldmatrix and cp.async are conflict-free). */
+template <int D, int NW, int BN, int BNS>
+static __global__ void __launch_bounds__(NW * 32)
+    attn_fwd_mma_kernel(AttnParams p) {
+  constexpr int MT = 2;              /* 16-row m-tiles per warp */
+  constexpr int BM = 16 * MT * NW;
+  constexpr int LD = D + 8;
+  constexpr int NT = NW * 32;
+  constexpr int NN = BNS / 8;        /* n-tiles of a score sub-tile */
+  constexpr int ND = D / 8;          /* n-tiles of the output     */
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16 *sQ = reinterpret_cast<bf16 *>(smem_raw);
+  bf16 *sK = sQ + BM * LD;
+  bf16 *sV = sK + 2 * BN * LD;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int mblk = gridDim.x - 1 - blockIdx.x; /* longest rows first */
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
+  const int S = p.S;
+  const int q0 = mblk * BM;
+  const int64_t qstride = (int64_t)p.nq * D, kstride = (int64_t)p.nkv * D;
+  const bf16 *gQ = p.q + (int64_t)b * S * qstride + (int64_t)h * D;
+  const bf16 *gK = p.k + (int64_t)b * S * kstride + (int64_t)hk * D;
+  const bf16 *gV = p.v + (int64_t)b * S * kstride + (int64_t)hk * D;
+
+  const int kend = min(S, q0 + BM);
+  const int nkb = (kend + BN - 1) / BN;
+
+  load_tile<BM, D, LD, NT>(sQ, gQ, q0, S, qstride, tid);
+  load_tile<BN, D, LD, NT>(sK, gK, 0, S, kstride, tid);
+  load_tile<BN, D, LD, NT>(sV, gV, 0, S, kstride, tid);
+  cp_async_commit();
+
+  float o[MT][ND][4];
+  float mrow[MT][2], lrow[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int dt = 0; dt < ND; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.f;
+    mrow[mt][0] = mrow[mt][1] = -INFINITY;
+    lrow[mt][0] = lrow[mt][1] = 0.f;
+  }
+  const int wrow0 = warp * MT * 16; /* first row of this warp in the tile */
+
+  for (int kb = 0; kb < nkb; ++kb) {
+    const int buf = kb & 1;
+    if (kb + 1 < nkb) {
+      load_tile<BN, D, LD, NT>(sK + (buf ^ 1) * BN * LD, gK, (kb + 1) * BN, S,
+                               kstride, tid);
+      load_tile<BN, D, LD, NT>(sV + (buf ^ 1) * BN * LD, gV, (kb + 1) * BN, S,
+                               kstride, tid);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    /* the BN-key tile is consumed in sub-tiles of BNS keys: scores for BNS
+     * keys fit in registers next to the output accumulator (d = 128) */
+#pragma unroll 1
+    for (int sb = 0; sb < BN / BNS; ++sb) {
+    const bf16 *sKb = sK + buf * BN * LD + sb * BNS * LD;
+    const bf16 *sVb = sV + buf * BN * LD + sb * BNS * LD;
+    const int k0 = kb * BN + sb * BNS;
+    /* a warp whose rows all precede this key sub-tile has nothing to add (no
+     * barrier inside, so the warp may skip alone) */
+    if (k0 <= q0 + wrow0 + MT * 16 - 1) {
+
+    /* ---- S = Q K^T (raw scores, fp32) ---- */
+    float s[MT][NN][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NN; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        ldsm_x4(a[mt], sQ + (wrow0 + mt * 16 + (lane & 15)) * LD + kk * 16 +
+                           (lane >> 4) * 8);
+#pragma unroll
+      for (int nt = 0; nt < NN; nt += 2) {
+        uint32_t bb[4];
+        ldsm_x4(bb, sKb + (nt * 8 + (lane >> 4) * 8 + (lane & 7)) * LD +
+                        kk * 16 + ((lane >> 3) & 1) * 8);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_bf16(s[mt][nt], a[mt], bb[0], bb[1]);
+          mma_bf16(s[mt][nt + 1], a[mt], bb[2], bb[3]);
+        }
+      }
+    }
+
+    /* ---- causal mask on blocks that reach past the tile's first row ---- */
+    if (k0 + BNS - 1 > q0) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NN; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            int row = q0 + wrow0 + mt * 16 + g + (e >> 1) * 8;
+            int col = k0 + nt * 8 + 2 * t + (e & 1);
+            if (col > row) s[mt][nt][e] = -INFINITY;
+          }
+    }
+
+    /* ---- online softmax (rows g and g+8 of each m-tile; a row lives in
+     *      the 4 threads of a quad) ---- */
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        float mx = mrow[mt][hf];
+#pragma unroll
+        for (int nt = 0; nt < NN; ++nt)
+          mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float msc = (mx == -INFINITY) ? 0.f : mx * p.scale_log2;
+        const float alpha = exp2f(mrow[mt][hf] * p.scale_log2 - msc);
+        mrow[mt][hf] = mx;
+        float rs = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < NN; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float pv = exp2f(s[mt][nt][2 * hf + e] * p.scale_log2 - msc);
+            s[mt][nt][2 * hf + e] = pv;
+            rs += pv;
+          }
+        }
+        lrow[mt][hf] = lrow[mt][hf] * alpha + rs; /* this thread's part */
+#pragma unroll
+        for (int dt = 0; dt < ND; ++dt) {
+          o[mt][dt][2 * hf] *= alpha;
+          o[mt][dt][2 * hf + 1] *= alpha;
+        }
+      }
+    }
+
+    /* ---- O += P V (P from the score registers, rounded to bf16) ---- */
+#pragma unroll
+    for (int kk = 0; kk < BNS / 16; ++kk) {
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dt = 0; dt < ND; dt += 2) {
+        uint32_t bb[4];
+        ldsm_x4_t(bb, sVb + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD +
+                          dt * 8 + (lane >> 4) * 8);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_bf16(o[mt][dt], a[mt], bb[0], bb[1]);
+          mma_bf16(o[mt][dt + 1], a[mt], bb[2], bb[3]);
+        }
+      }
+    }
+    } /* warp has rows at or past k0 */
+    } /* sub-tiles */
+    __syncthreads(); /* this buffer is refilled two steps on */
+  }
+  cp_async_wait<0>();
+
+  /* ---- epilogue: O /= l, LSE = m·scale + ln l ---- */
+  bf16 *gO = p.out + (int64_t)b * S * qstride + (int64_t)h * D;
+  float *gL = p.lse + ((int64_t)b * p.nq + h) * S;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float l = lrow[mt][hf];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = 1.f / l;
+      const int row = q0 + wrow0 + mt * 16 + g + hf * 8;
+      if (row < S) {
+        bf16 *orow = gO + (int64_t)row * qstride;
+#pragma unroll
+        for (int dt = 0; dt < ND; ++dt) {
+          __nv_bfloat162 v2 = __floats2bfloat162_rn(o[mt][dt][2 * hf] * inv,
+                                                    o[mt][dt][2 * hf + 1] * inv);
+          *reinterpret_cast<__nv_bfloat162 *>(orow + dt * 8 + 2 * t) = v2;
+        }
+        if (t == 0) gL[row] = mrow[mt][hf] * p.scale + logf(l);
+      }
+    }
+  }
+}
+
+/* ======================================================================== */
+/* MMA backward                                                             */
+/* ======================================================================== */
+
+/* grid (ceil(S/BN), n_kv, B), NW·32 threads; BN = 16·NW keys (warp w: keys
+ * 16w..16w+15), BM = BN query rows per step.  Shared: K, V [BN][LD];
+ * Q, dO [2][BM][LD] (dS^T [BN][BM+8] bf16 reuses the step's Q buffer);
+ * LSE·log2e and D [2][BM] f32. */
+template <int D, int NW>
+static __global__ void __launch_bounds__(NW * 32)
+    attn_bwd_mma_kernel(AttnParams p) {
+  constexpr int BN = 16 * NW;
+  constexpr int BM = BN;
+  constexpr int LD = D + 8;
+  constexpr int LDS = BM + 8;
+  constexpr int NT = NW * 32;
+  constexpr int NQ = BM / 8; /* n-tiles over queries */
+  constexpr int ND = D / 8;  /* n-tiles over the head dim */
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16 *sK = reinterpret_cast<bf16 *>(smem_raw);
+  bf16 *sV = sK + BN * LD;
+  bf16 *sQ = sV + BN * LD;       /* [2][BM][LD] */
+  bf16 *sdO = sQ + 2 * BM * LD;  /* [2][BM][LD] */
+  /* dS^T [BN][LDS] lives in the current step's Q buffer: Q is dead once
+   * dK += dS^T Q is done (a barrier separates the two), and dropping a
+   * separate dS tile keeps d = 128 at two blocks per SM */
+  static_assert(BN * LDS <= BM * LD, "dS^T must fit in a Q buffer");
+  float *sL = reinterpret_cast<float *>(sdO + 2 * BM * LD); /* [2][BM] */
+  float *sD = sL + 2 * BM;                               /* [2][BM] */
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int hk = blockIdx.y, b = blockIdx.z;
+  const int S = p.S;
+  const int k0 = blockIdx.x * BN;
+  const int64_t qstride = (int64_t)p.nq * D, kstride = (int64_t)p.nkv * D;
+  const bf16 *gK = p.k + (int64_t)b * S * kstride + (int64_t)hk * D;
+  const bf16 *gV = p.v + (int64_t)b * S * kstride + (int64_t)hk * D;
+
+  const int nqb = (S + BM - 1) / BM;
+  const int qb0 = k0 / BM;                 /* first query block on/after diag */
+  const int per_head = nqb - qb0;
+  const int niter = per_head * p.group;
+
+  /* issue the loads of step `it` (head hk·group + it / per_head, query block
+   * qb0 + it % per_head) into buffer `buf` */
+  auto issue = [&](int it, int buf) {
+    const int h = hk * p.group + it / per_head;
+    const int qs = (qb0 + it % per_head) * BM;
+    const bf16 *gQ = p.q + (int64_t)b * S * qstride + (int64_t)h * D;
+    const bf16 *gdO = p.dout + (int64_t)b * S * qstride + (int64_t)h * D;
+    load_tile<BM, D, LD, NT>(sQ + buf * BM * LD, gQ, qs, S, qstride, tid);
+    load_tile<BM, D, LD, NT>(sdO + buf * BM * LD, gdO, qs, S, qstride, tid);
+    const int64_t r0 = ((int64_t)b * p.nq + h) * S;
+    for (int i = tid; i < BM; i += NT) {
+      const int q = qs + i;
+      sL[buf * BM + i] = q < S ? p.lse[r0 + q] * LOG2E_F : 0.f;
+      sD[buf * BM + i] = q < S ? p.delta[r0 + q] : 0.f;
+    }
+  };
+
+  load_tile<BN, D, LD, NT>(sK, gK, k0, S, kstride, tid);
+  load_tile<BN, D, LD, NT>(sV, gV, k0, S, kstride, tid);
+  issue(0, 0);
+  cp_async_commit();
+
+  float dk[ND][4], dv[ND][4];
+#pragma unroll
+  for (int dt = 0; dt < ND; ++dt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[dt][e] = dv[dt][e] = 0.f;
+
+  const int wk0 = warp * 16; /* this warp's first key in the tile */
+
+  for (int it = 0; it < niter; ++it) {
+    const int buf = it & 1;
+    if (it + 1 < niter) issue(it + 1, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const int h = hk * p.group + it / per_head;
+    const int qs = (qb0 + it % per_head) * BM;
+    const bf16 *cQ = sQ + buf * BM * LD, *cdO = sdO + buf * BM * LD;
+    const float *cL = sL + buf * BM, *cD = sD + buf * BM;
+
+    /* ---- S^T = K Q^T and dP^T = V dO^T (16 keys × BM queries per warp) */
+    float st[NQ][4], dpt[NQ][4];
+#pragma unroll
+    for (int nt = 0; nt < NQ; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t ak[4], av[4];
+      ldsm_x4(ak, sK + (wk0 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+      ldsm_x4(av, sV + (wk0 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+      for (int nt = 0; nt < NQ; nt += 2) {
+        uint32_t bq[4], bo[4];
+        const int off = (nt * 8 + (lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 +
+                        ((lane >> 3) & 1) * 8;
+        ldsm_x4(bq, cQ + off);
+        ldsm_x4(bo, cdO + off);
+        mma_bf16(st[nt], ak, bq[0], bq[1]);
+        mma_bf16(st[nt + 1], ak, bq[2], bq[3]);
+        mma_bf16(dpt[nt], av, bo[0], bo[1]);
+        mma_bf16(dpt[nt + 1], av, bo[2], bo[3]);
+      }
+    }
+
+    /* ---- P^T = exp2(S^T·scale·log2e − LSE·log2e), masked; dS^T ---- */
+    const bool need_mask = (qs < k0 + BN - 1) || (qs + BM > S);
+#pragma unroll
+    for (int nt = 0; nt < NQ; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ql = nt * 8 + 2 * t + (e & 1); /* query in the tile */
+        float pr = exp2f(st[nt][e] * p.scale_log2 - cL[ql]);
+        if (need_mask) {
+          const int key = k0 + wk0 + g + (e >> 1) * 8;
+          const int q = qs + ql;
+          if (key > q || q >= S) pr = 0.f;
+        }
+        st[nt][e] = pr;
+        dpt[nt][e] = pr * (dpt[nt][e] - cD[ql]); /* dS^T */
+      }
+    }
+
+    /* ---- dV += P^T dO, dK += dS^T Q (A from registers, B = dO / Q) ---- */
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      uint32_t ap[4], as[4];
+      ap[0] = pack_bf16(st[2 * kk][0], st[2 * kk][1]);
+      ap[1] = pack_bf16(st[2 * kk][2], st[2 * kk][3]);
+      ap[2] = pack_bf16(st[2 * kk + 1][0], st[2 * kk + 1][1]);
+      ap[3] = pack_bf16(st[2 * kk + 1][2], st[2 * kk + 1][3]);
+      as[0] = pack_bf16(dpt[2 * kk][0], dpt[2 * kk][1]);
+      as[1] = pack_bf16(dpt[2 * kk][2], dpt[2 * kk][3]);
+      as[2] = pack_bf16(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]);
+      as[3] = pack_bf16(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3]);
+#pragma unroll
+      for (int dt = 0; dt < ND; dt += 2) {
+        uint32_t bo[4], bq[4];
+        const int off = (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD +
+                        dt * 8 + (lane >> 4) * 8;
+        ldsm_x4_t(bo, cdO + off);
+        ldsm_x4_t(bq, cQ + off);
+        mma_bf16(dv[dt], ap, bo[0], bo[1]);
+        mma_bf16(dv[dt + 1], ap, bo[2], bo[3]);
+        mma_bf16(dk[dt], as, bq[0], bq[1]);
+        mma_bf16(dk[dt + 1], as, bq[2], bq[3]);
+      }
+    }
+
+    /* ---- dS^T to shared (bf16, over this step's Q buffer once every warp
+     *      is done with Q), then dQ += dS K by query rows ---- */
+    __syncthreads();
+    bf16 *sdS = sQ + buf * BM * LD;
+#pragma unroll
+    for (int nt = 0; nt < NQ; ++nt) {
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        *reinterpret_cast<uint32_t *>(sdS + (wk0 + g + hf * 8) * LDS + nt * 8 +
+                                      2 * t) =
+            pack_bf16(dpt[nt][2 * hf], dpt[nt][2 * hf + 1]);
+      }
+    }
+    __syncthreads();
+    {
+      const int wq0 = warp * 16; /* this warp's queries in the tile */
+      float *gdq = p.dqacc + (int64_t)b * S * qstride + (int64_t)h * D;
+#pragma unroll
+      for (int dc = 0; dc < D / 32; ++dc) { /* 32 head dims at a time */
+        float acc[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+          uint32_t a[4];
+          ldsm_x4_t(a, sdS + (kk * 16 + (lane >> 4) * 8 + (lane & 7)) * LDS +
+                           wq0 + ((lane >> 3) & 1) * 8);
+#pragma unroll
+          for (int j = 0; j < 4; j += 2) {
+            uint32_t bk[4];
+            ldsm_x4_t(bk, sK + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD +
+                              dc * 32 + j * 8 + (lane >> 4) * 8);
+            mma_bf16(acc[j], a, bk[0], bk[1]);
+            mma_bf16(acc[j + 1], a, bk[2], bk[3]);
+          }
+        }
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          const int q = qs + wq0 + g + hf * 8;
+          if (q < S) {
+            float *row = gdq + (int64_t)q * qstride + dc * 32 + 2 * t;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) /* one 8-byte vector atomic (sm_90) */
+              atomicAdd(reinterpret_cast<float2 *>(row + j * 8),
+                        make_float2(acc[j][2 * hf], acc[j][2 * hf + 1]));
+          }
+        }
+      }
+    }
+    __syncthreads(); /* sdS and this Q/dO buffer are rewritten next */
+  }
+  cp_async_wait<0>();
+
+  /* ---- write dK (·scale) and dV for this warp's 16 keys ---- */
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int key = k0 + wk0 + g + hf * 8;
+    if (key < S) {
+      const int64_t off = ((int64_t)b * S + key) * kstride + (int64_t)hk * D;
+#pragma unroll
+      for (int dt = 0; dt < ND; ++dt) {
+        *reinterpret_cast<__nv_bfloat162 *>(p.dk + off + dt * 8 + 2 * t) =
+            __floats2bfloat162_rn(dk[dt][2 * hf] * p.scale,
+                                  dk[dt][2 * hf + 1] * p.scale);
+        *reinterpret_cast<__nv_bfloat162 *>(p.dv + off + dt * 8 + 2 * t) =
+            __floats2bfloat162_rn(dv[dt][2 * hf], dv[dt][2 * hf + 1]);
+      }
+    }
+  }
+}
+
+/* ======================================================================== */
+/* WGMMA forward (experimental; sm_90a)                                     */
+/* ======================================================================== */
+/* d = 128.  Two consumer warpgroups (256 threads), BM = 128 query rows (64
+ * per warpgroup), BN = 64 keys per step.  S = Q K^T and O += P V run on
+ * wgmma (m64n64k16 from shared memory; m64n128k16 with P from registers).
+ * Q and K tiles are stored K-major with the 128-byte swizzle wgmma expects
+ * (two 64-column halves of the head dim, 8-row groups 1024 B apart, 16-byte
+ * chunk c of row r at c ^ (r % 8)); cp.async writes them there directly.  V is
+ * staged row-major (padded) and transposed each step into Vt [d][key], K-major
+ * swizzled, so that both GEMMs use one descriptor kind.  The accumulator and
+ * register-A fragments of wgmma have, per warp, the layouts of mma.sync
+ * m16n8k16, so the masking and online softmax are the MMA kernel's. */
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PL_WGMMA_OK 1
+#else
+#define PL_WGMMA_OK 0
+#endif
+
+#if PL_WGMMA_OK /* helpers exist only where wgmma does */
+/* shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups
+ * 1024 B apart (SBO), LBO unused (16) */
+static __device__ __forceinline__ uint64_t wg_desc(const void *p) {
+  const uint64_t a = smem_u32(p);
+  return ((a & 0x3FFFF) >> 4) | ((uint64_t)(16 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
+         ((uint64_t)1 << 62);
+}
+
+static __device__ __forceinline__ void wg_fence() {
+#if PL_WGMMA_OK
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void wg_commit() {
+#if PL_WGMMA_OK
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void wg_wait0() {
+#if PL_WGMMA_OK
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* s[32] (+)= A(desc) · B(desc)^T, m64n64k16; accumulate: 0 overwrites */
+static __device__ __forceinline__ void wg_m64n64(float (&d)[32], uint64_t da, uint64_t db,
+                                                 int accumulate) {
+#if PL_WGMMA_OK
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(accumulate));
+#endif
+}
+
+/* o[64] += A(regs a[4]) · B(desc)^T, m64n128k16 */
+static __device__ __forceinline__ void wg_m64n128_rs(float (&d)[64], const uint32_t (&a)[4],
+                                                     uint64_t db) {
+#if PL_WGMMA_OK
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+      "{%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),
+        "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+        "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
+        "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+#endif
+}
+
+/* ROWS rows × 128 bf16 from global into the swizzled K-major layout:
+ * [half (d/64)][ROWS][128 B], chunk c of row r at (c ^ (r & 7)). */
+template <int ROWS, int NT>
+static __device__ __forceinline__ void load_tile_sw128(bf16 *dst, const bf16 *src, int row0,
+                                                       int S, int64_t stride, int tid) {
+#pragma unroll
+  for (int c = tid; c < ROWS * 16; c += NT) {
+    const int r = c >> 4, ch = c & 15; /* 16 chunks of 8 bf16 per row */
+    const int half = ch >> 3, cc = ch & 7;
+    const int gr = row0 + r;
+    const bf16 *g = src + (int64_t)(gr < S ? gr : S - 1) * stride + ch * 8;
+    bf16 *d = dst + half * (ROWS * 64) + r * 64 + ((cc ^ (r & 7)) * 8);
+    cp_async16(d, g, gr < S ? 16 : 0);
+  }
+}
+
+#endif /* PL_WGMMA_OK */
+
+#define WG_BM 128
+#define WG_BN 64
+#define WG_LDV (128 + 8)
+
+static constexpr size_t wg_smem_bytes() {
+  return (size_t)WG_BM * 128 * 2 +        /* Q, swizzled            */
+         (size_t)2 * WG_BN * 128 * 2 +    /* K ×2, swizzled         */
+         (size_t)2 * WG_BN * WG_LDV * 2 + /* V staging ×2, padded   */
+         (size_t)128 * WG_BN * 2 +        /* Vt [d][key], swizzled  */
+         1024;                            /* alignment slack        */
+}
+
+static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParams p) {
+#if PL_WGMMA_OK
+  constexpr int D = 128, BM = WG_BM, BN = WG_BN, NT = 256;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  /* swizzled tiles need 1024-byte alignment */
+  unsigned char *base = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  bf16 *sQ = reinterpret_cast<bf16 *>(base);       /* [2][BM][64]  */
+  bf16 *sK = sQ + BM * 128;                         /* [2 buf][2][BN][64] */
+  bf16 *sVt = sK + 2 * BN * 128;                    /* [BN/64=1][128][64] */
+  bf16 *sV = sVt + 128 * BN;                        /* [2 buf][BN][LDV] */
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wg = warp >> 2, wq = warp & 3; /* warpgroup, warp in it */
+  const int g = lane >> 2, t = lane & 3;
+  const int mblk = gridDim.x - 1 - blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
+  const int S = p.S;
+  const int q0 = mblk * BM;
+  const int64_t qstride = (int64_t)p.nq * D, kstride = (int64_t)p.nkv * D;
+  const bf16 *gQ = p.q + (int64_t)b * S * qstride + (int64_t)h * D;
+  const bf16 *gK = p.k + (int64_t)b * S * kstride + (int64_t)hk * D;
+  const bf16 *gV = p.v + (int64_t)b * S * kstride + (int64_t)hk * D;
+  const int kend = min(S, q0 + BM);
+  const int nkb = (kend + BN - 1) / BN;
+
+  load_tile_sw128<BM, NT>(sQ, gQ, q0, S, qstride, tid);
+  load_tile_sw128<BN, NT>(sK, gK, 0, S, kstride, tid);
+  load_tile<BN, D, WG_LDV, NT>(sV, gV, 0, S, kstride, tid);
+  cp_async_commit();
+
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+  const int wrow0 = wg * 64 + wq * 16; /* this warp's first row in the tile */
+
+  for (int kb = 0; kb < nkb; ++kb) {
+    const int buf = kb & 1;
+    if (kb + 1 < nkb) {
+      load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
+      load_tile<BN, D, WG_LDV, NT>(sV + (buf ^ 1) * BN * WG_LDV, gV, (kb + 1) * BN, S, kstride,
+                                   tid);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    /* V [key][d] -> Vt [d][key] (K-major, swizzled): each ldmatrix.trans 8×8
+     * block gives a thread keys 2t, 2t+1 of head dim 8·m + g */
+    {
+      const bf16 *cV = sV + buf * BN * WG_LDV;
+#pragma unroll
+      for (int it = 0; it < (BN / 8) * (D / 8) / 4 / 8; ++it) { /* 128 blocks / 4 / 8 warps */
+        const int blk4 = it * 8 + warp; /* group of 4 blocks along d */
+        const int kc = blk4 / (D / 32), dm4 = blk4 % (D / 32);
+        /* blocks: keys 8·kc.., d 8·(4·dm4 + j), j = lane/8 */
+        const int j = lane >> 3;
+        uint32_t r[4];
+        ldsm_x4_t(r, cV + (kc * 8 + (lane & 7)) * WG_LDV + (dm4 * 4 + j) * 8);
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          const int n = (dm4 * 4 + jj) * 8 + g; /* head dim = Vt row */
+          const int chunk = kc ^ (n & 7);
+          *reinterpret_cast<uint32_t *>(sVt + n * 64 + chunk * 8 + 2 * t) = r[jj];
+        }
+      }
+    }
+    fence_proxy_async(); /* cp.async and st.shared writes -> wgmma reads */
+    __syncthreads();
+
+    const bf16 *cK = sK + buf * BN * 128;
+    const int k0 = kb * BN;
+    /* S = Q K^T for this warpgroup's 64 rows */
+    float s[32];
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint64_t da = wg_desc(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16);
+      const uint64_t db = wg_desc(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16);
+      wg_m64n64(s, da, db, kk > 0);
+    }
+    wg_commit();
+    wg_wait0();
+
+    /* mask, online softmax: s[4j + e] is (row g + 8·(e>>1), col 8j + 2t + (e&1)) */
+    if (k0 + BN - 1 > q0 + wrow0) {
+#pragma unroll
+      for (int jn = 0; jn < BN / 8; ++jn)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int row = q0 + wrow0 + g + (e >> 1) * 8;
+          const int col = k0 + jn * 8 + 2 * t + (e & 1);
+          if (col > row) s[4 * jn + e] = -INFINITY;
+        }
+    }
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      float mx = mrow[hf];
+#pragma unroll
+      for (int jn = 0; jn < BN / 8; ++jn)
+        mx = fmaxf(mx, fmaxf(s[4 * jn + 2 * hf], s[4 * jn + 2 * hf + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float msc = (mx == -INFINITY) ? 0.f : mx * p.scale_log2;
+      const float alpha = exp2f(mrow[hf] * p.scale_log2 - msc);
+      mrow[hf] = mx;
+      float rs = 0.f;
+#pragma unroll
+      for (int jn = 0; jn < BN / 8; ++jn)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pv = exp2f(s[4 * jn + 2 * hf + e] * p.scale_log2 - msc);
+          s[4 * jn + 2 * hf + e] = pv;
+          rs += pv;
+        }
+      lrow[hf] = lrow[hf] * alpha + rs;
+#pragma unroll
+      for (int jd = 0; jd < D / 8; ++jd) {
+        o[4 * jd + 2 * hf] *= alpha;
+        o[4 * jd + 2 * hf + 1] *= alpha;
+      }
+    }
+    /* O += P V: P from registers (16 keys per step), B = Vt (K-major) */
+    uint32_t a[BN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      a[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+      a[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+      a[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+      a[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+      wg_m64n128_rs(o, a[kk], wg_desc(sVt + kk * 16));
+    wg_commit();
+    wg_wait0();
+    __syncthreads(); /* K/V buffers and Vt are rewritten next step */
+  }
+  cp_async_wait<0>();
+
+  bf16 *gO = p.out + (int64_t)b * S * qstride + (int64_t)h * D;
+  float *gL = p.lse + ((int64_t)b * p.nq + h) * S;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float l = lrow[hf];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = 1.f / l;
+    const int row = q0 + wrow0 + g + hf * 8;
+    if (row < S) {
+      bf16 *orow = gO + (int64_t)row * qstride;
+#pragma unroll
+      for (int jd = 0; jd < D / 8; ++jd)
+        *reinterpret_cast<__nv_bfloat162 *>(orow + jd * 8 + 2 * t) =
+            __floats2bfloat162_rn(o[4 * jd + 2 * hf] * inv, o[4 * jd + 2 * hf + 1] * inv);
+      if (t == 0) gL[row] = mrow[hf] * p.scale + logf(l);
+    }
+  }
+#else
+  __trap(); /* built without sm_90a: the launcher refuses before this */
+#endif
+}
+
+/* 1 when the device code was built for sm_90a (wgmma available) */
+static __global__ void wgmma_probe_kernel(int *out) { *out = PL_WGMMA_OK; }
+
+/* ======================================================================== */
+/* launchers                                                                */
+/* ======================================================================== */
+
+/* Tile configurations (compile-time; see the kernels' comments). */
+#define FWD_NW 4
+/* keys per forward step (one barrier interval): 64; scores are computed in
+ * sub-tiles of FWD_BNS keys: 32 for d = 128 keeps the score and output tiles
+ * in 255 registers without spills */
+#define FWD_BN(D) 64
+#define FWD_BNS(D) ((D) == 128 ? 32 : 64)
+#define BWD_NW 4
+
+template <int D>
+static constexpr size_t fwd_smem_bytes() {
+  return (size_t)(32 * FWD_NW + 4 * FWD_BN(D)) * (D + 8) * sizeof(bf16);
+}
+template <int D>
+static constexpr size_t bwd_smem_bytes() {
+  return (size_t)(16 * BWD_NW) * (D + 8) * 2 * sizeof(bf16) + /* K, V       */
+         (size_t)(16 * BWD_NW) * (D + 8) * 4 * sizeof(bf16) + /* Q, dO ×2   */
+         (size_t)4 * (16 * BWD_NW) * sizeof(float);            /* LSE, D ×2 */
+}
+
+static pl_status cuda_check(const char *what) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    return pl_set_error(PL_ERUNTIME, "attention: %s: %s", what,
+                        cudaGetErrorString(e));
+  return PL_OK;
+}
+
+static AttnParams make_params(const pl_attn_shape *sh) {
+  AttnParams p;
+  memset(&p, 0, sizeof p);
+  p.S = (int)sh->seq;
+  p.nq = sh->n_q;
+  p.nkv = sh->n_kv;
+  p.group = sh->n_q / sh->n_kv;
+  p.scale = pl_attn_scale(sh);
+  p.scale_log2 = p.scale * LOG2E_F;
+  return p;
+}
+
+static bool use_mma(const pl_attn_shape *sh) {
+  return sh->algo != PL_ATTN_SIMPLE;
+}
+
+/* Was the device code built for sm_90a?  Probed once (a one-int kernel). */
+static pl_status wgmma_available(pl_stream *s) {
+  static int avail = -1;
+  if (avail < 0) {
+    cudaStream_t st = (cudaStream_t)pl_stream_native(s);
+    pl_dev *dev = pl_stream_dev(s);
+    void *d = NULL;
+    int h = 0;
+    PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, sizeof(int), "attention", &d));
+    wgmma_probe_kernel<<<1, 1, 0, st>>>((int *)d);
+    cudaError_t e = cudaMemcpyAsync(&h, d, sizeof(int), cudaMemcpyDeviceToHost, st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+    pl_free(dev, d);
+    if (e != cudaSuccess)
+      return pl_set_error(PL_ERUNTIME, "attention: wgmma probe: %s", cudaGetErrorString(e));
+    avail = h;
+  }
+  if (!avail)
+    return pl_set_error(PL_EUNSUPPORTED, "attention: the wgmma kernel needs device code for "
+                                         "sm_90a: rebuild with CUDA_ARCH=90a");
+  return PL_OK;
+}
+
+template <int D>
+static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p) {
+  cudaStream_t st = (cudaStream_t)pl_stream_native(ps);
+  const unsigned B = (unsigned)sh->batch;
+  if (D == 128 && sh->algo == PL_ATTN_WGMMA) {
+    PL_TRY(wgmma_available(ps));
+    constexpr size_t smem = wg_smem_bytes();
+    cudaError_t e = cudaFuncSetAttribute(
+        attn_fwd_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+      return pl_set_error(PL_ERUNTIME, "attention fwd wgmma: smem %zu B: %s", smem,
+                          cudaGetErrorString(e));
+    dim3 grid((unsigned)((p.S + WG_BM - 1) / WG_BM), (unsigned)p.nq, B);
+    attn_fwd_wgmma_kernel<<<grid, 256, smem, st>>>(p);
+    return cuda_check("fwd wgmma launch");
+  }
+  if (use_mma(sh)) {
+    constexpr int BM = 32 * FWD_NW;
+    constexpr size_t smem = fwd_smem_bytes<D>();
+    auto kern = attn_fwd_mma_kernel<D, FWD_NW, FWD_BN(D), FWD_BNS(D)>;
+    cudaError_t e = cudaFuncSetAttribute(
+        kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess)
+      return pl_set_error(PL_ERUNTIME, "attention fwd: smem %zu B: %s", smem,
+                          cudaGetErrorString(e));
+    dim3 grid((unsigned)((p.S + BM - 1) / BM), (unsigned)p.nq, B);
+    kern<<<grid, FWD_NW * 32, smem, st>>>(p);
+    return cuda_check("fwd mma launch");
+  }
+  dim3 grid((unsigned)((p.S + 3) / 4), (unsigned)p.nq, B);
+  attn_fwd_simple_kernel<D><<<grid, 128, 0, st>>>(p);
+  return cuda_check("fwd simple launch");
+}
+
+template <int D>
+static pl_status bwd_launch(cudaStream_t st, const pl_attn_shape *sh,
+                            AttnParams p) {
+  const unsigned B = (unsigned)sh->batch;
+  dim3 rows((unsigned)((p.S + 3) / 4), (unsigned)p.nq, B);
+  attn_delta_kernel<D><<<rows, 128, 0, st>>>(p);
+  PL_TRY(cuda_check("bwd delta launch"));
+  if (!use_mma(sh)) {
+    attn_bwd_dq_simple_kernel<D><<<rows, 128, 0, st>>>(p);
+    PL_TRY(cuda_check("bwd dq simple launch"));
+    dim3 krows((unsigned)((p.S + 3) / 4), (unsigned)p.nkv, B);
+    attn_bwd_dkdv_simple_kernel<D><<<krows, 128, 0, st>>>(p);
+    return cuda_check("bwd dkdv simple launch");
+  }
+  const int64_t nq_el = sh->batch * sh->seq * (int64_t)sh->n_q * D;
+  cudaError_t e = cudaMemsetAsync(p.dqacc, 0, (size_t)nq_el * sizeof(float), st);
+  if (e != cudaSuccess)
+    return pl_set_error(PL_ERUNTIME, "attention bwd: memset: %s",
+                        cudaGetErrorString(e));
+  constexpr int BN = 16 * BWD_NW;
+  constexpr size_t smem = bwd_smem_bytes<D>();
+  auto kern = attn_bwd_mma_kernel<D, BWD_NW>;
+  e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           (int)smem);
+  if (e != cudaSuccess)
+    return pl_set_error(PL_ERUNTIME, "attention bwd: smem %zu B: %s", smem,
+                        cudaGetErrorString(e));
+  dim3 grid((unsigned)((p.S + BN - 1) / BN), (unsigned)p.nkv, B);
+  kern<<<grid, BWD_NW * 32, smem, st>>>(p);
+  PL_TRY(cuda_check("bwd mma launch"));
+  const int64_t nthr = (nq_el + 3) / 4;
+  attn_dq_convert_kernel<<<(unsigned)((nthr + 255) / 256), 256, 0, st>>>(
+      p.dqacc, p.dq, nq_el, p.scale);
+  return cuda_check("bwd dq convert launch");
+}
+
+extern "C" pl_status pl_cuda_attn_fwd(pl_stream *s, const pl_attn_shape *sh,
+                                      const void *q, const void *k,
+                                      const void *v, void *o, float *lse) {
+  PL_TRY(pl_attn_check(sh, PL_BACKEND_CUDA));
+  if (sh->seq == 0 || sh->batch == 0) return PL_OK;
+  AttnParams p = make_params(sh);
+  p.q = (const bf16 *)q;
+  p.k = (const bf16 *)k;
+  p.v = (const bf16 *)v;
+  p.out = (bf16 *)o;
+  p.lse = lse;
+  if (sh->head_dim == 64) return fwd_launch<64>(s, sh, p);
+  return fwd_launch<128>(s, sh, p);
+}
+
+extern "C" pl_status pl_cuda_attn_bwd(pl_stream *s, const pl_attn_shape *sh,
+                                      const void *q, const void *k,
+                                      const void *v, const void *o,
+                                      const void *dout, const float *lse,
+                                      void *dq, void *dk, void *dv, void *ws) {
+  PL_TRY(pl_attn_check(sh, PL_BACKEND_CUDA));
+  if (sh->seq == 0 || sh->batch == 0) return PL_OK;
+  if (!ws)
+    return pl_set_error(PL_EINVAL, "attention bwd: workspace is NULL (need "
+                                   "%zu bytes)",
+                        pl_attn_bwd_workspace_bytes(sh, PL_BACKEND_CUDA));
+  cudaStream_t st = (cudaStream_t)pl_stream_native(s);
+  AttnParams p = make_params(sh);
+  p.q = (const bf16 *)q;
+  p.k = (const bf16 *)k;
+  p.v = (const bf16 *)v;
+  p.o = (const bf16 *)o;
+  p.dout = (const bf16 *)dout;
+  p.lse = (float *)lse;
+  p.dq = (bf16 *)dq;
+  p.dk = (bf16 *)dk;
+  p.dv = (bf16 *)dv;
+  const size_t nq_el =
+      (size_t)sh->batch * (size_t)sh->seq * (size_t)sh->n_q * sh->head_dim;
+  p.dqacc = (float *)ws;
+  p.delta = p.dqacc + nq_el;
+  if (sh->head_dim == 64) return bwd_launch<64>(st, sh, p);
+  return bwd_launch<128>(st, sh, p);
+}

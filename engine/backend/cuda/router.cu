@@ -1,0 +1,119 @@
+/* router.cu — CUDA twins of the router's per-token kernels (model/router.h):
+ * one warp per token.  Softmax over E with warp reductions, then k rounds of
+ * a warp arg-max restricted to elements strictly after the previous pick in
+ * the order (score desc, index asc) — the CPU's rule, so both select alike. */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "backend/internal.h"
+#include "model/router.h"
+
+static __device__ __forceinline__ bool before(float sa, int ia, float sb, int ib) {
+  return sa > sb || (sa == sb && ia < ib);
+}
+
+static __global__ void router_topk_kernel(float *probs, const float *bias, int64_t N, int E, int k,
+                                          int renorm, int32_t *idx, float *w) {
+  const int lane = threadIdx.x & 31;
+  const int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (n >= N) return;
+  float *p = probs + n * E;
+  float mx = -INFINITY;
+  for (int e = lane; e < E; e += 32) mx = fmaxf(mx, p[e]);
+  for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  float z = 0.f;
+  for (int e = lane; e < E; e += 32) {
+    const float v = expf(p[e] - mx);
+    p[e] = v;
+    z += v;
+  }
+  for (int o = 16; o; o >>= 1) z += __shfl_xor_sync(0xffffffffu, z, o);
+  const float iz = 1.f / z;
+  for (int e = lane; e < E; e += 32) p[e] *= iz;
+  __syncwarp();
+  float ps = INFINITY, wsum = 0.f;
+  int pi = -1;
+  float mine = 0.f; /* lane j keeps pick j's weight */
+  for (int j = 0; j < k; j++) {
+    float bs = -INFINITY;
+    int bi = -1;
+    for (int e = lane; e < E; e += 32) {
+      const float sc = p[e] + (bias ? bias[e] : 0.f);
+      if (before(ps, pi, sc, e) && (bi < 0 || before(sc, e, bs, bi))) {
+        bs = sc;
+        bi = e;
+      }
+    }
+    for (int o = 16; o; o >>= 1) {
+      const float os = __shfl_xor_sync(0xffffffffu, bs, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (oi >= 0 && (bi < 0 || before(os, oi, bs, bi))) {
+        bs = os;
+        bi = oi;
+      }
+    }
+    const float pw = p[bi];
+    wsum += pw;
+    if (lane == j) mine = pw;
+    if (lane == 0) idx[n * k + j] = bi;
+    ps = bs;
+    pi = bi;
+  }
+  if (lane < k) w[n * k + lane] = renorm ? mine / wsum : mine;
+}
+
+template <typename T>
+static __device__ __forceinline__ void put(T *p, float v);
+template <>
+__device__ __forceinline__ void put<float>(float *p, float v) { *p = v; }
+template <>
+__device__ __forceinline__ void put<__nv_bfloat16>(__nv_bfloat16 *p, float v) {
+  *p = __float2bfloat16(v);
+}
+
+template <typename T>
+static __global__ void router_dlogits_kernel(const float *probs, const int32_t *idx,
+                                             const float *w, const float *dw, int64_t N, int E,
+                                             int k, int renorm, T *dl) {
+  const int lane = threadIdx.x & 31;
+  const int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (n >= N) return;
+  const float *p = probs + n * E;
+  const int32_t *id = idx + n * k;
+  const float *wn = w + n * k, *g = dw + n * k;
+  float dot = 0.f;
+  for (int j = 0; j < k; j++) dot += wn[j] * g[j];
+  for (int e = lane; e < E; e += 32) {
+    float v = renorm ? 0.f : -p[e] * dot;
+    for (int j = 0; j < k; j++)
+      if (id[j] == e) v = renorm ? wn[j] * (g[j] - dot) : p[e] * (g[j] - dot);
+    put(dl + n * E + e, v);
+  }
+}
+
+static pl_status check(const char *what) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    return pl_set_error(PL_ERUNTIME, "router: %s: %s", what, cudaGetErrorString(e));
+  return PL_OK;
+}
+
+extern "C" pl_status pl_cuda_router_topk(PL_ROUTER_TOPK_ARGS) {
+  cudaStream_t st = (cudaStream_t)pl_stream_native(s);
+  router_topk_kernel<<<(unsigned)((N + 7) / 8), 256, 0, st>>>(probs, bias, N, E, k, renorm, idx,
+                                                              w);
+  return check("topk launch");
+}
+
+extern "C" pl_status pl_cuda_router_dlogits(PL_ROUTER_DLOGITS_ARGS) {
+  cudaStream_t st = (cudaStream_t)pl_stream_native(s);
+  const unsigned blocks = (unsigned)((N + 7) / 8);
+  if (dt == PL_BF16)
+    router_dlogits_kernel<__nv_bfloat16><<<blocks, 256, 0, st>>>(probs, idx, w, dw, N, E, k,
+                                                                 renorm, (__nv_bfloat16 *)dlogits);
+  else
+    router_dlogits_kernel<float><<<blocks, 256, 0, st>>>(probs, idx, w, dw, N, E, k, renorm,
+                                                         (float *)dlogits);
+  return check("dlogits launch");
+}

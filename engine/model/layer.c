@@ -1,0 +1,229 @@
+/* layer.c — the decoder layer's schedule (model/layer.h), backend-neutral:
+ * GEMMs through pl_gemm, RMSNorm through the shared kernels, RoPE, attention
+ * (Ulysses over l->sp when its size > 1) and the dense MLP block. */
+#include "model/layer.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "backend/internal.h"
+#include "model/rope.h"
+#include "model/ulysses.h"
+
+#if PL_HAVE_CUDA
+#define DISPATCH(s, fn, ...)                                                                     \
+  (pl_stream_backend(s) == PL_BACKEND_CUDA ? pl_cuda_##fn(__VA_ARGS__) : pl_cpu_##fn(__VA_ARGS__))
+#else
+#define DISPATCH(s, fn, ...) pl_cpu_##fn(__VA_ARGS__)
+#endif
+
+static int group_size(const pl_layer *l) { return l->sp ? pl_comm_size(l->sp) : 1; }
+static int group_rank(const pl_layer *l) { return l->sp ? pl_comm_rank(l->sp) : 0; }
+static int64_t qkv_cols(const pl_layer_cfg *c) { return (int64_t)(c->n_q + 2 * c->n_kv) * c->d; }
+
+int64_t pl_layer_params(const pl_layer_cfg *c) {
+  return c->H + c->H * qkv_cols(c) + (int64_t)c->n_q * c->d * c->H + pl_mlp_block_params(c->H, c->I);
+}
+
+void pl_layer_free(pl_layer *l) {
+  if (!l->dev) return;
+  void *ps[] = {l->w_n, l->w_qkv, l->w_o, l->g_n, l->g_qkv, l->g_o};
+  for (int i = 0; i < 6; i++) pl_free(l->dev, ps[i]);
+  pl_mlp_block_free(&l->mlp);
+  memset(l, 0, sizeof *l);
+}
+
+pl_status pl_layer_zero_grad(pl_layer *l, pl_stream *s) {
+  const pl_layer_cfg *c = &l->cfg;
+  PL_TRY(pl_fill(s, l->g_n, PL_F32, (size_t)c->H, 0.0));
+  PL_TRY(pl_fill(s, l->g_qkv, PL_F32, (size_t)(c->H * qkv_cols(c)), 0.0));
+  PL_TRY(pl_fill(s, l->g_o, PL_F32, (size_t)((int64_t)c->n_q * c->d * c->H), 0.0));
+  return pl_mlp_block_zero_grad(&l->mlp, s);
+}
+
+pl_status pl_layer_init(pl_dev *dev, pl_comm *sp, pl_layer *l, const pl_layer_cfg *cfg,
+                        uint64_t seed, int index) {
+  memset(l, 0, sizeof *l);
+  const int D = sp ? pl_comm_size(sp) : 1;
+  if (cfg->H < 1 || cfg->I < 1 || cfg->n_q < 1 || cfg->n_kv < 1 || cfg->d < 2 || cfg->d % 2 ||
+      cfg->n_q % cfg->n_kv)
+    return pl_set_error(PL_EINVAL,
+                        "layer: H=%lld I=%lld n_q=%d n_kv=%d d=%d: need positive sizes, n_kv | n_q, "
+                        "even d", (long long)cfg->H, (long long)cfg->I, cfg->n_q, cfg->n_kv, cfg->d);
+  if (cfg->n_q % D || cfg->n_kv % D)
+    return pl_set_error(PL_EINVAL, "layer: n_q=%d n_kv=%d over a Ulysses group of D=%d: heads "
+                        "must divide by D", cfg->n_q, cfg->n_kv, D);
+  if (cfg->dt != PL_F32 && cfg->dt != PL_BF16)
+    return pl_set_error(PL_EINVAL, "layer: dtype %s: f32 or bf16", pl_dtype_name(cfg->dt));
+  l->dev = dev;
+  l->sp = sp;
+  l->cfg = *cfg;
+  if (l->cfg.rope_theta == 0) l->cfg.rope_theta = 10000.0;
+  l->eps = 1e-5f;
+  const pl_layer_cfg *c = &l->cfg;
+  const size_t es = pl_dtype_size(c->dt);
+  const size_t nqkv = (size_t)(c->H * qkv_cols(c)), no = (size_t)c->n_q * c->d * (size_t)c->H;
+  pl_stream *s = pl_dev_stream(dev);
+  pl_status st;
+  if ((st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)c->H * es, "weights", &l->w_n)) ||
+      (st = pl_alloc(dev, PL_ARENA_DEVICE, nqkv * es, "weights", &l->w_qkv)) ||
+      (st = pl_alloc(dev, PL_ARENA_DEVICE, no * es, "weights", &l->w_o)) ||
+      (st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)c->H * 4, "grads", (void **)&l->g_n)) ||
+      (st = pl_alloc(dev, PL_ARENA_DEVICE, nqkv * 4, "grads", (void **)&l->g_qkv)) ||
+      (st = pl_alloc(dev, PL_ARENA_DEVICE, no * 4, "grads", (void **)&l->g_o)) ||
+      (st = pl_mlp_block_init(dev, &l->mlp, c->H, c->I, c->dt, seed, 2 * index + 1))) {
+    pl_layer_free(l);
+    l->dev = NULL;
+    return st;
+  }
+  const uint64_t ls = seed * 1000003ull + (uint64_t)(2 * index) * 7919ull;
+  if ((st = pl_rng_fill(s, l->w_n, c->dt, (size_t)c->H, ls + 1, 0, PL_DIST_UNIFORM, 0.8f, 1.2f)) ||
+      (st = pl_rng_fill(s, l->w_qkv, c->dt, nqkv, ls + 2, 0, PL_DIST_NORMAL, 0,
+                        1.0f / sqrtf((float)c->H))) ||
+      (st = pl_rng_fill(s, l->w_o, c->dt, no, ls + 3, 0, PL_DIST_NORMAL, 0,
+                        1.0f / sqrtf((float)(c->n_q * c->d)))) ||
+      (st = pl_layer_zero_grad(l, s))) {
+    pl_layer_free(l);
+    return st;
+  }
+  return PL_OK;
+}
+
+/* the activations of one forward: everything backward needs */
+typedef struct acts {
+  void *h, *q, *k, *v, *o, *y1;
+  float *lse;
+} acts;
+
+static void acts_free(pl_layer *l, pl_stream *s, acts *a) {
+  void *ps[] = {a->h, a->q, a->k, a->v, a->o, a->y1, a->lse};
+  for (int i = 0; i < 7; i++) pl_free_async(l->dev, ps[i], s);
+  memset(a, 0, sizeof *a);
+}
+
+static pl_attn_shape attn_shape(const pl_layer *l, int64_t N) {
+  const pl_layer_cfg *c = &l->cfg;
+  pl_attn_shape sh = {.batch = 1, .seq = N, .n_q = c->n_q, .n_kv = c->n_kv, .head_dim = c->d,
+                      .dtype = c->dt, .algo = c->algo};
+  return sh;
+}
+
+/* Forward up to y1 = x + o·W_o, keeping what backward needs in *a. */
+static pl_status attn_forward(pl_layer *l, pl_stream *s, const void *x, int64_t N, acts *a) {
+  const pl_layer_cfg *c = &l->cfg;
+  const int D = group_size(l);
+  const size_t es = pl_dtype_size(c->dt);
+  const int64_t nq = (int64_t)c->n_q * c->d, nk = (int64_t)c->n_kv * c->d, tot = qkv_cols(c);
+  memset(a, 0, sizeof *a);
+  pl_dev *dev = l->dev;
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * c->H) * es, "activations", s, &a->h));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nq) * es, "activations", s, &a->q));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nk) * es, "activations", s, &a->k));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nk) * es, "activations", s, &a->v));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nq) * es, "activations", s, &a->o));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * c->H) * es, "activations", s, &a->y1));
+  void *lp = NULL;
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(c->n_q / D) * (size_t)(N * D) * 4,
+                        "activations", s, &lp));
+  a->lse = lp;
+  PL_TRY(DISPATCH(s, rmsnorm_fwd, s, x, l->w_n, a->h, N, c->H, l->eps, c->dt));
+  const char *W = l->w_qkv;
+  PL_TRY(pl_gemm(s, false, false, N, nq, c->H, 1.f, a->h, c->H, W, tot, 0.f, a->q, nq, c->dt, c->dt));
+  PL_TRY(pl_gemm(s, false, false, N, nk, c->H, 1.f, a->h, c->H, W + nq * es, tot, 0.f, a->k, nk,
+                 c->dt, c->dt));
+  PL_TRY(pl_gemm(s, false, false, N, nk, c->H, 1.f, a->h, c->H, W + (nq + nk) * es, tot, 0.f, a->v,
+                 nk, c->dt, c->dt));
+  const int64_t pos0 = (int64_t)group_rank(l) * N;
+  PL_TRY(pl_rope_fwd(s, a->q, c->dt, 1, N, c->n_q, c->d, pos0, c->rope_theta));
+  PL_TRY(pl_rope_fwd(s, a->k, c->dt, 1, N, c->n_kv, c->d, pos0, c->rope_theta));
+  pl_attn_shape sh = attn_shape(l, N);
+  if (D > 1)
+    PL_TRY(pl_ulysses_attn_fwd(l->sp, s, &sh, a->q, a->k, a->v, a->o, a->lse));
+  else
+    PL_TRY(pl_attn_fwd(s, &sh, a->q, a->k, a->v, a->o, a->lse));
+  /* y1 = x + o·W_o */
+  PL_TRY(pl_memcpy_async(s, a->y1, x, (size_t)(N * c->H) * es));
+  return pl_gemm(s, false, false, N, c->H, nq, 1.f, a->o, nq, l->w_o, c->H, 1.f, a->y1, c->H,
+                 c->dt, c->dt);
+}
+
+pl_status pl_layer_forward(pl_layer *l, pl_stream *s, const void *x, void *y, int64_t N) {
+  if (N < 0) return pl_set_error(PL_EINVAL, "layer: N=%lld: must be >= 0", (long long)N);
+  if (N == 0) return PL_OK;
+  acts a;
+  pl_status st = attn_forward(l, s, x, N, &a);
+  if (st == PL_OK) st = pl_mlp_block_forward(&l->mlp, s, a.y1, y, N);
+  acts_free(l, s, &a);
+  return st;
+}
+
+pl_status pl_layer_backward(pl_layer *l, pl_stream *s, const void *x, const void *dy, void *dx,
+                            int64_t N) {
+  if (N < 0) return pl_set_error(PL_EINVAL, "layer: N=%lld: must be >= 0", (long long)N);
+  if (N == 0) return PL_OK;
+  const pl_layer_cfg *c = &l->cfg;
+  const int D = group_size(l);
+  const size_t es = pl_dtype_size(c->dt);
+  const int64_t nq = (int64_t)c->n_q * c->d, nk = (int64_t)c->n_kv * c->d, tot = qkv_cols(c);
+  pl_dev *dev = l->dev;
+  acts a;
+  void *dy1 = NULL, *dO = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *dh = NULL, *scr = NULL;
+  float *dh32 = NULL;
+  pl_status st = attn_forward(l, s, x, N, &a);
+#define ALLOC(p, bytes)                                                                        \
+  if (st == PL_OK) st = pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), "activations", s, (void **)&(p))
+  ALLOC(dy1, (size_t)(N * c->H) * es);
+  ALLOC(dO, (size_t)(N * nq) * es);
+  ALLOC(dq, (size_t)(N * nq) * es);
+  ALLOC(dk, (size_t)(N * nk) * es);
+  ALLOC(dv, (size_t)(N * nk) * es);
+  ALLOC(dh, (size_t)(N * c->H) * es);
+  ALLOC(dh32, (size_t)(N * c->H) * 4);
+  ALLOC(scr, pl_rmsnorm_bwd_scratch(N, c->H) * 4);
+#undef ALLOC
+  /* MLP slot: dy1 = d(mlp)/dy1 from dy (recomputes from y1) */
+  if (st == PL_OK) st = pl_mlp_block_backward(&l->mlp, s, a.y1, dy, dy1, N);
+  /* y1 = x + o·W_o:  dO = dy1·W_oᵀ, g_o += oᵀ·dy1 */
+  if (st == PL_OK)
+    st = pl_gemm(s, false, true, N, nq, c->H, 1.f, dy1, c->H, l->w_o, c->H, 0.f, dO, nq, c->dt, c->dt);
+  if (st == PL_OK)
+    st = pl_gemm(s, true, false, nq, c->H, N, 1.f, a.o, nq, dy1, c->H, 1.f, l->g_o, c->H, c->dt,
+                 PL_F32);
+  /* attention */
+  pl_attn_shape sh = attn_shape(l, N);
+  if (st == PL_OK)
+    st = D > 1 ? pl_ulysses_attn_bwd(l->sp, s, &sh, a.q, a.k, a.v, a.o, dO, a.lse, dq, dk, dv)
+               : pl_attn_bwd(s, &sh, a.q, a.k, a.v, a.o, dO, a.lse, dq, dk, dv);
+  const int64_t pos0 = (int64_t)group_rank(l) * N;
+  if (st == PL_OK) st = pl_rope_bwd(s, dq, c->dt, 1, N, c->n_q, c->d, pos0, c->rope_theta);
+  if (st == PL_OK) st = pl_rope_bwd(s, dk, c->dt, 1, N, c->n_kv, c->d, pos0, c->rope_theta);
+  /* dh = dq·W_qᵀ + dk·W_kᵀ + dv·W_vᵀ (f32), g_qkv += hᵀ·[dq|dk|dv] */
+  const char *W = l->w_qkv;
+  const void *dg[3] = {dq, dk, dv};
+  const int64_t off[3] = {0, nq, nq + nk}, wid[3] = {nq, nk, nk};
+  for (int i = 0; i < 3 && st == PL_OK; i++) {
+    st = pl_gemm(s, false, true, N, c->H, wid[i], 1.f, dg[i], wid[i], W + off[i] * es, tot,
+                 i ? 1.f : 0.f, dh32, c->H, c->dt, PL_F32);
+    if (st == PL_OK)
+      st = pl_gemm(s, true, false, c->H, wid[i], N, 1.f, a.h, c->H, dg[i], wid[i], 1.f,
+                   l->g_qkv + off[i], tot, c->dt, PL_F32);
+  }
+  if (st == PL_OK) st = pl_convert(s, dh, c->dt, dh32, PL_F32, (size_t)(N * c->H));
+  /* dx = dy1 (residual) + rmsnorm_bwd(dh); g_n += ... */
+  if (st == PL_OK)
+    st = DISPATCH(s, rmsnorm_bwd, s, x, l->w_n, dh, dy1, dx, l->g_n, (float *)scr, N, c->H, l->eps,
+                  c->dt);
+  void *ps[] = {dy1, dO, dq, dk, dv, dh, dh32, scr};
+  for (int i = 0; i < 8; i++) pl_free_async(dev, ps[i], s);
+  acts_free(l, s, &a);
+  return st;
+}
+
+static pl_status layer_fwd(void *layer, pl_stream *s, const void *x, void *y, int64_t N) {
+  return pl_layer_forward(layer, s, x, y, N);
+}
+static pl_status layer_bwd(void *layer, pl_stream *s, const void *x, const void *dy, void *dx,
+                           int64_t N) {
+  return pl_layer_backward(layer, s, x, dy, dx, N);
+}
+const pl_layer_ops pl_decoder_layer_ops = {layer_fwd, layer_bwd};

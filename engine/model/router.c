@@ -1,0 +1,63 @@
+/* router.c — the router's schedule (model/router.h): the two GEMMs through
+ * pl_gemm, the per-token kernels dispatched by backend, and the host-side
+ * auxiliary-loss-free bias update. */
+#include "model/router.h"
+
+#include "backend/internal.h"
+
+pl_status pl_router_check(const pl_router_shape *sh) {
+  if (!sh) return pl_set_error(PL_EINVAL, "router: shape is NULL");
+  if (sh->N < 0 || sh->H < 1)
+    return pl_set_error(PL_EINVAL, "router: N=%lld H=%lld: need N >= 0, H >= 1",
+                        (long long)sh->N, (long long)sh->H);
+  if (sh->E < 1 || sh->k < 1 || sh->k > sh->E || sh->k > 32)
+    return pl_set_error(PL_EINVAL, "router: E=%d k=%d: need 1 <= k <= min(E, 32)", sh->E, sh->k);
+  if (sh->dt != PL_F32 && sh->dt != PL_BF16)
+    return pl_set_error(PL_EINVAL, "router: dtype %s: f32 or bf16", pl_dtype_name(sh->dt));
+  return PL_OK;
+}
+
+pl_status pl_router_fwd(pl_stream *s, const pl_router_shape *sh, const void *x, const void *W,
+                        const float *bias, float *probs, int32_t *idx, float *w) {
+  PL_TRY(pl_router_check(sh));
+  if (sh->N == 0) return PL_OK;
+  /* logits [N,E] = x [N,H] · W [H,E] into probs, fp32 */
+  PL_TRY(pl_gemm(s, false, false, sh->N, sh->E, sh->H, 1.f, x, sh->H, W, sh->E, 0.f, probs,
+                 sh->E, sh->dt, PL_F32));
+#if PL_HAVE_CUDA
+  if (pl_stream_backend(s) == PL_BACKEND_CUDA)
+    return pl_cuda_router_topk(s, probs, bias, sh->N, sh->E, sh->k, sh->renorm, idx, w);
+#endif
+  return pl_cpu_router_topk(s, probs, bias, sh->N, sh->E, sh->k, sh->renorm, idx, w);
+}
+
+pl_status pl_router_bwd(pl_stream *s, const pl_router_shape *sh, const void *x, const void *W,
+                        const float *probs, const int32_t *idx, const float *w, const float *dw,
+                        void *dlogits, void *dx, float *dW) {
+  PL_TRY(pl_router_check(sh));
+  if (sh->N == 0) return PL_OK;
+#if PL_HAVE_CUDA
+  if (pl_stream_backend(s) == PL_BACKEND_CUDA)
+    PL_TRY(pl_cuda_router_dlogits(s, probs, idx, w, dw, sh->N, sh->E, sh->k, sh->renorm, dlogits,
+                                  sh->dt));
+  else
+#endif
+    PL_TRY(pl_cpu_router_dlogits(s, probs, idx, w, dw, sh->N, sh->E, sh->k, sh->renorm, dlogits,
+                                 sh->dt));
+  /* dx [N,H] = dlogits [N,E] · Wᵀ (W stored [H,E]) */
+  PL_TRY(pl_gemm(s, false, true, sh->N, sh->H, sh->E, 1.f, dlogits, sh->E, W, sh->E, 0.f, dx,
+                 sh->H, sh->dt, sh->dt));
+  /* dW [H,E] += xᵀ [H,N] · dlogits [N,E] */
+  return pl_gemm(s, true, false, sh->H, sh->E, sh->N, 1.f, x, sh->H, dlogits, sh->E, 1.f, dW,
+                 sh->E, sh->dt, PL_F32);
+}
+
+void pl_router_bias_update(float *bias, const int64_t *counts, int E, float gamma) {
+  double mean = 0;
+  for (int e = 0; e < E; e++) mean += (double)counts[e];
+  mean /= E > 0 ? E : 1;
+  for (int e = 0; e < E; e++) {
+    const double c = (double)counts[e];
+    bias[e] += c < mean ? gamma : (c > mean ? -gamma : 0.f);
+  }
+}

@@ -1,0 +1,193 @@
+/* test_attention.c — CPU causal GQA flash attention (backend/cpu/attention_cpu.c)
+ * against the naive double reference: forward O and LSE, backward dQ, dK, dV;
+ * S = 1, 2, not a multiple of the 64-token tile, a few thousand; GQA ratios 1,
+ * 4, 8; f32 and bf16; outputs poisoned with NaN before each run; the backward
+ * workspace accounted under tag "attention"; bad shapes refused. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/internal.h"
+#include "model/attention.h"
+#include "model/attention_testutil.h"
+
+static pl_dev *dev;
+static pl_stream *st;
+static void setup(void) {
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &dev), PL_OK);
+  st = pl_dev_stream(dev);
+}
+static void teardown(void) { pl_dev_destroy(dev); }
+
+static void *dalloc(size_t bytes, const char *tag) {
+  void *p = NULL;
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, bytes, tag, &p), PL_OK);
+  return p;
+}
+
+static void expect(const char *what, const pl_attn_shape *sh, const void *got, pl_dtype dt,
+                   const double *ref, size_t n, double tol) {
+  attn_err e = tu_compare(got, dt, ref, n, tol);
+  ck_assert_msg(e.first_bad < 0,
+                "%s (B=%lld S=%lld nq=%d nkv=%d d=%d %s): max abs %.3g normwise %.3g > %.3g, "
+                "first bad index %ld",
+                what, (long long)sh->batch, (long long)sh->seq, sh->n_q, sh->n_kv, sh->head_dim,
+                pl_dtype_name(dt), e.max_abs, e.norm_err, tol, e.first_bad);
+}
+
+/* Run fwd+bwd on the CPU backend and compare with the double reference. */
+static void run_case(int64_t B, int64_t S, int nq, int nkv, int d, pl_dtype dt, uint64_t seed,
+                     int do_bwd) {
+  pl_attn_shape sh = {.batch = B, .seq = S, .n_q = nq, .n_kv = nkv, .head_dim = d,
+                      .scale = 0.f, .dtype = dt, .algo = PL_ATTN_AUTO};
+  const size_t nqe = (size_t)(B * S * nq * d), nke = (size_t)(B * S * nkv * d);
+  const size_t nr = (size_t)(B * nq * S), es = pl_dtype_size(dt);
+  void *q = dalloc(nqe * es, "act"), *k = dalloc(nke * es, "act"), *v = dalloc(nke * es, "act");
+  void *o = dalloc(nqe * es, "act"), *dout = dalloc(nqe * es, "act");
+  float *lse = dalloc(nr * sizeof(float), "act");
+  /* never zeros: N(0,1) for Q, K (×1.5 to sharpen the softmax), V and dO */
+  ck_assert_int_eq(pl_rng_fill(st, q, dt, nqe, seed, 0, PL_DIST_NORMAL, 0.f, 1.5f), PL_OK);
+  ck_assert_int_eq(pl_rng_fill(st, k, dt, nke, seed + 1, 0, PL_DIST_NORMAL, 0.f, 1.5f), PL_OK);
+  ck_assert_int_eq(pl_rng_fill(st, v, dt, nke, seed + 2, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
+  ck_assert_int_eq(pl_rng_fill(st, dout, dt, nqe, seed + 3, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
+  ck_assert_int_eq(pl_fill(st, o, dt, nqe, NAN), PL_OK);
+  ck_assert_int_eq(pl_fill(st, lse, PL_F32, nr, NAN), PL_OK);
+
+  double *qd = tu_to_f64(q, dt, nqe), *kd = tu_to_f64(k, dt, nke), *vd = tu_to_f64(v, dt, nke);
+  double *dod = tu_to_f64(dout, dt, nqe);
+  double *oref = malloc(sizeof(double) * (nqe ? nqe : 1));
+  double *lref = malloc(sizeof(double) * (nr ? nr : 1));
+  pl_attn_ref_fwd_f64(&sh, qd, kd, vd, oref, lref);
+
+  ck_assert_int_eq(pl_attn_fwd(st, &sh, q, k, v, o, lse), PL_OK);
+  const double tol = tu_tol(dt);
+  expect("O", &sh, o, dt, oref, nqe, tol);
+  expect("LSE", &sh, lse, PL_F32, lref, nr, 1e-5);
+
+  if (do_bwd) {
+    void *dq = dalloc(nqe * es, "grads"), *dk = dalloc(nke * es, "grads");
+    void *dv = dalloc(nke * es, "grads");
+    ck_assert_int_eq(pl_fill(st, dq, dt, nqe, NAN), PL_OK);
+    ck_assert_int_eq(pl_fill(st, dk, dt, nke, NAN), PL_OK);
+    ck_assert_int_eq(pl_fill(st, dv, dt, nke, NAN), PL_OK);
+    pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
+    ck_assert_int_eq(pl_attn_bwd(st, &sh, q, k, v, o, dout, lse, dq, dk, dv), PL_OK);
+    /* the only memory backward adds is its workspace, O(S·n·d), tagged */
+    ck_assert_uint_eq(pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "attention"),
+                      (B > 0 && S > 0) ? pl_attn_bwd_workspace_bytes(&sh, PL_BACKEND_CPU) : 0);
+    ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "attention"), 0);
+    double *dqr = malloc(sizeof(double) * (nqe ? nqe : 1));
+    double *dkr = malloc(sizeof(double) * (nke ? nke : 1));
+    double *dvr = malloc(sizeof(double) * (nke ? nke : 1));
+    pl_attn_ref_bwd_f64(&sh, qd, kd, vd, dod, dqr, dkr, dvr);
+    /* bf16: D = rowsum(dO∘O) uses the rounded O, like the CUDA kernels */
+    const double gtol = dt == PL_F32 ? 5e-4 : 4e-2;
+    expect("dQ", &sh, dq, dt, dqr, nqe, gtol);
+    expect("dK", &sh, dk, dt, dkr, nke, gtol);
+    expect("dV", &sh, dv, dt, dvr, nke, gtol);
+    free(dqr);
+    free(dkr);
+    free(dvr);
+    pl_free(dev, dq);
+    pl_free(dev, dk);
+    pl_free(dev, dv);
+  }
+  free(qd);
+  free(kd);
+  free(vd);
+  free(dod);
+  free(oref);
+  free(lref);
+  pl_free(dev, q);
+  pl_free(dev, k);
+  pl_free(dev, v);
+  pl_free(dev, o);
+  pl_free(dev, dout);
+  pl_free(dev, lse);
+}
+
+START_TEST(small_shapes_f32_and_bf16) {
+  static const int64_t Ss[] = {1, 2, 3, 63, 64, 65, 130};
+  static const int gqa[][2] = {{4, 4}, {4, 1}, {8, 1}, {8, 2}};
+  static const int ds[] = {8, 64};
+  uint64_t seed = 100;
+  for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++)
+    for (size_t gi = 0; gi < 4; gi++)
+      for (size_t di = 0; di < 2; di++)
+        for (int bf = 0; bf < 2; bf++)
+          run_case(si % 2 ? 2 : 1, Ss[si], gqa[gi][0], gqa[gi][1], ds[di], bf ? PL_BF16 : PL_F32,
+                   seed++, 1);
+}
+END_TEST
+
+START_TEST(head_dim_128) {
+  run_case(1, 200, 4, 1, 128, PL_BF16, 7, 1);
+  run_case(1, 129, 2, 2, 128, PL_F32, 8, 1);
+}
+END_TEST
+
+START_TEST(few_thousand_tokens) {
+  /* not a multiple of the tile; GQA 2 */
+  run_case(1, 2500, 2, 1, 32, PL_BF16, 21, 1);
+}
+END_TEST
+
+START_TEST(empty_is_ok) {
+  run_case(1, 0, 4, 2, 64, PL_BF16, 3, 1);
+  run_case(0, 10, 4, 2, 64, PL_F32, 4, 1);
+}
+END_TEST
+
+START_TEST(bad_shapes_refused) {
+  pl_attn_shape sh = {.batch = 1, .seq = 8, .n_q = 6, .n_kv = 4, .head_dim = 64,
+                      .dtype = PL_BF16};
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "n_kv"));
+  sh.n_kv = 0;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
+  sh.n_kv = 2;
+  sh.seq = -1;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
+  sh.seq = 8;
+  sh.head_dim = 96; /* fine on the CPU, not on CUDA */
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_OK);
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CUDA), PL_EUNSUPPORTED);
+  sh.head_dim = 64;
+  sh.dtype = PL_F32;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CUDA), PL_EUNSUPPORTED);
+  sh.dtype = PL_I32;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
+  sh.dtype = PL_BF16;
+  sh.scale = -1.f;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
+}
+END_TEST
+
+START_TEST(flop_formula) {
+  pl_attn_shape sh = {.batch = 1, .seq = 32768, .n_q = 64, .n_kv = 8, .head_dim = 128};
+  /* 4·S²·d·n_q / 2 */
+  ck_assert(fabs(pl_attn_flops_fwd(&sh) - 4.0 * 32768.0 * 32768.0 * 128 * 64 / 2) < 1);
+  ck_assert(fabs(pl_attn_flops_bwd(&sh) - 2.5 * pl_attn_flops_fwd(&sh)) < 1);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("attention");
+  TCase *tc = tcase_create("cpu");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, small_shapes_f32_and_bf16);
+  tcase_add_test(tc, head_dim_128);
+  tcase_add_test(tc, few_thousand_tokens);
+  tcase_add_test(tc, empty_is_ok);
+  tcase_add_test(tc, bad_shapes_refused);
+  tcase_add_test(tc, flop_formula);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int nf = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return nf ? 1 : 0;
+}

@@ -1,0 +1,220 @@
+/* test_router.c — the router (model/router.h) on the CPU backend: forward
+ * against a double reference (softmax, top-k order, weights), backward against
+ * central finite differences in double of L = Σ dw ⊙ w(x, W_r) with the
+ * selection held fixed (renorm and plain; with and without the balancing
+ * bias), the bias update rule, bad shapes; CUDA against the CPU on a GPU. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/internal.h"
+#include "model/router.h"
+
+/* double forward with a given selection: w[n,j] for the chosen idx */
+static void ref_w(const double *x, const double *W, const int32_t *idx, int64_t N, int64_t H, int E,
+                  int k, int renorm, double *w, double *probs) {
+  double *l = malloc(sizeof(double) * E);
+  for (int64_t n = 0; n < N; n++) {
+    double mx = -INFINITY, z = 0;
+    for (int e = 0; e < E; e++) {
+      double a = 0;
+      for (int64_t h = 0; h < H; h++) a += x[n * H + h] * W[h * E + e];
+      l[e] = a;
+      mx = fmax(mx, a);
+    }
+    for (int e = 0; e < E; e++) z += exp(l[e] - mx);
+    double ws = 0;
+    for (int e = 0; e < E; e++) {
+      const double p = exp(l[e] - mx) / z;
+      if (probs) probs[n * E + e] = p;
+    }
+    for (int j = 0; j < k; j++) {
+      const double p = exp(l[idx[n * k + j]] - mx) / z;
+      w[n * k + j] = p;
+      ws += p;
+    }
+    if (renorm)
+      for (int j = 0; j < k; j++) w[n * k + j] /= ws;
+  }
+  free(l);
+}
+
+static double loss(const double *x, const double *W, const int32_t *idx, const double *dw,
+                   int64_t N, int64_t H, int E, int k, int renorm) {
+  double *w = malloc(sizeof(double) * N * k), L = 0;
+  ref_w(x, W, idx, N, H, E, k, renorm, w, NULL);
+  for (int64_t i = 0; i < N * k; i++) L += w[i] * dw[i];
+  free(w);
+  return L;
+}
+
+START_TEST(forward_and_fd_gradients) {
+  pl_dev *dev;
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &dev), PL_OK);
+  pl_stream *s = pl_dev_stream(dev);
+  const int64_t N = 19, H = 12;
+  const int E = 9, k = 3;
+  for (int renorm = 0; renorm < 2; renorm++)
+    for (int use_bias = 0; use_bias < 2; use_bias++) {
+      pl_router_shape sh = {.N = N, .H = H, .E = E, .k = k, .renorm = renorm, .dt = PL_F32};
+      float *x = malloc(4 * N * H), *W = malloc(4 * H * E), *probs = malloc(4 * N * E);
+      float *w = malloc(4 * N * k), *dw = malloc(4 * N * k), *bias = malloc(4 * E);
+      float *dl = malloc(4 * N * E), *dx = malloc(4 * N * H), *dW = calloc(H * E, 4);
+      int32_t *idx = malloc(4 * N * k);
+      pl_rng_fill(s, x, PL_F32, N * H, 1 + renorm, 0, PL_DIST_NORMAL, 0.f, 1.f);
+      pl_rng_fill(s, W, PL_F32, H * E, 2, 0, PL_DIST_NORMAL, 0.f, 0.5f);
+      pl_rng_fill(s, dw, PL_F32, N * k, 3, 0, PL_DIST_NORMAL, 0.f, 1.f);
+      pl_rng_fill(s, bias, PL_F32, E, 4, 0, PL_DIST_UNIFORM, -0.2f, 0.2f);
+      ck_assert_int_eq(pl_router_fwd(s, &sh, x, W, use_bias ? bias : NULL, probs, idx, w), PL_OK);
+      double *xd = malloc(8 * N * H), *Wd = malloc(8 * H * E), *dwd = malloc(8 * N * k);
+      double *wr = malloc(8 * N * k), *pr = malloc(8 * N * E);
+      for (int64_t i = 0; i < N * H; i++) xd[i] = x[i];
+      for (int64_t i = 0; i < H * E; i++) Wd[i] = W[i];
+      for (int64_t i = 0; i < N * k; i++) dwd[i] = dw[i];
+      ref_w(xd, Wd, idx, N, H, E, k, renorm, wr, pr);
+      /* selection: the k largest p + b in order, ties to the lower index */
+      for (int64_t n = 0; n < N; n++) {
+        for (int j = 0; j < k; j++) {
+          const int e = idx[n * k + j];
+          ck_assert(e >= 0 && e < E);
+          const double se = pr[n * E + e] + (use_bias ? bias[e] : 0);
+          int better = 0; /* experts ranked above e must be exactly the first j picks */
+          for (int f = 0; f < E; f++) {
+            const double sf = pr[n * E + f] + (use_bias ? bias[f] : 0);
+            if (sf > se + 1e-6) better++;
+          }
+          ck_assert_msg(better == j, "token %lld pick %d: expert %d has %d better", (long long)n,
+                        j, e, better);
+          ck_assert_msg(fabs(w[n * k + j] - wr[n * k + j]) < 1e-5, "w[%lld,%d]", (long long)n, j);
+        }
+      }
+      ck_assert_int_eq(pl_router_bwd(s, &sh, x, W, probs, idx, w, dw, dl, dx, dW), PL_OK);
+      /* finite differences in double */
+      const double eps = 1e-5;
+      double maxe = 0, sc = 1e-30;
+      for (int64_t i = 0; i < N * H; i++) {
+        const double o = xd[i];
+        xd[i] = o + eps;
+        const double lp = loss(xd, Wd, idx, dwd, N, H, E, k, renorm);
+        xd[i] = o - eps;
+        const double lm = loss(xd, Wd, idx, dwd, N, H, E, k, renorm);
+        xd[i] = o;
+        const double fd = (lp - lm) / (2 * eps);
+        maxe = fmax(maxe, fabs(fd - dx[i]));
+        sc = fmax(sc, fabs(fd));
+      }
+      ck_assert_msg(maxe / sc < 1e-3, "dx vs FD: normwise %.3g (renorm %d bias %d)", maxe / sc,
+                    renorm, use_bias);
+      maxe = 0;
+      sc = 1e-30;
+      for (int64_t i = 0; i < H * E; i++) {
+        const double o = Wd[i];
+        Wd[i] = o + eps;
+        const double lp = loss(xd, Wd, idx, dwd, N, H, E, k, renorm);
+        Wd[i] = o - eps;
+        const double lm = loss(xd, Wd, idx, dwd, N, H, E, k, renorm);
+        Wd[i] = o;
+        const double fd = (lp - lm) / (2 * eps);
+        maxe = fmax(maxe, fabs(fd - dW[i]));
+        sc = fmax(sc, fabs(fd));
+      }
+      ck_assert_msg(maxe / sc < 1e-3, "dW vs FD: normwise %.3g (renorm %d bias %d)", maxe / sc,
+                    renorm, use_bias);
+      free(x), free(W), free(probs), free(w), free(dw), free(bias), free(dl), free(dx), free(dW);
+      free(idx), free(xd), free(Wd), free(dwd), free(wr), free(pr);
+    }
+  pl_dev_destroy(dev);
+}
+END_TEST
+
+START_TEST(bias_update_and_refusals) {
+  float b[4] = {0, 0, 0, 0};
+  const int64_t c[4] = {10, 30, 20, 20}; /* mean 20 */
+  pl_router_bias_update(b, c, 4, 0.5f);
+  ck_assert(b[0] == 0.5f && b[1] == -0.5f && b[2] == 0.f && b[3] == 0.f);
+  pl_router_shape sh = {.N = 4, .H = 8, .E = 4, .k = 5, .dt = PL_F32};
+  ck_assert_int_eq(pl_router_check(&sh), PL_EINVAL);
+  sh.k = 0;
+  ck_assert_int_eq(pl_router_check(&sh), PL_EINVAL);
+  sh.k = 2;
+  sh.dt = PL_I32;
+  ck_assert_int_eq(pl_router_check(&sh), PL_EINVAL);
+  sh.dt = PL_BF16;
+  ck_assert_int_eq(pl_router_check(&sh), PL_OK);
+}
+END_TEST
+
+START_TEST(cuda_matches_cpu) {
+  if (pl_cuda_device_count() == 0) {
+    printf("skipped: no CUDA device\n");
+    return;
+  }
+  pl_dev *c, *g;
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &c), PL_OK);
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CUDA, -1, &g), PL_OK);
+  pl_stream *cs = pl_dev_stream(c), *gs = pl_dev_stream(g);
+  const int64_t N = 1000, H = 256;
+  const int E = 128, k = 8;
+  pl_router_shape sh = {.N = N, .H = H, .E = E, .k = k, .renorm = 1, .dt = PL_F32};
+  pl_dev *devs[2] = {c, g};
+  void *b[2][9];
+  const size_t sz[9] = {4 * N * H, 4 * H * E, 4 * N * E, 4 * N * k, 4 * N * k,
+                        4 * N * k, 4 * N * E, 4 * N * H, 4 * H * E};
+  for (int d = 0; d < 2; d++) {
+    for (int i = 0; i < 9; i++)
+      ck_assert_int_eq(pl_alloc(devs[d], PL_ARENA_DEVICE, sz[i], "act", &b[d][i]), PL_OK);
+    pl_stream *s = pl_dev_stream(devs[d]);
+    pl_rng_fill(s, b[d][0], PL_F32, N * H, 7, 0, PL_DIST_NORMAL, 0.f, 1.f);
+    pl_rng_fill(s, b[d][1], PL_F32, H * E, 8, 0, PL_DIST_NORMAL, 0.f, 0.1f);
+    pl_rng_fill(s, b[d][5], PL_F32, N * k, 9, 0, PL_DIST_NORMAL, 0.f, 1.f);
+    pl_fill(s, b[d][8], PL_F32, H * E, 0.0);
+    ck_assert_int_eq(pl_router_fwd(s, &sh, b[d][0], b[d][1], NULL, b[d][2], b[d][3], b[d][4]),
+                     PL_OK);
+    ck_assert_int_eq(pl_router_bwd(s, &sh, b[d][0], b[d][1], b[d][2], b[d][3], b[d][4], b[d][5],
+                                   b[d][6], b[d][7], b[d][8]),
+                     PL_OK);
+    ck_assert_int_eq(pl_stream_sync(s), PL_OK);
+  }
+  (void)cs;
+  int mism = 0;
+  int32_t *gi = malloc(sz[3]);
+  pl_memcpy_async(gs, gi, b[1][3], sz[3]);
+  float *gx = malloc(sz[7]);
+  pl_memcpy_async(gs, gx, b[1][7], sz[7]);
+  pl_stream_sync(gs);
+  for (int64_t i = 0; i < N * k; i++) mism += gi[i] != ((int32_t *)b[0][3])[i];
+  double m = 0, scl = 1e-30;
+  for (int64_t i = 0; i < N * H; i++) {
+    m = fmax(m, fabs(gx[i] - ((float *)b[0][7])[i]));
+    scl = fmax(scl, fabs(((float *)b[0][7])[i]));
+  }
+  printf("# router cuda vs cpu: %d of %lld picks differ; dx normwise %.3g\n", mism,
+         (long long)(N * k), m / scl);
+  ck_assert_msg(mism <= N * k / 1000, "router picks differ: %d", mism);
+  ck_assert_msg(m / scl < 1e-3 || mism > 0, "router dx normwise %.3g", m / scl);
+  free(gi);
+  free(gx);
+  for (int d = 0; d < 2; d++)
+    for (int i = 0; i < 9; i++) pl_free(devs[d], b[d][i]);
+  pl_dev_destroy(g);
+  pl_dev_destroy(c);
+}
+END_TEST
+
+int main(void) {
+  Suite *su = suite_create("router");
+  TCase *tc = tcase_create("router");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, forward_and_fd_gradients);
+  tcase_add_test(tc, bias_update_and_refusals);
+  tcase_add_test(tc, cuda_matches_cpu);
+  suite_add_tcase(su, tc);
+  SRunner *sr = srunner_create(su);
+  srunner_set_fork_status(sr, CK_NOFORK);
+  srunner_run_all(sr, CK_NORMAL);
+  int nf = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return nf ? 1 : 0;
+}

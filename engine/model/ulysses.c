@@ -1,0 +1,147 @@
+/* ulysses.c — Ulysses all-to-all sequence<->head sharding and the sharded
+ * attention built on it (model/ulysses.h).
+ *
+ * seq_to_head: x [N][D][h/D][d] is packed to [D][N][h/D][d] (block p = the
+ * heads of rank p) and all-to-all'd; the received blocks, ordered by source
+ * rank, are the whole sequence in order: y [S][h/D][d], no unpack.
+ * head_to_seq: y's block p (tokens of rank p) goes to rank p; the received
+ * [D (head group)][N][h/D][d] is unpacked to [N][D][h/D][d] = x. */
+#include "model/ulysses.h"
+
+#include "backend/internal.h"
+
+static pl_status transpose01(pl_stream *s, void *dst, const void *src, int64_t A, int64_t B,
+                             int64_t C, size_t es) {
+#if PL_HAVE_CUDA
+  if (pl_stream_backend(s) == PL_BACKEND_CUDA) return pl_cuda_transpose01(s, dst, src, A, B, C, es);
+#endif
+  return pl_cpu_transpose01(s, dst, src, A, B, C, es);
+}
+
+static pl_status check(pl_comm *c, int64_t N, int h, int d, pl_dtype dt) {
+  const int D = pl_comm_size(c);
+  if (N < 0 || h < 1 || d < 1)
+    return pl_set_error(PL_EINVAL, "ulysses: N=%lld h=%d d=%d: need N >= 0, h, d >= 1",
+                        (long long)N, h, d);
+  if (h % D)
+    return pl_set_error(PL_EINVAL, "ulysses: %d heads over D=%d ranks: heads must divide by D", h,
+                        D);
+  if (((size_t)(h / D) * d * pl_dtype_size(dt)) % 4)
+    return pl_set_error(PL_EINVAL, "ulysses: (h/D)·d·%zu = %zu bytes per block row: need a "
+                        "multiple of 4", pl_dtype_size(dt), (size_t)(h / D) * d * pl_dtype_size(dt));
+  return PL_OK;
+}
+
+static pl_status a2a(pl_comm *c, pl_stream *s, const void *send, void *recv, size_t blk,
+                     pl_dtype dt) {
+  enum { MAXD = 1024 };
+  const int D = pl_comm_size(c);
+  if (D > MAXD) return pl_set_error(PL_EINVAL, "ulysses: D=%d > %d", D, MAXD);
+  size_t cnt[MAXD], dis[MAXD];
+  for (int p = 0; p < D; p++) cnt[p] = blk, dis[p] = (size_t)p * blk;
+  return pl_alltoallv(c, send, cnt, dis, recv, cnt, dis, dt, s);
+}
+
+pl_status pl_ulysses_seq_to_head(pl_comm *c, pl_stream *s, const void *x, void *y, int64_t N,
+                                 int h, int d, pl_dtype dt) {
+  PL_TRY(check(c, N, h, d, dt));
+  const int D = pl_comm_size(c);
+  const size_t es = pl_dtype_size(dt), blk = (size_t)N * (h / D) * d;
+  if (D == 1) return pl_memcpy_async(s, y, x, blk * es);
+  pl_dev *dev = pl_stream_dev(s);
+  void *pk = NULL;
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, blk * D * es, "attention", s, &pk));
+  pl_status st = transpose01(s, pk, x, N, D, (int64_t)(h / D) * d, es);
+  if (st == PL_OK) st = a2a(c, s, pk, y, blk, dt);
+  pl_free_async(dev, pk, s);
+  return st;
+}
+
+pl_status pl_ulysses_head_to_seq(pl_comm *c, pl_stream *s, const void *y, void *x, int64_t N,
+                                 int h, int d, pl_dtype dt) {
+  PL_TRY(check(c, N, h, d, dt));
+  const int D = pl_comm_size(c);
+  const size_t es = pl_dtype_size(dt), blk = (size_t)N * (h / D) * d;
+  if (D == 1) return pl_memcpy_async(s, x, y, blk * es);
+  pl_dev *dev = pl_stream_dev(s);
+  void *rv = NULL;
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, blk * D * es, "attention", s, &rv));
+  pl_status st = a2a(c, s, y, rv, blk, dt);
+  if (st == PL_OK) st = transpose01(s, x, rv, D, N, (int64_t)(h / D) * d, es);
+  pl_free_async(dev, rv, s);
+  return st;
+}
+
+static pl_status shard_shape(pl_comm *c, const pl_attn_shape *sh, pl_attn_shape *out) {
+  const int D = pl_comm_size(c);
+  if (sh->batch != 1)
+    return pl_set_error(PL_EINVAL, "ulysses attention: batch=%lld: one sequence per group",
+                        (long long)sh->batch);
+  if (sh->n_q % D || sh->n_kv % D)
+    return pl_set_error(PL_EINVAL,
+                        "ulysses attention: n_q=%d n_kv=%d over D=%d ranks: both must divide by D",
+                        sh->n_q, sh->n_kv, D);
+  *out = *sh;
+  out->seq = sh->seq * D;
+  out->n_q = sh->n_q / D;
+  out->n_kv = sh->n_kv / D;
+  return PL_OK;
+}
+
+/* allocate n tracked buffers of the given element counts (tag "attention") */
+static pl_status alloc_n(pl_dev *dev, pl_stream *s, int n, const size_t *bytes, void **p) {
+  for (int i = 0; i < n; i++) p[i] = NULL;
+  for (int i = 0; i < n; i++) PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, bytes[i], "attention", s, &p[i]));
+  return PL_OK;
+}
+static void free_n(pl_dev *dev, pl_stream *s, int n, void **p) {
+  for (int i = 0; i < n; i++) pl_free_async(dev, p[i], s);
+}
+
+pl_status pl_ulysses_attn_fwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh, const void *q,
+                              const void *k, const void *v, void *o, float *lse) {
+  pl_attn_shape hs;
+  PL_TRY(shard_shape(c, sh, &hs));
+  PL_TRY(pl_attn_check(&hs, pl_stream_backend(s)));
+  const size_t es = pl_dtype_size(sh->dtype), d = (size_t)sh->head_dim, N = (size_t)sh->seq;
+  const size_t bytes[4] = {N * sh->n_q * d * es, N * sh->n_kv * d * es, N * sh->n_kv * d * es,
+                           N * sh->n_q * d * es};
+  void *b[4];
+  pl_dev *dev = pl_stream_dev(s);
+  pl_status st = alloc_n(dev, s, 4, bytes, b);
+  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, q, b[0], sh->seq, sh->n_q, sh->head_dim, sh->dtype);
+  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, k, b[1], sh->seq, sh->n_kv, sh->head_dim, sh->dtype);
+  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, v, b[2], sh->seq, sh->n_kv, sh->head_dim, sh->dtype);
+  if (st == PL_OK) st = pl_attn_fwd(s, &hs, b[0], b[1], b[2], b[3], lse);
+  if (st == PL_OK) st = pl_ulysses_head_to_seq(c, s, b[3], o, sh->seq, sh->n_q, sh->head_dim, sh->dtype);
+  free_n(dev, s, 4, b);
+  return st;
+}
+
+pl_status pl_ulysses_attn_bwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh, const void *q,
+                              const void *k, const void *v, const void *o, const void *dout,
+                              const float *lse, void *dq, void *dk, void *dv) {
+  pl_attn_shape hs;
+  PL_TRY(shard_shape(c, sh, &hs));
+  PL_TRY(pl_attn_check(&hs, pl_stream_backend(s)));
+  const size_t es = pl_dtype_size(sh->dtype), d = (size_t)sh->head_dim, N = (size_t)sh->seq;
+  const size_t qb = N * sh->n_q * d * es, kb = N * sh->n_kv * d * es;
+  /* q k v o dout | dq dk dv, head-sharded */
+  const size_t bytes[8] = {qb, kb, kb, qb, qb, qb, kb, kb};
+  void *b[8];
+  pl_dev *dev = pl_stream_dev(s);
+  const int H = sh->head_dim;
+  const pl_dtype dt = sh->dtype;
+  pl_status st = alloc_n(dev, s, 8, bytes, b);
+  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, q, b[0], sh->seq, sh->n_q, H, dt);
+  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, k, b[1], sh->seq, sh->n_kv, H, dt);
+  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, v, b[2], sh->seq, sh->n_kv, H, dt);
+  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, o, b[3], sh->seq, sh->n_q, H, dt);
+  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, dout, b[4], sh->seq, sh->n_q, H, dt);
+  if (st == PL_OK) st = pl_attn_bwd(s, &hs, b[0], b[1], b[2], b[3], b[4], lse, b[5], b[6], b[7]);
+  if (st == PL_OK) st = pl_ulysses_head_to_seq(c, s, b[5], dq, sh->seq, sh->n_q, H, dt);
+  if (st == PL_OK) st = pl_ulysses_head_to_seq(c, s, b[6], dk, sh->seq, sh->n_kv, H, dt);
+  if (st == PL_OK) st = pl_ulysses_head_to_seq(c, s, b[7], dv, sh->seq, sh->n_kv, H, dt);
+  free_n(dev, s, 8, b);
+  return st;
+}

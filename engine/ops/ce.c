@@ -1,0 +1,186 @@
+/* ce.c — backend-neutral part of the vocabulary loss head: kernel dispatch
+ * (CPU reference or CUDA twin, by the stream's backend) and the "meeting" of
+ * one activation batch with one weight shard, strip by strip (ops/ce.h).
+ *
+ * A meeting never holds more than one n×vb strip of logits (plus its bf16
+ * residual in bf16 mode): the forward folds each strip into the online-LSE
+ * state (Eq. 3) and drops it; the backward recomputes the same strip from X
+ * and W, turns it into dY = g·(softmax − onehot) with the saved lse, and
+ * spends it on the two GEMMs dX += dY·W_stripᵀ and dW_strip += Xᵀ·dY. */
+#include <string.h>
+
+#include "backend/internal.h"
+#include "ops/ce.h"
+
+const char *pl_ce_reduction_name(pl_ce_reduction r) {
+  switch (r) {
+  case PL_CE_MEAN: return "mean";
+  case PL_CE_SUM: return "sum";
+  case PL_CE_NONE: return "none";
+  }
+  return "?";
+}
+
+pl_status pl_ce_reduction_parse(const char *s, pl_ce_reduction *out) {
+  static const char *const names[] = {"mean", "sum", "none"};
+  for (int i = 0; i < 3; i++)
+    if (s && strcmp(s, names[i]) == 0) {
+      *out = (pl_ce_reduction)i;
+      return PL_OK;
+    }
+  return pl_set_error(PL_EINVAL, "reduction '%s': must be mean, sum or none",
+                      s ? s : "(null)");
+}
+
+#if PL_HAVE_CUDA
+#define PL_CE_DISPATCH(name, ...)                                              \
+  (pl_stream_backend(s) == PL_BACKEND_CUDA ? pl_cuda_ce_##name(__VA_ARGS__)   \
+                                           : pl_cpu_ce_##name(__VA_ARGS__))
+#else
+#define PL_CE_DISPATCH(name, ...) pl_cpu_ce_##name(__VA_ARGS__)
+#endif
+
+pl_status pl_ce_count(PL_CE_COUNT_ARGS) {
+  return PL_CE_DISPATCH(count, s, n, t, ignore, stats);
+}
+pl_status pl_ce_fold(PL_CE_FOLD_ARGS) {
+  if (n == 0 || vb == 0) return PL_OK;
+  return PL_CE_DISPATCH(fold, s, y, ldy, n, vb, col0, t, st);
+}
+pl_status pl_ce_merge(PL_CE_MERGE_ARGS) {
+  if (n == 0) return PL_OK;
+  return PL_CE_DISPATCH(merge, s, n, st, other);
+}
+pl_status pl_ce_finish(PL_CE_FINISH_ARGS) {
+  return PL_CE_DISPATCH(finish, s, n, st, t, ignore, nll, lse, stats);
+}
+pl_status pl_ce_rowgrad(PL_CE_ROWGRAD_ARGS) {
+  if (n == 0) return PL_OK;
+  return PL_CE_DISPATCH(rowgrad, s, n, t, ignore, red, stats, dloss, g);
+}
+pl_status pl_ce_lossout(PL_CE_LOSSOUT_ARGS) {
+  return PL_CE_DISPATCH(lossout, s, red, stats, loss);
+}
+pl_status pl_ce_residual(PL_CE_RESIDUAL_ARGS) {
+  if (n == 0 || vb == 0) return PL_OK;
+  return PL_CE_DISPATCH(residual, s, y, ldy, n, vb, col0, t, lse, g, dy, dy_dt,
+                        lddy);
+}
+pl_status pl_ce_logsoftmax(PL_CE_LOGSOFTMAX_ARGS) {
+  if (n == 0 || v == 0) return PL_OK;
+  return PL_CE_DISPATCH(logsoftmax, s, y, logp, n, v);
+}
+pl_status pl_ce_nllgrad(PL_CE_NLLGRAD_ARGS) {
+  if (n == 0 || v == 0) return PL_OK;
+  return PL_CE_DISPATCH(nllgrad, s, n, v, t, g, grad_logp);
+}
+pl_status pl_ce_logsoftmax_bwd(PL_CE_LOGSOFTMAX_BWD_ARGS) {
+  if (n == 0 || v == 0) return PL_OK;
+  return PL_CE_DISPATCH(logsoftmax_bwd, s, grad_logp, logp, grad, n, v);
+}
+pl_status pl_ce_gather(PL_CE_GATHER_ARGS) {
+  return PL_CE_DISPATCH(gather, s, logp, n, v, t, ignore, nll, stats);
+}
+
+/* Element pointer `off` elements past p for dtype dt. */
+static const void *cptr(const void *p, pl_dtype dt, int64_t off) {
+  return (const char *)p + (size_t)off * pl_dtype_size(dt);
+}
+
+pl_status pl_ce_meet_fwd(pl_stream *s, const pl_ce_meet *mt, float *st) {
+  if (mt->n == 0 || mt->vs == 0) return PL_OK;
+  PL_ASSERT(mt->vb >= 1);
+  for (int64_t c0 = 0; c0 < mt->vs; c0 += mt->vb) {
+    int64_t vb = mt->vs - c0 < mt->vb ? mt->vs - c0 : mt->vb;
+    /* y (n×vb, f32) = X (n×h) · W[:, c0:c0+vb] */
+    PL_TRY(pl_gemm(s, false, false, mt->n, vb, mt->h, 1.0f, mt->x, mt->h,
+                   cptr(mt->w, mt->dt, c0), mt->ldw, 0.0f, mt->strip, vb,
+                   mt->dt, PL_F32));
+    PL_TRY(pl_ce_fold(s, mt->strip, vb, mt->n, vb, mt->col0 + c0, mt->t, st));
+  }
+  return PL_OK;
+}
+
+pl_status pl_ce_meet_bwd(pl_stream *s, const pl_ce_meet *mt, const float *lse,
+                         const float *g, float *dx, float dx_beta, void *dw,
+                         pl_dtype dw_dt, int64_t lddw, float dw_beta) {
+  const int64_t n = mt->n, h = mt->h;
+  if (mt->vs == 0 || n == 0) {
+    /* Nothing meets: the sums are empty. */
+    if (dx && dx_beta == 0.0f)
+      PL_TRY(pl_fill(s, dx, PL_F32, (size_t)(n * h), 0.0));
+    if (dw && dw_beta == 0.0f && mt->vs > 0) {
+      if (lddw == mt->vs)
+        PL_TRY(pl_fill(s, dw, dw_dt, (size_t)(h * mt->vs), 0.0));
+      else
+        for (int64_t r = 0; r < h; r++)
+          PL_TRY(pl_fill(s, (char *)dw + (size_t)(r * lddw) * pl_dtype_size(dw_dt),
+                         dw_dt, (size_t)mt->vs, 0.0));
+    }
+    return PL_OK;
+  }
+  PL_ASSERT(mt->vb >= 1);
+  for (int64_t c0 = 0; c0 < mt->vs; c0 += mt->vb) {
+    int64_t vb = mt->vs - c0 < mt->vb ? mt->vs - c0 : mt->vb;
+    const void *wstrip = cptr(mt->w, mt->dt, c0);
+    PL_TRY(pl_gemm(s, false, false, n, vb, h, 1.0f, mt->x, h, wstrip, mt->ldw,
+                   0.0f, mt->strip, vb, mt->dt, PL_F32));
+    void *dy = mt->dt == PL_F32 ? (void *)mt->strip : mt->dy;
+    PL_TRY(pl_ce_residual(s, mt->strip, vb, n, vb, mt->col0 + c0, mt->t, lse, g,
+                          dy, mt->dt, vb));
+    if (dw) /* dW[:, c0:c0+vb] (h×vb) = beta·dW + Xᵀ (h×n) · dY (n×vb) */
+      PL_TRY(pl_gemm(s, true, false, h, vb, n, 1.0f, mt->x, h, dy, vb, dw_beta,
+                     (char *)dw + (size_t)c0 * pl_dtype_size(dw_dt), lddw,
+                     mt->dt, dw_dt));
+    if (dx) /* dX (n×h) = beta·dX + dY (n×vb) · W_stripᵀ (vb×h) */
+      PL_TRY(pl_gemm(s, false, true, n, h, vb, 1.0f, dy, vb, wstrip, mt->ldw,
+                     c0 == 0 ? dx_beta : 1.0f, dx, h, mt->dt, PL_F32));
+  }
+  return PL_OK;
+}
+
+pl_status pl_ce_problem_check(const pl_ce_problem *pb, const char *who) {
+  if (pb->dt != PL_F32 && pb->dt != PL_BF16)
+    return pl_set_error(PL_EINVAL, "%s: dtype %s: must be f32 or bf16", who,
+                        pl_dtype_name(pb->dt));
+  if (pb->n < 0 || pb->h < 1 || pb->v < 0)
+    return pl_set_error(PL_EINVAL,
+                        "%s: n=%lld h=%lld v=%lld: need n >= 0, h >= 1, v >= 0",
+                        who, (long long)pb->n, (long long)pb->h,
+                        (long long)pb->v);
+  if (pb->block < 0)
+    return pl_set_error(PL_EINVAL, "%s: block=%lld: must be >= 0 (0: default)",
+                        who, (long long)pb->block);
+  if ((unsigned)pb->red > PL_CE_NONE)
+    return pl_set_error(PL_EINVAL, "%s: reduction %d: must be mean, sum or none",
+                        who, (int)pb->red);
+  if (!pb->loss || (pb->n > 0 && (!pb->x || !pb->t)) || (pb->v > 0 && !pb->w))
+    return pl_set_error(PL_EINVAL, "%s: NULL x, t, w or loss", who);
+  if ((pb->dx == NULL) != (pb->dw == NULL) ||
+      (pb->dx_alloc == NULL) != (pb->dw_alloc == NULL) ||
+      (pb->dx && pb->dx_alloc))
+    return pl_set_error(PL_EINVAL,
+                        "%s: give dx and dw (fwd+bwd), or dx_alloc and dw_alloc "
+                        "(the head allocates them), or none (forward only)",
+                        who);
+  if (pb->dx_alloc) *pb->dx_alloc = *pb->dw_alloc = NULL;
+  return PL_OK;
+}
+
+pl_status pl_ce_grads(pl_stream *s, const pl_ce_problem *pb, int64_t dw_cols,
+                      void **dx, void **dw) {
+  if (pb->dx) {
+    *dx = pb->dx;
+    *dw = pb->dw;
+    return PL_OK;
+  }
+  pl_dev *dev = pl_stream_dev(s);
+  size_t es = pl_dtype_size(pb->dt);
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(pb->n * pb->h) * es,
+                        "grads", s, pb->dx_alloc));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(pb->h * dw_cols) * es,
+                        "grads", s, pb->dw_alloc));
+  *dx = *pb->dx_alloc;
+  *dw = *pb->dw_alloc;
+  return PL_OK;
+}

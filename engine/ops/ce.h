@@ -1,0 +1,210 @@
+/* ce.h — the vocabulary loss head (projection + cross-entropy) shared by
+ * Ring-DTP (ring_dtp.h) and the baselines (dense, vocab-parallel, fused).
+ *
+ * The head maps X (N×H), targets t (N, int32) and the weight W (H×V, row-major,
+ * logits Y = X·W) to a loss, dX (N×H) and dW (H×V).  Reductions as PyTorch's
+ * cross_entropy: mean over the non-ignored targets (NaN when there are none),
+ * sum, or none (one loss per token, 0 for an ignored one); targets equal to
+ * ignore_index (-100) add nothing to the loss or the mean's count.
+ *
+ * What is here: the per-token running state of the online log-sum-exp
+ * (DESIGN §1.2, Eq. 3) and the kernels over one logit strip (N×Vb): the fold,
+ * the merge of two states, the finish (NLL = m + log z − y_t), and the
+ * softmax residual dY = g·(softmax − onehot(t)) restricted to the strip.  Each
+ * kernel has a CPU reference (backend/cpu/ce_cpu.c) and a CUDA twin
+ * (backend/cuda/ce.cu) with the same signature; pl_ce_<kernel> dispatches on
+ * the stream's backend.  On top of the kernels: "meetings" — one activation batch
+ * X_j meeting one weight shard W_r, strip by strip, in forward (fold) and
+ * backward (recompute the strip, residual, two GEMMs) — which Ring-DTP and the
+ * blocked fused head both run.
+ *
+ * Dtypes: X, W, dX, dW are f32 or bf16 (all the same).  Strips, states and all
+ * accumulators are f32; in bf16 mode the residual is rounded to bf16 once, for
+ * the two backward GEMMs (bf16 in, f32 accumulate), the same storage points on
+ * both backends. */
+#ifndef PLATEAU_OPS_CE_H
+#define PLATEAU_OPS_CE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "plateau/plateau.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PL_CE_IGNORE_INDEX (-100)
+
+typedef enum pl_ce_reduction {
+  PL_CE_MEAN = 0,
+  PL_CE_SUM = 1,
+  PL_CE_NONE = 2,
+} pl_ce_reduction;
+
+const char *pl_ce_reduction_name(pl_ce_reduction r);
+pl_status pl_ce_reduction_parse(const char *s, pl_ce_reduction *out);
+
+/* ---- kernels (CPU in backend/cpu/ce_cpu.c, CUDA in backend/cuda/ce.cu) ----
+ * State layout: one f32 buffer of 3·n values [m(n) | z(n) | yt(n)]: running
+ * max, running sum of e^(y−m), and the target logit (0 until the strip holding
+ * the target column is folded).  Init (−inf, 0, 0). */
+
+/* Fold the strip y (n×vb, row stride ldy, f32) whose column 0 is global column
+ * col0 into st (3n):  m' = max(m, max y);  z' = e^(m−m')·z + Σ e^(y−m');
+ * yt = y[t − col0] when t ∈ [col0, col0+vb). */
+#define PL_CE_FOLD_ARGS                                                        \
+  pl_stream *s, const float *y, int64_t ldy, int64_t n, int64_t vb,            \
+      int64_t col0, const int32_t *t, float *st
+/* st (3n) := merge(st, other): the state of the union of both column sets.
+ * yt adds (only one side owns the target). */
+#define PL_CE_MERGE_ARGS pl_stream *s, int64_t n, float *st, const float *other
+/* From a complete state: nll[i] = m + log z − yt (0 for t == ignore), lse[i] =
+ * m + log z, and stats[0] = Σ nll, stats[1] = count of t != ignore (written,
+ * not accumulated).  nll may be NULL. */
+#define PL_CE_FINISH_ARGS                                                      \
+  pl_stream *s, int64_t n, const float *st, const int32_t *t,                 \
+      int32_t ignore, float *nll, float *lse, float *stats
+/* Row gradient factors: g[i] = 0 if t[i] == ignore, else (mean) 1/stats[1],
+ * (sum) 1, (none) dloss ? dloss[i] : 1.  stats is device memory (the
+ * group-wide [Σ nll, count]); dloss may be NULL. */
+#define PL_CE_ROWGRAD_ARGS                                                     \
+  pl_stream *s, int64_t n, const int32_t *t, int32_t ignore, int red,         \
+      const float *stats, const float *dloss, float *g
+/* loss := (mean) stats[0]/stats[1] | (sum) stats[0] — one value; for none the
+ * caller uses nll directly. */
+#define PL_CE_LOSSOUT_ARGS                                                     \
+  pl_stream *s, int red, const float *stats, float *loss
+/* Softmax residual over the strip y (n×vb, ldy, f32):
+ *   dy[i][c] = g[i] · (e^(y[i][c] − lse[i]) − [col0 + c == t[i]])
+ * stored as dy_dt (f32 or bf16) at row stride lddy; dy may alias y when dy_dt
+ * is f32 and lddy == ldy (in place). */
+#define PL_CE_RESIDUAL_ARGS                                                    \
+  pl_stream *s, const float *y, int64_t ldy, int64_t n, int64_t vb,           \
+      int64_t col0, const int32_t *t, const float *lse, const float *g,       \
+      void *dy, pl_dtype dy_dt, int64_t lddy
+/* Dense-baseline kernels (the PyTorch sequence, full rows of width v):
+ * logp = y − lse(y) (rows), lse saved;  grad_logp = −g·onehot(t) (dense);
+ * grad = grad_logp − e^(logp)·Σ_c grad_logp (log_softmax backward). */
+#define PL_CE_LOGSOFTMAX_ARGS                                                  \
+  pl_stream *s, const float *y, float *logp, int64_t n, int64_t v
+#define PL_CE_NLLGRAD_ARGS                                                     \
+  pl_stream *s, int64_t n, int64_t v, const int32_t *t, const float *g,       \
+      float *grad_logp
+#define PL_CE_LOGSOFTMAX_BWD_ARGS                                              \
+  pl_stream *s, const float *grad_logp, const float *logp, float *grad,       \
+      int64_t n, int64_t v
+/* nll[i] = −g'·logp[i][t] style gather for the dense path: nll[i] =
+ * −logp[i][t[i]] (0 when ignored), stats as PL_CE_FINISH. */
+#define PL_CE_GATHER_ARGS                                                      \
+  pl_stream *s, const float *logp, int64_t n, int64_t v, const int32_t *t,    \
+      int32_t ignore, float *nll, float *stats
+
+/* stats[0] = 0, stats[1] = count of t != ignore (the mean's denominator,
+ * needed before any row's gradient when gradients are made in one pass). */
+#define PL_CE_COUNT_ARGS                                                       \
+  pl_stream *s, int64_t n, const int32_t *t, int32_t ignore, float *stats
+
+#define PL_CE_DECLARE(pfx)                                                     \
+  pl_status pfx##_ce_count(PL_CE_COUNT_ARGS);                                  \
+  pl_status pfx##_ce_fold(PL_CE_FOLD_ARGS);                                    \
+  pl_status pfx##_ce_merge(PL_CE_MERGE_ARGS);                                  \
+  pl_status pfx##_ce_finish(PL_CE_FINISH_ARGS);                                \
+  pl_status pfx##_ce_rowgrad(PL_CE_ROWGRAD_ARGS);                              \
+  pl_status pfx##_ce_lossout(PL_CE_LOSSOUT_ARGS);                              \
+  pl_status pfx##_ce_residual(PL_CE_RESIDUAL_ARGS);                            \
+  pl_status pfx##_ce_logsoftmax(PL_CE_LOGSOFTMAX_ARGS);                        \
+  pl_status pfx##_ce_nllgrad(PL_CE_NLLGRAD_ARGS);                              \
+  pl_status pfx##_ce_logsoftmax_bwd(PL_CE_LOGSOFTMAX_BWD_ARGS);                \
+  pl_status pfx##_ce_gather(PL_CE_GATHER_ARGS);
+
+PL_CE_DECLARE(pl_cpu)
+#if PL_HAVE_CUDA
+PL_CE_DECLARE(pl_cuda)
+#endif
+/* Dispatch on pl_stream_backend(s): pl_ce_fold, pl_ce_merge, ... */
+PL_CE_DECLARE(pl)
+
+/* ---- meetings: one batch X_j (n×h) meets one shard (h×vs, columns
+ * [col0, col0+vs) of W) strip by strip, block vb columns at a time ---------- */
+
+typedef struct pl_ce_meet {
+  pl_dtype dt;       /* of x, w, and the residual for the GEMMs             */
+  int64_t n, h;      /* rows of the batch, hidden                            */
+  const void *x;     /* n×h                                                  */
+  const int32_t *t;  /* n                                                    */
+  const void *w;     /* h×vs shard, row stride ldw (>= vs)                   */
+  int64_t ldw, vs, col0;
+  int64_t vb;        /* block: columns per strip (>= 1)                      */
+  float *strip;      /* workspace n×vb f32 (tag "logits")                    */
+  void *dy;          /* bf16: workspace n×vb bf16 (tag "logits"); f32: NULL  */
+} pl_ce_meet;
+
+/* Forward: fold every strip into st (3n, f32). */
+pl_status pl_ce_meet_fwd(pl_stream *s, const pl_ce_meet *mt, float *st);
+/* Backward: for every strip recompute y, dY = residual(y, lse, g);
+ *   dx (n×h f32) = (dx_beta)·dx + Σ dY·W_stripᵀ   (dx may be NULL: skipped)
+ *   dw (h×vs, dtype dw_dt, row stride lddw) = dw_beta·dw + Xᵀ·dY per strip
+ *     (each column range is written by one GEMM: 0 overwrites, 1 accumulates;
+ *     dw may be NULL).
+ * dx_beta and dw_beta are 0 or 1.  With vs == 0 or n == 0 the outputs are
+ * zeroed (beta 0) or left alone (beta 1). */
+pl_status pl_ce_meet_bwd(pl_stream *s, const pl_ce_meet *mt, const float *lse,
+                         const float *g, float *dx, float dx_beta, void *dw,
+                         pl_dtype dw_dt, int64_t lddw, float dw_beta);
+
+/* ---- single-device heads (baselines/) and the group head (ring_dtp.h) share
+ * this description of the problem -------------------------------------------
+ * Each call is forward and backward together (what the benches time): loss,
+ * then dx and dw (both may be NULL for forward only).  loss is device memory:
+ * one value (mean, sum) or n values (none).  dloss (none only; device, n
+ * values, NULL = ones) is the upstream gradient of the per-token losses. */
+typedef struct pl_ce_problem {
+  pl_dtype dt;          /* f32 or bf16: x, w, dx, dw                          */
+  int64_t n, h, v;      /* tokens, hidden, vocabulary (of w: see each head)   */
+  pl_ce_reduction red;
+  int32_t ignore;       /* PL_CE_IGNORE_INDEX                                 */
+  int64_t block;        /* vocabulary block (columns per strip); 0: default  */
+  const void *x;        /* n×h                                                */
+  const int32_t *t;     /* n, in [0, v) or == ignore                          */
+  const void *w;        /* h×v (or the rank's shard h×|V_r|)                  */
+  const float *dloss;
+  float *loss;
+  void *dx, *dw;
+  /* Alternative to dx/dw (both NULL): the head allocates the gradients itself
+   * (tag "grads", dtype dt) at the point its schedule first writes them — as
+   * PyTorch's autograd does, so a dense peak measured here is PyTorch's — and
+   * stores the pointers here; the caller pl_free()s them (also on failure when
+   * non-NULL). */
+  void **dx_alloc, **dw_alloc;
+} pl_ce_problem;
+
+/* Does pb ask for the backward?  (dx and dw given, or dx_alloc and dw_alloc.) */
+static inline int pl_ce_problem_bwd(const pl_ce_problem *pb) {
+  return (pb->dx && pb->dw) || (pb->dx_alloc && pb->dw_alloc);
+}
+/* Resolve the gradient outputs: pb's buffers, or new ones (dx_alloc mode). */
+pl_status pl_ce_grads(pl_stream *s, const pl_ce_problem *pb, int64_t dw_cols,
+                      void **dx, void **dw);
+
+/* Validation shared by the heads: dtype, sizes, pointers.  PL_EINVAL with a
+ * message naming the value. */
+pl_status pl_ce_problem_check(const pl_ce_problem *pb, const char *who);
+
+/* Shard of a vocabulary of v columns for rank r of p: balanced, the first
+ * v % p shards one column wider (V not divisible by P). */
+static inline void pl_ce_shard(int64_t v, int p, int r, int64_t *col0,
+                               int64_t *width) {
+  int64_t q = v / p, rem = v % p;
+  *width = q + (r < rem ? 1 : 0);
+  *col0 = (int64_t)r * q + (r < rem ? r : rem);
+}
+
+/* Default block (columns per strip) when the caller gives 0: the whole shard
+ * would be the paper; we default to 4096 columns (a strip of N×4096 f32). */
+#define PL_CE_DEFAULT_BLOCK 4096
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,621 @@
+/* ring_dtp.c — the Ring-DTP schedules (ring_dtp.h, DESIGN §1.2).
+ *
+ * One ring driver runs all four passes (forward/backward × move activations /
+ * move weights).  At step s (0..P−1) rank r holds visitor j = (r − s) mod P:
+ * the moving tensor (X_j, t_j [, lse_j, g_j]) or W_j.  A pass is
+ *   payload  the moving tensor; step 0 uses the rank's own inputs in place,
+ *            the next visitor is received into the other of two buffers while
+ *            the current one is computed on (P − 1 hops);
+ *   partial  what the meeting produces for the visitor (forward move-act: a
+ *            3·N_j online-LSE state; backward: the dX_j or dW_j partial).  A
+ *            meeting computes its own contribution C into a fresh buffer, then
+ *            merges the partial that the previous rank sent for the same
+ *            visitor (LSE merge or add), so the partial's hop overlaps the
+ *            meeting too: three buffers (receiving, computing, sending).
+ *            After the last step one hop brings each visitor's total home;
+ *   stationary what stays (move-W forward: the home state; backward: dW_r
+ *            (move-act) or dX_r (move-W)), accumulated in place.
+ * Hop order on every rank: payload sendrecv, then partial sendrecv, so the
+ * blocking MPI transport of the CPU backend pairs them in the same order.
+ *
+ * Streams: comm runs on d->cs; before a step's hops the comm stream waits for
+ * an event recorded on the compute stream (the buffers it reads were finished
+ * and those it overwrites were last read before that point); the compute
+ * stream waits for the comm stream's events before merging a received partial
+ * or starting on a received payload.  On the CPU backend both "streams" run
+ * in issue order. */
+#include "ops/ring_dtp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/internal.h"
+
+struct pl_dtp {
+  pl_comm *comm;
+  pl_dev *dev;
+  int p, r;
+  pl_dtype dt;
+  int64_t n, h, v;
+  pl_dtp_opts o;
+  pl_dtp_mode mode;
+  int64_t *ns;            /* tokens of every rank (host)                 */
+  int64_t *col0s, *vss;   /* shard of every rank                         */
+  int64_t nmax, vmax, vb;
+  pl_stream *cs;          /* comm stream (== compute stream if !overlap) */
+  pl_event *ev_go, *ev_pay, *ev_acc;
+  float *aux;             /* 2·n: lse | g (saved by the forward)         */
+  float *stats;           /* 2: the group's Σ nll, count                 */
+  int have_fwd;
+  size_t sent_fwd, sent_bwd;
+};
+
+const char *pl_dtp_mode_name(pl_dtp_mode m) {
+  switch (m) {
+  case PL_DTP_AUTO: return "auto";
+  case PL_DTP_MOVE_ACT: return "act";
+  case PL_DTP_MOVE_W: return "weights";
+  }
+  return "?";
+}
+
+pl_status pl_dtp_mode_parse(const char *s, pl_dtp_mode *out) {
+  static const char *const names[] = {"auto", "act", "weights"};
+  for (int i = 0; i < 3; i++)
+    if (s && strcmp(s, names[i]) == 0) {
+      *out = (pl_dtp_mode)i;
+      return PL_OK;
+    }
+  return pl_set_error(PL_EINVAL, "ring mode '%s': must be auto, act or weights",
+                      s ? s : "(null)");
+}
+
+void pl_dtp_opts_default(pl_dtp_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->mode = PL_DTP_AUTO;
+  o->block = 0;
+  o->red = PL_CE_MEAN;
+  o->ignore = PL_CE_IGNORE_INDEX;
+  o->overlap = 1;
+}
+
+pl_dtp_mode pl_dtp_mode_of(const pl_dtp *d) { return d->mode; }
+void pl_dtp_shard(const pl_dtp *d, int64_t *col0, int64_t *width) {
+  *col0 = d->col0s[d->r];
+  *width = d->vss[d->r];
+}
+int64_t pl_dtp_block(const pl_dtp *d) { return d->vb; }
+void pl_dtp_bytes_sent(const pl_dtp *d, size_t *fwd, size_t *bwd) {
+  *fwd = d->sent_fwd;
+  *bwd = d->sent_bwd;
+}
+
+void pl_dtp_hop_bytes(const pl_dtp *d, size_t *fwd, size_t *bwd) {
+  size_t es = pl_dtype_size(d->dt);
+  if (d->p == 1) {
+    *fwd = *bwd = 0;
+  } else if (d->mode == PL_DTP_MOVE_ACT) {
+    size_t rows = (size_t)d->nmax;
+    *fwd = rows * ((size_t)d->h * es + 4 + 3 * 4);           /* X, t, state */
+    *bwd = rows * ((size_t)d->h * es + 4 + 2 * 4 + (size_t)d->h * 4); /* +dX */
+  } else {
+    size_t cols = (size_t)d->vmax;
+    *fwd = (size_t)d->h * cols * es;
+    *bwd = (size_t)d->h * cols * (es + 4); /* W and the dW partial */
+  }
+}
+
+size_t pl_dtp_logits_bound(const pl_dtp *d) {
+  int64_t rows = d->mode == PL_DTP_MOVE_ACT ? d->nmax : d->n;
+  if (d->p == 1) rows = d->n;
+  return (size_t)rows * (size_t)d->vb * (d->dt == PL_BF16 ? 6 : 4);
+}
+
+size_t pl_dtp_ring_bound(const pl_dtp *d) {
+  if (d->p == 1) return 0;
+  size_t es = pl_dtype_size(d->dt), nb = d->p == 2 ? 1 : 2;
+  size_t h = (size_t)d->h;
+  if (d->mode == PL_DTP_MOVE_ACT) {
+    size_t rows = (size_t)d->nmax;
+    size_t fwd = nb * rows * (h * es + 4) + 3 * rows * 3 * 4;
+    size_t bwd = nb * rows * (h * es + 4 + 8) + 3 * rows * h * 4;
+    return fwd > bwd ? fwd : bwd;
+  }
+  size_t cols = (size_t)d->vmax;
+  return nb * h * cols * es + 3 * h * cols * 4; /* backward; forward less */
+}
+
+pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
+                        int64_t v, const pl_dtp_opts *o, pl_dtp **out) {
+  *out = NULL;
+  pl_dtp_opts def;
+  if (!o) {
+    pl_dtp_opts_default(&def);
+    o = &def;
+  }
+  /* Agree first (a rank that returns alone would hang the others). */
+  int bad = (dt != PL_F32 && dt != PL_BF16) || n < 0 || h < 1 || v < 1 ||
+            o->block < 0 || (unsigned)o->mode > PL_DTP_MOVE_W ||
+            (unsigned)o->red > PL_CE_NONE;
+  int64_t cfg[8] = {bad, dt, h, v, o->mode, o->block, o->red, o->ignore};
+  int64_t mx[8], mn[8];
+  memcpy(mx, cfg, sizeof cfg);
+  memcpy(mn, cfg, sizeof cfg);
+  PL_TRY(pl_host_allreduce_i64(c, mx, 8, PL_RED_MAX));
+  PL_TRY(pl_host_allreduce_i64(c, mn, 8, PL_RED_MIN));
+  if (bad)
+    return pl_set_error(PL_EINVAL,
+                        "ring_dtp: dt=%s n=%lld h=%lld v=%lld block=%lld: need "
+                        "f32|bf16, n >= 0, h >= 1, v >= 1, block >= 0",
+                        pl_dtype_name(dt), (long long)n, (long long)h,
+                        (long long)v, (long long)o->block);
+  if (mx[0])
+    return pl_set_error(PL_EINVAL, "ring_dtp: another rank passed bad input");
+  for (int i = 1; i < 8; i++)
+    if (mx[i] != mn[i])
+      return pl_set_error(PL_EINVAL,
+                          "ring_dtp: ranks disagree on dtype, H, V or options "
+                          "(field %d: %lld vs %lld)",
+                          i, (long long)mn[i], (long long)mx[i]);
+  pl_dtp *d = calloc(1, sizeof *d);
+  if (!d) return pl_set_error(PL_ENOMEM, "ring_dtp: out of host memory");
+  d->comm = c;
+  d->dev = pl_comm_dev(c);
+  d->p = pl_comm_size(c);
+  d->r = pl_comm_rank(c);
+  d->dt = dt;
+  d->n = n;
+  d->h = h;
+  d->v = v;
+  d->o = *o;
+  d->ns = calloc((size_t)d->p, sizeof(int64_t));
+  d->col0s = calloc((size_t)d->p, sizeof(int64_t));
+  d->vss = calloc((size_t)d->p, sizeof(int64_t));
+  pl_status st = PL_OK;
+  if (!d->ns || !d->col0s || !d->vss) {
+    st = pl_set_error(PL_ENOMEM, "ring_dtp: out of host memory");
+    goto fail;
+  }
+  st = pl_host_allgather_i64(c, &n, 1, d->ns);
+  if (st) goto fail;
+  for (int q = 0; q < d->p; q++) {
+    pl_ce_shard(v, d->p, q, &d->col0s[q], &d->vss[q]);
+    if (d->ns[q] > d->nmax) d->nmax = d->ns[q];
+    if (d->vss[q] > d->vmax) d->vmax = d->vss[q];
+  }
+  /* Move the weights when a hop of activations (N·H) outweighs a hop of a
+   * weight shard (H·V/P): the same test on every rank (same inputs). */
+  d->mode = o->mode;
+  if (d->mode == PL_DTP_AUTO)
+    d->mode = d->nmax > d->vmax ? PL_DTP_MOVE_W : PL_DTP_MOVE_ACT;
+  d->vb = o->block > 0 ? o->block : PL_CE_DEFAULT_BLOCK;
+  if (d->vb > d->vmax) d->vb = d->vmax;
+  if (d->vb < 1) d->vb = 1;
+  if (o->overlap && d->p > 1) {
+    st = pl_stream_create(d->dev, &d->cs);
+    if (st) goto fail;
+  }
+  if ((st = pl_event_create(d->dev, &d->ev_go)) ||
+      (st = pl_event_create(d->dev, &d->ev_pay)) ||
+      (st = pl_event_create(d->dev, &d->ev_acc)))
+    goto fail;
+  st = pl_alloc(d->dev, PL_ARENA_DEVICE, 2 * sizeof(float), "ce_state",
+                (void **)&d->stats);
+  if (st) goto fail;
+  *out = d;
+  return PL_OK;
+fail:
+  pl_dtp_destroy(d);
+  return st;
+}
+
+void pl_dtp_destroy(pl_dtp *d) {
+  if (!d) return;
+  if (d->dev) pl_dev_sync(d->dev);
+  if (d->aux) pl_free(d->dev, d->aux);
+  if (d->stats) pl_free(d->dev, d->stats);
+  if (d->ev_go) pl_event_destroy(d->ev_go);
+  if (d->ev_pay) pl_event_destroy(d->ev_pay);
+  if (d->ev_acc) pl_event_destroy(d->ev_acc);
+  if (d->cs) pl_stream_destroy(d->cs);
+  free(d->ns);
+  free(d->col0s);
+  free(d->vss);
+  free(d);
+}
+
+/* ---- the ring driver ----------------------------------------------------- */
+
+enum { MERGE_NONE = 0, MERGE_LSE = 1, MERGE_ADD = 2 };
+
+typedef struct ring ring;
+struct ring {
+  pl_dtp *d;
+  pl_stream *s;  /* compute */
+  pl_stream *cs; /* comm    */
+  int npart;
+  pl_dtype pdt[3];
+  int64_t pmul[3];     /* elements per unit of a visitor                   */
+  const void *own[3];  /* step-0 payload: this rank's inputs               */
+  void *pbuf[2][3];    /* payload buffers (NULL when not needed)           */
+  int merge;           /* MERGE_*                                          */
+  int64_t amul;        /* partial f32 elements per unit                    */
+  float *abuf[3];      /* [0] receive, [1], [2] compute/send alternating   */
+  float *home;         /* where this rank's own total lands                */
+  size_t *sent;
+  /* units (rows or columns) of visitor j */
+  int64_t (*units)(const pl_dtp *d, int j);
+  pl_status (*compute)(ring *g, int j, const void *const pay[3], float *acc);
+  void *arg;
+};
+
+static int64_t units_rows(const pl_dtp *d, int j) { return d->ns[j]; }
+static int64_t units_cols(const pl_dtp *d, int j) { return d->vss[j]; }
+
+static pl_status hop(ring *g, const void *snd, size_t sc, void *rcv, size_t rc,
+                     pl_dtype dt) {
+  pl_dtp *d = g->d;
+  *g->sent += sc * pl_dtype_size(dt);
+  return pl_sendrecv(d->comm, snd, sc, (d->r + 1) % d->p, rcv, rc,
+                     (d->r - 1 + d->p) % d->p, dt, g->cs);
+}
+
+static pl_status ring_run(ring *g) {
+  pl_dtp *d = g->d;
+  const int P = d->p, r = d->r;
+  const bool split = g->cs != g->s;
+  const void *cur[3] = {g->own[0], g->own[1], g->own[2]};
+  float *cprev = NULL;
+  for (int s = 0; s < P; s++) {
+    int j = ((r - s) % P + P) % P, jn = ((r - s - 1) % P + P) % P;
+    int jp = (j + 1) % P; /* visitor of step s-1 */
+    bool pay = s < P - 1, acc = g->merge != MERGE_NONE && s >= 1;
+    if ((pay || acc) && split) {
+      PL_TRY(pl_event_record(d->ev_go, g->s));
+      PL_TRY(pl_stream_wait(g->cs, d->ev_go));
+    }
+    if (pay) {
+      for (int q = 0; q < g->npart; q++)
+        PL_TRY(hop(g, cur[q], (size_t)(g->units(d, j) * g->pmul[q]),
+                   g->pbuf[(s + 1) % 2][q],
+                   (size_t)(g->units(d, jn) * g->pmul[q]), g->pdt[q]));
+      if (split) PL_TRY(pl_event_record(d->ev_pay, g->cs));
+    }
+    if (acc) {
+      PL_TRY(hop(g, cprev, (size_t)(g->units(d, jp) * g->amul), g->abuf[0],
+                 (size_t)(g->units(d, j) * g->amul), PL_F32));
+      if (split) PL_TRY(pl_event_record(d->ev_acc, g->cs));
+    }
+    float *c = NULL;
+    if (g->merge != MERGE_NONE) c = P == 1 ? g->home : g->abuf[1 + s % 2];
+    PL_TRY(g->compute(g, j, cur, c));
+    if (acc) {
+      if (split) PL_TRY(pl_stream_wait(g->s, d->ev_acc));
+      int64_t u = g->units(d, j);
+      if (g->merge == MERGE_LSE)
+        PL_TRY(pl_ce_merge(g->s, u, c, g->abuf[0]));
+      else
+        PL_TRY(pl_axpy(g->s, c, PL_F32, g->abuf[0], PL_F32,
+                       (size_t)(u * g->amul), 1.0f));
+    }
+    cprev = c;
+    if (pay) {
+      if (split) PL_TRY(pl_stream_wait(g->s, d->ev_pay));
+      for (int q = 0; q < g->npart; q++) cur[q] = g->pbuf[(s + 1) % 2][q];
+    }
+  }
+  if (g->merge != MERGE_NONE && P > 1) {
+    /* The return hop: the last visitor's total (visitor r+1) goes home; ours
+     * arrives from r−1. */
+    if (split) {
+      PL_TRY(pl_event_record(d->ev_go, g->s));
+      PL_TRY(pl_stream_wait(g->cs, d->ev_go));
+    }
+    PL_TRY(hop(g, cprev, (size_t)(g->units(d, (r + 1) % P) * g->amul), g->home,
+               (size_t)(g->units(d, r) * g->amul), PL_F32));
+    if (split) {
+      PL_TRY(pl_event_record(d->ev_acc, g->cs));
+      PL_TRY(pl_stream_wait(g->s, d->ev_acc));
+    }
+  }
+  return PL_OK;
+}
+
+/* ---- per-pass work ------------------------------------------------------- */
+
+typedef struct pass {
+  const void *x;      /* this rank's X_r          */
+  const int32_t *t;   /* this rank's t_r          */
+  const void *w;      /* this rank's W_r          */
+  float *strip;
+  void *dy;
+  float *state;       /* move-W forward: home state (3·n) */
+  float *stat_acc;    /* backward: stationary f32 accumulator */
+} pass;
+
+static pl_ce_meet meet_of(const pl_dtp *d, const pass *ps) {
+  pl_ce_meet mt = {.dt = d->dt, .h = d->h, .vb = d->vb, .strip = ps->strip,
+                   .dy = ps->dy};
+  return mt;
+}
+
+static pl_status init_state(pl_stream *s, float *st, int64_t n) {
+  if (n == 0) return PL_OK;
+  PL_TRY(pl_fill(s, st, PL_F32, (size_t)n, -INFINITY));
+  return pl_fill(s, st + n, PL_F32, (size_t)(2 * n), 0.0);
+}
+
+/* forward, activations move: visitor (X_j, t_j) meets W_r into C (3·N_j). */
+static pl_status fwd_act(ring *g, int j, const void *const pay[3], float *c) {
+  pl_dtp *d = g->d;
+  pass *ps = g->arg;
+  pl_ce_meet mt = meet_of(d, ps);
+  mt.n = d->ns[j];
+  mt.x = pay[0];
+  mt.t = pay[1];
+  mt.w = ps->w;
+  mt.ldw = mt.vs = d->vss[d->r];
+  mt.col0 = d->col0s[d->r];
+  PL_TRY(init_state(g->s, c, mt.n));
+  return pl_ce_meet_fwd(g->s, &mt, c);
+}
+
+/* forward, weights move: X_r meets visitor W_j, folded into the home state. */
+static pl_status fwd_w(ring *g, int j, const void *const pay[3], float *c) {
+  pl_dtp *d = g->d;
+  pass *ps = g->arg;
+  (void)c;
+  pl_ce_meet mt = meet_of(d, ps);
+  mt.n = d->n;
+  mt.x = ps->x;
+  mt.t = ps->t;
+  mt.w = pay[0];
+  mt.ldw = mt.vs = d->vss[j];
+  mt.col0 = d->col0s[j];
+  return pl_ce_meet_fwd(g->s, &mt, ps->state);
+}
+
+/* backward, activations move: visitor (X_j, t_j, lse_j|g_j) meets W_r:
+ * C = dX_j contribution (N_j×H), dW_r += X_jᵀ·dY. */
+static pl_status bwd_act(ring *g, int j, const void *const pay[3], float *c) {
+  pl_dtp *d = g->d;
+  pass *ps = g->arg;
+  pl_ce_meet mt = meet_of(d, ps);
+  mt.n = d->ns[j];
+  mt.x = pay[0];
+  mt.t = pay[1];
+  mt.w = ps->w;
+  mt.ldw = mt.vs = d->vss[d->r];
+  mt.col0 = d->col0s[d->r];
+  const float *aux = pay[2];
+  return pl_ce_meet_bwd(g->s, &mt, aux, aux + mt.n, c, 0.0f, ps->stat_acc,
+                        PL_F32, mt.vs, 1.0f);
+}
+
+/* backward, weights move: X_r meets visitor W_j: C = dW_j contribution
+ * (H×|V_j|), dX_r += dY·W_jᵀ. */
+static pl_status bwd_w(ring *g, int j, const void *const pay[3], float *c) {
+  pl_dtp *d = g->d;
+  pass *ps = g->arg;
+  pl_ce_meet mt = meet_of(d, ps);
+  mt.n = d->n;
+  mt.x = ps->x;
+  mt.t = ps->t;
+  mt.w = pay[0];
+  mt.ldw = mt.vs = d->vss[j];
+  mt.col0 = d->col0s[j];
+  return pl_ce_meet_bwd(g->s, &mt, d->aux, d->aux + d->n, ps->stat_acc, 1.0f,
+                        c, PL_F32, mt.vs, 0.0f);
+}
+
+/* ---- allocation helpers -------------------------------------------------- */
+
+typedef struct allocs {
+  pl_dev *dev;
+  pl_stream *s;
+  void *p[16];
+  int n;
+} allocs;
+
+static pl_status take(allocs *a, size_t bytes, const char *tag, void *out) {
+  PL_ASSERT(a->n < 16);
+  void *p = NULL;
+  PL_TRY(pl_alloc_async(a->dev, PL_ARENA_DEVICE, bytes, tag, a->s, &p));
+  a->p[a->n++] = p;
+  *(void **)out = p;
+  return PL_OK;
+}
+
+static void release(allocs *a) {
+  for (int i = a->n - 1; i >= 0; i--) pl_free_async(a->dev, a->p[i], a->s);
+  a->n = 0;
+}
+
+static void ring_base(ring *g, pl_dtp *d, pl_stream *s, pass *ps) {
+  memset(g, 0, sizeof *g);
+  g->d = d;
+  g->s = s;
+  g->cs = d->cs ? d->cs : s;
+  g->arg = ps;
+}
+
+/* ---- forward -------------------------------------------------------------- */
+
+pl_status pl_dtp_forward(pl_dtp *d, pl_stream *s, const void *x,
+                         const int32_t *t, const void *w, float *loss) {
+  if (!loss || (d->n > 0 && (!x || !t)) || (d->vss[d->r] > 0 && !w))
+    return pl_set_error(PL_EINVAL, "ring_dtp forward: NULL x, t, w or loss");
+  const int P = d->p;
+  const int64_t n = d->n, h = d->h;
+  const size_t es = pl_dtype_size(d->dt);
+  d->sent_fwd = 0;
+  d->have_fwd = 0;
+  if (d->aux) {
+    pl_free_async(d->dev, d->aux, s);
+    d->aux = NULL;
+  }
+  allocs a = {.dev = d->dev, .s = s};
+  pass ps = {.x = x, .t = t, .w = w};
+  ring g;
+  ring_base(&g, d, s, &ps);
+  g.sent = &d->sent_fwd;
+  float *home = NULL, *nll = NULL;
+  pl_status st;
+#define T(e)                                                                   \
+  do {                                                                         \
+    st = (e);                                                                  \
+    if (st != PL_OK) goto done;                                                \
+  } while (0)
+  T(pl_alloc_async(d->dev, PL_ARENA_DEVICE, (size_t)(2 * n) * sizeof(float),
+                   "ce_state", s, (void **)&d->aux));
+  T(take(&a, (size_t)(3 * n) * sizeof(float), "ce_state", &home));
+  if (d->o.red != PL_CE_NONE)
+    T(take(&a, (size_t)n * sizeof(float), "ce_state", &nll));
+  else
+    nll = loss;
+  if (d->mode == PL_DTP_MOVE_ACT || P == 1) {
+    int64_t rows = P == 1 ? n : d->nmax;
+    T(take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
+    g.npart = 2;
+    g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = x;
+    g.pdt[1] = PL_I32, g.pmul[1] = 1, g.own[1] = t;
+    for (int b = 0; b < 2 && P > 1; b++) {
+      if (b == 0 && P == 2) continue; /* step 0 reads the inputs in place */
+      T(take(&a, (size_t)(d->nmax * h) * es, "ring", &g.pbuf[b][0]));
+      T(take(&a, (size_t)d->nmax * 4, "ring", &g.pbuf[b][1]));
+    }
+    g.merge = MERGE_LSE;
+    g.amul = 3;
+    if (P > 1)
+      for (int b = 0; b < 3; b++)
+        T(take(&a, (size_t)(3 * d->nmax) * sizeof(float), "ring", &g.abuf[b]));
+    g.home = home;
+    g.units = units_rows;
+    g.compute = fwd_act;
+  } else {
+    T(take(&a, (size_t)(n * d->vb) * sizeof(float), "logits", &ps.strip));
+    g.npart = 1;
+    g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = w;
+    for (int b = 0; b < 2; b++) {
+      if (b == 0 && P == 2) continue;
+      T(take(&a, (size_t)(h * d->vmax) * es, "ring", &g.pbuf[b][0]));
+    }
+    g.merge = MERGE_NONE;
+    g.units = units_cols;
+    g.compute = fwd_w;
+    ps.state = home;
+    T(init_state(s, home, n));
+  }
+  T(ring_run(&g));
+  T(pl_ce_finish(s, n, home, t, d->o.ignore, nll, d->aux, d->stats));
+  T(pl_allreduce(d->comm, d->stats, d->stats, 2, PL_F32, PL_RED_SUM, s));
+  if (d->o.red != PL_CE_NONE)
+    T(pl_ce_lossout(s, (int)d->o.red, d->stats, loss));
+  d->have_fwd = 1;
+#undef T
+done:
+  release(&a);
+  return st;
+}
+
+/* ---- backward ------------------------------------------------------------- */
+
+pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
+                          const int32_t *t, const void *w, const float *dloss,
+                          void *dx, void *dw) {
+  if (!d->have_fwd)
+    return pl_set_error(PL_EINVAL, "ring_dtp backward: no forward to replay");
+  const int64_t vs = d->vss[d->r];
+  if ((d->n > 0 && (!x || !t || !dx)) || (vs > 0 && (!w || !dw)))
+    return pl_set_error(PL_EINVAL, "ring_dtp backward: NULL x, t, w, dx or dw");
+  const int P = d->p;
+  const int64_t n = d->n, h = d->h;
+  const size_t es = pl_dtype_size(d->dt);
+  const bool f32 = d->dt == PL_F32;
+  d->sent_bwd = 0;
+  allocs a = {.dev = d->dev, .s = s};
+  pass ps = {.x = x, .t = t, .w = w};
+  ring g;
+  ring_base(&g, d, s, &ps);
+  g.sent = &d->sent_bwd;
+  pl_status st;
+#define T(e)                                                                   \
+  do {                                                                         \
+    st = (e);                                                                  \
+    if (st != PL_OK) goto done;                                                \
+  } while (0)
+  /* Row factors g (second half of aux) from the group's stats. */
+  T(pl_ce_rowgrad(s, n, t, d->o.ignore, (int)d->o.red, d->stats, dloss,
+                  d->aux + n));
+  if (d->mode == PL_DTP_MOVE_ACT || P == 1) {
+    int64_t rows = P == 1 ? n : d->nmax;
+    T(take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
+    if (!f32) T(take(&a, (size_t)(rows * d->vb) * 2, "logits", &ps.dy));
+    /* stationary dW_r (f32; the output itself in f32 mode) */
+    if (f32)
+      ps.stat_acc = dw;
+    else
+      T(take(&a, (size_t)(h * vs) * sizeof(float), "grads", &ps.stat_acc));
+    if (vs > 0) T(pl_fill(s, ps.stat_acc, PL_F32, (size_t)(h * vs), 0.0));
+    g.npart = 3;
+    g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = x;
+    g.pdt[1] = PL_I32, g.pmul[1] = 1, g.own[1] = t;
+    g.pdt[2] = PL_F32, g.pmul[2] = 2, g.own[2] = d->aux;
+    for (int b = 0; b < 2 && P > 1; b++) {
+      if (b == 0 && P == 2) continue;
+      T(take(&a, (size_t)(d->nmax * h) * es, "ring", &g.pbuf[b][0]));
+      T(take(&a, (size_t)d->nmax * 4, "ring", &g.pbuf[b][1]));
+      T(take(&a, (size_t)d->nmax * 8, "ring", &g.pbuf[b][2]));
+    }
+    g.merge = MERGE_ADD;
+    g.amul = h;
+    if (P > 1)
+      for (int b = 0; b < 3; b++)
+        T(take(&a, (size_t)(d->nmax * h) * sizeof(float), "ring", &g.abuf[b]));
+    if (f32)
+      g.home = dx;
+    else
+      T(take(&a, (size_t)(n * h) * sizeof(float), "grads", &g.home));
+    g.units = units_rows;
+    g.compute = bwd_act;
+    T(ring_run(&g));
+    if (!f32) {
+      T(pl_convert(s, dx, d->dt, g.home, PL_F32, (size_t)(n * h)));
+      T(pl_convert(s, dw, d->dt, ps.stat_acc, PL_F32, (size_t)(h * vs)));
+    }
+  } else {
+    T(take(&a, (size_t)(n * d->vb) * sizeof(float), "logits", &ps.strip));
+    if (!f32) T(take(&a, (size_t)(n * d->vb) * 2, "logits", &ps.dy));
+    if (f32)
+      ps.stat_acc = dx;
+    else
+      T(take(&a, (size_t)(n * h) * sizeof(float), "grads", &ps.stat_acc));
+    if (n > 0) T(pl_fill(s, ps.stat_acc, PL_F32, (size_t)(n * h), 0.0));
+    g.npart = 1;
+    g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = w;
+    for (int b = 0; b < 2; b++) {
+      if (b == 0 && P == 2) continue;
+      T(take(&a, (size_t)(h * d->vmax) * es, "ring", &g.pbuf[b][0]));
+    }
+    g.merge = MERGE_ADD;
+    g.amul = h;
+    for (int b = 0; b < 3; b++)
+      T(take(&a, (size_t)(h * d->vmax) * sizeof(float), "ring", &g.abuf[b]));
+    if (f32)
+      g.home = dw;
+    else
+      T(take(&a, (size_t)(h * vs) * sizeof(float), "grads", &g.home));
+    g.units = units_cols;
+    g.compute = bwd_w;
+    T(ring_run(&g));
+    if (!f32) {
+      T(pl_convert(s, dx, d->dt, ps.stat_acc, PL_F32, (size_t)(n * h)));
+      T(pl_convert(s, dw, d->dt, g.home, PL_F32, (size_t)(h * vs)));
+    }
+  }
+#undef T
+done:
+  release(&a);
+  return st;
+}

@@ -1,0 +1,95 @@
+/* ring_dtp.h — Ring-DTP: the vocabulary projection + cross-entropy over a group
+ * of P ranks, no rank ever forming an N×V tensor (DESIGN §1.2).
+ *
+ * Rank r of the group keeps its own batch X_r (N_r×H), targets t_r and the
+ * weight shard W_r = W[:, V_r] (H×|V_r|, balanced: pl_ce_shard).  Every batch
+ * meets every shard once, in P ring steps: either the activations move
+ * (X, t and a partial online-LSE state circulate; one extra hop brings each
+ * state home) or the weights move (W shards circulate P−1 hops; the state
+ * stays home).  Auto mode moves the weights when max_r N_r > max_r |V_r|
+ * (the per-hop bytes N·H vs H·V/P), the same answer on every rank.
+ *
+ * Each meeting runs vocabulary block by block (Vb columns, "beyond the paper"):
+ * the live logits are one N×Vb strip whatever P is.  Backward replays the same
+ * meetings from the saved lse = m + log z; the moving tensor's gradient (dX_j
+ * partial, or dW_j partial) travels with it and lands home after the last
+ * meeting.  The next hop's send/receive runs on a comm stream while the current
+ * meeting computes (double-buffered payloads, triple-buffered partials, events).
+ * P = 1 is the blocked fused head.
+ *
+ * The objective is that of the concatenated problem: the loss of all P·N
+ * tokens against the full W (mean over all the group's non-ignored targets),
+ * so dX_r and dW_r are the rows and columns of the dense gradients. */
+#ifndef PLATEAU_OPS_RING_DTP_H
+#define PLATEAU_OPS_RING_DTP_H
+
+#include "ops/ce.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pl_dtp_mode {
+  PL_DTP_AUTO = 0,
+  PL_DTP_MOVE_ACT = 1, /* activations circulate                        */
+  PL_DTP_MOVE_W = 2,   /* weight shards circulate                      */
+} pl_dtp_mode;
+
+const char *pl_dtp_mode_name(pl_dtp_mode m); /* "auto" "act" "weights" */
+pl_status pl_dtp_mode_parse(const char *s, pl_dtp_mode *out);
+
+typedef struct pl_dtp_opts {
+  pl_dtp_mode mode;
+  int64_t block;       /* columns per strip; 0: PL_CE_DEFAULT_BLOCK          */
+  pl_ce_reduction red;
+  int32_t ignore;      /* PL_CE_IGNORE_INDEX                                 */
+  int overlap;         /* 1: comm stream + events (default); 0: in-line      */
+} pl_dtp_opts;
+
+void pl_dtp_opts_default(pl_dtp_opts *o);
+
+typedef struct pl_dtp pl_dtp;
+
+/* Collective over c (exchanges every rank's N, checks that all ranks agree on
+ * dt, H, V and the options, and picks the mode).  n is this rank's token
+ * count (>= 0, may differ per rank), v the FULL vocabulary (>= 1). */
+pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
+                        int64_t v, const pl_dtp_opts *o, pl_dtp **out);
+void pl_dtp_destroy(pl_dtp *d);
+
+/* The schedule chosen (never AUTO), and this rank's shard. */
+pl_dtp_mode pl_dtp_mode_of(const pl_dtp *d);
+void pl_dtp_shard(const pl_dtp *d, int64_t *col0, int64_t *width);
+/* Columns per strip actually used. */
+int64_t pl_dtp_block(const pl_dtp *d);
+/* Largest bytes one hop sends (forward; backward incl. the gradient). */
+void pl_dtp_hop_bytes(const pl_dtp *d, size_t *fwd, size_t *bwd);
+/* The strip bound of the "logits" tag: max rows of a meeting × Vb × (4, +2
+ * in bf16 for the residual). */
+size_t pl_dtp_logits_bound(const pl_dtp *d);
+
+/* The bound of the "ring" tag (hop buffers): payload buffers (one at P = 2,
+ * two beyond: the step-0 payload is the rank's own input) and three f32
+ * partial buffers (receiving, computing, sending), the larger of the forward
+ * and the backward; 0 at P = 1. */
+size_t pl_dtp_ring_bound(const pl_dtp *d);
+
+/* Forward: loss (device: 1 value for mean/sum — the group's, identical on
+ * every rank — or N_r values for none).  Saves lse and the group's
+ * [Σ nll, count] for the backward.  x: N_r×H, t: N_r, w: H×|V_r|. */
+pl_status pl_dtp_forward(pl_dtp *d, pl_stream *s, const void *x,
+                         const int32_t *t, const void *w, float *loss);
+/* Backward of the last forward (same x, t, w): dx (N_r×H) and dw (H×|V_r|) in
+ * the dtype of the head.  dloss: none only (device N_r values; NULL = ones). */
+pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
+                          const int32_t *t, const void *w, const float *dloss,
+                          void *dx, void *dw);
+
+/* Bytes sent by this rank in the last forward / backward (payload + state or
+ * gradient partials). */
+void pl_dtp_bytes_sent(const pl_dtp *d, size_t *fwd, size_t *bwd);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,382 @@
+/* test_mpi_ring_dtp.c — Ring-DTP (and the vocab-parallel baseline) against the
+ * f64 dense reference of the concatenated problem, under mpirun -np 1..4.
+ *
+ * Every rank builds the same global problem from the counter RNG (X of all
+ * ranks' tokens, the full W, the targets) and the f64 reference, then runs
+ * the head on its own slice: rows [off_r, off_r + N_r) and its vocabulary
+ * shard.  Cases: move activations, move weights and auto (auto must pick by
+ * max N_r > max |V_r|); N ≤ V/P and N > V/P; V not divisible by P; V < P
+ * (empty shards); every target in one shard; ignored rows; N = 0 on one
+ * rank; f32 (1e-6 of the tensor's scale) and bf16; mean, sum and none.  Bound:
+ * the tracked "logits" peak ≤ pl_dtp_logits_bound and below what the dense
+ * baseline needs for the same rank's batch.  Verdicts are agreed over the
+ * ranks before asserting, so a failure on one rank cannot hang the others. */
+#include <check.h>
+#include <omp.h>
+
+#include "ops/ring_dtp.h"
+#include "test_ce_ref.h"
+#include "../../baselines/dense_ce.h"
+#include "../../baselines/fused_ce.h"
+#include "../../baselines/vocab_parallel_ce.h"
+
+static pl_dev *dev;
+static pl_comm *comm;
+static int P, R;
+
+typedef struct rcase {
+  int64_t n_base;  /* N_r = n_base + r·n_step, or 0 on the last rank if zero_last */
+  int64_t n_step;
+  int zero_last;
+  int64_t h, v, block;
+  int ign_every;
+  int64_t lo, hi;  /* target range (0,0: all of V) */
+  float scale;
+} rcase;
+
+static const rcase cases[] = {
+    {7, 1, 0, 8, 37, 5, 4, 0, 0, 1.0f},    /* N ≤ V/P mostly, V % P != 0    */
+    {30, 2, 0, 6, 20, 3, 5, 0, 0, 2.0f},   /* N > V/P: auto moves weights   */
+    {9, 0, 1, 5, 23, 4, 3, 0, 0, 1.0f},    /* N = 0 on the last rank        */
+    {11, 0, 0, 7, 40, 6, 0, 0, 3, 3.0f},   /* every target in shard 0       */
+    {5, 1, 0, 4, 3, 2, 2, 0, 0, 1.0f},     /* V < P at P = 4: empty shards  */
+    {4, 3, 0, 16, 150, 0, 6, 0, 0, 1.5f},  /* default block (whole shard)   */
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+static int64_t n_of(const rcase *c, int r) {
+  if (c->zero_last && r == P - 1 && P > 1) return 0;
+  return c->n_base + (int64_t)r * c->n_step;
+}
+
+static int agree(int ok) {
+  int64_t v = ok;
+  ck_assert_int_eq(pl_host_allreduce_i64(comm, &v, 1, PL_RED_MIN), PL_OK);
+  return (int)v;
+}
+
+/* One Ring-DTP run of case c; returns 1 when this rank's results match. */
+static int run_ring(const rcase *c, pl_dtype dt, pl_ce_reduction red,
+                    pl_dtp_mode mode, int overlap) {
+  int64_t ntot = 0, off = 0;
+  for (int q = 0; q < P; q++) {
+    if (q == R) off = ntot;
+    ntot += n_of(c, q);
+  }
+  const int64_t n = n_of(c, R), h = c->h, v = c->v;
+  ref_problem p;
+  ref_make(&p, ntot, h, v, dt, 777 + (uint64_t)v, c->ign_every, c->lo, c->hi,
+           c->scale);
+  size_t nl_ref = red == PL_CE_NONE ? (size_t)ntot : 1;
+  double *rl = calloc(nl_ref + 1, sizeof(double));
+  double *rdx = calloc((size_t)(ntot * h) + 1, sizeof(double));
+  double *rdw = calloc((size_t)(h * v) + 1, sizeof(double));
+  ref_solve(&p, red, rl, rdx, rdw);
+  pl_dtp_opts o;
+  pl_dtp_opts_default(&o);
+  o.mode = mode;
+  o.block = c->block;
+  o.red = red;
+  o.overlap = overlap;
+  pl_dtp *d = NULL;
+  pl_status st = pl_dtp_create(comm, dt, n, h, v, &o, &d);
+  ck_assert_msg(st == PL_OK, "create: %s", pl_last_error());
+  int64_t col0, vs;
+  pl_dtp_shard(d, &col0, &vs);
+  int64_t want_col0, want_vs;
+  pl_ce_shard(v, P, R, &want_col0, &want_vs);
+  ck_assert_int_eq(col0, want_col0);
+  ck_assert_int_eq(vs, want_vs);
+  /* auto: weights move iff max N_r > max |V_r| (the same on every rank) */
+  int64_t nmax = 0, vmax = 0;
+  for (int q = 0; q < P; q++) {
+    int64_t c0, w;
+    pl_ce_shard(v, P, q, &c0, &w);
+    if (n_of(c, q) > nmax) nmax = n_of(c, q);
+    if (w > vmax) vmax = w;
+  }
+  pl_dtp_mode want = mode != PL_DTP_AUTO ? mode
+                     : nmax > vmax       ? PL_DTP_MOVE_W
+                                         : PL_DTP_MOVE_ACT;
+  ck_assert_int_eq(pl_dtp_mode_of(d), want);
+  /* this rank's slices */
+  float *ws = malloc(sizeof(float) * (size_t)(h * vs + 1));
+  for (int64_t k = 0; k < h; k++)
+    for (int64_t q = 0; q < vs; q++) ws[k * vs + q] = p.w[k * v + col0 + q];
+  void *x = dev_up(dev, p.x + off * h, (size_t)(n * h), dt, "inputs");
+  void *w = dev_up(dev, ws, (size_t)(h * vs), dt, "weights");
+  void *t = dev_up_raw(dev, p.t + off, sizeof(int32_t) * (size_t)n, "inputs");
+  void *dl = dev_up(dev, p.dl + off, (size_t)n, PL_F32, "inputs");
+  size_t nl = red == PL_CE_NONE ? (size_t)n : 1;
+  void *loss = dev_poison(dev, nl, PL_F32, "outputs");
+  void *dx = dev_poison(dev, (size_t)(n * h), dt, "grads");
+  void *dw = dev_poison(dev, (size_t)(h * vs), dt, "grads");
+  pl_stream *s = pl_dev_stream(dev);
+  pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
+  st = pl_dtp_forward(d, s, x, t, w, loss);
+  ck_assert_msg(st == PL_OK, "forward: %s", pl_last_error());
+  st = pl_dtp_backward(d, s, x, t, w, red == PL_CE_NONE ? dl : NULL, dx, dw);
+  ck_assert_msg(st == PL_OK, "backward: %s", pl_last_error());
+  ck_assert_int_eq(pl_dev_sync(dev), PL_OK);
+  size_t lpeak = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "logits");
+  size_t bound = pl_dtp_logits_bound(d);
+  size_t rpeak = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "ring");
+  size_t rbound = pl_dtp_ring_bound(d);
+  double *gl = dev_down(dev, loss, nl, PL_F32);
+  double *gdx = dev_down(dev, dx, (size_t)(n * h), dt);
+  double *gdw = dev_down(dev, dw, (size_t)(h * vs), dt);
+  /* reference slices */
+  double *rdw_s = malloc(sizeof(double) * (size_t)(h * vs + 1));
+  for (int64_t k = 0; k < h; k++)
+    for (int64_t q = 0; q < vs; q++) rdw_s[k * vs + q] = rdw[k * v + col0 + q];
+  const double *rl_s = red == PL_CE_NONE ? rl + off : rl;
+  int f32 = dt == PL_F32;
+  int cpu = pl_dev_backend(dev) == PL_BACKEND_CPU;
+  double tl = f32 ? (cpu ? 1e-6 : 1e-5) : 2e-5;
+  double tg = f32 ? (cpu ? 1e-6 : 1e-5) : 2e-2;
+  char what[200];
+  snprintf(what, sizeof what, "r%d/%d %s %s %s n=%lld v=%lld vb=%lld ov=%d", R,
+           P, pl_dtp_mode_name(pl_dtp_mode_of(d)), pl_dtype_name(dt),
+           pl_ce_reduction_name(red), (long long)n, (long long)v,
+           (long long)pl_dtp_block(d), overlap);
+  char buf[260];
+  int ok = 1;
+  int64_t cnt = 0;
+  for (int64_t i = 0; i < ntot; i++) cnt += p.t[i] != PL_CE_IGNORE_INDEX;
+  snprintf(buf, sizeof buf, "%s loss", what);
+  if (red == PL_CE_MEAN && cnt == 0)
+    ok &= isnan(gl[0]);
+  else
+    ok &= ref_close(buf, gl, rl_s, nl, tl);
+  snprintf(buf, sizeof buf, "%s dx", what);
+  ok &= ref_close(buf, gdx, rdx + off * h, (size_t)(n * h), tg);
+  snprintf(buf, sizeof buf, "%s dw", what);
+  ok &= ref_close(buf, gdw, rdw_s, (size_t)(h * vs), tg);
+  if (!(lpeak <= bound)) {
+    fprintf(stderr, "%s: logits peak %zu > bound %zu\n", what, lpeak, bound);
+    ok = 0;
+  }
+  /* the hop buffers: exactly what the schedule needs (a bound that is also
+   * reached, so a leaked or extra buffer fails) */
+  if (!(rpeak <= rbound) || (P > 1 && ntot > 0 && rpeak != rbound)) {
+    fprintf(stderr, "%s: ring peak %zu vs bound %zu\n", what, rpeak, rbound);
+    ok = 0;
+  }
+  /* the dense baseline on this rank's batch needs 3·N_r·V·4 of logits */
+  if (n > 0 && v > pl_dtp_block(d) && !(pl_dense_ce_logits_peak(n, v) > bound)) {
+    fprintf(stderr, "%s: dense %zu not above bound %zu\n", what,
+            pl_dense_ce_logits_peak(n, v), bound);
+    ok = 0;
+  }
+  pl_dtp_destroy(d);
+  ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "logits"), 0);
+  ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "ring"), 0);
+  ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "ce_state"), 0);
+  pl_free(dev, x), pl_free(dev, w), pl_free(dev, t), pl_free(dev, dl);
+  pl_free(dev, loss), pl_free(dev, dx), pl_free(dev, dw);
+  free(gl), free(gdx), free(gdw), free(rdw_s), free(ws);
+  free(rl), free(rdx), free(rdw);
+  ref_free(&p);
+  return ok;
+}
+
+START_TEST(ring_all) {
+  int bad = 0, runs = 0;
+  for (int ci = 0; ci < NCASES; ci++)
+    for (int m = 0; m < 3; m++)
+      for (int dt = 0; dt < 2; dt++)
+        for (int red = 0; red < 3; red++) {
+          int ok = run_ring(&cases[ci], dt ? PL_BF16 : PL_F32,
+                            (pl_ce_reduction)red, (pl_dtp_mode)m, 1);
+          bad += !agree(ok);
+          runs++;
+        }
+  ck_assert_msg(bad == 0, "%d of %d Ring-DTP runs out of tolerance (stderr)",
+                bad, runs);
+}
+END_TEST
+
+/* The in-line schedule (no comm stream) gives the same results. */
+START_TEST(ring_no_overlap) {
+  int bad = 0;
+  for (int m = 1; m < 3; m++)
+    bad += !agree(run_ring(&cases[0], PL_F32, PL_CE_MEAN, (pl_dtp_mode)m, 0));
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+/* Disagreeing ranks and bad values are PL_EINVAL on every rank, no hang. */
+START_TEST(ring_bad_input) {
+  pl_dtp_opts o;
+  pl_dtp_opts_default(&o);
+  pl_dtp *d = NULL;
+  ck_assert_int_eq(pl_dtp_create(comm, PL_F32, 4, 8, R == 0 ? 0 : 10, &o, &d),
+                   PL_EINVAL);
+  ck_assert_ptr_null(d);
+  o.block = R == P - 1 ? 7 : 8;
+  pl_status st = pl_dtp_create(comm, PL_F32, 4, 8, 10, &o, &d);
+  if (P > 1) {
+    ck_assert_int_eq(st, PL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(pl_last_error(), "disagree"));
+  } else {
+    ck_assert_int_eq(st, PL_OK);
+    float loss;
+    ck_assert_int_eq(pl_dtp_backward(d, pl_dev_stream(dev), NULL, NULL, NULL,
+                                     NULL, NULL, NULL),
+                     PL_EINVAL); /* no forward yet */
+    (void)loss;
+    pl_dtp_destroy(d);
+  }
+}
+END_TEST
+
+/* P = 1 degenerates to the blocked fused head: the same meetings in the same
+ * order, so the same bits (f32 and bf16). */
+START_TEST(ring_p1_is_fused) {
+  if (P != 1) return;
+  const int64_t n = 23, h = 9, v = 71, block = 8;
+  for (int dt = 0; dt < 2; dt++) {
+    pl_dtype dty = dt ? PL_BF16 : PL_F32;
+    ref_problem p;
+    ref_make(&p, n, h, v, dty, 31, 5, 0, 0, 2.0f);
+    void *x = dev_up(dev, p.x, (size_t)(n * h), dty, "inputs");
+    void *w = dev_up(dev, p.w, (size_t)(h * v), dty, "weights");
+    void *t = dev_up_raw(dev, p.t, sizeof(int32_t) * (size_t)n, "inputs");
+    void *l1 = dev_poison(dev, 1, PL_F32, "outputs");
+    void *l2 = dev_poison(dev, 1, PL_F32, "outputs");
+    void *dx1 = dev_poison(dev, (size_t)(n * h), dty, "grads");
+    void *dw1 = dev_poison(dev, (size_t)(h * v), dty, "grads");
+    void *dx2 = dev_poison(dev, (size_t)(n * h), dty, "grads");
+    void *dw2 = dev_poison(dev, (size_t)(h * v), dty, "grads");
+    pl_dtp_opts o;
+    pl_dtp_opts_default(&o);
+    o.block = block;
+    pl_dtp *d;
+    ck_assert_int_eq(pl_dtp_create(comm, dty, n, h, v, &o, &d), PL_OK);
+    pl_stream *s = pl_dev_stream(dev);
+    ck_assert_int_eq(pl_dtp_forward(d, s, x, t, w, l1), PL_OK);
+    ck_assert_int_eq(pl_dtp_backward(d, s, x, t, w, NULL, dx1, dw1), PL_OK);
+    pl_ce_problem pb = {.dt = dty, .n = n, .h = h, .v = v, .red = PL_CE_MEAN,
+                        .ignore = PL_CE_IGNORE_INDEX, .block = block, .x = x,
+                        .t = t, .w = w, .loss = l2, .dx = dx2, .dw = dw2};
+    ck_assert_int_eq(pl_fused_ce(s, &pb), PL_OK);
+    double *a, *b;
+    a = dev_down(dev, l1, 1, PL_F32), b = dev_down(dev, l2, 1, PL_F32);
+    ck_assert(ref_close("p1 loss", a, b, 1, 0.0));
+    free(a), free(b);
+    a = dev_down(dev, dx1, (size_t)(n * h), dty);
+    b = dev_down(dev, dx2, (size_t)(n * h), dty);
+    ck_assert(ref_close("p1 dx", a, b, (size_t)(n * h), 0.0));
+    free(a), free(b);
+    a = dev_down(dev, dw1, (size_t)(h * v), dty);
+    b = dev_down(dev, dw2, (size_t)(h * v), dty);
+    ck_assert(ref_close("p1 dw", a, b, (size_t)(h * v), 0.0));
+    free(a), free(b);
+    pl_dtp_destroy(d);
+    pl_free(dev, x), pl_free(dev, w), pl_free(dev, t), pl_free(dev, l1);
+    pl_free(dev, l2), pl_free(dev, dx1), pl_free(dev, dw1), pl_free(dev, dx2);
+    pl_free(dev, dw2);
+    ref_free(&p);
+  }
+}
+END_TEST
+
+/* Megatron-style vocab-parallel CE: same X on every rank, W sharded. */
+START_TEST(vocab_parallel) {
+  int bad = 0;
+  for (int ci = 0; ci < NCASES; ci++)
+    for (int dt = 0; dt < 2; dt++)
+      for (int red = 0; red < 3; red++) {
+        const rcase *c = &cases[ci];
+        pl_dtype dty = dt ? PL_BF16 : PL_F32;
+        const int64_t n = c->n_base, h = c->h, v = c->v;
+        ref_problem p;
+        ref_make(&p, n, h, v, dty, 555 + (uint64_t)v, c->ign_every, c->lo,
+                 c->hi, c->scale);
+        size_t nl = red == PL_CE_NONE ? (size_t)n : 1;
+        double *rl = calloc(nl + 1, sizeof(double));
+        double *rdx = calloc((size_t)(n * h) + 1, sizeof(double));
+        double *rdw = calloc((size_t)(h * v) + 1, sizeof(double));
+        ref_solve(&p, (pl_ce_reduction)red, rl, rdx, rdw);
+        int64_t col0, vs;
+        pl_ce_shard(v, P, R, &col0, &vs);
+        float *ws = malloc(sizeof(float) * (size_t)(h * vs + 1));
+        double *rdw_s = malloc(sizeof(double) * (size_t)(h * vs + 1));
+        for (int64_t k = 0; k < h; k++)
+          for (int64_t q = 0; q < vs; q++) {
+            ws[k * vs + q] = p.w[k * v + col0 + q];
+            rdw_s[k * vs + q] = rdw[k * v + col0 + q];
+          }
+        void *x = dev_up(dev, p.x, (size_t)(n * h), dty, "inputs");
+        void *w = dev_up(dev, ws, (size_t)(h * vs), dty, "weights");
+        void *t = dev_up_raw(dev, p.t, sizeof(int32_t) * (size_t)n, "inputs");
+        void *dl = dev_up(dev, p.dl, (size_t)n, PL_F32, "inputs");
+        void *loss = dev_poison(dev, nl, PL_F32, "outputs");
+        void *dx = dev_poison(dev, (size_t)(n * h), dty, "grads");
+        void *dw = dev_poison(dev, (size_t)(h * vs), dty, "grads");
+        pl_ce_problem pb = {.dt = dty, .n = n, .h = h, .v = v,
+                            .red = (pl_ce_reduction)red,
+                            .ignore = PL_CE_IGNORE_INDEX, .x = x, .t = t,
+                            .w = w, .dloss = red == PL_CE_NONE ? dl : NULL,
+                            .loss = loss, .dx = dx, .dw = dw};
+        pl_status st = pl_vocab_parallel_ce(comm, pl_dev_stream(dev), &pb);
+        ck_assert_msg(st == PL_OK, "vocab_parallel: %s", pl_last_error());
+        double *gl = dev_down(dev, loss, nl, PL_F32);
+        double *gdx = dev_down(dev, dx, (size_t)(n * h), dty);
+        double *gdw = dev_down(dev, dw, (size_t)(h * vs), dty);
+        int f32 = dty == PL_F32;
+        int cpu = pl_dev_backend(dev) == PL_BACKEND_CPU;
+        double tol = f32 ? (cpu ? 1e-6 : 1e-5) : 2e-2;
+        char what[160];
+        snprintf(what, sizeof what, "vp r%d/%d case %d %s %s", R, P, ci,
+                 pl_dtype_name(dty), pl_ce_reduction_name((pl_ce_reduction)red));
+        int ok = ref_close(what, gl, rl, nl, f32 ? tol : 2e-5) &&
+                 ref_close(what, gdx, rdx, (size_t)(n * h), tol) &&
+                 ref_close(what, gdw, rdw_s, (size_t)(h * vs), tol);
+        bad += !agree(ok);
+        pl_free(dev, x), pl_free(dev, w), pl_free(dev, t), pl_free(dev, dl);
+        pl_free(dev, loss), pl_free(dev, dx), pl_free(dev, dw);
+        free(gl), free(gdx), free(gdw), free(ws), free(rdw_s);
+        free(rl), free(rdx), free(rdw);
+        ref_free(&p);
+      }
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  if (pl_init(&argc, &argv) != PL_OK) {
+    fprintf(stderr, "pl_init: %s\n", pl_last_error());
+    return 1;
+  }
+  P = pl_world_size();
+  R = pl_world_rank();
+  /* Tiny problems, several ranks on a 2-core CI box: threads only thrash. */
+  if (P > 1) omp_set_num_threads(1);
+  /* CUDA when every rank can have its own GPU; the CPU backend otherwise. */
+  int64_t ngpu = pl_cuda_device_count();
+  pl_backend be = ngpu >= P ? PL_BACKEND_CUDA : PL_BACKEND_CPU;
+  if (pl_dev_create(be, -1, &dev) != PL_OK || pl_comm_world(dev, &comm) != PL_OK) {
+    fprintf(stderr, "setup: %s\n", pl_last_error());
+    return 1;
+  }
+  if (R == 0) printf("# ring_dtp tests on %s, %d ranks\n", pl_backend_name(be), P);
+  Suite *su = suite_create("ring_dtp");
+  TCase *tc = tcase_create("ring");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, ring_all);
+  tcase_add_test(tc, ring_no_overlap);
+  tcase_add_test(tc, ring_bad_input);
+  tcase_add_test(tc, ring_p1_is_fused);
+  tcase_add_test(tc, vocab_parallel);
+  suite_add_tcase(su, tc);
+  SRunner *sr = srunner_create(su);
+  srunner_set_fork_status(sr, CK_NOFORK);
+  srunner_run_all(sr, CK_NORMAL);
+  int nf = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  pl_comm_destroy(comm);
+  pl_dev_destroy(dev);
+  pl_finalize();
+  return nf ? 1 : 0;
+}
