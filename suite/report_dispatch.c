@@ -105,7 +105,9 @@ static pl_status run_chart(rctx *rc, const char *data,
     pid_t pid = fork();
     if (pid < 0) return pl_set_error(PL_ERUNTIME, "fork: %s", strerror(errno));
     if (pid == 0) {
-      execlp("gnuplot", "gnuplot", "-c", script, data, out, (char *)NULL);
+      const char *prog = getenv("PLATEAU_GNUPLOT");
+      if (!prog || !*prog) prog = "gnuplot";
+      execlp(prog, prog, "-c", script, data, out, (char *)NULL);
       _exit(127);
     }
     int wst = 0;
