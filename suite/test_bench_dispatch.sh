@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# test_bench_dispatch.sh — `plateau bench dispatch` end to end on the CPU
+# backend under mpirun -np 2 (small preset):
+#  - 16 rows (4 profiles x ep, llep, pipelined strided + contiguous), all
+#    status ok and check pass (outputs equal ep's; pipelined within the bound);
+#  - every pipelined row's dispatch peak <= its bound, and K > 1;
+#  - the LLEP plan ran on the skewed profiles (spilled pieces, imbalance after
+#    below before);
+#  - with --mem-limit between the two peaks, ep and llep rows are `oom` while
+#    pipelined_llep rows are ok (the bound, as an OOM boundary);
+#  - `plateau bench moegemm` (small) writes ok rows.
+# Usage: BUILD=build bash suite/test_bench_dispatch.sh
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${BUILD:-build}
+[[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
+BIN=$BUILD/bin/plateau
+MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe --bind-to none}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[[ -x $BIN ]] || { echo "test_bench_dispatch.sh: $BIN not built"; exit 1; }
+tmp=$(mktemp -d /tmp/pl_test_dispatch.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+nfail=0
+fail() { echo "FAIL: $*"; nfail=$((nfail + 1)); }
+
+# data rows of a result file; one column by header name
+rows() { awk -F'\t' '/^#/ {next} !h {for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next} {print $0}' "$1"; }
+getcol() { awk -F'\t' -v want="$2" '/^#/ {next} !h {for (i = 1; i <= NF; i++) if ($i == want) k = i; h = 1; next} {print $k}' "$1"; }
+
+$MPIRUN -np 2 "$BIN" bench dispatch -n 2 -w 1 --chunking strided,contiguous \
+  -o "$tmp/a" >"$tmp/a.log" 2>&1 || fail "bench dispatch exit $? ($(tail -3 "$tmp/a.log"))"
+f=$(ls "$tmp"/a/dispatch.*.tsv 2>/dev/null | head -1)
+if [[ -z $f ]]; then
+  fail "no result file"
+else
+  n=$(rows "$f" x | wc -l)
+  [[ $n -eq 16 ]] || fail "expected 16 rows, got $n"
+  bad=$(paste <(getcol "$f" status) <(getcol "$f" check) | grep -vc $'^ok\tpass$')
+  [[ $bad -eq 0 ]] || fail "$bad rows not ok/pass"
+  over=$(paste <(getcol "$f" variant) <(getcol "$f" dispatch_gib) <(getcol "$f" bound_gib) <(getcol "$f" K) |
+    awk -F'\t' '$1 == "pipelined_llep" && ($2 > $3 || $4 < 2) {n++} END {print n + 0}')
+  [[ $over -eq 0 ]] || fail "$over pipelined rows above the bound or unchunked"
+  plan=$(paste <(getcol "$f" variant) <(getcol "$f" profile) <(getcol "$f" spilled) <(getcol "$f" imb_before) <(getcol "$f" imb_after) |
+    awk -F'\t' '$1 == "llep" && $2 != "balanced" && !($3 > 0 && $5 < $4) {n++} END {print n + 0}')
+  [[ $plan -eq 0 ]] || fail "$plan skewed llep rows without a plan that lowers the imbalance"
+fi
+
+# the bound as an OOM boundary: a limit between the pipelined and llep peaks
+$MPIRUN -np 2 "$BIN" bench dispatch -n 1 -w 0 --mem-limit 450K --profiles balanced,95/16 \
+  -o "$tmp/b" >"$tmp/b.log" 2>&1 || fail "bench dispatch --mem-limit exit $?"
+f=$(ls "$tmp"/b/dispatch.*.tsv 2>/dev/null | head -1)
+if [[ -n $f ]]; then
+  res=$(paste <(getcol "$f" variant) <(getcol "$f" status) | sort -u | tr '\t\n' ': ')
+  for want in "ep:oom" "llep:oom" "pipelined_llep:ok"; do
+    [[ $res == *"$want"* ]] || fail "with --mem-limit 450K expected $want, got: $res"
+  done
+  [[ $res == *"pipelined_llep:oom"* ]] && fail "pipelined_llep ran out of memory: $res"
+else
+  fail "no result file with --mem-limit"
+fi
+
+$MPIRUN -np 1 "$BIN" bench moegemm -n 2 -w 0 -o "$tmp/c" >"$tmp/c.log" 2>&1 || fail "bench moegemm exit $?"
+f=$(ls "$tmp"/c/moegemm.*.tsv 2>/dev/null | head -1)
+if [[ -n $f ]]; then
+  nok=$(getcol "$f" status | grep -c '^ok$')
+  [[ $nok -eq 6 ]] || fail "moegemm: $nok of 6 rows ok"
+else
+  fail "no moegemm result file"
+fi
+
+if [[ $nfail -eq 0 ]]; then echo "test_bench_dispatch.sh: all passed"; else echo "test_bench_dispatch.sh: $nfail failed"; fi
+[[ $nfail -eq 0 ]]
