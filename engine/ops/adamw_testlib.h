@@ -45,7 +45,7 @@ typedef struct tl_result {
 
 /* Bitwise comparison of n floats; on mismatch fills msg with the first bad
  * index and max abs/rel error, returns 0. */
-static int tl_cmp_f32(const char *what, const float *got, const float *want,
+__attribute__((unused)) static int tl_cmp_f32(const char *what, const float *got, const float *want,
                       size_t n, char *msg, size_t len) {
   size_t bad = 0, first = (size_t)-1;
   double maxabs = 0, maxrel = 0;
@@ -67,7 +67,7 @@ static int tl_cmp_f32(const char *what, const float *got, const float *want,
   return 0;
 }
 
-static int tl_cmp_bf16(const char *what, const pl_bf16 *got,
+__attribute__((unused)) static int tl_cmp_bf16(const char *what, const pl_bf16 *got,
                        const pl_bf16 *want, size_t n, char *msg, size_t len) {
   for (size_t i = 0; i < n; i++)
     if (got[i] != want[i]) {
@@ -81,7 +81,7 @@ static int tl_cmp_bf16(const char *what, const pl_bf16 *got,
 }
 
 /* Initial state of flat element i (never zero; v > 0). */
-static void tl_init(uint64_t seed, size_t i, float *p, float *m, float *v) {
+__attribute__((unused)) static void tl_init(uint64_t seed, size_t i, float *p, float *m, float *v) {
   *p = pl_rng_normal(seed, 3 * i, 0.0f, 0.5f);
   *m = pl_rng_normal(seed, 3 * i + 1, 0.0f, 1e-2f);
   *v = pl_rng_uniform(seed, 3 * i + 2, 1e-6f, 1e-3f);
@@ -89,12 +89,12 @@ static void tl_init(uint64_t seed, size_t i, float *p, float *m, float *v) {
 
 /* Gradient of step t, flat element i; the scale changes by step so that the
  * clipping is active on some steps and not on others. */
-static float tl_grad(uint64_t seed, int t, size_t i) {
+__attribute__((unused)) static float tl_grad(uint64_t seed, int t, size_t i) {
   float scale = (t % 2) ? 0.05f : 0.002f;
   return pl_rng_normal(seed + 1000u + (uint64_t)t, i, 0.0f, scale);
 }
 
-static pl_status tl_run(pl_dev *dev, const tl_case *c, uint64_t seed,
+__attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, uint64_t seed,
                         tl_result *R) {
   memset(R, 0, sizeof *R);
   pl_stream *s = pl_dev_stream(dev);
