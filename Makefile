@@ -175,7 +175,8 @@ test-unit: $(TEST_C:%.c=$(BUILD)/tests/%)
 
 test-mpi: $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
 	@set -e; for t in $^; do for np in $(MPI_NPS); do \
-	  echo "== mpirun -np $$np $$t"; CK_FORK=no timeout $(TEST_TIMEOUT) $(MPIRUN) -np $$np $$t; done; done
+	  echo "== mpirun -np $$np $$t"; OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 CK_FORK=no \
+	  timeout $(TEST_TIMEOUT) $(MPIRUN) -np $$np $$t; done; done
 
 test-sh: all
 	@set -e; for t in $(TEST_SH); do echo "== $$t"; BUILD=$(BUILD) timeout 1200 bash $$t; done

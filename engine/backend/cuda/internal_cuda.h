@@ -1,0 +1,103 @@
+/* backend/cuda/internal_cuda.h — what the CUDA backend's .cu files share: the
+ * per-device state kept in pl_dev.impl, the checking macros every CUDA and
+ * cuBLAS call goes through, and the launchers of kernels.h (pl_cuda_<op>, the
+ * twins of the CPU backend's pl_cpu_<op>) that the ops table in dev.cu points
+ * at.  Included by .cu files only (it needs the CUDA headers).
+ *
+ * Why the macros: every call is checked and a failure becomes PL_ERUNTIME with
+ * a message naming the call, the error and file:line; the non-sticky error
+ * state is cleared (cudaGetLastError) so the next call does not see it. */
+#ifndef PLATEAU_BACKEND_CUDA_INTERNAL_H
+#define PLATEAU_BACKEND_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <pthread.h>
+
+#include "backend/internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* pl_dev.impl of a CUDA device. */
+typedef struct pl_cuda_dev {
+  cublasHandle_t blas;
+  pthread_mutex_t blas_lock; /* the handle's stream is per call: serialize */
+  cudaMemPool_t pool;        /* the device's default pool                   */
+  int sm_count;              /* sizes grid-stride launches                  */
+} pl_cuda_dev;
+
+#define PL_CUDA_IMPL(dev) ((pl_cuda_dev *)(dev)->impl)
+
+/* The cudaStream_t of s; s NULL means the device's default stream (the legacy
+ * stream 0 only while the default stream does not exist yet, in init). */
+cudaStream_t pl_cuda_stream_of(pl_dev *dev, pl_stream *s);
+/* Make dev's GPU current on this thread (several GPUs in one process). */
+pl_status pl_cuda_use(const pl_dev *dev);
+/* Blocks for a grid-stride launch over `items` work items of 256 threads. */
+unsigned pl_cuda_blocks(const pl_dev *dev, size_t items);
+
+#define PL_CUDA_THREADS 256
+
+#define PL_CUDA_TRY(call)                                                      \
+  do {                                                                         \
+    cudaError_t pl_cu_e_ = (call);                                             \
+    if (pl_cu_e_ != cudaSuccess) {                                             \
+      (void)cudaGetLastError();                                                \
+      return pl_set_error(PL_ERUNTIME, "%s failed: %s (%s) at %s:%d", #call,   \
+                          cudaGetErrorName(pl_cu_e_),                          \
+                          cudaGetErrorString(pl_cu_e_), __FILE__, __LINE__);   \
+    }                                                                          \
+  } while (0)
+
+/* After a <<<...>>> launch: the launch configuration and any earlier
+ * asynchronous error surface here. */
+#define PL_CUDA_CHECK_LAUNCH(name)                                             \
+  do {                                                                         \
+    cudaError_t pl_cu_e_ = cudaGetLastError();                                 \
+    if (pl_cu_e_ != cudaSuccess)                                               \
+      return pl_set_error(PL_ERUNTIME, "launch of %s failed: %s (%s)", name,   \
+                          cudaGetErrorName(pl_cu_e_),                          \
+                          cudaGetErrorString(pl_cu_e_));                       \
+  } while (0)
+
+#define PL_CUBLAS_TRY(call)                                                    \
+  do {                                                                         \
+    cublasStatus_t pl_cb_e_ = (call);                                          \
+    if (pl_cb_e_ != CUBLAS_STATUS_SUCCESS) {                                   \
+      (void)cudaGetLastError();                                                \
+      return pl_set_error(PL_ERUNTIME, "%s failed: %s (%s) at %s:%d", #call,   \
+                          cublasGetStatusName(pl_cb_e_),                       \
+                          cublasGetStatusString(pl_cb_e_), __FILE__,           \
+                          __LINE__);                                           \
+    }                                                                          \
+  } while (0)
+
+/* ---- kernels.h launchers (kernels.cu, gemm.cu) ---------------------------- */
+pl_status pl_cuda_rng_fill(pl_stream *s, void *dst, pl_dtype dt, size_t n,
+                           uint64_t seed, uint64_t offset, pl_dist dist,
+                           float a, float b);
+pl_status pl_cuda_fill(pl_stream *s, void *dst, pl_dtype dt, size_t n,
+                       double value);
+pl_status pl_cuda_convert(pl_stream *s, void *dst, pl_dtype dst_dt,
+                          const void *src, pl_dtype src_dt, size_t n);
+pl_status pl_cuda_scale(pl_stream *s, void *x, pl_dtype dt, size_t n,
+                        float alpha);
+pl_status pl_cuda_axpy(pl_stream *s, void *y, pl_dtype y_dt, const void *x,
+                       pl_dtype x_dt, size_t n, float alpha);
+pl_status pl_cuda_gemm_strided_batched(
+    pl_stream *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+    float alpha, const void *A, int64_t lda, int64_t sa, const void *B,
+    int64_t ldb, int64_t sb, float beta, void *C, int64_t ldc, int64_t sc,
+    int64_t batch, pl_dtype ab_dt, pl_dtype c_dt);
+pl_status pl_cuda_memcpy_async(pl_stream *s, void *dst, const void *src,
+                               size_t bytes);
+pl_status pl_cuda_memcpy_peer_async(pl_stream *s, void *dst,
+                                    const pl_dev *dst_dev, const void *src,
+                                    const pl_dev *src_dev, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,814 @@
+/* comm.c — the communicator: MPI start-up and launch check, the MPI transport
+ * of the CPU backend, the host collectives, dispatch to NCCL (comm_nccl.cu) for
+ * CUDA devices, and the watchdog that turns a stalled collective into an abort
+ * of every rank instead of a hang.
+ *
+ * Choices made here (documented for users of comm.h):
+ *  - MPI counts are int: on the MPI path a count or displacement above INT_MAX
+ *    elements is refused with PL_EINVAL naming the value (no chunking; the CPU
+ *    backend runs small sizes).  NCCL (CUDA) takes size_t counts as given.
+ *  - bf16 travels as MPI_UINT16_T; sum/max/min are user-defined MPI_Ops that
+ *    widen to f32, combine, and round back with pl_f32_to_bf16 — one rounding
+ *    per combining step, as NCCL's bf16 reductions do.
+ *  - In place: all-reduce when send == recv; all-gather when send == recv +
+ *    rank·count; reduce-scatter when recv == send + rank·count (NCCL's
+ *    convention; on MPI the first block of send is used as scratch).
+ *  - Every communicator holds an MPI_Comm_dup with MPI_ERRORS_RETURN, so MPI
+ *    failures come back as PL_ECOMM with MPI's message.
+ *
+ * Watchdog: one thread per process, started with the first watched operation.
+ * Blocking calls (MPI, NCCL set-up) register (op, group size, rank, deadline)
+ * and unregister when they return; enqueued NCCL operations hand over a CUDA
+ * event recorded after them, which the watchdog polls until it completes.  A
+ * passed deadline prints `[rX error] pl_comm: <op> (group of N, rank r) did
+ * not complete within T s; aborting all ranks`, aborts the NCCL communicator
+ * and calls MPI_Abort(MPI_COMM_WORLD, 3).  MPI_Abort is called from the
+ * watchdog thread while the main thread may be blocked inside MPI; the MPI
+ * standard asks for MPI_THREAD_MULTIPLE for that, but Open MPI's MPI_Abort
+ * only tells the runtime (orted / PMIx) to kill the job and works under
+ * FUNNELED: verified with Open MPI 4.1.4 by engine/comm/test_timeout.sh.  If
+ * MPI_Abort ever returns, the process _exit(3)s, which the launcher also turns
+ * into a job abort.  A SIGALRM armed before ncclCommAbort guards against an
+ * abort that itself hangs. */
+#include "comm/comm_internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plateau/hd.h"
+#include "plateau/log.h"
+
+#define PL_SENDRECV_TAG 0x504c /* "PL" */
+
+/* ---- process state -------------------------------------------------------- */
+
+static int g_inited;           /* pl_init ran                              */
+static pl_status g_init_status; /* its result (pl_init is idempotent)      */
+static char g_init_msg[512];    /* its message when it failed              */
+static int g_we_init_mpi;       /* pl_init called MPI_Init_thread          */
+static int g_world_rank = 0, g_world_size = 1;
+static double g_default_timeout = 300.0;
+static MPI_Op g_bf16_op[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static pl_status mpi_check(int rc, const char *what) {
+  if (rc == MPI_SUCCESS) return PL_OK;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
+  msg[len] = '\0';
+  return pl_set_error(PL_ECOMM, "%s: MPI error %d: %s", what, rc, msg);
+}
+
+/* ---- watchdog --------------------------------------------------------------- */
+
+typedef struct watch {
+  int used;
+  char op[32];
+  int group, rank;
+  double timeout_s;
+  uint64_t deadline_ns;
+  void *event;   /* cudaEvent_t for an enqueued NCCL op; NULL for blocking */
+  int ordinal;   /* its GPU                                                */
+  const pl_comm *comm;
+  void *nccl;    /* to abort on timeout                                    */
+} watch;
+
+static pthread_mutex_t g_wlock = PTHREAD_MUTEX_INITIALIZER;
+static watch *g_w;
+static int g_wcap;
+static int g_wstarted;
+static volatile int g_wstop;
+static pthread_t g_wthread;
+
+/* Called with g_wlock held; never returns. */
+static void watch_fire(const watch *w, int timed_out) {
+  if (timed_out)
+    fprintf(stderr,
+            "[r%d error] pl_comm: %s (group of %d, rank %d) did not complete "
+            "within %g s; aborting all ranks\n",
+            g_world_rank, w->op, w->group, w->rank, w->timeout_s);
+  else
+    fprintf(stderr,
+            "[r%d error] pl_comm: %s (group of %d, rank %d) failed on the "
+            "device (CUDA error above); aborting all ranks\n",
+            g_world_rank, w->op, w->group, w->rank);
+  fflush(stderr);
+  alarm(20); /* if the aborts below hang, SIGALRM ends the process */
+#if PL_HAVE_CUDA
+  if (w->nccl) pl_nccl_abort(w->nccl);
+#endif
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  _exit(3);
+}
+
+static void *watch_main(void *arg) {
+  (void)arg;
+  const struct timespec tick = {0, 20 * 1000 * 1000}; /* 20 ms */
+  while (!g_wstop) {
+    pthread_mutex_lock(&g_wlock);
+    uint64_t now = now_ns();
+    for (int i = 0; i < g_wcap; i++) {
+      watch *w = &g_w[i];
+      if (!w->used) continue;
+#if PL_HAVE_CUDA
+      if (w->event) {
+        int q = pl_nccl_event_query(w->event, w->ordinal);
+        if (q == 1) {
+          pl_nccl_event_destroy(w->event, w->ordinal);
+          w->used = 0;
+          continue;
+        }
+        if (q < 0) watch_fire(w, 0);
+      }
+#endif
+      if (now > w->deadline_ns) watch_fire(w, 1);
+    }
+    pthread_mutex_unlock(&g_wlock);
+    nanosleep(&tick, NULL);
+  }
+  return NULL;
+}
+
+/* With g_wlock held: a free slot (growing the table), the thread running. */
+static int watch_slot_locked(void) {
+  if (!g_wstarted) {
+    g_wstop = 0;
+    if (pthread_create(&g_wthread, NULL, watch_main, NULL) != 0) return -1;
+    g_wstarted = 1;
+  }
+  for (int i = 0; i < g_wcap; i++)
+    if (!g_w[i].used) return i;
+  int ncap = g_wcap ? 2 * g_wcap : 64;
+  watch *nw = realloc(g_w, (size_t)ncap * sizeof *nw);
+  if (!nw) return -1;
+  memset(nw + g_wcap, 0, (size_t)(ncap - g_wcap) * sizeof *nw);
+  int slot = g_wcap;
+  g_w = nw;
+  g_wcap = ncap;
+  return slot;
+}
+
+static void watch_fill(watch *w, const pl_comm *c, const char *op,
+                       double timeout_s) {
+  memset(w, 0, sizeof *w);
+  w->used = 1;
+  snprintf(w->op, sizeof w->op, "%s", op);
+  w->group = c ? c->size : g_world_size;
+  w->rank = c ? c->rank : g_world_rank;
+  w->timeout_s = timeout_s;
+  w->deadline_ns = now_ns() + (uint64_t)(timeout_s * 1e9);
+  w->comm = c;
+  w->nccl = c ? c->nccl : NULL;
+  w->ordinal = c && c->dev ? c->dev->ordinal : 0;
+}
+
+/* Returns a slot, or -1 when the watchdog could not be set up (the operation
+ * then runs unwatched; a warning says so once). */
+static int watch_begin_t(const pl_comm *c, const char *op, double timeout_s) {
+  pthread_mutex_lock(&g_wlock);
+  int slot = watch_slot_locked();
+  if (slot >= 0) watch_fill(&g_w[slot], c, op, timeout_s);
+  pthread_mutex_unlock(&g_wlock);
+  if (slot < 0) {
+    static int warned;
+    if (!warned) PL_WARN("pl_comm: watchdog unavailable; %s is unwatched", op);
+    warned = 1;
+  }
+  return slot;
+}
+
+int pl_watch_begin(const pl_comm *c, const char *op) {
+  return watch_begin_t(c, op, c ? c->timeout_s : g_default_timeout);
+}
+
+void pl_watch_end(int slot) {
+  if (slot < 0) return;
+  pthread_mutex_lock(&g_wlock);
+  g_w[slot].used = 0;
+  pthread_mutex_unlock(&g_wlock);
+}
+
+pl_status pl_watch_event(const pl_comm *c, const char *op, void *event) {
+  pthread_mutex_lock(&g_wlock);
+  int slot = watch_slot_locked();
+  if (slot >= 0) {
+    watch_fill(&g_w[slot], c, op, c->timeout_s);
+    g_w[slot].event = event;
+  }
+  pthread_mutex_unlock(&g_wlock);
+  if (slot < 0) {
+#if PL_HAVE_CUDA
+    pl_nccl_event_destroy(event, c->dev->ordinal);
+#endif
+    return pl_set_error(PL_ERUNTIME, "pl_comm: %s: cannot watch (no memory "
+                        "or no thread for the watchdog)", op);
+  }
+  return PL_OK;
+}
+
+void pl_watch_drain(const pl_comm *c) {
+  const struct timespec ms = {0, 1000 * 1000};
+  for (;;) {
+    int pending = 0;
+    pthread_mutex_lock(&g_wlock);
+    for (int i = 0; i < g_wcap; i++) {
+      watch *w = &g_w[i];
+      if (!w->used || w->comm != c || !w->event) continue;
+#if PL_HAVE_CUDA
+      if (pl_nccl_event_query(w->event, w->ordinal) == 1) {
+        pl_nccl_event_destroy(w->event, w->ordinal);
+        w->used = 0;
+        continue;
+      }
+#endif
+      pending++;
+    }
+    pthread_mutex_unlock(&g_wlock);
+    if (!pending) return;
+    nanosleep(&ms, NULL); /* the watchdog still enforces the deadlines */
+  }
+}
+
+static void watch_stop(void) {
+  if (!g_wstarted) return;
+  g_wstop = 1;
+  pthread_join(g_wthread, NULL);
+  g_wstarted = 0;
+  free(g_w);
+  g_w = NULL;
+  g_wcap = 0;
+}
+
+/* ---- bf16 reductions for MPI ------------------------------------------------ */
+
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  (void)dt;
+  const pl_bf16 *a = in;
+  pl_bf16 *b = inout;
+  for (int i = 0; i < *len; i++)
+    b[i] = pl_f32_to_bf16(pl_bf16_to_f32(a[i]) + pl_bf16_to_f32(b[i]));
+}
+
+static void bf16_max(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  (void)dt;
+  const pl_bf16 *a = in;
+  pl_bf16 *b = inout;
+  for (int i = 0; i < *len; i++)
+    if (pl_bf16_to_f32(a[i]) > pl_bf16_to_f32(b[i])) b[i] = a[i];
+}
+
+static void bf16_min(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  (void)dt;
+  const pl_bf16 *a = in;
+  pl_bf16 *b = inout;
+  for (int i = 0; i < *len; i++)
+    if (pl_bf16_to_f32(a[i]) < pl_bf16_to_f32(b[i])) b[i] = a[i];
+}
+
+/* ---- start-up ----------------------------------------------------------------- */
+
+static pl_status init_fail(pl_status s) {
+  snprintf(g_init_msg, sizeof g_init_msg, "%s", pl_last_error());
+  g_init_status = s;
+  return s;
+}
+
+pl_status pl_init(int *argc, char ***argv) {
+  if (g_inited) {
+    if (g_init_status != PL_OK)
+      return pl_set_error(g_init_status, "%s", g_init_msg);
+    return PL_OK;
+  }
+  g_inited = 1;
+  g_init_status = PL_OK;
+
+  int flag = 0;
+  MPI_Finalized(&flag);
+  if (flag)
+    return init_fail(pl_set_error(PL_ECOMM, "pl_init: MPI was already "
+                                            "finalized; it cannot restart"));
+  MPI_Initialized(&flag);
+  if (!flag) {
+    int provided = 0;
+    pl_status st = mpi_check(
+        MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
+        "pl_init: MPI_Init_thread");
+    if (st != PL_OK) return init_fail(st);
+    g_we_init_mpi = 1;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &g_world_size);
+  pl_log_set_rank(g_world_rank);
+
+  MPI_User_function *fns[3] = {bf16_sum, bf16_max, bf16_min};
+  for (int i = 0; i < 3; i++) {
+    pl_status st = mpi_check(MPI_Op_create(fns[i], 1, &g_bf16_op[i]),
+                             "pl_init: MPI_Op_create (bf16)");
+    if (st != PL_OK) return init_fail(st);
+  }
+
+  const char *t = getenv("PLATEAU_COMM_TIMEOUT");
+  if (t && *t) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(t, &end);
+    if (errno || end == t || *end != '\0' || !isfinite(v) || v <= 0)
+      return init_fail(pl_set_error(PL_EINVAL,
+                                    "PLATEAU_COMM_TIMEOUT=%s: must be a number "
+                                    "of seconds > 0",
+                                    t));
+    g_default_timeout = v;
+  }
+
+  /* The silent single-rank launch: `sbatch -n 4` running the program
+   * directly (or mpirun -np 1) gives world size 1 while Slurm planned 4. */
+  const char *nt = getenv("SLURM_NTASKS");
+  if (nt && *nt) {
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(nt, &end, 10);
+    if (errno || end == nt || *end != '\0' || n <= 0)
+      return init_fail(pl_set_error(
+          PL_EINVAL, "SLURM_NTASKS=%s: not a positive integer", nt));
+    if (n != g_world_size)
+      return init_fail(pl_set_error(
+          PL_EINVAL,
+          "launched with %d MPI rank%s but SLURM_NTASKS=%ld: start with "
+          "srun --mpi=pmix (or mpirun inside the allocation) so that every "
+          "Slurm task is an MPI rank",
+          g_world_size, g_world_size == 1 ? "" : "s", n));
+  }
+  return PL_OK;
+}
+
+void pl_finalize(void) {
+  if (!g_inited) return;
+  for (int i = 0; i < 3; i++)
+    if (g_bf16_op[i] != MPI_OP_NULL) MPI_Op_free(&g_bf16_op[i]);
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (g_we_init_mpi && !fin) {
+    /* A rank that skipped a collective makes MPI_Finalize hang too. */
+    int w = watch_begin_t(NULL, "finalize", g_default_timeout);
+    MPI_Finalize();
+    pl_watch_end(w);
+  }
+  watch_stop();
+  g_inited = 0;
+  g_we_init_mpi = 0;
+}
+
+int pl_world_rank(void) { return g_world_rank; }
+int pl_world_size(void) { return g_world_size; }
+
+const char *pl_mpi_version(void) {
+  static char buf[MPI_MAX_LIBRARY_VERSION_STRING];
+  if (!buf[0]) {
+    int len = 0;
+    if (MPI_Get_library_version(buf, &len) != MPI_SUCCESS) {
+      snprintf(buf, sizeof buf, "MPI (unknown)");
+      return buf;
+    }
+    buf[len < (int)sizeof buf ? len : (int)sizeof buf - 1] = '\0';
+    /* "Open MPI v4.1.4, package: Debian OpenMPI, ident: ..." -> up to ','
+     * (other MPIs: first line). */
+    size_t cut = strcspn(buf, ",\n");
+    buf[cut] = '\0';
+    while (cut > 0 && (buf[cut - 1] == ' ' || buf[cut - 1] == '\t'))
+      buf[--cut] = '\0';
+  }
+  return buf;
+}
+
+const char *pl_nccl_version(void) {
+#if PL_HAVE_CUDA
+  static char buf[64];
+  if (!buf[0]) pl_nccl_version_str(buf, sizeof buf);
+  return buf;
+#else
+  return "-";
+#endif
+}
+
+/* ---- communicators ------------------------------------------------------------- */
+
+static pl_status comm_make(MPI_Comm m, pl_dev *dev, double timeout_s,
+                           pl_comm **out) {
+  pl_comm *c = calloc(1, sizeof *c);
+  if (!c) {
+    MPI_Comm_free(&m);
+    return pl_set_error(PL_ENOMEM, "pl_comm: no host memory for the handle");
+  }
+  c->mpi = m;
+  c->dev = dev;
+  c->timeout_s = timeout_s;
+  MPI_Comm_rank(m, &c->rank);
+  MPI_Comm_size(m, &c->size);
+  pl_status st = mpi_check(MPI_Comm_set_errhandler(m, MPI_ERRORS_RETURN),
+                           "pl_comm: MPI_Comm_set_errhandler");
+  if (st == PL_OK && pl_dev_backend(dev) == PL_BACKEND_CUDA) {
+#if PL_HAVE_CUDA
+    st = pl_nccl_create(c);
+#else
+    st = pl_set_error(PL_EUNSUPPORTED,
+                      "pl_comm: a CUDA device in a build without CUDA");
+#endif
+  }
+  if (st != PL_OK) {
+    MPI_Comm_free(&c->mpi);
+    free(c);
+    return st;
+  }
+  *out = c;
+  return PL_OK;
+}
+
+pl_status pl_comm_world(pl_dev *dev, pl_comm **out) {
+  if (!out) return pl_set_error(PL_EINVAL, "pl_comm_world: out is NULL");
+  *out = NULL;
+  if (!dev) return pl_set_error(PL_EINVAL, "pl_comm_world: dev is NULL");
+  if (!g_inited || g_init_status != PL_OK)
+    return pl_set_error(PL_EINVAL,
+                        "pl_comm_world: call pl_init first (and check it)");
+  MPI_Comm m = MPI_COMM_NULL;
+  int w = watch_begin_t(NULL, "comm_world", g_default_timeout);
+  pl_status st = mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &m),
+                           "pl_comm_world: MPI_Comm_dup");
+  pl_watch_end(w);
+  PL_TRY(st);
+  return comm_make(m, dev, g_default_timeout, out);
+}
+
+pl_status pl_comm_split(pl_comm *c, int color, int key, pl_comm **out) {
+  if (!out) return pl_set_error(PL_EINVAL, "pl_comm_split: out is NULL");
+  *out = NULL;
+  if (!c) return pl_set_error(PL_EINVAL, "pl_comm_split: c is NULL");
+  MPI_Comm m = MPI_COMM_NULL;
+  int w = pl_watch_begin(c, "comm_split");
+  pl_status st = mpi_check(
+      MPI_Comm_split(c->mpi, color < 0 ? MPI_UNDEFINED : color, key, &m),
+      "pl_comm_split: MPI_Comm_split");
+  pl_watch_end(w);
+  PL_TRY(st);
+  if (m == MPI_COMM_NULL) return PL_OK;
+  return comm_make(m, c->dev, c->timeout_s, out);
+}
+
+void pl_comm_destroy(pl_comm *c) {
+  if (!c) return;
+#if PL_HAVE_CUDA
+  if (c->nccl) {
+    pl_watch_drain(c);
+    pl_nccl_destroy(c);
+  }
+#endif
+  MPI_Comm_free(&c->mpi);
+  free(c);
+}
+
+int pl_comm_rank(const pl_comm *c) { return c ? c->rank : -1; }
+int pl_comm_size(const pl_comm *c) { return c ? c->size : 0; }
+pl_dev *pl_comm_dev(const pl_comm *c) { return c ? c->dev : NULL; }
+
+pl_status pl_comm_set_timeout(pl_comm *c, double seconds) {
+  if (!c) return pl_set_error(PL_EINVAL, "pl_comm_set_timeout: c is NULL");
+  if (!isfinite(seconds) || seconds <= 0)
+    return pl_set_error(PL_EINVAL,
+                        "pl_comm_set_timeout: seconds=%g: must be finite "
+                        "and > 0",
+                        seconds);
+  c->timeout_s = seconds;
+  return PL_OK;
+}
+
+/* ---- argument checks shared by both transports ---------------------------------- */
+
+static pl_status check_common(const char *fn, const pl_comm *c, pl_dtype dt,
+                              const pl_stream *s) {
+  if (!c) return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
+  if ((int)dt < PL_F32 || (int)dt > PL_I64)
+    return pl_set_error(PL_EINVAL, "%s: dtype %d: must be f32, bf16, i32 or "
+                        "i64", fn, (int)dt);
+  if (s && s->dev != c->dev)
+    return pl_set_error(PL_EINVAL, "%s: the stream belongs to another device "
+                        "than the communicator's", fn);
+  return PL_OK;
+}
+
+static pl_status check_op(const char *fn, pl_redop op) {
+  if ((int)op < PL_RED_SUM || (int)op > PL_RED_MIN)
+    return pl_set_error(PL_EINVAL, "%s: op %d: must be sum, max or min", fn,
+                        (int)op);
+  return PL_OK;
+}
+
+static pl_status check_buf(const char *fn, const char *name, const void *p,
+                           size_t count) {
+  if (!p && count > 0)
+    return pl_set_error(PL_EINVAL, "%s: %s is NULL with %zu elements", fn,
+                        name, count);
+  return PL_OK;
+}
+
+static pl_status check_rank(const char *fn, const char *name, int r,
+                            const pl_comm *c) {
+  if (r < 0 || r >= c->size)
+    return pl_set_error(PL_EINVAL, "%s: %s=%d: must be in [0, %d)", fn, name,
+                        r, c->size);
+  return PL_OK;
+}
+
+/* MPI path only: counts are int. */
+static pl_status check_int(const char *fn, const char *name, size_t v) {
+  if (v > (size_t)INT_MAX)
+    return pl_set_error(PL_EINVAL, "%s: %s=%zu: the MPI path takes at most "
+                        "INT_MAX (%d) elements", fn, name, v, INT_MAX);
+  return PL_OK;
+}
+
+static MPI_Datatype mpi_type(pl_dtype dt) {
+  switch (dt) {
+  case PL_F32: return MPI_FLOAT;
+  case PL_BF16: return MPI_UINT16_T;
+  case PL_I32: return MPI_INT32_T;
+  case PL_I64: return MPI_INT64_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+static MPI_Op mpi_op(pl_dtype dt, pl_redop op) {
+  if (dt == PL_BF16) return g_bf16_op[op];
+  return op == PL_RED_SUM ? MPI_SUM : op == PL_RED_MAX ? MPI_MAX : MPI_MIN;
+}
+
+static size_t esize(pl_dtype dt) {
+  return dt == PL_F32 || dt == PL_I32 ? 4 : dt == PL_BF16 ? 2 : 8;
+}
+
+static pl_status need_init(const char *fn) {
+  if (g_bf16_op[0] == MPI_OP_NULL)
+    return pl_set_error(PL_EINVAL, "%s: call pl_init first", fn);
+  return PL_OK;
+}
+
+/* ---- data operations ------------------------------------------------------------- */
+
+pl_status pl_allreduce(pl_comm *c, const void *send, void *recv, size_t count,
+                       pl_dtype dt, pl_redop op, pl_stream *s) {
+  const char *fn = "pl_allreduce";
+  PL_TRY(check_common(fn, c, dt, s));
+  PL_TRY(check_op(fn, op));
+  PL_TRY(check_buf(fn, "send", send, count));
+  PL_TRY(check_buf(fn, "recv", recv, count));
+#if PL_HAVE_CUDA
+  if (c->nccl) return pl_nccl_allreduce(c, send, recv, count, dt, op, s);
+#endif
+  PL_TRY(need_init(fn));
+  PL_TRY(check_int(fn, "count", count));
+  int w = pl_watch_begin(c, "allreduce");
+  int rc = MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count,
+                         mpi_type(dt), mpi_op(dt, op), c->mpi);
+  pl_watch_end(w);
+  return mpi_check(rc, fn);
+}
+
+pl_status pl_allgather(pl_comm *c, const void *send, void *recv, size_t count,
+                       pl_dtype dt, pl_stream *s) {
+  const char *fn = "pl_allgather";
+  PL_TRY(check_common(fn, c, dt, s));
+  PL_TRY(check_buf(fn, "send", send, count));
+  PL_TRY(check_buf(fn, "recv", recv, count));
+#if PL_HAVE_CUDA
+  if (c->nccl) return pl_nccl_allgather(c, send, recv, count, dt, s);
+#endif
+  PL_TRY(need_init(fn));
+  PL_TRY(check_int(fn, "count", count));
+  const void *sb = send;
+  if (count && send == (const char *)recv + (size_t)c->rank * count *
+                                                esize(dt))
+    sb = MPI_IN_PLACE;
+  int w = pl_watch_begin(c, "allgather");
+  int rc = MPI_Allgather(sb, (int)count, mpi_type(dt), recv, (int)count,
+                         mpi_type(dt), c->mpi);
+  pl_watch_end(w);
+  return mpi_check(rc, fn);
+}
+
+pl_status pl_reduce_scatter(pl_comm *c, const void *send, void *recv,
+                            size_t count, pl_dtype dt, pl_redop op,
+                            pl_stream *s) {
+  const char *fn = "pl_reduce_scatter";
+  PL_TRY(check_common(fn, c, dt, s));
+  PL_TRY(check_op(fn, op));
+  PL_TRY(check_buf(fn, "send", send, count));
+  PL_TRY(check_buf(fn, "recv", recv, count));
+#if PL_HAVE_CUDA
+  if (c->nccl) return pl_nccl_reduce_scatter(c, send, recv, count, dt, op, s);
+#endif
+  PL_TRY(need_init(fn));
+  PL_TRY(check_int(fn, "count", count));
+  size_t bytes = count * esize(dt);
+  int inplace = count && (const char *)recv ==
+                             (const char *)send + (size_t)c->rank * bytes;
+  int w = pl_watch_begin(c, "reduce_scatter");
+  int rc;
+  if (inplace) {
+    /* MPI_IN_PLACE takes the input from recvbuf and leaves block `rank`'s
+     * result at its start: run it on send, then move the block home. */
+    rc = MPI_Reduce_scatter_block(MPI_IN_PLACE, (void *)send, (int)count,
+                                  mpi_type(dt), mpi_op(dt, op), c->mpi);
+    if (rc == MPI_SUCCESS && c->rank != 0) memmove(recv, send, bytes);
+  } else {
+    rc = MPI_Reduce_scatter_block(send, recv, (int)count, mpi_type(dt),
+                                  mpi_op(dt, op), c->mpi);
+  }
+  pl_watch_end(w);
+  return mpi_check(rc, fn);
+}
+
+pl_status pl_alltoallv(pl_comm *c, const void *send, const size_t *scounts,
+                       const size_t *sdispls, void *recv,
+                       const size_t *rcounts, const size_t *rdispls,
+                       pl_dtype dt, pl_stream *s) {
+  const char *fn = "pl_alltoallv";
+  PL_TRY(check_common(fn, c, dt, s));
+  if (!scounts || !sdispls || !rcounts || !rdispls)
+    return pl_set_error(PL_EINVAL, "%s: a count or displacement array is "
+                        "NULL", fn);
+  size_t stot = 0, rtot = 0;
+  for (int d = 0; d < c->size; d++) {
+    stot += scounts[d];
+    rtot += rcounts[d];
+  }
+  PL_TRY(check_buf(fn, "send", send, stot));
+  PL_TRY(check_buf(fn, "recv", recv, rtot));
+#if PL_HAVE_CUDA
+  if (c->nccl)
+    return pl_nccl_alltoallv(c, send, scounts, sdispls, recv, rcounts,
+                             rdispls, dt, s);
+#endif
+  PL_TRY(need_init(fn));
+  int P = c->size;
+  int *iv = malloc(4 * (size_t)P * sizeof *iv); /* counts, not tensor data */
+  if (!iv) return pl_set_error(PL_ENOMEM, "%s: no host memory for %d counts",
+                               fn, 4 * P);
+  pl_status st = PL_OK;
+  const size_t *src[4] = {scounts, sdispls, rcounts, rdispls};
+  const char *names[4] = {"scounts", "sdispls", "rcounts", "rdispls"};
+  for (int a = 0; a < 4 && st == PL_OK; a++)
+    for (int d = 0; d < P && st == PL_OK; d++) {
+      if (src[a][d] > (size_t)INT_MAX) {
+        st = pl_set_error(PL_EINVAL, "%s: %s[%d]=%zu: the MPI path takes at "
+                          "most INT_MAX (%d) elements", fn, names[a], d,
+                          src[a][d], INT_MAX);
+        break;
+      }
+      iv[a * P + d] = (int)src[a][d];
+    }
+  if (st == PL_OK) {
+    int w = pl_watch_begin(c, "alltoallv");
+    int rc = MPI_Alltoallv(send, iv, iv + P, mpi_type(dt), recv, iv + 2 * P,
+                           iv + 3 * P, mpi_type(dt), c->mpi);
+    pl_watch_end(w);
+    st = mpi_check(rc, fn);
+  }
+  free(iv);
+  return st;
+}
+
+pl_status pl_sendrecv(pl_comm *c, const void *send, size_t scount, int dst,
+                      void *recv, size_t rcount, int src, pl_dtype dt,
+                      pl_stream *s) {
+  const char *fn = "pl_sendrecv";
+  PL_TRY(check_common(fn, c, dt, s));
+  PL_TRY(check_rank(fn, "dst", dst, c));
+  PL_TRY(check_rank(fn, "src", src, c));
+  PL_TRY(check_buf(fn, "send", send, scount));
+  PL_TRY(check_buf(fn, "recv", recv, rcount));
+#if PL_HAVE_CUDA
+  if (c->nccl)
+    return pl_nccl_sendrecv(c, send, scount, dst, recv, rcount, src, dt, s);
+#endif
+  PL_TRY(need_init(fn));
+  PL_TRY(check_int(fn, "scount", scount));
+  PL_TRY(check_int(fn, "rcount", rcount));
+  MPI_Status status;
+  int w = pl_watch_begin(c, "sendrecv");
+  int rc = MPI_Sendrecv(send, (int)scount, mpi_type(dt), dst, PL_SENDRECV_TAG,
+                        recv, (int)rcount, mpi_type(dt), src, PL_SENDRECV_TAG,
+                        c->mpi, &status);
+  pl_watch_end(w);
+  PL_TRY(mpi_check(rc, fn));
+  int got = 0;
+  MPI_Get_count(&status, mpi_type(dt), &got);
+  if ((size_t)got != rcount)
+    return pl_set_error(PL_ECOMM, "%s: expected %zu elements from rank %d, "
+                        "received %d", fn, rcount, src, got);
+  return PL_OK;
+}
+
+pl_status pl_broadcast(pl_comm *c, void *buf, size_t count, pl_dtype dt,
+                       int root, pl_stream *s) {
+  const char *fn = "pl_broadcast";
+  PL_TRY(check_common(fn, c, dt, s));
+  PL_TRY(check_rank(fn, "root", root, c));
+  PL_TRY(check_buf(fn, "buf", buf, count));
+#if PL_HAVE_CUDA
+  if (c->nccl) return pl_nccl_broadcast(c, buf, count, dt, root, s);
+#endif
+  PL_TRY(need_init(fn));
+  PL_TRY(check_int(fn, "count", count));
+  int w = pl_watch_begin(c, "broadcast");
+  int rc = MPI_Bcast(buf, (int)count, mpi_type(dt), root, c->mpi);
+  pl_watch_end(w);
+  return mpi_check(rc, fn);
+}
+
+pl_status pl_barrier(pl_comm *c) {
+  if (!c) return pl_set_error(PL_EINVAL, "pl_barrier: c is NULL");
+  int w = pl_watch_begin(c, "barrier");
+  int rc = MPI_Barrier(c->mpi);
+  pl_watch_end(w);
+  return mpi_check(rc, "pl_barrier");
+}
+
+/* ---- host collectives (MPI whatever the backend) --------------------------------- */
+
+static pl_status host_allreduce(const char *fn, const char *op_name,
+                                pl_comm *c, void *vals, size_t n,
+                                MPI_Datatype t, pl_redop op) {
+  if (!c) return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
+  PL_TRY(check_op(fn, op));
+  PL_TRY(check_buf(fn, "vals", vals, n));
+  PL_TRY(check_int(fn, "n", n));
+  MPI_Op o = op == PL_RED_SUM ? MPI_SUM : op == PL_RED_MAX ? MPI_MAX : MPI_MIN;
+  int w = pl_watch_begin(c, op_name);
+  int rc = MPI_Allreduce(MPI_IN_PLACE, vals, (int)n, t, o, c->mpi);
+  pl_watch_end(w);
+  return mpi_check(rc, fn);
+}
+
+pl_status pl_host_allreduce_i64(pl_comm *c, int64_t *vals, size_t n,
+                                pl_redop op) {
+  return host_allreduce("pl_host_allreduce_i64", "host_allreduce_i64", c,
+                        vals, n, MPI_INT64_T, op);
+}
+
+pl_status pl_host_allreduce_f64(pl_comm *c, double *vals, size_t n,
+                                pl_redop op) {
+  return host_allreduce("pl_host_allreduce_f64", "host_allreduce_f64", c,
+                        vals, n, MPI_DOUBLE, op);
+}
+
+pl_status pl_host_allgather_i64(pl_comm *c, const int64_t *send, size_t n,
+                                int64_t *recv) {
+  const char *fn = "pl_host_allgather_i64";
+  if (!c) return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
+  PL_TRY(check_buf(fn, "send", send, n));
+  PL_TRY(check_buf(fn, "recv", recv, n));
+  PL_TRY(check_int(fn, "n", n));
+  int w = pl_watch_begin(c, "host_allgather_i64");
+  int rc = MPI_Allgather(send, (int)n, MPI_INT64_T, recv, (int)n, MPI_INT64_T,
+                         c->mpi);
+  pl_watch_end(w);
+  return mpi_check(rc, fn);
+}
+
+pl_status pl_host_alltoall_i64(pl_comm *c, const int64_t *send, size_t n,
+                               int64_t *recv) {
+  const char *fn = "pl_host_alltoall_i64";
+  if (!c) return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
+  PL_TRY(check_buf(fn, "send", send, n));
+  PL_TRY(check_buf(fn, "recv", recv, n));
+  PL_TRY(check_int(fn, "n", n));
+  int w = pl_watch_begin(c, "host_alltoall_i64");
+  int rc = MPI_Alltoall(send, (int)n, MPI_INT64_T, recv, (int)n, MPI_INT64_T,
+                        c->mpi);
+  pl_watch_end(w);
+  return mpi_check(rc, fn);
+}
+
+pl_status pl_host_bcast(pl_comm *c, void *buf, size_t bytes, int root) {
+  const char *fn = "pl_host_bcast";
+  if (!c) return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
+  PL_TRY(check_rank(fn, "root", root, c));
+  PL_TRY(check_buf(fn, "buf", buf, bytes));
+  PL_TRY(check_int(fn, "bytes", bytes));
+  int w = pl_watch_begin(c, "host_bcast");
+  int rc = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi);
+  pl_watch_end(w);
+  return mpi_check(rc, fn);
+}

@@ -1,0 +1,174 @@
+/* ckpt.c — the checkpointed layer runner and SCO's copy schedule.
+ *
+ * Three streams: compute (the device's default stream), copy (D2H of selected
+ * boundaries) and restore (H2D, one layer ahead).  They are ordered only by
+ * events — no host synchronization inside the layer loops — so on CUDA the
+ * copies overlap the layers' GEMMs; on the CPU backend the same schedule runs
+ * serialized in issue order, with the same tracked memory.
+ *
+ * Forward, layer ℓ:  h_{ℓ+1} = f_ℓ(h_ℓ) on compute; if ℓ ∈ S the copy stream
+ * waits for h_ℓ to exist, copies it to its pinned slot, then waits for f_ℓ to
+ * have read it and frees it (stream-ordered).  Backward, layer ℓ (descending):
+ * compute waits for the restore of h_ℓ, the restore of h_{ℓ−1} starts, f_ℓ is
+ * recomputed and backpropagated, h_ℓ is freed.  At most two restored
+ * boundaries are live at a time, so device boundary bytes stay within
+ * 2·N·H·b + (L − |S|)·N·H·b (Eq. 4). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/mlp_block.h"
+#include "train/ckpt.h"
+
+struct pl_ckpt_stack {
+  pl_dev *dev;
+  int L;
+  void *const *layers;
+  const pl_layer_ops *ops;
+  int64_t H;
+  pl_dtype dt;
+  pl_stream *copy, *restore;
+  pl_event **produced, **fwd_done, **offloaded, **restored;
+  float *loss_dev; /* 1 float, tag "activations" */
+};
+
+pl_status pl_ckpt_create(pl_dev *dev, int L, void *const *layers, const pl_layer_ops *ops, int64_t H,
+                         pl_dtype dt, pl_ckpt_stack **out) {
+  *out = NULL;
+  if (L < 1) return pl_set_error(PL_EINVAL, "checkpoint stack: L=%d (must be >= 1)", L);
+  if (H <= 0) return pl_set_error(PL_EINVAL, "checkpoint stack: H=%lld (must be > 0)", (long long)H);
+  pl_ckpt_stack *st = calloc(1, sizeof *st);
+  if (!st) return pl_set_error(PL_ENOMEM, "checkpoint stack: out of host memory");
+  st->dev = dev, st->L = L, st->layers = layers, st->ops = ops, st->H = H, st->dt = dt;
+  pl_event ***sets[] = {&st->produced, &st->fwd_done, &st->offloaded, &st->restored};
+  pl_status s = PL_OK;
+  for (int k = 0; k < 4 && s == PL_OK; k++) {
+    *sets[k] = calloc((size_t)L + 1, sizeof(pl_event *));
+    if (!*sets[k]) s = pl_set_error(PL_ENOMEM, "checkpoint stack: out of host memory");
+    for (int l = 0; l <= L && s == PL_OK; l++) s = pl_event_create(dev, &(*sets[k])[l]);
+  }
+  if (s == PL_OK) s = pl_stream_create(dev, &st->copy);
+  if (s == PL_OK) s = pl_stream_create(dev, &st->restore);
+  if (s == PL_OK) s = pl_alloc(dev, PL_ARENA_DEVICE, sizeof(float), "activations", (void **)&st->loss_dev);
+  if (s != PL_OK) {
+    pl_ckpt_destroy(st);
+    return s;
+  }
+  *out = st;
+  return PL_OK;
+}
+
+void pl_ckpt_destroy(pl_ckpt_stack *st) {
+  if (!st) return;
+  pl_dev_sync(st->dev);
+  pl_event **sets[] = {st->produced, st->fwd_done, st->offloaded, st->restored};
+  for (int k = 0; k < 4; k++) {
+    for (int l = 0; sets[k] && l <= st->L; l++) pl_event_destroy(sets[k][l]);
+    free(sets[k]);
+  }
+  pl_stream_destroy(st->copy);
+  pl_stream_destroy(st->restore);
+  pl_free(st->dev, st->loss_dev);
+  free(st);
+}
+
+/* Start bringing h_ℓ back from its pinned slot (restore stream). */
+static pl_status issue_restore(pl_ckpt_stack *st, pl_sco *sco, int l, void **h, size_t bytes) {
+  PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "boundary", st->restore, &h[l]));
+  PL_TRY(pl_stream_wait(st->restore, st->offloaded[l]));
+  PL_TRY(pl_memcpy_async(st->restore, h[l], pl_sco_slot(sco, l), bytes));
+  return pl_event_record(st->restored[l], st->restore);
+}
+
+pl_status pl_ckpt_step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const void *g, void *dx0,
+                       int64_t N, double *loss) {
+  if (N < 0) return pl_set_error(PL_EINVAL, "checkpoint step: N=%lld (must be >= 0)", (long long)N);
+  *loss = 0;
+  const int L = st->L;
+  pl_stream *cs = pl_dev_stream(st->dev);
+  size_t bytes = (size_t)N * (size_t)st->H * pl_dtype_size(st->dt);
+  void **h = calloc((size_t)L + 1, sizeof *h);
+  void *gbuf[2] = {NULL, NULL};
+  int restoring = -1; /* layer whose restore has been issued, not yet consumed */
+  if (!h) return pl_set_error(PL_ENOMEM, "checkpoint step: out of host memory");
+  pl_status s = pl_sco_begin_step(sco);
+  if (s != PL_OK) {
+    free(h);
+    return s;
+  }
+
+  /* ---- forward ---- */
+  if ((s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "boundary", cs, &h[0])) ||
+      (s = pl_memcpy_async(cs, h[0], x0, bytes)) || (s = pl_event_record(st->produced[0], cs)))
+    goto out;
+  for (int l = 0; l < L; l++) {
+    if ((s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, l + 1 < L ? "boundary" : "output", cs, &h[l + 1])) ||
+        (s = st->ops->forward(st->layers[l], cs, h[l], h[l + 1], N)) ||
+        (s = pl_event_record(st->fwd_done[l], cs)) || (s = pl_event_record(st->produced[l + 1], cs)))
+      goto out;
+    if (pl_sco_selected(sco, l)) {
+      /* the copy may start as soon as h_ℓ exists (it runs beside f_ℓ, which
+       * only reads h_ℓ); the free waits for both the copy and f_ℓ */
+      if ((s = pl_stream_wait(st->copy, st->produced[l])) ||
+          (s = pl_memcpy_async(st->copy, pl_sco_slot(sco, l), h[l], bytes)) ||
+          (s = pl_event_record(st->offloaded[l], st->copy)) ||
+          (s = pl_stream_wait(st->copy, st->fwd_done[l])))
+        goto out;
+      pl_free_async(st->dev, h[l], st->copy);
+      h[l] = NULL;
+    }
+  }
+  /* loss = Σ h_L ⊙ g: a 1×1×(N·H) GEMM with fp32 accumulation */
+  if (N > 0 &&
+      (s = pl_gemm(cs, false, false, 1, 1, N * st->H, 1.0f, h[L], N * st->H, g, 1, 0.0f, st->loss_dev, 1,
+                   st->dt, PL_F32)))
+    goto out;
+  pl_free_async(st->dev, h[L], cs);
+  h[L] = NULL;
+
+  /* ---- backward ---- */
+  if ((s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs, &gbuf[0])) ||
+      (s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs, &gbuf[1])))
+    goto out;
+  const void *dy = g;
+  for (int l = L - 1; l >= 0; l--) {
+    if (pl_sco_selected(sco, l)) {
+      if (restoring != l && (s = issue_restore(st, sco, l, h, bytes))) goto out;
+      if ((s = pl_stream_wait(cs, st->restored[l]))) goto out;
+      restoring = -1;
+    }
+    if (l > 0 && pl_sco_selected(sco, l - 1)) { /* one-layer prefetch */
+      if ((s = issue_restore(st, sco, l - 1, h, bytes))) goto out;
+      restoring = l - 1;
+    }
+    void *dx = l == 0 ? dx0 : gbuf[(L - 1 - l) % 2];
+    if ((s = st->ops->backward(st->layers[l], cs, h[l], dy, dx, N))) goto out;
+    pl_free_async(st->dev, h[l], cs);
+    h[l] = NULL;
+    dy = dx;
+  }
+out:
+  /* on failure, let every stream drain before freeing what they may use */
+  if (s != PL_OK) pl_dev_sync(st->dev);
+  for (int l = 0; l <= L; l++) pl_free_async(st->dev, h[l], cs);
+  pl_free_async(st->dev, gbuf[0], cs);
+  pl_free_async(st->dev, gbuf[1], cs);
+  free(h);
+  if (s == PL_OK) s = pl_dev_sync(st->dev);
+  if (s == PL_OK && N > 0) { /* read the loss once everything has run */
+    float lhost = 0;
+    s = pl_memcpy_async(cs, &lhost, st->loss_dev, sizeof lhost);
+    if (s == PL_OK) s = pl_stream_sync(cs);
+    *loss = lhost;
+  }
+  pl_status e = pl_sco_end_step(sco);
+  return s != PL_OK ? s : e;
+}
+
+/* ---- the dense block as a runner layer ---- */
+static pl_status mlp_fwd(void *layer, pl_stream *s, const void *x, void *y, int64_t N) {
+  return pl_mlp_block_forward(layer, s, x, y, N);
+}
+static pl_status mlp_bwd(void *layer, pl_stream *s, const void *x, const void *dy, void *dx, int64_t N) {
+  return pl_mlp_block_backward(layer, s, x, dy, dx, N);
+}
+const pl_layer_ops pl_mlp_block_layer_ops = {mlp_fwd, mlp_bwd};

@@ -1,0 +1,39 @@
+/* ckpt.h — the checkpointed layer runner, generic over a layer's forward and
+ * backward.  Forward keeps only each layer's input h_ℓ (the boundary, tag
+ * "boundary"); backward recomputes layer ℓ from h_ℓ.  With an SCO context the
+ * selected boundaries go to pinned host memory on a copy stream after they
+ * are produced and come back one layer ahead of the backward that needs them
+ * (DESIGN §1.3).  SCO changes no arithmetic: loss and gradients are
+ * bit-identical with and without it. */
+#ifndef PLATEAU_TRAIN_CKPT_H
+#define PLATEAU_TRAIN_CKPT_H
+
+#include "ops/sco.h"
+#include "plateau/plateau.h"
+
+typedef struct pl_layer_ops {
+  /* y = f(x), x and y N×H of the stack's dtype, distinct buffers */
+  pl_status (*forward)(void *layer, pl_stream *s, const void *x, void *y, int64_t N);
+  /* recompute from x; dx = dL/dx from dy; accumulate weight grads.  dx and dy
+   * are distinct buffers. */
+  pl_status (*backward)(void *layer, pl_stream *s, const void *x, const void *dy, void *dx,
+                        int64_t N);
+} pl_layer_ops;
+
+typedef struct pl_ckpt_stack pl_ckpt_stack;
+
+/* layers[ℓ] is passed to ops; borrowed for the life of the stack. */
+pl_status pl_ckpt_create(pl_dev *dev, int L, void *const *layers, const pl_layer_ops *ops,
+                         int64_t H, pl_dtype dt, pl_ckpt_stack **out);
+void pl_ckpt_destroy(pl_ckpt_stack *st);
+
+/* One step: forward through L layers from x0 (N×H), loss = Σ h_L ⊙ g
+ * (fp32 accumulation; g plays the loss gradient), backward to dx0 (N×H).
+ * sco may be NULL (every boundary stays on the device).  *loss on the host. */
+pl_status pl_ckpt_step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const void *g, void *dx0,
+                       int64_t N, double *loss);
+
+/* The dense block (model/mlp_block.h) as a runner layer. */
+extern const pl_layer_ops pl_mlp_block_layer_ops;
+
+#endif
