@@ -12,9 +12,7 @@
  * tree lane[l] += lane[l+off], off = 16..1 (a shuffle-down gives exactly that
  * sum in lane l) — the order adamw.h documents, so the norm is bit-identical
  * too. */
-#include <cuda_runtime.h>
-
-#include "backend/internal.h"
+#include "backend/cuda/internal_cuda.h"
 #include "ops/adamw_kernels.h"
 
 /* ---- kernels ---------------------------------------------------------------- */
@@ -57,36 +55,33 @@ __global__ void adamw_sumsq_kernel(const void *__restrict__ g, size_t n,
 
 /* ---- launchers --------------------------------------------------------------- */
 
-static pl_status check_launch(const char *what) {
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    return pl_set_error(PL_ERUNTIME, "%s: launch failed: %s", what,
-                        cudaGetErrorString(e));
-  return PL_OK;
-}
 
 extern "C" pl_status pl_cuda_adamw_update(pl_stream *s, float *p, float *m,
                                           float *v, const void *g,
                                           pl_dtype gdt, pl_bf16 *w, size_t n,
                                           const pl_adamw_scalars *k) {
   if (n == 0) return PL_OK;
-  cudaStream_t cs = (cudaStream_t)pl_stream_native(s);
-  const int threads = 256;
-  size_t want = (n + threads - 1) / threads;
-  int blocks = want < 132 * 16 ? (int)want : 132 * 16;
+  pl_dev *dev = pl_stream_dev(s);
+  PL_TRY(pl_cuda_use(dev));
+  cudaStream_t cs = pl_cuda_stream_of(dev, s);
+  const int threads = PL_CUDA_THREADS;
+  unsigned blocks = pl_cuda_blocks(dev, n);
   if (gdt == PL_BF16)
     adamw_update_kernel<true><<<blocks, threads, 0, cs>>>(p, m, v, g, w, n, *k);
   else
     adamw_update_kernel<false><<<blocks, threads, 0, cs>>>(p, m, v, g, w, n,
                                                            *k);
-  return check_launch("adamw_update_kernel");
+  PL_CUDA_CHECK_LAUNCH("adamw_update_kernel");
+  return PL_OK;
 }
 
 extern "C" pl_status pl_cuda_adamw_sumsq(pl_stream *s, const void *g,
                                          pl_dtype gdt, size_t n,
                                          double *partials) {
   if (n == 0) return PL_OK;
-  cudaStream_t cs = (cudaStream_t)pl_stream_native(s);
+  pl_dev *dev = pl_stream_dev(s);
+  PL_TRY(pl_cuda_use(dev));
+  cudaStream_t cs = pl_cuda_stream_of(dev, s);
   size_t nc = pl_adamw_norm_nchunks(n);
   const int threads = 256, per_block = threads / 32;
   unsigned blocks = (unsigned)((nc + per_block - 1) / per_block);
@@ -94,13 +89,10 @@ extern "C" pl_status pl_cuda_adamw_sumsq(pl_stream *s, const void *g,
     adamw_sumsq_kernel<true><<<blocks, threads, 0, cs>>>(g, n, nc, partials);
   else
     adamw_sumsq_kernel<false><<<blocks, threads, 0, cs>>>(g, n, nc, partials);
-  return check_launch("adamw_sumsq_kernel");
+  PL_CUDA_CHECK_LAUNCH("adamw_sumsq_kernel");
+  return PL_OK;
 }
 
 extern "C" pl_status pl_cuda_adamw_bind_thread(pl_dev *dev) {
-  cudaError_t e = cudaSetDevice(dev->ordinal);
-  if (e != cudaSuccess)
-    return pl_set_error(PL_ERUNTIME, "cudaSetDevice(%d): %s", dev->ordinal,
-                        cudaGetErrorString(e));
-  return PL_OK;
+  return pl_cuda_use(dev);
 }
