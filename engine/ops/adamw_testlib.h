@@ -36,6 +36,11 @@ typedef struct tl_case {
   int simd;     /* pl_simd_path for hybrid / baseline */
 } tl_case;
 
+/* Multi-rank runs: the optimizer clips with the global norm over tl_comm; the
+ * reference regenerates every rank's gradients (rank r uses seed + 7919·r)
+ * and adds the ranks' sums in rank order, independently of the helper. */
+static pl_comm *tl_comm = NULL;
+
 typedef struct tl_result {
   int ok;
   char msg[512];
@@ -98,6 +103,9 @@ __attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, u
                         tl_result *R) {
   memset(R, 0, sizeof *R);
   pl_stream *s = pl_dev_stream(dev);
+  int nranks = tl_comm ? pl_comm_size(tl_comm) : 1;
+  uint64_t seed0 = seed;
+  if (tl_comm) seed = seed0 + 7919u * (uint64_t)pl_comm_rank(tl_comm);
   size_t total = 0, off[TL_MAXT];
   for (int i = 0; i < c->nt; i++) {
     off[i] = total;
@@ -128,7 +136,8 @@ __attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, u
   pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
   if (c->baseline) {
     PL_TRY(pl_cpu_offload_adamw_create(dev, &hp, c->nt, prm, c->gdt,
-                                       (pl_simd_path)c->simd, 0, NULL, &co));
+                                       (pl_simd_path)c->simd, 0, tl_comm,
+                                       &co));
     S = pl_cpu_offload_adamw_state(co);
   } else {
     pl_stream_adamw_cfg cfg = pl_stream_adamw_cfg_default();
@@ -139,6 +148,7 @@ __attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, u
     cfg.share = c->share;
     cfg.share_init = 0.5;
     cfg.simd_path = c->simd;
+    cfg.comm = tl_comm;
     PL_TRY(pl_stream_adamw_create(dev, &hp, &cfg, c->nt, prm, &so));
     S = pl_stream_adamw_state(so);
     R->staging_bytes = pl_stream_adamw_staging_bytes(so);
@@ -179,8 +189,27 @@ __attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, u
                      : pl_stream_adamw_step(so, s);
     if (st || (st = pl_stream_sync(s))) goto out;
     float gs_ref = 1.0f, gs_got = 1.0f;
+    double global = 0.0;
+    if (tl_comm) {
+      void *og = malloc(total * gsz + 4);
+      const void *ogp[TL_MAXT];
+      PL_ASSERT(og);
+      for (int i = 0; i < c->nt; i++) ogp[i] = (char *)og + off[i] * gsz;
+      for (int r = 0; r < nranks; r++) {
+        for (size_t i = 0; i < total; i++) {
+          float g = tl_grad(seed0 + 7919u * (uint64_t)r, t, i);
+          if (c->gdt == PL_BF16)
+            ((pl_bf16 *)og)[i] = pl_f32_to_bf16(g);
+          else
+            ((float *)og)[i] = g;
+        }
+        global = global + pl_adamw_ref_sumsq(c->nt, c->numel, ogp, c->gdt);
+      }
+      free(og);
+    }
     if ((st = pl_adamw_ref_step(&hp, t, c->nt, c->numel, rpp, rmp, rvp, rgp,
-                                c->gdt, rwp, NULL, &gs_ref)))
+                                c->gdt, rwp, tl_comm ? &global : NULL,
+                                &gs_ref)))
       goto out;
     if (c->baseline) {
       pl_cpu_offload_adamw_last(co, &gs_got, NULL);
