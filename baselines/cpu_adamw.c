@@ -253,6 +253,7 @@ struct pl_cpu_offload_adamw {
   pl_simd_path path;
   int nthreads;
   float *p, *m, *v;    /* host, pinned, "optim"         */
+  int own_state;
   void *hgrad;         /* host, pinned, "optim_offload" */
   pl_bf16 *hw;         /* host, pinned, "optim_offload" */
   double *partials;    /* ordinary host scratch           */
@@ -264,9 +265,11 @@ struct pl_cpu_offload_adamw {
 
 void pl_cpu_offload_adamw_destroy(pl_cpu_offload_adamw *o) {
   if (!o) return;
-  pl_free(o->dev, o->p);
-  pl_free(o->dev, o->m);
-  pl_free(o->dev, o->v);
+  if (o->own_state) {
+    pl_free(o->dev, o->p);
+    pl_free(o->dev, o->m);
+    pl_free(o->dev, o->v);
+  }
   pl_free(o->dev, o->hgrad);
   pl_free(o->dev, o->hw);
   free(o->partials);
@@ -280,6 +283,7 @@ pl_status pl_cpu_offload_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
                                       const pl_adamw_param *params,
                                       pl_dtype gdt, pl_simd_path path,
                                       int nthreads, pl_comm *comm,
+                                      const pl_adamw_state *state,
                                       pl_cpu_offload_adamw **out) {
   *out = NULL;
   PL_TRY(pl_adamw_hparams_check(hp));
@@ -313,11 +317,26 @@ pl_status pl_cpu_offload_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
     o->npartials += pl_adamw_norm_nchunks(params[i].numel);
   }
   size_t n = o->total, gsz = pl_dtype_size(gdt);
-  pl_status st;
-  if ((st = pl_alloc(dev, PL_ARENA_HOST, n * 4, "optim", (void **)&o->p)) ||
-      (st = pl_alloc(dev, PL_ARENA_HOST, n * 4, "optim", (void **)&o->m)) ||
-      (st = pl_alloc(dev, PL_ARENA_HOST, n * 4, "optim", (void **)&o->v)) ||
-      (st = pl_alloc(dev, PL_ARENA_HOST, n * gsz, "optim_offload",
+  pl_status st = PL_OK;
+  if (state) {
+    if (state->numel != n || !state->p || !state->m || !state->v) {
+      pl_cpu_offload_adamw_destroy(o);
+      return pl_set_error(PL_EINVAL, "cpu_offload_adamw: borrowed state of "
+                          "%zu params: must hold all %zu", state->numel, n);
+    }
+    o->p = state->p;
+    o->m = state->m;
+    o->v = state->v;
+  } else {
+    o->own_state = 1;
+    if ((st = pl_alloc(dev, PL_ARENA_HOST, n * 4, "optim", (void **)&o->p)) ||
+        (st = pl_alloc(dev, PL_ARENA_HOST, n * 4, "optim", (void **)&o->m)) ||
+        (st = pl_alloc(dev, PL_ARENA_HOST, n * 4, "optim", (void **)&o->v))) {
+      pl_cpu_offload_adamw_destroy(o);
+      return st;
+    }
+  }
+  if ((st = pl_alloc(dev, PL_ARENA_HOST, n * gsz, "optim_offload",
                      &o->hgrad)) ||
       (st = pl_alloc(dev, PL_ARENA_HOST, n * 2, "optim_offload",
                      (void **)&o->hw))) {

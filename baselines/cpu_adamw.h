@@ -50,12 +50,14 @@ typedef struct pl_cpu_offload_adamw pl_cpu_offload_adamw;
  * dtype gdt), borrowed for the optimizer's life.  master/m/v: 12 bytes/param
  * of pinned host memory (tag "optim"); a host copy of the gradients and of the
  * bf16 weights (4 bytes/param with bf16 gradients, tag "optim_offload").
- * comm: clipping norm over its ranks (NULL: this rank alone). */
+ * comm: clipping norm over its ranks (NULL: this rank alone).  state: borrowed
+ * host master/m/v (numel = total params), or NULL to allocate them. */
 pl_status pl_cpu_offload_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
                                       int nparams,
                                       const pl_adamw_param *params,
                                       pl_dtype gdt, pl_simd_path path,
                                       int nthreads, pl_comm *comm,
+                                      const pl_adamw_state *state,
                                       pl_cpu_offload_adamw **out);
 void pl_cpu_offload_adamw_destroy(pl_cpu_offload_adamw *o);
 /* Flat host state in parameter order (numel = total params). */

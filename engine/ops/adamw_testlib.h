@@ -137,7 +137,7 @@ __attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, u
   if (c->baseline) {
     PL_TRY(pl_cpu_offload_adamw_create(dev, &hp, c->nt, prm, c->gdt,
                                        (pl_simd_path)c->simd, 0, tl_comm,
-                                       &co));
+                                       NULL, &co));
     S = pl_cpu_offload_adamw_state(co);
   } else {
     pl_stream_adamw_cfg cfg = pl_stream_adamw_cfg_default();

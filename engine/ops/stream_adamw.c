@@ -67,6 +67,7 @@ struct pl_stream_adamw {
   pl_event *ev_start, *ev_end[4], *ev_gpu0, *ev_gpu1;
   /* host state */
   float *p, *m, *v;
+  int own_state;
   /* norm */
   size_t npart;
   double *dpart, *hpart;
@@ -152,9 +153,11 @@ void pl_stream_adamw_destroy(pl_stream_adamw *o) {
   if (o->cmp) pl_stream_destroy(o->cmp);
   if (o->d2h) pl_stream_destroy(o->d2h);
   if (o->hyb) pl_stream_destroy(o->hyb);
-  pl_free(o->dev, o->p);
-  pl_free(o->dev, o->m);
-  pl_free(o->dev, o->v);
+  if (o->own_state) {
+    pl_free(o->dev, o->p);
+    pl_free(o->dev, o->m);
+    pl_free(o->dev, o->v);
+  }
   pl_free(o->dev, o->dpart);
   pl_free(o->dev, o->hpart);
   free(o->bk);
@@ -263,10 +266,26 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
   if ((st = build_buckets(o))) goto fail;
 
   /* host state */
-  if ((st = pl_alloc(dev, PL_ARENA_HOST, total * 4, "optim", (void **)&o->p)) ||
-      (st = pl_alloc(dev, PL_ARENA_HOST, total * 4, "optim", (void **)&o->m)) ||
-      (st = pl_alloc(dev, PL_ARENA_HOST, total * 4, "optim", (void **)&o->v)))
-    goto fail;
+  if (cfg->state) {
+    if (cfg->state->numel != total || !cfg->state->p || !cfg->state->m ||
+        !cfg->state->v) {
+      st = pl_set_error(PL_EINVAL, "stream_adamw: borrowed state of %zu "
+                        "params: must hold all %zu", cfg->state->numel, total);
+      goto fail;
+    }
+    o->p = cfg->state->p;
+    o->m = cfg->state->m;
+    o->v = cfg->state->v;
+  } else {
+    o->own_state = 1;
+    if ((st = pl_alloc(dev, PL_ARENA_HOST, total * 4, "optim",
+                       (void **)&o->p)) ||
+        (st = pl_alloc(dev, PL_ARENA_HOST, total * 4, "optim",
+                       (void **)&o->m)) ||
+        (st = pl_alloc(dev, PL_ARENA_HOST, total * 4, "optim",
+                       (void **)&o->v)))
+      goto fail;
+  }
   /* norm partials */
   for (int i = 0; i < nparams; i++)
     o->npart += pl_adamw_norm_nchunks(params[i].numel);

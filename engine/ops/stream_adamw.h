@@ -50,6 +50,9 @@ typedef struct pl_stream_adamw_cfg {
   int simd_path;      /* pl_simd_path of baselines/cpu_adamw.h (0 = auto)    */
   int cpu_threads;    /* OpenMP threads of the CPU share (<= 0: default)     */
   pl_comm *comm;      /* clipping norm over its ranks (NULL: this rank)      */
+  /* Borrowed host state (pinned, numel = Θ) instead of allocating it: lets a
+   * benchmark switch schedules without re-pinning 12Θ bytes.  NULL: own. */
+  const pl_adamw_state *state;
 } pl_stream_adamw_cfg;
 
 /* β = 100M, s = 2, bf16 gradients on the device, share 0. */
