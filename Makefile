@@ -4,8 +4,11 @@
 #   CUDA_HOME       toolkit root (default /usr/local/cuda)
 #   DEBUG=0|1       -O0 -g and sanitizer-friendly flags
 #   PREFIX          install prefix for `make install`
-#   STATIC_DEPS=0|1 link Check and OpenBLAS statically (binaries that run on a
-#                   machine without those packages, e.g. the GPU machine)
+#   STATIC_DEPS=0|1 link Check (and OpenBLAS) statically from DEPS_LIBDIR
+#   BLAS=openblas|none  none: the CPU backend's GEMM is a plain OpenMP loop
+#                   (for machines without OpenBLAS, e.g. the GPU machine image)
+#   DEPS_PREFIX     extra include/ and lib/ root for headers and static libs
+#   WERROR=1        warnings are errors (0 for a newer compiler on another machine)
 #   NP=2            ranks for `make run`;  MPI_NPS="1 2 3 4" ranks for MPI tests
 #   DEPS=1          `make run`/`make test` first install Debian packages (0: skip)
 .DEFAULT_GOAL := all
@@ -17,6 +20,9 @@ CUDA_HOME ?= /usr/local/cuda
 DEBUG ?= 0
 PREFIX ?= /usr/local
 STATIC_DEPS ?= 0
+BLAS ?= openblas
+DEPS_PREFIX ?=
+DEPS_LIBDIR ?= $(if $(DEPS_PREFIX),$(DEPS_PREFIX)/lib,/usr/lib/x86_64-linux-gnu)
 NP ?= 2
 MPI_NPS ?= 1 2 3 4
 DEPS ?= 1
@@ -47,19 +53,24 @@ DEB_PKGS := openmpi-bin libopenmpi-dev libpmix-dev libopenblas-dev check \
 MPI_CFLAGS = $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS = $(shell mpicc --showme:link 2>/dev/null)
 ifeq ($(STATIC_DEPS),1)
-  BLAS_LIBS = /usr/lib/x86_64-linux-gnu/libopenblas.a -lpthread
-  CHECK_LIBS = /usr/lib/x86_64-linux-gnu/libcheck.a /usr/lib/x86_64-linux-gnu/libsubunit.a -lrt -lm
+  BLAS_LIBS = $(DEPS_LIBDIR)/libopenblas.a -lpthread
+  CHECK_LIBS = $(DEPS_LIBDIR)/libcheck.a $(DEPS_LIBDIR)/libsubunit.a -lrt -lm
 else
   BLAS_LIBS = -lopenblas
   CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck)
 endif
-CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+ifeq ($(BLAS),none)
+  BLAS_LIBS :=
+  CPPFLAGS += -DPL_HAVE_BLAS=0
+endif
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null) $(if $(DEPS_PREFIX),-I$(DEPS_PREFIX)/include)
 
 OPT := -O2
 ifeq ($(DEBUG),1)
   OPT := -O0 -g3
 endif
-WARN := -Wall -Wextra -Werror -Wno-unused-parameter
+WERROR ?= 1
+WARN := -Wall -Wextra -Wno-unused-parameter $(if $(filter 1,$(WERROR)),-Werror)
 CPPFLAGS += -Iengine/include -Iengine -Isuite -DPL_HAVE_CUDA=$(HAVE_CUDA) \
             -D_GNU_SOURCE -DPL_GIT_SHA=\"$(GIT_SHA)\"
 CFLAGS += -std=c11 $(OPT) -g $(WARN) -fopenmp -fPIC -march=x86-64-v2
@@ -101,7 +112,7 @@ TEST_BINS := $(TEST_C:%.c=$(BUILD)/tests/%) $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
 all: config $(BIN) $(LIB) $(BUILD)/lib/pkgconfig/plateau.pc
 
 config:
-	@echo "# plateau build: CUDA=$(HAVE_CUDA) (nvcc: $(or $(NVCC),none)) CUDA_ARCH=$(CUDA_ARCH) DEBUG=$(DEBUG) STATIC_DEPS=$(STATIC_DEPS) sha=$(GIT_SHA)"
+	@echo "# plateau build: CUDA=$(HAVE_CUDA) (nvcc: $(or $(NVCC),none)) CUDA_ARCH=$(CUDA_ARCH) DEBUG=$(DEBUG) BLAS=$(BLAS) STATIC_DEPS=$(STATIC_DEPS) sha=$(GIT_SHA)"
 
 build: all
 

@@ -8,7 +8,12 @@
  * clock.  GEMM goes through OpenBLAS (cblas_sgemm); bf16 operands are widened
  * to f32 first (exact), accumulated in f32 and the result rounded once to
  * bf16, as the CUDA backend's cuBLAS call does. */
+#ifndef PL_HAVE_BLAS
+#define PL_HAVE_BLAS 1
+#endif
+#if PL_HAVE_BLAS
 #include <cblas.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +23,28 @@
 #include "backend/internal.h"
 #include "plateau/hd.h"
 
+#if PL_HAVE_BLAS
 char *openblas_get_config(void);
+#else
+/* BLAS=none builds (machines without OpenBLAS, e.g. the GPU machine's image):
+ * a plain OpenMP loop with the same row-major semantics as cblas_sgemm. */
+static void plain_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                        float *c, int64_t ldc) {
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < m; i++) {
+    float *ci = c + i * ldc;
+    for (int64_t j = 0; j < n; j++) ci[j] = beta == 0.0f ? 0.0f : beta * ci[j];
+    for (int64_t p = 0; p < k; p++) {
+      float av = alpha * (ta ? a[p * lda + i] : a[i * lda + p]);
+      if (tb)
+        for (int64_t j = 0; j < n; j++) ci[j] += av * b[j * ldb + p];
+      else
+        for (int64_t j = 0; j < n; j++) ci[j] += av * b[p * ldb + j];
+    }
+  }
+}
+#endif
 
 static pl_status cpu_init(pl_dev *dev, int ordinal) { return PL_OK; }
 static void cpu_fini(pl_dev *dev) {}
@@ -46,7 +72,11 @@ static pl_status cpu_info(const pl_dev *dev, pl_dev_info *out) {
   out->sm_count = (int)sysconf(_SC_NPROCESSORS_ONLN);
   snprintf(out->driver, sizeof out->driver, "-");
   snprintf(out->runtime, sizeof out->runtime, "-");
+#if PL_HAVE_BLAS
   const char *cfg = openblas_get_config();
+#else
+  const char *cfg = "none (BLAS=none build: plain loops)";
+#endif
   char ver[64] = "OpenBLAS";
   if (cfg) sscanf(cfg, "%63[^ ] %*s", ver);
   if (cfg) {
@@ -237,10 +267,14 @@ static pl_status gemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
       for (int64_t q = 0; q < n; q++)
         c[r * lc + q] = beta == 0.0f ? 0.0f : beta * c[r * lc + q];
   } else {
+#if PL_HAVE_BLAS
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
                 tb ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n,
                 (blasint)k, alpha, a, (blasint)la, b, (blasint)lb, beta, c,
                 (blasint)lc);
+#else
+    plain_sgemm(ta, tb, m, n, k, alpha, a, la, b, lb, beta, c, lc);
+#endif
   }
   if (c_dt == PL_BF16) {
     pl_bf16 *cb = C;
