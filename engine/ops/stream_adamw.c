@@ -608,3 +608,7 @@ void pl_stream_adamw_last_get(const pl_stream_adamw *o,
   (void)finish_timing(m);
   *out = o->last;
 }
+
+float pl_stream_adamw_gscale(const pl_stream_adamw *o) {
+  return o->last.gscale;
+}

@@ -98,6 +98,8 @@ typedef struct pl_stream_adamw_last {
 } pl_stream_adamw_last;
 void pl_stream_adamw_last_get(const pl_stream_adamw *o,
                               pl_stream_adamw_last *out);
+/* The last step's clip factor, without waiting for anything. */
+float pl_stream_adamw_gscale(const pl_stream_adamw *o);
 
 /* Global fixed-order sum of squares: every rank's local sum gathered and
  * added in rank order (identical on all ranks); c NULL returns local. */
