@@ -23,6 +23,7 @@
  * step's clip factor must equal the reference's.  Gradients are fixed over the
  * run (the bench measures the optimizer, not a backward pass). */
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@ static const char *const simd_names[] = {"auto", "scalar", "avx2", "avx512",
 static const pl_opt adam_opts[] = {
     {"preset", 0, PL_OPT_ENUM, "paper",
      "paper: 2.625G params/rank, bucket 100M, slots 2, link buffers 1Gi; "
-     "small: 2M, bucket 512K, slots 1,2, link 16Mi, 1 thread per rank "
+     "small: 1M, bucket 256K, slots 1,2, link 16Mi, 1 thread per rank "
      "(CPU backend, make run: seconds on 2 ranks)",
      0, 0, preset_names},
     {"params", 0, PL_OPT_SIZE, NULL, "parameters per rank (overrides preset)",
@@ -346,13 +347,13 @@ static pl_status adam_run(pl_bench_ctx *ctx) {
   bool cuda = pl_dev_backend(dev) == PL_BACKEND_CUDA;
   bool small = pl_args_enum(a, "preset") == 1;
   size_t P = pl_args_given(a, "params") ? (size_t)pl_args_size(a, "params")
-                                        : (small ? 2000000 : 2625000000ull);
+                                        : (small ? 1000000 : 2625000000ull);
   uint64_t betas[PL_OPT_LIST_MAX], slots[PL_OPT_LIST_MAX];
   int nbeta, nslot;
   if (pl_args_given(a, "bucket"))
     nbeta = pl_args_size_list(a, "bucket", betas, PL_OPT_LIST_MAX);
   else
-    PL_TRY(pl_parse_size_list("--bucket", small ? "512K" : "100M", betas,
+    PL_TRY(pl_parse_size_list("--bucket", small ? "256K" : "100M", betas,
                               PL_OPT_LIST_MAX, &nbeta));
   if (pl_args_given(a, "slots"))
     nslot = pl_args_size_list(a, "slots", slots, PL_OPT_LIST_MAX);
@@ -373,6 +374,8 @@ static pl_status adam_run(pl_bench_ctx *ctx) {
   pl_simd_path simd_used = PL_SIMD_SCALAR;
   int threads = (int)pl_args_int(a, "threads");
   if (small && !pl_args_given(a, "threads")) threads = 1;
+  /* the rank's OpenMP threads: the CPU update and the CPU backend's kernels */
+  if (threads > 0) omp_set_num_threads(threads);
   int ntens = (int)pl_args_int(a, "tensors");
   if ((size_t)ntens > P) ntens = (int)P;
   pl_adamw_hparams hp = pl_adamw_hparams_default();
