@@ -72,7 +72,7 @@ endif
 WERROR ?= 1
 WARN := -Wall -Wextra -Wno-unused-parameter $(if $(filter 1,$(WERROR)),-Werror)
 CPPFLAGS += -Iengine/include -Iengine -Isuite -DPL_HAVE_CUDA=$(HAVE_CUDA) \
-            -D_GNU_SOURCE -DPL_GIT_SHA=\"$(GIT_SHA)\"
+            -D_GNU_SOURCE -I$(BUILD)/gen
 CFLAGS += -std=c11 $(OPT) -g $(WARN) -fopenmp -fPIC -march=x86-64-v2
 NVCCFLAGS += -std=c++17 -O3 -lineinfo -arch=sm_$(CUDA_ARCH) \
              -Xcompiler -fPIC,-Wall -Iengine/include -Iengine \
@@ -133,11 +133,20 @@ $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
 
+# The git sha of the build, rewritten only when it changes so that -MMD
+# rebuilds exactly the files that include it (result metadata, --version).
+.PHONY: FORCE
+$(BUILD)/gen/plateau_git.h: FORCE
+	@mkdir -p $(@D)
+	@echo '#define PL_GIT_SHA "$(GIT_SHA)"' > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+$(SUITE_OBJ) $(BUILD)/obj/suite/main.o: | $(BUILD)/gen/plateau_git.h
+
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(BIN): $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(LIB)
+$(BIN): $(BUILD)/gen/plateau_git.h $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(LIB) $(LDLIBS_ALL)
 

@@ -1,0 +1,545 @@
+/* results.c — result files (see results.h for the format and guarantees).
+ *
+ * Why this shape: sweeps run as Slurm array tasks, several ranks or jobs may
+ * append to one file, and a job can be killed at any instant.  So a file is
+ * created with O_EXCL under a name no other writer can produce, every row is a
+ * single write(2) of a whole line under an exclusive flock, and a writer that
+ * finds the file not ending in '\n' (someone died mid-row) first closes the
+ * fragment with a marker field ("\t!torn\n") so the fragment can never be
+ * mistaken for a row, whatever number of fields it happened to have.  Readers
+ * accept a line only when it ends in '\n', has exactly the header's number of
+ * fields and no torn marker; everything else is counted in nbad. */
+#include "results.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plateau/plateau.h"
+
+#include "plateau_git.h" /* generated: build/gen */
+#ifndef PL_GIT_SHA
+#define PL_GIT_SHA "unknown"
+#endif
+
+#define PL_RESULTS_SCHEMA 1
+#define TORN_MARK "!torn"
+
+struct pl_results {
+  int fd;
+  int ncols;
+  char *path;
+};
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static int count_fields(const char *line, size_t len) {
+  int n = 1;
+  for (size_t i = 0; i < len; i++)
+    if (line[i] == '\t') n++;
+  return n;
+}
+
+static pl_status mkdir_p(const char *dir) {
+  char buf[4096];
+  size_t len = strlen(dir);
+  if (len == 0 || len >= sizeof buf)
+    return pl_set_error(PL_EINVAL, "result dir '%s': empty or too long", dir);
+  memcpy(buf, dir, len + 1);
+  for (size_t i = 1; i <= len; i++) {
+    if (buf[i] == '/' || buf[i] == '\0') {
+      char c = buf[i];
+      buf[i] = '\0';
+      if (mkdir(buf, 0775) != 0 && errno != EEXIST)
+        return pl_set_error(PL_EIO, "mkdir %s: %s", buf, strerror(errno));
+      buf[i] = c;
+    }
+  }
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+    return pl_set_error(PL_EIO, "result dir %s: not a directory", dir);
+  return PL_OK;
+}
+
+/* Write all of buf (a regular file normally takes it in one call; loop for
+ * the partial-write case, still under the caller's lock). */
+static pl_status write_all(int fd, const char *buf, size_t len,
+                           const char *path) {
+  while (len > 0) {
+    ssize_t w = write(fd, buf, len);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
+    }
+    buf += w;
+    len -= (size_t)w;
+  }
+  return PL_OK;
+}
+
+/* Growable string. */
+typedef struct sbuf {
+  char *p;
+  size_t len, cap;
+} sbuf;
+
+static void sb_putn(sbuf *b, const char *s, size_t n) {
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + n + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    PL_ASSERT(p != NULL);
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+}
+static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+/* Metadata values live on one "# key: value" line: newlines and tabs become
+ * spaces. */
+static void sb_put_clean(sbuf *b, const char *s) {
+  for (; *s; s++) {
+    char c = (*s == '\n' || *s == '\r' || *s == '\t') ? ' ' : *s;
+    sb_putn(b, &c, 1);
+  }
+}
+
+/* Lock, terminate a torn fragment if the file does not end in '\n', write
+ * `buf` in one call, unlock. */
+static pl_status locked_append(int fd, const char *path, const char *buf,
+                               size_t len) {
+  while (flock(fd, LOCK_EX) != 0) {
+    if (errno != EINTR)
+      return pl_set_error(PL_EIO, "flock %s: %s", path, strerror(errno));
+  }
+  pl_status st = PL_OK;
+  struct stat sst;
+  if (fstat(fd, &sst) != 0) {
+    st = pl_set_error(PL_EIO, "fstat %s: %s", path, strerror(errno));
+  } else if (sst.st_size > 0) {
+    char last = '\n';
+    ssize_t r = pread(fd, &last, 1, sst.st_size - 1);
+    if (r != 1) {
+      st = pl_set_error(PL_EIO, "read %s: %s", path,
+                        r < 0 ? strerror(errno) : "short read");
+    } else if (last != '\n') {
+      static const char mark[] = "\t" TORN_MARK "\n";
+      st = write_all(fd, mark, sizeof mark - 1, path);
+    }
+  }
+  if (st == PL_OK) st = write_all(fd, buf, len, path);
+  flock(fd, LOCK_UN);
+  return st;
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+pl_status pl_results_create(const char *dir, const char *stem,
+                            const char *columns, const char *const *meta_kv,
+                            pl_results **out) {
+  *out = NULL;
+  if (!dir || !stem || !columns || !*stem || !*columns)
+    return pl_set_error(PL_EINVAL, "pl_results_create: dir, stem and columns "
+                                   "must be non-empty");
+  if (strchr(stem, '/'))
+    return pl_set_error(PL_EINVAL, "result stem '%s': must not contain '/'",
+                        stem);
+  if (strchr(columns, '\n'))
+    return pl_set_error(PL_EINVAL, "result columns must be one line");
+  PL_TRY(mkdir_p(dir));
+
+  char host[256] = "host";
+  gethostname(host, sizeof host - 1);
+  host[sizeof host - 1] = '\0';
+  for (char *c = host; *c; c++)
+    if (*c == '/' || *c == '.' || *c == ' ') *c = '_';
+  char stamp[32];
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+
+  size_t plen = strlen(dir) + strlen(stem) + strlen(host) + 96;
+  char *path = malloc(plen);
+  PL_ASSERT(path != NULL);
+  int fd = -1;
+  for (int n = 0; n < 100000; n++) {
+    snprintf(path, plen, "%s/%s.%s.%s.%ld.%d.tsv", dir, stem, stamp, host,
+             (long)getpid(), n);
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0664);
+    if (fd >= 0) break;
+    if (errno != EEXIST) {
+      pl_status st = pl_set_error(PL_EIO, "create %s: %s", path,
+                                  strerror(errno));
+      free(path);
+      return st;
+    }
+  }
+  if (fd < 0) {
+    free(path);
+    return pl_set_error(PL_EIO, "no free result file name in %s", dir);
+  }
+
+  sbuf b = {0};
+  char line[64];
+  snprintf(line, sizeof line, "# plateau-results: %d\n", PL_RESULTS_SCHEMA);
+  sb_puts(&b, line);
+  for (int i = 0; meta_kv && meta_kv[i] && meta_kv[i + 1]; i += 2) {
+    sb_puts(&b, "# ");
+    sb_put_clean(&b, meta_kv[i]);
+    sb_puts(&b, ": ");
+    sb_put_clean(&b, meta_kv[i + 1]);
+    sb_puts(&b, "\n");
+  }
+  sb_puts(&b, columns);
+  sb_puts(&b, "\n");
+  pl_status st = locked_append(fd, path, b.p, b.len);
+  free(b.p);
+  if (st != PL_OK) {
+    close(fd);
+    free(path);
+    return st;
+  }
+  pl_results *r = calloc(1, sizeof *r);
+  PL_ASSERT(r != NULL);
+  r->fd = fd;
+  r->path = path;
+  r->ncols = count_fields(columns, strlen(columns));
+  *out = r;
+  return PL_OK;
+}
+
+/* The header line of an existing file (first line not starting with '#'). */
+static pl_status read_header(const char *path, char **header) {
+  FILE *f = fopen(path, "r");
+  if (!f) return pl_set_error(PL_EIO, "open %s: %s", path, strerror(errno));
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  pl_status st = pl_set_error(PL_EINVAL, "%s: no header line", path);
+  while ((n = getline(&line, &cap, f)) > 0) {
+    if (line[0] == '#') continue;
+    if (line[n - 1] != '\n') break;
+    line[n - 1] = '\0';
+    *header = line;
+    line = NULL;
+    st = PL_OK;
+    pl_clear_error();
+    break;
+  }
+  free(line);
+  fclose(f);
+  return st;
+}
+
+pl_status pl_results_open_append(const char *path, const char *columns,
+                                 pl_results **out) {
+  *out = NULL;
+  char *header = NULL;
+  PL_TRY(read_header(path, &header));
+  if (strcmp(header, columns) != 0) {
+    pl_status st = pl_set_error(PL_EINVAL,
+                                "%s: header '%s' differs from columns '%s'",
+                                path, header, columns);
+    free(header);
+    return st;
+  }
+  free(header);
+  int fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return pl_set_error(PL_EIO, "open %s: %s", path, strerror(errno));
+  pl_results *r = calloc(1, sizeof *r);
+  PL_ASSERT(r != NULL);
+  r->fd = fd;
+  r->path = strdup(path);
+  r->ncols = count_fields(columns, strlen(columns));
+  *out = r;
+  return PL_OK;
+}
+
+pl_status pl_results_append(pl_results *r, const char *line) {
+  if (!r || !line) return pl_set_error(PL_EINVAL, "pl_results_append: NULL");
+  size_t len = strlen(line);
+  if (memchr(line, '\n', len) || line[0] == '#')
+    return pl_set_error(PL_EINVAL, "%s: a row must be one line not starting "
+                        "with '#'", r->path);
+  int nf = count_fields(line, len);
+  if (nf != r->ncols)
+    return pl_set_error(PL_EINVAL, "%s: row has %d fields, header has %d",
+                        r->path, nf, r->ncols);
+  char *buf = malloc(len + 2);
+  PL_ASSERT(buf != NULL);
+  memcpy(buf, line, len);
+  buf[len] = '\n';
+  pl_status st = locked_append(r->fd, r->path, buf, len + 1);
+  free(buf);
+  return st;
+}
+
+pl_status pl_results_close(pl_results *r, const char *end_status) {
+  if (!r) return PL_OK;
+  char stamp[32], line[128];
+  pl_utc_stamp(stamp, sizeof stamp);
+  snprintf(line, sizeof line, "# end: %s %s\n",
+           end_status && *end_status ? end_status : "ok", stamp);
+  pl_status st = locked_append(r->fd, r->path, line, strlen(line));
+  if (close(r->fd) != 0 && st == PL_OK)
+    st = pl_set_error(PL_EIO, "close %s: %s", r->path, strerror(errno));
+  free(r->path);
+  free(r);
+  return st;
+}
+
+const char *pl_results_path(const pl_results *r) { return r ? r->path : NULL; }
+
+/* ---- reading ------------------------------------------------------------- */
+
+static char **split_tabs(const char *s, size_t len, int *n) {
+  int nf = count_fields(s, len);
+  char **f = calloc((size_t)nf, sizeof *f);
+  PL_ASSERT(f != NULL);
+  size_t start = 0;
+  int k = 0;
+  for (size_t i = 0; i <= len; i++) {
+    if (i == len || s[i] == '\t') {
+      f[k] = strndup(s + start, i - start);
+      PL_ASSERT(f[k] != NULL);
+      k++;
+      start = i + 1;
+    }
+  }
+  *n = nf;
+  return f;
+}
+
+static void free_fields(char **f, int n) {
+  for (int i = 0; i < n; i++) free(f[i]);
+  free(f);
+}
+
+pl_status pl_table_read(const char *path, pl_table *out) {
+  memset(out, 0, sizeof *out);
+  FILE *f = fopen(path, "r");
+  if (!f) return pl_set_error(PL_EIO, "open %s: %s", path, strerror(errno));
+  out->path = strdup(path);
+  char *line = NULL;
+  size_t cap = 0, rows_cap = 0, meta_cap = 0;
+  ssize_t n;
+  bool have_schema = false;
+  while ((n = getline(&line, &cap, f)) > 0) {
+    if (line[n - 1] != '\n') { /* torn last line: no newline yet */
+      out->nbad++;
+      break;
+    }
+    size_t len = (size_t)n - 1;
+    line[len] = '\0';
+    if (len == 0) continue;
+    if (line[0] == '#') {
+      if (strncmp(line, "# plateau-results:", 18) == 0) {
+        have_schema = true;
+      } else if (strncmp(line, "# end:", 6) == 0) {
+        out->finished = 1;
+      } else {
+        char *colon = strstr(line, ": ");
+        if (colon && line[1] == ' ') {
+          if (out->nmeta == (int)meta_cap) {
+            meta_cap = meta_cap ? 2 * meta_cap : 32;
+            out->meta_keys = realloc(out->meta_keys, meta_cap * sizeof(char *));
+            out->meta_vals = realloc(out->meta_vals, meta_cap * sizeof(char *));
+            PL_ASSERT(out->meta_keys && out->meta_vals);
+          }
+          out->meta_keys[out->nmeta] = strndup(line + 2, (size_t)(colon - line - 2));
+          out->meta_vals[out->nmeta] = strdup(colon + 2);
+          out->nmeta++;
+        }
+      }
+      continue;
+    }
+    if (!out->cols) {
+      out->cols = split_tabs(line, len, &out->ncols);
+      continue;
+    }
+    int nf;
+    char **fields = split_tabs(line, len, &nf);
+    bool ok = nf == out->ncols;
+    for (int i = 0; ok && i < nf; i++)
+      if (strcmp(fields[i], TORN_MARK) == 0) ok = false;
+    if (!ok) {
+      free_fields(fields, nf);
+      out->nbad++;
+      continue;
+    }
+    if (out->nrows == (int)rows_cap) {
+      rows_cap = rows_cap ? 2 * rows_cap : 64;
+      out->rows = realloc(out->rows, rows_cap * sizeof(char **));
+      PL_ASSERT(out->rows != NULL);
+    }
+    out->rows[out->nrows++] = fields;
+  }
+  free(line);
+  bool err = ferror(f);
+  fclose(f);
+  if (err) {
+    pl_status st = pl_set_error(PL_EIO, "read %s: I/O error", path);
+    pl_table_free(out);
+    return st;
+  }
+  if (!have_schema || !out->cols) {
+    pl_status st = pl_set_error(
+        PL_EINVAL, "%s: not a plateau result file (%s)", path,
+        !have_schema ? "no '# plateau-results:' line" : "no header line");
+    pl_table_free(out);
+    return st;
+  }
+  return PL_OK;
+}
+
+void pl_table_free(pl_table *t) {
+  if (!t) return;
+  free(t->path);
+  if (t->cols) free_fields(t->cols, t->ncols);
+  for (int i = 0; i < t->nrows; i++) free_fields(t->rows[i], t->ncols);
+  free(t->rows);
+  for (int i = 0; i < t->nmeta; i++) {
+    free(t->meta_keys[i]);
+    free(t->meta_vals[i]);
+  }
+  free(t->meta_keys);
+  free(t->meta_vals);
+  memset(t, 0, sizeof *t);
+}
+
+int pl_table_col(const pl_table *t, const char *name) {
+  for (int i = 0; i < t->ncols; i++)
+    if (strcmp(t->cols[i], name) == 0) return i;
+  return -1;
+}
+
+const char *pl_table_meta(const pl_table *t, const char *key) {
+  for (int i = t->nmeta - 1; i >= 0; i--) /* last one wins */
+    if (strcmp(t->meta_keys[i], key) == 0) return t->meta_vals[i];
+  return NULL;
+}
+
+/* ---- metadata ------------------------------------------------------------ */
+
+extern char **environ;
+
+#define META_MAX 128
+static char meta_store[META_MAX][512];
+static const char *meta_kv[2 * META_MAX + 1];
+
+static bool env_whitelisted(const char *name, size_t len) {
+  static const char *const exact[] = {
+      "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
+      "SLURM_NTASKS", "SLURM_JOB_NODELIST", "SLURM_JOB_PARTITION",
+      "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", NULL};
+  for (int i = 0; exact[i]; i++)
+    if (strlen(exact[i]) == len && strncmp(exact[i], name, len) == 0)
+      return true;
+  return (len > 5 && strncmp(name, "NCCL_", 5) == 0) ||
+         (len > 8 && strncmp(name, "PLATEAU_", 8) == 0);
+}
+
+const char *const *pl_results_meta(struct pl_dev *dev, struct pl_comm *comm,
+                                   const char *bench, int argc, char **argv) {
+  int nkv = 0, nstore = 0;
+#define PUT(k, ...)                                                            \
+  do {                                                                         \
+    if (nkv / 2 < META_MAX - 1 && nstore < META_MAX) {                         \
+      snprintf(meta_store[nstore], sizeof meta_store[nstore], __VA_ARGS__);    \
+      meta_kv[nkv++] = (k);                                                    \
+      meta_kv[nkv++] = meta_store[nstore++];                                   \
+    }                                                                          \
+  } while (0)
+
+  const char *sha = PL_GIT_SHA;
+  size_t shalen = strlen(sha);
+  bool dirty = shalen > 6 && strcmp(sha + shalen - 6, "-dirty") == 0;
+  PUT("bench", "%s", bench ? bench : "-");
+  PUT("plateau_version", "%s", PLATEAU_VERSION);
+  PUT("git_sha", "%.*s", (int)(dirty ? shalen - 6 : shalen), sha);
+  PUT("git_dirty", "%d", dirty ? 1 : 0);
+  pl_dev_info info;
+  memset(&info, 0, sizeof info);
+  if (dev && pl_dev_info_get(dev, &info) == PL_OK) {
+    PUT("backend", "%s", pl_backend_name(info.backend));
+    PUT("device", "%s", info.name);
+    PUT("device_ordinal", "%d", info.ordinal);
+    PUT("device_memory_bytes", "%zu", info.total_bytes);
+    PUT("device_units", "%d", info.sm_count);
+    PUT("driver", "%s", info.driver);
+    PUT("cuda_runtime", "%s", info.runtime);
+    PUT("blas", "%s", info.blas);
+  } else {
+    PUT("backend", "%s", "-");
+    PUT("device", "%s", "-");
+  }
+  PUT("nccl", "%s", pl_nccl_version());
+  PUT("mpi", "%s", pl_mpi_version());
+  PUT("ranks", "%d", comm ? pl_comm_size(comm) : pl_world_size());
+  char host[256] = "-";
+  gethostname(host, sizeof host - 1);
+  host[sizeof host - 1] = '\0';
+  PUT("hostname", "%s", host);
+  const char *jid = getenv("SLURM_JOB_ID");
+  const char *ajid = getenv("SLURM_ARRAY_JOB_ID");
+  const char *atid = getenv("SLURM_ARRAY_TASK_ID");
+  PUT("slurm_job_id", "%s", jid ? jid : "-");
+  PUT("slurm_array_job_id", "%s", ajid ? ajid : "-");
+  PUT("slurm_array_task_id", "%s", atid ? atid : "-");
+  char stamp[32];
+  pl_utc_stamp(stamp, sizeof stamp);
+  PUT("start_utc", "%s", stamp);
+
+  /* argv: shell-quoted when needed, so the line can be pasted back. */
+  {
+    char *buf = meta_store[nstore];
+    size_t cap = sizeof meta_store[0], len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < argc && len + 4 < cap; i++) {
+      const char *a = argv[i];
+      bool plain = *a != '\0';
+      for (const char *c = a; *c; c++)
+        if (!(strchr("-_=.,:/+@%", *c) || (*c >= '0' && *c <= '9') ||
+              (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')))
+          plain = false;
+      int w = snprintf(buf + len, cap - len, plain ? "%s%s" : "%s'%s'",
+                       i ? " " : "", a);
+      if (w < 0) break;
+      len += (size_t)w;
+      if (len >= cap) len = cap - 1;
+    }
+    if (nstore < META_MAX) {
+      meta_kv[nkv++] = "argv";
+      meta_kv[nkv++] = meta_store[nstore++];
+    }
+  }
+
+  /* Whitelisted environment, one key per variable: env.NAME */
+  static char env_keys[META_MAX][80];
+  int nenv = 0;
+  for (char **e = environ; e && *e && nenv < 48; e++) {
+    const char *eq = strchr(*e, '=');
+    if (!eq) continue;
+    size_t len = (size_t)(eq - *e);
+    if (len > 70 || !env_whitelisted(*e, len)) continue;
+    snprintf(env_keys[nenv], sizeof env_keys[nenv], "env.%.*s", (int)len, *e);
+    PUT(env_keys[nenv], "%s", eq + 1);
+    nenv++;
+  }
+#undef PUT
+  meta_kv[nkv] = NULL;
+  return meta_kv;
+}
