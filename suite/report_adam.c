@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "plateau/plateau.h"
+#include "report.h"
 #include "results.h"
 
 /* Paper, Table 4 (DESIGN §1.4): 2.625B params per rank, 8×H200 sharing a
@@ -145,7 +146,8 @@ static const char *fmt_s(char *b, size_t n, double ms) {
   return b;
 }
 
-pl_status pl_report_adam(const char *run_dir, const char *out_dir) {
+static pl_status report_adam(const char *run_dir, const char *out_dir,
+                             const char *analysis_dir, int *charts_skipped) {
   acc *A = calloc(1, sizeof *A);
   if (!A) return pl_set_error(PL_ENOMEM, "report adam: accumulator");
   scan(A, run_dir, 0);
@@ -334,11 +336,13 @@ pl_status pl_report_adam(const char *run_dir, const char *out_dir) {
     }
     fclose(f);
     printf("%s\n", path);
-    const char *adir = getenv("PLATEAU_ANALYSIS_DIR");
+    const char *adir = analysis_dir ? analysis_dir
+                                    : getenv("PLATEAU_ANALYSIS_DIR");
     char gp[4096];
     snprintf(gp, sizeof gp, "%s/adam_sweep.gp", adir ? adir : "analysis");
     if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
       printf("# adam chart skipped: gnuplot not found\n");
+      if (charts_skipped) *charts_skipped = 1;
     } else {
       for (int k = 0; k < 2; k++) {
         char out[4200], cmd[16384];
@@ -352,4 +356,19 @@ pl_status pl_report_adam(const char *run_dir, const char *out_dir) {
   }
   free(A);
   return PL_OK;
+}
+
+pl_status pl_report_adam(const char *run_dir, const char *out_dir) {
+  return report_adam(run_dir, out_dir, NULL, NULL);
+}
+
+/* The hook of suite/report.c (hooks[]: {"adam", pl_report_adam_hook}): this
+ * report reads its files itself (it also needs the torch peer files). */
+pl_status pl_report_adam_hook(pl_report_ctx *rc, const char *bench,
+                              pl_table *const *tables, int ntables) {
+  (void)bench;
+  (void)tables;
+  (void)ntables;
+  return report_adam(rc->run_dir, rc->out_dir, rc->analysis_dir,
+                     &rc->charts_skipped);
 }
