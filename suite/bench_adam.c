@@ -81,6 +81,7 @@ static const pl_opt adam_opts[] = {
   "update_ms\tstaging_bytes\tstaging_bound\thost_bytes\tbackend"
 
 #define NSAMPLE 4096
+#define SCRATCH ((size_t)64 << 20) /* elements of the set-up scratch */
 #define MAXSTEPS 4096
 
 /* ---- the rank's shard ------------------------------------------------------ */
@@ -138,15 +139,28 @@ static pl_status shard_alloc(shard *S, pl_stream *s) {
   PL_TRY(pl_alloc(S->dev, PL_ARENA_HOST, n * 4, "optim", (void **)&S->st.m));
   PL_TRY(pl_alloc(S->dev, PL_ARENA_HOST, n * 4, "optim", (void **)&S->st.v));
   S->st.numel = n;
-  float *p = S->st.p, *m = S->st.m, *v = S->st.v;
+  /* initial state drawn on the device in chunks and copied to the pinned
+   * host arrays (fast on both backends); never zero, v > 0 */
+  size_t chunk = n < SCRATCH ? n : SCRATCH;
+  float *scr = NULL;
+  PL_TRY(pl_alloc(S->dev, PL_ARENA_DEVICE, chunk * 4, "bench_scratch",
+                  (void **)&scr));
   uint64_t sd = S->seed + 17;
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; i++) {
-    p[i] = pl_rng_normal(sd, 3 * i, 0.0f, 0.02f);
-    m[i] = pl_rng_normal(sd, 3 * i + 1, 0.0f, 1e-4f);
-    v[i] = pl_rng_uniform(sd, 3 * i + 2, 1e-9f, 1e-8f);
+  pl_status st = PL_OK;
+  for (int a = 0; a < 3 && st == PL_OK; a++) {
+    float *dst = a == 0 ? S->st.p : a == 1 ? S->st.m : S->st.v;
+    for (size_t off = 0; off < n && st == PL_OK; off += chunk) {
+      size_t len = off + chunk < n ? chunk : n - off;
+      st = a == 2 ? pl_rng_fill(s, scr, PL_F32, len, sd + 2, off,
+                                PL_DIST_UNIFORM, 1e-9f, 1e-8f)
+                  : pl_rng_fill(s, scr, PL_F32, len, sd + (uint64_t)a, off,
+                                PL_DIST_NORMAL, 0.0f, a == 0 ? 0.02f : 1e-4f);
+      if (st == PL_OK) st = pl_memcpy_async(s, dst + off, scr, len * 4);
+    }
   }
-  return pl_stream_sync(s);
+  if (st == PL_OK) st = pl_stream_sync(s);
+  pl_free(S->dev, scr);
+  return st;
 }
 
 /* Gradient element i (flat) as the device holds it. */
@@ -155,33 +169,36 @@ static inline float shard_grad(const shard *S, size_t i) {
   return S->gdt == PL_BF16 ? pl_bf16_to_f32(pl_f32_to_bf16(g)) : g;
 }
 
-/* This rank's fixed-order sum of squares, recomputed on the host from the
- * regenerated gradients (chunks never straddle tensors). */
-static double shard_ref_sumsq(const shard *S) {
+/* This rank's fixed-order sum of squares, computed on the host by the
+ * reference from the gradients copied back from the device, piece by piece
+ * (pieces are whole norm chunks, so the chunk partials are unchanged). */
+static pl_status shard_ref_sumsq(const shard *S, pl_stream *s, double *out) {
+  size_t gsz = pl_dtype_size(S->gdt);
+  size_t piece = (size_t)(SCRATCH / PL_ADAMW_NORM_CHUNK) * PL_ADAMW_NORM_CHUNK;
+  void *buf = NULL;
+  double *part = NULL;
+  PL_TRY(pl_alloc(S->dev, PL_ARENA_HOST, piece * gsz, "bench_scratch", &buf));
+  part = malloc((piece / PL_ADAMW_NORM_CHUNK + 1) * sizeof(double));
+  PL_ASSERT(part);
   double total = 0;
-  for (int t = 0; t < S->nt; t++) {
-    size_t n = S->prm[t].numel, nc = pl_adamw_norm_nchunks(n);
-    double *part = malloc((nc ? nc : 1) * sizeof(double));
-    PL_ASSERT(part);
-#pragma omp parallel
-    {
-      float *buf = malloc(PL_ADAMW_NORM_CHUNK * sizeof(float));
-      PL_ASSERT(buf);
-#pragma omp for schedule(static)
-      for (size_t c = 0; c < nc; c++) {
-        size_t lo = c * PL_ADAMW_NORM_CHUNK;
-        size_t len = lo + PL_ADAMW_NORM_CHUNK < n ? PL_ADAMW_NORM_CHUNK
-                                                   : n - lo;
-        for (size_t i = 0; i < len; i++)
-          buf[i] = shard_grad(S, S->off[t] + lo + i);
-        pl_adamw_ref_sumsq_partials(buf, PL_F32, len, &part[c]);
-      }
-      free(buf);
+  pl_status st = PL_OK;
+  for (int t = 0; t < S->nt && st == PL_OK; t++) {
+    size_t n = S->prm[t].numel;
+    for (size_t off = 0; off < n && st == PL_OK; off += piece) {
+      size_t len = off + piece < n ? piece : n - off;
+      st = pl_memcpy_async(s, buf, (const char *)S->prm[t].grad + off * gsz,
+                           len * gsz);
+      if (st == PL_OK) st = pl_stream_sync(s);
+      if (st != PL_OK) break;
+      size_t nc = pl_adamw_norm_nchunks(len);
+      pl_adamw_ref_sumsq_partials(buf, S->gdt, len, part);
+      for (size_t c = 0; c < nc; c++) total = total + part[c];
     }
-    for (size_t c = 0; c < nc; c++) total = total + part[c];
-    free(part);
   }
-  return total;
+  free(part);
+  pl_free(S->dev, buf);
+  *out = total;
+  return st;
 }
 
 /* ---- timing bodies ----------------------------------------------------------- */
@@ -423,10 +440,11 @@ static pl_status adam_run(pl_bench_ctx *ctx) {
     X = calloc(1, sizeof *X);
     PL_ASSERT(X);
     sample_pick(X, &S);
-    st = pl_alloc(dev, PL_ARENA_HOST, NSAMPLE * 2, "calib", (void **)&X->w);
+    st = pl_alloc(dev, PL_ARENA_HOST, NSAMPLE * 2, "bench_scratch", (void **)&X->w);
     if (st == PL_OK && hp.max_grad_norm > 0) {
-      double ss = shard_ref_sumsq(&S);
-      st = pl_adamw_global_sumsq(ctx->comm, ss, &ss);
+      double ss = 0;
+      st = shard_ref_sumsq(&S, s, &ss);
+      if (st == PL_OK) st = pl_adamw_global_sumsq(ctx->comm, ss, &ss);
       gs_ref = pl_adamw_clip_scale(&hp, ss);
     }
     if (st != PL_OK) goto done;

@@ -72,16 +72,20 @@ size_t pl_adamw_norm_nchunks(size_t n) {
 }
 
 /* One chunk [lo, hi): lanes by index mod 32, each in index order, then the
- * fixed tree (adamw.h). */
+ * fixed tree (adamw.h).  The 32 lane chains are interleaved (independent
+ * accumulators, each still adding its own elements in index order), which
+ * changes no bit and lets the compiler overlap them. */
 static double chunk_sumsq(const void *g, int is_bf16, size_t lo, size_t hi) {
-  double lane[PL_ADAMW_NORM_LANES];
-  for (int l = 0; l < PL_ADAMW_NORM_LANES; l++) {
-    double acc = 0.0;
-    for (size_t i = lo + (size_t)l; i < hi; i += PL_ADAMW_NORM_LANES) {
-      double x = (double)pl_adamw_load_g(g, is_bf16, i);
-      acc = acc + x * x;
+  double lane[PL_ADAMW_NORM_LANES] = {0};
+  size_t i = lo;
+  for (; i + PL_ADAMW_NORM_LANES <= hi; i += PL_ADAMW_NORM_LANES)
+    for (int l = 0; l < PL_ADAMW_NORM_LANES; l++) {
+      double x = (double)pl_adamw_load_g(g, is_bf16, i + (size_t)l);
+      lane[l] = lane[l] + x * x;
     }
-    lane[l] = acc;
+  for (int l = 0; i < hi; i++, l++) {
+    double x = (double)pl_adamw_load_g(g, is_bf16, i);
+    lane[l] = lane[l] + x * x;
   }
   for (int off = PL_ADAMW_NORM_LANES / 2; off >= 1; off /= 2)
     for (int l = 0; l < off; l++) lane[l] = lane[l] + lane[l + off];

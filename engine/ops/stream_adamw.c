@@ -336,6 +336,9 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
           (st = pl_event_create(dev, &o->ev_hw[i])))
         goto fail;
     }
+  /* device allocations are ordered on the default stream: make them
+   * complete before other streams use them */
+  if ((st = pl_stream_sync(pl_dev_stream(dev)))) goto fail;
   *out = o;
   return PL_OK;
 fail:
