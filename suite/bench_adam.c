@@ -56,7 +56,9 @@ static const pl_opt adam_opts[] = {
     {"mode", 0, PL_OPT_ENUM_LIST, "cpu,stream,hybrid", "modes to run", 0, 0,
      mode_names},
     {"share", 0, PL_OPT_STR, "auto",
-     "hybrid: fraction of buckets on the CPU in [0,1], or auto", 0, 0, NULL},
+     "hybrid: fraction of buckets on the CPU in [0,1], or auto; a comma "
+     "list sweeps (1 = pipelined CPU offload: all buckets on the CPU)",
+     0, 0, NULL},
     {"grad-dtype", 0, PL_OPT_ENUM, "bf16", "gradient dtype", 0, 0, gdt_names},
     {"grad-host", 0, PL_OPT_FLAG, NULL,
      "gradients live in pinned host memory (streamed H2D with each bucket)",
@@ -381,10 +383,26 @@ static pl_status adam_run(pl_bench_ctx *ctx) {
                           ? (size_t)pl_args_size(a, "link-bytes")
                           : (small ? (16u << 20) : (1u << 30));
   int modes[M_COUNT], nmodes = pl_args_enum_list(a, "mode", modes, M_COUNT);
-  const char *share_s = pl_args_str(a, "share");
-  double share = -1;
-  if (strcmp(share_s, "auto") != 0)
-    PL_TRY(pl_parse_f64("--share", share_s, 0, 1, &share));
+  double shares[8];
+  char share_txt[8][32];
+  int nshare = 0;
+  {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", pl_args_str(a, "share"));
+    for (char *sv, *tok = strtok_r(buf, ",", &sv); tok;
+         tok = strtok_r(NULL, ",", &sv)) {
+      if (nshare == 8)
+        return pl_set_error(PL_EINVAL, "--share: at most 8 values");
+      snprintf(share_txt[nshare], sizeof share_txt[0], "%s", tok);
+      shares[nshare] = -1;
+      if (strcmp(tok, "auto") != 0)
+        PL_TRY(pl_parse_f64("--share", tok, 0, 1, &shares[nshare]));
+      nshare++;
+    }
+    if (nshare == 0)
+      return pl_set_error(PL_EINVAL, "--share: empty (auto or a number in "
+                          "[0,1], comma-separated)");
+  }
   pl_dtype gdt = pl_args_enum(a, "grad-dtype") == 0 ? PL_BF16 : PL_F32;
   bool grad_host = pl_args_flag(a, "grad-host");
   pl_simd_path simd = (pl_simd_path)pl_args_enum(a, "simd");
@@ -403,7 +421,9 @@ static pl_status adam_run(pl_bench_ctx *ctx) {
 
   ctx->npoints = 0;
   for (int i = 0; i < nmodes; i++)
-    ctx->npoints += modes[i] == M_CPU ? 1 : nbeta * nslot;
+    ctx->npoints += modes[i] == M_CPU      ? 1
+                    : modes[i] == M_HYBRID ? nbeta * nslot * nshare
+                                           : nbeta * nslot;
 
   /* link ceilings of this run (all ranks at once) */
   double bw[3];
@@ -458,16 +478,22 @@ static pl_status adam_run(pl_bench_ctx *ctx) {
   for (int mi = 0; mi < nmodes && st == PL_OK; mi++) {
     int mode = modes[mi];
     int nb = mode == M_CPU ? 1 : nbeta, ns = mode == M_CPU ? 1 : nslot;
+    int nh = mode == M_HYBRID ? nshare : 1;
     for (int bi = 0; bi < nb && st == PL_OK; bi++)
-      for (int si = 0; si < ns && st == PL_OK; si++) {
+      for (int si = 0; si < ns && st == PL_OK; si++)
+        for (int hi = 0; hi < nh && st == PL_OK; hi++) {
+        double share = shares[hi];
+        const char *share_s = share_txt[hi];
         size_t beta = (size_t)betas[bi];
         int sl = (int)slots[si];
         char label[128];
         if (mode == M_CPU)
           snprintf(label, sizeof label, "cpu %zu params", P);
         else
-          snprintf(label, sizeof label, "%s %zu params beta=%zu s=%d",
-                   mode_names[mode], P, beta, sl);
+          snprintf(label, sizeof label, "%s %zu params beta=%zu s=%d%s%s",
+                   mode_names[mode], P, beta, sl,
+                   mode == M_HYBRID ? " share=" : "",
+                   mode == M_HYBRID ? share_s : "");
         pl_bench_progress(ctx, label);
         pl_row *row = pl_row_new(ctx);
         pl_row_str(row, "mode", mode_names[mode]);

@@ -40,13 +40,10 @@ timeout 240 $MPIRUN -np "$NP" -x OMP_NUM_THREADS "$BIN" bench adam --backend cud
   --params "$PARAMS" --mode cpu,stream --bucket 25M,100M,400M --slots 1,2,5 \
   --threads "$THREADS" -n 3 -w 1 -o "$RUNS" 2>&1 | grep -v '^# \(env\|argv\)' | tail -30
 
-stamp "bench adam: hybrid (auto share, and a fixed 0.3)"
-timeout 150 $MPIRUN -np "$NP" -x OMP_NUM_THREADS "$BIN" bench adam --backend cuda \
-  --params "$PARAMS" --mode hybrid --bucket 50M --slots 2 --share auto \
-  --threads "$THREADS" -n 3 -w 4 -o "$RUNS" 2>&1 | grep -v '^#' | tail -6
-timeout 120 $MPIRUN -np "$NP" -x OMP_NUM_THREADS "$BIN" bench adam --backend cuda \
-  --params "$PARAMS" --mode hybrid --bucket 50M --slots 2 --share 0.3 \
-  --threads "$THREADS" -n 3 -w 1 -o "$RUNS" 2>&1 | grep -v '^#' | tail -4
+stamp "bench adam: hybrid (auto share, fixed 0.3, and 1 = pipelined CPU offload)"
+timeout 200 $MPIRUN -np "$NP" -x OMP_NUM_THREADS "$BIN" bench adam --backend cuda \
+  --params "$PARAMS" --mode hybrid --bucket 50M --slots 2 --share auto,0.3,1 \
+  --threads "$THREADS" -n 3 -w 3 -o "$RUNS" 2>&1 | grep -v '^#' | tail -8
 
 stamp "peer: torch fused CPU AdamW ($NP processes at once)"
 if python3 -c 'import torch' 2>/dev/null; then
