@@ -43,8 +43,8 @@ static const char *const simd_names[] = {"auto", "scalar", "avx2", "avx512",
                                          NULL};
 
 static const pl_opt adam_opts[] = {
-    {"preset", 0, PL_OPT_ENUM, "paper",
-     "paper: 2.625G params/rank, bucket 100M, slots 2, link buffers 1Gi; "
+    {"preset", 0, PL_OPT_ENUM, NULL,
+     "default: paper on cuda, small on cpu.  paper: 2.625G params/rank, bucket 100M, slots 2, link buffers 1Gi; "
      "small: 1M, bucket 256K, slots 1,2, link 16Mi, 1 thread per rank "
      "(CPU backend, make run: seconds on 2 ranks)",
      0, 0, preset_names},
@@ -364,7 +364,8 @@ static pl_status adam_run(pl_bench_ctx *ctx) {
   pl_dev *dev = ctx->dev;
   pl_stream *s = pl_dev_stream(dev);
   bool cuda = pl_dev_backend(dev) == PL_BACKEND_CUDA;
-  bool small = pl_args_enum(a, "preset") == 1;
+  bool small = pl_args_given(a, "preset") ? pl_args_enum(a, "preset") == 1
+                                           : !cuda;
   size_t P = pl_args_given(a, "params") ? (size_t)pl_args_size(a, "params")
                                         : (small ? 1000000 : 2625000000ull);
   uint64_t betas[PL_OPT_LIST_MAX], slots[PL_OPT_LIST_MAX];
