@@ -46,6 +46,8 @@ typedef struct tl_result {
   char msg[512];
   size_t staging_peak, staging_bytes;
   int clipped_steps;
+  size_t gpu_buckets, cpu_buckets, nbuckets; /* split of the last step */
+  double next_share;
 } tl_result;
 
 /* Bitwise comparison of n floats; on mismatch fills msg with the first bad
@@ -217,6 +219,10 @@ __attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, u
       pl_stream_adamw_last L;
       pl_stream_adamw_last_get(so, &L);
       gs_got = L.gscale;
+      R->gpu_buckets = L.gpu_buckets;
+      R->cpu_buckets = L.cpu_buckets;
+      R->next_share = L.next_share;
+      R->nbuckets = pl_stream_adamw_nbuckets(so);
     }
     if (gs_ref < 1.0f) R->clipped_steps++;
     if (memcmp(&gs_ref, &gs_got, 4) != 0) {

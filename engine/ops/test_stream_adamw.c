@@ -50,6 +50,16 @@ START_TEST(stream_equals_reference) {
                 "%s: staging peak %zu > s*beta*16 = %zu", c->name,
                 R.staging_peak, bound);
   ck_assert_uint_eq(R.staging_peak, R.staging_bytes);
+  /* the split: share 0 all on the stream, 1 all on the CPU, in between both */
+  ck_assert_uint_eq(R.gpu_buckets + R.cpu_buckets, R.nbuckets);
+  if (c->share == 0) ck_assert_uint_eq(R.cpu_buckets, 0);
+  if (c->share == 1) ck_assert_uint_eq(R.gpu_buckets, 0);
+  if (c->share > 0 && c->share < 1)
+    ck_assert_msg(R.cpu_buckets > 0 && R.gpu_buckets > 0, "%s: split %zu/%zu",
+                  c->name, R.gpu_buckets, R.cpu_buckets);
+  if (c->share < 0)
+    ck_assert_msg(R.next_share >= 0 && R.next_share <= 1, "%s: share %g",
+                  c->name, R.next_share);
   if (c->max_norm > 0)
     ck_assert_msg(R.clipped_steps > 0 && R.clipped_steps < c->steps,
                   "%s: clipping active on %d of %d steps (want some, not all)",
@@ -152,12 +162,16 @@ START_TEST(bad_input_and_oom) {
 }
 END_TEST
 
-/* Auto share: after steps the share moves to r_cpu/(r_cpu+r_gpu) in (0,1). */
+/* Auto share: after steps where both engines ran, the share is
+ * r_cpu/(r_cpu+r_gpu): strictly inside (0, 1), and moved from the initial
+ * 0.5 (rates are never exactly equal). */
 START_TEST(auto_share_updates) {
   tl_case c = {"auto", 1, {200000}, 10000, 2, 0, 0.01, PL_BF16, 0, -1, 3, 0, 0};
   tl_result R;
   ck_assert_int_eq(tl_run(dev, &c, 7, &R), PL_OK);
   ck_assert_msg(R.ok, "%s", R.msg);
+  ck_assert_msg(R.next_share > 0 && R.next_share < 1 && R.next_share != 0.5,
+                "share %g", R.next_share);
 }
 END_TEST
 
