@@ -112,6 +112,7 @@ TEST_BINS := $(TEST_C:%.c=$(BUILD)/tests/%) $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
 all: config $(BIN) $(LIB) $(BUILD)/lib/pkgconfig/plateau.pc
 
 config:
+	@mkdir -p results/runs
 	@echo "# plateau build: CUDA=$(HAVE_CUDA) (nvcc: $(or $(NVCC),none)) CUDA_ARCH=$(CUDA_ARCH) DEBUG=$(DEBUG) BLAS=$(BLAS) STATIC_DEPS=$(STATIC_DEPS) sha=$(GIT_SHA)"
 
 build: all
@@ -154,17 +155,21 @@ $(BUILD)/tests/%: $(BUILD)/obj/%.o $(SUITE_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(SUITE_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS_ALL)
 
-$(BUILD)/lib/pkgconfig/plateau.pc: Makefile
-	@mkdir -p $(@D)
+# pkg-config file; `make install PREFIX=...` writes it again for that prefix.
+define write_pc
+	@mkdir -p $(dir $(2))
 	@printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: plateau\nDescription: bounded-memory long-context MoE training engine\nVersion: 0.1.0\nCflags: -I$${includedir} -DPL_HAVE_CUDA=%s\nLibs: -L$${libdir} -lplateau %s\n' \
-	  "$(PREFIX)" "$(HAVE_CUDA)" "$$(echo $(LDLIBS_ALL))" > $@
+	  "$(1)" "$(HAVE_CUDA)" "$$(echo $(LDLIBS_ALL))" > $(2)
+endef
+$(BUILD)/lib/pkgconfig/plateau.pc: Makefile
+	$(call write_pc,$(PREFIX),$@)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/plateau
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/plateau
 	install -m 0644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libplateau.a
 	install -m 0644 engine/include/plateau/*.h $(DESTDIR)$(PREFIX)/include/plateau/
-	install -m 0644 $(BUILD)/lib/pkgconfig/plateau.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/plateau.pc
+	$(call write_pc,$(PREFIX),$(DESTDIR)$(PREFIX)/lib/pkgconfig/plateau.pc)
 
 # ---- the two set-up commands ----------------------------------------------
 ifeq ($(DEPS),1)
