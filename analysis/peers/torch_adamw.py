@@ -91,7 +91,7 @@ def main():
         opt = torch.optim.AdamW([p], lr=lr, betas=(b1, b2), eps=eps,
                                 weight_decay=wd, fused=True)
         # check: first step on samples against float64 AdamW
-        idx = torch.linspace(0, P - 1, min(4096, P)).long()
+        idx = torch.arange(0, P, max(1, P // 4096), dtype=torch.long)
         p0 = p.detach()[idx].double()
         g0 = p.grad[idx].double()
         opt.step()
