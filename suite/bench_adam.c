@@ -145,9 +145,26 @@ static pl_status shard_alloc(shard *S, pl_stream *s) {
    * host arrays (fast on both backends); never zero, v > 0 */
   size_t chunk = n < SCRATCH ? n : SCRATCH;
   float *scr = NULL;
-  PL_TRY(pl_alloc(S->dev, PL_ARENA_DEVICE, chunk * 4, "bench_scratch",
-                  (void **)&scr));
   uint64_t sd = S->seed + 17;
+  /* the scratch shrinks under a device arena limit; without any, the host
+   * draws the same values itself */
+  while (pl_alloc(S->dev, PL_ARENA_DEVICE, chunk * 4, "bench_scratch",
+                  (void **)&scr) != PL_OK) {
+    scr = NULL;
+    if (chunk < 65536) break;
+    chunk /= 2;
+  }
+  pl_clear_error();
+  if (!scr) {
+    float *p = S->st.p, *m = S->st.m, *v = S->st.v;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+      p[i] = pl_rng_normal(sd, i, 0.0f, 0.02f);
+      m[i] = pl_rng_normal(sd + 1, i, 0.0f, 1e-4f);
+      v[i] = pl_rng_uniform(sd + 2, i, 1e-9f, 1e-8f);
+    }
+    return pl_stream_sync(s);
+  }
   pl_status st = PL_OK;
   for (int a = 0; a < 3 && st == PL_OK; a++) {
     float *dst = a == 0 ? S->st.p : a == 1 ? S->st.m : S->st.v;
@@ -250,7 +267,10 @@ static pl_status link_fn(void *arg) {
 }
 
 /* Pinned H2D, D2H and both at once, every rank at the same time: GB/s per
- * rank (bidir counts both directions). */
+ * rank (bidir counts both directions).  Collective: if any rank cannot
+ * allocate the buffers (an arena limit), every rank halves the size and tries
+ * again (down to 1 MiB); if it never fits, bw stays NaN and the floor columns
+ * read nan. */
 static pl_status measure_link(pl_bench_ctx *ctx, size_t bytes, double bw[3]) {
   pl_dev *dev = ctx->dev;
   pl_stream *s = pl_dev_stream(dev), *s2 = NULL;
@@ -258,37 +278,49 @@ static pl_status measure_link(pl_bench_ctx *ctx, size_t bytes, double bw[3]) {
   link_job j;
   memset(&j, 0, sizeof j);
   bw[0] = bw[1] = bw[2] = NAN;
-  pl_status st = pl_alloc(dev, PL_ARENA_HOST, bytes, "calib", &h1);
-  if (!st) st = pl_alloc(dev, PL_ARENA_HOST, bytes, "calib", &h2);
-  if (!st) st = pl_alloc(dev, PL_ARENA_DEVICE, bytes, "calib", &d1);
-  if (!st) st = pl_alloc(dev, PL_ARENA_DEVICE, bytes, "calib", &d2);
-  if (!st) st = pl_stream_create(dev, &s2);
+  pl_status st = pl_stream_create(dev, &s2);
   if (!st) st = pl_event_create(dev, &j.e0);
   if (!st) st = pl_event_create(dev, &j.e1);
-  if (!st) {
+  for (; st == PL_OK && bytes >= ((size_t)1 << 20); bytes /= 2) {
+    pl_status a = pl_alloc(dev, PL_ARENA_HOST, bytes, "calib", &h1);
+    if (!a) a = pl_alloc(dev, PL_ARENA_HOST, bytes, "calib", &h2);
+    if (!a) a = pl_alloc(dev, PL_ARENA_DEVICE, bytes, "calib", &d1);
+    if (!a) a = pl_alloc(dev, PL_ARENA_DEVICE, bytes, "calib", &d2);
+    if (a != PL_OK && a != PL_ENOMEM) st = a;
+    int64_t bad = a != PL_OK;
+    if (st == PL_OK)
+      st = pl_host_allreduce_i64(ctx->comm, &bad, 1, PL_RED_MAX);
+    if (st == PL_OK && !bad) break;
+    pl_free(dev, h1);
+    pl_free(dev, h2);
+    pl_free(dev, d1);
+    pl_free(dev, d2);
+    h1 = h2 = d1 = d2 = NULL;
+  }
+  if (st == PL_OK && d2) {
     memset(h1, 0x3c, bytes);
     memset(h2, 0x3c, bytes);
+    int iters = ctx->iters, warm = ctx->warmup;
+    ctx->iters = 5;
+    ctx->warmup = 1;
+    j.s = s;
+    j.s2 = s2;
+    j.bytes = bytes;
+    for (int k = 0; k < 3 && st == PL_OK; k++) {
+      pl_stats t;
+      j.both = k == 2;
+      j.dst = k == 1 ? h1 : d1;
+      j.src = k == 1 ? d1 : h1;
+      j.dst2 = h2;
+      j.src2 = d2;
+      st = pl_bench_time(ctx, link_fn, &j, s, &t);
+      if (st == PL_OK)
+        bw[k] = (double)bytes * (k == 2 ? 2 : 1) / (t.median * 1e-3) / 1e9;
+    }
+    ctx->iters = iters;
+    ctx->warmup = warm;
   }
-  int iters = ctx->iters, warm = ctx->warmup;
-  ctx->iters = 5;
-  ctx->warmup = 1;
-  j.s = s;
-  j.s2 = s2;
-  j.bytes = bytes;
-  for (int k = 0; k < 3 && st == PL_OK; k++) {
-    pl_stats t;
-    j.both = k == 2;
-    j.dst = k == 1 ? h1 : d1;
-    j.src = k == 1 ? d1 : h1;
-    j.dst2 = h2;
-    j.src2 = d2;
-    st = pl_bench_time(ctx, link_fn, &j, s, &t);
-    if (st == PL_OK)
-      bw[k] = (double)bytes * (k == 2 ? 2 : 1) / (t.median * 1e-3) / 1e9;
-  }
-  ctx->iters = iters;
-  ctx->warmup = warm;
-  if (s2) pl_dev_sync(dev);
+  pl_dev_sync(dev);
   if (j.e0) pl_event_destroy(j.e0);
   if (j.e1) pl_event_destroy(j.e1);
   if (s2) pl_stream_destroy(s2);
@@ -296,6 +328,7 @@ static pl_status measure_link(pl_bench_ctx *ctx, size_t bytes, double bw[3]) {
   pl_free(dev, h2);
   pl_free(dev, d1);
   pl_free(dev, d2);
+  pl_clear_error();
   return st;
 }
 
@@ -454,6 +487,11 @@ static pl_status adam_run(pl_bench_ctx *ctx) {
   }
   char oom_msg[256];
   snprintf(oom_msg, sizeof oom_msg, "%s", oom ? pl_last_error() : "");
+  if (oom) { /* a result: every point gets an oom row */
+    shard_free(&S);
+    memset(&S, 0, sizeof S);
+    st = PL_OK;
+  }
   PL_TRY(pl_host_allreduce_i64(ctx->comm, &oom, 1, PL_RED_MAX));
   sample *X = NULL;
   float gs_ref = 1.0f;
