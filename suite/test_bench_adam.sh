@@ -2,7 +2,7 @@
 # test_bench_adam.sh — `plateau bench adam --preset small` on 2 ranks (CPU
 # backend): every mode runs, every row is ok with check pass, the staging bytes
 # never exceed s·β·16, and a bad option is a usage error (exit 2) that writes
-# nothing.
+# nothing; an arena limit gives oom rows, not a failure.
 set -euo pipefail
 BUILD=${BUILD:-build}
 BIN=$BUILD/bin/plateau
@@ -21,6 +21,12 @@ awk -F'\t' '
     m[$c["mode"]]++ }
   END { if (n != 5 || !m["cpu"] || m["stream"] != 2 || m["hybrid"] != 2) { print "rows: " n; bad++ }
         exit bad ? 1 : 0 }' "$f" || { cat "$out/log"; echo FAIL; exit 1; }
+# an arena limit below the staging: oom rows, exit 0 (a result, not a crash)
+mpirun --bind-to none -np 2 "$BIN" bench adam --preset small --mode stream --bucket 4K,256K \
+  --slots 2 -n 2 -w 1 --mem-limit 4010K -o "$out/oom" >"$out/log3" 2>&1 \
+  || { cat "$out/log3"; echo "FAIL: oom run exited non-zero"; exit 1; }
+n_oom=$(grep -v '^#' "$out"/oom/adam.*.tsv | awk -F'\t' 'NR > 1 && $0 ~ /\toom\t/' | wc -l)
+[ "$n_oom" = 2 ] || { cat "$out"/oom/adam.*.tsv; echo "FAIL: want 2 oom rows, got $n_oom"; exit 1; }
 set +e
 mpirun --bind-to none -np 1 "$BIN" bench adam --preset small --slots 0 -o "$out/bad" >"$out/log2" 2>&1
 rc=$?
