@@ -87,6 +87,25 @@ pl_status pl_sco_create(pl_dev *dev, pl_comm *comm, int L, int64_t N, int64_t H,
     }
   }
   sco->count = (int)count;
+  /* "all" (or a budget above the boundaries' size) is bounded by what is
+   * selected: refuse, on every rank alike, a selection this host cannot hold
+   * rather than try to pin it (pinning near all of RAM can bring the OOM
+   * killer instead of a failed allocation) */
+  int64_t too_big = (uint64_t)count * sco->slot_bytes > ram;
+  if (comm) {
+    pl_status st = pl_host_allreduce_i64(comm, &too_big, 1, PL_RED_MAX);
+    if (st != PL_OK) {
+      free(sco);
+      return st;
+    }
+  }
+  if (too_big) {
+    size_t slot = sco->slot_bytes;
+    free(sco);
+    return pl_set_error(PL_EINVAL,
+                        "SCO: %lld boundaries of %zu bytes exceed physical host RAM (%llu bytes here) on at least one rank",
+                        (long long)count, slot, (unsigned long long)ram);
+  }
   if (rel == PL_SCO_RELEASE_CONTEXT) {
     pl_status st = pin_all_or_none(sco);
     if (st != PL_OK) {

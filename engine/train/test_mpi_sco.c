@@ -181,6 +181,14 @@ START_TEST(refusals_reach_every_rank) {
   ck_assert_int_eq(pl_sco_create(dev, world, 4, 8, H, PL_F32, mine, PL_SCO_RELEASE_CONTEXT, &sco), PL_EINVAL);
   ck_assert_ptr_null(sco);
   ck_assert_msg(strstr(pl_last_error(), "exceeds physical host RAM") != NULL, "%s", pl_last_error());
+  /* "all" on a rank whose boundaries outgrow host RAM (N = 2^40 tokens there):
+   * refused up front on every rank, nothing pinned */
+  int64_t bigN = rank == size - 1 ? (int64_t)1 << 40 : 8;
+  ck_assert_int_eq(pl_sco_create(dev, world, 4, bigN, H, PL_F32, (pl_sco_budget){true, 0}, PL_SCO_RELEASE_CONTEXT, &sco),
+                   PL_EINVAL);
+  ck_assert_ptr_null(sco);
+  ck_assert_msg(strstr(pl_last_error(), "exceed physical host RAM") != NULL, "%s", pl_last_error());
+  ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_HOST, "boundary"), 0);
   /* the last rank cannot pin (host arena limit): every rank gets PL_ENOMEM */
   if (rank == size - 1) pl_mem_set_limit(dev, PL_ARENA_HOST, 100);
   pl_status st = pl_sco_create(dev, world, 4, 8, H, PL_F32, (pl_sco_budget){true, 0}, PL_SCO_RELEASE_CONTEXT, &sco);
