@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 
 #include "plateau/plateau.h"
-#include "report.h"
+#include "report_adam.h"
 #include "results.h"
 
 /* Paper, Table 4 (DESIGN §1.4): 2.625B params per rank, 8×H200 sharing a

@@ -10,9 +10,8 @@
 #include <unistd.h>
 
 #include "plateau/plateau.h"
+#include "report_adam.h"
 #include "results.h"
-
-pl_status pl_report_adam(const char *run_dir, const char *out_dir);
 
 #define COLS                                                                   \
   "mode\tparams\tbucket\tslots\tranks\tgrad\tshare\tsimd\tthreads\tstep_ms\t"  \
