@@ -13,7 +13,9 @@
  * RUN_DIR/report/<bench>.md and any charts.  Later benches add a hook to
  * `hooks[]` with their paper-vs-ours tables. */
 #include "report.h"
+#include "report_adam.h"
 #include "report_attention.h"
+#include "report_dispatch.h"
 #include "report_sco.h"
 #include "report_vocab.h"
 
@@ -503,6 +505,7 @@ static pl_status report_calib(pl_report_ctx *rc, const char *bench,
   }
 OPERATOR_REPORT(report_sco, pl_report_sco)
 OPERATOR_REPORT(report_vocab, pl_report_vocab)
+OPERATOR_REPORT(report_dispatch, pl_report_dispatch)
 OPERATOR_REPORT(report_attention, pl_report_attention)
 
 static const struct {
@@ -513,6 +516,8 @@ static const struct {
     {"sco", report_sco},
     {"maxbatch", report_sco},
     {"vocab", report_vocab},
+    {"dispatch", report_dispatch},
+    {"adam", pl_report_adam_hook},
     {"attention", report_attention},
 };
 

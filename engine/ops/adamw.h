@@ -1,0 +1,108 @@
+/* adamw.h — the reference AdamW every optimizer implementation must equal.
+ *
+ * One operation order, used by the reference, the SIMD CPU baseline
+ * (baselines/cpu_adamw.c), the CPU-backend kernel (backend/cpu/adamw_cpu.c)
+ * and the CUDA kernel (backend/cuda/adamw.cu) through one element function,
+ * pl_adamw_elem in adamw_kernels.h.  Per parameter element, fp32, each step a
+ * separately rounded IEEE operation (no FMA contraction anywhere):
+ *
+ *   g    = g_raw · gscale                     (gscale = clip factor, 1 if off)
+ *   m    = b1·m + (1−b1)·g                    (mul, mul, add)
+ *   v    = b2·v + (1−b2)·(g·g)                (mul, mul, mul, add)
+ *   mhat = m / bc1,  vhat = v / bc2           (bc1 = 1−b1^t, bc2 = 1−b2^t)
+ *   u    = mhat / (sqrt(vhat) + eps) + wd·p   (sqrt, add, div, mul, add)
+ *   p    = p − lr·u                           (mul, sub; decoupled decay)
+ *   w    = bf16(p)                            (round to nearest even)
+ *
+ * The per-step scalars (1−b1, 1−b2, bc1, bc2, gscale) are computed once on the
+ * host in double and rounded to float (pl_adamw_scalars_make), then passed to
+ * every implementation, so all of them see identical float operands.
+ *
+ * Global gradient-norm clipping (non-predictive: computed from all gradients
+ * before any parameter is updated).  The sum of squares has ONE fixed order:
+ * each tensor is cut into chunks of PL_ADAMW_NORM_CHUNK elements; inside a
+ * chunk, element i goes to lane i mod 32 and each lane sums its elements in
+ * index order in double (g·g is exact in double); the 32 lanes are combined by
+ * the tree  lane[l] += lane[l+off], off = 16, 8, 4, 2, 1;  chunk partials are
+ * summed in order (tensors in parameter order, chunks in index order); ranks'
+ * sums are summed in rank order.  norm = sqrt(sum);
+ * gscale = (float)min(1, max_norm / (norm + 1e-6)) (PyTorch's clip_grad_norm_
+ * rule).  The CUDA kernel computes the same chunk partials (one warp per
+ * chunk, the same lanes and tree), so the norm, hence gscale, is bit-identical
+ * on every backend. */
+#ifndef PLATEAU_OPS_ADAMW_H
+#define PLATEAU_OPS_ADAMW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plateau/hd.h"
+#include "plateau/plateau.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PL_ADAMW_NORM_LANES 32
+#define PL_ADAMW_NORM_CHUNK 32768 /* elements per chunk partial */
+
+typedef struct pl_adamw_hparams {
+  double lr;            /* > 0                                          */
+  double beta1, beta2;  /* in [0, 1)                                    */
+  double eps;           /* > 0                                          */
+  double weight_decay;  /* >= 0 (decoupled)                             */
+  double max_grad_norm; /* > 0: clip the global norm to it; <= 0: off  */
+} pl_adamw_hparams;
+
+/* Float operands of one step, identical for every implementation. */
+typedef struct pl_adamw_scalars {
+  float lr, b1, omb1, b2, omb2, bc1, bc2, eps, wd, gscale;
+} pl_adamw_scalars;
+
+/* lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0.01, no clipping. */
+pl_adamw_hparams pl_adamw_hparams_default(void);
+/* PL_EINVAL naming the bad field. */
+pl_status pl_adamw_hparams_check(const pl_adamw_hparams *hp);
+/* Scalars of step t (>= 1) with clip factor gscale (1.0f when not clipping). */
+pl_adamw_scalars pl_adamw_scalars_make(const pl_adamw_hparams *hp, int64_t t,
+                                       float gscale);
+/* gscale from the global sum of squares (clipping on), or 1.0f (off). */
+float pl_adamw_clip_scale(const pl_adamw_hparams *hp, double sumsq);
+
+/* ---- the fixed-order sum of squares --------------------------------------- */
+/* Number of chunk partials of a tensor of n elements: ceil(n / CHUNK). */
+size_t pl_adamw_norm_nchunks(size_t n);
+/* partials[c] for c < nchunks(n), in the fixed order above (host memory;
+ * g is f32 or bf16).  Chunks are independent: OpenMP threads over chunks do
+ * not change a bit. */
+void pl_adamw_ref_sumsq_partials(const void *g, pl_dtype gdt, size_t n,
+                                 double *partials);
+/* Sum of partials in index order (the chunk order of the norm). */
+double pl_adamw_sum_partials(const double *partials, size_t n);
+
+/* ---- the reference ------------------------------------------------------- */
+/* One element-wise update of n elements (host memory), the order above:
+ * p, m, v (n, f32) updated in place, g (n, f32 or bf16) read, w (n, bf16)
+ * written (may be NULL: no refresh).  Single-threaded plain C. */
+void pl_adamw_ref_update(float *p, float *m, float *v, const void *g,
+                         pl_dtype gdt, pl_bf16 *w, size_t n,
+                         const pl_adamw_scalars *k);
+
+/* A whole reference step t over ntensors tensors in parameter order (host
+ * memory): norm (when clipping) from all gradients first, then the update.
+ * global_sumsq: NULL = this process's tensors are all the parameters;
+ * otherwise the global sum (ranks' sums added in rank order) to clip with.
+ * *gscale_out (may be NULL) gets the factor used. */
+pl_status pl_adamw_ref_step(const pl_adamw_hparams *hp, int64_t t,
+                            int ntensors, const size_t *numel, float **p,
+                            float **m, float **v, const void *const *g,
+                            pl_dtype gdt, pl_bf16 **w,
+                            const double *global_sumsq, float *gscale_out);
+/* This process's fixed-order sum of squares over its tensors. */
+double pl_adamw_ref_sumsq(int ntensors, const size_t *numel,
+                          const void *const *g, pl_dtype gdt);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,85 @@
+/* adamw_kernels.h — the AdamW element function shared by every implementation
+ * (host C and CUDA C compile the same text), and the kernel launchers of the
+ * two backends.
+ *
+ * pl_adamw_elem is the operation order documented in adamw.h.  On the device
+ * every operation is an explicit round-to-nearest intrinsic (__fmul_rn,
+ * __fadd_rn, __fsub_rn, __fdiv_rn, __fsqrt_rn), which nvcc never contracts
+ * into an FMA; on the host C11 ISO mode keeps gcc from contracting (and the
+ * SIMD paths use only mul/add/sub/div/sqrt, each IEEE-exact per lane).  With
+ * denormals kept (the default: no -ftz, no fast-math) every backend therefore
+ * produces the same bits, which the tests assert. */
+#ifndef PLATEAU_OPS_ADAMW_KERNELS_H
+#define PLATEAU_OPS_ADAMW_KERNELS_H
+
+#include <math.h>
+
+#include "ops/adamw.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__CUDA_ARCH__)
+#define PL_ADAMW_DIV(a, b) __fdiv_rn((a), (b))
+#define PL_ADAMW_SQRT(a) __fsqrt_rn(a)
+#else
+#define PL_ADAMW_DIV(a, b) ((a) / (b))
+#define PL_ADAMW_SQRT(a) sqrtf(a)
+#endif
+
+/* Gradient element i of an f32 or bf16 array, as f32 (bf16 -> f32 is exact). */
+PL_HD float pl_adamw_load_g(const void *g, int is_bf16, size_t i) {
+  return is_bf16 ? pl_bf16_to_f32(((const pl_bf16 *)g)[i])
+                 : ((const float *)g)[i];
+}
+
+/* One element: returns the new p; *m and *v updated in place (adamw.h). */
+PL_HD float pl_adamw_elem(float p, float *m, float *v, float graw,
+                          const pl_adamw_scalars *k) {
+  float g = PL_FMUL(graw, k->gscale);
+  float mn = PL_FADD(PL_FMUL(k->b1, *m), PL_FMUL(k->omb1, g));
+  float vn = PL_FADD(PL_FMUL(k->b2, *v), PL_FMUL(k->omb2, PL_FMUL(g, g)));
+  float mhat = PL_ADAMW_DIV(mn, k->bc1);
+  float vhat = PL_ADAMW_DIV(vn, k->bc2);
+  float den = PL_FADD(PL_ADAMW_SQRT(vhat), k->eps);
+  float u = PL_FADD(PL_ADAMW_DIV(mhat, den), PL_FMUL(k->wd, p));
+  *m = mn;
+  *v = vn;
+  return PL_FSUB(p, PL_FMUL(k->lr, u));
+}
+
+/* ---- launchers: same signature on both backends ----------------------------
+ * Pointers are memory of the stream's device (device arena, or for the CPU
+ * backend any host memory).  update: p, m, v (n, f32) in place, g (n, f32 or
+ * bf16) read, w (n, bf16) written.  sumsq: partials[c] (double, device
+ * memory) for c < pl_adamw_norm_nchunks(n), the fixed order of adamw.h. */
+pl_status pl_cpu_adamw_update(pl_stream *s, float *p, float *m, float *v,
+                              const void *g, pl_dtype gdt, pl_bf16 *w,
+                              size_t n, const pl_adamw_scalars *k);
+pl_status pl_cpu_adamw_sumsq(pl_stream *s, const void *g, pl_dtype gdt,
+                             size_t n, double *partials);
+#if PL_HAVE_CUDA
+pl_status pl_cuda_adamw_update(pl_stream *s, float *p, float *m, float *v,
+                               const void *g, pl_dtype gdt, pl_bf16 *w,
+                               size_t n, const pl_adamw_scalars *k);
+pl_status pl_cuda_adamw_sumsq(pl_stream *s, const void *g, pl_dtype gdt,
+                              size_t n, double *partials);
+/* Make dev's GPU current in the calling thread (helper threads that enqueue
+ * copies on the device's streams). */
+pl_status pl_cuda_adamw_bind_thread(pl_dev *dev);
+#endif
+
+/* Dispatch on the stream's backend. */
+pl_status pl_adamw_update(pl_stream *s, float *p, float *m, float *v,
+                          const void *g, pl_dtype gdt, pl_bf16 *w, size_t n,
+                          const pl_adamw_scalars *k);
+pl_status pl_adamw_sumsq(pl_stream *s, const void *g, pl_dtype gdt, size_t n,
+                         double *partials);
+/* No-op on the CPU backend. */
+pl_status pl_adamw_bind_thread(pl_dev *dev);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,266 @@
+/* adamw_testlib.h — test harness shared by the AdamW tests (CPU and CUDA):
+ * build a rank's parameters on a device, run OffloadStreamAdamW (or the
+ * classic offload baseline) for several steps beside the plain-C reference on
+ * the same random state and gradients, and compare every bit (master, m, v,
+ * and the bf16 working weights read back from the device).  Included by test
+ * files only (static functions). */
+#ifndef PLATEAU_OPS_ADAMW_TESTLIB_H
+#define PLATEAU_OPS_ADAMW_TESTLIB_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../baselines/cpu_adamw.h"
+#include "ops/adamw.h"
+#include "ops/stream_adamw.h"
+#include "plateau/hd.h"
+#include "plateau/plateau.h"
+
+#define TL_MAXT 16
+
+typedef struct tl_case {
+  const char *name;
+  int nt;
+  size_t numel[TL_MAXT];
+  size_t bucket;
+  int slots;
+  double max_norm; /* > 0 clip */
+  double wd;
+  pl_dtype gdt;
+  int grad_on_host;
+  double share; /* hybrid share; < 0 auto */
+  int steps;
+  int baseline; /* 1: the classic offload baseline instead of the stream */
+  int simd;     /* pl_simd_path for hybrid / baseline */
+} tl_case;
+
+/* Multi-rank runs: the optimizer clips with the global norm over tl_comm; the
+ * reference regenerates every rank's gradients (rank r uses seed + 7919·r)
+ * and adds the ranks' sums in rank order, independently of the helper. */
+static pl_comm *tl_comm = NULL;
+
+typedef struct tl_result {
+  int ok;
+  char msg[512];
+  size_t staging_peak, staging_bytes;
+  int clipped_steps;
+  size_t gpu_buckets, cpu_buckets, nbuckets; /* split of the last step */
+  double next_share;
+} tl_result;
+
+/* Bitwise comparison of n floats; on mismatch fills msg with the first bad
+ * index and max abs/rel error, returns 0. */
+__attribute__((unused)) static int tl_cmp_f32(const char *what, const float *got, const float *want,
+                      size_t n, char *msg, size_t len) {
+  size_t bad = 0, first = (size_t)-1;
+  double maxabs = 0, maxrel = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (memcmp(&got[i], &want[i], 4) != 0) {
+      if (first == (size_t)-1) first = i;
+      bad++;
+      double a = fabs((double)got[i] - (double)want[i]);
+      double r = a / (fabs((double)want[i]) + 1e-30);
+      if (a > maxabs) maxabs = a;
+      if (r > maxrel) maxrel = r;
+    }
+  }
+  if (!bad) return 1;
+  snprintf(msg, len,
+           "%s: %zu/%zu differ; first bad index %zu (got %.9g want %.9g); "
+           "max abs %.3g rel %.3g",
+           what, bad, n, first, got[first], want[first], maxabs, maxrel);
+  return 0;
+}
+
+__attribute__((unused)) static int tl_cmp_bf16(const char *what, const pl_bf16 *got,
+                       const pl_bf16 *want, size_t n, char *msg, size_t len) {
+  for (size_t i = 0; i < n; i++)
+    if (got[i] != want[i]) {
+      size_t bad = 0;
+      for (size_t j = i; j < n; j++) bad += got[j] != want[j];
+      snprintf(msg, len, "%s: %zu/%zu differ; first bad index %zu (got 0x%04x "
+               "want 0x%04x)", what, bad, n, i, got[i], want[i]);
+      return 0;
+    }
+  return 1;
+}
+
+/* Initial state of flat element i (never zero; v > 0). */
+__attribute__((unused)) static void tl_init(uint64_t seed, size_t i, float *p, float *m, float *v) {
+  *p = pl_rng_normal(seed, 3 * i, 0.0f, 0.5f);
+  *m = pl_rng_normal(seed, 3 * i + 1, 0.0f, 1e-2f);
+  *v = pl_rng_uniform(seed, 3 * i + 2, 1e-6f, 1e-3f);
+}
+
+/* Gradient of step t, flat element i; the scale changes by step so that the
+ * clipping is active on some steps and not on others. */
+__attribute__((unused)) static float tl_grad(uint64_t seed, int t, size_t i) {
+  float scale = (t % 2) ? 0.05f : 0.002f;
+  return pl_rng_normal(seed + 1000u + (uint64_t)t, i, 0.0f, scale);
+}
+
+__attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, uint64_t seed,
+                        tl_result *R) {
+  memset(R, 0, sizeof *R);
+  pl_stream *s = pl_dev_stream(dev);
+  int nranks = tl_comm ? pl_comm_size(tl_comm) : 1;
+  uint64_t seed0 = seed;
+  if (tl_comm) seed = seed0 + 7919u * (uint64_t)pl_comm_rank(tl_comm);
+  size_t total = 0, off[TL_MAXT];
+  for (int i = 0; i < c->nt; i++) {
+    off[i] = total;
+    total += c->numel[i];
+  }
+  size_t gsz = pl_dtype_size(c->gdt);
+  pl_adamw_param prm[TL_MAXT];
+  /* reference copies, ordinary host memory */
+  float *rp = malloc(total * 4), *rm = malloc(total * 4),
+        *rv = malloc(total * 4);
+  pl_bf16 *rw = malloc(total * 2 + 2), *gw = malloc(total * 2 + 2);
+  void *hg = malloc(total * gsz + 4);
+  PL_ASSERT(rp && rm && rv && rw && gw && hg);
+  pl_status st = PL_OK;
+  for (int i = 0; i < c->nt; i++) {
+    prm[i].numel = c->numel[i];
+    PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, c->numel[i] * 2, "weights",
+                    (void **)&prm[i].weight));
+    PL_TRY(pl_alloc(dev, c->grad_on_host ? PL_ARENA_HOST : PL_ARENA_DEVICE,
+                    c->numel[i] * gsz, "grads", &prm[i].grad));
+  }
+  pl_adamw_hparams hp = pl_adamw_hparams_default();
+  hp.weight_decay = c->wd;
+  hp.max_grad_norm = c->max_norm;
+  pl_stream_adamw *so = NULL;
+  pl_cpu_offload_adamw *co = NULL;
+  pl_adamw_state S;
+  pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
+  if (c->baseline) {
+    PL_TRY(pl_cpu_offload_adamw_create(dev, &hp, c->nt, prm, c->gdt,
+                                       (pl_simd_path)c->simd, 0, tl_comm,
+                                       NULL, &co));
+    S = pl_cpu_offload_adamw_state(co);
+  } else {
+    pl_stream_adamw_cfg cfg = pl_stream_adamw_cfg_default();
+    cfg.bucket = c->bucket;
+    cfg.slots = c->slots;
+    cfg.grad_dtype = c->gdt;
+    cfg.grad_on_host = c->grad_on_host;
+    cfg.share = c->share;
+    cfg.share_init = 0.5;
+    cfg.simd_path = c->simd;
+    cfg.comm = tl_comm;
+    PL_TRY(pl_stream_adamw_create(dev, &hp, &cfg, c->nt, prm, &so));
+    S = pl_stream_adamw_state(so);
+    R->staging_bytes = pl_stream_adamw_staging_bytes(so);
+  }
+  PL_ASSERT(S.numel == total);
+  for (size_t i = 0; i < total; i++) {
+    tl_init(seed, i, &S.p[i], &S.m[i], &S.v[i]);
+    rp[i] = S.p[i];
+    rm[i] = S.m[i];
+    rv[i] = S.v[i];
+  }
+  float *rpp[TL_MAXT], *rmp[TL_MAXT], *rvp[TL_MAXT];
+  const void *rgp[TL_MAXT];
+  pl_bf16 *rwp[TL_MAXT];
+  for (int i = 0; i < c->nt; i++) {
+    rpp[i] = rp + off[i];
+    rmp[i] = rm + off[i];
+    rvp[i] = rv + off[i];
+    rgp[i] = (char *)hg + off[i] * gsz;
+    rwp[i] = rw + off[i];
+  }
+  R->ok = 1;
+  for (int t = 1; t <= c->steps && R->ok; t++) {
+    for (size_t i = 0; i < total; i++) {
+      float g = tl_grad(seed, t, i);
+      if (c->gdt == PL_BF16)
+        ((pl_bf16 *)hg)[i] = pl_f32_to_bf16(g);
+      else
+        ((float *)hg)[i] = g;
+    }
+    for (int i = 0; i < c->nt; i++) {
+      if (c->numel[i] == 0) continue;
+      if ((st = pl_memcpy_async(s, prm[i].grad, rgp[i], c->numel[i] * gsz)) ||
+          (st = pl_fill(s, prm[i].weight, PL_BF16, c->numel[i], NAN)))
+        goto out;
+    }
+    st = c->baseline ? pl_cpu_offload_adamw_step(co, s)
+                     : pl_stream_adamw_step(so, s);
+    if (st || (st = pl_stream_sync(s))) goto out;
+    float gs_ref = 1.0f, gs_got = 1.0f;
+    double global = 0.0;
+    if (tl_comm) {
+      void *og = malloc(total * gsz + 4);
+      const void *ogp[TL_MAXT];
+      PL_ASSERT(og);
+      for (int i = 0; i < c->nt; i++) ogp[i] = (char *)og + off[i] * gsz;
+      for (int r = 0; r < nranks; r++) {
+        for (size_t i = 0; i < total; i++) {
+          float g = tl_grad(seed0 + 7919u * (uint64_t)r, t, i);
+          if (c->gdt == PL_BF16)
+            ((pl_bf16 *)og)[i] = pl_f32_to_bf16(g);
+          else
+            ((float *)og)[i] = g;
+        }
+        global = global + pl_adamw_ref_sumsq(c->nt, c->numel, ogp, c->gdt);
+      }
+      free(og);
+    }
+    if ((st = pl_adamw_ref_step(&hp, t, c->nt, c->numel, rpp, rmp, rvp, rgp,
+                                c->gdt, rwp, tl_comm ? &global : NULL,
+                                &gs_ref)))
+      goto out;
+    if (c->baseline) {
+      pl_cpu_offload_adamw_last(co, &gs_got, NULL);
+    } else {
+      pl_stream_adamw_last L;
+      pl_stream_adamw_last_get(so, &L);
+      gs_got = L.gscale;
+      R->gpu_buckets = L.gpu_buckets;
+      R->cpu_buckets = L.cpu_buckets;
+      R->next_share = L.next_share;
+      R->nbuckets = pl_stream_adamw_nbuckets(so);
+    }
+    if (gs_ref < 1.0f) R->clipped_steps++;
+    if (memcmp(&gs_ref, &gs_got, 4) != 0) {
+      snprintf(R->msg, sizeof R->msg, "step %d: gscale %.9g, want %.9g", t,
+               gs_got, gs_ref);
+      R->ok = 0;
+      break;
+    }
+    for (int i = 0; i < c->nt; i++)
+      if (c->numel[i] &&
+          (st = pl_memcpy_async(s, gw + off[i], prm[i].weight,
+                                c->numel[i] * 2)))
+        goto out;
+    if ((st = pl_stream_sync(s))) goto out;
+    char m[400];
+    if (!tl_cmp_f32("master", S.p, rp, total, m, sizeof m) ||
+        !tl_cmp_f32("m", S.m, rm, total, m, sizeof m) ||
+        !tl_cmp_f32("v", S.v, rv, total, m, sizeof m) ||
+        !tl_cmp_bf16("bf16 weights", gw, rw, total, m, sizeof m)) {
+      snprintf(R->msg, sizeof R->msg, "step %d: %s", t, m);
+      R->ok = 0;
+    }
+  }
+  R->staging_peak = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "optim_staging");
+out:
+  pl_stream_adamw_destroy(so);
+  pl_cpu_offload_adamw_destroy(co);
+  for (int i = 0; i < c->nt; i++) {
+    pl_free(dev, prm[i].weight);
+    pl_free(dev, prm[i].grad);
+  }
+  free(rp);
+  free(rm);
+  free(rv);
+  free(rw);
+  free(gw);
+  free(hg);
+  return st;
+}
+
+#endif

@@ -1,0 +1,617 @@
+/* stream_adamw.c — OffloadStreamAdamW (DESIGN §1.4) and its hybrid.
+ *
+ * Schedule of one step (Θ = the rank's params, β = bucket, s = slots):
+ *
+ *   caller stream S ──ev_start──▶ H2D, CMP, D2H, HYB streams
+ *   norm (clipping on): chunk partials of every gradient on CMP, copied to
+ *        the host, one host wait, summed in the fixed order, ranks summed in
+ *        rank order -> gscale.  This is the only host wait, before any update.
+ *   GPU buckets b = 0 .. nb−ncpu−1, slot j = b mod s:
+ *     H2D: wait ev_d2h[j] (slot free) ; master, m, v (+ gradient when it lives
+ *          on the host) host -> slot j ; record ev_h2d[j]
+ *     CMP: wait ev_h2d[j] ; fused AdamW + bf16 refresh per segment (a bucket
+ *          may span tensors; one launch per tensor piece) ; record ev_cmp[j]
+ *     D2H: wait ev_cmp[j] ; master, m, v slot j -> host ; record ev_d2h[j]
+ *   CPU buckets nb−ncpu .. nb−1 (hybrid), on a host thread, concurrently:
+ *     gradient piece device -> host slot (HYB stream, prefetched one bucket
+ *     ahead), SIMD AdamW in place on the pinned master/m/v writing bf16 into a
+ *     host slot, bf16 weights host -> device (HYB); two host slots.
+ *   S waits for the last event of each of the four streams.
+ *
+ * Link bytes per param: GPU bucket 12 each way (+2 or 4 H2D if gradients are
+ * on the host); CPU bucket 2 each way (gradient down, bf16 weight up).
+ * Device memory: s·β·(12 [+ gradient bytes]) <= s·β·16 (tag optim_staging).
+ * On the CPU backend every stream runs in issue order, so the same schedule
+ * runs serialized (and the hybrid thread really runs concurrently). */
+#include "ops/stream_adamw.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../baselines/cpu_adamw.h"
+#include "backend/internal.h"
+#include "ops/adamw_kernels.h"
+
+typedef struct seg {
+  int param;    /* tensor index                          */
+  size_t off;   /* element offset inside the tensor      */
+  size_t len;   /* elements                              */
+  size_t boff;  /* element offset inside the bucket     */
+} seg;
+
+typedef struct bucket {
+  size_t lo, n; /* flat range [lo, lo + n)               */
+  size_t seg0, nseg;
+} bucket;
+
+struct pl_stream_adamw {
+  pl_dev *dev;
+  pl_adamw_hparams hp;
+  pl_stream_adamw_cfg cfg;
+  int nparams;
+  pl_adamw_param *params;
+  size_t total, gsz;
+  bucket *bk;
+  size_t nb;
+  seg *segs;
+  size_t nsegs;
+  /* device staging */
+  size_t slot_elems, slot_bytes;
+  int nslots;
+  char **slot;
+  pl_stream *h2d, *cmp, *d2h, *hyb;
+  pl_event **ev_h2d, **ev_cmp, **ev_d2h;
+  int *slot_used;
+  pl_event *ev_start, *ev_end[4], *ev_gpu0, *ev_gpu1;
+  /* host state */
+  float *p, *m, *v;
+  int own_state;
+  /* norm */
+  size_t npart;
+  double *dpart, *hpart;
+  /* hybrid host slots */
+  int hybrid;
+  void *hg[2];
+  pl_bf16 *hw[2];
+  pl_event *ev_hg[2], *ev_hw[2];
+  int simd_path;
+  /* per step */
+  int64_t t;
+  pl_adamw_scalars k;
+  double share, rate_gpu, rate_cpu;
+  int timing_pending;
+  pl_stream_adamw_last last;
+};
+
+pl_stream_adamw_cfg pl_stream_adamw_cfg_default(void) {
+  pl_stream_adamw_cfg c;
+  memset(&c, 0, sizeof c);
+  c.bucket = 100000000;
+  c.slots = 2;
+  c.grad_dtype = PL_BF16;
+  c.grad_on_host = false;
+  c.share = 0.0;
+  c.share_init = 0.25;
+  c.simd_path = 0;
+  c.cpu_threads = 0;
+  c.comm = NULL;
+  return c;
+}
+
+pl_status pl_adamw_global_sumsq(pl_comm *c, double local, double *out) {
+  if (!c || pl_comm_size(c) == 1) {
+    *out = local;
+    return PL_OK;
+  }
+  int n = pl_comm_size(c);
+  int64_t mine, *all = malloc(sizeof(int64_t) * (size_t)n);
+  if (!all) return pl_set_error(PL_ENOMEM, "adamw: norm gather buffer");
+  memcpy(&mine, &local, sizeof mine);
+  pl_status st = pl_host_allgather_i64(c, &mine, 1, all);
+  if (st == PL_OK) {
+    double s = 0.0;
+    for (int r = 0; r < n; r++) {
+      double x;
+      memcpy(&x, &all[r], sizeof x);
+      s = s + x;
+    }
+    *out = s;
+  }
+  free(all);
+  return st;
+}
+
+static void destroy_events(pl_event **e, int n) {
+  if (!e) return;
+  for (int i = 0; i < n; i++) pl_event_destroy(e[i]);
+  free(e);
+}
+
+void pl_stream_adamw_destroy(pl_stream_adamw *o) {
+  if (!o) return;
+  pl_dev_sync(o->dev);
+  if (o->slot)
+    for (int j = 0; j < o->nslots; j++) pl_free(o->dev, o->slot[j]);
+  free(o->slot);
+  destroy_events(o->ev_h2d, o->nslots);
+  destroy_events(o->ev_cmp, o->nslots);
+  destroy_events(o->ev_d2h, o->nslots);
+  free(o->slot_used);
+  pl_event_destroy(o->ev_start);
+  for (int i = 0; i < 4; i++) pl_event_destroy(o->ev_end[i]);
+  pl_event_destroy(o->ev_gpu0);
+  pl_event_destroy(o->ev_gpu1);
+  for (int i = 0; i < 2; i++) {
+    pl_free(o->dev, o->hg[i]);
+    pl_free(o->dev, o->hw[i]);
+    pl_event_destroy(o->ev_hg[i]);
+    pl_event_destroy(o->ev_hw[i]);
+  }
+  if (o->h2d) pl_stream_destroy(o->h2d);
+  if (o->cmp) pl_stream_destroy(o->cmp);
+  if (o->d2h) pl_stream_destroy(o->d2h);
+  if (o->hyb) pl_stream_destroy(o->hyb);
+  if (o->own_state) {
+    pl_free(o->dev, o->p);
+    pl_free(o->dev, o->m);
+    pl_free(o->dev, o->v);
+  }
+  pl_free(o->dev, o->dpart);
+  pl_free(o->dev, o->hpart);
+  free(o->bk);
+  free(o->segs);
+  free(o->params);
+  free(o);
+}
+
+/* Buckets from the parameter order: bucket b = flat [b·β, min((b+1)·β, Θ)),
+ * cut into per-tensor segments. */
+static pl_status build_buckets(pl_stream_adamw *o) {
+  size_t beta = o->cfg.bucket;
+  o->nb = (o->total + beta - 1) / beta;
+  o->bk = calloc(o->nb ? o->nb : 1, sizeof(bucket));
+  /* segments <= buckets + tensors */
+  o->segs = calloc(o->nb + (size_t)o->nparams + 1, sizeof(seg));
+  if (!o->bk || !o->segs)
+    return pl_set_error(PL_ENOMEM, "stream_adamw: bucket tables");
+  int pi = 0;
+  size_t poff = 0; /* offset inside tensor pi */
+  for (size_t b = 0; b < o->nb; b++) {
+    bucket *B = &o->bk[b];
+    B->lo = b * beta;
+    B->n = B->lo + beta < o->total ? beta : o->total - B->lo;
+    B->seg0 = o->nsegs;
+    size_t need = B->n, boff = 0;
+    while (need > 0) {
+      while (poff == o->params[pi].numel) {
+        pi++;
+        poff = 0;
+      }
+      size_t take = o->params[pi].numel - poff;
+      if (take > need) take = need;
+      seg *S = &o->segs[o->nsegs++];
+      S->param = pi;
+      S->off = poff;
+      S->len = take;
+      S->boff = boff;
+      poff += take;
+      boff += take;
+      need -= take;
+    }
+    B->nseg = o->nsegs - B->seg0;
+  }
+  return PL_OK;
+}
+
+pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
+                                 const pl_stream_adamw_cfg *cfg, int nparams,
+                                 const pl_adamw_param *params,
+                                 pl_stream_adamw **out) {
+  *out = NULL;
+  PL_TRY(pl_adamw_hparams_check(hp));
+  if (!cfg) return pl_set_error(PL_EINVAL, "stream_adamw: cfg is NULL");
+  if (cfg->bucket < 1)
+    return pl_set_error(PL_EINVAL, "stream_adamw: bucket=%zu: must be >= 1",
+                        cfg->bucket);
+  if (cfg->slots < 1 || cfg->slots > 64)
+    return pl_set_error(PL_EINVAL, "stream_adamw: slots=%d: must be in 1..64",
+                        cfg->slots);
+  if (cfg->grad_dtype != PL_F32 && cfg->grad_dtype != PL_BF16)
+    return pl_set_error(PL_EINVAL, "stream_adamw: gradient dtype %s: must be "
+                        "f32 or bf16", pl_dtype_name(cfg->grad_dtype));
+  if (!(cfg->share <= 1.0) || (cfg->share < 0 && !(cfg->share_init >= 0 &&
+                                                   cfg->share_init <= 1)))
+    return pl_set_error(PL_EINVAL, "stream_adamw: share=%g (init %g): must "
+                        "be in [0, 1], or < 0 (auto) with init in [0, 1]",
+                        cfg->share, cfg->share_init);
+  if (nparams < 1 || !params)
+    return pl_set_error(PL_EINVAL, "stream_adamw: nparams=%d: must be >= 1",
+                        nparams);
+  size_t total = 0;
+  for (int i = 0; i < nparams; i++) {
+    if (params[i].numel > 0 && (!params[i].weight || !params[i].grad))
+      return pl_set_error(PL_EINVAL, "stream_adamw: param %d: NULL weight or "
+                          "gradient", i);
+    total += params[i].numel;
+  }
+  if (total == 0)
+    return pl_set_error(PL_EINVAL, "stream_adamw: 0 parameters in total");
+  int simd = 0;
+  if (cfg->share != 0) {
+    pl_simd_path rp;
+    PL_TRY(pl_simd_path_resolve((pl_simd_path)cfg->simd_path, &rp));
+    simd = (int)rp;
+  }
+
+  pl_stream_adamw *o = calloc(1, sizeof *o);
+  if (!o) return pl_set_error(PL_ENOMEM, "stream_adamw: host struct");
+  o->dev = dev;
+  o->hp = *hp;
+  o->cfg = *cfg;
+  o->nparams = nparams;
+  o->total = total;
+  o->gsz = pl_dtype_size(cfg->grad_dtype);
+  o->simd_path = simd;
+  o->hybrid = cfg->share != 0;
+  o->share = cfg->share < 0 ? cfg->share_init : cfg->share;
+  o->params = malloc(sizeof(pl_adamw_param) * (size_t)nparams);
+  pl_status st = PL_OK;
+  if (!o->params) {
+    st = pl_set_error(PL_ENOMEM, "stream_adamw: param table");
+    goto fail;
+  }
+  memcpy(o->params, params, sizeof(pl_adamw_param) * (size_t)nparams);
+  if ((st = build_buckets(o))) goto fail;
+
+  /* host state */
+  if (cfg->state) {
+    if (cfg->state->numel != total || !cfg->state->p || !cfg->state->m ||
+        !cfg->state->v) {
+      st = pl_set_error(PL_EINVAL, "stream_adamw: borrowed state of %zu "
+                        "params: must hold all %zu", cfg->state->numel, total);
+      goto fail;
+    }
+    o->p = cfg->state->p;
+    o->m = cfg->state->m;
+    o->v = cfg->state->v;
+  } else {
+    o->own_state = 1;
+    if ((st = pl_alloc(dev, PL_ARENA_HOST, total * 4, "optim",
+                       (void **)&o->p)) ||
+        (st = pl_alloc(dev, PL_ARENA_HOST, total * 4, "optim",
+                       (void **)&o->m)) ||
+        (st = pl_alloc(dev, PL_ARENA_HOST, total * 4, "optim",
+                       (void **)&o->v)))
+      goto fail;
+  }
+  /* norm partials */
+  for (int i = 0; i < nparams; i++)
+    o->npart += pl_adamw_norm_nchunks(params[i].numel);
+  if ((st = pl_alloc(dev, PL_ARENA_DEVICE, o->npart * 8, "optim_norm",
+                     (void **)&o->dpart)) ||
+      (st = pl_alloc(dev, PL_ARENA_HOST, o->npart * 8, "optim_norm",
+                     (void **)&o->hpart)))
+    goto fail;
+  /* device staging: min(s, nb) slots of min(β, Θ) params */
+  o->slot_elems = cfg->bucket < total ? cfg->bucket : total;
+  o->nslots = (size_t)cfg->slots < o->nb ? cfg->slots : (int)o->nb;
+  o->slot_bytes = o->slot_elems * (12 + (cfg->grad_on_host ? o->gsz : 0));
+  o->slot = calloc((size_t)o->nslots, sizeof(char *));
+  o->ev_h2d = calloc((size_t)o->nslots, sizeof(pl_event *));
+  o->ev_cmp = calloc((size_t)o->nslots, sizeof(pl_event *));
+  o->ev_d2h = calloc((size_t)o->nslots, sizeof(pl_event *));
+  o->slot_used = calloc((size_t)o->nslots, sizeof(int));
+  if (!o->slot || !o->ev_h2d || !o->ev_cmp || !o->ev_d2h || !o->slot_used) {
+    st = pl_set_error(PL_ENOMEM, "stream_adamw: slot tables");
+    goto fail;
+  }
+  for (int j = 0; j < o->nslots; j++) {
+    if ((st = pl_alloc(dev, PL_ARENA_DEVICE, o->slot_bytes, "optim_staging",
+                       (void **)&o->slot[j])) ||
+        (st = pl_event_create(dev, &o->ev_h2d[j])) ||
+        (st = pl_event_create(dev, &o->ev_cmp[j])) ||
+        (st = pl_event_create(dev, &o->ev_d2h[j])))
+      goto fail;
+  }
+  if ((st = pl_stream_create(dev, &o->h2d)) ||
+      (st = pl_stream_create(dev, &o->cmp)) ||
+      (st = pl_stream_create(dev, &o->d2h)) ||
+      (st = pl_stream_create(dev, &o->hyb)) ||
+      (st = pl_event_create(dev, &o->ev_start)) ||
+      (st = pl_event_create(dev, &o->ev_gpu0)) ||
+      (st = pl_event_create(dev, &o->ev_gpu1)))
+    goto fail;
+  for (int i = 0; i < 4; i++)
+    if ((st = pl_event_create(dev, &o->ev_end[i]))) goto fail;
+  if (o->hybrid)
+    for (int i = 0; i < 2; i++) {
+      if ((!cfg->grad_on_host &&
+           (st = pl_alloc(dev, PL_ARENA_HOST, o->slot_elems * o->gsz,
+                          "optim_hybrid", &o->hg[i]))) ||
+          (st = pl_alloc(dev, PL_ARENA_HOST, o->slot_elems * 2,
+                         "optim_hybrid", (void **)&o->hw[i])) ||
+          (st = pl_event_create(dev, &o->ev_hg[i])) ||
+          (st = pl_event_create(dev, &o->ev_hw[i])))
+        goto fail;
+    }
+  /* device allocations are ordered on the default stream: make them
+   * complete before other streams use them */
+  if ((st = pl_stream_sync(pl_dev_stream(dev)))) goto fail;
+  *out = o;
+  return PL_OK;
+fail:
+  pl_stream_adamw_destroy(o);
+  return st;
+}
+
+pl_adamw_state pl_stream_adamw_state(pl_stream_adamw *o) {
+  pl_adamw_state s = {o->p, o->m, o->v, o->total};
+  return s;
+}
+size_t pl_stream_adamw_nbuckets(const pl_stream_adamw *o) { return o->nb; }
+size_t pl_stream_adamw_staging_bytes(const pl_stream_adamw *o) {
+  return (size_t)o->nslots * o->slot_bytes;
+}
+
+/* ---- the norm --------------------------------------------------------------- */
+
+static pl_status clip_scale(pl_stream_adamw *o, pl_stream *s, float *gscale,
+                            double *sumsq) {
+  *gscale = 1.0f;
+  *sumsq = 0.0;
+  if (!(o->hp.max_grad_norm > 0)) return PL_OK;
+  size_t c = 0;
+  if (o->cfg.grad_on_host) {
+    /* Gradients in pinned host memory, produced in order on s. */
+    PL_TRY(pl_stream_sync(s));
+    for (int i = 0; i < o->nparams; i++) {
+      pl_adamw_ref_sumsq_partials(o->params[i].grad, o->cfg.grad_dtype,
+                                  o->params[i].numel, o->hpart + c);
+      c += pl_adamw_norm_nchunks(o->params[i].numel);
+    }
+  } else {
+    for (int i = 0; i < o->nparams; i++) {
+      PL_TRY(pl_adamw_sumsq(o->cmp, o->params[i].grad, o->cfg.grad_dtype,
+                            o->params[i].numel, o->dpart + c));
+      c += pl_adamw_norm_nchunks(o->params[i].numel);
+    }
+    PL_TRY(pl_memcpy_async(o->cmp, o->hpart, o->dpart, c * 8));
+    PL_TRY(pl_stream_sync(o->cmp));
+  }
+  double ss = pl_adamw_sum_partials(o->hpart, c);
+  PL_TRY(pl_adamw_global_sumsq(o->cfg.comm, ss, &ss));
+  *sumsq = ss;
+  *gscale = pl_adamw_clip_scale(&o->hp, ss);
+  return PL_OK;
+}
+
+/* ---- the CPU share (hybrid) -------------------------------------------------- */
+
+typedef struct cpu_job {
+  pl_stream_adamw *o;
+  size_t b0, b1; /* buckets [b0, b1) */
+  pl_status st;
+  char err[256];
+  double ms;
+} cpu_job;
+
+/* Gradient pieces of bucket b device -> host slot h (on HYB). */
+static pl_status cpu_fetch(pl_stream_adamw *o, size_t b, int h) {
+  bucket *B = &o->bk[b];
+  for (size_t q = 0; q < B->nseg; q++) {
+    seg *S = &o->segs[B->seg0 + q];
+    PL_TRY(pl_memcpy_async(
+        o->hyb, (char *)o->hg[h] + S->boff * o->gsz,
+        (const char *)o->params[S->param].grad + S->off * o->gsz,
+        S->len * o->gsz));
+  }
+  return pl_event_record(o->ev_hg[h], o->hyb);
+}
+
+static pl_status cpu_run(cpu_job *J) {
+  pl_stream_adamw *o = J->o;
+  PL_TRY(pl_adamw_bind_thread(o->dev));
+  int on_host = o->cfg.grad_on_host;
+  int used[2] = {0, 0};
+  if (J->b0 < J->b1 && !on_host) PL_TRY(cpu_fetch(o, J->b0, 0));
+  for (size_t b = J->b0; b < J->b1; b++) {
+    int h = (int)((b - J->b0) & 1);
+    bucket *B = &o->bk[b];
+    /* prefetch the next bucket's gradients into the other host slot (its
+     * previous gradients were consumed by the update of bucket b−1) */
+    if (!on_host && b + 1 < J->b1) PL_TRY(cpu_fetch(o, b + 1, h ^ 1));
+    if (used[h]) PL_TRY(pl_event_sync(o->ev_hw[h])); /* weights slot free */
+    if (on_host) {
+      for (size_t q = 0; q < B->nseg; q++) {
+        seg *S = &o->segs[B->seg0 + q];
+        size_t f = B->lo + S->boff;
+        PL_TRY(pl_cpu_adamw_simd(
+            (pl_simd_path)o->simd_path, o->cfg.cpu_threads, o->p + f,
+            o->m + f, o->v + f,
+            (const char *)o->params[S->param].grad + S->off * o->gsz,
+            o->cfg.grad_dtype, o->hw[h] + S->boff, S->len, &o->k));
+      }
+    } else {
+      PL_TRY(pl_event_sync(o->ev_hg[h]));
+      PL_TRY(pl_cpu_adamw_simd((pl_simd_path)o->simd_path, o->cfg.cpu_threads,
+                               o->p + B->lo, o->m + B->lo, o->v + B->lo,
+                               o->hg[h], o->cfg.grad_dtype, o->hw[h], B->n,
+                               &o->k));
+    }
+    for (size_t q = 0; q < B->nseg; q++) {
+      seg *S = &o->segs[B->seg0 + q];
+      PL_TRY(pl_memcpy_async(o->hyb, o->params[S->param].weight + S->off,
+                             o->hw[h] + S->boff, S->len * 2));
+    }
+    PL_TRY(pl_event_record(o->ev_hw[h], o->hyb));
+    used[h] = 1;
+  }
+  for (int h = 0; h < 2; h++)
+    if (used[h]) PL_TRY(pl_event_sync(o->ev_hw[h]));
+  return PL_OK;
+}
+
+static void *cpu_thread(void *arg) {
+  cpu_job *J = arg;
+  uint64_t t0 = pl_now_ns();
+  J->st = cpu_run(J);
+  if (J->st != PL_OK) snprintf(J->err, sizeof J->err, "%s", pl_last_error());
+  J->ms = (double)(pl_now_ns() - t0) * 1e-6;
+  return NULL;
+}
+
+/* ---- the step ------------------------------------------------------------------ */
+
+/* Rates of the previous step (its events are complete by now in practice; the
+ * wait is outside the bucket loop) -> the next share when auto. */
+static pl_status finish_timing(pl_stream_adamw *o) {
+  if (!o->timing_pending) return PL_OK;
+  o->timing_pending = 0;
+  pl_stream_adamw_last *L = &o->last;
+  if (L->gpu_buckets > 0) {
+    PL_TRY(pl_event_sync(o->ev_gpu1));
+    float ms = 0;
+    PL_TRY(pl_event_elapsed_ms(o->ev_gpu0, o->ev_gpu1, &ms));
+    L->gpu_ms = ms;
+    size_t n = o->bk[L->gpu_buckets - 1].lo + o->bk[L->gpu_buckets - 1].n;
+    if (ms > 0) o->rate_gpu = (double)n / ms;
+  }
+  if (L->cpu_buckets > 0 && L->cpu_ms > 0) {
+    size_t n = o->total - o->bk[o->nb - L->cpu_buckets].lo;
+    o->rate_cpu = (double)n / L->cpu_ms;
+  }
+  if (o->cfg.share < 0 && o->rate_gpu > 0 && o->rate_cpu > 0)
+    o->share = o->rate_cpu / (o->rate_cpu + o->rate_gpu);
+  L->next_share = o->share;
+  return PL_OK;
+}
+
+pl_status pl_stream_adamw_step(pl_stream_adamw *o, pl_stream *s) {
+  if (!o || !s) return pl_set_error(PL_EINVAL, "stream_adamw_step: NULL");
+  PL_TRY(finish_timing(o));
+  pl_stream_adamw_last L;
+  memset(&L, 0, sizeof L);
+
+  PL_TRY(pl_event_record(o->ev_start, s));
+  PL_TRY(pl_stream_wait(o->h2d, o->ev_start));
+  PL_TRY(pl_stream_wait(o->cmp, o->ev_start));
+  PL_TRY(pl_stream_wait(o->d2h, o->ev_start));
+  PL_TRY(pl_stream_wait(o->hyb, o->ev_start));
+
+  /* 1. clipping norm from all gradients, before any update */
+  PL_TRY(clip_scale(o, s, &L.gscale, &L.sumsq));
+  o->t++;
+  o->k = pl_adamw_scalars_make(&o->hp, o->t, L.gscale);
+
+  /* 2. split: GPU buckets first, the CPU share from the end */
+  size_t ncpu = 0;
+  if (o->hybrid) {
+    double x = o->share * (double)o->nb + 0.5;
+    ncpu = x < 0 ? 0 : (size_t)x;
+    if (ncpu > o->nb) ncpu = o->nb;
+  }
+  size_t ngpu = o->nb - ncpu;
+  L.share = o->nb ? (double)ncpu / (double)o->nb : 0;
+
+  cpu_job job;
+  memset(&job, 0, sizeof job);
+  job.o = o;
+  job.b0 = ngpu;
+  job.b1 = o->nb;
+  pthread_t th;
+  int started = 0;
+  if (ncpu > 0) {
+    if (pthread_create(&th, NULL, cpu_thread, &job) != 0)
+      return pl_set_error(PL_ERUNTIME, "stream_adamw: pthread_create failed");
+    started = 1;
+  }
+
+  /* 3. the GPU buckets: three streams, events, no host wait */
+  pl_status st = PL_OK;
+  int on_host = o->cfg.grad_on_host;
+  size_t E = o->slot_elems;
+  if (ngpu > 0) st = pl_event_record(o->ev_gpu0, o->h2d);
+  for (size_t b = 0; b < ngpu && st == PL_OK; b++) {
+    int j = (int)(b % (size_t)o->nslots);
+    bucket *B = &o->bk[b];
+    float *sp = (float *)o->slot[j], *sm = sp + E, *sv = sm + E;
+    char *sg = (char *)(sv + E);
+    if (o->slot_used[j] && (st = pl_stream_wait(o->h2d, o->ev_d2h[j]))) break;
+    if ((st = pl_memcpy_async(o->h2d, sp, o->p + B->lo, B->n * 4)) ||
+        (st = pl_memcpy_async(o->h2d, sm, o->m + B->lo, B->n * 4)) ||
+        (st = pl_memcpy_async(o->h2d, sv, o->v + B->lo, B->n * 4)))
+      break;
+    if (on_host)
+      for (size_t q = 0; q < B->nseg && st == PL_OK; q++) {
+        seg *S = &o->segs[B->seg0 + q];
+        st = pl_memcpy_async(
+            o->h2d, sg + S->boff * o->gsz,
+            (const char *)o->params[S->param].grad + S->off * o->gsz,
+            S->len * o->gsz);
+      }
+    if (st || (st = pl_event_record(o->ev_h2d[j], o->h2d)) ||
+        (st = pl_stream_wait(o->cmp, o->ev_h2d[j])))
+      break;
+    for (size_t q = 0; q < B->nseg && st == PL_OK; q++) {
+      seg *S = &o->segs[B->seg0 + q];
+      const void *g =
+          on_host ? (const void *)(sg + S->boff * o->gsz)
+                  : (const void *)((const char *)o->params[S->param].grad +
+                                   S->off * o->gsz);
+      st = pl_adamw_update(o->cmp, sp + S->boff, sm + S->boff, sv + S->boff,
+                           g, o->cfg.grad_dtype,
+                           o->params[S->param].weight + S->off, S->len,
+                           &o->k);
+    }
+    if (st || (st = pl_event_record(o->ev_cmp[j], o->cmp)) ||
+        (st = pl_stream_wait(o->d2h, o->ev_cmp[j])) ||
+        (st = pl_memcpy_async(o->d2h, o->p + B->lo, sp, B->n * 4)) ||
+        (st = pl_memcpy_async(o->d2h, o->m + B->lo, sm, B->n * 4)) ||
+        (st = pl_memcpy_async(o->d2h, o->v + B->lo, sv, B->n * 4)) ||
+        (st = pl_event_record(o->ev_d2h[j], o->d2h)))
+      break;
+    o->slot_used[j] = 1;
+    L.h2d_bytes += B->n * (12 + (on_host ? o->gsz : 0));
+    L.d2h_bytes += B->n * 12;
+  }
+  if (st == PL_OK && ngpu > 0) st = pl_event_record(o->ev_gpu1, o->d2h);
+
+  /* 4. join the CPU share */
+  if (started) {
+    pthread_join(th, NULL);
+    if (st == PL_OK && job.st != PL_OK)
+      st = pl_set_error(job.st, "%s", job.err);
+    L.cpu_ms = job.ms;
+    size_t n = o->total - o->bk[ngpu].lo;
+    L.h2d_bytes += n * 2;
+    if (!on_host) L.d2h_bytes += n * o->gsz;
+  }
+  if (st != PL_OK) return st;
+
+  /* 5. S waits for everything */
+  pl_stream *all[4] = {o->h2d, o->cmp, o->d2h, o->hyb};
+  for (int i = 0; i < 4; i++) {
+    PL_TRY(pl_event_record(o->ev_end[i], all[i]));
+    PL_TRY(pl_stream_wait(s, o->ev_end[i]));
+  }
+  L.t = o->t;
+  L.gpu_buckets = ngpu;
+  L.cpu_buckets = ncpu;
+  L.next_share = o->share;
+  o->last = L;
+  o->timing_pending = 1;
+  return PL_OK;
+}
+
+void pl_stream_adamw_last_get(const pl_stream_adamw *o,
+                              pl_stream_adamw_last *out) {
+  pl_stream_adamw *m = (pl_stream_adamw *)o;
+  (void)finish_timing(m);
+  *out = o->last;
+}
+
+float pl_stream_adamw_gscale(const pl_stream_adamw *o) {
+  return o->last.gscale;
+}

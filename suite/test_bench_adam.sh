@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# test_bench_adam.sh — `plateau bench adam --preset small` on 2 ranks (CPU
+# backend): every mode runs, every row is ok with check pass, the staging bytes
+# never exceed s·β·16, and a bad option is a usage error (exit 2) that writes
+# nothing; an arena limit gives oom rows, not a failure.
+set -euo pipefail
+BUILD=${BUILD:-build}
+BIN=$BUILD/bin/plateau
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+mpirun --bind-to none -np 2 "$BIN" bench adam --preset small -n 3 -w 2 -o "$out" >"$out/log" 2>&1 \
+  || { cat "$out/log"; echo "FAIL: bench exited non-zero"; exit 1; }
+f=$(ls "$out"/adam.*.tsv)
+awk -F'\t' '
+  /^#/ { next }
+  !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
+  { n++
+    if ($c["status"] != "ok" || $c["check"] != "pass") { print "bad row: " $0; bad++ }
+    if ($c["mode"] != "cpu" && $c["staging_bytes"] + 0 > $c["staging_bound"] + 0) { print "staging over bound: " $0; bad++ }
+    m[$c["mode"]]++ }
+  END { if (n != 5 || !m["cpu"] || m["stream"] != 2 || m["hybrid"] != 2) { print "rows: " n; bad++ }
+        exit bad ? 1 : 0 }' "$f" || { cat "$out/log"; echo FAIL; exit 1; }
+# an arena limit below the staging: oom rows, exit 0 (a result, not a crash)
+mpirun --bind-to none -np 2 "$BIN" bench adam --preset small --mode stream --bucket 4K,256K \
+  --slots 2 -n 2 -w 1 --mem-limit 4010K -o "$out/oom" >"$out/log3" 2>&1 \
+  || { cat "$out/log3"; echo "FAIL: oom run exited non-zero"; exit 1; }
+n_oom=$(grep -v '^#' "$out"/oom/adam.*.tsv | awk -F'\t' 'NR > 1 && $0 ~ /\toom\t/' | wc -l)
+[ "$n_oom" = 2 ] || { cat "$out"/oom/adam.*.tsv; echo "FAIL: want 2 oom rows, got $n_oom"; exit 1; }
+set +e
+mpirun --bind-to none -np 1 "$BIN" bench adam --preset small --slots 0 -o "$out/bad" >"$out/log2" 2>&1
+rc=$?
+set -e
+[ "$rc" = 2 ] || { cat "$out/log2"; echo "FAIL: bad --slots gave exit $rc, want 2"; exit 1; }
+[ ! -e "$out/bad" ] || [ -z "$(ls -A "$out/bad")" ] || { echo "FAIL: wrote files on a usage error"; exit 1; }
+echo "PASS test_bench_adam.sh"
