@@ -26,6 +26,13 @@ parts=("$@")
 [ ${#parts[@]} -eq 0 ] && parts=(build tests calib)
 start=$(date +%s)
 stamp() { echo "## [$(($(date +%s) - start))s] $*"; }
+# DEADLINE (seconds from start) caps every part so that the results are packed
+# before the device tool's own limit kills the command.
+part_timeout() {
+  local left=$((${DEADLINE:-100000} - ($(date +%s) - start) - 25))
+  [ "$left" -lt 10 ] && left=10
+  echo $((left < $1 ? left : $1))
+}
 
 pack() {
   if [ -d "$RUNS" ]; then tar czf "$OUT/runs.tgz" "$RUNS"; fi
@@ -72,7 +79,7 @@ for p in "${parts[@]}"; do
   *)
     if [ -f "analysis/device/$p.sh" ]; then
       stamp "$p"
-      timeout 480 bash "analysis/device/$p.sh" 2>&1 | tail -80
+      timeout "$(part_timeout "${PART_MAX:-480}")" bash "analysis/device/$p.sh" 2>&1 | tail -60
     else
       echo "unknown part $p"
     fi ;;
