@@ -201,6 +201,17 @@ void pl_watch_end(int slot) {
   pthread_mutex_unlock(&g_wlock);
 }
 
+/* An NCCL operation is watched twice: on the host while it is being enqueued
+ * (NCCL can block there, e.g. connecting to a peer that never arrives on the
+ * first operation) and on the device until its completion event fires. */
+#define WATCHED_NCCL(c, name, call)                                            \
+  do {                                                                         \
+    int w_ = pl_watch_begin((c), name);                                        \
+    pl_status st_ = (call);                                                    \
+    pl_watch_end(w_);                                                          \
+    return st_;                                                                \
+  } while (0)
+
 pl_status pl_watch_event(const pl_comm *c, const char *op, void *event) {
   pthread_mutex_lock(&g_wlock);
   int slot = watch_slot_locked();
@@ -574,7 +585,7 @@ pl_status pl_allreduce(pl_comm *c, const void *send, void *recv, size_t count,
   PL_TRY(check_buf(fn, "send", send, count));
   PL_TRY(check_buf(fn, "recv", recv, count));
 #if PL_HAVE_CUDA
-  if (c->nccl) return pl_nccl_allreduce(c, send, recv, count, dt, op, s);
+  if (c->nccl) WATCHED_NCCL(c, "allreduce", pl_nccl_allreduce(c, send, recv, count, dt, op, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
@@ -592,7 +603,7 @@ pl_status pl_allgather(pl_comm *c, const void *send, void *recv, size_t count,
   PL_TRY(check_buf(fn, "send", send, count));
   PL_TRY(check_buf(fn, "recv", recv, count));
 #if PL_HAVE_CUDA
-  if (c->nccl) return pl_nccl_allgather(c, send, recv, count, dt, s);
+  if (c->nccl) WATCHED_NCCL(c, "allgather", pl_nccl_allgather(c, send, recv, count, dt, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
@@ -616,7 +627,7 @@ pl_status pl_reduce_scatter(pl_comm *c, const void *send, void *recv,
   PL_TRY(check_buf(fn, "send", send, count));
   PL_TRY(check_buf(fn, "recv", recv, count));
 #if PL_HAVE_CUDA
-  if (c->nccl) return pl_nccl_reduce_scatter(c, send, recv, count, dt, op, s);
+  if (c->nccl) WATCHED_NCCL(c, "reduce_scatter", pl_nccl_reduce_scatter(c, send, recv, count, dt, op, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
@@ -657,8 +668,8 @@ pl_status pl_alltoallv(pl_comm *c, const void *send, const size_t *scounts,
   PL_TRY(check_buf(fn, "recv", recv, rtot));
 #if PL_HAVE_CUDA
   if (c->nccl)
-    return pl_nccl_alltoallv(c, send, scounts, sdispls, recv, rcounts,
-                             rdispls, dt, s);
+    WATCHED_NCCL(c, "alltoallv", pl_nccl_alltoallv(c, send, scounts, sdispls, recv, rcounts,
+                             rdispls, dt, s));
 #endif
   PL_TRY(need_init(fn));
   int P = c->size;
@@ -700,7 +711,7 @@ pl_status pl_sendrecv(pl_comm *c, const void *send, size_t scount, int dst,
   PL_TRY(check_buf(fn, "recv", recv, rcount));
 #if PL_HAVE_CUDA
   if (c->nccl)
-    return pl_nccl_sendrecv(c, send, scount, dst, recv, rcount, src, dt, s);
+    WATCHED_NCCL(c, "sendrecv", pl_nccl_sendrecv(c, send, scount, dst, recv, rcount, src, dt, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "scount", scount));
@@ -727,7 +738,7 @@ pl_status pl_broadcast(pl_comm *c, void *buf, size_t count, pl_dtype dt,
   PL_TRY(check_rank(fn, "root", root, c));
   PL_TRY(check_buf(fn, "buf", buf, count));
 #if PL_HAVE_CUDA
-  if (c->nccl) return pl_nccl_broadcast(c, buf, count, dt, root, s);
+  if (c->nccl) WATCHED_NCCL(c, "broadcast", pl_nccl_broadcast(c, buf, count, dt, root, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
