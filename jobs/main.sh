@@ -27,6 +27,8 @@ BENCHES=(
   "vocab"
   "attention -n 3 -w 1"
   "layer -n 2 -w 1"
+  "dispatch -n 3 -w 1"
+  "adam"
 )
 
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
