@@ -13,7 +13,10 @@
  * effective all-to-all bandwidth (bytes moved by the a2a's of fwd+bwd / fwd+bwd
  * time: an effective figure, the a2a's are not timed alone) and effective
  * expert-GEMM TFLOP/s (11 GEMMs of 2*R*H*I FLOPs per fwd+bwd over the whole
- * time).  Check: out and dx against the ep variant on the same inputs
+ * time), the expert GEMM launches of the busiest chunk (`gemms`, fwd + bwd
+ * with recompute: 11 per group; one group per expert slot when the chunk is
+ * expert-major, one per (source, expert) segment otherwise; --source-major
+ * forces the latter for comparison) and the expert-major chunk count.  Check: out and dx against the ep variant on the same inputs
  * (normwise; f32 on the CPU is bit-exact), and the pipelined rows' dispatch
  * peak against the bound 2*Ep*k*c_eff*H*b.
  *
@@ -73,6 +76,9 @@ static const pl_opt dispatch_opts[] = {
     {"no-overlap", 0, PL_OPT_FLAG, NULL,
      "pipelined: issue everything on one stream (no comm stream)", 0, 0,
      NULL},
+    {"source-major", 0, PL_OPT_FLAG, NULL,
+     "group the expert GEMMs per (source rank, expert) segment, as before the "
+     "expert-major receive layout (comparison)", 0, 0, NULL},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -81,7 +87,7 @@ static const pl_opt dispatch_opts[] = {
   "cap\tK\tc_eff\tdtype\ttime_ms\ttime_p10_ms\ttime_p90_ms\tfwd_ms\t"          \
   "peak_gib\top_peak_gib\tdispatch_gib\tbound_gib\tpool_gib\tlive_set\tmax_send_ratio\t"    \
   "routes_moved\ta2a_gbs\ttflops\tplanned\tpieces\tspilled\timb_before\t"      \
-  "imb_after\toverlapped"
+  "imb_after\toverlapped\tgemms\tem_chunks"
 
 typedef struct job {
   pl_moe *m;
@@ -192,6 +198,7 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
   cfg.knobs.m = sh.m;
   cfg.knobs.lambda = pl_args_f64(a, "lambda");
   cfg.overlap = !pl_args_flag(a, "no-overlap");
+  cfg.source_major = pl_args_flag(a, "source-major");
   if (sh.E % Ep != 0)
     return pl_set_error(PL_EINVAL,
                         "--experts=%d is not a multiple of the %d ranks", sh.E,
@@ -355,11 +362,12 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
         }
         pl_moe_stats sst = j.st;
         /* group-wide maxima of the memory figures, sum of routes moved */
-        int64_t agg[5] = {(int64_t)peak, (int64_t)dpeak, (int64_t)pool,
-                          sst.routes_recv, (int64_t)(peak - base)};
+        int64_t agg[7] = {(int64_t)peak, (int64_t)dpeak, (int64_t)pool,
+                          sst.routes_recv, (int64_t)(peak - base), sst.gemms,
+                          sst.em_chunks};
         int64_t moved = sst.routes_sent;
         if (ps == PL_OK && !bad) {
-          ps = pl_host_allreduce_i64(ctx->comm, agg, 5, PL_RED_MAX);
+          ps = pl_host_allreduce_i64(ctx->comm, agg, 7, PL_RED_MAX);
           if (ps == PL_OK)
             ps = pl_host_allreduce_i64(ctx->comm, &moved, 1, PL_RED_SUM);
         }
@@ -395,6 +403,10 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
           pl_row_f64(row, "imb_before", sst.imb_native);
           pl_row_f64(row, "imb_after", sst.imb_planned);
           pl_row_i64(row, "overlapped", sst.overlapped);
+          /* expert GEMM launches of the busiest chunk (fwd + bwd with
+           * recompute) and the chunks computed expert-major, max over ranks */
+          pl_row_i64(row, "gemms", agg[5]);
+          pl_row_i64(row, "em_chunks", agg[6]);
           char note[160] = "";
           bool ok = true;
           if (ctx->check && have_ref) {

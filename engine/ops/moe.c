@@ -203,9 +203,15 @@ typedef struct chunk {
   int64_t self_off;
   int64_t *scnt, *sdsp, *rcnt, *rdsp; /* Ep each, rows; self zero in cnt  */
   int ng;
-  grp *g;
+  grp *g;         /* the GEMM groups of the layout the compute sees        */
+  int ng_src;     /* groups of the source-major receive layout             */
+  bool em;        /* expert-major: received rows are permuted so that all
+                     sources' rows of an expert are contiguous (one GEMM per
+                     expert slot); see expert_major() */
   /* element offsets into the device index buffer */
   int64_t o_toks, o_slots, o_send_tok, o_send_route, o_self_tok, o_self_route;
+  int64_t o_perm, o_inv; /* em: expert-major row r' <- source-major perm[r'];
+                            source-major row r <- expert-major inv[r]     */
 } chunk;
 
 struct pl_moe_ctx {
@@ -246,6 +252,48 @@ static int helper_index(const pl_moe_ctx *c, int e) {
   for (int i = 0; i < c->nh; i++)
     if (c->h_exp[i] == e) return i;
   return -1;
+}
+
+/* Expert-major layout of chunk C (host side).  The all-to-all-v delivers a
+ * source-major receive buffer (blocks by source rank, each by expert): with
+ * strided chunks every chunk holds a segment of every (source, expert) pair,
+ * so grouping the GEMMs by segment issues Ep * E_local small GEMMs per
+ * projection.  Here the received rows are ordered by (expert slot, source)
+ * instead: perm (expert-major row r' <- source-major row perm[r']) is applied
+ * by one row gather after the receive, inv on the way back before the return
+ * all-to-all-v, and the compute issues one GEMM per expert slot with all
+ * sources' rows (at most E_local + helpers per projection).  Each permutation
+ * holds a second copy of the chunk's rows for a moment, so the chunk is
+ * expert-major only when 3*R fits the bound 2*Ep*k*c_eff rows on every rank
+ * (backward: X, dout and the copy; decided on group-wide maxima, so every
+ * rank and the overlap gates agree); otherwise it keeps the segment groups.
+ * Row values do not depend on the grouping (row-deterministic GEMMs); the
+ * weight gradients sum an expert's rows in one GEMM instead of per segment.
+ * Returns nonzero on host OOM. */
+static int expert_major(pl_moe *m, pl_moe_ctx *c, chunk *C, int32_t *hmeta) {
+  const int nslot = m->El + c->nh;
+  grp *ge = malloc((size_t)(nslot > 0 ? nslot : 1) * sizeof(grp));
+  if (!ge) return 1;
+  int nge = 0;
+  int64_t r = 0;
+  for (int sl = 0; sl < nslot; sl++) {
+    int64_t r0 = r;
+    for (int gi = 0; gi < C->ng_src; gi++) {
+      const grp *g = &C->g[gi];
+      if (g->slot != sl) continue;
+      for (int64_t q = 0; q < g->rows; q++, r++) {
+        hmeta[C->o_perm + r] = (int32_t)(g->row0 + q);
+        hmeta[C->o_inv + g->row0 + q] = (int32_t)r;
+      }
+    }
+    if (r > r0) ge[nge++] = (grp){r0, r - r0, sl};
+  }
+  PL_ASSERT(r == C->R);
+  free(C->g);
+  C->g = ge;
+  C->ng = nge;
+  C->em = true;
+  return 0;
 }
 
 /* Everything from the routes and the group's counts: plan, chunks, per-route
@@ -455,6 +503,7 @@ static pl_status build_ctx(pl_moe *m, int64_t N, const int32_t *idx,
         o += v;
       }
     }
+    C->ng_src = C->ng;
     tot_S += C->S;
     tot_R += C->R;
     if (C->R > c->max_chunk_recv) c->max_chunk_recv = C->R;
@@ -475,6 +524,10 @@ static pl_status build_ctx(pl_moe *m, int64_t N, const int32_t *idx,
     nmeta += C->s_self;
     C->o_self_route = nmeta;
     nmeta += C->s_self;
+    C->o_perm = nmeta; /* filled by expert_major() if the chunk is em */
+    nmeta += Ep > 1 ? C->R : 0;
+    C->o_inv = nmeta;
+    nmeta += Ep > 1 ? C->R : 0;
   }
   if (nmeta > INT32_MAX || tot_R > INT32_MAX) {
     st = pl_set_error(PL_EINVAL, "moe: %lld routes on one rank: beyond int32",
@@ -551,6 +604,12 @@ static pl_status build_ctx(pl_moe *m, int64_t N, const int32_t *idx,
     free(rk);
     free(ra);
     if (st != PL_OK) goto fail;
+  }
+  if (!cf->source_major && Ep > 1) {
+    const int64_t budget = 2 * (int64_t)Ep * k * c->c_eff;
+    for (int ch = 0; ch < K; ch++)
+      if (3 * c->Rmax[ch] <= budget && expert_major(m, c, &c->ch[ch], hmeta))
+        goto oom;
   }
 
   /* 8. upload the indices */
@@ -774,6 +833,27 @@ static pl_status a2a_counts(const pl_moe *m, const chunk *C, size_t width,
   return PL_OK;
 }
 
+/* *buf (n rows of `width` elements of dt, tag `tag`) <- a new buffer whose
+ * row i is old row idx[i]; the old one is freed.  The expert-major
+ * permutation and its inverse (see expert_major). */
+static pl_status permute_rows(pl_moe *m, const int32_t *idx, int64_t n,
+                              int64_t width, pl_dtype dt, const char *tag,
+                              void **buf, pl_stream *s, pl_status st) {
+  if (st != PL_OK || n == 0) return st;
+  void *nb = NULL;
+  st = pl_alloc_async(m->dev, PL_ARENA_DEVICE,
+                      (size_t)n * (size_t)width * pl_dtype_size(dt), tag, s,
+                      &nb);
+  if (st == PL_OK) st = pl_moe_k_moe_gather(s, nb, *buf, idx, n, width, dt);
+  if (st != PL_OK) {
+    pl_free_async(m->dev, nb, s);
+    return st;
+  }
+  pl_free_async(m->dev, *buf, s);
+  *buf = nb;
+  return PL_OK;
+}
+
 /* Source rows (src: N x H) of chunk C to their computing ranks: *recv gets
  * R x H (tag dispatch), blocks by source, own routes gathered directly.
  * Called by every rank; st is the status so far (see agree). */
@@ -804,6 +884,9 @@ static pl_status dispatch_rows(pl_moe *m, pl_moe_ctx *c, chunk *C,
                       p + 3 * m->Ep, dt, s);
   free(p);
   pl_free_async(m->dev, xs, s);
+  if (C->em)
+    st = permute_rows(m, meta(c, C->o_perm), C->R, H, dt, "dispatch", recv, s,
+                      st);
   if (st != PL_OK && *recv) {
     pl_free_async(m->dev, *recv, s);
     *recv = NULL;
@@ -837,6 +920,9 @@ static pl_status dispatch_scalars(pl_moe *m, pl_moe_ctx *c, chunk *C,
                       p + 3 * m->Ep, PL_F32, s);
   free(p);
   pl_free_async(m->dev, ws, s);
+  if (C->em)
+    st = permute_rows(m, meta(c, C->o_perm), C->R, 1, PL_F32, "routing",
+                      (void **)recv, s, st);
   if (st != PL_OK && *recv) {
     pl_free_async(m->dev, *recv, s);
     *recv = NULL;
@@ -1009,6 +1095,9 @@ static pl_status fwd_combine(pl_moe *m, pl_moe_ctx *c, int i, const float *w,
   chunk *C = &c->ch[i];
   void *back = NULL;
   if (st == PL_OK && s != m->cs) st = pl_stream_wait(s, fs->evC[i]);
+  if (C->em) /* back to blocks by source for the return trip */
+    st = permute_rows(m, meta(c, C->o_inv), C->R, m->cfg.H, m->cfg.dt,
+                      "dispatch", &fs->B[i], s, st);
   st = return_rows(m, C, fs->B[i], (size_t)m->cfg.H, m->cfg.dt, "dispatch",
                    &back, s, st);
   if (st == PL_OK)
@@ -1070,6 +1159,10 @@ static void fill_stats(pl_moe *m, pl_moe_ctx *c, pl_moe_stats *stt) {
   stt->gemm_flops_fwd =
       6.0 * (double)stt->routes_recv * (double)m->cfg.H * (double)m->cfg.I;
   stt->overlapped = c->overlapped;
+  for (int i = 0; i < c->K; i++) {
+    if (11 * (int64_t)c->ch[i].ng > stt->gemms) stt->gemms = 11 * (int64_t)c->ch[i].ng;
+    stt->em_chunks += c->ch[i].em;
+  }
 }
 
 pl_status pl_moe_forward(pl_moe *m, const pl_moe_weights *W, const void *x,
@@ -1116,7 +1209,12 @@ pl_status pl_moe_forward(pl_moe *m, const pl_moe_weights *W, const void *x,
     }
     if (i + 1 < K) {
       const int64_t *R = c->Rmax, *S = c->Smax;
+      /* an expert-major chunk's permutation holds a second copy of its rows
+       * where the send or return rows would be (see expert_major) */
+      int64_t x0 = c->ch[i].em ? R[i] : 0, x1 = c->ch[i + 1].em ? R[i + 1] : 0;
       int64_t smax = S[i] > S[i + 1] ? S[i] : S[i + 1];
+      if (x0 > smax) smax = x0;
+      if (x1 > smax) smax = x1;
       if (pipe && R[i] + R[i + 1] + smax <= budget) {
         st = fwd_dispatch(m, c, i + 1, x, ms, &fs, st); /* beside compute(i) */
         pending = i;
@@ -1200,6 +1298,9 @@ static pl_status bwd_return(pl_moe *m, pl_moe_ctx *c, int i, void *dx,
   void *back = NULL;
   float *dwb = NULL;
   if (st == PL_OK && s != m->cs) st = pl_stream_wait(s, bs->evC[i]);
+  if (C->em) /* back to blocks by source for the return trip */
+    st = permute_rows(m, meta(c, C->o_inv), C->R, m->cfg.H, m->cfg.dt,
+                      "dispatch", &bs->D[i], s, st);
   st = return_rows(m, C, bs->D[i], (size_t)m->cfg.H, m->cfg.dt, "dispatch",
                    &back, s, st);
   if (st == PL_OK)
@@ -1209,6 +1310,9 @@ static pl_status bwd_return(pl_moe *m, pl_moe_ctx *c, int i, void *dx,
   pl_free_async(m->dev, back, s);
   pl_free_async(m->dev, bs->D[i], s);
   bs->D[i] = NULL;
+  if (C->em)
+    st = permute_rows(m, meta(c, C->o_inv), C->R, 1, PL_F32, "routing",
+                      (void **)&bs->dwr[i], s, st);
   st = return_rows(m, C, bs->dwr[i], 1, PL_F32, "routing", (void **)&dwb, s,
                    st);
   if (st == PL_OK)
@@ -1273,8 +1377,9 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
        * rows; the return of chunk i then runs beside compute(i+1), holding
        * D_i, X_{i+1}, D_{i+1} and its return rows S_i.  Both counted as on
        * the device (not only in issue order). */
-      int64_t need1 = R[i] + 2 * R[i + 1] + S[i + 1];
-      int64_t need2 = R[i] + 2 * R[i + 1] + S[i];
+      int64_t x0 = c->ch[i].em ? R[i] : 0, x1 = c->ch[i + 1].em ? R[i + 1] : 0;
+      int64_t need1 = R[i] + 2 * R[i + 1] + (S[i + 1] > x1 ? S[i + 1] : x1);
+      int64_t need2 = R[i] + 2 * R[i + 1] + (S[i] > x0 ? S[i] : x0);
       if (pipe && need1 <= budget && need2 <= budget) {
         if (st == PL_OK) st = pl_stream_wait(ms, bs.evX[i]);
         st = bwd_dispatch(m, c, i + 1, x, dout, w, ms, &bs, st);

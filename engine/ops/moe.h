@@ -61,6 +61,9 @@ typedef struct pl_moe_cfg {
   int K_max;          /* Eq. 1 chunk ceiling (pipelined)                   */
   bool contiguous;    /* contiguous chunks instead of strided (Table 8)    */
   bool overlap;       /* pipelined: overlap on a comm stream (default on)  */
+  bool source_major;  /* group the expert GEMMs per (source rank, expert)
+                         segment of the receive buffer, as before the
+                         expert-major layout (for comparison; default off) */
 } pl_moe_cfg;
 
 /* H=I=0 etc. must be filled by the caller; this sets the knobs, c=N, K_max=64,
@@ -93,6 +96,11 @@ typedef struct pl_moe_stats {
   int64_t weights_moved; /* expert weight sets received from owners        */
   double gemm_flops_fwd; /* expert GEMM FLOPs of this rank, forward         */
   int overlapped;        /* chunks whose next dispatch was overlapped       */
+  int64_t gemms;         /* expert GEMM launches of the busiest chunk, fwd
+                            + bwd with recompute (11 per group: 3 forward,
+                            3 recompute, 3 weight-gradient, 2 dX)           */
+  int em_chunks;         /* chunks computed expert-major (rows of all
+                            sources of an expert contiguous)                */
 } pl_moe_stats;
 
 typedef struct pl_moe pl_moe;
