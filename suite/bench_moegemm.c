@@ -12,7 +12,13 @@
  * and "wgrad" (H x m)^T-style X^T dG (H x I, fp32 accumulate) as for the weight
  * gradients.  The dense reference is one GEMM with G*m rows (wgrad: inner
  * dimension G*m) and one weight.  FLOPs 2*G*m*H*I for both; ratio = grouped /
- * dense rate.  Per rank; a time is the slowest rank's. */
+ * dense rate.  Per rank; a time is the slowest rank's.
+ *
+ * Layouts (--layouts): "segments" is the source-major grouping above (G =
+ * E/Ep x Ep groups of m rows, what ops/moe.c issues with --source-major or
+ * when a chunk is too large to permute); "expert_major" is what it issues by
+ * default since the receive buffer is permuted by (expert, source): G = E/Ep
+ * groups of Ep*m rows, the same FLOPs in Ep times fewer, larger GEMMs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +29,7 @@
 
 static const char *const preset_names[] = {"small", "65k", "32k", NULL};
 static const char *const kind_names[] = {"up", "down", "wgrad", NULL};
+static const char *const layout_names[] = {"segments", "expert_major", NULL};
 
 static const pl_opt moegemm_opts[] = {
     {"preset", 0, PL_OPT_ENUM, "small", "shape preset: small | 65k | 32k", 0,
@@ -31,12 +38,15 @@ static const pl_opt moegemm_opts[] = {
      4096, NULL},
     {"kinds", 0, PL_OPT_ENUM_LIST, "up,down,wgrad", "GEMM kinds", 0, 0,
      kind_names},
+    {"layouts", 0, PL_OPT_ENUM_LIST, "segments,expert_major",
+     "groups per (source, expert) segment, or per expert with all sources' "
+     "rows (the layer's default)", 0, 0, layout_names},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL},
 };
 
 #define MOEGEMM_COLUMNS                                                        \
-  "kind\tranks\ttokens\thidden\tffn\texperts\ttopk\tK\tgroups\trows\tdtype\t"  \
-  "grouped_ms\tdense_ms\tgrouped_tflops\tdense_tflops\tratio"
+  "kind\tlayout\tranks\ttokens\thidden\tffn\texperts\ttopk\tK\tgroups\trows\t" \
+  "dtype\tgrouped_ms\tdense_ms\tgrouped_tflops\tdense_tflops\tratio"
 
 typedef struct gjob {
   pl_stream *s;
@@ -94,6 +104,7 @@ static pl_status moegemm_run(pl_bench_ctx *ctx) {
   uint64_t Ks[PL_OPT_LIST_MAX];
   int nK = pl_args_size_list(a, "chunks", Ks, PL_OPT_LIST_MAX);
   int kinds[3], nk = pl_args_enum_list(a, "kinds", kinds, 3);
+  int lays[2], nl = pl_args_enum_list(a, "layouts", lays, 2);
   const int G = (E / Ep) * Ep; /* (source, local expert) segments */
   int64_t mmax = (int64_t)k * N / E;
   if (mmax < 1) mmax = 1;
@@ -110,17 +121,23 @@ static pl_status moegemm_run(pl_bench_ctx *ctx) {
   if (st == PL_OK)
     st = pl_rng_fill(s, j.C, dt, xr * wd, ctx->seed + 2, 0, PL_DIST_NORMAL, 0, 1);
   if (st == PL_OK) st = pl_stream_sync(s);
-  ctx->npoints = nK * nk;
+  ctx->npoints = nK * nk * nl;
   for (int ki = 0; ki < nK && st == PL_OK; ki++)
+    for (int li = 0; li < nl && st == PL_OK; li++)
     for (int kk = 0; kk < nk && st == PL_OK; kk++) {
       int64_t K = (int64_t)Ks[ki];
-      j.m = mmax / K > 0 ? mmax / K : 1;
+      int64_t mseg = mmax / K > 0 ? mmax / K : 1;
+      bool em = lays[li] == 1;
+      j.G = em ? E / Ep : G;
+      j.m = em ? mseg * Ep : mseg;
       j.kind = kinds[kk];
       char label[64];
-      snprintf(label, sizeof label, "%s K=%lld", kind_names[j.kind], (long long)K);
+      snprintf(label, sizeof label, "%s %s K=%lld", kind_names[j.kind],
+               layout_names[lays[li]], (long long)K);
       pl_bench_progress(ctx, label);
       pl_row *row = pl_row_new(ctx);
       pl_row_str(row, "kind", kind_names[j.kind]);
+      pl_row_str(row, "layout", layout_names[lays[li]]);
       pl_row_i64(row, "ranks", Ep);
       pl_row_i64(row, "tokens", N);
       pl_row_i64(row, "hidden", H);
@@ -128,7 +145,7 @@ static pl_status moegemm_run(pl_bench_ctx *ctx) {
       pl_row_i64(row, "experts", E);
       pl_row_i64(row, "topk", k);
       pl_row_i64(row, "K", K);
-      pl_row_i64(row, "groups", G);
+      pl_row_i64(row, "groups", j.G);
       pl_row_i64(row, "rows", j.m);
       pl_row_str(row, "dtype", pl_dtype_name(dt));
       /* weights as dt for up/down, fp32 gradients for wgrad */
@@ -149,7 +166,7 @@ static pl_status moegemm_run(pl_bench_ctx *ctx) {
       if (ps != PL_OK) {
         pl_row_status_from(row, ps);
       } else {
-        double fl = 2.0 * G * (double)j.m * H * I;
+        double fl = 2.0 * j.G * (double)j.m * H * I;
         double rg = fl / (tg.median * 1e-3) / 1e12, rd = fl / (td.median * 1e-3) / 1e12;
         pl_row_f64(row, "grouped_ms", tg.median);
         pl_row_f64(row, "dense_ms", td.median);

@@ -844,7 +844,10 @@ static pl_status permute_rows(pl_moe *m, const int32_t *idx, int64_t n,
   st = pl_alloc_async(m->dev, PL_ARENA_DEVICE,
                       (size_t)n * (size_t)width * pl_dtype_size(dt), tag, s,
                       &nb);
-  if (st == PL_OK) st = pl_moe_k_moe_gather(s, nb, *buf, idx, n, width, dt);
+  if (st == PL_OK && width == 1 && dt == PL_F32) /* route scalars */
+    st = pl_moe_k_moe_gather_f32(s, nb, *buf, idx, n);
+  else if (st == PL_OK)
+    st = pl_moe_k_moe_gather(s, nb, *buf, idx, n, width, dt);
   if (st != PL_OK) {
     pl_free_async(m->dev, nb, s);
     return st;

@@ -483,6 +483,61 @@ START_TEST(k1_equals_llep) {
 }
 END_TEST
 
+/* The expert-major receive layout (default) against the source-major one
+ * (--source-major): the same rows through GEMMs grouped differently, so out,
+ * dx and dw are bit-exact (row-deterministic kernels; CUDA: normwise), weight
+ * gradients within fp32 tolerance (an expert's rows summed in one GEMM
+ * instead of per segment); with several ranks some chunks are expert-major
+ * and issue fewer GEMMs; both within the bound. */
+START_TEST(expert_major_vs_source_major) {
+  const char *profs[] = {"balanced", "95/4"};
+  for (int p = 0; p < 2; p++) {
+    tcase_cfg t = base_case(PL_F32);
+    t.rk = R_PROFILE;
+    t.profile = profs[p];
+    t.cfg.knobs.lambda = 0;
+    inputs in;
+    gen_inputs(&t, me, &in);
+    void *wg, *wu, *wd;
+    gen_weights(&t, &wg, &wu, &wd);
+    result a = {0}, b = {0};
+    t.cfg.variant = PL_MOE_PIPELINED;
+    t.cfg.source_major = true;
+    ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &a), PL_OK);
+    t.cfg.source_major = false;
+    ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &b), PL_OK);
+    char l[96];
+    snprintf(l, sizeof l, "%s expert-major vs source-major np=%d", profs[p],
+             np);
+    compare(l, &t, &in, &b, &a, false);
+    ck_assert_int_eq(a.st.em_chunks, 0);
+    size_t bound = pl_moe_dispatch_bound(&t.cfg, np, b.c_eff);
+    ck_assert_msg(b.peak_fwd <= bound && b.peak_bwd <= bound,
+                  "%s: dispatch peak fwd %zu / bwd %zu > bound %zu", l,
+                  b.peak_fwd, b.peak_bwd, bound);
+    /* group-wide: with several ranks some chunk is expert-major somewhere */
+    int64_t g[3] = {b.st.em_chunks, a.st.gemms, b.st.gemms};
+    int64_t gs[3];
+    ck_assert_int_eq(pl_host_allreduce_i64(world, g, 3, PL_RED_MAX), PL_OK);
+    memcpy(gs, g, sizeof g);
+    if (np > 1) {
+      ck_assert_msg(gs[0] > 0, "%s: no chunk expert-major", l);
+      ck_assert_msg(gs[2] < gs[1], "%s: gemms per chunk %lld not below %lld",
+                    l, (long long)gs[2], (long long)gs[1]);
+    } else {
+      ck_assert_int_eq(gs[0], 0);
+      ck_assert_int_eq(gs[2], gs[1]);
+    }
+    if (me == 0)
+      printf("%s: gemms per chunk %lld -> %lld, expert-major chunks %lld\n", l,
+             (long long)gs[1], (long long)gs[2], (long long)gs[0]);
+    free_result(&a), free_result(&b);
+    free(wg), free(wu), free(wd);
+    free_inputs(&in);
+  }
+}
+END_TEST
+
 START_TEST(refusals) {
   pl_moe_cfg c = base_case(PL_F32).cfg;
   pl_moe *m = NULL;
@@ -665,6 +720,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, exact_profiles);
   tcase_add_test(tc, exact_edges);
   tcase_add_test(tc, k1_equals_llep);
+  tcase_add_test(tc, expert_major_vs_source_major);
   tcase_add_test(tc, bound_grid);
   tcase_add_test(tc, oom_on_one_rank);
   suite_add_tcase(s, tc);
