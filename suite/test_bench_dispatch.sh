@@ -8,7 +8,10 @@
 #    below before);
 #  - with --mem-limit between the two peaks, ep and llep rows are `oom` while
 #    pipelined_llep rows are ok (the bound, as an OOM boundary);
-#  - `plateau bench moegemm` (small) writes ok rows.
+#  - some pipelined row computes chunks expert-major (em_chunks > 0; gemms
+#    column filled);
+#  - `plateau bench moegemm` (small) writes ok rows for both layouts, with
+#    E/ranks groups expert-major and E groups per segment.
 # Usage: BUILD=build bash suite/test_bench_dispatch.sh
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -45,6 +48,15 @@ else
   [[ $plan -eq 0 ]] || fail "$plan skewed llep rows without a plan that lowers the imbalance"
 fi
 
+# expert-major chunks: some pipelined row computes chunks expert-major, and its
+# GEMM launches per chunk are at most 11 x the local experts + helpers
+if [[ -n $f ]]; then
+  nem=$(paste <(getcol "$f" variant) <(getcol "$f" em_chunks) | awk -F'\t' '$1 == "pipelined_llep" && $2 > 0' | wc -l)
+  [[ $nem -gt 0 ]] || fail "no pipelined row with expert-major chunks"
+  ng=$(getcol "$f" gemms | grep -c '^[0-9][0-9]*$')
+  [[ $ng -eq 16 ]] || fail "gemms column: $ng of 16 rows numeric"
+fi
+
 # the bound as an OOM boundary: a limit between the pipelined and llep peaks
 $MPIRUN -np 2 "$BIN" bench dispatch -n 1 -w 0 --mem-limit 450K --profiles balanced,95/16 \
   -o "$tmp/b" >"$tmp/b.log" 2>&1 || fail "bench dispatch --mem-limit exit $?"
@@ -63,7 +75,11 @@ $MPIRUN -np 1 "$BIN" bench moegemm -n 2 -w 0 -o "$tmp/c" >"$tmp/c.log" 2>&1 || f
 f=$(ls "$tmp"/c/moegemm.*.tsv 2>/dev/null | head -1)
 if [[ -n $f ]]; then
   nok=$(getcol "$f" status | grep -c '^ok$')
-  [[ $nok -eq 6 ]] || fail "moegemm: $nok of 6 rows ok"
+  [[ $nok -eq 12 ]] || fail "moegemm: $nok of 12 rows ok (2 K x 2 layouts x 3 kinds)"
+  # expert-major: one group per local expert (E/ranks), segments: E/ranks x ranks
+  badg=$(paste <(getcol "$f" layout) <(getcol "$f" groups) <(getcol "$f" experts) <(getcol "$f" ranks) |
+    awk -F'\t' '($1 == "expert_major" && $2 != $3 / $4) || ($1 == "segments" && $2 != $3)' | wc -l)
+  [[ $badg -eq 0 ]] || fail "moegemm: $badg rows with unexpected group counts"
 else
   fail "no moegemm result file"
 fi

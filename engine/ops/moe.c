@@ -11,7 +11,17 @@
  *   receive buffer.  With S <= k*c_eff - s_self and R <= (Ep-1)*k*c_eff + s_self
  *   (s_self: routes a rank keeps), forward needs R + S <= Ep*k*c_eff rows and
  *   backward (x rows and dout rows both received) 2R + S <= 2*Ep*k*c_eff rows:
- *   the bound 2*Ep*k*c_eff*H*b holds without overlap.  The pipelined variant
+ *   the bound 2*Ep*k*c_eff*H*b holds without overlap.
+ *
+ * Expert-major chunks (expert_major): the all-to-all-v delivers blocks by
+ * source; one row gather reorders them by (expert slot, source) so each expert
+ * slot's rows of all sources are contiguous and every projection issues one
+ * GEMM per slot (at most E/Ep + helpers) instead of one per (source, expert)
+ * segment; the inverse gather restores blocks by source before the return.
+ * The gather holds a second copy of the chunk's rows for a moment (forward 2R,
+ * backward 2R + R), so a chunk is expert-major only when 3*R fits the bound;
+ * the overlap gates below count the copy where the send/return rows would be.
+ * The pipelined variant
  *   issues the next chunk's dispatch early (on the comm stream, overlapping this
  *   chunk's GEMMs) only when the exactly known sizes keep the live set within
  *   the bound; every size is known on the host, so the gate costs no sync. */

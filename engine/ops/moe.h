@@ -23,6 +23,12 @@
  * pipelined variant keeps the "dispatch" peak <= 2*Ep*k*c_eff*H*b in forward
  * and backward (asserted in test_mpi_moe.c).
  *
+ * Expert GEMMs: the received rows of a chunk are permuted by (expert, source)
+ * (one row gather after the receive, its inverse before the return) so each
+ * local or borrowed expert gets one GEMM per projection with all sources'
+ * rows, when the permutation's transient copy fits the bound (see moe.c);
+ * cfg.source_major keeps one GEMM per (source, expert) segment instead.
+ *
  * Host synchronization: planning needs the routes on the host (idx is passed
  * as host memory: with a real router that is one D2H copy of N*k int32 per
  * layer, as LLEP's reference code also does); from the per-rank counts every
