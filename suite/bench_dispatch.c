@@ -87,7 +87,7 @@ static const pl_opt dispatch_opts[] = {
   "cap\tK\tc_eff\tdtype\ttime_ms\ttime_p10_ms\ttime_p90_ms\tfwd_ms\t"          \
   "peak_gib\top_peak_gib\tdispatch_gib\tbound_gib\tpool_gib\tlive_set\tmax_send_ratio\t"    \
   "routes_moved\ta2a_gbs\ttflops\tplanned\tpieces\tspilled\timb_before\t"      \
-  "imb_after\toverlapped\tgemms\tem_chunks"
+  "imb_after\toverlapped\toverlapped_bwd\tgemms\tem_chunks"
 
 typedef struct job {
   pl_moe *m;
@@ -99,6 +99,7 @@ typedef struct job {
   int64_t N;
   bool bwd;
   pl_moe_stats st;
+  int ov_bwd; /* backward chunks overlapped (last iteration) */
 } job;
 
 static pl_status job_fn(void *arg) {
@@ -109,6 +110,7 @@ static pl_status job_fn(void *arg) {
   if (!j->bwd) return PL_OK;
   pl_status s =
       pl_moe_backward(j->m, c, &j->W, j->x, j->w, j->dout, j->dx, j->dw, &j->G);
+  j->ov_bwd = pl_moe_ctx_overlapped(c) - j->st.overlapped;
   pl_moe_ctx_free(c);
   return s;
 }
@@ -405,6 +407,7 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
           pl_row_i64(row, "overlapped", sst.overlapped);
           /* expert GEMM launches of the busiest chunk (fwd + bwd with
            * recompute) and the chunks computed expert-major, max over ranks */
+          pl_row_i64(row, "overlapped_bwd", j.ov_bwd);
           pl_row_i64(row, "gemms", agg[5]);
           pl_row_i64(row, "em_chunks", agg[6]);
           char note[160] = "";

@@ -258,6 +258,8 @@ void pl_moe_ctx_free(pl_moe_ctx *c) {
   free(c);
 }
 
+int pl_moe_ctx_overlapped(const pl_moe_ctx *c) { return c ? c->overlapped : 0; }
+
 static int helper_index(const pl_moe_ctx *c, int e) {
   for (int i = 0; i < c->nh; i++)
     if (c->h_exp[i] == e) return i;

@@ -136,6 +136,10 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *ctx, const pl_moe_weights *W,
                           const void *x, const float *w, const void *dout,
                           void *dx, float *dw, pl_moe_wgrads *G);
 void pl_moe_ctx_free(pl_moe_ctx *ctx);
+/* Chunks whose next dispatch was overlapped so far with this context: the
+ * forward's (also in pl_moe_stats.overlapped) plus, after pl_moe_backward,
+ * the backward's. */
+int pl_moe_ctx_overlapped(const pl_moe_ctx *ctx);
 
 /* The bound of the pipelined variant in bytes: 2*Ep*k*c_eff*H*b. */
 size_t pl_moe_dispatch_bound(const pl_moe_cfg *cfg, int Ep, int64_t c_eff);
