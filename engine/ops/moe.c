@@ -1016,7 +1016,8 @@ static pl_status expert_fwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
 static pl_status expert_bwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
                             const pl_moe_weights *W, pl_moe_wgrads *Gw,
                             float *hg, void **Xp, void *D, const float *wr,
-                            float *dwr, pl_event *evX, pl_stream *s) {
+                            float *dwr, pl_event *evX, pl_event *evDD,
+                            pl_stream *s) {
   const int64_t H = m->cfg.H, I = m->cfg.I;
   const pl_dtype dt = m->cfg.dt;
   const size_t b = pl_dtype_size(dt);
@@ -1031,7 +1032,7 @@ static pl_status expert_bwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
   if (st == PL_OK)
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &P);
 #define ROWS(base, w) ((char *)(base) + (size_t)g->row0 * (w) * b)
-  /* recompute G, U, A; P = dout * Wd^T */
+  /* recompute G, U, A (X only: the dout rows may still be arriving, evDD) */
   for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
     const grp *g = &C->g[gi];
     const void *wg, *wu, *wd;
@@ -1041,11 +1042,17 @@ static pl_status expert_bwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
     if (st == PL_OK)
       st = pl_moe_k_moe_gemm(s, false, false, g->rows, I, H, 1.0f, ROWS(X, H),
                              H, wu, I, 0.0f, ROWS(U, I), I, dt, dt);
-    if (st == PL_OK)
-      st = pl_moe_k_moe_gemm(s, false, true, g->rows, I, H, 1.0f, ROWS(D, H),
-                             H, wd, H, 0.0f, ROWS(P, I), I, dt, dt);
   }
   if (st == PL_OK) st = pl_moe_k_moe_swiglu_fwd(s, A, G, U, C->R, I, dt);
+  if (st == PL_OK && evDD) st = pl_stream_wait(s, evDD);
+  /* P = dout * Wd^T */
+  for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
+    const grp *g = &C->g[gi];
+    const void *wg, *wu, *wd;
+    slot_weights(m, c, W, g->slot, &wg, &wu, &wd);
+    st = pl_moe_k_moe_gemm(s, false, true, g->rows, I, H, 1.0f, ROWS(D, H), H,
+                           wd, H, 0.0f, ROWS(P, I), I, dt, dt);
+  }
   /* dw = <P, A>; G <- dG, U <- dU */
   if (st == PL_OK)
     st = pl_moe_k_moe_swiglu_bwd(s, G, U, P, A, wr, dwr, C->R, I, dt);
@@ -1279,15 +1286,16 @@ out:
 typedef struct bwd_state {
   void **X, **D;
   float **wr, **dwr;
-  pl_event **evD, **evC, **evX;
+  pl_event **evD, **evDD, **evC, **evX;
 } bwd_state;
 
-static pl_status bwd_dispatch(pl_moe *m, pl_moe_ctx *c, int i, const void *x,
-                              const void *dout, const float *w, pl_stream *s,
-                              bwd_state *bs, pl_status st) {
+/* The layer input rows of chunk i (and its route weights) to the computing
+ * ranks; evD[i] after them. */
+static pl_status bwd_dispatch_x(pl_moe *m, pl_moe_ctx *c, int i, const void *x,
+                                const float *w, pl_stream *s, bwd_state *bs,
+                                pl_status st) {
   chunk *C = &c->ch[i];
   st = dispatch_rows(m, c, C, x, &bs->X[i], s, st);
-  st = dispatch_rows(m, c, C, dout, &bs->D[i], s, st);
   st = dispatch_scalars(m, c, C, w, &bs->wr[i], s, st);
   if (st == PL_OK)
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * sizeof(float),
@@ -1296,13 +1304,30 @@ static pl_status bwd_dispatch(pl_moe *m, pl_moe_ctx *c, int i, const void *x,
   return st;
 }
 
+/* Its dout rows; evDD[i] after them (the compute waits for them only before
+ * its first use of dout, after recomputing G, U and A). */
+static pl_status bwd_dispatch_d(pl_moe *m, pl_moe_ctx *c, int i,
+                                const void *dout, pl_stream *s, bwd_state *bs,
+                                pl_status st) {
+  st = dispatch_rows(m, c, &c->ch[i], dout, &bs->D[i], s, st);
+  if (st == PL_OK) st = pl_event_record(bs->evDD[i], s);
+  return st;
+}
+
+static pl_status bwd_dispatch(pl_moe *m, pl_moe_ctx *c, int i, const void *x,
+                              const void *dout, const float *w, pl_stream *s,
+                              bwd_state *bs, pl_status st) {
+  st = bwd_dispatch_x(m, c, i, x, w, s, bs, st);
+  return bwd_dispatch_d(m, c, i, dout, s, bs, st);
+}
+
 static pl_status bwd_compute(pl_moe *m, pl_moe_ctx *c, int i,
                              const pl_moe_weights *W, pl_moe_wgrads *G,
                              float *hg, bwd_state *bs, pl_status st) {
   if (st != PL_OK) return st;
   PL_TRY(pl_stream_wait(m->cs, bs->evD[i]));
   PL_TRY(expert_bwd(m, c, &c->ch[i], W, G, hg, &bs->X[i], bs->D[i], bs->wr[i],
-                    bs->dwr[i], bs->evX[i], m->cs));
+                    bs->dwr[i], bs->evX[i], bs->evDD[i], m->cs));
   return pl_event_record(bs->evC[i], m->cs);
 }
 
@@ -1358,6 +1383,7 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
   if (!bs.X || !bs.D || !bs.wr || !bs.dwr)
     st = pl_set_error(PL_ENOMEM, "moe: host");
   if (st == PL_OK) st = make_events(m->dev, K, &bs.evD);
+  if (st == PL_OK) st = make_events(m->dev, K, &bs.evDD);
   if (st == PL_OK) st = make_events(m->dev, K, &bs.evC);
   if (st == PL_OK) st = make_events(m->dev, K, &bs.evX);
   if (st == PL_OK) st = pl_event_create(m->dev, &ev0);
@@ -1378,8 +1404,16 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
   }
   const int64_t budget = 2 * (int64_t)m->Ep * m->cfg.k * c->c_eff;
   st = bwd_dispatch(m, c, 0, x, dout, w, ms, &bs, st);
-  int pending = -1;
+  int pending = -1; /* chunk whose return follows the next compute        */
+  bool split = false; /* chunk i's X came early, its dout not yet sent    */
   for (int i = 0; i < K; i++) {
+    if (split) {
+      /* split overlap: the return of chunk i-1 and the dout rows of chunk i
+       * run beside chunk i's recompute of G, U, A (which needs only X) */
+      st = bwd_return(m, c, i - 1, dx, dw, ms, &bs, st);
+      st = bwd_dispatch_d(m, c, i, dout, ms, &bs, st);
+      split = false;
+    }
     st = bwd_compute(m, c, i, W, G, hg, &bs, st);
     if (pending >= 0) {
       st = bwd_return(m, c, pending, dx, dw, ms, &bs, st);
@@ -1391,14 +1425,26 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
        * chunk i's last GEMMs), so it holds D_i with chunk i+1's X, D and send
        * rows; the return of chunk i then runs beside compute(i+1), holding
        * D_i, X_{i+1}, D_{i+1} and its return rows S_i.  Both counted as on
-       * the device (not only in issue order). */
+       * the device (not only in issue order).  An expert-major chunk's
+       * permutation copy counts where its send/return rows would be. */
       int64_t x0 = c->ch[i].em ? R[i] : 0, x1 = c->ch[i + 1].em ? R[i + 1] : 0;
-      int64_t need1 = R[i] + 2 * R[i + 1] + (S[i + 1] > x1 ? S[i + 1] : x1);
-      int64_t need2 = R[i] + 2 * R[i + 1] + (S[i] > x0 ? S[i] : x0);
+      int64_t t0 = S[i] > x0 ? S[i] : x0, t1 = S[i + 1] > x1 ? S[i + 1] : x1;
+      int64_t need1 = R[i] + 2 * R[i + 1] + t1;
+      int64_t need2 = R[i] + 2 * R[i + 1] + t0;
+      /* split: only X_{i+1} early (beside the end of compute(i): D_i and
+       * X_{i+1}); then the return of i (D_i, X_{i+1}) and dout of i+1
+       * (X_{i+1}, D_{i+1}) beside the start of compute(i+1) */
+      int64_t need3 = R[i] + R[i + 1] + (t0 > t1 ? t0 : t1);
+      int64_t need4 = 2 * R[i + 1] + t1;
       if (pipe && need1 <= budget && need2 <= budget) {
         if (st == PL_OK) st = pl_stream_wait(ms, bs.evX[i]);
         st = bwd_dispatch(m, c, i + 1, x, dout, w, ms, &bs, st);
         pending = i;
+        if (st == PL_OK) c->overlapped++;
+      } else if (pipe && need3 <= budget && need4 <= budget) {
+        if (st == PL_OK) st = pl_stream_wait(ms, bs.evX[i]);
+        st = bwd_dispatch_x(m, c, i + 1, x, w, ms, &bs, st);
+        split = true;
         if (st == PL_OK) c->overlapped++;
       } else {
         st = bwd_return(m, c, i, dx, dw, ms, &bs, st);
@@ -1431,6 +1477,7 @@ out:
   free(bs.wr);
   free(bs.dwr);
   free_events(K, bs.evD);
+  free_events(K, bs.evDD);
   free_events(K, bs.evC);
   free_events(K, bs.evX);
   if (ev0) pl_event_destroy(ev0);
