@@ -42,7 +42,7 @@ static const char *const paper_msr[] = {"1.00", "1.35", "2.40", "2.29"};
 
 typedef struct drow {
   const char *variant, *profile, *chunking, *tokens, *hidden, *ffn, *topk,
-      *ranks, *K;
+      *ranks, *K, *gemms, *em;
   double time, fwd, peak, opeak, dpeak, bound, msr;
   const char *status, *check;
 } drow;
@@ -151,6 +151,8 @@ static pl_status report_tables(rctx *rc, const char *bench,
       d->topk = cell(t[i], row, "topk");
       d->ranks = cell(t[i], row, "ranks");
       d->K = cell(t[i], row, "K");
+      d->gemms = cell(t[i], row, "gemms");
+      d->em = cell(t[i], row, "em_chunks");
       d->time = num(cell(t[i], row, "time_ms"));
       d->fwd = num(cell(t[i], row, "fwd_ms"));
       d->peak = num(cell(t[i], row, "peak_gib"));
@@ -248,17 +250,24 @@ static pl_status report_tables(rctx *rc, const char *bench,
              "less; contiguous max-send 1.02-6.00.  Max-send ratio here: max "
              "over (chunk, destination) of routes received / mean.\n\n");
 
-  fprintf(f, "## All rows\n\n| variant | profile | chunking | N | H | I | k "
+  fprintf(f, "## All rows\n\nGEMMs/chunk: expert GEMM launches of the "
+             "busiest chunk, forward + backward with recompute (11 per group: "
+             "one group per expert slot when the chunk is expert-major, one "
+             "per (source, expert) segment otherwise); em chunks: chunks "
+             "computed expert-major ('-': a result file from before these "
+             "columns).\n\n");
+  fprintf(f, "| variant | profile | chunking | N | H | I | k "
              "| ranks | K | ms | fwd ms | peak GiB | dispatch GiB | bound GiB "
-             "| max-send | status | check |\n|---|---|---|---|---|---|---|---|"
-             "---|---|---|---|---|---|---|---|---|\n");
+             "| max-send | GEMMs/chunk | em chunks | status | check |\n"
+             "|---|---|---|---|---|---|---|---|"
+             "---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < nr; i++)
     fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | "
-               "%.3g | %.3g | %.3g | %.3g | %s | %s |\n",
+               "%.3g | %.3g | %.3g | %.3g | %s | %s | %s | %s |\n",
             r[i].variant, r[i].profile, r[i].chunking, r[i].tokens,
             r[i].hidden, r[i].ffn, r[i].topk, r[i].ranks, r[i].K, r[i].time,
-            r[i].fwd, r[i].peak, r[i].dpeak, r[i].bound, r[i].msr, r[i].status,
-            r[i].check);
+            r[i].fwd, r[i].peak, r[i].dpeak, r[i].bound, r[i].msr, r[i].gemms,
+            r[i].em, r[i].status, r[i].check);
   if (fclose(f) != 0) {
     free(r);
     return pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));

@@ -7,7 +7,8 @@
 #      top-4, c 10,923) x 4 profiles x {ep, llep, pipelined_llep}, with the
 #      pipelined variant both strided and contiguous (Table 8);
 #   3. `plateau bench moegemm`: the grouped expert GEMM as the layer issues it
-#      (one cublasGemmEx per segment) vs a dense GEMM of equal FLOPs, K = 1, 10.
+#      (one cublasGemmEx per expert slot, expert-major; and per (source,
+#      expert) segment as before) vs a dense GEMM of equal FLOPs, K = 1, 10.
 # Results go to $RUNS.  Budget: under 4 minutes of GPU time on nvidia-h200-x2
 # (few iterations: -w 1 -n 3 at 65k, -w 1 -n 5 at 32k; each step under a
 # timeout summing to 240 s: a step cut short keeps the rows it wrote, since
