@@ -181,8 +181,8 @@ static void route1(const float *z, const float *bias, int E, int k, int renorm, 
   ck_assert_int_eq(pl_stream_sync(s), PL_OK);
   for (int j = 0; j < k; j++) {
     ck_assert_msg(gi[j] == idx[j], "cuda pick %d: %d, cpu %d", j, gi[j], idx[j]);
-    ck_assert_msg(fabsf(gw[j] - w[j]) <= 1e-6f * fabsf(w[j]) + 1e-37f, "cuda w[%d] %.9g, cpu %.9g", j,
-                  gw[j], w[j]);
+    ck_assert_msg(fabsf(gw[j] - w[j]) <= 1e-6f * fabsf(w[j]) + 1e-37f,
+                  "cuda w[%d] %.9g, cpu %.9g", j, gw[j], w[j]);
   }
   for (int i = 0; i < 6; i++) pl_free(dev, d[i]);
   pl_dev_destroy(dev);
