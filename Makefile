@@ -216,4 +216,7 @@ format:
 clean:
 	rm -rf $(BUILD)
 
+# keep test objects (make would delete them as intermediates of the test rule)
+.SECONDARY:
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -32,8 +32,8 @@
 #include <omp.h>
 
 #include "bench.h"
+#include "model/router.h"
 #include "ops/moe.h"
-#include "ops/moe_router.h"
 #include "plateau/hd.h"
 
 static const char *const variant_names[] = {"ep", "llep", "pipelined_llep",
@@ -266,13 +266,28 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
   }
 
   for (int pi = 0; pi < npf && st == PL_OK; pi++) {
-    if (profs[pi] == 4) { /* real router: logits x W_r, top-k, softmax */
-      void *Wr = NULL;
+    if (profs[pi] == 4) {
+      /* real router (model/router.h): logits x W_r, top-k, weights
+       * renormalized over the k (= softmax over the k chosen logits); idx
+       * copied D2H for the planner (the documented host sync, ops/moe.h) */
+      void *Wr = NULL, *probs = NULL, *didx = NULL;
+      const pl_router_shape rsh = {.N = sh.N, .H = sh.H, .E = sh.E, .k = sh.k,
+                                   .renorm = 1, .dt = dt};
       st = alloc_fill(dev, s, (size_t)sh.H * sh.E, dt, "router", seed + 21, 0,
                       PL_DIST_NORMAL, 0, 1.0f / sqrtf((float)sh.H), &Wr);
       if (st == PL_OK)
-        st = pl_moe_router_fwd(dev, s, j.x, sh.N, sh.H, Wr, sh.E, sh.k, dt,
-                               j.idx, j.w);
+        st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)sh.N * sh.E * sizeof(float),
+                      "router", &probs);
+      if (st == PL_OK)
+        st = pl_alloc(dev, PL_ARENA_DEVICE, Nk * sizeof(int32_t), "router",
+                      &didx);
+      if (st == PL_OK)
+        st = pl_router_fwd(s, &rsh, j.x, Wr, NULL, probs, didx, j.w);
+      if (st == PL_OK)
+        st = pl_memcpy_async(s, j.idx, didx, Nk * sizeof(int32_t));
+      if (st == PL_OK) st = pl_stream_sync(s);
+      pl_free(dev, didx);
+      pl_free(dev, probs);
       pl_free(dev, Wr);
     } else {
       pl_route_profile prof;

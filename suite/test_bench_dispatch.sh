@@ -8,6 +8,9 @@
 #    below before);
 #  - with --mem-limit between the two peaks, ep and llep rows are `oom` while
 #    pipelined_llep rows are ok (the bound, as an OOM boundary);
+#  - the `router` profile (routes from model/router.h: x·W_r, softmax top-k,
+#    renormalized; idx copied to the host for the planner): every variant's
+#    row ok/pass, and the routes identical on a second run (same imbalance);
 #  - some pipelined row computes chunks expert-major (em_chunks > 0; gemms
 #    column filled);
 #  - `plateau bench moegemm` (small) writes ok rows for both layouts, with
@@ -69,6 +72,24 @@ if [[ -n $f ]]; then
   [[ $res == *"pipelined_llep:oom"* ]] && fail "pipelined_llep ran out of memory: $res"
 else
   fail "no result file with --mem-limit"
+fi
+
+# the real router profile
+for r in r1 r2; do
+  $MPIRUN -np 2 "$BIN" bench dispatch -n 1 -w 0 --profiles router -o "$tmp/$r" >"$tmp/$r.log" 2>&1 ||
+    fail "bench dispatch --profiles router exit $? ($(tail -3 "$tmp/$r.log"))"
+done
+f=$(ls "$tmp"/r1/dispatch.*.tsv 2>/dev/null | head -1)
+f2=$(ls "$tmp"/r2/dispatch.*.tsv 2>/dev/null | head -1)
+if [[ -n $f && -n $f2 ]]; then
+  n=$(rows "$f" x | wc -l)
+  [[ $n -eq 3 ]] || fail "router profile: expected 3 rows, got $n"
+  bad=$(paste <(getcol "$f" profile) <(getcol "$f" status) <(getcol "$f" check) | grep -vc $'^router\tok\tpass$')
+  [[ $bad -eq 0 ]] || fail "router profile: $bad rows not router/ok/pass"
+  [[ "$(getcol "$f" imb_before)" == "$(getcol "$f2" imb_before)" ]] ||
+    fail "router profile: routes differ between two runs ($(getcol "$f" imb_before | tr '\n' ' ') vs $(getcol "$f2" imb_before | tr '\n' ' '))"
+else
+  fail "no router-profile result file"
 fi
 
 $MPIRUN -np 1 "$BIN" bench moegemm -n 2 -w 0 -o "$tmp/c" >"$tmp/c.log" 2>&1 || fail "bench moegemm exit $?"

@@ -4,10 +4,17 @@
  *
  *   x [N, H] (dt), W_r [H, E] (dt), logits/probs [N, E] f32
  *   p = softmax(x·W_r)                      (fp32 accumulate, fp32 softmax)
- *   idx [N, k] int32: the k experts with the largest p_e + b_e, ordered by
- *       (p_e + b_e) descending, ties to the lower index — identical rule on
- *       both backends
+ *   idx [N, k] int32, ordered by score descending, ties to the lower index
+ *       (identical rule on both backends): without a bias the k largest
+ *       logits (ranked before the softmax, so no two distinct logits tie
+ *       through expf rounding), with a bias b the k largest p_e + b_e
  *   w [N, k] f32: renorm ? p_{idx_j} / Σ_j p_{idx_j} : p_{idx_j}
+ *       (renorm == softmax over the k chosen logits, the Mixtral/LLEP rule)
+ *
+ * The one router of the engine: the MoE dispatch bench's `router` profile and
+ * the tests call it with renorm = 1; pl_moe_forward takes idx on the host, so
+ * such a caller copies idx (N·k int32) D2H after pl_router_fwd — the one
+ * documented host sync of a routed layer (ops/moe.h).
  *
  * Bias b (optional, f32 [E]): DeepSeek-V3's auxiliary-loss-free balancing
  * (arXiv 2412.19437 §2.1.2): b only changes which experts are selected, never

@@ -2,7 +2,9 @@
  * against a double reference (softmax, top-k order, weights), backward against
  * central finite differences in double of L = Σ dw ⊙ w(x, W_r) with the
  * selection held fixed (renorm and plain; with and without the balancing
- * bias), the bias update rule, bad shapes; CUDA against the CPU on a GPU. */
+ * bias), adversarial selections (exact ties, logits merged by expf rounding,
+ * k = E, E = 1, huge logits, bias ties), the bias update rule, bad shapes;
+ * CUDA against the CPU on a GPU (including the adversarial selections). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -146,6 +148,96 @@ START_TEST(bias_update_and_refusals) {
 }
 END_TEST
 
+/* one token, H = 1, x = 1: the logits are W exactly (no GEMM rounding); on a
+ * GPU the same call on CUDA must give the same picks and weights */
+static void route1(const float *z, const float *bias, int E, int k, int renorm, int32_t *idx,
+                   float *w) {
+  pl_dev *dev;
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &dev), PL_OK);
+  const float one = 1.f;
+  float *probs = malloc(sizeof(float) * E);
+  for (int j = 0; j < k; j++) idx[j] = -7, w[j] = NAN; /* poison */
+  pl_router_shape sh = {.N = 1, .H = 1, .E = E, .k = k, .renorm = renorm, .dt = PL_F32};
+  ck_assert_int_eq(pl_router_fwd(pl_dev_stream(dev), &sh, &one, z, bias, probs, idx, w), PL_OK);
+  free(probs);
+  pl_dev_destroy(dev);
+  if (pl_cuda_device_count() == 0) return;
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CUDA, -1, &dev), PL_OK);
+  pl_stream *s = pl_dev_stream(dev);
+  void *d[6] = {0};
+  const size_t sz[6] = {4, 4 * (size_t)E, 4 * (size_t)E, 4 * (size_t)E, 4 * (size_t)k,
+                        4 * (size_t)k};
+  for (int i = 0; i < 6; i++)
+    ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, sz[i], "act", &d[i]), PL_OK);
+  ck_assert_int_eq(pl_memcpy_async(s, d[0], &one, 4), PL_OK);
+  ck_assert_int_eq(pl_memcpy_async(s, d[1], z, sz[1]), PL_OK);
+  if (bias) ck_assert_int_eq(pl_memcpy_async(s, d[2], bias, sz[2]), PL_OK);
+  ck_assert_int_eq(pl_router_fwd(s, &sh, d[0], d[1], bias ? d[2] : NULL, d[3], d[4], d[5]),
+                   PL_OK);
+  int32_t gi[32];
+  float gw[32];
+  ck_assert_int_eq(pl_memcpy_async(s, gi, d[4], sz[4]), PL_OK);
+  ck_assert_int_eq(pl_memcpy_async(s, gw, d[5], sz[5]), PL_OK);
+  ck_assert_int_eq(pl_stream_sync(s), PL_OK);
+  for (int j = 0; j < k; j++) {
+    ck_assert_msg(gi[j] == idx[j], "cuda pick %d: %d, cpu %d", j, gi[j], idx[j]);
+    ck_assert_msg(fabsf(gw[j] - w[j]) <= 1e-6f * fabsf(w[j]) + 1e-37f,
+                  "cuda w[%d] %.9g, cpu %.9g", j, gw[j], w[j]);
+  }
+  for (int i = 0; i < 6; i++) pl_free(dev, d[i]);
+  pl_dev_destroy(dev);
+}
+
+/* adversarial selections: exact ties go to the lower index; two distinct
+ * logits that expf rounds to one probability are still ranked by the logit
+ * (no bias); k = E; E = 1; huge logits; ties of p + b with a bias */
+START_TEST(selection_ties_and_extremes) {
+  int32_t idx[8];
+  float w[8];
+  const float tie[6] = {0.25f, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f};
+  for (int renorm = 0; renorm < 2; renorm++) {
+    route1(tie, NULL, 6, 3, renorm, idx, w);
+    for (int j = 0; j < 3; j++) {
+      ck_assert_msg(idx[j] == j, "ties: pick %d is %d, want %d", j, idx[j], j);
+      const float want = renorm ? 1.f / 3 : 1.f / 6;
+      ck_assert_msg(fabsf(w[j] - want) < 1e-6f, "ties: w[%d] %.7g want %.7g", j, w[j], want);
+    }
+  }
+  /* z1 < z2 by one ulp, both ~e^-100 after the softmax: one denormal */
+  const float near[3] = {0.f, -100.f, nextafterf(-100.f, 0.f)};
+  const int merged = expf(near[1]) == expf(near[2]);
+  route1(near, NULL, 3, 2, 1, idx, w);
+  ck_assert_msg(idx[0] == 0 && idx[1] == 2, "near-tie (expf merged: %d): picks %d %d, want 0 2",
+                merged, idx[0], idx[1]);
+  ck_assert(w[0] == 1.f && w[1] >= 0.f && w[1] < 1e-30f);
+  /* k = E: every expert, by logit descending */
+  const float all[5] = {0.3f, -1.f, 2.f, 0.3f, 1.f};
+  const int order[5] = {2, 4, 0, 3, 1};
+  route1(all, NULL, 5, 5, 1, idx, w);
+  float ws = 0.f;
+  for (int j = 0; j < 5; j++) {
+    ck_assert_msg(idx[j] == order[j], "k = E: pick %d is %d, want %d", j, idx[j], order[j]);
+    ws += w[j];
+  }
+  ck_assert_msg(fabsf(ws - 1.f) < 1e-6f, "k = E: weights sum %.7g", ws);
+  const float one_e[1] = {-3.f};
+  route1(one_e, NULL, 1, 1, 0, idx, w);
+  ck_assert(idx[0] == 0 && w[0] == 1.f);
+  /* huge logits: no overflow, no NaN */
+  const float huge[3] = {1e30f, -1e30f, 3e29f};
+  route1(huge, NULL, 3, 2, 1, idx, w);
+  ck_assert_msg(idx[0] == 0 && idx[1] == 2 && w[0] == 1.f && w[1] == 0.f,
+                "huge: picks %d %d w %g %g", idx[0], idx[1], w[0], w[1]);
+  /* bias: equal logits, p + b ties resolved to the lower index; weights
+   * from p only (uniform) */
+  const float eq[4] = {1.f, 1.f, 1.f, 1.f}, b[4] = {0.f, 0.1f, 0.1f, 0.f};
+  route1(eq, b, 4, 3, 1, idx, w);
+  ck_assert_msg(idx[0] == 1 && idx[1] == 2 && idx[2] == 0, "bias ties: picks %d %d %d", idx[0],
+                idx[1], idx[2]);
+  for (int j = 0; j < 3; j++) ck_assert(fabsf(w[j] - 1.f / 3) < 1e-6f);
+}
+END_TEST
+
 START_TEST(cuda_matches_cpu) {
   if (pl_cuda_device_count() == 0) {
     printf("skipped: no CUDA device\n");
@@ -209,6 +301,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, forward_and_fd_gradients);
   tcase_add_test(tc, bias_update_and_refusals);
+  tcase_add_test(tc, selection_ties_and_extremes);
   tcase_add_test(tc, cuda_matches_cpu);
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);

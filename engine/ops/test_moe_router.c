@@ -1,111 +1,190 @@
-/* test_moe_router.c — the softmax top-k router (moe_router.c) on the CPU
- * backend: top-k against a sort, weights against softmax renormalized over the
- * chosen experts, and both gradients (dx, dW_r) against central finite
- * differences of L = sum c * w (c random: the route-weight gradient a layer
- * would pass back), f32. */
+/* test_moe_router.c — the router (model/router.h, renorm = 1, as the MoE
+ * dispatch bench's `router` profile calls it) feeding the MoE layer's dense
+ * reference (ops/moe.h) on the CPU backend, f32:
+ *  - selection against the double logits: the k largest in order, ties to the
+ *    lower index; weights against softmax over the k chosen logits;
+ *  - the gradient of L = Σ dout ⊙ moe(x, router(x, W_r)) through both paths:
+ *    dx = dx_moe (expert FFNs) + dx_router (from the route-weight gradient dw
+ *    that the MoE backward returns), dW_r from the router, against central
+ *    finite differences of the f32 forward itself (selection re-run at each
+ *    step; entries whose step changes a selection are skipped and counted);
+ *  - the router term matters: dx_moe alone misses the finite differences;
+ *  - the router allocates nothing: the device peak is the caller's buffers
+ *    (tag "router", exact bytes). */
 #include <check.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/moe_router.h"
+#include "model/router.h"
+#include "ops/moe.h"
 #include "plateau/hd.h"
 
-enum { N = 6, H = 8, E = 10, k = 3 };
+enum { N = 6, H = 8, I = 5, E = 10, k = 3 };
 
-static double loss(pl_dev *dev, const float *x, const float *Wr,
-                   const float *c, int32_t *idx_out) {
-  float w[N * k];
-  int32_t idx[N * k];
-  ck_assert_int_eq(pl_moe_router_fwd(dev, pl_dev_stream(dev), x, N, H, Wr, E,
-                                     k, PL_F32, idx, w), PL_OK);
-  if (idx_out) memcpy(idx_out, idx, sizeof idx);
+typedef struct bufs {
+  float *probs, *w, *dlogits; /* [N,E], [N,k], [N,E] (tracked, "router") */
+  int32_t *idx;               /* [N,k] */
+} bufs;
+
+static pl_moe_cfg moe_cfg(void) {
+  pl_moe_cfg c = pl_moe_cfg_default();
+  c.H = H, c.I = I, c.E = E, c.k = k, c.dt = PL_F32;
+  return c;
+}
+
+static const pl_router_shape rsh = {.N = N, .H = H, .E = E, .k = k, .renorm = 1, .dt = PL_F32};
+
+/* L = Σ dout ⊙ out, the f32 forward (router, then the MoE reference) */
+static double loss(pl_stream *s, const bufs *b, const float *x, const float *Wr,
+                   const float *wg, const float *wu, const float *wd,
+                   const float *dout, int32_t *idx_out) {
+  float out[N * H];
+  const pl_moe_cfg c = moe_cfg();
+  ck_assert_int_eq(pl_router_fwd(s, &rsh, x, Wr, NULL, b->probs, b->idx, b->w), PL_OK);
+  ck_assert_int_eq(pl_moe_reference_fwd(&c, wg, wu, wd, x, N, b->idx, b->w, out), PL_OK);
+  memcpy(idx_out, b->idx, sizeof(int32_t) * N * k);
   double L = 0;
-  for (int i = 0; i < N * k; i++) L += (double)c[i] * w[i];
+  for (int i = 0; i < N * H; i++) L += (double)dout[i] * out[i];
   return L;
 }
 
-START_TEST(router_grads) {
+START_TEST(router_through_moe_grads) {
   pl_dev *dev;
   ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &dev), PL_OK);
-  float x[N * H], Wr[H * E], c[N * k];
+  pl_stream *s = pl_dev_stream(dev);
+  bufs b;
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, sizeof(float) * N * E, "router",
+                            (void **)&b.probs), PL_OK);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, sizeof(float) * N * E, "router",
+                            (void **)&b.dlogits), PL_OK);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, sizeof(float) * N * k, "router",
+                            (void **)&b.w), PL_OK);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, sizeof(int32_t) * N * k, "router",
+                            (void **)&b.idx), PL_OK);
+  const size_t rbytes = sizeof(float) * (2 * N * E + N * k) + sizeof(int32_t) * N * k;
+  pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
+  pl_mem_stats m0;
+  ck_assert_int_eq(pl_mem_stats_get(dev, PL_ARENA_DEVICE, &m0), PL_OK);
+
+  static float x[N * H], Wr[H * E], dout[N * H];
+  static float wg[E * H * I], wu[E * H * I], wd[E * I * H];
   for (int i = 0; i < N * H; i++) x[i] = pl_rng_normal(1, i, 0, 1);
-  for (int i = 0; i < H * E; i++) Wr[i] = pl_rng_normal(2, i, 0, 1);
-  for (int i = 0; i < N * k; i++) c[i] = pl_rng_normal(3, i, 0, 1);
+  for (int i = 0; i < H * E; i++) Wr[i] = pl_rng_normal(2, i, 0, 0.5f);
+  for (int i = 0; i < N * H; i++) dout[i] = pl_rng_normal(3, i, 0, 1);
+  for (int i = 0; i < E * H * I; i++) {
+    wg[i] = pl_rng_normal(4, i, 0, 0.4f);
+    wu[i] = pl_rng_normal(5, i, 0, 0.4f);
+    wd[i] = pl_rng_normal(6, i, 0, 0.4f);
+  }
+  /* poison the outputs */
+  for (int i = 0; i < N * k; i++) b.idx[i] = -7, b.w[i] = NAN;
   int32_t idx[N * k];
-  float w[N * k];
-  ck_assert_int_eq(pl_moe_router_fwd(dev, pl_dev_stream(dev), x, N, H, Wr, E,
-                                     k, PL_F32, idx, w), PL_OK);
-  /* top-k and weights against a direct computation */
+  loss(s, &b, x, Wr, wg, wu, wd, dout, idx);
+
+  /* selection and weights against the double logits */
   for (int t = 0; t < N; t++) {
     double z[E];
     for (int e = 0; e < E; e++) {
       z[e] = 0;
       for (int h = 0; h < H; h++) z[e] += (double)x[t * H + h] * Wr[h * E + e];
     }
-    double prev = INFINITY, den = 0;
+    double den = 0;
     for (int j = 0; j < k; j++) {
-      double v = z[idx[t * k + j]];
-      ck_assert_msg(v <= prev + 1e-9, "token %d: top-k not descending", t);
-      prev = v;
-      for (int e = 0; e < E; e++) {
-        bool chosen = false;
-        for (int q = 0; q < k; q++) chosen |= idx[t * k + q] == e;
-        if (!chosen) ck_assert_msg(z[e] <= v + 1e-5, "token %d: expert %d beats a chosen one", t, e);
-      }
-      den += exp(z[idx[t * k + j]]);
+      const int e = idx[t * k + j];
+      ck_assert_msg(e >= 0 && e < E, "token %d pick %d: expert %d", t, j, e);
+      int above = 0; /* experts with a larger logit must be exactly the first j picks */
+      for (int f = 0; f < E; f++) above += z[f] > z[e] + 1e-5;
+      ck_assert_msg(above == j, "token %d pick %d: expert %d has %d larger logits", t, j, e,
+                    above);
+      den += exp(z[e]);
     }
-    for (int j = 0; j < k; j++)
-      ck_assert(fabs(w[t * k + j] - exp(z[idx[t * k + j]]) / den) < 1e-5);
+    for (int j = 0; j < k; j++) {
+      const double ref = exp(z[idx[t * k + j]]) / den;
+      ck_assert_msg(fabs(b.w[t * k + j] - ref) < 1e-5, "w[%d,%d] = %.7g, softmax over chosen %.7g",
+                    t, j, b.w[t * k + j], ref);
+    }
   }
-  /* analytic gradients */
-  float dx[N * H], dWr[H * E];
-  memset(dx, 0, sizeof dx);
-  memset(dWr, 0, sizeof dWr);
-  ck_assert_int_eq(pl_moe_router_bwd(dev, pl_dev_stream(dev), x, N, H, Wr, E,
-                                     k, PL_F32, idx, w, c, dx, dWr), PL_OK);
-  /* finite differences (the selection is stable for these small steps) */
+
+  /* analytic: MoE reference backward (dx_moe, dw), then the router's */
+  const pl_moe_cfg c = moe_cfg();
+  float dx_moe[N * H], dw[N * k], dx_r[N * H], dWr[H * E], dx[N * H];
+  for (int i = 0; i < N * H; i++) dx_moe[i] = dx_r[i] = NAN;
+  for (int i = 0; i < N * k; i++) dw[i] = NAN;
+  memset(dWr, 0, sizeof dWr); /* accumulated */
+  ck_assert_int_eq(pl_moe_reference_bwd(&c, wg, wu, wd, x, N, b.idx, b.w, dout, dx_moe, dw, NULL,
+                                        NULL, NULL), PL_OK);
+  ck_assert_int_eq(pl_router_bwd(s, &rsh, x, Wr, b.probs, b.idx, b.w, dw, b.dlogits, dx_r, dWr),
+                   PL_OK);
+  for (int i = 0; i < N * H; i++) dx[i] = dx_moe[i] + dx_r[i];
+  ck_assert_int_eq(pl_stream_sync(s), PL_OK);
+  pl_mem_stats m1;
+  ck_assert_int_eq(pl_mem_stats_get(dev, PL_ARENA_DEVICE, &m1), PL_OK);
+  ck_assert_msg(m1.peak == m0.current && m0.current == rbytes,
+                "router allocated: peak %zu, caller's buffers %zu", m1.peak, rbytes);
+  ck_assert_uint_eq(pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "router"), rbytes);
+
+  /* central finite differences of the f32 forward */
   const float hstep = 1e-2f;
-  double mx = 0, scale = 1e-30;
-  int checked = 0;
+  double mx = 0, mx_moe = 0, scale = 1e-30;
+  int checked = 0, skipped = 0, first_bad = -1;
   for (int i = 0; i < N * H; i++) {
-    float s = x[i];
+    const float o = x[i];
     int32_t i1[N * k], i2[N * k];
-    x[i] = s + hstep;
-    double Lp = loss(dev, x, Wr, c, i1);
-    x[i] = s - hstep;
-    double Lm = loss(dev, x, Wr, c, i2);
-    x[i] = s;
-    if (memcmp(i1, idx, sizeof i1) || memcmp(i2, idx, sizeof i2)) continue;
+    x[i] = o + hstep;
+    const double Lp = loss(s, &b, x, Wr, wg, wu, wd, dout, i1);
+    x[i] = o - hstep;
+    const double Lm = loss(s, &b, x, Wr, wg, wu, wd, dout, i2);
+    x[i] = o;
+    if (memcmp(i1, idx, sizeof i1) || memcmp(i2, idx, sizeof i2)) {
+      skipped++;
+      continue;
+    }
     checked++;
-    double fd = (Lp - Lm) / (2 * hstep);
-    mx = fmax(mx, fabs(fd - dx[i]));
+    const double fd = (Lp - Lm) / (2 * hstep);
+    if (fabs(fd - dx[i]) > mx) mx = fabs(fd - dx[i]), first_bad = i;
+    mx_moe = fmax(mx_moe, fabs(fd - dx_moe[i]));
     scale = fmax(scale, fabs(fd));
   }
-  ck_assert_msg(mx / scale < 2e-2, "dx: max err %.3g (scale %.3g)", mx, scale);
-  mx = 0, scale = 1e-30;
+  printf("# router+moe dx vs FD: normwise %.3g (max abs %.3g at %d); without the router term "
+         "%.3g\n", mx / scale, mx, first_bad, mx_moe / scale);
+  ck_assert_msg(mx / scale < 1e-2, "dx: normwise %.3g (max abs %.3g at %d)", mx / scale, mx,
+                first_bad);
+  ck_assert_msg(mx_moe / scale > 1e-1, "dx_moe alone matches FD (%.3g): the test cannot see "
+                "the router's gradient", mx_moe / scale);
+  mx = 0, scale = 1e-30, first_bad = -1;
   for (int i = 0; i < H * E; i++) {
-    float s = Wr[i];
+    const float o = Wr[i];
     int32_t i1[N * k], i2[N * k];
-    Wr[i] = s + hstep;
-    double Lp = loss(dev, x, Wr, c, i1);
-    Wr[i] = s - hstep;
-    double Lm = loss(dev, x, Wr, c, i2);
-    Wr[i] = s;
-    if (memcmp(i1, idx, sizeof i1) || memcmp(i2, idx, sizeof i2)) continue;
+    Wr[i] = o + hstep;
+    const double Lp = loss(s, &b, x, Wr, wg, wu, wd, dout, i1);
+    Wr[i] = o - hstep;
+    const double Lm = loss(s, &b, x, Wr, wg, wu, wd, dout, i2);
+    Wr[i] = o;
+    if (memcmp(i1, idx, sizeof i1) || memcmp(i2, idx, sizeof i2)) {
+      skipped++;
+      continue;
+    }
     checked++;
-    double fd = (Lp - Lm) / (2 * hstep);
-    mx = fmax(mx, fabs(fd - dWr[i]));
+    const double fd = (Lp - Lm) / (2 * hstep);
+    if (fabs(fd - dWr[i]) > mx) mx = fabs(fd - dWr[i]), first_bad = i;
     scale = fmax(scale, fabs(fd));
   }
-  ck_assert_msg(mx / scale < 2e-2, "dWr: max err %.3g (scale %.3g)", mx, scale);
-  ck_assert_msg(checked > (N * H + H * E) / 2, "only %d of %d entries checked",
-                checked, N * H + H * E);
-  ck_assert_int_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "router"), 0);
-  /* k > E refused */
-  ck_assert_int_eq(pl_moe_router_fwd(dev, pl_dev_stream(dev), x, N, H, Wr, E,
-                                     E + 1, PL_F32, idx, w), PL_EINVAL);
+  printf("# router+moe dW_r vs FD: normwise %.3g (max abs %.3g at %d); %d checked, %d skipped\n",
+         mx / scale, mx, first_bad, checked, skipped);
+  ck_assert_msg(scale > 1e-3, "dW_r finite differences all ~0 (%.3g)", scale);
+  ck_assert_msg(mx / scale < 1e-2, "dW_r: normwise %.3g (max abs %.3g at %d)", mx / scale, mx,
+                first_bad);
+  ck_assert_msg(checked > (N * H + H * E) / 2, "only %d of %d entries checked", checked,
+                N * H + H * E);
+  /* k > E refused, naming the value */
+  pl_router_shape bad = rsh;
+  bad.k = E + 1;
+  ck_assert_int_eq(pl_router_fwd(s, &bad, x, Wr, NULL, b.probs, b.idx, b.w), PL_EINVAL);
+  pl_free(dev, b.probs), pl_free(dev, b.dlogits), pl_free(dev, b.w), pl_free(dev, b.idx);
+  ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "router"), 0);
   pl_dev_destroy(dev);
 }
 END_TEST
@@ -113,7 +192,8 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("moe_router");
   TCase *tc = tcase_create("router");
-  tcase_add_test(tc, router_grads);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, router_through_moe_grads);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

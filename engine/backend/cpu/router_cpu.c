@@ -1,8 +1,12 @@
 /* router_cpu.c — CPU twins of the router's per-token kernels (model/router.h):
- * softmax in place over E logits, top-k by (p + b) descending with ties to the
- * lower index (the same total order as CUDA: each pick is the best element
- * strictly after the previous pick in that order), route weights, and the
- * backward to dlogits. */
+ * softmax in place over E logits, top-k with ties to the lower index (the same
+ * total order as CUDA: each pick is the best element strictly after the
+ * previous pick in that order), route weights, and the backward to dlogits.
+ * Without a bias the picks are ranked by the logits themselves, before the
+ * softmax (the softmax is monotone, so it is the same top-k, but rounding in
+ * expf can merge two distinct logits into one probability: ranking the logits
+ * keeps "the k largest logits, ties to the lower index" exact); with a bias
+ * they are ranked by p + b after it. */
 #include <math.h>
 
 #include "backend/internal.h"
@@ -14,11 +18,33 @@ static inline int before(float sa, int ia, float sb, int ib) {
   return sa > sb || (sa == sb && ia < ib);
 }
 
+/* the k first of sc[e] (+ bias[e]) in the order above, into id[0..k) */
+static void select_topk(const float *sc, const float *bias, int E, int k, int32_t *id) {
+  float ps = INFINITY;
+  int pi = -1;
+  for (int j = 0; j < k; j++) {
+    float bs = -INFINITY;
+    int bi = -1;
+    for (int e = 0; e < E; e++) {
+      const float v = sc[e] + (bias ? bias[e] : 0.f);
+      if (before(ps, pi, v, e) && (bi < 0 || before(v, e, bs, bi))) {
+        bs = v;
+        bi = e;
+      }
+    }
+    id[j] = bi;
+    ps = bs;
+    pi = bi;
+  }
+}
+
 pl_status pl_cpu_router_topk(PL_ROUTER_TOPK_ARGS) {
   (void)s;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
     float *p = probs + n * E;
+    int32_t *id = idx + n * k;
+    if (!bias) select_topk(p, NULL, E, k, id); /* on the logits */
     float mx = -INFINITY;
     for (int e = 0; e < E; e++) mx = fmaxf(mx, p[e]);
     float z = 0.f;
@@ -28,24 +54,11 @@ pl_status pl_cpu_router_topk(PL_ROUTER_TOPK_ARGS) {
     }
     const float iz = 1.f / z;
     for (int e = 0; e < E; e++) p[e] *= iz;
-    float ps = INFINITY;
-    int pi = -1;
+    if (bias) select_topk(p, bias, E, k, id); /* on p + b */
     float wsum = 0.f;
     for (int j = 0; j < k; j++) {
-      float bs = -INFINITY;
-      int bi = -1;
-      for (int e = 0; e < E; e++) {
-        const float sc = p[e] + (bias ? bias[e] : 0.f);
-        if (before(ps, pi, sc, e) && (bi < 0 || before(sc, e, bs, bi))) {
-          bs = sc;
-          bi = e;
-        }
-      }
-      idx[n * k + j] = bi;
-      w[n * k + j] = p[bi];
-      wsum += p[bi];
-      ps = bs;
-      pi = bi;
+      w[n * k + j] = p[id[j]];
+      wsum += p[id[j]];
     }
     if (renorm) {
       const float iw = 1.f / wsum;

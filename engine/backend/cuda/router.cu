@@ -1,7 +1,8 @@
 /* router.cu — CUDA twins of the router's per-token kernels (model/router.h):
- * one warp per token.  Softmax over E with warp reductions, then k rounds of
- * a warp arg-max restricted to elements strictly after the previous pick in
- * the order (score desc, index asc) — the CPU's rule, so both select alike. */
+ * one warp per token.  Softmax over E with warp reductions, and k rounds of a
+ * warp arg-max restricted to elements strictly after the previous pick in the
+ * order (score desc, index asc) — the CPU's rule, so both select alike: on the
+ * logits before the softmax without a bias, on p + b after it with one. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -13,12 +14,43 @@ static __device__ __forceinline__ bool before(float sa, int ia, float sb, int ib
   return sa > sb || (sa == sb && ia < ib);
 }
 
+/* k rounds of warp arg-max over sc[e] (+ bias[e]); returns pick `lane` on
+ * lanes < k (each lane scans only its own strided elements of sc). */
+static __device__ int warp_select(const float *sc, const float *bias, int E, int k, int lane) {
+  float ps = INFINITY;
+  int pi = -1, mine = -1;
+  for (int j = 0; j < k; j++) {
+    float bs = -INFINITY;
+    int bi = -1;
+    for (int e = lane; e < E; e += 32) {
+      const float v = sc[e] + (bias ? bias[e] : 0.f);
+      if (before(ps, pi, v, e) && (bi < 0 || before(v, e, bs, bi))) {
+        bs = v;
+        bi = e;
+      }
+    }
+    for (int o = 16; o; o >>= 1) {
+      const float os = __shfl_xor_sync(0xffffffffu, bs, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (oi >= 0 && (bi < 0 || before(os, oi, bs, bi))) {
+        bs = os;
+        bi = oi;
+      }
+    }
+    if (lane == j) mine = bi;
+    ps = bs;
+    pi = bi;
+  }
+  return mine;
+}
+
 static __global__ void router_topk_kernel(float *probs, const float *bias, int64_t N, int E, int k,
                                           int renorm, int32_t *idx, float *w) {
   const int lane = threadIdx.x & 31;
   const int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (n >= N) return;
   float *p = probs + n * E;
+  int pick = bias ? -1 : warp_select(p, NULL, E, k, lane); /* on the logits */
   float mx = -INFINITY;
   for (int e = lane; e < E; e += 32) mx = fmaxf(mx, p[e]);
   for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -32,35 +64,19 @@ static __global__ void router_topk_kernel(float *probs, const float *bias, int64
   const float iz = 1.f / z;
   for (int e = lane; e < E; e += 32) p[e] *= iz;
   __syncwarp();
-  float ps = INFINITY, wsum = 0.f;
-  int pi = -1;
-  float mine = 0.f; /* lane j keeps pick j's weight */
+  if (bias) pick = warp_select(p, bias, E, k, lane); /* on p + b */
+  /* weights in pick order, summed sequentially as on the CPU */
+  float wsum = 0.f, mine = 0.f;
   for (int j = 0; j < k; j++) {
-    float bs = -INFINITY;
-    int bi = -1;
-    for (int e = lane; e < E; e += 32) {
-      const float sc = p[e] + (bias ? bias[e] : 0.f);
-      if (before(ps, pi, sc, e) && (bi < 0 || before(sc, e, bs, bi))) {
-        bs = sc;
-        bi = e;
-      }
-    }
-    for (int o = 16; o; o >>= 1) {
-      const float os = __shfl_xor_sync(0xffffffffu, bs, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (oi >= 0 && (bi < 0 || before(os, oi, bs, bi))) {
-        bs = os;
-        bi = oi;
-      }
-    }
+    const int bi = __shfl_sync(0xffffffffu, pick, j);
     const float pw = p[bi];
     wsum += pw;
     if (lane == j) mine = pw;
-    if (lane == 0) idx[n * k + j] = bi;
-    ps = bs;
-    pi = bi;
   }
-  if (lane < k) w[n * k + lane] = renorm ? mine / wsum : mine;
+  if (lane < k) {
+    idx[n * k + lane] = pick;
+    w[n * k + lane] = renorm ? mine / wsum : mine;
+  }
 }
 
 template <typename T>
