@@ -138,6 +138,11 @@ typedef struct pl_ce_meet {
   int64_t vb;        /* block: columns per strip (>= 1)                      */
   float *strip;      /* workspace n×vb f32 (tag "logits")                    */
   void *dy;          /* bf16: workspace n×vb bf16 (tag "logits"); f32: NULL  */
+  /* Optional (NULL: none): events the stream waits for right before the
+   * first GEMM that writes dx / dw (Ring-DTP accumulates into a gradient
+   * partial that is still arriving: its hop overlaps the strip's recompute
+   * and the GEMMs before the first write). */
+  pl_event *dx_wait, *dw_wait;
 } pl_ce_meet;
 
 /* Forward: fold every strip into st (3n, f32). */
