@@ -139,6 +139,11 @@ size_t pl_dtp_ring_bound(const pl_dtp *d) {
   return nb * h * cols * es + 2 * h * cols * 4; /* backward; forward less */
 }
 
+size_t pl_dtp_grads_scratch(const pl_dtp *d) {
+  if (d->dt == PL_F32 || (d->p > 1 && d->mode == PL_DTP_MOVE_ACT)) return 0;
+  return (size_t)(d->n * d->h) * sizeof(float);
+}
+
 pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
                         int64_t v, const pl_dtp_opts *o, pl_dtp **out) {
   *out = NULL;

@@ -76,6 +76,12 @@ size_t pl_dtp_logits_bound(const pl_dtp *d);
  * forward and the backward; 0 at P = 1. */
 size_t pl_dtp_ring_bound(const pl_dtp *d);
 
+/* Bytes of "grads" scratch the backward allocates beside the caller's dx and
+ * dw: an f32 N_r×H accumulator for dX in bf16 when the weights move (every
+ * strip of every meeting adds to dX_r) or at P = 1; 0 otherwise (dW_r and
+ * the travelling total are written straight into dw / dx). */
+size_t pl_dtp_grads_scratch(const pl_dtp *d);
+
 /* Forward: loss (device: 1 value for mean/sum — the group's, identical on
  * every rank — or N_r values for none).  Saves lse and the group's
  * [Σ nll, count] for the backward.  x: N_r×H, t: N_r, w: H×|V_r|. */
