@@ -18,10 +18,12 @@
  * backward (recompute the strip, residual, two GEMMs) — which Ring-DTP and the
  * blocked fused head both run.
  *
- * Dtypes: X, W, dX, dW are f32 or bf16 (all the same).  Strips, states and all
- * accumulators are f32; in bf16 mode the residual is rounded to bf16 once, for
- * the two backward GEMMs (bf16 in, f32 accumulate), the same storage points on
- * both backends. */
+ * Dtypes: X, W, dX, dW are f32 or bf16 (all the same).  Strips, states and
+ * the GEMMs' accumulation are f32; in bf16 mode the residual is rounded to
+ * bf16 once, for the two backward GEMMs (bf16 in, f32 accumulate), the same
+ * storage points on both backends.  A gradient that sums over strips (dX) is
+ * accumulated in f32; one whose column blocks are each written by one GEMM
+ * (dW) may be given in its storage dtype (dw_dt). */
 #ifndef PLATEAU_OPS_CE_H
 #define PLATEAU_OPS_CE_H
 
