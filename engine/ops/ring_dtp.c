@@ -56,6 +56,7 @@ struct pl_dtp {
   int64_t *ns;            /* tokens of every rank (host)                 */
   int64_t *col0s, *vss;   /* shard of every rank                         */
   int64_t nmax, vmax, vb;
+  int64_t nc;             /* rows per chunk of the bf16 move-W backward  */
   pl_stream *cs;          /* comm stream (== compute stream if !overlap) */
   pl_event *ev_go, *ev_pay, *ev_acc;
   float *aux;             /* 2·n: lse | g (saved by the forward)         */
@@ -122,6 +123,12 @@ void pl_dtp_hop_bytes(const pl_dtp *d, size_t *fwd, size_t *bwd) {
 size_t pl_dtp_logits_bound(const pl_dtp *d) {
   int64_t rows = d->mode == PL_DTP_MOVE_ACT ? d->nmax : d->n;
   if (d->p == 1) rows = d->n;
+  if (d->p > 1 && d->mode == PL_DTP_MOVE_W && d->dt == PL_BF16) {
+    /* forward: an n×vb f32 strip; backward: row chunks, nc×vb f32 + bf16 */
+    size_t f = (size_t)d->n * (size_t)d->vb * 4;
+    size_t b = (size_t)d->nc * (size_t)d->vb * 6;
+    return f > b ? f : b;
+  }
   return (size_t)rows * (size_t)d->vb * (d->dt == PL_BF16 ? 6 : 4);
 }
 
@@ -141,7 +148,7 @@ size_t pl_dtp_ring_bound(const pl_dtp *d) {
 
 size_t pl_dtp_grads_scratch(const pl_dtp *d) {
   if (d->dt == PL_F32 || (d->p > 1 && d->mode == PL_DTP_MOVE_ACT)) return 0;
-  return (size_t)(d->n * d->h) * sizeof(float);
+  return (size_t)((d->p > 1 ? d->nc : d->n) * d->h) * sizeof(float);
 }
 
 pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
@@ -207,6 +214,12 @@ pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
   d->mode = o->mode;
   if (d->mode == PL_DTP_AUTO)
     d->mode = d->nmax > d->vmax ? PL_DTP_MOVE_W : PL_DTP_MOVE_ACT;
+  /* bf16 move-W backward: dX_r is summed over every strip in f32 one row
+   * chunk at a time (an nc×H accumulator, an eighth of N×H), then added to
+   * dx in bf16 (one rounding per meeting). */
+  d->nc = d->n;
+  if (dt == PL_BF16 && d->p > 1 && d->mode == PL_DTP_MOVE_W)
+    d->nc = (d->n + 7) / 8;
   d->vb = o->block > 0 ? o->block : PL_CE_DEFAULT_BLOCK;
   if (d->vb > d->vmax) d->vb = d->vmax;
   if (d->vb < 1) d->vb = 1;
@@ -377,6 +390,7 @@ typedef struct pass {
   float *state;       /* move-W forward: home state (3·n) */
   void *stat;         /* backward: the stationary gradient (dW_r or dX_r) */
   pl_dtype stat_dt;   /* its dtype: dw's (move-act); f32 (move-W)          */
+  float *chunk;       /* bf16 move-W: nc×H f32 accumulator of dX rows      */
 } pass;
 
 static pl_ce_meet meet_of(const pl_dtp *d, const pass *ps) {
@@ -454,9 +468,35 @@ static pl_status bwd_w(ring *g, int j, const void *const pay[3], float *c) {
   mt.ldw = mt.vs = d->vss[j];
   mt.col0 = d->col0s[j];
   mt.dw_wait = g->c_wait;
-  return pl_ce_meet_bwd(g->s, &mt, d->aux, d->aux + d->n, ps->stat,
-                        g->step == 0 ? 0.0f : 1.0f, c, PL_F32, mt.vs,
-                        g->c_beta);
+  const float dx_beta = g->step == 0 ? 0.0f : 1.0f;
+  if (!ps->chunk) /* f32: dX_r accumulates in dx itself */
+    return pl_ce_meet_bwd(g->s, &mt, d->aux, d->aux + d->n, ps->stat, dx_beta,
+                          c, PL_F32, mt.vs, g->c_beta);
+  /* bf16: row chunks [r0, r0 + nc) of X_r meet W_j; the chunk's dX rows are
+   * summed over the strips in the f32 chunk buffer (seeded from dx after the
+   * first meeting), then rounded back into dx; every chunk adds its rows'
+   * share to the dW_j partial C. */
+  const size_t es = pl_dtype_size(d->dt);
+  if (d->n == 0)
+    return pl_ce_meet_bwd(g->s, &mt, d->aux, d->aux, NULL, 0.0f, c, PL_F32,
+                          mt.vs, g->c_beta);
+  for (int64_t r0 = 0; r0 < d->n; r0 += d->nc) {
+    int64_t rows = d->n - r0 < d->nc ? d->n - r0 : d->nc;
+    char *dxr = (char *)ps->stat + (size_t)(r0 * d->h) * es;
+    size_t cnt = (size_t)(rows * d->h);
+    pl_ce_meet mc = mt;
+    mc.n = rows;
+    mc.x = (const char *)ps->x + (size_t)(r0 * d->h) * es;
+    mc.t = ps->t + r0;
+    mc.dw_wait = r0 == 0 ? g->c_wait : NULL;
+    if (dx_beta != 0.0f)
+      PL_TRY(pl_convert(g->s, ps->chunk, PL_F32, dxr, d->dt, cnt));
+    PL_TRY(pl_ce_meet_bwd(g->s, &mc, d->aux + r0, d->aux + d->n + r0,
+                          ps->chunk, dx_beta, c, PL_F32, mt.vs,
+                          r0 == 0 ? g->c_beta : 1.0f));
+    PL_TRY(pl_convert(g->s, dxr, d->dt, ps->chunk, PL_F32, cnt));
+  }
+  return PL_OK;
 }
 
 /* ---- allocation helpers -------------------------------------------------- */
@@ -634,14 +674,15 @@ pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
     if (!f32 && P == 1)
       T(pl_convert(s, dx, d->dt, g.home, PL_F32, (size_t)(n * h)));
   } else {
-    T(take(&a, (size_t)(n * d->vb) * sizeof(float), "logits", &ps.strip));
-    if (!f32) T(take(&a, (size_t)(n * d->vb) * 2, "logits", &ps.dy));
-    /* stationary dX_r: every strip of every meeting adds to it, so f32 */
-    if (f32)
-      ps.stat = dx;
-    else
-      T(take(&a, (size_t)(n * h) * sizeof(float), "grads", &ps.stat));
-    ps.stat_dt = PL_F32;
+    /* stationary dX_r: every strip of every meeting adds to it; f32: dx
+     * itself; bf16: dx, through an f32 accumulator of nc rows (bwd_w) */
+    int64_t rows = f32 ? n : d->nc;
+    T(take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
+    if (!f32) T(take(&a, (size_t)(rows * d->vb) * 2, "logits", &ps.dy));
+    ps.stat = dx;
+    ps.stat_dt = f32 ? PL_F32 : d->dt;
+    if (!f32)
+      T(take(&a, (size_t)(d->nc * h) * sizeof(float), "grads", &ps.chunk));
     g.npart = 1;
     g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = w;
     for (int b = 0; b < 2; b++) {
@@ -657,7 +698,6 @@ pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
     g.units = units_cols;
     g.compute = bwd_w;
     T(ring_run(&g));
-    if (!f32) T(pl_convert(s, dx, d->dt, ps.stat, PL_F32, (size_t)(n * h)));
   }
 #undef T
 done:
