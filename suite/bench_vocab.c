@@ -243,10 +243,11 @@ done:
  *     computing on the current); move-act: X_j with t_j and its (lse, g)
  *   + its gradient partial, f32 (a meeting sums its strips into it): two
  *     buffers, one sent while the other is received and accumulated into
- *   + one strip (pl_dtp_logits_bound: N×Vb f32, + N×Vb bf16 residual).
+ *   + the backward's strip (rows×Vb f32, + rows×Vb bf16 residual).
  * Not counted: the saved (lse, g) of the rank's own rows and the loss
- * scalars (8 bytes a row), and — an excess, reported as such — the f32 dX_r
- * accumulator that bf16 move-W needs (every strip adds to it). */
+ * scalars (8 bytes a row), and — an excess, reported as such — the f32
+ * accumulator of nc = N/8 dX rows that bf16 move-W needs (every strip adds to
+ * dX_r: pl_dtp_grads_scratch). */
 static double ring_floor(const point *p, const pl_dtp *d) {
   double es = (double)pl_dtype_size(p->dt);
   double base = (double)(p->n * p->h) * es * 2 + (double)(p->h * p->vs) * es * 2;
@@ -257,7 +258,10 @@ static double ring_floor(const point *p, const pl_dtp *d) {
   double payload = act ? nmax * ((double)p->h * es + 4 + 8)
                        : (double)p->h * vmax * es;
   double grad = act ? nmax * (double)p->h * 4 : (double)p->h * vmax * 4;
-  double strip = (double)pl_dtp_logits_bound(d);
+  /* the backward's strip: rows × Vb f32 (+ bf16 residual); bf16 move-W
+   * works on row chunks (pl_dtp_chunk_rows) */
+  double rows = P == 1 ? (double)p->n : act ? nmax : (double)pl_dtp_chunk_rows(d);
+  double strip = rows * (double)pl_dtp_block(d) * (p->dt == PL_BF16 ? 6 : 4);
   return base + (P > 1 ? (P == 2 ? 1 : 2) * payload + 2 * grad : 0) + strip;
 }
 

@@ -146,6 +146,8 @@ size_t pl_dtp_ring_bound(const pl_dtp *d) {
   return nb * h * cols * es + 2 * h * cols * 4; /* backward; forward less */
 }
 
+int64_t pl_dtp_chunk_rows(const pl_dtp *d) { return d->nc; }
+
 size_t pl_dtp_grads_scratch(const pl_dtp *d) {
   if (d->dt == PL_F32 || (d->p > 1 && d->mode == PL_DTP_MOVE_ACT)) return 0;
   return (size_t)((d->p > 1 ? d->nc : d->n) * d->h) * sizeof(float);

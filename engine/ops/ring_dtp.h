@@ -76,6 +76,11 @@ size_t pl_dtp_logits_bound(const pl_dtp *d);
  * forward and the backward; 0 at P = 1. */
 size_t pl_dtp_ring_bound(const pl_dtp *d);
 
+/* Rows of X_r a backward meeting works on at a time: N_r, or in bf16 when the
+ * weights move ceil(N_r / 8) (its dX rows are summed in f32 over the strips;
+ * the backward's strip is then rows × Vb). */
+int64_t pl_dtp_chunk_rows(const pl_dtp *d);
+
 /* Bytes of "grads" scratch the backward allocates beside the caller's dx and
  * dw: an f32 N_r×H accumulator for dX in bf16 when the weights move (every
  * strip of every meeting adds to dX_r) or at P = 1; 0 otherwise (dW_r and
