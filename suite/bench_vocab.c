@@ -16,8 +16,9 @@
  * N is tokens per rank.  Memory: the tracked device peak of one fwd+bwd
  * (inputs X, W included; gradients allocated where autograd would), max over
  * ranks, with the live set at the peak; the "logits" tag's own peak; for ring
- * the analytic floor X + W_r + dX + dW_r + 2 hops of the moving tensor and its
- * f32 gradient + one strip, the mode chosen, bytes per hop and bytes sent.
+ * the analytic floor X + W_r + dX + dW_r + the moving tensor's hop buffers
+ * (one at P = 2, two beyond) + two f32 buffers of its gradient + one strip
+ * (ring_floor), the mode chosen, bytes per hop and bytes sent.
  * Time: median (p10, p90) of fwd+bwd, max over ranks.
  *
  * Check (--check, default on): loss and dX against the blocked fused head
@@ -234,17 +235,34 @@ done:
   return st;
 }
 
-/* Analytic floor of Ring-DTP's peak (the backward's live set): X, W_r, dX,
- * dW_r, two hops of the moving tensor with its f32 gradient, one strip. */
+/* Analytic floor of Ring-DTP's peak (the backward's live set): what the
+ * overlapped schedule needs, in the storage dtype unless said otherwise —
+ *   X_r + W_r + dX_r + dW_r
+ *   + the moving tensor's hop buffers: one at P = 2 (step 0 computes on the
+ *     rank's own input, already counted), two beyond (receive the next while
+ *     computing on the current); move-act: X_j with t_j and its (lse, g)
+ *   + its gradient partial, f32 (a meeting sums its strips into it): two
+ *     buffers, one sent while the other is received and accumulated into
+ *   + the backward's strip (rows×Vb f32, + rows×Vb bf16 residual).
+ * Not counted: the saved (lse, g) of the rank's own rows and the loss
+ * scalars (8 bytes a row), and — an excess, reported as such — the f32
+ * accumulator of nc = N/8 dX rows that bf16 move-W needs (every strip adds to
+ * dX_r: pl_dtp_grads_scratch). */
 static double ring_floor(const point *p, const pl_dtp *d) {
   double es = (double)pl_dtype_size(p->dt);
   double base = (double)(p->n * p->h) * es * 2 + (double)(p->h * p->vs) * es * 2;
-  double move = pl_dtp_mode_of(d) == PL_DTP_MOVE_ACT
-                    ? (double)(p->n * p->h) * (es + 4)
-                    : (double)(p->h * p->vs) * (es + 4);
   int P = p->ctx->size;
-  double strip = (double)pl_dtp_logits_bound(d);
-  return base + (P > 1 ? 2 * move : 0) + strip;
+  bool act = pl_dtp_mode_of(d) == PL_DTP_MOVE_ACT;
+  /* the largest visitor (every rank has N rows; shards are balanced) */
+  double nmax = (double)p->n, vmax = (double)((p->v + P - 1) / P);
+  double payload = act ? nmax * ((double)p->h * es + 4 + 8)
+                       : (double)p->h * vmax * es;
+  double grad = act ? nmax * (double)p->h * 4 : (double)p->h * vmax * 4;
+  /* the backward's strip: rows × Vb f32 (+ bf16 residual); bf16 move-W
+   * works on row chunks (pl_dtp_chunk_rows) */
+  double rows = P == 1 ? (double)p->n : act ? nmax : (double)pl_dtp_chunk_rows(d);
+  double strip = rows * (double)pl_dtp_block(d) * (p->dt == PL_BF16 ? 6 : 4);
+  return base + (P > 1 ? (P == 2 ? 1 : 2) * payload + 2 * grad : 0) + strip;
 }
 
 static pl_status run_point(point *p, pl_row *row) {

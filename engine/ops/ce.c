@@ -107,6 +107,8 @@ pl_status pl_ce_meet_bwd(pl_stream *s, const pl_ce_meet *mt, const float *lse,
   const int64_t n = mt->n, h = mt->h;
   if (mt->vs == 0 || n == 0) {
     /* Nothing meets: the sums are empty. */
+    if (dx && mt->dx_wait) PL_TRY(pl_stream_wait(s, mt->dx_wait));
+    if (dw && mt->dw_wait) PL_TRY(pl_stream_wait(s, mt->dw_wait));
     if (dx && dx_beta == 0.0f)
       PL_TRY(pl_fill(s, dx, PL_F32, (size_t)(n * h), 0.0));
     if (dw && dw_beta == 0.0f && mt->vs > 0) {
@@ -128,10 +130,12 @@ pl_status pl_ce_meet_bwd(pl_stream *s, const pl_ce_meet *mt, const float *lse,
     void *dy = mt->dt == PL_F32 ? (void *)mt->strip : mt->dy;
     PL_TRY(pl_ce_residual(s, mt->strip, vb, n, vb, mt->col0 + c0, mt->t, lse, g,
                           dy, mt->dt, vb));
+    if (dw && c0 == 0 && mt->dw_wait) PL_TRY(pl_stream_wait(s, mt->dw_wait));
     if (dw) /* dW[:, c0:c0+vb] (h×vb) = beta·dW + Xᵀ (h×n) · dY (n×vb) */
       PL_TRY(pl_gemm(s, true, false, h, vb, n, 1.0f, mt->x, h, dy, vb, dw_beta,
                      (char *)dw + (size_t)c0 * pl_dtype_size(dw_dt), lddw,
                      mt->dt, dw_dt));
+    if (dx && c0 == 0 && mt->dx_wait) PL_TRY(pl_stream_wait(s, mt->dx_wait));
     if (dx) /* dX (n×h) = beta·dX + dY (n×vb) · W_stripᵀ (vb×h) */
       PL_TRY(pl_gemm(s, false, true, n, h, vb, 1.0f, dy, vb, wstrip, mt->ldw,
                      c0 == 0 ? dx_beta : 1.0f, dx, h, mt->dt, PL_F32));

@@ -18,10 +18,12 @@
  * backward (recompute the strip, residual, two GEMMs) — which Ring-DTP and the
  * blocked fused head both run.
  *
- * Dtypes: X, W, dX, dW are f32 or bf16 (all the same).  Strips, states and all
- * accumulators are f32; in bf16 mode the residual is rounded to bf16 once, for
- * the two backward GEMMs (bf16 in, f32 accumulate), the same storage points on
- * both backends. */
+ * Dtypes: X, W, dX, dW are f32 or bf16 (all the same).  Strips, states and
+ * the GEMMs' accumulation are f32; in bf16 mode the residual is rounded to
+ * bf16 once, for the two backward GEMMs (bf16 in, f32 accumulate), the same
+ * storage points on both backends.  A gradient that sums over strips (dX) is
+ * accumulated in f32; one whose column blocks are each written by one GEMM
+ * (dW) may be given in its storage dtype (dw_dt). */
 #ifndef PLATEAU_OPS_CE_H
 #define PLATEAU_OPS_CE_H
 
@@ -138,6 +140,11 @@ typedef struct pl_ce_meet {
   int64_t vb;        /* block: columns per strip (>= 1)                      */
   float *strip;      /* workspace n×vb f32 (tag "logits")                    */
   void *dy;          /* bf16: workspace n×vb bf16 (tag "logits"); f32: NULL  */
+  /* Optional (NULL: none): events the stream waits for right before the
+   * first GEMM that writes dx / dw (Ring-DTP accumulates into a gradient
+   * partial that is still arriving: its hop overlaps the strip's recompute
+   * and the GEMMs before the first write). */
+  pl_event *dx_wait, *dw_wait;
 } pl_ce_meet;
 
 /* Forward: fold every strip into st (3n, f32). */

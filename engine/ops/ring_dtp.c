@@ -7,16 +7,29 @@
  *            the next visitor is received into the other of two buffers while
  *            the current one is computed on (P − 1 hops);
  *   partial  what the meeting produces for the visitor (forward move-act: a
- *            3·N_j online-LSE state; backward: the dX_j or dW_j partial).  A
- *            meeting computes its own contribution C into a fresh buffer, then
- *            merges the partial that the previous rank sent for the same
- *            visitor (LSE merge or add), so the partial's hop overlaps the
- *            meeting too: three buffers (receiving, computing, sending).
- *            After the last step one hop brings each visitor's total home;
+ *            3·N_j online-LSE state; backward: the dX_j or dW_j partial, f32).
+ *            Forward (LSE merge, 3·N_j floats): the meeting folds into a fresh
+ *            buffer, then merges the state the previous rank sent, so that hop
+ *            overlaps the whole meeting: three small buffers (receiving,
+ *            computing, sending).  Backward (add, N_j×H or H×|V_j| floats):
+ *            the meeting accumulates (GEMM beta = 1) straight into the partial
+ *            received for the same visitor — the travelling gradient buffer —
+ *            waiting for its hop only right before the first GEMM that writes
+ *            it (the strip's recompute and, move-act, the dW GEMM run while it
+ *            arrives): two buffers, one being sent while the other is
+ *            received and accumulated into.  After the last step one hop
+ *            brings each visitor's total home; in bf16 the total is rounded
+ *            once into the idle buffer and travels as bf16 straight into the
+ *            caller's gradient (no f32 home copy);
  *   stationary what stays (move-W forward: the home state; backward: dW_r
- *            (move-act) or dX_r (move-W)), accumulated in place.
- * Hop order on every rank: payload sendrecv, then partial sendrecv, so the
- * blocking MPI transport of the CPU backend pairs them in the same order.
+ *            (move-act), written straight into the caller's dw — beta 0 at the
+ *            first meeting, 1 after: one GEMM per column block per meeting, so
+ *            bf16 rounds once per meeting, as autograd's bf16 accumulation of
+ *            P contributions would — or dX_r (move-W), which every strip of
+ *            every meeting adds to: an f32 accumulator in bf16 mode).
+ * Hop order on every rank: partial sendrecv, then payload sendrecv (the
+ * partial is what the meeting waits for first), so the blocking MPI transport
+ * of the CPU backend pairs them in the same order.
  *
  * Streams: comm runs on d->cs; before a step's hops the comm stream waits for
  * an event recorded on the compute stream (the buffers it reads were finished
@@ -43,6 +56,7 @@ struct pl_dtp {
   int64_t *ns;            /* tokens of every rank (host)                 */
   int64_t *col0s, *vss;   /* shard of every rank                         */
   int64_t nmax, vmax, vb;
+  int64_t nc;             /* rows per chunk of the bf16 move-W backward  */
   pl_stream *cs;          /* comm stream (== compute stream if !overlap) */
   pl_event *ev_go, *ev_pay, *ev_acc;
   float *aux;             /* 2·n: lse | g (saved by the forward)         */
@@ -109,6 +123,12 @@ void pl_dtp_hop_bytes(const pl_dtp *d, size_t *fwd, size_t *bwd) {
 size_t pl_dtp_logits_bound(const pl_dtp *d) {
   int64_t rows = d->mode == PL_DTP_MOVE_ACT ? d->nmax : d->n;
   if (d->p == 1) rows = d->n;
+  if (d->p > 1 && d->mode == PL_DTP_MOVE_W && d->dt == PL_BF16) {
+    /* forward: an n×vb f32 strip; backward: row chunks, nc×vb f32 + bf16 */
+    size_t f = (size_t)d->n * (size_t)d->vb * 4;
+    size_t b = (size_t)d->nc * (size_t)d->vb * 6;
+    return f > b ? f : b;
+  }
   return (size_t)rows * (size_t)d->vb * (d->dt == PL_BF16 ? 6 : 4);
 }
 
@@ -119,11 +139,18 @@ size_t pl_dtp_ring_bound(const pl_dtp *d) {
   if (d->mode == PL_DTP_MOVE_ACT) {
     size_t rows = (size_t)d->nmax;
     size_t fwd = nb * rows * (h * es + 4) + 3 * rows * 3 * 4;
-    size_t bwd = nb * rows * (h * es + 4 + 8) + 3 * rows * h * 4;
+    size_t bwd = nb * rows * (h * es + 4 + 8) + 2 * rows * h * 4;
     return fwd > bwd ? fwd : bwd;
   }
   size_t cols = (size_t)d->vmax;
-  return nb * h * cols * es + 3 * h * cols * 4; /* backward; forward less */
+  return nb * h * cols * es + 2 * h * cols * 4; /* backward; forward less */
+}
+
+int64_t pl_dtp_chunk_rows(const pl_dtp *d) { return d->nc; }
+
+size_t pl_dtp_grads_scratch(const pl_dtp *d) {
+  if (d->dt == PL_F32 || (d->p > 1 && d->mode == PL_DTP_MOVE_ACT)) return 0;
+  return (size_t)((d->p > 1 ? d->nc : d->n) * d->h) * sizeof(float);
 }
 
 pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
@@ -189,6 +216,12 @@ pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
   d->mode = o->mode;
   if (d->mode == PL_DTP_AUTO)
     d->mode = d->nmax > d->vmax ? PL_DTP_MOVE_W : PL_DTP_MOVE_ACT;
+  /* bf16 move-W backward: dX_r is summed over every strip in f32 one row
+   * chunk at a time (an nc×H accumulator, an eighth of N×H), then added to
+   * dx in bf16 (one rounding per meeting). */
+  d->nc = d->n;
+  if (dt == PL_BF16 && d->p > 1 && d->mode == PL_DTP_MOVE_W)
+    d->nc = (d->n + 7) / 8;
   d->vb = o->block > 0 ? o->block : PL_CE_DEFAULT_BLOCK;
   if (d->vb > d->vmax) d->vb = d->vmax;
   if (d->vb < 1) d->vb = 1;
@@ -241,8 +274,16 @@ struct ring {
   void *pbuf[2][3];    /* payload buffers (NULL when not needed)           */
   int merge;           /* MERGE_*                                          */
   int64_t amul;        /* partial f32 elements per unit                    */
-  float *abuf[3];      /* [0] receive, [1], [2] compute/send alternating   */
-  float *home;         /* where this rank's own total lands                */
+  float *abuf[3];      /* LSE: [0] receive, [1], [2] compute/send alternating;
+                          add: [0], [1] alternate (receive+accumulate / send) */
+  void *home;          /* where this rank's own total lands (dtype home_dt) */
+  pl_dtype home_dt;    /* add: f32, or bf16 (rounded once before the hop)   */
+  /* set by the driver for each compute (add): accumulate into the partial
+   * (beta 1) once this event (partial received) has been waited for; beta 0
+   * and no event at step 0. */
+  float c_beta;
+  pl_event *c_wait;
+  int step;
   size_t *sent;
   /* units (rows or columns) of visitor j */
   int64_t (*units)(const pl_dtp *d, int j);
@@ -265,15 +306,31 @@ static pl_status ring_run(ring *g) {
   pl_dtp *d = g->d;
   const int P = d->p, r = d->r;
   const bool split = g->cs != g->s;
+  const bool add = g->merge == MERGE_ADD;
   const void *cur[3] = {g->own[0], g->own[1], g->own[2]};
   float *cprev = NULL;
   for (int s = 0; s < P; s++) {
     int j = ((r - s) % P + P) % P, jn = ((r - s - 1) % P + P) % P;
     int jp = (j + 1) % P; /* visitor of step s-1 */
     bool pay = s < P - 1, acc = g->merge != MERGE_NONE && s >= 1;
+    /* The partial for visitor j: LSE: a fresh buffer, merged after the
+     * meeting; add: the buffer its previous partial arrives in. */
+    float *c = NULL, *rcv = NULL;
+    if (g->merge == MERGE_LSE) {
+      c = P == 1 ? (float *)g->home : g->abuf[1 + s % 2];
+      rcv = g->abuf[0];
+    } else if (add) {
+      c = P == 1 ? (float *)g->home : g->abuf[s % 2];
+      rcv = c;
+    }
     if ((pay || acc) && split) {
       PL_TRY(pl_event_record(d->ev_go, g->s));
       PL_TRY(pl_stream_wait(g->cs, d->ev_go));
+    }
+    if (acc) {
+      PL_TRY(hop(g, cprev, (size_t)(g->units(d, jp) * g->amul), rcv,
+                 (size_t)(g->units(d, j) * g->amul), PL_F32));
+      if (split) PL_TRY(pl_event_record(d->ev_acc, g->cs));
     }
     if (pay) {
       for (int q = 0; q < g->npart; q++)
@@ -282,22 +339,16 @@ static pl_status ring_run(ring *g) {
                    (size_t)(g->units(d, jn) * g->pmul[q]), g->pdt[q]));
       if (split) PL_TRY(pl_event_record(d->ev_pay, g->cs));
     }
-    if (acc) {
-      PL_TRY(hop(g, cprev, (size_t)(g->units(d, jp) * g->amul), g->abuf[0],
-                 (size_t)(g->units(d, j) * g->amul), PL_F32));
-      if (split) PL_TRY(pl_event_record(d->ev_acc, g->cs));
-    }
-    float *c = NULL;
-    if (g->merge != MERGE_NONE) c = P == 1 ? g->home : g->abuf[1 + s % 2];
+    g->step = s;
+    g->c_beta = acc && add ? 1.0f : 0.0f;
+    g->c_wait = acc && add && split ? d->ev_acc : NULL;
     PL_TRY(g->compute(g, j, cur, c));
     if (acc) {
+      /* (add: the meeting waited already, unless it wrote nothing; a second
+       * wait is free and orders what follows in every case) */
       if (split) PL_TRY(pl_stream_wait(g->s, d->ev_acc));
       int64_t u = g->units(d, j);
-      if (g->merge == MERGE_LSE)
-        PL_TRY(pl_ce_merge(g->s, u, c, g->abuf[0]));
-      else
-        PL_TRY(pl_axpy(g->s, c, PL_F32, g->abuf[0], PL_F32,
-                       (size_t)(u * g->amul), 1.0f));
+      if (g->merge == MERGE_LSE) PL_TRY(pl_ce_merge(g->s, u, c, g->abuf[0]));
     }
     cprev = c;
     if (pay) {
@@ -307,13 +358,21 @@ static pl_status ring_run(ring *g) {
   }
   if (g->merge != MERGE_NONE && P > 1) {
     /* The return hop: the last visitor's total (visitor r+1) goes home; ours
-     * arrives from r−1. */
+     * arrives from r−1.  bf16 (add): the total is rounded once into the idle
+     * buffer (its last hop is complete: the compute stream waited for it). */
+    size_t sc = (size_t)(g->units(d, (r + 1) % P) * g->amul);
+    const void *snd = cprev;
+    if (add && g->home_dt != PL_F32) {
+      void *idle = g->abuf[P % 2];
+      PL_TRY(pl_convert(g->s, idle, g->home_dt, cprev, PL_F32, sc));
+      snd = idle;
+    }
     if (split) {
       PL_TRY(pl_event_record(d->ev_go, g->s));
       PL_TRY(pl_stream_wait(g->cs, d->ev_go));
     }
-    PL_TRY(hop(g, cprev, (size_t)(g->units(d, (r + 1) % P) * g->amul), g->home,
-               (size_t)(g->units(d, r) * g->amul), PL_F32));
+    PL_TRY(hop(g, snd, sc, g->home, (size_t)(g->units(d, r) * g->amul),
+               add ? g->home_dt : PL_F32));
     if (split) {
       PL_TRY(pl_event_record(d->ev_acc, g->cs));
       PL_TRY(pl_stream_wait(g->s, d->ev_acc));
@@ -331,7 +390,9 @@ typedef struct pass {
   float *strip;
   void *dy;
   float *state;       /* move-W forward: home state (3·n) */
-  float *stat_acc;    /* backward: stationary f32 accumulator */
+  void *stat;         /* backward: the stationary gradient (dW_r or dX_r) */
+  pl_dtype stat_dt;   /* its dtype: dw's (move-act); f32 (move-W)          */
+  float *chunk;       /* bf16 move-W: nc×H f32 accumulator of dX rows      */
 } pass;
 
 static pl_ce_meet meet_of(const pl_dtp *d, const pass *ps) {
@@ -377,7 +438,8 @@ static pl_status fwd_w(ring *g, int j, const void *const pay[3], float *c) {
 }
 
 /* backward, activations move: visitor (X_j, t_j, lse_j|g_j) meets W_r:
- * C = dX_j contribution (N_j×H), dW_r += X_jᵀ·dY. */
+ * C (N_j×H, f32) = c_beta·C + dY·W_rᵀ (the dX_j partial), dW_r = (0 at step
+ * 0, else dW_r) + X_jᵀ·dY in dw's dtype. */
 static pl_status bwd_act(ring *g, int j, const void *const pay[3], float *c) {
   pl_dtp *d = g->d;
   pass *ps = g->arg;
@@ -389,12 +451,14 @@ static pl_status bwd_act(ring *g, int j, const void *const pay[3], float *c) {
   mt.ldw = mt.vs = d->vss[d->r];
   mt.col0 = d->col0s[d->r];
   const float *aux = pay[2];
-  return pl_ce_meet_bwd(g->s, &mt, aux, aux + mt.n, c, 0.0f, ps->stat_acc,
-                        PL_F32, mt.vs, 1.0f);
+  mt.dx_wait = g->c_wait;
+  return pl_ce_meet_bwd(g->s, &mt, aux, aux + mt.n, c, g->c_beta, ps->stat,
+                        ps->stat_dt, mt.vs, g->step == 0 ? 0.0f : 1.0f);
 }
 
-/* backward, weights move: X_r meets visitor W_j: C = dW_j contribution
- * (H×|V_j|), dX_r += dY·W_jᵀ. */
+/* backward, weights move: X_r meets visitor W_j: C (H×|V_j|, f32) = c_beta·C
+ * + X_rᵀ·dY (the dW_j partial), dX_r (f32) = (0 at step 0, else dX_r) +
+ * dY·W_jᵀ. */
 static pl_status bwd_w(ring *g, int j, const void *const pay[3], float *c) {
   pl_dtp *d = g->d;
   pass *ps = g->arg;
@@ -405,8 +469,36 @@ static pl_status bwd_w(ring *g, int j, const void *const pay[3], float *c) {
   mt.w = pay[0];
   mt.ldw = mt.vs = d->vss[j];
   mt.col0 = d->col0s[j];
-  return pl_ce_meet_bwd(g->s, &mt, d->aux, d->aux + d->n, ps->stat_acc, 1.0f,
-                        c, PL_F32, mt.vs, 0.0f);
+  mt.dw_wait = g->c_wait;
+  const float dx_beta = g->step == 0 ? 0.0f : 1.0f;
+  if (!ps->chunk) /* f32: dX_r accumulates in dx itself */
+    return pl_ce_meet_bwd(g->s, &mt, d->aux, d->aux + d->n, ps->stat, dx_beta,
+                          c, PL_F32, mt.vs, g->c_beta);
+  /* bf16: row chunks [r0, r0 + nc) of X_r meet W_j; the chunk's dX rows are
+   * summed over the strips in the f32 chunk buffer (seeded from dx after the
+   * first meeting), then rounded back into dx; every chunk adds its rows'
+   * share to the dW_j partial C. */
+  const size_t es = pl_dtype_size(d->dt);
+  if (d->n == 0)
+    return pl_ce_meet_bwd(g->s, &mt, d->aux, d->aux, NULL, 0.0f, c, PL_F32,
+                          mt.vs, g->c_beta);
+  for (int64_t r0 = 0; r0 < d->n; r0 += d->nc) {
+    int64_t rows = d->n - r0 < d->nc ? d->n - r0 : d->nc;
+    char *dxr = (char *)ps->stat + (size_t)(r0 * d->h) * es;
+    size_t cnt = (size_t)(rows * d->h);
+    pl_ce_meet mc = mt;
+    mc.n = rows;
+    mc.x = (const char *)ps->x + (size_t)(r0 * d->h) * es;
+    mc.t = ps->t + r0;
+    mc.dw_wait = r0 == 0 ? g->c_wait : NULL;
+    if (dx_beta != 0.0f)
+      PL_TRY(pl_convert(g->s, ps->chunk, PL_F32, dxr, d->dt, cnt));
+    PL_TRY(pl_ce_meet_bwd(g->s, &mc, d->aux + r0, d->aux + d->n + r0,
+                          ps->chunk, dx_beta, c, PL_F32, mt.vs,
+                          r0 == 0 ? g->c_beta : 1.0f));
+    PL_TRY(pl_convert(g->s, dxr, d->dt, ps->chunk, PL_F32, cnt));
+  }
+  return PL_OK;
 }
 
 /* ---- allocation helpers -------------------------------------------------- */
@@ -552,12 +644,9 @@ pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
     int64_t rows = P == 1 ? n : d->nmax;
     T(take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
     if (!f32) T(take(&a, (size_t)(rows * d->vb) * 2, "logits", &ps.dy));
-    /* stationary dW_r (f32; the output itself in f32 mode) */
-    if (f32)
-      ps.stat_acc = dw;
-    else
-      T(take(&a, (size_t)(h * vs) * sizeof(float), "grads", &ps.stat_acc));
-    if (vs > 0) T(pl_fill(s, ps.stat_acc, PL_F32, (size_t)(h * vs), 0.0));
+    /* stationary dW_r: the output itself, in its dtype (beta 0 at step 0) */
+    ps.stat = dw;
+    ps.stat_dt = d->dt;
     g.npart = 3;
     g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = x;
     g.pdt[1] = PL_I32, g.pmul[1] = 1, g.own[1] = t;
@@ -571,27 +660,31 @@ pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
     g.merge = MERGE_ADD;
     g.amul = h;
     if (P > 1)
-      for (int b = 0; b < 3; b++)
+      for (int b = 0; b < 2; b++)
         T(take(&a, (size_t)(d->nmax * h) * sizeof(float), "ring", &g.abuf[b]));
-    if (f32)
+    /* dX_r: at P > 1 the return hop lands in dx (bf16: rounded once before
+     * it); at P = 1 the meeting's strips accumulate into it: f32 (dx itself
+     * in f32 mode) */
+    g.home_dt = d->dt;
+    if (f32 || P > 1)
       g.home = dx;
     else
       T(take(&a, (size_t)(n * h) * sizeof(float), "grads", &g.home));
     g.units = units_rows;
     g.compute = bwd_act;
     T(ring_run(&g));
-    if (!f32) {
+    if (!f32 && P == 1)
       T(pl_convert(s, dx, d->dt, g.home, PL_F32, (size_t)(n * h)));
-      T(pl_convert(s, dw, d->dt, ps.stat_acc, PL_F32, (size_t)(h * vs)));
-    }
   } else {
-    T(take(&a, (size_t)(n * d->vb) * sizeof(float), "logits", &ps.strip));
-    if (!f32) T(take(&a, (size_t)(n * d->vb) * 2, "logits", &ps.dy));
-    if (f32)
-      ps.stat_acc = dx;
-    else
-      T(take(&a, (size_t)(n * h) * sizeof(float), "grads", &ps.stat_acc));
-    if (n > 0) T(pl_fill(s, ps.stat_acc, PL_F32, (size_t)(n * h), 0.0));
+    /* stationary dX_r: every strip of every meeting adds to it; f32: dx
+     * itself; bf16: dx, through an f32 accumulator of nc rows (bwd_w) */
+    int64_t rows = f32 ? n : d->nc;
+    T(take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
+    if (!f32) T(take(&a, (size_t)(rows * d->vb) * 2, "logits", &ps.dy));
+    ps.stat = dx;
+    ps.stat_dt = f32 ? PL_F32 : d->dt;
+    if (!f32)
+      T(take(&a, (size_t)(d->nc * h) * sizeof(float), "grads", &ps.chunk));
     g.npart = 1;
     g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = w;
     for (int b = 0; b < 2; b++) {
@@ -600,19 +693,13 @@ pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
     }
     g.merge = MERGE_ADD;
     g.amul = h;
-    for (int b = 0; b < 3; b++)
+    for (int b = 0; b < 2; b++)
       T(take(&a, (size_t)(h * d->vmax) * sizeof(float), "ring", &g.abuf[b]));
-    if (f32)
-      g.home = dw;
-    else
-      T(take(&a, (size_t)(h * vs) * sizeof(float), "grads", &g.home));
+    g.home = dw; /* the return hop lands in dw (bf16: rounded once before) */
+    g.home_dt = d->dt;
     g.units = units_cols;
     g.compute = bwd_w;
     T(ring_run(&g));
-    if (!f32) {
-      T(pl_convert(s, dx, d->dt, ps.stat_acc, PL_F32, (size_t)(n * h)));
-      T(pl_convert(s, dw, d->dt, g.home, PL_F32, (size_t)(h * vs)));
-    }
   }
 #undef T
 done:

@@ -14,7 +14,7 @@
  * meetings from the saved lse = m + log z; the moving tensor's gradient (dX_j
  * partial, or dW_j partial) travels with it and lands home after the last
  * meeting.  The next hop's send/receive runs on a comm stream while the current
- * meeting computes (double-buffered payloads, triple-buffered partials, events).
+ * meeting computes (double-buffered payloads and gradient partials, events).
  * P = 1 is the blocked fused head.
  *
  * The objective is that of the concatenated problem: the loss of all P·N
@@ -69,10 +69,23 @@ void pl_dtp_hop_bytes(const pl_dtp *d, size_t *fwd, size_t *bwd);
 size_t pl_dtp_logits_bound(const pl_dtp *d);
 
 /* The bound of the "ring" tag (hop buffers): payload buffers (one at P = 2,
- * two beyond: the step-0 payload is the rank's own input) and three f32
- * partial buffers (receiving, computing, sending), the larger of the forward
- * and the backward; 0 at P = 1. */
+ * two beyond: the step-0 payload is the rank's own input) and the f32
+ * partials: forward three online-LSE states (receiving, computing, sending;
+ * 3·N floats each), backward two gradient partials (one sent while the
+ * other is received and accumulated into in place); the larger of the
+ * forward and the backward; 0 at P = 1. */
 size_t pl_dtp_ring_bound(const pl_dtp *d);
+
+/* Rows of X_r a backward meeting works on at a time: N_r, or in bf16 when the
+ * weights move ceil(N_r / 8) (its dX rows are summed in f32 over the strips;
+ * the backward's strip is then rows × Vb). */
+int64_t pl_dtp_chunk_rows(const pl_dtp *d);
+
+/* Bytes of "grads" scratch the backward allocates beside the caller's dx and
+ * dw: an f32 N_r×H accumulator for dX in bf16 when the weights move (every
+ * strip of every meeting adds to dX_r) or at P = 1; 0 otherwise (dW_r and
+ * the travelling total are written straight into dw / dx). */
+size_t pl_dtp_grads_scratch(const pl_dtp *d);
 
 /* Forward: loss (device: 1 value for mean/sum — the group's, identical on
  * every rank — or N_r values for none).  Saves lse and the group's
@@ -80,7 +93,12 @@ size_t pl_dtp_ring_bound(const pl_dtp *d);
 pl_status pl_dtp_forward(pl_dtp *d, pl_stream *s, const void *x,
                          const int32_t *t, const void *w, float *loss);
 /* Backward of the last forward (same x, t, w): dx (N_r×H) and dw (H×|V_r|) in
- * the dtype of the head.  dloss: none only (device N_r values; NULL = ones). */
+ * the dtype of the head.  dloss: none only (device N_r values; NULL = ones).
+ * The gradients are written in place: the stationary one (dw moving
+ * activations, dx moving weights in f32) accumulates in it over the meetings
+ * (in bf16: one rounding per meeting), the travelling one's total lands in
+ * it with the return hop.  Scratch in bf16: an f32 N_r×H accumulator for dx
+ * when the weights move (every strip adds to it), or at P = 1. */
 pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
                           const int32_t *t, const void *w, const float *dloss,
                           void *dx, void *dw);

@@ -9,7 +9,9 @@
  * (empty shards); every target in one shard; ignored rows; N = 0 on one
  * rank; f32 (1e-6 of the tensor's scale) and bf16; mean, sum and none.  Bound:
  * the tracked "logits" peak ≤ pl_dtp_logits_bound and below what the dense
- * baseline needs for the same rank's batch.  Verdicts are agreed over the
+ * baseline needs for the same rank's batch; the "ring" peak equals
+ * pl_dtp_ring_bound (two gradient partials); the "grads" peak equals the
+ * caller's dx + dw + pl_dtp_grads_scratch (no f32 gradient copies).  Verdicts are agreed over the
  * ranks before asserting, so a failure on one rank cannot hang the others. */
 #include <check.h>
 #include <omp.h>
@@ -122,6 +124,11 @@ static int run_ring(const rcase *c, pl_dtype dt, pl_ce_reduction red,
   size_t bound = pl_dtp_logits_bound(d);
   size_t rpeak = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "ring");
   size_t rbound = pl_dtp_ring_bound(d);
+  /* gradients: the caller's dx and dw plus only the documented scratch (no
+   * f32 copy of dW_r, no f32 home for the travelling total) */
+  size_t gpeak = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "grads");
+  size_t gbound = (size_t)(n * h + h * vs) * pl_dtype_size(dt) +
+                  pl_dtp_grads_scratch(d);
   double *gl = dev_down(dev, loss, nl, PL_F32);
   double *gdx = dev_down(dev, dx, (size_t)(n * h), dt);
   double *gdw = dev_down(dev, dw, (size_t)(h * vs), dt);
@@ -160,6 +167,11 @@ static int run_ring(const rcase *c, pl_dtype dt, pl_ce_reduction red,
    * reached, so a leaked or extra buffer fails) */
   if (!(rpeak <= rbound) || (P > 1 && ntot > 0 && rpeak != rbound)) {
     fprintf(stderr, "%s: ring peak %zu vs bound %zu\n", what, rpeak, rbound);
+    ok = 0;
+  }
+  if (gpeak != gbound) {
+    fprintf(stderr, "%s: grads peak %zu vs dx + dw + scratch %zu\n", what,
+            gpeak, gbound);
     ok = 0;
   }
   /* the dense baseline on this rank's batch needs 3·N_r·V·4 of logits */
