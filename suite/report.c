@@ -17,9 +17,9 @@
 #include "report_attention.h"
 #include "report_dispatch.h"
 #include "report_sco.h"
+#include "report_util.h"
 #include "report_vocab.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -28,111 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "plateau/plateau.h"
 
-/* ---- files --------------------------------------------------------------- */
-typedef struct strvec {
-  char **v;
-  int n, cap;
-} strvec;
-
-static void sv_push(strvec *s, const char *x) {
-  if (s->n == s->cap) {
-    s->cap = s->cap ? 2 * s->cap : 16;
-    s->v = realloc(s->v, (size_t)s->cap * sizeof *s->v);
-    PL_ASSERT(s->v != NULL);
-  }
-  s->v[s->n++] = strdup(x);
-}
-static void sv_free(strvec *s) {
-  for (int i = 0; i < s->n; i++) free(s->v[i]);
-  free(s->v);
-  memset(s, 0, sizeof *s);
-}
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static bool ends_with(const char *s, const char *suf) {
-  size_t a = strlen(s), b = strlen(suf);
-  return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
-static bool is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static void scan_dir(const char *dir, int depth, strvec *out) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    if (is_dir(p)) {
-      if (depth == 0 && strcmp(e->d_name, "report") != 0) scan_dir(p, 1, out);
-    } else if (ends_with(e->d_name, ".tsv")) {
-      sv_push(out, p);
-    }
-  }
-  closedir(d);
-}
-
 /* ---- gnuplot ------------------------------------------------------------- */
-
-/* Run gnuplot -c script args...: 0 ok, 127 not installed, else its status. */
-static int run_gnuplot(const char *script, const char *const *args, int nargs) {
-  const char *prog = getenv("PLATEAU_GNUPLOT");
-  if (!prog || !*prog) prog = "gnuplot";
-  char *argv[16];
-  int k = 0;
-  argv[k++] = (char *)prog;
-  argv[k++] = (char *)"-c";
-  argv[k++] = (char *)script;
-  for (int i = 0; i < nargs && k < 15; i++) argv[k++] = (char *)args[i];
-  argv[k] = NULL;
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    execvp(prog, argv);
-    _exit(127);
-  }
-  int ws = 0;
-  while (waitpid(pid, &ws, 0) < 0)
-    if (errno != EINTR) return -1;
-  if (WIFEXITED(ws)) return WEXITSTATUS(ws);
-  return -1;
-}
-
-static const char *find_analysis_dir(void) {
-  static char buf[PATH_MAX + 32];
-  const char *root = getenv("PLATEAU_ROOT");
-  if (root && *root) {
-    snprintf(buf, sizeof buf, "%s/analysis", root);
-    if (is_dir(buf)) return buf;
-  }
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash) {
-      *slash = '\0'; /* .../build/bin */
-      snprintf(buf, sizeof buf, "%s/../../analysis", exe);
-      if (is_dir(buf)) return buf;
-    }
-  }
-  snprintf(buf, sizeof buf, "analysis");
-  if (is_dir(buf)) return buf;
-  return NULL;
-}
 
 /* One chart in both formats: svg and png.  Returns PL_OK, also when gnuplot
  * is missing (rc->charts_skipped is set); a failing gnuplot is PL_ERUNTIME. */
@@ -150,36 +50,12 @@ static pl_status chart(pl_report_ctx *rc, const char *script_name,
   snprintf(script, sizeof script, "%s/%s", rc->analysis_dir, script_name);
   if (access(script, R_OK) != 0)
     return pl_set_error(PL_EIO, "chart script %s: %s", script, strerror(errno));
-  static const char *const exts[] = {"svg", "png"};
-  for (int e = 0; e < 2; e++) {
-    char out[PATH_MAX];
-    snprintf(out, sizeof out, "%s.%s", out_stem, exts[e]);
-    const char *args[8] = {data, out};
-    int na = 2;
-    for (int i = 0; i < nextra && na < 8; i++) args[na++] = extra[i];
-    int rcode = run_gnuplot(script, args, na);
-    if (rcode == 127) {
-      fprintf(stderr, "plateau report: warning: gnuplot not found: charts "
-                      "skipped (tables are written)\n");
-      rc->charts_skipped = 1;
-      return PL_OK;
-    }
-    if (rcode != 0)
-      return pl_set_error(PL_ERUNTIME, "gnuplot -c %s %s %s: exit %d", script,
-                          data, out, rcode);
-    printf("%s\n", out);
-  }
-  return PL_OK;
+  return pl_rep_chart(script, data, out_stem, extra, nextra,
+                      "charts skipped (tables are written)",
+                      &rc->charts_skipped);
 }
 
 /* ---- Markdown ------------------------------------------------------------ */
-static void md_cell(FILE *f, const char *s) {
-  for (; *s; s++) {
-    if (*s == '|') fputc('\\', f);
-    fputc(*s, f);
-  }
-}
-
 static const char *meta_or(const pl_table *t, const char *k, const char *d) {
   const char *v = pl_table_meta(t, k);
   return v ? v : d;
@@ -193,9 +69,9 @@ static void md_provenance(FILE *f, pl_table *const *t, int n) {
     const char *base = strrchr(t[i]->path, '/');
     const char *dirty = meta_or(t[i], "git_dirty", "0");
     fprintf(f, "| %d | ", i);
-    md_cell(f, base ? base + 1 : t[i]->path);
+    pl_rep_md_text(f, base ? base + 1 : t[i]->path);
     fprintf(f, " | ");
-    md_cell(f, meta_or(t[i], "device", "-"));
+    pl_rep_md_text(f, meta_or(t[i], "device", "-"));
     fprintf(f, " | %s | %s | %s%s | %s | %d | %d | %s |\n",
             meta_or(t[i], "backend", "-"), meta_or(t[i], "ranks", "-"),
             meta_or(t[i], "git_sha", "-"),
@@ -225,7 +101,7 @@ static void md_rows(FILE *f, pl_table *const *t, int n, const char *const *cols)
     fprintf(f, "| run |");
     for (int c = 0; c < nc; c++) {
       fputc(' ', f);
-      md_cell(f, t[a]->cols[idx[c]]);
+      pl_rep_md_text(f, t[a]->cols[idx[c]]);
       fprintf(f, " |");
     }
     fprintf(f, "\n|---|");
@@ -242,7 +118,7 @@ static void md_rows(FILE *f, pl_table *const *t, int n, const char *const *cols)
         fprintf(f, "| %d |", b);
         for (int c = 0; c < nc; c++) {
           fputc(' ', f);
-          md_cell(f, t[b]->rows[r][idx[c]]);
+          pl_rep_md_text(f, t[b]->rows[r][idx[c]]);
           fprintf(f, " |");
         }
         fprintf(f, "\n");
@@ -299,13 +175,6 @@ static const char *const calib_links[] = {"h2d",  "d2h",       "bidir",
                                           "d2d",  "allreduce", "alltoall",
                                           "sendrecv", NULL};
 
-static double num(const char *s) {
-  if (!s || !*s || strcmp(s, "-") == 0) return NAN;
-  char *end;
-  double v = strtod(s, &end);
-  return *end ? NAN : v;
-}
-
 static pl_status report_calib(pl_report_ctx *rc, const char *bench,
                               pl_table *const *t, int n) {
   char path[PATH_MAX];
@@ -338,9 +207,9 @@ static pl_status report_calib(pl_report_ctx *rc, const char *bench,
         nrows++;
         if (cc >= 0 && strcmp(row[cc], "pass") == 0) npass++;
         if (strcmp(row[cs], "ok") != 0) continue;
-        double bw = cb >= 0 ? num(row[cb]) : NAN;
-        double ab = ca >= 0 ? num(row[ca]) : NAN;
-        double tf = cf >= 0 ? num(row[cf]) : NAN;
+        double bw = cb >= 0 ? pl_rep_num(row[cb]) : NAN;
+        double ab = ca >= 0 ? pl_rep_num(row[ca]) : NAN;
+        double tf = cf >= 0 ? pl_rep_num(row[cf]) : NAN;
         if (!isnan(bw) && (isnan(best) || bw > best)) {
           best = bw;
           best_alg = ab;
@@ -385,7 +254,7 @@ static pl_status report_calib(pl_report_ctx *rc, const char *bench,
       int l = -1;
       for (int k = 0; k < nl; k++)
         if (strcmp(row[ct], calib_links[k]) == 0) l = k;
-      double y = num(row[cb]), x = num(row[cy]);
+      double y = pl_rep_num(row[cb]), x = pl_rep_num(row[cy]);
       if (l < 0 || isnan(y) || isnan(x)) continue;
       int b = -1;
       for (int k = 0; k < nb; k++)
@@ -458,7 +327,7 @@ static pl_status report_calib(pl_report_ctx *rc, const char *bench,
     for (int r = 0; r < t[i]->nrows; r++) {
       char **row = t[i]->rows[r];
       if (strcmp(row[ct], "gemm") != 0 || strcmp(row[cs], "ok") != 0) continue;
-      double tf = num(row[cf]);
+      double tf = pl_rep_num(row[cf]);
       if (isnan(tf)) continue;
       fprintf(d, "run%d:%s:%s^3\t%.6g\n", i, cd >= 0 ? row[cd] : "?",
               cm >= 0 ? row[cm] : "?", tf);
@@ -568,31 +437,30 @@ int pl_report_main(int argc, char **argv) {
     report_usage(stderr);
     return 2;
   }
-  if (!is_dir(run_dir)) {
+  if (!pl_rep_is_dir(run_dir)) {
     fprintf(stderr, "plateau report: RUN_DIR '%s': not a directory\n", run_dir);
     return 2;
   }
-  strvec files = {0};
-  scan_dir(run_dir, 0, &files);
-  qsort(files.v, (size_t)files.n, sizeof *files.v, cmp_str);
-  pl_table **tabs = calloc((size_t)files.n + 1, sizeof *tabs);
+  char **files;
+  int nfiles = pl_rep_scan_tsv(run_dir, &files);
+  pl_table **tabs = calloc((size_t)nfiles + 1, sizeof *tabs);
   PL_ASSERT(tabs != NULL);
   int nt = 0;
-  for (int i = 0; i < files.n; i++) {
+  for (int i = 0; i < nfiles; i++) {
     pl_table *t = calloc(1, sizeof *t);
     PL_ASSERT(t != NULL);
-    if (pl_table_read(files.v[i], t) != PL_OK) {
-      fprintf(stderr, "plateau report: skipping %s: %s\n", files.v[i],
+    if (pl_table_read(files[i], t) != PL_OK) {
+      fprintf(stderr, "plateau report: skipping %s: %s\n", files[i],
               pl_last_error());
       free(t);
       continue;
     }
     if (t->nbad)
       fprintf(stderr, "plateau report: %s: %d torn or malformed line%s "
-                      "skipped\n", files.v[i], t->nbad, t->nbad == 1 ? "" : "s");
+                      "skipped\n", files[i], t->nbad, t->nbad == 1 ? "" : "s");
     tabs[nt++] = t;
   }
-  sv_free(&files);
+  pl_rep_free_paths(files, nfiles);
   int code = 0;
   if (nt == 0) {
     fprintf(stderr, "plateau report: no result files in %s\n", run_dir);
@@ -607,7 +475,7 @@ int pl_report_main(int argc, char **argv) {
     goto out;
   }
   pl_report_ctx rc = {.run_dir = run_dir, .out_dir = out_dir,
-                      .analysis_dir = find_analysis_dir()};
+                      .analysis_dir = pl_rep_analysis_dir()};
   bool *done = calloc((size_t)nt, sizeof *done);
   pl_table **group = calloc((size_t)nt, sizeof *group);
   PL_ASSERT(done && group);

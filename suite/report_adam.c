@@ -22,6 +22,7 @@
 
 #include "plateau/plateau.h"
 #include "report_adam.h"
+#include "report_util.h"
 #include "results.h"
 
 /* Paper, Table 4 (DESIGN §1.4): 2.625B params per rank, 8×H200 sharing a
@@ -48,16 +49,11 @@ typedef struct acc {
   double link_h2d, link_d2h, link_bidir;
 } acc;
 
-static double colf(const pl_table *t, int row, const char *name) {
-  int c = pl_table_col(t, name);
-  if (c < 0) return NAN;
-  const char *v = t->rows[row][c];
-  if (!v || !strcmp(v, "-") || !*v) return NAN;
-  return strtod(v, NULL);
-}
 static const char *cols(const pl_table *t, int row, const char *name) {
-  int c = pl_table_col(t, name);
-  return c < 0 ? "-" : t->rows[row][c];
+  return pl_rep_cell(t, t->rows[row], name);
+}
+static double colf(const pl_table *t, int row, const char *name) {
+  return pl_rep_num_lead(cols(t, row, name));
 }
 
 static void take(acc *A, const char *path, int peer) {
@@ -145,9 +141,7 @@ static const char *fmt_n(char *b, size_t n, double x) {
 }
 
 static const char *fmt_s(char *b, size_t n, double ms) {
-  if (isnan(ms)) snprintf(b, n, "–");
-  else snprintf(b, n, "%.3f", ms / 1e3);
-  return b;
+  return pl_rep_fmt(b, n, "%.3f", ms / 1e3, "–");
 }
 
 static pl_status report_adam(const char *run_dir, const char *out_dir,
@@ -351,18 +345,18 @@ static pl_status report_adam(const char *run_dir, const char *out_dir,
                                     : getenv("PLATEAU_ANALYSIS_DIR");
     char gp[4096];
     snprintf(gp, sizeof gp, "%s/adam_sweep.gp", adir ? adir : "analysis");
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-      printf("# adam chart skipped: gnuplot not found\n");
-      if (charts_skipped) *charts_skipped = 1;
-    } else {
-      for (int k = 0; k < 2; k++) {
-        char out[4200], cmd[16384];
-        snprintf(out, sizeof out, "%s/adam_sweep.%s", out_dir,
-                 k ? "png" : "svg");
-        snprintf(cmd, sizeof cmd, "gnuplot -c '%s' '%s' '%s'", gp, path, out);
-        if (system(cmd) == 0) printf("%s\n", out);
-        else printf("# adam chart failed: %s\n", cmd);
+    for (int k = 0; k < 2; k++) {
+      char out[4200];
+      snprintf(out, sizeof out, "%s/adam_sweep.%s", out_dir, k ? "png" : "svg");
+      const char *args[] = {path, out};
+      int code = pl_rep_gnuplot(gp, args, 2);
+      if (code == 127) {
+        printf("# adam chart skipped: gnuplot not found\n");
+        if (charts_skipped) *charts_skipped = 1;
+        break;
       }
+      if (code == 0) printf("%s\n", out);
+      else printf("# adam chart failed: gnuplot -c '%s' '%s' '%s'\n", gp, path, out);
     }
   }
   free(A);

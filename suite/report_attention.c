@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "report_attention.h"
+#include "report_util.h"
 #include "results.h"
 
 #define MAXS 64
@@ -95,13 +96,6 @@ static void read_peer(const char *path, pt *pts, int *n) {
   fclose(f);
 }
 
-static void fmt(char *b, size_t n, double v) {
-  if (isnan(v))
-    snprintf(b, n, "–");
-  else
-    snprintf(b, n, "%.1f", v);
-}
-
 pl_status pl_report_attention(const char *run_dir, const char *out_dir) {
   pt pts[MAXS];
   int n = 0;
@@ -135,7 +129,7 @@ pl_status pl_report_attention(const char *run_dir, const char *out_dir) {
   fprintf(md, "|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int i = 0; i < n; i++) {
     char c[6][32], ratio[32];
-    for (int j = 0; j < 6; j++) fmt(c[j], sizeof c[j], pts[i].v[j]);
+    for (int j = 0; j < 6; j++) pl_rep_fmt(c[j], sizeof c[j], "%.1f", pts[i].v[j], "–");
     const double best = fmax(isnan(pts[i].v[3]) ? -1 : pts[i].v[3], isnan(pts[i].v[5]) ? -1 : pts[i].v[5]);
     if (best > 0 && !isnan(pts[i].v[1]))
       snprintf(ratio, sizeof ratio, "%.2f×", pts[i].v[1] / best);
@@ -171,13 +165,14 @@ pl_status pl_report_attention(const char *run_dir, const char *out_dir) {
   printf("%s\n", dat);
   const char *ext[2] = {"svg", "png"};
   const char *root = getenv("PLATEAU_ROOT"); /* else run from the repository root */
-  const char *gp = getenv("PLATEAU_GNUPLOT");
+  char gp[4096];
+  snprintf(gp, sizeof gp, "%s%sanalysis/attention.gp", root ? root : "", root ? "/" : "");
   for (int i = 0; i < 2; i++) {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s -c '%s%sanalysis/attention.gp' '%s' '%s/attention_tflops.%s' 793",
-             gp ? gp : "gnuplot", root ? root : "", root ? "/" : "", dat, out_dir, ext[i]);
-    if (system(cmd) == 0)
-      printf("%s/attention_tflops.%s\n", out_dir, ext[i]);
+    char out[4200];
+    snprintf(out, sizeof out, "%s/attention_tflops.%s", out_dir, ext[i]);
+    const char *args[] = {dat, out, "793"};
+    if (pl_rep_gnuplot(gp, args, 3) == 0)
+      printf("%s\n", out);
     else
       printf("report attention: gnuplot failed or missing (chart %s not written)\n", ext[i]);
   }

@@ -15,7 +15,6 @@
  *   1.02-6.00. */
 #include "report_dispatch.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -23,11 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "plateau/status.h"
+#include "report_util.h"
 #include "results.h"
 
 typedef struct rctx {
@@ -46,18 +44,6 @@ typedef struct drow {
   double time, fwd, peak, opeak, dpeak, bound, msr;
   const char *status, *check;
 } drow;
-
-static double num(const char *s) {
-  if (!s || !*s || strcmp(s, "-") == 0) return NAN;
-  char *e;
-  double v = strtod(s, &e);
-  return *e ? NAN : v;
-}
-
-static const char *cell(const pl_table *t, char **row, const char *col) {
-  int c = pl_table_col(t, col);
-  return c >= 0 ? row[c] : "-";
-}
 
 /* The last ok row of (shape, variant, profile, chunking). */
 static const drow *find(const drow *r, int n, const char *tokens,
@@ -98,34 +84,8 @@ static pl_status run_chart(rctx *rc, const char *data,
   snprintf(script, sizeof script, "%s/dispatch.gp", rc->analysis_dir);
   if (access(script, R_OK) != 0)
     return pl_set_error(PL_EIO, "chart script %s: %s", script, strerror(errno));
-  static const char *const exts[] = {"svg", "png"};
-  for (int e = 0; e < 2; e++) {
-    char out[PATH_MAX + 8];
-    snprintf(out, sizeof out, "%s.%s", stem, exts[e]);
-    pid_t pid = fork();
-    if (pid < 0) return pl_set_error(PL_ERUNTIME, "fork: %s", strerror(errno));
-    if (pid == 0) {
-      const char *prog = getenv("PLATEAU_GNUPLOT");
-      if (!prog || !*prog) prog = "gnuplot";
-      execlp(prog, prog, "-c", script, data, out, (char *)NULL);
-      _exit(127);
-    }
-    int wst = 0;
-    if (waitpid(pid, &wst, 0) < 0)
-      return pl_set_error(PL_ERUNTIME, "waitpid: %s", strerror(errno));
-    int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128;
-    if (code == 127) {
-      fprintf(stderr, "plateau report: warning: gnuplot not found: dispatch "
-                      "charts skipped\n");
-      rc->charts_skipped = 1;
-      return PL_OK;
-    }
-    if (code != 0)
-      return pl_set_error(PL_ERUNTIME, "gnuplot -c %s %s %s: exit %d", script,
-                          data, out, code);
-    printf("%s\n", out);
-  }
-  return PL_OK;
+  return pl_rep_chart(script, data, stem, NULL, 0, "dispatch charts skipped",
+                      &rc->charts_skipped);
 }
 
 static pl_status report_tables(rctx *rc, const char *bench,
@@ -142,26 +102,26 @@ static pl_status report_tables(rctx *rc, const char *bench,
     for (int j = 0; j < t[i]->nrows; j++) {
       char **row = t[i]->rows[j];
       drow *d = &r[nr++];
-      d->variant = cell(t[i], row, "variant");
-      d->profile = cell(t[i], row, "profile");
-      d->chunking = cell(t[i], row, "chunking");
-      d->tokens = cell(t[i], row, "tokens");
-      d->hidden = cell(t[i], row, "hidden");
-      d->ffn = cell(t[i], row, "ffn");
-      d->topk = cell(t[i], row, "topk");
-      d->ranks = cell(t[i], row, "ranks");
-      d->K = cell(t[i], row, "K");
-      d->gemms = cell(t[i], row, "gemms");
-      d->em = cell(t[i], row, "em_chunks");
-      d->time = num(cell(t[i], row, "time_ms"));
-      d->fwd = num(cell(t[i], row, "fwd_ms"));
-      d->peak = num(cell(t[i], row, "peak_gib"));
-      d->opeak = num(cell(t[i], row, "op_peak_gib"));
-      d->dpeak = num(cell(t[i], row, "dispatch_gib"));
-      d->bound = num(cell(t[i], row, "bound_gib"));
-      d->msr = num(cell(t[i], row, "max_send_ratio"));
-      d->status = cell(t[i], row, "status");
-      d->check = cell(t[i], row, "check");
+      d->variant = pl_rep_cell(t[i], row, "variant");
+      d->profile = pl_rep_cell(t[i], row, "profile");
+      d->chunking = pl_rep_cell(t[i], row, "chunking");
+      d->tokens = pl_rep_cell(t[i], row, "tokens");
+      d->hidden = pl_rep_cell(t[i], row, "hidden");
+      d->ffn = pl_rep_cell(t[i], row, "ffn");
+      d->topk = pl_rep_cell(t[i], row, "topk");
+      d->ranks = pl_rep_cell(t[i], row, "ranks");
+      d->K = pl_rep_cell(t[i], row, "K");
+      d->gemms = pl_rep_cell(t[i], row, "gemms");
+      d->em = pl_rep_cell(t[i], row, "em_chunks");
+      d->time = pl_rep_num(pl_rep_cell(t[i], row, "time_ms"));
+      d->fwd = pl_rep_num(pl_rep_cell(t[i], row, "fwd_ms"));
+      d->peak = pl_rep_num(pl_rep_cell(t[i], row, "peak_gib"));
+      d->opeak = pl_rep_num(pl_rep_cell(t[i], row, "op_peak_gib"));
+      d->dpeak = pl_rep_num(pl_rep_cell(t[i], row, "dispatch_gib"));
+      d->bound = pl_rep_num(pl_rep_cell(t[i], row, "bound_gib"));
+      d->msr = pl_rep_num(pl_rep_cell(t[i], row, "max_send_ratio"));
+      d->status = pl_rep_cell(t[i], row, "status");
+      d->check = pl_rep_cell(t[i], row, "check");
     }
   }
   char path[PATH_MAX];
@@ -311,74 +271,13 @@ static pl_status report_tables(rctx *rc, const char *bench,
   return st;
 }
 
-/* ---- files ---------------------------------------------------------------- */
-static bool is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* *.tsv under dir and its direct subdirectories (not report/). */
-static void scan(const char *dir, int depth, char ***v, int *n, int *cap) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char p[PATH_MAX];
-    int len = snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    if (len <= 0 || len >= (int)sizeof p) continue;
-    size_t nl = strlen(e->d_name);
-    if (is_dir(p)) {
-      if (depth == 0 && strcmp(e->d_name, "report") != 0)
-        scan(p, 1, v, n, cap);
-    } else if (nl > 4 && strcmp(e->d_name + nl - 4, ".tsv") == 0) {
-      if (*n == *cap) {
-        *cap = *cap ? 2 * *cap : 16;
-        char **nv = realloc(*v, (size_t)*cap * sizeof **v);
-        PL_ASSERT(nv != NULL);
-        *v = nv;
-      }
-      (*v)[(*n)++] = strdup(p);
-    }
-  }
-  closedir(d);
-}
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static const char *find_analysis(void) {
-  static char buf[PATH_MAX + 32];
-  const char *root = getenv("PLATEAU_ROOT");
-  if (root && *root) {
-    snprintf(buf, sizeof buf, "%s/analysis", root);
-    if (is_dir(buf)) return buf;
-  }
-  char exe[PATH_MAX - 32];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash) {
-      *slash = '\0';
-      snprintf(buf, sizeof buf, "%s/../../analysis", exe);
-      if (is_dir(buf)) return buf;
-    }
-  }
-  return is_dir("analysis") ? "analysis" : NULL;
-}
-
 pl_status pl_report_dispatch(const char *run_dir, const char *out_dir) {
-  char **v = NULL;
-  int n = 0, cap = 0;
-  scan(run_dir, 0, &v, &n, &cap);
-  if (n) qsort(v, (size_t)n, sizeof *v, cmp_str);
-  pl_table *tabs = calloc((size_t)n + 1, sizeof *tabs);
+  pl_table *tabs;
+  int n = pl_rep_read_tables(run_dir, &tabs);
   pl_table **mine = calloc((size_t)n + 1, sizeof *mine);
-  PL_ASSERT(tabs != NULL && mine != NULL);
+  PL_ASSERT(mine != NULL);
   int nm = 0;
   for (int i = 0; i < n; i++) {
-    if (pl_table_read(v[i], &tabs[i]) != PL_OK) continue;
     const char *b = pl_table_meta(&tabs[i], "bench");
     if (b && strcmp(b, "dispatch") == 0 &&
         pl_table_col(&tabs[i], "max_send_ratio") >= 0)
@@ -387,22 +286,17 @@ pl_status pl_report_dispatch(const char *run_dir, const char *out_dir) {
   pl_status st = PL_OK;
   if (nm == 0)
     st = pl_set_error(PL_EIO, "%s: no dispatch result files", run_dir);
-  else if (mkdir(out_dir, 0775) != 0 && errno != EEXIST)
-    st = pl_set_error(PL_EIO, "%s: %s", out_dir, strerror(errno));
+  else
+    st = pl_rep_mkdir(out_dir);
   if (st == PL_OK) {
-    rctx rc = {run_dir, out_dir, find_analysis(), 0};
+    rctx rc = {run_dir, out_dir, pl_rep_analysis_dir(), 0};
     if (!rc.analysis_dir)
       fprintf(stderr, "plateau report: warning: no analysis/ directory found "
                       "(set PLATEAU_ROOT): dispatch charts skipped\n");
     if (!rc.analysis_dir) rc.charts_skipped = 1;
     st = report_tables(&rc, "dispatch", mine, nm);
   }
-  for (int i = 0; i < n; i++) {
-    pl_table_free(&tabs[i]);
-    free(v[i]);
-  }
-  free(v);
-  free(tabs);
+  pl_rep_free_tables(tabs, n);
   free(mine);
   return st;
 }

@@ -10,7 +10,6 @@
  * accepts (complete, right field count) are used. */
 #include "report_sco.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -18,11 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "plateau/plateau.h"
+#include "report_util.h"
 #include "results.h"
 
 /* ---- the paper's printed values (arXiv 2609.14306, Tables 3 and 13;
@@ -34,60 +31,11 @@ static const double PAPER_MAXBATCH[2] = {557056, 655360}; /* tokens: +17.65%    
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-/* ---- files ------------------------------------------------------------------ */
-typedef struct files {
-  char **v;
-  int n, cap;
-} files;
-
-static void files_push(files *f, const char *p) {
-  if (f->n == f->cap) {
-    f->cap = f->cap ? 2 * f->cap : 16;
-    f->v = realloc(f->v, (size_t)f->cap * sizeof *f->v);
-    PL_ASSERT(f->v != NULL);
-  }
-  f->v[f->n++] = strdup(p);
-}
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-static bool is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-static void scan(const char *dir, int depth, files *out) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    size_t len = strlen(e->d_name);
-    if (is_dir(p)) {
-      if (depth == 0 && strcmp(e->d_name, "report")) scan(p, 1, out);
-    } else if (len > 4 && !strcmp(e->d_name + len - 4, ".tsv")) {
-      files_push(out, p);
-    }
-  }
-  closedir(d);
-}
-
 /* ---- cells ------------------------------------------------------------------ */
 static const char *cell(const pl_table *t, int r, const char *col) {
-  int c = pl_table_col(t, col);
-  return c >= 0 ? t->rows[r][c] : "-";
+  return pl_rep_cell(t, t->rows[r], col);
 }
-static double num(const pl_table *t, int r, const char *col) {
-  const char *s = cell(t, r, col);
-  char *end;
-  double v = strtod(s, &end);
-  return (end == s || *end) ? NAN : v;
-}
-static void md_text(FILE *f, const char *s) {
-  for (; *s; s++) {
-    if (*s == '|') fputc('\\', f);
-    fputc(*s, f);
-  }
-}
+static double num(const pl_table *t, int r, const char *col) { return pl_rep_num(cell(t, r, col)); }
 static void pct(char *buf, size_t n, double a, double b) {
   if (isnan(a) || isnan(b) || a == 0)
     snprintf(buf, n, "-");
@@ -120,53 +68,6 @@ static void commas(char *buf, size_t n, double v) {
   buf[k] = '\0';
 }
 
-/* ---- gnuplot ---------------------------------------------------------------- */
-static const char *analysis_dir(void) {
-  static char buf[PATH_MAX + 32];
-  const char *root = getenv("PLATEAU_ROOT");
-  if (root && *root) {
-    snprintf(buf, sizeof buf, "%s/analysis", root);
-    if (is_dir(buf)) return buf;
-  }
-  char exe[PATH_MAX - 32];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash) {
-      *slash = '\0';
-      snprintf(buf, sizeof buf, "%s/../../analysis", exe);
-      if (is_dir(buf)) return buf;
-    }
-  }
-  return is_dir("analysis") ? "analysis" : NULL;
-}
-
-/* 0 ok, 127 gnuplot missing, else its exit status */
-static int gnuplot(const char *script, const char *const *args, int nargs) {
-  const char *prog = getenv("PLATEAU_GNUPLOT");
-  if (!prog || !*prog) prog = "gnuplot";
-  char *argv[16];
-  int k = 0;
-  argv[k++] = (char *)prog;
-  argv[k++] = (char *)"-c";
-  argv[k++] = (char *)script;
-  for (int i = 0; i < nargs && k < 15; i++) argv[k++] = (char *)args[i];
-  argv[k] = NULL;
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    execvp(prog, argv);
-    _exit(127);
-  }
-  int ws = 0;
-  while (waitpid(pid, &ws, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-}
-
 /* ---- one sweep (one sco result file) ------------------------------------------ */
 typedef struct sweep_row {
   int r;            /* row index in the table */
@@ -177,7 +78,7 @@ static int cmp_budget(const void *a, const void *b) {
   return x->budget < y->budget ? -1 : x->budget > y->budget;
 }
 
-static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, int k, bool *charts_skipped) {
+static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, int k, int *charts_skipped) {
   const char *backend = pl_table_meta(t, "backend");
   const char *device = pl_table_meta(t, "device");
   const char *slash = strrchr(t->path, '/');
@@ -276,10 +177,10 @@ static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, 
             cell(t, r, "status"));
     if (strcmp(cell(t, r, "note"), "-")) {
       fprintf(md, ": ");
-      md_text(md, cell(t, r, "note"));
+      pl_rep_md_text(md, cell(t, r, "note"));
     }
     fprintf(md, " | ");
-    md_text(md, cell(t, r, "live_set"));
+    pl_rep_md_text(md, cell(t, r, "live_set"));
     fprintf(md, " |\n");
   }
   if (nok > 1)
@@ -310,10 +211,10 @@ static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, 
   printf("%s\n", data);
   free(rows);
   if (*charts_skipped || nok < 1) return PL_OK;
-  const char *adir = analysis_dir();
+  const char *adir = pl_rep_analysis_dir();
   if (!adir) {
     fprintf(stderr, "plateau report: warning: no analysis/ directory found (set PLATEAU_ROOT): sco charts skipped\n");
-    *charts_skipped = true;
+    *charts_skipped = 1;
     return PL_OK;
   }
   char script[PATH_MAX + 64], title[256], ref_peak[32], ref_tok[32];
@@ -324,21 +225,8 @@ static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, 
   /* dashed references: where the paper's −11.5% would put the peak; budget-0 speed */
   snprintf(ref_peak, sizeof ref_peak, "%.6f", isnan(base_peak) ? 0 : base_peak / GIB * PAPER_HBM_GIB[1] / PAPER_HBM_GIB[0]);
   snprintf(ref_tok, sizeof ref_tok, "%.6f", isnan(base_tok) ? 0 : base_tok);
-  static const char *const exts[] = {"svg", "png"};
-  for (int e = 0; e < 2; e++) {
-    char out[PATH_MAX + 8];
-    snprintf(out, sizeof out, "%s.%s", stem, exts[e]);
-    const char *args[] = {data, out, title, ref_peak, ref_tok};
-    int rc = gnuplot(script, args, 5);
-    if (rc == 127) {
-      fprintf(stderr, "plateau report: warning: gnuplot not found: sco charts skipped (tables are written)\n");
-      *charts_skipped = true;
-      return PL_OK;
-    }
-    if (rc != 0) return pl_set_error(PL_ERUNTIME, "gnuplot -c %s %s %s: exit %d", script, data, out, rc);
-    printf("%s\n", out);
-  }
-  return PL_OK;
+  const char *extra[] = {title, ref_peak, ref_tok};
+  return pl_rep_chart(script, data, stem, extra, 3, "sco charts skipped (tables are written)", charts_skipped);
 }
 
 /* ---- max batch (one maxbatch result file) --------------------------------------- */
@@ -372,7 +260,7 @@ static void report_maxbatch(FILE *md, const pl_table *t, int k) {
             cell(t, r, "status"));
     if (strcmp(cell(t, r, "note"), "-")) {
       fprintf(md, ": ");
-      md_text(md, cell(t, r, "note"));
+      pl_rep_md_text(md, cell(t, r, "note"));
     }
     fprintf(md, " |\n");
     if (!strcmp(cell(t, r, "status"), "ok")) {
@@ -406,22 +294,18 @@ static void report_maxbatch(FILE *md, const pl_table *t, int k) {
     hb(bd, sizeof bd, dp), hb(bh, sizeof bh, hp);
     fprintf(md, "%s | %s | ", bd, bh);
     fprintf(md, "%s | %s | ", cell(t, r, "ms_median"), cell(t, r, "tok_s_gpu"));
-    md_text(md, cell(t, r, "note"));
+    pl_rep_md_text(md, cell(t, r, "note"));
     fprintf(md, " | %s |\n", cell(t, r, "trial_file"));
   }
 }
 
 pl_status pl_report_sco(const char *run_dir, const char *out_dir) {
-  files f = {0};
-  scan(run_dir, 0, &f);
-  if (f.n) qsort(f.v, (size_t)f.n, sizeof *f.v, cmp_str);
-  pl_table *tabs = calloc((size_t)f.n + 1, sizeof *tabs);
-  PL_ASSERT(tabs != NULL);
+  pl_table *tabs;
+  int nt = pl_rep_read_tables(run_dir, &tabs);
   int nsweep = 0, nmb = 0;
-  char *kind = calloc((size_t)f.n + 1, 1); /* 's' sweep, 'm' maxbatch, 0 other */
+  char *kind = calloc((size_t)nt + 1, 1); /* 's' sweep, 'm' maxbatch, 0 other */
   PL_ASSERT(kind != NULL);
-  for (int i = 0; i < f.n; i++) {
-    if (pl_table_read(f.v[i], &tabs[i]) != PL_OK) continue;
+  for (int i = 0; i < nt; i++) {
     const char *b = pl_table_meta(&tabs[i], "bench"), *pt = pl_table_meta(&tabs[i], "point");
     if (b && !strcmp(b, "sco") && !(pt && !strncmp(pt, "maxbatch.", 9)) && pl_table_col(&tabs[i], "selected") >= 0)
       kind[i] = 's', nsweep++;
@@ -433,10 +317,7 @@ pl_status pl_report_sco(const char *run_dir, const char *out_dir) {
     st = pl_set_error(PL_EIO, "%s: no sco or maxbatch result files", run_dir);
     goto out;
   }
-  if (mkdir(out_dir, 0775) != 0 && errno != EEXIST) {
-    st = pl_set_error(PL_EIO, "%s: %s", out_dir, strerror(errno));
-    goto out;
-  }
+  if ((st = pl_rep_mkdir(out_dir)) != PL_OK) goto out;
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/sco.md", out_dir);
   FILE *md = fopen(path, "w");
@@ -452,21 +333,16 @@ pl_status pl_report_sco(const char *run_dir, const char *out_dir) {
               "(weights, gradients, inputs, boundaries, block intermediates); host = pinned boundary bytes.\n",
           run_dir);
   if (nsweep) fprintf(md, "\n## Host-budget sweep (Table 3)\n");
-  bool skipped = false;
-  for (int i = 0, k = 0; i < f.n && st == PL_OK; i++)
+  int skipped = 0;
+  for (int i = 0, k = 0; i < nt && st == PL_OK; i++)
     if (kind[i] == 's') st = report_sweep(md, &tabs[i], out_dir, k++, &skipped);
   if (nmb) fprintf(md, "\n## Largest batch (Table 13)\n");
-  for (int i = 0, k = 0; i < f.n; i++)
+  for (int i = 0, k = 0; i < nt; i++)
     if (kind[i] == 'm') report_maxbatch(md, &tabs[i], k++);
   fclose(md);
   printf("%s\n", path);
 out:
-  for (int i = 0; i < f.n; i++) {
-    if (tabs[i].path) pl_table_free(&tabs[i]);
-    free(f.v[i]);
-  }
-  free(f.v);
-  free(tabs);
+  pl_rep_free_tables(tabs, nt);
   free(kind);
   return st;
 }

@@ -20,12 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <dirent.h>
 #include <sys/stat.h>
 
+#include "plateau/plateau.h"
+#include "report_util.h"
 #include "report_vocab.h"
 #include "results.h"
 
@@ -56,16 +55,6 @@ typedef struct vrow {
   long long hop, sent;
 } vrow;
 
-static double num(const char *s) {
-  if (!s || !strcmp(s, "-") || !*s) return NAN;
-  return strtod(s, NULL);
-}
-
-static const char *col(const pl_table *t, char **row, const char *name) {
-  int c = pl_table_col(t, name);
-  return c < 0 ? "-" : row[c];
-}
-
 static int cmp_rows(const void *a, const void *b) {
   const vrow *x = a, *y = b;
   int c = strcmp(x->backend, y->backend);
@@ -89,25 +78,6 @@ static int same_group(const vrow *a, const vrow *b) {
          a->h == b->h && a->v == b->v && a->n == b->n;
 }
 
-static void fmt(char *buf, size_t len, const char *f, double v) {
-  if (isnan(v))
-    snprintf(buf, len, "-");
-  else
-    snprintf(buf, len, f, v);
-}
-
-static int run_gp(const char *script, const char *data, const char *out) {
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    execlp("gnuplot", "gnuplot", "-c", script, data, out, (char *)NULL);
-    _exit(127);
-  }
-  int st = 0;
-  if (waitpid(pid, &st, 0) < 0) return -1;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 typedef struct vctx {
   const char *run_dir, *out_dir, *analysis_dir;
   int charts_skipped;
@@ -127,26 +97,26 @@ static pl_status report_tables(vctx *rc, const char *bench,
       char **row = t->rows[r];
       vrow *v = &rows[nr++];
       v->backend = be ? be : "?";
-      v->variant = col(t, row, "variant");
-      v->dtype = col(t, row, "dtype");
-      v->mode = col(t, row, "mode");
-      v->status = col(t, row, "status");
-      v->check = col(t, row, "check");
-      v->live = col(t, row, "live_set");
-      v->n = (long)num(col(t, row, "tokens"));
-      v->h = (long)num(col(t, row, "hidden"));
-      v->v = (long)num(col(t, row, "vocab"));
-      v->ranks = (long)num(col(t, row, "ranks"));
-      double b = num(col(t, row, "block"));
+      v->variant = pl_rep_cell(t, row, "variant");
+      v->dtype = pl_rep_cell(t, row, "dtype");
+      v->mode = pl_rep_cell(t, row, "mode");
+      v->status = pl_rep_cell(t, row, "status");
+      v->check = pl_rep_cell(t, row, "check");
+      v->live = pl_rep_cell(t, row, "live_set");
+      v->n = (long)pl_rep_num_lead(pl_rep_cell(t, row, "tokens"));
+      v->h = (long)pl_rep_num_lead(pl_rep_cell(t, row, "hidden"));
+      v->v = (long)pl_rep_num_lead(pl_rep_cell(t, row, "vocab"));
+      v->ranks = (long)pl_rep_num_lead(pl_rep_cell(t, row, "ranks"));
+      double b = pl_rep_num_lead(pl_rep_cell(t, row, "block"));
       v->block = isnan(b) ? 0 : (long)b;
-      v->ms = num(col(t, row, "time_ms"));
-      v->p10 = num(col(t, row, "time_p10_ms"));
-      v->p90 = num(col(t, row, "time_p90_ms"));
-      v->peak = num(col(t, row, "peak_gib"));
-      v->logits = num(col(t, row, "logits_gib"));
-      v->floor_gib = num(col(t, row, "floor_gib"));
-      v->err = num(col(t, row, "max_err"));
-      double hop = num(col(t, row, "hop_bytes")), sent = num(col(t, row, "sent_bytes"));
+      v->ms = pl_rep_num_lead(pl_rep_cell(t, row, "time_ms"));
+      v->p10 = pl_rep_num_lead(pl_rep_cell(t, row, "time_p10_ms"));
+      v->p90 = pl_rep_num_lead(pl_rep_cell(t, row, "time_p90_ms"));
+      v->peak = pl_rep_num_lead(pl_rep_cell(t, row, "peak_gib"));
+      v->logits = pl_rep_num_lead(pl_rep_cell(t, row, "logits_gib"));
+      v->floor_gib = pl_rep_num_lead(pl_rep_cell(t, row, "floor_gib"));
+      v->err = pl_rep_num_lead(pl_rep_cell(t, row, "max_err"));
+      double hop = pl_rep_num_lead(pl_rep_cell(t, row, "hop_bytes")), sent = pl_rep_num_lead(pl_rep_cell(t, row, "sent_bytes"));
       v->hop = isnan(hop) ? -1 : (long long)hop;
       v->sent = isnan(sent) ? -1 : (long long)sent;
     }
@@ -190,14 +160,14 @@ static pl_status report_tables(vctx *rc, const char *bench,
         snprintf(t, sizeof t, "-");
       else
         snprintf(t, sizeof t, "%.1f (%.1f–%.1f)", r->ms, r->p10, r->p90);
-      fmt(tr, sizeof tr, "%.3f×",
-          dense && !isnan(r->ms) ? r->ms / dense->ms : NAN);
-      fmt(pk, sizeof pk, "%.4g", r->peak);
-      fmt(pr, sizeof pr, "%+.1f%%",
-          dense ? 100.0 * (r->peak / dense->peak - 1.0) : NAN);
-      fmt(lg, sizeof lg, "%.4g", r->logits);
-      fmt(fl, sizeof fl, "%.4g", r->floor_gib);
-      fmt(hop, sizeof hop, "%.1f", r->hop >= 0 ? r->hop / 1048576.0 : NAN);
+      pl_rep_fmt(tr, sizeof tr, "%.3f×",
+          dense && !isnan(r->ms) ? r->ms / dense->ms : NAN, "-");
+      pl_rep_fmt(pk, sizeof pk, "%.4g", r->peak, "-");
+      pl_rep_fmt(pr, sizeof pr, "%+.1f%%",
+          dense ? 100.0 * (r->peak / dense->peak - 1.0) : NAN, "-");
+      pl_rep_fmt(lg, sizeof lg, "%.4g", r->logits, "-");
+      pl_rep_fmt(fl, sizeof fl, "%.4g", r->floor_gib, "-");
+      pl_rep_fmt(hop, sizeof hop, "%.1f", r->hop >= 0 ? r->hop / 1048576.0 : NAN, "-");
       fprintf(f, "| %s | %ld | %ld | %s | %s | %s | %s | %s | %s | %s | %s | "
                  "%s | %s | %s |\n",
               r->variant, r->ranks, r->block, r->mode, t, tr, pk, pr, lg, fl,
@@ -320,122 +290,38 @@ static pl_status report_tables(vctx *rc, const char *bench,
   }
   char script[PATH_MAX];
   snprintf(script, sizeof script, "%s/vocab.gp", rc->analysis_dir);
-  static const char *const exts[] = {"svg", "png"};
-  for (int e = 0; e < 2; e++) {
-    char out[PATH_MAX];
-    snprintf(out, sizeof out, "%s/vocab.%s", rc->out_dir, exts[e]);
-    int code = run_gp(script, data, out);
-    if (code == 127) {
-      fprintf(stderr, "plateau report: warning: gnuplot not found: vocab chart "
-                      "skipped\n");
-      rc->charts_skipped = 1;
-      return PL_OK;
-    }
-    if (code != 0)
-      return pl_set_error(PL_ERUNTIME, "gnuplot -c %s %s %s: exit %d", script,
-                          data, out, code);
-    printf("%s\n", out);
-  }
-  return PL_OK;
+  char stem[PATH_MAX];
+  snprintf(stem, sizeof stem, "%s/vocab", rc->out_dir);
+  return pl_rep_chart(script, data, stem, NULL, 0, "vocab chart skipped",
+                      &rc->charts_skipped);
 }
 
 /* ---- entry: the run's files ------------------------------------------------ */
 
-static int is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* *.tsv in dir and its direct subdirectories (not report/), sorted. */
-static void scan(const char *dir, int depth, char ***paths, int *n, int *cap) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    size_t len = strlen(e->d_name);
-    if (is_dir(p)) {
-      if (depth == 0 && strcmp(e->d_name, "report")) scan(p, 1, paths, n, cap);
-    } else if (len > 4 && !strcmp(e->d_name + len - 4, ".tsv")) {
-      if (*n == *cap) {
-        *cap = *cap ? 2 * *cap : 16;
-        char **q = realloc(*paths, sizeof(char *) * (size_t)*cap);
-        if (!q) break;
-        *paths = q;
-      }
-      (*paths)[(*n)++] = strdup(p);
-    }
-  }
-  closedir(d);
-}
-
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static const char *find_analysis_dir(void) {
-  static char buf[PATH_MAX + 32];
-  const char *root = getenv("PLATEAU_ROOT");
-  if (root && *root) {
-    snprintf(buf, sizeof buf, "%s/analysis", root);
-    if (is_dir(buf)) return buf;
-  }
-  char exe[PATH_MAX - 32];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash) {
-      *slash = '\0';
-      snprintf(buf, sizeof buf, "%s/../../analysis", exe);
-      if (is_dir(buf)) return buf;
-    }
-  }
-  return is_dir("analysis") ? "analysis" : NULL;
-}
-
 pl_status pl_report_vocab(const char *run_dir, const char *out_dir) {
-  char **paths = NULL;
-  int np = 0, cap = 0;
-  scan(run_dir, 0, &paths, &np, &cap);
-  if (np > 1) qsort(paths, (size_t)np, sizeof *paths, cmp_str);
-  pl_table **tabs = calloc((size_t)np + 1, sizeof *tabs);
-  int nt = 0;
-  pl_status st = PL_OK;
-  for (int i = 0; tabs && i < np; i++) {
-    pl_table *t = calloc(1, sizeof *t);
-    if (!t) break;
-    const char *b = NULL;
-    if (pl_table_read(paths[i], t) == PL_OK && (b = pl_table_meta(t, "bench")) &&
-        strcmp(b, "vocab") == 0) {
-      tabs[nt++] = t;
-    } else {
-      pl_table_free(t);
-      free(t);
-    }
-  }
+  pl_table *all;
+  int na = pl_rep_read_tables(run_dir, &all);
   pl_clear_error();
-  if (!tabs) {
-    st = pl_set_error(PL_ENOMEM, "report vocab: host memory");
-  } else if (nt == 0) {
+  pl_table **tabs = calloc((size_t)na + 1, sizeof *tabs);
+  PL_ASSERT(tabs != NULL);
+  int nt = 0;
+  for (int i = 0; i < na; i++) {
+    const char *b = pl_table_meta(&all[i], "bench");
+    if (b && strcmp(b, "vocab") == 0) tabs[nt++] = &all[i];
+  }
+  pl_status st = PL_OK;
+  if (nt == 0) {
     st = pl_set_error(PL_EIO, "report vocab: no vocab result files in %s",
                       run_dir);
   } else {
     mkdir(out_dir, 0777);
-    vctx rc = {run_dir, out_dir, find_analysis_dir(), 0};
+    vctx rc = {run_dir, out_dir, pl_rep_analysis_dir(), 0};
     if (!rc.analysis_dir)
       fprintf(stderr, "plateau report: warning: no analysis/ directory found "
                       "(set PLATEAU_ROOT): vocab chart skipped\n");
     st = report_tables(&rc, "vocab", tabs, nt);
   }
-  for (int i = 0; i < nt; i++) {
-    pl_table_free(tabs[i]);
-    free(tabs[i]);
-  }
   free(tabs);
-  for (int i = 0; i < np; i++) free(paths[i]);
-  free(paths);
+  pl_rep_free_tables(all, na);
   return st;
 }
