@@ -634,24 +634,14 @@ static pl_status build_ctx(pl_moe *m, int64_t N, const int32_t *idx,
     if (st == PL_OK) st = pl_stream_sync(m->cs); /* hmeta is freed next */
     if (st != PL_OK) goto fail;
   }
-  free(mine);
-  free(all);
-  free(cnt3);
-  free(off3);
-  free(rc3);
-  free(snd3);
-  free(dest);
-  free(hmeta);
-  free(gcount);
-  free(cum);
-  free(li);
-  free(tokq);
   *out = c;
-  return PL_OK;
+  c = NULL;
+  goto done;
 oom:
   st = pl_set_error(PL_ENOMEM, "moe: host metadata allocation (N=%lld)",
                     (long long)N);
 fail:
+done: /* host scratch goes either way; the context only on failure */
   free(mine);
   free(all);
   free(cnt3);
@@ -664,7 +654,7 @@ fail:
   free(cum);
   free(li);
   free(tokq);
-  pl_moe_ctx_free(c);
+  if (c) pl_moe_ctx_free(c);
   return st;
 }
 
