@@ -682,12 +682,40 @@ static pl_status agree(pl_moe *m, pl_status st) {
                       f == 1 ? "out of memory" : "error");
 }
 
+/* One all-to-all-v of whole weight sets (we elements each): send[i] goes to
+ * rank to[i], recv[j] comes from rank from[j], both lists in buffer order.
+ * The group agrees on st first, so a rank that failed earlier makes every
+ * rank skip the collective together. */
+static pl_status exchange_sets(pl_moe *m, const void *send, const int *to,
+                               int nto, void *recv, const int *from, int nfrom,
+                               size_t we, pl_dtype dt, pl_stream *s,
+                               pl_status st) {
+  const int Ep = m->Ep;
+  size_t *sc = NULL;
+  if (st == PL_OK) {
+    sc = calloc((size_t)Ep * 4, sizeof(size_t));
+    if (!sc) st = pl_set_error(PL_ENOMEM, "moe: host counts");
+  }
+  st = agree(m, st);
+  if (st == PL_OK) {
+    size_t *sd = sc + Ep, *rcn = sd + Ep, *rd = rcn + Ep;
+    for (int i = 0; i < nto; i++) sc[to[i]] += we;
+    for (int i = 0; i < nfrom; i++) rcn[from[i]] += we;
+    for (int d = 1; d < Ep; d++) {
+      sd[d] = sd[d - 1] + sc[d - 1];
+      rd[d] = rd[d - 1] + rcn[d - 1];
+    }
+    st = pl_alltoallv(m->comm, send, sc, sd, recv, rcn, rd, dt, s);
+  }
+  free(sc);
+  return st;
+}
+
 /* Owners send each spilled expert's (Wg | Wu | Wd) to its helpers (one
  * all-to-all-v of weight sets), on stream s. */
 static pl_status transfer_weights(pl_moe *m, pl_moe_ctx *c,
                                   const pl_moe_weights *W, pl_stream *s,
                                   pl_status st) {
-  const int Ep = m->Ep;
   int64_t tot = c ? c->ns + c->nh : 0;
   pl_status hs = pl_host_allreduce_i64(m->comm, &tot, 1, PL_RED_SUM);
   if (hs != PL_OK) return st != PL_OK ? st : hs;
@@ -695,7 +723,6 @@ static pl_status transfer_weights(pl_moe *m, pl_moe_ctx *c,
   size_t we = wset_elems(m), HI = (size_t)m->cfg.H * m->cfg.I;
   size_t b = pl_dtype_size(m->cfg.dt);
   void *sbuf = NULL;
-  size_t *sc = NULL;
   if (st == PL_OK)
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)c->ns * we * b,
                         "llep_weights", s, &sbuf);
@@ -713,22 +740,8 @@ static pl_status transfer_weights(pl_moe *m, pl_moe_ctx *c,
       st = pl_memcpy_async(s, dst + 2 * HI * b, (char *)W->wd + li * HI * b,
                            HI * b);
   }
-  if (st == PL_OK) {
-    sc = calloc((size_t)Ep * 4, sizeof(size_t));
-    if (!sc) st = pl_set_error(PL_ENOMEM, "moe: host counts");
-  }
-  st = agree(m, st);
-  if (st == PL_OK) {
-    size_t *sd = sc + Ep, *rcn = sd + Ep, *rd = rcn + Ep;
-    for (int i = 0; i < c->ns; i++) sc[c->s_dst[i]] += we;
-    for (int i = 0; i < c->nh; i++) rcn[c->h_src[i]] += we;
-    for (int d = 1; d < Ep; d++) {
-      sd[d] = sd[d - 1] + sc[d - 1];
-      rd[d] = rd[d - 1] + rcn[d - 1];
-    }
-    st = pl_alltoallv(m->comm, sbuf, sc, sd, c->hw, rcn, rd, m->cfg.dt, s);
-  }
-  free(sc);
+  st = exchange_sets(m, sbuf, c->s_dst, c->ns, c->hw, c->h_src, c->nh, we,
+                     m->cfg.dt, s, st);
   pl_free_async(m->dev, sbuf, s);
   return st;
 }
@@ -737,34 +750,18 @@ static pl_status transfer_weights(pl_moe *m, pl_moe_ctx *c,
  * owner adds them to its own, in (helper rank, expert) order. */
 static pl_status return_wgrads(pl_moe *m, pl_moe_ctx *c, float *hg,
                                pl_moe_wgrads *G, pl_stream *s, pl_status st) {
-  const int Ep = m->Ep;
   int64_t tot = c->ns + c->nh;
   pl_status hs = pl_host_allreduce_i64(m->comm, &tot, 1, PL_RED_SUM);
   if (hs != PL_OK) return st != PL_OK ? st : hs;
   if (tot == 0) return st;
   size_t we = wset_elems(m), HI = (size_t)m->cfg.H * m->cfg.I;
   float *rbuf = NULL;
-  size_t *sc = NULL;
   if (st == PL_OK)
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE,
                         (size_t)c->ns * we * sizeof(float), "llep_grads", s,
                         (void **)&rbuf);
-  if (st == PL_OK) {
-    sc = calloc((size_t)Ep * 4, sizeof(size_t));
-    if (!sc) st = pl_set_error(PL_ENOMEM, "moe: host counts");
-  }
-  st = agree(m, st);
-  if (st == PL_OK) {
-    size_t *sd = sc + Ep, *rcn = sd + Ep, *rd = rcn + Ep;
-    for (int i = 0; i < c->nh; i++) sc[c->h_src[i]] += we;
-    for (int i = 0; i < c->ns; i++) rcn[c->s_dst[i]] += we;
-    for (int d = 1; d < Ep; d++) {
-      sd[d] = sd[d - 1] + sc[d - 1];
-      rd[d] = rd[d - 1] + rcn[d - 1];
-    }
-    st = pl_alltoallv(m->comm, hg, sc, sd, rbuf, rcn, rd, PL_F32, s);
-  }
-  free(sc);
+  st = exchange_sets(m, hg, c->h_src, c->nh, rbuf, c->s_dst, c->ns, we,
+                     PL_F32, s, st);
   for (int i = 0; i < c->ns && st == PL_OK; i++) {
     size_t li = (size_t)(c->s_exp[i] - m->rank * m->El);
     const float *src = rbuf + (size_t)i * we;
