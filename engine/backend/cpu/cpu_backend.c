@@ -77,13 +77,10 @@ static pl_status cpu_info(const pl_dev *dev, pl_dev_info *out) {
 #else
   const char *cfg = "none (BLAS=none build: plain loops)";
 #endif
-  char ver[64] = "OpenBLAS";
-  if (cfg) sscanf(cfg, "%63[^ ] %*s", ver);
-  if (cfg) {
-    char v2[32] = "";
-    if (sscanf(cfg, "OpenBLAS %31s", v2) == 1) snprintf(ver, sizeof ver, "OpenBLAS %s", v2);
-  }
-  snprintf(out->blas, sizeof out->blas, "%s", ver);
+  /* "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." -> "OpenBLAS 0.3.21"; "none (...)" -> "none" */
+  char name[48] = "OpenBLAS", num[24] = "";
+  if (cfg) sscanf(cfg, "%47[^ (] %23[0-9.]", name, num);
+  snprintf(out->blas, sizeof out->blas, "%s%s%s", name, num[0] ? " " : "", num);
   return PL_OK;
 }
 
