@@ -23,7 +23,13 @@
  * Presets (Ep = the ranks of the run): 65k = N 65,536/rank, H 7168, I 2048,
  * E 128, top-8, c 6554 (K=10); 32k = N 32,768/rank, H = I = 4096, E 128,
  * top-4, c 10,923 (K=3); small = a CPU-sized shape with E 32 for `make run`.
- * Any shape flag overrides the preset's value. */
+ * Any shape flag overrides the preset's value.
+ *
+ * --lanes L (a list): the layer's cfg.lanes, extra compute streams its expert
+ * GEMMs are spread over (and, in backward, the gate/up weight gradients run
+ * on beside dWd and dX); one row per value.  `stages`: rank 0's compute-
+ * stream time per stage of the last timed fwd+bwd (cfg.profile: events between
+ * the stages; see pl_moe_stage in ops/moe.h), in ms, summed over chunks. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +82,9 @@ static const pl_opt dispatch_opts[] = {
     {"no-overlap", 0, PL_OPT_FLAG, NULL,
      "pipelined: issue everything on one stream (no comm stream)", 0, 0,
      NULL},
+    {"lanes", 0, PL_OPT_SIZE_LIST, "0",
+     "extra compute streams for the expert GEMMs (cfg.lanes; a list: one row "
+     "each)", 0, PL_MOE_MAX_LANES, NULL},
     {"source-major", 0, PL_OPT_FLAG, NULL,
      "group the expert GEMMs per (source rank, expert) segment, as before the "
      "expert-major receive layout (comparison)", 0, 0, NULL},
@@ -83,11 +92,11 @@ static const pl_opt dispatch_opts[] = {
 };
 
 #define DISPATCH_COLUMNS                                                       \
-  "variant\tprofile\tchunking\tranks\ttokens\thidden\tffn\texperts\ttopk\t"    \
+  "variant\tprofile\tchunking\tlanes\tranks\ttokens\thidden\tffn\texperts\ttopk\t"    \
   "cap\tK\tc_eff\tdtype\ttime_ms\ttime_p10_ms\ttime_p90_ms\tfwd_ms\t"          \
   "peak_gib\top_peak_gib\tdispatch_gib\tbound_gib\tpool_gib\tlive_set\tmax_send_ratio\t"    \
   "routes_moved\ta2a_gbs\ttflops\tplanned\tpieces\tspilled\timb_before\t"      \
-  "imb_after\toverlapped\toverlapped_bwd\tgemms\tem_chunks"
+  "imb_after\toverlapped\toverlapped_bwd\tgemms\tem_chunks\tstages"
 
 typedef struct job {
   pl_moe *m;
@@ -100,6 +109,7 @@ typedef struct job {
   bool bwd;
   pl_moe_stats st;
   int ov_bwd; /* backward chunks overlapped (last iteration) */
+  double stage_ms[PL_MOE_NSTAGES]; /* last fwd+bwd */
 } job;
 
 static pl_status job_fn(void *arg) {
@@ -111,6 +121,8 @@ static pl_status job_fn(void *arg) {
   pl_status s =
       pl_moe_backward(j->m, c, &j->W, j->x, j->w, j->dout, j->dx, j->dw, &j->G);
   j->ov_bwd = pl_moe_ctx_overlapped(c) - j->st.overlapped;
+  if (s == PL_OK)
+    memcpy(j->stage_ms, pl_moe_ctx_stage_ms(c), sizeof j->stage_ms);
   pl_moe_ctx_free(c);
   return s;
 }
@@ -187,6 +199,8 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
   int vars[3], nv = pl_args_enum_list(a, "variants", vars, 3);
   int profs[5], npf = pl_args_enum_list(a, "profiles", profs, 5);
   int chks[2], nch = pl_args_enum_list(a, "chunking", chks, 2);
+  uint64_t lanes[PL_OPT_LIST_MAX];
+  int nla = pl_args_size_list(a, "lanes", lanes, PL_OPT_LIST_MAX);
 
   pl_moe_cfg cfg = pl_moe_cfg_default();
   cfg.H = sh.H;
@@ -201,6 +215,7 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
   cfg.knobs.lambda = pl_args_f64(a, "lambda");
   cfg.overlap = !pl_args_flag(a, "no-overlap");
   cfg.source_major = pl_args_flag(a, "source-major");
+  cfg.profile = true;
   if (sh.E % Ep != 0)
     return pl_set_error(PL_EINVAL,
                         "--experts=%d is not a multiple of the %d ranks", sh.E,
@@ -208,7 +223,8 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
 
   /* points: per profile, each variant; pipelined once per chunking */
   ctx->npoints = 0;
-  for (int v = 0; v < nv; v++) ctx->npoints += npf * (vars[v] == 2 ? nch : 1);
+  for (int v = 0; v < nv; v++)
+    ctx->npoints += npf * nla * (vars[v] == 2 ? nch : 1);
 
   const int El = sh.E / Ep;
   const size_t HI = (size_t)sh.H * sh.I, NH = (size_t)sh.N * sh.H,
@@ -303,6 +319,7 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
       pl_moe *m = NULL;
       pl_moe_cfg rc = cfg;
       rc.variant = PL_MOE_EP;
+      rc.lanes = 0;
       pl_status rs = pl_moe_create(ctx->comm, &rc, &m);
       if (rs == PL_OK) {
         j.m = m;
@@ -318,21 +335,24 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
     }
     for (int vi = 0; vi < nv && st == PL_OK; vi++) {
       int nc = vars[vi] == 2 ? nch : 1;
+      for (int li = 0; li < nla && st == PL_OK; li++)
       for (int ci = 0; ci < nc && st == PL_OK; ci++) {
         pl_moe_cfg vc = cfg;
         vc.variant = (pl_moe_variant)vars[vi];
         vc.contiguous = vars[vi] == 2 && chks[ci] == 1;
-        char label[96];
-        snprintf(label, sizeof label, "%s %s%s", variant_names[vars[vi]],
+        vc.lanes = (int)lanes[li];
+        char label[112];
+        snprintf(label, sizeof label, "%s %s%s lanes=%d", variant_names[vars[vi]],
                  profile_names[profs[pi]],
                  vars[vi] == 2 ? (vc.contiguous ? " contiguous" : " strided")
-                               : "");
+                               : "", vc.lanes);
         pl_bench_progress(ctx, label);
         pl_row *row = pl_row_new(ctx);
         pl_row_str(row, "variant", variant_names[vars[vi]]);
         pl_row_str(row, "profile", profile_names[profs[pi]]);
         pl_row_str(row, "chunking",
                    vars[vi] == 2 ? chunk_names[vc.contiguous] : "-");
+        pl_row_i64(row, "lanes", vc.lanes);
         pl_row_i64(row, "ranks", Ep);
         pl_row_i64(row, "tokens", sh.N);
         pl_row_i64(row, "hidden", sh.H);
@@ -425,6 +445,11 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
           pl_row_i64(row, "overlapped_bwd", j.ov_bwd);
           pl_row_i64(row, "gemms", agg[5]);
           pl_row_i64(row, "em_chunks", agg[6]);
+          char stg[320] = "";
+          for (int q = 0; q < PL_MOE_NSTAGES; q++)
+            snprintf(stg + strlen(stg), sizeof stg - strlen(stg), "%s%s=%.1f",
+                     q ? "," : "", pl_moe_stage_name(q), j.stage_ms[q]);
+          pl_row_str(row, "stages", stg);
           char note[160] = "";
           bool ok = true;
           if (ctx->check && have_ref) {

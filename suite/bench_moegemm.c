@@ -18,13 +18,21 @@
  * E/Ep x Ep groups of m rows, what ops/moe.c issues with --source-major or
  * when a chunk is too large to permute); "expert_major" is what it issues by
  * default since the receive buffer is permuted by (expert, source): G = E/Ep
- * groups of Ep*m rows, the same FLOPs in Ep times fewer, larger GEMMs. */
+ * groups of Ep*m rows, the same FLOPs in Ep times fewer, larger GEMMs.
+ *
+ * Lanes (--lanes): 0 issues the groups one after another on one stream (the
+ * layer with lanes = 0); L > 0 spreads them round-robin over the stream and L
+ * more (the layer's cfg.lanes), so small GEMMs share the GPU.  For wgrad,
+ * acc_gbs is the traffic of the fp32 accumulators (read and written once per
+ * group: 8 bytes per element of G x H x I) over the grouped time: the GEMM
+ * of a chunk with few rows per expert is bound by it, not by the FLOPs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+#include "ops/moe.h"
 #include "ops/moe_kernels.h"
 
 static const char *const preset_names[] = {"small", "65k", "32k", NULL};
@@ -38,6 +46,8 @@ static const pl_opt moegemm_opts[] = {
      4096, NULL},
     {"kinds", 0, PL_OPT_ENUM_LIST, "up,down,wgrad", "GEMM kinds", 0, 0,
      kind_names},
+    {"lanes", 0, PL_OPT_SIZE_LIST, "0", "extra streams the groups are spread "
+     "over (0: one stream)", 0, PL_MOE_MAX_LANES, NULL},
     {"layouts", 0, PL_OPT_ENUM_LIST, "segments,expert_major",
      "groups per (source, expert) segment, or per expert with all sources' "
      "rows (the layer's default)", 0, 0, layout_names},
@@ -45,11 +55,14 @@ static const pl_opt moegemm_opts[] = {
 };
 
 #define MOEGEMM_COLUMNS                                                        \
-  "kind\tlayout\tranks\ttokens\thidden\tffn\texperts\ttopk\tK\tgroups\trows\t" \
-  "dtype\tgrouped_ms\tdense_ms\tgrouped_tflops\tdense_tflops\tratio"
+  "kind\tlayout\tlanes\tranks\ttokens\thidden\tffn\texperts\ttopk\tK\tgroups\trows\t" \
+  "dtype\tgrouped_ms\tdense_ms\tgrouped_tflops\tdense_tflops\tratio\tacc_gbs"
 
 typedef struct gjob {
   pl_stream *s;
+  int nl; /* lanes in use */
+  pl_stream *ln[PL_MOE_MAX_LANES];
+  pl_event *evf, *evj[PL_MOE_MAX_LANES];
   int kind; /* 0 up, 1 down, 2 wgrad */
   bool dense;
   int G;
@@ -64,25 +77,35 @@ static pl_status gjob_fn(void *arg) {
   const int64_t H = j->H, I = j->I;
   int n = j->dense ? 1 : j->G;
   int64_t rows = j->dense ? (int64_t)j->G * j->m : j->m;
+  const int nl = j->dense ? 0 : j->nl;
+  if (nl) {
+    PL_TRY(pl_event_record(j->evf, j->s));
+    for (int l = 0; l < nl; l++) PL_TRY(pl_stream_wait(j->ln[l], j->evf));
+  }
   for (int g = 0; g < n; g++) {
+    pl_stream *q = g % (nl + 1) == 0 ? j->s : j->ln[g % (nl + 1) - 1];
     const char *Wg = (const char *)j->W + (j->dense ? 0 : (size_t)g * H * I * b);
     size_t r0 = j->dense ? 0 : (size_t)g * (size_t)j->m;
     pl_status st;
     if (j->kind == 0)
-      st = pl_moe_k_moe_gemm(j->s, false, false, rows, I, H, 1.0f,
+      st = pl_moe_k_moe_gemm(q, false, false, rows, I, H, 1.0f,
                              (const char *)j->X + r0 * H * b, H, Wg, I, 0.0f,
                              (char *)j->C + r0 * I * b, I, j->dt, j->dt);
     else if (j->kind == 1)
-      st = pl_moe_k_moe_gemm(j->s, false, false, rows, H, I, 1.0f,
+      st = pl_moe_k_moe_gemm(q, false, false, rows, H, I, 1.0f,
                              (const char *)j->X + r0 * I * b, I, Wg, H, 0.0f,
                              (char *)j->C + r0 * H * b, H, j->dt, j->dt);
     else /* dW (H x I, fp32) += X^T (rows x H)^T dG (rows x I) */
-      st = pl_moe_k_moe_gemm(j->s, true, false, H, I, rows, 1.0f,
+      st = pl_moe_k_moe_gemm(q, true, false, H, I, rows, 1.0f,
                              (const char *)j->X + r0 * H * b, H,
                              (const char *)j->C + r0 * I * b, I, 1.0f,
                              (float *)j->W + (j->dense ? 0 : (size_t)g * H * I),
                              I, j->dt, PL_F32);
     if (st != PL_OK) return st;
+  }
+  for (int l = 0; l < nl; l++) {
+    PL_TRY(pl_event_record(j->evj[l], j->ln[l]));
+    PL_TRY(pl_stream_wait(j->s, j->evj[l]));
   }
   return PL_OK;
 }
@@ -105,6 +128,8 @@ static pl_status moegemm_run(pl_bench_ctx *ctx) {
   int nK = pl_args_size_list(a, "chunks", Ks, PL_OPT_LIST_MAX);
   int kinds[3], nk = pl_args_enum_list(a, "kinds", kinds, 3);
   int lays[2], nl = pl_args_enum_list(a, "layouts", lays, 2);
+  uint64_t Ls[PL_OPT_LIST_MAX];
+  int nL = pl_args_size_list(a, "lanes", Ls, PL_OPT_LIST_MAX);
   const int G = (E / Ep) * Ep; /* (source, local expert) segments */
   int64_t mmax = (int64_t)k * N / E;
   if (mmax < 1) mmax = 1;
@@ -120,9 +145,15 @@ static pl_status moegemm_run(pl_bench_ctx *ctx) {
     st = pl_rng_fill(s, j.X, dt, xr * wd, ctx->seed + 1, 0, PL_DIST_NORMAL, 0, 1);
   if (st == PL_OK)
     st = pl_rng_fill(s, j.C, dt, xr * wd, ctx->seed + 2, 0, PL_DIST_NORMAL, 0, 1);
+  if (st == PL_OK) st = pl_event_create(dev, &j.evf);
+  for (int l = 0; l < PL_MOE_MAX_LANES && st == PL_OK; l++) {
+    st = pl_stream_create(dev, &j.ln[l]);
+    if (st == PL_OK) st = pl_event_create(dev, &j.evj[l]);
+  }
   if (st == PL_OK) st = pl_stream_sync(s);
-  ctx->npoints = nK * nk * nl;
+  ctx->npoints = nK * nk * nl * nL;
   for (int ki = 0; ki < nK && st == PL_OK; ki++)
+    for (int lai = 0; lai < nL && st == PL_OK; lai++)
     for (int li = 0; li < nl && st == PL_OK; li++)
     for (int kk = 0; kk < nk && st == PL_OK; kk++) {
       int64_t K = (int64_t)Ks[ki];
@@ -131,13 +162,15 @@ static pl_status moegemm_run(pl_bench_ctx *ctx) {
       j.G = em ? E / Ep : G;
       j.m = em ? mseg * Ep : mseg;
       j.kind = kinds[kk];
-      char label[64];
-      snprintf(label, sizeof label, "%s %s K=%lld", kind_names[j.kind],
-               layout_names[lays[li]], (long long)K);
+      j.nl = (int)Ls[lai];
+      char label[80];
+      snprintf(label, sizeof label, "%s %s K=%lld lanes=%d", kind_names[j.kind],
+               layout_names[lays[li]], (long long)K, j.nl);
       pl_bench_progress(ctx, label);
       pl_row *row = pl_row_new(ctx);
       pl_row_str(row, "kind", kind_names[j.kind]);
       pl_row_str(row, "layout", layout_names[lays[li]]);
+      pl_row_i64(row, "lanes", j.nl);
       pl_row_i64(row, "ranks", Ep);
       pl_row_i64(row, "tokens", N);
       pl_row_i64(row, "hidden", H);
@@ -173,14 +206,24 @@ static pl_status moegemm_run(pl_bench_ctx *ctx) {
         pl_row_f64(row, "grouped_tflops", rg);
         pl_row_f64(row, "dense_tflops", rd);
         pl_row_f64(row, "ratio", rg / rd);
+        if (j.kind == 2)
+          pl_row_f64(row, "acc_gbs",
+                     8.0 * j.G * (double)H * I / (tg.median * 1e-3) / 1e9);
         pl_row_check(row, "skip");
         pl_row_status(row, "ok",
                       pl_dev_backend(dev) == PL_BACKEND_CPU
                           ? "CPU: the row-deterministic kernel, not cuBLAS"
-                          : "cublasGemmEx per group vs one cublasGemmEx");
+                          : j.nl ? "cublasGemmEx per group, spread over "
+                                   "streams, vs one cublasGemmEx"
+                                 : "cublasGemmEx per group vs one cublasGemmEx");
       }
       st = pl_row_emit(row);
     }
+  for (int l = 0; l < PL_MOE_MAX_LANES; l++) {
+    if (j.ln[l]) pl_stream_destroy(j.ln[l]);
+    if (j.evj[l]) pl_event_destroy(j.evj[l]);
+  }
+  if (j.evf) pl_event_destroy(j.evf);
   pl_free(dev, j.X);
   pl_free(dev, j.C);
   pl_free(dev, j.W);

@@ -40,18 +40,25 @@ static const char *const paper_msr[] = {"1.00", "1.35", "2.40", "2.29"};
 
 typedef struct drow {
   const char *variant, *profile, *chunking, *tokens, *hidden, *ffn, *topk,
-      *ranks, *K, *gemms, *em;
+      *ranks, *K, *gemms, *em, *experts, *lanes, *stages;
   double time, fwd, peak, opeak, dpeak, bound, msr;
   const char *status, *check;
 } drow;
 
+/* A shape block of the tables: tokens, hidden, experts and the layer's
+ * compute lanes ("-" in result files from before these columns). */
+typedef struct dshape {
+  const char *t, *h, *e, *l, *r; /* tokens, hidden, experts, lanes, ranks */
+} dshape;
+
 /* The last ok row of (shape, variant, profile, chunking). */
-static const drow *find(const drow *r, int n, const char *tokens,
-                        const char *hidden, const char *variant,
-                        const char *profile, const char *chunking) {
+static const drow *find(const drow *r, int n, const dshape *sh,
+                        const char *variant, const char *profile,
+                        const char *chunking) {
   const drow *best = NULL;
   for (int i = 0; i < n; i++)
-    if (strcmp(r[i].tokens, tokens) == 0 && strcmp(r[i].hidden, hidden) == 0 &&
+    if (strcmp(r[i].tokens, sh->t) == 0 && strcmp(r[i].hidden, sh->h) == 0 &&
+        strcmp(r[i].experts, sh->e) == 0 && strcmp(r[i].lanes, sh->l) == 0 &&
         strcmp(r[i].variant, variant) == 0 &&
         strcmp(r[i].profile, profile) == 0 &&
         (!chunking || strcmp(r[i].chunking, chunking) == 0) &&
@@ -60,8 +67,9 @@ static const drow *find(const drow *r, int n, const char *tokens,
   return best;
 }
 
-static const char *paper_t6(const char *tokens, const char *hidden,
-                            const char *profile) {
+static const char *paper_t6(const dshape *sh, const char *profile) {
+  const char *tokens = sh->t, *hidden = sh->h;
+  if (strcmp(sh->e, "128") != 0) return "- (not a paper shape: E)";
   if (strcmp(tokens, "65536") == 0 && strcmp(hidden, "7168") == 0)
     return strcmp(profile, "balanced") == 0
                ? "177.8 ms / 52.66 GiB -> 161.0 ms / 21.43 GiB (1.10x, -59.3%)"
@@ -113,6 +121,9 @@ static pl_status report_tables(rctx *rc, const char *bench,
       d->K = pl_rep_cell(t[i], row, "K");
       d->gemms = pl_rep_cell(t[i], row, "gemms");
       d->em = pl_rep_cell(t[i], row, "em_chunks");
+      d->experts = pl_rep_cell(t[i], row, "experts");
+      d->lanes = pl_rep_cell(t[i], row, "lanes");
+      d->stages = pl_rep_cell(t[i], row, "stages");
       d->time = pl_rep_num(pl_rep_cell(t[i], row, "time_ms"));
       d->fwd = pl_rep_num(pl_rep_cell(t[i], row, "fwd_ms"));
       d->peak = pl_rep_num(pl_rep_cell(t[i], row, "peak_gib"));
@@ -145,34 +156,34 @@ static pl_status report_tables(rctx *rc, const char *bench,
     fprintf(f, "> CPU backend rows: memory columns are exact; times are CPU "
                "times.\n\n");
 
-  /* distinct shapes (tokens, hidden) in order of appearance */
-  const char *sh_t[32], *sh_h[32], *sh_r[32];
+  /* distinct shapes (tokens, hidden, experts, lanes) in order of
+   * appearance */
+  dshape sh[32];
   int nsh = 0;
   for (int i = 0; i < nr && nsh < 32; i++) {
     bool seen = false;
     for (int s = 0; s < nsh; s++)
-      if (!strcmp(sh_t[s], r[i].tokens) && !strcmp(sh_h[s], r[i].hidden))
+      if (!strcmp(sh[s].t, r[i].tokens) && !strcmp(sh[s].h, r[i].hidden) &&
+          !strcmp(sh[s].e, r[i].experts) && !strcmp(sh[s].l, r[i].lanes))
         seen = true;
-    if (!seen && strcmp(r[i].tokens, "-") != 0) {
-      sh_t[nsh] = r[i].tokens;
-      sh_h[nsh] = r[i].hidden;
-      sh_r[nsh++] = r[i].ranks;
-    }
+    if (!seen && strcmp(r[i].tokens, "-") != 0)
+      sh[nsh++] = (dshape){r[i].tokens, r[i].hidden, r[i].experts,
+                           r[i].lanes, r[i].ranks};
   }
 
   fprintf(f, "## Table 6 layout: LLEP vs PipelinedLLEP (strided)\n\n");
-  fprintf(f, "| shape (N/rank, H) | ranks | profile | LLEP ms | LLEP GiB | "
+  fprintf(f, "| shape (N/rank, H, E, lanes) | ranks | profile | LLEP ms | LLEP GiB | "
              "PLLEP ms | PLLEP GiB | K | speed-up | peak change | op peak LLEP -> "
              "PLLEP (GiB) | dispatch peak / bound (GiB) | paper |\n|---|---|---|"
              "---|---|---|---|---|---|---|---|---|---|\n");
   for (int s = 0; s < nsh; s++)
     for (int p = 0; p < 4; p++) {
-      const drow *a = find(r, nr, sh_t[s], sh_h[s], "llep", profiles[p], NULL);
-      const drow *b = find(r, nr, sh_t[s], sh_h[s], "pipelined_llep",
-                           profiles[p], "strided");
+      const drow *a = find(r, nr, &sh[s], "llep", profiles[p], NULL);
+      const drow *b = find(r, nr, &sh[s], "pipelined_llep", profiles[p],
+                           "strided");
       if (!a && !b) continue;
-      fprintf(f, "| %s, %s | %s | %s | ", sh_t[s], sh_h[s], sh_r[s],
-              profiles[p]);
+      fprintf(f, "| %s, %s, %s, %s | %s | %s | ", sh[s].t, sh[s].h, sh[s].e,
+              sh[s].l, sh[s].r, profiles[p]);
       if (a) fprintf(f, "%.1f | %.3g | ", a->time, a->peak);
       else fprintf(f, "- | - | ");
       if (b) fprintf(f, "%.1f | %.3g | %s | ", b->time, b->peak, b->K);
@@ -184,25 +195,25 @@ static pl_status report_tables(rctx *rc, const char *bench,
                 b->dpeak, b->bound);
       else
         fprintf(f, "- | - | - | - | ");
-      fprintf(f, "%s |\n", paper_t6(sh_t[s], sh_h[s], profiles[p]));
+      fprintf(f, "%s |\n", paper_t6(&sh[s], profiles[p]));
     }
 
   fprintf(f, "\n## Table 8 layout: strided vs contiguous chunks "
              "(PipelinedLLEP)\n\n");
-  fprintf(f, "| shape (N/rank, H) | profile | strided ms | contiguous ms | "
+  fprintf(f, "| shape (N/rank, H, E, lanes) | profile | strided ms | contiguous ms | "
              "speed-up | strided GiB | contiguous GiB | max-send strided | "
              "max-send contiguous | paper max-send strided |\n|---|---|---|"
              "---|---|---|---|---|---|---|\n");
   for (int s = 0; s < nsh; s++)
     for (int p = 0; p < 4; p++) {
-      const drow *a = find(r, nr, sh_t[s], sh_h[s], "pipelined_llep",
-                           profiles[p], "strided");
-      const drow *b = find(r, nr, sh_t[s], sh_h[s], "pipelined_llep",
-                           profiles[p], "contiguous");
+      const drow *a = find(r, nr, &sh[s], "pipelined_llep", profiles[p],
+                           "strided");
+      const drow *b = find(r, nr, &sh[s], "pipelined_llep", profiles[p],
+                           "contiguous");
       if (!a || !b) continue;
-      fprintf(f, "| %s, %s | %s | %.1f | %.1f | %.2fx | %.3g | %.3g | %.2f | "
-                 "%.2f | %s |\n",
-              sh_t[s], sh_h[s], profiles[p], a->time, b->time,
+      fprintf(f, "| %s, %s, %s, %s | %s | %.1f | %.1f | %.2fx | %.3g | %.3g | "
+                 "%.2f | %.2f | %s |\n",
+              sh[s].t, sh[s].h, sh[s].e, sh[s].l, profiles[p], a->time, b->time,
               b->time / a->time, a->peak, b->peak, a->msr, b->msr,
               paper_msr[p]);
     }
@@ -216,18 +227,38 @@ static pl_status report_tables(rctx *rc, const char *bench,
              "per (source, expert) segment otherwise); em chunks: chunks "
              "computed expert-major ('-': a result file from before these "
              "columns).\n\n");
-  fprintf(f, "| variant | profile | chunking | N | H | I | k "
+  fprintf(f, "| variant | profile | chunking | lanes | N | H | I | E | k "
              "| ranks | K | ms | fwd ms | peak GiB | dispatch GiB | bound GiB "
              "| max-send | GEMMs/chunk | em chunks | status | check |\n"
-             "|---|---|---|---|---|---|---|---|"
+             "|---|---|---|---|---|---|---|---|---|---|"
              "---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < nr; i++)
-    fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | "
-               "%.3g | %.3g | %.3g | %.3g | %s | %s | %s | %s |\n",
-            r[i].variant, r[i].profile, r[i].chunking, r[i].tokens,
-            r[i].hidden, r[i].ffn, r[i].topk, r[i].ranks, r[i].K, r[i].time,
+    fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | "
+               "%.2f | %.2f | %.3g | %.3g | %.3g | %.3g | %s | %s | %s | %s |\n",
+            r[i].variant, r[i].profile, r[i].chunking, r[i].lanes,
+            r[i].tokens, r[i].hidden, r[i].ffn, r[i].experts, r[i].topk,
+            r[i].ranks, r[i].K, r[i].time,
             r[i].fwd, r[i].peak, r[i].dpeak, r[i].bound, r[i].msr, r[i].gemms,
             r[i].em, r[i].status, r[i].check);
+  bool any_stages = false;
+  for (int i = 0; i < nr; i++)
+    if (strcmp(r[i].stages, "-") != 0) any_stages = true;
+  if (any_stages) {
+    fprintf(f, "\n## Where the compute stream's time goes\n\nRank 0's "
+               "compute-stream time per stage of the last timed fwd+bwd, "
+               "summed over chunks (ms; events between stages, ops/moe.h "
+               "pl_moe_stage): waits for the dispatch, gate/up and down "
+               "GEMMs, backward recompute, dact (dout·Wd^T and the SwiGLU "
+               "backward), wgrad (the fp32 weight-gradient accumulation; with "
+               "lanes only dWd, the lanes' dWg and dWu counted in dx), dx, and "
+               "idle.\n\n| variant | profile | chunking | lanes | N | E | K | "
+               "ms | stages |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nr; i++)
+      if (strcmp(r[i].stages, "-") != 0)
+        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %.1f | %s |\n",
+                r[i].variant, r[i].profile, r[i].chunking, r[i].lanes,
+                r[i].tokens, r[i].experts, r[i].K, r[i].time, r[i].stages);
+  }
   if (fclose(f) != 0) {
     free(r);
     return pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
@@ -238,25 +269,33 @@ static pl_status report_tables(rctx *rc, const char *bench,
   pl_status st = PL_OK;
   for (int s = 0; s < nsh && st == PL_OK; s++) {
     char data[PATH_MAX + 64], stem[PATH_MAX + 64];
-    snprintf(data, sizeof data, "%s/dispatch-%s-%s.tsv", rc->out_dir, sh_t[s],
-             sh_h[s]);
-    snprintf(stem, sizeof stem, "%s/dispatch-%s-%s", rc->out_dir, sh_t[s],
-             sh_h[s]);
+    /* file names: the paper's E and lanes 0 (or an old file's "-") keep
+     * the plain name; others add them */
+    char sfx[64] = "";
+    if (strcmp(sh[s].e, "128") != 0 && strcmp(sh[s].e, "-") != 0)
+      snprintf(sfx + strlen(sfx), sizeof sfx - strlen(sfx), "-e%s", sh[s].e);
+    if (strcmp(sh[s].l, "0") != 0 && strcmp(sh[s].l, "-") != 0)
+      snprintf(sfx + strlen(sfx), sizeof sfx - strlen(sfx), "-lanes%s",
+               sh[s].l);
+    snprintf(data, sizeof data, "%s/dispatch-%s-%s%s.tsv", rc->out_dir,
+             sh[s].t, sh[s].h, sfx);
+    snprintf(stem, sizeof stem, "%s/dispatch-%s-%s%s", rc->out_dir, sh[s].t,
+             sh[s].h, sfx);
     FILE *d = fopen(data, "w");
     if (!d) {
       st = pl_set_error(PL_EIO, "write %s: %s", data, strerror(errno));
       break;
     }
-    fprintf(d, "# dispatch N/rank=%s H=%s ranks=%s; from plateau report %s\n"
+    fprintf(d, "# dispatch N/rank=%s H=%s E=%s lanes=%s ranks=%s; from "
+               "plateau report %s\n"
                "profile\tep_gib\tllep_gib\tpllep_gib\tep_ms\tllep_ms\t"
                "pllep_ms\n",
-            sh_t[s], sh_h[s], sh_r[s], rc->run_dir);
+            sh[s].t, sh[s].h, sh[s].e, sh[s].l, sh[s].r, rc->run_dir);
     for (int p = 0; p < 4; p++) {
       const drow *v[3] = {
-          find(r, nr, sh_t[s], sh_h[s], "ep", profiles[p], NULL),
-          find(r, nr, sh_t[s], sh_h[s], "llep", profiles[p], NULL),
-          find(r, nr, sh_t[s], sh_h[s], "pipelined_llep", profiles[p],
-               "strided")};
+          find(r, nr, &sh[s], "ep", profiles[p], NULL),
+          find(r, nr, &sh[s], "llep", profiles[p], NULL),
+          find(r, nr, &sh[s], "pipelined_llep", profiles[p], "strided")};
       if (!v[0] && !v[1] && !v[2]) continue;
       fprintf(d, "%s", profiles[p]);
       for (int q = 0; q < 3; q++) fprintf(d, "\t%.6g", v[q] ? v[q]->peak : NAN);

@@ -9,6 +9,12 @@
 #   3. `plateau bench moegemm`: the grouped expert GEMM as the layer issues it
 #      (one cublasGemmEx per expert slot, expert-major; and per (source,
 #      expert) segment as before) vs a dense GEMM of equal FLOPs, K = 1, 10.
+#   4. the 65k shape with E = 32 (16 experts per rank at Ep = 2: the per-rank
+#      weights, gradients and accumulator traffic of the paper's Ep = 8 with
+#      E = 128), llep vs pipelined_llep, balanced and 95/16.
+# LANES (default "0,2"): the layer's compute lanes, one row per value
+# (--lanes).  PRESETS (default "65k 32k"), PROFILES (default all four),
+# E32=0 skips step 4.
 # Results go to $RUNS.  Budget: under 4 minutes of GPU time on nvidia-h200-x2
 # (few iterations: -w 1 -n 3 at 65k, -w 1 -n 5 at 32k; each step under a
 # timeout summing to 240 s: a step cut short keeps the rows it wrote, since
@@ -32,17 +38,30 @@ if [ -x "$T" ]; then
   CK_FORK=no timeout 45 $MPIRUN -np "$NP" "$T" 2>&1 | grep -v '^\[r' | tail -15
 fi
 
-for preset in 65k 32k; do
-  if [ "$preset" = 65k ]; then it="-w 1 -n 3"; tl=110; else it="-w 1 -n 5"; tl=45; fi
-  stamp "bench dispatch --preset $preset (Ep=$NP)"
+LANES=${LANES:-0,2}
+PRESETS=${PRESETS:-65k 32k}
+PROFILES=${PROFILES:-balanced,95/16,80/16,50/4}
+VARIANTS=${VARIANTS:-ep,llep,pipelined_llep}
+CHUNKING=${CHUNKING:-strided,contiguous}
+for preset in $PRESETS; do
+  if [ "$preset" = 65k ]; then tl=${TL65:-300}; else tl=${TL32:-120}; fi
+  stamp "bench dispatch --preset $preset (Ep=$NP, lanes $LANES)"
   timeout $tl $MPIRUN -np "$NP" "$BIN" bench dispatch --backend cuda \
-    --preset "$preset" --variants ep,llep,pipelined_llep \
-    --profiles balanced,95/16,80/16,50/4 --chunking strided,contiguous \
-    $it -o "$RUNS" 2>&1 | grep -v '^\[r' | tail -25
+    --preset "$preset" --variants "$VARIANTS" --profiles "$PROFILES" \
+    --chunking "$CHUNKING" --lanes "$LANES" -w 1 -n 5 -o "$RUNS" 2>&1 |
+    grep -v '^\[r' | tail -40
 done
-for preset in 65k 32k; do
-  stamp "bench moegemm --preset $preset (grouped vs dense GEMM)"
-  timeout 20 $MPIRUN -np "$NP" "$BIN" bench moegemm --backend cuda \
-    --preset "$preset" --chunks 1,10 -w 2 -n 5 -o "$RUNS" 2>&1 | grep -v '^\[r' | tail -8
+for preset in $PRESETS; do
+  stamp "bench moegemm --preset $preset (grouped vs dense GEMM, lanes $LANES)"
+  timeout 40 $MPIRUN -np "$NP" "$BIN" bench moegemm --backend cuda \
+    --preset "$preset" --chunks 1,10 --lanes "$LANES" -w 2 -n 5 -o "$RUNS" 2>&1 |
+    grep -v '^\[r' | tail -16
 done
+if [ "${E32:-1}" = 1 ]; then
+  stamp "bench dispatch --preset 65k --experts 32 (16 experts per rank, as at Ep = 8)"
+  timeout ${TLE32:-120} $MPIRUN -np "$NP" "$BIN" bench dispatch --backend cuda \
+    --preset 65k --experts 32 --variants llep,pipelined_llep \
+    --profiles balanced,95/16 --lanes "$LANES" -w 1 -n 5 -o "$RUNS" 2>&1 |
+    grep -v '^\[r' | tail -12
+fi
 stamp "done: results in $RUNS"

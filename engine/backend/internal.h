@@ -25,6 +25,8 @@ extern "C" {
 struct pl_stream {
   pl_dev *dev;
   void *native; /* cudaStream_t on CUDA; NULL on the CPU backend */
+  void *blas_ws; /* CUDA: this stream's cuBLAS workspace (allocated at its
+                    first GEMM), so GEMMs on two streams never share one */
 };
 
 struct pl_event {

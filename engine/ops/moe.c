@@ -148,6 +148,9 @@ struct pl_moe {
   int rank, Ep, El; /* El = E / Ep native experts per rank */
   pl_stream *cs;    /* compute: the device's default stream */
   pl_stream *ms;    /* comm stream (pipelined overlap)       */
+  int nl;           /* compute lanes (cfg.lanes)             */
+  pl_stream *ln[PL_MOE_MAX_LANES];
+  pl_event *evf, *evj[PL_MOE_MAX_LANES]; /* fork, joins */
 };
 
 pl_status pl_moe_create(pl_comm *ep, const pl_moe_cfg *cfg, pl_moe **out) {
@@ -172,6 +175,9 @@ pl_status pl_moe_create(pl_comm *ep, const pl_moe_cfg *cfg, pl_moe **out) {
                         (long long)cfg->c, cfg->K_max);
   if ((int64_t)cfg->E * cfg->H * cfg->I > ((int64_t)1 << 40))
     return pl_set_error(PL_EINVAL, "moe: E*H*I too large");
+  if (cfg->lanes < 0 || cfg->lanes > PL_MOE_MAX_LANES)
+    return pl_set_error(PL_EINVAL, "moe: lanes=%d: must be in [0, %d]",
+                        cfg->lanes, PL_MOE_MAX_LANES);
   pl_moe *m = calloc(1, sizeof *m);
   if (!m) return pl_set_error(PL_ENOMEM, "moe: host allocation");
   m->cfg = *cfg;
@@ -182,8 +188,14 @@ pl_status pl_moe_create(pl_comm *ep, const pl_moe_cfg *cfg, pl_moe **out) {
   m->El = cfg->E / Ep;
   m->cs = pl_dev_stream(m->dev);
   pl_status st = pl_stream_create(m->dev, &m->ms);
+  if (st == PL_OK) st = pl_event_create(m->dev, &m->evf);
+  for (int l = 0; l < cfg->lanes && st == PL_OK; l++) {
+    st = pl_stream_create(m->dev, &m->ln[l]);
+    if (st == PL_OK) st = pl_event_create(m->dev, &m->evj[l]);
+    if (st == PL_OK) m->nl++;
+  }
   if (st != PL_OK) {
-    free(m);
+    pl_moe_destroy(m);
     return st;
   }
   *out = m;
@@ -192,6 +204,11 @@ pl_status pl_moe_create(pl_comm *ep, const pl_moe_cfg *cfg, pl_moe **out) {
 
 void pl_moe_destroy(pl_moe *m) {
   if (!m) return;
+  for (int l = 0; l < PL_MOE_MAX_LANES; l++) {
+    if (m->ln[l]) pl_stream_destroy(m->ln[l]);
+    if (m->evj[l]) pl_event_destroy(m->evj[l]);
+  }
+  if (m->evf) pl_event_destroy(m->evf);
   if (m->ms) pl_stream_destroy(m->ms);
   free(m);
 }
@@ -239,6 +256,11 @@ struct pl_moe_ctx {
   int64_t *Rmax, *Smax; /* per chunk, over the group (one allocation) */
   double max_send_ratio;
   int overlapped;
+  /* cfg.profile: events marking the end of a stage on the compute stream */
+  pl_event **pev;
+  int *pst;
+  int pn, pcap;
+  double stage_ms[PL_MOE_NSTAGES];
 };
 
 void pl_moe_ctx_free(pl_moe_ctx *c) {
@@ -255,10 +277,114 @@ void pl_moe_ctx_free(pl_moe_ctx *c) {
   free(c->h_exp);
   free(c->h_src);
   pl_llep_plan_free(&c->plan);
+  for (int i = 0; i < c->pcap; i++)
+    if (c->pev[i]) pl_event_destroy(c->pev[i]);
+  free(c->pev);
+  free(c->pst);
   free(c);
 }
 
 int pl_moe_ctx_overlapped(const pl_moe_ctx *c) { return c ? c->overlapped : 0; }
+
+const double *pl_moe_ctx_stage_ms(const pl_moe_ctx *c) {
+  static const double zero[PL_MOE_NSTAGES];
+  return c ? c->stage_ms : zero;
+}
+
+const char *pl_moe_stage_name(int st) {
+  static const char *const n[PL_MOE_NSTAGES] = {
+      "fwd_wait", "fwd_up", "fwd_down", "bwd_wait", "bwd_recompute",
+      "bwd_dact", "bwd_wgrad", "bwd_dx", "idle"};
+  return st >= 0 && st < PL_MOE_NSTAGES ? n[st] : "?";
+}
+
+/* ---- stage profile (cfg.profile) ------------------------------------------ */
+
+/* The end of stage `stage` (or, with stage < 0, a start mark: the time since
+ * the previous mark counts as idle) on the compute stream. */
+static pl_status mark(pl_moe_ctx *c, int stage, pl_stream *s) {
+  if (!c->m->cfg.profile) return PL_OK;
+  if (c->pn == c->pcap) {
+    int cap = c->pcap ? 2 * c->pcap : 64;
+    pl_event **e = realloc(c->pev, (size_t)cap * sizeof *e);
+    if (!e) return pl_set_error(PL_ENOMEM, "moe: profile events");
+    c->pev = e;
+    int *t = realloc(c->pst, (size_t)cap * sizeof *t);
+    if (!t) return pl_set_error(PL_ENOMEM, "moe: profile events");
+    c->pst = t;
+    for (int i = c->pcap; i < cap; i++) c->pev[i] = NULL;
+    for (; c->pcap < cap; c->pcap++)
+      PL_TRY(pl_event_create(c->m->dev, &c->pev[c->pcap]));
+  }
+  PL_TRY(pl_event_record(c->pev[c->pn], s));
+  c->pst[c->pn++] = stage < 0 ? PL_MOE_ST_IDLE : stage;
+  return PL_OK;
+}
+
+/* After the stream's work is done: the marks' intervals into stage_ms. */
+static void settle(pl_moe_ctx *c, bool reset) {
+  if (!c || !c->m->cfg.profile) return;
+  if (reset) memset(c->stage_ms, 0, sizeof c->stage_ms);
+  for (int i = 1; i < c->pn; i++) {
+    float ms = 0;
+    if (pl_event_elapsed_ms(c->pev[i - 1], c->pev[i], &ms) == PL_OK)
+      c->stage_ms[c->pst[i]] += ms;
+  }
+  c->pn = 0;
+}
+
+/* ---- compute lanes (cfg.lanes) -------------------------------------------- */
+
+/* One expert GEMM: C (m x n) = op(A) op(B) (+ beta C), row-major. */
+typedef struct mg {
+  int64_t m, n, k;
+  const void *A, *B;
+  void *C;
+  int64_t lda, ldb, ldc;
+} mg;
+
+/* The lanes start after everything issued on s so far. */
+static pl_status fork_lanes(pl_moe *m, pl_stream *s) {
+  if (!m->nl) return PL_OK;
+  PL_TRY(pl_event_record(m->evf, s));
+  for (int l = 0; l < m->nl; l++) PL_TRY(pl_stream_wait(m->ln[l], m->evf));
+  return PL_OK;
+}
+/* s continues after everything issued on the lanes so far. */
+static pl_status join_lanes(pl_moe *m, pl_stream *s) {
+  for (int l = 0; l < m->nl; l++) {
+    PL_TRY(pl_event_record(m->evj[l], m->ln[l]));
+    PL_TRY(pl_stream_wait(s, m->evj[l]));
+  }
+  return PL_OK;
+}
+
+/* Where run_gemms issues: SOLO on s, in order; SPREAD round-robin over s
+ * and the lanes, forked from s and joined back into it; LANES round-robin
+ * over the lanes only, LANE0 on the first lane, in order (GEMMs that share
+ * a C), both forked from s and not joined (the caller joins). */
+enum { SOLO, SPREAD, LANES, LANE0 };
+
+/* n independent GEMMs (distinct C).  Without lanes every mode is SOLO. */
+static pl_status run_gemms(pl_moe *m, pl_stream *s, const mg *g, int n,
+                           bool ta, bool tb, float beta, pl_dtype cdt,
+                           int mode) {
+  const pl_dtype dt = m->cfg.dt;
+  if (!m->nl) mode = SOLO;
+  if (mode != SOLO) PL_TRY(fork_lanes(m, s));
+  const int first = mode == LANES || mode == LANE0 ? 1 : 0;
+  const int nw = mode == SOLO ? 1 : mode == LANE0 ? 2 : m->nl + 1;
+  int w = first; /* 0: s; l >= 1: lane l-1 */
+  for (int i = 0; i < n; i++) {
+    pl_stream *q = w == 0 ? s : m->ln[w - 1];
+    PL_TRY(pl_moe_k_moe_gemm(q, ta, tb, g[i].m, g[i].n, g[i].k, 1.0f, g[i].A,
+                             g[i].lda, g[i].B, g[i].ldb, beta, g[i].C,
+                             g[i].ldc, dt, cdt));
+    if (++w == nw) w = first;
+  }
+  if (mode == SPREAD) PL_TRY(join_lanes(m, s));
+  return PL_OK;
+}
 
 static int helper_index(const pl_moe_ctx *c, int e) {
   for (int i = 0; i < c->nh; i++)
@@ -957,25 +1083,25 @@ static pl_status expert_fwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
   const int64_t H = m->cfg.H, I = m->cfg.I;
   const pl_dtype dt = m->cfg.dt;
   const size_t b = pl_dtype_size(dt);
+  const int ng = C->ng;
   void *G = NULL, *U = NULL, *A = NULL;
+  mg *g2 = malloc((size_t)(2 * ng + 1) * sizeof *g2);
+  if (!g2) return pl_set_error(PL_ENOMEM, "moe: host");
   pl_status st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * I * b,
                                 "expert", s, &G);
   if (st == PL_OK)
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * I * b,
                         "expert", s, &U);
-  for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
-    const grp *g = &C->g[gi];
+#define ROWS(base, w) ((char *)(base) + (size_t)gr->row0 * (w) * b)
+  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
+    const grp *gr = &C->g[gi];
     const void *wg, *wu, *wd;
-    slot_weights(m, c, W, g->slot, &wg, &wu, &wd);
-    const char *Xg = (const char *)X + (size_t)g->row0 * H * b;
-    st = pl_moe_k_moe_gemm(s, false, false, g->rows, I, H, 1.0f, Xg, H, wg, I,
-                           0.0f, (char *)G + (size_t)g->row0 * I * b, I, dt,
-                           dt);
-    if (st == PL_OK)
-      st = pl_moe_k_moe_gemm(s, false, false, g->rows, I, H, 1.0f, Xg, H, wu,
-                             I, 0.0f, (char *)U + (size_t)g->row0 * I * b, I,
-                             dt, dt);
+    slot_weights(m, c, W, gr->slot, &wg, &wu, &wd);
+    g2[2 * gi] = (mg){gr->rows, I, H, ROWS(X, H), wg, ROWS(G, I), H, I, I};
+    g2[2 * gi + 1] = (mg){gr->rows, I, H, ROWS(X, H), wu, ROWS(U, I), H, I, I};
   }
+  if (st == PL_OK)
+    st = run_gemms(m, s, g2, 2 * ng, false, false, 0.0f, dt, SPREAD);
   if (st == PL_OK)
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * I * b,
                         "expert", s, &A);
@@ -983,23 +1109,28 @@ static pl_status expert_fwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
   pl_free_async(m->dev, G, s);
   pl_free_async(m->dev, U, s);
   G = U = NULL;
-  for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
-    const grp *g = &C->g[gi];
+  if (st == PL_OK) st = mark(c, PL_MOE_ST_FWD_UP, s);
+  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
+    const grp *gr = &C->g[gi];
     const void *wg, *wu, *wd;
-    slot_weights(m, c, W, g->slot, &wg, &wu, &wd);
-    st = pl_moe_k_moe_gemm(s, false, false, g->rows, H, I, 1.0f,
-                           (const char *)A + (size_t)g->row0 * I * b, I, wd, H,
-                           0.0f, (char *)X + (size_t)g->row0 * H * b, H, dt,
-                           dt);
+    slot_weights(m, c, W, gr->slot, &wg, &wu, &wd);
+    g2[gi] = (mg){gr->rows, H, I, ROWS(A, I), wd, ROWS(X, H), I, H, H};
   }
+  if (st == PL_OK)
+    st = run_gemms(m, s, g2, ng, false, false, 0.0f, dt, SPREAD);
+#undef ROWS
   pl_free_async(m->dev, A, s);
+  free(g2);
+  if (st == PL_OK) st = mark(c, PL_MOE_ST_FWD_DOWN, s);
   return st;
 }
 
 /* Backward expert compute of chunk C: *Xp (R x H, the layer input rows; freed
  * here, as soon as its last GEMM is issued, and evX recorded after the free so
  * the next chunk's dispatch can wait for it), D (R x H: dout rows in, dX rows
- * out), wr (R route weights), dwr (R out). */
+ * out), wr (R route weights), dwr (R out).  With lanes, dWg and dWu (reading
+ * X, dG, dU) run on the lanes beside dWd and dX on s: the weight gradients
+ * are bound by their fp32 accumulators' traffic, dX by the tensor cores. */
 static pl_status expert_bwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
                             const pl_moe_weights *W, pl_moe_wgrads *Gw,
                             float *hg, void **Xp, void *D, const float *wr,
@@ -1008,9 +1139,12 @@ static pl_status expert_bwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
   const int64_t H = m->cfg.H, I = m->cfg.I;
   const pl_dtype dt = m->cfg.dt;
   const size_t b = pl_dtype_size(dt);
+  const int ng = C->ng;
   void *X = *Xp;
   void *G = NULL, *U = NULL, *A = NULL, *P = NULL;
   size_t ib = (size_t)C->R * I * b;
+  mg *g2 = malloc((size_t)(2 * ng + 1) * sizeof *g2);
+  if (!g2) return pl_set_error(PL_ENOMEM, "moe: host");
   pl_status st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &G);
   if (st == PL_OK)
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &U);
@@ -1018,74 +1152,95 @@ static pl_status expert_bwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &A);
   if (st == PL_OK)
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &P);
-#define ROWS(base, w) ((char *)(base) + (size_t)g->row0 * (w) * b)
+#define ROWS(base, w) ((char *)(base) + (size_t)gr->row0 * (w) * b)
+#define WEIGHTS                                                                  const grp *gr = &C->g[gi];                                                     const void *wg, *wu, *wd;                                                      slot_weights(m, c, W, gr->slot, &wg, &wu, &wd)
   /* recompute G, U, A (X only: the dout rows may still be arriving, evDD) */
-  for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
-    const grp *g = &C->g[gi];
-    const void *wg, *wu, *wd;
-    slot_weights(m, c, W, g->slot, &wg, &wu, &wd);
-    st = pl_moe_k_moe_gemm(s, false, false, g->rows, I, H, 1.0f, ROWS(X, H), H,
-                           wg, I, 0.0f, ROWS(G, I), I, dt, dt);
-    if (st == PL_OK)
-      st = pl_moe_k_moe_gemm(s, false, false, g->rows, I, H, 1.0f, ROWS(X, H),
-                             H, wu, I, 0.0f, ROWS(U, I), I, dt, dt);
+  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
+    WEIGHTS;
+    g2[2 * gi] = (mg){gr->rows, I, H, ROWS(X, H), wg, ROWS(G, I), H, I, I};
+    g2[2 * gi + 1] = (mg){gr->rows, I, H, ROWS(X, H), wu, ROWS(U, I), H, I, I};
   }
+  if (st == PL_OK)
+    st = run_gemms(m, s, g2, 2 * ng, false, false, 0.0f, dt, SPREAD);
   if (st == PL_OK) st = pl_moe_k_moe_swiglu_fwd(s, A, G, U, C->R, I, dt);
+  if (st == PL_OK) st = mark(c, PL_MOE_ST_BWD_RECOMPUTE, s);
   if (st == PL_OK && evDD) st = pl_stream_wait(s, evDD);
   /* P = dout * Wd^T */
-  for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
-    const grp *g = &C->g[gi];
-    const void *wg, *wu, *wd;
-    slot_weights(m, c, W, g->slot, &wg, &wu, &wd);
-    st = pl_moe_k_moe_gemm(s, false, true, g->rows, I, H, 1.0f, ROWS(D, H), H,
-                           wd, H, 0.0f, ROWS(P, I), I, dt, dt);
+  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
+    WEIGHTS;
+    g2[gi] = (mg){gr->rows, I, H, ROWS(D, H), wd, ROWS(P, I), H, H, I};
   }
+  if (st == PL_OK)
+    st = run_gemms(m, s, g2, ng, false, true, 0.0f, dt, SPREAD);
   /* dw = <P, A>; G <- dG, U <- dU */
   if (st == PL_OK)
     st = pl_moe_k_moe_swiglu_bwd(s, G, U, P, A, wr, dwr, C->R, I, dt);
   pl_free_async(m->dev, P, s);
   P = NULL;
-  /* dWg += X^T dG; dWu += X^T dU: the last uses of X */
-  for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
-    const grp *g = &C->g[gi];
+  if (st == PL_OK) st = mark(c, PL_MOE_ST_BWD_DACT, s);
+  /* dWg += X^T dG; dWu += X^T dU: the last uses of X (on the lanes if any,
+   * where X is freed and evX recorded; joined after dX) */
+  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
+    const grp *gr = &C->g[gi];
     float *gg, *gu, *gd;
-    slot_grads(m, Gw, hg, g->slot, &gg, &gu, &gd);
-    st = pl_moe_k_moe_gemm(s, true, false, H, I, g->rows, 1.0f, ROWS(X, H), H,
-                           ROWS(G, I), I, 1.0f, gg, I, dt, PL_F32);
-    if (st == PL_OK)
-      st = pl_moe_k_moe_gemm(s, true, false, H, I, g->rows, 1.0f, ROWS(X, H),
-                             H, ROWS(U, I), I, 1.0f, gu, I, dt, PL_F32);
+    slot_grads(m, Gw, hg, gr->slot, &gg, &gu, &gd);
+    g2[2 * gi] = (mg){H, I, gr->rows, ROWS(X, H), ROWS(G, I), gg, H, I, I};
+    g2[2 * gi + 1] = (mg){H, I, gr->rows, ROWS(X, H), ROWS(U, I), gu, H, I, I};
   }
-  pl_free_async(m->dev, X, s);
+  pl_stream *xs = m->nl ? m->ln[0] : s; /* where X's last use ends */
+  if (st == PL_OK)
+    /* a source-major chunk has several groups per slot: one lane, in order */
+    st = run_gemms(m, s, g2, 2 * ng, true, false, 1.0f, PL_F32,
+                   C->em ? LANES : LANE0);
+  /* lane 0 frees X after the other lanes' uses of it */
+  for (int l = 1; l < m->nl && st == PL_OK; l++) {
+    st = pl_event_record(m->evj[l], m->ln[l]);
+    if (st == PL_OK) st = pl_stream_wait(xs, m->evj[l]);
+  }
+  pl_free_async(m->dev, X, xs);
   *Xp = NULL;
-  if (st == PL_OK && evX) st = pl_event_record(evX, s);
+  if (st == PL_OK && evX) st = pl_event_record(evX, xs);
   /* dY = w * dout; dWd += A^T dY */
   if (st == PL_OK) st = pl_moe_k_moe_scale_rows(s, D, wr, C->R, H, dt);
-  for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
-    const grp *g = &C->g[gi];
+  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
+    const grp *gr = &C->g[gi];
     float *gg, *gu, *gd;
-    slot_grads(m, Gw, hg, g->slot, &gg, &gu, &gd);
-    st = pl_moe_k_moe_gemm(s, true, false, I, H, g->rows, 1.0f, ROWS(A, I), I,
-                           ROWS(D, H), H, 1.0f, gd, H, dt, PL_F32);
+    slot_grads(m, Gw, hg, gr->slot, &gg, &gu, &gd);
+    g2[gi] = (mg){I, H, gr->rows, ROWS(A, I), ROWS(D, H), gd, I, H, H};
   }
+  /* on s alone when lanes carry dWg, dWu */
+  if (st == PL_OK)
+    st = run_gemms(m, s, g2, ng, true, false, 1.0f, PL_F32, SOLO);
   pl_free_async(m->dev, A, s);
   A = NULL;
-  /* dX = dG Wg^T + dU Wu^T, into D */
-  for (int gi = 0; gi < C->ng && st == PL_OK; gi++) {
-    const grp *g = &C->g[gi];
-    const void *wg, *wu, *wd;
-    slot_weights(m, c, W, g->slot, &wg, &wu, &wd);
-    st = pl_moe_k_moe_gemm(s, false, true, g->rows, H, I, 1.0f, ROWS(G, I), I,
-                           wg, I, 0.0f, ROWS(D, H), H, dt, dt);
-    if (st == PL_OK)
-      st = pl_moe_k_moe_gemm(s, false, true, g->rows, H, I, 1.0f, ROWS(U, I),
-                             I, wu, I, 1.0f, ROWS(D, H), H, dt, dt);
+  if (st == PL_OK) st = mark(c, PL_MOE_ST_BWD_WGRAD, s);
+  /* dX = dG Wg^T + dU Wu^T, into D (after dWd's reads of D: same stream) */
+  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
+    WEIGHTS;
+    g2[gi] = (mg){gr->rows, H, I, ROWS(G, I), wg, ROWS(D, H), I, I, H};
   }
+  if (st == PL_OK)
+    st = run_gemms(m, s, g2, ng, false, true, 0.0f, dt, SOLO);
+  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
+    WEIGHTS;
+    g2[gi] = (mg){gr->rows, H, I, ROWS(U, I), wu, ROWS(D, H), I, I, H};
+  }
+  if (st == PL_OK)
+    st = run_gemms(m, s, g2, ng, false, true, 1.0f, dt, SOLO);
+  /* the lanes' dWg, dWu (lane 0 waited for the others) done before G and U
+   * are freed */
+  if (st == PL_OK && m->nl) {
+    st = pl_event_record(m->evj[0], m->ln[0]);
+    if (st == PL_OK) st = pl_stream_wait(s, m->evj[0]);
+  }
+#undef WEIGHTS
 #undef ROWS
+  if (st == PL_OK) st = mark(c, PL_MOE_ST_BWD_DX, s);
   pl_free_async(m->dev, G, s);
   pl_free_async(m->dev, U, s);
   pl_free_async(m->dev, P, s);
   pl_free_async(m->dev, A, s);
+  free(g2);
   return st;
 }
 
@@ -1130,7 +1285,9 @@ static pl_status fwd_compute(pl_moe *m, pl_moe_ctx *c, int i,
                              const pl_moe_weights *W, fwd_state *fs,
                              pl_status st) {
   if (st != PL_OK) return st;
+  PL_TRY(mark(c, -1, m->cs));
   PL_TRY(pl_stream_wait(m->cs, fs->evD[i]));
+  PL_TRY(mark(c, PL_MOE_ST_FWD_WAIT, m->cs));
   PL_TRY(expert_fwd(m, c, &c->ch[i], W, fs->B[i], m->cs));
   return pl_event_record(fs->evC[i], m->cs);
 }
@@ -1253,6 +1410,7 @@ out:
   free_events(K, fs.evC);
   if (ev0) pl_event_destroy(ev0);
   if (evEnd) pl_event_destroy(evEnd);
+  if (st == PL_OK) settle(c, true);
   fill_stats(m, c, stats);
   if (st != PL_OK || !ctxp) {
     if (c && c->hw) {
@@ -1312,7 +1470,9 @@ static pl_status bwd_compute(pl_moe *m, pl_moe_ctx *c, int i,
                              const pl_moe_weights *W, pl_moe_wgrads *G,
                              float *hg, bwd_state *bs, pl_status st) {
   if (st != PL_OK) return st;
+  PL_TRY(mark(c, -1, m->cs));
   PL_TRY(pl_stream_wait(m->cs, bs->evD[i]));
+  PL_TRY(mark(c, PL_MOE_ST_BWD_WAIT, m->cs));
   PL_TRY(expert_bwd(m, c, &c->ch[i], W, G, hg, &bs->X[i], bs->D[i], bs->wr[i],
                     bs->dwr[i], bs->evX[i], bs->evDD[i], m->cs));
   return pl_event_record(bs->evC[i], m->cs);
@@ -1459,6 +1619,7 @@ out:
     if (bs.dwr[i]) pl_free(m->dev, bs.dwr[i]);
   }
   if (hg) pl_free(m->dev, hg);
+  if (st == PL_OK) settle(c, false);
   free(bs.X);
   free(bs.D);
   free(bs.wr);

@@ -70,7 +70,38 @@ typedef struct pl_moe_cfg {
   bool source_major;  /* group the expert GEMMs per (source rank, expert)
                          segment of the receive buffer, as before the
                          expert-major layout (for comparison; default off) */
+  int lanes;          /* extra compute streams for the expert GEMMs, 0..
+                         PL_MOE_MAX_LANES (default 0): a projection's
+                         per-slot GEMMs are spread over the compute stream
+                         and the lanes (small groups fill the GPU
+                         together), and in backward the gate/up weight
+                         gradients run on the lanes beside dWd and dX */
+  bool profile;       /* time the compute stream's stages (events; see
+                         pl_moe_ctx_stage_ms)                              */
 } pl_moe_cfg;
+
+#define PL_MOE_MAX_LANES 4
+
+/* Stages of the compute stream, timed with events when cfg.profile is set
+ * (summed over chunks): forward wait for the dispatch, gate/up GEMMs + SwiGLU,
+ * down GEMMs; backward wait for the x rows, recompute (gate/up + SwiGLU),
+ * dact (wait for dout, dout·Wd^T, SwiGLU backward), wgrad (weight gradients
+ * on the compute stream: all three with lanes = 0, dWd only otherwise), dx
+ * (dG·Wg^T + dU·Wu^T, and with lanes the wait for the lanes' dWg, dWu); idle:
+ * the stream ran dry between chunks (host issue, comm waits not covered). */
+typedef enum pl_moe_stage {
+  PL_MOE_ST_FWD_WAIT,
+  PL_MOE_ST_FWD_UP,
+  PL_MOE_ST_FWD_DOWN,
+  PL_MOE_ST_BWD_WAIT,
+  PL_MOE_ST_BWD_RECOMPUTE,
+  PL_MOE_ST_BWD_DACT,
+  PL_MOE_ST_BWD_WGRAD,
+  PL_MOE_ST_BWD_DX,
+  PL_MOE_ST_IDLE,
+  PL_MOE_NSTAGES
+} pl_moe_stage;
+const char *pl_moe_stage_name(int stage);
 
 /* H=I=0 etc. must be filled by the caller; this sets the knobs, c=N, K_max=64,
  * strided, overlap on, f32. */
@@ -140,6 +171,10 @@ void pl_moe_ctx_free(pl_moe_ctx *ctx);
  * forward's (also in pl_moe_stats.overlapped) plus, after pl_moe_backward,
  * the backward's. */
 int pl_moe_ctx_overlapped(const pl_moe_ctx *ctx);
+/* cfg.profile: milliseconds per stage (PL_MOE_NSTAGES values) of the last
+ * forward and backward with this context (backward's after it ran); all
+ * zero without cfg.profile. */
+const double *pl_moe_ctx_stage_ms(const pl_moe_ctx *ctx);
 
 /* The bound of the pipelined variant in bytes: 2*Ep*k*c_eff*H*b. */
 size_t pl_moe_dispatch_bound(const pl_moe_cfg *cfg, int Ep, int64_t c_eff);

@@ -133,6 +133,7 @@ typedef struct result {
   int64_t c_eff;
   int K;
   pl_moe_stats st;
+  double stage_ms[PL_MOE_NSTAGES]; /* cfg.profile */
 } result;
 
 static void free_result(result *r) {
@@ -198,6 +199,8 @@ static pl_status run_variant(const tcase_cfg *t, const inputs *in, void *wg,
   ck_assert_int_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "dispatch"), 0);
   ck_assert_int_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "expert"), 0);
   ck_assert_int_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "llep_grads"), 0);
+  if (s == PL_OK)
+    memcpy(r->stage_ms, pl_moe_ctx_stage_ms(ctx), sizeof r->stage_ms);
   pl_moe_ctx_free(ctx);
   ck_assert_int_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "routing"), 0);
   ck_assert_int_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "llep_weights"), 0);
@@ -538,6 +541,59 @@ START_TEST(expert_major_vs_source_major) {
 }
 END_TEST
 
+/* Compute lanes (cfg.lanes: the expert GEMMs spread over extra streams, the
+ * gate/up weight gradients beside dWd and dX) change where GEMMs run, not what
+ * they compute: every output and gradient bit-identical to lanes = 0, for each
+ * variant, expert-major and source-major, within the bound.  With cfg.profile
+ * the stages are timed: all non-negative, some compute stage positive, and
+ * profiling changes nothing either. */
+START_TEST(lanes_and_profile) {
+  const pl_moe_variant vs[3] = {PL_MOE_EP, PL_MOE_LLEP, PL_MOE_PIPELINED};
+  for (int v = 0; v < 3; v++)
+    for (int sm = 0; sm < 2; sm++) {
+      tcase_cfg t = base_case(PL_F32);
+      t.rk = R_PROFILE;
+      t.profile = "95/4";
+      t.cfg.knobs.lambda = 0;
+      t.cfg.variant = vs[v];
+      t.cfg.source_major = sm;
+      inputs in;
+      gen_inputs(&t, me, &in);
+      void *wg, *wu, *wd;
+      gen_weights(&t, &wg, &wu, &wd);
+      result a = {0}, b = {0};
+      ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &a), PL_OK);
+      t.cfg.lanes = v == 1 ? 1 : 3;
+      t.cfg.profile = true;
+      ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &b), PL_OK);
+      char l[96];
+      snprintf(l, sizeof l, "%s%s lanes=%d vs 0 np=%d",
+               pl_moe_variant_name(vs[v]), sm ? " source-major" : "",
+               t.cfg.lanes, np);
+      compare(l, &t, &in, &b, &a, true);
+      if (vs[v] == PL_MOE_PIPELINED) {
+        size_t bound = pl_moe_dispatch_bound(&t.cfg, np, b.c_eff);
+        ck_assert_msg(b.peak_fwd <= bound && b.peak_bwd <= bound,
+                      "%s: dispatch peak fwd %zu / bwd %zu > bound %zu", l,
+                      b.peak_fwd, b.peak_bwd, bound);
+      }
+      double busy = 0;
+      for (int q = 0; q < PL_MOE_NSTAGES; q++) {
+        ck_assert_msg(b.stage_ms[q] >= 0 && a.stage_ms[q] == 0,
+                      "%s: stage %s %g ms (unprofiled %g)", l,
+                      pl_moe_stage_name(q), b.stage_ms[q], a.stage_ms[q]);
+        if (q != PL_MOE_ST_IDLE && q != PL_MOE_ST_FWD_WAIT &&
+            q != PL_MOE_ST_BWD_WAIT)
+          busy += b.stage_ms[q];
+      }
+      ck_assert_msg(busy > 0, "%s: no stage time recorded", l);
+      free_result(&a), free_result(&b);
+      free(wg), free(wu), free(wd);
+      free_inputs(&in);
+    }
+}
+END_TEST
+
 START_TEST(refusals) {
   pl_moe_cfg c = base_case(PL_F32).cfg;
   pl_moe *m = NULL;
@@ -550,6 +606,11 @@ START_TEST(refusals) {
   c = base_case(PL_F32).cfg;
   c.k = 0;
   ck_assert_int_eq(pl_moe_create(world, &c, &m), PL_EINVAL);
+  c = base_case(PL_F32).cfg;
+  c.lanes = PL_MOE_MAX_LANES + 1;
+  ck_assert_int_eq(pl_moe_create(world, &c, &m), PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), "lanes") != NULL, "%s",
+                pl_last_error());
   c = base_case(PL_F32).cfg;
   c.dt = PL_I32;
   ck_assert_int_eq(pl_moe_create(world, &c, &m), PL_EINVAL);
@@ -721,6 +782,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, exact_edges);
   tcase_add_test(tc, k1_equals_llep);
   tcase_add_test(tc, expert_major_vs_source_major);
+  tcase_add_test(tc, lanes_and_profile);
   tcase_add_test(tc, bound_grid);
   tcase_add_test(tc, oom_on_one_rank);
   suite_add_tcase(s, tc);

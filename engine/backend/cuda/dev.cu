@@ -240,12 +240,15 @@ static void cuda_stream_destroy(pl_stream *s) {
   if (!s->native) return;
   if (pl_cuda_use(s->dev) == PL_OK) {
     cudaError_t e = cudaStreamDestroy((cudaStream_t)s->native);
+    /* cudaFree waits for the device: the stream's GEMMs are done */
+    if (e == cudaSuccess && s->blas_ws) e = cudaFree(s->blas_ws);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       PL_ERROR("cudaStreamDestroy failed: %s", cudaGetErrorString(e));
     }
   }
   s->native = NULL;
+  s->blas_ws = NULL;
 }
 
 static pl_status cuda_stream_sync(pl_stream *s) {

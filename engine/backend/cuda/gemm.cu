@@ -95,8 +95,24 @@ static pl_status launch_plain(pl_stream *s, bool ta, bool tb, int64_t m,
   return PL_OK;
 }
 
-/* The cuBLAS call, with the handle's stream set under the lock (one handle per
- * device, shared by its streams and host threads). */
+/* Each stream's own cuBLAS workspace (32 MiB, the size cuBLAS recommends for
+ * Hopper), allocated at the stream's first GEMM.  One handle serves all the
+ * device's streams; cublasSetStream resets the handle to its default
+ * workspace, which GEMMs running at once on two streams would share, so the
+ * stream's own is bound after it (the MoE layer runs expert GEMMs on several
+ * streams at once).  Outside the tracked allocator: a fixed 32 MiB per stream
+ * that has run a GEMM. */
+#define PL_CUBLAS_WS_BYTES ((size_t)32 << 20)
+
+static pl_status stream_workspace(pl_stream *s) {
+  if (s->blas_ws) return PL_OK;
+  PL_CUDA_TRY(cudaMalloc(&s->blas_ws, PL_CUBLAS_WS_BYTES));
+  return PL_OK;
+}
+
+/* The cuBLAS call, with the handle's stream and the stream's workspace set
+ * under the lock (one handle per device, shared by its streams and host
+ * threads). */
 static pl_status call_cublas(pl_stream *s, bool ta, bool tb, int64_t m,
                              int64_t n, int64_t k, float alpha, const void *A,
                              int64_t lda, int64_t sa, const void *B,
@@ -111,8 +127,11 @@ static pl_status call_cublas(pl_stream *s, bool ta, bool tb, int64_t m,
                lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX &&
                batch <= INT_MAX;
   cublasStatus_t st;
+  PL_TRY(stream_workspace(s));
   pthread_mutex_lock(&cd->blas_lock);
   st = cublasSetStream(cd->blas, (cudaStream_t)s->native);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasSetWorkspace(cd->blas, s->blas_ws, PL_CUBLAS_WS_BYTES);
   if (st == CUBLAS_STATUS_SUCCESS) {
     /* Column-major: Cᵀ (n×m) = op(B)ᵀ (n×k) · op(A)ᵀ (k×m). */
     if (batch == 1 && small)
