@@ -23,7 +23,11 @@
  *    the end.
  *  - WGMMA (experimental, forward, d = 128, sm_90a builds only): Hopper
  *    warpgroup MMA from swizzled shared memory; see its section.  Not chosen
- *    by PL_ATTN_AUTO until the device tests have validated it.
+ *    by PL_ATTN_AUTO until the device tests have validated it.  Its V
+ *    operand path is chosen by PLATEAU_ATTN_WGMMA_V (read by the launcher):
+ *    transpose (default; V transposed in shared memory each step, K-major
+ *    B), mn (V read as an MN-major B, trans-b = 1, no transposition) or
+ *    mn128 (mn with 128 keys per step).
  *
  * Numerics shared by all: scores in fp32, softmax via exp2 with scale·log2e
  * folded in, P rounded to bf16 before P·V (MMA, WGMMA; SIMPLE keeps fp32),
@@ -32,8 +36,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
-#include <string.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/internal.h"
 #include "model/attention.h"
@@ -738,15 +743,39 @@ static __global__ void __launch_bounds__(NW * 32)
 /* WGMMA forward (experimental; sm_90a)                                     */
 /* ======================================================================== */
 /* d = 128.  Two consumer warpgroups (256 threads), BM = 128 query rows (64
- * per warpgroup), BN = 64 keys per step.  S = Q K^T and O += P V run on
- * wgmma (m64n64k16 from shared memory; m64n128k16 with P from registers).
- * Q and K tiles are stored K-major with the 128-byte swizzle wgmma expects
- * (two 64-column halves of the head dim, 8-row groups 1024 B apart, 16-byte
- * chunk c of row r at c ^ (r % 8)); cp.async writes them there directly.  V is
- * staged row-major (padded) and transposed each step into Vt [d][key], K-major
- * swizzled, so that both GEMMs use one descriptor kind.  The accumulator and
- * register-A fragments of wgmma have, per warp, the layouts of mma.sync
- * m16n8k16, so the masking and online softmax are the MMA kernel's. */
+ * per warpgroup), BN keys per step (64; 128 on the mn128 V path).  S = Q K^T
+ * runs on wgmma with both operands from shared memory (m64n64k16 or
+ * m64n128k16), O += P V on m64n128k16 with P from registers.  Q and K tiles
+ * (and V on the mn paths) are stored with the 128-byte swizzle wgmma expects
+ * (load_tile_sw128: two 64-column halves of the head dim, 128-byte rows,
+ * 8-row groups 1024 B apart, 16-byte chunk c of row r at c ^ (r % 8));
+ * cp.async writes them there directly.  V paths (template parameter VM,
+ * chosen by PLATEAU_ATTN_WGMMA_V in the launcher):
+ *  - transpose: V staged row-major (padded) and transposed each step into
+ *    Vt [d][key] (ldmatrix.trans + st.shared, one more barrier per step), a
+ *    K-major B operand like K;
+ *  - mn: V stored like K, [half][key][64 d] swizzled, and read as it is: an
+ *    MN-major B operand (trans-b = 1); no transposition, one barrier a step;
+ *  - mn128: mn with BN = 128 (half the steps and barriers, twice the score
+ *    registers).
+ * The accumulator and register-A fragments of wgmma have, per warp, the
+ * layouts of mma.sync m16n8k16, so masking and online softmax are the MMA
+ * kernel's.
+ *
+ * Ordering rules of the PTX ISA the kernel relies on:
+ *  - cp.async and st.shared write shared memory through the generic proxy,
+ *    wgmma reads it through the async proxy: each writing thread runs
+ *    fence.proxy.async once its writes are complete (after
+ *    cp.async.wait_group) and before the barrier that precedes the wgmma;
+ *  - wgmma.fence goes before the first wgmma of a batch and after any other
+ *    instruction wrote its accumulator or A registers (rescaling O by alpha,
+ *    packing P);
+ *  - accumulators are read only after wgmma.wait_group.  The asm statement
+ *    of an asynchronous wgmma looks synchronous to the compiler, which may
+ *    legally move register arithmetic across the (register-less) fence and
+ *    wait statements; wg_hold, an empty asm that "redefines" the registers,
+ *    pins those reads and writes on the right side of them (what CUTLASS's
+ *    warpgroup_fence_operand does). */
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define PL_WGMMA_OK 1
@@ -755,37 +784,82 @@ static __global__ void __launch_bounds__(NW * 32)
 #endif
 
 #if PL_WGMMA_OK /* helpers exist only where wgmma does */
-/* shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups
- * 1024 B apart (SBO), LBO unused (16) */
-static __device__ __forceinline__ uint64_t wg_desc(const void *p) {
+/* Shared-memory matrix descriptor (PTX ISA, wgmma "Matrix Descriptor
+ * Format"): bits 0-13 start address >> 4; 16-29 leading-dimension byte offset
+ * (LBO) >> 4; 32-45 stride-dimension byte offset (SBO) >> 4; 49-51 base
+ * offset, 0 here (every swizzle atom we address starts 1024-byte aligned);
+ * 62-63 swizzle mode, 1 = 128-byte.  In the 128-byte swizzle the hardware
+ * XORs address bits 4-6 (16-byte chunk) with bits 7-9 (row in the 8-row,
+ * 1024-byte atom) of each final address, so tiles are 1024-byte aligned and
+ * a k16 slice inside the 128-byte rows is addressed by adding its byte
+ * offset (32 B per slice) to the start address. */
+static __device__ __forceinline__ uint64_t wg_desc(const void *p, uint32_t lbo, uint32_t sbo) {
   const uint64_t a = smem_u32(p);
-  return ((a & 0x3FFFF) >> 4) | ((uint64_t)(16 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
+  return ((a & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) |
          ((uint64_t)1 << 62);
 }
 
+/* K-major operand (Q, K, Vt; trans = 0): the M or N index runs over the
+ * 128-byte rows, 8-row groups SBO = 1024 B apart; a k16 slice (32 B) lies
+ * inside one row, so LBO is not used by swizzled K-major layouts (set to
+ * 16 B, the value CUTLASS writes).  Canonical layout in 16-byte units:
+ * ((8 rows, n groups), 2 chunks) : ((8, SBO), 1). */
+static __device__ __forceinline__ uint64_t wg_desc_k(const void *p) {
+  return wg_desc(p, 16, 1024);
+}
+
+/* MN-major operand: B of P·V read from V as loaded (trans-b = 1).  B is
+ * K × N = 16 keys × 128 d.  The canonical MN-major 128-byte-swizzle layout
+ * (PTX ISA canonical layouts; CUTLASS make_gmma_desc<Major::MN>) is, in
+ * 16-byte units, ((8 chunks, n), (8 k-rows, k)) : ((1, LBO), (8, SBO)): a
+ * swizzle atom holds 64 consecutive MN elements (one 128-byte row) for each
+ * of 8 consecutive k, rows 128 B apart; the next 64 MN elements are LBO bytes
+ * on, the next 8 k SBO bytes on.  Our V tile [half][BN keys][64 d] has a key
+ * per 128-byte row, so
+ *   SBO = 1024 B (keys 8..15 of the slice follow keys 0..7),
+ *   LBO = BN·128 B (from d 0..63 to d 64..127: the next half),
+ *   start of the 16-key slice kk = tile + kk·16·128 B, 1024-byte aligned, so
+ *   the base offset stays 0 and the hardware's XOR by (key & 7) undoes the
+ *   one load_tile_sw128 applied.
+ * (For MN-major operands LBO and SBO swap roles compared with K-major: LBO
+ * steps along MN, SBO along K.) */
+static __device__ __forceinline__ uint64_t wg_desc_mn(const void *p, uint32_t half_bytes) {
+  return wg_desc(p, half_bytes, 1024);
+}
+
 static __device__ __forceinline__ void wg_fence() {
-#if PL_WGMMA_OK
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
 }
 static __device__ __forceinline__ void wg_commit() {
-#if PL_WGMMA_OK
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#endif
 }
 static __device__ __forceinline__ void wg_wait0() {
-#if PL_WGMMA_OK
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#endif
 }
 static __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-/* s[32] (+)= A(desc) · B(desc)^T, m64n64k16; accumulate: 0 overwrites */
-static __device__ __forceinline__ void wg_m64n64(float (&d)[32], uint64_t da, uint64_t db,
-                                                 int accumulate) {
-#if PL_WGMMA_OK
+/* Pin wgmma operand registers between the fence / wait statements (see the
+ * section comment): the compiler must assume the empty asm reads and
+ * rewrites each register, and does not reorder volatile asm statements. */
+template <int N>
+static __device__ __forceinline__ void wg_hold(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N>
+static __device__ __forceinline__ void wg_hold(uint32_t (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
+/* d[32] (+)= A(desc) · B(desc), m64n64k16, both K-major (trans-a = trans-b = 0);
+ * accumulate = 0 overwrites d */
+static __device__ __forceinline__ void wg_m64n64_ss(float (&d)[32], uint64_t da, uint64_t db,
+                                                   int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
@@ -798,21 +872,20 @@ static __device__ __forceinline__ void wg_m64n64(float (&d)[32], uint64_t da, ui
         "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
         "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(da), "l"(db), "r"(accumulate));
-#endif
 }
 
-/* o[64] += A(regs a[4]) · B(desc)^T, m64n128k16 */
-static __device__ __forceinline__ void wg_m64n128_rs(float (&d)[64], const uint32_t (&a)[4],
-                                                     uint64_t db) {
-#if PL_WGMMA_OK
+/* d[64] (+)= A(desc) · B(desc), m64n128k16, both K-major (trans-a = trans-b = 0);
+ * accumulate = 0 overwrites d */
+static __device__ __forceinline__ void wg_m64n128_ss(float (&d)[64], uint64_t da, uint64_t db,
+                                                   int accumulate) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
       "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
       "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
       "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
       "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
-      "{%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+      "%64, %65, p, 1, 1, 0, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
@@ -824,17 +897,46 @@ static __device__ __forceinline__ void wg_m64n128_rs(float (&d)[64], const uint3
         "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
         "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-#endif
+      : "l"(da), "l"(db), "r"(accumulate));
 }
 
-/* ROWS rows × 128 bf16 from global into the swizzled K-major layout:
+/* d[64] += A(regs a[4]) · B(desc), m64n128k16; TB = trans-b: 0 for a K-major B
+ * (Vt), 1 for an MN-major B (V as loaded) */
+template <int TB>
+static __device__ __forceinline__ void wg_m64n128_rs(float (&d)[64], const uint32_t (&a)[4],
+                                                   uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+      "{%64,%65,%66,%67}, %68, p, 1, 1, %70;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),
+        "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+        "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
+        "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TB));
+}
+
+
+/* ROWS rows × 128 bf16 from global into the swizzled layout:
  * [half (d/64)][ROWS][128 B], chunk c of row r at (c ^ (r & 7)). */
 template <int ROWS, int NT>
 static __device__ __forceinline__ void load_tile_sw128(bf16 *dst, const bf16 *src, int row0,
                                                        int S, int64_t stride, int tid) {
+  static_assert(ROWS * 16 % NT == 0, "whole chunks per thread (a loop nvcc fully unrolls)");
 #pragma unroll
-  for (int c = tid; c < ROWS * 16; c += NT) {
+  for (int i = 0; i < ROWS * 16 / NT; ++i) {
+    const int c = tid + i * NT;
     const int r = c >> 4, ch = c & 15; /* 16 chunks of 8 bf16 per row */
     const int half = ch >> 3, cc = ch & 7;
     const int gr = row0 + r;
@@ -846,28 +948,42 @@ static __device__ __forceinline__ void load_tile_sw128(bf16 *dst, const bf16 *sr
 
 #endif /* PL_WGMMA_OK */
 
+/* V paths of the wgmma forward (PLATEAU_ATTN_WGMMA_V) */
+enum { WG_V_TRANSPOSE = 0, WG_V_MN = 1, WG_V_MN128 = 2 };
+static const char *const wg_v_names[] = {"transpose", "mn", "mn128"};
+
 #define WG_BM 128
-#define WG_BN 64
 #define WG_LDV (128 + 8)
 
-static constexpr size_t wg_smem_bytes() {
-  return (size_t)WG_BM * 128 * 2 +        /* Q, swizzled            */
-         (size_t)2 * WG_BN * 128 * 2 +    /* K ×2, swizzled         */
-         (size_t)2 * WG_BN * WG_LDV * 2 + /* V staging ×2, padded   */
-         (size_t)128 * WG_BN * 2 +        /* Vt [d][key], swizzled  */
-         1024;                            /* alignment slack        */
+/* keys per step */
+static constexpr int wg_bn(int vm) { return vm == WG_V_MN128 ? 128 : 64; }
+
+/* Dynamic shared memory: Q [2][BM][64] and K ×2 [2][BN][64] swizzled; then V
+ * ×2 swizzled (mn, mn128) or Vt [128][BN] swizzled + V staging ×2 [BN][LDV]
+ * (transpose); 1024 B of slack to align the base.  transpose 117,760 B, mn
+ * 99,328 B, mn128 164,864 B (an sm_90 block may have 227 KB). */
+static constexpr size_t wg_smem_bytes(int vm) {
+  return (size_t)WG_BM * 128 * 2 + (size_t)2 * wg_bn(vm) * 128 * 2 +
+         (vm == WG_V_TRANSPOSE
+              ? (size_t)128 * wg_bn(vm) * 2 + (size_t)2 * wg_bn(vm) * WG_LDV * 2
+              : (size_t)2 * wg_bn(vm) * 128 * 2) +
+         1024;
 }
 
+template <int VM>
 static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParams p) {
 #if PL_WGMMA_OK
-  constexpr int D = 128, BM = WG_BM, BN = WG_BN, NT = 256;
+  constexpr int D = 128, BM = WG_BM, BN = wg_bn(VM), NT = 256;
+  constexpr bool MN = VM != WG_V_TRANSPOSE;
+  static_assert(MN || BN == 64, "the transposition below assumes 64 keys per step");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  /* swizzled tiles need 1024-byte alignment */
-  unsigned char *base = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-  bf16 *sQ = reinterpret_cast<bf16 *>(base);       /* [2][BM][64]  */
-  bf16 *sK = sQ + BM * 128;                         /* [2 buf][2][BN][64] */
-  bf16 *sVt = sK + 2 * BN * 128;                    /* [BN/64=1][128][64] */
-  bf16 *sV = sVt + 128 * BN;                        /* [2 buf][BN][LDV] */
+  /* swizzled tiles need 1024-byte alignment (of the shared-window address) */
+  unsigned char *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  bf16 *sQ = reinterpret_cast<bf16 *>(base); /* [2][BM][64]                  */
+  bf16 *sK = sQ + BM * 128;                  /* [2 buf][2][BN][64]           */
+  bf16 *sVt = sK + 2 * BN * 128;             /* transpose: [128][BN]         */
+  bf16 *sV = MN ? sVt : sVt + 128 * BN;      /* mn: [2 buf][2][BN][64];
+                                                transpose: [2 buf][BN][LDV]  */
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = warp >> 2, wq = warp & 3; /* warpgroup, warp in it */
@@ -885,7 +1001,10 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
 
   load_tile_sw128<BM, NT>(sQ, gQ, q0, S, qstride, tid);
   load_tile_sw128<BN, NT>(sK, gK, 0, S, kstride, tid);
-  load_tile<BN, D, WG_LDV, NT>(sV, gV, 0, S, kstride, tid);
+  if constexpr (MN)
+    load_tile_sw128<BN, NT>(sV, gV, 0, S, kstride, tid);
+  else
+    load_tile<BN, D, WG_LDV, NT>(sV, gV, 0, S, kstride, tid);
   cp_async_commit();
 
   float o[64];
@@ -896,17 +1015,25 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
 
   for (int kb = 0; kb < nkb; ++kb) {
     const int buf = kb & 1;
-    if (kb + 1 < nkb) {
-      load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
-      load_tile<BN, D, WG_LDV, NT>(sV + (buf ^ 1) * BN * WG_LDV, gV, (kb + 1) * BN, S, kstride,
-                                   tid);
-    }
-    cp_async_commit();
-    cp_async_wait<1>();
+    /* After this barrier the tiles of step kb are in place (each thread
+     * waited for its own cp.async and fenced them for the async proxy) and
+     * both warpgroups are done with step kb-1 (its wgmma waited for), so
+     * buffer buf^1 and Vt may be rewritten: one barrier per step. */
+    cp_async_wait<0>();
+    fence_proxy_async();
     __syncthreads();
-    /* V [key][d] -> Vt [d][key] (K-major, swizzled): each ldmatrix.trans 8×8
-     * block gives a thread keys 2t, 2t+1 of head dim 8·m + g */
-    {
+    if (kb + 1 < nkb) { /* prefetch step kb+1, overlapping this step */
+      load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
+      if constexpr (MN)
+        load_tile_sw128<BN, NT>(sV + (buf ^ 1) * BN * 128, gV, (kb + 1) * BN, S, kstride, tid);
+      else
+        load_tile<BN, D, WG_LDV, NT>(sV + (buf ^ 1) * BN * WG_LDV, gV, (kb + 1) * BN, S,
+                                     kstride, tid);
+      cp_async_commit();
+    }
+    if constexpr (!MN) {
+      /* V [key][d] -> Vt [d][key] (K-major, swizzled): each ldmatrix.trans
+       * 8×8 block gives a thread keys 2t, 2t+1 of head dim 8·m + g */
       const bf16 *cV = sV + buf * BN * WG_LDV;
 #pragma unroll
       for (int it = 0; it < (BN / 8) * (D / 8) / 4 / 8; ++it) { /* 128 blocks / 4 / 8 warps */
@@ -923,23 +1050,27 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
           *reinterpret_cast<uint32_t *>(sVt + n * 64 + chunk * 8 + 2 * t) = r[jj];
         }
       }
+      fence_proxy_async(); /* st.shared writes -> wgmma reads */
+      __syncthreads();
     }
-    fence_proxy_async(); /* cp.async and st.shared writes -> wgmma reads */
-    __syncthreads();
 
     const bf16 *cK = sK + buf * BN * 128;
     const int k0 = kb * BN;
     /* S = Q K^T for this warpgroup's 64 rows */
-    float s[32];
+    float s[BN / 2];
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      const uint64_t da = wg_desc(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16);
-      const uint64_t db = wg_desc(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16);
-      wg_m64n64(s, da, db, kk > 0);
+      const uint64_t da = wg_desc_k(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16);
+      const uint64_t db = wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16);
+      if constexpr (BN == 64)
+        wg_m64n64_ss(s, da, db, kk > 0);
+      else
+        wg_m64n128_ss(s, da, db, kk > 0);
     }
     wg_commit();
     wg_wait0();
+    wg_hold(s);
 
     /* mask, online softmax: s[4j + e] is (row g + 8·(e>>1), col 8j + 2t + (e&1)) */
     if (k0 + BN - 1 > q0 + wrow0) {
@@ -979,7 +1110,8 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
         o[4 * jd + 2 * hf + 1] *= alpha;
       }
     }
-    /* O += P V: P from registers (16 keys per step), B = Vt (K-major) */
+    /* O += P V: P from registers, 16 keys per wgmma (A fragment kk = score
+     * n-tiles 2kk, 2kk+1); B = V (MN-major) or Vt (K-major) */
     uint32_t a[BN / 16][4];
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
@@ -988,13 +1120,19 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
       a[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
       a[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
     }
+    wg_hold(o);
+    wg_hold(a);
     wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-      wg_m64n128_rs(o, a[kk], wg_desc(sVt + kk * 16));
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      if constexpr (MN) /* keys 16kk.. of buffer buf; LBO = one d half, BN·128 B */
+        wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(sV + buf * BN * 128 + kk * 16 * 64, BN * 128));
+      else
+        wg_m64n128_rs<0>(o, a[kk], wg_desc_k(sVt + kk * 16));
+    }
     wg_commit();
     wg_wait0();
-    __syncthreads(); /* K/V buffers and Vt are rewritten next step */
+    wg_hold(o);
   }
   cp_async_wait<0>();
 
@@ -1095,21 +1233,51 @@ static pl_status wgmma_available(pl_stream *s) {
   return PL_OK;
 }
 
+/* PLATEAU_ATTN_WGMMA_V = transpose (default) | mn | mn128: the V path of the
+ * wgmma forward (see its section).  Read by the launcher at each wgmma
+ * launch, never by device code, as model/attention.c reads
+ * PLATEAU_ATTN_FWD (so a test can switch paths with setenv). */
+static pl_status wgmma_v_path(int *vm) {
+  const char *e = getenv("PLATEAU_ATTN_WGMMA_V");
+  if (!e || !*e) {
+    *vm = WG_V_TRANSPOSE;
+    return PL_OK;
+  }
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(e, wg_v_names[i])) {
+      *vm = i;
+      return PL_OK;
+    }
+  return pl_set_error(PL_EINVAL, "attention fwd wgmma: PLATEAU_ATTN_WGMMA_V=%s: must be "
+                                 "transpose, mn or mn128",
+                      e);
+}
+
+template <int VM>
+static pl_status fwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B) {
+  constexpr size_t smem = wg_smem_bytes(VM);
+  auto kern = attn_fwd_wgmma_kernel<VM>;
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)smem);
+  if (e != cudaSuccess)
+    return pl_set_error(PL_ERUNTIME, "attention fwd wgmma (V path %s): smem %zu B: %s",
+                        wg_v_names[VM], smem, cudaGetErrorString(e));
+  dim3 grid((unsigned)((p.S + WG_BM - 1) / WG_BM), (unsigned)p.nq, B);
+  kern<<<grid, 256, smem, st>>>(p);
+  return cuda_check("fwd wgmma launch");
+}
+
 template <int D>
 static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p) {
   cudaStream_t st = (cudaStream_t)pl_stream_native(ps);
   const unsigned B = (unsigned)sh->batch;
   if (D == 128 && sh->algo == PL_ATTN_WGMMA) {
     PL_TRY(wgmma_available(ps));
-    constexpr size_t smem = wg_smem_bytes();
-    cudaError_t e = cudaFuncSetAttribute(
-        attn_fwd_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess)
-      return pl_set_error(PL_ERUNTIME, "attention fwd wgmma: smem %zu B: %s", smem,
-                          cudaGetErrorString(e));
-    dim3 grid((unsigned)((p.S + WG_BM - 1) / WG_BM), (unsigned)p.nq, B);
-    attn_fwd_wgmma_kernel<<<grid, 256, smem, st>>>(p);
-    return cuda_check("fwd wgmma launch");
+    int vm = WG_V_TRANSPOSE;
+    PL_TRY(wgmma_v_path(&vm));
+    if (vm == WG_V_MN) return fwd_wgmma_launch<WG_V_MN>(st, p, B);
+    if (vm == WG_V_MN128) return fwd_wgmma_launch<WG_V_MN128>(st, p, B);
+    return fwd_wgmma_launch<WG_V_TRANSPOSE>(st, p, B);
   }
   if (use_mma(sh)) {
     constexpr int BM = 32 * FWD_NW;

@@ -3,6 +3,9 @@
  * bits on both backends), and MMA against SIMPLE at sizes the CPU is too slow
  * for.  Prints max abs / normwise error of every output for both kernels, and
  * forward / backward TFLOP/s of both (causal: fwd = 4·S²·d·n_q/2, bwd = 2.5×).
+ * With d = 128 it also checks and times the experimental wgmma forward (sm_90a
+ * builds), once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128; only
+ * the one named when the caller sets it).
  * Without a GPU it prints "skipped: no CUDA device" and passes.  No fork: a
  * CUDA context must not be inherited (run with CK_FORK=no; main sets it). */
 #include <check.h>
@@ -88,6 +91,31 @@ static int cmp(const char *tag, const char *what, const void *got, pl_dtype dt, 
   return e.first_bad < 0;
 }
 
+/* V paths of the wgmma forward, chosen by PLATEAU_ATTN_WGMMA_V (attention.cu).
+ * The tests run each in turn; a caller who sets PLATEAU_ATTN_WGMMA_V gets only
+ * that one (to isolate a path that faults: a fault ends the process). */
+static const char *const wgmma_v_all[] = {"transpose", "mn", "mn128"};
+
+typedef struct wgmma_paths {
+  char *saved; /* the caller's value (restored at the end), or NULL */
+  const char *name[3];
+  int n;
+} wgmma_paths;
+
+static void wgmma_paths_begin(wgmma_paths *w) {
+  const char *e = getenv("PLATEAU_ATTN_WGMMA_V");
+  w->saved = e && *e ? strdup(e) : NULL;
+  w->n = w->saved ? 1 : 3;
+  for (int i = 0; i < w->n; i++) w->name[i] = w->saved ? w->saved : wgmma_v_all[i];
+}
+static void wgmma_paths_end(wgmma_paths *w) {
+  if (w->saved)
+    setenv("PLATEAU_ATTN_WGMMA_V", w->saved, 1);
+  else
+    unsetenv("PLATEAU_ATTN_WGMMA_V");
+  free(w->saved);
+}
+
 /* run one algorithm on the GPU: poison, fwd, bwd */
 static void gpu_run(const pl_attn_shape *sh, bufs *g, size_t nqe, size_t nke, size_t nr) {
   ck_assert_int_eq(pl_fill(gs, g->o, PL_BF16, nqe, NAN), PL_OK);
@@ -149,28 +177,41 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
     }
     bufs_free(cpu, &c);
   }
-  if (d == 128) { /* experimental wgmma forward: reported; fails the test only
-                   * with PLATEAU_TEST_WGMMA=1 (AUTO does not use it) */
+  if (d == 128) { /* experimental wgmma forward, each V path: reported; fails the
+                   * test only with PLATEAU_TEST_WGMMA=1 (AUTO does not use it) */
     sh.algo = PL_ATTN_WGMMA;
-    ck_assert_int_eq(pl_fill(gs, g.o, PL_BF16, nqe, NAN), PL_OK);
-    ck_assert_int_eq(pl_fill(gs, g.lse, PL_F32, nr, NAN), PL_OK);
-    pl_status ws = pl_attn_fwd(gs, &sh, g.q, g.k, g.v, g.o, g.lse);
-    if (ws == PL_OK) ws = pl_stream_sync(gs);
-    if (ws == PL_OK) {
-      void *wo = malloc(nqe * 2);
-      float *wl = malloc(nr * 4);
-      d2h(wo, g.o, nqe * 2);
-      d2h(wl, g.lse, nr * 4);
-      int wok = cmp("wgmma/sm", "O", wo, PL_BF16, hs.o, PL_BF16, nqe, to);
-      wok &= cmp("wgmma/sm", "LSE", wl, PL_F32, hs.lse, PL_F32, nr, 1e-3);
-      if (!wok) printf("#   WGMMA MISMATCH (experimental kernel; AUTO does not use it)\n");
-      if (getenv("PLATEAU_TEST_WGMMA")) ok &= wok;
-      free(wo);
-      free(wl);
-    } else {
-      printf("#   wgmma: %s: %s\n", pl_strerror(ws), pl_last_error());
-      if (getenv("PLATEAU_TEST_WGMMA")) ok = 0;
+    wgmma_paths wp;
+    wgmma_paths_begin(&wp);
+    for (int vp = 0; vp < wp.n; vp++) {
+      const char *vn = wp.name[vp];
+      char tag[32];
+      snprintf(tag, sizeof tag, "wg-%s/sm", vn);
+      setenv("PLATEAU_ATTN_WGMMA_V", vn, 1);
+      ck_assert_int_eq(pl_fill(gs, g.o, PL_BF16, nqe, NAN), PL_OK);
+      ck_assert_int_eq(pl_fill(gs, g.lse, PL_F32, nr, NAN), PL_OK);
+      pl_status ws = pl_attn_fwd(gs, &sh, g.q, g.k, g.v, g.o, g.lse);
+      if (ws == PL_OK) ws = pl_stream_sync(gs);
+      if (ws == PL_OK) {
+        void *wo = malloc(nqe * 2);
+        float *wl = malloc(nr * 4);
+        d2h(wo, g.o, nqe * 2);
+        d2h(wl, g.lse, nr * 4);
+        printf("#   wgmma forward, V path %s, vs simple:\n", vn);
+        int wok = cmp(tag, "O", wo, PL_BF16, hs.o, PL_BF16, nqe, to);
+        wok &= cmp(tag, "LSE", wl, PL_F32, hs.lse, PL_F32, nr, 1e-3);
+        if (!wok)
+          printf("#   WGMMA MISMATCH, V path %s (experimental kernel; AUTO does not use it)\n",
+                 vn);
+        if (getenv("PLATEAU_TEST_WGMMA")) ok &= wok;
+        free(wo);
+        free(wl);
+      } else {
+        printf("#   wgmma, V path %s: %s: %s\n", vn, pl_strerror(ws), pl_last_error());
+        if (getenv("PLATEAU_TEST_WGMMA")) ok = 0;
+        if (ws == PL_EUNSUPPORTED) break; /* no sm_90a code: the same for every path */
+      }
     }
+    wgmma_paths_end(&wp);
     sh.algo = PL_ATTN_MMA;
   }
   ok &= cmp("mma/simp", "O", hm.o, PL_BF16, hs.o, PL_BF16, nqe, to);
@@ -283,19 +324,27 @@ START_TEST(cuda_tflops) {
     const double ff = pl_attn_flops_fwd(&t.sh), fb = pl_attn_flops_bwd(&t.sh);
     for (int a = PL_ATTN_SIMPLE; a <= PL_ATTN_WGMMA; a++) {
       t.sh.algo = (pl_attn_algo)a;
-      if (a == PL_ATTN_WGMMA) { /* experimental, d = 128, forward only */
+      if (a == PL_ATTN_WGMMA) { /* experimental, d = 128, forward only; each V path */
         if (t.sh.head_dim != 128) continue;
-        pl_status ws = pl_attn_fwd(gs, &t.sh, t.g.q, t.g.k, t.g.v, t.g.o, t.g.lse);
-        if (ws == PL_OK) ws = pl_stream_sync(gs);
-        if (ws != PL_OK) {
-          printf("# tflops wgmma: %s\n", pl_last_error());
-          continue;
+        wgmma_paths wp;
+        wgmma_paths_begin(&wp);
+        for (int vp = 0; vp < wp.n; vp++) {
+          const char *vn = wp.name[vp];
+          setenv("PLATEAU_ATTN_WGMMA_V", vn, 1);
+          pl_status ws = pl_attn_fwd(gs, &t.sh, t.g.q, t.g.k, t.g.v, t.g.o, t.g.lse);
+          if (ws == PL_OK) ws = pl_stream_sync(gs);
+          if (ws != PL_OK) {
+            printf("# tflops wgmma (V path %s): %s\n", vn, pl_last_error());
+            if (ws == PL_EUNSUPPORTED) break;
+            continue;
+          }
+          double mf = time_ms(&t, 0, 5);
+          printf("# tflops wgmma  S=%-6lld n_q=%d n_kv=%d d=%d  fwd %8.3f ms %7.1f TFLOP/s "
+                 "(experimental, V path %s)\n",
+                 (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv, t.sh.head_dim, mf, ff / mf * 1e-9, vn);
+          fflush(stdout);
         }
-        double mf = time_ms(&t, 0, 5);
-        printf("# tflops wgmma  S=%-6lld n_q=%d n_kv=%d d=%d  fwd %8.3f ms %7.1f TFLOP/s "
-               "(experimental)\n",
-               (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv, t.sh.head_dim, mf, ff / mf * 1e-9);
-        fflush(stdout);
+        wgmma_paths_end(&wp);
         continue;
       }
       const int iters = a == PL_ATTN_SIMPLE ? 1 : 5;
