@@ -82,7 +82,7 @@ static const pl_opt dispatch_opts[] = {
     {"no-overlap", 0, PL_OPT_FLAG, NULL,
      "pipelined: issue everything on one stream (no comm stream)", 0, 0,
      NULL},
-    {"lanes", 0, PL_OPT_SIZE_LIST, "0",
+    {"lanes", 0, PL_OPT_SIZE_LIST, "2",
      "extra compute streams for the expert GEMMs (cfg.lanes; a list: one row "
      "each)", 0, PL_MOE_MAX_LANES, NULL},
     {"source-major", 0, PL_OPT_FLAG, NULL,

@@ -12,7 +12,7 @@
 #   4. the 65k shape with E = 32 (16 experts per rank at Ep = 2: the per-rank
 #      weights, gradients and accumulator traffic of the paper's Ep = 8 with
 #      E = 128), llep vs pipelined_llep, balanced and 95/16.
-# LANES (default "0,2"): the layer's compute lanes, one row per value
+# LANES (default "2", the layer's default): the layer's compute lanes, one row per value
 # (--lanes).  PRESETS (default "65k 32k"), PROFILES (default all four),
 # E32=0 skips step 4.
 # Results go to $RUNS.  Budget: under 4 minutes of GPU time on nvidia-h200-x2
@@ -38,7 +38,7 @@ if [ -x "$T" ]; then
   CK_FORK=no timeout 45 $MPIRUN -np "$NP" "$T" 2>&1 | grep -v '^\[r' | tail -15
 fi
 
-LANES=${LANES:-0,2}
+LANES=${LANES:-2}
 PRESETS=${PRESETS:-65k 32k}
 PROFILES=${PROFILES:-balanced,95/16,80/16,50/4}
 VARIANTS=${VARIANTS:-ep,llep,pipelined_llep}

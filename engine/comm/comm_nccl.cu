@@ -3,8 +3,15 @@
  *
  * Set-up: group rank 0 draws an ncclUniqueId, MPI broadcasts it over the
  * group's communicator, every rank selects its GPU (the device's ordinal,
- * chosen from the local rank at pl_dev_create) and calls ncclCommInitRank.
+ * chosen from the local rank at pl_dev_create) and calls ncclCommInitRankConfig.
  * Both blocking steps are watched, so a rank that never arrives aborts the job.
+ *
+ * Two environment variables shape the communicator (NCCL's own NCCL_* variables
+ * still apply): PLATEAU_NCCL_CTA_POLICY = default | efficiency | zero (NCCL's
+ * CTA policy: efficiency uses as few CTAs as it can, so that communication
+ * overlapping compute takes fewer SMs from it; zero uses none where it can)
+ * and PLATEAU_NCCL_MAX_CTAS = n (config.maxCTAs, 1..64).  A bad value is a
+ * usage error naming it.
  *
  * Operations are enqueued on the caller's stream (the device's default stream
  * when s is NULL) and return at once; a CUDA event recorded after each one is
@@ -20,6 +27,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static pl_status nccl_err(ncclResult_t r, ncclComm_t comm, const char *what) {
@@ -114,7 +122,37 @@ extern "C" void pl_nccl_version_str(char *buf, size_t len) {
   snprintf(buf, len, "NCCL %d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
 }
 
+/* The communicator's config from PLATEAU_NCCL_CTA_POLICY / _MAX_CTAS. */
+static pl_status nccl_config(ncclConfig_t *cfg) {
+  ncclConfig_t init = NCCL_CONFIG_INITIALIZER;
+  *cfg = init;
+  const char *p = getenv("PLATEAU_NCCL_CTA_POLICY");
+  if (p && *p) {
+    if (strcmp(p, "default") == 0)
+      cfg->CTAPolicy = NCCL_CTA_POLICY_DEFAULT;
+    else if (strcmp(p, "efficiency") == 0)
+      cfg->CTAPolicy = NCCL_CTA_POLICY_EFFICIENCY;
+    else if (strcmp(p, "zero") == 0)
+      cfg->CTAPolicy = NCCL_CTA_POLICY_ZERO;
+    else
+      return pl_set_error(PL_EINVAL, "PLATEAU_NCCL_CTA_POLICY=%s: allowed "
+                          "default, efficiency, zero", p);
+  }
+  const char *m = getenv("PLATEAU_NCCL_MAX_CTAS");
+  if (m && *m) {
+    char *end = NULL;
+    long v = strtol(m, &end, 10);
+    if (*end || v < 1 || v > 64)
+      return pl_set_error(PL_EINVAL, "PLATEAU_NCCL_MAX_CTAS=%s: must be an "
+                          "integer in [1, 64]", m);
+    cfg->maxCTAs = (int)v;
+  }
+  return PL_OK;
+}
+
 extern "C" pl_status pl_nccl_create(pl_comm *c) {
+  ncclConfig_t cfg;
+  PL_TRY(nccl_config(&cfg));
   struct {
     int ok;
     ncclUniqueId id;
@@ -133,9 +171,10 @@ extern "C" pl_status pl_nccl_create(pl_comm *c) {
   CUDA_TRY(cudaSetDevice(c->dev->ordinal), "pl_comm: cudaSetDevice");
   ncclComm_t comm = NULL;
   w = pl_watch_begin(c, "nccl_init");
-  ncclResult_t r = ncclCommInitRank(&comm, c->size, msg.id, c->rank);
+  ncclResult_t r = ncclCommInitRankConfig(&comm, c->size, msg.id, c->rank, &cfg);
   pl_watch_end(w);
-  if (r != ncclSuccess) return nccl_err(r, NULL, "pl_comm: ncclCommInitRank");
+  if (r != ncclSuccess)
+    return nccl_err(r, NULL, "pl_comm: ncclCommInitRankConfig");
   c->nccl = (void *)comm;
   return PL_OK;
 }

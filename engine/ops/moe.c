@@ -133,6 +133,8 @@ pl_moe_cfg pl_moe_cfg_default(void) {
   c.K_max = 64;
   c.contiguous = false;
   c.overlap = true;
+  c.lanes = 2; /* measured on the H200: K=10 expert GEMMs 0.77 -> 0.92 of
+                  dense (down), weight gradients 0.64 -> 0.81 */
   return c;
 }
 

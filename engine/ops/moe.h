@@ -71,7 +71,7 @@ typedef struct pl_moe_cfg {
                          segment of the receive buffer, as before the
                          expert-major layout (for comparison; default off) */
   int lanes;          /* extra compute streams for the expert GEMMs, 0..
-                         PL_MOE_MAX_LANES (default 0): a projection's
+                         PL_MOE_MAX_LANES (default 2): a projection's
                          per-slot GEMMs are spread over the compute stream
                          and the lanes (small groups fill the GPU
                          together), and in backward the gate/up weight
@@ -104,7 +104,7 @@ typedef enum pl_moe_stage {
 const char *pl_moe_stage_name(int stage);
 
 /* H=I=0 etc. must be filled by the caller; this sets the knobs, c=N, K_max=64,
- * strided, overlap on, f32. */
+ * strided, overlap on, lanes 2, f32. */
 pl_moe_cfg pl_moe_cfg_default(void);
 
 /* This rank's native experts (E/Ep of them, experts rank*E/Ep ...), device

@@ -557,6 +557,7 @@ START_TEST(lanes_and_profile) {
       t.cfg.knobs.lambda = 0;
       t.cfg.variant = vs[v];
       t.cfg.source_major = sm;
+      t.cfg.lanes = 0;
       inputs in;
       gen_inputs(&t, me, &in);
       void *wg, *wu, *wd;
