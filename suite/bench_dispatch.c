@@ -85,6 +85,10 @@ static const pl_opt dispatch_opts[] = {
     {"lanes", 0, PL_OPT_SIZE_LIST, "2",
      "extra compute streams for the expert GEMMs (cfg.lanes; a list: one row "
      "each)", 0, PL_MOE_MAX_LANES, NULL},
+    {"comm-blocks", 0, PL_OPT_SIZE_LIST, "0",
+     "pipelined: grid cap of the comm stream's gathers and combines "
+     "(cfg.comm_blocks; 0 uncapped; a list: one pipelined row each)", 0, 65535,
+     NULL},
     {"source-major", 0, PL_OPT_FLAG, NULL,
      "group the expert GEMMs per (source rank, expert) segment, as before the "
      "expert-major receive layout (comparison)", 0, 0, NULL},
@@ -92,7 +96,7 @@ static const pl_opt dispatch_opts[] = {
 };
 
 #define DISPATCH_COLUMNS                                                       \
-  "variant\tprofile\tchunking\tlanes\tranks\ttokens\thidden\tffn\texperts\ttopk\t"    \
+  "variant\tprofile\tchunking\tlanes\tcomm_blocks\tranks\ttokens\thidden\tffn\texperts\ttopk\t"    \
   "cap\tK\tc_eff\tdtype\ttime_ms\ttime_p10_ms\ttime_p90_ms\tfwd_ms\t"          \
   "peak_gib\top_peak_gib\tdispatch_gib\tbound_gib\tpool_gib\tlive_set\tmax_send_ratio\t"    \
   "routes_moved\ta2a_gbs\ttflops\tplanned\tpieces\tspilled\timb_before\t"      \
@@ -201,6 +205,8 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
   int chks[2], nch = pl_args_enum_list(a, "chunking", chks, 2);
   uint64_t lanes[PL_OPT_LIST_MAX];
   int nla = pl_args_size_list(a, "lanes", lanes, PL_OPT_LIST_MAX);
+  uint64_t cbs[PL_OPT_LIST_MAX];
+  int ncb = pl_args_size_list(a, "comm-blocks", cbs, PL_OPT_LIST_MAX);
 
   pl_moe_cfg cfg = pl_moe_cfg_default();
   cfg.H = sh.H;
@@ -224,7 +230,7 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
   /* points: per profile, each variant; pipelined once per chunking */
   ctx->npoints = 0;
   for (int v = 0; v < nv; v++)
-    ctx->npoints += npf * nla * (vars[v] == 2 ? nch : 1);
+    ctx->npoints += npf * nla * (vars[v] == 2 ? nch * ncb : 1);
 
   const int El = sh.E / Ep;
   const size_t HI = (size_t)sh.H * sh.I, NH = (size_t)sh.N * sh.H,
@@ -335,17 +341,20 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
     }
     for (int vi = 0; vi < nv && st == PL_OK; vi++) {
       int nc = vars[vi] == 2 ? nch : 1;
+      int nb = vars[vi] == 2 ? ncb : 1;
       for (int li = 0; li < nla && st == PL_OK; li++)
+      for (int bi = 0; bi < nb && st == PL_OK; bi++)
       for (int ci = 0; ci < nc && st == PL_OK; ci++) {
         pl_moe_cfg vc = cfg;
         vc.variant = (pl_moe_variant)vars[vi];
         vc.contiguous = vars[vi] == 2 && chks[ci] == 1;
         vc.lanes = (int)lanes[li];
-        char label[112];
-        snprintf(label, sizeof label, "%s %s%s lanes=%d", variant_names[vars[vi]],
-                 profile_names[profs[pi]],
+        vc.comm_blocks = vars[vi] == 2 ? (int)cbs[bi] : 0;
+        char label[128];
+        snprintf(label, sizeof label, "%s %s%s lanes=%d comm_blocks=%d",
+                 variant_names[vars[vi]], profile_names[profs[pi]],
                  vars[vi] == 2 ? (vc.contiguous ? " contiguous" : " strided")
-                               : "", vc.lanes);
+                               : "", vc.lanes, vc.comm_blocks);
         pl_bench_progress(ctx, label);
         pl_row *row = pl_row_new(ctx);
         pl_row_str(row, "variant", variant_names[vars[vi]]);
@@ -353,6 +362,7 @@ static pl_status dispatch_run(pl_bench_ctx *ctx) {
         pl_row_str(row, "chunking",
                    vars[vi] == 2 ? chunk_names[vc.contiguous] : "-");
         pl_row_i64(row, "lanes", vc.lanes);
+        pl_row_i64(row, "comm_blocks", vc.comm_blocks);
         pl_row_i64(row, "ranks", Ep);
         pl_row_i64(row, "tokens", sh.N);
         pl_row_i64(row, "hidden", sh.H);

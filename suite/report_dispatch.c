@@ -40,7 +40,7 @@ static const char *const paper_msr[] = {"1.00", "1.35", "2.40", "2.29"};
 
 typedef struct drow {
   const char *variant, *profile, *chunking, *tokens, *hidden, *ffn, *topk,
-      *ranks, *K, *gemms, *em, *experts, *lanes, *stages;
+      *ranks, *K, *gemms, *em, *experts, *lanes, *stages, *cblocks;
   double time, fwd, peak, opeak, dpeak, bound, msr;
   const char *status, *check;
 } drow;
@@ -124,6 +124,7 @@ static pl_status report_tables(rctx *rc, const char *bench,
       d->experts = pl_rep_cell(t[i], row, "experts");
       d->lanes = pl_rep_cell(t[i], row, "lanes");
       d->stages = pl_rep_cell(t[i], row, "stages");
+      d->cblocks = pl_rep_cell(t[i], row, "comm_blocks");
       d->time = pl_rep_num(pl_rep_cell(t[i], row, "time_ms"));
       d->fwd = pl_rep_num(pl_rep_cell(t[i], row, "fwd_ms"));
       d->peak = pl_rep_num(pl_rep_cell(t[i], row, "peak_gib"));
@@ -251,13 +252,16 @@ static pl_status report_tables(rctx *rc, const char *bench,
                "GEMMs, backward recompute, dact (dout·Wd^T and the SwiGLU "
                "backward), wgrad (the fp32 weight-gradient accumulation; with "
                "lanes only dWd, the lanes' dWg and dWu counted in dx), dx, and "
-               "idle.\n\n| variant | profile | chunking | lanes | N | E | K | "
-               "ms | stages |\n|---|---|---|---|---|---|---|---|---|\n");
+               "idle.  comm blocks: the grid cap of the pipelined comm "
+               "stream's gathers and combines (0: none).\n\n| variant | "
+               "profile | chunking | lanes | comm blocks | N | E | K | ms | "
+               "stages |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < nr; i++)
       if (strcmp(r[i].stages, "-") != 0)
-        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %.1f | %s |\n",
+        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s |\n",
                 r[i].variant, r[i].profile, r[i].chunking, r[i].lanes,
-                r[i].tokens, r[i].experts, r[i].K, r[i].time, r[i].stages);
+                r[i].cblocks, r[i].tokens, r[i].experts, r[i].K, r[i].time,
+                r[i].stages);
   }
   if (fclose(f) != 0) {
     free(r);

@@ -27,6 +27,7 @@ struct pl_stream {
   void *native; /* cudaStream_t on CUDA; NULL on the CPU backend */
   void *blas_ws; /* CUDA: this stream's cuBLAS workspace (allocated at its
                     first GEMM), so GEMMs on two streams never share one */
+  int grid_cap;  /* pl_stream_set_grid_cap (0: none) */
 };
 
 struct pl_event {

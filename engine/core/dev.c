@@ -154,6 +154,10 @@ pl_status pl_stream_sync(pl_stream *s) { return s->dev->ops->stream_sync(s); }
 pl_dev *pl_stream_dev(const pl_stream *s) { return s->dev; }
 pl_backend pl_stream_backend(const pl_stream *s) { return s->dev->backend; }
 void *pl_stream_native(const pl_stream *s) { return s->native; }
+void pl_stream_set_grid_cap(pl_stream *s, int blocks) {
+  s->grid_cap = blocks > 0 ? blocks : 0;
+}
+int pl_stream_grid_cap(const pl_stream *s) { return s->grid_cap; }
 
 pl_status pl_event_create(pl_dev *dev, pl_event **out) {
   *out = NULL;

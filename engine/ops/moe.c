@@ -177,6 +177,9 @@ pl_status pl_moe_create(pl_comm *ep, const pl_moe_cfg *cfg, pl_moe **out) {
                         (long long)cfg->c, cfg->K_max);
   if ((int64_t)cfg->E * cfg->H * cfg->I > ((int64_t)1 << 40))
     return pl_set_error(PL_EINVAL, "moe: E*H*I too large");
+  if (cfg->comm_blocks < 0 || cfg->comm_blocks > 65535)
+    return pl_set_error(PL_EINVAL, "moe: comm_blocks=%d: must be in [0, "
+                        "65535] (0: uncapped)", cfg->comm_blocks);
   if (cfg->lanes < 0 || cfg->lanes > PL_MOE_MAX_LANES)
     return pl_set_error(PL_EINVAL, "moe: lanes=%d: must be in [0, %d]",
                         cfg->lanes, PL_MOE_MAX_LANES);
@@ -190,6 +193,7 @@ pl_status pl_moe_create(pl_comm *ep, const pl_moe_cfg *cfg, pl_moe **out) {
   m->El = cfg->E / Ep;
   m->cs = pl_dev_stream(m->dev);
   pl_status st = pl_stream_create(m->dev, &m->ms);
+  if (st == PL_OK) pl_stream_set_grid_cap(m->ms, cfg->comm_blocks);
   if (st == PL_OK) st = pl_event_create(m->dev, &m->evf);
   for (int l = 0; l < cfg->lanes && st == PL_OK; l++) {
     st = pl_stream_create(m->dev, &m->ln[l]);

@@ -78,6 +78,10 @@ typedef struct pl_moe_cfg {
                          gradients run on the lanes beside dWd and dX */
   bool profile;       /* time the compute stream's stages (events; see
                          pl_moe_ctx_stage_ms)                              */
+  int comm_blocks;    /* pipelined: grid cap of the comm stream's gathers,
+                         combines and scatters (pl_stream_set_grid_cap), so
+                         they take fewer SMs from the expert GEMMs they run
+                         beside; 0: uncapped                               */
 } pl_moe_cfg;
 
 #define PL_MOE_MAX_LANES 4

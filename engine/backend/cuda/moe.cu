@@ -187,6 +187,12 @@ cudaStream_t native(pl_stream *s) {
   return static_cast<cudaStream_t>(pl_stream_native(s));
 }
 
+/* g blocks, at most the stream's grid cap (all these kernels grid-stride). */
+unsigned capped(pl_stream *s, unsigned g) {
+  int c = pl_stream_grid_cap(s);
+  return c > 0 && g > (unsigned)c ? (unsigned)c : g;
+}
+
 }  // namespace
 
 extern "C" pl_status pl_cuda_moe_gather(pl_stream *s, void *dst, const void *src,
@@ -195,7 +201,7 @@ extern "C" pl_status pl_cuda_moe_gather(pl_stream *s, void *dst, const void *src
   PL_TRY(dtype_ok(dt, "moe_gather"));
   if (n == 0 || H == 0) return PL_OK;
   unsigned g = n > 65535 * 4 ? 65535u * 4 : (unsigned)n;
-  moe_gather_kernel<<<g, 128, 0, native(s)>>>(dst, src, rows, n,
+  moe_gather_kernel<<<capped(s, g), 128, 0, native(s)>>>(dst, src, rows, n,
                                               (size_t)H * pl_dtype_size(dt));
   PL_CUDA_CHECK_LAUNCH("moe_gather_kernel");
   return PL_OK;
@@ -205,7 +211,7 @@ extern "C" pl_status pl_cuda_moe_gather_f32(pl_stream *s, float *dst,
                                             const float *src, const int32_t *idx,
                                             int64_t n) {
   if (n == 0) return PL_OK;
-  moe_gather_f32_kernel<<<grid_of((size_t)n, 256), 256, 0, native(s)>>>(dst, src,
+  moe_gather_f32_kernel<<<capped(s, grid_of((size_t)n, 256)), 256, 0, native(s)>>>(dst, src,
                                                                        idx, n);
   PL_CUDA_CHECK_LAUNCH("moe_gather_f32_kernel");
   return PL_OK;
@@ -219,7 +225,7 @@ extern "C" pl_status pl_cuda_moe_combine(pl_stream *s, void *out,
   PL_TRY(dtype_ok(dt, "moe_combine"));
   if (nt == 0) return PL_OK;
   unsigned g = nt > 65535 * 4 ? 65535u * 4 : (unsigned)nt;
-  moe_combine_kernel<<<g, 256, 0, native(s)>>>(out, toks, nt, slots, k, w, A, B,
+  moe_combine_kernel<<<capped(s, g), 256, 0, native(s)>>>(out, toks, nt, slots, k, w, A, B,
                                                H, dt);
   PL_CUDA_CHECK_LAUNCH("moe_combine_kernel");
   return PL_OK;
@@ -230,7 +236,7 @@ extern "C" pl_status pl_cuda_moe_scatter_f32(pl_stream *s, float *dst,
                                              const int32_t *slots, int k,
                                              const float *a, const float *b) {
   if (nt == 0) return PL_OK;
-  moe_scatter_f32_kernel<<<grid_of((size_t)nt * k, 256), 256, 0, native(s)>>>(
+  moe_scatter_f32_kernel<<<capped(s, grid_of((size_t)nt * k, 256)), 256, 0, native(s)>>>(
       dst, toks, nt, slots, k, a, b);
   PL_CUDA_CHECK_LAUNCH("moe_scatter_f32_kernel");
   return PL_OK;

@@ -81,6 +81,12 @@ pl_dev *pl_stream_dev(const pl_stream *s);
 pl_backend pl_stream_backend(const pl_stream *s);
 /* cudaStream_t on CUDA, NULL on the CPU backend. */
 void *pl_stream_native(const pl_stream *s);
+/* At most `blocks` thread blocks for the grid-stride data-movement kernels
+ * that honour it (the MoE layer's gathers, combines and scatters) launched on
+ * s; 0 (the default) leaves them uncapped.  A stream whose kernels run beside
+ * compute on other streams takes fewer SMs from it this way. */
+void pl_stream_set_grid_cap(pl_stream *s, int blocks);
+int pl_stream_grid_cap(const pl_stream *s);
 
 pl_status pl_event_create(pl_dev *dev, pl_event **out);
 void pl_event_destroy(pl_event *e);
