@@ -56,10 +56,16 @@ __global__ void moe_gather_kernel(void *dst, const void *src,
     char *d = static_cast<char *>(dst) + (size_t)i * row_bytes;
     if ((row_bytes & 15) == 0 && ((reinterpret_cast<uintptr_t>(s) |
                                    reinterpret_cast<uintptr_t>(d)) & 15) == 0) {
-      const uint4 *s4 = reinterpret_cast<const uint4 *>(s);
-      uint4 *d4 = reinterpret_cast<uint4 *>(d);
-      for (size_t w = threadIdx.x; w < row_bytes / 16; w += blockDim.x)
-        d4[w] = s4[w];
+      const uint4 *__restrict__ s4 = reinterpret_cast<const uint4 *>(s);
+      uint4 *__restrict__ d4 = reinterpret_cast<uint4 *>(d);
+      const size_t nw = row_bytes / 16, step = blockDim.x;
+      size_t w = threadIdx.x;
+      for (; w + 3 * step < nw; w += 4 * step) { /* 4 loads in flight */
+        uint4 a = s4[w], b = s4[w + step], c = s4[w + 2 * step],
+              e = s4[w + 3 * step];
+        d4[w] = a, d4[w + step] = b, d4[w + 2 * step] = c, d4[w + 3 * step] = e;
+      }
+      for (; w < nw; w += step) d4[w] = s4[w];
     } else {
       for (size_t b = threadIdx.x; b < row_bytes; b += blockDim.x) d[b] = s[b];
     }
@@ -90,6 +96,41 @@ __global__ void moe_combine_kernel(void *out, const int32_t *toks, int64_t nt,
         acc = __fadd_rn(acc, __fmul_rn(wj, ldv(base, dt, (size_t)(r * H + h))));
       }
       stv(out, dt, (size_t)(t * H + h), acc);
+    }
+  }
+}
+
+/* The bf16 combine, 8 values (16 bytes) per thread and load: the same
+ * arithmetic per element as moe_combine_kernel (routes in j order, one fp32
+ * product and sum each, one rounding), so the same bits. */
+__global__ void moe_combine_bf16x8_kernel(__nv_bfloat16 *out,
+                                          const int32_t *toks, int64_t nt,
+                                          const int32_t *slots, int k,
+                                          const float *w, const void *A,
+                                          const void *B, int64_t H) {
+  const int64_t nv = H / 8;
+  for (int64_t q = blockIdx.x; q < nt; q += gridDim.x) {
+    int64_t t = toks[q];
+    for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
+      float acc[8];
+#pragma unroll
+      for (int e = 0; e < 8; e++) acc[e] = 0.0f;
+      for (int j = 0; j < k; j++) {
+        int32_t s = slots[q * k + j];
+        const void *base = s >= 0 ? A : B;
+        int64_t r = s >= 0 ? s : -1 - (int64_t)s;
+        float wj = w ? w[t * k + j] : 1.0f;
+        uint4 u = reinterpret_cast<const uint4 *>(base)[r * nv + v];
+        const __nv_bfloat16 *x = reinterpret_cast<const __nv_bfloat16 *>(&u);
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+          acc[e] = __fadd_rn(acc[e], __fmul_rn(wj, __bfloat162float(x[e])));
+      }
+      uint4 o;
+      __nv_bfloat16 *y = reinterpret_cast<__nv_bfloat16 *>(&o);
+#pragma unroll
+      for (int e = 0; e < 8; e++) y[e] = __float2bfloat16_rn(acc[e]);
+      reinterpret_cast<uint4 *>(out)[t * nv + v] = o;
     }
   }
 }
@@ -225,6 +266,16 @@ extern "C" pl_status pl_cuda_moe_combine(pl_stream *s, void *out,
   PL_TRY(dtype_ok(dt, "moe_combine"));
   if (nt == 0) return PL_OK;
   unsigned g = nt > 65535 * 4 ? 65535u * 4 : (unsigned)nt;
+  const uintptr_t al = reinterpret_cast<uintptr_t>(out) |
+                       reinterpret_cast<uintptr_t>(A) |
+                       reinterpret_cast<uintptr_t>(B);
+  if (dt == PL_BF16 && H % 8 == 0 && (al & 15) == 0) {
+    int th = H / 8 >= 256 ? 256 : (int)((H / 8 + 31) / 32 * 32);
+    moe_combine_bf16x8_kernel<<<capped(s, g), th, 0, native(s)>>>(
+        static_cast<__nv_bfloat16 *>(out), toks, nt, slots, k, w, A, B, H);
+    PL_CUDA_CHECK_LAUNCH("moe_combine_bf16x8_kernel");
+    return PL_OK;
+  }
   moe_combine_kernel<<<capped(s, g), 256, 0, native(s)>>>(out, toks, nt, slots, k, w, A, B,
                                                H, dt);
   PL_CUDA_CHECK_LAUNCH("moe_combine_kernel");
