@@ -1,6 +1,7 @@
 # plateau — one Makefile.  Knobs (override on the command line):
 #   CUDA=auto|0|1   build the CUDA backend (auto: when nvcc is found)
-#   CUDA_ARCH=90    SM architecture for nvcc
+#   CUDA_ARCH=90a   SM architecture for nvcc (90a: Hopper with wgmma, which
+#                   the attention forward uses; 90 builds the mma kernels only)
 #   CUDA_HOME       toolkit root (default /usr/local/cuda)
 #   DEBUG=0|1       -O0 -g and sanitizer-friendly flags
 #   PREFIX          install prefix for `make install`
@@ -15,7 +16,7 @@
 SHELL := /bin/bash
 
 CUDA ?= auto
-CUDA_ARCH ?= 90
+CUDA_ARCH ?= 90a
 CUDA_HOME ?= /usr/local/cuda
 DEBUG ?= 0
 PREFIX ?= /usr/local
@@ -130,7 +131,14 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(MPI_CFLAGS) $(CHECK_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu
+# nvcc's command line, rewritten only when it changes (CUDA_ARCH=..., DEBUG=...),
+# so that changing it rebuilds every CUDA object.
+$(BUILD)/gen/nvcc_flags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(NVCC) $(NVCCFLAGS)' > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+
+$(BUILD)/obj/%.cu.o: %.cu $(BUILD)/gen/nvcc_flags
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
 

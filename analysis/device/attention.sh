@@ -11,8 +11,9 @@
 # that fails is reported and the script goes on, exiting non-zero at the end).
 # ATTN_MEMCHECK=1 adds compute-sanitizer memcheck of the small test shapes at
 # the end (for a second run, should the kernels disagree with the reference).
-# Build with CUDA_ARCH=90a to include the experimental wgmma forward; its bench
-# step runs once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128).
+# The default build (CUDA_ARCH=90a) includes the wgmma forward (AUTO runs it for
+# d = 128, V path mn128 unless PLATEAU_ATTN_WGMMA_V says otherwise); its bench
+# step runs once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe).
 set -uo pipefail
 RUNS=${RUNS:-results/runs/attention-$(date -u +%Y%m%dT%H%M%SZ)}
 BUILD=${BUILD:-build}
@@ -24,18 +25,21 @@ mkdir -p "$RUNS"
 fail=0
 step() { echo "== $*"; }
 
+if [ "${PTXAS:-1}" = 1 ]; then # PTXAS=0 skips it (two nvcc runs)
 step "build check: nvcc -Xptxas -v (registers, spills) of the attention kernels"
 "$NVCC" -std=c++17 -O3 -arch=sm_90 -Iengine/include -Iengine -DPL_HAVE_CUDA=1 \
   $(mpicc --showme:compile 2>/dev/null) --expt-relaxed-constexpr -Xptxas -v -c engine/backend/cuda/attention.cu \
   -o "$RUNS/attention_check.o" 2>&1 | grep -A2 -E "Compiling entry.*mma" |
   grep -E "entry|spill|registers" | tee "$RUNS/attention_ptxas.txt" || fail=1
-# the wgmma forward exists only in sm_90a code: its three V-path instantiations
-# (template argument 0 transpose, 1 mn, 2 mn128)
+# the wgmma forward exists only in sm_90a code: its V-path kernels
+# (attn_fwd_wgmma_kernel<0 transpose | 1 mn | 2 mn128>, attn_fwd_wgmma_pipe_kernel<BN>
+# for pipe); a ptxas "serialized" line (C75xx) means a kernel lost its wgmma pipelining
 "$NVCC" -std=c++17 -O3 -arch=sm_90a -Iengine/include -Iengine -DPL_HAVE_CUDA=1 \
   $(mpicc --showme:compile 2>/dev/null) --expt-relaxed-constexpr -Xptxas -v -c engine/backend/cuda/attention.cu \
-  -o "$RUNS/attention_check.o" 2>&1 | grep -A2 -E "Compiling entry.*wgmma_kernel" |
-  grep -E "entry|spill|registers" | tee -a "$RUNS/attention_ptxas.txt" || fail=1
+  -o "$RUNS/attention_check.o" 2>&1 | grep -A3 -E "Compiling entry.*attn_fwd_wgmma|serialized" |
+  grep -E "entry|spill|registers|serialized" | tee -a "$RUNS/attention_ptxas.txt" || fail=1
 rm -f "$RUNS/attention_check.o"
+fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv 2>/dev/null |
   tee "$RUNS/attention_gpu.txt"
 
@@ -59,8 +63,8 @@ fi
 
 # one run per V path of the wgmma forward (PLATEAU_ATTN_WGMMA_V, recorded in the
 # result's metadata as env.PLATEAU_ATTN_WGMMA_V); WGMMA_V overrides the list
-for v in ${WGMMA_V:-transpose mn mn128}; do
-  step "bench attention --algo wgmma, V path $v (experimental forward; needs a CUDA_ARCH=90a build, else it reports unsupported)"
+for v in ${WGMMA_V:-transpose mn mn128 pipe}; do
+  step "bench attention --algo wgmma, V path $v (forward; needs an sm_90a build, else it reports unsupported)"
   PLATEAU_ATTN_WGMMA_V=$v timeout 120 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma \
     --seq 4Ki,16Ki,32Ki,64Ki,128Ki --pass fwd -w 1 -n 3 -o "$RUNS" ||
     echo "(wgmma forward, V path $v, unavailable or failed: see above)"

@@ -71,7 +71,9 @@ size_t pl_attn_bwd_workspace_bytes(const pl_attn_shape *sh, pl_backend be) {
   return (dq + rows) * sizeof(float);
 }
 
-/* PL_ATTN_AUTO resolves to MMA unless the environment names another kernel:
+/* PL_ATTN_AUTO stays AUTO (the CUDA launcher then runs the wgmma forward for
+ * d = 128 on an sm_90a build and the MMA kernels otherwise) unless the
+ * environment names a kernel:
  * PLATEAU_ATTN_FWD / PLATEAU_ATTN_BWD = simple | mma | wgmma (a field switch should a
  * fast kernel misbehave on some machine: the SIMPLE kernels are the device
  * reference).  An explicit algo in the shape always wins. */
@@ -95,6 +97,15 @@ pl_status pl_attn_fwd(pl_stream *s, const pl_attn_shape *shape, const void *q, c
   if (be == PL_BACKEND_CUDA) return pl_cuda_attn_fwd(s, sh, q, k, v, o, lse);
 #endif
   return pl_cpu_attn_fwd(s, sh, q, k, v, o, lse);
+}
+
+const char *pl_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *shape) {
+  const pl_attn_shape r = resolve(shape, "PLATEAU_ATTN_FWD");
+#if PL_HAVE_CUDA
+  if (pl_stream_backend(s) == PL_BACKEND_CUDA) return pl_cuda_attn_fwd_kernel(s, &r);
+#endif
+  (void)r;
+  return "cpu";
 }
 
 pl_status pl_attn_bwd(pl_stream *s, const pl_attn_shape *shape, const void *q, const void *k,

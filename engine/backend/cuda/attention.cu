@@ -21,13 +21,16 @@
  *    (so GQA needs no atomics for dK/dV); dQ += dS K goes through shared
  *    memory and fp32 atomics into a workspace, converted to bf16 (×scale) at
  *    the end.
- *  - WGMMA (experimental, forward, d = 128, sm_90a builds only): Hopper
- *    warpgroup MMA from swizzled shared memory; see its section.  Not chosen
- *    by PL_ATTN_AUTO until the device tests have validated it.  Its V
+ *  - WGMMA (forward, d = 128, sm_90a builds only): Hopper warpgroup MMA from
+ *    swizzled shared memory; see its section.  PL_ATTN_AUTO runs it for
+ *    d = 128 when the device code has sm_90a (the default build), the MMA
+ *    kernel otherwise (validated on the H200 against the SIMPLE kernel:
+ *    same errors as MMA; 437-458 TFLOP/s at 64Ki against MMA's 296).  Its V
  *    operand path is chosen by PLATEAU_ATTN_WGMMA_V (read by the launcher):
- *    transpose (default; V transposed in shared memory each step, K-major
- *    B), mn (V read as an MN-major B, trans-b = 1, no transposition) or
- *    mn128 (mn with 128 keys per step).
+ *    mn128 (default), transpose (V transposed in shared memory each step,
+ *    K-major B), mn (V read as an MN-major B, trans-b = 1, no transposition),
+ *    mn128 (mn with 128 keys per step) or pipe (mn with the softmax
+ *    overlapping the tensor cores, FlashAttention-3 style).
  *
  * Numerics shared by all: scores in fp32, softmax via exp2 with scale·log2e
  * folded in, P rounded to bf16 before P·V (MMA, WGMMA; SIMPLE keeps fp32),
@@ -757,7 +760,9 @@ static __global__ void __launch_bounds__(NW * 32)
  *  - mn: V stored like K, [half][key][64 d] swizzled, and read as it is: an
  *    MN-major B operand (trans-b = 1); no transposition, one barrier a step;
  *  - mn128: mn with BN = 128 (half the steps and barriers, twice the score
- *    registers).
+ *    registers);
+ *  - pipe: mn with S_{j+1} and PV_{j-1} in flight during the softmax of
+ *    step j (its own kernel, attn_fwd_wgmma_pipe_kernel; see there).
  * The accumulator and register-A fragments of wgmma have, per warp, the
  * layouts of mma.sync m16n8k16, so masking and online softmax are the MMA
  * kernel's.
@@ -949,24 +954,30 @@ static __device__ __forceinline__ void load_tile_sw128(bf16 *dst, const bf16 *sr
 #endif /* PL_WGMMA_OK */
 
 /* V paths of the wgmma forward (PLATEAU_ATTN_WGMMA_V) */
-enum { WG_V_TRANSPOSE = 0, WG_V_MN = 1, WG_V_MN128 = 2 };
-static const char *const wg_v_names[] = {"transpose", "mn", "mn128"};
+enum { WG_V_TRANSPOSE = 0, WG_V_MN = 1, WG_V_MN128 = 2, WG_V_PIPE = 3, WG_V_COUNT = 4 };
+static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn", "mn128", "pipe"};
 
 #define WG_BM 128
 #define WG_LDV (128 + 8)
+/* keys per step of the pipe path (64 or 128; see attn_fwd_wgmma_pipe_kernel) */
+#define WG_PIPE_BN 64
 
 /* keys per step */
-static constexpr int wg_bn(int vm) { return vm == WG_V_MN128 ? 128 : 64; }
+static constexpr int wg_bn(int vm) {
+  return vm == WG_V_MN128 ? 128 : vm == WG_V_PIPE ? WG_PIPE_BN : 64;
+}
 
 /* Dynamic shared memory: Q [2][BM][64] and K ×2 [2][BN][64] swizzled; then V
- * ×2 swizzled (mn, mn128) or Vt [128][BN] swizzled + V staging ×2 [BN][LDV]
- * (transpose); 1024 B of slack to align the base.  transpose 117,760 B, mn
- * 99,328 B, mn128 164,864 B (an sm_90 block may have 227 KB). */
+ * ×2 swizzled (mn, mn128), V ×3 swizzled (pipe: a PV wgmma stays in flight
+ * into the next step, see its kernel) or Vt [128][BN] swizzled + V staging ×2
+ * [BN][LDV] (transpose); 1024 B of slack to align the base.  transpose
+ * 117,760 B, mn 99,328 B, mn128 164,864 B, pipe 115,712 B (BN = 64;
+ * 197,632 B with 128) (an sm_90 block may have 227 KB). */
 static constexpr size_t wg_smem_bytes(int vm) {
   return (size_t)WG_BM * 128 * 2 + (size_t)2 * wg_bn(vm) * 128 * 2 +
          (vm == WG_V_TRANSPOSE
               ? (size_t)128 * wg_bn(vm) * 2 + (size_t)2 * wg_bn(vm) * WG_LDV * 2
-              : (size_t)2 * wg_bn(vm) * 128 * 2) +
+              : (size_t)(vm == WG_V_PIPE ? 3 : 2) * wg_bn(vm) * 128 * 2) +
          1024;
 }
 
@@ -1159,6 +1170,261 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
 #endif
 }
 
+/* The pipe path (PLATEAU_ATTN_WGMMA_V = pipe): the operands of the mn path
+ * (Q, K K-major; V MN-major, trans-b = 1), BN = WG_PIPE_BN = 64 keys per step
+ * (128 spills: O 64 + two S sets 2·64 + P 32 registers), with the softmax on
+ * the CUDA cores overlapping the tensor cores (FlashAttention-3 §3.2,
+ * intra-warpgroup overlapping).  The mn kernel waits for each wgmma right
+ * after issuing it, so a warpgroup's tensor work stops during its softmax;
+ * here, per warpgroup, step j (0 <= j < nkb) runs
+ *
+ *   (1) cp.async.wait_group 0, fence.proxy.async, __syncthreads     [B_j]
+ *   (2) cp.async K_{j+2} -> K buffer j%2, V_{j+1} -> V buffer (j+1)%3
+ *   (3) wgmma.fence; issue S_{j+1} = Q K_{j+1}^T into s[(j+1)%2]; commit
+ *   (4) mask and softmax of S_j (s[j%2], complete since (5) of step j-1):
+ *       row max, P_j = exp2, row sums, alpha_j = exp2(m_{j-1} - m_j);
+ *       O is not touched
+ *   (5) wgmma.wait_group 0: PV_{j-1} (issued in (7) of step j-1) and S_{j+1}
+ *       complete
+ *   (6) O *= alpha_j; pack P_j to bf16 A fragments a[]
+ *   (7) wgmma.fence; issue O += P_j V_j; commit; not waited for until (5)
+ *       of step j+1 (after the loop for the last step)
+ *
+ * so the softmax (4) of each warpgroup runs while its PV_{j-1} and S_{j+1}
+ * are on the tensor cores; those idle (for this warpgroup) only from (5) to
+ * (7), the rescale and packing.  In the sm_90a SASS (CUDA 13) each step
+ * reads: 8 HGMMA (S_{j+1}) interleaved with the 34 MUFU.EX2 of the softmax,
+ * one WARPGROUP.DEPBAR, 64 FMUL (rescale), 16 F2FP (pack), 4 HGMMA (PV_j).
+ * Why each register is safe:
+ *  - O is the accumulator of PV_{j-1} until (5); it is read and written
+ *    (the alpha rescale, deferred past the softmax) only in (6), after that
+ *    wait and before the wgmma.fence of (7): never while a wgmma writing O
+ *    is in flight;
+ *  - a[] (A of PV_{j-1}) is rewritten only in (6), after (5); wg_hold(a) in
+ *    (5) keeps its registers live (not reused) through the softmax;
+ *  - s[] is ping-pong: S_{j+1} writes s[(j+1)%2] while (4) reads s[j%2];
+ *    s[(j+1)%2] held P_{j-1}, last read by the packing of step j-1, and is
+ *    read next in step j+1, after (5).
+ * Why (5) waits for both groups (wgmma.wait_group N: at most the N newest
+ * groups pending, all older ones complete; here PV_{j-1} is older than
+ * S_{j+1}): wait_group 1 there (PV_{j-1} only) and wait_group 1 after (7)
+ * (S_{j+1} only) would keep S_{j+1} in flight through (6)-(7), but then
+ * ptxas (CUDA 13) serializes every wgmma of the kernel (C7514: accumulator
+ * registers read inside a pipeline stage), as it does (C7515) when (3) is
+ * skipped on the last step; so (3) is unconditional: on the last step it
+ * recomputes Q K_j^T into s[(j+1)%2] (never read; K_j's buffer is not
+ * rewritten any more), half a step of tensor work per block.
+ * Shared memory: K_{j+1} and V_j are loaded in (2) of step j-1 (K_1, V_0
+ * before the loop) and visible at B_j; Q is never rewritten.  After B_j
+ * every wgmma reading K_j (S_j, waited in (5) of step j-1) and V_{j-2}
+ * (PV_{j-2}, waited in (5) of step j-1) is complete in both warpgroups, so
+ * (2) may overwrite their buffers; in flight or still to be issued until
+ * B_{j+1} are K_{j+1} (S_{j+1}), V_{j-1} (PV_{j-1}) and V_j (PV_j): two K
+ * buffers and three V buffers (cp.async writes are fenced for the async
+ * proxy in (1)).  Before the loop: Q, K_0 (one cp.async group), K_1, V_0 (a
+ * second one); S_0 issued once the first group landed and waited for at
+ * once.  nkb = 1 runs one step with no (2); the causal mask, the diagonal
+ * block and rows or keys past S are the mn kernel's. */
+template <int BN>
+static __device__ __forceinline__ void wg_issue_qk(float (&s)[BN / 2], const bf16 *sQw,
+                                                   const bf16 *cK) {
+#if PL_WGMMA_OK
+#pragma unroll
+  for (int kk = 0; kk < 128 / 16; ++kk) {
+    const uint64_t da = wg_desc_k(sQw + (kk >> 2) * (WG_BM * 64) + (kk & 3) * 16);
+    const uint64_t db = wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16);
+    if constexpr (BN == 64)
+      wg_m64n64_ss(s, da, db, kk > 0);
+    else
+      wg_m64n128_ss(s, da, db, kk > 0);
+  }
+#endif
+}
+
+template <int BN>
+static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(AttnParams p) {
+#if PL_WGMMA_OK
+  constexpr int D = 128, BM = WG_BM, NT = 256, NS = BN / 2;
+  static_assert(BN == 64 || BN == 128, "m64n64 or m64n128 score tiles");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  /* swizzled tiles need 1024-byte alignment (of the shared-window address) */
+  unsigned char *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  bf16 *sQ = reinterpret_cast<bf16 *>(base); /* [2][BM][64]          */
+  bf16 *sK = sQ + BM * 128;                  /* [2 buf][2][BN][64]   */
+  bf16 *sV = sK + 2 * BN * 128;              /* [3 buf][2][BN][64]   */
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wg = warp >> 2, wq = warp & 3; /* warpgroup, warp in it */
+  const int g = lane >> 2, t = lane & 3;
+  const int mblk = gridDim.x - 1 - blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
+  const int S = p.S;
+  const int q0 = mblk * BM;
+  const int64_t qstride = (int64_t)p.nq * D, kstride = (int64_t)p.nkv * D;
+  const bf16 *gQ = p.q + (int64_t)b * S * qstride + (int64_t)h * D;
+  const bf16 *gK = p.k + (int64_t)b * S * kstride + (int64_t)hk * D;
+  const bf16 *gV = p.v + (int64_t)b * S * kstride + (int64_t)hk * D;
+  const int kend = min(S, q0 + BM);
+  const int nkb = (kend + BN - 1) / BN;
+  const bf16 *sQw = sQ + wg * 64 * 64; /* this warpgroup's 64 query rows */
+
+  load_tile_sw128<BM, NT>(sQ, gQ, q0, S, qstride, tid);
+  load_tile_sw128<BN, NT>(sK, gK, 0, S, kstride, tid);
+  cp_async_commit();
+  if (nkb > 1) load_tile_sw128<BN, NT>(sK + BN * 128, gK, BN, S, kstride, tid);
+  load_tile_sw128<BN, NT>(sV, gV, 0, S, kstride, tid);
+  cp_async_commit();
+
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  float s[2][NS];
+#pragma unroll
+  for (int i = 0; i < NS; ++i) s[0][i] = s[1][i] = 0.f;
+  uint32_t a[BN / 16][4]; /* P of the step whose PV may be in flight */
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) a[kk][e] = 0u;
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+  const int wrow0 = wg * 64 + wq * 16; /* this warp's first row in the tile */
+
+  /* S_0 once Q and K_0 are in (K_1, V_0 may still be landing) */
+  cp_async_wait<1>();
+  fence_proxy_async();
+  __syncthreads();
+  wg_hold(s[0]);
+  wg_fence();
+  wg_issue_qk<BN>(s[0], sQw, sK);
+  wg_commit();
+  wg_wait0();
+  wg_hold(s[0]);
+
+  /* two steps per iteration so that s[j % 2] is a compile-time register set */
+#pragma unroll 1
+  for (int j0 = 0; j0 < nkb; j0 += 2) {
+#pragma unroll
+    for (int par = 0; par < 2; ++par) {
+      const int j = j0 + par;
+      if (j >= nkb) break;
+      float(&sc)[NS] = s[par];     /* S_j, complete */
+      float(&sn)[NS] = s[par ^ 1]; /* S_{j+1}, in flight from (3) to (5) */
+      const bool more = j + 1 < nkb;
+      /* (1) */
+      cp_async_wait<0>();
+      fence_proxy_async();
+      __syncthreads();
+      /* (2) */
+      if (more) {
+        if (j + 2 < nkb)
+          load_tile_sw128<BN, NT>(sK + (j & 1) * BN * 128, gK, (j + 2) * BN, S, kstride, tid);
+        load_tile_sw128<BN, NT>(sV + ((j + 1) % 3) * BN * 128, gV, (j + 1) * BN, S, kstride,
+                                tid);
+        cp_async_commit();
+      }
+      /* (3) unconditional: on the last step it recomputes S_j from K_j (its
+       * buffer is stable until the end), never read */
+      wg_hold(sn);
+      wg_fence();
+      wg_issue_qk<BN>(sn, sQw, sK + ((more ? j + 1 : j) & 1) * BN * 128);
+      wg_commit();
+      /* (4) mask, online softmax: sc[4j + e] is (row g + 8·(e>>1), col 8j +
+       * 2t + (e&1)).  The mask is applied on every step (a no-op below the
+       * diagonal), without the mn kernel's branch: after a branch between
+       * (3) and (5) ptxas hoists the wait of (5) to the join, above the
+       * softmax, and nothing overlaps any more (checked in the SASS) */
+      const int k0 = j * BN;
+#pragma unroll
+      for (int jn = 0; jn < BN / 8; ++jn)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int row = q0 + wrow0 + g + (e >> 1) * 8;
+          const int col = k0 + jn * 8 + 2 * t + (e & 1);
+          if (col > row) sc[4 * jn + e] = -INFINITY;
+        }
+      float alpha[2];
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        float mx = mrow[hf];
+#pragma unroll
+        for (int jn = 0; jn < BN / 8; ++jn)
+          mx = fmaxf(mx, fmaxf(sc[4 * jn + 2 * hf], sc[4 * jn + 2 * hf + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float msc = (mx == -INFINITY) ? 0.f : mx * p.scale_log2;
+        alpha[hf] = exp2f(mrow[hf] * p.scale_log2 - msc);
+        mrow[hf] = mx;
+        float rs = 0.f;
+#pragma unroll
+        for (int jn = 0; jn < BN / 8; ++jn)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pv = exp2f(sc[4 * jn + 2 * hf + e] * p.scale_log2 - msc);
+            sc[4 * jn + 2 * hf + e] = pv;
+            rs += pv;
+          }
+        lrow[hf] = lrow[hf] * alpha[hf] + rs;
+      }
+      /* (5) the holds before the wait keep the softmax above it: the
+       * compiler may otherwise sink that register arithmetic past the
+       * (register-less) wait, serializing it behind the tensor cores */
+      wg_hold(sc);
+      wg_hold(alpha);
+      wg_hold(lrow);
+      wg_wait0();
+      wg_hold(o);
+      wg_hold(a);
+      wg_hold(sn);
+      /* (6) */
+#pragma unroll
+      for (int jd = 0; jd < D / 8; ++jd)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[4 * jd + e] *= alpha[e >> 1];
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        a[kk][0] = pack_bf16(sc[8 * kk + 0], sc[8 * kk + 1]);
+        a[kk][1] = pack_bf16(sc[8 * kk + 2], sc[8 * kk + 3]);
+        a[kk][2] = pack_bf16(sc[8 * kk + 4], sc[8 * kk + 5]);
+        a[kk][3] = pack_bf16(sc[8 * kk + 6], sc[8 * kk + 7]);
+      }
+      /* (7) keys 16kk.. of V buffer j%3; LBO = one d half, BN·128 B */
+      wg_hold(o);
+      wg_hold(a);
+      wg_fence();
+      const bf16 *cV = sV + (j % 3) * BN * 128;
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+        wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(cV + kk * 16 * 64, BN * 128));
+      wg_commit();
+    }
+  }
+  wg_wait0(); /* PV of the last step */
+  wg_hold(o);
+  cp_async_wait<0>();
+
+  bf16 *gO = p.out + (int64_t)b * S * qstride + (int64_t)h * D;
+  float *gL = p.lse + ((int64_t)b * p.nq + h) * S;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float l = lrow[hf];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = 1.f / l;
+    const int row = q0 + wrow0 + g + hf * 8;
+    if (row < S) {
+      bf16 *orow = gO + (int64_t)row * qstride;
+#pragma unroll
+      for (int jd = 0; jd < D / 8; ++jd)
+        *reinterpret_cast<__nv_bfloat162 *>(orow + jd * 8 + 2 * t) =
+            __floats2bfloat162_rn(o[4 * jd + 2 * hf] * inv, o[4 * jd + 2 * hf + 1] * inv);
+      if (t == 0) gL[row] = mrow[hf] * p.scale + logf(l);
+    }
+  }
+#else
+  __trap(); /* built without sm_90a: the launcher refuses before this */
+#endif
+}
+
 /* 1 when the device code was built for sm_90a (wgmma available) */
 static __global__ void wgmma_probe_kernel(int *out) { *out = PL_WGMMA_OK; }
 
@@ -1211,8 +1477,9 @@ static bool use_mma(const pl_attn_shape *sh) {
 }
 
 /* Was the device code built for sm_90a?  Probed once (a one-int kernel). */
+static int wgmma_avail = -1;
 static pl_status wgmma_available(pl_stream *s) {
-  static int avail = -1;
+  int &avail = wgmma_avail;
   if (avail < 0) {
     cudaStream_t st = (cudaStream_t)pl_stream_native(s);
     pl_dev *dev = pl_stream_dev(s);
@@ -1233,30 +1500,41 @@ static pl_status wgmma_available(pl_stream *s) {
   return PL_OK;
 }
 
-/* PLATEAU_ATTN_WGMMA_V = transpose (default) | mn | mn128: the V path of the
+/* 1 if the wgmma kernel can run on s's device (quietly: 0 on any failure). */
+static int wgmma_built(pl_stream *s) {
+  if (wgmma_available(s) == PL_OK) return 1;
+  pl_clear_error();
+  return 0;
+}
+
+/* PLATEAU_ATTN_WGMMA_V = mn128 (default) | transpose | mn | pipe: the V path of the
  * wgmma forward (see its section).  Read by the launcher at each wgmma
  * launch, never by device code, as model/attention.c reads
  * PLATEAU_ATTN_FWD (so a test can switch paths with setenv). */
 static pl_status wgmma_v_path(int *vm) {
   const char *e = getenv("PLATEAU_ATTN_WGMMA_V");
   if (!e || !*e) {
-    *vm = WG_V_TRANSPOSE;
+    *vm = WG_V_MN128;
     return PL_OK;
   }
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < WG_V_COUNT; i++)
     if (!strcmp(e, wg_v_names[i])) {
       *vm = i;
       return PL_OK;
     }
   return pl_set_error(PL_EINVAL, "attention fwd wgmma: PLATEAU_ATTN_WGMMA_V=%s: must be "
-                                 "transpose, mn or mn128",
+                                 "transpose, mn, mn128 or pipe",
                       e);
 }
 
 template <int VM>
 static pl_status fwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B) {
   constexpr size_t smem = wg_smem_bytes(VM);
-  auto kern = attn_fwd_wgmma_kernel<VM>;
+  void (*kern)(AttnParams);
+  if constexpr (VM == WG_V_PIPE)
+    kern = attn_fwd_wgmma_pipe_kernel<WG_PIPE_BN>;
+  else
+    kern = attn_fwd_wgmma_kernel<VM>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)smem);
   if (e != cudaSuccess)
@@ -1271,12 +1549,14 @@ template <int D>
 static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p) {
   cudaStream_t st = (cudaStream_t)pl_stream_native(ps);
   const unsigned B = (unsigned)sh->batch;
-  if (D == 128 && sh->algo == PL_ATTN_WGMMA) {
+  if (D == 128 && (sh->algo == PL_ATTN_WGMMA ||
+                   (sh->algo == PL_ATTN_AUTO && wgmma_built(ps)))) {
     PL_TRY(wgmma_available(ps));
     int vm = WG_V_TRANSPOSE;
     PL_TRY(wgmma_v_path(&vm));
     if (vm == WG_V_MN) return fwd_wgmma_launch<WG_V_MN>(st, p, B);
     if (vm == WG_V_MN128) return fwd_wgmma_launch<WG_V_MN128>(st, p, B);
+    if (vm == WG_V_PIPE) return fwd_wgmma_launch<WG_V_PIPE>(st, p, B);
     return fwd_wgmma_launch<WG_V_TRANSPOSE>(st, p, B);
   }
   if (use_mma(sh)) {
@@ -1376,4 +1656,21 @@ extern "C" pl_status pl_cuda_attn_bwd(pl_stream *s, const pl_attn_shape *sh,
   p.delta = p.dqacc + nq_el;
   if (sh->head_dim == 64) return bwd_launch<64>(st, sh, p);
   return bwd_launch<128>(st, sh, p);
+}
+
+/* The forward kernel pl_cuda_attn_fwd runs for sh on s (sh->algo already
+ * resolved from PLATEAU_ATTN_FWD), for result notes. */
+extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
+  static const char *const wg[WG_V_COUNT] = {"wgmma/transpose", "wgmma/mn", "wgmma/mn128",
+                                             "wgmma/pipe"};
+  if (sh->algo == PL_ATTN_SIMPLE) return "simple";
+  const bool want = sh->algo == PL_ATTN_WGMMA || sh->algo == PL_ATTN_AUTO;
+  if (sh->head_dim != 128 || !want || !wgmma_built(s))
+    return sh->algo == PL_ATTN_WGMMA ? "wgmma (unavailable)" : "mma";
+  int vm = WG_V_MN128;
+  if (wgmma_v_path(&vm) != PL_OK) {
+    pl_clear_error();
+    return "wgmma (bad PLATEAU_ATTN_WGMMA_V)";
+  }
+  return wg[vm];
 }

@@ -4,8 +4,8 @@
  * for.  Prints max abs / normwise error of every output for both kernels, and
  * forward / backward TFLOP/s of both (causal: fwd = 4·S²·d·n_q/2, bwd = 2.5×).
  * With d = 128 it also checks and times the experimental wgmma forward (sm_90a
- * builds), once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128; only
- * the one named when the caller sets it).
+ * builds), once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe;
+ * only the one named when the caller sets it).
  * Without a GPU it prints "skipped: no CUDA device" and passes.  No fork: a
  * CUDA context must not be inherited (run with CK_FORK=no; main sets it). */
 #include <check.h>
@@ -94,18 +94,19 @@ static int cmp(const char *tag, const char *what, const void *got, pl_dtype dt, 
 /* V paths of the wgmma forward, chosen by PLATEAU_ATTN_WGMMA_V (attention.cu).
  * The tests run each in turn; a caller who sets PLATEAU_ATTN_WGMMA_V gets only
  * that one (to isolate a path that faults: a fault ends the process). */
-static const char *const wgmma_v_all[] = {"transpose", "mn", "mn128"};
+static const char *const wgmma_v_all[] = {"transpose", "mn", "mn128", "pipe"};
+#define WGMMA_V_N ((int)(sizeof wgmma_v_all / sizeof wgmma_v_all[0]))
 
 typedef struct wgmma_paths {
   char *saved; /* the caller's value (restored at the end), or NULL */
-  const char *name[3];
+  const char *name[WGMMA_V_N];
   int n;
 } wgmma_paths;
 
 static void wgmma_paths_begin(wgmma_paths *w) {
   const char *e = getenv("PLATEAU_ATTN_WGMMA_V");
   w->saved = e && *e ? strdup(e) : NULL;
-  w->n = w->saved ? 1 : 3;
+  w->n = w->saved ? 1 : WGMMA_V_N;
   for (int i = 0; i < w->n; i++) w->name[i] = w->saved ? w->saved : wgmma_v_all[i];
 }
 static void wgmma_paths_end(wgmma_paths *w) {
