@@ -15,10 +15,10 @@
 # LANES (default "2", the layer's default): the layer's compute lanes, one row per value
 # (--lanes).  PRESETS (default "65k 32k"), PROFILES (default all four),
 # E32=0 skips step 4.
-# Results go to $RUNS.  Budget: under 4 minutes of GPU time on nvidia-h200-x2
-# (few iterations: -w 1 -n 3 at 65k, -w 1 -n 5 at 32k; each step under a
-# timeout summing to 240 s: a step cut short keeps the rows it wrote, since
-# result rows are appended one by one).
+# Results go to $RUNS.  Budget: about 5 minutes of GPU time on nvidia-h200-x2
+# (-w 1 -n 5 everywhere; each step under its own timeout, TL65 / TL32 / TLE32
+# seconds: a step cut short keeps the rows it wrote, since result rows are
+# appended one by one).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -566,6 +566,7 @@ START_TEST(lanes_and_profile) {
       ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &a), PL_OK);
       t.cfg.lanes = v == 1 ? 1 : 3;
       t.cfg.profile = true;
+      t.cfg.comm_blocks = 3; /* pipelined: capped comm-stream grids */
       ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &b), PL_OK);
       char l[96];
       snprintf(l, sizeof l, "%s%s lanes=%d vs 0 np=%d",
@@ -611,6 +612,11 @@ START_TEST(refusals) {
   c.lanes = PL_MOE_MAX_LANES + 1;
   ck_assert_int_eq(pl_moe_create(world, &c, &m), PL_EINVAL);
   ck_assert_msg(strstr(pl_last_error(), "lanes") != NULL, "%s",
+                pl_last_error());
+  c = base_case(PL_F32).cfg;
+  c.comm_blocks = -1;
+  ck_assert_int_eq(pl_moe_create(world, &c, &m), PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), "comm_blocks") != NULL, "%s",
                 pl_last_error());
   c = base_case(PL_F32).cfg;
   c.dt = PL_I32;
