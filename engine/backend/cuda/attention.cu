@@ -879,6 +879,11 @@ static __device__ __forceinline__ void wg_m64n64_ss(float (&d)[32], uint64_t da,
       : "l"(da), "l"(db), "r"(accumulate));
 }
 
+/* The 64 accumulator operands of an m64n128 wgmma ("+f", in register order). */
+#define WG_ACC4(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define WG_ACC16(d, i) WG_ACC4(d, i), WG_ACC4(d, i + 4), WG_ACC4(d, i + 8), WG_ACC4(d, i + 12)
+#define WG_ACC64(d) WG_ACC16(d, 0), WG_ACC16(d, 16), WG_ACC16(d, 32), WG_ACC16(d, 48)
+
 /* d[64] (+)= A(desc) · B(desc), m64n128k16, both K-major (trans-a = trans-b = 0);
  * accumulate = 0 overwrites d */
 static __device__ __forceinline__ void wg_m64n128_ss(float (&d)[64], uint64_t da, uint64_t db,
@@ -891,17 +896,7 @@ static __device__ __forceinline__ void wg_m64n128_ss(float (&d)[64], uint64_t da
       "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
       "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
       "%64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
-        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
-        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),
-        "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
-        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
-        "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
-        "+f"(d[62]), "+f"(d[63])
+      : WG_ACC64(d)
       : "l"(da), "l"(db), "r"(accumulate));
 }
 
@@ -918,17 +913,7 @@ static __device__ __forceinline__ void wg_m64n128_rs(float (&d)[64], const uint3
       "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
       "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
       "{%64,%65,%66,%67}, %68, p, 1, 1, %70;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
-        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
-        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),
-        "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
-        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
-        "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
-        "+f"(d[62]), "+f"(d[63])
+      : WG_ACC64(d)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1), "n"(TB));
 }
 
@@ -981,6 +966,123 @@ static constexpr size_t wg_smem_bytes(int vm) {
          1024;
 }
 
+/* A wgmma forward block's indices and head pointers: 256 threads, two
+ * warpgroups of four warps; blocks walk the query tiles last to first (the
+ * longest causal rows start first). */
+struct WgBlock {
+  int tid, wg, wq, g, t, h, b, q0, nkb;
+  int64_t qstride, kstride;
+  const bf16 *gQ, *gK, *gV;
+};
+template <int BN>
+static __device__ __forceinline__ WgBlock wg_block(const AttnParams &p) {
+  constexpr int D = 128, BM = WG_BM;
+  WgBlock w;
+  w.tid = threadIdx.x;
+  const int warp = w.tid >> 5, lane = w.tid & 31;
+  w.wg = warp >> 2; /* warpgroup */
+  w.wq = warp & 3;  /* warp in it */
+  w.g = lane >> 2;
+  w.t = lane & 3;
+  w.h = blockIdx.y;
+  w.b = blockIdx.z;
+  const int hk = w.h / p.group, S = p.S;
+  w.q0 = (gridDim.x - 1 - blockIdx.x) * BM;
+  w.qstride = (int64_t)p.nq * D;
+  w.kstride = (int64_t)p.nkv * D;
+  w.gQ = p.q + (int64_t)w.b * S * w.qstride + (int64_t)w.h * D;
+  w.gK = p.k + (int64_t)w.b * S * w.kstride + (int64_t)hk * D;
+  w.gV = p.v + (int64_t)w.b * S * w.kstride + (int64_t)hk * D;
+  w.nkb = (min(S, w.q0 + BM) + BN - 1) / BN;
+  return w;
+}
+
+/* Shared by the wgmma kernels (register layouts of the m64nN accumulator:
+ * s[4j + e] is (row g + 8·(e>>1), col 8j + 2t + (e&1)) of this warp's 16 rows).
+ * Causal mask of a score tile whose first key is k0. */
+template <int BN>
+static __device__ __forceinline__ void wg_mask(float (&s)[BN / 2], int k0, int r0, int g,
+                                               int t) {
+#pragma unroll
+  for (int jn = 0; jn < BN / 8; ++jn)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = r0 + g + (e >> 1) * 8;
+      const int col = k0 + jn * 8 + 2 * t + (e & 1);
+      if (col > row) s[4 * jn + e] = -INFINITY;
+    }
+}
+
+/* Online softmax of one score tile: P in place of S, the running max and sum
+ * updated, alpha[hf] the factor the output rows hf must be rescaled by. */
+template <int BN>
+static __device__ __forceinline__ void wg_softmax(float (&s)[BN / 2], float (&mrow)[2],
+                                                  float (&lrow)[2], float (&alpha)[2],
+                                                  float scale_log2) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float mx = mrow[hf];
+#pragma unroll
+    for (int jn = 0; jn < BN / 8; ++jn)
+      mx = fmaxf(mx, fmaxf(s[4 * jn + 2 * hf], s[4 * jn + 2 * hf + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float msc = (mx == -INFINITY) ? 0.f : mx * scale_log2;
+    alpha[hf] = exp2f(mrow[hf] * scale_log2 - msc);
+    mrow[hf] = mx;
+    float rs = 0.f;
+#pragma unroll
+    for (int jn = 0; jn < BN / 8; ++jn)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float pv = exp2f(s[4 * jn + 2 * hf + e] * scale_log2 - msc);
+        s[4 * jn + 2 * hf + e] = pv;
+        rs += pv;
+      }
+    lrow[hf] = lrow[hf] * alpha[hf] + rs;
+  }
+}
+
+/* P (fp32 scores) to the bf16 A fragments of P·V, 16 keys per fragment. */
+template <int BN>
+static __device__ __forceinline__ void wg_pack_p(uint32_t (&a)[BN / 16][4],
+                                                 const float (&s)[BN / 2]) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    a[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+    a[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+    a[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+    a[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+}
+
+/* O / l to the output rows (bf16) and the log-sum-exp of this warp's rows. */
+template <int D>
+static __device__ __forceinline__ void wg_store(const AttnParams &p, const float (&o)[D / 2],
+                                                const float (&mrow)[2], const float (&lrow)[2],
+                                                int b, int h, int row0, int t) {
+  const int S = p.S;
+  const int64_t qstride = (int64_t)p.nq * D;
+  bf16 *gO = p.out + (int64_t)b * S * qstride + (int64_t)h * D;
+  float *gL = p.lse + ((int64_t)b * p.nq + h) * S;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    float l = lrow[hf];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = 1.f / l;
+    const int row = row0 + hf * 8;
+    if (row < S) {
+      bf16 *orow = gO + (int64_t)row * qstride;
+#pragma unroll
+      for (int jd = 0; jd < D / 8; ++jd)
+        *reinterpret_cast<__nv_bfloat162 *>(orow + jd * 8 + 2 * t) =
+            __floats2bfloat162_rn(o[4 * jd + 2 * hf] * inv, o[4 * jd + 2 * hf + 1] * inv);
+      if (t == 0) gL[row] = mrow[hf] * p.scale + logf(l);
+    }
+  }
+}
+
 template <int VM>
 static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParams p) {
 #if PL_WGMMA_OK
@@ -996,19 +1098,12 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
   bf16 *sV = MN ? sVt : sVt + 128 * BN;      /* mn: [2 buf][2][BN][64];
                                                 transpose: [2 buf][BN][LDV]  */
 
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int wg = warp >> 2, wq = warp & 3; /* warpgroup, warp in it */
-  const int g = lane >> 2, t = lane & 3;
-  const int mblk = gridDim.x - 1 - blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
-  const int S = p.S;
-  const int q0 = mblk * BM;
-  const int64_t qstride = (int64_t)p.nq * D, kstride = (int64_t)p.nkv * D;
-  const bf16 *gQ = p.q + (int64_t)b * S * qstride + (int64_t)h * D;
-  const bf16 *gK = p.k + (int64_t)b * S * kstride + (int64_t)hk * D;
-  const bf16 *gV = p.v + (int64_t)b * S * kstride + (int64_t)hk * D;
-  const int kend = min(S, q0 + BM);
-  const int nkb = (kend + BN - 1) / BN;
+  const WgBlock w = wg_block<BN>(p);
+  const int tid = w.tid, wg = w.wg, wq = w.wq, g = w.g, t = w.t, h = w.h, b = w.b;
+  const int warp = tid >> 5, lane = tid & 31; /* the V transposition's */
+  const int S = p.S, q0 = w.q0, nkb = w.nkb;
+  const int64_t qstride = w.qstride, kstride = w.kstride;
+  const bf16 *gQ = w.gQ, *gK = w.gK, *gV = w.gV;
 
   load_tile_sw128<BM, NT>(sQ, gQ, q0, S, qstride, tid);
   load_tile_sw128<BN, NT>(sK, gK, 0, S, kstride, tid);
@@ -1083,54 +1178,21 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
     wg_wait0();
     wg_hold(s);
 
-    /* mask, online softmax: s[4j + e] is (row g + 8·(e>>1), col 8j + 2t + (e&1)) */
-    if (k0 + BN - 1 > q0 + wrow0) {
+    /* mask (blocks that reach the diagonal), online softmax, rescale O */
+    if (k0 + BN - 1 > q0 + wrow0) wg_mask<BN>(s, k0, q0 + wrow0, g, t);
+    float alpha[2];
+    wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2);
 #pragma unroll
-      for (int jn = 0; jn < BN / 8; ++jn)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int row = q0 + wrow0 + g + (e >> 1) * 8;
-          const int col = k0 + jn * 8 + 2 * t + (e & 1);
-          if (col > row) s[4 * jn + e] = -INFINITY;
-        }
-    }
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf) {
-      float mx = mrow[hf];
-#pragma unroll
-      for (int jn = 0; jn < BN / 8; ++jn)
-        mx = fmaxf(mx, fmaxf(s[4 * jn + 2 * hf], s[4 * jn + 2 * hf + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float msc = (mx == -INFINITY) ? 0.f : mx * p.scale_log2;
-      const float alpha = exp2f(mrow[hf] * p.scale_log2 - msc);
-      mrow[hf] = mx;
-      float rs = 0.f;
-#pragma unroll
-      for (int jn = 0; jn < BN / 8; ++jn)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float pv = exp2f(s[4 * jn + 2 * hf + e] * p.scale_log2 - msc);
-          s[4 * jn + 2 * hf + e] = pv;
-          rs += pv;
-        }
-      lrow[hf] = lrow[hf] * alpha + rs;
+    for (int hf = 0; hf < 2; ++hf)
 #pragma unroll
       for (int jd = 0; jd < D / 8; ++jd) {
-        o[4 * jd + 2 * hf] *= alpha;
-        o[4 * jd + 2 * hf + 1] *= alpha;
+        o[4 * jd + 2 * hf] *= alpha[hf];
+        o[4 * jd + 2 * hf + 1] *= alpha[hf];
       }
-    }
     /* O += P V: P from registers, 16 keys per wgmma (A fragment kk = score
      * n-tiles 2kk, 2kk+1); B = V (MN-major) or Vt (K-major) */
     uint32_t a[BN / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      a[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
-      a[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-      a[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-      a[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-    }
+    wg_pack_p<BN>(a, s);
     wg_hold(o);
     wg_hold(a);
     wg_fence();
@@ -1147,24 +1209,7 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
   }
   cp_async_wait<0>();
 
-  bf16 *gO = p.out + (int64_t)b * S * qstride + (int64_t)h * D;
-  float *gL = p.lse + ((int64_t)b * p.nq + h) * S;
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    float l = lrow[hf];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = 1.f / l;
-    const int row = q0 + wrow0 + g + hf * 8;
-    if (row < S) {
-      bf16 *orow = gO + (int64_t)row * qstride;
-#pragma unroll
-      for (int jd = 0; jd < D / 8; ++jd)
-        *reinterpret_cast<__nv_bfloat162 *>(orow + jd * 8 + 2 * t) =
-            __floats2bfloat162_rn(o[4 * jd + 2 * hf] * inv, o[4 * jd + 2 * hf + 1] * inv);
-      if (t == 0) gL[row] = mrow[hf] * p.scale + logf(l);
-    }
-  }
+  wg_store<D>(p, o, mrow, lrow, b, h, q0 + wrow0 + g, t);
 #else
   __trap(); /* built without sm_90a: the launcher refuses before this */
 #endif
@@ -1253,19 +1298,11 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
   bf16 *sK = sQ + BM * 128;                  /* [2 buf][2][BN][64]   */
   bf16 *sV = sK + 2 * BN * 128;              /* [3 buf][2][BN][64]   */
 
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int wg = warp >> 2, wq = warp & 3; /* warpgroup, warp in it */
-  const int g = lane >> 2, t = lane & 3;
-  const int mblk = gridDim.x - 1 - blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
-  const int S = p.S;
-  const int q0 = mblk * BM;
-  const int64_t qstride = (int64_t)p.nq * D, kstride = (int64_t)p.nkv * D;
-  const bf16 *gQ = p.q + (int64_t)b * S * qstride + (int64_t)h * D;
-  const bf16 *gK = p.k + (int64_t)b * S * kstride + (int64_t)hk * D;
-  const bf16 *gV = p.v + (int64_t)b * S * kstride + (int64_t)hk * D;
-  const int kend = min(S, q0 + BM);
-  const int nkb = (kend + BN - 1) / BN;
+  const WgBlock w = wg_block<BN>(p);
+  const int tid = w.tid, wg = w.wg, wq = w.wq, g = w.g, t = w.t, h = w.h, b = w.b;
+  const int S = p.S, q0 = w.q0, nkb = w.nkb;
+  const int64_t qstride = w.qstride, kstride = w.kstride;
+  const bf16 *gQ = w.gQ, *gK = w.gK, *gV = w.gV;
   const bf16 *sQw = sQ + wg * 64 * 64; /* this warpgroup's 64 query rows */
 
   load_tile_sw128<BM, NT>(sQ, gQ, q0, S, qstride, tid);
@@ -1333,38 +1370,9 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
        * diagonal), without the mn kernel's branch: after a branch between
        * (3) and (5) ptxas hoists the wait of (5) to the join, above the
        * softmax, and nothing overlaps any more (checked in the SASS) */
-      const int k0 = j * BN;
-#pragma unroll
-      for (int jn = 0; jn < BN / 8; ++jn)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int row = q0 + wrow0 + g + (e >> 1) * 8;
-          const int col = k0 + jn * 8 + 2 * t + (e & 1);
-          if (col > row) sc[4 * jn + e] = -INFINITY;
-        }
+      wg_mask<BN>(sc, j * BN, q0 + wrow0, g, t);
       float alpha[2];
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        float mx = mrow[hf];
-#pragma unroll
-        for (int jn = 0; jn < BN / 8; ++jn)
-          mx = fmaxf(mx, fmaxf(sc[4 * jn + 2 * hf], sc[4 * jn + 2 * hf + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float msc = (mx == -INFINITY) ? 0.f : mx * p.scale_log2;
-        alpha[hf] = exp2f(mrow[hf] * p.scale_log2 - msc);
-        mrow[hf] = mx;
-        float rs = 0.f;
-#pragma unroll
-        for (int jn = 0; jn < BN / 8; ++jn)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float pv = exp2f(sc[4 * jn + 2 * hf + e] * p.scale_log2 - msc);
-            sc[4 * jn + 2 * hf + e] = pv;
-            rs += pv;
-          }
-        lrow[hf] = lrow[hf] * alpha[hf] + rs;
-      }
+      wg_softmax<BN>(sc, mrow, lrow, alpha, p.scale_log2);
       /* (5) the holds before the wait keep the softmax above it: the
        * compiler may otherwise sink that register arithmetic past the
        * (register-less) wait, serializing it behind the tensor cores */
@@ -1380,13 +1388,7 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
       for (int jd = 0; jd < D / 8; ++jd)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[4 * jd + e] *= alpha[e >> 1];
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        a[kk][0] = pack_bf16(sc[8 * kk + 0], sc[8 * kk + 1]);
-        a[kk][1] = pack_bf16(sc[8 * kk + 2], sc[8 * kk + 3]);
-        a[kk][2] = pack_bf16(sc[8 * kk + 4], sc[8 * kk + 5]);
-        a[kk][3] = pack_bf16(sc[8 * kk + 6], sc[8 * kk + 7]);
-      }
+      wg_pack_p<BN>(a, sc);
       /* (7) keys 16kk.. of V buffer j%3; LBO = one d half, BN·128 B */
       wg_hold(o);
       wg_hold(a);
@@ -1402,24 +1404,7 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
   wg_hold(o);
   cp_async_wait<0>();
 
-  bf16 *gO = p.out + (int64_t)b * S * qstride + (int64_t)h * D;
-  float *gL = p.lse + ((int64_t)b * p.nq + h) * S;
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    float l = lrow[hf];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = 1.f / l;
-    const int row = q0 + wrow0 + g + hf * 8;
-    if (row < S) {
-      bf16 *orow = gO + (int64_t)row * qstride;
-#pragma unroll
-      for (int jd = 0; jd < D / 8; ++jd)
-        *reinterpret_cast<__nv_bfloat162 *>(orow + jd * 8 + 2 * t) =
-            __floats2bfloat162_rn(o[4 * jd + 2 * hf] * inv, o[4 * jd + 2 * hf + 1] * inv);
-      if (t == 0) gL[row] = mrow[hf] * p.scale + logf(l);
-    }
-  }
+  wg_store<D>(p, o, mrow, lrow, b, h, q0 + wrow0 + g, t);
 #else
   __trap(); /* built without sm_90a: the launcher refuses before this */
 #endif
