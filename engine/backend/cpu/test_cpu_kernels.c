@@ -129,6 +129,12 @@ START_TEST(streams_events_copies) {
   pl_stream *s2;
   pl_event *a, *b;
   ck_assert_int_eq(pl_stream_create(dev, &s2), PL_OK);
+  /* grid cap: 0 by default, kept when positive, negative means none */
+  ck_assert_int_eq(pl_stream_grid_cap(s2), 0);
+  pl_stream_set_grid_cap(s2, 24);
+  ck_assert_int_eq(pl_stream_grid_cap(s2), 24);
+  pl_stream_set_grid_cap(s2, -5);
+  ck_assert_int_eq(pl_stream_grid_cap(s2), 0);
   ck_assert_int_eq(pl_event_create(dev, &a), PL_OK);
   ck_assert_int_eq(pl_event_create(dev, &b), PL_OK);
   float ms;
