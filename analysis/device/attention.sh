@@ -14,6 +14,9 @@
 # The default build (CUDA_ARCH=90a) includes the wgmma forward (AUTO runs it for
 # d = 128, V path mn128 unless PLATEAU_ATTN_WGMMA_V says otherwise); its bench
 # step runs once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe).
+# The experimental wgmma backward (not AUTO's) has one bench step of its own
+# (--algo wgmma --pass both); the CUDA tests check it against SIMPLE (a
+# mismatch fails them only with PLATEAU_TEST_WGMMA=1).
 set -uo pipefail
 RUNS=${RUNS:-results/runs/attention-$(date -u +%Y%m%dT%H%M%SZ)}
 BUILD=${BUILD:-build}
@@ -31,12 +34,13 @@ step "build check: nvcc -Xptxas -v (registers, spills) of the attention kernels"
   $(mpicc --showme:compile 2>/dev/null) --expt-relaxed-constexpr -Xptxas -v -c engine/backend/cuda/attention.cu \
   -o "$RUNS/attention_check.o" 2>&1 | grep -A2 -E "Compiling entry.*mma" |
   grep -E "entry|spill|registers" | tee "$RUNS/attention_ptxas.txt" || fail=1
-# the wgmma forward exists only in sm_90a code: its V-path kernels
+# the wgmma kernels exist only in sm_90a code: the forward's V-path kernels
 # (attn_fwd_wgmma_kernel<0 transpose | 1 mn | 2 mn128>, attn_fwd_wgmma_pipe_kernel<BN>
-# for pipe); a ptxas "serialized" line (C75xx) means a kernel lost its wgmma pipelining
+# for pipe) and the backward's attn_bwd_dkdv_wgmma_kernel, attn_bwd_dq_wgmma_kernel;
+# a ptxas "serialized" line (C75xx) means a kernel lost its wgmma pipelining
 "$NVCC" -std=c++17 -O3 -arch=sm_90a -Iengine/include -Iengine -DPL_HAVE_CUDA=1 \
   $(mpicc --showme:compile 2>/dev/null) --expt-relaxed-constexpr -Xptxas -v -c engine/backend/cuda/attention.cu \
-  -o "$RUNS/attention_check.o" 2>&1 | grep -A3 -E "Compiling entry.*attn_fwd_wgmma|serialized" |
+  -o "$RUNS/attention_check.o" 2>&1 | grep -A3 -E "Compiling entry.*attn_(fwd|bwd)_[a-z]*_?wgmma|serialized" |
   grep -E "entry|spill|registers|serialized" | tee -a "$RUNS/attention_ptxas.txt" || fail=1
 rm -f "$RUNS/attention_check.o"
 fi
@@ -69,6 +73,13 @@ for v in ${WGMMA_V:-transpose mn mn128 pipe}; do
     --seq 4Ki,16Ki,32Ki,64Ki,128Ki --pass fwd -w 1 -n 3 -o "$RUNS" ||
     echo "(wgmma forward, V path $v, unavailable or failed: see above)"
 done
+
+# the experimental wgmma backward (dK/dV and dQ kernels; --algo sets the
+# backward's algo too), after the forward of the default V path (mn128)
+step "bench attention --algo wgmma, fwd and fwd+bwd (wgmma backward; needs an sm_90a build)"
+timeout 180 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma --seq 16Ki,32Ki,64Ki \
+  --pass both -w 1 -n 3 -o "$RUNS" ||
+  echo "(wgmma backward unavailable or failed: see above)"
 
 step "bench attention: S = 256Ki, 512Ki, 1Mi forward only (1 run each, no warm-up)"
 timeout 120 "$BIN" bench attention --backend cuda $SHAPE --seq 256Ki,512Ki \

@@ -71,8 +71,9 @@ size_t pl_attn_bwd_workspace_bytes(const pl_attn_shape *sh, pl_backend be) {
   return (dq + rows) * sizeof(float);
 }
 
-/* PL_ATTN_AUTO stays AUTO (the CUDA launcher then runs the wgmma forward for
- * d = 128 on an sm_90a build and the MMA kernels otherwise) unless the
+/* PL_ATTN_AUTO stays AUTO (the CUDA launchers then run the wgmma forward for
+ * d = 128 on an sm_90a build, the MMA kernels otherwise, and the MMA backward;
+ * PLATEAU_ATTN_BWD=wgmma opts into the wgmma backward) unless the
  * environment names a kernel:
  * PLATEAU_ATTN_FWD / PLATEAU_ATTN_BWD = simple | mma | wgmma (a field switch should a
  * fast kernel misbehave on some machine: the SIMPLE kernels are the device
@@ -103,6 +104,15 @@ const char *pl_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *shape) {
   const pl_attn_shape r = resolve(shape, "PLATEAU_ATTN_FWD");
 #if PL_HAVE_CUDA
   if (pl_stream_backend(s) == PL_BACKEND_CUDA) return pl_cuda_attn_fwd_kernel(s, &r);
+#endif
+  (void)r;
+  return "cpu";
+}
+
+const char *pl_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *shape) {
+  const pl_attn_shape r = resolve(shape, "PLATEAU_ATTN_BWD");
+#if PL_HAVE_CUDA
+  if (pl_stream_backend(s) == PL_BACKEND_CUDA) return pl_cuda_attn_bwd_kernel(s, &r);
 #endif
   (void)r;
   return "cpu";

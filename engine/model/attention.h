@@ -93,10 +93,13 @@ pl_status pl_cuda_attn_bwd(pl_stream *s, const pl_attn_shape *sh,
                            const void *o, const void *dout, const float *lse,
                            void *dq, void *dk, void *dv, void *ws);
 const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *sh);
+const char *pl_cuda_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *sh);
 #endif
-/* The forward kernel pl_attn_fwd would run for shape on s: "cpu", "simple",
- * "mma", "wgmma/<V path>" (for result notes). */
+/* The forward / backward kernel pl_attn_fwd / pl_attn_bwd would run for shape
+ * on s: "cpu", "simple", "mma", "wgmma" ("wgmma/<V path>" for the forward),
+ * for result notes. */
 const char *pl_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *shape);
+const char *pl_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *shape);
 
 /* Naive double-precision references on host arrays (f64, same layouts); for
  * tests at small sizes.  O(B·S²·n_q·d). */

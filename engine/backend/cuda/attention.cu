@@ -31,6 +31,13 @@
  *    K-major B), mn (V read as an MN-major B, trans-b = 1, no transposition),
  *    mn128 (mn with 128 keys per step) or pipe (mn with the softmax
  *    overlapping the tensor cores, FlashAttention-3 style).
+ *  - WGMMA backward (d = 128, sm_90a builds): validated on the H200 against
+ *    the SIMPLE kernel on every shape of test_attention_cuda (forward+backward
+ *    317-319 TFLOP/s at 16Ki-64Ki against 245-248 with the MMA backward), but
+ *    run only for algo PL_ATTN_WGMMA (PLATEAU_ATTN_BWD=wgmma, bench --algo
+ *    wgmma) until the decoder-layer and Ulysses tests have run with it on a
+ *    GPU; PL_ATTN_AUTO keeps the MMA backward.  Two kernels, dK/dV by key
+ *    blocks and dQ by query blocks, each recomputing P; see its section.
  *
  * Numerics shared by all: scores in fp32, softmax via exp2 with scale·log2e
  * folded in, P rounded to bf16 before P·V (MMA, WGMMA; SIMPLE keeps fp32),
@@ -1410,6 +1417,354 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
 #endif
 }
 
+/* ======================================================================== */
+/* WGMMA backward (experimental; sm_90a, d = 128)                           */
+/* ======================================================================== */
+/* FlashAttention-2's backward split in two kernels, both on wgmma with the
+ * forward's operand conventions (Q, K, V, dO tiles loaded by load_tile_sw128
+ * into [half][rows][64] 128-byte-swizzled shared memory; a tile serves as a
+ * K-major operand when its rows are the M or N index, and as an MN-major B
+ * operand, trans-b = 1, when its rows are the K index, as V in the forward):
+ *
+ *  - attn_bwd_dkdv_wgmma_kernel: a block owns BN = 128 keys of one kv head
+ *    (warpgroup wg: keys 64wg..64wg+63) with K and V resident, and walks, for
+ *    every query head of the group, the query tiles of 64 rows at or past the
+ *    diagonal (Q, dO, LSE and D double-buffered):
+ *        S^T  = K Q^T          m64n64, A = K (K-major), B = Q (K-major)
+ *        dP^T = V dO^T         m64n64, A = V, B = dO
+ *        P^T  = exp2(S^T·scale·log2e − LSE·log2e), 0 where key > query
+ *        dS^T = P^T ∘ (dP^T − D)
+ *        dV  += P^T dO         m64n128, A = bf16(P^T) from registers, B = dO
+ *                              (MN-major, trans-b = 1)
+ *        dK  += dS^T Q         m64n128, A = bf16(dS^T), B = Q (MN-major)
+ *    dK, dV (64 + 64 accumulator registers) stay in registers over all
+ *    steps: no atomics, GQA included; dK is multiplied by scale at the end
+ *    (S = scale·QK^T, so dK = scale·dS^T Q, as the MMA and SIMPLE kernels).
+ *    In S^T and dP^T the query is the column: LSE and D are per column,
+ *    read from shared memory (cp.async, 4 bytes each, zero past S).
+ *  - attn_bwd_dq_wgmma_kernel: a block owns BM = 128 query rows of one query
+ *    head (64 per warpgroup, Q and dO resident) and walks the key tiles of 64
+ *    up to the diagonal (K, V double-buffered):
+ *        S = Q K^T, dP = dO V^T    m64n64, all K-major (S as in the forward)
+ *        P = exp2(S·scale·log2e − LSE·log2e) (−inf mask of the forward),
+ *        dS = P ∘ (dP − D)         (LSE, D per row: registers)
+ *        dQ += dS K                m64n128, A = bf16(dS), B = K (MN-major)
+ *    and writes bf16(scale·dQ).  dQ needs no workspace and no atomics; the
+ *    price is S and dP computed twice (7 GEMMs where the fused MMA kernel
+ *    runs 5; the FLOP count stays 2.5 × forward).
+ *
+ * Synchronization (both kernels; the forward mn kernel's scheme): one
+ * __syncthreads per step, preceded in every thread by cp.async.wait_group 0
+ * (its own copies of this step's tiles landed) and fence.proxy.async (those
+ * generic-proxy writes ordered before the async-proxy wgmma reads of any
+ * thread after the barrier).  Every wgmma batch is waited for
+ * (wgmma.wait_group 0) inside its step, so after the barrier of step j no
+ * wgmma or ld.shared of step j−1 is pending and the buffer step j−1 used may
+ * be refilled for step j+1 (issued right after the barrier, overlapping the
+ * step).  The resident tiles are never rewritten.  wgmma.fence precedes each
+ * batch (the A fragments were just packed by ordinary instructions, the
+ * accumulators last touched by the previous batch); wg_hold pins the
+ * accumulator and A registers around fence / wait as in the forward.  A
+ * warpgroup whose whole 64×64 tile lies above the diagonal (all keys after
+ * all queries) skips the step's wgmma (a condition uniform over the
+ * warpgroup; no barrier inside). */
+#define WGB_BN 128 /* dK/dV kernel: keys per block (two warpgroups)      */
+#define WGB_BM 64  /* dK/dV kernel: queries per step                     */
+#define WGQ_BM 128 /* dQ kernel: query rows per block (two warpgroups)   */
+#define WGQ_BN 64  /* dQ kernel: keys per step                           */
+
+/* K, V [2][128][64] + Q, dO [2 buf][2][64][64] swizzled; LSE, D [2 buf][64]
+ * f32; 1024 B to align: 133,120 B */
+static constexpr size_t wgb_dkdv_smem_bytes() {
+  return (size_t)2 * WGB_BN * 128 * 2 + (size_t)2 * 2 * WGB_BM * 128 * 2 +
+         (size_t)2 * 2 * WGB_BM * 4 + 1024;
+}
+/* Q, dO [2][128][64] + K, V [2 buf][2][64][64] swizzled; 1024 B to align:
+ * 132,096 B */
+static constexpr size_t wgb_dq_smem_bytes() {
+  return (size_t)2 * WGQ_BM * 128 * 2 + (size_t)2 * 2 * WGQ_BN * 128 * 2 + 1024;
+}
+
+#if PL_WGMMA_OK
+/* 4-byte async copy global -> shared (cp-size 4 needs .ca); src_bytes = 0
+ * zero-fills */
+static __device__ __forceinline__ void cp_async4(void *dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+               "r"(src_bytes));
+}
+#endif
+
+/* grid (ceil(S/128), n_kv, B), 256 threads (two warpgroups). */
+static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(AttnParams p) {
+#if PL_WGMMA_OK
+  constexpr int D = 128, BN = WGB_BN, BM = WGB_BM, NT = 256;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  bf16 *sK = reinterpret_cast<bf16 *>(base);               /* [2][BN][64]        */
+  bf16 *sV = sK + BN * 128;                                /* [2][BN][64]        */
+  bf16 *sQ = sV + BN * 128;                                /* [2 buf][2][BM][64] */
+  bf16 *sdO = sQ + 2 * BM * 128;                           /* [2 buf][2][BM][64] */
+  float *sL = reinterpret_cast<float *>(sdO + 2 * BM * 128); /* [2 buf][BM] LSE  */
+  float *sDl = sL + 2 * BM;                                /* [2 buf][BM] D      */
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wg = warp >> 2, wq = warp & 3, g = lane >> 2, t = lane & 3;
+  const int hk = blockIdx.y, b = blockIdx.z, S = p.S;
+  const int k0 = blockIdx.x * BN; /* longest key blocks (most queries) first */
+  const int kw0 = k0 + wg * 64;   /* this warpgroup's first key */
+  const int64_t qstride = (int64_t)p.nq * D, kstride = (int64_t)p.nkv * D;
+  const bf16 *gK = p.k + (int64_t)b * S * kstride + (int64_t)hk * D;
+  const bf16 *gV = p.v + (int64_t)b * S * kstride + (int64_t)hk * D;
+
+  const int nqb = (S + BM - 1) / BM;
+  const int qb0 = k0 / BM; /* first query tile at or past the diagonal */
+  const int per_head = nqb - qb0;
+  const int niter = per_head * p.group;
+
+  /* loads of step `it` (head hk·group + it / per_head, query tile qb0 +
+   * it % per_head) into buffer `buf`: Q, dO tiles; LSE and D of its 64
+   * queries (threads 0..127, one float each; 0 past S) */
+  auto issue = [&](int it, int buf) {
+    const int h = hk * p.group + it / per_head;
+    const int qs = (qb0 + it % per_head) * BM;
+    const bf16 *gQ = p.q + (int64_t)b * S * qstride + (int64_t)h * D;
+    const bf16 *gdO = p.dout + (int64_t)b * S * qstride + (int64_t)h * D;
+    load_tile_sw128<BM, NT>(sQ + buf * BM * 128, gQ, qs, S, qstride, tid);
+    load_tile_sw128<BM, NT>(sdO + buf * BM * 128, gdO, qs, S, qstride, tid);
+    if (tid < 2 * BM) {
+      const int i = tid & (BM - 1), q = qs + i;
+      const float *src = (tid < BM ? p.lse : p.delta) + ((int64_t)b * p.nq + h) * S;
+      float *dst = (tid < BM ? sL : sDl) + buf * BM + i;
+      cp_async4(dst, src + (q < S ? q : S - 1), q < S ? 4 : 0);
+    }
+  };
+
+  load_tile_sw128<BN, NT>(sK, gK, k0, S, kstride, tid);
+  load_tile_sw128<BN, NT>(sV, gV, k0, S, kstride, tid);
+  issue(0, 0);
+  cp_async_commit();
+
+  float dk[64], dv[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) dk[i] = dv[i] = 0.f;
+  const int key_r = kw0 + wq * 16 + g; /* this thread's keys: key_r, key_r + 8 */
+
+  for (int it = 0; it < niter; ++it) {
+    const int buf = it & 1;
+    /* step it's tiles in place and fenced for the async proxy; step it-1
+     * (both warpgroups) done with buffer buf^1 */
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+    if (it + 1 < niter) {
+      issue(it + 1, buf ^ 1);
+      cp_async_commit();
+    }
+    const int qs = (qb0 + it % per_head) * BM;
+    if (qs + BM - 1 < kw0) continue; /* every key after every query: P^T = 0 */
+    const bf16 *cQ = sQ + buf * BM * 128, *cdO = sdO + buf * BM * 128;
+
+    /* S^T = K Q^T, dP^T = V dO^T (this warpgroup's 64 keys × 64 queries) */
+    float st[32], dpt[32];
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int ao = (kk >> 2) * (BN * 64) + wg * 64 * 64 + (kk & 3) * 16;
+      const int bo = (kk >> 2) * (BM * 64) + (kk & 3) * 16;
+      wg_m64n64_ss(st, wg_desc_k(sK + ao), wg_desc_k(cQ + bo), kk > 0);
+    }
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int ao = (kk >> 2) * (BN * 64) + wg * 64 * 64 + (kk & 3) * 16;
+      const int bo = (kk >> 2) * (BM * 64) + (kk & 3) * 16;
+      wg_m64n64_ss(dpt, wg_desc_k(sV + ao), wg_desc_k(cdO + bo), kk > 0);
+    }
+    wg_commit();
+    wg_wait0();
+    wg_hold(st);
+    wg_hold(dpt);
+
+    /* P^T, dS^T: element 4j + e is key key_r + 8·(e>>1), query qs + 8j + 2t +
+     * (e&1); LSE and D of that query from shared memory */
+    const float *cL = sL + buf * BM, *cD = sDl + buf * BM;
+    const bool need_mask = (qs < kw0 + 63) || (qs + BM > S);
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) {
+      const float2 l2 = *reinterpret_cast<const float2 *>(cL + 8 * j + 2 * t);
+      const float2 d2 = *reinterpret_cast<const float2 *>(cD + 8 * j + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float lq = (e & 1) ? l2.y : l2.x, dq = (e & 1) ? d2.y : d2.x;
+        float pr = exp2f(st[4 * j + e] * p.scale_log2 - lq * LOG2E_F);
+        if (need_mask) {
+          const int key = key_r + 8 * (e >> 1), q = qs + 8 * j + 2 * t + (e & 1);
+          if (key > q || q >= S) pr = 0.f;
+        }
+        st[4 * j + e] = pr;
+        dpt[4 * j + e] = pr * (dpt[4 * j + e] - dq);
+      }
+    }
+
+    /* dV += P^T dO, dK += dS^T Q: A from registers (16 queries per
+     * fragment), B = the dO / Q tile as MN-major (rows = queries = K index;
+     * LBO = one d half, BM·128 B) */
+    uint32_t ap[BM / 16][4], as[BM / 16][4];
+    wg_pack_p<BM>(ap, st);
+    wg_pack_p<BM>(as, dpt);
+    wg_hold(dv);
+    wg_hold(dk);
+    wg_hold(ap);
+    wg_hold(as);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      wg_m64n128_rs<1>(dv, ap[kk], wg_desc_mn(cdO + kk * 16 * 64, BM * 128));
+      wg_m64n128_rs<1>(dk, as[kk], wg_desc_mn(cQ + kk * 16 * 64, BM * 128));
+    }
+    wg_commit();
+    wg_wait0();
+    wg_hold(dv);
+    wg_hold(dk);
+  }
+  cp_async_wait<0>();
+
+  /* dK (·scale) and dV rows of this thread's keys: element 4jd + e is key
+   * key_r + 8·(e>>1), head dim 8jd + 2t + (e&1) */
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int key = key_r + 8 * hf;
+    if (key < S) {
+      const int64_t off = ((int64_t)b * S + key) * kstride + (int64_t)hk * D;
+#pragma unroll
+      for (int jd = 0; jd < D / 8; ++jd) {
+        *reinterpret_cast<__nv_bfloat162 *>(p.dk + off + jd * 8 + 2 * t) = __floats2bfloat162_rn(
+            dk[4 * jd + 2 * hf] * p.scale, dk[4 * jd + 2 * hf + 1] * p.scale);
+        *reinterpret_cast<__nv_bfloat162 *>(p.dv + off + jd * 8 + 2 * t) =
+            __floats2bfloat162_rn(dv[4 * jd + 2 * hf], dv[4 * jd + 2 * hf + 1]);
+      }
+    }
+  }
+#else
+  __trap(); /* built without sm_90a: the launcher refuses before this */
+#endif
+}
+
+/* grid (ceil(S/128), n_q, B), 256 threads (two warpgroups). */
+static __global__ void __launch_bounds__(256, 1) attn_bwd_dq_wgmma_kernel(AttnParams p) {
+#if PL_WGMMA_OK
+  constexpr int D = 128, BM = WGQ_BM, BN = WGQ_BN, NT = 256;
+  static_assert(BM == WG_BM, "wg_block's query tiles");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  bf16 *sQ = reinterpret_cast<bf16 *>(base); /* [2][BM][64]         */
+  bf16 *sdO = sQ + BM * 128;                 /* [2][BM][64]         */
+  bf16 *sK = sdO + BM * 128;                 /* [2 buf][2][BN][64]  */
+  bf16 *sV = sK + 2 * BN * 128;              /* [2 buf][2][BN][64]  */
+
+  const WgBlock w = wg_block<BN>(p); /* query tiles last to first */
+  const int tid = w.tid, wg = w.wg, wq = w.wq, g = w.g, t = w.t, h = w.h, b = w.b;
+  const int S = p.S, q0 = w.q0, nkb = w.nkb;
+  const int64_t qstride = w.qstride, kstride = w.kstride;
+  const bf16 *gK = w.gK, *gV = w.gV;
+  const bf16 *gdO = p.dout + (int64_t)b * S * qstride + (int64_t)h * D;
+
+  load_tile_sw128<BM, NT>(sQ, w.gQ, q0, S, qstride, tid);
+  load_tile_sw128<BM, NT>(sdO, gdO, q0, S, qstride, tid);
+  load_tile_sw128<BN, NT>(sK, gK, 0, S, kstride, tid);
+  load_tile_sw128<BN, NT>(sV, gV, 0, S, kstride, tid);
+  cp_async_commit();
+
+  const int wrow0 = wg * 64 + wq * 16; /* this warp's first row in the tile */
+  const int row = q0 + wrow0 + g;      /* this thread's rows: row, row + 8  */
+  float lrow[2], drow[2];              /* LSE·log2e and D of those rows     */
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = row + 8 * hf;
+    const int64_t i = ((int64_t)b * p.nq + h) * S + (r < S ? r : S - 1);
+    lrow[hf] = r < S ? p.lse[i] * LOG2E_F : 0.f;
+    drow[hf] = r < S ? p.delta[i] : 0.f;
+  }
+  float dq[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) dq[i] = 0.f;
+
+  for (int kb = 0; kb < nkb; ++kb) {
+    const int buf = kb & 1;
+    /* step kb's K, V in place and fenced; step kb-1 done with buf^1 */
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+    if (kb + 1 < nkb) {
+      load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
+      load_tile_sw128<BN, NT>(sV + (buf ^ 1) * BN * 128, gV, (kb + 1) * BN, S, kstride, tid);
+      cp_async_commit();
+    }
+    const int k0 = kb * BN;
+    if (k0 > q0 + wg * 64 + 63) continue; /* every key after every row of this warpgroup */
+    const bf16 *cK = sK + buf * BN * 128, *cV = sV + buf * BN * 128;
+
+    /* S = Q K^T, dP = dO V^T for this warpgroup's 64 rows */
+    float s[32], dp[32];
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int ao = (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16;
+      const int bo = (kk >> 2) * (BN * 64) + (kk & 3) * 16;
+      wg_m64n64_ss(s, wg_desc_k(sQ + ao), wg_desc_k(cK + bo), kk > 0);
+    }
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int ao = (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16;
+      const int bo = (kk >> 2) * (BN * 64) + (kk & 3) * 16;
+      wg_m64n64_ss(dp, wg_desc_k(sdO + ao), wg_desc_k(cV + bo), kk > 0);
+    }
+    wg_commit();
+    wg_wait0();
+    wg_hold(s);
+    wg_hold(dp);
+
+    /* causal mask (−inf: P = exp2(−inf) = 0), P, dS in place of dP */
+    if (k0 + BN - 1 > q0 + wrow0) wg_mask<BN>(s, k0, q0 + wrow0, g, t);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const int hf = (i >> 1) & 1; /* row g + 8·hf */
+      const float pr = exp2f(s[i] * p.scale_log2 - lrow[hf]);
+      dp[i] = pr * (dp[i] - drow[hf]);
+    }
+
+    /* dQ += dS K: A = bf16(dS) from registers, B = the K tile as MN-major
+     * (rows = keys = K index; LBO = one d half, BN·128 B) */
+    uint32_t a[BN / 16][4];
+    wg_pack_p<BN>(a, dp);
+    wg_hold(dq);
+    wg_hold(a);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+      wg_m64n128_rs<1>(dq, a[kk], wg_desc_mn(cK + kk * 16 * 64, BN * 128));
+    wg_commit();
+    wg_wait0();
+    wg_hold(dq);
+  }
+  cp_async_wait<0>();
+
+  bf16 *gdQ = p.dq + (int64_t)b * S * qstride + (int64_t)h * D;
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = row + 8 * hf;
+    if (r < S) {
+      bf16 *qr = gdQ + (int64_t)r * qstride;
+#pragma unroll
+      for (int jd = 0; jd < D / 8; ++jd)
+        *reinterpret_cast<__nv_bfloat162 *>(qr + jd * 8 + 2 * t) = __floats2bfloat162_rn(
+            dq[4 * jd + 2 * hf] * p.scale, dq[4 * jd + 2 * hf + 1] * p.scale);
+    }
+  }
+#else
+  __trap(); /* built without sm_90a: the launcher refuses before this */
+#endif
+}
+
 /* 1 when the device code was built for sm_90a (wgmma available) */
 static __global__ void wgmma_probe_kernel(int *out) { *out = PL_WGMMA_OK; }
 
@@ -1562,13 +1917,38 @@ static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
   return cuda_check("fwd simple launch");
 }
 
+/* The wgmma backward after the delta kernel: dK/dV, then dQ (independent;
+ * both read D and LSE).  No dQ workspace: dQ is written directly. */
+static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B) {
+  constexpr size_t smem_kv = wgb_dkdv_smem_bytes(), smem_q = wgb_dq_smem_bytes();
+  cudaError_t e = cudaFuncSetAttribute(attn_bwd_dkdv_wgmma_kernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(attn_bwd_dq_wgmma_kernel,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q);
+  if (e != cudaSuccess)
+    return pl_set_error(PL_ERUNTIME, "attention bwd wgmma: smem %zu / %zu B: %s", smem_kv,
+                        smem_q, cudaGetErrorString(e));
+  dim3 gkv((unsigned)((p.S + WGB_BN - 1) / WGB_BN), (unsigned)p.nkv, B);
+  attn_bwd_dkdv_wgmma_kernel<<<gkv, 256, smem_kv, st>>>(p);
+  PL_TRY(cuda_check("bwd dkdv wgmma launch"));
+  dim3 gq((unsigned)((p.S + WGQ_BM - 1) / WGQ_BM), (unsigned)p.nq, B);
+  attn_bwd_dq_wgmma_kernel<<<gq, 256, smem_q, st>>>(p);
+  return cuda_check("bwd dq wgmma launch");
+}
+
+/* PL_ATTN_WGMMA runs the wgmma backward (d = 128, sm_90a builds; refused
+ * otherwise); AUTO and MMA run the MMA backward. */
 template <int D>
-static pl_status bwd_launch(cudaStream_t st, const pl_attn_shape *sh,
-                            AttnParams p) {
+static pl_status bwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p) {
+  cudaStream_t st = (cudaStream_t)pl_stream_native(ps);
   const unsigned B = (unsigned)sh->batch;
+  const bool wg = D == 128 && sh->algo == PL_ATTN_WGMMA; /* AUTO: mma */
+  if (wg) PL_TRY(wgmma_available(ps));
   dim3 rows((unsigned)((p.S + 3) / 4), (unsigned)p.nq, B);
   attn_delta_kernel<D><<<rows, 128, 0, st>>>(p);
   PL_TRY(cuda_check("bwd delta launch"));
+  if (wg) return bwd_wgmma_launch(st, p, B);
   if (!use_mma(sh)) {
     attn_bwd_dq_simple_kernel<D><<<rows, 128, 0, st>>>(p);
     PL_TRY(cuda_check("bwd dq simple launch"));
@@ -1624,7 +2004,6 @@ extern "C" pl_status pl_cuda_attn_bwd(pl_stream *s, const pl_attn_shape *sh,
     return pl_set_error(PL_EINVAL, "attention bwd: workspace is NULL (need "
                                    "%zu bytes)",
                         pl_attn_bwd_workspace_bytes(sh, PL_BACKEND_CUDA));
-  cudaStream_t st = (cudaStream_t)pl_stream_native(s);
   AttnParams p = make_params(sh);
   p.q = (const bf16 *)q;
   p.k = (const bf16 *)k;
@@ -1639,8 +2018,8 @@ extern "C" pl_status pl_cuda_attn_bwd(pl_stream *s, const pl_attn_shape *sh,
       (size_t)sh->batch * (size_t)sh->seq * (size_t)sh->n_q * sh->head_dim;
   p.dqacc = (float *)ws;
   p.delta = p.dqacc + nq_el;
-  if (sh->head_dim == 64) return bwd_launch<64>(st, sh, p);
-  return bwd_launch<128>(st, sh, p);
+  if (sh->head_dim == 64) return bwd_launch<64>(s, sh, p);
+  return bwd_launch<128>(s, sh, p);
 }
 
 /* The forward kernel pl_cuda_attn_fwd runs for sh on s (sh->algo already
@@ -1658,4 +2037,12 @@ extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape
     return "wgmma (bad PLATEAU_ATTN_WGMMA_V)";
   }
   return wg[vm];
+}
+
+/* The backward kernels pl_cuda_attn_bwd runs for sh on s (sh->algo resolved
+ * from PLATEAU_ATTN_BWD), for result notes. */
+extern "C" const char *pl_cuda_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
+  if (sh->algo == PL_ATTN_SIMPLE) return "simple";
+  if (sh->algo != PL_ATTN_WGMMA) return "mma"; /* AUTO keeps the mma backward */
+  return sh->head_dim == 128 && wgmma_built(s) ? "wgmma" : "wgmma (unavailable)";
 }

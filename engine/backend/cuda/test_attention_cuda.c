@@ -5,7 +5,9 @@
  * forward / backward TFLOP/s of both (causal: fwd = 4·S²·d·n_q/2, bwd = 2.5×).
  * With d = 128 it also checks and times the experimental wgmma forward (sm_90a
  * builds), once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe;
- * only the one named when the caller sets it).
+ * only the one named when the caller sets it), and the experimental wgmma
+ * backward (dQ, dK, dV against SIMPLE's, on SIMPLE's O and LSE).  Mismatches
+ * of the wgmma kernels fail the test only with PLATEAU_TEST_WGMMA set.
  * Without a GPU it prints "skipped: no CUDA device" and passes.  No fork: a
  * CUDA context must not be inherited (run with CK_FORK=no; main sets it). */
 #include <check.h>
@@ -213,6 +215,33 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
       }
     }
     wgmma_paths_end(&wp);
+    /* experimental wgmma backward (dK/dV and dQ kernels) on SIMPLE's O and
+     * LSE, so that its dQ, dK, dV compare with SIMPLE's on equal inputs */
+    ck_assert_int_eq(pl_memcpy_async(gs, g.o, hs.o, nqe * 2), PL_OK);
+    ck_assert_int_eq(pl_memcpy_async(gs, g.lse, hs.lse, nr * 4), PL_OK);
+    ck_assert_int_eq(pl_fill(gs, g.dq, PL_BF16, nqe, NAN), PL_OK);
+    ck_assert_int_eq(pl_fill(gs, g.dk, PL_BF16, nke, NAN), PL_OK);
+    ck_assert_int_eq(pl_fill(gs, g.dv, PL_BF16, nke, NAN), PL_OK);
+    pl_status bs = pl_attn_bwd(gs, &sh, g.q, g.k, g.v, g.o, g.dout, g.lse, g.dq, g.dk, g.dv);
+    if (bs == PL_OK) bs = pl_stream_sync(gs);
+    if (bs == PL_OK) {
+      void *wq = malloc(nqe * 2), *wk = malloc(nke * 2), *wv = malloc(nke * 2);
+      d2h(wq, g.dq, nqe * 2);
+      d2h(wk, g.dk, nke * 2);
+      d2h(wv, g.dv, nke * 2);
+      printf("#   wgmma backward vs simple:\n");
+      int wok = cmp("wg-bwd/sm", "dQ", wq, PL_BF16, hs.dq, PL_BF16, nqe, tg);
+      wok &= cmp("wg-bwd/sm", "dK", wk, PL_BF16, hs.dk, PL_BF16, nke, tg);
+      wok &= cmp("wg-bwd/sm", "dV", wv, PL_BF16, hs.dv, PL_BF16, nke, tg);
+      if (!wok) printf("#   WGMMA BACKWARD MISMATCH (experimental kernel; AUTO does not use it)\n");
+      if (getenv("PLATEAU_TEST_WGMMA")) ok &= wok;
+      free(wq);
+      free(wk);
+      free(wv);
+    } else {
+      printf("#   wgmma backward: %s: %s\n", pl_strerror(bs), pl_last_error());
+      if (getenv("PLATEAU_TEST_WGMMA")) ok = 0;
+    }
     sh.algo = PL_ATTN_MMA;
   }
   ok &= cmp("mma/simp", "O", hm.o, PL_BF16, hs.o, PL_BF16, nqe, to);
@@ -250,7 +279,9 @@ START_TEST(cuda_vs_cpu_and_simple) {
   static const int shp[][5] = {
       /* B, S, n_q, n_kv, d; with CPU reference */
       {1, 1, 4, 4, 64},    {2, 2, 4, 1, 128},  {1, 77, 8, 1, 64},  {1, 200, 8, 2, 128},
-      {2, 333, 4, 4, 64},  {1, 1000, 8, 1, 128}, {1, 1031, 4, 4, 128}};
+      {2, 333, 4, 4, 64},  {1, 1000, 8, 1, 128}, {1, 1031, 4, 4, 128},
+      /* d = 128 edges of the wgmma kernels: one token; one row past a tile */
+      {1, 1, 2, 1, 128},   {3, 129, 6, 3, 128}};
   uint64_t seed = 1000;
   /* PLATEAU_TEST_SMALL=1: only the small shapes (for compute-sanitizer) */
   const int small = getenv("PLATEAU_TEST_SMALL") != NULL;
@@ -325,7 +356,7 @@ START_TEST(cuda_tflops) {
     const double ff = pl_attn_flops_fwd(&t.sh), fb = pl_attn_flops_bwd(&t.sh);
     for (int a = PL_ATTN_SIMPLE; a <= PL_ATTN_WGMMA; a++) {
       t.sh.algo = (pl_attn_algo)a;
-      if (a == PL_ATTN_WGMMA) { /* experimental, d = 128, forward only; each V path */
+      if (a == PL_ATTN_WGMMA) { /* experimental, d = 128: forward (each V path), backward */
         if (t.sh.head_dim != 128) continue;
         wgmma_paths wp;
         wgmma_paths_begin(&wp);
@@ -346,6 +377,19 @@ START_TEST(cuda_tflops) {
           fflush(stdout);
         }
         wgmma_paths_end(&wp);
+        /* the wgmma backward (its O and LSE: the last forward's) */
+        pl_status bs = pl_attn_bwd(gs, &t.sh, t.g.q, t.g.k, t.g.v, t.g.o, t.g.dout, t.g.lse,
+                                   t.g.dq, t.g.dk, t.g.dv);
+        if (bs == PL_OK) bs = pl_stream_sync(gs);
+        if (bs != PL_OK) {
+          printf("# tflops wgmma backward: %s\n", pl_last_error());
+          continue;
+        }
+        double mb = time_ms(&t, 1, 5);
+        printf("# tflops wgmma  S=%-6lld n_q=%d n_kv=%d d=%d  bwd %8.3f ms %7.1f TFLOP/s "
+               "(experimental: dK/dV + dQ kernels)\n",
+               (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv, t.sh.head_dim, mb, fb / mb * 1e-9);
+        fflush(stdout);
         continue;
       }
       const int iters = a == PL_ATTN_SIMPLE ? 1 : 5;
