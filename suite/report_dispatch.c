@@ -69,6 +69,12 @@ static const drow *find(const drow *r, int n, const dshape *sh,
 
 static const char *paper_t6(const dshape *sh, const char *profile) {
   const char *tokens = sh->t, *hidden = sh->h;
+  if (strcmp(sh->e, "32") == 0 && strcmp(sh->t, "65536") == 0 &&
+      strcmp(sh->h, "7168") == 0 && strcmp(sh->r, "2") == 0)
+    /* 16 experts per rank on 2 ranks: the per-rank load of Ep = 8, E = 128 */
+    return strcmp(profile, "balanced") == 0
+               ? "Ep = 8 stand-in (16 experts/rank): paper 1.10x, -59.3%"
+               : "Ep = 8 stand-in (16 experts/rank): paper 1.01-1.05x, -56.9...-57.0%";
   if (strcmp(sh->e, "128") != 0) return "- (not a paper shape: E)";
   if (strcmp(tokens, "65536") == 0 && strcmp(hidden, "7168") == 0)
     return strcmp(profile, "balanced") == 0
