@@ -100,22 +100,24 @@ pl_status pl_attn_fwd(pl_stream *s, const pl_attn_shape *shape, const void *q, c
   return pl_cpu_attn_fwd(s, sh, q, k, v, o, lse);
 }
 
-const char *pl_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *shape) {
-  const pl_attn_shape r = resolve(shape, "PLATEAU_ATTN_FWD");
+/* The kernel name of the pass whose switch is env (bwd: the backward). */
+static const char *kernel_name(pl_stream *s, const pl_attn_shape *shape, const char *env,
+                               bool bwd) {
+  const pl_attn_shape r = resolve(shape, env);
 #if PL_HAVE_CUDA
-  if (pl_stream_backend(s) == PL_BACKEND_CUDA) return pl_cuda_attn_fwd_kernel(s, &r);
+  if (pl_stream_backend(s) == PL_BACKEND_CUDA)
+    return bwd ? pl_cuda_attn_bwd_kernel(s, &r) : pl_cuda_attn_fwd_kernel(s, &r);
 #endif
-  (void)r;
+  (void)r, (void)s, (void)bwd;
   return "cpu";
 }
 
+const char *pl_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *shape) {
+  return kernel_name(s, shape, "PLATEAU_ATTN_FWD", false);
+}
+
 const char *pl_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *shape) {
-  const pl_attn_shape r = resolve(shape, "PLATEAU_ATTN_BWD");
-#if PL_HAVE_CUDA
-  if (pl_stream_backend(s) == PL_BACKEND_CUDA) return pl_cuda_attn_bwd_kernel(s, &r);
-#endif
-  (void)r;
-  return "cpu";
+  return kernel_name(s, shape, "PLATEAU_ATTN_BWD", true);
 }
 
 pl_status pl_attn_bwd(pl_stream *s, const pl_attn_shape *shape, const void *q, const void *k,
