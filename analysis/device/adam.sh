@@ -13,7 +13,7 @@ set -uo pipefail
 BIN=${BIN:-build/bin/plateau}
 RUNS=${RUNS:-results/runs/adam-$(date -u +%Y%m%dT%H%M%SZ)}
 MPIRUN=${MPIRUN:-mpirun --bind-to none}
-NP=${NP:-2}
+NP=${NP:-$(nvidia-smi -L 2>/dev/null | wc -l)}  # every GPU of the machine (8 on nvidia-h200-x8)
 PARAMS=${PARAMS:-2625M}
 THREADS=${THREADS:-$(( $(nproc) / NP ))}
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

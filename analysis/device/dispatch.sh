@@ -14,7 +14,8 @@
 #      E = 128), llep vs pipelined_llep, balanced and 95/16.
 # LANES (default "2", the layer's default): the layer's compute lanes, one row per value
 # (--lanes).  PRESETS (default "65k 32k"), PROFILES (default all four),
-# E32=0 skips step 4.
+# E32=0 skips step 4 (default: run it only with 2 ranks).  NP (default: every
+# GPU) is Ep.
 # Results go to $RUNS.  Budget: about 5 minutes of GPU time on nvidia-h200-x2
 # (-w 1 -n 5 everywhere; each step under its own timeout, TL65 / TL32 / TLE32
 # seconds: a step cut short keeps the rows it wrote, since result rows are
@@ -26,7 +27,7 @@ BIN=${BIN:-build/bin/plateau}
 RUNS=${RUNS:-results/runs/h200-dispatch-$(date -u +%Y%m%dT%H%M%SZ)}
 MPIRUN=${MPIRUN:-mpirun --bind-to none}
 NGPU=${NGPU:-$(nvidia-smi -L 2>/dev/null | wc -l)}
-NP=$(( NGPU < 2 ? NGPU : 2 ))
+NP=${NP:-$NGPU}  # every GPU: Ep = 2 on nvidia-h200-x2, 8 on nvidia-h200-x8
 [ "$NP" -ge 1 ] || { echo "dispatch.sh: no GPU"; exit 1; }
 [ -x "$BIN" ] || { echo "dispatch.sh: no $BIN (run make first)"; exit 1; }
 start=$(date +%s)
@@ -35,7 +36,8 @@ stamp() { echo "## dispatch [$(($(date +%s) - start))s] $*"; }
 T=build/tests/engine/ops/test_mpi_moe_cuda
 if [ -x "$T" ]; then
   stamp "test_mpi_moe_cuda np=$NP"
-  CK_FORK=no timeout 45 $MPIRUN -np "$NP" "$T" 2>&1 | grep -v '^\[r' | tail -15
+  TNP=$(( NP < 4 ? NP : 4 )) # the test's shapes are sized for 1..4 ranks
+  CK_FORK=no timeout 45 $MPIRUN -np "$TNP" "$T" 2>&1 | grep -v '^\[r' | tail -15
 fi
 
 LANES=${LANES:-2}
@@ -57,7 +59,7 @@ for preset in $PRESETS; do
     --preset "$preset" --chunks 1,10 --lanes "$LANES" -w 2 -n 5 -o "$RUNS" 2>&1 |
     grep -v '^\[r' | tail -16
 done
-if [ "${E32:-1}" = 1 ]; then
+if [ "${E32:-$([ "$NP" -eq 2 ] && echo 1 || echo 0)}" = 1 ]; then # Ep = 8 stand-in: 2 ranks only
   stamp "bench dispatch --preset 65k --experts 32 (16 experts per rank, as at Ep = 8)"
   timeout ${TLE32:-120} $MPIRUN -np "$NP" "$BIN" bench dispatch --backend cuda \
     --preset 65k --experts 32 --variants llep,pipelined_llep \

@@ -10,6 +10,15 @@
 # libcheck.a copied from this project's Debian machine).  Each bench part is
 # analysis/device/<part>.sh, writing result files into $RUNS.  Everything that
 # must come back is packed into $OUT: device.log, tests.txt, runs.tgz.
+#
+# Issue 8 (nvidia-h200-x8; the parts use every GPU, so Ep = P = 8 there): three
+# calls of at most 10 minutes, each packing its own runs.tgz (the device tool
+# returns few files per call: keep everything in the one archive):
+#   1. DEADLINE=560 bash analysis/device/run.sh build calib dispatch
+#   2. DEADLINE=560 bash analysis/device/run.sh build vocab adam
+#   3. DEADLINE=560 bash analysis/device/run.sh build sco
+# then commit the unpacked files under results/reference/h200x8/<date>/ and run
+# `plateau report` there.
 set -uo pipefail
 OUT=${OUT:-/tmp/plateau-out}
 mkdir -p "$OUT"

@@ -24,7 +24,7 @@ set -uo pipefail
 RUNS=${RUNS:-results/runs/h200-sco-$(date -u +%Y%m%dT%H%M%SZ)}
 BIN=${BIN:-build/bin/plateau}
 MPIRUN=${MPIRUN:-mpirun --bind-to none}
-NP=${NP:-2}
+NP=${NP:-$(nvidia-smi -L 2>/dev/null | wc -l)}  # every GPU of the machine (8 on nvidia-h200-x8)
 export NCCL_NVLS_ENABLE=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 SCO_MB_LIMIT=${SCO_MB_LIMIT:-16Gi}
