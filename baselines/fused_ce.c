@@ -29,48 +29,38 @@ pl_status pl_fused_ce(pl_stream *s, const pl_ce_problem *pb) {
         *g = NULL, *dxacc = NULL;
   void *dy = NULL;
   pl_status st = PL_OK;
-#define T(x)                                                                   \
-  do {                                                                         \
-    st = (x);                                                                  \
-    if (st != PL_OK) goto done;                                                \
-  } while (0)
-#define A(bytes, tag, p)                                                       \
-  T(pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), tag, s, (void **)(p)))
-  A(2 * sizeof(float), "ce_state", &stats);
-  A((size_t)n * 3 * sizeof(float), "ce_state", &st3);
-  A((size_t)n * sizeof(float), "ce_state", &lse);
-  if (pb->red != PL_CE_NONE) A((size_t)n * sizeof(float), "ce_state", &nll);
+  PL_CE_A(2 * sizeof(float), "ce_state", &stats);
+  PL_CE_A((size_t)n * 3 * sizeof(float), "ce_state", &st3);
+  PL_CE_A((size_t)n * sizeof(float), "ce_state", &lse);
+  if (pb->red != PL_CE_NONE) PL_CE_A((size_t)n * sizeof(float), "ce_state", &nll);
   else nll = pb->loss;
-  A((size_t)n * vb * sizeof(float), "logits", &strip);
+  PL_CE_A((size_t)n * vb * sizeof(float), "logits", &strip);
   /* ---- forward: fold every strip ---- */
-  T(pl_fill(s, st3, PL_F32, (size_t)n, -INFINITY));
-  T(pl_fill(s, st3 + n, PL_F32, (size_t)(2 * n), 0.0));
+  PL_CE_T(pl_ce_state_init(s, st3, n));
   pl_ce_meet mt = {.dt = pb->dt, .n = n, .h = h, .x = pb->x, .t = pb->t,
                    .w = pb->w, .ldw = v, .vs = v, .col0 = 0, .vb = vb,
                    .strip = strip, .dy = NULL};
-  T(pl_ce_meet_fwd(s, &mt, st3));
-  T(pl_ce_finish(s, n, st3, pb->t, pb->ignore, nll, lse, stats));
-  if (pb->red != PL_CE_NONE) T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
+  PL_CE_T(pl_ce_meet_fwd(s, &mt, st3));
+  PL_CE_T(pl_ce_finish(s, n, st3, pb->t, pb->ignore, nll, lse, stats));
+  if (pb->red != PL_CE_NONE) PL_CE_T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
   pl_free_async(dev, st3, s);
   st3 = NULL;
   if (!pl_ce_problem_bwd(pb)) goto done;
   /* ---- backward: replay the strips from lse ---- */
-  A((size_t)n * sizeof(float), "ce_state", &g);
-  T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats, pb->dloss, g));
+  PL_CE_A((size_t)n * sizeof(float), "ce_state", &g);
+  PL_CE_T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats, pb->dloss, g));
   if (pb->dt == PL_BF16) {
-    A((size_t)n * vb * 2, "logits", &dy);
-    A((size_t)n * h * sizeof(float), "grads", &dxacc);
+    PL_CE_A((size_t)n * vb * 2, "logits", &dy);
+    PL_CE_A((size_t)n * h * sizeof(float), "grads", &dxacc);
   }
   mt.dy = dy;
   void *dx, *dw;
-  T(pl_ce_grads(s, pb, v, &dx, &dw));
+  PL_CE_T(pl_ce_grads(s, pb, v, &dx, &dw));
   /* Each dW column range is written once (beta 0), straight in pb->dt. */
-  T(pl_ce_meet_bwd(s, &mt, lse, g, pb->dt == PL_F32 ? (float *)dx : dxacc,
+  PL_CE_T(pl_ce_meet_bwd(s, &mt, lse, g, pb->dt == PL_F32 ? (float *)dx : dxacc,
                    0.0f, dw, pb->dt, v, 0.0f));
   if (pb->dt == PL_BF16)
-    T(pl_convert(s, dx, PL_BF16, dxacc, PL_F32, (size_t)(n * h)));
-#undef A
-#undef T
+    PL_CE_T(pl_convert(s, dx, PL_BF16, dxacc, PL_F32, (size_t)(n * h)));
 done:
   pl_free_async(dev, dxacc, s);
   pl_free_async(dev, dy, s);
@@ -112,60 +102,50 @@ pl_status pl_fused_ce_chunked(pl_stream *s, const pl_ce_problem *pb) {
         *g = NULL, *logits = NULL, *dwacc = NULL;
   void *dy = NULL, *dx = NULL, *dw = NULL;
   pl_status st = PL_OK;
-#define T(x)                                                                   \
-  do {                                                                         \
-    st = (x);                                                                  \
-    if (st != PL_OK) goto done;                                                \
-  } while (0)
-#define A(bytes, tag, p)                                                       \
-  T(pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), tag, s, (void **)(p)))
-  A(2 * sizeof(float), "ce_state", &stats);
-  A(2 * sizeof(float), "ce_state", &cstats);
-  A((size_t)nc * 3 * sizeof(float), "ce_state", &st3);
-  A((size_t)nc * sizeof(float), "ce_state", &lse);
-  A((size_t)n * sizeof(float), "ce_state", &g);
-  if (pb->red != PL_CE_NONE) A((size_t)n * sizeof(float), "ce_state", &nll);
+  PL_CE_A(2 * sizeof(float), "ce_state", &stats);
+  PL_CE_A(2 * sizeof(float), "ce_state", &cstats);
+  PL_CE_A((size_t)nc * 3 * sizeof(float), "ce_state", &st3);
+  PL_CE_A((size_t)nc * sizeof(float), "ce_state", &lse);
+  PL_CE_A((size_t)n * sizeof(float), "ce_state", &g);
+  if (pb->red != PL_CE_NONE) PL_CE_A((size_t)n * sizeof(float), "ce_state", &nll);
   else nll = pb->loss;
-  A((size_t)nc * (size_t)v * sizeof(float), "logits", &logits);
-  if (bwd && pb->dt == PL_BF16) A((size_t)nc * (size_t)v * 2, "logits", &dy);
+  PL_CE_A((size_t)nc * (size_t)v * sizeof(float), "logits", &logits);
+  if (bwd && pb->dt == PL_BF16) PL_CE_A((size_t)nc * (size_t)v * 2, "logits", &dy);
   /* The mean's count before any gradient. */
-  T(pl_ce_count(s, n, pb->t, pb->ignore, stats));
-  T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats, pb->dloss, g));
+  PL_CE_T(pl_ce_count(s, n, pb->t, pb->ignore, stats));
+  PL_CE_T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats, pb->dloss, g));
   if (bwd) {
-    T(pl_ce_grads(s, pb, v, &dx, &dw));
+    PL_CE_T(pl_ce_grads(s, pb, v, &dx, &dw));
     if (pb->dt == PL_F32)
       dwacc = dw;
     else
-      A((size_t)(h * v) * sizeof(float), "grads", &dwacc);
-    if (n == 0) T(pl_fill(s, dwacc, PL_F32, (size_t)(h * v), 0.0));
+      PL_CE_A((size_t)(h * v) * sizeof(float), "grads", &dwacc);
+    if (n == 0) PL_CE_T(pl_fill(s, dwacc, PL_F32, (size_t)(h * v), 0.0));
   }
   for (int64_t r0 = 0; r0 < n; r0 += nc) {
     const int64_t m = n - r0 < nc ? n - r0 : nc;
     const void *xr = (const char *)pb->x + (size_t)(r0 * h) * es;
     const int32_t *tr = pb->t + r0;
     /* logits (m×v) = X[r0:r0+m] · W */
-    T(pl_gemm(s, false, false, m, v, h, 1.0f, xr, h, pb->w, v, 0.0f, logits, v,
+    PL_CE_T(pl_gemm(s, false, false, m, v, h, 1.0f, xr, h, pb->w, v, 0.0f, logits, v,
               pb->dt, PL_F32));
-    T(pl_fill(s, st3, PL_F32, (size_t)m, -INFINITY));
-    T(pl_fill(s, st3 + m, PL_F32, (size_t)(2 * m), 0.0));
-    T(pl_ce_fold(s, logits, v, m, v, 0, tr, st3));
-    T(pl_ce_finish(s, m, st3, tr, pb->ignore, nll + r0, lse, cstats));
-    T(pl_axpy(s, stats, PL_F32, cstats, PL_F32, 1, 1.0f)); /* Σ nll only */
+    PL_CE_T(pl_ce_state_init(s, st3, m));
+    PL_CE_T(pl_ce_fold(s, logits, v, m, v, 0, tr, st3));
+    PL_CE_T(pl_ce_finish(s, m, st3, tr, pb->ignore, nll + r0, lse, cstats));
+    PL_CE_T(pl_axpy(s, stats, PL_F32, cstats, PL_F32, 1, 1.0f)); /* Σ nll only */
     if (!bwd) continue;
     void *gy = pb->dt == PL_F32 ? (void *)logits : dy;
-    T(pl_ce_residual(s, logits, v, m, v, 0, tr, lse, g + r0, gy, pb->dt, v));
+    PL_CE_T(pl_ce_residual(s, logits, v, m, v, 0, tr, lse, g + r0, gy, pb->dt, v));
     /* dX rows (m×h) = dY·Wᵀ: complete in one GEMM, straight in dt */
-    T(pl_gemm(s, false, true, m, h, v, 1.0f, gy, v, pb->w, v, 0.0f,
+    PL_CE_T(pl_gemm(s, false, true, m, h, v, 1.0f, gy, v, pb->w, v, 0.0f,
               (char *)dx + (size_t)(r0 * h) * es, h, pb->dt, pb->dt));
     /* dW (h×v) (+)= X_chunkᵀ · dY */
-    T(pl_gemm(s, true, false, h, v, m, 1.0f, xr, h, gy, v, r0 == 0 ? 0.0f : 1.0f,
+    PL_CE_T(pl_gemm(s, true, false, h, v, m, 1.0f, xr, h, gy, v, r0 == 0 ? 0.0f : 1.0f,
               dwacc, v, pb->dt, PL_F32));
   }
-  if (pb->red != PL_CE_NONE) T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
+  if (pb->red != PL_CE_NONE) PL_CE_T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
   if (bwd && pb->dt == PL_BF16)
-    T(pl_convert(s, dw, PL_BF16, dwacc, PL_F32, (size_t)(h * v)));
-#undef A
-#undef T
+    PL_CE_T(pl_convert(s, dw, PL_BF16, dwacc, PL_F32, (size_t)(h * v)));
 done:
   if (pb->dt == PL_BF16) pl_free_async(dev, dwacc, s);
   pl_free_async(dev, dy, s);

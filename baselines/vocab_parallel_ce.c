@@ -21,62 +21,52 @@ pl_status pl_vocab_parallel_ce(pl_comm *c, pl_stream *s,
         *g = NULL, *dxacc = NULL;
   void *dy = NULL;
   pl_status st = PL_OK;
-#define T(x)                                                                   \
-  do {                                                                         \
-    st = (x);                                                                  \
-    if (st != PL_OK) goto done;                                                \
-  } while (0)
-#define A(bytes, tag, ptr)                                                     \
-  T(pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), tag, s, (void **)(ptr)))
-  A(2 * sizeof(float), "ce_state", &stats);
-  A((size_t)n * 3 * sizeof(float), "ce_state", &st3);
-  A((size_t)n * sizeof(float), "ce_state", &lse);
-  if (pb->red != PL_CE_NONE) A((size_t)n * sizeof(float), "ce_state", &nll);
+  PL_CE_A(2 * sizeof(float), "ce_state", &stats);
+  PL_CE_A((size_t)n * 3 * sizeof(float), "ce_state", &st3);
+  PL_CE_A((size_t)n * sizeof(float), "ce_state", &lse);
+  if (pb->red != PL_CE_NONE) PL_CE_A((size_t)n * sizeof(float), "ce_state", &nll);
   else nll = pb->loss;
-  A((size_t)n * (size_t)vs * sizeof(float), "logits", &logits);
+  PL_CE_A((size_t)n * (size_t)vs * sizeof(float), "logits", &logits);
   /* logits (n×vs) = X · W_r */
-  T(pl_gemm(s, false, false, n, vs, h, 1.0f, pb->x, h, pb->w, ld, 0.0f, logits,
+  PL_CE_T(pl_gemm(s, false, false, n, vs, h, 1.0f, pb->x, h, pb->w, ld, 0.0f, logits,
             ld, pb->dt, PL_F32));
   /* Max over the group: fold locally for m, all-reduce MAX. */
-  T(pl_fill(s, st3, PL_F32, (size_t)n, -INFINITY));
-  T(pl_fill(s, st3 + n, PL_F32, (size_t)(2 * n), 0.0));
-  T(pl_ce_fold(s, logits, ld, n, vs, col0, pb->t, st3));
-  T(pl_allreduce(c, st3, st3, (size_t)n, PL_F32, PL_RED_MAX, s));
+  PL_CE_T(pl_ce_state_init(s, st3, n));
+  PL_CE_T(pl_ce_fold(s, logits, ld, n, vs, col0, pb->t, st3));
+  PL_CE_T(pl_allreduce(c, st3, st3, (size_t)n, PL_F32, PL_RED_MAX, s));
   /* Σ e^(y − M) with the global max M preset, then all-reduce SUM of the sum
    * of exponentials and the target logit (held by one shard, 0 elsewhere). */
-  T(pl_fill(s, st3 + n, PL_F32, (size_t)(2 * n), 0.0));
-  T(pl_ce_fold(s, logits, ld, n, vs, col0, pb->t, st3));
-  T(pl_allreduce(c, st3 + n, st3 + n, (size_t)(2 * n), PL_F32, PL_RED_SUM, s));
-  T(pl_ce_finish(s, n, st3, pb->t, pb->ignore, nll, lse, stats));
-  if (pb->red != PL_CE_NONE) T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
+  PL_CE_T(pl_fill(s, st3 + n, PL_F32, (size_t)(2 * n), 0.0));
+  PL_CE_T(pl_ce_fold(s, logits, ld, n, vs, col0, pb->t, st3));
+  PL_CE_T(pl_allreduce(c, st3 + n, st3 + n, (size_t)(2 * n), PL_F32, PL_RED_SUM, s));
+  PL_CE_T(pl_ce_finish(s, n, st3, pb->t, pb->ignore, nll, lse, stats));
+  if (pb->red != PL_CE_NONE) PL_CE_T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
   if (!pl_ce_problem_bwd(pb)) goto done;
   /* ---- backward ---- */
-  A((size_t)n * sizeof(float), "ce_state", &g);
-  T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats, pb->dloss, g));
+  PL_CE_A((size_t)n * sizeof(float), "ce_state", &g);
+  PL_CE_T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats, pb->dloss, g));
   void *gy = logits;
   if (pb->dt == PL_BF16) {
-    A((size_t)n * (size_t)vs * 2, "logits", &dy);
+    PL_CE_A((size_t)n * (size_t)vs * 2, "logits", &dy);
     gy = dy;
   }
-  T(pl_ce_residual(s, logits, ld, n, vs, col0, pb->t, lse, g, gy, pb->dt, ld));
+  PL_CE_T(pl_ce_residual(s, logits, ld, n, vs, col0, pb->t, lse, g, gy, pb->dt, ld));
   void *dx, *dw;
-  T(pl_ce_grads(s, pb, vs, &dx, &dw));
+  PL_CE_T(pl_ce_grads(s, pb, vs, &dx, &dw));
   /* dW_r (h×vs) = Xᵀ·dY_r */
-  T(pl_gemm(s, true, false, h, vs, n, 1.0f, pb->x, h, gy, ld, 0.0f, dw, ld,
+  PL_CE_T(pl_gemm(s, true, false, h, vs, n, 1.0f, pb->x, h, gy, ld, 0.0f, dw, ld,
             pb->dt, pb->dt));
   /* dX = Σ_r dY_r·W_rᵀ: f32 partial, all-reduce, then the output dtype. */
   float *dxp = pb->dt == PL_F32 ? (float *)dx : NULL;
   if (!dxp) {
-    A((size_t)n * h * sizeof(float), "grads", &dxacc);
+    PL_CE_A((size_t)n * h * sizeof(float), "grads", &dxacc);
     dxp = dxacc;
   }
-  T(pl_gemm(s, false, true, n, h, vs, 1.0f, gy, ld, pb->w, ld, 0.0f, dxp, h,
+  PL_CE_T(pl_gemm(s, false, true, n, h, vs, 1.0f, gy, ld, pb->w, ld, 0.0f, dxp, h,
             pb->dt, PL_F32));
-  T(pl_allreduce(c, dxp, dxp, (size_t)(n * h), PL_F32, PL_RED_SUM, s));
+  PL_CE_T(pl_allreduce(c, dxp, dxp, (size_t)(n * h), PL_F32, PL_RED_SUM, s));
   if (pb->dt == PL_BF16)
-    T(pl_convert(s, dx, PL_BF16, dxacc, PL_F32, (size_t)(n * h)));
-#undef A
-#undef T
+    PL_CE_T(pl_convert(s, dx, PL_BF16, dxacc, PL_F32, (size_t)(n * h)));
 done:
   pl_free_async(dev, dxacc, s);
   pl_free_async(dev, dy, s);

@@ -7,6 +7,7 @@
  * state (Eq. 3) and drops it; the backward recomputes the same strip from X
  * and W, turns it into dY = g·(softmax − onehot) with the saved lse, and
  * spends it on the two GEMMs dX += dY·W_stripᵀ and dW_strip += Xᵀ·dY. */
+#include <math.h>
 #include <string.h>
 
 #include "backend/internal.h"
@@ -141,6 +142,12 @@ pl_status pl_ce_meet_bwd(pl_stream *s, const pl_ce_meet *mt, const float *lse,
                      c0 == 0 ? dx_beta : 1.0f, dx, h, mt->dt, PL_F32));
   }
   return PL_OK;
+}
+
+pl_status pl_ce_state_init(pl_stream *s, float *st, int64_t n) {
+  if (n == 0) return PL_OK;
+  PL_TRY(pl_fill(s, st, PL_F32, (size_t)n, -INFINITY));
+  return pl_fill(s, st + n, PL_F32, (size_t)(2 * n), 0.0);
 }
 
 pl_status pl_ce_problem_check(const pl_ce_problem *pb, const char *who) {

@@ -401,32 +401,23 @@ static pl_ce_meet meet_of(const pl_dtp *d, const pass *ps) {
   return mt;
 }
 
-static pl_status init_state(pl_stream *s, float *st, int64_t n) {
-  if (n == 0) return PL_OK;
-  PL_TRY(pl_fill(s, st, PL_F32, (size_t)n, -INFINITY));
-  return pl_fill(s, st + n, PL_F32, (size_t)(2 * n), 0.0);
-}
-
-/* forward, activations move: visitor (X_j, t_j) meets W_r into C (3·N_j). */
-static pl_status fwd_act(ring *g, int j, const void *const pay[3], float *c) {
-  pl_dtp *d = g->d;
-  pass *ps = g->arg;
-  pl_ce_meet mt = meet_of(d, ps);
+/* Activations move: the visitor's (X_j, t_j) meet this rank's shard W_r. */
+static pl_ce_meet meet_act(const ring *g, int j, const void *const pay[3]) {
+  const pl_dtp *d = g->d;
+  pl_ce_meet mt = meet_of(d, g->arg);
   mt.n = d->ns[j];
   mt.x = pay[0];
   mt.t = pay[1];
-  mt.w = ps->w;
+  mt.w = ((const pass *)g->arg)->w;
   mt.ldw = mt.vs = d->vss[d->r];
   mt.col0 = d->col0s[d->r];
-  PL_TRY(init_state(g->s, c, mt.n));
-  return pl_ce_meet_fwd(g->s, &mt, c);
+  return mt;
 }
 
-/* forward, weights move: X_r meets visitor W_j, folded into the home state. */
-static pl_status fwd_w(ring *g, int j, const void *const pay[3], float *c) {
-  pl_dtp *d = g->d;
-  pass *ps = g->arg;
-  (void)c;
+/* Weights move: this rank's (X_r, t_r) meet the visiting shard W_j. */
+static pl_ce_meet meet_w(const ring *g, int j, const void *const pay[3]) {
+  const pl_dtp *d = g->d;
+  const pass *ps = g->arg;
   pl_ce_meet mt = meet_of(d, ps);
   mt.n = d->n;
   mt.x = ps->x;
@@ -434,6 +425,21 @@ static pl_status fwd_w(ring *g, int j, const void *const pay[3], float *c) {
   mt.w = pay[0];
   mt.ldw = mt.vs = d->vss[j];
   mt.col0 = d->col0s[j];
+  return mt;
+}
+
+/* forward, activations move: visitor (X_j, t_j) meets W_r into C (3·N_j). */
+static pl_status fwd_act(ring *g, int j, const void *const pay[3], float *c) {
+  pl_ce_meet mt = meet_act(g, j, pay);
+  PL_TRY(pl_ce_state_init(g->s, c, mt.n));
+  return pl_ce_meet_fwd(g->s, &mt, c);
+}
+
+/* forward, weights move: X_r meets visitor W_j, folded into the home state. */
+static pl_status fwd_w(ring *g, int j, const void *const pay[3], float *c) {
+  const pass *ps = g->arg;
+  (void)c;
+  pl_ce_meet mt = meet_w(g, j, pay);
   return pl_ce_meet_fwd(g->s, &mt, ps->state);
 }
 
@@ -441,15 +447,8 @@ static pl_status fwd_w(ring *g, int j, const void *const pay[3], float *c) {
  * C (N_j×H, f32) = c_beta·C + dY·W_rᵀ (the dX_j partial), dW_r = (0 at step
  * 0, else dW_r) + X_jᵀ·dY in dw's dtype. */
 static pl_status bwd_act(ring *g, int j, const void *const pay[3], float *c) {
-  pl_dtp *d = g->d;
-  pass *ps = g->arg;
-  pl_ce_meet mt = meet_of(d, ps);
-  mt.n = d->ns[j];
-  mt.x = pay[0];
-  mt.t = pay[1];
-  mt.w = ps->w;
-  mt.ldw = mt.vs = d->vss[d->r];
-  mt.col0 = d->col0s[d->r];
+  const pass *ps = g->arg;
+  pl_ce_meet mt = meet_act(g, j, pay);
   const float *aux = pay[2];
   mt.dx_wait = g->c_wait;
   return pl_ce_meet_bwd(g->s, &mt, aux, aux + mt.n, c, g->c_beta, ps->stat,
@@ -462,13 +461,7 @@ static pl_status bwd_act(ring *g, int j, const void *const pay[3], float *c) {
 static pl_status bwd_w(ring *g, int j, const void *const pay[3], float *c) {
   pl_dtp *d = g->d;
   pass *ps = g->arg;
-  pl_ce_meet mt = meet_of(d, ps);
-  mt.n = d->n;
-  mt.x = ps->x;
-  mt.t = ps->t;
-  mt.w = pay[0];
-  mt.ldw = mt.vs = d->vss[j];
-  mt.col0 = d->col0s[j];
+  pl_ce_meet mt = meet_w(g, j, pay);
   mt.dw_wait = g->c_wait;
   const float dx_beta = g->step == 0 ? 0.0f : 1.0f;
   if (!ps->chunk) /* f32: dX_r accumulates in dx itself */
@@ -554,58 +547,52 @@ pl_status pl_dtp_forward(pl_dtp *d, pl_stream *s, const void *x,
   g.sent = &d->sent_fwd;
   float *home = NULL, *nll = NULL;
   pl_status st;
-#define T(e)                                                                   \
-  do {                                                                         \
-    st = (e);                                                                  \
-    if (st != PL_OK) goto done;                                                \
-  } while (0)
-  T(pl_alloc_async(d->dev, PL_ARENA_DEVICE, (size_t)(2 * n) * sizeof(float),
+  PL_CE_T(pl_alloc_async(d->dev, PL_ARENA_DEVICE, (size_t)(2 * n) * sizeof(float),
                    "ce_state", s, (void **)&d->aux));
-  T(take(&a, (size_t)(3 * n) * sizeof(float), "ce_state", &home));
+  PL_CE_T(take(&a, (size_t)(3 * n) * sizeof(float), "ce_state", &home));
   if (d->o.red != PL_CE_NONE)
-    T(take(&a, (size_t)n * sizeof(float), "ce_state", &nll));
+    PL_CE_T(take(&a, (size_t)n * sizeof(float), "ce_state", &nll));
   else
     nll = loss;
   if (d->mode == PL_DTP_MOVE_ACT || P == 1) {
     int64_t rows = P == 1 ? n : d->nmax;
-    T(take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
+    PL_CE_T(take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
     g.npart = 2;
     g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = x;
     g.pdt[1] = PL_I32, g.pmul[1] = 1, g.own[1] = t;
     for (int b = 0; b < 2 && P > 1; b++) {
       if (b == 0 && P == 2) continue; /* step 0 reads the inputs in place */
-      T(take(&a, (size_t)(d->nmax * h) * es, "ring", &g.pbuf[b][0]));
-      T(take(&a, (size_t)d->nmax * 4, "ring", &g.pbuf[b][1]));
+      PL_CE_T(take(&a, (size_t)(d->nmax * h) * es, "ring", &g.pbuf[b][0]));
+      PL_CE_T(take(&a, (size_t)d->nmax * 4, "ring", &g.pbuf[b][1]));
     }
     g.merge = MERGE_LSE;
     g.amul = 3;
     if (P > 1)
       for (int b = 0; b < 3; b++)
-        T(take(&a, (size_t)(3 * d->nmax) * sizeof(float), "ring", &g.abuf[b]));
+        PL_CE_T(take(&a, (size_t)(3 * d->nmax) * sizeof(float), "ring", &g.abuf[b]));
     g.home = home;
     g.units = units_rows;
     g.compute = fwd_act;
   } else {
-    T(take(&a, (size_t)(n * d->vb) * sizeof(float), "logits", &ps.strip));
+    PL_CE_T(take(&a, (size_t)(n * d->vb) * sizeof(float), "logits", &ps.strip));
     g.npart = 1;
     g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = w;
     for (int b = 0; b < 2; b++) {
       if (b == 0 && P == 2) continue;
-      T(take(&a, (size_t)(h * d->vmax) * es, "ring", &g.pbuf[b][0]));
+      PL_CE_T(take(&a, (size_t)(h * d->vmax) * es, "ring", &g.pbuf[b][0]));
     }
     g.merge = MERGE_NONE;
     g.units = units_cols;
     g.compute = fwd_w;
     ps.state = home;
-    T(init_state(s, home, n));
+    PL_CE_T(pl_ce_state_init(s, home, n));
   }
-  T(ring_run(&g));
-  T(pl_ce_finish(s, n, home, t, d->o.ignore, nll, d->aux, d->stats));
-  T(pl_allreduce(d->comm, d->stats, d->stats, 2, PL_F32, PL_RED_SUM, s));
+  PL_CE_T(ring_run(&g));
+  PL_CE_T(pl_ce_finish(s, n, home, t, d->o.ignore, nll, d->aux, d->stats));
+  PL_CE_T(pl_allreduce(d->comm, d->stats, d->stats, 2, PL_F32, PL_RED_SUM, s));
   if (d->o.red != PL_CE_NONE)
-    T(pl_ce_lossout(s, (int)d->o.red, d->stats, loss));
+    PL_CE_T(pl_ce_lossout(s, (int)d->o.red, d->stats, loss));
   d->have_fwd = 1;
-#undef T
 done:
   release(&a);
   return st;
@@ -632,18 +619,13 @@ pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
   ring_base(&g, d, s, &ps);
   g.sent = &d->sent_bwd;
   pl_status st;
-#define T(e)                                                                   \
-  do {                                                                         \
-    st = (e);                                                                  \
-    if (st != PL_OK) goto done;                                                \
-  } while (0)
   /* Row factors g (second half of aux) from the group's stats. */
-  T(pl_ce_rowgrad(s, n, t, d->o.ignore, (int)d->o.red, d->stats, dloss,
+  PL_CE_T(pl_ce_rowgrad(s, n, t, d->o.ignore, (int)d->o.red, d->stats, dloss,
                   d->aux + n));
   if (d->mode == PL_DTP_MOVE_ACT || P == 1) {
     int64_t rows = P == 1 ? n : d->nmax;
-    T(take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
-    if (!f32) T(take(&a, (size_t)(rows * d->vb) * 2, "logits", &ps.dy));
+    PL_CE_T(take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
+    if (!f32) PL_CE_T(take(&a, (size_t)(rows * d->vb) * 2, "logits", &ps.dy));
     /* stationary dW_r: the output itself, in its dtype (beta 0 at step 0) */
     ps.stat = dw;
     ps.stat_dt = d->dt;
@@ -653,15 +635,15 @@ pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
     g.pdt[2] = PL_F32, g.pmul[2] = 2, g.own[2] = d->aux;
     for (int b = 0; b < 2 && P > 1; b++) {
       if (b == 0 && P == 2) continue;
-      T(take(&a, (size_t)(d->nmax * h) * es, "ring", &g.pbuf[b][0]));
-      T(take(&a, (size_t)d->nmax * 4, "ring", &g.pbuf[b][1]));
-      T(take(&a, (size_t)d->nmax * 8, "ring", &g.pbuf[b][2]));
+      PL_CE_T(take(&a, (size_t)(d->nmax * h) * es, "ring", &g.pbuf[b][0]));
+      PL_CE_T(take(&a, (size_t)d->nmax * 4, "ring", &g.pbuf[b][1]));
+      PL_CE_T(take(&a, (size_t)d->nmax * 8, "ring", &g.pbuf[b][2]));
     }
     g.merge = MERGE_ADD;
     g.amul = h;
     if (P > 1)
       for (int b = 0; b < 2; b++)
-        T(take(&a, (size_t)(d->nmax * h) * sizeof(float), "ring", &g.abuf[b]));
+        PL_CE_T(take(&a, (size_t)(d->nmax * h) * sizeof(float), "ring", &g.abuf[b]));
     /* dX_r: at P > 1 the return hop lands in dx (bf16: rounded once before
      * it); at P = 1 the meeting's strips accumulate into it: f32 (dx itself
      * in f32 mode) */
@@ -669,39 +651,38 @@ pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
     if (f32 || P > 1)
       g.home = dx;
     else
-      T(take(&a, (size_t)(n * h) * sizeof(float), "grads", &g.home));
+      PL_CE_T(take(&a, (size_t)(n * h) * sizeof(float), "grads", &g.home));
     g.units = units_rows;
     g.compute = bwd_act;
-    T(ring_run(&g));
+    PL_CE_T(ring_run(&g));
     if (!f32 && P == 1)
-      T(pl_convert(s, dx, d->dt, g.home, PL_F32, (size_t)(n * h)));
+      PL_CE_T(pl_convert(s, dx, d->dt, g.home, PL_F32, (size_t)(n * h)));
   } else {
     /* stationary dX_r: every strip of every meeting adds to it; f32: dx
      * itself; bf16: dx, through an f32 accumulator of nc rows (bwd_w) */
     int64_t rows = f32 ? n : d->nc;
-    T(take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
-    if (!f32) T(take(&a, (size_t)(rows * d->vb) * 2, "logits", &ps.dy));
+    PL_CE_T(take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
+    if (!f32) PL_CE_T(take(&a, (size_t)(rows * d->vb) * 2, "logits", &ps.dy));
     ps.stat = dx;
     ps.stat_dt = f32 ? PL_F32 : d->dt;
     if (!f32)
-      T(take(&a, (size_t)(d->nc * h) * sizeof(float), "grads", &ps.chunk));
+      PL_CE_T(take(&a, (size_t)(d->nc * h) * sizeof(float), "grads", &ps.chunk));
     g.npart = 1;
     g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = w;
     for (int b = 0; b < 2; b++) {
       if (b == 0 && P == 2) continue;
-      T(take(&a, (size_t)(h * d->vmax) * es, "ring", &g.pbuf[b][0]));
+      PL_CE_T(take(&a, (size_t)(h * d->vmax) * es, "ring", &g.pbuf[b][0]));
     }
     g.merge = MERGE_ADD;
     g.amul = h;
     for (int b = 0; b < 2; b++)
-      T(take(&a, (size_t)(h * d->vmax) * sizeof(float), "ring", &g.abuf[b]));
+      PL_CE_T(take(&a, (size_t)(h * d->vmax) * sizeof(float), "ring", &g.abuf[b]));
     g.home = dw; /* the return hop lands in dw (bf16: rounded once before) */
     g.home_dt = d->dt;
     g.units = units_cols;
     g.compute = bwd_w;
-    T(ring_run(&g));
+    PL_CE_T(ring_run(&g));
   }
-#undef T
 done:
   release(&a);
   return st;
