@@ -133,8 +133,9 @@ pl_moe_cfg pl_moe_cfg_default(void) {
   c.K_max = 64;
   c.contiguous = false;
   c.overlap = true;
-  c.lanes = 2; /* measured on the H200: K=10 expert GEMMs 0.77 -> 0.92 of
-                  dense (down), weight gradients 0.64 -> 0.81 */
+  c.lanes = 2; /* H200, 65K shape, K = 10 (results/reference/h200/
+                  2026-11-30-s2): down GEMMs 0.73 -> 0.90 of dense, weight
+                  gradients 0.64 -> 0.76 against lanes 0 */
   return c;
 }
 
@@ -153,7 +154,13 @@ struct pl_moe {
   int nl;           /* compute lanes (cfg.lanes)             */
   pl_stream *ln[PL_MOE_MAX_LANES];
   pl_event *evf, *evj[PL_MOE_MAX_LANES]; /* fork, joins */
+  pl_event *evp, *evq; /* a pass's comm stream: start after cs, cs after it */
 };
+
+/* Rows of the dispatch bound 2*Ep*k*c_eff (see the file comment). */
+static int64_t row_budget(const pl_moe *m, int64_t c_eff) {
+  return 2 * (int64_t)m->Ep * m->cfg.k * c_eff;
+}
 
 pl_status pl_moe_create(pl_comm *ep, const pl_moe_cfg *cfg, pl_moe **out) {
   *out = NULL;
@@ -195,6 +202,8 @@ pl_status pl_moe_create(pl_comm *ep, const pl_moe_cfg *cfg, pl_moe **out) {
   pl_status st = pl_stream_create(m->dev, &m->ms);
   if (st == PL_OK) pl_stream_set_grid_cap(m->ms, cfg->comm_blocks);
   if (st == PL_OK) st = pl_event_create(m->dev, &m->evf);
+  if (st == PL_OK) st = pl_event_create(m->dev, &m->evp);
+  if (st == PL_OK) st = pl_event_create(m->dev, &m->evq);
   for (int l = 0; l < cfg->lanes && st == PL_OK; l++) {
     st = pl_stream_create(m->dev, &m->ln[l]);
     if (st == PL_OK) st = pl_event_create(m->dev, &m->evj[l]);
@@ -215,6 +224,8 @@ void pl_moe_destroy(pl_moe *m) {
     if (m->evj[l]) pl_event_destroy(m->evj[l]);
   }
   if (m->evf) pl_event_destroy(m->evf);
+  if (m->evp) pl_event_destroy(m->evp);
+  if (m->evq) pl_event_destroy(m->evq);
   if (m->ms) pl_stream_destroy(m->ms);
   free(m);
 }
@@ -750,7 +761,7 @@ static pl_status build_ctx(pl_moe *m, int64_t N, const int32_t *idx,
     if (st != PL_OK) goto fail;
   }
   if (!cf->source_major && Ep > 1) {
-    const int64_t budget = 2 * (int64_t)Ep * k * c->c_eff;
+    const int64_t budget = row_budget(m, c->c_eff);
     for (int ch = 0; ch < K; ch++)
       if (3 * c->Rmax[ch] <= budget && expert_major(m, c, &c->ch[ch], hmeta))
         goto oom;
@@ -1250,6 +1261,36 @@ static pl_status expert_bwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
   return st;
 }
 
+/* ---- a pass (forward or backward) ---------------------------------------- */
+
+static bool pipelined(const pl_moe *m) {
+  return m->cfg.variant == PL_MOE_PIPELINED && m->cfg.overlap;
+}
+
+/* The stream a pass issues its communication on: the pipelined variant's
+ * comm stream, started after everything issued on the compute stream so far;
+ * the other variants issue everything on the compute stream. */
+static pl_stream *pass_begin(pl_moe *m, pl_status *st) {
+  if (!pipelined(m)) return m->cs;
+  if (*st == PL_OK) *st = pl_event_record(m->evp, m->cs);
+  if (*st == PL_OK) *st = pl_stream_wait(m->ms, m->evp);
+  return m->ms;
+}
+
+/* The compute stream continues after the comm stream's work. */
+static pl_status pass_join(pl_moe *m, pl_status st) {
+  if (st != PL_OK || !pipelined(m)) return st;
+  st = pl_event_record(m->evq, m->ms);
+  return st == PL_OK ? pl_stream_wait(m->cs, m->evq) : st;
+}
+
+/* The end of a pass, also after a failure: both streams drained. */
+static pl_status pass_drain(pl_moe *m, pl_status st) {
+  pl_status ss = pl_stream_sync(m->cs);
+  if (ss == PL_OK) ss = pl_stream_sync(m->ms);
+  return st == PL_OK ? ss : st;
+}
+
 /* ---- forward ------------------------------------------------------------ */
 
 typedef struct fwd_state {
@@ -1350,27 +1391,19 @@ pl_status pl_moe_forward(pl_moe *m, const pl_moe_weights *W, const void *x,
   }
   const int K = c->K;
   fwd_state fs = {0};
-  pl_event *ev0 = NULL, *evEnd = NULL;
   fs.B = calloc((size_t)K, sizeof(void *));
   if (!fs.B) st = pl_set_error(PL_ENOMEM, "moe: host");
   if (st == PL_OK) st = make_events(m->dev, K, &fs.evD);
   if (st == PL_OK) st = make_events(m->dev, K, &fs.evC);
-  if (st == PL_OK) st = pl_event_create(m->dev, &ev0);
-  if (st == PL_OK) st = pl_event_create(m->dev, &evEnd);
   st = agree(m, st);
   if (st != PL_OK) goto out;
   st = transfer_weights(m, c, W, m->cs, st);
 
-  const bool pipe = m->cfg.variant == PL_MOE_PIPELINED && m->cfg.overlap;
-  pl_stream *ms = pipe ? m->ms : m->cs;
-  if (st == PL_OK && pipe) {
-    st = pl_event_record(ev0, m->cs);
-    if (st == PL_OK) st = pl_stream_wait(ms, ev0);
-  }
-  /* Budget in rows of the bound 2*Ep*k*c_eff (see the file comment).  The
-   * sequence of stages depends only on group-wide data, so every rank runs
-   * the same one, also after a failure (st carries it). */
-  const int64_t budget = 2 * (int64_t)m->Ep * m->cfg.k * c->c_eff;
+  const bool pipe = pipelined(m);
+  pl_stream *ms = pass_begin(m, &st);
+  /* The sequence of stages depends only on group-wide data, so every rank
+   * runs the same one, also after a failure (st carries it). */
+  const int64_t budget = row_budget(m, c->c_eff);
   st = fwd_dispatch(m, c, 0, x, ms, &fs, st);
   int pending = -1;
   for (int i = 0; i < K; i++) {
@@ -1399,23 +1432,14 @@ pl_status pl_moe_forward(pl_moe *m, const pl_moe_weights *W, const void *x,
       st = fwd_combine(m, c, i, w, out, ms, &fs, st);
     }
   }
-  if (st == PL_OK && pipe) {
-    st = pl_event_record(evEnd, ms);
-    if (st == PL_OK) st = pl_stream_wait(m->cs, evEnd);
-  }
+  st = pass_join(m, st);
 out:
-  {
-    pl_status ss = pl_stream_sync(m->cs);
-    if (ss == PL_OK) ss = pl_stream_sync(m->ms);
-    if (st == PL_OK) st = ss;
-  }
+  st = pass_drain(m, st);
   for (int i = 0; fs.B && i < K; i++) /* after a failure: what is still held */
     if (fs.B[i]) pl_free(m->dev, fs.B[i]);
   free(fs.B);
   free_events(K, fs.evD);
   free_events(K, fs.evC);
-  if (ev0) pl_event_destroy(ev0);
-  if (evEnd) pl_event_destroy(evEnd);
   if (st == PL_OK) settle(c, true);
   fill_stats(m, c, stats);
   if (st != PL_OK || !ctxp) {
@@ -1527,7 +1551,6 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
   const int K = c->K;
   bwd_state bs = {0};
   float *hg = NULL;
-  pl_event *ev0 = NULL, *evEnd = NULL;
   pl_status st = PL_OK;
   bs.X = calloc((size_t)K, sizeof(void *));
   bs.D = calloc((size_t)K, sizeof(void *));
@@ -1539,8 +1562,6 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
   if (st == PL_OK) st = make_events(m->dev, K, &bs.evDD);
   if (st == PL_OK) st = make_events(m->dev, K, &bs.evC);
   if (st == PL_OK) st = make_events(m->dev, K, &bs.evX);
-  if (st == PL_OK) st = pl_event_create(m->dev, &ev0);
-  if (st == PL_OK) st = pl_event_create(m->dev, &evEnd);
   size_t hgn = (size_t)c->nh * wset_elems(m);
   if (st == PL_OK)
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, hgn * sizeof(float),
@@ -1549,13 +1570,9 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
   st = agree(m, st);
   if (st != PL_OK) goto out;
 
-  const bool pipe = m->cfg.variant == PL_MOE_PIPELINED && m->cfg.overlap;
-  pl_stream *ms = pipe ? m->ms : m->cs;
-  if (st == PL_OK && pipe) {
-    st = pl_event_record(ev0, m->cs);
-    if (st == PL_OK) st = pl_stream_wait(ms, ev0);
-  }
-  const int64_t budget = 2 * (int64_t)m->Ep * m->cfg.k * c->c_eff;
+  const bool pipe = pipelined(m);
+  pl_stream *ms = pass_begin(m, &st);
+  const int64_t budget = row_budget(m, c->c_eff);
   st = bwd_dispatch(m, c, 0, x, dout, w, ms, &bs, st);
   int pending = -1; /* chunk whose return follows the next compute        */
   bool split = false; /* chunk i's X came early, its dout not yet sent    */
@@ -1607,17 +1624,10 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
       st = bwd_return(m, c, i, dx, dw, ms, &bs, st);
     }
   }
-  if (st == PL_OK && pipe) {
-    st = pl_event_record(evEnd, ms);
-    if (st == PL_OK) st = pl_stream_wait(m->cs, evEnd);
-  }
+  st = pass_join(m, st);
   st = return_wgrads(m, c, hg, G, m->cs, st);
 out:
-  {
-    pl_status ss = pl_stream_sync(m->cs);
-    if (ss == PL_OK) ss = pl_stream_sync(m->ms);
-    if (st == PL_OK) st = ss;
-  }
+  st = pass_drain(m, st);
   for (int i = 0; bs.X && i < K; i++) {
     if (bs.X[i]) pl_free(m->dev, bs.X[i]);
     if (bs.D[i]) pl_free(m->dev, bs.D[i]);
@@ -1634,8 +1644,6 @@ out:
   free_events(K, bs.evDD);
   free_events(K, bs.evC);
   free_events(K, bs.evX);
-  if (ev0) pl_event_destroy(ev0);
-  if (evEnd) pl_event_destroy(evEnd);
   return st;
 }
 
