@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 
+#include "plateau/hd.h"
 #include "plateau/plateau.h"
 
 #ifdef __cplusplus
@@ -121,6 +122,19 @@ extern const pl_backend_ops pl_cpu_backend_ops;
 extern const pl_backend_ops pl_cuda_backend_ops;
 int pl_cuda_count_devices(void); /* 0 when no driver / no device */
 #endif
+
+/* Element i of a host array of dtype dt (f32 or bf16) as f32, and back with
+ * round-to-nearest-even: the CPU kernels' loads and stores. */
+static inline float pl_ld(const void *p, pl_dtype dt, size_t i) {
+  return dt == PL_F32 ? ((const float *)p)[i]
+                      : pl_bf16_to_f32(((const pl_bf16 *)p)[i]);
+}
+static inline void pl_st(void *p, pl_dtype dt, size_t i, float v) {
+  if (dt == PL_F32)
+    ((float *)p)[i] = v;
+  else
+    ((pl_bf16 *)p)[i] = pl_f32_to_bf16(v);
+}
 
 /* CPU kernels are also callable directly by CPU references in tests. */
 pl_status pl_cpu_gemm_ref(bool ta, bool tb, int64_t m, int64_t n, int64_t k,

@@ -5,16 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "backend/internal.h"
 #include "model/mlp_block.h"
-#include "plateau/hd.h"
-
-static inline float ld(const void *p, pl_dtype dt, size_t i) {
-  return dt == PL_F32 ? ((const float *)p)[i] : pl_bf16_to_f32(((const pl_bf16 *)p)[i]);
-}
-static inline void st(void *p, pl_dtype dt, size_t i, float v) {
-  if (dt == PL_F32) ((float *)p)[i] = v;
-  else ((pl_bf16 *)p)[i] = pl_f32_to_bf16(v);
-}
 
 size_t pl_rmsnorm_bwd_scratch(int64_t N, int64_t H) {
   return (size_t)N + (size_t)((N + 63) / 64) * (size_t)H; /* rstd + partial sums */
@@ -23,7 +15,7 @@ size_t pl_rmsnorm_bwd_scratch(int64_t N, int64_t H) {
 static float row_rstd(const void *x, size_t base, int64_t H, float eps, pl_dtype dt) {
   float ss = 0.0f;
   for (int64_t j = 0; j < H; j++) {
-    float v = ld(x, dt, base + (size_t)j);
+    float v = pl_ld(x, dt, base + (size_t)j);
     ss += v * v;
   }
   return 1.0f / sqrtf(ss / (float)H + eps);
@@ -35,7 +27,7 @@ pl_status pl_cpu_rmsnorm_fwd(PL_RMSNORM_FWD_ARGS) {
     size_t base = (size_t)(r * H);
     float rstd = row_rstd(x, base, H, eps, dt);
     for (int64_t j = 0; j < H; j++)
-      st(n, dt, base + (size_t)j, ld(x, dt, base + (size_t)j) * rstd * ld(w, dt, (size_t)j));
+      pl_st(n, dt, base + (size_t)j, pl_ld(x, dt, base + (size_t)j) * rstd * pl_ld(w, dt, (size_t)j));
   }
   return PL_OK;
 }
@@ -48,13 +40,13 @@ pl_status pl_cpu_rmsnorm_bwd(PL_RMSNORM_BWD_ARGS) {
     float rstd = row_rstd(x, base, H, eps, dt);
     float dot = 0.0f;
     for (int64_t j = 0; j < H; j++)
-      dot += ld(w, dt, (size_t)j) * ld(dn, dt, base + (size_t)j) * ld(x, dt, base + (size_t)j);
+      dot += pl_ld(w, dt, (size_t)j) * pl_ld(dn, dt, base + (size_t)j) * pl_ld(x, dt, base + (size_t)j);
     float c = rstd * rstd * rstd / (float)H * dot;
     for (int64_t j = 0; j < H; j++) {
-      float v = rstd * ld(w, dt, (size_t)j) * ld(dn, dt, base + (size_t)j) -
-                c * ld(x, dt, base + (size_t)j);
-      if (dres) v += ld(dres, dt, base + (size_t)j);
-      st(dx, dt, base + (size_t)j, v);
+      float v = rstd * pl_ld(w, dt, (size_t)j) * pl_ld(dn, dt, base + (size_t)j) -
+                c * pl_ld(x, dt, base + (size_t)j);
+      if (dres) v += pl_ld(dres, dt, base + (size_t)j);
+      pl_st(dx, dt, base + (size_t)j, v);
     }
   }
   /* dw_j += Σ_r dn_rj · x_rj · rstd_r, rows in order (deterministic) */
@@ -65,7 +57,7 @@ pl_status pl_cpu_rmsnorm_bwd(PL_RMSNORM_BWD_ARGS) {
   for (int64_t j = 0; j < H; j++) {
     float acc = 0.0f;
     for (int64_t r = 0; r < N; r++)
-      acc += ld(dn, dt, (size_t)(r * H + j)) * ld(x, dt, (size_t)(r * H + j)) * rs[r];
+      acc += pl_ld(dn, dt, (size_t)(r * H + j)) * pl_ld(x, dt, (size_t)(r * H + j)) * rs[r];
     dw[j] += acc;
   }
   free(rs);
@@ -78,8 +70,8 @@ pl_status pl_cpu_swiglu_fwd(PL_SWIGLU_FWD_ARGS) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < N; r++)
     for (int64_t j = 0; j < I; j++) {
-      float g = ld(gu, dt, (size_t)(r * 2 * I + j)), u = ld(gu, dt, (size_t)(r * 2 * I + I + j));
-      st(a, dt, (size_t)(r * I + j), silu(g) * u);
+      float g = pl_ld(gu, dt, (size_t)(r * 2 * I + j)), u = pl_ld(gu, dt, (size_t)(r * 2 * I + I + j));
+      pl_st(a, dt, (size_t)(r * I + j), silu(g) * u);
     }
   return PL_OK;
 }
@@ -88,12 +80,12 @@ pl_status pl_cpu_swiglu_bwd(PL_SWIGLU_BWD_ARGS) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < N; r++)
     for (int64_t j = 0; j < I; j++) {
-      float g = ld(gu, dt, (size_t)(r * 2 * I + j)), u = ld(gu, dt, (size_t)(r * 2 * I + I + j));
-      float d = ld(da, dt, (size_t)(r * I + j));
+      float g = pl_ld(gu, dt, (size_t)(r * 2 * I + j)), u = pl_ld(gu, dt, (size_t)(r * 2 * I + I + j));
+      float d = pl_ld(da, dt, (size_t)(r * I + j));
       float sg = 1.0f / (1.0f + expf(-g));
       float dsilu = sg * (1.0f + g * (1.0f - sg));
-      st(dgu, dt, (size_t)(r * 2 * I + j), d * u * dsilu);
-      st(dgu, dt, (size_t)(r * 2 * I + I + j), d * g * sg);
+      pl_st(dgu, dt, (size_t)(r * 2 * I + j), d * u * dsilu);
+      pl_st(dgu, dt, (size_t)(r * 2 * I + I + j), d * g * sg);
     }
   return PL_OK;
 }

@@ -100,4 +100,40 @@ pl_status pl_cuda_memcpy_peer_async(pl_stream *s, void *dst,
 #ifdef __cplusplus
 }
 #endif
+
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+
+/* Device-side element i of an f32 or bf16 array as f32, and back (round to
+ * nearest even): the element-wise kernels' loads and stores. */
+static __device__ __forceinline__ float pl_cuda_ld(const void *p, pl_dtype dt, size_t i) {
+  return dt == PL_F32 ? static_cast<const float *>(p)[i]
+                      : __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+}
+static __device__ __forceinline__ void pl_cuda_st(void *p, pl_dtype dt, size_t i, float v) {
+  if (dt == PL_F32)
+    static_cast<float *>(p)[i] = v;
+  else
+    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
+}
+
+/* The sum of v over the block (blockDim.x a multiple of 32, at most 1024),
+ * returned to every thread; a barrier inside: call it from all threads. */
+static __device__ __forceinline__ float pl_cuda_block_sum(float v) {
+  __shared__ float warp_sums[32];
+  __shared__ float total;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  int nw = blockDim.x >> 5;
+  v = lane < nw ? warp_sums[lane] : 0.0f;
+  if (warp == 0)
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x == 0) total = v;
+  __syncthreads();
+  return total;
+}
+#endif
 #endif

@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "backend/cuda/internal_cuda.h"
+
 extern "C" {
 #include "model/mlp_block.h"
 }
@@ -14,44 +16,19 @@ namespace {
 
 constexpr int kRows = 64; /* rows per partial sum of dw */
 
-__device__ __forceinline__ float ldv(const void *p, pl_dtype dt, size_t i) {
-  return dt == PL_F32 ? static_cast<const float *>(p)[i]
-                      : __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
-}
-__device__ __forceinline__ void stv(void *p, pl_dtype dt, size_t i, float v) {
-  if (dt == PL_F32) static_cast<float *>(p)[i] = v;
-  else static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
-}
 
-/* Sum over the block (blockDim.x a multiple of 32, at most 1024). */
-__device__ float block_sum(float v) {
-  __shared__ float warp_sums[32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  int nw = blockDim.x >> 5;
-  v = lane < nw ? warp_sums[lane] : 0.0f;
-  if (warp == 0)
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __shared__ float total;
-  if (threadIdx.x == 0) total = v;
-  __syncthreads();
-  return total;
-}
 
 __global__ void rmsnorm_fwd_kernel(const void *x, const void *w, void *n, int64_t H, float eps,
                                    pl_dtype dt) {
   size_t base = static_cast<size_t>(blockIdx.x) * H;
   float ss = 0.0f;
   for (int64_t j = threadIdx.x; j < H; j += blockDim.x) {
-    float v = ldv(x, dt, base + j);
+    float v = pl_cuda_ld(x, dt, base + j);
     ss += v * v;
   }
-  float rstd = rsqrtf(block_sum(ss) / static_cast<float>(H) + eps);
+  float rstd = rsqrtf(pl_cuda_block_sum(ss) / static_cast<float>(H) + eps);
   for (int64_t j = threadIdx.x; j < H; j += blockDim.x)
-    stv(n, dt, base + j, ldv(x, dt, base + j) * rstd * ldv(w, dt, j));
+    pl_cuda_st(n, dt, base + j, pl_cuda_ld(x, dt, base + j) * rstd * pl_cuda_ld(w, dt, j));
 }
 
 __global__ void rmsnorm_bwd_dx_kernel(const void *x, const void *w, const void *dn,
@@ -60,18 +37,18 @@ __global__ void rmsnorm_bwd_dx_kernel(const void *x, const void *w, const void *
   size_t base = static_cast<size_t>(blockIdx.x) * H;
   float ss = 0.0f, dot = 0.0f;
   for (int64_t j = threadIdx.x; j < H; j += blockDim.x) {
-    float xv = ldv(x, dt, base + j);
+    float xv = pl_cuda_ld(x, dt, base + j);
     ss += xv * xv;
-    dot += ldv(w, dt, j) * ldv(dn, dt, base + j) * xv;
+    dot += pl_cuda_ld(w, dt, j) * pl_cuda_ld(dn, dt, base + j) * xv;
   }
-  float rstd = rsqrtf(block_sum(ss) / static_cast<float>(H) + eps);
-  dot = block_sum(dot);
+  float rstd = rsqrtf(pl_cuda_block_sum(ss) / static_cast<float>(H) + eps);
+  dot = pl_cuda_block_sum(dot);
   float c = rstd * rstd * rstd / static_cast<float>(H) * dot;
   if (threadIdx.x == 0) rstd_out[blockIdx.x] = rstd;
   for (int64_t j = threadIdx.x; j < H; j += blockDim.x) {
-    float v = rstd * ldv(w, dt, j) * ldv(dn, dt, base + j) - c * ldv(x, dt, base + j);
-    if (dres) v += ldv(dres, dt, base + j);
-    stv(dx, dt, base + j, v);
+    float v = rstd * pl_cuda_ld(w, dt, j) * pl_cuda_ld(dn, dt, base + j) - c * pl_cuda_ld(x, dt, base + j);
+    if (dres) v += pl_cuda_ld(dres, dt, base + j);
+    pl_cuda_st(dx, dt, base + j, v);
   }
 }
 
@@ -84,7 +61,7 @@ __global__ void rmsnorm_dw_partial_kernel(const void *x, const void *dn, const f
   int64_t r0 = chunk * kRows, r1 = min(N, r0 + kRows);
   float acc = 0.0f;
   for (int64_t r = r0; r < r1; r++)
-    acc += ldv(dn, dt, static_cast<size_t>(r * H + j)) * ldv(x, dt, static_cast<size_t>(r * H + j)) *
+    acc += pl_cuda_ld(dn, dt, static_cast<size_t>(r * H + j)) * pl_cuda_ld(x, dt, static_cast<size_t>(r * H + j)) *
            rstd[r];
   partial[chunk * H + j] = acc;
 }
@@ -103,8 +80,8 @@ __global__ void swiglu_fwd_kernel(const void *gu, void *a, int64_t N, int64_t I,
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     size_t r = i / I, j = i % I;
-    float g = ldv(gu, dt, r * 2 * I + j), u = ldv(gu, dt, r * 2 * I + I + j);
-    stv(a, dt, i, g / (1.0f + expf(-g)) * u);
+    float g = pl_cuda_ld(gu, dt, r * 2 * I + j), u = pl_cuda_ld(gu, dt, r * 2 * I + I + j);
+    pl_cuda_st(a, dt, i, g / (1.0f + expf(-g)) * u);
   }
 }
 
@@ -114,12 +91,12 @@ __global__ void swiglu_bwd_kernel(const void *gu, const void *da, void *dgu, int
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     size_t r = i / I, j = i % I;
-    float g = ldv(gu, dt, r * 2 * I + j), u = ldv(gu, dt, r * 2 * I + I + j);
-    float d = ldv(da, dt, i);
+    float g = pl_cuda_ld(gu, dt, r * 2 * I + j), u = pl_cuda_ld(gu, dt, r * 2 * I + I + j);
+    float d = pl_cuda_ld(da, dt, i);
     float sg = 1.0f / (1.0f + expf(-g));
     float dsilu = sg * (1.0f + g * (1.0f - sg));
-    stv(dgu, dt, r * 2 * I + j, d * u * dsilu);
-    stv(dgu, dt, r * 2 * I + I + j, d * g * sg);
+    pl_cuda_st(dgu, dt, r * 2 * I + j, d * u * dsilu);
+    pl_cuda_st(dgu, dt, r * 2 * I + I + j, d * g * sg);
   }
 }
 

@@ -19,33 +19,7 @@
 
 namespace {
 
-__device__ __forceinline__ float ldv(const void *p, pl_dtype dt, size_t i) {
-  return dt == PL_F32 ? static_cast<const float *>(p)[i]
-                      : __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
-}
-__device__ __forceinline__ void stv(void *p, pl_dtype dt, size_t i, float v) {
-  if (dt == PL_F32)
-    static_cast<float *>(p)[i] = v;
-  else
-    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
-}
 
-__device__ float block_sum(float v) {
-  __shared__ float warp_sums[32];
-  __shared__ float total;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  int nw = blockDim.x >> 5;
-  v = lane < nw ? warp_sums[lane] : 0.0f;
-  if (warp == 0)
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (threadIdx.x == 0) total = v;
-  __syncthreads();
-  return total;
-}
 
 /* One block per destination row; 16-byte words when the row allows. */
 __global__ void moe_gather_kernel(void *dst, const void *src,
@@ -93,9 +67,9 @@ __global__ void moe_combine_kernel(void *out, const int32_t *toks, int64_t nt,
         const void *base = v >= 0 ? A : B;
         int64_t r = v >= 0 ? v : -1 - (int64_t)v;
         float wj = w ? w[t * k + j] : 1.0f;
-        acc = __fadd_rn(acc, __fmul_rn(wj, ldv(base, dt, (size_t)(r * H + h))));
+        acc = __fadd_rn(acc, __fmul_rn(wj, pl_cuda_ld(base, dt, (size_t)(r * H + h))));
       }
-      stv(out, dt, (size_t)(t * H + h), acc);
+      pl_cuda_st(out, dt, (size_t)(t * H + h), acc);
     }
   }
 }
@@ -185,7 +159,7 @@ __global__ void swiglu_bwd_t(T *G, T *U, const T *P, const T *A, const float *w,
     float acc = 0.0f;
     for (int64_t i = threadIdx.x; i < I; i += blockDim.x)
       acc += ldt(P, base + i) * ldt(A, base + i);
-    float s = block_sum(acc);
+    float s = pl_cuda_block_sum(acc);
     if (threadIdx.x == 0) dw[r] = s;
     float wr = w[r];
     for (int64_t i = threadIdx.x; i < I; i += blockDim.x) {
