@@ -45,7 +45,7 @@ static const pl_opt attn_opts[] = {
      1, 65535, NULL},
     {"head-dim", 0, PL_OPT_INT, NULL, "head dimension d (default 128 on CUDA, 64 on the CPU)", 1,
      512, NULL},
-    {"algo", 0, PL_OPT_ENUM, "auto", "kernel: auto | simple | mma | wgmma (CUDA; auto: the wgmma forward for d = 128 on an sm_90a build and the mma backward; wgmma: both wgmma)", 0, 0, algo_names},
+    {"algo", 0, PL_OPT_ENUM, "auto", "kernel: auto | simple | mma | wgmma (CUDA; auto: the wgmma kernels for d = 128 on an sm_90a build, else mma; wgmma: refuse other shapes)", 0, 0, algo_names},
     {"pass", 0, PL_OPT_ENUM, "both", "fwd | fwdbwd | both", 0, 0, pass_names},
     {"bwd-max", 0, PL_OPT_SIZE, "512Ki", "largest S that also runs forward+backward", 1, 1 << 30,
      NULL},

@@ -14,9 +14,9 @@
 # The default build (CUDA_ARCH=90a) includes the wgmma forward (AUTO runs it for
 # d = 128, V path mn128 unless PLATEAU_ATTN_WGMMA_V says otherwise); its bench
 # step runs once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe).
-# The experimental wgmma backward (not AUTO's) has one bench step of its own
-# (--algo wgmma --pass both); the CUDA tests check it against SIMPLE (a
-# mismatch fails them only with PLATEAU_TEST_WGMMA=1).
+# AUTO's backward for d = 128 is the wgmma one, variant fused; the other
+# backward kernels (wgmma split, mma) have a bench step each for comparison.
+# The CUDA tests check every wgmma path against SIMPLE.
 set -uo pipefail
 RUNS=${RUNS:-results/runs/attention-$(date -u +%Y%m%dT%H%M%SZ)}
 BUILD=${BUILD:-build}
@@ -74,12 +74,12 @@ for v in ${WGMMA_V:-transpose mn mn128 pipe}; do
     echo "(wgmma forward, V path $v, unavailable or failed: see above)"
 done
 
-# the experimental wgmma backward (dK/dV and dQ kernels; --algo sets the
-# backward's algo too), after the forward of the default V path (mn128)
-step "bench attention --algo wgmma, fwd and fwd+bwd (wgmma backward; needs an sm_90a build)"
-timeout 180 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma --seq 16Ki,32Ki,64Ki \
-  --pass both -w 1 -n 3 -o "$RUNS" ||
-  echo "(wgmma backward unavailable or failed: see above)"
+# the other backward kernels, after the default forward (wgmma mn128)
+step "bench attention, backward variants: wgmma split, mma (fwd+bwd)"
+PLATEAU_ATTN_WGMMA_BWD=split timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
+  --seq 16Ki,32Ki,64Ki,128Ki --pass both -w 1 -n 3 -o "$RUNS" || fail=1
+PLATEAU_ATTN_BWD=mma timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
+  --seq 16Ki,32Ki,64Ki --pass both -w 1 -n 2 -o "$RUNS" || fail=1
 
 step "bench attention: S = 256Ki, 512Ki, 1Mi forward only (1 run each, no warm-up)"
 timeout 120 "$BIN" bench attention --backend cuda $SHAPE --seq 256Ki,512Ki \

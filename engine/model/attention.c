@@ -71,10 +71,9 @@ size_t pl_attn_bwd_workspace_bytes(const pl_attn_shape *sh, pl_backend be) {
   return (dq + rows) * sizeof(float);
 }
 
-/* PL_ATTN_AUTO stays AUTO (the CUDA launchers then run the wgmma forward for
- * d = 128 on an sm_90a build, the MMA kernels otherwise, and the MMA backward;
- * PLATEAU_ATTN_BWD=wgmma opts into the wgmma backward) unless the
- * environment names a kernel:
+/* PL_ATTN_AUTO stays AUTO (the CUDA launchers then run the wgmma forward and
+ * backward for d = 128 on an sm_90a build, the MMA kernels otherwise) unless
+ * the environment names a kernel:
  * PLATEAU_ATTN_FWD / PLATEAU_ATTN_BWD = simple | mma | wgmma (a field switch should a
  * fast kernel misbehave on some machine: the SIMPLE kernels are the device
  * reference).  An explicit algo in the shape always wins. */

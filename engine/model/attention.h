@@ -38,9 +38,9 @@ typedef enum pl_attn_algo {
   PL_ATTN_AUTO = 0,   /* MMA where supported, else SIMPLE                */
   PL_ATTN_SIMPLE = 1, /* CUDA: one warp per row (reference on the device) */
   PL_ATTN_MMA = 2,    /* CUDA: tensor-core flash attention               */
-  PL_ATTN_WGMMA = 3,  /* CUDA, experimental: forward with Hopper wgmma
-                         (d = 128; needs a CUDA_ARCH=90a build; backward
-                         uses MMA).  Not chosen by AUTO until validated. */
+  PL_ATTN_WGMMA = 3,  /* CUDA: forward and backward with Hopper wgmma
+                         (d = 128; needs a CUDA_ARCH=90a build).  What
+                         AUTO runs for d = 128 on such builds. */
 } pl_attn_algo;
 
 typedef struct pl_attn_shape {

@@ -31,13 +31,13 @@
  *    K-major B), mn (V read as an MN-major B, trans-b = 1, no transposition),
  *    mn128 (mn with 128 keys per step) or pipe (mn with the softmax
  *    overlapping the tensor cores, FlashAttention-3 style).
- *  - WGMMA backward (d = 128, sm_90a builds): validated on the H200 against
- *    the SIMPLE kernel on every shape of test_attention_cuda (forward+backward
- *    317-319 TFLOP/s at 16Ki-64Ki against 245-248 with the MMA backward), but
- *    run only for algo PL_ATTN_WGMMA (PLATEAU_ATTN_BWD=wgmma, bench --algo
- *    wgmma) until the decoder-layer and Ulysses tests have run with it on a
- *    GPU; PL_ATTN_AUTO keeps the MMA backward.  Two kernels, dK/dV by key
- *    blocks and dQ by query blocks, each recomputing P; see its section.
+ *  - WGMMA backward (d = 128, sm_90a builds; AUTO runs it there): validated
+ *    on the H200 against the SIMPLE kernel on every shape of
+ *    test_attention_cuda, and with the decoder-layer and Ulysses tests.  Two
+ *    variants (PLATEAU_ATTN_WGMMA_BWD): fused (default), one kernel by key
+ *    blocks with dQ added into the fp32 workspace by atomics; split, a dK/dV
+ *    kernel by key blocks and a dQ kernel by query blocks, each recomputing P.
+ *    See its section.
  *
  * Numerics shared by all: scores in fp32, softmax via exp2 with scale·log2e
  * folded in, P rounded to bf16 before P·V (MMA, WGMMA; SIMPLE keeps fp32),
@@ -848,6 +848,10 @@ static __device__ __forceinline__ void wg_commit() {
 static __device__ __forceinline__ void wg_wait0() {
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 }
+/* all but the newest committed wgmma group complete */
+static __device__ __forceinline__ void wg_wait1() {
+  asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+}
 static __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
@@ -868,8 +872,10 @@ static __device__ __forceinline__ void wg_hold(uint32_t (&r)[N][4]) {
     for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
 }
 
-/* d[32] (+)= A(desc) · B(desc), m64n64k16, both K-major (trans-a = trans-b = 0);
- * accumulate = 0 overwrites d */
+/* d[32] (+)= A(desc) · B(desc), m64n64k16; TA, TB = trans-a, trans-b: 0 for a
+ * K-major operand (the default), 1 for an MN-major one; accumulate = 0
+ * overwrites d */
+template <int TA = 0, int TB = 0>
 static __device__ __forceinline__ void wg_m64n64_ss(float (&d)[32], uint64_t da, uint64_t db,
                                                    int accumulate) {
   asm volatile(
@@ -877,13 +883,13 @@ static __device__ __forceinline__ void wg_m64n64_ss(float (&d)[32], uint64_t da,
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
       "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
       "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      "%32, %33, p, 1, 1, %35, %36;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
         "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
         "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
         "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(accumulate));
+      : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));
 }
 
 /* The 64 accumulator operands of an m64n128 wgmma ("+f", in register order). */
@@ -1418,9 +1424,10 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
 }
 
 /* ======================================================================== */
-/* WGMMA backward (experimental; sm_90a, d = 128)                           */
+/* WGMMA backward (sm_90a, d = 128)                                         */
 /* ======================================================================== */
-/* FlashAttention-2's backward split in two kernels, both on wgmma with the
+/* FlashAttention-2's backward on wgmma, fused (FQ: dQ by atomics, as the MMA
+ * kernel) or split in two kernels, with the
  * forward's operand conventions (Q, K, V, dO tiles loaded by load_tile_sw128
  * into [half][rows][64] 128-byte-swizzled shared memory; a tile serves as a
  * K-major operand when its rows are the M or N index, and as an MN-major B
@@ -1452,32 +1459,44 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  *    and writes bf16(scale·dQ).  dQ needs no workspace and no atomics; the
  *    price is S and dP computed twice (7 GEMMs where the fused MMA kernel
  *    runs 5; the FLOP count stays 2.5 × forward).
+ *  - fused (attn_bwd_dkdv_wgmma_kernel<true>, the default): the dK/dV kernel
+ *    also stores bf16(dS^T) to shared memory (double-buffered), and after a
+ *    barrier each warpgroup computes half the head dims of dQ = dS K for the
+ *    step's 64 queries (m64n64, both operands MN-major from shared memory),
+ *    left in flight over the next step's barrier and added into the fp32
+ *    dQacc by float2 atomics after the next S^T, dP^T; dQacc is zeroed before
+ *    and converted to bf16(scale·dQacc) after, as for the MMA backward.
+ *    5 GEMMs per tile; measured 357 against split's 319 TFLOP/s (bwd, 16Ki).
  *
  * Synchronization (both kernels; the forward mn kernel's scheme): one
  * __syncthreads per step, preceded in every thread by cp.async.wait_group 0
  * (its own copies of this step's tiles landed) and fence.proxy.async (those
  * generic-proxy writes ordered before the async-proxy wgmma reads of any
- * thread after the barrier).  Every wgmma batch is waited for
- * (wgmma.wait_group 0) inside its step, so after the barrier of step j no
- * wgmma or ld.shared of step j−1 is pending and the buffer step j−1 used may
- * be refilled for step j+1 (issued right after the barrier, overlapping the
- * step).  The resident tiles are never rewritten.  wgmma.fence precedes each
- * batch (the A fragments were just packed by ordinary instructions, the
- * accumulators last touched by the previous batch); wg_hold pins the
- * accumulator and A registers around fence / wait as in the forward.  A
+ * thread after the barrier).  Every wgmma batch that reads a double-buffered
+ * tile is waited for (wgmma.wait_group) inside its step, so after the barrier
+ * of step j no wgmma or ld.shared of step j−1 on that buffer is pending and
+ * it may be refilled for step j+1 (issued right after the barrier,
+ * overlapping the step).  The one batch left in flight, the fused dQ, reads
+ * only K and its own dS^T buffer, which step j+1 does not write.  The
+ * resident tiles are never rewritten.  wgmma.fence precedes each batch (the
+ * A fragments were just packed by ordinary instructions, the accumulators
+ * last touched by the previous batch); wg_hold pins the accumulator and A
+ * registers around fence / wait as in the forward.  In the dQ kernel a
  * warpgroup whose whole 64×64 tile lies above the diagonal (all keys after
- * all queries) skips the step's wgmma (a condition uniform over the
- * warpgroup; no barrier inside). */
+ * all queries) skips the step's wgmma; the dK/dV kernel computes such a tile
+ * (masked to 0, one per key block) since a branch around its wgmma made
+ * ptxas serialize them (C7520). */
 #define WGB_BN 128 /* dK/dV kernel: keys per block (two warpgroups)      */
 #define WGB_BM 64  /* dK/dV kernel: queries per step                     */
 #define WGQ_BM 128 /* dQ kernel: query rows per block (two warpgroups)   */
 #define WGQ_BN 64  /* dQ kernel: keys per step                           */
 
-/* K, V [2][128][64] + Q, dO [2 buf][2][64][64] swizzled; LSE, D [2 buf][64]
- * f32; 1024 B to align: 133,120 B */
-static constexpr size_t wgb_dkdv_smem_bytes() {
+/* K, V [2][128][64] + Q, dO [2 buf][2][64][64] swizzled; with fused dQ
+ * dS^T [2 buf][128][64] swizzled; LSE, D [2 buf][64] f32; 1024 B to align:
+ * 133,120 B (split), 165,888 B (fused) */
+static constexpr size_t wgb_dkdv_smem_bytes(bool fq) {
   return (size_t)2 * WGB_BN * 128 * 2 + (size_t)2 * 2 * WGB_BM * 128 * 2 +
-         (size_t)2 * 2 * WGB_BM * 4 + 1024;
+         (fq ? (size_t)2 * WGB_BN * WGB_BM * 2 : 0) + (size_t)2 * 2 * WGB_BM * 4 + 1024;
 }
 /* Q, dO [2][128][64] + K, V [2 buf][2][64][64] swizzled; 1024 B to align:
  * 132,096 B */
@@ -1494,18 +1513,21 @@ static __device__ __forceinline__ void cp_async4(void *dst, const void *src, int
 }
 #endif
 
-/* grid (ceil(S/128), n_kv, B), 256 threads (two warpgroups). */
+/* grid (ceil(S/128), n_kv, B), 256 threads (two warpgroups).  FQ: also
+ * dQ += dS K into p.dqacc (fp32 atomics; the fused variant). */
+template <bool FQ>
 static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(AttnParams p) {
 #if PL_WGMMA_OK
   constexpr int D = 128, BN = WGB_BN, BM = WGB_BM, NT = 256;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  bf16 *sK = reinterpret_cast<bf16 *>(base);               /* [2][BN][64]        */
-  bf16 *sV = sK + BN * 128;                                /* [2][BN][64]        */
-  bf16 *sQ = sV + BN * 128;                                /* [2 buf][2][BM][64] */
-  bf16 *sdO = sQ + 2 * BM * 128;                           /* [2 buf][2][BM][64] */
-  float *sL = reinterpret_cast<float *>(sdO + 2 * BM * 128); /* [2 buf][BM] LSE  */
-  float *sDl = sL + 2 * BM;                                /* [2 buf][BM] D      */
+  bf16 *sK = reinterpret_cast<bf16 *>(base);                       /* [2][BN][64]        */
+  bf16 *sV = sK + BN * 128;                                        /* [2][BN][64]        */
+  bf16 *sQ = sV + BN * 128;                                        /* [2 buf][2][BM][64] */
+  bf16 *sdO = sQ + 2 * BM * 128;                                   /* [2 buf][2][BM][64] */
+  bf16 *sdS = sdO + 2 * BM * 128; /* [2 buf][BN][64] (FQ) */
+  float *sL = reinterpret_cast<float *>(sdS + (FQ ? 2 * BN * BM : 0)); /* [2 buf][BM] LSE */
+  float *sDl = sL + 2 * BM;                                        /* [2 buf][BM] D      */
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = warp >> 2, wq = warp & 3, g = lane >> 2, t = lane & 3;
@@ -1548,6 +1570,26 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
 #pragma unroll
   for (int i = 0; i < 64; ++i) dk[i] = dv[i] = 0.f;
   const int key_r = kw0 + wq * 16 + g; /* this thread's keys: key_r, key_r + 8 */
+  /* FQ: the dQ tile of a step (query tile pend_q of head pend_h; -1: none)
+   * stays in flight over the barrier into the next step, which adds it to
+   * dQacc */
+  float dqp[32];
+  int pend_q = -1, pend_h = 0;
+  /* element 4j + e: query q0 + 16wq + g + 8·(e>>1), d 64wg + 8j + 2t + (e&1) */
+  auto dq_flush = [&](int q0, int h) {
+    float *gdq = p.dqacc + (int64_t)b * S * qstride + (int64_t)h * D + wg * 64 + 2 * t;
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int q = q0 + wq * 16 + g + 8 * hf;
+      if (q < S) {
+        float *row = gdq + (int64_t)q * qstride;
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          atomicAdd(reinterpret_cast<float2 *>(row + 8 * j),
+                    make_float2(dqp[4 * j + 2 * hf], dqp[4 * j + 2 * hf + 1]));
+      }
+    }
+  };
 
   for (int it = 0; it < niter; ++it) {
     const int buf = it & 1;
@@ -1561,70 +1603,129 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
       cp_async_commit();
     }
     const int qs = (qb0 + it % per_head) * BM;
-    if (qs + BM - 1 < kw0) continue; /* every key after every query: P^T = 0 */
+    /* (the diagonal tile's second warpgroup has every key after every query:
+     * its P^T is all masked, 0; computed anyway, as a branch around wgmma
+     * makes ptxas serialize the kernel's wgmma) */
     const bf16 *cQ = sQ + buf * BM * 128, *cdO = sdO + buf * BM * 128;
-
-    /* S^T = K Q^T, dP^T = V dO^T (this warpgroup's 64 keys × 64 queries) */
+    uint32_t ap[BM / 16][4], as[BM / 16][4];
     float st[32], dpt[32];
-    wg_fence();
+    bf16 *cdS = sdS + buf * BN * BM;
+    {
+      /* S^T = K Q^T, dP^T = V dO^T (this warpgroup's 64 keys × 64 queries) */
+      wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const int ao = (kk >> 2) * (BN * 64) + wg * 64 * 64 + (kk & 3) * 16;
-      const int bo = (kk >> 2) * (BM * 64) + (kk & 3) * 16;
-      wg_m64n64_ss(st, wg_desc_k(sK + ao), wg_desc_k(cQ + bo), kk > 0);
-    }
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const int ao = (kk >> 2) * (BN * 64) + wg * 64 * 64 + (kk & 3) * 16;
+        const int bo = (kk >> 2) * (BM * 64) + (kk & 3) * 16;
+        wg_m64n64_ss(st, wg_desc_k(sK + ao), wg_desc_k(cQ + bo), kk > 0);
+      }
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const int ao = (kk >> 2) * (BN * 64) + wg * 64 * 64 + (kk & 3) * 16;
-      const int bo = (kk >> 2) * (BM * 64) + (kk & 3) * 16;
-      wg_m64n64_ss(dpt, wg_desc_k(sV + ao), wg_desc_k(cdO + bo), kk > 0);
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const int ao = (kk >> 2) * (BN * 64) + wg * 64 * 64 + (kk & 3) * 16;
+        const int bo = (kk >> 2) * (BM * 64) + (kk & 3) * 16;
+        wg_m64n64_ss(dpt, wg_desc_k(sV + ao), wg_desc_k(cdO + bo), kk > 0);
+      }
     }
     wg_commit();
+    /* S^T, dP^T and (FQ) the previous step's dQ done.  (Waiting for the dQ
+     * alone first, wait_group 1, to add it to dQacc beside this step's S^T and
+     * dP^T makes ptxas serialize the kernel's wgmma: C7514.) */
     wg_wait0();
     wg_hold(st);
     wg_hold(dpt);
+    if (FQ) {
+      wg_hold(dqp);
+      if (pend_q >= 0) dq_flush(pend_q, pend_h);
+    }
+    {
 
-    /* P^T, dS^T: element 4j + e is key key_r + 8·(e>>1), query qs + 8j + 2t +
-     * (e&1); LSE and D of that query from shared memory */
-    const float *cL = sL + buf * BM, *cD = sDl + buf * BM;
-    const bool need_mask = (qs < kw0 + 63) || (qs + BM > S);
+      /* P^T, dS^T: element 4j + e is key key_r + 8·(e>>1), query qs + 8j + 2t +
+       * (e&1); LSE and D of that query from shared memory */
+      const float *cL = sL + buf * BM, *cD = sDl + buf * BM;
+      const bool need_mask = (qs < kw0 + 63) || (qs + BM > S);
 #pragma unroll
-    for (int j = 0; j < BM / 8; ++j) {
-      const float2 l2 = *reinterpret_cast<const float2 *>(cL + 8 * j + 2 * t);
-      const float2 d2 = *reinterpret_cast<const float2 *>(cD + 8 * j + 2 * t);
+      for (int j = 0; j < BM / 8; ++j) {
+        const float2 l2 = *reinterpret_cast<const float2 *>(cL + 8 * j + 2 * t);
+        const float2 d2 = *reinterpret_cast<const float2 *>(cD + 8 * j + 2 * t);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float lq = (e & 1) ? l2.y : l2.x, dq = (e & 1) ? d2.y : d2.x;
-        float pr = exp2f(st[4 * j + e] * p.scale_log2 - lq * LOG2E_F);
-        if (need_mask) {
-          const int key = key_r + 8 * (e >> 1), q = qs + 8 * j + 2 * t + (e & 1);
-          if (key > q || q >= S) pr = 0.f;
+        for (int e = 0; e < 4; ++e) {
+          const float lq = (e & 1) ? l2.y : l2.x, dq = (e & 1) ? d2.y : d2.x;
+          float pr = exp2f(st[4 * j + e] * p.scale_log2 - lq * LOG2E_F);
+          if (need_mask) {
+            const int key = key_r + 8 * (e >> 1), q = qs + 8 * j + 2 * t + (e & 1);
+            if (key > q || q >= S) pr = 0.f;
+          }
+          st[4 * j + e] = pr;
+          dpt[4 * j + e] = pr * (dpt[4 * j + e] - dq);
         }
-        st[4 * j + e] = pr;
-        dpt[4 * j + e] = pr * (dpt[4 * j + e] - dq);
+      }
+
+      /* dV += P^T dO, dK += dS^T Q: A from registers (16 queries per
+       * fragment), B = the dO / Q tile as MN-major (rows = queries = K index;
+       * LBO = one d half, BM·128 B) */
+      wg_pack_p<BM>(ap, st);
+      wg_pack_p<BM>(as, dpt);
+      if (FQ) {
+        /* dS^T to shared memory, [key][64 queries] 128-byte-swizzled (a
+         * query pair per 32-bit store: as[kk][2hf + j] holds key key_r + 8hf,
+         * queries 16kk + 8j + 2t, +1), the A operand of dQ += dS K below */
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; ++kk)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int key = key_r - k0 + 8 * (i & 1), ch = 2 * kk + (i >> 1);
+            *reinterpret_cast<uint32_t *>(cdS + key * 64 + ((ch ^ (key & 7)) * 8) + 2 * t) =
+                as[kk][i];
+          }
+      }
+      wg_hold(dv);
+      wg_hold(dk);
+      wg_hold(ap);
+      wg_hold(as);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; ++kk) {
+        wg_m64n128_rs<1>(dv, ap[kk], wg_desc_mn(cdO + kk * 16 * 64, BM * 128));
+        wg_m64n128_rs<1>(dk, as[kk], wg_desc_mn(cQ + kk * 16 * 64, BM * 128));
       }
     }
-
-    /* dV += P^T dO, dK += dS^T Q: A from registers (16 queries per
-     * fragment), B = the dO / Q tile as MN-major (rows = queries = K index;
-     * LBO = one d half, BM·128 B) */
-    uint32_t ap[BM / 16][4], as[BM / 16][4];
-    wg_pack_p<BM>(ap, st);
-    wg_pack_p<BM>(as, dpt);
-    wg_hold(dv);
-    wg_hold(dk);
-    wg_hold(ap);
-    wg_hold(as);
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk) {
-      wg_m64n128_rs<1>(dv, ap[kk], wg_desc_mn(cdO + kk * 16 * 64, BM * 128));
-      wg_m64n128_rs<1>(dk, as[kk], wg_desc_mn(cQ + kk * 16 * 64, BM * 128));
-    }
     wg_commit();
+    if (!FQ) {
+      wg_wait0();
+      wg_hold(dv);
+      wg_hold(dk);
+    }
+    if (FQ) {
+      /* dQ (64 queries × 128 d) = dS (64 × 128 keys) K (128 × 128): both
+       * warpgroups' dS^T halves, so a barrier first (with the async-proxy
+       * fence of the stores); warpgroup wg takes d half wg, m64n64, A = dS^T
+       * as MN-major (rows = keys = K index, 64 queries per row), B = the K
+       * tile's half wg as MN-major (all 128 keys, also on the diagonal tile
+       * where the second half of dS is 0: no branch around wgmma).
+       * Left in flight: flushed by the next step (or after the loop); dS^T
+       * is double-buffered, as a warpgroup may still read buffer buf when
+       * the other writes buf^1 in the next step. */
+      fence_proxy_async();
+      __syncthreads();
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+        wg_m64n64_ss<1, 1>(dqp, wg_desc_mn(cdS + kk * 16 * 64, BM * 128),
+                             wg_desc_mn(sK + wg * (BN * 64) + kk * 16 * 64, BN * 128), kk > 0);
+      wg_commit();
+      wg_wait1(); /* dV, dK done: ap, as and the Q, dO buffer free */
+      wg_hold(dv);
+      wg_hold(dk);
+      wg_hold(ap);
+      wg_hold(as);
+      pend_q = qs;
+      pend_h = hk * p.group + it / per_head;
+    }
+  }
+  if (FQ) {
     wg_wait0();
-    wg_hold(dv);
-    wg_hold(dk);
+    wg_hold(dqp);
+    if (pend_q >= 0) dq_flush(pend_q, pend_h);
   }
   cp_async_wait<0>();
 
@@ -1637,8 +1738,8 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
       const int64_t off = ((int64_t)b * S + key) * kstride + (int64_t)hk * D;
 #pragma unroll
       for (int jd = 0; jd < D / 8; ++jd) {
-        *reinterpret_cast<__nv_bfloat162 *>(p.dk + off + jd * 8 + 2 * t) = __floats2bfloat162_rn(
-            dk[4 * jd + 2 * hf] * p.scale, dk[4 * jd + 2 * hf + 1] * p.scale);
+        *reinterpret_cast<__nv_bfloat162 *>(p.dk + off + jd * 8 + 2 * t) =
+            __floats2bfloat162_rn(dk[4 * jd + 2 * hf] * p.scale, dk[4 * jd + 2 * hf + 1] * p.scale);
         *reinterpret_cast<__nv_bfloat162 *>(p.dv + off + jd * 8 + 2 * t) =
             __floats2bfloat162_rn(dv[4 * jd + 2 * hf], dv[4 * jd + 2 * hf + 1]);
       }
@@ -1917,38 +2018,75 @@ static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
   return cuda_check("fwd simple launch");
 }
 
-/* The wgmma backward after the delta kernel: dK/dV, then dQ (independent;
- * both read D and LSE).  No dQ workspace: dQ is written directly. */
-static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B) {
-  constexpr size_t smem_kv = wgb_dkdv_smem_bytes(), smem_q = wgb_dq_smem_bytes();
-  cudaError_t e = cudaFuncSetAttribute(attn_bwd_dkdv_wgmma_kernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
-  if (e == cudaSuccess)
+/* Variants of the wgmma backward (PLATEAU_ATTN_WGMMA_BWD): fused (one
+ * kernel, dQ through fp32 atomics into the workspace; the default) or split
+ * (a dK/dV and a dQ kernel, P recomputed in each, no atomics). */
+enum { WGB_FUSED = 0, WGB_SPLIT = 1 };
+static pl_status wgmma_bwd_variant(int *v) {
+  const char *e = getenv("PLATEAU_ATTN_WGMMA_BWD");
+  if (!e || !*e || !strcmp(e, "fused")) {
+    *v = WGB_FUSED;
+    return PL_OK;
+  }
+  if (!strcmp(e, "split")) {
+    *v = WGB_SPLIT;
+    return PL_OK;
+  }
+  return pl_set_error(PL_EINVAL,
+                      "attention bwd wgmma: PLATEAU_ATTN_WGMMA_BWD=%s: must be fused or split", e);
+}
+
+/* The wgmma backward after the delta kernel.  split: dK/dV, then dQ
+ * (independent; both read D and LSE; dQ written directly).  fused: dQacc
+ * zeroed, the dK/dV kernel adding dS K into it, then the bf16 conversion. */
+static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int64_t nq_el,
+                                  int variant) {
+  const bool fused = variant == WGB_FUSED;
+  const size_t smem_kv = wgb_dkdv_smem_bytes(fused), smem_q = wgb_dq_smem_bytes();
+  auto kv = fused ? attn_bwd_dkdv_wgmma_kernel<true> : attn_bwd_dkdv_wgmma_kernel<false>;
+  cudaError_t e =
+      cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
+  if (e == cudaSuccess && !fused)
     e = cudaFuncSetAttribute(attn_bwd_dq_wgmma_kernel,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q);
+  if (e == cudaSuccess && fused)
+    e = cudaMemsetAsync(p.dqacc, 0, (size_t)nq_el * sizeof(float), st);
   if (e != cudaSuccess)
-    return pl_set_error(PL_ERUNTIME, "attention bwd wgmma: smem %zu / %zu B: %s", smem_kv,
-                        smem_q, cudaGetErrorString(e));
+    return pl_set_error(PL_ERUNTIME, "attention bwd wgmma: smem %zu / %zu B, memset: %s",
+                        smem_kv, smem_q, cudaGetErrorString(e));
   dim3 gkv((unsigned)((p.S + WGB_BN - 1) / WGB_BN), (unsigned)p.nkv, B);
-  attn_bwd_dkdv_wgmma_kernel<<<gkv, 256, smem_kv, st>>>(p);
+  kv<<<gkv, 256, smem_kv, st>>>(p);
   PL_TRY(cuda_check("bwd dkdv wgmma launch"));
+  if (fused) {
+    const int64_t nthr = (nq_el + 3) / 4;
+    attn_dq_convert_kernel<<<(unsigned)((nthr + 255) / 256), 256, 0, st>>>(p.dqacc, p.dq, nq_el,
+                                                                           p.scale);
+    return cuda_check("bwd dq convert launch");
+  }
   dim3 gq((unsigned)((p.S + WGQ_BM - 1) / WGQ_BM), (unsigned)p.nq, B);
   attn_bwd_dq_wgmma_kernel<<<gq, 256, smem_q, st>>>(p);
   return cuda_check("bwd dq wgmma launch");
 }
 
 /* PL_ATTN_WGMMA runs the wgmma backward (d = 128, sm_90a builds; refused
- * otherwise); AUTO and MMA run the MMA backward. */
+ * otherwise), AUTO too for d = 128 on sm_90a builds; MMA (and AUTO
+ * otherwise) the MMA backward. */
 template <int D>
 static pl_status bwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p) {
   cudaStream_t st = (cudaStream_t)pl_stream_native(ps);
   const unsigned B = (unsigned)sh->batch;
-  const bool wg = D == 128 && sh->algo == PL_ATTN_WGMMA; /* AUTO: mma */
-  if (wg) PL_TRY(wgmma_available(ps));
+  const bool wg = D == 128 && (sh->algo == PL_ATTN_WGMMA ||
+                                (sh->algo == PL_ATTN_AUTO && wgmma_built(ps)));
+  int variant = WGB_FUSED;
+  if (wg) {
+    PL_TRY(wgmma_available(ps));
+    PL_TRY(wgmma_bwd_variant(&variant));
+  }
+  const int64_t nq_el = sh->batch * sh->seq * (int64_t)sh->n_q * D;
   dim3 rows((unsigned)((p.S + 3) / 4), (unsigned)p.nq, B);
   attn_delta_kernel<D><<<rows, 128, 0, st>>>(p);
   PL_TRY(cuda_check("bwd delta launch"));
-  if (wg) return bwd_wgmma_launch(st, p, B);
+  if (wg) return bwd_wgmma_launch(st, p, B, nq_el, variant);
   if (!use_mma(sh)) {
     attn_bwd_dq_simple_kernel<D><<<rows, 128, 0, st>>>(p);
     PL_TRY(cuda_check("bwd dq simple launch"));
@@ -1956,7 +2094,6 @@ static pl_status bwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
     attn_bwd_dkdv_simple_kernel<D><<<krows, 128, 0, st>>>(p);
     return cuda_check("bwd dkdv simple launch");
   }
-  const int64_t nq_el = sh->batch * sh->seq * (int64_t)sh->n_q * D;
   cudaError_t e = cudaMemsetAsync(p.dqacc, 0, (size_t)nq_el * sizeof(float), st);
   if (e != cudaSuccess)
     return pl_set_error(PL_ERUNTIME, "attention bwd: memset: %s",
@@ -2043,6 +2180,13 @@ extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape
  * from PLATEAU_ATTN_BWD), for result notes. */
 extern "C" const char *pl_cuda_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
   if (sh->algo == PL_ATTN_SIMPLE) return "simple";
-  if (sh->algo != PL_ATTN_WGMMA) return "mma"; /* AUTO keeps the mma backward */
-  return sh->head_dim == 128 && wgmma_built(s) ? "wgmma" : "wgmma (unavailable)";
+  const bool want = sh->algo == PL_ATTN_WGMMA || sh->algo == PL_ATTN_AUTO;
+  if (sh->head_dim != 128 || !want || !wgmma_built(s))
+    return sh->algo == PL_ATTN_WGMMA ? "wgmma (unavailable)" : "mma";
+  int v = WGB_FUSED;
+  if (wgmma_bwd_variant(&v) != PL_OK) {
+    pl_clear_error();
+    return "wgmma (bad PLATEAU_ATTN_WGMMA_BWD)";
+  }
+  return v == WGB_FUSED ? "wgmma/fused" : "wgmma/split";
 }

@@ -3,11 +3,12 @@
  * bits on both backends), and MMA against SIMPLE at sizes the CPU is too slow
  * for.  Prints max abs / normwise error of every output for both kernels, and
  * forward / backward TFLOP/s of both (causal: fwd = 4·S²·d·n_q/2, bwd = 2.5×).
- * With d = 128 it also checks and times the experimental wgmma forward (sm_90a
- * builds), once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe;
- * only the one named when the caller sets it), and the experimental wgmma
- * backward (dQ, dK, dV against SIMPLE's, on SIMPLE's O and LSE).  Mismatches
- * of the wgmma kernels fail the test only with PLATEAU_TEST_WGMMA set.
+ * With d = 128 it also checks and times the wgmma forward (sm_90a builds; AUTO
+ * runs it), once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe;
+ * only the one named when the caller sets it), and the wgmma backward once per
+ * variant (PLATEAU_ATTN_WGMMA_BWD = fused, split; dQ, dK, dV against SIMPLE's,
+ * on SIMPLE's O and LSE).  A wgmma mismatch or error fails the test; a build
+ * without sm_90a code (PL_EUNSUPPORTED) only says so.
  * Without a GPU it prints "skipped: no CUDA device" and passes.  No fork: a
  * CUDA context must not be inherited (run with CK_FORK=no; main sets it). */
 #include <check.h>
@@ -98,6 +99,21 @@ static int cmp(const char *tag, const char *what, const void *got, pl_dtype dt, 
  * that one (to isolate a path that faults: a fault ends the process). */
 static const char *const wgmma_v_all[] = {"transpose", "mn", "mn128", "pipe"};
 #define WGMMA_V_N ((int)(sizeof wgmma_v_all / sizeof wgmma_v_all[0]))
+/* variants of the wgmma backward (PLATEAU_ATTN_WGMMA_BWD); the caller's value
+ * is restored after the loops */
+static const char *const wgmma_bwd_all[] = {"fused", "split"};
+#define WGMMA_BWD_N 2
+static char *wgmma_bwd_save(void) {
+  const char *e = getenv("PLATEAU_ATTN_WGMMA_BWD");
+  return e && *e ? strdup(e) : NULL;
+}
+static void wgmma_bwd_restore(char *saved) {
+  if (saved)
+    setenv("PLATEAU_ATTN_WGMMA_BWD", saved, 1);
+  else
+    unsetenv("PLATEAU_ATTN_WGMMA_BWD");
+  free(saved);
+}
 
 typedef struct wgmma_paths {
   char *saved; /* the caller's value (restored at the end), or NULL */
@@ -136,17 +152,20 @@ static void gpu_run(const pl_attn_shape *sh, bufs *g, size_t nqe, size_t nke, si
 /* One shape: inputs drawn on the GPU; SIMPLE and MMA on the GPU; the CPU
  * reference when with_cpu (inputs copied down); MMA vs SIMPLE always. */
 static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cpu, uint64_t seed) {
-  pl_attn_shape sh = {.batch = B, .seq = S, .n_q = nq, .n_kv = nkv, .head_dim = d,
-                      .dtype = PL_BF16};
+  pl_attn_shape sh = {
+      .batch = B, .seq = S, .n_q = nq, .n_kv = nkv, .head_dim = d, .dtype = PL_BF16};
   const size_t nqe = (size_t)(B * S * nq * d), nke = (size_t)(B * S * nkv * d),
                nr = (size_t)(B * nq * S);
   printf("# shape B=%lld S=%lld n_q=%d n_kv=%d d=%d\n", (long long)B, (long long)S, nq, nkv, d);
   bufs g;
   bufs_alloc(gpu, &g, nqe, nke, nr);
   ck_assert_int_eq(pl_rng_fill(gs, g.q, PL_BF16, nqe, seed, 0, PL_DIST_NORMAL, 0.f, 1.5f), PL_OK);
-  ck_assert_int_eq(pl_rng_fill(gs, g.k, PL_BF16, nke, seed + 1, 0, PL_DIST_NORMAL, 0.f, 1.5f), PL_OK);
-  ck_assert_int_eq(pl_rng_fill(gs, g.v, PL_BF16, nke, seed + 2, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
-  ck_assert_int_eq(pl_rng_fill(gs, g.dout, PL_BF16, nqe, seed + 3, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
+  ck_assert_int_eq(pl_rng_fill(gs, g.k, PL_BF16, nke, seed + 1, 0, PL_DIST_NORMAL, 0.f, 1.5f),
+                   PL_OK);
+  ck_assert_int_eq(pl_rng_fill(gs, g.v, PL_BF16, nke, seed + 2, 0, PL_DIST_NORMAL, 0.f, 1.f),
+                   PL_OK);
+  ck_assert_int_eq(pl_rng_fill(gs, g.dout, PL_BF16, nqe, seed + 3, 0, PL_DIST_NORMAL, 0.f, 1.f),
+                   PL_OK);
   outs hs, hm;
   sh.algo = PL_ATTN_SIMPLE;
   gpu_run(&sh, &g, nqe, nke, nr);
@@ -180,8 +199,7 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
     }
     bufs_free(cpu, &c);
   }
-  if (d == 128) { /* experimental wgmma forward, each V path: reported; fails the
-                   * test only with PLATEAU_TEST_WGMMA=1 (AUTO does not use it) */
+  if (d == 128) { /* wgmma forward, each V path */
     sh.algo = PL_ATTN_WGMMA;
     wgmma_paths wp;
     wgmma_paths_begin(&wp);
@@ -202,46 +220,54 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
         printf("#   wgmma forward, V path %s, vs simple:\n", vn);
         int wok = cmp(tag, "O", wo, PL_BF16, hs.o, PL_BF16, nqe, to);
         wok &= cmp(tag, "LSE", wl, PL_F32, hs.lse, PL_F32, nr, 1e-3);
-        if (!wok)
-          printf("#   WGMMA MISMATCH, V path %s (experimental kernel; AUTO does not use it)\n",
-                 vn);
-        if (getenv("PLATEAU_TEST_WGMMA")) ok &= wok;
+        if (!wok) printf("#   WGMMA MISMATCH, V path %s\n", vn);
+        ok &= wok;
         free(wo);
         free(wl);
       } else {
         printf("#   wgmma, V path %s: %s: %s\n", vn, pl_strerror(ws), pl_last_error());
-        if (getenv("PLATEAU_TEST_WGMMA")) ok = 0;
         if (ws == PL_EUNSUPPORTED) break; /* no sm_90a code: the same for every path */
+        ok = 0;
       }
     }
     wgmma_paths_end(&wp);
-    /* experimental wgmma backward (dK/dV and dQ kernels) on SIMPLE's O and
-     * LSE, so that its dQ, dK, dV compare with SIMPLE's on equal inputs */
-    ck_assert_int_eq(pl_memcpy_async(gs, g.o, hs.o, nqe * 2), PL_OK);
-    ck_assert_int_eq(pl_memcpy_async(gs, g.lse, hs.lse, nr * 4), PL_OK);
-    ck_assert_int_eq(pl_fill(gs, g.dq, PL_BF16, nqe, NAN), PL_OK);
-    ck_assert_int_eq(pl_fill(gs, g.dk, PL_BF16, nke, NAN), PL_OK);
-    ck_assert_int_eq(pl_fill(gs, g.dv, PL_BF16, nke, NAN), PL_OK);
-    pl_status bs = pl_attn_bwd(gs, &sh, g.q, g.k, g.v, g.o, g.dout, g.lse, g.dq, g.dk, g.dv);
-    if (bs == PL_OK) bs = pl_stream_sync(gs);
-    if (bs == PL_OK) {
+    /* wgmma backward, each variant, on SIMPLE's O and LSE, so that its dQ,
+     * dK, dV compare with SIMPLE's on equal inputs */
+    char *bsaved = wgmma_bwd_save();
+    for (int bv = 0; bv < WGMMA_BWD_N; bv++) {
+      const char *bn = bsaved ? bsaved : wgmma_bwd_all[bv];
+      if (bsaved && bv > 0) break;
+      setenv("PLATEAU_ATTN_WGMMA_BWD", bn, 1);
+      ck_assert_int_eq(pl_memcpy_async(gs, g.o, hs.o, nqe * 2), PL_OK);
+      ck_assert_int_eq(pl_memcpy_async(gs, g.lse, hs.lse, nr * 4), PL_OK);
+      ck_assert_int_eq(pl_fill(gs, g.dq, PL_BF16, nqe, NAN), PL_OK);
+      ck_assert_int_eq(pl_fill(gs, g.dk, PL_BF16, nke, NAN), PL_OK);
+      ck_assert_int_eq(pl_fill(gs, g.dv, PL_BF16, nke, NAN), PL_OK);
+      pl_status bs = pl_attn_bwd(gs, &sh, g.q, g.k, g.v, g.o, g.dout, g.lse, g.dq, g.dk, g.dv);
+      if (bs == PL_OK) bs = pl_stream_sync(gs);
+      if (bs != PL_OK) {
+        printf("#   wgmma backward %s: %s: %s\n", bn, pl_strerror(bs), pl_last_error());
+        if (bs == PL_EUNSUPPORTED) break;
+        ok = 0;
+        continue;
+      }
       void *wq = malloc(nqe * 2), *wk = malloc(nke * 2), *wv = malloc(nke * 2);
       d2h(wq, g.dq, nqe * 2);
       d2h(wk, g.dk, nke * 2);
       d2h(wv, g.dv, nke * 2);
-      printf("#   wgmma backward vs simple:\n");
-      int wok = cmp("wg-bwd/sm", "dQ", wq, PL_BF16, hs.dq, PL_BF16, nqe, tg);
-      wok &= cmp("wg-bwd/sm", "dK", wk, PL_BF16, hs.dk, PL_BF16, nke, tg);
-      wok &= cmp("wg-bwd/sm", "dV", wv, PL_BF16, hs.dv, PL_BF16, nke, tg);
-      if (!wok) printf("#   WGMMA BACKWARD MISMATCH (experimental kernel; AUTO does not use it)\n");
-      if (getenv("PLATEAU_TEST_WGMMA")) ok &= wok;
+      char tag[32];
+      snprintf(tag, sizeof tag, "wg-%s/sm", bn);
+      printf("#   wgmma backward %s vs simple:\n", bn);
+      int wok = cmp(tag, "dQ", wq, PL_BF16, hs.dq, PL_BF16, nqe, tg);
+      wok &= cmp(tag, "dK", wk, PL_BF16, hs.dk, PL_BF16, nke, tg);
+      wok &= cmp(tag, "dV", wv, PL_BF16, hs.dv, PL_BF16, nke, tg);
+      if (!wok) printf("#   WGMMA BACKWARD MISMATCH (%s)\n", bn);
+      ok &= wok;
       free(wq);
       free(wk);
       free(wv);
-    } else {
-      printf("#   wgmma backward: %s: %s\n", pl_strerror(bs), pl_last_error());
-      if (getenv("PLATEAU_TEST_WGMMA")) ok = 0;
     }
+    wgmma_bwd_restore(bsaved);
     sh.algo = PL_ATTN_MMA;
   }
   ok &= cmp("mma/simp", "O", hm.o, PL_BF16, hs.o, PL_BF16, nqe, to);
@@ -278,10 +304,16 @@ START_TEST(cuda_vs_cpu_and_simple) {
   int ok = 1;
   static const int shp[][5] = {
       /* B, S, n_q, n_kv, d; with CPU reference */
-      {1, 1, 4, 4, 64},    {2, 2, 4, 1, 128},  {1, 77, 8, 1, 64},  {1, 200, 8, 2, 128},
-      {2, 333, 4, 4, 64},  {1, 1000, 8, 1, 128}, {1, 1031, 4, 4, 128},
+      {1, 1, 4, 4, 64},
+      {2, 2, 4, 1, 128},
+      {1, 77, 8, 1, 64},
+      {1, 200, 8, 2, 128},
+      {2, 333, 4, 4, 64},
+      {1, 1000, 8, 1, 128},
+      {1, 1031, 4, 4, 128},
       /* d = 128 edges of the wgmma kernels: one token; one row past a tile */
-      {1, 1, 2, 1, 128},   {3, 129, 6, 3, 128}};
+      {1, 1, 2, 1, 128},
+      {3, 129, 6, 3, 128}};
   uint64_t seed = 1000;
   /* PLATEAU_TEST_SMALL=1: only the small shapes (for compute-sanitizer) */
   const int small = getenv("PLATEAU_TEST_SMALL") != NULL;
@@ -313,8 +345,8 @@ static double time_ms(tctx *t, int bwd, int iters) {
   double best = 1e30;
   for (int it = 0; it < iters + 1; it++) {
     ck_assert_int_eq(pl_event_record(e0, gs), PL_OK);
-    pl_status s = bwd ? pl_attn_bwd(gs, &t->sh, t->g.q, t->g.k, t->g.v, t->g.o, t->g.dout,
-                                    t->g.lse, t->g.dq, t->g.dk, t->g.dv)
+    pl_status s = bwd ? pl_attn_bwd(gs, &t->sh, t->g.q, t->g.k, t->g.v, t->g.o, t->g.dout, t->g.lse,
+                                    t->g.dq, t->g.dk, t->g.dv)
                       : pl_attn_fwd(gs, &t->sh, t->g.q, t->g.k, t->g.v, t->g.o, t->g.lse);
     ck_assert_msg(s == PL_OK, "%s", pl_last_error());
     ck_assert_int_eq(pl_event_record(e1, gs), PL_OK);
@@ -344,10 +376,15 @@ START_TEST(cuda_tflops) {
   for (int i = 0; i < 3; i++) {
     tctx t;
     memset(&t, 0, sizeof t);
-    t.sh = (pl_attn_shape){.batch = 1, .seq = shp[i][0], .n_q = shp[i][1], .n_kv = shp[i][2],
-                           .head_dim = shp[i][3], .dtype = PL_BF16};
+    t.sh = (pl_attn_shape){.batch = 1,
+                           .seq = shp[i][0],
+                           .n_q = shp[i][1],
+                           .n_kv = shp[i][2],
+                           .head_dim = shp[i][3],
+                           .dtype = PL_BF16};
     const size_t nqe = (size_t)t.sh.seq * t.sh.n_q * t.sh.head_dim,
-                 nke = (size_t)t.sh.seq * t.sh.n_kv * t.sh.head_dim, nr = (size_t)t.sh.seq * t.sh.n_q;
+                 nke = (size_t)t.sh.seq * t.sh.n_kv * t.sh.head_dim,
+                 nr = (size_t)t.sh.seq * t.sh.n_q;
     bufs_alloc(gpu, &t.g, nqe, nke, nr);
     pl_rng_fill(gs, t.g.q, PL_BF16, nqe, 1, 0, PL_DIST_NORMAL, 0.f, 1.f);
     pl_rng_fill(gs, t.g.k, PL_BF16, nke, 2, 0, PL_DIST_NORMAL, 0.f, 1.f);
@@ -356,7 +393,8 @@ START_TEST(cuda_tflops) {
     const double ff = pl_attn_flops_fwd(&t.sh), fb = pl_attn_flops_bwd(&t.sh);
     for (int a = PL_ATTN_SIMPLE; a <= PL_ATTN_WGMMA; a++) {
       t.sh.algo = (pl_attn_algo)a;
-      if (a == PL_ATTN_WGMMA) { /* experimental, d = 128: forward (each V path), backward */
+      if (a == PL_ATTN_WGMMA) { /* d = 128: forward (each V path), backward
+                                   (each variant) */
         if (t.sh.head_dim != 128) continue;
         wgmma_paths wp;
         wgmma_paths_begin(&wp);
@@ -371,30 +409,40 @@ START_TEST(cuda_tflops) {
             continue;
           }
           double mf = time_ms(&t, 0, 5);
-          printf("# tflops wgmma  S=%-6lld n_q=%d n_kv=%d d=%d  fwd %8.3f ms %7.1f TFLOP/s "
-                 "(experimental, V path %s)\n",
+          printf("# tflops wgmma  S=%-6lld n_q=%d n_kv=%d d=%d  fwd %8.3f ms "
+                 "%7.1f TFLOP/s "
+                 "(V path %s)\n",
                  (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv, t.sh.head_dim, mf, ff / mf * 1e-9, vn);
           fflush(stdout);
         }
         wgmma_paths_end(&wp);
-        /* the wgmma backward (its O and LSE: the last forward's) */
-        pl_status bs = pl_attn_bwd(gs, &t.sh, t.g.q, t.g.k, t.g.v, t.g.o, t.g.dout, t.g.lse,
-                                   t.g.dq, t.g.dk, t.g.dv);
-        if (bs == PL_OK) bs = pl_stream_sync(gs);
-        if (bs != PL_OK) {
-          printf("# tflops wgmma backward: %s\n", pl_last_error());
-          continue;
+        /* the wgmma backward, each variant (its O and LSE: the last forward's)
+         */
+        char *bsaved = wgmma_bwd_save();
+        for (int bv = 0; bv < (bsaved ? 1 : WGMMA_BWD_N); bv++) {
+          const char *bn = bsaved ? bsaved : wgmma_bwd_all[bv];
+          setenv("PLATEAU_ATTN_WGMMA_BWD", bn, 1);
+          pl_status bs = pl_attn_bwd(gs, &t.sh, t.g.q, t.g.k, t.g.v, t.g.o, t.g.dout, t.g.lse,
+                                     t.g.dq, t.g.dk, t.g.dv);
+          if (bs == PL_OK) bs = pl_stream_sync(gs);
+          if (bs != PL_OK) {
+            printf("# tflops wgmma backward %s: %s\n", bn, pl_last_error());
+            break;
+          }
+          double mb = time_ms(&t, 1, 5);
+          printf("# tflops wgmma  S=%-6lld n_q=%d n_kv=%d d=%d  bwd %8.3f ms "
+                 "%7.1f TFLOP/s "
+                 "(%s)\n",
+                 (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv, t.sh.head_dim, mb, fb / mb * 1e-9, bn);
+          fflush(stdout);
         }
-        double mb = time_ms(&t, 1, 5);
-        printf("# tflops wgmma  S=%-6lld n_q=%d n_kv=%d d=%d  bwd %8.3f ms %7.1f TFLOP/s "
-               "(experimental: dK/dV + dQ kernels)\n",
-               (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv, t.sh.head_dim, mb, fb / mb * 1e-9);
-        fflush(stdout);
+        wgmma_bwd_restore(bsaved);
         continue;
       }
       const int iters = a == PL_ATTN_SIMPLE ? 1 : 5;
       double mf = time_ms(&t, 0, iters), mb = time_ms(&t, 1, iters);
-      printf("# tflops %-6s S=%-6lld n_q=%d n_kv=%d d=%d  fwd %8.3f ms %7.1f TFLOP/s   bwd %8.3f ms "
+      printf("# tflops %-6s S=%-6lld n_q=%d n_kv=%d d=%d  fwd %8.3f ms %7.1f "
+             "TFLOP/s   bwd %8.3f ms "
              "%7.1f TFLOP/s\n",
              a == PL_ATTN_SIMPLE ? "simple" : "mma", (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv,
              t.sh.head_dim, mf, ff / mf * 1e-9, mb, fb / mb * 1e-9);
