@@ -7,8 +7,10 @@
 # cuDNN) on the same shapes; with 2 GPUs also Ulysses D = 2 (attention and the
 # decoder layer).  Run from the repo root after `make`:
 #     RUNS=results/runs/<sweep> bash analysis/device/attention.sh
-# Budget: about 4 minutes of GPU time (each step has its own timeout; a step
-# that fails is reported and the script goes on, exiting non-zero at the end).
+# Budget: about 5 minutes of GPU time, the last one for the ncu profile
+# (analysis/device/attn_profile.sh; ATTN_PROFILE=0 skips it).  Each step has
+# its own timeout; a step that fails is reported and the script goes on,
+# exiting non-zero at the end.
 # ATTN_MEMCHECK=1 adds compute-sanitizer memcheck of the small test shapes at
 # the end (for a second run, should the kernels disagree with the reference).
 # The default build (CUDA_ARCH=90a) includes the wgmma forward (AUTO runs it for
@@ -110,6 +112,11 @@ if [ "${ATTN_MEMCHECK:-0}" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1
   PLATEAU_TEST_SMALL=1 CK_FORK=no timeout 150 compute-sanitizer --tool memcheck --print-limit 20 \
     "$BUILD/tests/engine/backend/cuda/test_attention_cuda" 2>&1 | tail -25 |
     tee "$RUNS/attention_memcheck.txt" || fail=1
+fi
+
+if [ "${ATTN_PROFILE:-1}" = 1 ]; then # ATTN_PROFILE=0 skips it (about a minute)
+  step "ncu profile of the wgmma forward and backward (tensor pipe, occupancy)"
+  RUNS="$RUNS" BIN="$BIN" SHAPE="$SHAPE" bash analysis/device/attn_profile.sh || fail=1
 fi
 
 echo "# results in $RUNS"

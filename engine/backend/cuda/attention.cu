@@ -1464,9 +1464,13 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  *    barrier each warpgroup computes half the head dims of dQ = dS K for the
  *    step's 64 queries (m64n64, both operands MN-major from shared memory),
  *    left in flight over the next step's barrier and added into the fp32
- *    dQacc by float2 atomics after the next S^T, dP^T; dQacc is zeroed before
- *    and converted to bf16(scale·dQacc) after, as for the MMA backward.
- *    5 GEMMs per tile; measured 357 against split's 319 TFLOP/s (bwd, 16Ki).
+ *    dQacc by float2 atomics before the next S^T, dP^T; dQacc is zeroed
+ *    before and converted to bf16(scale·dQacc) after, as for the MMA
+ *    backward.  5 GEMMs per tile; measured 364 against split's 333 TFLOP/s
+ *    (bwd alone, 16Ki, test_attention_cuda).
+ *  Both: S^T and dP^T are separate wgmma groups, so that P^T is computed and
+ *  dV issued while dP^T runs, and dS^T computed while dV runs (FA3's
+ *  intra-warpgroup overlap).
  *
  * Synchronization (both kernels; the forward mn kernel's scheme): one
  * __syncthreads per step, preceded in every thread by cp.async.wait_group 0
@@ -1610,85 +1614,92 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     uint32_t ap[BM / 16][4], as[BM / 16][4];
     float st[32], dpt[32];
     bf16 *cdS = sdS + buf * BN * BM;
-    {
-      /* S^T = K Q^T, dP^T = V dO^T (this warpgroup's 64 keys × 64 queries) */
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const int ao = (kk >> 2) * (BN * 64) + wg * 64 * 64 + (kk & 3) * 16;
-        const int bo = (kk >> 2) * (BM * 64) + (kk & 3) * 16;
-        wg_m64n64_ss(st, wg_desc_k(sK + ao), wg_desc_k(cQ + bo), kk > 0);
-      }
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const int ao = (kk >> 2) * (BN * 64) + wg * 64 * 64 + (kk & 3) * 16;
-        const int bo = (kk >> 2) * (BM * 64) + (kk & 3) * 16;
-        wg_m64n64_ss(dpt, wg_desc_k(sV + ao), wg_desc_k(cdO + bo), kk > 0);
-      }
-    }
-    wg_commit();
-    /* S^T, dP^T and (FQ) the previous step's dQ done.  (Waiting for the dQ
-     * alone first, wait_group 1, to add it to dQacc beside this step's S^T and
-     * dP^T makes ptxas serialize the kernel's wgmma: C7514.) */
-    wg_wait0();
-    wg_hold(st);
-    wg_hold(dpt);
-    if (FQ) {
+    if (FQ) { /* the previous step's dQ, run over the barrier, to dQacc */
+      wg_wait0();
       wg_hold(dqp);
       if (pend_q >= 0) dq_flush(pend_q, pend_h);
     }
-    {
+    /* S^T = K Q^T, dP^T = V dO^T (this warpgroup's 64 keys × 64 queries), one
+     * group each: P^T is computed and dV issued while dP^T runs, dS^T while
+     * dV runs (FlashAttention-3's intra-warpgroup overlap).  (Adding the
+     * previous dQ to dQacc beside them instead, after a wait_group that
+     * leaves them running, makes ptxas serialize the kernel's wgmma: C7514.) */
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int ao = (kk >> 2) * (BN * 64) + wg * 64 * 64 + (kk & 3) * 16;
+      const int bo = (kk >> 2) * (BM * 64) + (kk & 3) * 16;
+      wg_m64n64_ss(st, wg_desc_k(sK + ao), wg_desc_k(cQ + bo), kk > 0);
+    }
+    wg_commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int ao = (kk >> 2) * (BN * 64) + wg * 64 * 64 + (kk & 3) * 16;
+      const int bo = (kk >> 2) * (BM * 64) + (kk & 3) * 16;
+      wg_m64n64_ss(dpt, wg_desc_k(sV + ao), wg_desc_k(cdO + bo), kk > 0);
+    }
+    wg_commit();
+    wg_wait1(); /* S^T done; dP^T may still run */
+    wg_hold(st);
 
-      /* P^T, dS^T: element 4j + e is key key_r + 8·(e>>1), query qs + 8j + 2t +
-       * (e&1); LSE and D of that query from shared memory */
-      const float *cL = sL + buf * BM, *cD = sDl + buf * BM;
-      const bool need_mask = (qs < kw0 + 63) || (qs + BM > S);
+    /* P^T: element 4j + e is key key_r + 8·(e>>1), query qs + 8j + 2t +
+     * (e&1); LSE and D of that query from shared memory */
+    const float *cL = sL + buf * BM, *cD = sDl + buf * BM;
+    const bool need_mask = (qs < kw0 + 63) || (qs + BM > S);
 #pragma unroll
-      for (int j = 0; j < BM / 8; ++j) {
-        const float2 l2 = *reinterpret_cast<const float2 *>(cL + 8 * j + 2 * t);
-        const float2 d2 = *reinterpret_cast<const float2 *>(cD + 8 * j + 2 * t);
+    for (int j = 0; j < BM / 8; ++j) {
+      const float2 l2 = *reinterpret_cast<const float2 *>(cL + 8 * j + 2 * t);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float lq = (e & 1) ? l2.y : l2.x, dq = (e & 1) ? d2.y : d2.x;
-          float pr = exp2f(st[4 * j + e] * p.scale_log2 - lq * LOG2E_F);
-          if (need_mask) {
-            const int key = key_r + 8 * (e >> 1), q = qs + 8 * j + 2 * t + (e & 1);
-            if (key > q || q >= S) pr = 0.f;
-          }
-          st[4 * j + e] = pr;
-          dpt[4 * j + e] = pr * (dpt[4 * j + e] - dq);
+      for (int e = 0; e < 4; ++e) {
+        float pr = exp2f(st[4 * j + e] * p.scale_log2 - ((e & 1) ? l2.y : l2.x) * LOG2E_F);
+        if (need_mask) {
+          const int key = key_r + 8 * (e >> 1), q = qs + 8 * j + 2 * t + (e & 1);
+          if (key > q || q >= S) pr = 0.f;
         }
-      }
-
-      /* dV += P^T dO, dK += dS^T Q: A from registers (16 queries per
-       * fragment), B = the dO / Q tile as MN-major (rows = queries = K index;
-       * LBO = one d half, BM·128 B) */
-      wg_pack_p<BM>(ap, st);
-      wg_pack_p<BM>(as, dpt);
-      if (FQ) {
-        /* dS^T to shared memory, [key][64 queries] 128-byte-swizzled (a
-         * query pair per 32-bit store: as[kk][2hf + j] holds key key_r + 8hf,
-         * queries 16kk + 8j + 2t, +1), the A operand of dQ += dS K below */
-#pragma unroll
-        for (int kk = 0; kk < BM / 16; ++kk)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int key = key_r - k0 + 8 * (i & 1), ch = 2 * kk + (i >> 1);
-            *reinterpret_cast<uint32_t *>(cdS + key * 64 + ((ch ^ (key & 7)) * 8) + 2 * t) =
-                as[kk][i];
-          }
-      }
-      wg_hold(dv);
-      wg_hold(dk);
-      wg_hold(ap);
-      wg_hold(as);
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < BM / 16; ++kk) {
-        wg_m64n128_rs<1>(dv, ap[kk], wg_desc_mn(cdO + kk * 16 * 64, BM * 128));
-        wg_m64n128_rs<1>(dk, as[kk], wg_desc_mn(cQ + kk * 16 * 64, BM * 128));
+        st[4 * j + e] = pr;
       }
     }
+    /* dV += P^T dO: A from registers (16 queries per fragment), B = the dO
+     * tile as MN-major (rows = queries = K index; LBO = one d half, BM·128 B) */
+    wg_pack_p<BM>(ap, st);
+    wg_hold(dv);
+    wg_hold(ap);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk)
+      wg_m64n128_rs<1>(dv, ap[kk], wg_desc_mn(cdO + kk * 16 * 64, BM * 128));
+    wg_commit();
+    wg_wait1(); /* dP^T done; dV may still run */
+    wg_hold(dpt);
+    /* dS^T = P^T ∘ (dP^T − D) */
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) {
+      const float2 d2 = *reinterpret_cast<const float2 *>(cD + 8 * j + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        dpt[4 * j + e] = st[4 * j + e] * (dpt[4 * j + e] - ((e & 1) ? d2.y : d2.x));
+    }
+    wg_pack_p<BM>(as, dpt);
+    if (FQ) {
+      /* dS^T to shared memory, [key][64 queries] 128-byte-swizzled (a
+       * query pair per 32-bit store: as[kk][2hf + j] holds key key_r + 8hf,
+       * queries 16kk + 8j + 2t, +1), the A operand of dQ += dS K below */
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; ++kk)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int key = key_r - k0 + 8 * (i & 1), ch = 2 * kk + (i >> 1);
+          *reinterpret_cast<uint32_t *>(cdS + key * 64 + ((ch ^ (key & 7)) * 8) + 2 * t) =
+              as[kk][i];
+        }
+    }
+    /* dK += dS^T Q: B = the Q tile as MN-major */
+    wg_hold(dk);
+    wg_hold(as);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk)
+      wg_m64n128_rs<1>(dk, as[kk], wg_desc_mn(cQ + kk * 16 * 64, BM * 128));
     wg_commit();
     if (!FQ) {
       wg_wait0();
