@@ -1463,15 +1463,17 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  *    also stores bf16(dS^T) to shared memory (double-buffered), and after a
  *    barrier each warpgroup computes half the head dims of dQ = dS K for the
  *    step's 64 queries (m64n64, both operands MN-major from shared memory),
- *    left in flight over the next step's barrier, then stored (fp32) to a
- *    shared stage before the next S^T, dP^T, and added into the fp32 dQacc
- *    after the next middle barrier by bulk reductions (cp.reduce.async.bulk
- *    .add.f32, one 512-byte row per thread of the first 64; done in L2 by
- *    whole lines).  dQacc is zeroed before and converted to bf16(scale·dQacc)
- *    after, as for the MMA backward.  5 GEMMs per tile.  Measured (64Ki,
- *    64/8 heads, fwd+bwd): per-thread float2 atomics instead cost 655 ms
- *    where the same kernel without them took 484 ms and without dQ at all
- *    454 ms: the atomics, not the dQ GEMM, were the price of fusing.
+ *    left in flight over the next step's barrier and added into the fp32
+ *    dQacc by float2 atomics before the next S^T, dP^T; dQacc is zeroed
+ *    before and converted to bf16(scale·dQacc) after, as for the MMA
+ *    backward.  5 GEMMs per tile; measured 364 against split's 333 TFLOP/s
+ *    (bwd alone, 16Ki, test_attention_cuda).  The atomics are its main cost
+ *    (64Ki, 64/8 heads, fwd+bwd: 655 ms; 484 ms with the atomics left out,
+ *    454 ms without dQ at all; wrong-result probes, not kept), but adding dQ
+ *    through a shared fp32 stage and bulk reductions (cp.reduce.async.bulk
+ *    .add.f32, a row per thread, after the middle barrier) measured slower
+ *    still (bwd 306 TFLOP/s at 16Ki, fwd+bwd 351 at 64Ki; commit a7e6ccb,
+ *    reverted; results/reference/h200/2026-11-30-s4).
  *  Both: S^T and dP^T are separate wgmma groups, so that P^T is computed and
  *  dV issued while dP^T runs, and dS^T computed while dV runs (FA3's
  *  intra-warpgroup overlap).
@@ -1499,16 +1501,12 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
 #define WGQ_BM 128 /* dQ kernel: query rows per block (two warpgroups)   */
 #define WGQ_BN 64  /* dQ kernel: keys per step                           */
 
-/* fused dQ staging rows: 128 fp32 + 32 B of pad (a half-warp's float2
- * stores of 4 rows × 4 column pairs then hit 32 distinct banks) */
-#define WGB_DQ_LD (128 + 8)
 /* K, V [2][128][64] + Q, dO [2 buf][2][64][64] swizzled; with fused dQ
- * dS^T [2 buf][128][64] swizzled and the dQ stage [64][WGB_DQ_LD] f32; LSE,
- * D [2 buf][64] f32; 1024 B to align: 133,120 B (split), 200,704 B (fused) */
+ * dS^T [2 buf][128][64] swizzled; LSE, D [2 buf][64] f32; 1024 B to align:
+ * 133,120 B (split), 165,888 B (fused) */
 static constexpr size_t wgb_dkdv_smem_bytes(bool fq) {
   return (size_t)2 * WGB_BN * 128 * 2 + (size_t)2 * 2 * WGB_BM * 128 * 2 +
-         (fq ? (size_t)2 * WGB_BN * WGB_BM * 2 + (size_t)WGB_BM * WGB_DQ_LD * 4 : 0) +
-         (size_t)2 * 2 * WGB_BM * 4 + 1024;
+         (fq ? (size_t)2 * WGB_BN * WGB_BM * 2 : 0) + (size_t)2 * 2 * WGB_BM * 4 + 1024;
 }
 /* Q, dO [2][128][64] + K, V [2 buf][2][64][64] swizzled; 1024 B to align:
  * 132,096 B */
@@ -1522,27 +1520,6 @@ static constexpr size_t wgb_dq_smem_bytes() {
 static __device__ __forceinline__ void cp_async4(void *dst, const void *src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
                "r"(src_bytes));
-}
-/* Bulk (TMA engine) reduction: gdst[0..bytes/4) += ssrc[...] in fp32, done in
- * L2 by whole lines (bytes a multiple of 16, both addresses 16-byte aligned);
- * tracked by this thread's bulk groups. */
-static __device__ __forceinline__ void bulk_add_f32(float *gdst, const float *ssrc,
-                                                    uint32_t bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
-                   gdst),
-               "r"(smem_u32(ssrc)), "r"(bytes)
-               : "memory");
-}
-static __device__ __forceinline__ void bulk_commit() {
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-/* this thread's bulk operations have read their shared-memory source */
-static __device__ __forceinline__ void bulk_wait_read0() {
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-}
-/* ... and are complete (their global writes performed) */
-static __device__ __forceinline__ void bulk_wait0() {
-  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 #endif
 
@@ -1559,8 +1536,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
   bf16 *sQ = sV + BN * 128;                                        /* [2 buf][2][BM][64] */
   bf16 *sdO = sQ + 2 * BM * 128;                                   /* [2 buf][2][BM][64] */
   bf16 *sdS = sdO + 2 * BM * 128; /* [2 buf][BN][64] (FQ) */
-  float *sdQ = reinterpret_cast<float *>(sdS + (FQ ? 2 * BN * BM : 0)); /* [BM][LD] (FQ) */
-  float *sL = sdQ + (FQ ? BM * WGB_DQ_LD : 0); /* [2 buf][BM] LSE */
+  float *sL = reinterpret_cast<float *>(sdS + (FQ ? 2 * BN * BM : 0)); /* [2 buf][BM] LSE */
   float *sDl = sL + 2 * BM;                                        /* [2 buf][BM] D      */
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -1605,28 +1581,23 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
   for (int i = 0; i < 64; ++i) dk[i] = dv[i] = 0.f;
   const int key_r = kw0 + wq * 16 + g; /* this thread's keys: key_r, key_r + 8 */
   /* FQ: the dQ tile of a step (query tile pend_q of head pend_h; -1: none)
-   * stays in flight over the barrier into the next step, which stores it to
-   * the stage sdQ; after that step's middle barrier threads 0..63 add a row
-   * each to dQacc with a bulk reduction (per-thread float2 atomics instead
-   * cost a third of the backward: measured, see the section comment) */
+   * stays in flight over the barrier into the next step, which adds it to
+   * dQacc */
   float dqp[32];
   int pend_q = -1, pend_h = 0;
-  /* element 4j + e: row 16wq + g + 8·(e>>1), d 64wg + 8j + 2t + (e&1) */
-  auto dq_stage = [&]() {
+  /* element 4j + e: query q0 + 16wq + g + 8·(e>>1), d 64wg + 8j + 2t + (e&1) */
+  auto dq_flush = [&](int q0, int h) {
+    float *gdq = p.dqacc + (int64_t)b * S * qstride + (int64_t)h * D + wg * 64 + 2 * t;
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
-      float *row = sdQ + (wq * 16 + g + 8 * hf) * WGB_DQ_LD + wg * 64 + 2 * t;
+      const int q = q0 + wq * 16 + g + 8 * hf;
+      if (q < S) {
+        float *row = gdq + (int64_t)q * qstride;
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
-        *reinterpret_cast<float2 *>(row + 8 * j) =
-            make_float2(dqp[4 * j + 2 * hf], dqp[4 * j + 2 * hf + 1]);
-    }
-  };
-  auto dq_reduce = [&](int q0, int h) { /* after a barrier past dq_stage */
-    if (tid < BM && q0 + tid < S) {
-      bulk_add_f32(p.dqacc + ((int64_t)b * S + q0 + tid) * qstride + (int64_t)h * D,
-                   sdQ + tid * WGB_DQ_LD, D * 4);
-      bulk_commit();
+        for (int j = 0; j < 8; ++j)
+          atomicAdd(reinterpret_cast<float2 *>(row + 8 * j),
+                    make_float2(dqp[4 * j + 2 * hf], dqp[4 * j + 2 * hf + 1]));
+      }
     }
   };
 
@@ -1635,7 +1606,6 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     /* step it's tiles in place and fenced for the async proxy; step it-1
      * (both warpgroups) done with buffer buf^1 */
     cp_async_wait<0>();
-    if (FQ) bulk_wait_read0(); /* the stage read by the last bulk reduction */
     fence_proxy_async();
     __syncthreads();
     if (it + 1 < niter) {
@@ -1650,10 +1620,10 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     uint32_t ap[BM / 16][4], as[BM / 16][4];
     float st[32], dpt[32];
     bf16 *cdS = sdS + buf * BN * BM;
-    if (FQ) { /* the previous step's dQ, run over the barrier, to the stage */
+    if (FQ) { /* the previous step's dQ, run over the barrier, to dQacc */
       wg_wait0();
       wg_hold(dqp);
-      if (pend_q >= 0) dq_stage();
+      if (pend_q >= 0) dq_flush(pend_q, pend_h);
     }
     /* S^T = K Q^T, dP^T = V dO^T (this warpgroup's 64 keys × 64 queries), one
      * group each: P^T is computed and dV issued while dP^T runs, dS^T while
@@ -1752,9 +1722,8 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
        * Left in flight: flushed by the next step (or after the loop); dS^T
        * is double-buffered, as a warpgroup may still read buffer buf when
        * the other writes buf^1 in the next step. */
-      fence_proxy_async(); /* (also orders the stage's stores before the bulk reads) */
+      fence_proxy_async();
       __syncthreads();
-      if (pend_q >= 0) dq_reduce(pend_q, pend_h);
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk)
@@ -1770,16 +1739,10 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
       pend_h = hk * p.group + it / per_head;
     }
   }
-  if (FQ) { /* the last step's dQ; then every bulk reduction complete */
+  if (FQ) {
     wg_wait0();
     wg_hold(dqp);
-    bulk_wait_read0();
-    __syncthreads();
-    if (pend_q >= 0) dq_stage();
-    fence_proxy_async();
-    __syncthreads();
-    if (pend_q >= 0) dq_reduce(pend_q, pend_h);
-    bulk_wait0();
+    if (pend_q >= 0) dq_flush(pend_q, pend_h);
   }
   cp_async_wait<0>();
 
