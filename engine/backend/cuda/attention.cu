@@ -1523,6 +1523,22 @@ static __device__ __forceinline__ void cp_async4(void *dst, const void *src, int
 }
 #endif
 
+/* acc (m64n128) += A · B as one committed wgmma group: A = a, K = KR rows
+ * (16 per fragment) from registers, B = a [2][KR][64] swizzled tile read as
+ * MN-major (its rows the K index; LBO = one d half, KR·128 B) */
+template <int KR>
+static __device__ __forceinline__ void wg_issue_rs_mn(float (&acc)[64],
+                                                      uint32_t (&a)[KR / 16][4],
+                                                      const bf16 *tile) {
+  wg_hold(acc);
+  wg_hold(a);
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < KR / 16; ++kk)
+    wg_m64n128_rs<1>(acc, a[kk], wg_desc_mn(tile + kk * 16 * 64, KR * 128));
+  wg_commit();
+}
+
 /* grid (ceil(S/128), n_kv, B), 256 threads (two warpgroups).  FQ: also
  * dQ += dS K into p.dqacc (fp32 atomics; the fused variant). */
 template <bool FQ>
@@ -1668,13 +1684,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     /* dV += P^T dO: A from registers (16 queries per fragment), B = the dO
      * tile as MN-major (rows = queries = K index; LBO = one d half, BM·128 B) */
     wg_pack_p<BM>(ap, st);
-    wg_hold(dv);
-    wg_hold(ap);
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk)
-      wg_m64n128_rs<1>(dv, ap[kk], wg_desc_mn(cdO + kk * 16 * 64, BM * 128));
-    wg_commit();
+    wg_issue_rs_mn<BM>(dv, ap, cdO);
     wg_wait1(); /* dP^T done; dV may still run */
     wg_hold(dpt);
     /* dS^T = P^T ∘ (dP^T − D) */
@@ -1700,13 +1710,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
         }
     }
     /* dK += dS^T Q: B = the Q tile as MN-major */
-    wg_hold(dk);
-    wg_hold(as);
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk)
-      wg_m64n128_rs<1>(dk, as[kk], wg_desc_mn(cQ + kk * 16 * 64, BM * 128));
-    wg_commit();
+    wg_issue_rs_mn<BM>(dk, as, cQ);
     if (!FQ) {
       wg_wait0();
       wg_hold(dv);
@@ -2176,15 +2180,26 @@ extern "C" pl_status pl_cuda_attn_bwd(pl_stream *s, const pl_attn_shape *sh,
   return bwd_launch<128>(s, sh, p);
 }
 
+/* 1 when the wgmma kernels run for sh on s; else 0 with *name the kernel
+ * that runs (for the result notes below). */
+static int wgmma_runs(pl_stream *s, const pl_attn_shape *sh, const char **name) {
+  const bool want = sh->algo == PL_ATTN_WGMMA || sh->algo == PL_ATTN_AUTO;
+  if (sh->algo == PL_ATTN_SIMPLE)
+    *name = "simple";
+  else if (sh->head_dim != 128 || !want || !wgmma_built(s))
+    *name = sh->algo == PL_ATTN_WGMMA ? "wgmma (unavailable)" : "mma";
+  else
+    return 1;
+  return 0;
+}
+
 /* The forward kernel pl_cuda_attn_fwd runs for sh on s (sh->algo already
  * resolved from PLATEAU_ATTN_FWD), for result notes. */
 extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
   static const char *const wg[WG_V_COUNT] = {"wgmma/transpose", "wgmma/mn", "wgmma/mn128",
                                              "wgmma/pipe"};
-  if (sh->algo == PL_ATTN_SIMPLE) return "simple";
-  const bool want = sh->algo == PL_ATTN_WGMMA || sh->algo == PL_ATTN_AUTO;
-  if (sh->head_dim != 128 || !want || !wgmma_built(s))
-    return sh->algo == PL_ATTN_WGMMA ? "wgmma (unavailable)" : "mma";
+  const char *name;
+  if (!wgmma_runs(s, sh, &name)) return name;
   int vm = WG_V_MN128;
   if (wgmma_v_path(&vm) != PL_OK) {
     pl_clear_error();
@@ -2196,10 +2211,8 @@ extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape
 /* The backward kernels pl_cuda_attn_bwd runs for sh on s (sh->algo resolved
  * from PLATEAU_ATTN_BWD), for result notes. */
 extern "C" const char *pl_cuda_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
-  if (sh->algo == PL_ATTN_SIMPLE) return "simple";
-  const bool want = sh->algo == PL_ATTN_WGMMA || sh->algo == PL_ATTN_AUTO;
-  if (sh->head_dim != 128 || !want || !wgmma_built(s))
-    return sh->algo == PL_ATTN_WGMMA ? "wgmma (unavailable)" : "mma";
+  const char *name;
+  if (!wgmma_runs(s, sh, &name)) return name;
   int v = WGB_FUSED;
   if (wgmma_bwd_variant(&v) != PL_OK) {
     pl_clear_error();

@@ -361,6 +361,18 @@ static double time_ms(tctx *t, int bwd, int iters) {
 }
 #endif
 
+#if PL_HAVE_CUDA
+/* one timing line of a wgmma kernel: pass fwd or bwd, ms, its FLOPs, the
+ * variant (what1 what2) */
+static void print_wgmma_tflops(const pl_attn_shape *sh, const char *pass, double ms, double flops,
+                               const char *what1, const char *what2) {
+  printf("# tflops wgmma  S=%-6lld n_q=%d n_kv=%d d=%d  %s %8.3f ms %7.1f TFLOP/s (%s%s)\n",
+         (long long)sh->seq, sh->n_q, sh->n_kv, sh->head_dim, pass, ms, flops / ms * 1e-9, what1,
+         what2);
+  fflush(stdout);
+}
+#endif
+
 START_TEST(cuda_tflops) {
   if (pl_cuda_device_count() == 0) {
     printf("skipped: no CUDA device\n");
@@ -408,12 +420,7 @@ START_TEST(cuda_tflops) {
             if (ws == PL_EUNSUPPORTED) break;
             continue;
           }
-          double mf = time_ms(&t, 0, 5);
-          printf("# tflops wgmma  S=%-6lld n_q=%d n_kv=%d d=%d  fwd %8.3f ms "
-                 "%7.1f TFLOP/s "
-                 "(V path %s)\n",
-                 (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv, t.sh.head_dim, mf, ff / mf * 1e-9, vn);
-          fflush(stdout);
+          print_wgmma_tflops(&t.sh, "fwd", time_ms(&t, 0, 5), ff, "V path ", vn);
         }
         wgmma_paths_end(&wp);
         /* the wgmma backward, each variant (its O and LSE: the last forward's)
@@ -429,12 +436,7 @@ START_TEST(cuda_tflops) {
             printf("# tflops wgmma backward %s: %s\n", bn, pl_last_error());
             break;
           }
-          double mb = time_ms(&t, 1, 5);
-          printf("# tflops wgmma  S=%-6lld n_q=%d n_kv=%d d=%d  bwd %8.3f ms "
-                 "%7.1f TFLOP/s "
-                 "(%s)\n",
-                 (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv, t.sh.head_dim, mb, fb / mb * 1e-9, bn);
-          fflush(stdout);
+          print_wgmma_tflops(&t.sh, "bwd", time_ms(&t, 1, 5), fb, "", bn);
         }
         wgmma_bwd_restore(bsaved);
         continue;
