@@ -17,7 +17,7 @@
 # d = 128, V path mn128 unless PLATEAU_ATTN_WGMMA_V says otherwise); its bench
 # step runs once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe).
 # AUTO's backward for d = 128 is the wgmma one, variant fused; the other
-# backward kernels (wgmma split, mma) have a bench step each for comparison.
+# backward kernels (wgmma split and bulk, mma) have a bench step each.
 # The CUDA tests check every wgmma path against SIMPLE.
 set -uo pipefail
 RUNS=${RUNS:-results/runs/attention-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -77,9 +77,11 @@ for v in ${WGMMA_V:-transpose mn mn128 pipe}; do
 done
 
 # the other backward kernels, after the default forward (wgmma mn128)
-step "bench attention, backward variants: wgmma split, mma (fwd+bwd)"
-PLATEAU_ATTN_WGMMA_BWD=split timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
-  --seq 16Ki,32Ki,64Ki,128Ki --pass both -w 1 -n 3 -o "$RUNS" || fail=1
+step "bench attention, backward variants: wgmma split, wgmma bulk, mma (fwd+bwd)"
+for v in split bulk; do
+  PLATEAU_ATTN_WGMMA_BWD=$v timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
+    --seq 16Ki,32Ki,64Ki,128Ki --pass both -w 1 -n 3 -o "$RUNS" || fail=1
+done
 PLATEAU_ATTN_BWD=mma timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
   --seq 16Ki,32Ki,64Ki --pass both -w 1 -n 2 -o "$RUNS" || fail=1
 

@@ -68,7 +68,9 @@ size_t pl_attn_bwd_workspace_bytes(const pl_attn_shape *sh, pl_backend be) {
   size_t dq = B * S * (size_t)sh->n_q * d, rows = B * (size_t)sh->n_q * S;
   if (be == PL_BACKEND_CPU) /* fp32 dQ, dK, dV accumulators and D */
     return (dq + 2 * B * S * (size_t)sh->n_kv * d + rows) * sizeof(float);
-  return (dq + rows) * sizeof(float);
+  /* CUDA: fp32 dQ accumulator with S rounded up to 64 (the tiled layout of
+   * the bulk wgmma backward), and D */
+  return (B * ((S + 63) / 64 * 64) * (size_t)sh->n_q * d + rows) * sizeof(float);
 }
 
 /* PL_ATTN_AUTO stays AUTO (the CUDA launchers then run the wgmma forward and

@@ -316,6 +316,33 @@ static __global__ void attn_dq_convert_kernel(const float *acc, bf16 *dq,
   }
 }
 
+/* dQ = bf16(scale · dQacc) from the tiled dQacc of the BULK wgmma backward
+ * (d = 128): [B][n_q][ceil(S/64)] tiles of 64 rows × 128 in the order
+ * attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK> stages them: float4 j·256 + T holds
+ * thread T's accumulator elements 4j..4j+3, i.e. rows r, r + 8 (r = 16·wq + g)
+ * at columns c, c + 1 (c = 64·wg + 8j + 2t), T = 128·wg + 32·wq + 4·g + t.
+ * One thread per float4; ntiles = B·n_q·ceil(S/64). */
+static __global__ void attn_dq_convert_tiled_kernel(const float *acc, bf16 *dq, int S, int nq,
+                                                    int64_t ntiles, float scale) {
+  const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= ntiles * 2048) return;
+  const int64_t tile = idx >> 11;
+  const int w = (int)(idx & 2047), j = w >> 8, T = w & 255;
+  const int nqt = (S + 63) / 64;
+  const int qt = (int)(tile % nqt);
+  const int64_t bh = tile / nqt;
+  const int h = (int)(bh % nq), b = (int)(bh / nq);
+  const int wg = T >> 7, wq = (T >> 5) & 3, g = (T >> 2) & 7, t = T & 3;
+  const int row = qt * 64 + wq * 16 + g, col = wg * 64 + 8 * j + 2 * t;
+  const float4 a = reinterpret_cast<const float4 *>(acc)[idx];
+  bf16 *base = dq + (((int64_t)b * S + row) * nq + h) * 128 + col;
+  if (row < S)
+    *reinterpret_cast<__nv_bfloat162 *>(base) = __floats2bfloat162_rn(a.x * scale, a.y * scale);
+  if (row + 8 < S)
+    *reinterpret_cast<__nv_bfloat162 *>(base + (int64_t)8 * nq * 128) =
+        __floats2bfloat162_rn(a.z * scale, a.w * scale);
+}
+
 /* ======================================================================== */
 /* MMA forward                                                              */
 /* ======================================================================== */
@@ -1459,7 +1486,7 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  *    and writes bf16(scale·dQ).  dQ needs no workspace and no atomics; the
  *    price is S and dP computed twice (7 GEMMs where the fused MMA kernel
  *    runs 5; the FLOP count stays 2.5 × forward).
- *  - fused (attn_bwd_dkdv_wgmma_kernel<true>, the default): the dK/dV kernel
+ *  - fused (attn_bwd_dkdv_wgmma_kernel<WGB_DQ_ATOMIC>, the default): the dK/dV kernel
  *    also stores bf16(dS^T) to shared memory (double-buffered), and after a
  *    barrier each warpgroup computes half the head dims of dQ = dS K for the
  *    step's 64 queries (m64n64, both operands MN-major from shared memory),
@@ -1474,6 +1501,17 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  *    .add.f32, a row per thread, after the middle barrier) measured slower
  *    still (bwd 306 TFLOP/s at 16Ki, fwd+bwd 351 at 64Ki; commit a7e6ccb,
  *    reverted; results/reference/h200/2026-11-30-s4).
+ *  - bulk (attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK>; experimental, written
+ *    after the device time of its session was spent, so not yet run on a
+ *    GPU: PLATEAU_ATTN_WGMMA_BWD=bulk, checked by test_attention_cuda): as
+ *    fused, but the dQ tile goes to a 32 KB shared stage (float4 per
+ *    thread, conflict-free) and thread 0 adds it to dQacc with one 32 KB
+ *    cp.reduce.async.bulk per step after the middle barrier, into a tiled
+ *    dQacc ([B][n_q][ceil(S/64)] tiles in the stage's order, converted by
+ *    attn_dq_convert_tiled_kernel), as FlashAttention-3 does; thread 0
+ *    waits for the read of its last reduction before each step's first
+ *    barrier.  The per-row variant above (64 reductions of 512 B per step,
+ *    waits in 64 threads) is what measured slower.
  *  Both: S^T and dP^T are separate wgmma groups, so that P^T is computed and
  *  dV issued while dP^T runs, and dS^T computed while dV runs (FA3's
  *  intra-warpgroup overlap).
@@ -1501,12 +1539,16 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
 #define WGQ_BM 128 /* dQ kernel: query rows per block (two warpgroups)   */
 #define WGQ_BN 64  /* dQ kernel: keys per step                           */
 
-/* K, V [2][128][64] + Q, dO [2 buf][2][64][64] swizzled; with fused dQ
- * dS^T [2 buf][128][64] swizzled; LSE, D [2 buf][64] f32; 1024 B to align:
- * 133,120 B (split), 165,888 B (fused) */
-static constexpr size_t wgb_dkdv_smem_bytes(bool fq) {
+/* dQ modes of the dK/dV kernel (its template argument FQ) */
+enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2 };
+/* K, V [2][128][64] + Q, dO [2 buf][2][64][64] swizzled; with dQ dS^T [2
+ * buf][128][64] swizzled; with bulk dQ the stage [8][256][4] f32; LSE, D [2
+ * buf][64] f32; 1024 B to align: 133,120 B (split), 165,888 B (fused),
+ * 198,656 B (bulk) */
+static constexpr size_t wgb_dkdv_smem_bytes(int fq) {
   return (size_t)2 * WGB_BN * 128 * 2 + (size_t)2 * 2 * WGB_BM * 128 * 2 +
-         (fq ? (size_t)2 * WGB_BN * WGB_BM * 2 : 0) + (size_t)2 * 2 * WGB_BM * 4 + 1024;
+         (fq ? (size_t)2 * WGB_BN * WGB_BM * 2 : 0) +
+         (fq == WGB_DQ_BULK ? (size_t)WGB_BM * 128 * 4 : 0) + (size_t)2 * 2 * WGB_BM * 4 + 1024;
 }
 /* Q, dO [2][128][64] + K, V [2 buf][2][64][64] swizzled; 1024 B to align:
  * 132,096 B */
@@ -1521,11 +1563,33 @@ static __device__ __forceinline__ void cp_async4(void *dst, const void *src, int
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
                "r"(src_bytes));
 }
+/* Bulk (TMA engine) reduction: gdst[0..bytes/4) += ssrc[...] in fp32, done in
+ * L2 by whole lines (bytes a multiple of 16, both addresses 16-byte aligned);
+ * tracked by this thread's bulk groups. */
+static __device__ __forceinline__ void bulk_add_f32(float *gdst, const float *ssrc,
+                                                    uint32_t bytes) {
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gdst),
+      "r"(smem_u32(ssrc)), "r"(bytes)
+      : "memory");
+}
+static __device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+/* this thread's bulk operations have read their shared-memory source */
+static __device__ __forceinline__ void bulk_wait_read0() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+/* ... and are complete (their global writes performed) */
+static __device__ __forceinline__ void bulk_wait0() {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
 #endif
 
 /* acc (m64n128) += A · B as one committed wgmma group: A = a, K = KR rows
  * (16 per fragment) from registers, B = a [2][KR][64] swizzled tile read as
  * MN-major (its rows the K index; LBO = one d half, KR·128 B) */
+#if PL_WGMMA_OK
 template <int KR>
 static __device__ __forceinline__ void wg_issue_rs_mn(float (&acc)[64],
                                                       uint32_t (&a)[KR / 16][4],
@@ -1538,10 +1602,13 @@ static __device__ __forceinline__ void wg_issue_rs_mn(float (&acc)[64],
     wg_m64n128_rs<1>(acc, a[kk], wg_desc_mn(tile + kk * 16 * 64, KR * 128));
   wg_commit();
 }
+#endif
 
-/* grid (ceil(S/128), n_kv, B), 256 threads (two warpgroups).  FQ: also
- * dQ += dS K into p.dqacc (fp32 atomics; the fused variant). */
-template <bool FQ>
+/* grid (ceil(S/128), n_kv, B), 256 threads (two warpgroups).  FQ (a
+ * WGB_DQ_* mode): also dQ += dS K into p.dqacc, by fp32 atomics into its row
+ * layout (ATOMIC, the fused variant) or by one bulk reduction per step into
+ * its tiled layout (BULK; see attn_dq_convert_tiled_kernel). */
+template <int FQ>
 static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(AttnParams p) {
 #if PL_WGMMA_OK
   constexpr int D = 128, BN = WGB_BN, BM = WGB_BM, NT = 256;
@@ -1552,7 +1619,8 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
   bf16 *sQ = sV + BN * 128;                                        /* [2 buf][2][BM][64] */
   bf16 *sdO = sQ + 2 * BM * 128;                                   /* [2 buf][2][BM][64] */
   bf16 *sdS = sdO + 2 * BM * 128; /* [2 buf][BN][64] (FQ) */
-  float *sL = reinterpret_cast<float *>(sdS + (FQ ? 2 * BN * BM : 0)); /* [2 buf][BM] LSE */
+  float *sdQ = reinterpret_cast<float *>(sdS + (FQ ? 2 * BN * BM : 0)); /* [8][256][4] (BULK) */
+  float *sL = sdQ + (FQ == WGB_DQ_BULK ? BM * 128 : 0); /* [2 buf][BM] LSE */
   float *sDl = sL + 2 * BM;                                        /* [2 buf][BM] D      */
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -1598,9 +1666,24 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
   const int key_r = kw0 + wq * 16 + g; /* this thread's keys: key_r, key_r + 8 */
   /* FQ: the dQ tile of a step (query tile pend_q of head pend_h; -1: none)
    * stays in flight over the barrier into the next step, which adds it to
-   * dQacc */
+   * dQacc (ATOMIC) or stores it to the stage sdQ, added to dQacc's tile by
+   * thread 0 after the middle barrier (BULK) */
   float dqp[32];
   int pend_q = -1, pend_h = 0;
+  /* BULK: the stage and dQacc's tiles hold dqp[4j..4j+3] of thread T at
+   * float4 j·256 + T: 16-byte stores, conflict-free */
+  auto dq_stage = [&]() {
+    float4 *s4 = reinterpret_cast<float4 *>(sdQ);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      s4[j * 256 + tid] = make_float4(dqp[4 * j], dqp[4 * j + 1], dqp[4 * j + 2], dqp[4 * j + 3]);
+  };
+  auto dq_bulk = [&](int q0, int h) { /* thread 0, after a barrier past dq_stage */
+    const int nqt = (S + BM - 1) / BM;
+    bulk_add_f32(p.dqacc + (((int64_t)b * p.nq + h) * nqt + q0 / BM) * (BM * D), sdQ,
+                 BM * D * 4);
+    bulk_commit();
+  };
   /* element 4j + e: query q0 + 16wq + g + 8·(e>>1), d 64wg + 8j + 2t + (e&1) */
   auto dq_flush = [&](int q0, int h) {
     float *gdq = p.dqacc + (int64_t)b * S * qstride + (int64_t)h * D + wg * 64 + 2 * t;
@@ -1622,6 +1705,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     /* step it's tiles in place and fenced for the async proxy; step it-1
      * (both warpgroups) done with buffer buf^1 */
     cp_async_wait<0>();
+    if (FQ == WGB_DQ_BULK && tid == 0) bulk_wait_read0(); /* the stage is free */
     fence_proxy_async();
     __syncthreads();
     if (it + 1 < niter) {
@@ -1636,10 +1720,11 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     uint32_t ap[BM / 16][4], as[BM / 16][4];
     float st[32], dpt[32];
     bf16 *cdS = sdS + buf * BN * BM;
-    if (FQ) { /* the previous step's dQ, run over the barrier, to dQacc */
+    if (FQ) { /* the previous step's dQ, run over the barrier, to dQacc or the stage */
       wg_wait0();
       wg_hold(dqp);
-      if (pend_q >= 0) dq_flush(pend_q, pend_h);
+      if (FQ == WGB_DQ_ATOMIC && pend_q >= 0) dq_flush(pend_q, pend_h);
+      if (FQ == WGB_DQ_BULK && pend_q >= 0) dq_stage();
     }
     /* S^T = K Q^T, dP^T = V dO^T (this warpgroup's 64 keys × 64 queries), one
      * group each: P^T is computed and dV issued while dP^T runs, dS^T while
@@ -1726,8 +1811,9 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
        * Left in flight: flushed by the next step (or after the loop); dS^T
        * is double-buffered, as a warpgroup may still read buffer buf when
        * the other writes buf^1 in the next step. */
-      fence_proxy_async();
+      fence_proxy_async(); /* (BULK: also the stage's stores before the bulk read) */
       __syncthreads();
+      if (FQ == WGB_DQ_BULK && tid == 0 && pend_q >= 0) dq_bulk(pend_q, pend_h);
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk)
@@ -1743,10 +1829,23 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
       pend_h = hk * p.group + it / per_head;
     }
   }
-  if (FQ) {
+  if (FQ == WGB_DQ_ATOMIC) {
     wg_wait0();
     wg_hold(dqp);
     if (pend_q >= 0) dq_flush(pend_q, pend_h);
+  }
+  if (FQ == WGB_DQ_BULK) { /* the last step's dQ; then every bulk reduction complete */
+    wg_wait0();
+    wg_hold(dqp);
+    if (tid == 0) bulk_wait_read0();
+    __syncthreads();
+    if (pend_q >= 0) dq_stage();
+    fence_proxy_async();
+    __syncthreads();
+    if (tid == 0) {
+      if (pend_q >= 0) dq_bulk(pend_q, pend_h);
+      bulk_wait0();
+    }
   }
   cp_async_wait<0>();
 
@@ -2040,31 +2139,42 @@ static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
 }
 
 /* Variants of the wgmma backward (PLATEAU_ATTN_WGMMA_BWD): fused (one
- * kernel, dQ through fp32 atomics into the workspace; the default) or split
- * (a dK/dV and a dQ kernel, P recomputed in each, no atomics). */
-enum { WGB_FUSED = 0, WGB_SPLIT = 1 };
+ * kernel, dQ through fp32 atomics into the workspace; the default), split
+ * (a dK/dV and a dQ kernel, P recomputed in each, no atomics) or bulk (fused
+ * with one bulk reduction per step into a tiled workspace; experimental:
+ * not yet run on a GPU). */
+enum { WGB_FUSED = 0, WGB_SPLIT = 1, WGB_BULK = 2, WGB_COUNT = 3 };
+static const char *const wgb_names[WGB_COUNT] = {"fused", "split", "bulk"};
 static pl_status wgmma_bwd_variant(int *v) {
   const char *e = getenv("PLATEAU_ATTN_WGMMA_BWD");
-  if (!e || !*e || !strcmp(e, "fused")) {
-    *v = WGB_FUSED;
-    return PL_OK;
-  }
-  if (!strcmp(e, "split")) {
-    *v = WGB_SPLIT;
-    return PL_OK;
-  }
+  *v = WGB_FUSED;
+  if (!e || !*e) return PL_OK;
+  for (int i = 0; i < WGB_COUNT; i++)
+    if (!strcmp(e, wgb_names[i])) {
+      *v = i;
+      return PL_OK;
+    }
   return pl_set_error(PL_EINVAL,
-                      "attention bwd wgmma: PLATEAU_ATTN_WGMMA_BWD=%s: must be fused or split", e);
+                      "attention bwd wgmma: PLATEAU_ATTN_WGMMA_BWD=%s: must be fused, split or bulk",
+                      e);
 }
 
 /* The wgmma backward after the delta kernel.  split: dK/dV, then dQ
- * (independent; both read D and LSE; dQ written directly).  fused: dQacc
- * zeroed, the dK/dV kernel adding dS K into it, then the bf16 conversion. */
+ * (independent; both read D and LSE; dQ written directly).  fused, bulk:
+ * dQacc zeroed, the dK/dV kernel adding dS K into it (row layout, or tiled
+ * for bulk: nq_el counts the tiles' rows), then the bf16 conversion. */
 static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int64_t nq_el,
                                   int variant) {
-  const bool fused = variant == WGB_FUSED;
-  const size_t smem_kv = wgb_dkdv_smem_bytes(fused), smem_q = wgb_dq_smem_bytes();
-  auto kv = fused ? attn_bwd_dkdv_wgmma_kernel<true> : attn_bwd_dkdv_wgmma_kernel<false>;
+  const bool fused = variant != WGB_SPLIT;
+  const int mode = variant == WGB_SPLIT  ? WGB_DQ_NONE
+                   : variant == WGB_BULK ? WGB_DQ_BULK
+                                         : WGB_DQ_ATOMIC;
+  const size_t smem_kv = wgb_dkdv_smem_bytes(mode), smem_q = wgb_dq_smem_bytes();
+  auto kv = mode == WGB_DQ_NONE     ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_NONE>
+            : mode == WGB_DQ_ATOMIC ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_ATOMIC>
+                                    : attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK>;
+  if (mode == WGB_DQ_BULK) /* the tiled workspace: padded rows */
+    nq_el = (int64_t)B * p.nq * ((p.S + 63) / 64) * 64 * 128;
   cudaError_t e =
       cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
   if (e == cudaSuccess && !fused)
@@ -2078,6 +2188,12 @@ static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int
   dim3 gkv((unsigned)((p.S + WGB_BN - 1) / WGB_BN), (unsigned)p.nkv, B);
   kv<<<gkv, 256, smem_kv, st>>>(p);
   PL_TRY(cuda_check("bwd dkdv wgmma launch"));
+  if (mode == WGB_DQ_BULK) {
+    const int64_t ntiles = (int64_t)B * p.nq * ((p.S + 63) / 64);
+    attn_dq_convert_tiled_kernel<<<(unsigned)(ntiles * 2048 / 256), 256, 0, st>>>(
+        p.dqacc, p.dq, p.S, p.nq, ntiles, p.scale);
+    return cuda_check("bwd dq convert (tiled) launch");
+  }
   if (fused) {
     const int64_t nthr = (nq_el + 3) / 4;
     attn_dq_convert_kernel<<<(unsigned)((nthr + 255) / 256), 256, 0, st>>>(p.dqacc, p.dq, nq_el,
@@ -2172,8 +2288,10 @@ extern "C" pl_status pl_cuda_attn_bwd(pl_stream *s, const pl_attn_shape *sh,
   p.dq = (bf16 *)dq;
   p.dk = (bf16 *)dk;
   p.dv = (bf16 *)dv;
-  const size_t nq_el =
-      (size_t)sh->batch * (size_t)sh->seq * (size_t)sh->n_q * sh->head_dim;
+  /* dQacc: S rounded up to 64 (the tiled layout of the bulk wgmma backward;
+   * pl_attn_bwd_workspace_bytes counts the same) */
+  const size_t nq_el = (size_t)sh->batch * (size_t)((sh->seq + 63) / 64 * 64) *
+                       (size_t)sh->n_q * sh->head_dim;
   p.dqacc = (float *)ws;
   p.delta = p.dqacc + nq_el;
   if (sh->head_dim == 64) return bwd_launch<64>(s, sh, p);
@@ -2218,5 +2336,6 @@ extern "C" const char *pl_cuda_attn_bwd_kernel(pl_stream *s, const pl_attn_shape
     pl_clear_error();
     return "wgmma (bad PLATEAU_ATTN_WGMMA_BWD)";
   }
-  return v == WGB_FUSED ? "wgmma/fused" : "wgmma/split";
+  static const char *const names[WGB_COUNT] = {"wgmma/fused", "wgmma/split", "wgmma/bulk"};
+  return names[v];
 }

@@ -6,7 +6,7 @@
  * With d = 128 it also checks and times the wgmma forward (sm_90a builds; AUTO
  * runs it), once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe;
  * only the one named when the caller sets it), and the wgmma backward once per
- * variant (PLATEAU_ATTN_WGMMA_BWD = fused, split; dQ, dK, dV against SIMPLE's,
+ * variant (PLATEAU_ATTN_WGMMA_BWD = fused, split, bulk; dQ, dK, dV against SIMPLE's,
  * on SIMPLE's O and LSE).  A wgmma mismatch or error fails the test; a build
  * without sm_90a code (PL_EUNSUPPORTED) only says so.
  * Without a GPU it prints "skipped: no CUDA device" and passes.  No fork: a
@@ -101,8 +101,8 @@ static const char *const wgmma_v_all[] = {"transpose", "mn", "mn128", "pipe"};
 #define WGMMA_V_N ((int)(sizeof wgmma_v_all / sizeof wgmma_v_all[0]))
 /* variants of the wgmma backward (PLATEAU_ATTN_WGMMA_BWD); the caller's value
  * is restored after the loops */
-static const char *const wgmma_bwd_all[] = {"fused", "split"};
-#define WGMMA_BWD_N 2
+static const char *const wgmma_bwd_all[] = {"fused", "split", "bulk"};
+#define WGMMA_BWD_N 3
 static char *wgmma_bwd_save(void) {
   const char *e = getenv("PLATEAU_ATTN_WGMMA_BWD");
   return e && *e ? strdup(e) : NULL;
