@@ -24,6 +24,7 @@
 typedef struct pt {
   long long seq;
   double v[6]; /* ours fwd, ours fwdbwd, flash fwd, flash fwdbwd, cudnn fwd, cudnn fwdbwd */
+  char kern[2][112]; /* the kernels of our best fwd and fwd+bwd rows (from their note) */
 } pt;
 
 static pt *find_pt(pt *pts, int *n, long long seq) {
@@ -33,6 +34,7 @@ static pt *find_pt(pt *pts, int *n, long long seq) {
   pt *p = &pts[(*n)++];
   p->seq = seq;
   for (int j = 0; j < 6; j++) p->v[j] = NAN;
+  p->kern[0][0] = p->kern[1][0] = 0;
   return p;
 }
 
@@ -41,12 +43,26 @@ static int cmp_pt(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* our rows: single-rank (ranks == 1 or absent), status ok; keep the best */
+/* The value after `key` in a bench note ("fwd kernel A, bwd kernel B") up to
+ * the next comma, or "?" */
+static void note_field(const char *note, const char *key, char *out, size_t cap) {
+  const char *p = note ? strstr(note, key) : NULL;
+  if (!p) {
+    snprintf(out, cap, "?");
+    return;
+  }
+  p += strlen(key);
+  snprintf(out, cap, "%.*s", (int)strcspn(p, ","), p);
+}
+
+/* our rows: single-rank (ranks == 1 or absent), status ok; keep the best
+ * (over the run's files: AUTO and any variant runs), with its kernels */
 static void read_ours(const char *path, pt *pts, int *n) {
   pl_table t;
   if (pl_table_read(path, &t) != PL_OK) return;
   int cs = pl_table_col(&t, "seq"), cp = pl_table_col(&t, "pass"), ct = pl_table_col(&t, "tflops");
   int cst = pl_table_col(&t, "status"), cr = pl_table_col(&t, "ranks");
+  int cn = pl_table_col(&t, "note");
   if (cs >= 0 && cp >= 0 && ct >= 0 && cst >= 0)
     for (int i = 0; i < t.nrows; i++) {
       char **r = t.rows[i];
@@ -55,7 +71,16 @@ static void read_ours(const char *path, pt *pts, int *n) {
       if (!p) continue;
       const int j = strcmp(r[cp], "fwd") ? 1 : 0;
       const double v = atof(r[ct]);
-      if (isnan(p->v[j]) || v > p->v[j]) p->v[j] = v;
+      if (isnan(p->v[j]) || v > p->v[j]) {
+        p->v[j] = v;
+        char fk[48], bk[48];
+        note_field(cn >= 0 ? r[cn] : NULL, "fwd kernel ", fk, sizeof fk);
+        note_field(cn >= 0 ? r[cn] : NULL, "bwd kernel ", bk, sizeof bk);
+        if (j == 0)
+          snprintf(p->kern[0], sizeof p->kern[0], "%s", fk);
+        else
+          snprintf(p->kern[1], sizeof p->kern[1], "%s + %s", fk, bk);
+      }
     }
   pl_table_free(&t);
 }
@@ -124,9 +149,11 @@ pl_status pl_report_attention(const char *run_dir, const char *out_dir) {
   if (!md) return pl_set_error(PL_EIO, "report attention: cannot write %s", path);
   fprintf(md, "# Causal GQA flash attention on one GPU (bf16, TFLOP/s)\n\n");
   fprintf(md, "FLOPs: fwd = 4·S²·d·n_q/2, bwd = 2.5·fwd (causal).  Run: `%s`.\n\n", run_dir);
+  fprintf(md, "Ours: the fastest single-rank row per S and pass over the run's files (AUTO and any "
+              "variant runs), with the kernels its note names.\n\n");
   fprintf(md, "| S | ours fwd | ours fwd+bwd | SDPA flash fwd | flash fwd+bwd | SDPA cuDNN fwd "
-              "| cuDNN fwd+bwd | fwd+bwd vs best peer |\n");
-  fprintf(md, "|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+              "| cuDNN fwd+bwd | fwd+bwd vs best peer | our fwd kernel | our fwd+bwd kernels |\n");
+  fprintf(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
   for (int i = 0; i < n; i++) {
     char c[6][32], ratio[32];
     for (int j = 0; j < 6; j++) pl_rep_fmt(c[j], sizeof c[j], "%.1f", pts[i].v[j], "–");
@@ -135,8 +162,9 @@ pl_status pl_report_attention(const char *run_dir, const char *out_dir) {
       snprintf(ratio, sizeof ratio, "%.2f×", pts[i].v[1] / best);
     else
       snprintf(ratio, sizeof ratio, "–");
-    fprintf(md, "| %lld | %s | %s | %s | %s | %s | %s | %s |\n", pts[i].seq, c[0], c[1], c[2], c[3],
-            c[4], c[5], ratio);
+    fprintf(md, "| %lld | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", pts[i].seq, c[0], c[1],
+            c[2], c[3], c[4], c[5], ratio, pts[i].kern[0][0] ? pts[i].kern[0] : "–",
+            pts[i].kern[1][0] ? pts[i].kern[1] : "–");
   }
   /* DESIGN.md §5: measured on the same H200 with PyTorch 2.11, 64 q / 8 kv
    * heads, d = 128, S = 16K…128K (2026-11-30) */

@@ -44,6 +44,16 @@ run() { # name cmd...
 
 EXPECT=4 run attn1 "$BIN" bench attention --backend cpu -n 1 -w 0 --seq 64,130
 grep -q "pass" "$tmp"/attn1/*.tsv || fail "attn1: first point not checked"
+# the report of that run: a row per S, with the kernels the rows' notes name
+PLATEAU_ROOT=$ROOT "$BIN" report "$tmp/attn1" >"$tmp/report.out" 2>&1 || fail "report: exit $?"
+md=$tmp/attn1/report/attention.md
+if [[ -f $md ]]; then
+  for S in 64 130; do
+    grep -q "^| $S | [0-9.]* | [0-9.]* |.*| cpu | cpu + cpu |\$" "$md" || fail "report: no row for S = $S"
+  done
+else
+  fail "report: no $md"; cat "$tmp/report.out"
+fi
 EXPECT=2 run attn2 $MPIRUN -np 2 "$BIN" bench attention --backend cpu -n 1 -w 0 --seq 128
 awk -F'\t' '/^#/{next} !h{for(i=1;i<=NF;i++)c[$i]=i;h=1;next} $c["pass"]=="fwd" && $c["a2a_gbps"]=="-"{exit 1}' \
   "$tmp"/attn2/*.tsv || fail "attn2: a2a not timed"
