@@ -29,6 +29,7 @@
 
 #include "plateau/hd.h"
 #include "plateau/plateau.h"
+#include "comm/check_mpi.h"
 
 static int g_nbe;               /* backends under test: CPU, then CUDA */
 static pl_dev *g_dev[2];
@@ -789,35 +790,12 @@ int main(int argc, char **argv) {
   /* A failing check must not leave the other ranks hanging for 300 s. */
   for (int b = 0; b < g_nbe; b++) pl_comm_set_timeout(g_world[b], 60.0);
 
-  Suite *su = suite_create("comm");
-  TCase *tc = tcase_create("collectives");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, test_versions_and_world);
-  tcase_add_test(tc, test_allreduce);
-  tcase_add_test(tc, test_allgather);
-  tcase_add_test(tc, test_reduce_scatter);
-  tcase_add_test(tc, test_alltoallv);
-  tcase_add_test(tc, test_sendrecv);
-  tcase_add_test(tc, test_broadcast);
-  tcase_add_test(tc, test_split);
-  tcase_add_test(tc, test_host_collectives);
-  tcase_add_test(tc, test_bad_input);
-  suite_add_tcase(su, tc);
-  SRunner *sr = srunner_create(su);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, g_rank == 0 ? CK_NORMAL : CK_SILENT);
-  int nf = srunner_ntests_failed(sr);
-  if (g_rank != 0 && nf) {
-    fprintf(stderr, "[r%d] failures on this rank:\n", g_rank);
-    srunner_print(sr, CK_NORMAL);
-  }
-  srunner_free(sr);
-
-  /* Every rank's verdict, so rank 0's summary line speaks for all. */
-  int64_t bad = nf;
-  pl_host_allreduce_i64(g_world[0], &bad, 1, PL_RED_SUM);
-  if (g_rank == 0 && bad)
-    fprintf(stderr, "%lld failed tests over all ranks\n", (long long)bad);
+  const TTest *tests[] = {test_versions_and_world, test_allreduce, test_allgather,
+                          test_reduce_scatter,     test_alltoallv, test_sendrecv,
+                          test_broadcast,          test_split,     test_host_collectives,
+                          test_bad_input,          NULL};
+  /* every rank's verdict, so rank 0's summary line speaks for all */
+  const int bad = pl_check_run("comm", 300, tests, g_rank, g_world[0]);
   for (int b = g_nbe - 1; b >= 0; b--) {
     pl_comm_destroy(g_world[b]);
     pl_dev_destroy(g_dev[b]);

@@ -15,6 +15,7 @@
 
 #include "backend/internal.h"
 #include "model/layer.h"
+#include "comm/check_mpi.h"
 
 static pl_dev *dev;
 static pl_comm *world;
@@ -183,18 +184,9 @@ int main(int argc, char **argv) {
   }
   rank = pl_comm_rank(world);
   size = pl_comm_size(world);
-  Suite *su = suite_create("layer");
-  TCase *tc = tcase_create("layer");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, fd_directional);
-  tcase_add_test(tc, ulysses_layer_equals_single_rank);
-  tcase_add_test(tc, in_checkpoint_runner);
-  suite_add_tcase(su, tc);
-  SRunner *sr = srunner_create(su);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, rank == 0 ? CK_NORMAL : CK_SILENT);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  const TTest *tests[] = {fd_directional, ulysses_layer_equals_single_rank, in_checkpoint_runner,
+                          NULL};
+  const int nf = pl_check_run("layer", 300, tests, rank, world);
   pl_comm_destroy(world);
   pl_dev_destroy(dev);
   pl_finalize();

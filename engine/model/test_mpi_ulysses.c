@@ -14,6 +14,7 @@
 
 #include "backend/internal.h"
 #include "model/ulysses.h"
+#include "comm/check_mpi.h"
 
 static pl_dev *dev;
 static pl_comm *world;
@@ -191,17 +192,8 @@ int main(int argc, char **argv) {
   }
   rank = pl_comm_rank(world);
   size = pl_comm_size(world);
-  Suite *su = suite_create("ulysses");
-  TCase *tc = tcase_create("ulysses");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, ulysses_equals_single_rank);
-  tcase_add_test(tc, ulysses_cuda_equals_single_gpu);
-  suite_add_tcase(su, tc);
-  SRunner *sr = srunner_create(su);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, rank == 0 ? CK_NORMAL : CK_SILENT);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  const TTest *tests[] = {ulysses_equals_single_rank, ulysses_cuda_equals_single_gpu, NULL};
+  const int nf = pl_check_run("ulysses", 300, tests, rank, world);
   pl_comm_destroy(world);
   pl_dev_destroy(dev);
   pl_finalize();

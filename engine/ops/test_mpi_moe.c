@@ -25,6 +25,7 @@
 #include "ops/moe.h"
 #include "plateau/hd.h"
 #include "plateau/plateau.h"
+#include "comm/check_mpi.h"
 
 #ifndef MOE_TEST_CUDA
 #define MOE_TEST_CUDA 0
@@ -779,27 +780,11 @@ int main(int argc, char **argv) {
   /* Ranks share the machine's cores: idle OpenMP teams spinning next to
    * MPI's polling slow the run tenfold; the sizes here need no threads. */
   if (np > 1 && !MOE_TEST_CUDA) omp_set_num_threads(1);
-  Suite *s = suite_create("mpi_moe");
-  TCase *tc = tcase_create("moe");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, refusals);
-  tcase_add_test(tc, exact_random_f32);
-  tcase_add_test(tc, exact_random_bf16);
-  tcase_add_test(tc, exact_profiles);
-  tcase_add_test(tc, exact_edges);
-  tcase_add_test(tc, k1_equals_llep);
-  tcase_add_test(tc, expert_major_vs_source_major);
-  tcase_add_test(tc, lanes_and_profile);
-  tcase_add_test(tc, bound_grid);
-  tcase_add_test(tc, oom_on_one_rank);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, me == 0 ? CK_NORMAL : CK_MINIMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  int64_t fail = nf;
-  pl_host_allreduce_i64(world, &fail, 1, PL_RED_MAX);
+  const TTest *tests[] = {refusals,       exact_random_f32,  exact_random_bf16,
+                          exact_profiles, exact_edges,       k1_equals_llep,
+                          expert_major_vs_source_major, lanes_and_profile,
+                          bound_grid,     oom_on_one_rank,   NULL};
+  const int fail = pl_check_run("mpi_moe", 300, tests, me, world);
   pl_comm_destroy(world);
   if (hworld) pl_comm_destroy(hworld);
   pl_dev_destroy(dev);

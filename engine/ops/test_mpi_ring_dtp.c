@@ -17,6 +17,7 @@
 #include <omp.h>
 
 #include "ops/ring_dtp.h"
+#include "comm/check_mpi.h"
 #include "test_ce_ref.h"
 #include "../../baselines/dense_ce.h"
 #include "../../baselines/fused_ce.h"
@@ -373,20 +374,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (R == 0) printf("# ring_dtp tests on %s, %d ranks\n", pl_backend_name(be), P);
-  Suite *su = suite_create("ring_dtp");
-  TCase *tc = tcase_create("ring");
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, ring_all);
-  tcase_add_test(tc, ring_no_overlap);
-  tcase_add_test(tc, ring_bad_input);
-  tcase_add_test(tc, ring_p1_is_fused);
-  tcase_add_test(tc, vocab_parallel);
-  suite_add_tcase(su, tc);
-  SRunner *sr = srunner_create(su);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  const TTest *tests[] = {ring_all, ring_no_overlap, ring_bad_input, ring_p1_is_fused,
+                          vocab_parallel, NULL};
+  const int nf = pl_check_run("ring_dtp", 600, tests, R, comm);
   pl_comm_destroy(comm);
   pl_dev_destroy(dev);
   pl_finalize();

@@ -6,6 +6,7 @@
 #include <check.h>
 
 #include "ops/adamw_testlib.h"
+#include "comm/check_mpi.h"
 
 static const tl_case cases[] = {
     {"stream clip", 3, {999, 1001, 3}, 333, 2, 1.0, 0.01, PL_BF16, 0, 0, 5, 0, 0},
@@ -43,16 +44,8 @@ END_TEST
 
 int main(int argc, char **argv) {
   if (pl_init(&argc, &argv) != PL_OK) return 1;
-  Suite *s = suite_create("mpi_stream_adamw");
-  TCase *tc = tcase_create("ranks");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, global_norm_equals_reference);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  const TTest *tests[] = {global_norm_equals_reference, NULL};
+  const int failed = pl_check_run("mpi_stream_adamw", 120, tests, pl_world_rank(), NULL);
   pl_finalize();
   return failed ? 1 : 0;
 }

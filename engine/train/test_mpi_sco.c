@@ -15,6 +15,7 @@
 #include "model/mlp_block.h"
 #include "plateau/hd.h"
 #include "train/ckpt.h"
+#include "comm/check_mpi.h"
 
 static pl_dev *dev;
 static pl_comm *world;
@@ -280,19 +281,10 @@ int main(int argc, char **argv) {
     return 3;
   }
   rank = pl_comm_rank(world), size = pl_comm_size(world);
-  Suite *su = suite_create("sco");
-  TCase *tc = tcase_create("sco");
-  tcase_add_test(tc, sco_is_bit_exact_and_bounded);
-  tcase_add_test(tc, selection_agrees_across_ranks);
-  tcase_add_test(tc, n_zero_on_a_rank);
-  tcase_add_test(tc, refusals_reach_every_rank);
-  tcase_add_test(tc, block_gradients_by_finite_differences);
-  suite_add_tcase(su, tc);
-  SRunner *sr = srunner_create(su);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, rank == 0 ? CK_NORMAL : CK_SILENT);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
+  const TTest *tests[] = {sco_is_bit_exact_and_bounded, selection_agrees_across_ranks,
+                          n_zero_on_a_rank, refusals_reach_every_rank,
+                          block_gradients_by_finite_differences, NULL};
+  const int failed = pl_check_run("sco", 0, tests, rank, world);
   pl_comm_destroy(world);
   pl_dev_destroy(dev);
   pl_finalize();
