@@ -1298,27 +1298,34 @@ typedef struct fwd_state {
   pl_event **evD, **evC;
 } fwd_state;
 
+/* Chunk C's expert rows *rows (R x H, computed on the compute stream up to
+ * event done) back to their sources on s and combined into out (weighted by
+ * w, or unweighted when w is NULL: the backward's dX); *rows freed. */
+static pl_status return_combine(pl_moe *m, pl_moe_ctx *c, chunk *C, pl_event *done, void **rows,
+                                const float *w, void *out, pl_stream *s, pl_status st) {
+  void *back = NULL;
+  if (st == PL_OK && s != m->cs) st = pl_stream_wait(s, done);
+  if (C->em) /* back to blocks by source for the return trip */
+    st = permute_rows(m, meta(c, C->o_inv), C->R, m->cfg.H, m->cfg.dt,
+                      "dispatch", rows, s, st);
+  st = return_rows(m, C, *rows, (size_t)m->cfg.H, m->cfg.dt, "dispatch",
+                   &back, s, st);
+  if (st == PL_OK)
+    st = pl_moe_k_moe_combine(s, out, meta(c, C->o_toks), C->nt,
+                              meta(c, C->o_slots), m->cfg.k, w, back, *rows,
+                              m->cfg.H, m->cfg.dt);
+  pl_free_async(m->dev, back, s);
+  pl_free_async(m->dev, *rows, s);
+  *rows = NULL;
+  return st;
+}
+
 /* Stages: every rank calls them in the same order; st is the status so far
  * (a failed rank skips work but still takes part in the agreements). */
 static pl_status fwd_combine(pl_moe *m, pl_moe_ctx *c, int i, const float *w,
                              void *out, pl_stream *s, fwd_state *fs,
                              pl_status st) {
-  chunk *C = &c->ch[i];
-  void *back = NULL;
-  if (st == PL_OK && s != m->cs) st = pl_stream_wait(s, fs->evC[i]);
-  if (C->em) /* back to blocks by source for the return trip */
-    st = permute_rows(m, meta(c, C->o_inv), C->R, m->cfg.H, m->cfg.dt,
-                      "dispatch", &fs->B[i], s, st);
-  st = return_rows(m, C, fs->B[i], (size_t)m->cfg.H, m->cfg.dt, "dispatch",
-                   &back, s, st);
-  if (st == PL_OK)
-    st = pl_moe_k_moe_combine(s, out, meta(c, C->o_toks), C->nt,
-                              meta(c, C->o_slots), m->cfg.k, w, back, fs->B[i],
-                              m->cfg.H, m->cfg.dt);
-  pl_free_async(m->dev, back, s);
-  pl_free_async(m->dev, fs->B[i], s);
-  fs->B[i] = NULL;
-  return st;
+  return return_combine(m, c, &c->ch[i], fs->evC[i], &fs->B[i], w, out, s, st);
 }
 
 static pl_status fwd_dispatch(pl_moe *m, pl_moe_ctx *c, int i, const void *x,
@@ -1512,21 +1519,8 @@ static pl_status bwd_return(pl_moe *m, pl_moe_ctx *c, int i, void *dx,
                             float *dw, pl_stream *s, bwd_state *bs,
                             pl_status st) {
   chunk *C = &c->ch[i];
-  void *back = NULL;
   float *dwb = NULL;
-  if (st == PL_OK && s != m->cs) st = pl_stream_wait(s, bs->evC[i]);
-  if (C->em) /* back to blocks by source for the return trip */
-    st = permute_rows(m, meta(c, C->o_inv), C->R, m->cfg.H, m->cfg.dt,
-                      "dispatch", &bs->D[i], s, st);
-  st = return_rows(m, C, bs->D[i], (size_t)m->cfg.H, m->cfg.dt, "dispatch",
-                   &back, s, st);
-  if (st == PL_OK)
-    st = pl_moe_k_moe_combine(s, dx, meta(c, C->o_toks), C->nt,
-                              meta(c, C->o_slots), m->cfg.k, NULL, back,
-                              bs->D[i], m->cfg.H, m->cfg.dt);
-  pl_free_async(m->dev, back, s);
-  pl_free_async(m->dev, bs->D[i], s);
-  bs->D[i] = NULL;
+  st = return_combine(m, c, C, bs->evC[i], &bs->D[i], NULL, dx, s, st);
   if (C->em)
     st = permute_rows(m, meta(c, C->o_inv), C->R, 1, PL_F32, "routing",
                       (void **)&bs->dwr[i], s, st);
