@@ -6,17 +6,8 @@
 # (n_kv not dividing n_q) fails (exit 2 or 3) with a message naming the value.
 # Usage: BUILD=build bash suite/test_bench_attention.sh
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${BUILD:-build}
-[[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
-BIN=$BUILD/bin/plateau
-MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe --bind-to none}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-[[ -x $BIN ]] || { echo "test_bench_attention.sh: $BIN not built"; exit 1; }
-tmp=$(mktemp -d /tmp/pl_test_attn.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-nfail=0
-fail() { echo "FAIL: $*"; nfail=$((nfail + 1)); }
+PL_TEST=test_bench_attention.sh
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 
 # rows_ok FILE MINROWS: every data row has status ok; at least MINROWS rows
 rows_ok() {

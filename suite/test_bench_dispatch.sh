@@ -17,17 +17,8 @@
 #    E/ranks groups expert-major and E groups per segment.
 # Usage: BUILD=build bash suite/test_bench_dispatch.sh
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${BUILD:-build}
-[[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
-BIN=$BUILD/bin/plateau
-MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe --bind-to none}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-[[ -x $BIN ]] || { echo "test_bench_dispatch.sh: $BIN not built"; exit 1; }
-tmp=$(mktemp -d /tmp/pl_test_dispatch.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-nfail=0
-fail() { echo "FAIL: $*"; nfail=$((nfail + 1)); }
+PL_TEST=test_bench_dispatch.sh
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 
 # data rows of a result file; one column by header name
 rows() { awk -F'\t' '/^#/ {next} !h {for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next} {print $0}' "$1"; }

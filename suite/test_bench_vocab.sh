@@ -7,17 +7,9 @@
 # oom row (a result, exit 0) while Ring-DTP still runs; bad option values exit 2.
 # Usage: BUILD=build bash suite/test_bench_vocab.sh   (run from anywhere)
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${BUILD:-build}
-[[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
-BIN=$BUILD/bin/plateau
-MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe --bind-to none}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-[[ -x $BIN ]] || { echo "test_bench_vocab.sh: $BIN not built"; exit 1; }
-tmp=$(mktemp -d /tmp/pl_test_vocab.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-nfail=0
-fail() { echo "FAIL: $*"; nfail=$((nfail + 1)); }
+PL_TEST=test_bench_vocab.sh
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+export OMP_NUM_THREADS=1
 
 N=64 H=32 V=500 B=64
 $MPIRUN -x OMP_NUM_THREADS -np 2 "$BIN" bench vocab --backend cpu -N $N -H $H -V $V --blocks $B \

@@ -10,24 +10,8 @@
 #    and without gnuplot still writes the tables and exits 0 with a warning.
 # Usage: BUILD=build bash suite/test_cli.sh   (run from anywhere)
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${BUILD:-build}
-[[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
-BIN=$BUILD/bin/plateau
-MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe --bind-to none}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export PLATEAU_ROOT=$ROOT
-
-if [[ ! -x $BIN ]]; then
-  echo "test_cli.sh: $BIN not built (make first)"
-  exit 1
-fi
-tmp=$(mktemp -d /tmp/pl_test_cli.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-nfail=0
-npass=0
-fail() { echo "FAIL: $*"; nfail=$((nfail + 1)); }
-pass() { npass=$((npass + 1)); }
+PL_TEST=test_cli.sh
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
 
 # expect_usage NEEDLE CMD...: exit 2, stderr names NEEDLE, no file under $tmp/out
 expect_usage() {

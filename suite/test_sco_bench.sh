@@ -20,25 +20,9 @@
 #    build/tests/suite/test_report_sco.
 # Usage: BUILD=build bash suite/test_sco_bench.sh   (run from anywhere)
 set -uo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=${BUILD:-build}
-[[ $BUILD = /* ]] || BUILD=$ROOT/$BUILD
-BIN=$BUILD/bin/plateau
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe --bind-to none}
-export PLATEAU_ROOT=$ROOT
-
-if [[ ! -x $BIN ]]; then
-  echo "test_sco_bench.sh: $BIN not built (make first)"
-  exit 1
-fi
-tmp=$(mktemp -d /tmp/pl_test_sco.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-nfail=0
-npass=0
-fail() { echo "FAIL: $*"; nfail=$((nfail + 1)); }
-pass() { npass=$((npass + 1)); }
+PL_TEST=test_sco_bench.sh
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 # col FILE NAME: index (1-based) of a column in a result file's header
 col() { awk -F'\t' -v n="$2" '!/^#/ { for (i = 1; i <= NF; i++) if ($i == n) { print i; exit } }' "$1"; }
