@@ -69,7 +69,7 @@ fi
 
 # one run per V path of the wgmma forward (PLATEAU_ATTN_WGMMA_V, recorded in the
 # result's metadata as env.PLATEAU_ATTN_WGMMA_V); WGMMA_V overrides the list
-for v in ${WGMMA_V:-transpose mn mn128 pipe}; do
+for v in ${WGMMA_V:-transpose mn mn128 pipe mn128pp}; do
   step "bench attention --algo wgmma, V path $v (forward; needs an sm_90a build, else it reports unsupported)"
   PLATEAU_ATTN_WGMMA_V=$v timeout 120 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma \
     --seq 4Ki,16Ki,32Ki,64Ki,128Ki --pass fwd -w 1 -n 3 -o "$RUNS" ||

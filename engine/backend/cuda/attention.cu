@@ -29,8 +29,11 @@
  *    operand path is chosen by PLATEAU_ATTN_WGMMA_V (read by the launcher):
  *    mn128 (default), transpose (V transposed in shared memory each step,
  *    K-major B), mn (V read as an MN-major B, trans-b = 1, no transposition),
- *    mn128 (mn with 128 keys per step) or pipe (mn with the softmax
- *    overlapping the tensor cores, FlashAttention-3 style).
+ *    mn128 (mn with 128 keys per step), pipe (mn with the softmax
+ *    overlapping the tensor cores, FlashAttention-3 style) or mn128pp
+ *    (mn128 with warpgroup 1's QK^T issued after warpgroup 0's, so that one
+ *    softmax runs beside the other's QK^T; experimental: written after the
+ *    device time of its session was spent, not yet run on a GPU).
  *  - WGMMA backward (d = 128, sm_90a builds; AUTO runs it there): validated
  *    on the H200 against the SIMPLE kernel on every shape of
  *    test_attention_cuda, and with the decoder-layer and Ulysses tests.  Two
@@ -882,6 +885,14 @@ static __device__ __forceinline__ void wg_wait1() {
 static __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+/* named barrier id among n threads: wait (sync) or only count this warp's
+ * threads in (arrive); whole warps only */
+static __device__ __forceinline__ void named_bar_sync(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+static __device__ __forceinline__ void named_bar_arrive(int id, int n) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
 
 /* Pin wgmma operand registers between the fence / wait statements (see the
  * section comment): the compiler must assume the empty asm reads and
@@ -979,8 +990,15 @@ static __device__ __forceinline__ void load_tile_sw128(bf16 *dst, const bf16 *sr
 #endif /* PL_WGMMA_OK */
 
 /* V paths of the wgmma forward (PLATEAU_ATTN_WGMMA_V) */
-enum { WG_V_TRANSPOSE = 0, WG_V_MN = 1, WG_V_MN128 = 2, WG_V_PIPE = 3, WG_V_COUNT = 4 };
-static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn", "mn128", "pipe"};
+enum {
+  WG_V_TRANSPOSE = 0,
+  WG_V_MN = 1,
+  WG_V_MN128 = 2,
+  WG_V_PIPE = 3,
+  WG_V_MN128PP = 4,
+  WG_V_COUNT = 5
+};
+static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn", "mn128", "pipe", "mn128pp"};
 
 #define WG_BM 128
 #define WG_LDV (128 + 8)
@@ -989,11 +1007,11 @@ static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn", "mn128", "
 
 /* keys per step */
 static constexpr int wg_bn(int vm) {
-  return vm == WG_V_MN128 ? 128 : vm == WG_V_PIPE ? WG_PIPE_BN : 64;
+  return vm == WG_V_MN128 || vm == WG_V_MN128PP ? 128 : vm == WG_V_PIPE ? WG_PIPE_BN : 64;
 }
 
 /* Dynamic shared memory: Q [2][BM][64] and K ×2 [2][BN][64] swizzled; then V
- * ×2 swizzled (mn, mn128), V ×3 swizzled (pipe: a PV wgmma stays in flight
+ * ×2 swizzled (mn, mn128, mn128pp), V ×3 swizzled (pipe: a PV wgmma stays in flight
  * into the next step, see its kernel) or Vt [128][BN] swizzled + V staging ×2
  * [BN][LDV] (transpose); 1024 B of slack to align the base.  transpose
  * 117,760 B, mn 99,328 B, mn128 164,864 B, pipe 115,712 B (BN = 64;
@@ -1202,8 +1220,13 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
 
     const bf16 *cK = sK + buf * BN * 128;
     const int k0 = kb * BN;
-    /* S = Q K^T for this warpgroup's 64 rows */
+    /* S = Q K^T for this warpgroup's 64 rows.  mn128pp: warpgroup 1 issues
+     * its S only once warpgroup 0 has issued its own (named barrier 1), so
+     * the tensor cores finish warpgroup 0's first and its softmax runs
+     * beside warpgroup 1's S (FlashAttention-3's ping-pong, within a step) */
     float s[BN / 2];
+    if constexpr (VM == WG_V_MN128PP)
+      if (wg == 1) named_bar_sync(1, 256);
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
@@ -1215,6 +1238,8 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
         wg_m64n128_ss(s, da, db, kk > 0);
     }
     wg_commit();
+    if constexpr (VM == WG_V_MN128PP)
+      if (wg == 0) named_bar_arrive(1, 256);
     wg_wait0();
     wg_hold(s);
 
@@ -2084,7 +2109,7 @@ static pl_status wgmma_v_path(int *vm) {
       return PL_OK;
     }
   return pl_set_error(PL_EINVAL, "attention fwd wgmma: PLATEAU_ATTN_WGMMA_V=%s: must be "
-                                 "transpose, mn, mn128 or pipe",
+                                 "transpose, mn, mn128, pipe or mn128pp",
                       e);
 }
 
@@ -2118,6 +2143,7 @@ static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
     if (vm == WG_V_MN) return fwd_wgmma_launch<WG_V_MN>(st, p, B);
     if (vm == WG_V_MN128) return fwd_wgmma_launch<WG_V_MN128>(st, p, B);
     if (vm == WG_V_PIPE) return fwd_wgmma_launch<WG_V_PIPE>(st, p, B);
+    if (vm == WG_V_MN128PP) return fwd_wgmma_launch<WG_V_MN128PP>(st, p, B);
     return fwd_wgmma_launch<WG_V_TRANSPOSE>(st, p, B);
   }
   if (use_mma(sh)) {
@@ -2315,7 +2341,7 @@ static int wgmma_runs(pl_stream *s, const pl_attn_shape *sh, const char **name) 
  * resolved from PLATEAU_ATTN_FWD), for result notes. */
 extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
   static const char *const wg[WG_V_COUNT] = {"wgmma/transpose", "wgmma/mn", "wgmma/mn128",
-                                             "wgmma/pipe"};
+                                             "wgmma/pipe", "wgmma/mn128pp"};
   const char *name;
   if (!wgmma_runs(s, sh, &name)) return name;
   int vm = WG_V_MN128;

@@ -4,7 +4,7 @@
  * for.  Prints max abs / normwise error of every output for both kernels, and
  * forward / backward TFLOP/s of both (causal: fwd = 4·S²·d·n_q/2, bwd = 2.5×).
  * With d = 128 it also checks and times the wgmma forward (sm_90a builds; AUTO
- * runs it), once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe;
+ * runs it), once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe, mn128pp;
  * only the one named when the caller sets it), and the wgmma backward once per
  * variant (PLATEAU_ATTN_WGMMA_BWD = fused, split, bulk; dQ, dK, dV against SIMPLE's,
  * on SIMPLE's O and LSE).  A wgmma mismatch or error fails the test; a build
@@ -97,7 +97,7 @@ static int cmp(const char *tag, const char *what, const void *got, pl_dtype dt, 
 /* V paths of the wgmma forward, chosen by PLATEAU_ATTN_WGMMA_V (attention.cu).
  * The tests run each in turn; a caller who sets PLATEAU_ATTN_WGMMA_V gets only
  * that one (to isolate a path that faults: a fault ends the process). */
-static const char *const wgmma_v_all[] = {"transpose", "mn", "mn128", "pipe"};
+static const char *const wgmma_v_all[] = {"transpose", "mn", "mn128", "pipe", "mn128pp"};
 #define WGMMA_V_N ((int)(sizeof wgmma_v_all / sizeof wgmma_v_all[0]))
 /* variants of the wgmma backward (PLATEAU_ATTN_WGMMA_BWD); the caller's value
  * is restored after the loops */
