@@ -15,7 +15,7 @@
 # the end (for a second run, should the kernels disagree with the reference).
 # The default build (CUDA_ARCH=90a) includes the wgmma forward (AUTO runs it for
 # d = 128, V path mn128 unless PLATEAU_ATTN_WGMMA_V says otherwise); its bench
-# step runs once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe).
+# step runs once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe, mn128pp).
 # AUTO's backward for d = 128 is the wgmma one, variant fused; the other
 # backward kernels (wgmma split and bulk, mma) have a bench step each.
 # The CUDA tests check every wgmma path against SIMPLE.
