@@ -1521,7 +1521,7 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  *    backward.  5 GEMMs per tile; measured 364 against split's 333 TFLOP/s
  *    (bwd alone, 16Ki, test_attention_cuda).  The atomics are its main cost
  *    (64Ki, 64/8 heads, fwd+bwd: 655 ms; 484 ms with the atomics left out,
- *    454 ms without dQ at all; wrong-result probes, not kept), but adding dQ
+ *    454 ms without dQ at all: analysis/device/attn_dq_probe.sh), but adding dQ
  *    through a shared fp32 stage and bulk reductions (cp.reduce.async.bulk
  *    .add.f32, a row per thread, after the middle barrier) measured slower
  *    still (bwd 306 TFLOP/s at 16Ki, fwd+bwd 351 at 64Ki; commit a7e6ccb,
