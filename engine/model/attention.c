@@ -68,9 +68,12 @@ size_t pl_attn_bwd_workspace_bytes(const pl_attn_shape *sh, pl_backend be) {
   size_t dq = B * S * (size_t)sh->n_q * d, rows = B * (size_t)sh->n_q * S;
   if (be == PL_BACKEND_CPU) /* fp32 dQ, dK, dV accumulators and D */
     return (dq + 2 * B * S * (size_t)sh->n_kv * d + rows) * sizeof(float);
-  /* CUDA: fp32 dQ accumulator with S rounded up to 64 (the tiled layout of
-   * the bulk wgmma backward), and D */
-  return (B * ((S + 63) / 64 * 64) * (size_t)sh->n_q * d + rows) * sizeof(float);
+  return (pl_attn_dqacc_elems(sh) + rows) * sizeof(float);
+}
+
+size_t pl_attn_dqacc_elems(const pl_attn_shape *sh) {
+  const size_t S = (size_t)sh->seq;
+  return (size_t)sh->batch * ((S + 63) / 64 * 64) * (size_t)sh->n_q * (size_t)sh->head_dim;
 }
 
 /* PL_ATTN_AUTO stays AUTO (the CUDA launchers then run the wgmma forward and

@@ -62,8 +62,13 @@ float pl_attn_scale(const pl_attn_shape *sh);
 double pl_attn_flops_fwd(const pl_attn_shape *sh);
 double pl_attn_flops_bwd(const pl_attn_shape *sh);
 /* Bytes of device workspace backward needs on backend be (CUDA: the fp32 dQ
- * accumulator B·S·n_q·d·4 and the row dots D = rowsum(dO∘O), B·n_q·S·4). */
+ * accumulator, pl_attn_dqacc_elems floats, then the row dots
+ * D = rowsum(dO∘O), B·n_q·S floats). */
 size_t pl_attn_bwd_workspace_bytes(const pl_attn_shape *sh, pl_backend be);
+/* Floats of the CUDA backward's fp32 dQ accumulator: B·n_q·d rows of S
+ * rounded up to 64 (the bulk wgmma backward's tiles of 64 rows; the other
+ * kernels use the first B·S·n_q·d). */
+size_t pl_attn_dqacc_elems(const pl_attn_shape *sh);
 
 /* Schedule-level entry points: dispatch on the stream's backend, allocate the
  * backward workspace through the tracked allocator (tag "attention") and

@@ -2187,10 +2187,11 @@ static pl_status wgmma_bwd_variant(int *v) {
 
 /* The wgmma backward after the delta kernel.  split: dK/dV, then dQ
  * (independent; both read D and LSE; dQ written directly).  fused, bulk:
- * dQacc zeroed, the dK/dV kernel adding dS K into it (row layout, or tiled
- * for bulk: nq_el counts the tiles' rows), then the bf16 conversion. */
+ * dQacc (acc_el floats) zeroed, the dK/dV kernel adding dS K into it (row
+ * layout, its first nq_el floats, or tiled for bulk), then the bf16
+ * conversion. */
 static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int64_t nq_el,
-                                  int variant) {
+                                  size_t acc_el, int variant) {
   const bool fused = variant != WGB_SPLIT;
   const int mode = variant == WGB_SPLIT  ? WGB_DQ_NONE
                    : variant == WGB_BULK ? WGB_DQ_BULK
@@ -2199,15 +2200,13 @@ static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int
   auto kv = mode == WGB_DQ_NONE     ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_NONE>
             : mode == WGB_DQ_ATOMIC ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_ATOMIC>
                                     : attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK>;
-  if (mode == WGB_DQ_BULK) /* the tiled workspace: padded rows */
-    nq_el = (int64_t)B * p.nq * ((p.S + 63) / 64) * 64 * 128;
   cudaError_t e =
       cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
   if (e == cudaSuccess && !fused)
     e = cudaFuncSetAttribute(attn_bwd_dq_wgmma_kernel,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q);
   if (e == cudaSuccess && fused)
-    e = cudaMemsetAsync(p.dqacc, 0, (size_t)nq_el * sizeof(float), st);
+    e = cudaMemsetAsync(p.dqacc, 0, acc_el * sizeof(float), st);
   if (e != cudaSuccess)
     return pl_set_error(PL_ERUNTIME, "attention bwd wgmma: smem %zu / %zu B, memset: %s",
                         smem_kv, smem_q, cudaGetErrorString(e));
@@ -2249,7 +2248,7 @@ static pl_status bwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
   dim3 rows((unsigned)((p.S + 3) / 4), (unsigned)p.nq, B);
   attn_delta_kernel<D><<<rows, 128, 0, st>>>(p);
   PL_TRY(cuda_check("bwd delta launch"));
-  if (wg) return bwd_wgmma_launch(st, p, B, nq_el, variant);
+  if (wg) return bwd_wgmma_launch(st, p, B, nq_el, pl_attn_dqacc_elems(sh), variant);
   if (!use_mma(sh)) {
     attn_bwd_dq_simple_kernel<D><<<rows, 128, 0, st>>>(p);
     PL_TRY(cuda_check("bwd dq simple launch"));
@@ -2314,12 +2313,8 @@ extern "C" pl_status pl_cuda_attn_bwd(pl_stream *s, const pl_attn_shape *sh,
   p.dq = (bf16 *)dq;
   p.dk = (bf16 *)dk;
   p.dv = (bf16 *)dv;
-  /* dQacc: S rounded up to 64 (the tiled layout of the bulk wgmma backward;
-   * pl_attn_bwd_workspace_bytes counts the same) */
-  const size_t nq_el = (size_t)sh->batch * (size_t)((sh->seq + 63) / 64 * 64) *
-                       (size_t)sh->n_q * sh->head_dim;
   p.dqacc = (float *)ws;
-  p.delta = p.dqacc + nq_el;
+  p.delta = p.dqacc + pl_attn_dqacc_elems(sh);
   if (sh->head_dim == 64) return bwd_launch<64>(s, sh, p);
   return bwd_launch<128>(s, sh, p);
 }
