@@ -12,6 +12,7 @@
 #include "plateau/plateau.h"
 #include "report_adam.h"
 #include "results.h"
+#include "core/check_run.h"
 
 #define COLS                                                                   \
   "mode\tparams\tbucket\tslots\tranks\tgrad\tshare\tsimd\tthreads\tstep_ms\t"  \
@@ -111,15 +112,6 @@ START_TEST(report_from_rows) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("report_adam");
-  TCase *tc = tcase_create("report");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, report_from_rows);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_FORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  const TTest *tests[] = {report_from_rows, NULL};
+  return pl_check_suite("report_adam", 60, tests, NULL, NULL, CK_FORK, 0) ? 1 : 0;
 }

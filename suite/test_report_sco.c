@@ -12,6 +12,7 @@
 
 #include "report_sco.h"
 #include "results.h"
+#include "core/check_run.h"
 
 #define SCO_COLS                                                               \
   "tokens\tranks\tlayers\thidden\tffn\tdtype\trelease\tbudget\tbudget_bytes\t" \
@@ -125,16 +126,7 @@ START_TEST(empty_dir_is_an_error) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("report_sco");
-  TCase *tc = tcase_create("report");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_add_test(tc, tables_carry_paper_and_ours);
-  tcase_add_test(tc, non_monotone_peak_is_reported);
-  tcase_add_test(tc, empty_dir_is_an_error);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return nf ? 1 : 0;
+  const TTest *tests[] = {tables_carry_paper_and_ours, non_monotone_peak_is_reported,
+                          empty_dir_is_an_error, NULL};
+  return pl_check_suite("report_sco", 0, tests, setup, teardown, CK_FORK_GETENV, 0) ? 1 : 0;
 }

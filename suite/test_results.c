@@ -12,6 +12,7 @@
 
 #include "plateau/plateau.h"
 #include "results.h"
+#include "core/check_run.h"
 
 static char tmpdir[256];
 
@@ -341,18 +342,7 @@ START_TEST(meta_whitelist) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("results");
-  TCase *tc = tcase_create("results");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, round_trip);
-  tcase_add_test(tc, never_overwritten);
-  tcase_add_test(tc, concurrent_writers);
-  tcase_add_test(tc, killed_mid_row);
-  tcase_add_test(tc, meta_whitelist);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return nf ? 1 : 0;
+  const TTest *tests[] = {round_trip,     never_overwritten, concurrent_writers,
+                          killed_mid_row, meta_whitelist,    NULL};
+  return pl_check_suite("results", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
 }

@@ -8,6 +8,7 @@
 
 #include "plateau/hd.h"
 #include "plateau/plateau.h"
+#include "core/check_run.h"
 
 START_TEST(status_names_and_exit_codes) {
   ck_assert_str_eq(pl_strerror(PL_ENOMEM), "PL_ENOMEM");
@@ -258,22 +259,16 @@ START_TEST(tensors) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("core");
-  TCase *tc = tcase_create("core");
-  tcase_add_test(tc, status_names_and_exit_codes);
-  tcase_add_test(tc, sizes_accept);
-  tcase_add_test(tc, sizes_reject);
-  tcase_add_test(tc, ints_floats_enums);
-  tcase_add_test(tc, size_lists);
-  tcase_add_test(tc, option_tables);
-  tcase_add_test(tc, rng_counter_based);
-  tcase_add_test(tc, bf16_rounding);
-  tcase_add_test(tc, stats_median_spread);
-  tcase_add_test(tc, tensors);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  const TTest *tests[] = {status_names_and_exit_codes,
+                          sizes_accept,
+                          sizes_reject,
+                          ints_floats_enums,
+                          size_lists,
+                          option_tables,
+                          rng_counter_based,
+                          bf16_rounding,
+                          stats_median_spread,
+                          tensors,
+                          NULL};
+  return pl_check_suite("core", 0, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
 }

@@ -12,6 +12,7 @@
 #include "backend/internal.h"
 #include "model/attention.h"
 #include "model/attention_testutil.h"
+#include "core/check_run.h"
 
 static pl_dev *dev;
 static pl_stream *st;
@@ -174,20 +175,12 @@ START_TEST(flop_formula) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("attention");
-  TCase *tc = tcase_create("cpu");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, small_shapes_f32_and_bf16);
-  tcase_add_test(tc, head_dim_128);
-  tcase_add_test(tc, few_thousand_tokens);
-  tcase_add_test(tc, empty_is_ok);
-  tcase_add_test(tc, bad_shapes_refused);
-  tcase_add_test(tc, flop_formula);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return nf ? 1 : 0;
+  const TTest *tests[] = {small_shapes_f32_and_bf16,
+                          head_dim_128,
+                          few_thousand_tokens,
+                          empty_is_ok,
+                          bad_shapes_refused,
+                          flop_formula,
+                          NULL};
+  return pl_check_suite("attention", 600, tests, setup, teardown, CK_FORK_GETENV, 0) ? 1 : 0;
 }

@@ -12,6 +12,7 @@
 #include "backend/internal.h"
 #include "model/layer.h"
 #include "plateau/hd.h"
+#include "core/check_run.h"
 
 static double getv(const void *p, pl_dtype dt, size_t i) {
   return dt == PL_F32 ? ((const float *)p)[i] : pl_bf16_to_f32(((const pl_bf16 *)p)[i]);
@@ -93,15 +94,6 @@ START_TEST(cuda_layer_matches_cpu) {
 END_TEST
 
 int main(void) {
-  Suite *su = suite_create("layer_cuda");
-  TCase *tc = tcase_create("layer_cuda");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, cuda_layer_matches_cpu);
-  suite_add_tcase(su, tc);
-  SRunner *sr = srunner_create(su);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return nf ? 1 : 0;
+  const TTest *tests[] = {cuda_layer_matches_cpu, NULL};
+  return pl_check_suite("layer_cuda", 300, tests, NULL, NULL, CK_NOFORK, 0) ? 1 : 0;
 }

@@ -9,6 +9,7 @@
 
 #include "backend/internal.h"
 #include "model/mlp_block.h"
+#include "core/check_run.h"
 
 static double ref_loss(const double *x, const double *w, const double *dn, const double *dres,
                        int64_t N, int64_t H, double eps) {
@@ -95,13 +96,6 @@ START_TEST(fd_gradients) {
 END_TEST
 
 int main(void) {
-  Suite *su = suite_create("rmsnorm");
-  TCase *tc = tcase_create("rmsnorm");
-  tcase_add_test(tc, fd_gradients);
-  suite_add_tcase(su, tc);
-  SRunner *sr = srunner_create(su);
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return nf ? 1 : 0;
+  const TTest *tests[] = {fd_gradients, NULL};
+  return pl_check_suite("rmsnorm", 0, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
 }

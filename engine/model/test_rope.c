@@ -11,6 +11,7 @@
 #include "backend/internal.h"
 #include "model/rope.h"
 #include "plateau/hd.h"
+#include "core/check_run.h"
 
 static double get(const void *p, pl_dtype dt, size_t i) {
   return dt == PL_F32 ? ((const float *)p)[i] : pl_bf16_to_f32(((const pl_bf16 *)p)[i]);
@@ -119,15 +120,6 @@ START_TEST(cuda_matches_cpu) {
 END_TEST
 
 int main(void) {
-  Suite *su = suite_create("rope");
-  TCase *tc = tcase_create("rope");
-  tcase_add_test(tc, forward_formula_adjoint_inverse);
-  tcase_add_test(tc, cuda_matches_cpu);
-  suite_add_tcase(su, tc);
-  SRunner *sr = srunner_create(su);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return nf ? 1 : 0;
+  const TTest *tests[] = {forward_formula_adjoint_inverse, cuda_matches_cpu, NULL};
+  return pl_check_suite("rope", 0, tests, NULL, NULL, CK_NOFORK, 0) ? 1 : 0;
 }

@@ -13,6 +13,7 @@
 
 #include "backend/internal.h"
 #include "model/router.h"
+#include "core/check_run.h"
 
 /* double forward with a given selection: w[n,j] for the chosen idx */
 static void ref_w(const double *x, const double *W, const int32_t *idx, int64_t N, int64_t H, int E,
@@ -296,18 +297,7 @@ START_TEST(cuda_matches_cpu) {
 END_TEST
 
 int main(void) {
-  Suite *su = suite_create("router");
-  TCase *tc = tcase_create("router");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, forward_and_fd_gradients);
-  tcase_add_test(tc, bias_update_and_refusals);
-  tcase_add_test(tc, selection_ties_and_extremes);
-  tcase_add_test(tc, cuda_matches_cpu);
-  suite_add_tcase(su, tc);
-  SRunner *sr = srunner_create(su);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return nf ? 1 : 0;
+  const TTest *tests[] = {forward_and_fd_gradients, bias_update_and_refusals,
+                          selection_ties_and_extremes, cuda_matches_cpu, NULL};
+  return pl_check_suite("router", 120, tests, NULL, NULL, CK_NOFORK, 0) ? 1 : 0;
 }

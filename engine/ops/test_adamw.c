@@ -11,6 +11,7 @@
 
 #include "ops/adamw_kernels.h"
 #include "ops/adamw_testlib.h"
+#include "core/check_run.h"
 
 static pl_adamw_hparams hp_with(double wd, double clip) {
   pl_adamw_hparams hp = pl_adamw_hparams_default();
@@ -219,20 +220,12 @@ START_TEST(bad_hparams) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("adamw");
-  TCase *tc = tcase_create("reference");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, reference_is_adamw);
-  tcase_add_test(tc, first_step_by_hand);
-  tcase_add_test(tc, cpu_kernel_equals_reference);
-  tcase_add_test(tc, norm_fixed_order);
-  tcase_add_test(tc, clip_rule);
-  tcase_add_test(tc, bad_hparams);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_FORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  const TTest *tests[] = {reference_is_adamw,
+                          first_step_by_hand,
+                          cpu_kernel_equals_reference,
+                          norm_fixed_order,
+                          clip_rule,
+                          bad_hparams,
+                          NULL};
+  return pl_check_suite("adamw", 60, tests, NULL, NULL, CK_FORK, 0) ? 1 : 0;
 }

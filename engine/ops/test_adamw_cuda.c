@@ -11,6 +11,7 @@
 #include <check.h>
 
 #include "ops/adamw_testlib.h"
+#include "core/check_run.h"
 
 static const tl_case cases[] = {
     {"odd sizes, spanning", 4, {1, 1000, 77, 3333}, 997, 2, 0, 0.01, PL_BF16, 0, 0, 5, 0, 0},
@@ -60,15 +61,6 @@ START_TEST(cuda_equals_reference) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("adamw_cuda");
-  TCase *tc = tcase_create("cuda");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, cuda_equals_reference);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  const TTest *tests[] = {cuda_equals_reference, NULL};
+  return pl_check_suite("adamw_cuda", 300, tests, NULL, NULL, CK_NOFORK, 0) ? 1 : 0;
 }

@@ -13,6 +13,7 @@
 #include "test_ce_ref.h"
 #include "../../baselines/dense_ce.h"
 #include "../../baselines/fused_ce.h"
+#include "core/check_run.h"
 
 typedef struct shape {
   int64_t n, h, v, block;
@@ -240,21 +241,9 @@ START_TEST(bad_input) {
 END_TEST
 
 int main(void) {
-  Suite *su = suite_create("ce");
-  TCase *tc = tcase_create("heads");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, dense_cpu);
-  tcase_add_test(tc, fused_cpu);
-  tcase_add_test(tc, chunked_cpu);
-  tcase_add_test(tc, bound_cpu);
-  tcase_add_test(tc, bad_input);
-  tcase_add_test(tc, heads_cuda);
-  tcase_add_test(tc, bound_cuda);
-  suite_add_tcase(su, tc);
-  SRunner *sr = srunner_create(su);
-  srunner_set_fork_status(sr, CK_NOFORK); /* CUDA cases: no fork after a context */
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return nf ? 1 : 0;
+  const TTest *tests[] = {dense_cpu, fused_cpu,  chunked_cpu, bound_cpu,
+                          bad_input, heads_cuda, bound_cuda,  NULL};
+  return pl_check_suite("ce", 300, tests, NULL, NULL, CK_NOFORK, 0)
+             ? 1
+             : 0; /* CUDA cases: no fork after a context */
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ops/llep_plan.h"
+#include "core/check_run.h"
 
 /* Every expert's pieces tile [0, count) in order; loads add up. */
 static void check_cover(const pl_llep_plan *p, const int64_t *counts) {
@@ -229,19 +230,9 @@ START_TEST(profiles) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("llep_plan");
-  TCase *tc = tcase_create("plan");
-  tcase_add_test(tc, balanced_skips);
-  tcase_add_test(tc, hot_expert_spills);
-  tcase_add_test(tc, min_piece_rule);
-  tcase_add_test(tc, lambda_and_native);
-  tcase_add_test(tc, edges);
-  tcase_add_test(tc, eq1);
-  tcase_add_test(tc, profiles);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return nf ? 1 : 0;
+  const TTest *tests[] = {balanced_skips, hot_expert_spills,
+                          min_piece_rule, lambda_and_native,
+                          edges,          eq1,
+                          profiles,       NULL};
+  return pl_check_suite("llep_plan", 0, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
 }

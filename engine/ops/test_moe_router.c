@@ -21,6 +21,7 @@
 #include "model/router.h"
 #include "ops/moe.h"
 #include "plateau/hd.h"
+#include "core/check_run.h"
 
 enum { N = 6, H = 8, I = 5, E = 10, k = 3 };
 
@@ -190,14 +191,6 @@ START_TEST(router_through_moe_grads) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("moe_router");
-  TCase *tc = tcase_create("router");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, router_through_moe_grads);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return nf ? 1 : 0;
+  const TTest *tests[] = {router_through_moe_grads, NULL};
+  return pl_check_suite("moe_router", 60, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
 }

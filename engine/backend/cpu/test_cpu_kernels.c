@@ -10,6 +10,7 @@
 
 #include "backend/internal.h"
 #include "plateau/hd.h"
+#include "core/check_run.h"
 
 static pl_dev *dev;
 static pl_stream *st;
@@ -183,20 +184,8 @@ START_TEST(cuda_refused_cleanly_without_gpu) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("cpu_kernels");
-  TCase *tc = tcase_create("cpu_kernels");
-  tcase_set_timeout(tc, 120);
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_add_test(tc, gemm_all_transposes_and_shapes);
-  tcase_add_test(tc, gemm_batched_and_bad_args);
-  tcase_add_test(tc, rng_convert_scale_axpy);
-  tcase_add_test(tc, streams_events_copies);
-  tcase_add_test(tc, cuda_refused_cleanly_without_gpu);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  const TTest *tests[] = {gemm_all_transposes_and_shapes,   gemm_batched_and_bad_args,
+                          rng_convert_scale_axpy,           streams_events_copies,
+                          cuda_refused_cleanly_without_gpu, NULL};
+  return pl_check_suite("cpu_kernels", 120, tests, setup, teardown, CK_NOFORK, 0) ? 1 : 0;
 }

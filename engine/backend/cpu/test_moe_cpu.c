@@ -12,6 +12,7 @@
 #include "backend/internal.h"
 #include "ops/moe_kernels.h"
 #include "plateau/hd.h"
+#include "core/check_run.h"
 
 static float getf(const void *p, pl_dtype dt, size_t i) {
   return dt == PL_F32 ? ((const float *)p)[i]
@@ -172,16 +173,7 @@ START_TEST(swiglu_bwd_derivatives) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("moe_cpu");
-  TCase *tc = tcase_create("kernels");
-  tcase_add_test(tc, gemm_vs_reference);
-  tcase_add_test(tc, gemm_rows_independent);
-  tcase_add_test(tc, gather_combine_scatter);
-  tcase_add_test(tc, swiglu_bwd_derivatives);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return nf ? 1 : 0;
+  const TTest *tests[] = {gemm_vs_reference, gemm_rows_independent, gather_combine_scatter,
+                          swiglu_bwd_derivatives, NULL};
+  return pl_check_suite("moe_cpu", 0, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
 }

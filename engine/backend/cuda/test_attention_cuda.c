@@ -20,6 +20,7 @@
 #include "backend/internal.h"
 #include "model/attention.h"
 #include "model/attention_testutil.h"
+#include "core/check_run.h"
 
 #if PL_HAVE_CUDA
 static pl_dev *cpu, *gpu;
@@ -458,16 +459,6 @@ START_TEST(cuda_tflops) {
 END_TEST
 
 int main(void) {
-  Suite *s = suite_create("attention_cuda");
-  TCase *tc = tcase_create("cuda");
-  tcase_set_timeout(tc, 900);
-  tcase_add_test(tc, cuda_vs_cpu_and_simple);
-  tcase_add_test(tc, cuda_tflops);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return nf ? 1 : 0;
+  const TTest *tests[] = {cuda_vs_cpu_and_simple, cuda_tflops, NULL};
+  return pl_check_suite("attention_cuda", 900, tests, NULL, NULL, CK_NOFORK, 0) ? 1 : 0;
 }

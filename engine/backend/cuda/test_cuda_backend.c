@@ -25,6 +25,7 @@
 
 #include "plateau/hd.h"
 #include "plateau/plateau.h"
+#include "core/check_run.h"
 
 static pl_dev *gpu, *cpu;
 static pl_stream *gs, *cs; /* default streams */
@@ -590,26 +591,10 @@ int main(void) {
     printf("skipped: no CUDA device\n");
     return 0;
   }
-  Suite *s = suite_create("cuda_backend");
-  TCase *tc = tcase_create("vs_cpu");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, test_info);
-  tcase_add_test(tc, test_rng);
-  tcase_add_test(tc, test_fill);
-  tcase_add_test(tc, test_convert);
-  tcase_add_test(tc, test_scale_axpy);
-  tcase_add_test(tc, test_gemm);
-  tcase_add_test(tc, test_gemm_large);
-  tcase_add_test(tc, test_copies);
-  tcase_add_test(tc, test_pool_high);
-  tcase_add_test(tc, test_oom);
-  tcase_add_test(tc, test_bad_input);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK); /* CUDA: no fork after a context */
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  const TTest *tests[] = {test_info,       test_rng,  test_fill,       test_convert,
+                          test_scale_axpy, test_gemm, test_gemm_large, test_copies,
+                          test_pool_high,  test_oom,  test_bad_input,  NULL};
+  return pl_check_suite("cuda_backend", 600, tests, setup, teardown, CK_NOFORK, 0)
+             ? 1
+             : 0; /* CUDA: no fork after a context */
 }
