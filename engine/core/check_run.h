@@ -7,6 +7,8 @@
 #include <check.h>
 #include <stdio.h>
 
+#include "plateau/dev.h"
+
 /* Runs tests (NULL-terminated) as suite `name`, each between setup and
  * teardown when not NULL (a checked fixture); timeout_s > 0 limits each
  * forked test.  fork: CK_FORK_GETENV (Check's default: fork unless CK_FORK=no),
@@ -31,6 +33,18 @@ static inline int pl_check_suite(const char *name, double timeout_s, const TTest
   }
   srunner_free(sr);
   return nf;
+}
+
+/* The devices of a CUDA-vs-CPU test: 0 (and "skipped: no CUDA device"
+ * printed) without a GPU; else 1 with *cpu and *gpu created (asserted). */
+static inline int pl_check_cpu_and_gpu(pl_dev **cpu, pl_dev **gpu) {
+  if (pl_cuda_device_count() == 0) {
+    printf("skipped: no CUDA device\n");
+    return 0;
+  }
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, cpu), PL_OK);
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CUDA, -1, gpu), PL_OK);
+  return 1;
 }
 
 #endif

@@ -35,13 +35,8 @@ static double nerr(pl_stream *gs, const void *a_dev, const void *b, pl_dtype dt,
 }
 
 START_TEST(cuda_layer_matches_cpu) {
-  if (pl_cuda_device_count() == 0) {
-    printf("skipped: no CUDA device\n");
-    return;
-  }
   pl_dev *c, *g;
-  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &c), PL_OK);
-  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CUDA, -1, &g), PL_OK);
+  if (!pl_check_cpu_and_gpu(&c, &g)) return;
   pl_stream *cs = pl_dev_stream(c), *gs = pl_dev_stream(g);
   static const int dims[2] = {128, 64};
   for (int di = 0; di < 2; di++) {

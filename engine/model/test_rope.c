@@ -83,13 +83,8 @@ START_TEST(forward_formula_adjoint_inverse) {
 END_TEST
 
 START_TEST(cuda_matches_cpu) {
-  if (pl_cuda_device_count() == 0) {
-    printf("skipped: no CUDA device\n");
-    return;
-  }
   pl_dev *c, *g;
-  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &c), PL_OK);
-  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CUDA, -1, &g), PL_OK);
+  if (!pl_check_cpu_and_gpu(&c, &g)) return;
   const int64_t B = 2, S = 1000, pos0 = 1 << 19;
   const int nh = 4, d = 128;
   for (int bf = 0; bf < 2; bf++) {

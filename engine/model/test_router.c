@@ -240,13 +240,8 @@ START_TEST(selection_ties_and_extremes) {
 END_TEST
 
 START_TEST(cuda_matches_cpu) {
-  if (pl_cuda_device_count() == 0) {
-    printf("skipped: no CUDA device\n");
-    return;
-  }
   pl_dev *c, *g;
-  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &c), PL_OK);
-  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CUDA, -1, &g), PL_OK);
+  if (!pl_check_cpu_and_gpu(&c, &g)) return;
   pl_stream *cs = pl_dev_stream(c), *gs = pl_dev_stream(g);
   const int64_t N = 1000, H = 256;
   const int E = 128, k = 8;

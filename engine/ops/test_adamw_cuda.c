@@ -32,13 +32,8 @@ static const tl_case cases[] = {
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
 START_TEST(cuda_equals_reference) {
-  if (pl_cuda_device_count() == 0) {
-    printf("skipped: no CUDA device\n");
-    return;
-  }
   pl_dev *cuda, *cpu;
-  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CUDA, -1, &cuda), PL_OK);
-  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &cpu), PL_OK);
+  if (!pl_check_cpu_and_gpu(&cpu, &cuda)) return;
   for (int i = 0; i < NCASES; i++) {
     const tl_case *c = &cases[i];
     tl_result R, Rc;
