@@ -52,6 +52,48 @@ static double loss(pl_stream *s, const bufs *b, const float *x, const float *Wr,
   return L;
 }
 
+/* the arguments of loss; fd_compare perturbs x or Wr in place */
+typedef struct fd_args {
+  pl_stream *s;
+  const bufs *b;
+  float *x, *Wr;
+  const float *wg, *wu, *wd, *dout;
+  const int32_t *idx; /* the routing of the unperturbed forward */
+} fd_args;
+typedef struct fd_res {
+  double mx, mx2, scale; /* max |FD − g|, max |FD − g2|, max |FD| */
+  int first_bad;         /* where mx is */
+} fd_res;
+
+/* Central differences (step 1e-2) of loss over the n entries of p (a->x or
+ * a->Wr) against g (and g2 when not NULL); an entry whose perturbation
+ * changes the routing is skipped (the loss has a kink there).  Counts the
+ * entries checked and skipped. */
+static fd_res fd_compare(const fd_args *a, float *p, int n, const float *g, const float *g2,
+                         int *checked, int *skipped) {
+  const float hstep = 1e-2f;
+  fd_res r = {0, 0, 1e-30, -1};
+  for (int i = 0; i < n; i++) {
+    const float o = p[i];
+    int32_t i1[N * k], i2[N * k];
+    p[i] = o + hstep;
+    const double Lp = loss(a->s, a->b, a->x, a->Wr, a->wg, a->wu, a->wd, a->dout, i1);
+    p[i] = o - hstep;
+    const double Lm = loss(a->s, a->b, a->x, a->Wr, a->wg, a->wu, a->wd, a->dout, i2);
+    p[i] = o;
+    if (memcmp(i1, a->idx, sizeof i1) || memcmp(i2, a->idx, sizeof i2)) {
+      (*skipped)++;
+      continue;
+    }
+    (*checked)++;
+    const double fd = (Lp - Lm) / (2 * hstep);
+    if (fabs(fd - g[i]) > r.mx) r.mx = fabs(fd - g[i]), r.first_bad = i;
+    if (g2) r.mx2 = fmax(r.mx2, fabs(fd - g2[i]));
+    r.scale = fmax(r.scale, fabs(fd));
+  }
+  return r;
+}
+
 START_TEST(router_through_moe_grads) {
   pl_dev *dev;
   ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &dev), PL_OK);
@@ -128,56 +170,21 @@ START_TEST(router_through_moe_grads) {
   ck_assert_uint_eq(pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "router"), rbytes);
 
   /* central finite differences of the f32 forward */
-  const float hstep = 1e-2f;
-  double mx = 0, mx_moe = 0, scale = 1e-30;
-  int checked = 0, skipped = 0, first_bad = -1;
-  for (int i = 0; i < N * H; i++) {
-    const float o = x[i];
-    int32_t i1[N * k], i2[N * k];
-    x[i] = o + hstep;
-    const double Lp = loss(s, &b, x, Wr, wg, wu, wd, dout, i1);
-    x[i] = o - hstep;
-    const double Lm = loss(s, &b, x, Wr, wg, wu, wd, dout, i2);
-    x[i] = o;
-    if (memcmp(i1, idx, sizeof i1) || memcmp(i2, idx, sizeof i2)) {
-      skipped++;
-      continue;
-    }
-    checked++;
-    const double fd = (Lp - Lm) / (2 * hstep);
-    if (fabs(fd - dx[i]) > mx) mx = fabs(fd - dx[i]), first_bad = i;
-    mx_moe = fmax(mx_moe, fabs(fd - dx_moe[i]));
-    scale = fmax(scale, fabs(fd));
-  }
+  int checked = 0, skipped = 0;
+  const fd_args fa = {s, &b, x, Wr, wg, wu, wd, dout, idx};
+  const fd_res rx = fd_compare(&fa, x, N * H, dx, dx_moe, &checked, &skipped);
   printf("# router+moe dx vs FD: normwise %.3g (max abs %.3g at %d); without the router term "
-         "%.3g\n", mx / scale, mx, first_bad, mx_moe / scale);
-  ck_assert_msg(mx / scale < 1e-2, "dx: normwise %.3g (max abs %.3g at %d)", mx / scale, mx,
-                first_bad);
-  ck_assert_msg(mx_moe / scale > 1e-1, "dx_moe alone matches FD (%.3g): the test cannot see "
-                "the router's gradient", mx_moe / scale);
-  mx = 0, scale = 1e-30, first_bad = -1;
-  for (int i = 0; i < H * E; i++) {
-    const float o = Wr[i];
-    int32_t i1[N * k], i2[N * k];
-    Wr[i] = o + hstep;
-    const double Lp = loss(s, &b, x, Wr, wg, wu, wd, dout, i1);
-    Wr[i] = o - hstep;
-    const double Lm = loss(s, &b, x, Wr, wg, wu, wd, dout, i2);
-    Wr[i] = o;
-    if (memcmp(i1, idx, sizeof i1) || memcmp(i2, idx, sizeof i2)) {
-      skipped++;
-      continue;
-    }
-    checked++;
-    const double fd = (Lp - Lm) / (2 * hstep);
-    if (fabs(fd - dWr[i]) > mx) mx = fabs(fd - dWr[i]), first_bad = i;
-    scale = fmax(scale, fabs(fd));
-  }
+         "%.3g\n", rx.mx / rx.scale, rx.mx, rx.first_bad, rx.mx2 / rx.scale);
+  ck_assert_msg(rx.mx / rx.scale < 1e-2, "dx: normwise %.3g (max abs %.3g at %d)",
+                rx.mx / rx.scale, rx.mx, rx.first_bad);
+  ck_assert_msg(rx.mx2 / rx.scale > 1e-1, "dx_moe alone matches FD (%.3g): the test cannot see "
+                "the router's gradient", rx.mx2 / rx.scale);
+  const fd_res rW = fd_compare(&fa, Wr, H * E, dWr, NULL, &checked, &skipped);
   printf("# router+moe dW_r vs FD: normwise %.3g (max abs %.3g at %d); %d checked, %d skipped\n",
-         mx / scale, mx, first_bad, checked, skipped);
-  ck_assert_msg(scale > 1e-3, "dW_r finite differences all ~0 (%.3g)", scale);
-  ck_assert_msg(mx / scale < 1e-2, "dW_r: normwise %.3g (max abs %.3g at %d)", mx / scale, mx,
-                first_bad);
+         rW.mx / rW.scale, rW.mx, rW.first_bad, checked, skipped);
+  ck_assert_msg(rW.scale > 1e-3, "dW_r finite differences all ~0 (%.3g)", rW.scale);
+  ck_assert_msg(rW.mx / rW.scale < 1e-2, "dW_r: normwise %.3g (max abs %.3g at %d)",
+                rW.mx / rW.scale, rW.mx, rW.first_bad);
   ck_assert_msg(checked > (N * H + H * E) / 2, "only %d of %d entries checked", checked,
                 N * H + H * E);
   /* k > E refused, naming the value */
