@@ -104,17 +104,37 @@ pl_status pl_cuda_memcpy_peer_async(pl_stream *s, void *dst,
 #ifdef __CUDACC__
 #include <cuda_bf16.h>
 
-/* Device-side element i of an f32 or bf16 array as f32, and back (round to
- * nearest even): the element-wise kernels' loads and stores. */
+/* Device-side element i of a float or __nv_bfloat16 array as f32, and back
+ * (round to nearest even): the loads and stores of kernels templated on the
+ * element type. */
+template <typename T> static __device__ __forceinline__ float pl_cuda_ldt(const T *p, size_t i);
+template <> __device__ __forceinline__ float pl_cuda_ldt<float>(const float *p, size_t i) {
+  return p[i];
+}
+template <>
+__device__ __forceinline__ float pl_cuda_ldt<__nv_bfloat16>(const __nv_bfloat16 *p, size_t i) {
+  return __bfloat162float(p[i]);
+}
+template <typename T> static __device__ __forceinline__ void pl_cuda_stt(T *p, size_t i, float v);
+template <> __device__ __forceinline__ void pl_cuda_stt<float>(float *p, size_t i, float v) {
+  p[i] = v;
+}
+template <>
+__device__ __forceinline__ void pl_cuda_stt<__nv_bfloat16>(__nv_bfloat16 *p, size_t i, float v) {
+  p[i] = __float2bfloat16_rn(v);
+}
+
+/* The same with the dtype known at run time only: the element-wise kernels'
+ * loads and stores of f32 or bf16 arrays. */
 static __device__ __forceinline__ float pl_cuda_ld(const void *p, pl_dtype dt, size_t i) {
-  return dt == PL_F32 ? static_cast<const float *>(p)[i]
-                      : __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+  return dt == PL_F32 ? pl_cuda_ldt(static_cast<const float *>(p), i)
+                      : pl_cuda_ldt(static_cast<const __nv_bfloat16 *>(p), i);
 }
 static __device__ __forceinline__ void pl_cuda_st(void *p, pl_dtype dt, size_t i, float v) {
   if (dt == PL_F32)
-    static_cast<float *>(p)[i] = v;
+    pl_cuda_stt(static_cast<float *>(p), i, v);
   else
-    static_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
+    pl_cuda_stt(static_cast<__nv_bfloat16 *>(p), i, v);
 }
 
 /* The sum of v over the block (blockDim.x a multiple of 32, at most 1024),

@@ -123,29 +123,13 @@ __global__ void moe_scatter_f32_kernel(float *dst, const int32_t *toks,
 
 __device__ __forceinline__ float sigm(float g) { return 1.0f / (1.0f + expf(-g)); }
 
-template <typename T>
-__device__ __forceinline__ float ldt(const T *p, size_t i);
-template <>
-__device__ __forceinline__ float ldt<float>(const float *p, size_t i) { return p[i]; }
-template <>
-__device__ __forceinline__ float ldt<__nv_bfloat16>(const __nv_bfloat16 *p, size_t i) {
-  return __bfloat162float(p[i]);
-}
-template <typename T>
-__device__ __forceinline__ void stt(T *p, size_t i, float v);
-template <>
-__device__ __forceinline__ void stt<float>(float *p, size_t i, float v) { p[i] = v; }
-template <>
-__device__ __forceinline__ void stt<__nv_bfloat16>(__nv_bfloat16 *p, size_t i, float v) {
-  p[i] = __float2bfloat16_rn(v);
-}
 
 template <typename T>
 __global__ void swiglu_fwd_t(T *A, const T *G, const T *U, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x) {
-    float g = ldt(G, i), u = ldt(U, i);
-    stt(A, i, g * sigm(g) * u);
+    float g = pl_cuda_ldt(G, i), u = pl_cuda_ldt(U, i);
+    pl_cuda_stt(A, i, g * sigm(g) * u);
   }
 }
 
@@ -158,19 +142,19 @@ __global__ void swiglu_bwd_t(T *G, T *U, const T *P, const T *A, const float *w,
     size_t base = (size_t)r * I;
     float acc = 0.0f;
     for (int64_t i = threadIdx.x; i < I; i += blockDim.x)
-      acc += ldt(P, base + i) * ldt(A, base + i);
+      acc += pl_cuda_ldt(P, base + i) * pl_cuda_ldt(A, base + i);
     float s = pl_cuda_block_sum(acc);
     if (threadIdx.x == 0) dw[r] = s;
     float wr = w[r];
     for (int64_t i = threadIdx.x; i < I; i += blockDim.x) {
       size_t o = base + i;
-      float g = ldt(G, o), u = ldt(U, o);
-      float da = wr * ldt(P, o);
+      float g = pl_cuda_ldt(G, o), u = pl_cuda_ldt(U, o);
+      float da = wr * pl_cuda_ldt(P, o);
       float sg = sigm(g);
       float silu = g * sg;
       float dsilu = sg * (1.0f + g * (1.0f - sg));
-      stt(G, o, da * u * dsilu);
-      stt(U, o, da * silu);
+      pl_cuda_stt(G, o, da * u * dsilu);
+      pl_cuda_stt(U, o, da * silu);
     }
     __syncthreads();
   }
@@ -181,7 +165,7 @@ __global__ void scale_rows_t(T *X, const float *w, int64_t n, int64_t H) {
   size_t tot = (size_t)n * H;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot;
        i += (size_t)gridDim.x * blockDim.x)
-    stt(X, i, w[i / H] * ldt(X, i));
+    pl_cuda_stt(X, i, w[i / H] * pl_cuda_ldt(X, i));
 }
 
 unsigned grid_of(size_t items, unsigned per_block) {

@@ -4,25 +4,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "backend/internal.h"
+#include "backend/cuda/internal_cuda.h"
 #include "model/rope.h"
-
-template <typename T>
-static __device__ __forceinline__ float ldf(const T *p);
-template <>
-__device__ __forceinline__ float ldf<float>(const float *p) { return *p; }
-template <>
-__device__ __forceinline__ float ldf<__nv_bfloat16>(const __nv_bfloat16 *p) {
-  return __bfloat162float(*p);
-}
-template <typename T>
-static __device__ __forceinline__ void stf(T *p, float v);
-template <>
-__device__ __forceinline__ void stf<float>(float *p, float v) { *p = v; }
-template <>
-__device__ __forceinline__ void stf<__nv_bfloat16>(__nv_bfloat16 *p, float v) {
-  *p = __float2bfloat16(v);
-}
 
 template <typename T>
 static __global__ void rope_kernel(T *x, int64_t BS, int64_t S, int nh, int d, int64_t pos0,
@@ -37,10 +20,10 @@ static __global__ void rope_kernel(T *x, int64_t BS, int64_t S, int nh, int d, i
   sincos(p * pow(theta, -2.0 * i / d), &sn, &cs);
   const float c = (float)cs, s = (float)(sg * sn);
   for (int h = 0; h < nh; h++) {
-    T *r = x + (t * nh + h) * (int64_t)d;
-    const float x1 = ldf(r + i), x2 = ldf(r + i + half);
-    stf(r + i, x1 * c - x2 * s);
-    stf(r + i + half, x1 * s + x2 * c);
+    T *r = x + (t * nh + h) * (int64_t)d + i; /* elements i and i + half of the head */
+    const float x1 = pl_cuda_ldt(r, 0), x2 = pl_cuda_ldt(r + half, 0);
+    pl_cuda_stt(r, 0, x1 * c - x2 * s);
+    pl_cuda_stt(r + half, 0, x1 * s + x2 * c);
   }
 }
 

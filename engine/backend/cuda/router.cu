@@ -7,7 +7,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
-#include "backend/internal.h"
+#include "backend/cuda/internal_cuda.h"
 #include "model/router.h"
 
 static __device__ __forceinline__ bool before(float sa, int ia, float sb, int ib) {
@@ -80,15 +80,6 @@ static __global__ void router_topk_kernel(float *probs, const float *bias, int64
 }
 
 template <typename T>
-static __device__ __forceinline__ void put(T *p, float v);
-template <>
-__device__ __forceinline__ void put<float>(float *p, float v) { *p = v; }
-template <>
-__device__ __forceinline__ void put<__nv_bfloat16>(__nv_bfloat16 *p, float v) {
-  *p = __float2bfloat16(v);
-}
-
-template <typename T>
 static __global__ void router_dlogits_kernel(const float *probs, const int32_t *idx,
                                              const float *w, const float *dw, int64_t N, int E,
                                              int k, int renorm, T *dl) {
@@ -104,7 +95,7 @@ static __global__ void router_dlogits_kernel(const float *probs, const int32_t *
     float v = renorm ? 0.f : -p[e] * dot;
     for (int j = 0; j < k; j++)
       if (id[j] == e) v = renorm ? wn[j] * (g[j] - dot) : p[e] * (g[j] - dot);
-    put(dl + n * E + e, v);
+    pl_cuda_stt(dl, n * E + e, v);
   }
 }
 
