@@ -552,6 +552,19 @@ static __global__ void __launch_bounds__(NW * 32)
   }
 }
 
+/* The steps of a backward block that owns the keys from k0 of kv head hk
+ * (both MMA and wgmma dK/dV kernels): for every query head of the group, the
+ * query tiles of BM rows at or past the diagonal, step it at head(it),
+ * first query row qs(it); niter steps in all. */
+template <int BM> struct BwdWalk {
+  int hk, group, qb0, per_head, niter;
+  __device__ __forceinline__ BwdWalk(const AttnParams &p, int hk_, int k0)
+      : hk(hk_), group(p.group), qb0(k0 / BM), per_head((p.S + BM - 1) / BM - k0 / BM),
+        niter(((p.S + BM - 1) / BM - k0 / BM) * p.group) {}
+  __device__ __forceinline__ int head(int it) const { return hk * group + it / per_head; }
+  __device__ __forceinline__ int qs(int it) const { return (qb0 + it % per_head) * BM; }
+};
+
 /* ======================================================================== */
 /* MMA backward                                                             */
 /* ======================================================================== */
@@ -591,16 +604,13 @@ static __global__ void __launch_bounds__(NW * 32)
   const bf16 *gK = p.k + (int64_t)b * S * kstride + (int64_t)hk * D;
   const bf16 *gV = p.v + (int64_t)b * S * kstride + (int64_t)hk * D;
 
-  const int nqb = (S + BM - 1) / BM;
-  const int qb0 = k0 / BM;                 /* first query block on/after diag */
-  const int per_head = nqb - qb0;
-  const int niter = per_head * p.group;
+  const BwdWalk<BM> walk(p, hk, k0);
+  const int niter = walk.niter;
 
-  /* issue the loads of step `it` (head hk·group + it / per_head, query block
-   * qb0 + it % per_head) into buffer `buf` */
+  /* issue the loads of step `it` into buffer `buf` */
   auto issue = [&](int it, int buf) {
-    const int h = hk * p.group + it / per_head;
-    const int qs = (qb0 + it % per_head) * BM;
+    const int h = walk.head(it);
+    const int qs = walk.qs(it);
     const bf16 *gQ = p.q + (int64_t)b * S * qstride + (int64_t)h * D;
     const bf16 *gdO = p.dout + (int64_t)b * S * qstride + (int64_t)h * D;
     load_tile<BM, D, LD, NT>(sQ + buf * BM * LD, gQ, qs, S, qstride, tid);
@@ -632,8 +642,8 @@ static __global__ void __launch_bounds__(NW * 32)
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    const int h = hk * p.group + it / per_head;
-    const int qs = (qb0 + it % per_head) * BM;
+    const int h = walk.head(it);
+    const int qs = walk.qs(it);
     const bf16 *cQ = sQ + buf * BM * LD, *cdO = sdO + buf * BM * LD;
     const float *cL = sL + buf * BM, *cD = sD + buf * BM;
 
@@ -1657,17 +1667,14 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
   const bf16 *gK = p.k + (int64_t)b * S * kstride + (int64_t)hk * D;
   const bf16 *gV = p.v + (int64_t)b * S * kstride + (int64_t)hk * D;
 
-  const int nqb = (S + BM - 1) / BM;
-  const int qb0 = k0 / BM; /* first query tile at or past the diagonal */
-  const int per_head = nqb - qb0;
-  const int niter = per_head * p.group;
+  const BwdWalk<BM> walk(p, hk, k0);
+  const int niter = walk.niter;
 
-  /* loads of step `it` (head hk·group + it / per_head, query tile qb0 +
-   * it % per_head) into buffer `buf`: Q, dO tiles; LSE and D of its 64
+  /* loads of step `it` into buffer `buf`: Q, dO tiles; LSE and D of its 64
    * queries (threads 0..127, one float each; 0 past S) */
   auto issue = [&](int it, int buf) {
-    const int h = hk * p.group + it / per_head;
-    const int qs = (qb0 + it % per_head) * BM;
+    const int h = walk.head(it);
+    const int qs = walk.qs(it);
     const bf16 *gQ = p.q + (int64_t)b * S * qstride + (int64_t)h * D;
     const bf16 *gdO = p.dout + (int64_t)b * S * qstride + (int64_t)h * D;
     load_tile_sw128<BM, NT>(sQ + buf * BM * 128, gQ, qs, S, qstride, tid);
@@ -1737,7 +1744,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
       issue(it + 1, buf ^ 1);
       cp_async_commit();
     }
-    const int qs = (qb0 + it % per_head) * BM;
+    const int qs = walk.qs(it);
     /* (the diagonal tile's second warpgroup has every key after every query:
      * its P^T is all masked, 0; computed anyway, as a branch around wgmma
      * makes ptxas serialize the kernel's wgmma) */
@@ -1851,7 +1858,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
       wg_hold(ap);
       wg_hold(as);
       pend_q = qs;
-      pend_h = hk * p.group + it / per_head;
+      pend_h = walk.head(it);
     }
   }
   if (FQ == WGB_DQ_ATOMIC) {
