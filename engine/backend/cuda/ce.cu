@@ -72,6 +72,17 @@ template <typename T> __device__ __forceinline__ T block_sum(T v) {
   return v;
 }
 
+/* stats[0], stats[1] = the block's sums of sum and cnt (the loss total and
+ * the count of target rows) */
+static __device__ __forceinline__ void block_stats(double sum, double cnt, float *stats) {
+  sum = block_sum(sum);
+  cnt = block_sum(cnt);
+  if (threadIdx.x == 0) {
+    stats[0] = (float)sum;
+    stats[1] = (float)cnt;
+  }
+}
+
 /* ---- kernels ---------------------------------------------------------------- */
 
 static __global__ void ce_fold_kernel(const float *y, int64_t ldy, int64_t n,
@@ -139,12 +150,7 @@ static __global__ void ce_finish_kernel(int64_t n, const float *st,
     }
     if (nll) nll[i] = v;
   }
-  sum = block_sum(sum);
-  cnt = block_sum(cnt);
-  if (threadIdx.x == 0) {
-    stats[0] = (float)sum;
-    stats[1] = (float)cnt;
-  }
+  block_stats(sum, cnt, stats);
 }
 
 static __global__ void ce_rowgrad_kernel(int64_t n, const int32_t *t,
@@ -258,12 +264,7 @@ static __global__ void ce_gather_kernel(const float *logp, int64_t n,
     }
     if (nll) nll[i] = val;
   }
-  sum = block_sum(sum);
-  cnt = block_sum(cnt);
-  if (threadIdx.x == 0) {
-    stats[0] = (float)sum;
-    stats[1] = (float)cnt;
-  }
+  block_stats(sum, cnt, stats);
 }
 
 /* ---- launchers ---------------------------------------------------------------- */
