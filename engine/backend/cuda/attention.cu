@@ -50,6 +50,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1574,8 +1575,9 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
 #define WGQ_BM 128 /* dQ kernel: query rows per block (two warpgroups)   */
 #define WGQ_BN 64  /* dQ kernel: keys per step                           */
 
-/* dQ modes of the dK/dV kernel (its template argument FQ) */
-enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2 };
+/* dQ modes of the dK/dV kernel (its template argument FQ), one per variant
+ * of the wgmma backward (PLATEAU_ATTN_WGMMA_BWD, see wgb_names) */
+enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2, WGB_DQ_COUNT = 3 };
 /* K, V [2][128][64] + Q, dO [2 buf][2][64][64] swizzled; with dQ dS^T [2
  * buf][128][64] swizzled; with bulk dQ the stage [8][256][4] f32; LSE, D [2
  * buf][64] f32; 1024 B to align: 133,120 B (split), 165,888 B (fused),
@@ -2100,24 +2102,31 @@ static int wgmma_built(pl_stream *s) {
   return 0;
 }
 
+/* *out = the index in names[0..n) of environment variable var's value, or
+ * dflt when var is unset or empty; another value is refused, naming them. */
+static pl_status env_choice(const char *var, const char *const *names, int n, int dflt,
+                            int *out) {
+  const char *e = getenv(var);
+  *out = dflt;
+  if (!e || !*e) return PL_OK;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(e, names[i])) {
+      *out = i;
+      return PL_OK;
+    }
+  char allowed[128] = "";
+  for (int i = 0; i < n; i++)
+    snprintf(allowed + strlen(allowed), sizeof allowed - strlen(allowed), "%s%s",
+             i ? (i + 1 < n ? ", " : " or ") : "", names[i]);
+  return pl_set_error(PL_EINVAL, "attention: %s=%s: must be %s", var, e, allowed);
+}
+
 /* PLATEAU_ATTN_WGMMA_V = mn128 (default) | transpose | mn | pipe: the V path of the
  * wgmma forward (see its section).  Read by the launcher at each wgmma
  * launch, never by device code, as model/attention.c reads
  * PLATEAU_ATTN_FWD (so a test can switch paths with setenv). */
 static pl_status wgmma_v_path(int *vm) {
-  const char *e = getenv("PLATEAU_ATTN_WGMMA_V");
-  if (!e || !*e) {
-    *vm = WG_V_MN128;
-    return PL_OK;
-  }
-  for (int i = 0; i < WG_V_COUNT; i++)
-    if (!strcmp(e, wg_v_names[i])) {
-      *vm = i;
-      return PL_OK;
-    }
-  return pl_set_error(PL_EINVAL, "attention fwd wgmma: PLATEAU_ATTN_WGMMA_V=%s: must be "
-                                 "transpose, mn, mn128, pipe or mn128pp",
-                      e);
+  return env_choice("PLATEAU_ATTN_WGMMA_V", wg_v_names, WG_V_COUNT, WG_V_MN128, vm);
 }
 
 template <int VM>
@@ -2171,25 +2180,14 @@ static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
   return cuda_check("fwd simple launch");
 }
 
-/* Variants of the wgmma backward (PLATEAU_ATTN_WGMMA_BWD): fused (one
- * kernel, dQ through fp32 atomics into the workspace; the default), split
- * (a dK/dV and a dQ kernel, P recomputed in each, no atomics) or bulk (fused
- * with one bulk reduction per step into a tiled workspace; experimental:
- * not yet run on a GPU). */
-enum { WGB_FUSED = 0, WGB_SPLIT = 1, WGB_BULK = 2, WGB_COUNT = 3 };
-static const char *const wgb_names[WGB_COUNT] = {"fused", "split", "bulk"};
-static pl_status wgmma_bwd_variant(int *v) {
-  const char *e = getenv("PLATEAU_ATTN_WGMMA_BWD");
-  *v = WGB_FUSED;
-  if (!e || !*e) return PL_OK;
-  for (int i = 0; i < WGB_COUNT; i++)
-    if (!strcmp(e, wgb_names[i])) {
-      *v = i;
-      return PL_OK;
-    }
-  return pl_set_error(PL_EINVAL,
-                      "attention bwd wgmma: PLATEAU_ATTN_WGMMA_BWD=%s: must be fused, split or bulk",
-                      e);
+/* Variants of the wgmma backward (PLATEAU_ATTN_WGMMA_BWD), indexed by the
+ * dK/dV kernel's dQ mode: split (a dK/dV and a dQ kernel, P recomputed in
+ * each, no atomics), fused (one kernel, dQ through fp32 atomics into the
+ * workspace; the default) or bulk (fused with one bulk reduction per step
+ * into a tiled workspace; experimental: not yet run on a GPU). */
+static const char *const wgb_names[WGB_DQ_COUNT] = {"split", "fused", "bulk"};
+static pl_status wgmma_bwd_variant(int *mode) {
+  return env_choice("PLATEAU_ATTN_WGMMA_BWD", wgb_names, WGB_DQ_COUNT, WGB_DQ_ATOMIC, mode);
 }
 
 /* The wgmma backward after the delta kernel.  split: dK/dV, then dQ
@@ -2198,11 +2196,8 @@ static pl_status wgmma_bwd_variant(int *v) {
  * layout, its first nq_el floats, or tiled for bulk), then the bf16
  * conversion. */
 static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int64_t nq_el,
-                                  size_t acc_el, int variant) {
-  const bool fused = variant != WGB_SPLIT;
-  const int mode = variant == WGB_SPLIT  ? WGB_DQ_NONE
-                   : variant == WGB_BULK ? WGB_DQ_BULK
-                                         : WGB_DQ_ATOMIC;
+                                  size_t acc_el, int mode) {
+  const bool fused = mode != WGB_DQ_NONE;
   const size_t smem_kv = wgb_dkdv_smem_bytes(mode), smem_q = wgb_dq_smem_bytes();
   auto kv = mode == WGB_DQ_NONE     ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_NONE>
             : mode == WGB_DQ_ATOMIC ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_ATOMIC>
@@ -2246,16 +2241,16 @@ static pl_status bwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
   const unsigned B = (unsigned)sh->batch;
   const bool wg = D == 128 && (sh->algo == PL_ATTN_WGMMA ||
                                 (sh->algo == PL_ATTN_AUTO && wgmma_built(ps)));
-  int variant = WGB_FUSED;
+  int mode = WGB_DQ_ATOMIC;
   if (wg) {
     PL_TRY(wgmma_available(ps));
-    PL_TRY(wgmma_bwd_variant(&variant));
+    PL_TRY(wgmma_bwd_variant(&mode));
   }
   const int64_t nq_el = sh->batch * sh->seq * (int64_t)sh->n_q * D;
   dim3 rows((unsigned)((p.S + 3) / 4), (unsigned)p.nq, B);
   attn_delta_kernel<D><<<rows, 128, 0, st>>>(p);
   PL_TRY(cuda_check("bwd delta launch"));
-  if (wg) return bwd_wgmma_launch(st, p, B, nq_el, pl_attn_dqacc_elems(sh), variant);
+  if (wg) return bwd_wgmma_launch(st, p, B, nq_el, pl_attn_dqacc_elems(sh), mode);
   if (!use_mma(sh)) {
     attn_bwd_dq_simple_kernel<D><<<rows, 128, 0, st>>>(p);
     PL_TRY(cuda_check("bwd dq simple launch"));
@@ -2359,11 +2354,11 @@ extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape
 extern "C" const char *pl_cuda_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
   const char *name;
   if (!wgmma_runs(s, sh, &name)) return name;
-  int v = WGB_FUSED;
-  if (wgmma_bwd_variant(&v) != PL_OK) {
+  int mode = WGB_DQ_ATOMIC;
+  if (wgmma_bwd_variant(&mode) != PL_OK) {
     pl_clear_error();
     return "wgmma (bad PLATEAU_ATTN_WGMMA_BWD)";
   }
-  static const char *const names[WGB_COUNT] = {"wgmma/fused", "wgmma/split", "wgmma/bulk"};
-  return names[v];
+  static const char *const names[WGB_DQ_COUNT] = {"wgmma/split", "wgmma/fused", "wgmma/bulk"};
+  return names[mode];
 }
