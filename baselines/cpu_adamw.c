@@ -209,9 +209,7 @@ upd_avx512(float *p, float *m, float *v, const void *g, int is_bf16,
 pl_status pl_cpu_adamw_simd(pl_simd_path path, int nthreads, float *p,
                             float *m, float *v, const void *g, pl_dtype gdt,
                             pl_bf16 *w, size_t n, const pl_adamw_scalars *k) {
-  if (gdt != PL_F32 && gdt != PL_BF16)
-    return pl_set_error(PL_EINVAL, "cpu_adamw: gradient dtype %s: must be "
-                        "f32 or bf16", pl_dtype_name(gdt));
+  PL_TRY(pl_adamw_gdt_check(gdt, "cpu_adamw"));
   pl_simd_path rp;
   PL_TRY(pl_simd_path_resolve(path, &rp));
   if (n == 0) return PL_OK;
@@ -290,9 +288,7 @@ pl_status pl_cpu_offload_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
   if (nparams < 1 || !params)
     return pl_set_error(PL_EINVAL, "cpu_offload_adamw: nparams=%d: must be "
                         ">= 1", nparams);
-  if (gdt != PL_F32 && gdt != PL_BF16)
-    return pl_set_error(PL_EINVAL, "cpu_offload_adamw: gradient dtype %s: "
-                        "must be f32 or bf16", pl_dtype_name(gdt));
+  PL_TRY(pl_adamw_gdt_check(gdt, "cpu_offload_adamw"));
   pl_simd_path rp;
   PL_TRY(pl_simd_path_resolve(path, &rp));
   pl_cpu_offload_adamw *o = calloc(1, sizeof *o);

@@ -137,6 +137,13 @@ double pl_adamw_ref_sumsq(int ntensors, const size_t *numel,
   return total;
 }
 
+pl_status pl_adamw_gdt_check(pl_dtype gdt, const char *who) {
+  if (gdt != PL_F32 && gdt != PL_BF16)
+    return pl_set_error(PL_EINVAL, "%s: gradient dtype %s: must be f32 or bf16", who,
+                        pl_dtype_name(gdt));
+  return PL_OK;
+}
+
 pl_status pl_adamw_ref_step(const pl_adamw_hparams *hp, int64_t t,
                             int ntensors, const size_t *numel, float **p,
                             float **m, float **v, const void *const *g,
@@ -145,9 +152,7 @@ pl_status pl_adamw_ref_step(const pl_adamw_hparams *hp, int64_t t,
   PL_TRY(pl_adamw_hparams_check(hp));
   if (t < 1) return pl_set_error(PL_EINVAL, "adamw: step t=%lld: must be >= 1",
                                  (long long)t);
-  if (gdt != PL_F32 && gdt != PL_BF16)
-    return pl_set_error(PL_EINVAL, "adamw: gradient dtype %s: must be f32 or "
-                        "bf16", pl_dtype_name(gdt));
+  PL_TRY(pl_adamw_gdt_check(gdt, "adamw"));
   float gscale = 1.0f;
   if (hp->max_grad_norm > 0) {
     double ss = global_sumsq ? *global_sumsq
@@ -167,9 +172,7 @@ pl_status pl_adamw_ref_step(const pl_adamw_hparams *hp, int64_t t,
 pl_status pl_adamw_update(pl_stream *s, float *p, float *m, float *v,
                           const void *g, pl_dtype gdt, pl_bf16 *w, size_t n,
                           const pl_adamw_scalars *k) {
-  if (gdt != PL_F32 && gdt != PL_BF16)
-    return pl_set_error(PL_EINVAL, "adamw: gradient dtype %s: must be f32 or "
-                        "bf16", pl_dtype_name(gdt));
+  PL_TRY(pl_adamw_gdt_check(gdt, "adamw"));
   if (n == 0) return PL_OK;
   if (pl_stream_backend(s) == PL_BACKEND_CUDA) {
 #if PL_HAVE_CUDA
@@ -183,9 +186,7 @@ pl_status pl_adamw_update(pl_stream *s, float *p, float *m, float *v,
 
 pl_status pl_adamw_sumsq(pl_stream *s, const void *g, pl_dtype gdt, size_t n,
                          double *partials) {
-  if (gdt != PL_F32 && gdt != PL_BF16)
-    return pl_set_error(PL_EINVAL, "adamw: gradient dtype %s: must be f32 or "
-                        "bf16", pl_dtype_name(gdt));
+  PL_TRY(pl_adamw_gdt_check(gdt, "adamw"));
   if (n == 0) return PL_OK;
   if (pl_stream_backend(s) == PL_BACKEND_CUDA) {
 #if PL_HAVE_CUDA

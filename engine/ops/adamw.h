@@ -63,6 +63,9 @@ typedef struct pl_adamw_scalars {
 pl_adamw_hparams pl_adamw_hparams_default(void);
 /* PL_EINVAL naming the bad field. */
 pl_status pl_adamw_hparams_check(const pl_adamw_hparams *hp);
+/* PL_EINVAL unless the gradient dtype gdt is f32 or bf16 (who names the
+ * caller in the message). */
+pl_status pl_adamw_gdt_check(pl_dtype gdt, const char *who);
 /* Scalars of step t (>= 1) with clip factor gscale (1.0f when not clipping). */
 pl_adamw_scalars pl_adamw_scalars_make(const pl_adamw_hparams *hp, int64_t t,
                                        float gscale);
