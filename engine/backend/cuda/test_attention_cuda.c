@@ -95,44 +95,41 @@ static int cmp(const char *tag, const char *what, const void *got, pl_dtype dt, 
   return e.first_bad < 0;
 }
 
-/* V paths of the wgmma forward, chosen by PLATEAU_ATTN_WGMMA_V (attention.cu).
- * The tests run each in turn; a caller who sets PLATEAU_ATTN_WGMMA_V gets only
- * that one (to isolate a path that faults: a fault ends the process). */
-static const char *const wgmma_v_all[] = {"transpose", "mn", "mn128", "pipe", "mn128pp"};
-#define WGMMA_V_N ((int)(sizeof wgmma_v_all / sizeof wgmma_v_all[0]))
-/* variants of the wgmma backward (PLATEAU_ATTN_WGMMA_BWD); the caller's value
- * is restored after the loops */
-static const char *const wgmma_bwd_all[] = {"fused", "split", "bulk"};
-#define WGMMA_BWD_N 3
-static char *wgmma_bwd_save(void) {
-  const char *e = getenv("PLATEAU_ATTN_WGMMA_BWD");
-  return e && *e ? strdup(e) : NULL;
-}
-static void wgmma_bwd_restore(char *saved) {
-  if (saved)
-    setenv("PLATEAU_ATTN_WGMMA_BWD", saved, 1);
-  else
-    unsetenv("PLATEAU_ATTN_WGMMA_BWD");
-  free(saved);
-}
+/* V paths of the wgmma forward (PLATEAU_ATTN_WGMMA_V) and variants of the
+ * wgmma backward (PLATEAU_ATTN_WGMMA_BWD), read by attention.cu at each
+ * launch.  The tests run each in turn; a caller who sets the variable gets
+ * only that one (to isolate a kernel that faults: a fault ends the
+ * process), and finds it restored after the loop. */
+static const char *const wgmma_v_all[] = {"transpose", "mn", "mn128", "pipe", "mn128pp", NULL};
+static const char *const wgmma_bwd_all[] = {"fused", "split", "bulk", NULL};
 
-typedef struct wgmma_paths {
+typedef struct env_sweep {
+  const char *var;
   char *saved; /* the caller's value (restored at the end), or NULL */
-  const char *name[WGMMA_V_N];
+  const char *name[8];
   int n;
-} wgmma_paths;
+} env_sweep;
 
-static void wgmma_paths_begin(wgmma_paths *w) {
-  const char *e = getenv("PLATEAU_ATTN_WGMMA_V");
+static void env_sweep_begin(env_sweep *w, const char *var, const char *const *all) {
+  const char *e = getenv(var);
+  w->var = var;
   w->saved = e && *e ? strdup(e) : NULL;
-  w->n = w->saved ? 1 : WGMMA_V_N;
-  for (int i = 0; i < w->n; i++) w->name[i] = w->saved ? w->saved : wgmma_v_all[i];
-}
-static void wgmma_paths_end(wgmma_paths *w) {
+  w->n = 0;
   if (w->saved)
-    setenv("PLATEAU_ATTN_WGMMA_V", w->saved, 1);
+    w->name[w->n++] = w->saved;
   else
-    unsetenv("PLATEAU_ATTN_WGMMA_V");
+    for (; all[w->n] && w->n < 8; w->n++) w->name[w->n] = all[w->n];
+}
+/* sets the variable to value i of the sweep and returns it */
+static const char *env_sweep_set(const env_sweep *w, int i) {
+  setenv(w->var, w->name[i], 1);
+  return w->name[i];
+}
+static void env_sweep_end(env_sweep *w) {
+  if (w->saved)
+    setenv(w->var, w->saved, 1);
+  else
+    unsetenv(w->var);
   free(w->saved);
 }
 
@@ -202,13 +199,12 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
   }
   if (d == 128) { /* wgmma forward, each V path */
     sh.algo = PL_ATTN_WGMMA;
-    wgmma_paths wp;
-    wgmma_paths_begin(&wp);
+    env_sweep wp;
+    env_sweep_begin(&wp, "PLATEAU_ATTN_WGMMA_V", wgmma_v_all);
     for (int vp = 0; vp < wp.n; vp++) {
-      const char *vn = wp.name[vp];
+      const char *vn = env_sweep_set(&wp, vp);
       char tag[32];
       snprintf(tag, sizeof tag, "wg-%s/sm", vn);
-      setenv("PLATEAU_ATTN_WGMMA_V", vn, 1);
       ck_assert_int_eq(pl_fill(gs, g.o, PL_BF16, nqe, NAN), PL_OK);
       ck_assert_int_eq(pl_fill(gs, g.lse, PL_F32, nr, NAN), PL_OK);
       pl_status ws = pl_attn_fwd(gs, &sh, g.q, g.k, g.v, g.o, g.lse);
@@ -231,14 +227,13 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
         ok = 0;
       }
     }
-    wgmma_paths_end(&wp);
+    env_sweep_end(&wp);
     /* wgmma backward, each variant, on SIMPLE's O and LSE, so that its dQ,
      * dK, dV compare with SIMPLE's on equal inputs */
-    char *bsaved = wgmma_bwd_save();
-    for (int bv = 0; bv < WGMMA_BWD_N; bv++) {
-      const char *bn = bsaved ? bsaved : wgmma_bwd_all[bv];
-      if (bsaved && bv > 0) break;
-      setenv("PLATEAU_ATTN_WGMMA_BWD", bn, 1);
+    env_sweep bw;
+    env_sweep_begin(&bw, "PLATEAU_ATTN_WGMMA_BWD", wgmma_bwd_all);
+    for (int bv = 0; bv < bw.n; bv++) {
+      const char *bn = env_sweep_set(&bw, bv);
       ck_assert_int_eq(pl_memcpy_async(gs, g.o, hs.o, nqe * 2), PL_OK);
       ck_assert_int_eq(pl_memcpy_async(gs, g.lse, hs.lse, nr * 4), PL_OK);
       ck_assert_int_eq(pl_fill(gs, g.dq, PL_BF16, nqe, NAN), PL_OK);
@@ -268,7 +263,7 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
       free(wk);
       free(wv);
     }
-    wgmma_bwd_restore(bsaved);
+    env_sweep_end(&bw);
     sh.algo = PL_ATTN_MMA;
   }
   ok &= cmp("mma/simp", "O", hm.o, PL_BF16, hs.o, PL_BF16, nqe, to);
@@ -409,11 +404,10 @@ START_TEST(cuda_tflops) {
       if (a == PL_ATTN_WGMMA) { /* d = 128: forward (each V path), backward
                                    (each variant) */
         if (t.sh.head_dim != 128) continue;
-        wgmma_paths wp;
-        wgmma_paths_begin(&wp);
+        env_sweep wp;
+        env_sweep_begin(&wp, "PLATEAU_ATTN_WGMMA_V", wgmma_v_all);
         for (int vp = 0; vp < wp.n; vp++) {
-          const char *vn = wp.name[vp];
-          setenv("PLATEAU_ATTN_WGMMA_V", vn, 1);
+          const char *vn = env_sweep_set(&wp, vp);
           pl_status ws = pl_attn_fwd(gs, &t.sh, t.g.q, t.g.k, t.g.v, t.g.o, t.g.lse);
           if (ws == PL_OK) ws = pl_stream_sync(gs);
           if (ws != PL_OK) {
@@ -423,13 +417,13 @@ START_TEST(cuda_tflops) {
           }
           print_wgmma_tflops(&t.sh, "fwd", time_ms(&t, 0, 5), ff, "V path ", vn);
         }
-        wgmma_paths_end(&wp);
+        env_sweep_end(&wp);
         /* the wgmma backward, each variant (its O and LSE: the last forward's)
          */
-        char *bsaved = wgmma_bwd_save();
-        for (int bv = 0; bv < (bsaved ? 1 : WGMMA_BWD_N); bv++) {
-          const char *bn = bsaved ? bsaved : wgmma_bwd_all[bv];
-          setenv("PLATEAU_ATTN_WGMMA_BWD", bn, 1);
+        env_sweep bw;
+        env_sweep_begin(&bw, "PLATEAU_ATTN_WGMMA_BWD", wgmma_bwd_all);
+        for (int bv = 0; bv < bw.n; bv++) {
+          const char *bn = env_sweep_set(&bw, bv);
           pl_status bs = pl_attn_bwd(gs, &t.sh, t.g.q, t.g.k, t.g.v, t.g.o, t.g.dout, t.g.lse,
                                      t.g.dq, t.g.dk, t.g.dv);
           if (bs == PL_OK) bs = pl_stream_sync(gs);
@@ -439,7 +433,7 @@ START_TEST(cuda_tflops) {
           }
           print_wgmma_tflops(&t.sh, "bwd", time_ms(&t, 1, 5), fb, "", bn);
         }
-        wgmma_bwd_restore(bsaved);
+        env_sweep_end(&bw);
         continue;
       }
       const int iters = a == PL_ATTN_SIMPLE ? 1 : 5;
