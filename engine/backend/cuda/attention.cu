@@ -1529,13 +1529,14 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  *    left in flight over the next step's barrier and added into the fp32
  *    dQacc by float2 atomics before the next S^T, dP^T; dQacc is zeroed
  *    before and converted to bf16(scale·dQacc) after, as for the MMA
- *    backward.  5 GEMMs per tile; measured 364 against split's 333 TFLOP/s
- *    (bwd alone, 16Ki, test_attention_cuda).  The atomics are its main cost
+ *    backward.  5 GEMMs per tile; measured 368 against split's 336 TFLOP/s
+ *    (bwd alone, 16Ki, test_attention_cuda: results/reference/h200/
+ *    2026-11-30-s3/attention_test_cuda.txt).  The atomics are its main cost
  *    (64Ki, 64/8 heads, fwd+bwd: 655 ms; 484 ms with the atomics left out,
  *    454 ms without dQ at all: analysis/device/attn_dq_probe.sh), but adding dQ
  *    through a shared fp32 stage and bulk reductions (cp.reduce.async.bulk
  *    .add.f32, a row per thread, after the middle barrier) measured slower
- *    still (bwd 306 TFLOP/s at 16Ki, fwd+bwd 351 at 64Ki; commit a7e6ccb,
+ *    still (bwd 306–307 TFLOP/s at 16Ki, fwd+bwd 351 at 64Ki; commit a7e6ccb,
  *    reverted; results/reference/h200/2026-11-30-s4).
  *  - bulk (attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK>; experimental, written
  *    after the device time of its session was spent, so not yet run on a
