@@ -36,7 +36,7 @@ run() { # name cmd...
 EXPECT=4 run attn1 "$BIN" bench attention --backend cpu -n 1 -w 0 --seq 64,130
 grep -q "pass" "$tmp"/attn1/*.tsv || fail "attn1: first point not checked"
 # the report of that run: a row per S, with the kernels the rows' notes name
-PLATEAU_ROOT=$ROOT "$BIN" report "$tmp/attn1" >"$tmp/report.out" 2>&1 || fail "report: exit $?"
+"$BIN" report "$tmp/attn1" >"$tmp/report.out" 2>&1 || fail "report: exit $?"
 md=$tmp/attn1/report/attention.md
 if [[ -f $md ]]; then
   for S in 64 130; do
