@@ -68,6 +68,7 @@ struct AttnParams {
   float *dqacc;      /* bwd: fp32 dQ accumulator [B, S, n_q, d] */
   float *delta;      /* bwd: D [B, n_q, S]                      */
   int S, nq, nkv, group;
+  int walk;          /* bwd: BwdWalk order (BWD_WALK_*)          */
   float scale, scale_log2;
 };
 
@@ -556,14 +557,24 @@ static __global__ void __launch_bounds__(NW * 32)
 /* The steps of a backward block that owns the keys from k0 of kv head hk
  * (both MMA and wgmma dK/dV kernels): for every query head of the group, the
  * query tiles of BM rows at or past the diagonal, step it at head(it),
- * first query row qs(it); niter steps in all. */
+ * first query row qs(it); niter steps in all.  Order (p.walk):
+ *  - BWD_WALK_ASC: head by head, each from the diagonal tile to the last;
+ *  - BWD_WALK_DESC: query tile by query tile from the last down to the
+ *    diagonal, every head of the group at each: all the blocks of a wave
+ *    then read the same Q, dO tiles and add into the same dQ tiles at about
+ *    the same time (L2 hits), where ASC spreads them over the sequence. */
+enum { BWD_WALK_ASC = 0, BWD_WALK_DESC = 1, BWD_WALK_COUNT = 2 };
 template <int BM> struct BwdWalk {
-  int hk, group, qb0, per_head, niter;
+  int hk, group, qb0, per_head, niter, desc;
   __device__ __forceinline__ BwdWalk(const AttnParams &p, int hk_, int k0)
       : hk(hk_), group(p.group), qb0(k0 / BM), per_head((p.S + BM - 1) / BM - k0 / BM),
-        niter(((p.S + BM - 1) / BM - k0 / BM) * p.group) {}
-  __device__ __forceinline__ int head(int it) const { return hk * group + it / per_head; }
-  __device__ __forceinline__ int qs(int it) const { return (qb0 + it % per_head) * BM; }
+        niter(((p.S + BM - 1) / BM - k0 / BM) * p.group), desc(p.walk == BWD_WALK_DESC) {}
+  __device__ __forceinline__ int head(int it) const {
+    return hk * group + (desc ? it % group : it / per_head);
+  }
+  __device__ __forceinline__ int qs(int it) const {
+    return (desc ? qb0 + per_head - 1 - it / group : qb0 + it % per_head) * BM;
+  }
 };
 
 /* ======================================================================== */
@@ -1578,7 +1589,7 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
 
 /* dQ modes of the dK/dV kernel (its template argument FQ), one per variant
  * of the wgmma backward (PLATEAU_ATTN_WGMMA_BWD, see wgb_names) */
-enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2, WGB_DQ_COUNT = 3 };
+enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2, WGB_DQ_BULK2 = 3, WGB_DQ_COUNT = 4 };
 /* K, V [2][128][64] + Q, dO [2 buf][2][64][64] swizzled; with dQ dS^T [2
  * buf][128][64] swizzled; with bulk dQ the stage [8][256][4] f32; LSE, D [2
  * buf][64] f32; 1024 B to align: 133,120 B (split), 165,888 B (fused),
@@ -1586,7 +1597,8 @@ enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2, WGB_DQ_COUNT = 3 };
 static constexpr size_t wgb_dkdv_smem_bytes(int fq) {
   return (size_t)2 * WGB_BN * 128 * 2 + (size_t)2 * 2 * WGB_BM * 128 * 2 +
          (fq ? (size_t)2 * WGB_BN * WGB_BM * 2 : 0) +
-         (fq == WGB_DQ_BULK ? (size_t)WGB_BM * 128 * 4 : 0) + (size_t)2 * 2 * WGB_BM * 4 + 1024;
+         (fq >= WGB_DQ_BULK ? (size_t)(fq - 1) * WGB_BM * 128 * 4 : 0) +
+         (size_t)2 * 2 * WGB_BM * 4 + 1024;
 }
 /* Q, dO [2][128][64] + K, V [2 buf][2][64][64] swizzled; 1024 B to align:
  * 132,096 B */
@@ -1615,8 +1627,8 @@ static __device__ __forceinline__ void bulk_commit() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
 /* this thread's bulk operations have read their shared-memory source */
-static __device__ __forceinline__ void bulk_wait_read0() {
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+template <int N> static __device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 /* ... and are complete (their global writes performed) */
 static __device__ __forceinline__ void bulk_wait0() {
@@ -1657,8 +1669,10 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
   bf16 *sQ = sV + BN * 128;                                        /* [2 buf][2][BM][64] */
   bf16 *sdO = sQ + 2 * BM * 128;                                   /* [2 buf][2][BM][64] */
   bf16 *sdS = sdO + 2 * BM * 128; /* [2 buf][BN][64] (FQ) */
-  float *sdQ = reinterpret_cast<float *>(sdS + (FQ ? 2 * BN * BM : 0)); /* [8][256][4] (BULK) */
-  float *sL = sdQ + (FQ == WGB_DQ_BULK ? BM * 128 : 0); /* [2 buf][BM] LSE */
+  constexpr bool BULK = FQ >= WGB_DQ_BULK;
+  constexpr int NSTAGE = FQ == WGB_DQ_BULK2 ? 2 : 1; /* dQ stages (BULK) */
+  float *sdQ = reinterpret_cast<float *>(sdS + (FQ ? 2 * BN * BM : 0)); /* [NSTAGE][8][256][4] */
+  float *sL = sdQ + (BULK ? NSTAGE * BM * 128 : 0); /* [2 buf][BM] LSE */
   float *sDl = sL + 2 * BM;                                        /* [2 buf][BM] D      */
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -1707,16 +1721,16 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
   int pend_q = -1, pend_h = 0;
   /* BULK: the stage and dQacc's tiles hold dqp[4j..4j+3] of thread T at
    * float4 j·256 + T: 16-byte stores, conflict-free */
-  auto dq_stage = [&]() {
-    float4 *s4 = reinterpret_cast<float4 *>(sdQ);
+  auto dq_stage = [&](int sg) {
+    float4 *s4 = reinterpret_cast<float4 *>(sdQ + sg * BM * 128);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
       s4[j * 256 + tid] = make_float4(dqp[4 * j], dqp[4 * j + 1], dqp[4 * j + 2], dqp[4 * j + 3]);
   };
-  auto dq_bulk = [&](int q0, int h) { /* thread 0, after a barrier past dq_stage */
+  auto dq_bulk = [&](int q0, int h, int sg) { /* thread 0, after a barrier past dq_stage */
     const int nqt = (S + BM - 1) / BM;
-    bulk_add_f32(p.dqacc + (((int64_t)b * p.nq + h) * nqt + q0 / BM) * (BM * D), sdQ,
-                 BM * D * 4);
+    bulk_add_f32(p.dqacc + (((int64_t)b * p.nq + h) * nqt + q0 / BM) * (BM * D),
+                 sdQ + sg * BM * 128, BM * D * 4);
     bulk_commit();
   };
   /* element 4j + e: query q0 + 16wq + g + 8·(e>>1), d 64wg + 8j + 2t + (e&1) */
@@ -1740,7 +1754,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     /* step it's tiles in place and fenced for the async proxy; step it-1
      * (both warpgroups) done with buffer buf^1 */
     cp_async_wait<0>();
-    if (FQ == WGB_DQ_BULK && tid == 0) bulk_wait_read0(); /* the stage is free */
+    if (BULK && tid == 0) bulk_wait_read<NSTAGE - 1>(); /* stage it % NSTAGE is free */
     fence_proxy_async();
     __syncthreads();
     if (it + 1 < niter) {
@@ -1759,7 +1773,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
       wg_wait0();
       wg_hold(dqp);
       if (FQ == WGB_DQ_ATOMIC && pend_q >= 0) dq_flush(pend_q, pend_h);
-      if (FQ == WGB_DQ_BULK && pend_q >= 0) dq_stage();
+      if (BULK && pend_q >= 0) dq_stage(it % NSTAGE);
     }
     /* S^T = K Q^T, dP^T = V dO^T (this warpgroup's 64 keys × 64 queries), one
      * group each: P^T is computed and dV issued while dP^T runs, dS^T while
@@ -1848,7 +1862,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
        * the other writes buf^1 in the next step. */
       fence_proxy_async(); /* (BULK: also the stage's stores before the bulk read) */
       __syncthreads();
-      if (FQ == WGB_DQ_BULK && tid == 0 && pend_q >= 0) dq_bulk(pend_q, pend_h);
+      if (BULK && tid == 0 && pend_q >= 0) dq_bulk(pend_q, pend_h, it % NSTAGE);
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk)
@@ -1869,16 +1883,16 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     wg_hold(dqp);
     if (pend_q >= 0) dq_flush(pend_q, pend_h);
   }
-  if (FQ == WGB_DQ_BULK) { /* the last step's dQ; then every bulk reduction complete */
+  if (BULK) { /* the last step's dQ; then every bulk reduction complete */
     wg_wait0();
     wg_hold(dqp);
-    if (tid == 0) bulk_wait_read0();
+    if (tid == 0) bulk_wait_read<0>();
     __syncthreads();
-    if (pend_q >= 0) dq_stage();
+    if (pend_q >= 0) dq_stage(0);
     fence_proxy_async();
     __syncthreads();
     if (tid == 0) {
-      if (pend_q >= 0) dq_bulk(pend_q, pend_h);
+      if (pend_q >= 0) dq_bulk(pend_q, pend_h, 0);
       bulk_wait0();
     }
   }
@@ -2186,9 +2200,16 @@ static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
  * each, no atomics), fused (one kernel, dQ through fp32 atomics into the
  * workspace; the default) or bulk (fused with one bulk reduction per step
  * into a tiled workspace; experimental: not yet run on a GPU). */
-static const char *const wgb_names[WGB_DQ_COUNT] = {"split", "fused", "bulk"};
+static const char *const wgb_names[WGB_DQ_COUNT] = {"split", "fused", "bulk", "bulk2"};
 static pl_status wgmma_bwd_variant(int *mode) {
   return env_choice("PLATEAU_ATTN_WGMMA_BWD", wgb_names, WGB_DQ_COUNT, WGB_DQ_ATOMIC, mode);
+}
+
+/* PLATEAU_ATTN_BWD_WALK = asc (default) | desc: the order of the dK/dV
+ * kernels' steps (BwdWalk). */
+static const char *const walk_names[BWD_WALK_COUNT] = {"asc", "desc"};
+static pl_status bwd_walk_order(int *w) {
+  return env_choice("PLATEAU_ATTN_BWD_WALK", walk_names, BWD_WALK_COUNT, BWD_WALK_ASC, w);
 }
 
 /* The wgmma backward after the delta kernel.  split: dK/dV, then dQ
@@ -2202,7 +2223,8 @@ static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int
   const size_t smem_kv = wgb_dkdv_smem_bytes(mode), smem_q = wgb_dq_smem_bytes();
   auto kv = mode == WGB_DQ_NONE     ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_NONE>
             : mode == WGB_DQ_ATOMIC ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_ATOMIC>
-                                    : attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK>;
+            : mode == WGB_DQ_BULK   ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK>
+                                    : attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK2>;
   cudaError_t e =
       cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
   if (e == cudaSuccess && !fused)
@@ -2216,7 +2238,7 @@ static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int
   dim3 gkv((unsigned)((p.S + WGB_BN - 1) / WGB_BN), (unsigned)p.nkv, B);
   kv<<<gkv, 256, smem_kv, st>>>(p);
   PL_TRY(cuda_check("bwd dkdv wgmma launch"));
-  if (mode == WGB_DQ_BULK) {
+  if (mode >= WGB_DQ_BULK) {
     const int64_t ntiles = (int64_t)B * p.nq * ((p.S + 63) / 64);
     attn_dq_convert_tiled_kernel<<<(unsigned)(ntiles * 2048 / 256), 256, 0, st>>>(
         p.dqacc, p.dq, p.S, p.nq, ntiles, p.scale);
@@ -2247,6 +2269,7 @@ static pl_status bwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
     PL_TRY(wgmma_available(ps));
     PL_TRY(wgmma_bwd_variant(&mode));
   }
+  PL_TRY(bwd_walk_order(&p.walk));
   const int64_t nq_el = sh->batch * sh->seq * (int64_t)sh->n_q * D;
   dim3 rows((unsigned)((p.S + 3) / 4), (unsigned)p.nq, B);
   attn_delta_kernel<D><<<rows, 128, 0, st>>>(p);
@@ -2360,6 +2383,7 @@ extern "C" const char *pl_cuda_attn_bwd_kernel(pl_stream *s, const pl_attn_shape
     pl_clear_error();
     return "wgmma (bad PLATEAU_ATTN_WGMMA_BWD)";
   }
-  static const char *const names[WGB_DQ_COUNT] = {"wgmma/split", "wgmma/fused", "wgmma/bulk"};
+  static const char *const names[WGB_DQ_COUNT] = {"wgmma/split", "wgmma/fused", "wgmma/bulk",
+                                                  "wgmma/bulk2"};
   return names[mode];
 }
