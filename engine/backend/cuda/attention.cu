@@ -323,21 +323,22 @@ static __global__ void attn_dq_convert_kernel(const float *acc, bf16 *dq,
 
 /* dQ = bf16(scale · dQacc) from the tiled dQacc of the BULK wgmma backward
  * (d = 128): [B][n_q][ceil(S/64)] tiles of 64 rows × 128 in the order
- * attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK> stages them: float4 j·256 + T holds
- * thread T's accumulator elements 4j..4j+3, i.e. rows r, r + 8 (r = 16·wq + g)
- * at columns c, c + 1 (c = 64·wg + 8j + 2t), T = 128·wg + 32·wq + 4·g + t.
- * One thread per float4; ntiles = B·n_q·ceil(S/64). */
+ * attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK, ·> stages them: float4 1024·wg +
+ * 128·j + T' holds the accumulator elements 4j..4j+3 of thread 128·wg + T',
+ * i.e. rows r, r + 8 (r = 16·wq + g) at columns c, c + 1 (c = 64·wg + 8j +
+ * 2t), T' = 32·wq + 4·g + t.  One thread per float4; ntiles =
+ * B·n_q·ceil(S/64). */
 static __global__ void attn_dq_convert_tiled_kernel(const float *acc, bf16 *dq, int S, int nq,
                                                     int64_t ntiles, float scale) {
   const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= ntiles * 2048) return;
   const int64_t tile = idx >> 11;
-  const int w = (int)(idx & 2047), j = w >> 8, T = w & 255;
+  const int w = (int)(idx & 2047), wg = w >> 10, j = (w >> 7) & 7, T = w & 127;
   const int nqt = (S + 63) / 64;
   const int qt = (int)(tile % nqt);
   const int64_t bh = tile / nqt;
   const int h = (int)(bh % nq), b = (int)(bh / nq);
-  const int wg = T >> 7, wq = (T >> 5) & 3, g = (T >> 2) & 7, t = T & 3;
+  const int wq = T >> 5, g = (T >> 2) & 7, t = T & 3;
   const int row = qt * 64 + wq * 16 + g, col = wg * 64 + 8 * j + 2 * t;
   const float4 a = reinterpret_cast<const float4 *>(acc)[idx];
   bf16 *base = dq + (((int64_t)b * S + row) * nq + h) * 128 + col;
@@ -1589,17 +1590,18 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
 
 /* dQ modes of the dK/dV kernel (its template argument FQ), one per variant
  * of the wgmma backward (PLATEAU_ATTN_WGMMA_BWD, see wgb_names) */
-enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2, WGB_DQ_BULK2 = 3, WGB_DQ_COUNT = 4 };
-/* K, V [2][128][64] + Q, dO [2 buf][2][64][64] swizzled; with dQ dS^T [2
- * buf][128][64] swizzled; with bulk dQ the stage [8][256][4] f32; LSE, D [2
- * buf][64] f32; 1024 B to align: 133,120 B (split), 165,888 B (fused),
- * 198,656 B (bulk) */
-static constexpr size_t wgb_dkdv_smem_bytes(int fq) {
-  return (size_t)2 * WGB_BN * 128 * 2 + (size_t)2 * 2 * WGB_BM * 128 * 2 +
+enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2, WGB_DQ_COUNT = 3 };
+/* K, V [2][128][64] + Q, dO [nb buf][2][64][64] swizzled; with dQ dS^T [2
+ * buf][128][64] swizzled; with bulk dQ the stage [2][8][128][4] f32; LSE, D
+ * [nb buf][64] f32; 1024 B to align.  Two buffers: 133,120 B (split),
+ * 165,888 B (fused), 198,656 B (bulk); three: 166,400 / 199,168 / 231,936 B
+ * (the opt-in limit is 232,448). */
+static constexpr size_t wgb_dkdv_smem_bytes(int fq, int nb) {
+  return (size_t)2 * WGB_BN * 128 * 2 + (size_t)nb * 2 * WGB_BM * 128 * 2 +
          (fq ? (size_t)2 * WGB_BN * WGB_BM * 2 : 0) +
-         (fq >= WGB_DQ_BULK ? (size_t)(fq - 1) * WGB_BM * 128 * 4 : 0) +
-         (size_t)2 * 2 * WGB_BM * 4 + 1024;
+         (fq == WGB_DQ_BULK ? (size_t)WGB_BM * 128 * 4 : 0) + (size_t)nb * 2 * WGB_BM * 4 + 1024;
 }
+static_assert(wgb_dkdv_smem_bytes(WGB_DQ_BULK, 3) <= 232448, "the dK/dV kernel's shared memory");
 /* Q, dO [2][128][64] + K, V [2 buf][2][64][64] swizzled; 1024 B to align:
  * 132,096 B */
 static constexpr size_t wgb_dq_smem_bytes() {
@@ -1656,27 +1658,30 @@ static __device__ __forceinline__ void wg_issue_rs_mn(float (&acc)[64],
 
 /* grid (ceil(S/128), n_kv, B), 256 threads (two warpgroups).  FQ (a
  * WGB_DQ_* mode): also dQ += dS K into p.dqacc, by fp32 atomics into its row
- * layout (ATOMIC, the fused variant) or by one bulk reduction per step into
- * its tiled layout (BULK; see attn_dq_convert_tiled_kernel). */
-template <int FQ>
+ * layout (ATOMIC, the fused variant) or by bulk reductions into its tiled
+ * layout (BULK; see attn_dq_convert_tiled_kernel).  NB: Q, dO (and LSE, D)
+ * buffers: 2 with two block barriers per step (at its start and before dQ),
+ * 3 with one (before dQ; see "Synchronization" above). */
+template <int FQ, int NB>
 static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(AttnParams p) {
 #if PL_WGMMA_OK
   constexpr int D = 128, BN = WGB_BN, BM = WGB_BM, NT = 256;
+  constexpr bool BULK = FQ == WGB_DQ_BULK, ONEBAR = NB == 3;
+  static_assert(NB == 2 || NB == 3, "two or three Q, dO buffers");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  bf16 *sK = reinterpret_cast<bf16 *>(base);                       /* [2][BN][64]        */
-  bf16 *sV = sK + BN * 128;                                        /* [2][BN][64]        */
-  bf16 *sQ = sV + BN * 128;                                        /* [2 buf][2][BM][64] */
-  bf16 *sdO = sQ + 2 * BM * 128;                                   /* [2 buf][2][BM][64] */
-  bf16 *sdS = sdO + 2 * BM * 128; /* [2 buf][BN][64] (FQ) */
-  constexpr bool BULK = FQ >= WGB_DQ_BULK;
-  constexpr int NSTAGE = FQ == WGB_DQ_BULK2 ? 2 : 1; /* dQ stages (BULK) */
-  float *sdQ = reinterpret_cast<float *>(sdS + (FQ ? 2 * BN * BM : 0)); /* [NSTAGE][8][256][4] */
-  float *sL = sdQ + (BULK ? NSTAGE * BM * 128 : 0); /* [2 buf][BM] LSE */
-  float *sDl = sL + 2 * BM;                                        /* [2 buf][BM] D      */
+  bf16 *sK = reinterpret_cast<bf16 *>(base);                       /* [2][BN][64]         */
+  bf16 *sV = sK + BN * 128;                                        /* [2][BN][64]         */
+  bf16 *sQ = sV + BN * 128;                                        /* [NB buf][2][BM][64] */
+  bf16 *sdO = sQ + NB * BM * 128;                                  /* [NB buf][2][BM][64] */
+  bf16 *sdS = sdO + NB * BM * 128; /* [2 buf][BN][64] (FQ) */
+  float *sdQ = reinterpret_cast<float *>(sdS + (FQ ? 2 * BN * BM : 0)); /* [2][8][128][4] */
+  float *sL = sdQ + (BULK ? BM * 128 : 0); /* [NB buf][BM] LSE */
+  float *sDl = sL + NB * BM;               /* [NB buf][BM] D   */
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = warp >> 2, wq = warp & 3, g = lane >> 2, t = lane & 3;
+  const bool leader = (tid & 127) == 0; /* issues its warpgroup's bulk reductions (ONEBAR) */
   const int hk = blockIdx.y, b = blockIdx.z, S = p.S;
   const int k0 = blockIdx.x * BN; /* longest key blocks (most queries) first */
   const int kw0 = k0 + wg * 64;   /* this warpgroup's first key */
@@ -1708,6 +1713,10 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
   load_tile_sw128<BN, NT>(sV, gV, k0, S, kstride, tid);
   issue(0, 0);
   cp_async_commit();
+  if (ONEBAR) { /* two steps ahead: step 1 now, step it + 2 after step it's barrier */
+    if (niter > 1) issue(1, 1);
+    cp_async_commit();
+  }
 
   float dk[64], dv[64];
 #pragma unroll
@@ -1715,22 +1724,30 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
   const int key_r = kw0 + wq * 16 + g; /* this thread's keys: key_r, key_r + 8 */
   /* FQ: the dQ tile of a step (query tile pend_q of head pend_h; -1: none)
    * stays in flight over the barrier into the next step, which adds it to
-   * dQacc (ATOMIC) or stores it to the stage sdQ, added to dQacc's tile by
-   * thread 0 after the middle barrier (BULK) */
+   * dQacc (ATOMIC) or stores it to the stage sdQ, from which bulk reductions
+   * add it to dQacc's tile (BULK): thread 0 after the middle barrier, all
+   * 32 KB (two barriers), or each warpgroup's leader its 16 KB half at once
+   * (one barrier) */
   float dqp[32];
   int pend_q = -1, pend_h = 0;
-  /* BULK: the stage and dQacc's tiles hold dqp[4j..4j+3] of thread T at
-   * float4 j·256 + T: 16-byte stores, conflict-free */
-  auto dq_stage = [&](int sg) {
-    float4 *s4 = reinterpret_cast<float4 *>(sdQ + sg * BM * 128);
+  /* BULK: the stage and dQacc's tiles hold dqp[4j..4j+3] of thread T =
+   * 128·wg + T' at float4 1024·wg + 128·j + T': 16-byte stores,
+   * conflict-free, each warpgroup's half contiguous */
+  auto dq_stage = [&]() {
+    float4 *s4 = reinterpret_cast<float4 *>(sdQ) + wg * 1024 + (tid & 127);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
-      s4[j * 256 + tid] = make_float4(dqp[4 * j], dqp[4 * j + 1], dqp[4 * j + 2], dqp[4 * j + 3]);
+      s4[j * 128] = make_float4(dqp[4 * j], dqp[4 * j + 1], dqp[4 * j + 2], dqp[4 * j + 3]);
   };
-  auto dq_bulk = [&](int q0, int h, int sg) { /* thread 0, after a barrier past dq_stage */
+  /* after a barrier past dq_stage: half -1 (all) by thread 0, else by the
+   * leader of warpgroup `half` */
+  auto dq_bulk = [&](int q0, int h, int half) {
     const int nqt = (S + BM - 1) / BM;
-    bulk_add_f32(p.dqacc + (((int64_t)b * p.nq + h) * nqt + q0 / BM) * (BM * D),
-                 sdQ + sg * BM * 128, BM * D * 4);
+    const int64_t off = (((int64_t)b * p.nq + h) * nqt + q0 / BM) * (BM * D);
+    if (half < 0)
+      bulk_add_f32(p.dqacc + off, sdQ, BM * D * 4);
+    else
+      bulk_add_f32(p.dqacc + off + half * (BM * D / 2), sdQ + half * (BM * D / 2), BM * D * 2);
     bulk_commit();
   };
   /* element 4j + e: query q0 + 16wq + g + 8·(e>>1), d 64wg + 8j + 2t + (e&1) */
@@ -1750,16 +1767,18 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
   };
 
   for (int it = 0; it < niter; ++it) {
-    const int buf = it & 1;
-    /* step it's tiles in place and fenced for the async proxy; step it-1
-     * (both warpgroups) done with buffer buf^1 */
-    cp_async_wait<0>();
-    if (BULK && tid == 0) bulk_wait_read<NSTAGE - 1>(); /* stage it % NSTAGE is free */
-    fence_proxy_async();
-    __syncthreads();
-    if (it + 1 < niter) {
-      issue(it + 1, buf ^ 1);
-      cp_async_commit();
+    const int buf = it % NB;
+    if (!ONEBAR || it == 0) {
+      /* step it's tiles in place and fenced for the async proxy; step it-1
+       * (both warpgroups) done with buffer buf^1 (two barriers) */
+      cp_async_wait<ONEBAR ? 1 : 0>();
+      if (BULK && !ONEBAR && tid == 0) bulk_wait_read<0>(); /* the stage is free */
+      fence_proxy_async();
+      __syncthreads();
+      if (!ONEBAR && it + 1 < niter) {
+        issue(it + 1, buf ^ 1);
+        cp_async_commit();
+      }
     }
     const int qs = walk.qs(it);
     /* (the diagonal tile's second warpgroup has every key after every query:
@@ -1768,12 +1787,19 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     const bf16 *cQ = sQ + buf * BM * 128, *cdO = sdO + buf * BM * 128;
     uint32_t ap[BM / 16][4], as[BM / 16][4];
     float st[32], dpt[32];
-    bf16 *cdS = sdS + buf * BN * BM;
+    bf16 *cdS = sdS + (it & 1) * BN * BM;
     if (FQ) { /* the previous step's dQ, run over the barrier, to dQacc or the stage */
       wg_wait0();
       wg_hold(dqp);
       if (FQ == WGB_DQ_ATOMIC && pend_q >= 0) dq_flush(pend_q, pend_h);
-      if (BULK && pend_q >= 0) dq_stage(it % NSTAGE);
+      if (BULK && pend_q >= 0) {
+        dq_stage();
+        if (ONEBAR) { /* this warpgroup's half, reduced at once by its leader */
+          fence_proxy_async();
+          named_bar_sync(1 + wg, 128);
+          if (leader) dq_bulk(pend_q, pend_h, wg);
+        }
+      }
     }
     /* S^T = K Q^T, dP^T = V dO^T (this warpgroup's 64 keys × 64 queries), one
      * group each: P^T is computed and dV issued while dP^T runs, dS^T while
@@ -1850,19 +1876,32 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
       wg_hold(dv);
       wg_hold(dk);
     }
-    if (FQ) {
-      /* dQ (64 queries × 128 d) = dS (64 × 128 keys) K (128 × 128): both
-       * warpgroups' dS^T halves, so a barrier first (with the async-proxy
-       * fence of the stores); warpgroup wg takes d half wg, m64n64, A = dS^T
-       * as MN-major (rows = keys = K index, 64 queries per row), B = the K
-       * tile's half wg as MN-major (all 128 keys, also on the diagonal tile
-       * where the second half of dS is 0: no branch around wgmma).
-       * Left in flight: flushed by the next step (or after the loop); dS^T
-       * is double-buffered, as a warpgroup may still read buffer buf when
-       * the other writes buf^1 in the next step. */
+    if (FQ || ONEBAR) {
+      /* the middle barrier: both warpgroups' dS^T stored (FQ); with one
+       * barrier per step also step it+1's tiles landed (each thread's own
+       * copies waited for, then fenced) and step it-1 done with buffer
+       * (it+2) % 3, refilled right after; a leader's last bulk reduction has
+       * read its stage (rewritten next step) */
+      if (ONEBAR) cp_async_wait<0>();
+      if (BULK && ONEBAR && leader) bulk_wait_read<0>();
       fence_proxy_async(); /* (BULK: also the stage's stores before the bulk read) */
       __syncthreads();
-      if (BULK && tid == 0 && pend_q >= 0) dq_bulk(pend_q, pend_h, it % NSTAGE);
+      if (ONEBAR) {
+        if (it + 2 < niter) issue(it + 2, (it + 2) % NB);
+        cp_async_commit();
+      }
+    }
+    if (FQ) {
+      /* dQ (64 queries × 128 d) = dS (64 × 128 keys) K (128 × 128): both
+       * warpgroups' dS^T halves (hence the barrier above); warpgroup wg takes
+       * d half wg, m64n64, A = dS^T as MN-major (rows = keys = K index, 64
+       * queries per row), B = the K tile's half wg as MN-major (all 128 keys,
+       * also on the diagonal tile where the second half of dS is 0: no
+       * branch around wgmma).  Left in flight: flushed by the next step (or
+       * after the loop); dS^T is double-buffered, as a warpgroup may still
+       * read buffer it&1 when the other writes the other one in the next
+       * step. */
+      if (BULK && !ONEBAR && tid == 0 && pend_q >= 0) dq_bulk(pend_q, pend_h, -1);
       wg_fence();
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk)
@@ -1886,14 +1925,24 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
   if (BULK) { /* the last step's dQ; then every bulk reduction complete */
     wg_wait0();
     wg_hold(dqp);
-    if (tid == 0) bulk_wait_read<0>();
-    __syncthreads();
-    if (pend_q >= 0) dq_stage(0);
+    if (!ONEBAR) {
+      if (tid == 0) bulk_wait_read<0>();
+      __syncthreads();
+    } /* (one barrier: the leaders waited before the last step's barrier) */
+    if (pend_q >= 0) dq_stage();
     fence_proxy_async();
-    __syncthreads();
-    if (tid == 0) {
-      if (pend_q >= 0) dq_bulk(pend_q, pend_h, 0);
-      bulk_wait0();
+    if (ONEBAR) {
+      named_bar_sync(1 + wg, 128);
+      if (leader) {
+        if (pend_q >= 0) dq_bulk(pend_q, pend_h, wg);
+        bulk_wait0();
+      }
+    } else {
+      __syncthreads();
+      if (tid == 0) {
+        if (pend_q >= 0) dq_bulk(pend_q, pend_h, -1);
+        bulk_wait0();
+      }
     }
   }
   cp_async_wait<0>();
@@ -2200,7 +2249,7 @@ static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
  * each, no atomics), fused (one kernel, dQ through fp32 atomics into the
  * workspace; the default) or bulk (fused with one bulk reduction per step
  * into a tiled workspace; experimental: not yet run on a GPU). */
-static const char *const wgb_names[WGB_DQ_COUNT] = {"split", "fused", "bulk", "bulk2"};
+static const char *const wgb_names[WGB_DQ_COUNT] = {"split", "fused", "bulk"};
 static pl_status wgmma_bwd_variant(int *mode) {
   return env_choice("PLATEAU_ATTN_WGMMA_BWD", wgb_names, WGB_DQ_COUNT, WGB_DQ_ATOMIC, mode);
 }
@@ -2217,14 +2266,27 @@ static pl_status bwd_walk_order(int *w) {
  * dQacc (acc_el floats) zeroed, the dK/dV kernel adding dS K into it (row
  * layout, its first nq_el floats, or tiled for bulk), then the bf16
  * conversion. */
+template <int NB> static void (*dkdv_kernel(int mode))(AttnParams) {
+  return mode == WGB_DQ_NONE     ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_NONE, NB>
+         : mode == WGB_DQ_ATOMIC ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_ATOMIC, NB>
+                                 : attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK, NB>;
+}
+
+/* PLATEAU_ATTN_WGMMA_SYNC = two (default) | one: block barriers per step of
+ * the wgmma dK/dV kernel (two or three Q, dO buffers; see "Synchronization"). */
+static const char *const sync_names[2] = {"two", "one"};
+static pl_status wgmma_bwd_bufs(int *nb) {
+  int i = 0;
+  PL_TRY(env_choice("PLATEAU_ATTN_WGMMA_SYNC", sync_names, 2, 0, &i));
+  *nb = 2 + i;
+  return PL_OK;
+}
+
 static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int64_t nq_el,
-                                  size_t acc_el, int mode) {
+                                  size_t acc_el, int mode, int nb) {
   const bool fused = mode != WGB_DQ_NONE;
-  const size_t smem_kv = wgb_dkdv_smem_bytes(mode), smem_q = wgb_dq_smem_bytes();
-  auto kv = mode == WGB_DQ_NONE     ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_NONE>
-            : mode == WGB_DQ_ATOMIC ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_ATOMIC>
-            : mode == WGB_DQ_BULK   ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK>
-                                    : attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK2>;
+  const size_t smem_kv = wgb_dkdv_smem_bytes(mode, nb), smem_q = wgb_dq_smem_bytes();
+  auto kv = nb == 3 ? dkdv_kernel<3>(mode) : dkdv_kernel<2>(mode);
   cudaError_t e =
       cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
   if (e == cudaSuccess && !fused)
@@ -2238,7 +2300,7 @@ static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int
   dim3 gkv((unsigned)((p.S + WGB_BN - 1) / WGB_BN), (unsigned)p.nkv, B);
   kv<<<gkv, 256, smem_kv, st>>>(p);
   PL_TRY(cuda_check("bwd dkdv wgmma launch"));
-  if (mode >= WGB_DQ_BULK) {
+  if (mode == WGB_DQ_BULK) {
     const int64_t ntiles = (int64_t)B * p.nq * ((p.S + 63) / 64);
     attn_dq_convert_tiled_kernel<<<(unsigned)(ntiles * 2048 / 256), 256, 0, st>>>(
         p.dqacc, p.dq, p.S, p.nq, ntiles, p.scale);
@@ -2264,17 +2326,18 @@ static pl_status bwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
   const unsigned B = (unsigned)sh->batch;
   const bool wg = D == 128 && (sh->algo == PL_ATTN_WGMMA ||
                                 (sh->algo == PL_ATTN_AUTO && wgmma_built(ps)));
-  int mode = WGB_DQ_ATOMIC;
+  int mode = WGB_DQ_ATOMIC, nb = 2;
   if (wg) {
     PL_TRY(wgmma_available(ps));
     PL_TRY(wgmma_bwd_variant(&mode));
+    PL_TRY(wgmma_bwd_bufs(&nb));
   }
   PL_TRY(bwd_walk_order(&p.walk));
   const int64_t nq_el = sh->batch * sh->seq * (int64_t)sh->n_q * D;
   dim3 rows((unsigned)((p.S + 3) / 4), (unsigned)p.nq, B);
   attn_delta_kernel<D><<<rows, 128, 0, st>>>(p);
   PL_TRY(cuda_check("bwd delta launch"));
-  if (wg) return bwd_wgmma_launch(st, p, B, nq_el, pl_attn_dqacc_elems(sh), mode);
+  if (wg) return bwd_wgmma_launch(st, p, B, nq_el, pl_attn_dqacc_elems(sh), mode, nb);
   if (!use_mma(sh)) {
     attn_bwd_dq_simple_kernel<D><<<rows, 128, 0, st>>>(p);
     PL_TRY(cuda_check("bwd dq simple launch"));
@@ -2383,7 +2446,6 @@ extern "C" const char *pl_cuda_attn_bwd_kernel(pl_stream *s, const pl_attn_shape
     pl_clear_error();
     return "wgmma (bad PLATEAU_ATTN_WGMMA_BWD)";
   }
-  static const char *const names[WGB_DQ_COUNT] = {"wgmma/split", "wgmma/fused", "wgmma/bulk",
-                                                  "wgmma/bulk2"};
+  static const char *const names[WGB_DQ_COUNT] = {"wgmma/split", "wgmma/fused", "wgmma/bulk"};
   return names[mode];
 }

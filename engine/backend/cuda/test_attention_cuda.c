@@ -101,9 +101,11 @@ static int cmp(const char *tag, const char *what, const void *got, pl_dtype dt, 
  * only that one (to isolate a kernel that faults: a fault ends the
  * process), and finds it restored after the loop. */
 static const char *const wgmma_v_all[] = {"transpose", "mn", "mn128", "pipe", "mn128pp", NULL};
-static const char *const wgmma_bwd_all[] = {"fused", "split", "bulk", "bulk2", NULL};
-/* the step orders of the dK/dV kernels (PLATEAU_ATTN_BWD_WALK) */
+static const char *const wgmma_bwd_all[] = {"fused", "split", "bulk", NULL};
+/* the step orders of the dK/dV kernels (PLATEAU_ATTN_BWD_WALK) and the wgmma
+ * dK/dV kernel's barriers per step (PLATEAU_ATTN_WGMMA_SYNC) */
 static const char *const bwd_walk_all[] = {"asc", "desc", NULL};
+static const char *const wgmma_sync_all[] = {"two", "one", NULL};
 
 typedef struct env_sweep {
   const char *var;
@@ -232,13 +234,15 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
     env_sweep_end(&wp);
     /* wgmma backward, each variant in each step order, on SIMPLE's O and
      * LSE, so that its dQ, dK, dV compare with SIMPLE's on equal inputs */
-    env_sweep bw, bk;
+    env_sweep bw, bk, bs2;
     env_sweep_begin(&bw, "PLATEAU_ATTN_WGMMA_BWD", wgmma_bwd_all);
     env_sweep_begin(&bk, "PLATEAU_ATTN_BWD_WALK", bwd_walk_all);
+    env_sweep_begin(&bs2, "PLATEAU_ATTN_WGMMA_SYNC", wgmma_sync_all);
     int unsupported = 0;
-    for (int bv = 0; bv < bw.n * bk.n && !unsupported; bv++) {
+    for (int bv = 0; bv < bw.n * bk.n * bs2.n && !unsupported; bv++) {
       const char *wn = env_sweep_set(&bk, bv % bk.n);
-      const char *bn = env_sweep_set(&bw, bv / bk.n);
+      const char *sn = env_sweep_set(&bs2, bv / bk.n % bs2.n);
+      const char *bn = env_sweep_set(&bw, bv / (bk.n * bs2.n));
       ck_assert_int_eq(pl_memcpy_async(gs, g.o, hs.o, nqe * 2), PL_OK);
       ck_assert_int_eq(pl_memcpy_async(gs, g.lse, hs.lse, nr * 4), PL_OK);
       ck_assert_int_eq(pl_fill(gs, g.dq, PL_BF16, nqe, NAN), PL_OK);
@@ -247,8 +251,8 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
       pl_status bs = pl_attn_bwd(gs, &sh, g.q, g.k, g.v, g.o, g.dout, g.lse, g.dq, g.dk, g.dv);
       if (bs == PL_OK) bs = pl_stream_sync(gs);
       if (bs != PL_OK) {
-        printf("#   wgmma backward %s (walk %s): %s: %s\n", bn, wn, pl_strerror(bs),
-               pl_last_error());
+        printf("#   wgmma backward %s (walk %s, %s barrier(s)): %s: %s\n", bn, wn, sn,
+               pl_strerror(bs), pl_last_error());
         unsupported = bs == PL_EUNSUPPORTED;
         ok &= unsupported; /* no sm_90a code: the same for every variant */
         continue;
@@ -257,18 +261,19 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
       d2h(wq, g.dq, nqe * 2);
       d2h(wk, g.dk, nke * 2);
       d2h(wv, g.dv, nke * 2);
-      char tag[32];
-      snprintf(tag, sizeof tag, "wg-%s/%s/sm", bn, wn);
-      printf("#   wgmma backward %s (walk %s) vs simple:\n", bn, wn);
+      char tag[40];
+      snprintf(tag, sizeof tag, "wg-%s/%s/%s/sm", bn, wn, sn);
+      printf("#   wgmma backward %s (walk %s, %s barrier(s)) vs simple:\n", bn, wn, sn);
       int wok = cmp(tag, "dQ", wq, PL_BF16, hs.dq, PL_BF16, nqe, tg);
       wok &= cmp(tag, "dK", wk, PL_BF16, hs.dk, PL_BF16, nke, tg);
       wok &= cmp(tag, "dV", wv, PL_BF16, hs.dv, PL_BF16, nke, tg);
-      if (!wok) printf("#   WGMMA BACKWARD MISMATCH (%s, walk %s)\n", bn, wn);
+      if (!wok) printf("#   WGMMA BACKWARD MISMATCH (%s, walk %s, %s barrier(s))\n", bn, wn, sn);
       ok &= wok;
       free(wq);
       free(wk);
       free(wv);
     }
+    env_sweep_end(&bs2);
     env_sweep_end(&bk);
     env_sweep_end(&bw);
     sh.algo = PL_ATTN_MMA;
@@ -427,10 +432,14 @@ START_TEST(cuda_tflops) {
         env_sweep_end(&wp);
         /* the wgmma backward, each variant (its O and LSE: the last forward's)
          */
-        env_sweep bw;
+        env_sweep bw, bs2;
         env_sweep_begin(&bw, "PLATEAU_ATTN_WGMMA_BWD", wgmma_bwd_all);
-        for (int bv = 0; bv < bw.n; bv++) {
-          const char *bn = env_sweep_set(&bw, bv);
+        env_sweep_begin(&bs2, "PLATEAU_ATTN_WGMMA_SYNC", wgmma_sync_all);
+        for (int bv = 0; bv < bw.n * bs2.n; bv++) {
+          const char *sn = env_sweep_set(&bs2, bv % bs2.n);
+          const char *bn = env_sweep_set(&bw, bv / bs2.n);
+          char label[32];
+          snprintf(label, sizeof label, "%s, %s barrier(s)", bn, sn);
           pl_status bs = pl_attn_bwd(gs, &t.sh, t.g.q, t.g.k, t.g.v, t.g.o, t.g.dout, t.g.lse,
                                      t.g.dq, t.g.dk, t.g.dv);
           if (bs == PL_OK) bs = pl_stream_sync(gs);
@@ -438,8 +447,9 @@ START_TEST(cuda_tflops) {
             printf("# tflops wgmma backward %s: %s\n", bn, pl_last_error());
             break;
           }
-          print_wgmma_tflops(&t.sh, "bwd", time_ms(&t, 1, 5), fb, "", bn);
+          print_wgmma_tflops(&t.sh, "bwd", time_ms(&t, 1, 5), fb, "", label);
         }
+        env_sweep_end(&bs2);
         env_sweep_end(&bw);
         continue;
       }
