@@ -905,6 +905,10 @@ static __device__ __forceinline__ void wg_wait0() {
 static __device__ __forceinline__ void wg_wait1() {
   asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 }
+/* all but the two newest */
+static __device__ __forceinline__ void wg_wait2() {
+  asm volatile("wgmma.wait_group.sync.aligned 2;\n" ::: "memory");
+}
 static __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
@@ -1591,6 +1595,9 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
 /* dQ modes of the dK/dV kernel (its template argument FQ), one per variant
  * of the wgmma backward (PLATEAU_ATTN_WGMMA_BWD, see wgb_names) */
 enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2, WGB_DQ_COUNT = 3 };
+/* synchronization schemes of the dK/dV kernel (its template argument SY;
+ * PLATEAU_ATTN_WGMMA_SYNC, see sync_names) */
+enum { WGB_SYNC_TWO = 0, WGB_SYNC_ONE = 1, WGB_SYNC_LATE = 2, WGB_SYNC_COUNT = 3 };
 /* K, V [2][128][64] + Q, dO [nb buf][2][64][64] swizzled; with dQ dS^T [2
  * buf][128][64] swizzled; with bulk dQ the stage [2][8][128][4] f32; LSE, D
  * [nb buf][64] f32; 1024 B to align.  Two buffers: 133,120 B (split),
@@ -1659,15 +1666,17 @@ static __device__ __forceinline__ void wg_issue_rs_mn(float (&acc)[64],
 /* grid (ceil(S/128), n_kv, B), 256 threads (two warpgroups).  FQ (a
  * WGB_DQ_* mode): also dQ += dS K into p.dqacc, by fp32 atomics into its row
  * layout (ATOMIC, the fused variant) or by bulk reductions into its tiled
- * layout (BULK; see attn_dq_convert_tiled_kernel).  NB: Q, dO (and LSE, D)
- * buffers: 2 with two block barriers per step (at its start and before dQ),
- * 3 with one (before dQ; see "Synchronization" above). */
-template <int FQ, int NB>
+ * layout (BULK; see attn_dq_convert_tiled_kernel).  SY (a WGB_SYNC_*
+ * scheme): two block barriers per step (at its start and before dQ; 2 Q, dO
+ * (and LSE, D) buffers), or one (before dQ; 3 buffers), the dQ of a step
+ * issued at its end or at the start of the next (LATE; see "Synchronization"
+ * above). */
+template <int FQ, int SY>
 static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(AttnParams p) {
 #if PL_WGMMA_OK
   constexpr int D = 128, BN = WGB_BN, BM = WGB_BM, NT = 256;
-  constexpr bool BULK = FQ == WGB_DQ_BULK, ONEBAR = NB == 3;
-  static_assert(NB == 2 || NB == 3, "two or three Q, dO buffers");
+  constexpr bool BULK = FQ == WGB_DQ_BULK, ONEBAR = SY != WGB_SYNC_TWO;
+  constexpr int NB = ONEBAR ? 3 : 2;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   bf16 *sK = reinterpret_cast<bf16 *>(base);                       /* [2][BN][64]         */
@@ -1766,6 +1775,27 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     }
   };
 
+  /* dQ (64 queries × 128 d) = dS (64 × 128 keys) K (128 × 128) from dS^T
+   * buffer dsb, both warpgroups' halves (so after a barrier past their
+   * stores); warpgroup wg takes d half wg, m64n64, A = dS^T as MN-major (rows
+   * = keys = K index, 64 queries per row), B = the K tile's half wg as
+   * MN-major (all 128 keys, also on the diagonal tile where the second half
+   * of dS is 0: no branch around wgmma).  One committed group. */
+  auto dq_issue = [&](int dsb) {
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+      wg_m64n64_ss<1, 1>(dqp, wg_desc_mn(sdS + dsb * BN * BM + kk * 16 * 64, BM * 128),
+                           wg_desc_mn(sK + wg * (BN * 64) + kk * 16 * 64, BN * 128), kk > 0);
+    wg_commit();
+  };
+  /* LATE: step it issues the dQ of step it-1 just before its own S^T and
+   * dP^T (then adds or stages it once that group is done, the two others
+   * running), so the tensor pipe does not drain at the step boundary; at
+   * step 0 it computes a dQ from the unwritten dS^T buffer and drops it (a
+   * branch around wgmma would serialize the kernel's wgmma) */
+  constexpr bool LATE = FQ && SY == WGB_SYNC_LATE;
+
   for (int it = 0; it < niter; ++it) {
     const int buf = it % NB;
     if (!ONEBAR || it == 0) {
@@ -1788,7 +1818,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     uint32_t ap[BM / 16][4], as[BM / 16][4];
     float st[32], dpt[32];
     bf16 *cdS = sdS + (it & 1) * BN * BM;
-    if (FQ) { /* the previous step's dQ, run over the barrier, to dQacc or the stage */
+    if (FQ && !LATE) { /* the previous step's dQ, run over the barrier, to dQacc or the stage */
       wg_wait0();
       wg_hold(dqp);
       if (FQ == WGB_DQ_ATOMIC && pend_q >= 0) dq_flush(pend_q, pend_h);
@@ -1801,6 +1831,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
         }
       }
     }
+    if (LATE) dq_issue((it + 1) & 1); /* step it-1's */
     /* S^T = K Q^T, dP^T = V dO^T (this warpgroup's 64 keys × 64 queries), one
      * group each: P^T is computed and dV issued while dP^T runs, dS^T while
      * dV runs (FlashAttention-3's intra-warpgroup overlap).  (Adding the
@@ -1821,6 +1852,17 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
       wg_m64n64_ss(dpt, wg_desc_k(sV + ao), wg_desc_k(cdO + bo), kk > 0);
     }
     wg_commit();
+    if (LATE) {
+      wg_wait2(); /* step it-1's dQ done; S^T, dP^T may still run */
+      wg_hold(dqp);
+      if (FQ == WGB_DQ_ATOMIC && pend_q >= 0) dq_flush(pend_q, pend_h);
+      if (BULK && pend_q >= 0) { /* this warpgroup's half, reduced at once by its leader */
+        dq_stage();
+        fence_proxy_async();
+        named_bar_sync(1 + wg, 128);
+        if (leader) dq_bulk(pend_q, pend_h, wg);
+      }
+    }
     wg_wait1(); /* S^T done; dP^T may still run */
     wg_hold(st);
 
@@ -1892,23 +1934,17 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
       }
     }
     if (FQ) {
-      /* dQ (64 queries × 128 d) = dS (64 × 128 keys) K (128 × 128): both
-       * warpgroups' dS^T halves (hence the barrier above); warpgroup wg takes
-       * d half wg, m64n64, A = dS^T as MN-major (rows = keys = K index, 64
-       * queries per row), B = the K tile's half wg as MN-major (all 128 keys,
-       * also on the diagonal tile where the second half of dS is 0: no
-       * branch around wgmma).  Left in flight: flushed by the next step (or
-       * after the loop); dS^T is double-buffered, as a warpgroup may still
-       * read buffer it&1 when the other writes the other one in the next
-       * step. */
+      /* dQ of this step (both warpgroups' dS^T halves: hence the barrier
+       * above), issued now and left in flight, flushed by the next step (or
+       * after the loop), or issued by the next step (LATE); dS^T is
+       * double-buffered, as a warpgroup may still read buffer it&1 when the
+       * other writes the other one in the next step. */
       if (BULK && !ONEBAR && tid == 0 && pend_q >= 0) dq_bulk(pend_q, pend_h, -1);
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk)
-        wg_m64n64_ss<1, 1>(dqp, wg_desc_mn(cdS + kk * 16 * 64, BM * 128),
-                             wg_desc_mn(sK + wg * (BN * 64) + kk * 16 * 64, BN * 128), kk > 0);
-      wg_commit();
-      wg_wait1(); /* dV, dK done: ap, as and the Q, dO buffer free */
+      if (!LATE) dq_issue(it & 1);
+      if (LATE)
+        wg_wait0(); /* dV, dK done: ap, as and the Q, dO buffer free */
+      else
+        wg_wait1(); /* (the same, dQ running) */
       wg_hold(dv);
       wg_hold(dk);
       wg_hold(ap);
@@ -1918,11 +1954,13 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     }
   }
   if (FQ == WGB_DQ_ATOMIC) {
+    if (LATE) dq_issue((niter - 1) & 1);
     wg_wait0();
     wg_hold(dqp);
     if (pend_q >= 0) dq_flush(pend_q, pend_h);
   }
   if (BULK) { /* the last step's dQ; then every bulk reduction complete */
+    if (LATE) dq_issue((niter - 1) & 1);
     wg_wait0();
     wg_hold(dqp);
     if (!ONEBAR) {
@@ -2266,27 +2304,27 @@ static pl_status bwd_walk_order(int *w) {
  * dQacc (acc_el floats) zeroed, the dK/dV kernel adding dS K into it (row
  * layout, its first nq_el floats, or tiled for bulk), then the bf16
  * conversion. */
-template <int NB> static void (*dkdv_kernel(int mode))(AttnParams) {
-  return mode == WGB_DQ_NONE     ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_NONE, NB>
-         : mode == WGB_DQ_ATOMIC ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_ATOMIC, NB>
-                                 : attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK, NB>;
+template <int SY> static void (*dkdv_kernel(int mode))(AttnParams) {
+  return mode == WGB_DQ_NONE     ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_NONE, SY>
+         : mode == WGB_DQ_ATOMIC ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_ATOMIC, SY>
+                                 : attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK, SY>;
 }
 
-/* PLATEAU_ATTN_WGMMA_SYNC = two (default) | one: block barriers per step of
- * the wgmma dK/dV kernel (two or three Q, dO buffers; see "Synchronization"). */
-static const char *const sync_names[2] = {"two", "one"};
-static pl_status wgmma_bwd_bufs(int *nb) {
-  int i = 0;
-  PL_TRY(env_choice("PLATEAU_ATTN_WGMMA_SYNC", sync_names, 2, 0, &i));
-  *nb = 2 + i;
-  return PL_OK;
+/* PLATEAU_ATTN_WGMMA_SYNC = two (default) | one | late: the wgmma dK/dV
+ * kernel's synchronization scheme (see "Synchronization"). */
+static const char *const sync_names[WGB_SYNC_COUNT] = {"two", "one", "late"};
+static pl_status wgmma_bwd_sync(int *sy) {
+  return env_choice("PLATEAU_ATTN_WGMMA_SYNC", sync_names, WGB_SYNC_COUNT, WGB_SYNC_TWO, sy);
 }
 
 static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int64_t nq_el,
-                                  size_t acc_el, int mode, int nb) {
+                                  size_t acc_el, int mode, int sy) {
   const bool fused = mode != WGB_DQ_NONE;
-  const size_t smem_kv = wgb_dkdv_smem_bytes(mode, nb), smem_q = wgb_dq_smem_bytes();
-  auto kv = nb == 3 ? dkdv_kernel<3>(mode) : dkdv_kernel<2>(mode);
+  const size_t smem_kv = wgb_dkdv_smem_bytes(mode, sy == WGB_SYNC_TWO ? 2 : 3),
+               smem_q = wgb_dq_smem_bytes();
+  auto kv = sy == WGB_SYNC_TWO   ? dkdv_kernel<WGB_SYNC_TWO>(mode)
+            : sy == WGB_SYNC_ONE ? dkdv_kernel<WGB_SYNC_ONE>(mode)
+                                 : dkdv_kernel<WGB_SYNC_LATE>(mode);
   cudaError_t e =
       cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
   if (e == cudaSuccess && !fused)
@@ -2326,18 +2364,18 @@ static pl_status bwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
   const unsigned B = (unsigned)sh->batch;
   const bool wg = D == 128 && (sh->algo == PL_ATTN_WGMMA ||
                                 (sh->algo == PL_ATTN_AUTO && wgmma_built(ps)));
-  int mode = WGB_DQ_ATOMIC, nb = 2;
+  int mode = WGB_DQ_ATOMIC, sy = WGB_SYNC_TWO;
   if (wg) {
     PL_TRY(wgmma_available(ps));
     PL_TRY(wgmma_bwd_variant(&mode));
-    PL_TRY(wgmma_bwd_bufs(&nb));
+    PL_TRY(wgmma_bwd_sync(&sy));
   }
   PL_TRY(bwd_walk_order(&p.walk));
   const int64_t nq_el = sh->batch * sh->seq * (int64_t)sh->n_q * D;
   dim3 rows((unsigned)((p.S + 3) / 4), (unsigned)p.nq, B);
   attn_delta_kernel<D><<<rows, 128, 0, st>>>(p);
   PL_TRY(cuda_check("bwd delta launch"));
-  if (wg) return bwd_wgmma_launch(st, p, B, nq_el, pl_attn_dqacc_elems(sh), mode, nb);
+  if (wg) return bwd_wgmma_launch(st, p, B, nq_el, pl_attn_dqacc_elems(sh), mode, sy);
   if (!use_mma(sh)) {
     attn_bwd_dq_simple_kernel<D><<<rows, 128, 0, st>>>(p);
     PL_TRY(cuda_check("bwd dq simple launch"));
