@@ -15,10 +15,11 @@
 # the end (for a second run, should the kernels disagree with the reference).
 # The default build (CUDA_ARCH=90a) includes the wgmma forward (AUTO runs it for
 # d = 128, V path mn128 unless PLATEAU_ATTN_WGMMA_V says otherwise); its bench
-# step runs once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe, mn128pp).
-# AUTO's backward for d = 128 is the wgmma one, variant fused; the other
-# backward kernels (wgmma split and bulk, mma) have a bench step each.
-# The CUDA tests check every wgmma path against SIMPLE.
+# step runs once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe,
+# mn128pp, ov; WGMMA_V picks some).  AUTO's backward for d = 128 is the wgmma
+# one, variant bulk, one barrier per step, step order desc; the other backward
+# kernels (wgmma fused and split, bulk with two barriers, mma) have a bench
+# step each.  The CUDA tests check every wgmma path against SIMPLE.
 set -uo pipefail
 RUNS=${RUNS:-results/runs/attention-$(date -u +%Y%m%dT%H%M%SZ)}
 BUILD=${BUILD:-build}
@@ -69,7 +70,7 @@ fi
 
 # one run per V path of the wgmma forward (PLATEAU_ATTN_WGMMA_V, recorded in the
 # result's metadata as env.PLATEAU_ATTN_WGMMA_V); WGMMA_V overrides the list
-for v in ${WGMMA_V:-transpose mn mn128 pipe mn128pp}; do
+for v in ${WGMMA_V:-transpose mn mn128 pipe mn128pp ov}; do
   step "bench attention --algo wgmma, V path $v (forward; needs an sm_90a build, else it reports unsupported)"
   PLATEAU_ATTN_WGMMA_V=$v timeout 120 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma \
     --seq 4Ki,16Ki,32Ki,64Ki,128Ki --pass fwd -w 1 -n 3 -o "$RUNS" ||
@@ -77,11 +78,13 @@ for v in ${WGMMA_V:-transpose mn mn128 pipe mn128pp}; do
 done
 
 # the other backward kernels, after the default forward (wgmma mn128)
-step "bench attention, backward variants: wgmma split, wgmma bulk, mma (fwd+bwd)"
-for v in split bulk; do
+step "bench attention, backward variants: wgmma fused, split, bulk with two barriers, mma (fwd+bwd)"
+for v in fused split; do
   PLATEAU_ATTN_WGMMA_BWD=$v timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
     --seq 16Ki,32Ki,64Ki,128Ki --pass both -w 1 -n 3 -o "$RUNS" || fail=1
 done
+PLATEAU_ATTN_WGMMA_SYNC=two timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
+  --seq 16Ki,32Ki,64Ki,128Ki --pass both -w 1 -n 3 -o "$RUNS" || fail=1
 PLATEAU_ATTN_BWD=mma timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
   --seq 16Ki,32Ki,64Ki --pass both -w 1 -n 2 -o "$RUNS" || fail=1
 

@@ -3,11 +3,11 @@
 # kernels in one lease: the CUDA attention test (every forward V path and
 # backward variant against the SIMPLE kernel; fails on a mismatch), then
 # `plateau bench attention` fwd+bwd with each backward variant (BWD, default
-# "fused bulk split") in each step order of the dK/dV kernel (WALK, default
-# "asc") with each number of barriers per step (SYNC, default "two";
-# sequence lengths BSEQ, default SEQ), forward with each V path (V,
-# default "mn128 mn128pp"), and the PyTorch SDPA peer on the same shapes in
-# the same lease (PEER=0 skips it, TEST=0 the test; an empty BWD or V skips those).
+# "bulk fused split") in each step order of the dK/dV kernel (WALK, default
+# "desc") with each synchronization scheme (SYNC, default "one"; sequence
+# lengths BSEQ, default SEQ), forward with each V path (V, default "mn128
+# ov"), and the PyTorch SDPA peer on the same shapes in the same lease
+# (PEER=0 skips it, TEST=0 the test; an empty BWD or V skips those).
 # Run from the repository root on the GPU machine after `make all tests`:
 #     RUNS=results/runs/<dir> bash analysis/device/attn_variants.sh
 # About 3 minutes.  Exits non-zero if a step failed.
@@ -28,9 +28,9 @@ if [ "${TEST:-1}" = 1 ]; then
   CK_FORK=no timeout 420 "$BUILD/tests/engine/backend/cuda/test_attention_cuda" >"$RUNS/attention_test_cuda.txt" 2>&1 || fail=1
   grep -E "Checks|tflops wgmma|FAIL|fail|mismatch" "$RUNS/attention_test_cuda.txt" | head -30
 fi
-for y in ${SYNC-two}; do
-  for w in ${WALK-asc}; do
-    for v in ${BWD-fused bulk split}; do
+for y in ${SYNC-one}; do
+  for w in ${WALK-desc}; do
+    for v in ${BWD-bulk fused split}; do
       step "fwd+bwd, wgmma backward $v, step order $w, $y barrier(s) per step"
       PLATEAU_ATTN_WGMMA_SYNC=$y PLATEAU_ATTN_BWD_WALK=$w PLATEAU_ATTN_WGMMA_BWD=$v timeout 150 \
         "$BIN" bench attention --backend cuda $SHAPE --seq "${BSEQ:-$SEQ}" --pass both -w 1 -n 3 \
@@ -39,7 +39,7 @@ for y in ${SYNC-two}; do
     done
   done
 done
-for v in ${V-mn128 mn128pp}; do
+for v in ${V-mn128 ov}; do
   step "fwd, wgmma V path $v"
   PLATEAU_ATTN_WGMMA_V=$v timeout 120 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma \
     --seq "$SEQ" --pass fwd -w 1 -n 3 -o "$RUNS" 2>&1 |

@@ -905,10 +905,6 @@ static __device__ __forceinline__ void wg_wait0() {
 static __device__ __forceinline__ void wg_wait1() {
   asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 }
-/* all but the two newest */
-static __device__ __forceinline__ void wg_wait2() {
-  asm volatile("wgmma.wait_group.sync.aligned 2;\n" ::: "memory");
-}
 static __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
@@ -1023,9 +1019,11 @@ enum {
   WG_V_MN128 = 2,
   WG_V_PIPE = 3,
   WG_V_MN128PP = 4,
-  WG_V_COUNT = 5
+  WG_V_OV = 5,
+  WG_V_COUNT = 6
 };
-static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn", "mn128", "pipe", "mn128pp"};
+static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn",      "mn128",
+                                                   "pipe",      "mn128pp", "ov"};
 
 #define WG_BM 128
 #define WG_LDV (128 + 8)
@@ -1034,7 +1032,9 @@ static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn", "mn128", "
 
 /* keys per step */
 static constexpr int wg_bn(int vm) {
-  return vm == WG_V_MN128 || vm == WG_V_MN128PP ? 128 : vm == WG_V_PIPE ? WG_PIPE_BN : 64;
+  return vm == WG_V_MN128 || vm == WG_V_MN128PP || vm == WG_V_OV ? 128
+         : vm == WG_V_PIPE                                     ? WG_PIPE_BN
+                                                               : 64;
 }
 
 /* Dynamic shared memory: Q [2][BM][64] and K ×2 [2][BN][64] swizzled; then V
@@ -1204,104 +1204,188 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
   float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
   const int wrow0 = wg * 64 + wq * 16; /* this warp's first row in the tile */
 
-  for (int kb = 0; kb < nkb; ++kb) {
-    const int buf = kb & 1;
-    /* After this barrier the tiles of step kb are in place (each thread
-     * waited for its own cp.async and fenced them for the async proxy) and
-     * both warpgroups are done with step kb-1 (its wgmma waited for), so
-     * buffer buf^1 and Vt may be rewritten: one barrier per step. */
+  if constexpr (VM == WG_V_OV) {
+    /* ov: K one step ahead of V, so that each warpgroup's softmax of S_{j+1}
+     * runs while its O += P_j V_j is on the tensor cores (FlashAttention-3's
+     * intra-warpgroup overlap with one S register set: o 64 + s 64 + a 32).
+     * K_j in K buffer j%2, V_j in V buffer j%2; step j (0 <= j < nkb-1):
+     *   barrier (K_{j+1}, V_j landed; both warpgroups done with step j-1);
+     *   load K_{j+2} -> K buffer j%2 (K_j read by S_j, waited in step j-1),
+     *        V_{j+1} -> V buffer (j+1)%2 (V_{j-1}: PV_{j-1}, waited);
+     *   issue S_{j+1} = Q K_{j+1}^T (into s: P_j is already packed in a),
+     *   issue O += P_j V_j; wait 1 (S_{j+1} done); mask, softmax of s;
+     *   wait 0 (PV_j done); O *= alpha; pack P_{j+1} into a.
+     * The last step (PV_{nkb-1} alone) is peeled: no branch around wgmma.
+     * The tile loads above (Q, K_0, V_0) and K_1 here, then S_0. */
+    if (nkb > 1) load_tile_sw128<BN, NT>(sK + BN * 128, gK, BN, S, kstride, tid);
+    cp_async_commit();
     cp_async_wait<0>();
     fence_proxy_async();
     __syncthreads();
-    if (kb + 1 < nkb) { /* prefetch step kb+1, overlapping this step */
-      load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
-      if constexpr (MN)
-        load_tile_sw128<BN, NT>(sV + (buf ^ 1) * BN * 128, gV, (kb + 1) * BN, S, kstride, tid);
-      else
-        load_tile<BN, D, WG_LDV, NT>(sV + (buf ^ 1) * BN * WG_LDV, gV, (kb + 1) * BN, S,
-                                     kstride, tid);
-      cp_async_commit();
-    }
-    if constexpr (!MN) {
-      /* V [key][d] -> Vt [d][key] (K-major, swizzled): each ldmatrix.trans
-       * 8×8 block gives a thread keys 2t, 2t+1 of head dim 8·m + g */
-      const bf16 *cV = sV + buf * BN * WG_LDV;
-#pragma unroll
-      for (int it = 0; it < (BN / 8) * (D / 8) / 4 / 8; ++it) { /* 128 blocks / 4 / 8 warps */
-        const int blk4 = it * 8 + warp; /* group of 4 blocks along d */
-        const int kc = blk4 / (D / 32), dm4 = blk4 % (D / 32);
-        /* blocks: keys 8·kc.., d 8·(4·dm4 + j), j = lane/8 */
-        const int j = lane >> 3;
-        uint32_t r[4];
-        ldsm_x4_t(r, cV + (kc * 8 + (lane & 7)) * WG_LDV + (dm4 * 4 + j) * 8);
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-          const int n = (dm4 * 4 + jj) * 8 + g; /* head dim = Vt row */
-          const int chunk = kc ^ (n & 7);
-          *reinterpret_cast<uint32_t *>(sVt + n * 64 + chunk * 8 + 2 * t) = r[jj];
-        }
-      }
-      fence_proxy_async(); /* st.shared writes -> wgmma reads */
-      __syncthreads();
-    }
-
-    const bf16 *cK = sK + buf * BN * 128;
-    const int k0 = kb * BN;
-    /* S = Q K^T for this warpgroup's 64 rows.  mn128pp: warpgroup 1 issues
-     * its S only once warpgroup 0 has issued its own (named barrier 1), so
-     * the tensor cores finish warpgroup 0's first and its softmax runs
-     * beside warpgroup 1's S (FlashAttention-3's ping-pong, within a step) */
     float s[BN / 2];
-    if constexpr (VM == WG_V_MN128PP)
-      if (wg == 1) named_bar_sync(1, 256);
-    wg_fence();
+    uint32_t a[BN / 16][4];
+    float alpha[2];
+    auto issue_s = [&](const bf16 *cK) {
+      wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint64_t da = wg_desc_k(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16);
-      const uint64_t db = wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16);
-      if constexpr (BN == 64)
-        wg_m64n64_ss(s, da, db, kk > 0);
-      else
-        wg_m64n128_ss(s, da, db, kk > 0);
-    }
-    wg_commit();
-    if constexpr (VM == WG_V_MN128PP)
-      if (wg == 0) named_bar_arrive(1, 256);
+      for (int kk = 0; kk < D / 16; ++kk)
+        wg_m64n128_ss(s,
+                      wg_desc_k(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16),
+                      wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16), kk > 0);
+      wg_commit();
+    };
+    auto issue_pv = [&](const bf16 *cV) {
+      wg_hold(o);
+      wg_hold(a);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) /* keys 16kk..; LBO = one d half, BN·128 B */
+        wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(cV + kk * 16 * 64, BN * 128));
+      wg_commit();
+    };
+    issue_s(sK);
     wg_wait0();
     wg_hold(s);
-
-    /* mask (blocks that reach the diagonal), online softmax, rescale O */
-    if (k0 + BN - 1 > q0 + wrow0) wg_mask<BN>(s, k0, q0 + wrow0, g, t);
-    float alpha[2];
-    wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2);
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-      for (int jd = 0; jd < D / 8; ++jd) {
-        o[4 * jd + 2 * hf] *= alpha[hf];
-        o[4 * jd + 2 * hf + 1] *= alpha[hf];
-      }
-    /* O += P V: P from registers, 16 keys per wgmma (A fragment kk = score
-     * n-tiles 2kk, 2kk+1); B = V (MN-major) or Vt (K-major) */
-    uint32_t a[BN / 16][4];
+    if (BN - 1 > q0 + wrow0) wg_mask<BN>(s, 0, q0 + wrow0, g, t);
+    wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2); /* (O is 0: no rescale) */
     wg_pack_p<BN>(a, s);
-    wg_hold(o);
-    wg_hold(a);
-    wg_fence();
+    for (int kb = 0; kb + 1 < nkb; ++kb) {
+      const int buf = kb & 1;
+      cp_async_wait<0>(); /* (at kb = 0: both warpgroups done with S_0 on K buffer 0) */
+      fence_proxy_async();
+      __syncthreads();
+      if (kb + 2 < nkb)
+        load_tile_sw128<BN, NT>(sK + buf * BN * 128, gK, (kb + 2) * BN, S, kstride, tid);
+      load_tile_sw128<BN, NT>(sV + (buf ^ 1) * BN * 128, gV, (kb + 1) * BN, S, kstride, tid);
+      cp_async_commit();
+      issue_s(sK + (buf ^ 1) * BN * 128);
+      issue_pv(sV + buf * BN * 128);
+      wg_wait1(); /* S_{kb+1} done; PV_kb may still run */
+      wg_hold(s);
+      const int k1 = (kb + 1) * BN;
+      if (k1 + BN - 1 > q0 + wrow0) wg_mask<BN>(s, k1, q0 + wrow0, g, t);
+      wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2);
+      wg_wait0(); /* PV_kb done: o and a free */
+      wg_hold(o);
+      wg_hold(a);
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      if constexpr (MN) /* keys 16kk.. of buffer buf; LBO = one d half, BN·128 B */
-        wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(sV + buf * BN * 128 + kk * 16 * 64, BN * 128));
-      else
-        wg_m64n128_rs<0>(o, a[kk], wg_desc_k(sVt + kk * 16));
+      for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+        for (int jd = 0; jd < D / 8; ++jd) {
+          o[4 * jd + 2 * hf] *= alpha[hf];
+          o[4 * jd + 2 * hf + 1] *= alpha[hf];
+        }
+      wg_pack_p<BN>(a, s);
     }
-    wg_commit();
+    if (nkb > 1) { /* V_{nkb-1} (loaded in the last step) landed */
+      cp_async_wait<0>();
+      fence_proxy_async();
+      __syncthreads();
+    }
+    issue_pv(sV + ((nkb - 1) & 1) * BN * 128);
     wg_wait0();
     wg_hold(o);
-  }
-  cp_async_wait<0>();
+    wg_store<D>(p, o, mrow, lrow, b, h, q0 + wrow0 + g, t);
+  } else {
+    for (int kb = 0; kb < nkb; ++kb) {
+      const int buf = kb & 1;
+      /* After this barrier the tiles of step kb are in place (each thread
+       * waited for its own cp.async and fenced them for the async proxy) and
+       * both warpgroups are done with step kb-1 (its wgmma waited for), so
+       * buffer buf^1 and Vt may be rewritten: one barrier per step. */
+      cp_async_wait<0>();
+      fence_proxy_async();
+      __syncthreads();
+      if (kb + 1 < nkb) { /* prefetch step kb+1, overlapping this step */
+        load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
+        if constexpr (MN)
+          load_tile_sw128<BN, NT>(sV + (buf ^ 1) * BN * 128, gV, (kb + 1) * BN, S, kstride, tid);
+        else
+          load_tile<BN, D, WG_LDV, NT>(sV + (buf ^ 1) * BN * WG_LDV, gV, (kb + 1) * BN, S,
+                                       kstride, tid);
+        cp_async_commit();
+      }
+      if constexpr (!MN) {
+        /* V [key][d] -> Vt [d][key] (K-major, swizzled): each ldmatrix.trans
+         * 8×8 block gives a thread keys 2t, 2t+1 of head dim 8·m + g */
+        const bf16 *cV = sV + buf * BN * WG_LDV;
+  #pragma unroll
+        for (int it = 0; it < (BN / 8) * (D / 8) / 4 / 8; ++it) { /* 128 blocks / 4 / 8 warps */
+          const int blk4 = it * 8 + warp; /* group of 4 blocks along d */
+          const int kc = blk4 / (D / 32), dm4 = blk4 % (D / 32);
+          /* blocks: keys 8·kc.., d 8·(4·dm4 + j), j = lane/8 */
+          const int j = lane >> 3;
+          uint32_t r[4];
+          ldsm_x4_t(r, cV + (kc * 8 + (lane & 7)) * WG_LDV + (dm4 * 4 + j) * 8);
+  #pragma unroll
+          for (int jj = 0; jj < 4; ++jj) {
+            const int n = (dm4 * 4 + jj) * 8 + g; /* head dim = Vt row */
+            const int chunk = kc ^ (n & 7);
+            *reinterpret_cast<uint32_t *>(sVt + n * 64 + chunk * 8 + 2 * t) = r[jj];
+          }
+        }
+        fence_proxy_async(); /* st.shared writes -> wgmma reads */
+        __syncthreads();
+      }
 
-  wg_store<D>(p, o, mrow, lrow, b, h, q0 + wrow0 + g, t);
+      const bf16 *cK = sK + buf * BN * 128;
+      const int k0 = kb * BN;
+      /* S = Q K^T for this warpgroup's 64 rows.  mn128pp: warpgroup 1 issues
+       * its S only once warpgroup 0 has issued its own (named barrier 1), so
+       * the tensor cores finish warpgroup 0's first and its softmax runs
+       * beside warpgroup 1's S (FlashAttention-3's ping-pong, within a step) */
+      float s[BN / 2];
+      if constexpr (VM == WG_V_MN128PP)
+        if (wg == 1) named_bar_sync(1, 256);
+      wg_fence();
+  #pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint64_t da = wg_desc_k(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16);
+        const uint64_t db = wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16);
+        if constexpr (BN == 64)
+          wg_m64n64_ss(s, da, db, kk > 0);
+        else
+          wg_m64n128_ss(s, da, db, kk > 0);
+      }
+      wg_commit();
+      if constexpr (VM == WG_V_MN128PP)
+        if (wg == 0) named_bar_arrive(1, 256);
+      wg_wait0();
+      wg_hold(s);
+
+      /* mask (blocks that reach the diagonal), online softmax, rescale O */
+      if (k0 + BN - 1 > q0 + wrow0) wg_mask<BN>(s, k0, q0 + wrow0, g, t);
+      float alpha[2];
+      wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2);
+  #pragma unroll
+      for (int hf = 0; hf < 2; ++hf)
+  #pragma unroll
+        for (int jd = 0; jd < D / 8; ++jd) {
+          o[4 * jd + 2 * hf] *= alpha[hf];
+          o[4 * jd + 2 * hf + 1] *= alpha[hf];
+        }
+      /* O += P V: P from registers, 16 keys per wgmma (A fragment kk = score
+       * n-tiles 2kk, 2kk+1); B = V (MN-major) or Vt (K-major) */
+      uint32_t a[BN / 16][4];
+      wg_pack_p<BN>(a, s);
+      wg_hold(o);
+      wg_hold(a);
+      wg_fence();
+  #pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        if constexpr (MN) /* keys 16kk.. of buffer buf; LBO = one d half, BN·128 B */
+          wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(sV + buf * BN * 128 + kk * 16 * 64, BN * 128));
+        else
+          wg_m64n128_rs<0>(o, a[kk], wg_desc_k(sVt + kk * 16));
+      }
+      wg_commit();
+      wg_wait0();
+      wg_hold(o);
+    }
+    cp_async_wait<0>();
+
+    wg_store<D>(p, o, mrow, lrow, b, h, q0 + wrow0 + g, t);
+  }
 #else
   __trap(); /* built without sm_90a: the launcher refuses before this */
 #endif
@@ -1597,7 +1681,7 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
 enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2, WGB_DQ_COUNT = 3 };
 /* synchronization schemes of the dK/dV kernel (its template argument SY;
  * PLATEAU_ATTN_WGMMA_SYNC, see sync_names) */
-enum { WGB_SYNC_TWO = 0, WGB_SYNC_ONE = 1, WGB_SYNC_LATE = 2, WGB_SYNC_COUNT = 3 };
+enum { WGB_SYNC_TWO = 0, WGB_SYNC_ONE = 1, WGB_SYNC_COUNT = 2 };
 /* K, V [2][128][64] + Q, dO [nb buf][2][64][64] swizzled; with dQ dS^T [2
  * buf][128][64] swizzled; with bulk dQ the stage [2][8][128][4] f32; LSE, D
  * [nb buf][64] f32; 1024 B to align.  Two buffers: 133,120 B (split),
@@ -1668,9 +1752,8 @@ static __device__ __forceinline__ void wg_issue_rs_mn(float (&acc)[64],
  * layout (ATOMIC, the fused variant) or by bulk reductions into its tiled
  * layout (BULK; see attn_dq_convert_tiled_kernel).  SY (a WGB_SYNC_*
  * scheme): two block barriers per step (at its start and before dQ; 2 Q, dO
- * (and LSE, D) buffers), or one (before dQ; 3 buffers), the dQ of a step
- * issued at its end or at the start of the next (LATE; see "Synchronization"
- * above). */
+ * (and LSE, D) buffers), or one (before dQ; 3 buffers; see
+ * "Synchronization" above). */
 template <int FQ, int SY>
 static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(AttnParams p) {
 #if PL_WGMMA_OK
@@ -1789,12 +1872,6 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
                            wg_desc_mn(sK + wg * (BN * 64) + kk * 16 * 64, BN * 128), kk > 0);
     wg_commit();
   };
-  /* LATE: step it issues the dQ of step it-1 just before its own S^T and
-   * dP^T (then adds or stages it once that group is done, the two others
-   * running), so the tensor pipe does not drain at the step boundary; at
-   * step 0 it computes a dQ from the unwritten dS^T buffer and drops it (a
-   * branch around wgmma would serialize the kernel's wgmma) */
-  constexpr bool LATE = FQ && SY == WGB_SYNC_LATE;
 
   for (int it = 0; it < niter; ++it) {
     const int buf = it % NB;
@@ -1818,7 +1895,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     uint32_t ap[BM / 16][4], as[BM / 16][4];
     float st[32], dpt[32];
     bf16 *cdS = sdS + (it & 1) * BN * BM;
-    if (FQ && !LATE) { /* the previous step's dQ, run over the barrier, to dQacc or the stage */
+    if (FQ) { /* the previous step's dQ, run over the barrier, to dQacc or the stage */
       wg_wait0();
       wg_hold(dqp);
       if (FQ == WGB_DQ_ATOMIC && pend_q >= 0) dq_flush(pend_q, pend_h);
@@ -1831,7 +1908,6 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
         }
       }
     }
-    if (LATE) dq_issue((it + 1) & 1); /* step it-1's */
     /* S^T = K Q^T, dP^T = V dO^T (this warpgroup's 64 keys × 64 queries), one
      * group each: P^T is computed and dV issued while dP^T runs, dS^T while
      * dV runs (FlashAttention-3's intra-warpgroup overlap).  (Adding the
@@ -1852,17 +1928,6 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
       wg_m64n64_ss(dpt, wg_desc_k(sV + ao), wg_desc_k(cdO + bo), kk > 0);
     }
     wg_commit();
-    if (LATE) {
-      wg_wait2(); /* step it-1's dQ done; S^T, dP^T may still run */
-      wg_hold(dqp);
-      if (FQ == WGB_DQ_ATOMIC && pend_q >= 0) dq_flush(pend_q, pend_h);
-      if (BULK && pend_q >= 0) { /* this warpgroup's half, reduced at once by its leader */
-        dq_stage();
-        fence_proxy_async();
-        named_bar_sync(1 + wg, 128);
-        if (leader) dq_bulk(pend_q, pend_h, wg);
-      }
-    }
     wg_wait1(); /* S^T done; dP^T may still run */
     wg_hold(st);
 
@@ -1936,15 +2001,12 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     if (FQ) {
       /* dQ of this step (both warpgroups' dS^T halves: hence the barrier
        * above), issued now and left in flight, flushed by the next step (or
-       * after the loop), or issued by the next step (LATE); dS^T is
+       * after the loop); dS^T is
        * double-buffered, as a warpgroup may still read buffer it&1 when the
        * other writes the other one in the next step. */
       if (BULK && !ONEBAR && tid == 0 && pend_q >= 0) dq_bulk(pend_q, pend_h, -1);
-      if (!LATE) dq_issue(it & 1);
-      if (LATE)
-        wg_wait0(); /* dV, dK done: ap, as and the Q, dO buffer free */
-      else
-        wg_wait1(); /* (the same, dQ running) */
+      dq_issue(it & 1);
+      wg_wait1(); /* dV, dK done: ap, as and the Q, dO buffer free */
       wg_hold(dv);
       wg_hold(dk);
       wg_hold(ap);
@@ -1954,13 +2016,11 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     }
   }
   if (FQ == WGB_DQ_ATOMIC) {
-    if (LATE) dq_issue((niter - 1) & 1);
     wg_wait0();
     wg_hold(dqp);
     if (pend_q >= 0) dq_flush(pend_q, pend_h);
   }
   if (BULK) { /* the last step's dQ; then every bulk reduction complete */
-    if (LATE) dq_issue((niter - 1) & 1);
     wg_wait0();
     wg_hold(dqp);
     if (!ONEBAR) {
@@ -2262,6 +2322,7 @@ static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
     if (vm == WG_V_MN128) return fwd_wgmma_launch<WG_V_MN128>(st, p, B);
     if (vm == WG_V_PIPE) return fwd_wgmma_launch<WG_V_PIPE>(st, p, B);
     if (vm == WG_V_MN128PP) return fwd_wgmma_launch<WG_V_MN128PP>(st, p, B);
+    if (vm == WG_V_OV) return fwd_wgmma_launch<WG_V_OV>(st, p, B);
     return fwd_wgmma_launch<WG_V_TRANSPOSE>(st, p, B);
   }
   if (use_mma(sh)) {
@@ -2289,14 +2350,14 @@ static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
  * into a tiled workspace; experimental: not yet run on a GPU). */
 static const char *const wgb_names[WGB_DQ_COUNT] = {"split", "fused", "bulk"};
 static pl_status wgmma_bwd_variant(int *mode) {
-  return env_choice("PLATEAU_ATTN_WGMMA_BWD", wgb_names, WGB_DQ_COUNT, WGB_DQ_ATOMIC, mode);
+  return env_choice("PLATEAU_ATTN_WGMMA_BWD", wgb_names, WGB_DQ_COUNT, WGB_DQ_BULK, mode);
 }
 
 /* PLATEAU_ATTN_BWD_WALK = asc (default) | desc: the order of the dK/dV
  * kernels' steps (BwdWalk). */
 static const char *const walk_names[BWD_WALK_COUNT] = {"asc", "desc"};
 static pl_status bwd_walk_order(int *w) {
-  return env_choice("PLATEAU_ATTN_BWD_WALK", walk_names, BWD_WALK_COUNT, BWD_WALK_ASC, w);
+  return env_choice("PLATEAU_ATTN_BWD_WALK", walk_names, BWD_WALK_COUNT, BWD_WALK_DESC, w);
 }
 
 /* The wgmma backward after the delta kernel.  split: dK/dV, then dQ
@@ -2310,11 +2371,11 @@ template <int SY> static void (*dkdv_kernel(int mode))(AttnParams) {
                                  : attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK, SY>;
 }
 
-/* PLATEAU_ATTN_WGMMA_SYNC = two (default) | one | late: the wgmma dK/dV
- * kernel's synchronization scheme (see "Synchronization"). */
-static const char *const sync_names[WGB_SYNC_COUNT] = {"two", "one", "late"};
+/* PLATEAU_ATTN_WGMMA_SYNC = two (default) | one: the wgmma dK/dV kernel's
+ * synchronization scheme (see "Synchronization"). */
+static const char *const sync_names[WGB_SYNC_COUNT] = {"two", "one"};
 static pl_status wgmma_bwd_sync(int *sy) {
-  return env_choice("PLATEAU_ATTN_WGMMA_SYNC", sync_names, WGB_SYNC_COUNT, WGB_SYNC_TWO, sy);
+  return env_choice("PLATEAU_ATTN_WGMMA_SYNC", sync_names, WGB_SYNC_COUNT, WGB_SYNC_ONE, sy);
 }
 
 static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int64_t nq_el,
@@ -2322,9 +2383,7 @@ static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int
   const bool fused = mode != WGB_DQ_NONE;
   const size_t smem_kv = wgb_dkdv_smem_bytes(mode, sy == WGB_SYNC_TWO ? 2 : 3),
                smem_q = wgb_dq_smem_bytes();
-  auto kv = sy == WGB_SYNC_TWO   ? dkdv_kernel<WGB_SYNC_TWO>(mode)
-            : sy == WGB_SYNC_ONE ? dkdv_kernel<WGB_SYNC_ONE>(mode)
-                                 : dkdv_kernel<WGB_SYNC_LATE>(mode);
+  auto kv = sy == WGB_SYNC_TWO ? dkdv_kernel<WGB_SYNC_TWO>(mode) : dkdv_kernel<WGB_SYNC_ONE>(mode);
   cudaError_t e =
       cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
   if (e == cudaSuccess && !fused)
@@ -2364,7 +2423,7 @@ static pl_status bwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
   const unsigned B = (unsigned)sh->batch;
   const bool wg = D == 128 && (sh->algo == PL_ATTN_WGMMA ||
                                 (sh->algo == PL_ATTN_AUTO && wgmma_built(ps)));
-  int mode = WGB_DQ_ATOMIC, sy = WGB_SYNC_TWO;
+  int mode = WGB_DQ_BULK, sy = WGB_SYNC_ONE;
   if (wg) {
     PL_TRY(wgmma_available(ps));
     PL_TRY(wgmma_bwd_variant(&mode));
@@ -2462,8 +2521,8 @@ static int wgmma_runs(pl_stream *s, const pl_attn_shape *sh, const char **name) 
 /* The forward kernel pl_cuda_attn_fwd runs for sh on s (sh->algo already
  * resolved from PLATEAU_ATTN_FWD), for result notes. */
 extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
-  static const char *const wg[WG_V_COUNT] = {"wgmma/transpose", "wgmma/mn", "wgmma/mn128",
-                                             "wgmma/pipe", "wgmma/mn128pp"};
+  static const char *const wg[WG_V_COUNT] = {"wgmma/transpose", "wgmma/mn",      "wgmma/mn128",
+                                             "wgmma/pipe",      "wgmma/mn128pp", "wgmma/ov"};
   const char *name;
   if (!wgmma_runs(s, sh, &name)) return name;
   int vm = WG_V_MN128;
@@ -2479,7 +2538,7 @@ extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape
 extern "C" const char *pl_cuda_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
   const char *name;
   if (!wgmma_runs(s, sh, &name)) return name;
-  int mode = WGB_DQ_ATOMIC;
+  int mode = WGB_DQ_BULK;
   if (wgmma_bwd_variant(&mode) != PL_OK) {
     pl_clear_error();
     return "wgmma (bad PLATEAU_ATTN_WGMMA_BWD)";
