@@ -32,15 +32,22 @@
  *    mn128 (mn with 128 keys per step), pipe (mn with the softmax
  *    overlapping the tensor cores, FlashAttention-3 style) or mn128pp
  *    (mn128 with warpgroup 1's QK^T issued after warpgroup 0's, so that one
- *    softmax runs beside the other's QK^T; experimental: written after the
- *    device time of its session was spent, not yet run on a GPU).
+ *    softmax runs beside the other's QK^T; measured within ±1% of mn128).
+ *    (An "ov" path, mn128 with K one step ahead of V so that each
+ *    warpgroup's softmax of S_{j+1} ran beside its own PV_j, was correct but
+ *    2-3% slower than mn128 (439-447 against 452-459 TFLOP/s, 16Ki-128Ki,
+ *    results/reference/h200/2026-11-30-s5-ab) and was removed.)
  *  - WGMMA backward (d = 128, sm_90a builds; AUTO runs it there): validated
  *    on the H200 against the SIMPLE kernel on every shape of
- *    test_attention_cuda, and with the decoder-layer and Ulysses tests.  Two
- *    variants (PLATEAU_ATTN_WGMMA_BWD): fused (default), one kernel by key
- *    blocks with dQ added into the fp32 workspace by atomics; split, a dK/dV
- *    kernel by key blocks and a dQ kernel by query blocks, each recomputing P.
- *    See its section.
+ *    test_attention_cuda, and with the decoder-layer and Ulysses tests.
+ *    Three variants (PLATEAU_ATTN_WGMMA_BWD): bulk (default), one kernel by
+ *    key blocks adding each step's dQ tile into a tiled fp32 workspace by
+ *    bulk (TMA) reductions; fused, the same with fp32 atomics into a row
+ *    workspace; split, a dK/dV kernel by key blocks and a dQ kernel by
+ *    query blocks, each recomputing P (no atomics: bit-reproducible).  Also
+ *    switchable: the dK/dV kernel's barriers per step
+ *    (PLATEAU_ATTN_WGMMA_SYNC = one (default) | two) and its step order
+ *    (PLATEAU_ATTN_BWD_WALK = desc (default) | asc).  See its section.
  *
  * Numerics shared by all: scores in fp32, softmax via exp2 with scale·log2e
  * folded in, P rounded to bf16 before P·V (MMA, WGMMA; SIMPLE keeps fp32),
@@ -1019,11 +1026,9 @@ enum {
   WG_V_MN128 = 2,
   WG_V_PIPE = 3,
   WG_V_MN128PP = 4,
-  WG_V_OV = 5,
-  WG_V_COUNT = 6
+  WG_V_COUNT = 5
 };
-static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn",      "mn128",
-                                                   "pipe",      "mn128pp", "ov"};
+static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn", "mn128", "pipe", "mn128pp"};
 
 #define WG_BM 128
 #define WG_LDV (128 + 8)
@@ -1032,9 +1037,7 @@ static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn",      "mn12
 
 /* keys per step */
 static constexpr int wg_bn(int vm) {
-  return vm == WG_V_MN128 || vm == WG_V_MN128PP || vm == WG_V_OV ? 128
-         : vm == WG_V_PIPE                                     ? WG_PIPE_BN
-                                                               : 64;
+  return vm == WG_V_MN128 || vm == WG_V_MN128PP ? 128 : vm == WG_V_PIPE ? WG_PIPE_BN : 64;
 }
 
 /* Dynamic shared memory: Q [2][BM][64] and K ×2 [2][BN][64] swizzled; then V
@@ -1204,188 +1207,104 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
   float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
   const int wrow0 = wg * 64 + wq * 16; /* this warp's first row in the tile */
 
-  if constexpr (VM == WG_V_OV) {
-    /* ov: K one step ahead of V, so that each warpgroup's softmax of S_{j+1}
-     * runs while its O += P_j V_j is on the tensor cores (FlashAttention-3's
-     * intra-warpgroup overlap with one S register set: o 64 + s 64 + a 32).
-     * K_j in K buffer j%2, V_j in V buffer j%2; step j (0 <= j < nkb-1):
-     *   barrier (K_{j+1}, V_j landed; both warpgroups done with step j-1);
-     *   load K_{j+2} -> K buffer j%2 (K_j read by S_j, waited in step j-1),
-     *        V_{j+1} -> V buffer (j+1)%2 (V_{j-1}: PV_{j-1}, waited);
-     *   issue S_{j+1} = Q K_{j+1}^T (into s: P_j is already packed in a),
-     *   issue O += P_j V_j; wait 1 (S_{j+1} done); mask, softmax of s;
-     *   wait 0 (PV_j done); O *= alpha; pack P_{j+1} into a.
-     * The last step (PV_{nkb-1} alone) is peeled: no branch around wgmma.
-     * The tile loads above (Q, K_0, V_0) and K_1 here, then S_0. */
-    if (nkb > 1) load_tile_sw128<BN, NT>(sK + BN * 128, gK, BN, S, kstride, tid);
-    cp_async_commit();
+  for (int kb = 0; kb < nkb; ++kb) {
+    const int buf = kb & 1;
+    /* After this barrier the tiles of step kb are in place (each thread
+     * waited for its own cp.async and fenced them for the async proxy) and
+     * both warpgroups are done with step kb-1 (its wgmma waited for), so
+     * buffer buf^1 and Vt may be rewritten: one barrier per step. */
     cp_async_wait<0>();
     fence_proxy_async();
     __syncthreads();
+    if (kb + 1 < nkb) { /* prefetch step kb+1, overlapping this step */
+      load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
+      if constexpr (MN)
+        load_tile_sw128<BN, NT>(sV + (buf ^ 1) * BN * 128, gV, (kb + 1) * BN, S, kstride, tid);
+      else
+        load_tile<BN, D, WG_LDV, NT>(sV + (buf ^ 1) * BN * WG_LDV, gV, (kb + 1) * BN, S,
+                                     kstride, tid);
+      cp_async_commit();
+    }
+    if constexpr (!MN) {
+      /* V [key][d] -> Vt [d][key] (K-major, swizzled): each ldmatrix.trans
+       * 8×8 block gives a thread keys 2t, 2t+1 of head dim 8·m + g */
+      const bf16 *cV = sV + buf * BN * WG_LDV;
+#pragma unroll
+      for (int it = 0; it < (BN / 8) * (D / 8) / 4 / 8; ++it) { /* 128 blocks / 4 / 8 warps */
+        const int blk4 = it * 8 + warp; /* group of 4 blocks along d */
+        const int kc = blk4 / (D / 32), dm4 = blk4 % (D / 32);
+        /* blocks: keys 8·kc.., d 8·(4·dm4 + j), j = lane/8 */
+        const int j = lane >> 3;
+        uint32_t r[4];
+        ldsm_x4_t(r, cV + (kc * 8 + (lane & 7)) * WG_LDV + (dm4 * 4 + j) * 8);
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          const int n = (dm4 * 4 + jj) * 8 + g; /* head dim = Vt row */
+          const int chunk = kc ^ (n & 7);
+          *reinterpret_cast<uint32_t *>(sVt + n * 64 + chunk * 8 + 2 * t) = r[jj];
+        }
+      }
+      fence_proxy_async(); /* st.shared writes -> wgmma reads */
+      __syncthreads();
+    }
+
+    const bf16 *cK = sK + buf * BN * 128;
+    const int k0 = kb * BN;
+    /* S = Q K^T for this warpgroup's 64 rows.  mn128pp: warpgroup 1 issues
+     * its S only once warpgroup 0 has issued its own (named barrier 1), so
+     * the tensor cores finish warpgroup 0's first and its softmax runs
+     * beside warpgroup 1's S (FlashAttention-3's ping-pong, within a step) */
     float s[BN / 2];
-    uint32_t a[BN / 16][4];
-    float alpha[2];
-    auto issue_s = [&](const bf16 *cK) {
-      wg_fence();
+    if constexpr (VM == WG_V_MN128PP)
+      if (wg == 1) named_bar_sync(1, 256);
+    wg_fence();
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        wg_m64n128_ss(s,
-                      wg_desc_k(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16),
-                      wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16), kk > 0);
-      wg_commit();
-    };
-    auto issue_pv = [&](const bf16 *cV) {
-      wg_hold(o);
-      wg_hold(a);
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) /* keys 16kk..; LBO = one d half, BN·128 B */
-        wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(cV + kk * 16 * 64, BN * 128));
-      wg_commit();
-    };
-    issue_s(sK);
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint64_t da = wg_desc_k(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16);
+      const uint64_t db = wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16);
+      if constexpr (BN == 64)
+        wg_m64n64_ss(s, da, db, kk > 0);
+      else
+        wg_m64n128_ss(s, da, db, kk > 0);
+    }
+    wg_commit();
+    if constexpr (VM == WG_V_MN128PP)
+      if (wg == 0) named_bar_arrive(1, 256);
     wg_wait0();
     wg_hold(s);
-    if (BN - 1 > q0 + wrow0) wg_mask<BN>(s, 0, q0 + wrow0, g, t);
-    wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2); /* (O is 0: no rescale) */
+
+    /* mask (blocks that reach the diagonal), online softmax, rescale O */
+    if (k0 + BN - 1 > q0 + wrow0) wg_mask<BN>(s, k0, q0 + wrow0, g, t);
+    float alpha[2];
+    wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2);
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+      for (int jd = 0; jd < D / 8; ++jd) {
+        o[4 * jd + 2 * hf] *= alpha[hf];
+        o[4 * jd + 2 * hf + 1] *= alpha[hf];
+      }
+    /* O += P V: P from registers, 16 keys per wgmma (A fragment kk = score
+     * n-tiles 2kk, 2kk+1); B = V (MN-major) or Vt (K-major) */
+    uint32_t a[BN / 16][4];
     wg_pack_p<BN>(a, s);
-    for (int kb = 0; kb + 1 < nkb; ++kb) {
-      const int buf = kb & 1;
-      cp_async_wait<0>(); /* (at kb = 0: both warpgroups done with S_0 on K buffer 0) */
-      fence_proxy_async();
-      __syncthreads();
-      if (kb + 2 < nkb)
-        load_tile_sw128<BN, NT>(sK + buf * BN * 128, gK, (kb + 2) * BN, S, kstride, tid);
-      load_tile_sw128<BN, NT>(sV + (buf ^ 1) * BN * 128, gV, (kb + 1) * BN, S, kstride, tid);
-      cp_async_commit();
-      issue_s(sK + (buf ^ 1) * BN * 128);
-      issue_pv(sV + buf * BN * 128);
-      wg_wait1(); /* S_{kb+1} done; PV_kb may still run */
-      wg_hold(s);
-      const int k1 = (kb + 1) * BN;
-      if (k1 + BN - 1 > q0 + wrow0) wg_mask<BN>(s, k1, q0 + wrow0, g, t);
-      wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2);
-      wg_wait0(); /* PV_kb done: o and a free */
-      wg_hold(o);
-      wg_hold(a);
+    wg_hold(o);
+    wg_hold(a);
+    wg_fence();
 #pragma unroll
-      for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-        for (int jd = 0; jd < D / 8; ++jd) {
-          o[4 * jd + 2 * hf] *= alpha[hf];
-          o[4 * jd + 2 * hf + 1] *= alpha[hf];
-        }
-      wg_pack_p<BN>(a, s);
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      if constexpr (MN) /* keys 16kk.. of buffer buf; LBO = one d half, BN·128 B */
+        wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(sV + buf * BN * 128 + kk * 16 * 64, BN * 128));
+      else
+        wg_m64n128_rs<0>(o, a[kk], wg_desc_k(sVt + kk * 16));
     }
-    if (nkb > 1) { /* V_{nkb-1} (loaded in the last step) landed */
-      cp_async_wait<0>();
-      fence_proxy_async();
-      __syncthreads();
-    }
-    issue_pv(sV + ((nkb - 1) & 1) * BN * 128);
+    wg_commit();
     wg_wait0();
     wg_hold(o);
-    wg_store<D>(p, o, mrow, lrow, b, h, q0 + wrow0 + g, t);
-  } else {
-    for (int kb = 0; kb < nkb; ++kb) {
-      const int buf = kb & 1;
-      /* After this barrier the tiles of step kb are in place (each thread
-       * waited for its own cp.async and fenced them for the async proxy) and
-       * both warpgroups are done with step kb-1 (its wgmma waited for), so
-       * buffer buf^1 and Vt may be rewritten: one barrier per step. */
-      cp_async_wait<0>();
-      fence_proxy_async();
-      __syncthreads();
-      if (kb + 1 < nkb) { /* prefetch step kb+1, overlapping this step */
-        load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
-        if constexpr (MN)
-          load_tile_sw128<BN, NT>(sV + (buf ^ 1) * BN * 128, gV, (kb + 1) * BN, S, kstride, tid);
-        else
-          load_tile<BN, D, WG_LDV, NT>(sV + (buf ^ 1) * BN * WG_LDV, gV, (kb + 1) * BN, S,
-                                       kstride, tid);
-        cp_async_commit();
-      }
-      if constexpr (!MN) {
-        /* V [key][d] -> Vt [d][key] (K-major, swizzled): each ldmatrix.trans
-         * 8×8 block gives a thread keys 2t, 2t+1 of head dim 8·m + g */
-        const bf16 *cV = sV + buf * BN * WG_LDV;
-  #pragma unroll
-        for (int it = 0; it < (BN / 8) * (D / 8) / 4 / 8; ++it) { /* 128 blocks / 4 / 8 warps */
-          const int blk4 = it * 8 + warp; /* group of 4 blocks along d */
-          const int kc = blk4 / (D / 32), dm4 = blk4 % (D / 32);
-          /* blocks: keys 8·kc.., d 8·(4·dm4 + j), j = lane/8 */
-          const int j = lane >> 3;
-          uint32_t r[4];
-          ldsm_x4_t(r, cV + (kc * 8 + (lane & 7)) * WG_LDV + (dm4 * 4 + j) * 8);
-  #pragma unroll
-          for (int jj = 0; jj < 4; ++jj) {
-            const int n = (dm4 * 4 + jj) * 8 + g; /* head dim = Vt row */
-            const int chunk = kc ^ (n & 7);
-            *reinterpret_cast<uint32_t *>(sVt + n * 64 + chunk * 8 + 2 * t) = r[jj];
-          }
-        }
-        fence_proxy_async(); /* st.shared writes -> wgmma reads */
-        __syncthreads();
-      }
-
-      const bf16 *cK = sK + buf * BN * 128;
-      const int k0 = kb * BN;
-      /* S = Q K^T for this warpgroup's 64 rows.  mn128pp: warpgroup 1 issues
-       * its S only once warpgroup 0 has issued its own (named barrier 1), so
-       * the tensor cores finish warpgroup 0's first and its softmax runs
-       * beside warpgroup 1's S (FlashAttention-3's ping-pong, within a step) */
-      float s[BN / 2];
-      if constexpr (VM == WG_V_MN128PP)
-        if (wg == 1) named_bar_sync(1, 256);
-      wg_fence();
-  #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const uint64_t da = wg_desc_k(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16);
-        const uint64_t db = wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16);
-        if constexpr (BN == 64)
-          wg_m64n64_ss(s, da, db, kk > 0);
-        else
-          wg_m64n128_ss(s, da, db, kk > 0);
-      }
-      wg_commit();
-      if constexpr (VM == WG_V_MN128PP)
-        if (wg == 0) named_bar_arrive(1, 256);
-      wg_wait0();
-      wg_hold(s);
-
-      /* mask (blocks that reach the diagonal), online softmax, rescale O */
-      if (k0 + BN - 1 > q0 + wrow0) wg_mask<BN>(s, k0, q0 + wrow0, g, t);
-      float alpha[2];
-      wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2);
-  #pragma unroll
-      for (int hf = 0; hf < 2; ++hf)
-  #pragma unroll
-        for (int jd = 0; jd < D / 8; ++jd) {
-          o[4 * jd + 2 * hf] *= alpha[hf];
-          o[4 * jd + 2 * hf + 1] *= alpha[hf];
-        }
-      /* O += P V: P from registers, 16 keys per wgmma (A fragment kk = score
-       * n-tiles 2kk, 2kk+1); B = V (MN-major) or Vt (K-major) */
-      uint32_t a[BN / 16][4];
-      wg_pack_p<BN>(a, s);
-      wg_hold(o);
-      wg_hold(a);
-      wg_fence();
-  #pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        if constexpr (MN) /* keys 16kk.. of buffer buf; LBO = one d half, BN·128 B */
-          wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(sV + buf * BN * 128 + kk * 16 * 64, BN * 128));
-        else
-          wg_m64n128_rs<0>(o, a[kk], wg_desc_k(sVt + kk * 16));
-      }
-      wg_commit();
-      wg_wait0();
-      wg_hold(o);
-    }
-    cp_async_wait<0>();
-
-    wg_store<D>(p, o, mrow, lrow, b, h, q0 + wrow0 + g, t);
   }
+  cp_async_wait<0>();
+
+  wg_store<D>(p, o, mrow, lrow, b, h, q0 + wrow0 + g, t);
 #else
   __trap(); /* built without sm_90a: the launcher refuses before this */
 #endif
@@ -1589,8 +1508,8 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
 /* ======================================================================== */
 /* WGMMA backward (sm_90a, d = 128)                                         */
 /* ======================================================================== */
-/* FlashAttention-2's backward on wgmma, fused (FQ: dQ by atomics, as the MMA
- * kernel) or split in two kernels, with the
+/* FlashAttention-2's backward on wgmma, fused (FQ: dQ added into a workspace
+ * by bulk reductions or atomics) or split in two kernels, with the
  * forward's operand conventions (Q, K, V, dO tiles loaded by load_tile_sw128
  * into [half][rows][64] 128-byte-swizzled shared memory; a tile serves as a
  * K-major operand when its rows are the M or N index, and as an MN-major B
@@ -1599,7 +1518,7 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  *  - attn_bwd_dkdv_wgmma_kernel: a block owns BN = 128 keys of one kv head
  *    (warpgroup wg: keys 64wg..64wg+63) with K and V resident, and walks, for
  *    every query head of the group, the query tiles of 64 rows at or past the
- *    diagonal (Q, dO, LSE and D double-buffered):
+ *    diagonal (Q, dO, LSE and D double- or triple-buffered):
  *        S^T  = K Q^T          m64n64, A = K (K-major), B = Q (K-major)
  *        dP^T = V dO^T         m64n64, A = V, B = dO
  *        P^T  = exp2(S^T·scale·log2e − LSE·log2e), 0 where key > query
@@ -1622,55 +1541,75 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  *    and writes bf16(scale·dQ).  dQ needs no workspace and no atomics; the
  *    price is S and dP computed twice (7 GEMMs where the fused MMA kernel
  *    runs 5; the FLOP count stays 2.5 × forward).
- *  - fused (attn_bwd_dkdv_wgmma_kernel<WGB_DQ_ATOMIC>, the default): the dK/dV kernel
+ *  - fused (attn_bwd_dkdv_wgmma_kernel<WGB_DQ_ATOMIC, ·>): the dK/dV kernel
  *    also stores bf16(dS^T) to shared memory (double-buffered), and after a
  *    barrier each warpgroup computes half the head dims of dQ = dS K for the
  *    step's 64 queries (m64n64, both operands MN-major from shared memory),
- *    left in flight over the next step's barrier and added into the fp32
+ *    left in flight over the next step's start and added into the fp32
  *    dQacc by float2 atomics before the next S^T, dP^T; dQacc is zeroed
  *    before and converted to bf16(scale·dQacc) after, as for the MMA
- *    backward.  5 GEMMs per tile; measured 368 against split's 336 TFLOP/s
- *    (bwd alone, 16Ki, test_attention_cuda: results/reference/h200/
- *    2026-11-30-s3/attention_test_cuda.txt).  The atomics are its main cost
- *    (64Ki, 64/8 heads, fwd+bwd: 655 ms; 484 ms with the atomics left out,
- *    454 ms without dQ at all: analysis/device/attn_dq_probe.sh), but adding dQ
- *    through a shared fp32 stage and bulk reductions (cp.reduce.async.bulk
- *    .add.f32, a row per thread, after the middle barrier) measured slower
- *    still (bwd 306–307 TFLOP/s at 16Ki, fwd+bwd 351 at 64Ki; commit a7e6ccb,
- *    reverted; results/reference/h200/2026-11-30-s4).
- *  - bulk (attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK>; experimental, written
- *    after the device time of its session was spent, so not yet run on a
- *    GPU: PLATEAU_ATTN_WGMMA_BWD=bulk, checked by test_attention_cuda): as
+ *    backward.  5 GEMMs per tile against split's 7.  The atomics are its
+ *    main cost (64Ki, 64/8 heads, fwd+bwd, two barriers: 669 ms as is, 496
+ *    ms with the atomics left out, 465 ms without dQ at all;
+ *    analysis/device/attn_dq_probe.sh, results/reference/h200/
+ *    2026-11-30-s5-ab/probe).
+ *  - bulk (attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK, ·>, the default): as
  *    fused, but the dQ tile goes to a 32 KB shared stage (float4 per
- *    thread, conflict-free) and thread 0 adds it to dQacc with one 32 KB
- *    cp.reduce.async.bulk per step after the middle barrier, into a tiled
- *    dQacc ([B][n_q][ceil(S/64)] tiles in the stage's order, converted by
- *    attn_dq_convert_tiled_kernel), as FlashAttention-3 does; thread 0
- *    waits for the read of its last reduction before each step's first
- *    barrier.  The per-row variant above (64 reductions of 512 B per step,
- *    waits in 64 threads) is what measured slower.
- *  Both: S^T and dP^T are separate wgmma groups, so that P^T is computed and
+ *    thread, conflict-free, each warpgroup's half contiguous) and is added
+ *    to a tiled dQacc ([B][n_q][ceil(S/64)] tiles in the stage's order,
+ *    converted by attn_dq_convert_tiled_kernel) by cp.reduce.async.bulk
+ *    .add.f32 (the TMA engine, reductions in L2), as FlashAttention-3 does:
+ *    one 32 KB reduction by thread 0 after the middle barrier (two
+ *    barriers), or one 16 KB reduction per warpgroup by its leader thread
+ *    right after the warpgroup's stores and a warpgroup barrier (one
+ *    barrier).  (A per-row variant, 64 reductions of 512 B per step, was
+ *    slower than the atomics: results/reference/h200/2026-11-30-s4; a
+ *    double-buffered stage gained nothing: 375-392 against 372-393 TFLOP/s.)
+ *  All: S^T and dP^T are separate wgmma groups, so that P^T is computed and
  *  dV issued while dP^T runs, and dS^T computed while dV runs (FA3's
  *  intra-warpgroup overlap).
  *
- * Synchronization (both kernels; the forward mn kernel's scheme): one
- * __syncthreads per step, preceded in every thread by cp.async.wait_group 0
- * (its own copies of this step's tiles landed) and fence.proxy.async (those
- * generic-proxy writes ordered before the async-proxy wgmma reads of any
- * thread after the barrier).  Every wgmma batch that reads a double-buffered
- * tile is waited for (wgmma.wait_group) inside its step, so after the barrier
- * of step j no wgmma or ld.shared of step j−1 on that buffer is pending and
- * it may be refilled for step j+1 (issued right after the barrier,
- * overlapping the step).  The one batch left in flight, the fused dQ, reads
- * only K and its own dS^T buffer, which step j+1 does not write.  The
- * resident tiles are never rewritten.  wgmma.fence precedes each batch (the
- * A fragments were just packed by ordinary instructions, the accumulators
- * last touched by the previous batch); wg_hold pins the accumulator and A
- * registers around fence / wait as in the forward.  In the dQ kernel a
- * warpgroup whose whole 64×64 tile lies above the diagonal (all keys after
- * all queries) skips the step's wgmma; the dK/dV kernel computes such a tile
- * (masked to 0, one per key block) since a branch around its wgmma made
- * ptxas serialize them (C7520). */
+ * Step order of the dK/dV kernels (BwdWalk, also the MMA one's;
+ * PLATEAU_ATTN_BWD_WALK): desc (default) walks the query tiles from the last
+ * down, every head of the group at each, so the blocks of a wave read the
+ * same Q, dO tiles and add into the same dQ tiles at about the same time
+ * (L2 hit rate of the bulk kernel 53% → 62%, DRAM throughput 29% → 22% of
+ * peak at 16Ki: attention_ncu_l2.txt); asc walks head by head from the
+ * diagonal.  desc: +1-3% fwd+bwd with bulk.
+ *
+ * Synchronization (the dQ kernel and the forward mn kernel: one
+ * __syncthreads per step; the dK/dV kernel: two per step, or one,
+ * PLATEAU_ATTN_WGMMA_SYNC).  A barrier is preceded in every thread by
+ * cp.async.wait_group (its own copies of the next tiles landed) and
+ * fence.proxy.async (those generic-proxy writes, and dS^T's and the dQ
+ * stage's stores, ordered before the async-proxy reads of wgmma and the bulk
+ * reductions of any thread after the barrier).  Every wgmma batch that
+ * reads a buffered Q, dO (or K, V) tile is waited for (wgmma.wait_group)
+ * inside its step.  With one barrier per step (at the start of the step:
+ * the dQ kernel, the forward, and the dK/dV kernel with SYNC two, which adds
+ * the middle barrier before dQ) tiles are double-buffered: after the barrier
+ * of step j no wgmma of step j−1 on buffer (j+1)%2 is pending and it is
+ * refilled for step j+1, overlapping step j.  The dK/dV kernel with SYNC one
+ * keeps only the middle barrier (before dQ, which needs both warpgroups'
+ * dS^T): Q, dO, LSE and D are triple-buffered and loaded two steps ahead —
+ * after the middle barrier of step j, both warpgroups are done with step
+ * j−1, so buffer (j+2)%3 is refilled for step j+2, and step j+1's tiles,
+ * waited for by every thread before that barrier, are in place; one
+ * barrier fewer per step measured +5-10% (bulk fwd+bwd 404-412 against
+ * 382-383 TFLOP/s at 16Ki-64Ki, results/reference/h200/2026-11-30-s5-ab).
+ * The one batch left in flight across a step boundary, dQ, reads only K and
+ * its own dS^T buffer (double-buffered: a warpgroup may still read buffer
+ * j&1 while the other writes the other one in step j+1).  The resident tiles
+ * are never rewritten.  (Issuing a step's dQ at the start of the next, before
+ * its S^T and dP^T, so that the tensor pipe would not drain at the step
+ * boundary, gained nothing: 406-413 against 412.)  wgmma.fence precedes each
+ * batch (the A fragments were just packed by ordinary instructions, the
+ * accumulators last touched by the previous batch); wg_hold pins the
+ * accumulator and A registers around fence / wait as in the forward.  In
+ * the dQ kernel a warpgroup whose whole 64×64 tile lies above the diagonal
+ * (all keys after all queries) skips the step's wgmma; the dK/dV kernel
+ * computes such a tile (masked to 0, one per key block) since a branch
+ * around its wgmma made ptxas serialize them (C7520). */
 #define WGB_BN 128 /* dK/dV kernel: keys per block (two warpgroups)      */
 #define WGB_BM 64  /* dK/dV kernel: queries per step                     */
 #define WGQ_BM 128 /* dQ kernel: query rows per block (two warpgroups)   */
@@ -2322,7 +2261,6 @@ static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
     if (vm == WG_V_MN128) return fwd_wgmma_launch<WG_V_MN128>(st, p, B);
     if (vm == WG_V_PIPE) return fwd_wgmma_launch<WG_V_PIPE>(st, p, B);
     if (vm == WG_V_MN128PP) return fwd_wgmma_launch<WG_V_MN128PP>(st, p, B);
-    if (vm == WG_V_OV) return fwd_wgmma_launch<WG_V_OV>(st, p, B);
     return fwd_wgmma_launch<WG_V_TRANSPOSE>(st, p, B);
   }
   if (use_mma(sh)) {
@@ -2521,8 +2459,8 @@ static int wgmma_runs(pl_stream *s, const pl_attn_shape *sh, const char **name) 
 /* The forward kernel pl_cuda_attn_fwd runs for sh on s (sh->algo already
  * resolved from PLATEAU_ATTN_FWD), for result notes. */
 extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
-  static const char *const wg[WG_V_COUNT] = {"wgmma/transpose", "wgmma/mn",      "wgmma/mn128",
-                                             "wgmma/pipe",      "wgmma/mn128pp", "wgmma/ov"};
+  static const char *const wg[WG_V_COUNT] = {"wgmma/transpose", "wgmma/mn", "wgmma/mn128",
+                                             "wgmma/pipe", "wgmma/mn128pp"};
   const char *name;
   if (!wgmma_runs(s, sh, &name)) return name;
   int vm = WG_V_MN128;
