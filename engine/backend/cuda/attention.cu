@@ -2476,11 +2476,17 @@ extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape
 extern "C" const char *pl_cuda_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
   const char *name;
   if (!wgmma_runs(s, sh, &name)) return name;
-  int mode = WGB_DQ_BULK;
-  if (wgmma_bwd_variant(&mode) != PL_OK) {
+  int mode = WGB_DQ_BULK, sy = WGB_SYNC_ONE, walk = BWD_WALK_DESC;
+  if (wgmma_bwd_variant(&mode) != PL_OK || wgmma_bwd_sync(&sy) != PL_OK ||
+      bwd_walk_order(&walk) != PL_OK) {
     pl_clear_error();
-    return "wgmma (bad PLATEAU_ATTN_WGMMA_BWD)";
+    return "wgmma (bad PLATEAU_ATTN_WGMMA_BWD, _SYNC or PLATEAU_ATTN_BWD_WALK)";
   }
-  static const char *const names[WGB_DQ_COUNT] = {"wgmma/split", "wgmma/fused", "wgmma/bulk"};
-  return names[mode];
+  /* the variant, then what differs from the defaults: "/2bar" (two
+   * barriers per step), "/asc" (step order) */
+  static const char *const names[WGB_DQ_COUNT][WGB_SYNC_COUNT][BWD_WALK_COUNT] = {
+      {{"wgmma/split/2bar/asc", "wgmma/split/2bar"}, {"wgmma/split/asc", "wgmma/split"}},
+      {{"wgmma/fused/2bar/asc", "wgmma/fused/2bar"}, {"wgmma/fused/asc", "wgmma/fused"}},
+      {{"wgmma/bulk/2bar/asc", "wgmma/bulk/2bar"}, {"wgmma/bulk/asc", "wgmma/bulk"}}};
+  return names[mode][sy][walk];
 }
