@@ -1564,7 +1564,14 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  *    right after the warpgroup's stores and a warpgroup barrier (one
  *    barrier).  (A per-row variant, 64 reductions of 512 B per step, was
  *    slower than the atomics: results/reference/h200/2026-11-30-s4; a
- *    double-buffered stage gained nothing: 375-392 against 372-393 TFLOP/s.)
+ *    double-buffered stage gained nothing: 375-392 against 372-393 TFLOP/s;
+ *    nor did the leader waiting for its reduction's read at the next
+ *    stage, behind a warpgroup barrier, instead of before the block
+ *    barrier: 387-407 against 391-412.)  What dQ still costs (64Ki, one
+ *    barrier, fwd+bwd): 612 ms as is, 571 ms with the reductions left out,
+ *    544 ms with the dQ GEMM left out (stage and reductions kept);
+ *    attn_dq_probe.sh VARIANT=bulk, results/reference/h200/
+ *    2026-11-30-s5-ab/v6/probe.
  *  All: S^T and dP^T are separate wgmma groups, so that P^T is computed and
  *  dV issued while dP^T runs, and dS^T computed while dV runs (FA3's
  *  intra-warpgroup overlap).
@@ -1620,7 +1627,7 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
 enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2, WGB_DQ_COUNT = 3 };
 /* synchronization schemes of the dK/dV kernel (its template argument SY;
  * PLATEAU_ATTN_WGMMA_SYNC, see sync_names) */
-enum { WGB_SYNC_TWO = 0, WGB_SYNC_ONE = 1, WGB_SYNC_ONE_LW = 2, WGB_SYNC_COUNT = 3 };
+enum { WGB_SYNC_TWO = 0, WGB_SYNC_ONE = 1, WGB_SYNC_COUNT = 2 };
 /* K, V [2][128][64] + Q, dO [nb buf][2][64][64] swizzled; with dQ dS^T [2
  * buf][128][64] swizzled; with bulk dQ the stage [2][8][128][4] f32; LSE, D
  * [nb buf][64] f32; 1024 B to align.  Two buffers: 133,120 B (split),
@@ -1839,10 +1846,6 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
       wg_hold(dqp);
       if (FQ == WGB_DQ_ATOMIC && pend_q >= 0) dq_flush(pend_q, pend_h);
       if (BULK && pend_q >= 0) {
-        if (SY == WGB_SYNC_ONE_LW) { /* the leader's last reduction has read the stage */
-          if (leader) bulk_wait_read<0>();
-          named_bar_sync(1 + wg, 128);
-        }
         dq_stage();
         if (ONEBAR) { /* this warpgroup's half, reduced at once by its leader */
           fence_proxy_async();
@@ -1933,7 +1936,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
        * (it+2) % 3, refilled right after; a leader's last bulk reduction has
        * read its stage (rewritten next step) */
       if (ONEBAR) cp_async_wait<0>();
-      if (BULK && SY == WGB_SYNC_ONE && leader) bulk_wait_read<0>();
+      if (BULK && ONEBAR && leader) bulk_wait_read<0>();
       fence_proxy_async(); /* (BULK: also the stage's stores before the bulk read) */
       __syncthreads();
       if (ONEBAR) {
@@ -1970,10 +1973,6 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
       if (tid == 0) bulk_wait_read<0>();
       __syncthreads();
     } /* (one barrier: the leaders waited before the last step's barrier) */
-    if (SY == WGB_SYNC_ONE_LW) {
-      if (leader) bulk_wait_read<0>();
-      named_bar_sync(1 + wg, 128);
-    }
     if (pend_q >= 0) dq_stage();
     fence_proxy_async();
     if (ONEBAR) {
@@ -2319,7 +2318,7 @@ template <int SY> static void (*dkdv_kernel(int mode))(AttnParams) {
 
 /* PLATEAU_ATTN_WGMMA_SYNC = two (default) | one: the wgmma dK/dV kernel's
  * synchronization scheme (see "Synchronization"). */
-static const char *const sync_names[WGB_SYNC_COUNT] = {"two", "one", "one-lw"};
+static const char *const sync_names[WGB_SYNC_COUNT] = {"two", "one"};
 static pl_status wgmma_bwd_sync(int *sy) {
   return env_choice("PLATEAU_ATTN_WGMMA_SYNC", sync_names, WGB_SYNC_COUNT, WGB_SYNC_ONE, sy);
 }
@@ -2329,9 +2328,7 @@ static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int
   const bool fused = mode != WGB_DQ_NONE;
   const size_t smem_kv = wgb_dkdv_smem_bytes(mode, sy == WGB_SYNC_TWO ? 2 : 3),
                smem_q = wgb_dq_smem_bytes();
-  auto kv = sy == WGB_SYNC_TWO   ? dkdv_kernel<WGB_SYNC_TWO>(mode)
-            : sy == WGB_SYNC_ONE ? dkdv_kernel<WGB_SYNC_ONE>(mode)
-                                 : dkdv_kernel<WGB_SYNC_ONE_LW>(mode);
+  auto kv = sy == WGB_SYNC_TWO ? dkdv_kernel<WGB_SYNC_TWO>(mode) : dkdv_kernel<WGB_SYNC_ONE>(mode);
   cudaError_t e =
       cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
   if (e == cudaSuccess && !fused)
@@ -2495,14 +2492,8 @@ extern "C" const char *pl_cuda_attn_bwd_kernel(pl_stream *s, const pl_attn_shape
   /* the variant, then what differs from the defaults: "/2bar" (two
    * barriers per step), "/asc" (step order) */
   static const char *const names[WGB_DQ_COUNT][WGB_SYNC_COUNT][BWD_WALK_COUNT] = {
-      {{"wgmma/split/2bar/asc", "wgmma/split/2bar"},
-       {"wgmma/split/asc", "wgmma/split"},
-       {"wgmma/split/lw/asc", "wgmma/split/lw"}},
-      {{"wgmma/fused/2bar/asc", "wgmma/fused/2bar"},
-       {"wgmma/fused/asc", "wgmma/fused"},
-       {"wgmma/fused/lw/asc", "wgmma/fused/lw"}},
-      {{"wgmma/bulk/2bar/asc", "wgmma/bulk/2bar"},
-       {"wgmma/bulk/asc", "wgmma/bulk"},
-       {"wgmma/bulk/lw/asc", "wgmma/bulk/lw"}}};
+      {{"wgmma/split/2bar/asc", "wgmma/split/2bar"}, {"wgmma/split/asc", "wgmma/split"}},
+      {{"wgmma/fused/2bar/asc", "wgmma/fused/2bar"}, {"wgmma/fused/asc", "wgmma/fused"}},
+      {{"wgmma/bulk/2bar/asc", "wgmma/bulk/2bar"}, {"wgmma/bulk/asc", "wgmma/bulk"}}};
   return names[mode][sy][walk];
 }
