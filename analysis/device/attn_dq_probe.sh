@@ -6,10 +6,12 @@
 # copies of engine/backend/cuda/attention.cu that give WRONG gradients on
 # purpose: (1) "no-atomics" (fused: the dQ tile computed but never added to
 # the workspace) or "no-reduce" (bulk: staged but never reduced); (2)
-# "no-dq", not even computed.  The source is restored at the end (and on
-# exit); REBUILD=0 skips the final rebuild of the shipped kernels.  Run on the GPU machine from the repository root after
-# the build that analysis/device/run.sh does; prints one line per run and
-# writes the result files into $RUNS.  About 2 minutes.
+# "no-dq", the dQ GEMM left out (fused: nothing added; bulk: the stage and
+# the reductions of whatever its registers hold remain).  The source is
+# restored at the end (and on exit); REBUILD=0 skips the final rebuild of
+# the shipped kernels.  Run on the GPU machine from the repository root
+# after the build that analysis/device/run.sh does; prints one line per run
+# and writes the result files into $RUNS.  About 2 minutes.
 set -uo pipefail
 RUNS=${RUNS:-results/runs/attn-dq-probe-$(date -u +%Y%m%dT%H%M%SZ)}
 BIN=${BIN:-build/bin/plateau}
