@@ -25,5 +25,17 @@ for k in attn_fwd_wgmma attn_bwd_dkdv_wgmma; do
     "$BIN" bench attention --backend cuda $SHAPE --seq 16Ki --pass both -w 1 -n 1 \
     -o "$RUNS/ncu-bench" >>"$out" 2>&1 || echo "(ncu on $k failed: see above)" >>"$out"
 done
+# WALKS (e.g. "asc desc"): also what the dK/dV kernel's step order
+# (PLATEAU_ATTN_BWD_WALK) does to the memory system: SpeedOfLight and
+# MemoryWorkloadAnalysis (L2 hit rate, DRAM throughput) per order, into
+# $RUNS/attention_ncu_l2.txt (about 40 s each)
+for w in ${WALKS:-}; do
+  echo "## kernel attn_bwd_dkdv_wgmma, walk $w (S = 16Ki, $SHAPE)" >>"$RUNS/attention_ncu_l2.txt"
+  PLATEAU_ATTN_BWD_WALK=$w timeout 200 "$NCU" --kernel-name regex:attn_bwd_dkdv_wgmma \
+    --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis "$BIN" bench attention \
+    --backend cuda $SHAPE --seq 16Ki --pass both -w 1 -n 1 -o "$RUNS/ncu-bench" \
+    >>"$RUNS/attention_ncu_l2.txt" 2>&1 || echo "(ncu, walk $w, failed)" >>"$RUNS/attention_ncu_l2.txt"
+done
 rm -rf "$RUNS/ncu-bench"
+[ -n "${WALKS:-}" ] && grep -E "^## |Duration|Throughput|Hit Rate" "$RUNS/attention_ncu_l2.txt" | head -40
 grep -E "^## kernel|Duration|Compute \(SM\) Throughput|Memory Throughput|Tensor|Executed Ipc|Achieved Occupancy|Stall|Warp Cycles Per Issued|Issue Slots Busy|Registers Per" "$out" | head -80
