@@ -43,7 +43,7 @@ PY
 }
 run shipped
 if [ "$VARIANT" = bulk ]; then
-  patch_src "if (issuer) dq_bulk(pend_q, pend_h, mine0, mine_n);" ";" || exit 1
+  patch_src "if (leader) dq_bulk(pend_q, pend_h, wg);" ";" || exit 1
   run no-reduce
 else
   patch_src "if (FQ == WGB_DQ_ATOMIC && pend_q >= 0) dq_flush(pend_q, pend_h);" ";" || exit 1

@@ -330,22 +330,22 @@ static __global__ void attn_dq_convert_kernel(const float *acc, bf16 *dq,
 
 /* dQ = bf16(scale · dQacc) from the tiled dQacc of the BULK wgmma backward
  * (d = 128): [B][n_q][ceil(S/64)] tiles of 64 rows × 128 in the order
- * attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK, ·> stages them: float4 256·warp +
- * 32·j + lane holds the accumulator elements 4j..4j+3 of thread 32·warp +
- * lane (warp = 4·wg + wq, lane = 4·g + t), i.e. rows r, r + 8 (r = 16·wq +
- * g) at columns c, c + 1 (c = 64·wg + 8j + 2t).  One thread per float4;
- * ntiles = B·n_q·ceil(S/64). */
+ * attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK, ·> stages them: float4 1024·wg +
+ * 128·j + T' holds the accumulator elements 4j..4j+3 of thread 128·wg + T',
+ * i.e. rows r, r + 8 (r = 16·wq + g) at columns c, c + 1 (c = 64·wg + 8j +
+ * 2t), T' = 32·wq + 4·g + t.  One thread per float4; ntiles =
+ * B·n_q·ceil(S/64). */
 static __global__ void attn_dq_convert_tiled_kernel(const float *acc, bf16 *dq, int S, int nq,
                                                     int64_t ntiles, float scale) {
   const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= ntiles * 2048) return;
   const int64_t tile = idx >> 11;
-  const int w = (int)(idx & 2047), warp = w >> 8, j = (w >> 5) & 7, lane = w & 31;
+  const int w = (int)(idx & 2047), wg = w >> 10, j = (w >> 7) & 7, T = w & 127;
   const int nqt = (S + 63) / 64;
   const int qt = (int)(tile % nqt);
   const int64_t bh = tile / nqt;
   const int h = (int)(bh % nq), b = (int)(bh / nq);
-  const int wg = warp >> 2, wq = warp & 3, g = lane >> 2, t = lane & 3;
+  const int wq = T >> 5, g = (T >> 2) & 7, t = T & 3;
   const int row = qt * 64 + wq * 16 + g, col = wg * 64 + 8 * j + 2 * t;
   const float4 a = reinterpret_cast<const float4 *>(acc)[idx];
   bf16 *base = dq + (((int64_t)b * S + row) * nq + h) * 128 + col;
@@ -1627,7 +1627,7 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
 enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2, WGB_DQ_COUNT = 3 };
 /* synchronization schemes of the dK/dV kernel (its template argument SY;
  * PLATEAU_ATTN_WGMMA_SYNC, see sync_names) */
-enum { WGB_SYNC_TWO = 0, WGB_SYNC_ONE = 1, WGB_SYNC_ONE_WARP = 2, WGB_SYNC_COUNT = 3 };
+enum { WGB_SYNC_TWO = 0, WGB_SYNC_ONE = 1, WGB_SYNC_COUNT = 2 };
 /* K, V [2][128][64] + Q, dO [nb buf][2][64][64] swizzled; with dQ dS^T [2
  * buf][128][64] swizzled; with bulk dQ the stage [2][8][128][4] f32; LSE, D
  * [nb buf][64] f32; 1024 B to align.  Two buffers: 133,120 B (split),
@@ -1719,12 +1719,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = warp >> 2, wq = warp & 3, g = lane >> 2, t = lane & 3;
-  /* with one barrier, the thread that issues the bulk reductions of its
-   * warpgroup's half of the stage (ONE) or of its warp's quarter of that
-   * (ONE_WARP): float4 mine0.. mine0 + mine_n - 1 */
-  const bool issuer = SY == WGB_SYNC_ONE_WARP ? lane == 0 : (tid & 127) == 0;
-  const int mine0 = SY == WGB_SYNC_ONE_WARP ? warp * 256 : wg * 1024;
-  const int mine_n = SY == WGB_SYNC_ONE_WARP ? 256 : 1024;
+  const bool leader = (tid & 127) == 0; /* issues its warpgroup's bulk reductions (ONEBAR) */
   const int hk = blockIdx.y, b = blockIdx.z, S = p.S;
   const int k0 = blockIdx.x * BN; /* longest key blocks (most queries) first */
   const int kw0 = k0 + wg * 64;   /* this warpgroup's first key */
@@ -1773,21 +1768,24 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
    * (one barrier) */
   float dqp[32];
   int pend_q = -1, pend_h = 0;
-  /* BULK: the stage and dQacc's tiles hold dqp[4j..4j+3] of thread 32·warp
-   * + lane at float4 256·warp + 32·j + lane: 16-byte stores, conflict-free,
-   * each warp's quarter (and warpgroup's half) contiguous */
+  /* BULK: the stage and dQacc's tiles hold dqp[4j..4j+3] of thread T =
+   * 128·wg + T' at float4 1024·wg + 128·j + T': 16-byte stores,
+   * conflict-free, each warpgroup's half contiguous */
   auto dq_stage = [&]() {
-    float4 *s4 = reinterpret_cast<float4 *>(sdQ) + warp * 256 + lane;
+    float4 *s4 = reinterpret_cast<float4 *>(sdQ) + wg * 1024 + (tid & 127);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
-      s4[j * 32] = make_float4(dqp[4 * j], dqp[4 * j + 1], dqp[4 * j + 2], dqp[4 * j + 3]);
+      s4[j * 128] = make_float4(dqp[4 * j], dqp[4 * j + 1], dqp[4 * j + 2], dqp[4 * j + 3]);
   };
-  /* float4 f0 .. f0 + nf - 1 of the stage into dQacc's tile (q0, h), after
-   * a barrier past their dq_stage */
-  auto dq_bulk = [&](int q0, int h, int f0, int nf) {
+  /* after a barrier past dq_stage: half -1 (all) by thread 0, else by the
+   * leader of warpgroup `half` */
+  auto dq_bulk = [&](int q0, int h, int half) {
     const int nqt = (S + BM - 1) / BM;
     const int64_t off = (((int64_t)b * p.nq + h) * nqt + q0 / BM) * (BM * D);
-    bulk_add_f32(p.dqacc + off + 4 * f0, sdQ + 4 * f0, (uint32_t)nf * 16);
+    if (half < 0)
+      bulk_add_f32(p.dqacc + off, sdQ, BM * D * 4);
+    else
+      bulk_add_f32(p.dqacc + off + half * (BM * D / 2), sdQ + half * (BM * D / 2), BM * D * 2);
     bulk_commit();
   };
   /* element 4j + e: query q0 + 16wq + g + 8·(e>>1), d 64wg + 8j + 2t + (e&1) */
@@ -1849,13 +1847,10 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
       if (FQ == WGB_DQ_ATOMIC && pend_q >= 0) dq_flush(pend_q, pend_h);
       if (BULK && pend_q >= 0) {
         dq_stage();
-        if (ONEBAR) { /* this warpgroup's half (warp's quarter), reduced at once */
+        if (ONEBAR) { /* this warpgroup's half, reduced at once by its leader */
           fence_proxy_async();
-          if (SY == WGB_SYNC_ONE_WARP)
-            __syncwarp();
-          else
-            named_bar_sync(1 + wg, 128);
-          if (issuer) dq_bulk(pend_q, pend_h, mine0, mine_n);
+          named_bar_sync(1 + wg, 128);
+          if (leader) dq_bulk(pend_q, pend_h, wg);
         }
       }
     }
@@ -1941,7 +1936,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
        * (it+2) % 3, refilled right after; a leader's last bulk reduction has
        * read its stage (rewritten next step) */
       if (ONEBAR) cp_async_wait<0>();
-      if (BULK && ONEBAR && issuer) bulk_wait_read<0>();
+      if (BULK && ONEBAR && leader) bulk_wait_read<0>();
       fence_proxy_async(); /* (BULK: also the stage's stores before the bulk read) */
       __syncthreads();
       if (ONEBAR) {
@@ -1955,7 +1950,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
        * after the loop); dS^T is
        * double-buffered, as a warpgroup may still read buffer it&1 when the
        * other writes the other one in the next step. */
-      if (BULK && !ONEBAR && tid == 0 && pend_q >= 0) dq_bulk(pend_q, pend_h, 0, 2048);
+      if (BULK && !ONEBAR && tid == 0 && pend_q >= 0) dq_bulk(pend_q, pend_h, -1);
       dq_issue(it & 1);
       wg_wait1(); /* dV, dK done: ap, as and the Q, dO buffer free */
       wg_hold(dv);
@@ -1977,22 +1972,19 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     if (!ONEBAR) {
       if (tid == 0) bulk_wait_read<0>();
       __syncthreads();
-    } /* (one barrier: the issuers waited before the last step's barrier) */
+    } /* (one barrier: the leaders waited before the last step's barrier) */
     if (pend_q >= 0) dq_stage();
     fence_proxy_async();
     if (ONEBAR) {
-      if (SY == WGB_SYNC_ONE_WARP)
-        __syncwarp();
-      else
-        named_bar_sync(1 + wg, 128);
-      if (issuer) {
-        if (pend_q >= 0) dq_bulk(pend_q, pend_h, mine0, mine_n);
+      named_bar_sync(1 + wg, 128);
+      if (leader) {
+        if (pend_q >= 0) dq_bulk(pend_q, pend_h, wg);
         bulk_wait0();
       }
     } else {
       __syncthreads();
       if (tid == 0) {
-        if (pend_q >= 0) dq_bulk(pend_q, pend_h, 0, 2048);
+        if (pend_q >= 0) dq_bulk(pend_q, pend_h, -1);
         bulk_wait0();
       }
     }
@@ -2326,7 +2318,7 @@ template <int SY> static void (*dkdv_kernel(int mode))(AttnParams) {
 
 /* PLATEAU_ATTN_WGMMA_SYNC = two (default) | one: the wgmma dK/dV kernel's
  * synchronization scheme (see "Synchronization"). */
-static const char *const sync_names[WGB_SYNC_COUNT] = {"two", "one", "one-warp"};
+static const char *const sync_names[WGB_SYNC_COUNT] = {"two", "one"};
 static pl_status wgmma_bwd_sync(int *sy) {
   return env_choice("PLATEAU_ATTN_WGMMA_SYNC", sync_names, WGB_SYNC_COUNT, WGB_SYNC_ONE, sy);
 }
@@ -2336,9 +2328,7 @@ static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int
   const bool fused = mode != WGB_DQ_NONE;
   const size_t smem_kv = wgb_dkdv_smem_bytes(mode, sy == WGB_SYNC_TWO ? 2 : 3),
                smem_q = wgb_dq_smem_bytes();
-  auto kv = sy == WGB_SYNC_TWO   ? dkdv_kernel<WGB_SYNC_TWO>(mode)
-            : sy == WGB_SYNC_ONE ? dkdv_kernel<WGB_SYNC_ONE>(mode)
-                                 : dkdv_kernel<WGB_SYNC_ONE_WARP>(mode);
+  auto kv = sy == WGB_SYNC_TWO ? dkdv_kernel<WGB_SYNC_TWO>(mode) : dkdv_kernel<WGB_SYNC_ONE>(mode);
   cudaError_t e =
       cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
   if (e == cudaSuccess && !fused)
@@ -2502,14 +2492,8 @@ extern "C" const char *pl_cuda_attn_bwd_kernel(pl_stream *s, const pl_attn_shape
   /* the variant, then what differs from the defaults: "/2bar" (two
    * barriers per step), "/asc" (step order) */
   static const char *const names[WGB_DQ_COUNT][WGB_SYNC_COUNT][BWD_WALK_COUNT] = {
-      {{"wgmma/split/2bar/asc", "wgmma/split/2bar"},
-       {"wgmma/split/asc", "wgmma/split"},
-       {"wgmma/split/warp/asc", "wgmma/split/warp"}},
-      {{"wgmma/fused/2bar/asc", "wgmma/fused/2bar"},
-       {"wgmma/fused/asc", "wgmma/fused"},
-       {"wgmma/fused/warp/asc", "wgmma/fused/warp"}},
-      {{"wgmma/bulk/2bar/asc", "wgmma/bulk/2bar"},
-       {"wgmma/bulk/asc", "wgmma/bulk"},
-       {"wgmma/bulk/warp/asc", "wgmma/bulk/warp"}}};
+      {{"wgmma/split/2bar/asc", "wgmma/split/2bar"}, {"wgmma/split/asc", "wgmma/split"}},
+      {{"wgmma/fused/2bar/asc", "wgmma/fused/2bar"}, {"wgmma/fused/asc", "wgmma/fused"}},
+      {{"wgmma/bulk/2bar/asc", "wgmma/bulk/2bar"}, {"wgmma/bulk/asc", "wgmma/bulk"}}};
   return names[mode][sy][walk];
 }

@@ -105,7 +105,7 @@ static const char *const wgmma_bwd_all[] = {"fused", "split", "bulk", NULL};
 /* the step orders of the dK/dV kernels (PLATEAU_ATTN_BWD_WALK) and the wgmma
  * dK/dV kernel's barriers per step (PLATEAU_ATTN_WGMMA_SYNC) */
 static const char *const bwd_walk_all[] = {"asc", "desc", NULL};
-static const char *const wgmma_sync_all[] = {"two", "one", "one-warp", NULL};
+static const char *const wgmma_sync_all[] = {"two", "one", NULL};
 
 typedef struct env_sweep {
   const char *var;
