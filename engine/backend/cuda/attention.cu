@@ -1567,7 +1567,9 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  *    double-buffered stage gained nothing: 375-392 against 372-393 TFLOP/s;
  *    nor did the leader waiting for its reduction's read at the next
  *    stage, behind a warpgroup barrier, instead of before the block
- *    barrier: 387-407 against 391-412.)  What dQ still costs (64Ki, one
+ *    barrier: 387-407 against 391-412; nor a reduction per warp, 4 KB by
+ *    its lane 0 after a __syncwarp, instead of the warpgroup barrier:
+ *    403-414 against 409-420.)  What dQ still costs (64Ki, one
  *    barrier, fwd+bwd): 612 ms as is, 571 ms with the reductions left out,
  *    544 ms with the dQ GEMM left out (stage and reductions kept);
  *    attn_dq_probe.sh VARIANT=bulk, results/reference/h200/
