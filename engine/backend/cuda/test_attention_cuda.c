@@ -6,8 +6,11 @@
  * With d = 128 it also checks and times the wgmma forward (sm_90a builds; AUTO
  * runs it), once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe, mn128pp;
  * only the one named when the caller sets it), and the wgmma backward once per
- * variant (PLATEAU_ATTN_WGMMA_BWD = fused, split, bulk; dQ, dK, dV against SIMPLE's,
- * on SIMPLE's O and LSE).  A wgmma mismatch or error fails the test; a build
+ * variant (PLATEAU_ATTN_WGMMA_BWD = bulk, fused, split), step order of the dK/dV
+ * kernels (PLATEAU_ATTN_BWD_WALK = asc, desc) and barrier scheme
+ * (PLATEAU_ATTN_WGMMA_SYNC = two, one) (dQ, dK, dV against SIMPLE's, on
+ * SIMPLE's O and LSE; the MMA backward with the caller's order, desc by
+ * default).  A wgmma mismatch or error fails the test; a build
  * without sm_90a code (PL_EUNSUPPORTED) only says so.
  * Without a GPU it prints "skipped: no CUDA device" and passes.  No fork: a
  * CUDA context must not be inherited (run with CK_FORK=no; main sets it). */
