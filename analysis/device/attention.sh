@@ -43,8 +43,8 @@ step "build check: nvcc -Xptxas -v (registers, spills) of the attention kernels"
 # a ptxas "serialized" line (C75xx) means a kernel lost its wgmma pipelining
 "$NVCC" -std=c++17 -O3 -arch=sm_90a -Iengine/include -Iengine -DPL_HAVE_CUDA=1 \
   $(mpicc --showme:compile 2>/dev/null) --expt-relaxed-constexpr -Xptxas -v -c engine/backend/cuda/attention.cu \
-  -o "$RUNS/attention_check.o" 2>&1 | grep -A3 -E "Compiling entry.*attn_(fwd|bwd)_[a-z]*_?wgmma|serialized" |
-  grep -E "entry|spill|registers|serialized" | tee -a "$RUNS/attention_ptxas.txt" || fail=1
+  -o "$RUNS/attention_check.o" 2>&1 | grep -A3 -E "Compiling entry.*attn_(fwd|bwd)_[a-z]*_?wgmma|serialized|injected" |
+  grep -E "entry|spill|registers|serialized|injected" | tee -a "$RUNS/attention_ptxas.txt" || fail=1
 rm -f "$RUNS/attention_check.o"
 fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv 2>/dev/null |

@@ -4,7 +4,7 @@
 # backward variant against the SIMPLE kernel; fails on a mismatch), then
 # `plateau bench attention` fwd+bwd with each backward variant (BWD, default
 # "bulk fused split") in each step order of the dK/dV kernel (WALK, default
-# "desc") with each synchronization scheme (SYNC, default "one"; sequence
+# "desc") with each synchronization scheme (SYNC, default "one tma"; sequence
 # lengths BSEQ, default SEQ), forward with each V path (V, default "mn128
 # mn128pp"), and the PyTorch SDPA peer on the same shapes in the same lease
 # (PEER=0 skips it, TEST=0 the test; an empty BWD or V skips those).
@@ -28,7 +28,7 @@ if [ "${TEST:-1}" = 1 ]; then
   CK_FORK=no timeout 420 "$BUILD/tests/engine/backend/cuda/test_attention_cuda" >"$RUNS/attention_test_cuda.txt" 2>&1 || fail=1
   grep -E "Checks|tflops wgmma|FAIL|fail|mismatch" "$RUNS/attention_test_cuda.txt" | head -30
 fi
-for y in ${SYNC-one}; do
+for y in ${SYNC-one tma}; do
   for w in ${WALK-desc}; do
     for v in ${BWD-bulk fused split}; do
       step "fwd+bwd, wgmma backward $v, step order $w, $y barrier(s) per step"

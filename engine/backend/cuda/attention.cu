@@ -53,6 +53,8 @@
  * folded in, P rounded to bf16 before P·V (MMA, WGMMA; SIMPLE keeps fp32),
  * the row sum of P in fp32.  Masked keys are −inf; key blocks past the
  * diagonal are never visited. */
+#include <cuda.h> /* CUtensorMap (the driver entry point comes through the runtime) */
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -1606,6 +1608,14 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  * waited for by every thread before that barrier, are in place; one
  * barrier fewer per step measured +5-10% (bulk fwd+bwd 404-412 against
  * 382-383 TFLOP/s at 16Ki-64Ki, results/reference/h200/2026-11-30-s5-ab).
+ * SYNC tma (experimental: written after the device time of its session was
+ * spent, compiled and checked for registers (245 for bulk, 255 for one) and
+ * ptxas serialization, not yet run on a GPU; the CUDA test checks it): as
+ * one, but thread 0 loads the Q and dO tiles with TMA (a 4-D tensor map per
+ * tensor, the 128-byte swizzle of load_tile_sw128, rows past S zero-filled)
+ * onto an mbarrier per buffer, which every thread waits on before the
+ * step's S^T; the other threads no longer issue 16 cp.async per step
+ * (LSE and D stay on cp.async, landed by the middle barrier as before).
  * The one batch left in flight across a step boundary, dQ, reads only K and
  * its own dS^T buffer (double-buffered: a warpgroup may still read buffer
  * j&1 while the other writes the other one in step j+1).  The resident tiles
@@ -1629,18 +1639,21 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
 enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2, WGB_DQ_COUNT = 3 };
 /* synchronization schemes of the dK/dV kernel (its template argument SY;
  * PLATEAU_ATTN_WGMMA_SYNC, see sync_names) */
-enum { WGB_SYNC_TWO = 0, WGB_SYNC_ONE = 1, WGB_SYNC_COUNT = 2 };
+enum { WGB_SYNC_TWO = 0, WGB_SYNC_ONE = 1, WGB_SYNC_TMA = 2, WGB_SYNC_COUNT = 3 };
 /* K, V [2][128][64] + Q, dO [nb buf][2][64][64] swizzled; with dQ dS^T [2
  * buf][128][64] swizzled; with bulk dQ the stage [2][8][128][4] f32; LSE, D
- * [nb buf][64] f32; 1024 B to align.  Two buffers: 133,120 B (split),
- * 165,888 B (fused), 198,656 B (bulk); three: 166,400 / 199,168 / 231,936 B
- * (the opt-in limit is 232,448). */
-static constexpr size_t wgb_dkdv_smem_bytes(int fq, int nb) {
-  return (size_t)2 * WGB_BN * 128 * 2 + (size_t)nb * 2 * WGB_BM * 128 * 2 +
+ * [nb buf][64] f32; with TMA 3 mbarriers (64 B); 1024 B to align.  Two
+ * buffers: 133,120 B (split), 165,888 B (fused), 198,656 B (bulk); three:
+ * 166,400 / 199,168 / 231,936 B, TMA 64 B more (the opt-in limit is
+ * 232,448). */
+static constexpr size_t wgb_dkdv_smem_bytes(int fq, int sy) {
+  return (size_t)2 * WGB_BN * 128 * 2 + (size_t)(sy == WGB_SYNC_TWO ? 2 : 3) * 2 * WGB_BM * 128 * 2 +
          (fq ? (size_t)2 * WGB_BN * WGB_BM * 2 : 0) +
-         (fq == WGB_DQ_BULK ? (size_t)WGB_BM * 128 * 4 : 0) + (size_t)nb * 2 * WGB_BM * 4 + 1024;
+         (fq == WGB_DQ_BULK ? (size_t)WGB_BM * 128 * 4 : 0) +
+         (size_t)(sy == WGB_SYNC_TWO ? 2 : 3) * 2 * WGB_BM * 4 + (sy == WGB_SYNC_TMA ? 64 : 0) + 1024;
 }
-static_assert(wgb_dkdv_smem_bytes(WGB_DQ_BULK, 3) <= 232448, "the dK/dV kernel's shared memory");
+static_assert(wgb_dkdv_smem_bytes(WGB_DQ_BULK, WGB_SYNC_TMA) <= 232448,
+              "the dK/dV kernel's shared memory");
 /* Q, dO [2][128][64] + K, V [2 buf][2][64][64] swizzled; 1024 B to align:
  * 132,096 B */
 static constexpr size_t wgb_dq_smem_bytes() {
@@ -1675,7 +1688,49 @@ template <int N> static __device__ __forceinline__ void bulk_wait_read() {
 static __device__ __forceinline__ void bulk_wait0() {
   asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
+/* mbarriers (the TMA scheme of the dK/dV kernel): init with one arrival,
+ * arrival with the transaction bytes to expect, wait for a phase (bounded:
+ * a load that never lands traps instead of hanging) */
+static __device__ __forceinline__ void mbar_init(uint64_t *bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_u32(bar)) : "memory");
+}
+static __device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+}
+static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+  for (long n = 0;; ++n) {
+    uint32_t done;
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+    if (done) return;
+    if (n > (1L << 24)) __trap();
+  }
+}
+/* TMA: the box of tensor map *map at coordinates (c0, c1, c2, c3) into
+ * shared memory at dst, completing transaction bytes on *bar */
+static __device__ __forceinline__ void tma_load4(void *dst, const CUtensorMap *map, int c0, int c1,
+                                                 int c2, int c3, uint64_t *bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+      "r"(smem_u32(bar))
+      : "memory");
+}
 #endif
+
+/* TMA descriptors of Q and dO for the dK/dV kernel's TMA scheme: each a 4-D
+ * tensor (d, n_q, S, B), box (64, 1, 64, 1), 128-byte swizzle (the layout of
+ * load_tile_sw128), rows past S zero-filled */
+struct BwdTma {
+  CUtensorMap q, dout;
+};
 
 /* acc (m64n128) += A · B as one committed wgmma group: A = a, K = KR rows
  * (16 per fragment) from registers, B = a [2][KR][64] swizzled tile read as
@@ -1703,10 +1758,11 @@ static __device__ __forceinline__ void wg_issue_rs_mn(float (&acc)[64],
  * (and LSE, D) buffers), or one (before dQ; 3 buffers; see
  * "Synchronization" above). */
 template <int FQ, int SY>
-static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(AttnParams p) {
+static __global__ void __launch_bounds__(256, 1)
+    attn_bwd_dkdv_wgmma_kernel(AttnParams p, const __grid_constant__ BwdTma tm) {
 #if PL_WGMMA_OK
   constexpr int D = 128, BN = WGB_BN, BM = WGB_BM, NT = 256;
-  constexpr bool BULK = FQ == WGB_DQ_BULK, ONEBAR = SY != WGB_SYNC_TWO;
+  constexpr bool BULK = FQ == WGB_DQ_BULK, ONEBAR = SY != WGB_SYNC_TWO, TMA = SY == WGB_SYNC_TMA;
   constexpr int NB = ONEBAR ? 3 : 2;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
@@ -1718,6 +1774,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
   float *sdQ = reinterpret_cast<float *>(sdS + (FQ ? 2 * BN * BM : 0)); /* [2][8][128][4] */
   float *sL = sdQ + (BULK ? BM * 128 : 0); /* [NB buf][BM] LSE */
   float *sDl = sL + NB * BM;               /* [NB buf][BM] D   */
+  uint64_t *full = reinterpret_cast<uint64_t *>(sDl + NB * BM); /* [NB] (TMA) */
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = warp >> 2, wq = warp & 3, g = lane >> 2, t = lane & 3;
@@ -1732,15 +1789,27 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
   const BwdWalk<BM> walk(p, hk, k0);
   const int niter = walk.niter;
 
-  /* loads of step `it` into buffer `buf`: Q, dO tiles; LSE and D of its 64
+  /* loads of step `it` into buffer `buf`: Q, dO tiles (cp.async by every
+   * thread, or TMA by thread 0 onto mbarrier full[buf]); LSE and D of its 64
    * queries (threads 0..127, one float each; 0 past S) */
   auto issue = [&](int it, int buf) {
     const int h = walk.head(it);
     const int qs = walk.qs(it);
-    const bf16 *gQ = p.q + (int64_t)b * S * qstride + (int64_t)h * D;
-    const bf16 *gdO = p.dout + (int64_t)b * S * qstride + (int64_t)h * D;
-    load_tile_sw128<BM, NT>(sQ + buf * BM * 128, gQ, qs, S, qstride, tid);
-    load_tile_sw128<BM, NT>(sdO + buf * BM * 128, gdO, qs, S, qstride, tid);
+    if (TMA) {
+      if (tid == 0) {
+        mbar_expect_tx(full + buf, 2 * BM * 128 * 2);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+          tma_load4(sQ + buf * BM * 128 + hf * BM * 64, &tm.q, hf * 64, h, qs, b, full + buf);
+          tma_load4(sdO + buf * BM * 128 + hf * BM * 64, &tm.dout, hf * 64, h, qs, b, full + buf);
+        }
+      }
+    } else {
+      const bf16 *gQ = p.q + (int64_t)b * S * qstride + (int64_t)h * D;
+      const bf16 *gdO = p.dout + (int64_t)b * S * qstride + (int64_t)h * D;
+      load_tile_sw128<BM, NT>(sQ + buf * BM * 128, gQ, qs, S, qstride, tid);
+      load_tile_sw128<BM, NT>(sdO + buf * BM * 128, gdO, qs, S, qstride, tid);
+    }
     if (tid < 2 * BM) {
       const int i = tid & (BM - 1), q = qs + i;
       const float *src = (tid < BM ? p.lse : p.delta) + ((int64_t)b * p.nq + h) * S;
@@ -1749,6 +1818,11 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
     }
   };
 
+  if (TMA && tid == 0) {
+#pragma unroll
+    for (int i = 0; i < NB; ++i) mbar_init(full + i);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
   load_tile_sw128<BN, NT>(sK, gK, k0, S, kstride, tid);
   load_tile_sw128<BN, NT>(sV, gV, k0, S, kstride, tid);
   issue(0, 0);
@@ -1856,6 +1930,10 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dkdv_wgmma_kernel(Attn
         }
       }
     }
+    /* (TMA: step it's Q, dO landed; waited for after the previous dQ's
+     * wgmma.wait_group, as a spin loop with a wgmma in flight made ptxas
+     * inject a wait of its own: C7517) */
+    if (TMA) mbar_wait(full + buf, (uint32_t)(it / NB) & 1u);
     /* S^T = K Q^T, dP^T = V dO^T (this warpgroup's 64 keys × 64 queries), one
      * group each: P^T is computed and dV issued while dP^T runs, dS^T while
      * dV runs (FlashAttention-3's intra-warpgroup overlap).  (Adding the
@@ -2312,25 +2390,62 @@ static pl_status bwd_walk_order(int *w) {
  * dQacc (acc_el floats) zeroed, the dK/dV kernel adding dS K into it (row
  * layout, its first nq_el floats, or tiled for bulk), then the bf16
  * conversion. */
-template <int SY> static void (*dkdv_kernel(int mode))(AttnParams) {
+template <int SY> static void (*dkdv_kernel(int mode))(AttnParams, BwdTma) {
   return mode == WGB_DQ_NONE     ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_NONE, SY>
          : mode == WGB_DQ_ATOMIC ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_ATOMIC, SY>
                                  : attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK, SY>;
 }
 
-/* PLATEAU_ATTN_WGMMA_SYNC = two (default) | one: the wgmma dK/dV kernel's
- * synchronization scheme (see "Synchronization"). */
-static const char *const sync_names[WGB_SYNC_COUNT] = {"two", "one"};
+/* PLATEAU_ATTN_WGMMA_SYNC = one (default) | two | tma: the wgmma dK/dV
+ * kernel's synchronization scheme (see "Synchronization"; tma: one barrier,
+ * Q and dO loaded by TMA onto mbarriers; experimental: written after the
+ * device time of its session was spent, not yet run on a GPU). */
+static const char *const sync_names[WGB_SYNC_COUNT] = {"two", "one", "tma"};
 static pl_status wgmma_bwd_sync(int *sy) {
   return env_choice("PLATEAU_ATTN_WGMMA_SYNC", sync_names, WGB_SYNC_COUNT, WGB_SYNC_ONE, sy);
+}
+
+/* *m = the TMA descriptor of a [B][S][n_q][128] bf16 tensor at ptr for the
+ * dK/dV kernel (see BwdTma); the driver's encoder is found through the
+ * runtime (no libcuda link) */
+static pl_status bwd_tma_map(CUtensorMap *m, const void *ptr, const AttnParams &p, unsigned B) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
+  if (!encode) {
+    cudaDriverEntryPointQueryResult q;
+    void *fn = NULL;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                     cudaEnableDefault, &q);
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
+      return pl_set_error(PL_ERUNTIME, "attention bwd (tma): cuTensorMapEncodeTiled not found: %s",
+                          cudaGetErrorString(e));
+    encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+  }
+  const cuuint64_t dims[4] = {128, (cuuint64_t)p.nq, (cuuint64_t)p.S, B};
+  const cuuint64_t strides[3] = {128 * 2, (cuuint64_t)p.nq * 128 * 2,
+                                 (cuuint64_t)p.S * p.nq * 128 * 2};
+  const cuuint32_t box[4] = {64, 1, WGB_BM, 1}, estr[4] = {1, 1, 1, 1};
+  CUresult r = encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void *>(ptr), dims,
+                      strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return pl_set_error(PL_ERUNTIME, "attention bwd (tma): cuTensorMapEncodeTiled: error %d",
+                        (int)r);
+  return PL_OK;
 }
 
 static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int64_t nq_el,
                                   size_t acc_el, int mode, int sy) {
   const bool fused = mode != WGB_DQ_NONE;
-  const size_t smem_kv = wgb_dkdv_smem_bytes(mode, sy == WGB_SYNC_TWO ? 2 : 3),
-               smem_q = wgb_dq_smem_bytes();
-  auto kv = sy == WGB_SYNC_TWO ? dkdv_kernel<WGB_SYNC_TWO>(mode) : dkdv_kernel<WGB_SYNC_ONE>(mode);
+  const size_t smem_kv = wgb_dkdv_smem_bytes(mode, sy), smem_q = wgb_dq_smem_bytes();
+  auto kv = sy == WGB_SYNC_TWO   ? dkdv_kernel<WGB_SYNC_TWO>(mode)
+            : sy == WGB_SYNC_ONE ? dkdv_kernel<WGB_SYNC_ONE>(mode)
+                                 : dkdv_kernel<WGB_SYNC_TMA>(mode);
+  BwdTma tm;
+  memset(&tm, 0, sizeof tm);
+  if (sy == WGB_SYNC_TMA) {
+    PL_TRY(bwd_tma_map(&tm.q, p.q, p, B));
+    PL_TRY(bwd_tma_map(&tm.dout, p.dout, p, B));
+  }
   cudaError_t e =
       cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
   if (e == cudaSuccess && !fused)
@@ -2342,7 +2457,7 @@ static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int
     return pl_set_error(PL_ERUNTIME, "attention bwd wgmma: smem %zu / %zu B, memset: %s",
                         smem_kv, smem_q, cudaGetErrorString(e));
   dim3 gkv((unsigned)((p.S + WGB_BN - 1) / WGB_BN), (unsigned)p.nkv, B);
-  kv<<<gkv, 256, smem_kv, st>>>(p);
+  kv<<<gkv, 256, smem_kv, st>>>(p, tm);
   PL_TRY(cuda_check("bwd dkdv wgmma launch"));
   if (mode == WGB_DQ_BULK) {
     const int64_t ntiles = (int64_t)B * p.nq * ((p.S + 63) / 64);
@@ -2492,10 +2607,16 @@ extern "C" const char *pl_cuda_attn_bwd_kernel(pl_stream *s, const pl_attn_shape
     return "wgmma (bad PLATEAU_ATTN_WGMMA_BWD, _SYNC or PLATEAU_ATTN_BWD_WALK)";
   }
   /* the variant, then what differs from the defaults: "/2bar" (two
-   * barriers per step), "/asc" (step order) */
+   * barriers per step), "/tma" (TMA loads), "/asc" (step order) */
   static const char *const names[WGB_DQ_COUNT][WGB_SYNC_COUNT][BWD_WALK_COUNT] = {
-      {{"wgmma/split/2bar/asc", "wgmma/split/2bar"}, {"wgmma/split/asc", "wgmma/split"}},
-      {{"wgmma/fused/2bar/asc", "wgmma/fused/2bar"}, {"wgmma/fused/asc", "wgmma/fused"}},
-      {{"wgmma/bulk/2bar/asc", "wgmma/bulk/2bar"}, {"wgmma/bulk/asc", "wgmma/bulk"}}};
+      {{"wgmma/split/2bar/asc", "wgmma/split/2bar"},
+       {"wgmma/split/asc", "wgmma/split"},
+       {"wgmma/split/tma/asc", "wgmma/split/tma"}},
+      {{"wgmma/fused/2bar/asc", "wgmma/fused/2bar"},
+       {"wgmma/fused/asc", "wgmma/fused"},
+       {"wgmma/fused/tma/asc", "wgmma/fused/tma"}},
+      {{"wgmma/bulk/2bar/asc", "wgmma/bulk/2bar"},
+       {"wgmma/bulk/asc", "wgmma/bulk"},
+       {"wgmma/bulk/tma/asc", "wgmma/bulk/tma"}}};
   return names[mode][sy][walk];
 }

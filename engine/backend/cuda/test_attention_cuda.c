@@ -8,7 +8,7 @@
  * only the one named when the caller sets it), and the wgmma backward once per
  * variant (PLATEAU_ATTN_WGMMA_BWD = bulk, fused, split), step order of the dK/dV
  * kernels (PLATEAU_ATTN_BWD_WALK = asc, desc) and barrier scheme
- * (PLATEAU_ATTN_WGMMA_SYNC = two, one) (dQ, dK, dV against SIMPLE's, on
+ * (PLATEAU_ATTN_WGMMA_SYNC = two, one, tma) (dQ, dK, dV against SIMPLE's, on
  * SIMPLE's O and LSE; the MMA backward with the caller's order, desc by
  * default).  A wgmma mismatch or error fails the test; a build
  * without sm_90a code (PL_EUNSUPPORTED) only says so.
@@ -108,7 +108,7 @@ static const char *const wgmma_bwd_all[] = {"fused", "split", "bulk", NULL};
 /* the step orders of the dK/dV kernels (PLATEAU_ATTN_BWD_WALK) and the wgmma
  * dK/dV kernel's barriers per step (PLATEAU_ATTN_WGMMA_SYNC) */
 static const char *const bwd_walk_all[] = {"asc", "desc", NULL};
-static const char *const wgmma_sync_all[] = {"two", "one", NULL};
+static const char *const wgmma_sync_all[] = {"two", "one", "tma", NULL};
 
 typedef struct env_sweep {
   const char *var;
