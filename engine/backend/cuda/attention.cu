@@ -1554,7 +1554,7 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  *    main cost (64Ki, 64/8 heads, fwd+bwd, two barriers: 669 ms as is, 496
  *    ms with the atomics left out, 465 ms without dQ at all;
  *    analysis/device/attn_dq_probe.sh, results/reference/h200/
- *    2026-11-30-s5-ab/probe).
+ *    2026-11-30-s5-ab/v1/probe).
  *  - bulk (attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK, ·>, the default): as
  *    fused, but the dQ tile goes to a 32 KB shared stage (float4 per
  *    thread, conflict-free, each warpgroup's half contiguous) and is added
@@ -1609,12 +1609,13 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  * barrier fewer per step measured +5-10% (bulk fwd+bwd 404-412 against
  * 382-383 TFLOP/s at 16Ki-64Ki, results/reference/h200/2026-11-30-s5-ab).
  * SYNC tma (experimental: written after the device time of its session was
- * spent, compiled and checked for registers (245 for bulk, 255 for one) and
- * ptxas serialization, not yet run on a GPU; the CUDA test checks it): as
+ * spent, compiled and checked for registers (bulk: 245, against 255 with
+ * cp.async) and ptxas serialization, not yet run on a GPU; the CUDA test
+ * checks it): as
  * one, but thread 0 loads the Q and dO tiles with TMA (a 4-D tensor map per
  * tensor, the 128-byte swizzle of load_tile_sw128, rows past S zero-filled)
  * onto an mbarrier per buffer, which every thread waits on before the
- * step's S^T; the other threads no longer issue 16 cp.async per step
+ * step's S^T; the threads no longer issue 8 cp.async each per step
  * (LSE and D stay on cp.async, landed by the middle barrier as before).
  * The one batch left in flight across a step boundary, dQ, reads only K and
  * its own dS^T buffer (double-buffered: a warpgroup may still read buffer
