@@ -16,7 +16,7 @@
 # The default build (CUDA_ARCH=90a) includes the wgmma forward (AUTO runs it for
 # d = 128, V path mn128 unless PLATEAU_ATTN_WGMMA_V says otherwise); its bench
 # step runs once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe,
-# mn128pp; WGMMA_V picks some).  AUTO's backward for d = 128 is the wgmma
+# mn128pp, mn128tma; WGMMA_V picks some).  AUTO's backward for d = 128 is the wgmma
 # one, variant bulk, one barrier per step, step order desc; the other backward
 # kernels (wgmma fused and split, bulk with two barriers, mma) have a bench
 # step each.  The CUDA tests check every wgmma path against SIMPLE.
@@ -70,7 +70,7 @@ fi
 
 # one run per V path of the wgmma forward (PLATEAU_ATTN_WGMMA_V, recorded in the
 # result's metadata as env.PLATEAU_ATTN_WGMMA_V); WGMMA_V overrides the list
-for v in ${WGMMA_V:-transpose mn mn128 pipe mn128pp}; do
+for v in ${WGMMA_V:-transpose mn mn128 pipe mn128pp mn128tma}; do
   step "bench attention --algo wgmma, V path $v (forward; needs an sm_90a build, else it reports unsupported)"
   PLATEAU_ATTN_WGMMA_V=$v timeout 120 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma \
     --seq 4Ki,16Ki,32Ki,64Ki,128Ki --pass fwd -w 1 -n 3 -o "$RUNS" ||

@@ -32,7 +32,12 @@
  *    mn128 (mn with 128 keys per step), pipe (mn with the softmax
  *    overlapping the tensor cores, FlashAttention-3 style) or mn128pp
  *    (mn128 with warpgroup 1's QK^T issued after warpgroup 0's, so that one
- *    softmax runs beside the other's QK^T; measured within ±1% of mn128).
+ *    softmax runs beside the other's QK^T; measured within ±1% of mn128) or
+ *    mn128tma (mn128 with the K and V tiles loaded by TMA from thread 0
+ *    onto an mbarrier per buffer instead of 16 cp.async per thread per
+ *    step; experimental: written after the device time of its session was
+ *    spent, compiled (186 registers against 206, no serialization), not yet
+ *    run on a GPU; the CUDA test checks it).
  *    (An "ov" path, mn128 with K one step ahead of V so that each
  *    warpgroup's softmax of S_{j+1} ran beside its own PV_j, was correct but
  *    2-3% slower than mn128 (439-447 against 452-459 TFLOP/s, 16Ki-128Ki,
@@ -1019,7 +1024,52 @@ static __device__ __forceinline__ void load_tile_sw128(bf16 *dst, const bf16 *sr
   }
 }
 
+/* mbarriers (the TMA schemes of the mn128tma forward and the dK/dV kernel):
+ * init with one arrival,
+ * arrival with the transaction bytes to expect, wait for a phase (bounded:
+ * a load that never lands traps instead of hanging) */
+static __device__ __forceinline__ void mbar_init(uint64_t *bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_u32(bar)) : "memory");
+}
+static __device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+}
+static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+  for (long n = 0;; ++n) {
+    uint32_t done;
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+    if (done) return;
+    if (n > (1L << 24)) __trap();
+  }
+}
+/* TMA: the box of tensor map *map at coordinates (c0, c1, c2, c3) into
+ * shared memory at dst, completing transaction bytes on *bar */
+static __device__ __forceinline__ void tma_load4(void *dst, const CUtensorMap *map, int c0, int c1,
+                                                 int c2, int c3, uint64_t *bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+      "r"(smem_u32(bar))
+      : "memory");
+}
 #endif /* PL_WGMMA_OK */
+
+/* TMA descriptors of two [B][S][heads][128] bf16 tensors, each a 4-D tensor
+ * map (d, heads, S, B) with box (64, 1, rows, 1) and the 128-byte swizzle of
+ * load_tile_sw128, rows past S zero-filled (see tma_map_bshd): K and V for
+ * the mn128tma forward (rows 128), Q and dO for the dK/dV kernel's TMA
+ * scheme (rows 64); unused (zero) otherwise */
+struct AttnTma {
+  CUtensorMap a, b;
+};
 
 /* V paths of the wgmma forward (PLATEAU_ATTN_WGMMA_V) */
 enum {
@@ -1028,9 +1078,11 @@ enum {
   WG_V_MN128 = 2,
   WG_V_PIPE = 3,
   WG_V_MN128PP = 4,
-  WG_V_COUNT = 5
+  WG_V_MN128TMA = 5,
+  WG_V_COUNT = 6
 };
-static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn", "mn128", "pipe", "mn128pp"};
+static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn",      "mn128",
+                                                   "pipe",      "mn128pp", "mn128tma"};
 
 #define WG_BM 128
 #define WG_LDV (128 + 8)
@@ -1039,21 +1091,24 @@ static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn", "mn128", "
 
 /* keys per step */
 static constexpr int wg_bn(int vm) {
-  return vm == WG_V_MN128 || vm == WG_V_MN128PP ? 128 : vm == WG_V_PIPE ? WG_PIPE_BN : 64;
+  return vm == WG_V_MN128 || vm == WG_V_MN128PP || vm == WG_V_MN128TMA ? 128
+         : vm == WG_V_PIPE                                           ? WG_PIPE_BN
+                                                                     : 64;
 }
 
 /* Dynamic shared memory: Q [2][BM][64] and K ×2 [2][BN][64] swizzled; then V
  * ×2 swizzled (mn, mn128, mn128pp), V ×3 swizzled (pipe: a PV wgmma stays in flight
  * into the next step, see its kernel) or Vt [128][BN] swizzled + V staging ×2
- * [BN][LDV] (transpose); 1024 B of slack to align the base.  transpose
- * 117,760 B, mn 99,328 B, mn128 164,864 B, pipe 115,712 B (BN = 64;
- * 197,632 B with 128) (an sm_90 block may have 227 KB). */
+ * [BN][LDV] (transpose); mn128tma 2 mbarriers (64 B); 1024 B of slack to
+ * align the base.  transpose 117,760 B, mn 99,328 B, mn128 164,864 B,
+ * mn128tma 164,928 B, pipe 115,712 B (BN = 64; 197,632 B with 128) (an
+ * sm_90 block may have 227 KB). */
 static constexpr size_t wg_smem_bytes(int vm) {
   return (size_t)WG_BM * 128 * 2 + (size_t)2 * wg_bn(vm) * 128 * 2 +
          (vm == WG_V_TRANSPOSE
               ? (size_t)128 * wg_bn(vm) * 2 + (size_t)2 * wg_bn(vm) * WG_LDV * 2
               : (size_t)(vm == WG_V_PIPE ? 3 : 2) * wg_bn(vm) * 128 * 2) +
-         1024;
+         (vm == WG_V_MN128TMA ? 64 : 0) + 1024;
 }
 
 /* A wgmma forward block's indices and head pointers: 256 threads, two
@@ -1174,10 +1229,11 @@ static __device__ __forceinline__ void wg_store(const AttnParams &p, const float
 }
 
 template <int VM>
-static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParams p) {
+static __global__ void __launch_bounds__(256, 1)
+    attn_fwd_wgmma_kernel(AttnParams p, const __grid_constant__ AttnTma tm) {
 #if PL_WGMMA_OK
   constexpr int D = 128, BM = WG_BM, BN = wg_bn(VM), NT = 256;
-  constexpr bool MN = VM != WG_V_TRANSPOSE;
+  constexpr bool MN = VM != WG_V_TRANSPOSE, TMA = VM == WG_V_MN128TMA;
   static_assert(MN || BN == 64, "the transposition below assumes 64 keys per step");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   /* swizzled tiles need 1024-byte alignment (of the shared-window address) */
@@ -1187,6 +1243,7 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
   bf16 *sVt = sK + 2 * BN * 128;             /* transpose: [128][BN]         */
   bf16 *sV = MN ? sVt : sVt + 128 * BN;      /* mn: [2 buf][2][BN][64];
                                                 transpose: [2 buf][BN][LDV]  */
+  uint64_t *full = reinterpret_cast<uint64_t *>(sV + 2 * BN * 128); /* [2] (TMA) */
 
   const WgBlock w = wg_block<BN>(p);
   const int tid = w.tid, wg = w.wg, wq = w.wq, g = w.g, t = w.t, h = w.h, b = w.b;
@@ -1195,12 +1252,36 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
   const int64_t qstride = w.qstride, kstride = w.kstride;
   const bf16 *gQ = w.gQ, *gK = w.gK, *gV = w.gV;
 
+  /* mn128tma: the K and V tiles of step kb into buffer kbuf by TMA, from
+   * thread 0, onto mbarrier full[kbuf] (the other paths: cp.async by every
+   * thread) */
+  auto tma_kv = [&](int kb, int kbuf) {
+    if (tid == 0) {
+      mbar_expect_tx(full + kbuf, 2 * BN * 128 * 2);
+#pragma unroll
+      for (int hf = 0; hf < 2; ++hf) {
+        tma_load4(sK + kbuf * BN * 128 + hf * BN * 64, &tm.a, hf * 64, h / p.group, kb * BN, b,
+                  full + kbuf);
+        tma_load4(sV + kbuf * BN * 128 + hf * BN * 64, &tm.b, hf * 64, h / p.group, kb * BN, b,
+                  full + kbuf);
+      }
+    }
+  };
+  if (TMA && tid == 0) {
+    mbar_init(full);
+    mbar_init(full + 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
   load_tile_sw128<BM, NT>(sQ, gQ, q0, S, qstride, tid);
-  load_tile_sw128<BN, NT>(sK, gK, 0, S, kstride, tid);
-  if constexpr (MN)
-    load_tile_sw128<BN, NT>(sV, gV, 0, S, kstride, tid);
-  else
-    load_tile<BN, D, WG_LDV, NT>(sV, gV, 0, S, kstride, tid);
+  if constexpr (TMA) {
+    tma_kv(0, 0);
+  } else {
+    load_tile_sw128<BN, NT>(sK, gK, 0, S, kstride, tid);
+    if constexpr (MN)
+      load_tile_sw128<BN, NT>(sV, gV, 0, S, kstride, tid);
+    else
+      load_tile<BN, D, WG_LDV, NT>(sV, gV, 0, S, kstride, tid);
+  }
   cp_async_commit();
 
   float o[64];
@@ -1219,14 +1300,19 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_kernel(AttnParam
     fence_proxy_async();
     __syncthreads();
     if (kb + 1 < nkb) { /* prefetch step kb+1, overlapping this step */
-      load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
-      if constexpr (MN)
-        load_tile_sw128<BN, NT>(sV + (buf ^ 1) * BN * 128, gV, (kb + 1) * BN, S, kstride, tid);
-      else
-        load_tile<BN, D, WG_LDV, NT>(sV + (buf ^ 1) * BN * WG_LDV, gV, (kb + 1) * BN, S,
-                                     kstride, tid);
+      if constexpr (TMA) {
+        tma_kv(kb + 1, buf ^ 1);
+      } else {
+        load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
+        if constexpr (MN)
+          load_tile_sw128<BN, NT>(sV + (buf ^ 1) * BN * 128, gV, (kb + 1) * BN, S, kstride, tid);
+        else
+          load_tile<BN, D, WG_LDV, NT>(sV + (buf ^ 1) * BN * WG_LDV, gV, (kb + 1) * BN, S,
+                                       kstride, tid);
+      }
       cp_async_commit();
     }
+    if constexpr (TMA) mbar_wait(full + buf, (uint32_t)(kb >> 1) & 1u); /* step kb's K, V landed */
     if constexpr (!MN) {
       /* V [key][d] -> Vt [d][key] (K-major, swizzled): each ldmatrix.trans
        * 8×8 block gives a thread keys 2t, 2t+1 of head dim 8·m + g */
@@ -1689,49 +1775,8 @@ template <int N> static __device__ __forceinline__ void bulk_wait_read() {
 static __device__ __forceinline__ void bulk_wait0() {
   asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
-/* mbarriers (the TMA scheme of the dK/dV kernel): init with one arrival,
- * arrival with the transaction bytes to expect, wait for a phase (bounded:
- * a load that never lands traps instead of hanging) */
-static __device__ __forceinline__ void mbar_init(uint64_t *bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_u32(bar)) : "memory");
-}
-static __device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
-               "r"(bytes)
-               : "memory");
-}
-static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
-  for (long n = 0;; ++n) {
-    uint32_t done;
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
-    if (done) return;
-    if (n > (1L << 24)) __trap();
-  }
-}
-/* TMA: the box of tensor map *map at coordinates (c0, c1, c2, c3) into
- * shared memory at dst, completing transaction bytes on *bar */
-static __device__ __forceinline__ void tma_load4(void *dst, const CUtensorMap *map, int c0, int c1,
-                                                 int c2, int c3, uint64_t *bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
-      "r"(smem_u32(bar))
-      : "memory");
-}
 #endif
 
-/* TMA descriptors of Q and dO for the dK/dV kernel's TMA scheme: each a 4-D
- * tensor (d, n_q, S, B), box (64, 1, 64, 1), 128-byte swizzle (the layout of
- * load_tile_sw128), rows past S zero-filled */
-struct BwdTma {
-  CUtensorMap q, dout;
-};
 
 /* acc (m64n128) += A · B as one committed wgmma group: A = a, K = KR rows
  * (16 per fragment) from registers, B = a [2][KR][64] swizzled tile read as
@@ -1760,7 +1805,7 @@ static __device__ __forceinline__ void wg_issue_rs_mn(float (&acc)[64],
  * "Synchronization" above). */
 template <int FQ, int SY>
 static __global__ void __launch_bounds__(256, 1)
-    attn_bwd_dkdv_wgmma_kernel(AttnParams p, const __grid_constant__ BwdTma tm) {
+    attn_bwd_dkdv_wgmma_kernel(AttnParams p, const __grid_constant__ AttnTma tm) {
 #if PL_WGMMA_OK
   constexpr int D = 128, BN = WGB_BN, BM = WGB_BM, NT = 256;
   constexpr bool BULK = FQ == WGB_DQ_BULK, ONEBAR = SY != WGB_SYNC_TWO, TMA = SY == WGB_SYNC_TMA;
@@ -1801,8 +1846,8 @@ static __global__ void __launch_bounds__(256, 1)
         mbar_expect_tx(full + buf, 2 * BM * 128 * 2);
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
-          tma_load4(sQ + buf * BM * 128 + hf * BM * 64, &tm.q, hf * 64, h, qs, b, full + buf);
-          tma_load4(sdO + buf * BM * 128 + hf * BM * 64, &tm.dout, hf * 64, h, qs, b, full + buf);
+          tma_load4(sQ + buf * BM * 128 + hf * BM * 64, &tm.a, hf * 64, h, qs, b, full + buf);
+          tma_load4(sdO + buf * BM * 128 + hf * BM * 64, &tm.b, hf * 64, h, qs, b, full + buf);
         }
       }
     } else {
@@ -2318,21 +2363,59 @@ static pl_status wgmma_v_path(int *vm) {
   return env_choice("PLATEAU_ATTN_WGMMA_V", wg_v_names, WG_V_COUNT, WG_V_MN128, vm);
 }
 
+/* *m = the TMA descriptor of a [B][S][heads][128] bf16 tensor at ptr, box
+ * rows × 64 (see AttnTma); the driver's encoder is found through the
+ * runtime (no libcuda link) */
+static pl_status tma_map_bshd(CUtensorMap *m, const void *ptr, int heads, int S, unsigned B,
+                              int rows) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
+  if (!encode) {
+    cudaDriverEntryPointQueryResult q;
+    void *fn = NULL;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                     cudaEnableDefault, &q);
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
+      return pl_set_error(PL_ERUNTIME, "attention (tma): cuTensorMapEncodeTiled not found: %s",
+                          cudaGetErrorString(e));
+    encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+  }
+  const cuuint64_t dims[4] = {128, (cuuint64_t)heads, (cuuint64_t)S, B};
+  const cuuint64_t strides[3] = {128 * 2, (cuuint64_t)heads * 128 * 2,
+                                 (cuuint64_t)S * heads * 128 * 2};
+  const cuuint32_t box[4] = {64, 1, (cuuint32_t)rows, 1}, estr[4] = {1, 1, 1, 1};
+  CUresult r = encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void *>(ptr), dims,
+                      strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return pl_set_error(PL_ERUNTIME, "attention (tma): cuTensorMapEncodeTiled: error %d", (int)r);
+  return PL_OK;
+}
+
 template <int VM>
 static pl_status fwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B) {
   constexpr size_t smem = wg_smem_bytes(VM);
-  void (*kern)(AttnParams);
+  const void *kern;
   if constexpr (VM == WG_V_PIPE)
-    kern = attn_fwd_wgmma_pipe_kernel<WG_PIPE_BN>;
+    kern = (const void *)attn_fwd_wgmma_pipe_kernel<WG_PIPE_BN>;
   else
-    kern = attn_fwd_wgmma_kernel<VM>;
+    kern = (const void *)attn_fwd_wgmma_kernel<VM>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)smem);
   if (e != cudaSuccess)
     return pl_set_error(PL_ERUNTIME, "attention fwd wgmma (V path %s): smem %zu B: %s",
                         wg_v_names[VM], smem, cudaGetErrorString(e));
   dim3 grid((unsigned)((p.S + WG_BM - 1) / WG_BM), (unsigned)p.nq, B);
-  kern<<<grid, 256, smem, st>>>(p);
+  if constexpr (VM == WG_V_PIPE) {
+    attn_fwd_wgmma_pipe_kernel<WG_PIPE_BN><<<grid, 256, smem, st>>>(p);
+  } else {
+    AttnTma tm;
+    memset(&tm, 0, sizeof tm);
+    if (VM == WG_V_MN128TMA) {
+      PL_TRY(tma_map_bshd(&tm.a, p.k, p.nkv, p.S, B, wg_bn(VM)));
+      PL_TRY(tma_map_bshd(&tm.b, p.v, p.nkv, p.S, B, wg_bn(VM)));
+    }
+    attn_fwd_wgmma_kernel<VM><<<grid, 256, smem, st>>>(p, tm);
+  }
   return cuda_check("fwd wgmma launch");
 }
 
@@ -2349,6 +2432,7 @@ static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
     if (vm == WG_V_MN128) return fwd_wgmma_launch<WG_V_MN128>(st, p, B);
     if (vm == WG_V_PIPE) return fwd_wgmma_launch<WG_V_PIPE>(st, p, B);
     if (vm == WG_V_MN128PP) return fwd_wgmma_launch<WG_V_MN128PP>(st, p, B);
+    if (vm == WG_V_MN128TMA) return fwd_wgmma_launch<WG_V_MN128TMA>(st, p, B);
     return fwd_wgmma_launch<WG_V_TRANSPOSE>(st, p, B);
   }
   if (use_mma(sh)) {
@@ -2391,7 +2475,7 @@ static pl_status bwd_walk_order(int *w) {
  * dQacc (acc_el floats) zeroed, the dK/dV kernel adding dS K into it (row
  * layout, its first nq_el floats, or tiled for bulk), then the bf16
  * conversion. */
-template <int SY> static void (*dkdv_kernel(int mode))(AttnParams, BwdTma) {
+template <int SY> static void (*dkdv_kernel(int mode))(AttnParams, AttnTma) {
   return mode == WGB_DQ_NONE     ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_NONE, SY>
          : mode == WGB_DQ_ATOMIC ? attn_bwd_dkdv_wgmma_kernel<WGB_DQ_ATOMIC, SY>
                                  : attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK, SY>;
@@ -2406,34 +2490,6 @@ static pl_status wgmma_bwd_sync(int *sy) {
   return env_choice("PLATEAU_ATTN_WGMMA_SYNC", sync_names, WGB_SYNC_COUNT, WGB_SYNC_ONE, sy);
 }
 
-/* *m = the TMA descriptor of a [B][S][n_q][128] bf16 tensor at ptr for the
- * dK/dV kernel (see BwdTma); the driver's encoder is found through the
- * runtime (no libcuda link) */
-static pl_status bwd_tma_map(CUtensorMap *m, const void *ptr, const AttnParams &p, unsigned B) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
-  if (!encode) {
-    cudaDriverEntryPointQueryResult q;
-    void *fn = NULL;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                                     cudaEnableDefault, &q);
-    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
-      return pl_set_error(PL_ERUNTIME, "attention bwd (tma): cuTensorMapEncodeTiled not found: %s",
-                          cudaGetErrorString(e));
-    encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
-  }
-  const cuuint64_t dims[4] = {128, (cuuint64_t)p.nq, (cuuint64_t)p.S, B};
-  const cuuint64_t strides[3] = {128 * 2, (cuuint64_t)p.nq * 128 * 2,
-                                 (cuuint64_t)p.S * p.nq * 128 * 2};
-  const cuuint32_t box[4] = {64, 1, WGB_BM, 1}, estr[4] = {1, 1, 1, 1};
-  CUresult r = encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void *>(ptr), dims,
-                      strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return pl_set_error(PL_ERUNTIME, "attention bwd (tma): cuTensorMapEncodeTiled: error %d",
-                        (int)r);
-  return PL_OK;
-}
-
 static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int64_t nq_el,
                                   size_t acc_el, int mode, int sy) {
   const bool fused = mode != WGB_DQ_NONE;
@@ -2441,11 +2497,11 @@ static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int
   auto kv = sy == WGB_SYNC_TWO   ? dkdv_kernel<WGB_SYNC_TWO>(mode)
             : sy == WGB_SYNC_ONE ? dkdv_kernel<WGB_SYNC_ONE>(mode)
                                  : dkdv_kernel<WGB_SYNC_TMA>(mode);
-  BwdTma tm;
+  AttnTma tm;
   memset(&tm, 0, sizeof tm);
   if (sy == WGB_SYNC_TMA) {
-    PL_TRY(bwd_tma_map(&tm.q, p.q, p, B));
-    PL_TRY(bwd_tma_map(&tm.dout, p.dout, p, B));
+    PL_TRY(tma_map_bshd(&tm.a, p.q, p.nq, p.S, B, WGB_BM));
+    PL_TRY(tma_map_bshd(&tm.b, p.dout, p.nq, p.S, B, WGB_BM));
   }
   cudaError_t e =
       cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
@@ -2584,8 +2640,8 @@ static int wgmma_runs(pl_stream *s, const pl_attn_shape *sh, const char **name) 
 /* The forward kernel pl_cuda_attn_fwd runs for sh on s (sh->algo already
  * resolved from PLATEAU_ATTN_FWD), for result notes. */
 extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
-  static const char *const wg[WG_V_COUNT] = {"wgmma/transpose", "wgmma/mn", "wgmma/mn128",
-                                             "wgmma/pipe", "wgmma/mn128pp"};
+  static const char *const wg[WG_V_COUNT] = {"wgmma/transpose", "wgmma/mn",      "wgmma/mn128",
+                                             "wgmma/pipe",      "wgmma/mn128pp", "wgmma/mn128tma"};
   const char *name;
   if (!wgmma_runs(s, sh, &name)) return name;
   int vm = WG_V_MN128;
