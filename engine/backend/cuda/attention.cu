@@ -592,6 +592,46 @@ template <int BM> struct BwdWalk {
   }
 };
 
+/* A dK/dV block's keys and pointers (both MMA and wgmma kernels; grid
+ * (ceil(S/BN), n_kv, B)): BN keys from k0 of kv head hk in batch b; q(h),
+ * dout(h) the rows of query head h; store_dkdv writes a thread's two key
+ * rows of dK (·scale) and dV at the end. */
+template <int D> struct BwdBlock {
+  int hk, b, S, k0;
+  int64_t qstride, kstride;
+  const bf16 *gK, *gV;
+  __device__ __forceinline__ BwdBlock(const AttnParams &p, int BN)
+      : hk(blockIdx.y), b(blockIdx.z), S(p.S), k0(blockIdx.x * BN), qstride((int64_t)p.nq * D),
+        kstride((int64_t)p.nkv * D), gK(p.k + (int64_t)b * S * kstride + (int64_t)hk * D),
+        gV(p.v + (int64_t)b * S * kstride + (int64_t)hk * D) {}
+  __device__ __forceinline__ const bf16 *q(const AttnParams &p, int h) const {
+    return p.q + (int64_t)b * S * qstride + (int64_t)h * D;
+  }
+  __device__ __forceinline__ const bf16 *dout(const AttnParams &p, int h) const {
+    return p.dout + (int64_t)b * S * qstride + (int64_t)h * D;
+  }
+  /* keys key0 and key0 + 8: element 4jd + e of dk, dv is key key0 +
+   * 8·(e>>1), head dim 8jd + 2t + (e&1) (the mma / wgmma accumulator
+   * layout) */
+  __device__ __forceinline__ void store_dkdv(const AttnParams &p, int key0, int t,
+                                             const float *dk, const float *dv) const {
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const int key = key0 + 8 * hf;
+      if (key < S) {
+        const int64_t off = ((int64_t)b * S + key) * kstride + (int64_t)hk * D;
+#pragma unroll
+        for (int jd = 0; jd < D / 8; ++jd) {
+          *reinterpret_cast<__nv_bfloat162 *>(p.dk + off + jd * 8 + 2 * t) = __floats2bfloat162_rn(
+              dk[4 * jd + 2 * hf] * p.scale, dk[4 * jd + 2 * hf + 1] * p.scale);
+          *reinterpret_cast<__nv_bfloat162 *>(p.dv + off + jd * 8 + 2 * t) =
+              __floats2bfloat162_rn(dv[4 * jd + 2 * hf], dv[4 * jd + 2 * hf + 1]);
+        }
+      }
+    }
+  }
+};
+
 /* ======================================================================== */
 /* MMA backward                                                             */
 /* ======================================================================== */
@@ -624,12 +664,10 @@ static __global__ void __launch_bounds__(NW * 32)
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int hk = blockIdx.y, b = blockIdx.z;
-  const int S = p.S;
-  const int k0 = blockIdx.x * BN;
-  const int64_t qstride = (int64_t)p.nq * D, kstride = (int64_t)p.nkv * D;
-  const bf16 *gK = p.k + (int64_t)b * S * kstride + (int64_t)hk * D;
-  const bf16 *gV = p.v + (int64_t)b * S * kstride + (int64_t)hk * D;
+  const BwdBlock<D> blk(p, BN);
+  const int hk = blk.hk, b = blk.b, S = blk.S, k0 = blk.k0;
+  const int64_t qstride = blk.qstride, kstride = blk.kstride;
+  const bf16 *gK = blk.gK, *gV = blk.gV;
 
   const BwdWalk<BM> walk(p, hk, k0);
   const int niter = walk.niter;
@@ -638,10 +676,8 @@ static __global__ void __launch_bounds__(NW * 32)
   auto issue = [&](int it, int buf) {
     const int h = walk.head(it);
     const int qs = walk.qs(it);
-    const bf16 *gQ = p.q + (int64_t)b * S * qstride + (int64_t)h * D;
-    const bf16 *gdO = p.dout + (int64_t)b * S * qstride + (int64_t)h * D;
-    load_tile<BM, D, LD, NT>(sQ + buf * BM * LD, gQ, qs, S, qstride, tid);
-    load_tile<BM, D, LD, NT>(sdO + buf * BM * LD, gdO, qs, S, qstride, tid);
+    load_tile<BM, D, LD, NT>(sQ + buf * BM * LD, blk.q(p, h), qs, S, qstride, tid);
+    load_tile<BM, D, LD, NT>(sdO + buf * BM * LD, blk.dout(p, h), qs, S, qstride, tid);
     const int64_t r0 = ((int64_t)b * p.nq + h) * S;
     for (int i = tid; i < BM; i += NT) {
       const int q = qs + i;
@@ -799,21 +835,7 @@ static __global__ void __launch_bounds__(NW * 32)
   cp_async_wait<0>();
 
   /* ---- write dK (·scale) and dV for this warp's 16 keys ---- */
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int key = k0 + wk0 + g + hf * 8;
-    if (key < S) {
-      const int64_t off = ((int64_t)b * S + key) * kstride + (int64_t)hk * D;
-#pragma unroll
-      for (int dt = 0; dt < ND; ++dt) {
-        *reinterpret_cast<__nv_bfloat162 *>(p.dk + off + dt * 8 + 2 * t) =
-            __floats2bfloat162_rn(dk[dt][2 * hf] * p.scale,
-                                  dk[dt][2 * hf + 1] * p.scale);
-        *reinterpret_cast<__nv_bfloat162 *>(p.dv + off + dt * 8 + 2 * t) =
-            __floats2bfloat162_rn(dv[dt][2 * hf], dv[dt][2 * hf + 1]);
-      }
-    }
-  }
+  blk.store_dkdv(p, k0 + wk0 + g, t, &dk[0][0], &dv[0][0]);
 }
 
 /* ======================================================================== */
@@ -1071,6 +1093,28 @@ struct AttnTma {
   CUtensorMap a, b;
 };
 
+#if PL_WGMMA_OK
+/* thread 0 of a block: n mbarriers of one arrival each, their
+ * initialization made visible to the async proxy (TMA) */
+static __device__ __forceinline__ void mbar_init_n(uint64_t *bar, int n) {
+  for (int i = 0; i < n; ++i) mbar_init(bar + i);
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+/* thread 0: the ROWS-row tiles at rows row0.. of head `head`, batch bb, of
+ * the two tensors of tm (maps a, b; both d halves of each) into dA, dB in
+ * load_tile_sw128's layout, completing their bytes on *bar */
+template <int ROWS>
+static __device__ __forceinline__ void tma_load_pair(bf16 *dA, bf16 *dB, const AttnTma &tm,
+                                                     int head, int row0, int bb, uint64_t *bar) {
+  mbar_expect_tx(bar, 2 * ROWS * 128 * 2);
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    tma_load4(dA + hf * ROWS * 64, &tm.a, hf * 64, head, row0, bb, bar);
+    tma_load4(dB + hf * ROWS * 64, &tm.b, hf * 64, head, row0, bb, bar);
+  }
+}
+#endif
+
 /* V paths of the wgmma forward (PLATEAU_ATTN_WGMMA_V) */
 enum {
   WG_V_TRANSPOSE = 0,
@@ -1256,22 +1300,11 @@ static __global__ void __launch_bounds__(256, 1)
    * thread 0, onto mbarrier full[kbuf] (the other paths: cp.async by every
    * thread) */
   auto tma_kv = [&](int kb, int kbuf) {
-    if (tid == 0) {
-      mbar_expect_tx(full + kbuf, 2 * BN * 128 * 2);
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        tma_load4(sK + kbuf * BN * 128 + hf * BN * 64, &tm.a, hf * 64, h / p.group, kb * BN, b,
-                  full + kbuf);
-        tma_load4(sV + kbuf * BN * 128 + hf * BN * 64, &tm.b, hf * 64, h / p.group, kb * BN, b,
-                  full + kbuf);
-      }
-    }
+    if (tid == 0)
+      tma_load_pair<BN>(sK + kbuf * BN * 128, sV + kbuf * BN * 128, tm, h / p.group, kb * BN, b,
+                        full + kbuf);
   };
-  if (TMA && tid == 0) {
-    mbar_init(full);
-    mbar_init(full + 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
+  if (TMA && tid == 0) mbar_init_n(full, 2);
   load_tile_sw128<BM, NT>(sQ, gQ, q0, S, qstride, tid);
   if constexpr (TMA) {
     tma_kv(0, 0);
@@ -1727,6 +1760,9 @@ enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2, WGB_DQ_COUNT = 3 };
 /* synchronization schemes of the dK/dV kernel (its template argument SY;
  * PLATEAU_ATTN_WGMMA_SYNC, see sync_names) */
 enum { WGB_SYNC_TWO = 0, WGB_SYNC_ONE = 1, WGB_SYNC_TMA = 2, WGB_SYNC_COUNT = 3 };
+/* Q, dO (and LSE, D) buffers of the dK/dV kernel under scheme sy: 2 with
+ * two barriers per step, 3 (loaded two steps ahead) with one */
+static constexpr int wgb_nbuf(int sy) { return sy == WGB_SYNC_TWO ? 2 : 3; }
 /* K, V [2][128][64] + Q, dO [nb buf][2][64][64] swizzled; with dQ dS^T [2
  * buf][128][64] swizzled; with bulk dQ the stage [2][8][128][4] f32; LSE, D
  * [nb buf][64] f32; with TMA 3 mbarriers (64 B); 1024 B to align.  Two
@@ -1734,10 +1770,10 @@ enum { WGB_SYNC_TWO = 0, WGB_SYNC_ONE = 1, WGB_SYNC_TMA = 2, WGB_SYNC_COUNT = 3 
  * 166,400 / 199,168 / 231,936 B, TMA 64 B more (the opt-in limit is
  * 232,448). */
 static constexpr size_t wgb_dkdv_smem_bytes(int fq, int sy) {
-  return (size_t)2 * WGB_BN * 128 * 2 + (size_t)(sy == WGB_SYNC_TWO ? 2 : 3) * 2 * WGB_BM * 128 * 2 +
+  return (size_t)2 * WGB_BN * 128 * 2 + (size_t)wgb_nbuf(sy) * 2 * WGB_BM * 128 * 2 +
          (fq ? (size_t)2 * WGB_BN * WGB_BM * 2 : 0) +
          (fq == WGB_DQ_BULK ? (size_t)WGB_BM * 128 * 4 : 0) +
-         (size_t)(sy == WGB_SYNC_TWO ? 2 : 3) * 2 * WGB_BM * 4 + (sy == WGB_SYNC_TMA ? 64 : 0) + 1024;
+         (size_t)wgb_nbuf(sy) * 2 * WGB_BM * 4 + (sy == WGB_SYNC_TMA ? 64 : 0) + 1024;
 }
 static_assert(wgb_dkdv_smem_bytes(WGB_DQ_BULK, WGB_SYNC_TMA) <= 232448,
               "the dK/dV kernel's shared memory");
@@ -1809,7 +1845,7 @@ static __global__ void __launch_bounds__(256, 1)
 #if PL_WGMMA_OK
   constexpr int D = 128, BN = WGB_BN, BM = WGB_BM, NT = 256;
   constexpr bool BULK = FQ == WGB_DQ_BULK, ONEBAR = SY != WGB_SYNC_TWO, TMA = SY == WGB_SYNC_TMA;
-  constexpr int NB = ONEBAR ? 3 : 2;
+  constexpr int NB = wgb_nbuf(SY);
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   bf16 *sK = reinterpret_cast<bf16 *>(base);                       /* [2][BN][64]         */
@@ -1825,12 +1861,11 @@ static __global__ void __launch_bounds__(256, 1)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = warp >> 2, wq = warp & 3, g = lane >> 2, t = lane & 3;
   const bool leader = (tid & 127) == 0; /* issues its warpgroup's bulk reductions (ONEBAR) */
-  const int hk = blockIdx.y, b = blockIdx.z, S = p.S;
-  const int k0 = blockIdx.x * BN; /* longest key blocks (most queries) first */
-  const int kw0 = k0 + wg * 64;   /* this warpgroup's first key */
-  const int64_t qstride = (int64_t)p.nq * D, kstride = (int64_t)p.nkv * D;
-  const bf16 *gK = p.k + (int64_t)b * S * kstride + (int64_t)hk * D;
-  const bf16 *gV = p.v + (int64_t)b * S * kstride + (int64_t)hk * D;
+  const BwdBlock<D> blk(p, BN); /* longest key blocks (most queries) first */
+  const int hk = blk.hk, b = blk.b, S = blk.S, k0 = blk.k0;
+  const int kw0 = k0 + wg * 64; /* this warpgroup's first key */
+  const int64_t qstride = blk.qstride, kstride = blk.kstride;
+  const bf16 *gK = blk.gK, *gV = blk.gV;
 
   const BwdWalk<BM> walk(p, hk, k0);
   const int niter = walk.niter;
@@ -1842,19 +1877,11 @@ static __global__ void __launch_bounds__(256, 1)
     const int h = walk.head(it);
     const int qs = walk.qs(it);
     if (TMA) {
-      if (tid == 0) {
-        mbar_expect_tx(full + buf, 2 * BM * 128 * 2);
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf) {
-          tma_load4(sQ + buf * BM * 128 + hf * BM * 64, &tm.a, hf * 64, h, qs, b, full + buf);
-          tma_load4(sdO + buf * BM * 128 + hf * BM * 64, &tm.b, hf * 64, h, qs, b, full + buf);
-        }
-      }
+      if (tid == 0)
+        tma_load_pair<BM>(sQ + buf * BM * 128, sdO + buf * BM * 128, tm, h, qs, b, full + buf);
     } else {
-      const bf16 *gQ = p.q + (int64_t)b * S * qstride + (int64_t)h * D;
-      const bf16 *gdO = p.dout + (int64_t)b * S * qstride + (int64_t)h * D;
-      load_tile_sw128<BM, NT>(sQ + buf * BM * 128, gQ, qs, S, qstride, tid);
-      load_tile_sw128<BM, NT>(sdO + buf * BM * 128, gdO, qs, S, qstride, tid);
+      load_tile_sw128<BM, NT>(sQ + buf * BM * 128, blk.q(p, h), qs, S, qstride, tid);
+      load_tile_sw128<BM, NT>(sdO + buf * BM * 128, blk.dout(p, h), qs, S, qstride, tid);
     }
     if (tid < 2 * BM) {
       const int i = tid & (BM - 1), q = qs + i;
@@ -1864,11 +1891,7 @@ static __global__ void __launch_bounds__(256, 1)
     }
   };
 
-  if (TMA && tid == 0) {
-#pragma unroll
-    for (int i = 0; i < NB; ++i) mbar_init(full + i);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
+  if (TMA && tid == 0) mbar_init_n(full, NB);
   load_tile_sw128<BN, NT>(sK, gK, k0, S, kstride, tid);
   load_tile_sw128<BN, NT>(sV, gV, k0, S, kstride, tid);
   issue(0, 0);
@@ -2117,22 +2140,7 @@ static __global__ void __launch_bounds__(256, 1)
   }
   cp_async_wait<0>();
 
-  /* dK (·scale) and dV rows of this thread's keys: element 4jd + e is key
-   * key_r + 8·(e>>1), head dim 8jd + 2t + (e&1) */
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    const int key = key_r + 8 * hf;
-    if (key < S) {
-      const int64_t off = ((int64_t)b * S + key) * kstride + (int64_t)hk * D;
-#pragma unroll
-      for (int jd = 0; jd < D / 8; ++jd) {
-        *reinterpret_cast<__nv_bfloat162 *>(p.dk + off + jd * 8 + 2 * t) =
-            __floats2bfloat162_rn(dk[4 * jd + 2 * hf] * p.scale, dk[4 * jd + 2 * hf + 1] * p.scale);
-        *reinterpret_cast<__nv_bfloat162 *>(p.dv + off + jd * 8 + 2 * t) =
-            __floats2bfloat162_rn(dv[4 * jd + 2 * hf], dv[4 * jd + 2 * hf + 1]);
-      }
-    }
-  }
+  blk.store_dkdv(p, key_r, t, dk, dv); /* this thread's keys key_r, key_r + 8 */
 #else
   __trap(); /* built without sm_90a: the launcher refuses before this */
 #endif
