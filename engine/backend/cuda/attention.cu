@@ -1050,12 +1050,8 @@ static __device__ __forceinline__ void load_tile_sw128(bf16 *dst, const bf16 *sr
  * init with one arrival,
  * arrival with the transaction bytes to expect, wait for a phase (bounded:
  * a load that never lands traps instead of hanging) */
-static __device__ __forceinline__ void mbar_init(uint64_t *bar, unsigned count = 1) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count)
-               : "memory");
-}
-static __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+static __device__ __forceinline__ void mbar_init(uint64_t *bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_u32(bar)) : "memory");
 }
 static __device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
@@ -1127,11 +1123,10 @@ enum {
   WG_V_PIPE = 3,
   WG_V_MN128PP = 4,
   WG_V_MN128TMA = 5,
-  WG_V_MN128MB = 6,
-  WG_V_COUNT = 7
+  WG_V_COUNT = 6
 };
-static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn",       "mn128",  "pipe",
-                                                   "mn128pp",   "mn128tma", "mn128mb"};
+static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn",      "mn128",
+                                                   "pipe",      "mn128pp", "mn128tma"};
 
 #define WG_BM 128
 #define WG_LDV (128 + 8)
@@ -1140,8 +1135,7 @@ static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn",       "mn1
 
 /* keys per step */
 static constexpr int wg_bn(int vm) {
-  return vm == WG_V_MN128 || vm == WG_V_MN128PP || vm == WG_V_MN128TMA || vm == WG_V_MN128MB
-             ? 128
+  return vm == WG_V_MN128 || vm == WG_V_MN128PP || vm == WG_V_MN128TMA ? 128
          : vm == WG_V_PIPE                                           ? WG_PIPE_BN
                                                                      : 64;
 }
@@ -1158,7 +1152,7 @@ static constexpr size_t wg_smem_bytes(int vm) {
          (vm == WG_V_TRANSPOSE
               ? (size_t)128 * wg_bn(vm) * 2 + (size_t)2 * wg_bn(vm) * WG_LDV * 2
               : (size_t)(vm == WG_V_PIPE ? 3 : 2) * wg_bn(vm) * 128 * 2) +
-         (vm == WG_V_MN128TMA || vm == WG_V_MN128MB ? 64 : 0) + 1024;
+         (vm == WG_V_MN128TMA ? 64 : 0) + 1024;
 }
 
 /* A wgmma forward block's indices and head pointers: 256 threads, two
@@ -1283,8 +1277,7 @@ static __global__ void __launch_bounds__(256, 1)
     attn_fwd_wgmma_kernel(AttnParams p, const __grid_constant__ AttnTma tm) {
 #if PL_WGMMA_OK
   constexpr int D = 128, BM = WG_BM, BN = wg_bn(VM), NT = 256;
-  constexpr bool MN = VM != WG_V_TRANSPOSE, MB = VM == WG_V_MN128MB,
-                 TMA = VM == WG_V_MN128TMA || MB;
+  constexpr bool MN = VM != WG_V_TRANSPOSE, TMA = VM == WG_V_MN128TMA;
   static_assert(MN || BN == 64, "the transposition below assumes 64 keys per step");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   /* swizzled tiles need 1024-byte alignment (of the shared-window address) */
@@ -1295,7 +1288,6 @@ static __global__ void __launch_bounds__(256, 1)
   bf16 *sV = MN ? sVt : sVt + 128 * BN;      /* mn: [2 buf][2][BN][64];
                                                 transpose: [2 buf][BN][LDV]  */
   uint64_t *full = reinterpret_cast<uint64_t *>(sV + 2 * BN * 128); /* [2] (TMA) */
-  uint64_t *empty = full + 2; /* [2] (mn128mb): both warpgroups done with a K, V buffer */
 
   const WgBlock w = wg_block<BN>(p);
   const int tid = w.tid, wg = w.wg, wq = w.wq, g = w.g, t = w.t, h = w.h, b = w.b;
@@ -1312,11 +1304,7 @@ static __global__ void __launch_bounds__(256, 1)
       tma_load_pair<BN>(sK + kbuf * BN * 128, sV + kbuf * BN * 128, tm, h / p.group, kb * BN, b,
                         full + kbuf);
   };
-  if (TMA && tid == 0) {
-    if (MB) /* one arrival per warp (lane 0, after the warp's last wgmma on the buffer) */
-      for (int i = 0; i < 2; ++i) mbar_init(empty + i, NT / 32);
-    mbar_init_n(full, 2);
-  }
+  if (TMA && tid == 0) mbar_init_n(full, 2);
   load_tile_sw128<BM, NT>(sQ, gQ, q0, S, qstride, tid);
   if constexpr (TMA) {
     tma_kv(0, 0);
@@ -1340,20 +1328,12 @@ static __global__ void __launch_bounds__(256, 1)
     /* After this barrier the tiles of step kb are in place (each thread
      * waited for its own cp.async and fenced them for the async proxy) and
      * both warpgroups are done with step kb-1 (its wgmma waited for), so
-     * buffer buf^1 and Vt may be rewritten: one barrier per step.
-     * mn128mb: no block barrier after the first step (Q in place, the
-     * mbarriers initialized); thread 0 waits on empty[buf^1] (every warp
-     * done with step kb-1) before refilling buffer buf^1, so the warpgroups
-     * are coupled only through the K, V buffers and may drift apart by up
-     * to a step, one's softmax beside the other's wgmma. */
-    if (!MB || kb == 0) {
-      cp_async_wait<0>();
-      fence_proxy_async();
-      __syncthreads();
-    }
+     * buffer buf^1 and Vt may be rewritten: one barrier per step. */
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
     if (kb + 1 < nkb) { /* prefetch step kb+1, overlapping this step */
       if constexpr (TMA) {
-        if (MB && tid == 0 && kb >= 1) mbar_wait(empty + (buf ^ 1), (uint32_t)((kb - 1) >> 1) & 1u);
         tma_kv(kb + 1, buf ^ 1);
       } else {
         load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
@@ -1442,10 +1422,6 @@ static __global__ void __launch_bounds__(256, 1)
     wg_commit();
     wg_wait0();
     wg_hold(o);
-    if constexpr (MB) { /* this warp is done with buffer buf */
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty + buf);
-    }
   }
   cp_async_wait<0>();
 
@@ -2442,7 +2418,7 @@ static pl_status fwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B) {
   } else {
     AttnTma tm;
     memset(&tm, 0, sizeof tm);
-    if (VM == WG_V_MN128TMA || VM == WG_V_MN128MB) {
+    if (VM == WG_V_MN128TMA) {
       PL_TRY(tma_map_bshd(&tm.a, p.k, p.nkv, p.S, B, wg_bn(VM)));
       PL_TRY(tma_map_bshd(&tm.b, p.v, p.nkv, p.S, B, wg_bn(VM)));
     }
@@ -2465,7 +2441,6 @@ static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
     if (vm == WG_V_PIPE) return fwd_wgmma_launch<WG_V_PIPE>(st, p, B);
     if (vm == WG_V_MN128PP) return fwd_wgmma_launch<WG_V_MN128PP>(st, p, B);
     if (vm == WG_V_MN128TMA) return fwd_wgmma_launch<WG_V_MN128TMA>(st, p, B);
-    if (vm == WG_V_MN128MB) return fwd_wgmma_launch<WG_V_MN128MB>(st, p, B);
     return fwd_wgmma_launch<WG_V_TRANSPOSE>(st, p, B);
   }
   if (use_mma(sh)) {
@@ -2673,9 +2648,8 @@ static int wgmma_runs(pl_stream *s, const pl_attn_shape *sh, const char **name) 
 /* The forward kernel pl_cuda_attn_fwd runs for sh on s (sh->algo already
  * resolved from PLATEAU_ATTN_FWD), for result notes. */
 extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
-  static const char *const wg[WG_V_COUNT] = {"wgmma/transpose", "wgmma/mn",       "wgmma/mn128",
-                                             "wgmma/pipe",      "wgmma/mn128pp",  "wgmma/mn128tma",
-                                             "wgmma/mn128mb"};
+  static const char *const wg[WG_V_COUNT] = {"wgmma/transpose", "wgmma/mn",      "wgmma/mn128",
+                                             "wgmma/pipe",      "wgmma/mn128pp", "wgmma/mn128tma"};
   const char *name;
   if (!wgmma_runs(s, sh, &name)) return name;
   int vm = WG_V_MN128;

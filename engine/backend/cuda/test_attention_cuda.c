@@ -103,8 +103,7 @@ static int cmp(const char *tag, const char *what, const void *got, pl_dtype dt, 
  * launch.  The tests run each in turn; a caller who sets the variable gets
  * only that one (to isolate a kernel that faults: a fault ends the
  * process), and finds it restored after the loop. */
-static const char *const wgmma_v_all[] = {"transpose", "mn",       "mn128",   "pipe",
-                                          "mn128pp",   "mn128tma", "mn128mb", NULL};
+static const char *const wgmma_v_all[] = {"transpose", "mn", "mn128", "pipe", "mn128pp", "mn128tma", NULL};
 static const char *const wgmma_bwd_all[] = {"fused", "split", "bulk", NULL};
 /* the step orders of the dK/dV kernels (PLATEAU_ATTN_BWD_WALK) and the wgmma
  * dK/dV kernel's barriers per step (PLATEAU_ATTN_WGMMA_SYNC) */
