@@ -1104,14 +1104,17 @@ static __device__ __forceinline__ void mbar_init_n(uint64_t *bar, int n) {
  * the two tensors of tm (maps a, b; both d halves of each) into dA, dB in
  * load_tile_sw128's layout, completing their bytes on *bar */
 template <int ROWS>
+static __device__ __forceinline__ void tma_load_tile(bf16 *dst, const CUtensorMap *map, int head,
+                                                     int row0, int bb, uint64_t *bar) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) tma_load4(dst + hf * ROWS * 64, map, hf * 64, head, row0, bb, bar);
+}
+template <int ROWS>
 static __device__ __forceinline__ void tma_load_pair(bf16 *dA, bf16 *dB, const AttnTma &tm,
                                                      int head, int row0, int bb, uint64_t *bar) {
   mbar_expect_tx(bar, 2 * ROWS * 128 * 2);
-#pragma unroll
-  for (int hf = 0; hf < 2; ++hf) {
-    tma_load4(dA + hf * ROWS * 64, &tm.a, hf * 64, head, row0, bb, bar);
-    tma_load4(dB + hf * ROWS * 64, &tm.b, hf * 64, head, row0, bb, bar);
-  }
+  tma_load_tile<ROWS>(dA, &tm.a, head, row0, bb, bar);
+  tma_load_tile<ROWS>(dB, &tm.b, head, row0, bb, bar);
 }
 #endif
 
@@ -1123,10 +1126,11 @@ enum {
   WG_V_PIPE = 3,
   WG_V_MN128PP = 4,
   WG_V_MN128TMA = 5,
-  WG_V_COUNT = 6
+  WG_V_OVTMA = 6,
+  WG_V_COUNT = 7
 };
-static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn",      "mn128",
-                                                   "pipe",      "mn128pp", "mn128tma"};
+static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn",       "mn128", "pipe",
+                                                   "mn128pp",   "mn128tma", "ovtma"};
 
 #define WG_BM 128
 #define WG_LDV (128 + 8)
@@ -1135,7 +1139,8 @@ static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn",      "mn12
 
 /* keys per step */
 static constexpr int wg_bn(int vm) {
-  return vm == WG_V_MN128 || vm == WG_V_MN128PP || vm == WG_V_MN128TMA ? 128
+  return vm == WG_V_MN128 || vm == WG_V_MN128PP || vm == WG_V_MN128TMA || vm == WG_V_OVTMA
+             ? 128
          : vm == WG_V_PIPE                                           ? WG_PIPE_BN
                                                                      : 64;
 }
@@ -1152,7 +1157,7 @@ static constexpr size_t wg_smem_bytes(int vm) {
          (vm == WG_V_TRANSPOSE
               ? (size_t)128 * wg_bn(vm) * 2 + (size_t)2 * wg_bn(vm) * WG_LDV * 2
               : (size_t)(vm == WG_V_PIPE ? 3 : 2) * wg_bn(vm) * 128 * 2) +
-         (vm == WG_V_MN128TMA ? 64 : 0) + 1024;
+         (vm == WG_V_MN128TMA || vm == WG_V_OVTMA ? 64 : 0) + 1024;
 }
 
 /* A wgmma forward block's indices and head pointers: 256 threads, two
@@ -1278,6 +1283,7 @@ static __global__ void __launch_bounds__(256, 1)
 #if PL_WGMMA_OK
   constexpr int D = 128, BM = WG_BM, BN = wg_bn(VM), NT = 256;
   constexpr bool MN = VM != WG_V_TRANSPOSE, TMA = VM == WG_V_MN128TMA;
+  constexpr bool OV = VM == WG_V_OVTMA; /* its own loop and TMA scheme, below */
   static_assert(MN || BN == 64, "the transposition below assumes 64 keys per step");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   /* swizzled tiles need 1024-byte alignment (of the shared-window address) */
@@ -1304,9 +1310,16 @@ static __global__ void __launch_bounds__(256, 1)
       tma_load_pair<BN>(sK + kbuf * BN * 128, sV + kbuf * BN * 128, tm, h / p.group, kb * BN, b,
                         full + kbuf);
   };
-  if (TMA && tid == 0) mbar_init_n(full, 2);
+  if ((TMA || OV) && tid == 0) mbar_init_n(full, 2);
   load_tile_sw128<BM, NT>(sQ, gQ, q0, S, qstride, tid);
-  if constexpr (TMA) {
+  if constexpr (OV) { /* L_{-1} (see below): K_0, K_1, V_0 onto full[0] */
+    if (tid == 0) {
+      mbar_expect_tx(full, (nkb > 1 ? 3 : 2) * BN * 128 * 2);
+      tma_load_tile<BN>(sK, &tm.a, h / p.group, 0, b, full);
+      if (nkb > 1) tma_load_tile<BN>(sK + BN * 128, &tm.a, h / p.group, BN, b, full);
+      tma_load_tile<BN>(sV, &tm.b, h / p.group, 0, b, full);
+    }
+  } else if constexpr (TMA) {
     tma_kv(0, 0);
   } else {
     load_tile_sw128<BN, NT>(sK, gK, 0, S, kstride, tid);
@@ -1323,109 +1336,197 @@ static __global__ void __launch_bounds__(256, 1)
   float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
   const int wrow0 = wg * 64 + wq * 16; /* this warp's first row in the tile */
 
-  for (int kb = 0; kb < nkb; ++kb) {
-    const int buf = kb & 1;
-    /* After this barrier the tiles of step kb are in place (each thread
-     * waited for its own cp.async and fenced them for the async proxy) and
-     * both warpgroups are done with step kb-1 (its wgmma waited for), so
-     * buffer buf^1 and Vt may be rewritten: one barrier per step. */
-    cp_async_wait<0>();
+  if constexpr (OV) {
+    /* ovtma: FlashAttention-3's intra-warpgroup overlap with one S register
+     * set (o 64 + s 64 + a 32): K one step ahead of V, so that each
+     * warpgroup's softmax of S_{j+1} runs while its O += P_j V_j is on the
+     * tensor cores; K, V by TMA from thread 0.  K_j in K buffer j%2, V_j in
+     * V buffer j%2.  Load group L_m (m >= 0: issued in step m, after its
+     * barrier) is K_{m+2} (if any) and V_{m+1}, onto mbarrier full[(m+1)%2];
+     * L_{-1} (before the loop) is K_0, K_1, V_0 onto full[0].  Step j
+     * (0 <= j < nkb-1):
+     *   barrier (both warpgroups done with step j-1: S_j waited, PV_{j-1}
+     *     waited, so K buffer j%2 and V buffer (j+1)%2 are free);
+     *   thread 0 issues L_j (K_{j+2} -> K buffer j%2, V_{j+1} -> V buffer
+     *     (j+1)%2);
+     *   wait L_{j-1} (K_{j+1}, V_j) on full[j%2], phase j/2;
+     *   issue S_{j+1} = Q K_{j+1}^T (into s: P_j is already packed in a),
+     *   issue O += P_j V_j; wait 1 (S_{j+1} done); mask, softmax of s;
+     *   wait 0 (PV_j done); O *= alpha; pack P_{j+1} into a.
+     * The last PV (V_{nkb-1}, from L_{nkb-2}) is peeled: no branch around
+     * wgmma.  (The cp.async version of this scheme, "ov", measured 2-3%
+     * slower than mn128 at 224 registers.) */
+    const int hk = h / p.group;
+    cp_async_commit();
+    cp_async_wait<0>(); /* Q; and the mbarriers' initialization seen by all */
     fence_proxy_async();
     __syncthreads();
-    if (kb + 1 < nkb) { /* prefetch step kb+1, overlapping this step */
-      if constexpr (TMA) {
-        tma_kv(kb + 1, buf ^ 1);
-      } else {
-        load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
-        if constexpr (MN)
-          load_tile_sw128<BN, NT>(sV + (buf ^ 1) * BN * 128, gV, (kb + 1) * BN, S, kstride, tid);
-        else
-          load_tile<BN, D, WG_LDV, NT>(sV + (buf ^ 1) * BN * WG_LDV, gV, (kb + 1) * BN, S,
-                                       kstride, tid);
-      }
-      cp_async_commit();
-    }
-    if constexpr (TMA) mbar_wait(full + buf, (uint32_t)(kb >> 1) & 1u); /* step kb's K, V landed */
-    if constexpr (!MN) {
-      /* V [key][d] -> Vt [d][key] (K-major, swizzled): each ldmatrix.trans
-       * 8×8 block gives a thread keys 2t, 2t+1 of head dim 8·m + g */
-      const bf16 *cV = sV + buf * BN * WG_LDV;
-#pragma unroll
-      for (int it = 0; it < (BN / 8) * (D / 8) / 4 / 8; ++it) { /* 128 blocks / 4 / 8 warps */
-        const int blk4 = it * 8 + warp; /* group of 4 blocks along d */
-        const int kc = blk4 / (D / 32), dm4 = blk4 % (D / 32);
-        /* blocks: keys 8·kc.., d 8·(4·dm4 + j), j = lane/8 */
-        const int j = lane >> 3;
-        uint32_t r[4];
-        ldsm_x4_t(r, cV + (kc * 8 + (lane & 7)) * WG_LDV + (dm4 * 4 + j) * 8);
-#pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {
-          const int n = (dm4 * 4 + jj) * 8 + g; /* head dim = Vt row */
-          const int chunk = kc ^ (n & 7);
-          *reinterpret_cast<uint32_t *>(sVt + n * 64 + chunk * 8 + 2 * t) = r[jj];
-        }
-      }
-      fence_proxy_async(); /* st.shared writes -> wgmma reads */
-      __syncthreads();
-    }
-
-    const bf16 *cK = sK + buf * BN * 128;
-    const int k0 = kb * BN;
-    /* S = Q K^T for this warpgroup's 64 rows.  mn128pp: warpgroup 1 issues
-     * its S only once warpgroup 0 has issued its own (named barrier 1), so
-     * the tensor cores finish warpgroup 0's first and its softmax runs
-     * beside warpgroup 1's S (FlashAttention-3's ping-pong, within a step) */
     float s[BN / 2];
-    if constexpr (VM == WG_V_MN128PP)
-      if (wg == 1) named_bar_sync(1, 256);
-    wg_fence();
+    uint32_t a[BN / 16][4];
+    float alpha[2];
+    auto issue_s = [&](const bf16 *cK) {
+      wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const uint64_t da = wg_desc_k(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16);
-      const uint64_t db = wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16);
-      if constexpr (BN == 64)
-        wg_m64n64_ss(s, da, db, kk > 0);
-      else
-        wg_m64n128_ss(s, da, db, kk > 0);
-    }
-    wg_commit();
-    if constexpr (VM == WG_V_MN128PP)
-      if (wg == 0) named_bar_arrive(1, 256);
+      for (int kk = 0; kk < D / 16; ++kk)
+        wg_m64n128_ss(s, wg_desc_k(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16),
+                      wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16), kk > 0);
+      wg_commit();
+    };
+    auto issue_pv = [&](const bf16 *cV) {
+      wg_hold(o);
+      wg_hold(a);
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) /* keys 16kk..; LBO = one d half, BN·128 B */
+        wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(cV + kk * 16 * 64, BN * 128));
+      wg_commit();
+    };
+    mbar_wait(full, 0u); /* L_{-1} */
+    issue_s(sK);
     wg_wait0();
     wg_hold(s);
-
-    /* mask (blocks that reach the diagonal), online softmax, rescale O */
-    if (k0 + BN - 1 > q0 + wrow0) wg_mask<BN>(s, k0, q0 + wrow0, g, t);
-    float alpha[2];
-    wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2);
-#pragma unroll
-    for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-      for (int jd = 0; jd < D / 8; ++jd) {
-        o[4 * jd + 2 * hf] *= alpha[hf];
-        o[4 * jd + 2 * hf + 1] *= alpha[hf];
-      }
-    /* O += P V: P from registers, 16 keys per wgmma (A fragment kk = score
-     * n-tiles 2kk, 2kk+1); B = V (MN-major) or Vt (K-major) */
-    uint32_t a[BN / 16][4];
+    if (BN - 1 > q0 + wrow0) wg_mask<BN>(s, 0, q0 + wrow0, g, t);
+    wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2); /* (O is 0: no rescale) */
     wg_pack_p<BN>(a, s);
-    wg_hold(o);
-    wg_hold(a);
-    wg_fence();
+    for (int kb = 0; kb + 1 < nkb; ++kb) {
+      const int buf = kb & 1;
+      __syncthreads();
+      if (tid == 0) { /* L_kb */
+        uint64_t *bar = full + ((kb + 1) & 1);
+        mbar_expect_tx(bar, (kb + 2 < nkb ? 2 : 1) * BN * 128 * 2);
+        if (kb + 2 < nkb) tma_load_tile<BN>(sK + buf * BN * 128, &tm.a, hk, (kb + 2) * BN, b, bar);
+        tma_load_tile<BN>(sV + (buf ^ 1) * BN * 128, &tm.b, hk, (kb + 1) * BN, b, bar);
+      }
+      mbar_wait(full + buf, (uint32_t)(kb >> 1) & 1u); /* L_{kb-1}: K_{kb+1}, V_kb */
+      issue_s(sK + (buf ^ 1) * BN * 128);
+      issue_pv(sV + buf * BN * 128);
+      wg_wait1(); /* S_{kb+1} done; PV_kb may still run */
+      wg_hold(s);
+      const int k1 = (kb + 1) * BN;
+      if (k1 + BN - 1 > q0 + wrow0) wg_mask<BN>(s, k1, q0 + wrow0, g, t);
+      wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2);
+      wg_wait0(); /* PV_kb done: o and a free */
+      wg_hold(o);
+      wg_hold(a);
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      if constexpr (MN) /* keys 16kk.. of buffer buf; LBO = one d half, BN·128 B */
-        wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(sV + buf * BN * 128 + kk * 16 * 64, BN * 128));
-      else
-        wg_m64n128_rs<0>(o, a[kk], wg_desc_k(sVt + kk * 16));
+      for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+        for (int jd = 0; jd < D / 8; ++jd) {
+          o[4 * jd + 2 * hf] *= alpha[hf];
+          o[4 * jd + 2 * hf + 1] *= alpha[hf];
+        }
+      wg_pack_p<BN>(a, s);
     }
-    wg_commit();
+    mbar_wait(full + ((nkb - 1) & 1), (uint32_t)((nkb - 1) >> 1) & 1u); /* V_{nkb-1} */
+    issue_pv(sV + ((nkb - 1) & 1) * BN * 128);
     wg_wait0();
     wg_hold(o);
-  }
-  cp_async_wait<0>();
+    wg_store<D>(p, o, mrow, lrow, b, h, q0 + wrow0 + g, t);
+  } else {
+    for (int kb = 0; kb < nkb; ++kb) {
+      const int buf = kb & 1;
+      /* After this barrier the tiles of step kb are in place (each thread
+       * waited for its own cp.async and fenced them for the async proxy) and
+       * both warpgroups are done with step kb-1 (its wgmma waited for), so
+       * buffer buf^1 and Vt may be rewritten: one barrier per step. */
+      cp_async_wait<0>();
+      fence_proxy_async();
+      __syncthreads();
+      if (kb + 1 < nkb) { /* prefetch step kb+1, overlapping this step */
+        if constexpr (TMA) {
+          tma_kv(kb + 1, buf ^ 1);
+        } else {
+          load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
+          if constexpr (MN)
+            load_tile_sw128<BN, NT>(sV + (buf ^ 1) * BN * 128, gV, (kb + 1) * BN, S, kstride, tid);
+          else
+            load_tile<BN, D, WG_LDV, NT>(sV + (buf ^ 1) * BN * WG_LDV, gV, (kb + 1) * BN, S,
+                                         kstride, tid);
+        }
+        cp_async_commit();
+      }
+      if constexpr (TMA) mbar_wait(full + buf, (uint32_t)(kb >> 1) & 1u); /* step kb's K, V landed */
+      if constexpr (!MN) {
+        /* V [key][d] -> Vt [d][key] (K-major, swizzled): each ldmatrix.trans
+         * 8×8 block gives a thread keys 2t, 2t+1 of head dim 8·m + g */
+        const bf16 *cV = sV + buf * BN * WG_LDV;
+  #pragma unroll
+        for (int it = 0; it < (BN / 8) * (D / 8) / 4 / 8; ++it) { /* 128 blocks / 4 / 8 warps */
+          const int blk4 = it * 8 + warp; /* group of 4 blocks along d */
+          const int kc = blk4 / (D / 32), dm4 = blk4 % (D / 32);
+          /* blocks: keys 8·kc.., d 8·(4·dm4 + j), j = lane/8 */
+          const int j = lane >> 3;
+          uint32_t r[4];
+          ldsm_x4_t(r, cV + (kc * 8 + (lane & 7)) * WG_LDV + (dm4 * 4 + j) * 8);
+  #pragma unroll
+          for (int jj = 0; jj < 4; ++jj) {
+            const int n = (dm4 * 4 + jj) * 8 + g; /* head dim = Vt row */
+            const int chunk = kc ^ (n & 7);
+            *reinterpret_cast<uint32_t *>(sVt + n * 64 + chunk * 8 + 2 * t) = r[jj];
+          }
+        }
+        fence_proxy_async(); /* st.shared writes -> wgmma reads */
+        __syncthreads();
+      }
 
-  wg_store<D>(p, o, mrow, lrow, b, h, q0 + wrow0 + g, t);
+      const bf16 *cK = sK + buf * BN * 128;
+      const int k0 = kb * BN;
+      /* S = Q K^T for this warpgroup's 64 rows.  mn128pp: warpgroup 1 issues
+       * its S only once warpgroup 0 has issued its own (named barrier 1), so
+       * the tensor cores finish warpgroup 0's first and its softmax runs
+       * beside warpgroup 1's S (FlashAttention-3's ping-pong, within a step) */
+      float s[BN / 2];
+      if constexpr (VM == WG_V_MN128PP)
+        if (wg == 1) named_bar_sync(1, 256);
+      wg_fence();
+  #pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint64_t da = wg_desc_k(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16);
+        const uint64_t db = wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16);
+        if constexpr (BN == 64)
+          wg_m64n64_ss(s, da, db, kk > 0);
+        else
+          wg_m64n128_ss(s, da, db, kk > 0);
+      }
+      wg_commit();
+      if constexpr (VM == WG_V_MN128PP)
+        if (wg == 0) named_bar_arrive(1, 256);
+      wg_wait0();
+      wg_hold(s);
+
+      /* mask (blocks that reach the diagonal), online softmax, rescale O */
+      if (k0 + BN - 1 > q0 + wrow0) wg_mask<BN>(s, k0, q0 + wrow0, g, t);
+      float alpha[2];
+      wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2);
+  #pragma unroll
+      for (int hf = 0; hf < 2; ++hf)
+  #pragma unroll
+        for (int jd = 0; jd < D / 8; ++jd) {
+          o[4 * jd + 2 * hf] *= alpha[hf];
+          o[4 * jd + 2 * hf + 1] *= alpha[hf];
+        }
+      /* O += P V: P from registers, 16 keys per wgmma (A fragment kk = score
+       * n-tiles 2kk, 2kk+1); B = V (MN-major) or Vt (K-major) */
+      uint32_t a[BN / 16][4];
+      wg_pack_p<BN>(a, s);
+      wg_hold(o);
+      wg_hold(a);
+      wg_fence();
+  #pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        if constexpr (MN) /* keys 16kk.. of buffer buf; LBO = one d half, BN·128 B */
+          wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(sV + buf * BN * 128 + kk * 16 * 64, BN * 128));
+        else
+          wg_m64n128_rs<0>(o, a[kk], wg_desc_k(sVt + kk * 16));
+      }
+      wg_commit();
+      wg_wait0();
+      wg_hold(o);
+    }
+    cp_async_wait<0>();
+
+    wg_store<D>(p, o, mrow, lrow, b, h, q0 + wrow0 + g, t);
+  }
 #else
   __trap(); /* built without sm_90a: the launcher refuses before this */
 #endif
@@ -2418,7 +2519,7 @@ static pl_status fwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B) {
   } else {
     AttnTma tm;
     memset(&tm, 0, sizeof tm);
-    if (VM == WG_V_MN128TMA) {
+    if (VM == WG_V_MN128TMA || VM == WG_V_OVTMA) {
       PL_TRY(tma_map_bshd(&tm.a, p.k, p.nkv, p.S, B, wg_bn(VM)));
       PL_TRY(tma_map_bshd(&tm.b, p.v, p.nkv, p.S, B, wg_bn(VM)));
     }
@@ -2441,6 +2542,7 @@ static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
     if (vm == WG_V_PIPE) return fwd_wgmma_launch<WG_V_PIPE>(st, p, B);
     if (vm == WG_V_MN128PP) return fwd_wgmma_launch<WG_V_MN128PP>(st, p, B);
     if (vm == WG_V_MN128TMA) return fwd_wgmma_launch<WG_V_MN128TMA>(st, p, B);
+    if (vm == WG_V_OVTMA) return fwd_wgmma_launch<WG_V_OVTMA>(st, p, B);
     return fwd_wgmma_launch<WG_V_TRANSPOSE>(st, p, B);
   }
   if (use_mma(sh)) {
@@ -2648,8 +2750,9 @@ static int wgmma_runs(pl_stream *s, const pl_attn_shape *sh, const char **name) 
 /* The forward kernel pl_cuda_attn_fwd runs for sh on s (sh->algo already
  * resolved from PLATEAU_ATTN_FWD), for result notes. */
 extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
-  static const char *const wg[WG_V_COUNT] = {"wgmma/transpose", "wgmma/mn",      "wgmma/mn128",
-                                             "wgmma/pipe",      "wgmma/mn128pp", "wgmma/mn128tma"};
+  static const char *const wg[WG_V_COUNT] = {
+      "wgmma/transpose", "wgmma/mn",       "wgmma/mn128", "wgmma/pipe",
+      "wgmma/mn128pp",   "wgmma/mn128tma", "wgmma/ovtma"};
   const char *name;
   if (!wgmma_runs(s, sh, &name)) return name;
   int vm = WG_V_MN128;

@@ -4,7 +4,8 @@
  * for.  Prints max abs / normwise error of every output for both kernels, and
  * forward / backward TFLOP/s of both (causal: fwd = 4·S²·d·n_q/2, bwd = 2.5×).
  * With d = 128 it also checks and times the wgmma forward (sm_90a builds; AUTO
- * runs it), once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe, mn128pp, mn128tma;
+ * runs it), once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe, mn128pp,
+ * mn128tma, ovtma;
  * only the one named when the caller sets it), and the wgmma backward once per
  * variant (PLATEAU_ATTN_WGMMA_BWD = bulk, fused, split), step order of the dK/dV
  * kernels (PLATEAU_ATTN_BWD_WALK = asc, desc) and barrier scheme
@@ -103,7 +104,8 @@ static int cmp(const char *tag, const char *what, const void *got, pl_dtype dt, 
  * launch.  The tests run each in turn; a caller who sets the variable gets
  * only that one (to isolate a kernel that faults: a fault ends the
  * process), and finds it restored after the loop. */
-static const char *const wgmma_v_all[] = {"transpose", "mn", "mn128", "pipe", "mn128pp", "mn128tma", NULL};
+static const char *const wgmma_v_all[] = {"transpose", "mn",       "mn128", "pipe",
+                                          "mn128pp",   "mn128tma", "ovtma", NULL};
 static const char *const wgmma_bwd_all[] = {"fused", "split", "bulk", NULL};
 /* the step orders of the dK/dV kernels (PLATEAU_ATTN_BWD_WALK) and the wgmma
  * dK/dV kernel's barriers per step (PLATEAU_ATTN_WGMMA_SYNC) */
