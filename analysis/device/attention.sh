@@ -14,12 +14,12 @@
 # ATTN_MEMCHECK=1 adds compute-sanitizer memcheck of the small test shapes at
 # the end (for a second run, should the kernels disagree with the reference).
 # The default build (CUDA_ARCH=90a) includes the wgmma forward (AUTO runs it for
-# d = 128, V path mn128 unless PLATEAU_ATTN_WGMMA_V says otherwise); its bench
+# d = 128, V path ovtma unless PLATEAU_ATTN_WGMMA_V says otherwise); its bench
 # step runs once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe,
-# mn128pp, mn128tma; WGMMA_V picks some).  AUTO's backward for d = 128 is the wgmma
-# one, variant bulk, one barrier per step, step order desc; the other backward
-# kernels (wgmma fused and split, bulk with two barriers, mma) have a bench
-# step each.  The CUDA tests check every wgmma path against SIMPLE.
+# mn128pp, mn128tma, ovtma; WGMMA_V picks some).  AUTO's backward for d = 128 is
+# the wgmma one, variant bulk, one barrier per step, step order desc; the other
+# backward kernels (wgmma fused and split, bulk with two barriers, bulk with
+# TMA loads, mma) have a bench step each.  The CUDA tests check every wgmma path against SIMPLE.
 set -uo pipefail
 RUNS=${RUNS:-results/runs/attention-$(date -u +%Y%m%dT%H%M%SZ)}
 BUILD=${BUILD:-build}
@@ -38,7 +38,8 @@ step "build check: nvcc -Xptxas -v (registers, spills) of the attention kernels"
   -o "$RUNS/attention_check.o" 2>&1 | grep -A2 -E "Compiling entry.*mma" |
   grep -E "entry|spill|registers" | tee "$RUNS/attention_ptxas.txt" || fail=1
 # the wgmma kernels exist only in sm_90a code: the forward's V-path kernels
-# (attn_fwd_wgmma_kernel<0 transpose | 1 mn | 2 mn128>, attn_fwd_wgmma_pipe_kernel<BN>
+# (attn_fwd_wgmma_kernel<0 transpose | 1 mn | 2 mn128 | 4 mn128pp | 5 mn128tma |
+# 6 ovtma>, attn_fwd_wgmma_pipe_kernel<BN>
 # for pipe) and the backward's attn_bwd_dkdv_wgmma_kernel, attn_bwd_dq_wgmma_kernel;
 # a ptxas "serialized" line (C75xx) means a kernel lost its wgmma pipelining
 "$NVCC" -std=c++17 -O3 -arch=sm_90a -Iengine/include -Iengine -DPL_HAVE_CUDA=1 \
@@ -70,21 +71,23 @@ fi
 
 # one run per V path of the wgmma forward (PLATEAU_ATTN_WGMMA_V, recorded in the
 # result's metadata as env.PLATEAU_ATTN_WGMMA_V); WGMMA_V overrides the list
-for v in ${WGMMA_V:-transpose mn mn128 pipe mn128pp mn128tma}; do
+for v in ${WGMMA_V:-transpose mn mn128 pipe mn128pp mn128tma ovtma}; do
   step "bench attention --algo wgmma, V path $v (forward; needs an sm_90a build, else it reports unsupported)"
   PLATEAU_ATTN_WGMMA_V=$v timeout 120 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma \
     --seq 4Ki,16Ki,32Ki,64Ki,128Ki --pass fwd -w 1 -n 3 -o "$RUNS" ||
     echo "(wgmma forward, V path $v, unavailable or failed: see above)"
 done
 
-# the other backward kernels, after the default forward (wgmma mn128)
-step "bench attention, backward variants: wgmma fused, split, bulk with two barriers, mma (fwd+bwd)"
+# the other backward kernels, after the default forward (wgmma ovtma)
+step "bench attention, backward variants: wgmma fused, split, bulk with two barriers, bulk with TMA loads, mma (fwd+bwd)"
 for v in fused split; do
   PLATEAU_ATTN_WGMMA_BWD=$v timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
     --seq 16Ki,32Ki,64Ki,128Ki --pass both -w 1 -n 3 -o "$RUNS" || fail=1
 done
-PLATEAU_ATTN_WGMMA_SYNC=two timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
-  --seq 16Ki,32Ki,64Ki,128Ki --pass both -w 1 -n 3 -o "$RUNS" || fail=1
+for y in two tma; do
+  PLATEAU_ATTN_WGMMA_SYNC=$y timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
+    --seq 16Ki,32Ki,64Ki,128Ki --pass both -w 1 -n 3 -o "$RUNS" || fail=1
+done
 PLATEAU_ATTN_BWD=mma timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
   --seq 16Ki,32Ki,64Ki --pass both -w 1 -n 2 -o "$RUNS" || fail=1
 

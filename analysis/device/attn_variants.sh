@@ -5,8 +5,8 @@
 # `plateau bench attention` fwd+bwd with each backward variant (BWD, default
 # "bulk fused split") in each step order of the dK/dV kernel (WALK, default
 # "desc") with each synchronization scheme (SYNC, default "one tma"; sequence
-# lengths BSEQ, default SEQ), forward with each V path (V, default "mn128
-# mn128tma"), and the PyTorch SDPA peer on the same shapes in the same lease
+# lengths BSEQ, default SEQ), forward with each V path (V, default "mn128tma
+# ovtma"), and the PyTorch SDPA peer on the same shapes in the same lease
 # (PEER=0 skips it, TEST=0 the test; an empty BWD or V skips those).
 # Run from the repository root on the GPU machine after `make all tests`:
 #     RUNS=results/runs/<dir> bash analysis/device/attn_variants.sh
@@ -39,7 +39,7 @@ for y in ${SYNC-one tma}; do
     done
   done
 done
-for v in ${V-mn128 mn128tma}; do
+for v in ${V-mn128tma ovtma}; do
   step "fwd, wgmma V path $v"
   PLATEAU_ATTN_WGMMA_V=$v timeout 120 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma \
     --seq "$SEQ" --pass fwd -w 1 -n 3 -o "$RUNS" 2>&1 |

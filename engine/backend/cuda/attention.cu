@@ -27,7 +27,7 @@
  *    kernel otherwise (validated on the H200 against the SIMPLE kernel:
  *    same errors as MMA; 437-458 TFLOP/s at 64Ki against MMA's 296).  Its V
  *    operand path is chosen by PLATEAU_ATTN_WGMMA_V (read by the launcher):
- *    mn128 (default), transpose (V transposed in shared memory each step,
+ *    ovtma (default), transpose (V transposed in shared memory each step,
  *    K-major B), mn (V read as an MN-major B, trans-b = 1, no transposition),
  *    mn128 (mn with 128 keys per step), pipe (mn with the softmax
  *    overlapping the tensor cores, FlashAttention-3 style) or mn128pp
@@ -35,13 +35,16 @@
  *    softmax runs beside the other's QK^T; measured within ±1% of mn128) or
  *    mn128tma (mn128 with the K and V tiles loaded by TMA from thread 0
  *    onto an mbarrier per buffer instead of 16 cp.async per thread per
- *    step; experimental: written after the device time of its session was
- *    spent, compiled (186 registers against 206, no serialization), not yet
- *    run on a GPU; the CUDA test checks it).
- *    (An "ov" path, mn128 with K one step ahead of V so that each
- *    warpgroup's softmax of S_{j+1} ran beside its own PV_j, was correct but
- *    2-3% slower than mn128 (439-447 against 452-459 TFLOP/s, 16Ki-128Ki,
- *    results/reference/h200/2026-11-30-s5-ab) and was removed.)
+ *    step: 186 registers against 206; 520-565 TFLOP/s against mn128's
+ *    440-452 at 16Ki-128Ki, same lease) or ovtma (K one step ahead of V, so
+ *    that each warpgroup's softmax of S_{j+1} runs beside its own PV_j,
+ *    FlashAttention-3's intra-warpgroup overlap, with mn128tma's TMA loads;
+ *    192 registers; 540-572 against mn128tma's 528-568, two alternations in
+ *    one lease: results/reference/h200/2026-11-30-s6-ab).
+ *    (The cp.async version of ovtma, "ov", was 2-3% slower than mn128
+ *    (439-447 against 452-459, results/reference/h200/2026-11-30-s5-ab) and
+ *    was removed; so was "mn128mb", mn128tma with the per-step block
+ *    barrier replaced by empty mbarriers, equal to mn128tma.)
  *  - WGMMA backward (d = 128, sm_90a builds; AUTO runs it there): validated
  *    on the H200 against the SIMPLE kernel on every shape of
  *    test_attention_cuda, and with the decoder-layer and Ulysses tests.
@@ -839,7 +842,7 @@ static __global__ void __launch_bounds__(NW * 32)
 }
 
 /* ======================================================================== */
-/* WGMMA forward (experimental; sm_90a)                                     */
+/* WGMMA forward (sm_90a)                                                   */
 /* ======================================================================== */
 /* d = 128.  Two consumer warpgroups (256 threads), BM = 128 query rows (64
  * per warpgroup), BN keys per step (64; 128 on the mn128 V path).  S = Q K^T
@@ -858,7 +861,11 @@ static __global__ void __launch_bounds__(NW * 32)
  *  - mn128: mn with BN = 128 (half the steps and barriers, twice the score
  *    registers);
  *  - pipe: mn with S_{j+1} and PV_{j-1} in flight during the softmax of
- *    step j (its own kernel, attn_fwd_wgmma_pipe_kernel; see there).
+ *    step j (its own kernel, attn_fwd_wgmma_pipe_kernel; see there);
+ *  - mn128pp: mn128 with warpgroup 1's S issued after warpgroup 0's;
+ *  - mn128tma: mn128 with K and V loaded by TMA (thread 0, mbarriers);
+ *  - ovtma (default): mn128tma's loads, K one step ahead of V, each
+ *    warpgroup's softmax of S_{j+1} beside its own PV_j (see there).
  * The accumulator and register-A fragments of wgmma have, per warp, the
  * layouts of mma.sync m16n8k16, so masking and online softmax are the MMA
  * kernel's.
@@ -1828,10 +1835,9 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  * waited for by every thread before that barrier, are in place; one
  * barrier fewer per step measured +5-10% (bulk fwd+bwd 404-412 against
  * 382-383 TFLOP/s at 16Ki-64Ki, results/reference/h200/2026-11-30-s5-ab).
- * SYNC tma (experimental: written after the device time of its session was
- * spent, compiled and checked for registers (bulk: 245, against 255 with
- * cp.async) and ptxas serialization, not yet run on a GPU; the CUDA test
- * checks it): as
+ * SYNC tma (245 registers against 255; correct on every test shape;
+ * measured within ±1.5% of one, sometimes ahead, sometimes behind, fwd+bwd
+ * 16Ki-128Ki in two leases: results/reference/h200/2026-11-30-s6-ab): as
  * one, but thread 0 loads the Q and dO tiles with TMA (a 4-D tensor map per
  * tensor, the 128-byte swizzle of load_tile_sw128, rows past S zero-filled)
  * onto an mbarrier per buffer, which every thread waits on before the
@@ -2464,12 +2470,12 @@ static pl_status env_choice(const char *var, const char *const *names, int n, in
   return pl_set_error(PL_EINVAL, "attention: %s=%s: must be %s", var, e, allowed);
 }
 
-/* PLATEAU_ATTN_WGMMA_V = mn128 (default) | transpose | mn | pipe: the V path of the
- * wgmma forward (see its section).  Read by the launcher at each wgmma
- * launch, never by device code, as model/attention.c reads
+/* PLATEAU_ATTN_WGMMA_V = ovtma (default) | mn128tma | mn128 | mn128pp | pipe |
+ * mn | transpose: the V path of the wgmma forward (see its section).  Read
+ * by the launcher at each wgmma launch, never by device code, as model/attention.c reads
  * PLATEAU_ATTN_FWD (so a test can switch paths with setenv). */
 static pl_status wgmma_v_path(int *vm) {
-  return env_choice("PLATEAU_ATTN_WGMMA_V", wg_v_names, WG_V_COUNT, WG_V_MN128, vm);
+  return env_choice("PLATEAU_ATTN_WGMMA_V", wg_v_names, WG_V_COUNT, WG_V_OVTMA, vm);
 }
 
 /* *m = the TMA descriptor of a [B][S][heads][128] bf16 tensor at ptr, box
@@ -2566,14 +2572,14 @@ static pl_status fwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
 /* Variants of the wgmma backward (PLATEAU_ATTN_WGMMA_BWD), indexed by the
  * dK/dV kernel's dQ mode: split (a dK/dV and a dQ kernel, P recomputed in
  * each, no atomics), fused (one kernel, dQ through fp32 atomics into the
- * workspace; the default) or bulk (fused with one bulk reduction per step
- * into a tiled workspace; experimental: not yet run on a GPU). */
+ * workspace) or bulk (fused with one bulk reduction per step into a tiled
+ * workspace; the default). */
 static const char *const wgb_names[WGB_DQ_COUNT] = {"split", "fused", "bulk"};
 static pl_status wgmma_bwd_variant(int *mode) {
   return env_choice("PLATEAU_ATTN_WGMMA_BWD", wgb_names, WGB_DQ_COUNT, WGB_DQ_BULK, mode);
 }
 
-/* PLATEAU_ATTN_BWD_WALK = asc (default) | desc: the order of the dK/dV
+/* PLATEAU_ATTN_BWD_WALK = desc (default) | asc: the order of the dK/dV
  * kernels' steps (BwdWalk). */
 static const char *const walk_names[BWD_WALK_COUNT] = {"asc", "desc"};
 static pl_status bwd_walk_order(int *w) {
@@ -2593,8 +2599,7 @@ template <int SY> static void (*dkdv_kernel(int mode))(AttnParams, AttnTma) {
 
 /* PLATEAU_ATTN_WGMMA_SYNC = one (default) | two | tma: the wgmma dK/dV
  * kernel's synchronization scheme (see "Synchronization"; tma: one barrier,
- * Q and dO loaded by TMA onto mbarriers; experimental: written after the
- * device time of its session was spent, not yet run on a GPU). */
+ * Q and dO loaded by TMA onto mbarriers). */
 static const char *const sync_names[WGB_SYNC_COUNT] = {"two", "one", "tma"};
 static pl_status wgmma_bwd_sync(int *sy) {
   return env_choice("PLATEAU_ATTN_WGMMA_SYNC", sync_names, WGB_SYNC_COUNT, WGB_SYNC_ONE, sy);
@@ -2755,7 +2760,7 @@ extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape
       "wgmma/mn128pp",   "wgmma/mn128tma", "wgmma/ovtma"};
   const char *name;
   if (!wgmma_runs(s, sh, &name)) return name;
-  int vm = WG_V_MN128;
+  int vm = WG_V_OVTMA;
   if (wgmma_v_path(&vm) != PL_OK) {
     pl_clear_error();
     return "wgmma (bad PLATEAU_ATTN_WGMMA_V)";
