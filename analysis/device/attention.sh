@@ -17,9 +17,9 @@
 # d = 128, V path ovtma unless PLATEAU_ATTN_WGMMA_V says otherwise); its bench
 # step runs once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe,
 # mn128pp, mn128tma, ovtma; WGMMA_V picks some).  AUTO's backward for d = 128 is
-# the wgmma one, variant bulk, one barrier per step, step order desc; the other
-# backward kernels (wgmma fused and split, bulk with two barriers, bulk with
-# TMA loads, mma) have a bench step each.  The CUDA tests check every wgmma path against SIMPLE.
+# the wgmma one, variant bulk, one barrier per step with Q and dO loaded by TMA,
+# step order desc; the other backward kernels (wgmma fused and split, bulk with
+# two barriers, bulk with cp.async loads, mma) have a bench step each.  The CUDA tests check every wgmma path against SIMPLE.
 set -uo pipefail
 RUNS=${RUNS:-results/runs/attention-$(date -u +%Y%m%dT%H%M%SZ)}
 BUILD=${BUILD:-build}
@@ -79,12 +79,12 @@ for v in ${WGMMA_V:-transpose mn mn128 pipe mn128pp mn128tma ovtma}; do
 done
 
 # the other backward kernels, after the default forward (wgmma ovtma)
-step "bench attention, backward variants: wgmma fused, split, bulk with two barriers, bulk with TMA loads, mma (fwd+bwd)"
+step "bench attention, backward variants: wgmma fused, split, bulk with two barriers, bulk with cp.async loads, mma (fwd+bwd)"
 for v in fused split; do
   PLATEAU_ATTN_WGMMA_BWD=$v timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
     --seq 16Ki,32Ki,64Ki,128Ki --pass both -w 1 -n 3 -o "$RUNS" || fail=1
 done
-for y in two tma; do
+for y in two one; do
   PLATEAU_ATTN_WGMMA_SYNC=$y timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
     --seq 16Ki,32Ki,64Ki,128Ki --pass both -w 1 -n 3 -o "$RUNS" || fail=1
 done

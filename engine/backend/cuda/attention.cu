@@ -54,7 +54,7 @@
  *    workspace; split, a dK/dV kernel by key blocks and a dQ kernel by
  *    query blocks, each recomputing P (no atomics: bit-reproducible).  Also
  *    switchable: the dK/dV kernel's barriers per step
- *    (PLATEAU_ATTN_WGMMA_SYNC = one (default) | two) and its step order
+ *    (PLATEAU_ATTN_WGMMA_SYNC = tma (default) | one | two) and its step order
  *    (PLATEAU_ATTN_BWD_WALK = desc (default) | asc).  See its section.
  *
  * Numerics shared by all: scores in fp32, softmax via exp2 with scale·log2e
@@ -1835,9 +1835,9 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  * waited for by every thread before that barrier, are in place; one
  * barrier fewer per step measured +5-10% (bulk fwd+bwd 404-412 against
  * 382-383 TFLOP/s at 16Ki-64Ki, results/reference/h200/2026-11-30-s5-ab).
- * SYNC tma (245 registers against 255; correct on every test shape;
- * measured within ±1.5% of one, sometimes ahead, sometimes behind, fwd+bwd
- * 16Ki-128Ki in two leases: results/reference/h200/2026-11-30-s6-ab): as
+ * SYNC tma (the default; 245 registers against 255; fwd+bwd +0.4-1.7%
+ * over one at 16Ki-128Ki, one/tma/tma/one in one lease; within ±1.5% in
+ * two earlier leases: results/reference/h200/2026-11-30-s6-ab): as
  * one, but thread 0 loads the Q and dO tiles with TMA (a 4-D tensor map per
  * tensor, the 128-byte swizzle of load_tile_sw128, rows past S zero-filled)
  * onto an mbarrier per buffer, which every thread waits on before the
@@ -2597,12 +2597,12 @@ template <int SY> static void (*dkdv_kernel(int mode))(AttnParams, AttnTma) {
                                  : attn_bwd_dkdv_wgmma_kernel<WGB_DQ_BULK, SY>;
 }
 
-/* PLATEAU_ATTN_WGMMA_SYNC = one (default) | two | tma: the wgmma dK/dV
+/* PLATEAU_ATTN_WGMMA_SYNC = tma (default) | one | two: the wgmma dK/dV
  * kernel's synchronization scheme (see "Synchronization"; tma: one barrier,
  * Q and dO loaded by TMA onto mbarriers). */
 static const char *const sync_names[WGB_SYNC_COUNT] = {"two", "one", "tma"};
 static pl_status wgmma_bwd_sync(int *sy) {
-  return env_choice("PLATEAU_ATTN_WGMMA_SYNC", sync_names, WGB_SYNC_COUNT, WGB_SYNC_ONE, sy);
+  return env_choice("PLATEAU_ATTN_WGMMA_SYNC", sync_names, WGB_SYNC_COUNT, WGB_SYNC_TMA, sy);
 }
 
 static pl_status bwd_wgmma_launch(cudaStream_t st, AttnParams p, unsigned B, int64_t nq_el,
@@ -2657,7 +2657,7 @@ static pl_status bwd_launch(pl_stream *ps, const pl_attn_shape *sh, AttnParams p
   const unsigned B = (unsigned)sh->batch;
   const bool wg = D == 128 && (sh->algo == PL_ATTN_WGMMA ||
                                 (sh->algo == PL_ATTN_AUTO && wgmma_built(ps)));
-  int mode = WGB_DQ_BULK, sy = WGB_SYNC_ONE;
+  int mode = WGB_DQ_BULK, sy = WGB_SYNC_TMA;
   if (wg) {
     PL_TRY(wgmma_available(ps));
     PL_TRY(wgmma_bwd_variant(&mode));
@@ -2773,23 +2773,24 @@ extern "C" const char *pl_cuda_attn_fwd_kernel(pl_stream *s, const pl_attn_shape
 extern "C" const char *pl_cuda_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
   const char *name;
   if (!wgmma_runs(s, sh, &name)) return name;
-  int mode = WGB_DQ_BULK, sy = WGB_SYNC_ONE, walk = BWD_WALK_DESC;
+  int mode = WGB_DQ_BULK, sy = WGB_SYNC_TMA, walk = BWD_WALK_DESC;
   if (wgmma_bwd_variant(&mode) != PL_OK || wgmma_bwd_sync(&sy) != PL_OK ||
       bwd_walk_order(&walk) != PL_OK) {
     pl_clear_error();
     return "wgmma (bad PLATEAU_ATTN_WGMMA_BWD, _SYNC or PLATEAU_ATTN_BWD_WALK)";
   }
   /* the variant, then what differs from the defaults: "/2bar" (two
-   * barriers per step), "/tma" (TMA loads), "/asc" (step order) */
+   * barriers per step, cp.async loads), "/cp" (one barrier, Q and dO by
+   * cp.async instead of TMA), "/asc" (step order) */
   static const char *const names[WGB_DQ_COUNT][WGB_SYNC_COUNT][BWD_WALK_COUNT] = {
       {{"wgmma/split/2bar/asc", "wgmma/split/2bar"},
-       {"wgmma/split/asc", "wgmma/split"},
-       {"wgmma/split/tma/asc", "wgmma/split/tma"}},
+       {"wgmma/split/cp/asc", "wgmma/split/cp"},
+       {"wgmma/split/asc", "wgmma/split"}},
       {{"wgmma/fused/2bar/asc", "wgmma/fused/2bar"},
-       {"wgmma/fused/asc", "wgmma/fused"},
-       {"wgmma/fused/tma/asc", "wgmma/fused/tma"}},
+       {"wgmma/fused/cp/asc", "wgmma/fused/cp"},
+       {"wgmma/fused/asc", "wgmma/fused"}},
       {{"wgmma/bulk/2bar/asc", "wgmma/bulk/2bar"},
-       {"wgmma/bulk/asc", "wgmma/bulk"},
-       {"wgmma/bulk/tma/asc", "wgmma/bulk/tma"}}};
+       {"wgmma/bulk/cp/asc", "wgmma/bulk/cp"},
+       {"wgmma/bulk/asc", "wgmma/bulk"}}};
   return names[mode][sy][walk];
 }
