@@ -1244,6 +1244,19 @@ static __device__ __forceinline__ void wg_softmax(float (&s)[BN / 2], float (&mr
   }
 }
 
+/* O *= alpha: the online softmax's rescale of this thread's output rows
+ * (row half hf of every 8-column block) */
+template <int D>
+static __device__ __forceinline__ void wg_rescale(float (&o)[D / 2], const float (&alpha)[2]) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+    for (int jd = 0; jd < D / 8; ++jd) {
+      o[4 * jd + 2 * hf] *= alpha[hf];
+      o[4 * jd + 2 * hf + 1] *= alpha[hf];
+    }
+}
+
 /* P (fp32 scores) to the bf16 A fragments of P·V, 16 keys per fragment. */
 template <int BN>
 static __device__ __forceinline__ void wg_pack_p(uint32_t (&a)[BN / 16][4],
@@ -1415,13 +1428,7 @@ static __global__ void __launch_bounds__(256, 1)
       wg_wait0(); /* PV_kb done: o and a free */
       wg_hold(o);
       wg_hold(a);
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-        for (int jd = 0; jd < D / 8; ++jd) {
-          o[4 * jd + 2 * hf] *= alpha[hf];
-          o[4 * jd + 2 * hf + 1] *= alpha[hf];
-        }
+      wg_rescale<D>(o, alpha);
       wg_pack_p<BN>(a, s);
     }
     mbar_wait(full + ((nkb - 1) & 1), (uint32_t)((nkb - 1) >> 1) & 1u); /* V_{nkb-1} */
@@ -1457,7 +1464,7 @@ static __global__ void __launch_bounds__(256, 1)
         /* V [key][d] -> Vt [d][key] (K-major, swizzled): each ldmatrix.trans
          * 8×8 block gives a thread keys 2t, 2t+1 of head dim 8·m + g */
         const bf16 *cV = sV + buf * BN * WG_LDV;
-  #pragma unroll
+#pragma unroll
         for (int it = 0; it < (BN / 8) * (D / 8) / 4 / 8; ++it) { /* 128 blocks / 4 / 8 warps */
           const int blk4 = it * 8 + warp; /* group of 4 blocks along d */
           const int kc = blk4 / (D / 32), dm4 = blk4 % (D / 32);
@@ -1465,7 +1472,7 @@ static __global__ void __launch_bounds__(256, 1)
           const int j = lane >> 3;
           uint32_t r[4];
           ldsm_x4_t(r, cV + (kc * 8 + (lane & 7)) * WG_LDV + (dm4 * 4 + j) * 8);
-  #pragma unroll
+#pragma unroll
           for (int jj = 0; jj < 4; ++jj) {
             const int n = (dm4 * 4 + jj) * 8 + g; /* head dim = Vt row */
             const int chunk = kc ^ (n & 7);
@@ -1486,7 +1493,7 @@ static __global__ void __launch_bounds__(256, 1)
       if constexpr (VM == WG_V_MN128PP)
         if (wg == 1) named_bar_sync(1, 256);
       wg_fence();
-  #pragma unroll
+#pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const uint64_t da = wg_desc_k(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16);
         const uint64_t db = wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16);
@@ -1505,13 +1512,7 @@ static __global__ void __launch_bounds__(256, 1)
       if (k0 + BN - 1 > q0 + wrow0) wg_mask<BN>(s, k0, q0 + wrow0, g, t);
       float alpha[2];
       wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2);
-  #pragma unroll
-      for (int hf = 0; hf < 2; ++hf)
-  #pragma unroll
-        for (int jd = 0; jd < D / 8; ++jd) {
-          o[4 * jd + 2 * hf] *= alpha[hf];
-          o[4 * jd + 2 * hf + 1] *= alpha[hf];
-        }
+      wg_rescale<D>(o, alpha);
       /* O += P V: P from registers, 16 keys per wgmma (A fragment kk = score
        * n-tiles 2kk, 2kk+1); B = V (MN-major) or Vt (K-major) */
       uint32_t a[BN / 16][4];
@@ -1519,7 +1520,7 @@ static __global__ void __launch_bounds__(256, 1)
       wg_hold(o);
       wg_hold(a);
       wg_fence();
-  #pragma unroll
+#pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
         if constexpr (MN) /* keys 16kk.. of buffer buf; LBO = one d half, BN·128 B */
           wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(sV + buf * BN * 128 + kk * 16 * 64, BN * 128));
@@ -1708,10 +1709,7 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
       wg_hold(a);
       wg_hold(sn);
       /* (6) */
-#pragma unroll
-      for (int jd = 0; jd < D / 8; ++jd)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[4 * jd + e] *= alpha[e >> 1];
+      wg_rescale<D>(o, alpha);
       wg_pack_p<BN>(a, sc);
       /* (7) keys 16kk.. of V buffer j%3; LBO = one d half, BN·128 B */
       wg_hold(o);
