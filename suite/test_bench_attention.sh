@@ -42,9 +42,39 @@ if [[ -f $md ]]; then
   for S in 64 130; do
     grep -q "^| $S | [0-9.]* | [0-9.]* |.*| cpu | cpu + cpu |\$" "$md" || fail "report: no row for S = $S"
   done
+  # targets: a CPU run is far below 350 TFLOP/s and has no peer at 32K-128K
+  grep -q "^- fwd ≥ 350 TFLOP/s at every S: fastest missed (lowest [0-9.]* at S = [0-9]*); AUTO missed" "$md" ||
+    fail "report: fwd target not judged missed"
+  grep -q "^- fwd+bwd ≥ 0.8× the best peer at 32K–128K: fastest not measured" "$md" ||
+    fail "report: fwd+bwd target not 'not measured' without a peer"
 else
   fail "report: no $md"; cat "$tmp/report.out"
 fi
+# the verdicts on a synthetic run at S = 32768 (attn1's S = 64 rows relabelled,
+# TFLOP/s set): AUTO 400 fwd / 430 fwd+bwd, a variant file (a PLATEAU_ATTN_*
+# variable in its metadata) 450 fwd+bwd, the peer's best fwd+bwd 550: the
+# fastest rows meet 0.8× (450/550), the AUTO rows miss it (430/550)
+syn=$tmp/syn
+mkdir -p "$syn"
+relabel() { # fwdbwd-tflops env-line
+  awk -F'\t' -v OFS='\t' -v fb="$1" -v env="$2" '
+    NR == 1 {print; if (env != "") print env; next}
+    /^#/ {print; next}
+    !h {for (i = 1; i <= NF; i++) c[$i] = i; h = 1; print; next}
+    $c["seq"] == 64 {$c["seq"] = 32768; $c["tflops"] = ($c["pass"] == "fwd" ? 400 : fb); print}' \
+    "$(ls "$tmp"/attn1/*.tsv | head -1)"
+}
+relabel 430 "" >"$syn/attention.auto.tsv"
+relabel 450 "# env.PLATEAU_ATTN_WGMMA_SYNC: tma" >"$syn/attention.variant.tsv"
+printf '# synthetic\npeer\tbackend\tbatch\tseq\tn_q\tn_kv\td\tpass\tgqa\tms\tms_p10\tms_p90\ttflops\tpeak_gib\tstatus\tnote\n' >"$syn/peer_torch_sdpa.tsv"
+printf 'torch_sdpa\tcudnn\t1\t32768\t4\t2\t64\tfwdbwd\tnative\t1\t1\t1\t550\t1\tok\t-\n' >>"$syn/peer_torch_sdpa.tsv"
+printf 'torch_sdpa\tflash\t1\t32768\t4\t2\t64\tfwdbwd\tnative\t1\t1\t1\t330\t1\tok\t-\n' >>"$syn/peer_torch_sdpa.tsv"
+"$BIN" report "$syn" >"$tmp/syn.out" 2>&1 || fail "synthetic report: exit $?"
+smd=$syn/report/attention.md
+grep -q "^- fwd ≥ 350 TFLOP/s at every S: fastest met (lowest 400.0 at S = 32768); AUTO met (lowest 400.0 at S = 32768)\.\$" "$smd" ||
+  { fail "synthetic report: fwd verdict"; grep "^- fwd " "$smd"; }
+grep -q "^- fwd+bwd ≥ 0.8× the best peer at 32K–128K: fastest met (lowest 0.818× at S = 32768, 1 S); AUTO missed (lowest 0.782× at S = 32768, 1 S)\.\$" "$smd" ||
+  { fail "synthetic report: fwd+bwd verdict"; grep "^- fwd+bwd" "$smd"; }
 EXPECT=2 run attn2 $MPIRUN -np 2 "$BIN" bench attention --backend cpu -n 1 -w 0 --seq 128
 awk -F'\t' '/^#/{next} !h{for(i=1;i<=NF;i++)c[$i]=i;h=1;next} $c["pass"]=="fwd" && $c["a2a_gbps"]=="-"{exit 1}' \
   "$tmp"/attn2/*.tsv || fail "attn2: a2a not timed"
