@@ -1297,6 +1297,45 @@ static __device__ __forceinline__ void wg_store(const AttnParams &p, const float
   }
 }
 
+/* acc (m64nN) = A B^T over the head dim (K = 128), both operands K-major
+ * from swizzled shared memory: aw a warpgroup's 64 rows of an [2][AR][64]
+ * tile, b an [2][N][64] tile (S = Q K^T in the forward and the dQ kernel,
+ * S^T = K Q^T and dP^T = V dO^T in the dK/dV kernel); the caller fences
+ * before and commits after. */
+template <int N, int AR = WG_BM>
+static __device__ __forceinline__ void wg_issue_qk(float (&s)[N / 2], const bf16 *aw,
+                                                   const bf16 *b) {
+#if PL_WGMMA_OK
+#pragma unroll
+  for (int kk = 0; kk < 128 / 16; ++kk) {
+    const uint64_t da = wg_desc_k(aw + (kk >> 2) * (AR * 64) + (kk & 3) * 16);
+    const uint64_t db = wg_desc_k(b + (kk >> 2) * (N * 64) + (kk & 3) * 16);
+    if constexpr (N == 64)
+      wg_m64n64_ss(s, da, db, kk > 0);
+    else
+      wg_m64n128_ss(s, da, db, kk > 0);
+  }
+#endif
+}
+
+/* acc (m64n128) += A · B as one committed wgmma group: A = a, K = KR rows
+ * (16 per fragment) from registers, B = a [2][KR][64] swizzled tile read as
+ * MN-major (its rows the K index; LBO = one d half, KR·128 B) */
+#if PL_WGMMA_OK
+template <int KR>
+static __device__ __forceinline__ void wg_issue_rs_mn(float (&acc)[64],
+                                                      uint32_t (&a)[KR / 16][4],
+                                                      const bf16 *tile) {
+  wg_hold(acc);
+  wg_hold(a);
+  wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < KR / 16; ++kk)
+    wg_m64n128_rs<1>(acc, a[kk], wg_desc_mn(tile + kk * 16 * 64, KR * 128));
+  wg_commit();
+}
+#endif
+
 template <int VM>
 static __global__ void __launch_bounds__(256, 1)
     attn_fwd_wgmma_kernel(AttnParams p, const __grid_constant__ AttnTma tm) {
@@ -1386,19 +1425,7 @@ static __global__ void __launch_bounds__(256, 1)
     float alpha[2];
     auto issue_s = [&](const bf16 *cK) {
       wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        wg_m64n128_ss(s, wg_desc_k(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16),
-                      wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16), kk > 0);
-      wg_commit();
-    };
-    auto issue_pv = [&](const bf16 *cV) {
-      wg_hold(o);
-      wg_hold(a);
-      wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) /* keys 16kk..; LBO = one d half, BN·128 B */
-        wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(cV + kk * 16 * 64, BN * 128));
+      wg_issue_qk<BN>(s, sQ + wg * 64 * 64, cK);
       wg_commit();
     };
     mbar_wait(full, 0u); /* L_{-1} */
@@ -1419,7 +1446,7 @@ static __global__ void __launch_bounds__(256, 1)
       }
       mbar_wait(full + buf, (uint32_t)(kb >> 1) & 1u); /* L_{kb-1}: K_{kb+1}, V_kb */
       issue_s(sK + (buf ^ 1) * BN * 128);
-      issue_pv(sV + buf * BN * 128);
+      wg_issue_rs_mn<BN>(o, a, sV + buf * BN * 128);
       wg_wait1(); /* S_{kb+1} done; PV_kb may still run */
       wg_hold(s);
       const int k1 = (kb + 1) * BN;
@@ -1432,7 +1459,7 @@ static __global__ void __launch_bounds__(256, 1)
       wg_pack_p<BN>(a, s);
     }
     mbar_wait(full + ((nkb - 1) & 1), (uint32_t)((nkb - 1) >> 1) & 1u); /* V_{nkb-1} */
-    issue_pv(sV + ((nkb - 1) & 1) * BN * 128);
+    wg_issue_rs_mn<BN>(o, a, sV + ((nkb - 1) & 1) * BN * 128);
     wg_wait0();
     wg_hold(o);
     wg_store<D>(p, o, mrow, lrow, b, h, q0 + wrow0 + g, t);
@@ -1493,15 +1520,7 @@ static __global__ void __launch_bounds__(256, 1)
       if constexpr (VM == WG_V_MN128PP)
         if (wg == 1) named_bar_sync(1, 256);
       wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const uint64_t da = wg_desc_k(sQ + (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16);
-        const uint64_t db = wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16);
-        if constexpr (BN == 64)
-          wg_m64n64_ss(s, da, db, kk > 0);
-        else
-          wg_m64n128_ss(s, da, db, kk > 0);
-      }
+      wg_issue_qk<BN>(s, sQ + wg * 64 * 64, cK);
       wg_commit();
       if constexpr (VM == WG_V_MN128PP)
         if (wg == 0) named_bar_arrive(1, 256);
@@ -1517,17 +1536,16 @@ static __global__ void __launch_bounds__(256, 1)
        * n-tiles 2kk, 2kk+1); B = V (MN-major) or Vt (K-major) */
       uint32_t a[BN / 16][4];
       wg_pack_p<BN>(a, s);
-      wg_hold(o);
-      wg_hold(a);
-      wg_fence();
+      if constexpr (MN) { /* V buffer buf */
+        wg_issue_rs_mn<BN>(o, a, sV + buf * BN * 128);
+      } else {
+        wg_hold(o);
+        wg_hold(a);
+        wg_fence();
 #pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        if constexpr (MN) /* keys 16kk.. of buffer buf; LBO = one d half, BN·128 B */
-          wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(sV + buf * BN * 128 + kk * 16 * 64, BN * 128));
-        else
-          wg_m64n128_rs<0>(o, a[kk], wg_desc_k(sVt + kk * 16));
+        for (int kk = 0; kk < BN / 16; ++kk) wg_m64n128_rs<0>(o, a[kk], wg_desc_k(sVt + kk * 16));
+        wg_commit();
       }
-      wg_commit();
       wg_wait0();
       wg_hold(o);
     }
@@ -1595,21 +1613,6 @@ static __global__ void __launch_bounds__(256, 1)
  * second one); S_0 issued once the first group landed and waited for at
  * once.  nkb = 1 runs one step with no (2); the causal mask, the diagonal
  * block and rows or keys past S are the mn kernel's. */
-template <int BN>
-static __device__ __forceinline__ void wg_issue_qk(float (&s)[BN / 2], const bf16 *sQw,
-                                                   const bf16 *cK) {
-#if PL_WGMMA_OK
-#pragma unroll
-  for (int kk = 0; kk < 128 / 16; ++kk) {
-    const uint64_t da = wg_desc_k(sQw + (kk >> 2) * (WG_BM * 64) + (kk & 3) * 16);
-    const uint64_t db = wg_desc_k(cK + (kk >> 2) * (BN * 64) + (kk & 3) * 16);
-    if constexpr (BN == 64)
-      wg_m64n64_ss(s, da, db, kk > 0);
-    else
-      wg_m64n128_ss(s, da, db, kk > 0);
-  }
-#endif
-}
 
 template <int BN>
 static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(AttnParams p) {
@@ -1711,15 +1714,8 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
       /* (6) */
       wg_rescale<D>(o, alpha);
       wg_pack_p<BN>(a, sc);
-      /* (7) keys 16kk.. of V buffer j%3; LBO = one d half, BN·128 B */
-      wg_hold(o);
-      wg_hold(a);
-      wg_fence();
-      const bf16 *cV = sV + (j % 3) * BN * 128;
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk)
-        wg_m64n128_rs<1>(o, a[kk], wg_desc_mn(cV + kk * 16 * 64, BN * 128));
-      wg_commit();
+      /* (7) V buffer j%3 */
+      wg_issue_rs_mn<BN>(o, a, sV + (j % 3) * BN * 128);
     }
   }
   wg_wait0(); /* PV of the last step */
@@ -1919,23 +1915,6 @@ static __device__ __forceinline__ void bulk_wait0() {
 #endif
 
 
-/* acc (m64n128) += A · B as one committed wgmma group: A = a, K = KR rows
- * (16 per fragment) from registers, B = a [2][KR][64] swizzled tile read as
- * MN-major (its rows the K index; LBO = one d half, KR·128 B) */
-#if PL_WGMMA_OK
-template <int KR>
-static __device__ __forceinline__ void wg_issue_rs_mn(float (&acc)[64],
-                                                      uint32_t (&a)[KR / 16][4],
-                                                      const bf16 *tile) {
-  wg_hold(acc);
-  wg_hold(a);
-  wg_fence();
-#pragma unroll
-  for (int kk = 0; kk < KR / 16; ++kk)
-    wg_m64n128_rs<1>(acc, a[kk], wg_desc_mn(tile + kk * 16 * 64, KR * 128));
-  wg_commit();
-}
-#endif
 
 /* grid (ceil(S/128), n_kv, B), 256 threads (two warpgroups).  FQ (a
  * WGB_DQ_* mode): also dQ += dS K into p.dqacc, by fp32 atomics into its row
@@ -2114,19 +2093,9 @@ static __global__ void __launch_bounds__(256, 1)
      * previous dQ to dQacc beside them instead, after a wait_group that
      * leaves them running, makes ptxas serialize the kernel's wgmma: C7514.) */
     wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const int ao = (kk >> 2) * (BN * 64) + wg * 64 * 64 + (kk & 3) * 16;
-      const int bo = (kk >> 2) * (BM * 64) + (kk & 3) * 16;
-      wg_m64n64_ss(st, wg_desc_k(sK + ao), wg_desc_k(cQ + bo), kk > 0);
-    }
+    wg_issue_qk<BM, BN>(st, sK + wg * 64 * 64, cQ);
     wg_commit();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const int ao = (kk >> 2) * (BN * 64) + wg * 64 * 64 + (kk & 3) * 16;
-      const int bo = (kk >> 2) * (BM * 64) + (kk & 3) * 16;
-      wg_m64n64_ss(dpt, wg_desc_k(sV + ao), wg_desc_k(cdO + bo), kk > 0);
-    }
+    wg_issue_qk<BM, BN>(dpt, sV + wg * 64 * 64, cdO);
     wg_commit();
     wg_wait1(); /* S^T done; dP^T may still run */
     wg_hold(st);
@@ -2308,18 +2277,8 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dq_wgmma_kernel(AttnPa
     /* S = Q K^T, dP = dO V^T for this warpgroup's 64 rows */
     float s[32], dp[32];
     wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const int ao = (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16;
-      const int bo = (kk >> 2) * (BN * 64) + (kk & 3) * 16;
-      wg_m64n64_ss(s, wg_desc_k(sQ + ao), wg_desc_k(cK + bo), kk > 0);
-    }
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const int ao = (kk >> 2) * (BM * 64) + wg * 64 * 64 + (kk & 3) * 16;
-      const int bo = (kk >> 2) * (BN * 64) + (kk & 3) * 16;
-      wg_m64n64_ss(dp, wg_desc_k(sdO + ao), wg_desc_k(cV + bo), kk > 0);
-    }
+    wg_issue_qk<BN, BM>(s, sQ + wg * 64 * 64, cK);
+    wg_issue_qk<BN, BM>(dp, sdO + wg * 64 * 64, cV);
     wg_commit();
     wg_wait0();
     wg_hold(s);
@@ -2338,13 +2297,7 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dq_wgmma_kernel(AttnPa
      * (rows = keys = K index; LBO = one d half, BN·128 B) */
     uint32_t a[BN / 16][4];
     wg_pack_p<BN>(a, dp);
-    wg_hold(dq);
-    wg_hold(a);
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-      wg_m64n128_rs<1>(dq, a[kk], wg_desc_mn(cK + kk * 16 * 64, BN * 128));
-    wg_commit();
+    wg_issue_rs_mn<BN>(dq, a, cK);
     wg_wait0();
     wg_hold(dq);
   }
