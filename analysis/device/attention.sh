@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # analysis/device/attention.sh — attention on the GPU machine: build check
 # (registers / spills of the flash kernels), the CUDA tests (SIMPLE and MMA vs
-# the CPU reference and each other; errors and TFLOP/s printed), the
+# the CPU reference and each other; errors and TFLOP/s printed), the layer,
+# Ulysses and MoE tests with AUTO's kernels inside (tests.txt), the
 # `plateau bench attention` sweep (S = 4Ki…128Ki fwd and fwd+bwd; 256Ki, 512Ki
 # and 1Mi forward only, one iteration), and the PyTorch SDPA peer (flash and
 # cuDNN) on the same shapes; with 2 GPUs also Ulysses D = 2 (attention and the
@@ -56,6 +57,19 @@ CK_FORK=no timeout 420 "$BUILD/tests/engine/backend/cuda/test_attention_cuda" 2>
   tee "$RUNS/attention_test_cuda.txt" || fail=1
 timeout 300 "$BUILD/tests/engine/model/test_attention" 2>&1 | tail -3 || fail=1
 
+NG=$(nvidia-smi -L 2>/dev/null | wc -l)
+step "tests with AUTO's attention inside: layer; Ulysses, layer, MoE at np 2 with 2 GPUs (tests.txt)"
+{
+  echo "test_layer_cuda: $(CK_FORK=no timeout 120 "$BUILD/tests/engine/model/test_layer_cuda" 2>&1 | tail -1)"
+  if [ "$NG" -ge 2 ]; then
+    for t in model/test_mpi_ulysses model/test_mpi_layer ops/test_mpi_moe_cuda; do
+      echo "engine/$t np=2: $(CK_FORK=no timeout 150 ${MPIRUN:-mpirun --bind-to none} --allow-run-as-root \
+        -np 2 "$BUILD/tests/engine/$t" 2>&1 | grep Checks | tail -1)"
+    done
+  fi
+} | tee "$RUNS/tests.txt"
+grep -qv "100%" "$RUNS/tests.txt" && fail=1
+
 step "bench attention: S = 4Ki..128Ki, fwd and fwd+bwd"
 timeout 300 "$BIN" bench attention --backend cuda $SHAPE --seq 4Ki,8Ki,16Ki,32Ki,64Ki,128Ki \
   --pass both -w 1 -n 3 -o "$RUNS" || fail=1
@@ -101,7 +115,6 @@ if [ $rc -eq 2 ]; then # the harness refused -w 0: one warm-up then
     -o "$RUNS" || fail=1
 elif [ $rc -ne 0 ]; then fail=1; fi
 
-NG=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$NG" -ge 2 ]; then
   step "bench attention, Ulysses D = 2 (2 GPUs): S = 8Ki..128Ki fwd and fwd+bwd"
   timeout 180 ${MPIRUN:-mpirun --bind-to none} --allow-run-as-root -np 2 "$BIN" bench attention \

@@ -35,12 +35,12 @@
  *    softmax runs beside the other's QK^T; measured within ±1% of mn128) or
  *    mn128tma (mn128 with the K and V tiles loaded by TMA from thread 0
  *    onto an mbarrier per buffer instead of 16 cp.async per thread per
- *    step: 186 registers against 206; 520-565 TFLOP/s against mn128's
+ *    step: 186 registers against 206; 519-565 TFLOP/s against mn128's
  *    440-452 at 16Ki-128Ki, same lease) or ovtma (K one step ahead of V, so
  *    that each warpgroup's softmax of S_{j+1} runs beside its own PV_j,
  *    FlashAttention-3's intra-warpgroup overlap, with mn128tma's TMA loads;
- *    192 registers; 540-572 against mn128tma's 528-568, two alternations in
- *    one lease: results/reference/h200/2026-11-30-s6-ab).
+ *    192 registers; 536-572 against mn128tma's 528-568, +0.2-2.1% in each
+ *    of two alternations in one lease: results/reference/h200/2026-11-30-s6-ab).
  *    (The cp.async version of ovtma, "ov", was 2-3% slower than mn128
  *    (439-447 against 452-459, results/reference/h200/2026-11-30-s5-ab) and
  *    was removed; so was "mn128mb", mn128tma with the per-step block
@@ -1829,7 +1829,7 @@ static __global__ void __launch_bounds__(256, 1) attn_fwd_wgmma_pipe_kernel(Attn
  * waited for by every thread before that barrier, are in place; one
  * barrier fewer per step measured +5-10% (bulk fwd+bwd 404-412 against
  * 382-383 TFLOP/s at 16Ki-64Ki, results/reference/h200/2026-11-30-s5-ab).
- * SYNC tma (the default; 245 registers against 255; fwd+bwd +0.4-1.7%
+ * SYNC tma (the default; 245 registers against 255; fwd+bwd +0.4-1.6%
  * over one at 16Ki-128Ki, one/tma/tma/one in one lease; within ±1.5% in
  * two earlier leases: results/reference/h200/2026-11-30-s6-ab): as
  * one, but thread 0 loads the Q and dO tiles with TMA (a 4-D tensor map per
