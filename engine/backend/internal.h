@@ -117,6 +117,12 @@ struct pl_dev {
   int n_streams, n_events; /* leak checks at destroy */
 };
 
+/* Whether s's kernels run on the CUDA backend: the one test by which an
+ * operator picks a kernel's CUDA twin pl__cuda_<op> over pl__cpu_<op>. */
+static inline bool pl__on_cuda(const pl_stream *s) {
+  return s->dev->backend == PL_BACKEND_CUDA;
+}
+
 extern const pl_backend_ops pl_cpu_backend_ops;
 #if PL_HAVE_CUDA
 extern const pl_backend_ops pl_cuda_backend_ops;
