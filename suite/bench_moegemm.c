@@ -4,15 +4,15 @@
  *
  * The grouped GEMM is what ops/moe.c issues per chunk: one GEMM per (source
  * rank, expert) segment of the receive buffer, each with its own expert's
- * weight, through pl_moe_k_moe_gemm (cublasGemmEx on CUDA, the row-
+ * weight, through pl__moe_gemm (cublasGemmEx on CUDA, the row-
  * deterministic kernel on the CPU).  Segments are uniform here: G = E/Ep
  * local experts x Ep sources, each of m = k*N / (E*K) rows (balanced routes of
  * N tokens per rank over K chunks), so a point is (GEMM kind, K).  Kinds:
- * "up" (m x H)(H x I) as for the gate and up projections, "down" (m x I)(I x H),
- * and "wgrad" (H x m)^T-style X^T dG (H x I, fp32 accumulate) as for the weight
- * gradients.  The dense reference is one GEMM with G*m rows (wgrad: inner
- * dimension G*m) and one weight.  FLOPs 2*G*m*H*I for both; ratio = grouped /
- * dense rate.  Per rank; a time is the slowest rank's.
+ * "up" (m x H)(H x I) as for the gate and up projections, "down" (m x I)(I x
+ * H), and "wgrad" (H x m)^T-style X^T dG (H x I, fp32 accumulate) as for the
+ * weight gradients.  The dense reference is one GEMM with G*m rows (wgrad:
+ * inner dimension G*m) and one weight.  FLOPs 2*G*m*H*I for both; ratio =
+ * grouped / dense rate.  Per rank; a time is the slowest rank's.
  *
  * Layouts (--layouts): "segments" is the source-major grouping above (G =
  * E/Ep x Ep groups of m rows, what ops/moe.c issues with --source-major or
@@ -33,7 +33,7 @@
 
 #include "bench.h"
 #include "ops/moe.h"
-#include "ops/moe_kernels.h"
+#include "ops/moe_internal.h"
 
 static const char *const preset_names[] = {"small", "65k", "32k", NULL};
 static const char *const kind_names[] = {"up", "down", "wgrad", NULL};
@@ -88,19 +88,18 @@ static pl_status gjob_fn(void *arg) {
     size_t r0 = j->dense ? 0 : (size_t)g * (size_t)j->m;
     pl_status st;
     if (j->kind == 0)
-      st = pl_moe_k_moe_gemm(q, false, false, rows, I, H, 1.0f,
-                             (const char *)j->X + r0 * H * b, H, Wg, I, 0.0f,
-                             (char *)j->C + r0 * I * b, I, j->dt, j->dt);
+      st = pl__moe_gemm(q, false, false, rows, I, H, 1.0f,
+                        (const char *)j->X + r0 * H * b, H, Wg, I, 0.0f,
+                        (char *)j->C + r0 * I * b, I, j->dt, j->dt);
     else if (j->kind == 1)
-      st = pl_moe_k_moe_gemm(q, false, false, rows, H, I, 1.0f,
-                             (const char *)j->X + r0 * I * b, I, Wg, H, 0.0f,
-                             (char *)j->C + r0 * H * b, H, j->dt, j->dt);
+      st = pl__moe_gemm(q, false, false, rows, H, I, 1.0f,
+                        (const char *)j->X + r0 * I * b, I, Wg, H, 0.0f,
+                        (char *)j->C + r0 * H * b, H, j->dt, j->dt);
     else /* dW (H x I, fp32) += X^T (rows x H)^T dG (rows x I) */
-      st = pl_moe_k_moe_gemm(q, true, false, H, I, rows, 1.0f,
-                             (const char *)j->X + r0 * H * b, H,
-                             (const char *)j->C + r0 * I * b, I, 1.0f,
-                             (float *)j->W + (j->dense ? 0 : (size_t)g * H * I),
-                             I, j->dt, PL_F32);
+      st = pl__moe_gemm(
+          q, true, false, H, I, rows, 1.0f, (const char *)j->X + r0 * H * b, H,
+          (const char *)j->C + r0 * I * b, I, 1.0f,
+          (float *)j->W + (j->dense ? 0 : (size_t)g * H * I), I, j->dt, PL_F32);
     if (st != PL_OK) return st;
   }
   for (int l = 0; l < nl; l++) {

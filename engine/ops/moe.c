@@ -32,72 +32,95 @@
 #include <string.h>
 
 #include "backend/internal.h"
-#include "ops/moe_kernels.h"
+#include "backend/moe_kernels.h"
+#include "ops/moe_internal.h"
 
 /* ---- kernel dispatch ------------------------------------------------------ */
 
+/* The kernels of backend/moe_kernels.h on s's backend; an empty launch
+ * (no rows) issues nothing. */
+static pl_status moe_gather(pl_stream *s, void *dst, const void *src,
+                            const int32_t *rows, int64_t n, int64_t H,
+                            pl_dtype dt) {
+  if (n == 0)
+    return PL_OK;
 #if PL_HAVE_CUDA
-#define KDISPATCH(name, ...)                                                   \
-  do {                                                                         \
-    if (pl_stream_backend(s) == PL_BACKEND_CUDA)                               \
-      return pl_cuda_moe_##name(__VA_ARGS__);                                  \
-    return pl_cpu_moe_##name(__VA_ARGS__);                                     \
-  } while (0)
-#else
-#define KDISPATCH(name, ...) return pl_cpu_moe_##name(__VA_ARGS__)
+  if (pl__on_cuda(s))
+    return pl__cuda_moe_gather(s, dst, src, rows, n, H, dt);
 #endif
-
-pl_status pl_moe_k_moe_gather(pl_stream *s, void *dst, const void *src,
-                              const int32_t *rows, int64_t n, int64_t H,
-                              pl_dtype dt) {
-  if (n == 0) return PL_OK;
-  KDISPATCH(gather, s, dst, src, rows, n, H, dt);
+  return pl__cpu_moe_gather(s, dst, src, rows, n, H, dt);
 }
-pl_status pl_moe_k_moe_gather_f32(pl_stream *s, float *dst, const float *src,
-                                  const int32_t *idx, int64_t n) {
+static pl_status moe_gather_f32(pl_stream *s, float *dst, const float *src,
+                                const int32_t *idx, int64_t n) {
   if (n == 0) return PL_OK;
-  KDISPATCH(gather_f32, s, dst, src, idx, n);
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_moe_gather_f32(s, dst, src, idx, n);
+#endif
+  return pl__cpu_moe_gather_f32(s, dst, src, idx, n);
 }
-pl_status pl_moe_k_moe_combine(pl_stream *s, void *out, const int32_t *toks,
-                               int64_t nt, const int32_t *slots, int k,
-                               const float *w, const void *A, const void *B,
-                               int64_t H, pl_dtype dt) {
+static pl_status moe_combine(pl_stream *s, void *out, const int32_t *toks,
+                             int64_t nt, const int32_t *slots, int k,
+                             const float *w, const void *A, const void *B,
+                             int64_t H, pl_dtype dt) {
   if (nt == 0) return PL_OK;
-  KDISPATCH(combine, s, out, toks, nt, slots, k, w, A, B, H, dt);
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_moe_combine(s, out, toks, nt, slots, k, w, A, B, H, dt);
+#endif
+  return pl__cpu_moe_combine(s, out, toks, nt, slots, k, w, A, B, H, dt);
 }
-pl_status pl_moe_k_moe_scatter_f32(pl_stream *s, float *dst,
-                                   const int32_t *toks, int64_t nt,
-                                   const int32_t *slots, int k, const float *a,
-                                   const float *b) {
+static pl_status moe_scatter_f32(pl_stream *s, float *dst, const int32_t *toks,
+                                 int64_t nt, const int32_t *slots, int k,
+                                 const float *a, const float *b) {
   if (nt == 0) return PL_OK;
-  KDISPATCH(scatter_f32, s, dst, toks, nt, slots, k, a, b);
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_moe_scatter_f32(s, dst, toks, nt, slots, k, a, b);
+#endif
+  return pl__cpu_moe_scatter_f32(s, dst, toks, nt, slots, k, a, b);
 }
-pl_status pl_moe_k_moe_swiglu_fwd(pl_stream *s, void *A, const void *G,
-                                  const void *U, int64_t n, int64_t I,
-                                  pl_dtype dt) {
+static pl_status moe_swiglu_fwd(pl_stream *s, void *A, const void *G,
+                                const void *U, int64_t n, int64_t I,
+                                pl_dtype dt) {
   if (n == 0) return PL_OK;
-  KDISPATCH(swiglu_fwd, s, A, G, U, n, I, dt);
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_moe_swiglu_fwd(s, A, G, U, n, I, dt);
+#endif
+  return pl__cpu_moe_swiglu_fwd(s, A, G, U, n, I, dt);
 }
-pl_status pl_moe_k_moe_swiglu_bwd(pl_stream *s, void *G, void *U,
-                                  const void *P, const void *A, const float *w,
-                                  float *dw, int64_t n, int64_t I,
-                                  pl_dtype dt) {
+static pl_status moe_swiglu_bwd(pl_stream *s, void *G, void *U, const void *P,
+                                const void *A, const float *w, float *dw,
+                                int64_t n, int64_t I, pl_dtype dt) {
   if (n == 0) return PL_OK;
-  KDISPATCH(swiglu_bwd, s, G, U, P, A, w, dw, n, I, dt);
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_moe_swiglu_bwd(s, G, U, P, A, w, dw, n, I, dt);
+#endif
+  return pl__cpu_moe_swiglu_bwd(s, G, U, P, A, w, dw, n, I, dt);
 }
-pl_status pl_moe_k_moe_scale_rows(pl_stream *s, void *X, const float *w,
-                                  int64_t n, int64_t H, pl_dtype dt) {
+static pl_status moe_scale_rows(pl_stream *s, void *X, const float *w,
+                                int64_t n, int64_t H, pl_dtype dt) {
   if (n == 0) return PL_OK;
-  KDISPATCH(scale_rows, s, X, w, n, H, dt);
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_moe_scale_rows(s, X, w, n, H, dt);
+#endif
+  return pl__cpu_moe_scale_rows(s, X, w, n, H, dt);
 }
-pl_status pl_moe_k_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m,
-                            int64_t n, int64_t k, float alpha, const void *A,
-                            int64_t lda, const void *B, int64_t ldb, float beta,
-                            void *C, int64_t ldc, pl_dtype ab_dt,
-                            pl_dtype c_dt) {
+pl_status pl__moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
+                       int64_t k, float alpha, const void *A, int64_t lda,
+                       const void *B, int64_t ldb, float beta, void *C,
+                       int64_t ldc, pl_dtype ab_dt, pl_dtype c_dt) {
   if (m == 0 || n == 0) return PL_OK;
-  KDISPATCH(gemm, s, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc,
-            ab_dt, c_dt);
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_moe_gemm(s, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C,
+                             ldc, ab_dt, c_dt);
+#endif
+  return pl__cpu_moe_gemm(s, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C,
+                          ldc, ab_dt, c_dt);
 }
 
 /* ---- configuration -------------------------------------------------------- */
@@ -394,9 +417,9 @@ static pl_status run_gemms(pl_moe *m, pl_stream *s, const mg *g, int n,
   int w = first; /* 0: s; l >= 1: lane l-1 */
   for (int i = 0; i < n; i++) {
     pl_stream *q = w == 0 ? s : m->ln[w - 1];
-    PL_TRY(pl_moe_k_moe_gemm(q, ta, tb, g[i].m, g[i].n, g[i].k, 1.0f, g[i].A,
-                             g[i].lda, g[i].B, g[i].ldb, beta, g[i].C,
-                             g[i].ldc, dt, cdt));
+    PL_TRY(pl__moe_gemm(q, ta, tb, g[i].m, g[i].n, g[i].k, 1.0f, g[i].A,
+                        g[i].lda, g[i].B, g[i].ldb, beta, g[i].C, g[i].ldc, dt,
+                        cdt));
     if (++w == nw) w = first;
   }
   if (mode == SPREAD) PL_TRY(join_lanes(m, s));
@@ -987,9 +1010,9 @@ static pl_status permute_rows(pl_moe *m, const int32_t *idx, int64_t n,
                       (size_t)n * (size_t)width * pl_dtype_size(dt), tag, s,
                       &nb);
   if (st == PL_OK && width == 1 && dt == PL_F32) /* route scalars */
-    st = pl_moe_k_moe_gather_f32(s, nb, *buf, idx, n);
+    st = moe_gather_f32(s, nb, *buf, idx, n);
   else if (st == PL_OK)
-    st = pl_moe_k_moe_gather(s, nb, *buf, idx, n, width, dt);
+    st = moe_gather(s, nb, *buf, idx, n, width, dt);
   if (st != PL_OK) {
     pl_free_async(m->dev, nb, s);
     return st;
@@ -1015,13 +1038,13 @@ static pl_status dispatch_rows(pl_moe *m, pl_moe_ctx *c, chunk *C,
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->S * rb,
                         "dispatch", s, &xs);
   if (st == PL_OK)
-    st = pl_moe_k_moe_gather(s, xs, src, meta(c, C->o_send_tok), C->S, H, dt);
+    st = moe_gather(s, xs, src, meta(c, C->o_send_tok), C->S, H, dt);
   if (st == PL_OK)
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * rb,
                         "dispatch", s, recv);
   if (st == PL_OK)
-    st = pl_moe_k_moe_gather(s, (char *)*recv + (size_t)C->self_off * rb, src,
-                             meta(c, C->o_self_tok), C->s_self, H, dt);
+    st = moe_gather(s, (char *)*recv + (size_t)C->self_off * rb, src,
+                    meta(c, C->o_self_tok), C->s_self, H, dt);
   if (st == PL_OK) st = a2a_counts(m, C, (size_t)H, false, &p);
   st = agree(m, st);
   if (st == PL_OK)
@@ -1051,13 +1074,13 @@ static pl_status dispatch_scalars(pl_moe *m, pl_moe_ctx *c, chunk *C,
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->S * sizeof(float),
                         "routing", s, (void **)&ws);
   if (st == PL_OK)
-    st = pl_moe_k_moe_gather_f32(s, ws, w, meta(c, C->o_send_route), C->S);
+    st = moe_gather_f32(s, ws, w, meta(c, C->o_send_route), C->S);
   if (st == PL_OK)
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * sizeof(float),
                         "routing", s, (void **)recv);
   if (st == PL_OK)
-    st = pl_moe_k_moe_gather_f32(s, *recv + C->self_off, w,
-                                 meta(c, C->o_self_route), C->s_self);
+    st = moe_gather_f32(s, *recv + C->self_off, w, meta(c, C->o_self_route),
+                        C->s_self);
   if (st == PL_OK) st = a2a_counts(m, C, 1, false, &p);
   st = agree(m, st);
   if (st == PL_OK)
@@ -1122,7 +1145,8 @@ static pl_status expert_fwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
   if (st == PL_OK)
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * I * b,
                         "expert", s, &A);
-  if (st == PL_OK) st = pl_moe_k_moe_swiglu_fwd(s, A, G, U, C->R, I, dt);
+  if (st == PL_OK)
+    st = moe_swiglu_fwd(s, A, G, U, C->R, I, dt);
   pl_free_async(m->dev, G, s);
   pl_free_async(m->dev, U, s);
   G = U = NULL;
@@ -1179,7 +1203,8 @@ static pl_status expert_bwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
   }
   if (st == PL_OK)
     st = run_gemms(m, s, g2, 2 * ng, false, false, 0.0f, dt, SPREAD);
-  if (st == PL_OK) st = pl_moe_k_moe_swiglu_fwd(s, A, G, U, C->R, I, dt);
+  if (st == PL_OK)
+    st = moe_swiglu_fwd(s, A, G, U, C->R, I, dt);
   if (st == PL_OK) st = mark(c, PL_MOE_ST_BWD_RECOMPUTE, s);
   if (st == PL_OK && evDD) st = pl_stream_wait(s, evDD);
   /* P = dout * Wd^T */
@@ -1191,7 +1216,7 @@ static pl_status expert_bwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
     st = run_gemms(m, s, g2, ng, false, true, 0.0f, dt, SPREAD);
   /* dw = <P, A>; G <- dG, U <- dU */
   if (st == PL_OK)
-    st = pl_moe_k_moe_swiglu_bwd(s, G, U, P, A, wr, dwr, C->R, I, dt);
+    st = moe_swiglu_bwd(s, G, U, P, A, wr, dwr, C->R, I, dt);
   pl_free_async(m->dev, P, s);
   P = NULL;
   if (st == PL_OK) st = mark(c, PL_MOE_ST_BWD_DACT, s);
@@ -1218,7 +1243,8 @@ static pl_status expert_bwd(pl_moe *m, pl_moe_ctx *c, chunk *C,
   *Xp = NULL;
   if (st == PL_OK && evX) st = pl_event_record(evX, xs);
   /* dY = w * dout; dWd += A^T dY */
-  if (st == PL_OK) st = pl_moe_k_moe_scale_rows(s, D, wr, C->R, H, dt);
+  if (st == PL_OK)
+    st = moe_scale_rows(s, D, wr, C->R, H, dt);
   for (int gi = 0; gi < ng && st == PL_OK; gi++) {
     const grp *gr = &C->g[gi];
     float *gg, *gu, *gd;
@@ -1311,9 +1337,8 @@ static pl_status return_combine(pl_moe *m, pl_moe_ctx *c, chunk *C, pl_event *do
   st = return_rows(m, C, *rows, (size_t)m->cfg.H, m->cfg.dt, "dispatch",
                    &back, s, st);
   if (st == PL_OK)
-    st = pl_moe_k_moe_combine(s, out, meta(c, C->o_toks), C->nt,
-                              meta(c, C->o_slots), m->cfg.k, w, back, *rows,
-                              m->cfg.H, m->cfg.dt);
+    st = moe_combine(s, out, meta(c, C->o_toks), C->nt, meta(c, C->o_slots),
+                     m->cfg.k, w, back, *rows, m->cfg.H, m->cfg.dt);
   pl_free_async(m->dev, back, s);
   pl_free_async(m->dev, *rows, s);
   *rows = NULL;
@@ -1527,9 +1552,8 @@ static pl_status bwd_return(pl_moe *m, pl_moe_ctx *c, int i, void *dx,
   st = return_rows(m, C, bs->dwr[i], 1, PL_F32, "routing", (void **)&dwb, s,
                    st);
   if (st == PL_OK)
-    st = pl_moe_k_moe_scatter_f32(s, dw, meta(c, C->o_toks), C->nt,
-                                  meta(c, C->o_slots), m->cfg.k, dwb,
-                                  bs->dwr[i]);
+    st = moe_scatter_f32(s, dw, meta(c, C->o_toks), C->nt, meta(c, C->o_slots),
+                         m->cfg.k, dwb, bs->dwr[i]);
   pl_free_async(m->dev, dwb, s);
   pl_free_async(m->dev, bs->dwr[i], s);
   pl_free_async(m->dev, bs->wr[i], s);
@@ -1670,23 +1694,24 @@ pl_status pl_moe_reference_fwd(const pl_moe_cfg *cf, const void *wg,
                           cf->E);
         break;
       }
-      st = pl_cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H,
-                           (const char *)wg + e * HI * b, I, 0.0f, g, I, dt,
-                           dt);
+      st = pl__cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H,
+                            (const char *)wg + e * HI * b, I, 0.0f, g, I, dt,
+                            dt);
       if (st == PL_OK)
-        st = pl_cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H,
-                             (const char *)wu + e * HI * b, I, 0.0f, u, I, dt,
-                             dt);
-      if (st == PL_OK) st = pl_cpu_moe_swiglu_fwd(NULL, a, g, u, 1, I, dt);
+        st = pl__cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H,
+                              (const char *)wu + e * HI * b, I, 0.0f, u, I, dt,
+                              dt);
       if (st == PL_OK)
-        st = pl_cpu_moe_gemm(NULL, false, false, 1, H, I, 1.0f, a, I,
-                             (const char *)wd + e * HI * b, H, 0.0f,
-                             y + (size_t)j * H * b, H, dt, dt);
+        st = pl__cpu_moe_swiglu_fwd(NULL, a, g, u, 1, I, dt);
+      if (st == PL_OK)
+        st = pl__cpu_moe_gemm(NULL, false, false, 1, H, I, 1.0f, a, I,
+                              (const char *)wd + e * HI * b, H, 0.0f,
+                              y + (size_t)j * H * b, H, dt, dt);
       slots[j] = j;
     }
     int32_t tt = (int32_t)t;
     if (st == PL_OK)
-      st = pl_cpu_moe_combine(NULL, out, &tt, 1, slots, k, w, y, NULL, H, dt);
+      st = pl__cpu_moe_combine(NULL, out, &tt, 1, slots, k, w, y, NULL, H, dt);
   }
   free(g), free(u), free(a), free(y), free(slots);
   return st;
@@ -1719,41 +1744,43 @@ pl_status pl_moe_reference_bwd(const pl_moe_cfg *cf, const void *wg,
       const char *Wd = (const char *)wd + e * HI * b;
       float wr = w[t * k + j], dwr = 0;
       memcpy(d, (const char *)dout + (size_t)t * H * b, H * b);
-      st = pl_cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H, Wg, I,
-                           0.0f, g, I, dt, dt);
+      st = pl__cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H, Wg, I,
+                            0.0f, g, I, dt, dt);
       if (st == PL_OK)
-        st = pl_cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H, Wu, I,
-                             0.0f, u, I, dt, dt);
+        st = pl__cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H, Wu, I,
+                              0.0f, u, I, dt, dt);
       if (st == PL_OK)
-        st = pl_cpu_moe_gemm(NULL, false, true, 1, I, H, 1.0f, d, H, Wd, H,
-                             0.0f, p, I, dt, dt);
-      if (st == PL_OK) st = pl_cpu_moe_swiglu_fwd(NULL, a, g, u, 1, I, dt);
+        st = pl__cpu_moe_gemm(NULL, false, true, 1, I, H, 1.0f, d, H, Wd, H,
+                              0.0f, p, I, dt, dt);
       if (st == PL_OK)
-        st = pl_cpu_moe_swiglu_bwd(NULL, g, u, p, a, &wr, &dwr, 1, I, dt);
+        st = pl__cpu_moe_swiglu_fwd(NULL, a, g, u, 1, I, dt);
+      if (st == PL_OK)
+        st = pl__cpu_moe_swiglu_bwd(NULL, g, u, p, a, &wr, &dwr, 1, I, dt);
       dw[t * k + j] = dwr;
-      if (st == PL_OK) st = pl_cpu_moe_scale_rows(NULL, d, &wr, 1, H, dt);
+      if (st == PL_OK)
+        st = pl__cpu_moe_scale_rows(NULL, d, &wr, 1, H, dt);
       if (st == PL_OK && gwd)
-        st = pl_cpu_moe_gemm(NULL, true, false, I, H, 1, 1.0f, a, I, d, H,
-                             1.0f, gwd + e * HI, H, dt, PL_F32);
+        st = pl__cpu_moe_gemm(NULL, true, false, I, H, 1, 1.0f, a, I, d, H,
+                              1.0f, gwd + e * HI, H, dt, PL_F32);
       if (st == PL_OK && gwg)
-        st = pl_cpu_moe_gemm(NULL, true, false, H, I, 1, 1.0f, xt, H, g, I,
-                             1.0f, gwg + e * HI, I, dt, PL_F32);
+        st = pl__cpu_moe_gemm(NULL, true, false, H, I, 1, 1.0f, xt, H, g, I,
+                              1.0f, gwg + e * HI, I, dt, PL_F32);
       if (st == PL_OK && gwu)
-        st = pl_cpu_moe_gemm(NULL, true, false, H, I, 1, 1.0f, xt, H, u, I,
-                             1.0f, gwu + e * HI, I, dt, PL_F32);
+        st = pl__cpu_moe_gemm(NULL, true, false, H, I, 1, 1.0f, xt, H, u, I,
+                              1.0f, gwu + e * HI, I, dt, PL_F32);
       char *dxj = dxr + (size_t)j * H * b;
       if (st == PL_OK)
-        st = pl_cpu_moe_gemm(NULL, false, true, 1, H, I, 1.0f, g, I, Wg, I,
-                             0.0f, dxj, H, dt, dt);
+        st = pl__cpu_moe_gemm(NULL, false, true, 1, H, I, 1.0f, g, I, Wg, I,
+                              0.0f, dxj, H, dt, dt);
       if (st == PL_OK)
-        st = pl_cpu_moe_gemm(NULL, false, true, 1, H, I, 1.0f, u, I, Wu, I,
-                             1.0f, dxj, H, dt, dt);
+        st = pl__cpu_moe_gemm(NULL, false, true, 1, H, I, 1.0f, u, I, Wu, I,
+                              1.0f, dxj, H, dt, dt);
       slots[j] = j;
     }
     int32_t tt = (int32_t)t;
     if (st == PL_OK)
-      st = pl_cpu_moe_combine(NULL, dx, &tt, 1, slots, k, NULL, dxr, NULL, H,
-                              dt);
+      st = pl__cpu_moe_combine(NULL, dx, &tt, 1, slots, k, NULL, dxr, NULL, H,
+                               dt);
   }
   free(g), free(u), free(a), free(p), free(d), free(dxr), free(slots);
   return st;

@@ -1,4 +1,4 @@
-/* moe_cpu.c — CPU reference kernels of the MoE layer (see ops/moe_kernels.h):
+/* moe_cpu.c — CPU reference kernels of the MoE layer (backend/moe_kernels.h):
  * row gather, combine, SwiGLU forward/backward, row scaling and a
  * row-deterministic GEMM.
  *
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "backend/internal.h"
-#include "ops/moe_kernels.h"
+#include "backend/moe_kernels.h"
 #include "plateau/hd.h"
 
 /* Below this much work a kernel runs on the calling thread: under mpirun
@@ -29,9 +29,9 @@ static pl_status check_dt(pl_dtype dt, const char *who) {
   return PL_OK;
 }
 
-pl_status pl_cpu_moe_gather(pl_stream *s, void *dst, const void *src,
-                            const int32_t *rows, int64_t n, int64_t H,
-                            pl_dtype dt) {
+pl_status pl__cpu_moe_gather(pl_stream *s, void *dst, const void *src,
+                             const int32_t *rows, int64_t n, int64_t H,
+                             pl_dtype dt) {
   (void)s;
   PL_TRY(check_dt(dt, "moe_gather"));
   size_t rb = (size_t)H * pl_dtype_size(dt);
@@ -42,17 +42,17 @@ pl_status pl_cpu_moe_gather(pl_stream *s, void *dst, const void *src,
   return PL_OK;
 }
 
-pl_status pl_cpu_moe_gather_f32(pl_stream *s, float *dst, const float *src,
-                                const int32_t *idx, int64_t n) {
+pl_status pl__cpu_moe_gather_f32(pl_stream *s, float *dst, const float *src,
+                                 const int32_t *idx, int64_t n) {
   (void)s;
   for (int64_t i = 0; i < n; i++) dst[i] = src[idx[i]];
   return PL_OK;
 }
 
-pl_status pl_cpu_moe_combine(pl_stream *s, void *out, const int32_t *toks,
-                             int64_t nt, const int32_t *slots, int k,
-                             const float *w, const void *A, const void *B,
-                             int64_t H, pl_dtype dt) {
+pl_status pl__cpu_moe_combine(pl_stream *s, void *out, const int32_t *toks,
+                              int64_t nt, const int32_t *slots, int k,
+                              const float *w, const void *A, const void *B,
+                              int64_t H, pl_dtype dt) {
   (void)s;
   PL_TRY(check_dt(dt, "moe_combine"));
 #pragma omp parallel if (nt * k * H > PAR_MIN)
@@ -76,9 +76,9 @@ pl_status pl_cpu_moe_combine(pl_stream *s, void *out, const int32_t *toks,
   return PL_OK;
 }
 
-pl_status pl_cpu_moe_scatter_f32(pl_stream *s, float *dst, const int32_t *toks,
-                                 int64_t nt, const int32_t *slots, int k,
-                                 const float *a, const float *b) {
+pl_status pl__cpu_moe_scatter_f32(pl_stream *s, float *dst, const int32_t *toks,
+                                  int64_t nt, const int32_t *slots, int k,
+                                  const float *a, const float *b) {
   (void)s;
   for (int64_t q = 0; q < nt; q++)
     for (int j = 0; j < k; j++) {
@@ -90,9 +90,9 @@ pl_status pl_cpu_moe_scatter_f32(pl_stream *s, float *dst, const int32_t *toks,
 
 static inline float sigm(float g) { return 1.0f / (1.0f + expf(-g)); }
 
-pl_status pl_cpu_moe_swiglu_fwd(pl_stream *s, void *A, const void *G,
-                                const void *U, int64_t n, int64_t I,
-                                pl_dtype dt) {
+pl_status pl__cpu_moe_swiglu_fwd(pl_stream *s, void *A, const void *G,
+                                 const void *U, int64_t n, int64_t I,
+                                 pl_dtype dt) {
   (void)s;
   PL_TRY(check_dt(dt, "moe_swiglu_fwd"));
 #pragma omp parallel for schedule(static) if (n * I > PAR_MIN)
@@ -103,9 +103,9 @@ pl_status pl_cpu_moe_swiglu_fwd(pl_stream *s, void *A, const void *G,
   return PL_OK;
 }
 
-pl_status pl_cpu_moe_swiglu_bwd(pl_stream *s, void *G, void *U, const void *P,
-                                const void *A, const float *w, float *dw,
-                                int64_t n, int64_t I, pl_dtype dt) {
+pl_status pl__cpu_moe_swiglu_bwd(pl_stream *s, void *G, void *U, const void *P,
+                                 const void *A, const float *w, float *dw,
+                                 int64_t n, int64_t I, pl_dtype dt) {
   (void)s;
   PL_TRY(check_dt(dt, "moe_swiglu_bwd"));
 #pragma omp parallel for schedule(static) if (n * I > PAR_MIN)
@@ -129,8 +129,8 @@ pl_status pl_cpu_moe_swiglu_bwd(pl_stream *s, void *G, void *U, const void *P,
   return PL_OK;
 }
 
-pl_status pl_cpu_moe_scale_rows(pl_stream *s, void *X, const float *w,
-                                int64_t n, int64_t H, pl_dtype dt) {
+pl_status pl__cpu_moe_scale_rows(pl_stream *s, void *X, const float *w,
+                                 int64_t n, int64_t H, pl_dtype dt) {
   (void)s;
   PL_TRY(check_dt(dt, "moe_scale_rows"));
 #pragma omp parallel for schedule(static) if (n * H > PAR_MIN)
@@ -142,10 +142,10 @@ pl_status pl_cpu_moe_scale_rows(pl_stream *s, void *X, const float *w,
 
 /* C = alpha * op(A) * op(B) + beta * C.  Every element is a single fp32 sum
  * over the inner index in ascending order, then scaled and added to beta*C. */
-pl_status pl_cpu_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
-                          int64_t k, float alpha, const void *A, int64_t lda,
-                          const void *B, int64_t ldb, float beta, void *C,
-                          int64_t ldc, pl_dtype ab_dt, pl_dtype c_dt) {
+pl_status pl__cpu_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
+                           int64_t k, float alpha, const void *A, int64_t lda,
+                           const void *B, int64_t ldb, float beta, void *C,
+                           int64_t ldc, pl_dtype ab_dt, pl_dtype c_dt) {
   (void)s;
   PL_TRY(check_dt(ab_dt, "moe_gemm A/B"));
   PL_TRY(check_dt(c_dt, "moe_gemm C"));

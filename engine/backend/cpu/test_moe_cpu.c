@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "backend/internal.h"
-#include "ops/moe_kernels.h"
-#include "plateau/hd.h"
+#include "backend/moe_kernels.h"
 #include "core/check_run.h"
+#include "plateau/hd.h"
 
 static float getf(const void *p, pl_dtype dt, size_t i) {
   return dt == PL_F32 ? ((const float *)p)[i]
@@ -44,8 +44,9 @@ START_TEST(gemm_vs_reference) {
         fill(A, dt, na, 1 + si), fill(B, dt, nb, 2 + si);
         fill(C, PL_F32, nc, 3 + si);
         memcpy(R, C, nc * 4);
-        ck_assert_int_eq(pl_cpu_moe_gemm(NULL, ta, tb, m, n, k, 1.5f, A, lda, B,
-                                         ldb, 0.5f, C, ldc, dt, PL_F32), PL_OK);
+        ck_assert_int_eq(pl__cpu_moe_gemm(NULL, ta, tb, m, n, k, 1.5f, A, lda,
+                                          B, ldb, 0.5f, C, ldc, dt, PL_F32),
+                         PL_OK);
         ck_assert_int_eq(pl_cpu_gemm_ref(ta, tb, m, n, k, 1.5f, A, lda, B, ldb,
                                          0.5f, R, ldc, dt, PL_F32), PL_OK);
         double scale = 1e-30, mx = 0;
@@ -75,12 +76,14 @@ START_TEST(gemm_rows_independent) {
       void *A = malloc(m * k * es), *B = malloc(k * n * es);
       void *C = malloc(m * n * es), *c1 = malloc(n * es);
       fill(A, dt, m * k, 7), fill(B, dt, k * n, 8);
-      ck_assert_int_eq(pl_cpu_moe_gemm(NULL, false, tb, m, n, k, 1.0f, A, k, B,
-                                       tb ? k : n, 0.0f, C, n, dt, dt), PL_OK);
+      ck_assert_int_eq(pl__cpu_moe_gemm(NULL, false, tb, m, n, k, 1.0f, A, k, B,
+                                        tb ? k : n, 0.0f, C, n, dt, dt),
+                       PL_OK);
       for (int r = 0; r < m; r++) {
-        ck_assert_int_eq(pl_cpu_moe_gemm(NULL, false, tb, 1, n, k, 1.0f,
-                                         (char *)A + (size_t)r * k * es, k, B,
-                                         tb ? k : n, 0.0f, c1, n, dt, dt), PL_OK);
+        ck_assert_int_eq(pl__cpu_moe_gemm(NULL, false, tb, 1, n, k, 1.0f,
+                                          (char *)A + (size_t)r * k * es, k, B,
+                                          tb ? k : n, 0.0f, c1, n, dt, dt),
+                         PL_OK);
         ck_assert_msg(memcmp(c1, (char *)C + (size_t)r * n * es, n * es) == 0,
                       "row %d differs alone vs in a batch (%s tb=%d)", r,
                       pl_dtype_name(dt), tb);
@@ -98,7 +101,7 @@ START_TEST(gather_combine_scatter) {
     char *src = malloc(N * H * es), *dst = malloc(7 * H * es);
     fill(src, dt, N * H, 11);
     int32_t rows[7] = {3, 0, 10, 3, 5, 9, 1};
-    ck_assert_int_eq(pl_cpu_moe_gather(NULL, dst, src, rows, 7, H, dt), PL_OK);
+    ck_assert_int_eq(pl__cpu_moe_gather(NULL, dst, src, rows, 7, H, dt), PL_OK);
     for (int i = 0; i < 7; i++)
       ck_assert(memcmp(dst + i * H * es, src + rows[i] * H * es, H * es) == 0);
     /* combine: tokens {2, 7, 4}, slots mixing A and B rows */
@@ -109,7 +112,9 @@ START_TEST(gather_combine_scatter) {
     for (int i = 0; i < N * k; i++) w[i] = 0.1f * (float)(i % 7) + 0.05f;
     int32_t toks[3] = {2, 7, 4};
     int32_t slots[9] = {0, -1, 19, -9, 5, 6, 2, -3, 1};
-    ck_assert_int_eq(pl_cpu_moe_combine(NULL, out, toks, 3, slots, k, w, A, B, H, dt), PL_OK);
+    ck_assert_int_eq(
+        pl__cpu_moe_combine(NULL, out, toks, 3, slots, k, w, A, B, H, dt),
+        PL_OK);
     for (int q = 0; q < 3; q++)
       for (int h = 0; h < H; h++) {
         float acc = 0.0f;
@@ -127,7 +132,8 @@ START_TEST(gather_combine_scatter) {
     float a[nA], b[nB], dw[N * k];
     for (int i = 0; i < nA; i++) a[i] = (float)i;
     for (int i = 0; i < nB; i++) b[i] = -(float)i - 1;
-    ck_assert_int_eq(pl_cpu_moe_scatter_f32(NULL, dw, toks, 3, slots, k, a, b), PL_OK);
+    ck_assert_int_eq(pl__cpu_moe_scatter_f32(NULL, dw, toks, 3, slots, k, a, b),
+                     PL_OK);
     for (int q = 0; q < 3; q++)
       for (int j = 0; j < k; j++) {
         int32_t v = slots[q * k + j];
@@ -144,8 +150,9 @@ START_TEST(swiglu_bwd_derivatives) {
   fill(G, PL_F32, n * I, 21), fill(U, PL_F32, n * I, 22), fill(P, PL_F32, n * I, 23);
   float G0[n * I], U0[n * I];
   memcpy(G0, G, sizeof G), memcpy(U0, U, sizeof U);
-  ck_assert_int_eq(pl_cpu_moe_swiglu_fwd(NULL, A, G, U, n, I, PL_F32), PL_OK);
-  ck_assert_int_eq(pl_cpu_moe_swiglu_bwd(NULL, G, U, P, A, w, dw, n, I, PL_F32), PL_OK);
+  ck_assert_int_eq(pl__cpu_moe_swiglu_fwd(NULL, A, G, U, n, I, PL_F32), PL_OK);
+  ck_assert_int_eq(
+      pl__cpu_moe_swiglu_bwd(NULL, G, U, P, A, w, dw, n, I, PL_F32), PL_OK);
   for (int r = 0; r < n; r++) {
     double sdw = 0;
     for (int i = 0; i < I; i++) {
@@ -167,7 +174,7 @@ START_TEST(swiglu_bwd_derivatives) {
   /* scale_rows */
   float X[n * I];
   memcpy(X, P, sizeof X);
-  ck_assert_int_eq(pl_cpu_moe_scale_rows(NULL, X, w, n, I, PL_F32), PL_OK);
+  ck_assert_int_eq(pl__cpu_moe_scale_rows(NULL, X, w, n, I, PL_F32), PL_OK);
   for (int o = 0; o < n * I; o++) ck_assert(X[o] == w[o / I] * P[o]);
 }
 END_TEST

@@ -1,5 +1,5 @@
-/* moe.cu — CUDA twins of the MoE layer's kernels (ops/moe_kernels.h; the CPU
- * references are in backend/cpu/moe_cpu.c): row gather (permute), combine
+/* moe.cu — CUDA twins of the MoE layer's kernels (backend/moe_kernels.h; the
+ * CPU references are in backend/cpu/moe_cpu.c): row gather (permute), combine
  * (unpermute + weighted sum over a token's k routes, fixed j order, fp32
  * accumulation, one rounding), per-route scalar gather/scatter, SwiGLU forward
  * and backward (with the route-weight gradient as a per-row reduction), row
@@ -15,7 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/internal_cuda.h"
-#include "ops/moe_kernels.h"
+#include "backend/moe_kernels.h"
 
 namespace {
 
@@ -194,9 +194,9 @@ unsigned capped(pl_stream *s, unsigned g) {
 
 }  // namespace
 
-extern "C" pl_status pl_cuda_moe_gather(pl_stream *s, void *dst, const void *src,
-                                        const int32_t *rows, int64_t n, int64_t H,
-                                        pl_dtype dt) {
+extern "C" pl_status pl__cuda_moe_gather(pl_stream *s, void *dst,
+                                         const void *src, const int32_t *rows,
+                                         int64_t n, int64_t H, pl_dtype dt) {
   PL_TRY(dtype_ok(dt, "moe_gather"));
   if (n == 0 || H == 0) return PL_OK;
   unsigned g = n > 65535 * 4 ? 65535u * 4 : (unsigned)n;
@@ -206,9 +206,9 @@ extern "C" pl_status pl_cuda_moe_gather(pl_stream *s, void *dst, const void *src
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_moe_gather_f32(pl_stream *s, float *dst,
-                                            const float *src, const int32_t *idx,
-                                            int64_t n) {
+extern "C" pl_status pl__cuda_moe_gather_f32(pl_stream *s, float *dst,
+                                             const float *src,
+                                             const int32_t *idx, int64_t n) {
   if (n == 0) return PL_OK;
   moe_gather_f32_kernel<<<capped(s, grid_of((size_t)n, 256)), 256, 0, native(s)>>>(dst, src,
                                                                        idx, n);
@@ -216,11 +216,10 @@ extern "C" pl_status pl_cuda_moe_gather_f32(pl_stream *s, float *dst,
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_moe_combine(pl_stream *s, void *out,
-                                         const int32_t *toks, int64_t nt,
-                                         const int32_t *slots, int k,
-                                         const float *w, const void *A,
-                                         const void *B, int64_t H, pl_dtype dt) {
+extern "C" pl_status
+pl__cuda_moe_combine(pl_stream *s, void *out, const int32_t *toks, int64_t nt,
+                     const int32_t *slots, int k, const float *w, const void *A,
+                     const void *B, int64_t H, pl_dtype dt) {
   PL_TRY(dtype_ok(dt, "moe_combine"));
   if (nt == 0) return PL_OK;
   unsigned g = nt > 65535 * 4 ? 65535u * 4 : (unsigned)nt;
@@ -240,10 +239,10 @@ extern "C" pl_status pl_cuda_moe_combine(pl_stream *s, void *out,
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_moe_scatter_f32(pl_stream *s, float *dst,
-                                             const int32_t *toks, int64_t nt,
-                                             const int32_t *slots, int k,
-                                             const float *a, const float *b) {
+extern "C" pl_status pl__cuda_moe_scatter_f32(pl_stream *s, float *dst,
+                                              const int32_t *toks, int64_t nt,
+                                              const int32_t *slots, int k,
+                                              const float *a, const float *b) {
   if (nt == 0) return PL_OK;
   moe_scatter_f32_kernel<<<capped(s, grid_of((size_t)nt * k, 256)), 256, 0, native(s)>>>(
       dst, toks, nt, slots, k, a, b);
@@ -251,9 +250,10 @@ extern "C" pl_status pl_cuda_moe_scatter_f32(pl_stream *s, float *dst,
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_moe_swiglu_fwd(pl_stream *s, void *A, const void *G,
-                                            const void *U, int64_t n, int64_t I,
-                                            pl_dtype dt) {
+extern "C" pl_status pl__cuda_moe_swiglu_fwd(pl_stream *s, void *A,
+                                             const void *G, const void *U,
+                                             int64_t n, int64_t I,
+                                             pl_dtype dt) {
   PL_TRY(dtype_ok(dt, "moe_swiglu_fwd"));
   size_t tot = (size_t)n * I;
   if (tot == 0) return PL_OK;
@@ -269,10 +269,11 @@ extern "C" pl_status pl_cuda_moe_swiglu_fwd(pl_stream *s, void *A, const void *G
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_moe_swiglu_bwd(pl_stream *s, void *G, void *U,
-                                            const void *P, const void *A,
-                                            const float *w, float *dw, int64_t n,
-                                            int64_t I, pl_dtype dt) {
+extern "C" pl_status pl__cuda_moe_swiglu_bwd(pl_stream *s, void *G, void *U,
+                                             const void *P, const void *A,
+                                             const float *w, float *dw,
+                                             int64_t n, int64_t I,
+                                             pl_dtype dt) {
   PL_TRY(dtype_ok(dt, "moe_swiglu_bwd"));
   if (n == 0) return PL_OK;
   unsigned g = n > 65535 * 4 ? 65535u * 4 : (unsigned)n;
@@ -289,8 +290,9 @@ extern "C" pl_status pl_cuda_moe_swiglu_bwd(pl_stream *s, void *G, void *U,
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_moe_scale_rows(pl_stream *s, void *X, const float *w,
-                                            int64_t n, int64_t H, pl_dtype dt) {
+extern "C" pl_status pl__cuda_moe_scale_rows(pl_stream *s, void *X,
+                                             const float *w, int64_t n,
+                                             int64_t H, pl_dtype dt) {
   PL_TRY(dtype_ok(dt, "moe_scale_rows"));
   size_t tot = (size_t)n * H;
   if (tot == 0) return PL_OK;
@@ -305,12 +307,12 @@ extern "C" pl_status pl_cuda_moe_scale_rows(pl_stream *s, void *X, const float *
 }
 
 /* cuBLAS through the core's pl_gemm (one cublasGemmEx per group). */
-extern "C" pl_status pl_cuda_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m,
-                                      int64_t n, int64_t k, float alpha,
-                                      const void *A, int64_t lda, const void *B,
-                                      int64_t ldb, float beta, void *C,
-                                      int64_t ldc, pl_dtype ab_dt,
-                                      pl_dtype c_dt) {
+extern "C" pl_status pl__cuda_moe_gemm(pl_stream *s, bool ta, bool tb,
+                                       int64_t m, int64_t n, int64_t k,
+                                       float alpha, const void *A, int64_t lda,
+                                       const void *B, int64_t ldb, float beta,
+                                       void *C, int64_t ldc, pl_dtype ab_dt,
+                                       pl_dtype c_dt) {
   return pl_gemm(s, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, ab_dt,
                  c_dt);
 }
