@@ -26,7 +26,7 @@
  * Expert GEMMs: the received rows of a chunk are permuted by (expert, source)
  * (one row gather after the receive, its inverse before the return) so each
  * local or borrowed expert gets one GEMM per projection with all sources'
- * rows, when the permutation's transient copy fits the bound (see moe.c);
+ * rows, when the permutation's transient copy fits the bound (moe_plan.c);
  * cfg.source_major keeps one GEMM per (source, expert) segment instead.
  *
  * Host synchronization: planning needs the routes on the host (idx is passed
