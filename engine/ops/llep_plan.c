@@ -232,11 +232,12 @@ pl_status pl_eq1_chunks(int64_t N_max, int64_t c, int K_max, int *K,
     return pl_set_error(PL_EINVAL, "K_max=%d: must be >= 1", K_max);
   if (N_max < 0)
     return pl_set_error(PL_EINVAL, "N=%lld: must be >= 0", (long long)N_max);
-  int64_t kk = (N_max + c - 1) / c;
+  /* ceilings without forming N_max + c - 1: c may be INT64_MAX (no cap) */
+  int64_t kk = N_max / c + (N_max % c != 0);
   if (kk > K_max) kk = K_max;
   if (kk < 1) kk = 1;
   *K = (int)kk;
-  *c_eff = (N_max + kk - 1) / kk;
+  *c_eff = N_max / kk + (N_max % kk != 0);
   return PL_OK;
 }
 

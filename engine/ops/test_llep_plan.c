@@ -186,6 +186,27 @@ START_TEST(eq1) {
 }
 END_TEST
 
+/* ceil(N/c) and ceil(N/K) without overflow: the default cap is c = INT64_MAX
+ * (pl_moe_cfg_default), so N + c - 1 must never be formed. */
+START_TEST(eq1_large) {
+  int K;
+  int64_t ce;
+  ck_assert_int_eq(pl_eq1_chunks(1000, INT64_MAX, 64, &K, &ce), PL_OK);
+  ck_assert_int_eq(K, 1);
+  ck_assert_int_eq(ce, 1000);
+  ck_assert_int_eq(pl_eq1_chunks(INT64_MAX, INT64_MAX, 64, &K, &ce), PL_OK);
+  ck_assert_int_eq(K, 1);
+  ck_assert_int_eq(ce, INT64_MAX);
+  const int64_t c = (int64_t)1 << 62;
+  ck_assert_int_eq(pl_eq1_chunks(c + 1, c, 64, &K, &ce), PL_OK);
+  ck_assert_int_eq(K, 2);
+  ck_assert_int_eq(ce, ((int64_t)1 << 61) + 1);
+  ck_assert_int_eq(pl_eq1_chunks(INT64_MAX, c, 64, &K, &ce), PL_OK);
+  ck_assert_int_eq(K, 2);
+  ck_assert_int_eq(ce, ((int64_t)1 << 62));
+}
+END_TEST
+
 START_TEST(profiles) {
   pl_route_profile p;
   ck_assert_int_eq(pl_route_profile_parse("balanced", &p), PL_OK);
@@ -230,9 +251,8 @@ START_TEST(profiles) {
 END_TEST
 
 int main(void) {
-  const TTest *tests[] = {balanced_skips, hot_expert_spills,
-                          min_piece_rule, lambda_and_native,
-                          edges,          eq1,
-                          profiles,       NULL};
+  const TTest *tests[] = {balanced_skips, hot_expert_spills, min_piece_rule,
+                          lambda_and_native, edges, eq1, eq1_large, profiles,
+                          NULL};
   return pl_check_suite("llep_plan", 0, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
 }
