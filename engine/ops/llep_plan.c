@@ -36,13 +36,16 @@ static double imbalance(const int64_t *load, int Ep, int64_t total) {
 }
 
 /* Experts ordered by count, descending; ties by expert id (deterministic on
- * every rank). */
-static const int64_t *g_sort_counts;
-static int cmp_expert_desc(const void *a, const void *b) {
-  int ea = *(const int *)a, eb = *(const int *)b;
-  int64_t ca = g_sort_counts[ea], cb = g_sort_counts[eb];
-  if (ca != cb) return ca > cb ? -1 : 1;
-  return ea - eb;
+ * every rank).  The count travels with the id, so the comparison needs no
+ * state outside its arguments and plans can be built on several threads. */
+typedef struct by_count {
+  int64_t count;
+  int e;
+} by_count;
+static int cmp_count_desc(const void *a, const void *b) {
+  const by_count *x = a, *y = b;
+  if (x->count != y->count) return x->count > y->count ? -1 : 1;
+  return x->e - y->e;
 }
 
 typedef struct piece_vec {
@@ -89,7 +92,7 @@ pl_status pl_llep_plan_build(const int64_t *counts, int E, int Ep,
   out->load_planned = calloc((size_t)Ep, sizeof(int64_t));
   int64_t *pending = calloc((size_t)Ep, sizeof(int64_t));
   int64_t *assigned = calloc((size_t)Ep, sizeof(int64_t));
-  int *order = malloc((size_t)E * sizeof(int));
+  by_count *order = malloc((size_t)E * sizeof *order);
   piece_vec pv = {0};
   if (!out->piece_off || !out->load_native || !out->load_planned || !pending ||
       !assigned || !order)
@@ -118,11 +121,10 @@ pl_status pl_llep_plan_build(const int64_t *counts, int E, int Ep,
         goto oom;
   } else {
     memcpy(pending, out->load_native, (size_t)Ep * sizeof(int64_t));
-    for (int e = 0; e < E; e++) order[e] = e;
-    g_sort_counts = counts;
-    qsort(order, (size_t)E, sizeof(int), cmp_expert_desc);
+    for (int e = 0; e < E; e++) order[e] = (by_count){counts[e], e};
+    qsort(order, (size_t)E, sizeof *order, cmp_count_desc);
     for (int oi = 0; oi < E; oi++) {
-      int e = order[oi];
+      int e = order[oi].e;
       int64_t cnt = counts[e];
       if (cnt == 0) break;
       int o = pl_llep_native_rank(e, E, Ep);

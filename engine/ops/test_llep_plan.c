@@ -1,7 +1,9 @@
 /* test_llep_plan.c — the LLEP plan (coverage, capacity, the m rule, lambda
  * skip, forced leftovers), position-based destinations, Eq. 1 chunking and the
- * routing profiles. */
+ * routing profiles; plans built on several threads at once equal the same
+ * plans built alone. */
 #include <check.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -207,6 +209,71 @@ START_TEST(eq1_large) {
 }
 END_TEST
 
+/* ---- plans on several threads at once ------------------------------------ */
+
+enum { T_THREADS = 4, T_E = 64, T_EP = 8, T_ITERS = 400 };
+
+typedef struct plan_job {
+  int64_t counts[T_E];
+  pl_llep_plan ref; /* built alone */
+  int mismatches;
+} plan_job;
+
+static bool same_plan(const pl_llep_plan *a, const pl_llep_plan *b) {
+  if (a->n_pieces != b->n_pieces || a->planned != b->planned) return false;
+  for (int i = 0; i < a->n_pieces; i++)
+    if (a->pieces[i].expert != b->pieces[i].expert ||
+        a->pieces[i].rank != b->pieces[i].rank ||
+        a->pieces[i].start != b->pieces[i].start ||
+        a->pieces[i].end != b->pieces[i].end)
+      return false;
+  return true;
+}
+
+static void *plan_loop(void *arg) {
+  plan_job *j = arg;
+  pl_llep_knobs kn = pl_llep_knobs_default();
+  kn.m = 1;
+  kn.lambda = 0;
+  for (int it = 0; it < T_ITERS; it++) {
+    pl_llep_plan p;
+    if (pl_llep_plan_build(j->counts, T_E, T_EP, kn, &p) != PL_OK ||
+        !same_plan(&p, &j->ref))
+      j->mismatches++;
+    pl_llep_plan_free(&p);
+  }
+  return NULL;
+}
+
+START_TEST(plans_on_threads) {
+  static plan_job jobs[T_THREADS];
+  pl_llep_knobs kn = pl_llep_knobs_default();
+  kn.m = 1;
+  kn.lambda = 0;
+  for (int t = 0; t < T_THREADS; t++) {
+    /* a different order of the experts by count on every thread */
+    for (int e = 0; e < T_E; e++)
+      jobs[t].counts[e] = 100 + ((e * (2 * t + 3) + 7 * t) % T_E) * 37 +
+                          (e % (t + 2) == 0 ? 5000 : 0);
+    jobs[t].mismatches = 0;
+    ck_assert_int_eq(pl_llep_plan_build(jobs[t].counts, T_E, T_EP, kn,
+                                        &jobs[t].ref),
+                     PL_OK);
+    check_cover(&jobs[t].ref, jobs[t].counts);
+  }
+  pthread_t th[T_THREADS];
+  for (int t = 0; t < T_THREADS; t++)
+    ck_assert_int_eq(pthread_create(&th[t], NULL, plan_loop, &jobs[t]), 0);
+  for (int t = 0; t < T_THREADS; t++) pthread_join(th[t], NULL);
+  for (int t = 0; t < T_THREADS; t++) {
+    ck_assert_msg(jobs[t].mismatches == 0,
+                  "thread %d: %d of %d plans differ from the plan built alone",
+                  t, jobs[t].mismatches, T_ITERS);
+    pl_llep_plan_free(&jobs[t].ref);
+  }
+}
+END_TEST
+
 START_TEST(profiles) {
   pl_route_profile p;
   ck_assert_int_eq(pl_route_profile_parse("balanced", &p), PL_OK);
@@ -252,7 +319,7 @@ END_TEST
 
 int main(void) {
   const TTest *tests[] = {balanced_skips, hot_expert_spills, min_piece_rule,
-                          lambda_and_native, edges, eq1, eq1_large, profiles,
-                          NULL};
+                          lambda_and_native, edges, eq1, eq1_large,
+                          plans_on_threads, profiles, NULL};
   return pl_check_suite("llep_plan", 0, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
 }
