@@ -279,10 +279,10 @@ pl_status pl_route_profile_fill(const pl_route_profile *p, int64_t N, int k,
     return pl_set_error(PL_EINVAL, "k=%d, E=%d: both must be >= 1", k, E);
   if (p->balanced && k > E)
     return pl_set_error(PL_EINVAL, "balanced profile: k=%d > E=%d", k, E);
-  if (!p->balanced && p->h >= E)
+  if (!p->balanced && (p->h < 1 || p->h >= E))
     return pl_set_error(PL_EINVAL,
-                        "profile %s: h=%d hot experts must be < E=%d", p->name,
-                        p->h, E);
+                        "profile %s: h=%d hot experts must be in [1, E=%d)",
+                        p->name, p->h, E);
   int64_t nhot = p->balanced ? 0 : (int64_t)floor(p->r * (double)N);
   int64_t rot = 0;
   if (seed != 0 && N > 0)

@@ -104,7 +104,7 @@ pl_status pl_route_profile_parse(const char *s, pl_route_profile *out);
  * rotates the token order of the rank by a seeded offset (the set of routes is
  * the same; their positions differ), so strided and contiguous chunking see
  * different arrangements; seed 0 is LLEP's exact layout.  PL_EINVAL when
- * h >= E, k < 1 or k > E for balanced. */
+ * h < 1 or h >= E, k < 1 or k > E for balanced. */
 pl_status pl_route_profile_fill(const pl_route_profile *p, int64_t N, int k,
                                 int E, uint64_t seed, int rank, int32_t *idx,
                                 float *weights);

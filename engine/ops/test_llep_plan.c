@@ -314,6 +314,10 @@ START_TEST(profiles) {
   for (int e = 0; e < E; e++) ck_assert_int_eq(cnt2[e], cnt[e]);
   ck_assert_int_eq(pl_route_profile_parse("50/32", &p), PL_OK);
   ck_assert_int_eq(pl_route_profile_fill(&p, N, k, E, 0, 0, idx, w), PL_EINVAL);
+  /* a profile built by hand without hot experts is refused, not divided by */
+  pl_route_profile h0 = {.name = "50/0", .balanced = false, .r = 0.5, .h = 0};
+  ck_assert_int_eq(pl_route_profile_fill(&h0, N, k, E, 0, 0, idx, w),
+                   PL_EINVAL);
 }
 END_TEST
 
