@@ -2,9 +2,9 @@
  * GEMM against a dense GEMM of equal FLOPs (issue 3's target: >= 70% of the
  * dense cuBLAS bf16 rate).
  *
- * The grouped GEMM is what ops/moe.c issues per chunk: one GEMM per (source
- * rank, expert) segment of the receive buffer, each with its own expert's
- * weight, through pl__moe_gemm (cublasGemmEx on CUDA, the row-
+ * The grouped GEMM is what ops/moe_expert.c issues per chunk: one GEMM per
+ * (source rank, expert) segment of the receive buffer, each with its own
+ * expert's weight, through pl__moe_gemm (cublasGemmEx on CUDA, the row-
  * deterministic kernel on the CPU).  Segments are uniform here: G = E/Ep
  * local experts x Ep sources, each of m = k*N / (E*K) rows (balanced routes of
  * N tokens per rank over K chunks), so a point is (GEMM kind, K).  Kinds:
@@ -15,10 +15,11 @@
  * grouped / dense rate.  Per rank; a time is the slowest rank's.
  *
  * Layouts (--layouts): "segments" is the source-major grouping above (G =
- * E/Ep x Ep groups of m rows, what ops/moe.c issues with --source-major or
- * when a chunk is too large to permute); "expert_major" is what it issues by
- * default since the receive buffer is permuted by (expert, source): G = E/Ep
- * groups of Ep*m rows, the same FLOPs in Ep times fewer, larger GEMMs.
+ * E/Ep x Ep groups of m rows, what ops/moe_expert.c issues with
+ * --source-major or when a chunk is too large to permute); "expert_major" is
+ * what it issues by default since the receive buffer is permuted by (expert,
+ * source): G = E/Ep groups of Ep*m rows, the same FLOPs in Ep times fewer,
+ * larger GEMMs.
  *
  * Lanes (--lanes): 0 issues the groups one after another on one stream (the
  * layer with lanes = 0); L > 0 spreads them round-robin over the stream and L

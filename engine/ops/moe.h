@@ -68,8 +68,9 @@ typedef struct pl_moe_cfg {
   bool contiguous;    /* contiguous chunks instead of strided (Table 8)    */
   bool overlap;       /* pipelined: overlap on a comm stream (default on)  */
   bool source_major;  /* group the expert GEMMs per (source rank, expert)
-                         segment of the receive buffer, as before the
-                         expert-major layout (for comparison; default off) */
+                         segment of the receive buffer instead of per expert
+                         (for comparison with the expert-major layout;
+                         default off)                                      */
   int lanes;          /* extra compute streams for the expert GEMMs, 0..
                          PL_MOE_MAX_LANES (default 2): a projection's
                          per-slot GEMMs are spread over the compute stream
@@ -81,7 +82,8 @@ typedef struct pl_moe_cfg {
   int comm_blocks;    /* pipelined: grid cap of the comm stream's gathers,
                          combines and scatters (pl_stream_set_grid_cap), so
                          they take fewer SMs from the expert GEMMs they run
-                         beside; 0: uncapped                               */
+                         beside; 0 (default): uncapped, as a cap slows them
+                         more than it frees the GEMMs                      */
 } pl_moe_cfg;
 
 #define PL_MOE_MAX_LANES 4
@@ -107,8 +109,9 @@ typedef enum pl_moe_stage {
 } pl_moe_stage;
 const char *pl_moe_stage_name(int stage);
 
-/* H=I=0 etc. must be filled by the caller; this sets the knobs, c=N, K_max=64,
- * strided, overlap on, lanes 2, f32. */
+/* H, I, E and k must be filled by the caller; this sets the plan knobs
+ * (pl_llep_knobs_default), c = INT64_MAX (no cap: K = 1 until c is set),
+ * K_max = 64, strided chunks, overlap on, lanes 2, comm_blocks 0, f32. */
 pl_moe_cfg pl_moe_cfg_default(void);
 
 /* This rank's native experts (E/Ep of them, experts rank*E/Ep ...), device

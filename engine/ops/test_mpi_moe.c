@@ -778,7 +778,8 @@ int main(int argc, char **argv) {
   me = pl_comm_rank(world);
   np = pl_comm_size(world);
   /* Ranks share the machine's cores: idle OpenMP teams spinning next to
-   * MPI's polling slow the run tenfold; the sizes here need no threads. */
+   * MPI's polling take the cores the ranks need; the sizes here need no
+   * threads. */
   if (np > 1 && !MOE_TEST_CUDA) omp_set_num_threads(1);
   const TTest *tests[] = {refusals,       exact_random_f32,  exact_random_bf16,
                           exact_profiles, exact_edges,       k1_equals_llep,

@@ -6,11 +6,16 @@
  * scaling, and the expert GEMM.
  *
  * The expert GEMM is a loop of cuBLAS GEMMs (pl_gemm: cublasGemmEx, bf16 in,
- * fp32 accumulate) over the groups of a chunk, issued by ops/moe.c.  The group
- * sizes are known on the host (every rank holds every count after planning),
- * so no size is read back from the device.  Measured on the H200
- * (notes/gpu-facts.md) a loop of cublasGemmEx ran at 685-697 TFLOP/s where
- * cublasGemmGroupedBatchedEx ran at 310-333 for large expert groups. */
+ * fp32 accumulate) over the groups of a chunk, issued by ops/moe_expert.c.
+ * The group sizes are known on the host (every rank holds every count after
+ * planning), so no size is read back from the device, and a plain loop needs
+ * none of the device-side size arrays of cublasGemmGroupedBatchedEx, which is
+ * also the slower of the two for large expert groups (the comparison is in
+ * doc/performance/moe.md).
+ *
+ * The gathers, combines and scatters size their grids by the stream's grid
+ * cap (pl_stream_set_grid_cap), which the layer sets on its comm stream from
+ * cfg.comm_blocks; the SwiGLU and scaling kernels run on the compute stream. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
