@@ -10,7 +10,9 @@
  *    step; entries whose step changes a selection are skipped and counted);
  *  - the router term matters: dx_moe alone misses the finite differences;
  *  - the router allocates nothing: the device peak is the caller's buffers
- *    (tag "router", exact bytes). */
+ *    (tag "router", exact bytes).
+ * It sits with the router in model/: a test includes nothing above the layer
+ * of the code it tests. */
 #include <check.h>
 #include <math.h>
 #include <stdbool.h>
