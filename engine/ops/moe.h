@@ -196,7 +196,8 @@ pl_status pl_moe_reference_fwd(const pl_moe_cfg *cfg, const void *wg,
                                void *out);
 /* Gradients route by route: dx (N x H, dt), dw (N x k), and fp32 weight
  * gradients of all E experts accumulated into gwg, gwu [E,H,I], gwd [E,I,H]
- * (any may be NULL to skip). */
+ * (any may be NULL to skip).  Both refuse an expert id outside [0, E) with
+ * PL_EINVAL before reading that expert's weights. */
 pl_status pl_moe_reference_bwd(const pl_moe_cfg *cfg, const void *wg,
                                const void *wu, const void *wd, const void *x,
                                int64_t N, const int32_t *idx, const float *w,

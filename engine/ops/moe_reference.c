@@ -86,6 +86,11 @@ pl_status pl_moe_reference_bwd(const pl_moe_cfg *cf, const void *wg,
     const char *xt = (const char *)x + (size_t)t * H * b;
     for (int j = 0; j < k && st == PL_OK; j++) {
       int e = idx[t * k + j];
+      if (e < 0 || e >= cf->E) {
+        st = pl_set_error(PL_EINVAL, "moe reference: idx %d out of [0,%d)", e,
+                          cf->E);
+        break;
+      }
       const char *Wg = (const char *)wg + e * HI * b;
       const char *Wu = (const char *)wu + e * HI * b;
       const char *Wd = (const char *)wd + e * HI * b;

@@ -639,6 +639,22 @@ START_TEST(refusals) {
                    PL_EINVAL);
   pl_free(dev, w), pl_free(dev, x), pl_free(dev, out);
   pl_moe_destroy(m);
+  /* the dense reference refuses it too, forward and backward, before it
+   * reads the weights of an expert beyond E (room for one is allocated, so
+   * a reference that did not check would read valid memory and pass) */
+  int32_t bad[12];
+  for (int i = 0; i < 12; i++) bad[i] = i % c.E;
+  bad[5] = c.E;
+  size_t nw = (size_t)(c.E + 1) * c.H * c.I, nx = (size_t)N * c.H;
+  float *hw = calloc(nw, sizeof(float)), *hx = calloc(nx, sizeof(float));
+  float *hd = calloc(nx, sizeof(float)), *ho = calloc(nx, sizeof(float));
+  float *hr = calloc(12, sizeof(float)), *hdw = calloc(12, sizeof(float));
+  ck_assert_int_eq(pl_moe_reference_fwd(&c, hw, hw, hw, hx, N, bad, hr, ho),
+                   PL_EINVAL);
+  ck_assert_int_eq(pl_moe_reference_bwd(&c, hw, hw, hw, hx, N, bad, hr, hd, ho,
+                                        hdw, NULL, NULL, NULL),
+                   PL_EINVAL);
+  free(hw), free(hx), free(hd), free(ho), free(hr), free(hdw);
 }
 END_TEST
 
