@@ -1,12 +1,22 @@
-/* attention_common.cuh — what the causal GQA flash-attention kernels share:
- * the kernel parameters, the PTX wrappers (cp.async, ldmatrix, mma.sync,
- * wgmma, mbarriers, TMA, bulk reductions), tile loads, the backward blocks'
- * step walk, and the wgmma forward's register-tile helpers (mask, online
- * softmax, rescale, P packing, stores).  Included by the kernel files
- * (attention_simple.cu, attention_mma.cu, attention_wgmma_fwd.cu,
- * attention_wgmma_bwd.cu), the launcher (attention.cu) and the dev/attention
- * programs, so that no helper exists twice.  Device code; the host section at
- * the end declares the kernel files' launch functions. */
+/* attention_common.cuh — what the CUDA causal GQA flash-attention kernels
+ * share: the kernel parameters, the PTX wrappers (cp.async, ldmatrix,
+ * mma.sync, wgmma, mbarriers, TMA, bulk reductions), tile loads, the step
+ * walk of the backward's key blocks, the wgmma register-tile helpers (mask,
+ * online softmax, rescale, P packing, stores), the wgmma backward's tile
+ * geometry, and the host declarations of the kernel files' launch functions.
+ * Included by the kernel files (attention_simple.cu, attention_mma.cu,
+ * attention_wgmma_fwd.cu, attention_wgmma_bwd.cu), the launcher
+ * (attention.cu) and the dev/attention programs, so that no helper exists
+ * twice.
+ *
+ * Layouts (model/attention.h): Q, O, dO, dQ [B, S, n_q, d]; K, V, dK, dV
+ * [B, S, n_kv, d]; LSE and the row dots D = rowsum(dO∘O) [B, n_q, S] f32.
+ * Query head h reads kv head h / (n_q / n_kv).
+ *
+ * Numerics shared by every kernel: bf16 in, fp32 scores and accumulators,
+ * softmax via exp2 with scale·log2e folded in, P rounded to bf16 before P·V
+ * (the tensor-core kernels; SIMPLE keeps fp32), the row sum of P in fp32.
+ * Masked keys are −inf; key blocks past the diagonal are never visited. */
 #ifndef PLATEAU_BACKEND_CUDA_ATTENTION_COMMON_CUH
 #define PLATEAU_BACKEND_CUDA_ATTENTION_COMMON_CUH
 
@@ -17,6 +27,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "backend/attention_kernels.h"
 #include "plateau/status.h"
 
 typedef __nv_bfloat16 bf16;
@@ -30,7 +41,8 @@ struct AttnParams {
   float *dqacc;      /* bwd: fp32 dQ accumulator [B, S, n_q, d] */
   float *delta;      /* bwd: D [B, n_q, S]                      */
   int S, nq, nkv, group;
-  int walk;          /* bwd: BwdWalk order (BWD_WALK_*)          */
+  int walk;          /* bwd: BwdWalk order (BWD_WALK_*); a field,
+                        not a template argument: one kernel serves both */
   float scale, scale_log2;
 };
 
@@ -170,6 +182,33 @@ template <int D> struct BwdBlock {
     }
   }
 };
+
+/* ======================================================================== */
+/* wgmma (sm_90a)                                                           */
+/* ======================================================================== */
+/* Operands of wgmma come from shared memory tiles stored with the 128-byte
+ * swizzle (load_tile_sw128, or TMA with CU_TENSOR_MAP_SWIZZLE_128B: two
+ * 64-column halves of the head dim, 128-byte rows, 8-row groups 1024 B
+ * apart, 16-byte chunk c of row r at c ^ (r % 8)).  A tile serves as a
+ * K-major operand when its rows are the M or N index, and as an MN-major B
+ * operand (trans-b = 1) when its rows are the K index.  The accumulator and
+ * register-A fragments of wgmma have, per warp, the layouts of mma.sync
+ * m16n8k16, so masking and the online softmax are those of the MMA kernels.
+ *
+ * Ordering rules of the PTX ISA the kernels rely on:
+ *  - cp.async and st.shared write shared memory through the generic proxy,
+ *    wgmma and the bulk copies read it through the async proxy: each writing
+ *    thread runs fence.proxy.async once its writes are complete (after
+ *    cp.async.wait_group) and before the barrier that precedes the reads;
+ *  - wgmma.fence goes before the first wgmma of a batch and after any other
+ *    instruction wrote its accumulator or A registers (rescaling O by alpha,
+ *    packing P);
+ *  - accumulators are read only after wgmma.wait_group.  The asm statement
+ *    of an asynchronous wgmma looks synchronous to the compiler, which may
+ *    legally move register arithmetic across the (register-less) fence and
+ *    wait statements; wg_hold, an empty asm that "redefines" the registers,
+ *    pins those reads and writes on the right side of them (what CUTLASS's
+ *    warpgroup_fence_operand does). */
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define PL_WGMMA_OK 1
@@ -339,9 +378,8 @@ static __device__ __forceinline__ void load_tile_sw128(bf16 *dst, const bf16 *sr
   }
 }
 
-/* mbarriers (the TMA schemes of the mn128tma forward and the dK/dV kernel):
- * init with one arrival,
- * arrival with the transaction bytes to expect, wait for a phase (bounded:
+/* mbarriers (the TMA loads of the wgmma forward and dK/dV kernels): init
+ * with one arrival, arrival with the transaction bytes to expect, wait for a phase (bounded:
  * a load that never lands traps instead of hanging) */
 static __device__ __forceinline__ void mbar_init(uint64_t *bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_u32(bar)) : "memory");
@@ -379,9 +417,9 @@ static __device__ __forceinline__ void tma_load4(void *dst, const CUtensorMap *m
 
 /* TMA descriptors of two [B][S][heads][128] bf16 tensors, each a 4-D tensor
  * map (d, heads, S, B) with box (64, 1, rows, 1) and the 128-byte swizzle of
- * load_tile_sw128, rows past S zero-filled (see tma_map_bshd): K and V for
- * the mn128tma forward (rows 128), Q and dO for the dK/dV kernel's TMA
- * scheme (rows 64); unused (zero) otherwise */
+ * load_tile_sw128, rows past S zero-filled (pl__attn_tma_map_bshd): K and V
+ * for the wgmma forward (rows 128), Q and dO for the wgmma dK/dV kernel
+ * (rows 64) */
 struct AttnTma {
   CUtensorMap a, b;
 };
@@ -582,6 +620,14 @@ static __device__ __forceinline__ void wg_issue_rs_mn(float (&acc)[64],
 }
 #endif
 
+/* Tiles of the wgmma backward (d = 128).  WGB_BM is also the row count of
+ * the bulk backward's dQ workspace tiles (pl__cuda_attn_bwd_workspace_bytes
+ * rounds S up to it). */
+#define WGB_BN 128 /* dK/dV kernel: keys per block (two warpgroups)      */
+#define WGB_BM 64  /* dK/dV kernel: queries per step                     */
+#define WGQ_BM 128 /* dQ kernel: query rows per block (two warpgroups)   */
+#define WGQ_BN 64  /* dQ kernel: keys per step                           */
+
 #if PL_WGMMA_OK
 /* 4-byte async copy global -> shared (cp-size 4 needs .ca); src_bytes = 0
  * zero-fills */
@@ -614,50 +660,43 @@ static __device__ __forceinline__ void bulk_wait0() {
 
 
 /* ======================================================================== */
-/* variants chosen by the launcher (template arguments of the wgmma kernels) */
-/* ======================================================================== */
-
-/* V paths of the wgmma forward (PLATEAU_ATTN_WGMMA_V) */
-enum {
-  WG_V_TRANSPOSE = 0,
-  WG_V_MN = 1,
-  WG_V_MN128 = 2,
-  WG_V_PIPE = 3,
-  WG_V_MN128PP = 4,
-  WG_V_MN128TMA = 5,
-  WG_V_OVTMA = 6,
-  WG_V_COUNT = 7
-};
-static const char *const wg_v_names[WG_V_COUNT] = {"transpose", "mn",       "mn128", "pipe",
-                                                   "mn128pp",   "mn128tma", "ovtma"};
-
-
-/* dQ modes of the dK/dV kernel (its template argument FQ), one per variant
- * of the wgmma backward (PLATEAU_ATTN_WGMMA_BWD, see wgb_names) */
-enum { WGB_DQ_NONE = 0, WGB_DQ_ATOMIC = 1, WGB_DQ_BULK = 2, WGB_DQ_COUNT = 3 };
-/* synchronization schemes of the dK/dV kernel (its template argument SY;
- * PLATEAU_ATTN_WGMMA_SYNC, see sync_names) */
-enum { WGB_SYNC_TWO = 0, WGB_SYNC_ONE = 1, WGB_SYNC_TMA = 2, WGB_SYNC_COUNT = 3 };
-
-/* ======================================================================== */
 /* host: the kernel files' launch functions (stream st, B sequences)        */
 /* ======================================================================== */
+/* Each checks its launches; none checks the shape (pl__cuda_attn_check has). */
 
 /* PL_OK, or PL_ERUNTIME naming `what` when the last launch failed */
 pl_status pl__attn_launched(const char *what);
+/* The kernel parameters of shape sh (pointers NULL, walk BWD_WALK_DESC) */
+AttnParams pl__attn_params(const pl_attn_shape *sh);
+/* Floats of the backward's fp32 dQ accumulator, the workspace's first part
+ * (D follows): B·n_q·d rows of S rounded up to WGB_BM */
+size_t pl__attn_dqacc_elems(const pl_attn_shape *sh);
 /* *m = the TMA descriptor of a [B][S][heads][128] bf16 tensor at ptr, box
  * rows × 64 (see AttnTma) */
 pl_status pl__attn_tma_map_bshd(CUtensorMap *m, const void *ptr, int heads, int S, unsigned B,
                                 int rows);
+/* attention_simple.cu (d = 64 or 128): SIMPLE forward; D = rowsum(dO∘O)
+ * into p.delta, which every backward reads; SIMPLE backward after it. */
 pl_status pl__attn_simple_fwd(cudaStream_t st, const AttnParams &p, int d, unsigned B);
 pl_status pl__attn_delta(cudaStream_t st, const AttnParams &p, int d, unsigned B);
 pl_status pl__attn_simple_bwd(cudaStream_t st, const AttnParams &p, int d, unsigned B);
+/* attention_mma.cu (d = 64 or 128): MMA forward; MMA backward after the
+ * delta kernel (dQ through p.dqacc's first B·S·n_q·d floats); dq[i] =
+ * bf16(scale · acc[i]), i < n. */
 pl_status pl__attn_mma_fwd(cudaStream_t st, const AttnParams &p, int d, unsigned B);
 pl_status pl__attn_mma_bwd(cudaStream_t st, const AttnParams &p, int d, unsigned B);
 pl_status pl__attn_dq_convert(cudaStream_t st, const float *acc, bf16 *dq, int64_t n,
                               float scale);
-pl_status pl__attn_wgmma_fwd(cudaStream_t st, const AttnParams &p, unsigned B, int vm);
-pl_status pl__attn_wgmma_bwd(cudaStream_t st, const AttnParams &p, unsigned B, int64_t nq_el,
-                             size_t acc_el, int mode, int sy);
+/* attention_wgmma_fwd.cu (d = 128, sm_90a device code) */
+pl_status pl__attn_wgmma_fwd(cudaStream_t st, const AttnParams &p, unsigned B);
+/* attention_wgmma_bwd.cu (d = 128, sm_90a device code), after the delta
+ * kernel: split, or bulk (p.dqacc: acc_el floats, zeroed here); dq =
+ * bf16(scale · dQacc) from bulk's tiled dQacc layout. */
+pl_status pl__attn_wgmma_bwd(cudaStream_t st, const AttnParams &p, unsigned B, size_t acc_el,
+                             bool split);
+pl_status pl__attn_dq_convert_tiled(cudaStream_t st, const float *acc, bf16 *dq, int S, int nq,
+                                    unsigned B, float scale);
+/* split's dQ kernel alone (after the delta kernel; writes p.dq) */
+pl_status pl__attn_wgmma_dq(cudaStream_t st, const AttnParams &p, unsigned B);
 
 #endif

@@ -1,5 +1,18 @@
-/* attention_mma.cu — the mma.sync attention kernels (FlashAttention-2 tiling,
- * any sm_80+ GPU, d = 64 or 128) and the dQ conversion of their backward. */
+/* attention_mma.cu — the mma.sync attention kernels: what runs on GPUs
+ * without wgmma, for d = 64, and in CUDA_ARCH=90 builds (PL_ATTN_FWD_MMA,
+ * PL_ATTN_BWD_MMA, and AUTO there).
+ *
+ * FlashAttention-2 tiling on tensor cores (mma.sync m16n8k16 bf16 -> f32,
+ * operands from shared memory through ldmatrix, tiles loaded with cp.async,
+ * double-buffered).  Forward: a block of NW warps owns BM = 32·NW query rows
+ * (two 16-row m-tiles per warp) and walks the key blocks of BN keys up to the
+ * diagonal with an online softmax in registers, saving LSE.  Backward: a
+ * block owns BN = 16·NW keys of one kv head (each warp 16 keys) and walks,
+ * for every query head of its group, the query blocks at or past the
+ * diagonal: S^T = K Q^T, P^T = exp(S^T·scale − LSE), dP^T = V dO^T,
+ * dS^T = P^T∘(dP^T − D); dV += P^T dO and dK += dS^T Q stay in registers (so
+ * GQA needs no atomics for dK/dV); dQ += dS K goes through shared memory and
+ * fp32 atomics into a workspace, converted to bf16 (×scale) at the end. */
 #include "backend/cuda/attention_common.cuh"
 
 /* dQ = bf16(scale · dQacc), n elements. */

@@ -1,5 +1,10 @@
-/* attention_simple.cu — the SIMPLE attention kernels (one warp per row: the
- * device reference) and the row dots D = rowsum(dO∘O) every backward needs. */
+/* attention_simple.cu — the SIMPLE attention kernels and the row dots
+ * D = rowsum(dO∘O) that every backward reads.
+ *
+ * SIMPLE: one warp per query row (forward, dQ) or per key row (dK, dV), the
+ * head dimension split over lanes, an online softmax in fp32.  Slow and
+ * obviously correct: the device reference the tests and the dev programs
+ * check the fast kernels against (PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE). */
 #include "backend/cuda/attention_common.cuh"
 
 /* ======================================================================== */
