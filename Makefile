@@ -96,7 +96,11 @@ LIB_CU := $(shell find $(LIB_DIRS) -name '*.cu' ! -name 'test_*' 2>/dev/null | s
 SUITE_C := $(shell find suite -name '*.c' ! -name 'test_*' ! -name 'main.c' | sort)
 TEST_C := $(shell find engine baselines suite -name 'test_*.c' ! -name 'test_mpi_*' | sort)
 TEST_MPI_C := $(shell find engine baselines suite -name 'test_mpi_*.c' | sort)
-TEST_SH := $(shell find engine baselines suite jobs analysis -name 'test_*.sh' | sort)
+TEST_SH := $(shell find engine baselines suite jobs analysis dev -name 'test_*.sh' | sort)
+# dev/: experiments (kernel versions that lost, probes), standalone programs
+# linked against libplateau; `make dev` builds them (CUDA only)
+DEV_CU := $(shell find dev -name '*.cu' 2>/dev/null | sort)
+DEV_BINS := $(DEV_CU:dev/%.cu=$(BUILD)/dev/%)
 ifneq ($(HAVE_CUDA),1)
   LIB_CU :=
 endif
@@ -108,7 +112,7 @@ BIN := $(BUILD)/bin/plateau
 TEST_BINS := $(TEST_C:%.c=$(BUILD)/tests/%) $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
 
 .PHONY: all config deps build run test test-unit test-mpi test-sh install \
-        report clean format
+        report clean format dev
 
 all: config $(BIN) $(LIB) $(BUILD)/lib/pkgconfig/plateau.pc
 
@@ -162,6 +166,21 @@ $(BIN): $(BUILD)/gen/plateau_git.h $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(LIB)
 $(BUILD)/tests/%: $(BUILD)/obj/%.o $(SUITE_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(SUITE_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS_ALL)
+
+ifeq ($(HAVE_CUDA),1)
+dev: $(DEV_BINS)
+else
+dev:
+	@echo "make dev: the dev programs need CUDA (nvcc not found or CUDA=0)"
+endif
+
+$(BUILD)/obj/dev/%.cu.o: dev/%.cu $(BUILD)/gen/nvcc_flags
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/dev/%: $(BUILD)/obj/dev/%.cu.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS_ALL)
 
 # pkg-config file; `make install PREFIX=...` writes it again for that prefix.
 define write_pc

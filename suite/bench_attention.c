@@ -9,10 +9,15 @@
  * device peak (inputs, outputs and the attention workspace) with the
  * workspace's own peak under tag "attention": memory linear in S.
  *
- * --check compares the fast kernel with the reference on the same inputs at
- * the first point of the sweep if it is small enough: on CUDA the MMA kernels
- * against the SIMPLE ones (S <= 16Ki), on the CPU against the double naive
- * reference (S <= 1Ki).  Beyond --bwd-max only the forward pass runs (1M
+ * --fwd-kernel and --bwd-kernel choose the CUDA kernels (pl_attn_kernels;
+ * auto by default); a row's `variant` is what was asked ("fwd/bwd"), its
+ * `kernel` what ran (pl_attn_fwd_kernel, and "+" pl_attn_bwd_kernel for
+ * forward+backward rows).
+ *
+ * --check compares the kernels that run with the reference on the same inputs
+ * at the first point of the sweep if it is small enough: on CUDA against the
+ * SIMPLE kernels (S <= 16Ki), on the CPU against the double naive reference
+ * (S <= 1Ki).  Beyond --bwd-max only the forward pass runs (1M
  * tokens with 64 query heads would need ~150 GB for dQ accumulation).
  *
  * With D > 1 ranks the run is Ulysses-sharded (model/ulysses.h): each rank
@@ -32,7 +37,9 @@
 #include "model/attention_testutil.h"
 #include "model/ulysses.h"
 
-static const char *const algo_names[] = {"auto", "simple", "mma", "wgmma", NULL};
+/* indexed by pl_attn_fwd_kind, pl_attn_bwd_kind */
+static const char *const fwd_kernel_names[] = {"auto", "simple", "mma", "wgmma", NULL};
+static const char *const bwd_kernel_names[] = {"auto", "simple", "mma", "wgmma", "split", NULL};
 static const char *const pass_names[] = {"fwd", "fwdbwd", "both", NULL};
 
 static const pl_opt attn_opts[] = {
@@ -45,7 +52,14 @@ static const pl_opt attn_opts[] = {
      1, 65535, NULL},
     {"head-dim", 0, PL_OPT_INT, NULL, "head dimension d (default 128 on CUDA, 64 on the CPU)", 1,
      512, NULL},
-    {"algo", 0, PL_OPT_ENUM, "auto", "kernel: auto | simple | mma | wgmma (CUDA; auto: the wgmma kernels for d = 128 on an sm_90a build, else mma; wgmma: refuse other shapes)", 0, 0, algo_names},
+    {"fwd-kernel", 0, PL_OPT_ENUM, "auto",
+     "CUDA forward: auto | simple | mma | wgmma (auto: wgmma for d = 128 on an sm_90a build, "
+     "else mma; simple: the device reference)",
+     0, 0, fwd_kernel_names},
+    {"bwd-kernel", 0, PL_OPT_ENUM, "auto",
+     "CUDA backward: auto | simple | mma | wgmma | split (auto: wgmma for d = 128 on an sm_90a "
+     "build, else mma; split: bit-reproducible dQ, d = 128 on sm_90a)",
+     0, 0, bwd_kernel_names},
     {"pass", 0, PL_OPT_ENUM, "both", "fwd | fwdbwd | both", 0, 0, pass_names},
     {"bwd-max", 0, PL_OPT_SIZE, "512Ki", "largest S that also runs forward+backward", 1, 1 << 30,
      NULL},
@@ -53,7 +67,7 @@ static const pl_opt attn_opts[] = {
 };
 
 #define COLS                                                                                  \
-  "backend\tranks\tbatch\tseq\tn_q\tn_kv\td\talgo\tpass\tms\tms_p10\tms_p90\ttflops\tflops\tpeak_gib" \
+  "backend\tranks\tbatch\tseq\tn_q\tn_kv\td\tvariant\tkernel\tpass\tms\tms_p10\tms_p90\ttflops\tflops\tpeak_gib" \
   "\tattn_ws_gib\ta2a_ms\ta2a_gbps\tmax_err"
 
 typedef struct attn_run {
@@ -148,9 +162,11 @@ static double check_run(pl_bench_ctx *ctx, attn_run *r) {
   const size_t es = pl_dtype_size(sh->dtype);
   double err = 0;
   if (pl_stream_backend(r->s) == PL_BACKEND_CUDA) {
-    if (sh->seq > 16384 || sh->algo == PL_ATTN_SIMPLE) return NAN;
+    if (sh->seq > 16384 || (sh->kernels.fwd == PL_ATTN_FWD_SIMPLE &&
+                            (!r->bwd || sh->kernels.bwd == PL_ATTN_BWD_SIMPLE)))
+      return NAN;
     attn_run ref = *r;
-    ref.sh.algo = PL_ATTN_SIMPLE;
+    ref.sh.kernels = (pl_attn_kernels){PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE};
     ref.q = ref.k = ref.v = ref.o = ref.dout = ref.dq = ref.dk = ref.dv = NULL;
     ref.lse = NULL;
     pl_dev *dev = ctx->dev;
@@ -226,7 +242,8 @@ static pl_status bench_attention_run(pl_bench_ctx *ctx) {
   const uint64_t bwd_max = pl_args_size(ctx->args, "bwd-max");
   pl_attn_shape base = {.batch = pl_args_int(ctx->args, "batch"), .n_q = nq, .n_kv = nkv,
                         .head_dim = d, .dtype = PL_BF16,
-                        .algo = (pl_attn_algo)pl_args_enum(ctx->args, "algo")};
+                        .kernels = {(pl_attn_fwd_kind)pl_args_enum(ctx->args, "fwd-kernel"),
+                                    (pl_attn_bwd_kind)pl_args_enum(ctx->args, "bwd-kernel")}};
   base.seq = 1;
   pl_status cs = pl_attn_check(&base, pl_dev_backend(ctx->dev));
   if (cs != PL_OK) return cs; /* bad shape: usage error, nothing measured */
@@ -260,7 +277,10 @@ static pl_status bench_attention_run(pl_bench_ctx *ctx) {
       pl_row_i64(row, "n_q", nq);
       pl_row_i64(row, "n_kv", nkv);
       pl_row_i64(row, "d", d);
-      pl_row_str(row, "algo", algo_names[r.sh.algo]);
+      char variant[32];
+      snprintf(variant, sizeof variant, "%s/%s", fwd_kernel_names[r.sh.kernels.fwd],
+               bwd_kernel_names[r.sh.kernels.bwd]);
+      pl_row_str(row, "variant", variant);
       pl_row_str(row, "pass", pb ? "fwdbwd" : "fwd");
       const double flops = pl_attn_flops_fwd(&whole) + (pb ? pl_attn_flops_bwd(&whole) : 0);
       pl_row_f64(row, "flops", flops);
@@ -309,14 +329,15 @@ static pl_status bench_attention_run(pl_bench_ctx *ctx) {
           pl_free(ctx->dev, a.dst);
         }
       }
-      if (st == PL_OK) { /* which forward kernel ran (AUTO resolves per build) */
-        char note[128];
+      if (st == PL_OK) { /* the kernels that ran (AUTO resolves per device and build) */
+        char kernel[64];
         if (pb)
-          snprintf(note, sizeof note, "fwd kernel %s, bwd kernel %s",
-                   pl_attn_fwd_kernel(s, &r.sh), pl_attn_bwd_kernel(s, &r.sh));
+          snprintf(kernel, sizeof kernel, "%s+%s", pl_attn_fwd_kernel(s, &r.sh),
+                   pl_attn_bwd_kernel(s, &r.sh));
         else
-          snprintf(note, sizeof note, "fwd kernel %s", pl_attn_fwd_kernel(s, &r.sh));
-        pl_row_status(row, "ok", note);
+          snprintf(kernel, sizeof kernel, "%s", pl_attn_fwd_kernel(s, &r.sh));
+        pl_row_str(row, "kernel", kernel);
+        pl_row_status(row, "ok", NULL);
       } else {
         pl_row_status_from(row, st);
       }

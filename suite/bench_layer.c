@@ -75,7 +75,7 @@ static pl_status bench_layer_run(pl_bench_ctx *ctx) {
                       .d = (int)opt_or(ctx->args, "head-dim", 128, 16, cuda),
                       .rope_theta = 10000.0,
                       .dt = PL_BF16,
-                      .algo = PL_ATTN_AUTO};
+                      .attn_kernels = {PL_ATTN_FWD_AUTO, PL_ATTN_BWD_AUTO}};
   const int pass = pl_args_enum(ctx->args, "pass");
   const int D = ctx->size;
   pl_layer l;

@@ -8,7 +8,8 @@
  * printing the paths.  Targets (issue 7): forward ≥ 350 TFLOP/s and
  * forward+backward ≥ 0.8× the best SDPA backend at 32K–128K, judged (met /
  * missed / not measured) twice: over the fastest rows (any variant) and over
- * the AUTO rows alone (files without a PLATEAU_ATTN_* variable, algo auto),
+ * the AUTO rows alone (variant auto/auto; in files written before the
+ * variant column, algo auto and no PLATEAU_ATTN_* variable in the metadata),
  * each with its lowest value and where; the DESIGN §5
  * peer values measured earlier on the same machine are printed as constants
  * beside this run's peer rows. */
@@ -28,7 +29,7 @@ typedef struct pt {
   long long seq;
   double v[6]; /* ours fwd, ours fwdbwd, flash fwd, flash fwdbwd, cudnn fwd, cudnn fwdbwd */
   double au[2]; /* ours fwd, fwdbwd over the AUTO rows only (no kernel chosen by hand) */
-  char kern[2][112]; /* the kernels of our best fwd and fwd+bwd rows (from their note) */
+  char kern[2][112]; /* the kernels of our best fwd and fwd+bwd rows */
 } pt;
 
 static pt *find_pt(pt *pts, int *n, long long seq) {
@@ -60,9 +61,9 @@ static void note_field(const char *note, const char *key, char *out, size_t cap)
   snprintf(out, cap, "%.*s", (int)strcspn(p, ","), p);
 }
 
-/* 1 if the file's runs chose no kernel by hand: no PLATEAU_ATTN_* variable
- * in its metadata (the variant runs of analysis/device/attention.sh set one,
- * or --algo, seen per row) */
+/* 1 if the file's runs chose no kernel by an environment variable (files
+ * written before the kernels became options: a PLATEAU_ATTN_* variable in
+ * the metadata) */
 static int auto_file(const pl_table *t) {
   for (int i = 0; i < t->nmeta; i++)
     if (!strncmp(t->meta_keys[i], "env.PLATEAU_ATTN_", 17)) return 0;
@@ -75,7 +76,11 @@ static int auto_file(const pl_table *t) {
 static void read_ours(const char *path, pt *pts, int *n) {
   pl_table t;
   if (pl_table_read(path, &t) != PL_OK) return;
-  const int af = auto_file(&t), ca = pl_table_col(&t, "algo");
+  /* the kernels asked for and run: columns variant and kernel; older files
+   * have algo, and the kernels in the note */
+  const int cv = pl_table_col(&t, "variant"), ca = cv >= 0 ? cv : pl_table_col(&t, "algo");
+  const int af = auto_file(&t), ck = pl_table_col(&t, "kernel");
+  const char *auto_value = cv >= 0 ? "auto/auto" : "auto";
   int cs = pl_table_col(&t, "seq"), cp = pl_table_col(&t, "pass"), ct = pl_table_col(&t, "tflops");
   int cst = pl_table_col(&t, "status"), cr = pl_table_col(&t, "ranks");
   int cn = pl_table_col(&t, "note");
@@ -87,10 +92,14 @@ static void read_ours(const char *path, pt *pts, int *n) {
       if (!p) continue;
       const int j = strcmp(r[cp], "fwd") ? 1 : 0;
       const double v = atof(r[ct]);
-      if (af && (ca < 0 || !strcmp(r[ca], "auto")) && (isnan(p->au[j]) || v > p->au[j]))
+      if (af && (ca < 0 || !strcmp(r[ca], auto_value)) && (isnan(p->au[j]) || v > p->au[j]))
         p->au[j] = v;
       if (isnan(p->v[j]) || v > p->v[j]) {
         p->v[j] = v;
+        if (ck >= 0) {
+          snprintf(p->kern[j], sizeof p->kern[j], "%s", r[ck]);
+          continue;
+        }
         char fk[48], bk[48];
         note_field(cn >= 0 ? r[cn] : NULL, "fwd kernel ", fk, sizeof fk);
         note_field(cn >= 0 ? r[cn] : NULL, "bwd kernel ", bk, sizeof bk);
@@ -205,7 +214,7 @@ pl_status pl_report_attention(const char *run_dir, const char *out_dir) {
   fprintf(md, "# Causal GQA flash attention on one GPU (bf16, TFLOP/s)\n\n");
   fprintf(md, "FLOPs: fwd = 4·S²·d·n_q/2, bwd = 2.5·fwd (causal).  Run: `%s`.\n\n", run_dir);
   fprintf(md, "Ours: the fastest single-rank row per S and pass over the run's files (AUTO and any "
-              "variant runs), with the kernels its note names.\n\n");
+              "variant runs), with the kernels it ran.\n\n");
   fprintf(md, "| S | ours fwd | ours fwd+bwd | SDPA flash fwd | flash fwd+bwd | SDPA cuDNN fwd "
               "| cuDNN fwd+bwd | fwd+bwd vs best peer | our fwd kernel | our fwd+bwd kernels |\n");
   fprintf(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");

@@ -1,26 +1,23 @@
 #!/usr/bin/env bash
 # analysis/device/attention.sh — attention on the GPU machine: build check
-# (registers / spills of the flash kernels), the CUDA tests (SIMPLE and MMA vs
-# the CPU reference and each other; errors and TFLOP/s printed), the layer,
-# Ulysses and MoE tests with AUTO's kernels inside (tests.txt), the
-# `plateau bench attention` sweep (S = 4Ki…128Ki fwd and fwd+bwd; 256Ki, 512Ki
-# and 1Mi forward only, one iteration), and the PyTorch SDPA peer (flash and
-# cuDNN) on the same shapes; with 2 GPUs also Ulysses D = 2 (attention and the
-# decoder layer).  Run from the repo root after `make`:
+# (registers, spills and serialized wgmma of the attention kernels, from
+# ptxas), the CUDA test (every kernel choice against SIMPLE, SIMPLE and MMA
+# against the CPU reference; errors and TFLOP/s printed), the layer, Ulysses
+# and MoE tests with AUTO's kernels inside (tests.txt), the `plateau bench
+# attention` sweep with AUTO's kernels (S = 4Ki…128Ki fwd and fwd+bwd; 256Ki,
+# 512Ki and 1Mi forward only, one iteration), the engine's other kernel
+# choices (--bwd-kernel split, mma; --fwd-kernel mma), the dev programs (every
+# kernel version, validated then timed; needs `make dev`), and the PyTorch
+# SDPA peer (flash and cuDNN) on the same shapes; with 2 GPUs also Ulysses
+# D = 2 (attention and the decoder layer).  Run from the repo root after
+# `make all tests dev`:
 #     RUNS=results/runs/<sweep> bash analysis/device/attention.sh
-# Budget: about 5 minutes of GPU time, the last one for the ncu profile
+# Budget: about 6 minutes of GPU time, the last one for the ncu profile
 # (analysis/device/attn_profile.sh; ATTN_PROFILE=0 skips it).  Each step has
 # its own timeout; a step that fails is reported and the script goes on,
-# exiting non-zero at the end.
-# ATTN_MEMCHECK=1 adds compute-sanitizer memcheck of the small test shapes at
-# the end (for a second run, should the kernels disagree with the reference).
-# The default build (CUDA_ARCH=90a) includes the wgmma forward (AUTO runs it for
-# d = 128, V path ovtma unless PLATEAU_ATTN_WGMMA_V says otherwise); its bench
-# step runs once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe,
-# mn128pp, mn128tma, ovtma; WGMMA_V picks some).  AUTO's backward for d = 128 is
-# the wgmma one, variant bulk, one barrier per step with Q and dO loaded by TMA,
-# step order desc; the other backward kernels (wgmma fused and split, bulk with
-# two barriers, bulk with cp.async loads, mma) have a bench step each.  The CUDA tests check every wgmma path against SIMPLE.
+# exiting non-zero at the end.  ATTN_MEMCHECK=1 adds compute-sanitizer
+# memcheck of the small test shapes at the end; DEV=0 skips the dev programs,
+# DEV_SEQ (default 16Ki) sets their timed lengths.
 set -uo pipefail
 RUNS=${RUNS:-results/runs/attention-$(date -u +%Y%m%dT%H%M%SZ)}
 BUILD=${BUILD:-build}
@@ -32,27 +29,26 @@ mkdir -p "$RUNS"
 fail=0
 step() { echo "== $*"; }
 
-if [ "${PTXAS:-1}" = 1 ]; then # PTXAS=0 skips it (two nvcc runs)
+if [ "${PTXAS:-1}" = 1 ]; then # PTXAS=0 skips it (one nvcc run per kernel file, twice)
 step "build check: nvcc -Xptxas -v (registers, spills) of the attention kernels"
-"$NVCC" -std=c++17 -O3 -arch=sm_90 -Iengine/include -Iengine -DPL_HAVE_CUDA=1 \
-  $(mpicc --showme:compile 2>/dev/null) --expt-relaxed-constexpr -Xptxas -v -c engine/backend/cuda/attention.cu \
-  -o "$RUNS/attention_check.o" 2>&1 | grep -A2 -E "Compiling entry.*mma" |
-  grep -E "entry|spill|registers" | tee "$RUNS/attention_ptxas.txt" || fail=1
-# the wgmma kernels exist only in sm_90a code: the forward's V-path kernels
-# (attn_fwd_wgmma_kernel<0 transpose | 1 mn | 2 mn128 | 4 mn128pp | 5 mn128tma |
-# 6 ovtma>, attn_fwd_wgmma_pipe_kernel<BN>
-# for pipe) and the backward's attn_bwd_dkdv_wgmma_kernel, attn_bwd_dq_wgmma_kernel;
-# a ptxas "serialized" line (C75xx) means a kernel lost its wgmma pipelining
-"$NVCC" -std=c++17 -O3 -arch=sm_90a -Iengine/include -Iengine -DPL_HAVE_CUDA=1 \
-  $(mpicc --showme:compile 2>/dev/null) --expt-relaxed-constexpr -Xptxas -v -c engine/backend/cuda/attention.cu \
-  -o "$RUNS/attention_check.o" 2>&1 | grep -A3 -E "Compiling entry.*attn_(fwd|bwd)_[a-z]*_?wgmma|serialized|injected" |
-  grep -E "entry|spill|registers|serialized|injected" | tee -a "$RUNS/attention_ptxas.txt" || fail=1
+: >"$RUNS/attention_ptxas.txt"
+for f in engine/backend/cuda/attention*.cu; do
+  # sm_90: the mma.sync kernels; sm_90a: the wgmma kernels too, where a ptxas
+  # "serialized" line (C75xx) means a kernel lost its wgmma pipelining
+  for arch in 90 90a; do
+    "$NVCC" -std=c++17 -O3 -arch=sm_$arch -Iengine/include -Iengine -DPL_HAVE_CUDA=1 \
+      $(mpicc --showme:compile 2>/dev/null) --expt-relaxed-constexpr -Xptxas -v -c "$f" \
+      -o "$RUNS/attention_check.o" 2>&1 | grep -A3 -E "Compiling entry|serialized|injected" |
+      grep -E "entry|spill|registers|serialized|injected" >>"$RUNS/attention_ptxas.txt" || true
+  done
+done
+grep -E "entry.*(mma|wgmma)|spill|serialized" "$RUNS/attention_ptxas.txt" | head -40
 rm -f "$RUNS/attention_check.o"
 fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv 2>/dev/null |
   tee "$RUNS/attention_gpu.txt"
 
-step "CUDA tests (errors and TFLOP/s of both kernels)"
+step "CUDA tests (every kernel choice: errors and TFLOP/s)"
 CK_FORK=no timeout 420 "$BUILD/tests/engine/backend/cuda/test_attention_cuda" 2>&1 |
   tee "$RUNS/attention_test_cuda.txt" || fail=1
 timeout 300 "$BUILD/tests/engine/model/test_attention" 2>&1 | tail -3 || fail=1
@@ -83,27 +79,29 @@ else
   echo "torch not importable: peer skipped" | tee "$RUNS/peer_torch_sdpa.skipped"
 fi
 
-# one run per V path of the wgmma forward (PLATEAU_ATTN_WGMMA_V, recorded in the
-# result's metadata as env.PLATEAU_ATTN_WGMMA_V); WGMMA_V overrides the list
-for v in ${WGMMA_V:-transpose mn mn128 pipe mn128pp mn128tma ovtma}; do
-  step "bench attention --algo wgmma, V path $v (forward; needs an sm_90a build, else it reports unsupported)"
-  PLATEAU_ATTN_WGMMA_V=$v timeout 120 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma \
-    --seq 4Ki,16Ki,32Ki,64Ki,128Ki --pass fwd -w 1 -n 3 -o "$RUNS" ||
-    echo "(wgmma forward, V path $v, unavailable or failed: see above)"
-done
-
-# the other backward kernels, after the default forward (wgmma ovtma)
-step "bench attention, backward variants: wgmma fused, split, bulk with two barriers, bulk with cp.async loads, mma (fwd+bwd)"
-for v in fused split; do
-  PLATEAU_ATTN_WGMMA_BWD=$v timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
-    --seq 16Ki,32Ki,64Ki,128Ki --pass both -w 1 -n 3 -o "$RUNS" || fail=1
-done
-for y in two one; do
-  PLATEAU_ATTN_WGMMA_SYNC=$y timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
-    --seq 16Ki,32Ki,64Ki,128Ki --pass both -w 1 -n 3 -o "$RUNS" || fail=1
-done
-PLATEAU_ATTN_BWD=mma timeout 180 "$BIN" bench attention --backend cuda $SHAPE \
+# the engine's other kernel choices, fwd+bwd (the rows' variant and kernel
+# columns say which ran)
+step "bench attention, the other kernels: --bwd-kernel split, mma; --fwd-kernel mma (fwd+bwd)"
+timeout 180 "$BIN" bench attention --backend cuda $SHAPE --bwd-kernel split \
+  --seq 16Ki,32Ki,64Ki,128Ki --pass both -w 1 -n 3 -o "$RUNS" || fail=1
+timeout 180 "$BIN" bench attention --backend cuda $SHAPE --fwd-kernel mma --bwd-kernel mma \
   --seq 16Ki,32Ki,64Ki --pass both -w 1 -n 2 -o "$RUNS" || fail=1
+
+# every kernel version of dev/attention (the engine's and the ones it was
+# chosen over; doc/performance/attention.md), each validated, then timed
+if [ "${DEV:-1}" = 1 ]; then
+  for p in attention_forward attention_backward; do
+    step "dev/attention/$p: every version, validated then timed at S = ${DEV_SEQ:-16Ki}"
+    if [ -x "$BUILD/dev/attention/$p" ]; then
+      for S in ${DEV_SEQ:-16Ki}; do
+        timeout 240 "$BUILD/dev/attention/$p" --seq $S -n 3 -w 1 >"$RUNS/dev_${p}_$S.txt" 2>&1 || fail=1
+        grep -vE "^#  " "$RUNS/dev_${p}_$S.txt" | grep -E "MISMATCH|BAD|^[0-9]|ver" | head -20
+      done
+    else
+      echo "no $BUILD/dev/attention/$p: run make dev" | tee "$RUNS/dev_$p.skipped"
+    fi
+  done
+fi
 
 step "bench attention: S = 256Ki, 512Ki, 1Mi forward only (1 run each, no warm-up)"
 timeout 120 "$BIN" bench attention --backend cuda $SHAPE --seq 256Ki,512Ki \

@@ -25,17 +25,23 @@ for k in attn_fwd_wgmma attn_bwd_dkdv_wgmma; do
     "$BIN" bench attention --backend cuda $SHAPE --seq 16Ki --pass both -w 1 -n 1 \
     -o "$RUNS/ncu-bench" >>"$out" 2>&1 || echo "(ncu on $k failed: see above)" >>"$out"
 done
-# WALKS (e.g. "asc desc"): also what the dK/dV kernel's step order
-# (PLATEAU_ATTN_BWD_WALK) does to the memory system: SpeedOfLight and
-# MemoryWorkloadAnalysis (L2 hit rate, DRAM throughput) per order, into
-# $RUNS/attention_ncu_l2.txt (about 40 s each)
-for w in ${WALKS:-}; do
-  echo "## kernel attn_bwd_dkdv_wgmma, walk $w (S = 16Ki, $SHAPE)" >>"$RUNS/attention_ncu_l2.txt"
-  PLATEAU_ATTN_BWD_WALK=$w timeout 200 "$NCU" --kernel-name regex:attn_bwd_dkdv_wgmma \
-    --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis "$BIN" bench attention \
-    --backend cuda $SHAPE --seq 16Ki --pass both -w 1 -n 1 -o "$RUNS/ncu-bench" \
-    >>"$RUNS/attention_ncu_l2.txt" 2>&1 || echo "(ncu, walk $w, failed)" >>"$RUNS/attention_ncu_l2.txt"
-done
+# WALKS=1: also what the dK/dV kernel's step order does to the memory system:
+# SpeedOfLight and MemoryWorkloadAnalysis (L2 hit rate, DRAM throughput) of
+# the engine's kernel in its order (desc: dev/attention backward version 3)
+# and in the other (asc: version 6), into $RUNS/attention_ncu_l2.txt (about
+# 40 s each; needs make dev)
+if [ "${WALKS:-0}" = 1 ]; then
+  for v in "3 desc" "6 asc"; do
+    set -- $v
+    echo "## kernel attn_bwd_dkdv_wgmma, walk $2 (S = 16Ki, 64 q / 8 kv heads)" >>"$RUNS/attention_ncu_l2.txt"
+    # (--launch-skip 1: the first launch is the validation at S = 1031)
+    timeout 200 "$NCU" --kernel-name regex:attn_bwd_dkdv_wgmma --launch-skip 1 --launch-count 1 \
+      --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis "${BUILD:-build}/dev/attention/attention_backward" -v "$1" \
+      --seq 16Ki -n 1 -w 0 >>"$RUNS/attention_ncu_l2.txt" 2>&1 ||
+      echo "(ncu, walk $2, failed)" >>"$RUNS/attention_ncu_l2.txt"
+  done
+fi
 rm -rf "$RUNS/ncu-bench"
-[ -n "${WALKS:-}" ] && grep -E "^## |Duration|Throughput|Hit Rate" "$RUNS/attention_ncu_l2.txt" | head -40
+[ "${WALKS:-0}" = 1 ] && grep -E "^## |Duration|Throughput|Hit Rate" "$RUNS/attention_ncu_l2.txt" | head -40
 grep -E "^## kernel|Duration|Compute \(SM\) Throughput|Memory Throughput|Tensor|Executed Ipc|Achieved Occupancy|Stall|Warp Cycles Per Issued|Issue Slots Busy|Registers Per" "$out" | head -80

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# analysis/device/attn_variants.sh — the quick A/B of the wgmma attention
-# kernels in one lease: the CUDA attention test (every forward V path and
-# backward variant against the SIMPLE kernel; fails on a mismatch), then
-# `plateau bench attention` fwd+bwd with each backward variant (BWD, default
-# "bulk fused split") in each step order of the dK/dV kernel (WALK, default
-# "desc") with each synchronization scheme (SYNC, default "one tma"; sequence
-# lengths BSEQ, default SEQ), forward with each V path (V, default "mn128tma
-# ovtma"), and the PyTorch SDPA peer on the same shapes in the same lease
-# (PEER=0 skips it, TEST=0 the test; an empty BWD or V skips those).
-# Run from the repository root on the GPU machine after `make all tests`:
+# analysis/device/attn_variants.sh — the quick A/B of the attention kernels in
+# one loan of the GPU machine: the CUDA attention test (every engine kernel
+# choice against SIMPLE; fails on a mismatch), the dev programs (every kernel
+# version of dev/attention, the engine's and the ones it was chosen over,
+# validated against the CPU reference, then timed at each S of SEQ; VF / VB
+# pick forward / backward versions, e.g. VB="3 8", empty runs all), `plateau
+# bench attention` fwd+bwd with the engine's backward choices (BWD, default
+# "wgmma split"), and the PyTorch SDPA peer on the same shapes (PEER=0 skips
+# it, TEST=0 the test, DEV=0 the dev programs).  Run from the repository root
+# on the GPU machine after `make all tests dev`:
 #     RUNS=results/runs/<dir> bash analysis/device/attn_variants.sh
-# About 3 minutes.  Exits non-zero if a step failed.
+# About 4 minutes.  Exits non-zero if a step failed.  What the versions
+# measured so far: doc/performance/attention.md.
 set -uo pipefail
 RUNS=${RUNS:-results/runs/attn-variants-$(date -u +%Y%m%dT%H%M%SZ)}
 BUILD=${BUILD:-build}
@@ -24,26 +25,31 @@ step() { echo "== [$SECONDS s] $*"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv 2>/dev/null |
   tee "$RUNS/attention_gpu.txt"
 if [ "${TEST:-1}" = 1 ]; then
-  step "CUDA attention test (every wgmma path against SIMPLE)"
+  step "CUDA attention test (every kernel choice against SIMPLE)"
   CK_FORK=no timeout 420 "$BUILD/tests/engine/backend/cuda/test_attention_cuda" >"$RUNS/attention_test_cuda.txt" 2>&1 || fail=1
-  grep -E "Checks|tflops wgmma|FAIL|fail|mismatch" "$RUNS/attention_test_cuda.txt" | head -30
+  grep -E "Checks|tflops|FAIL|fail|MISMATCH" "$RUNS/attention_test_cuda.txt" | head -30
 fi
-for y in ${SYNC-one tma}; do
-  for w in ${WALK-desc}; do
-    for v in ${BWD-bulk fused split}; do
-      step "fwd+bwd, wgmma backward $v, step order $w, $y barrier(s) per step"
-      PLATEAU_ATTN_WGMMA_SYNC=$y PLATEAU_ATTN_BWD_WALK=$w PLATEAU_ATTN_WGMMA_BWD=$v timeout 150 \
-        "$BIN" bench attention --backend cuda $SHAPE --seq "${BSEQ:-$SEQ}" --pass both -w 1 -n 3 \
-        -o "$RUNS" 2>&1 | awk -v l="$v/$w/$y" '/^#/ {next} $9 == "fwdbwd" {
-          print l, "S=" $4, $10 " ms", $13 " TFLOP/s"}' || fail=1
+if [ "${DEV:-1}" = 1 ]; then
+  for p in attention_forward:${VF-} attention_backward:${VB-}; do
+    prog=${p%%:*} vers=${p#*:}
+    [ -x "$BUILD/dev/attention/$prog" ] || { echo "no $BUILD/dev/attention/$prog: run make dev"; fail=1; continue; }
+    for S in ${SEQ//,/ }; do
+      for v in ${vers:-0}; do
+        step "dev/attention/$prog ${v/#0/(all versions)} at S = $S"
+        args=(--seq "$S" --heads 64 --kv-heads 8 -n 3 -w 1)
+        [ "$v" != 0 ] && args+=(-v "$v")
+        timeout 300 "$BUILD/dev/attention/$prog" "${args[@]}" >>"$RUNS/dev_$prog.txt" 2>&1 || fail=1
+      done
     done
+    grep -E "MISMATCH|BAD|^[0-9]" "$RUNS/dev_$prog.txt" | head -60
   done
-done
-for v in ${V-mn128tma ovtma}; do
-  step "fwd, wgmma V path $v"
-  PLATEAU_ATTN_WGMMA_V=$v timeout 120 "$BIN" bench attention --backend cuda $SHAPE --algo wgmma \
-    --seq "$SEQ" --pass fwd -w 1 -n 3 -o "$RUNS" 2>&1 |
-    awk -v l="$v" '$1 ~ /^#/ || $4 !~ /^[0-9]+$/ {next} $9 == "fwd" {print l, "S=" $4, $10 " ms", $13 " TFLOP/s"}' || fail=1
+fi
+for b in ${BWD-wgmma split}; do
+  step "fwd+bwd, backward $b"
+  timeout 150 "$BIN" bench attention --backend cuda $SHAPE --bwd-kernel "$b" --seq "$SEQ" \
+    --pass both -w 1 -n 3 -o "$RUNS" 2>&1 | awk '
+      /^# +backend / {for (i = 2; i <= NF; i++) c[$i] = i - 1; next} /^#/ || !("pass" in c) {next}
+      $c["pass"] == "fwdbwd" {print $c["kernel"], "S=" $c["seq"], $c["ms"] " ms", $c["tflops"] " TFLOP/s"}' || fail=1
 done
 if [ "${PEER:-1}" = 1 ] && python3 -c "import torch" 2>/dev/null; then
   step "peer: PyTorch SDPA (flash, cuDNN)"

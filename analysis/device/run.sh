@@ -56,7 +56,7 @@ for p in "${parts[@]}"; do
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     nproc; free -g | head -2
     make -k -j"$(nproc)" DEPS=0 BLAS=none STATIC_DEPS=1 DEPS_PREFIX=.carry/deps WERROR=0 \
-      GIT_SHA="$PLATEAU_GIT_SHA" all tests >"$OUT/build.log" 2>&1
+      GIT_SHA="$PLATEAU_GIT_SHA" all tests dev >"$OUT/build.log" 2>&1
     grep -E "error|warning:|plateau build" "$OUT/build.log" | head -40
     if [ -x "$BIN" ]; then $BIN info; else echo "no $BIN (build failed or suite absent)"; fi
     ;;

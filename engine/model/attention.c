@@ -1,19 +1,20 @@
 /* attention.c — the backend-neutral side of causal GQA flash attention:
- * shape checks, the FLOP count the suite reports, the backward workspace, and
- * dispatch to pl_cpu_attn_* / pl_cuda_attn_* by the stream's backend (the
- * workspace goes through the tracked allocator under tag "attention", so the
- * attention live set shows in every peak). */
+ * shape checks, the FLOP count the suite reports, the backward workspace,
+ * dispatch to the CPU and CUDA kernels (backend/attention_kernels.h) by the
+ * stream's backend — the workspace goes through the tracked allocator under
+ * tag "attention", so the attention live set shows in every peak — and the
+ * naive double-precision references. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/attention_kernels.h"
 #include "backend/internal.h"
 #include "model/attention.h"
 
-float pl_attn_scale(const pl_attn_shape *sh) {
-  return sh->scale != 0.f ? sh->scale : 1.f / sqrtf((float)sh->head_dim);
-}
+float pl_attn_scale(const pl_attn_shape *sh) { return pl__attn_scale(sh); }
 
+/* The rules every backend shares, then the backend's own. */
 pl_status pl_attn_check(const pl_attn_shape *sh, pl_backend be) {
   if (!sh) return pl_set_error(PL_EINVAL, "attention: shape is NULL");
   if (sh->batch < 0 || sh->seq < 0)
@@ -28,32 +29,24 @@ pl_status pl_attn_check(const pl_attn_shape *sh, pl_backend be) {
   if (!(sh->scale >= 0.f) || isinf(sh->scale))
     return pl_set_error(PL_EINVAL, "attention: scale=%g: must be finite >= 0 (0 = 1/sqrt(d))",
                         (double)sh->scale);
-  if (sh->algo < PL_ATTN_AUTO || sh->algo > PL_ATTN_WGMMA)
+  if (sh->kernels.fwd < PL_ATTN_FWD_AUTO || sh->kernels.fwd > PL_ATTN_FWD_WGMMA)
     return pl_set_error(PL_EINVAL,
-                        "attention: algo=%d: must be 0 (auto), 1 (simple), 2 (mma) or 3 (wgmma)",
-                        (int)sh->algo);
-  if (be == PL_BACKEND_CPU) {
-    if (sh->dtype != PL_F32 && sh->dtype != PL_BF16)
-      return pl_set_error(PL_EINVAL, "attention: dtype %s: CPU takes f32 or bf16",
-                          pl_dtype_name(sh->dtype));
-    return PL_OK;
+                        "attention: kernels.fwd=%d: must be 0 (auto), 1 (simple), 2 (mma) or "
+                        "3 (wgmma)",
+                        (int)sh->kernels.fwd);
+  if (sh->kernels.bwd < PL_ATTN_BWD_AUTO || sh->kernels.bwd > PL_ATTN_BWD_SPLIT)
+    return pl_set_error(PL_EINVAL,
+                        "attention: kernels.bwd=%d: must be 0 (auto), 1 (simple), 2 (mma), "
+                        "3 (wgmma) or 4 (split)",
+                        (int)sh->kernels.bwd);
+  if (be == PL_BACKEND_CUDA) {
+#if PL_HAVE_CUDA
+    return pl__cuda_attn_check(sh);
+#else
+    return pl_set_error(PL_EUNSUPPORTED, "attention: this build has no CUDA backend");
+#endif
   }
-  if (sh->dtype != PL_BF16)
-    return pl_set_error(PL_EUNSUPPORTED, "attention: dtype %s: CUDA takes bf16 only",
-                        pl_dtype_name(sh->dtype));
-  if (sh->head_dim != 64 && sh->head_dim != 128)
-    return pl_set_error(PL_EUNSUPPORTED, "attention: d=%d: CUDA kernels take 64 or 128",
-                        sh->head_dim);
-  if (sh->algo == PL_ATTN_WGMMA && sh->head_dim != 128)
-    return pl_set_error(PL_EUNSUPPORTED, "attention: d=%d: the wgmma kernel takes d = 128 only",
-                        sh->head_dim);
-  if (sh->seq > (int64_t)1 << 30)
-    return pl_set_error(PL_EINVAL, "attention: S=%lld: CUDA kernels take S <= 2^30",
-                        (long long)sh->seq);
-  if (sh->batch > 65535 || sh->n_q > 65535)
-    return pl_set_error(PL_EINVAL, "attention: B=%lld n_q=%d: CUDA grid takes <= 65535",
-                        (long long)sh->batch, sh->n_q);
-  return PL_OK;
+  return pl__cpu_attn_check(sh);
 }
 
 double pl_attn_flops_fwd(const pl_attn_shape *sh) {
@@ -64,84 +57,141 @@ double pl_attn_flops_fwd(const pl_attn_shape *sh) {
 double pl_attn_flops_bwd(const pl_attn_shape *sh) { return 2.5 * pl_attn_flops_fwd(sh); }
 
 size_t pl_attn_bwd_workspace_bytes(const pl_attn_shape *sh, pl_backend be) {
-  size_t B = (size_t)sh->batch, S = (size_t)sh->seq, d = (size_t)sh->head_dim;
-  size_t dq = B * S * (size_t)sh->n_q * d, rows = B * (size_t)sh->n_q * S;
-  if (be == PL_BACKEND_CPU) /* fp32 dQ, dK, dV accumulators and D */
-    return (dq + 2 * B * S * (size_t)sh->n_kv * d + rows) * sizeof(float);
-  return (pl_attn_dqacc_elems(sh) + rows) * sizeof(float);
-}
-
-size_t pl_attn_dqacc_elems(const pl_attn_shape *sh) {
-  const size_t S = (size_t)sh->seq;
-  return (size_t)sh->batch * ((S + 63) / 64 * 64) * (size_t)sh->n_q * (size_t)sh->head_dim;
-}
-
-/* PL_ATTN_AUTO stays AUTO (the CUDA launchers then run the wgmma forward and
- * backward for d = 128 on an sm_90a build, the MMA kernels otherwise) unless
- * the environment names a kernel:
- * PLATEAU_ATTN_FWD / PLATEAU_ATTN_BWD = simple | mma | wgmma (a field switch should a
- * fast kernel misbehave on some machine: the SIMPLE kernels are the device
- * reference).  An explicit algo in the shape always wins. */
-static pl_attn_shape resolve(const pl_attn_shape *sh, const char *env) {
-  pl_attn_shape r = *sh;
-  if (r.algo == PL_ATTN_AUTO) {
-    const char *e = getenv(env);
-    if (e && !strcmp(e, "simple")) r.algo = PL_ATTN_SIMPLE;
-    if (e && !strcmp(e, "mma")) r.algo = PL_ATTN_MMA;
-    if (e && !strcmp(e, "wgmma")) r.algo = PL_ATTN_WGMMA;
+  if (be == PL_BACKEND_CUDA) {
+#if PL_HAVE_CUDA
+    return pl__cuda_attn_bwd_workspace_bytes(sh);
+#else
+    return 0;
+#endif
   }
-  return r;
+  return pl__cpu_attn_bwd_workspace_bytes(sh);
 }
 
-pl_status pl_attn_fwd(pl_stream *s, const pl_attn_shape *shape, const void *q, const void *k,
+pl_status pl_attn_fwd(pl_stream *s, const pl_attn_shape *sh, const void *q, const void *k,
                       const void *v, void *o, float *lse) {
-  pl_backend be = pl_stream_backend(s);
-  PL_TRY(pl_attn_check(shape, be));
-  const pl_attn_shape r = resolve(shape, "PLATEAU_ATTN_FWD"), *sh = &r;
+  PL_TRY(pl_attn_check(sh, pl_stream_backend(s)));
 #if PL_HAVE_CUDA
-  if (be == PL_BACKEND_CUDA) return pl_cuda_attn_fwd(s, sh, q, k, v, o, lse);
+  if (pl__on_cuda(s)) return pl__cuda_attn_fwd(s, sh, q, k, v, o, lse);
 #endif
-  return pl_cpu_attn_fwd(s, sh, q, k, v, o, lse);
+  return pl__cpu_attn_fwd(s, sh, q, k, v, o, lse);
 }
 
-/* The kernel name of the pass whose switch is env (bwd: the backward). */
-static const char *kernel_name(pl_stream *s, const pl_attn_shape *shape, const char *env,
-                               bool bwd) {
-  const pl_attn_shape r = resolve(shape, env);
-#if PL_HAVE_CUDA
-  if (pl_stream_backend(s) == PL_BACKEND_CUDA)
-    return bwd ? pl_cuda_attn_bwd_kernel(s, &r) : pl_cuda_attn_fwd_kernel(s, &r);
-#endif
-  (void)r, (void)s, (void)bwd;
-  return "cpu";
-}
-
-const char *pl_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *shape) {
-  return kernel_name(s, shape, "PLATEAU_ATTN_FWD", false);
-}
-
-const char *pl_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *shape) {
-  return kernel_name(s, shape, "PLATEAU_ATTN_BWD", true);
-}
-
-pl_status pl_attn_bwd(pl_stream *s, const pl_attn_shape *shape, const void *q, const void *k,
+pl_status pl_attn_bwd(pl_stream *s, const pl_attn_shape *sh, const void *q, const void *k,
                       const void *v, const void *o, const void *dout, const float *lse,
                       void *dq, void *dk, void *dv) {
-  pl_backend be = pl_stream_backend(s);
-  PL_TRY(pl_attn_check(shape, be));
-  const pl_attn_shape r = resolve(shape, "PLATEAU_ATTN_BWD"), *sh = &r;
+  PL_TRY(pl_attn_check(sh, pl_stream_backend(s)));
   if (sh->seq == 0 || sh->batch == 0) return PL_OK;
   pl_dev *dev = pl_stream_dev(s);
   void *ws = NULL;
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, pl_attn_bwd_workspace_bytes(sh, be), "attention",
-                        s, &ws));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, pl_attn_bwd_workspace_bytes(sh, pl_stream_backend(s)),
+                        "attention", s, &ws));
   pl_status st;
 #if PL_HAVE_CUDA
-  if (be == PL_BACKEND_CUDA)
-    st = pl_cuda_attn_bwd(s, sh, q, k, v, o, dout, lse, dq, dk, dv, ws);
+  if (pl__on_cuda(s))
+    st = pl__cuda_attn_bwd(s, sh, q, k, v, o, dout, lse, dq, dk, dv, ws);
   else
 #endif
-    st = pl_cpu_attn_bwd(s, sh, q, k, v, o, dout, lse, dq, dk, dv, ws);
+    st = pl__cpu_attn_bwd(s, sh, q, k, v, o, dout, lse, dq, dk, dv, ws);
   pl_free_async(dev, ws, s);
   return st;
+}
+
+const char *pl_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s)) return pl__cuda_attn_fwd_kernel(s, sh);
+#endif
+  return pl__cpu_attn_fwd_kernel(s, sh);
+}
+
+const char *pl_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s)) return pl__cuda_attn_bwd_kernel(s, sh);
+#endif
+  return pl__cpu_attn_bwd_kernel(s, sh);
+}
+
+/* ---- naive double references ------------------------------------------ */
+
+void pl_attn_ref_fwd_f64(const pl_attn_shape *sh, const double *q, const double *k,
+                         const double *v, double *o, double *lse) {
+  const int64_t B = sh->batch, S = sh->seq;
+  const int nq = sh->n_q, nkv = sh->n_kv, d = sh->head_dim, grp = nq / nkv;
+  const double scale = (double)pl__attn_scale(sh);
+  double *sc = malloc(sizeof(double) * (size_t)(S > 0 ? S : 1));
+  PL_ASSERT(sc);
+  for (int64_t b = 0; b < B; b++)
+    for (int h = 0; h < nq; h++)
+      for (int64_t i = 0; i < S; i++) {
+        const double *qi = q + ((b * S + i) * nq + h) * (int64_t)d;
+        double mx = -INFINITY;
+        for (int64_t j = 0; j <= i; j++) {
+          const double *kj = k + ((b * S + j) * nkv + h / grp) * (int64_t)d;
+          double x = 0;
+          for (int c = 0; c < d; c++) x += qi[c] * kj[c];
+          sc[j] = x * scale;
+          if (sc[j] > mx) mx = sc[j];
+        }
+        double z = 0;
+        for (int64_t j = 0; j <= i; j++) z += exp(sc[j] - mx);
+        double *oi = o + ((b * S + i) * nq + h) * (int64_t)d;
+        for (int c = 0; c < d; c++) oi[c] = 0;
+        for (int64_t j = 0; j <= i; j++) {
+          const double p = exp(sc[j] - mx) / z;
+          const double *vj = v + ((b * S + j) * nkv + h / grp) * (int64_t)d;
+          for (int c = 0; c < d; c++) oi[c] += p * vj[c];
+        }
+        if (lse) lse[(b * nq + h) * S + i] = mx + log(z);
+      }
+  free(sc);
+}
+
+void pl_attn_ref_bwd_f64(const pl_attn_shape *sh, const double *q, const double *k,
+                         const double *v, const double *dout, double *dq, double *dk, double *dv) {
+  const int64_t B = sh->batch, S = sh->seq;
+  const int nq = sh->n_q, nkv = sh->n_kv, d = sh->head_dim, grp = nq / nkv;
+  const double scale = (double)pl__attn_scale(sh);
+  memset(dq, 0, sizeof(double) * (size_t)(B * S * nq * d));
+  memset(dk, 0, sizeof(double) * (size_t)(B * S * nkv * d));
+  memset(dv, 0, sizeof(double) * (size_t)(B * S * nkv * d));
+  double *p = malloc(sizeof(double) * (size_t)(S > 0 ? S : 1));
+  double *dp = malloc(sizeof(double) * (size_t)(S > 0 ? S : 1));
+  PL_ASSERT(p && dp);
+  for (int64_t b = 0; b < B; b++)
+    for (int h = 0; h < nq; h++)
+      for (int64_t i = 0; i < S; i++) {
+        const double *qi = q + ((b * S + i) * nq + h) * (int64_t)d;
+        const double *doi = dout + ((b * S + i) * nq + h) * (int64_t)d;
+        double mx = -INFINITY;
+        for (int64_t j = 0; j <= i; j++) {
+          const double *kj = k + ((b * S + j) * nkv + h / grp) * (int64_t)d;
+          const double *vj = v + ((b * S + j) * nkv + h / grp) * (int64_t)d;
+          double x = 0, y = 0;
+          for (int c = 0; c < d; c++) {
+            x += qi[c] * kj[c];
+            y += doi[c] * vj[c];
+          }
+          p[j] = x * scale;
+          dp[j] = y;
+          if (p[j] > mx) mx = p[j];
+        }
+        double z = 0;
+        for (int64_t j = 0; j <= i; j++) z += exp(p[j] - mx);
+        double D = 0;
+        for (int64_t j = 0; j <= i; j++) {
+          p[j] = exp(p[j] - mx) / z;
+          D += p[j] * dp[j];
+        }
+        double *dqi = dq + ((b * S + i) * nq + h) * (int64_t)d;
+        for (int64_t j = 0; j <= i; j++) {
+          const int64_t kvo = ((b * S + j) * nkv + h / grp) * (int64_t)d;
+          const double ds = p[j] * (dp[j] - D) * scale;
+          for (int c = 0; c < d; c++) {
+            dqi[c] += ds * k[kvo + c];
+            dk[kvo + c] += ds * qi[c];
+            dv[kvo + c] += p[j] * doi[c];
+          }
+        }
+      }
+  free(p);
+  free(dp);
 }

@@ -25,7 +25,7 @@ static inline double tu_get(const void *p, pl_dtype dt, size_t i) {
 }
 
 static inline double *tu_to_f64(const void *p, pl_dtype dt, size_t n) {
-  double *r = malloc(sizeof(double) * (n ? n : 1));
+  double *r = (double *)malloc(sizeof(double) * (n ? n : 1));
   for (size_t i = 0; i < n; i++) r[i] = tu_get(p, dt, i);
   return r;
 }

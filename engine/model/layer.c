@@ -104,7 +104,7 @@ static void acts_free(pl_layer *l, pl_stream *s, acts *a) {
 static pl_attn_shape attn_shape(const pl_layer *l, int64_t N) {
   const pl_layer_cfg *c = &l->cfg;
   pl_attn_shape sh = {.batch = 1, .seq = N, .n_q = c->n_q, .n_kv = c->n_kv, .head_dim = c->d,
-                      .dtype = c->dt, .algo = c->algo};
+                      .dtype = c->dt, .kernels = c->attn_kernels};
   return sh;
 }
 

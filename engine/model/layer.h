@@ -34,7 +34,7 @@ typedef struct pl_layer_cfg {
   int n_q, n_kv, d;  /* heads and head dim                       */
   double rope_theta; /* 0 = 10000                                */
   pl_dtype dt;       /* f32 or bf16 (CUDA attention: bf16 only)  */
-  pl_attn_algo algo;
+  pl_attn_kernels attn_kernels; /* attention kernel choice ({0}: AUTO) */
 } pl_layer_cfg;
 
 typedef struct pl_layer {

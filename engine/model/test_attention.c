@@ -2,7 +2,8 @@
  * against the naive double reference: forward O and LSE, backward dQ, dK, dV;
  * S = 1, 2, not a multiple of the 64-token tile, a few thousand; GQA ratios 1,
  * 4, 8; f32 and bf16; outputs poisoned with NaN before each run; the backward
- * workspace accounted under tag "attention"; bad shapes refused. */
+ * workspace accounted under tag "attention"; bad shapes and kernel choices
+ * refused; the CPU runs its one kernel whatever the (CUDA) choice says. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -42,7 +43,7 @@ static void expect(const char *what, const pl_attn_shape *sh, const void *got, p
 static void run_case(int64_t B, int64_t S, int nq, int nkv, int d, pl_dtype dt, uint64_t seed,
                      int do_bwd) {
   pl_attn_shape sh = {.batch = B, .seq = S, .n_q = nq, .n_kv = nkv, .head_dim = d,
-                      .scale = 0.f, .dtype = dt, .algo = PL_ATTN_AUTO};
+                      .scale = 0.f, .dtype = dt};
   const size_t nqe = (size_t)(B * S * nq * d), nke = (size_t)(B * S * nkv * d);
   const size_t nr = (size_t)(B * nq * S), es = pl_dtype_size(dt);
   void *q = dalloc(nqe * es, "act"), *k = dalloc(nke * es, "act"), *v = dalloc(nke * es, "act");
@@ -163,6 +164,65 @@ START_TEST(bad_shapes_refused) {
   sh.dtype = PL_BF16;
   sh.scale = -1.f;
   ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
+  sh.scale = 0.f;
+  /* kernel kinds out of range: refused on every backend, naming the field */
+  sh.kernels.fwd = (pl_attn_fwd_kind)4;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "kernels.fwd=4"));
+  sh.kernels.fwd = PL_ATTN_FWD_AUTO;
+  sh.kernels.bwd = (pl_attn_bwd_kind)-1;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "kernels.bwd=-1"));
+  /* the wgmma and split kernels take d = 128 only (CUDA; or no CUDA at all) */
+  sh.kernels.bwd = PL_ATTN_BWD_SPLIT;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_OK);
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CUDA), PL_EUNSUPPORTED);
+  sh.kernels.bwd = PL_ATTN_BWD_AUTO;
+  sh.kernels.fwd = PL_ATTN_FWD_WGMMA;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CUDA), PL_EUNSUPPORTED);
+#if PL_HAVE_CUDA
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "d=64"));
+  sh.head_dim = 128;
+  sh.kernels.bwd = PL_ATTN_BWD_SPLIT;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CUDA), PL_OK);
+#endif
+}
+END_TEST
+
+/* The kernel choice is a CUDA matter: on the CPU every choice runs the one
+ * CPU kernel, gives the same bits, and is reported as "cpu". */
+START_TEST(kernel_choice_on_cpu) {
+  const pl_attn_kernels ks[] = {{PL_ATTN_FWD_AUTO, PL_ATTN_BWD_AUTO},
+                                {PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE},
+                                {PL_ATTN_FWD_MMA, PL_ATTN_BWD_MMA},
+                                {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_WGMMA},
+                                {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_SPLIT}};
+  pl_attn_shape sh = {.batch = 1, .seq = 70, .n_q = 4, .n_kv = 2, .head_dim = 16,
+                      .dtype = PL_F32};
+  const size_t nqe = 70 * 4 * 16, nke = 70 * 2 * 16, nr = 4 * 70;
+  void *q = dalloc(nqe * 4, "act"), *k = dalloc(nke * 4, "act"), *v = dalloc(nke * 4, "act");
+  void *o = dalloc(nqe * 4, "act"), *dout = dalloc(nqe * 4, "act"), *dq = dalloc(nqe * 4, "grads");
+  void *dk = dalloc(nke * 4, "grads"), *dv = dalloc(nke * 4, "grads");
+  float *lse = dalloc(nr * 4, "act");
+  ck_assert_int_eq(pl_rng_fill(st, q, PL_F32, nqe, 5, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
+  ck_assert_int_eq(pl_rng_fill(st, k, PL_F32, nke, 6, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
+  ck_assert_int_eq(pl_rng_fill(st, v, PL_F32, nke, 7, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
+  ck_assert_int_eq(pl_rng_fill(st, dout, PL_F32, nqe, 8, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
+  float *first = malloc(sizeof(float) * nqe);
+  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+    sh.kernels = ks[i];
+    ck_assert_str_eq(pl_attn_fwd_kernel(st, &sh), "cpu");
+    ck_assert_str_eq(pl_attn_bwd_kernel(st, &sh), "cpu");
+    ck_assert_int_eq(pl_attn_fwd(st, &sh, q, k, v, o, lse), PL_OK);
+    ck_assert_int_eq(pl_attn_bwd(st, &sh, q, k, v, o, dout, lse, dq, dk, dv), PL_OK);
+    if (i == 0)
+      memcpy(first, dq, sizeof(float) * nqe);
+    else
+      ck_assert_int_eq(memcmp(first, dq, sizeof(float) * nqe), 0);
+  }
+  free(first);
+  void *ps[] = {q, k, v, o, dout, dq, dk, dv, lse};
+  for (int i = 0; i < 9; i++) pl_free(dev, ps[i]);
 }
 END_TEST
 
@@ -180,6 +240,7 @@ int main(void) {
                           few_thousand_tokens,
                           empty_is_ok,
                           bad_shapes_refused,
+                          kernel_choice_on_cpu,
                           flop_formula,
                           NULL};
   return pl_check_suite("attention", 600, tests, setup, teardown, CK_FORK_GETENV, 0) ? 1 : 0;

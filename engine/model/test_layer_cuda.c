@@ -41,7 +41,7 @@ START_TEST(cuda_layer_matches_cpu) {
   static const int dims[2] = {128, 64};
   for (int di = 0; di < 2; di++) {
     const pl_layer_cfg cfg = {.H = 256, .I = 512, .n_q = 8, .n_kv = 2, .d = dims[di],
-                              .rope_theta = 10000.0, .dt = PL_BF16, .algo = PL_ATTN_AUTO};
+                              .rope_theta = 10000.0, .dt = PL_BF16};
     const int64_t N = 300, H = cfg.H;
     pl_layer lc, lg;
     ck_assert_int_eq(pl_layer_init(c, NULL, &lc, &cfg, 7, 0), PL_OK);

@@ -22,7 +22,7 @@ static pl_comm *world;
 static int rank, size;
 
 static const pl_layer_cfg CFG = {.H = 32, .I = 48, .n_q = 8, .n_kv = 4, .d = 8,
-                                 .rope_theta = 10000.0, .dt = PL_F32, .algo = PL_ATTN_AUTO};
+                                 .rope_theta = 10000.0, .dt = PL_F32};
 
 static float *F(size_t n) {
   void *p = NULL;

@@ -1,5 +1,5 @@
-/* attention_cpu.c — the CPU reference of causal GQA flash attention (twin of
- * backend/cuda/attention.cu) and the naive double-precision references.
+/* attention_cpu.c — the CPU kernels of causal GQA flash attention, the
+ * reference the CUDA kernels (backend/cuda/attention*.cu) are checked against.
  *
  * The fp32 kernels are blocked exactly like the flash algorithm (query blocks
  * of BQ rows × key blocks of BK keys, online softmax, LSE saved; backward
@@ -9,13 +9,14 @@
  * Scratch tiles are per-thread malloc (O(BQ·d), not tensors); the backward's
  * fp32 accumulators are the caller's tracked workspace.
  *
- * Layouts: model/attention.h.  Q [B,S,n_q,d], K/V [B,S,n_kv,d], LSE [B,n_q,S]. */
+ * Layouts: model/attention.h.  Q [B,S,n_q,d], K/V [B,S,n_kv,d], LSE [B,n_q,S].
+ * The kernel choice of the shape (sh->kernels) is a CUDA matter: one kernel
+ * runs here whatever it says. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
-#include "model/attention.h"
+#include "backend/attention_kernels.h"
 #include "plateau/hd.h"
 
 #define BQ 64
@@ -46,14 +47,38 @@ static inline float dotf(const float *a, const float *b, int d) {
   return s;
 }
 
-pl_status pl_cpu_attn_fwd(pl_stream *s, const pl_attn_shape *sh, const void *q, const void *k,
-                          const void *v, void *o, float *lse) {
+pl_status pl__cpu_attn_check(const pl_attn_shape *sh) {
+  if (sh->dtype != PL_F32 && sh->dtype != PL_BF16)
+    return pl_set_error(PL_EINVAL, "attention: dtype %s: CPU takes f32 or bf16",
+                        pl_dtype_name(sh->dtype));
+  return PL_OK;
+}
+
+/* fp32 dQ [B,S,n_q,d], dK and dV [B,S,n_kv,d] accumulators, then D [B,n_q,S] */
+size_t pl__cpu_attn_bwd_workspace_bytes(const pl_attn_shape *sh) {
+  const size_t B = (size_t)sh->batch, S = (size_t)sh->seq, d = (size_t)sh->head_dim;
+  return (B * S * (size_t)sh->n_q * d + 2 * B * S * (size_t)sh->n_kv * d +
+          B * (size_t)sh->n_q * S) *
+         sizeof(float);
+}
+
+const char *pl__cpu_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
+  (void)s, (void)sh;
+  return "cpu";
+}
+const char *pl__cpu_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
+  (void)s, (void)sh;
+  return "cpu";
+}
+
+pl_status pl__cpu_attn_fwd(pl_stream *s, const pl_attn_shape *sh, const void *q, const void *k,
+                           const void *v, void *o, float *lse) {
   (void)s;
-  PL_TRY(pl_attn_check(sh, PL_BACKEND_CPU));
+  PL_TRY(pl__cpu_attn_check(sh));
   const int64_t B = sh->batch, S = sh->seq;
   const int nq = sh->n_q, nkv = sh->n_kv, d = sh->head_dim, grp = nq / nkv;
   const int bf = sh->dtype == PL_BF16;
-  const float scale = pl_attn_scale(sh);
+  const float scale = pl__attn_scale(sh);
   const int64_t nqb = (S + BQ - 1) / BQ, ntask = B * nq * nqb;
   if (ntask == 0) return PL_OK;
   int fail = 0;
@@ -128,15 +153,15 @@ pl_status pl_cpu_attn_fwd(pl_stream *s, const pl_attn_shape *sh, const void *q, 
   return PL_OK;
 }
 
-pl_status pl_cpu_attn_bwd(pl_stream *s, const pl_attn_shape *sh, const void *q, const void *k,
-                          const void *v, const void *o, const void *dout, const float *lse,
-                          void *dq, void *dk, void *dv, void *ws) {
+pl_status pl__cpu_attn_bwd(pl_stream *s, const pl_attn_shape *sh, const void *q, const void *k,
+                           const void *v, const void *o, const void *dout, const float *lse,
+                           void *dq, void *dk, void *dv, void *ws) {
   (void)s;
-  PL_TRY(pl_attn_check(sh, PL_BACKEND_CPU));
+  PL_TRY(pl__cpu_attn_check(sh));
   const int64_t B = sh->batch, S = sh->seq;
   const int nq = sh->n_q, nkv = sh->n_kv, d = sh->head_dim, grp = nq / nkv;
   const int bf = sh->dtype == PL_BF16;
-  const float scale = pl_attn_scale(sh);
+  const float scale = pl__attn_scale(sh);
   if (B == 0 || S == 0) return PL_OK;
   if (!ws) return pl_set_error(PL_EINVAL, "attention cpu bwd: workspace is NULL");
   /* workspace: dQacc [B,S,nq,d], dKacc, dVacc [B,S,nkv,d], D [B,nq,S] */
@@ -244,90 +269,4 @@ pl_status pl_cpu_attn_bwd(pl_stream *s, const pl_attn_shape *sh, const void *q, 
   }
   if (fail) return pl_set_error(PL_ENOMEM, "attention cpu bwd: scratch tile allocation failed");
   return PL_OK;
-}
-
-/* ---- naive double references ------------------------------------------- */
-
-void pl_attn_ref_fwd_f64(const pl_attn_shape *sh, const double *q, const double *k,
-                         const double *v, double *o, double *lse) {
-  const int64_t B = sh->batch, S = sh->seq;
-  const int nq = sh->n_q, nkv = sh->n_kv, d = sh->head_dim, grp = nq / nkv;
-  const double scale = (double)pl_attn_scale(sh);
-  double *sc = malloc(sizeof(double) * (size_t)(S > 0 ? S : 1));
-  PL_ASSERT(sc);
-  for (int64_t b = 0; b < B; b++)
-    for (int h = 0; h < nq; h++)
-      for (int64_t i = 0; i < S; i++) {
-        const double *qi = q + ((b * S + i) * nq + h) * (int64_t)d;
-        double mx = -INFINITY;
-        for (int64_t j = 0; j <= i; j++) {
-          const double *kj = k + ((b * S + j) * nkv + h / grp) * (int64_t)d;
-          double x = 0;
-          for (int c = 0; c < d; c++) x += qi[c] * kj[c];
-          sc[j] = x * scale;
-          if (sc[j] > mx) mx = sc[j];
-        }
-        double z = 0;
-        for (int64_t j = 0; j <= i; j++) z += exp(sc[j] - mx);
-        double *oi = o + ((b * S + i) * nq + h) * (int64_t)d;
-        for (int c = 0; c < d; c++) oi[c] = 0;
-        for (int64_t j = 0; j <= i; j++) {
-          const double p = exp(sc[j] - mx) / z;
-          const double *vj = v + ((b * S + j) * nkv + h / grp) * (int64_t)d;
-          for (int c = 0; c < d; c++) oi[c] += p * vj[c];
-        }
-        if (lse) lse[(b * nq + h) * S + i] = mx + log(z);
-      }
-  free(sc);
-}
-
-void pl_attn_ref_bwd_f64(const pl_attn_shape *sh, const double *q, const double *k,
-                         const double *v, const double *dout, double *dq, double *dk, double *dv) {
-  const int64_t B = sh->batch, S = sh->seq;
-  const int nq = sh->n_q, nkv = sh->n_kv, d = sh->head_dim, grp = nq / nkv;
-  const double scale = (double)pl_attn_scale(sh);
-  memset(dq, 0, sizeof(double) * (size_t)(B * S * nq * d));
-  memset(dk, 0, sizeof(double) * (size_t)(B * S * nkv * d));
-  memset(dv, 0, sizeof(double) * (size_t)(B * S * nkv * d));
-  double *p = malloc(sizeof(double) * (size_t)(S > 0 ? S : 1));
-  double *dp = malloc(sizeof(double) * (size_t)(S > 0 ? S : 1));
-  PL_ASSERT(p && dp);
-  for (int64_t b = 0; b < B; b++)
-    for (int h = 0; h < nq; h++)
-      for (int64_t i = 0; i < S; i++) {
-        const double *qi = q + ((b * S + i) * nq + h) * (int64_t)d;
-        const double *doi = dout + ((b * S + i) * nq + h) * (int64_t)d;
-        double mx = -INFINITY;
-        for (int64_t j = 0; j <= i; j++) {
-          const double *kj = k + ((b * S + j) * nkv + h / grp) * (int64_t)d;
-          const double *vj = v + ((b * S + j) * nkv + h / grp) * (int64_t)d;
-          double x = 0, y = 0;
-          for (int c = 0; c < d; c++) {
-            x += qi[c] * kj[c];
-            y += doi[c] * vj[c];
-          }
-          p[j] = x * scale;
-          dp[j] = y;
-          if (p[j] > mx) mx = p[j];
-        }
-        double z = 0;
-        for (int64_t j = 0; j <= i; j++) z += exp(p[j] - mx);
-        double D = 0;
-        for (int64_t j = 0; j <= i; j++) {
-          p[j] = exp(p[j] - mx) / z;
-          D += p[j] * dp[j];
-        }
-        double *dqi = dq + ((b * S + i) * nq + h) * (int64_t)d;
-        for (int64_t j = 0; j <= i; j++) {
-          const int64_t kvo = ((b * S + j) * nkv + h / grp) * (int64_t)d;
-          const double ds = p[j] * (dp[j] - D) * scale;
-          for (int c = 0; c < d; c++) {
-            dqi[c] += ds * k[kvo + c];
-            dk[kvo + c] += ds * qi[c];
-            dv[kvo + c] += p[j] * doi[c];
-          }
-        }
-      }
-  free(p);
-  free(dp);
 }

@@ -1,20 +1,17 @@
-/* test_attention_cuda.c — the CUDA flash-attention kernels (SIMPLE and MMA)
- * against the CPU reference (bf16, same inputs: pl_rng_fill gives the same
- * bits on both backends), and MMA against SIMPLE at sizes the CPU is too slow
- * for.  Prints max abs / normwise error of every output for both kernels, and
- * forward / backward TFLOP/s of both (causal: fwd = 4·S²·d·n_q/2, bwd = 2.5×).
- * With d = 128 it also checks and times the wgmma forward (sm_90a builds; AUTO
- * runs it), once per V path (PLATEAU_ATTN_WGMMA_V = transpose, mn, mn128, pipe, mn128pp,
- * mn128tma, ovtma;
- * only the one named when the caller sets it), and the wgmma backward once per
- * variant (PLATEAU_ATTN_WGMMA_BWD = bulk, fused, split), step order of the dK/dV
- * kernels (PLATEAU_ATTN_BWD_WALK = asc, desc) and barrier scheme
- * (PLATEAU_ATTN_WGMMA_SYNC = two, one, tma) (dQ, dK, dV against SIMPLE's, on
- * SIMPLE's O and LSE; the MMA backward with the caller's order, desc by
- * default).  A wgmma mismatch or error fails the test; a build
- * without sm_90a code (PL_EUNSUPPORTED) only says so.
- * Without a GPU it prints "skipped: no CUDA device" and passes.  No fork: a
- * CUDA context must not be inherited (run with CK_FORK=no; main sets it). */
+/* test_attention_cuda.c — every CUDA attention kernel the engine ships,
+ * chosen through the shape's pl_attn_kernels, against the SIMPLE kernels (the
+ * device reference) on the same inputs, and SIMPLE and MMA against the CPU
+ * reference (bf16; pl_rng_fill gives the same bits on both backends) at
+ * sizes the CPU runs in seconds.  The choices: MMA forward and backward;
+ * with d = 128 the wgmma forward, the wgmma (bulk) backward and the split
+ * backward (whose dQ must also be bit-identical run to run); AUTO, which must
+ * report and run what it resolves to.  Each backward runs on SIMPLE's O and
+ * LSE, so its dQ, dK, dV compare with SIMPLE's on equal inputs.  Prints max
+ * abs / normwise error of every output, and TFLOP/s of every choice (causal:
+ * fwd = 4·S²·d·n_q/2, bwd = 2.5×).  A mismatch or an error fails the test;
+ * a build without sm_90a code (PL_EUNSUPPORTED for the wgmma kinds) only says
+ * so.  Without a GPU it prints "skipped: no CUDA device" and passes.  No
+ * fork: a CUDA context must not be inherited (CK_NOFORK). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -99,65 +96,67 @@ static int cmp(const char *tag, const char *what, const void *got, pl_dtype dt, 
   return e.first_bad < 0;
 }
 
-/* V paths of the wgmma forward (PLATEAU_ATTN_WGMMA_V) and variants of the
- * wgmma backward (PLATEAU_ATTN_WGMMA_BWD), read by attention.cu at each
- * launch.  The tests run each in turn; a caller who sets the variable gets
- * only that one (to isolate a kernel that faults: a fault ends the
- * process), and finds it restored after the loop. */
-static const char *const wgmma_v_all[] = {"transpose", "mn",       "mn128", "pipe",
-                                          "mn128pp",   "mn128tma", "ovtma", NULL};
-static const char *const wgmma_bwd_all[] = {"fused", "split", "bulk", NULL};
-/* the step orders of the dK/dV kernels (PLATEAU_ATTN_BWD_WALK) and the wgmma
- * dK/dV kernel's barriers per step (PLATEAU_ATTN_WGMMA_SYNC) */
-static const char *const bwd_walk_all[] = {"asc", "desc", NULL};
-static const char *const wgmma_sync_all[] = {"two", "one", "tma", NULL};
+/* The kernel choices swept against SIMPLE; wg: needs d = 128 and sm_90a
+ * device code.  AUTO's names depend on d and the build (checked apart). */
+typedef struct choice {
+  pl_attn_kernels k;
+  const char *fwd, *bwd; /* what pl_attn_fwd_kernel / _bwd_kernel must say */
+  int wg;
+} choice;
+static const choice choices[] = {
+    {{PL_ATTN_FWD_MMA, PL_ATTN_BWD_MMA}, "mma", "mma", 0},
+    {{PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_WGMMA}, "wgmma/ovtma", "wgmma/bulk", 1},
+    {{PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_SPLIT}, "wgmma/ovtma", "wgmma/split", 1},
+    {{PL_ATTN_FWD_AUTO, PL_ATTN_BWD_AUTO}, NULL, NULL, 0},
+};
+#define NCHOICE (sizeof choices / sizeof choices[0])
 
-typedef struct env_sweep {
-  const char *var;
-  char *saved; /* the caller's value (restored at the end), or NULL */
-  const char *name[8];
-  int n;
-} env_sweep;
-
-static void env_sweep_begin(env_sweep *w, const char *var, const char *const *all) {
-  const char *e = getenv(var);
-  w->var = var;
-  w->saved = e && *e ? strdup(e) : NULL;
-  w->n = 0;
-  if (w->saved)
-    w->name[w->n++] = w->saved;
-  else
-    for (; all[w->n] && w->n < 8; w->n++) w->name[w->n] = all[w->n];
-}
-/* sets the variable to value i of the sweep and returns it */
-static const char *env_sweep_set(const env_sweep *w, int i) {
-  setenv(w->var, w->name[i], 1);
-  return w->name[i];
-}
-static void env_sweep_end(env_sweep *w) {
-  if (w->saved)
-    setenv(w->var, w->saved, 1);
-  else
-    unsetenv(w->var);
-  free(w->saved);
-}
-
-/* run one algorithm on the GPU: poison, fwd, bwd */
-static void gpu_run(const pl_attn_shape *sh, bufs *g, size_t nqe, size_t nke, size_t nr) {
+/* run one choice on the GPU: poison, fwd, bwd; PL_OK or the first error */
+static pl_status gpu_run(const pl_attn_shape *sh, bufs *g, size_t nqe, size_t nke, size_t nr) {
   ck_assert_int_eq(pl_fill(gs, g->o, PL_BF16, nqe, NAN), PL_OK);
   ck_assert_int_eq(pl_fill(gs, g->lse, PL_F32, nr, NAN), PL_OK);
   ck_assert_int_eq(pl_fill(gs, g->dq, PL_BF16, nqe, NAN), PL_OK);
   ck_assert_int_eq(pl_fill(gs, g->dk, PL_BF16, nke, NAN), PL_OK);
   ck_assert_int_eq(pl_fill(gs, g->dv, PL_BF16, nke, NAN), PL_OK);
   pl_status s = pl_attn_fwd(gs, sh, g->q, g->k, g->v, g->o, g->lse);
-  ck_assert_msg(s == PL_OK, "fwd: %s", pl_last_error());
-  s = pl_attn_bwd(gs, sh, g->q, g->k, g->v, g->o, g->dout, g->lse, g->dq, g->dk, g->dv);
-  ck_assert_msg(s == PL_OK, "bwd: %s", pl_last_error());
-  ck_assert_int_eq(pl_stream_sync(gs), PL_OK);
+  if (s == PL_OK)
+    s = pl_attn_bwd(gs, sh, g->q, g->k, g->v, g->o, g->dout, g->lse, g->dq, g->dk, g->dv);
+  if (s == PL_OK) s = pl_stream_sync(gs);
+  return s;
 }
 
-/* One shape: inputs drawn on the GPU; SIMPLE and MMA on the GPU; the CPU
- * reference when with_cpu (inputs copied down); MMA vs SIMPLE always. */
+/* the backward of sh again on the reference's O and LSE (host copies in ref) */
+static pl_status gpu_bwd_on(const pl_attn_shape *sh, bufs *g, const outs *ref, size_t nqe,
+                            size_t nke, size_t nr) {
+  ck_assert_int_eq(pl_memcpy_async(gs, g->o, ref->o, nqe * 2), PL_OK);
+  ck_assert_int_eq(pl_memcpy_async(gs, g->lse, ref->lse, nr * 4), PL_OK);
+  ck_assert_int_eq(pl_fill(gs, g->dq, PL_BF16, nqe, NAN), PL_OK);
+  ck_assert_int_eq(pl_fill(gs, g->dk, PL_BF16, nke, NAN), PL_OK);
+  ck_assert_int_eq(pl_fill(gs, g->dv, PL_BF16, nke, NAN), PL_OK);
+  pl_status s = pl_attn_bwd(gs, sh, g->q, g->k, g->v, g->o, g->dout, g->lse, g->dq, g->dk, g->dv);
+  if (s == PL_OK) s = pl_stream_sync(gs);
+  return s;
+}
+
+static int cmp_all(const char *tag, const outs *got, const outs *ref, size_t nqe, size_t nke,
+                   size_t nr, int fwd, int bwd) {
+  const double to = 2.5e-2, tg = 4e-2;
+  int ok = 1;
+  if (fwd) {
+    ok &= cmp(tag, "O", got->o, PL_BF16, ref->o, PL_BF16, nqe, to);
+    ok &= cmp(tag, "LSE", got->lse, PL_F32, ref->lse, PL_F32, nr, 1e-3);
+  }
+  if (bwd) {
+    ok &= cmp(tag, "dQ", got->dq, PL_BF16, ref->dq, PL_BF16, nqe, tg);
+    ok &= cmp(tag, "dK", got->dk, PL_BF16, ref->dk, PL_BF16, nke, tg);
+    ok &= cmp(tag, "dV", got->dv, PL_BF16, ref->dv, PL_BF16, nke, tg);
+  }
+  return ok;
+}
+
+/* One shape: inputs drawn on the GPU; SIMPLE, then every choice on the GPU
+ * against it; SIMPLE and MMA against the CPU reference when with_cpu (inputs
+ * copied down). */
 static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cpu, uint64_t seed) {
   pl_attn_shape sh = {
       .batch = B, .seq = S, .n_q = nq, .n_kv = nkv, .head_dim = d, .dtype = PL_BF16};
@@ -173,15 +172,72 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
                    PL_OK);
   ck_assert_int_eq(pl_rng_fill(gs, g.dout, PL_BF16, nqe, seed + 3, 0, PL_DIST_NORMAL, 0.f, 1.f),
                    PL_OK);
-  outs hs, hm;
-  sh.algo = PL_ATTN_SIMPLE;
-  gpu_run(&sh, &g, nqe, nke, nr);
-  outs_get(&hs, &g, nqe, nke, nr);
-  sh.algo = PL_ATTN_MMA;
-  gpu_run(&sh, &g, nqe, nke, nr);
-  outs_get(&hm, &g, nqe, nke, nr);
   int ok = 1;
-  const double to = 2.5e-2, tg = 4e-2;
+  outs hs, hm = {NULL, NULL, NULL, NULL, NULL};
+  sh.kernels = (pl_attn_kernels){PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE};
+  ck_assert_str_eq(pl_attn_fwd_kernel(gs, &sh), "simple");
+  ck_assert_str_eq(pl_attn_bwd_kernel(gs, &sh), "simple");
+  pl_status st = gpu_run(&sh, &g, nqe, nke, nr);
+  ck_assert_msg(st == PL_OK, "simple: %s", pl_last_error());
+  outs_get(&hs, &g, nqe, nke, nr);
+  int wg_avail = d == 128; /* until a wgmma kind says PL_EUNSUPPORTED */
+  for (size_t c = 0; c < NCHOICE; c++) {
+    const choice *ch = &choices[c];
+    if (ch->wg && !wg_avail) continue;
+    sh.kernels = ch->k;
+    const char *fn = pl_attn_fwd_kernel(gs, &sh), *bn = pl_attn_bwd_kernel(gs, &sh);
+    char tag[40];
+    snprintf(tag, sizeof tag, "%s+%s", fn, bn);
+    st = gpu_run(&sh, &g, nqe, nke, nr);
+    if (st == PL_EUNSUPPORTED && ch->wg) { /* no sm_90a code: the same for every wgmma kind */
+      printf("#   %s: %s (build without sm_90a code: wgmma kinds not checked)\n", tag,
+             pl_last_error());
+      wg_avail = 0;
+      continue;
+    }
+    if (st != PL_OK) {
+      printf("#   %s: %s: %s\n", tag, pl_strerror(st), pl_last_error());
+      ok = 0;
+      continue;
+    }
+    /* what runs is what the names say (AUTO: the wgmma kernels for d = 128
+     * when they are built, else MMA) */
+    const char *wf = ch->fwd, *wb = ch->bwd;
+    if (!wf) {
+      wf = d == 128 && wg_avail ? "wgmma/ovtma" : "mma";
+      wb = d == 128 && wg_avail ? "wgmma/bulk" : "mma";
+    }
+    if (strcmp(fn, wf) || strcmp(bn, wb)) {
+      printf("#   KERNEL NAMES %s+%s, expected %s+%s\n", fn, bn, wf, wb);
+      ok = 0;
+    }
+    outs hf, h;
+    outs_get(&hf, &g, nqe, nke, nr); /* forward, and backward on its own O, LSE */
+    printf("#   %s forward vs simple:\n", tag);
+    int cok = cmp_all(tag, &hf, &hs, nqe, nke, nr, 1, 0);
+    if (ch->k.fwd == PL_ATTN_FWD_MMA) /* MMA's, for the CPU check */
+      hm = hf;
+    else
+      outs_free(&hf);
+    st = gpu_bwd_on(&sh, &g, &hs, nqe, nke, nr);
+    ck_assert_msg(st == PL_OK, "%s bwd: %s", tag, pl_last_error());
+    outs_get(&h, &g, nqe, nke, nr);
+    printf("#   %s backward (on simple's O, LSE) vs simple:\n", tag);
+    cok &= cmp_all(tag, &h, &hs, nqe, nke, nr, 0, 1);
+    if (ch->k.bwd == PL_ATTN_BWD_SPLIT) { /* bit-reproducible dQ, dK, dV */
+      outs h2;
+      ck_assert_int_eq(gpu_bwd_on(&sh, &g, &hs, nqe, nke, nr), PL_OK);
+      outs_get(&h2, &g, nqe, nke, nr);
+      const int same = !memcmp(h.dq, h2.dq, nqe * 2) && !memcmp(h.dk, h2.dk, nke * 2) &&
+                       !memcmp(h.dv, h2.dv, nke * 2);
+      printf("#   %s backward run twice: %s\n", tag, same ? "bit-identical" : "DIFFERENT BITS");
+      cok &= same;
+      outs_free(&h2);
+    }
+    outs_free(&h);
+    if (!cok) printf("#   MISMATCH: %s\n", tag);
+    ok &= cok;
+  }
   if (with_cpu) {
     bufs c;
     bufs_alloc(cpu, &c, nqe, nke, nr);
@@ -189,105 +245,21 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
     d2h(c.k, g.k, nke * 2);
     d2h(c.v, g.v, nke * 2);
     d2h(c.dout, g.dout, nqe * 2);
-    sh.algo = PL_ATTN_AUTO;
+    sh.kernels = (pl_attn_kernels){PL_ATTN_FWD_AUTO, PL_ATTN_BWD_AUTO};
     ck_assert_int_eq(pl_attn_fwd(cs, &sh, c.q, c.k, c.v, c.o, c.lse), PL_OK);
     ck_assert_int_eq(pl_attn_bwd(cs, &sh, c.q, c.k, c.v, c.o, c.dout, c.lse, c.dq, c.dk, c.dv),
                      PL_OK);
-    const outs *vs[2] = {&hs, &hm};
-    const char *names[2] = {"simple", "mma"};
-    for (int i = 0; i < 2; i++) {
-      char tag[32];
-      snprintf(tag, sizeof tag, "%s/cpu", names[i]);
-      ok &= cmp(tag, "O", vs[i]->o, PL_BF16, c.o, PL_BF16, nqe, to);
-      ok &= cmp(tag, "LSE", vs[i]->lse, PL_F32, c.lse, PL_F32, nr, 1e-3);
-      ok &= cmp(tag, "dQ", vs[i]->dq, PL_BF16, c.dq, PL_BF16, nqe, tg);
-      ok &= cmp(tag, "dK", vs[i]->dk, PL_BF16, c.dk, PL_BF16, nke, tg);
-      ok &= cmp(tag, "dV", vs[i]->dv, PL_BF16, c.dv, PL_BF16, nke, tg);
+    const outs co = {c.o, c.dq, c.dk, c.dv, c.lse};
+    printf("#   simple vs cpu:\n");
+    ok &= cmp_all("simple/cpu", &hs, &co, nqe, nke, nr, 1, 1);
+    if (hm.o) { /* MMA's backward ran on its own forward's O and LSE, as the CPU's */
+      printf("#   mma vs cpu:\n");
+      ok &= cmp_all("mma/cpu", &hm, &co, nqe, nke, nr, 1, 1);
+    } else {
+      ok = 0;
     }
     bufs_free(cpu, &c);
   }
-  if (d == 128) { /* wgmma forward, each V path */
-    sh.algo = PL_ATTN_WGMMA;
-    env_sweep wp;
-    env_sweep_begin(&wp, "PLATEAU_ATTN_WGMMA_V", wgmma_v_all);
-    for (int vp = 0; vp < wp.n; vp++) {
-      const char *vn = env_sweep_set(&wp, vp);
-      char tag[32];
-      snprintf(tag, sizeof tag, "wg-%s/sm", vn);
-      ck_assert_int_eq(pl_fill(gs, g.o, PL_BF16, nqe, NAN), PL_OK);
-      ck_assert_int_eq(pl_fill(gs, g.lse, PL_F32, nr, NAN), PL_OK);
-      pl_status ws = pl_attn_fwd(gs, &sh, g.q, g.k, g.v, g.o, g.lse);
-      if (ws == PL_OK) ws = pl_stream_sync(gs);
-      if (ws == PL_OK) {
-        void *wo = malloc(nqe * 2);
-        float *wl = malloc(nr * 4);
-        d2h(wo, g.o, nqe * 2);
-        d2h(wl, g.lse, nr * 4);
-        printf("#   wgmma forward, V path %s, vs simple:\n", vn);
-        int wok = cmp(tag, "O", wo, PL_BF16, hs.o, PL_BF16, nqe, to);
-        wok &= cmp(tag, "LSE", wl, PL_F32, hs.lse, PL_F32, nr, 1e-3);
-        if (!wok) printf("#   WGMMA MISMATCH, V path %s\n", vn);
-        ok &= wok;
-        free(wo);
-        free(wl);
-      } else {
-        printf("#   wgmma, V path %s: %s: %s\n", vn, pl_strerror(ws), pl_last_error());
-        if (ws == PL_EUNSUPPORTED) break; /* no sm_90a code: the same for every path */
-        ok = 0;
-      }
-    }
-    env_sweep_end(&wp);
-    /* wgmma backward, each variant in each step order, on SIMPLE's O and
-     * LSE, so that its dQ, dK, dV compare with SIMPLE's on equal inputs */
-    env_sweep bw, bk, bs2;
-    env_sweep_begin(&bw, "PLATEAU_ATTN_WGMMA_BWD", wgmma_bwd_all);
-    env_sweep_begin(&bk, "PLATEAU_ATTN_BWD_WALK", bwd_walk_all);
-    env_sweep_begin(&bs2, "PLATEAU_ATTN_WGMMA_SYNC", wgmma_sync_all);
-    int unsupported = 0;
-    for (int bv = 0; bv < bw.n * bk.n * bs2.n && !unsupported; bv++) {
-      const char *wn = env_sweep_set(&bk, bv % bk.n);
-      const char *sn = env_sweep_set(&bs2, bv / bk.n % bs2.n);
-      const char *bn = env_sweep_set(&bw, bv / (bk.n * bs2.n));
-      ck_assert_int_eq(pl_memcpy_async(gs, g.o, hs.o, nqe * 2), PL_OK);
-      ck_assert_int_eq(pl_memcpy_async(gs, g.lse, hs.lse, nr * 4), PL_OK);
-      ck_assert_int_eq(pl_fill(gs, g.dq, PL_BF16, nqe, NAN), PL_OK);
-      ck_assert_int_eq(pl_fill(gs, g.dk, PL_BF16, nke, NAN), PL_OK);
-      ck_assert_int_eq(pl_fill(gs, g.dv, PL_BF16, nke, NAN), PL_OK);
-      pl_status bs = pl_attn_bwd(gs, &sh, g.q, g.k, g.v, g.o, g.dout, g.lse, g.dq, g.dk, g.dv);
-      if (bs == PL_OK) bs = pl_stream_sync(gs);
-      if (bs != PL_OK) {
-        printf("#   wgmma backward %s (walk %s, %s barrier(s)): %s: %s\n", bn, wn, sn,
-               pl_strerror(bs), pl_last_error());
-        unsupported = bs == PL_EUNSUPPORTED;
-        ok &= unsupported; /* no sm_90a code: the same for every variant */
-        continue;
-      }
-      void *wq = malloc(nqe * 2), *wk = malloc(nke * 2), *wv = malloc(nke * 2);
-      d2h(wq, g.dq, nqe * 2);
-      d2h(wk, g.dk, nke * 2);
-      d2h(wv, g.dv, nke * 2);
-      char tag[40];
-      snprintf(tag, sizeof tag, "wg-%s/%s/%s/sm", bn, wn, sn);
-      printf("#   wgmma backward %s (walk %s, %s barrier(s)) vs simple:\n", bn, wn, sn);
-      int wok = cmp(tag, "dQ", wq, PL_BF16, hs.dq, PL_BF16, nqe, tg);
-      wok &= cmp(tag, "dK", wk, PL_BF16, hs.dk, PL_BF16, nke, tg);
-      wok &= cmp(tag, "dV", wv, PL_BF16, hs.dv, PL_BF16, nke, tg);
-      if (!wok) printf("#   WGMMA BACKWARD MISMATCH (%s, walk %s, %s barrier(s))\n", bn, wn, sn);
-      ok &= wok;
-      free(wq);
-      free(wk);
-      free(wv);
-    }
-    env_sweep_end(&bs2);
-    env_sweep_end(&bk);
-    env_sweep_end(&bw);
-    sh.algo = PL_ATTN_MMA;
-  }
-  ok &= cmp("mma/simp", "O", hm.o, PL_BF16, hs.o, PL_BF16, nqe, to);
-  ok &= cmp("mma/simp", "LSE", hm.lse, PL_F32, hs.lse, PL_F32, nr, 1e-3);
-  ok &= cmp("mma/simp", "dQ", hm.dq, PL_BF16, hs.dq, PL_BF16, nqe, tg);
-  ok &= cmp("mma/simp", "dK", hm.dk, PL_BF16, hs.dk, PL_BF16, nke, tg);
-  ok &= cmp("mma/simp", "dV", hm.dv, PL_BF16, hs.dv, PL_BF16, nke, tg);
   outs_free(&hs);
   outs_free(&hm);
   bufs_free(gpu, &g);
@@ -333,7 +305,7 @@ START_TEST(cuda_vs_cpu_and_simple) {
   for (size_t i = 0; i < sizeof shp / sizeof shp[0]; i++)
     if (!small || shp[i][1] <= 400)
       ok &= check_shape(shp[i][0], shp[i][1], shp[i][2], shp[i][3], shp[i][4], 1, seed += 10);
-  /* MMA vs SIMPLE only (the CPU would take minutes) */
+  /* against SIMPLE only (the CPU would take minutes) */
   if (!small) {
     ok &= check_shape(1, 4100, 8, 1, 128, 0, seed += 10);
     ok &= check_shape(1, 4100, 8, 8, 64, 0, seed += 10);
@@ -374,18 +346,6 @@ static double time_ms(tctx *t, int bwd, int iters) {
 }
 #endif
 
-#if PL_HAVE_CUDA
-/* one timing line of a wgmma kernel: pass fwd or bwd, ms, its FLOPs, the
- * variant (what1 what2) */
-static void print_wgmma_tflops(const pl_attn_shape *sh, const char *pass, double ms, double flops,
-                               const char *what1, const char *what2) {
-  printf("# tflops wgmma  S=%-6lld n_q=%d n_kv=%d d=%d  %s %8.3f ms %7.1f TFLOP/s (%s%s)\n",
-         (long long)sh->seq, sh->n_q, sh->n_kv, sh->head_dim, pass, ms, flops / ms * 1e-9, what1,
-         what2);
-  fflush(stdout);
-}
-#endif
-
 START_TEST(cuda_tflops) {
   if (pl_cuda_device_count() == 0) {
     printf("skipped: no CUDA device\n");
@@ -397,6 +357,11 @@ START_TEST(cuda_tflops) {
   }
 #if PL_HAVE_CUDA
   setup();
+  /* SIMPLE (one timed run: slow), then every swept choice but AUTO */
+  static const pl_attn_kernels timed[] = {{PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE},
+                                          {PL_ATTN_FWD_MMA, PL_ATTN_BWD_MMA},
+                                          {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_WGMMA},
+                                          {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_SPLIT}};
   static const int shp[][4] = {{8192, 16, 2, 128}, {16384, 16, 2, 128}, {16384, 16, 2, 64}};
   for (int i = 0; i < 3; i++) {
     tctx t;
@@ -416,55 +381,27 @@ START_TEST(cuda_tflops) {
     pl_rng_fill(gs, t.g.v, PL_BF16, nke, 3, 0, PL_DIST_NORMAL, 0.f, 1.f);
     pl_rng_fill(gs, t.g.dout, PL_BF16, nqe, 4, 0, PL_DIST_NORMAL, 0.f, 1.f);
     const double ff = pl_attn_flops_fwd(&t.sh), fb = pl_attn_flops_bwd(&t.sh);
-    for (int a = PL_ATTN_SIMPLE; a <= PL_ATTN_WGMMA; a++) {
-      t.sh.algo = (pl_attn_algo)a;
-      if (a == PL_ATTN_WGMMA) { /* d = 128: forward (each V path), backward
-                                   (each variant) */
-        if (t.sh.head_dim != 128) continue;
-        env_sweep wp;
-        env_sweep_begin(&wp, "PLATEAU_ATTN_WGMMA_V", wgmma_v_all);
-        for (int vp = 0; vp < wp.n; vp++) {
-          const char *vn = env_sweep_set(&wp, vp);
-          pl_status ws = pl_attn_fwd(gs, &t.sh, t.g.q, t.g.k, t.g.v, t.g.o, t.g.lse);
-          if (ws == PL_OK) ws = pl_stream_sync(gs);
-          if (ws != PL_OK) {
-            printf("# tflops wgmma (V path %s): %s\n", vn, pl_last_error());
-            if (ws == PL_EUNSUPPORTED) break;
-            continue;
-          }
-          print_wgmma_tflops(&t.sh, "fwd", time_ms(&t, 0, 5), ff, "V path ", vn);
-        }
-        env_sweep_end(&wp);
-        /* the wgmma backward, each variant (its O and LSE: the last forward's)
-         */
-        env_sweep bw, bs2;
-        env_sweep_begin(&bw, "PLATEAU_ATTN_WGMMA_BWD", wgmma_bwd_all);
-        env_sweep_begin(&bs2, "PLATEAU_ATTN_WGMMA_SYNC", wgmma_sync_all);
-        for (int bv = 0; bv < bw.n * bs2.n; bv++) {
-          const char *sn = env_sweep_set(&bs2, bv % bs2.n);
-          const char *bn = env_sweep_set(&bw, bv / bs2.n);
-          char label[32];
-          snprintf(label, sizeof label, "%s, %s barrier(s)", bn, sn);
-          pl_status bs = pl_attn_bwd(gs, &t.sh, t.g.q, t.g.k, t.g.v, t.g.o, t.g.dout, t.g.lse,
-                                     t.g.dq, t.g.dk, t.g.dv);
-          if (bs == PL_OK) bs = pl_stream_sync(gs);
-          if (bs != PL_OK) {
-            printf("# tflops wgmma backward %s: %s\n", bn, pl_last_error());
-            break;
-          }
-          print_wgmma_tflops(&t.sh, "bwd", time_ms(&t, 1, 5), fb, "", label);
-        }
-        env_sweep_end(&bs2);
-        env_sweep_end(&bw);
+    for (size_t c = 0; c < sizeof timed / sizeof timed[0]; c++) {
+      t.sh.kernels = timed[c];
+      if (pl_attn_check(&t.sh, PL_BACKEND_CUDA) != PL_OK) { /* wgmma kinds: d = 128 only */
+        pl_clear_error();
         continue;
       }
-      const int iters = a == PL_ATTN_SIMPLE ? 1 : 5;
-      double mf = time_ms(&t, 0, iters), mb = time_ms(&t, 1, iters);
-      printf("# tflops %-6s S=%-6lld n_q=%d n_kv=%d d=%d  fwd %8.3f ms %7.1f "
-             "TFLOP/s   bwd %8.3f ms "
-             "%7.1f TFLOP/s\n",
-             a == PL_ATTN_SIMPLE ? "simple" : "mma", (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv,
-             t.sh.head_dim, mf, ff / mf * 1e-9, mb, fb / mb * 1e-9);
+      pl_status st = pl_attn_fwd(gs, &t.sh, t.g.q, t.g.k, t.g.v, t.g.o, t.g.lse);
+      if (st == PL_OK) st = pl_stream_sync(gs);
+      if (st != PL_OK) { /* a build without sm_90a code: the wgmma kinds */
+        printf("# tflops %s: %s\n", pl_attn_fwd_kernel(gs, &t.sh), pl_last_error());
+        continue;
+      }
+      const int iters = c == 0 ? 1 : 5;
+      const double mf = time_ms(&t, 0, iters), mb = time_ms(&t, 1, iters);
+      char name[48];
+      snprintf(name, sizeof name, "%s+%s", pl_attn_fwd_kernel(gs, &t.sh),
+               pl_attn_bwd_kernel(gs, &t.sh));
+      printf("# tflops %-22s S=%-6lld n_q=%d n_kv=%d d=%d  fwd %8.3f ms %7.1f TFLOP/s   "
+             "bwd %8.3f ms %7.1f TFLOP/s\n",
+             name, (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv, t.sh.head_dim, mf, ff / mf * 1e-9,
+             mb, fb / mb * 1e-9);
       fflush(stdout);
     }
     bufs_free(gpu, &t.g);
