@@ -129,10 +129,6 @@ extern const pl_backend_ops pl_cuda_backend_ops;
 int pl_cuda_count_devices(void); /* 0 when no driver / no device */
 #endif
 
-/* 1 when stream s runs on the CUDA backend: the test of the kernel dispatch
- * idiom (engine/backend/<family>.h) */
-static inline int pl__on_cuda(const pl_stream *s) { return s->dev->backend == PL_BACKEND_CUDA; }
-
 /* Element i of a host array of dtype dt (f32 or bf16) as f32, and back with
  * round-to-nearest-even: the CPU kernels' loads and stores. */
 static inline float pl_ld(const void *p, pl_dtype dt, size_t i) {
