@@ -343,7 +343,7 @@ pl_status pl_cpu_gemm_ref(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   return PL_OK;
 }
 
-const pl_backend_ops pl_cpu_backend_ops = {
+const pl__backend_ops pl__cpu_backend_ops = {
     .init = cpu_init,
     .fini = cpu_fini,
     .info = cpu_info,

@@ -1,7 +1,7 @@
 /* backend/cuda/dev.cu — the CUDA backend's device half: device set-up and
  * teardown, the stream-ordered pool allocator behind the tracked arenas,
  * streams, events, device info, the device count, and the ops table
- * (pl_cuda_backend_ops) that engine/core dispatches through.
+ * (pl__cuda_backend_ops) that engine/core dispatches through.
  *
  * Memory: the DEVICE arena takes memory from the device's default pool with
  * cudaMallocFromPoolAsync / cudaFreeAsync, ordered on a stream; the pool's
@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "backend/cuda/internal_cuda.h"
 
 /* ---- helpers shared with kernels.cu / gemm.cu ----------------------------- */
@@ -45,7 +46,7 @@ extern "C" unsigned pl_cuda_blocks(const pl_dev *dev, size_t items) {
 
 /* ---- device ---------------------------------------------------------------- */
 
-extern "C" int pl_cuda_count_devices(void) {
+extern "C" int pl__cuda_count_devices(void) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) { /* no driver, no device, driver too old: none */
@@ -58,7 +59,7 @@ extern "C" int pl_cuda_count_devices(void) {
 static void cuda_fini(pl_dev *dev);
 
 static pl_status cuda_init(pl_dev *dev, int ordinal) {
-  int count = pl_cuda_count_devices();
+  int count = pl__cuda_count_devices();
   if (ordinal < 0 || ordinal >= count)
     return pl_set_error(PL_EINVAL,
                         "CUDA device ordinal %d: must be in [0, %d) (the "
@@ -316,7 +317,7 @@ static pl_status cuda_event_elapsed_ms(pl_event *a, pl_event *b, float *ms) {
 
 /* ---- the table ------------------------------------------------------------- */
 
-extern "C" const pl_backend_ops pl_cuda_backend_ops = {
+extern "C" const pl__backend_ops pl__cuda_backend_ops = {
     /* init */ cuda_init,
     /* fini */ cuda_fini,
     /* info */ cuda_info,
