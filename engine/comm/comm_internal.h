@@ -9,7 +9,7 @@
 
 #include <mpi.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "plateau/comm.h"
 
 #ifdef __cplusplus

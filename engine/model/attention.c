@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "model/attention.h"
 
 float pl_attn_scale(const pl_attn_shape *sh) {

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "ops/adamw_kernels.h"
 
 pl_adamw_hparams pl_adamw_hparams_default(void) {

@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "ops/moe_kernels.h"
 
 /* ---- kernel dispatch ------------------------------------------------------ */

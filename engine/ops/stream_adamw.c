@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "../../baselines/cpu_adamw.h"
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "ops/adamw_kernels.h"
 
 typedef struct seg {

@@ -4,7 +4,7 @@
  * at once in issue order, so these are plain loops.  Every element is
  * independent, so threading does not change a bit: the results equal
  * pl_adamw_ref_update exactly (tested). */
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "ops/adamw_kernels.h"
 
 pl_status pl_cpu_adamw_update(pl_stream *s, float *p, float *m, float *v,

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "model/attention.h"
 #include "plateau/hd.h"
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "ops/moe_kernels.h"
 #include "plateau/hd.h"
 

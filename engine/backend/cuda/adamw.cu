@@ -62,10 +62,10 @@ extern "C" pl_status pl_cuda_adamw_update(pl_stream *s, float *p, float *m,
                                           const pl_adamw_scalars *k) {
   if (n == 0) return PL_OK;
   pl_dev *dev = pl_stream_dev(s);
-  PL_TRY(pl_cuda_use(dev));
-  cudaStream_t cs = pl_cuda_stream_of(dev, s);
+  PL_TRY(pl__cuda_use(dev));
+  cudaStream_t cs = pl__cuda_stream_of(dev, s);
   const int threads = PL_CUDA_THREADS;
-  unsigned blocks = pl_cuda_blocks(dev, n);
+  unsigned blocks = pl__cuda_blocks(dev, n);
   if (gdt == PL_BF16)
     adamw_update_kernel<true><<<blocks, threads, 0, cs>>>(p, m, v, g, w, n, *k);
   else
@@ -80,8 +80,8 @@ extern "C" pl_status pl_cuda_adamw_sumsq(pl_stream *s, const void *g,
                                          double *partials) {
   if (n == 0) return PL_OK;
   pl_dev *dev = pl_stream_dev(s);
-  PL_TRY(pl_cuda_use(dev));
-  cudaStream_t cs = pl_cuda_stream_of(dev, s);
+  PL_TRY(pl__cuda_use(dev));
+  cudaStream_t cs = pl__cuda_stream_of(dev, s);
   size_t nc = pl_adamw_norm_nchunks(n);
   const int threads = 256, per_block = threads / 32;
   unsigned blocks = (unsigned)((nc + per_block - 1) / per_block);
@@ -94,5 +94,5 @@ extern "C" pl_status pl_cuda_adamw_sumsq(pl_stream *s, const void *g,
 }
 
 extern "C" pl_status pl_cuda_adamw_bind_thread(pl_dev *dev) {
-  return pl_cuda_use(dev);
+  return pl__cuda_use(dev);
 }

@@ -71,7 +71,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "model/attention.h"
 
 typedef __nv_bfloat16 bf16;

@@ -23,9 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plateau/hd.h"
-#include "plateau/plateau.h"
 #include "core/check_run.h"
+#include "plateau/dev.h"
+#include "plateau/hd.h"
+#include "plateau/kernels.h"
+#include "plateau/status.h"
+#include "plateau/tensor.h"
+#include "plateau/timer.h"
 
 static pl_dev *gpu, *cpu;
 static pl_stream *gs, *cs; /* default streams */
