@@ -212,12 +212,3 @@ pl_status pl_layer_backward(pl_layer *l, pl_stream *s, const void *x, const void
   acts_free(l, s, &a);
   return st;
 }
-
-static pl_status layer_fwd(void *layer, pl_stream *s, const void *x, void *y, int64_t N) {
-  return pl_layer_forward(layer, s, x, y, N);
-}
-static pl_status layer_bwd(void *layer, pl_stream *s, const void *x, const void *dy, void *dx,
-                           int64_t N) {
-  return pl_layer_backward(layer, s, x, dy, dx, N);
-}
-const pl_layer_ops pl_decoder_layer_ops = {layer_fwd, layer_bwd};
