@@ -7,7 +7,7 @@
 #   PREFIX          install prefix for `make install`
 #   STATIC_DEPS=0|1 link Check (and OpenBLAS) statically from DEPS_LIBDIR
 #   BLAS=openblas|none  none: the CPU backend's GEMM is a plain OpenMP loop
-#                   (for machines without OpenBLAS, e.g. the GPU machine image)
+#                   (for machines without OpenBLAS)
 #   DEPS_PREFIX     extra include/ and lib/ root for headers and static libs
 #   WERROR=1        warnings are errors (0 for a newer compiler on another machine)
 #   NP=2            ranks for `make run`;  MPI_NPS="1 2 3 4" ranks for MPI tests

@@ -26,8 +26,7 @@
  * watchdog thread while the main thread may be blocked inside MPI; the MPI
  * standard asks for MPI_THREAD_MULTIPLE for that, but Open MPI's MPI_Abort
  * only tells the runtime (orted / PMIx) to kill the job and works under
- * FUNNELED: verified with Open MPI 4.1.4 under mpirun (engine/comm/
- * test_timeout.sh) and under srun --mpi=pmix (Slurm 22.05, by hand).  If
+ * FUNNELED (engine/comm/test_timeout.sh checks it under mpirun).  If
  * MPI_Abort ever returns, the process _exit(3)s, which the launcher also turns
  * into a job abort.  A SIGALRM armed before ncclCommAbort guards against an
  * abort that itself hangs. */

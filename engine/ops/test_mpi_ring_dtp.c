@@ -249,7 +249,7 @@ int main(int argc, char **argv) {
   }
   P = pl_world_size();
   R = pl_world_rank();
-  /* Tiny problems, several ranks on a 2-core CI box: threads only thrash. */
+  /* Tiny problems, and more ranks than cores: more threads only thrash. */
   if (P > 1) omp_set_num_threads(1);
   /* CUDA when every rank can have its own GPU; the CPU backend otherwise. */
   int64_t ngpu = pl_cuda_device_count();

@@ -27,8 +27,8 @@
 #if PL_HAVE_BLAS
 char *openblas_get_config(void);
 #else
-/* BLAS=none builds (machines without OpenBLAS, e.g. the GPU machine's image):
- * a plain OpenMP loop with the same row-major semantics as cblas_sgemm. */
+/* BLAS=none builds (machines without OpenBLAS): a plain OpenMP loop with the
+ * same row-major semantics as cblas_sgemm. */
 static void plain_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                         const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                         float *c, int64_t ldc) {

@@ -582,8 +582,8 @@ END_TEST
 
 int main(void) {
 #if PL_HAVE_CUDA
-  /* A CUDA build whose binary lacks the backend would skip silently on the
-   * GPU machine too: fail instead (e.g. weak references that did not pull
+  /* A CUDA build whose binary lacks the backend would skip silently on a
+   * machine with GPUs too: fail instead (e.g. weak references that did not pull
    * engine/backend/cuda/dev.cu.o out of libplateau.a). */
   if (!pl_backend_available(PL_BACKEND_CUDA)) {
     printf("FAIL: built with PL_HAVE_CUDA=1 but the CUDA backend is not linked "
