@@ -7,7 +7,7 @@
 #   PREFIX          install prefix for `make install`
 #   STATIC_DEPS=0|1 link Check (and OpenBLAS) statically from DEPS_LIBDIR
 #   BLAS=openblas|none  none: the CPU backend's GEMM is a plain OpenMP loop
-#                   (for machines without OpenBLAS, e.g. the GPU machine image)
+#                   (for machines without OpenBLAS)
 #   DEPS_PREFIX     extra include/ and lib/ root for headers and static libs
 #   WERROR=1        warnings are errors (0 for a newer compiler on another machine)
 #   NP=2            ranks for `make run`;  MPI_NPS="1 2 3 4" ranks for MPI tests
@@ -90,9 +90,11 @@ GIT_SHA := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(s
 # ---- sources (discovered: new files need no Makefile edit) ----------------
 # Tests sit beside what they test: test_*.c (Check, one process),
 # test_mpi_*.c (Check under mpirun for each of MPI_NPS), test_*.sh (scripts).
-LIB_DIRS := engine baselines
-LIB_C := $(shell find $(LIB_DIRS) -name '*.c' ! -name 'test_*' 2>/dev/null | sort)
-LIB_CU := $(shell find $(LIB_DIRS) -name '*.cu' ! -name 'test_*' 2>/dev/null | sort)
+# libplateau is engine/ only; the baselines (above the engine) are their own
+# archive, linked into the plateau program and the tests above the engine.
+LIB_C := $(shell find engine -name '*.c' ! -name 'test_*' 2>/dev/null | sort)
+LIB_CU := $(shell find engine -name '*.cu' ! -name 'test_*' 2>/dev/null | sort)
+BASE_C := $(shell find baselines -name '*.c' ! -name 'test_*' 2>/dev/null | sort)
 SUITE_C := $(shell find suite -name '*.c' ! -name 'test_*' ! -name 'main.c' | sort)
 TEST_C := $(shell find engine baselines suite -name 'test_*.c' ! -name 'test_mpi_*' | sort)
 TEST_MPI_C := $(shell find engine baselines suite -name 'test_mpi_*.c' | sort)
@@ -106,15 +108,17 @@ ifneq ($(HAVE_CUDA),1)
 endif
 
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o)
+BASE_OBJ := $(BASE_C:%.c=$(BUILD)/obj/%.o)
 SUITE_OBJ := $(SUITE_C:%.c=$(BUILD)/obj/%.o)
 LIB := $(BUILD)/lib/libplateau.a
+BASE_LIB := $(BUILD)/lib/libplateau_baselines.a
 BIN := $(BUILD)/bin/plateau
 TEST_BINS := $(TEST_C:%.c=$(BUILD)/tests/%) $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
 
 .PHONY: all config deps build run test test-unit test-mpi test-sh install \
         report clean format dev
 
-all: config $(BIN) $(LIB) $(BUILD)/lib/pkgconfig/plateau.pc
+all: config $(BIN) $(LIB) $(BASE_LIB) $(BUILD)/lib/pkgconfig/plateau.pc
 
 config:
 	@mkdir -p results/runs
@@ -159,13 +163,27 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(BIN): $(BUILD)/gen/plateau_git.h $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(LIB)
+$(BASE_LIB): $(BASE_OBJ)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(LIB) $(LDLIBS_ALL)
+	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/tests/%: $(BUILD)/obj/%.o $(SUITE_OBJ) $(LIB)
+$(BIN): $(BUILD)/gen/plateau_git.h $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(BASE_LIB) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $< $(SUITE_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS_ALL)
+	$(CC) $(CFLAGS) -o $@ $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(BASE_LIB) $(LIB) $(LDLIBS_ALL)
+
+# A test links what its layer may use: an engine test libplateau alone, a
+# baselines test the baselines too, a suite test the suite's objects as well.
+$(BUILD)/tests/engine/%: $(BUILD)/obj/engine/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(CHECK_LIBS) $(LDLIBS_ALL)
+
+$(BUILD)/tests/baselines/%: $(BUILD)/obj/baselines/%.o $(BASE_LIB) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(BASE_LIB) $(LIB) $(CHECK_LIBS) $(LDLIBS_ALL)
+
+$(BUILD)/tests/suite/%: $(BUILD)/obj/suite/%.o $(SUITE_OBJ) $(BASE_LIB) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(SUITE_OBJ) $(BASE_LIB) $(LIB) $(CHECK_LIBS) $(LDLIBS_ALL)
 
 ifeq ($(HAVE_CUDA),1)
 dev: $(DEV_BINS)

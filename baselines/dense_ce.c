@@ -6,7 +6,7 @@
  * backward has produced grad. */
 #include "dense_ce.h"
 
-#include "backend/internal.h"
+#include "core/internal.h"
 
 typedef struct dbuf {
   pl_dev *dev;

@@ -5,7 +5,7 @@
 
 #include <math.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 
 static int64_t eff_block(const pl_ce_problem *pb) {
   int64_t vb = pb->block > 0 ? pb->block : PL_CE_DEFAULT_BLOCK;

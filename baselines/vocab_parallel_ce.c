@@ -6,7 +6,7 @@
 
 #include <math.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 
 pl_status pl_vocab_parallel_ce(pl_comm *c, pl_stream *s,
                                const pl_ce_problem *pb) {

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "options.h"
 #include "plateau/plateau.h"
 
 struct pl_results;

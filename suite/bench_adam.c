@@ -31,7 +31,7 @@
 
 #include "../baselines/cpu_adamw.h"
 #include "bench.h"
-#include "ops/adamw_kernels.h"
+#include "ops/adamw.h"
 #include "ops/stream_adamw.h"
 #include "plateau/hd.h"
 

@@ -24,15 +24,17 @@ stamp() { echo "## adam [$(($(date +%s) - start))s] $*"; }
 
 stamp "tests"
 for t in build/tests/engine/ops/test_adamw_cuda build/tests/engine/ops/test_adamw \
-         build/tests/baselines/test_cpu_adamw build/tests/engine/ops/test_stream_adamw; do
+         build/tests/engine/ops/test_adamw_simd build/tests/baselines/test_cpu_adamw \
+         build/tests/baselines/test_cpu_adamw_cuda build/tests/engine/ops/test_stream_adamw; do
   if [ -x "$t" ]; then
     echo "== $t: $(timeout 180 "$t" 2>&1 | tail -4 | tr '\n' ' ')"
   else
     echo "== $t: missing (build failed?)"
   fi
 done
-t=build/tests/engine/ops/test_mpi_stream_adamw
-[ -x "$t" ] && echo "== $t np=2: $(CK_FORK=no timeout 120 $MPIRUN -np 2 "$t" 2>&1 | tail -2 | tr '\n' ' ')"
+for t in build/tests/engine/ops/test_mpi_stream_adamw build/tests/baselines/test_mpi_cpu_adamw; do
+  [ -x "$t" ] && echo "== $t np=2: $(CK_FORK=no timeout 120 $MPIRUN -np 2 "$t" 2>&1 | tail -2 | tr '\n' ' ')"
+done
 
 free -g | head -2
 stamp "bench adam: cpu baseline + stream beta x s ($PARAMS params/rank, $NP ranks, $THREADS threads each)"

@@ -49,7 +49,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv 2>/d
   tee "$RUNS/attention_gpu.txt"
 
 step "CUDA tests (every kernel choice: errors and TFLOP/s)"
-CK_FORK=no timeout 420 "$BUILD/tests/engine/backend/cuda/test_attention_cuda" 2>&1 |
+CK_FORK=no timeout 420 "$BUILD/tests/engine/model/test_attention_cuda" 2>&1 |
   tee "$RUNS/attention_test_cuda.txt" || fail=1
 timeout 300 "$BUILD/tests/engine/model/test_attention" 2>&1 | tail -3 || fail=1
 
@@ -129,7 +129,7 @@ fi
 if [ "${ATTN_MEMCHECK:-0}" = 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
   step "compute-sanitizer memcheck on the small shapes (out-of-bounds / misaligned accesses)"
   PLATEAU_TEST_SMALL=1 CK_FORK=no timeout 150 compute-sanitizer --tool memcheck --print-limit 20 \
-    "$BUILD/tests/engine/backend/cuda/test_attention_cuda" 2>&1 | tail -25 |
+    "$BUILD/tests/engine/model/test_attention_cuda" 2>&1 | tail -25 |
     tee "$RUNS/attention_memcheck.txt" || fail=1
 fi
 

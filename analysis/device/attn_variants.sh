@@ -26,7 +26,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv 2>/d
   tee "$RUNS/attention_gpu.txt"
 if [ "${TEST:-1}" = 1 ]; then
   step "CUDA attention test (every kernel choice against SIMPLE)"
-  CK_FORK=no timeout 420 "$BUILD/tests/engine/backend/cuda/test_attention_cuda" >"$RUNS/attention_test_cuda.txt" 2>&1 || fail=1
+  CK_FORK=no timeout 420 "$BUILD/tests/engine/model/test_attention_cuda" >"$RUNS/attention_test_cuda.txt" 2>&1 || fail=1
   grep -E "Checks|tflops|FAIL|fail|MISMATCH" "$RUNS/attention_test_cuda.txt" | head -30
 fi
 if [ "${DEV:-1}" = 1 ]; then

@@ -10,10 +10,11 @@ MPIRUN=${MPIRUN:-mpirun --bind-to none}
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$RUNS"
 {
-  for t in build/tests/engine/model/test_router build/tests/engine/ops/test_ce; do
+  for t in build/tests/engine/model/test_router build/tests/baselines/test_ce; do
     echo "$t: $(CK_FORK=no timeout 60 "$t" 2>&1 | tail -2 | tr '\n' ' ')"
   done
-  for t in build/tests/engine/ops/test_mpi_moe_cuda build/tests/engine/ops/test_mpi_ring_dtp; do
+  for t in build/tests/engine/ops/test_mpi_moe_cuda build/tests/engine/ops/test_mpi_ring_dtp \
+           build/tests/baselines/test_mpi_ce_heads; do
     echo "$t np=2: $(CK_FORK=no timeout 60 $MPIRUN -np 2 "$t" 2>&1 | grep -v '^\[r' | tail -2 | tr '\n' ' ')"
   done
 } | tee "$RUNS/verify-tests.txt"

@@ -19,16 +19,16 @@ start=$(date +%s)
 stamp() { echo "## vocab [$(($(date +%s) - start))s] $*"; }
 
 stamp "tests"
-for t in build/tests/engine/ops/test_ce; do
+for t in build/tests/baselines/test_ce; do
   [ -x "$t" ] && CK_FORK=no timeout 120 "$t" 2>&1 | tail -4
 done
-t=build/tests/engine/ops/test_mpi_ring_dtp
-if [ -x "$t" ]; then
+for t in build/tests/engine/ops/test_mpi_ring_dtp build/tests/baselines/test_mpi_ce_heads; do
+  [ -x "$t" ] || continue
   for np in 1 "$NGPU"; do
     echo "== $t np=$np"
     CK_FORK=no timeout 120 $MPIRUN -np "$np" "$t" 2>&1 | tail -3
   done
-fi
+done
 
 # fp32 GEMMs (no TF32) dominate: ≈0.94 s per 2·N·H·V GEMM at N = 16K.  N = 16K:
 # every variant with the check; N = 32K: dense, chunk and ring only, no check

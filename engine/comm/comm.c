@@ -26,8 +26,7 @@
  * watchdog thread while the main thread may be blocked inside MPI; the MPI
  * standard asks for MPI_THREAD_MULTIPLE for that, but Open MPI's MPI_Abort
  * only tells the runtime (orted / PMIx) to kill the job and works under
- * FUNNELED: verified with Open MPI 4.1.4 under mpirun (engine/comm/
- * test_timeout.sh) and under srun --mpi=pmix (Slurm 22.05, by hand).  If
+ * FUNNELED (engine/comm/test_timeout.sh checks it under mpirun).  If
  * MPI_Abort ever returns, the process _exit(3)s, which the launcher also turns
  * into a job abort.  A SIGALRM armed before ncclCommAbort guards against an
  * abort that itself hangs. */
@@ -109,7 +108,7 @@ static void watch_fire(const watch *w, int timed_out) {
   fflush(stderr);
   alarm(20); /* if the aborts below hang, SIGALRM ends the process */
 #if PL_HAVE_CUDA
-  if (w->nccl) pl_nccl_abort(w->nccl);
+  if (w->nccl) pl__nccl_abort(w->nccl);
 #endif
   MPI_Abort(MPI_COMM_WORLD, 3);
   _exit(3);
@@ -126,9 +125,9 @@ static void *watch_main(void *arg) {
       if (!w->used) continue;
 #if PL_HAVE_CUDA
       if (w->event) {
-        int q = pl_nccl_event_query(w->event, w->ordinal);
+        int q = pl__nccl_event_query(w->event, w->ordinal);
         if (q == 1) {
-          pl_nccl_event_destroy(w->event, w->ordinal);
+          pl__nccl_event_destroy(w->event, w->ordinal);
           w->used = 0;
           continue;
         }
@@ -191,11 +190,11 @@ static int watch_begin_t(const pl_comm *c, const char *op, double timeout_s) {
   return slot;
 }
 
-int pl_watch_begin(const pl_comm *c, const char *op) {
+int pl__watch_begin(const pl_comm *c, const char *op) {
   return watch_begin_t(c, op, c ? c->timeout_s : g_default_timeout);
 }
 
-void pl_watch_end(int slot) {
+void pl__watch_end(int slot) {
   if (slot < 0) return;
   pthread_mutex_lock(&g_wlock);
   g_w[slot].used = 0;
@@ -207,13 +206,13 @@ void pl_watch_end(int slot) {
  * first operation) and on the device until its completion event fires. */
 #define WATCHED_NCCL(c, name, call)                                            \
   do {                                                                         \
-    int w_ = pl_watch_begin((c), name);                                        \
+    int w_ = pl__watch_begin((c), name);                                        \
     pl_status st_ = (call);                                                    \
-    pl_watch_end(w_);                                                          \
+    pl__watch_end(w_);                                                          \
     return st_;                                                                \
   } while (0)
 
-pl_status pl_watch_event(const pl_comm *c, const char *op, void *event) {
+pl_status pl__watch_event(const pl_comm *c, const char *op, void *event) {
   pthread_mutex_lock(&g_wlock);
   int slot = watch_slot_locked();
   if (slot >= 0) {
@@ -223,7 +222,7 @@ pl_status pl_watch_event(const pl_comm *c, const char *op, void *event) {
   pthread_mutex_unlock(&g_wlock);
   if (slot < 0) {
 #if PL_HAVE_CUDA
-    pl_nccl_event_destroy(event, c->dev->ordinal);
+    pl__nccl_event_destroy(event, c->dev->ordinal);
 #endif
     return pl_set_error(PL_ERUNTIME, "pl_comm: %s: cannot watch (no memory "
                         "or no thread for the watchdog)", op);
@@ -231,7 +230,7 @@ pl_status pl_watch_event(const pl_comm *c, const char *op, void *event) {
   return PL_OK;
 }
 
-void pl_watch_drain(const pl_comm *c) {
+void pl__watch_drain(const pl_comm *c) {
   const struct timespec ms = {0, 1000 * 1000};
   for (;;) {
     int pending = 0;
@@ -240,8 +239,8 @@ void pl_watch_drain(const pl_comm *c) {
       watch *w = &g_w[i];
       if (!w->used || w->comm != c || !w->event) continue;
 #if PL_HAVE_CUDA
-      if (pl_nccl_event_query(w->event, w->ordinal) == 1) {
-        pl_nccl_event_destroy(w->event, w->ordinal);
+      if (pl__nccl_event_query(w->event, w->ordinal) == 1) {
+        pl__nccl_event_destroy(w->event, w->ordinal);
         w->used = 0;
         continue;
       }
@@ -376,7 +375,7 @@ void pl_finalize(void) {
     /* A rank that skipped a collective makes MPI_Finalize hang too. */
     int w = watch_begin_t(NULL, "finalize", g_default_timeout);
     MPI_Finalize();
-    pl_watch_end(w);
+    pl__watch_end(w);
   }
   watch_stop();
   g_inited = 0;
@@ -408,7 +407,7 @@ const char *pl_mpi_version(void) {
 const char *pl_nccl_version(void) {
 #if PL_HAVE_CUDA
   static char buf[64];
-  if (!buf[0]) pl_nccl_version_str(buf, sizeof buf);
+  if (!buf[0]) pl__nccl_version_str(buf, sizeof buf);
   return buf;
 #else
   return "-";
@@ -433,7 +432,7 @@ static pl_status comm_make(MPI_Comm m, pl_dev *dev, double timeout_s,
                            "pl_comm: MPI_Comm_set_errhandler");
   if (st == PL_OK && pl_dev_backend(dev) == PL_BACKEND_CUDA) {
 #if PL_HAVE_CUDA
-    st = pl_nccl_create(c);
+    st = pl__nccl_create(c);
 #else
     st = pl_set_error(PL_EUNSUPPORTED,
                       "pl_comm: a CUDA device in a build without CUDA");
@@ -459,7 +458,7 @@ pl_status pl_comm_world(pl_dev *dev, pl_comm **out) {
   int w = watch_begin_t(NULL, "comm_world", g_default_timeout);
   pl_status st = mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &m),
                            "pl_comm_world: MPI_Comm_dup");
-  pl_watch_end(w);
+  pl__watch_end(w);
   PL_TRY(st);
   return comm_make(m, dev, g_default_timeout, out);
 }
@@ -469,11 +468,11 @@ pl_status pl_comm_split(pl_comm *c, int color, int key, pl_comm **out) {
   *out = NULL;
   if (!c) return pl_set_error(PL_EINVAL, "pl_comm_split: c is NULL");
   MPI_Comm m = MPI_COMM_NULL;
-  int w = pl_watch_begin(c, "comm_split");
+  int w = pl__watch_begin(c, "comm_split");
   pl_status st = mpi_check(
       MPI_Comm_split(c->mpi, color < 0 ? MPI_UNDEFINED : color, key, &m),
       "pl_comm_split: MPI_Comm_split");
-  pl_watch_end(w);
+  pl__watch_end(w);
   PL_TRY(st);
   if (m == MPI_COMM_NULL) return PL_OK;
   return comm_make(m, c->dev, c->timeout_s, out);
@@ -483,8 +482,8 @@ void pl_comm_destroy(pl_comm *c) {
   if (!c) return;
 #if PL_HAVE_CUDA
   if (c->nccl) {
-    pl_watch_drain(c);
-    pl_nccl_destroy(c);
+    pl__watch_drain(c);
+    pl__nccl_destroy(c);
   }
 #endif
   MPI_Comm_free(&c->mpi);
@@ -586,14 +585,14 @@ pl_status pl_allreduce(pl_comm *c, const void *send, void *recv, size_t count,
   PL_TRY(check_buf(fn, "send", send, count));
   PL_TRY(check_buf(fn, "recv", recv, count));
 #if PL_HAVE_CUDA
-  if (c->nccl) WATCHED_NCCL(c, "allreduce", pl_nccl_allreduce(c, send, recv, count, dt, op, s));
+  if (c->nccl) WATCHED_NCCL(c, "allreduce", pl__nccl_allreduce(c, send, recv, count, dt, op, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
-  int w = pl_watch_begin(c, "allreduce");
+  int w = pl__watch_begin(c, "allreduce");
   int rc = MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count,
                          mpi_type(dt), mpi_op(dt, op), c->mpi);
-  pl_watch_end(w);
+  pl__watch_end(w);
   return mpi_check(rc, fn);
 }
 
@@ -604,7 +603,7 @@ pl_status pl_allgather(pl_comm *c, const void *send, void *recv, size_t count,
   PL_TRY(check_buf(fn, "send", send, count));
   PL_TRY(check_buf(fn, "recv", recv, count));
 #if PL_HAVE_CUDA
-  if (c->nccl) WATCHED_NCCL(c, "allgather", pl_nccl_allgather(c, send, recv, count, dt, s));
+  if (c->nccl) WATCHED_NCCL(c, "allgather", pl__nccl_allgather(c, send, recv, count, dt, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
@@ -612,10 +611,10 @@ pl_status pl_allgather(pl_comm *c, const void *send, void *recv, size_t count,
   if (count && send == (const char *)recv + (size_t)c->rank * count *
                                                 esize(dt))
     sb = MPI_IN_PLACE;
-  int w = pl_watch_begin(c, "allgather");
+  int w = pl__watch_begin(c, "allgather");
   int rc = MPI_Allgather(sb, (int)count, mpi_type(dt), recv, (int)count,
                          mpi_type(dt), c->mpi);
-  pl_watch_end(w);
+  pl__watch_end(w);
   return mpi_check(rc, fn);
 }
 
@@ -628,14 +627,14 @@ pl_status pl_reduce_scatter(pl_comm *c, const void *send, void *recv,
   PL_TRY(check_buf(fn, "send", send, count));
   PL_TRY(check_buf(fn, "recv", recv, count));
 #if PL_HAVE_CUDA
-  if (c->nccl) WATCHED_NCCL(c, "reduce_scatter", pl_nccl_reduce_scatter(c, send, recv, count, dt, op, s));
+  if (c->nccl) WATCHED_NCCL(c, "reduce_scatter", pl__nccl_reduce_scatter(c, send, recv, count, dt, op, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
   size_t bytes = count * esize(dt);
   int inplace = count && (const char *)recv ==
                              (const char *)send + (size_t)c->rank * bytes;
-  int w = pl_watch_begin(c, "reduce_scatter");
+  int w = pl__watch_begin(c, "reduce_scatter");
   int rc;
   if (inplace) {
     /* MPI_IN_PLACE takes the input from recvbuf and leaves block `rank`'s
@@ -647,7 +646,7 @@ pl_status pl_reduce_scatter(pl_comm *c, const void *send, void *recv,
     rc = MPI_Reduce_scatter_block(send, recv, (int)count, mpi_type(dt),
                                   mpi_op(dt, op), c->mpi);
   }
-  pl_watch_end(w);
+  pl__watch_end(w);
   return mpi_check(rc, fn);
 }
 
@@ -669,7 +668,7 @@ pl_status pl_alltoallv(pl_comm *c, const void *send, const size_t *scounts,
   PL_TRY(check_buf(fn, "recv", recv, rtot));
 #if PL_HAVE_CUDA
   if (c->nccl)
-    WATCHED_NCCL(c, "alltoallv", pl_nccl_alltoallv(c, send, scounts, sdispls, recv, rcounts,
+    WATCHED_NCCL(c, "alltoallv", pl__nccl_alltoallv(c, send, scounts, sdispls, recv, rcounts,
                              rdispls, dt, s));
 #endif
   PL_TRY(need_init(fn));
@@ -691,10 +690,10 @@ pl_status pl_alltoallv(pl_comm *c, const void *send, const size_t *scounts,
       iv[a * P + d] = (int)src[a][d];
     }
   if (st == PL_OK) {
-    int w = pl_watch_begin(c, "alltoallv");
+    int w = pl__watch_begin(c, "alltoallv");
     int rc = MPI_Alltoallv(send, iv, iv + P, mpi_type(dt), recv, iv + 2 * P,
                            iv + 3 * P, mpi_type(dt), c->mpi);
-    pl_watch_end(w);
+    pl__watch_end(w);
     st = mpi_check(rc, fn);
   }
   free(iv);
@@ -712,17 +711,17 @@ pl_status pl_sendrecv(pl_comm *c, const void *send, size_t scount, int dst,
   PL_TRY(check_buf(fn, "recv", recv, rcount));
 #if PL_HAVE_CUDA
   if (c->nccl)
-    WATCHED_NCCL(c, "sendrecv", pl_nccl_sendrecv(c, send, scount, dst, recv, rcount, src, dt, s));
+    WATCHED_NCCL(c, "sendrecv", pl__nccl_sendrecv(c, send, scount, dst, recv, rcount, src, dt, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "scount", scount));
   PL_TRY(check_int(fn, "rcount", rcount));
   MPI_Status status;
-  int w = pl_watch_begin(c, "sendrecv");
+  int w = pl__watch_begin(c, "sendrecv");
   int rc = MPI_Sendrecv(send, (int)scount, mpi_type(dt), dst, PL_SENDRECV_TAG,
                         recv, (int)rcount, mpi_type(dt), src, PL_SENDRECV_TAG,
                         c->mpi, &status);
-  pl_watch_end(w);
+  pl__watch_end(w);
   PL_TRY(mpi_check(rc, fn));
   int got = 0;
   MPI_Get_count(&status, mpi_type(dt), &got);
@@ -739,21 +738,21 @@ pl_status pl_broadcast(pl_comm *c, void *buf, size_t count, pl_dtype dt,
   PL_TRY(check_rank(fn, "root", root, c));
   PL_TRY(check_buf(fn, "buf", buf, count));
 #if PL_HAVE_CUDA
-  if (c->nccl) WATCHED_NCCL(c, "broadcast", pl_nccl_broadcast(c, buf, count, dt, root, s));
+  if (c->nccl) WATCHED_NCCL(c, "broadcast", pl__nccl_broadcast(c, buf, count, dt, root, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
-  int w = pl_watch_begin(c, "broadcast");
+  int w = pl__watch_begin(c, "broadcast");
   int rc = MPI_Bcast(buf, (int)count, mpi_type(dt), root, c->mpi);
-  pl_watch_end(w);
+  pl__watch_end(w);
   return mpi_check(rc, fn);
 }
 
 pl_status pl_barrier(pl_comm *c) {
   if (!c) return pl_set_error(PL_EINVAL, "pl_barrier: c is NULL");
-  int w = pl_watch_begin(c, "barrier");
+  int w = pl__watch_begin(c, "barrier");
   int rc = MPI_Barrier(c->mpi);
-  pl_watch_end(w);
+  pl__watch_end(w);
   return mpi_check(rc, "pl_barrier");
 }
 
@@ -767,9 +766,9 @@ static pl_status host_allreduce(const char *fn, const char *op_name,
   PL_TRY(check_buf(fn, "vals", vals, n));
   PL_TRY(check_int(fn, "n", n));
   MPI_Op o = op == PL_RED_SUM ? MPI_SUM : op == PL_RED_MAX ? MPI_MAX : MPI_MIN;
-  int w = pl_watch_begin(c, op_name);
+  int w = pl__watch_begin(c, op_name);
   int rc = MPI_Allreduce(MPI_IN_PLACE, vals, (int)n, t, o, c->mpi);
-  pl_watch_end(w);
+  pl__watch_end(w);
   return mpi_check(rc, fn);
 }
 
@@ -792,10 +791,10 @@ pl_status pl_host_allgather_i64(pl_comm *c, const int64_t *send, size_t n,
   PL_TRY(check_buf(fn, "send", send, n));
   PL_TRY(check_buf(fn, "recv", recv, n));
   PL_TRY(check_int(fn, "n", n));
-  int w = pl_watch_begin(c, "host_allgather_i64");
+  int w = pl__watch_begin(c, "host_allgather_i64");
   int rc = MPI_Allgather(send, (int)n, MPI_INT64_T, recv, (int)n, MPI_INT64_T,
                          c->mpi);
-  pl_watch_end(w);
+  pl__watch_end(w);
   return mpi_check(rc, fn);
 }
 
@@ -806,10 +805,10 @@ pl_status pl_host_alltoall_i64(pl_comm *c, const int64_t *send, size_t n,
   PL_TRY(check_buf(fn, "send", send, n));
   PL_TRY(check_buf(fn, "recv", recv, n));
   PL_TRY(check_int(fn, "n", n));
-  int w = pl_watch_begin(c, "host_alltoall_i64");
+  int w = pl__watch_begin(c, "host_alltoall_i64");
   int rc = MPI_Alltoall(send, (int)n, MPI_INT64_T, recv, (int)n, MPI_INT64_T,
                         c->mpi);
-  pl_watch_end(w);
+  pl__watch_end(w);
   return mpi_check(rc, fn);
 }
 
@@ -819,8 +818,8 @@ pl_status pl_host_bcast(pl_comm *c, void *buf, size_t bytes, int root) {
   PL_TRY(check_rank(fn, "root", root, c));
   PL_TRY(check_buf(fn, "buf", buf, bytes));
   PL_TRY(check_int(fn, "bytes", bytes));
-  int w = pl_watch_begin(c, "host_bcast");
+  int w = pl__watch_begin(c, "host_bcast");
   int rc = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi);
-  pl_watch_end(w);
+  pl__watch_end(w);
   return mpi_check(rc, fn);
 }

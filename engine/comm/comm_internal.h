@@ -9,7 +9,7 @@
 
 #include <mpi.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "plateau/comm.h"
 
 #ifdef __cplusplus
@@ -26,46 +26,47 @@ struct pl_comm {
 
 /* ---- watchdog (comm.c) -------------------------------------------------
  * A blocking operation (MPI, NCCL init/destroy) is bracketed by
- * pl_watch_begin/pl_watch_end; an enqueued NCCL operation hands its completion
- * event to pl_watch_event and the watchdog polls it.  A deadline that passes
- * prints the operation, group and rank, aborts NCCL and calls MPI_Abort. */
-int pl_watch_begin(const pl_comm *c, const char *op);
-void pl_watch_end(int slot);
+ * pl__watch_begin/pl__watch_end; an enqueued NCCL operation hands its
+ * completion event to pl__watch_event and the watchdog polls it.  A deadline
+ * that passes prints the operation, group and rank, aborts NCCL and calls
+ * MPI_Abort. */
+int pl__watch_begin(const pl_comm *c, const char *op);
+void pl__watch_end(int slot);
 /* Takes ownership of `event` (a cudaEvent_t recorded after the op). */
-pl_status pl_watch_event(const pl_comm *c, const char *op, void *event);
+pl_status pl__watch_event(const pl_comm *c, const char *op, void *event);
 /* Wait until every watched event of c has completed (still under watch). */
-void pl_watch_drain(const pl_comm *c);
+void pl__watch_drain(const pl_comm *c);
 
 #if PL_HAVE_CUDA
 /* ---- NCCL side (comm_nccl.cu) ------------------------------------------ */
-void pl_nccl_version_str(char *buf, size_t len);
+void pl__nccl_version_str(char *buf, size_t len);
 /* Collective over c->mpi: id from group rank 0, MPI_Bcast, ncclCommInitRank. */
-pl_status pl_nccl_create(pl_comm *c);
-void pl_nccl_destroy(pl_comm *c);
+pl_status pl__nccl_create(pl_comm *c);
+void pl__nccl_destroy(pl_comm *c);
 /* Abort (watchdog: a deadline passed). */
-void pl_nccl_abort(void *nccl);
+void pl__nccl_abort(void *nccl);
 /* 1 done, 0 pending, -1 error (the error counts as "stalled"). */
-int pl_nccl_event_query(void *event, int ordinal);
+int pl__nccl_event_query(void *event, int ordinal);
 /* Release a watched event (kept in a pool for reuse, or destroyed). */
-void pl_nccl_event_destroy(void *event, int ordinal);
+void pl__nccl_event_destroy(void *event, int ordinal);
 
-pl_status pl_nccl_allreduce(pl_comm *c, const void *send, void *recv,
-                            size_t count, pl_dtype dt, pl_redop op,
-                            pl_stream *s);
-pl_status pl_nccl_allgather(pl_comm *c, const void *send, void *recv,
-                            size_t count, pl_dtype dt, pl_stream *s);
-pl_status pl_nccl_reduce_scatter(pl_comm *c, const void *send, void *recv,
-                                 size_t count, pl_dtype dt, pl_redop op,
-                                 pl_stream *s);
-pl_status pl_nccl_alltoallv(pl_comm *c, const void *send,
-                            const size_t *scounts, const size_t *sdispls,
-                            void *recv, const size_t *rcounts,
-                            const size_t *rdispls, pl_dtype dt, pl_stream *s);
-pl_status pl_nccl_sendrecv(pl_comm *c, const void *send, size_t scount,
-                           int dst, void *recv, size_t rcount, int src,
-                           pl_dtype dt, pl_stream *s);
-pl_status pl_nccl_broadcast(pl_comm *c, void *buf, size_t count, pl_dtype dt,
-                            int root, pl_stream *s);
+pl_status pl__nccl_allreduce(pl_comm *c, const void *send, void *recv,
+                             size_t count, pl_dtype dt, pl_redop op,
+                             pl_stream *s);
+pl_status pl__nccl_allgather(pl_comm *c, const void *send, void *recv,
+                             size_t count, pl_dtype dt, pl_stream *s);
+pl_status pl__nccl_reduce_scatter(pl_comm *c, const void *send, void *recv,
+                                  size_t count, pl_dtype dt, pl_redop op,
+                                  pl_stream *s);
+pl_status pl__nccl_alltoallv(pl_comm *c, const void *send,
+                             const size_t *scounts, const size_t *sdispls,
+                             void *recv, const size_t *rcounts,
+                             const size_t *rdispls, pl_dtype dt, pl_stream *s);
+pl_status pl__nccl_sendrecv(pl_comm *c, const void *send, size_t scount,
+                            int dst, void *recv, size_t rcount, int src,
+                            pl_dtype dt, pl_stream *s);
+pl_status pl__nccl_broadcast(pl_comm *c, void *buf, size_t count, pl_dtype dt,
+                             int root, pl_stream *s);
 #endif
 
 #ifdef __cplusplus

@@ -109,10 +109,10 @@ static pl_status watch_after(pl_comm *c, const char *op, cudaStream_t st) {
     cudaEventDestroy(ev);
     return cuda_err(e, "pl_comm: cudaEventRecord");
   }
-  return pl_watch_event(c, op, (void *)ev);
+  return pl__watch_event(c, op, (void *)ev);
 }
 
-extern "C" void pl_nccl_version_str(char *buf, size_t len) {
+extern "C" void pl__nccl_version_str(char *buf, size_t len) {
   int v = 0;
   if (ncclGetVersion(&v) != ncclSuccess) {
     snprintf(buf, len, "NCCL (unknown)");
@@ -150,7 +150,7 @@ static pl_status nccl_config(ncclConfig_t *cfg) {
   return PL_OK;
 }
 
-extern "C" pl_status pl_nccl_create(pl_comm *c) {
+extern "C" pl_status pl__nccl_create(pl_comm *c) {
   ncclConfig_t cfg;
   PL_TRY(nccl_config(&cfg));
   struct {
@@ -159,9 +159,9 @@ extern "C" pl_status pl_nccl_create(pl_comm *c) {
   } msg;
   memset(&msg, 0, sizeof msg);
   if (c->rank == 0) msg.ok = ncclGetUniqueId(&msg.id) == ncclSuccess;
-  int w = pl_watch_begin(c, "nccl_init");
+  int w = pl__watch_begin(c, "nccl_init");
   int rc = MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, c->mpi);
-  pl_watch_end(w);
+  pl__watch_end(w);
   if (rc != MPI_SUCCESS)
     return pl_set_error(PL_ECOMM, "pl_comm: MPI_Bcast of the NCCL id failed "
                         "(MPI error %d)", rc);
@@ -170,9 +170,9 @@ extern "C" pl_status pl_nccl_create(pl_comm *c) {
                         "rank 0");
   CUDA_TRY(cudaSetDevice(c->dev->ordinal), "pl_comm: cudaSetDevice");
   ncclComm_t comm = NULL;
-  w = pl_watch_begin(c, "nccl_init");
+  w = pl__watch_begin(c, "nccl_init");
   ncclResult_t r = ncclCommInitRankConfig(&comm, c->size, msg.id, c->rank, &cfg);
-  pl_watch_end(w);
+  pl__watch_end(w);
   if (r != ncclSuccess)
     return nccl_err(r, NULL, "pl_comm: ncclCommInitRankConfig");
   c->nccl = (void *)comm;
@@ -192,21 +192,21 @@ static void pool_flush(int ordinal) {
   pthread_mutex_unlock(&g_pool_lock);
 }
 
-extern "C" void pl_nccl_destroy(pl_comm *c) {
+extern "C" void pl__nccl_destroy(pl_comm *c) {
   if (!c->nccl) return;
   pool_flush(c->dev->ordinal); /* the caller drained c: all complete */
   void *comm = c->nccl;
   c->nccl = NULL; /* the watch below must not abort a half-destroyed comm */
-  int w = pl_watch_begin(c, "nccl_destroy");
+  int w = pl__watch_begin(c, "nccl_destroy");
   ncclCommDestroy((ncclComm_t)comm);
-  pl_watch_end(w);
+  pl__watch_end(w);
 }
 
-extern "C" void pl_nccl_abort(void *nccl) {
+extern "C" void pl__nccl_abort(void *nccl) {
   if (nccl) ncclCommAbort((ncclComm_t)nccl);
 }
 
-extern "C" int pl_nccl_event_query(void *event, int ordinal) {
+extern "C" int pl__nccl_event_query(void *event, int ordinal) {
   cudaSetDevice(ordinal); /* the watchdog thread has no current device */
   cudaError_t e = cudaEventQuery((cudaEvent_t)event);
   if (e == cudaSuccess) return 1;
@@ -217,7 +217,7 @@ extern "C" int pl_nccl_event_query(void *event, int ordinal) {
 }
 
 /* Called for completed events: back to the pool (destroyed when full). */
-extern "C" void pl_nccl_event_destroy(void *event, int ordinal) {
+extern "C" void pl__nccl_event_destroy(void *event, int ordinal) {
   pthread_mutex_lock(&g_pool_lock);
   if (g_pool_n < EVENT_POOL_MAX) {
     g_pool[g_pool_n].ev = (cudaEvent_t)event;
@@ -231,7 +231,7 @@ extern "C" void pl_nccl_event_destroy(void *event, int ordinal) {
   }
 }
 
-extern "C" pl_status pl_nccl_allreduce(pl_comm *c, const void *send,
+extern "C" pl_status pl__nccl_allreduce(pl_comm *c, const void *send,
                                        void *recv, size_t count, pl_dtype dt,
                                        pl_redop op, pl_stream *s) {
   if (count == 0) return PL_OK;
@@ -243,7 +243,7 @@ extern "C" pl_status pl_nccl_allreduce(pl_comm *c, const void *send,
   return watch_after(c, "allreduce", st);
 }
 
-extern "C" pl_status pl_nccl_allgather(pl_comm *c, const void *send,
+extern "C" pl_status pl__nccl_allgather(pl_comm *c, const void *send,
                                        void *recv, size_t count, pl_dtype dt,
                                        pl_stream *s) {
   if (count == 0) return PL_OK;
@@ -254,7 +254,7 @@ extern "C" pl_status pl_nccl_allgather(pl_comm *c, const void *send,
   return watch_after(c, "allgather", st);
 }
 
-extern "C" pl_status pl_nccl_reduce_scatter(pl_comm *c, const void *send,
+extern "C" pl_status pl__nccl_reduce_scatter(pl_comm *c, const void *send,
                                             void *recv, size_t count,
                                             pl_dtype dt, pl_redop op,
                                             pl_stream *s) {
@@ -268,7 +268,7 @@ extern "C" pl_status pl_nccl_reduce_scatter(pl_comm *c, const void *send,
 }
 
 /* Grouped point-to-point: ncclGroupEnd runs even after a failed post. */
-extern "C" pl_status pl_nccl_alltoallv(pl_comm *c, const void *send,
+extern "C" pl_status pl__nccl_alltoallv(pl_comm *c, const void *send,
                                        const size_t *scounts,
                                        const size_t *sdispls, void *recv,
                                        const size_t *rcounts,
@@ -301,7 +301,7 @@ extern "C" pl_status pl_nccl_alltoallv(pl_comm *c, const void *send,
   return watch_after(c, "alltoallv", st);
 }
 
-extern "C" pl_status pl_nccl_sendrecv(pl_comm *c, const void *send,
+extern "C" pl_status pl__nccl_sendrecv(pl_comm *c, const void *send,
                                       size_t scount, int dst, void *recv,
                                       size_t rcount, int src, pl_dtype dt,
                                       pl_stream *s) {
@@ -321,7 +321,7 @@ extern "C" pl_status pl_nccl_sendrecv(pl_comm *c, const void *send,
   return watch_after(c, "sendrecv", st);
 }
 
-extern "C" pl_status pl_nccl_broadcast(pl_comm *c, void *buf, size_t count,
+extern "C" pl_status pl__nccl_broadcast(pl_comm *c, void *buf, size_t count,
                                        pl_dtype dt, int root, pl_stream *s) {
   if (count == 0) return PL_OK;
   ncclComm_t comm = (ncclComm_t)c->nccl;

@@ -1,24 +1,11 @@
 /* dev.c — devices, streams and events, and the dispatch of the shared kernels
- * (kernels.h) to the device's backend.  Argument checks live here, once, so a
- * backend implements only the arithmetic. */
+ * (kernels.h) through the device's backend table.  Argument checks live here,
+ * once, so a backend implements only the arithmetic.  Which table a device
+ * gets is decided where it is created, in the backend layer (backend.c). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
-
-void pl_mem_fini(pl_dev *dev); /* mem.c */
-
-#if PL_HAVE_CUDA
-#define CUDA_LINKED 1
-#else
-#define CUDA_LINKED 0
-#endif
-
-int pl_backend_available(pl_backend be) {
-  if (be == PL_BACKEND_CPU) return 1;
-  if (be == PL_BACKEND_CUDA) return CUDA_LINKED;
-  return 0;
-}
+#include "core/internal.h"
 
 const char *pl_backend_name(pl_backend be) {
   return be == PL_BACKEND_CUDA ? "cuda" : be == PL_BACKEND_CPU ? "cpu" : "?";
@@ -32,14 +19,6 @@ pl_status pl_backend_parse(const char *s, pl_backend *out) {
   return PL_OK;
 }
 
-int pl_cuda_device_count(void) {
-#if PL_HAVE_CUDA
-  return CUDA_LINKED ? pl_cuda_count_devices() : 0;
-#else
-  return 0;
-#endif
-}
-
 int pl_local_rank(void) {
   static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
                                "MPI_LOCALRANKID", "LOCAL_RANK", NULL};
@@ -50,28 +29,9 @@ int pl_local_rank(void) {
   return 0;
 }
 
-pl_status pl_dev_create(pl_backend be, int ordinal, pl_dev **out) {
+pl_status pl__dev_open(pl_backend be, int ordinal, const pl__backend_ops *ops,
+                       pl_dev **out) {
   *out = NULL;
-  const pl_backend_ops *ops = NULL;
-  if (be == PL_BACKEND_CPU) ops = &pl_cpu_backend_ops;
-#if PL_HAVE_CUDA
-  else if (be == PL_BACKEND_CUDA && CUDA_LINKED) ops = &pl_cuda_backend_ops;
-#endif
-  if (!ops) {
-    if (be == PL_BACKEND_CUDA)
-      return pl_set_error(PL_EUNSUPPORTED, "backend cuda: not built (nvcc was not found at build time; allowed here: cpu)");
-    return pl_set_error(PL_EINVAL, "backend %d: unknown (allowed: cpu, cuda)", (int)be);
-  }
-  if (be == PL_BACKEND_CUDA) {
-    int n = pl_cuda_device_count();
-    if (n <= 0)
-      return pl_set_error(PL_EUNSUPPORTED, "backend cuda: no CUDA device visible on this machine (use --backend cpu)");
-    if (ordinal < 0) ordinal = pl_local_rank() % n;
-    if (ordinal >= n)
-      return pl_set_error(PL_EINVAL, "CUDA device %d: only %d visible (allowed: 0..%d)", ordinal, n, n - 1);
-  } else if (ordinal < 0) {
-    ordinal = 0;
-  }
   pl_dev *dev = calloc(1, sizeof *dev);
   if (!dev) return pl_set_error(PL_ENOMEM, "out of host memory creating a device");
   dev->backend = be;
@@ -108,7 +68,7 @@ void pl_dev_destroy(pl_dev *dev) {
   if (dev->n_streams || dev->n_events)
     PL_WARN("device destroyed with %d streams and %d events not destroyed",
             dev->n_streams, dev->n_events);
-  pl_mem_fini(dev);
+  pl__mem_fini(dev);
   dev->ops->stream_destroy(dev->default_stream);
   free(dev->default_stream);
   dev->ops->fini(dev);

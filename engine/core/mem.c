@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 
 #define ZERO_BYTES_RAW 16 /* raw size behind a 0-byte allocation */
 
@@ -26,10 +26,10 @@ static size_t hash_ptr(const void *p, size_t cap) {
 
 static pl_status table_grow(pl_dev *dev) {
   size_t ncap = dev->table_cap ? dev->table_cap * 2 : 1024;
-  pl_mem_entry *nt = calloc(ncap, sizeof *nt);
+  pl__mem_entry *nt = calloc(ncap, sizeof *nt);
   if (!nt) return pl_set_error(PL_ENOMEM, "out of host memory for the allocation table");
   for (size_t i = 0; i < dev->table_cap; i++) {
-    pl_mem_entry *e = &dev->table[i];
+    pl__mem_entry *e = &dev->table[i];
     if (e->used != 1) continue;
     size_t h = hash_ptr(e->ptr, ncap);
     while (nt[h].used) h = (h + 1) & (ncap - 1);
@@ -45,11 +45,11 @@ static pl_status table_grow(pl_dev *dev) {
   return PL_OK;
 }
 
-static pl_mem_entry *table_find(pl_dev *dev, const void *p) {
+static pl__mem_entry *table_find(pl_dev *dev, const void *p) {
   if (!dev->table_cap) return NULL;
   size_t h = hash_ptr(p, dev->table_cap);
   for (size_t n = 0; n < dev->table_cap; n++) {
-    pl_mem_entry *e = &dev->table[h];
+    pl__mem_entry *e = &dev->table[h];
     if (!e->used) return NULL;
     if (e->used == 1 && e->ptr == p) return e;
     h = (h + 1) & (dev->table_cap - 1);
@@ -57,7 +57,7 @@ static pl_mem_entry *table_find(pl_dev *dev, const void *p) {
   return NULL;
 }
 
-static int tag_index(pl_mem_arena *a, const char *tag) {
+static int tag_index(pl__mem_arena *a, const char *tag) {
   if (!tag || !*tag) tag = "untagged";
   for (int i = 0; i < a->n_tags; i++)
     if (!strcmp(a->tags[i], tag)) return i;
@@ -86,7 +86,7 @@ static pl_status track_alloc(pl_dev *dev, pl_arena arena, size_t bytes,
   if ((int)arena < 0 || arena >= PL_ARENA_COUNT)
     return pl_set_error(PL_EINVAL, "arena %d (allowed: device, host)", (int)arena);
   pthread_mutex_lock(&dev->mem_lock);
-  pl_mem_arena *a = &dev->arenas[arena];
+  pl__mem_arena *a = &dev->arenas[arena];
   int ti = tag_index(a, tag);
   pl_status st = PL_OK;
   if (ti < 0) {
@@ -117,7 +117,7 @@ static pl_status track_alloc(pl_dev *dev, pl_arena arena, size_t bytes,
   size_t h = hash_ptr(p, dev->table_cap);
   while (dev->table[h].used == 1) h = (h + 1) & (dev->table_cap - 1);
   if (!dev->table[h].used) dev->table_used++;
-  dev->table[h] = (pl_mem_entry){p, bytes, ti, (unsigned char)arena, 1};
+  dev->table[h] = (pl__mem_entry){p, bytes, ti, (unsigned char)arena, 1};
   a->current += bytes;
   a->n_alloc++;
   a->tag_now[ti] += bytes;
@@ -145,14 +145,14 @@ pl_status pl_alloc_async(pl_dev *dev, pl_arena arena, size_t bytes,
 static void track_free(pl_dev *dev, void *p, pl_stream *s) {
   if (!p) return;
   pthread_mutex_lock(&dev->mem_lock);
-  pl_mem_entry *e = table_find(dev, p);
+  pl__mem_entry *e = table_find(dev, p);
   if (!e) {
     pthread_mutex_unlock(&dev->mem_lock);
     fprintf(stderr, "plateau: pl_free of a pointer the tracker does not know (%p)\n", p);
     PL_ASSERT(!"pl_free of an untracked pointer");
     return;
   }
-  pl_mem_arena *a = &dev->arenas[e->arena];
+  pl__mem_arena *a = &dev->arenas[e->arena];
   a->current -= e->bytes;
   a->tag_now[e->tag] -= e->bytes;
   a->n_free++;
@@ -171,7 +171,7 @@ pl_status pl_mem_stats_get(pl_dev *dev, pl_arena arena, pl_mem_stats *out) {
   if ((int)arena < 0 || arena >= PL_ARENA_COUNT)
     return pl_set_error(PL_EINVAL, "arena %d (allowed: device, host)", (int)arena);
   pthread_mutex_lock(&dev->mem_lock);
-  pl_mem_arena *a = &dev->arenas[arena];
+  pl__mem_arena *a = &dev->arenas[arena];
   out->current = a->current;
   out->peak = a->peak;
   out->limit = a->limit;
@@ -193,7 +193,7 @@ pl_status pl_mem_stats_get(pl_dev *dev, pl_arena arena, pl_mem_stats *out) {
 static size_t tag_lookup(pl_dev *dev, pl_arena arena, const char *tag, int peak) {
   size_t v = 0;
   pthread_mutex_lock(&dev->mem_lock);
-  pl_mem_arena *a = &dev->arenas[arena];
+  pl__mem_arena *a = &dev->arenas[arena];
   for (int i = 0; i < a->n_tags; i++)
     if (!strcmp(a->tags[i], tag)) v = peak ? a->tag_peak[i] : a->tag_now[i];
   pthread_mutex_unlock(&dev->mem_lock);
@@ -210,7 +210,7 @@ size_t pl_mem_tag_peak(pl_dev *dev, pl_arena arena, const char *tag) {
 
 void pl_mem_reset_peak(pl_dev *dev, pl_arena arena) {
   pthread_mutex_lock(&dev->mem_lock);
-  pl_mem_arena *a = &dev->arenas[arena];
+  pl__mem_arena *a = &dev->arenas[arena];
   a->peak = a->current;
   memcpy(a->tag_at_peak, a->tag_now, sizeof a->tag_now);
   memcpy(a->tag_peak, a->tag_now, sizeof a->tag_now);
@@ -258,9 +258,9 @@ void pl_mem_live_set_str(const pl_mem_stats *st, char *buf, size_t len) {
 }
 
 /* Called by pl_dev_destroy: report leaks, free tag names and the table. */
-void pl_mem_fini(pl_dev *dev) {
+void pl__mem_fini(pl_dev *dev) {
   for (int ar = 0; ar < PL_ARENA_COUNT; ar++) {
-    pl_mem_arena *a = &dev->arenas[ar];
+    pl__mem_arena *a = &dev->arenas[ar];
     if (a->current)
       PL_WARN("device destroyed with %zu bytes still allocated in the %s arena",
               a->current, arena_name((pl_arena)ar));

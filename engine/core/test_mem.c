@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "plateau/plateau.h"
+#include "plateau/dev.h"
+#include "plateau/kernels.h"
+#include "plateau/status.h"
+#include "plateau/tensor.h"
 
 static pl_dev *dev;
 

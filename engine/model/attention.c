@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "backend/attention_kernels.h"
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "model/attention.h"
 
 float pl_attn_scale(const pl_attn_shape *sh) { return pl__attn_scale(sh); }

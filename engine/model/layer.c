@@ -6,16 +6,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
+#include "model/mlp_block_internal.h"
 #include "model/rope.h"
 #include "model/ulysses.h"
-
-#if PL_HAVE_CUDA
-#define DISPATCH(s, fn, ...)                                                                     \
-  (pl_stream_backend(s) == PL_BACKEND_CUDA ? pl_cuda_##fn(__VA_ARGS__) : pl_cpu_##fn(__VA_ARGS__))
-#else
-#define DISPATCH(s, fn, ...) pl_cpu_##fn(__VA_ARGS__)
-#endif
 
 static int group_size(const pl_layer *l) { return l->sp ? pl_comm_size(l->sp) : 1; }
 static int group_rank(const pl_layer *l) { return l->sp ? pl_comm_rank(l->sp) : 0; }
@@ -126,7 +120,7 @@ static pl_status attn_forward(pl_layer *l, pl_stream *s, const void *x, int64_t 
   PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(c->n_q / D) * (size_t)(N * D) * 4,
                         "activations", s, &lp));
   a->lse = lp;
-  PL_TRY(DISPATCH(s, rmsnorm_fwd, s, x, l->w_n, a->h, N, c->H, l->eps, c->dt));
+  PL_TRY(pl__rmsnorm_fwd(s, x, l->w_n, a->h, N, c->H, l->eps, c->dt));
   const char *W = l->w_qkv;
   PL_TRY(pl_gemm(s, false, false, N, nq, c->H, 1.f, a->h, c->H, W, tot, 0.f, a->q, nq, c->dt, c->dt));
   PL_TRY(pl_gemm(s, false, false, N, nk, c->H, 1.f, a->h, c->H, W + nq * es, tot, 0.f, a->k, nk,
@@ -179,7 +173,7 @@ pl_status pl_layer_backward(pl_layer *l, pl_stream *s, const void *x, const void
   ALLOC(dv, (size_t)(N * nk) * es);
   ALLOC(dh, (size_t)(N * c->H) * es);
   ALLOC(dh32, (size_t)(N * c->H) * 4);
-  ALLOC(scr, pl_rmsnorm_bwd_scratch(N, c->H) * 4);
+  ALLOC(scr, pl__rmsnorm_bwd_scratch(N, c->H) * 4);
 #undef ALLOC
   /* MLP slot: dy1 = d(mlp)/dy1 from dy (recomputes from y1) */
   if (st == PL_OK) st = pl_mlp_block_backward(&l->mlp, s, a.y1, dy, dy1, N);
@@ -211,19 +205,10 @@ pl_status pl_layer_backward(pl_layer *l, pl_stream *s, const void *x, const void
   if (st == PL_OK) st = pl_convert(s, dh, c->dt, dh32, PL_F32, (size_t)(N * c->H));
   /* dx = dy1 (residual) + rmsnorm_bwd(dh); g_n += ... */
   if (st == PL_OK)
-    st = DISPATCH(s, rmsnorm_bwd, s, x, l->w_n, dh, dy1, dx, l->g_n, (float *)scr, N, c->H, l->eps,
-                  c->dt);
+    st = pl__rmsnorm_bwd(s, x, l->w_n, dh, dy1, dx, l->g_n, (float *)scr, N,
+                         c->H, l->eps, c->dt);
   void *ps[] = {dy1, dO, dq, dk, dv, dh, dh32, scr};
   for (int i = 0; i < 8; i++) pl_free_async(dev, ps[i], s);
   acts_free(l, s, &a);
   return st;
 }
-
-static pl_status layer_fwd(void *layer, pl_stream *s, const void *x, void *y, int64_t N) {
-  return pl_layer_forward(layer, s, x, y, N);
-}
-static pl_status layer_bwd(void *layer, pl_stream *s, const void *x, const void *dy, void *dx,
-                           int64_t N) {
-  return pl_layer_backward(layer, s, x, dy, dx, N);
-}
-const pl_layer_ops pl_decoder_layer_ops = {layer_fwd, layer_bwd};

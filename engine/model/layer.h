@@ -2,7 +2,8 @@
  * causal GQA flash attention, Ulysses over the sequence-parallel group when
  * D > 1) → output projection + residual → the MLP slot (model/mlp_block.h:
  * RMSNorm → dense SwiGLU → residual; the MoE block plugs in later), forward
- * and backward, runnable inside the checkpoint runner (pl_decoder_layer_ops).
+ * and backward (the checkpoint runner runs it as pl_decoder_layer_ops,
+ * train/ckpt.h).
  *
  *   h  = rmsnorm(x)·w_n                       x, h: N×H (this rank's tokens)
  *   q  = rope(h·W_q), k = rope(h·W_k), v = h·W_v   W_qkv = [W_q|W_k|W_v]:
@@ -23,7 +24,6 @@
 #include "model/attention.h"
 #include "model/mlp_block.h"
 #include "plateau/plateau.h"
-#include "train/ckpt.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,9 +60,6 @@ pl_status pl_layer_forward(pl_layer *l, pl_stream *s, const void *x, void *y, in
 /* Recompute from x; dx from dy (distinct buffers); accumulate weight grads. */
 pl_status pl_layer_backward(pl_layer *l, pl_stream *s, const void *x, const void *dy, void *dx,
                             int64_t N);
-
-/* The layer as a checkpoint-runner layer (engine/train/ckpt.h). */
-extern const pl_layer_ops pl_decoder_layer_ops;
 
 #ifdef __cplusplus
 }

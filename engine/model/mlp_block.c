@@ -7,13 +7,45 @@
 
 #include "model/mlp_block.h"
 
+#include "core/internal.h"
+#include "model/mlp_block_internal.h"
+
+/* The backend twins of backend/mlp_block.h, by the stream's backend. */
+pl_status pl__rmsnorm_fwd(pl_stream *s, const void *x, const void *w, void *n,
+                          int64_t N, int64_t H, float eps, pl_dtype dt) {
 #if PL_HAVE_CUDA
-#define DISPATCH(s, fn, ...)                                                   \
-  (pl_stream_backend(s) == PL_BACKEND_CUDA ? pl_cuda_##fn(__VA_ARGS__)         \
-                                           : pl_cpu_##fn(__VA_ARGS__))
-#else
-#define DISPATCH(s, fn, ...) pl_cpu_##fn(__VA_ARGS__)
+  if (pl__on_cuda(s)) return pl__cuda_rmsnorm_fwd(s, x, w, n, N, H, eps, dt);
 #endif
+  return pl__cpu_rmsnorm_fwd(s, x, w, n, N, H, eps, dt);
+}
+
+pl_status pl__rmsnorm_bwd(pl_stream *s, const void *x, const void *w,
+                          const void *dn, const void *dres, void *dx, float *dw,
+                          float *scratch, int64_t N, int64_t H, float eps,
+                          pl_dtype dt) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_rmsnorm_bwd(s, x, w, dn, dres, dx, dw, scratch, N, H, eps,
+                                dt);
+#endif
+  return pl__cpu_rmsnorm_bwd(s, x, w, dn, dres, dx, dw, scratch, N, H, eps, dt);
+}
+
+static pl_status swiglu_fwd(pl_stream *s, const void *gu, void *a, int64_t N,
+                            int64_t I, pl_dtype dt) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s)) return pl__cuda_swiglu_fwd(s, gu, a, N, I, dt);
+#endif
+  return pl__cpu_swiglu_fwd(s, gu, a, N, I, dt);
+}
+
+static pl_status swiglu_bwd(pl_stream *s, const void *gu, const void *da,
+                            void *dgu, int64_t N, int64_t I, pl_dtype dt) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s)) return pl__cuda_swiglu_bwd(s, gu, da, dgu, N, I, dt);
+#endif
+  return pl__cpu_swiglu_bwd(s, gu, da, dgu, N, I, dt);
+}
 
 int64_t pl_mlp_block_params(int64_t H, int64_t I) { return H + H * 2 * I + I * H; }
 
@@ -74,12 +106,16 @@ static pl_status recompute(pl_mlp_block *b, pl_stream *s, const void *x, int64_t
   int64_t H = b->H, I = b->I;
   *n = *gu = *a = NULL;
   pl_status st;
-  if ((st = pl_alloc_async(b->dev, PL_ARENA_DEVICE, (size_t)(N * H) * es, "activations", s, n)) ||
-      (st = DISPATCH(s, rmsnorm_fwd, s, x, b->w_norm, *n, N, H, b->eps, b->dt)) ||
-      (st = pl_alloc_async(b->dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es, "activations", s, gu)) ||
-      (st = pl_gemm(s, false, false, N, 2 * I, H, 1.0f, *n, H, b->w_up, 2 * I, 0.0f, *gu, 2 * I, b->dt, b->dt)) ||
-      (st = pl_alloc_async(b->dev, PL_ARENA_DEVICE, (size_t)(N * I) * es, "activations", s, a)) ||
-      (st = DISPATCH(s, swiglu_fwd, s, *gu, *a, N, I, b->dt))) {
+  if ((st = pl_alloc_async(b->dev, PL_ARENA_DEVICE, (size_t)(N * H) * es,
+                           "activations", s, n)) ||
+      (st = pl__rmsnorm_fwd(s, x, b->w_norm, *n, N, H, b->eps, b->dt)) ||
+      (st = pl_alloc_async(b->dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
+                           "activations", s, gu)) ||
+      (st = pl_gemm(s, false, false, N, 2 * I, H, 1.0f, *n, H, b->w_up, 2 * I,
+                    0.0f, *gu, 2 * I, b->dt, b->dt)) ||
+      (st = pl_alloc_async(b->dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
+                           "activations", s, a)) ||
+      (st = swiglu_fwd(s, *gu, *a, N, I, b->dt))) {
     pl_free_async(b->dev, *n, s), pl_free_async(b->dev, *gu, s), pl_free_async(b->dev, *a, s);
     *n = *gu = *a = NULL;
   }
@@ -115,10 +151,13 @@ pl_status pl_mlp_block_backward(pl_mlp_block *b, pl_stream *s, const void *x, co
   if ((st = pl_gemm(s, true, false, I, H, N, 1.0f, a, I, dy, H, 1.0f, b->g_down, H, b->dt, PL_F32)))
     goto out;
   pl_free_async(b->dev, a, s), a = NULL;
-  if ((st = pl_alloc_async(b->dev, PL_ARENA_DEVICE, (size_t)(N * I) * es, "activations", s, &da)) ||
-      (st = pl_gemm(s, false, true, N, I, H, 1.0f, dy, H, b->w_down, H, 0.0f, da, I, b->dt, b->dt)) ||
-      (st = pl_alloc_async(b->dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es, "activations", s, &dgu)) ||
-      (st = DISPATCH(s, swiglu_bwd, s, gu, da, dgu, N, I, b->dt)))
+  if ((st = pl_alloc_async(b->dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
+                           "activations", s, &da)) ||
+      (st = pl_gemm(s, false, true, N, I, H, 1.0f, dy, H, b->w_down, H, 0.0f,
+                    da, I, b->dt, b->dt)) ||
+      (st = pl_alloc_async(b->dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
+                           "activations", s, &dgu)) ||
+      (st = swiglu_bwd(s, gu, da, dgu, N, I, b->dt)))
     goto out;
   pl_free_async(b->dev, da, s), da = NULL;
   pl_free_async(b->dev, gu, s), gu = NULL;
@@ -130,13 +169,15 @@ pl_status pl_mlp_block_backward(pl_mlp_block *b, pl_stream *s, const void *x, co
       (st = pl_gemm(s, false, true, N, H, 2 * I, 1.0f, dgu, 2 * I, b->w_up, 2 * I, 0.0f, dn, H, b->dt, b->dt)))
     goto out;
   pl_free_async(b->dev, dgu, s), dgu = NULL;
-  if (pl_stream_backend(s) == PL_BACKEND_CUDA &&
-      (st = pl_alloc_async(b->dev, PL_ARENA_DEVICE, pl_rmsnorm_bwd_scratch(N, H) * 4, "activations", s,
+  if (pl__on_cuda(s) &&
+      (st = pl_alloc_async(b->dev, PL_ARENA_DEVICE,
+                           pl__rmsnorm_bwd_scratch(N, H) * 4, "activations", s,
                            (void **)&scratch)))
     goto out;
   /* dx = dy (residual) + rmsnorm_bwd(dn); dx may alias dy: the kernel reads
    * dres[i] before writing dx[i] in the same thread */
-  st = DISPATCH(s, rmsnorm_bwd, s, x, b->w_norm, dn, dy, dx, b->g_norm, scratch, N, H, b->eps, b->dt);
+  st = pl__rmsnorm_bwd(s, x, b->w_norm, dn, dy, dx, b->g_norm, scratch, N, H,
+                       b->eps, b->dt);
 out:
   pl_free_async(b->dev, n, s), pl_free_async(b->dev, gu, s), pl_free_async(b->dev, a, s);
   pl_free_async(b->dev, da, s), pl_free_async(b->dev, dgu, s), pl_free_async(b->dev, dn, s);

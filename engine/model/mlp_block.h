@@ -44,42 +44,4 @@ pl_status pl_mlp_block_forward(pl_mlp_block *b, pl_stream *s, const void *x,
 pl_status pl_mlp_block_backward(pl_mlp_block *b, pl_stream *s, const void *x,
                                 const void *dy, void *dx, int64_t N);
 
-/* ---- kernels (CPU and CUDA twins with the same signature) -------------- */
-/* n = x · rstd · w, rstd = 1/sqrt(mean_j x_j² + eps); x, w, n in dt. */
-#define PL_RMSNORM_FWD_ARGS                                                    \
-  pl_stream *s, const void *x, const void *w, void *n, int64_t N, int64_t H,   \
-      float eps, pl_dtype dt
-/* dx = dres + rmsnorm_bwd(x, w, dn) (dres may be NULL); dw += Σ_rows dn ⊙ x·rstd
- * (fp32, in a fixed order so results are deterministic).  scratch: f32 of
- * pl_rmsnorm_bwd_scratch(N, H) elements, or NULL on the CPU backend. */
-#define PL_RMSNORM_BWD_ARGS                                                    \
-  pl_stream *s, const void *x, const void *w, const void *dn,                  \
-      const void *dres, void *dx, float *dw, float *scratch, int64_t N,        \
-      int64_t H, float eps, pl_dtype dt
-/* a = silu(g) ⊙ u for gu = [g | u] (N×2I) */
-#define PL_SWIGLU_FWD_ARGS                                                     \
-  pl_stream *s, const void *gu, void *a, int64_t N, int64_t I, pl_dtype dt
-/* dgu = [da ⊙ u ⊙ silu'(g) | da ⊙ silu(g)] */
-#define PL_SWIGLU_BWD_ARGS                                                     \
-  pl_stream *s, const void *gu, const void *da, void *dgu, int64_t N,          \
-      int64_t I, pl_dtype dt
-
-size_t pl_rmsnorm_bwd_scratch(int64_t N, int64_t H);
-pl_status pl_cpu_rmsnorm_fwd(PL_RMSNORM_FWD_ARGS);
-pl_status pl_cpu_rmsnorm_bwd(PL_RMSNORM_BWD_ARGS);
-pl_status pl_cpu_swiglu_fwd(PL_SWIGLU_FWD_ARGS);
-pl_status pl_cpu_swiglu_bwd(PL_SWIGLU_BWD_ARGS);
-#if PL_HAVE_CUDA
-#ifdef __cplusplus
-extern "C" {
-#endif
-pl_status pl_cuda_rmsnorm_fwd(PL_RMSNORM_FWD_ARGS);
-pl_status pl_cuda_rmsnorm_bwd(PL_RMSNORM_BWD_ARGS);
-pl_status pl_cuda_swiglu_fwd(PL_SWIGLU_FWD_ARGS);
-pl_status pl_cuda_swiglu_bwd(PL_SWIGLU_BWD_ARGS);
-#ifdef __cplusplus
-}
-#endif
-#endif
-
 #endif

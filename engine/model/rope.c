@@ -2,7 +2,8 @@
  * (model/rope.h). */
 #include "model/rope.h"
 
-#include "backend/internal.h"
+#include "backend/rope.h"
+#include "core/internal.h"
 
 static pl_status rope_check(pl_dtype dt, int64_t B, int64_t S, int n_h, int d, int64_t pos0,
                             double theta) {
@@ -23,10 +24,10 @@ static pl_status rope(pl_stream *s, void *x, pl_dtype dt, int64_t B, int64_t S, 
   PL_TRY(rope_check(dt, B, S, n_h, d, pos0, theta));
   if (B * S * n_h == 0) return PL_OK;
 #if PL_HAVE_CUDA
-  if (pl_stream_backend(s) == PL_BACKEND_CUDA)
-    return pl_cuda_rope(s, x, dt, B, S, n_h, d, pos0, theta, inverse);
+  if (pl__on_cuda(s))
+    return pl__cuda_rope(s, x, dt, B, S, n_h, d, pos0, theta, inverse);
 #endif
-  return pl_cpu_rope(s, x, dt, B, S, n_h, d, pos0, theta, inverse);
+  return pl__cpu_rope(s, x, dt, B, S, n_h, d, pos0, theta, inverse);
 }
 
 pl_status pl_rope_fwd(pl_stream *s, void *x, pl_dtype dt, int64_t B, int64_t S, int n_h, int d,

@@ -18,20 +18,10 @@
 extern "C" {
 #endif
 
-#define PL_ROPE_ARGS                                                                   \
-  pl_stream *s, void *x, pl_dtype dt, int64_t B, int64_t S, int n_h, int d, int64_t pos0, \
-      double theta, int inverse
-
 pl_status pl_rope_fwd(pl_stream *s, void *x, pl_dtype dt, int64_t B, int64_t S, int n_h, int d,
                       int64_t pos0, double theta);
 pl_status pl_rope_bwd(pl_stream *s, void *dx, pl_dtype dt, int64_t B, int64_t S, int n_h, int d,
                       int64_t pos0, double theta);
-
-/* Backend kernels: inverse = 0 forward, 1 backward (rotation by −a). */
-pl_status pl_cpu_rope(PL_ROPE_ARGS);
-#if PL_HAVE_CUDA
-pl_status pl_cuda_rope(PL_ROPE_ARGS);
-#endif
 
 #ifdef __cplusplus
 }

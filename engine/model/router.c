@@ -3,7 +3,8 @@
  * auxiliary-loss-free bias update. */
 #include "model/router.h"
 
-#include "backend/internal.h"
+#include "backend/router.h"
+#include "core/internal.h"
 
 pl_status pl_router_check(const pl_router_shape *sh) {
   if (!sh) return pl_set_error(PL_EINVAL, "router: shape is NULL");
@@ -25,10 +26,26 @@ pl_status pl_router_fwd(pl_stream *s, const pl_router_shape *sh, const void *x, 
   PL_TRY(pl_gemm(s, false, false, sh->N, sh->E, sh->H, 1.f, x, sh->H, W, sh->E, 0.f, probs,
                  sh->E, sh->dt, PL_F32));
 #if PL_HAVE_CUDA
-  if (pl_stream_backend(s) == PL_BACKEND_CUDA)
-    return pl_cuda_router_topk(s, probs, bias, sh->N, sh->E, sh->k, sh->renorm, idx, w);
+  if (pl__on_cuda(s))
+    return pl__cuda_router_topk(s, probs, bias, sh->N, sh->E, sh->k, sh->renorm,
+                                idx, w);
 #endif
-  return pl_cpu_router_topk(s, probs, bias, sh->N, sh->E, sh->k, sh->renorm, idx, w);
+  return pl__cpu_router_topk(s, probs, bias, sh->N, sh->E, sh->k, sh->renorm,
+                             idx, w);
+}
+
+/* dlogits on the stream's backend (backend/router.h). */
+static pl_status router_dlogits(pl_stream *s, const float *probs,
+                                const int32_t *idx, const float *w,
+                                const float *dw, int64_t N, int E, int k,
+                                int renorm, void *dlogits, pl_dtype dt) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_router_dlogits(s, probs, idx, w, dw, N, E, k, renorm,
+                                   dlogits, dt);
+#endif
+  return pl__cpu_router_dlogits(s, probs, idx, w, dw, N, E, k, renorm, dlogits,
+                                dt);
 }
 
 pl_status pl_router_bwd(pl_stream *s, const pl_router_shape *sh, const void *x, const void *W,
@@ -36,14 +53,8 @@ pl_status pl_router_bwd(pl_stream *s, const pl_router_shape *sh, const void *x, 
                         void *dlogits, void *dx, float *dW) {
   PL_TRY(pl_router_check(sh));
   if (sh->N == 0) return PL_OK;
-#if PL_HAVE_CUDA
-  if (pl_stream_backend(s) == PL_BACKEND_CUDA)
-    PL_TRY(pl_cuda_router_dlogits(s, probs, idx, w, dw, sh->N, sh->E, sh->k, sh->renorm, dlogits,
-                                  sh->dt));
-  else
-#endif
-    PL_TRY(pl_cpu_router_dlogits(s, probs, idx, w, dw, sh->N, sh->E, sh->k, sh->renorm, dlogits,
-                                 sh->dt));
+  PL_TRY(router_dlogits(s, probs, idx, w, dw, sh->N, sh->E, sh->k, sh->renorm,
+                        dlogits, sh->dt));
   /* dx [N,H] = dlogits [N,E] · Wᵀ (W stored [H,E]) */
   PL_TRY(pl_gemm(s, false, true, sh->N, sh->H, sh->E, 1.f, dlogits, sh->E, W, sh->E, 0.f, dx,
                  sh->H, sh->dt, sh->dt));

@@ -62,21 +62,6 @@ pl_status pl_router_bwd(pl_stream *s, const pl_router_shape *sh, const void *x, 
  * ranks): b_e += gamma · sign(mean − counts_e). */
 void pl_router_bias_update(float *bias, const int64_t *counts, int E, float gamma);
 
-/* Backend kernels: softmax + top-k over probs (in place: logits -> probs),
- * and dlogits from dw. */
-#define PL_ROUTER_TOPK_ARGS                                                               \
-  pl_stream *s, float *probs, const float *bias, int64_t N, int E, int k, int renorm,  \
-      int32_t *idx, float *w
-#define PL_ROUTER_DLOGITS_ARGS                                                            \
-  pl_stream *s, const float *probs, const int32_t *idx, const float *w, const float *dw, \
-      int64_t N, int E, int k, int renorm, void *dlogits, pl_dtype dt
-pl_status pl_cpu_router_topk(PL_ROUTER_TOPK_ARGS);
-pl_status pl_cpu_router_dlogits(PL_ROUTER_DLOGITS_ARGS);
-#if PL_HAVE_CUDA
-pl_status pl_cuda_router_topk(PL_ROUTER_TOPK_ARGS);
-pl_status pl_cuda_router_dlogits(PL_ROUTER_DLOGITS_ARGS);
-#endif
-
 #ifdef __cplusplus
 }
 #endif

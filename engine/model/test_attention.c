@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "model/attention.h"
 #include "model/attention_testutil.h"
 #include "core/check_run.h"

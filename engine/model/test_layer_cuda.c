@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "model/layer.h"
 #include "plateau/hd.h"
 #include "core/check_run.h"

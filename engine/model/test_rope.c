@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "model/rope.h"
 #include "plateau/hd.h"
 #include "core/check_run.h"

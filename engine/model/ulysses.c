@@ -8,14 +8,15 @@
  * [D (head group)][N][h/D][d] is unpacked to [N][D][h/D][d] = x. */
 #include "model/ulysses.h"
 
-#include "backend/internal.h"
+#include "backend/ulysses.h"
+#include "core/internal.h"
 
 static pl_status transpose01(pl_stream *s, void *dst, const void *src, int64_t A, int64_t B,
                              int64_t C, size_t es) {
 #if PL_HAVE_CUDA
-  if (pl_stream_backend(s) == PL_BACKEND_CUDA) return pl_cuda_transpose01(s, dst, src, A, B, C, es);
+  if (pl__on_cuda(s)) return pl__cuda_transpose01(s, dst, src, A, B, C, es);
 #endif
-  return pl_cpu_transpose01(s, dst, src, A, B, C, es);
+  return pl__cpu_transpose01(s, dst, src, A, B, C, es);
 }
 
 static pl_status check(pl_comm *c, int64_t N, int h, int d, pl_dtype dt) {

@@ -40,15 +40,6 @@ pl_status pl_ulysses_attn_bwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh,
                               const void *k, const void *v, const void *o, const void *dout,
                               const float *lse, void *dq, void *dk, void *dv);
 
-/* dst [B][A][C] = src [A][B][C] (C elements of es bytes; C·es a multiple of
- * 4): the pack/unpack around the all-to-all.  Backend kernels. */
-#define PL_TRANSPOSE01_ARGS \
-  pl_stream *s, void *dst, const void *src, int64_t A, int64_t B, int64_t C, size_t es
-pl_status pl_cpu_transpose01(PL_TRANSPOSE01_ARGS);
-#if PL_HAVE_CUDA
-pl_status pl_cuda_transpose01(PL_TRANSPOSE01_ARGS);
-#endif
-
 #ifdef __cplusplus
 }
 #endif

@@ -1,17 +1,19 @@
 /* adamw.c — the reference AdamW (adamw.h): hyperparameters, the per-step
  * float scalars, the fixed-order gradient sum of squares, the plain-C
- * reference update and step, and the backend dispatch of the two kernels.
+ * reference update and step, and the two kernels of backend/adamw.h on the
+ * stream's backend.
  *
  * The reference is deliberately the simplest possible loop over
- * pl_adamw_elem: every other implementation (SIMD, CPU backend, CUDA) is tested
- * bit for bit against it. */
+ * pl__adamw_elem: every other implementation (SIMD, CPU backend, CUDA) is
+ * tested bit for bit against it. */
 #include "ops/adamw.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-#include "backend/internal.h"
-#include "ops/adamw_kernels.h"
+#include "backend/adamw.h"
+#include "core/internal.h"
+#include "ops/adamw_internal.h"
 
 pl_adamw_hparams pl_adamw_hparams_default(void) {
   pl_adamw_hparams hp = {1e-3, 0.9, 0.999, 1e-8, 0.01, 0.0};
@@ -68,40 +70,12 @@ float pl_adamw_clip_scale(const pl_adamw_hparams *hp, double sumsq) {
 }
 
 size_t pl_adamw_norm_nchunks(size_t n) {
-  return (n + PL_ADAMW_NORM_CHUNK - 1) / PL_ADAMW_NORM_CHUNK;
-}
-
-/* One chunk [lo, hi): lanes by index mod 32, each in index order, then the
- * fixed tree (adamw.h).  The 32 lane chains are interleaved (independent
- * accumulators, each still adding its own elements in index order), which
- * changes no bit and lets the compiler overlap them. */
-static double chunk_sumsq(const void *g, int is_bf16, size_t lo, size_t hi) {
-  double lane[PL_ADAMW_NORM_LANES] = {0};
-  size_t i = lo;
-  for (; i + PL_ADAMW_NORM_LANES <= hi; i += PL_ADAMW_NORM_LANES)
-    for (int l = 0; l < PL_ADAMW_NORM_LANES; l++) {
-      double x = (double)pl_adamw_load_g(g, is_bf16, i + (size_t)l);
-      lane[l] = lane[l] + x * x;
-    }
-  for (int l = 0; i < hi; i++, l++) {
-    double x = (double)pl_adamw_load_g(g, is_bf16, i);
-    lane[l] = lane[l] + x * x;
-  }
-  for (int off = PL_ADAMW_NORM_LANES / 2; off >= 1; off /= 2)
-    for (int l = 0; l < off; l++) lane[l] = lane[l] + lane[l + off];
-  return lane[0];
+  return pl__adamw_nchunks(n);
 }
 
 void pl_adamw_ref_sumsq_partials(const void *g, pl_dtype gdt, size_t n,
                                  double *partials) {
-  int is_bf16 = gdt == PL_BF16;
-  size_t nc = pl_adamw_norm_nchunks(n);
-#pragma omp parallel for schedule(static)
-  for (size_t c = 0; c < nc; c++) {
-    size_t lo = c * PL_ADAMW_NORM_CHUNK;
-    size_t hi = lo + PL_ADAMW_NORM_CHUNK < n ? lo + PL_ADAMW_NORM_CHUNK : n;
-    partials[c] = chunk_sumsq(g, is_bf16, lo, hi);
-  }
+  pl__cpu_adamw_partials(g, gdt, n, partials);
 }
 
 double pl_adamw_sum_partials(const double *partials, size_t n) {
@@ -115,8 +89,8 @@ void pl_adamw_ref_update(float *p, float *m, float *v, const void *g,
                          const pl_adamw_scalars *k) {
   int is_bf16 = gdt == PL_BF16;
   for (size_t i = 0; i < n; i++) {
-    float pn = pl_adamw_elem(p[i], &m[i], &v[i], pl_adamw_load_g(g, is_bf16, i),
-                             k);
+    float pn =
+        pl__adamw_elem(p[i], &m[i], &v[i], pl__adamw_load_g(g, is_bf16, i), k);
     p[i] = pn;
     if (w) w[i] = pl_f32_to_bf16(pn);
   }
@@ -167,43 +141,34 @@ pl_status pl_adamw_ref_step(const pl_adamw_hparams *hp, int64_t t,
   return PL_OK;
 }
 
-/* ---- backend dispatch ----------------------------------------------------- */
+/* ---- the kernels on the stream's backend (adamw_internal.h) ---------------
+ */
 
-pl_status pl_adamw_update(pl_stream *s, float *p, float *m, float *v,
-                          const void *g, pl_dtype gdt, pl_bf16 *w, size_t n,
-                          const pl_adamw_scalars *k) {
+pl_status pl__adamw_update(pl_stream *s, float *p, float *m, float *v,
+                           const void *g, pl_dtype gdt, pl_bf16 *w, size_t n,
+                           const pl_adamw_scalars *k) {
   PL_TRY(pl_adamw_gdt_check(gdt, "adamw"));
   if (n == 0) return PL_OK;
-  if (pl_stream_backend(s) == PL_BACKEND_CUDA) {
 #if PL_HAVE_CUDA
-    return pl_cuda_adamw_update(s, p, m, v, g, gdt, w, n, k);
-#else
-    return pl_set_error(PL_EUNSUPPORTED, "adamw: CUDA backend not built");
+  if (pl__on_cuda(s)) return pl__cuda_adamw_update(s, p, m, v, g, gdt, w, n, k);
 #endif
-  }
-  return pl_cpu_adamw_update(s, p, m, v, g, gdt, w, n, k);
+  return pl__cpu_adamw_update(s, p, m, v, g, gdt, w, n, k);
 }
 
-pl_status pl_adamw_sumsq(pl_stream *s, const void *g, pl_dtype gdt, size_t n,
-                         double *partials) {
+pl_status pl__adamw_sumsq(pl_stream *s, const void *g, pl_dtype gdt, size_t n,
+                          double *partials) {
   PL_TRY(pl_adamw_gdt_check(gdt, "adamw"));
   if (n == 0) return PL_OK;
-  if (pl_stream_backend(s) == PL_BACKEND_CUDA) {
 #if PL_HAVE_CUDA
-    return pl_cuda_adamw_sumsq(s, g, gdt, n, partials);
-#else
-    return pl_set_error(PL_EUNSUPPORTED, "adamw: CUDA backend not built");
+  if (pl__on_cuda(s)) return pl__cuda_adamw_sumsq(s, g, gdt, n, partials);
 #endif
-  }
-  return pl_cpu_adamw_sumsq(s, g, gdt, n, partials);
+  return pl__cpu_adamw_sumsq(s, g, gdt, n, partials);
 }
 
-pl_status pl_adamw_bind_thread(pl_dev *dev) {
+pl_status pl__adamw_bind_thread(pl_dev *dev) {
 #if PL_HAVE_CUDA
-  if (pl_dev_backend(dev) == PL_BACKEND_CUDA)
-    return pl_cuda_adamw_bind_thread(dev);
-#else
+  if (pl__on_cuda(pl_dev_stream(dev))) return pl__cuda_adamw_bind_thread(dev);
+#endif
   (void)dev;
-#endif
   return PL_OK;
 }

@@ -1,9 +1,10 @@
 /* adamw.h — the reference AdamW every optimizer implementation must equal.
  *
- * One operation order, used by the reference, the SIMD CPU baseline
- * (baselines/cpu_adamw.c), the CPU-backend kernel (backend/cpu/adamw_cpu.c)
+ * One operation order, used by the reference, the SIMD CPU kernel
+ * (backend/cpu/adamw_simd.c), the CPU-backend kernel (backend/cpu/adamw_cpu.c)
  * and the CUDA kernel (backend/cuda/adamw.cu) through one element function,
- * pl_adamw_elem in adamw_kernels.h.  Per parameter element, fp32, each step a
+ * pl__adamw_elem in backend/adamw.h (with pl_adamw_scalars and the norm's
+ * chunk constants).  Per parameter element, fp32, each step a
  * separately rounded IEEE operation (no FMA contraction anywhere):
  *
  *   g    = g_raw · gscale                     (gscale = clip factor, 1 if off)
@@ -36,15 +37,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/adamw.h"
 #include "plateau/hd.h"
 #include "plateau/plateau.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define PL_ADAMW_NORM_LANES 32
-#define PL_ADAMW_NORM_CHUNK 32768 /* elements per chunk partial */
 
 typedef struct pl_adamw_hparams {
   double lr;            /* > 0                                          */
@@ -53,11 +52,6 @@ typedef struct pl_adamw_hparams {
   double weight_decay;  /* >= 0 (decoupled)                             */
   double max_grad_norm; /* > 0: clip the global norm to it; <= 0: off  */
 } pl_adamw_hparams;
-
-/* Float operands of one step, identical for every implementation. */
-typedef struct pl_adamw_scalars {
-  float lr, b1, omb1, b2, omb2, bc1, bc2, eps, wd, gscale;
-} pl_adamw_scalars;
 
 /* lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0.01, no clipping. */
 pl_adamw_hparams pl_adamw_hparams_default(void);

@@ -1,9 +1,10 @@
 /* adamw_testlib.h — test harness shared by the AdamW tests (CPU and CUDA):
- * build a rank's parameters on a device, run OffloadStreamAdamW (or the
- * classic offload baseline) for several steps beside the plain-C reference on
- * the same random state and gradients, and compare every bit (master, m, v,
- * and the bf16 working weights read back from the device).  Included by test
- * files only (static functions). */
+ * build a rank's parameters on a device, run OffloadStreamAdamW (or another
+ * optimizer given as a tl_opt, such as the classic offload baseline of
+ * baselines/) for several steps beside the plain-C reference on the same
+ * random state and gradients, and compare every bit (master, m, v, and the
+ * bf16 working weights read back from the device).  Included by test files
+ * only (static functions). */
 #ifndef PLATEAU_OPS_ADAMW_TESTLIB_H
 #define PLATEAU_OPS_ADAMW_TESTLIB_H
 
@@ -12,13 +13,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../baselines/cpu_adamw.h"
 #include "ops/adamw.h"
 #include "ops/stream_adamw.h"
 #include "plateau/hd.h"
 #include "plateau/plateau.h"
 
 #define TL_MAXT 16
+
+struct tl_case;
+/* An optimizer under test other than OffloadStreamAdamW: create it over the
+ * case's parameters (host state allocated by it), step it on s, read its flat
+ * host state and its last step's clip factor, destroy it. */
+typedef struct tl_opt {
+  pl_status (*create)(pl_dev *dev, const pl_adamw_hparams *hp,
+                      const struct tl_case *c, const pl_adamw_param *prm,
+                      pl_comm *comm, void **out);
+  pl_adamw_state (*state)(void *o);
+  pl_status (*step)(void *o, pl_stream *s);
+  float (*gscale)(const void *o);
+  void (*destroy)(void *o);
+} tl_opt;
 
 typedef struct tl_case {
   const char *name;
@@ -32,8 +46,8 @@ typedef struct tl_case {
   int grad_on_host;
   double share; /* hybrid share; < 0 auto */
   int steps;
-  int baseline; /* 1: the classic offload baseline instead of the stream */
-  int simd;     /* pl_simd_path for hybrid / baseline */
+  const tl_opt *opt; /* NULL: OffloadStreamAdamW; else this optimizer */
+  int simd;          /* pl_simd_path for hybrid / another optimizer */
 } tl_case;
 
 /* Multi-rank runs: the optimizer clips with the global norm over tl_comm; the
@@ -133,14 +147,12 @@ __attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, u
   hp.weight_decay = c->wd;
   hp.max_grad_norm = c->max_norm;
   pl_stream_adamw *so = NULL;
-  pl_cpu_offload_adamw *co = NULL;
+  void *co = NULL;
   pl_adamw_state S;
   pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
-  if (c->baseline) {
-    PL_TRY(pl_cpu_offload_adamw_create(dev, &hp, c->nt, prm, c->gdt,
-                                       (pl_simd_path)c->simd, 0, tl_comm,
-                                       NULL, &co));
-    S = pl_cpu_offload_adamw_state(co);
+  if (c->opt) {
+    PL_TRY(c->opt->create(dev, &hp, c, prm, tl_comm, &co));
+    S = c->opt->state(co);
   } else {
     pl_stream_adamw_cfg cfg = pl_stream_adamw_cfg_default();
     cfg.bucket = c->bucket;
@@ -187,8 +199,7 @@ __attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, u
           (st = pl_fill(s, prm[i].weight, PL_BF16, c->numel[i], NAN)))
         goto out;
     }
-    st = c->baseline ? pl_cpu_offload_adamw_step(co, s)
-                     : pl_stream_adamw_step(so, s);
+    st = c->opt ? c->opt->step(co, s) : pl_stream_adamw_step(so, s);
     if (st || (st = pl_stream_sync(s))) goto out;
     float gs_ref = 1.0f, gs_got = 1.0f;
     double global = 0.0;
@@ -213,8 +224,8 @@ __attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, u
                                 c->gdt, rwp, tl_comm ? &global : NULL,
                                 &gs_ref)))
       goto out;
-    if (c->baseline) {
-      pl_cpu_offload_adamw_last(co, &gs_got, NULL);
+    if (c->opt) {
+      gs_got = c->opt->gscale(co);
     } else {
       pl_stream_adamw_last L;
       pl_stream_adamw_last_get(so, &L);
@@ -249,7 +260,7 @@ __attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, u
   R->staging_peak = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "optim_staging");
 out:
   pl_stream_adamw_destroy(so);
-  pl_cpu_offload_adamw_destroy(co);
+  if (co) c->opt->destroy(co);
   for (int i = 0; i < c->nt; i++) {
     pl_free(dev, prm[i].weight);
     pl_free(dev, prm[i].grad);

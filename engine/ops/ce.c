@@ -10,7 +10,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/internal.h"
+#include "backend/ce.h"
+#include "core/internal.h"
 #include "ops/ce.h"
 
 const char *pl_ce_reduction_name(pl_ce_reduction r) {
@@ -33,54 +34,111 @@ pl_status pl_ce_reduction_parse(const char *s, pl_ce_reduction *out) {
                       s ? s : "(null)");
 }
 
+pl_status pl_ce_count(pl_stream *s, int64_t n, const int32_t *t, int32_t ignore,
+                      float *stats) {
 #if PL_HAVE_CUDA
-#define PL_CE_DISPATCH(name, ...)                                              \
-  (pl_stream_backend(s) == PL_BACKEND_CUDA ? pl_cuda_ce_##name(__VA_ARGS__)   \
-                                           : pl_cpu_ce_##name(__VA_ARGS__))
-#else
-#define PL_CE_DISPATCH(name, ...) pl_cpu_ce_##name(__VA_ARGS__)
+  if (pl__on_cuda(s)) return pl__cuda_ce_count(s, n, t, ignore, stats);
 #endif
+  return pl__cpu_ce_count(s, n, t, ignore, stats);
+}
 
-pl_status pl_ce_count(PL_CE_COUNT_ARGS) {
-  return PL_CE_DISPATCH(count, s, n, t, ignore, stats);
-}
-pl_status pl_ce_fold(PL_CE_FOLD_ARGS) {
+pl_status pl_ce_fold(pl_stream *s, const float *y, int64_t ldy, int64_t n,
+                     int64_t vb, int64_t col0, const int32_t *t, float *st) {
   if (n == 0 || vb == 0) return PL_OK;
-  return PL_CE_DISPATCH(fold, s, y, ldy, n, vb, col0, t, st);
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s)) return pl__cuda_ce_fold(s, y, ldy, n, vb, col0, t, st);
+#endif
+  return pl__cpu_ce_fold(s, y, ldy, n, vb, col0, t, st);
 }
-pl_status pl_ce_merge(PL_CE_MERGE_ARGS) {
+
+pl_status pl_ce_merge(pl_stream *s, int64_t n, float *st, const float *other) {
   if (n == 0) return PL_OK;
-  return PL_CE_DISPATCH(merge, s, n, st, other);
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s)) return pl__cuda_ce_merge(s, n, st, other);
+#endif
+  return pl__cpu_ce_merge(s, n, st, other);
 }
-pl_status pl_ce_finish(PL_CE_FINISH_ARGS) {
-  return PL_CE_DISPATCH(finish, s, n, st, t, ignore, nll, lse, stats);
+
+pl_status pl_ce_finish(pl_stream *s, int64_t n, const float *st,
+                       const int32_t *t, int32_t ignore, float *nll, float *lse,
+                       float *stats) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_ce_finish(s, n, st, t, ignore, nll, lse, stats);
+#endif
+  return pl__cpu_ce_finish(s, n, st, t, ignore, nll, lse, stats);
 }
-pl_status pl_ce_rowgrad(PL_CE_ROWGRAD_ARGS) {
+
+pl_status pl_ce_rowgrad(pl_stream *s, int64_t n, const int32_t *t,
+                        int32_t ignore, int red, const float *stats,
+                        const float *dloss, float *g) {
   if (n == 0) return PL_OK;
-  return PL_CE_DISPATCH(rowgrad, s, n, t, ignore, red, stats, dloss, g);
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_ce_rowgrad(s, n, t, ignore, red, stats, dloss, g);
+#endif
+  return pl__cpu_ce_rowgrad(s, n, t, ignore, red, stats, dloss, g);
 }
-pl_status pl_ce_lossout(PL_CE_LOSSOUT_ARGS) {
-  return PL_CE_DISPATCH(lossout, s, red, stats, loss);
+
+pl_status pl_ce_lossout(pl_stream *s, int red, const float *stats,
+                        float *loss) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s)) return pl__cuda_ce_lossout(s, red, stats, loss);
+#endif
+  return pl__cpu_ce_lossout(s, red, stats, loss);
 }
-pl_status pl_ce_residual(PL_CE_RESIDUAL_ARGS) {
+
+pl_status pl_ce_residual(pl_stream *s, const float *y, int64_t ldy, int64_t n,
+                         int64_t vb, int64_t col0, const int32_t *t,
+                         const float *lse, const float *g, void *dy,
+                         pl_dtype dy_dt, int64_t lddy) {
   if (n == 0 || vb == 0) return PL_OK;
-  return PL_CE_DISPATCH(residual, s, y, ldy, n, vb, col0, t, lse, g, dy, dy_dt,
-                        lddy);
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_ce_residual(s, y, ldy, n, vb, col0, t, lse, g, dy, dy_dt,
+                                lddy);
+#endif
+  return pl__cpu_ce_residual(s, y, ldy, n, vb, col0, t, lse, g, dy, dy_dt,
+                             lddy);
 }
-pl_status pl_ce_logsoftmax(PL_CE_LOGSOFTMAX_ARGS) {
+
+pl_status pl_ce_logsoftmax(pl_stream *s, const float *y, float *logp, int64_t n,
+                           int64_t v) {
   if (n == 0 || v == 0) return PL_OK;
-  return PL_CE_DISPATCH(logsoftmax, s, y, logp, n, v);
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s)) return pl__cuda_ce_logsoftmax(s, y, logp, n, v);
+#endif
+  return pl__cpu_ce_logsoftmax(s, y, logp, n, v);
 }
-pl_status pl_ce_nllgrad(PL_CE_NLLGRAD_ARGS) {
+
+pl_status pl_ce_nllgrad(pl_stream *s, int64_t n, int64_t v, const int32_t *t,
+                        const float *g, float *grad_logp) {
   if (n == 0 || v == 0) return PL_OK;
-  return PL_CE_DISPATCH(nllgrad, s, n, v, t, g, grad_logp);
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s)) return pl__cuda_ce_nllgrad(s, n, v, t, g, grad_logp);
+#endif
+  return pl__cpu_ce_nllgrad(s, n, v, t, g, grad_logp);
 }
-pl_status pl_ce_logsoftmax_bwd(PL_CE_LOGSOFTMAX_BWD_ARGS) {
+
+pl_status pl_ce_logsoftmax_bwd(pl_stream *s, const float *grad_logp,
+                               const float *logp, float *grad, int64_t n,
+                               int64_t v) {
   if (n == 0 || v == 0) return PL_OK;
-  return PL_CE_DISPATCH(logsoftmax_bwd, s, grad_logp, logp, grad, n, v);
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_ce_logsoftmax_bwd(s, grad_logp, logp, grad, n, v);
+#endif
+  return pl__cpu_ce_logsoftmax_bwd(s, grad_logp, logp, grad, n, v);
 }
-pl_status pl_ce_gather(PL_CE_GATHER_ARGS) {
-  return PL_CE_DISPATCH(gather, s, logp, n, v, t, ignore, nll, stats);
+
+pl_status pl_ce_gather(pl_stream *s, const float *logp, int64_t n, int64_t v,
+                       const int32_t *t, int32_t ignore, float *nll,
+                       float *stats) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_ce_gather(s, logp, n, v, t, ignore, nll, stats);
+#endif
+  return pl__cpu_ce_gather(s, logp, n, v, t, ignore, nll, stats);
 }
 
 /* Element pointer `off` elements past p for dtype dt. */

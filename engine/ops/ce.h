@@ -30,6 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend/ce.h"
 #include "plateau/plateau.h"
 
 #ifdef __cplusplus
@@ -38,94 +39,39 @@ extern "C" {
 
 #define PL_CE_IGNORE_INDEX (-100)
 
-typedef enum pl_ce_reduction {
-  PL_CE_MEAN = 0,
-  PL_CE_SUM = 1,
-  PL_CE_NONE = 2,
-} pl_ce_reduction;
-
 const char *pl_ce_reduction_name(pl_ce_reduction r);
 pl_status pl_ce_reduction_parse(const char *s, pl_ce_reduction *out);
 
-/* ---- kernels (CPU in backend/cpu/ce_cpu.c, CUDA in backend/cuda/ce.cu) ----
- * State layout: one f32 buffer of 3·n values [m(n) | z(n) | yt(n)]: running
- * max, running sum of e^(y−m), and the target logit (0 until the strip holding
- * the target column is folded).  Init (−inf, 0, 0). */
-
-/* Fold the strip y (n×vb, row stride ldy, f32) whose column 0 is global column
- * col0 into st (3n):  m' = max(m, max y);  z' = e^(m−m')·z + Σ e^(y−m');
- * yt = y[t − col0] when t ∈ [col0, col0+vb). */
-#define PL_CE_FOLD_ARGS                                                        \
-  pl_stream *s, const float *y, int64_t ldy, int64_t n, int64_t vb,            \
-      int64_t col0, const int32_t *t, float *st
-/* st (3n) := merge(st, other): the state of the union of both column sets.
- * yt adds (only one side owns the target). */
-#define PL_CE_MERGE_ARGS pl_stream *s, int64_t n, float *st, const float *other
-/* From a complete state: nll[i] = m + log z − yt (0 for t == ignore), lse[i] =
- * m + log z, and stats[0] = Σ nll, stats[1] = count of t != ignore (written,
- * not accumulated).  nll may be NULL. */
-#define PL_CE_FINISH_ARGS                                                      \
-  pl_stream *s, int64_t n, const float *st, const int32_t *t,                 \
-      int32_t ignore, float *nll, float *lse, float *stats
-/* Row gradient factors: g[i] = 0 if t[i] == ignore, else (mean) 1/stats[1],
- * (sum) 1, (none) dloss ? dloss[i] : 1.  stats is device memory (the
- * group-wide [Σ nll, count]); dloss may be NULL. */
-#define PL_CE_ROWGRAD_ARGS                                                     \
-  pl_stream *s, int64_t n, const int32_t *t, int32_t ignore, int red,         \
-      const float *stats, const float *dloss, float *g
-/* loss := (mean) stats[0]/stats[1] | (sum) stats[0] — one value; for none the
- * caller uses nll directly. */
-#define PL_CE_LOSSOUT_ARGS                                                     \
-  pl_stream *s, int red, const float *stats, float *loss
-/* Softmax residual over the strip y (n×vb, ldy, f32):
- *   dy[i][c] = g[i] · (e^(y[i][c] − lse[i]) − [col0 + c == t[i]])
- * stored as dy_dt (f32 or bf16) at row stride lddy; dy may alias y when dy_dt
- * is f32 and lddy == ldy (in place). */
-#define PL_CE_RESIDUAL_ARGS                                                    \
-  pl_stream *s, const float *y, int64_t ldy, int64_t n, int64_t vb,           \
-      int64_t col0, const int32_t *t, const float *lse, const float *g,       \
-      void *dy, pl_dtype dy_dt, int64_t lddy
-/* Dense-baseline kernels (the PyTorch sequence, full rows of width v):
- * logp = y − lse(y) (rows), lse saved;  grad_logp = −g·onehot(t) (dense);
- * grad = grad_logp − e^(logp)·Σ_c grad_logp (log_softmax backward). */
-#define PL_CE_LOGSOFTMAX_ARGS                                                  \
-  pl_stream *s, const float *y, float *logp, int64_t n, int64_t v
-#define PL_CE_NLLGRAD_ARGS                                                     \
-  pl_stream *s, int64_t n, int64_t v, const int32_t *t, const float *g,       \
-      float *grad_logp
-#define PL_CE_LOGSOFTMAX_BWD_ARGS                                              \
-  pl_stream *s, const float *grad_logp, const float *logp, float *grad,       \
-      int64_t n, int64_t v
-/* nll[i] = −g'·logp[i][t] style gather for the dense path: nll[i] =
- * −logp[i][t[i]] (0 when ignored), stats as PL_CE_FINISH. */
-#define PL_CE_GATHER_ARGS                                                      \
-  pl_stream *s, const float *logp, int64_t n, int64_t v, const int32_t *t,    \
-      int32_t ignore, float *nll, float *stats
-
-/* stats[0] = 0, stats[1] = count of t != ignore (the mean's denominator,
- * needed before any row's gradient when gradients are made in one pass). */
-#define PL_CE_COUNT_ARGS                                                       \
-  pl_stream *s, int64_t n, const int32_t *t, int32_t ignore, float *stats
-
-#define PL_CE_DECLARE(pfx)                                                     \
-  pl_status pfx##_ce_count(PL_CE_COUNT_ARGS);                                  \
-  pl_status pfx##_ce_fold(PL_CE_FOLD_ARGS);                                    \
-  pl_status pfx##_ce_merge(PL_CE_MERGE_ARGS);                                  \
-  pl_status pfx##_ce_finish(PL_CE_FINISH_ARGS);                                \
-  pl_status pfx##_ce_rowgrad(PL_CE_ROWGRAD_ARGS);                              \
-  pl_status pfx##_ce_lossout(PL_CE_LOSSOUT_ARGS);                              \
-  pl_status pfx##_ce_residual(PL_CE_RESIDUAL_ARGS);                            \
-  pl_status pfx##_ce_logsoftmax(PL_CE_LOGSOFTMAX_ARGS);                        \
-  pl_status pfx##_ce_nllgrad(PL_CE_NLLGRAD_ARGS);                              \
-  pl_status pfx##_ce_logsoftmax_bwd(PL_CE_LOGSOFTMAX_BWD_ARGS);                \
-  pl_status pfx##_ce_gather(PL_CE_GATHER_ARGS);
-
-PL_CE_DECLARE(pl_cpu)
-#if PL_HAVE_CUDA
-PL_CE_DECLARE(pl_cuda)
-#endif
-/* Dispatch on pl_stream_backend(s): pl_ce_fold, pl_ce_merge, ... */
-PL_CE_DECLARE(pl)
+/* ---- the head's kernels on the stream's backend ----------------------------
+ * Each runs the CPU reference or the CUDA twin of backend/ce.h (the meaning
+ * of every argument and the state layout are written there); an empty strip
+ * (n or the width 0) returns PL_OK without a launch. */
+pl_status pl_ce_count(pl_stream *s, int64_t n, const int32_t *t, int32_t ignore,
+                      float *stats);
+pl_status pl_ce_fold(pl_stream *s, const float *y, int64_t ldy, int64_t n,
+                     int64_t vb, int64_t col0, const int32_t *t, float *st);
+pl_status pl_ce_merge(pl_stream *s, int64_t n, float *st, const float *other);
+pl_status pl_ce_finish(pl_stream *s, int64_t n, const float *st,
+                       const int32_t *t, int32_t ignore, float *nll, float *lse,
+                       float *stats);
+pl_status pl_ce_rowgrad(pl_stream *s, int64_t n, const int32_t *t,
+                        int32_t ignore, int red, const float *stats,
+                        const float *dloss, float *g);
+pl_status pl_ce_lossout(pl_stream *s, int red, const float *stats, float *loss);
+pl_status pl_ce_residual(pl_stream *s, const float *y, int64_t ldy, int64_t n,
+                         int64_t vb, int64_t col0, const int32_t *t,
+                         const float *lse, const float *g, void *dy,
+                         pl_dtype dy_dt, int64_t lddy);
+pl_status pl_ce_logsoftmax(pl_stream *s, const float *y, float *logp, int64_t n,
+                           int64_t v);
+pl_status pl_ce_nllgrad(pl_stream *s, int64_t n, int64_t v, const int32_t *t,
+                        const float *g, float *grad_logp);
+pl_status pl_ce_logsoftmax_bwd(pl_stream *s, const float *grad_logp,
+                               const float *logp, float *grad, int64_t n,
+                               int64_t v);
+pl_status pl_ce_gather(pl_stream *s, const float *logp, int64_t n, int64_t v,
+                       const int32_t *t, int32_t ignore, float *nll,
+                       float *stats);
 
 /* ---- meetings: one batch X_j (n×h) meets one shard (h×vs, columns
  * [col0, col0+vs) of W) strip by strip, block vb columns at a time ---------- */

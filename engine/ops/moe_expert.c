@@ -14,7 +14,7 @@
  * results do not depend on the lanes. */
 #include <stdlib.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "backend/moe_kernels.h"
 #include "ops/moe_internal.h"
 

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 #include "backend/moe_kernels.h"
 #include "ops/moe_internal.h"
 

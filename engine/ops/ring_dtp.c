@@ -43,7 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 
 struct pl_dtp {
   pl_comm *comm;

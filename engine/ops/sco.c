@@ -16,19 +16,6 @@ struct pl_sco {
   void *pinned; /* count · slot_bytes, host arena, tag "boundary" */
 };
 
-pl_status pl_sco_parse_budget(const char *opt, const char *s, pl_sco_budget *out) {
-  memset(out, 0, sizeof *out);
-  if (s && !strcmp(s, "all")) {
-    out->all = true;
-    return PL_OK;
-  }
-  pl_status st = pl_parse_size(opt, s, &out->bytes);
-  if (st != PL_OK)
-    return pl_set_error(PL_EINVAL, "%s=%s: not a host budget (allowed: 0, all, or a size such as 12Gi)",
-                        opt ? opt : "budget", s ? s : "");
-  return PL_OK;
-}
-
 static uint64_t host_ram(void) {
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   return (pages > 0 && psz > 0) ? (uint64_t)pages * (uint64_t)psz : UINT64_MAX;

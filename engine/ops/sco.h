@@ -37,9 +37,6 @@ typedef enum pl_sco_release {
   PL_SCO_RELEASE_STEP = 1,    /* pinned per step, released at its end     */
 } pl_sco_release;
 
-/* "0", "all", or a size with suffixes ("12Gi"). */
-pl_status pl_sco_parse_budget(const char *opt, const char *s, pl_sco_budget *out);
-
 /* comm may be NULL (one rank).  N: this rank's tokens (may be 0); boundary
  * bytes per layer are N·H·dtype_size. */
 pl_status pl_sco_create(pl_dev *dev, pl_comm *comm, int L, int64_t N, int64_t H,

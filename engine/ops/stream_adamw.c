@@ -30,9 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../baselines/cpu_adamw.h"
-#include "backend/internal.h"
-#include "ops/adamw_kernels.h"
+#include "backend/adamw.h"
+#include "core/internal.h"
+#include "ops/adamw_internal.h"
 
 typedef struct seg {
   int param;    /* tensor index                          */
@@ -373,8 +373,8 @@ static pl_status clip_scale(pl_stream_adamw *o, pl_stream *s, float *gscale,
     }
   } else {
     for (int i = 0; i < o->nparams; i++) {
-      PL_TRY(pl_adamw_sumsq(o->cmp, o->params[i].grad, o->cfg.grad_dtype,
-                            o->params[i].numel, o->dpart + c));
+      PL_TRY(pl__adamw_sumsq(o->cmp, o->params[i].grad, o->cfg.grad_dtype,
+                             o->params[i].numel, o->dpart + c));
       c += pl_adamw_norm_nchunks(o->params[i].numel);
     }
     PL_TRY(pl_memcpy_async(o->cmp, o->hpart, o->dpart, c * 8));
@@ -412,7 +412,7 @@ static pl_status cpu_fetch(pl_stream_adamw *o, size_t b, int h) {
 
 static pl_status cpu_run(cpu_job *J) {
   pl_stream_adamw *o = J->o;
-  PL_TRY(pl_adamw_bind_thread(o->dev));
+  PL_TRY(pl__adamw_bind_thread(o->dev));
   int on_host = o->cfg.grad_on_host;
   int used[2] = {0, 0};
   if (J->b0 < J->b1 && !on_host) PL_TRY(cpu_fetch(o, J->b0, 0));
@@ -427,18 +427,17 @@ static pl_status cpu_run(cpu_job *J) {
       for (size_t q = 0; q < B->nseg; q++) {
         seg *S = &o->segs[B->seg0 + q];
         size_t f = B->lo + S->boff;
-        PL_TRY(pl_cpu_adamw_simd(
-            (pl_simd_path)o->simd_path, o->cfg.cpu_threads, o->p + f,
-            o->m + f, o->v + f,
-            (const char *)o->params[S->param].grad + S->off * o->gsz,
+        PL_TRY(pl__cpu_adamw_simd(
+            (pl_simd_path)o->simd_path, o->cfg.cpu_threads, o->p + f, o->m + f,
+            o->v + f, (const char *)o->params[S->param].grad + S->off * o->gsz,
             o->cfg.grad_dtype, o->hw[h] + S->boff, S->len, &o->k));
       }
     } else {
       PL_TRY(pl_event_sync(o->ev_hg[h]));
-      PL_TRY(pl_cpu_adamw_simd((pl_simd_path)o->simd_path, o->cfg.cpu_threads,
-                               o->p + B->lo, o->m + B->lo, o->v + B->lo,
-                               o->hg[h], o->cfg.grad_dtype, o->hw[h], B->n,
-                               &o->k));
+      PL_TRY(pl__cpu_adamw_simd((pl_simd_path)o->simd_path, o->cfg.cpu_threads,
+                                o->p + B->lo, o->m + B->lo, o->v + B->lo,
+                                o->hg[h], o->cfg.grad_dtype, o->hw[h], B->n,
+                                &o->k));
     }
     for (size_t q = 0; q < B->nseg; q++) {
       seg *S = &o->segs[B->seg0 + q];
@@ -560,10 +559,9 @@ pl_status pl_stream_adamw_step(pl_stream_adamw *o, pl_stream *s) {
           on_host ? (const void *)(sg + S->boff * o->gsz)
                   : (const void *)((const char *)o->params[S->param].grad +
                                    S->off * o->gsz);
-      st = pl_adamw_update(o->cmp, sp + S->boff, sm + S->boff, sv + S->boff,
-                           g, o->cfg.grad_dtype,
-                           o->params[S->param].weight + S->off, S->len,
-                           &o->k);
+      st = pl__adamw_update(o->cmp, sp + S->boff, sm + S->boff, sv + S->boff, g,
+                            o->cfg.grad_dtype,
+                            o->params[S->param].weight + S->off, S->len, &o->k);
     }
     if (st || (st = pl_event_record(o->ev_cmp[j], o->cmp)) ||
         (st = pl_stream_wait(o->d2h, o->ev_cmp[j])) ||

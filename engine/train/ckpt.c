@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/layer.h"
 #include "model/mlp_block.h"
 #include "train/ckpt.h"
 
@@ -164,7 +165,7 @@ out:
   return s != PL_OK ? s : e;
 }
 
-/* ---- the dense block as a runner layer ---- */
+/* ---- the model's layers as runner layers ---- */
 static pl_status mlp_fwd(void *layer, pl_stream *s, const void *x, void *y, int64_t N) {
   return pl_mlp_block_forward(layer, s, x, y, N);
 }
@@ -172,3 +173,12 @@ static pl_status mlp_bwd(void *layer, pl_stream *s, const void *x, const void *d
   return pl_mlp_block_backward(layer, s, x, dy, dx, N);
 }
 const pl_layer_ops pl_mlp_block_layer_ops = {mlp_fwd, mlp_bwd};
+
+static pl_status layer_fwd(void *layer, pl_stream *s, const void *x, void *y, int64_t N) {
+  return pl_layer_forward(layer, s, x, y, N);
+}
+static pl_status layer_bwd(void *layer, pl_stream *s, const void *x, const void *dy, void *dx,
+                           int64_t N) {
+  return pl_layer_backward(layer, s, x, dy, dx, N);
+}
+const pl_layer_ops pl_decoder_layer_ops = {layer_fwd, layer_bwd};

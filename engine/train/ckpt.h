@@ -33,7 +33,10 @@ void pl_ckpt_destroy(pl_ckpt_stack *st);
 pl_status pl_ckpt_step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const void *g, void *dx0,
                        int64_t N, double *loss);
 
-/* The dense block (model/mlp_block.h) as a runner layer. */
+/* The model's layers as runner layers (the runner sits above the model, so
+ * the adapters live here): the dense block (model/mlp_block.h; layers[ℓ] a
+ * pl_mlp_block *) and the decoder layer (model/layer.h; a pl_layer *). */
 extern const pl_layer_ops pl_mlp_block_layer_ops;
+extern const pl_layer_ops pl_decoder_layer_ops;
 
 #endif

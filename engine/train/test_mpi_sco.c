@@ -44,7 +44,7 @@ static void *host_copy(const void *d, size_t bytes) {
 /* One step of an L-layer stack on this rank's N tokens; gradients of the
  * last layer block are returned (every block is compared through dx, which
  * depends on all of them, and block 0's weight grads). */
-static result run(int L, int64_t N, pl_dtype dt, const char *budget, pl_sco_release rel,
+static result run(int L, int64_t N, pl_dtype dt, const pl_sco_budget *budget, pl_sco_release rel,
                   pl_status *status) {
   result r = {0};
   pl_stream *s = pl_dev_stream(dev);
@@ -66,11 +66,7 @@ static result run(int L, int64_t N, pl_dtype dt, const char *budget, pl_sco_rele
   ck_assert_int_eq(pl_ckpt_create(dev, L, layers, &pl_mlp_block_layer_ops, H, dt, &stack), PL_OK);
   pl_sco *sco = NULL;
   *status = PL_OK;
-  if (budget) {
-    pl_sco_budget b;
-    ck_assert_int_eq(pl_sco_parse_budget("--host-budget", budget, &b), PL_OK);
-    *status = pl_sco_create(dev, world, L, N, H, dt, b, rel, &sco);
-  }
+  if (budget) *status = pl_sco_create(dev, world, L, N, H, dt, *budget, rel, &sco);
   pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
   pl_mem_reset_peak(dev, PL_ARENA_HOST);
   if (*status == PL_OK) {
@@ -124,16 +120,16 @@ START_TEST(sco_is_bit_exact_and_bounded) {
         float v = dt == PL_F32 ? ref.dx[i] : pl_bf16_to_f32(((const pl_bf16 *)ref.dx)[i]);
         ck_assert_msg(isfinite(v), "dx[%lld] not written", (long long)i);
       }
-      char partial[32], more[32];
-      snprintf(partial, sizeof partial, "%zu", 2 * nhb + nhb / 2); /* 2 boundaries on the largest N */
-      snprintf(more, sizeof more, "%zu", 100 * nhb);
-      const char *budgets[] = {"0", partial, "all", more};
+      /* 0, 2 boundaries on the largest N, all, more than needed */
+      const pl_sco_budget budgets[] = {{false, 0}, {false, 2 * nhb + nhb / 2}, {true, 0},
+                                       {false, 100 * nhb}};
+      const char *names[] = {"0", "partial", "all", "more"};
       for (int bi = 0; bi < 4; bi++)
         for (int rel = 0; rel < 2; rel++) {
-          result r = run(L, N, dt, budgets[bi], (pl_sco_release)rel, &st);
-          ck_assert_msg(st == PL_OK, "budget %s: %s", budgets[bi], pl_last_error());
+          result r = run(L, N, dt, &budgets[bi], (pl_sco_release)rel, &st);
+          ck_assert_msg(st == PL_OK, "budget %s: %s", names[bi], pl_last_error());
           char what[96];
-          snprintf(what, sizeof what, "L=%d %s budget=%s release=%d", L, pl_dtype_name(dt), budgets[bi], rel);
+          snprintf(what, sizeof what, "L=%d %s budget=%s release=%d", L, pl_dtype_name(dt), names[bi], rel);
           expect_identical(&ref, &r, nhb, what);
           if (bi == 2 || bi == 3) /* all offloaded: at most two restored boundaries */
             ck_assert_msg(r.dev_boundary_peak <= 2 * nhb, "%s: dev peak %zu", what, r.dev_boundary_peak);
@@ -166,7 +162,7 @@ START_TEST(n_zero_on_a_rank) {
   pl_status st;
   result ref = run(3, N, PL_F32, NULL, PL_SCO_RELEASE_CONTEXT, &st);
   ck_assert_int_eq(st, PL_OK);
-  result r = run(3, N, PL_F32, "all", PL_SCO_RELEASE_CONTEXT, &st);
+  result r = run(3, N, PL_F32, &(pl_sco_budget){true, 0}, PL_SCO_RELEASE_CONTEXT, &st);
   ck_assert_int_eq(st, PL_OK);
   expect_identical(&ref, &r, (size_t)N * H * 4, "N=0 on the last rank");
   if (N == 0) ck_assert(ref.loss == 0);
@@ -206,9 +202,6 @@ START_TEST(refusals_reach_every_rank) {
   ck_assert_int_eq(pl_sco_begin_step(sco), PL_OK);
   ck_assert_int_eq(pl_sco_end_step(sco), PL_OK);
   pl_sco_destroy(sco);
-  pl_sco_budget b;
-  ck_assert_int_eq(pl_sco_parse_budget("--host-budget", "12Q", &b), PL_EINVAL);
-  ck_assert_ptr_nonnull(strstr(pl_last_error(), "0, all, or a size"));
 }
 END_TEST
 

@@ -1,4 +1,4 @@
-/* ce_cpu.c — CPU reference kernels of the vocabulary loss head (ops/ce.h):
+/* ce_cpu.c — CPU reference kernels of the vocabulary loss head (backend/ce.h):
  * online log-sum-exp fold over a logit strip (DESIGN §1.2, Eq. 3), state
  * merge, finish, row gradient factors, the softmax residual restricted to a
  * strip, and the dense-baseline row kernels (log_softmax forward/backward,
@@ -11,10 +11,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/ce.h"
 #include "plateau/hd.h"
-#include "ops/ce.h"
 
-pl_status pl_cpu_ce_count(PL_CE_COUNT_ARGS) {
+pl_status pl__cpu_ce_count(pl_stream *s, int64_t n, const int32_t *t,
+                           int32_t ignore, float *stats) {
   (void)s;
   int64_t c = 0;
   for (int64_t i = 0; i < n; i++) c += t[i] != ignore;
@@ -23,7 +24,9 @@ pl_status pl_cpu_ce_count(PL_CE_COUNT_ARGS) {
   return PL_OK;
 }
 
-pl_status pl_cpu_ce_fold(PL_CE_FOLD_ARGS) {
+pl_status pl__cpu_ce_fold(pl_stream *s, const float *y, int64_t ldy, int64_t n,
+                          int64_t vb, int64_t col0, const int32_t *t,
+                          float *st) {
   (void)s;
   float *m = st, *z = st + n, *yt = st + 2 * n;
 #pragma omp parallel for schedule(static) if (n * vb > 65536)
@@ -43,7 +46,8 @@ pl_status pl_cpu_ce_fold(PL_CE_FOLD_ARGS) {
   return PL_OK;
 }
 
-pl_status pl_cpu_ce_merge(PL_CE_MERGE_ARGS) {
+pl_status pl__cpu_ce_merge(pl_stream *s, int64_t n, float *st,
+                           const float *other) {
   (void)s;
   float *m = st, *z = st + n, *yt = st + 2 * n;
   const float *m2 = other, *z2 = other + n, *yt2 = other + 2 * n;
@@ -62,7 +66,9 @@ pl_status pl_cpu_ce_merge(PL_CE_MERGE_ARGS) {
   return PL_OK;
 }
 
-pl_status pl_cpu_ce_finish(PL_CE_FINISH_ARGS) {
+pl_status pl__cpu_ce_finish(pl_stream *s, int64_t n, const float *st,
+                            const int32_t *t, int32_t ignore, float *nll,
+                            float *lse, float *stats) {
   (void)s;
   const float *m = st, *z = st + n, *yt = st + 2 * n;
   double sum = 0.0, cnt = 0.0;
@@ -83,7 +89,9 @@ pl_status pl_cpu_ce_finish(PL_CE_FINISH_ARGS) {
   return PL_OK;
 }
 
-pl_status pl_cpu_ce_rowgrad(PL_CE_ROWGRAD_ARGS) {
+pl_status pl__cpu_ce_rowgrad(pl_stream *s, int64_t n, const int32_t *t,
+                             int32_t ignore, int red, const float *stats,
+                             const float *dloss, float *g) {
   (void)s;
   for (int64_t i = 0; i < n; i++) {
     float v;
@@ -100,13 +108,18 @@ pl_status pl_cpu_ce_rowgrad(PL_CE_ROWGRAD_ARGS) {
   return PL_OK;
 }
 
-pl_status pl_cpu_ce_lossout(PL_CE_LOSSOUT_ARGS) {
+pl_status pl__cpu_ce_lossout(pl_stream *s, int red, const float *stats,
+                             float *loss) {
   (void)s;
   loss[0] = red == PL_CE_MEAN ? stats[0] / stats[1] : stats[0];
   return PL_OK;
 }
 
-pl_status pl_cpu_ce_residual(PL_CE_RESIDUAL_ARGS) {
+pl_status pl__cpu_ce_residual(pl_stream *s, const float *y, int64_t ldy,
+                              int64_t n, int64_t vb, int64_t col0,
+                              const int32_t *t, const float *lse,
+                              const float *g, void *dy, pl_dtype dy_dt,
+                              int64_t lddy) {
   (void)s;
 #pragma omp parallel for schedule(static) if (n * vb > 65536)
   for (int64_t i = 0; i < n; i++) {
@@ -126,7 +139,8 @@ pl_status pl_cpu_ce_residual(PL_CE_RESIDUAL_ARGS) {
   return PL_OK;
 }
 
-pl_status pl_cpu_ce_logsoftmax(PL_CE_LOGSOFTMAX_ARGS) {
+pl_status pl__cpu_ce_logsoftmax(pl_stream *s, const float *y, float *logp,
+                                int64_t n, int64_t v) {
   (void)s;
 #pragma omp parallel for schedule(static) if (n * v > 65536)
   for (int64_t i = 0; i < n; i++) {
@@ -143,7 +157,9 @@ pl_status pl_cpu_ce_logsoftmax(PL_CE_LOGSOFTMAX_ARGS) {
   return PL_OK;
 }
 
-pl_status pl_cpu_ce_nllgrad(PL_CE_NLLGRAD_ARGS) {
+pl_status pl__cpu_ce_nllgrad(pl_stream *s, int64_t n, int64_t v,
+                             const int32_t *t, const float *g,
+                             float *grad_logp) {
   (void)s;
 #pragma omp parallel for schedule(static) if (n * v > 65536)
   for (int64_t i = 0; i < n; i++) {
@@ -154,7 +170,9 @@ pl_status pl_cpu_ce_nllgrad(PL_CE_NLLGRAD_ARGS) {
   return PL_OK;
 }
 
-pl_status pl_cpu_ce_logsoftmax_bwd(PL_CE_LOGSOFTMAX_BWD_ARGS) {
+pl_status pl__cpu_ce_logsoftmax_bwd(pl_stream *s, const float *grad_logp,
+                                    const float *logp, float *grad, int64_t n,
+                                    int64_t v) {
   (void)s;
 #pragma omp parallel for schedule(static) if (n * v > 65536)
   for (int64_t i = 0; i < n; i++) {
@@ -168,7 +186,9 @@ pl_status pl_cpu_ce_logsoftmax_bwd(PL_CE_LOGSOFTMAX_BWD_ARGS) {
   return PL_OK;
 }
 
-pl_status pl_cpu_ce_gather(PL_CE_GATHER_ARGS) {
+pl_status pl__cpu_ce_gather(pl_stream *s, const float *logp, int64_t n,
+                            int64_t v, const int32_t *t, int32_t ignore,
+                            float *nll, float *stats) {
   (void)s;
   double sum = 0.0, cnt = 0.0;
   for (int64_t i = 0; i < n; i++) {

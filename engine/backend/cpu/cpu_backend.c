@@ -20,14 +20,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/internal.h"
+#include "backend/backend.h"
+#include "backend/kernels.h"
 #include "plateau/hd.h"
 
 #if PL_HAVE_BLAS
 char *openblas_get_config(void);
 #else
-/* BLAS=none builds (machines without OpenBLAS, e.g. the GPU machine's image):
- * a plain OpenMP loop with the same row-major semantics as cblas_sgemm. */
+/* BLAS=none builds (machines without OpenBLAS): a plain OpenMP loop with the
+ * same row-major semantics as cblas_sgemm. */
 static void plain_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                         const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
                         float *c, int64_t ldc) {
@@ -120,9 +121,9 @@ static pl_status cpu_event_elapsed_ms(pl_event *a, pl_event *b, float *ms) {
 
 /* ---- kernels ------------------------------------------------------------- */
 
-static pl_status cpu_rng_fill(pl_stream *s, void *dst, pl_dtype dt, size_t n,
-                              uint64_t seed, uint64_t offset, pl_dist dist,
-                              float a, float b) {
+pl_status pl__cpu_rng_fill(pl_stream *s, void *dst, pl_dtype dt, size_t n,
+                           uint64_t seed, uint64_t offset, pl_dist dist,
+                           float a, float b) {
   if (dt == PL_F32) {
     float *d = dst;
 #pragma omp parallel for schedule(static)
@@ -140,8 +141,8 @@ static pl_status cpu_rng_fill(pl_stream *s, void *dst, pl_dtype dt, size_t n,
   return PL_OK;
 }
 
-static pl_status cpu_fill(pl_stream *s, void *dst, pl_dtype dt, size_t n,
-                          double value) {
+pl_status pl__cpu_fill(pl_stream *s, void *dst, pl_dtype dt, size_t n,
+                       double value) {
   switch (dt) {
   case PL_F32: {
     float *d = dst, v = (float)value;
@@ -163,8 +164,8 @@ static pl_status cpu_fill(pl_stream *s, void *dst, pl_dtype dt, size_t n,
   return PL_OK;
 }
 
-static pl_status cpu_convert(pl_stream *s, void *dst, pl_dtype dst_dt,
-                             const void *src, pl_dtype src_dt, size_t n) {
+pl_status pl__cpu_convert(pl_stream *s, void *dst, pl_dtype dst_dt,
+                          const void *src, pl_dtype src_dt, size_t n) {
   if (dst_dt == src_dt) {
     memmove(dst, src, n * pl_dtype_size(dst_dt));
   } else if (dst_dt == PL_BF16) {
@@ -181,8 +182,8 @@ static pl_status cpu_convert(pl_stream *s, void *dst, pl_dtype dst_dt,
   return PL_OK;
 }
 
-static pl_status cpu_scale(pl_stream *s, void *x, pl_dtype dt, size_t n,
-                           float alpha) {
+pl_status pl__cpu_scale(pl_stream *s, void *x, pl_dtype dt, size_t n,
+                        float alpha) {
   if (dt == PL_F32) {
     float *v = x;
 #pragma omp parallel for schedule(static)
@@ -195,8 +196,8 @@ static pl_status cpu_scale(pl_stream *s, void *x, pl_dtype dt, size_t n,
   return PL_OK;
 }
 
-static pl_status cpu_axpy(pl_stream *s, void *y, pl_dtype y_dt, const void *x,
-                          pl_dtype x_dt, size_t n, float alpha) {
+pl_status pl__cpu_axpy(pl_stream *s, void *y, pl_dtype y_dt, const void *x,
+                       pl_dtype x_dt, size_t n, float alpha) {
   if (y_dt == PL_F32 && x_dt == PL_F32) {
     float *yy = y;
     const float *xx = x;
@@ -285,15 +286,13 @@ out:
   return st;
 }
 
-static pl_status cpu_gemm_strided_batched(pl_stream *s, bool ta, bool tb,
-                                          int64_t m, int64_t n, int64_t k,
-                                          float alpha, const void *A,
-                                          int64_t lda, int64_t sa,
-                                          const void *B, int64_t ldb,
-                                          int64_t sb, float beta, void *C,
-                                          int64_t ldc, int64_t sc,
-                                          int64_t batch, pl_dtype ab_dt,
-                                          pl_dtype c_dt) {
+pl_status pl__cpu_gemm_strided_batched(pl_stream *s, bool ta, bool tb,
+                                       int64_t m, int64_t n, int64_t k,
+                                       float alpha, const void *A, int64_t lda,
+                                       int64_t sa, const void *B, int64_t ldb,
+                                       int64_t sb, float beta, void *C,
+                                       int64_t ldc, int64_t sc, int64_t batch,
+                                       pl_dtype ab_dt, pl_dtype c_dt) {
   size_t esz = pl_dtype_size(ab_dt), csz = pl_dtype_size(c_dt);
   for (int64_t i = 0; i < batch; i++)
     PL_TRY(gemm_one(ta, tb, m, n, k, alpha, (const char *)A + (size_t)(i * sa) * esz, lda,
@@ -302,24 +301,24 @@ static pl_status cpu_gemm_strided_batched(pl_stream *s, bool ta, bool tb,
   return PL_OK;
 }
 
-static pl_status cpu_memcpy_async(pl_stream *s, void *dst, const void *src,
-                                  size_t bytes) {
+pl_status pl__cpu_memcpy_async(pl_stream *s, void *dst, const void *src,
+                               size_t bytes) {
   memmove(dst, src, bytes);
   return PL_OK;
 }
 
-static pl_status cpu_memcpy_peer_async(pl_stream *s, void *dst,
-                                       const pl_dev *dst_dev, const void *src,
-                                       const pl_dev *src_dev, size_t bytes) {
+pl_status pl__cpu_memcpy_peer_async(pl_stream *s, void *dst,
+                                    const pl_dev *dst_dev, const void *src,
+                                    const pl_dev *src_dev, size_t bytes) {
   memmove(dst, src, bytes);
   return PL_OK;
 }
 
 /* Naive reference for tests: double accumulation, any transpose. */
-pl_status pl_cpu_gemm_ref(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                          float alpha, const void *A, int64_t lda,
-                          const void *B, int64_t ldb, float beta, void *C,
-                          int64_t ldc, pl_dtype ab_dt, pl_dtype c_dt) {
+pl_status pl__cpu_gemm_ref(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                           float alpha, const void *A, int64_t lda,
+                           const void *B, int64_t ldb, float beta, void *C,
+                           int64_t ldc, pl_dtype ab_dt, pl_dtype c_dt) {
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < n; j++) {
       double acc = 0;
@@ -343,7 +342,7 @@ pl_status pl_cpu_gemm_ref(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   return PL_OK;
 }
 
-const pl_backend_ops pl_cpu_backend_ops = {
+const pl__backend_ops pl__cpu_backend_ops = {
     .init = cpu_init,
     .fini = cpu_fini,
     .info = cpu_info,
@@ -362,12 +361,12 @@ const pl_backend_ops pl_cpu_backend_ops = {
     .event_sync = cpu_event_sync,
     .event_done = cpu_event_done,
     .event_elapsed_ms = cpu_event_elapsed_ms,
-    .rng_fill = cpu_rng_fill,
-    .fill = cpu_fill,
-    .convert = cpu_convert,
-    .scale = cpu_scale,
-    .axpy = cpu_axpy,
-    .gemm_strided_batched = cpu_gemm_strided_batched,
-    .memcpy_async = cpu_memcpy_async,
-    .memcpy_peer_async = cpu_memcpy_peer_async,
+    .rng_fill = pl__cpu_rng_fill,
+    .fill = pl__cpu_fill,
+    .convert = pl__cpu_convert,
+    .scale = pl__cpu_scale,
+    .axpy = pl__cpu_axpy,
+    .gemm_strided_batched = pl__cpu_gemm_strided_batched,
+    .memcpy_async = pl__cpu_memcpy_async,
+    .memcpy_peer_async = pl__cpu_memcpy_peer_async,
 };

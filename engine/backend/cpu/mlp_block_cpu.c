@@ -1,38 +1,44 @@
 /* mlp_block_cpu.c — CPU twins of the dense block's kernels (RMSNorm and
- * SwiGLU, forward and backward).  fp32 arithmetic, values rounded to the
- * storage dtype at the same points as the CUDA kernels; reductions over H in
- * row order, the weight-gradient reduction over rows in row order. */
+ * SwiGLU, forward and backward; backend/mlp_block.h).  fp32 arithmetic,
+ * values rounded to the storage dtype at the same points as the CUDA kernels;
+ * reductions over H in row order, the weight-gradient reduction over rows in
+ * row order. */
 #include <math.h>
 #include <stdlib.h>
 
-#include "backend/internal.h"
-#include "model/mlp_block.h"
+#include "backend/mlp_block.h"
 
-size_t pl_rmsnorm_bwd_scratch(int64_t N, int64_t H) {
+size_t pl__rmsnorm_bwd_scratch(int64_t N, int64_t H) {
   return (size_t)N + (size_t)((N + 63) / 64) * (size_t)H; /* rstd + partial sums */
 }
 
 static float row_rstd(const void *x, size_t base, int64_t H, float eps, pl_dtype dt) {
   float ss = 0.0f;
   for (int64_t j = 0; j < H; j++) {
-    float v = pl_ld(x, dt, base + (size_t)j);
+    float v = pl__ld(x, dt, base + (size_t)j);
     ss += v * v;
   }
   return 1.0f / sqrtf(ss / (float)H + eps);
 }
 
-pl_status pl_cpu_rmsnorm_fwd(PL_RMSNORM_FWD_ARGS) {
+pl_status pl__cpu_rmsnorm_fwd(pl_stream *s, const void *x, const void *w,
+                              void *n, int64_t N, int64_t H, float eps,
+                              pl_dtype dt) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < N; r++) {
     size_t base = (size_t)(r * H);
     float rstd = row_rstd(x, base, H, eps, dt);
     for (int64_t j = 0; j < H; j++)
-      pl_st(n, dt, base + (size_t)j, pl_ld(x, dt, base + (size_t)j) * rstd * pl_ld(w, dt, (size_t)j));
+      pl__st(n, dt, base + (size_t)j,
+             pl__ld(x, dt, base + (size_t)j) * rstd * pl__ld(w, dt, (size_t)j));
   }
   return PL_OK;
 }
 
-pl_status pl_cpu_rmsnorm_bwd(PL_RMSNORM_BWD_ARGS) {
+pl_status pl__cpu_rmsnorm_bwd(pl_stream *s, const void *x, const void *w,
+                              const void *dn, const void *dres, void *dx,
+                              float *dw, float *scratch, int64_t N, int64_t H,
+                              float eps, pl_dtype dt) {
   /* dx_j = rstd·w_j·dn_j − rstd³/H · x_j · Σ_k w_k·dn_k·x_k */
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < N; r++) {
@@ -40,13 +46,15 @@ pl_status pl_cpu_rmsnorm_bwd(PL_RMSNORM_BWD_ARGS) {
     float rstd = row_rstd(x, base, H, eps, dt);
     float dot = 0.0f;
     for (int64_t j = 0; j < H; j++)
-      dot += pl_ld(w, dt, (size_t)j) * pl_ld(dn, dt, base + (size_t)j) * pl_ld(x, dt, base + (size_t)j);
+      dot += pl__ld(w, dt, (size_t)j) * pl__ld(dn, dt, base + (size_t)j) *
+             pl__ld(x, dt, base + (size_t)j);
     float c = rstd * rstd * rstd / (float)H * dot;
     for (int64_t j = 0; j < H; j++) {
-      float v = rstd * pl_ld(w, dt, (size_t)j) * pl_ld(dn, dt, base + (size_t)j) -
-                c * pl_ld(x, dt, base + (size_t)j);
-      if (dres) v += pl_ld(dres, dt, base + (size_t)j);
-      pl_st(dx, dt, base + (size_t)j, v);
+      float v =
+          rstd * pl__ld(w, dt, (size_t)j) * pl__ld(dn, dt, base + (size_t)j) -
+          c * pl__ld(x, dt, base + (size_t)j);
+      if (dres) v += pl__ld(dres, dt, base + (size_t)j);
+      pl__st(dx, dt, base + (size_t)j, v);
     }
   }
   /* dw_j += Σ_r dn_rj · x_rj · rstd_r, rows in order (deterministic) */
@@ -57,7 +65,8 @@ pl_status pl_cpu_rmsnorm_bwd(PL_RMSNORM_BWD_ARGS) {
   for (int64_t j = 0; j < H; j++) {
     float acc = 0.0f;
     for (int64_t r = 0; r < N; r++)
-      acc += pl_ld(dn, dt, (size_t)(r * H + j)) * pl_ld(x, dt, (size_t)(r * H + j)) * rs[r];
+      acc += pl__ld(dn, dt, (size_t)(r * H + j)) *
+             pl__ld(x, dt, (size_t)(r * H + j)) * rs[r];
     dw[j] += acc;
   }
   free(rs);
@@ -66,26 +75,30 @@ pl_status pl_cpu_rmsnorm_bwd(PL_RMSNORM_BWD_ARGS) {
 
 static inline float silu(float g) { return g / (1.0f + expf(-g)); }
 
-pl_status pl_cpu_swiglu_fwd(PL_SWIGLU_FWD_ARGS) {
+pl_status pl__cpu_swiglu_fwd(pl_stream *s, const void *gu, void *a, int64_t N,
+                             int64_t I, pl_dtype dt) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < N; r++)
     for (int64_t j = 0; j < I; j++) {
-      float g = pl_ld(gu, dt, (size_t)(r * 2 * I + j)), u = pl_ld(gu, dt, (size_t)(r * 2 * I + I + j));
-      pl_st(a, dt, (size_t)(r * I + j), silu(g) * u);
+      float g = pl__ld(gu, dt, (size_t)(r * 2 * I + j)),
+            u = pl__ld(gu, dt, (size_t)(r * 2 * I + I + j));
+      pl__st(a, dt, (size_t)(r * I + j), silu(g) * u);
     }
   return PL_OK;
 }
 
-pl_status pl_cpu_swiglu_bwd(PL_SWIGLU_BWD_ARGS) {
+pl_status pl__cpu_swiglu_bwd(pl_stream *s, const void *gu, const void *da,
+                             void *dgu, int64_t N, int64_t I, pl_dtype dt) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < N; r++)
     for (int64_t j = 0; j < I; j++) {
-      float g = pl_ld(gu, dt, (size_t)(r * 2 * I + j)), u = pl_ld(gu, dt, (size_t)(r * 2 * I + I + j));
-      float d = pl_ld(da, dt, (size_t)(r * I + j));
+      float g = pl__ld(gu, dt, (size_t)(r * 2 * I + j)),
+            u = pl__ld(gu, dt, (size_t)(r * 2 * I + I + j));
+      float d = pl__ld(da, dt, (size_t)(r * I + j));
       float sg = 1.0f / (1.0f + expf(-g));
       float dsilu = sg * (1.0f + g * (1.0f - sg));
-      pl_st(dgu, dt, (size_t)(r * 2 * I + j), d * u * dsilu);
-      pl_st(dgu, dt, (size_t)(r * 2 * I + I + j), d * g * sg);
+      pl__st(dgu, dt, (size_t)(r * 2 * I + j), d * u * dsilu);
+      pl__st(dgu, dt, (size_t)(r * 2 * I + I + j), d * g * sg);
     }
   return PL_OK;
 }

@@ -1,12 +1,14 @@
-/* rope_cpu.c — CPU twin of the rotary position embedding kernel (model/rope.h):
- * angles in double, values in fp32, stored as dt.  OpenMP over tokens. */
+/* rope_cpu.c — CPU twin of the rotary position embedding kernel
+ * (backend/rope.h): angles in double, values in fp32, stored as dt.  OpenMP
+ * over tokens. */
 #include <math.h>
 
-#include "backend/internal.h"
-#include "model/rope.h"
+#include "backend/rope.h"
 #include "plateau/hd.h"
 
-pl_status pl_cpu_rope(PL_ROPE_ARGS) {
+pl_status pl__cpu_rope(pl_stream *s, void *x, pl_dtype dt, int64_t B, int64_t S,
+                       int n_h, int d, int64_t pos0, double theta,
+                       int inverse) {
   (void)s;
   const int half = d / 2;
   const int bf = dt == PL_BF16;

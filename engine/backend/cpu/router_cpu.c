@@ -1,16 +1,15 @@
-/* router_cpu.c — CPU twins of the router's per-token kernels (model/router.h):
- * softmax in place over E logits, top-k with ties to the lower index (the same
- * total order as CUDA: each pick is the best element strictly after the
- * previous pick in that order), route weights, and the backward to dlogits.
- * Without a bias the picks are ranked by the logits themselves, before the
- * softmax (the softmax is monotone, so it is the same top-k, but rounding in
- * expf can merge two distinct logits into one probability: ranking the logits
- * keeps "the k largest logits, ties to the lower index" exact); with a bias
- * they are ranked by p + b after it. */
+/* router_cpu.c — CPU twins of the router's per-token kernels
+ * (backend/router.h): softmax in place over E logits, top-k with ties to the
+ * lower index (the same total order as CUDA: each pick is the best element
+ * strictly after the previous pick in that order), route weights, and the
+ * backward to dlogits. Without a bias the picks are ranked by the logits
+ * themselves, before the softmax (the softmax is monotone, so it is the same
+ * top-k, but rounding in expf can merge two distinct logits into one
+ * probability: ranking the logits keeps "the k largest logits, ties to the
+ * lower index" exact); with a bias they are ranked by p + b after it. */
 #include <math.h>
 
-#include "backend/internal.h"
-#include "model/router.h"
+#include "backend/router.h"
 #include "plateau/hd.h"
 
 /* a before b in the selection order: larger score, then lower index */
@@ -38,7 +37,9 @@ static void select_topk(const float *sc, const float *bias, int E, int k, int32_
   }
 }
 
-pl_status pl_cpu_router_topk(PL_ROUTER_TOPK_ARGS) {
+pl_status pl__cpu_router_topk(pl_stream *s, float *probs, const float *bias,
+                              int64_t N, int E, int k, int renorm, int32_t *idx,
+                              float *w) {
   (void)s;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < N; n++) {
@@ -68,7 +69,10 @@ pl_status pl_cpu_router_topk(PL_ROUTER_TOPK_ARGS) {
   return PL_OK;
 }
 
-pl_status pl_cpu_router_dlogits(PL_ROUTER_DLOGITS_ARGS) {
+pl_status pl__cpu_router_dlogits(pl_stream *s, const float *probs,
+                                 const int32_t *idx, const float *w,
+                                 const float *dw, int64_t N, int E, int k,
+                                 int renorm, void *dlogits, pl_dtype dt) {
   (void)s;
   const int bf = dt == PL_BF16;
 #pragma omp parallel for schedule(static)

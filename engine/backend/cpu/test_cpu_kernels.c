@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
-#include "plateau/hd.h"
+#include "backend/kernels.h"
 #include "core/check_run.h"
+#include "core/internal.h"
+#include "plateau/hd.h"
 
 static pl_dev *dev;
 static pl_stream *st;
@@ -67,7 +68,7 @@ START_TEST(gemm_all_transposes_and_shapes) {
           pl_rng_fill(st, R, cd, (size_t)(m * ldc + 1), seed++, 0, PL_DIST_UNIFORM, -1, 1);
           float alpha = 0.75f, beta = (si % 2) ? 0.5f : 0.0f;
           ck_assert_int_eq(pl_gemm(st, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, ab, cd), PL_OK);
-          pl_cpu_gemm_ref(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, R, ldc, ab, cd);
+          pl__cpu_gemm_ref(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, R, ldc, ab, cd);
           char what[96];
           snprintf(what, sizeof what, "gemm %lldx%lldx%lld %s->%s ta=%d tb=%d", (long long)m,
                    (long long)n, (long long)k, pl_dtype_name(ab), pl_dtype_name(cd), ta, tb);
@@ -87,7 +88,7 @@ START_TEST(gemm_batched_and_bad_args) {
   ck_assert_int_eq(pl_gemm_strided_batched(st, false, false, m, n, k, 1, A, k, m * k, B, n, k * n, 0,
                                            C, n, m * n, batch, PL_F32, PL_F32), PL_OK);
   for (int64_t b = 0; b < batch; b++) {
-    pl_cpu_gemm_ref(false, false, m, n, k, 1, A + b * m * k, k, B + b * k * n, n, 0, R, n, PL_F32, PL_F32);
+    pl__cpu_gemm_ref(false, false, m, n, k, 1, A + b * m * k, k, B + b * k * n, n, 0, R, n, PL_F32, PL_F32);
     expect_close(C + b * m * n, R, PL_F32, m, n, n, 1e-5, "batched");
   }
   ck_assert_int_eq(pl_gemm(st, false, false, m, n, k, 1, A, k - 1, B, n, 0, C, n, PL_F32, PL_F32), PL_EINVAL);

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
+#include "backend/kernels.h"
 #include "backend/moe_kernels.h"
 #include "core/check_run.h"
 #include "plateau/hd.h"
@@ -47,7 +48,7 @@ START_TEST(gemm_vs_reference) {
         ck_assert_int_eq(pl__cpu_moe_gemm(NULL, ta, tb, m, n, k, 1.5f, A, lda,
                                           B, ldb, 0.5f, C, ldc, dt, PL_F32),
                          PL_OK);
-        ck_assert_int_eq(pl_cpu_gemm_ref(ta, tb, m, n, k, 1.5f, A, lda, B, ldb,
+        ck_assert_int_eq(pl__cpu_gemm_ref(ta, tb, m, n, k, 1.5f, A, lda, B, ldb,
                                          0.5f, R, ldc, dt, PL_F32), PL_OK);
         double scale = 1e-30, mx = 0;
         for (int64_t i = 0; i < m; i++)

@@ -1,11 +1,11 @@
-/* ulysses_cpu.c — CPU twin of the Ulysses pack/unpack (model/ulysses.h):
+/* ulysses_cpu.c — CPU twin of the Ulysses pack/unpack (backend/ulysses.h):
  * dst [B][A][C] = src [A][B][C], rows of C·es bytes moved with memcpy. */
 #include <string.h>
 
-#include "backend/internal.h"
-#include "model/ulysses.h"
+#include "backend/ulysses.h"
 
-pl_status pl_cpu_transpose01(PL_TRANSPOSE01_ARGS) {
+pl_status pl__cpu_transpose01(pl_stream *s, void *dst, const void *src,
+                              int64_t A, int64_t B, int64_t C, size_t es) {
   (void)s;
   const size_t row = (size_t)C * es;
 #pragma omp parallel for schedule(static)

@@ -1,4 +1,4 @@
-/* ce.cu — CUDA twins of the vocabulary loss-head kernels (ops/ce.h; CPU
+/* ce.cu — CUDA twins of the vocabulary loss-head kernels (backend/ce.h; CPU
  * reference in backend/cpu/ce_cpu.c, same signatures).
  *
  * Strip kernels run one block per row (grid-stride over rows), threads over
@@ -12,7 +12,7 @@
 #include <math.h>
 
 #include "backend/cuda/internal_cuda.h"
-#include "ops/ce.h"
+#include "backend/ce.h"
 #include "plateau/hd.h"
 
 #define CE_THREADS 256
@@ -272,7 +272,7 @@ static __global__ void ce_gather_kernel(const float *logp, int64_t n,
 static pl_status begin(pl_stream *s, const char *op, cudaStream_t *cs) {
   if (!s || !s->dev)
     return pl_set_error(PL_EINVAL, "%s: stream is NULL", op);
-  PL_TRY(pl_cuda_use(s->dev));
+  PL_TRY(pl__cuda_use(s->dev));
   *cs = (cudaStream_t)s->native;
   return PL_OK;
 }
@@ -282,11 +282,11 @@ static unsigned rows_grid(int64_t n) {
 }
 
 static unsigned elem_grid(pl_stream *s, int64_t n) {
-  size_t b = pl_cuda_blocks(s->dev, (size_t)(n > 0 ? n : 1));
+  size_t b = pl__cuda_blocks(s->dev, (size_t)(n > 0 ? n : 1));
   return (unsigned)(b > 0 ? b : 1);
 }
 
-extern "C" pl_status pl_cuda_ce_count(PL_CE_COUNT_ARGS) {
+extern "C" pl_status pl__cuda_ce_count(pl_stream *s, int64_t n, const int32_t *t, int32_t ignore, float *stats) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_count", &cs));
   ce_count_kernel<<<1, 1024, 0, cs>>>(n, t, ignore, stats);
@@ -294,7 +294,7 @@ extern "C" pl_status pl_cuda_ce_count(PL_CE_COUNT_ARGS) {
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_ce_fold(PL_CE_FOLD_ARGS) {
+extern "C" pl_status pl__cuda_ce_fold(pl_stream *s, const float *y, int64_t ldy, int64_t n, int64_t vb, int64_t col0, const int32_t *t, float *st) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_fold", &cs));
   if (n == 0 || vb == 0) return PL_OK;
@@ -304,7 +304,7 @@ extern "C" pl_status pl_cuda_ce_fold(PL_CE_FOLD_ARGS) {
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_ce_merge(PL_CE_MERGE_ARGS) {
+extern "C" pl_status pl__cuda_ce_merge(pl_stream *s, int64_t n, float *st, const float *other) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_merge", &cs));
   if (n == 0) return PL_OK;
@@ -313,7 +313,7 @@ extern "C" pl_status pl_cuda_ce_merge(PL_CE_MERGE_ARGS) {
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_ce_finish(PL_CE_FINISH_ARGS) {
+extern "C" pl_status pl__cuda_ce_finish(pl_stream *s, int64_t n, const float *st, const int32_t *t, int32_t ignore, float *nll, float *lse, float *stats) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_finish", &cs));
   ce_finish_kernel<<<1, 1024, 0, cs>>>(n, st, t, ignore, nll, lse, stats);
@@ -321,7 +321,7 @@ extern "C" pl_status pl_cuda_ce_finish(PL_CE_FINISH_ARGS) {
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_ce_rowgrad(PL_CE_ROWGRAD_ARGS) {
+extern "C" pl_status pl__cuda_ce_rowgrad(pl_stream *s, int64_t n, const int32_t *t, int32_t ignore, int red, const float *stats, const float *dloss, float *g) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_rowgrad", &cs));
   if (n == 0) return PL_OK;
@@ -331,7 +331,7 @@ extern "C" pl_status pl_cuda_ce_rowgrad(PL_CE_ROWGRAD_ARGS) {
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_ce_lossout(PL_CE_LOSSOUT_ARGS) {
+extern "C" pl_status pl__cuda_ce_lossout(pl_stream *s, int red, const float *stats, float *loss) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_lossout", &cs));
   ce_lossout_kernel<<<1, 1, 0, cs>>>(red, stats, loss);
@@ -339,7 +339,7 @@ extern "C" pl_status pl_cuda_ce_lossout(PL_CE_LOSSOUT_ARGS) {
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_ce_residual(PL_CE_RESIDUAL_ARGS) {
+extern "C" pl_status pl__cuda_ce_residual(pl_stream *s, const float *y, int64_t ldy, int64_t n, int64_t vb, int64_t col0, const int32_t *t, const float *lse, const float *g, void *dy, pl_dtype dy_dt, int64_t lddy) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_residual", &cs));
   if (n == 0 || vb == 0) return PL_OK;
@@ -356,7 +356,7 @@ extern "C" pl_status pl_cuda_ce_residual(PL_CE_RESIDUAL_ARGS) {
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_ce_logsoftmax(PL_CE_LOGSOFTMAX_ARGS) {
+extern "C" pl_status pl__cuda_ce_logsoftmax(pl_stream *s, const float *y, float *logp, int64_t n, int64_t v) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_logsoftmax", &cs));
   if (n == 0 || v == 0) return PL_OK;
@@ -365,7 +365,7 @@ extern "C" pl_status pl_cuda_ce_logsoftmax(PL_CE_LOGSOFTMAX_ARGS) {
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_ce_nllgrad(PL_CE_NLLGRAD_ARGS) {
+extern "C" pl_status pl__cuda_ce_nllgrad(pl_stream *s, int64_t n, int64_t v, const int32_t *t, const float *g, float *grad_logp) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_nllgrad", &cs));
   if (n == 0 || v == 0) return PL_OK;
@@ -375,7 +375,7 @@ extern "C" pl_status pl_cuda_ce_nllgrad(PL_CE_NLLGRAD_ARGS) {
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_ce_logsoftmax_bwd(PL_CE_LOGSOFTMAX_BWD_ARGS) {
+extern "C" pl_status pl__cuda_ce_logsoftmax_bwd(pl_stream *s, const float *grad_logp, const float *logp, float *grad, int64_t n, int64_t v) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_logsoftmax_bwd", &cs));
   if (n == 0 || v == 0) return PL_OK;
@@ -385,7 +385,7 @@ extern "C" pl_status pl_cuda_ce_logsoftmax_bwd(PL_CE_LOGSOFTMAX_BWD_ARGS) {
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_ce_gather(PL_CE_GATHER_ARGS) {
+extern "C" pl_status pl__cuda_ce_gather(pl_stream *s, const float *logp, int64_t n, int64_t v, const int32_t *t, int32_t ignore, float *nll, float *stats) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_gather", &cs));
   ce_gather_kernel<<<1, 1024, 0, cs>>>(logp, n, v, t, ignore, nll, stats);

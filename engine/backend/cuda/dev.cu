@@ -1,7 +1,7 @@
 /* backend/cuda/dev.cu — the CUDA backend's device half: device set-up and
  * teardown, the stream-ordered pool allocator behind the tracked arenas,
  * streams, events, device info, the device count, and the ops table
- * (pl_cuda_backend_ops) that engine/core dispatches through.
+ * (pl__cuda_backend_ops) that engine/core dispatches through.
  *
  * Memory: the DEVICE arena takes memory from the device's default pool with
  * cudaMallocFromPoolAsync / cudaFreeAsync, ordered on a stream; the pool's
@@ -18,24 +18,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "backend/cuda/internal_cuda.h"
+#include "backend/kernels.h"
 
 /* ---- helpers shared with kernels.cu / gemm.cu ----------------------------- */
 
-extern "C" cudaStream_t pl_cuda_stream_of(pl_dev *dev, pl_stream *s) {
+extern "C" cudaStream_t pl__cuda_stream_of(pl_dev *dev, pl_stream *s) {
   if (s) return (cudaStream_t)s->native;
   if (dev->default_stream) return (cudaStream_t)dev->default_stream->native;
   return (cudaStream_t)0;
 }
 
-extern "C" pl_status pl_cuda_use(const pl_dev *dev) {
+extern "C" pl_status pl__cuda_use(const pl_dev *dev) {
   int cur = -1;
   PL_CUDA_TRY(cudaGetDevice(&cur));
   if (cur != dev->ordinal) PL_CUDA_TRY(cudaSetDevice(dev->ordinal));
   return PL_OK;
 }
 
-extern "C" unsigned pl_cuda_blocks(const pl_dev *dev, size_t items) {
+extern "C" unsigned pl__cuda_blocks(const pl_dev *dev, size_t items) {
   size_t want = (items + PL_CUDA_THREADS - 1) / PL_CUDA_THREADS;
   int sms = dev->impl ? PL_CUDA_IMPL(dev)->sm_count : 0;
   size_t cap = (size_t)(sms > 0 ? sms : 16) * 32; /* grid-stride beyond this */
@@ -45,7 +47,7 @@ extern "C" unsigned pl_cuda_blocks(const pl_dev *dev, size_t items) {
 
 /* ---- device ---------------------------------------------------------------- */
 
-extern "C" int pl_cuda_count_devices(void) {
+extern "C" int pl__cuda_count_devices(void) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) { /* no driver, no device, driver too old: none */
@@ -58,13 +60,13 @@ extern "C" int pl_cuda_count_devices(void) {
 static void cuda_fini(pl_dev *dev);
 
 static pl_status cuda_init(pl_dev *dev, int ordinal) {
-  int count = pl_cuda_count_devices();
+  int count = pl__cuda_count_devices();
   if (ordinal < 0 || ordinal >= count)
     return pl_set_error(PL_EINVAL,
                         "CUDA device ordinal %d: must be in [0, %d) (the "
                         "number of visible CUDA devices)",
                         ordinal, count);
-  pl_cuda_dev *cd = (pl_cuda_dev *)calloc(1, sizeof *cd);
+  pl__cuda_dev *cd = (pl__cuda_dev *)calloc(1, sizeof *cd);
   if (!cd)
     return pl_set_error(PL_ENOMEM, "CUDA backend state: out of host memory");
   pthread_mutex_init(&cd->blas_lock, NULL);
@@ -108,7 +110,7 @@ static pl_status cuda_init(pl_dev *dev, int ordinal) {
 }
 
 static void cuda_fini(pl_dev *dev) {
-  pl_cuda_dev *cd = PL_CUDA_IMPL(dev);
+  pl__cuda_dev *cd = PL_CUDA_IMPL(dev);
   if (!cd) return;
   if (cudaSetDevice(dev->ordinal) == cudaSuccess &&
       cudaDeviceSynchronize() == cudaSuccess && cd->pool)
@@ -126,7 +128,7 @@ static void fmt_cuda_version(char *buf, size_t len, int v) {
 }
 
 static pl_status cuda_info(const pl_dev *dev, pl_dev_info *out) {
-  PL_TRY(pl_cuda_use(dev));
+  PL_TRY(pl__cuda_use(dev));
   cudaDeviceProp p;
   PL_CUDA_TRY(cudaGetDeviceProperties(&p, dev->ordinal));
   int drv = 0, rt = 0, maj = 0, min = 0, pat = 0;
@@ -148,7 +150,7 @@ static pl_status cuda_info(const pl_dev *dev, pl_dev_info *out) {
 }
 
 static pl_status cuda_sync(pl_dev *dev) {
-  PL_TRY(pl_cuda_use(dev));
+  PL_TRY(pl__cuda_use(dev));
   PL_CUDA_TRY(cudaDeviceSynchronize());
   return PL_OK;
 }
@@ -158,7 +160,7 @@ static pl_status cuda_sync(pl_dev *dev) {
 static pl_status cuda_raw_alloc(pl_dev *dev, pl_arena a, size_t bytes,
                                 pl_stream *s, void **out) {
   *out = NULL;
-  PL_TRY(pl_cuda_use(dev));
+  PL_TRY(pl__cuda_use(dev));
   /* bytes == 0 must still give a unique pointer: take the smallest block. */
   size_t want = bytes ? bytes : 1;
   void *p = NULL;
@@ -167,7 +169,7 @@ static pl_status cuda_raw_alloc(pl_dev *dev, pl_arena a, size_t bytes,
   if (a == PL_ARENA_DEVICE) {
     what = "cudaMallocFromPoolAsync";
     e = cudaMallocFromPoolAsync(&p, want, PL_CUDA_IMPL(dev)->pool,
-                                pl_cuda_stream_of(dev, s));
+                                pl__cuda_stream_of(dev, s));
   } else if (a == PL_ARENA_HOST) {
     what = "cudaHostAlloc";
     e = cudaHostAlloc(&p, want, cudaHostAllocPortable);
@@ -189,9 +191,9 @@ static pl_status cuda_raw_alloc(pl_dev *dev, pl_arena a, size_t bytes,
 
 static void cuda_raw_free(pl_dev *dev, pl_arena a, void *p, pl_stream *s) {
   if (!p) return;
-  if (pl_cuda_use(dev) != PL_OK) return;
+  if (pl__cuda_use(dev) != PL_OK) return;
   cudaError_t e = a == PL_ARENA_DEVICE
-                      ? cudaFreeAsync(p, pl_cuda_stream_of(dev, s))
+                      ? cudaFreeAsync(p, pl__cuda_stream_of(dev, s))
                       : cudaFreeHost(p);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
@@ -228,7 +230,7 @@ static void cuda_pool_reset(pl_dev *dev) {
 /* ---- streams and events ---------------------------------------------------- */
 
 static pl_status cuda_stream_create(pl_dev *dev, pl_stream *s) {
-  PL_TRY(pl_cuda_use(dev));
+  PL_TRY(pl__cuda_use(dev));
   cudaStream_t st = NULL;
   /* Non-blocking: no implicit synchronization with the legacy stream 0. */
   PL_CUDA_TRY(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -238,7 +240,7 @@ static pl_status cuda_stream_create(pl_dev *dev, pl_stream *s) {
 
 static void cuda_stream_destroy(pl_stream *s) {
   if (!s->native) return;
-  if (pl_cuda_use(s->dev) == PL_OK) {
+  if (pl__cuda_use(s->dev) == PL_OK) {
     cudaError_t e = cudaStreamDestroy((cudaStream_t)s->native);
     /* cudaFree waits for the device: the stream's GEMMs are done */
     if (e == cudaSuccess && s->blas_ws) e = cudaFree(s->blas_ws);
@@ -257,7 +259,7 @@ static pl_status cuda_stream_sync(pl_stream *s) {
 }
 
 static pl_status cuda_event_create(pl_dev *dev, pl_event *e) {
-  PL_TRY(pl_cuda_use(dev));
+  PL_TRY(pl__cuda_use(dev));
   cudaEvent_t ev = NULL;
   PL_CUDA_TRY(cudaEventCreate(&ev)); /* default flags: timing enabled */
   e->native = (void *)ev;
@@ -275,7 +277,7 @@ static void cuda_event_destroy(pl_event *e) {
 }
 
 static pl_status cuda_event_record(pl_event *e, pl_stream *s) {
-  PL_TRY(pl_cuda_use(s->dev));
+  PL_TRY(pl__cuda_use(s->dev));
   PL_CUDA_TRY(cudaEventRecord((cudaEvent_t)e->native,
                               (cudaStream_t)s->native));
   e->recorded = 1;
@@ -283,7 +285,7 @@ static pl_status cuda_event_record(pl_event *e, pl_stream *s) {
 }
 
 static pl_status cuda_stream_wait(pl_stream *s, pl_event *e) {
-  PL_TRY(pl_cuda_use(s->dev));
+  PL_TRY(pl__cuda_use(s->dev));
   PL_CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)s->native,
                                   (cudaEvent_t)e->native, 0));
   return PL_OK;
@@ -316,7 +318,7 @@ static pl_status cuda_event_elapsed_ms(pl_event *a, pl_event *b, float *ms) {
 
 /* ---- the table ------------------------------------------------------------- */
 
-extern "C" const pl_backend_ops pl_cuda_backend_ops = {
+extern "C" const pl__backend_ops pl__cuda_backend_ops = {
     /* init */ cuda_init,
     /* fini */ cuda_fini,
     /* info */ cuda_info,
@@ -335,12 +337,12 @@ extern "C" const pl_backend_ops pl_cuda_backend_ops = {
     /* event_sync */ cuda_event_sync,
     /* event_done */ cuda_event_done,
     /* event_elapsed_ms */ cuda_event_elapsed_ms,
-    /* rng_fill */ pl_cuda_rng_fill,
-    /* fill */ pl_cuda_fill,
-    /* convert */ pl_cuda_convert,
-    /* scale */ pl_cuda_scale,
-    /* axpy */ pl_cuda_axpy,
-    /* gemm_strided_batched */ pl_cuda_gemm_strided_batched,
-    /* memcpy_async */ pl_cuda_memcpy_async,
-    /* memcpy_peer_async */ pl_cuda_memcpy_peer_async,
+    /* rng_fill */ pl__cuda_rng_fill,
+    /* fill */ pl__cuda_fill,
+    /* convert */ pl__cuda_convert,
+    /* scale */ pl__cuda_scale,
+    /* axpy */ pl__cuda_axpy,
+    /* gemm_strided_batched */ pl__cuda_gemm_strided_batched,
+    /* memcpy_async */ pl__cuda_memcpy_async,
+    /* memcpy_peer_async */ pl__cuda_memcpy_peer_async,
 };

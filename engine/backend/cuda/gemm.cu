@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "backend/cuda/internal_cuda.h"
+#include "backend/kernels.h"
 #include "plateau/hd.h"
 
 /* ---- kernel ----------------------------------------------------------------- */
@@ -77,7 +78,7 @@ static pl_status launch_plain(pl_stream *s, bool ta, bool tb, int64_t m,
                               int64_t ldc, int64_t sc, int64_t batch,
                               pl_dtype ab_dt, pl_dtype c_dt) {
   cudaStream_t cs = (cudaStream_t)s->native;
-  unsigned blocks = pl_cuda_blocks(s->dev, (size_t)batch * m * n);
+  unsigned blocks = pl__cuda_blocks(s->dev, (size_t)batch * m * n);
 #define PL_GEMM_PLAIN(TAB, TC)                                                 \
   gemm_plain_kernel<TAB, TC><<<blocks, PL_CUDA_THREADS, 0, cs>>>(              \
       ta, tb, m, n, k, alpha, (const TAB *)A, lda, sa, (const TAB *)B, ldb,    \
@@ -119,7 +120,7 @@ static pl_status call_cublas(pl_stream *s, bool ta, bool tb, int64_t m,
                              int64_t ldb, int64_t sb, float beta, void *C,
                              int64_t ldc, int64_t sc, int64_t batch,
                              pl_dtype ab_dt, pl_dtype c_dt) {
-  pl_cuda_dev *cd = PL_CUDA_IMPL(s->dev);
+  pl__cuda_dev *cd = PL_CUDA_IMPL(s->dev);
   cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   cudaDataType tab = cuda_type(ab_dt), tc = cuda_type(c_dt);
@@ -170,7 +171,7 @@ static pl_status call_cublas(pl_stream *s, bool ta, bool tb, int64_t m,
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_gemm_strided_batched(
+extern "C" pl_status pl__cuda_gemm_strided_batched(
     pl_stream *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
     float alpha, const void *A, int64_t lda, int64_t sa, const void *B,
     int64_t ldb, int64_t sb, float beta, void *C, int64_t ldc, int64_t sc,
@@ -198,7 +199,7 @@ extern "C" pl_status pl_cuda_gemm_strided_batched(
   if (batch > 1 && (sa < 0 || sb < 0 || sc < 0))
     return pl_set_error(PL_EINVAL, "pl_gemm: strides %lld %lld %lld: must be "
                         ">= 0", (long long)sa, (long long)sb, (long long)sc);
-  PL_TRY(pl_cuda_use(s->dev));
+  PL_TRY(pl__cuda_use(s->dev));
   if (k == 0 || (ab_dt == PL_F32 && c_dt == PL_BF16))
     return launch_plain(s, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb,
                         beta, C, ldc, sc, batch, ab_dt, c_dt);

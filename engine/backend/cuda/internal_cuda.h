@@ -1,8 +1,9 @@
 /* backend/cuda/internal_cuda.h — what the CUDA backend's .cu files share: the
  * per-device state kept in pl_dev.impl, the checking macros every CUDA and
- * cuBLAS call goes through, and the launchers of kernels.h (pl_cuda_<op>, the
- * twins of the CPU backend's pl_cpu_<op>) that the ops table in dev.cu points
- * at.  Included by .cu files only (it needs the CUDA headers).
+ * cuBLAS call goes through, and the device-side loads, stores and block sum
+ * of the kernels.  The launchers' prototypes are in the family headers
+ * (backend/<family>.h).  Included by .cu files only (it needs the CUDA
+ * headers).
  *
  * Why the macros: every call is checked and a failure becomes PL_ERUNTIME with
  * a message naming the call, the error and file:line; the non-sticky error
@@ -14,29 +15,29 @@
 #include <cuda_runtime.h>
 #include <pthread.h>
 
-#include "backend/internal.h"
+#include "core/internal.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* pl_dev.impl of a CUDA device. */
-typedef struct pl_cuda_dev {
+typedef struct pl__cuda_dev {
   cublasHandle_t blas;
   pthread_mutex_t blas_lock; /* the handle's stream is per call: serialize */
   cudaMemPool_t pool;        /* the device's default pool                   */
   int sm_count;              /* sizes grid-stride launches                  */
-} pl_cuda_dev;
+} pl__cuda_dev;
 
-#define PL_CUDA_IMPL(dev) ((pl_cuda_dev *)(dev)->impl)
+#define PL_CUDA_IMPL(dev) ((pl__cuda_dev *)(dev)->impl)
 
 /* The cudaStream_t of s; s NULL means the device's default stream (the legacy
  * stream 0 only while the default stream does not exist yet, in init). */
-cudaStream_t pl_cuda_stream_of(pl_dev *dev, pl_stream *s);
+cudaStream_t pl__cuda_stream_of(pl_dev *dev, pl_stream *s);
 /* Make dev's GPU current on this thread (several GPUs in one process). */
-pl_status pl_cuda_use(const pl_dev *dev);
+pl_status pl__cuda_use(const pl_dev *dev);
 /* Blocks for a grid-stride launch over `items` work items of 256 threads. */
-unsigned pl_cuda_blocks(const pl_dev *dev, size_t items);
+unsigned pl__cuda_blocks(const pl_dev *dev, size_t items);
 
 #define PL_CUDA_THREADS 256
 
@@ -74,29 +75,6 @@ unsigned pl_cuda_blocks(const pl_dev *dev, size_t items);
     }                                                                          \
   } while (0)
 
-/* ---- kernels.h launchers (kernels.cu, gemm.cu) ---------------------------- */
-pl_status pl_cuda_rng_fill(pl_stream *s, void *dst, pl_dtype dt, size_t n,
-                           uint64_t seed, uint64_t offset, pl_dist dist,
-                           float a, float b);
-pl_status pl_cuda_fill(pl_stream *s, void *dst, pl_dtype dt, size_t n,
-                       double value);
-pl_status pl_cuda_convert(pl_stream *s, void *dst, pl_dtype dst_dt,
-                          const void *src, pl_dtype src_dt, size_t n);
-pl_status pl_cuda_scale(pl_stream *s, void *x, pl_dtype dt, size_t n,
-                        float alpha);
-pl_status pl_cuda_axpy(pl_stream *s, void *y, pl_dtype y_dt, const void *x,
-                       pl_dtype x_dt, size_t n, float alpha);
-pl_status pl_cuda_gemm_strided_batched(
-    pl_stream *s, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-    float alpha, const void *A, int64_t lda, int64_t sa, const void *B,
-    int64_t ldb, int64_t sb, float beta, void *C, int64_t ldc, int64_t sc,
-    int64_t batch, pl_dtype ab_dt, pl_dtype c_dt);
-pl_status pl_cuda_memcpy_async(pl_stream *s, void *dst, const void *src,
-                               size_t bytes);
-pl_status pl_cuda_memcpy_peer_async(pl_stream *s, void *dst,
-                                    const pl_dev *dst_dev, const void *src,
-                                    const pl_dev *src_dev, size_t bytes);
-
 #ifdef __cplusplus
 }
 #endif
@@ -107,39 +85,48 @@ pl_status pl_cuda_memcpy_peer_async(pl_stream *s, void *dst,
 /* Device-side element i of a float or __nv_bfloat16 array as f32, and back
  * (round to nearest even): the loads and stores of kernels templated on the
  * element type. */
-template <typename T> static __device__ __forceinline__ float pl_cuda_ldt(const T *p, size_t i);
-template <> __device__ __forceinline__ float pl_cuda_ldt<float>(const float *p, size_t i) {
+template <typename T>
+static __device__ __forceinline__ float pl__cuda_ldt(const T *p, size_t i);
+template <>
+__device__ __forceinline__ float pl__cuda_ldt<float>(const float *p, size_t i) {
   return p[i];
 }
 template <>
-__device__ __forceinline__ float pl_cuda_ldt<__nv_bfloat16>(const __nv_bfloat16 *p, size_t i) {
+__device__ __forceinline__ float
+pl__cuda_ldt<__nv_bfloat16>(const __nv_bfloat16 *p, size_t i) {
   return __bfloat162float(p[i]);
 }
-template <typename T> static __device__ __forceinline__ void pl_cuda_stt(T *p, size_t i, float v);
-template <> __device__ __forceinline__ void pl_cuda_stt<float>(float *p, size_t i, float v) {
+template <typename T>
+static __device__ __forceinline__ void pl__cuda_stt(T *p, size_t i, float v);
+template <>
+__device__ __forceinline__ void pl__cuda_stt<float>(float *p, size_t i,
+                                                    float v) {
   p[i] = v;
 }
 template <>
-__device__ __forceinline__ void pl_cuda_stt<__nv_bfloat16>(__nv_bfloat16 *p, size_t i, float v) {
+__device__ __forceinline__ void pl__cuda_stt<__nv_bfloat16>(__nv_bfloat16 *p,
+                                                            size_t i, float v) {
   p[i] = __float2bfloat16_rn(v);
 }
 
 /* The same with the dtype known at run time only: the element-wise kernels'
  * loads and stores of f32 or bf16 arrays. */
-static __device__ __forceinline__ float pl_cuda_ld(const void *p, pl_dtype dt, size_t i) {
-  return dt == PL_F32 ? pl_cuda_ldt(static_cast<const float *>(p), i)
-                      : pl_cuda_ldt(static_cast<const __nv_bfloat16 *>(p), i);
+static __device__ __forceinline__ float pl__cuda_ld(const void *p, pl_dtype dt,
+                                                    size_t i) {
+  return dt == PL_F32 ? pl__cuda_ldt(static_cast<const float *>(p), i)
+                      : pl__cuda_ldt(static_cast<const __nv_bfloat16 *>(p), i);
 }
-static __device__ __forceinline__ void pl_cuda_st(void *p, pl_dtype dt, size_t i, float v) {
+static __device__ __forceinline__ void pl__cuda_st(void *p, pl_dtype dt,
+                                                   size_t i, float v) {
   if (dt == PL_F32)
-    pl_cuda_stt(static_cast<float *>(p), i, v);
+    pl__cuda_stt(static_cast<float *>(p), i, v);
   else
-    pl_cuda_stt(static_cast<__nv_bfloat16 *>(p), i, v);
+    pl__cuda_stt(static_cast<__nv_bfloat16 *>(p), i, v);
 }
 
 /* The sum of v over the block (blockDim.x a multiple of 32, at most 1024),
  * returned to every thread; a barrier inside: call it from all threads. */
-static __device__ __forceinline__ float pl_cuda_block_sum(float v) {
+static __device__ __forceinline__ float pl__cuda_block_sum(float v) {
   __shared__ float warp_sums[32];
   __shared__ float total;
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

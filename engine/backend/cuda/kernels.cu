@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend/cuda/internal_cuda.h"
+#include "backend/kernels.h"
 #include "plateau/hd.h"
 
 /* ---- device helpers --------------------------------------------------------- */
@@ -133,7 +134,7 @@ static pl_status begin(pl_stream *s, const char *op, cudaStream_t *cs,
   if (!s || !s->dev)
     return pl_set_error(PL_EINVAL, "%s: stream is NULL (pass a stream of a "
                         "CUDA device)", op);
-  PL_TRY(pl_cuda_use(s->dev));
+  PL_TRY(pl__cuda_use(s->dev));
   *cs = (cudaStream_t)s->native;
   *dev = s->dev;
   return PL_OK;
@@ -146,14 +147,14 @@ static bool float_dtype(pl_dtype dt) { return dt == PL_F32 || dt == PL_BF16; }
 #define PL_LAUNCH_VEC(ok, V, kname, kvec, kone, dev, cs, n, ...)              \
   do {                                                                         \
     if (ok)                                                                    \
-      kvec<<<pl_cuda_blocks(dev, (n) / (V) + 1), PL_CUDA_THREADS, 0, cs>>>(    \
+      kvec<<<pl__cuda_blocks(dev, (n) / (V) + 1), PL_CUDA_THREADS, 0, cs>>>(    \
           __VA_ARGS__);                                                        \
     else                                                                       \
-      kone<<<pl_cuda_blocks(dev, n), PL_CUDA_THREADS, 0, cs>>>(__VA_ARGS__);   \
+      kone<<<pl__cuda_blocks(dev, n), PL_CUDA_THREADS, 0, cs>>>(__VA_ARGS__);   \
     PL_CUDA_CHECK_LAUNCH(kname);                                               \
   } while (0)
 
-extern "C" pl_status pl_cuda_rng_fill(pl_stream *s, void *dst, pl_dtype dt,
+extern "C" pl_status pl__cuda_rng_fill(pl_stream *s, void *dst, pl_dtype dt,
                                       size_t n, uint64_t seed, uint64_t offset,
                                       pl_dist dist, float a, float b) {
   cudaStream_t cs = 0;
@@ -179,7 +180,7 @@ extern "C" pl_status pl_cuda_rng_fill(pl_stream *s, void *dst, pl_dtype dt,
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_fill(pl_stream *s, void *dst, pl_dtype dt,
+extern "C" pl_status pl__cuda_fill(pl_stream *s, void *dst, pl_dtype dt,
                                   size_t n, double value) {
   cudaStream_t cs = 0;
   pl_dev *dev = NULL;
@@ -236,7 +237,7 @@ extern "C" pl_status pl_cuda_fill(pl_stream *s, void *dst, pl_dtype dt,
                       "or i64", (int)dt);
 }
 
-extern "C" pl_status pl_cuda_convert(pl_stream *s, void *dst, pl_dtype dst_dt,
+extern "C" pl_status pl__cuda_convert(pl_stream *s, void *dst, pl_dtype dst_dt,
                                      const void *src, pl_dtype src_dt,
                                      size_t n) {
   cudaStream_t cs = 0;
@@ -271,7 +272,7 @@ extern "C" pl_status pl_cuda_convert(pl_stream *s, void *dst, pl_dtype dst_dt,
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_scale(pl_stream *s, void *x, pl_dtype dt,
+extern "C" pl_status pl__cuda_scale(pl_stream *s, void *x, pl_dtype dt,
                                    size_t n, float alpha) {
   cudaStream_t cs = 0;
   pl_dev *dev = NULL;
@@ -291,7 +292,7 @@ extern "C" pl_status pl_cuda_scale(pl_stream *s, void *x, pl_dtype dt,
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_axpy(pl_stream *s, void *y, pl_dtype y_dt,
+extern "C" pl_status pl__cuda_axpy(pl_stream *s, void *y, pl_dtype y_dt,
                                   const void *x, pl_dtype x_dt, size_t n,
                                   float alpha) {
   cudaStream_t cs = 0;
@@ -327,7 +328,7 @@ extern "C" pl_status pl_cuda_axpy(pl_stream *s, void *y, pl_dtype y_dt,
 
 /* ---- copies ----------------------------------------------------------------- */
 
-extern "C" pl_status pl_cuda_memcpy_async(pl_stream *s, void *dst,
+extern "C" pl_status pl__cuda_memcpy_async(pl_stream *s, void *dst,
                                           const void *src, size_t bytes) {
   cudaStream_t cs = 0;
   pl_dev *dev = NULL;
@@ -352,7 +353,7 @@ static pl_status enable_peer(const pl_dev *from, const pl_dev *to) {
   int can = 0;
   PL_CUDA_TRY(cudaDeviceCanAccessPeer(&can, from->ordinal, to->ordinal));
   if (!can) return PL_OK;
-  PL_TRY(pl_cuda_use(from));
+  PL_TRY(pl__cuda_use(from));
   cudaError_t e = cudaDeviceEnablePeerAccess(to->ordinal, 0);
   if (e == cudaErrorPeerAccessAlreadyEnabled)
     (void)cudaGetLastError();
@@ -381,7 +382,7 @@ static pl_status ensure_peers(const pl_dev *a, const pl_dev *b) {
   return st;
 }
 
-extern "C" pl_status pl_cuda_memcpy_peer_async(pl_stream *s, void *dst,
+extern "C" pl_status pl__cuda_memcpy_peer_async(pl_stream *s, void *dst,
                                                const pl_dev *dst_dev,
                                                const void *src,
                                                const pl_dev *src_dev,
@@ -399,7 +400,7 @@ extern "C" pl_status pl_cuda_memcpy_peer_async(pl_stream *s, void *dst,
     return PL_OK;
   }
   PL_TRY(ensure_peers(dst_dev, src_dev));
-  PL_TRY(pl_cuda_use(dev)); /* ensure_peers switched devices */
+  PL_TRY(pl__cuda_use(dev)); /* ensure_peers switched devices */
   PL_CUDA_TRY(cudaMemcpyPeerAsync(dst, dst_dev->ordinal, src, src_dev->ordinal,
                                   bytes, cs));
   return PL_OK;

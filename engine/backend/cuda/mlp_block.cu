@@ -1,5 +1,6 @@
 /* mlp_block.cu — CUDA twins of the dense block's kernels (RMSNorm and SwiGLU,
- * forward and backward), same signatures as backend/cpu/mlp_block_cpu.c.
+ * forward and backward; backend/mlp_block.h), same signatures as
+ * backend/cpu/mlp_block_cpu.c.
  * fp32 arithmetic, rounding to the storage dtype at the same points; the
  * weight-gradient reduction is two-pass in a fixed order (64-row partial sums,
  * then chunks in order), so results are deterministic run to run. */
@@ -7,10 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/internal_cuda.h"
-
-extern "C" {
-#include "model/mlp_block.h"
-}
+#include "backend/mlp_block.h"
 
 namespace {
 
@@ -23,12 +21,12 @@ __global__ void rmsnorm_fwd_kernel(const void *x, const void *w, void *n, int64_
   size_t base = static_cast<size_t>(blockIdx.x) * H;
   float ss = 0.0f;
   for (int64_t j = threadIdx.x; j < H; j += blockDim.x) {
-    float v = pl_cuda_ld(x, dt, base + j);
+    float v = pl__cuda_ld(x, dt, base + j);
     ss += v * v;
   }
-  float rstd = rsqrtf(pl_cuda_block_sum(ss) / static_cast<float>(H) + eps);
+  float rstd = rsqrtf(pl__cuda_block_sum(ss) / static_cast<float>(H) + eps);
   for (int64_t j = threadIdx.x; j < H; j += blockDim.x)
-    pl_cuda_st(n, dt, base + j, pl_cuda_ld(x, dt, base + j) * rstd * pl_cuda_ld(w, dt, j));
+    pl__cuda_st(n, dt, base + j, pl__cuda_ld(x, dt, base + j) * rstd * pl__cuda_ld(w, dt, j));
 }
 
 __global__ void rmsnorm_bwd_dx_kernel(const void *x, const void *w, const void *dn,
@@ -37,18 +35,18 @@ __global__ void rmsnorm_bwd_dx_kernel(const void *x, const void *w, const void *
   size_t base = static_cast<size_t>(blockIdx.x) * H;
   float ss = 0.0f, dot = 0.0f;
   for (int64_t j = threadIdx.x; j < H; j += blockDim.x) {
-    float xv = pl_cuda_ld(x, dt, base + j);
+    float xv = pl__cuda_ld(x, dt, base + j);
     ss += xv * xv;
-    dot += pl_cuda_ld(w, dt, j) * pl_cuda_ld(dn, dt, base + j) * xv;
+    dot += pl__cuda_ld(w, dt, j) * pl__cuda_ld(dn, dt, base + j) * xv;
   }
-  float rstd = rsqrtf(pl_cuda_block_sum(ss) / static_cast<float>(H) + eps);
-  dot = pl_cuda_block_sum(dot);
+  float rstd = rsqrtf(pl__cuda_block_sum(ss) / static_cast<float>(H) + eps);
+  dot = pl__cuda_block_sum(dot);
   float c = rstd * rstd * rstd / static_cast<float>(H) * dot;
   if (threadIdx.x == 0) rstd_out[blockIdx.x] = rstd;
   for (int64_t j = threadIdx.x; j < H; j += blockDim.x) {
-    float v = rstd * pl_cuda_ld(w, dt, j) * pl_cuda_ld(dn, dt, base + j) - c * pl_cuda_ld(x, dt, base + j);
-    if (dres) v += pl_cuda_ld(dres, dt, base + j);
-    pl_cuda_st(dx, dt, base + j, v);
+    float v = rstd * pl__cuda_ld(w, dt, j) * pl__cuda_ld(dn, dt, base + j) - c * pl__cuda_ld(x, dt, base + j);
+    if (dres) v += pl__cuda_ld(dres, dt, base + j);
+    pl__cuda_st(dx, dt, base + j, v);
   }
 }
 
@@ -61,7 +59,7 @@ __global__ void rmsnorm_dw_partial_kernel(const void *x, const void *dn, const f
   int64_t r0 = chunk * kRows, r1 = min(N, r0 + kRows);
   float acc = 0.0f;
   for (int64_t r = r0; r < r1; r++)
-    acc += pl_cuda_ld(dn, dt, static_cast<size_t>(r * H + j)) * pl_cuda_ld(x, dt, static_cast<size_t>(r * H + j)) *
+    acc += pl__cuda_ld(dn, dt, static_cast<size_t>(r * H + j)) * pl__cuda_ld(x, dt, static_cast<size_t>(r * H + j)) *
            rstd[r];
   partial[chunk * H + j] = acc;
 }
@@ -80,8 +78,8 @@ __global__ void swiglu_fwd_kernel(const void *gu, void *a, int64_t N, int64_t I,
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     size_t r = i / I, j = i % I;
-    float g = pl_cuda_ld(gu, dt, r * 2 * I + j), u = pl_cuda_ld(gu, dt, r * 2 * I + I + j);
-    pl_cuda_st(a, dt, i, g / (1.0f + expf(-g)) * u);
+    float g = pl__cuda_ld(gu, dt, r * 2 * I + j), u = pl__cuda_ld(gu, dt, r * 2 * I + I + j);
+    pl__cuda_st(a, dt, i, g / (1.0f + expf(-g)) * u);
   }
 }
 
@@ -91,12 +89,12 @@ __global__ void swiglu_bwd_kernel(const void *gu, const void *da, void *dgu, int
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     size_t r = i / I, j = i % I;
-    float g = pl_cuda_ld(gu, dt, r * 2 * I + j), u = pl_cuda_ld(gu, dt, r * 2 * I + I + j);
-    float d = pl_cuda_ld(da, dt, i);
+    float g = pl__cuda_ld(gu, dt, r * 2 * I + j), u = pl__cuda_ld(gu, dt, r * 2 * I + I + j);
+    float d = pl__cuda_ld(da, dt, i);
     float sg = 1.0f / (1.0f + expf(-g));
     float dsilu = sg * (1.0f + g * (1.0f - sg));
-    pl_cuda_st(dgu, dt, r * 2 * I + j, d * u * dsilu);
-    pl_cuda_st(dgu, dt, r * 2 * I + I + j, d * g * sg);
+    pl__cuda_st(dgu, dt, r * 2 * I + j, d * u * dsilu);
+    pl__cuda_st(dgu, dt, r * 2 * I + I + j, d * g * sg);
   }
 }
 
@@ -114,16 +112,16 @@ int grid_for(size_t total) {
 
 } // namespace
 
-extern "C" pl_status pl_cuda_rmsnorm_fwd(PL_RMSNORM_FWD_ARGS) {
+extern "C" pl_status pl__cuda_rmsnorm_fwd(pl_stream *s, const void *x, const void *w, void *n, int64_t N, int64_t H, float eps, pl_dtype dt) {
   if (N == 0) return PL_OK;
   cudaStream_t cs = static_cast<cudaStream_t>(pl_stream_native(s));
   rmsnorm_fwd_kernel<<<static_cast<unsigned>(N), 256, 0, cs>>>(x, w, n, H, eps, dt);
   return check_launch("rmsnorm_fwd_kernel");
 }
 
-extern "C" pl_status pl_cuda_rmsnorm_bwd(PL_RMSNORM_BWD_ARGS) {
+extern "C" pl_status pl__cuda_rmsnorm_bwd(pl_stream *s, const void *x, const void *w, const void *dn, const void *dres, void *dx, float *dw, float *scratch, int64_t N, int64_t H, float eps, pl_dtype dt) {
   if (N == 0) return PL_OK;
-  if (!scratch) return pl_set_error(PL_EINVAL, "rmsnorm_bwd: CUDA needs scratch of pl_rmsnorm_bwd_scratch() floats");
+  if (!scratch) return pl_set_error(PL_EINVAL, "rmsnorm_bwd: CUDA needs scratch of pl__rmsnorm_bwd_scratch() floats");
   cudaStream_t cs = static_cast<cudaStream_t>(pl_stream_native(s));
   float *rstd = scratch, *partial = scratch + N;
   rmsnorm_bwd_dx_kernel<<<static_cast<unsigned>(N), 256, 0, cs>>>(x, w, dn, dres, dx, rstd, H, eps, dt);
@@ -136,7 +134,7 @@ extern "C" pl_status pl_cuda_rmsnorm_bwd(PL_RMSNORM_BWD_ARGS) {
   return check_launch("rmsnorm_dw_reduce_kernel");
 }
 
-extern "C" pl_status pl_cuda_swiglu_fwd(PL_SWIGLU_FWD_ARGS) {
+extern "C" pl_status pl__cuda_swiglu_fwd(pl_stream *s, const void *gu, void *a, int64_t N, int64_t I, pl_dtype dt) {
   size_t total = static_cast<size_t>(N) * I;
   if (total == 0) return PL_OK;
   cudaStream_t cs = static_cast<cudaStream_t>(pl_stream_native(s));
@@ -144,7 +142,7 @@ extern "C" pl_status pl_cuda_swiglu_fwd(PL_SWIGLU_FWD_ARGS) {
   return check_launch("swiglu_fwd_kernel");
 }
 
-extern "C" pl_status pl_cuda_swiglu_bwd(PL_SWIGLU_BWD_ARGS) {
+extern "C" pl_status pl__cuda_swiglu_bwd(pl_stream *s, const void *gu, const void *da, void *dgu, int64_t N, int64_t I, pl_dtype dt) {
   size_t total = static_cast<size_t>(N) * I;
   if (total == 0) return PL_OK;
   cudaStream_t cs = static_cast<cudaStream_t>(pl_stream_native(s));

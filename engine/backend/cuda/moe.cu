@@ -72,9 +72,9 @@ __global__ void moe_combine_kernel(void *out, const int32_t *toks, int64_t nt,
         const void *base = v >= 0 ? A : B;
         int64_t r = v >= 0 ? v : -1 - (int64_t)v;
         float wj = w ? w[t * k + j] : 1.0f;
-        acc = __fadd_rn(acc, __fmul_rn(wj, pl_cuda_ld(base, dt, (size_t)(r * H + h))));
+        acc = __fadd_rn(acc, __fmul_rn(wj, pl__cuda_ld(base, dt, (size_t)(r * H + h))));
       }
-      pl_cuda_st(out, dt, (size_t)(t * H + h), acc);
+      pl__cuda_st(out, dt, (size_t)(t * H + h), acc);
     }
   }
 }
@@ -133,8 +133,8 @@ template <typename T>
 __global__ void swiglu_fwd_t(T *A, const T *G, const T *U, size_t n) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x) {
-    float g = pl_cuda_ldt(G, i), u = pl_cuda_ldt(U, i);
-    pl_cuda_stt(A, i, g * sigm(g) * u);
+    float g = pl__cuda_ldt(G, i), u = pl__cuda_ldt(U, i);
+    pl__cuda_stt(A, i, g * sigm(g) * u);
   }
 }
 
@@ -147,19 +147,19 @@ __global__ void swiglu_bwd_t(T *G, T *U, const T *P, const T *A, const float *w,
     size_t base = (size_t)r * I;
     float acc = 0.0f;
     for (int64_t i = threadIdx.x; i < I; i += blockDim.x)
-      acc += pl_cuda_ldt(P, base + i) * pl_cuda_ldt(A, base + i);
-    float s = pl_cuda_block_sum(acc);
+      acc += pl__cuda_ldt(P, base + i) * pl__cuda_ldt(A, base + i);
+    float s = pl__cuda_block_sum(acc);
     if (threadIdx.x == 0) dw[r] = s;
     float wr = w[r];
     for (int64_t i = threadIdx.x; i < I; i += blockDim.x) {
       size_t o = base + i;
-      float g = pl_cuda_ldt(G, o), u = pl_cuda_ldt(U, o);
-      float da = wr * pl_cuda_ldt(P, o);
+      float g = pl__cuda_ldt(G, o), u = pl__cuda_ldt(U, o);
+      float da = wr * pl__cuda_ldt(P, o);
       float sg = sigm(g);
       float silu = g * sg;
       float dsilu = sg * (1.0f + g * (1.0f - sg));
-      pl_cuda_stt(G, o, da * u * dsilu);
-      pl_cuda_stt(U, o, da * silu);
+      pl__cuda_stt(G, o, da * u * dsilu);
+      pl__cuda_stt(U, o, da * silu);
     }
     __syncthreads();
   }
@@ -170,7 +170,7 @@ __global__ void scale_rows_t(T *X, const float *w, int64_t n, int64_t H) {
   size_t tot = (size_t)n * H;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < tot;
        i += (size_t)gridDim.x * blockDim.x)
-    pl_cuda_stt(X, i, w[i / H] * pl_cuda_ldt(X, i));
+    pl__cuda_stt(X, i, w[i / H] * pl__cuda_ldt(X, i));
 }
 
 unsigned grid_of(size_t items, unsigned per_block) {

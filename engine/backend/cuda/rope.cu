@@ -1,11 +1,11 @@
-/* rope.cu — CUDA twin of the rotary position embedding kernel (model/rope.h):
+/* rope.cu — CUDA twin of the rotary position embedding kernel (backend/rope.h):
  * one thread per (token, pair i); angle in double (sincos), values in fp32,
  * all heads of the token rotated with the same (cos, sin). */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "backend/cuda/internal_cuda.h"
-#include "model/rope.h"
+#include "backend/rope.h"
 
 template <typename T>
 static __global__ void rope_kernel(T *x, int64_t BS, int64_t S, int nh, int d, int64_t pos0,
@@ -21,13 +21,13 @@ static __global__ void rope_kernel(T *x, int64_t BS, int64_t S, int nh, int d, i
   const float c = (float)cs, s = (float)(sg * sn);
   for (int h = 0; h < nh; h++) {
     T *r = x + (t * nh + h) * (int64_t)d + i; /* elements i and i + half of the head */
-    const float x1 = pl_cuda_ldt(r, 0), x2 = pl_cuda_ldt(r + half, 0);
-    pl_cuda_stt(r, 0, x1 * c - x2 * s);
-    pl_cuda_stt(r + half, 0, x1 * s + x2 * c);
+    const float x1 = pl__cuda_ldt(r, 0), x2 = pl__cuda_ldt(r + half, 0);
+    pl__cuda_stt(r, 0, x1 * c - x2 * s);
+    pl__cuda_stt(r + half, 0, x1 * s + x2 * c);
   }
 }
 
-extern "C" pl_status pl_cuda_rope(PL_ROPE_ARGS) {
+extern "C" pl_status pl__cuda_rope(pl_stream *s, void *x, pl_dtype dt, int64_t B, int64_t S, int n_h, int d, int64_t pos0, double theta, int inverse) {
   cudaStream_t st = (cudaStream_t)pl_stream_native(s);
   const int64_t n = B * S * (d / 2);
   const unsigned blocks = (unsigned)((n + 255) / 256);

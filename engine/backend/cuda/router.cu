@@ -1,4 +1,4 @@
-/* router.cu — CUDA twins of the router's per-token kernels (model/router.h):
+/* router.cu — CUDA twins of the router's per-token kernels (backend/router.h):
  * one warp per token.  Softmax over E with warp reductions, and k rounds of a
  * warp arg-max restricted to elements strictly after the previous pick in the
  * order (score desc, index asc) — the CPU's rule, so both select alike: on the
@@ -8,7 +8,7 @@
 #include <math.h>
 
 #include "backend/cuda/internal_cuda.h"
-#include "model/router.h"
+#include "backend/router.h"
 
 static __device__ __forceinline__ bool before(float sa, int ia, float sb, int ib) {
   return sa > sb || (sa == sb && ia < ib);
@@ -95,7 +95,7 @@ static __global__ void router_dlogits_kernel(const float *probs, const int32_t *
     float v = renorm ? 0.f : -p[e] * dot;
     for (int j = 0; j < k; j++)
       if (id[j] == e) v = renorm ? wn[j] * (g[j] - dot) : p[e] * (g[j] - dot);
-    pl_cuda_stt(dl, n * E + e, v);
+    pl__cuda_stt(dl, n * E + e, v);
   }
 }
 
@@ -106,14 +106,14 @@ static pl_status check(const char *what) {
   return PL_OK;
 }
 
-extern "C" pl_status pl_cuda_router_topk(PL_ROUTER_TOPK_ARGS) {
+extern "C" pl_status pl__cuda_router_topk(pl_stream *s, float *probs, const float *bias, int64_t N, int E, int k, int renorm, int32_t *idx, float *w) {
   cudaStream_t st = (cudaStream_t)pl_stream_native(s);
   router_topk_kernel<<<(unsigned)((N + 7) / 8), 256, 0, st>>>(probs, bias, N, E, k, renorm, idx,
                                                               w);
   return check("topk launch");
 }
 
-extern "C" pl_status pl_cuda_router_dlogits(PL_ROUTER_DLOGITS_ARGS) {
+extern "C" pl_status pl__cuda_router_dlogits(pl_stream *s, const float *probs, const int32_t *idx, const float *w, const float *dw, int64_t N, int E, int k, int renorm, void *dlogits, pl_dtype dt) {
   cudaStream_t st = (cudaStream_t)pl_stream_native(s);
   const unsigned blocks = (unsigned)((N + 7) / 8);
   if (dt == PL_BF16)

@@ -23,9 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plateau/hd.h"
-#include "plateau/plateau.h"
 #include "core/check_run.h"
+#include "plateau/dev.h"
+#include "plateau/hd.h"
+#include "plateau/kernels.h"
+#include "plateau/status.h"
+#include "plateau/tensor.h"
+#include "plateau/timer.h"
 
 static pl_dev *gpu, *cpu;
 static pl_stream *gs, *cs; /* default streams */
@@ -578,8 +582,8 @@ END_TEST
 
 int main(void) {
 #if PL_HAVE_CUDA
-  /* A CUDA build whose binary lacks the backend would skip silently on the
-   * GPU machine too: fail instead (e.g. weak references that did not pull
+  /* A CUDA build whose binary lacks the backend would skip silently on a
+   * machine with GPUs too: fail instead (e.g. weak references that did not pull
    * engine/backend/cuda/dev.cu.o out of libplateau.a). */
   if (!pl_backend_available(PL_BACKEND_CUDA)) {
     printf("FAIL: built with PL_HAVE_CUDA=1 but the CUDA backend is not linked "

@@ -1,10 +1,9 @@
-/* ulysses.cu — CUDA twin of the Ulysses pack/unpack (model/ulysses.h):
+/* ulysses.cu — CUDA twin of the Ulysses pack/unpack (backend/ulysses.h):
  * dst [B][A][C] = src [A][B][C]; one block row per (a, b), moved in 16-byte
  * words when the row allows it, else 4-byte words. */
 #include <cuda_runtime.h>
 
-#include "backend/internal.h"
-#include "model/ulysses.h"
+#include "backend/ulysses.h"
 
 template <typename W>
 static __global__ void transpose01_kernel(W *dst, const W *src, int64_t A, int64_t B,
@@ -16,7 +15,7 @@ static __global__ void transpose01_kernel(W *dst, const W *src, int64_t A, int64
   for (int64_t i = threadIdx.x; i < words; i += blockDim.x) dp[i] = sp[i];
 }
 
-extern "C" pl_status pl_cuda_transpose01(PL_TRANSPOSE01_ARGS) {
+extern "C" pl_status pl__cuda_transpose01(pl_stream *s, void *dst, const void *src, int64_t A, int64_t B, int64_t C, size_t es) {
   const size_t row = (size_t)C * es;
   if (A * B == 0 || row == 0) return PL_OK;
   if (A * B > 0x7fffffffLL)

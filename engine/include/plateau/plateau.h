@@ -7,7 +7,6 @@
 #include "plateau/status.h"
 #include "plateau/log.h"
 #include "plateau/timer.h"
-#include "plateau/options.h"
 #include "plateau/dev.h"
 #include "plateau/tensor.h"
 #include "plateau/kernels.h"

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plateau/options.h"
+#include "options.h"
+
+#include "ops/sco.h"
 
 static const char *opt_name(const char *opt) { return opt ? opt : "value"; }
 
@@ -432,4 +434,19 @@ bool pl_args_given(const pl_args *a, const char *name) {
 int pl_args_npositional(const pl_args *a) { return a->npos; }
 const char *pl_args_positional(const pl_args *a, int i) {
   return (i >= 0 && i < a->npos) ? a->pos[i] : NULL;
+}
+
+/* ---- engine values from option strings ---------------------------------- */
+
+pl_status pl_sco_parse_budget(const char *opt, const char *s, pl_sco_budget *out) {
+  memset(out, 0, sizeof *out);
+  if (s && !strcmp(s, "all")) {
+    out->all = true;
+    return PL_OK;
+  }
+  pl_status st = pl_parse_size(opt, s, &out->bytes);
+  if (st != PL_OK)
+    return pl_set_error(PL_EINVAL, "%s=%s: not a host budget (allowed: 0, all, or a size such as 12Gi)",
+                        opt ? opt : "budget", s ? s : "");
+  return PL_OK;
 }

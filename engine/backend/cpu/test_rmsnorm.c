@@ -1,14 +1,13 @@
-/* test_rmsnorm.c — RMSNorm (the kernels in model/mlp_block.h, shared by the
- * decoder layer): forward against the formula in double, backward (dx, dw,
- * with and without the residual) against central finite differences in double
- * of L = Σ dn ⊙ rmsnorm(x)·w + Σ dres ⊙ x. */
+/* test_rmsnorm.c — the CPU backend's RMSNorm (backend/mlp_block.h, the norm
+ * of the dense block and the decoder layer): forward against the formula in
+ * double, backward (dx, dw, with and without the residual) against central
+ * finite differences in double of L = Σ dn ⊙ rmsnorm(x)·w + Σ dres ⊙ x. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backend/internal.h"
-#include "model/mlp_block.h"
+#include "backend/mlp_block.h"
 #include "core/check_run.h"
 
 static double ref_loss(const double *x, const double *w, const double *dn, const double *dres,
@@ -34,7 +33,7 @@ START_TEST(fd_gradients) {
   const float eps = 1e-5f;
   float *x, *w, *n, *dn, *dres, *dx, *dw, *scr;
   void *p[8];
-  const size_t sz[8] = {N * H, H, N * H, N * H, N * H, N * H, H, pl_rmsnorm_bwd_scratch(N, H)};
+  const size_t sz[8] = {N * H, H, N * H, N * H, N * H, N * H, H, pl__rmsnorm_bwd_scratch(N, H)};
   for (int i = 0; i < 8; i++)
     ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, sz[i] * 4, "act", &p[i]), PL_OK);
   x = p[0], w = p[1], n = p[2], dn = p[3], dres = p[4], dx = p[5], dw = p[6], scr = p[7];
@@ -46,7 +45,7 @@ START_TEST(fd_gradients) {
          *drd = malloc(8 * N * H);
   for (int64_t i = 0; i < N * H; i++) xd[i] = x[i], dnd[i] = dn[i], drd[i] = dres[i];
   for (int64_t i = 0; i < H; i++) wd[i] = w[i];
-  ck_assert_int_eq(pl_cpu_rmsnorm_fwd(s, x, w, n, N, H, eps, PL_F32), PL_OK);
+  ck_assert_int_eq(pl__cpu_rmsnorm_fwd(s, x, w, n, N, H, eps, PL_F32), PL_OK);
   for (int64_t r = 0; r < N; r++) {
     double ss = 0;
     for (int64_t j = 0; j < H; j++) ss += xd[r * H + j] * xd[r * H + j];
@@ -58,7 +57,7 @@ START_TEST(fd_gradients) {
   for (int with_res = 0; with_res < 2; with_res++) {
     pl_fill(s, dw, PL_F32, H, 0.0);
     pl_fill(s, dx, PL_F32, N * H, NAN);
-    ck_assert_int_eq(pl_cpu_rmsnorm_bwd(s, x, w, dn, with_res ? dres : NULL, dx, dw, scr, N, H,
+    ck_assert_int_eq(pl__cpu_rmsnorm_bwd(s, x, w, dn, with_res ? dres : NULL, dx, dw, scr, N, H,
                                         eps, PL_F32),
                      PL_OK);
     const double h = 1e-5;

@@ -10,10 +10,10 @@
  * device is present (CK_NOFORK: no CUDA context before a fork). */
 #include <check.h>
 
-#include "test_ce_ref.h"
-#include "../../baselines/dense_ce.h"
-#include "../../baselines/fused_ce.h"
 #include "core/check_run.h"
+#include "dense_ce.h"
+#include "fused_ce.h"
+#include "ops/test_ce_ref.h"
 
 typedef struct shape {
   int64_t n, h, v, block;

@@ -1,4 +1,6 @@
-/* options.h — strict parsing of option values and a declarative option table.
+/* options.h — the `plateau` program's command line: strict parsing of option
+ * values and a declarative option table (the suite's, not part of
+ * libplateau).
  *
  * Every parser rejects the whole string or accepts it: trailing garbage, empty
  * strings, overflow, negative sizes and out-of-range values return PL_EINVAL
@@ -10,8 +12,8 @@
  * Ki Mi Gi Ti (powers of 1024); a decimal mantissa is allowed when the product
  * is an integer ("1.5Ki" = 1536).  Lists: comma-separated ("1K,4K,16K") or a
  * geometric range "lo:hi:xF" / arithmetic "lo:hi:+S" ("4Ki:64Ki:x2"). */
-#ifndef PLATEAU_OPTIONS_H
-#define PLATEAU_OPTIONS_H
+#ifndef PLATEAU_SUITE_OPTIONS_H
+#define PLATEAU_SUITE_OPTIONS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -96,6 +98,14 @@ int pl_args_enum_list(const pl_args *a, const char *name, int *out, int max);
 bool pl_args_given(const pl_args *a, const char *name);
 int pl_args_npositional(const pl_args *a);
 const char *pl_args_positional(const pl_args *a, int i);
+
+/* ---- engine values from option strings ---------------------------------- */
+
+/* SCO's host budget (ops/sco.h): "0", "all", or a size with suffixes
+ * ("12Gi"); PL_EINVAL naming opt otherwise. */
+struct pl_sco_budget;
+pl_status pl_sco_parse_budget(const char *opt, const char *s,
+                              struct pl_sco_budget *out);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# test_layers.sh — the layer checker (check_layers.sh).
+#
+# On the tree: no back-up include and no circle beyond the pending list
+# (layers_pending.txt).  On a temporary copy of the tree (never the tree
+# itself): an injected back-up include, an injected circle of two headers, an
+# unlisted public header, a pending pair that no longer occurs, --strict on a
+# long file, and a pending pair that would close a circle each give the
+# finding and the exit status they must.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+check=engine/check_layers.sh
+pending=engine/layers_pending.txt
+pass=0
+fail=0
+ok() {
+  pass=$((pass + 1))
+  echo "ok: $1"
+}
+bad() {
+  fail=$((fail + 1))
+  echo "FAIL: $1"
+}
+# expect NAME STATUS PATTERN -- ARGS: check_layers.sh ARGS exits with STATUS
+# and prints a line matching PATTERN (an extended regex; "" for none).
+expect() {
+  local name=$1 want=$2 pat=$3
+  shift 4
+  local out rc=0
+  out=$("$check" "$@" 2>&1) || rc=$?
+  if [ "$rc" != "$want" ]; then
+    bad "$name: exit $rc, want $want"
+    echo "$out" | sed 's/^/    /'
+  elif [ -n "$pat" ] && ! echo "$out" | grep -qE "$pat"; then
+    bad "$name: no line matching /$pat/"
+    echo "$out" | sed 's/^/    /'
+  else
+    ok "$name"
+  fi
+}
+
+expect "the tree: no back-up include, no circle" 0 \
+  ' 0 back-up includes, 0 circles' -- --allow "$pending"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+copy() { # a fresh copy of the layered folders in $tmp/$1
+  mkdir -p "$tmp/$1"
+  cp -R engine baselines suite "$tmp/$1/"
+  [ ! -d dev ] || cp -R dev "$tmp/$1/"
+  cp "$pending" "$tmp/$1/pending.txt"
+}
+
+copy clean
+expect "the copy checks like the tree" 0 ' 0 back-up includes, 0 circles' -- \
+  --allow "$tmp/clean/pending.txt" "$tmp/clean"
+expect "--strict fails on the long files" 1 '^size: .* lines' -- \
+  --strict --allow "$tmp/clean/pending.txt" "$tmp/clean"
+
+copy up
+echo '#include "ops/ce.h"' >>"$tmp/up/engine/core/tensor.c"
+expect "a back-up include is found" 1 \
+  '^back-up: engine/core/tensor\.c:[0-9]+ includes engine/ops/ce\.h \(L0 includes L3\)' -- \
+  --allow "$tmp/up/pending.txt" "$tmp/up"
+expect "the back-up include also closes a folder circle" 1 \
+  '^circle \(folders\): .*engine/(core -> .*engine/ops|ops -> .*engine/core)' -- \
+  --allow "$tmp/up/pending.txt" "$tmp/up"
+
+copy circle
+printf '#include "ops/circ_b.h"\n' >"$tmp/circle/engine/ops/circ_a.h"
+printf '#include "circ_a.h"\n' >"$tmp/circle/engine/ops/circ_b.h"
+expect "a circle of two headers is found" 1 \
+  '^circle: engine/ops/circ_a\.h -> engine/ops/circ_b\.h -> engine/ops/circ_a\.h$' -- \
+  --allow "$tmp/circle/pending.txt" "$tmp/circle"
+
+copy public
+echo '/* new */' >"$tmp/public/engine/include/plateau/newapi.h"
+echo '#include "plateau/newapi.h"' >>"$tmp/public/engine/ops/ce.h"
+expect "a public header without a layer is found" 1 \
+  'engine/include/plateau/newapi\.h: public header without a layer' -- \
+  --allow "$tmp/public/pending.txt" "$tmp/public"
+
+copy stale
+echo "engine/core/dev.c engine/ops/ce.h" >>"$tmp/stale/pending.txt"
+expect "a pending pair that does not occur is stale, not a failure" 0 \
+  '^warning: stale: engine/core/dev\.c engine/ops/ce\.h' -- \
+  --allow "$tmp/stale/pending.txt" "$tmp/stale"
+
+copy hidden
+echo '#include "ops/ce.h"' >>"$tmp/hidden/engine/core/tensor.c"
+echo "engine/core/tensor.c engine/ops/ce.h" >>"$tmp/hidden/pending.txt"
+echo '#include "core/internal.h"' >>"$tmp/hidden/engine/ops/sco.h"
+printf '#include "ops/sco.h"\n' >"$tmp/hidden/engine/core/loop.h"
+expect "a listed pair does not hide another back-up include" 1 \
+  '^back-up: engine/core/loop\.h:1 includes engine/ops/sco\.h' -- \
+  --allow "$tmp/hidden/pending.txt" "$tmp/hidden"
+
+if grep -qv '^#' "$pending"; then
+  expect "without the pending list the tree's pending pairs fail" 1 \
+    '^back-up: ' -- "$tmp/clean"
+fi
+
+echo "test_layers.sh: $pass passed, $fail failed"
+[ "$fail" = 0 ]
