@@ -25,7 +25,7 @@
  * 64 query / 8 key-value heads of d = 64, 32 experts of width 2880, top-4, no
  * shared expert, V 201,088, untied head — but full causal attention in every
  * layer (no sliding-window layers, no attention sinks, no biases): 20.91 B
- * total, 3.60 B active per token. */
+ * total, 3.61 B active per token. */
 #ifndef PLATEAU_MODEL_MODEL_H
 #define PLATEAU_MODEL_MODEL_H
 
