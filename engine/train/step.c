@@ -16,13 +16,8 @@
 #include "model/moe_ffn.h"
 #include "model/router.h"
 #include "train/ckpt.h"
+#include "train/units.h"
 #include "train/zero3.h"
-
-#define ALIGN 64 /* elements: each parameter of a unit starts at a multiple */
-
-static size_t align_up(size_t n) {
-  return (n + ALIGN - 1) / ALIGN * ALIGN;
-}
 
 /* ---- kernels of the two backends ----------------------------------------- */
 
@@ -101,17 +96,17 @@ const char *pl_part_name(int p) {
  */
 
 enum {
-  S_ATTN_NORM,
-  S_QKV,
-  S_O,
-  S_FFN_NORM,
-  S_ROUTER,
-  S_UP,
-  S_DOWN,
-  S_FINAL,
-  S_N
+  S_ATTN_NORM = PL__U_ATTN_NORM,
+  S_QKV = PL__U_QKV,
+  S_O = PL__U_O,
+  S_FFN_NORM = PL__U_FFN_NORM,
+  S_ROUTER = PL__U_ROUTER,
+  S_UP = PL__U_UP,
+  S_DOWN = PL__U_DOWN,
+  S_FINAL = PL__U_FINAL,
+  S_N = PL__U_N
 };
-#define ABSENT ((size_t)-1)
+#define ABSENT PL__UNIT_ABSENT
 
 typedef enum { K_UNIT, K_EXPERT } pkind;
 
@@ -439,8 +434,7 @@ static pl_status plan_params(pl_trainer *t, size_t *unit_numel) {
   const pl_model_cfg *m = &t->m;
   const int64_t H = m->H, L = m->L;
   const float res = 1.0f / sqrtf(2.0f * (float)L); /* residual-branch outputs */
-  const int cap = 3 + 12 * m->L;
-  t->pr = calloc((size_t)cap, sizeof(param));
+  t->pr = calloc((size_t)(3 + 12 * m->L), sizeof(param));
   if (!t->pr)
     return pl_set_error(PL_ENOMEM, "trainer: host");
   char nm[40];
@@ -449,43 +443,41 @@ static pl_status plan_params(pl_trainer *t, size_t *unit_numel) {
             1.0f);
   const int64_t qkv = (int64_t)(m->n_q + 2 * m->n_kv) * m->d,
                 nq = (int64_t)m->n_q * m->d;
+  static const char *const nms[S_N] = {"attn_norm", "qkv",       "o",
+                                       "ffn_norm",  "router",    "up",
+                                       "down",      "final_norm"};
   for (int l = 0; l < m->L; l++) {
     tlayer *x = &t->tl[l];
     x->t = t, x->index = l, x->unit = 1 + l,
     x->moe = pl_model_layer_is_moe(m, l);
-    for (int i = 0; i < S_N; i++)
-      x->off[i] = ABSENT;
-    const int64_t I = x->moe ? (m->n_shared ? m->I_shared : 0) : m->I_dense;
-    size_t o = 0;
-#define SLOT(sl, nmfmt, r, c, dist, a, b)                                      \
-  do {                                                                         \
-    x->off[sl] = o;                                                            \
-    snprintf(nm, sizeof nm, nmfmt, l);                                         \
-    add_param(t, nm, r, c, K_UNIT, x->unit, o, l, 0, dist, a, b);              \
-    o = align_up(o + (size_t)((r) * (c)));                                     \
-  } while (0)
-    SLOT(S_ATTN_NORM, "layer%d.attn_norm", 1, H, PL_DIST_UNIFORM, 0.9f, 1.1f);
-    SLOT(S_QKV, "layer%d.qkv", H, qkv, PL_DIST_NORMAL, 0,
-         1.0f / sqrtf((float)H));
-    SLOT(S_O, "layer%d.o", nq, H, PL_DIST_NORMAL, 0, res / sqrtf((float)nq));
-    SLOT(S_FFN_NORM, "layer%d.ffn_norm", 1, H, PL_DIST_UNIFORM, 0.9f, 1.1f);
-    if (x->moe)
-      SLOT(S_ROUTER, "layer%d.router", H, t->p.E_route, PL_DIST_NORMAL, 0,
-           1.0f / sqrtf((float)H));
-    if (I > 0) {
-      SLOT(S_UP, "layer%d.up", H, 2 * I, PL_DIST_NORMAL, 0,
-           1.0f / sqrtf((float)H));
-      SLOT(S_DOWN, "layer%d.down", I, H, PL_DIST_NORMAL, 0,
-           res / sqrtf((float)I));
+    unit_numel[x->unit] = pl__layer_unit(m, t->p.E_route, l, x->off);
+    const int64_t I = pl__layer_swiglu_width(m, l);
+    /* shapes and initial distributions: unit-ish norm weights, 1/sqrt(fan-in)
+     * matrices, residual-branch outputs scaled by 1/sqrt(2L) */
+    const int64_t rows[S_N] = {1, H, nq, 1, H, H, I, 1};
+    const int64_t cols[S_N] = {H, qkv, H, H, t->p.E_route, 2 * I, H, H};
+    const pl_dist dist[S_N] = {PL_DIST_UNIFORM, PL_DIST_NORMAL, PL_DIST_NORMAL,
+                               PL_DIST_UNIFORM, PL_DIST_NORMAL, PL_DIST_NORMAL,
+                               PL_DIST_NORMAL,  PL_DIST_UNIFORM};
+    const float da[S_N] = {0.9f, 0, 0, 0.9f, 0, 0, 0, 0.9f};
+    const float db[S_N] = {1.1f,
+                           1.0f / sqrtf((float)H),
+                           res / sqrtf((float)nq),
+                           1.1f,
+                           1.0f / sqrtf((float)H),
+                           1.0f / sqrtf((float)H),
+                           I > 0 ? res / sqrtf((float)I) : 0,
+                           1.1f};
+    for (int sl = 0; sl < S_N; sl++) {
+      if (x->off[sl] == ABSENT)
+        continue;
+      if (sl == S_FINAL)
+        snprintf(nm, sizeof nm, "final_norm");
+      else
+        snprintf(nm, sizeof nm, "layer%d.%s", l, nms[sl]);
+      add_param(t, nm, rows[sl], cols[sl], K_UNIT, x->unit, x->off[sl], l, 0,
+                dist[sl], da[sl], db[sl]);
     }
-#undef SLOT
-    if (l == m->L - 1) { /* the final norm rides in the last layer's unit */
-      x->off[S_FINAL] = o;
-      add_param(t, "final_norm", 1, H, K_UNIT, x->unit, o, l, 0,
-                PL_DIST_UNIFORM, 0.9f, 1.1f);
-      o = align_up(o + (size_t)H);
-    }
-    unit_numel[x->unit] = o;
     if (x->moe) {
       const char *w3[3] = {"wg", "wu", "wd"};
       for (int j = 0; j < 3; j++) {
@@ -1018,7 +1010,8 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
       r->dispatch_bound = b;
     r->moe_K = x->ffn.stats.K;
     r->moe_spilled += x->ffn.stats.n_spilled;
-    if (x->ffn.stats.imb_native > r->moe_imbalance) r->moe_imbalance = x->ffn.stats.imb_native;
+    if (x->ffn.stats.imb_native > r->moe_imbalance)
+      r->moe_imbalance = x->ffn.stats.imb_native;
   }
   if (t->c.profile) {
     PL_TRY(take_parts(t, r));
