@@ -274,19 +274,21 @@ static const char *human(size_t bytes, char *buf, size_t n) {
 void pl_train_desc_print(const pl_train_desc *d, FILE *f) {
   const pl_layout_plan *p = &d->plan;
   char a[32], b[32], c[32];
+  const double sc = d->params.total >= 1e9 ? 1e9 : 1e6;
+  const char *u = sc == 1e9 ? "B" : "M";
   fprintf(f,
-          "# parameters: %.3f B total, %.3f B active per token (GQA attention: "
-          "the paper "
+          "# parameters: %.3f %s total, %.3f %s active per token (GQA "
+          "attention: the paper "
           "does not state its attention)\n",
-          d->params.total / 1e9, d->params.active / 1e9);
+          d->params.total / sc, u, d->params.active / sc, u);
   fprintf(f,
           "# layout: W=%d (virtual %d), rank %d, D=%d, P=%d, N=%lld tokens of "
           "S=%lld, "
           "E/W=%d experts here (router over %d)\n",
           p->W, p->W_v, p->rank, p->D, p->P, (long long)p->N, (long long)p->S,
           p->E_local, p->E_route);
-  fprintf(f, "# this rank updates %.3f B parameters; %.1f GFLOP per token\n",
-          d->params_rank / 1e9, d->flops_per_token / 1e9);
+  fprintf(f, "# this rank updates %.3f %s parameters; %.4g GFLOP per token\n",
+          d->params_rank / sc, u, d->flops_per_token / 1e9);
   static const char *const kind[3] = {"state", "bound", "estimate"};
   fprintf(f, "%-14s %-6s %-8s %12s  %s\n", "tag", "arena", "kind", "bytes",
           "what");
