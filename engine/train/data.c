@@ -170,44 +170,102 @@ pl_status pl_data_batch(pl_data *d, const pl_layout_plan *p, int micro,
   return PL_OK;
 }
 
-pl_status pl_data_write(const char *path, int width, const uint32_t *tokens,
-                        int64_t count) {
+struct pl_data_writer {
+  FILE *f;
+  int width;
+  int64_t count;
+  pl_status st;
+  char path[256];
+};
+
+static void header(unsigned char *h, int width, uint64_t count) {
+  memcpy(h, PL_DATA_MAGIC, 8);
+  for (int i = 0; i < 4; i++)
+    h[8 + i] = (unsigned char)((uint32_t)PL_DATA_VERSION >> (8 * i));
+  for (int i = 0; i < 4; i++)
+    h[12 + i] = (unsigned char)((uint32_t)width >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    h[16 + i] = (unsigned char)(count >> (8 * i));
+}
+
+pl_status pl_data_writer_open(const char *path, int width,
+                              pl_data_writer **out) {
+  *out = NULL;
   if (width != 2 && width != 4)
     return pl_set_error(PL_EINVAL, "data: token width %d (allowed 2, 4)",
                         width);
+  pl_data_writer *w = calloc(1, sizeof *w);
+  if (!w)
+    return pl_set_error(PL_ENOMEM, "data: host");
+  w->width = width;
+  snprintf(w->path, sizeof w->path, "%s", path);
+  w->f = fopen(path, "wb");
+  if (!w->f) {
+    free(w);
+    return pl_set_error(PL_EIO, "data: %s: %s", path, strerror(errno));
+  }
+  unsigned char h[PL_DATA_HEADER_BYTES];
+  header(h, width, 0);
+  if (fwrite(h, 1, sizeof h, w->f) != sizeof h)
+    w->st = pl_set_error(PL_EIO, "data: %s: write failed: %s", path,
+                         strerror(errno));
+  *out = w;
+  return w->st;
+}
+
+pl_status pl_data_writer_put(pl_data_writer *w, const uint32_t *tokens,
+                             int64_t n) {
+  if (w->st != PL_OK)
+    return w->st;
+  unsigned char buf[4096];
+  for (int64_t i = 0; i < n;) {
+    size_t k = 0;
+    for (; k + (size_t)w->width <= sizeof buf && i < n; i++) {
+      if (w->width == 2 && tokens[i] > 0xffff)
+        return w->st = pl_set_error(
+                   PL_EINVAL, "data: token %lld is %u: does not fit 16 bits",
+                   (long long)(w->count + i), tokens[i]);
+      for (int b = 0; b < w->width; b++)
+        buf[k++] = (unsigned char)(tokens[i] >> (8 * b));
+    }
+    if (fwrite(buf, 1, k, w->f) != k)
+      return w->st = pl_set_error(PL_EIO, "data: %s: write failed: %s", w->path,
+                                  strerror(errno));
+  }
+  w->count += n;
+  return PL_OK;
+}
+
+pl_status pl_data_writer_close(pl_data_writer *w) {
+  if (!w)
+    return PL_OK;
+  pl_status st = w->st;
+  unsigned char h[PL_DATA_HEADER_BYTES];
+  header(h, w->width, (uint64_t)w->count);
+  if (st == PL_OK && (fseek(w->f, 0, SEEK_SET) != 0 ||
+                      fwrite(h, 1, sizeof h, w->f) != sizeof h))
+    st = pl_set_error(PL_EIO, "data: %s: header write failed: %s", w->path,
+                      strerror(errno));
+  if (fclose(w->f) != 0 && st == PL_OK)
+    st = pl_set_error(PL_EIO, "data: %s: close failed: %s", w->path,
+                      strerror(errno));
+  free(w);
+  return st;
+}
+
+pl_status pl_data_write(const char *path, int width, const uint32_t *tokens,
+                        int64_t count) {
   if (count < 0)
     return pl_set_error(PL_EINVAL, "data: count %lld", (long long)count);
-  for (int64_t i = 0; width == 2 && i < count; i++)
+  for (int64_t i = 0; width == 2 && i < count;
+       i++) /* refuse before creating the file */
     if (tokens[i] > 0xffff)
       return pl_set_error(PL_EINVAL,
                           "data: token %lld is %u: does not fit 16 bits",
                           (long long)i, tokens[i]);
-  FILE *f = fopen(path, "wb");
-  if (!f)
-    return pl_set_error(PL_EIO, "data: %s: %s", path, strerror(errno));
-  unsigned char h[PL_DATA_HEADER_BYTES];
-  memcpy(h, PL_DATA_MAGIC, 8);
-  const uint64_t fields[3] = {PL_DATA_VERSION, (uint64_t)width,
-                              (uint64_t)count};
-  for (int i = 0; i < 4; i++)
-    h[8 + i] = (unsigned char)(fields[0] >> (8 * i));
-  for (int i = 0; i < 4; i++)
-    h[12 + i] = (unsigned char)(fields[1] >> (8 * i));
-  for (int i = 0; i < 8; i++)
-    h[16 + i] = (unsigned char)(fields[2] >> (8 * i));
-  int ok = fwrite(h, 1, sizeof h, f) == sizeof h;
-  unsigned char buf[4096];
-  for (int64_t i = 0; ok && i < count;) {
-    size_t k = 0;
-    for (; k + (size_t)width <= sizeof buf && i < count; i++)
-      for (int b = 0; b < width; b++)
-        buf[k++] = (unsigned char)(tokens[i] >> (8 * b));
-    ok = fwrite(buf, 1, k, f) == k;
-  }
-  if (fclose(f) != 0)
-    ok = 0;
-  if (!ok)
-    return pl_set_error(PL_EIO, "data: %s: write failed: %s", path,
-                        strerror(errno));
-  return PL_OK;
+  pl_data_writer *w;
+  PL_TRY(pl_data_writer_open(path, width, &w));
+  pl_status st = pl_data_writer_put(w, tokens, count);
+  pl_status c = pl_data_writer_close(w);
+  return st != PL_OK ? st : c;
 }

@@ -70,6 +70,16 @@ pl_status pl_data_batch(pl_data *d, const pl_layout_plan *p, int micro,
 pl_status pl_data_write(const char *path, int width, const uint32_t *tokens,
                         int64_t count);
 
+/* The same, streamed: open (a header with count 0), put tokens in pieces,
+ * close (the count written into the header).  A writer that fails keeps
+ * failing; close reports it and frees the writer in every case. */
+typedef struct pl_data_writer pl_data_writer;
+pl_status pl_data_writer_open(const char *path, int width,
+                              pl_data_writer **out);
+pl_status pl_data_writer_put(pl_data_writer *w, const uint32_t *tokens,
+                             int64_t n);
+pl_status pl_data_writer_close(pl_data_writer *w);
+
 #ifdef __cplusplus
 }
 #endif

@@ -161,7 +161,10 @@ START_TEST(bad_files) {
   ck_assert_ptr_nonnull(strstr(pl_last_error(), "no window"));
   pl_data_close(d);
   uint32_t big = 70000;
+  path_of(p, sizeof p, "big.tok");
   ck_assert_int_eq(pl_data_write(p, 2, &big, 1), PL_EINVAL);
+  ck_assert_int_eq(access(p, F_OK),
+                   -1); /* refused before the file is created */
 }
 END_TEST
 
