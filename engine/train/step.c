@@ -16,6 +16,7 @@
 #include "model/moe_ffn.h"
 #include "model/router.h"
 #include "train/ckpt.h"
+#include "train/data.h"
 #include "train/units.h"
 #include "train/zero3.h"
 
@@ -1106,6 +1107,27 @@ pl_status pl_trainer_step(pl_trainer *t, const int32_t *tokens,
     r->part_ms[PL_PART_OTHER] = r->time_ms > in ? r->time_ms - in : 0;
   }
   return PL_OK;
+}
+
+pl_status pl_trainer_run(pl_trainer *t, pl_data *data, int64_t first, int steps,
+                         double *losses, pl_step_result *res) {
+  int32_t *tok =
+      malloc((size_t)pl_trainer_tokens_per_rank(t) * sizeof(int32_t));
+  if (!tok)
+    return pl_set_error(PL_ENOMEM, "trainer: host tokens");
+  pl_status st = PL_OK;
+  for (int i = 0; i < steps && st == PL_OK; i++) {
+    pl_step_result r;
+    st = pl_data_batch(data, &t->p, t->c.micro, first + i, tok);
+    if (st == PL_OK)
+      st = pl_trainer_step(t, tok, &r);
+    if (st == PL_OK && losses)
+      losses[i] = r.loss;
+    if (st == PL_OK && res)
+      res[i] = r;
+  }
+  free(tok);
+  return st;
 }
 
 /* ---- parameters: gather and set

@@ -58,6 +58,7 @@
 #include "ops/moe.h"
 #include "ops/sco.h"
 #include "plateau/plateau.h"
+#include "train/data.h"
 #include "train/head.h"
 #include "train/layout.h"
 #include "train/optim.h"
@@ -156,6 +157,12 @@ pl_status pl_trainer_step(pl_trainer *t, const int32_t *tokens,
 pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
                                       pl_step_result *res);
 pl_status pl_trainer_update(pl_trainer *t, pl_step_result *res);
+
+/* steps steps from step index first (its data: pl_data_batch of the
+ * trainer's plan), the loss of each into losses[steps] (may be NULL) and
+ * the results into res[steps] (may be NULL). */
+pl_status pl_trainer_run(pl_trainer *t, pl_data *data, int64_t first, int steps,
+                         double *losses, pl_step_result *res);
 
 /* ---- parameters (tests, checkpoints) --------------------------------------
  */

@@ -319,6 +319,45 @@ START_TEST(curves_each_operator) {
 }
 END_TEST
 
+/* the time breakdown and pl_trainer_run: every part measured, the
+ * compute-stream parts within the step's time */
+START_TEST(profile_parts) {
+  setup u = base();
+  u.lc = (pl_layout_cfg){1, size, 0};
+  pl_step_cfg sc = u.sc;
+  sc.profile = true;
+  sc.sco = (pl_sco_budget){true, 0};
+  pl_trainer *t = make(&u, world, &u.lc, &sc);
+  pl_data *d;
+  ck_assert_int_eq(pl_data_synthetic(u.m.V, u.data_seed, &d), PL_OK);
+  double loss[3];
+  pl_step_result r[3];
+  ck_assert_int_eq(pl_trainer_run(t, d, 0, 3, loss, r), PL_OK);
+  for (int s = 0; s < 3; s++) {
+    ck_assert(loss[s] == r[s].loss && r[s].step == s + 1);
+    double in = 0;
+    for (int p = PL_PART_ATTENTION; p <= PL_PART_OPTIM; p++) {
+      ck_assert_msg(r[s].part_ms[p] > 0, "step %d: %s = %g", s + 1,
+                    pl_part_name(p), r[s].part_ms[p]);
+      in += r[s].part_ms[p];
+    }
+    ck_assert(r[s].part_ms[PL_PART_ZERO3] > 0 && r[s].part_ms[PL_PART_SCO] > 0);
+    ck_assert(r[s].part_ms[PL_PART_OTHER] >= 0);
+    ck_assert_msg(in <= r[s].time_ms * 1.001 + 0.01,
+                  "parts %.3f ms > step %.3f ms", in, r[s].time_ms);
+    ck_assert(r[s].dev.peak > 0 && r[s].host.current > 0);
+  }
+  if (rank == 0) {
+    printf("# step 3 (%.2f ms):", r[2].time_ms);
+    for (int p = 0; p < PL_PART_COUNT; p++)
+      printf(" %s %.2f", pl_part_name(p), r[2].part_ms[p]);
+    printf("\n");
+  }
+  pl_data_close(d);
+  pl_trainer_destroy(t);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (pl_init(&argc, &argv) != PL_OK)
     return 2;
@@ -332,7 +371,8 @@ int main(int argc, char **argv) {
   if (pl_comm_split(world, rank, 0, &self) != PL_OK)
     return 3;
   const TTest *tests[] = {reference_every_layout, reference_adversarial,
-                          perturbed_weight_fails, curves_each_operator, NULL};
+                          perturbed_weight_fails, curves_each_operator,
+                          profile_parts,          NULL};
   const int nf = pl_check_run("step", 300, tests, rank, world);
   pl_comm_destroy(self);
   pl_comm_destroy(world);
