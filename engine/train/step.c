@@ -72,7 +72,7 @@ pl_step_cfg pl_step_cfg_default(void) {
   memset(&c, 0, sizeof c);
   c.dt = PL_BF16;
   c.dispatch = PL_MOE_PIPELINED;
-  c.moe_c = 0;
+  c.moe_c = 8192;
   c.moe_K_max = 64;
   c.moe_lanes = 2;
   c.knobs = pl_llep_knobs_default();

@@ -71,7 +71,7 @@ typedef struct pl_step_cfg {
   pl_dtype dt; /* f32 | bf16                                */
   /* MoE layer (pl_moe_cfg) */
   pl_moe_variant dispatch; /* ep | llep | pipelined_llep                */
-  int64_t moe_c;           /* per-source token cap (pipelined)          */
+  int64_t moe_c;           /* per-source token cap (pipelined; 0: N)    */
   int moe_K_max;           /* Eq. 1 chunk ceiling                       */
   int moe_lanes;           /* extra expert-GEMM streams                 */
   pl_llep_knobs knobs;
@@ -93,7 +93,7 @@ typedef struct pl_step_cfg {
   pl_attn_algo attn;
 } pl_step_cfg;
 
-/* bf16, pipelined_llep with c = N (one chunk) unless set, K_max 64, lanes 2,
+/* bf16, pipelined_llep with c = 8192 (K = ⌈N/c⌉ chunks, at most 64), lanes 2,
  * the paper's LLEP knobs, ring head, stream optimizer (β 100M, s 2,
  * lr 1e-3, wd 0.01, clip 1.0), SCO budget 0, one micro-batch, seed 1. */
 pl_step_cfg pl_step_cfg_default(void);
