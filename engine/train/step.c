@@ -888,12 +888,10 @@ static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
   void *x0 = NULL, *dx0 = NULL, *E;
   float *gE;
   double loss = 0;
-  int a, b;
   PL_TRY(pl_memcpy_async(s, t->d_tok, tok, (size_t)N * 4));
   PL_TRY(pl_memcpy_async(s, t->d_tgt, tok + 1, (size_t)N * 4));
   /* the embedding: gathered, rows copied, freed (the first layer's unit
    * prefetched meanwhile) */
-  PL_TRY(mark(t, s, &a));
   PL_TRY(pl_zero3_acquire(t->z, t->u_emb, s, &E));
   PL_TRY(pl_zero3_prefetch(t->z, 1, s));
   pl_status st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->es,
@@ -916,9 +914,6 @@ static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
   if (st == PL_OK)
     st = pl_zero3_grad_reduce(t->z, t->u_emb, s, t->micro_i > 0);
   pl_free_async(dev, dx0, s);
-  if (st == PL_OK)
-    st = mark(t, s, &b);
-  (void)b;
   *nll_sum += loss;
   return st;
 }
