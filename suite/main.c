@@ -4,6 +4,7 @@
  *   plateau info                  what this build and machine have
  *   plateau bench <name> [opts]   one benchmark (bench.c harness)
  *   plateau report RUN_DIR        tables and charts from result files
+ *   plateau tokens IN OUT         a byte-level token shard of a file
  *
  * Usage errors (unknown command or option) print a message and exit 2. */
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "bench.h"
 #include "plateau/plateau.h"
 #include "report.h"
+#include "tokens.h"
 
 #include "plateau_git.h" /* generated: build/gen */
 #ifndef PL_GIT_SHA
@@ -30,7 +32,9 @@ static void usage(FILE *f) {
           "  bench <name> [opts]   run one benchmark; results go to a new file "
           "under -o DIR\n"
           "  report RUN_DIR        Markdown tables and charts from the result "
-          "files in RUN_DIR\n\n",
+          "files in RUN_DIR\n"
+          "  tokens IN OUT         a token shard of IN's bytes (byte-level, "
+          "V 256)\n\n",
           PLATEAU_VERSION, PL_GIT_SHA);
   fprintf(f, "benches:\n");
   for (int i = 0; i < pl_bench_count(); i++)
@@ -125,6 +129,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "info") == 0) return cmd_info(argc - 1, argv + 1);
   if (strcmp(cmd, "bench") == 0) return pl_bench_main(argc, argv);
   if (strcmp(cmd, "report") == 0) return pl_report_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "tokens") == 0) return pl_tokens_main(argc - 1, argv + 1);
   if (cmd[0] == '-')
     fprintf(stderr, "plateau: unknown option '%s'\n", cmd);
   else

@@ -21,6 +21,10 @@ int64_t pl_layer_params(const pl_layer_cfg *c) {
 
 void pl_layer_free(pl_layer *l) {
   if (!l->dev) return;
+  if (l->views) {
+    memset(l, 0, sizeof *l);
+    return;
+  }
   void *ps[] = {l->w_n, l->w_qkv, l->w_o, l->g_n, l->g_qkv, l->g_o};
   for (int i = 0; i < 6; i++) pl_free(l->dev, ps[i]);
   pl_mlp_block_free(&l->mlp);
@@ -35,9 +39,7 @@ pl_status pl_layer_zero_grad(pl_layer *l, pl_stream *s) {
   return pl_mlp_block_zero_grad(&l->mlp, s);
 }
 
-pl_status pl_layer_init(pl_dev *dev, pl_comm *sp, pl_layer *l, const pl_layer_cfg *cfg,
-                        uint64_t seed, int index) {
-  memset(l, 0, sizeof *l);
+static pl_status check_cfg(pl_comm *sp, const pl_layer_cfg *cfg) {
   const int D = sp ? pl_comm_size(sp) : 1;
   if (cfg->H < 1 || cfg->I < 1 || cfg->n_q < 1 || cfg->n_kv < 1 || cfg->d < 2 || cfg->d % 2 ||
       cfg->n_q % cfg->n_kv)
@@ -49,6 +51,28 @@ pl_status pl_layer_init(pl_dev *dev, pl_comm *sp, pl_layer *l, const pl_layer_cf
                         "must divide by D", cfg->n_q, cfg->n_kv, D);
   if (cfg->dt != PL_F32 && cfg->dt != PL_BF16)
     return pl_set_error(PL_EINVAL, "layer: dtype %s: f32 or bf16", pl_dtype_name(cfg->dt));
+  return PL_OK;
+}
+
+pl_status pl_layer_init_views(pl_dev *dev, pl_comm *sp, pl_layer *l, const pl_layer_cfg *cfg,
+                              const pl_ffn_ops *ffn, void *ffn_ctx) {
+  memset(l, 0, sizeof *l);
+  PL_TRY(check_cfg(sp, cfg));
+  l->dev = dev;
+  l->sp = sp;
+  l->cfg = *cfg;
+  if (l->cfg.rope_theta == 0) l->cfg.rope_theta = 10000.0;
+  l->eps = 1e-5f;
+  l->ffn = ffn;
+  l->ffn_ctx = ffn_ctx;
+  l->views = 1;
+  return PL_OK;
+}
+
+pl_status pl_layer_init(pl_dev *dev, pl_comm *sp, pl_layer *l, const pl_layer_cfg *cfg,
+                        uint64_t seed, int index) {
+  memset(l, 0, sizeof *l);
+  PL_TRY(check_cfg(sp, cfg));
   l->dev = dev;
   l->sp = sp;
   l->cfg = *cfg;
@@ -146,7 +170,9 @@ pl_status pl_layer_forward(pl_layer *l, pl_stream *s, const void *x, void *y, in
   if (N == 0) return PL_OK;
   acts a;
   pl_status st = attn_forward(l, s, x, N, &a);
-  if (st == PL_OK) st = pl_mlp_block_forward(&l->mlp, s, a.y1, y, N);
+  if (st == PL_OK)
+    st = l->ffn ? l->ffn->forward(l->ffn_ctx, s, a.y1, y, N)
+                : pl_mlp_block_forward(&l->mlp, s, a.y1, y, N);
   acts_free(l, s, &a);
   return st;
 }
@@ -176,7 +202,9 @@ pl_status pl_layer_backward(pl_layer *l, pl_stream *s, const void *x, const void
   ALLOC(scr, pl__rmsnorm_bwd_scratch(N, c->H) * 4);
 #undef ALLOC
   /* MLP slot: dy1 = d(mlp)/dy1 from dy (recomputes from y1) */
-  if (st == PL_OK) st = pl_mlp_block_backward(&l->mlp, s, a.y1, dy, dy1, N);
+  if (st == PL_OK)
+    st = l->ffn ? l->ffn->backward(l->ffn_ctx, s, a.y1, dy, dy1, N)
+                : pl_mlp_block_backward(&l->mlp, s, a.y1, dy, dy1, N);
   /* y1 = x + o·W_o:  dO = dy1·W_oᵀ, g_o += oᵀ·dy1 */
   if (st == PL_OK)
     st = pl_gemm(s, false, true, N, nq, c->H, 1.f, dy1, c->H, l->w_o, c->H, 0.f, dO, nq, c->dt, c->dt);

@@ -31,7 +31,7 @@ pl_status pl__rmsnorm_bwd(pl_stream *s, const void *x, const void *w,
   return pl__cpu_rmsnorm_bwd(s, x, w, dn, dres, dx, dw, scratch, N, H, eps, dt);
 }
 
-static pl_status swiglu_fwd(pl_stream *s, const void *gu, void *a, int64_t N,
+pl_status pl__swiglu_fwd(pl_stream *s, const void *gu, void *a, int64_t N,
                             int64_t I, pl_dtype dt) {
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_swiglu_fwd(s, gu, a, N, I, dt);
@@ -39,7 +39,7 @@ static pl_status swiglu_fwd(pl_stream *s, const void *gu, void *a, int64_t N,
   return pl__cpu_swiglu_fwd(s, gu, a, N, I, dt);
 }
 
-static pl_status swiglu_bwd(pl_stream *s, const void *gu, const void *da,
+pl_status pl__swiglu_bwd(pl_stream *s, const void *gu, const void *da,
                             void *dgu, int64_t N, int64_t I, pl_dtype dt) {
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_swiglu_bwd(s, gu, da, dgu, N, I, dt);
@@ -115,7 +115,7 @@ static pl_status recompute(pl_mlp_block *b, pl_stream *s, const void *x, int64_t
                     0.0f, *gu, 2 * I, b->dt, b->dt)) ||
       (st = pl_alloc_async(b->dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
                            "activations", s, a)) ||
-      (st = swiglu_fwd(s, *gu, *a, N, I, b->dt))) {
+      (st = pl__swiglu_fwd(s, *gu, *a, N, I, b->dt))) {
     pl_free_async(b->dev, *n, s), pl_free_async(b->dev, *gu, s), pl_free_async(b->dev, *a, s);
     *n = *gu = *a = NULL;
   }
@@ -157,7 +157,7 @@ pl_status pl_mlp_block_backward(pl_mlp_block *b, pl_stream *s, const void *x, co
                     da, I, b->dt, b->dt)) ||
       (st = pl_alloc_async(b->dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
                            "activations", s, &dgu)) ||
-      (st = swiglu_bwd(s, gu, da, dgu, N, I, b->dt)))
+      (st = pl__swiglu_bwd(s, gu, da, dgu, N, I, b->dt)))
     goto out;
   pl_free_async(b->dev, da, s), da = NULL;
   pl_free_async(b->dev, gu, s), gu = NULL;

@@ -30,6 +30,9 @@ struct pl_ckpt_stack {
   pl_stream *copy, *restore;
   pl_event **produced, **fwd_done, **offloaded, **restored;
   float *loss_dev; /* 1 float, tag "activations" */
+  bool profile;
+  pl_event **copy_start, **restore_start; /* profile: L + 1 each */
+  double d2h_ms, h2d_ms;                  /* the last step's copies */
 };
 
 pl_status pl_ckpt_create(pl_dev *dev, int L, void *const *layers, const pl_layer_ops *ops, int64_t H,
@@ -61,9 +64,11 @@ pl_status pl_ckpt_create(pl_dev *dev, int L, void *const *layers, const pl_layer
 void pl_ckpt_destroy(pl_ckpt_stack *st) {
   if (!st) return;
   pl_dev_sync(st->dev);
-  pl_event **sets[] = {st->produced, st->fwd_done, st->offloaded, st->restored};
-  for (int k = 0; k < 4; k++) {
-    for (int l = 0; sets[k] && l <= st->L; l++) pl_event_destroy(sets[k][l]);
+  pl_event **sets[] = {st->produced, st->fwd_done,   st->offloaded,
+                       st->restored, st->copy_start, st->restore_start};
+  for (int k = 0; k < 6; k++) {
+    for (int l = 0; sets[k] && l <= st->L; l++)
+      if (sets[k][l]) pl_event_destroy(sets[k][l]);
     free(sets[k]);
   }
   pl_stream_destroy(st->copy);
@@ -72,16 +77,61 @@ void pl_ckpt_destroy(pl_ckpt_stack *st) {
   free(st);
 }
 
+void pl_ckpt_set_profile(pl_ckpt_stack *st, bool on) { st->profile = on; }
+
+void pl_ckpt_copy_ms(const pl_ckpt_stack *st, double *d2h_ms, double *h2d_ms) {
+  *d2h_ms = st->d2h_ms;
+  *h2d_ms = st->h2d_ms;
+}
+
+/* The profile's start event of layer l's copy (created on first use). */
+static pl_status start_event(pl_ckpt_stack *st, pl_event ***set, int l, pl_stream *s) {
+  if (!st->profile) return PL_OK;
+  if (!*set && !(*set = calloc((size_t)st->L + 1, sizeof(pl_event *))))
+    return pl_set_error(PL_ENOMEM, "checkpoint stack: out of host memory");
+  if (!(*set)[l]) PL_TRY(pl_event_create(st->dev, &(*set)[l]));
+  return pl_event_record((*set)[l], s);
+}
+
 /* Start bringing h_ℓ back from its pinned slot (restore stream). */
 static pl_status issue_restore(pl_ckpt_stack *st, pl_sco *sco, int l, void **h, size_t bytes) {
   PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "boundary", st->restore, &h[l]));
   PL_TRY(pl_stream_wait(st->restore, st->offloaded[l]));
+  PL_TRY(start_event(st, &st->restore_start, l, st->restore));
   PL_TRY(pl_memcpy_async(st->restore, h[l], pl_sco_slot(sco, l), bytes));
   return pl_event_record(st->restored[l], st->restore);
 }
 
+/* After the step: the copies' times from the profile's events. */
+static pl_status copy_times(pl_ckpt_stack *st, pl_sco *sco) {
+  st->d2h_ms = st->h2d_ms = 0;
+  if (!st->profile) return PL_OK;
+  for (int l = 0; l < st->L; l++) {
+    if (!pl_sco_selected(sco, l)) continue;
+    float a = 0, b = 0;
+    PL_TRY(pl_event_elapsed_ms(st->copy_start[l], st->offloaded[l], &a));
+    PL_TRY(pl_event_elapsed_ms(st->restore_start[l], st->restored[l], &b));
+    st->d2h_ms += a, st->h2d_ms += b;
+  }
+  return PL_OK;
+}
+
+static pl_status step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const void *g,
+                      const pl_ckpt_head *head, void *dx0, int64_t N, double *loss);
+
 pl_status pl_ckpt_step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const void *g, void *dx0,
                        int64_t N, double *loss) {
+  return step(st, sco, x0, g, NULL, dx0, N, loss);
+}
+
+pl_status pl_ckpt_step_head(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
+                            const pl_ckpt_head *head, void *dx0, int64_t N, double *loss) {
+  if (!head || !head->run) return pl_set_error(PL_EINVAL, "checkpoint step: no head");
+  return step(st, sco, x0, NULL, head, dx0, N, loss);
+}
+
+static pl_status step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const void *g,
+                      const pl_ckpt_head *head, void *dx0, int64_t N, double *loss) {
   if (N < 0) return pl_set_error(PL_EINVAL, "checkpoint step: N=%lld (must be >= 0)", (long long)N);
   *loss = 0;
   const int L = st->L;
@@ -89,6 +139,7 @@ pl_status pl_ckpt_step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const voi
   size_t bytes = (size_t)N * (size_t)st->H * pl_dtype_size(st->dt);
   void **h = calloc((size_t)L + 1, sizeof *h);
   void *gbuf[2] = {NULL, NULL};
+  double head_loss = 0;
   int restoring = -1; /* layer whose restore has been issued, not yet consumed */
   if (!h) return pl_set_error(PL_ENOMEM, "checkpoint step: out of host memory");
   pl_status s = pl_sco_begin_step(sco);
@@ -110,6 +161,7 @@ pl_status pl_ckpt_step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const voi
       /* the copy may start as soon as h_ℓ exists (it runs beside f_ℓ, which
        * only reads h_ℓ); the free waits for both the copy and f_ℓ */
       if ((s = pl_stream_wait(st->copy, st->produced[l])) ||
+          (s = start_event(st, &st->copy_start, l, st->copy)) ||
           (s = pl_memcpy_async(st->copy, pl_sco_slot(sco, l), h[l], bytes)) ||
           (s = pl_event_record(st->offloaded[l], st->copy)) ||
           (s = pl_stream_wait(st->copy, st->fwd_done[l])))
@@ -118,19 +170,25 @@ pl_status pl_ckpt_step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const voi
       h[l] = NULL;
     }
   }
-  /* loss = Σ h_L ⊙ g: a 1×1×(N·H) GEMM with fp32 accumulation */
-  if (N > 0 &&
-      (s = pl_gemm(cs, false, false, 1, 1, N * st->H, 1.0f, h[L], N * st->H, g, 1, 0.0f, st->loss_dev, 1,
-                   st->dt, PL_F32)))
+  const void *dy = g;
+  if (head) {
+    /* the head writes dL/dh_L into gbuf[1], which layer L−1 reads */
+    if ((s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs, &gbuf[1])) ||
+        (s = head->run(head->ctx, cs, h[L], gbuf[1], N, &head_loss)))
+      goto out;
+    dy = gbuf[1];
+  } else if (N > 0 && (s = pl_gemm(cs, false, false, 1, 1, N * st->H, 1.0f, h[L], N * st->H, g, 1,
+                                   0.0f, st->loss_dev, 1, st->dt, PL_F32))) {
+    /* loss = Σ h_L ⊙ g: a 1×1×(N·H) GEMM with fp32 accumulation */
     goto out;
+  }
   pl_free_async(st->dev, h[L], cs);
   h[L] = NULL;
 
   /* ---- backward ---- */
   if ((s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs, &gbuf[0])) ||
-      (s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs, &gbuf[1])))
+      (!gbuf[1] && (s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs, &gbuf[1]))))
     goto out;
-  const void *dy = g;
   for (int l = L - 1; l >= 0; l--) {
     if (pl_sco_selected(sco, l)) {
       if (restoring != l && (s = issue_restore(st, sco, l, h, bytes))) goto out;
@@ -155,7 +213,10 @@ out:
   pl_free_async(st->dev, gbuf[1], cs);
   free(h);
   if (s == PL_OK) s = pl_dev_sync(st->dev);
-  if (s == PL_OK && N > 0) { /* read the loss once everything has run */
+  if (s == PL_OK) s = copy_times(st, sco);
+  if (s == PL_OK && head) {
+    *loss = head_loss;
+  } else if (s == PL_OK && N > 0) { /* read the loss once everything has run */
     float lhost = 0;
     s = pl_memcpy_async(cs, &lhost, st->loss_dev, sizeof lhost);
     if (s == PL_OK) s = pl_stream_sync(cs);

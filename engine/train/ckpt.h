@@ -8,6 +8,8 @@
 #ifndef PLATEAU_TRAIN_CKPT_H
 #define PLATEAU_TRAIN_CKPT_H
 
+#include <stdbool.h>
+
 #include "ops/sco.h"
 #include "plateau/plateau.h"
 
@@ -32,6 +34,25 @@ void pl_ckpt_destroy(pl_ckpt_stack *st);
  * sco may be NULL (every boundary stays on the device).  *loss on the host. */
 pl_status pl_ckpt_step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const void *g, void *dx0,
                        int64_t N, double *loss);
+
+/* The loss at the top of a stack (a model's head): from the last layer's
+ * output h_L (N×H) compute the loss (*loss, on the host) and write dL/dh_L
+ * into dh (N×H, the runner's buffer, tag "grads_act").  Runs on the compute
+ * stream (the device's default) between the forward and the backward. */
+typedef struct pl_ckpt_head {
+  pl_status (*run)(void *ctx, pl_stream *s, const void *hL, void *dh, int64_t N, double *loss);
+  void *ctx;
+} pl_ckpt_head;
+
+/* pl_ckpt_step with a head instead of the dot product with g. */
+pl_status pl_ckpt_step_head(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
+                            const pl_ckpt_head *head, void *dx0, int64_t N, double *loss);
+
+/* Time SCO's copies with events (off by default): after a step,
+ * pl_ckpt_copy_ms gives the milliseconds of its boundary offloads (D2H) and
+ * restores (H2D), each summed over layers (they run beside the compute). */
+void pl_ckpt_set_profile(pl_ckpt_stack *st, bool on);
+void pl_ckpt_copy_ms(const pl_ckpt_stack *st, double *d2h_ms, double *h2d_ms);
 
 /* The model's layers as runner layers (the runner sits above the model, so
  * the adapters live here): the dense block (model/mlp_block.h; layers[ℓ] a

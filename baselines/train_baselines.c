@@ -1,0 +1,151 @@
+/* train_baselines.c — the baselines behind the training step's head and
+ * optimizer interfaces (train_baselines.h). */
+#include "train_baselines.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_adamw.h"
+#include "dense_ce.h"
+#include "vocab_parallel_ce.h"
+
+typedef struct hctx {
+  pl_comm *group;
+  pl_head_shape sh;
+} hctx;
+
+static pl_status hcreate(pl_comm *group, const pl_head_shape *sh, void **ctx) {
+  hctx *h = calloc(1, sizeof *h);
+  if (!h)
+    return pl_set_error(PL_ENOMEM, "head: host");
+  h->group = group;
+  h->sh = *sh;
+  *ctx = h;
+  return PL_OK;
+}
+
+static void hdestroy(void *ctx) {
+  free(ctx);
+}
+
+static pl_ce_problem problem(const hctx *h, int64_t n, int64_t v) {
+  pl_ce_problem pb;
+  memset(&pb, 0, sizeof pb);
+  pb.dt = h->sh.dt;
+  pb.n = n, pb.h = h->sh.h, pb.v = v;
+  pb.red = PL_CE_NONE;
+  pb.ignore = h->sh.ignore;
+  pb.block = h->sh.block;
+  return pb;
+}
+
+static pl_status dense_run(void *ctx, pl_stream *s, const void *x,
+                           const int32_t *t, const void *w, const float *dloss,
+                           float *nll, void *dx, void *dw) {
+  const hctx *h = ctx;
+  pl_ce_problem pb = problem(h, h->sh.n, h->sh.v);
+  pb.x = x, pb.t = t, pb.w = w, pb.dloss = dloss, pb.loss = nll, pb.dx = dx,
+  pb.dw = dw;
+  return pl_dense_ce(s, &pb);
+}
+
+static pl_status vp_run(void *ctx, pl_stream *s, const void *x,
+                        const int32_t *t, const void *w, const float *dloss,
+                        float *nll, void *dx, void *dw) {
+  const hctx *h = ctx;
+  pl_dev *dev = pl_stream_dev(s);
+  const int P = pl_comm_size(h->group), r = pl_comm_rank(h->group);
+  const int64_t n = h->sh.n, H = h->sh.h;
+  const size_t es = pl_dtype_size(h->sh.dt), nh = (size_t)(n * H);
+  void *xa = NULL, *dxa = NULL;
+  int32_t *ta = NULL;
+  float *la = NULL, *nlla = NULL;
+  pl_status st = PL_OK;
+  pl_dev *d = dev;
+#define A(p, bytes)                                                            \
+  if (st == PL_OK)                                                             \
+  st = pl_alloc_async(d, PL_ARENA_DEVICE, (bytes), "head_gather", s,           \
+                      (void **)&(p))
+  A(xa, (size_t)P * nh * es);
+  A(ta, (size_t)P * (size_t)n * 4);
+  A(la, (size_t)P * (size_t)n * 4);
+  A(nlla, (size_t)P * (size_t)n * 4);
+  A(dxa, (size_t)P * nh * es);
+#undef A
+  if (st == PL_OK)
+    st = pl_allgather(h->group, x, xa, nh, h->sh.dt, s);
+  if (st == PL_OK)
+    st = pl_allgather(h->group, t, ta, (size_t)n, PL_I32, s);
+  if (st == PL_OK)
+    st = pl_allgather(h->group, dloss, la, (size_t)n, PL_F32, s);
+  pl_ce_problem pb = problem(h, (int64_t)P * n, h->sh.v);
+  pb.x = xa, pb.t = ta, pb.w = w, pb.dloss = la, pb.loss = nlla, pb.dx = dxa,
+  pb.dw = dw;
+  if (st == PL_OK)
+    st = pl_vocab_parallel_ce(h->group, s, &pb);
+  /* this rank's rows */
+  if (st == PL_OK)
+    st = pl_memcpy_async(s, dx, (char *)dxa + (size_t)r * nh * es, nh * es);
+  if (st == PL_OK)
+    st = pl_memcpy_async(s, nll, nlla + (size_t)r * (size_t)n, (size_t)n * 4);
+  pl_free_async(dev, xa, s);
+  pl_free_async(dev, ta, s);
+  pl_free_async(dev, la, s);
+  pl_free_async(dev, nlla, s);
+  pl_free_async(dev, dxa, s);
+  return st;
+}
+
+const pl_head_ops pl_head_dense = {"dense",  0,         hcreate,
+                                   hdestroy, dense_run, NULL};
+const pl_head_ops pl_head_vp = {"vp", 1, hcreate, hdestroy, vp_run, NULL};
+
+static pl_status cpu_create(pl_dev *dev, const pl_adamw_hparams *hp,
+                            const pl_optim_opts *o, int nparams,
+                            const pl_adamw_param *params,
+                            const pl_adamw_state *state, pl_comm *comm,
+                            void **out) {
+  pl_cpu_offload_adamw *a = NULL;
+  PL_TRY(pl_cpu_offload_adamw_create(dev, hp, nparams, params, PL_F32,
+                                     PL_SIMD_AUTO, o->cpu_threads, comm, state,
+                                     &a));
+  *out = a;
+  return PL_OK;
+}
+static void cpu_destroy(void *o) {
+  pl_cpu_offload_adamw_destroy(o);
+}
+static pl_status cpu_step(void *o, pl_stream *s) {
+  return pl_cpu_offload_adamw_step(o, s);
+}
+static float cpu_gscale(void *o) {
+  float g = 1.0f;
+  pl_cpu_offload_adamw_last(o, &g, NULL);
+  return g;
+}
+static size_t cpu_staging(void *o) {
+  return 0;
+}
+
+const pl_optim_ops pl_optim_cpu = {"cpu",    cpu_create, cpu_destroy,
+                                   cpu_step, cpu_gscale, cpu_staging};
+
+pl_status pl_train_head_parse(const char *name, const pl_head_ops **out) {
+  if (name && !strcmp(name, "dense"))
+    *out = &pl_head_dense;
+  else if (name && !strcmp(name, "vp"))
+    *out = &pl_head_vp;
+  else if (pl_head_builtin(name, out) != PL_OK)
+    return pl_set_error(PL_EINVAL, "--head=%s: allowed ring, fused, dense, vp",
+                        name ? name : "");
+  return PL_OK;
+}
+
+pl_status pl_train_optim_parse(const char *name, const pl_optim_ops **out) {
+  if (name && !strcmp(name, "cpu"))
+    *out = &pl_optim_cpu;
+  else if (pl_optim_builtin(name, out) != PL_OK)
+    return pl_set_error(PL_EINVAL, "--optim=%s: allowed stream, hybrid, cpu",
+                        name ? name : "");
+  return PL_OK;
+}

@@ -1,0 +1,309 @@
+/* moe_ffn.c — the FFN sublayer's schedule (model/moe_ffn.h), backend-neutral:
+ * RMSNorm and SwiGLU kernels through the backend twins, GEMMs through
+ * pl_gemm, the router (model/router.h) and the MoE layer (ops/moe.h). */
+#include "model/moe_ffn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/mlp_block.h"
+#include "model/mlp_block_internal.h"
+#include "model/router.h"
+
+/* ---- set-up ----------------------------------------------------------------
+ */
+
+pl_status pl_moe_ffn_init(pl_dev *dev, pl_moe_ffn *f, const pl_moe_ffn_cfg *cfg,
+                          pl_moe *moe) {
+  memset(f, 0, sizeof *f);
+  if (cfg->H < 1 || cfg->I_s < 0 || cfg->E < 0 ||
+      (cfg->E == 0 && cfg->I_s == 0))
+    return pl_set_error(PL_EINVAL,
+                        "moe ffn: H=%lld E=%d I_s=%lld: need H >= 1 and routed "
+                        "experts or a SwiGLU width",
+                        (long long)cfg->H, cfg->E, (long long)cfg->I_s);
+  if (cfg->dt != PL_F32 && cfg->dt != PL_BF16)
+    return pl_set_error(PL_EINVAL, "moe ffn: dtype %s: f32 or bf16",
+                        pl_dtype_name(cfg->dt));
+  if ((cfg->E > 0) != (moe != NULL))
+    return pl_set_error(PL_EINVAL, "moe ffn: E=%d with%s a MoE layer", cfg->E,
+                        moe ? "" : "out");
+  if (moe) {
+    const pl_moe_cfg *mc = pl_moe_get_cfg(moe);
+    if (mc->H != cfg->H || mc->E != cfg->E || mc->k != cfg->k ||
+        mc->dt != cfg->dt)
+      return pl_set_error(
+          PL_EINVAL,
+          "moe ffn: H=%lld E=%d k=%d %s against the MoE layer's "
+          "H=%lld E=%d k=%d %s",
+          (long long)cfg->H, cfg->E, cfg->k, pl_dtype_name(cfg->dt),
+          (long long)mc->H, mc->E, mc->k, pl_dtype_name(mc->dt));
+    pl_router_shape rs = {.N = 0,
+                          .H = cfg->H,
+                          .E = cfg->E,
+                          .k = cfg->k,
+                          .renorm = cfg->renorm,
+                          .dt = cfg->dt};
+    PL_TRY(pl_router_check(&rs));
+    f->counts = calloc((size_t)cfg->E, sizeof(int64_t));
+    if (!f->counts)
+      return pl_set_error(PL_ENOMEM, "moe ffn: host counts");
+  }
+  f->dev = dev;
+  f->cfg = *cfg;
+  f->eps = 1e-5f;
+  f->moe = moe;
+  return PL_OK;
+}
+
+void pl_moe_ffn_free(pl_moe_ffn *f) {
+  pl_moe_ctx_free(f->ctx);
+  free(f->counts);
+  memset(f, 0, sizeof *f);
+}
+
+static pl_status check_stream(const pl_moe_ffn *f, pl_stream *s) {
+  if (f->moe && s != pl_dev_stream(f->dev))
+    return pl_set_error(PL_EINVAL,
+                        "moe ffn: the MoE layer runs on the device's default "
+                        "stream; pass that stream");
+  return PL_OK;
+}
+
+/* Router buffers of one call (tag "router"). */
+typedef struct route {
+  float *probs;  /* N×E */
+  int32_t *idx;  /* N×k device */
+  float *w;      /* N×k */
+  int32_t *hidx; /* N×k host */
+} route;
+
+static void route_free(pl_moe_ffn *f, pl_stream *s, route *r) {
+  pl_free_async(f->dev, r->probs, s);
+  pl_free_async(f->dev, r->idx, s);
+  pl_free_async(f->dev, r->w, s);
+  free(r->hidx);
+  memset(r, 0, sizeof *r);
+}
+
+/* probs, idx, w from h; with_host: idx also on the host (one sync). */
+static pl_status route_fwd(pl_moe_ffn *f, pl_stream *s, const void *h,
+                           int64_t N, bool with_host, route *r) {
+  const pl_moe_ffn_cfg *c = &f->cfg;
+  memset(r, 0, sizeof *r);
+  const size_t nk = (size_t)N * (size_t)c->k;
+  PL_TRY(pl_alloc_async(f->dev, PL_ARENA_DEVICE, (size_t)N * c->E * 4, "router",
+                        s, (void **)&r->probs));
+  PL_TRY(pl_alloc_async(f->dev, PL_ARENA_DEVICE, nk * 4, "router", s,
+                        (void **)&r->idx));
+  PL_TRY(pl_alloc_async(f->dev, PL_ARENA_DEVICE, nk * 4, "router", s,
+                        (void **)&r->w));
+  pl_router_shape rs = {.N = N,
+                        .H = c->H,
+                        .E = c->E,
+                        .k = c->k,
+                        .renorm = c->renorm,
+                        .dt = c->dt};
+  PL_TRY(pl_router_fwd(s, &rs, h, f->w_r, f->bias, r->probs, r->idx, r->w));
+  if (!with_host)
+    return PL_OK;
+  r->hidx = malloc(nk * sizeof(int32_t) + 1);
+  if (!r->hidx)
+    return pl_set_error(PL_ENOMEM, "moe ffn: host routes (N=%lld)",
+                        (long long)N);
+  PL_TRY(pl_memcpy_async(s, r->hidx, r->idx, nk * sizeof(int32_t)));
+  return pl_stream_sync(s);
+}
+
+/* ---- forward ---------------------------------------------------------------
+ */
+
+pl_status pl_moe_ffn_forward(pl_moe_ffn *f, pl_stream *s, const void *x,
+                             void *y, int64_t N) {
+  if (N < 0)
+    return pl_set_error(PL_EINVAL, "moe ffn: N=%lld: must be >= 0",
+                        (long long)N);
+  PL_TRY(check_stream(f, s));
+  const pl_moe_ffn_cfg *c = &f->cfg;
+  const int64_t H = c->H, I = c->I_s;
+  const size_t es = pl_dtype_size(c->dt);
+  pl_moe_ctx_free(f->ctx);
+  f->ctx = NULL;
+  void *h = NULL, *gu = NULL, *a = NULL;
+  route r = {0};
+  pl_status st = pl_alloc_async(f->dev, PL_ARENA_DEVICE, (size_t)(N * H) * es,
+                                "activations", s, &h);
+  if (st == PL_OK && N > 0)
+    st = pl__rmsnorm_fwd(s, x, f->w_n, h, N, H, f->eps, c->dt);
+  if (f->moe) {
+    /* every rank of the EP group enters the MoE layer, also with N = 0 */
+    if (st == PL_OK)
+      st = route_fwd(f, s, h, N, true, &r);
+    if (st == PL_OK)
+      for (int64_t i = 0; i < N * c->k; i++)
+        f->counts[r.hidx[i]]++;
+    if (st == PL_OK)
+      st = pl_moe_forward(f->moe, &f->ew, h, N, r.hidx, r.w, y,
+                          c->keep_ctx ? &f->ctx : NULL, &f->stats);
+    if (st == PL_OK && N > 0)
+      st = pl_axpy(s, y, c->dt, x, c->dt, (size_t)(N * H), 1.0f);
+  } else if (st == PL_OK && N > 0) {
+    st = pl_memcpy_async(s, y, x, (size_t)(N * H) * es);
+  }
+  if (I > 0 && N > 0) {
+    if (st == PL_OK)
+      st = pl_alloc_async(f->dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
+                          "activations", s, &gu);
+    if (st == PL_OK)
+      st = pl_gemm(s, false, false, N, 2 * I, H, 1.f, h, H, f->w_up, 2 * I, 0.f,
+                   gu, 2 * I, c->dt, c->dt);
+    if (st == PL_OK)
+      st = pl_alloc_async(f->dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
+                          "activations", s, &a);
+    if (st == PL_OK)
+      st = pl__swiglu_fwd(s, gu, a, N, I, c->dt);
+    if (st == PL_OK)
+      st = pl_gemm(s, false, false, N, H, I, 1.f, a, I, f->w_down, H, 1.f, y, H,
+                   c->dt, c->dt);
+  }
+  route_free(f, s, &r);
+  pl_free_async(f->dev, h, s);
+  pl_free_async(f->dev, gu, s);
+  pl_free_async(f->dev, a, s);
+  return st;
+}
+
+/* ---- backward --------------------------------------------------------------
+ */
+
+pl_status pl_moe_ffn_backward(pl_moe_ffn *f, pl_stream *s, const void *x,
+                              const void *dy, void *dx, int64_t N) {
+  if (N < 0)
+    return pl_set_error(PL_EINVAL, "moe ffn: N=%lld: must be >= 0",
+                        (long long)N);
+  PL_TRY(check_stream(f, s));
+  const pl_moe_ffn_cfg *c = &f->cfg;
+  const int64_t H = c->H, I = c->I_s;
+  const size_t es = pl_dtype_size(c->dt), nh = (size_t)(N * H);
+  pl_dev *dev = f->dev;
+  void *h = NULL, *gu = NULL, *a = NULL, *da = NULL, *dgu = NULL, *dhe = NULL,
+       *dhr = NULL;
+  void *dlog = NULL, *dh = NULL, *tmp = NULL;
+  float *dh32 = NULL, *dw = NULL, *scr = NULL;
+  route r = {0};
+  pl_status st =
+      pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &h);
+  if (st == PL_OK && N > 0)
+    st = pl__rmsnorm_fwd(s, x, f->w_n, h, N, H, f->eps, c->dt);
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * 4, "activations", s,
+                        (void **)&dh32);
+  if (st == PL_OK && N > 0)
+    st = pl_fill(s, dh32, PL_F32, nh, 0.0);
+  if (f->moe) {
+    /* the route weights again (same routes); the forward's context, or a
+     * new forward on them when it was not kept */
+    const bool need_ctx = f->ctx == NULL;
+    if (st == PL_OK)
+      st = route_fwd(f, s, h, N, need_ctx, &r);
+    if (need_ctx) {
+      if (st == PL_OK)
+        st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s,
+                            &tmp);
+      pl_moe_stats scratch_stats;
+      if (st == PL_OK)
+        st = pl_moe_forward(f->moe, &f->ew, h, N, r.hidx, r.w, tmp, &f->ctx,
+                            &scratch_stats);
+      pl_free_async(dev, tmp, s);
+      tmp = NULL;
+    }
+    if (st == PL_OK)
+      st =
+          pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &dhe);
+    if (st == PL_OK)
+      st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * c->k * 4, "router",
+                          s, (void **)&dw);
+    if (st == PL_OK)
+      st = pl_moe_backward(f->moe, f->ctx, &f->ew, h, r.w, dy, dhe, dw, &f->eg);
+    pl_moe_ctx_free(f->ctx);
+    f->ctx = NULL;
+    if (st == PL_OK && N > 0)
+      st = pl_axpy(s, dh32, PL_F32, dhe, c->dt, nh, 1.0f);
+    /* the router: dw -> dlogits -> dh_router, dW_r */
+    if (st == PL_OK)
+      st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * c->E * es, "router",
+                          s, &dlog);
+    if (st == PL_OK)
+      st =
+          pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &dhr);
+    pl_router_shape rs = {
+        .N = N, .H = H, .E = c->E, .k = c->k, .renorm = c->renorm, .dt = c->dt};
+    if (st == PL_OK)
+      st = pl_router_bwd(s, &rs, h, f->w_r, r.probs, r.idx, r.w, dw, dlog, dhr,
+                         f->g_r);
+    if (st == PL_OK && N > 0)
+      st = pl_axpy(s, dh32, PL_F32, dhr, c->dt, nh, 1.0f);
+  }
+  if (I > 0 && N > 0) {
+    /* the SwiGLU again: gu = h·W_up, a = swiglu(gu) */
+    if (st == PL_OK)
+      st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
+                          "activations", s, &gu);
+    if (st == PL_OK)
+      st = pl_gemm(s, false, false, N, 2 * I, H, 1.f, h, H, f->w_up, 2 * I, 0.f,
+                   gu, 2 * I, c->dt, c->dt);
+    if (st == PL_OK)
+      st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
+                          "activations", s, &a);
+    if (st == PL_OK)
+      st = pl__swiglu_fwd(s, gu, a, N, I, c->dt);
+    /* g_down += aᵀ·dy;  da = dy·W_downᵀ;  dgu = pl__swiglu_bwd(gu, da) */
+    if (st == PL_OK)
+      st = pl_gemm(s, true, false, I, H, N, 1.f, a, I, dy, H, 1.f, f->g_down, H,
+                   c->dt, PL_F32);
+    if (st == PL_OK)
+      st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
+                          "activations", s, &da);
+    if (st == PL_OK)
+      st = pl_gemm(s, false, true, N, I, H, 1.f, dy, H, f->w_down, H, 0.f, da,
+                   I, c->dt, c->dt);
+    if (st == PL_OK)
+      st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
+                          "activations", s, &dgu);
+    if (st == PL_OK)
+      st = pl__swiglu_bwd(s, gu, da, dgu, N, I, c->dt);
+    /* g_up += hᵀ·dgu;  dh += dgu·W_upᵀ (f32) */
+    if (st == PL_OK)
+      st = pl_gemm(s, true, false, H, 2 * I, N, 1.f, h, H, dgu, 2 * I, 1.f,
+                   f->g_up, 2 * I, c->dt, PL_F32);
+    if (st == PL_OK)
+      st = pl_gemm(s, false, true, N, H, 2 * I, 1.f, dgu, 2 * I, f->w_up, 2 * I,
+                   1.f, dh32, H, c->dt, PL_F32);
+  }
+  /* dx = dy + pl__rmsnorm_bwd(x, w_n, dh);  g_n += ... */
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &dh);
+  if (st == PL_OK && N > 0)
+    st = pl_convert(s, dh, c->dt, dh32, PL_F32, nh);
+  if (st == PL_OK && N > 0 && pl_stream_backend(s) == PL_BACKEND_CUDA)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, pl__rmsnorm_bwd_scratch(N, H) * 4,
+                        "activations", s, (void **)&scr);
+  if (st == PL_OK && N > 0)
+    st =
+        pl__rmsnorm_bwd(s, x, f->w_n, dh, dy, dx, f->g_n, scr, N, H, f->eps, c->dt);
+  route_free(f, s, &r);
+  void *ps[] = {h, gu, a, da, dgu, dhe, dhr, dlog, dh, tmp, dh32, dw, scr};
+  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+    pl_free_async(dev, ps[i], s);
+  return st;
+}
+
+static pl_status ffn_fwd(void *ffn, pl_stream *s, const void *x, void *y,
+                         int64_t N) {
+  return pl_moe_ffn_forward(ffn, s, x, y, N);
+}
+static pl_status ffn_bwd(void *ffn, pl_stream *s, const void *x, const void *dy,
+                         void *dx, int64_t N) {
+  return pl_moe_ffn_backward(ffn, s, x, dy, dx, N);
+}
+const pl_ffn_ops pl_moe_ffn_ops = {ffn_fwd, ffn_bwd};

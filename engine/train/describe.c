@@ -1,0 +1,307 @@
+/* describe.c — the per-rank bytes of every state of the training step by
+ * tag (train/describe.h): the same arithmetic as the trainer's allocations
+ * (train/step.c, units.h, zero3.c, ops/stream_adamw.c, ops/ring_dtp.c,
+ * train/ckpt.c), without allocating anything. */
+#include "train/describe.h"
+
+#include <string.h>
+
+#include "ops/adamw.h"
+#include "train/units.h"
+
+static size_t cdiv(size_t a, size_t b) {
+  return (a + b - 1) / b;
+}
+
+static void add(pl_train_desc *d, const char *tag, pl_arena a, pl_desc_kind k,
+                size_t bytes, const char *what) {
+  if (d->n >= PL_DESC_MAX)
+    return;
+  pl_desc_item *it = &d->item[d->n++];
+  it->tag = tag, it->arena = a, it->kind = k, it->bytes = bytes;
+  snprintf(it->what, sizeof it->what, "%s", what);
+  if (a == PL_ARENA_HOST)
+    d->host_state += bytes;
+  else if (k == PL_DESC_STATE)
+    d->dev_state += bytes;
+  else
+    d->dev_transient += bytes;
+}
+
+pl_status pl_train_describe(const pl_model_cfg *m, const pl_layout_cfg *lc,
+                            int W, int rank, int64_t S, const pl_step_cfg *sc,
+                            pl_backend be, pl_train_desc *out) {
+  memset(out, 0, sizeof *out);
+  PL_TRY(pl_layout_plan_make(m, lc, W, rank, S, &out->plan));
+  const pl_layout_plan *p = &out->plan;
+  out->params = pl_model_count(m);
+  out->flops_per_token = pl_model_flops_per_token(m, S);
+  const pl_head_ops *head = sc->head ? sc->head : &pl_head_ring;
+  const pl_optim_ops *optim = sc->optim ? sc->optim : &pl_optim_stream;
+  const int vp = head->vocab_parallel,
+            builtin_head = head == &pl_head_ring || head == &pl_head_fused;
+  const size_t b = pl_dtype_size(sc->dt), N = (size_t)p->N, H = (size_t)m->H;
+  const size_t NH = N * H, head_cols = (size_t)(vp ? p->v_cols : m->V);
+  /* units: shard s = ceil(n / G_v), the full unit G_v·s */
+  size_t sum_s = 0, max_s = 0, max_full = 0, head_full = 0, npart = 0;
+  const int nunits = m->L + 2;
+  for (int u = 0; u < nunits; u++) {
+    size_t n, off[PL__U_N];
+    int gv = p->zero_vsize;
+    if (u == 0)
+      n = (size_t)(m->V * m->H);
+    else if (u <= m->L)
+      n = pl__layer_unit(m, p->E_route, u - 1, off);
+    else
+      n = H * head_cols, gv = vp ? p->head_vsize : p->zero_vsize;
+    const size_t s = cdiv(n, (size_t)gv);
+    sum_s += s;
+    npart += pl_adamw_norm_nchunks(s);
+    if (s > max_s)
+      max_s = s;
+    if ((size_t)gv * s > max_full)
+      max_full = (size_t)gv * s;
+    if (u == nunits - 1)
+      head_full = (size_t)gv * s;
+  }
+  int nmoe = 0;
+  for (int l = 0; l < m->L; l++)
+    nmoe += pl_model_layer_is_moe(m, l);
+  const size_t ne =
+      (size_t)p->E_local * H * (size_t)m->I; /* one expert tensor */
+  for (int i = 0; i < 3 * nmoe; i++)
+    npart += pl_adamw_norm_nchunks(ne);
+  const size_t theta = sum_s + 3 * (size_t)nmoe * ne;
+  out->params_rank = (int64_t)theta;
+  out->unit_max_bytes = max_full * b;
+  char w[112];
+
+  /* ---- states ---- */
+  snprintf(w, sizeof w,
+           "unit shards %zu x %zuB + %d x 3 expert shards of %zu + biases",
+           sum_s, b, nmoe, ne);
+  add(out, "weights", PL_ARENA_DEVICE, PL_DESC_STATE,
+      sum_s * b + 3 * (size_t)nmoe * ne * b +
+          (size_t)nmoe * (size_t)p->E_route * 4,
+      w);
+  add(out, "grads", PL_ARENA_DEVICE, PL_DESC_STATE, theta * 4,
+      "f32 gradients of the unit shards and experts (4 B/param)");
+  const int stream = optim == &pl_optim_stream || optim == &pl_optim_hybrid;
+  const size_t beta = sc->oo.bucket ? sc->oo.bucket : 100000000,
+               slot = beta < theta ? beta : theta;
+  const size_t nb = cdiv(theta, beta);
+  const size_t slots = (size_t)(sc->oo.slots ? sc->oo.slots : 2) < nb
+                           ? (size_t)(sc->oo.slots ? sc->oo.slots : 2)
+                           : nb;
+  if (stream) {
+    snprintf(w, sizeof w, "s=%zu slots x beta=%zu params x 12 B (<= s*beta*16)",
+             slots, slot);
+    add(out, "optim_staging", PL_ARENA_DEVICE, PL_DESC_STATE, slots * slot * 12,
+        w);
+    add(out, "optim_norm", PL_ARENA_DEVICE, PL_DESC_STATE, npart * 8,
+        "norm partials (8 B/chunk)");
+  }
+  if (sc->dt == PL_F32)
+    add(out, "optim_shadow", PL_ARENA_DEVICE, PL_DESC_STATE, theta * 2,
+        "bf16 weights the optimizer writes (f32 mode)");
+  add(out, "tokens", PL_ARENA_DEVICE, PL_DESC_STATE, 4 * N * 4,
+      "tokens, targets, dloss, nll");
+  if (builtin_head)
+    add(out, "ce_state", PL_ARENA_DEVICE, PL_DESC_STATE, 8,
+        "the head's group statistics");
+  /* host */
+  add(out, "optim", PL_ARENA_HOST, PL_DESC_STATE, theta * 12,
+      "fp32 master, m, v (12 B/param)");
+  if (stream)
+    add(out, "optim_norm", PL_ARENA_HOST, PL_DESC_STATE, npart * 8,
+        "norm partials");
+  if (optim == &pl_optim_hybrid)
+    add(out, "optim_hybrid", PL_ARENA_HOST, PL_DESC_STATE, 2 * slot * (4 + 2),
+        "two host slots: f32 gradients + bf16 weights");
+  if (!strcmp(optim->name, "cpu"))
+    add(out, "optim_offload", PL_ARENA_HOST, PL_DESC_STATE, theta * (4 + 2),
+        "host copies of the gradients and bf16 weights");
+  const size_t bnd = NH * b;
+  int sel =
+      sc->sco.all ? m->L : (int)(bnd ? sc->sco.bytes / bnd : (uint64_t)m->L);
+  if (!sc->sco.all && sc->sco.bytes == 0)
+    sel = 0;
+  if (sel > m->L)
+    sel = m->L;
+  out->sco_layers = sel;
+  snprintf(w, sizeof w, "|S|=%d of %d boundaries of N*H*b", sel, m->L);
+  add(out, "boundary", PL_ARENA_HOST, PL_DESC_STATE, (size_t)sel * bnd, w);
+
+  /* ---- transient bounds ---- */
+  snprintf(w, sizeof w, "two gathered units of at most %zu params", max_full);
+  add(out, "zero3", PL_ARENA_DEVICE, PL_DESC_BOUND, 2 * max_full * b, w);
+  add(out, "zero3_grads", PL_ARENA_DEVICE, PL_DESC_BOUND,
+      max_full * 4 + max_s * 4 + (sc->dt == PL_F32 ? 0 : H * head_cols * b),
+      "one unsharded f32 gradient + a shard (+ the head's bf16 dW)");
+  (void)head_full;
+  snprintf(w, sizeof w,
+           "Eq. 4: (2 + L - |S|) = %d boundaries of N*H*b on the device",
+           2 + m->L - sel);
+  add(out, "boundary", PL_ARENA_DEVICE, PL_DESC_BOUND,
+      (size_t)(2 + m->L - sel) * bnd, w);
+  add(out, "output", PL_ARENA_DEVICE, PL_DESC_BOUND, bnd,
+      "the last layer's output");
+  add(out, "grads_act", PL_ARENA_DEVICE, PL_DESC_BOUND, 2 * bnd,
+      "the runner's two dx buffers");
+  if (nmoe) {
+    const int64_t c = sc->moe_c ? sc->moe_c : p->N;
+    int64_t K = (p->N + c - 1) / c;
+    if (K > sc->moe_K_max)
+      K = sc->moe_K_max;
+    if (K < 1)
+      K = 1;
+    const size_t c_eff = cdiv(N, (size_t)K);
+    if (sc->dispatch == PL_MOE_PIPELINED) {
+      snprintf(w, sizeof w, "2*Ep*k*c_eff*H*b, Ep=%d k=%d c_eff=%zu (K=%lld)",
+               p->W, m->k, c_eff, (long long)K);
+      add(out, "dispatch", PL_ARENA_DEVICE, PL_DESC_BOUND,
+          2 * (size_t)p->W * (size_t)m->k * c_eff * H * b, w);
+    } else {
+      add(out, "dispatch", PL_ARENA_DEVICE, PL_DESC_ESTIMATE,
+          2 * N * (size_t)m->k * H * b,
+          "2*N*k*H*b at balanced routing (not bounded: the router decides)");
+    }
+    const size_t rows = sc->dispatch == PL_MOE_PIPELINED
+                            ? (size_t)p->W * m->k * c_eff
+                            : N * (size_t)m->k;
+    add(out, "expert", PL_ARENA_DEVICE, PL_DESC_ESTIMATE,
+        4 * rows * (size_t)m->I * b,
+        "G, U, A, P of one chunk's routes (I wide)");
+    add(out, "router", PL_ARENA_DEVICE, PL_DESC_ESTIMATE,
+        N * (size_t)p->E_route * (4 + b) + 3 * N * (size_t)m->k * 4,
+        "probabilities, dlogits, routes, weights and their gradient");
+    add(out, "routing", PL_ARENA_DEVICE, PL_DESC_ESTIMATE,
+        (sc->moe_recompute ? 1 : (size_t)nmoe) * N * (1 + 5 * (size_t)m->k) * 4,
+        sc->moe_recompute
+            ? "one layer's route indices"
+            : "route indices of every MoE layer (kept to the backward)");
+  }
+  /* the head (the built-in heads' formulas, ring_dtp.c) */
+  if (builtin_head) {
+    const int P = vp ? p->P : 1;
+    const size_t vmax = cdiv((size_t)m->V, (size_t)P);
+    size_t vb = sc->head_block ? (size_t)sc->head_block : 4096;
+    if (vb > vmax)
+      vb = vmax;
+    const int move_w = P > 1 && N > vmax;
+    const size_t nc = cdiv(N, 8);
+    size_t logits = N * vb * (sc->dt == PL_BF16 ? 6 : 4);
+    if (move_w && sc->dt == PL_BF16)
+      logits = N * vb * 4 > nc * vb * 6 ? N * vb * 4 : nc * vb * 6;
+    snprintf(w, sizeof w, "one strip of N x Vb=%zu (P=%d, moves %s)", vb, P,
+             move_w ? "weights" : "activations");
+    add(out, "logits", PL_ARENA_DEVICE, PL_DESC_BOUND, logits, w);
+    if (P > 1) {
+      const size_t nbuf = P == 2 ? 1 : 2;
+      size_t ring;
+      if (!move_w) {
+        const size_t f = nbuf * N * (H * b + 4) + 9 * N * 4,
+                     g = nbuf * N * (H * b + 12) + 2 * NH * 4;
+        ring = f > g ? f : g;
+      } else {
+        ring = nbuf * H * vmax * b + 2 * H * vmax * 4;
+      }
+      add(out, "ring", PL_ARENA_DEVICE, PL_DESC_BOUND, ring,
+          "Ring-DTP's hop buffers");
+    }
+    if (sc->dt == PL_BF16 && (P == 1 || move_w))
+      add(out, "grads", PL_ARENA_DEVICE, PL_DESC_BOUND,
+          (P > 1 ? nc : N) * H * 4, "the head's f32 dX accumulator");
+  }
+  /* one layer's intermediates at a time (the layer code's allocations) */
+  const size_t nq = (size_t)m->n_q * m->d, nkv = (size_t)m->n_kv * m->d;
+  size_t Is = 0;
+  for (int l = 0; l < m->L; l++)
+    if ((size_t)pl__layer_swiglu_width(m, l) > Is)
+      Is = (size_t)pl__layer_swiglu_width(m, l);
+  const size_t acts =
+      N * (2 * H + 2 * nq + 2 * nkv) * b + N * (size_t)m->n_q * 4;
+  const size_t attn_bwd = N * (H + 2 * nq + 2 * nkv + H) * b + NH * 4;
+  const size_t ffn_bwd = NH * (4 * b + 4) + N * Is * 6 * b;
+  add(out, "activations", PL_ARENA_DEVICE, PL_DESC_ESTIMATE,
+      acts + attn_bwd + ffn_bwd,
+      "a layer's backward: attention acts, their gradients, the FFN's");
+  pl_attn_shape ash = {.batch = 1,
+                       .seq = p->S,
+                       .n_q = m->n_q / p->D,
+                       .n_kv = m->n_kv / p->D,
+                       .head_dim = m->d,
+                       .dtype = sc->dt,
+                       .kernels = sc->attn};
+  add(out, "attention", PL_ARENA_DEVICE, PL_DESC_ESTIMATE,
+      pl_attn_bwd_workspace_bytes(&ash, be) + (p->D > 1 ? N * nq * b : 0),
+      "the attention backward's workspace (+ the Ulysses scratch)");
+  return PL_OK;
+}
+
+size_t pl_train_desc_bytes(const pl_train_desc *d, const char *tag,
+                           pl_arena arena) {
+  size_t s = 0;
+  for (int i = 0; i < d->n; i++)
+    if (d->item[i].arena == arena && !strcmp(d->item[i].tag, tag))
+      s += d->item[i].bytes;
+  return s;
+}
+
+size_t pl_train_desc_state(const pl_train_desc *d, const char *tag,
+                           pl_arena arena) {
+  size_t s = 0;
+  for (int i = 0; i < d->n; i++)
+    if (d->item[i].arena == arena && d->item[i].kind == PL_DESC_STATE &&
+        !strcmp(d->item[i].tag, tag))
+      s += d->item[i].bytes;
+  return s;
+}
+
+static const char *human(size_t bytes, char *buf, size_t n) {
+  const double v = (double)bytes;
+  if (v >= 1024.0 * 1024 * 1024)
+    snprintf(buf, n, "%.2f GiB", v / (1024.0 * 1024 * 1024));
+  else if (v >= 1024.0 * 1024)
+    snprintf(buf, n, "%.2f MiB", v / (1024.0 * 1024));
+  else if (v >= 1024.0)
+    snprintf(buf, n, "%.2f KiB", v / 1024.0);
+  else
+    snprintf(buf, n, "%zu B", bytes);
+  return buf;
+}
+
+void pl_train_desc_print(const pl_train_desc *d, FILE *f) {
+  const pl_layout_plan *p = &d->plan;
+  char a[32], b[32], c[32];
+  const double sc = d->params.total >= 1e9 ? 1e9 : 1e6;
+  const char *u = sc == 1e9 ? "B" : "M";
+  fprintf(f,
+          "# parameters: %.3f %s total, %.3f %s active per token (GQA "
+          "attention: the paper "
+          "does not state its attention)\n",
+          d->params.total / sc, u, d->params.active / sc, u);
+  fprintf(f,
+          "# layout: W=%d (virtual %d), rank %d, D=%d, P=%d, N=%lld tokens of "
+          "S=%lld, "
+          "E/W=%d experts here (router over %d)\n",
+          p->W, p->W_v, p->rank, p->D, p->P, (long long)p->N, (long long)p->S,
+          p->E_local, p->E_route);
+  fprintf(f, "# this rank updates %.3f %s parameters; %.4g GFLOP per token\n",
+          d->params_rank / sc, u, d->flops_per_token / 1e9);
+  static const char *const kind[3] = {"state", "bound", "estimate"};
+  fprintf(f, "%-14s %-6s %-8s %12s  %s\n", "tag", "arena", "kind", "bytes",
+          "what");
+  for (int i = 0; i < d->n; i++) {
+    const pl_desc_item *it = &d->item[i];
+    fprintf(f, "%-14s %-6s %-8s %12s  %s\n", it->tag,
+            it->arena == PL_ARENA_HOST ? "host" : "device", kind[it->kind],
+            human(it->bytes, a, sizeof a), it->what);
+  }
+  fprintf(f,
+          "# device: states %s + transients %s (an upper estimate of the "
+          "peak); pinned host %s\n",
+          human(d->dev_state, a, sizeof a),
+          human(d->dev_transient, b, sizeof b),
+          human(d->host_state, c, sizeof c));
+}

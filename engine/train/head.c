@@ -1,0 +1,55 @@
+/* head.c — the built-in heads of the training step (train/head.h): Ring-DTP
+ * over the P-group and at P = 1, reduction "none" with the step's dloss. */
+#include "train/head.h"
+
+#include <string.h>
+
+#include "ops/ring_dtp.h"
+
+static pl_status dtp_create(pl_comm *group, const pl_head_shape *sh,
+                            void **ctx) {
+  pl_dtp_opts o;
+  pl_dtp_opts_default(&o);
+  o.red = PL_CE_NONE;
+  o.ignore = sh->ignore;
+  o.block = sh->block;
+  pl_dtp *d = NULL;
+  PL_TRY(pl_dtp_create(group, sh->dt, sh->n, sh->h, sh->v, &o, &d));
+  *ctx = d;
+  return PL_OK;
+}
+
+static void dtp_destroy(void *ctx) {
+  pl_dtp_destroy(ctx);
+}
+
+static pl_status dtp_run(void *ctx, pl_stream *s, const void *x,
+                         const int32_t *t, const void *w, const float *dloss,
+                         float *nll, void *dx, void *dw) {
+  PL_TRY(pl_dtp_forward(ctx, s, x, t, w, nll));
+  return pl_dtp_backward(ctx, s, x, t, w, dloss, dx, dw);
+}
+
+static size_t dtp_bound(void *ctx) {
+  return pl_dtp_logits_bound(ctx) + pl_dtp_ring_bound(ctx) +
+         pl_dtp_grads_scratch(ctx);
+}
+
+const pl_head_ops pl_head_ring = {"ring",      1,       dtp_create,
+                                  dtp_destroy, dtp_run, dtp_bound};
+const pl_head_ops pl_head_fused = {"fused",     0,       dtp_create,
+                                   dtp_destroy, dtp_run, dtp_bound};
+
+pl_status pl_head_builtin(const char *name, const pl_head_ops **out) {
+  if (name && !strcmp(name, "ring"))
+    *out = &pl_head_ring;
+  else if (name && !strcmp(name, "fused"))
+    *out = &pl_head_fused;
+  else
+    return pl_set_error(
+        PL_EINVAL,
+        "head '%s': built-in heads are ring and fused (dense and vp "
+        "come from the suite's baselines)",
+        name ? name : "");
+  return PL_OK;
+}

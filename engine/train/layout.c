@@ -1,0 +1,112 @@
+/* layout.c — the MoP rank layout's arithmetic and communicators
+ * (train/layout.h). */
+#include "train/layout.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ce.h"
+
+pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
+                              int W, int rank, int64_t S, pl_layout_plan *out) {
+  memset(out, 0, sizeof *out);
+  PL_TRY(pl_model_cfg_check(m));
+  const int D = c->D, P = c->P, Wv = c->W_v ? c->W_v : W;
+  if (W < 1 || rank < 0 || rank >= W)
+    return pl_set_error(PL_EINVAL, "layout: rank %d of W=%d", rank, W);
+  if (D < 1 || W % D)
+    return pl_set_error(PL_EINVAL,
+                        "layout: D=%d does not divide the W=%d ranks", D, W);
+  if (P < 1 || W % P)
+    return pl_set_error(PL_EINVAL,
+                        "layout: P=%d does not divide the W=%d ranks", P, W);
+  if (Wv < W || Wv % W)
+    return pl_set_error(
+        PL_EINVAL, "layout: virtual world W_v=%d: must be a multiple of W=%d",
+        Wv, W);
+  if (m->n_q % D || m->n_kv % D)
+    return pl_set_error(
+        PL_EINVAL,
+        "layout: n_q=%d and n_kv=%d heads over a Ulysses group of D=%d: both "
+        "must divide by D",
+        m->n_q, m->n_kv, D);
+  if (S < D || S % D)
+    return pl_set_error(
+        PL_EINVAL,
+        "layout: sequence S=%lld over D=%d ranks: S must be a positive "
+        "multiple of D",
+        (long long)S, D);
+  const int moe = m->dense_layers < m->L && m->E > 0;
+  if (moe && m->E % Wv)
+    return pl_set_error(
+        PL_EINVAL,
+        "layout: E=%d experts over %s%d ranks: E must divide by the number "
+        "of ranks (each holds E/W of them)",
+        m->E, Wv > W ? "a virtual world of W_v=" : "W=", Wv);
+  if (moe && (int64_t)m->E * W / Wv < m->k)
+    return pl_set_error(
+        PL_EINVAL,
+        "layout: the router of a W_v=%d proxy on W=%d ranks chooses among "
+        "E*W/W_v=%lld experts: fewer than k=%d",
+        Wv, W, (long long)m->E * W / Wv, m->k);
+  out->W = W, out->W_v = Wv, out->rank = rank, out->D = D, out->P = P;
+  out->d_rank = rank % D, out->d_group = rank / D;
+  out->p_rank = rank % P, out->p_group = rank / P;
+  out->n_groups = W / D;
+  out->S = S, out->N = S / D;
+  out->E_route = moe ? (int)((int64_t)m->E * W / Wv) : 0;
+  out->E_local = moe ? m->E / Wv : 0;
+  out->zero_vsize = Wv;
+  out->head_vsize = Wv / P;
+  pl_ce_shard(m->V, P, out->p_rank, &out->v_col0, &out->v_cols);
+  return PL_OK;
+}
+
+void pl_layout_destroy(pl_layout *l) {
+  if (!l)
+    return;
+  pl_comm *cs[] = {l->sp, l->ep, l->vp, l->zero, l->hrep, l->self};
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+    if (cs[i])
+      pl_comm_destroy(cs[i]);
+  free(l);
+}
+
+pl_status pl_layout_create(pl_comm *world, const pl_model_cfg *m,
+                           const pl_layout_cfg *c, int64_t S, pl_layout **out) {
+  *out = NULL;
+  pl_layout_plan plan;
+  PL_TRY(pl_layout_plan_make(m, c, pl_comm_size(world), pl_comm_rank(world), S,
+                             &plan));
+  pl_layout *l = calloc(1, sizeof *l);
+  if (!l)
+    return pl_set_error(PL_ENOMEM, "layout: host");
+  l->plan = plan;
+  l->world = world;
+  const int r = plan.rank;
+  pl_status st = PL_OK;
+  /* every rank makes every split in the same order (they are collective) */
+  pl_comm *sp = NULL;
+  if (st == PL_OK)
+    st = pl_comm_split(world, plan.d_group, r, &sp);
+  if (st == PL_OK && plan.D > 1)
+    l->sp = sp;
+  else if (sp)
+    pl_comm_destroy(sp);
+  if (st == PL_OK)
+    st = pl_comm_split(world, 0, r, &l->ep);
+  if (st == PL_OK)
+    st = pl_comm_split(world, plan.p_group, r, &l->vp);
+  if (st == PL_OK)
+    st = pl_comm_split(world, 0, r, &l->zero);
+  if (st == PL_OK)
+    st = pl_comm_split(world, plan.p_rank, r, &l->hrep);
+  if (st == PL_OK)
+    st = pl_comm_split(world, r, 0, &l->self);
+  if (st != PL_OK) {
+    pl_layout_destroy(l);
+    return st;
+  }
+  *out = l;
+  return PL_OK;
+}

@@ -1,0 +1,96 @@
+/* layout.h — the MoP rank layout (DESIGN §1.5): one rank set of W ranks and
+ * three overlapping groups, plus the one-GPU proxy.
+ *
+ *   D-groups  D consecutive ranks share one sequence of S tokens, rank j of
+ *             the group holding tokens [j·N, (j+1)·N), N = S / D; attention
+ *             trades sequence for heads inside the group (Ulysses), so n_q
+ *             and n_kv must divide by D.  W / D sequences per micro-batch.
+ *   EP group  all W ranks: rank r holds experts [r·E/W, (r+1)·E/W) of every
+ *             MoE layer (E divisible by W); PipelinedLLEP / LLEP / EP.
+ *   P-groups  P consecutive ranks run Ring-DTP, each with its own tokens and
+ *             the vocabulary shard V_r of its group rank (pl_ce_shard; V need
+ *             not divide by P).  The ranks holding the same shard (one per
+ *             P-group: W / P of them, rank ≡ r mod P) form the head's
+ *             replica group.
+ *   dense weights (attention, norms, router, shared expert, dense FFN,
+ *             embedding) are ZeRO-3 units sharded over all W ranks; the head
+ *             shard W_r is a unit sharded over its W / P replica ranks
+ *             (train/zero3.h).
+ *
+ * The one-GPU proxy (virtual world W_v >= W, a multiple of W; W_v = W is a
+ * real run): each of the W processes plays one rank of a W_v-rank run with
+ * that rank's real slice — E / W_v local experts per MoE layer (the router
+ * chooses the top-k among the E·W / W_v experts of the W present ranks, so a
+ * token's expert FLOPs are the real ones), each dense ZeRO-3 unit stored as
+ * a 1/W_v shard (weights, gradient shard and optimizer state of the shard
+ * only) and gathered by an all-gather over the W real ranks whose result is
+ * tiled to the full unit (a stand-in for the shards of the absent ranks), the
+ * head shard likewise (W_v / P virtual holders).  Shapes, FLOPs and per-rank
+ * memory are those of the W_v-rank run; what the proxy is not: no
+ * communication with the absent ranks (the time of the W_v-rank run's
+ * all-gathers, reduce-scatters and all-to-alls is not measured), and
+ * numerically a different model (the tiled units repeat the present shards;
+ * routing, loss and gradients differ from the real run's).  Attention and
+ * the head are not virtualized: D and P are real groups of present ranks
+ * (the usual proxy runs D = P = 1 on one GPU: each rank its own sequence of
+ * S = N tokens, the head over the full vocabulary, whose per-token FLOPs
+ * equal Ring-DTP's at any P). */
+#ifndef PLATEAU_TRAIN_LAYOUT_H
+#define PLATEAU_TRAIN_LAYOUT_H
+
+#include "model/model.h"
+#include "plateau/plateau.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pl_layout_cfg {
+  int D;   /* Ulysses group size (>= 1)                               */
+  int P;   /* Ring-DTP group size (>= 1)                              */
+  int W_v; /* virtual world (0: W, a real run)                        */
+} pl_layout_cfg;
+
+/* Everything but the communicators: a pure function of the model, the
+ * configuration, W, the rank and S (the planner uses it without MPI). */
+typedef struct pl_layout_plan {
+  int W, W_v, rank, D, P;
+  int d_rank, d_group; /* rank inside its D-group, D-group index            */
+  int p_rank, p_group; /* rank inside its P-group (its vocabulary shard)  */
+  int n_groups;        /* W / D sequences per micro-batch                  */
+  int64_t S, N;        /* sequence length, tokens per rank (S / D)         */
+  int E_route;         /* experts the router chooses among: E·W / W_v      */
+  int E_local;         /* experts this rank holds per MoE layer: E / W_v   */
+  int zero_vsize;      /* virtual group of a dense unit: W_v               */
+  int head_vsize;      /* virtual group of a vocabulary-sharded head unit:
+                          W_v / P (a head over the full vocabulary: W_v)  */
+  int64_t v_col0, v_cols; /* this rank's vocabulary shard at P           */
+} pl_layout_plan;
+
+/* PL_EINVAL naming the values when: D or P does not divide W; W_v is not a
+ * multiple of W; n_q or n_kv does not divide by D; S does not divide by D
+ * (or S < D); E does not divide by W_v (MoE layers); the model is invalid. */
+pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
+                              int W, int rank, int64_t S, pl_layout_plan *out);
+
+typedef struct pl_layout {
+  pl_layout_plan plan;
+  pl_comm *world; /* borrowed                                              */
+  pl_comm *sp;    /* the D-group (NULL when D = 1)                         */
+  pl_comm *ep;    /* expert group: all W ranks (its own communicator)      */
+  pl_comm *vp;    /* the P-group (Ring-DTP)                                */
+  pl_comm *zero;  /* ZeRO-3 of dense units: all W ranks (its own)          */
+  pl_comm *hrep;  /* the head shard's replica ranks (W / P of them)        */
+  pl_comm *self;  /* this rank alone (a head over the full vocabulary)     */
+} pl_layout;
+
+/* Collective over world; each group is a communicator of its own (so the
+ * collectives of ZeRO-3, the MoE layer and the head never share one). */
+pl_status pl_layout_create(pl_comm *world, const pl_model_cfg *m,
+                           const pl_layout_cfg *c, int64_t S, pl_layout **out);
+void pl_layout_destroy(pl_layout *l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,52 @@
+/* optim.h — the optimizer of the training step behind one small interface:
+ * OffloadStreamAdamW (stream), its hybrid (a share of the buckets updated by
+ * the SIMD CPU kernel beside the stream), or one the suite fills from
+ * baselines/ (the classic offloaded SIMD CPU AdamW, "cpu").
+ *
+ * Every optimizer updates the rank's shard: the fp32 master, m and v in the
+ * step's pinned host state (borrowed: the step allocates and initializes
+ * it, 12 bytes per parameter), the gradients (f32, device) and the bf16
+ * working weights it rewrites (device); global gradient-norm clipping over
+ * comm (every parameter is owned by exactly one rank of it). */
+#ifndef PLATEAU_TRAIN_OPTIM_H
+#define PLATEAU_TRAIN_OPTIM_H
+
+#include "ops/stream_adamw.h"
+#include "plateau/plateau.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pl_optim_opts {
+  size_t bucket;   /* β: parameters per bucket (stream, hybrid)          */
+  int slots;       /* s: device staging slots                            */
+  double share;    /* hybrid: CPU share in (0, 1]; <= 0: auto (measured) */
+  int cpu_threads; /* CPU update threads (<= 0: OpenMP's default)        */
+} pl_optim_opts;
+
+typedef struct pl_optim_ops {
+  const char *name;
+  pl_status (*create)(pl_dev *dev, const pl_adamw_hparams *hp,
+                      const pl_optim_opts *o, int nparams,
+                      const pl_adamw_param *params, const pl_adamw_state *state,
+                      pl_comm *comm, void **out);
+  void (*destroy)(void *o);
+  /* One step after the gradients' work on s; s waits for the weights. */
+  pl_status (*step)(void *o, pl_stream *s);
+  /* The last step's clip factor (1 when not clipping). */
+  float (*gscale)(void *o);
+  /* Device staging bytes (the s·β·16 bound's actual value), or 0. */
+  size_t (*staging_bytes)(void *o);
+} pl_optim_ops;
+
+extern const pl_optim_ops pl_optim_stream;
+extern const pl_optim_ops pl_optim_hybrid;
+
+/* "stream" | "hybrid" (the suite adds "cpu"). */
+pl_status pl_optim_builtin(const char *name, const pl_optim_ops **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

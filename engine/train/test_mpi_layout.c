@@ -1,0 +1,154 @@
+/* test_mpi_layout.c — the MoP rank layout (train/layout.h) under mpirun
+ * -np 1..4: for every D and P dividing W the groups hold exactly the ranks
+ * the layout says (D-groups and P-groups of consecutive ranks, the head
+ * replica ranks ≡ r mod P, EP and ZeRO-3 over all ranks, self alone), the
+ * token and vocabulary slices tile S and V; bad layouts are refused with a
+ * message naming the values; the one-GPU proxy's arithmetic (120b on one
+ * process playing one rank of 16). */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "comm/check_mpi.h"
+#include "train/layout.h"
+
+static pl_dev *dev;
+static pl_comm *world;
+static int rank, size;
+
+/* the world ranks of group c, in group order */
+static int members(pl_comm *c, int64_t *out) {
+  int64_t me = rank;
+  ck_assert_int_eq(pl_host_allgather_i64(c, &me, 1, out), PL_OK);
+  return pl_comm_size(c);
+}
+
+START_TEST(groups) {
+  pl_model_cfg m;
+  ck_assert_int_eq(pl_model_preset("tiny", &m), PL_OK);
+  m.n_q = 24, m.n_kv = 12; /* divisible by every D of W <= 4 */
+  m.E = 12;              /* divisible by W = 1..4 */
+  for (int D = 1; D <= size; D++)
+    for (int P = 1; P <= size; P++) {
+      if (size % D || size % P)
+        continue;
+      pl_layout_cfg c = {.D = D, .P = P, .W_v = 0};
+      const int64_t S = 12 * D;
+      pl_layout *l;
+      ck_assert_int_eq(pl_layout_create(world, &m, &c, S, &l), PL_OK);
+      const pl_layout_plan *p = &l->plan;
+      ck_assert_int_eq(p->N, 12);
+      ck_assert_int_eq(p->n_groups, size / D);
+      ck_assert_int_eq(p->E_local, 12 / size);
+      ck_assert_int_eq(p->E_route, 12);
+      int64_t mem[8];
+      if (D > 1) {
+        ck_assert_int_eq(members(l->sp, mem), D);
+        for (int j = 0; j < D; j++)
+          ck_assert_int_eq(mem[j], (rank / D) * D + j);
+        ck_assert_int_eq(pl_comm_rank(l->sp), p->d_rank);
+      } else {
+        ck_assert_ptr_null(l->sp);
+      }
+      ck_assert_int_eq(members(l->vp, mem), P);
+      for (int j = 0; j < P; j++)
+        ck_assert_int_eq(mem[j], (rank / P) * P + j);
+      ck_assert_int_eq(pl_comm_rank(l->vp), p->p_rank);
+      ck_assert_int_eq(members(l->hrep, mem), size / P);
+      for (int j = 0; j < size / P; j++)
+        ck_assert_int_eq(mem[j], rank % P + j * P);
+      ck_assert_int_eq(members(l->ep, mem), size);
+      ck_assert_int_eq(members(l->zero, mem), size);
+      for (int j = 0; j < size; j++)
+        ck_assert_int_eq(mem[j], j);
+      ck_assert_int_eq(members(l->self, mem), 1);
+      /* vocabulary shards of a P-group tile [0, V) */
+      int64_t cols[2] = {p->v_col0, p->v_cols}, all[16];
+      ck_assert_int_eq(pl_host_allgather_i64(l->vp, cols, 2, all), PL_OK);
+      int64_t next = 0;
+      for (int j = 0; j < P; j++) {
+        ck_assert_int_eq(all[2 * j], next);
+        next += all[2 * j + 1];
+      }
+      ck_assert_int_eq(next, m.V);
+      pl_layout_destroy(l);
+    }
+}
+END_TEST
+
+static void refused(const pl_model_cfg *m, pl_layout_cfg c, int W, int64_t S,
+                    const char *msg) {
+  pl_layout_plan p;
+  ck_assert_int_eq(pl_layout_plan_make(m, &c, W, 0, S, &p), PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), msg), "message '%s' lacks '%s'",
+                pl_last_error(), msg);
+}
+
+START_TEST(refusals) {
+  pl_model_cfg m;
+  ck_assert_int_eq(pl_model_preset("tiny", &m), PL_OK); /* n_q 4, n_kv 2, E 8 */
+  refused(&m, (pl_layout_cfg){4, 1, 0}, 4, 64,
+          "n_q=4 and n_kv=2 heads over a Ulysses group of D=4");
+  refused(&m, (pl_layout_cfg){3, 1, 0}, 4, 60, "D=3 does not divide the W=4");
+  refused(&m, (pl_layout_cfg){1, 3, 0}, 4, 60, "P=3 does not divide the W=4");
+  refused(&m, (pl_layout_cfg){1, 1, 3}, 2, 60,
+          "W_v=3: must be a multiple of W=2");
+  refused(&m, (pl_layout_cfg){2, 1, 0}, 2, 61, "S=61 over D=2");
+  refused(&m, (pl_layout_cfg){1, 1, 16}, 1, 64,
+          "E=8 experts over a virtual world of W_v=16");
+  m.E = 12;
+  refused(&m, (pl_layout_cfg){1, 1, 0}, 8, 64, "E=12 experts over W=8");
+  /* E/W_v local experts, but fewer than k routed among */
+  m.E = 16, m.k = 4;
+  refused(&m, (pl_layout_cfg){1, 1, 8}, 1, 64, "fewer than k=4");
+  /* all layers dense: no expert constraint */
+  m.E = 12, m.k = 2, m.dense_layers = m.L;
+  pl_layout_plan p;
+  ck_assert_int_eq(
+      pl_layout_plan_make(&m, &(pl_layout_cfg){1, 1, 0}, 8, 3, 64, &p), PL_OK);
+  ck_assert_int_eq(p.E_local, 0);
+}
+END_TEST
+
+START_TEST(proxy_120b) {
+  pl_model_cfg m;
+  ck_assert_int_eq(pl_model_preset("120b", &m), PL_OK);
+  pl_layout_plan p;
+  ck_assert_int_eq(
+      pl_layout_plan_make(&m, &(pl_layout_cfg){1, 1, 16}, 1, 0, 131072, &p),
+      PL_OK);
+  ck_assert_int_eq(p.E_local, 24);
+  ck_assert_int_eq(p.E_route, 24);
+  ck_assert_int_eq(p.zero_vsize, 16);
+  ck_assert_int_eq(p.head_vsize, 16);
+  ck_assert_int_eq(p.N, 131072);
+  ck_assert_int_eq(p.v_cols, 200000);
+  /* two processes of a 16-rank run: the router sees both ranks' experts */
+  ck_assert_int_eq(
+      pl_layout_plan_make(&m, &(pl_layout_cfg){2, 2, 16}, 2, 1, 131072, &p),
+      PL_OK);
+  ck_assert_int_eq(p.E_route, 48);
+  ck_assert_int_eq(p.E_local, 24);
+  ck_assert_int_eq(p.head_vsize, 8);
+  ck_assert_int_eq(p.N, 65536);
+  ck_assert_int_eq(p.v_col0, 100000);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  if (pl_init(&argc, &argv) != PL_OK)
+    return 2;
+  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
+      pl_comm_world(dev, &world) != PL_OK) {
+    fprintf(stderr, "layout test setup: %s\n", pl_last_error());
+    return 3;
+  }
+  rank = pl_comm_rank(world);
+  size = pl_comm_size(world);
+  const TTest *tests[] = {groups, refusals, proxy_120b, NULL};
+  const int nf = pl_check_run("layout", 120, tests, rank, world);
+  pl_comm_destroy(world);
+  pl_dev_destroy(dev);
+  pl_finalize();
+  return nf ? 1 : 0;
+}

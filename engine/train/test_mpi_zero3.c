@@ -1,0 +1,180 @@
+/* test_mpi_zero3.c — ZeRO-3 units (train/zero3.h) on the CPU backend under
+ * mpirun -np 1..4:
+ *  - gather: the full unit equals the parameters every rank's shard holds
+ *    (f32 and bf16; numel not a multiple of the group; a unit over a
+ *    sub-group, as the head over its replica ranks); with a virtual group
+ *    the present ranks' block is tiled;
+ *  - reduce-scatter: the shard gradient is the f32 sum over ranks of the
+ *    full gradients (overwrite, then accumulate), the virtual ranks' blocks
+ *    dropped;
+ *  - the bound: a forward-then-backward walk over the units with the next
+ *    unit prefetched keeps the tracked "zero3" peak at two gathered units and
+ *    "zero3_grads" at one full f32 gradient plus a shard; a third resident
+ *    unit is refused. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "comm/check_mpi.h"
+#include "plateau/hd.h"
+#include "train/zero3.h"
+
+static pl_dev *dev;
+static pl_comm *world;
+static int rank, size;
+
+static float val(int u, size_t i) {
+  return (float)(u * 1000 + (int)(i % 997)) * 0.25f;
+}
+
+static void fill_shards(pl_zero3 *z, int u, size_t numel, pl_dtype dt) {
+  void *w;
+  size_t s, off;
+  pl_zero3_shard(z, u, &w, NULL, &s, &off);
+  for (size_t i = 0; i < s; i++) {
+    float v = off + i < numel ? val(u, off + i) : 0.f;
+    if (dt == PL_F32)
+      ((float *)w)[i] = v;
+    else
+      ((pl_bf16 *)w)[i] = pl_f32_to_bf16(v);
+  }
+}
+
+static void check_gather(pl_dtype dt, int vmul, pl_comm *grp) {
+  pl_stream *s = pl_dev_stream(dev);
+  const int G = grp ? pl_comm_size(grp) : 1;
+  const size_t numel[3] = {1, 37, 1000};
+  pl_zero3_unit_cfg uc[3];
+  for (int u = 0; u < 3; u++)
+    uc[u] = (pl_zero3_unit_cfg){"u", numel[u], grp, vmul * G};
+  pl_zero3 *z;
+  ck_assert_int_eq(pl_zero3_create(dev, dt, 3, uc, &z), PL_OK);
+  for (int u = 0; u < 3; u++) {
+    fill_shards(z, u, numel[u], dt);
+    void *full;
+    ck_assert_int_eq(pl_zero3_acquire(z, u, s, &full), PL_OK);
+    size_t sh;
+    pl_zero3_shard(z, u, NULL, NULL, &sh, NULL);
+    const size_t blk = (size_t)G * sh;
+    ck_assert_uint_eq(pl_zero3_full_numel(z, u), (size_t)vmul * blk);
+    for (size_t i = 0; i < (size_t)vmul * blk; i++) {
+      const size_t j = i % blk; /* tiled past the present ranks' block */
+      float want = j < numel[u] ? val(u, j) : 0.f;
+      if (dt == PL_BF16)
+        want = pl_bf16_to_f32(pl_f32_to_bf16(want));
+      float got = dt == PL_F32 ? ((float *)full)[i]
+                               : pl_bf16_to_f32(((pl_bf16 *)full)[i]);
+      ck_assert_msg(got == want, "unit %d elem %zu: %g != %g (G=%d vmul=%d)", u,
+                    i, got, want, G, vmul);
+    }
+    pl_zero3_release(z, u, s);
+    /* gradients: rank q contributes (q+1)·v(i) to every element */
+    float *gf, *gs;
+    ck_assert_int_eq(pl_zero3_grad_acquire(z, u, s, &gf), PL_OK);
+    const int q = grp ? pl_comm_rank(grp) : 0;
+    for (size_t i = 0; i < (size_t)vmul * blk; i++)
+      gf[i] = (float)(q + 1) * val(u, i);
+    ck_assert_int_eq(pl_zero3_grad_reduce(z, u, s, false), PL_OK);
+    size_t off;
+    pl_zero3_shard(z, u, NULL, &gs, &sh, &off);
+    const float tri = (float)(G * (G + 1) / 2);
+    for (size_t i = 0; i < sh; i++)
+      ck_assert_float_eq(gs[i], tri * val(u, off + i));
+    ck_assert_int_eq(pl_zero3_grad_acquire(z, u, s, &gf), PL_OK);
+    for (size_t i = 0; i < (size_t)vmul * blk; i++)
+      ck_assert_float_eq(gf[i], 0.f);
+    for (size_t i = 0; i < (size_t)vmul * blk; i++)
+      gf[i] = (float)(q + 1) * val(u, i);
+    ck_assert_int_eq(pl_zero3_grad_reduce(z, u, s, true), PL_OK);
+    ck_assert_int_eq(pl_zero3_sync(z, s), PL_OK);
+    for (size_t i = 0; i < sh; i++)
+      ck_assert_float_eq(gs[i], 2 * tri * val(u, off + i));
+  }
+  pl_zero3_destroy(z);
+}
+
+START_TEST(gather_and_reduce) {
+  check_gather(PL_F32, 1, world);
+  check_gather(PL_BF16, 1, world);
+  check_gather(PL_F32, 3, world); /* a proxy: 3x virtual ranks */
+  check_gather(PL_F32, 1, NULL);
+  /* a sub-group: the ranks of the same parity (a head's replica ranks) */
+  pl_comm *sub;
+  ck_assert_int_eq(pl_comm_split(world, rank % 2, rank, &sub), PL_OK);
+  check_gather(PL_BF16, 2, sub);
+  pl_comm_destroy(sub);
+}
+END_TEST
+
+START_TEST(two_units_bound) {
+  pl_stream *s = pl_dev_stream(dev);
+  const int n = 5;
+  const size_t numel[5] = {400, 120, 120, 90, 400};
+  pl_zero3_unit_cfg uc[5];
+  for (int u = 0; u < n; u++)
+    uc[u] = (pl_zero3_unit_cfg){"u", numel[u], world, 2 * size};
+  pl_zero3 *z;
+  ck_assert_int_eq(pl_zero3_create(dev, PL_BF16, n, uc, &z), PL_OK);
+  pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
+  void *full;
+  /* forward: use u, prefetch u+1, release u */
+  for (int u = 0; u < n; u++) {
+    ck_assert_int_eq(pl_zero3_acquire(z, u, s, &full), PL_OK);
+    if (u + 1 < n)
+      ck_assert_int_eq(pl_zero3_prefetch(z, u + 1, s), PL_OK);
+    if (u + 1 < n) {
+      /* a third resident unit is refused */
+      const int other = u + 2 < n ? u + 2 : -1;
+      if (other >= 0) {
+        ck_assert_int_eq(pl_zero3_prefetch(z, other, s), PL_EINVAL);
+        ck_assert_ptr_nonnull(strstr(pl_last_error(), "at most 2"));
+      }
+    }
+    if (u < n - 1)
+      pl_zero3_release(z, u, s);
+  }
+  /* backward: the last unit is still resident; gradients reduced as we go */
+  for (int u = n - 1; u >= 0; u--) {
+    ck_assert_int_eq(pl_zero3_acquire(z, u, s, &full), PL_OK);
+    if (u > 0)
+      ck_assert_int_eq(pl_zero3_prefetch(z, u - 1, s), PL_OK);
+    float *gf;
+    ck_assert_int_eq(pl_zero3_grad_acquire(z, u, s, &gf), PL_OK);
+    pl_zero3_release(z, u, s);
+    ck_assert_int_eq(pl_zero3_grad_reduce(z, u, s, u % 2 == 1), PL_OK);
+  }
+  ck_assert_int_eq(pl_zero3_sync(z, s), PL_OK);
+  const size_t two = 2 * pl_zero3_max_unit_bytes(z);
+  const size_t zg = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "zero3");
+  const size_t zgg = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "zero3_grads");
+  size_t sh;
+  pl_zero3_shard(z, 0, NULL, NULL, &sh, NULL);
+  ck_assert_msg(zg <= two && zg > two / 2, "zero3 peak %zu vs two units %zu",
+                zg, two);
+  ck_assert_msg(zgg <= pl_zero3_max_grad_bytes(z) + sh * 4,
+                "zero3_grads peak %zu vs %zu", zgg,
+                pl_zero3_max_grad_bytes(z) + sh * 4);
+  ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "zero3"), 0);
+  ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "zero3_grads"), 0);
+  pl_zero3_destroy(z);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  if (pl_init(&argc, &argv) != PL_OK)
+    return 2;
+  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
+      pl_comm_world(dev, &world) != PL_OK) {
+    fprintf(stderr, "zero3 test setup: %s\n", pl_last_error());
+    return 3;
+  }
+  rank = pl_comm_rank(world);
+  size = pl_comm_size(world);
+  const TTest *tests[] = {gather_and_reduce, two_units_bound, NULL};
+  const int nf = pl_check_run("zero3", 120, tests, rank, world);
+  pl_comm_destroy(world);
+  pl_dev_destroy(dev);
+  pl_finalize();
+  return nf ? 1 : 0;
+}
