@@ -19,14 +19,16 @@
 #include "results.h"
 
 /* ---- registry ------------------------------------------------------------ */
-#define X(name) extern const pl_bench pl_bench_##name;
+#define BENCH(name, report) extern const pl_bench pl_bench_##name;
 #include "benches.def"
-#undef X
+#undef BENCH
+#undef PEER
 
 static const pl_bench *const registry[] = {
-#define X(name) &pl_bench_##name,
+#define BENCH(name, report) &pl_bench_##name,
 #include "benches.def"
-#undef X
+#undef BENCH
+#undef PEER
 };
 
 int pl_bench_count(void) { return (int)(sizeof registry / sizeof registry[0]); }

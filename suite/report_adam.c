@@ -13,7 +13,6 @@
  * and prints each path written.  Only rows with status ok count; the largest
  * params-per-rank value in the run is the one reported; for a repeated
  * configuration the last row read (files in name = time order) wins. */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +20,7 @@
 #include <sys/stat.h>
 
 #include "plateau/plateau.h"
-#include "report_adam.h"
+#include "report.h"
 #include "report_util.h"
 #include "results.h"
 
@@ -50,15 +49,14 @@ typedef struct acc {
 } acc;
 
 static const char *cols(const pl_table *t, int row, const char *name) {
-  return pl_rep_cell(t, t->rows[row], name);
+  return pl_cell(t, row, name);
 }
 static double colf(const pl_table *t, int row, const char *name) {
-  return pl_rep_num_lead(cols(t, row, name));
+  return pl_cell_num(t, row, name);
 }
 
-static void take(acc *A, const char *path, int peer) {
-  pl_table t;
-  if (pl_table_read(path, &t) != PL_OK) return;
+static void take(acc *A, const pl_table *tp, int peer) {
+  const pl_table t = *tp;
   for (int i = 0; i < t.nrows && A->n < MAXR; i++) {
     if (strcmp(cols(&t, i, "status"), "ok") != 0) continue;
     arow *r = &A->r[A->n];
@@ -97,37 +95,6 @@ static void take(acc *A, const char *path, int peer) {
     }
     A->n++;
   }
-  pl_table_free(&t);
-}
-
-static int cmpstr(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* adam.*.tsv and torch_adamw.*.tsv in dir and its subdirectories (1 level). */
-static void scan(acc *A, const char *dir, int depth) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  char *names[4096];
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) && n < 4096)
-    if (e->d_name[0] != '.') names[n++] = strdup(e->d_name);
-  closedir(d);
-  qsort(names, (size_t)n, sizeof *names, cmpstr);
-  for (int i = 0; i < n; i++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-    struct stat sb;
-    size_t len = strlen(names[i]);
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-      if (depth < 1) scan(A, path, depth + 1);
-    } else if (len > 4 && !strcmp(names[i] + len - 4, ".tsv")) {
-      if (!strncmp(names[i], "adam.", 5)) take(A, path, 0);
-      else if (!strncmp(names[i], "torch_adamw.", 12)) take(A, path, 1);
-    }
-    free(names[i]);
-  }
 }
 
 /* 100M, 256K, 1.5G */
@@ -144,16 +111,15 @@ static const char *fmt_s(char *b, size_t n, double ms) {
   return pl_rep_fmt(b, n, "%.3f", ms / 1e3, "–");
 }
 
-static pl_status report_adam(const char *run_dir, const char *out_dir,
-                             const char *analysis_dir, int *charts_skipped) {
+pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
   acc *A = calloc(1, sizeof *A);
   if (!A) return pl_set_error(PL_ENOMEM, "report adam: accumulator");
-  scan(A, run_dir, 0);
+  for (int i = 0; i < nt; i++) take(A, t[i], strcmp(t[i]->bench, "adam") != 0);
   if (A->n == 0) {
     free(A);
-    return pl_set_error(PL_EIO, "report adam: no ok rows in %s "
-                        "(adam.*.tsv / torch_adamw.*.tsv)", run_dir);
+    return pl_set_error(PL_EIO, "report adam: no ok rows in %s", rc->run_dir);
   }
+  const char *out_dir = rc->out_dir;
   double P = 0;
   for (int i = 0; i < A->n; i++)
     if (A->r[i].mode != 3 && A->r[i].params > P) P = A->r[i].params;
@@ -187,7 +153,6 @@ static pl_status report_adam(const char *run_dir, const char *out_dir,
       hbest = r;
   }
   char path[4096];
-  mkdir(out_dir, 0755);
   snprintf(path, sizeof path, "%s/adam.md", out_dir);
   FILE *f = fopen(path, "w");
   if (!f) {
@@ -341,39 +306,14 @@ static pl_status report_adam(const char *run_dir, const char *out_dir,
     }
     fclose(f);
     printf("%s\n", path);
-    const char *adir = analysis_dir ? analysis_dir
-                                    : getenv("PLATEAU_ANALYSIS_DIR");
-    char gp[4096];
-    snprintf(gp, sizeof gp, "%s/adam_sweep.gp", adir ? adir : "analysis");
-    for (int k = 0; k < 2; k++) {
-      char out[4200];
-      snprintf(out, sizeof out, "%s/adam_sweep.%s", out_dir, k ? "png" : "svg");
-      const char *args[] = {path, out};
-      int code = pl_rep_gnuplot(gp, args, 2);
-      if (code == 127) {
-        printf("# adam chart skipped: gnuplot not found\n");
-        if (charts_skipped) *charts_skipped = 1;
-        break;
-      }
-      if (code == 0) printf("%s\n", out);
-      else printf("# adam chart failed: gnuplot -c '%s' '%s' '%s'\n", gp, path, out);
+    char stem[4096];
+    snprintf(stem, sizeof stem, "%s/adam_sweep", out_dir);
+    pl_status st = pl_rep_chart(rc, "adam_sweep.gp", path, stem, NULL, 0);
+    if (st != PL_OK) {
+      free(A);
+      return st;
     }
   }
   free(A);
   return PL_OK;
-}
-
-pl_status pl_report_adam(const char *run_dir, const char *out_dir) {
-  return report_adam(run_dir, out_dir, NULL, NULL);
-}
-
-/* The hook of suite/report.c (hooks[]: {"adam", pl_report_adam_hook}): this
- * report reads its files itself (it also needs the torch peer files). */
-pl_status pl_report_adam_hook(pl_report_ctx *rc, const char *bench,
-                              pl_table *const *tables, int ntables) {
-  (void)bench;
-  (void)tables;
-  (void)ntables;
-  return report_adam(rc->run_dir, rc->out_dir, rc->analysis_dir,
-                     &rc->charts_skipped);
 }

@@ -12,13 +12,12 @@
  * each with its lowest value and where; the DESIGN §5
  * peer values measured earlier on the same machine are printed as constants
  * beside this run's peer rows. */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "report_attention.h"
+#include "report.h"
 #include "report_util.h"
 #include "results.h"
 
@@ -72,9 +71,8 @@ static int auto_file(const pl_table *t) {
 /* our rows: single-rank (ranks == 1 or absent), status ok; keep the best
  * (over the run's files: AUTO and any variant runs), with its kernels, and
  * the best AUTO row apart */
-static void read_ours(const char *path, pt *pts, int *n) {
-  pl_table t;
-  if (pl_table_read(path, &t) != PL_OK) return;
+static void read_ours(const pl_table *tp, pt *pts, int *n) {
+  const pl_table t = *tp;
   const int af = auto_file(&t), ca = pl_table_col(&t, "algo");
   int cs = pl_table_col(&t, "seq"), cp = pl_table_col(&t, "pass"), ct = pl_table_col(&t, "tflops");
   int cst = pl_table_col(&t, "status"), cr = pl_table_col(&t, "ranks");
@@ -100,43 +98,20 @@ static void read_ours(const char *path, pt *pts, int *n) {
           snprintf(p->kern[1], sizeof p->kern[1], "%s + %s", fk, bk);
       }
     }
-  pl_table_free(&t);
 }
 
-/* the peer file: '#' lines, a header, tab-separated rows */
-static void read_peer(const char *path, pt *pts, int *n) {
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  char line[4096], *cols[32];
-  int ncol = 0, ib = -1, is = -1, ip = -1, it = -1, ist = -1;
-  while (fgets(line, sizeof line, f)) {
-    if (line[0] == '#') continue;
-    line[strcspn(line, "\r\n")] = 0;
-    char *fld[32];
-    int nf = 0;
-    for (char *tok = strtok(line, "\t"); tok && nf < 32; tok = strtok(NULL, "\t")) fld[nf++] = tok;
-    if (!ncol) {
-      ncol = nf;
-      for (int i = 0; i < nf; i++) {
-        cols[i] = fld[i];
-        if (!strcmp(fld[i], "backend")) ib = i;
-        if (!strcmp(fld[i], "seq")) is = i;
-        if (!strcmp(fld[i], "pass")) ip = i;
-        if (!strcmp(fld[i], "tflops")) it = i;
-        if (!strcmp(fld[i], "status")) ist = i;
-      }
-      (void)cols;
-      if (ib < 0 || is < 0 || ip < 0 || it < 0 || ist < 0) break;
-      continue;
-    }
-    if (nf != ncol || strcmp(fld[ist], "ok")) continue;
-    pt *p = find_pt(pts, n, atoll(fld[is]));
+/* the peer's rows (analysis/peers/torch_sdpa.py): the best of flash and
+ * cuDNN per S and pass, status ok */
+static void read_peer(const pl_table *t, pt *pts, int *n) {
+  for (int r = 0; r < t->nrows; r++) {
+    if (strcmp(pl_cell(t, r, "status"), "ok")) continue;
+    const char *be = pl_cell(t, r, "backend");
+    const int base = !strcmp(be, "flash") ? 2 : (!strcmp(be, "cudnn") ? 4 : -1);
+    if (base < 0 || !pl_has_col(t, "seq") || !pl_has_col(t, "pass") || !pl_has_col(t, "tflops")) continue;
+    pt *p = find_pt(pts, n, atoll(pl_cell(t, r, "seq")));
     if (!p) continue;
-    const int base = !strcmp(fld[ib], "flash") ? 2 : (!strcmp(fld[ib], "cudnn") ? 4 : -1);
-    if (base < 0) continue;
-    p->v[base + (strcmp(fld[ip], "fwd") ? 1 : 0)] = atof(fld[it]);
+    p->v[base + (strcmp(pl_cell(t, r, "pass"), "fwd") ? 1 : 0)] = atof(pl_cell(t, r, "tflops"));
   }
-  fclose(f);
 }
 
 /* the best peer's fwd+bwd at point p (NAN without one) */
@@ -176,23 +151,15 @@ static void target_line(FILE *md, const char *what, const pt *pts, int n, int ra
   }
 }
 
-pl_status pl_report_attention(const char *run_dir, const char *out_dir) {
+pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   pt pts[MAXS];
   int n = 0;
-  DIR *d = opendir(run_dir);
-  if (!d) return pl_set_error(PL_EIO, "report attention: cannot open %s", run_dir);
-  struct dirent *e;
+  const char *run_dir = rc->run_dir, *out_dir = rc->out_dir;
   char path[4096];
-  while ((e = readdir(d))) {
-    const size_t l = strlen(e->d_name);
-    if (!strncmp(e->d_name, "attention.", 10) && l > 4 && !strcmp(e->d_name + l - 4, ".tsv")) {
-      snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
-      read_ours(path, pts, &n);
-    }
-  }
-  closedir(d);
-  snprintf(path, sizeof path, "%s/peer_torch_sdpa.tsv", run_dir);
-  read_peer(path, pts, &n);
+  for (int i = 0; i < nt; i++)
+    if (!strcmp(t[i]->bench, "attention")) read_ours(t[i], pts, &n);
+  for (int i = 0; i < nt; i++)
+    if (strcmp(t[i]->bench, "attention")) read_peer(t[i], pts, &n);
   if (n == 0) {
     printf("report attention: no attention rows in %s\n", run_dir);
     return PL_OK;
@@ -249,18 +216,8 @@ pl_status pl_report_attention(const char *run_dir, const char *out_dir) {
   }
   fclose(f);
   printf("%s\n", dat);
-  const char *ext[2] = {"svg", "png"};
-  const char *root = getenv("PLATEAU_ROOT"); /* else run from the repository root */
-  char gp[4096];
-  snprintf(gp, sizeof gp, "%s%sanalysis/attention.gp", root ? root : "", root ? "/" : "");
-  for (int i = 0; i < 2; i++) {
-    char out[4200];
-    snprintf(out, sizeof out, "%s/attention_tflops.%s", out_dir, ext[i]);
-    const char *args[] = {dat, out, "793"};
-    if (pl_rep_gnuplot(gp, args, 3) == 0)
-      printf("%s\n", out);
-    else
-      printf("report attention: gnuplot failed or missing (chart %s not written)\n", ext[i]);
-  }
-  return PL_OK;
+  char stem[4096];
+  snprintf(stem, sizeof stem, "%s/attention_tflops", out_dir);
+  const char *extra[] = {"793"};
+  return pl_rep_chart(rc, "attention.gp", dat, stem, extra, 1);
 }

@@ -13,8 +13,6 @@
  *   1.07x.  Table 8: strided 1.03-1.35x faster than contiguous, up to 1.37 GiB
  *   less; max-send ratio strided 1.00 / 1.35 / 2.40 / 2.29, contiguous
  *   1.02-6.00. */
-#include "report_dispatch.h"
-
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -25,13 +23,9 @@
 #include <unistd.h>
 
 #include "plateau/status.h"
+#include "report.h"
 #include "report_util.h"
 #include "results.h"
-
-typedef struct rctx {
-  const char *run_dir, *out_dir, *analysis_dir;
-  int charts_skipped;
-} rctx;
 
 static const char *const profiles[] = {"balanced", "95/16", "80/16", "50/4"};
 /* Table 8's strided max-send ratios, in the order above (issue 3 lists them
@@ -85,25 +79,7 @@ static const char *paper_t6(const dshape *sh, const char *profile) {
   return "- (not a paper shape)";
 }
 
-static pl_status run_chart(rctx *rc, const char *data,
-                           const char *stem) {
-  if (strlen(stem) > PATH_MAX - 8)
-    return pl_set_error(PL_EINVAL, "chart path too long: %s", stem);
-  if (rc->charts_skipped) return PL_OK;
-  if (!rc->analysis_dir) {
-    rc->charts_skipped = 1;
-    return PL_OK;
-  }
-  char script[PATH_MAX];
-  snprintf(script, sizeof script, "%s/dispatch.gp", rc->analysis_dir);
-  if (access(script, R_OK) != 0)
-    return pl_set_error(PL_EIO, "chart script %s: %s", script, strerror(errno));
-  return pl_rep_chart(script, data, stem, NULL, 0, "dispatch charts skipped",
-                      &rc->charts_skipped);
-}
-
-static pl_status report_tables(rctx *rc, const char *bench,
-                               pl_table *const *t, int n) {
+static pl_status tables(pl_report_ctx *rc, pl_table *const *t, int n) {
   int total = 0;
   for (int i = 0; i < n; i++) total += t[i]->nrows;
   drow *r = calloc((size_t)(total > 0 ? total : 1), sizeof *r);
@@ -114,40 +90,38 @@ static pl_status report_tables(rctx *rc, const char *bench,
     const char *be = pl_table_meta(t[i], "backend");
     if (be && strcmp(be, "cpu") == 0) cpu = true;
     for (int j = 0; j < t[i]->nrows; j++) {
-      char **row = t[i]->rows[j];
       drow *d = &r[nr++];
-      d->variant = pl_rep_cell(t[i], row, "variant");
-      d->profile = pl_rep_cell(t[i], row, "profile");
-      d->chunking = pl_rep_cell(t[i], row, "chunking");
-      d->tokens = pl_rep_cell(t[i], row, "tokens");
-      d->hidden = pl_rep_cell(t[i], row, "hidden");
-      d->ffn = pl_rep_cell(t[i], row, "ffn");
-      d->topk = pl_rep_cell(t[i], row, "topk");
-      d->ranks = pl_rep_cell(t[i], row, "ranks");
-      d->K = pl_rep_cell(t[i], row, "K");
-      d->gemms = pl_rep_cell(t[i], row, "gemms");
-      d->em = pl_rep_cell(t[i], row, "em_chunks");
-      d->experts = pl_rep_cell(t[i], row, "experts");
-      d->lanes = pl_rep_cell(t[i], row, "lanes");
-      d->stages = pl_rep_cell(t[i], row, "stages");
-      d->cblocks = pl_rep_cell(t[i], row, "comm_blocks");
-      d->time = pl_rep_num(pl_rep_cell(t[i], row, "time_ms"));
-      d->fwd = pl_rep_num(pl_rep_cell(t[i], row, "fwd_ms"));
-      d->peak = pl_rep_num(pl_rep_cell(t[i], row, "peak_gib"));
-      d->opeak = pl_rep_num(pl_rep_cell(t[i], row, "op_peak_gib"));
-      d->dpeak = pl_rep_num(pl_rep_cell(t[i], row, "dispatch_gib"));
-      d->bound = pl_rep_num(pl_rep_cell(t[i], row, "bound_gib"));
-      d->msr = pl_rep_num(pl_rep_cell(t[i], row, "max_send_ratio"));
-      d->status = pl_rep_cell(t[i], row, "status");
-      d->check = pl_rep_cell(t[i], row, "check");
+      d->variant = pl_cell(t[i], j, "variant");
+      d->profile = pl_cell(t[i], j, "profile");
+      d->chunking = pl_cell(t[i], j, "chunking");
+      d->tokens = pl_cell(t[i], j, "tokens");
+      d->hidden = pl_cell(t[i], j, "hidden");
+      d->ffn = pl_cell(t[i], j, "ffn");
+      d->topk = pl_cell(t[i], j, "topk");
+      d->ranks = pl_cell(t[i], j, "ranks");
+      d->K = pl_cell(t[i], j, "K");
+      d->gemms = pl_cell(t[i], j, "gemms");
+      d->em = pl_cell(t[i], j, "em_chunks");
+      d->experts = pl_cell(t[i], j, "experts");
+      d->lanes = pl_cell(t[i], j, "lanes");
+      d->stages = pl_cell(t[i], j, "stages");
+      d->cblocks = pl_cell(t[i], j, "comm_blocks");
+      d->time = pl_cell_num(t[i], j, "time_ms");
+      d->fwd = pl_cell_num(t[i], j, "fwd_ms");
+      d->peak = pl_cell_num(t[i], j, "peak_gib");
+      d->opeak = pl_cell_num(t[i], j, "op_peak_gib");
+      d->dpeak = pl_cell_num(t[i], j, "dispatch_gib");
+      d->bound = pl_cell_num(t[i], j, "bound_gib");
+      d->msr = pl_cell_num(t[i], j, "max_send_ratio");
+      d->status = pl_cell(t[i], j, "status");
+      d->check = pl_cell(t[i], j, "check");
     }
   }
   char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/%s.md", rc->out_dir, bench);
-  FILE *f = fopen(path, "w");
+  FILE *f = pl_rep_open(rc, "dispatch.md", path, sizeof path);
   if (!f) {
     free(r);
-    return pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
+    return PL_EIO;
   }
   fprintf(f, "# dispatch: ep vs LLEP vs PipelinedLLEP\n\nGenerated by "
              "`plateau report %s` from %d result file%s.  Times are fwd+bwd "
@@ -314,38 +288,25 @@ static pl_status report_tables(rctx *rc, const char *bench,
     }
     fclose(d);
     printf("%s\n", data);
-    st = run_chart(rc, data, stem);
+    st = pl_rep_chart(rc, "dispatch.gp", data, stem, NULL, 0);
   }
   free(r);
   return st;
 }
 
-pl_status pl_report_dispatch(const char *run_dir, const char *out_dir) {
-  pl_table *tabs;
-  int n = pl_rep_read_tables(run_dir, &tabs);
-  pl_table **mine = calloc((size_t)n + 1, sizeof *mine);
-  PL_ASSERT(mine != NULL);
-  int nm = 0;
-  for (int i = 0; i < n; i++) {
-    const char *b = pl_table_meta(&tabs[i], "bench");
-    if (b && strcmp(b, "dispatch") == 0 &&
-        pl_table_col(&tabs[i], "max_send_ratio") >= 0)
-      mine[nm++] = &tabs[i];
-  }
+pl_status pl_report_dispatch(pl_report_ctx *rc, pl_table *const *all,
+                             int nall) {
+  /* result files of the bench (not a file from before its columns) */
+  pl_table **t = calloc((size_t)nall + 1, sizeof *t);
+  PL_ASSERT(t != NULL);
+  int n = 0;
+  for (int i = 0; i < nall; i++)
+    if (pl_has_col(all[i], "max_send_ratio")) t[n++] = all[i];
   pl_status st = PL_OK;
-  if (nm == 0)
-    st = pl_set_error(PL_EIO, "%s: no dispatch result files", run_dir);
+  if (n == 0)
+    st = pl_set_error(PL_EIO, "%s: no dispatch result files", rc->run_dir);
   else
-    st = pl_rep_mkdir(out_dir);
-  if (st == PL_OK) {
-    rctx rc = {run_dir, out_dir, pl_rep_analysis_dir(), 0};
-    if (!rc.analysis_dir)
-      fprintf(stderr, "plateau report: warning: no analysis/ directory found "
-                      "(set PLATEAU_ROOT): dispatch charts skipped\n");
-    if (!rc.analysis_dir) rc.charts_skipped = 1;
-    st = report_tables(&rc, "dispatch", mine, nm);
-  }
-  pl_rep_free_tables(tabs, n);
-  free(mine);
+    st = tables(rc, t, n);
+  free(t);
   return st;
 }

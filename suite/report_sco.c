@@ -8,8 +8,6 @@
  * search and are reported through the maxbatch file instead) and of
  * `plateau bench maxbatch` (trial and summary rows).  Only rows the reader
  * accepts (complete, right field count) are used. */
-#include "report_sco.h"
-
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -19,6 +17,7 @@
 #include <string.h>
 
 #include "plateau/plateau.h"
+#include "report.h"
 #include "report_util.h"
 #include "results.h"
 
@@ -32,10 +31,8 @@ static const double PAPER_MAXBATCH[2] = {557056, 655360}; /* tokens: +17.65%    
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 /* ---- cells ------------------------------------------------------------------ */
-static const char *cell(const pl_table *t, int r, const char *col) {
-  return pl_rep_cell(t, t->rows[r], col);
-}
-static double num(const pl_table *t, int r, const char *col) { return pl_rep_num(cell(t, r, col)); }
+static const char *cell(const pl_table *t, int r, const char *col) { return pl_cell(t, r, col); }
+static double num(const pl_table *t, int r, const char *col) { return pl_cell_num(t, r, col); }
 static void pct(char *buf, size_t n, double a, double b) {
   if (isnan(a) || isnan(b) || a == 0)
     snprintf(buf, n, "-");
@@ -78,7 +75,8 @@ static int cmp_budget(const void *a, const void *b) {
   return x->budget < y->budget ? -1 : x->budget > y->budget;
 }
 
-static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, int k, int *charts_skipped) {
+static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, int k) {
+  const char *out_dir = rc->out_dir;
   const char *backend = pl_table_meta(t, "backend");
   const char *device = pl_table_meta(t, "device");
   const char *slash = strrchr(t->path, '/');
@@ -210,15 +208,8 @@ static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, 
   fclose(cf);
   printf("%s\n", data);
   free(rows);
-  if (*charts_skipped || nok < 1) return PL_OK;
-  const char *adir = pl_rep_analysis_dir();
-  if (!adir) {
-    fprintf(stderr, "plateau report: warning: no analysis/ directory found (set PLATEAU_ROOT): sco charts skipped\n");
-    *charts_skipped = 1;
-    return PL_OK;
-  }
-  char script[PATH_MAX + 64], title[256], ref_peak[32], ref_tok[32];
-  snprintf(script, sizeof script, "%s/sco.gp", adir);
+  if (nok < 1) return PL_OK;
+  char title[256], ref_peak[32], ref_tok[32];
   snprintf(title, sizeof title, "SCO: N=%s/rank, L=%s, H=%s, I=%s, %s, %g ranks, %s", t->nrows ? cell(t, 0, "tokens") : "?",
            t->nrows ? cell(t, 0, "layers") : "?", t->nrows ? cell(t, 0, "hidden") : "?",
            t->nrows ? cell(t, 0, "ffn") : "?", t->nrows ? cell(t, 0, "dtype") : "?", ranks, backend ? backend : "?");
@@ -226,7 +217,7 @@ static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, 
   snprintf(ref_peak, sizeof ref_peak, "%.6f", isnan(base_peak) ? 0 : base_peak / GIB * PAPER_HBM_GIB[1] / PAPER_HBM_GIB[0]);
   snprintf(ref_tok, sizeof ref_tok, "%.6f", isnan(base_tok) ? 0 : base_tok);
   const char *extra[] = {title, ref_peak, ref_tok};
-  return pl_rep_chart(script, data, stem, extra, 3, "sco charts skipped (tables are written)", charts_skipped);
+  return pl_rep_chart(rc, "sco.gp", data, stem, extra, 3);
 }
 
 /* ---- max batch (one maxbatch result file) --------------------------------------- */
@@ -299,30 +290,26 @@ static void report_maxbatch(FILE *md, const pl_table *t, int k) {
   }
 }
 
-pl_status pl_report_sco(const char *run_dir, const char *out_dir) {
-  pl_table *tabs;
-  int nt = pl_rep_read_tables(run_dir, &tabs);
+pl_status pl_report_sco(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
   int nsweep = 0, nmb = 0;
   char *kind = calloc((size_t)nt + 1, 1); /* 's' sweep, 'm' maxbatch, 0 other */
   PL_ASSERT(kind != NULL);
   for (int i = 0; i < nt; i++) {
-    const char *b = pl_table_meta(&tabs[i], "bench"), *pt = pl_table_meta(&tabs[i], "point");
-    if (b && !strcmp(b, "sco") && !(pt && !strncmp(pt, "maxbatch.", 9)) && pl_table_col(&tabs[i], "selected") >= 0)
+    const char *b = tabs[i]->bench, *pt = pl_table_meta(tabs[i], "point");
+    if (!strcmp(b, "sco") && !(pt && !strncmp(pt, "maxbatch.", 9)) && pl_has_col(tabs[i], "selected"))
       kind[i] = 's', nsweep++;
-    else if (b && !strcmp(b, "maxbatch") && pl_table_col(&tabs[i], "max_ok_tokens") >= 0)
+    else if (!strcmp(b, "maxbatch") && pl_has_col(tabs[i], "max_ok_tokens"))
       kind[i] = 'm', nmb++;
   }
   pl_status st = PL_OK;
   if (nsweep + nmb == 0) {
-    st = pl_set_error(PL_EIO, "%s: no sco or maxbatch result files", run_dir);
+    st = pl_set_error(PL_EIO, "%s: no sco or maxbatch result files", rc->run_dir);
     goto out;
   }
-  if ((st = pl_rep_mkdir(out_dir)) != PL_OK) goto out;
   char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/sco.md", out_dir);
-  FILE *md = fopen(path, "w");
+  FILE *md = pl_rep_open(rc, "sco.md", path, sizeof path);
   if (!md) {
-    st = pl_set_error(PL_EIO, "%s: %s", path, strerror(errno));
+    st = PL_EIO;
     goto out;
   }
   fprintf(md, "# SCO — selective checkpoint offload (paper Tables 3 and 13)\n\n"
@@ -331,18 +318,16 @@ pl_status pl_report_sco(const char *run_dir, const char *out_dir) {
               "no optimizer state), so the boundaries are a larger share of our device peak than of the paper's, "
               "and the relative savings are not the same quantity. Device peak = tracked device arena peak "
               "(weights, gradients, inputs, boundaries, block intermediates); host = pinned boundary bytes.\n",
-          run_dir);
+          rc->run_dir);
   if (nsweep) fprintf(md, "\n## Host-budget sweep (Table 3)\n");
-  int skipped = 0;
   for (int i = 0, k = 0; i < nt && st == PL_OK; i++)
-    if (kind[i] == 's') st = report_sweep(md, &tabs[i], out_dir, k++, &skipped);
+    if (kind[i] == 's') st = report_sweep(md, tabs[i], rc, k++);
   if (nmb) fprintf(md, "\n## Largest batch (Table 13)\n");
   for (int i = 0, k = 0; i < nt; i++)
-    if (kind[i] == 'm') report_maxbatch(md, &tabs[i], k++);
+    if (kind[i] == 'm') report_maxbatch(md, tabs[i], k++);
   fclose(md);
   printf("%s\n", path);
 out:
-  pl_rep_free_tables(tabs, nt);
   free(kind);
   return st;
 }

@@ -348,6 +348,7 @@ pl_status pl_table_read(const char *path, pl_table *out) {
     if (line[0] == '#') {
       if (strncmp(line, "# plateau-results:", 18) == 0) {
         have_schema = true;
+        out->version = atoi(line + 18);
       } else if (strncmp(line, "# end:", 6) == 0) {
         out->finished = 1;
       } else {
@@ -402,12 +403,16 @@ pl_status pl_table_read(const char *path, pl_table *out) {
     pl_table_free(out);
     return st;
   }
+  const char *b = pl_table_meta(out, "bench");
+  out->bench = strdup(b ? b : "unknown");
+  PL_ASSERT(out->bench != NULL);
   return PL_OK;
 }
 
 void pl_table_free(pl_table *t) {
   if (!t) return;
   free(t->path);
+  free(t->bench);
   if (t->cols) free_fields(t->cols, t->ncols);
   for (int i = 0; i < t->nrows; i++) free_fields(t->rows[i], t->ncols);
   free(t->rows);

@@ -46,6 +46,8 @@ const char *pl_results_path(const pl_results *r);
 /* ---- reading ------------------------------------------------------------- */
 typedef struct pl_table {
   char *path;
+  char *bench;        /* the `bench` metadata value ("unknown" if none) */
+  int version;        /* schema version of the file */
   int ncols;
   char **cols;        /* header names                                */
   int nrows;

@@ -66,7 +66,7 @@ relabel() { # fwdbwd-tflops env-line
 }
 relabel 430 "" >"$syn/attention.auto.tsv"
 relabel 450 "# env.PLATEAU_ATTN_WGMMA_SYNC: tma" >"$syn/attention.variant.tsv"
-printf '# synthetic\npeer\tbackend\tbatch\tseq\tn_q\tn_kv\td\tpass\tgqa\tms\tms_p10\tms_p90\ttflops\tpeak_gib\tstatus\tnote\n' >"$syn/peer_torch_sdpa.tsv"
+printf '# plateau-results: 1\n# bench: peer_torch_sdpa\npeer\tbackend\tbatch\tseq\tn_q\tn_kv\td\tpass\tgqa\tms\tms_p10\tms_p90\ttflops\tpeak_gib\tstatus\tnote\n' >"$syn/peer_torch_sdpa.tsv"
 printf 'torch_sdpa\tcudnn\t1\t32768\t4\t2\t64\tfwdbwd\tnative\t1\t1\t1\t550\t1\tok\t-\n' >>"$syn/peer_torch_sdpa.tsv"
 printf 'torch_sdpa\tflash\t1\t32768\t4\t2\t64\tfwdbwd\tnative\t1\t1\t1\t330\t1\tok\t-\n' >>"$syn/peer_torch_sdpa.tsv"
 "$BIN" report "$syn" >"$tmp/syn.out" 2>&1 || fail "synthetic report: exit $?"

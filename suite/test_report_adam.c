@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "plateau/plateau.h"
-#include "report_adam.h"
+#include "report.h"
 #include "results.h"
 #include "core/check_run.h"
 
@@ -67,14 +67,14 @@ START_TEST(report_from_rows) {
   char peer[512];
   snprintf(peer, sizeof peer, "%s/torch_adamw.x.h.1.0.tsv", dir);
   FILE *f = fopen(peer, "w");
-  fprintf(f, "# plateau-results: 1\npeer\tparams\tranks\trank\tthreads\tstep_ms"
+  fprintf(f, "# plateau-results: 1\n# bench: torch_adamw\npeer\tparams\tranks\trank\tthreads\tstep_ms"
           "\tstep_p10_ms\tstep_p90_ms\tgparam_s\tstatus\tcheck\tnote\n"
           "torch_fused_adamw\t2625000000\t2\t0\t16\t600\t590\t610\t4.375\tok\t"
           "pass\tx\n# end: ok now\n");
   fclose(f);
   char out[600];
   snprintf(out, sizeof out, "%s/report", dir);
-  ck_assert_int_eq(pl_report_adam(dir, out), PL_OK);
+  ck_assert_int_eq(pl_report_run(dir, NULL), PL_OK);
   char md[700];
   snprintf(md, sizeof md, "%s/adam.md", out);
   char *t = slurp(md);
@@ -106,7 +106,7 @@ START_TEST(report_from_rows) {
   /* nothing to report */
   char empty[] = "/tmp/pl_report_adam_XXXXXX";
   ck_assert_ptr_nonnull(mkdtemp(empty));
-  ck_assert_int_eq(pl_report_adam(empty, "/tmp/pl_report_adam_none"), PL_EIO);
+  ck_assert_int_eq(pl_report_run(empty, NULL), PL_EIO);
   rmdir(empty);
 }
 END_TEST

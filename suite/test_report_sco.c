@@ -1,4 +1,4 @@
-/* test_report_sco.c — pl_report_sco on result files written here with known
+/* test_report_sco.c — the sco report (pl_report_run) on result files written here with known
  * values: the Table 3 and Table 13 lines carry the paper's printed numbers
  * and ours computed from the rows (changes in %, global batch = per rank ×
  * ranks), trial files of a search are not taken for sweeps, a non-monotone
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "report_sco.h"
+#include "report.h"
 #include "results.h"
 #include "core/check_run.h"
 
@@ -79,7 +79,7 @@ START_TEST(tables_carry_paper_and_ours) {
   char out[300];
   snprintf(out, sizeof out, "%s/report", dir);
   setenv("PLATEAU_GNUPLOT", "/nonexistent-gnuplot", 1); /* charts: skipped, tables written */
-  ck_assert_int_eq(pl_report_sco(dir, out), PL_OK);
+  ck_assert_int_eq(pl_report_run(dir, NULL), PL_OK);
   char path[400];
   snprintf(path, sizeof path, "%s/sco.md", out);
   const char *md = slurp(path);
@@ -108,7 +108,7 @@ START_TEST(non_monotone_peak_is_reported) {
   char out[300];
   snprintf(out, sizeof out, "%s/report", dir);
   setenv("PLATEAU_GNUPLOT", "/nonexistent-gnuplot", 1);
-  ck_assert_int_eq(pl_report_sco(dir, out), PL_OK);
+  ck_assert_int_eq(pl_report_run(dir, NULL), PL_OK);
   char path[400];
   snprintf(path, sizeof path, "%s/sco.md", out);
   const char *md = slurp(path);
@@ -120,7 +120,7 @@ END_TEST
 START_TEST(empty_dir_is_an_error) {
   char out[300];
   snprintf(out, sizeof out, "%s/report", dir);
-  ck_assert_int_eq(pl_report_sco(dir, out), PL_EIO);
+  ck_assert_int_eq(pl_report_run(dir, NULL), PL_EIO);
   ck_assert(access(out, F_OK) != 0); /* nothing written */
 }
 END_TEST
