@@ -4,6 +4,7 @@
  *   plateau info                  what this build and machine have
  *   plateau bench <name> [opts]   one benchmark (bench.c harness)
  *   plateau report RUN_DIR        tables and charts from result files
+ *   plateau schema                the result columns: name, unit, meaning
  *
  * Usage errors (unknown command or option) print a message and exit 2. */
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "bench.h"
 #include "plateau/plateau.h"
 #include "report.h"
+#include "schema.h"
 
 #include "plateau_git.h" /* generated: build/gen */
 #ifndef PL_GIT_SHA
@@ -30,7 +32,9 @@ static void usage(FILE *f) {
           "  bench <name> [opts]   run one benchmark; results go to a new file "
           "under -o DIR\n"
           "  report RUN_DIR        Markdown tables and charts from the result "
-          "files in RUN_DIR\n\n",
+          "files in RUN_DIR\n"
+          "  schema                the columns of result files (name, unit, "
+          "meaning)\n\n",
           PLATEAU_VERSION, PL_GIT_SHA);
   fprintf(f, "benches:\n");
   for (int i = 0; i < pl_bench_count(); i++)
@@ -108,6 +112,23 @@ static int cmd_info(int argc, char **argv) {
   return code;
 }
 
+static int cmd_schema(int argc, char **argv) {
+  if (argc > 1 && is_help(argv[1])) {
+    printf("usage: plateau schema\n  Print the columns a result file may "
+           "have, as a Markdown table\n  (column | unit | meaning): one name "
+           "per quantity in every bench.\n");
+    return 0;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "plateau schema: unknown argument '%s' (it takes none)\n",
+            argv[1]);
+    return 2;
+  }
+  printf("Result files: `# plateau-results: %d`.\n\n", PL_RESULTS_SCHEMA);
+  pl_schema_markdown(stdout);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -125,6 +146,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "info") == 0) return cmd_info(argc - 1, argv + 1);
   if (strcmp(cmd, "bench") == 0) return pl_bench_main(argc, argv);
   if (strcmp(cmd, "report") == 0) return pl_report_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "schema") == 0) return cmd_schema(argc - 1, argv + 1);
   if (cmd[0] == '-')
     fprintf(stderr, "plateau: unknown option '%s'\n", cmd);
   else

@@ -39,6 +39,7 @@ typedef struct arow {
   double params, bucket, slots, ranks, step_ms, p10, p90, gps, pct, floor_ms,
       staging, bound, h2d, d2h;
   double share_given; /* hybrid: the --share value, NAN for auto */
+  int on_cpu; /* the file ran on the CPU backend */
   char check[16], share[32], note[256];
 } arow;
 
@@ -61,21 +62,21 @@ static void take(acc *A, const pl_table *tp, int peer) {
     if (strcmp(cols(&t, i, "status"), "ok") != 0) continue;
     arow *r = &A->r[A->n];
     memset(r, 0, sizeof *r);
-    const char *m = peer ? "peer" : cols(&t, i, "mode");
+    const char *m = peer ? "peer" : cols(&t, i, "variant");
     r->mode = !strcmp(m, "cpu") ? 0 : !strcmp(m, "stream") ? 1
               : !strcmp(m, "hybrid") ? 2 : 3;
     r->params = colf(&t, i, "params");
     r->bucket = colf(&t, i, "bucket");
     r->slots = colf(&t, i, "slots");
     r->ranks = colf(&t, i, "ranks");
-    r->step_ms = colf(&t, i, "step_ms");
-    r->p10 = colf(&t, i, "step_p10_ms");
-    r->p90 = colf(&t, i, "step_p90_ms");
+    r->step_ms = colf(&t, i, "time_ms");
+    r->p10 = colf(&t, i, "time_p10_ms");
+    r->p90 = colf(&t, i, "time_p90_ms");
     r->gps = colf(&t, i, "gparam_s");
     r->pct = colf(&t, i, "pct_floor");
     r->floor_ms = colf(&t, i, "floor_ms");
-    r->staging = colf(&t, i, "staging_bytes");
-    r->bound = colf(&t, i, "staging_bound");
+    r->staging = colf(&t, i, "optim_staging_bytes");
+    r->bound = colf(&t, i, "bound_bytes");
     r->h2d = colf(&t, i, "h2d_gbs");
     r->d2h = colf(&t, i, "d2h_gbs");
     snprintf(r->check, sizeof r->check, "%s", cols(&t, i, "check"));
@@ -83,10 +84,11 @@ static void take(acc *A, const pl_table *tp, int peer) {
     r->share_given = strcmp(r->share, "auto") && strcmp(r->share, "-")
                          ? strtod(r->share, NULL)
                          : NAN;
-    const char *cs = strstr(cols(&t, i, "note"), "cpu share ");
-    if (cs) /* the share actually used (auto: where it converged) */
-      snprintf(r->share, sizeof r->share, "%s → %.2f",
-               cols(&t, i, "share"), strtod(cs + 10, NULL));
+    double used = colf(&t, i, "cpu_share");
+    if (!isnan(used)) /* the share actually used (auto: where it converged) */
+      snprintf(r->share, sizeof r->share, "%s → %.2f", cols(&t, i, "share"),
+               used);
+    r->on_cpu = !strcmp(pl_rep_meta(tp, "backend", ""), "cpu");
     snprintf(r->note, sizeof r->note, "%s", cols(&t, i, "note"));
     if (!peer) {
       double h = colf(&t, i, "link_h2d_gbs"), d = colf(&t, i, "link_d2h_gbs"),
@@ -279,7 +281,7 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
     fprintf(f, "- hybrid ≥ 1.2× stream: %.2f× → %s\n",
             sbest->step_ms / hbest->step_ms,
             sbest->step_ms / hbest->step_ms >= 1.2 ? "met" : "NOT met");
-  if (cpu && strstr(cpu->note, "cpu backend"))
+  if (cpu && cpu->on_cpu)
     fprintf(f, "\nCPU backend run: times are CPU times and the \"link\" is "
             "memcpy between arenas; memory figures are exact.\n");
   fclose(f);

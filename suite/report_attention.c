@@ -27,7 +27,7 @@ typedef struct pt {
   long long seq;
   double v[6]; /* ours fwd, ours fwdbwd, flash fwd, flash fwdbwd, cudnn fwd, cudnn fwdbwd */
   double au[2]; /* ours fwd, fwdbwd over the AUTO rows only (no kernel chosen by hand) */
-  char kern[2][112]; /* the kernels of our best fwd and fwd+bwd rows (from their note) */
+  char kern[2][112]; /* the kernels of our best fwd and fwd+bwd rows */
 } pt;
 
 static pt *find_pt(pt *pts, int *n, long long seq) {
@@ -47,18 +47,6 @@ static int cmp_pt(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* The value after `key` in a bench note ("fwd kernel A, bwd kernel B") up to
- * the next comma, or "?" */
-static void note_field(const char *note, const char *key, char *out, size_t cap) {
-  const char *p = note ? strstr(note, key) : NULL;
-  if (!p) {
-    snprintf(out, cap, "?");
-    return;
-  }
-  p += strlen(key);
-  snprintf(out, cap, "%.*s", (int)strcspn(p, ","), p);
-}
-
 /* 1 if the file's runs chose no kernel by hand: no PLATEAU_ATTN_* variable
  * in its metadata (the variant runs of analysis/device/attention.sh set one,
  * or --algo, seen per row) */
@@ -71,33 +59,29 @@ static int auto_file(const pl_table *t) {
 /* our rows: single-rank (ranks == 1 or absent), status ok; keep the best
  * (over the run's files: AUTO and any variant runs), with its kernels, and
  * the best AUTO row apart */
-static void read_ours(const pl_table *tp, pt *pts, int *n) {
-  const pl_table t = *tp;
-  const int af = auto_file(&t), ca = pl_table_col(&t, "algo");
-  int cs = pl_table_col(&t, "seq"), cp = pl_table_col(&t, "pass"), ct = pl_table_col(&t, "tflops");
-  int cst = pl_table_col(&t, "status"), cr = pl_table_col(&t, "ranks");
-  int cn = pl_table_col(&t, "note");
-  if (cs >= 0 && cp >= 0 && ct >= 0 && cst >= 0)
-    for (int i = 0; i < t.nrows; i++) {
-      char **r = t.rows[i];
-      if (strcmp(r[cst], "ok") || (cr >= 0 && strcmp(r[cr], "1"))) continue;
-      pt *p = find_pt(pts, n, atoll(r[cs]));
-      if (!p) continue;
-      const int j = strcmp(r[cp], "fwd") ? 1 : 0;
-      const double v = atof(r[ct]);
-      if (af && (ca < 0 || !strcmp(r[ca], "auto")) && (isnan(p->au[j]) || v > p->au[j]))
-        p->au[j] = v;
-      if (isnan(p->v[j]) || v > p->v[j]) {
-        p->v[j] = v;
-        char fk[48], bk[48];
-        note_field(cn >= 0 ? r[cn] : NULL, "fwd kernel ", fk, sizeof fk);
-        note_field(cn >= 0 ? r[cn] : NULL, "bwd kernel ", bk, sizeof bk);
-        if (j == 0)
-          snprintf(p->kern[0], sizeof p->kern[0], "%s", fk);
-        else
-          snprintf(p->kern[1], sizeof p->kern[1], "%s + %s", fk, bk);
-      }
+static void read_ours(const pl_table *t, pt *pts, int *n) {
+  const int af = auto_file(t);
+  if (!pl_has_col(t, "seq") || !pl_has_col(t, "pass") || !pl_has_col(t, "tflops")) return;
+  for (int i = 0; i < t->nrows; i++) {
+    const char *ranks = pl_cell(t, i, "ranks");
+    if (strcmp(pl_cell(t, i, "status"), "ok") || (pl_has_col(t, "ranks") && strcmp(ranks, "1"))) continue;
+    pt *p = find_pt(pts, n, atoll(pl_cell(t, i, "seq")));
+    if (!p) continue;
+    const int j = strcmp(pl_cell(t, i, "pass"), "fwd") ? 1 : 0;
+    const double v = atof(pl_cell(t, i, "tflops"));
+    const char *variant = pl_cell(t, i, "variant");
+    if (af && (!strcmp(variant, "-") || !strcmp(variant, "auto")) && (isnan(p->au[j]) || v > p->au[j]))
+      p->au[j] = v;
+    if (isnan(p->v[j]) || v > p->v[j]) {
+      p->v[j] = v;
+      /* the kernel column: "fwd" or "fwd+bwd", shown "fwd + bwd" */
+      const char *k = pl_cell(t, i, "kernel"), *plus = strchr(k, '+');
+      if (plus)
+        snprintf(p->kern[j], sizeof p->kern[j], "%.*s + %s", (int)(plus - k), k, plus + 1);
+      else
+        snprintf(p->kern[j], sizeof p->kern[j], "%s", k);
     }
+  }
 }
 
 /* the peer's rows (analysis/peers/torch_sdpa.py): the best of flash and
@@ -105,7 +89,7 @@ static void read_ours(const pl_table *tp, pt *pts, int *n) {
 static void read_peer(const pl_table *t, pt *pts, int *n) {
   for (int r = 0; r < t->nrows; r++) {
     if (strcmp(pl_cell(t, r, "status"), "ok")) continue;
-    const char *be = pl_cell(t, r, "backend");
+    const char *be = pl_cell(t, r, "variant");
     const int base = !strcmp(be, "flash") ? 2 : (!strcmp(be, "cudnn") ? 4 : -1);
     if (base < 0 || !pl_has_col(t, "seq") || !pl_has_col(t, "pass") || !pl_has_col(t, "tflops")) continue;
     pt *p = find_pt(pts, n, atoll(pl_cell(t, r, "seq")));
@@ -172,7 +156,7 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   fprintf(md, "# Causal GQA flash attention on one GPU (bf16, TFLOP/s)\n\n");
   fprintf(md, "FLOPs: fwd = 4·S²·d·n_q/2, bwd = 2.5·fwd (causal).  Run: `%s`.\n\n", run_dir);
   fprintf(md, "Ours: the fastest single-rank row per S and pass over the run's files (AUTO and any "
-              "variant runs), with the kernels its note names.\n\n");
+              "variant runs), with the kernels it ran.\n\n");
   fprintf(md, "| S | ours fwd | ours fwd+bwd | SDPA flash fwd | flash fwd+bwd | SDPA cuDNN fwd "
               "| cuDNN fwd+bwd | fwd+bwd vs best peer | our fwd kernel | our fwd+bwd kernels |\n");
   fprintf(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");

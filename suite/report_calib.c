@@ -32,7 +32,7 @@ static void ceilings(FILE *f, pl_table *const *t, int n) {
     int npass = 0, nrows = 0;
     for (int i = 0; i < n; i++)
       for (int r = 0; r < t[i]->nrows; r++) {
-        if (strcmp(pl_cell(t[i], r, "test"), tests[k]) != 0)
+        if (strcmp(pl_cell(t[i], r, "variant"), tests[k]) != 0)
           continue;
         nrows++;
         if (strcmp(pl_cell(t[i], r, "check"), "pass") == 0)
@@ -81,7 +81,7 @@ static int bandwidth_data(FILE *d, const pl_report_ctx *rc, pl_table *const *t,
         continue;
       int l = -1;
       for (int k = 0; k < nl; k++)
-        if (strcmp(pl_cell(t[i], r, "test"), links[k]) == 0)
+        if (strcmp(pl_cell(t[i], r, "variant"), links[k]) == 0)
           l = k;
       double y = pl_cell_num(t[i], r, "busbw_gbs");
       double x = pl_cell_num(t[i], r, "bytes");
@@ -149,7 +149,7 @@ static int gemm_data(FILE *d, const pl_report_ctx *rc, pl_table *const *t,
   int ng = 0;
   for (int i = 0; i < n; i++)
     for (int r = 0; r < t[i]->nrows; r++) {
-      if (strcmp(pl_cell(t[i], r, "test"), "gemm") != 0 ||
+      if (strcmp(pl_cell(t[i], r, "variant"), "gemm") != 0 ||
           strcmp(pl_cell(t[i], r, "status"), "ok") != 0)
         continue;
       double tf = pl_cell_num(t[i], r, "tflops");
@@ -171,9 +171,10 @@ pl_status pl_report_calib(pl_report_ctx *rc, pl_table *const *t, int n) {
   pl_rep_md_head(f, rc, "calib", t, n);
   ceilings(f, t, n);
   static const char *const cols[] = {
-      "test",    "bytes",       "ranks",       "dtype",     "mnk",
-      "time_ms", "time_p10_ms", "time_p90_ms", "algbw_gbs", "busbw_gbs",
-      "tflops",  "status",      "check",       "note",      NULL};
+      "variant",   "bytes",       "ranks",       "dtype",     "mnk",
+      "time_ms",   "time_p10_ms", "time_p90_ms", "algbw_gbs", "busbw_gbs",
+      "tflops",    "max_err",     "status",      "check",     "note",
+      NULL};
   pl_rep_md_rows(f, t, n, cols);
   PL_TRY(pl_rep_close(f, path));
 

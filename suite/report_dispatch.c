@@ -32,6 +32,8 @@ static const char *const profiles[] = {"balanced", "95/16", "80/16", "50/4"};
  * in the profiles' order). */
 static const char *const paper_msr[] = {"1.00", "1.35", "2.40", "2.29"};
 
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
 typedef struct drow {
   const char *variant, *profile, *chunking, *tokens, *hidden, *ffn, *topk,
       *ranks, *K, *gemms, *em, *experts, *lanes, *stages, *cblocks;
@@ -108,10 +110,10 @@ static pl_status tables(pl_report_ctx *rc, pl_table *const *t, int n) {
       d->cblocks = pl_cell(t[i], j, "comm_blocks");
       d->time = pl_cell_num(t[i], j, "time_ms");
       d->fwd = pl_cell_num(t[i], j, "fwd_ms");
-      d->peak = pl_cell_num(t[i], j, "peak_gib");
-      d->opeak = pl_cell_num(t[i], j, "op_peak_gib");
-      d->dpeak = pl_cell_num(t[i], j, "dispatch_gib");
-      d->bound = pl_cell_num(t[i], j, "bound_gib");
+      d->peak = pl_cell_num(t[i], j, "dev_peak_bytes") / GIB;
+      d->opeak = pl_cell_num(t[i], j, "op_peak_bytes") / GIB;
+      d->dpeak = pl_cell_num(t[i], j, "dispatch_bytes") / GIB;
+      d->bound = pl_cell_num(t[i], j, "bound_bytes") / GIB;
       d->msr = pl_cell_num(t[i], j, "max_send_ratio");
       d->status = pl_cell(t[i], j, "status");
       d->check = pl_cell(t[i], j, "check");

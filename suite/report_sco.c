@@ -108,7 +108,7 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
   double ranks = t->nrows ? num(t, 0, "ranks") : NAN;
   if (r0 >= 0 && rall >= 0) {
     double p0 = num(t, r0, "dev_peak_bytes"), p1 = num(t, rall, "dev_peak_bytes");
-    double h0 = num(t, r0, "host_pinned_bytes") * ranks, h1 = num(t, rall, "host_pinned_bytes") * ranks;
+    double h0 = num(t, r0, "host_peak_bytes") * ranks, h1 = num(t, rall, "host_peak_bytes") * ranks;
     double s0 = num(t, r0, "tok_s_gpu"), s1 = num(t, rall, "tok_s_gpu");
     char a[32], b[32], c[32], d[32], e[32], f[32], bp0[32], bp1[32], bh0[32], bh1[32];
     pct(a, sizeof a, PAPER_HBM_GIB[0], PAPER_HBM_GIB[1]);
@@ -124,7 +124,7 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
     fprintf(md, "| device (HBM) peak per GPU | %.2f GiB → %.2f GiB | %s | %s → %s | %s |\n", PAPER_HBM_GIB[0],
             PAPER_HBM_GIB[1], a, bp0, bp1, b);
     {
-      double q0 = num(t, r0, "pool_high_bytes"), q1 = num(t, rall, "pool_high_bytes");
+      double q0 = num(t, r0, "pool_peak_bytes"), q1 = num(t, rall, "pool_peak_bytes");
       char g[32], bq0[32], bq1[32];
       pct(g, sizeof g, q0, q1);
       hb(bq0, sizeof bq0, q0), hb(bq1, sizeof bq1, q1);
@@ -166,12 +166,12 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
     pct(dp, sizeof dp, base_peak, peak);
     pct(dt, sizeof dt, base_tok, tok);
     char c1[32], c2[32], c3[32], c4[32], c5[32], c6[32];
-    hb(c1, sizeof c1, rows[i].budget), hb(c2, sizeof c2, peak), hb(c3, sizeof c3, num(t, r, "boundary_peak_bytes"));
-    hb(c4, sizeof c4, num(t, r, "boundary_bound_bytes")), hb(c5, sizeof c5, num(t, r, "pool_high_bytes"));
-    hb(c6, sizeof c6, num(t, r, "host_pinned_bytes"));
+    hb(c1, sizeof c1, rows[i].budget), hb(c2, sizeof c2, peak), hb(c3, sizeof c3, num(t, r, "boundary_bytes"));
+    hb(c4, sizeof c4, num(t, r, "bound_bytes")), hb(c5, sizeof c5, num(t, r, "pool_peak_bytes"));
+    hb(c6, sizeof c6, num(t, r, "host_peak_bytes"));
     fprintf(md, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (%s–%s) | %s | %s | %s | %s | %s", cell(t, r, "budget"),
-            c1, cell(t, r, "selected"), c2, dp, c3, c4, c5, c6, cell(t, r, "ms_median"), cell(t, r, "ms_p10"),
-            cell(t, r, "ms_p90"), cell(t, r, "tok_s_gpu"), cell(t, r, "tflop_s_gpu"), dt, cell(t, r, "check"),
+            c1, cell(t, r, "selected"), c2, dp, c3, c4, c5, c6, cell(t, r, "time_ms"), cell(t, r, "time_p10_ms"),
+            cell(t, r, "time_p90_ms"), cell(t, r, "tok_s_gpu"), cell(t, r, "tflops"), dt, cell(t, r, "check"),
             cell(t, r, "status"));
     if (strcmp(cell(t, r, "note"), "-")) {
       fprintf(md, ": ");
@@ -202,8 +202,8 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
     int r = rows[i].r;
     if (strcmp(cell(t, r, "status"), "ok")) continue;
     fprintf(cf, "%.6f\t%s\t%.6f\t%.6f\t%s\t%s\n", rows[i].budget / GIB, cell(t, r, "selected"),
-            num(t, r, "dev_peak_bytes") / GIB, num(t, r, "boundary_peak_bytes") / GIB, cell(t, r, "tok_s_gpu"),
-            cell(t, r, "ms_median"));
+            num(t, r, "dev_peak_bytes") / GIB, num(t, r, "boundary_bytes") / GIB, cell(t, r, "tok_s_gpu"),
+            cell(t, r, "time_ms"));
   }
   fclose(cf);
   printf("%s\n", data);
@@ -279,12 +279,12 @@ static void report_maxbatch(FILE *md, const pl_table *t, int k) {
     if (strcmp(cell(t, r, "kind"), "trial")) continue;
     char n[32];
     commas(n, sizeof n, num(t, r, "tokens"));
-    double dp = num(t, r, "dev_peak_bytes"), hp = num(t, r, "host_pinned_bytes");
+    double dp = num(t, r, "dev_peak_bytes"), hp = num(t, r, "host_peak_bytes");
     fprintf(md, "| %s | %s | %s | %s | ", cell(t, r, "budget"), n, cell(t, r, "status"), cell(t, r, "exit_code"));
     char bd[32], bh[32];
     hb(bd, sizeof bd, dp), hb(bh, sizeof bh, hp);
     fprintf(md, "%s | %s | ", bd, bh);
-    fprintf(md, "%s | %s | ", cell(t, r, "ms_median"), cell(t, r, "tok_s_gpu"));
+    fprintf(md, "%s | %s | ", cell(t, r, "time_ms"), cell(t, r, "tok_s_gpu"));
     pl_rep_md_text(md, cell(t, r, "note"));
     fprintf(md, " | %s |\n", cell(t, r, "trial_file"));
   }

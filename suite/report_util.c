@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "plateau/plateau.h"
+#include "schema.h"
 
 /* ---- cells ----------------------------------------------------------------
  */
@@ -116,6 +117,21 @@ void pl_rep_md_head(FILE *f, const pl_report_ctx *rc, const char *title,
                "bandwidth columns are CPU times, not GPU figures.\n\n");
 }
 
+/* A cell of a Markdown table: memory (unit B in the schema) in the binary
+ * unit that keeps it >= 1, 4 significant digits; anything else as written. */
+static void cell_text(FILE *f, const char *col, const char *v) {
+  const pl_col_def *d = pl_schema_find(col);
+  double x = pl_rep_num(v);
+  if (!d || strcmp(d->unit, "B") != 0 || isnan(x)) {
+    pl_rep_md_text(f, v);
+    return;
+  }
+  static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int k = 0;
+  while (k < 4 && fabs(x) >= 1024.0) x /= 1024.0, k++;
+  fprintf(f, "%.4g %s", x, u[k]);
+}
+
 /* All rows of the tables whose header equals t[first]'s, columns `cols`
  * (NULL: all of them); a leading `run` column names the file. */
 void pl_rep_md_rows(FILE *f, pl_table *const *t, int n,
@@ -159,7 +175,7 @@ void pl_rep_md_rows(FILE *f, pl_table *const *t, int n,
         fprintf(f, "| %d |", b);
         for (int c = 0; c < nc; c++) {
           fputc(' ', f);
-          pl_rep_md_text(f, t[b]->rows[r][idx[c]]);
+          cell_text(f, t[a]->cols[idx[c]], t[b]->rows[r][idx[c]]);
           fprintf(f, " |");
         }
         fprintf(f, "\n");

@@ -48,6 +48,8 @@ static const struct {
     {16384, "bf16", 39.57, 246}, {32768, "bf16", 76.41, 500},
 };
 
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
 typedef struct vrow {
   const char *backend, *variant, *dtype, *mode, *status, *check, *live;
   long n, h, v, ranks, block;
@@ -106,9 +108,9 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
       v->ms = pl_cell_num(t, r, "time_ms");
       v->p10 = pl_cell_num(t, r, "time_p10_ms");
       v->p90 = pl_cell_num(t, r, "time_p90_ms");
-      v->peak = pl_cell_num(t, r, "peak_gib");
-      v->logits = pl_cell_num(t, r, "logits_gib");
-      v->floor_gib = pl_cell_num(t, r, "floor_gib");
+      v->peak = pl_cell_num(t, r, "dev_peak_bytes") / GIB;
+      v->logits = pl_cell_num(t, r, "logits_bytes") / GIB;
+      v->floor_gib = pl_cell_num(t, r, "bound_bytes") / GIB;
       v->err = pl_cell_num(t, r, "max_err");
       double hop = pl_cell_num(t, r, "hop_bytes"), sent = pl_cell_num(t, r, "sent_bytes");
       v->hop = isnan(hop) ? -1 : (long long)hop;
