@@ -392,7 +392,8 @@ static pl_status sample_check(sample *X, const shard *S, pl_stream *s,
 }
 
 /* ---- the run ---------------------------------------------------------------------- */
-static pl_status adam_run(pl_bench_ctx *ctx) {
+static pl_status adam_run(pl_bench_ctx *ctx, void *state) {
+  (void)state;
   pl_args *a = ctx->args;
   pl_dev *dev = ctx->dev;
   pl_stream *s = pl_dev_stream(dev);
@@ -694,5 +695,5 @@ const pl_bench pl_bench_adam = {
                "(beta x slots) vs hybrid, against the host-link floor",
     .opts = adam_opts,
     .columns = ADAM_COLUMNS,
-    .run = adam_run,
+    .main = adam_run,
 };

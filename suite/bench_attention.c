@@ -201,7 +201,8 @@ static double check_run(pl_bench_ctx *ctx, attn_run *r) {
   return err;
 }
 
-static pl_status bench_attention_run(pl_bench_ctx *ctx) {
+static pl_status bench_attention_run(pl_bench_ctx *ctx, void *state) {
+  (void)state;
   const int cuda = pl_dev_backend(ctx->dev) == PL_BACKEND_CUDA;
   uint64_t seqs[PL_OPT_LIST_MAX];
   int nseq;
@@ -332,5 +333,5 @@ const pl_bench pl_bench_attention = {
     .summary = "causal GQA flash attention fwd and fwd+bwd TFLOP/s and peak memory vs S",
     .opts = attn_opts,
     .columns = COLS,
-    .run = bench_attention_run,
+    .main = bench_attention_run,
 };

@@ -465,7 +465,8 @@ static pl_status run_point(pl_bench_ctx *ctx, int test, size_t S, int64_t G,
 }
 
 /* ---- the bench ----------------------------------------------------------- */
-static pl_status calib_run(pl_bench_ctx *ctx) {
+static pl_status calib_run(pl_bench_ctx *ctx, void *state) {
+  (void)state;
   pl_args *a = ctx->args;
   bool cuda = pl_dev_backend(ctx->dev) == PL_BACKEND_CUDA;
   uint64_t sizes[PL_OPT_LIST_MAX];
@@ -609,5 +610,5 @@ const pl_bench pl_bench_calib = {
                "copy, GEMM rate, all-reduce / all-to-all / send-recv bandwidth",
     .opts = calib_opts,
     .columns = CALIB_COLUMNS,
-    .run = calib_run,
+    .main = calib_run,
 };

@@ -172,7 +172,8 @@ static pl_status alloc_fill(pl_dev *dev, pl_stream *s, size_t n, pl_dtype dt,
   return pl_rng_fill(s, *out, dt, n, seed, off, dist, a, b);
 }
 
-static pl_status dispatch_run(pl_bench_ctx *ctx) {
+static pl_status dispatch_run(pl_bench_ctx *ctx, void *state) {
+  (void)state;
   pl_args *a = ctx->args;
   pl_dev *dev = ctx->dev;
   pl_stream *s = pl_dev_stream(dev);
@@ -514,5 +515,5 @@ const pl_bench pl_bench_dispatch = {
                "profiles (time, peak memory, max-send ratio; Tables 6-9)",
     .opts = dispatch_opts,
     .columns = DISPATCH_COLUMNS,
-    .run = dispatch_run,
+    .main = dispatch_run,
 };

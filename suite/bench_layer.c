@@ -58,7 +58,8 @@ static int64_t opt_or(pl_args *a, const char *name, int64_t cuda_v, int64_t cpu_
   return pl_args_given(a, name) ? pl_args_int(a, name) : (cuda ? cuda_v : cpu_v);
 }
 
-static pl_status bench_layer_run(pl_bench_ctx *ctx) {
+static pl_status bench_layer_run(pl_bench_ctx *ctx, void *state) {
+  (void)state;
   const int cuda = pl_dev_backend(ctx->dev) == PL_BACKEND_CUDA;
   uint64_t seqs[PL_OPT_LIST_MAX];
   int nseq = 0;
@@ -162,5 +163,5 @@ const pl_bench pl_bench_layer = {
     .summary = "decoder layer (attention with Ulysses over all ranks + dense MLP) fwd, fwd+bwd vs S",
     .opts = layer_opts,
     .columns = COLS,
-    .run = bench_layer_run,
+    .main = bench_layer_run,
 };

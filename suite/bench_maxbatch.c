@@ -62,8 +62,8 @@ static const pl_opt maxbatch_opts[] = {
 };
 
 #define MB_COLUMNS                                                             \
-  "kind\tbench\tbudget\ttokens\tranks\texit_code\tdev_peak_bytes\t"           \
-  "host_pinned_bytes\tms_median\ttok_s_gpu\tmax_ok_tokens\tfirst_fail_tokens\t" \
+  "kind\ttarget\tbudget\ttokens\tranks\texit_code\tdev_peak_bytes\t"           \
+  "host_peak_bytes\ttime_ms\ttok_s_gpu\tmax_ok_tokens\tfirst_fail_tokens\t" \
   "trials\ttrial_file"
 
 /* ---- argv of a trial ------------------------------------------------------- */
@@ -173,8 +173,8 @@ static void read_child_rows(const char *dir, const char *bench, const char *poin
     if (p && !strcmp(p, point)) {
       snprintf(t->file, sizeof t->file, "%s", e->d_name);
       int cs = pl_table_col(&tb, "status"), cn = pl_table_col(&tb, "note");
-      int cols[5] = {pl_table_col(&tb, "dev_peak_bytes"), pl_table_col(&tb, "host_pinned_bytes"),
-                     pl_table_col(&tb, "ms_median"), pl_table_col(&tb, "tok_s_gpu"), pl_table_col(&tb, "ranks")};
+      int cols[5] = {pl_table_col(&tb, "dev_peak_bytes"), pl_table_col(&tb, "host_peak_bytes"),
+                     pl_table_col(&tb, "time_ms"), pl_table_col(&tb, "tok_s_gpu"), pl_table_col(&tb, "ranks")};
       char *dst[4] = {t->dev_peak, t->host_pinned, t->ms, t->tok_s};
       bool any = false;
       for (int r = 0; r < tb.nrows && cs >= 0; r++) {
@@ -337,14 +337,14 @@ static pl_status trial_at(search *s, int64_t N, bool *ok, char *status, size_t s
   if (st != PL_OK) return st;
   pl_row *r = pl_row_new(s->ctx);
   pl_row_str(r, "kind", "trial");
-  pl_row_str(r, "bench", s->bench);
+  pl_row_str(r, "target", s->bench);
   pl_row_str(r, "budget", s->budget);
   pl_row_i64(r, "tokens", N);
   if (t.ranks > 0) pl_row_i64(r, "ranks", t.ranks);
   pl_row_i64(r, "exit_code", t.exit_code);
   pl_row_str(r, "dev_peak_bytes", t.dev_peak[0] ? t.dev_peak : "-");
-  pl_row_str(r, "host_pinned_bytes", t.host_pinned[0] ? t.host_pinned : "-");
-  pl_row_str(r, "ms_median", t.ms[0] ? t.ms : "-");
+  pl_row_str(r, "host_peak_bytes", t.host_pinned[0] ? t.host_pinned : "-");
+  pl_row_str(r, "time_ms", t.ms[0] ? t.ms : "-");
   pl_row_str(r, "tok_s_gpu", t.tok_s[0] ? t.tok_s : "-");
   pl_row_str(r, "trial_file", t.file[0] ? t.file : "-");
   pl_row_status(r, t.status, t.note[0] ? t.note : NULL);
@@ -381,7 +381,7 @@ static pl_status run_search(search *s, int64_t step, int64_t start, int64_t max_
   }
   pl_row *r = pl_row_new(s->ctx);
   pl_row_str(r, "kind", "summary");
-  pl_row_str(r, "bench", s->bench);
+  pl_row_str(r, "target", s->bench);
   pl_row_str(r, "budget", s->budget);
   pl_row_i64(r, "max_ok_tokens", lo);
   if (hi) pl_row_i64(r, "first_fail_tokens", hi);
@@ -423,7 +423,8 @@ static pl_status usage_error(pl_bench_ctx *ctx, pl_status st) {
   return pl_set_error(st, "%s", msg);
 }
 
-static pl_status maxbatch_run(pl_bench_ctx *ctx) {
+static pl_status maxbatch_run(pl_bench_ctx *ctx, void *state) {
+  (void)state;
   const pl_args *a = ctx->args;
   if (ctx->size != 1) {
     pl_set_error(PL_EINVAL,
@@ -544,5 +545,5 @@ const pl_bench pl_bench_maxbatch = {
     .summary = "largest tokens per rank that completes a step (trials in child processes; Table 13)",
     .opts = maxbatch_opts,
     .columns = MB_COLUMNS,
-    .run = maxbatch_run,
+    .main = maxbatch_run,
 };

@@ -110,7 +110,8 @@ static pl_status gjob_fn(void *arg) {
   return PL_OK;
 }
 
-static pl_status moegemm_run(pl_bench_ctx *ctx) {
+static pl_status moegemm_run(pl_bench_ctx *ctx, void *state) {
+  (void)state;
   pl_args *a = ctx->args;
   pl_dev *dev = ctx->dev;
   pl_stream *s = pl_dev_stream(dev);
@@ -236,5 +237,5 @@ const pl_bench pl_bench_moegemm = {
                "vs a dense GEMM of equal FLOPs",
     .opts = moegemm_opts,
     .columns = MOEGEMM_COLUMNS,
-    .run = moegemm_run,
+    .main = moegemm_run,
 };

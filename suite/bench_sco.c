@@ -332,7 +332,8 @@ static pl_status run_budget(sco_run *r, const budget_pt *bp, double ref_loss, co
   return st == PL_OK || st == PL_ENOMEM || st == PL_EINFEASIBLE ? PL_OK : st;
 }
 
-static pl_status sco_run_bench(pl_bench_ctx *ctx) {
+static pl_status sco_run_bench(pl_bench_ctx *ctx, void *state) {
+  (void)state;
   sco_cfg cfg;
   pl_status st = parse_cfg(ctx, &cfg);
   if (st != PL_OK) {
@@ -397,5 +398,5 @@ const pl_bench pl_bench_sco = {
     .summary = "SCO host-budget sweep: device peak, pinned host bytes, step time (Table 3)",
     .opts = sco_opts,
     .columns = SCO_COLUMNS,
-    .run = sco_run_bench,
+    .main = sco_run_bench,
 };

@@ -384,7 +384,8 @@ done:
   return st;
 }
 
-static pl_status vocab_run(pl_bench_ctx *ctx) {
+static pl_status vocab_run(pl_bench_ctx *ctx, void *state) {
+  (void)state;
   pl_args *a = ctx->args;
   bool cuda = pl_dev_backend(ctx->dev) == PL_BACKEND_CUDA;
   int preset = pl_args_enum(a, "preset");
@@ -461,5 +462,5 @@ const pl_bench pl_bench_vocab = {
                "Ring-DTP; time, peak memory and live set, bytes per hop",
     .opts = vocab_opts,
     .columns = VOCAB_COLUMNS,
-    .run = vocab_run,
+    .main = vocab_run,
 };

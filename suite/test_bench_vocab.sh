@@ -45,7 +45,7 @@ fi
 # N > V/P: auto moves the weights.
 $MPIRUN -x OMP_NUM_THREADS -np 2 "$BIN" bench vocab --backend cpu -N 300 -H 16 -V 400 --blocks 50 \
   --variants ring -w 0 -n 1 -o "$tmp/w" >"$tmp/w.out" 2>&1 || fail "weights run exit $?"
-grep -qE '^ +ring .* weights ' "$tmp/w.out" || { fail "auto did not move weights"; cat "$tmp/w.out"; }
+grep -qE '^ +vocab +ring .* weights ' "$tmp/w.out" || { fail "auto did not move weights"; cat "$tmp/w.out"; }
 
 # A memory limit dense cannot meet: an oom row, exit 0, ring still ok.
 $MPIRUN -x OMP_NUM_THREADS -np 2 "$BIN" bench vocab --backend cpu -N $N -H $H -V $V --blocks $B \
