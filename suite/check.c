@@ -42,15 +42,21 @@ static size_t elem_size(pl_elem e) {
 void pl_check_arrays(pl_check *c, const char *what, const void *got, pl_elem ge,
                      const void *ref, pl_elem re, size_t n, pl_dtype dt,
                      int64_t k) {
+  pl_check_scaled(c, what, got, ge, ref, re, 1.0, n, dt, k);
+}
+
+void pl_check_scaled(pl_check *c, const char *what, const void *got, pl_elem ge,
+                     const void *ref, pl_elem re, double rs, size_t n,
+                     pl_dtype dt, int64_t k) {
   if (!c->compared)
     c->first_bad = -1;
   c->compared = true;
-  const bool exact = k < 0, bits = exact && ge == re;
+  const bool exact = k < 0, bits = exact && ge == re && rs == 1.0;
   const size_t es = elem_size(ge);
   double scale = 0;
 #pragma omp parallel for schedule(static) reduction(max : scale)
   for (size_t i = 0; i < n; i++) {
-    double r = fabs(get(ref, re, i));
+    double r = fabs(get(ref, re, i) * rs);
     if (r > scale)
       scale = r;
   }
@@ -62,7 +68,7 @@ void pl_check_arrays(pl_check *c, const char *what, const void *got, pl_elem ge,
 #pragma omp parallel for schedule(static) reduction(max : mx) \
     reduction(+ : bad) reduction(min : first)
   for (size_t i = 0; i < n; i++) {
-    double g = get(got, ge, i), r = get(ref, re, i), d = fabs(g - r);
+    double g = get(got, ge, i), r = get(ref, re, i) * rs, d = fabs(g - r);
     if (isnan(d))
       d = INFINITY;
     bool off = bits ? memcmp((const char *)got + i * es,

@@ -55,6 +55,12 @@ void pl_check_arrays(pl_check *c, const char *what, const void *got, pl_elem ge,
                      const void *ref, pl_elem re, size_t n, pl_dtype dt,
                      int64_t k);
 
+/* The same against ref_i * rs (a reference known up to a factor: a sum
+ * reduction rescaled to a mean). */
+void pl_check_scaled(pl_check *c, const char *what, const void *got, pl_elem ge,
+                     const void *ref, pl_elem re, double rs, size_t n,
+                     pl_dtype dt, int64_t k);
+
 /* The same for two device (or host) tensors of dtype dt: copied to the host
  * on stream s first.  PL_ENOMEM when the host copies do not fit. */
 pl_status pl_check_device(pl_check *c, pl_stream *s, const char *what,
