@@ -1,7 +1,8 @@
 /* bench.c — the harness every `plateau bench <name>` runs through (bench.h):
  * the registry, the command line (common flags, the bench's options, named
  * presets), the run (device, communicator, result file with its metadata),
- * the per-point protocol and the exit code.
+ * the per-point protocol and the exit code (rows: harness_rows.c; timing,
+ * memory, agreement: harness_measure.c).
  *
  * Why one harness: every bench must parse strictly (bad value: message
  * naming the option, exit 2, nothing written), record the same metadata,
@@ -19,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench_internal.h"
+#include "harness.h"
 #include "results.h"
 #include "schema.h"
 

@@ -1,4 +1,4 @@
-/* bench_row.c — rows of the harness (bench.h): one per measurement, the
+/* harness_rows.c — rows of the harness (bench.h): one per measurement, the
  * columns the bench lists between the harness's `bench` and its status,
  * check and note; written by rank 0 as a TSV line of the result file and a
  * human line on stdout.  One run per process: the columns live here from
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "bench_internal.h"
+#include "harness.h"
 #include "results.h"
 
 static struct {

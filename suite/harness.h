@@ -1,8 +1,8 @@
-/* bench_internal.h — what the harness's files (bench.c, bench_row.c,
- * bench_measure.c) share and benches do not use: the columns of the run
+/* harness.h — what the harness's files (bench.c, harness_rows.c,
+ * harness_measure.c) share and benches do not use: the columns of the run
  * being written.  Internal to suite/. */
-#ifndef PLATEAU_SUITE_BENCH_INTERNAL_H
-#define PLATEAU_SUITE_BENCH_INTERNAL_H
+#ifndef PLATEAU_SUITE_HARNESS_H
+#define PLATEAU_SUITE_HARNESS_H
 
 #include <stdbool.h>
 

@@ -1,4 +1,4 @@
-/* bench_measure.c — the harness's measurement (bench.h): timing of a unit
+/* harness_measure.c — the harness's measurement (bench.h): timing of a unit
  * (warm-ups, a barrier before each timed run, events around it, the slowest
  * rank's time per iteration, median and spread), the memory of the timed
  * runs (every arena's peak reset before them, read after, max over ranks),
