@@ -24,7 +24,7 @@
  *                 iteration's time the slowest rank's; median, p10, p90;
  *                 device and pinned-host peaks, each tag's peak, the pool
  *                 high-water (max over ranks) and rank 0's live set
- *     check()     (--check) compare with the reference through check.h; the
+ *     check()     (--check) compare with the reference through compare.h; the
  *                 harness agrees it over ranks: max_err, check, the note
  *     finish()    bench columns of the measurement (parts timed with
  *                 pl_bench_time, counters) and the work: tflops from
@@ -48,7 +48,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "check.h"
+#include "compare.h"
 #include "plateau/plateau.h"
 
 struct pl_results;

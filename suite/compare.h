@@ -1,4 +1,4 @@
-/* check.h — the one comparison every bench's check uses (check.c), as in
+/* compare.h — the one comparison every bench's check uses (compare.c), as in
  * llm.c's dev/cuda/common.h validate_result: a result against its reference,
  * element by element, with a tolerance that scales with the dtype and the
  * reduction length, reporting the max abs and rel error and the first bad
@@ -15,8 +15,8 @@
  * plus the random-walk growth of fp32 rounding over a k-term dot product.
  * k = PL_CHECK_EXACT asks for bit-identical elements (tolerance 0): what
  * deterministic schedules promise (SCO, the optimizer, the CPU backend). */
-#ifndef PLATEAU_SUITE_CHECK_H
-#define PLATEAU_SUITE_CHECK_H
+#ifndef PLATEAU_SUITE_COMPARE_H
+#define PLATEAU_SUITE_COMPARE_H
 
 #include <stdbool.h>
 #include <stddef.h>

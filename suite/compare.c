@@ -1,8 +1,8 @@
-/* check.c — the one dtype-scaled comparison of the benches (check.h): every
+/* compare.c — the one dtype-scaled comparison of the benches (compare.h): every
  * bench checks its results through it, so a max_err column means the same
  * thing in every result file and a tolerance is never a bench's own
  * constant. */
-#include "check.h"
+#include "compare.h"
 
 #include <math.h>
 #include <stdarg.h>
