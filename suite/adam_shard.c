@@ -289,3 +289,22 @@ pl_status pl__adam_sample_check(pl_adam_sample *X, const pl_adam_shard *S,
                   (size_t)X->n, PL_BF16, PL_CHECK_EXACT);
   return PL_OK;
 }
+
+pl_status pl__adam_shard_make(pl_bench_ctx *c, pl_adam_shard *S,
+                              const pl_adamw_hparams *hp, pl_adam_sample **X,
+                              float *gs_ref) {
+  PL_TRY(pl__adam_shard_alloc(S, c->stream));
+  *X = calloc(1, sizeof **X);
+  PL_ASSERT(*X != NULL);
+  pl__adam_sample_pick(*X, S);
+  PL_TRY(pl_alloc(c->dev, PL_ARENA_HOST, PL_ADAM_NSAMPLE * 2, "bench_scratch",
+                  (void **)&(*X)->w));
+  *gs_ref = 1.0f;
+  if (hp->max_grad_norm <= 0)
+    return PL_OK;
+  double ss = 0;
+  PL_TRY(pl__adam_shard_sumsq(S, c->stream, &ss));
+  PL_TRY(pl_adamw_global_sumsq(c->comm, ss, &ss));
+  *gs_ref = pl_adamw_clip_scale(hp, ss);
+  return PL_OK;
+}

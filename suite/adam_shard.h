@@ -56,4 +56,11 @@ pl_status pl__adam_sample_check(pl_adam_sample *X, const pl_adam_shard *S,
                                 pl_stream *s, const pl_adamw_hparams *hp,
                                 int steps, float gs_ref, pl_check *chk);
 
+/* The shard S describes (its fields set, arrays not), its samples and the
+ * reference clip factor (the fixed-order global norm over the ranks,
+ * recomputed on the host): what every point of a run shares. */
+pl_status pl__adam_shard_make(pl_bench_ctx *c, pl_adam_shard *S,
+                              const pl_adamw_hparams *hp, pl_adam_sample **X,
+                              float *gs_ref);
+
 #endif

@@ -213,30 +213,16 @@ static pl_status prepare(pl_bench_ctx *c, adam *A) {
            "H2D %.1f GB/s, D2H %.1f GB/s, both %.1f GB/s%s\n",
            c->size, A->link_bytes, A->bw[0], A->bw[1], A->bw[2],
            c->cuda ? "" : " (cpu backend: memcpy between arenas)");
-  pl_adam_shard *S = &A->S;
-  *S = (pl_adam_shard){.dev = c->dev,
-                       .nt = A->ntens,
-                       .total = A->P,
-                       .gdt = A->gdt,
-                       .grad_host = A->grad_host,
-                       .seed = c->seed + 1000003ull * (uint64_t)c->rank,
-                       /* global norm ~5·sqrt(ranks): clipping at 1.0 active
-                        * at every size (1e-4 at 2.625G params) */
-                       .gstd = (float)(5.0 / sqrt((double)A->P))};
-  PL_TRY(pl__adam_shard_alloc(S, c->stream));
-  A->X = calloc(1, sizeof *A->X);
-  PL_ASSERT(A->X != NULL);
-  pl__adam_sample_pick(A->X, S);
-  PL_TRY(pl_alloc(c->dev, PL_ARENA_HOST, PL_ADAM_NSAMPLE * 2, "bench_scratch",
-                  (void **)&A->X->w));
-  A->gs_ref = 1.0f;
-  if (A->hp.max_grad_norm <= 0)
-    return PL_OK;
-  double ss = 0;
-  PL_TRY(pl__adam_shard_sumsq(S, c->stream, &ss));
-  PL_TRY(pl_adamw_global_sumsq(c->comm, ss, &ss));
-  A->gs_ref = pl_adamw_clip_scale(&A->hp, ss);
-  return PL_OK;
+  A->S = (pl_adam_shard){.dev = c->dev,
+                         .nt = A->ntens,
+                         .total = A->P,
+                         .gdt = A->gdt,
+                         .grad_host = A->grad_host,
+                         .seed = c->seed + 1000003ull * (uint64_t)c->rank,
+                         /* global norm ~5·sqrt(ranks): clipping at 1.0
+                          * active at every size (1e-4 at 2.625G params) */
+                         .gstd = (float)(5.0 / sqrt((double)A->P))};
+  return pl__adam_shard_make(c, &A->S, &A->hp, &A->X, &A->gs_ref);
 }
 
 static pl_status setup(pl_bench_ctx *c, void *st, int p) {

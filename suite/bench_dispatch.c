@@ -32,9 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
-#include "model/router.h"
-#include "ops/moe.h"
+#include "dispatch.h"
 
 enum { V_EP, V_LLEP, V_PIPELINED };
 static const char *const variant_names[] = {"ep", "llep", "pipelined_llep",
@@ -99,57 +97,10 @@ static const pl_preset dispatch_presets[] = {
     {NULL, NULL},
 };
 
-typedef struct job {
-  pl_moe *m;
-  pl_moe_weights W;
-  pl_moe_wgrads G;
-  void *x, *dout, *out, *dx;
-  float *w, *dw;
-  int32_t *idx; /* host */
-  int64_t N;
-  bool bwd;
-  pl_moe_stats st;
-  int ov_bwd; /* backward chunks overlapped (last iteration) */
-  double stage_ms[PL_MOE_NSTAGES]; /* last fwd+bwd */
-} job;
-
-typedef struct dpt {
-  int variant, profile, chunking, lanes, cblocks;
-} dpt;
-
-typedef struct dispatch {
-  pl_moe_cfg cfg, vc; /* the layer's, and the point's */
-  dpt *pts;
-  int resident; /* 1: the residents below exist; -1: they failed */
-  pl_status res_st;
-  char res_msg[512];
-  job j;
-  void *ref_out, *ref_dx;
-  float *hw;
-  int profile; /* of the routes and the reference in place, -1 none */
-  bool have_ref;
-} dispatch;
-
-static pl_status job_fn(void *arg) {
-  job *j = arg;
-  pl_moe_ctx *c = NULL;
-  PL_TRY(pl_moe_forward(j->m, &j->W, j->x, j->N, j->idx, j->w, j->out,
-                        j->bwd ? &c : NULL, &j->st));
-  if (!j->bwd)
-    return PL_OK;
-  pl_status s =
-      pl_moe_backward(j->m, c, &j->W, j->x, j->w, j->dout, j->dx, j->dw, &j->G);
-  j->ov_bwd = pl_moe_ctx_overlapped(c) - j->st.overlapped;
-  if (s == PL_OK)
-    memcpy(j->stage_ms, pl_moe_ctx_stage_ms(c), sizeof j->stage_ms);
-  pl_moe_ctx_free(c);
-  return s;
-}
-
 static pl_status run(void *st) {
   job *j = &((dispatch *)st)->j;
   j->bwd = true;
-  return job_fn(j);
+  return pl__dispatch_job(j);
 }
 
 static pl_status init(pl_bench_ctx *c, void *st) {
@@ -238,113 +189,10 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   return PL_OK;
 }
 
-static pl_status alloc_fill(pl_bench_ctx *c, size_t n, pl_dtype dt,
-                            const char *tag, uint64_t seed, uint64_t off,
-                            float std, void **out) {
-  PL_TRY(pl_alloc(c->dev, PL_ARENA_DEVICE, n * pl_dtype_size(dt), tag, out));
-  if (seed == 0)
-    return pl_fill(c->stream, *out, dt, n, 0.0);
-  return pl_rng_fill(c->stream, *out, dt, n, seed, off, PL_DIST_NORMAL, 0, std);
-}
-
-/* What every point shares: inputs, weights (native experts, seeded by global
- * expert index), fp32 gradients, outputs, the reference's outputs. */
-static pl_status residents(pl_bench_ctx *c, dispatch *d) {
-  const pl_moe_cfg *g = &d->cfg;
-  job *j = &d->j;
-  const int El = g->E / c->size;
-  const size_t HI = (size_t)g->H * g->I, NH = (size_t)j->N * g->H,
-               Nk = (size_t)j->N * g->k, o = (size_t)c->rank * El * HI;
-  const uint64_t s = c->seed ? c->seed : 1;
-  const float sh = 1.0f / sqrtf((float)g->H), si = 1.0f / sqrtf((float)g->I);
-  PL_TRY(alloc_fill(c, El * HI, g->dt, "weights", s + 11, o, sh, &j->W.wg));
-  PL_TRY(alloc_fill(c, El * HI, g->dt, "weights", s + 12, o, sh, &j->W.wu));
-  PL_TRY(alloc_fill(c, El * HI, g->dt, "weights", s + 13, o, si, &j->W.wd));
-  PL_TRY(alloc_fill(c, El * HI, PL_F32, "grads", 0, 0, 0, (void **)&j->G.wg));
-  PL_TRY(alloc_fill(c, El * HI, PL_F32, "grads", 0, 0, 0, (void **)&j->G.wu));
-  PL_TRY(alloc_fill(c, El * HI, PL_F32, "grads", 0, 0, 0, (void **)&j->G.wd));
-  PL_TRY(alloc_fill(c, NH, g->dt, "act", s + 1, c->rank * NH, 1, &j->x));
-  PL_TRY(alloc_fill(c, NH, g->dt, "act", s + 2, c->rank * NH, 1, &j->dout));
-  PL_TRY(alloc_fill(c, NH, g->dt, "act", 0, 0, 0, &j->out));
-  PL_TRY(alloc_fill(c, NH, g->dt, "act", 0, 0, 0, &j->dx));
-  PL_TRY(alloc_fill(c, Nk, PL_F32, "act", 0, 0, 0, (void **)&j->dw));
-  PL_TRY(alloc_fill(c, Nk, PL_F32, "act", 0, 0, 0, (void **)&j->w));
-  PL_TRY(alloc_fill(c, NH, g->dt, "check", 0, 0, 0, &d->ref_out));
-  PL_TRY(alloc_fill(c, NH, g->dt, "check", 0, 0, 0, &d->ref_dx));
-  j->idx = malloc(Nk * sizeof(int32_t) + 4);
-  d->hw = malloc(Nk * sizeof(float) + 4);
-  if (!j->idx || !d->hw)
-    return pl_set_error(PL_ENOMEM, "dispatch: host routes");
-  return pl_stream_sync(c->stream);
-}
-
-/* The routes of a profile: a synthetic profile, or the real router
- * (model/router.h: logits x W_r, top-k, weights renormalized over the k;
- * idx copied to the host for the planner, the documented host sync). */
-static pl_status routes(pl_bench_ctx *c, dispatch *d, int profile) {
-  const pl_moe_cfg *g = &d->cfg;
-  job *j = &d->j;
-  const size_t Nk = (size_t)j->N * g->k;
-  pl_stream *s = c->stream;
-  if (profile != 4) {
-    pl_route_profile prof;
-    PL_TRY(pl_route_profile_parse(profile_names[profile], &prof));
-    PL_TRY(pl_route_profile_fill(&prof, j->N, g->k, g->E, 0, c->rank, j->idx,
-                                 d->hw));
-    PL_TRY(pl_memcpy_async(s, j->w, d->hw, Nk * sizeof(float)));
-    return pl_stream_sync(s);
-  }
-  void *Wr = NULL, *probs = NULL, *didx = NULL;
-  const pl_router_shape rsh = {
-      .N = j->N, .H = g->H, .E = g->E, .k = g->k, .renorm = 1, .dt = g->dt};
-  pl_status st = alloc_fill(c, (size_t)g->H * g->E, g->dt, "router",
-                            c->seed ? c->seed + 21 : 22, 0,
-                            1.0f / sqrtf((float)g->H), &Wr);
-  if (st == PL_OK)
-    st = pl_alloc(c->dev, PL_ARENA_DEVICE, (size_t)j->N * g->E * sizeof(float),
-                  "router", &probs);
-  if (st == PL_OK)
-    st = pl_alloc(c->dev, PL_ARENA_DEVICE, Nk * sizeof(int32_t), "router",
-                  &didx);
-  if (st == PL_OK)
-    st = pl_router_fwd(s, &rsh, j->x, Wr, NULL, probs, didx, j->w);
-  if (st == PL_OK)
-    st = pl_memcpy_async(s, j->idx, didx, Nk * sizeof(int32_t));
-  if (st == PL_OK)
-    st = pl_stream_sync(s);
-  pl_free(c->dev, didx);
-  pl_free(c->dev, probs);
-  pl_free(c->dev, Wr);
-  return st;
-}
-
-/* The reference of a profile: ep (lanes 0) on the same inputs. */
-static pl_status reference(pl_bench_ctx *c, dispatch *d) {
-  pl_moe *m = NULL;
-  pl_moe_cfg rc = d->cfg;
-  rc.variant = PL_MOE_EP;
-  rc.lanes = 0;
-  const size_t bytes = (size_t)d->j.N * d->cfg.H * pl_dtype_size(d->cfg.dt);
-  pl_status rs = pl_moe_create(c->comm, &rc, &m);
-  if (rs == PL_OK) {
-    d->j.m = m;
-    rs = run(d);
-    if (rs == PL_OK)
-      rs = pl_memcpy_async(c->stream, d->ref_out, d->j.out, bytes);
-    if (rs == PL_OK)
-      rs = pl_memcpy_async(c->stream, d->ref_dx, d->j.dx, bytes);
-    if (rs == PL_OK)
-      rs = pl_stream_sync(c->stream);
-    pl_moe_destroy(m);
-    d->j.m = NULL;
-  }
-  return rs;
-}
-
 static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   dispatch *d = st;
   if (!d->resident) { /* a failure here (oom at a paper shape): every row */
-    d->res_st = residents(c, d);
+    d->res_st = pl__dispatch_residents(c, d);
     PL_TRY(pl_bench_agree(c, &d->res_st));
     snprintf(d->res_msg, sizeof d->res_msg, "%s", pl_last_error());
     d->resident = d->res_st == PL_OK ? 1 : -1;
@@ -353,12 +201,12 @@ static pl_status setup(pl_bench_ctx *c, void *st, int p) {
     return pl_set_error(d->res_st, "%s", d->res_msg);
   const int profile = d->pts[p].profile;
   if (profile != d->profile) {
-    pl_status rs = routes(c, d, profile);
+    pl_status rs = pl__dispatch_routes(c, d, profile, profile_names[profile]);
     PL_TRY(pl_bench_agree(c, &rs));
     if (rs != PL_OK)
       return rs;
     d->profile = profile;
-    pl_status ref = c->check ? reference(c, d) : PL_ERUNTIME;
+    pl_status ref = c->check ? pl__dispatch_reference(c, d) : PL_ERUNTIME;
     PL_TRY(pl_bench_agree(c, &ref));
     d->have_ref = ref == PL_OK; /* without it only the bound is checked */
     pl_clear_error();
@@ -393,7 +241,7 @@ static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
   const pl_moe_cfg *g = &d->cfg;
   pl_stats tf;
   j->bwd = false;
-  PL_TRY(pl_bench_time(c, job_fn, j, c->stream, &tf));
+  PL_TRY(pl_bench_time(c, pl__dispatch_job, j, c->stream, &tf));
   pl_row_f64(row, "fwd_ms", tf.median);
   const pl_moe_stats *s = &j->st;
   /* max over ranks: routes received, GEMM launches, expert-major chunks;
@@ -439,14 +287,7 @@ static void teardown(pl_bench_ctx *c, void *st, int p) {
 
 static void fini(pl_bench_ctx *c, void *st) {
   dispatch *d = st;
-  job *j = &d->j;
-  void *ps[] = {j->W.wg, j->W.wu, j->W.wd,    j->G.wg,  j->G.wu,
-                j->G.wd, j->x,    j->dout,    j->out,   j->dx,
-                j->w,    j->dw,   d->ref_out, d->ref_dx};
-  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
-    pl_free(c->dev, ps[i]);
-  free(j->idx);
-  free(d->hw);
+  pl__dispatch_free(c, d);
   free(d->pts);
 }
 

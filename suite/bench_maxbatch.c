@@ -21,8 +21,6 @@
  * is visible).  Trials run with --no-check: the budget-0 reference step would
  * need the memory that SCO saves.  Monotonicity in N is assumed (a larger N
  * never fits where a smaller one did not). */
-#include <dirent.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,18 +59,6 @@ static const pl_opt maxbatch_opts[] = {
     {0},
 };
 
-typedef struct trial {
-  char status[16]; /* ok | oom | infeasible | error */
-  char note[512];
-  pl_trial_exit ex;
-  int ranks;
-  char vals[4][32]; /* dev_peak_bytes, host_peak_bytes, time_ms, tok_s_gpu */
-  char file[1024];
-} trial;
-
-static const char *const trial_cols[4] = {"dev_peak_bytes", "host_peak_bytes",
-                                          "time_ms", "tok_s_gpu"};
-
 typedef struct search {
   char budgets[64][32];
   int nb;
@@ -84,87 +70,12 @@ typedef struct search {
   const char *budget;
 } search;
 
-/* The child's rows: its result file is the one whose `point` is ours; the
- * first row, or the first failing one. */
-static void read_child_rows(const search *s, const char *point, trial *t) {
-  DIR *d = opendir(s->dir);
-  if (!d)
-    return;
-  struct dirent *e;
-  const char *name = s->target->name;
-  size_t blen = strlen(name);
-  while ((e = readdir(d)) != NULL) {
-    size_t len = strlen(e->d_name);
-    if (strncmp(e->d_name, name, blen) || e->d_name[blen] != '.' || len < 4 ||
-        strcmp(e->d_name + len - 4, ".tsv"))
-      continue;
-    char path[2048];
-    snprintf(path, sizeof path, "%s/%s", s->dir, e->d_name);
-    pl_table tb;
-    if (pl_table_read(path, &tb) != PL_OK)
-      continue;
-    const char *p = pl_table_meta(&tb, "point");
-    bool mine = p && !strcmp(p, point);
-    int cs = pl_table_col(&tb, "status"), cn = pl_table_col(&tb, "note");
-    for (int r = 0; mine && r < tb.nrows && cs >= 0; r++) {
-      const char *st = tb.rows[r][cs];
-      if (r && !(strcmp(t->status, "ok") == 0 && strcmp(st, "ok") != 0))
-        continue;
-      snprintf(t->status, sizeof t->status, "%s", st);
-      if (cn >= 0 && strcmp(tb.rows[r][cn], "-"))
-        snprintf(t->note, sizeof t->note, "%s", tb.rows[r][cn]);
-      for (int k = 0; k < 4; k++) {
-        int c = pl_table_col(&tb, trial_cols[k]);
-        snprintf(t->vals[k], sizeof t->vals[k], "%s",
-                 c >= 0 ? tb.rows[r][c] : "-");
-      }
-      int cr = pl_table_col(&tb, "ranks");
-      if (cr >= 0)
-        t->ranks = atoi(tb.rows[r][cr]);
-    }
-    if (mine)
-      snprintf(t->file, sizeof t->file, "%s", e->d_name);
-    pl_table_free(&tb);
-    if (mine)
-      break;
-  }
-  closedir(d);
-}
-
-/* A trial's status from its exit and its rows. */
-static void classify(trial *t, int timeout_s) {
-  const int code = t->ex.code;
-  if (t->ex.timed_out) {
-    snprintf(t->status, sizeof t->status, "error");
-    snprintf(t->note, sizeof t->note, "killed after --trial-timeout=%d s",
-             timeout_s);
-  } else if (code < 0 && code != -1) {
-    int sig = -code;
-    snprintf(t->status, sizeof t->status, sig == SIGKILL ? "oom" : "error");
-    snprintf(t->note, sizeof t->note, "killed by signal %d (%s)%s", sig,
-             strsignal(sig),
-             sig == SIGKILL ? ": taken as the host's OOM killer" : "");
-  } else if (!t->status[0] && code == 128 + SIGKILL) { /* a launcher's rank */
-    snprintf(t->status, sizeof t->status, "oom");
-    snprintf(t->note, sizeof t->note,
-             "exit 137 and no rows: a rank killed by "
-             "SIGKILL, taken as the host's OOM killer");
-  } else if (!t->status[0]) {
-    snprintf(t->status, sizeof t->status, "error");
-    snprintf(t->note, sizeof t->note,
-             "exit %d and no rows (see its stderr "
-             "above)",
-             code);
-  } else if (code != 0 && !strcmp(t->status, "ok")) {
-    snprintf(t->status, sizeof t->status, "error");
-    snprintf(t->note, sizeof t->note, "exit %d with ok rows", code);
-  }
-}
+static const char *const trial_cols[] = {"dev_peak_bytes", "host_peak_bytes",
+                                         "time_ms", "tok_s_gpu", NULL};
 
 static pl_status trial_at(pl_bench_ctx *c, search *s, int64_t N, char *status,
                           size_t slen) {
-  trial t;
-  memset(&t, 0, sizeof t);
+  pl_trial_result t;
   char point[128], label[128];
   snprintf(point, sizeof point, "maxbatch.%ld.%d.%d", (long)getpid(), s->index,
            s->ntrials);
@@ -181,8 +92,7 @@ static pl_status trial_at(pl_bench_ctx *c, search *s, int64_t N, char *status,
   s->ntrials++;
   if (st != PL_OK)
     return st;
-  read_child_rows(s, point, &t);
-  classify(&t, s->timeout_s);
+  pl_trial_read(s->dir, s->target->name, point, trial_cols, s->timeout_s, &t);
   pl_row *r = pl_row_new(c);
   pl_row_str(r, "kind", "trial");
   pl_row_str(r, "target", s->target->name);
@@ -191,7 +101,7 @@ static pl_status trial_at(pl_bench_ctx *c, search *s, int64_t N, char *status,
   if (t.ranks > 0)
     pl_row_i64(r, "ranks", t.ranks);
   pl_row_i64(r, "exit_code", t.ex.code);
-  for (int k = 0; k < 4; k++)
+  for (int k = 0; trial_cols[k]; k++)
     pl_row_str(r, trial_cols[k], t.vals[k]);
   pl_row_str(r, "trial_file", t.file);
   pl_row_status(r, t.status, t.note[0] ? t.note : NULL);

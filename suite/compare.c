@@ -187,3 +187,44 @@ void pl_check_note(const pl_check *c, char *buf, size_t n) {
            c->what, (long long)c->bad, c->tol, (long long)c->first_bad,
            c->first_rank, c->max_abs, c->max_rel);
 }
+
+void pl_check_draws(pl_check *c, const char *what, const float *got, size_t n,
+                    size_t len, uint64_t seed, const uint64_t *offs) {
+  float *want = malloc(n * 4 + 4);
+  PL_ASSERT(want != NULL);
+  for (size_t b = 0; len && b * len < n; b++) {
+    float *w = want + b * len;
+    const uint64_t off = offs[b];
+    const size_t m = n - b * len < len ? n - b * len : len;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < m; i++)
+      w[i] = pl_rng_uniform(seed, off + i, -1.f, 1.f);
+  }
+  pl_check_arrays(c, what, got, PL_ELEM_F32, want, PL_ELEM_F32, n, PL_F32,
+                  PL_CHECK_EXACT);
+  free(want);
+}
+
+void pl_check_gemm(pl_check *c, const char *what, const void *A, const void *B,
+                   const void *C, pl_dtype dt, int64_t G, int ns,
+                   uint64_t seed) {
+  const pl_elem e = pl_elem_of(dt);
+  const size_t g = (size_t)G;
+  double *got = malloc(sizeof(double) * (size_t)(ns + 1));
+  double *ref = malloc(sizeof(double) * (size_t)(ns + 1));
+  PL_ASSERT(got && ref);
+  for (int t = 0; t < ns; t++) {
+    size_t i = pl_rng_u32(seed, 2 * (uint64_t)t) % g;
+    size_t j = pl_rng_u32(seed, 2 * (uint64_t)t + 1) % g;
+    if (t < 2)
+      i = j = t ? g - 1 : 0; /* the corners always */
+    ref[t] = 0;
+    for (size_t k = 0; k < g; k++)
+      ref[t] += get(A, e, i * g + k) * get(B, e, k * g + j);
+    got[t] = get(C, e, i * g + j);
+  }
+  pl_check_arrays(c, what, got, PL_ELEM_F64, ref, PL_ELEM_F64, (size_t)ns, dt,
+                  G);
+  free(got);
+  free(ref);
+}

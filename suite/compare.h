@@ -67,6 +67,19 @@ pl_status pl_check_device(pl_check *c, pl_stream *s, const char *what,
                           const void *got, const void *ref, pl_dtype dt,
                           size_t n, int64_t k);
 
+/* got (n f32 on the host) against the counter-RNG draws it must hold, bit
+ * for bit: element i of block b (len elements each) is
+ * pl_rng_uniform(seed, offs[b] + i, -1, 1). */
+void pl_check_draws(pl_check *c, const char *what, const float *got, size_t n,
+                    size_t len, uint64_t seed, const uint64_t *offs);
+
+/* C = A·B, row-major G x G host arrays of dtype dt: ns sampled entries (the
+ * first and the last always, the others at positions drawn from seed)
+ * against a double dot product of the same inputs; reduction length G. */
+void pl_check_gemm(pl_check *c, const char *what, const void *A, const void *B,
+                   const void *C, pl_dtype dt, int64_t G, int ns,
+                   uint64_t seed);
+
 /* A condition of the result that is not an element comparison (a peak
  * within its bound, a clip factor): counts as checked; false fails the row
  * with the reason printf(fmt, ...). */

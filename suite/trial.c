@@ -4,6 +4,7 @@
  * context of the trial's GPU. */
 #include "trial.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <spawn.h>
@@ -14,6 +15,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "results.h"
 
 extern char **environ;
 
@@ -246,4 +249,82 @@ pl_status pl_trial_run(char *const *argv, char **envp, int timeout_s,
               : WIFSIGNALED(ws) ? -WTERMSIG(ws)
                                 : -1;
   return PL_OK;
+}
+
+/* The rows of the child's result file: the first, or the first failing. */
+static void child_rows(const char *dir, const char *bench, const char *point,
+                       const char *const *cols, pl_trial_result *t) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  struct dirent *e;
+  size_t blen = strlen(bench);
+  while ((e = readdir(d)) != NULL) {
+    size_t len = strlen(e->d_name);
+    if (strncmp(e->d_name, bench, blen) || e->d_name[blen] != '.' || len < 4 ||
+        strcmp(e->d_name + len - 4, ".tsv"))
+      continue;
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    pl_table tb;
+    if (pl_table_read(path, &tb) != PL_OK)
+      continue;
+    const char *p = pl_table_meta(&tb, "point");
+    bool mine = p && !strcmp(p, point);
+    int cs = pl_table_col(&tb, "status"), cn = pl_table_col(&tb, "note");
+    for (int r = 0; mine && r < tb.nrows && cs >= 0; r++) {
+      const char *st = tb.rows[r][cs];
+      if (r && !(strcmp(t->status, "ok") == 0 && strcmp(st, "ok") != 0))
+        continue;
+      snprintf(t->status, sizeof t->status, "%s", st);
+      if (cn >= 0 && strcmp(tb.rows[r][cn], "-"))
+        snprintf(t->note, sizeof t->note, "%s", tb.rows[r][cn]);
+      for (int k = 0; cols[k] && k < PL_TRIAL_MAX_COLS; k++) {
+        int c = pl_table_col(&tb, cols[k]);
+        snprintf(t->vals[k], sizeof t->vals[k], "%s",
+                 c >= 0 ? tb.rows[r][c] : "-");
+      }
+      int cr = pl_table_col(&tb, "ranks");
+      if (cr >= 0)
+        t->ranks = atoi(tb.rows[r][cr]);
+    }
+    if (mine)
+      snprintf(t->file, sizeof t->file, "%s", e->d_name);
+    pl_table_free(&tb);
+    if (mine)
+      break;
+  }
+  closedir(d);
+}
+
+void pl_trial_read(const char *dir, const char *bench, const char *point,
+                   const char *const *cols, int timeout_s, pl_trial_result *t) {
+  pl_trial_exit ex = t->ex;
+  memset(t, 0, sizeof *t);
+  t->ex = ex;
+  child_rows(dir, bench, point, cols, t);
+  const int code = ex.code;
+  if (ex.timed_out) {
+    snprintf(t->status, sizeof t->status, "error");
+    snprintf(t->note, sizeof t->note, "killed after --trial-timeout=%d s",
+             timeout_s);
+  } else if (code < 0 && code != -1) {
+    int sig = -code;
+    snprintf(t->status, sizeof t->status, sig == SIGKILL ? "oom" : "error");
+    snprintf(t->note, sizeof t->note, "killed by signal %d (%s)%s", sig,
+             strsignal(sig),
+             sig == SIGKILL ? ": taken as the host's OOM killer" : "");
+  } else if (!t->status[0] && code == 128 + SIGKILL) { /* a launcher's rank */
+    snprintf(t->status, sizeof t->status, "oom");
+    snprintf(t->note, sizeof t->note,
+             "exit 137 and no rows: a rank killed by "
+             "SIGKILL, taken as the host's OOM killer");
+  } else if (!t->status[0]) {
+    snprintf(t->status, sizeof t->status, "error");
+    snprintf(t->note, sizeof t->note,
+             "exit %d and no rows (see its stderr above)", code);
+  } else if (code != 0 && !strcmp(t->status, "ok")) {
+    snprintf(t->status, sizeof t->status, "error");
+    snprintf(t->note, sizeof t->note, "exit %d with ok rows", code);
+  }
 }

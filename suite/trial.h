@@ -44,4 +44,25 @@ typedef struct pl_trial_exit {
 pl_status pl_trial_run(char *const *argv, char **envp, int timeout_s,
                        pl_trial_exit *out);
 
+/* What one trial did: the status of its rows (the first row, or the first
+ * failing one), their note and the values of the columns asked for, the
+ * ranks it ran on, its result file; classified with its exit: a trial killed
+ * after the timeout or by a signal is an error (SIGKILL, or a launcher's exit
+ * 137 without rows: oom, the host's OOM killer), one with no rows or a
+ * failing exit with ok rows an error. */
+#define PL_TRIAL_MAX_COLS 8
+typedef struct pl_trial_result {
+  pl_trial_exit ex;
+  char status[16]; /* ok | oom | infeasible | error */
+  char note[512];
+  int ranks;
+  char vals[PL_TRIAL_MAX_COLS][32];
+  char file[1024]; /* its name in dir */
+} pl_trial_result;
+
+/* The result file in dir of bench `bench` whose metadata `point` is point;
+ * cols: NULL-terminated.  t->ex is the trial's exit (pl_trial_run). */
+void pl_trial_read(const char *dir, const char *bench, const char *point,
+                   const char *const *cols, int timeout_s, pl_trial_result *t);
+
 #endif
