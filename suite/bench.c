@@ -418,10 +418,30 @@ static pl_status open_results(pl_bench_ctx *ctx, const char *dir,
   return st;
 }
 
+/* Every column of the bench is in the schema, once (a programming error
+ * otherwise: suite/test_schema.sh checks every bench's). */
+static void assert_schema(const pl_bench *b) {
+  char *h = pl__rows_header(), *save = NULL;
+  int n = 0;
+  const char *seen[256];
+  for (char *c = strtok_r(h, "\t", &save); c; c = strtok_r(NULL, "\t", &save)) {
+    if (!pl_schema_find(c))
+      fprintf(stderr, "bench %s: column '%s' is not in suite/schema.def\n",
+              b->name, c);
+    PL_ASSERT(pl_schema_find(c) != NULL);
+    for (int i = 0; i < n; i++)
+      PL_ASSERT(strcmp(seen[i], c) != 0);
+    if (n < 256)
+      seen[n++] = c;
+  }
+  free(h);
+}
+
 int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
                  char **record_argv) {
   int rank = pl_world_rank();
   pl__rows_begin(b->name, b->columns);
+  assert_schema(b);
   for (int i = 0; i < argc; i++)
     if (strcmp(argv[i], "--columns") == 0) {
       if (rank == 0) {

@@ -274,8 +274,8 @@ static pl_status tables(pl_report_ctx *rc, pl_table *const *t, int n) {
     }
     fprintf(d, "# dispatch N/rank=%s H=%s E=%s lanes=%s ranks=%s; from "
                "plateau report %s\n"
-               "profile\tep_gib\tllep_gib\tpllep_gib\tep_ms\tllep_ms\t"
-               "pllep_ms\n",
+               "profile\tep_dev_peak_gib\tllep_dev_peak_gib\tpllep_dev_peak_gib\t"
+               "ep_time_ms\tllep_time_ms\tpllep_time_ms\n",
             sh[s].t, sh[s].h, sh[s].e, sh[s].l, sh[s].r, rc->run_dir);
     for (int p = 0; p < 4; p++) {
       const drow *v[3] = {

@@ -196,7 +196,7 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
     free(rows);
     return pl_set_error(PL_EIO, "%s: %s", data, strerror(errno));
   }
-  fprintf(cf, "# SCO sweep from %s\nbudget_gib\tselected\tdev_peak_gib\tboundary_peak_gib\ttok_s_gpu\tms_median\n",
+  fprintf(cf, "# SCO sweep from %s\nbudget_gib\tselected\tdev_peak_gib\tboundary_gib\ttok_s_gpu\ttime_ms\n",
           t->path);
   for (int i = 0; i < t->nrows; i++) {
     int r = rows[i].r;

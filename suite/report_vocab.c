@@ -254,7 +254,7 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
   if (!have_f32 && nr) dt0 = rows[0].dtype;
   fprintf(d, "# vocab: peak GiB and time ms vs N per variant (%s, %s; best "
              "block); from plateau report\ntokens", be0, dt0);
-  for (int q = 0; q < 5; q++) fprintf(d, "\t%s_peak_gib\t%s_time_ms", vars[q], vars[q]);
+  for (int q = 0; q < 5; q++) fprintf(d, "\t%s_dev_peak_gib\t%s_time_ms", vars[q], vars[q]);
   fprintf(d, "\n");
   for (int i = 0; i < nr;) {
     int j = i;

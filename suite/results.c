@@ -32,10 +32,6 @@
 #define PL_GIT_SHA "unknown"
 #endif
 
-/* The version this writer stamps.  Benches move to the version-2 names one
- * by one; until the last one has, files say 1 and the reader's mapping
- * (which leaves current names alone) reads both kinds. */
-#define PL_RESULTS_WRITE 1
 #define TORN_MARK "!torn"
 
 struct pl_results {
@@ -198,7 +194,7 @@ pl_status pl_results_create(const char *dir, const char *stem,
 
   sbuf b = {0};
   char line[64];
-  snprintf(line, sizeof line, "# plateau-results: %d\n", PL_RESULTS_WRITE);
+  snprintf(line, sizeof line, "# plateau-results: %d\n", PL_RESULTS_SCHEMA);
   sb_puts(&b, line);
   for (int i = 0; meta_kv && meta_kv[i] && meta_kv[i + 1]; i += 2) {
     sb_puts(&b, "# ");

@@ -107,7 +107,7 @@ else
     bad=$(awk -F'\t' '/^#/ {next} !h {for (i=1;i<=NF;i++) {if ($i=="variant") t=i; if ($i=="algbw_gbs") a=i; if ($i=="tflops") g=i}; h=1; next}
                      $t=="gemm" {if (!($g+0 > 0)) n++; next} {if (!($a+0 > 0)) n++} END {print n+0}' "$f")
     [[ $bad -eq 0 ]] && pass || fail "$bad rows without a positive rate"
-    for key in "plateau-results: 1" "bench: calib" "backend: cpu" "ranks: 2" "git_sha: " "mpi: " "start_utc: " "argv: " "hostname: "; do
+    for key in "plateau-results: 2" "bench: calib" "backend: cpu" "ranks: 2" "git_sha: " "mpi: " "start_utc: " "argv: " "hostname: "; do
       grep -q "^# $key" "$f" && pass || fail "metadata '# $key' missing"
     done
     grep -q "^# end: ok " "$f" && pass || fail "no '# end: ok' line"

@@ -14,14 +14,15 @@
 #include "results.h"
 #include "core/check_run.h"
 
+/* the version-2 columns the benches write (less a few) */
 #define SCO_COLS                                                               \
   "tokens\tranks\tlayers\thidden\tffn\tdtype\trelease\tbudget\tbudget_bytes\t" \
-  "selected\tdev_peak_bytes\tdev_peak_gib\tboundary_peak_bytes\t"              \
-  "boundary_bound_bytes\tpool_high_bytes\thost_pinned_bytes\tlive_set\t"       \
-  "ms_median\tms_p10\tms_p90\ttok_s_gpu\tstatus\tcheck\tnote"
+  "selected\tdev_peak_bytes\tmax_err\tboundary_bytes\t"                        \
+  "bound_bytes\tpool_peak_bytes\thost_peak_bytes\tlive_set\t"                  \
+  "time_ms\ttime_p10_ms\ttime_p90_ms\ttok_s_gpu\tstatus\tcheck\tnote"
 #define MB_COLS                                                                \
-  "kind\tbench\tbudget\ttokens\tranks\texit_code\tdev_peak_bytes\t"           \
-  "host_pinned_bytes\tms_median\ttok_s_gpu\tmax_ok_tokens\tfirst_fail_tokens\t" \
+  "kind\ttarget\tbudget\ttokens\tranks\texit_code\tdev_peak_bytes\t"           \
+  "host_peak_bytes\ttime_ms\ttok_s_gpu\tmax_ok_tokens\tfirst_fail_tokens\t" \
   "trials\ttrial_file\tstatus\tcheck\tnote"
 
 static char dir[256];
