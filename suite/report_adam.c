@@ -164,7 +164,7 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
   double ranks = cpu ? cpu->ranks : sbest ? sbest->ranks : NAN;
   double floor_ms = sbest ? sbest->floor_ms : cpu ? cpu->floor_ms : NAN;
   char b1[32], b2[32], b3[32];
-  fprintf(f, "# Optimizer step — OffloadStreamAdamW (DESIGN §1.4)\n\n");
+  fprintf(f, "# Optimizer step — OffloadStreamAdamW (paper Tables 4 and 14)\n\n");
   fprintf(f, "%s params per rank, %.0f ranks sharing one host (the paper: "
           "2.625 G per rank, 8 ranks per node).  Host link measured in the "
           "same run, per rank with all ranks copying at once: H2D %.1f GB/s, "
@@ -268,7 +268,7 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
             "than β=100M, s=2 are not in DESIGN.md; shown as –.\n\n",
             floor_ms / 1e3);
   }
-  /* targets (DESIGN §4, issue 5) */
+  /* targets (DESIGN §4) */
   fprintf(f, "## Targets\n\n");
   if (sbest)
     fprintf(f, "- stream ≥ 75%% of the host-link floor: %.0f%% → %s\n",

@@ -1,17 +1,15 @@
-/* report_attention.c — `plateau report` part for attention: reads the run's
- * `plateau bench attention` result files (attention.*.tsv, pl_table_read) and
- * the PyTorch SDPA peer file written by analysis/peers/torch_sdpa.py
- * (peer_torch_sdpa.tsv: '#' lines, then a header), and writes
+/* report_attention.c — the report of `plateau bench attention` and of its
+ * peer, PyTorch SDPA (analysis/peers/torch_sdpa.py, bench peer_torch_sdpa):
+ * from their tables it writes
  *   out_dir/attention.md         ours vs SDPA flash / cuDNN per S (single rank)
  *   out_dir/attention_tflops.dat the chart's data
  *   out_dir/attention_tflops.{svg,png} via analysis/attention.gp (gnuplot)
- * printing the paths.  Targets (issue 7): forward ≥ 350 TFLOP/s and
+ * printing the paths.  Targets: forward ≥ 350 TFLOP/s and
  * forward+backward ≥ 0.8× the best SDPA backend at 32K–128K, judged (met /
  * missed / not measured) twice: over the fastest rows (any variant) and over
- * the AUTO rows alone (files without a PLATEAU_ATTN_* variable, algo auto),
- * each with its lowest value and where; the DESIGN §5
- * peer values measured earlier on the same machine are printed as constants
- * beside this run's peer rows. */
+ * the AUTO rows alone (files without a PLATEAU_ATTN_* variable, variant
+ * auto), each with its lowest value and where; the design's peer values
+ * (DESIGN §5) are printed as constants beside this run's peer rows. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,11 +170,12 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
             c[2], c[3], c[4], c[5], ratio, pts[i].kern[0][0] ? pts[i].kern[0] : "–",
             pts[i].kern[1][0] ? pts[i].kern[1] : "–");
   }
-  /* DESIGN.md §5: measured on the same H200 with PyTorch 2.11, 64 q / 8 kv
-   * heads, d = 128, S = 16K…128K (2026-11-30) */
-  fprintf(md, "\nEarlier peer measurement (DESIGN.md §5, 64 q / 8 kv heads, d = 128, S = 16K–128K): "
+  /* the design's peer values: PyTorch 2.11 SDPA on an H200, 64 q / 8 kv
+   * heads, d = 128, S = 16K…128K */
+  fprintf(md, "\nPeer values of the design (DESIGN §5; PyTorch SDPA on an H200, 64 q / 8 kv heads, "
+              "d = 128, S = 16K–128K): "
               "SDPA flash fwd ≈ 350, fwd+bwd ≈ 325; cuDNN fwd ≈ 550–655, fwd+bwd ≈ 540–555 TFLOP/s.\n");
-  fprintf(md, "\nTargets (issue 7), for the fastest rows and for the AUTO rows alone (no kernel chosen "
+  fprintf(md, "\nTargets, for the fastest rows and for the AUTO rows alone (no kernel chosen "
               "by hand):\n\n");
   target_line(md, "fwd ≥ 350 TFLOP/s at every S", pts, n, 0, 350);
   target_line(md, "fwd+bwd ≥ 0.8× the best peer at 32K–128K", pts, n, 1, 0.8);

@@ -168,7 +168,7 @@ pl_status pl_report_calib(pl_report_ctx *rc, pl_table *const *t, int n) {
   FILE *f = pl_rep_open(rc, "calib.md", path, sizeof path);
   if (!f)
     return PL_EIO;
-  pl_rep_md_head(f, rc, "calib", t, n);
+  pl_rep_md_head(f, rc, "Machine ceilings (calib)", t, n);
   ceilings(f, t, n);
   static const char *const cols[] = {
       "variant",   "bytes",       "ranks",       "dtype",     "mnk",

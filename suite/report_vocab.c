@@ -5,7 +5,7 @@
  * For every (backend, dtype, H, V, N) group of rows it prints each variant's
  * time, peak and live set, the change against the dense baseline of the same
  * group (the paper's baseline), Ring-DTP's peak against its analytic floor,
- * and the targets of issue 4 (at P = 2 on the paper preset: Ring-DTP peak ≤
+ * and the targets (at P = 2 on the paper preset: Ring-DTP peak ≤
  * 20% of dense, time ≤ 1.05×, within 10% of the floor; fused ≤ 1.1× dense
  * time) as met / missed.  Paper values are printed constants (DESIGN §1.2,
  * §5).  Entry: pl_report_vocab(run_dir, out_dir) (report_vocab.h), which
@@ -186,7 +186,7 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
                      "| - | - | - | - | - | measured | DESIGN §5, H200 |\n",
                   torch_peer[q].ms, torch_peer[q].gib);
     }
-    /* Targets (issue 4) where they apply. */
+    /* Targets where they apply. */
     const vrow *ring = NULL, *fused = NULL, *chunk = NULL;
     for (int k = i; k < j; k++) {
       if (!strcmp(rows[k].variant, "ring") && !strcmp(rows[k].status, "ok") &&
