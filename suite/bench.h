@@ -37,7 +37,9 @@
  *            the row to the result file and a human line to stdout; on the
  *            CPU backend an ok row's note says "CPU backend: times are CPU
  *            times"
- *   exit     0 ok, 1 a row with check=fail, 2 usage, 3 runtime error
+ *   exit     0 ok, 1 a row with check=fail, 2 usage, 3 runtime error (the
+ *            run itself: no result file, a communication failure, main()
+ *            failing); oom, infeasible and error rows are results
  *
  * A bench that does not fit the per-point pattern (maxbatch: trials in child
  * processes) gives main() instead and uses the same rows, progress, timing,
