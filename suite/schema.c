@@ -29,9 +29,15 @@ const pl_col_def *pl_schema_at(int i) {
 
 void pl_schema_markdown(FILE *f) {
   fprintf(f, "| column | unit | meaning |\n|---|---|---|\n");
-  for (int i = 0; i < NCOLS; i++)
-    fprintf(f, "| `%s` | %s | %s |\n", cols[i].name, cols[i].unit,
-            cols[i].meaning);
+  for (int i = 0; i < NCOLS; i++) {
+    fprintf(f, "| `%s` | %s | ", cols[i].name, cols[i].unit);
+    for (const char *c = cols[i].meaning; *c; c++) { /* '|' escaped */
+      if (*c == '|')
+        fputc('\\', f);
+      fputc(*c, f);
+    }
+    fprintf(f, " |\n");
+  }
 }
 
 #define GIB 1073741824.0
