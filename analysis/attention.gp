@@ -9,7 +9,7 @@ out = ARG2
 ceil = (ARGC >= 3) ? real(ARG3) : 793.0
 if (strstrt(out, ".png") > 0) { set terminal pngcairo size 960,600 font ",11" } else { set terminal svg size 960,600 dynamic font ",11" }
 set output out
-set title "Causal GQA attention, bf16, H200: TFLOP/s vs sequence length (fwd = 4·S²·d·n_q/2, bwd = 2.5·fwd)"
+set title "Causal GQA attention, bf16: TFLOP/s vs sequence length (fwd = 4·S²·d·n_q/2, bwd = 2.5·fwd)"
 set xlabel "sequence length S (tokens)"
 set ylabel "TFLOP/s"
 set logscale x 2

@@ -3,7 +3,8 @@
 #
 # usage: gnuplot -c analysis/dispatch.gp dispatch-N-H.tsv out.svg|out.png
 #   the .tsv is written by `plateau report RUN_DIR`: '#' comments, header
-#   "profile ep_gib llep_gib pllep_gib ep_ms llep_ms pllep_ms" (tabs).
+#   "profile ep_dev_peak_gib llep_dev_peak_gib pllep_dev_peak_gib ep_time_ms
+#   llep_time_ms pllep_time_ms" (tabs).
 if (ARGC < 2) {
   print "usage: gnuplot -c dispatch.gp dispatch-N-H.tsv out.svg|out.png"
   exit status 2
@@ -37,12 +38,12 @@ set xtics noenhanced
 set multiplot layout 1,2 title "plateau dispatch: ep vs LLEP vs PipelinedLLEP (strided)"
 set title "peak device memory (fwd+bwd)"
 set ylabel "GiB (tracked, max over ranks)"
-plot data using "ep_gib":xtic(1) title "ep" lc rgb "#bbbbbb", \
-     ''   using "llep_gib" title "LLEP" lc rgb "#cc6677", \
-     ''   using "pllep_gib" title "PipelinedLLEP" lc rgb "#4477aa"
+plot data using "ep_dev_peak_gib":xtic(1) title "ep" lc rgb "#bbbbbb", \
+     ''   using "llep_dev_peak_gib" title "LLEP" lc rgb "#cc6677", \
+     ''   using "pllep_dev_peak_gib" title "PipelinedLLEP" lc rgb "#4477aa"
 set title "fwd+bwd time (median)"
 set ylabel "ms"
-plot data using "ep_ms":xtic(1) title "ep" lc rgb "#bbbbbb", \
-     ''   using "llep_ms" title "LLEP" lc rgb "#cc6677", \
-     ''   using "pllep_ms" title "PipelinedLLEP" lc rgb "#4477aa"
+plot data using "ep_time_ms":xtic(1) title "ep" lc rgb "#bbbbbb", \
+     ''   using "llep_time_ms" title "LLEP" lc rgb "#cc6677", \
+     ''   using "pllep_time_ms" title "PipelinedLLEP" lc rgb "#4477aa"
 unset multiplot

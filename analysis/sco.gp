@@ -4,7 +4,9 @@
 # usage: gnuplot -c analysis/sco.gp sco-budget-K.tsv out.svg|out.png [TITLE [PEAK_REF_GIB [TOK_REF]]]
 #   sco-budget-K.tsv: written by `plateau report RUN_DIR` (report/sco-budget-K.tsv):
 #     '#' comment lines, then a tab-separated header with at least
-#     budget_gib dev_peak_gib tok_s_gpu (columns are picked by name), one line
+#     budget_gib dev_peak_gib boundary_gib tok_s_gpu time_ms (columns are
+#     picked by name: the result columns budget_bytes, dev_peak_bytes,
+#     boundary_bytes in GiB, tok_s_gpu, time_ms), one line
 #     per ok row of the sweep, sorted by budget.
 #   PEAK_REF_GIB: dashed line: the budget-0 peak scaled by the paper's
 #     123.73/139.79 (where the paper's −11.5% would put ours).
@@ -42,7 +44,7 @@ set multiplot layout 2,1 title ttl
 set ylabel "device peak (GiB per GPU)"
 set yrange [0:*]
 plot data using (column("budget_gib")):(column("dev_peak_gib")) with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "ours: tracked device peak", \
-     data using (column("budget_gib")):(column("boundary_peak_gib")) with linespoints lw 1 pt 6 lc rgb "#7f7f7f" title "ours: boundary bytes at peak", \
+     data using (column("budget_gib")):(column("boundary_gib")) with linespoints lw 1 pt 6 lc rgb "#7f7f7f" title "ours: boundary bytes at peak", \
      (peak_ref > 0 ? peak_ref : NaN) with lines dt 2 lw 1.5 lc rgb "#d62728" title "paper's -11.5% applied to our budget-0 peak"
 
 set ylabel "throughput (tokens/s per GPU)"

@@ -3,8 +3,8 @@
 # chunk, vp, ring), from `plateau report` (suite/report_vocab.c).
 #
 # usage: gnuplot -c analysis/vocab.gp vocab-chart.tsv out.svg|out.png
-#   vocab-chart.tsv: '#' comment lines, a header "tokens dense_peak_gib
-#   dense_time_ms fused_peak_gib ..." (tab-separated), one line per N; NaN
+#   vocab-chart.tsv: '#' comment lines, a header "tokens dense_dev_peak_gib
+#   dense_time_ms fused_dev_peak_gib ..." (tab-separated), one line per N; NaN
 #   where a variant has no ok row (e.g. dense out of memory).
 if (ARGC < 2) {
   print "usage: gnuplot -c vocab.gp vocab-chart.tsv out.svg|out.png"
@@ -36,11 +36,11 @@ set multiplot layout 1,2 title "plateau bench vocab: vocabulary head fwd+bwd"
 set title "peak device memory"
 set ylabel "GiB (tracked peak, max over ranks)"
 set yrange [0:*]
-plot data using "tokens":"dense_peak_gib" with linespoints lw 2 pt 7 lc rgb "#cc3311" title "dense", \
-     ''   using "tokens":"fused_peak_gib" with linespoints lw 2 pt 5 lc rgb "#0077bb" title "fused (P=1)", \
-     ''   using "tokens":"chunk_peak_gib" with linespoints lw 2 pt 13 lc rgb "#aa3377" title "token-chunked", \
-     ''   using "tokens":"vp_peak_gib"    with linespoints lw 2 pt 9 lc rgb "#ee7733" title "vocab-parallel", \
-     ''   using "tokens":"ring_peak_gib"  with linespoints lw 2 pt 11 lc rgb "#009988" title "Ring-DTP"
+plot data using "tokens":"dense_dev_peak_gib" with linespoints lw 2 pt 7 lc rgb "#cc3311" title "dense", \
+     ''   using "tokens":"fused_dev_peak_gib" with linespoints lw 2 pt 5 lc rgb "#0077bb" title "fused (P=1)", \
+     ''   using "tokens":"chunk_dev_peak_gib" with linespoints lw 2 pt 13 lc rgb "#aa3377" title "token-chunked", \
+     ''   using "tokens":"vp_dev_peak_gib"    with linespoints lw 2 pt 9 lc rgb "#ee7733" title "vocab-parallel", \
+     ''   using "tokens":"ring_dev_peak_gib"  with linespoints lw 2 pt 11 lc rgb "#009988" title "Ring-DTP"
 
 set title "fwd+bwd time"
 set ylabel "ms (median, max over ranks)"

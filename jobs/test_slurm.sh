@@ -150,7 +150,7 @@ rows_good() {
          next }
     { n++
       if (NF != nf || $c["status"] != "ok" || $c["check"] != "pass" ||
-          (c["ranks"] && c["test"] && $c["test"] ~ /^(allreduce|alltoall|sendrecv)$/ && $c["ranks"] != 2)) {
+          (c["ranks"] && c["variant"] && $c["variant"] ~ /^(allreduce|alltoall|sendrecv)$/ && $c["ranks"] != 2)) {
         bad++; print "  bad row: " $0 > "/dev/stderr" } }
     END { if (bad || n == 0) { if (!n) print "  no rows" > "/dev/stderr"; exit 1 }
           printf "  %d rows ok/pass\n", n > "/dev/stderr" }' "$f"

@@ -1,32 +1,31 @@
 /* bench_attention.c — `plateau bench attention`: causal GQA flash attention,
  * forward and forward+backward, over a sequence-length sweep.
  *
- * One row per (S, pass): median time over -n iterations (after -w warm-ups),
- * p10/p90, TFLOP/s counted with the causal formula
+ * One row per (S, pass): the timed unit is one forward (or forward +
+ * backward); FLOPs counted with the causal formula
  *     fwd = 4·S²·d·n_q/2 per sequence,  bwd = 2.5·fwd,  fwd+bwd = 3.5·fwd
  * (the usual FlashAttention count: QK^T and PV in forward; in backward the
- * recomputed QK^T plus dV, dP, dQ, dK — 5 GEMMs against 2), and the tracked
+ * recomputed QK^T plus dV, dP, dQ, dK — 5 GEMMs against 2); the tracked
  * device peak (inputs, outputs and the attention workspace) with the
- * workspace's own peak under tag "attention": memory linear in S.
+ * workspace's own peak (tag "attention"): memory linear in S; `kernel` the
+ * kernels that ran (AUTO resolves per build and shape).
  *
  * --fwd-kernel and --bwd-kernel choose the CUDA kernels (pl_attn_kernels;
- * auto by default); a row's `variant` is what was asked ("fwd/bwd"), its
- * `kernel` what ran (pl_attn_fwd_kernel, and "+" pl_attn_bwd_kernel for
- * forward+backward rows).
+ * auto by default); a row's `variant` is what was asked ("fwd/bwd").
  *
- * --check compares the kernels that run with the reference on the same inputs
- * at the first point of the sweep if it is small enough: on CUDA against the
- * SIMPLE kernels (S <= 16Ki), on the CPU against the double naive reference
- * (S <= 1Ki).  Beyond --bwd-max only the forward pass runs (1M
- * tokens with 64 query heads would need ~150 GB for dQ accumulation).
+ * --check compares the kernel with a reference at the first S of the sweep
+ * if it is small enough: on CUDA against the SIMPLE kernels (S <= 16Ki), on
+ * the CPU against the double naive reference (S <= 1Ki).  Beyond --bwd-max
+ * only the forward pass runs (1M tokens with 64 query heads would need
+ * ~150 GB for dQ accumulation).
  *
  * With D > 1 ranks the run is Ulysses-sharded (model/ulysses.h): each rank
  * holds S/D tokens of all heads, all-to-alls them to S tokens of n_q/D heads,
  * and the row's time includes the all-to-alls; FLOPs are per rank
  * (4·S²·d·(n_q/D)/2 forward).  Forward rows with D > 1 also time one
- * all-to-all of Q alone (a2a_ms) and its rate a2a_gbps = bytes leaving each
+ * all-to-all of Q alone (a2a_ms) and its rate a2a_gbs = bytes leaving each
  * rank ((D−1)/D of its Q) / time, to set against `plateau bench calib`'s
- * all-to-all bandwidth (target ≥ 70%). */
+ * all-to-all bandwidth. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,37 +37,38 @@
 #include "model/ulysses.h"
 
 /* indexed by pl_attn_fwd_kind, pl_attn_bwd_kind */
-static const char *const fwd_kernel_names[] = {"auto", "simple", "mma", "wgmma", NULL};
-static const char *const bwd_kernel_names[] = {"auto", "simple", "mma", "wgmma", "split", NULL};
+static const char *const fwd_kernel_names[] = {"auto", "simple", "mma", "wgmma",
+                                               NULL};
+static const char *const bwd_kernel_names[] = {"auto",  "simple", "mma",
+                                               "wgmma", "split",  NULL};
 static const char *const pass_names[] = {"fwd", "fwdbwd", "both", NULL};
 
 static const pl_opt attn_opts[] = {
-    {"seq", 0, PL_OPT_SIZE_LIST, NULL,
-     "sequence lengths S (default: 4Ki:1Mi:x2 on CUDA, 128,256,512 on the CPU)", 1, 1 << 30, NULL},
+    {"seq", 0, PL_OPT_SIZE_LIST, NULL, "sequence lengths S", 1, 1 << 30, NULL},
     {"batch", 0, PL_OPT_INT, "1", "sequences per call B", 1, 65535, NULL},
-    {"heads", 0, PL_OPT_INT, NULL, "query heads n_q (default 64 on CUDA, 4 on the CPU)", 1, 65535,
-     NULL},
-    {"kv-heads", 0, PL_OPT_INT, NULL, "key/value heads n_kv (default 8 on CUDA, 2 on the CPU)",
-     1, 65535, NULL},
-    {"head-dim", 0, PL_OPT_INT, NULL, "head dimension d (default 128 on CUDA, 64 on the CPU)", 1,
-     512, NULL},
+    {"heads", 0, PL_OPT_INT, NULL, "query heads n_q", 1, 65535, NULL},
+    {"kv-heads", 0, PL_OPT_INT, NULL, "key/value heads n_kv", 1, 65535, NULL},
+    {"head-dim", 0, PL_OPT_INT, NULL, "head dimension d", 1, 512, NULL},
     {"fwd-kernel", 0, PL_OPT_ENUM, "auto",
-     "CUDA forward: auto | simple | mma | wgmma (auto: wgmma for d = 128 on an sm_90a build, "
-     "else mma; simple: the device reference)",
+     "CUDA forward: auto | simple | mma | wgmma (auto: wgmma for d = 128 on an "
+     "sm_90a build, else mma; simple: the device reference)",
      0, 0, fwd_kernel_names},
     {"bwd-kernel", 0, PL_OPT_ENUM, "auto",
-     "CUDA backward: auto | simple | mma | wgmma | split (auto: wgmma for d = 128 on an sm_90a "
-     "build, else mma; split: bit-reproducible dQ, d = 128 on sm_90a)",
+     "CUDA backward: auto | simple | mma | wgmma | split (auto: wgmma for "
+     "d = 128 on an sm_90a build, else mma; split: bit-reproducible dQ, "
+     "d = 128 on sm_90a)",
      0, 0, bwd_kernel_names},
     {"pass", 0, PL_OPT_ENUM, "both", "fwd | fwdbwd | both", 0, 0, pass_names},
-    {"bwd-max", 0, PL_OPT_SIZE, "512Ki", "largest S that also runs forward+backward", 1, 1 << 30,
-     NULL},
+    {"bwd-max", 0, PL_OPT_SIZE, "512Ki",
+     "largest S that also runs forward+backward", 1, 1 << 30, NULL},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL},
 };
 
-#define COLS                                                                                  \
-  "backend\tranks\tbatch\tseq\tn_q\tn_kv\td\tvariant\tkernel\tpass\tms\tms_p10\tms_p90\ttflops\tflops\tpeak_gib" \
-  "\tattn_ws_gib\ta2a_ms\ta2a_gbps\tmax_err"
+static const pl_preset attn_presets[] = {
+    {"cuda", "seq=4Ki:1Mi:x2 heads=64 kv-heads=8 head-dim=128"},
+    {"cpu", "seq=128,256,512 heads=4 kv-heads=2 head-dim=64"},
+    {NULL, NULL},
+};
 
 typedef struct attn_run {
   pl_attn_shape sh; /* this rank's: seq = S/D tokens, all heads */
@@ -80,20 +80,34 @@ typedef struct attn_run {
   uint64_t off; /* first token of this rank × d: the RNG offset of its shard */
 } attn_run;
 
+typedef struct attn_bench {
+  pl_attn_shape base;
+  uint64_t seqs[PL_OPT_LIST_MAX], bwd_max;
+  int nseq, npass, pass0;
+  attn_run r; /* the point */
+  uint64_t S;
+  double flops;
+} attn_bench;
+
 static pl_status run_once(void *arg) {
   attn_run *r = arg;
   if (r->sp) {
-    PL_TRY(pl_ulysses_attn_fwd(r->sp, r->s, &r->sh, r->q, r->k, r->v, r->o, r->lse));
+    PL_TRY(pl_ulysses_attn_fwd(r->sp, r->s, &r->sh, r->q, r->k, r->v, r->o,
+                               r->lse));
     if (r->bwd)
-      PL_TRY(pl_ulysses_attn_bwd(r->sp, r->s, &r->sh, r->q, r->k, r->v, r->o, r->dout, r->lse,
-                                 r->dq, r->dk, r->dv));
+      PL_TRY(pl_ulysses_attn_bwd(r->sp, r->s, &r->sh, r->q, r->k, r->v, r->o,
+                                 r->dout, r->lse, r->dq, r->dk, r->dv));
     return PL_OK;
   }
   PL_TRY(pl_attn_fwd(r->s, &r->sh, r->q, r->k, r->v, r->o, r->lse));
   if (r->bwd)
-    PL_TRY(pl_attn_bwd(r->s, &r->sh, r->q, r->k, r->v, r->o, r->dout, r->lse, r->dq, r->dk,
-                       r->dv));
+    PL_TRY(pl_attn_bwd(r->s, &r->sh, r->q, r->k, r->v, r->o, r->dout, r->lse,
+                       r->dq, r->dk, r->dv));
   return PL_OK;
+}
+
+static pl_status run_unit(void *st) {
+  return run_once(&((attn_bench *)st)->r);
 }
 
 /* one Ulysses all-to-all of Q (sequence -> head sharded), for D > 1 rows */
@@ -104,21 +118,29 @@ typedef struct a2a_run {
 
 static pl_status a2a_once(void *arg) {
   a2a_run *a = arg;
-  return pl_ulysses_seq_to_head(a->r->sp, a->r->s, a->r->q, a->dst, a->r->sh.seq, a->r->sh.n_q,
-                                a->r->sh.head_dim, a->r->sh.dtype);
+  return pl_ulysses_seq_to_head(a->r->sp, a->r->s, a->r->q, a->dst,
+                                a->r->sh.seq, a->r->sh.n_q, a->r->sh.head_dim,
+                                a->r->sh.dtype);
 }
 
 static void free_run(pl_dev *dev, attn_run *r) {
   void *ps[] = {r->q, r->k, r->v, r->o, r->dout, r->dq, r->dk, r->dv, r->lse};
-  for (int i = 0; i < 9; i++) pl_free(dev, ps[i]);
+  for (int i = 0; i < 9; i++)
+    pl_free(dev, ps[i]);
   r->q = r->k = r->v = r->o = r->dout = r->dq = r->dk = r->dv = NULL;
   r->lse = NULL;
 }
 
+static size_t nq_elems(const pl_attn_shape *sh) {
+  return (size_t)(sh->batch * sh->seq * sh->n_q * sh->head_dim);
+}
+static size_t nkv_elems(const pl_attn_shape *sh) {
+  return (size_t)(sh->batch * sh->seq * sh->n_kv * sh->head_dim);
+}
+
 static pl_status alloc_run(pl_dev *dev, attn_run *r, int with_grads) {
   const size_t es = pl_dtype_size(r->sh.dtype);
-  const size_t nqe = (size_t)(r->sh.batch * r->sh.seq * r->sh.n_q * r->sh.head_dim);
-  const size_t nke = (size_t)(r->sh.batch * r->sh.seq * r->sh.n_kv * r->sh.head_dim);
+  const size_t nqe = nq_elems(&r->sh), nke = nkv_elems(&r->sh);
   const size_t nr = (size_t)(r->sh.batch * r->sh.n_q * r->sh.seq);
   PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, nqe * es, "act", &r->q));
   PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, nke * es, "act", &r->k));
@@ -134,224 +156,203 @@ static pl_status alloc_run(pl_dev *dev, attn_run *r, int with_grads) {
     PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, nke * es, "grads", &r->dv));
   }
   /* never zeros: N(0,1) inputs */
-  PL_TRY(pl_rng_fill(r->s, r->q, r->sh.dtype, nqe, 11, r->off * r->sh.n_q, PL_DIST_NORMAL, 0.f, 1.f));
-  PL_TRY(pl_rng_fill(r->s, r->k, r->sh.dtype, nke, 12, r->off * r->sh.n_kv, PL_DIST_NORMAL, 0.f, 1.f));
-  PL_TRY(pl_rng_fill(r->s, r->v, r->sh.dtype, nke, 13, r->off * r->sh.n_kv, PL_DIST_NORMAL, 0.f, 1.f));
+  const pl_dtype dt = r->sh.dtype;
+  PL_TRY(pl_rng_fill(r->s, r->q, dt, nqe, 11, r->off * r->sh.n_q,
+                     PL_DIST_NORMAL, 0.f, 1.f));
+  PL_TRY(pl_rng_fill(r->s, r->k, dt, nke, 12, r->off * r->sh.n_kv,
+                     PL_DIST_NORMAL, 0.f, 1.f));
+  PL_TRY(pl_rng_fill(r->s, r->v, dt, nke, 13, r->off * r->sh.n_kv,
+                     PL_DIST_NORMAL, 0.f, 1.f));
   if (with_grads)
-    PL_TRY(pl_rng_fill(r->s, r->dout, r->sh.dtype, nqe, 14, r->off * r->sh.n_q, PL_DIST_NORMAL, 0.f, 1.f));
+    PL_TRY(pl_rng_fill(r->s, r->dout, dt, nqe, 14, r->off * r->sh.n_q,
+                       PL_DIST_NORMAL, 0.f, 1.f));
   return pl_stream_sync(r->s);
 }
 
-/* Copy `bytes` of device memory into a new malloc'd host buffer (or NULL). */
-static void *to_host(pl_stream *s, const void *src, size_t bytes) {
-  void *h = malloc(bytes ? bytes : 1);
-  if (!h) return NULL;
-  if (pl_memcpy_async(s, h, src, bytes) != PL_OK || pl_stream_sync(s) != PL_OK) {
-    free(h);
-    return NULL;
-  }
-  return h;
+static pl_status init(pl_bench_ctx *c, void *st) {
+  attn_bench *b = st;
+  b->nseq = pl_args_size_list(c->args, "seq", b->seqs, PL_OPT_LIST_MAX);
+  int pass = pl_args_enum(c->args, "pass");
+  b->npass = pass == 2 ? 2 : 1;
+  b->pass0 = pass == 1;
+  b->bwd_max = pl_args_size(c->args, "bwd-max");
+  b->base =
+      (pl_attn_shape){.batch = pl_args_int(c->args, "batch"),
+                      .seq = 1,
+                      .n_q = (int)pl_args_int(c->args, "heads"),
+                      .n_kv = (int)pl_args_int(c->args, "kv-heads"),
+                      .head_dim = (int)pl_args_int(c->args, "head-dim"),
+                      .dtype = PL_BF16,
+                      .kernels = {(pl_attn_fwd_kind)pl_args_enum(
+                                      c->args, "fwd-kernel"),
+                                  (pl_attn_bwd_kind)pl_args_enum(
+                                      c->args, "bwd-kernel")}};
+  c->npoints = b->nseq * b->npass;
+  /* a shape the kernels refuse: a usage error, nothing measured */
+  return pl_attn_check(&b->base, pl_dev_backend(c->dev));
 }
 
-/* Max normwise error of the fast kernel against the reference on r's inputs
- * (forward O; and dQ, dK, dV when r->bwd), or NaN when not checked. */
-static double check_run(pl_bench_ctx *ctx, attn_run *r) {
+static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
+                       char *label, size_t n) {
+  attn_bench *b = st;
+  const int D = c->size, nq = b->base.n_q, nkv = b->base.n_kv;
+  attn_run *r = &b->r;
+  memset(r, 0, sizeof *r);
+  b->S = b->seqs[p / b->npass];
+  r->bwd = b->pass0 + p % b->npass;
+  r->sh = b->base;
+  r->sh.seq = (int64_t)b->S / D;
+  r->s = c->stream;
+  r->sp = D > 1 ? c->comm : NULL;
+  r->off = (uint64_t)c->rank * (uint64_t)r->sh.seq * (uint64_t)b->base.head_dim;
+  snprintf(label, n, "S=%llu %s", (unsigned long long)b->S,
+           r->bwd ? "fwd+bwd" : "fwd");
+  pl_row_i64(row, "batch", r->sh.batch);
+  pl_row_i64(row, "ranks", D);
+  pl_row_i64(row, "seq", (int64_t)b->S);
+  pl_row_i64(row, "n_q", nq);
+  pl_row_i64(row, "n_kv", nkv);
+  pl_row_i64(row, "d", b->base.head_dim);
+  char variant[32]; /* what was asked: "fwd/bwd" */
+  snprintf(variant, sizeof variant, "%s/%s",
+           fwd_kernel_names[r->sh.kernels.fwd],
+           bwd_kernel_names[r->sh.kernels.bwd]);
+  pl_row_str(row, "variant", variant);
+  pl_row_str(row, "pass", r->bwd ? "fwdbwd" : "fwd");
+  pl_attn_shape whole = b->base; /* this rank's FLOPs: S tokens, n_q/D heads */
+  whole.seq = (int64_t)b->S;
+  whole.n_q = nq / D;
+  b->flops =
+      pl_attn_flops_fwd(&whole) + (r->bwd ? pl_attn_flops_bwd(&whole) : 0);
+  pl_row_f64(row, "flops", b->flops);
+  if (b->S % (uint64_t)D || nq % D || nkv % D)
+    return pl_set_error(PL_EINFEASIBLE, "S, n_q and n_kv must divide by the "
+                                        "number of ranks D");
+  if (r->bwd && b->S > b->bwd_max)
+    return pl_set_error(PL_EINFEASIBLE,
+                        "S > --bwd-max: forward only at this length");
+  return PL_OK;
+}
+
+static pl_status setup(pl_bench_ctx *c, void *st, int p) {
+  attn_bench *b = st;
+  return alloc_run(c->dev, &b->r, b->r.bwd);
+}
+
+/* The first S only (small enough for the reference), one rank: the kernel's
+ * O (and dQ, dK, dV) after one more run, against the SIMPLE kernels (CUDA)
+ * or the double reference (CPU).  Reduction length: S keys per query. */
+static pl_status check(pl_bench_ctx *c, void *st, int p, pl_check *chk) {
+  attn_bench *b = st;
+  attn_run *r = &b->r;
   const pl_attn_shape *sh = &r->sh;
-  const size_t nqe = (size_t)(sh->batch * sh->seq * sh->n_q * sh->head_dim);
-  const size_t nke = (size_t)(sh->batch * sh->seq * sh->n_kv * sh->head_dim);
-  const size_t es = pl_dtype_size(sh->dtype);
-  double err = 0;
-  if (pl_stream_backend(r->s) == PL_BACKEND_CUDA) {
-    if (sh->seq > 16384 || (sh->kernels.fwd == PL_ATTN_FWD_SIMPLE &&
-                            (!r->bwd || sh->kernels.bwd == PL_ATTN_BWD_SIMPLE)))
-      return NAN;
+  if (p >= b->npass || c->size > 1)
+    return PL_OK;
+  const size_t n[4] = {nq_elems(sh), nq_elems(sh), nkv_elems(sh),
+                       nkv_elems(sh)};
+  const char *what[4] = {"O", "dQ", "dK", "dV"};
+  const void *got[4] = {r->o, r->dq, r->dk, r->dv};
+  const int nout = r->bwd ? 4 : 1;
+  if (c->cuda) {
+    if (sh->seq > 16384 ||
+        (sh->kernels.fwd == PL_ATTN_FWD_SIMPLE &&
+         (!r->bwd || sh->kernels.bwd == PL_ATTN_BWD_SIMPLE)))
+      return PL_OK;
     attn_run ref = *r;
-    ref.sh.kernels = (pl_attn_kernels){PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE};
+    ref.sh.kernels =
+        (pl_attn_kernels){PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE};
     ref.q = ref.k = ref.v = ref.o = ref.dout = ref.dq = ref.dk = ref.dv = NULL;
     ref.lse = NULL;
-    pl_dev *dev = ctx->dev;
-    if (alloc_run(dev, &ref, r->bwd) != PL_OK || run_once(r) != PL_OK ||
-        run_once(&ref) != PL_OK || pl_stream_sync(r->s) != PL_OK) {
-      free_run(dev, &ref);
-      return NAN;
-    }
-    const void *got[4] = {r->o, r->dq, r->dk, r->dv}, *want[4] = {ref.o, ref.dq, ref.dk, ref.dv};
-    const size_t n[4] = {nqe, nqe, nke, nke};
-    for (int i = 0; i < (r->bwd ? 4 : 1); i++) {
-      void *hg = to_host(r->s, got[i], n[i] * es), *hw = to_host(r->s, want[i], n[i] * es);
-      double *wd = hw ? tu_to_f64(hw, sh->dtype, n[i]) : NULL;
-      if (!hg || !wd) err = NAN;
-      else err = fmax(err, tu_compare(hg, sh->dtype, wd, n[i], 1).norm_err);
-      free(hg);
-      free(hw);
-      free(wd);
-    }
-    free_run(dev, &ref);
-    return err;
+    pl_status s = alloc_run(c->dev, &ref, r->bwd);
+    if (s == PL_OK)
+      s = run_once(r);
+    if (s == PL_OK)
+      s = run_once(&ref);
+    const void *want[4] = {ref.o, ref.dq, ref.dk, ref.dv};
+    for (int i = 0; i < nout && s == PL_OK; i++)
+      s = pl_check_device(chk, r->s, what[i], got[i], want[i], sh->dtype, n[i],
+                          sh->seq);
+    free_run(c->dev, &ref);
+    return s;
   }
-  if (sh->seq > 1024) return NAN;
-  PL_ASSERT(run_once(r) == PL_OK);
-  double *qd = tu_to_f64(r->q, sh->dtype, nqe), *kd = tu_to_f64(r->k, sh->dtype, nke);
-  double *vd = tu_to_f64(r->v, sh->dtype, nke);
-  double *od = malloc(sizeof(double) * nqe), *dq = NULL, *dk = NULL, *dv = NULL;
-  pl_attn_ref_fwd_f64(sh, qd, kd, vd, od, NULL);
-  err = tu_compare(r->o, sh->dtype, od, nqe, 1).norm_err;
+  if (sh->seq > 1024)
+    return PL_OK;
+  PL_TRY(run_once(r));
+  double *qd = tu_to_f64(r->q, sh->dtype, n[0]);
+  double *kd = tu_to_f64(r->k, sh->dtype, n[2]);
+  double *vd = tu_to_f64(r->v, sh->dtype, n[2]);
+  double *want[4] = {malloc(sizeof(double) * n[0]), NULL, NULL, NULL};
+  pl_attn_ref_fwd_f64(sh, qd, kd, vd, want[0], NULL);
   if (r->bwd) {
-    double *dod = tu_to_f64(r->dout, sh->dtype, nqe);
-    dq = malloc(sizeof(double) * nqe);
-    dk = malloc(sizeof(double) * nke);
-    dv = malloc(sizeof(double) * nke);
-    pl_attn_ref_bwd_f64(sh, qd, kd, vd, dod, dq, dk, dv);
-    err = fmax(err, tu_compare(r->dq, sh->dtype, dq, nqe, 1).norm_err);
-    err = fmax(err, tu_compare(r->dk, sh->dtype, dk, nke, 1).norm_err);
-    err = fmax(err, tu_compare(r->dv, sh->dtype, dv, nke, 1).norm_err);
+    double *dod = tu_to_f64(r->dout, sh->dtype, n[0]);
+    for (int i = 1; i < 4; i++)
+      want[i] = malloc(sizeof(double) * n[i]);
+    pl_attn_ref_bwd_f64(sh, qd, kd, vd, dod, want[1], want[2], want[3]);
     free(dod);
   }
+  for (int i = 0; i < nout; i++)
+    pl_check_arrays(chk, what[i], got[i], pl_elem_of(sh->dtype), want[i],
+                    PL_ELEM_F64, n[i], sh->dtype, sh->seq);
   free(qd);
   free(kd);
   free(vd);
-  free(od);
-  free(dq);
-  free(dk);
-  free(dv);
-  return err;
+  for (int i = 0; i < 4; i++)
+    free(want[i]);
+  return PL_OK;
 }
 
-static pl_status bench_attention_run(pl_bench_ctx *ctx) {
-  const int cuda = pl_dev_backend(ctx->dev) == PL_BACKEND_CUDA;
-  uint64_t seqs[PL_OPT_LIST_MAX];
-  int nseq;
-  if (pl_args_given(ctx->args, "seq")) {
-    nseq = pl_args_size_list(ctx->args, "seq", seqs, PL_OPT_LIST_MAX);
-  } else if (cuda) {
-    nseq = 0;
-    for (uint64_t s = 4096; s <= (1u << 20); s *= 2) seqs[nseq++] = s;
-  } else {
-    seqs[0] = 128;
-    seqs[1] = 256;
-    seqs[2] = 512;
-    nseq = 3;
+static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
+                        pl_work *w) {
+  attn_bench *b = st;
+  attn_run *r = &b->r;
+  w->flops = b->flops;
+  char k[160]; /* the kernels that ran: "fwd" or "fwd+bwd" */
+  snprintf(k, sizeof k, "%s%s%s", pl_attn_fwd_kernel(r->s, &r->sh),
+           r->bwd ? "+" : "", r->bwd ? pl_attn_bwd_kernel(r->s, &r->sh) : "");
+  pl_row_str(row, "kernel", k);
+  if (!r->sp || r->bwd)
+    return PL_OK;
+  /* the all-to-all alone: bytes leaving each rank, (D-1)/D of its Q */
+  const int D = c->size;
+  const size_t qb = (size_t)r->sh.seq * (size_t)r->sh.n_q *
+                    (size_t)r->sh.head_dim * pl_dtype_size(r->sh.dtype);
+  a2a_run a = {.r = r, .dst = NULL};
+  pl_stats ta;
+  pl_status s = pl_alloc(c->dev, PL_ARENA_DEVICE, qb, "attention", &a.dst);
+  PL_TRY(pl_bench_agree(c, &s));
+  if (s == PL_OK)
+    s = pl_bench_time(c, a2a_once, &a, r->s, &ta);
+  if (s == PL_OK) {
+    pl_row_f64(row, "a2a_ms", ta.median);
+    pl_row_f64(row, "a2a_gbs",
+               (double)qb * (D - 1) / D / (ta.median * 1e-3) * 1e-9);
   }
-  const int nq = pl_args_given(ctx->args, "heads") ? (int)pl_args_int(ctx->args, "heads")
-                                                   : (cuda ? 64 : 4);
-  const int nkv = pl_args_given(ctx->args, "kv-heads") ? (int)pl_args_int(ctx->args, "kv-heads")
-                                                       : (cuda ? 8 : 2);
-  const int d = pl_args_given(ctx->args, "head-dim") ? (int)pl_args_int(ctx->args, "head-dim")
-                                                     : (cuda ? 128 : 64);
-  const int pass = pl_args_enum(ctx->args, "pass");
-  const uint64_t bwd_max = pl_args_size(ctx->args, "bwd-max");
-  pl_attn_shape base = {.batch = pl_args_int(ctx->args, "batch"), .n_q = nq, .n_kv = nkv,
-                        .head_dim = d, .dtype = PL_BF16,
-                        .kernels = {(pl_attn_fwd_kind)pl_args_enum(ctx->args, "fwd-kernel"),
-                                    (pl_attn_bwd_kind)pl_args_enum(ctx->args, "bwd-kernel")}};
-  base.seq = 1;
-  pl_status cs = pl_attn_check(&base, pl_dev_backend(ctx->dev));
-  if (cs != PL_OK) return cs; /* bad shape: usage error, nothing measured */
-  ctx->npoints = nseq * (pass == 2 ? 2 : 1);
-  ctx->point = 0;
-  pl_stream *s = pl_dev_stream(ctx->dev);
-  for (int i = 0; i < nseq; i++) {
-    for (int pb = 0; pb < 2; pb++) {
-      if ((pass == 0 && pb == 1) || (pass == 1 && pb == 0)) continue;
-      attn_run r;
-      memset(&r, 0, sizeof r);
-      const int D = ctx->size;
-      r.sh = base;
-      r.sh.seq = (int64_t)seqs[i] / D;
-      r.s = s;
-      r.bwd = pb;
-      r.sp = D > 1 ? ctx->comm : NULL;
-      r.off = (uint64_t)ctx->rank * (uint64_t)r.sh.seq * (uint64_t)d;
-      pl_attn_shape whole = base; /* the FLOPs of this rank: S tokens, n_q/D heads */
-      whole.seq = (int64_t)seqs[i];
-      whole.n_q = nq / D;
-      char label[96];
-      snprintf(label, sizeof label, "S=%llu %s", (unsigned long long)seqs[i],
-               pb ? "fwd+bwd" : "fwd");
-      pl_bench_progress(ctx, label);
-      pl_row *row = pl_row_new(ctx);
-      pl_row_str(row, "backend", pl_backend_name(pl_dev_backend(ctx->dev)));
-      pl_row_i64(row, "batch", r.sh.batch);
-      pl_row_i64(row, "ranks", D);
-      pl_row_i64(row, "seq", (int64_t)seqs[i]);
-      pl_row_i64(row, "n_q", nq);
-      pl_row_i64(row, "n_kv", nkv);
-      pl_row_i64(row, "d", d);
-      char variant[32];
-      snprintf(variant, sizeof variant, "%s/%s", fwd_kernel_names[r.sh.kernels.fwd],
-               bwd_kernel_names[r.sh.kernels.bwd]);
-      pl_row_str(row, "variant", variant);
-      pl_row_str(row, "pass", pb ? "fwdbwd" : "fwd");
-      const double flops = pl_attn_flops_fwd(&whole) + (pb ? pl_attn_flops_bwd(&whole) : 0);
-      pl_row_f64(row, "flops", flops);
-      if (seqs[i] % (uint64_t)D || nq % D || nkv % D) {
-        pl_row_status(row, "infeasible", "S, n_q and n_kv must divide by the number of ranks D");
-        PL_TRY(pl_row_emit(row));
-        continue;
-      }
-      if (pb && seqs[i] > bwd_max) {
-        pl_row_status(row, "infeasible", "S > --bwd-max: forward only at this length");
-        PL_TRY(pl_row_emit(row));
-        continue;
-      }
-      pl_status st = alloc_run(ctx->dev, &r, pb);
-      if (st == PL_OK) {
-        double err = ctx->check && i == 0 && D == 1 ? check_run(ctx, &r) : NAN;
-        if (!isnan(err)) {
-          pl_row_f64(row, "max_err", err);
-          pl_row_check(row, err <= (pb ? 4e-2 : 2.5e-2) ? "pass" : "fail");
-        }
-        pl_mem_reset_peak(ctx->dev, PL_ARENA_DEVICE);
-        pl_stats t;
-        st = pl_bench_time(ctx, run_once, &r, s, &t);
-        if (st == PL_OK) {
-          pl_mem_stats ms;
-          pl_mem_stats_get(ctx->dev, PL_ARENA_DEVICE, &ms);
-          pl_row_f64(row, "ms", t.median);
-          pl_row_f64(row, "ms_p10", t.p10);
-          pl_row_f64(row, "ms_p90", t.p90);
-          pl_row_f64(row, "tflops", flops / (t.median * 1e-3) * 1e-12);
-          pl_row_f64(row, "peak_gib", (double)ms.peak / (1u << 30));
-          pl_row_f64(row, "attn_ws_gib",
-                     (double)pl_mem_tag_peak(ctx->dev, PL_ARENA_DEVICE, "attention") / (1u << 30));
-        }
-        if (st == PL_OK && r.sp && !pb) {
-          /* the all-to-all alone: bytes leaving each rank, (D-1)/D of its Q */
-          const size_t qb = (size_t)r.sh.seq * (size_t)nq * (size_t)d * 2;
-          a2a_run a = {.r = &r, .dst = NULL};
-          st = pl_alloc(ctx->dev, PL_ARENA_DEVICE, qb, "attention", &a.dst);
-          pl_stats ta;
-          if (st == PL_OK) st = pl_bench_time(ctx, a2a_once, &a, s, &ta);
-          if (st == PL_OK) {
-            pl_row_f64(row, "a2a_ms", ta.median);
-            pl_row_f64(row, "a2a_gbps", (double)qb * (D - 1) / D / (ta.median * 1e-3) * 1e-9);
-          }
-          pl_free(ctx->dev, a.dst);
-        }
-      }
-      if (st == PL_OK) { /* the kernels that ran (AUTO resolves per device and build) */
-        char kernel[64];
-        if (pb)
-          snprintf(kernel, sizeof kernel, "%s+%s", pl_attn_fwd_kernel(s, &r.sh),
-                   pl_attn_bwd_kernel(s, &r.sh));
-        else
-          snprintf(kernel, sizeof kernel, "%s", pl_attn_fwd_kernel(s, &r.sh));
-        pl_row_str(row, "kernel", kernel);
-        pl_row_status(row, "ok", NULL);
-      } else {
-        pl_row_status_from(row, st);
-      }
-      free_run(ctx->dev, &r);
-      PL_TRY(pl_row_emit(row));
-    }
-  }
-  return PL_OK;
+  pl_free(c->dev, a.dst);
+  return s;
+}
+
+static void teardown(pl_bench_ctx *c, void *st, int p) {
+  free_run(c->dev, &((attn_bench *)st)->r);
 }
 
 const pl_bench pl_bench_attention = {
     .name = "attention",
-    .summary = "causal GQA flash attention fwd and fwd+bwd TFLOP/s and peak memory vs S",
+    .summary = "causal GQA flash attention fwd and fwd+bwd TFLOP/s and peak "
+               "memory vs S",
     .opts = attn_opts,
-    .columns = COLS,
-    .run = bench_attention_run,
+    .presets = attn_presets,
+    .preset_cpu = "cpu",
+    .preset_cuda = "cuda",
+    .columns = "ranks\tbatch\tseq\tn_q\tn_kv\td\tvariant\tpass\ttime_ms\t"
+               "time_p10_ms\ttime_p90_ms\ttflops\tflops\tdev_peak_bytes\t"
+               "attention_bytes\ta2a_ms\ta2a_gbs\tkernel\tmax_err",
+    .tags = (const char *const[]){"attention", NULL},
+    .state = sizeof(attn_bench),
+    .init = init,
+    .point = point,
+    .setup = setup,
+    .run = run_unit,
+    .check = check,
+    .finish = finish,
+    .teardown = teardown,
 };

@@ -10,9 +10,9 @@
  *   attention fwd = 4·S²·d·(n_q/D)/2 (causal),            bwd = 2.5·fwd
  * The backward recomputes the forward from the layer input (checkpointing),
  * so fwd+bwd time includes one extra forward.  Peak = tracked device peak of
- * the timed iterations (weights, grads, the boundary x, activations, the
- * attention workspace and Ulysses buffers). */
-#include <math.h>
+ * the timed runs (weights, grads, the boundary x, activations, the
+ * attention workspace and Ulysses buffers); attention_bytes the workspace's
+ * own.  No check here: the layer's tests compare it with the reference. */
 #include <stdio.h>
 #include <string.h>
 
@@ -22,145 +22,161 @@
 static const char *const pass_names[] = {"fwd", "fwdbwd", "both", NULL};
 
 static const pl_opt layer_opts[] = {
-    {"seq", 0, PL_OPT_SIZE_LIST, NULL,
-     "whole-sequence lengths S (default 4Ki:256Ki:x2 on CUDA, 256,512 on the CPU)", 1, 1 << 30,
+    {"seq", 0, PL_OPT_SIZE_LIST, NULL, "whole-sequence lengths S", 1, 1 << 30,
      NULL},
-    {"hidden", 0, PL_OPT_INT, NULL, "H (default 4096 on CUDA, 64 on the CPU)", 1, 1 << 20, NULL},
-    {"ffn", 0, PL_OPT_INT, NULL, "dense FFN width I (default 14336 on CUDA, 128 on the CPU)", 1,
-     1 << 22, NULL},
-    {"heads", 0, PL_OPT_INT, NULL, "query heads (default 32 on CUDA, 4 on the CPU)", 1, 65535, NULL},
-    {"kv-heads", 0, PL_OPT_INT, NULL, "kv heads (default 8 on CUDA, 2 on the CPU)", 1, 65535, NULL},
-    {"head-dim", 0, PL_OPT_INT, NULL, "d (default 128 on CUDA, 16 on the CPU)", 2, 512, NULL},
+    {"hidden", 0, PL_OPT_INT, NULL, "hidden size H", 1, 1 << 20, NULL},
+    {"ffn", 0, PL_OPT_INT, NULL, "dense FFN width I", 1, 1 << 22, NULL},
+    {"heads", 0, PL_OPT_INT, NULL, "query heads", 1, 65535, NULL},
+    {"kv-heads", 0, PL_OPT_INT, NULL, "kv heads", 1, 65535, NULL},
+    {"head-dim", 0, PL_OPT_INT, NULL, "head dimension d", 2, 512, NULL},
     {"pass", 0, PL_OPT_ENUM, "both", "fwd | fwdbwd | both", 0, 0, pass_names},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL},
 };
 
-#define COLS                                                                                    \
-  "backend\tranks\tseq\ttokens_per_rank\tH\tI\tn_q\tn_kv\td\tpass\tms\tms_p10\tms_p90\ttflops" \
-  "\tflops\tpeak_gib\tattn_gib"
+static const pl_preset layer_presets[] = {
+    {"cuda", "seq=4Ki:256Ki:x2 hidden=4096 ffn=14336 heads=32 kv-heads=8 "
+             "head-dim=128"},
+    {"cpu", "seq=256,512 hidden=64 ffn=128 heads=4 kv-heads=2 head-dim=16"},
+    {NULL, NULL},
+};
 
-typedef struct layer_run {
-  pl_layer *l;
+typedef struct layer_bench {
+  pl_layer l;
+  pl_layer_cfg cfg;
+  int layer_ok; /* l initialized */
+  uint64_t seqs[PL_OPT_LIST_MAX];
+  int nseq, npass, pass0; /* passes: pass0, pass0 + 1, ... */
+  /* the point */
+  pl_dev *dev;
   pl_stream *s;
   void *x, *y, *dy, *dx;
-  int64_t N;
+  int64_t S, N;
   int bwd;
-} layer_run;
+} layer_bench;
 
 static pl_status run_once(void *arg) {
-  layer_run *r = arg;
-  if (!r->bwd) return pl_layer_forward(r->l, r->s, r->x, r->y, r->N);
-  PL_TRY(pl_layer_forward(r->l, r->s, r->x, r->y, r->N));
-  return pl_layer_backward(r->l, r->s, r->x, r->dy, r->dx, r->N);
+  layer_bench *b = arg;
+  PL_TRY(pl_layer_forward(&b->l, b->s, b->x, b->y, b->N));
+  if (!b->bwd)
+    return PL_OK;
+  return pl_layer_backward(&b->l, b->s, b->x, b->dy, b->dx, b->N);
 }
 
-static int64_t opt_or(pl_args *a, const char *name, int64_t cuda_v, int64_t cpu_v, int cuda) {
-  return pl_args_given(a, name) ? pl_args_int(a, name) : (cuda ? cuda_v : cpu_v);
+static pl_status init(pl_bench_ctx *c, void *st) {
+  layer_bench *b = st;
+  b->nseq = pl_args_size_list(c->args, "seq", b->seqs, PL_OPT_LIST_MAX);
+  int pass = pl_args_enum(c->args, "pass");
+  b->npass = pass == 2 ? 2 : 1;
+  b->pass0 = pass == 1;
+  b->cfg = (pl_layer_cfg){.H = pl_args_int(c->args, "hidden"),
+                          .I = pl_args_int(c->args, "ffn"),
+                          .n_q = (int)pl_args_int(c->args, "heads"),
+                          .n_kv = (int)pl_args_int(c->args, "kv-heads"),
+                          .d = (int)pl_args_int(c->args, "head-dim"),
+                          .rope_theta = 10000.0,
+                          .dt = PL_BF16}; /* attention kernels: AUTO */
+  c->npoints = b->nseq * b->npass;
+  return PL_OK;
 }
 
-static pl_status bench_layer_run(pl_bench_ctx *ctx) {
-  const int cuda = pl_dev_backend(ctx->dev) == PL_BACKEND_CUDA;
-  uint64_t seqs[PL_OPT_LIST_MAX];
-  int nseq = 0;
-  if (pl_args_given(ctx->args, "seq"))
-    nseq = pl_args_size_list(ctx->args, "seq", seqs, PL_OPT_LIST_MAX);
-  else if (cuda)
-    for (uint64_t s = 4096; s <= (256u << 10); s *= 2) seqs[nseq++] = s;
-  else
-    seqs[nseq++] = 256, seqs[nseq++] = 512;
-  pl_layer_cfg cfg = {.H = opt_or(ctx->args, "hidden", 4096, 64, cuda),
-                      .I = opt_or(ctx->args, "ffn", 14336, 128, cuda),
-                      .n_q = (int)opt_or(ctx->args, "heads", 32, 4, cuda),
-                      .n_kv = (int)opt_or(ctx->args, "kv-heads", 8, 2, cuda),
-                      .d = (int)opt_or(ctx->args, "head-dim", 128, 16, cuda),
-                      .rope_theta = 10000.0,
-                      .dt = PL_BF16,
-                      .attn_kernels = {PL_ATTN_FWD_AUTO, PL_ATTN_BWD_AUTO}};
-  const int pass = pl_args_enum(ctx->args, "pass");
-  const int D = ctx->size;
-  pl_layer l;
-  PL_TRY(pl_layer_init(ctx->dev, D > 1 ? ctx->comm : NULL, &l, &cfg, ctx->seed, 0));
-  pl_stream *s = pl_dev_stream(ctx->dev);
-  const size_t es = pl_dtype_size(cfg.dt);
-  ctx->npoints = nseq * (pass == 2 ? 2 : 1);
-  ctx->point = 0;
-  pl_status ret = PL_OK;
-  for (int i = 0; i < nseq && ret == PL_OK; i++)
-    for (int pb = 0; pb < 2 && ret == PL_OK; pb++) {
-      if ((pass == 0 && pb) || (pass == 1 && !pb)) continue;
-      const int64_t S = (int64_t)seqs[i];
-      char label[64];
-      snprintf(label, sizeof label, "S=%lld %s", (long long)S, pb ? "fwd+bwd" : "fwd");
-      pl_bench_progress(ctx, label);
-      pl_row *row = pl_row_new(ctx);
-      pl_row_str(row, "backend", pl_backend_name(pl_dev_backend(ctx->dev)));
-      pl_row_i64(row, "ranks", D);
-      pl_row_i64(row, "seq", S);
-      pl_row_i64(row, "H", cfg.H);
-      pl_row_i64(row, "I", cfg.I);
-      pl_row_i64(row, "n_q", cfg.n_q);
-      pl_row_i64(row, "n_kv", cfg.n_kv);
-      pl_row_i64(row, "d", cfg.d);
-      pl_row_str(row, "pass", pb ? "fwdbwd" : "fwd");
-      if (S % D) {
-        pl_row_status(row, "infeasible", "S not divisible by the number of ranks");
-        ret = pl_row_emit(row);
-        continue;
-      }
-      const int64_t N = S / D;
-      pl_row_i64(row, "tokens_per_rank", N);
-      const double gemm = 2.0 * N * cfg.H *
-                          ((double)(cfg.n_q + 2 * cfg.n_kv) * cfg.d + (double)cfg.n_q * cfg.d +
-                           3.0 * cfg.I);
-      pl_attn_shape ash = {.batch = 1, .seq = S, .n_q = cfg.n_q / D, .n_kv = cfg.n_kv / D,
-                           .head_dim = cfg.d};
-      const double attn = pl_attn_flops_fwd(&ash);
-      const double flops = pb ? 3.0 * gemm + attn + pl_attn_flops_bwd(&ash) : gemm + attn;
-      pl_row_f64(row, "flops", flops);
-      layer_run r = {.l = &l, .s = s, .N = N, .bwd = pb};
-      pl_dev *dev = ctx->dev;
-      const size_t bytes = (size_t)(N * cfg.H) * es;
-      pl_status st = pl_alloc(dev, PL_ARENA_DEVICE, bytes, "boundary", &r.x);
-      if (st == PL_OK) st = pl_alloc(dev, PL_ARENA_DEVICE, bytes, "activations", &r.y);
-      if (st == PL_OK && pb) st = pl_alloc(dev, PL_ARENA_DEVICE, bytes, "activations", &r.dy);
-      if (st == PL_OK && pb) st = pl_alloc(dev, PL_ARENA_DEVICE, bytes, "activations", &r.dx);
-      if (st == PL_OK)
-        st = pl_rng_fill(s, r.x, cfg.dt, (size_t)(N * cfg.H), ctx->seed, (uint64_t)ctx->rank * N * cfg.H,
-                         PL_DIST_NORMAL, 0.f, 1.f);
-      if (st == PL_OK && pb)
-        st = pl_rng_fill(s, r.dy, cfg.dt, (size_t)(N * cfg.H), ctx->seed + 1,
-                         (uint64_t)ctx->rank * N * cfg.H, PL_DIST_NORMAL, 0.f, 1.f);
-      if (st == PL_OK) {
-        pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
-        pl_stats t;
-        st = pl_bench_time(ctx, run_once, &r, s, &t);
-        if (st == PL_OK) {
-          pl_mem_stats ms;
-          pl_mem_stats_get(dev, PL_ARENA_DEVICE, &ms);
-          pl_row_f64(row, "ms", t.median);
-          pl_row_f64(row, "ms_p10", t.p10);
-          pl_row_f64(row, "ms_p90", t.p90);
-          pl_row_f64(row, "tflops", flops / (t.median * 1e-3) * 1e-12);
-          pl_row_f64(row, "peak_gib", (double)ms.peak / (1u << 30));
-          pl_row_f64(row, "attn_gib",
-                     (double)pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "attention") / (1u << 30));
-        }
-      }
-      pl_row_status_from(row, st);
-      pl_free(dev, r.x);
-      pl_free(dev, r.y);
-      pl_free(dev, r.dy);
-      pl_free(dev, r.dx);
-      ret = pl_row_emit(row);
-    }
-  pl_layer_free(&l);
-  return ret;
+static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
+                       char *label, size_t n) {
+  layer_bench *b = st;
+  const pl_layer_cfg *g = &b->cfg;
+  b->S = (int64_t)b->seqs[p / b->npass];
+  b->bwd = b->pass0 + p % b->npass;
+  snprintf(label, n, "S=%lld %s", (long long)b->S, b->bwd ? "fwd+bwd" : "fwd");
+  pl_row_i64(row, "ranks", c->size);
+  pl_row_i64(row, "seq", b->S);
+  pl_row_i64(row, "hidden", g->H);
+  pl_row_i64(row, "ffn", g->I);
+  pl_row_i64(row, "n_q", g->n_q);
+  pl_row_i64(row, "n_kv", g->n_kv);
+  pl_row_i64(row, "d", g->d);
+  pl_row_str(row, "pass", b->bwd ? "fwdbwd" : "fwd");
+  if (b->S % c->size)
+    return pl_set_error(PL_EINFEASIBLE,
+                        "S not divisible by the number of ranks");
+  b->N = b->S / c->size;
+  pl_row_i64(row, "tokens", b->N);
+  return PL_OK;
+}
+
+static pl_status setup(pl_bench_ctx *c, void *st, int p) {
+  layer_bench *b = st;
+  b->dev = c->dev;
+  b->s = c->stream;
+  if (!b->layer_ok) {
+    PL_TRY(pl_layer_init(c->dev, c->size > 1 ? c->comm : NULL, &b->l, &b->cfg,
+                         c->seed, 0));
+    b->layer_ok = 1;
+  }
+  const size_t nh = (size_t)(b->N * b->cfg.H);
+  const size_t bytes = nh * pl_dtype_size(b->cfg.dt);
+  const uint64_t off = (uint64_t)c->rank * nh;
+  PL_TRY(pl_alloc(c->dev, PL_ARENA_DEVICE, bytes, "boundary", &b->x));
+  PL_TRY(pl_alloc(c->dev, PL_ARENA_DEVICE, bytes, "activations", &b->y));
+  if (b->bwd) {
+    PL_TRY(pl_alloc(c->dev, PL_ARENA_DEVICE, bytes, "activations", &b->dy));
+    PL_TRY(pl_alloc(c->dev, PL_ARENA_DEVICE, bytes, "activations", &b->dx));
+    PL_TRY(pl_rng_fill(b->s, b->dy, b->cfg.dt, nh, c->seed + 1, off,
+                       PL_DIST_NORMAL, 0.f, 1.f));
+  }
+  return pl_rng_fill(b->s, b->x, b->cfg.dt, nh, c->seed, off, PL_DIST_NORMAL,
+                     0.f, 1.f);
+}
+
+static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
+                        pl_work *w) {
+  layer_bench *b = st;
+  const pl_layer_cfg *g = &b->cfg;
+  const double gemm = 2.0 * b->N * g->H *
+                      ((double)(g->n_q + 2 * g->n_kv) * g->d +
+                       (double)g->n_q * g->d + 3.0 * g->I);
+  pl_attn_shape ash = {.batch = 1,
+                       .seq = b->S,
+                       .n_q = g->n_q / c->size,
+                       .n_kv = g->n_kv / c->size,
+                       .head_dim = g->d};
+  const double attn = pl_attn_flops_fwd(&ash);
+  w->flops = b->bwd ? 3.0 * gemm + attn + pl_attn_flops_bwd(&ash) : gemm + attn;
+  pl_row_f64(row, "flops", w->flops);
+  return PL_OK;
+}
+
+static void teardown(pl_bench_ctx *c, void *st, int p) {
+  layer_bench *b = st;
+  void **ps[] = {&b->x, &b->y, &b->dy, &b->dx};
+  for (int i = 0; i < 4; i++) {
+    pl_free(c->dev, *ps[i]);
+    *ps[i] = NULL;
+  }
+}
+
+static void fini(pl_bench_ctx *c, void *st) {
+  layer_bench *b = st;
+  if (b->layer_ok)
+    pl_layer_free(&b->l);
 }
 
 const pl_bench pl_bench_layer = {
     .name = "layer",
-    .summary = "decoder layer (attention with Ulysses over all ranks + dense MLP) fwd, fwd+bwd vs S",
+    .summary = "decoder layer (attention with Ulysses over all ranks + dense "
+               "MLP) fwd, fwd+bwd vs S",
     .opts = layer_opts,
-    .columns = COLS,
-    .run = bench_layer_run,
+    .presets = layer_presets,
+    .preset_cpu = "cpu",
+    .preset_cuda = "cuda",
+    .columns = "ranks\tseq\ttokens\thidden\tffn\tn_q\tn_kv\td\tpass\ttime_ms\t"
+               "time_p10_ms\ttime_p90_ms\ttflops\tflops\tdev_peak_bytes\t"
+               "attention_bytes",
+    .tags = (const char *const[]){"attention", NULL},
+    .state = sizeof(layer_bench),
+    .init = init,
+    .point = point,
+    .setup = setup,
+    .run = run_once,
+    .finish = finish,
+    .teardown = teardown,
+    .fini = fini,
 };

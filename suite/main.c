@@ -5,6 +5,7 @@
  *   plateau bench <name> [opts]   one benchmark (bench.c harness)
  *   plateau report RUN_DIR        tables and charts from result files
  *   plateau tokens IN OUT         a byte-level token shard of a file
+ *   plateau schema                the result columns: name, unit, meaning
  *
  * Usage errors (unknown command or option) print a message and exit 2. */
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "bench.h"
 #include "plateau/plateau.h"
 #include "report.h"
+#include "schema.h"
 #include "tokens.h"
 
 #include "plateau_git.h" /* generated: build/gen */
@@ -34,7 +36,9 @@ static void usage(FILE *f) {
           "  report RUN_DIR        Markdown tables and charts from the result "
           "files in RUN_DIR\n"
           "  tokens IN OUT         a token shard of IN's bytes (byte-level, "
-          "V 256)\n\n",
+          "V 256)\n"
+          "  schema                the columns of result files (name, unit, "
+          "meaning)\n\n",
           PLATEAU_VERSION, PL_GIT_SHA);
   fprintf(f, "benches:\n");
   for (int i = 0; i < pl_bench_count(); i++)
@@ -112,6 +116,23 @@ static int cmd_info(int argc, char **argv) {
   return code;
 }
 
+static int cmd_schema(int argc, char **argv) {
+  if (argc > 1 && is_help(argv[1])) {
+    printf("usage: plateau schema\n  Print the columns a result file may "
+           "have, as a Markdown table\n  (column | unit | meaning): one name "
+           "per quantity in every bench.\n");
+    return 0;
+  }
+  if (argc > 1) {
+    fprintf(stderr, "plateau schema: unknown argument '%s' (it takes none)\n",
+            argv[1]);
+    return 2;
+  }
+  printf("Result files: `# plateau-results: %d`.\n\n", PL_RESULTS_SCHEMA);
+  pl_schema_markdown(stdout);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -130,6 +151,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "bench") == 0) return pl_bench_main(argc, argv);
   if (strcmp(cmd, "report") == 0) return pl_report_main(argc - 1, argv + 1);
   if (strcmp(cmd, "tokens") == 0) return pl_tokens_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "schema") == 0) return cmd_schema(argc - 1, argv + 1);
   if (cmd[0] == '-')
     fprintf(stderr, "plateau: unknown option '%s'\n", cmd);
   else

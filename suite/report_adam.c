@@ -13,7 +13,6 @@
  * and prints each path written.  Only rows with status ok count; the largest
  * params-per-rank value in the run is the one reported; for a repeated
  * configuration the last row read (files in name = time order) wins. */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +20,7 @@
 #include <sys/stat.h>
 
 #include "plateau/plateau.h"
-#include "report_adam.h"
+#include "report.h"
 #include "report_util.h"
 #include "results.h"
 
@@ -40,6 +39,7 @@ typedef struct arow {
   double params, bucket, slots, ranks, step_ms, p10, p90, gps, pct, floor_ms,
       staging, bound, h2d, d2h;
   double share_given; /* hybrid: the --share value, NAN for auto */
+  int on_cpu; /* the file ran on the CPU backend */
   char check[16], share[32], note[256];
 } arow;
 
@@ -50,34 +50,33 @@ typedef struct acc {
 } acc;
 
 static const char *cols(const pl_table *t, int row, const char *name) {
-  return pl_rep_cell(t, t->rows[row], name);
+  return pl_cell(t, row, name);
 }
 static double colf(const pl_table *t, int row, const char *name) {
-  return pl_rep_num_lead(cols(t, row, name));
+  return pl_cell_num(t, row, name);
 }
 
-static void take(acc *A, const char *path, int peer) {
-  pl_table t;
-  if (pl_table_read(path, &t) != PL_OK) return;
+static void take(acc *A, const pl_table *tp, int peer) {
+  const pl_table t = *tp;
   for (int i = 0; i < t.nrows && A->n < MAXR; i++) {
     if (strcmp(cols(&t, i, "status"), "ok") != 0) continue;
     arow *r = &A->r[A->n];
     memset(r, 0, sizeof *r);
-    const char *m = peer ? "peer" : cols(&t, i, "mode");
+    const char *m = peer ? "peer" : cols(&t, i, "variant");
     r->mode = !strcmp(m, "cpu") ? 0 : !strcmp(m, "stream") ? 1
               : !strcmp(m, "hybrid") ? 2 : 3;
     r->params = colf(&t, i, "params");
     r->bucket = colf(&t, i, "bucket");
     r->slots = colf(&t, i, "slots");
     r->ranks = colf(&t, i, "ranks");
-    r->step_ms = colf(&t, i, "step_ms");
-    r->p10 = colf(&t, i, "step_p10_ms");
-    r->p90 = colf(&t, i, "step_p90_ms");
+    r->step_ms = colf(&t, i, "time_ms");
+    r->p10 = colf(&t, i, "time_p10_ms");
+    r->p90 = colf(&t, i, "time_p90_ms");
     r->gps = colf(&t, i, "gparam_s");
     r->pct = colf(&t, i, "pct_floor");
     r->floor_ms = colf(&t, i, "floor_ms");
-    r->staging = colf(&t, i, "staging_bytes");
-    r->bound = colf(&t, i, "staging_bound");
+    r->staging = colf(&t, i, "optim_staging_bytes");
+    r->bound = colf(&t, i, "bound_bytes");
     r->h2d = colf(&t, i, "h2d_gbs");
     r->d2h = colf(&t, i, "d2h_gbs");
     snprintf(r->check, sizeof r->check, "%s", cols(&t, i, "check"));
@@ -85,10 +84,11 @@ static void take(acc *A, const char *path, int peer) {
     r->share_given = strcmp(r->share, "auto") && strcmp(r->share, "-")
                          ? strtod(r->share, NULL)
                          : NAN;
-    const char *cs = strstr(cols(&t, i, "note"), "cpu share ");
-    if (cs) /* the share actually used (auto: where it converged) */
-      snprintf(r->share, sizeof r->share, "%s → %.2f",
-               cols(&t, i, "share"), strtod(cs + 10, NULL));
+    double used = colf(&t, i, "cpu_share");
+    if (!isnan(used)) /* the share actually used (auto: where it converged) */
+      snprintf(r->share, sizeof r->share, "%s → %.2f", cols(&t, i, "share"),
+               used);
+    r->on_cpu = !strcmp(pl_rep_meta(tp, "backend", ""), "cpu");
     snprintf(r->note, sizeof r->note, "%s", cols(&t, i, "note"));
     if (!peer) {
       double h = colf(&t, i, "link_h2d_gbs"), d = colf(&t, i, "link_d2h_gbs"),
@@ -96,37 +96,6 @@ static void take(acc *A, const char *path, int peer) {
       if (!isnan(h)) A->link_h2d = h, A->link_d2h = d, A->link_bidir = b;
     }
     A->n++;
-  }
-  pl_table_free(&t);
-}
-
-static int cmpstr(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* adam.*.tsv and torch_adamw.*.tsv in dir and its subdirectories (1 level). */
-static void scan(acc *A, const char *dir, int depth) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  char *names[4096];
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) && n < 4096)
-    if (e->d_name[0] != '.') names[n++] = strdup(e->d_name);
-  closedir(d);
-  qsort(names, (size_t)n, sizeof *names, cmpstr);
-  for (int i = 0; i < n; i++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-    struct stat sb;
-    size_t len = strlen(names[i]);
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-      if (depth < 1) scan(A, path, depth + 1);
-    } else if (len > 4 && !strcmp(names[i] + len - 4, ".tsv")) {
-      if (!strncmp(names[i], "adam.", 5)) take(A, path, 0);
-      else if (!strncmp(names[i], "torch_adamw.", 12)) take(A, path, 1);
-    }
-    free(names[i]);
   }
 }
 
@@ -144,16 +113,15 @@ static const char *fmt_s(char *b, size_t n, double ms) {
   return pl_rep_fmt(b, n, "%.3f", ms / 1e3, "–");
 }
 
-static pl_status report_adam(const char *run_dir, const char *out_dir,
-                             const char *analysis_dir, int *charts_skipped) {
+pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
   acc *A = calloc(1, sizeof *A);
   if (!A) return pl_set_error(PL_ENOMEM, "report adam: accumulator");
-  scan(A, run_dir, 0);
+  for (int i = 0; i < nt; i++) take(A, t[i], strcmp(t[i]->bench, "adam") != 0);
   if (A->n == 0) {
     free(A);
-    return pl_set_error(PL_EIO, "report adam: no ok rows in %s "
-                        "(adam.*.tsv / torch_adamw.*.tsv)", run_dir);
+    return pl_set_error(PL_EIO, "report adam: no ok rows in %s", rc->run_dir);
   }
+  const char *out_dir = rc->out_dir;
   double P = 0;
   for (int i = 0; i < A->n; i++)
     if (A->r[i].mode != 3 && A->r[i].params > P) P = A->r[i].params;
@@ -187,7 +155,6 @@ static pl_status report_adam(const char *run_dir, const char *out_dir,
       hbest = r;
   }
   char path[4096];
-  mkdir(out_dir, 0755);
   snprintf(path, sizeof path, "%s/adam.md", out_dir);
   FILE *f = fopen(path, "w");
   if (!f) {
@@ -197,7 +164,7 @@ static pl_status report_adam(const char *run_dir, const char *out_dir,
   double ranks = cpu ? cpu->ranks : sbest ? sbest->ranks : NAN;
   double floor_ms = sbest ? sbest->floor_ms : cpu ? cpu->floor_ms : NAN;
   char b1[32], b2[32], b3[32];
-  fprintf(f, "# Optimizer step — OffloadStreamAdamW (DESIGN §1.4)\n\n");
+  fprintf(f, "# Optimizer step — OffloadStreamAdamW (paper Tables 4 and 14)\n\n");
   fprintf(f, "%s params per rank, %.0f ranks sharing one host (the paper: "
           "2.625 G per rank, 8 ranks per node).  Host link measured in the "
           "same run, per rank with all ranks copying at once: H2D %.1f GB/s, "
@@ -301,7 +268,7 @@ static pl_status report_adam(const char *run_dir, const char *out_dir,
             "than β=100M, s=2 are not in DESIGN.md; shown as –.\n\n",
             floor_ms / 1e3);
   }
-  /* targets (DESIGN §4, issue 5) */
+  /* targets (DESIGN §4) */
   fprintf(f, "## Targets\n\n");
   if (sbest)
     fprintf(f, "- stream ≥ 75%% of the host-link floor: %.0f%% → %s\n",
@@ -314,7 +281,7 @@ static pl_status report_adam(const char *run_dir, const char *out_dir,
     fprintf(f, "- hybrid ≥ 1.2× stream: %.2f× → %s\n",
             sbest->step_ms / hbest->step_ms,
             sbest->step_ms / hbest->step_ms >= 1.2 ? "met" : "NOT met");
-  if (cpu && strstr(cpu->note, "cpu backend"))
+  if (cpu && cpu->on_cpu)
     fprintf(f, "\nCPU backend run: times are CPU times and the \"link\" is "
             "memcpy between arenas; memory figures are exact.\n");
   fclose(f);
@@ -341,39 +308,14 @@ static pl_status report_adam(const char *run_dir, const char *out_dir,
     }
     fclose(f);
     printf("%s\n", path);
-    const char *adir = analysis_dir ? analysis_dir
-                                    : getenv("PLATEAU_ANALYSIS_DIR");
-    char gp[4096];
-    snprintf(gp, sizeof gp, "%s/adam_sweep.gp", adir ? adir : "analysis");
-    for (int k = 0; k < 2; k++) {
-      char out[4200];
-      snprintf(out, sizeof out, "%s/adam_sweep.%s", out_dir, k ? "png" : "svg");
-      const char *args[] = {path, out};
-      int code = pl_rep_gnuplot(gp, args, 2);
-      if (code == 127) {
-        printf("# adam chart skipped: gnuplot not found\n");
-        if (charts_skipped) *charts_skipped = 1;
-        break;
-      }
-      if (code == 0) printf("%s\n", out);
-      else printf("# adam chart failed: gnuplot -c '%s' '%s' '%s'\n", gp, path, out);
+    char stem[4096];
+    snprintf(stem, sizeof stem, "%s/adam_sweep", out_dir);
+    pl_status st = pl_rep_chart(rc, "adam_sweep.gp", path, stem, NULL, 0);
+    if (st != PL_OK) {
+      free(A);
+      return st;
     }
   }
   free(A);
   return PL_OK;
-}
-
-pl_status pl_report_adam(const char *run_dir, const char *out_dir) {
-  return report_adam(run_dir, out_dir, NULL, NULL);
-}
-
-/* The hook of suite/report.c (hooks[]: {"adam", pl_report_adam_hook}): this
- * report reads its files itself (it also needs the torch peer files). */
-pl_status pl_report_adam_hook(pl_report_ctx *rc, const char *bench,
-                              pl_table *const *tables, int ntables) {
-  (void)bench;
-  (void)tables;
-  (void)ntables;
-  return report_adam(rc->run_dir, rc->out_dir, rc->analysis_dir,
-                     &rc->charts_skipped);
 }

@@ -1,25 +1,21 @@
-/* report_attention.c — `plateau report` part for attention: reads the run's
- * `plateau bench attention` result files (attention.*.tsv, pl_table_read) and
- * the PyTorch SDPA peer file written by analysis/peers/torch_sdpa.py
- * (peer_torch_sdpa.tsv: '#' lines, then a header), and writes
+/* report_attention.c — the report of `plateau bench attention` and of its
+ * peer, PyTorch SDPA (analysis/peers/torch_sdpa.py, bench peer_torch_sdpa):
+ * from their tables it writes
  *   out_dir/attention.md         ours vs SDPA flash / cuDNN per S (single rank)
  *   out_dir/attention_tflops.dat the chart's data
  *   out_dir/attention_tflops.{svg,png} via analysis/attention.gp (gnuplot)
- * printing the paths.  Targets (issue 7): forward ≥ 350 TFLOP/s and
+ * printing the paths.  Targets: forward ≥ 350 TFLOP/s and
  * forward+backward ≥ 0.8× the best SDPA backend at 32K–128K, judged (met /
  * missed / not measured) twice: over the fastest rows (any variant) and over
- * the AUTO rows alone (variant auto/auto; in files written before the
- * variant column, algo auto and no PLATEAU_ATTN_* variable in the metadata),
- * each with its lowest value and where; the DESIGN §5
- * peer values measured earlier on the same machine are printed as constants
- * beside this run's peer rows. */
-#include <dirent.h>
+ * the AUTO rows alone (files without a PLATEAU_ATTN_* variable, variant
+ * auto), each with its lowest value and where; the design's peer values
+ * (DESIGN §5) are printed as constants beside this run's peer rows. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "report_attention.h"
+#include "report.h"
 #include "report_util.h"
 #include "results.h"
 
@@ -49,21 +45,10 @@ static int cmp_pt(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* The value after `key` in a bench note ("fwd kernel A, bwd kernel B") up to
- * the next comma, or "?" */
-static void note_field(const char *note, const char *key, char *out, size_t cap) {
-  const char *p = note ? strstr(note, key) : NULL;
-  if (!p) {
-    snprintf(out, cap, "?");
-    return;
-  }
-  p += strlen(key);
-  snprintf(out, cap, "%.*s", (int)strcspn(p, ","), p);
-}
-
 /* 1 if the file's runs chose no kernel by an environment variable (files
- * written before the kernels became options: a PLATEAU_ATTN_* variable in
- * the metadata) */
+ * written before the kernels became options --fwd-kernel/--bwd-kernel: a
+ * PLATEAU_ATTN_* variable in the metadata); per row, the variant "auto/auto"
+ * (older files: "auto" or none) marks a row that chose no kernel by hand */
 static int auto_file(const pl_table *t) {
   for (int i = 0; i < t->nmeta; i++)
     if (!strncmp(t->meta_keys[i], "env.PLATEAU_ATTN_", 17)) return 0;
@@ -73,79 +58,44 @@ static int auto_file(const pl_table *t) {
 /* our rows: single-rank (ranks == 1 or absent), status ok; keep the best
  * (over the run's files: AUTO and any variant runs), with its kernels, and
  * the best AUTO row apart */
-static void read_ours(const char *path, pt *pts, int *n) {
-  pl_table t;
-  if (pl_table_read(path, &t) != PL_OK) return;
-  /* the kernels asked for and run: columns variant and kernel; older files
-   * have algo, and the kernels in the note */
-  const int cv = pl_table_col(&t, "variant"), ca = cv >= 0 ? cv : pl_table_col(&t, "algo");
-  const int af = auto_file(&t), ck = pl_table_col(&t, "kernel");
-  const char *auto_value = cv >= 0 ? "auto/auto" : "auto";
-  int cs = pl_table_col(&t, "seq"), cp = pl_table_col(&t, "pass"), ct = pl_table_col(&t, "tflops");
-  int cst = pl_table_col(&t, "status"), cr = pl_table_col(&t, "ranks");
-  int cn = pl_table_col(&t, "note");
-  if (cs >= 0 && cp >= 0 && ct >= 0 && cst >= 0)
-    for (int i = 0; i < t.nrows; i++) {
-      char **r = t.rows[i];
-      if (strcmp(r[cst], "ok") || (cr >= 0 && strcmp(r[cr], "1"))) continue;
-      pt *p = find_pt(pts, n, atoll(r[cs]));
-      if (!p) continue;
-      const int j = strcmp(r[cp], "fwd") ? 1 : 0;
-      const double v = atof(r[ct]);
-      if (af && (ca < 0 || !strcmp(r[ca], auto_value)) && (isnan(p->au[j]) || v > p->au[j]))
-        p->au[j] = v;
-      if (isnan(p->v[j]) || v > p->v[j]) {
-        p->v[j] = v;
-        if (ck >= 0) {
-          snprintf(p->kern[j], sizeof p->kern[j], "%s", r[ck]);
-          continue;
-        }
-        char fk[48], bk[48];
-        note_field(cn >= 0 ? r[cn] : NULL, "fwd kernel ", fk, sizeof fk);
-        note_field(cn >= 0 ? r[cn] : NULL, "bwd kernel ", bk, sizeof bk);
-        if (j == 0)
-          snprintf(p->kern[0], sizeof p->kern[0], "%s", fk);
-        else
-          snprintf(p->kern[1], sizeof p->kern[1], "%s + %s", fk, bk);
-      }
+static void read_ours(const pl_table *t, pt *pts, int *n) {
+  const int af = auto_file(t);
+  if (!pl_has_col(t, "seq") || !pl_has_col(t, "pass") || !pl_has_col(t, "tflops")) return;
+  for (int i = 0; i < t->nrows; i++) {
+    const char *ranks = pl_cell(t, i, "ranks");
+    if (strcmp(pl_cell(t, i, "status"), "ok") || (pl_has_col(t, "ranks") && strcmp(ranks, "1"))) continue;
+    pt *p = find_pt(pts, n, atoll(pl_cell(t, i, "seq")));
+    if (!p) continue;
+    const int j = strcmp(pl_cell(t, i, "pass"), "fwd") ? 1 : 0;
+    const double v = atof(pl_cell(t, i, "tflops"));
+    const char *variant = pl_cell(t, i, "variant");
+    const int auto_row = !strcmp(variant, "-") || !strcmp(variant, "auto") || !strcmp(variant, "auto/auto");
+    if (af && auto_row && (isnan(p->au[j]) || v > p->au[j]))
+      p->au[j] = v;
+    if (isnan(p->v[j]) || v > p->v[j]) {
+      p->v[j] = v;
+      /* the kernel column: "fwd" or "fwd+bwd", shown "fwd + bwd" */
+      const char *k = pl_cell(t, i, "kernel"), *plus = strchr(k, '+');
+      if (plus)
+        snprintf(p->kern[j], sizeof p->kern[j], "%.*s + %s", (int)(plus - k), k, plus + 1);
+      else
+        snprintf(p->kern[j], sizeof p->kern[j], "%s", k);
     }
-  pl_table_free(&t);
+  }
 }
 
-/* the peer file: '#' lines, a header, tab-separated rows */
-static void read_peer(const char *path, pt *pts, int *n) {
-  FILE *f = fopen(path, "r");
-  if (!f) return;
-  char line[4096], *cols[32];
-  int ncol = 0, ib = -1, is = -1, ip = -1, it = -1, ist = -1;
-  while (fgets(line, sizeof line, f)) {
-    if (line[0] == '#') continue;
-    line[strcspn(line, "\r\n")] = 0;
-    char *fld[32];
-    int nf = 0;
-    for (char *tok = strtok(line, "\t"); tok && nf < 32; tok = strtok(NULL, "\t")) fld[nf++] = tok;
-    if (!ncol) {
-      ncol = nf;
-      for (int i = 0; i < nf; i++) {
-        cols[i] = fld[i];
-        if (!strcmp(fld[i], "backend")) ib = i;
-        if (!strcmp(fld[i], "seq")) is = i;
-        if (!strcmp(fld[i], "pass")) ip = i;
-        if (!strcmp(fld[i], "tflops")) it = i;
-        if (!strcmp(fld[i], "status")) ist = i;
-      }
-      (void)cols;
-      if (ib < 0 || is < 0 || ip < 0 || it < 0 || ist < 0) break;
-      continue;
-    }
-    if (nf != ncol || strcmp(fld[ist], "ok")) continue;
-    pt *p = find_pt(pts, n, atoll(fld[is]));
+/* the peer's rows (analysis/peers/torch_sdpa.py): the best of flash and
+ * cuDNN per S and pass, status ok */
+static void read_peer(const pl_table *t, pt *pts, int *n) {
+  for (int r = 0; r < t->nrows; r++) {
+    if (strcmp(pl_cell(t, r, "status"), "ok")) continue;
+    const char *be = pl_cell(t, r, "variant");
+    const int base = !strcmp(be, "flash") ? 2 : (!strcmp(be, "cudnn") ? 4 : -1);
+    if (base < 0 || !pl_has_col(t, "seq") || !pl_has_col(t, "pass") || !pl_has_col(t, "tflops")) continue;
+    pt *p = find_pt(pts, n, atoll(pl_cell(t, r, "seq")));
     if (!p) continue;
-    const int base = !strcmp(fld[ib], "flash") ? 2 : (!strcmp(fld[ib], "cudnn") ? 4 : -1);
-    if (base < 0) continue;
-    p->v[base + (strcmp(fld[ip], "fwd") ? 1 : 0)] = atof(fld[it]);
+    p->v[base + (strcmp(pl_cell(t, r, "pass"), "fwd") ? 1 : 0)] = atof(pl_cell(t, r, "tflops"));
   }
-  fclose(f);
 }
 
 /* the best peer's fwd+bwd at point p (NAN without one) */
@@ -185,23 +135,15 @@ static void target_line(FILE *md, const char *what, const pt *pts, int n, int ra
   }
 }
 
-pl_status pl_report_attention(const char *run_dir, const char *out_dir) {
+pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   pt pts[MAXS];
   int n = 0;
-  DIR *d = opendir(run_dir);
-  if (!d) return pl_set_error(PL_EIO, "report attention: cannot open %s", run_dir);
-  struct dirent *e;
+  const char *run_dir = rc->run_dir, *out_dir = rc->out_dir;
   char path[4096];
-  while ((e = readdir(d))) {
-    const size_t l = strlen(e->d_name);
-    if (!strncmp(e->d_name, "attention.", 10) && l > 4 && !strcmp(e->d_name + l - 4, ".tsv")) {
-      snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
-      read_ours(path, pts, &n);
-    }
-  }
-  closedir(d);
-  snprintf(path, sizeof path, "%s/peer_torch_sdpa.tsv", run_dir);
-  read_peer(path, pts, &n);
+  for (int i = 0; i < nt; i++)
+    if (!strcmp(t[i]->bench, "attention")) read_ours(t[i], pts, &n);
+  for (int i = 0; i < nt; i++)
+    if (strcmp(t[i]->bench, "attention")) read_peer(t[i], pts, &n);
   if (n == 0) {
     printf("report attention: no attention rows in %s\n", run_dir);
     return PL_OK;
@@ -230,11 +172,12 @@ pl_status pl_report_attention(const char *run_dir, const char *out_dir) {
             c[2], c[3], c[4], c[5], ratio, pts[i].kern[0][0] ? pts[i].kern[0] : "–",
             pts[i].kern[1][0] ? pts[i].kern[1] : "–");
   }
-  /* DESIGN.md §5: measured on the same H200 with PyTorch 2.11, 64 q / 8 kv
-   * heads, d = 128, S = 16K…128K (2026-11-30) */
-  fprintf(md, "\nEarlier peer measurement (DESIGN.md §5, 64 q / 8 kv heads, d = 128, S = 16K–128K): "
+  /* the design's peer values: PyTorch 2.11 SDPA on an H200, 64 q / 8 kv
+   * heads, d = 128, S = 16K…128K */
+  fprintf(md, "\nPeer values of the design (DESIGN §5; PyTorch SDPA on an H200, 64 q / 8 kv heads, "
+              "d = 128, S = 16K–128K): "
               "SDPA flash fwd ≈ 350, fwd+bwd ≈ 325; cuDNN fwd ≈ 550–655, fwd+bwd ≈ 540–555 TFLOP/s.\n");
-  fprintf(md, "\nTargets (issue 7), for the fastest rows and for the AUTO rows alone (no kernel chosen "
+  fprintf(md, "\nTargets, for the fastest rows and for the AUTO rows alone (no kernel chosen "
               "by hand):\n\n");
   target_line(md, "fwd ≥ 350 TFLOP/s at every S", pts, n, 0, 350);
   target_line(md, "fwd+bwd ≥ 0.8× the best peer at 32K–128K", pts, n, 1, 0.8);
@@ -258,18 +201,8 @@ pl_status pl_report_attention(const char *run_dir, const char *out_dir) {
   }
   fclose(f);
   printf("%s\n", dat);
-  const char *ext[2] = {"svg", "png"};
-  const char *root = getenv("PLATEAU_ROOT"); /* else run from the repository root */
-  char gp[4096];
-  snprintf(gp, sizeof gp, "%s%sanalysis/attention.gp", root ? root : "", root ? "/" : "");
-  for (int i = 0; i < 2; i++) {
-    char out[4200];
-    snprintf(out, sizeof out, "%s/attention_tflops.%s", out_dir, ext[i]);
-    const char *args[] = {dat, out, "793"};
-    if (pl_rep_gnuplot(gp, args, 3) == 0)
-      printf("%s\n", out);
-    else
-      printf("report attention: gnuplot failed or missing (chart %s not written)\n", ext[i]);
-  }
-  return PL_OK;
+  char stem[4096];
+  snprintf(stem, sizeof stem, "%s/attention_tflops", out_dir);
+  const char *extra[] = {"793"};
+  return pl_rep_chart(rc, "attention.gp", dat, stem, extra, 1);
 }

@@ -6,15 +6,13 @@
  * profile (analysis/dispatch.gp, SVG + PNG).
  *
  * Paper numbers (Pandit et al., arXiv 2609.14306, Tables 6 and 8, as quoted
- * in DESIGN.md §1.1 and issue 3; 8xH200, E=128, Ep=8, bf16):
+ * in DESIGN.md §1.1; 8xH200, E=128, Ep=8, bf16):
  *   65K/rank, H 7168, I 2048, top-8, c 6554 (K=10): LLEP 177.8 ms / 52.66 GiB
  *   -> PipelinedLLEP 161.0 ms / 21.43 GiB (1.10x, -59.3%); skewed profiles
  *   -56.9...-57.0% at 1.01-1.05x.  32K/rank, H=I=4096, top-4, K=3: -26.9% at
  *   1.07x.  Table 8: strided 1.03-1.35x faster than contiguous, up to 1.37 GiB
  *   less; max-send ratio strided 1.00 / 1.35 / 2.40 / 2.29, contiguous
  *   1.02-6.00. */
-#include "report_dispatch.h"
-
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -25,18 +23,15 @@
 #include <unistd.h>
 
 #include "plateau/status.h"
+#include "report.h"
 #include "report_util.h"
 #include "results.h"
 
-typedef struct rctx {
-  const char *run_dir, *out_dir, *analysis_dir;
-  int charts_skipped;
-} rctx;
-
 static const char *const profiles[] = {"balanced", "95/16", "80/16", "50/4"};
-/* Table 8's strided max-send ratios, in the order above (issue 3 lists them
- * in the profiles' order). */
+/* Table 8's strided max-send ratios, in the profiles' order above. */
 static const char *const paper_msr[] = {"1.00", "1.35", "2.40", "2.29"};
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct drow {
   const char *variant, *profile, *chunking, *tokens, *hidden, *ffn, *topk,
@@ -46,7 +41,7 @@ typedef struct drow {
 } drow;
 
 /* A shape block of the tables: tokens, hidden, experts and the layer's
- * compute lanes ("-" in result files from before these columns). */
+ * compute lanes ("-" in files without these columns). */
 typedef struct dshape {
   const char *t, *h, *e, *l, *r; /* tokens, hidden, experts, lanes, ranks */
 } dshape;
@@ -85,25 +80,7 @@ static const char *paper_t6(const dshape *sh, const char *profile) {
   return "- (not a paper shape)";
 }
 
-static pl_status run_chart(rctx *rc, const char *data,
-                           const char *stem) {
-  if (strlen(stem) > PATH_MAX - 8)
-    return pl_set_error(PL_EINVAL, "chart path too long: %s", stem);
-  if (rc->charts_skipped) return PL_OK;
-  if (!rc->analysis_dir) {
-    rc->charts_skipped = 1;
-    return PL_OK;
-  }
-  char script[PATH_MAX];
-  snprintf(script, sizeof script, "%s/dispatch.gp", rc->analysis_dir);
-  if (access(script, R_OK) != 0)
-    return pl_set_error(PL_EIO, "chart script %s: %s", script, strerror(errno));
-  return pl_rep_chart(script, data, stem, NULL, 0, "dispatch charts skipped",
-                      &rc->charts_skipped);
-}
-
-static pl_status report_tables(rctx *rc, const char *bench,
-                               pl_table *const *t, int n) {
+static pl_status tables(pl_report_ctx *rc, pl_table *const *t, int n) {
   int total = 0;
   for (int i = 0; i < n; i++) total += t[i]->nrows;
   drow *r = calloc((size_t)(total > 0 ? total : 1), sizeof *r);
@@ -114,42 +91,41 @@ static pl_status report_tables(rctx *rc, const char *bench,
     const char *be = pl_table_meta(t[i], "backend");
     if (be && strcmp(be, "cpu") == 0) cpu = true;
     for (int j = 0; j < t[i]->nrows; j++) {
-      char **row = t[i]->rows[j];
       drow *d = &r[nr++];
-      d->variant = pl_rep_cell(t[i], row, "variant");
-      d->profile = pl_rep_cell(t[i], row, "profile");
-      d->chunking = pl_rep_cell(t[i], row, "chunking");
-      d->tokens = pl_rep_cell(t[i], row, "tokens");
-      d->hidden = pl_rep_cell(t[i], row, "hidden");
-      d->ffn = pl_rep_cell(t[i], row, "ffn");
-      d->topk = pl_rep_cell(t[i], row, "topk");
-      d->ranks = pl_rep_cell(t[i], row, "ranks");
-      d->K = pl_rep_cell(t[i], row, "K");
-      d->gemms = pl_rep_cell(t[i], row, "gemms");
-      d->em = pl_rep_cell(t[i], row, "em_chunks");
-      d->experts = pl_rep_cell(t[i], row, "experts");
-      d->lanes = pl_rep_cell(t[i], row, "lanes");
-      d->stages = pl_rep_cell(t[i], row, "stages");
-      d->cblocks = pl_rep_cell(t[i], row, "comm_blocks");
-      d->time = pl_rep_num(pl_rep_cell(t[i], row, "time_ms"));
-      d->fwd = pl_rep_num(pl_rep_cell(t[i], row, "fwd_ms"));
-      d->peak = pl_rep_num(pl_rep_cell(t[i], row, "peak_gib"));
-      d->opeak = pl_rep_num(pl_rep_cell(t[i], row, "op_peak_gib"));
-      d->dpeak = pl_rep_num(pl_rep_cell(t[i], row, "dispatch_gib"));
-      d->bound = pl_rep_num(pl_rep_cell(t[i], row, "bound_gib"));
-      d->msr = pl_rep_num(pl_rep_cell(t[i], row, "max_send_ratio"));
-      d->status = pl_rep_cell(t[i], row, "status");
-      d->check = pl_rep_cell(t[i], row, "check");
+      d->variant = pl_cell(t[i], j, "variant");
+      d->profile = pl_cell(t[i], j, "profile");
+      d->chunking = pl_cell(t[i], j, "chunking");
+      d->tokens = pl_cell(t[i], j, "tokens");
+      d->hidden = pl_cell(t[i], j, "hidden");
+      d->ffn = pl_cell(t[i], j, "ffn");
+      d->topk = pl_cell(t[i], j, "topk");
+      d->ranks = pl_cell(t[i], j, "ranks");
+      d->K = pl_cell(t[i], j, "K");
+      d->gemms = pl_cell(t[i], j, "gemms");
+      d->em = pl_cell(t[i], j, "em_chunks");
+      d->experts = pl_cell(t[i], j, "experts");
+      d->lanes = pl_cell(t[i], j, "lanes");
+      d->stages = pl_cell(t[i], j, "stages");
+      d->cblocks = pl_cell(t[i], j, "comm_blocks");
+      d->time = pl_cell_num(t[i], j, "time_ms");
+      d->fwd = pl_cell_num(t[i], j, "fwd_ms");
+      d->peak = pl_cell_num(t[i], j, "dev_peak_bytes") / GIB;
+      d->opeak = pl_cell_num(t[i], j, "op_peak_bytes") / GIB;
+      d->dpeak = pl_cell_num(t[i], j, "dispatch_bytes") / GIB;
+      d->bound = pl_cell_num(t[i], j, "bound_bytes") / GIB;
+      d->msr = pl_cell_num(t[i], j, "max_send_ratio");
+      d->status = pl_cell(t[i], j, "status");
+      d->check = pl_cell(t[i], j, "check");
     }
   }
   char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/%s.md", rc->out_dir, bench);
-  FILE *f = fopen(path, "w");
+  FILE *f = pl_rep_open(rc, "dispatch.md", path, sizeof path);
   if (!f) {
     free(r);
-    return pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
+    return PL_EIO;
   }
-  fprintf(f, "# dispatch: ep vs LLEP vs PipelinedLLEP\n\nGenerated by "
+  fprintf(f, "# Expert dispatch — ep vs LLEP vs PipelinedLLEP (paper Tables 6 "
+             "and 8)\n\nGenerated by "
              "`plateau report %s` from %d result file%s.  Times are fwd+bwd "
              "medians (ms); peaks are the tracked device peak of one fwd+bwd "
              "(GiB, max over ranks); the op peak is that peak above what was "
@@ -232,7 +208,7 @@ static pl_status report_tables(rctx *rc, const char *bench,
              "busiest chunk, forward + backward with recompute (11 per group: "
              "one group per expert slot when the chunk is expert-major, one "
              "per (source, expert) segment otherwise); em chunks: chunks "
-             "computed expert-major ('-': a result file from before these "
+             "computed expert-major ('-': a file without these "
              "columns).\n\n");
   fprintf(f, "| variant | profile | chunking | lanes | N | H | I | E | k "
              "| ranks | K | ms | fwd ms | peak GiB | dispatch GiB | bound GiB "
@@ -298,8 +274,8 @@ static pl_status report_tables(rctx *rc, const char *bench,
     }
     fprintf(d, "# dispatch N/rank=%s H=%s E=%s lanes=%s ranks=%s; from "
                "plateau report %s\n"
-               "profile\tep_gib\tllep_gib\tpllep_gib\tep_ms\tllep_ms\t"
-               "pllep_ms\n",
+               "profile\tep_dev_peak_gib\tllep_dev_peak_gib\tpllep_dev_peak_gib\t"
+               "ep_time_ms\tllep_time_ms\tpllep_time_ms\n",
             sh[s].t, sh[s].h, sh[s].e, sh[s].l, sh[s].r, rc->run_dir);
     for (int p = 0; p < 4; p++) {
       const drow *v[3] = {
@@ -314,38 +290,25 @@ static pl_status report_tables(rctx *rc, const char *bench,
     }
     fclose(d);
     printf("%s\n", data);
-    st = run_chart(rc, data, stem);
+    st = pl_rep_chart(rc, "dispatch.gp", data, stem, NULL, 0);
   }
   free(r);
   return st;
 }
 
-pl_status pl_report_dispatch(const char *run_dir, const char *out_dir) {
-  pl_table *tabs;
-  int n = pl_rep_read_tables(run_dir, &tabs);
-  pl_table **mine = calloc((size_t)n + 1, sizeof *mine);
-  PL_ASSERT(mine != NULL);
-  int nm = 0;
-  for (int i = 0; i < n; i++) {
-    const char *b = pl_table_meta(&tabs[i], "bench");
-    if (b && strcmp(b, "dispatch") == 0 &&
-        pl_table_col(&tabs[i], "max_send_ratio") >= 0)
-      mine[nm++] = &tabs[i];
-  }
+pl_status pl_report_dispatch(pl_report_ctx *rc, pl_table *const *all,
+                             int nall) {
+  /* the bench's tables with its max_send_ratio column */
+  pl_table **t = calloc((size_t)nall + 1, sizeof *t);
+  PL_ASSERT(t != NULL);
+  int n = 0;
+  for (int i = 0; i < nall; i++)
+    if (pl_has_col(all[i], "max_send_ratio")) t[n++] = all[i];
   pl_status st = PL_OK;
-  if (nm == 0)
-    st = pl_set_error(PL_EIO, "%s: no dispatch result files", run_dir);
+  if (n == 0)
+    st = pl_set_error(PL_EIO, "%s: no dispatch result files", rc->run_dir);
   else
-    st = pl_rep_mkdir(out_dir);
-  if (st == PL_OK) {
-    rctx rc = {run_dir, out_dir, pl_rep_analysis_dir(), 0};
-    if (!rc.analysis_dir)
-      fprintf(stderr, "plateau report: warning: no analysis/ directory found "
-                      "(set PLATEAU_ROOT): dispatch charts skipped\n");
-    if (!rc.analysis_dir) rc.charts_skipped = 1;
-    st = report_tables(&rc, "dispatch", mine, nm);
-  }
-  pl_rep_free_tables(tabs, n);
-  free(mine);
+    st = tables(rc, t, n);
+  free(t);
   return st;
 }

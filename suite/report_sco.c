@@ -8,8 +8,6 @@
  * search and are reported through the maxbatch file instead) and of
  * `plateau bench maxbatch` (trial and summary rows).  Only rows the reader
  * accepts (complete, right field count) are used. */
-#include "report_sco.h"
-
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -19,6 +17,7 @@
 #include <string.h>
 
 #include "plateau/plateau.h"
+#include "report.h"
 #include "report_util.h"
 #include "results.h"
 
@@ -32,10 +31,8 @@ static const double PAPER_MAXBATCH[2] = {557056, 655360}; /* tokens: +17.65%    
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 /* ---- cells ------------------------------------------------------------------ */
-static const char *cell(const pl_table *t, int r, const char *col) {
-  return pl_rep_cell(t, t->rows[r], col);
-}
-static double num(const pl_table *t, int r, const char *col) { return pl_rep_num(cell(t, r, col)); }
+static const char *cell(const pl_table *t, int r, const char *col) { return pl_cell(t, r, col); }
+static double num(const pl_table *t, int r, const char *col) { return pl_cell_num(t, r, col); }
 static void pct(char *buf, size_t n, double a, double b) {
   if (isnan(a) || isnan(b) || a == 0)
     snprintf(buf, n, "-");
@@ -78,7 +75,8 @@ static int cmp_budget(const void *a, const void *b) {
   return x->budget < y->budget ? -1 : x->budget > y->budget;
 }
 
-static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, int k, int *charts_skipped) {
+static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, int k) {
+  const char *out_dir = rc->out_dir;
   const char *backend = pl_table_meta(t, "backend");
   const char *device = pl_table_meta(t, "device");
   const char *slash = strrchr(t->path, '/');
@@ -110,7 +108,7 @@ static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, 
   double ranks = t->nrows ? num(t, 0, "ranks") : NAN;
   if (r0 >= 0 && rall >= 0) {
     double p0 = num(t, r0, "dev_peak_bytes"), p1 = num(t, rall, "dev_peak_bytes");
-    double h0 = num(t, r0, "host_pinned_bytes") * ranks, h1 = num(t, rall, "host_pinned_bytes") * ranks;
+    double h0 = num(t, r0, "host_peak_bytes") * ranks, h1 = num(t, rall, "host_peak_bytes") * ranks;
     double s0 = num(t, r0, "tok_s_gpu"), s1 = num(t, rall, "tok_s_gpu");
     char a[32], b[32], c[32], d[32], e[32], f[32], bp0[32], bp1[32], bh0[32], bh1[32];
     pct(a, sizeof a, PAPER_HBM_GIB[0], PAPER_HBM_GIB[1]);
@@ -126,7 +124,7 @@ static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, 
     fprintf(md, "| device (HBM) peak per GPU | %.2f GiB → %.2f GiB | %s | %s → %s | %s |\n", PAPER_HBM_GIB[0],
             PAPER_HBM_GIB[1], a, bp0, bp1, b);
     {
-      double q0 = num(t, r0, "pool_high_bytes"), q1 = num(t, rall, "pool_high_bytes");
+      double q0 = num(t, r0, "pool_peak_bytes"), q1 = num(t, rall, "pool_peak_bytes");
       char g[32], bq0[32], bq1[32];
       pct(g, sizeof g, q0, q1);
       hb(bq0, sizeof bq0, q0), hb(bq1, sizeof bq1, q1);
@@ -168,12 +166,12 @@ static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, 
     pct(dp, sizeof dp, base_peak, peak);
     pct(dt, sizeof dt, base_tok, tok);
     char c1[32], c2[32], c3[32], c4[32], c5[32], c6[32];
-    hb(c1, sizeof c1, rows[i].budget), hb(c2, sizeof c2, peak), hb(c3, sizeof c3, num(t, r, "boundary_peak_bytes"));
-    hb(c4, sizeof c4, num(t, r, "boundary_bound_bytes")), hb(c5, sizeof c5, num(t, r, "pool_high_bytes"));
-    hb(c6, sizeof c6, num(t, r, "host_pinned_bytes"));
+    hb(c1, sizeof c1, rows[i].budget), hb(c2, sizeof c2, peak), hb(c3, sizeof c3, num(t, r, "boundary_bytes"));
+    hb(c4, sizeof c4, num(t, r, "bound_bytes")), hb(c5, sizeof c5, num(t, r, "pool_peak_bytes"));
+    hb(c6, sizeof c6, num(t, r, "host_peak_bytes"));
     fprintf(md, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s (%s–%s) | %s | %s | %s | %s | %s", cell(t, r, "budget"),
-            c1, cell(t, r, "selected"), c2, dp, c3, c4, c5, c6, cell(t, r, "ms_median"), cell(t, r, "ms_p10"),
-            cell(t, r, "ms_p90"), cell(t, r, "tok_s_gpu"), cell(t, r, "tflop_s_gpu"), dt, cell(t, r, "check"),
+            c1, cell(t, r, "selected"), c2, dp, c3, c4, c5, c6, cell(t, r, "time_ms"), cell(t, r, "time_p10_ms"),
+            cell(t, r, "time_p90_ms"), cell(t, r, "tok_s_gpu"), cell(t, r, "tflops"), dt, cell(t, r, "check"),
             cell(t, r, "status"));
     if (strcmp(cell(t, r, "note"), "-")) {
       fprintf(md, ": ");
@@ -198,27 +196,20 @@ static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, 
     free(rows);
     return pl_set_error(PL_EIO, "%s: %s", data, strerror(errno));
   }
-  fprintf(cf, "# SCO sweep from %s\nbudget_gib\tselected\tdev_peak_gib\tboundary_peak_gib\ttok_s_gpu\tms_median\n",
+  fprintf(cf, "# SCO sweep from %s\nbudget_gib\tselected\tdev_peak_gib\tboundary_gib\ttok_s_gpu\ttime_ms\n",
           t->path);
   for (int i = 0; i < t->nrows; i++) {
     int r = rows[i].r;
     if (strcmp(cell(t, r, "status"), "ok")) continue;
     fprintf(cf, "%.6f\t%s\t%.6f\t%.6f\t%s\t%s\n", rows[i].budget / GIB, cell(t, r, "selected"),
-            num(t, r, "dev_peak_bytes") / GIB, num(t, r, "boundary_peak_bytes") / GIB, cell(t, r, "tok_s_gpu"),
-            cell(t, r, "ms_median"));
+            num(t, r, "dev_peak_bytes") / GIB, num(t, r, "boundary_bytes") / GIB, cell(t, r, "tok_s_gpu"),
+            cell(t, r, "time_ms"));
   }
   fclose(cf);
   printf("%s\n", data);
   free(rows);
-  if (*charts_skipped || nok < 1) return PL_OK;
-  const char *adir = pl_rep_analysis_dir();
-  if (!adir) {
-    fprintf(stderr, "plateau report: warning: no analysis/ directory found (set PLATEAU_ROOT): sco charts skipped\n");
-    *charts_skipped = 1;
-    return PL_OK;
-  }
-  char script[PATH_MAX + 64], title[256], ref_peak[32], ref_tok[32];
-  snprintf(script, sizeof script, "%s/sco.gp", adir);
+  if (nok < 1) return PL_OK;
+  char title[256], ref_peak[32], ref_tok[32];
   snprintf(title, sizeof title, "SCO: N=%s/rank, L=%s, H=%s, I=%s, %s, %g ranks, %s", t->nrows ? cell(t, 0, "tokens") : "?",
            t->nrows ? cell(t, 0, "layers") : "?", t->nrows ? cell(t, 0, "hidden") : "?",
            t->nrows ? cell(t, 0, "ffn") : "?", t->nrows ? cell(t, 0, "dtype") : "?", ranks, backend ? backend : "?");
@@ -226,7 +217,7 @@ static pl_status report_sweep(FILE *md, const pl_table *t, const char *out_dir, 
   snprintf(ref_peak, sizeof ref_peak, "%.6f", isnan(base_peak) ? 0 : base_peak / GIB * PAPER_HBM_GIB[1] / PAPER_HBM_GIB[0]);
   snprintf(ref_tok, sizeof ref_tok, "%.6f", isnan(base_tok) ? 0 : base_tok);
   const char *extra[] = {title, ref_peak, ref_tok};
-  return pl_rep_chart(script, data, stem, extra, 3, "sco charts skipped (tables are written)", charts_skipped);
+  return pl_rep_chart(rc, "sco.gp", data, stem, extra, 3);
 }
 
 /* ---- max batch (one maxbatch result file) --------------------------------------- */
@@ -288,41 +279,37 @@ static void report_maxbatch(FILE *md, const pl_table *t, int k) {
     if (strcmp(cell(t, r, "kind"), "trial")) continue;
     char n[32];
     commas(n, sizeof n, num(t, r, "tokens"));
-    double dp = num(t, r, "dev_peak_bytes"), hp = num(t, r, "host_pinned_bytes");
+    double dp = num(t, r, "dev_peak_bytes"), hp = num(t, r, "host_peak_bytes");
     fprintf(md, "| %s | %s | %s | %s | ", cell(t, r, "budget"), n, cell(t, r, "status"), cell(t, r, "exit_code"));
     char bd[32], bh[32];
     hb(bd, sizeof bd, dp), hb(bh, sizeof bh, hp);
     fprintf(md, "%s | %s | ", bd, bh);
-    fprintf(md, "%s | %s | ", cell(t, r, "ms_median"), cell(t, r, "tok_s_gpu"));
+    fprintf(md, "%s | %s | ", cell(t, r, "time_ms"), cell(t, r, "tok_s_gpu"));
     pl_rep_md_text(md, cell(t, r, "note"));
     fprintf(md, " | %s |\n", cell(t, r, "trial_file"));
   }
 }
 
-pl_status pl_report_sco(const char *run_dir, const char *out_dir) {
-  pl_table *tabs;
-  int nt = pl_rep_read_tables(run_dir, &tabs);
+pl_status pl_report_sco(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
   int nsweep = 0, nmb = 0;
   char *kind = calloc((size_t)nt + 1, 1); /* 's' sweep, 'm' maxbatch, 0 other */
   PL_ASSERT(kind != NULL);
   for (int i = 0; i < nt; i++) {
-    const char *b = pl_table_meta(&tabs[i], "bench"), *pt = pl_table_meta(&tabs[i], "point");
-    if (b && !strcmp(b, "sco") && !(pt && !strncmp(pt, "maxbatch.", 9)) && pl_table_col(&tabs[i], "selected") >= 0)
+    const char *b = tabs[i]->bench, *pt = pl_table_meta(tabs[i], "point");
+    if (!strcmp(b, "sco") && !(pt && !strncmp(pt, "maxbatch.", 9)) && pl_has_col(tabs[i], "selected"))
       kind[i] = 's', nsweep++;
-    else if (b && !strcmp(b, "maxbatch") && pl_table_col(&tabs[i], "max_ok_tokens") >= 0)
+    else if (!strcmp(b, "maxbatch") && pl_has_col(tabs[i], "max_ok_tokens"))
       kind[i] = 'm', nmb++;
   }
   pl_status st = PL_OK;
   if (nsweep + nmb == 0) {
-    st = pl_set_error(PL_EIO, "%s: no sco or maxbatch result files", run_dir);
+    st = pl_set_error(PL_EIO, "%s: no sco or maxbatch result files", rc->run_dir);
     goto out;
   }
-  if ((st = pl_rep_mkdir(out_dir)) != PL_OK) goto out;
   char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/sco.md", out_dir);
-  FILE *md = fopen(path, "w");
+  FILE *md = pl_rep_open(rc, "sco.md", path, sizeof path);
   if (!md) {
-    st = pl_set_error(PL_EIO, "%s: %s", path, strerror(errno));
+    st = PL_EIO;
     goto out;
   }
   fprintf(md, "# SCO — selective checkpoint offload (paper Tables 3 and 13)\n\n"
@@ -331,18 +318,16 @@ pl_status pl_report_sco(const char *run_dir, const char *out_dir) {
               "no optimizer state), so the boundaries are a larger share of our device peak than of the paper's, "
               "and the relative savings are not the same quantity. Device peak = tracked device arena peak "
               "(weights, gradients, inputs, boundaries, block intermediates); host = pinned boundary bytes.\n",
-          run_dir);
+          rc->run_dir);
   if (nsweep) fprintf(md, "\n## Host-budget sweep (Table 3)\n");
-  int skipped = 0;
   for (int i = 0, k = 0; i < nt && st == PL_OK; i++)
-    if (kind[i] == 's') st = report_sweep(md, &tabs[i], out_dir, k++, &skipped);
+    if (kind[i] == 's') st = report_sweep(md, tabs[i], rc, k++);
   if (nmb) fprintf(md, "\n## Largest batch (Table 13)\n");
   for (int i = 0, k = 0; i < nt; i++)
-    if (kind[i] == 'm') report_maxbatch(md, &tabs[i], k++);
+    if (kind[i] == 'm') report_maxbatch(md, tabs[i], k++);
   fclose(md);
   printf("%s\n", path);
 out:
-  pl_rep_free_tables(tabs, nt);
   free(kind);
   return st;
 }

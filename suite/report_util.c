@@ -1,10 +1,9 @@
-/* report_util.c — helpers shared by the `plateau report` hooks (see
- * report_util.h).  They were written once per hook by the first authors of
- * report.c and report_<bench>.c; one copy keeps the file discovery, the
- * number parsing and the gnuplot calling the same for every bench. */
+/* report_util.c — the helpers every `plateau report` hook shares (see
+ * report_util.h): one cell accessor, one chart helper, output files and
+ * formats, so that every report reads columns, draws charts and says what it
+ * wrote the same way. */
 #include "report_util.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -15,105 +14,37 @@
 #include <unistd.h>
 
 #include "plateau/plateau.h"
+#include "schema.h"
 
-/* ---- files ---------------------------------------------------------------- */
-bool pl_rep_is_dir(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static void push(char ***v, int *n, int *cap, const char *p) {
-  if (*n == *cap) {
-    *cap = *cap ? 2 * *cap : 16;
-    char **nv = realloc(*v, (size_t)*cap * sizeof **v);
-    PL_ASSERT(nv != NULL);
-    *v = nv;
-  }
-  (*v)[(*n)++] = strdup(p);
-}
-
-static void scan(const char *dir, int depth, char ***v, int *n, int *cap) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char p[PATH_MAX];
-    int len = snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    if (len <= 0 || len >= (int)sizeof p) continue;
-    size_t nl = strlen(e->d_name);
-    if (pl_rep_is_dir(p)) {
-      if (depth == 0 && strcmp(e->d_name, "report") != 0)
-        scan(p, 1, v, n, cap);
-    } else if (nl > 4 && strcmp(e->d_name + nl - 4, ".tsv") == 0) {
-      push(v, n, cap, p);
-    }
-  }
-  closedir(d);
-}
-
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-int pl_rep_scan_tsv(const char *run_dir, char ***paths) {
-  int n = 0, cap = 0;
-  *paths = NULL;
-  scan(run_dir, 0, paths, &n, &cap);
-  if (n > 1) qsort(*paths, (size_t)n, sizeof **paths, cmp_str);
-  return n;
-}
-
-void pl_rep_free_paths(char **paths, int n) {
-  for (int i = 0; i < n; i++) free(paths[i]);
-  free(paths);
-}
-
-int pl_rep_read_tables(const char *run_dir, pl_table **tables) {
-  char **v;
-  int n = pl_rep_scan_tsv(run_dir, &v), nt = 0;
-  pl_table *t = calloc((size_t)n + 1, sizeof *t);
-  PL_ASSERT(t != NULL);
-  for (int i = 0; i < n; i++)
-    if (pl_table_read(v[i], &t[nt]) == PL_OK) nt++;
-  pl_rep_free_paths(v, n);
-  *tables = t;
-  return nt;
-}
-
-void pl_rep_free_tables(pl_table *tables, int n) {
-  for (int i = 0; i < n; i++) pl_table_free(&tables[i]);
-  free(tables);
-}
-
-pl_status pl_rep_mkdir(const char *out_dir) {
-  if (mkdir(out_dir, 0775) != 0 && errno != EEXIST)
-    return pl_set_error(PL_EIO, "%s: %s", out_dir, strerror(errno));
-  return PL_OK;
-}
-
-/* ---- cells ---------------------------------------------------------------- */
-const char *pl_rep_cell(const pl_table *t, char **row, const char *col) {
+/* ---- cells ----------------------------------------------------------------
+ */
+const char *pl_cell(const pl_table *t, int r, const char *col) {
   int c = pl_table_col(t, col);
-  return c >= 0 ? row[c] : "-";
+  return c >= 0 && r >= 0 && r < t->nrows ? t->rows[r][c] : "-";
 }
 
 double pl_rep_num(const char *s) {
-  if (!s || !*s || strcmp(s, "-") == 0) return NAN;
+  if (!s || !*s || strcmp(s, "-") == 0)
+    return NAN;
   char *end;
   double v = strtod(s, &end);
   return *end ? NAN : v;
 }
 
-double pl_rep_num_lead(const char *s) {
-  if (!s || !*s || strcmp(s, "-") == 0) return NAN;
-  return strtod(s, NULL);
+double pl_cell_num(const pl_table *t, int r, const char *col) {
+  return pl_rep_num(pl_cell(t, r, col));
 }
 
-/* ---- Markdown and formats --------------------------------------------------- */
+bool pl_has_col(const pl_table *t, const char *col) {
+  return pl_table_col(t, col) >= 0;
+}
+
+/* ---- Markdown and formats ---------------------------------------------------
+ */
 void pl_rep_md_text(FILE *f, const char *s) {
   for (; *s; s++) {
-    if (*s == '|') fputc('\\', f);
+    if (*s == '|')
+      fputc('\\', f);
     fputc(*s, f);
   }
 }
@@ -127,13 +58,166 @@ const char *pl_rep_fmt(char *buf, size_t n, const char *fmt, double v,
   return buf;
 }
 
-/* ---- charts ------------------------------------------------------------------ */
+const char *pl_rep_bytes(char *buf, size_t n, double v) {
+  static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  if (isnan(v)) {
+    snprintf(buf, n, "-");
+    return buf;
+  }
+  int k = 0;
+  while (k < 4 && v >= 1024.0)
+    v /= 1024.0, k++;
+  snprintf(buf, n, k ? "%.2f %s" : "%.0f %s", v, u[k]);
+  return buf;
+}
+
+const char *pl_rep_meta(const pl_table *t, const char *key, const char *d) {
+  const char *v = pl_table_meta(t, key);
+  return v ? v : d;
+}
+
+/* One line per file: where the numbers came from. */
+static void md_provenance(FILE *f, pl_table *const *t, int n) {
+  fprintf(f, "| run | file | device | backend | ranks | git sha | start (UTC) "
+             "| rows | torn | finished |\n|---|---|---|---|---|---|---|---|---|"
+             "---|\n");
+  for (int i = 0; i < n; i++) {
+    const char *base = strrchr(t[i]->path, '/');
+    const char *dirty = pl_rep_meta(t[i], "git_dirty", "0");
+    fprintf(f, "| %d | ", i);
+    pl_rep_md_text(f, base ? base + 1 : t[i]->path);
+    fprintf(f, " | ");
+    pl_rep_md_text(f, pl_rep_meta(t[i], "device", "-"));
+    fprintf(f, " | %s | %s | %s%s | %s | %d | %d | %s |\n",
+            pl_rep_meta(t[i], "backend", "-"), pl_rep_meta(t[i], "ranks", "-"),
+            pl_rep_meta(t[i], "git_sha", "-"),
+            strcmp(dirty, "1") == 0 ? " (dirty)" : "",
+            pl_rep_meta(t[i], "start_utc", "-"), t[i]->nrows, t[i]->nbad,
+            t[i]->finished ? "yes" : "no (killed or running)");
+  }
+  fprintf(f, "\n");
+}
+
+/* The title every report's Markdown file starts with, the provenance of its
+ * files, and the CPU-backend note when a file ran on the CPU. */
+void pl_rep_md_head(FILE *f, const pl_report_ctx *rc, const char *title,
+                    pl_table *const *t, int n) {
+  fprintf(f,
+          "# %s\n\nGenerated by `plateau report %s` from %d result file%s "
+          "(rows with a torn or malformed line are not shown; their count "
+          "is in `torn`).\n\n",
+          title, rc->run_dir, n, n == 1 ? "" : "s");
+  md_provenance(f, t, n);
+  bool cpu = false;
+  for (int i = 0; i < n; i++)
+    if (strcmp(pl_rep_meta(t[i], "backend", ""), "cpu") == 0)
+      cpu = true;
+  if (cpu)
+    fprintf(f, "> CPU backend runs: memory columns are exact; time and "
+               "bandwidth columns are CPU times, not GPU figures.\n\n");
+}
+
+/* A cell of a Markdown table: memory (unit B in the schema) in the binary
+ * unit that keeps it >= 1, 4 significant digits; anything else as written. */
+static void cell_text(FILE *f, const char *col, const char *v) {
+  const pl_col_def *d = pl_schema_find(col);
+  double x = pl_rep_num(v);
+  if (!d || strcmp(d->unit, "B") != 0 || isnan(x)) {
+    pl_rep_md_text(f, v);
+    return;
+  }
+  static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int k = 0;
+  while (k < 4 && fabs(x) >= 1024.0) x /= 1024.0, k++;
+  fprintf(f, "%.4g %s", x, u[k]);
+}
+
+/* All rows of the tables whose header equals t[first]'s, columns `cols`
+ * (NULL: all of them); a leading `run` column names the file. */
+void pl_rep_md_rows(FILE *f, pl_table *const *t, int n,
+                    const char *const *cols) {
+  bool *done = calloc((size_t)n + 1, sizeof *done);
+  PL_ASSERT(done != NULL);
+  for (int a = 0; a < n; a++) {
+    if (done[a])
+      continue;
+    int idx[128], nc = 0;
+    if (cols) {
+      for (int c = 0; cols[c] && nc < 128; c++) {
+        int k = pl_table_col(t[a], cols[c]);
+        if (k >= 0)
+          idx[nc++] = k;
+      }
+    } else {
+      for (int c = 0; c < t[a]->ncols && nc < 128; c++)
+        idx[nc++] = c;
+    }
+    fprintf(f, "| run |");
+    for (int c = 0; c < nc; c++) {
+      fputc(' ', f);
+      pl_rep_md_text(f, t[a]->cols[idx[c]]);
+      fprintf(f, " |");
+    }
+    fprintf(f, "\n|---|");
+    for (int c = 0; c < nc; c++)
+      fprintf(f, "---|");
+    fprintf(f, "\n");
+    for (int b = a; b < n; b++) {
+      if (done[b] || t[b]->ncols != t[a]->ncols)
+        continue;
+      bool same = true;
+      for (int c = 0; same && c < t[a]->ncols; c++)
+        same = strcmp(t[a]->cols[c], t[b]->cols[c]) == 0;
+      if (!same)
+        continue;
+      done[b] = true;
+      for (int r = 0; r < t[b]->nrows; r++) {
+        fprintf(f, "| %d |", b);
+        for (int c = 0; c < nc; c++) {
+          fputc(' ', f);
+          cell_text(f, t[a]->cols[idx[c]], t[b]->rows[r][idx[c]]);
+          fprintf(f, " |");
+        }
+        fprintf(f, "\n");
+      }
+    }
+    fprintf(f, "\n");
+  }
+  free(done);
+}
+
+/* ---- output files -----------------------------------------------------------
+ */
+FILE *pl_rep_open(const pl_report_ctx *rc, const char *name, char *path,
+                  size_t n) {
+  snprintf(path, n, "%s/%s", rc->out_dir, name);
+  FILE *f = fopen(path, "w");
+  if (!f)
+    pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
+  return f;
+}
+
+pl_status pl_rep_close(FILE *f, const char *path) {
+  if (fclose(f) != 0)
+    return pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
+  printf("%s\n", path);
+  return PL_OK;
+}
+
+/* ---- charts
+ * ------------------------------------------------------------------ */
+static bool is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 const char *pl_rep_analysis_dir(void) {
   static char buf[PATH_MAX + 32];
   const char *root = getenv("PLATEAU_ROOT");
   if (root && *root) {
     snprintf(buf, sizeof buf, "%s/analysis", root);
-    if (pl_rep_is_dir(buf)) return buf;
+    if (is_dir(buf))
+      return buf;
   }
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -143,55 +227,78 @@ const char *pl_rep_analysis_dir(void) {
     if (slash) {
       *slash = '\0'; /* .../build/bin */
       snprintf(buf, sizeof buf, "%s/../../analysis", exe);
-      if (pl_rep_is_dir(buf)) return buf;
+      if (is_dir(buf))
+        return buf;
     }
   }
-  return pl_rep_is_dir("analysis") ? "analysis" : NULL;
+  return is_dir("analysis") ? "analysis" : NULL;
 }
 
-int pl_rep_gnuplot(const char *script, const char *const *args, int nargs) {
+/* `prog -c script args...`: its exit status, 127 when prog is not installed,
+ * -1 when fork or wait failed. */
+static int gnuplot(const char *script, const char *const *args, int nargs) {
   const char *prog = getenv("PLATEAU_GNUPLOT");
-  if (!prog || !*prog) prog = "gnuplot";
+  if (!prog || !*prog)
+    prog = "gnuplot";
   char *argv[16];
   int k = 0;
   argv[k++] = (char *)prog;
   argv[k++] = (char *)"-c";
   argv[k++] = (char *)script;
-  for (int i = 0; i < nargs && k < 15; i++) argv[k++] = (char *)args[i];
+  for (int i = 0; i < nargs && k < 15; i++)
+    argv[k++] = (char *)args[i];
   argv[k] = NULL;
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();
-  if (pid < 0) return -1;
+  if (pid < 0)
+    return -1;
   if (pid == 0) {
     execvp(prog, argv);
     _exit(127);
   }
   int ws = 0;
   while (waitpid(pid, &ws, 0) < 0)
-    if (errno != EINTR) return -1;
+    if (errno != EINTR)
+      return -1;
   return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
 }
 
-pl_status pl_rep_chart(const char *script, const char *data,
+static void skipped(pl_report_ctx *rc, const char *why) {
+  if (!rc->charts_skipped)
+    fprintf(stderr,
+            "plateau report: warning: %s: %s charts skipped (tables "
+            "are written)\n",
+            why, rc->name ? rc->name : "");
+  rc->charts_skipped = 1;
+}
+
+pl_status pl_rep_chart(pl_report_ctx *rc, const char *script, const char *data,
                        const char *out_stem, const char *const *extra,
-                       int nextra, const char *skipped, int *charts_skipped) {
+                       int nextra) {
+  if (!rc->analysis_dir) {
+    skipped(rc, "no analysis/ directory found (set PLATEAU_ROOT)");
+    return PL_OK;
+  }
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", rc->analysis_dir, script);
+  if (access(path, R_OK) != 0)
+    return pl_set_error(PL_EIO, "chart script %s: %s", path, strerror(errno));
   static const char *const exts[] = {"svg", "png"};
   for (int e = 0; e < 2; e++) {
     char out[PATH_MAX + 8];
     snprintf(out, sizeof out, "%s.%s", out_stem, exts[e]);
-    const char *args[8] = {data, out};
+    const char *args[12] = {data, out};
     int na = 2;
-    for (int i = 0; i < nextra && na < 8; i++) args[na++] = extra[i];
-    int code = pl_rep_gnuplot(script, args, na);
+    for (int i = 0; i < nextra && na < 12; i++)
+      args[na++] = extra[i];
+    int code = gnuplot(path, args, na);
     if (code == 127) {
-      fprintf(stderr, "plateau report: warning: gnuplot not found: %s\n",
-              skipped);
-      *charts_skipped = 1;
+      skipped(rc, "gnuplot not found");
       return PL_OK;
     }
     if (code != 0)
-      return pl_set_error(PL_ERUNTIME, "gnuplot -c %s %s %s: exit %d", script,
+      return pl_set_error(PL_ERUNTIME, "gnuplot -c %s %s %s: exit %d", path,
                           data, out, code);
     printf("%s\n", out);
   }

@@ -1,8 +1,7 @@
-/* report_util.h — helpers shared by the `plateau report` hooks (report.c and
- * report_<bench>.c): finding and reading a run's result files, cells and
- * numbers of a row, Markdown escaping, number formatting, and drawing one
- * chart (SVG + PNG) with gnuplot from a script in analysis/.  Internal to
- * suite/ (not part of the contract). */
+/* report_util.h — what every `plateau report` hook uses (report_util.c): the
+ * one cell accessor (by column name, text or number), Markdown and number
+ * formatting, output files, and the one chart helper (a gnuplot script from
+ * analysis/, a data file, SVG + PNG).  Internal to suite/. */
 #ifndef PLATEAU_SUITE_REPORT_UTIL_H
 #define PLATEAU_SUITE_REPORT_UTIL_H
 
@@ -10,56 +9,68 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "report.h"
 #include "results.h"
 
-/* ---- files ---------------------------------------------------------------- */
-bool pl_rep_is_dir(const char *path);
-
-/* Paths of the *.tsv in run_dir and its direct subdirectories (not
- * run_dir/report, no dot files), sorted by strcmp.  *paths is malloc'd (free
- * with pl_rep_free_paths); returns the count. */
-int pl_rep_scan_tsv(const char *run_dir, char ***paths);
-void pl_rep_free_paths(char **paths, int n);
-
-/* Every file of pl_rep_scan_tsv that pl_table_read accepts, in that order
- * (failed reads are dropped).  *tables is calloc'd (free with
- * pl_rep_free_tables); returns the count. */
-int pl_rep_read_tables(const char *run_dir, pl_table **tables);
-void pl_rep_free_tables(pl_table *tables, int n);
-
-/* mkdir out_dir (0775); an existing directory is fine. */
-pl_status pl_rep_mkdir(const char *out_dir);
-
-/* ---- cells ---------------------------------------------------------------- */
-/* The cell of column `col` in `row` of t, "-" when t has no such column. */
-const char *pl_rep_cell(const pl_table *t, char **row, const char *col);
+/* ---- cells ----------------------------------------------------------------
+ */
+/* The text of column `col` in row r of t; "-" when t has no such column.
+ * Column names are the current schema's (the reader maps v1 files). */
+const char *pl_cell(const pl_table *t, int r, const char *col);
+/* The same as a number: NAN when absent, "-", empty or not wholly a number. */
+double pl_cell_num(const pl_table *t, int r, const char *col);
+/* Does t have column col? */
+bool pl_has_col(const pl_table *t, const char *col);
 /* The whole string as a number; NAN for NULL, "", "-" or trailing text. */
 double pl_rep_num(const char *s);
-/* The number at the start of s (the rest ignored); NAN for NULL, "", "-". */
-double pl_rep_num_lead(const char *s);
 
-/* ---- Markdown and formats --------------------------------------------------- */
+/* ---- Markdown and formats ---------------------------------------------------
+ */
 /* s into a Markdown table cell: '|' escaped. */
 void pl_rep_md_text(FILE *f, const char *s);
 /* printf(fmt, v) into buf, or `nan` when v is NaN; returns buf. */
 const char *pl_rep_fmt(char *buf, size_t n, const char *fmt, double v,
                        const char *nan);
+/* Bytes in the largest binary unit that keeps them >= 1 ("1.50 GiB",
+ * "512 B"), "-" for NaN; returns buf. */
+const char *pl_rep_bytes(char *buf, size_t n, double bytes);
+/* A metadata value of t, or d. */
+const char *pl_rep_meta(const pl_table *t, const char *key, const char *d);
 
-/* ---- charts ------------------------------------------------------------------ */
+/* The title every report's Markdown file starts with ("# title"), the
+ * provenance of its files (one line each) and, when a file ran on the CPU
+ * backend, the note that its times are CPU times. */
+void pl_rep_md_head(FILE *f, const pl_report_ctx *rc, const char *title,
+                    pl_table *const *t, int n);
+
+/* Every row of the tables, one Markdown table per distinct header, columns
+ * `cols` (NULL-terminated; NULL: all); a leading `run` column is the file's
+ * index in t. */
+void pl_rep_md_rows(FILE *f, pl_table *const *t, int n,
+                    const char *const *cols);
+
+/* ---- output files -----------------------------------------------------------
+ */
+/* Open rc->out_dir/name for writing; *path gets its path.  NULL with
+ * pl_set_error on failure. */
+FILE *pl_rep_open(const pl_report_ctx *rc, const char *name, char *path,
+                  size_t n);
+/* Close f and print path (the report lists what it wrote). */
+pl_status pl_rep_close(FILE *f, const char *path);
+
+/* ---- charts
+ * ------------------------------------------------------------------ */
 /* The analysis/ directory holding the *.gp scripts: $PLATEAU_ROOT/analysis,
  * <binary>/../../analysis, or ./analysis; NULL when none exists. */
 const char *pl_rep_analysis_dir(void);
 
-/* Run `$PLATEAU_GNUPLOT (default gnuplot) -c script args...`: 0 ok, 127 not
- * installed, -1 fork/wait failed, else its exit status. */
-int pl_rep_gnuplot(const char *script, const char *const *args, int nargs);
-
 /* One chart in both formats: out_stem.svg then out_stem.png, each drawn by
- * `gnuplot -c script data out extra...` and its path printed.  gnuplot
- * missing: "plateau report: warning: gnuplot not found: <skipped>" on
- * stderr, *charts_skipped = 1, PL_OK.  A failing gnuplot is PL_ERUNTIME. */
-pl_status pl_rep_chart(const char *script, const char *data,
+ * `$PLATEAU_GNUPLOT (default gnuplot) -c ANALYSIS/script data out extra...`,
+ * each path printed.  gnuplot or analysis/ missing: a warning on stderr
+ * (once per report), rc->charts_skipped = 1, PL_OK (the tables are what a
+ * report must write).  A failing gnuplot is PL_ERUNTIME. */
+pl_status pl_rep_chart(pl_report_ctx *rc, const char *script, const char *data,
                        const char *out_stem, const char *const *extra,
-                       int nextra, const char *skipped, int *charts_skipped);
+                       int nextra);
 
 #endif

@@ -5,7 +5,7 @@
  * For every (backend, dtype, H, V, N) group of rows it prints each variant's
  * time, peak and live set, the change against the dense baseline of the same
  * group (the paper's baseline), Ring-DTP's peak against its analytic floor,
- * and the targets of issue 4 (at P = 2 on the paper preset: Ring-DTP peak ≤
+ * and the targets (at P = 2 on the paper preset: Ring-DTP peak ≤
  * 20% of dense, time ≤ 1.05×, within 10% of the floor; fused ≤ 1.1× dense
  * time) as met / missed.  Paper values are printed constants (DESIGN §1.2,
  * §5).  Entry: pl_report_vocab(run_dir, out_dir) (report_vocab.h), which
@@ -24,8 +24,8 @@
 #include <sys/stat.h>
 
 #include "plateau/plateau.h"
+#include "report.h"
 #include "report_util.h"
-#include "report_vocab.h"
 #include "results.h"
 
 /* Paper, Table 2 (arXiv 2609.14306; P=8, H=7168, V=200,000, fp32, fwd+bwd):
@@ -47,6 +47,8 @@ static const struct {
     {16384, "f32", 42.46, 2830}, {32768, "f32", 79.52, 5489},
     {16384, "bf16", 39.57, 246}, {32768, "bf16", 76.41, 500},
 };
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct vrow {
   const char *backend, *variant, *dtype, *mode, *status, *check, *live;
@@ -78,13 +80,8 @@ static int same_group(const vrow *a, const vrow *b) {
          a->h == b->h && a->v == b->v && a->n == b->n;
 }
 
-typedef struct vctx {
-  const char *run_dir, *out_dir, *analysis_dir;
-  int charts_skipped;
-} vctx;
-
-static pl_status report_tables(vctx *rc, const char *bench,
-                               pl_table *const *tables, int ntables) {
+pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
+                          int ntables) {
   int cap = 0;
   for (int i = 0; i < ntables; i++) cap += tables[i]->nrows;
   vrow *rows = calloc((size_t)cap + 1, sizeof *rows);
@@ -94,29 +91,28 @@ static pl_status report_tables(vctx *rc, const char *bench,
     const pl_table *t = tables[i];
     const char *be = pl_table_meta(t, "backend");
     for (int r = 0; r < t->nrows; r++) {
-      char **row = t->rows[r];
       vrow *v = &rows[nr++];
       v->backend = be ? be : "?";
-      v->variant = pl_rep_cell(t, row, "variant");
-      v->dtype = pl_rep_cell(t, row, "dtype");
-      v->mode = pl_rep_cell(t, row, "mode");
-      v->status = pl_rep_cell(t, row, "status");
-      v->check = pl_rep_cell(t, row, "check");
-      v->live = pl_rep_cell(t, row, "live_set");
-      v->n = (long)pl_rep_num_lead(pl_rep_cell(t, row, "tokens"));
-      v->h = (long)pl_rep_num_lead(pl_rep_cell(t, row, "hidden"));
-      v->v = (long)pl_rep_num_lead(pl_rep_cell(t, row, "vocab"));
-      v->ranks = (long)pl_rep_num_lead(pl_rep_cell(t, row, "ranks"));
-      double b = pl_rep_num_lead(pl_rep_cell(t, row, "block"));
+      v->variant = pl_cell(t, r, "variant");
+      v->dtype = pl_cell(t, r, "dtype");
+      v->mode = pl_cell(t, r, "mode");
+      v->status = pl_cell(t, r, "status");
+      v->check = pl_cell(t, r, "check");
+      v->live = pl_cell(t, r, "live_set");
+      v->n = (long)pl_cell_num(t, r, "tokens");
+      v->h = (long)pl_cell_num(t, r, "hidden");
+      v->v = (long)pl_cell_num(t, r, "vocab");
+      v->ranks = (long)pl_cell_num(t, r, "ranks");
+      double b = pl_cell_num(t, r, "block");
       v->block = isnan(b) ? 0 : (long)b;
-      v->ms = pl_rep_num_lead(pl_rep_cell(t, row, "time_ms"));
-      v->p10 = pl_rep_num_lead(pl_rep_cell(t, row, "time_p10_ms"));
-      v->p90 = pl_rep_num_lead(pl_rep_cell(t, row, "time_p90_ms"));
-      v->peak = pl_rep_num_lead(pl_rep_cell(t, row, "peak_gib"));
-      v->logits = pl_rep_num_lead(pl_rep_cell(t, row, "logits_gib"));
-      v->floor_gib = pl_rep_num_lead(pl_rep_cell(t, row, "floor_gib"));
-      v->err = pl_rep_num_lead(pl_rep_cell(t, row, "max_err"));
-      double hop = pl_rep_num_lead(pl_rep_cell(t, row, "hop_bytes")), sent = pl_rep_num_lead(pl_rep_cell(t, row, "sent_bytes"));
+      v->ms = pl_cell_num(t, r, "time_ms");
+      v->p10 = pl_cell_num(t, r, "time_p10_ms");
+      v->p90 = pl_cell_num(t, r, "time_p90_ms");
+      v->peak = pl_cell_num(t, r, "dev_peak_bytes") / GIB;
+      v->logits = pl_cell_num(t, r, "logits_bytes") / GIB;
+      v->floor_gib = pl_cell_num(t, r, "bound_bytes") / GIB;
+      v->err = pl_cell_num(t, r, "max_err");
+      double hop = pl_cell_num(t, r, "hop_bytes"), sent = pl_cell_num(t, r, "sent_bytes");
       v->hop = isnan(hop) ? -1 : (long long)hop;
       v->sent = isnan(sent) ? -1 : (long long)sent;
     }
@@ -124,11 +120,10 @@ static pl_status report_tables(vctx *rc, const char *bench,
   qsort(rows, (size_t)nr, sizeof *rows, cmp_rows);
 
   char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/%s.md", rc->out_dir, bench);
-  FILE *f = fopen(path, "w");
+  FILE *f = pl_rep_open(rc, "vocab.md", path, sizeof path);
   if (!f) {
     free(rows);
-    return pl_set_error(PL_EIO, "report vocab: %s: %s", path, strerror(errno));
+    return PL_EIO;
   }
   fprintf(f, "# Vocabulary head (fwd+bwd): Table 2\n\n");
   fprintf(f, "From `plateau report %s`. Peak = tracked device peak of one "
@@ -191,7 +186,7 @@ static pl_status report_tables(vctx *rc, const char *bench,
                      "| - | - | - | - | - | measured | DESIGN §5, H200 |\n",
                   torch_peer[q].ms, torch_peer[q].gib);
     }
-    /* Targets (issue 4) where they apply. */
+    /* Targets where they apply. */
     const vrow *ring = NULL, *fused = NULL, *chunk = NULL;
     for (int k = i; k < j; k++) {
       if (!strcmp(rows[k].variant, "ring") && !strcmp(rows[k].status, "ok") &&
@@ -259,7 +254,7 @@ static pl_status report_tables(vctx *rc, const char *bench,
   if (!have_f32 && nr) dt0 = rows[0].dtype;
   fprintf(d, "# vocab: peak GiB and time ms vs N per variant (%s, %s; best "
              "block); from plateau report\ntokens", be0, dt0);
-  for (int q = 0; q < 5; q++) fprintf(d, "\t%s_peak_gib\t%s_time_ms", vars[q], vars[q]);
+  for (int q = 0; q < 5; q++) fprintf(d, "\t%s_dev_peak_gib\t%s_time_ms", vars[q], vars[q]);
   fprintf(d, "\n");
   for (int i = 0; i < nr;) {
     int j = i;
@@ -284,44 +279,7 @@ static pl_status report_tables(vctx *rc, const char *bench,
   fclose(d);
   printf("%s\n", data);
   free(rows);
-  if (rc->charts_skipped || !rc->analysis_dir) {
-    rc->charts_skipped = 1;
-    return PL_OK;
-  }
-  char script[PATH_MAX];
-  snprintf(script, sizeof script, "%s/vocab.gp", rc->analysis_dir);
   char stem[PATH_MAX];
   snprintf(stem, sizeof stem, "%s/vocab", rc->out_dir);
-  return pl_rep_chart(script, data, stem, NULL, 0, "vocab chart skipped",
-                      &rc->charts_skipped);
-}
-
-/* ---- entry: the run's files ------------------------------------------------ */
-
-pl_status pl_report_vocab(const char *run_dir, const char *out_dir) {
-  pl_table *all;
-  int na = pl_rep_read_tables(run_dir, &all);
-  pl_clear_error();
-  pl_table **tabs = calloc((size_t)na + 1, sizeof *tabs);
-  PL_ASSERT(tabs != NULL);
-  int nt = 0;
-  for (int i = 0; i < na; i++) {
-    const char *b = pl_table_meta(&all[i], "bench");
-    if (b && strcmp(b, "vocab") == 0) tabs[nt++] = &all[i];
-  }
-  pl_status st = PL_OK;
-  if (nt == 0) {
-    st = pl_set_error(PL_EIO, "report vocab: no vocab result files in %s",
-                      run_dir);
-  } else {
-    mkdir(out_dir, 0777);
-    vctx rc = {run_dir, out_dir, pl_rep_analysis_dir(), 0};
-    if (!rc.analysis_dir)
-      fprintf(stderr, "plateau report: warning: no analysis/ directory found "
-                      "(set PLATEAU_ROOT): vocab chart skipped\n");
-    st = report_tables(&rc, "vocab", tabs, nt);
-  }
-  free(tabs);
-  pl_rep_free_tables(all, na);
-  return st;
+  return pl_rep_chart(rc, "vocab.gp", data, stem, NULL, 0);
 }

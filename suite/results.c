@@ -25,13 +25,13 @@
 #include <unistd.h>
 
 #include "plateau/plateau.h"
+#include "schema.h"
 
 #include "plateau_git.h" /* generated: build/gen */
 #ifndef PL_GIT_SHA
 #define PL_GIT_SHA "unknown"
 #endif
 
-#define PL_RESULTS_SCHEMA 1
 #define TORN_MARK "!torn"
 
 struct pl_results {
@@ -328,6 +328,119 @@ static void free_fields(char **f, int n) {
   free(f);
 }
 
+/* ---- version 1 -> 2 ------------------------------------------------------ */
+
+/* Insert column `name` at position `at` with the values vals[r] (owned). */
+static void insert_col(pl_table *t, int at, const char *name, char **vals) {
+  char **cols = malloc(sizeof(char *) * (size_t)(t->ncols + 1));
+  PL_ASSERT(cols != NULL);
+  memcpy(cols, t->cols, sizeof(char *) * (size_t)at);
+  cols[at] = strdup(name);
+  memcpy(cols + at + 1, t->cols + at, sizeof(char *) * (size_t)(t->ncols - at));
+  free(t->cols);
+  t->cols = cols;
+  for (int r = 0; r < t->nrows; r++) {
+    char **row = malloc(sizeof(char *) * (size_t)(t->ncols + 1));
+    PL_ASSERT(row != NULL);
+    memcpy(row, t->rows[r], sizeof(char *) * (size_t)at);
+    row[at] = vals[r];
+    memcpy(row + at + 1, t->rows[r] + at,
+           sizeof(char *) * (size_t)(t->ncols - at));
+    free(t->rows[r]);
+    t->rows[r] = row;
+  }
+  t->ncols++;
+}
+
+static void drop_col(pl_table *t, int c) {
+  free(t->cols[c]);
+  memmove(t->cols + c, t->cols + c + 1, sizeof(char *) * (size_t)(t->ncols - c - 1));
+  for (int r = 0; r < t->nrows; r++) {
+    free(t->rows[r][c]);
+    memmove(t->rows[r] + c, t->rows[r] + c + 1,
+            sizeof(char *) * (size_t)(t->ncols - c - 1));
+  }
+  t->ncols--;
+}
+
+/* The text after `key` in a v1 note up to the next ',' or ';', or NULL. */
+static char *note_after(const char *note, const char *key) {
+  const char *p = note ? strstr(note, key) : NULL;
+  if (!p) return NULL;
+  p += strlen(key);
+  return strndup(p, strcspn(p, ",;"));
+}
+
+/* A derived column (before `status`) from each row's note. */
+static void derive(pl_table *t, const char *name,
+                   char *(*from_note)(const pl_table *t, char **row)) {
+  if (pl_table_col(t, name) >= 0) return;
+  char **vals = calloc((size_t)t->nrows + 1, sizeof *vals);
+  PL_ASSERT(vals != NULL);
+  for (int r = 0; r < t->nrows; r++) vals[r] = from_note(t, t->rows[r]);
+  int at = pl_table_col(t, "status");
+  insert_col(t, at >= 0 ? at : t->ncols, name, vals);
+  free(vals);
+}
+
+static const char *row_note(const pl_table *t, char **row) {
+  int c = pl_table_col(t, "note");
+  return c >= 0 ? row[c] : NULL;
+}
+
+/* attention: "fwd kernel A, bwd kernel B" -> A+B; "?" for a part the note
+ * does not name (fwdbwd rows have both parts). */
+static char *attention_kernel(const pl_table *t, char **row) {
+  int cp = pl_table_col(t, "pass");
+  const char *note = row_note(t, row);
+  char *f = note_after(note, "fwd kernel "), *b = note_after(note, "bwd kernel ");
+  char *k = NULL;
+  if (cp >= 0 && strcmp(row[cp], "fwd") != 0)
+    PL_ASSERT(asprintf(&k, "%s+%s", f ? f : "?", b ? b : "?") >= 0);
+  else
+    k = strdup(f ? f : "?");
+  free(f);
+  free(b);
+  return k;
+}
+
+/* adam hybrid rows: "...; cpu share 0.320" */
+static char *adam_cpu_share(const pl_table *t, char **row) {
+  char *v = note_after(row_note(t, row), "cpu share ");
+  return v ? v : strdup("-");
+}
+
+static void v1_to_v2(pl_table *t) {
+  for (int c = 0; c < t->ncols;) {
+    const pl_v1_map *m = pl_schema_v1(t->bench, t->cols[c]);
+    if (m && !m->to) {
+      drop_col(t, c);
+      continue;
+    }
+    if (m && pl_table_col(t, m->to) < 0) { /* a name already current stays */
+      free(t->cols[c]);
+      t->cols[c] = strdup(m->to);
+      for (int r = 0; m->scale != 1 && r < t->nrows; r++) {
+        char *end, *s = t->rows[r][c];
+        double v = strtod(s, &end);
+        if (end == s || *end) continue; /* "-", "nan" stay */
+        free(s);
+        PL_ASSERT(asprintf(&t->rows[r][c], "%.17g", v * m->scale) >= 0);
+      }
+    }
+    c++;
+  }
+  if (strcmp(t->bench, "attention") == 0) derive(t, "kernel", attention_kernel);
+  if (strcmp(t->bench, "adam") == 0) derive(t, "cpu_share", adam_cpu_share);
+  if (pl_table_col(t, "bench") < 0) {
+    char **vals = calloc((size_t)t->nrows + 1, sizeof *vals);
+    PL_ASSERT(vals != NULL);
+    for (int r = 0; r < t->nrows; r++) vals[r] = strdup(t->bench);
+    insert_col(t, 0, "bench", vals);
+    free(vals);
+  }
+}
+
 pl_status pl_table_read(const char *path, pl_table *out) {
   memset(out, 0, sizeof *out);
   FILE *f = fopen(path, "r");
@@ -348,6 +461,7 @@ pl_status pl_table_read(const char *path, pl_table *out) {
     if (line[0] == '#') {
       if (strncmp(line, "# plateau-results:", 18) == 0) {
         have_schema = true;
+        out->version = atoi(line + 18);
       } else if (strncmp(line, "# end:", 6) == 0) {
         out->finished = 1;
       } else {
@@ -402,12 +516,26 @@ pl_status pl_table_read(const char *path, pl_table *out) {
     pl_table_free(out);
     return st;
   }
+  if (out->version < 1 || out->version > PL_RESULTS_SCHEMA) {
+    pl_status st = pl_set_error(
+        PL_EINVAL,
+        "%s: result schema version %d is not one this plateau reads (1 to %d;"
+        " a newer plateau wrote it?)",
+        path, out->version, PL_RESULTS_SCHEMA);
+    pl_table_free(out);
+    return st;
+  }
+  const char *b = pl_table_meta(out, "bench");
+  out->bench = strdup(b ? b : "unknown");
+  PL_ASSERT(out->bench != NULL);
+  if (out->version == 1) v1_to_v2(out);
   return PL_OK;
 }
 
 void pl_table_free(pl_table *t) {
   if (!t) return;
   free(t->path);
+  free(t->bench);
   if (t->cols) free_fields(t->cols, t->ncols);
   for (int i = 0; i < t->nrows; i++) free_fields(t->rows[i], t->ncols);
   free(t->rows);

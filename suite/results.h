@@ -2,12 +2,13 @@
  * atomically.
  *
  * Format (TSV, read directly by awk and gnuplot):
- *   # plateau-results: 1                 <- schema version
+ *   # plateau-results: 2                 <- schema version (schema.h)
  *   # key: value                          <- metadata record (git sha, dirty,
  *   ...                                      backend, device, versions, Slurm
  *                                            ids, UTC start, argv, whitelisted
  *                                            environment)
- *   col1<TAB>col2<TAB>...<TAB>status<TAB>check<TAB>note    <- header
+ *   bench<TAB>col2<TAB>...<TAB>status<TAB>check<TAB>note   <- header: the
+ *                                            names of schema.def
  *   v1<TAB>v2...                          <- rows
  *   # end: ok 2026-11-30T05:00:00Z        <- written when the run finishes
  *
@@ -18,7 +19,11 @@
  * (a writer killed mid-row), the next writer first terminates the fragment, so
  * the fragment is one malformed line that readers skip and count, and no
  * complete row is ever corrupted.  Readers accept a row only when it ends with
- * a newline and has exactly the header's number of fields. */
+ * a newline and has exactly the header's number of fields.
+ *
+ * The reader accepts the schema versions it knows (1 and 2) and refuses
+ * others; a version-1 table is mapped to the current column names on read
+ * (schema.c's table), so every consumer sees one set of names. */
 #ifndef PLATEAU_SUITE_RESULTS_H
 #define PLATEAU_SUITE_RESULTS_H
 
@@ -46,6 +51,8 @@ const char *pl_results_path(const pl_results *r);
 /* ---- reading ------------------------------------------------------------- */
 typedef struct pl_table {
   char *path;
+  char *bench;        /* the `bench` metadata value ("unknown" if none) */
+  int version;        /* schema version of the file */
   int ncols;
   char **cols;        /* header names                                */
   int nrows;
@@ -56,6 +63,9 @@ typedef struct pl_table {
   int finished;       /* 1 if an "# end:" line is present            */
 } pl_table;
 
+/* Read a result file (version-1 files mapped to the current names); an
+ * unknown version or a file without the '# plateau-results:' line is
+ * PL_EINVAL with a message. */
 pl_status pl_table_read(const char *path, pl_table *out);
 void pl_table_free(pl_table *t);
 /* Column index by name, or -1. */

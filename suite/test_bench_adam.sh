@@ -17,8 +17,8 @@ awk -F'\t' '
   !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
   { n++
     if ($c["status"] != "ok" || $c["check"] != "pass") { print "bad row: " $0; bad++ }
-    if ($c["mode"] != "cpu" && $c["staging_bytes"] + 0 > $c["staging_bound"] + 0) { print "staging over bound: " $0; bad++ }
-    m[$c["mode"]]++ }
+    if ($c["variant"] != "cpu" && $c["optim_staging_bytes"] + 0 > $c["bound_bytes"] + 0) { print "staging over bound: " $0; bad++ }
+    m[$c["variant"]]++ }
   END { if (n != 5 || !m["cpu"] || m["stream"] != 2 || m["hybrid"] != 2) { print "rows: " n; bad++ }
         exit bad ? 1 : 0 }' "$f" || { cat "$out/log"; echo FAIL; exit 1; }
 # an arena limit below the staging: oom rows, exit 0 (a result, not a crash)

@@ -40,7 +40,7 @@ grep -q "pass" "$tmp"/attn1/*.tsv || fail "attn1: first point not checked"
 md=$tmp/attn1/report/attention.md
 if [[ -f $md ]]; then
   for S in 64 130; do
-    grep -q "^| $S | [0-9.]* | [0-9.]* |.*| cpu | cpu+cpu |\$" "$md" || fail "report: no row for S = $S"
+    grep -q "^| $S | [0-9.]* | [0-9.]* |.*| cpu | cpu + cpu |\$" "$md" || fail "report: no row for S = $S"
   done
   # targets: a CPU run is far below 350 TFLOP/s and has no peer at 32K-128K
   grep -q "^- fwd ≥ 350 TFLOP/s at every S: fastest missed (lowest [0-9.]* at S = [0-9]*); AUTO missed" "$md" ||
@@ -51,22 +51,22 @@ else
   fail "report: no $md"; cat "$tmp/report.out"
 fi
 # the verdicts on a synthetic run at S = 32768 (attn1's S = 64 rows relabelled,
-# TFLOP/s set): AUTO 400 fwd / 430 fwd+bwd, a variant file (variant
-# auto/split, as --bwd-kernel split writes) 450 fwd+bwd, the peer's best fwd+bwd 550: the
+# TFLOP/s set): AUTO 400 fwd / 430 fwd+bwd, a variant file (a PLATEAU_ATTN_*
+# variable in its metadata) 450 fwd+bwd, the peer's best fwd+bwd 550: the
 # fastest rows meet 0.8× (450/550), the AUTO rows miss it (430/550)
 syn=$tmp/syn
 mkdir -p "$syn"
-relabel() { # fwdbwd-tflops variant
-  awk -F'\t' -v OFS='\t' -v fb="$1" -v var="$2" '
+relabel() { # fwdbwd-tflops env-line
+  awk -F'\t' -v OFS='\t' -v fb="$1" -v env="$2" '
+    NR == 1 {print; if (env != "") print env; next}
     /^#/ {print; next}
     !h {for (i = 1; i <= NF; i++) c[$i] = i; h = 1; print; next}
-    $c["seq"] == 64 {$c["seq"] = 32768; $c["tflops"] = ($c["pass"] == "fwd" ? 400 : fb)
-                     $c["variant"] = var; print}' \
+    $c["seq"] == 64 {$c["seq"] = 32768; $c["tflops"] = ($c["pass"] == "fwd" ? 400 : fb); print}' \
     "$(ls "$tmp"/attn1/*.tsv | head -1)"
 }
-relabel 430 auto/auto >"$syn/attention.auto.tsv"
-relabel 450 auto/split >"$syn/attention.variant.tsv"
-printf '# synthetic\npeer\tbackend\tbatch\tseq\tn_q\tn_kv\td\tpass\tgqa\tms\tms_p10\tms_p90\ttflops\tpeak_gib\tstatus\tnote\n' >"$syn/peer_torch_sdpa.tsv"
+relabel 430 "" >"$syn/attention.auto.tsv"
+relabel 450 "# env.PLATEAU_ATTN_WGMMA_SYNC: tma" >"$syn/attention.variant.tsv"
+printf '# plateau-results: 1\n# bench: peer_torch_sdpa\npeer\tbackend\tbatch\tseq\tn_q\tn_kv\td\tpass\tgqa\tms\tms_p10\tms_p90\ttflops\tpeak_gib\tstatus\tnote\n' >"$syn/peer_torch_sdpa.tsv"
 printf 'torch_sdpa\tcudnn\t1\t32768\t4\t2\t64\tfwdbwd\tnative\t1\t1\t1\t550\t1\tok\t-\n' >>"$syn/peer_torch_sdpa.tsv"
 printf 'torch_sdpa\tflash\t1\t32768\t4\t2\t64\tfwdbwd\tnative\t1\t1\t1\t330\t1\tok\t-\n' >>"$syn/peer_torch_sdpa.tsv"
 "$BIN" report "$syn" >"$tmp/syn.out" 2>&1 || fail "synthetic report: exit $?"

@@ -22,7 +22,7 @@ PL_TEST=test_bench_dispatch.sh
 
 # data rows of a result file; one column by header name
 rows() { awk -F'\t' '/^#/ {next} !h {for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next} {print $0}' "$1"; }
-getcol() { awk -F'\t' -v want="$2" '/^#/ {next} !h {for (i = 1; i <= NF; i++) if ($i == want) k = i; h = 1; next} {print $k}' "$1"; }
+getcol() { awk -F'\t' -v want="$2" '/^#/ {next} !h {for (i = 1; i <= NF; i++) if ($i == want) k = i; h = 1; if (!k) {print "NOCOL:" want; exit 1}; next} {print $k}' "$1"; }
 
 $MPIRUN -np 2 "$BIN" bench dispatch -n 2 -w 1 --chunking strided,contiguous \
   -o "$tmp/a" >"$tmp/a.log" 2>&1 || fail "bench dispatch exit $? ($(tail -3 "$tmp/a.log"))"
@@ -34,7 +34,7 @@ else
   [[ $n -eq 16 ]] || fail "expected 16 rows, got $n"
   bad=$(paste <(getcol "$f" status) <(getcol "$f" check) | grep -vc $'^ok\tpass$')
   [[ $bad -eq 0 ]] || fail "$bad rows not ok/pass"
-  over=$(paste <(getcol "$f" variant) <(getcol "$f" dispatch_gib) <(getcol "$f" bound_gib) <(getcol "$f" K) |
+  over=$(paste <(getcol "$f" variant) <(getcol "$f" dispatch_bytes) <(getcol "$f" bound_bytes) <(getcol "$f" K) |
     awk -F'\t' '$1 == "pipelined_llep" && ($2 > $3 || $4 < 2) {n++} END {print n + 0}')
   [[ $over -eq 0 ]] || fail "$over pipelined rows above the bound or unchunked"
   plan=$(paste <(getcol "$f" variant) <(getcol "$f" profile) <(getcol "$f" spilled) <(getcol "$f" imb_before) <(getcol "$f" imb_after) |

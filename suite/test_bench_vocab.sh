@@ -28,11 +28,11 @@ else
       rows++
       v = $c["variant"]; dt = $c["dtype"]; seen[v "/" dt] = 1
       if ($c["status"] != "ok" || $c["check"] != "pass") { print "row not ok/pass: " $0; bad++ }
-      lg = $c["logits_gib"] * 1024 * 1024 * 1024
+      lg = $c["logits_bytes"]
       strip = N * B * (dt == "bf16" ? 6 : 4)
       if ((v == "fused" || v == "ring" || v == "chunk") && lg > strip + 0.5) { print v " " dt " logits " lg " > strip " strip; bad++ }
       if (v == "dense" && (lg < 3 * N * V * 4 - 0.5 || lg > 3 * N * V * 4 + 0.5)) { print "dense logits " lg " != 3NV4"; bad++ }
-      if (v == "ring" && ($c["mode"] != "act" || $c["hop_bytes"] <= 0 || $c["floor_gib"] <= 0)) { print "ring mode/hop/floor: " $0; bad++ }
+      if (v == "ring" && ($c["mode"] != "act" || $c["hop_bytes"] <= 0 || $c["bound_bytes"] <= 0)) { print "ring mode/hop/floor: " $0; bad++ }
     }
     END {
       if (rows != 10) { print "rows " rows " (want 10)"; bad++ }
@@ -45,7 +45,7 @@ fi
 # N > V/P: auto moves the weights.
 $MPIRUN -x OMP_NUM_THREADS -np 2 "$BIN" bench vocab --backend cpu -N 300 -H 16 -V 400 --blocks 50 \
   --variants ring -w 0 -n 1 -o "$tmp/w" >"$tmp/w.out" 2>&1 || fail "weights run exit $?"
-grep -qE '^ +ring .* weights ' "$tmp/w.out" || { fail "auto did not move weights"; cat "$tmp/w.out"; }
+grep -qE '^ +vocab +ring .* weights ' "$tmp/w.out" || { fail "auto did not move weights"; cat "$tmp/w.out"; }
 
 # A memory limit dense cannot meet: an oom row, exit 0, ring still ok.
 $MPIRUN -x OMP_NUM_THREADS -np 2 "$BIN" bench vocab --backend cpu -N $N -H $H -V $V --blocks $B \

@@ -101,13 +101,13 @@ else
     [[ $nrows -eq 22 ]] && pass || fail "calib rows: $nrows (want 22)"
     [[ $(col "$f" status | sort -u) == ok ]] && pass || { fail "status not all ok"; col "$f" status | sort | uniq -c; }
     [[ $(col "$f" check | sort -u) == pass ]] && pass || { fail "check not all pass"; col "$f" check | sort | uniq -c; }
-    [[ $(col "$f" test | sort -u | tr '\n' ' ') == "allreduce alltoall bidir d2d d2h gemm h2d sendrecv " ]] && pass ||
-      fail "calib tests: $(col "$f" test | sort -u | tr '\n' ' ')"
+    [[ $(col "$f" variant | sort -u | tr '\n' ' ') == "allreduce alltoall bidir d2d d2h gemm h2d sendrecv " ]] && pass ||
+      fail "calib tests: $(col "$f" variant | sort -u | tr '\n' ' ')"
     # bandwidths are positive numbers on every transfer row
-    bad=$(awk -F'\t' '/^#/ {next} !h {for (i=1;i<=NF;i++) {if ($i=="test") t=i; if ($i=="algbw_gbs") a=i; if ($i=="tflops") g=i}; h=1; next}
+    bad=$(awk -F'\t' '/^#/ {next} !h {for (i=1;i<=NF;i++) {if ($i=="variant") t=i; if ($i=="algbw_gbs") a=i; if ($i=="tflops") g=i}; h=1; next}
                      $t=="gemm" {if (!($g+0 > 0)) n++; next} {if (!($a+0 > 0)) n++} END {print n+0}' "$f")
     [[ $bad -eq 0 ]] && pass || fail "$bad rows without a positive rate"
-    for key in "plateau-results: 1" "bench: calib" "backend: cpu" "ranks: 2" "git_sha: " "mpi: " "start_utc: " "argv: " "hostname: "; do
+    for key in "plateau-results: 2" "bench: calib" "backend: cpu" "ranks: 2" "git_sha: " "mpi: " "start_utc: " "argv: " "hostname: "; do
       grep -q "^# $key" "$f" && pass || fail "metadata '# $key' missing"
     done
     grep -q "^# end: ok " "$f" && pass || fail "no '# end: ok' line"
@@ -153,7 +153,7 @@ f=$(find "$tmp/out5" -name '*.tsv' 2>/dev/null | head -n 1)
 if [[ $rc -ne 0 || -z $f ]]; then
   fail "--solo run: exit $rc"; cat "$tmp/stderr"
 else
-  [[ $(paste <(col "$f" test) <(col "$f" ranks) <(col "$f" check) | tr '\t\n' ': ') == "h2d:1:pass allreduce:2:pass " ]] &&
+  [[ $(paste <(col "$f" variant) <(col "$f" ranks) <(col "$f" check) | tr '\t\n' ': ') == "h2d:1:pass allreduce:2:pass " ]] &&
     pass || { fail "--solo rows"; grep -v '^#' "$f"; }
 fi
 

@@ -10,16 +10,17 @@
 #include <unistd.h>
 
 #include "plateau/plateau.h"
-#include "report_adam.h"
+#include "report.h"
 #include "results.h"
 #include "core/check_run.h"
 
+/* the version-2 columns of the bench (cpu_share where v1 had the backend) */
 #define COLS                                                                   \
-  "mode\tparams\tbucket\tslots\tranks\tgrad\tshare\tsimd\tthreads\tstep_ms\t"  \
-  "step_p10_ms\tstep_p90_ms\tgparam_s\th2d_gbs\td2h_gbs\tlink_h2d_gbs\t"       \
-  "link_d2h_gbs\tlink_bidir_gbs\tfloor_ms\tpct_floor\tgpu_ms\tcpu_ms\t"        \
-  "update_ms\tstaging_bytes\tstaging_bound\thost_bytes\tbackend\tstatus\t"     \
-  "check\tnote"
+  "variant\tparams\tbucket\tslots\tranks\tgrad\tshare\tkernel\tthreads\t"     \
+  "time_ms\ttime_p10_ms\ttime_p90_ms\tgparam_s\th2d_gbs\td2h_gbs\t"            \
+  "link_h2d_gbs\tlink_d2h_gbs\tlink_bidir_gbs\tfloor_ms\tpct_floor\tgpu_ms\t"  \
+  "cpu_ms\tupdate_ms\toptim_staging_bytes\tbound_bytes\thost_bytes\t"          \
+  "cpu_share\tstatus\tcheck\tnote"
 
 static char *slurp(const char *path) {
   FILE *f = fopen(path, "r");
@@ -41,25 +42,25 @@ START_TEST(report_from_rows) {
    * (25M,2) 900, (25M,5) 950; hybrid 500 */
   const char *rows[] = {
       "cpu\t2625000000\t-\t-\t2\tbf16\t-\tavx512\t16\t2400\t2300\t2500\t1.09\t"
-      "2.2\t2.2\t55\t55\t100\t600\t25\t-\t-\t2000\t-\t-\t42000000000\tcuda\tok\t"
+      "2.2\t2.2\t55\t55\t100\t600\t25\t-\t-\t2000\t-\t-\t42000000000\t-\tok\t"
       "pass\tclip on",
       "stream\t2625000000\t100000000\t2\t2\tbf16\t-\t-\t16\t800\t790\t820\t3.28\t"
-      "39\t39\t55\t55\t100\t600\t75\t790\t-\t-\t2400000000\t3200000000\t1\tcuda\t"
+      "39\t39\t55\t55\t100\t600\t75\t790\t-\t-\t2400000000\t3200000000\t1\t-\t"
       "ok\tpass\tclip on",
       "stream\t2625000000\t100000000\t5\t2\tbf16\t-\t-\t16\t780\t770\t800\t3.37\t"
-      "40\t40\t55\t55\t100\t600\t76.9\t770\t-\t-\t6000000000\t8000000000\t1\tcuda\t"
+      "40\t40\t55\t55\t100\t600\t76.9\t770\t-\t-\t6000000000\t8000000000\t1\t-\t"
       "ok\tpass\tclip on",
       "stream\t2625000000\t25000000\t2\t2\tbf16\t-\t-\t16\t900\t890\t910\t2.9\t"
-      "35\t35\t55\t55\t100\t600\t66.7\t890\t-\t-\t600000000\t800000000\t1\tcuda\t"
+      "35\t35\t55\t55\t100\t600\t66.7\t890\t-\t-\t600000000\t800000000\t1\t-\t"
       "ok\tpass\tclip on",
       "stream\t2625000000\t25000000\t5\t2\tbf16\t-\t-\t16\t950\t940\t960\t2.8\t"
-      "33\t33\t55\t55\t100\t600\t63.2\t940\t-\t-\t1500000000\t2000000000\t1\tcuda\t"
+      "33\t33\t55\t55\t100\t600\t63.2\t940\t-\t-\t1500000000\t2000000000\t1\t-\t"
       "ok\tpass\tclip on",
       "hybrid\t2625000000\t50000000\t2\t2\tbf16\tauto\tavx512\t16\t500\t490\t510\t"
       "5.25\t40\t40\t55\t55\t100\t600\t120\t480\t470\t-\t1200000000\t1600000000\t1\t"
-      "cuda\tok\tpass\tclip on; cpu share 0.320",
+      "0.320\tok\tpass\tclip on",
       "stream\t2625000000\t400000000\t5\t2\tbf16\t-\t-\t16\t-\t-\t-\t-\t-\t-\t-\t-\t"
-      "-\t-\t-\t-\t-\t-\t-\t-\t-\tcuda\toom\tskip\tout of memory",
+      "-\t-\t-\t-\t-\t-\t-\t-\t-\t-\toom\tskip\tout of memory",
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
     ck_assert_int_eq(pl_results_append(r, rows[i]), PL_OK);
@@ -67,14 +68,14 @@ START_TEST(report_from_rows) {
   char peer[512];
   snprintf(peer, sizeof peer, "%s/torch_adamw.x.h.1.0.tsv", dir);
   FILE *f = fopen(peer, "w");
-  fprintf(f, "# plateau-results: 1\npeer\tparams\tranks\trank\tthreads\tstep_ms"
+  fprintf(f, "# plateau-results: 1\n# bench: torch_adamw\npeer\tparams\tranks\trank\tthreads\tstep_ms"
           "\tstep_p10_ms\tstep_p90_ms\tgparam_s\tstatus\tcheck\tnote\n"
           "torch_fused_adamw\t2625000000\t2\t0\t16\t600\t590\t610\t4.375\tok\t"
           "pass\tx\n# end: ok now\n");
   fclose(f);
   char out[600];
   snprintf(out, sizeof out, "%s/report", dir);
-  ck_assert_int_eq(pl_report_adam(dir, out), PL_OK);
+  ck_assert_int_eq(pl_report_run(dir, NULL), PL_OK);
   char md[700];
   snprintf(md, sizeof md, "%s/adam.md", out);
   char *t = slurp(md);
@@ -106,7 +107,7 @@ START_TEST(report_from_rows) {
   /* nothing to report */
   char empty[] = "/tmp/pl_report_adam_XXXXXX";
   ck_assert_ptr_nonnull(mkdtemp(empty));
-  ck_assert_int_eq(pl_report_adam(empty, "/tmp/pl_report_adam_none"), PL_EIO);
+  ck_assert_int_eq(pl_report_run(empty, NULL), PL_EIO);
   rmdir(empty);
 }
 END_TEST

@@ -1,4 +1,4 @@
-/* test_report_sco.c — pl_report_sco on result files written here with known
+/* test_report_sco.c — the sco report (pl_report_run) on result files written here with known
  * values: the Table 3 and Table 13 lines carry the paper's printed numbers
  * and ours computed from the rows (changes in %, global batch = per rank ×
  * ranks), trial files of a search are not taken for sweeps, a non-monotone
@@ -10,18 +10,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "report_sco.h"
+#include "report.h"
 #include "results.h"
 #include "core/check_run.h"
 
+/* the version-2 columns the benches write (less a few) */
 #define SCO_COLS                                                               \
   "tokens\tranks\tlayers\thidden\tffn\tdtype\trelease\tbudget\tbudget_bytes\t" \
-  "selected\tdev_peak_bytes\tdev_peak_gib\tboundary_peak_bytes\t"              \
-  "boundary_bound_bytes\tpool_high_bytes\thost_pinned_bytes\tlive_set\t"       \
-  "ms_median\tms_p10\tms_p90\ttok_s_gpu\tstatus\tcheck\tnote"
+  "selected\tdev_peak_bytes\tmax_err\tboundary_bytes\t"                        \
+  "bound_bytes\tpool_peak_bytes\thost_peak_bytes\tlive_set\t"                  \
+  "time_ms\ttime_p10_ms\ttime_p90_ms\ttok_s_gpu\tstatus\tcheck\tnote"
 #define MB_COLS                                                                \
-  "kind\tbench\tbudget\ttokens\tranks\texit_code\tdev_peak_bytes\t"           \
-  "host_pinned_bytes\tms_median\ttok_s_gpu\tmax_ok_tokens\tfirst_fail_tokens\t" \
+  "kind\ttarget\tbudget\ttokens\tranks\texit_code\tdev_peak_bytes\t"           \
+  "host_peak_bytes\ttime_ms\ttok_s_gpu\tmax_ok_tokens\tfirst_fail_tokens\t" \
   "trials\ttrial_file\tstatus\tcheck\tnote"
 
 static char dir[256];
@@ -79,7 +80,7 @@ START_TEST(tables_carry_paper_and_ours) {
   char out[300];
   snprintf(out, sizeof out, "%s/report", dir);
   setenv("PLATEAU_GNUPLOT", "/nonexistent-gnuplot", 1); /* charts: skipped, tables written */
-  ck_assert_int_eq(pl_report_sco(dir, out), PL_OK);
+  ck_assert_int_eq(pl_report_run(dir, NULL), PL_OK);
   char path[400];
   snprintf(path, sizeof path, "%s/sco.md", out);
   const char *md = slurp(path);
@@ -108,7 +109,7 @@ START_TEST(non_monotone_peak_is_reported) {
   char out[300];
   snprintf(out, sizeof out, "%s/report", dir);
   setenv("PLATEAU_GNUPLOT", "/nonexistent-gnuplot", 1);
-  ck_assert_int_eq(pl_report_sco(dir, out), PL_OK);
+  ck_assert_int_eq(pl_report_run(dir, NULL), PL_OK);
   char path[400];
   snprintf(path, sizeof path, "%s/sco.md", out);
   const char *md = slurp(path);
@@ -120,7 +121,7 @@ END_TEST
 START_TEST(empty_dir_is_an_error) {
   char out[300];
   snprintf(out, sizeof out, "%s/report", dir);
-  ck_assert_int_eq(pl_report_sco(dir, out), PL_EIO);
+  ck_assert_int_eq(pl_report_run(dir, NULL), PL_EIO);
   ck_assert(access(out, F_OK) != 0); /* nothing written */
 }
 END_TEST

@@ -1,5 +1,8 @@
 /* test_results.c — result files: round trip, concurrent writers (processes),
- * a writer killed mid-row, and never overwriting (results.h's guarantees). */
+ * a writer killed mid-row, and never overwriting (results.h's guarantees);
+ * the reader's schema versions: an unknown version refused with a message
+ * naming it, version-1 files mapped to the current names (renamed, rescaled
+ * GiB -> bytes, dropped, derived columns). */
 #include <check.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -52,7 +55,9 @@ static int list_tsv(char paths[][600], int max) {
   return n;
 }
 
-#define COLS "who\tseq\tpayload"
+/* `bench` first: a file read back keeps its columns as written (the reader
+ * adds a `bench` column to version-1 files that lack one) */
+#define COLS "bench\tseq\tpayload"
 
 /* A payload long enough that a torn or interleaved write would show. */
 static void payload(char *buf, size_t len, int who, int seq) {
@@ -341,8 +346,102 @@ START_TEST(meta_whitelist) {
 }
 END_TEST
 
+
+/* Write `text` to tmpdir/name; returns the path (static). */
+static const char *put(const char *name, const char *text) {
+  static char path[700];
+  snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+START_TEST(unknown_version_refused) {
+  mk_tmp();
+  pl_table t;
+  const char *p = put("v9.tsv", "# plateau-results: 9\n# bench: x\na\tb\n1\t2\n");
+  ck_assert_int_eq(pl_table_read(p, &t), PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), "version 9") != NULL, "%s", pl_last_error());
+  p = put("v0.tsv", "# plateau-results: x\n# bench: x\na\tb\n1\t2\n");
+  ck_assert_int_eq(pl_table_read(p, &t), PL_EINVAL);
+  p = put("v2.tsv", "# plateau-results: 2\n# bench: x\na\tb\n1\t2\n");
+  ck_assert_int_eq(pl_table_read(p, &t), PL_OK);
+  ck_assert_int_eq(t.version, 2);
+  ck_assert_int_eq(t.ncols, 2); /* version 2 is read as written */
+  pl_table_free(&t);
+  rm_tmp();
+}
+END_TEST
+
+START_TEST(v1_mapped) {
+  mk_tmp();
+  pl_table t;
+  /* vocab: peak_gib -> dev_peak_bytes (x 2^30), floor_gib -> bound_bytes,
+   * `bench` added first; "-" stays "-" */
+  const char *p = put("vocab.tsv",
+                      "# plateau-results: 1\n# bench: vocab\n"
+                      "variant\ttime_ms\tpeak_gib\tfloor_gib\tstatus\tcheck\tnote\n"
+                      "ring\t2.5\t1.5\t-\tok\tpass\t-\n");
+  ck_assert_int_eq(pl_table_read(p, &t), PL_OK);
+  ck_assert_int_eq(t.ncols, 8);
+  ck_assert_str_eq(t.cols[0], "bench");
+  ck_assert_str_eq(t.rows[0][0], "vocab");
+  int c = pl_table_col(&t, "dev_peak_bytes");
+  ck_assert_int_ge(c, 0);
+  ck_assert_double_eq(strtod(t.rows[0][c], NULL), 1.5 * 1073741824.0);
+  ck_assert_int_eq(pl_table_col(&t, "peak_gib"), -1);
+  ck_assert_str_eq(t.rows[0][pl_table_col(&t, "bound_bytes")], "-");
+  pl_table_free(&t);
+  /* attention: backend dropped, algo -> variant, kernel from the note */
+  p = put("attention.tsv",
+          "# plateau-results: 1\n# bench: attention\n"
+          "backend\tseq\talgo\tpass\tms\ta2a_gbps\tstatus\tcheck\tnote\n"
+          "cuda\t4096\tauto\tfwd\t1\t-\tok\tpass\tfwd kernel wgmma/ovtma\n"
+          "cuda\t4096\tauto\tfwdbwd\t3\t-\tok\tpass\tfwd kernel A, bwd kernel B\n"
+          "cuda\t4096\tauto\tfwdbwd\t3\t-\tok\tpass\t-\n");
+  ck_assert_int_eq(pl_table_read(p, &t), PL_OK);
+  ck_assert_int_eq(pl_table_col(&t, "backend"), -1);
+  ck_assert_int_ge(pl_table_col(&t, "variant"), 0);
+  ck_assert_int_ge(pl_table_col(&t, "time_ms"), 0);
+  ck_assert_int_ge(pl_table_col(&t, "a2a_gbs"), 0);
+  int k = pl_table_col(&t, "kernel");
+  ck_assert_int_eq(k + 1, pl_table_col(&t, "status")); /* derived: before status */
+  ck_assert_str_eq(t.rows[0][k], "wgmma/ovtma");
+  ck_assert_str_eq(t.rows[1][k], "A+B");
+  ck_assert_str_eq(t.rows[2][k], "?+?");
+  pl_table_free(&t);
+  /* adam: mode -> variant, simd -> kernel, cpu_share from the note;
+   * maxbatch: its own `bench` column (the target) -> target */
+  p = put("adam.tsv",
+          "# plateau-results: 1\n# bench: adam\n"
+          "mode\tsimd\tstep_ms\tstaging_bytes\tstatus\tcheck\tnote\n"
+          "hybrid\tavx2\t5\t7\tok\tpass\tclip on; cpu share 0.320\n"
+          "stream\t-\t5\t7\tok\tpass\tclip on\n");
+  ck_assert_int_eq(pl_table_read(p, &t), PL_OK);
+  ck_assert_str_eq(t.rows[0][pl_table_col(&t, "variant")], "hybrid");
+  ck_assert_str_eq(t.rows[0][pl_table_col(&t, "kernel")], "avx2");
+  ck_assert_str_eq(t.rows[0][pl_table_col(&t, "cpu_share")], "0.320");
+  ck_assert_str_eq(t.rows[1][pl_table_col(&t, "cpu_share")], "-");
+  ck_assert_int_ge(pl_table_col(&t, "optim_staging_bytes"), 0);
+  pl_table_free(&t);
+  p = put("maxbatch.tsv",
+          "# plateau-results: 1\n# bench: maxbatch\n"
+          "kind\tbench\tms_median\tstatus\tcheck\tnote\n"
+          "trial\tsco\t4\tok\tskip\t-\n");
+  ck_assert_int_eq(pl_table_read(p, &t), PL_OK);
+  ck_assert_str_eq(t.rows[0][pl_table_col(&t, "bench")], "maxbatch");
+  ck_assert_str_eq(t.rows[0][pl_table_col(&t, "target")], "sco");
+  ck_assert_str_eq(t.rows[0][pl_table_col(&t, "time_ms")], "4");
+  pl_table_free(&t);
+  rm_tmp();
+}
+END_TEST
+
 int main(void) {
-  const TTest *tests[] = {round_trip,     never_overwritten, concurrent_writers,
-                          killed_mid_row, meta_whitelist,    NULL};
+  const TTest *tests[] = {round_trip,     never_overwritten,       concurrent_writers,
+                          killed_mid_row, meta_whitelist,          unknown_version_refused,
+                          v1_mapped,      NULL};
   return pl_check_suite("results", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
 }

@@ -25,7 +25,7 @@ PL_TEST=test_sco_bench.sh
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 # col FILE NAME: index (1-based) of a column in a result file's header
-col() { awk -F'\t' -v n="$2" '!/^#/ { for (i = 1; i <= NF; i++) if ($i == n) { print i; exit } }' "$1"; }
+col() { awk -F'\t' -v n="$2" '!/^#/ { for (i = 1; i <= NF; i++) if ($i == n) { print i; exit } print "NOCOL:" n; exit 1 }' "$1"; }
 # rows FILE: the data rows (no '#' lines, no header)
 rows() { awk '!/^#/ && h++' "$1"; }
 
@@ -70,7 +70,7 @@ check_sweep() {
   local f=$1 label=$2
   local cs cc cb csel cp ch ct cn cl
   cs=$(col "$f" status) cc=$(col "$f" check) cb=$(col "$f" budget_bytes) csel=$(col "$f" selected)
-  cp=$(col "$f" dev_peak_bytes) ch=$(col "$f" host_pinned_bytes) ct=$(col "$f" tokens) cn=$(col "$f" hidden)
+  cp=$(col "$f" dev_peak_bytes) ch=$(col "$f" host_peak_bytes) ct=$(col "$f" tokens) cn=$(col "$f" hidden)
   cl=$(col "$f" layers)
   local n
   n=$(rows "$f" | wc -l)

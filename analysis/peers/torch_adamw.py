@@ -33,8 +33,9 @@ def parse_size(s):
     return int(s)
 
 
-COLUMNS = ["peer", "params", "ranks", "rank", "threads", "step_ms",
-           "step_p10_ms", "step_p90_ms", "gparam_s", "status", "check", "note"]
+# the plateau result schema, version 2 (`plateau schema`)
+COLUMNS = ["bench", "variant", "params", "ranks", "rank", "threads", "time_ms",
+           "time_p10_ms", "time_p90_ms", "gparam_s", "status", "check", "note"]
 
 
 def write(out, rank, meta, row):
@@ -43,7 +44,7 @@ def write(out, rank, meta, row):
     path = os.path.join(out, "torch_adamw.%s.%s.%d.%d.tsv" % (
         stamp, socket.gethostname(), os.getpid(), rank))
     with open(path, "x") as f:
-        f.write("# plateau-results: 1\n")
+        f.write("# plateau-results: 2\n")
         for k, v in meta.items():
             f.write("# %s: %s\n" % (k, v))
         f.write("\t".join(COLUMNS) + "\n")
@@ -68,7 +69,7 @@ def main():
     meta = {"bench": "torch_adamw", "host": socket.gethostname(),
             "argv": " ".join(sys.argv), "utc_start":
             datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")}
-    row = {"peer": "torch_fused_adamw", "params": P, "ranks": a.ranks,
+    row = {"bench": "torch_adamw", "variant": "torch_fused_adamw", "params": P, "ranks": a.ranks,
            "rank": a.rank, "threads": a.threads, "check": "skip"}
     try:
         import torch
@@ -111,8 +112,8 @@ def main():
             t.append((time.perf_counter() - t0) * 1e3)
         t.sort()
         med = statistics.median(t)
-        row.update(step_ms="%.6g" % med, step_p10_ms="%.6g" % t[0],
-                   step_p90_ms="%.6g" % t[-1],
+        row.update(time_ms="%.6g" % med, time_p10_ms="%.6g" % t[0],
+                   time_p90_ms="%.6g" % t[-1],
                    gparam_s="%.6g" % (P / (med * 1e-3) / 1e9), status="ok",
                    note="opt.step() only (fp32 grads in host memory; no "
                    "D2H/H2D); first-step max rel err vs float64 %.3g" % rel)

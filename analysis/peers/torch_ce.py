@@ -57,9 +57,10 @@ def main():
         return 0
     dev = torch.device("cuda")
     torch.manual_seed(a.seed)
-    cols = ["variant", "tokens", "hidden", "vocab", "ranks", "dtype", "block",
-            "mode", "time_ms", "time_p10_ms", "time_p90_ms", "peak_gib",
-            "live_set", "status", "check", "note"]
+    # the plateau result schema, version 2 (`plateau schema`)
+    cols = ["bench", "variant", "tokens", "hidden", "vocab", "ranks", "dtype",
+            "block", "mode", "time_ms", "time_p10_ms", "time_p90_ms",
+            "dev_peak_bytes", "live_set", "status", "check", "note"]
     os.makedirs(a.out, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = os.path.join(a.out, f"vocab-torch.{stamp}.{socket.gethostname()}.{os.getpid()}.0.tsv")
@@ -75,7 +76,7 @@ def main():
         "iters": str(a.iters),
         "warmup": str(a.warmup),
     }
-    f.write("# plateau-results: 1\n")
+    f.write("# plateau-results: 2\n")
     for k, v in meta.items():
         f.write(f"# {k}: {v}\n")
     f.write("\t".join(cols) + "\n")
@@ -92,13 +93,13 @@ def main():
         runs.append((dt, False))
         if dt == "f32" and a.tf32:
             runs.append((dt, True))
-    print("# variant tokens dtype time_ms peak_gib status")
+    print("# variant tokens dtype time_ms dev_peak_bytes status")
     for n in [int(s) for s in a.tokens.split(",")]:
         for dt, tf32 in runs:
             torch.backends.cuda.matmul.allow_tf32 = tf32
             tdt = torch.float32 if dt == "f32" else torch.bfloat16
             variant = "torch-tf32" if tf32 else "torch"
-            row = {"variant": variant, "tokens": n, "hidden": H, "vocab": V,
+            row = {"bench": "vocab", "variant": variant, "tokens": n, "hidden": H, "vocab": V,
                    "ranks": 1, "dtype": dt, "block": "-", "mode": "-",
                    "check": "skip"}
             x = w = t = None
@@ -132,11 +133,11 @@ def main():
                     e1.record()
                     e1.synchronize()
                     times.append(e0.elapsed_time(e1))
-                peak = torch.cuda.max_memory_allocated() / 2 ** 30
+                peak = torch.cuda.max_memory_allocated()
                 row.update(time_ms=f"{statistics.median(times):.6g}",
                            time_p10_ms=f"{pct(times, 10):.6g}",
                            time_p90_ms=f"{pct(times, 90):.6g}",
-                           peak_gib=f"{peak:.6g}", live_set="-", status="ok",
+                           dev_peak_bytes=str(peak), live_set="-", status="ok",
                            note=("PyTorch dense linear+cross_entropy, one GPU"
                                  + ("; TF32 on" if tf32 else "; TF32 off")
                                  + ("; logits upcast .float()" if dt == "bf16" else "")))
@@ -148,7 +149,7 @@ def main():
             line = "\t".join(str(row.get(c, "-")) for c in cols)
             f.write(line + "\n")
             f.flush()
-            print(variant, n, dt, row.get("time_ms", "-"), row.get("peak_gib", "-"),
+            print(variant, n, dt, row.get("time_ms", "-"), row.get("dev_peak_bytes", "-"),
                   row["status"])
     f.write(f"# end: ok {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}\n")
     f.close()

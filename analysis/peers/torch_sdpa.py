@@ -54,7 +54,7 @@ def main():
     dev = torch.cuda.get_device_name(0)
     # the plateau result-file format (suite/results.h), so `plateau report`
     # reads it like a bench's file (bench "peer_torch_sdpa")
-    print("# plateau-results: 1", file=out)
+    print("# plateau-results: 2", file=out)
     print("# bench: peer_torch_sdpa", file=out)
     print(f"# torch: {torch.__version__}", file=out)
     print(f"# cuda: {torch.version.cuda}", file=out)
@@ -62,8 +62,11 @@ def main():
     print(f"# device: {dev}", file=out)
     print(f"# utc: {datetime.datetime.utcnow().isoformat()}Z", file=out)
     print("# flops: fwd = 4*S^2*d*n_q/2 per sequence (causal), bwd = 2.5*fwd", file=out)
-    cols = ["peer", "backend", "batch", "seq", "n_q", "n_kv", "d", "pass", "gqa",
-            "ms", "ms_p10", "ms_p90", "tflops", "peak_gib", "status", "note"]
+    # the plateau result schema, version 2 (`plateau schema`); variant is
+    # the SDPA backend asked for
+    cols = ["bench", "variant", "batch", "seq", "n_q", "n_kv", "d", "pass", "gqa",
+            "time_ms", "time_p10_ms", "time_p90_ms", "tflops", "dev_peak_bytes",
+            "status", "check", "note"]
     print("\t".join(cols), file=out)
     out.flush()
 
@@ -75,9 +78,10 @@ def main():
                 bwd = pname == "fwdbwd"
                 ff = 4.0 * S * S * d * Hq / 2 * B
                 flops = ff * (3.5 if bwd else 1.0)
-                row = dict(peer="torch_sdpa", backend=bname, batch=B, seq=S, n_q=Hq, n_kv=Hk,
-                           d=d, **{"pass": pname}, gqa="-", ms="-", ms_p10="-", ms_p90="-",
-                           tflops="-", peak_gib="-", status="ok", note="-")
+                row = dict(bench="peer_torch_sdpa", variant=bname, batch=B, seq=S, n_q=Hq,
+                           n_kv=Hk, d=d, **{"pass": pname}, gqa="-", time_ms="-",
+                           time_p10_ms="-", time_p90_ms="-", tflops="-", dev_peak_bytes="-",
+                           status="ok", check="skip", note="-")
                 q = k = v = kx = vx = None
                 try:
                     torch.cuda.empty_cache()
@@ -141,9 +145,10 @@ def main():
                         ts.append(e0.elapsed_time(e1))
                     ts.sort()
                     med = statistics.median(ts)
-                    row.update(ms=f"{med:.4f}", ms_p10=f"{ts[0]:.4f}", ms_p90=f"{ts[-1]:.4f}",
+                    row.update(time_ms=f"{med:.4f}", time_p10_ms=f"{ts[0]:.4f}",
+                               time_p90_ms=f"{ts[-1]:.4f}",
                                tflops=f"{flops / (med * 1e-3) * 1e-12:.2f}",
-                               peak_gib=f"{torch.cuda.max_memory_allocated() / 2**30:.3f}")
+                               dev_peak_bytes=str(torch.cuda.max_memory_allocated()))
                 except torch.cuda.OutOfMemoryError as e:
                     row["status"] = "oom"
                     row["note"] = str(e).splitlines()[0][:120].replace("\t", " ")
@@ -156,7 +161,7 @@ def main():
                 print("\t".join(str(row[c]) for c in cols), file=out)
                 out.flush()
                 print(f"[torch_sdpa] {bname} S={S} {pname}: {row['status']} "
-                      f"{row['ms']} ms {row['tflops']} TFLOP/s ({row['gqa']})", file=sys.stderr)
+                      f"{row['time_ms']} ms {row['tflops']} TFLOP/s ({row['gqa']})", file=sys.stderr)
     print(f"# end: ok {datetime.datetime.utcnow().isoformat()}Z", file=out)
 
 

@@ -1,0 +1,54 @@
+/* calib.h — what `plateau bench calib` (bench_calib.c: the tests, their
+ * points, rows and rates) and its operations (calib_ops.c: per test the
+ * buffers, the timed transfer or GEMM, the verification) share: one file per
+ * family of operations, as nccl-tests has.  Internal to suite/. */
+#ifndef PLATEAU_SUITE_CALIB_H
+#define PLATEAU_SUITE_CALIB_H
+
+#include <stdbool.h>
+
+#include "bench.h"
+
+enum {
+  T_H2D,
+  T_D2H,
+  T_BIDIR,
+  T_D2D,
+  T_GEMM,
+  T_ALLREDUCE,
+  T_ALLTOALL,
+  T_SENDRECV,
+  T_COUNT
+};
+
+/* Data of rank q lives at RNG offset q·2^40 (+ element index). */
+#define RANK_OFF(q) ((uint64_t)(q) << 40)
+
+typedef struct calib {
+  uint64_t sizes[PL_OPT_LIST_MAX];
+  int nsizes, tests[T_COUNT], ntests;
+  int64_t G;
+  pl_dtype gdt;
+  bool solo;
+  pl_stream *s, *s2;
+  pl_event *ev0, *ev1;
+  /* the point */
+  int test;
+  bool idle; /* --solo: a rank other than 0 on a per-rank test */
+  size_t ne; /* f32 elements of a transfer (alltoall: per peer) */
+  void *src, *dst, *src2, *dst2, *host; /* host: device results read back */
+  size_t *counts, *displs;
+  pl_comm *comm;
+  int rank, n;
+  uint64_t seed;
+} calib;
+
+/* The timed unit of the point (T_* in c->test). */
+pl_status pl__calib_run(void *c);
+/* Its buffers: inputs are draws, outputs poisoned; an allocation failure is
+ * the point's row. */
+pl_status pl__calib_setup(pl_bench_ctx *x, calib *c);
+/* Every received buffer against what it must hold. */
+pl_status pl__calib_check(pl_bench_ctx *x, calib *c, pl_check *chk);
+
+#endif

@@ -1,0 +1,45 @@
+/* vocab.h — what `plateau bench vocab` (bench_vocab.c) and its reference
+ * (vocab_ref.c: W's shards, the check against the fused head, Ring-DTP's
+ * analytic floor) share.  Internal to suite/. */
+#ifndef PLATEAU_SUITE_VOCAB_H
+#define PLATEAU_SUITE_VOCAB_H
+
+#include "bench.h"
+#include "ops/ring_dtp.h"
+
+enum { V_DENSE, V_FUSED, V_CHUNK, V_VP, V_RING, V_COUNT };
+
+/* ---- one point ----------------------------------------------------------- */
+
+typedef struct point {
+  pl_bench_ctx *ctx;
+  int variant;
+  pl_dtype dt;
+  int64_t n, h, v, block;
+  pl_dtp_mode mode;
+  int overlap;
+  pl_stream *s;
+  /* inputs */
+  void *x, *w;
+  int32_t *t;       /* device */
+  int32_t *th;      /* host copy */
+  int64_t col0, vs; /* shard (ring, vp); whole vocab otherwise */
+  float *loss;
+  void *dx, *dw; /* gradients of the last iteration */
+  pl_dtp *dtp;
+} point;
+
+/* The gradients of the last iteration, freed. */
+void pl__vocab_free_grads(point *p);
+/* W (h×v global, row-major) columns [col0, col0+vs): counter-RNG draws at
+ * the global index k·v + col0 + q, so every shard is a slice of the same W. */
+pl_status pl__vocab_fill_w(point *p, void *w, int64_t col0, int64_t vs,
+                           uint64_t seed);
+/* Loss and dX against the fused head with sum reduction on the same inputs
+ * (full W), rescaled by the count of targets the variant averages over;
+ * reduction length V. */
+pl_status pl__vocab_check(point *p, pl_check *chk);
+/* Ring-DTP's analytic floor of its peak, bytes. */
+double pl__vocab_ring_floor(const point *p, const pl_dtp *d);
+
+#endif

@@ -1,0 +1,162 @@
+/* vocab_ref.c — the reference side of `plateau bench vocab` (vocab.h): W
+ * and its shards from one set of draws, the check of a variant against the
+ * blocked fused head (itself tested against the f64 reference,
+ * engine/ops/test_ce.c), and Ring-DTP's analytic floor. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../baselines/fused_ce.h"
+#include "plateau/hd.h"
+#include "vocab.h"
+
+void pl__vocab_free_grads(point *p) {
+  pl_dev *dev = p->ctx->dev;
+  if (p->dx)
+    pl_free(dev, p->dx);
+  if (p->dw)
+    pl_free(dev, p->dw);
+  p->dx = p->dw = NULL;
+}
+
+/* W (h×v global, row-major) columns [col0, col0+vs): counter-RNG draws at the
+ * global index k·v + col0 + q, so every shard is a slice of the same W. */
+pl_status pl__vocab_fill_w(point *p, void *w, int64_t col0, int64_t vs,
+                           uint64_t seed) {
+  float a = 1.0f / sqrtf((float)p->h);
+  size_t es = pl_dtype_size(p->dt);
+  if (vs == p->v)
+    return pl_rng_fill(p->s, w, p->dt, (size_t)(p->h * p->v), seed, 0,
+                       PL_DIST_UNIFORM, -a, a);
+  for (int64_t k = 0; k < p->h; k++)
+    PL_TRY(pl_rng_fill(p->s, (char *)w + (size_t)(k * vs) * es, p->dt,
+                       (size_t)vs, seed, (uint64_t)(k * p->v + col0),
+                       PL_DIST_UNIFORM, -a, a));
+  return PL_OK;
+}
+
+static pl_status download_f32(pl_dev *dev, pl_stream *s, const void *src,
+                              pl_dtype dt, size_t n, float **out) {
+  *out = malloc(sizeof(float) * (n + 1));
+  if (!*out)
+    return pl_set_error(PL_ENOMEM, "vocab check: host memory");
+  void *tmp = malloc(n * pl_dtype_size(dt) + 1);
+  if (!tmp)
+    return pl_set_error(PL_ENOMEM, "vocab check: host memory");
+  PL_TRY(pl_stream_sync(s));
+  if (n)
+    PL_TRY(pl_memcpy_async(s, tmp, src, n * pl_dtype_size(dt)));
+  PL_TRY(pl_stream_sync(s));
+  for (size_t i = 0; i < n; i++)
+    (*out)[i] =
+        dt == PL_BF16 ? pl_bf16_to_f32(((pl_bf16 *)tmp)[i]) : ((float *)tmp)[i];
+  free(tmp);
+  (void)dev;
+  return PL_OK;
+}
+
+/* The check: loss and dX of the variant against the fused head with sum
+ * reduction on the same inputs (full W), rescaled by the count of targets
+ * the variant averages over; reduction length V. */
+pl_status pl__vocab_check(point *p, pl_check *chk) {
+  pl_bench_ctx *ctx = p->ctx;
+  pl_dev *dev = ctx->dev;
+  float *got_loss = NULL, *got_dx = NULL, *ref_dx = NULL, *ref_loss = NULL;
+  void *wfull = NULL, *rdx = NULL, *rdw = NULL;
+  float *rl = NULL;
+  pl_status st;
+#define T(e)                                                                   \
+  do {                                                                         \
+    st = (e);                                                                  \
+    if (st != PL_OK)                                                           \
+      goto done;                                                               \
+  } while (0)
+  T(download_f32(dev, p->s, p->loss, PL_F32, 1, &got_loss));
+  T(download_f32(dev, p->s, p->dx, p->dt, (size_t)(p->n * p->h), &got_dx));
+  pl__vocab_free_grads(p);
+  if (p->variant == V_VP || p->variant == V_RING) {
+    pl_free(dev, p->w);
+    p->w = NULL;
+    T(pl_alloc(dev, PL_ARENA_DEVICE,
+               (size_t)(p->h * p->v) * pl_dtype_size(p->dt), "weights",
+               &wfull));
+    T(pl__vocab_fill_w(p, wfull, 0, p->v, ctx->seed + 1));
+  }
+  T(pl_alloc(dev, PL_ARENA_DEVICE, 2 * sizeof(float), "ce_state",
+             (void **)&rl));
+  pl_ce_problem pb = {.dt = p->dt,
+                      .n = p->n,
+                      .h = p->h,
+                      .v = p->v,
+                      .red = PL_CE_SUM,
+                      .ignore = PL_CE_IGNORE_INDEX,
+                      .block = p->block,
+                      .x = p->x,
+                      .t = p->t,
+                      .w = wfull ? wfull : p->w,
+                      .loss = rl,
+                      .dx_alloc = &rdx,
+                      .dw_alloc = &rdw};
+  T(pl_fused_ce(p->s, &pb));
+  T(download_f32(dev, p->s, rl, PL_F32, 1, &ref_loss));
+  T(download_f32(dev, p->s, rdx, p->dt, (size_t)(p->n * p->h), &ref_dx));
+  /* The count the variant averages over: the group's targets for ring, this
+   * rank's batch otherwise (vp: the same batch everywhere). */
+  int64_t cnt = 0;
+  for (int64_t i = 0; i < p->n; i++)
+    cnt += p->th[i] != PL_CE_IGNORE_INDEX;
+  double sums[2] = {ref_loss[0], (double)cnt};
+  if (p->variant == V_RING)
+    T(pl_host_allreduce_f64(ctx->comm, sums, 2, PL_RED_SUM));
+  double want_loss = sums[0] / sums[1];
+  pl_check_arrays(chk, "loss", got_loss, PL_ELEM_F32, &want_loss, PL_ELEM_F64,
+                  1, p->dt, p->v);
+  pl_check_scaled(chk, "dX", got_dx, PL_ELEM_F32, ref_dx, PL_ELEM_F32,
+                  1.0 / sums[1], (size_t)(p->n * p->h), p->dt, p->v);
+#undef T
+done:
+  free(got_loss), free(got_dx), free(ref_dx), free(ref_loss);
+  if (rdx)
+    pl_free(dev, rdx);
+  if (rdw)
+    pl_free(dev, rdw);
+  if (rl)
+    pl_free(dev, rl);
+  if (wfull)
+    pl_free(dev, wfull);
+  return st;
+}
+
+/* Analytic floor of Ring-DTP's peak (the backward's live set): what the
+ * overlapped schedule needs, in the storage dtype unless said otherwise —
+ *   X_r + W_r + dX_r + dW_r
+ *   + the moving tensor's hop buffers: one at P = 2 (step 0 computes on the
+ *     rank's own input, already counted), two beyond (receive the next while
+ *     computing on the current); move-act: X_j with t_j and its (lse, g)
+ *   + its gradient partial, f32 (a meeting sums its strips into it): two
+ *     buffers, one sent while the other is received and accumulated into
+ *   + the backward's strip (rows×Vb f32, + rows×Vb bf16 residual).
+ * Not counted: the saved (lse, g) of the rank's own rows and the loss
+ * scalars (8 bytes a row), and — an excess, reported as such — the f32
+ * accumulator of nc = N/8 dX rows that bf16 move-W needs (every strip adds to
+ * dX_r: pl_dtp_grads_scratch). */
+double pl__vocab_ring_floor(const point *p, const pl_dtp *d) {
+  double es = (double)pl_dtype_size(p->dt);
+  double base =
+      (double)(p->n * p->h) * es * 2 + (double)(p->h * p->vs) * es * 2;
+  int P = p->ctx->size;
+  bool act = pl_dtp_mode_of(d) == PL_DTP_MOVE_ACT;
+  /* the largest visitor (every rank has N rows; shards are balanced) */
+  double nmax = (double)p->n, vmax = (double)((p->v + P - 1) / P);
+  double payload =
+      act ? nmax * ((double)p->h * es + 4 + 8) : (double)p->h * vmax * es;
+  double grad = act ? nmax * (double)p->h * 4 : (double)p->h * vmax * 4;
+  /* the backward's strip: rows × Vb f32 (+ bf16 residual); bf16 move-W
+   * works on row chunks (pl_dtp_chunk_rows) */
+  double rows = P == 1 ? (double)p->n
+                : act  ? nmax
+                       : (double)pl_dtp_chunk_rows(d);
+  double strip = rows * (double)pl_dtp_block(d) * (p->dt == PL_BF16 ? 6 : 4);
+  return base + (P > 1 ? (P == 2 ? 1 : 2) * payload + 2 * grad : 0) + strip;
+}
