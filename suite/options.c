@@ -15,6 +15,13 @@
 
 static const char *opt_name(const char *opt) { return opt ? opt : "value"; }
 
+/* Sizes are parsed in exact integer arithmetic (no double: 2^53 + 1 and
+ * 2^64 - 1 must not round, 2^64 must not wrap to 0): the mantissa's digits
+ * as an integer m with d decimals, trailing zeros dropped, times the
+ * suffix's multiplier, divided by 10^d only when that is exact. */
+typedef unsigned __int128 pl_u128;
+#define SIZE_ALLOWED "0..9223372036854775807"
+
 pl_status pl_parse_size(const char *opt, const char *s, uint64_t *out) {
   if (!s || !*s)
     return pl_set_error(PL_EINVAL, "%s: empty size (expected e.g. 4096, 64Ki, 1G)",
@@ -22,49 +29,91 @@ pl_status pl_parse_size(const char *opt, const char *s, uint64_t *out) {
   if (*s == '-' || *s == '+' || isspace((unsigned char)*s))
     return pl_set_error(PL_EINVAL, "%s=%s: a size must be a plain non-negative number",
                         opt_name(opt), s);
-  errno = 0;
-  char *end = NULL;
-  double mant = strtod(s, &end);
-  if (errno == ERANGE || !isfinite(mant))
-    return pl_set_error(PL_EINVAL, "%s=%s: not a size", opt_name(opt), s);
-  /* strtod accepts hex and exponents; allow only digits and one '.' */
-  for (const char *p = s; p < end; p++)
-    if (!isdigit((unsigned char)*p) && *p != '.')
-      return pl_set_error(PL_EINVAL, "%s=%s: not a size (digits with an optional suffix K M G T Ki Mi Gi Ti)",
-                          opt_name(opt), s);
-  if (end == s)
+  const char *p = s;
+  pl_u128 m = 0;
+  int ndig = 0, dec = -1; /* dec: digits after '.', -1 before it */
+  bool big = false;
+  for (;; p++) {
+    if (*p == '.' && dec < 0) {
+      dec = 0;
+      continue;
+    }
+    if (!isdigit((unsigned char)*p))
+      break;
+    ndig++;
+    if (dec >= 0)
+      dec++;
+    if (m > ((pl_u128)1 << 100))
+      big = true; /* far beyond any size: stop */
+    else
+      m = m * 10 + (pl_u128)(*p - '0');
+  }
+  if (ndig == 0)
     return pl_set_error(PL_EINVAL, "%s=%s: not a size (digits with an optional suffix K M G T Ki Mi Gi Ti)",
                         opt_name(opt), s);
-  double mult = 1;
-  const char *suf = end;
+  if (dec < 0)
+    dec = 0;
+  pl_u128 mult = 1;
+  const char *suf = p;
   if (*suf) {
-    int p;
+    int e;
     switch (*suf) {
-    case 'K': case 'k': p = 1; break;
-    case 'M': p = 2; break;
-    case 'G': case 'g': p = 3; break;
-    case 'T': case 't': p = 4; break;
+    case 'K':
+    case 'k':
+      e = 1;
+      break;
+    case 'M':
+      e = 2;
+      break;
+    case 'G':
+    case 'g':
+      e = 3;
+      break;
+    case 'T':
+    case 't':
+      e = 4;
+      break;
     default:
       return pl_set_error(PL_EINVAL, "%s=%s: unknown size suffix '%s' (allowed: K M G T, Ki Mi Gi Ti)",
                           opt_name(opt), s, suf);
     }
     suf++;
-    double base = 1000;
+    unsigned base = 1000;
     if (*suf == 'i') {
       base = 1024;
       suf++;
     }
     if (*suf == 'B') suf++; /* tolerate "GiB" */
     if (*suf)
-      return pl_set_error(PL_EINVAL, "%s=%s: unknown size suffix '%s' (allowed: K M G T, Ki Mi Gi Ti)",
-                          opt_name(opt), s, end);
-    mult = pow(base, p);
+      return pl_set_error(
+          PL_EINVAL,
+          "%s=%s: unknown size suffix '%s' (allowed: K M G T, Ki Mi Gi Ti)",
+          opt_name(opt), s, p);
+    while (e-- > 0)
+      mult *= base;
   }
-  double v = mant * mult;
-  if (v > 18446744073709551615.0)
-    return pl_set_error(PL_EINVAL, "%s=%s: too large", opt_name(opt), s);
-  if (v != floor(v))
+  /* drop the fraction's trailing zeros: "1.000Ki" is 1Ki */
+  while (dec > 0 && !big && m % 10 == 0) {
+    m /= 10;
+    dec--;
+  }
+  if (big || (m != 0 && m > ((pl_u128)1 << 100) / mult))
+    return pl_set_error(PL_EINVAL,
+                        "%s=%s: too large (allowed: " SIZE_ALLOWED ")",
+                        opt_name(opt), s);
+  pl_u128 v = m * mult, pow10 = 1;
+  if (dec > 34) /* 10^34 divides no product of a 100-bit m and a suffix */
+    return pl_set_error(PL_EINVAL, "%s=%s: not a whole number of units",
+                        opt_name(opt), s);
+  for (int i = 0; i < dec; i++)
+    pow10 *= 10;
+  if (v % pow10 != 0)
     return pl_set_error(PL_EINVAL, "%s=%s: not a whole number of units", opt_name(opt), s);
+  v /= pow10;
+  if (v > (pl_u128)INT64_MAX)
+    return pl_set_error(PL_EINVAL,
+                        "%s=%s: too large (allowed: " SIZE_ALLOWED ")",
+                        opt_name(opt), s);
   *out = (uint64_t)v;
   return PL_OK;
 }
@@ -77,8 +126,11 @@ pl_status pl_parse_i64(const char *opt, const char *s, int64_t lo, int64_t hi,
   errno = 0;
   char *end = NULL;
   long long v = strtoll(s, &end, 10);
-  if (*end || end == s || errno == ERANGE || isspace((unsigned char)*s))
+  if (*end || end == s || isspace((unsigned char)*s))
     return pl_set_error(PL_EINVAL, "%s=%s: not an integer (allowed: %lld..%lld)",
+                        opt_name(opt), s, (long long)lo, (long long)hi);
+  if (errno == ERANGE)
+    return pl_set_error(PL_EINVAL, "%s=%s: out of range (allowed: %lld..%lld)",
                         opt_name(opt), s, (long long)lo, (long long)hi);
   if (v < lo || v > hi)
     return pl_set_error(PL_EINVAL, "%s=%s: out of range (allowed: %lld..%lld)",
@@ -95,9 +147,11 @@ pl_status pl_parse_f64(const char *opt, const char *s, double lo, double hi,
   errno = 0;
   char *end = NULL;
   double v = strtod(s, &end);
-  if (*end || end == s || errno == ERANGE || !isfinite(v) ||
-      isspace((unsigned char)*s))
+  if (*end || end == s || isspace((unsigned char)*s))
     return pl_set_error(PL_EINVAL, "%s=%s: not a number (allowed: %g..%g)",
+                        opt_name(opt), s, lo, hi);
+  if ((errno == ERANGE && fabs(v) > 1) || !isfinite(v)) /* not underflow */
+    return pl_set_error(PL_EINVAL, "%s=%s: out of range (allowed: %g..%g)",
                         opt_name(opt), s, lo, hi);
   if (v < lo || v > hi)
     return pl_set_error(PL_EINVAL, "%s=%s: out of range (allowed: %g..%g)",
@@ -144,26 +198,49 @@ pl_status pl_parse_size_list(const char *opt, const char *s, uint64_t *out,
       return pl_set_error(PL_EINVAL, "%s=%s: a range is lo:hi:xF or lo:hi:+S", opt_name(opt), s);
     *c++ = '\0';
     uint64_t lo, hi;
-    PL_TRY(pl_parse_size(opt, a, &lo));
-    PL_TRY(pl_parse_size(opt, b, &hi));
+    if (pl_parse_size(opt, a, &lo) != PL_OK ||
+        pl_parse_size(opt, b, &hi) != PL_OK) {
+      char why[512];
+      snprintf(why, sizeof why, "%s", pl_last_error());
+      return pl_set_error(PL_EINVAL, "%s=%s: range bound: %s", opt_name(opt), s,
+                          why);
+    }
     if (hi < lo)
       return pl_set_error(PL_EINVAL, "%s=%s: range end below its start", opt_name(opt), s);
     if (*c == 'x') {
-      int64_t f;
-      PL_TRY(pl_parse_i64(opt, c + 1, 2, 1024, &f));
+      /* the factor is its own number: a bad one is named as the factor */
+      char *end = NULL;
+      errno = 0;
+      unsigned long long f = strtoull(c + 1, &end, 10);
+      if (!isdigit((unsigned char)c[1]) || *end || errno == ERANGE || f < 2 ||
+          f > 1024)
+        return pl_set_error(
+            PL_EINVAL,
+            "%s=%s: the factor '%s' is not allowed (allowed: x2..x1024)",
+            opt_name(opt), s, c);
       if (lo == 0)
         return pl_set_error(PL_EINVAL, "%s=%s: a geometric range cannot start at 0", opt_name(opt), s);
-      for (uint64_t v = lo; v <= hi; v *= (uint64_t)f) {
+      /* v <= hi <= INT64_MAX and f <= 1024: v * f never wraps before the
+       * v > hi / f test stops the walk */
+      for (uint64_t v = lo; v <= hi; v *= f) {
         if (*n >= max)
           return pl_set_error(PL_EINVAL, "%s=%s: more than %d values", opt_name(opt), s, max);
         out[(*n)++] = v;
-        if (v > hi / (uint64_t)f) break;
+        if (v > hi / f)
+          break;
       }
     } else if (*c == '+') {
       uint64_t st;
-      PL_TRY(pl_parse_size(opt, c + 1, &st));
+      if (pl_parse_size(opt, c + 1, &st) != PL_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", pl_last_error());
+        return pl_set_error(PL_EINVAL, "%s=%s: the step '%s': %s",
+                            opt_name(opt), s, c, why);
+      }
       if (st == 0)
-        return pl_set_error(PL_EINVAL, "%s=%s: step must be > 0", opt_name(opt), s);
+        return pl_set_error(PL_EINVAL, "%s=%s: the step '%s' must be > 0",
+                            opt_name(opt), s, c);
+      /* v, st <= INT64_MAX: v + st never wraps a uint64 */
       for (uint64_t v = lo; v <= hi; v += st) {
         if (*n >= max)
           return pl_set_error(PL_EINVAL, "%s=%s: more than %d values", opt_name(opt), s, max);
@@ -174,13 +251,16 @@ pl_status pl_parse_size_list(const char *opt, const char *s, uint64_t *out,
     }
     return PL_OK;
   }
+  if (s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
+    return pl_set_error(PL_EINVAL, "%s=%s: empty list element", opt_name(opt),
+                        s);
   char *save = NULL;
   for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     if (*n >= max)
       return pl_set_error(PL_EINVAL, "%s=%s: more than %d values", opt_name(opt), s, max);
     PL_TRY(pl_parse_size(opt, tok, &out[(*n)++]));
   }
-  if (*n == 0 || s[strlen(s) - 1] == ',' || s[0] == ',' || strstr(s, ",,"))
+  if (*n == 0)
     return pl_set_error(PL_EINVAL, "%s=%s: empty list element", opt_name(opt), s);
   return PL_OK;
 }
@@ -226,18 +306,38 @@ struct pl_args {
   char **pos;
 };
 
+/* A table's bounds are doubles (1e9 reads better than 1000000000); they are
+ * clamped to what the value's type holds before any conversion. */
+static int64_t bound_i64(double x) {
+  if (!(x > -9223372036854775808.0))
+    return INT64_MIN;
+  if (x >= 9223372036854775808.0)
+    return INT64_MAX;
+  return (int64_t)x;
+}
+static uint64_t bound_size(double x) {
+  if (!(x > 0))
+    return 0;
+  if (x >= 9223372036854775808.0)
+    return INT64_MAX; /* sizes: pl_parse_size */
+  return (uint64_t)x;
+}
+
 static pl_status set_value(const pl_opt *o, pl_argval *v, const char *text) {
   char name[96];
   snprintf(name, sizeof name, "--%s", o->name);
+  const uint64_t slo = bound_size(o->lo), shi = bound_size(o->hi);
   switch (o->kind) {
   case PL_OPT_FLAG: v->i = 1; break;
   case PL_OPT_INT:
-    PL_TRY(pl_parse_i64(name, text, (int64_t)o->lo, (int64_t)o->hi, &v->i));
+    PL_TRY(pl_parse_i64(name, text, bound_i64(o->lo), bound_i64(o->hi), &v->i));
     break;
   case PL_OPT_SIZE:
     PL_TRY(pl_parse_size(name, text, &v->u));
-    if ((double)v->u < o->lo || (double)v->u > o->hi)
-      return pl_set_error(PL_EINVAL, "%s=%s: out of range (allowed: %.0f..%.0f)", name, text, o->lo, o->hi);
+    if (v->u < slo || v->u > shi)
+      return pl_set_error(
+          PL_EINVAL, "%s=%s: out of range (allowed: %llu..%llu)", name, text,
+          (unsigned long long)slo, (unsigned long long)shi);
     break;
   case PL_OPT_F64: PL_TRY(pl_parse_f64(name, text, o->lo, o->hi, &v->f)); break;
   case PL_OPT_ENUM: PL_TRY(pl_parse_enum(name, text, o->choices, &v->e)); break;
@@ -248,9 +348,11 @@ static pl_status set_value(const pl_opt *o, pl_argval *v, const char *text) {
   case PL_OPT_SIZE_LIST:
     PL_TRY(pl_parse_size_list(name, text, v->ulist, PL_OPT_LIST_MAX, &v->nlist));
     for (int i = 0; i < v->nlist; i++)
-      if ((double)v->ulist[i] < o->lo || (double)v->ulist[i] > o->hi)
-        return pl_set_error(PL_EINVAL, "%s=%s: value %llu out of range (allowed: %.0f..%.0f)",
-                            name, text, (unsigned long long)v->ulist[i], o->lo, o->hi);
+      if (v->ulist[i] < slo || v->ulist[i] > shi)
+        return pl_set_error(
+            PL_EINVAL, "%s=%s: value %llu out of range (allowed: %llu..%llu)",
+            name, text, (unsigned long long)v->ulist[i],
+            (unsigned long long)slo, (unsigned long long)shi);
     break;
   case PL_OPT_ENUM_LIST:
     PL_TRY(pl_parse_enum_list(name, text, o->choices, v->elist, PL_OPT_LIST_MAX, &v->nlist));
@@ -445,8 +547,11 @@ pl_status pl_sco_parse_budget(const char *opt, const char *s, pl_sco_budget *out
     return PL_OK;
   }
   pl_status st = pl_parse_size(opt, s, &out->bytes);
-  if (st != PL_OK)
-    return pl_set_error(PL_EINVAL, "%s=%s: not a host budget (allowed: 0, all, or a size such as 12Gi)",
-                        opt ? opt : "budget", s ? s : "");
+  if (st != PL_OK) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", pl_last_error());
+    return pl_set_error(
+        PL_EINVAL, "%s (a host budget is 0, all, or a size such as 12Gi)", why);
+  }
   return PL_OK;
 }

@@ -10,8 +10,14 @@
  *
  * Sizes: an integer with an optional suffix K M G T (powers of 1000) or
  * Ki Mi Gi Ti (powers of 1024); a decimal mantissa is allowed when the product
- * is an integer ("1.5Ki" = 1536).  Lists: comma-separated ("1K,4K,16K") or a
- * geometric range "lo:hi:xF" / arithmetic "lo:hi:+S" ("4Ki:64Ki:x2"). */
+ * is an integer ("1.5Ki" = 1536).  Parsed in exact integer arithmetic and at
+ * most INT64_MAX (2^63 - 1: every consumer holds a size in an int64_t or a
+ * size_t), so 2^64 - 1 or 16777216Ti (2^64) is an error naming the allowed
+ * range, never a wrapped or rounded value.  Lists: comma-separated
+ * ("1K,4K,16K", no empty element) or a geometric range "lo:hi:xF" (F in
+ * 2..1024; a bad factor is named as the factor) / arithmetic "lo:hi:+S".
+ * A table's bounds (pl_opt lo, hi) are clamped to the value's type before
+ * any conversion. */
 #ifndef PLATEAU_SUITE_OPTIONS_H
 #define PLATEAU_SUITE_OPTIONS_H
 

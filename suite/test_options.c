@@ -43,6 +43,122 @@ START_TEST(sizes_reject) {
 }
 END_TEST
 
+/* Exact integer arithmetic: no size wraps or rounds.  Sizes are at most
+ * INT64_MAX (every consumer stores them in int64_t or size_t); 2^64 - 1,
+ * 2^64 (16777216Ti) and beyond are refused naming the allowed range. */
+START_TEST(sizes_limits) {
+  static const struct {
+    const char *s;
+    uint64_t v;
+  } ok[] = {
+      {"9223372036854775807", 9223372036854775807ull},
+      {"9007199254740993", 9007199254740993ull}, /* 2^53 + 1: not a double */
+      {"8388607Ti", 8388607ull << 40},
+      {"0.5Ki", 512},
+      {"1.000Ki", 1024},
+      {"9223372036.854775807G", 9223372036854775807ull}};
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    uint64_t v = 12345;
+    ck_assert_msg(pl_parse_size("--x", ok[i].s, &v) == PL_OK, "%s: %s", ok[i].s,
+                  pl_last_error());
+    ck_assert_msg(v == ok[i].v, "%s -> %llu", ok[i].s, (unsigned long long)v);
+  }
+  static const char *big[] = {"9223372036854775808",
+                              "18446744073709551615",
+                              "18446744073709551616",
+                              "16777216Ti",
+                              "8388608Ti",
+                              "9223372036.854775808G",
+                              "100000000000000000000000000000000000000000"};
+  for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+    uint64_t v = 7;
+    ck_assert_msg(pl_parse_size("--mem-limit", big[i], &v) == PL_EINVAL,
+                  "'%s' accepted as %llu", big[i], (unsigned long long)v);
+    ck_assert_uint_eq(v, 7);
+    ck_assert_msg(
+        strstr(pl_last_error(), "--mem-limit") &&
+            strstr(pl_last_error(), big[i]) &&
+            strstr(pl_last_error(), "9223372036854775807"),
+        "message names the option, the value and the allowed range: %s",
+        pl_last_error());
+  }
+  /* ranges: the factor and the step are named when they are wrong */
+  uint64_t l[64];
+  int n;
+  ck_assert_int_eq(pl_parse_size_list("--sizes", "1:1Gi:x1", l, 64, &n),
+                   PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), "factor") &&
+                    strstr(pl_last_error(), "x1") &&
+                    strstr(pl_last_error(), "x2..x1024"),
+                "%s", pl_last_error());
+  ck_assert_int_eq(
+      pl_parse_size_list("--sizes", "1:8:x99999999999999999999", l, 64, &n),
+      PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), "factor"), "%s", pl_last_error());
+  ck_assert_int_eq(pl_parse_size_list("--sizes", "1:8:+0", l, 64, &n),
+                   PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), "step"), "%s", pl_last_error());
+  ck_assert_int_eq(pl_parse_size_list("--sizes", "1:8:+16777216Ti", l, 64, &n),
+                   PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), "step") &&
+                    strstr(pl_last_error(), "9223372036854775807"),
+                "%s", pl_last_error());
+  ck_assert_int_eq(pl_parse_size_list("--sizes", "1:16777216Ti:x2", l, 64, &n),
+                   PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), "16777216Ti"), "%s", pl_last_error());
+  /* the largest range end does not wrap */
+  ck_assert_int_eq(
+      pl_parse_size_list(
+          "--sizes", "4611686018427387904:9223372036854775807:x2", l, 64, &n),
+      PL_OK);
+  ck_assert_int_eq(n, 1);
+  ck_assert_int_eq(
+      pl_parse_size_list(
+          "--sizes", "9223372036854775800:9223372036854775807:+4", l, 64, &n),
+      PL_OK);
+  ck_assert_int_eq(n, 2);
+  /* integers: the table's bounds are exact and never overflow */
+  int64_t i;
+  ck_assert_int_eq(
+      pl_parse_i64("--seed", "9223372036854775808", 0, INT64_MAX, &i),
+      PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), "9223372036854775807"), "%s",
+                pl_last_error());
+  double d;
+  ck_assert_int_eq(pl_parse_f64("--alpha", "1e999", 0, 1e30, &d), PL_EINVAL);
+  ck_assert_int_eq(pl_parse_f64("--alpha", "-1e999", -1, 1e30, &d), PL_EINVAL);
+}
+END_TEST
+
+/* An option table whose bounds are beyond int64 (a size option's hi of 1e30)
+ * clamps them: no undefined conversion, every value in range exact. */
+static const pl_opt wide[] = {
+    {"big", 0, PL_OPT_SIZE, NULL, "a size", 0, 1e30, NULL},
+    {"n", 0, PL_OPT_INT, NULL, "an int", -1e30, 1e30, NULL},
+    {"list", 0, PL_OPT_SIZE_LIST, NULL, "sizes", 1, 1e30, NULL},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL}};
+
+START_TEST(table_limits) {
+  pl_args *a = NULL;
+  bool help;
+  char *ok[] = {"--big=9223372036854775807", "--n=-9223372036854775808",
+                "--list=1,9223372036854775807"};
+  ck_assert_msg(pl_args_parse(wide, 3, ok, 0, &a, &help) == PL_OK, "%s",
+                pl_last_error());
+  ck_assert_uint_eq(pl_args_size(a, "big"), 9223372036854775807ull);
+  ck_assert(pl_args_int(a, "n") == INT64_MIN);
+  pl_args_free(a);
+  char *bad[][1] = {{"--big=16777216Ti"},
+                    {"--big=18446744073709551615"},
+                    {"--list=1,16777216Ti"}};
+  for (int k = 0; k < 3; k++) {
+    ck_assert_int_eq(pl_args_parse(wide, 1, bad[k], 0, &a, &help), PL_EINVAL);
+    ck_assert_msg(strstr(pl_last_error(), "9223372036854775807"), "%s",
+                  pl_last_error());
+  }
+}
+END_TEST
+
 START_TEST(ints_floats_enums) {
   int64_t i;
   ck_assert_int_eq(pl_parse_i64("--n", "17", 1, 100, &i), PL_OK);
@@ -166,8 +282,8 @@ START_TEST(sco_budgets) {
 END_TEST
 
 int main(void) {
-  const TTest *tests[] = {sizes_accept, sizes_reject, ints_floats_enums,
-                          size_lists,   option_tables, sco_budgets,
-                          NULL};
+  const TTest *tests[] = {sizes_accept,  sizes_reject,      sizes_limits,
+                          table_limits,  ints_floats_enums, size_lists,
+                          option_tables, sco_budgets,       NULL};
   return pl_check_suite("options", 0, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
 }
