@@ -362,6 +362,13 @@ static pl_status set_value(const pl_opt *o, pl_argval *v, const char *text) {
   return PL_OK;
 }
 
+/* A value taken from the next word must not look like an option: `--out
+ * --sweep` is a forgotten value, not a directory named --sweep (write
+ * --out=--sweep to mean it).  A negative number ("-5") is a value. */
+static bool looks_like_option(const char *w) {
+  return w[0] == '-' && (w[1] == '-' || isalpha((unsigned char)w[1]));
+}
+
 static int find_long(const pl_opt *opts, const char *name, size_t len) {
   for (int i = 0; opts[i].name; i++)
     if (strlen(opts[i].name) == len && !strncmp(opts[i].name, name, len))
@@ -436,6 +443,14 @@ pl_status pl_args_parse(const pl_opt *opts, int argc, char **argv,
     if (opts[idx].kind != PL_OPT_FLAG && !val) {
       if (i + 1 >= argc) {
         st = pl_set_error(PL_EINVAL, "option --%s needs a value", opts[idx].name);
+        break;
+      }
+      if (looks_like_option(argv[i + 1])) {
+        st = pl_set_error(PL_EINVAL,
+                          "option --%s needs a value, got the option '%s' "
+                          "(write --%s=%s if that is the value)",
+                          opts[idx].name, argv[i + 1], opts[idx].name,
+                          argv[i + 1]);
         break;
       }
       val = argv[++i];

@@ -79,7 +79,9 @@ typedef struct pl_args pl_args;
 /* Parse argv[0..argc) against `opts` (terminated by an entry with name NULL):
  * --name=value, --name value, -x value, --flag.  Unknown options, missing
  * values, bad values and stray positional arguments are PL_EINVAL with a
- * message.  `--help`/`-h` sets *help and returns PL_OK.  Positional arguments
+ * message; so is a value taken from the next word that looks like an option
+ * ("--out --sweep": write --out=--sweep to mean it; "-5" is a value).
+ * `--help`/`-h` sets *help and returns PL_OK.  Positional arguments
  * are allowed only when max_positional > 0. */
 pl_status pl_args_parse(const pl_opt *opts, int argc, char **argv,
                         int max_positional, pl_args **out, bool *help);

@@ -136,6 +136,8 @@ static const pl_opt wide[] = {
     {"big", 0, PL_OPT_SIZE, NULL, "a size", 0, 1e30, NULL},
     {"n", 0, PL_OPT_INT, NULL, "an int", -1e30, 1e30, NULL},
     {"list", 0, PL_OPT_SIZE_LIST, NULL, "sizes", 1, 1e30, NULL},
+    {"out", 'o', PL_OPT_STR, NULL, "output dir", 0, 0, NULL},
+    {"flag", 0, PL_OPT_FLAG, NULL, "a flag", 0, 0, NULL},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}};
 
 START_TEST(table_limits) {
@@ -156,6 +158,22 @@ START_TEST(table_limits) {
     ck_assert_msg(strstr(pl_last_error(), "9223372036854775807"), "%s",
                   pl_last_error());
   }
+  /* an option-looking word is not taken as the previous option's value */
+  char *ol[] = {"--out", "--flag"};
+  ck_assert_int_eq(pl_args_parse(wide, 2, ol, 0, &a, &help), PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), "--out") &&
+                    strstr(pl_last_error(), "--flag") &&
+                    strstr(pl_last_error(), "--out=--flag"),
+                "%s", pl_last_error());
+  char *ol2[] = {"-o", "-x"};
+  ck_assert_int_eq(pl_args_parse(wide, 2, ol2, 0, &a, &help), PL_EINVAL);
+  char *eq[] = {"--out=--flag", "--n",
+                "-5"}; /* explicit, and a negative number */
+  ck_assert_msg(pl_args_parse(wide, 3, eq, 0, &a, &help) == PL_OK, "%s",
+                pl_last_error());
+  ck_assert_str_eq(pl_args_str(a, "out"), "--flag");
+  ck_assert_int_eq(pl_args_int(a, "n"), -5);
+  pl_args_free(a);
 }
 END_TEST
 
