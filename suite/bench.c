@@ -478,7 +478,8 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
     code = usage_exit(rank, "%s%s", pl_last_error(), "");
   else if (!outdir || !*outdir)
     code = usage_exit(rank, "--out: empty directory name%s%s", "", "");
-  else if (sweep && (!*sweep || strchr(sweep, '/') || strcmp(sweep, "..") == 0))
+  else if (sweep && (!*sweep || strchr(sweep, '/') ||
+                     strcmp(sweep, "..") == 0 || strcmp(sweep, ".") == 0))
     code = usage_exit(rank, "--sweep=%s: must be a plain name (no '/')%s",
                       sweep, "");
   if (code) {
@@ -529,6 +530,21 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
   ctx.size = pl_comm_size(comm);
   st = b->init ? b->init(&ctx, S) : PL_OK;
   inited = true;
+  /* The result directory, where rank 0 will write: checked (nothing
+   * created) before anything is, so that a bad --out is a usage error. */
+  char dir[PL_RESULTS_DIR_MAX + 512];
+  if (sweep)
+    snprintf(dir, sizeof dir, "%s/%s", outdir, sweep);
+  else
+    snprintf(dir, sizeof dir, "%s", outdir);
+  if (st == PL_OK && ctx.rank == 0 && pl_results_dir_check(dir) != PL_OK) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", pl_last_error());
+    const bool longer = strlen(outdir) > 200; /* the message stays short */
+    st = pl_set_error(PL_EINVAL, "--out=%.*s%s%s%s: %s", longer ? 40 : 200,
+                      outdir, longer ? "..." : "", sweep ? " --sweep=" : "",
+                      sweep ? sweep : "", why);
+  }
   if (pl_bench_agree(&ctx, &st) != PL_OK) {
     code = 3;
     goto done;
@@ -543,11 +559,6 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
   /* 3. The result file (rank 0), every rank told whether it exists. */
   int64_t created = 1;
   if (ctx.rank == 0) {
-    char dir[4096];
-    if (sweep)
-      snprintf(dir, sizeof dir, "%s/%s", outdir, sweep);
-    else
-      snprintf(dir, sizeof dir, "%s", outdir);
     if (open_results(&ctx, dir, sweep, record_argc, record_argv) != PL_OK) {
       fprintf(stderr, "plateau bench %s: %s\n", b->name, pl_last_error());
       created = 0;

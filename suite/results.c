@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -67,6 +68,57 @@ static pl_status mkdir_p(const char *dir) {
   struct stat st;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
     return pl_set_error(PL_EIO, "result dir %s: not a directory", dir);
+  return PL_OK;
+}
+
+pl_status pl_results_dir_check(const char *dir) {
+  size_t len = dir ? strlen(dir) : 0;
+  if (len == 0)
+    return pl_set_error(PL_EINVAL, "empty directory name");
+  if (len > PL_RESULTS_DIR_MAX)
+    return pl_set_error(PL_EINVAL,
+                        "too long (%zu characters; allowed: at most %d)", len,
+                        PL_RESULTS_DIR_MAX);
+  for (const char *c = dir; *c;) { /* each name */
+    size_t n = strcspn(c, "/");
+    if (n > NAME_MAX)
+      return pl_set_error(PL_EINVAL,
+                          "the name '%.24s...' is too long (%zu characters; "
+                          "allowed: at most %d)",
+                          c, n, NAME_MAX);
+    c += n;
+    while (*c == '/')
+      c++;
+  }
+  /* The existing prefix must be directories; the rest is made by mkdir_p
+   * inside the deepest existing one. */
+  char buf[PL_RESULTS_DIR_MAX + 1], parent[PL_RESULTS_DIR_MAX + 1] = ".";
+  memcpy(buf, dir, len + 1);
+  for (size_t i = 1; i <= len; i++) {
+    if (buf[i] != '/' && buf[i] != '\0')
+      continue;
+    char c = buf[i];
+    buf[i] = '\0';
+    struct stat st;
+    if (stat(buf, &st) != 0) {
+      if (errno != ENOENT)
+        return pl_set_error(PL_EINVAL, "cannot use '%s' (%s)", buf,
+                            strerror(errno));
+      break;
+    }
+    if (!S_ISDIR(st.st_mode))
+      return pl_set_error(PL_EINVAL, "'%s' exists and is not a directory", buf);
+    snprintf(parent, sizeof parent, "%s", buf);
+    buf[i] = c;
+  }
+  if (dir[0] == '/' && strcmp(parent, ".") == 0)
+    snprintf(parent, sizeof parent, "/");
+  char probe[PL_RESULTS_DIR_MAX + 64];
+  snprintf(probe, sizeof probe, "%s/.plateau-probe-XXXXXX", parent);
+  if (!mkdtemp(probe))
+    return pl_set_error(PL_EINVAL, "cannot create a directory in '%s' (%s)",
+                        parent, strerror(errno));
+  rmdir(probe);
   return PL_OK;
 }
 

@@ -38,6 +38,14 @@ typedef struct pl_results pl_results;
 pl_status pl_results_create(const char *dir, const char *stem,
                             const char *columns, const char *const *meta_kv,
                             pl_results **out);
+/* Could pl_results_create make its file in dir?  Checked without creating
+ * anything (a probe directory is made and removed at once in the deepest
+ * existing ancestor): the path's length (at most PL_RESULTS_DIR_MAX, each
+ * name at most NAME_MAX), every existing component a directory, and a new
+ * entry creatable there.  PL_EINVAL with a message naming the part that is
+ * wrong (the caller prefixes the option). */
+#define PL_RESULTS_DIR_MAX 3800
+pl_status pl_results_dir_check(const char *dir);
 /* Open an existing result file for appending rows (shared by several
  * processes); its header must equal `columns`. */
 pl_status pl_results_open_append(const char *path, const char *columns,
