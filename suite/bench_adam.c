@@ -137,11 +137,19 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   int modes[M_COUNT], nmodes = pl_args_enum_list(a, "mode", modes, M_COUNT);
   int nshare = 0;
   char buf[256];
-  snprintf(buf, sizeof buf, "%s", pl_args_str(a, "share"));
+  const char *share = pl_args_str(a, "share");
+  if (share[0] == ',' || share[strlen(share) - 1] == ',' || strstr(share, ",,"))
+    return pl_set_error(PL_EINVAL,
+                        "--share=%s: empty list element (allowed: auto or a "
+                        "number in [0,1], comma-separated)",
+                        share);
+  if (strlen(share) >= sizeof buf)
+    return pl_set_error(PL_EINVAL, "--share=%.32s...: too long", share);
+  snprintf(buf, sizeof buf, "%s", share);
   for (char *sv, *tok = strtok_r(buf, ",", &sv); tok;
        tok = strtok_r(NULL, ",", &sv)) {
     if (nshare == 8)
-      return pl_set_error(PL_EINVAL, "--share: at most 8 values");
+      return pl_set_error(PL_EINVAL, "--share=%s: at most 8 values", share);
     snprintf(A->share_txt[nshare], sizeof A->share_txt[0], "%s", tok);
     A->shares[nshare] = -1;
     if (strcmp(tok, "auto") != 0)

@@ -188,6 +188,24 @@ static pl_status init(pl_bench_ctx *c, void *st) {
                                   (pl_attn_bwd_kind)pl_args_enum(
                                       c->args, "bwd-kernel")}};
   c->npoints = b->nseq * b->npass;
+  /* The kernel choice exists only on CUDA: a CPU row must never be labelled
+   * with a CUDA kernel it did not run. */
+  if (!c->cuda && b->base.kernels.fwd != PL_ATTN_FWD_AUTO)
+    return pl_set_error(PL_EINVAL,
+                        "--fwd-kernel=%s: the attention kernel choice exists "
+                        "only on the CUDA backend (allowed on cpu: auto)",
+                        fwd_kernel_names[b->base.kernels.fwd]);
+  if (!c->cuda && b->base.kernels.bwd != PL_ATTN_BWD_AUTO)
+    return pl_set_error(PL_EINVAL,
+                        "--bwd-kernel=%s: the attention kernel choice exists "
+                        "only on the CUDA backend (allowed on cpu: auto)",
+                        bwd_kernel_names[b->base.kernels.bwd]);
+  /* Ulysses shards the heads over the ranks: no point could run */
+  if (b->base.n_q % c->size || b->base.n_kv % c->size)
+    return pl_set_error(PL_EINVAL,
+                        "--heads and --kv-heads: n_q=%d n_kv=%d must divide by "
+                        "the %d ranks (Ulysses shards the heads over them)",
+                        b->base.n_q, b->base.n_kv, c->size);
   /* a shape the kernels refuse: a usage error, nothing measured */
   return pl_attn_check(&b->base, pl_dev_backend(c->dev));
 }

@@ -52,7 +52,7 @@ static const pl_opt dispatch_opts[] = {
     {"chunking", 0, PL_OPT_ENUM_LIST, "strided",
      "pipelined chunk positions: strided, contiguous or both (Table 8)", 0, 0,
      chunk_names},
-    {"tokens", 0, PL_OPT_SIZE, NULL, "tokens per rank N", 0, 1e9, NULL},
+    {"tokens", 0, PL_OPT_SIZE, NULL, "tokens per rank N", 1, 1e9, NULL},
     {"hidden", 0, PL_OPT_SIZE, NULL, "hidden size H", 1, 1e6, NULL},
     {"ffn", 0, PL_OPT_SIZE, NULL, "expert FFN width I", 1, 1e6, NULL},
     {"experts", 0, PL_OPT_INT, NULL, "experts E (a multiple of the ranks)", 1,
@@ -129,6 +129,18 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   g->source_major = pl_args_flag(a, "source-major");
   g->profile = true;
   d->j.N = (int64_t)pl_args_size(a, "tokens");
+  if (g->k > g->E)
+    return pl_set_error(PL_EINVAL,
+                        "--topk=%d is more than --experts=%d (a token goes to "
+                        "k distinct experts)",
+                        g->k, g->E);
+  if ((double)g->E * (double)g->H * (double)g->I > (double)((int64_t)1 << 40))
+    return pl_set_error(PL_EINVAL,
+                        "--experts=%d --hidden=%lld --ffn=%lld: the experts' "
+                        "weights, E*H*I = %.3g elements, are too large "
+                        "(allowed: at most 2^40)",
+                        g->E, (long long)g->H, (long long)g->I,
+                        (double)g->E * (double)g->H * (double)g->I);
   if (g->E % c->size != 0)
     return pl_set_error(PL_EINVAL,
                         "--experts=%d is not a multiple of the %d "

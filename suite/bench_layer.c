@@ -76,7 +76,11 @@ static pl_status init(pl_bench_ctx *c, void *st) {
                           .rope_theta = 10000.0,
                           .dt = PL_BF16}; /* attention kernels: AUTO */
   c->npoints = b->nseq * b->npass;
-  return PL_OK;
+  /* the layer's own checks (sizes, n_kv | n_q, heads over the D ranks):
+   * a usage error now, not an error row per point (views: nothing made) */
+  pl_layer probe;
+  return pl_layer_init_views(c->dev, c->size > 1 ? c->comm : NULL, &probe,
+                             &b->cfg, NULL, NULL);
 }
 
 static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,

@@ -207,16 +207,61 @@ static pl_status init(pl_bench_ctx *c, void *st) {
     return pl_set_error(PL_EINVAL,
                         "maxbatch: --budget-steps is not searched; "
                         "give the budgets with --budgets (one search each)");
+  if (pl_args_given(a, "tokens"))
+    return pl_set_error(PL_EINVAL,
+                        "maxbatch: --tokens is what maxbatch searches; give "
+                        "--start, --step and --max-tokens instead");
+  const uint64_t step = pl_args_size(a, "step"),
+                 start = pl_args_size(a, "start"),
+                 maxt = pl_args_size(a, "max-tokens");
+  const uint64_t first = start > 0 ? (start + step - 1) / step * step : step;
+  if (start > maxt)
+    return pl_set_error(PL_EINVAL,
+                        "--start=%llu is above --max-tokens=%llu: no N would "
+                        "be tried",
+                        (unsigned long long)start, (unsigned long long)maxt);
+  if (first > maxt)
+    return pl_set_error(
+        PL_EINVAL,
+        "--step=%llu is above --max-tokens=%llu: the first N (%llu, --start "
+        "rounded up to a multiple of --step) would not be tried",
+        (unsigned long long)step, (unsigned long long)maxt,
+        (unsigned long long)first);
+  if (pl_args_enum(a, "trial-backend") == 2 &&
+      !(pl_backend_available(PL_BACKEND_CUDA) && pl_cuda_device_count() > 0))
+    return pl_set_error(PL_EINVAL,
+                        "--trial-backend=cuda: %s (allowed here: auto, cpu)",
+                        pl_backend_available(PL_BACKEND_CUDA)
+                            ? "no CUDA device visible"
+                            : "this build has no CUDA backend");
+  const char *launcher = pl_args_str(a, "launcher");
+  if (launcher) {
+    char prog[1024] = "";
+    sscanf(launcher, " %1023s", prog);
+    if (!prog[0] || !pl_trial_program_found(prog))
+      return pl_set_error(PL_EINVAL,
+                          "--launcher=%s: '%s' is not a program (not found in "
+                          "PATH or not executable)",
+                          launcher, prog);
+  }
   const char *list = pl_args_str(a, "budgets");
-  for (const char *p = list ? list : "0"; p && s->nb < 64;) {
+  for (const char *p = list ? list : "0"; p;) {
     const char *comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
     pl_sco_budget b;
-    if (len == 0 || len >= sizeof s->budgets[0])
-      return pl_set_error(PL_EINVAL,
-                          "--budgets=%s: empty or overlong entry "
-                          "(allowed: 0, all, or a size such as 12Gi)",
+    if (s->nb == 64)
+      return pl_set_error(PL_EINVAL, "--budgets=%s: more than 64 budgets",
                           list);
+    if (len == 0)
+      return pl_set_error(PL_EINVAL,
+                          "--budgets=%s: empty list element (allowed: 0, all, "
+                          "or a size such as 12Gi)",
+                          list);
+    if (len >= sizeof s->budgets[0])
+      return pl_set_error(PL_EINVAL,
+                          "--budgets=%s: an entry of %zu characters (allowed: "
+                          "0, all, or a size such as 12Gi)",
+                          list, len);
     memcpy(s->budgets[s->nb], p, len);
     s->budgets[s->nb][len] = '\0';
     PL_TRY(pl_sco_parse_budget("--budgets", s->budgets[s->nb++], &b));

@@ -141,6 +141,11 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   m->I = (int64_t)pl_args_size(a, "ffn");
   m->E = (int)pl_args_int(a, "experts");
   m->k = (int)pl_args_int(a, "topk");
+  if (m->k > m->E)
+    return pl_set_error(PL_EINVAL,
+                        "--topk=%d is more than --experts=%d (a token goes to "
+                        "k distinct experts)",
+                        m->k, m->E);
   if (m->E % c->size != 0)
     return pl_set_error(PL_EINVAL,
                         "--experts=%d is not a multiple of the %d "

@@ -68,13 +68,23 @@ static size_t nhb(const sco_bench *b) {
   return (size_t)b->N * (size_t)b->H * pl_dtype_size(b->dt);
 }
 
-static pl_status add_budget(sco_bench *b, const char *text, size_t len) {
+/* One budget of the --budgets list `list` (for messages). */
+static pl_status add_budget(sco_bench *b, const char *list, const char *text,
+                            size_t len) {
   if (b->nb >= MAX_BUDGETS)
-    return pl_set_error(PL_EINVAL, "more than %d budgets", MAX_BUDGETS);
+    return pl_set_error(PL_EINVAL, "--budgets=%s: more than %d budgets", list,
+                        MAX_BUDGETS);
   budget_pt *bp = &b->budgets[b->nb];
-  if (len == 0 || len >= sizeof bp->text)
-    return pl_set_error(PL_EINVAL, "--budgets: empty or overlong entry "
-                                   "(allowed: 0, all, or a size such as 12Gi)");
+  if (len == 0)
+    return pl_set_error(PL_EINVAL,
+                        "--budgets=%s: empty list element (allowed: 0, all, "
+                        "or a size such as 12Gi)",
+                        list);
+  if (len >= sizeof bp->text)
+    return pl_set_error(PL_EINVAL,
+                        "--budgets=%s: an entry of %zu characters (allowed: "
+                        "0, all, or a size such as 12Gi)",
+                        list, len);
   memcpy(bp->text, text, len);
   bp->text[len] = '\0';
   PL_TRY(pl_sco_parse_budget("--budgets", bp->text, &bp->b));
@@ -92,10 +102,21 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   b->dt = pl_args_enum(a, "dtype") == 0 ? PL_BF16 : PL_F32;
   b->rel = pl_args_enum(a, "release") == 1 ? PL_SCO_RELEASE_STEP
                                            : PL_SCO_RELEASE_CONTEXT;
+  /* every boundary's bytes, L*N*H*b, and the budgets derived from them must
+   * be sizes (at most INT64_MAX) */
+  uint64_t all;
+  if ((uint64_t)b->N > INT64_MAX / ((uint64_t)b->H * pl_dtype_size(b->dt)) ||
+      __builtin_mul_overflow((uint64_t)b->L, nhb(b), &all) || all > INT64_MAX)
+    return pl_set_error(PL_EINVAL,
+                        "--layers=%lld --tokens=%lld --hidden=%lld: the "
+                        "boundaries' bytes L*N*H*%zu overflow a size (allowed: "
+                        "at most 9223372036854775807)",
+                        (long long)b->L, (long long)b->N, (long long)b->H,
+                        pl_dtype_size(b->dt));
   const char *list = pl_args_str(a, "budgets");
   for (const char *s = list; s;) {
     const char *comma = strchr(s, ',');
-    PL_TRY(add_budget(b, s, comma ? (size_t)(comma - s) : strlen(s)));
+    PL_TRY(add_budget(b, list, s, comma ? (size_t)(comma - s) : strlen(s)));
     s = comma ? comma + 1 : NULL;
   }
   int64_t K = pl_args_given(a, "budget-steps") ? pl_args_int(a, "budget-steps")
@@ -105,7 +126,8 @@ static pl_status init(pl_bench_ctx *c, void *st) {
     char t[32];
     snprintf(t, sizeof t, "%llu",
              (unsigned long long)((uint64_t)(j * b->L / K) * nhb(b)));
-    PL_TRY(add_budget(b, j == K ? "all" : t, strlen(j == K ? "all" : t)));
+    PL_TRY(add_budget(b, "(--budget-steps)", j == K ? "all" : t,
+                      strlen(j == K ? "all" : t)));
   }
   c->npoints = b->nb;
   b->stack_st = PL_OK;

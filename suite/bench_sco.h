@@ -26,7 +26,7 @@ extern const pl_preset pl_bench_sco_presets[];
       {"hidden", 0, PL_OPT_INT, "2880", "hidden size H", 1, 1 << 20, NULL},     \
       {"ffn", 0,       PL_OPT_INT, "2880", "MLP width I (H -> 2I -> H)",        \
        1,     1 << 22, NULL},                                                   \
-      {"tokens", 0, PL_OPT_SIZE, "4Ki", "tokens per rank N", 0, 1e12, NULL},    \
+      {"tokens", 0, PL_OPT_SIZE, "4Ki", "tokens per rank N", 1, 1e12, NULL},    \
       {"dtype", 0, PL_OPT_ENUM,        "bf16", "activation and weight storage", \
        0,       0, pl_bench_sco_dtypes},                                        \
       {"release",                                                               \

@@ -51,7 +51,7 @@ static const char *const mode_names[] = {"auto", "act", "weights", NULL};
 static const pl_opt vocab_opts[] = {
     {"variants", 0, PL_OPT_ENUM_LIST, "dense,fused,chunk,vp,ring",
      "which heads to run", 0, 0, variant_names},
-    {"tokens", 'N', PL_OPT_SIZE_LIST, NULL, "tokens per rank", 0, 1 << 30,
+    {"tokens", 'N', PL_OPT_SIZE_LIST, NULL, "tokens per rank", 1, 1 << 30,
      NULL},
     {"hidden", 'H', PL_OPT_SIZE, NULL, "hidden size", 1, 1 << 20, NULL},
     {"vocab", 'V', PL_OPT_SIZE, NULL, "vocabulary", 1, 1 << 30, NULL},

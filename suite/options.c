@@ -408,8 +408,13 @@ pl_status pl_args_parse(const pl_opt *opts, int argc, char **argv,
       const char *name = arg + 2, *eq = strchr(name, '=');
       size_t len = eq ? (size_t)(eq - name) : strlen(name);
       idx = find_long(opts, name, len);
-      if (idx < 0 && !eq && !strncmp(name, "no-", 3)) {
+      if (idx < 0 && !strncmp(name, "no-", 3)) {
         int j = find_long(opts, name + 3, len - 3);
+        if (j >= 0 && opts[j].kind == PL_OPT_FLAG && eq) {
+          st = pl_set_error(PL_EINVAL, "option --%.*s takes no value", (int)len,
+                            name);
+          break;
+        }
         if (j >= 0 && opts[j].kind == PL_OPT_FLAG) {
           a->vals[j].i = 0;
           a->vals[j].set = a->vals[j].given = 1;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -142,6 +143,30 @@ char **pl_trial_env(void) {
     if (!launch_private(environ[i]))
       env[k++] = environ[i];
   return env;
+}
+
+static bool executable(const char *f) {
+  struct stat st;
+  return stat(f, &st) == 0 && S_ISREG(st.st_mode) && access(f, X_OK) == 0;
+}
+
+bool pl_trial_program_found(const char *prog) {
+  if (!prog || !*prog)
+    return false;
+  if (strchr(prog, '/'))
+    return executable(prog);
+  const char *path = getenv("PATH");
+  for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+    size_t n = strcspn(p, ":");
+    char f[4096];
+    snprintf(f, sizeof f, "%.*s/%s", (int)(n ? n : 1), n ? p : ".", prog);
+    if (executable(f))
+      return true;
+    p += n;
+    if (*p == ':')
+      p++;
+  }
+  return false;
 }
 
 static double now_s(void) {

@@ -32,6 +32,9 @@ void pl_argv_forward(pl_argv *out, const pl_args *args, const pl_opt *opts,
  * a job of its own.  A malloc'd NULL-terminated array of borrowed strings. */
 char **pl_trial_env(void);
 
+/* Is prog a file we may execute (a path with '/') or one found in PATH? */
+bool pl_trial_program_found(const char *prog);
+
 typedef struct pl_trial_exit {
   int code;       /* the exit status, -signal when killed, -1 unknown */
   bool timed_out; /* killed after timeout_s */
