@@ -274,9 +274,12 @@ pl_status pl_results_create(const char *dir, const char *stem,
 }
 
 /* The header line of an existing file (first line not starting with '#'). */
+static FILE *open_regular(const char *path, pl_status *st);
+
 static pl_status read_header(const char *path, char **header) {
-  FILE *f = fopen(path, "r");
-  if (!f) return pl_set_error(PL_EIO, "open %s: %s", path, strerror(errno));
+  pl_status ost;
+  FILE *f = open_regular(path, &ost);
+  if (!f) return ost;
   char *line = NULL;
   size_t cap = 0;
   ssize_t n;
@@ -493,11 +496,54 @@ static void v1_to_v2(pl_table *t) {
   }
 }
 
+/* Open path for reading only if it is a regular file: opened without
+ * blocking (a FIFO named *.tsv would wait for a writer forever), checked,
+ * then read normally. */
+static FILE *open_regular(const char *path, pl_status *st) {
+  *st = PL_EIO;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    pl_set_error(PL_EIO, "open %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    *st = pl_set_error(PL_EINVAL, "%s: not a regular file", path);
+    close(fd);
+    return NULL;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0)
+    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  FILE *f = fdopen(fd, "r");
+  if (!f) {
+    pl_set_error(PL_EIO, "open %s: %s", path, strerror(errno));
+    close(fd);
+  }
+  return f;
+}
+
+/* "# plateau-results: N": N digits (blanks around allowed), else -1 with
+ * the text kept for the message. */
+static int parse_version(const char *s, char *raw, size_t n) {
+  while (*s == ' ')
+    s++;
+  snprintf(raw, n, "%s", s);
+  size_t len = strlen(raw);
+  while (len && raw[len - 1] == ' ')
+    raw[--len] = '\0';
+  if (len == 0 || len > 6 || strspn(raw, "0123456789") != len)
+    return -1;
+  return atoi(raw);
+}
+
 pl_status pl_table_read(const char *path, pl_table *out) {
   memset(out, 0, sizeof *out);
-  FILE *f = fopen(path, "r");
-  if (!f) return pl_set_error(PL_EIO, "open %s: %s", path, strerror(errno));
+  pl_status ost;
+  FILE *f = open_regular(path, &ost);
+  if (!f) return ost;
   out->path = strdup(path);
+  char vraw[64] = "";
   char *line = NULL;
   size_t cap = 0, rows_cap = 0, meta_cap = 0;
   ssize_t n;
@@ -513,7 +559,7 @@ pl_status pl_table_read(const char *path, pl_table *out) {
     if (line[0] == '#') {
       if (strncmp(line, "# plateau-results:", 18) == 0) {
         have_schema = true;
-        out->version = atoi(line + 18);
+        out->version = parse_version(line + 18, vraw, sizeof vraw);
       } else if (strncmp(line, "# end:", 6) == 0) {
         out->finished = 1;
       } else {
@@ -569,11 +615,16 @@ pl_status pl_table_read(const char *path, pl_table *out) {
     return st;
   }
   if (out->version < 1 || out->version > PL_RESULTS_SCHEMA) {
-    pl_status st = pl_set_error(
-        PL_EINVAL,
-        "%s: result schema version %d is not one this plateau reads (1 to %d;"
-        " a newer plateau wrote it?)",
-        path, out->version, PL_RESULTS_SCHEMA);
+    pl_status st =
+        out->version < 0
+            ? pl_set_error(PL_EINVAL,
+                           "%s: result schema version '%s' is not one this "
+                           "plateau reads (1 to %d)",
+                           path, vraw, PL_RESULTS_SCHEMA)
+            : pl_set_error(PL_EINVAL,
+                           "%s: result schema version %d is not one this "
+                           "plateau reads (1 to %d; a newer plateau wrote it?)",
+                           path, out->version, PL_RESULTS_SCHEMA);
     pl_table_free(out);
     return st;
   }

@@ -439,9 +439,33 @@ START_TEST(v1_mapped) {
 }
 END_TEST
 
+/* A FIFO (or any non-regular file) named *.tsv is refused at once, never
+ * waited on; a version line with trailing text is not version 2. */
+START_TEST(untrusted_files) {
+  mk_tmp();
+  pl_table t;
+  char fifo[700];
+  snprintf(fifo, sizeof fifo, "%s/fifo.tsv", tmpdir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  ck_assert_int_eq(pl_table_read(fifo, &t), PL_EINVAL); /* hangs before */
+  ck_assert_msg(strstr(pl_last_error(), "not a regular file"), "%s", pl_last_error());
+  unlink(fifo);
+  const char *p = put("v2x.tsv", "# plateau-results: 2x\n# bench: x\na\tb\n1\t2\n");
+  ck_assert_int_eq(pl_table_read(p, &t), PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), "version '2x'"), "%s", pl_last_error());
+  p = put("v2sp.tsv", "# plateau-results: 2 \n# bench: x\na\tb\n1\t2\n");
+  ck_assert_int_eq(pl_table_read(p, &t), PL_OK);
+  pl_table_free(&t);
+  p = put("vbig.tsv", "# plateau-results: 99999999999\n# bench: x\na\tb\n1\t2\n");
+  ck_assert_int_eq(pl_table_read(p, &t), PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), "99999999999"), "%s", pl_last_error());
+  rm_tmp();
+}
+END_TEST
+
 int main(void) {
   const TTest *tests[] = {round_trip,     never_overwritten,       concurrent_writers,
                           killed_mid_row, meta_whitelist,          unknown_version_refused,
-                          v1_mapped,      NULL};
+                          v1_mapped,      untrusted_files, NULL};
   return pl_check_suite("results", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
 }
