@@ -27,6 +27,7 @@
 
 #include "plateau/plateau.h"
 #include "report_util.h"
+#include "schema.h"
 
 /* ---- the hook table (benches.def) ------------------------------------------
  */
@@ -86,10 +87,12 @@ static void scan(const char *dir, int depth, files *fs) {
       continue;
     size_t nl = strlen(e->d_name);
     struct stat st;
-    if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-      if (depth == 0 && strcmp(e->d_name, "report") != 0)
+    if (depth == 0 && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+      if (strcmp(e->d_name, "report") != 0)
         scan(p, 1, fs);
     } else if (nl > 4 && strcmp(e->d_name + nl - 4, ".tsv") == 0) {
+      /* whatever it is (a FIFO, a directory, a dangling or looping link):
+       * the reader opens it without blocking and says why it is skipped */
       if (fs->n == fs->cap) {
         fs->cap = fs->cap ? 2 * fs->cap : 16;
         fs->v = realloc(fs->v, (size_t)fs->cap * sizeof *fs->v);
@@ -103,6 +106,126 @@ static void scan(const char *dir, int depth, files *fs) {
 
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* ---- files the reports must not trust blindly ----------------------------
+ * An unfinished file (no `# end:` line: the run was killed, or is still
+ * running) is reported and marked; when a complete file of the same point
+ * exists, the complete one wins and the unfinished one's rows are left out.
+ * The same point: the same bench and `point` metadata (jobs/submit's id), or
+ * without one, the same bench, ranks and command line (argv). */
+typedef struct superseded {
+  char *path;         /* the unfinished file left out */
+  const pl_table *by; /* the complete rerun that replaces it */
+} superseded;
+
+static void point_key(const pl_table *t, char *buf, size_t n) {
+  const char *pt = pl_table_meta(t, "point");
+  if (pt && strcmp(pt, "-") != 0)
+    snprintf(buf, n, "%s\npoint %s", t->bench, pt);
+  else
+    snprintf(buf, n, "%s\nranks %s\nargv %s", t->bench,
+             pl_rep_meta(t, "ranks", "-"), pl_rep_meta(t, "argv", "-"));
+}
+
+static const char *base_name(const char *path) {
+  const char *s = strrchr(path, '/');
+  return s ? s + 1 : path;
+}
+
+/* What this run's reader dropped and found (one report per process). */
+static struct {
+  superseded *sup;
+  int nsup;
+  bool mixed; /* files of more than one schema version */
+} R;
+
+/* Drop the unfinished tables a complete one supersedes; returns the new
+ * count, the dropped ones in sup[*nsup]. */
+static int supersede(pl_table **t, int nt, superseded *sup, int *nsup) {
+  char ka[8192], kb[8192];
+  int k = 0;
+  for (int i = 0; i < nt; i++) {
+    const pl_table *by = NULL;
+    if (!t[i]->finished) {
+      point_key(t[i], ka, sizeof ka);
+      for (int j = 0; j < nt && !by; j++) {
+        if (j == i || !t[j]->finished)
+          continue;
+        point_key(t[j], kb, sizeof kb);
+        if (strcmp(ka, kb) == 0)
+          by = t[j];
+      }
+    }
+    if (by) {
+      fprintf(stderr,
+              "plateau report: %s: unfinished (no '# end:' line) and "
+              "superseded by %s, a complete run of the same point: its rows "
+              "are left out\n",
+              t[i]->path, by->path);
+      sup[*nsup].path = strdup(t[i]->path);
+      sup[*nsup].by = by;
+      (*nsup)++;
+      pl_table_free(t[i]);
+      free(t[i]);
+    } else {
+      if (!t[i]->finished)
+        fprintf(stderr,
+                "plateau report: %s: unfinished (no '# end:' line: killed or "
+                "still running); its rows are reported and marked\n",
+                t[i]->path);
+      t[k++] = t[i];
+    }
+  }
+  return k;
+}
+
+/* After a report is written: what the reader did with its files, appended
+ * to RUN_DIR/report/<name>.md when there is anything to say. */
+static void append_notes(const pl_report_ctx *rc, pl_table **group, int ng,
+                         const superseded *sup, int nsup, bool mixed) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s.md", rc->out_dir, rc->name);
+  FILE *f = NULL;
+  for (int pass = 0; pass < 3; pass++)
+    for (int i = 0; i < (pass == 1 ? nsup : ng); i++) {
+      const char *line = NULL;
+      char buf[PATH_MAX * 2 + 256];
+      if (pass == 0 && !group[i]->finished) {
+        snprintf(buf, sizeof buf,
+                 "- `%s`: unfinished (no `# end:` line: the run was killed "
+                 "or is still running); its rows are in the tables above",
+                 base_name(group[i]->path));
+        line = buf;
+      } else if (pass == 1) {
+        for (int g = 0; g < ng && !line; g++)
+          if (sup[i].by == group[g]) {
+            snprintf(buf, sizeof buf,
+                     "- `%s`: unfinished; superseded by `%s`, a complete run "
+                     "of the same point: its rows are left out",
+                     base_name(sup[i].path), base_name(sup[i].by->path));
+            line = buf;
+          }
+      } else if (pass == 2 && mixed && group[i]->version != PL_RESULTS_SCHEMA) {
+        snprintf(buf, sizeof buf,
+                 "- `%s`: result schema version %d, read through the "
+                 "version-%d column mapping (the run mixes versions)",
+                 base_name(group[i]->path), group[i]->version,
+                 group[i]->version);
+        line = buf;
+      }
+      if (!line)
+        continue;
+      if (!f) {
+        f = fopen(path, "a");
+        if (!f)
+          return;
+        fprintf(f, "\n## Files: unfinished, superseded, older schema\n\n");
+      }
+      fprintf(f, "%s\n", line);
+    }
+  if (f)
+    fclose(f);
 }
 
 /* Call fn once with the tables t[i] that `take` selects (none: no call). */
@@ -119,6 +242,8 @@ static pl_status call(pl_report_ctx *rc, pl_report_fn *fn, const char *name,
   pl_status st = fn(rc, group, ng);
   if (st != PL_OK)
     fprintf(stderr, "plateau report: %s: %s\n", name, pl_last_error());
+  else
+    append_notes(rc, group, ng, R.sup, R.nsup, R.mixed);
   return st;
 }
 
@@ -195,6 +320,20 @@ pl_status pl_report_run(const char *run_dir, int *charts_skipped) {
   for (int i = 0; i < fs.n; i++)
     free(fs.v[i]);
   free(fs.v);
+  memset(&R, 0, sizeof R);
+  R.sup = calloc((size_t)nt + 1, sizeof *R.sup);
+  PL_ASSERT(R.sup != NULL);
+  nt = supersede(t, nt, R.sup, &R.nsup);
+  int nold = 0;
+  for (int i = 0; i < nt; i++)
+    nold += t[i]->version != PL_RESULTS_SCHEMA;
+  R.mixed = nold > 0 && nold < nt;
+  if (R.mixed)
+    fprintf(stderr,
+            "plateau report: %s mixes result schema versions: %d file%s of an "
+            "older version, read through its column mapping and listed under "
+            "'Files' in each report\n",
+            run_dir, nold, nold == 1 ? "" : "s");
   pl_status st = PL_OK;
   char out_dir[PATH_MAX];
   snprintf(out_dir, sizeof out_dir, "%s/report", run_dir);
@@ -212,6 +351,10 @@ pl_status pl_report_run(const char *run_dir, int *charts_skipped) {
     free(t[i]);
   }
   free(t);
+  for (int i = 0; i < R.nsup; i++)
+    free(R.sup[i].path);
+  free(R.sup);
+  memset(&R, 0, sizeof R);
   if (charts_skipped)
     *charts_skipped = rc.charts_skipped;
   return st;
