@@ -11,6 +11,7 @@
  * fields and no torn marker; everything else is counted in nbad. */
 #include "results.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -671,16 +672,119 @@ extern char **environ;
 static char meta_store[META_MAX][512];
 static const char *meta_kv[2 * META_MAX + 1];
 
-static bool env_whitelisted(const char *name, size_t len) {
-  static const char *const exact[] = {
-      "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
-      "SLURM_NTASKS", "SLURM_JOB_NODELIST", "SLURM_JOB_PARTITION",
-      "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", NULL};
-  for (int i = 0; exact[i]; i++)
-    if (strlen(exact[i]) == len && strncmp(exact[i], name, len) == 0)
+/* The environment variables a result file records: only those that change
+ * what this program measures, by exact name, never a prefix (a prefix
+ * would record PLATEAU_API_TOKEN or NCCL_IB_..._PASSWORD verbatim):
+ * the PLATEAU_* variables the program reads, the NCCL_* tuning variables
+ * NCCL reads for our communicators (they change collective times), Slurm's
+ * ids, and the device and thread counts. */
+static const char *const env_recorded[] = {"PLATEAU_COMM_TIMEOUT",
+                                           "PLATEAU_LOG",
+                                           "PLATEAU_SIMD",
+                                           "PLATEAU_NCCL_CTA_POLICY",
+                                           "PLATEAU_NCCL_MAX_CTAS",
+                                           "PLATEAU_CALIB_INJECT_FAULT",
+                                           "NCCL_ALGO",
+                                           "NCCL_PROTO",
+                                           "NCCL_NVLS_ENABLE",
+                                           "NCCL_P2P_LEVEL",
+                                           "NCCL_P2P_DISABLE",
+                                           "NCCL_SHM_DISABLE",
+                                           "NCCL_IB_DISABLE",
+                                           "NCCL_NET",
+                                           "NCCL_SOCKET_IFNAME",
+                                           "NCCL_IB_HCA",
+                                           "NCCL_MIN_NCHANNELS",
+                                           "NCCL_MAX_NCHANNELS",
+                                           "NCCL_BUFFSIZE",
+                                           "NCCL_NTHREADS",
+                                           "NCCL_CUMEM_ENABLE",
+                                           "NCCL_DEBUG",
+                                           "SLURM_JOB_ID",
+                                           "SLURM_ARRAY_JOB_ID",
+                                           "SLURM_ARRAY_TASK_ID",
+                                           "SLURM_STEP_ID",
+                                           "SLURM_NTASKS",
+                                           "SLURM_JOB_NODELIST",
+                                           "SLURM_JOB_PARTITION",
+                                           "CUDA_VISIBLE_DEVICES",
+                                           "OMP_NUM_THREADS",
+                                           "OPENBLAS_NUM_THREADS",
+                                           NULL};
+
+bool pl__env_secret_like(const char *name, size_t len) {
+  static const char *const words[] = {
+      "TOKEN",      "PASSWORD", "PASSWD",  "SECRET", "KEY",
+      "CREDENTIAL", "AUTH",     "PRIVATE", "COOKIE", NULL};
+  char up[128];
+  if (len >= sizeof up)
+    return true; /* too long to judge: say nothing */
+  for (size_t i = 0; i < len; i++)
+    up[i] = (char)toupper((unsigned char)name[i]);
+  up[len] = '\0';
+  for (int i = 0; words[i]; i++)
+    if (strstr(up, words[i]))
       return true;
-  return (len > 5 && strncmp(name, "NCCL_", 5) == 0) ||
-         (len > 8 && strncmp(name, "PLATEAU_", 8) == 0);
+  return false;
+}
+
+const char *pl__env_recorded(const char *name, size_t len, const char *value) {
+  for (int i = 0; env_recorded[i]; i++)
+    if (strlen(env_recorded[i]) == len &&
+        strncmp(env_recorded[i], name, len) == 0)
+      return pl__env_secret_like(name, len) ? "<redacted>" : value;
+  return NULL;
+}
+
+/* argv as one line a shell reads back into the same words: plain words as
+ * they are, others in single quotes ('\'' for a quote), and words with a
+ * control character (a tab, a newline: a metadata line holds none) in
+ * bash's $'...' with escapes.  malloc'd. */
+char *pl__shell_quote_argv(int argc, char **argv) {
+  sbuf b = {0};
+  sb_puts(&b, "");
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i] ? argv[i] : "";
+    bool plain = *a != '\0', ctrl = false;
+    for (const char *c = a; *c; c++) {
+      unsigned char u = (unsigned char)*c;
+      if (u < 0x20 || u == 0x7f)
+        ctrl = true;
+      if (!(strchr("-_=.,:/+@%", *c) || isalnum(u)))
+        plain = false;
+    }
+    if (i)
+      sb_puts(&b, " ");
+    if (plain) {
+      sb_puts(&b, a);
+    } else if (!ctrl) {
+      sb_puts(&b, "'");
+      for (const char *c = a; *c; c++)
+        sb_puts(&b, *c == '\'' ? "'\\''" : (char[]){*c, '\0'});
+      sb_puts(&b, "'");
+    } else {
+      sb_puts(&b, "$'");
+      for (const char *c = a; *c; c++) {
+        unsigned char u = (unsigned char)*c;
+        char e[8];
+        if (*c == '\t')
+          sb_puts(&b, "\\t");
+        else if (*c == '\n')
+          sb_puts(&b, "\\n");
+        else if (*c == '\r')
+          sb_puts(&b, "\\r");
+        else if (*c == '\\' || *c == '\'')
+          sb_puts(&b, *c == '\\' ? "\\\\" : "\\'");
+        else if (u < 0x20 || u == 0x7f) {
+          snprintf(e, sizeof e, "\\x%02x", u);
+          sb_puts(&b, e);
+        } else
+          sb_putn(&b, c, 1);
+      }
+      sb_puts(&b, "'");
+    }
+  }
+  return b.p;
 }
 
 const char *const *pl_results_meta(struct pl_dev *dev, struct pl_comm *comm,
@@ -734,40 +838,30 @@ const char *const *pl_results_meta(struct pl_dev *dev, struct pl_comm *comm,
   pl_utc_stamp(stamp, sizeof stamp);
   PUT("start_utc", "%s", stamp);
 
-  /* argv: shell-quoted when needed, so the line can be pasted back. */
-  {
-    char *buf = meta_store[nstore];
-    size_t cap = sizeof meta_store[0], len = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < argc && len + 4 < cap; i++) {
-      const char *a = argv[i];
-      bool plain = *a != '\0';
-      for (const char *c = a; *c; c++)
-        if (!(strchr("-_=.,:/+@%", *c) || (*c >= '0' && *c <= '9') ||
-              (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')))
-          plain = false;
-      int w = snprintf(buf + len, cap - len, plain ? "%s%s" : "%s'%s'",
-                       i ? " " : "", a);
-      if (w < 0) break;
-      len += (size_t)w;
-      if (len >= cap) len = cap - 1;
-    }
-    if (nstore < META_MAX) {
-      meta_kv[nkv++] = "argv";
-      meta_kv[nkv++] = meta_store[nstore++];
-    }
+  /* argv, whole and quoted so that the line can be pasted back into a
+   * shell (the previous call's copy is freed here). */
+  static char *argv_line;
+  free(argv_line);
+  argv_line = pl__shell_quote_argv(argc, argv);
+  if (nkv / 2 < META_MAX - 1) {
+    meta_kv[nkv++] = "argv";
+    meta_kv[nkv++] = argv_line;
   }
 
-  /* Whitelisted environment, one key per variable: env.NAME */
+  /* The recorded environment (env_recorded; secret-looking names
+   * redacted), one key per variable: env.NAME */
   static char env_keys[META_MAX][80];
   int nenv = 0;
   for (char **e = environ; e && *e && nenv < 48; e++) {
     const char *eq = strchr(*e, '=');
-    if (!eq) continue;
+    if (!eq)
+      continue;
     size_t len = (size_t)(eq - *e);
-    if (len > 70 || !env_whitelisted(*e, len)) continue;
+    const char *v = len <= 70 ? pl__env_recorded(*e, len, eq + 1) : NULL;
+    if (!v)
+      continue;
     snprintf(env_keys[nenv], sizeof env_keys[nenv], "env.%.*s", (int)len, *e);
-    PUT(env_keys[nenv], "%s", eq + 1);
+    PUT(env_keys[nenv], "%s", v);
     nenv++;
   }
 #undef PUT

@@ -27,6 +27,7 @@
 #ifndef PLATEAU_SUITE_RESULTS_H
 #define PLATEAU_SUITE_RESULTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "plateau/status.h"
@@ -83,13 +84,24 @@ const char *pl_table_meta(const pl_table *t, const char *key);
 
 /* Metadata the harness records for every run: fills a NULL-terminated kv
  * array (static storage, valid until the next call) from the device, the
- * communicator, argv and the environment (only whitelisted variables:
- * SLURM_JOB_ID, SLURM_ARRAY_JOB_ID, SLURM_ARRAY_TASK_ID, SLURM_NTASKS,
- * SLURM_JOB_NODELIST, SLURM_JOB_PARTITION, CUDA_VISIBLE_DEVICES,
- * OMP_NUM_THREADS, NCCL_*, PLATEAU_* ; never the whole environment). */
+ * communicator, argv (whole, quoted so that a shell reads it back into the
+ * same words) and the environment: only the variables named in results.c's
+ * env_recorded (the PLATEAU_* variables the program reads, NCCL's tuning
+ * variables, Slurm ids, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS,
+ * OPENBLAS_NUM_THREADS), by exact name, a secret-looking name's value
+ * redacted; never the whole environment. */
 struct pl_dev;
 struct pl_comm;
 const char *const *pl_results_meta(struct pl_dev *dev, struct pl_comm *comm,
                                    const char *bench, int argc, char **argv);
+
+/* Internal (tested in test_results.c): does a variable name look like it
+ * holds a secret (TOKEN, PASSWORD, SECRET, KEY, CREDENTIAL, AUTH, ...)?
+ * The value recorded for variable name[0..len): NULL when not recorded,
+ * "<redacted>" for a secret-looking name, else value.  argv as one shell
+ * line (malloc'd). */
+bool pl__env_secret_like(const char *name, size_t len);
+const char *pl__env_recorded(const char *name, size_t len, const char *value);
+char *pl__shell_quote_argv(int argc, char **argv);
 
 #endif

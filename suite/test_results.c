@@ -323,26 +323,53 @@ START_TEST(killed_mid_row) {
 END_TEST
 
 START_TEST(meta_whitelist) {
-  setenv("PLATEAU_TEST_KEY", "visible", 1);
+  setenv("PLATEAU_SIMD", "scalar", 1);       /* read by the program */
+  setenv("PLATEAU_TEST_KEY", "unknown", 1);  /* not a variable it reads */
+  setenv("PLATEAU_API_TOKEN", "tok-123", 1); /* a secret under our prefix */
+  setenv("NCCL_IB_PASSWORD", "pw-456", 1);
   setenv("SECRET_TOKEN", "hidden", 1);
   setenv("SLURM_JOB_ID", "4242", 1);
   char *argv[] = {"plateau", "bench", "calib", "--note=a b", NULL};
   const char *const *kv = pl_results_meta(NULL, NULL, "calib", 4, argv);
-  int found_plateau = 0, found_secret = 0, found_job = 0, found_argv = 0;
+  int found_simd = 0, found_other = 0, found_job = 0, found_argv = 0;
   for (int i = 0; kv[i]; i += 2) {
     ck_assert_ptr_nonnull(kv[i + 1]);
-    if (!strcmp(kv[i], "env.PLATEAU_TEST_KEY") && !strcmp(kv[i + 1], "visible"))
-      found_plateau = 1;
-    if (strstr(kv[i], "SECRET") || strstr(kv[i + 1], "hidden")) found_secret = 1;
+    if (!strcmp(kv[i], "env.PLATEAU_SIMD") && !strcmp(kv[i + 1], "scalar"))
+      found_simd = 1;
+    if (strstr(kv[i], "TOKEN") || strstr(kv[i], "PASSWORD") ||
+        strstr(kv[i], "TEST_KEY") || strstr(kv[i + 1], "hidden") ||
+        strstr(kv[i + 1], "tok-123") || strstr(kv[i + 1], "pw-456"))
+      found_other = 1;
     if (!strcmp(kv[i], "slurm_job_id") && !strcmp(kv[i + 1], "4242")) found_job = 1;
     if (!strcmp(kv[i], "argv") &&
         !strcmp(kv[i + 1], "plateau bench calib '--note=a b'"))
       found_argv = 1;
   }
-  ck_assert_int_eq(found_plateau, 1);
-  ck_assert_int_eq(found_secret, 0);
+  ck_assert_int_eq(found_simd, 1);
+  ck_assert_int_eq(found_other, 0);
   ck_assert_int_eq(found_job, 1);
   ck_assert_int_eq(found_argv, 1);
+  /* a recorded name that looks like a secret would be redacted */
+  static const char *const secret[] = {"NCCL_IB_PASSWORD", "PLATEAU_API_TOKEN",
+                                       "X_SECRET",         "aws_access_key_id",
+                                       "GH_AUTH",          "MY_CREDENTIALS"};
+  for (size_t i = 0; i < sizeof secret / sizeof secret[0]; i++)
+    ck_assert_msg(pl__env_secret_like(secret[i], strlen(secret[i])), "%s",
+                  secret[i]);
+  ck_assert(!pl__env_secret_like("OMP_NUM_THREADS", 15));
+  ck_assert_ptr_null(pl__env_recorded("PLATEAU_API_TOKEN", 17, "x"));
+  ck_assert_str_eq(pl__env_recorded("OMP_NUM_THREADS", 15, "4"), "4");
+  /* argv: whole (no cut at 511 characters), quoted */
+  char big[2000];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  char *av[] = {"plateau", "it's", "a\tb", big, "", NULL};
+  char *q = pl__shell_quote_argv(5, av);
+  ck_assert_ptr_nonnull(strstr(q, big));
+  ck_assert_ptr_nonnull(strstr(q, "'it'\\''s'"));
+  ck_assert_ptr_nonnull(strstr(q, "$'a\\tb'"));
+  ck_assert_msg(strlen(q) > 2000 && q[strlen(q) - 1] == '\'', "%s", q);
+  free(q);
 }
 END_TEST
 
