@@ -96,6 +96,7 @@ typedef struct pl_bench_ctx {
   bool check;          /* --check: compare with the reference (default on) */
   const char *preset;  /* the preset applied, or NULL */
   int npoints;         /* init() sets it */
+  bool npoints_bound;  /* npoints is an upper bound (a search), not a count */
   const pl_meas *meas; /* during check() and finish(): this point's */
   /* the harness's own */
   struct pl_results *res; /* rank 0 only */

@@ -51,8 +51,11 @@ static const pl_opt maxbatch_opts[] = {
     {"trial-backend", 0, PL_OPT_ENUM, "auto",
      "backend of the trials (auto: cuda when a GPU is visible)", 0, 0,
      trial_backends},
-    {"trial-timeout", 0, PL_OPT_INT, "1800",
-     "seconds before a trial is killed (0: never)", 0, 1e7, NULL},
+    {"trial-timeout", 0, PL_OPT_STR, "auto",
+     "seconds before a trial is killed: auto (proportional to the trial's "
+     "work: 120 s + its steps at 24*L*N*H*I FLOPs each and a floor rate of "
+     "1e13 FLOP/s on cuda, 1e9 on cpu), a number, or 0 (never)",
+     0, 0, NULL},
     {"max-trials", 0, PL_OPT_INT, "64", "trials per budget at most", 1, 10000,
      NULL},
     PL_BENCH_SCO_OPTS,
@@ -67,8 +70,22 @@ typedef struct search {
   pl_argv base; /* argv up to the per-trial options */
   char **envp;
   int timeout_s, max_trials, ntrials, index;
+  bool timeout_auto;
+  double step_flops; /* per token of a trial's step: 24*L*H*I */
+  double rate;       /* the floor rate of the auto timeout, FLOP/s */
+  int steps;         /* a trial's warm-ups + timed steps */
   const char *budget;
 } search;
+
+/* The auto trial timeout: a floor for start-up and set-up, plus the
+ * trial's steps at a rate far below any device's (1e13 FLOP/s on a GPU,
+ * 1e9 on the CPU backend), so that only a hung or stopped trial reaches it. */
+static int trial_timeout(const search *s, int64_t N) {
+  if (!s->timeout_auto)
+    return s->timeout_s;
+  double t = 120.0 + s->steps * s->step_flops * (double)N / s->rate;
+  return t > 1e7 ? 10000000 : (int)t;
+}
 
 static const char *const trial_cols[] = {"dev_peak_bytes", "host_peak_bytes",
                                          "time_ms", "tok_s_gpu", NULL};
@@ -87,12 +104,13 @@ static pl_status trial_at(pl_bench_ctx *c, search *s, int64_t N, char *status,
   pl_argv_add(&argv, "--point=%s", point);
   snprintf(label, sizeof label, "budget=%s N=%lld", s->budget, (long long)N);
   pl_bench_progress(c, label);
-  pl_status st = pl_trial_run(argv.v, s->envp, s->timeout_s, &t.ex);
+  const int timeout = trial_timeout(s, N);
+  pl_status st = pl_trial_run(argv.v, s->envp, timeout, &t.ex);
   pl_argv_free(&argv);
   s->ntrials++;
   if (st != PL_OK)
     return st;
-  pl_trial_read(s->dir, s->target->name, point, trial_cols, s->timeout_s, &t);
+  pl_trial_read(s->dir, s->target->name, point, trial_cols, timeout, &t);
   pl_row *r = pl_row_new(c);
   pl_row_str(r, "kind", "trial");
   pl_row_str(r, "target", s->target->name);
@@ -161,6 +179,13 @@ static pl_status run_search(pl_bench_ctx *c, search *s, int64_t step,
              "(%lld, %lld)",
              (long long)lo, (long long)hi);
     pl_row_status(r, "ok", note);
+  } else if (strcmp(hi_status, "oom") != 0 && lo > 0) {
+    /* the bound is not a memory bound: a trial failed otherwise */
+    snprintf(note, sizeof note,
+             "largest clean N %lld; the first failing N %lld failed with %s, "
+             "not out of memory (see its trial row): no memory bound found",
+             (long long)lo, (long long)hi, hi_status);
+    pl_row_status(r, "error", note);
   } else if (lo == 0) {
     /* not even N = --step: a result when it is out of memory, else the
      * trials could not run at all (launcher, options): an error */
@@ -269,8 +294,36 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   }
   s->target = pl_bench_find(pl_args_enum_name(a, "bench"));
   PL_ASSERT(s->target != NULL);
-  s->timeout_s = (int)pl_args_int(a, "trial-timeout");
+  const char *tt = pl_args_str(a, "trial-timeout");
+  s->timeout_auto = strcmp(tt, "auto") == 0;
+  if (!s->timeout_auto) {
+    int64_t v;
+    if (pl_parse_i64("--trial-timeout", tt, 0, 10000000, &v) != PL_OK)
+      return pl_set_error(PL_EINVAL,
+                          "--trial-timeout=%s: not allowed (allowed: auto, or "
+                          "seconds 0..10000000; 0: never)",
+                          tt);
+    s->timeout_s = (int)v;
+  }
+  const int tbe = pl_args_enum(a, "trial-backend");
+  const bool gpu =
+      pl_backend_available(PL_BACKEND_CUDA) && pl_cuda_device_count() > 0;
+  s->rate = tbe == 2 || (tbe == 0 && gpu) ? 1e13 : 1e9;
+  s->step_flops = 24.0 * (double)pl_args_int(a, "layers") *
+                  (double)pl_args_int(a, "hidden") *
+                  (double)pl_args_int(a, "ffn");
+  s->steps = (pl_args_given(a, "iters") ? c->iters : 1) +
+             (pl_args_given(a, "warmup") ? c->warmup : 0);
   s->max_trials = (int)pl_args_int(a, "max-trials");
+  /* progress: at most this many trials (doubling from the first N to
+   * --max-tokens, then bisection down to --step), per budget */
+  int bound = 1;
+  for (uint64_t n = first; n <= maxt / 2; n *= 2)
+    bound++;
+  for (uint64_t w = maxt / step; w > 1; w = (w + 1) / 2)
+    bound++;
+  c->npoints = s->nb * (bound < s->max_trials ? bound : s->max_trials);
+  c->npoints_bound = true;
   return PL_OK;
 }
 

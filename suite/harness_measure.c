@@ -128,7 +128,8 @@ void pl_bench_progress(pl_bench_ctx *ctx, const char *label) {
   }
   char of[32] = "";
   if (ctx->npoints > 0)
-    snprintf(of, sizeof of, "/%d", ctx->npoints);
+    snprintf(of, sizeof of, "/%s%d", ctx->npoints_bound ? "<=" : "",
+             ctx->npoints);
   fprintf(stderr, "[%s] point %d%s  elapsed %.1fs  ETA %s  %s\n",
           ctx->bench->name, ctx->point, of, el, eta, label ? label : "");
   fflush(stderr);

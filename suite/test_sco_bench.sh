@@ -14,8 +14,8 @@
 #    the one at the clean N ok, budget all fits more than budget 0; each trial's
 #    own result file exists;
 #  - a trial that crashes (SIGSEGV from a launcher wrapper above some N) does
-#    not kill the search: its rows say error/signal and the bound is still
-#    found;
+#    not kill the search: its rows say error/signal, the largest clean N is
+#    still found, and the summary is an error (a crash is no memory bound);
 #  - pl_report_sco (through `plateau report` when wired) is covered by
 #    build/tests/suite/test_report_sco.
 # Usage: BUILD=build bash suite/test_sco_bench.sh   (run from anywhere)
@@ -171,9 +171,13 @@ out=$tmp/crash
 if "$BIN" bench maxbatch --preset small --step 128 --start 128 --budgets 0 --launcher "$tmp/crash.sh" -o "$out" \
   >"$tmp/crash.log" 2>"$tmp/crash.err"; then
   f=$(ls "$out"/maxbatch.*.tsv | head -1)
-  lo=$(check_search "$f" 0 128)
-  [[ $lo == 384 ]] && pass || fail "crash search: largest clean N $lo (want 384)"
-  grep -q "killed by signal 11" "$f" && pass || fail "crash search: no 'killed by signal 11' row"
+  # a crash is an error, not a memory bound: the summary says so
+  sum=$(rows "$f" | awk -F'\t' -v k="$(col "$f" kind)" '$k == "summary"')
+  [[ $(echo "$sum" | cut -f"$(col "$f" max_ok_tokens)") == 384 &&
+     $(echo "$sum" | cut -f"$(col "$f" first_fail_tokens)") == 512 &&
+     $(echo "$sum" | cut -f"$(col "$f" status)") == error ]] && pass ||
+    fail "crash search: summary $sum (want 384, 512, error)"
+  grep -q $'error\tskip\tkilled by signal 11' "$f" && pass || fail "crash search: no 'killed by signal 11' error row"
 else
   fail "crash search: exit $?"; tail -20 "$tmp/crash.err"
 fi

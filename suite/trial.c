@@ -6,12 +6,14 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -177,12 +179,183 @@ static void nap(long ns) {
   nanosleep(&(struct timespec){0, ns}, NULL);
 }
 
-/* A stop signal to us goes to the running trial's group. */
-static volatile sig_atomic_t trial_pgid, got_signal;
+/* ---- the guard -------------------------------------------------------------
+ * Every trial runs under a guard: this program started again as
+ * `plateau __trial-guard TIMEOUT -- argv...` (an image of its own, not a fork
+ * of the MPI process).  The guard
+ *  - asks the kernel for SIGTERM when the search dies, however it dies
+ *    (PR_SET_PDEATHSIG: a kill -9 of the search included);
+ *  - is a child subreaper (PR_SET_CHILD_SUBREAPER): every process the trial
+ *    starts and orphans (an MPI launcher's ranks, which Open MPI puts in
+ *    process groups of their own, a daemon that double-forks) becomes its
+ *    child instead of init's, so it can find them all in /proc;
+ *  - runs the trial in a process group of its own, waits, and on a stop
+ *    signal, the search's death or the timeout kills every descendant
+ *    (SIGTERM, SIGKILL 5 s later) and reaps them; after a normal exit it
+ *    kills whatever the trial left behind;
+ *  - writes what happened to fd 3 ("exit N", "signal S", "timeout",
+ *    "stopped S", "nostart ERRNO") for the search. */
+#define GUARD_CMD "__trial-guard"
+
+static volatile sig_atomic_t guard_stop;
+static void guard_on_signal(int sig) {
+  guard_stop = sig;
+}
+
+/* Our descendants from /proc: pids whose parent chain reaches us.  At most
+ * max; returns the count. */
+static int descendants(pid_t *out, int max) {
+  enum { CAP = 32768 };
+  static pid_t pid[CAP], ppid[CAP];
+  int n = 0;
+  DIR *d = opendir("/proc");
+  if (!d)
+    return 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL && n < CAP) {
+    char *end;
+    long p = strtol(e->d_name, &end, 10);
+    if (*end || p <= 0)
+      continue;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", p);
+    FILE *f = fopen(path, "r");
+    if (!f)
+      continue;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    char *rp = strrchr(buf, ')'); /* the name may hold spaces and ')' */
+    int pp = 0;
+    char st;
+    if (!rp || sscanf(rp + 1, " %c %d", &st, &pp) != 2)
+      continue;
+    pid[n] = (pid_t)p;
+    ppid[n] = (pid_t)pp;
+    n++;
+  }
+  closedir(d);
+  const pid_t me = getpid();
+  int k = 0;
+  for (int i = 0; i < n && k < max; i++) {
+    pid_t q = ppid[i];
+    for (int hops = 0; q > 1 && q != me && hops < 64; hops++) {
+      int j = 0;
+      while (j < n && pid[j] != q)
+        j++;
+      q = j < n ? ppid[j] : 0;
+    }
+    if (q == me)
+      out[k++] = pid[i];
+  }
+  return k;
+}
+
+static void reap_all(void) {
+  while (waitpid(-1, NULL, WNOHANG) > 0) {
+  }
+}
+
+/* SIGTERM to every descendant, SIGKILL to those left after grace_s; the
+ * orphans are our children (subreaper) and are reaped. */
+static void kill_descendants(double grace_s) {
+  pid_t d[4096];
+  int n = descendants(d, 4096);
+  for (int i = 0; i < n; i++)
+    kill(d[i], SIGTERM);
+  double t0 = now_s();
+  while (n > 0 && now_s() - t0 < grace_s) {
+    nap(20000000);
+    reap_all();
+    n = descendants(d, 4096);
+  }
+  for (int round = 0; round < 50 && n > 0; round++) {
+    for (int i = 0; i < n; i++)
+      kill(d[i], SIGKILL);
+    nap(20000000);
+    reap_all();
+    n = descendants(d, 4096);
+  }
+}
+
+int pl_trial_guard_main(int argc, char **argv) {
+  /* argv: plateau __trial-guard TIMEOUT -- trial... */
+  if (argc < 5 || strcmp(argv[1], GUARD_CMD) || strcmp(argv[3], "--"))
+    return 2;
+  const double timeout_s = atof(argv[2]);
+  char **targv = argv + 4;
+  FILE *rep = fdopen(3, "w");
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+  for (int i = 0; i < 3; i++) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = guard_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sigs[i], &sa, NULL);
+  }
+  if (getppid() == 1) /* the search died before we could ask to be told */
+    guard_stop = SIGTERM;
+  pid_t pid = guard_stop ? -1 : fork();
+  if (pid == 0) {
+    setpgid(0, 0); /* a stop signal to a terminal's group is ours to pass */
+    for (int i = 0; i < 3; i++)
+      signal(sigs[i], SIG_DFL);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    dup2(2, 1); /* its table: the search's stderr */
+    close(3);
+    execvp(targv[0], targv);
+    fprintf(stderr, "plateau: cannot start %s: %s\n", targv[0],
+            strerror(errno));
+    _exit(127);
+  }
+  int ws = 0, err = errno;
+  const char *what = NULL;
+  double t0 = now_s();
+  while (pid > 0) {
+    pid_t w = waitpid(pid, &ws, WNOHANG);
+    if (w == pid)
+      break;
+    if (w < 0 && errno != EINTR) {
+      what = "nostart";
+      break;
+    }
+    if (guard_stop) {
+      what = "stopped";
+      break;
+    }
+    if (timeout_s > 0 && now_s() - t0 > timeout_s) {
+      what = "timeout";
+      break;
+    }
+    nap(20000000);
+  }
+  /* what the trial left running (stray daemons, orphaned ranks), or the
+   * whole trial on a stop or a timeout */
+  kill_descendants(what ? 5.0 : 2.0);
+  if (rep) {
+    if (pid < 0 && !guard_stop)
+      fprintf(rep, "nostart %d\n", err);
+    else if (what && strcmp(what, "stopped") == 0)
+      fprintf(rep, "stopped %d\n", (int)guard_stop);
+    else if (what)
+      fprintf(rep, "%s 0\n", what);
+    else if (WIFSIGNALED(ws))
+      fprintf(rep, "signal %d\n", WTERMSIG(ws));
+    else
+      fprintf(rep, "exit %d\n", WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+    fclose(rep);
+  }
+  return 0;
+}
+
+/* A stop signal to the search goes to the running trial's guard. */
+static volatile sig_atomic_t guard_pid, got_signal;
 static void on_signal(int sig) {
   got_signal = sig;
-  if (trial_pgid > 0)
-    kill(-(pid_t)trial_pgid, SIGTERM);
+  if (guard_pid > 0)
+    kill((pid_t)guard_pid, SIGTERM);
 }
 static const int fwd_signals[] = {SIGINT, SIGTERM, SIGHUP};
 static void forward_signals(bool on, struct sigaction *old) {
@@ -199,80 +372,100 @@ static void forward_signals(bool on, struct sigaction *old) {
   }
 }
 
-/* SIGTERM to the group, SIGKILL after 10 s, reaped. */
-static void stop(pid_t pid, int *ws) {
-  kill(-pid, SIGTERM);
-  double t1 = now_s();
-  while (waitpid(pid, ws, WNOHANG) == 0 && now_s() - t1 < 10)
-    nap(50000000);
-  kill(-pid, SIGKILL);
-  waitpid(pid, ws, 0);
-}
-
 pl_status pl_trial_run(char *const *argv, char **envp, int timeout_s,
                        pl_trial_exit *out) {
   memset(out, 0, sizeof *out);
+  out->code = -1;
+  char exe[1024];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0)
+    return pl_set_error(PL_ERUNTIME, "cannot find this program "
+                                     "(/proc/self/exe) to guard the trial");
+  exe[n] = '\0';
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return pl_set_error(PL_ERUNTIME, "pipe: %s", strerror(errno));
+  pl_argv g = {0};
+  char tmo[32];
+  snprintf(tmo, sizeof tmo, "%d", timeout_s);
+  pl_argv_add(&g, "%s", exe);
+  pl_argv_add(&g, "%s", GUARD_CMD);
+  pl_argv_add(&g, "%s", tmo);
+  pl_argv_add(&g, "--");
+  for (int i = 0; argv[i]; i++)
+    pl_argv_add(&g, "%s", argv[i]);
   posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, 2, 1); /* its table: our stderr */
-  posix_spawnattr_init(&at);
-  posix_spawnattr_setpgroup(&at, 0); /* a timeout kills the whole launch */
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 3); /* its report */
   fflush(stdout);
   fflush(stderr);
-  pid_t pid;
   struct sigaction old[3];
   got_signal = 0;
   forward_signals(true, old);
-  int rc = posix_spawnp(&pid, argv[0], &fa, &at, argv, envp);
+  pid_t pid;
+  int rc = posix_spawn(&pid, exe, &fa, NULL, g.v, envp);
   posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
+  pl_argv_free(&g);
+  close(fds[1]);
   if (rc != 0) {
     forward_signals(false, old);
-    return pl_set_error(PL_ERUNTIME, "cannot start %s: %s", argv[0],
-                        strerror(rc));
+    close(fds[0]);
+    return pl_set_error(PL_ERUNTIME, "cannot start the trial's guard %s: %s",
+                        exe, strerror(rc));
   }
-  trial_pgid = pid;
+  guard_pid = pid;
   if (got_signal)
-    kill(-pid, SIGTERM); /* arrived while it was starting */
-  double t0 = now_s(), sig_at = 0;
+    kill(pid, SIGTERM); /* arrived while it was starting */
   int ws = 0;
+  double sig_at = 0;
   for (;;) {
     pid_t w = waitpid(pid, &ws, WNOHANG);
     if (w == pid)
       break;
     if (w < 0 && errno != EINTR) {
-      trial_pgid = 0;
+      guard_pid = 0;
       forward_signals(false, old);
+      close(fds[0]);
       return pl_set_error(PL_ERUNTIME, "waitpid: %s", strerror(errno));
     }
     if (got_signal && sig_at == 0)
       sig_at = now_s();
-    if (sig_at > 0 && now_s() - sig_at > 10) { /* it ignored SIGTERM */
-      kill(-pid, SIGKILL);
+    if (sig_at > 0 && now_s() - sig_at > 30) { /* a guard that hangs */
+      kill(pid, SIGKILL);
       waitpid(pid, &ws, 0);
-      break;
-    }
-    if (timeout_s > 0 && now_s() - t0 > timeout_s) {
-      out->timed_out = true;
-      stop(pid, &ws);
       break;
     }
     nap(20000000);
   }
-  trial_pgid = 0;
+  guard_pid = 0;
   forward_signals(false, old);
-  if (got_signal) { /* we were told to stop */
+  char rep[64] = "";
+  ssize_t r = read(fds[0], rep, sizeof rep - 1);
+  close(fds[0]);
+  rep[r > 0 ? r : 0] = '\0';
+  char what[16] = "";
+  int v = 0;
+  sscanf(rep, "%15s %d", what, &v);
+  if (got_signal) { /* we were told to stop: the trial is gone */
     int sig = got_signal;
     fprintf(stderr, "plateau: %s: the trial was stopped; stopping\n",
             strsignal(sig));
     raise(sig); /* the previous disposition: normally the end of us */
     return pl_set_error(PL_ERUNTIME, "stopped by %s", strsignal(sig));
   }
-  out->code = WIFEXITED(ws)     ? WEXITSTATUS(ws)
-              : WIFSIGNALED(ws) ? -WTERMSIG(ws)
-                                : -1;
+  if (strcmp(what, "exit") == 0)
+    out->code = v;
+  else if (strcmp(what, "signal") == 0)
+    out->code = -v;
+  else if (strcmp(what, "timeout") == 0)
+    out->timed_out = true;
+  else if (strcmp(what, "nostart") == 0)
+    return pl_set_error(PL_ERUNTIME, "cannot start %s: %s", argv[0],
+                        strerror(v));
+  else
+    return pl_set_error(PL_ERUNTIME,
+                        "the trial's guard ended without a report (%s)",
+                        WIFSIGNALED(ws) ? strsignal(WTERMSIG(ws)) : "exit");
   return PL_OK;
 }
 
@@ -329,21 +522,26 @@ void pl_trial_read(const char *dir, const char *bench, const char *point,
   t->ex = ex;
   child_rows(dir, bench, point, cols, t);
   const int code = ex.code;
+  /* Only the trial's own rows say out of memory (the tracked allocator's
+   * status); a signal is an error whatever it is, SIGKILL included (the
+   * host's OOM killer is one sender among many: a person, a scheduler). */
   if (ex.timed_out) {
     snprintf(t->status, sizeof t->status, "error");
-    snprintf(t->note, sizeof t->note, "killed after --trial-timeout=%d s",
-             timeout_s);
-  } else if (code < 0 && code != -1) {
-    int sig = -code;
-    snprintf(t->status, sizeof t->status, sig == SIGKILL ? "oom" : "error");
-    snprintf(t->note, sizeof t->note, "killed by signal %d (%s)%s", sig,
-             strsignal(sig),
-             sig == SIGKILL ? ": taken as the host's OOM killer" : "");
-  } else if (!t->status[0] && code == 128 + SIGKILL) { /* a launcher's rank */
-    snprintf(t->status, sizeof t->status, "oom");
     snprintf(t->note, sizeof t->note,
-             "exit 137 and no rows: a rank killed by "
-             "SIGKILL, taken as the host's OOM killer");
+             "killed after the trial timeout of %d s (--trial-timeout)",
+             timeout_s);
+  } else if (code < -1) {
+    int sig = -code;
+    snprintf(t->status, sizeof t->status, "error");
+    snprintf(t->note, sizeof t->note, "killed by signal %d (%s)", sig,
+             strsignal(sig));
+  } else if (code > 128 && code < 128 + 65 && strcmp(t->status, "oom") != 0) {
+    /* a launcher reporting a rank killed by a signal (mpirun: 128 + s) */
+    int sig = code - 128;
+    snprintf(t->status, sizeof t->status, "error");
+    snprintf(t->note, sizeof t->note,
+             "exit %d: a rank killed by signal %d (%s)", code, sig,
+             strsignal(sig));
   } else if (!t->status[0]) {
     snprintf(t->status, sizeof t->status, "error");
     snprintf(t->note, sizeof t->note,

@@ -40,20 +40,27 @@ typedef struct pl_trial_exit {
   bool timed_out; /* killed after timeout_s */
 } pl_trial_exit;
 
-/* Run argv (argv[0] looked up in PATH) with envp in its own process group,
- * its stdout to our stderr; kill the group after timeout_s (0: never).  A
- * SIGINT/SIGTERM/SIGHUP to us is passed on to the group, then re-raised
- * here (normally the end of this process).  PL_ERUNTIME when it cannot
- * start. */
+/* Run argv (argv[0] looked up in PATH) with envp under a guard (this
+ * program again as `plateau __trial-guard`, trial.c): the trial in its own
+ * process group, its stdout to our stderr; after timeout_s (0: never), on a
+ * SIGINT/SIGTERM/SIGHUP to us (passed on, then re-raised here: normally
+ * the end of this process) or when this process dies however it dies (kill
+ * -9 included), the guard kills every process the trial started (an MPI
+ * launcher's ranks and daemons in process groups of their own included)
+ * and reaps them.  PL_ERUNTIME when it cannot start. */
 pl_status pl_trial_run(char *const *argv, char **envp, int timeout_s,
                        pl_trial_exit *out);
+/* `plateau __trial-guard TIMEOUT -- argv...` (main.c, before anything else):
+ * the guard's own process; its report goes to fd 3.  Returns its exit. */
+int pl_trial_guard_main(int argc, char **argv);
 
 /* What one trial did: the status of its rows (the first row, or the first
  * failing one), their note and the values of the columns asked for, the
- * ranks it ran on, its result file; classified with its exit: a trial killed
- * after the timeout or by a signal is an error (SIGKILL, or a launcher's exit
- * 137 without rows: oom, the host's OOM killer), one with no rows or a
- * failing exit with ok rows an error. */
+ * ranks it ran on, its result file; classified with its exit: only the
+ * trial's own oom rows (the allocator's status) are oom; a trial killed by
+ * any signal (SIGKILL included, or a launcher's exit 128 + s) or after the
+ * timeout is an error naming it, one with no rows or a failing exit with
+ * ok rows an error. */
 #define PL_TRIAL_MAX_COLS 8
 typedef struct pl_trial_result {
   pl_trial_exit ex;
