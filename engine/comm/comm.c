@@ -29,7 +29,22 @@
  * FUNNELED (engine/comm/test_timeout.sh checks it under mpirun).  If
  * MPI_Abort ever returns, the process _exit(3)s, which the launcher also turns
  * into a job abort.  A SIGALRM armed before ncclCommAbort guards against an
- * abort that itself hangs. */
+ * abort that itself hangs.
+ *
+ * Deadlines: PLATEAU_COMM_TIMEOUT=S (or pl_comm_set_timeout) gives every
+ * operation exactly S seconds.  Unset, an operation gets a floor of 120 s
+ * plus 1 s per 100 MB it moves (rank skew before a collective, a set-up or
+ * a reference check on one rank, is what the floor covers; the allowance
+ * is 10x below the slowest interconnect we run on, so a large transfer
+ * never trips it).  Half way to the deadline the watchdog says once that
+ * the operation is still waiting and when it will abort.
+ *
+ * Waiting: MPI's blocking calls busy-poll, so the survivor of a stopped
+ * (not killed) rank burned a core until the deadline.  Every MPI data
+ * operation is issued non-blocking and completed by mpi_wait: MPI_Test in a
+ * tight loop for the first 100 ms (a synchronized collective returns as
+ * fast as a blocking one: the timed runs are unchanged), then sleeps that
+ * grow to 5 ms between tests (a waiting rank costs a few % of a core). */
 #include "comm/comm_internal.h"
 
 #include <errno.h>
@@ -54,7 +69,10 @@ static pl_status g_init_status; /* its result (pl_init is idempotent)      */
 static char g_init_msg[512];    /* its message when it failed              */
 static int g_we_init_mpi;       /* pl_init called MPI_Init_thread          */
 static int g_world_rank = 0, g_world_size = 1;
-static double g_default_timeout = 300.0;
+/* Deadline floor and per-byte allowance (see the header): with
+ * PLATEAU_COMM_TIMEOUT set, g_bytes_per_s is 0 (no allowance). */
+static double g_default_timeout = 120.0;
+static double g_bytes_per_s = 1e8;
 static MPI_Op g_bf16_op[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
 
 static uint64_t now_ns(void) {
@@ -79,7 +97,8 @@ typedef struct watch {
   char op[32];
   int group, rank;
   double timeout_s;
-  uint64_t deadline_ns;
+  uint64_t start_ns, deadline_ns;
+  int warned;    /* the half-way note was printed                         */
   void *event;   /* cudaEvent_t for an enqueued NCCL op; NULL for blocking */
   int ordinal;   /* its GPU                                                */
   const pl_comm *comm;
@@ -135,6 +154,17 @@ static void *watch_main(void *arg) {
       }
 #endif
       if (now > w->deadline_ns) watch_fire(w, 1);
+      if (!w->warned &&
+          now > w->start_ns + (w->deadline_ns - w->start_ns) / 2) {
+        w->warned = 1;
+        fprintf(stderr,
+                "[r%d warn] pl_comm: %s (group of %d, rank %d) waiting for "
+                "%.0f s; aborting all ranks at %g s (PLATEAU_COMM_TIMEOUT "
+                "sets the deadline)\n",
+                g_world_rank, w->op, w->group, w->rank,
+                (double)(now - w->start_ns) / 1e9, w->timeout_s);
+        fflush(stderr);
+      }
     }
     pthread_mutex_unlock(&g_wlock);
     nanosleep(&tick, NULL);
@@ -169,7 +199,8 @@ static void watch_fill(watch *w, const pl_comm *c, const char *op,
   w->group = c ? c->size : g_world_size;
   w->rank = c ? c->rank : g_world_rank;
   w->timeout_s = timeout_s;
-  w->deadline_ns = now_ns() + (uint64_t)(timeout_s * 1e9);
+  w->start_ns = now_ns();
+  w->deadline_ns = w->start_ns + (uint64_t)(timeout_s * 1e9);
   w->comm = c;
   w->nccl = c ? c->nccl : NULL;
   w->ordinal = c && c->dev ? c->dev->ordinal : 0;
@@ -190,8 +221,38 @@ static int watch_begin_t(const pl_comm *c, const char *op, double timeout_s) {
   return slot;
 }
 
+/* The deadline of an operation moving `bytes` on c (see the header). */
+static double deadline_s(const pl_comm *c, double bytes) {
+  const double base = c ? c->timeout_s : g_default_timeout;
+  const double rate = c ? c->bytes_per_s : g_bytes_per_s;
+  return rate > 0 ? base + bytes / rate : base;
+}
+
 int pl__watch_begin(const pl_comm *c, const char *op) {
-  return watch_begin_t(c, op, c ? c->timeout_s : g_default_timeout);
+  return watch_begin_t(c, op, deadline_s(c, 0));
+}
+
+static int watch_begin_n(const pl_comm *c, const char *op, double bytes) {
+  return watch_begin_t(c, op, deadline_s(c, bytes));
+}
+
+/* Complete the requests without busy-polling a core for long: MPI_Test in a
+ * tight loop for 100 ms, then sleeps growing from 50 us to 5 ms. */
+static int mpi_wait(int n, MPI_Request *req, MPI_Status *st) {
+  const uint64_t t0 = now_ns(), spin_ns = 100 * 1000 * 1000;
+  long nap_ns = 50 * 1000;
+  for (;;) {
+    int done = 0;
+    int rc = MPI_Testall(n, req, &done, st ? st : MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS || done)
+      return rc;
+    if (now_ns() - t0 < spin_ns)
+      continue;
+    struct timespec ts = {0, nap_ns};
+    nanosleep(&ts, NULL);
+    if (nap_ns < 5 * 1000 * 1000)
+      nap_ns *= 2;
+  }
 }
 
 void pl__watch_end(int slot) {
@@ -342,6 +403,7 @@ pl_status pl_init(int *argc, char ***argv) {
                                     "of seconds > 0",
                                     t));
     g_default_timeout = v;
+    g_bytes_per_s = 0; /* exactly the deadline asked for */
   }
 
   /* The silent single-rank launch: `sbatch -n 4` running the program
@@ -426,6 +488,7 @@ static pl_status comm_make(MPI_Comm m, pl_dev *dev, double timeout_s,
   c->mpi = m;
   c->dev = dev;
   c->timeout_s = timeout_s;
+  c->bytes_per_s = g_bytes_per_s;
   MPI_Comm_rank(m, &c->rank);
   MPI_Comm_size(m, &c->size);
   pl_status st = mpi_check(MPI_Comm_set_errhandler(m, MPI_ERRORS_RETURN),
@@ -475,7 +538,10 @@ pl_status pl_comm_split(pl_comm *c, int color, int key, pl_comm **out) {
   pl__watch_end(w);
   PL_TRY(st);
   if (m == MPI_COMM_NULL) return PL_OK;
-  return comm_make(m, c->dev, c->timeout_s, out);
+  pl_status st2 = comm_make(m, c->dev, c->timeout_s, out);
+  if (st2 == PL_OK)
+    (*out)->bytes_per_s = c->bytes_per_s;
+  return st2;
 }
 
 void pl_comm_destroy(pl_comm *c) {
@@ -502,6 +568,7 @@ pl_status pl_comm_set_timeout(pl_comm *c, double seconds) {
                         "and > 0",
                         seconds);
   c->timeout_s = seconds;
+  c->bytes_per_s = 0; /* exactly the deadline asked for */
   return PL_OK;
 }
 
@@ -589,9 +656,12 @@ pl_status pl_allreduce(pl_comm *c, const void *send, void *recv, size_t count,
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
-  int w = pl__watch_begin(c, "allreduce");
-  int rc = MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count,
-                         mpi_type(dt), mpi_op(dt, op), c->mpi);
+  int w = watch_begin_n(c, "allreduce", (double)count * esize(dt));
+  MPI_Request rq;
+  int rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count,
+                          mpi_type(dt), mpi_op(dt, op), c->mpi, &rq);
+  if (rc == MPI_SUCCESS)
+    rc = mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, fn);
 }
@@ -611,9 +681,12 @@ pl_status pl_allgather(pl_comm *c, const void *send, void *recv, size_t count,
   if (count && send == (const char *)recv + (size_t)c->rank * count *
                                                 esize(dt))
     sb = MPI_IN_PLACE;
-  int w = pl__watch_begin(c, "allgather");
-  int rc = MPI_Allgather(sb, (int)count, mpi_type(dt), recv, (int)count,
-                         mpi_type(dt), c->mpi);
+  int w = watch_begin_n(c, "allgather", (double)count * esize(dt) * c->size);
+  MPI_Request rq;
+  int rc = MPI_Iallgather(sb, (int)count, mpi_type(dt), recv, (int)count,
+                          mpi_type(dt), c->mpi, &rq);
+  if (rc == MPI_SUCCESS)
+    rc = mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, fn);
 }
@@ -634,17 +707,22 @@ pl_status pl_reduce_scatter(pl_comm *c, const void *send, void *recv,
   size_t bytes = count * esize(dt);
   int inplace = count && (const char *)recv ==
                              (const char *)send + (size_t)c->rank * bytes;
-  int w = pl__watch_begin(c, "reduce_scatter");
+  int w = watch_begin_n(c, "reduce_scatter", (double)bytes * c->size);
   int rc;
+  MPI_Request rq;
   if (inplace) {
     /* MPI_IN_PLACE takes the input from recvbuf and leaves block `rank`'s
      * result at its start: run it on send, then move the block home. */
-    rc = MPI_Reduce_scatter_block(MPI_IN_PLACE, (void *)send, (int)count,
-                                  mpi_type(dt), mpi_op(dt, op), c->mpi);
+    rc = MPI_Ireduce_scatter_block(MPI_IN_PLACE, (void *)send, (int)count,
+                                   mpi_type(dt), mpi_op(dt, op), c->mpi, &rq);
+    if (rc == MPI_SUCCESS)
+      rc = mpi_wait(1, &rq, NULL);
     if (rc == MPI_SUCCESS && c->rank != 0) memmove(recv, send, bytes);
   } else {
-    rc = MPI_Reduce_scatter_block(send, recv, (int)count, mpi_type(dt),
-                                  mpi_op(dt, op), c->mpi);
+    rc = MPI_Ireduce_scatter_block(send, recv, (int)count, mpi_type(dt),
+                                   mpi_op(dt, op), c->mpi, &rq);
+    if (rc == MPI_SUCCESS)
+      rc = mpi_wait(1, &rq, NULL);
   }
   pl__watch_end(w);
   return mpi_check(rc, fn);
@@ -690,9 +768,12 @@ pl_status pl_alltoallv(pl_comm *c, const void *send, const size_t *scounts,
       iv[a * P + d] = (int)src[a][d];
     }
   if (st == PL_OK) {
-    int w = pl__watch_begin(c, "alltoallv");
-    int rc = MPI_Alltoallv(send, iv, iv + P, mpi_type(dt), recv, iv + 2 * P,
-                           iv + 3 * P, mpi_type(dt), c->mpi);
+    int w = watch_begin_n(c, "alltoallv", (double)(stot + rtot) * esize(dt));
+    MPI_Request rq;
+    int rc = MPI_Ialltoallv(send, iv, iv + P, mpi_type(dt), recv, iv + 2 * P,
+                            iv + 3 * P, mpi_type(dt), c->mpi, &rq);
+    if (rc == MPI_SUCCESS)
+      rc = mpi_wait(1, &rq, NULL);
     pl__watch_end(w);
     st = mpi_check(rc, fn);
   }
@@ -716,15 +797,22 @@ pl_status pl_sendrecv(pl_comm *c, const void *send, size_t scount, int dst,
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "scount", scount));
   PL_TRY(check_int(fn, "rcount", rcount));
-  MPI_Status status;
-  int w = pl__watch_begin(c, "sendrecv");
-  int rc = MPI_Sendrecv(send, (int)scount, mpi_type(dt), dst, PL_SENDRECV_TAG,
-                        recv, (int)rcount, mpi_type(dt), src, PL_SENDRECV_TAG,
-                        c->mpi, &status);
+  MPI_Status status[2];
+  MPI_Request rq[2];
+  int w = watch_begin_n(c, "sendrecv", (double)(scount + rcount) * esize(dt));
+  int rc = MPI_Irecv(recv, (int)rcount, mpi_type(dt), src, PL_SENDRECV_TAG,
+                     c->mpi, &rq[0]);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Isend(send, (int)scount, mpi_type(dt), dst, PL_SENDRECV_TAG,
+                   c->mpi, &rq[1]);
+  else
+    rq[1] = MPI_REQUEST_NULL;
+  if (rc == MPI_SUCCESS)
+    rc = mpi_wait(2, rq, status);
   pl__watch_end(w);
   PL_TRY(mpi_check(rc, fn));
   int got = 0;
-  MPI_Get_count(&status, mpi_type(dt), &got);
+  MPI_Get_count(&status[0], mpi_type(dt), &got);
   if ((size_t)got != rcount)
     return pl_set_error(PL_ECOMM, "%s: expected %zu elements from rank %d, "
                         "received %d", fn, rcount, src, got);
@@ -742,8 +830,11 @@ pl_status pl_broadcast(pl_comm *c, void *buf, size_t count, pl_dtype dt,
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
-  int w = pl__watch_begin(c, "broadcast");
-  int rc = MPI_Bcast(buf, (int)count, mpi_type(dt), root, c->mpi);
+  int w = watch_begin_n(c, "broadcast", (double)count * esize(dt));
+  MPI_Request rq;
+  int rc = MPI_Ibcast(buf, (int)count, mpi_type(dt), root, c->mpi, &rq);
+  if (rc == MPI_SUCCESS)
+    rc = mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, fn);
 }
@@ -751,7 +842,10 @@ pl_status pl_broadcast(pl_comm *c, void *buf, size_t count, pl_dtype dt,
 pl_status pl_barrier(pl_comm *c) {
   if (!c) return pl_set_error(PL_EINVAL, "pl_barrier: c is NULL");
   int w = pl__watch_begin(c, "barrier");
-  int rc = MPI_Barrier(c->mpi);
+  MPI_Request rq;
+  int rc = MPI_Ibarrier(c->mpi, &rq);
+  if (rc == MPI_SUCCESS)
+    rc = mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, "pl_barrier");
 }
@@ -767,7 +861,10 @@ static pl_status host_allreduce(const char *fn, const char *op_name,
   PL_TRY(check_int(fn, "n", n));
   MPI_Op o = op == PL_RED_SUM ? MPI_SUM : op == PL_RED_MAX ? MPI_MAX : MPI_MIN;
   int w = pl__watch_begin(c, op_name);
-  int rc = MPI_Allreduce(MPI_IN_PLACE, vals, (int)n, t, o, c->mpi);
+  MPI_Request rq;
+  int rc = MPI_Iallreduce(MPI_IN_PLACE, vals, (int)n, t, o, c->mpi, &rq);
+  if (rc == MPI_SUCCESS)
+    rc = mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, fn);
 }
@@ -792,8 +889,11 @@ pl_status pl_host_allgather_i64(pl_comm *c, const int64_t *send, size_t n,
   PL_TRY(check_buf(fn, "recv", recv, n));
   PL_TRY(check_int(fn, "n", n));
   int w = pl__watch_begin(c, "host_allgather_i64");
-  int rc = MPI_Allgather(send, (int)n, MPI_INT64_T, recv, (int)n, MPI_INT64_T,
-                         c->mpi);
+  MPI_Request rq;
+  int rc = MPI_Iallgather(send, (int)n, MPI_INT64_T, recv, (int)n, MPI_INT64_T,
+                          c->mpi, &rq);
+  if (rc == MPI_SUCCESS)
+    rc = mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, fn);
 }
@@ -806,8 +906,11 @@ pl_status pl_host_alltoall_i64(pl_comm *c, const int64_t *send, size_t n,
   PL_TRY(check_buf(fn, "recv", recv, n));
   PL_TRY(check_int(fn, "n", n));
   int w = pl__watch_begin(c, "host_alltoall_i64");
-  int rc = MPI_Alltoall(send, (int)n, MPI_INT64_T, recv, (int)n, MPI_INT64_T,
-                        c->mpi);
+  MPI_Request rq;
+  int rc = MPI_Ialltoall(send, (int)n, MPI_INT64_T, recv, (int)n, MPI_INT64_T,
+                         c->mpi, &rq);
+  if (rc == MPI_SUCCESS)
+    rc = mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, fn);
 }
@@ -818,8 +921,11 @@ pl_status pl_host_bcast(pl_comm *c, void *buf, size_t bytes, int root) {
   PL_TRY(check_rank(fn, "root", root, c));
   PL_TRY(check_buf(fn, "buf", buf, bytes));
   PL_TRY(check_int(fn, "bytes", bytes));
-  int w = pl__watch_begin(c, "host_bcast");
-  int rc = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi);
+  int w = watch_begin_n(c, "host_bcast", (double)bytes);
+  MPI_Request rq;
+  int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, c->mpi, &rq);
+  if (rc == MPI_SUCCESS)
+    rc = mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, fn);
 }

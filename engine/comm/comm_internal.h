@@ -20,7 +20,8 @@ struct pl_comm {
   MPI_Comm mpi;     /* a duplicate: our traffic never matches the user's */
   int rank, size;   /* in this group                                      */
   pl_dev *dev;      /* borrowed; must outlive the communicator           */
-  double timeout_s; /* watchdog deadline for each later operation        */
+  double timeout_s; /* watchdog deadline (floor) of each later operation */
+  double bytes_per_s; /* + bytes / this (0: the deadline is timeout_s)   */
   void *nccl;       /* ncclComm_t when dev is CUDA, else NULL            */
 };
 

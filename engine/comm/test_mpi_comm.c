@@ -8,19 +8,25 @@
  * (all-gather, all-to-all-v, send/recv, broadcast) must be bit-exact;
  * max/min reductions and integer sums exact; float sums within the rounding
  * bound of P-1 combining steps: (P-1)·u·Σ|x| with u = 2^-24 (f32) or 2^-8
- * (bf16, which rounds at each step on MPI and NCCL alike).  A failing check reports the first bad index and
- * the max abs/rel error.  Checks are "soft" inside a test (counted, asserted
- * at its end) so every rank keeps issuing the same collectives in step.
+ * (bf16, which rounds at each step on MPI and NCCL alike).  A failing check
+ * reports the first bad index and the max abs/rel error.  Checks are "soft"
+ * inside a test (counted, asserted at its end) so every rank keeps issuing the
+ * same collectives in step.
  *
  * Hidden modes for engine/comm/test_timeout.sh (env PLATEAU_TEST_MODE):
  *   hang  rank 0 skips one collective (PLATEAU_TEST_HANG_OP: barrier |
  *         allreduce; PLATEAU_TEST_BACKEND: cpu | cuda) under a 2 s timeout,
  *         so the watchdog of the other ranks must abort the job;
  *   init  only pl_init: prints its refusal and exits 2 (the SLURM_NTASKS
- *         check), or prints "init ok" and exits 0. */
+ *         check), or prints "init ok" and exits 0;
+ *   stop  rank 0 stops itself (SIGSTOP) before a barrier; the others write
+ *         their pid to PLATEAU_TEST_PIDFILE.<rank> and wait in the barrier
+ *         under the default deadline (PLATEAU_COMM_TIMEOUT), so that the
+ *         test can measure what a survivor costs while it waits. */
 #include <check.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -754,12 +760,48 @@ static int mode_hang(int *argc, char ***argv) {
   return 0;
 }
 
+static int mode_stop(int *argc, char ***argv) {
+  if (pl_init(argc, argv) != PL_OK) {
+    fprintf(stderr, "%s\n", pl_last_error());
+    return 2;
+  }
+  pl_dev *dev = NULL;
+  pl_comm *c = NULL;
+  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
+      pl_comm_world(dev, &c) != PL_OK) {
+    fprintf(stderr, "stop probe set-up: %s\n", pl_last_error());
+    return 3;
+  }
+  pl_barrier(c); /* everyone is up */
+  if (pl_world_rank() == 0) {
+    fprintf(stderr, "stop probe: rank 0 stops\n");
+    raise(SIGSTOP);
+    return 0;
+  }
+  const char *pf = getenv("PLATEAU_TEST_PIDFILE");
+  if (pf) {
+    char path[512];
+    snprintf(path, sizeof path, "%s.%d", pf, pl_world_rank());
+    FILE *f = fopen(path, "w");
+    if (f) {
+      fprintf(f, "%ld\n", (long)getpid());
+      fclose(f);
+    }
+  }
+  pl_barrier(c);
+  fprintf(stderr, "stop probe: rank %d returned (watchdog did not fire)\n",
+          pl_world_rank());
+  return 0;
+}
+
 /* ---- main --------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
   const char *mode = getenv("PLATEAU_TEST_MODE");
   if (mode && strcmp(mode, "init") == 0) return mode_init(&argc, &argv);
   if (mode && strcmp(mode, "hang") == 0) return mode_hang(&argc, &argv);
+  if (mode && strcmp(mode, "stop") == 0)
+    return mode_stop(&argc, &argv);
 
   if (pl_init(&argc, &argv) != PL_OK) {
     fprintf(stderr, "pl_init: %s\n", pl_last_error());

@@ -7,7 +7,12 @@
 #    aborting all ranks" and MPI_Abort the job: non-zero exit well within 20 s.
 #    CPU/MPI (barrier, allreduce) always; CUDA/NCCL (allreduce) when there are
 #    at least 2 GPUs.
-# 2. Launch check (PLATEAU_TEST_MODE=init): one rank with SLURM_NTASKS=4 is
+# 2. A stopped rank (PLATEAU_TEST_MODE=stop, PLATEAU_COMM_TIMEOUT=8): rank 0
+#    SIGSTOPs itself; the survivor must announce the wait ("waiting for"),
+#    abort at the deadline, and meanwhile not spin: its CPU time over 3 s of
+#    waiting (utime + stime from /proc/PID/stat) must stay under 25% of one
+#    core (a busy-polling MPI wait is about 100%).
+# 3. Launch check (PLATEAU_TEST_MODE=init): one rank with SLURM_NTASKS=4 is
 #    refused with the srun hint and exit 2; two ranks with SLURM_NTASKS=2 pass;
 #    a malformed SLURM_NTASKS or PLATEAU_COMM_TIMEOUT is refused.
 set -euo pipefail
@@ -69,6 +74,40 @@ if (( ngpu >= 2 )); then
 else
   echo "skip hang cuda allreduce: $ngpu GPUs (needs 2)"
 fi
+
+# expect_stop: the survivor of a stopped rank waits cheaply, says so, aborts
+expect_stop() {
+  local log=$tmp/stop pf=$tmp/stop.pid rc=0 t0 t1
+  t0=$(date +%s%N)
+  PLATEAU_TEST_MODE=stop PLATEAU_COMM_TIMEOUT=8 PLATEAU_TEST_PIDFILE=$pf \
+    timeout 60 $MPIRUN -np 2 "$BIN" >"$log" 2>&1 &
+  local job=$!
+  for _ in $(seq 100); do [[ -s $pf.1 ]] && break; sleep 0.1; done
+  local pid cpu=-1
+  pid=$(cat "$pf.1" 2>/dev/null)
+  if [[ -n $pid ]]; then
+    sleep 1
+    local a b hz
+    hz=$(getconf CLK_TCK)
+    a=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null)
+    sleep 3
+    b=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null)
+    [[ -n $a && -n $b ]] && cpu=$(( (b - a) * 100 / (3 * hz) ))
+  fi
+  wait $job || rc=$?
+  t1=$(date +%s%N)
+  local secs=$(( (t1 - t0) / 1000000000 ))
+  if [[ -z $pid ]] || (( cpu < 0 || cpu >= 25 )) || [[ $rc -eq 0 || $rc -eq 124 ]] || (( secs >= 30 )) ||
+     ! grep -q "pl_comm: barrier (group of 2, rank 1) waiting for" "$log" ||
+     ! grep -q "pl_comm: barrier (group of 2, rank 1) did not complete within 8 s" "$log"; then
+    echo "FAIL stopped rank: survivor pid ${pid:-?} used ${cpu}% of a core while waiting (want < 25%), exit $rc after ${secs}s; log:"
+    sed 's/^/    /' "$log"
+    fails=$((fails + 1))
+  else
+    echo "ok   stopped rank: the survivor used ${cpu}% of a core while waiting; exit $rc after ${secs}s"
+  fi
+}
+expect_stop
 
 expect_init 1 SLURM_NTASKS=4 -- 2 \
   "launched with 1 MPI rank but SLURM_NTASKS=4: start with srun --mpi=pmix"

@@ -7,10 +7,13 @@
  * operations below run on NCCL, enqueued on the given stream.  On the CPU
  * backend they run on MPI and complete before returning.
  *
- * No hang: every operation is watched.  If one does not complete within the
- * communicator's timeout (PLATEAU_COMM_TIMEOUT seconds, default 300; see
- * pl_comm_set_timeout), a watchdog prints which collective on which rank and
- * group stalled, aborts NCCL, and calls MPI_Abort so every rank exits.
+ * No hang: every operation is watched.  If one does not complete within its
+ * deadline (PLATEAU_COMM_TIMEOUT seconds, or pl_comm_set_timeout; unset: 120 s
+ * plus 1 s per 100 MB the operation moves), a watchdog prints which
+ * collective on which rank and group stalled, aborts NCCL, and calls
+ * MPI_Abort so every rank exits; half way there it says the operation is
+ * still waiting.  A rank waiting on MPI sleeps between polls after 100 ms
+ * (it does not spin a core while a peer is stopped).
  *
  * Counts are elements of `dt`; buffers are memory of the communicator's device
  * (device arena on CUDA; any host memory on the CPU backend). */
@@ -59,7 +62,8 @@ void pl_comm_destroy(pl_comm *c);
 int pl_comm_rank(const pl_comm *c);
 int pl_comm_size(const pl_comm *c);
 pl_dev *pl_comm_dev(const pl_comm *c);
-/* Timeout for every later operation on c; seconds > 0. */
+/* Deadline of every later operation on c, exactly (no per-byte
+ * allowance); seconds > 0. */
 pl_status pl_comm_set_timeout(pl_comm *c, double seconds);
 
 /* recv = op over ranks of send (in place when send == recv). */
