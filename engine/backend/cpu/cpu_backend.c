@@ -79,8 +79,9 @@ static pl_status cpu_info(const pl_dev *dev, pl_dev_info *out) {
   const char *cfg = "none (BLAS=none build: plain loops)";
 #endif
   /* "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." -> "OpenBLAS 0.3.21"; "none (...)" -> "none" */
-  char name[48] = "OpenBLAS", num[24] = "";
-  if (cfg) sscanf(cfg, "%47[^ (] %23[0-9.]", name, num);
+  /* sized so that "name num" always fits out->blas (64): 39 + 1 + 15 */
+  char name[40] = "OpenBLAS", num[16] = "";
+  if (cfg) sscanf(cfg, "%39[^ (] %15[0-9.]", name, num);
   snprintf(out->blas, sizeof out->blas, "%s%s%s", name, num[0] ? " " : "", num);
   return PL_OK;
 }
