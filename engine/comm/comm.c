@@ -478,6 +478,40 @@ const char *pl_nccl_version(void) {
 
 /* ---- communicators ------------------------------------------------------------- */
 
+/* NCCL refuses two ranks on one GPU with "invalid usage" deep in its
+ * set-up: count the group's ranks on each node against the GPUs visible
+ * there first, and refuse on every rank with the numbers. */
+static pl_status gpus_per_rank(pl_comm *c) {
+  MPI_Comm node = MPI_COMM_NULL;
+  int w = pl__watch_begin(c, "comm_gpus");
+  int rc = MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, c->rank,
+                               MPI_INFO_NULL, &node);
+  int local = 1;
+  if (rc == MPI_SUCCESS)
+    MPI_Comm_size(node, &local);
+  const int ngpu = pl_cuda_device_count();
+  int64_t bad[2] = {local > ngpu ? local : 0, local > ngpu ? ngpu : INT_MAX};
+  if (rc == MPI_SUCCESS) {
+    int64_t worst[2];
+    rc = MPI_Allreduce(&bad[0], &worst[0], 1, MPI_INT64_T, MPI_MAX, c->mpi);
+    if (rc == MPI_SUCCESS)
+      rc = MPI_Allreduce(&bad[1], &worst[1], 1, MPI_INT64_T, MPI_MIN, c->mpi);
+    bad[0] = worst[0], bad[1] = worst[1];
+  }
+  pl__watch_end(w);
+  if (node != MPI_COMM_NULL)
+    MPI_Comm_free(&node);
+  PL_TRY(mpi_check(rc, "pl_comm: counting the ranks per node"));
+  if (bad[0])
+    return pl_set_error(PL_EUNSUPPORTED,
+                        "pl_comm: %lld ranks on one node share %lld visible "
+                        "GPU(s): NCCL needs one GPU per rank (run at most "
+                        "%lld ranks per node, or use the CPU backend)",
+                        (long long)bad[0], (long long)bad[1],
+                        (long long)bad[1]);
+  return PL_OK;
+}
+
 static pl_status comm_make(MPI_Comm m, pl_dev *dev, double timeout_s,
                            pl_comm **out) {
   pl_comm *c = calloc(1, sizeof *c);
@@ -493,6 +527,8 @@ static pl_status comm_make(MPI_Comm m, pl_dev *dev, double timeout_s,
   MPI_Comm_size(m, &c->size);
   pl_status st = mpi_check(MPI_Comm_set_errhandler(m, MPI_ERRORS_RETURN),
                            "pl_comm: MPI_Comm_set_errhandler");
+  if (st == PL_OK && pl_dev_backend(dev) == PL_BACKEND_CUDA)
+    st = gpus_per_rank(c);
   if (st == PL_OK && pl_dev_backend(dev) == PL_BACKEND_CUDA) {
 #if PL_HAVE_CUDA
     st = pl__nccl_create(c);

@@ -248,6 +248,11 @@ START_TEST(test_versions_and_world) {
   if (strcmp(nv, "-") != 0) soft_fail("pl_nccl_version() = \"%s\": want -", nv);
 #endif
   if (g_rank == 0) printf("# %s, %s\n", mv, nv);
+  /* the launch is on one node here: every rank is local (tests decide
+   * whether NCCL can run by comparing this with the GPUs) */
+  if (pl_local_size() != g_size)
+    soft_fail("pl_local_size() = %d on a one-node launch of %d ranks",
+              pl_local_size(), g_size);
   for (int b = 0; b < g_nbe; b++) {
     if (pl_comm_rank(g_world[b]) != pl_world_rank() ||
         pl_comm_size(g_world[b]) != pl_world_size())

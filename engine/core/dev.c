@@ -29,6 +29,21 @@ int pl_local_rank(void) {
   return 0;
 }
 
+int pl_local_size(void) {
+  static const char *vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                               "LOCAL_WORLD_SIZE", NULL};
+  for (int i = 0; vars[i]; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && *v && atoi(v) > 0)
+      return atoi(v);
+  }
+  /* Slurm: SLURM_TASKS_PER_NODE is "2" or "2(x3)" (the same on every node) */
+  const char *t = getenv("SLURM_TASKS_PER_NODE");
+  if (t && *t && atoi(t) > 0 && getenv("SLURM_LOCALID"))
+    return atoi(t);
+  return 1;
+}
+
 pl_status pl__dev_open(pl_backend be, int ordinal, const pl__backend_ops *ops,
                        pl_dev **out) {
   *out = NULL;

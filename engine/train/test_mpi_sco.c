@@ -268,7 +268,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "pl_init: %s\n", pl_last_error());
     return 2;
   }
-  pl_backend be = pl_cuda_device_count() > 0 ? PL_BACKEND_CUDA : PL_BACKEND_CPU;
+  /* CUDA when every rank of this node has a GPU of its own (NCCL refuses
+   * two ranks on one GPU); else the CPU backend, as the other multi-rank
+   * CUDA tests skip */
+  const int ngpu = pl_cuda_device_count(), nlocal = pl_local_size();
+  pl_backend be = ngpu > 0 && ngpu >= nlocal ? PL_BACKEND_CUDA : PL_BACKEND_CPU;
+  if (ngpu > 0 && be == PL_BACKEND_CPU && pl_world_rank() == 0)
+    printf("# CUDA skipped: %d ranks on this node, %d GPU(s) (NCCL needs one "
+           "GPU per rank): the CPU backend\n",
+           nlocal, ngpu);
   if (pl_dev_create(be, -1, &dev) != PL_OK || pl_comm_world(dev, &world) != PL_OK) {
     fprintf(stderr, "setup: %s\n", pl_last_error());
     return 3;

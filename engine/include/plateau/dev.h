@@ -64,6 +64,12 @@ int pl_cuda_device_count(void);
  * before any CUDA call so each rank picks its own GPU first. */
 int pl_local_rank(void);
 
+/* Ranks of this launch on this node from the launcher's environment
+ * (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS, LOCAL_WORLD_SIZE, Slurm's
+ * SLURM_TASKS_PER_NODE), or 1.  A test compares it with
+ * pl_cuda_device_count() before asking for NCCL (one GPU per rank). */
+int pl_local_size(void);
+
 /* ordinal < 0 picks pl_local_rank() modulo the device count (CUDA). */
 pl_status pl_dev_create(pl_backend be, int ordinal, pl_dev **out);
 void pl_dev_destroy(pl_dev *dev);
