@@ -583,15 +583,13 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
     agg[0] = 1;
   code = agg[0] ? 3 : agg[1] ? 1 : 0;
   if (st == PL_OK && agg[2] && agg[3] == 0) {
-    /* bad input a bench could only see once running: a usage error, and
-     * nothing is left half-written */
+    /* bad input a bench could only see once running (every bench checks in
+     * init: this is the safety net): a usage error, and the file and the
+     * directories made for it are removed */
     code = 2;
     if (ctx.rank == 0 && ctx.res) {
-      char path[4096];
-      snprintf(path, sizeof path, "%s", pl_results_path(ctx.res));
-      pl_results_close(ctx.res, "error");
+      pl_results_discard(ctx.res);
       ctx.res = NULL;
-      unlink(path);
     }
   }
   if (ctx.rank == 0 && ctx.res) {

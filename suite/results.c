@@ -40,6 +40,7 @@ struct pl_results {
   int fd;
   int ncols;
   char *path;
+  char *made; /* the shallowest directory pl_results_create made, or NULL */
 };
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -51,7 +52,8 @@ static int count_fields(const char *line, size_t len) {
   return n;
 }
 
-static pl_status mkdir_p(const char *dir) {
+/* *made (may be NULL) gets the shallowest directory created, malloc'd. */
+static pl_status mkdir_p(const char *dir, char **made) {
   char buf[4096];
   size_t len = strlen(dir);
   if (len == 0 || len >= sizeof buf)
@@ -61,8 +63,12 @@ static pl_status mkdir_p(const char *dir) {
     if (buf[i] == '/' || buf[i] == '\0') {
       char c = buf[i];
       buf[i] = '\0';
-      if (mkdir(buf, 0775) != 0 && errno != EEXIST)
+      if (mkdir(buf, 0775) == 0) {
+        if (made && !*made)
+          *made = strdup(buf);
+      } else if (errno != EEXIST) {
         return pl_set_error(PL_EIO, "mkdir %s: %s", buf, strerror(errno));
+      }
       buf[i] = c;
     }
   }
@@ -211,7 +217,12 @@ pl_status pl_results_create(const char *dir, const char *stem,
                         stem);
   if (strchr(columns, '\n'))
     return pl_set_error(PL_EINVAL, "result columns must be one line");
-  PL_TRY(mkdir_p(dir));
+  char *made = NULL;
+  pl_status mst = mkdir_p(dir, &made);
+  if (mst != PL_OK) {
+    free(made);
+    return mst;
+  }
 
   char host[256] = "host";
   gethostname(host, sizeof host - 1);
@@ -237,11 +248,13 @@ pl_status pl_results_create(const char *dir, const char *stem,
       pl_status st = pl_set_error(PL_EIO, "create %s: %s", path,
                                   strerror(errno));
       free(path);
+      free(made);
       return st;
     }
   }
   if (fd < 0) {
     free(path);
+    free(made);
     return pl_set_error(PL_EIO, "no free result file name in %s", dir);
   }
 
@@ -263,12 +276,14 @@ pl_status pl_results_create(const char *dir, const char *stem,
   if (st != PL_OK) {
     close(fd);
     free(path);
+    free(made);
     return st;
   }
   pl_results *r = calloc(1, sizeof *r);
   PL_ASSERT(r != NULL);
   r->fd = fd;
   r->path = path;
+  r->made = made;
   r->ncols = count_fields(columns, strlen(columns));
   *out = r;
   return PL_OK;
@@ -353,8 +368,29 @@ pl_status pl_results_close(pl_results *r, const char *end_status) {
   if (close(r->fd) != 0 && st == PL_OK)
     st = pl_set_error(PL_EIO, "close %s: %s", r->path, strerror(errno));
   free(r->path);
+  free(r->made);
   free(r);
   return st;
+}
+
+void pl_results_discard(pl_results *r) {
+  if (!r)
+    return;
+  close(r->fd);
+  unlink(r->path);
+  /* the directories made for it, deepest first, while empty */
+  char *dir = strdup(r->path);
+  PL_ASSERT(dir != NULL);
+  for (char *slash = strrchr(dir, '/'); r->made && slash;
+       slash = strrchr(dir, '/')) {
+    *slash = '\0';
+    if (strlen(dir) < strlen(r->made) || rmdir(dir) != 0)
+      break;
+  }
+  free(dir);
+  free(r->path);
+  free(r->made);
+  free(r);
 }
 
 const char *pl_results_path(const pl_results *r) { return r ? r->path : NULL; }

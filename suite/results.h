@@ -53,6 +53,10 @@ pl_status pl_results_open_append(const char *path, const char *columns,
                                  pl_results **out);
 /* Append one row: `line` holds tab-separated fields, no newline. */
 pl_status pl_results_append(pl_results *r, const char *line);
+/* Close r and remove its file and the directories pl_results_create made
+ * for it (a run that turned out to be a usage error leaves no trace).  NULL
+ * r is ignored. */
+void pl_results_discard(pl_results *r);
 /* Write "# end: <status> <utc>" and close.  NULL r is ignored. */
 pl_status pl_results_close(pl_results *r, const char *end_status);
 const char *pl_results_path(const pl_results *r);

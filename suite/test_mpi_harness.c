@@ -138,6 +138,19 @@ static const pl_bench test_bench = {
     .teardown = tb_teardown,
 };
 
+/* A bench of its own loop that finds its input bad only once running: the
+ * harness's safety net (a usage error, its file and directories removed). */
+static pl_status late_main(pl_bench_ctx *c, void *st) {
+  return pl_set_error(PL_EINVAL, "late: refused once running");
+}
+static const pl_bench late_bench = {
+    .name = "harness_late",
+    .summary = "a bench that refuses once running",
+    .columns = "variant",
+    .state = 1,
+    .main = late_main,
+};
+
 /* Run the bench with extra options into a fresh g_dir/<sub>; returns the
  * exit code; rank 0 reads the file into *t (NULL when there is none). */
 static int run_bench(const char *sub, const char *extra, pl_table *t,
@@ -246,6 +259,17 @@ START_TEST(clean_run_and_usage) {
   soft(!have, "refused: a result file was written");
   code = run_bench("d", "--no-such-option", &t, &have);
   soft(code == 2 && !have, "bad option: exit %d, file %d", code, have);
+  /* refused once running: exit 2, and neither its file nor the
+   * directories made for it remain */
+  char out[400], made[400];
+  snprintf(made, sizeof made, "%s/late", g_dir);
+  snprintf(out, sizeof out, "%s/late/x/y", g_dir);
+  char *argv[] = {"--backend", "cpu", "-o", out};
+  fflush(stdout);
+  code = pl_bench_run(&late_bench, 4, argv, 4, argv);
+  soft(code == 2, "late refusal: exit %d (want 2)", code);
+  if (g_rank == 0)
+    soft(access(made, F_OK) != 0, "late refusal: %s was left behind", made);
   ck_assert_int_eq(agreed_failures(), 0);
 }
 END_TEST
