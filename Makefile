@@ -135,7 +135,15 @@ deps:
 	echo "# deps: installing $$missing"; \
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null
 
-$(BUILD)/obj/%.o: %.c
+# The C compiler's command line, rewritten only when it changes (CUDA=0 then
+# CUDA=auto, DEBUG, SAN in one BUILD dir): every C object is rebuilt then, so
+# that objects of two configurations (-DPL_HAVE_CUDA=0 and 1) never mix.
+$(BUILD)/gen/cc_flags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(CC) $(CPPFLAGS) $(CFLAGS)' > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+
+$(BUILD)/obj/%.o: %.c $(BUILD)/gen/cc_flags
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(MPI_CFLAGS) $(CHECK_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
