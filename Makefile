@@ -4,6 +4,8 @@
 #                   the attention forward uses; 90 builds the mma kernels only)
 #   CUDA_HOME       toolkit root (default /usr/local/cuda)
 #   DEBUG=0|1       -O0 -g and sanitizer-friendly flags
+#   SAN=0|1         AddressSanitizer + UndefinedBehaviorSanitizer (make asan
+#                   sets it with DEBUG=1 CUDA=0 in its own BUILD=build-asan)
 #   PREFIX          install prefix for `make install`
 #   STATIC_DEPS=0|1 link Check (and OpenBLAS) statically from DEPS_LIBDIR
 #   BLAS=openblas|none  none: the CPU backend's GEMM is a plain OpenMP loop
@@ -19,6 +21,7 @@ CUDA ?= auto
 CUDA_ARCH ?= 90a
 CUDA_HOME ?= /usr/local/cuda
 DEBUG ?= 0
+SAN ?= 0
 PREFIX ?= /usr/local
 STATIC_DEPS ?= 0
 BLAS ?= openblas
@@ -70,6 +73,13 @@ OPT := -O2
 ifeq ($(DEBUG),1)
   OPT := -O0 -g3
 endif
+ifeq ($(SAN),1)
+  ifeq ($(HAVE_CUDA),1)
+    $(error SAN=1 needs CUDA=0 (the sanitizers do not see device memory))
+  endif
+  OPT += -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+         -fno-omit-frame-pointer
+endif
 WERROR ?= 1
 WARN := -Wall -Wextra -Wno-unused-parameter $(if $(filter 1,$(WERROR)),-Werror)
 CPPFLAGS += -Iengine/include -Iengine -Isuite -DPL_HAVE_CUDA=$(HAVE_CUDA) \
@@ -116,7 +126,7 @@ BIN := $(BUILD)/bin/plateau
 TEST_BINS := $(TEST_C:%.c=$(BUILD)/tests/%) $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
 
 .PHONY: all config deps build run test test-unit test-mpi test-sh install \
-        report clean format dev
+        report clean format dev asan
 
 all: config $(BIN) $(LIB) $(BASE_LIB) $(BUILD)/lib/pkgconfig/plateau.pc
 
@@ -258,6 +268,22 @@ test-mpi: $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
 
 test-sh: all
 	@set -e; for t in $(TEST_SH); do echo "== $$t"; BUILD=$(BUILD) timeout 1200 bash $$t; done
+
+# The sanitizer build (CUDA=0, -O0, ASan + UBSan) in its own BUILD dir and its
+# unit and MPI tests (np 1 and 2) and the bad-input corpus.  Open MPI's own
+# allocations at start-up are not ours: .ci/lsan.supp keeps LeakSanitizer on
+# our code only (Open MPI keeps its components loaded and malloc stacks are
+# unwound fully, so that every leak's stack names its library).
+ASAN_BUILD ?= build-asan
+ASAN_ENV = OMPI_MCA_mca_base_component_disable_dlclose=1 \
+           ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:fast_unwind_on_malloc=0 \
+           LSAN_OPTIONS=suppressions=$(CURDIR)/.ci/lsan.supp:print_suppressions=0 \
+           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+asan:
+	@$(MAKE) --no-print-directory CUDA=0 DEBUG=1 SAN=1 BUILD=$(ASAN_BUILD) all tests
+	@$(ASAN_ENV) $(MAKE) --no-print-directory CUDA=0 DEBUG=1 SAN=1 BUILD=$(ASAN_BUILD) \
+	  MPI_NPS="1 2" test-unit test-mpi
+	@$(ASAN_ENV) BUILD=$(ASAN_BUILD) timeout 1200 bash suite/test_badinput.sh
 
 report:
 	@test -n "$(RUN_DIR)" || { echo "make report RUN_DIR=results/runs/<sweep>"; exit 2; }
