@@ -6,7 +6,7 @@
  * each N×V f32; bf16: the bf16 logits upcast to f32 first, as the peer script
  * does with `.float()`), in the same order and with the same lifetimes, so its
  * tracked peak is X + W + 3·N·V·4 bytes: the 42.46 / 79.52 GiB of the paper's
- * Table 2 (DESIGN §5). */
+ * Table 2 (doc/performance/README.md). */
 #ifndef PLATEAU_BASELINES_DENSE_CE_H
 #define PLATEAU_BASELINES_DENSE_CE_H
 
