@@ -75,7 +75,8 @@
  *              with the CPU optimizer; plus the router biases (E_r·4 per MoE
  *              layer, device)
  *   "grads"    Σ s_u·4, same arena as the shards
- *   "optim"    Σ s_u·8 (m, v), same arena
+ *   "optim"    Σ s_u·8 (m, v), same arena; with the GPU optimizer also the
+ *              norm's chunk partials, 8·(⌈max_u s_u / 32768⌉ + 1) on the device
  *   "tokens"   4 device buffers of N int32/f32 (tokens, targets, dloss, NLL)
  * Transient in a step (device):
  *   "fsdp_ag", "zero3", "zero3_grads"  a unit's gather buffer, gathered
@@ -223,7 +224,11 @@ pl_status pl_fsdp2_set_router_bias(pl_fsdp2 *t, int l, const float *bias);
  * The knob settings a torchtitan user would try at W GPUs (W_v in a proxy)
  * and context S: every cp dividing W with S divisible by 2·cp (1 always),
  * every ep dividing W_v and E (ep dividing or divided by W; 1 for a dense
- * model), AC full and selective (none when asked), the GPU and the CPU
+ * model) that torchtitan accepts with that cp (ep 1, or a multiple of cp:
+ * its EP group is borrowed from dp_shard × cp, the CP ranks innermost — as
+ * here, where both groups are consecutive ranks and the experts' FSDP group
+ * is the ranks of the same EP index, its dp_shard_mod_ep), AC full and
+ * selective (none when asked), the GPU and the CPU
  * optimizer, and each micro-batch count of micros (NULL: {1}).  Points that
  * pl_fsdp2_check refuses are not listed.  Writes at most cap points into
  * out (each the defaults of base with the knobs set) and returns how many

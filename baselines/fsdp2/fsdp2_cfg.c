@@ -143,6 +143,10 @@ int pl_fsdp2_tune_points(const pl_model_cfg *m, int W, int64_t S,
             pl_fsdp2_cfg c = *base;
             c.cp = cp, c.ep = ep, c.ac = acs[a], c.optim = opts[o];
             c.micro = micros[mi];
+            /* torchtitan borrows EP from dp_shard × cp (ep = dp_shard_in_ep
+             * · cp): with EP on, ep is a multiple of cp */
+            if (ep > 1 && ep % cp)
+              continue;
             if (pl_fsdp2_check(m, &c, W, S) != PL_OK) {
               pl_clear_error();
               continue;

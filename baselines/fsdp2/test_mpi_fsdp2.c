@@ -423,6 +423,33 @@ START_TEST(persistent_memory_formula) {
 }
 END_TEST
 
+/* The one-GPU proxy: each rank plays one of W_v = 2·W ranks, the experts
+ * of its EP shard over a virtual FSDP group; the persistent shards are the
+ * W_v-rank run's (the header's formula with virtual groups); steps run; the
+ * full tensors are not on the present ranks (gather refused). */
+START_TEST(proxy_runs) {
+  for (int o = 0; o < 2; o++) {
+    setup u = base();
+    u.fc.W_v = 2 * size;
+    u.fc.ep = 12 % (2 * size) == 0 ? 2 * size : size;
+    u.fc.ac = o ? PL_FSDP2_AC_NONE : PL_FSDP2_AC_FULL;
+    const size_t w0 = pl_mem_tag_current(dev, PL_ARENA_DEVICE, "grads");
+    pl_fsdp2 *a = make(&u, world);
+    ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "grads") - w0,
+                      expected_shards(&u.m, u.fc.W_v, u.fc.ep) * 4);
+    int32_t *tok = own_tokens(&u, a, 0);
+    pl_step_result r;
+    ck_assert_msg(pl_fsdp2_step(a, tok, &r) == PL_OK, "%s", pl_last_error());
+    ck_assert(isfinite(r.loss) && r.tokens == (int64_t)size * u.S);
+    float *w = malloc((size_t)(u.m.V * u.m.H) * 4);
+    ck_assert_int_eq(pl_fsdp2_gather(a, 0, false, w), PL_EUNSUPPORTED);
+    free(w);
+    free(tok);
+    pl_fsdp2_destroy(a);
+  }
+}
+END_TEST
+
 /* Out of memory, each rank alone: a step beyond the limit and a create
  * beyond it return PL_ENOMEM and leave no tracked byte behind. */
 START_TEST(oom_is_clean) {
@@ -491,16 +518,16 @@ START_TEST(bad_configs_refused) {
 END_TEST
 
 /* The tuning list at 4 GPUs, S 64: cp ∈ {1, 2, 4} (64 % 2cp == 0), ep ∈ {1,
- * 2, 3, 4} ∩ divisors of 4 and of E = 12 → {1, 2, 4}; AC full, selective;
- * gpu, cpu; micro {1, 2}: 3·3·2·2·2 = 72 points, all valid; S 12 drops cp
- * 4 (12 % 8); a dense model lists ep 1 only; a proxy lists the virtual
- * ep. */
+ * 2, 3, 4} ∩ divisors of 4 and of E = 12 → {1, 2, 4}, ep 1 or a multiple
+ * of cp (torchtitan's EP over dp_shard × cp): 8 pairs; AC full, selective;
+ * gpu, cpu; micro {1, 2}: 8·2·2·2 = 64 points, all valid; S 12 drops cp 4
+ * (12 % 8); a dense model lists ep 1 only; a proxy lists the virtual ep. */
 START_TEST(tune_points) {
   setup u = base();
   const int micros[2] = {1, 2};
   pl_fsdp2_cfg pts[200];
   int n = pl_fsdp2_tune_points(&u.m, 4, 64, &u.fc, micros, 2, false, pts, 200);
-  ck_assert_int_eq(n, 72);
+  ck_assert_int_eq(n, 64);
   int seen_cp4 = 0, seen_cpu = 0, seen_sel = 0;
   for (int i = 0; i < n; i++) {
     ck_assert_int_eq(pl_fsdp2_check(&u.m, &pts[i], 4, 64), PL_OK);
@@ -508,6 +535,7 @@ START_TEST(tune_points) {
     seen_cpu |= pts[i].optim == PL_FSDP2_OPTIM_CPU;
     seen_sel |= pts[i].ac == PL_FSDP2_AC_SELECTIVE;
     ck_assert(pts[i].ac != PL_FSDP2_AC_NONE);
+    ck_assert(pts[i].ep == 1 || pts[i].ep % pts[i].cp == 0);
   }
   ck_assert(seen_cp4 && seen_cpu && seen_sel);
   ck_assert_int_eq(
@@ -515,7 +543,7 @@ START_TEST(tune_points) {
       2 * 3 * 2 * 2);
   ck_assert_int_eq(
       pl_fsdp2_tune_points(&u.m, 4, 64, &u.fc, NULL, 0, true, pts, 3),
-      3 * 3 * 3 * 2);
+      8 * 3 * 2);
   pl_model_cfg dense = u.m;
   dense.dense_layers = dense.L;
   ck_assert_int_eq(
@@ -589,6 +617,7 @@ int main(int argc, char **argv) {
                           perturbed_weight_fails,
                           curves_match_reference,
                           persistent_memory_formula,
+                          proxy_runs,
                           oom_is_clean,
                           bad_configs_refused,
                           tune_points,
