@@ -43,9 +43,12 @@ tflops by the FLOP formula of pl_model_flops_per_token (6 · active
 parameters + 6 · S · head_dim · n_q · L per token), and the memory of the
 timed steps: dev_peak_bytes = torch.cuda.max_memory_allocated (the caching
 allocator's live tensors: the analogue of our tracked device peak),
-pool_peak_bytes = max_memory_reserved.  An out-of-memory point is a row with
-status oom.  Rows use the plateau result columns, one TSV per run in --out,
-'#' metadata lines (torch version, CUDA, device), a closing '# end:' line.
+pool_peak_bytes = max_memory_reserved, flops the step's model FLOPs.  An
+out-of-memory point is a row with status oom.  Rows use the result schema's
+columns (suite/schema.def; tokens = tokens per step of the one rank, variant
+= pl_fsdp2_cfg_name's spelling, the point's name and the loss in the note),
+one TSV per run in --out, '#' metadata lines (torch version, CUDA, device),
+a closing '# end:' line.
 Without CUDA the script stops with an error (exit 2) and writes nothing.
 """
 import argparse
@@ -60,11 +63,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-COLUMNS = ["bench", "system", "point", "variant", "kernel", "model", "ranks",
-           "dtype", "seq", "tokens", "hidden", "vocab", "experts", "topk",
-           "layers", "params", "time_ms", "time_p10_ms", "time_p90_ms",
-           "tok_s_gpu", "tflops", "dev_peak_bytes", "pool_peak_bytes",
-           "host_peak_bytes", "loss", "status", "check", "note"]
+# the result schema's names (suite/schema.def); the point's name and the
+# loss go to the note
+COLUMNS = ["bench", "variant", "kernel", "ranks", "dtype", "seq", "tokens",
+           "batch", "hidden", "ffn", "n_q", "n_kv", "d", "vocab", "experts",
+           "topk", "layers", "params", "flops", "time_ms", "time_p10_ms",
+           "time_p90_ms", "tok_s_gpu", "tflops", "dev_peak_bytes",
+           "pool_peak_bytes", "host_peak_bytes", "status", "check", "note"]
 
 INT_COLS = ["hidden", "layers", "n_q", "n_kv", "head_dim", "vocab", "experts",
             "topk", "expert_width", "shared_width", "dense_width",
@@ -453,8 +458,9 @@ def run_point(torch, Model, Experts, dist_mesh, p, grouped, row):
                                 1e-12),
                dev_peak_bytes=torch.cuda.max_memory_allocated(),
                pool_peak_bytes=torch.cuda.max_memory_reserved(),
-               loss="%.5f" % losses[-1], status="ok")
-    row["note"] = "adamw %s; loss %.4f -> %.4f" % (impl, losses[0], losses[-1])
+               status="ok")
+    row["note"] = "point %s; adamw %s; loss %.4f -> %.4f" % (
+        p["point"], impl, losses[0], losses[-1])
     if not all(math.isfinite(x) for x in losses):
         row["status"] = "error"
         row["note"] = "non-finite loss: " + row["note"]
@@ -524,7 +530,7 @@ def main():
             return 2
         if not grouped:
             how = "loop (%s)" % how
-    meta = {"bench": "train", "system": "torch_fsdp2",
+    meta = {"bench": "torch_fsdp2",
             "torch": torch.__version__, "cuda": torch.version.cuda,
             "device": torch.cuda.get_device_name(0),
             "host": socket.gethostname(), "argv": " ".join(sys.argv),
@@ -543,14 +549,19 @@ def main():
         out.flush()
         for p in pts:
             tot, _ = count_params(p)
-            row = dict(bench="train", system="torch_fsdp2", point=p["point"],
-                       variant=variant(p), kernel="sdpa+" +
-                       ("grouped_mm" if grouped else "loop"),
-                       model=p["model"], ranks=1, dtype="bf16", seq=p["seq"],
-                       tokens=p["seq"] * p["micro"], hidden=p["hidden"],
-                       vocab=p["vocab"], experts=p["experts"],
-                       topk=p["topk"], layers=p["layers"], params=tot,
-                       host_peak_bytes="-", check="skip", note="-")
+            tokens = p["seq"] * p["micro"]
+            row = dict(bench="torch_fsdp2", variant=variant(p),
+                       kernel="sdpa+" + ("grouped_mm" if grouped else "loop"),
+                       ranks=1, dtype="bf16", seq=p["seq"], tokens=tokens,
+                       batch=p["micro"], hidden=p["hidden"],
+                       ffn=p["expert_width"] if p["experts"] else
+                       p["dense_width"], n_q=p["n_q"], n_kv=p["n_kv"],
+                       d=p["head_dim"], vocab=p["vocab"],
+                       experts=p["experts"], topk=p["topk"],
+                       layers=p["layers"], params=tot,
+                       flops="%.6g" % (flops_per_token(p) * tokens),
+                       host_peak_bytes="-", check="skip",
+                       note="point %s" % p["point"])
             for c in COLUMNS:
                 row.setdefault(c, "-")
             try:
@@ -558,11 +569,13 @@ def main():
             except torch.cuda.OutOfMemoryError as e:
                 row["status"] = "oom"
                 row["dev_peak_bytes"] = torch.cuda.max_memory_allocated()
-                row["note"] = str(e).splitlines()[0][:160]
+                row["note"] = "point %s; %s" % (p["point"],
+                                               str(e).splitlines()[0][:160])
             except Exception as e:
                 row["status"] = "error"
-                row["note"] = (type(e).__name__ + ": " +
-                               str(e).splitlines()[0])[:200]
+                row["note"] = "point %s; %s: %s" % (
+                    p["point"], type(e).__name__,
+                    str(e).splitlines()[0][:200])
             row["note"] = str(row["note"]).replace("\t", " ")
             out.write("\t".join(str(row[c]) for c in COLUMNS) + "\n")
             out.flush()
