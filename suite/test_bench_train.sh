@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# test_bench_train.sh — `plateau bench train` end to end on the CPU backend
+# (the tiny model, small contexts):
+#  - the cpu preset on one rank: a row per context, ok, check pass with the
+#    reference step compared (max_err a number), the losses of every step
+#    (warm-ups first, the last = loss), the breakdown, rates, peaks within
+#    the description's upper estimate (bound_bytes);
+#  - mpirun -np 2, every switch once over a few runs (D, P, the dispatches,
+#    the heads, SCO budgets, the optimizers, micro-batches, the chunk cap, a
+#    token shard from `plateau tokens`, the proxy W_v > W): ok rows, the
+#    switch columns as asked, the reference compared except in the proxy
+#    (skip, said in the note); a context D does not divide is an infeasible
+#    row, exit 0;
+#  - --mem-limit: the point that does not fit is an oom row, exit 0;
+#  - --describe prints the counts and per-rank bytes, exits 0, writes nothing;
+#  - bad inputs exit 2 and write nothing;
+#  - no run leaks device events (the device's destroy warning);
+# Usage: BUILD=build bash suite/test_bench_train.sh   (run from anywhere)
+set -uo pipefail
+PL_TEST=test_bench_train.sh
+. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+runs=$tmp/runs
+# rows FILE EXPR: print EXPR (awk, columns as c["name"]) for every data row;
+# sel FILE COND: print the rows where COND holds
+rows() {
+  awk -F'\t' -v OFS='\t' "/^#/ {next} !h {for (i = 1; i <= NF; i++) c[\$i] = i; h = 1; next} {print $2}" "$1"
+}
+sel() {
+  awk -F'\t' "/^#/ {next} !h {for (i = 1; i <= NF; i++) c[\$i] = i; h = 1; next} $2 {print}" "$1"
+}
+# run NAME CMD...: a run into $runs/NAME; its output in $tmp/NAME.out; sets f
+run() {
+  local name=$1
+  shift
+  "$@" -o "$runs/$name" </dev/null >"$tmp/$name.out" 2>&1
+  local rc=$?
+  f=$(ls "$runs/$name"/train.*.tsv 2>/dev/null | head -1)
+  if [[ $rc -ne 0 || -z $f ]]; then
+    fail "$name: exit $rc, file '$f'"; tail -5 "$tmp/$name.out"; f=/dev/null
+  fi
+  grep -q "not destroyed" "$tmp/$name.out" && fail "$name: leaked device objects: $(grep 'not destroyed' "$tmp/$name.out" | head -1)"
+}
+B=("$BIN" bench train --backend cpu)
+
+echo "== the cpu preset, one rank"
+run cpu "${B[@]}" --preset cpu
+bad=$(sel "$f" '$c["status"] != "ok" || $c["check"] != "pass" || $c["max_err"] == "-" ||
+  $c["note"] !~ /reference step compared/ || $c["tok_s_gpu"] <= 0 || $c["tflops"] <= 0 ||
+  $c["attention_ms"] <= 0 || $c["moe_ms"] <= 0 || $c["head_ms"] <= 0 || $c["optimizer_ms"] <= 0 ||
+  $c["dev_peak_bytes"] <= 0 || $c["dev_peak_bytes"] > $c["bound_bytes"] || $c["host_peak_bytes"] <= 0 ||
+  $c["params_total"] != 223680 || split($c["losses"], l, ",") != 4 || l[4] != $c["loss"] ||
+  $c["tokens"] != $c["seq"] || $c["system"] != "plateau" || $c["model"] != "tiny"')
+n=$(rows "$f" '$c["seq"]' | tr '\n' ' ')
+[[ -z $bad && $n == "64 128 " ]] && pass || { fail "cpu preset rows (seq: $n):"; echo "$bad"; }
+
+echo "== every switch, two ranks"
+M=($MPIRUN -np 2 "${B[@]}" --preset cpu --seq 64 -w 1 -n 2)
+printf 'plateau bounds every memory peak of long-context MoE training. %.0s' {1..20} >"$tmp/text"
+"$BIN" tokens "$tmp/text" "$tmp/text.tok" >/dev/null || fail "plateau tokens"
+# name | options | the columns they must give (dispatch head optim budget D P micro virtual_world)
+while IFS='|' read -r name opts want; do
+  run "$name" "${M[@]}" $opts
+  got=$(rows "$f" '$c["dispatch"], $c["head"], $c["optim"], $c["budget"], $c["D"], $c["P"], $c["micro"], $c["virtual_world"], $c["status"], $c["check"]' | tr '\t' ' ')
+  [[ $got == "$want ok pass" ]] && pass || fail "$name: '$got', want '$want ok pass'"
+  if [[ $name == proxy ]]; then
+    rows "$f" '$c["note"]' | grep -q "reference step skipped: a proxy" && pass || fail "proxy: no skip note"
+  else
+    rows "$f" '$c["note"]' | grep -q "reference step compared" && pass || fail "$name: reference not compared"
+  fi
+done <<EOF
+ulysses|-D 2 --dispatch llep --optim hybrid --sco-budget all|llep ring hybrid all 2 1 1 2
+ringdtp|-P 2 --head vp --dispatch ep --optim cpu --micro 2 --data $tmp/text.tok|ep vp cpu 0 1 2 2 2
+both|-D 2 -P 2 --head ring --sco-budget 16Ki --chunk-cap 16|pllep ring stream 16Ki 2 2 1 2
+dense|--head dense --dispatch pllep --optim stream|pllep dense stream 0 1 1 1 2
+proxy|--virtual-world 4 --head fused|pllep fused stream 0 1 1 1 4
+EOF
+rows "$runs/both"/train.*.tsv '$c["K"] ":" $c["selected"]' | grep -qx 2:2 && pass || fail "N=32: chunk cap 16 gives K=2, a 16Ki budget 2 boundaries of 8Ki"
+rows "$runs/ulysses"/train.*.tsv '$c["selected"]' | grep -qx 3 && pass || fail "sco all: selected != 3"
+run infeasible $MPIRUN -np 2 "${B[@]}" --preset cpu -D 2 --seq 64,65 -w 0 -n 1
+[[ $(rows "$f" '$c["status"]' | tr '\n' ' ') == "ok infeasible " ]] && pass || fail "S=65 at D=2: not an infeasible row"
+
+echo "== --mem-limit: an oom row"
+run oom "${B[@]}" --preset cpu --seq 64,512 --mem-limit 6Mi -w 0 -n 1
+[[ $(rows "$f" '$c["seq"] ":" $c["status"]' | tr '\n' ' ') == "64:ok 512:oom " ]] && pass ||
+  fail "mem-limit rows: $(rows "$f" '$c["seq"] ":" $c["status"]' | tr '\n' ' ')"
+
+echo "== --describe"
+out=$("${B[@]}" --preset cpu --describe -o "$tmp/describe" 2>&1)
+rc=$?
+[[ $rc -eq 0 && $out == *"# parameters: 0.224 M total"* && $out == *"# device: states"* &&
+  $out == *"S=128"* && ! -e $tmp/describe ]] && pass || { fail "--describe (exit $rc):"; echo "$out" | head -5; }
+
+echo "== bad inputs: exit 2, nothing written"
+while read -r args; do
+  rm -rf "$tmp/bad"
+  "${B[@]}" --preset cpu -o "$tmp/bad" $args </dev/null >"$tmp/bad.out" 2>&1
+  rc=$?
+  [[ $rc -eq 2 && ! -e $tmp/bad ]] && pass || { fail "$args: exit $rc (want 2), files: $(ls "$tmp/bad" 2>/dev/null)"; tail -2 "$tmp/bad.out"; }
+done <<'EOF'
+--model huge
+--system fsdp2
+--system plateau,plateau
+--seq 0
+-D 3
+--virtual-world 3
+--sco-budget lots
+--data /nonexistent/shard.tok
+--calib /nonexistent
+--dispatch sideways
+--head logits
+--optim sgd
+--seq 64 --tokens 64
+--heads 3
+EOF
+
+if [[ $nfail -eq 0 ]]; then echo "$PL_TEST: all $npass passed"; exit 0; fi
+echo "$PL_TEST: $nfail failed, $npass passed"
+exit 1
