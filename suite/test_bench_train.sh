@@ -15,6 +15,11 @@
 #  - --describe prints the counts and per-rank bytes, exits 0, writes nothing;
 #  - bad inputs exit 2 and write nothing;
 #  - no run leaks device events (the device's destroy warning);
+#  - `plateau report` writes the end-to-end table (report/train.md, the
+#    paper's figures beside, labelled) and the chart data (and the chart
+#    when gnuplot is installed); from synthetic 120B files of both systems
+#    and their max-batch searches, the paper's layout and the plateau vs
+#    FSDP2-best ratios with the paper's 7.6× / 8× / 12× beside.
 # Usage: BUILD=build bash suite/test_bench_train.sh   (run from anywhere)
 set -uo pipefail
 PL_TEST=test_bench_train.sh
@@ -114,6 +119,53 @@ done <<'EOF'
 --seq 64 --tokens 64
 --heads 3
 EOF
+
+echo "== plateau report"
+"$BIN" report "$runs" >"$tmp/report.out" 2>&1 || { fail "report: exit $?"; tail -5 "$tmp/report.out"; }
+md=$runs/report/train.md
+if [[ -f $md ]]; then
+  grep -q "## End to end (the paper's layout)" "$md" && grep -q "paper: 16–64 H200, different scale" "$md" &&
+    grep -q "## Where a step's time goes" "$md" && grep -q "## Reach and max batch" "$md" &&
+    grep -q "## plateau vs FSDP2-best" "$md" && pass || fail "train.md lacks a section"
+  [[ $(grep -c '^| tiny | ' "$md") -ge 10 ]] && pass || fail "train.md: few tiny rows"
+  grep -q '^| tiny | 512 | plateau | .* | oom |' "$md" && pass || fail "train.md: no oom row"
+else
+  fail "no report/train.md"; tail -5 "$tmp/report.out"
+fi
+[[ $(grep -c '^tiny:plateau' "$runs/report/train-context.tsv" 2>/dev/null) -ge 2 ]] && pass || fail "chart data"
+if command -v gnuplot >/dev/null; then
+  [[ -s $runs/report/train-context.svg && -s $runs/report/train-context.png ]] && pass || fail "no chart"
+fi
+
+echo "== the report's paper layout and FSDP2 columns (synthetic result files)"
+# 120B proxy rows of both systems and their max-batch searches, as the H200
+# runs would write them: the ratios and the paper's figures beside
+syn=$tmp/syn
+mkdir -p "$syn"
+hdr='system\tmodel\tvariant\tranks\tvirtual_world\tseq\ttokens\ttok_s_gpu\ttflops\tmfu\tdev_peak_bytes\thost_peak_bytes\ttime_ms\tstatus\tcheck\tnote'
+{
+  printf '# plateau-results: 2\n# bench: train\n# backend: cuda\n'"$hdr"'\n'
+  printf 'plateau\t120b\tpllep/fused/stream/sco=0/mb1\t1\t16\t131072\t131072\t1500\t114\t14.4\t1e11\t9e10\t87381\tok\tpass\t-\n'
+  printf 'fsdp2\t120b\tcp1/ep16/ac=full/opt=cpu/mb1\t1\t16\t131072\t131072\t200\t15.2\t1.9\t1.3e11\t9e10\t655360\tok\tpass\t-\n'
+  printf 'plateau\t120b\tpllep/fused/stream/sco=0/mb1\t1\t16\t1048576\t1048576\t640\t250\t31.6\t1.3e11\t9e10\t1638400\tok\tpass\t-\n'
+  printf 'fsdp2\t120b\tcp1/ep16/ac=full/opt=cpu/mb1\t1\t16\t1048576\t1048576\t-\t-\t-\t-\t-\t-\toom\tskip\t-\n'
+  printf '# end: ok\n'
+} >"$syn/train.1.tsv"
+{
+  printf '# plateau-results: 2\n# bench: maxbatch\nkind\ttarget\tsystem\tmodel\tbudget\ttokens\tseq\tmax_ok_tokens\tfirst_fail_tokens\ttrials\tstatus\tcheck\tnote\n'
+  printf 'summary\ttrain\tplateau\t120b\t0\t1572864\t1572864\t1572864\t1638400\t6\tok\tskip\t-\n'
+  printf 'summary\ttrain\tfsdp2\t120b\t0\t131072\t131072\t131072\t196608\t5\tok\tskip\t-\n'
+  printf '# end: ok\n'
+} >"$syn/maxbatch.1.tsv"
+"$BIN" report "$syn" >"$tmp/syn.out" 2>&1 || { fail "report of the synthetic files: exit $?"; tail -3 "$tmp/syn.out"; }
+md=$syn/report/train.md
+grep -q '^| 120b | 128K | plateau | .* | 1500 | 114 | 14.4 | .* | 1355 (91) on 16 GPUs |$' "$md" && pass || fail "120b 128K row with the paper's 1355 (91)"
+grep -q '^| 120b | 1M | fsdp2 | .* | oom | 642 (221) on 16 GPUs |$' "$md" && pass || fail "120b 1M fsdp2 oom row"
+grep -q '^| 120b | 128K | 1500.0 | 200.0 | 7.50× | 7.6× | 8.0× | 8× (1M / 128K) | 12.0× | 12× |$' "$md" && pass ||
+  { fail "plateau vs FSDP2-best row:"; grep '^| 120b | 128K | 1500' "$md"; }
+grep -q '^| 120b | plateau | 0 | 1572864 | 1572864 | 1638400 | 6 | ok |' "$md" && pass || fail "max-batch summary row"
+grep -q '^paper:120b	1048576	642	221$' "$syn/report/train-context.tsv" && pass || fail "the paper's points in the chart data"
+[[ ! -e $syn/report/sco.md ]] && pass || fail "a train maxbatch file made an sco report"
 
 if [[ $nfail -eq 0 ]]; then echo "$PL_TEST: all $npass passed"; exit 0; fi
 echo "$PL_TEST: $nfail failed, $npass passed"
