@@ -19,7 +19,12 @@
 #    paper's figures beside, labelled) and the chart data (and the chart
 #    when gnuplot is installed); from synthetic 120B files of both systems
 #    and their max-batch searches, the paper's layout and the plateau vs
-#    FSDP2-best ratios with the paper's 7.6× / 8× / 12× beside.
+#    FSDP2-best ratios with the paper's 7.6× / 8× / 12× beside;
+#  - maxbatch --bench train with --mem-limit: trials in child processes
+#    (mpirun -np 1: an OOM on one rank of several can leave the others in a
+#    collective) forwarding the train options; the summary's bound has an ok
+#    trial at it and an oom trial a step above; the train report lists the
+#    search, not its trials; options of the other target exit 2.
 # Usage: BUILD=build bash suite/test_bench_train.sh   (run from anywhere)
 set -uo pipefail
 PL_TEST=test_bench_train.sh
@@ -120,6 +125,34 @@ done <<'EOF'
 --heads 3
 EOF
 
+echo "== maxbatch --bench train: --mem-limit, trials in child processes"
+"$BIN" bench maxbatch --backend cpu --bench train --preset cpu --mem-limit 6Mi --start 256 --step 64 \
+  --layers 2 --dispatch llep --launcher "$MPIRUN -np 1" --trial-timeout 120 -o "$runs/mb" \
+  </dev/null >"$tmp/mb.out" 2>&1
+rc=$?
+f=$(ls "$runs/mb"/maxbatch.*.tsv 2>/dev/null | head -1)
+if [[ $rc -ne 0 || -z $f ]]; then
+  fail "maxbatch: exit $rc"; tail -5 "$tmp/mb.out"
+else
+  summary='$c["kind"] != "summary" ? "" : $c["max_ok_tokens"] " " $c["first_fail_tokens"] " " $c["seq"] " " $c["system"] " " $c["model"] " " $c["status"]'
+  read -r lo hi seq sys model st < <(rows "$f" "$summary" | grep .)
+  [[ $st == ok && $lo -gt 0 && $hi -eq $((lo + 64)) && $seq -eq $lo && $sys == plateau && $model == custom:tiny ]] && pass ||
+    fail "maxbatch summary: lo=$lo hi=$hi seq=$seq system=$sys model=$model status=$st"
+  [[ $(rows "$f" '$c["kind"] == "trial" ? $c["tokens"] ":" $c["status"] : ""' | grep -c -e "^$lo:ok$" -e "^$hi:oom$") -eq 2 ]] && pass ||
+    fail "maxbatch: no ok trial at $lo and oom trial at $hi"
+  nt=$(rows "$f" '$c["kind"]' | grep -c '^trial$')
+  nv=$(cat "$runs/mb"/train.*.tsv | awk -F'\t' '!/^#/ && $0 ~ /llep\/ring/ && $0 ~ /custom:tiny/' | wc -l)
+  [[ $nt -ge 4 && $nv -eq $nt ]] && pass || fail "maxbatch: $nt trials, $nv trial rows with the forwarded options"
+fi
+for args in "--budgets 0" "--seq 64" "--preset small" "--sco-budget lots"; do
+  rm -rf "$tmp/bad"
+  "$BIN" bench maxbatch --backend cpu --bench train -o "$tmp/bad" $args </dev/null >"$tmp/bad.out" 2>&1
+  rc=$?
+  [[ $rc -eq 2 && ! -e $tmp/bad ]] && pass || { fail "maxbatch --bench train $args: exit $rc"; tail -2 "$tmp/bad.out"; }
+done
+"$BIN" bench maxbatch --backend cpu --bench sco --dispatch ep -o "$tmp/bad" </dev/null >"$tmp/bad.out" 2>&1
+[[ $? -eq 2 ]] && pass || fail "maxbatch --bench sco --dispatch ep: not refused"
+
 echo "== plateau report"
 "$BIN" report "$runs" >"$tmp/report.out" 2>&1 || { fail "report: exit $?"; tail -5 "$tmp/report.out"; }
 md=$runs/report/train.md
@@ -129,6 +162,8 @@ if [[ -f $md ]]; then
     grep -q "## plateau vs FSDP2-best" "$md" && pass || fail "train.md lacks a section"
   [[ $(grep -c '^| tiny | ' "$md") -ge 10 ]] && pass || fail "train.md: few tiny rows"
   grep -q '^| tiny | 512 | plateau | .* | oom |' "$md" && pass || fail "train.md: no oom row"
+  grep -q '^| custom:tiny | plateau | 0 | [0-9]* | [0-9]* | [0-9]* | [0-9]* | ok |' "$md" && pass || fail "train.md: no max-batch row"
+  ! grep -q '^| custom:tiny | [0-9]' "$md" && pass || fail "train.md: maxbatch trials among the points"
 else
   fail "no report/train.md"; tail -5 "$tmp/report.out"
 fi
