@@ -245,13 +245,26 @@ pl_status pl_plan_moe_layer(const pl_moe_cfg *mc, int Ep, int64_t N,
                             bool keep_ctx, bool worst, pl_plan_moe_peaks *out);
 /* One Ring-DTP forward + backward (ops/ring_dtp.h, reduction none) of rank r
  * of a P-group, every rank n tokens: the peaks of "logits", "ring",
- * "grads" (the head's scratch) and "ce_state", and the op's peak. */
+ * "grads" (the head's scratch) and "ce_state" (with the context's 8 bytes
+ * of group statistics), and the op's peak above its inputs and context. */
 typedef struct pl_plan_head_peaks {
   size_t logits, ring, grads, ce_state, op_peak;
   bool moves_weights;
 } pl_plan_head_peaks;
 pl_status pl_plan_head(pl_dtype dt, int64_t n, int64_t h, int64_t v, int P,
                        int r, int64_t block, pl_plan_head_peaks *out);
+
+/* The checkpoint runner's boundaries (train/ckpt.h, SCO) for L layers of
+ * N×H, the first `selected` offloaded: the device peak of the tag
+ * "boundary" (within Eq. 4's 2·N·H·b + (L − |S|)·N·H·b) and the pinned host
+ * bytes (|S|·N·H·b). */
+void pl_plan_sco_boundaries(int L, int64_t N, int64_t H, pl_dtype dt,
+                            int selected, size_t *dev_peak, size_t *host);
+/* OffloadStreamAdamW's device staging for Θ parameters (stream_adamw.h):
+ * min(s, ⌈Θ/β⌉) slots of min(β, Θ) parameters × (12 + the gradient's bytes
+ * when gradients live on the host) — within s·β·16. */
+size_t pl_plan_optim_staging(size_t theta, size_t beta, int slots,
+                             size_t host_grad_bytes);
 
 /* ---- time --------------------------------------------------------------- */
 
