@@ -63,7 +63,8 @@
  *     recompute, backward) exposed.
  *  T3 optimizer: fused AdamW on the device (28 B/param of HBM traffic), or
  *     with offload torch's fused CPU AdamW at fsdp2_cpu_adam_gparam_s per
- *     node shared by its ranks, bounded by host memory bandwidth. */
+ *     node shared by its ranks, bounded by host memory bandwidth.
+ *  T4 per collective call a fixed cost (coll_us). */
 #include <math.h>
 #include <string.h>
 
@@ -353,8 +354,15 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   part[PL_TPART_A2A_MOE] = mic * t_a2a;
   part[PL_TPART_A2A_SEQ] = mic * t_seq;
   part[PL_TPART_UNITS] = mic * t_units;
+  /* collective calls: FSDP 3 per unit, 6 all-to-alls per MoE layer, the
+   * ring's 3 hops per step per layer */
+  const double calls = c->W > 1 ? mic * (3.0 * (m->L + 2) + 6.0 * f.moe_layers +
+                                         3.0 * (c->cp - 1) * m->L) +
+                                      3
+                                : 0;
   part[PL_TPART_OVERHEAD] =
-      (mc->step_overhead_ms + mic * 3.0 * m->L * mc->layer_overhead_ms) * 1e-3;
+      (mc->step_overhead_ms + mic * 3.0 * m->L * mc->layer_overhead_ms) * 1e-3 +
+      calls * mc->coll_us * 1e-6;
   out->hidden_s[PL_TPART_UNITS] = mic * hid_units;
   out->hidden_s[PL_TPART_A2A_SEQ] = mic * hid_seq;
   for (int i = 0; i < PL_TPART_COUNT; i++)

@@ -44,6 +44,7 @@ pl_plan_machine pl_plan_machine_default(void) {
   m.cpu_adam_gparam_s = 20;
   m.step_overhead_ms = 50;
   m.layer_overhead_ms = 1;
+  m.coll_us = 20;
   m.fsdp2_attn_tflops = 545; /* PyTorch SDPA (cuDNN) fwd+bwd              */
   m.fsdp2_expert_eff = 0.6;
   m.fsdp2_cpu_adam_gparam_s = 20;

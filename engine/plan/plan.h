@@ -91,6 +91,8 @@ typedef struct pl_plan_machine {
   double cpu_adam_gparam_s; /* SIMD CPU AdamW per node (all cores)          */
   double step_overhead_ms;  /* per step: host waits, launches, small ops    */
   double layer_overhead_ms; /* per layer and pass                           */
+  double coll_us; /* per collective call: launch, host agreement, the wait
+                     for the slowest rank                                  */
   /* the FSDP2 baseline's kernels (PyTorch) */
   double fsdp2_attn_tflops; /* SDPA fwd+bwd (cuDNN)                       */
   double fsdp2_expert_eff;  /* grouped expert GEMMs / gemm_tflops         */
@@ -279,7 +281,7 @@ enum {
   PL_TPART_A2A_SEQ,  /* Ulysses (plateau) / ring attention (FSDP2) comm     */
   PL_TPART_UNITS,    /* ZeRO-3 / FSDP gathers and reduce-scatters, exposed  */
   PL_TPART_HOST,     /* SCO copies / CPU-offload traffic, exposed           */
-  PL_TPART_OVERHEAD, /* per step and per layer fixed costs                  */
+  PL_TPART_OVERHEAD, /* per step, per layer and per collective fixed costs  */
   PL_TPART_COUNT
 };
 const char *pl_plan_tpart_name(int p);

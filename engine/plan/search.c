@@ -194,13 +194,28 @@ typedef struct ranking {
   bool have_closest;
 } ranking;
 
+/* Two candidates of one kind differ only in knobs that barely move the time
+ * (P, β, s): the runner-up is the best of another kind. */
 static bool same_kind(const cand *a, const cand *b) {
   const pl_plan_cfg *x = &a->cfg, *y = &b->cfg;
   if (x->system == PL_PLAN_FSDP2)
     return x->cp == y->cp && x->ep == y->ep && x->ac == y->ac &&
            x->offload == y->offload && x->mbs == y->mbs;
-  return x->lc.D == y->lc.D && x->lc.P == y->lc.P && a->mem.K == b->mem.K &&
+  return x->lc.D == y->lc.D && a->mem.K == b->mem.K &&
          x->sc.optim == y->sc.optim && a->mem.sco_layers == b->mem.sco_layers;
+}
+
+/* better: faster by more than 0.1%, or as fast with the lower peak */
+static bool better(const cand *a, const cand *b) {
+  const double va = a->time.tok_s_gpu, vb = b->time.tok_s_gpu;
+  if (va > vb * 1.001)
+    return true;
+  if (vb > va * 1.001)
+    return false;
+  const double pa = (double)a->mem.dev_peak, pb = (double)b->mem.dev_peak;
+  if (fabs(pa - pb) > 0.001 * pb)
+    return pa < pb;
+  return va > vb;
 }
 
 static void rank_in(ranking *r, const cand *x) {
@@ -211,13 +226,15 @@ static void rank_in(ranking *r, const cand *x) {
     return;
   }
   r->feasible++;
-  const double v = x->time.tok_s_gpu;
-  if (!r->have_best || v > r->best.time.tok_s_gpu) {
-    if (r->have_best && !same_kind(&r->best, x))
+  if (!r->have_best || better(x, &r->best)) {
+    if (r->have_best && !same_kind(&r->best, x) &&
+        (!r->have_second || better(&r->best, &r->second)))
       r->second = r->best, r->have_second = true;
+    if (r->have_second && same_kind(&r->second, x))
+      r->have_second = false; /* the runner-up must be of another kind */
     r->best = *x, r->have_best = true;
   } else if (!same_kind(&r->best, x) &&
-             (!r->have_second || v > r->second.time.tok_s_gpu)) {
+             (!r->have_second || better(x, &r->second))) {
     r->second = *x, r->have_second = true;
   }
 }
@@ -383,10 +400,17 @@ static void why_lost(const cand *b, const cand *s, char *buf, size_t n) {
   char cfg[200];
   pl_plan_cfg_str(&s->cfg, cfg, sizeof cfg);
   if (vb - vs < 0.005 * vb) {
-    snprintf(buf, n,
-             "%s: %.0f vs %.0f tok/s/GPU, within 0.5%%; the choice has the "
-             "lower peak (%.1f vs %.1f GiB)",
-             cfg, vs, vb, b->mem.dev_peak / GIB, s->mem.dev_peak / GIB);
+    const double dp = ((double)s->mem.dev_peak - (double)b->mem.dev_peak) / GIB;
+    if (fabs(dp) < 0.01)
+      snprintf(buf, n,
+               "%s: %.0f vs %.0f tok/s/GPU at the same peak (%.2f GiB): a "
+               "tie within 0.5%%, either serves",
+               cfg, vs, vb, b->mem.dev_peak / GIB);
+    else
+      snprintf(buf, n,
+               "%s: %.0f vs %.0f tok/s/GPU, within 0.5%%; the choice needs "
+               "%.2f GiB less at its peak (%.2f vs %.2f GiB)",
+               cfg, vs, vb, dp, b->mem.dev_peak / GIB, s->mem.dev_peak / GIB);
     return;
   }
   int worst = 0;

@@ -36,7 +36,12 @@
  * node's host memory (24 B per parameter for every rank of the node);
  * hybrid — the CPU share beside it in the ratio of the two rates; cpu — the
  * SIMD CPU update plus the gradient and weight copies.
- * Plus fixed costs per step and per layer pass. */
+ * Plus fixed costs per step and per layer pass, and per collective call
+ * (coll_us: launch, the host agreements of the MoE layer, the wait for the
+ * slowest rank): per MoE layer 5 + 14 per chunk (4 forward, 10 backward;
+ * 4 more and 3 once with the routing context recomputed), 3 per ZeRO-3
+ * unit, 16 per layer with Ulysses, two per Ring-DTP hop and 2 for its
+ * statistics, 5 per step (token checks, loss, bias loads, norm). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,8 +274,17 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
   part[PL_TPART_A2A_SEQ] = mic * t_seq;
   part[PL_TPART_UNITS] = mic * t_units;
   part[PL_TPART_HOST] = mic * t_host;
+  /* collective calls (see the file comment) */
+  double calls = 0;
+  if (W > 1 || P > 1 || D > 1) {
+    const double per_moe = 5 + 14.0 * K + (sc->moe_recompute ? 3 + 4.0 * K : 0);
+    calls = (W > 1 ? nmoe * per_moe + 3.0 * (L + 2) : 0) +
+            (D > 1 ? 16.0 * L : 0) + (P > 1 ? 4.0 * (P - 1) + 2 : 0);
+  }
+  calls = mic * calls + (W > 1 ? 5 : 0);
   part[PL_TPART_OVERHEAD] =
-      (mc->step_overhead_ms + mic * 3.0 * L * mc->layer_overhead_ms) * 1e-3;
+      (mc->step_overhead_ms + mic * 3.0 * L * mc->layer_overhead_ms) * 1e-3 +
+      calls * mc->coll_us * 1e-6;
   hid[PL_TPART_A2A_MOE] = mic * t_moe_hidden;
   hid[PL_TPART_UNITS] = mic * t_units_hid;
   hid[PL_TPART_HOST] = mic * t_host_hid;
@@ -291,7 +305,6 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
           (moe ? N * ex_fl : 0);
   }
   out->flops_rank = mic * (fl + 8.0 * N * H * m->V);
-  (void)nmoe;
   free(tf), free(tb), free(numel), free(vsize), free(d);
   return PL_OK;
 }
