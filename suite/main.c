@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "plan.h"
 #include "plateau/plateau.h"
 #include "report.h"
 #include "tokens.h"
@@ -34,7 +35,9 @@ static void usage(FILE *f) {
           "  report RUN_DIR        Markdown tables and charts from the result "
           "files in RUN_DIR\n"
           "  tokens IN OUT         a token shard of IN's bytes (byte-level, "
-          "V 256)\n\n",
+          "V 256)\n"
+          "  plan [opts]           per-rank memory budget, feasibility and "
+          "throughput before launch\n\n",
           PLATEAU_VERSION, PL_GIT_SHA);
   fprintf(f, "benches:\n");
   for (int i = 0; i < pl_bench_count(); i++)
@@ -130,6 +133,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "bench") == 0) return pl_bench_main(argc, argv);
   if (strcmp(cmd, "report") == 0) return pl_report_main(argc - 1, argv + 1);
   if (strcmp(cmd, "tokens") == 0) return pl_tokens_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "plan") == 0) return pl_plan_main(argc - 1, argv + 1);
   if (cmd[0] == '-')
     fprintf(stderr, "plateau: unknown option '%s'\n", cmd);
   else

@@ -171,6 +171,25 @@ static void phase(pl_plan_mem *out, const char *name, const double *term) {
     out->term[i] = (size_t)term[i];
 }
 
+static const char *const fterm[PL_TERM_COUNT] = {
+    "fp32 parameter shard 4·Θ/W (M1; 0 with offload)",
+    "fp32 gradient shard 4·Θ/W (M1; 0 with offload)",
+    "AdamW m, v 8·Θ/W (M1; 0 with offload)",
+    "ring attention's K/V chunks in flight (M6)",
+    "- (the EP buffers are in a layer's set, M5)",
+    "dense CE on full logits: 3·N·V·4 (M7)",
+    "-",
+    "saved layer inputs (and SAC's saves), all layers (M4)",
+    "gathered bf16 units: current, next, the head (M2)",
+    "unsharded bf16 gradient + fp32 reduce-scatter input (M3)",
+    "a layer's forward set and its gradients (M5)",
+    "-",
+    "inputs and labels"};
+
+const char *pl_plan_fsdp2_term_formula(int t) {
+  return t >= 0 && t < PL_TERM_COUNT ? fterm[t] : "?";
+}
+
 /* tags of the FSDP2 model, one per term */
 static const char *const ftag[PL_TERM_COUNT] = {
     "weights",     "grads",  "optim",    "attention", "dispatch",

@@ -142,6 +142,9 @@ typedef struct pl_plan_cfg {
   pl_step_cfg sc;   /* dtype, dispatch, c, K_max, head, optimizer, β, s, SCO,
                        micro-batches per step (sc.micro, both systems) */
   double imb;       /* received rows / balanced (>= 1; 0: 1)               */
+  int64_t tokens_step; /* pl_plan_auto: keep this many tokens per step
+                          (sc.micro follows the layout chosen; 0: one pass,
+                          sc.micro as given)                              */
   /* fsdp2 */
   int cp, ep; /* context- and expert-parallel degrees (divide W)     */
   pl_plan_ac ac;
@@ -185,6 +188,8 @@ typedef enum pl_plan_term {
 } pl_plan_term;
 const char *pl_plan_term_name(int t);    /* "weights", ... */
 const char *pl_plan_term_formula(int t); /* "4Θ/W: bf16 ...", Eq. 6's form */
+/* What each term holds in the FSDP2 model (fsdp2.c's assumptions M1-M9). */
+const char *pl_plan_fsdp2_term_formula(int t);
 
 #define PL_PLAN_MAX_TAGS 32
 

@@ -314,6 +314,13 @@ static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
   const int nbeta = fr->beta ? 2 : 1;
   for (int di = 0; di < nD; di++) {
     const int64_t N = base->S / Ds[di];
+    int micro = base->sc.micro;
+    if (base->tokens_step > 0) { /* the micro-batches of this layout */
+      const int64_t per = (int64_t)base->W * N;
+      if (base->tokens_step % per)
+        continue;
+      micro = (int)(base->tokens_step / per);
+    }
     /* c: chunk counts K = 1, 2, 4, ... 64 */
     int64_t cs[8];
     int nc = 0;
@@ -334,6 +341,7 @@ static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
             memset(&x, 0, sizeof x);
             x.cfg = *base;
             x.cfg.lc.D = Ds[di];
+            x.cfg.sc.micro = micro;
             x.cfg.lc.P = Ps[pi];
             if (fr->P)
               x.cfg.sc.head = Ps[pi] > 1 ? &pl_head_ring : &pl_head_fused;
@@ -379,6 +387,13 @@ static pl_status search_fsdp2(const pl_model_cfg *m, const pl_plan_cfg *base,
             x.cfg = *base;
             x.cfg.cp = cps[a];
             x.cfg.ep = eps[b];
+            if (base->tokens_step > 0) { /* the micro-batches of this mix */
+              const int64_t per = (int64_t)base->W / cps[a] *
+                                  (fr->mbs ? mbss[q] : base->mbs) * base->S;
+              if (base->tokens_step % per)
+                continue;
+              x.cfg.sc.micro = (int)(base->tokens_step / per);
+            }
             if (fr->ac)
               x.cfg.ac = acs[c];
             if (fr->offload)
@@ -437,6 +452,15 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
   pl_status st = base->system == PL_PLAN_FSDP2
                      ? search_fsdp2(m, base, fr, mc, r)
                      : search_plateau(m, base, fr, mc, r);
+  if (st == PL_OK && r->tried == 0 && base->tokens_step > 0) {
+    free(r);
+    return pl_set_error(PL_EINVAL,
+                        "tokens per step %lld: no %s makes it a whole number "
+                        "of passes of %lld-token sequences over %d GPUs",
+                        (long long)base->tokens_step,
+                        base->system == PL_PLAN_FSDP2 ? "cp and mbs" : "D",
+                        (long long)base->S, base->W);
+  }
   if (st == PL_OK && r->tried == 0) {
     /* every candidate refused: the base itself says why */
     cand x;
