@@ -130,6 +130,14 @@ pl_status pl_plan_machine_set(pl_plan_machine *m, const char *kv) {
     if (!eq || !*(eq + 1))
       goto bad_value;
     double v = strtod(eq + 1, &end);
+    if (*end) { /* a size suffix: K M G T (1000s), Ki Mi Gi Ti (1024s) */
+      const char *u = "KMGT", *q = strchr(u, *end);
+      if (!q || !*end)
+        goto bad_value;
+      const double base = end[1] == 'i' ? 1024 : 1000;
+      v *= pow(base, (double)(q - u + 1));
+      end += end[1] == 'i' ? 2 : 1;
+    }
     if (*end || !isfinite(v) || v < 0)
       goto bad_value;
     *(double *)((char *)m + fields[i].off) = v;
@@ -146,7 +154,9 @@ pl_status pl_plan_machine_set(pl_plan_machine *m, const char *kv) {
   }
 bad_value:
   return pl_set_error(PL_EINVAL,
-                      "machine: '%s': need key=value with a number >= 0", kv);
+                      "machine: '%s': need key=value with a number >= 0 "
+                      "(sizes may end in K M G T or Ki Mi Gi Ti)",
+                      kv);
 }
 
 void pl_plan_machine_print(const pl_plan_machine *m, FILE *f) {

@@ -113,8 +113,9 @@ pl_plan_machine pl_plan_machine_default(void);
  * expert_eff), recognized by their `# bench:` line.  PL_EINVAL naming the
  * file and line when it cannot be read. */
 pl_status pl_plan_machine_load(pl_plan_machine *m, const char *path);
-/* key=value (the field names above, e.g. "ib_gbs=25"); PL_EINVAL naming
- * the key and the allowed keys. */
+/* key=value (the field names above, e.g. "ib_gbs=25", "host_reserve=8Gi":
+ * a number may end in K M G T or Ki Mi Gi Ti); PL_EINVAL naming the key and
+ * the allowed keys. */
 pl_status pl_plan_machine_set(pl_plan_machine *m, const char *kv);
 void pl_plan_machine_print(const pl_plan_machine *m, FILE *f);
 
