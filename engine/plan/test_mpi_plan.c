@@ -76,15 +76,15 @@ static int grid(point *g) {
     p.c.lc.D = 2, p.c.S = 512, p.c.sc.moe_c = 128;
     g[n++] = p;
   }
-  p = base("L=4, E=24, k=4, all MoE");
-  p.m.L = 4, p.m.E = 24, p.m.k = 4, p.m.dense_layers = 0;
+  p = base("E=24, k=4, all MoE");
+  p.m.E = 24, p.m.k = 4, p.m.dense_layers = 0;
   p.c.sc.moe_c = 128;
   g[n++] = p;
   p = base("f32, V=509, H=96, recompute");
   p.c.sc.dt = PL_F32, p.m.V = 509, p.m.H = 96, p.c.sc.moe_recompute = true;
   g[n++] = p;
-  p = base("long: S=1024, K=2");
-  p.c.S = 1024, p.c.sc.moe_c = 512;
+  p = base("long: S=768, K=2");
+  p.c.S = 768, p.c.sc.moe_c = 384;
   g[n++] = p;
   p = base("proxy W_v = 2W, E=24");
   p.m.E = 24;
