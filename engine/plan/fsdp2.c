@@ -97,7 +97,7 @@ pl_status pl__fsdp2_check(const pl_model_cfg *m, const pl_plan_cfg *c) {
 }
 
 typedef struct fshape {
-  double N, H, V, b, Is_moe, dense_u, layer_u[2], emb_u, head_u, theta;
+  double N, H, V, b, layer_u[2], emb_u, head_u, theta;
   double fwd_moe, fwd_dense, bwd_moe, bwd_dense, saved_moe, saved_dense;
   double attn_fwd_buf, attn_bwd_buf;
   int moe_layers;
@@ -114,7 +114,6 @@ static void shape_of(const pl_model_cfg *m, const pl_plan_cfg *c, fshape *f) {
   f->N = N, f->H = H, f->V = (double)m->V, f->b = b,
   f->theta = (double)pc.total;
   const double Is = m->n_shared ? (double)m->I_shared * m->n_shared : 0;
-  f->Is_moe = Is;
   /* units (M2): dense part of a layer, and its experts over the EP shard */
   const double dense_moe = (double)(pc.attn + pc.norms + pc.router + pc.shared);
   const double dense_d = (double)(pc.attn + pc.norms + pc.dense_ffn);
@@ -245,9 +244,11 @@ pl_status pl_plan_fsdp2_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
   t[PL_TERM_RESIDENT] = saved_all;
   t[PL_TERM_UNITS] = 2 * lu * b + off_copy;
   t[PL_TERM_UNIT_GRADS] = lu * (2 + 4);
+  /* what AC did not save of its forward set (recomputed now; none with no
+   * AC: it is all saved, in RESIDENT) and the gradients */
   t[PL_TERM_ACTS] =
       (last_moe ? f.fwd_moe + f.bwd_moe : f.fwd_dense + f.bwd_dense) -
-      (c->ac == PL_PLAN_AC_NONE ? 0 : saved_last);
+      saved_last;
   t[PL_TERM_ATTN] = f.attn_bwd_buf;
   phase(out, "backward last layer", t);
   /* the optimizer */

@@ -176,6 +176,22 @@ START_TEST(fsdp2_model) {
   ck_assert_int_eq(pl_plan_fsdp2_memory(&m, &c, &mc, &d), PL_OK);
   ck_assert_double_eq_tol(d.term_peak[PL_TERM_LOGITS],
                           12.0 * 32768 / 4 * 200000, 1);
+  /* activation checkpointing: none keeps the most, full the least */
+  pl_plan_mem ac[3];
+  for (int i = 0; i < 3; i++) {
+    pl_plan_cfg x = c;
+    x.ac = (pl_plan_ac)i;
+    ck_assert_int_eq(pl_plan_fsdp2_memory(&m, &x, &mc, &ac[i]), PL_OK);
+  }
+  ck_assert(ac[PL_PLAN_AC_FULL].term_peak[PL_TERM_RESIDENT] <
+            ac[PL_PLAN_AC_SELECTIVE].term_peak[PL_TERM_RESIDENT]);
+  ck_assert(ac[PL_PLAN_AC_SELECTIVE].term_peak[PL_TERM_RESIDENT] <
+            ac[PL_PLAN_AC_NONE].term_peak[PL_TERM_RESIDENT]);
+  ck_assert(ac[PL_PLAN_AC_FULL].dev_peak < ac[PL_PLAN_AC_NONE].dev_peak);
+  /* without AC the layer's set is saved, not recomputed: its backward holds
+   * the gradients only beside it */
+  ck_assert(ac[PL_PLAN_AC_NONE].term_peak[PL_TERM_ACTS] <
+            ac[PL_PLAN_AC_FULL].term_peak[PL_TERM_ACTS]);
   /* refusals */
   c.cp = 3;
   ck_assert_int_eq(pl_plan_fsdp2_memory(&m, &c, &mc, &d), PL_EINVAL);
