@@ -176,8 +176,8 @@ static int gnuplot(const char *script, const char *data, const char *out) {
 static void assumptions(FILE *f, const pl_plan_machine *mc) {
   fprintf(f,
           "These are **projections**, not measurements: engine/plan's memory "
-          "model (the step's allocations replayed by tag; within 2%% of the "
-          "tracked peaks in CI) and time model on the machine `%s` "
+          "model (the step's allocations replayed by tag; checked against the "
+          "tracked peaks within 5%% in CI) and time model on the machine `%s` "
           "(`plateau plan --machine` lists every rate).  Assumptions: one "
           "rank per GPU, %d GPUs per node, %.1f GiB of HBM per GPU "
           "(%.1f GiB held back), %.0f GiB of host RAM per node; balanced "
