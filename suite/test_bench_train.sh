@@ -91,10 +91,49 @@ rows "$runs/ulysses"/train.*.tsv '$c["selected"]' | grep -qx 3 && pass || fail "
 run infeasible $MPIRUN -np 2 "${B[@]}" --preset cpu -D 2 --seq 64,65 -w 0 -n 1
 [[ $(rows "$f" '$c["status"]' | tr '\n' ' ') == "ok infeasible " ]] && pass || fail "S=65 at D=2: not an infeasible row"
 
+echo "== fsdp2 beside plateau: the same rows, the reference check"
+run both1 "${B[@]}" --preset cpu --system plateau,fsdp2
+bad=$(sel "$f" '$c["status"] != "ok" || $c["check"] != "pass" || $c["note"] !~ /reference step compared/ ||
+  $c["tok_s_gpu"] <= 0 || $c["tflops"] <= 0 || $c["dev_peak_bytes"] <= 0 || $c["kind"] != "run" ||
+  split($c["losses"], l, ",") != 4 || l[4] != $c["loss"]')
+got=$(rows "$f" '$c["system"], $c["seq"], $c["variant"], $c["D"], $c["cp"], $c["ep"], $c["ac"], $c["dispatch"], $c["head"], $c["optim"]' | tr '\t' ' ' | tr '\n' ';')
+want="plateau 64 pllep/ring/stream/sco=0/mb1 1 - - - pllep ring stream;fsdp2 64 cp1/ep1/ac=full/opt=gpu/mb1 1 1 1 full ep dense gpu;"
+want+="plateau 128 pllep/ring/stream/sco=0/mb1 1 - - - pllep ring stream;fsdp2 128 cp1/ep1/ac=full/opt=gpu/mb1 1 1 1 full ep dense gpu;"
+[[ -z $bad && $got == "$want" ]] && pass || { fail "plateau,fsdp2 rows: '$got'"; echo "$bad"; }
+# the same weights and sequences: every step's loss agrees between the systems
+rows "$f" '$c["seq"], $c["losses"]' | awk -F'\t' '{n = split($2, l, ","); if ($1 in first) {split(first[$1], p, ",");
+  for (i = 1; i <= n; i++) if ((l[i] - p[i])^2 > (1e-4 * p[i])^2) bad = 1; k++} else first[$1] = $2}
+  END {exit !(k == 2 && !bad)}' && pass || fail "fsdp2 and plateau losses differ: $(rows "$f" '$c["losses"]' | tr '\n' ' ')"
+# name | options (two ranks, both systems) | fsdp2's columns: D cp ep ac optim tokens micro virtual_world
+while IFS='|' read -r name opts want; do
+  run "$name" "${M[@]}" --system plateau,fsdp2 $opts
+  got=$(rows "$f" '$c["system"] != "fsdp2" ? "" : $c["D"] " " $c["cp"] " " $c["ep"] " " $c["ac"] " " $c["optim"] " " $c["tokens"] " " $c["micro"] " " $c["virtual_world"] " " $c["status"] " " $c["check"]' | grep .)
+  [[ $got == "$want ok pass" ]] && pass || fail "fsdp2 $name: '$got', want '$want ok pass'"
+  n=$(rows "$f" '$c["status"] "/" $c["check"]' | grep -c '^ok/pass$')
+  [[ $n -eq 2 ]] && pass || fail "fsdp2 $name: $n of 2 rows ok/pass"
+  if [[ $name == f2proxy ]]; then
+    [[ $(rows "$f" '$c["note"]' | grep -c "reference step skipped: a proxy") -eq 2 ]] && pass || fail "f2proxy: no skip notes"
+  else
+    [[ $(rows "$f" '$c["note"]' | grep -c "reference step compared") -eq 2 ]] && pass || fail "fsdp2 $name: reference not compared"
+  fi
+done <<EOF
+f2cp|--cp 2 --ep 2 --ac selective --fsdp2-optim cpu|2 2 2 selective cpu 32 1 2
+f2micro|--ep 2 --micro 2 --ac none|1 1 2 none gpu 64 2 2
+f2proxy|--cp 2 --virtual-world 4 --ep 4|2 2 4 full gpu 32 1 4
+EOF
+[[ $(rows "$runs/f2cp"/train.*.tsv '$c["system"] == "fsdp2" ? $c["host_peak_bytes"] : ""' | grep .) -gt 0 ]] && pass ||
+  fail "fsdp2 with the CPU optimizer: no pinned host peak"
+run f2infeasible "${M[@]}" --system fsdp2 --cp 2 --seq 64,66 -w 0 -n 1
+[[ $(rows "$f" '$c["seq"] ":" $c["status"]' | tr '\n' ' ') == "64:ok 66:infeasible " ]] && pass ||
+  fail "fsdp2 S=66 at cp=2: $(rows "$f" '$c["seq"] ":" $c["status"]' | tr '\n' ' ')"
+
 echo "== --mem-limit: an oom row"
 run oom "${B[@]}" --preset cpu --seq 64,512 --mem-limit 6Mi -w 0 -n 1
 [[ $(rows "$f" '$c["seq"] ":" $c["status"]' | tr '\n' ' ') == "64:ok 512:oom " ]] && pass ||
   fail "mem-limit rows: $(rows "$f" '$c["seq"] ":" $c["status"]' | tr '\n' ' ')"
+run f2oom "${B[@]}" --preset cpu --system fsdp2 --seq 64,512 --mem-limit 5Mi -w 0 -n 1
+[[ $(rows "$f" '$c["seq"] ":" $c["status"]' | tr '\n' ' ') == "64:ok 512:oom " ]] && pass ||
+  fail "fsdp2 mem-limit rows: $(rows "$f" '$c["seq"] ":" $c["status"]' | tr '\n' ' ')"
 
 echo "== --describe"
 out=$("${B[@]}" --preset cpu --describe -o "$tmp/describe" 2>&1)
@@ -110,8 +149,23 @@ while read -r args; do
   [[ $rc -eq 2 && ! -e $tmp/bad ]] && pass || { fail "$args: exit $rc (want 2), files: $(ls "$tmp/bad" 2>/dev/null)"; tail -2 "$tmp/bad.out"; }
 done <<'EOF'
 --model huge
---system fsdp2
+--system fsdp3
 --system plateau,plateau
+--system fsdp2,fsdp2
+--system fsdp2 --cp 3
+--system fsdp2 --ep 3
+--system fsdp2 --ac some
+--system fsdp2 --fsdp2-optim disk
+--system fsdp2 --ac-freq 0
+--tune --cp 2
+--tune --system plateau
+--tune --tokens 64
+--tune-micro 2
+--tune --points peer
+--points /nonexistent/points.tsv
+--points peer --seq 64
+--points peer --model tiny
+--points peer --system plateau
 --seq 0
 -D 3
 --virtual-world 3
@@ -144,7 +198,17 @@ else
   nv=$(cat "$runs/mb"/train.*.tsv | awk -F'\t' '!/^#/ && $0 ~ /llep\/ring/ && $0 ~ /custom:tiny/' | wc -l)
   [[ $nt -ge 4 && $nv -eq $nt ]] && pass || fail "maxbatch: $nt trials, $nv trial rows with the forwarded options"
 fi
-for args in "--budgets 0" "--seq 64" "--preset small" "--sco-budget lots"; do
+# one search per system; fsdp2's knobs reach its trials
+"$BIN" bench maxbatch --backend cpu --bench train --preset cpu --mem-limit 6Mi --start 256 --step 64 \
+  --layers 2 --system fsdp2,plateau --ac selective --trial-timeout 120 -o "$runs/mb2" </dev/null >"$tmp/mb2.out" 2>&1
+rc=$?
+f=$(ls "$runs/mb2"/maxbatch.*.tsv 2>/dev/null | head -1)
+got=$(rows "${f:-/dev/null}" '$c["kind"] != "summary" ? "" : $c["system"] " " $c["status"] " " ($c["max_ok_tokens"] > 0) " " ($c["first_fail_tokens"] - $c["max_ok_tokens"])' | grep . | tr '\n' ';')
+[[ $rc -eq 0 && $got == "fsdp2 ok 1 64;plateau ok 1 64;" ]] && pass || { fail "maxbatch --system fsdp2,plateau (exit $rc): '$got'"; tail -3 "$tmp/mb2.out"; }
+nf=$(cat "$runs/mb2"/train.*.tsv 2>/dev/null | awk -F'\t' '!/^#/ && $0 ~ /\tfsdp2\tcustom:tiny\tcp1\/ep1\/ac=selective\/opt=gpu\/mb1\t/' | wc -l)
+nt=$(rows "${f:-/dev/null}" '$c["kind"] == "trial" && $c["system"] == "fsdp2"' | grep -c 1)
+[[ $nt -ge 3 && $nf -eq $nt ]] && pass || fail "maxbatch fsdp2: $nt trials, $nf fsdp2 trial rows with the forwarded knobs"
+for args in "--budgets 0" "--seq 64" "--preset small" "--sco-budget lots" "--system fsdp3" "--tune" "--points peer"; do
   rm -rf "$tmp/bad"
   "$BIN" bench maxbatch --backend cpu --bench train -o "$tmp/bad" $args </dev/null >"$tmp/bad.out" 2>&1
   rc=$?
