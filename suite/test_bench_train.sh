@@ -15,16 +15,27 @@
 #  - --describe prints the counts and per-rank bytes, exits 0, writes nothing;
 #  - bad inputs exit 2 and write nothing;
 #  - no run leaks device events (the device's destroy warning);
+#  - fsdp2 beside plateau (--system plateau,fsdp2) at np 1 and 2: the same
+#    columns, every knob (cp, ep, AC modes, the CPU optimizer, micro-batches,
+#    the proxy), equal losses on the same weights and sequences, the
+#    reference check compared, an oom row (--mem-limit), an infeasible split;
+#  - --tune: every knob setting of pl_fsdp2_tune_points at W_v 2 and two
+#    micro-batch counts, one row each; --points FILE: the file's models,
+#    contexts, knobs, warm-ups and steps, the check passing;
 #  - `plateau report` writes the end-to-end table (report/train.md, the
 #    paper's figures beside, labelled) and the chart data (and the chart
-#    when gnuplot is installed); from synthetic 120B files of both systems
-#    and their max-batch searches, the paper's layout and the plateau vs
-#    FSDP2-best ratios with the paper's 7.6× / 8× / 12× beside;
+#    when gnuplot is installed), the fsdp2 configurations tried with
+#    FSDP2-best marked; from the points run and a torch_fsdp2 file, ours and
+#    PyTorch's side by side (ratios, the ±15% flags); from synthetic 120B
+#    files of both systems and their max-batch searches (with the trials'
+#    rows), the paper's layout: tok/s and TFLOP/s ratios per context,
+#    reach and max batch with the paper's 7.6× / 8× / 12× beside;
 #  - maxbatch --bench train with --mem-limit: trials in child processes
 #    (mpirun -np 1: an OOM on one rank of several can leave the others in a
 #    collective) forwarding the train options; the summary's bound has an ok
-#    trial at it and an oom trial a step above; the train report lists the
-#    search, not its trials; options of the other target exit 2.
+#    trial at it and an oom trial a step above; one search per system of
+#    --system (fsdp2's knobs forwarded); the train report lists the search,
+#    not its trials; options of the other target, --tune, --points exit 2.
 # Usage: BUILD=build bash suite/test_bench_train.sh   (run from anywhere)
 set -uo pipefail
 PL_TEST=test_bench_train.sh
@@ -217,6 +228,56 @@ done
 "$BIN" bench maxbatch --backend cpu --bench sco --dispatch ep -o "$tmp/bad" </dev/null >"$tmp/bad.out" 2>&1
 [[ $? -eq 2 ]] && pass || fail "maxbatch --bench sco --dispatch ep: not refused"
 
+echo "== --tune: every knob setting of fsdp2 per context"
+# one process playing a rank of 2 (W_v 2): cp 1, ep 1|2, AC full|selective,
+# gpu|cpu optimizer, micro 1|2: 16 fsdp2 points beside one plateau point
+run tune "${B[@]}" --preset cpu --tune --virtual-world 2 --tune-micro 1,2 --seq 64 -w 0 -n 1
+got=$(rows "$f" '$c["system"] == "fsdp2" && $c["kind"] == "tune" && $c["status"] == "ok" ? $c["variant"] : ""' | grep . | sort | tr '\n' ' ')
+want=$(for ep in 1 2; do for ac in full selective; do for o in cpu gpu; do for mb in 1 2; do
+  echo "cp1/ep$ep/ac=$ac/opt=$o/mb$mb"; done; done; done; done | sort | tr '\n' ' ')
+[[ $got == "$want" ]] && pass || fail "--tune variants: '$got', want '$want'"
+[[ $(rows "$f" '$c["system"] ":" $c["kind"]' | grep -c '^plateau:run$') -eq 1 ]] && pass || fail "--tune: not one plateau row"
+[[ $(rows "$f" '$c["system"] == "fsdp2" ? $c["ep"] $c["ac"] $c["optim"] $c["micro"] : ""' | grep -c '^2selectivecpu2$') -eq 1 ]] && pass ||
+  fail "--tune: the knob columns do not name the variant"
+
+echo "== --points: the shared points of fsdp2 and the PyTorch peer"
+cat >"$tmp/points.tsv" <<'EOF'
+# two tiny models, as analysis/peers/fsdp2_points.tsv lists the real ones
+point	model	hidden	layers	n_q	n_kv	head_dim	vocab	experts	topk	expert_width	shared_width	dense_width	dense_layers	rope_theta	seq	cp	ep	ac	optim	micro	warmup	steps
+dense-64	densetiny	64	2	4	2	16	300	0	0	0	0	96	2	10000	64	1	1	full	gpu	1	1	2
+moe-64	moetiny	64	2	4	2	16	512	8	2	32	32	0	0	10000	64	1	1	full	gpu	1	1	2
+moe-64-sel	moetiny	64	2	4	2	16	512	8	2	32	32	0	0	10000	64	1	1	selective	gpu	1	1	2
+moe-64-off	moetiny	64	2	4	2	16	512	8	2	32	32	0	0	10000	64	1	1	full	cpu	2	0	1
+EOF
+mkdir -p "$tmp/peer"
+"${B[@]}" --points "$tmp/points.tsv" --dtype f32 -o "$tmp/peer" </dev/null >"$tmp/points.out" 2>&1 || fail "--points: exit $?"
+f=$(ls "$tmp/peer"/train.*.tsv 2>/dev/null | head -1)
+got=$(rows "${f:-/dev/null}" '$c["system"], $c["kind"], $c["model"], $c["vocab"], $c["variant"], $c["status"], $c["check"], split($c["losses"], l, ",")' | tr '\t' ' ' | tr '\n' ';')
+want="fsdp2 peer densetiny 300 cp1/ep1/ac=full/opt=gpu/mb1 ok pass 3;fsdp2 peer moetiny 512 cp1/ep1/ac=full/opt=gpu/mb1 ok pass 3;"
+want+="fsdp2 peer moetiny 512 cp1/ep1/ac=selective/opt=gpu/mb1 ok pass 3;fsdp2 peer moetiny 512 cp1/ep1/ac=full/opt=cpu/mb2 ok pass 1;"
+[[ $got == "$want" ]] && pass || { fail "--points rows: '$got'"; tail -3 "$tmp/points.out"; }
+[[ $(rows "${f:-/dev/null}" '$c["note"]' | grep -c 'point .* (warm-ups [01], timed steps [12]); reference step compared') -eq 4 ]] && pass ||
+  fail "--points: the notes do not name the point and the compared reference"
+# the peer's file: PyTorch at ours / 1.1 tok/s (ratio 1.10) and, on the MoE
+# points, twice our peak (ratio 0.50); one point only PyTorch ran (oom)
+awk -F'\t' -v OFS='\t' 'BEGIN {print "# plateau-results: 1\n# bench: torch_fsdp2"; print "bench\tvariant\tranks\tdtype\tseq\ttokens\thidden\tvocab\texperts\tlayers\ttok_s_gpu\tdev_peak_bytes\tstatus\tcheck\tnote"}
+  /^#/ {next} !h {for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next}
+  $c["micro"] == 1 && $c["ac"] == "full" {print "torch_fsdp2", $c["variant"], 1, "bf16", $c["seq"], $c["seq"], $c["hidden"], $c["vocab"], $c["experts"], $c["layers"],
+    $c["tok_s_gpu"] / 1.1, $c["dev_peak_bytes"] * ($c["experts"] > 0 ? 2 : 1), "ok", "skip", "point " $c["model"]}
+  END {print "torch_fsdp2\tcp1/ep1/ac=full/opt=gpu/mb1\t1\tbf16\t4096\t4096\t64\t512\t8\t2\t-\t-\toom\tskip\tpoint moe-4k"; print "# end: ok"}' \
+  "${f:-/dev/null}" >"$tmp/peer/torch_fsdp2.synthetic.tsv"
+"$BIN" report "$tmp/peer" >"$tmp/peer.out" 2>&1 || { fail "report of the points: exit $?"; tail -3 "$tmp/peer.out"; }
+md=$tmp/peer/report/train.md
+grep -q '^## The FSDP2 baseline vs PyTorch FSDP2 (the shared points)' "$md" && pass || fail "no peer section"
+grep -q '^| densetiny | 64 | cp1/ep1/ac=full/opt=gpu/mb1 | [0-9.]* | [0-9.]* | 1.10 | yes | .* | 1.00 | yes | ok / ok |$' "$md" && pass ||
+  { fail "peer row of the dense point"; grep '^| densetiny' "$md"; }
+grep -q '^| moetiny | 64 | cp1/ep1/ac=full/opt=gpu/mb1 | [0-9.]* | [0-9.]* | 1.10 | yes | .* | 0.50 | no | ok / ok |$' "$md" && pass ||
+  { fail "peer row of the MoE point"; grep '^| moetiny | 64 | cp1/ep1/ac=full/opt=gpu' "$md"; }
+grep -q '^| H64 L2 E8 (not run by us) | 4K | .* | not run / oom |$' "$md" && pass || fail "peer row only PyTorch ran"
+grep -q '^| moetiny | 64 | cp1/ep1/ac=selective/opt=gpu/mb1 | [0-9.]* | - | .* | ok / not run |$' "$md" && pass || fail "peer row only we ran"
+grep -q '^Within ±15% on both tok/s and device peak: 1 of the 2 points both measured.$' "$md" && pass || fail "peer summary line"
+[[ -s $tmp/peer/report/torch_fsdp2.md ]] && pass || fail "no generic torch_fsdp2 table"
+
 echo "== plateau report"
 "$BIN" report "$runs" >"$tmp/report.out" 2>&1 || { fail "report: exit $?"; tail -5 "$tmp/report.out"; }
 md=$runs/report/train.md
@@ -227,7 +288,12 @@ if [[ -f $md ]]; then
   [[ $(grep -c '^| tiny | ' "$md") -ge 10 ]] && pass || fail "train.md: few tiny rows"
   grep -q '^| tiny | 512 | plateau | .* | oom |' "$md" && pass || fail "train.md: no oom row"
   grep -q '^| custom:tiny | plateau | 0 | [0-9]* | [0-9]* | [0-9]* | [0-9]* | ok |' "$md" && pass || fail "train.md: no max-batch row"
-  ! grep -q '^| custom:tiny | [0-9]' "$md" && pass || fail "train.md: maxbatch trials among the points"
+  ! grep -q '^| custom:tiny | [0-9K]* | ' "$md" && pass || fail "train.md: maxbatch trials among the points"
+  [[ $(awk '/^## FSDP2-best: every configuration tried/ {on = 1} on && /\| tune \| ok \|/' "$md" | grep -c .) -ge 16 &&
+    $(awk '/^## FSDP2-best: every configuration tried/ {on = 1} /^## The FSDP2 baseline/ {on = 0} on && /\*\*best\*\*/' "$md" | grep -c .) -ge 1 ]] &&
+    pass || fail "train.md: the tuning section lacks the tune rows or the best mark"
+  grep -q '^| tiny | 1 / 2 | 64 | [0-9.]* | [0-9.e-]* | [0-9.]* | [0-9.e-]* | cp1/ep[12]/ac=[a-z]*/opt=[a-z]*/mb[12] (16 / 16) | [0-9.]*× | [0-9.]*× | - |$' "$md" &&
+    pass || { fail "train.md: no plateau vs FSDP2-best row of the tune"; grep '^| tiny | 1 / 2' "$md"; }
 else
   fail "no report/train.md"; tail -5 "$tmp/report.out"
 fi
@@ -237,17 +303,20 @@ if command -v gnuplot >/dev/null; then
 fi
 
 echo "== the report's paper layout and FSDP2 columns (synthetic result files)"
-# 120B proxy rows of both systems and their max-batch searches, as the H200
-# runs would write them: the ratios and the paper's figures beside
+# 120B proxy rows of both systems (three fsdp2 configurations at 128K) and
+# their max-batch searches with their trials' rows, as the H200 runs would
+# write them: the ratios and the paper's figures beside
 syn=$tmp/syn
 mkdir -p "$syn"
-hdr='system\tmodel\tvariant\tranks\tvirtual_world\tseq\ttokens\ttok_s_gpu\ttflops\tmfu\tdev_peak_bytes\thost_peak_bytes\ttime_ms\tstatus\tcheck\tnote'
+hdr='system\tmodel\tvariant\tkind\tranks\tvirtual_world\tseq\ttokens\tmicro\tstep_tokens\ttok_s_gpu\ttflops\tmfu\tdev_peak_bytes\thost_peak_bytes\ttime_ms\tstatus\tcheck\tnote'
 {
   printf '# plateau-results: 2\n# bench: train\n# backend: cuda\n'"$hdr"'\n'
-  printf 'plateau\t120b\tpllep/fused/stream/sco=0/mb1\t1\t16\t131072\t131072\t1500\t114\t14.4\t1e11\t9e10\t87381\tok\tpass\t-\n'
-  printf 'fsdp2\t120b\tcp1/ep16/ac=full/opt=cpu/mb1\t1\t16\t131072\t131072\t200\t15.2\t1.9\t1.3e11\t9e10\t655360\tok\tpass\t-\n'
-  printf 'plateau\t120b\tpllep/fused/stream/sco=0/mb1\t1\t16\t1048576\t1048576\t640\t250\t31.6\t1.3e11\t9e10\t1638400\tok\tpass\t-\n'
-  printf 'fsdp2\t120b\tcp1/ep16/ac=full/opt=cpu/mb1\t1\t16\t1048576\t1048576\t-\t-\t-\t-\t-\t-\toom\tskip\t-\n'
+  printf 'plateau\t120b\tpllep/fused/stream/sco=0/mb1\trun\t1\t16\t131072\t131072\t1\t2097152\t1500\t114\t14.4\t1e11\t9e10\t87381\tok\tpass\t-\n'
+  printf 'fsdp2\t120b\tcp1/ep16/ac=full/opt=cpu/mb1\ttune\t1\t16\t131072\t131072\t1\t2097152\t200\t15.2\t1.9\t1.3e11\t9e10\t655360\tok\tpass\t-\n'
+  printf 'fsdp2\t120b\tcp1/ep16/ac=full/opt=gpu/mb1\ttune\t1\t16\t131072\t131072\t1\t2097152\t-\t-\t-\t-\t-\t-\toom\tskip\t-\n'
+  printf 'fsdp2\t120b\tcp1/ep8/ac=full/opt=cpu/mb1\ttune\t1\t16\t131072\t131072\t1\t2097152\t150\t11.4\t1.4\t1.4e11\t9e10\t873813\tok\tpass\t-\n'
+  printf 'plateau\t120b\tpllep/fused/stream/sco=0/mb1\trun\t1\t16\t1048576\t1048576\t1\t16777216\t640\t250\t31.6\t1.3e11\t9e10\t1638400\tok\tpass\t-\n'
+  printf 'fsdp2\t120b\tcp1/ep16/ac=full/opt=cpu/mb1\trun\t1\t16\t1048576\t1048576\t1\t16777216\t-\t-\t-\t-\t-\t-\toom\tskip\t-\n'
   printf '# end: ok\n'
 } >"$syn/train.1.tsv"
 {
@@ -256,13 +325,29 @@ hdr='system\tmodel\tvariant\tranks\tvirtual_world\tseq\ttokens\ttok_s_gpu\ttflop
   printf 'summary\ttrain\tfsdp2\t120b\t0\t131072\t131072\t131072\t196608\t5\tok\tskip\t-\n'
   printf '# end: ok\n'
 } >"$syn/maxbatch.1.tsv"
+# trial NAME SYSTEM SEQ STATUS: a maxbatch trial's own train file
+trial() {
+  printf '# plateau-results: 2\n# bench: train\n# point: maxbatch.1.0.%s\n'"$hdr"'\n' "$1" >"$syn/train.t$1.tsv"
+  printf '%s\t120b\tv\trun\t1\t16\t%s\t%s\t1\t%s\t1\t1\t-\t-\t-\t1\t%s\tskip\t-\n' "$2" "$3" "$3" $(($3 * 16)) "$4" >>"$syn/train.t$1.tsv"
+}
+trial 1 plateau 1572864 ok
+trial 2 plateau 1638400 oom
+trial 3 fsdp2 131072 ok
+trial 4 fsdp2 196608 oom
 "$BIN" report "$syn" >"$tmp/syn.out" 2>&1 || { fail "report of the synthetic files: exit $?"; tail -3 "$tmp/syn.out"; }
 md=$syn/report/train.md
 grep -q '^| 120b | 128K | plateau | .* | 1500 | 114 | 14.4 | .* | 1355 (91) on 16 GPUs |$' "$md" && pass || fail "120b 128K row with the paper's 1355 (91)"
 grep -q '^| 120b | 1M | fsdp2 | .* | oom | 642 (221) on 16 GPUs |$' "$md" && pass || fail "120b 1M fsdp2 oom row"
-grep -q '^| 120b | 128K | 1500.0 | 200.0 | 7.50× | 7.6× | 8.0× | 8× (1M / 128K) | 12.0× | 12× |$' "$md" && pass ||
-  { fail "plateau vs FSDP2-best row:"; grep '^| 120b | 128K | 1500' "$md"; }
+grep -qF '| 120b | 1 / 16 | 128K | 1500.0 | 114 | 200.0 | 15.2 | cp1/ep16/ac=full/opt=cpu/mb1 (2 / 3) | 7.50× | 7.50× | 7.6× (16–64 H200, different scale) |' "$md" && pass ||
+  { fail "plateau vs FSDP2-best throughput row:"; grep '^| 120b | 1 / 16 | 128K' "$md"; }
+grep -qF '| 120b | 1 / 16 | 1M | 640.0 | 250 | oom | - | none fits (0 / 1) | - | - | - |' "$md" && pass ||
+  { fail "plateau vs FSDP2-best at 1M:"; grep '^| 120b | 1 / 16 | 1M' "$md"; }
+grep -qF '| 120b | 1 / 16 | 1536K (oom at 1600K) | 128K (oom at 192K) | 12.0× | 8× (1M vs OOM past 128K; 16–64 H200, different scale) | 25165824 | 2097152 | 12.0× | 12× (1.5M tokens; 16–64 H200, different scale) |' "$md" && pass ||
+  { fail "plateau vs FSDP2-best reach and max batch:"; grep '^| 120b | 1 / 16 | [0-9]*K (' "$md"; }
+grep -q '^| 120b | 1 / 16 | 128K | cp1/ep16/ac=full/opt=cpu/mb1 | tune | ok | 200 | 15.2 | .* | \*\*best\*\* |$' "$md" &&
+  grep -q '^| 120b | 1 / 16 | 128K | cp1/ep16/ac=full/opt=gpu/mb1 | tune | oom | .* |  |$' "$md" && pass || fail "the tuning rows, the best marked"
 grep -q '^| 120b | plateau | 0 | 1572864 | 1572864 | 1638400 | 6 | ok |' "$md" && pass || fail "max-batch summary row"
+! grep -q '^| 120b | 1536K | ' "$md" && pass || fail "a maxbatch trial among the points"
 grep -q '^paper:120b	1048576	642	221$' "$syn/report/train-context.tsv" && pass || fail "the paper's points in the chart data"
 [[ ! -e $syn/report/sco.md ]] && pass || fail "a train maxbatch file made an sco report"
 
