@@ -361,12 +361,20 @@ static pl_status base_argv(pl_bench_ctx *c, search *s) {
                 (unsigned long long)pl_args_size(a, "mem-limit"));
   if (pl_args_given(a, "preset"))
     pl_argv_add(b, "--preset=%s", pl_args_enum_name(a, "preset"));
-  /* set per trial, or options of the train bench that maxbatch's table
-   * does not list (several points per context: no search takes them) */
+  /* not forwarded: what each trial sets, and the target's options that
+   * maxbatch's table does not list (train's --tune, --points: several
+   * points per context, which no search takes; never given here) */
   static const char *const per_trial[] = {"tokens", "budgets", "budget-steps",
-                                          "system", "tune",    "tune-micro",
-                                          "points", NULL};
-  pl_argv_forward(b, a, s->target->opts, per_trial);
+                                          "system", NULL};
+  const char *skip[128];
+  int ns = 0;
+  for (int i = 0; per_trial[i]; i++)
+    skip[ns++] = per_trial[i];
+  for (int i = 0; s->target->opts[i].name && ns < 127; i++)
+    if (!listed(maxbatch_opts, s->target->opts[i].name))
+      skip[ns++] = s->target->opts[i].name;
+  skip[ns] = NULL;
+  pl_argv_forward(b, a, s->target->opts, skip);
   return PL_OK;
 }
 

@@ -1,14 +1,18 @@
 /* bench_train.c — `plateau bench train`: the end-to-end training step of the
- * paper's MoE models (engine/train/step.h) in the MoP layout, one point per
- * (context S, system), the timed unit one training step.
+ * paper's MoE models (engine/train/step.h) in the MoP layout, and of the
+ * FSDP2 baseline (baselines/fsdp2), one point per (context S, system), the
+ * timed unit one training step; --tune runs fsdp2 at every knob setting a
+ * torchtitan user would try per context, --points the points fsdp2 shares
+ * with the PyTorch peer (train_args.c builds the list).
  *
- * A point: the system (train_system.h: plateau, the composed step, built
- * in) is created for S (N = S/D tokens per rank; W_v > W: the one-GPU proxy,
- * train/layout.h), -w warm-up steps and -n timed steps run on consecutive
- * batches of the token stream (--data), then it is destroyed.  A point that
- * does not fit (the tracked allocator: the device, or --mem-limit; pinned
- * host memory) is an `oom` row; a context the layout cannot split is an
- * `infeasible` row; bad options exit 2 before anything is written.
+ * A point: the system (train_system.h: plateau, the composed step; fsdp2)
+ * is created for S (N = S/D tokens per rank, S/cp for fsdp2; W_v > W: the
+ * one-GPU proxy, train/layout.h), -w warm-up steps and -n timed steps run on
+ * consecutive batches of the token stream (--data), then it is destroyed.  A
+ * point that does not fit (the tracked allocator: the device, or --mem-limit;
+ * pinned host memory, one process: within the host's available memory) is an
+ * `oom` row; a context the layout cannot split is an `infeasible` row; bad
+ * options exit 2 before anything is written.
  *
  * Rows: the identity (system, model, the switches, layout, S, N, tokens per
  * step), time_ms / p10 / p90 (the harness: the slowest rank's step), the
@@ -48,6 +52,15 @@ static const pl_opt train_opts[] = {
      0, 0, NULL},
     {"tune-micro", 0, PL_OPT_SIZE_LIST, NULL,
      "--tune: the micro-batch counts tried (default: --micro)", 1, 4096, NULL},
+    {"tune-ep", 0, PL_OPT_SIZE_LIST, NULL,
+     "--tune: only these EP degrees (default: every one that divides)", 1,
+     1 << 20, NULL},
+    {"tune-ac", 0, PL_OPT_ENUM_LIST, "full,selective",
+     "--tune: the AC modes tried (full, selective, none)", 0, 0,
+     pl__train_ac_names},
+    {"tune-optim", 0, PL_OPT_ENUM_LIST, "gpu,cpu",
+     "--tune: the optimizer placements tried (gpu, cpu)", 0, 0,
+     pl__train_fsdp2_optim_names},
     {"points", 0, PL_OPT_STR, NULL,
      "a points file of fsdp2 and the PyTorch peer (peer: "
      "analysis/peers/fsdp2_points.tsv): its models, contexts and knobs "
@@ -134,8 +147,33 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   return PL_OK;
 }
 
+/* One process alone on its host (the one-GPU proxy): pinned host memory
+ * beyond what the host has available (MemAvailable less 2 GiB, on top of
+ * what the arena holds) is a clean PL_ENOMEM, an oom row, instead of the
+ * kernel's OOM killer ending the run (fsdp2's offloaded optimizer pins 16
+ * bytes per parameter of the rank).  With several ranks, which share a host
+ * is not known here: no limit. */
+static void host_limit(pl_bench_ctx *c, bool on) {
+  size_t lim = 0;
+  FILE *f = on && c->size == 1 ? fopen("/proc/meminfo", "r") : NULL;
+  char line[256];
+  unsigned long long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+      break;
+  if (f)
+    fclose(f);
+  if (kb > (2ull << 20)) {
+    pl_mem_stats hs;
+    pl_mem_stats_get(c->dev, PL_ARENA_HOST, &hs);
+    lim = hs.current + (size_t)(kb - (2ull << 20)) * 1024;
+  }
+  pl_mem_set_limit(c->dev, PL_ARENA_HOST, lim);
+}
+
 static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   train_bench *b = st;
+  host_limit(c, true);
   b->cap = c->warmup + c->iters;
   b->nres = 0, b->next = 0, b->why[0] = '\0';
   b->res = calloc((size_t)b->cap + 1, sizeof *b->res);
@@ -189,6 +227,7 @@ static void teardown(pl_bench_ctx *c, void *st, int p) {
   train_bench *b = st;
   if (b->h)
     b->sys->destroy(b->h);
+  host_limit(c, false);
   free(b->tok);
   free(b->res);
   b->h = NULL, b->tok = NULL, b->res = NULL;

@@ -172,6 +172,10 @@ done <<'EOF'
 --tune --system plateau
 --tune --tokens 64
 --tune-micro 2
+--tune-ep 2
+--tune --tune-ep 3
+--tune --tune-ac sometimes
+--tune --tune-optim disk
 --tune --points peer
 --points /nonexistent/points.tsv
 --points peer --seq 64
@@ -239,6 +243,10 @@ want=$(for ep in 1 2; do for ac in full selective; do for o in cpu gpu; do for m
 [[ $(rows "$f" '$c["system"] ":" $c["kind"]' | grep -c '^plateau:run$') -eq 1 ]] && pass || fail "--tune: not one plateau row"
 [[ $(rows "$f" '$c["system"] == "fsdp2" ? $c["ep"] $c["ac"] $c["optim"] $c["micro"] : ""' | grep -c '^2selectivecpu2$') -eq 1 ]] && pass ||
   fail "--tune: the knob columns do not name the variant"
+# narrowed: AC none and full, the CPU optimizer, EP 2 only
+run tune2 "${B[@]}" --preset cpu --system fsdp2 --tune --virtual-world 2 --tune-ep 2 --tune-ac none,full --tune-optim cpu --seq 64 -w 0 -n 1 --no-check
+got=$(rows "$f" '$c["variant"]' | sort | tr '\n' ' ')
+[[ $got == "cp1/ep2/ac=full/opt=cpu/mb1 cp1/ep2/ac=none/opt=cpu/mb1 " ]] && pass || fail "--tune-ep/--tune-ac/--tune-optim: '$got'"
 
 echo "== --points: the shared points of fsdp2 and the PyTorch peer"
 cat >"$tmp/points.tsv" <<'EOF'
@@ -292,7 +300,7 @@ if [[ -f $md ]]; then
   [[ $(awk '/^## FSDP2-best: every configuration tried/ {on = 1} on && /\| tune \| ok \|/' "$md" | grep -c .) -ge 16 &&
     $(awk '/^## FSDP2-best: every configuration tried/ {on = 1} /^## The FSDP2 baseline/ {on = 0} on && /\*\*best\*\*/' "$md" | grep -c .) -ge 1 ]] &&
     pass || fail "train.md: the tuning section lacks the tune rows or the best mark"
-  grep -q '^| tiny | 1 / 2 | 64 | [0-9.]* | [0-9.e-]* | [0-9.]* | [0-9.e-]* | cp1/ep[12]/ac=[a-z]*/opt=[a-z]*/mb[12] (16 / 16) | [0-9.]*× | [0-9.]*× | - |$' "$md" &&
+  grep -q '^| tiny | 1 / 2 | 64 | [0-9.]* | [0-9.e-]* | [0-9.]* | [0-9.e-]* | cp1/ep[12]/ac=[a-z]*/opt=[a-z]*/mb[12] (18 / 18) | [0-9.]*× | [0-9.]*× | - |$' "$md" &&
     pass || { fail "train.md: no plateau vs FSDP2-best row of the tune"; grep '^| tiny | 1 / 2' "$md"; }
 else
   fail "no report/train.md"; tail -5 "$tmp/report.out"

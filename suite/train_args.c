@@ -146,8 +146,11 @@ static pl_status modes_check(const pl_args *a, bool tune, const char *points) {
     return pl_set_error(PL_EINVAL, "give --tune (fsdp2's knobs swept at the "
                                    "contexts) or --points (the file's "
                                    "points), not both");
-  if (!tune && pl_args_given(a, "tune-micro"))
-    return pl_set_error(PL_EINVAL, "--tune-micro: only with --tune");
+  static const char *const tune_opts[] = {"tune-micro", "tune-ep", "tune-ac",
+                                          "tune-optim", NULL};
+  for (int i = 0; !tune && tune_opts[i]; i++)
+    if (pl_args_given(a, tune_opts[i]))
+      return pl_set_error(PL_EINVAL, "--%s: only with --tune", tune_opts[i]);
   if (tune && pl_args_given(a, "tokens"))
     return pl_set_error(PL_EINVAL, "--tune: give the contexts with --seq "
                                    "(the tokens per rank differ with cp)");
@@ -243,18 +246,59 @@ static pl_status add_point(pl__train_args *t, int *cap,
   return PL_OK;
 }
 
-/* Every context × system; with --tune fsdp2 at each point of
- * pl_fsdp2_tune_points (W ranks, this W_v, the --tune-micro counts). */
-static pl_status context_points(pl_bench_ctx *c, const pl_args *a, bool tune,
-                                bool by_tokens, pl__train_args *t, int *cap) {
-  int micros[PL_OPT_LIST_MAX], nmicro = 1;
-  micros[0] = t->u.sc.micro;
+/* Is v one of the n values of list (n = 0: no list, every value)? */
+static bool listed_int(const int *list, int n, int v) {
+  for (int i = 0; i < n; i++)
+    if (list[i] == v)
+      return true;
+  return n == 0;
+}
+
+/* The knob settings --tune tries at u (pl_fsdp2_tune_points at W ranks and
+ * u's W_v, the --tune-micro counts) narrowed to --tune-ep, --tune-ac and
+ * --tune-optim; *out malloc'd. */
+static pl_status tune_list(pl_bench_ctx *c, const pl_args *a,
+                           const pl_train_setup *u, pl_fsdp2_cfg **out,
+                           int *nout) {
+  int micros[PL_OPT_LIST_MAX], nmicro = 1, eps[PL_OPT_LIST_MAX], neps = 0;
+  int acs[PL_OPT_LIST_MAX], opts[PL_OPT_LIST_MAX];
+  uint64_t v[PL_OPT_LIST_MAX];
+  micros[0] = u->sc.micro;
   if (pl_args_given(a, "tune-micro")) {
-    uint64_t v[PL_OPT_LIST_MAX];
     nmicro = pl_args_size_list(a, "tune-micro", v, PL_OPT_LIST_MAX);
     for (int i = 0; i < nmicro; i++)
       micros[i] = (int)v[i];
   }
+  if (pl_args_given(a, "tune-ep")) {
+    neps = pl_args_size_list(a, "tune-ep", v, PL_OPT_LIST_MAX);
+    for (int i = 0; i < neps; i++)
+      eps[i] = (int)v[i];
+  }
+  /* the enum lists' indices are the pl_fsdp2_ac / pl_fsdp2_optim values */
+  const int nac = pl_args_enum_list(a, "tune-ac", acs, PL_OPT_LIST_MAX);
+  const int nopt = pl_args_enum_list(a, "tune-optim", opts, PL_OPT_LIST_MAX);
+  const bool none = listed_int(acs, nac, PL_FSDP2_AC_NONE) && nac > 0;
+  const pl_fsdp2_cfg base = pl__train_fsdp2_cfg(u);
+  const int n = pl_fsdp2_tune_points(&u->m, c->size, u->S, &base, micros,
+                                     nmicro, none, NULL, 0);
+  pl_fsdp2_cfg *cf = calloc((size_t)n + 1, sizeof *cf);
+  if (!cf)
+    return pl_set_error(PL_ENOMEM, "train: host points");
+  pl_fsdp2_tune_points(&u->m, c->size, u->S, &base, micros, nmicro, none, cf,
+                       n);
+  int k = 0;
+  for (int j = 0; j < n; j++)
+    if (listed_int(eps, neps, cf[j].ep) && listed_int(acs, nac, cf[j].ac) &&
+        listed_int(opts, nopt, cf[j].optim))
+      cf[k++] = cf[j];
+  *out = cf, *nout = k;
+  return PL_OK;
+}
+
+/* Every context × system; with --tune fsdp2 at each knob setting of
+ * tune_list per context. */
+static pl_status context_points(pl_bench_ctx *c, const pl_args *a, bool tune,
+                                bool by_tokens, pl__train_args *t, int *cap) {
   for (int i = 0; i < t->nseq; i++)
     for (int k = 0; k < t->nsys; k++) {
       pl_train_setup u = t->u;
@@ -263,22 +307,22 @@ static pl_status context_points(pl_bench_ctx *c, const pl_args *a, bool tune,
         PL_TRY(add_point(t, cap, t->sys[k], &u, -1, -1));
         continue;
       }
-      const pl_fsdp2_cfg base = pl__train_fsdp2_cfg(&u);
-      const int n = pl_fsdp2_tune_points(&u.m, c->size, u.S, &base, micros,
-                                         nmicro, false, NULL, 0);
-      pl_fsdp2_cfg *cf = calloc((size_t)n + 1, sizeof *cf);
-      if (!cf)
-        return pl_set_error(PL_ENOMEM, "train: host points");
-      pl_fsdp2_tune_points(&u.m, c->size, u.S, &base, micros, nmicro, false, cf,
-                           n);
-      pl_status st = PL_OK;
+      pl_fsdp2_cfg *cf = NULL;
+      int n = 0;
+      PL_TRY(tune_list(c, a, &u, &cf, &n));
+      pl_status st = n ? PL_OK
+                       : pl_set_error(PL_EINVAL,
+                                      "--tune: no knob setting of fsdp2 at "
+                                      "S=%lld is left (--tune-ep, --tune-ac, "
+                                      "--tune-optim)",
+                                      (long long)u.S);
       for (int j = 0; j < n && st == PL_OK; j++) {
-        pl_train_setup v = u;
-        v.f2.cp = cf[j].cp, v.f2.ep = cf[j].ep;
-        v.f2.ac = cf[j].ac, v.f2.optim = cf[j].optim;
-        v.sc.micro = cf[j].micro;
-        v.kind = "tune";
-        st = add_point(t, cap, t->sys[k], &v, -1, -1);
+        pl_train_setup w = u;
+        w.f2.cp = cf[j].cp, w.f2.ep = cf[j].ep;
+        w.f2.ac = cf[j].ac, w.f2.optim = cf[j].optim;
+        w.sc.micro = cf[j].micro;
+        w.kind = "tune";
+        st = add_point(t, cap, t->sys[k], &w, -1, -1);
       }
       free(cf);
       PL_TRY(st);
