@@ -316,6 +316,49 @@ static const char *reach_cell(char *b, size_t n, reach_t r) {
   return b;
 }
 
+/* The targets of the comparison per scale both systems ran: plateau's reach
+ * >= 8x FSDP2-best's, its TFLOP/s >= 2x at the longest context both fit. */
+static void targets(FILE *md, const pt *p, int n, const pt *q, int nq) {
+  bool head = false;
+  for (int i = 0; i < n; i++) {
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++)
+      seen = same_scale(&p[j], &p[i]);
+    if (seen)
+      continue;
+    const reach_t ra = reach_of(p, n, q, nq, &p[i], "plateau"),
+                  rb = reach_of(p, n, q, nq, &p[i], "fsdp2");
+    double both = NAN, ratio = NAN;
+    for (int j = 0; j < n; j++) {
+      if (!same_scale(&p[j], &p[i]) || (!isnan(both) && p[j].seq <= both))
+        continue;
+      const pt *a = best_at(p, n, &p[j], "plateau", p[j].seq, NULL),
+               *b = best_at(p, n, &p[j], "fsdp2", p[j].seq, NULL);
+      if (a && b)
+        both = p[j].seq, ratio = a->tflops / b->tflops;
+    }
+    if (isnan(ra.longest) || (isnan(rb.longest) && isnan(rb.first_fail)))
+      continue;
+    if (!head)
+      fprintf(md, "\nTargets (one scale, every figure from this run): "
+                  "plateau's longest context ≥ 8× FSDP2-best's; its TFLOP/s "
+                  "≥ 2× FSDP2-best's at the longest context both fit.\n\n");
+    head = true;
+    char c1[16], c2[16];
+    const double rr = ra.longest / rb.longest;
+    fprintf(md, "- %s at %.0f / %.0f: reach ratio %s (%s); ", p[i].model,
+            p[i].ranks, p[i].wv,
+            isnan(rb.longest) ? "unbounded (FSDP2-best fits nothing)"
+                              : pl_rep_fmt(c1, sizeof c1, "%.1f×", rr, "-"),
+            isnan(rb.longest) || rr >= 8 ? "met" : "missed");
+    if (isnan(both))
+      fprintf(md, "no context both fit\n");
+    else
+      fprintf(md, "TFLOP/s ratio %.2f× at %s (%s)\n", ratio,
+              ctx(c2, sizeof c2, both), ratio >= 2 ? "met" : "missed");
+  }
+}
+
 static void versus(FILE *md, const pt *p, int n, const pt *q, int nq) {
   fprintf(md,
           "\n## plateau vs FSDP2-best\n\nFSDP2-best: the fastest fsdp2 row "
@@ -417,6 +460,7 @@ static void versus(FILE *md, const pt *p, int n, const pt *q, int nq) {
             pl_rep_fmt(m2, sizeof m2, "%.0f", rb.batch, "-"),
             pl_rep_fmt(r2, sizeof r2, "%.1f×", ra.batch / rb.batch, "-"), q2);
   }
+  targets(md, p, n, q, nq);
 }
 
 /* Every fsdp2 row per scale and context, fastest first; FSDP2-best marked. */
@@ -595,9 +639,14 @@ static void losses(FILE *md, const pt *p, int n) {
 }
 
 /* The chart's series of point i: model:system, :variant when the model and
- * system have several runs. */
+ * system have several runs; model:fsdp2-best for every fsdp2 row (the chart
+ * keeps the best ok row of a series per context). */
 static void series_of(const pt *p, int n, int i, char *s, size_t len) {
   bool many = false;
+  if (!strcmp(p[i].system, "fsdp2")) { /* one series: FSDP2-best */
+    snprintf(s, len, "%s:fsdp2-best", p[i].model);
+    return;
+  }
   for (int j = 0; j < n; j++)
     many |= !strcmp(p[j].model, p[i].model) &&
             !strcmp(p[j].system, p[i].system) && !same_run(&p[i], &p[j]);

@@ -357,6 +357,10 @@ grep -q '^| 120b | 1 / 16 | 128K | cp1/ep16/ac=full/opt=cpu/mb1 | tune | ok | 20
 grep -q '^| 120b | plateau | 0 | 1572864 | 1572864 | 1638400 | 6 | ok |' "$md" && pass || fail "max-batch summary row"
 ! grep -q '^| 120b | 1536K | ' "$md" && pass || fail "a maxbatch trial among the points"
 grep -q '^paper:120b	1048576	642	221$' "$syn/report/train-context.tsv" && pass || fail "the paper's points in the chart data"
+grep -qx '120b:fsdp2-best	131072	200	15.2' "$syn/report/train-context.tsv" && ! grep -q '^120b:fsdp2:' "$syn/report/train-context.tsv" &&
+  pass || fail "the chart's fsdp2 series is not FSDP2-best alone"
+grep -qxF -- '- 120b at 1 / 16: reach ratio 12.0× (met); TFLOP/s ratio 7.50× at 128K (met)' "$md" && pass ||
+  { fail "the targets line"; grep -- '^- 120b' "$md"; }
 [[ ! -e $syn/report/sco.md ]] && pass || fail "a train maxbatch file made an sco report"
 
 if [[ $nfail -eq 0 ]]; then echo "$PL_TEST: all $npass passed"; exit 0; fi
