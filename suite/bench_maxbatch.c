@@ -12,11 +12,12 @@
  * child's exit status and its rows (found by the point id in the metadata),
  * and writes one row per trial (tokens, status, exit code, the child's peaks
  * and speed) and one summary row per budget (largest clean N, first failing
- * N).  The target train has one search (its --sco-budget is forwarded like
- * its other options): its trials are `bench train --tokens=N …` and the rows
- * carry the trial's seq, system and model (the summary: the largest clean
- * trial's).  It does not fit the per-point pattern: main() runs the search with
- * the harness's rows and progress.
+ * N).  The target train has one search per system of its --system list
+ * (its --sco-budget is forwarded like its other options): its trials are
+ * `bench train --system=X --tokens=N …` and the rows carry the trial's seq,
+ * system and model (the summary: its system's, and the largest clean
+ * trial's seq and model).  It does not fit the per-point pattern: main() runs
+ * the search with the harness's rows and progress.
  *
  * The search is one process (np 1, no mpirun around it): it must not be a
  * rank of the launch it starts, and it must hold no CUDA context (a context
@@ -83,6 +84,8 @@ typedef struct search {
   const char *budget;
   bool train;          /* the target is train: --tokens only per trial */
   char ok_vals[3][32]; /* seq, system, model of the largest clean trial */
+  char systems[PL_TRAIN_MAX_SYS][16]; /* train: one search each */
+  const char *system;                 /* train: this search's */
 } search;
 
 static const char *const trial_cols[] = {
@@ -101,8 +104,12 @@ static pl_status trial_at(pl_bench_ctx *c, search *s, int64_t N, char *status,
   pl_argv_add(&argv, "--tokens=%lld", (long long)N);
   if (!s->train)
     pl_argv_add(&argv, "--budgets=%s", s->budget);
+  else
+    pl_argv_add(&argv, "--system=%s", s->system);
   pl_argv_add(&argv, "--point=%s", point);
-  snprintf(label, sizeof label, "budget=%s N=%lld", s->budget, (long long)N);
+  snprintf(label, sizeof label, "%s%sbudget=%s N=%lld",
+           s->train ? s->system : "", s->train ? " " : "", s->budget,
+           (long long)N);
   pl_bench_progress(c, label);
   pl_status st = pl_trial_run(argv.v, s->envp, s->timeout_s, &t.ex);
   pl_argv_free(&argv);
@@ -167,6 +174,8 @@ static pl_status run_search(pl_bench_ctx *c, search *s, int64_t step,
   pl_row_i64(r, "tokens", lo);
   for (int k = 0; k < 3 && lo > 0; k++)
     pl_row_str(r, trial_cols[4 + k], s->ok_vals[k]);
+  if (s->train)
+    pl_row_str(r, "system", s->system);
   char note[256];
   bool failed = false;
   if (st != PL_OK) {
@@ -275,12 +284,24 @@ static pl_status init(pl_bench_ctx *c, void *st) {
     return pl_set_error(PL_EINVAL,
                         "maxbatch: --budget-steps is not searched; "
                         "give the budgets with --budgets (one search each)");
-  if (s->train) { /* one search; --sco-budget goes to the trials */
+  if (s->train) { /* one search per system; --sco-budget to the trials */
     pl_sco_budget b;
-    snprintf(s->budgets[0], sizeof s->budgets[0], "%s",
-             pl_args_str(a, "sco-budget"));
-    PL_TRY(pl_sco_parse_budget("--sco-budget", s->budgets[0], &b));
-    s->nb = 1;
+    char list[256], *save = NULL;
+    snprintf(list, sizeof list, "%s", pl_args_str(a, "system"));
+    for (char *w = strtok_r(list, ",", &save); w && s->nb < PL_TRAIN_MAX_SYS;
+         w = strtok_r(NULL, ",", &save)) {
+      if (!pl__train_system_find(w))
+        return pl_set_error(PL_EINVAL,
+                            "--system=%s: '%s' is not a system of bench train "
+                            "(plateau, fsdp2)",
+                            pl_args_str(a, "system"), w);
+      snprintf(s->systems[s->nb], sizeof s->systems[0], "%s", w);
+      snprintf(s->budgets[s->nb], sizeof s->budgets[0], "%s",
+               pl_args_str(a, "sco-budget"));
+      PL_TRY(pl_sco_parse_budget("--sco-budget", s->budgets[s->nb++], &b));
+    }
+    if (!s->nb)
+      return pl_set_error(PL_EINVAL, "--system: empty");
   }
   const char *list = s->train ? NULL : pl_args_str(a, "budgets");
   for (const char *p = list ? list : s->train ? NULL : "0"; p && s->nb < 64;) {
@@ -340,9 +361,20 @@ static pl_status base_argv(pl_bench_ctx *c, search *s) {
                 (unsigned long long)pl_args_size(a, "mem-limit"));
   if (pl_args_given(a, "preset"))
     pl_argv_add(b, "--preset=%s", pl_args_enum_name(a, "preset"));
+  /* not forwarded: what each trial sets, and the target's options that
+   * maxbatch's table does not list (train's --tune, --points: several
+   * points per context, which no search takes; never given here) */
   static const char *const per_trial[] = {"tokens", "budgets", "budget-steps",
-                                          NULL};
-  pl_argv_forward(b, a, s->target->opts, per_trial);
+                                          "system", NULL};
+  const char *skip[128];
+  int ns = 0;
+  for (int i = 0; per_trial[i]; i++)
+    skip[ns++] = per_trial[i];
+  for (int i = 0; s->target->opts[i].name && ns < 127; i++)
+    if (!listed(maxbatch_opts, s->target->opts[i].name))
+      skip[ns++] = s->target->opts[i].name;
+  skip[ns] = NULL;
+  pl_argv_forward(b, a, s->target->opts, skip);
   return PL_OK;
 }
 
@@ -361,6 +393,7 @@ static pl_status search_all(pl_bench_ctx *c, void *st) {
   pl_status rs = PL_OK;
   for (int i = 0; i < s->nb && rs == PL_OK; i++) {
     s->budget = s->budgets[i];
+    s->system = s->systems[i];
     s->index = i;
     s->ntrials = 0;
     rs = run_search(c, s, step, start, maxt);

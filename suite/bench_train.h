@@ -8,7 +8,9 @@
  * PL_BENCH_TRAIN_OPTS holds every option of the bench except four whose
  * names `bench sco` also has (layers, hidden, dtype, tokens): maxbatch's
  * table lists sco's entries for those (the same kinds: INT, INT, ENUM
- * bf16|f32; tokens is set per trial), the train bench its own. */
+ * bf16|f32; tokens is set per trial), the train bench its own; and except
+ * the options that make several points of one context (--tune,
+ * --tune-micro, --points), which a search cannot take. */
 #ifndef PLATEAU_SUITE_BENCH_TRAIN_H
 #define PLATEAU_SUITE_BENCH_TRAIN_H
 
@@ -20,6 +22,8 @@
 extern const char *const pl__train_dispatch_names[]; /* ep llep pllep      */
 extern const char *const pl__train_head_names[];     /* ring fused dense vp */
 extern const char *const pl__train_optim_names[];    /* stream hybrid cpu  */
+extern const char *const pl__train_ac_names[];       /* full selective none */
+extern const char *const pl__train_fsdp2_optim_names[]; /* gpu cpu         */
 
 /* The dense bf16 GEMM rate MFU is taken against when neither --gemm-tflops
  * nor --calib gives one: one H200's cuBLAS bf16 8192³ GEMM as
@@ -140,10 +144,51 @@ extern const char *const pl__train_optim_names[];    /* stream hybrid cpu  */
        0,                                                                        \
        PL_OPT_STR,                                                               \
        "plateau",                                                                \
-       "comma list of training systems, one point each (built in: plateau)",     \
+       "comma list of training systems, one point each: plateau, fsdp2 "         \
+       "(--tune: plateau,fsdp2; --points: fsdp2)",                               \
        0,                                                                        \
        0,                                                                        \
        NULL},                                                                    \
+      {"cp",                                                                     \
+       0,                                                                        \
+       PL_OPT_INT,                                                               \
+       "1",                                                                      \
+       "fsdp2: context-parallel degree (divides W)",                             \
+       1,                                                                        \
+       1 << 20,                                                                  \
+       NULL},                                                                    \
+      {"ep",                                                                     \
+       0,                                                                        \
+       PL_OPT_INT,                                                               \
+       "1",                                                                      \
+       "fsdp2: expert-parallel degree (divides W_v and E)",                      \
+       1,                                                                        \
+       1 << 20,                                                                  \
+       NULL},                                                                    \
+      {"ac",                                                                     \
+       0,                                                                        \
+       PL_OPT_ENUM,                                                              \
+       "full",                                                                   \
+       "fsdp2: activation checkpointing per layer: full | selective | none",     \
+       0,                                                                        \
+       0,                                                                        \
+       pl__train_ac_names},                                                      \
+      {"ac-freq",                                                                \
+       0,                                                                        \
+       PL_OPT_INT,                                                               \
+       "2",                                                                      \
+       "fsdp2: selective AC checkpoints layer l iff (l + 1) % ac-freq == 0",     \
+       1,                                                                        \
+       4096,                                                                     \
+       NULL},                                                                    \
+      {"fsdp2-optim",                                                            \
+       0,                                                                        \
+       PL_OPT_ENUM,                                                              \
+       "gpu",                                                                    \
+       "fsdp2: AdamW states on the gpu, or cpu (CPUOffloadPolicy)",              \
+       0,                                                                        \
+       0,                                                                        \
+       pl__train_fsdp2_optim_names},                                             \
       {"describe",                                                               \
        0,                                                                        \
        PL_OPT_FLAG,                                                              \
@@ -190,6 +235,13 @@ extern const char *const pl__train_optim_names[];    /* stream hybrid cpu  */
  */
 #define PL_TRAIN_MAX_SYS 4
 
+/* One point of the run: a system at one context with its knobs. */
+typedef struct pl__train_point {
+  const pl_train_system *sys;
+  pl_train_setup u;  /* S, the model, the knobs of this point */
+  int warmup, iters; /* a --points point's (-1: the command line's) */
+} pl__train_point;
+
 /* What the command line asks for. */
 typedef struct pl__train_args {
   pl_train_setup u; /* S unset: one per point */
@@ -197,14 +249,24 @@ typedef struct pl__train_args {
   int nseq;
   const pl_train_system *sys[PL_TRAIN_MAX_SYS];
   int nsys;
+  pl__train_point *pts; /* every point, in order (owned) */
+  int npts;
   bool describe;
   double gemm_tflops; /* 0: unknown */
   char gemm_src[160]; /* where it came from */
-  pl_data *data;      /* opened, owned */
+  pl_data *data;      /* the stream of vocabulary data_V, owned */
+  int64_t data_V;
 } pl__train_args;
 
-/* Parse and validate (PL_EINVAL with a message: exit 2, nothing written). */
+/* Parse and validate (PL_EINVAL with a message: exit 2, nothing written):
+ * the points are every context × system (--tune: fsdp2 at every point of
+ * pl_fsdp2_tune_points; --points FILE: the file's points instead of the
+ * contexts). */
 pl_status pl__train_parse(pl_bench_ctx *c, pl__train_args *a);
+void pl__train_args_free(pl__train_args *a);
+/* a->data: --data (synthetic, seeded by --seed, or a token shard) for a
+ * model of vocabulary V, opened again when V differs from the last. */
+pl_status pl__train_data(pl_bench_ctx *c, pl__train_args *a, int64_t V);
 /* --describe: every system's description of every point on f. */
 pl_status pl__train_describe(pl_bench_ctx *c, const pl__train_args *a, FILE *f);
 

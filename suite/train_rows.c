@@ -112,7 +112,7 @@ pl_status pl__train_row(pl_bench_ctx *c, const pl__train_args *a,
   if (sys->result && n)
     sys->result(h, &res[n - 1], row);
   /* rates */
-  const int64_t N = u->S / u->lc.D, tok = (int64_t)u->sc.micro * N;
+  const int64_t N = u->S / sys->seq_ranks(u), tok = (int64_t)u->sc.micro * N;
   const double sec = c->meas ? c->meas->t.median * 1e-3 : 0;
   w->flops = (double)tok * pl_model_flops_per_token(&u->m, u->S);
   pl_row_f64(row, "flops", w->flops);

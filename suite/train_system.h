@@ -1,9 +1,9 @@
 /* train_system.h — a training system behind one small interface, so that
  * `plateau bench train --system a,b` measures each the same way (the same
  * model, sequences, rows and check): plateau (the composed step,
- * engine/train/step.h) is built in (train_system.c); another system
- * (baselines/fsdp2) is one more entry in the registry there, its functions
- * wrapped in these signatures.  Internal to suite/.
+ * engine/train/step.h) and fsdp2 (the FSDP2 baseline, baselines/fsdp2) are
+ * the entries of the registry in train_system.c, their functions wrapped in
+ * these signatures.  Internal to suite/.
  *
  * A system is created per point (one context S) and destroyed after it;
  * every call is collective over the world. */
@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "../baselines/fsdp2/fsdp2.h"
 #include "bench.h"
 #include "train/describe.h"
 #include "train/step.h"
@@ -29,6 +30,12 @@ typedef struct pl_train_setup {
   const char *dispatch; /* --dispatch as given: ep | llep | pllep       */
   const char *head;     /* --head: ring | fused | dense | vp            */
   const char *optim;    /* --optim: stream | hybrid | cpu               */
+  /* fsdp2's knobs: cp, ep, ac, ac_freq, optim (--cp ... or a --tune or
+   * --points point); its micro-batches, W_v, dtype, seed, profile and MoE
+   * lanes are the ones above (sc, lc), every system's */
+  pl_fsdp2_cfg f2;
+  const char *kind; /* how the point was chosen: run | tune | peer      */
+  char point[48];   /* a --points point's name ("" otherwise)           */
 } pl_train_setup;
 
 typedef struct pl_train_system {
@@ -39,6 +46,8 @@ typedef struct pl_train_system {
   pl_status (*validate)(const pl_train_setup *u, int W);
   /* The row's columns of the system's own knobs: variant and its switches. */
   void (*identity)(const pl_train_setup *u, pl_row *row);
+  /* Ranks sharing one sequence (plateau: D; fsdp2: cp): N = S / it. */
+  int (*seq_ranks)(const pl_train_setup *u);
   pl_status (*create)(pl_dev *dev, pl_comm *world, const pl_train_setup *u,
                       void **out);
   void (*destroy)(void *h);
@@ -66,9 +75,12 @@ typedef struct pl_train_system {
   const float *(*router_bias)(const void *h, int layer);
 } pl_train_system;
 
-/* The systems built in, NULL-terminated ("plateau"). */
+/* The systems built in, NULL-terminated ("plateau", "fsdp2"). */
 extern const pl_train_system *const pl__train_systems[];
 /* By name; NULL when none. */
 const pl_train_system *pl__train_system_find(const char *name);
+/* fsdp2's whole configuration at a point: u->f2's knobs with the shared
+ * micro-batches, W_v, dtype, seed, profile and lanes. */
+pl_fsdp2_cfg pl__train_fsdp2_cfg(const pl_train_setup *u);
 
 #endif
