@@ -85,7 +85,10 @@ ifeq ($(HAVE_CUDA),1)
 endif
 LDLIBS_ALL = $(LDLIBS_BASE) $(LDLIBS_CUDA)
 
-GIT_SHA := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+# What the build records of its sources (jobs/provenance): the git sha, the
+# dirty flag and a content hash of the sources it compiles, taken from this
+# tree and never from the command line (`override`: GIT_SHA=... is ignored).
+override GIT_SHA := $(shell jobs/provenance describe 2>/dev/null || echo "unknown unknown")
 
 # ---- sources (discovered: new files need no Makefile edit) ----------------
 # Tests sit beside what they test: test_*.c (Check, one process),
@@ -122,7 +125,7 @@ all: config $(BIN) $(LIB) $(BASE_LIB) $(BUILD)/lib/pkgconfig/plateau.pc
 
 config:
 	@mkdir -p results/runs
-	@echo "# plateau build: CUDA=$(HAVE_CUDA) (nvcc: $(or $(NVCC),none)) CUDA_ARCH=$(CUDA_ARCH) DEBUG=$(DEBUG) BLAS=$(BLAS) STATIC_DEPS=$(STATIC_DEPS) sha=$(GIT_SHA)"
+	@echo "# plateau build: CUDA=$(HAVE_CUDA) (nvcc: $(or $(NVCC),none)) CUDA_ARCH=$(CUDA_ARCH) DEBUG=$(DEBUG) BLAS=$(BLAS) STATIC_DEPS=$(STATIC_DEPS) sources=$(GIT_SHA)"
 
 build: all
 
@@ -150,12 +153,13 @@ $(BUILD)/obj/%.cu.o: %.cu $(BUILD)/gen/nvcc_flags
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
 
-# The git sha of the build, rewritten only when it changes so that -MMD
-# rebuilds exactly the files that include it (result metadata, --version).
+# The sources' provenance (git sha, dirty flag, tree hash: jobs/provenance
+# header), rewritten only when it changes so that -MMD rebuilds exactly the
+# files that include it (result metadata, --version).
 .PHONY: FORCE
 $(BUILD)/gen/plateau_git.h: FORCE
 	@mkdir -p $(@D)
-	@echo '#define PL_GIT_SHA "$(GIT_SHA)"' > $@.tmp
+	@jobs/provenance header > $@.tmp || { rm -f $@.tmp; echo "jobs/provenance header failed"; exit 1; }
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
 $(SUITE_OBJ) $(BUILD)/obj/suite/main.o: | $(BUILD)/gen/plateau_git.h
 

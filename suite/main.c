@@ -18,14 +18,15 @@
 #include "schema.h"
 #include "tokens.h"
 
-#include "plateau_git.h" /* generated: build/gen */
-#ifndef PL_GIT_SHA
-#define PL_GIT_SHA "unknown"
-#endif
+#include "plateau_git.h" /* generated: build/gen (jobs/provenance header) */
+
+/* "sha", "sha-dirty" or "none" (built without git), then the tree hash */
+#define PL_SOURCES                                                             \
+  PL_GIT_SHA, PL_GIT_DIRTY == 1 ? "-dirty" : "", PL_TREE_HASH
 
 static void usage(FILE *f) {
   fprintf(f,
-          "plateau %s (%s) — bounded-memory long-context MoE training: "
+          "plateau %s (%s%s, tree %s) — bounded-memory long-context MoE training: "
           "engine benchmarks\n\n"
           "usage: plateau <command> [options]\n\n"
           "commands:\n"
@@ -39,7 +40,7 @@ static void usage(FILE *f) {
           "V 256)\n"
           "  schema                the columns of result files (name, unit, "
           "meaning)\n\n",
-          PLATEAU_VERSION, PL_GIT_SHA);
+          PLATEAU_VERSION, PL_SOURCES);
   fprintf(f, "benches:\n");
   for (int i = 0; i < pl_bench_count(); i++)
     fprintf(f, "  %-10s %s\n", pl_bench_at(i)->name, pl_bench_at(i)->summary);
@@ -79,7 +80,7 @@ static int cmd_info(int argc, char **argv) {
   pl_status st = pl_init(&argc, &argv);
   if (st != PL_OK)
     fprintf(stderr, "plateau info: warning: MPI init: %s\n", pl_last_error());
-  printf("plateau %s, git %s\n", PLATEAU_VERSION, PL_GIT_SHA);
+  printf("plateau %s, git %s%s, tree %s\n", PLATEAU_VERSION, PL_SOURCES);
   printf("backends built: cpu%s\n",
          pl_backend_available(PL_BACKEND_CUDA) ? " cuda" : "");
   int ncuda = pl_cuda_device_count();
@@ -144,7 +145,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(cmd, "--version") == 0) {
-    printf("plateau %s (%s)\n", PLATEAU_VERSION, PL_GIT_SHA);
+    printf("plateau %s (%s%s, tree %s)\n", PLATEAU_VERSION, PL_SOURCES);
     return 0;
   }
   if (strcmp(cmd, "info") == 0) return cmd_info(argc - 1, argv + 1);

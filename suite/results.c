@@ -27,10 +27,7 @@
 #include "plateau/plateau.h"
 #include "schema.h"
 
-#include "plateau_git.h" /* generated: build/gen */
-#ifndef PL_GIT_SHA
-#define PL_GIT_SHA "unknown"
-#endif
+#include "plateau_git.h" /* generated: build/gen (jobs/provenance header) */
 
 #define TORN_MARK "!torn"
 
@@ -592,13 +589,17 @@ const char *const *pl_results_meta(struct pl_dev *dev, struct pl_comm *comm,
     }                                                                          \
   } while (0)
 
-  const char *sha = PL_GIT_SHA;
-  size_t shalen = strlen(sha);
-  bool dirty = shalen > 6 && strcmp(sha + shalen - 6, "-dirty") == 0;
   PUT("bench", "%s", bench ? bench : "-");
   PUT("plateau_version", "%s", PLATEAU_VERSION);
-  PUT("git_sha", "%.*s", (int)(dirty ? shalen - 6 : shalen), sha);
-  PUT("git_dirty", "%d", dirty ? 1 : 0);
+  /* of the tree this binary was compiled from (jobs/provenance header):
+   * dirty -1 = built without a git repository; tree_hash identifies the
+   * sources either way (jobs/provenance verify FILE) */
+  PUT("git_sha", "%s", PL_GIT_SHA);
+  if (PL_GIT_DIRTY < 0)
+    PUT("git_dirty", "%s", "-");
+  else
+    PUT("git_dirty", "%d", PL_GIT_DIRTY);
+  PUT("tree_hash", "%s", PL_TREE_HASH);
   pl_dev_info info;
   memset(&info, 0, sizeof info);
   if (dev && pl_dev_info_get(dev, &info) == PL_OK) {
