@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# analysis/device/attn_profile.sh — where the wgmma attention kernels' time
+# dev/attention/profile.sh — where the wgmma attention kernels' time
 # goes: Nsight Compute (ncu) on one forward and one backward launch of the
 # `plateau bench attention` shape at S = 16Ki (speed of light, compute
 # workload (pipe utilization, incl. the tensor pipe), warp states (stall
 # reasons), occupancy), written to $RUNS/attention_ncu.txt.  Run from the
 # repository root on the GPU machine after `make`:
-#     RUNS=results/runs/<sweep> bash analysis/device/attn_profile.sh
+#     RUNS=results/runs/<sweep> bash dev/attention/profile.sh
 # About one minute.  Without ncu it records why and exits 0.
 set -uo pipefail
 RUNS=${RUNS:-results/runs/attn-profile-$(date -u +%Y%m%dT%H%M%SZ)}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# analysis/device/attn_variants.sh — the quick A/B of the attention kernels in
+# dev/attention/variants.sh — the quick A/B of the attention kernels in
 # one loan of the GPU machine: the CUDA attention test (every engine kernel
 # choice against SIMPLE; fails on a mismatch), the dev programs (every kernel
 # version of dev/attention, the engine's and the ones it was chosen over,
@@ -9,7 +9,7 @@
 # "wgmma split"), and the PyTorch SDPA peer on the same shapes (PEER=0 skips
 # it, TEST=0 the test, DEV=0 the dev programs).  Run from the repository root
 # on the GPU machine after `make all tests dev`:
-#     RUNS=results/runs/<dir> bash analysis/device/attn_variants.sh
+#     RUNS=results/runs/<dir> bash dev/attention/variants.sh
 # About 4 minutes.  Exits non-zero if a step failed.  What the versions
 # measured so far: doc/performance/attention.md.
 set -uo pipefail
