@@ -4,6 +4,7 @@
  *   plateau info                  what this build and machine have
  *   plateau bench <name> [opts]   one benchmark (bench.c harness)
  *   plateau report RUN_DIR        tables and charts from result files
+ *   plateau compare NEW REF       a run against a reference (regressions)
  *   plateau tokens IN OUT         a byte-level token shard of a file
  *   plateau schema                the result columns: name, unit, meaning
  *
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "compare_cmd.h"
 #include "plateau/plateau.h"
 #include "report.h"
 #include "schema.h"
@@ -36,6 +38,8 @@ static void usage(FILE *f) {
           "under -o DIR\n"
           "  report RUN_DIR        Markdown tables and charts from the result "
           "files in RUN_DIR\n"
+          "  compare NEW REF       NEW's rows against REF's, metric by metric "
+          "(regressions)\n"
           "  tokens IN OUT         a token shard of IN's bytes (byte-level, "
           "V 256)\n"
           "  schema                the columns of result files (name, unit, "
@@ -151,6 +155,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "info") == 0) return cmd_info(argc - 1, argv + 1);
   if (strcmp(cmd, "bench") == 0) return pl_bench_main(argc, argv);
   if (strcmp(cmd, "report") == 0) return pl_report_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "compare") == 0) return pl_compare_main(argc - 1, argv + 1);
   if (strcmp(cmd, "tokens") == 0) return pl_tokens_main(argc - 1, argv + 1);
   if (strcmp(cmd, "schema") == 0) return cmd_schema(argc - 1, argv + 1);
   if (cmd[0] == '-')
