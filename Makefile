@@ -119,7 +119,7 @@ BIN := $(BUILD)/bin/plateau
 TEST_BINS := $(TEST_C:%.c=$(BUILD)/tests/%) $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
 
 .PHONY: all config deps build run test test-unit test-mpi test-sh install \
-        report clean format dev
+        report regress clean format dev
 
 all: config $(BIN) $(LIB) $(BASE_LIB) $(BUILD)/lib/pkgconfig/plateau.pc
 
@@ -258,6 +258,11 @@ test-sh: all
 report:
 	@test -n "$(RUN_DIR)" || { echo "make report RUN_DIR=results/runs/<sweep>"; exit 2; }
 	$(BIN) report $(RUN_DIR)
+
+# The regression set of this machine kind (jobs/sweeps/regress.tsv) against
+# results/reference/<kind>/ (MACHINE=h200x2 etc. to name the kind).
+regress: all
+	BUILD=$(BUILD) jobs/regress $(if $(MACHINE),--machine $(MACHINE))
 
 format:
 	clang-format -i $$(find engine suite baselines -name '*.[ch]' -o -name '*.cu')
