@@ -213,9 +213,13 @@ endef
 $(BUILD)/lib/pkgconfig/plateau.pc: Makefile
 	$(call write_pc,$(PREFIX),$@)
 
+# The chart scripts go to share/plateau/analysis, where `plateau report`
+# looks for them beside an installed binary (<bin>/../share/plateau/analysis).
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/plateau
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/plateau \
+	  $(DESTDIR)$(PREFIX)/share/plateau/analysis
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/plateau
+	install -m 0644 analysis/*.gp $(DESTDIR)$(PREFIX)/share/plateau/analysis/
 	install -m 0644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libplateau.a
 	install -m 0644 engine/include/plateau/*.h $(DESTDIR)$(PREFIX)/include/plateau/
 	$(call write_pc,$(PREFIX),$(DESTDIR)$(PREFIX)/lib/pkgconfig/plateau.pc)

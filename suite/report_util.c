@@ -225,8 +225,11 @@ const char *pl_rep_analysis_dir(void) {
     exe[n] = '\0';
     char *slash = strrchr(exe, '/');
     if (slash) {
-      *slash = '\0'; /* .../build/bin */
+      *slash = '\0'; /* .../build/bin, or PREFIX/bin when installed */
       snprintf(buf, sizeof buf, "%s/../../analysis", exe);
+      if (is_dir(buf))
+        return buf;
+      snprintf(buf, sizeof buf, "%s/../share/plateau/analysis", exe);
       if (is_dir(buf))
         return buf;
     }

@@ -61,7 +61,8 @@ pl_status pl_rep_close(FILE *f, const char *path);
 /* ---- charts
  * ------------------------------------------------------------------ */
 /* The analysis/ directory holding the *.gp scripts: $PLATEAU_ROOT/analysis,
- * <binary>/../../analysis, or ./analysis; NULL when none exists. */
+ * <binary>/../../analysis (a build tree), <binary>/../share/plateau/analysis
+ * (make install), or ./analysis; NULL when none exists. */
 const char *pl_rep_analysis_dir(void);
 
 /* One chart in both formats: out_stem.svg then out_stem.png, each drawn by
