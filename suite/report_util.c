@@ -71,6 +71,16 @@ const char *pl_rep_bytes(char *buf, size_t n, double v) {
   return buf;
 }
 
+const char *pl_rep_unit(double max, double *div) {
+  static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int k = 0;
+  double d = 1;
+  while (k < 4 && !isnan(max) && max >= 1024.0 * d)
+    d *= 1024.0, k++;
+  *div = d;
+  return u[k];
+}
+
 const char *pl_rep_meta(const pl_table *t, const char *key, const char *d) {
   const char *v = pl_table_meta(t, key);
   return v ? v : d;

@@ -34,6 +34,11 @@ const char *pl_rep_fmt(char *buf, size_t n, const char *fmt, double v,
 /* Bytes in the largest binary unit that keeps them >= 1 ("1.50 GiB",
  * "512 B"), "-" for NaN; returns buf. */
 const char *pl_rep_bytes(char *buf, size_t n, double bytes);
+/* The binary unit that shows bytes up to max as a number in [1, 1024) ("B",
+ * "KiB", "MiB", "GiB", "TiB"; "B" for max < 1024 or NaN); *div gets its size
+ * in bytes.  Charts pick their memory axis with it, so a KiB-sized CPU run
+ * is not drawn as 0.000001 GiB. */
+const char *pl_rep_unit(double max, double *div);
 /* A metadata value of t, or d. */
 const char *pl_rep_meta(const pl_table *t, const char *key, const char *d);
 
