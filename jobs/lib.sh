@@ -7,7 +7,9 @@
 #
 # A sweep file (TSV): '#' lines and blank lines are comments, except the
 # directives "# machine: KIND" (the machine kind its sizes are for, e.g.
-# h200x2, cpu) and "# requires: bench NAME[,NAME]" (benches a build may lack);
+# h200x2, cpu) and "# requires: bench NAME [OPTIONS]" (a bench, or a bench
+# with options, that a build may lack: checked with `plateau bench NAME
+# --columns`, or `--dry-run OPTIONS` when options are given; repeatable);
 # the first other line is the header naming the columns, in any order:
 #   point          id, [A-Za-z0-9][A-Za-z0-9._-]*, unique in the file (required)
 #   bench          a `plateau bench` name, or peer:NAME for analysis/peers/NAME.py (required)
@@ -120,15 +122,16 @@ PL_COLUMNS="point bench ntasks nodes gpus_per_node time launch machine args"
 # pl_sweep_read FILE: parse a sweep file (format above) into the arrays
 #   PL_P_ID PL_P_BENCH PL_P_NTASKS PL_P_NODES PL_P_GPN PL_P_TIME PL_P_LAUNCH
 #   PL_P_MACHINE PL_P_ARGS PL_P_LINE
-# and PL_SWEEP_MACHINE, PL_SWEEP_REQUIRES (space-separated bench names),
-# PL_SWEEP_TITLE (the first comment line).  Returns 1 with PL_ERR
+# and PL_SWEEP_MACHINE, PL_SWEEP_REQ (one "NAME [OPTIONS]" per requires
+# line), PL_SWEEP_TITLE (the first comment line).  Returns 1 with PL_ERR
 # ("FILE:LINE: what") on the first error.
 pl_sweep_read() {
   local file=$1 line lineno=0 have_header=0 i f rest
   local -A col=() seen=()
   PL_P_ID=() PL_P_BENCH=() PL_P_NTASKS=() PL_P_NODES=() PL_P_GPN=() PL_P_TIME=()
   PL_P_LAUNCH=() PL_P_MACHINE=() PL_P_ARGS=() PL_P_LINE=()
-  PL_SWEEP_MACHINE= PL_SWEEP_REQUIRES= PL_SWEEP_TITLE= PL_ERR=
+  PL_SWEEP_MACHINE= PL_SWEEP_TITLE= PL_ERR=
+  PL_SWEEP_REQ=()
   [[ -r $file ]] || { PL_ERR="$file: cannot read"; return 1; }
   while IFS= read -r line || [[ -n $line ]]; do
     lineno=$((lineno + 1))
@@ -137,7 +140,7 @@ pl_sweep_read() {
       if [[ $line =~ ^#[[:space:]]*machine:[[:space:]]*([^[:space:]]+) ]]; then
         PL_SWEEP_MACHINE=${BASH_REMATCH[1]}
       elif [[ $line =~ ^#[[:space:]]*requires:[[:space:]]*bench[[:space:]]+(.*)$ ]]; then
-        PL_SWEEP_REQUIRES+="${BASH_REMATCH[1]//,/ } "
+        PL_SWEEP_REQ+=("${BASH_REMATCH[1]}")
       elif [[ -z $PL_SWEEP_TITLE && $have_header == 0 ]]; then
         PL_SWEEP_TITLE=$(sed 's/^#[[:space:]]*//' <<<"$line")
       fi
@@ -199,6 +202,24 @@ pl_sweep_read() {
   done <"$file"
   [[ $have_header == 1 && ${#PL_P_ID[@]} -gt 0 ]] ||
     { PL_ERR="$file has no points (a header line, then one point per line)"; return 1; }
+  return 0
+}
+
+# pl_sweep_requires: check the sweep's "# requires:" lines against this
+# build; returns 1 with PL_ERR naming the first one it lacks.
+pl_sweep_requires() {
+  local req name
+  for req in "${PL_SWEEP_REQ[@]}"; do
+    pl_split_args "$req" || { PL_ERR="requires: $req: $PL_ERR"; return 1; }
+    name=${PL_ARGV[0]:-}
+    if [[ ${#PL_ARGV[@]} -le 1 ]]; then
+      "$PL_BIN" bench "$name" --columns >/dev/null 2>&1 && continue
+    else
+      "$PL_BIN" bench "${PL_ARGV[@]}" --dry-run >/dev/null 2>&1 && continue
+    fi
+    PL_ERR="this sweep needs 'plateau bench $req', which this build ($PL_BIN) does not have"
+    return 1
+  done
   return 0
 }
 

@@ -134,13 +134,13 @@ for f in jobs/sweeps/*.tsv; do
   [[ -n $PL_SWEEP_TITLE ]] && pass || fail "$name: no header comment"
   [[ -n $PL_SWEEP_MACHINE ]] && pass || fail "$name: no '# machine:' line"
   missing=
-  for b in $PL_SWEEP_REQUIRES; do "$BIN" bench "$b" --columns >/dev/null 2>&1 || missing+="$b "; done
+  pl_sweep_requires || missing=$PL_ERR
   out=$(jobs/submit "$f" --sweep "check-$stamp" --dry-run 2>&1)
   rc=$?
   if [[ -n $missing ]]; then
     [[ $rc == 2 ]] && grep -q "needs 'plateau bench" <<<"$out" && pass ||
-      fail "$name: requires ${missing}but was not refused (exit $rc)"
-    echo "note: $name requires plateau bench ${missing}(not in this build): only its refusal was checked"
+      fail "$name: $missing, but it was not refused (exit $rc)"
+    echo "note: $name: $missing: only its refusal was checked"
   else
     [[ $rc == 0 ]] && pass || { fail "$name: jobs/submit --dry-run exit $rc"; tail -5 <<<"$out"; }
   fi
