@@ -422,22 +422,64 @@ pl_validate_point() {
     PL_ERR="every point infeasible on $ranks rank(s): $(grep -m1 'infeasible:' <<<"$out" | sed 's/.*infeasible: //')"
     return 4
   fi
-  pl_plan_check "$bench" "$ntasks" "$args"
+  pl_plan_check "$bench" "$ntasks" "$gpn" "$args"
 }
 
-# pl_plan_check BENCH NTASKS ARGS: the planner's feasibility of a point.
-# The hook: when the build has a `plateau plan` command, the point is asked
-# `plateau plan --check --ranks NTASKS -- bench BENCH ARGS` (exit 0 fits, 4
-# infeasible with the reason on its last output line, anything else an error
-# that does not block the submission); without one it returns 0.
+# pl_plan_check BENCH NTASKS GPN ARGS: the planner's feasibility of a
+# training point, when the build has `plateau plan` (suite/plan.c: exit 0
+# fits, 1 does not fit, 2 bad input, 3 error).  For a `train` point with
+# --model given, each context of --seq is asked
+#   plateau plan --model M --gpus NTASKS [--gpus-per-node GPN] --seq S
+#                [--config explicit --D --P --virtual --system --sco --optim
+#                 --dispatch --head --c --beta --slots, from the point's own
+#                 -D --P --virtual-world --system --sco-budget --optim
+#                 --dispatch --head --chunk-cap --bucket --slots]
+# (explicit when the point fixes any of them; else the planner searches
+# them); the point is infeasible (return 4, PL_ERR the planner's verdict)
+# when no context fits.  Any other bench, a preset, a list of systems, a
+# range of contexts, a build without `plan` or a planner error: 0 (the
+# submission goes on; the run itself records oom rows).
 pl_plan_check() {
-  local bench=$1 ntasks=$2 args=$3 out rc
+  local bench=$1 ntasks=$2 gpn=$3 args=$4 out rc w i
+  [[ $bench == train ]] || return 0
   "$PL_BIN" plan --help >/dev/null 2>&1 || return 0
   pl_split_args "$args" || return 0
-  out=$("$PL_BIN" plan --check --ranks "$ntasks" -- bench "$bench" "${PL_ARGV[@]}" 2>&1)
-  rc=$?
-  if [[ $rc == 4 ]]; then PL_ERR="planner: $(tail -n 1 <<<"$out")"; return 4; fi
-  return 0
+  local words=("${PL_ARGV[@]}") model= seqs= explicit=() plan=()
+  local -A map=([-D]=--D [--D]=--D [-P]=--P [--P]=--P [--virtual-world]=--virtual [--system]=--system
+    [--sco-budget]=--sco [--optim]=--optim [--dispatch]=--dispatch [--head]=--head [--chunk-cap]=--c
+    [--bucket]=--beta [--slots]=--slots)
+  for ((i = 0; i < ${#words[@]}; i++)); do
+    w=${words[$i]}
+    local name=${w%%=*} val=
+    if [[ $w == *=* ]]; then val=${w#*=}; elif ((i + 1 < ${#words[@]})); then val=${words[$((i + 1))]}; fi
+    case $name in
+      --preset) return 0 ;;
+      --model) model=$val ;;
+      --seq) seqs=$val ;;
+      *)
+        if [[ -n ${map[$name]:-} ]]; then
+          [[ $name == --system && $val == *,* ]] && return 0
+          [[ $name == --virtual-world && $val == 0 ]] || explicit+=("${map[$name]}" "$val")
+        fi ;;
+    esac
+  done
+  [[ -n $model && -n $seqs && $seqs != *:* ]] || return 0
+  plan=(--model "$model" --gpus "$ntasks")
+  ((gpn > 0)) && plan+=(--gpus-per-node "$gpn")
+  [[ ${#explicit[@]} -gt 0 ]] && plan+=(--config explicit "${explicit[@]}")
+  local s why= fits=0
+  for s in ${seqs//,/ }; do
+    out=$("$PL_BIN" plan "${plan[@]}" --seq "$s" 2>&1)
+    rc=$?
+    case $rc in
+      0) fits=1 ;;
+      1) why+="${why:+; }S=$s: $(grep -m1 -E 'NOT FIT|binding' <<<"$out" || tail -n 1 <<<"$out")" ;;
+      *) return 0 ;; # the planner cannot judge it: the run will
+    esac
+  done
+  ((fits)) && return 0
+  PL_ERR="planner: $why"
+  return 4
 }
 
 # pl_mark_infeasible DIR ID WHY: record that a point was not run because it

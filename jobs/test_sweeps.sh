@@ -147,6 +147,29 @@ for f in jobs/sweeps/*.tsv; do
 done
 [[ ! -e results/runs/check-$stamp ]] && pass || fail "the dry runs wrote results/runs/check-$stamp"
 
+# ---- 5b. the planner's verdict (a stand-in `plateau plan` in a build dir) ------
+mkdir -p "$tmp/fakebuild/bin"
+cat >"$tmp/fakebuild/bin/plateau" <<EOF
+#!/usr/bin/env bash
+# a plateau whose plan command says 1Mi does not fit and anything else fits
+if [[ \$1 == plan ]]; then
+  [[ \$2 == --help ]] && exit 0
+  echo "plan \$*" >>"$tmp/plan.calls"
+  [[ " \$* " == *" --seq 1Mi "* ]] && { echo "DOES NOT FIT — binding term: host: optimizer state"; exit 1; }
+  echo fits; exit 0
+fi
+exec "$PWD/$BIN" "\$@"
+EOF
+chmod +x "$tmp/fakebuild/bin/plateau"
+printf 'point\tbench\tnodes\tgpus_per_node\tntasks\targs\nlong\ttrain\t1\t0\t2\t--model tiny --seq 1Mi -D 2\nboth\ttrain\t1\t0\t2\t--model tiny --seq 128,1Mi\nother\tcalib\t1\t0\t2\t--sizes 4Ki\n' >"$tmp/plan.tsv"
+out=$(BUILD=$tmp/fakebuild jobs/submit "$tmp/plan.tsv" --sweep "plan-$stamp" --dry-run 2>&1)
+rc=$?
+check "planner: a point no context of which fits is infeasible, not submitted" \
+  '[[ $rc == 0 ]] && grep -q "^# infeasible long: planner: S=1Mi: DOES NOT FIT — binding term: host: optimizer state" <<<"$out" && ! grep -q "^# run long " <<<"$out"'
+check "planner: a point with one context that fits is submitted" 'grep -q "^# run both " <<<"$out" && grep -q "^# run other " <<<"$out"'
+check "planner: asked with the point's GPUs and explicit layout" \
+  'grep -q "^plan plan --model tiny --gpus 2 --config explicit --D 2 --seq 1Mi$" "$tmp/plan.calls"'
+
 # ---- 6. a multi-node point, rendered ------------------------------------------------
 printf '# two nodes\npoint\tbench\tnodes\tgpus_per_node\tntasks\ttime\targs\nbig\tcalib\t8\t8\t64\t02:00:00\t--backend cuda --sizes 4Ki --tests "h2d,allreduce"\nsmall\tcalib\t1\t0\t1\t00:05:00\t--sizes 4Ki\n' >"$tmp/multi.tsv"
 jobs/submit "$tmp/multi.tsv" --sweep "multi-$stamp" --render "$tmp/render" -p gpu -A proj -q high >"$tmp/render.out" 2>&1
