@@ -364,10 +364,21 @@ static void kset_add(kset *ks, int *nks, int max, const pl_table *t) {
   k->n = m;
 }
 
+/* A file whose environment chose a code path (older files selected kernels
+ * by PLATEAU_ATTN_* variables, recorded as env. metadata) is another
+ * configuration than the default's: those variables join the key. */
+static bool env_selects(const char *key) {
+  return strncmp(key, "env.PLATEAU_ATTN_", 17) == 0 ||
+         strncmp(key, "env.PLATEAU_TEST_", 17) == 0;
+}
+
 static char *row_key(const pl_table *t, int r, const kset *k) {
   size_t len = strlen(t->bench) + 2;
   for (int i = 0; k && i < k->n; i++)
     len += strlen(k->cols[i]) + strlen(pl_cell(t, r, k->cols[i])) + 2;
+  for (int i = 0; i < t->nmeta; i++)
+    if (env_selects(t->meta_keys[i]))
+      len += strlen(t->meta_keys[i]) + strlen(t->meta_vals[i]) + 2;
   char *key = malloc(len + 1);
   PL_ASSERT(key != NULL);
   strcpy(key, t->bench);
@@ -380,6 +391,13 @@ static char *row_key(const pl_table *t, int r, const kset *k) {
     strcat(key, "=");
     strcat(key, v);
   }
+  for (int i = 0; i < t->nmeta; i++)
+    if (env_selects(t->meta_keys[i])) {
+      strcat(key, " ");
+      strcat(key, t->meta_keys[i]);
+      strcat(key, "=");
+      strcat(key, t->meta_vals[i]);
+    }
   return key;
 }
 

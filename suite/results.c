@@ -427,7 +427,18 @@ static void v1_to_v2(pl_table *t) {
     }
     c++;
   }
-  if (strcmp(t->bench, "attention") == 0) derive(t, "kernel", attention_kernel);
+  if (strcmp(t->bench, "attention") == 0) {
+    derive(t, "kernel", attention_kernel);
+    /* v1's algo chose the forward kernel alone (the backward was AUTO's):
+     * the v2 variant is "fwd/bwd", so "wgmma" reads "wgmma/auto" */
+    const int c = pl_table_col(t, "variant");
+    for (int r = 0; c >= 0 && r < t->nrows; r++) {
+      char *v = t->rows[r][c];
+      if (strchr(v, '/') || strcmp(v, "-") == 0) continue;
+      PL_ASSERT(asprintf(&t->rows[r][c], "%s/auto", v) >= 0);
+      free(v);
+    }
+  }
   if (strcmp(t->bench, "adam") == 0) derive(t, "cpu_share", adam_cpu_share);
   if (pl_table_col(t, "bench") < 0) {
     char **vals = calloc((size_t)t->nrows + 1, sizeof *vals);
