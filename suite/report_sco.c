@@ -210,7 +210,7 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
   for (int i = 0; i < t->nrows; i++) {
     int r = rows[i].r;
     if (strcmp(cell(t, r, "status"), "ok")) continue;
-    fprintf(cf, "%.6g\t%s\t%.6g\t%.6g\t%s\t%s\n", rows[i].budget / XU, cell(t, r, "selected"),
+    fprintf(cf, "%.6f\t%s\t%.6f\t%.6f\t%s\t%s\n", rows[i].budget / XU, cell(t, r, "selected"),
             num(t, r, "dev_peak_bytes") / YU, num(t, r, "boundary_bytes") / YU, cell(t, r, "tok_s_gpu"),
             cell(t, r, "time_ms"));
   }
