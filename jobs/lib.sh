@@ -409,7 +409,9 @@ pl_validate_point() {
   fi
   pl_point_cmd local "$dir" "$id" "$bench" "$nodes" "$ntasks" "$gpn" single "$args" || return 1
   [[ $launch == mpi ]] || ranks=1
-  out=$("${PL_CMD[@]}" --dry-run="$ranks" 2>&1)
+  local cmd=() w # rank 0's command stands for every rank's
+  for w in "${PL_CMD[@]}"; do cmd+=("${w//\{rank\}/0}"); done
+  out=$("${cmd[@]}" --dry-run="$ranks" 2>&1)
   rc=$?
   if [[ $rc != 0 ]]; then
     PL_ERR=$(grep -v '^# dry run' <<<"$out" | grep . | tail -n 3 | tr '\n' ' ')

@@ -110,6 +110,16 @@ check "rerun skips the done points" 'grep -q "^# skip fast" "$tmp/run2.out" && g
 check "rerun runs the failed point again, once" '[[ $(grep -c "^# ---- " "$d/logs/slow.log") == 2 && $(grep -c "^# ---- " "$d/logs/fast.log") == 1 ]]'
 check "fast: one result file" '[[ $(grep -lx "# point: fast" "$d"/*.tsv | wc -l) == 1 ]]'
 
+# launch ranks: ntasks processes without MPI, each its {rank}
+printf 'point\tbench\tntasks\tlaunch\targs\nper-rank\tcalib\t2\tranks\t--sizes 4Ki --tests h2d --seed {rank} -n 1 -w 0\n' >"$tmp/ranks.tsv"
+sw3=test-sweeps-ranks-$stamp
+runs+=("$sw3")
+jobs/run "$tmp/ranks.tsv" --sweep "$sw3" --no-report >"$tmp/ranks.out" 2>&1
+rc=$?
+check "launch ranks: two processes, seeds 0 and 1, both recorded (exit $rc)" \
+  '[[ $rc == 0 ]] && [[ $(grep -lx "# point: per-rank" results/runs/$sw3/*.tsv | wc -l) == 2 ]] &&
+   [[ $(grep -h "^# seed: " results/runs/$sw3/*.tsv | sort | tr "\n" " ") == "# seed: 0 # seed: 1 " ]]'
+
 # ---- 4. refused by the program ------------------------------------------------------
 printf 'point\tbench\tntasks\targs\nok\tcalib\t1\t--sizes 4Ki -n 1 -w 0\nbad\tcalib\t1\t--tests "h2d warp"\n' >"$tmp/refused.tsv"
 sw2=test-sweeps-refused-$stamp
