@@ -12,7 +12,8 @@
 # --columns`, or `--dry-run OPTIONS` when options are given; repeatable);
 # the first other line is the header naming the columns, in any order:
 #   point          id, [A-Za-z0-9][A-Za-z0-9._-]*, unique in the file (required)
-#   bench          a `plateau bench` name, or peer:NAME for analysis/peers/NAME.py (required)
+#   bench          a `plateau bench` name, or peer:NAME for analysis/peers/NAME.py
+#                  ($PL_PEERS_DIR/NAME.py when set) (required)
 #   ntasks         ranks of the point, in all (required)
 #   nodes          nodes (default 1)
 #   gpus_per_node  GPUs per node to allocate (default 0: none; then with launch
@@ -21,8 +22,8 @@
 #   launch         mpi: ntasks processes through srun / mpirun (default);
 #                  single: one process, "{launch}" in args becoming the
 #                  launcher of ntasks ranks (maxbatch's trials);
-#                  ranks: ntasks processes without MPI, "{rank}" in args
-#                  becoming each one's index (per-process peers)
+#                  ranks: ntasks processes of a peer script (no MPI), "{rank}"
+#                  in args becoming each one's index (per-process peers)
 #   machine        machine kinds the point is for, comma-separated (default *)
 #   args           the bench's options, split like a shell's words: '...' and
 #                  "..." quote, \ escapes; nothing is expanded ($, `, * are
@@ -194,6 +195,10 @@ pl_sweep_read() {
     if [[ $b == peer:* && $launch == mpi ]]; then
       PL_ERR="$at: a peer is no MPI program: launch single or ranks"; return 1
     fi
+    if [[ $b != peer:* && $launch == ranks ]]; then
+      # plateau is an MPI program: under srun its processes would form one world
+      PL_ERR="$at: launch ranks starts a peer script per rank; a plateau bench runs with mpi (or single)"; return 1
+    fi
     pl_split_args "$args" || { PL_ERR="$at: args: $PL_ERR"; return 1; }
     seen[$p]=$lineno
     PL_P_ID+=("$p") PL_P_BENCH+=("$b") PL_P_NTASKS+=("$n") PL_P_NODES+=("$nodes")
@@ -315,7 +320,7 @@ pl_point_cmd() {
   local launch_str
   launch_str=$(pl_quote "${PL_LAUNCH[@]}")
   if [[ $bench == peer:* ]]; then
-    local script=analysis/peers/${bench#peer:}.py
+    local script=${PL_PEERS_DIR:-analysis/peers}/${bench#peer:}.py
     [[ -f $script ]] || { PL_ERR="no peer script $script"; return 1; }
     prog=(python3 "$script")
   else
@@ -403,7 +408,8 @@ pl_validate_point() {
   local dir=$1 id=$2 bench=$3 nodes=$4 ntasks=$5 gpn=$6 launch=$7 args=$8 out rc ranks=$5
   PL_ERR= PL_NOTE=
   if [[ $bench == peer:* ]]; then
-    [[ -f analysis/peers/${bench#peer:}.py ]] || { PL_ERR="no peer script analysis/peers/${bench#peer:}.py"; return 1; }
+    local script=${PL_PEERS_DIR:-analysis/peers}/${bench#peer:}.py
+    [[ -f $script ]] || { PL_ERR="no peer script $script"; return 1; }
     PL_NOTE="peer script present"
     return 0
   fi
