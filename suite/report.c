@@ -210,12 +210,22 @@ pl_status pl_report_run(const char *run_dir, int *charts_skipped) {
   pl_report_ctx rc = {.run_dir = run_dir,
                       .out_dir = out_dir,
                       .analysis_dir = pl_rep_analysis_dir()};
-  if (nt == 0)
+  /* a sweep whose every point failed has no result file but a status */
+  char pstatus[PATH_MAX];
+  snprintf(pstatus, sizeof pstatus, "%s/points.status", run_dir);
+  struct stat sb;
+  const bool points = stat(pstatus, &sb) == 0;
+  if (nt == 0 && !points)
     st = pl_set_error(PL_EIO, "no result files in %s", run_dir);
   else if (mkdir(out_dir, 0775) != 0 && errno != EEXIST)
     st = pl_set_error(PL_EIO, "mkdir %s: %s", out_dir, strerror(errno));
-  else
-    st = report_tables(&rc, t, nt);
+  else {
+    st = nt ? report_tables(&rc, t, nt) : PL_OK;
+    if (pl__report_points(&rc, t, nt) != PL_OK) {
+      fprintf(stderr, "plateau report: points: %s\n", pl_last_error());
+      st = PL_ERUNTIME;
+    }
+  }
   for (int i = 0; i < nt; i++) {
     pl_table_free(t[i]);
     free(t[i]);
@@ -241,8 +251,8 @@ static void report_usage(FILE *f) {
           "number came\n"
           "  from, the paper's printed values beside ours) and the charts, "
           "drawn by\n"
-          "  gnuplot from $PLATEAU_ROOT/analysis, <binary>/../../analysis or "
-          "./analysis.\n"
+          "  gnuplot from $PLATEAU_ROOT/analysis, <binary>/../../analysis, "
+          "<binary>/../share/plateau/analysis\n  (make install) or ./analysis.\n"
           "  Prints each path written.  Without gnuplot the tables are still "
           "written\n  (a warning says the charts were skipped; exit 0).\n"
           "  env: PLATEAU_GNUPLOT (program), PLATEAU_CALIB_CEILING=GBS[:label] "

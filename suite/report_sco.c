@@ -196,13 +196,22 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
     free(rows);
     return pl_set_error(PL_EIO, "%s: %s", data, strerror(errno));
   }
-  fprintf(cf, "# SCO sweep from %s\nbudget_gib\tselected\tdev_peak_gib\tboundary_gib\ttok_s_gpu\ttime_ms\n",
-          t->path);
+  /* the axes' units by magnitude: x the largest budget, y the largest peak */
+  double maxb = 0, maxp = 0, XU, YU;
   for (int i = 0; i < t->nrows; i++) {
     int r = rows[i].r;
     if (strcmp(cell(t, r, "status"), "ok")) continue;
-    fprintf(cf, "%.6f\t%s\t%.6f\t%.6f\t%s\t%s\n", rows[i].budget / GIB, cell(t, r, "selected"),
-            num(t, r, "dev_peak_bytes") / GIB, num(t, r, "boundary_bytes") / GIB, cell(t, r, "tok_s_gpu"),
+    if (rows[i].budget > maxb) maxb = rows[i].budget;
+    if (num(t, r, "dev_peak_bytes") > maxp) maxp = num(t, r, "dev_peak_bytes");
+  }
+  const char *xunit = pl_rep_unit(maxb, &XU), *yunit = pl_rep_unit(maxp, &YU);
+  fprintf(cf, "# SCO sweep from %s; budget in %s, peaks in %s\nbudget\tselected\tdev_peak\tboundary\ttok_s_gpu\ttime_ms\n",
+          t->path, xunit, yunit);
+  for (int i = 0; i < t->nrows; i++) {
+    int r = rows[i].r;
+    if (strcmp(cell(t, r, "status"), "ok")) continue;
+    fprintf(cf, "%.6f\t%s\t%.6f\t%.6f\t%s\t%s\n", rows[i].budget / XU, cell(t, r, "selected"),
+            num(t, r, "dev_peak_bytes") / YU, num(t, r, "boundary_bytes") / YU, cell(t, r, "tok_s_gpu"),
             cell(t, r, "time_ms"));
   }
   fclose(cf);
@@ -214,10 +223,10 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
            t->nrows ? cell(t, 0, "layers") : "?", t->nrows ? cell(t, 0, "hidden") : "?",
            t->nrows ? cell(t, 0, "ffn") : "?", t->nrows ? cell(t, 0, "dtype") : "?", ranks, backend ? backend : "?");
   /* dashed references: where the paper's −11.5% would put the peak; budget-0 speed */
-  snprintf(ref_peak, sizeof ref_peak, "%.6f", isnan(base_peak) ? 0 : base_peak / GIB * PAPER_HBM_GIB[1] / PAPER_HBM_GIB[0]);
+  snprintf(ref_peak, sizeof ref_peak, "%.6g", isnan(base_peak) ? 0 : base_peak / YU * PAPER_HBM_GIB[1] / PAPER_HBM_GIB[0]);
   snprintf(ref_tok, sizeof ref_tok, "%.6f", isnan(base_tok) ? 0 : base_tok);
-  const char *extra[] = {title, ref_peak, ref_tok};
-  return pl_rep_chart(rc, "sco.gp", data, stem, extra, 3);
+  const char *extra[] = {title, ref_peak, ref_tok, yunit, xunit};
+  return pl_rep_chart(rc, "sco.gp", data, stem, extra, 5);
 }
 
 /* ---- max batch (one maxbatch result file) --------------------------------------- */

@@ -12,8 +12,11 @@
  * beside the paper's 7.6× / OOM past 128K / 32K / 64K / 12× / 7× / 3×; every
  * fsdp2 configuration tried, the winner marked; our FSDP2 baseline against
  * PyTorch's on the points both ran (tok/s and peak-memory ratios, flagged
- * within ±15% or not); the losses; a chart of tok/s/GPU and TFLOP/s vs
- * context with the paper's points (analysis/train.gp).
+ * within ±15% or not); the losses; charts with the paper's points overlaid:
+ * tok/s/GPU and TFLOP/s vs context (analysis/train.gp) and vs GPU count
+ * (analysis/train-gpus.gp), and the largest global batch vs GPU count from
+ * the max-batch searches (analysis/train-maxbatch.gp).  A run's GPU count is
+ * its W_v (the run a proxy process stands for) when larger than its ranks.
  *
  * Input: train result files (files whose `point` starts with "maxbatch."
  * are trials of a search: they count for reach and max batch, and are
@@ -29,7 +32,7 @@
 #include "report.h"
 #include "report_util.h"
 
-/* ---- the paper's figures (arXiv 2609.14306; DESIGN §1.5): tok/s/GPU and
+/* ---- the paper's figures (arXiv 2609.14306): tok/s/GPU and
  *      TFLOP/s/GPU of plateau at 128K and 1M on 16 / 32 / 64 H200 ---------- */
 typedef struct paper_pt {
   const char *model;
@@ -733,6 +736,149 @@ static void push(pt **v, int *n, int *cap, pt x) {
   (*v)[(*n)++] = x;
 }
 
+/* The GPUs a row stands for: W_v when it is a proxy of a larger run. */
+static double gpus_of(const pt *p) {
+  return !isnan(p->wv) && p->wv > p->ranks ? p->wv : p->ranks;
+}
+
+/* Chart data vs GPU count: per (system, context[, proxy]) and GPU count the
+ * best ok point, then the paper's points per context (paper:128K, paper:1M). */
+static pl_status chart_gpus(pl_report_ctx *rc, const pt *p, int n) {
+  char data[PATH_MAX], stem[PATH_MAX], series[4096] = " ";
+  snprintf(data, sizeof data, "%s/train-gpus.tsv", rc->out_dir);
+  snprintf(stem, sizeof stem, "%s/train-gpus", rc->out_dir);
+  FILE *f = fopen(data, "w");
+  if (!f)
+    return pl_set_error(PL_EIO, "write %s", data);
+  fprintf(f, "# end-to-end points vs GPU count (W_v for a proxy): ours (the "
+             "best ok row per series and GPU count) and the paper's\n"
+             "series\tgpus\ttok_s_gpu\ttflops\n");
+  /* series in order of their first row, points by GPU count */
+  char names[64][64];
+  int nn = 0;
+  for (int i = 0; i < n; i++) {
+    if (strcmp(p[i].status, "ok"))
+      continue;
+    char c[16], s[64];
+    snprintf(s, sizeof s, "%s:%s%s", p[i].system, ctx(c, sizeof c, p[i].seq),
+             p[i].wv > p[i].ranks ? ":proxy" : "");
+    int k = 0;
+    while (k < nn && strcmp(names[k], s))
+      k++;
+    if (k == nn && nn < 64)
+      snprintf(names[nn++], sizeof names[0], "%s", s);
+  }
+  for (int k = 0; k < nn; k++) {
+    double last = -1;
+    for (;;) { /* the next GPU count of series k, and its best point */
+      double g = INFINITY;
+      const pt *best = NULL;
+      for (int i = 0; i < n; i++) {
+        char c[16], s[64];
+        if (strcmp(p[i].status, "ok"))
+          continue;
+        snprintf(s, sizeof s, "%s:%s%s", p[i].system,
+                 ctx(c, sizeof c, p[i].seq), p[i].wv > p[i].ranks ? ":proxy" : "");
+        if (strcmp(s, names[k]) || gpus_of(&p[i]) <= last)
+          continue;
+        if (gpus_of(&p[i]) < g || (gpus_of(&p[i]) == g && p[i].tok > best->tok))
+          g = gpus_of(&p[i]), best = &p[i];
+      }
+      if (!best)
+        break;
+      fprintf(f, "%s\t%.0f\t%.6g\t%.6g\n", names[k], g, best->tok,
+              best->tflops);
+      last = g;
+    }
+    if (strlen(series) + strlen(names[k]) + 2 < sizeof series)
+      strcat(strcat(series, names[k]), " ");
+  }
+  if (nn) {
+    const double seqs[2] = {131072, 1048576};
+    for (int q = 0; q < 2; q++) {
+      char c[16], s[32];
+      snprintf(s, sizeof s, "paper:%s", ctx(c, sizeof c, seqs[q]));
+      for (int i = 0; i < NPAPER; i++)
+        if (PAPER[i].seq == seqs[q])
+          fprintf(f, "%s\t%d\t%.0f\t%.0f\n", s, PAPER[i].gpus, PAPER[i].tok,
+                  PAPER[i].tflops);
+      strcat(strcat(series, s), " ");
+    }
+  }
+  fclose(f);
+  printf("%s\n", data);
+  if (!nn)
+    return PL_OK;
+  const char *extra[] = {series + 1, LABEL};
+  return pl_rep_chart(rc, "train-gpus.gp", data, stem, extra, 2);
+}
+
+/* Chart data of the max-batch searches: the largest global batch (largest
+ * tokens per rank x the GPUs of its trials, W_v when the trial file is a
+ * proxy) per system and GPU count, and the paper's plateau and FSDP2-best
+ * batches. */
+static pl_status chart_maxbatch(pl_report_ctx *rc, pl_table *const *mb, int nmb,
+                                pl_table *const *tabs, int nt) {
+  char data[PATH_MAX], stem[PATH_MAX], series[1024] = " ";
+  snprintf(data, sizeof data, "%s/train-maxbatch.tsv", rc->out_dir);
+  snprintf(stem, sizeof stem, "%s/train-maxbatch", rc->out_dir);
+  FILE *f = NULL;
+  for (int k = 0; k < nmb; k++) {
+    const pl_table *t = mb[k];
+    double gpus = NAN; /* the trials' ranks, or their W_v */
+    for (int r = 0; r < t->nrows; r++) {
+      if (strcmp(pl_cell(t, r, "kind"), "trial") ||
+          isnan(pl_cell_num(t, r, "ranks")))
+        continue;
+      gpus = pl_cell_num(t, r, "ranks");
+      const char *tf = pl_cell(t, r, "trial_file");
+      for (int i = 0; i < nt; i++) {
+        const char *b = strrchr(tabs[i]->path, '/');
+        if (strcmp(b ? b + 1 : tabs[i]->path, tf) || !tabs[i]->nrows)
+          continue;
+        const double wv = pl_cell_num(tabs[i], 0, "virtual_world");
+        if (!isnan(wv) && wv > gpus)
+          gpus = wv;
+      }
+    }
+    for (int r = 0; r < t->nrows; r++) {
+      const double tok = pl_cell_num(t, r, "max_ok_tokens");
+      if (strcmp(pl_cell(t, r, "kind"), "summary") ||
+          strcmp(pl_cell(t, r, "status"), "ok") || isnan(tok) || isnan(gpus))
+        continue;
+      if (!f) {
+        f = fopen(data, "w");
+        if (!f)
+          return pl_set_error(PL_EIO, "write %s", data);
+        fprintf(f, "# the largest global batch (tokens per step: largest "
+                   "tokens per rank x GPUs) vs GPU count\n"
+                   "series\tgpus\ttokens\ttokens_per_rank\n");
+      }
+      char s[64], w[72];
+      snprintf(s, sizeof s, "%s:%s", pl_cell(t, r, "model"),
+               pl_cell(t, r, "system"));
+      fprintf(f, "%s\t%.0f\t%.0f\t%.0f\n", s, gpus, tok * gpus, tok);
+      snprintf(w, sizeof w, " %s ", s);
+      if (!strstr(series, w) && strlen(series) + strlen(s) + 2 < sizeof series)
+        strcat(strcat(series, s), " ");
+    }
+  }
+  if (!f)
+    return PL_OK;
+  static const int paper_gpus[3] = {16, 32, 64};
+  for (int k = 0; k < 3; k++)
+    fprintf(f, "paper:plateau\t%d\t%.0f\t-\n", paper_gpus[k],
+            PAPER_VS[k].batch);
+  for (int k = 0; k < 3; k++)
+    fprintf(f, "paper:fsdp2\t%d\t%.0f\t-\n", paper_gpus[k],
+            PAPER_VS[k].batch / PAPER_VS[k].batch_ratio);
+  strcat(series, "paper:plateau paper:fsdp2 ");
+  fclose(f);
+  printf("%s\n", data);
+  const char *extra[] = {series + 1, LABEL};
+  return pl_rep_chart(rc, "train-maxbatch.gp", data, stem, extra, 2);
+}
+
 pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
   int n = 0, cap = 0, nq = 0, capq = 0, nmb = 0, npe = 0;
   pt *p = NULL, *q = NULL; /* the points; the maxbatch trials' rows */
@@ -786,6 +932,10 @@ pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
   st = pl_rep_close(md, path);
   if (st == PL_OK)
     st = chart(rc, p, n);
+  if (st == PL_OK)
+    st = chart_gpus(rc, p, n);
+  if (st == PL_OK && nmb)
+    st = chart_maxbatch(rc, mb, nmb, tabs, nt);
 out:
   free(p);
   free(q);

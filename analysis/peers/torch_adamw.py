@@ -4,8 +4,8 @@
 the update the paper's CPU baseline performs, measured on the same host as
 `plateau bench adam` (doc/performance/README.md lists it as a row to beat).
 
-Run one process per rank at once (analysis/device/adam.sh starts them in the
-background) so they share the host as the bench's ranks do.  Each process
+Run one process per rank at once (jobs/sweeps/table4-adam.tsv starts them, launch
+ranks) so they share the host as the bench's ranks do.  Each process
 writes one result file in the plateau results format (TSV, '#' metadata, the
 status/check/note columns) into --out, which report_adam.c reads.
 
