@@ -95,7 +95,10 @@ ifeq ($(HAVE_CUDA),1)
 endif
 LDLIBS_ALL = $(LDLIBS_BASE) $(LDLIBS_CUDA)
 
-GIT_SHA := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+# What the build records of its sources (jobs/provenance): the git sha, the
+# dirty flag and a content hash of the sources it compiles, taken from this
+# tree and never from the command line (`override`: GIT_SHA=... is ignored).
+override GIT_SHA := $(shell jobs/provenance describe 2>/dev/null || echo "unknown unknown")
 
 # ---- sources (discovered: new files need no Makefile edit) ----------------
 # Tests sit beside what they test: test_*.c (Check, one process),
@@ -126,13 +129,13 @@ BIN := $(BUILD)/bin/plateau
 TEST_BINS := $(TEST_C:%.c=$(BUILD)/tests/%) $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
 
 .PHONY: all config deps build run test test-unit test-mpi test-sh install \
-        report clean format dev asan
+        report regress clean format dev asan
 
 all: config $(BIN) $(LIB) $(BASE_LIB) $(BUILD)/lib/pkgconfig/plateau.pc
 
 config:
 	@mkdir -p results/runs
-	@echo "# plateau build: CUDA=$(HAVE_CUDA) (nvcc: $(or $(NVCC),none)) CUDA_ARCH=$(CUDA_ARCH) DEBUG=$(DEBUG) BLAS=$(BLAS) STATIC_DEPS=$(STATIC_DEPS) sha=$(GIT_SHA)"
+	@echo "# plateau build: CUDA=$(HAVE_CUDA) (nvcc: $(or $(NVCC),none)) CUDA_ARCH=$(CUDA_ARCH) DEBUG=$(DEBUG) BLAS=$(BLAS) STATIC_DEPS=$(STATIC_DEPS) sources=$(GIT_SHA)"
 
 build: all
 
@@ -168,12 +171,13 @@ $(BUILD)/obj/%.cu.o: %.cu $(BUILD)/gen/nvcc_flags
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
 
-# The git sha of the build, rewritten only when it changes so that -MMD
-# rebuilds exactly the files that include it (result metadata, --version).
+# The sources' provenance (git sha, dirty flag, tree hash: jobs/provenance
+# header), rewritten only when it changes so that -MMD rebuilds exactly the
+# files that include it (result metadata, --version).
 .PHONY: FORCE
 $(BUILD)/gen/plateau_git.h: FORCE
 	@mkdir -p $(@D)
-	@echo '#define PL_GIT_SHA "$(GIT_SHA)"' > $@.tmp
+	@jobs/provenance header > $@.tmp || { rm -f $@.tmp; echo "jobs/provenance header failed"; exit 1; }
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
 $(SUITE_OBJ) $(BUILD)/obj/suite/main.o: | $(BUILD)/gen/plateau_git.h
 
@@ -227,9 +231,13 @@ endef
 $(BUILD)/lib/pkgconfig/plateau.pc: Makefile
 	$(call write_pc,$(PREFIX),$@)
 
+# The chart scripts go to share/plateau/analysis, where `plateau report`
+# looks for them beside an installed binary (<bin>/../share/plateau/analysis).
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/plateau
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/plateau \
+	  $(DESTDIR)$(PREFIX)/share/plateau/analysis
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/plateau
+	install -m 0644 analysis/*.gp $(DESTDIR)$(PREFIX)/share/plateau/analysis/
 	install -m 0644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libplateau.a
 	install -m 0644 engine/include/plateau/*.h $(DESTDIR)$(PREFIX)/include/plateau/
 	$(call write_pc,$(PREFIX),$(DESTDIR)$(PREFIX)/lib/pkgconfig/plateau.pc)
@@ -288,6 +296,11 @@ asan:
 report:
 	@test -n "$(RUN_DIR)" || { echo "make report RUN_DIR=results/runs/<sweep>"; exit 2; }
 	$(BIN) report $(RUN_DIR)
+
+# The regression set of this machine kind (jobs/sweeps/regress.tsv) against
+# results/reference/<kind>/ (MACHINE=h200x2 etc. to name the kind).
+regress: all
+	BUILD=$(BUILD) jobs/regress $(if $(MACHINE),--machine $(MACHINE))
 
 format:
 	clang-format -i $$(find engine suite baselines -name '*.[ch]' -o -name '*.cu')

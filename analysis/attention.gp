@@ -1,15 +1,16 @@
 # attention.gp — causal GQA flash attention TFLOP/s vs sequence length: ours
 # (forward, forward+backward) against PyTorch SDPA (flash, cuDNN), with the
 # measured bf16 GEMM ceiling dashed.  Written by `plateau report` (suite/report_attention.c).
-#   gnuplot -c analysis/attention.gp in.dat out.svg [ceiling_tflops]
+#   gnuplot -c analysis/attention.gp in.dat out.svg [ceiling_tflops [TITLE]]
 # in.dat: whitespace columns with a header line:
 #   seq ours_fwd ours_fwdbwd flash_fwd flash_fwdbwd cudnn_fwd cudnn_fwdbwd   ("nan" = missing)
 in = ARG1
 out = ARG2
 ceil = (ARGC >= 3) ? real(ARG3) : 793.0
+ttl = (ARGC >= 4) ? ARG4 : 'Causal GQA attention, bf16: TFLOP/s vs sequence length'
 if (strstrt(out, ".png") > 0) { set terminal pngcairo size 960,600 font ",11" } else { set terminal svg size 960,600 dynamic font ",11" }
 set output out
-set title "Causal GQA attention, bf16: TFLOP/s vs sequence length (fwd = 4·S²·d·n_q/2, bwd = 2.5·fwd)"
+set title sprintf("%s (fwd = 4·S²·d·n_q/2, bwd = 2.5·fwd)", ttl)
 set xlabel "sequence length S (tokens)"
 set ylabel "TFLOP/s"
 set logscale x 2

@@ -32,7 +32,9 @@ set yrange [0:*]
 set boxwidth 0.6
 set style fill solid 0.7 border lc rgb "black"
 set grid ytics lc rgb "#dddddd"
-set xtics rotate by -20 noenhanced
+# labels rotated about their end, so none runs off the right or bottom edge
+set xtics rotate by 25 right noenhanced
+set bmargin 7
 set key off
 
 if (ARGC >= 3) {

@@ -1,19 +1,20 @@
 # sco.gp — SCO: device peak and throughput vs host budget (one sweep), two
 # panels sharing the x axis (the paper's Table 3 as a curve).
 #
-# usage: gnuplot -c analysis/sco.gp sco-budget-K.tsv out.svg|out.png [TITLE [PEAK_REF_GIB [TOK_REF]]]
+# usage: gnuplot -c analysis/sco.gp sco-budget-K.tsv out.svg|out.png [TITLE [PEAK_REF [TOK_REF [YUNIT [XUNIT]]]]]
 #   sco-budget-K.tsv: written by `plateau report RUN_DIR` (report/sco-budget-K.tsv):
 #     '#' comment lines, then a tab-separated header with at least
-#     budget_gib dev_peak_gib boundary_gib tok_s_gpu time_ms (columns are
-#     picked by name: the result columns budget_bytes, dev_peak_bytes,
-#     boundary_bytes in GiB, tok_s_gpu, time_ms), one line
-#     per ok row of the sweep, sorted by budget.
-#   PEAK_REF_GIB: dashed line: the budget-0 peak scaled by the paper's
+#     budget dev_peak boundary tok_s_gpu time_ms (columns are picked by name:
+#     the result columns budget_bytes in XUNIT, dev_peak_bytes and
+#     boundary_bytes in YUNIT, tok_s_gpu, time_ms), one line per ok row of
+#     the sweep, sorted by budget.  The units (B, KiB, MiB, GiB) are the
+#     report's choice by magnitude; default GiB.
+#   PEAK_REF: dashed line (YUNIT): the budget-0 peak scaled by the paper's
 #     123.73/139.79 (where the paper's −11.5% would put ours).
 #   TOK_REF: the budget-0 throughput; dashed lines at ±2% (the target band).
 # The terminal follows the output's extension (svg, png via pngcairo).
 if (ARGC < 2) {
-  print "usage: gnuplot -c sco.gp sco-budget.tsv out.svg|out.png [TITLE [PEAK_REF_GIB [TOK_REF]]]"
+  print "usage: gnuplot -c sco.gp sco-budget.tsv out.svg|out.png [TITLE [PEAK_REF [TOK_REF [YUNIT [XUNIT]]]]]"
   exit status 2
 }
 data = ARG1
@@ -21,6 +22,8 @@ out = ARG2
 ttl = (ARGC >= 3) ? ARG3 : "SCO host-budget sweep"
 peak_ref = (ARGC >= 4) ? real(ARG4) : 0
 tok_ref = (ARGC >= 5) ? real(ARG5) : 0
+yunit = (ARGC >= 6) ? ARG6 : "GiB"
+xunit = (ARGC >= 7) ? ARG7 : "GiB"
 ext = out[strlen(out)-2:strlen(out)]
 if (ext eq "svg") {
   set terminal svg size 960,760 dynamic enhanced font "Helvetica,13" background rgb "white"
@@ -38,18 +41,20 @@ set datafile missing "-"
 set datafile commentschars "#"
 set key outside bottom center horizontal
 set grid ytics lc rgb "#dddddd"
-set xlabel "host budget per rank (GiB of pinned boundaries)"
+set xlabel sprintf("host budget per rank (%s of pinned boundaries)", xunit)
+# room for the last x tick label
+set rmargin 6
 
 set multiplot layout 2,1 title ttl
-set ylabel "device peak (GiB per GPU)"
+set ylabel sprintf("device peak (%s per GPU)", yunit)
 set yrange [0:*]
-plot data using (column("budget_gib")):(column("dev_peak_gib")) with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "ours: tracked device peak", \
-     data using (column("budget_gib")):(column("boundary_gib")) with linespoints lw 1 pt 6 lc rgb "#7f7f7f" title "ours: boundary bytes at peak", \
+plot data using (column("budget")):(column("dev_peak")) with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "ours: tracked device peak", \
+     data using (column("budget")):(column("boundary")) with linespoints lw 1 pt 6 lc rgb "#7f7f7f" title "ours: boundary bytes at peak", \
      (peak_ref > 0 ? peak_ref : NaN) with lines dt 2 lw 1.5 lc rgb "#d62728" title "paper's -11.5% applied to our budget-0 peak"
 
 set ylabel "throughput (tokens/s per GPU)"
 set yrange [0:*]
-plot data using (column("budget_gib")):(column("tok_s_gpu")) with linespoints lw 2 pt 7 lc rgb "#2ca02c" title "ours: tokens/s per GPU", \
+plot data using (column("budget")):(column("tok_s_gpu")) with linespoints lw 2 pt 7 lc rgb "#2ca02c" title "ours: tokens/s per GPU", \
      (tok_ref > 0 ? tok_ref * 1.02 : NaN) with lines dt 2 lw 1 lc rgb "#d62728" title "budget 0 +-2% (target band)", \
      (tok_ref > 0 ? tok_ref * 0.98 : NaN) with lines dt 2 lw 1 lc rgb "#d62728" notitle
 unset multiplot

@@ -9,10 +9,19 @@
 #      jobs/calib.sbatch on its own; waits on `scontrol show job`; checks every
 #      result row (status ok, check pass, 2 ranks, Slurm ids in the metadata),
 #      the Markdown table and the SVG/PNG charts;
-#   4. resume: a fresh sweep whose slow point is cancelled mid-run; the report
-#      still runs (afterany); the resubmission runs only the killed point; in
-#      the end both points are recorded, the fast one exactly once; a third
+#   4. resume: a fresh sweep whose slow point is cancelled mid-run (jobs/status
+#      says running, then failed: CANCELLED); the report still runs (afterany)
+#      and lists it; the resubmission runs only the killed point; in the end
+#      both points are recorded, the fast one exactly once; a third
 #      submission submits only the report job;
+#   5. per-point resources: a sweep of three shapes (1 task; 2 tasks with 2
+#      GPUs per node; a single process whose quoted --launcher '{launch}'
+#      argument, with spaces, starts its 2-rank trials through srun) goes out
+#      as three arrays, each with exactly its allocation (scontrol), and every
+#      point is done; a point refused by the program is never submitted;
+#   6. multi-node: a 64-GPU point (8 nodes x 8 GPUs) checked by the scheduler
+#      with `jobs/submit --test-only -p shape` (the local cluster's powered-down
+#      partition), and a 9-node one refused;
 # and stops the cluster on exit (trap), whatever happened.
 # Needs root, slurm-wlm and munge (make deps) and a built build/bin/plateau.
 # Prints each check; ends with "N passed, M failed"; exit 1 on any failure.
@@ -232,7 +241,8 @@ rep=$(job_of report "$out")
 idx=$(sed -nE 's/^# run slow as array index ([0-9]+).*/\1/p' <<<"$out")
 [[ -n $arr && -n $rep && -n $idx ]] || abort "jobs/submit printed no array/report id or no index for the slow point"
 t0=$SECONDS
-until [[ $(task_state "$arr" "$idx") == RUNNING && -n $(files_of "$d2" slow) ]]; do
+until [[ $(task_state "$arr" "$idx") == RUNNING && -n $(files_of "$d2" slow) ]] &&
+  has "^slow +calib +2 +running" "$(jobs/status "$d2")"; do
   if ((SECONDS - t0 > WAIT_S)); then show_logs "$d2"; abort "the slow point never started (task ${arr}_$idx)"; fi
   if [[ $(task_state "$arr" "$idx") =~ ^(COMPLETED|FAILED|CANCELLED)$ ]]; then
     show_logs "$d2"
@@ -247,6 +257,12 @@ step "waiting for jobs $arr (array), $rep (report)"
 wait_jobs "$arr" "$rep" || { show_logs "$d2"; abort "sweep $s2 did not finish after the cancel"; }
 echo "# job records (JobId State): $(states "$arr" | tr "\n" " ")"
 check "killed task ${arr}_$idx is CANCELLED" test "$(task_state "$arr" "$idx")" = CANCELLED
+out=$(jobs/status "$d2")
+echo "$out"
+check_eval "jobs/status: fast done, slow failed (CANCELLED)" \
+  'has "^fast +calib +2 +done" "$out" && has "^slow +calib +2 +failed +slurm ${arr}_$idx CANCELLED" "$out"'
+check_eval "the report job's points.md lists the cancelled point" \
+  'grep -q "| slow | calib | 2 | failed |" "$d2/report/points.md"'
 check "report job $rep ran anyway (afterany) and COMPLETED" all_completed "$rep"
 check "fast point recorded" rows_good "$(files_of "$d2" fast | head -n 1)" "$arr"
 check_eval "killed point left a result file without '# end: ok'" \
@@ -274,14 +290,69 @@ out=$(submit "$s2") || abort "jobs/submit (all recorded) failed: $out"
 echo "$out"
 rep=$(job_of report "$out")
 check_eval "all points recorded: only the report job is submitted" \
-  '[[ -n $rep ]] && has "all 2 points are recorded" "$out" && ! has "^array job" "$out"'
+  '[[ -n $rep ]] && has "2 recorded, 0 infeasible, 0 to run" "$out" && ! has "^array job" "$out"'
 if [[ -n $rep ]]; then
   wait_jobs "$rep" || true
   check "that report job COMPLETED" all_completed "$rep"
 fi
 
+# ---- 5. per-point resources, quoting, validation ----------------------------------
+s3=test-slurm-shapes-$stamp
+d3=results/runs/$s3
+cat >"$tmp/shapes.tsv" <<'EOF'
+# three shapes (jobs/test_slurm.sh)
+# machine: cpu
+point	bench	nodes	gpus_per_node	ntasks	time	launch	args
+one	calib	1	0	1	00:05:00	mpi	--sizes 4Ki --gemm-size 32 -n 2 -w 0 --tests h2d
+gpus	calib	1	2	2	00:06:00	mpi	--sizes 4Ki --gemm-size 32 -n 2 -w 0 --tests "h2d,allreduce"
+search	maxbatch	1	0	2	00:07:00	single	--trial-backend cpu --bench sco --preset small --budgets 0 --mem-limit 2Mi --step 256 --start 256 --max-trials 1 -n 1 -w 0 --launcher '{launch}'
+EOF
+step "submitting three shapes as $s3"
+out=$(jobs/submit "$tmp/shapes.tsv" --sweep "$s3") || abort "jobs/submit (shapes) failed: $out"
+echo "$out"
+mapfile -t arrs < <(sed -nE 's/^array job ([0-9]+):.*/\1/p' <<<"$out")
+rep=$(job_of report "$out")
+check "three arrays and a report job" test "${#arrs[@]}:${rep:+y}" = "3:y"
+if [[ ${#arrs[@]} == 3 ]]; then
+  wait_jobs "${arrs[@]}" "$rep" || { show_logs "$d3"; abort "sweep $s3 did not finish"; }
+  rec() { scontrol -o show job "$1" 2>/dev/null | head -n 1; }
+  check_eval "array 1: 1 node, 1 task, no GPU, 5 min" \
+    'r=$(rec ${arrs[0]}); has "NumNodes=1 " "$r" && has "NumTasks=1 " "$r" && has "TimeLimit=00:05:00" "$r" && ! has "gpu" "$r"'
+  check_eval "array 2: 1 node, 2 tasks, 2 GPUs per node, 6 min" \
+    'r=$(rec ${arrs[1]}); has "NumTasks=2 " "$r" && has "TimeLimit=00:06:00" "$r" && has "gres.gpu:2|gpu:2" "$r"'
+  check_eval "array 3: 2 tasks for the single process and its trials, 7 min" \
+    'r=$(rec ${arrs[2]}); has "NumTasks=2 " "$r" && has "TimeLimit=00:07:00" "$r"'
+  for a in "${arrs[@]}"; do check "array $a COMPLETED" all_completed "$a"; done
+  out=$(jobs/status "$d3")
+  echo "$out"
+  check_eval "jobs/status: every point done, 100%" 'has "3 points: 3 done, 0 failed.*\(100% done\)" "$out"'
+  check_eval "the quoted launcher reached maxbatch as one argument (its trial ran through srun)" \
+    'grep -q "^# argv: .*'"'"'srun --mpi=pmix --nodes=1 --ntasks=2 --ntasks-per-node=2 --overlap'"'"'" "$d3"/maxbatch.*.tsv &&
+     grep -q "^# slurm_job_id: " $(grep -l "^# bench: sco" "$d3"/*.tsv | head -n 1)'
+  check "report job $rep COMPLETED" all_completed "$rep"
+fi
+printf 'point\tbench\tntasks\targs\nbad\tcalib\t1\t--sizes 12Q\n' >"$tmp/refused.tsv"
+rc=0
+out=$(jobs/submit "$tmp/refused.tsv" --sweep "$s3-refused" 2>&1) || rc=$?
+check_eval "a point refused by the program is not submitted (exit 2, its message)" \
+  '[[ $rc == 2 ]] && has "12Q" "$out" && [[ -z $(squeue -h -n "plateau-$s3-refused" -o %A) ]]'
+
+# ---- 6. multi-node, checked by the scheduler ---------------------------------------
+printf '# 64 GPUs\n# machine: cpu\npoint\tbench\tnodes\tgpus_per_node\tntasks\ttime\targs\nbig\tcalib\t8\t8\t64\t02:00:00\t--backend cuda --sizes 4Ki\n' >"$tmp/multi.tsv"
+rc=0
+out=$(jobs/submit "$tmp/multi.tsv" --sweep "$s3-multi" --test-only -p shape 2>&1) || rc=$?
+echo "$out"
+check_eval "8 nodes x 8 GPUs: accepted by sbatch --test-only in partition shape" \
+  '[[ $rc == 0 ]] && has "test-only: sbatch: Job [0-9]+ to start at .* using 64 processors on nodes shape\[1-8\]" "$out"'
+check_eval "... and nothing queued or written" \
+  '[[ -z $(squeue -h -n "plateau-$s3-multi" -o %A) && ! -e results/runs/$s3-multi ]]'
+sed -i 's/\t8\t8\t64\t/\t9\t8\t72\t/' "$tmp/multi.tsv"
+rc=0
+out=$(jobs/submit "$tmp/multi.tsv" --sweep "$s3-multi" --test-only -p shape 2>&1) || rc=$?
+check_eval "9 nodes: refused by the scheduler (exit 2)" '[[ $rc == 2 ]] && has "refused" "$out"'
+
 if [[ $fail == 0 && ${KEEP:-0} != 1 ]]; then
-  rm -rf "$d1" "$d2" "results/runs/$c1"
+  rm -rf "$d1" "$d2" "$d3" "results/runs/$c1"
   rm -f results/runs/slurm-plateau-calib-"$cal".out
 else
   echo "# run directories kept: $d1 $d2 results/runs/$c1"

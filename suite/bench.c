@@ -11,6 +11,11 @@
  * the bench validates it (init) before any file exists, so a usage error
  * leaves no trace on disk.
  *
+ * `--dry-run[=RANKS]` stops after validation: the bench's init() and each
+ * point's identity on a CPU device as if on RANKS ranks (default: the launch's
+ * size), no GPU needed, nothing written (jobs/submit validates every point of
+ * a sweep this way before anything is queued).
+ *
  * Exit codes: 0 ok, 1 a row with check=fail, 2 usage, 3 runtime error. */
 #include "bench.h"
 
@@ -29,12 +34,14 @@
 #include "benches.def"
 #undef BENCH
 #undef PEER
+#undef FEED
 
 static const pl_bench *const registry[] = {
 #define BENCH(name, report) &pl_bench_##name,
 #include "benches.def"
 #undef BENCH
 #undef PEER
+#undef FEED
 };
 
 int pl_bench_count(void) {
@@ -193,6 +200,10 @@ static void bench_usage(const pl_bench *b, const optset *o, FILE *f) {
   memcpy(common, o->opts, sizeof(pl_opt) * N_COMMON);
   memset(&common[N_COMMON], 0, sizeof common[N_COMMON]);
   pl_args_usage(common, f);
+  fprintf(f, "  --dry-run[=RANKS]  parse and validate the options and list the "
+             "points as on\n                     RANKS ranks (default: this "
+             "launch's), then exit: no device\n                     work, no "
+             "file (exit 0 valid, 2 not)\n");
   char *h = pl__rows_header();
   fprintf(f,
           "\nrows (--columns prints them): %s\n"
@@ -437,6 +448,81 @@ static void assert_schema(const pl_bench *b) {
   free(h);
 }
 
+/* `--dry-run[=RANKS]`: argv's position of it, or -1; *ranks gets RANKS (0:
+ * the launch's size); -2 when its value is not a positive integer. */
+static int find_dry_run(int argc, char **argv, int *ranks) {
+  *ranks = 0;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--dry-run") == 0)
+      return i;
+    if (strncmp(argv[i], "--dry-run=", 10) == 0) {
+      char *end;
+      long v = strtol(argv[i] + 10, &end, 10);
+      if (*end || end == argv[i] + 10 || v < 1 || v > 1000000)
+        return -2;
+      *ranks = (int)v;
+      return i;
+    }
+  }
+  return -1;
+}
+
+/* The dry run: init() and every point's identity as on ctx->size ranks;
+ * infeasible points are listed (a result, not an error).  Rank 0 prints
+ * "# dry run: ..." lines and a closing "dry run: ok, N points (M infeasible)
+ * on R ranks"; returns the exit code (2: the bench refused its options). */
+static int dry_run(pl_bench_ctx *ctx, void *S) {
+  const pl_bench *b = ctx->bench;
+  pl_status st = b->init ? b->init(ctx, S) : PL_OK;
+  if (st != PL_OK) {
+    if (ctx->rank == 0)
+      fprintf(stderr, "plateau bench %s: %s\n", b->name, pl_last_error());
+    return pl_status_exit_code(st == PL_EINVAL ? PL_EINVAL : PL_ERUNTIME);
+  }
+  int infeasible = 0;
+  if (b->main) {
+    if (ctx->rank == 0)
+      printf("# dry run: %s runs its own loop (no points to list)\n", b->name);
+  } else {
+    /* the rows are built and dropped unseen: a context of another rank */
+    pl_bench_ctx quiet = *ctx;
+    quiet.rank = 1;
+    quiet.res = NULL;
+    for (int p = 0; p < ctx->npoints; p++) {
+      pl_row *row = pl_row_new(&quiet);
+      char label[256] = "";
+      pl_status ps =
+          b->point ? b->point(ctx, S, p, row, label, sizeof label) : PL_OK;
+      if (ps == PL_EINFEASIBLE)
+        infeasible++;
+      if (ctx->rank == 0) {
+        if (ps == PL_OK)
+          printf("# dry run: point %d/%d %s\n", p + 1, ctx->npoints, label);
+        else
+          printf("# dry run: point %d/%d %s: %s: %s\n", p + 1, ctx->npoints,
+                 label, ps == PL_EINFEASIBLE ? "infeasible" : "error",
+                 pl_last_error());
+      }
+      pl_row_emit(row);
+      if (ps != PL_OK && ps != PL_EINFEASIBLE) {
+        if (b->fini)
+          b->fini(ctx, S);
+        return pl_status_exit_code(ps == PL_EINVAL ? PL_EINVAL : PL_ERUNTIME);
+      }
+    }
+  }
+  if (b->fini)
+    b->fini(ctx, S);
+  if (ctx->rank == 0) {
+    printf("dry run: ok, %d point%s (%d infeasible) on %d rank%s, backend "
+           "%s: nothing written\n",
+           ctx->npoints, ctx->npoints == 1 ? "" : "s", infeasible, ctx->size,
+           ctx->size == 1 ? "" : "s", ctx->cuda ? "cuda" : "cpu");
+    fflush(stdout);
+  }
+  return 0;
+}
+
 int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
                  char **record_argv) {
   int rank = pl_world_rank();
@@ -453,12 +539,33 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
       return 0;
     }
 
+  /* --dry-run[=RANKS]: taken out of argv before parsing */
+  int dry_ranks = 0, dry = find_dry_run(argc, argv, &dry_ranks);
+  if (dry == -2) {
+    pl__rows_end();
+    return usage_exit(rank,
+                      "--dry-run=RANKS: RANKS must be a positive "
+                      "integer%s%s",
+                      "", "");
+  }
+  char **av = argv;
+  if (dry >= 0) {
+    av = calloc((size_t)argc + 1, sizeof *av);
+    PL_ASSERT(av != NULL);
+    for (int i = 0, k = 0; i < argc; i++)
+      if (i != dry)
+        av[k++] = argv[i];
+    argc--;
+  }
+
   /* 1. Parse everything, on every rank, before creating anything. */
   optset o;
   optset_make(b, &o);
   pl_args *args = NULL;
   const char *preset = NULL;
-  int code = parse(b, &o, argc, argv, rank, &args, &preset);
+  int code = parse(b, &o, argc, av, rank, &args, &preset);
+  if (av != argv)
+    free(av);
   if (code != 0 || !args) {
     optset_free(&o);
     pl__rows_end();
@@ -468,7 +575,7 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
   pl_status st = pl_backend_parse(pl_args_enum_name(args, "backend"), &be);
   const char *outdir = pl_args_str(args, "out"),
              *sweep = pl_args_str(args, "sweep");
-  if (st == PL_OK && be == PL_BACKEND_CUDA && !have_gpu())
+  if (st == PL_OK && be == PL_BACKEND_CUDA && !have_gpu() && dry < 0)
     code = usage_exit(rank, "--backend=cuda: %s (allowed here: cpu)",
                       pl_backend_available(PL_BACKEND_CUDA)
                           ? "no CUDA device visible"
@@ -503,11 +610,12 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
   void *S = calloc(1, b->state ? b->state : 1);
   PL_ASSERT(S != NULL);
 
-  /* 2. Device, communicator; the bench validates its options. */
+  /* 2. Device, communicator; the bench validates its options.  A dry run
+   * validates on a CPU device (no GPU needed where sweeps are submitted). */
   pl_dev *dev = NULL;
   pl_comm *comm = NULL;
   bool inited = false;
-  st = pl_dev_create(be, -1, &dev);
+  st = pl_dev_create(dry >= 0 ? PL_BACKEND_CPU : be, -1, &dev);
   if (st != PL_OK) {
     fprintf(stderr, "plateau bench %s: rank %d: device: %s\n", b->name, rank,
             pl_last_error());
@@ -528,6 +636,13 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
   ctx.stream = pl_dev_stream(dev);
   ctx.rank = pl_comm_rank(comm);
   ctx.size = pl_comm_size(comm);
+  if (dry >= 0) {
+    ctx.dry_run = true;
+    if (dry_ranks > 0)
+      ctx.size = dry_ranks;
+    code = dry_run(&ctx, S);
+    goto dry_done;
+  }
   st = b->init ? b->init(&ctx, S) : PL_OK;
   inited = true;
   /* The result directory, where rank 0 will write: checked (nothing
@@ -537,7 +652,8 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
     snprintf(dir, sizeof dir, "%s/%s", outdir, sweep);
   else
     snprintf(dir, sizeof dir, "%s", outdir);
-  if (st == PL_OK && ctx.rank == 0 && pl_results_dir_check(dir) != PL_OK) {
+  if (st == PL_OK && !ctx.done && ctx.rank == 0 &&
+      pl_results_dir_check(dir) != PL_OK) {
     char why[1024];
     snprintf(why, sizeof why, "%s", pl_last_error());
     const bool longer = strlen(outdir) > 200; /* the message stays short */
@@ -555,6 +671,8 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
     code = pl_status_exit_code(st == PL_EINVAL ? PL_EINVAL : PL_ERUNTIME);
     goto done;
   }
+  if (ctx.done) /* the bench's init() answered the command */
+    goto done;
 
   /* 3. The result file (rank 0), every rank told whether it exists. */
   int64_t created = 1;
@@ -609,6 +727,7 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
 done:
   if (inited && b->fini)
     b->fini(&ctx, S);
+dry_done:
   if (ctx.res)
     pl_results_close(ctx.res, "error");
   if (comm)

@@ -78,9 +78,13 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   c->npoints = b->nseq * b->npass;
   /* the layer's own checks (sizes, n_kv | n_q, heads over the D ranks):
    * a usage error now, not an error row per point (views: nothing made) */
+  if (b->cfg.n_q % c->size || b->cfg.n_kv % c->size) /* c->size: a dry run's */
+    return pl_set_error(PL_EINVAL,
+                        "layer: n_q=%d n_kv=%d over a Ulysses group of D=%d: "
+                        "heads must divide by D",
+                        b->cfg.n_q, b->cfg.n_kv, c->size);
   pl_layer probe;
-  return pl_layer_init_views(c->dev, c->size > 1 ? c->comm : NULL, &probe,
-                             &b->cfg, NULL, NULL);
+  return pl_layer_init_views(c->dev, NULL, &probe, &b->cfg, NULL, NULL);
 }
 
 static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,

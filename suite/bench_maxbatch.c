@@ -1,6 +1,7 @@
-/* bench_maxbatch.c — `plateau bench maxbatch --bench sco [sco's options]`:
- * the largest tokens per rank N that completes a step (the paper's Table 13),
- * by doubling then bisection down to a granularity (--step).
+/* bench_maxbatch.c — `plateau bench maxbatch --bench sco|train [the
+ * target's options]`: the largest tokens per rank N that completes a step
+ * (the paper's Table 13; for train the longest context, S = N·D), by
+ * doubling then bisection down to a granularity (--step).
  *
  * Every trial is a child process (trial.h): this same binary run as
  * `bench <target> --tokens=N --budgets=B --no-check -o <this run's dir>
@@ -11,8 +12,12 @@
  * child's exit status and its rows (found by the point id in the metadata),
  * and writes one row per trial (tokens, status, exit code, the child's peaks
  * and speed) and one summary row per budget (largest clean N, first failing
- * N).  It does not fit the per-point pattern: main() runs the search with
- * the harness's rows and progress.
+ * N).  The target train has one search per system of its --system list
+ * (its --sco-budget is forwarded like its other options): its trials are
+ * `bench train --system=X --tokens=N …` and the rows carry the trial's seq,
+ * system and model (the summary: its system's, and the largest clean
+ * trial's seq and model).  It does not fit the per-point pattern: main() runs
+ * the search with the harness's rows and progress.
  *
  * The search is one process (np 1, no mpirun around it): it must not be a
  * rank of the launch it starts, and it must hold no CUDA context (a context
@@ -28,11 +33,16 @@
 
 #include "bench.h"
 #include "bench_sco.h"
+#include "bench_train.h"
 #include "ops/sco.h"
 #include "results.h"
 #include "trial.h"
 
-static const char *const targets[] = {"sco", NULL};
+static const char *const targets[] = {"sco", "train", NULL};
+/* maxbatch's own options; the others are a target's, forwarded to its trials */
+static const char *const own[] = {
+    "bench",         "step",          "start",      "max-tokens", "launcher",
+    "trial-backend", "trial-timeout", "max-trials", NULL};
 static const char *const trial_backends[] = {"auto", "cpu", "cuda", NULL};
 
 static const pl_opt maxbatch_opts[] = {
@@ -53,20 +63,24 @@ static const pl_opt maxbatch_opts[] = {
      trial_backends},
     {"trial-timeout", 0, PL_OPT_STR, "auto",
      "seconds before a trial is killed: auto (proportional to the trial's "
-     "work: 120 s + its steps at 24*L*N*H*I FLOPs each and a floor rate of "
-     "1e13 FLOP/s on cuda, 1e9 on cpu), a number, or 0 (never)",
+     "work: 120 s + its steps' FLOPs at a floor rate of 1e13 FLOP/s on cuda, "
+     "1e9 on cpu; README), a number, or 0 (never)",
      0, 0, NULL},
     {"max-trials", 0, PL_OPT_INT, "64", "trials per budget at most", 1, 10000,
      NULL},
     PL_BENCH_SCO_OPTS,
+    PL_BENCH_TRAIN_OPTS, /* train's layers, hidden, dtype: sco's entries */
     {0},
 };
+
+static const pl_preset maxbatch_presets[] = {
+    PL_BENCH_SCO_PRESETS, PL_BENCH_TRAIN_PRESETS, {NULL, NULL}};
 
 typedef struct search {
   char budgets[64][32];
   int nb;
   const pl_bench *target;
-  char dir[1024];
+  char dir[PL_RESULTS_DIR_MAX + 512];
   pl_argv base; /* argv up to the per-trial options */
   char **envp;
   int timeout_s, max_trials, ntrials, index;
@@ -74,21 +88,36 @@ typedef struct search {
   double step_flops; /* per token of a trial's step: 24*L*H*I */
   double rate;       /* the floor rate of the auto timeout, FLOP/s */
   int steps;         /* a trial's warm-ups + timed steps */
+  pl_model_cfg model; /* train: the trial's model preset */
+  int D, micro;       /* train: ranks per sequence, micro-batches */
   const char *budget;
+  bool train;          /* the target is train: --tokens only per trial */
+  char ok_vals[3][32]; /* seq, system, model of the largest clean trial */
+  char systems[PL_TRAIN_MAX_SYS][16]; /* train: one search each */
+  const char *system;                 /* train: this search's */
 } search;
 
 /* The auto trial timeout: a floor for start-up and set-up, plus the
  * trial's steps at a rate far below any device's (1e13 FLOP/s on a GPU,
- * 1e9 on the CPU backend), so that only a hung or stopped trial reaches it. */
+ * 1e9 on the CPU backend), so that only a hung or stopped trial reaches it.
+ * A step's FLOPs: sco 24*L*N*H*I (an MLP block's forward, recomputation and
+ * backward); train twice the model's (pl_model_flops_per_token at S = N*D,
+ * for recomputation and options beyond the preset) times the
+ * micro-batches. */
 static int trial_timeout(const search *s, int64_t N) {
   if (!s->timeout_auto)
     return s->timeout_s;
-  double t = 120.0 + s->steps * s->step_flops * (double)N / s->rate;
+  double per_token = s->step_flops;
+  if (s->train)
+    per_token = 2.0 * s->micro *
+                pl_model_flops_per_token(&s->model, N * (int64_t)s->D);
+  double t = 120.0 + s->steps * per_token * (double)N / s->rate;
   return t > 1e7 ? 10000000 : (int)t;
 }
 
-static const char *const trial_cols[] = {"dev_peak_bytes", "host_peak_bytes",
-                                         "time_ms", "tok_s_gpu", NULL};
+static const char *const trial_cols[] = {
+    "dev_peak_bytes", "host_peak_bytes", "time_ms", "tok_s_gpu", "seq",
+    "system",         "model",           NULL}; /* [4..6]: train */
 
 static pl_status trial_at(pl_bench_ctx *c, search *s, int64_t N, char *status,
                           size_t slen) {
@@ -100,9 +129,14 @@ static pl_status trial_at(pl_bench_ctx *c, search *s, int64_t N, char *status,
   for (int i = 0; i < s->base.n; i++)
     pl_argv_add(&argv, "%s", s->base.v[i]);
   pl_argv_add(&argv, "--tokens=%lld", (long long)N);
-  pl_argv_add(&argv, "--budgets=%s", s->budget);
+  if (!s->train)
+    pl_argv_add(&argv, "--budgets=%s", s->budget);
+  else
+    pl_argv_add(&argv, "--system=%s", s->system);
   pl_argv_add(&argv, "--point=%s", point);
-  snprintf(label, sizeof label, "budget=%s N=%lld", s->budget, (long long)N);
+  snprintf(label, sizeof label, "%s%sbudget=%s N=%lld",
+           s->train ? s->system : "", s->train ? " " : "", s->budget,
+           (long long)N);
   pl_bench_progress(c, label);
   const int timeout = trial_timeout(s, N);
   pl_status st = pl_trial_run(argv.v, s->envp, timeout, &t.ex);
@@ -121,6 +155,9 @@ static pl_status trial_at(pl_bench_ctx *c, search *s, int64_t N, char *status,
   pl_row_i64(r, "exit_code", t.ex.code);
   for (int k = 0; trial_cols[k]; k++)
     pl_row_str(r, trial_cols[k], t.vals[k]);
+  if (!strcmp(t.status, "ok")) /* N grows only while trials pass */
+    for (int k = 0; k < 3; k++)
+      memcpy(s->ok_vals[k], t.vals[4 + k], sizeof s->ok_vals[k]);
   pl_row_str(r, "trial_file", t.file);
   pl_row_status(r, t.status, t.note[0] ? t.note : NULL);
   snprintf(status, slen, "%s", t.status);
@@ -163,6 +200,10 @@ static pl_status run_search(pl_bench_ctx *c, search *s, int64_t step,
     pl_row_i64(r, "first_fail_tokens", hi);
   pl_row_i64(r, "trials", s->ntrials);
   pl_row_i64(r, "tokens", lo);
+  for (int k = 0; k < 3 && lo > 0; k++)
+    pl_row_str(r, trial_cols[4 + k], s->ok_vals[k]);
+  if (s->train)
+    pl_row_str(r, "system", s->system);
   char note[256];
   bool failed = false;
   if (st != PL_OK) {
@@ -212,6 +253,48 @@ static pl_status run_search(pl_bench_ctx *c, search *s, int64_t step,
   return st != PL_OK ? st : e;
 }
 
+static bool listed(const pl_opt *opts, const char *name) {
+  for (int i = 0; opts && opts[i].name; i++)
+    if (!strcmp(opts[i].name, name))
+      return true;
+  return false;
+}
+
+/* Every option given is maxbatch's own or the target's (not the other
+ * target's), the preset is the target's, and the searched size is not
+ * given (each trial gets its --tokens). */
+static pl_status target_options(const pl_args *a, const pl_bench *target) {
+  for (int i = 0; maxbatch_opts[i].name; i++) {
+    const char *n = maxbatch_opts[i].name;
+    bool is_own = false;
+    for (int k = 0; own[k]; k++)
+      is_own |= !strcmp(own[k], n);
+    if (is_own || !pl_args_given(a, n))
+      continue;
+    if (!listed(target->opts, n))
+      return pl_set_error(PL_EINVAL,
+                          "maxbatch: --%s is not an option of bench %s", n,
+                          target->name);
+    if (!strcmp(n, "tokens") || !strcmp(n, "seq"))
+      return pl_set_error(PL_EINVAL,
+                          "maxbatch: --%s is what the search sets (each "
+                          "trial's --tokens); bound it with --start, --step "
+                          "and --max-tokens",
+                          n);
+  }
+  if (pl_args_given(a, "preset")) {
+    const char *p = pl_args_enum_name(a, "preset");
+    bool ok = !strcmp(p, "auto");
+    for (int i = 0; target->presets && target->presets[i].name; i++)
+      ok |= !strcmp(target->presets[i].name, p);
+    if (!ok)
+      return pl_set_error(PL_EINVAL,
+                          "maxbatch: --preset=%s is not a preset of bench %s",
+                          p, target->name);
+  }
+  return PL_OK;
+}
+
 /* Validated before any file exists: a usage error writes nothing. */
 static pl_status init(pl_bench_ctx *c, void *st) {
   search *s = st;
@@ -228,14 +311,14 @@ static pl_status init(pl_bench_ctx *c, void *st) {
                         "CUDA context: run it with --backend cpu (the trials "
                         "use --trial-backend, default cuda when a GPU is "
                         "visible)");
+  s->target = pl_bench_find(pl_args_enum_name(a, "bench"));
+  PL_ASSERT(s->target != NULL);
+  s->train = !strcmp(s->target->name, "train");
+  PL_TRY(target_options(a, s->target));
   if (pl_args_given(a, "budget-steps"))
     return pl_set_error(PL_EINVAL,
                         "maxbatch: --budget-steps is not searched; "
                         "give the budgets with --budgets (one search each)");
-  if (pl_args_given(a, "tokens"))
-    return pl_set_error(PL_EINVAL,
-                        "maxbatch: --tokens is what maxbatch searches; give "
-                        "--start, --step and --max-tokens instead");
   const uint64_t step = pl_args_size(a, "step"),
                  start = pl_args_size(a, "start"),
                  maxt = pl_args_size(a, "max-tokens");
@@ -252,7 +335,8 @@ static pl_status init(pl_bench_ctx *c, void *st) {
         "rounded up to a multiple of --step) would not be tried",
         (unsigned long long)step, (unsigned long long)maxt,
         (unsigned long long)first);
-  if (pl_args_enum(a, "trial-backend") == 2 &&
+  /* what this machine has (a dry run may validate on another: skipped) */
+  if (!c->dry_run && pl_args_enum(a, "trial-backend") == 2 &&
       !(pl_backend_available(PL_BACKEND_CUDA) && pl_cuda_device_count() > 0))
     return pl_set_error(PL_EINVAL,
                         "--trial-backend=cuda: %s (allowed here: auto, cpu)",
@@ -260,7 +344,7 @@ static pl_status init(pl_bench_ctx *c, void *st) {
                             ? "no CUDA device visible"
                             : "this build has no CUDA backend");
   const char *launcher = pl_args_str(a, "launcher");
-  if (launcher) {
+  if (launcher && !c->dry_run) {
     char prog[1024] = "";
     sscanf(launcher, " %1023s", prog);
     if (!prog[0] || !pl_trial_program_found(prog))
@@ -269,8 +353,33 @@ static pl_status init(pl_bench_ctx *c, void *st) {
                           "PATH or not executable)",
                           launcher, prog);
   }
-  const char *list = pl_args_str(a, "budgets");
-  for (const char *p = list ? list : "0"; p;) {
+  if (s->train) { /* one search per system; --sco-budget to the trials */
+    pl_sco_budget b;
+    char list[256], *save = NULL;
+    const char *sl = pl_args_str(a, "system");
+    if (sl[0] == ',' || sl[strlen(sl) - 1] == ',' || strstr(sl, ",,"))
+      return pl_set_error(PL_EINVAL,
+                          "--system=%s: empty list element (allowed: plateau, "
+                          "fsdp2)",
+                          sl);
+    snprintf(list, sizeof list, "%s", pl_args_str(a, "system"));
+    for (char *w = strtok_r(list, ",", &save); w && s->nb < PL_TRAIN_MAX_SYS;
+         w = strtok_r(NULL, ",", &save)) {
+      if (!pl__train_system_find(w))
+        return pl_set_error(PL_EINVAL,
+                            "--system=%s: '%s' is not a system of bench train "
+                            "(plateau, fsdp2)",
+                            pl_args_str(a, "system"), w);
+      snprintf(s->systems[s->nb], sizeof s->systems[0], "%s", w);
+      snprintf(s->budgets[s->nb], sizeof s->budgets[0], "%s",
+               pl_args_str(a, "sco-budget"));
+      PL_TRY(pl_sco_parse_budget("--sco-budget", s->budgets[s->nb++], &b));
+    }
+    if (!s->nb)
+      return pl_set_error(PL_EINVAL, "--system: empty");
+  }
+  const char *list = s->train ? NULL : pl_args_str(a, "budgets");
+  for (const char *p = list ? list : s->train ? NULL : "0"; p;) {
     const char *comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
     pl_sco_budget b;
@@ -292,8 +401,6 @@ static pl_status init(pl_bench_ctx *c, void *st) {
     PL_TRY(pl_sco_parse_budget("--budgets", s->budgets[s->nb++], &b));
     p = comma ? comma + 1 : NULL;
   }
-  s->target = pl_bench_find(pl_args_enum_name(a, "bench"));
-  PL_ASSERT(s->target != NULL);
   const char *tt = pl_args_str(a, "trial-timeout");
   s->timeout_auto = strcmp(tt, "auto") == 0;
   if (!s->timeout_auto) {
@@ -314,6 +421,11 @@ static pl_status init(pl_bench_ctx *c, void *st) {
                   (double)pl_args_int(a, "ffn");
   s->steps = (pl_args_given(a, "iters") ? c->iters : 1) +
              (pl_args_given(a, "warmup") ? c->warmup : 0);
+  if (s->train) {
+    PL_TRY(pl_model_preset(pl_args_enum_name(a, "model"), &s->model));
+    s->D = (int)pl_args_int(a, "D");
+    s->micro = (int)pl_args_int(a, "micro");
+  }
   s->max_trials = (int)pl_args_int(a, "max-trials");
   /* progress: at most this many trials (doubling from the first N to
    * --max-tokens, then bisection down to --step), per budget */
@@ -365,9 +477,20 @@ static pl_status base_argv(pl_bench_ctx *c, search *s) {
                 (unsigned long long)pl_args_size(a, "mem-limit"));
   if (pl_args_given(a, "preset"))
     pl_argv_add(b, "--preset=%s", pl_args_enum_name(a, "preset"));
+  /* not forwarded: what each trial sets, and the target's options that
+   * maxbatch's table does not list (train's --tune, --points: several
+   * points per context, which no search takes; never given here) */
   static const char *const per_trial[] = {"tokens", "budgets", "budget-steps",
-                                          NULL};
-  pl_argv_forward(b, a, s->target->opts, per_trial);
+                                          "system", NULL};
+  const char *skip[128];
+  int ns = 0;
+  for (int i = 0; per_trial[i]; i++)
+    skip[ns++] = per_trial[i];
+  for (int i = 0; s->target->opts[i].name && ns < 127; i++)
+    if (!listed(maxbatch_opts, s->target->opts[i].name))
+      skip[ns++] = s->target->opts[i].name;
+  skip[ns] = NULL;
+  pl_argv_forward(b, a, s->target->opts, skip);
   return PL_OK;
 }
 
@@ -386,6 +509,7 @@ static pl_status search_all(pl_bench_ctx *c, void *st) {
   pl_status rs = PL_OK;
   for (int i = 0; i < s->nb && rs == PL_OK; i++) {
     s->budget = s->budgets[i];
+    s->system = s->systems[i];
     s->index = i;
     s->ntrials = 0;
     rs = run_search(c, s, step, start, maxt);
@@ -404,13 +528,13 @@ const pl_bench pl_bench_maxbatch = {
     .summary = "largest tokens per rank that completes a step (trials in child "
                "processes; Table 13)",
     .opts = maxbatch_opts,
-    .presets = pl_bench_sco_presets,
+    .presets = maxbatch_presets,
     .preset_cpu = "none",
     .preset_cuda = "none",
     .columns =
-        "kind\ttarget\tbudget\ttokens\tranks\texit_code\tdev_peak_bytes\t"
-        "host_peak_bytes\ttime_ms\ttok_s_gpu\tmax_ok_tokens\t"
-        "first_fail_tokens\ttrials\ttrial_file",
+        "kind\ttarget\tbudget\ttokens\tseq\tranks\texit_code\t"
+        "dev_peak_bytes\thost_peak_bytes\ttime_ms\ttok_s_gpu\tmax_ok_tokens\t"
+        "first_fail_tokens\ttrials\tsystem\tmodel\ttrial_file",
     .state = sizeof(search),
     .init = init,
     .main = search_all,

@@ -4,6 +4,7 @@
  *   plateau info                  what this build and machine have
  *   plateau bench <name> [opts]   one benchmark (bench.c harness)
  *   plateau report RUN_DIR        tables and charts from result files
+ *   plateau compare NEW REF       a run against a reference (regressions)
  *   plateau tokens IN OUT         a byte-level token shard of a file
  *   plateau schema                the result columns: name, unit, meaning
  *
@@ -13,20 +14,23 @@
 #include <string.h>
 
 #include "bench.h"
+#include "plan.h"
+#include "compare_cmd.h"
 #include "plateau/plateau.h"
 #include "report.h"
 #include "schema.h"
 #include "tokens.h"
 #include "trial.h"
 
-#include "plateau_git.h" /* generated: build/gen */
-#ifndef PL_GIT_SHA
-#define PL_GIT_SHA "unknown"
-#endif
+#include "plateau_git.h" /* generated: build/gen (jobs/provenance header) */
+
+/* "sha", "sha-dirty" or "none" (built without git), then the tree hash */
+#define PL_SOURCES                                                             \
+  PL_GIT_SHA, PL_GIT_DIRTY == 1 ? "-dirty" : "", PL_TREE_HASH
 
 static void usage(FILE *f) {
   fprintf(f,
-          "plateau %s (%s) — bounded-memory long-context MoE training: "
+          "plateau %s (%s%s, tree %s) — bounded-memory long-context MoE training: "
           "engine benchmarks\n\n"
           "usage: plateau <command> [options]\n\n"
           "commands:\n"
@@ -36,11 +40,15 @@ static void usage(FILE *f) {
           "under -o DIR\n"
           "  report RUN_DIR        Markdown tables and charts from the result "
           "files in RUN_DIR\n"
+          "  compare NEW REF       NEW's rows against REF's, metric by metric "
+          "(regressions)\n"
           "  tokens IN OUT         a token shard of IN's bytes (byte-level, "
           "V 256)\n"
           "  schema                the columns of result files (name, unit, "
-          "meaning)\n\n",
-          PLATEAU_VERSION, PL_GIT_SHA);
+          "meaning)\n"
+          "  plan [opts]           per-rank memory budget, feasibility and "
+          "throughput before launch\n\n",
+          PLATEAU_VERSION, PL_SOURCES);
   fprintf(f, "benches:\n");
   for (int i = 0; i < pl_bench_count(); i++)
     fprintf(f, "  %-10s %s\n", pl_bench_at(i)->name, pl_bench_at(i)->summary);
@@ -80,7 +88,7 @@ static int cmd_info(int argc, char **argv) {
   pl_status st = pl_init(&argc, &argv);
   if (st != PL_OK)
     fprintf(stderr, "plateau info: warning: MPI init: %s\n", pl_last_error());
-  printf("plateau %s, git %s\n", PLATEAU_VERSION, PL_GIT_SHA);
+  printf("plateau %s, git %s%s, tree %s\n", PLATEAU_VERSION, PL_SOURCES);
   printf("backends built: cpu%s\n",
          pl_backend_available(PL_BACKEND_CUDA) ? " cuda" : "");
   int ncuda = pl_cuda_device_count();
@@ -148,14 +156,16 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(cmd, "--version") == 0) {
-    printf("plateau %s (%s)\n", PLATEAU_VERSION, PL_GIT_SHA);
+    printf("plateau %s (%s%s, tree %s)\n", PLATEAU_VERSION, PL_SOURCES);
     return 0;
   }
   if (strcmp(cmd, "info") == 0) return cmd_info(argc - 1, argv + 1);
   if (strcmp(cmd, "bench") == 0) return pl_bench_main(argc, argv);
   if (strcmp(cmd, "report") == 0) return pl_report_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "compare") == 0) return pl_compare_main(argc - 1, argv + 1);
   if (strcmp(cmd, "tokens") == 0) return pl_tokens_main(argc - 1, argv + 1);
   if (strcmp(cmd, "schema") == 0) return cmd_schema(argc - 1, argv + 1);
+  if (strcmp(cmd, "plan") == 0) return pl_plan_main(argc - 1, argv + 1);
   if (cmd[0] == '-')
     fprintf(stderr, "plateau: unknown option '%s'\n", cmd);
   else

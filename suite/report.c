@@ -34,23 +34,34 @@
 typedef struct hook {
   const char *bench, *report;
   pl_report_fn *fn;
-  bool peer;
+  bool peer, feed; /* feed: FEED(bench, report), an extra report */
 } hook;
 
 static const hook hooks[] = {
-#define BENCH(name, report) {#name, #report, pl_report_##report, false},
-#define PEER(name, report) {#name, #report, pl_report_##report, true},
+#define BENCH(name, report) {#name, #report, pl_report_##report, false, false},
+#define PEER(name, report) {#name, #report, pl_report_##report, true, false},
+#define FEED(name, report) {#name, #report, pl_report_##report, false, true},
 #include "benches.def"
 #undef BENCH
 #undef PEER
+#undef FEED
 };
 #define NHOOKS ((int)(sizeof hooks / sizeof hooks[0]))
 
+/* The BENCH or PEER entry of a bench (not its FEED lines). */
 static const hook *hook_of(const char *bench) {
   for (int i = 0; i < NHOOKS; i++)
-    if (strcmp(hooks[i].bench, bench) == 0)
+    if (!hooks[i].feed && strcmp(hooks[i].bench, bench) == 0)
       return &hooks[i];
   return NULL;
+}
+
+/* Does report hook fn take the files of bench (its entry or a FEED line)? */
+static bool takes(pl_report_fn *fn, const char *bench) {
+  for (int i = 0; i < NHOOKS; i++)
+    if (hooks[i].fn == fn && strcmp(hooks[i].bench, bench) == 0)
+      return true;
+  return false;
 }
 
 /* ---- the generic table
@@ -263,10 +274,8 @@ static pl_status report_tables(pl_report_ctx *rc, pl_table **t, int nt) {
         first = false;
     if (!first)
       continue;
-    for (int i = 0; i < nt; i++) {
-      const hook *k = hook_of(t[i]->bench);
-      take[i] = k && k->fn == hooks[h].fn;
-    }
+    for (int i = 0; i < nt; i++)
+      take[i] = takes(hooks[h].fn, t[i]->bench);
     if (call(rc, hooks[h].fn, hooks[h].report, t, nt, take, group) != PL_OK)
       ret = PL_ERUNTIME;
   }
@@ -340,12 +349,22 @@ pl_status pl_report_run(const char *run_dir, int *charts_skipped) {
   pl_report_ctx rc = {.run_dir = run_dir,
                       .out_dir = out_dir,
                       .analysis_dir = pl_rep_analysis_dir()};
-  if (nt == 0)
+  /* a sweep whose every point failed has no result file but a status */
+  char pstatus[PATH_MAX];
+  snprintf(pstatus, sizeof pstatus, "%s/points.status", run_dir);
+  struct stat sb;
+  const bool points = stat(pstatus, &sb) == 0;
+  if (nt == 0 && !points)
     st = pl_set_error(PL_EIO, "no result files in %s", run_dir);
   else if (mkdir(out_dir, 0775) != 0 && errno != EEXIST)
     st = pl_set_error(PL_EIO, "mkdir %s: %s", out_dir, strerror(errno));
-  else
-    st = report_tables(&rc, t, nt);
+  else {
+    st = nt ? report_tables(&rc, t, nt) : PL_OK;
+    if (pl__report_points(&rc, t, nt) != PL_OK) {
+      fprintf(stderr, "plateau report: points: %s\n", pl_last_error());
+      st = PL_ERUNTIME;
+    }
+  }
   for (int i = 0; i < nt; i++) {
     pl_table_free(t[i]);
     free(t[i]);
@@ -375,8 +394,8 @@ static void report_usage(FILE *f) {
           "number came\n"
           "  from, the paper's printed values beside ours) and the charts, "
           "drawn by\n"
-          "  gnuplot from $PLATEAU_ROOT/analysis, <binary>/../../analysis or "
-          "./analysis.\n"
+          "  gnuplot from $PLATEAU_ROOT/analysis, <binary>/../../analysis, "
+          "<binary>/../share/plateau/analysis\n  (make install) or ./analysis.\n"
           "  Prints each path written.  Without gnuplot the tables are still "
           "written\n  (a warning says the charts were skipped; exit 0).\n"
           "  env: PLATEAU_GNUPLOT (program), PLATEAU_CALIB_CEILING=GBS[:label] "

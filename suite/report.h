@@ -35,7 +35,13 @@ typedef pl_status pl_report_fn(pl_report_ctx *rc, pl_table *const *t, int n);
 #include "benches.def"
 #undef BENCH
 #undef PEER
+#undef FEED
 pl_report_fn pl_report_generic;
+
+/* report/points.md: the sweep's points that are not done (RUN_DIR/
+ * points.status, from jobs/status --write) and every row not ok
+ * (report_points.c); nothing when there is neither. */
+pl_status pl__report_points(pl_report_ctx *rc, pl_table *const *t, int n);
 
 /* The whole report of run_dir into run_dir/report; *charts_skipped (may be
  * NULL) says whether a chart was skipped.  PL_EIO when nothing was read. */

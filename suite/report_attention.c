@@ -9,7 +9,7 @@
  * missed / not measured) twice: over the fastest rows (any variant) and over
  * the AUTO rows alone (files without a PLATEAU_ATTN_* variable, variant
  * auto), each with its lowest value and where; the design's peer values
- * (DESIGN §5) are printed as constants beside this run's peer rows. */
+ * (doc/performance/README.md) are printed as constants beside this run's peer rows. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,15 +55,20 @@ static int auto_file(const pl_table *t) {
   return 1;
 }
 
-/* our rows: single-rank (ranks == 1 or absent), status ok; keep the best
- * (over the run's files: AUTO and any variant runs), with its kernels, and
- * the best AUTO row apart */
-static void read_ours(const pl_table *t, pt *pts, int *n) {
+/* the ranks D of row i (1 when the file has no ranks column) */
+static int row_ranks(const pl_table *t, int i) {
+  const double d = pl_has_col(t, "ranks") ? pl_cell_num(t, i, "ranks") : 1;
+  return isnan(d) || d < 1 ? 1 : (int)d;
+}
+
+/* our rows on D ranks (ranks absent: 1), status ok; keep the best (over the
+ * run's files: AUTO and any variant runs), with its kernels, and the best
+ * AUTO row apart */
+static void read_ours(const pl_table *t, int D, pt *pts, int *n) {
   const int af = auto_file(t);
   if (!pl_has_col(t, "seq") || !pl_has_col(t, "pass") || !pl_has_col(t, "tflops")) return;
   for (int i = 0; i < t->nrows; i++) {
-    const char *ranks = pl_cell(t, i, "ranks");
-    if (strcmp(pl_cell(t, i, "status"), "ok") || (pl_has_col(t, "ranks") && strcmp(ranks, "1"))) continue;
+    if (strcmp(pl_cell(t, i, "status"), "ok") || row_ranks(t, i) != D) continue;
     pt *p = find_pt(pts, n, atoll(pl_cell(t, i, "seq")));
     if (!p) continue;
     const int j = strcmp(pl_cell(t, i, "pass"), "fwd") ? 1 : 0;
@@ -135,15 +140,64 @@ static void target_line(FILE *md, const char *what, const pt *pts, int n, int ra
   }
 }
 
+/* The Ulysses table of D ranks: per S and pass, TFLOP/s per GPU, the
+ * all-to-all of Q alone and the kernels (every ok row). */
+static void ulysses_table(FILE *md, pl_table *const *t, int nt, int D) {
+  fprintf(md, "\n## Ulysses sequence parallelism, D = %d ranks\n\nEach rank holds "
+              "S/D tokens and n_q/D heads between two all-to-alls; TFLOP/s per GPU "
+              "(the rank's FLOPs over the slowest rank's time); the all-to-all of Q "
+              "alone: its time and the bytes leaving a rank per second.\n\n"
+              "| S | pass | ms | TFLOP/s per GPU | a2a ms | a2a GB/s | kernels | variant |\n"
+              "|---:|---|---:|---:|---:|---:|---|---|\n",
+          D);
+  for (int i = 0; i < nt; i++) {
+    if (strcmp(t[i]->bench, "attention") || !pl_has_col(t[i], "tflops")) continue;
+    for (int r = 0; r < t[i]->nrows; r++) {
+      if (row_ranks(t[i], r) != D || strcmp(pl_cell(t[i], r, "status"), "ok")) continue;
+      char ms[32], tf[32], am[32], ag[32];
+      fprintf(md, "| %s | %s | %s | %s | %s | %s | ", pl_cell(t[i], r, "seq"), pl_cell(t[i], r, "pass"),
+              pl_rep_fmt(ms, sizeof ms, "%.3f", pl_cell_num(t[i], r, "time_ms"), "–"),
+              pl_rep_fmt(tf, sizeof tf, "%.1f", pl_cell_num(t[i], r, "tflops"), "–"),
+              pl_rep_fmt(am, sizeof am, "%.3f", pl_cell_num(t[i], r, "a2a_ms"), "–"),
+              pl_rep_fmt(ag, sizeof ag, "%.1f", pl_cell_num(t[i], r, "a2a_gbs"), "–"));
+      pl_rep_md_text(md, pl_cell(t[i], r, "kernel"));
+      fprintf(md, " | ");
+      pl_rep_md_text(md, pl_cell(t[i], r, "variant"));
+      fprintf(md, " |\n");
+    }
+  }
+}
+
 pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   pt pts[MAXS];
   int n = 0;
   const char *run_dir = rc->run_dir, *out_dir = rc->out_dir;
   char path[4096];
+  /* the rank counts of our rows: D = 1 is the single-GPU table (with the
+   * peer); each D > 1 a Ulysses table.  Without single-rank rows the first
+   * table and the chart are the smallest D's, and say so. */
+  int Ds[16], nD = 0;
   for (int i = 0; i < nt; i++)
-    if (!strcmp(t[i]->bench, "attention")) read_ours(t[i], pts, &n);
+    if (!strcmp(t[i]->bench, "attention"))
+      for (int r = 0; r < t[i]->nrows; r++) {
+        const int d = row_ranks(t[i], r);
+        int k = 0;
+        while (k < nD && Ds[k] != d) k++;
+        if (k == nD && nD < 16) Ds[nD++] = d;
+      }
+  for (int a = 0; a < nD; a++) /* ascending */
+    for (int b = a + 1; b < nD; b++)
+      if (Ds[b] < Ds[a]) {
+        const int x = Ds[a];
+        Ds[a] = Ds[b];
+        Ds[b] = x;
+      }
+  const int D0 = nD ? Ds[0] : 1;
   for (int i = 0; i < nt; i++)
-    if (strcmp(t[i]->bench, "attention")) read_peer(t[i], pts, &n);
+    if (!strcmp(t[i]->bench, "attention")) read_ours(t[i], D0, pts, &n);
+  if (D0 == 1)
+    for (int i = 0; i < nt; i++)
+      if (strcmp(t[i]->bench, "attention")) read_peer(t[i], pts, &n);
   if (n == 0) {
     printf("report attention: no attention rows in %s\n", run_dir);
     return PL_OK;
@@ -153,16 +207,24 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   snprintf(path, sizeof path, "%s/attention.md", out_dir);
   FILE *md = fopen(path, "w");
   if (!md) return pl_set_error(PL_EIO, "report attention: cannot write %s", path);
-  fprintf(md, "# Causal GQA flash attention on one GPU (bf16, TFLOP/s)\n\n");
+  if (D0 == 1)
+    fprintf(md, "# Causal GQA flash attention on one GPU (bf16, TFLOP/s)\n\n");
+  else
+    fprintf(md, "# Causal GQA flash attention, Ulysses over D = %d ranks (TFLOP/s per GPU)\n\n"
+                "No single-rank rows in this run: the first table and the chart are the D = %d "
+                "rows (per GPU), without the single-GPU peer.\n\n",
+            D0, D0);
   fprintf(md, "FLOPs: fwd = 4·S²·d·n_q/2, bwd = 2.5·fwd (causal).  Run: `%s`.\n\n", run_dir);
-  fprintf(md, "Ours: the fastest single-rank row per S and pass over the run's files (AUTO and any "
-              "variant runs), with the kernels it ran.\n\n");
+  fprintf(md, "Ours: the fastest %s row per S and pass over the run's files (AUTO and any "
+              "variant runs), with the kernels it ran.\n\n",
+          D0 == 1 ? "single-rank" : "D-rank");
   fprintf(md, "| S | ours fwd | ours fwd+bwd | SDPA flash fwd | flash fwd+bwd | SDPA cuDNN fwd "
               "| cuDNN fwd+bwd | fwd+bwd vs best peer | our fwd kernel | our fwd+bwd kernels |\n");
   fprintf(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
   for (int i = 0; i < n; i++) {
     char c[6][32], ratio[32];
-    for (int j = 0; j < 6; j++) pl_rep_fmt(c[j], sizeof c[j], "%.1f", pts[i].v[j], "–");
+    for (int j = 0; j < 6; j++) /* CPU rates are far below 1: significant digits */
+      pl_rep_fmt(c[j], sizeof c[j], pts[i].v[j] < 10 ? "%.3g" : "%.1f", pts[i].v[j], "–");
     const double best = best_peer(&pts[i]);
     if (!isnan(best) && !isnan(pts[i].v[1]))
       snprintf(ratio, sizeof ratio, "%.2f×", pts[i].v[1] / best);
@@ -174,13 +236,15 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   }
   /* the design's peer values: PyTorch 2.11 SDPA on an H200, 64 q / 8 kv
    * heads, d = 128, S = 16K…128K */
-  fprintf(md, "\nPeer values of the design (DESIGN §5; PyTorch SDPA on an H200, 64 q / 8 kv heads, "
+  fprintf(md, "\nPeer values of the design (doc/performance/README.md; PyTorch SDPA on an H200, 64 q / 8 kv heads, "
               "d = 128, S = 16K–128K): "
               "SDPA flash fwd ≈ 350, fwd+bwd ≈ 325; cuDNN fwd ≈ 550–655, fwd+bwd ≈ 540–555 TFLOP/s.\n");
   fprintf(md, "\nTargets, for the fastest rows and for the AUTO rows alone (no kernel chosen "
               "by hand):\n\n");
   target_line(md, "fwd ≥ 350 TFLOP/s at every S", pts, n, 0, 350);
   target_line(md, "fwd+bwd ≥ 0.8× the best peer at 32K–128K", pts, n, 1, 0.8);
+  for (int k = 0; k < nD; k++)
+    if (Ds[k] > 1) ulysses_table(md, t, nt, Ds[k]);
   fclose(md);
   printf("%s\n", path);
 
@@ -203,6 +267,11 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   printf("%s\n", dat);
   char stem[4096];
   snprintf(stem, sizeof stem, "%s/attention_tflops", out_dir);
-  const char *extra[] = {"793"};
-  return pl_rep_chart(rc, "attention.gp", dat, stem, extra, 1);
+  char title[160];
+  if (D0 == 1)
+    snprintf(title, sizeof title, "Causal GQA attention, bf16, one GPU: TFLOP/s vs sequence length");
+  else
+    snprintf(title, sizeof title, "Causal GQA attention, bf16, Ulysses D = %d: TFLOP/s per GPU vs S", D0);
+  const char *extra[] = {"793", title};
+  return pl_rep_chart(rc, "attention.gp", dat, stem, extra, 2);
 }

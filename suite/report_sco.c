@@ -196,13 +196,22 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
     free(rows);
     return pl_set_error(PL_EIO, "%s: %s", data, strerror(errno));
   }
-  fprintf(cf, "# SCO sweep from %s\nbudget_gib\tselected\tdev_peak_gib\tboundary_gib\ttok_s_gpu\ttime_ms\n",
-          t->path);
+  /* the axes' units by magnitude: x the largest budget, y the largest peak */
+  double maxb = 0, maxp = 0, XU, YU;
   for (int i = 0; i < t->nrows; i++) {
     int r = rows[i].r;
     if (strcmp(cell(t, r, "status"), "ok")) continue;
-    fprintf(cf, "%.6f\t%s\t%.6f\t%.6f\t%s\t%s\n", rows[i].budget / GIB, cell(t, r, "selected"),
-            num(t, r, "dev_peak_bytes") / GIB, num(t, r, "boundary_bytes") / GIB, cell(t, r, "tok_s_gpu"),
+    if (rows[i].budget > maxb) maxb = rows[i].budget;
+    if (num(t, r, "dev_peak_bytes") > maxp) maxp = num(t, r, "dev_peak_bytes");
+  }
+  const char *xunit = pl_rep_unit(maxb, &XU), *yunit = pl_rep_unit(maxp, &YU);
+  fprintf(cf, "# SCO sweep from %s; budget in %s, peaks in %s\nbudget\tselected\tdev_peak\tboundary\ttok_s_gpu\ttime_ms\n",
+          t->path, xunit, yunit);
+  for (int i = 0; i < t->nrows; i++) {
+    int r = rows[i].r;
+    if (strcmp(cell(t, r, "status"), "ok")) continue;
+    fprintf(cf, "%.6f\t%s\t%.6f\t%.6f\t%s\t%s\n", rows[i].budget / XU, cell(t, r, "selected"),
+            num(t, r, "dev_peak_bytes") / YU, num(t, r, "boundary_bytes") / YU, cell(t, r, "tok_s_gpu"),
             cell(t, r, "time_ms"));
   }
   fclose(cf);
@@ -214,10 +223,10 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
            t->nrows ? cell(t, 0, "layers") : "?", t->nrows ? cell(t, 0, "hidden") : "?",
            t->nrows ? cell(t, 0, "ffn") : "?", t->nrows ? cell(t, 0, "dtype") : "?", ranks, backend ? backend : "?");
   /* dashed references: where the paper's −11.5% would put the peak; budget-0 speed */
-  snprintf(ref_peak, sizeof ref_peak, "%.6f", isnan(base_peak) ? 0 : base_peak / GIB * PAPER_HBM_GIB[1] / PAPER_HBM_GIB[0]);
+  snprintf(ref_peak, sizeof ref_peak, "%.6g", isnan(base_peak) ? 0 : base_peak / YU * PAPER_HBM_GIB[1] / PAPER_HBM_GIB[0]);
   snprintf(ref_tok, sizeof ref_tok, "%.6f", isnan(base_tok) ? 0 : base_tok);
-  const char *extra[] = {title, ref_peak, ref_tok};
-  return pl_rep_chart(rc, "sco.gp", data, stem, extra, 3);
+  const char *extra[] = {title, ref_peak, ref_tok, yunit, xunit};
+  return pl_rep_chart(rc, "sco.gp", data, stem, extra, 5);
 }
 
 /* ---- max batch (one maxbatch result file) --------------------------------------- */
@@ -291,17 +300,22 @@ static void report_maxbatch(FILE *md, const pl_table *t, int k) {
 }
 
 pl_status pl_report_sco(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
-  int nsweep = 0, nmb = 0;
+  int nsweep = 0, nmb = 0, nother = 0;
   char *kind = calloc((size_t)nt + 1, 1); /* 's' sweep, 'm' maxbatch, 0 other */
   PL_ASSERT(kind != NULL);
   for (int i = 0; i < nt; i++) {
     const char *b = tabs[i]->bench, *pt = pl_table_meta(tabs[i], "point");
     if (!strcmp(b, "sco") && !(pt && !strncmp(pt, "maxbatch.", 9)) && pl_has_col(tabs[i], "selected"))
       kind[i] = 's', nsweep++;
-    else if (!strcmp(b, "maxbatch") && pl_has_col(tabs[i], "max_ok_tokens"))
-      kind[i] = 'm', nmb++;
+    else if (!strcmp(b, "maxbatch") && pl_has_col(tabs[i], "max_ok_tokens") &&
+             strcmp(pl_cell(tabs[i], 0, "target"), "train"))
+      kind[i] = 'm', nmb++; /* train's searches: report_train.c */
+    else if (!strcmp(b, "maxbatch"))
+      nother++;
   }
   pl_status st = PL_OK;
+  if (nsweep + nmb == 0 && nother > 0) /* only train's maxbatch files */
+    goto out;
   if (nsweep + nmb == 0) {
     st = pl_set_error(PL_EIO, "%s: no sco or maxbatch result files", rc->run_dir);
     goto out;

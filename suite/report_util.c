@@ -71,6 +71,16 @@ const char *pl_rep_bytes(char *buf, size_t n, double v) {
   return buf;
 }
 
+const char *pl_rep_unit(double max, double *div) {
+  static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int k = 0;
+  double d = 1;
+  while (k < 4 && !isnan(max) && max >= 1024.0 * d)
+    d *= 1024.0, k++;
+  *div = d;
+  return u[k];
+}
+
 const char *pl_rep_meta(const pl_table *t, const char *key, const char *d) {
   const char *v = pl_table_meta(t, key);
   return v ? v : d;
@@ -225,8 +235,11 @@ const char *pl_rep_analysis_dir(void) {
     exe[n] = '\0';
     char *slash = strrchr(exe, '/');
     if (slash) {
-      *slash = '\0'; /* .../build/bin */
+      *slash = '\0'; /* .../build/bin, or PREFIX/bin when installed */
       snprintf(buf, sizeof buf, "%s/../../analysis", exe);
+      if (is_dir(buf))
+        return buf;
+      snprintf(buf, sizeof buf, "%s/../share/plateau/analysis", exe);
       if (is_dir(buf))
         return buf;
     }

@@ -34,6 +34,11 @@ const char *pl_rep_fmt(char *buf, size_t n, const char *fmt, double v,
 /* Bytes in the largest binary unit that keeps them >= 1 ("1.50 GiB",
  * "512 B"), "-" for NaN; returns buf. */
 const char *pl_rep_bytes(char *buf, size_t n, double bytes);
+/* The binary unit that shows bytes up to max as a number in [1, 1024) ("B",
+ * "KiB", "MiB", "GiB", "TiB"; "B" for max < 1024 or NaN); *div gets its size
+ * in bytes.  Charts pick their memory axis with it, so a KiB-sized CPU run
+ * is not drawn as 0.000001 GiB. */
+const char *pl_rep_unit(double max, double *div);
 /* A metadata value of t, or d. */
 const char *pl_rep_meta(const pl_table *t, const char *key, const char *d);
 
@@ -61,7 +66,8 @@ pl_status pl_rep_close(FILE *f, const char *path);
 /* ---- charts
  * ------------------------------------------------------------------ */
 /* The analysis/ directory holding the *.gp scripts: $PLATEAU_ROOT/analysis,
- * <binary>/../../analysis, or ./analysis; NULL when none exists. */
+ * <binary>/../../analysis (a build tree), <binary>/../share/plateau/analysis
+ * (make install), or ./analysis; NULL when none exists. */
 const char *pl_rep_analysis_dir(void);
 
 /* One chart in both formats: out_stem.svg then out_stem.png, each drawn by

@@ -38,7 +38,7 @@ static const struct {
     {16384, 42.46, 7.32, 5.1, "act"},
     {32768, 79.52, 10.62, 4.4, "weights"},
 };
-/* PyTorch 2.11 dense linear + cross_entropy on one H200 (DESIGN §5). */
+/* PyTorch 2.11 dense linear + cross_entropy on one H200 (doc/performance/README.md). */
 static const struct {
   long n;
   const char *dtype;
@@ -183,7 +183,7 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
         if (torch_peer[q].n == rows[i].n &&
             !strcmp(torch_peer[q].dtype, rows[i].dtype))
           fprintf(f, "| *PyTorch dense (peer)* | 1 | - | - | %.0f | - | %.2f "
-                     "| - | - | - | - | - | measured | DESIGN §5, H200 |\n",
+                     "| - | - | - | - | - | measured | doc/performance, H200 |\n",
                   torch_peer[q].ms, torch_peer[q].gib);
     }
     /* Targets where they apply. */
@@ -252,9 +252,16 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
   int have_f32 = 0;
   for (int k = 0; k < nr; k++) have_f32 |= !strcmp(rows[k].dtype, "f32");
   if (!have_f32 && nr) dt0 = rows[0].dtype;
-  fprintf(d, "# vocab: peak GiB and time ms vs N per variant (%s, %s; best "
-             "block); from plateau report\ntokens", be0, dt0);
-  for (int q = 0; q < 5; q++) fprintf(d, "\t%s_dev_peak_gib\t%s_time_ms", vars[q], vars[q]);
+  /* the memory axis in the unit of the largest peak charted */
+  double maxp = 0, U;
+  for (int k = 0; k < nr; k++)
+    if (!strcmp(rows[k].backend, be0) && !strcmp(rows[k].dtype, dt0) &&
+        !strcmp(rows[k].status, "ok") && rows[k].peak * GIB > maxp)
+      maxp = rows[k].peak * GIB;
+  const char *unit = pl_rep_unit(maxp, &U);
+  fprintf(d, "# vocab: peak (%s) and time ms vs N per variant (%s, %s; best "
+             "block); from plateau report\ntokens", unit, be0, dt0);
+  for (int q = 0; q < 5; q++) fprintf(d, "\t%s_dev_peak\t%s_time_ms", vars[q], vars[q]);
   fprintf(d, "\n");
   for (int i = 0; i < nr;) {
     int j = i;
@@ -268,7 +275,7 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
               (!b || rows[k].peak < b->peak))
             b = &rows[k];
         if (b)
-          fprintf(d, "\t%.6g\t%.6g", b->peak, b->ms);
+          fprintf(d, "\t%.6g\t%.6g", b->peak * GIB / U, b->ms);
         else
           fprintf(d, "\tNaN\tNaN");
       }
@@ -281,5 +288,6 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
   free(rows);
   char stem[PATH_MAX];
   snprintf(stem, sizeof stem, "%s/vocab", rc->out_dir);
-  return pl_rep_chart(rc, "vocab.gp", data, stem, NULL, 0);
+  const char *extra[] = {unit};
+  return pl_rep_chart(rc, "vocab.gp", data, stem, extra, 1);
 }

@@ -29,10 +29,7 @@
 #include "plateau/plateau.h"
 #include "schema.h"
 
-#include "plateau_git.h" /* generated: build/gen */
-#ifndef PL_GIT_SHA
-#define PL_GIT_SHA "unknown"
-#endif
+#include "plateau_git.h" /* generated: build/gen (jobs/provenance header) */
 
 #define TORN_MARK "!torn"
 
@@ -522,7 +519,18 @@ static void v1_to_v2(pl_table *t) {
     }
     c++;
   }
-  if (strcmp(t->bench, "attention") == 0) derive(t, "kernel", attention_kernel);
+  if (strcmp(t->bench, "attention") == 0) {
+    derive(t, "kernel", attention_kernel);
+    /* v1's algo chose the forward kernel alone (the backward was AUTO's):
+     * the v2 variant is "fwd/bwd", so "wgmma" reads "wgmma/auto" */
+    const int c = pl_table_col(t, "variant");
+    for (int r = 0; c >= 0 && r < t->nrows; r++) {
+      char *v = t->rows[r][c];
+      if (strchr(v, '/') || strcmp(v, "-") == 0) continue;
+      PL_ASSERT(asprintf(&t->rows[r][c], "%s/auto", v) >= 0);
+      free(v);
+    }
+  }
   if (strcmp(t->bench, "adam") == 0) derive(t, "cpu_share", adam_cpu_share);
   if (pl_table_col(t, "bench") < 0) {
     char **vals = calloc((size_t)t->nrows + 1, sizeof *vals);
@@ -835,13 +843,17 @@ const char *const *pl_results_meta(struct pl_dev *dev, struct pl_comm *comm,
     }                                                                          \
   } while (0)
 
-  const char *sha = PL_GIT_SHA;
-  size_t shalen = strlen(sha);
-  bool dirty = shalen > 6 && strcmp(sha + shalen - 6, "-dirty") == 0;
   PUT("bench", "%s", bench ? bench : "-");
   PUT("plateau_version", "%s", PLATEAU_VERSION);
-  PUT("git_sha", "%.*s", (int)(dirty ? shalen - 6 : shalen), sha);
-  PUT("git_dirty", "%d", dirty ? 1 : 0);
+  /* of the tree this binary was compiled from (jobs/provenance header):
+   * dirty -1 = built without a git repository; tree_hash identifies the
+   * sources either way (jobs/provenance verify FILE) */
+  PUT("git_sha", "%s", PL_GIT_SHA);
+  if (PL_GIT_DIRTY < 0)
+    PUT("git_dirty", "%s", "-");
+  else
+    PUT("git_dirty", "%d", PL_GIT_DIRTY);
+  PUT("tree_hash", "%s", PL_TREE_HASH);
   pl_dev_info info;
   memset(&info, 0, sizeof info);
   if (dev && pl_dev_info_get(dev, &info) == PL_OK) {

@@ -482,7 +482,7 @@ static void child_rows(const char *dir, const char *bench, const char *point,
     if (strncmp(e->d_name, bench, blen) || e->d_name[blen] != '.' || len < 4 ||
         strcmp(e->d_name + len - 4, ".tsv"))
       continue;
-    char path[2048];
+    char path[PL_RESULTS_DIR_MAX + 1024];
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     pl_table tb;
     if (pl_table_read(path, &tb) != PL_OK)

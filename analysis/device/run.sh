@@ -1,97 +1,107 @@
 #!/usr/bin/env bash
-# analysis/device/run.sh — one lease on the H200 machine: build, the CUDA/NCCL
-# tests, and the benches, in one call (device time is scarce: see
-# /work/.library/device/METHOD.md).  Run from the repository root there:
+# analysis/device/run.sh — run sweeps on a GPU machine that has CUDA, NCCL and
+# Open MPI but neither Check nor OpenBLAS, nor Slurm, in one call: build, run
+# each sweep with jobs/run (the same run path as jobs/submit, same result
+# files), pack everything into one archive.
 #
-#   GIT_SHA=<sha> bash analysis/device/run.sh [build] [tests] [calib] [dispatch] [vocab] [adam] [sco] [attention]
+#   [OUT=DIR] [DEADLINE=S] [DEPS_PREFIX=DIR] bash analysis/device/run.sh [--tests] SWEEP.tsv...
 #
-# The GPU image has CUDA, NCCL and Open MPI but neither Check nor OpenBLAS, so
-# the build uses BLAS=none and Check from DEPS_PREFIX (.carry/deps: check.h and
-# libcheck.a copied from this project's Debian machine).  Each bench part is
-# analysis/device/<part>.sh, writing result files into $RUNS.  Everything that
-# must come back is packed into $OUT: device.log, tests.txt, runs.tgz.
-#
-# Issue 8 (nvidia-h200-x8; the parts use every GPU, so Ep = P = 8 there): three
-# calls of at most 10 minutes, each packing its own runs.tgz (the device tool
-# returns few files per call: keep everything in the one archive):
-#   1. DEADLINE=560 bash analysis/device/run.sh build calib dispatch
-#   2. DEADLINE=560 bash analysis/device/run.sh build vocab adam
-#   3. DEADLINE=560 bash analysis/device/run.sh build sco
-# then commit the unpacked files under results/reference/h200x8/<date>/ and run
-# `plateau report` there.
+# From the repository root (a copy without .git is fine: the build records the
+# tree hash of its sources, `jobs/provenance verify` maps it to a commit).
+#  1. build: make -j$(nproc) BLAS=none STATIC_DEPS=1 DEPS_PREFIX=$DEPS_PREFIX
+#     (default .carry/deps: Check's check.h and libcheck.a, needed only for
+#     --tests) WERROR=0 all [tests]; the log in $OUT/build.log;
+#  2. --tests: every test binary once on the GPUs (MPI tests at np 1 and 2),
+#     one line each in $OUT/tests.txt;
+#  3. each SWEEP: jobs/run SWEEP --sweep <name>-<machine>-<utc> with the time
+#     left before DEADLINE (seconds from the start, default 540) less the
+#     packing's share: a point whose turn comes too late stays "not run" (a
+#     later call with the same --sweep name would resume it: RESUME=<name>);
+#     points needing more GPUs than this machine has are left out;
+#  4. $OUT/results.tgz: results/runs/<each sweep's directory> (result files,
+#     logs, points.status, report/ tables), plus $OUT/summary.txt (each
+#     sweep's jobs/status) and $OUT/device.log (everything printed).
+# Exit 0 when every selected point of every sweep is done, 1 otherwise, 2 on
+# a build failure or bad usage.
 set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-/tmp/plateau-out}
+DEADLINE=${DEADLINE:-540}
+DEPS_PREFIX=${DEPS_PREFIX:-.carry/deps}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/device.log") 2>&1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export PLATEAU_GIT_SHA=${GIT_SHA:-unknown}
-export RUNS=${RUNS:-results/runs/h200-$(date -u +%Y%m%dT%H%M%SZ)}
-export BIN=build/bin/plateau
-export MPIRUN="mpirun --bind-to none"
-NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
-export NGPU
-parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(build tests calib)
-start=$(date +%s)
-stamp() { echo "## [$(($(date +%s) - start))s] $*"; }
-# DEADLINE (seconds from start) caps every part so that the results are packed
-# before the device tool's own limit kills the command.
-part_timeout() {
-  local left=$((${DEADLINE:-100000} - ($(date +%s) - start) - 25))
-  [ "$left" -lt 10 ] && left=10
-  echo $((left < $1 ? left : $1))
-}
-
+start=$SECONDS
+stamp() { echo "## [$((SECONDS - start))s] $*"; }
+tests=0
+sweeps=()
+for a in "$@"; do
+  case $a in
+    --tests) tests=1 ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) [[ -f $a ]] || { echo "run.sh: no sweep file '$a'"; exit 2; }; sweeps+=("$a") ;;
+  esac
+done
+[[ ${#sweeps[@]} -gt 0 || $tests == 1 ]] || { echo "usage: bash analysis/device/run.sh [--tests] SWEEP.tsv..."; exit 2; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+. jobs/lib.sh
+machine=$(pl_machine_kind)
+utc=$(date -u +%Y%m%dT%H%M%SZ)
+dirs=()
 pack() {
-  if [ -d "$RUNS" ]; then tar czf "$OUT/runs.tgz" "$RUNS"; fi
-  stamp "packed $(ls "$OUT" | tr '\n' ' ')"
+  stamp "packing"
+  : >"$OUT/summary.txt"
+  for d in "${dirs[@]}"; do
+    [[ -f $d/sweep.points ]] && jobs/status "$d" >>"$OUT/summary.txt" 2>&1
+  done
+  [[ ${#dirs[@]} -gt 0 ]] && tar czf "$OUT/results.tgz" "${dirs[@]}" 2>/dev/null
+  cat "$OUT/summary.txt"
+  stamp "packed: $(cd "$OUT" && ls | tr '\n' ' ')"
 }
 trap pack EXIT
 
-for p in "${parts[@]}"; do
-  case "$p" in
-  build)
-    stamp "build"
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-    nproc; free -g | head -2
-    make -k -j"$(nproc)" DEPS=0 BLAS=none STATIC_DEPS=1 DEPS_PREFIX=.carry/deps WERROR=0 \
-      GIT_SHA="$PLATEAU_GIT_SHA" all tests dev >"$OUT/build.log" 2>&1
-    grep -E "error|warning:|plateau build" "$OUT/build.log" | head -40
-    if [ -x "$BIN" ]; then $BIN info; else echo "no $BIN (build failed or suite absent)"; fi
-    ;;
-  tests)
-    stamp "tests"
-    : >"$OUT/tests.txt"
-    for t in $(find build/tests -type f -perm -u+x | sort); do
-      case "$t" in
+stamp "build on $machine ($(nproc) cores)"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
+targets=(all)
+[[ $tests == 1 ]] && targets+=(tests)
+if ! make -j"$(nproc)" DEPS=0 BLAS=none STATIC_DEPS=1 DEPS_PREFIX="$DEPS_PREFIX" WERROR=0 \
+  "${targets[@]}" >"$OUT/build.log" 2>&1; then
+  grep -E "error|Error" "$OUT/build.log" | head -20
+  stamp "build failed: $OUT/build.log"
+  exit 2
+fi
+grep -E "^# plateau build" "$OUT/build.log"
+build/bin/plateau info | tee "$OUT/info.txt"
+
+if [[ $tests == 1 ]]; then
+  stamp "tests"
+  : >"$OUT/tests.txt"
+  for t in $(find build/tests -type f -perm -u+x | sort); do
+    left=$((DEADLINE - (SECONDS - start) - 60))
+    ((left > 10)) || { echo "$t: not run (deadline)" >>"$OUT/tests.txt"; continue; }
+    tl=$((left < 300 ? left : 300))
+    case $t in
       */test_mpi_*)
         for np in 1 2; do
-          r=$(CK_FORK=no timeout 300 $MPIRUN -np $np "$t" 2>&1 | tee -a "$OUT/tests.log" | tail -3 | tr '\n' ' ')
-          echo "$t np=$np: $r" | tee -a "$OUT/tests.txt"
+          echo "$t np=$np: $(CK_FORK=no timeout "$tl" mpirun --bind-to none -np $np "$t" 2>&1 | tail -1)" >>"$OUT/tests.txt"
         done ;;
-      *)
-        r=$(CK_FORK=no timeout 300 "$t" 2>&1 | tee -a "$OUT/tests.log" | tail -3 | tr '\n' ' ')
-        echo "$t: $r" | tee -a "$OUT/tests.txt" ;;
-      esac
-    done
-    for t in engine/comm/test_timeout.sh; do
-      [ -f "$t" ] && { r=$(BUILD=build timeout 120 bash "$t" 2>&1 | tee -a "$OUT/tests.log" | tail -2 | tr '\n' ' '); echo "$t: $r" | tee -a "$OUT/tests.txt"; }
-    done
-    ;;
-  calib)
-    stamp "calib"
-    # every GPU at once (the host link shared), then one GPU alone (its ceiling)
-    timeout 200 $MPIRUN -np "$NGPU" $BIN bench calib --backend cuda --sizes 64Ki:1Gi:x4 -o "$RUNS" 2>&1 | grep -v "^# " | tail -45
-    timeout 200 $MPIRUN -np "$NGPU" $BIN bench calib --backend cuda --sizes 64Ki:1Gi:x4 --solo -o "$RUNS" 2>&1 | grep -v "^# " | tail -45
-    ;;
-  *)
-    if [ -f "analysis/device/$p.sh" ]; then
-      stamp "$p"
-      timeout "$(part_timeout "${PART_MAX:-480}")" bash "analysis/device/$p.sh" 2>&1 | tail -60
-    else
-      echo "unknown part $p"
-    fi ;;
-  esac
+      *) echo "$t: $(CK_FORK=no timeout "$tl" "$t" 2>&1 | tail -1)" >>"$OUT/tests.txt" ;;
+    esac
+  done
+  grep -v "100%" "$OUT/tests.txt" | head -20
+fi
+
+rc=0
+for s in "${sweeps[@]}"; do
+  name=${RESUME:-$(basename "$s" .tsv)-$machine-$utc}
+  dirs+=("results/runs/$name")
+  left=$((DEADLINE - (SECONDS - start) - 30))
+  if ((left < 20)); then
+    stamp "$s: not started (deadline)"
+    rc=1
+    continue
+  fi
+  stamp "sweep $s -> results/runs/$name (deadline ${left}s)"
+  jobs/run "$s" --sweep "$name" --deadline "$left" || rc=1
 done
-stamp "done"
+exit $rc

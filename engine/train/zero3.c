@@ -108,8 +108,7 @@ void pl_zero3_destroy(pl_zero3 *z) {
       pl_event_destroy(u->ev);
   }
   free(z->u);
-  /* every span ever made: take_stats resets nsp and keeps the events */
-  for (int i = 0; i < z->capsp; i++) {
+  for (int i = 0; i < z->capsp; i++) { /* kept for reuse past nsp */
     if (z->sp[i].a)
       pl_event_destroy(z->sp[i].a);
     if (z->sp[i].b)

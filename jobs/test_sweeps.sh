@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# jobs/test_sweeps.sh — the sweep run path without Slurm (jobs/test_slurm.sh
+# has the Slurm side):
+#   1. the argument splitter: quotes, escapes, nothing expanded, bad quoting;
+#   2. the sweep reader refuses malformed files with the line and the reason;
+#   3. jobs/run on a CPU sweep: a plain point, a point whose quoted argument
+#      has spaces (maxbatch's --launcher '{launch}', one word), an infeasible
+#      point (not run, listed), a point killed at its time limit (failed, with
+#      its last error line); jobs/status and report/points.md say so; the
+#      rerun resumes (only the failed point runs again); --machine filters;
+#   4. a point the program refuses (bad option) stops jobs/run and jobs/submit
+#      before anything runs, with the program's message;
+#   5. every shipped sweep (jobs/sweeps/*.tsv) parses, has its header comment
+#      and machine kind, and every point passes `plateau bench --dry-run` on
+#      its ranks (sweeps that require a bench this build lacks are checked for
+#      the refusal instead);
+#   6. a multi-node GPU point rendered (jobs/submit --render) and its
+#      point.sbatch dry launch: srun --mpi=pmix with the point's nodes, tasks,
+#      one task per GPU, --gpu-bind=none, NCCL_NVLS_ENABLE=0 and a caller's
+#      NCCL_* passed through; -p/-A/-q on every sbatch line.
+# Usage: BUILD=build bash jobs/test_sweeps.sh
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export BUILD=${BUILD:-build}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export BACKEND=cpu
+BIN=$BUILD/bin/plateau
+[[ -x $BIN ]] || { echo "test_sweeps.sh: $BIN not built"; exit 1; }
+tmp=$(mktemp -d /tmp/pl_test_sweeps.XXXXXX)
+stamp=$(date -u +%Y%m%dT%H%M%S)-$$
+runs=()
+cleanup() {
+  rm -rf "$tmp"
+  [[ $nfail == 0 ]] && for r in "${runs[@]}"; do rm -rf "results/runs/$r"; done
+}
+trap cleanup EXIT
+npass=0 nfail=0
+pass() { npass=$((npass + 1)); }
+fail() { echo "FAIL: $*"; nfail=$((nfail + 1)); }
+check() { if eval "$2"; then pass; else fail "$1"; fi; }
+. jobs/lib.sh
+
+# ---- 1. words -------------------------------------------------------------------
+words() { pl_split_args "$1" && printf '[%s]' "${PL_ARGV[@]}"; }
+# shellcheck disable=SC2016
+check "split: quotes and escapes" \
+  '[[ $(words "a \"b c\" '"'"'d e'"'"' f\\ g \"h\\\"i\" '"''"' x") == "[a][b c][d e][f g][h\"i][][x]" ]]'
+# shellcheck disable=SC2016
+check "split: nothing expanded" '[[ $(words "\$HOME \`id\` * ~") == "[\$HOME][\`id\`][*][~]" ]]'
+check "split: tabs and runs of blanks separate" '[[ $(words $'"'"'a\t b   c'"'"') == "[a][b][c]" ]]'
+check "split: unbalanced quote refused" '! pl_split_args "a \"b" && [[ $PL_ERR == *unbalanced* ]]'
+check "split: trailing backslash refused" '! pl_split_args "a\\" && [[ $PL_ERR == *backslash* ]]'
+
+# ---- 2. the reader ---------------------------------------------------------------
+bad() { # NAME EXPECT CONTENT: pl_sweep_read fails with EXPECT in the message
+  printf '%b' "$3" >"$tmp/bad.tsv"
+  if pl_sweep_read "$tmp/bad.tsv"; then fail "reader accepted: $1"
+  elif [[ $PL_ERR != *"$2"* ]]; then fail "reader, $1: message '$PL_ERR' lacks '$2'"
+  else pass; fi
+}
+bad "unknown column" "unknown column 'gpus'" 'point\tbench\tntasks\tgpus\n'
+bad "no points" "no points" '# nothing\npoint\tbench\tntasks\n'
+bad "duplicate id" "repeats line" 'point\tbench\tntasks\na\tcalib\t1\na\tcalib\t1\n'
+bad "bad ntasks" "ntasks '0'" 'point\tbench\tntasks\na\tcalib\t0\n'
+bad "one task per GPU" "one task per GPU" 'point\tbench\tnodes\tgpus_per_node\tntasks\na\tcalib\t2\t4\t4\n'
+bad "uneven tasks" "not a multiple of nodes" 'point\tbench\tnodes\tntasks\na\tcalib\t2\t3\n'
+bad "bad time" "time '1h'" 'point\tbench\tntasks\ttime\na\tcalib\t1\t1h\n'
+bad "peer under MPI" "no MPI program" 'point\tbench\tntasks\nx\tpeer:torch_sdpa\t1\n'
+bad "bad quoting" "unbalanced" 'point\tbench\tntasks\targs\na\tcalib\t1\t--tests "h2d\n'
+bad "tab in args" "fields but" 'point\tbench\tntasks\targs\na\tcalib\t1\t--tests\th2d\n'
+printf '# t\n# machine: cpu\npoint\tbench\tntasks\tmachine\targs\na\tcalib\t2\tcpu,h200x1\t-n 1\n' >"$tmp/ok.tsv"
+check "reader: directives and columns" \
+  'pl_sweep_read "$tmp/ok.tsv" && [[ $PL_SWEEP_MACHINE == cpu && ${PL_P_NTASKS[0]} == 2 && ${PL_P_NODES[0]} == 1 && ${PL_P_TIME[0]} == 00:30:00 && ${PL_P_MACHINE[0]} == cpu,h200x1 ]]'
+check "machine match" 'pl_machine_matches "cpu,h200x1" h200x1 && ! pl_machine_matches "cpu,h200x1" h200x2 && pl_machine_matches "*" x'
+
+# ---- 3. jobs/run end to end ------------------------------------------------------
+sw=test-sweeps-$stamp
+runs+=("$sw")
+d=results/runs/$sw
+cat >"$tmp/sweep.tsv" <<'EOF'
+# the test sweep of jobs/test_sweeps.sh
+# machine: cpu
+point	bench	ntasks	time	launch	machine	args
+fast	calib	2	00:02:00	mpi	*	--sizes 4Ki --gemm-size 32 -n 2 -w 0 --tests "h2d,allreduce"
+quoted	maxbatch	2	00:02:00	single	cpu	--trial-backend cpu --bench sco --preset small --budgets 0 --mem-limit 2Mi --step 256 --start 256 --max-trials 1 -n 1 -w 0 --launcher '{launch}'
+odd	layer	3	00:02:00	mpi	*	-n 1 -w 0
+slow	calib	2	00:00:02	mpi	*	--sizes 4Ki:64Ki:x2 --gemm-size 32 -n 100000 -w 0
+gpuonly	calib	2	00:02:00	mpi	h200x2	--sizes 4Ki -n 1 -w 0
+EOF
+jobs/run "$tmp/sweep.tsv" --sweep "$sw" --machine cpu >"$tmp/run1.out" 2>&1
+rc=$?
+check "jobs/run exits 1 when a point failed (got $rc)" '[[ $rc == 1 ]]'
+jobs/status "$d" >"$tmp/status1" 2>&1
+st() { awk -v p="$1" '$1 == p {print $4}' "$tmp/status1"; }
+check "fast: done" '[[ $(st fast) == done ]]'
+check "quoted: done (the quoted launcher reached maxbatch as one word)" '[[ $(st quoted) == done ]]'
+check "quoted: argv recorded the launcher as one word" \
+  'grep -q "^# argv: .*'"'"'--launcher=mpirun\\|^# argv: .* '"'"'mpirun " "$d"/maxbatch.*.tsv'
+check "odd: infeasible on 3 ranks" '[[ $(st odd) == infeasible ]] && grep -q "S not divisible" "$tmp/status1"'
+check "slow: failed at its time limit, with its last error" \
+  '[[ $(st slow) == failed ]] && grep "^slow" "$tmp/status1" | grep -q "exit 124 (time limit); last error:"'
+check "gpuonly: not run here (machine h200x2 only)" '[[ $(st gpuonly) == not ]]'
+check "summary line" 'grep -q "^# sweep $sw: 5 points: 2 done, 1 failed, 0 running, 0 pending, 1 infeasible, 1 not run (40% done)" "$tmp/status1"'
+check "report/points.md lists the failed and the infeasible point" \
+  'grep -q "| slow | calib | 2 | failed |" "$d/report/points.md" && grep -q "| odd | layer | 3 | infeasible |" "$d/report/points.md"'
+check "report: the calib table" '[[ -s $d/report/calib.md ]]'
+# resume: only the failed point runs again
+jobs/run "$tmp/sweep.tsv" --sweep "$sw" --machine cpu --no-report >"$tmp/run2.out" 2>&1
+check "rerun skips the done points" 'grep -q "^# skip fast" "$tmp/run2.out" && grep -q "^# skip quoted" "$tmp/run2.out"'
+check "rerun runs the failed point again, once" '[[ $(grep -c "^# ---- " "$d/logs/slow.log") == 2 && $(grep -c "^# ---- " "$d/logs/fast.log") == 1 ]]'
+check "fast: one result file" '[[ $(grep -lx "# point: fast" "$d"/*.tsv | wc -l) == 1 ]]'
+
+# launch ranks: ntasks processes of a peer script (no MPI), each its {rank}
+mkdir -p "$tmp/peers"
+printf '#!/usr/bin/env python3\n"""a stand-in peer: writes its rank"""\nimport sys\nopen(sys.argv[2] + "/rank" + sys.argv[1], "w").write(sys.argv[1])\n' >"$tmp/peers/fake.py"
+printf 'point\tbench\tntasks\tlaunch\targs\nper-rank\tpeer:fake\t2\tranks\t{rank} {out}\n' >"$tmp/ranks.tsv"
+sw3=test-sweeps-ranks-$stamp
+runs+=("$sw3")
+PL_PEERS_DIR=$tmp/peers jobs/run "$tmp/ranks.tsv" --sweep "$sw3" --no-report >"$tmp/ranks.out" 2>&1
+rc=$?
+check "launch ranks: two processes of the peer, ranks 0 and 1, recorded (exit $rc)" \
+  '[[ $rc == 0 && -f results/runs/$sw3/rank0 && -f results/runs/$sw3/rank1 ]] && grep -q "^# skip per-rank" <(PL_PEERS_DIR=$tmp/peers jobs/run "$tmp/ranks.tsv" --sweep "$sw3" --no-report 2>&1)'
+bad "ranks for a plateau bench" "launch ranks starts a peer script" 'point\tbench\tntasks\tlaunch\nx\tcalib\t2\tranks\n'
+
+# ---- 4. refused by the program ------------------------------------------------------
+printf 'point\tbench\tntasks\targs\nok\tcalib\t1\t--sizes 4Ki -n 1 -w 0\nbad\tcalib\t1\t--tests "h2d warp"\n' >"$tmp/refused.tsv"
+sw2=test-sweeps-refused-$stamp
+runs+=("$sw2")
+jobs/run "$tmp/refused.tsv" --sweep "$sw2" >"$tmp/ref.out" 2>&1
+rc=$?
+check "jobs/run: a refused point stops the run (exit 2) with the program's message" \
+  '[[ $rc == 2 ]] && grep -q "point bad (plateau bench calib) is refused by the program" "$tmp/ref.out" && grep -q "h2d warp" "$tmp/ref.out"'
+check "... having run nothing" '[[ -z $(find "results/runs/$sw2" -name "*.tsv" 2>/dev/null) ]]'
+jobs/submit "$tmp/refused.tsv" --sweep "$sw2" --dry-run >"$tmp/ref2.out" 2>&1
+rc=$?
+check "jobs/submit refuses it too (exit 2)" '[[ $rc == 2 ]] && grep -q "h2d warp" "$tmp/ref2.out"'
+printf 'point\tbench\tntasks\targs\nx\tnosuch\t1\t\n' >"$tmp/unknown.tsv"
+jobs/submit "$tmp/unknown.tsv" --dry-run >"$tmp/ref3.out" 2>&1
+rc=$?
+check "jobs/submit refuses an unknown bench" '[[ $rc == 2 ]] && grep -q "unknown bench .nosuch." "$tmp/ref3.out"'
+
+# ---- 5. the shipped sweeps ------------------------------------------------------------
+for f in jobs/sweeps/*.tsv; do
+  name=$(basename "$f")
+  if ! pl_sweep_read "$f"; then fail "$name: $PL_ERR"; continue; fi
+  [[ -n $PL_SWEEP_TITLE ]] && pass || fail "$name: no header comment"
+  [[ -n $PL_SWEEP_MACHINE ]] && pass || fail "$name: no '# machine:' line"
+  missing=
+  pl_sweep_requires || missing=$PL_ERR
+  out=$(jobs/submit "$f" --sweep "check-$stamp" --dry-run 2>&1)
+  rc=$?
+  if [[ -n $missing ]]; then
+    [[ $rc == 2 ]] && grep -q "needs 'plateau bench" <<<"$out" && pass ||
+      fail "$name: $missing, but it was not refused (exit $rc)"
+    echo "note: $name: $missing: only its refusal was checked"
+  else
+    [[ $rc == 0 ]] && pass || { fail "$name: jobs/submit --dry-run exit $rc"; tail -5 <<<"$out"; }
+  fi
+done
+[[ ! -e results/runs/check-$stamp ]] && pass || fail "the dry runs wrote results/runs/check-$stamp"
+
+# ---- 5b. the planner's verdict (a stand-in `plateau plan` in a build dir) ------
+mkdir -p "$tmp/fakebuild/bin"
+cat >"$tmp/fakebuild/bin/plateau" <<EOF
+#!/usr/bin/env bash
+# a plateau whose plan command says 1Mi does not fit and anything else fits
+if [[ \$1 == plan ]]; then
+  [[ \$2 == --help ]] && exit 0
+  echo "plan \$*" >>"$tmp/plan.calls"
+  [[ " \$* " == *" --seq 1Mi "* ]] && { echo "DOES NOT FIT — binding term: host: optimizer state"; exit 1; }
+  echo fits; exit 0
+fi
+exec "$PWD/$BIN" "\$@"
+EOF
+chmod +x "$tmp/fakebuild/bin/plateau"
+printf 'point\tbench\tnodes\tgpus_per_node\tntasks\targs\nlong\ttrain\t1\t0\t2\t--model tiny --seq 1Mi -D 2\nboth\ttrain\t1\t0\t2\t--model tiny --seq 128,1Mi\nother\tcalib\t1\t0\t2\t--sizes 4Ki\n' >"$tmp/plan.tsv"
+out=$(BUILD=$tmp/fakebuild jobs/submit "$tmp/plan.tsv" --sweep "plan-$stamp" --dry-run 2>&1)
+rc=$?
+check "planner: a point no context of which fits is infeasible, not submitted" \
+  '[[ $rc == 0 ]] && grep -q "^# infeasible long: planner: S=1Mi: DOES NOT FIT — binding term: host: optimizer state" <<<"$out" && ! grep -q "^# run long " <<<"$out"'
+check "planner: a point with one context that fits is submitted" 'grep -q "^# run both " <<<"$out" && grep -q "^# run other " <<<"$out"'
+check "planner: asked with the point's GPUs and explicit layout" \
+  'grep -q "^plan plan --model tiny --gpus 2 --config explicit --D 2 --seq 1Mi$" "$tmp/plan.calls"'
+
+# ---- 6. a multi-node point, rendered ------------------------------------------------
+printf '# two nodes\npoint\tbench\tnodes\tgpus_per_node\tntasks\ttime\targs\nbig\tcalib\t8\t8\t64\t02:00:00\t--backend cuda --sizes 4Ki --tests "h2d,allreduce"\nsmall\tcalib\t1\t0\t1\t00:05:00\t--sizes 4Ki\n' >"$tmp/multi.tsv"
+jobs/submit "$tmp/multi.tsv" --sweep "multi-$stamp" --render "$tmp/render" -p gpu -A proj -q high >"$tmp/render.out" 2>&1
+rc=$?
+check "render: exit 0, nothing submitted or written under results/runs" \
+  '[[ $rc == 0 && ! -e results/runs/multi-$stamp ]] && bash -n "$tmp/render/sbatch.sh"'
+check "render: the big point has its own allocation (8 nodes, 64 tasks, 8 per node, 8 GPUs/node, 2 h)" \
+  'grep -q -- "--nodes=8 --ntasks=64 --ntasks-per-node=8 --time=02:00:00 --gpus-per-node=8 " "$tmp/render/sbatch.sh"'
+check "render: the small point its own (1 node, 1 task, no GPU)" \
+  'grep -q -- "--nodes=1 --ntasks=1 --ntasks-per-node=1 --time=00:05:00 --output" "$tmp/render/sbatch.sh"'
+check "render: -p -A -q on every sbatch line" \
+  '[[ $(grep -c "sbatch " "$tmp/render/sbatch.sh") == 3 && $(grep -c -- "-p gpu -A proj -q high" "$tmp/render/sbatch.sh") == 3 ]]'
+check "render: the report waits on both arrays" 'grep -q -- "--dependency=afterany:\$ARRAY_1:\$ARRAY_2" "$tmp/render/sbatch.sh"'
+list=$(grep -l "^big" "$tmp"/render/*.list)
+out=$(SLURM_SUBMIT_DIR=$PWD SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_JOB_ID=7 SLURM_NTASKS=64 SLURM_JOB_NUM_NODES=8 \
+  PL_DRY_LAUNCH=1 NCCL_IB_HCA=mlx5_0 bash jobs/point.sbatch "$list" "multi-$stamp" 2>&1)
+check "point.sbatch: srun with one task per GPU on 8 nodes, GPUs unbound per task" \
+  'grep -q "^command: srun --mpi=pmix --nodes=8 --ntasks=64 --ntasks-per-node=8 --gpu-bind=none $BIN bench calib --backend cuda --sizes 4Ki --tests h2d\\\\,allreduce -o results/runs/multi-$stamp --point big$" <<<"$out"'
+check "point.sbatch: NCCL_NVLS_ENABLE=0, the caller's NCCL_IB_HCA kept" \
+  'grep -qx "env NCCL_NVLS_ENABLE=0" <<<"$out" && grep -qx "env NCCL_IB_HCA=mlx5_0" <<<"$out"'
+out=$(SLURM_SUBMIT_DIR=$PWD SLURM_ARRAY_TASK_ID=0 SLURM_NTASKS=8 SLURM_JOB_NUM_NODES=1 PL_DRY_LAUNCH=1 \
+  bash jobs/point.sbatch "$list" "multi-$stamp" 2>&1)
+rc=$?
+check "point.sbatch refuses an allocation smaller than the point (exit 2)" '[[ $rc == 2 ]] && grep -q "wants 8 node" <<<"$out"'
+[[ $nfail == 0 ]] || { echo "--- jobs/run output"; tail -30 "$tmp/run1.out"; cat "$tmp/status1"; }
+echo "test_sweeps.sh: $npass passed, $nfail failed"
+[[ $nfail -eq 0 ]]

@@ -1,0 +1,267 @@
+/* bench_train.c — `plateau bench train`: the end-to-end training step of the
+ * paper's MoE models (engine/train/step.h) in the MoP layout, and of the
+ * FSDP2 baseline (baselines/fsdp2), one point per (context S, system), the
+ * timed unit one training step; --tune runs fsdp2 at every knob setting a
+ * torchtitan user would try per context, --points the points fsdp2 shares
+ * with the PyTorch peer (train_args.c builds the list).
+ *
+ * A point: the system (train_system.h: plateau, the composed step; fsdp2)
+ * is created for S (N = S/D tokens per rank, S/cp for fsdp2; W_v > W: the
+ * one-GPU proxy, train/layout.h), -w warm-up steps and -n timed steps run on
+ * consecutive batches of the token stream (--data), then it is destroyed.  A
+ * point that does not fit (the tracked allocator: the device, or --mem-limit;
+ * pinned host memory, one process: within the host's available memory) is an
+ * `oom` row; a context the layout cannot split is an `infeasible` row; bad
+ * options exit 2 before anything is written.
+ *
+ * Rows: the identity (system, model, the switches, layout, S, N, tokens per
+ * step), time_ms / p10 / p90 (the harness: the slowest rank's step), the
+ * breakdown <part>_ms, tok_s_gpu, tflops by the model's FLOPs
+ * (pl_model_flops_per_token: 6·active parameters + causal attention per
+ * token), mfu against the GEMM rate (--gemm-tflops, --calib, or one H200's),
+ * the memory of the steps (train_rows.c), the last loss and every step's,
+ * and bound_bytes: the description's device total (train/describe.h).
+ *
+ * Check (--check): every step's loss finite; where it applies (the CPU
+ * backend, f32, a real run, a small model) one more forward + backward
+ * against the single-rank reference step on the same weights and sequences
+ * (train_check.c).  --describe prints pl_train_describe for every point and
+ * runs nothing. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_train.h"
+
+static const char *const dtypes[] = {"bf16", "f32", NULL};
+
+static const pl_opt train_opts[] = {
+    {"layers", 0, PL_OPT_INT, NULL, "decoder layers L", 1, 4096, NULL},
+    {"hidden", 0, PL_OPT_INT, NULL, "hidden size H", 1, 1 << 20, NULL},
+    {"dtype", 0, PL_OPT_ENUM, "bf16",
+     "activation and weight storage (f32: --check's reference step)", 0, 0,
+     dtypes},
+    {"tokens", 0, PL_OPT_SIZE_LIST, NULL,
+     "tokens per rank N instead of --seq (S = N·D; maxbatch's trials)", 1, 1e12,
+     NULL},
+    {"tune", 0, PL_OPT_FLAG, NULL,
+     "fsdp2 at every knob setting a torchtitan user would try per context "
+     "(cp, ep, AC full|selective, gpu|cpu optimizer; pl_fsdp2_tune_points): "
+     "one row each; the report takes the fastest that fits (FSDP2-best)",
+     0, 0, NULL},
+    {"tune-micro", 0, PL_OPT_SIZE_LIST, NULL,
+     "--tune: the micro-batch counts tried (default: --micro)", 1, 4096, NULL},
+    {"tune-ep", 0, PL_OPT_SIZE_LIST, NULL,
+     "--tune: only these EP degrees (default: every one that divides)", 1,
+     1 << 20, NULL},
+    {"tune-ac", 0, PL_OPT_ENUM_LIST, "full,selective",
+     "--tune: the AC modes tried (full, selective, none)", 0, 0,
+     pl__train_ac_names},
+    {"tune-optim", 0, PL_OPT_ENUM_LIST, "gpu,cpu",
+     "--tune: the optimizer placements tried (gpu, cpu)", 0, 0,
+     pl__train_fsdp2_optim_names},
+    {"points", 0, PL_OPT_STR, NULL,
+     "a points file of fsdp2 and the PyTorch peer (peer: "
+     "analysis/peers/fsdp2_points.tsv): its models, contexts and knobs "
+     "instead of --seq",
+     0, 0, NULL},
+    PL_BENCH_TRAIN_OPTS,
+    {0},
+};
+
+static const pl_preset train_presets[] = {PL_BENCH_TRAIN_PRESETS, {NULL, NULL}};
+
+typedef struct train_bench {
+  pl__train_args a;
+  /* the point */
+  const pl_train_system *sys;
+  pl_train_setup u;
+  void *h;
+  int32_t *tok;
+  pl_step_result *res;
+  int nres, cap;
+  int64_t next; /* the step index of the next step */
+  char why[128];
+  int warmup, iters; /* the command line's (a --points point may differ) */
+} train_bench;
+
+static pl_status init(pl_bench_ctx *c, void *st) {
+  train_bench *b = st;
+  PL_TRY(pl__train_parse(c, &b->a));
+  c->npoints = b->a.npts;
+  b->warmup = c->warmup, b->iters = c->iters;
+  if (b->a.describe) {
+    if (c->rank == 0)
+      pl__train_describe(c, &b->a, stdout);
+    c->done = true;
+  }
+  return PL_OK;
+}
+
+static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
+                       char *label, size_t n) {
+  train_bench *b = st;
+  const pl__train_point *pt = &b->a.pts[p];
+  b->sys = pt->sys;
+  b->u = pt->u;
+  c->warmup = pt->warmup >= 0 ? pt->warmup : b->warmup;
+  c->iters = pt->iters >= 0 ? pt->iters : b->iters;
+  const pl_train_setup *u = &b->u;
+  const pl_model_params mp = pl_model_count(&u->m);
+  const int D = b->sys->seq_ranks(u), Wv = u->lc.W_v ? u->lc.W_v : c->size;
+  pl_row_str(row, "system", b->sys->name);
+  pl_row_str(row, "model", u->model);
+  pl_row_str(row, "kind", u->kind);
+  b->sys->identity(u, row);
+  char v[96] = "";
+  if (!strcmp(b->sys->name, "fsdp2")) { /* the knobs of the point */
+    const pl_fsdp2_cfg f = pl__train_fsdp2_cfg(u);
+    pl_fsdp2_cfg_name(&f, v, sizeof v);
+  }
+  snprintf(label, n, "%s %s S=%lld %s%s%s", b->sys->name, u->model,
+           (long long)u->S, u->point, u->point[0] ? " " : "", v);
+  if (u->point[0])
+    pl_row_note(row, "point %s (warm-ups %d, timed steps %d)", u->point,
+                c->warmup, c->iters);
+  pl_row_i64(row, "ranks", c->size);
+  pl_row_i64(row, "virtual_world", Wv);
+  pl_row_i64(row, "D", D);
+  pl_row_str(row, "dtype", pl_dtype_name(u->sc.dt));
+  pl_row_i64(row, "seq", u->S);
+  pl_row_i64(row, "micro", u->sc.micro);
+  pl_row_i64(row, "layers", u->m.L);
+  pl_row_i64(row, "hidden", u->m.H);
+  pl_row_i64(row, "vocab", u->m.V);
+  pl_row_i64(row, "experts", u->m.E);
+  pl_row_i64(row, "topk", u->m.k);
+  pl_row_i64(row, "params_total", mp.total);
+  pl_row_i64(row, "params_active", mp.active);
+  if (b->sys->validate(u, c->size) != PL_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pl_last_error());
+    return pl_set_error(PL_EINFEASIBLE, "%s", msg);
+  }
+  pl_row_i64(row, "tokens", u->S / D);
+  pl_row_i64(row, "step_tokens", (int64_t)u->sc.micro * (u->S / D) * Wv);
+  return PL_OK;
+}
+
+/* One process alone on its host (the one-GPU proxy): pinned host memory
+ * beyond what the host has available (MemAvailable less 2 GiB, on top of
+ * what the arena holds) is a clean PL_ENOMEM, an oom row, instead of the
+ * kernel's OOM killer ending the run (fsdp2's offloaded optimizer pins 16
+ * bytes per parameter of the rank).  With several ranks, which share a host
+ * is not known here: no limit. */
+static void host_limit(pl_bench_ctx *c, bool on) {
+  size_t lim = 0;
+  FILE *f = on && c->size == 1 ? fopen("/proc/meminfo", "r") : NULL;
+  char line[256];
+  unsigned long long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+      break;
+  if (f)
+    fclose(f);
+  if (kb > (2ull << 20)) {
+    pl_mem_stats hs;
+    pl_mem_stats_get(c->dev, PL_ARENA_HOST, &hs);
+    lim = hs.current + (size_t)(kb - (2ull << 20)) * 1024;
+  }
+  pl_mem_set_limit(c->dev, PL_ARENA_HOST, lim);
+}
+
+static pl_status setup(pl_bench_ctx *c, void *st, int p) {
+  train_bench *b = st;
+  host_limit(c, true);
+  b->cap = c->warmup + c->iters;
+  b->nres = 0, b->next = 0, b->why[0] = '\0';
+  b->res = calloc((size_t)b->cap + 1, sizeof *b->res);
+  if (!b->res)
+    return pl_set_error(PL_ENOMEM, "train: host");
+  PL_TRY(pl__train_data(c, &b->a, b->u.m.V));
+  PL_TRY(b->sys->create(c->dev, c->comm, &b->u, &b->h));
+  b->tok = malloc((size_t)b->sys->tokens_per_rank(b->h) * sizeof(int32_t));
+  return b->tok ? PL_OK : pl_set_error(PL_ENOMEM, "train: host tokens");
+}
+
+/* One training step on the next batch of the stream. */
+static pl_status run(void *st) {
+  train_bench *b = st;
+  pl_step_result r;
+  PL_TRY(b->sys->batch(b->h, b->a.data, b->next, b->tok));
+  PL_TRY(b->sys->step(b->h, b->tok, &r));
+  b->next++;
+  if (b->nres < b->cap)
+    b->res[b->nres++] = r;
+  return PL_OK;
+}
+
+static pl_status check(pl_bench_ctx *c, void *st, int p, pl_check *chk) {
+  train_bench *b = st;
+  int bad = -1;
+  for (int k = 0; k < b->nres && bad < 0; k++)
+    if (!isfinite(b->res[k].loss))
+      bad = k;
+  pl_check_that(chk, bad < 0, "step %d: loss %g is not finite", bad + 1,
+                bad < 0 ? 0.0 : b->res[bad].loss);
+  if (!pl__train_check_applies(c, b->sys, &b->u, b->why, sizeof b->why))
+    return PL_OK;
+  snprintf(b->why, sizeof b->why, "reference step compared");
+  return pl__train_check_reference(c, b->sys, b->h, &b->u, b->a.data, b->next,
+                                   chk);
+}
+
+static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
+                        pl_work *w) {
+  train_bench *b = st;
+  PL_TRY(pl__train_row(c, &b->a, b->sys, b->h, &b->u, b->res, b->nres, row, w));
+  if (b->why[0])
+    pl_row_note(row, "%s", b->why);
+  if (c->check && strncmp(b->why, "reference step compared", 23))
+    pl_row_str(row, "max_err", "-"); /* only the losses' finiteness */
+  return PL_OK;
+}
+
+static void teardown(pl_bench_ctx *c, void *st, int p) {
+  train_bench *b = st;
+  if (b->h)
+    b->sys->destroy(b->h);
+  host_limit(c, false);
+  free(b->tok);
+  free(b->res);
+  b->h = NULL, b->tok = NULL, b->res = NULL;
+}
+
+static void fini(pl_bench_ctx *c, void *st) {
+  pl__train_args_free(&((train_bench *)st)->a);
+}
+
+const pl_bench pl_bench_train = {
+    .name = "train",
+    .summary = "end-to-end training step (model, MoP layout, switches): "
+               "tok/s/GPU, TFLOP/s, MFU, peaks, breakdown, losses",
+    .opts = train_opts,
+    .presets = train_presets,
+    .preset_cpu = "cpu",
+    .preset_cuda = "proxy120b",
+    .columns = "system\tmodel\tvariant\tkind\tranks\tvirtual_world\tD\tP\t"
+               "dtype\tseq\ttokens\tmicro\tstep_tokens\tlayers\thidden\t"
+               "vocab\texperts\ttopk\tparams\tparams_total\tparams_active\t"
+               "dispatch\thead\toptim\tcap\tK\tbudget\tselected\tcp\tep\t"
+               "ac\ttime_ms\ttime_p10_ms\ttime_p90_ms\ttok_s_gpu\tflops\t"
+               "tflops\tgemm_tflops\tmfu\tattention_ms\tmoe_ms\thead_ms\t"
+               "optimizer_ms\tzero3_ms\tsco_ms\tother_ms\tdev_peak_bytes\t"
+               "host_peak_bytes\tpool_peak_bytes\tbound_bytes\tlive_set\t"
+               "dispatch_bytes\tlogits_bytes\tboundary_bytes\tattention_bytes\t"
+               "optim_staging_bytes\tloss\tlosses\tmax_err",
+    .state = sizeof(train_bench),
+    .init = init,
+    .point = point,
+    .setup = setup,
+    .run = run,
+    .check = check,
+    .finish = finish,
+    .teardown = teardown,
+    .fini = fini,
+};

@@ -1,0 +1,972 @@
+/* compare_cmd.c — `plateau compare NEW REF`: regression test of a run against
+ * a reference (the model: ReFrame's reference values with per-variable
+ * tolerances), see compare_cmd.h for the rules.
+ *
+ *   plateau compare NEW REF [--tol [BENCH:]METRIC|KIND=VALUE]... [--tol-file F]
+ *                   [--noise on|off] [--strict] [--brief] [--format
+ * text|md|tsv]
+ *
+ * NEW and REF are result files or run directories (every *.tsv in it and its
+ * direct subdirectories except report/, as `plateau report` reads them; v1
+ * files mapped to the current names).  Output: per matched configuration
+ * the metrics (ref, new, new/ref, tolerance, PASS / FAIL), rows only in NEW
+ * (NEW) and rows only in REF of a bench NEW ran (MISSING), then one summary
+ * line.  Benches NEW did not run at all are not listed (a regression set is
+ * usually a subset of the reference). */
+#include "compare_cmd.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "plateau/plateau.h"
+#include "report_util.h"
+#include "results.h"
+#include "schema.h"
+
+/* ---- classes ----------------------------------------------------------------
+ */
+typedef struct cls {
+  const char *col;
+  pl_cmp_class c;
+} cls;
+
+/* Every schema column, once.  KEY: what was asked or the shape (the schema's
+ * identity section, without what a run decided: kernel, mode).  Columns a run
+ * decides or counts (K, pieces, ...), analytic values that follow from the
+ * key, text and trial bookkeeping are IGNORE. */
+static const cls classes[] = {
+    {"bench", PL_CMP_KEY},
+    {"variant", PL_CMP_KEY},
+    {"kernel", PL_CMP_IGNORE},
+    {"ranks", PL_CMP_KEY},
+    {"rank", PL_CMP_KEY},
+    {"dtype", PL_CMP_KEY},
+    {"tokens", PL_CMP_KEY},
+    {"hidden", PL_CMP_KEY},
+    {"ffn", PL_CMP_KEY},
+    {"vocab", PL_CMP_KEY},
+    {"experts", PL_CMP_KEY},
+    {"topk", PL_CMP_KEY},
+    {"layers", PL_CMP_KEY},
+    {"seq", PL_CMP_KEY},
+    {"batch", PL_CMP_KEY},
+    {"n_q", PL_CMP_KEY},
+    {"n_kv", PL_CMP_KEY},
+    {"d", PL_CMP_KEY},
+    {"pass", PL_CMP_KEY},
+    {"params", PL_CMP_KEY},
+    {"bytes", PL_CMP_KEY},
+    {"mnk", PL_CMP_KEY},
+    {"gemm", PL_CMP_KEY},
+    {"profile", PL_CMP_KEY},
+    {"chunking", PL_CMP_KEY},
+    {"lanes", PL_CMP_KEY},
+    {"comm_blocks", PL_CMP_KEY},
+    {"cap", PL_CMP_KEY},
+    {"block", PL_CMP_KEY},
+    {"mode", PL_CMP_IGNORE},
+    {"release", PL_CMP_KEY},
+    {"budget", PL_CMP_KEY},
+    {"budget_bytes", PL_CMP_IGNORE},
+    {"bucket", PL_CMP_KEY},
+    {"slots", PL_CMP_KEY},
+    {"grad", PL_CMP_KEY},
+    {"share", PL_CMP_KEY},
+    {"threads", PL_CMP_KEY},
+    {"gqa", PL_CMP_KEY},
+    {"target", PL_CMP_KEY},
+    {"kind", PL_CMP_KEY},
+    {"system", PL_CMP_KEY},
+    {"model", PL_CMP_KEY},
+    {"D", PL_CMP_KEY},
+    {"P", PL_CMP_KEY},
+    {"virtual_world", PL_CMP_KEY},
+    {"micro", PL_CMP_KEY},
+    {"dispatch", PL_CMP_KEY},
+    {"head", PL_CMP_KEY},
+    {"optim", PL_CMP_KEY},
+    {"step_tokens", PL_CMP_IGNORE}, /* micro x N x W_v: from the key */
+    {"params_total", PL_CMP_IGNORE},
+    {"params_active", PL_CMP_IGNORE},
+    {"attention_ms", PL_CMP_TIME},
+    {"moe_ms", PL_CMP_TIME},
+    {"head_ms", PL_CMP_TIME},
+    {"optimizer_ms", PL_CMP_TIME},
+    {"zero3_ms", PL_CMP_TIME},
+    {"sco_ms", PL_CMP_TIME},
+    {"other_ms", PL_CMP_IGNORE}, /* a difference of the others */
+    {"gemm_tflops", PL_CMP_IGNORE}, /* the rate mfu is taken against */
+    {"mfu", PL_CMP_IGNORE},         /* tflops decides */
+    {"loss", PL_CMP_IGNORE},
+    {"losses", PL_CMP_IGNORE},
+    {"K", PL_CMP_IGNORE},
+    {"c_eff", PL_CMP_IGNORE},
+    {"groups", PL_CMP_IGNORE},
+    {"rows", PL_CMP_IGNORE},
+    {"selected", PL_CMP_IGNORE},
+    {"planned", PL_CMP_IGNORE},
+    {"pieces", PL_CMP_IGNORE},
+    {"spilled", PL_CMP_IGNORE},
+    {"imb_before", PL_CMP_IGNORE},
+    {"imb_after", PL_CMP_IGNORE},
+    {"overlapped", PL_CMP_IGNORE},
+    {"overlapped_bwd", PL_CMP_IGNORE},
+    {"gemms", PL_CMP_IGNORE},
+    {"em_chunks", PL_CMP_IGNORE},
+    {"max_send_ratio", PL_CMP_IGNORE},
+    {"routes_moved", PL_CMP_IGNORE},
+    {"stages", PL_CMP_IGNORE},
+    {"hop_bytes", PL_CMP_IGNORE},
+    {"sent_bytes", PL_CMP_IGNORE},
+    {"cpu_share", PL_CMP_IGNORE},
+    {"flops", PL_CMP_IGNORE},
+    {"exit_code", PL_CMP_IGNORE},
+    {"max_ok_tokens", PL_CMP_CAPACITY},
+    {"first_fail_tokens", PL_CMP_IGNORE},
+    {"trials", PL_CMP_IGNORE},
+    {"trial_file", PL_CMP_IGNORE},
+    {"time_ms", PL_CMP_TIME},
+    {"time_p10_ms", PL_CMP_IGNORE}, /* the spread of time_ms */
+    {"time_p90_ms", PL_CMP_IGNORE},
+    {"fwd_ms", PL_CMP_TIME},
+    {"dense_ms", PL_CMP_TIME},
+    {"a2a_ms", PL_CMP_TIME},
+    {"gpu_ms", PL_CMP_TIME},
+    {"cpu_ms", PL_CMP_TIME},
+    {"update_ms", PL_CMP_TIME},
+    {"floor_ms", PL_CMP_IGNORE}, /* from the link rates below */
+    {"tflops", PL_CMP_RATE},
+    {"dense_tflops", PL_CMP_RATE},
+    {"ratio", PL_CMP_RATE},
+    {"tok_s_gpu", PL_CMP_RATE},
+    {"gparam_s", PL_CMP_RATE},
+    {"algbw_gbs", PL_CMP_RATE},
+    {"busbw_gbs", PL_CMP_RATE},
+    {"a2a_gbs", PL_CMP_RATE},
+    {"acc_gbs", PL_CMP_RATE},
+    {"h2d_gbs", PL_CMP_RATE},
+    {"d2h_gbs", PL_CMP_RATE},
+    {"link_h2d_gbs", PL_CMP_RATE},
+    {"link_d2h_gbs", PL_CMP_RATE},
+    {"link_bidir_gbs", PL_CMP_RATE},
+    {"pct_floor", PL_CMP_IGNORE}, /* floor_ms / time_ms: time_ms decides */
+    {"dev_peak_bytes", PL_CMP_MEMORY},
+    {"op_peak_bytes", PL_CMP_MEMORY},
+    {"host_peak_bytes", PL_CMP_MEMORY},
+    {"pool_peak_bytes", PL_CMP_MEMORY},
+    {"live_set", PL_CMP_IGNORE},
+    {"dispatch_bytes", PL_CMP_MEMORY},
+    {"logits_bytes", PL_CMP_MEMORY},
+    {"boundary_bytes", PL_CMP_MEMORY},
+    {"attention_bytes", PL_CMP_MEMORY},
+    {"optim_staging_bytes", PL_CMP_MEMORY},
+    {"bound_bytes", PL_CMP_MEMORY},
+    {"host_bytes", PL_CMP_MEMORY},
+    {"max_err", PL_CMP_IGNORE}, /* the check column judges it */
+    {"status", PL_CMP_IGNORE},  /* compared on its own: ok must stay ok */
+    {"check", PL_CMP_IGNORE},   /* pass must stay pass */
+    {"note", PL_CMP_IGNORE},
+};
+#define NCLASSES ((int)(sizeof classes / sizeof classes[0]))
+
+pl_cmp_class pl__compare_class(const char *col) {
+  for (int i = 0; i < NCLASSES; i++)
+    if (strcmp(classes[i].col, col) == 0)
+      return classes[i].c;
+  return PL_CMP_UNKNOWN;
+}
+
+static const char *const kind_names[] = {"-",      "key",      "time", "rate",
+                                         "memory", "capacity", "?"};
+static bool lower_better(pl_cmp_class c) {
+  return c == PL_CMP_TIME || c == PL_CMP_MEMORY;
+}
+
+/* ---- tolerances -------------------------------------------------------------
+ */
+typedef struct tol {
+  char bench[64], name[64]; /* bench "" = any; name a column or a kind */
+  double v;                 /* fraction; < 0: skip */
+} tol;
+
+typedef struct tols {
+  tol *v;
+  int n;
+} tols;
+
+/* "[bench:]name=value": value "skip", "5%", "0.05" or "0". */
+static pl_status tol_parse(const char *spec_in, const char *where, tols *ts) {
+  char spec[256]; /* blanks around the name, '=' and the value dropped */
+  size_t k = 0;
+  for (const char *c = spec_in; *c && k + 1 < sizeof spec; c++)
+    if (*c != ' ' && *c != '\t')
+      spec[k++] = *c;
+  spec[k] = '\0';
+  const char *eq = strchr(spec, '=');
+  if (!eq || eq == spec || !eq[1])
+    return pl_set_error(PL_EINVAL,
+                        "%s: tolerance '%s' is not [BENCH:]METRIC=VALUE "
+                        "(VALUE 5%%, 0.05, 0 or skip)",
+                        where, spec);
+  tol t;
+  memset(&t, 0, sizeof t);
+  const char *colon = memchr(spec, ':', (size_t)(eq - spec));
+  const char *name = colon ? colon + 1 : spec;
+  if (colon)
+    snprintf(t.bench, sizeof t.bench, "%.*s", (int)(colon - spec), spec);
+  snprintf(t.name, sizeof t.name, "%.*s", (int)(eq - name), name);
+  bool kind = false;
+  for (int k = PL_CMP_TIME; k <= PL_CMP_CAPACITY; k++)
+    kind |= strcmp(t.name, kind_names[k]) == 0;
+  pl_cmp_class c = pl__compare_class(t.name);
+  if (!kind && c != PL_CMP_TIME && c != PL_CMP_RATE && c != PL_CMP_MEMORY &&
+      c != PL_CMP_CAPACITY)
+    return pl_set_error(PL_EINVAL,
+                        "%s: tolerance '%s': '%s' is neither a metric column "
+                        "nor a kind (time, rate, memory, capacity)",
+                        where, spec, t.name);
+  const char *v = eq + 1;
+  if (strcmp(v, "skip") == 0) {
+    t.v = -1;
+  } else {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    bool pct = *end == '%';
+    if (pct)
+      end++;
+    if (errno || end == v || *end || !isfinite(x) || x < 0)
+      return pl_set_error(PL_EINVAL,
+                          "%s: tolerance '%s': value '%s' is not 5%%, 0.05, "
+                          "0 or skip",
+                          where, spec, v);
+    t.v = pct ? x / 100.0 : x;
+  }
+  ts->v = realloc(ts->v, sizeof *ts->v * (size_t)(ts->n + 1));
+  PL_ASSERT(ts->v != NULL);
+  ts->v[ts->n++] = t;
+  return PL_OK;
+}
+
+static pl_status tol_file(const char *path, tols *ts) {
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return pl_set_error(PL_EIO, "tolerance file %s: %s", path, strerror(errno));
+  char line[512], where[PATH_MAX + 32];
+  int n = 0;
+  pl_status st = PL_OK;
+  while (st == PL_OK && fgets(line, sizeof line, f)) {
+    n++;
+    char *s = line;
+    while (*s == ' ' || *s == '\t')
+      s++;
+    s[strcspn(s, "#\r\n")] = '\0';
+    for (size_t k = strlen(s); k > 0 && (s[k - 1] == ' ' || s[k - 1] == '\t');)
+      s[--k] = '\0';
+    if (!*s)
+      continue;
+    snprintf(where, sizeof where, "%s:%d", path, n);
+    st = tol_parse(s, where, ts);
+  }
+  fclose(f);
+  return st;
+}
+
+/* The tolerance of (bench, metric of kind c): the last matching spec of the
+ * most specific level wins; -1 skip. */
+static double tol_of(const tols *ts, const char *bench, const char *metric,
+                     pl_cmp_class c) {
+  const char *kind = kind_names[c];
+  for (int level = 0; level < 4; level++)
+    for (int i = ts->n - 1; i >= 0; i--) {
+      const tol *t = &ts->v[i];
+      bool b = level < 2 ? strcmp(t->bench, bench) == 0 : !t->bench[0];
+      bool m = level % 2 == 0 ? strcmp(t->name, metric) == 0
+                              : strcmp(t->name, kind) == 0;
+      if (b && m)
+        return t->v;
+    }
+  if (strcmp(metric, "pool_peak_bytes") == 0)
+    return 0.05;
+  return c == PL_CMP_TIME || c == PL_CMP_RATE ? 0.05 : 0.0;
+}
+
+/* ---- rows and keys
+ * ------------------------------------------------------------
+ */
+typedef struct ent {
+  char *key; /* "bench col=val ..." (key columns in name order, "-" left out) */
+  pl_table *t; /* the row */
+  int r;
+} ent;
+
+typedef struct side {
+  pl_table **t;
+  int nt;
+  ent *e;
+  int ne;
+} side;
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+static int cmp_ent(const void *a, const void *b) {
+  const ent *x = a, *y = b;
+  int c = strcmp(x->key, y->key);
+  if (c)
+    return c;
+  c = strcmp(x->t->path, y->t->path); /* files by name = time order */
+  return c ? c : x->r - y->r;
+}
+
+/* The key columns of one bench: those every table of the bench, in NEW and
+ * in REF, has (a column added by a later schema is left out of the key
+ * rather than making every row NEW or MISSING). */
+typedef struct kset {
+  const char *bench;
+  const char *cols[128];
+  int n;
+} kset;
+
+static kset *kset_of(kset *ks, int *nks, const char *bench) {
+  for (int i = 0; i < *nks; i++)
+    if (strcmp(ks[i].bench, bench) == 0)
+      return &ks[i];
+  return NULL;
+}
+
+static void kset_add(kset *ks, int *nks, int max, const pl_table *t) {
+  kset *k = kset_of(ks, nks, t->bench);
+  if (!k) {
+    if (*nks >= max)
+      return;
+    k = &ks[(*nks)++];
+    k->bench = t->bench;
+    k->n = 0;
+    for (int c = 0; c < t->ncols && k->n < 128; c++)
+      if (strcmp(t->cols[c], "bench") != 0 &&
+          pl__compare_class(t->cols[c]) == PL_CMP_KEY)
+        k->cols[k->n++] = t->cols[c];
+    qsort(k->cols, (size_t)k->n, sizeof *k->cols, cmp_str);
+    return;
+  }
+  int m = 0;
+  for (int i = 0; i < k->n; i++)
+    if (pl_table_col(t, k->cols[i]) >= 0)
+      k->cols[m++] = k->cols[i];
+  k->n = m;
+}
+
+/* A file whose environment chose a code path (older files selected kernels
+ * by PLATEAU_ATTN_* variables, recorded as env. metadata) is another
+ * configuration than the default's: those variables join the key. */
+static bool env_selects(const char *key) {
+  return strncmp(key, "env.PLATEAU_ATTN_", 17) == 0 ||
+         strncmp(key, "env.PLATEAU_TEST_", 17) == 0;
+}
+
+static char *row_key(const pl_table *t, int r, const kset *k) {
+  size_t len = strlen(t->bench) + 2;
+  for (int i = 0; k && i < k->n; i++)
+    len += strlen(k->cols[i]) + strlen(pl_cell(t, r, k->cols[i])) + 2;
+  for (int i = 0; i < t->nmeta; i++)
+    if (env_selects(t->meta_keys[i]))
+      len += strlen(t->meta_keys[i]) + strlen(t->meta_vals[i]) + 2;
+  char *key = malloc(len + 1);
+  PL_ASSERT(key != NULL);
+  strcpy(key, t->bench);
+  for (int i = 0; k && i < k->n; i++) {
+    const char *v = pl_cell(t, r, k->cols[i]);
+    if (strcmp(v, "-") == 0 || !*v)
+      continue;
+    strcat(key, " ");
+    strcat(key, k->cols[i]);
+    strcat(key, "=");
+    strcat(key, v);
+  }
+  for (int i = 0; i < t->nmeta; i++)
+    if (env_selects(t->meta_keys[i])) {
+      strcat(key, " ");
+      strcat(key, t->meta_keys[i]);
+      strcat(key, "=");
+      strcat(key, t->meta_vals[i]);
+    }
+  return key;
+}
+
+static bool add_file(side *s, const char *path, bool quiet_fail) {
+  pl_table *x = calloc(1, sizeof *x);
+  PL_ASSERT(x != NULL);
+  if (pl_table_read(path, x) != PL_OK) {
+    if (!quiet_fail)
+      return free(x), false;
+    fprintf(stderr, "plateau compare: skipping %s: %s\n", path,
+            pl_last_error());
+    free(x);
+    return true;
+  }
+  s->t = realloc(s->t, sizeof *s->t * (size_t)(s->nt + 1));
+  PL_ASSERT(s->t != NULL);
+  s->t[s->nt++] = x;
+  return true;
+}
+
+static void scan(const char *dir, int depth, char ***v, int *n) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.')
+      continue;
+    char p[PATH_MAX];
+    int len = snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (len <= 0 || len >= (int)sizeof p)
+      continue;
+    struct stat st;
+    size_t nl = strlen(e->d_name);
+    if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+      if (depth == 0 && strcmp(e->d_name, "report") != 0)
+        scan(p, 1, v, n);
+    } else if (nl > 4 && strcmp(e->d_name + nl - 4, ".tsv") == 0) {
+      *v = realloc(*v, sizeof **v * (size_t)(*n + 1));
+      PL_ASSERT(*v != NULL);
+      (*v)[(*n)++] = strdup(p);
+    }
+  }
+  closedir(d);
+}
+
+/* Read NEW or REF: a file (must be a result file) or a directory. */
+static pl_status side_read(const char *path, side *s) {
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return pl_set_error(PL_EIO, "%s: %s", path, strerror(errno));
+  if (S_ISDIR(st.st_mode)) {
+    char **v = NULL;
+    int n = 0;
+    scan(path, 0, &v, &n);
+    qsort(v, (size_t)n, sizeof *v, cmp_str);
+    for (int i = 0; i < n; i++) {
+      add_file(s, v[i], true);
+      free(v[i]);
+    }
+    free(v);
+    if (!s->nt)
+      return pl_set_error(PL_EIO, "%s: no result files", path);
+  } else if (!add_file(s, path, false)) {
+    return pl_set_error(PL_EIO, "%s: %s", path, pl_last_error());
+  }
+  return PL_OK;
+}
+
+/* The rows of a side as (key, row), sorted by key then file. */
+static void side_keys(side *s, kset *ks, int nks) {
+  for (int i = 0; i < s->nt; i++) {
+    const kset *k = kset_of(ks, &nks, s->t[i]->bench);
+    for (int r = 0; r < s->t[i]->nrows; r++) {
+      s->e = realloc(s->e, sizeof *s->e * (size_t)(s->ne + 1));
+      PL_ASSERT(s->e != NULL);
+      s->e[s->ne++] = (ent){row_key(s->t[i], r, k), s->t[i], r};
+    }
+  }
+  if (s->ne > 1)
+    qsort(s->e, (size_t)s->ne, sizeof *s->e, cmp_ent);
+}
+
+static void side_free(side *s) {
+  for (int i = 0; i < s->ne; i++)
+    free(s->e[i].key);
+  for (int i = 0; i < s->nt; i++) {
+    pl_table_free(s->t[i]);
+    free(s->t[i]);
+  }
+  free(s->e);
+  free(s->t);
+}
+
+/* ---- a metric over the rows of one key
+ * ----------------------------------------
+ */
+typedef struct val {
+  double v, lo, hi; /* median over the rows; the spread (NAN: none) */
+  int n;
+} val;
+
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The metric `col` over rows e[0..n): the median of its values and, for a
+ * time or a rate with time_ms's p10/p90 in the row, or over repeated rows,
+ * the spread [lo, hi]. */
+static val metric(const ent *e, int n, const char *col, pl_cmp_class c) {
+  val out = {NAN, NAN, NAN, 0};
+  double *x = malloc(sizeof *x * (size_t)(n > 0 ? n : 1));
+  PL_ASSERT(x != NULL);
+  for (int i = 0; i < n; i++) {
+    double v = pl_cell_num(e[i].t, e[i].r, col);
+    if (isnan(v))
+      continue;
+    x[out.n++] = v;
+    double lo = v, hi = v;
+    double med = pl_cell_num(e[i].t, e[i].r, "time_ms"),
+           p10 = pl_cell_num(e[i].t, e[i].r, "time_p10_ms"),
+           p90 = pl_cell_num(e[i].t, e[i].r, "time_p90_ms");
+    if (!isnan(med) && med > 0 && !isnan(p10) && !isnan(p90) && p10 > 0) {
+      if (c == PL_CMP_TIME && strcmp(col, "time_ms") == 0)
+        lo = p10, hi = p90;
+      else if (c == PL_CMP_RATE) /* a rate of the timed unit: work / time */
+        lo = v * med / p90, hi = v * med / p10;
+    }
+    if (c == PL_CMP_TIME || c == PL_CMP_RATE) {
+      out.lo = isnan(out.lo) || lo < out.lo ? lo : out.lo;
+      out.hi = isnan(out.hi) || hi > out.hi ? hi : out.hi;
+    }
+  }
+  if (out.n) {
+    qsort(x, (size_t)out.n, sizeof *x, cmp_dbl);
+    out.v = out.n % 2 ? x[out.n / 2] : 0.5 * (x[out.n / 2 - 1] + x[out.n / 2]);
+    if (out.lo == out.hi) /* one point, no spread */
+      out.lo = out.hi = NAN;
+  }
+  free(x);
+  return out;
+}
+
+/* ---- output
+ * -------------------------------------------------------------------
+ */
+typedef enum fmt { F_TEXT, F_MD, F_TSV } fmt;
+
+typedef struct out {
+  fmt f;
+  bool brief;
+  int pass, noise, fail, nnew, missing, skipped, keys;
+} out;
+
+static void label(char *buf, size_t n, const char *key) {
+  const char *sp = strchr(key, ' ');
+  snprintf(buf, n, "%s", sp ? sp + 1 : "(no key columns)");
+}
+
+static void group_head(out *o, const char *key) {
+  if (o->f != F_TEXT)
+    return;
+  char b[1024];
+  label(b, sizeof b, key);
+  size_t bl = strcspn(key, " ");
+  printf("== %.*s  %s\n", (int)bl, key, b);
+}
+
+static void line(out *o, const char *key, const char *metric, const char *ref,
+                 const char *new, const char *ratio, const char *tolb,
+                 const char *result, const char *note) {
+  char b[1024];
+  size_t bl = strcspn(key, " ");
+  label(b, sizeof b, key);
+  switch (o->f) {
+  case F_TEXT:
+    printf("   %-20s %14s %14s %8s %8s  %-8s%s%s\n", metric, ref, new, ratio,
+           tolb, result, note[0] ? " " : "", note);
+    break;
+  case F_MD:
+    printf("| %.*s | ", (int)bl, key);
+    pl_rep_md_text(stdout, b);
+    printf(" | %s | %s | %s | %s | %s | %s | ", metric, ref, new, ratio, tolb,
+           result);
+    pl_rep_md_text(stdout, note);
+    printf(" |\n");
+    break;
+  case F_TSV:
+    printf("%.*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", (int)bl, key, b, metric,
+           ref, new, ratio, tolb, result, note);
+    break;
+  }
+}
+
+static const char *num(char *b, size_t n, double v) {
+  if (isnan(v))
+    snprintf(b, n, "-");
+  else
+    snprintf(b, n, "%.6g", v);
+  return b;
+}
+
+/* Compare the rows of one key: a[0..na) of REF, b[0..nb) of NEW. */
+static void compare_key(out *o, const tols *ts, bool noise, const ent *a,
+                        int na, const ent *b, int nb) {
+  const char *key = a->key, *bench = a->t->bench;
+  bool shown = false;
+#define HEAD()                                                                 \
+  do {                                                                         \
+    if (!shown)                                                                \
+      group_head(o, key);                                                      \
+    shown = true;                                                              \
+  } while (0)
+  o->keys++;
+  const ent *la = &a[na - 1], *lb = &b[nb - 1]; /* the latest row of each */
+  const char *sa = pl_cell(la->t, la->r, "status"),
+             *sb = pl_cell(lb->t, lb->r, "status");
+  const char *ca = pl_cell(la->t, la->r, "check"),
+             *cb = pl_cell(lb->t, lb->r, "check");
+  if (strcmp(sa, "ok") == 0 && strcmp(sb, "ok") != 0) {
+    HEAD();
+    line(o, key, "status", sa, sb, "-", "-", "FAIL",
+         pl_cell(lb->t, lb->r, "note"));
+    o->fail++;
+    return;
+  }
+  if (strcmp(sa, "ok") != 0) { /* nothing measured in the reference */
+    if (!o->brief) {
+      HEAD();
+      line(o, key, "status", sa, sb, "-", "-",
+           strcmp(sb, "ok") == 0 ? "PASS" : "PASS",
+           "the reference row was not ok: no metric to compare");
+    }
+    o->pass++;
+    return;
+  }
+  if (strcmp(ca, "pass") == 0 && strcmp(cb, "fail") == 0) {
+    HEAD();
+    line(o, key, "check", ca, cb, "-", "-", "FAIL",
+         pl_cell(lb->t, lb->r, "note"));
+    o->fail++;
+  }
+  for (int c = 0; c < la->t->ncols; c++) {
+    const char *col = la->t->cols[c];
+    pl_cmp_class k = pl__compare_class(col);
+    if (k != PL_CMP_TIME && k != PL_CMP_RATE && k != PL_CMP_MEMORY &&
+        k != PL_CMP_CAPACITY)
+      continue;
+    double t = tol_of(ts, bench, col, k);
+    val r = metric(a, na, col, k), n = metric(b, nb, col, k);
+    if (!r.n || !n.n)
+      continue;
+    char rb[32], nbuf[32], qb[32], tb[32], note[160] = "";
+    const bool bytes = k == PL_CMP_MEMORY || k == PL_CMP_CAPACITY;
+    if (bytes) { /* exact integers */
+      snprintf(rb, sizeof rb, "%.0f", r.v);
+      snprintf(nbuf, sizeof nbuf, "%.0f", n.v);
+    } else {
+      num(rb, sizeof rb, r.v);
+      num(nbuf, sizeof nbuf, n.v);
+    }
+    if (r.v != 0)
+      snprintf(qb, sizeof qb, "%.3f", n.v / r.v);
+    else
+      snprintf(qb, sizeof qb, n.v == 0 ? "1.000" : "inf");
+    if (t < 0) {
+      snprintf(tb, sizeof tb, "skip");
+      o->skipped++;
+      if (!o->brief) {
+        HEAD();
+        line(o, key, col, rb, nbuf, qb, tb, "SKIP", "");
+      }
+      continue;
+    }
+    if (t == 0)
+      snprintf(tb, sizeof tb, "exact");
+    else
+      snprintf(tb, sizeof tb, "%s%g%%", lower_better(k) ? "+" : "-", 100.0 * t);
+    bool worse =
+        lower_better(k) ? n.v > r.v * (1.0 + t) + 0.0 : n.v < r.v * (1.0 - t);
+    const char *res = "PASS";
+    if (worse) {
+      /* within the noise: the spreads overlap */
+      bool overlap = false;
+      if (!isnan(r.lo) && !isnan(n.lo))
+        overlap = lower_better(k) ? n.lo <= r.hi : n.hi >= r.lo;
+      if (overlap && noise) {
+        snprintf(note, sizeof note,
+                 "within the noise: spread ref [%.4g, %.4g], new [%.4g, %.4g]",
+                 r.lo, r.hi, n.lo, n.hi);
+        o->noise++;
+        o->pass++;
+      } else {
+        res = "FAIL";
+        if (overlap)
+          snprintf(note, sizeof note, "spreads overlap (--noise off)");
+        else if (!isnan(r.lo) && !isnan(n.lo))
+          snprintf(note, sizeof note,
+                   "beyond the spread: ref [%.4g, %.4g], new [%.4g, %.4g]",
+                   r.lo, r.hi, n.lo, n.hi);
+        else if (bytes)
+          snprintf(note, sizeof note, "%+.0f", n.v - r.v);
+        o->fail++;
+      }
+    } else {
+      bool better =
+          lower_better(k) ? n.v < r.v * (1.0 - t) - 0.0 : n.v > r.v * (1.0 + t);
+      if (better)
+        snprintf(note, sizeof note, "better");
+      o->pass++;
+    }
+    if (!o->brief || strcmp(res, "PASS") != 0 || note[0] == 'w') {
+      HEAD();
+      line(o, key, col, rb, nbuf, qb, tb, res, note);
+    }
+  }
+#undef HEAD
+}
+
+/* ---- the command
+ * ---------------------------------------------------------------
+ */
+static void usage(FILE *f) {
+  fprintf(
+      f,
+      "usage: plateau compare NEW REF [options]\n"
+      "  Compare the result rows of NEW (a run directory or result file) with "
+      "REF's,\n"
+      "  matched by configuration (bench, variant, ranks, dtype, shape ...), "
+      "metric by\n"
+      "  metric: time (lower is better, 5%%), rate (higher, 5%%), memory "
+      "(lower, exact;\n"
+      "  pool_peak_bytes 5%%), capacity (max_ok_tokens: higher, exact).  A "
+      "time beyond\n"
+      "  its tolerance whose p10-p90 spread overlaps the reference's is "
+      "within the noise.\n"
+      "  A status or check that got worse (ok -> oom, pass -> fail) fails.\n\n"
+      "options:\n"
+      "  --tol [BENCH:]METRIC|KIND=VALUE  tolerance (5%%, 0.05, 0 = exact, "
+      "skip); repeatable;\n"
+      "                                   the most specific wins "
+      "(BENCH:METRIC > BENCH:KIND >\n"
+      "                                   METRIC > KIND)\n"
+      "  --tol-file FILE                  the same, one per line (# "
+      "comments); REF's own\n"
+      "                                   REF/tolerances is read first when "
+      "REF is a directory\n"
+      "  --noise on|off                   spreads decide within-noise "
+      "(default on)\n"
+      "  --strict                         a reference row missing from NEW "
+      "fails too\n"
+      "  --brief                          print only FAIL, within-noise, "
+      "NEW and MISSING lines\n"
+      "  --format text|md|tsv             the table's format (default "
+      "text)\n"
+      "  --classify COLUMN...             print how each column is treated "
+      "(key, time, rate,\n"
+      "                                   memory, capacity, ignored) and "
+      "exit\n\n"
+      "output: per configuration: metric, ref, new, new/ref, tolerance, "
+      "PASS | FAIL |\n"
+      "  SKIP; rows only in NEW: NEW; rows of REF missing in NEW (benches NEW "
+      "ran): MISSING;\n"
+      "  then a summary line.\n"
+      "exit: 0 no regression, 1 regression, 2 usage, 3 I/O, 4 nothing to "
+      "compare\n");
+}
+
+int pl_compare_main(int argc, char **argv) {
+  const char *paths[2] = {NULL, NULL}, *tolfiles[16];
+  int np = 0, ntf = 0;
+  tols cli = {0}, ts = {0};
+  bool noise = true, strict = false;
+  out o;
+  memset(&o, 0, sizeof o);
+  int code = 0;
+  if (argc > 1 && strcmp(argv[1], "--classify") == 0) {
+    /* how each named column is treated (for the tests and the curious) */
+    for (int i = 2; i < argc; i++) {
+      pl_cmp_class c = pl__compare_class(argv[i]);
+      printf("%s %s\n",
+             c == PL_CMP_UNKNOWN  ? "unknown"
+             : c == PL_CMP_IGNORE ? "ignored"
+                                  : kind_names[c],
+             argv[i]);
+    }
+    return 0;
+  }
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      free(cli.v);
+      return 0;
+    }
+    if (a[0] != '-') {
+      if (np == 2) {
+        fprintf(stderr, "plateau compare: one NEW and one REF (got '%s' too)\n",
+                a);
+        code = 2;
+        goto done;
+      }
+      paths[np++] = a;
+      continue;
+    }
+    const char *opts[] = {"--tol", "--tol-file", "--noise", "--format", NULL};
+    int k = -1;
+    for (int j = 0; opts[j]; j++) {
+      size_t l = strlen(opts[j]);
+      if (strncmp(a, opts[j], l) == 0 && (a[l] == '=' || !a[l])) {
+        k = j;
+        if (a[l] == '=')
+          v = a + l + 1;
+        else if (i + 1 < argc)
+          v = argv[++i];
+      }
+    }
+    if (k < 0 && strcmp(a, "--strict") == 0) {
+      strict = true;
+      continue;
+    }
+    if (k < 0 && strcmp(a, "--brief") == 0) {
+      o.brief = true;
+      continue;
+    }
+    if (k < 0) {
+      fprintf(stderr, "plateau compare: unknown option '%s' (--help)\n", a);
+      code = 2;
+      goto done;
+    }
+    if (!v) {
+      fprintf(stderr, "plateau compare: %s needs a value\n", a);
+      code = 2;
+      goto done;
+    }
+    if (k == 0 && tol_parse(v, "--tol", &cli) != PL_OK) {
+      fprintf(stderr, "plateau compare: %s\n", pl_last_error());
+      code = 2;
+      goto done;
+    }
+    if (k == 1 && ntf < 16)
+      tolfiles[ntf++] = v;
+    if (k == 2) {
+      if (strcmp(v, "on") && strcmp(v, "off")) {
+        fprintf(stderr, "plateau compare: --noise=%s: on or off\n", v);
+        code = 2;
+        goto done;
+      }
+      noise = strcmp(v, "on") == 0;
+    }
+    if (k == 3) {
+      if (strcmp(v, "text") == 0)
+        o.f = F_TEXT;
+      else if (strcmp(v, "md") == 0)
+        o.f = F_MD;
+      else if (strcmp(v, "tsv") == 0)
+        o.f = F_TSV;
+      else {
+        fprintf(stderr, "plateau compare: --format=%s: text, md or tsv\n", v);
+        code = 2;
+        goto done;
+      }
+    }
+  }
+  if (np != 2) {
+    usage(stderr);
+    code = 2;
+    goto done;
+  }
+  /* tolerances: REF's own file, then --tol-file, then --tol (later wins) */
+  {
+    struct stat sb;
+    char own[PATH_MAX];
+    snprintf(own, sizeof own, "%s/tolerances", paths[1]);
+    pl_status st = PL_OK;
+    if (stat(paths[1], &sb) == 0 && S_ISDIR(sb.st_mode) && stat(own, &sb) == 0)
+      st = tol_file(own, &ts);
+    for (int i = 0; st == PL_OK && i < ntf; i++)
+      st = tol_file(tolfiles[i], &ts);
+    if (st != PL_OK) {
+      fprintf(stderr, "plateau compare: %s\n", pl_last_error());
+      code = st == PL_EIO ? 3 : 2;
+      goto done;
+    }
+    for (int i = 0; i < cli.n; i++) {
+      ts.v = realloc(ts.v, sizeof *ts.v * (size_t)(ts.n + 1));
+      PL_ASSERT(ts.v != NULL);
+      ts.v[ts.n++] = cli.v[i];
+    }
+  }
+
+  side n = {0}, r = {0};
+  if (side_read(paths[0], &n) != PL_OK || side_read(paths[1], &r) != PL_OK) {
+    fprintf(stderr, "plateau compare: %s\n", pl_last_error());
+    side_free(&n);
+    side_free(&r);
+    code = 3;
+    goto done;
+  }
+  {
+    enum { MAXB = 64 };
+    kset ks[MAXB];
+    int nks = 0;
+    for (int i = 0; i < n.nt; i++)
+      kset_add(ks, &nks, MAXB, n.t[i]);
+    for (int i = 0; i < r.nt; i++)
+      kset_add(ks, &nks, MAXB, r.t[i]);
+    side_keys(&n, ks, nks);
+    side_keys(&r, ks, nks);
+  }
+  if (o.f == F_MD)
+    printf("| bench | configuration | metric | ref | new | new/ref | "
+           "tolerance | result | note |\n|---|---|---|---|---|---|---|---|"
+           "---|\n");
+  if (o.f == F_TSV)
+    printf("bench\tconfiguration\tmetric\tref\tnew\tratio\ttolerance\tresult"
+           "\tnote\n");
+  if (o.f == F_TEXT)
+    printf("# plateau compare %s %s\n#    metric                        ref  "
+           "          new    ratio      tol  result\n",
+           paths[0], paths[1]);
+  /* walk both sorted lists */
+  int i = 0, j = 0;
+  while (i < r.ne || j < n.ne) {
+    int ia = i, jb = j;
+    int c = i >= r.ne ? 1 : j >= n.ne ? -1 : strcmp(r.e[i].key, n.e[j].key);
+    const char *key = c <= 0 ? r.e[i].key : n.e[j].key;
+    while (ia < r.ne && strcmp(r.e[ia].key, key) == 0)
+      ia++;
+    while (jb < n.ne && strcmp(n.e[jb].key, key) == 0)
+      jb++;
+    if (c == 0) {
+      compare_key(&o, &ts, noise, &r.e[i], ia - i, &n.e[j], jb - j);
+    } else if (c > 0) {
+      group_head(&o, key);
+      line(&o, key, "-", "-", "-", "-", "-", "NEW", "no reference row");
+      o.nnew++;
+    } else {
+      bool ran = false; /* is the bench one NEW ran? */
+      for (int k = 0; k < n.nt && !ran; k++)
+        ran = strcmp(n.t[k]->bench, r.e[i].t->bench) == 0;
+      if (ran) {
+        group_head(&o, key);
+        line(&o, key, "-", "-", "-", "-", "-", "MISSING",
+             strict ? "not in NEW (--strict: a failure)" : "not in NEW");
+        o.missing++;
+      }
+    }
+    i = c <= 0 ? ia : i;
+    j = c >= 0 ? jb : j;
+  }
+  const bool regress = o.fail > 0 || (strict && o.missing > 0);
+  printf("%scompare: %d configuration%s matched, %d metric%s: %d pass (%d "
+         "within the noise), %d fail, %d skipped; %d new, %d missing -> %s\n",
+         o.f == F_TEXT ? "# "
+         : o.f == F_MD ? "\n"
+                       : "# ",
+         o.keys, o.keys == 1 ? "" : "s", o.pass + o.fail,
+         o.pass + o.fail == 1 ? "" : "s", o.pass, o.noise, o.fail, o.skipped,
+         o.nnew, o.missing,
+         regress  ? "REGRESSION"
+         : o.keys ? "PASS"
+                  : "NOTHING COMPARED");
+  code = regress ? 1 : o.keys ? 0 : 4;
+  side_free(&n);
+  side_free(&r);
+done:
+  free(cli.v);
+  free(ts.v);
+  return code;
+}

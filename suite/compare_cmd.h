@@ -1,0 +1,45 @@
+/* compare_cmd.h — `plateau compare NEW REF`: a run against a reference,
+ * row by row and metric by metric, ReFrame-style (compare_cmd.c).  Not to be
+ * confused with compare.h, the harness's numeric check of one result
+ * against its reference computation.
+ *
+ * Rows are matched by their configuration key: the bench and every identity
+ * column of the schema the row has (variant, ranks, dtype, the shape
+ * columns ...; not what a run decided, such as the kernel that ran).  Each
+ * metric column has a kind that fixes its direction and default tolerance:
+ *   time      lower is better, 5%   (time_ms, fwd_ms, ... the timed parts)
+ *   rate      higher is better, 5%  (tflops, *_gbs, tok_s_gpu, gparam_s, ...)
+ *   memory    lower is better, 0: exact (the tracked allocator's bytes are
+ *             deterministic; pool_peak_bytes, the CUDA pool's high-water, 5%)
+ *   capacity  higher is better, 0   (max_ok_tokens of a max-batch search)
+ * A tolerance is overridden by `--tol [BENCH:]METRIC_OR_KIND=VALUE` (VALUE
+ * 5%, 0.05, 0 or skip) or the same lines in a file (--tol-file, and REF's
+ * own `tolerances` file when REF is a directory); the most specific wins.
+ * Noise: a time beyond its tolerance whose p10–p90 spread overlaps the
+ * reference's (rates derived from that time likewise; repeated rows of one
+ * key widen the spread to all of them) is reported as within the noise,
+ * not as a regression (--noise off: it is one).  A row whose status or check
+ * got worse (ok -> oom, pass -> fail) fails. */
+#ifndef PLATEAU_SUITE_COMPARE_CMD_H
+#define PLATEAU_SUITE_COMPARE_CMD_H
+
+/* How compare treats a schema column. */
+typedef enum pl_cmp_class {
+  PL_CMP_IGNORE = 0, /* neither key nor metric (notes, live sets, outcomes) */
+  PL_CMP_KEY,        /* part of the configuration key */
+  PL_CMP_TIME,
+  PL_CMP_RATE,
+  PL_CMP_MEMORY,
+  PL_CMP_CAPACITY,
+  PL_CMP_UNKNOWN /* not classified: a schema column compare does not know */
+} pl_cmp_class;
+
+pl_cmp_class pl__compare_class(const char *col);
+
+/* Entry for `plateau compare`; argv[0] is "compare".  Exit codes: 0 no
+ * regression, 1 a regression (a FAIL; with --strict also a MISSING row), 2
+ * usage, 3 I/O (unreadable input, no result files), 4 nothing to compare (no
+ * row of NEW matches REF). */
+int pl_compare_main(int argc, char **argv);
+
+#endif
