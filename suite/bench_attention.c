@@ -200,12 +200,6 @@ static pl_status init(pl_bench_ctx *c, void *st) {
                         "--bwd-kernel=%s: the attention kernel choice exists "
                         "only on the CUDA backend (allowed on cpu: auto)",
                         bwd_kernel_names[b->base.kernels.bwd]);
-  /* Ulysses shards the heads over the ranks: no point could run */
-  if (b->base.n_q % c->size || b->base.n_kv % c->size)
-    return pl_set_error(PL_EINVAL,
-                        "--heads and --kv-heads: n_q=%d n_kv=%d must divide by "
-                        "the %d ranks (Ulysses shards the heads over them)",
-                        b->base.n_q, b->base.n_kv, c->size);
   /* a shape the kernels refuse: a usage error, nothing measured */
   return pl_attn_check(&b->base, pl_dev_backend(c->dev));
 }

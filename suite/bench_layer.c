@@ -76,13 +76,9 @@ static pl_status init(pl_bench_ctx *c, void *st) {
                           .rope_theta = 10000.0,
                           .dt = PL_BF16}; /* attention kernels: AUTO */
   c->npoints = b->nseq * b->npass;
-  /* the layer's own checks (sizes, n_kv | n_q, heads over the D ranks):
-   * a usage error now, not an error row per point (views: nothing made) */
-  if (b->cfg.n_q % c->size || b->cfg.n_kv % c->size) /* c->size: a dry run's */
-    return pl_set_error(PL_EINVAL,
-                        "layer: n_q=%d n_kv=%d over a Ulysses group of D=%d: "
-                        "heads must divide by D",
-                        b->cfg.n_q, b->cfg.n_kv, c->size);
+  /* the layer's own checks (sizes, n_kv | n_q): a usage error now, not an
+   * error row per point (views: nothing made); heads that do not divide by
+   * the ranks make a point infeasible, as S does (point) */
   pl_layer probe;
   return pl_layer_init_views(c->dev, NULL, &probe, &b->cfg, NULL, NULL);
 }
@@ -105,6 +101,9 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   if (b->S % c->size)
     return pl_set_error(PL_EINFEASIBLE,
                         "S not divisible by the number of ranks");
+  if (g->n_q % c->size || g->n_kv % c->size)
+    return pl_set_error(PL_EINFEASIBLE,
+                        "n_q and n_kv must divide by the number of ranks D");
   b->N = b->S / c->size;
   pl_row_i64(row, "tokens", b->N);
   return PL_OK;
