@@ -174,11 +174,13 @@ pl_status pl_ce_meet_fwd(pl_stream *s, const pl_ce_meet *mt, float *st) {
   PL_ASSERT(mt->vb >= 1);
   for (int64_t c0 = 0; c0 < mt->vs; c0 += mt->vb) {
     int64_t vb = mt->vs - c0 < mt->vb ? mt->vs - c0 : mt->vb;
+    float *kept = mt->kept ? mt->kept[c0 / mt->vb] : NULL;
+    float *y = kept ? kept : mt->strip;
     /* y (n×vb, f32) = X (n×h) · W[:, c0:c0+vb] */
     PL_TRY(pl_gemm(s, false, false, mt->n, vb, mt->h, 1.0f, mt->x, mt->h,
-                   cptr(mt->w, mt->dt, c0), mt->ldw, 0.0f, mt->strip, vb,
-                   mt->dt, PL_F32));
-    PL_TRY(pl_ce_fold(s, mt->strip, vb, mt->n, vb, mt->col0 + c0, mt->t, st));
+                   cptr(mt->w, mt->dt, c0), mt->ldw, 0.0f, y, vb, mt->dt,
+                   PL_F32));
+    PL_TRY(pl_ce_fold(s, y, vb, mt->n, vb, mt->col0 + c0, mt->t, st));
   }
   return PL_OK;
 }
@@ -207,11 +209,14 @@ pl_status pl_ce_meet_bwd(pl_stream *s, const pl_ce_meet *mt, const float *lse,
   for (int64_t c0 = 0; c0 < mt->vs; c0 += mt->vb) {
     int64_t vb = mt->vs - c0 < mt->vb ? mt->vs - c0 : mt->vb;
     const void *wstrip = cptr(mt->w, mt->dt, c0);
-    PL_TRY(pl_gemm(s, false, false, n, vb, h, 1.0f, mt->x, h, wstrip, mt->ldw,
-                   0.0f, mt->strip, vb, mt->dt, PL_F32));
-    void *dy = mt->dt == PL_F32 ? (void *)mt->strip : mt->dy;
-    PL_TRY(pl_ce_residual(s, mt->strip, vb, n, vb, mt->col0 + c0, mt->t, lse, g,
-                          dy, mt->dt, vb));
+    float *kept = mt->kept ? mt->kept[c0 / mt->vb] : NULL;
+    float *y = kept ? kept : mt->strip;
+    if (!kept) /* recompute the strip (kept: the forward's, same bits) */
+      PL_TRY(pl_gemm(s, false, false, n, vb, h, 1.0f, mt->x, h, wstrip,
+                     mt->ldw, 0.0f, y, vb, mt->dt, PL_F32));
+    void *dy = mt->dt == PL_F32 ? (void *)y : mt->dy;
+    PL_TRY(pl_ce_residual(s, y, vb, n, vb, mt->col0 + c0, mt->t, lse, g, dy,
+                          mt->dt, vb));
     if (dw && c0 == 0 && mt->dw_wait) PL_TRY(pl_stream_wait(s, mt->dw_wait));
     if (dw) /* dW[:, c0:c0+vb] (h×vb) = beta·dW + Xᵀ (h×n) · dY (n×vb) */
       PL_TRY(pl_gemm(s, true, false, h, vb, n, 1.0f, mt->x, h, dy, vb, dw_beta,

@@ -91,6 +91,13 @@ typedef struct pl_ce_meet {
   int64_t vb;        /* block: columns per strip (>= 1)                      */
   float *strip;      /* workspace n×vb f32 (tag "logits")                    */
   void *dy;          /* bf16: workspace n×vb bf16 (tag "logits"); f32: NULL  */
+  /* Optional (NULL: none): per strip c (columns [c·vb, c·vb + w_c)), a
+   * buffer of n×w_c f32 (row stride w_c) that holds this strip's logits
+   * from the forward to the backward, or NULL.  The forward's GEMM writes a
+   * kept strip there instead of the workspace; the backward reads it instead
+   * of recomputing (the same GEMM, so the same bits) and, in f32 mode, forms
+   * the residual in place in it. */
+  float *const *kept;
   /* Optional (NULL: none): events the stream waits for right before the
    * first GEMM that writes dx / dw (Ring-DTP accumulates into a gradient
    * partial that is still arriving: its hop overlaps the strip's recompute
