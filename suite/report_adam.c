@@ -265,10 +265,10 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
                                 : "–");
     }
     fprintf(f, "\nFloor (Eq. 5) in this run: %.3f s.  Paper values other "
-            "than β=100M, s=2 are not in DESIGN.md; shown as –.\n\n",
+            "than β=100M, s=2 are not printed by the paper; shown as –.\n\n",
             floor_ms / 1e3);
   }
-  /* targets (DESIGN §4) */
+  /* targets (doc/performance/README.md) */
   fprintf(f, "## Targets\n\n");
   if (sbest)
     fprintf(f, "- stream ≥ 75%% of the host-link floor: %.0f%% → %s\n",

@@ -9,7 +9,7 @@
  * missed / not measured) twice: over the fastest rows (any variant) and over
  * the AUTO rows alone (files without a PLATEAU_ATTN_* variable, variant
  * auto), each with its lowest value and where; the design's peer values
- * (DESIGN §5) are printed as constants beside this run's peer rows. */
+ * (doc/performance/README.md) are printed as constants beside this run's peer rows. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,7 +174,7 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   }
   /* the design's peer values: PyTorch 2.11 SDPA on an H200, 64 q / 8 kv
    * heads, d = 128, S = 16K…128K */
-  fprintf(md, "\nPeer values of the design (DESIGN §5; PyTorch SDPA on an H200, 64 q / 8 kv heads, "
+  fprintf(md, "\nPeer values of the design (doc/performance/README.md; PyTorch SDPA on an H200, 64 q / 8 kv heads, "
               "d = 128, S = 16K–128K): "
               "SDPA flash fwd ≈ 350, fwd+bwd ≈ 325; cuDNN fwd ≈ 550–655, fwd+bwd ≈ 540–555 TFLOP/s.\n");
   fprintf(md, "\nTargets, for the fastest rows and for the AUTO rows alone (no kernel chosen "

@@ -41,7 +41,7 @@ static const struct {
     {16384, 42.46, 7.32, 5.1, "act"},
     {32768, 79.52, 10.62, 4.4, "weights"},
 };
-/* PyTorch 2.11 dense linear + cross_entropy on one H200 (DESIGN §5). */
+/* PyTorch 2.11 dense linear + cross_entropy on one H200 (doc/performance/README.md). */
 static const struct {
   long n;
   const char *dtype;
@@ -213,7 +213,7 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
         if (torch_peer[q].n == rows[i].n &&
             !strcmp(torch_peer[q].dtype, rows[i].dtype))
           fprintf(f, "| *PyTorch dense (peer)* | 1 | - | - | %.0f | - | %.2f "
-                     "| - | - | - | - | - | measured | DESIGN §5, H200 |\n",
+                     "| - | - | - | - | - | measured | doc/performance, H200 |\n",
                   torch_peer[q].ms, torch_peer[q].gib);
     }
     /* Targets where they apply. */

@@ -2,7 +2,7 @@
 """torch_adamw.py — peer measurement: PyTorch's fused CPU AdamW
 (torch.optim.AdamW(fused=True)) stepping one rank's shard of P fp32 params,
 the update the paper's CPU baseline performs, measured on the same host as
-`plateau bench adam` (DESIGN §5 lists it as a row to beat).
+`plateau bench adam` (doc/performance/README.md lists it as a row to beat).
 
 Run one process per rank at once (analysis/device/adam.sh starts them in the
 background) so they share the host as the bench's ranks do.  Each process

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """torch_ce.py — a MEASUREMENT OF ANOTHER SYSTEM (PyTorch), not a dependency.
 
-The peer row of the vocabulary head (issue 4, DESIGN §5): PyTorch's dense
+The peer row of the vocabulary head (doc/performance/README.md): PyTorch's dense
 linear + cross_entropy, forward + backward, on the shapes of `plateau bench
 vocab`, one GPU.  It records what PyTorch itself allocates and how long it
 takes, so the report can put PyTorch's numbers beside ours:

@@ -14,7 +14,7 @@
  *               ranks and micro-batches, so the gradients are those of the
  *               mean NLL of the whole batch;
  *   backward    the runner's backward: each layer's unit gathered again, its
- *               weights recomputed from the boundary, its full f32 gradient
+ *               activations recomputed from the boundary, its full f32 gradient
  *               reduce-scattered into the shard (accumulated over
  *               micro-batches); experts' gradients stay local (LLEP helpers'
  *               return through pl_moe_backward); the embedding's gradient

@@ -132,7 +132,7 @@ typedef struct pl_mem_stats {
 /* Allocate `bytes` in `arena`, tracked under `tag` (a short static string such
  * as "dispatch", "logits", "boundary", "optim", "weights", "grads").  On CUDA
  * device memory comes from the stream-ordered pool, ordered on the device's
- * default stream; pinned host memory from cudaMallocHost.  Failure (the
+ * default stream; pinned host memory from cudaHostAlloc (portable).  Failure (the
  * hardware, or the arena's limit) returns PL_ENOMEM with a message; never
  * aborts.  bytes == 0 returns a unique non-NULL pointer that must be freed. */
 pl_status pl_alloc(pl_dev *dev, pl_arena arena, size_t bytes, const char *tag,
