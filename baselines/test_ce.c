@@ -9,8 +9,8 @@
  * small for one row); and the bound: the tracked "logits" peak of the fused
  * heads ≤ N×Vb strip bytes, and the three-GEMM head's whole device peak above
  * its inputs and gradients ≤ that strip + 8 bytes a row, while the dense
- * baseline's logits are 3·N·V·4.  Runs on the CPU backend, and on CUDA too when a
- * device is present (CK_NOFORK: no CUDA context before a fork). */
+ * baseline's logits are 3·N·V·4.  Runs on the CPU backend, and on CUDA too
+ * when a device is present (CK_NOFORK: no CUDA context before a fork). */
 #include <check.h>
 
 #include "core/check_run.h"
