@@ -221,6 +221,25 @@ static pl_status build_buckets(pl_stream_adamw *o) {
   return PL_OK;
 }
 
+/* The most CPU buckets a step can have: share·nb rounded (at least 1), or
+ * every bucket when auto. */
+static size_t hybrid_cap(size_t nb, double share) {
+  if (share < 0) return nb;
+  double x = share * (double)nb + 0.5;
+  return x < 1 ? 1 : (size_t)x < nb ? (size_t)x : nb;
+}
+
+size_t pl_stream_adamw_hybrid_bytes(size_t theta,
+                                    const pl_stream_adamw_cfg *cfg) {
+  if (cfg->share == 0 || theta == 0 || cfg->bucket == 0) return 0;
+  size_t nb = (theta + cfg->bucket - 1) / cfg->bucket;
+  size_t elems = hybrid_cap(nb, cfg->share) *
+                 (cfg->bucket < theta ? cfg->bucket : theta);
+  size_t gsz = pl_dtype_size(cfg->grad_dtype);
+  return elems * ((cfg->grad_on_host ? 0 : gsz) +
+                  (cfg->grad_on_host || cfg->grad_dtype != PL_BF16 ? 2 : 0));
+}
+
 pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
                                  const pl_stream_adamw_cfg *cfg, int nparams,
                                  const pl_adamw_param *params,
@@ -343,12 +362,7 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
   for (int i = 0; i < 5; i++)
     if ((st = pl_event_create(dev, &o->ev_end[i]))) goto fail;
   if (o->hybrid) {
-    /* the most CPU buckets a step can have */
-    o->cap = o->nb;
-    if (cfg->share >= 0) {
-      double x = cfg->share * (double)o->nb + 0.5;
-      o->cap = x < 1 ? 1 : (size_t)x < o->nb ? (size_t)x : o->nb;
-    }
+    o->cap = hybrid_cap(o->nb, cfg->share);
     size_t elems = o->cap * o->slot_elems;
     const int wbuf = cfg->grad_on_host || cfg->grad_dtype != PL_BF16;
     o->ev_bg = calloc(o->cap, sizeof(pl_event *));

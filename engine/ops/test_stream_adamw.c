@@ -206,6 +206,7 @@ START_TEST(hybrid_host_bytes) {
                      PL_OK);
     ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_HOST, "optim_hybrid"),
                       want[i].bytes);
+    ck_assert_uint_eq(pl_stream_adamw_hybrid_bytes(4400, &cfg), want[i].bytes);
     pl_stream_adamw_destroy(o);
   }
   pl_free(dev, w);
