@@ -29,12 +29,14 @@
 #include "benches.def"
 #undef BENCH
 #undef PEER
+#undef FEED
 
 static const pl_bench *const registry[] = {
 #define BENCH(name, report) &pl_bench_##name,
 #include "benches.def"
 #undef BENCH
 #undef PEER
+#undef FEED
 };
 
 int pl_bench_count(void) {
@@ -539,6 +541,8 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
     code = pl_status_exit_code(st == PL_EINVAL ? PL_EINVAL : PL_ERUNTIME);
     goto done;
   }
+  if (ctx.done) /* the bench's init() answered the command */
+    goto done;
 
   /* 3. The result file (rank 0), every rank told whether it exists. */
   int64_t created = 1;

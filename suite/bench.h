@@ -12,6 +12,8 @@
  *   parse    common flags + the bench's options, the preset's values as
  *            defaults (given options win); a bad value or an init() refusal
  *            (PL_EINVAL) prints a message and exits 2 before anything exists
+ *            (init() may answer the command itself — --describe — and set
+ *            c->done: exit 0, nothing written)
  *   per point, on every rank, in order:
  *     point()     identity columns of the row, the progress label;
  *                 PL_EINFEASIBLE: an `infeasible` row, the next point
@@ -96,6 +98,7 @@ typedef struct pl_bench_ctx {
   bool check;          /* --check: compare with the reference (default on) */
   const char *preset;  /* the preset applied, or NULL */
   int npoints;         /* init() sets it */
+  bool done; /* init() did the whole command (--describe): exit 0, no file */
   const pl_meas *meas; /* during check() and finish(): this point's */
   /* the harness's own */
   struct pl_results *res; /* rank 0 only */

@@ -1,6 +1,7 @@
-/* bench_maxbatch.c — `plateau bench maxbatch --bench sco [sco's options]`:
- * the largest tokens per rank N that completes a step (the paper's Table 13),
- * by doubling then bisection down to a granularity (--step).
+/* bench_maxbatch.c — `plateau bench maxbatch --bench sco|train [the
+ * target's options]`: the largest tokens per rank N that completes a step
+ * (the paper's Table 13; for train the longest context, S = N·D), by
+ * doubling then bisection down to a granularity (--step).
  *
  * Every trial is a child process (trial.h): this same binary run as
  * `bench <target> --tokens=N --budgets=B --no-check -o <this run's dir>
@@ -11,7 +12,10 @@
  * child's exit status and its rows (found by the point id in the metadata),
  * and writes one row per trial (tokens, status, exit code, the child's peaks
  * and speed) and one summary row per budget (largest clean N, first failing
- * N).  It does not fit the per-point pattern: main() runs the search with
+ * N).  The target train has one search (its --sco-budget is forwarded like
+ * its other options): its trials are `bench train --tokens=N …` and the rows
+ * carry the trial's seq, system and model (the summary: the largest clean
+ * trial's).  It does not fit the per-point pattern: main() runs the search with
  * the harness's rows and progress.
  *
  * The search is one process (np 1, no mpirun around it): it must not be a
@@ -28,11 +32,16 @@
 
 #include "bench.h"
 #include "bench_sco.h"
+#include "bench_train.h"
 #include "ops/sco.h"
 #include "results.h"
 #include "trial.h"
 
-static const char *const targets[] = {"sco", NULL};
+static const char *const targets[] = {"sco", "train", NULL};
+/* maxbatch's own options; the others are a target's, forwarded to its trials */
+static const char *const own[] = {
+    "bench",         "step",          "start",      "max-tokens", "launcher",
+    "trial-backend", "trial-timeout", "max-trials", NULL};
 static const char *const trial_backends[] = {"auto", "cpu", "cuda", NULL};
 
 static const pl_opt maxbatch_opts[] = {
@@ -56,8 +65,12 @@ static const pl_opt maxbatch_opts[] = {
     {"max-trials", 0, PL_OPT_INT, "64", "trials per budget at most", 1, 10000,
      NULL},
     PL_BENCH_SCO_OPTS,
+    PL_BENCH_TRAIN_OPTS, /* train's layers, hidden, dtype: sco's entries */
     {0},
 };
+
+static const pl_preset maxbatch_presets[] = {
+    PL_BENCH_SCO_PRESETS, PL_BENCH_TRAIN_PRESETS, {NULL, NULL}};
 
 typedef struct search {
   char budgets[64][32];
@@ -68,10 +81,13 @@ typedef struct search {
   char **envp;
   int timeout_s, max_trials, ntrials, index;
   const char *budget;
+  bool train;          /* the target is train: --tokens only per trial */
+  char ok_vals[3][32]; /* seq, system, model of the largest clean trial */
 } search;
 
-static const char *const trial_cols[] = {"dev_peak_bytes", "host_peak_bytes",
-                                         "time_ms", "tok_s_gpu", NULL};
+static const char *const trial_cols[] = {
+    "dev_peak_bytes", "host_peak_bytes", "time_ms", "tok_s_gpu", "seq",
+    "system",         "model",           NULL}; /* [4..6]: train */
 
 static pl_status trial_at(pl_bench_ctx *c, search *s, int64_t N, char *status,
                           size_t slen) {
@@ -83,7 +99,8 @@ static pl_status trial_at(pl_bench_ctx *c, search *s, int64_t N, char *status,
   for (int i = 0; i < s->base.n; i++)
     pl_argv_add(&argv, "%s", s->base.v[i]);
   pl_argv_add(&argv, "--tokens=%lld", (long long)N);
-  pl_argv_add(&argv, "--budgets=%s", s->budget);
+  if (!s->train)
+    pl_argv_add(&argv, "--budgets=%s", s->budget);
   pl_argv_add(&argv, "--point=%s", point);
   snprintf(label, sizeof label, "budget=%s N=%lld", s->budget, (long long)N);
   pl_bench_progress(c, label);
@@ -103,6 +120,9 @@ static pl_status trial_at(pl_bench_ctx *c, search *s, int64_t N, char *status,
   pl_row_i64(r, "exit_code", t.ex.code);
   for (int k = 0; trial_cols[k]; k++)
     pl_row_str(r, trial_cols[k], t.vals[k]);
+  if (!strcmp(t.status, "ok")) /* N grows only while trials pass */
+    for (int k = 0; k < 3; k++)
+      memcpy(s->ok_vals[k], t.vals[4 + k], sizeof s->ok_vals[k]);
   pl_row_str(r, "trial_file", t.file);
   pl_row_status(r, t.status, t.note[0] ? t.note : NULL);
   snprintf(status, slen, "%s", t.status);
@@ -145,6 +165,8 @@ static pl_status run_search(pl_bench_ctx *c, search *s, int64_t step,
     pl_row_i64(r, "first_fail_tokens", hi);
   pl_row_i64(r, "trials", s->ntrials);
   pl_row_i64(r, "tokens", lo);
+  for (int k = 0; k < 3 && lo > 0; k++)
+    pl_row_str(r, trial_cols[4 + k], s->ok_vals[k]);
   char note[256];
   bool failed = false;
   if (st != PL_OK) {
@@ -187,6 +209,48 @@ static pl_status run_search(pl_bench_ctx *c, search *s, int64_t step,
   return st != PL_OK ? st : e;
 }
 
+static bool listed(const pl_opt *opts, const char *name) {
+  for (int i = 0; opts && opts[i].name; i++)
+    if (!strcmp(opts[i].name, name))
+      return true;
+  return false;
+}
+
+/* Every option given is maxbatch's own or the target's (not the other
+ * target's), the preset is the target's, and the searched size is not
+ * given (each trial gets its --tokens). */
+static pl_status target_options(const pl_args *a, const pl_bench *target) {
+  for (int i = 0; maxbatch_opts[i].name; i++) {
+    const char *n = maxbatch_opts[i].name;
+    bool is_own = false;
+    for (int k = 0; own[k]; k++)
+      is_own |= !strcmp(own[k], n);
+    if (is_own || !pl_args_given(a, n))
+      continue;
+    if (!listed(target->opts, n))
+      return pl_set_error(PL_EINVAL,
+                          "maxbatch: --%s is not an option of bench %s", n,
+                          target->name);
+    if (!strcmp(n, "tokens") || !strcmp(n, "seq"))
+      return pl_set_error(PL_EINVAL,
+                          "maxbatch: --%s is what the search sets (each "
+                          "trial's --tokens); bound it with --start, --step "
+                          "and --max-tokens",
+                          n);
+  }
+  if (pl_args_given(a, "preset")) {
+    const char *p = pl_args_enum_name(a, "preset");
+    bool ok = !strcmp(p, "auto");
+    for (int i = 0; target->presets && target->presets[i].name; i++)
+      ok |= !strcmp(target->presets[i].name, p);
+    if (!ok)
+      return pl_set_error(PL_EINVAL,
+                          "maxbatch: --preset=%s is not a preset of bench %s",
+                          p, target->name);
+  }
+  return PL_OK;
+}
+
 /* Validated before any file exists: a usage error writes nothing. */
 static pl_status init(pl_bench_ctx *c, void *st) {
   search *s = st;
@@ -203,12 +267,23 @@ static pl_status init(pl_bench_ctx *c, void *st) {
                         "CUDA context: run it with --backend cpu (the trials "
                         "use --trial-backend, default cuda when a GPU is "
                         "visible)");
+  s->target = pl_bench_find(pl_args_enum_name(a, "bench"));
+  PL_ASSERT(s->target != NULL);
+  s->train = !strcmp(s->target->name, "train");
+  PL_TRY(target_options(a, s->target));
   if (pl_args_given(a, "budget-steps"))
     return pl_set_error(PL_EINVAL,
                         "maxbatch: --budget-steps is not searched; "
                         "give the budgets with --budgets (one search each)");
-  const char *list = pl_args_str(a, "budgets");
-  for (const char *p = list ? list : "0"; p && s->nb < 64;) {
+  if (s->train) { /* one search; --sco-budget goes to the trials */
+    pl_sco_budget b;
+    snprintf(s->budgets[0], sizeof s->budgets[0], "%s",
+             pl_args_str(a, "sco-budget"));
+    PL_TRY(pl_sco_parse_budget("--sco-budget", s->budgets[0], &b));
+    s->nb = 1;
+  }
+  const char *list = s->train ? NULL : pl_args_str(a, "budgets");
+  for (const char *p = list ? list : s->train ? NULL : "0"; p && s->nb < 64;) {
     const char *comma = strchr(p, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
     pl_sco_budget b;
@@ -222,8 +297,6 @@ static pl_status init(pl_bench_ctx *c, void *st) {
     PL_TRY(pl_sco_parse_budget("--budgets", s->budgets[s->nb++], &b));
     p = comma ? comma + 1 : NULL;
   }
-  s->target = pl_bench_find(pl_args_enum_name(a, "bench"));
-  PL_ASSERT(s->target != NULL);
   s->timeout_s = (int)pl_args_int(a, "trial-timeout");
   s->max_trials = (int)pl_args_int(a, "max-trials");
   return PL_OK;
@@ -306,13 +379,13 @@ const pl_bench pl_bench_maxbatch = {
     .summary = "largest tokens per rank that completes a step (trials in child "
                "processes; Table 13)",
     .opts = maxbatch_opts,
-    .presets = pl_bench_sco_presets,
+    .presets = maxbatch_presets,
     .preset_cpu = "none",
     .preset_cuda = "none",
     .columns =
-        "kind\ttarget\tbudget\ttokens\tranks\texit_code\tdev_peak_bytes\t"
-        "host_peak_bytes\ttime_ms\ttok_s_gpu\tmax_ok_tokens\t"
-        "first_fail_tokens\ttrials\ttrial_file",
+        "kind\ttarget\tbudget\ttokens\tseq\tranks\texit_code\t"
+        "dev_peak_bytes\thost_peak_bytes\ttime_ms\ttok_s_gpu\tmax_ok_tokens\t"
+        "first_fail_tokens\ttrials\tsystem\tmodel\ttrial_file",
     .state = sizeof(search),
     .init = init,
     .main = search_all,

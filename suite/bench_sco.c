@@ -26,12 +26,7 @@
 
 const char *const pl_bench_sco_dtypes[] = {"bf16", "f32", NULL};
 const char *const pl_bench_sco_releases[] = {"context", "step", NULL};
-const pl_preset pl_bench_sco_presets[] = {
-    {"none", ""},
-    {"small", "layers=8 hidden=64 ffn=96 tokens=256 dtype=bf16"},
-    {"paper", "layers=24 hidden=2880 ffn=2880 tokens=64Ki dtype=bf16"},
-    {NULL, NULL},
-};
+const pl_preset pl_bench_sco_presets[] = {PL_BENCH_SCO_PRESETS, {NULL, NULL}};
 
 static const pl_opt sco_opts[] = {PL_BENCH_SCO_OPTS, {0}};
 

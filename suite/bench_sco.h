@@ -10,8 +10,14 @@
 extern const char *const pl_bench_sco_dtypes[];   /* bf16 f32 */
 extern const char *const pl_bench_sco_releases[]; /* context step */
 /* none (the options' defaults), small (CPU: seconds on 2 ranks with -n 3
- * -w 0), paper (gpt-oss-20b-like: L=24 H=I=2880 N=64Ki bf16) */
+ * -w 0), paper (gpt-oss-20b-like: L=24 H=I=2880 N=64Ki bf16); the entries
+ * (no terminator) for maxbatch's table too */
 extern const pl_preset pl_bench_sco_presets[];
+#define PL_BENCH_SCO_PRESETS                                                   \
+  {"none", ""}, {"small", "layers=8 hidden=64 ffn=96 tokens=256 dtype=bf16"},  \
+  {                                                                            \
+    "paper", "layers=24 hidden=2880 ffn=2880 tokens=64Ki dtype=bf16"           \
+  }
 
 /* Entries of the option table (no terminator). */
 #define PL_BENCH_SCO_OPTS                                                       \

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "plan.h"
 #include "plateau/plateau.h"
 #include "report.h"
 #include "schema.h"
@@ -38,7 +39,9 @@ static void usage(FILE *f) {
           "  tokens IN OUT         a token shard of IN's bytes (byte-level, "
           "V 256)\n"
           "  schema                the columns of result files (name, unit, "
-          "meaning)\n\n",
+          "meaning)\n"
+          "  plan [opts]           per-rank memory budget, feasibility and "
+          "throughput before launch\n\n",
           PLATEAU_VERSION, PL_GIT_SHA);
   fprintf(f, "benches:\n");
   for (int i = 0; i < pl_bench_count(); i++)
@@ -152,6 +155,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "report") == 0) return pl_report_main(argc - 1, argv + 1);
   if (strcmp(cmd, "tokens") == 0) return pl_tokens_main(argc - 1, argv + 1);
   if (strcmp(cmd, "schema") == 0) return cmd_schema(argc - 1, argv + 1);
+  if (strcmp(cmd, "plan") == 0) return pl_plan_main(argc - 1, argv + 1);
   if (cmd[0] == '-')
     fprintf(stderr, "plateau: unknown option '%s'\n", cmd);
   else

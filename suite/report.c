@@ -33,23 +33,34 @@
 typedef struct hook {
   const char *bench, *report;
   pl_report_fn *fn;
-  bool peer;
+  bool peer, feed; /* feed: FEED(bench, report), an extra report */
 } hook;
 
 static const hook hooks[] = {
-#define BENCH(name, report) {#name, #report, pl_report_##report, false},
-#define PEER(name, report) {#name, #report, pl_report_##report, true},
+#define BENCH(name, report) {#name, #report, pl_report_##report, false, false},
+#define PEER(name, report) {#name, #report, pl_report_##report, true, false},
+#define FEED(name, report) {#name, #report, pl_report_##report, false, true},
 #include "benches.def"
 #undef BENCH
 #undef PEER
+#undef FEED
 };
 #define NHOOKS ((int)(sizeof hooks / sizeof hooks[0]))
 
+/* The BENCH or PEER entry of a bench (not its FEED lines). */
 static const hook *hook_of(const char *bench) {
   for (int i = 0; i < NHOOKS; i++)
-    if (strcmp(hooks[i].bench, bench) == 0)
+    if (!hooks[i].feed && strcmp(hooks[i].bench, bench) == 0)
       return &hooks[i];
   return NULL;
+}
+
+/* Does report hook fn take the files of bench (its entry or a FEED line)? */
+static bool takes(pl_report_fn *fn, const char *bench) {
+  for (int i = 0; i < NHOOKS; i++)
+    if (hooks[i].fn == fn && strcmp(hooks[i].bench, bench) == 0)
+      return true;
+  return false;
 }
 
 /* ---- the generic table
@@ -138,10 +149,8 @@ static pl_status report_tables(pl_report_ctx *rc, pl_table **t, int nt) {
         first = false;
     if (!first)
       continue;
-    for (int i = 0; i < nt; i++) {
-      const hook *k = hook_of(t[i]->bench);
-      take[i] = k && k->fn == hooks[h].fn;
-    }
+    for (int i = 0; i < nt; i++)
+      take[i] = takes(hooks[h].fn, t[i]->bench);
     if (call(rc, hooks[h].fn, hooks[h].report, t, nt, take, group) != PL_OK)
       ret = PL_ERUNTIME;
   }

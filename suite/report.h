@@ -35,6 +35,7 @@ typedef pl_status pl_report_fn(pl_report_ctx *rc, pl_table *const *t, int n);
 #include "benches.def"
 #undef BENCH
 #undef PEER
+#undef FEED
 pl_report_fn pl_report_generic;
 
 /* The whole report of run_dir into run_dir/report; *charts_skipped (may be

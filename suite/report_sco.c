@@ -291,17 +291,22 @@ static void report_maxbatch(FILE *md, const pl_table *t, int k) {
 }
 
 pl_status pl_report_sco(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
-  int nsweep = 0, nmb = 0;
+  int nsweep = 0, nmb = 0, nother = 0;
   char *kind = calloc((size_t)nt + 1, 1); /* 's' sweep, 'm' maxbatch, 0 other */
   PL_ASSERT(kind != NULL);
   for (int i = 0; i < nt; i++) {
     const char *b = tabs[i]->bench, *pt = pl_table_meta(tabs[i], "point");
     if (!strcmp(b, "sco") && !(pt && !strncmp(pt, "maxbatch.", 9)) && pl_has_col(tabs[i], "selected"))
       kind[i] = 's', nsweep++;
-    else if (!strcmp(b, "maxbatch") && pl_has_col(tabs[i], "max_ok_tokens"))
-      kind[i] = 'm', nmb++;
+    else if (!strcmp(b, "maxbatch") && pl_has_col(tabs[i], "max_ok_tokens") &&
+             strcmp(pl_cell(tabs[i], 0, "target"), "train"))
+      kind[i] = 'm', nmb++; /* train's searches: report_train.c */
+    else if (!strcmp(b, "maxbatch"))
+      nother++;
   }
   pl_status st = PL_OK;
+  if (nsweep + nmb == 0 && nother > 0) /* only train's maxbatch files */
+    goto out;
   if (nsweep + nmb == 0) {
     st = pl_set_error(PL_EIO, "%s: no sco or maxbatch result files", rc->run_dir);
     goto out;

@@ -62,6 +62,12 @@ RENAME_RULES = [
     (r'^_Z26attn_bwd_dkdv_wgmma_kernelILi0ELi2EEv(.*)$', r'_Z26attn_bwd_dkdv_wgmma_kernelILb0EEv\1'),
     (r'^_Z26attn_bwd_dkdv_wgmma_kernelILi(\d)ELi(\d)EEv(.*)$',
      r'_Z19dev_bwd_dkdv_kernelILi\1ELi\2ELi0EEv\3'),
+    # the mma kernels gained a last template argument FULL (the non-causal
+    # mask); FULL = false is the former causal kernel
+    (r'^_Z19attn_fwd_mma_kernelILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)EEv(.*)$',
+     r'_Z19attn_fwd_mma_kernelILi\1ELi\2ELi\3ELi\4ELb0EEv\5'),
+    (r'^_Z19attn_bwd_mma_kernelILi(\d+)ELi(\d+)EEv(.*)$',
+     r'_Z19attn_bwd_mma_kernelILi\1ELi\2ELb0EEv\3'),
 ]
 def renamed(k):
     for pat, rep in RENAME_RULES:

@@ -1,9 +1,10 @@
-/* attention_kernels.h — the causal GQA flash-attention kernels: the shape and
+/* attention_kernels.h — the GQA flash-attention kernels: the shape, mask and
  * kernel choice of one call (the types model/attention.h's API takes) and
  * the CPU and CUDA twins, same signatures, that the model layer dispatches to
- * (backend/cpu/attention_cpu.c, backend/cuda/attention.cu).  Layouts and
- * formulas: model/attention.h.  Not installed; the pl__ functions are not
- * part of the public API. */
+ * (backend/cpu/attention_cpu.c, backend/cuda/attention.cu), plus the merge of
+ * two partial attention outputs by their log-sum-exp (ring attention).
+ * Layouts and formulas: model/attention.h.  Not installed; the pl__
+ * functions are not part of the public API. */
 #ifndef PLATEAU_BACKEND_ATTENTION_KERNELS_H
 #define PLATEAU_BACKEND_ATTENTION_KERNELS_H
 
@@ -47,6 +48,14 @@ typedef struct pl_attn_kernels {
   pl_attn_bwd_kind bwd;
 } pl_attn_kernels;
 
+/* Which keys a query attends to.  Zero is causal, so every shape written
+ * before the mask existed keeps its meaning. */
+typedef enum pl_attn_mask {
+  PL_ATTN_CAUSAL = 0, /* query i attends to keys j <= i                     */
+  PL_ATTN_FULL = 1,   /* query i attends to every key of the block (ring
+                         attention's blocks of earlier sequence chunks)     */
+} pl_attn_mask;
+
 typedef struct pl_attn_shape {
   int64_t batch;           /* B sequences                                  */
   int64_t seq;             /* S tokens per sequence (>= 0)                 */
@@ -56,6 +65,7 @@ typedef struct pl_attn_shape {
   float scale;             /* softmax scale; 0 means 1/sqrt(d)             */
   pl_dtype dtype;          /* of Q, K, V, O and their gradients            */
   pl_attn_kernels kernels; /* CUDA kernel choice ({0} = AUTO for both)     */
+  pl_attn_mask mask;       /* causal (0, the default) or full              */
 } pl_attn_shape;
 
 /* The softmax scale used: sh->scale, or 1/sqrt(d) when 0. */
@@ -82,7 +92,21 @@ pl_status pl__cpu_attn_bwd(pl_stream *s, const pl_attn_shape *sh, const void *q,
 const char *pl__cpu_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *sh);
 const char *pl__cpu_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *sh);
 
+/* Merge a block's partial attention into an accumulator, rows r < rows of
+ * n_q heads of dimension d: with l = LSE, m = max(l_acc, l_blk),
+ *   l'    = m + log(exp(l_acc − m) + exp(l_blk − m))
+ *   o_acc = o_acc·exp(l_acc − l') + o_blk·exp(l_blk − l')
+ * (a side whose LSE is −inf contributes nothing).  o_acc [rows, n_q, d] f32,
+ * lse_acc and lse_blk [n_q, rows] f32, o_blk [rows, n_q, d] of dt (f32 or
+ * bf16). */
+pl_status pl__cpu_attn_merge(pl_stream *s, float *o_acc, float *lse_acc,
+                             const void *o_blk, const float *lse_blk,
+                             int64_t rows, int n_q, int d, pl_dtype dt);
+
 #if PL_HAVE_CUDA
+pl_status pl__cuda_attn_merge(pl_stream *s, float *o_acc, float *lse_acc,
+                              const void *o_blk, const float *lse_blk,
+                              int64_t rows, int n_q, int d, pl_dtype dt);
 pl_status pl__cuda_attn_check(const pl_attn_shape *sh);
 size_t pl__cuda_attn_bwd_workspace_bytes(const pl_attn_shape *sh);
 pl_status pl__cuda_attn_fwd(pl_stream *s, const pl_attn_shape *sh,

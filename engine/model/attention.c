@@ -1,4 +1,4 @@
-/* attention.c — the backend-neutral side of causal GQA flash attention:
+/* attention.c — the backend-neutral side of GQA flash attention:
  * shape checks, the FLOP count the suite reports, the backward workspace,
  * dispatch to the CPU and CUDA kernels (backend/attention_kernels.h) by the
  * stream's backend — the workspace goes through the tracked allocator under
@@ -34,6 +34,9 @@ pl_status pl_attn_check(const pl_attn_shape *sh, pl_backend be) {
                         "attention: kernels.fwd=%d: must be 0 (auto), 1 (simple), 2 (mma) or "
                         "3 (wgmma)",
                         (int)sh->kernels.fwd);
+  if (sh->mask != PL_ATTN_CAUSAL && sh->mask != PL_ATTN_FULL)
+    return pl_set_error(PL_EINVAL, "attention: mask=%d: must be 0 (causal) or 1 (full)",
+                        (int)sh->mask);
   if (sh->kernels.bwd < PL_ATTN_BWD_AUTO || sh->kernels.bwd > PL_ATTN_BWD_SPLIT)
     return pl_set_error(PL_EINVAL,
                         "attention: kernels.bwd=%d: must be 0 (auto), 1 (simple), 2 (mma), "
@@ -51,7 +54,8 @@ pl_status pl_attn_check(const pl_attn_shape *sh, pl_backend be) {
 
 double pl_attn_flops_fwd(const pl_attn_shape *sh) {
   double S = (double)sh->seq;
-  return 4.0 * S * S * sh->head_dim * sh->n_q / 2.0 * (double)sh->batch;
+  const double f = 4.0 * S * S * sh->head_dim * sh->n_q * (double)sh->batch;
+  return sh->mask == PL_ATTN_FULL ? f : f / 2.0;
 }
 
 double pl_attn_flops_bwd(const pl_attn_shape *sh) { return 2.5 * pl_attn_flops_fwd(sh); }
@@ -110,6 +114,18 @@ const char *pl_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *sh) {
   return pl__cpu_attn_bwd_kernel(s, sh);
 }
 
+pl_status pl_attn_merge(pl_stream *s, float *o_acc, float *lse_acc, const void *o_blk,
+                        const float *lse_blk, int64_t rows, int n_q, int d, pl_dtype dt) {
+  if (rows < 0 || n_q < 1 || d < 1)
+    return pl_set_error(PL_EINVAL, "attention merge: rows=%lld n_q=%d d=%d", (long long)rows,
+                        n_q, d);
+  if (rows == 0) return PL_OK;
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s)) return pl__cuda_attn_merge(s, o_acc, lse_acc, o_blk, lse_blk, rows, n_q, d, dt);
+#endif
+  return pl__cpu_attn_merge(s, o_acc, lse_acc, o_blk, lse_blk, rows, n_q, d, dt);
+}
+
 /* ---- naive double references ------------------------------------------ */
 
 void pl_attn_ref_fwd_f64(const pl_attn_shape *sh, const double *q, const double *k,
@@ -117,14 +133,16 @@ void pl_attn_ref_fwd_f64(const pl_attn_shape *sh, const double *q, const double 
   const int64_t B = sh->batch, S = sh->seq;
   const int nq = sh->n_q, nkv = sh->n_kv, d = sh->head_dim, grp = nq / nkv;
   const double scale = (double)pl__attn_scale(sh);
+  const int full = sh->mask == PL_ATTN_FULL;
   double *sc = malloc(sizeof(double) * (size_t)(S > 0 ? S : 1));
   PL_ASSERT(sc);
   for (int64_t b = 0; b < B; b++)
     for (int h = 0; h < nq; h++)
       for (int64_t i = 0; i < S; i++) {
         const double *qi = q + ((b * S + i) * nq + h) * (int64_t)d;
+        const int64_t jend = full ? S - 1 : i; /* last key seen */
         double mx = -INFINITY;
-        for (int64_t j = 0; j <= i; j++) {
+        for (int64_t j = 0; j <= jend; j++) {
           const double *kj = k + ((b * S + j) * nkv + h / grp) * (int64_t)d;
           double x = 0;
           for (int c = 0; c < d; c++) x += qi[c] * kj[c];
@@ -132,10 +150,10 @@ void pl_attn_ref_fwd_f64(const pl_attn_shape *sh, const double *q, const double 
           if (sc[j] > mx) mx = sc[j];
         }
         double z = 0;
-        for (int64_t j = 0; j <= i; j++) z += exp(sc[j] - mx);
+        for (int64_t j = 0; j <= jend; j++) z += exp(sc[j] - mx);
         double *oi = o + ((b * S + i) * nq + h) * (int64_t)d;
         for (int c = 0; c < d; c++) oi[c] = 0;
-        for (int64_t j = 0; j <= i; j++) {
+        for (int64_t j = 0; j <= jend; j++) {
           const double p = exp(sc[j] - mx) / z;
           const double *vj = v + ((b * S + j) * nkv + h / grp) * (int64_t)d;
           for (int c = 0; c < d; c++) oi[c] += p * vj[c];
@@ -150,6 +168,7 @@ void pl_attn_ref_bwd_f64(const pl_attn_shape *sh, const double *q, const double 
   const int64_t B = sh->batch, S = sh->seq;
   const int nq = sh->n_q, nkv = sh->n_kv, d = sh->head_dim, grp = nq / nkv;
   const double scale = (double)pl__attn_scale(sh);
+  const int full = sh->mask == PL_ATTN_FULL;
   memset(dq, 0, sizeof(double) * (size_t)(B * S * nq * d));
   memset(dk, 0, sizeof(double) * (size_t)(B * S * nkv * d));
   memset(dv, 0, sizeof(double) * (size_t)(B * S * nkv * d));
@@ -161,8 +180,9 @@ void pl_attn_ref_bwd_f64(const pl_attn_shape *sh, const double *q, const double 
       for (int64_t i = 0; i < S; i++) {
         const double *qi = q + ((b * S + i) * nq + h) * (int64_t)d;
         const double *doi = dout + ((b * S + i) * nq + h) * (int64_t)d;
+        const int64_t jend = full ? S - 1 : i;
         double mx = -INFINITY;
-        for (int64_t j = 0; j <= i; j++) {
+        for (int64_t j = 0; j <= jend; j++) {
           const double *kj = k + ((b * S + j) * nkv + h / grp) * (int64_t)d;
           const double *vj = v + ((b * S + j) * nkv + h / grp) * (int64_t)d;
           double x = 0, y = 0;
@@ -175,14 +195,14 @@ void pl_attn_ref_bwd_f64(const pl_attn_shape *sh, const double *q, const double 
           if (p[j] > mx) mx = p[j];
         }
         double z = 0;
-        for (int64_t j = 0; j <= i; j++) z += exp(p[j] - mx);
+        for (int64_t j = 0; j <= jend; j++) z += exp(p[j] - mx);
         double D = 0;
-        for (int64_t j = 0; j <= i; j++) {
+        for (int64_t j = 0; j <= jend; j++) {
           p[j] = exp(p[j] - mx) / z;
           D += p[j] * dp[j];
         }
         double *dqi = dq + ((b * S + i) * nq + h) * (int64_t)d;
-        for (int64_t j = 0; j <= i; j++) {
+        for (int64_t j = 0; j <= jend; j++) {
           const int64_t kvo = ((b * S + j) * nkv + h / grp) * (int64_t)d;
           const double ds = p[j] * (dp[j] - D) * scale;
           for (int c = 0; c < d; c++) {

@@ -1,4 +1,6 @@
-/* attention.h — causal grouped-query flash attention, forward and backward.
+/* attention.h — grouped-query flash attention, causal (the default) or with a
+ * full mask, forward and backward, and the log-sum-exp merge of partial
+ * outputs that ring attention builds on.
  *
  * Shapes (one call covers B sequences of S tokens; token-major, as the layers
  * produce them):
@@ -10,11 +12,20 @@
  * d is 64 or 128 on CUDA (any d >= 1 on the CPU backend).
  *
  *   O_i = Σ_{j<=i} softmax_j(scale · q_i·k_j) v_j          (causal)
+ *   O_i = Σ_{j<S}  softmax_j(scale · q_i·k_j) v_j          (mask FULL)
+ *
+ * The mask (pl_attn_shape.mask) is causal unless the caller sets
+ * PL_ATTN_FULL: the off-diagonal blocks of ring attention, where every query
+ * of one sequence chunk sees every key of an earlier chunk.  FULL runs on
+ * the CPU kernel and, on CUDA, on SIMPLE and MMA; the wgmma kernels are
+ * causal only: AUTO resolves to MMA for a FULL shape (pl_attn_fwd_kernel /
+ * pl_attn_bwd_kernel name what ran) and an explicit WGMMA or SPLIT choice
+ * with FULL is refused (PL_EUNSUPPORTED).
  *
  * Nothing S×S is ever formed: forward walks key blocks with an online softmax
  * and saves LSE; backward recomputes each score tile from Q, K and LSE
  * (FlashAttention-2).  FLOPs counted by the suite (causal, the usual formula):
- *   fwd = 4·S²·d·n_q/2 per sequence, bwd = 2.5·fwd.
+ *   fwd = 4·S²·d·n_q/2 per sequence (FULL: 4·S²·d·n_q), bwd = 2.5·fwd.
  *
  * The shape (pl_attn_shape) and the CUDA kernel choice in it
  * (pl_attn_kernels: forward and backward kind, AUTO when zero) are defined in
@@ -44,8 +55,8 @@ extern "C" {
 pl_status pl_attn_check(const pl_attn_shape *sh, pl_backend be);
 /* scale actually used (sh->scale, or 1/sqrt(d) when 0). */
 float pl_attn_scale(const pl_attn_shape *sh);
-/* Causal FLOPs of one forward (4·S²·d·n_q/2 per sequence) and backward (2.5×).
- */
+/* FLOPs of one forward (4·S²·d·n_q/2 per sequence when causal, 4·S²·d·n_q
+ * with the full mask) and backward (2.5×). */
 double pl_attn_flops_fwd(const pl_attn_shape *sh);
 double pl_attn_flops_bwd(const pl_attn_shape *sh);
 /* Bytes of device workspace backward needs on backend be (CPU: fp32 dQ, dK,
@@ -70,8 +81,18 @@ pl_status pl_attn_bwd(pl_stream *s, const pl_attn_shape *sh, const void *q,
 const char *pl_attn_fwd_kernel(pl_stream *s, const pl_attn_shape *shape);
 const char *pl_attn_bwd_kernel(pl_stream *s, const pl_attn_shape *shape);
 
-/* Naive double-precision references on host arrays (f64, same layouts); for
- * tests at small sizes.  O(B·S²·n_q·d).  lse may be NULL. */
+/* Merge a block's partial output into an accumulator by their log-sum-exps
+ * (backend/attention_kernels.h: pl__cpu_attn_merge): rows query rows of n_q
+ * heads of d; o_acc [rows, n_q, d] f32 and lse_acc [n_q, rows] f32 updated,
+ * o_blk [rows, n_q, d] of dt and lse_blk [n_q, rows] read.  An accumulator
+ * started at lse −inf (o 0) takes the first block as it is. */
+pl_status pl_attn_merge(pl_stream *s, float *o_acc, float *lse_acc,
+                        const void *o_blk, const float *lse_blk, int64_t rows,
+                        int n_q, int d, pl_dtype dt);
+
+/* Naive double-precision references on host arrays (f64, same layouts; the
+ * shape's mask honoured); for tests at small sizes.  O(B·S²·n_q·d).  lse may
+ * be NULL. */
 void pl_attn_ref_fwd_f64(const pl_attn_shape *sh, const double *q,
                          const double *k, const double *v, double *o,
                          double *lse);

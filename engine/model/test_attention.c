@@ -1,9 +1,12 @@
-/* test_attention.c — CPU causal GQA flash attention (backend/cpu/attention_cpu.c)
+/* test_attention.c — CPU GQA flash attention (backend/cpu/attention_cpu.c)
  * against the naive double reference: forward O and LSE, backward dQ, dK, dV;
  * S = 1, 2, not a multiple of the 64-token tile, a few thousand; GQA ratios 1,
- * 4, 8; f32 and bf16; outputs poisoned with NaN before each run; the backward
- * workspace accounted under tag "attention"; bad shapes and kernel choices
- * refused; the CPU runs its one kernel whatever the (CUDA) choice says. */
+ * 4, 8; f32 and bf16; the causal and the full mask; outputs poisoned with NaN
+ * before each run; the backward workspace accounted under tag "attention";
+ * bad shapes, masks and kernel choices refused; the CPU runs its one kernel
+ * whatever the (CUDA) choice says; the log-sum-exp merge of a causal
+ * sequence's blocks (what ring attention computes) equals attention over the
+ * whole sequence. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -40,10 +43,10 @@ static void expect(const char *what, const pl_attn_shape *sh, const void *got, p
 }
 
 /* Run fwd+bwd on the CPU backend and compare with the double reference. */
-static void run_case(int64_t B, int64_t S, int nq, int nkv, int d, pl_dtype dt, uint64_t seed,
-                     int do_bwd) {
+static void run_case_mask(int64_t B, int64_t S, int nq, int nkv, int d, pl_dtype dt,
+                          uint64_t seed, int do_bwd, pl_attn_mask mask) {
   pl_attn_shape sh = {.batch = B, .seq = S, .n_q = nq, .n_kv = nkv, .head_dim = d,
-                      .scale = 0.f, .dtype = dt};
+                      .scale = 0.f, .dtype = dt, .mask = mask};
   const size_t nqe = (size_t)(B * S * nq * d), nke = (size_t)(B * S * nkv * d);
   const size_t nr = (size_t)(B * nq * S), es = pl_dtype_size(dt);
   void *q = dalloc(nqe * es, "act"), *k = dalloc(nke * es, "act"), *v = dalloc(nke * es, "act");
@@ -110,6 +113,11 @@ static void run_case(int64_t B, int64_t S, int nq, int nkv, int d, pl_dtype dt, 
   pl_free(dev, lse);
 }
 
+static void run_case(int64_t B, int64_t S, int nq, int nkv, int d, pl_dtype dt, uint64_t seed,
+                     int do_bwd) {
+  run_case_mask(B, S, nq, nkv, d, dt, seed, do_bwd, PL_ATTN_CAUSAL);
+}
+
 START_TEST(small_shapes_f32_and_bf16) {
   static const int64_t Ss[] = {1, 2, 3, 63, 64, 65, 130};
   static const int gqa[][2] = {{4, 4}, {4, 1}, {8, 1}, {8, 2}};
@@ -127,6 +135,75 @@ END_TEST
 START_TEST(head_dim_128) {
   run_case(1, 200, 4, 1, 128, PL_BF16, 7, 1);
   run_case(1, 129, 2, 2, 128, PL_F32, 8, 1);
+}
+END_TEST
+
+/* The full mask (every query sees every key) against the reference. */
+START_TEST(full_mask_shapes) {
+  static const int64_t Ss[] = {1, 2, 63, 65, 130};
+  static const int gqa[][2] = {{4, 4}, {8, 2}};
+  uint64_t seed = 300;
+  for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++)
+    for (size_t gi = 0; gi < 2; gi++)
+      for (int bf = 0; bf < 2; bf++)
+        run_case_mask(si % 2 ? 2 : 1, Ss[si], gqa[gi][0], gqa[gi][1], si % 2 ? 16 : 64,
+                      bf ? PL_BF16 : PL_F32, seed++, 1, PL_ATTN_FULL);
+  run_case_mask(1, 129, 2, 1, 128, PL_BF16, seed++, 1, PL_ATTN_FULL);
+}
+END_TEST
+
+/* A causal sequence of 2c tokens as blocks of c, merged by LSE: rows of the
+ * first chunk = causal(q0, k0); rows of the second = causal(q1, k1) merged
+ * with full(q1, k0) — ring attention's decomposition.  O and LSE equal the
+ * reference over the whole sequence; an accumulator started at −inf takes
+ * the first block as it is. */
+START_TEST(merge_of_blocks_is_whole) {
+  for (int bf = 0; bf < 2; bf++) {
+    const pl_dtype dt = bf ? PL_BF16 : PL_F32;
+    const int64_t c = 37, S = 2 * c;
+    const int nq = 4, nkv = 2, d = 16;
+    const size_t es = pl_dtype_size(dt), rq = (size_t)nq * d, rk = (size_t)nkv * d;
+    pl_attn_shape whole = {.batch = 1, .seq = S, .n_q = nq, .n_kv = nkv, .head_dim = d,
+                           .dtype = dt};
+    void *q = dalloc(S * rq * es, "act"), *k = dalloc(S * rk * es, "act");
+    void *v = dalloc(S * rk * es, "act"), *ob = dalloc(c * rq * es, "act");
+    float *lb = dalloc(nq * c * 4, "act"), *oacc = dalloc(S * rq * 4, "act");
+    float *lacc = dalloc(2 * nq * c * 4, "act"); /* [chunk][n_q][c] */
+    ck_assert_int_eq(pl_rng_fill(st, q, dt, S * rq, 11, 0, PL_DIST_NORMAL, 0.f, 1.5f), PL_OK);
+    ck_assert_int_eq(pl_rng_fill(st, k, dt, S * rk, 12, 0, PL_DIST_NORMAL, 0.f, 1.5f), PL_OK);
+    ck_assert_int_eq(pl_rng_fill(st, v, dt, S * rk, 13, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
+    ck_assert_int_eq(pl_fill(st, oacc, PL_F32, S * rq, 0.0), PL_OK);
+    ck_assert_int_eq(pl_fill(st, lacc, PL_F32, 2 * nq * c, -INFINITY), PL_OK);
+    /* blocks (query chunk, key chunk, mask) */
+    const int blk[3][3] = {{0, 0, PL_ATTN_CAUSAL}, {1, 1, PL_ATTN_CAUSAL}, {1, 0, PL_ATTN_FULL}};
+    for (int b = 0; b < 3; b++) {
+      pl_attn_shape sh = whole;
+      sh.seq = c;
+      sh.mask = (pl_attn_mask)blk[b][2];
+      const int a = blk[b][0], kc = blk[b][1];
+      ck_assert_int_eq(pl_attn_fwd(st, &sh, (char *)q + a * c * rq * es,
+                                   (char *)k + kc * c * rk * es, (char *)v + kc * c * rk * es,
+                                   ob, lb),
+                       PL_OK);
+      ck_assert_int_eq(pl_attn_merge(st, oacc + a * c * rq, lacc + a * nq * c, ob, lb, c, nq, d,
+                                     dt),
+                       PL_OK);
+    }
+    double *qd = tu_to_f64(q, dt, S * rq), *kd = tu_to_f64(k, dt, S * rk);
+    double *vd = tu_to_f64(v, dt, S * rk);
+    double *oref = malloc(sizeof(double) * S * rq), *lref = malloc(sizeof(double) * nq * S);
+    pl_attn_ref_fwd_f64(&whole, qd, kd, vd, oref, lref);
+    /* the reference's LSE [n_q][S] in the accumulator's [chunk][n_q][c] */
+    double *lre = malloc(sizeof(double) * nq * S);
+    for (int a = 0; a < 2; a++)
+      for (int h = 0; h < nq; h++)
+        for (int64_t i = 0; i < c; i++) lre[(a * nq + h) * c + i] = lref[h * S + a * c + i];
+    expect("merged O", &whole, oacc, PL_F32, oref, S * rq, tu_tol(dt));
+    expect("merged LSE", &whole, lacc, PL_F32, lre, nq * S, 1e-5);
+    free(qd), free(kd), free(vd), free(oref), free(lref), free(lre);
+    void *ps[] = {q, k, v, ob, lb, oacc, lacc};
+    for (int i = 0; i < 7; i++) pl_free(dev, ps[i]);
+  }
 }
 END_TEST
 
@@ -165,6 +242,16 @@ START_TEST(bad_shapes_refused) {
   sh.scale = -1.f;
   ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
   sh.scale = 0.f;
+  sh.mask = (pl_attn_mask)2;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "mask=2"));
+  sh.mask = PL_ATTN_FULL;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_OK);
+  /* the wgmma kernels are causal only: an explicit choice with FULL is refused */
+  sh.kernels.fwd = PL_ATTN_FWD_WGMMA;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CUDA), PL_EUNSUPPORTED);
+  sh.kernels.fwd = PL_ATTN_FWD_AUTO;
+  sh.mask = PL_ATTN_CAUSAL;
   /* kernel kinds out of range: refused on every backend, naming the field */
   sh.kernels.fwd = (pl_attn_fwd_kind)4;
   ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
@@ -231,12 +318,16 @@ START_TEST(flop_formula) {
   /* 4·S²·d·n_q / 2 */
   ck_assert(fabs(pl_attn_flops_fwd(&sh) - 4.0 * 32768.0 * 32768.0 * 128 * 64 / 2) < 1);
   ck_assert(fabs(pl_attn_flops_bwd(&sh) - 2.5 * pl_attn_flops_fwd(&sh)) < 1);
+  sh.mask = PL_ATTN_FULL; /* every key: twice the causal work */
+  ck_assert(fabs(pl_attn_flops_fwd(&sh) - 4.0 * 32768.0 * 32768.0 * 128 * 64) < 1);
 }
 END_TEST
 
 int main(void) {
   const TTest *tests[] = {small_shapes_f32_and_bf16,
                           head_dim_128,
+                          full_mask_shapes,
+                          merge_of_blocks_is_whole,
                           few_thousand_tokens,
                           empty_is_ok,
                           bad_shapes_refused,

@@ -10,7 +10,10 @@
  * abs / normwise error of every output, and TFLOP/s of every choice (causal:
  * fwd = 4·S²·d·n_q/2, bwd = 2.5×).  A mismatch or an error fails the test;
  * a build without sm_90a code (PL_EUNSUPPORTED for the wgmma kinds) only says
- * so.  Without a GPU it prints "skipped: no CUDA device" and passes.  No
+ * so.  The full mask (PL_ATTN_FULL): SIMPLE, MMA and AUTO against the CPU
+ * reference, AUTO reporting and running MMA (the wgmma kernels are causal
+ * only; an explicit wgmma choice is refused).
+ * Without a GPU it prints "skipped: no CUDA device" and passes.  No
  * fork: a CUDA context must not be inherited (CK_NOFORK). */
 #include <check.h>
 #include <math.h>
@@ -267,6 +270,67 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
   return ok;
 }
 
+/* One shape with the full mask: SIMPLE, MMA and AUTO (which must run MMA)
+ * against the CPU reference; the wgmma kinds refused. */
+static int check_full(int64_t B, int64_t S, int nq, int nkv, int d, uint64_t seed) {
+  pl_attn_shape sh = {.batch = B, .seq = S, .n_q = nq, .n_kv = nkv, .head_dim = d,
+                      .dtype = PL_BF16, .mask = PL_ATTN_FULL};
+  const size_t nqe = (size_t)(B * S * nq * d), nke = (size_t)(B * S * nkv * d),
+               nr = (size_t)(B * nq * S);
+  printf("# full mask B=%lld S=%lld n_q=%d n_kv=%d d=%d\n", (long long)B, (long long)S, nq, nkv,
+         d);
+  bufs g, c;
+  bufs_alloc(gpu, &g, nqe, nke, nr);
+  bufs_alloc(cpu, &c, nqe, nke, nr);
+  ck_assert_int_eq(pl_rng_fill(gs, g.q, PL_BF16, nqe, seed, 0, PL_DIST_NORMAL, 0.f, 1.5f), PL_OK);
+  ck_assert_int_eq(pl_rng_fill(gs, g.k, PL_BF16, nke, seed + 1, 0, PL_DIST_NORMAL, 0.f, 1.5f),
+                   PL_OK);
+  ck_assert_int_eq(pl_rng_fill(gs, g.v, PL_BF16, nke, seed + 2, 0, PL_DIST_NORMAL, 0.f, 1.f),
+                   PL_OK);
+  ck_assert_int_eq(pl_rng_fill(gs, g.dout, PL_BF16, nqe, seed + 3, 0, PL_DIST_NORMAL, 0.f, 1.f),
+                   PL_OK);
+  d2h(c.q, g.q, nqe * 2);
+  d2h(c.k, g.k, nke * 2);
+  d2h(c.v, g.v, nke * 2);
+  d2h(c.dout, g.dout, nqe * 2);
+  ck_assert_int_eq(pl_attn_fwd(cs, &sh, c.q, c.k, c.v, c.o, c.lse), PL_OK);
+  ck_assert_int_eq(pl_attn_bwd(cs, &sh, c.q, c.k, c.v, c.o, c.dout, c.lse, c.dq, c.dk, c.dv),
+                   PL_OK);
+  const outs co = {c.o, c.dq, c.dk, c.dv, c.lse};
+  static const struct {
+    pl_attn_kernels k;
+    const char *name;
+  } ks[] = {{{PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE}, "simple"},
+            {{PL_ATTN_FWD_MMA, PL_ATTN_BWD_MMA}, "mma"},
+            {{PL_ATTN_FWD_AUTO, PL_ATTN_BWD_AUTO}, "mma"}};
+  int ok = 1;
+  for (int i = 0; i < 3; i++) {
+    sh.kernels = ks[i].k;
+    const char *fn = pl_attn_fwd_kernel(gs, &sh), *bn = pl_attn_bwd_kernel(gs, &sh);
+    if (strcmp(fn, ks[i].name) || strcmp(bn, ks[i].name)) {
+      printf("#   KERNEL NAMES %s+%s, expected %s+%s\n", fn, bn, ks[i].name, ks[i].name);
+      ok = 0;
+    }
+    pl_status st = gpu_run(&sh, &g, nqe, nke, nr);
+    ck_assert_msg(st == PL_OK, "full mask %s: %s", ks[i].name, pl_last_error());
+    outs h;
+    outs_get(&h, &g, nqe, nke, nr);
+    char tag[40];
+    snprintf(tag, sizeof tag, "%s/full", i == 2 ? "auto" : ks[i].name);
+    ok &= cmp_all(tag, &h, &co, nqe, nke, nr, 1, 1);
+    outs_free(&h);
+  }
+  sh.kernels = (pl_attn_kernels){PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_AUTO};
+  ok &= pl_attn_check(&sh, PL_BACKEND_CUDA) == PL_EUNSUPPORTED;
+  sh.kernels = (pl_attn_kernels){PL_ATTN_FWD_AUTO, PL_ATTN_BWD_SPLIT};
+  ok &= pl_attn_check(&sh, PL_BACKEND_CUDA) == PL_EUNSUPPORTED;
+  pl_clear_error();
+  bufs_free(cpu, &c);
+  bufs_free(gpu, &g);
+  fflush(stdout);
+  return ok;
+}
+
 static void setup(void) {
   ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &cpu), PL_OK);
   ck_assert_int_eq(pl_dev_create(PL_BACKEND_CUDA, -1, &gpu), PL_OK);
@@ -312,6 +376,24 @@ START_TEST(cuda_vs_cpu_and_simple) {
     ok &= check_shape(1, 8192, 16, 2, 128, 0, seed += 10);
   }
   ck_assert_msg(ok, "attention CUDA mismatch (see the lines above)");
+  teardown();
+#endif
+}
+END_TEST
+
+START_TEST(cuda_full_mask) {
+  if (pl_cuda_device_count() == 0) {
+    printf("skipped: no CUDA device\n");
+    return;
+  }
+#if PL_HAVE_CUDA
+  setup();
+  static const int shp[][5] = {{1, 1, 4, 4, 64},   {2, 77, 8, 1, 64},  {1, 200, 8, 2, 128},
+                               {1, 333, 4, 4, 64}, {1, 1031, 4, 2, 128}};
+  int ok = 1;
+  for (size_t i = 0; i < sizeof shp / sizeof shp[0]; i++)
+    ok &= check_full(shp[i][0], shp[i][1], shp[i][2], shp[i][3], shp[i][4], 5000 + 10 * i);
+  ck_assert_msg(ok, "attention CUDA full-mask mismatch (see the lines above)");
   teardown();
 #endif
 }
@@ -412,6 +494,6 @@ START_TEST(cuda_tflops) {
 END_TEST
 
 int main(void) {
-  const TTest *tests[] = {cuda_vs_cpu_and_simple, cuda_tflops, NULL};
+  const TTest *tests[] = {cuda_vs_cpu_and_simple, cuda_full_mask, cuda_tflops, NULL};
   return pl_check_suite("attention_cuda", 900, tests, NULL, NULL, CK_NOFORK, 0) ? 1 : 0;
 }

@@ -313,3 +313,16 @@ void pl_train_desc_print(const pl_train_desc *d, FILE *f) {
           human(d->dev_transient, b, sizeof b),
           human(d->host_state, c, sizeof c));
 }
+
+void pl_train_units(const pl_model_cfg *m, const pl_layout_plan *p,
+                    int head_vp, size_t *numel, int *vsize) {
+  size_t off[PL__U_N];
+  numel[0] = (size_t)(m->V * m->H);
+  vsize[0] = p->zero_vsize;
+  for (int l = 0; l < m->L; l++) {
+    numel[1 + l] = pl__layer_unit(m, p->E_route, l, off);
+    vsize[1 + l] = p->zero_vsize;
+  }
+  numel[m->L + 1] = (size_t)m->H * (size_t)(head_vp ? p->v_cols : m->V);
+  vsize[m->L + 1] = head_vp ? p->head_vsize : p->zero_vsize;
+}

@@ -77,6 +77,15 @@ size_t pl_train_desc_bytes(const pl_train_desc *d, const char *tag,
 size_t pl_train_desc_state(const pl_train_desc *d, const char *tag,
                            pl_arena arena);
 
+/* The step's ZeRO-3 units in order — the embedding, the L decoder layers,
+ * the head (L + 2 of them) — with each unit's parameters and the virtual
+ * group its shards are over (train/zero3.h: a rank holds ceil(numel /
+ * vsize) of them, a gathered unit is vsize times that).  head_vp: the head
+ * is vocabulary-parallel (its unit is this rank's H×|V_r| columns over the
+ * W_v / P holders of the shard). */
+void pl_train_units(const pl_model_cfg *m, const pl_layout_plan *p,
+                    int head_vp, size_t *numel, int *vsize);
+
 /* A human table (one line per item, GiB/MiB/KiB by magnitude) with the
  * counts, the layout and the totals. */
 void pl_train_desc_print(const pl_train_desc *d, FILE *f);

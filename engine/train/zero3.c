@@ -108,8 +108,12 @@ void pl_zero3_destroy(pl_zero3 *z) {
       pl_event_destroy(u->ev);
   }
   free(z->u);
-  for (int i = 0; i < z->nsp; i++)
-    pl_event_destroy(z->sp[i].a), pl_event_destroy(z->sp[i].b);
+  for (int i = 0; i < z->capsp; i++) { /* kept for reuse past nsp */
+    if (z->sp[i].a)
+      pl_event_destroy(z->sp[i].a);
+    if (z->sp[i].b)
+      pl_event_destroy(z->sp[i].b);
+  }
   free(z->sp);
   if (z->ev_go)
     pl_event_destroy(z->ev_go);

@@ -1,5 +1,6 @@
-/* attention_cpu.c — the CPU kernels of causal GQA flash attention, the
- * reference the CUDA kernels (backend/cuda/attention*.cu) are checked against.
+/* attention_cpu.c — the CPU kernels of GQA flash attention (causal or full
+ * mask), the reference the CUDA kernels (backend/cuda/attention*.cu) are
+ * checked against, and the log-sum-exp merge of partial outputs.
  *
  * The fp32 kernels are blocked exactly like the flash algorithm (query blocks
  * of BQ rows × key blocks of BK keys, online softmax, LSE saved; backward
@@ -79,6 +80,7 @@ pl_status pl__cpu_attn_fwd(pl_stream *s, const pl_attn_shape *sh, const void *q,
   const int nq = sh->n_q, nkv = sh->n_kv, d = sh->head_dim, grp = nq / nkv;
   const int bf = sh->dtype == PL_BF16;
   const float scale = pl__attn_scale(sh);
+  const int full = sh->mask == PL_ATTN_FULL;
   const int64_t nqb = (S + BQ - 1) / BQ, ntask = B * nq * nqb;
   if (ntask == 0) return PL_OK;
   int fail = 0;
@@ -105,14 +107,14 @@ pl_status pl__cpu_attn_fwd(pl_stream *s, const pl_attn_shape *sh, const void *q,
           l[r] = 0.f;
         }
         memset(acc, 0, sizeof(float) * (size_t)nr * d);
-        const int64_t kend = q0 + nr; /* keys < kend */
+        const int64_t kend = full ? S : q0 + nr; /* keys < kend */
         for (int64_t k0 = 0; k0 < kend; k0 += BK) {
           const int nk = (int)(kend - k0 < BK ? kend - k0 : BK);
           load_rows(kf, k, bf, b, S, nkv, hk, d, k0, nk);
           load_rows(vf, v, bf, b, S, nkv, hk, d, k0, nk);
           for (int r = 0; r < nr; r++) {
             const int64_t qi = q0 + r;
-            int jn = (int)(qi - k0 + 1); /* keys k0..qi */
+            int jn = full ? nk : (int)(qi - k0 + 1); /* keys k0..qi (causal) */
             if (jn > nk) jn = nk;
             if (jn <= 0) continue;
             float mx = m[r];
@@ -162,6 +164,7 @@ pl_status pl__cpu_attn_bwd(pl_stream *s, const pl_attn_shape *sh, const void *q,
   const int nq = sh->n_q, nkv = sh->n_kv, d = sh->head_dim, grp = nq / nkv;
   const int bf = sh->dtype == PL_BF16;
   const float scale = pl__attn_scale(sh);
+  const int full = sh->mask == PL_ATTN_FULL;
   if (B == 0 || S == 0) return PL_OK;
   if (!ws) return pl_set_error(PL_EINVAL, "attention cpu bwd: workspace is NULL");
   /* workspace: dQacc [B,S,nq,d], dKacc, dVacc [B,S,nkv,d], D [B,nq,S] */
@@ -205,7 +208,7 @@ pl_status pl__cpu_attn_bwd(pl_stream *s, const pl_attn_shape *sh, const void *q,
             const int nr = (int)(S - q0 < BQ ? S - q0 : BQ);
             load_rows(qf, q, bf, b, S, nq, h, d, q0, nr);
             load_rows(dof, dout, bf, b, S, nq, h, d, q0, nr);
-            const int64_t kend = q0 + nr;
+            const int64_t kend = full ? S : q0 + nr;
             for (int64_t k0 = 0; k0 < kend; k0 += BK) {
               const int nk = (int)(kend - k0 < BK ? kend - k0 : BK);
               load_rows(kf, k, bf, b, S, nkv, hk, d, k0, nk);
@@ -214,7 +217,7 @@ pl_status pl__cpu_attn_bwd(pl_stream *s, const pl_attn_shape *sh, const void *q,
                 const int64_t qi = q0 + r;
                 for (int j = 0; j < nk; j++) {
                   float p = 0.f, ds = 0.f;
-                  if (k0 + j <= qi) {
+                  if (full || k0 + j <= qi) {
                     float x = dotf(qf + (int64_t)r * d, kf + (int64_t)j * d, d) * scale;
                     p = expf(x - L[qi]);
                     float dp = dotf(dof + (int64_t)r * d, vf + (int64_t)j * d, d);
@@ -268,5 +271,27 @@ pl_status pl__cpu_attn_bwd(pl_stream *s, const pl_attn_shape *sh, const void *q,
     free(vf);
   }
   if (fail) return pl_set_error(PL_ENOMEM, "attention cpu bwd: scratch tile allocation failed");
+  return PL_OK;
+}
+
+pl_status pl__cpu_attn_merge(pl_stream *s, float *o_acc, float *lse_acc, const void *o_blk,
+                             const float *lse_blk, int64_t rows, int n_q, int d, pl_dtype dt) {
+  (void)s;
+  if (dt != PL_F32 && dt != PL_BF16)
+    return pl_set_error(PL_EINVAL, "attention merge: dtype %s: f32 or bf16", pl_dtype_name(dt));
+  const int bf = dt == PL_BF16;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; r++)
+    for (int h = 0; h < n_q; h++) {
+      const float la = lse_acc[(int64_t)h * rows + r], lb = lse_blk[(int64_t)h * rows + r];
+      const float m = la > lb ? la : lb;
+      if (m == -INFINITY) continue; /* neither side saw a key */
+      const float ea = expf(la - m), eb = expf(lb - m), z = ea + eb;
+      const float wa = ea / z, wb = eb / z;
+      float *oa = o_acc + (r * n_q + h) * (int64_t)d;
+      const int64_t ob = (r * n_q + h) * (int64_t)d;
+      for (int c = 0; c < d; c++) oa[c] = oa[c] * wa + ld(o_blk, bf, ob + c) * wb;
+      lse_acc[(int64_t)h * rows + r] = m + logf(z);
+    }
   return PL_OK;
 }

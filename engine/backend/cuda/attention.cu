@@ -51,6 +51,15 @@ extern "C" pl_status pl__cuda_attn_check(const pl_attn_shape *sh) {
     return pl_set_error(PL_EUNSUPPORTED,
                         "attention: d=%d: the wgmma forward takes d = 128 only",
                         sh->head_dim);
+  if (sh->mask == PL_ATTN_FULL && sh->kernels.fwd == PL_ATTN_FWD_WGMMA)
+    return pl_set_error(PL_EUNSUPPORTED,
+                        "attention: the wgmma forward is causal only: the "
+                        "full mask runs on simple or mma (or auto)");
+  if (sh->mask == PL_ATTN_FULL && (sh->kernels.bwd == PL_ATTN_BWD_WGMMA ||
+                                   sh->kernels.bwd == PL_ATTN_BWD_SPLIT))
+    return pl_set_error(PL_EUNSUPPORTED,
+                        "attention: the wgmma and split backwards are causal "
+                        "only: the full mask runs on simple or mma (or auto)");
   if ((sh->kernels.bwd == PL_ATTN_BWD_WGMMA ||
        sh->kernels.bwd == PL_ATTN_BWD_SPLIT) &&
       sh->head_dim != 128)
@@ -94,6 +103,7 @@ AttnParams pl__attn_params(const pl_attn_shape *sh) {
   p.scale = pl__attn_scale(sh);
   p.scale_log2 = p.scale * LOG2E_F;
   p.walk = BWD_WALK_DESC;
+  p.full = sh->mask == PL_ATTN_FULL;
   return p;
 }
 
@@ -133,19 +143,22 @@ static int wgmma_built(pl_stream *s) {
   return 0;
 }
 
-/* The kinds that run for sh on s: AUTO is WGMMA for d = 128 when the device
- * code has sm_90a, else MMA. */
+/* The kinds that run for sh on s: AUTO is WGMMA for a causal d = 128 shape
+ * when the device code has sm_90a, else MMA (the full mask always MMA: the
+ * wgmma kernels are causal only). */
 static pl_attn_fwd_kind fwd_kind(pl_stream *s, const pl_attn_shape *sh) {
   if (sh->kernels.fwd != PL_ATTN_FWD_AUTO)
     return sh->kernels.fwd;
-  return sh->head_dim == 128 && wgmma_built(s) ? PL_ATTN_FWD_WGMMA
-                                               : PL_ATTN_FWD_MMA;
+  return sh->mask == PL_ATTN_CAUSAL && sh->head_dim == 128 && wgmma_built(s)
+             ? PL_ATTN_FWD_WGMMA
+             : PL_ATTN_FWD_MMA;
 }
 static pl_attn_bwd_kind bwd_kind(pl_stream *s, const pl_attn_shape *sh) {
   if (sh->kernels.bwd != PL_ATTN_BWD_AUTO)
     return sh->kernels.bwd;
-  return sh->head_dim == 128 && wgmma_built(s) ? PL_ATTN_BWD_WGMMA
-                                               : PL_ATTN_BWD_MMA;
+  return sh->mask == PL_ATTN_CAUSAL && sh->head_dim == 128 && wgmma_built(s)
+             ? PL_ATTN_BWD_WGMMA
+             : PL_ATTN_BWD_MMA;
 }
 
 /* *m = the TMA descriptor of a [B][S][heads][128] bf16 tensor at ptr, box

@@ -1,4 +1,4 @@
-/* attention_common.cuh — what the CUDA causal GQA flash-attention kernels
+/* attention_common.cuh — what the CUDA GQA flash-attention kernels
  * share: the kernel parameters, the PTX wrappers (cp.async, ldmatrix,
  * mma.sync, wgmma, mbarriers, TMA, bulk reductions), tile loads, the step
  * walk of the backward's key blocks, the wgmma register-tile helpers (mask,
@@ -16,7 +16,10 @@
  * Numerics shared by every kernel: bf16 in, fp32 scores and accumulators,
  * softmax via exp2 with scale·log2e folded in, P rounded to bf16 before P·V
  * (the tensor-core kernels; SIMPLE keeps fp32), the row sum of P in fp32.
- * Masked keys are −inf; key blocks past the diagonal are never visited. */
+ * Masked keys are −inf; key blocks past the diagonal are never visited.
+ * The full mask (PL_ATTN_FULL, AttnParams.full) is taken by SIMPLE (a
+ * runtime flag) and MMA (a template argument, so the causal instantiation
+ * is the code it was); the wgmma kernels are causal only. */
 #ifndef PLATEAU_BACKEND_CUDA_ATTENTION_COMMON_CUH
 #define PLATEAU_BACKEND_CUDA_ATTENTION_COMMON_CUH
 
@@ -44,6 +47,7 @@ struct AttnParams {
   int walk;          /* bwd: BwdWalk order (BWD_WALK_*); a field,
                         not a template argument: one kernel serves both */
   float scale, scale_log2;
+  int full;          /* mask PL_ATTN_FULL (SIMPLE and MMA only)   */
 };
 
 /* ======================================================================== */

@@ -12,7 +12,12 @@
  * diagonal: S^T = K Q^T, P^T = exp(S^T·scale − LSE), dP^T = V dO^T,
  * dS^T = P^T∘(dP^T − D); dV += P^T dO and dK += dS^T Q stay in registers (so
  * GQA needs no atomics for dK/dV); dQ += dS K goes through shared memory and
- * fp32 atomics into a workspace, converted to bf16 (×scale) at the end. */
+ * fp32 atomics into a workspace, converted to bf16 (×scale) at the end.
+ *
+ * The mask is a template argument FULL: false is the causal kernel above;
+ * true (PL_ATTN_FULL, ring attention's off-diagonal blocks) walks every key
+ * block in forward (masking only keys past S) and every query block in
+ * backward. */
 #include "backend/cuda/attention_common.cuh"
 
 /* dQ = bf16(scale · dQacc), n elements. */
@@ -37,7 +42,7 @@ static __global__ void attn_dq_convert_kernel(const float *acc, bf16 *dq,
 /* grid (ceil(S/BM), n_q, B), NW·32 threads; BM = 32·NW query rows, BN keys
  * per step (double-buffered), consumed BNS keys at a time.  Shared: Q [BM][LD], K and V [2][BN][LD] (LD = D + 8: rows 16 B
  * apart in the bank space, so ldmatrix and cp.async are conflict-free). */
-template <int D, int NW, int BN, int BNS>
+template <int D, int NW, int BN, int BNS, bool FULL>
 static __global__ void __launch_bounds__(NW * 32)
     attn_fwd_mma_kernel(AttnParams p) {
   constexpr int MT = 2;              /* 16-row m-tiles per warp */
@@ -62,7 +67,7 @@ static __global__ void __launch_bounds__(NW * 32)
   const bf16 *gK = p.k + (int64_t)b * S * kstride + (int64_t)hk * D;
   const bf16 *gV = p.v + (int64_t)b * S * kstride + (int64_t)hk * D;
 
-  const int kend = min(S, q0 + BM);
+  const int kend = FULL ? S : min(S, q0 + BM);
   const int nkb = (kend + BN - 1) / BN;
 
   load_tile<BM, D, LD, NT>(sQ, gQ, q0, S, qstride, tid);
@@ -103,7 +108,7 @@ static __global__ void __launch_bounds__(NW * 32)
     const int k0 = kb * BN + sb * BNS;
     /* a warp whose rows all precede this key sub-tile has nothing to add (no
      * barrier inside, so the warp may skip alone) */
-    if (k0 <= q0 + wrow0 + MT * 16 - 1) {
+    if (FULL || k0 <= q0 + wrow0 + MT * 16 - 1) {
 
     /* ---- S = Q K^T (raw scores, fp32) ---- */
     float s[MT][NN][4];
@@ -133,8 +138,20 @@ static __global__ void __launch_bounds__(NW * 32)
       }
     }
 
-    /* ---- causal mask on blocks that reach past the tile's first row ---- */
-    if (k0 + BNS - 1 > q0) {
+    /* ---- causal mask on blocks that reach past the tile's first row (FULL:
+     *      keys past S, which the tile loads zero-filled) ---- */
+    if (FULL && k0 + BNS > S) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NN; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            int col = k0 + nt * 8 + 2 * t + (e & 1);
+            if (col >= S) s[mt][nt][e] = -INFINITY;
+          }
+    }
+    if (!FULL && k0 + BNS - 1 > q0) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -243,7 +260,7 @@ static __global__ void __launch_bounds__(NW * 32)
  * 16w..16w+15), BM = BN query rows per step.  Shared: K, V [BN][LD];
  * Q, dO [2][BM][LD] (dS^T [BN][BM+8] bf16 reuses the step's Q buffer);
  * LSE·log2e and D [2][BM] f32. */
-template <int D, int NW>
+template <int D, int NW, bool FULL>
 static __global__ void __launch_bounds__(NW * 32)
     attn_bwd_mma_kernel(AttnParams p) {
   constexpr int BN = 16 * NW;
@@ -272,7 +289,7 @@ static __global__ void __launch_bounds__(NW * 32)
   const int64_t qstride = blk.qstride, kstride = blk.kstride;
   const bf16 *gK = blk.gK, *gV = blk.gV;
 
-  const BwdWalk<BM> walk(p, hk, k0);
+  const BwdWalk<BM> walk(p, hk, FULL ? 0 : k0); /* FULL: every query block */
   const int niter = walk.niter;
 
   /* issue the loads of step `it` into buffer `buf` */
@@ -339,7 +356,7 @@ static __global__ void __launch_bounds__(NW * 32)
     }
 
     /* ---- P^T = exp2(S^T·scale·log2e − LSE·log2e), masked; dS^T ---- */
-    const bool need_mask = (qs < k0 + BN - 1) || (qs + BM > S);
+    const bool need_mask = FULL ? (qs + BM > S) : (qs < k0 + BN - 1) || (qs + BM > S);
 #pragma unroll
     for (int nt = 0; nt < NQ; ++nt) {
 #pragma unroll
@@ -349,7 +366,7 @@ static __global__ void __launch_bounds__(NW * 32)
         if (need_mask) {
           const int key = k0 + wk0 + g + (e >> 1) * 8;
           const int q = qs + ql;
-          if (key > q || q >= S) pr = 0.f;
+          if ((!FULL && key > q) || q >= S) pr = 0.f;
         }
         st[nt][e] = pr;
         dpt[nt][e] = pr * (dpt[nt][e] - cD[ql]); /* dS^T */
@@ -466,11 +483,11 @@ static constexpr size_t bwd_smem_bytes() {
          (size_t)4 * (16 * BWD_NW) * sizeof(float);            /* LSE, D ×2 */
 }
 
-template <int D>
+template <int D, bool FULL>
 static pl_status mma_fwd(cudaStream_t st, const AttnParams &p, unsigned B) {
   constexpr int BM = 32 * FWD_NW;
   constexpr size_t smem = fwd_smem_bytes<D>();
-  auto kern = attn_fwd_mma_kernel<D, FWD_NW, FWD_BN(D), FWD_BNS(D)>;
+  auto kern = attn_fwd_mma_kernel<D, FWD_NW, FWD_BN(D), FWD_BNS(D), FULL>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e != cudaSuccess)
     return pl_set_error(PL_ERUNTIME, "attention fwd: smem %zu B: %s", smem, cudaGetErrorString(e));
@@ -481,7 +498,7 @@ static pl_status mma_fwd(cudaStream_t st, const AttnParams &p, unsigned B) {
 
 /* dQacc (its first B·S·n_q·D floats) zeroed, the MMA backward adding dS K
  * into it, then bf16(scale · dQacc) */
-template <int D>
+template <int D, bool FULL>
 static pl_status mma_bwd(cudaStream_t st, const AttnParams &p, unsigned B) {
   const int64_t nq_el = (int64_t)B * p.S * (int64_t)p.nq * D;
   cudaError_t e = cudaMemsetAsync(p.dqacc, 0, (size_t)nq_el * sizeof(float), st);
@@ -489,7 +506,7 @@ static pl_status mma_bwd(cudaStream_t st, const AttnParams &p, unsigned B) {
     return pl_set_error(PL_ERUNTIME, "attention bwd: memset: %s", cudaGetErrorString(e));
   constexpr int BN = 16 * BWD_NW;
   constexpr size_t smem = bwd_smem_bytes<D>();
-  auto kern = attn_bwd_mma_kernel<D, BWD_NW>;
+  auto kern = attn_bwd_mma_kernel<D, BWD_NW, FULL>;
   e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e != cudaSuccess)
     return pl_set_error(PL_ERUNTIME, "attention bwd: smem %zu B: %s", smem, cudaGetErrorString(e));
@@ -500,10 +517,12 @@ static pl_status mma_bwd(cudaStream_t st, const AttnParams &p, unsigned B) {
 }
 
 pl_status pl__attn_mma_fwd(cudaStream_t st, const AttnParams &p, int d, unsigned B) {
-  return d == 64 ? mma_fwd<64>(st, p, B) : mma_fwd<128>(st, p, B);
+  if (p.full) return d == 64 ? mma_fwd<64, true>(st, p, B) : mma_fwd<128, true>(st, p, B);
+  return d == 64 ? mma_fwd<64, false>(st, p, B) : mma_fwd<128, false>(st, p, B);
 }
 pl_status pl__attn_mma_bwd(cudaStream_t st, const AttnParams &p, int d, unsigned B) {
-  return d == 64 ? mma_bwd<64>(st, p, B) : mma_bwd<128>(st, p, B);
+  if (p.full) return d == 64 ? mma_bwd<64, true>(st, p, B) : mma_bwd<128, true>(st, p, B);
+  return d == 64 ? mma_bwd<64, false>(st, p, B) : mma_bwd<128, false>(st, p, B);
 }
 pl_status pl__attn_dq_convert(cudaStream_t st, const float *acc, bf16 *dq, int64_t n,
                               float scale) {

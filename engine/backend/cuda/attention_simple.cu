@@ -1,5 +1,7 @@
-/* attention_simple.cu — the SIMPLE attention kernels and the row dots
- * D = rowsum(dO∘O) that every backward reads.
+/* attention_simple.cu — the SIMPLE attention kernels (causal or full mask:
+ * AttnParams.full, a runtime flag), the row dots D = rowsum(dO∘O) that every
+ * backward reads, and the log-sum-exp merge of partial outputs (ring
+ * attention).
  *
  * SIMPLE: one warp per query row (forward, dQ) or per key row (dK, dV), the
  * head dimension split over lanes, an online softmax in fp32.  Slow and
@@ -36,7 +38,8 @@ static __global__ void attn_fwd_simple_kernel(AttnParams p) {
     acc[e] = 0.f;
   }
   float m = -INFINITY, l = 0.f;
-  for (int j = 0; j <= i; ++j) {
+  const int jend = p.full ? p.S - 1 : i;
+  for (int j = 0; j <= jend; ++j) {
     const bf16 *kj = kb + (int64_t)j * krow, *vj = vb + (int64_t)j * krow;
     float s = 0.f;
 #pragma unroll
@@ -98,7 +101,8 @@ static __global__ void attn_bwd_dq_simple_kernel(AttnParams p) {
   }
   const int64_t r = ((int64_t)b * p.nq + h) * p.S + i;
   const float lse = p.lse[r], dlt = p.delta[r];
-  for (int j = 0; j <= i; ++j) {
+  const int jend = p.full ? p.S - 1 : i;
+  for (int j = 0; j <= jend; ++j) {
     const bf16 *kj = kb + (int64_t)j * krow, *vj = vb + (int64_t)j * krow;
     float s = 0.f, dp = 0.f;
 #pragma unroll
@@ -139,7 +143,7 @@ static __global__ void attn_bwd_dkdv_simple_kernel(AttnParams p) {
   }
   for (int hh = 0; hh < p.group; ++hh) {
     const int h = hk * p.group + hh;
-    for (int i = j; i < p.S; ++i) {
+    for (int i = p.full ? 0 : j; i < p.S; ++i) {
       const int64_t qoff = ((int64_t)b * p.S + i) * qrow + (int64_t)h * D;
       float s = 0.f, dp = 0.f, qv[E], dov[E];
 #pragma unroll
@@ -168,6 +172,48 @@ static __global__ void attn_bwd_dkdv_simple_kernel(AttnParams p) {
   }
 }
 
+
+/* o_acc, lse_acc merged with o_blk, lse_blk (backend/attention_kernels.h):
+ * one warp per (row, head), lanes over the head dimension. */
+static __device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
+static __device__ __forceinline__ float to_f32(float x) { return x; }
+
+template <typename T>
+static __global__ void attn_merge_kernel(float *o_acc, float *lse_acc, const T *o_blk,
+                                         const float *lse_blk, int64_t rows, int nq, int d) {
+  const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (w >= rows * nq) return;
+  const int64_t r = w / nq;
+  const int h = (int)(w % nq);
+  const float la = lse_acc[(int64_t)h * rows + r], lb = lse_blk[(int64_t)h * rows + r];
+  const float m = fmaxf(la, lb);
+  if (m == -INFINITY) return;
+  const float ea = expf(la - m), eb = expf(lb - m), z = ea + eb;
+  const float wa = ea / z, wb = eb / z;
+  float *oa = o_acc + w * d;
+  const T *ob = o_blk + w * d;
+  for (int c = lane; c < d; c += 32) oa[c] = oa[c] * wa + to_f32(ob[c]) * wb;
+  if (lane == 0) lse_acc[(int64_t)h * rows + r] = m + logf(z);
+}
+
+extern "C" pl_status pl__cuda_attn_merge(pl_stream *s, float *o_acc, float *lse_acc,
+                                         const void *o_blk, const float *lse_blk, int64_t rows,
+                                         int n_q, int d, pl_dtype dt) {
+  if (dt != PL_F32 && dt != PL_BF16)
+    return pl_set_error(PL_EINVAL, "attention merge: dtype %s: f32 or bf16", pl_dtype_name(dt));
+  const int64_t warps = rows * n_q;
+  if (warps == 0) return PL_OK;
+  cudaStream_t st = (cudaStream_t)pl_stream_native(s);
+  const unsigned grid = (unsigned)((warps * 32 + 255) / 256);
+  if (dt == PL_BF16)
+    attn_merge_kernel<bf16><<<grid, 256, 0, st>>>(o_acc, lse_acc, (const bf16 *)o_blk, lse_blk,
+                                                  rows, n_q, d);
+  else
+    attn_merge_kernel<float><<<grid, 256, 0, st>>>(o_acc, lse_acc, (const float *)o_blk,
+                                                   lse_blk, rows, n_q, d);
+  return pl__attn_launched("merge launch");
+}
 
 /* ======================================================================== */
 /* launch                                                                   */

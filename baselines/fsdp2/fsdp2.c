@@ -1,0 +1,760 @@
+/* fsdp2.c — the FSDP2 baseline's trainer (fsdp2.h): the groups and units,
+ * the step's schedule (embedding, layers with FSDP units and per-layer
+ * checkpointing, head, backward with reduce-scatters), AdamW on the device
+ * or the host, the router-bias update and the time breakdown.  The
+ * parameter table is fsdp2_params.c's, the configuration fsdp2_cfg.c's. */
+#include "fsdp2_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ep.h"
+#include "../train_baselines.h"
+#include "backend/adamw.h"
+#include "backend/embed.h"
+#include "core/internal.h"
+#include "fsdp2_layer.h"
+#include "fsdp_units.h"
+#include "model/mlp_block_internal.h"
+
+/* ---- profile ------------------------------------------------------------- */
+
+static pl_status mark(void *ctx, pl_stream *s, int *idx) {
+  pl_fsdp2 *t = ctx;
+  *idx = -1;
+  if (!t->c.profile)
+    return PL_OK;
+  if (t->nev == t->capev) {
+    const int cap = t->capev ? 2 * t->capev : 64;
+    pl_event **e = realloc(t->ev, (size_t)cap * sizeof *e);
+    if (!e)
+      return pl_set_error(PL_ENOMEM, "fsdp2: host");
+    for (int i = t->capev; i < cap; i++)
+      e[i] = NULL;
+    t->ev = e, t->capev = cap;
+  }
+  if (!t->ev[t->nev])
+    PL_TRY(pl_event_create(t->dev, &t->ev[t->nev]));
+  PL_TRY(pl_event_record(t->ev[t->nev], s));
+  *idx = t->nev++;
+  return PL_OK;
+}
+
+static pl_status add_span(void *ctx, int part, int a, int b) {
+  pl_fsdp2 *t = ctx;
+  if (!t->c.profile || a < 0 || b < 0)
+    return PL_OK;
+  if (t->nsp == t->capsp) {
+    const int cap = t->capsp ? 2 * t->capsp : 64;
+    span *p = realloc(t->sp, (size_t)cap * sizeof *p);
+    if (!p)
+      return pl_set_error(PL_ENOMEM, "fsdp2: host");
+    t->sp = p, t->capsp = cap;
+  }
+  t->sp[t->nsp++] = (span){part, a, b};
+  return PL_OK;
+}
+
+/* the layer's parts are 0 attention, 1 moe: the step's parts */
+static pl_status layer_span(void *ctx, int part, int a, int b) {
+  return add_span(ctx, part ? PL_PART_MOE : PL_PART_ATTENTION, a, b);
+}
+
+static pl_status take_parts(pl_fsdp2 *t, pl_step_result *r) {
+  for (int i = 0; i < t->nsp; i++) {
+    float ms = 0;
+    PL_TRY(pl_event_elapsed_ms(t->ev[t->sp[i].a], t->ev[t->sp[i].b], &ms));
+    r->part_ms[t->sp[i].part] += ms;
+  }
+  t->nsp = t->nev = 0;
+  double g = 0, rd = 0;
+  PL_TRY(pl__fsdp_take_ms(t->f, &g, &rd));
+  r->part_ms[PL_PART_ZERO3] += g + rd;
+  return PL_OK;
+}
+
+/* ---- kernels of the two backends ----------------------------------------- */
+
+static pl_status embed_fwd(pl_stream *s, void *x, const void *E,
+                           const int32_t *tok, int64_t N, int64_t H,
+                           pl_dtype dt) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_embed_fwd(s, x, E, tok, N, H, dt);
+#endif
+  return pl__cpu_embed_fwd(s, x, E, tok, N, H, dt);
+}
+
+static pl_status embed_bwd(pl_stream *s, float *dE, const void *dx,
+                           const int32_t *tok, int64_t N, int64_t H,
+                           pl_dtype dt) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_embed_bwd(s, dE, dx, tok, N, H, dt);
+#endif
+  return pl__cpu_embed_bwd(s, dE, dx, tok, N, H, dt);
+}
+
+static pl_status adamw_update(pl_stream *s, float *p, float *m, float *v,
+                              const float *g, size_t n,
+                              const pl_adamw_scalars *k) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_adamw_update(s, p, m, v, g, PL_F32, NULL, n, k);
+#endif
+  return pl__cpu_adamw_update(s, p, m, v, g, PL_F32, NULL, n, k);
+}
+
+static pl_status adamw_sumsq(pl_stream *s, const float *g, size_t n,
+                             double *partials) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_adamw_sumsq(s, g, PL_F32, n, partials);
+#endif
+  return pl__cpu_adamw_sumsq(s, g, PL_F32, n, partials);
+}
+
+/* ---- create / destroy -----------------------------------------------------
+ */
+
+void pl_fsdp2_destroy(pl_fsdp2 *t) {
+  if (!t)
+    return;
+  pl_dev_sync(t->dev);
+  pl_stream *s = pl_dev_stream(t->dev);
+  if (t->hctx)
+    t->head->destroy(t->hctx);
+  for (int l = 0; t->fl && l < t->m.L; l++) {
+    flayer *x = &t->fl[l];
+    pl__f2_layer_drop(&x->lay, s);
+    free(x->lay.counts);
+    pl_free(t->dev, x->bias);
+    free(x->hbias);
+  }
+  for (int l = 0; t->bnd && l <= t->m.L; l++)
+    pl_free(t->dev, t->bnd[l]);
+  free(t->bnd);
+  free(t->fl);
+  pl_moe_destroy(t->moe);
+  pl_ring_attn_destroy(t->ring);
+  pl__fsdp_destroy(t->f);
+  pl_free(t->dev, t->d_tok);
+  pl_free(t->dev, t->d_tgt);
+  pl_free(t->dev, t->d_dloss);
+  pl_free(t->dev, t->d_nll);
+  pl_free(t->dev, t->partials);
+  free(t->h_partials);
+  free(t->h_nll);
+  free(t->h_tok);
+  free(t->h_tgt);
+  free(t->pr);
+  for (int i = 0; i < t->capev; i++)
+    if (t->ev[i])
+      pl_event_destroy(t->ev[i]);
+  free(t->ev);
+  free(t->sp);
+  pl_comm *cs[] = {t->dense, t->cpc, t->epc, t->xfsdp, t->self};
+  for (int i = 0; i < 5; i++)
+    if (cs[i])
+      pl_comm_destroy(cs[i]);
+  free(t);
+}
+
+pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
+                          const pl_fsdp2_cfg *c, int64_t S, pl_fsdp2 **out) {
+  *out = NULL;
+  const int W = pl_comm_size(world);
+  PL_TRY(pl_fsdp2_check(m, c, W, S));
+  pl_fsdp2 *t = calloc(1, sizeof *t);
+  if (!t)
+    return pl_set_error(PL_ENOMEM, "fsdp2: host");
+  t->dev = dev, t->world = world, t->m = *m, t->c = *c;
+  if (!t->c.ac_freq)
+    t->c.ac_freq = 2;
+  t->dt = c->dt, t->es = pl_dtype_size(c->dt);
+  t->W = W, t->Wv = c->W_v ? c->W_v : W, t->rank = pl_comm_rank(world);
+  t->S = S, t->N = S / c->cp, t->c_len = c->cp > 1 ? S / (2 * c->cp) : S;
+  t->cp_rank = t->rank % c->cp, t->cp_group = t->rank / c->cp;
+  t->n_groups = W / c->cp;
+  /* EP: virtual degree ep; real groups of min(W, ep) ranks; the expert
+   * FSDP group: the ranks of the same expert shard (W / ep of them, or one
+   * in a proxy with W < ep), virtually W_v / ep */
+  const int ep = c->ep;
+  t->ep_idx = t->rank % ep;
+  t->ep_real = W < ep ? W : ep;
+  t->El = pl__f2_any_moe(m) ? m->E / ep : 0;
+  t->E_r = t->El * t->ep_real;
+  t->head = &pl_head_dense;
+  t->prof = (pl__f2_prof){t, mark, layer_span};
+  const int L = m->L;
+  pl_stream *s = pl_dev_stream(dev);
+  size_t *numel = NULL;
+  pl__fsdp_unit_cfg *uc = NULL;
+  pl_status st = PL_OK;
+  if ((st = pl_comm_split(world, 0, t->rank, &t->dense)) ||
+      (st = pl_comm_split(world, t->cp_group, t->rank, &t->cpc)) ||
+      (st =
+           pl_comm_split(world, W < ep ? 0 : t->rank / ep, t->rank, &t->epc)) ||
+      (st = pl_comm_split(world, t->ep_idx, t->rank, &t->xfsdp)) ||
+      (st = pl_comm_split(world, t->rank, 0, &t->self)))
+    goto fail;
+  int nmoe = 0;
+  for (int l = 0; l < L; l++)
+    nmoe += pl_model_layer_is_moe(m, l);
+  t->nunits = L + 2 + nmoe;
+  t->u_emb = 0, t->u_head = L + 1;
+  t->fl = calloc((size_t)L, sizeof(flayer));
+  t->bnd = calloc((size_t)L + 1, sizeof(void *));
+  numel = calloc((size_t)t->nunits, sizeof(size_t));
+  uc = calloc((size_t)t->nunits, sizeof *uc);
+  if (!t->fl || !t->bnd || !numel || !uc) {
+    st = pl_set_error(PL_ENOMEM, "fsdp2: host");
+    goto fail;
+  }
+  if ((st = pl__f2_plan(t, numel)))
+    goto fail;
+  char names[3][16] = {"embed", "head", "layer"};
+  for (int u = 0; u < t->nunits; u++) {
+    const int x = u >= L + 2;
+    uc[u] = (pl__fsdp_unit_cfg){u == t->u_emb    ? names[0]
+                                : u == t->u_head ? names[1]
+                                                 : names[2],
+                                numel[u], x ? t->xfsdp : t->dense,
+                                x ? t->Wv / ep : t->Wv};
+  }
+  if ((st = pl__fsdp_create(dev, t->dt, c->optim == PL_FSDP2_OPTIM_CPU,
+                            t->nunits, uc, &t->f)))
+    goto fail;
+  pl__fsdp_set_profile(t->f, c->profile);
+  if (c->cp > 1 && (st = pl_ring_attn_create(t->cpc, dev, &t->ring)))
+    goto fail;
+  if (t->El > 0) {
+    pl_moe_cfg mc = pl_moe_cfg_default();
+    mc.H = m->H, mc.I = m->I, mc.E = t->E_r, mc.k = m->k, mc.dt = t->dt;
+    mc.lanes = c->moe_lanes;
+    if ((st = pl_ep_create(t->epc, &mc, &t->moe)))
+      goto fail;
+  }
+  for (int l = 0; l < L; l++) {
+    flayer *x = &t->fl[l];
+    pl__f2_layer *y = &x->lay;
+    y->dev = dev, y->H = m->H, y->n_q = m->n_q, y->n_kv = m->n_kv, y->d = m->d;
+    y->rope_theta = m->rope_theta ? m->rope_theta : 10000.0;
+    y->dt = t->dt, y->attn = c->attn, y->eps = 1e-5f;
+    y->CP = c->cp, y->cp_rank = t->cp_rank, y->ring = t->ring;
+    y->I_s = x->I_s;
+    y->prof = c->profile ? &t->prof : NULL;
+    if (!x->moe)
+      continue;
+    y->moe = t->moe, y->E = t->E_r, y->k = m->k, y->renorm = m->renorm;
+    y->counts = calloc((size_t)t->E_r, sizeof(int64_t));
+    x->hbias = calloc((size_t)t->E_r, sizeof(float));
+    if (!y->counts || !x->hbias) {
+      st = pl_set_error(PL_ENOMEM, "fsdp2: host");
+      goto fail;
+    }
+    if ((st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->E_r * 4, "weights",
+                       (void **)&x->bias)) ||
+        (st = pl_fill(s, x->bias, PL_F32, (size_t)t->E_r, 0.0)))
+      goto fail;
+    y->bias = x->bias;
+  }
+  pl_head_shape hs = {.dt = t->dt,
+                      .n = t->N,
+                      .h = m->H,
+                      .v = m->V,
+                      .ignore = PL_CE_IGNORE_INDEX};
+  if ((st = t->head->create(t->self, &hs, &t->hctx)))
+    goto fail;
+  if ((st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
+                     (void **)&t->d_tok)) ||
+      (st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
+                     (void **)&t->d_tgt)) ||
+      (st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
+                     (void **)&t->d_dloss)) ||
+      (st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
+                     (void **)&t->d_nll)))
+    goto fail;
+  t->h_nll = malloc((size_t)t->N * 4 + 4);
+  t->h_tok = malloc((size_t)t->N * 4 + 4);
+  t->h_tgt = malloc((size_t)t->N * 4 + 4);
+  for (int u = 0; u < t->nunits; u++) {
+    size_t sh;
+    pl__fsdp_shard(t->f, u, NULL, NULL, NULL, NULL, &sh, NULL);
+    const size_t ch = pl__adamw_nchunks(sh);
+    if (ch > t->max_chunks)
+      t->max_chunks = ch;
+  }
+  t->h_partials = malloc(t->max_chunks * sizeof(double) + 8);
+  if (!t->h_nll || !t->h_tok || !t->h_tgt || !t->h_partials) {
+    st = pl_set_error(PL_ENOMEM, "fsdp2: host");
+    goto fail;
+  }
+  if (c->optim == PL_FSDP2_OPTIM_GPU &&
+      (st = pl_alloc(dev, PL_ARENA_DEVICE, t->max_chunks * sizeof(double) + 8,
+                     "optim", (void **)&t->partials)))
+    goto fail;
+  if ((st = pl__f2_init_weights(t)) || (st = pl_dev_sync(dev)))
+    goto fail;
+  free(numel);
+  free(uc);
+  *out = t;
+  return PL_OK;
+fail:
+  free(numel);
+  free(uc);
+  pl_fsdp2_destroy(t);
+  return st;
+}
+
+int64_t pl_fsdp2_tokens_per_rank(const pl_fsdp2 *t) {
+  return (int64_t)t->c.micro * (t->S + 1);
+}
+
+pl_status pl_fsdp2_batch(const pl_fsdp2 *t, pl_data *d, int64_t step,
+                         int32_t *out) {
+  for (int mi = 0; mi < t->c.micro; mi++) {
+    const int64_t q =
+        (step * t->c.micro + mi) * (int64_t)t->n_groups + t->cp_group;
+    PL_TRY(pl_data_read(d, q, t->S, 0, t->S + 1, out + mi * (t->S + 1)));
+  }
+  return PL_OK;
+}
+
+/* ---- the step --------------------------------------------------------------
+ */
+
+static bool checkpointed(const pl_fsdp2 *t, int l) {
+  switch (t->c.ac) {
+  case PL_FSDP2_AC_FULL:
+    return true;
+  case PL_FSDP2_AC_SELECTIVE:
+    return (l + 1) % t->c.ac_freq == 0;
+  default:
+    return false;
+  }
+}
+
+/* Views of layer l into its gathered units (and their open gradients). */
+static void set_views(pl_fsdp2 *t, flayer *x, void *full, void *xfull, float *g,
+                      float *xg) {
+  const size_t es = t->es;
+  char *W = full;
+  pl__f2_layer *y = &x->lay;
+  void **wv[P_N] = {&y->w_n, &y->w_qkv, &y->w_o,   &y->w_n2,
+                    &y->w_r, &y->w_up,  &y->w_down};
+  float **gv[P_N] = {&y->g_n, &y->g_qkv, &y->g_o,   &y->g_n2,
+                     &y->g_r, &y->g_up,  &y->g_down};
+  for (int p = 0; p < P_N; p++) {
+    *wv[p] = x->off[p] != SIZE_MAX ? W + x->off[p] * es : NULL;
+    *gv[p] = g && x->off[p] != SIZE_MAX ? g + x->off[p] : NULL;
+  }
+  if (!x->moe)
+    return;
+  const size_t ne = pl__f2_align((size_t)t->El * (size_t)(t->m.H * t->m.I));
+  char *X = xfull;
+  y->ew = (pl_moe_weights){X, X + ne * es, X + 2 * ne * es};
+  if (xg)
+    y->eg = (pl_moe_wgrads){xg, xg + ne, xg + 2 * ne};
+}
+
+/* Gather (or prefetch) layer l's units. */
+static pl_status layer_prefetch(pl_fsdp2 *t, int l, pl_stream *s) {
+  PL_TRY(pl__fsdp_prefetch(t->f, t->fl[l].unit, s));
+  return t->fl[l].moe ? pl__fsdp_prefetch(t->f, t->fl[l].xunit, s) : PL_OK;
+}
+static void layer_release(pl_fsdp2 *t, int l, pl_stream *s) {
+  pl__fsdp_release(t->f, t->fl[l].unit, s);
+  if (t->fl[l].moe)
+    pl__fsdp_release(t->f, t->fl[l].xunit, s);
+}
+
+/* Everything a failed step left: saved activations, boundaries, gathered
+ * units and open gradients. */
+static void abort_step(pl_fsdp2 *t) {
+  pl_stream *s = pl_dev_stream(t->dev);
+  pl_dev_sync(t->dev);
+  for (int l = 0; l < t->m.L; l++)
+    pl__f2_layer_drop(&t->fl[l].lay, s);
+  for (int l = 0; l <= t->m.L; l++) {
+    pl_free(t->dev, t->bnd[l]);
+    t->bnd[l] = NULL;
+  }
+  pl__fsdp_reset(t->f, s);
+  pl_clear_error();
+}
+
+/* The head: final norm, dense cross-entropy on the full logits, the final
+ * norm's backward; *dh = dL/dh_L ("grads_act"); *loss the NLL sum. */
+static pl_status head(pl_fsdp2 *t, pl_stream *s, const void *hL, void **dh,
+                      double *loss) {
+  pl_dev *dev = t->dev;
+  const int64_t N = t->N, H = t->m.H;
+  const size_t nh = (size_t)(N * H), nw = (size_t)H * (size_t)t->m.V;
+  void *full, *xf = NULL, *dxf = NULL, *dwb = NULL;
+  float *g, *scr = NULL;
+  int a, b;
+  PL_TRY(mark(t, s, &a));
+  PL_TRY(pl__fsdp_acquire(t->f, t->u_head, s, &full));
+  const void *wf = full;
+  const void *wh = (const char *)full + pl__f2_align((size_t)H) * t->es;
+  pl_status st = pl__fsdp_grad_acquire(t->f, t->u_head, s, &g);
+  float *gf = g, *gh = g + pl__f2_align((size_t)H);
+  if (st == PL_OK)
+    st =
+        pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "activations", s, &xf);
+  if (st == PL_OK)
+    st = pl__rmsnorm_fwd(s, hL, wf, xf, N, H, 1e-5f, t->dt);
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "activations", s,
+                        &dxf);
+  if (st == PL_OK && t->dt != PL_F32)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nw * t->es, "zero3_grads", s,
+                        &dwb);
+  if (st == PL_OK)
+    st = t->head->run(t->hctx, s, xf, t->d_tgt, wh, t->d_dloss, t->d_nll, dxf,
+                      t->dt == PL_F32 ? (void *)gh : dwb);
+  if (st == PL_OK && t->dt != PL_F32)
+    st = pl_convert(s, gh, PL_F32, dwb, t->dt, nw);
+  pl_free_async(dev, dwb, s);
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "grads_act", s, dh);
+  if (st == PL_OK && pl__on_cuda(s))
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, pl__rmsnorm_bwd_scratch(N, H) * 4,
+                        "activations", s, (void **)&scr);
+  if (st == PL_OK)
+    st =
+        pl__rmsnorm_bwd(s, hL, wf, dxf, NULL, *dh, gf, scr, N, H, 1e-5f, t->dt);
+  pl_free_async(dev, scr, s);
+  pl_free_async(dev, xf, s);
+  pl_free_async(dev, dxf, s);
+  pl__fsdp_release(t->f, t->u_head, s);
+  if (st == PL_OK)
+    st = pl__fsdp_grad_reduce(t->f, t->u_head, s, t->micro_i > 0);
+  if (st == PL_OK)
+    st = pl_memcpy_async(s, t->h_nll, t->d_nll, (size_t)N * 4);
+  if (st == PL_OK)
+    st = pl_stream_sync(s);
+  if (st == PL_OK) {
+    double sum = 0;
+    for (int64_t i = 0; i < N; i++)
+      sum += t->h_nll[i];
+    *loss = sum;
+  }
+  if (st == PL_OK)
+    st = mark(t, s, &b);
+  if (st == PL_OK)
+    st = add_span(t, PL_PART_HEAD, a, b);
+  return st;
+}
+
+/* This rank's inputs and targets of one window (S + 1 tokens): its chunks. */
+static void slice(pl_fsdp2 *t, const int32_t *win) {
+  const int nch = t->c.cp > 1 ? 2 : 1;
+  const int64_t c = t->c_len;
+  for (int a = 0; a < nch; a++) {
+    const int64_t g0 =
+        (t->c.cp > 1 ? pl_ring_chunk(t->c.cp, t->cp_rank, a) : 0) * c;
+    memcpy(t->h_tok + a * c, win + g0, (size_t)c * 4);
+    memcpy(t->h_tgt + a * c, win + g0 + 1, (size_t)c * 4);
+  }
+}
+
+static pl_status micro_batch(pl_fsdp2 *t, const int32_t *win, double *nll) {
+  pl_dev *dev = t->dev;
+  pl_stream *s = pl_dev_stream(dev);
+  const int L = t->m.L;
+  const int64_t N = t->N, H = t->m.H;
+  const size_t nh = (size_t)(N * H) * t->es;
+  const bool acc = t->micro_i > 0;
+  slice(t, win);
+  PL_TRY(pl_memcpy_async(s, t->d_tok, t->h_tok, (size_t)N * 4));
+  PL_TRY(pl_memcpy_async(s, t->d_tgt, t->h_tgt, (size_t)N * 4));
+  /* embedding: gathered, rows copied, resharded (layer 0 prefetched) */
+  void *E, *full, *xfull = NULL;
+  PL_TRY(pl__fsdp_acquire(t->f, t->u_emb, s, &E));
+  PL_TRY(layer_prefetch(t, 0, s));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, nh, "boundary", s, &t->bnd[0]));
+  PL_TRY(embed_fwd(s, t->bnd[0], E, t->d_tok, N, H, t->dt));
+  pl__fsdp_release(t->f, t->u_emb, s);
+  /* layers */
+  for (int l = 0; l < L; l++) {
+    flayer *x = &t->fl[l];
+    PL_TRY(pl__fsdp_acquire(t->f, x->unit, s, &full));
+    if (x->moe)
+      PL_TRY(pl__fsdp_acquire(t->f, x->xunit, s, &xfull));
+    if (l + 1 < L)
+      PL_TRY(layer_prefetch(t, l + 1, s));
+    else
+      PL_TRY(pl__fsdp_prefetch(t->f, t->u_head, s));
+    set_views(t, x, full, xfull, NULL, NULL);
+    PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, nh, "boundary", s,
+                          &t->bnd[l + 1]));
+    PL_TRY(pl__f2_layer_forward(&x->lay, s, t->bnd[l], t->bnd[l + 1], N,
+                                !checkpointed(t, l), true));
+    if (l + 1 < L) /* the last layer stays gathered into its backward */
+      layer_release(t, l, s);
+  }
+  /* head */
+  void *dcur = NULL, *dx = NULL;
+  double loss = 0;
+  PL_TRY(head(t, s, t->bnd[L], &dcur, &loss));
+  pl_free_async(dev, t->bnd[L], s);
+  t->bnd[L] = NULL;
+  /* backward */
+  pl_status st = PL_OK;
+  for (int l = L - 1; l >= 0 && st == PL_OK; l--) {
+    flayer *x = &t->fl[l];
+    float *g = NULL, *xg = NULL;
+    st = pl__fsdp_acquire(t->f, x->unit, s, &full);
+    if (st == PL_OK && x->moe)
+      st = pl__fsdp_acquire(t->f, x->xunit, s, &xfull);
+    if (st == PL_OK)
+      st = l > 0 ? layer_prefetch(t, l - 1, s)
+                 : pl__fsdp_prefetch(t->f, t->u_emb, s);
+    if (st == PL_OK)
+      st = pl__fsdp_grad_acquire(t->f, x->unit, s, &g);
+    if (st == PL_OK && x->moe)
+      st = pl__fsdp_grad_acquire(t->f, x->xunit, s, &xg);
+    if (st == PL_OK)
+      set_views(t, x, full, xfull, g, xg);
+    if (st == PL_OK)
+      st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh, "grads_act", s, &dx);
+    if (st == PL_OK)
+      st = pl__f2_layer_backward(&x->lay, s, t->bnd[l], dcur, dx, N);
+    pl_free_async(dev, dcur, s);
+    dcur = dx, dx = NULL;
+    pl_free_async(dev, t->bnd[l], s);
+    t->bnd[l] = NULL;
+    layer_release(t, l, s);
+    if (st == PL_OK)
+      st = pl__fsdp_grad_reduce(t->f, x->unit, s, acc);
+    if (st == PL_OK && x->moe)
+      st = pl__fsdp_grad_reduce(t->f, x->xunit, s, acc);
+  }
+  /* the embedding: gathered again (FSDP2's pre-backward), its gradient */
+  float *gE;
+  if (st == PL_OK)
+    st = pl__fsdp_acquire(t->f, t->u_emb, s, &E);
+  if (st == PL_OK)
+    st = pl__fsdp_grad_acquire(t->f, t->u_emb, s, &gE);
+  if (st == PL_OK)
+    st = embed_bwd(s, gE, dcur, t->d_tok, N, H, t->dt);
+  pl__fsdp_release(t->f, t->u_emb, s);
+  if (st == PL_OK)
+    st = pl__fsdp_grad_reduce(t->f, t->u_emb, s, acc);
+  pl_free_async(dev, dcur, s);
+  *nll += loss;
+  return st;
+}
+
+static void mem_stats(pl_fsdp2 *t, pl_step_result *r) {
+  pl_mem_stats_get(t->dev, PL_ARENA_DEVICE, &r->dev);
+  pl_mem_stats_get(t->dev, PL_ARENA_HOST, &r->host);
+}
+
+pl_status pl_fsdp2_forward_backward(pl_fsdp2 *t, const int32_t *tokens,
+                                    pl_step_result *res) {
+  pl_step_result local;
+  pl_step_result *r = res ? res : &local;
+  memset(r, 0, sizeof *r);
+  const uint64_t t0 = pl_now_ns();
+  const int64_t per = t->S + 1;
+  pl_stream *s = pl_dev_stream(t->dev);
+  /* the tokens this rank uses: inputs in [0, V), targets too or ignored */
+  int64_t T = 0, badv = 0;
+  int bad = 0;
+  for (int mi = 0; mi < t->c.micro; mi++) {
+    slice(t, tokens + mi * per);
+    for (int64_t i = 0; i < t->N; i++) {
+      const int32_t a = t->h_tok[i], b = t->h_tgt[i];
+      if (!bad && (a < 0 || a >= t->m.V))
+        bad = 1, badv = a;
+      if (!bad && b != PL_CE_IGNORE_INDEX && (b < 0 || b >= t->m.V))
+        bad = 1, badv = b;
+      T += b != PL_CE_IGNORE_INDEX;
+    }
+  }
+  int64_t flags[2] = {bad, T};
+  PL_TRY(pl_host_allreduce_i64(t->world, flags, 1, PL_RED_MAX));
+  PL_TRY(pl_host_allreduce_i64(t->world, flags + 1, 1, PL_RED_SUM));
+  if (flags[0])
+    return bad ? pl_set_error(PL_EINVAL,
+                              "fsdp2: token %lld: must be in [0, V=%lld)",
+                              (long long)badv, (long long)t->m.V)
+               : pl_set_error(PL_EINVAL,
+                              "fsdp2: another rank passed an invalid token");
+  T = flags[1];
+  PL_TRY(pl_dev_sync(t->dev));
+  pl_mem_reset_peak(t->dev, PL_ARENA_DEVICE);
+  pl_mem_reset_peak(t->dev, PL_ARENA_HOST);
+  t->nsp = t->nev = 0;
+  PL_TRY(pl__fsdp_take_ms(t->f, NULL, NULL));
+  PL_TRY(pl_fill(s, t->d_dloss, PL_F32, (size_t)t->N,
+                 T > 0 ? 1.0 / (double)T : 0));
+  double nll = 0;
+  pl_status st = PL_OK;
+  for (t->micro_i = 0; t->micro_i < t->c.micro && st == PL_OK; t->micro_i++)
+    st = micro_batch(t, tokens + t->micro_i * per, &nll);
+  if (st == PL_OK)
+    st = pl__fsdp_sync(t->f, s);
+  if (st == PL_OK)
+    st = pl_dev_sync(t->dev);
+  if (st != PL_OK) {
+    mem_stats(t, r); /* the peak the failure reached */
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pl_last_error());
+    abort_step(t);
+    return pl_set_error(st, "%s", msg);
+  }
+  PL_TRY(pl_host_allreduce_f64(t->world, &nll, 1, PL_RED_SUM));
+  r->step = t->step_no + 1;
+  r->loss = T > 0 ? nll / (double)T : NAN;
+  r->tokens = T;
+  for (int l = 0; l < t->m.L; l++)
+    if (t->fl[l].moe) {
+      r->moe_K = t->fl[l].lay.stats.K;
+      if (t->fl[l].lay.stats.imb_native > r->moe_imbalance)
+        r->moe_imbalance = t->fl[l].lay.stats.imb_native;
+    }
+  if (t->c.profile)
+    PL_TRY(take_parts(t, r));
+  mem_stats(t, r);
+  r->time_ms = pl_elapsed_s(t0) * 1e3;
+  return PL_OK;
+}
+
+/* AdamW over every unit's shard: the global norm first, then the update
+ * (device kernels, or the SIMD CPU kernel on the host shards). */
+static pl_status optimizer(pl_fsdp2 *t, float *gscale) {
+  pl_stream *s = pl_dev_stream(t->dev);
+  const bool host = t->c.optim == PL_FSDP2_OPTIM_CPU;
+  double sumsq = 0;
+  if (t->c.hp.max_grad_norm > 0) {
+    for (int u = 0; u < t->nunits; u++) {
+      float *g;
+      size_t n;
+      pl__fsdp_shard(t->f, u, NULL, &g, NULL, NULL, &n, NULL);
+      const size_t nc = pl__adamw_nchunks(n);
+      if (host) {
+        pl__cpu_adamw_partials(g, PL_F32, n, t->h_partials);
+      } else {
+        PL_TRY(adamw_sumsq(s, g, n, t->partials));
+        PL_TRY(pl_memcpy_async(s, t->h_partials, t->partials, nc * 8));
+        PL_TRY(pl_stream_sync(s));
+      }
+      sumsq += pl_adamw_sum_partials(t->h_partials, nc);
+    }
+    PL_TRY(pl_host_allreduce_f64(t->world, &sumsq, 1, PL_RED_SUM));
+  }
+  *gscale = pl_adamw_clip_scale(&t->c.hp, sumsq);
+  const pl_adamw_scalars k =
+      pl_adamw_scalars_make(&t->c.hp, t->step_no + 1, *gscale);
+  for (int u = 0; u < t->nunits; u++) {
+    float *w, *g, *m, *v;
+    size_t n;
+    pl__fsdp_shard(t->f, u, &w, &g, &m, &v, &n, NULL);
+    if (host)
+      PL_TRY(pl__cpu_adamw_simd(PL_SIMD_AUTO, t->c.cpu_threads, w, m, v, g,
+                                PL_F32, NULL, n, &k));
+    else
+      PL_TRY(adamw_update(s, w, m, v, g, n, &k));
+  }
+  return pl_stream_sync(s);
+}
+
+/* The router biases from the step's global expert loads (the composed
+ * step's rule). */
+static pl_status bias_update(pl_fsdp2 *t) {
+  const int E = t->E_r;
+  int nm = 0;
+  for (int l = 0; l < t->m.L; l++)
+    nm += t->fl[l].moe;
+  if (!nm)
+    return PL_OK;
+  if (t->m.bias_gamma == 0) {
+    for (int l = 0; l < t->m.L; l++)
+      if (t->fl[l].moe)
+        memset(t->fl[l].lay.counts, 0, (size_t)E * sizeof(int64_t));
+    return PL_OK;
+  }
+  int64_t *all = malloc((size_t)nm * E * sizeof(int64_t));
+  if (!all)
+    return pl_set_error(PL_ENOMEM, "fsdp2: host");
+  for (int l = 0, k = 0; l < t->m.L; l++)
+    if (t->fl[l].moe)
+      memcpy(all + (size_t)(k++) * E, t->fl[l].lay.counts, (size_t)E * 8);
+  pl_status st =
+      pl_host_allreduce_i64(t->world, all, (size_t)nm * E, PL_RED_SUM);
+  pl_stream *s = pl_dev_stream(t->dev);
+  for (int l = 0, k = 0; st == PL_OK && l < t->m.L; l++) {
+    flayer *x = &t->fl[l];
+    if (!x->moe)
+      continue;
+    pl_router_bias_update(x->hbias, all + (size_t)(k++) * E, E,
+                          t->m.bias_gamma);
+    memset(x->lay.counts, 0, (size_t)E * sizeof(int64_t));
+    st = pl_memcpy_async(s, x->bias, x->hbias, (size_t)E * 4);
+  }
+  if (st == PL_OK)
+    st = pl_stream_sync(s);
+  free(all);
+  return st;
+}
+
+pl_status pl_fsdp2_update(pl_fsdp2 *t, pl_step_result *res) {
+  pl_step_result local;
+  pl_step_result *r = res ? res : &local;
+  if (!res)
+    memset(r, 0, sizeof *r);
+  const uint64_t t0 = pl_now_ns();
+  PL_TRY(pl_dev_sync(t->dev));
+  float gs = 1;
+  PL_TRY(optimizer(t, &gs));
+  const double opt_ms = pl_elapsed_s(t0) * 1e3;
+  PL_TRY(bias_update(t));
+  t->step_no++;
+  r->gscale = gs;
+  if (t->c.profile)
+    r->part_ms[PL_PART_OPTIM] += opt_ms;
+  mem_stats(t, r);
+  r->time_ms += pl_elapsed_s(t0) * 1e3;
+  return PL_OK;
+}
+
+pl_status pl_fsdp2_step(pl_fsdp2 *t, const int32_t *tokens,
+                        pl_step_result *res) {
+  pl_step_result local;
+  pl_step_result *r = res ? res : &local;
+  PL_TRY(pl_fsdp2_forward_backward(t, tokens, r));
+  PL_TRY(pl_fsdp2_update(t, r));
+  if (t->c.profile) {
+    double in = 0;
+    for (int i = PL_PART_ATTENTION; i <= PL_PART_OPTIM; i++)
+      in += r->part_ms[i];
+    r->part_ms[PL_PART_OTHER] = r->time_ms > in ? r->time_ms - in : 0;
+  }
+  return PL_OK;
+}
+
+pl_status pl_fsdp2_run(pl_fsdp2 *t, pl_data *d, int64_t first, int steps,
+                       double *losses, pl_step_result *res) {
+  int32_t *tok = malloc((size_t)pl_fsdp2_tokens_per_rank(t) * 4);
+  if (!tok)
+    return pl_set_error(PL_ENOMEM, "fsdp2: host tokens");
+  pl_status st = PL_OK;
+  for (int i = 0; i < steps && st == PL_OK; i++) {
+    pl_step_result r;
+    st = pl_fsdp2_batch(t, d, first + i, tok);
+    if (st == PL_OK)
+      st = pl_fsdp2_step(t, tok, &r);
+    if (st == PL_OK && losses)
+      losses[i] = r.loss;
+    if (st == PL_OK && res)
+      res[i] = r;
+  }
+  free(tok);
+  return st;
+}

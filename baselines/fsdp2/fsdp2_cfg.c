@@ -1,0 +1,159 @@
+/* fsdp2_cfg.c — the FSDP2 baseline's configuration (fsdp2.h): names,
+ * defaults, the check a point passes before it is launched, and the knob
+ * settings a torchtitan user would try at a GPU count and context
+ * (pl_fsdp2_tune_points), so the bench's --tune can run them all and the
+ * report take the fastest that fits ("FSDP2-best"). */
+#include <stdio.h>
+#include <string.h>
+
+#include "fsdp2_internal.h"
+
+/* ---- names and configuration ---------------------------------------------
+ */
+
+const char *pl_fsdp2_ac_name(pl_fsdp2_ac ac) {
+  switch (ac) {
+  case PL_FSDP2_AC_FULL:
+    return "full";
+  case PL_FSDP2_AC_SELECTIVE:
+    return "selective";
+  case PL_FSDP2_AC_NONE:
+    return "none";
+  }
+  return "?";
+}
+
+const char *pl_fsdp2_optim_name(pl_fsdp2_optim o) {
+  return o == PL_FSDP2_OPTIM_GPU   ? "gpu"
+         : o == PL_FSDP2_OPTIM_CPU ? "cpu"
+                                   : "?";
+}
+
+pl_status pl_fsdp2_ac_parse(const char *s, pl_fsdp2_ac *out) {
+  for (int i = 0; i < 3; i++)
+    if (s && !strcmp(s, pl_fsdp2_ac_name((pl_fsdp2_ac)i))) {
+      *out = (pl_fsdp2_ac)i;
+      return PL_OK;
+    }
+  return pl_set_error(PL_EINVAL,
+                      "fsdp2: AC mode '%s': allowed full, selective, none",
+                      s ? s : "");
+}
+
+pl_status pl_fsdp2_optim_parse(const char *s, pl_fsdp2_optim *out) {
+  for (int i = 0; i < 2; i++)
+    if (s && !strcmp(s, pl_fsdp2_optim_name((pl_fsdp2_optim)i))) {
+      *out = (pl_fsdp2_optim)i;
+      return PL_OK;
+    }
+  return pl_set_error(PL_EINVAL, "fsdp2: optimizer '%s': allowed gpu, cpu",
+                      s ? s : "");
+}
+
+pl_fsdp2_cfg pl_fsdp2_cfg_default(void) {
+  pl_fsdp2_cfg c;
+  memset(&c, 0, sizeof c);
+  c.cp = 1, c.ep = 1;
+  c.ac = PL_FSDP2_AC_FULL;
+  c.optim = PL_FSDP2_OPTIM_GPU;
+  c.micro = 1;
+  c.dt = PL_BF16;
+  c.hp = pl_adamw_hparams_default();
+  c.hp.max_grad_norm = 1.0;
+  c.moe_lanes = 2;
+  c.seed = 1;
+  return c;
+}
+
+void pl_fsdp2_cfg_name(const pl_fsdp2_cfg *c, char *buf, size_t len) {
+  snprintf(buf, len, "cp%d/ep%d/ac=%s/opt=%s/mb%d", c->cp, c->ep,
+           pl_fsdp2_ac_name(c->ac), pl_fsdp2_optim_name(c->optim), c->micro);
+}
+
+int pl__f2_any_moe(const pl_model_cfg *m) {
+  for (int l = 0; l < m->L; l++)
+    if (pl_model_layer_is_moe(m, l))
+      return 1;
+  return 0;
+}
+
+pl_status pl_fsdp2_check(const pl_model_cfg *m, const pl_fsdp2_cfg *c, int W,
+                         int64_t S) {
+  PL_TRY(pl_model_cfg_check(m));
+  const int Wv = c->W_v ? c->W_v : W;
+  if (W < 1 || Wv < W || Wv % W)
+    return pl_set_error(PL_EINVAL,
+                        "fsdp2: W_v=%d over W=%d ranks: the virtual world "
+                        "must be a multiple of W",
+                        c->W_v, W);
+  if (c->cp < 1 || W % c->cp)
+    return pl_set_error(PL_EINVAL,
+                        "fsdp2: cp=%d: must be >= 1 and divide the W=%d ranks",
+                        c->cp, W);
+  if (S < 1 || (c->cp > 1 && S % (2 * c->cp)))
+    return pl_set_error(PL_EINVAL,
+                        "fsdp2: S=%lld over cp=%d: the load-balanced split "
+                        "needs S divisible by 2·cp = %d",
+                        (long long)S, c->cp, 2 * c->cp);
+  if (c->ep < 1 || Wv % c->ep || (c->ep % W && W % c->ep))
+    return pl_set_error(PL_EINVAL,
+                        "fsdp2: ep=%d: must be >= 1, divide W_v=%d and divide "
+                        "or be a multiple of W=%d",
+                        c->ep, Wv, W);
+  if (pl__f2_any_moe(m) && m->E % c->ep)
+    return pl_set_error(PL_EINVAL,
+                        "fsdp2: ep=%d: the E=%d experts must divide by it",
+                        c->ep, m->E);
+  if (c->ac < PL_FSDP2_AC_FULL || c->ac > PL_FSDP2_AC_NONE || c->ac_freq < 0)
+    return pl_set_error(PL_EINVAL, "fsdp2: AC mode %d (freq %d)", (int)c->ac,
+                        c->ac_freq);
+  if (c->optim != PL_FSDP2_OPTIM_GPU && c->optim != PL_FSDP2_OPTIM_CPU)
+    return pl_set_error(PL_EINVAL, "fsdp2: optimizer %d: gpu or cpu",
+                        (int)c->optim);
+  if (c->micro < 1)
+    return pl_set_error(PL_EINVAL, "fsdp2: micro=%d: must be >= 1", c->micro);
+  if (c->dt != PL_F32 && c->dt != PL_BF16)
+    return pl_set_error(PL_EINVAL, "fsdp2: dtype %s: f32 or bf16",
+                        pl_dtype_name(c->dt));
+  if (c->moe_lanes < 0 || c->moe_lanes > PL_MOE_MAX_LANES)
+    return pl_set_error(PL_EINVAL, "fsdp2: moe_lanes=%d: 0..%d", c->moe_lanes,
+                        PL_MOE_MAX_LANES);
+  return pl_adamw_hparams_check(&c->hp);
+}
+
+int pl_fsdp2_tune_points(const pl_model_cfg *m, int W, int64_t S,
+                         const pl_fsdp2_cfg *base, const int *micros,
+                         int nmicro, bool with_ac_none, pl_fsdp2_cfg *out,
+                         int cap) {
+  static const int one = 1;
+  if (!micros || nmicro < 1)
+    micros = &one, nmicro = 1;
+  const int Wv = base->W_v ? base->W_v : W;
+  static const pl_fsdp2_ac acs[3] = {PL_FSDP2_AC_FULL, PL_FSDP2_AC_SELECTIVE,
+                                     PL_FSDP2_AC_NONE};
+  static const pl_fsdp2_optim opts[2] = {PL_FSDP2_OPTIM_GPU,
+                                         PL_FSDP2_OPTIM_CPU};
+  const int moe = pl__f2_any_moe(m);
+  int n = 0;
+  for (int cp = 1; cp <= W; cp++)
+    for (int ep = 1; ep <= (moe ? Wv : 1); ep++)
+      for (int a = 0; a < (with_ac_none ? 3 : 2); a++)
+        for (int o = 0; o < 2; o++)
+          for (int mi = 0; mi < nmicro; mi++) {
+            pl_fsdp2_cfg c = *base;
+            c.cp = cp, c.ep = ep, c.ac = acs[a], c.optim = opts[o];
+            c.micro = micros[mi];
+            /* torchtitan borrows EP from dp_shard × cp (ep = dp_shard_in_ep
+             * · cp): with EP on, ep is a multiple of cp */
+            if (ep > 1 && ep % cp)
+              continue;
+            if (pl_fsdp2_check(m, &c, W, S) != PL_OK) {
+              pl_clear_error();
+              continue;
+            }
+            if (n < cap && out)
+              out[n] = c;
+            n++;
+          }
+  return n;
+}

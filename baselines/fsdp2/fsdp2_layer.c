@@ -1,0 +1,311 @@
+/* fsdp2_layer.c — the FSDP2 baseline's decoder layer (fsdp2_layer.h):
+ * forward keeping or freeing its activations, backward from them or after
+ * their recompute; GEMMs through pl_gemm, norms and SwiGLU through the
+ * model's kernels, attention flash or ring, the router, the MoE layer. */
+#include "fsdp2_layer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "model/mlp_block_internal.h"
+#include "model/rope.h"
+
+static int64_t nqd(const pl__f2_layer *l) {
+  return (int64_t)l->n_q * l->d;
+}
+static int64_t nkd(const pl__f2_layer *l) {
+  return (int64_t)l->n_kv * l->d;
+}
+
+static pl_status mark(const pl__f2_layer *l, pl_stream *s, int *idx) {
+  *idx = -1;
+  return l->prof ? l->prof->mark(l->prof->ctx, s, idx) : PL_OK;
+}
+static pl_status span(const pl__f2_layer *l, int part, int a, int b) {
+  return l->prof ? l->prof->span(l->prof->ctx, part, a, b) : PL_OK;
+}
+
+void pl__f2_layer_drop(pl__f2_layer *l, pl_stream *s) {
+  pl__f2_saved *v = &l->sv;
+  void *ps[] = {v->h,  v->q, v->k,   v->v,     v->o, v->y1, v->h2,
+                v->gu, v->a, v->lse, v->probs, v->w, v->idx};
+  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+    pl_free_async(l->dev, ps[i], s);
+  free(v->hidx);
+  pl_moe_ctx_free(v->ctx);
+  memset(v, 0, sizeof *v);
+}
+
+/* RoPE (inverse: its backward) on x [N, heads, d], chunk by chunk. */
+static pl_status rope(pl__f2_layer *l, pl_stream *s, void *x, int heads,
+                      int64_t N, int inverse) {
+  const int nch = l->CP > 1 ? 2 : 1;
+  const int64_t c = N / nch;
+  const size_t es = pl_dtype_size(l->dt);
+  for (int a = 0; a < nch; a++) {
+    const int64_t pos0 =
+        l->CP > 1 ? (int64_t)pl_ring_chunk(l->CP, l->cp_rank, a) * c : 0;
+    void *xa = (char *)x + (size_t)a * c * heads * l->d * es;
+    PL_TRY(inverse ? pl_rope_bwd(s, xa, l->dt, 1, c, heads, l->d, pos0,
+                                 l->rope_theta)
+                   : pl_rope_fwd(s, xa, l->dt, 1, c, heads, l->d, pos0,
+                                 l->rope_theta));
+  }
+  return PL_OK;
+}
+
+static pl_attn_shape ashape(const pl__f2_layer *l, int64_t N) {
+  pl_attn_shape sh = {.batch = 1,
+                      .seq = N,
+                      .n_q = l->n_q,
+                      .n_kv = l->n_kv,
+                      .head_dim = l->d,
+                      .dtype = l->dt,
+                      .kernels = l->attn};
+  return sh;
+}
+
+#define ALLOC(p, bytes, tag)                                                   \
+  if (st == PL_OK)                                                             \
+  st = pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), (tag), s, (void **)&(p))
+
+/* Forward into *v (its buffers tagged tag) and y. */
+static pl_status fwd(pl__f2_layer *l, pl_stream *s, const void *x, void *y,
+                     int64_t N, const char *tag, bool keep_ctx, bool count) {
+  pl_dev *dev = l->dev;
+  pl__f2_saved *v = &l->sv;
+  const int64_t H = l->H, nq = nqd(l), nk = nkd(l), tot = nq + 2 * nk;
+  const size_t es = pl_dtype_size(l->dt), nh = (size_t)(N * H);
+  pl_status st = PL_OK;
+  int m0, m1, m2;
+  memset(v, 0, sizeof *v);
+  v->valid = true;
+  PL_TRY(mark(l, s, &m0));
+  /* attention */
+  ALLOC(v->h, nh * es, tag);
+  ALLOC(v->q, (size_t)(N * nq) * es, tag);
+  ALLOC(v->k, (size_t)(N * nk) * es, tag);
+  ALLOC(v->v, (size_t)(N * nk) * es, tag);
+  ALLOC(v->o, (size_t)(N * nq) * es, tag);
+  ALLOC(v->lse, (size_t)l->n_q * (size_t)N * 4, tag);
+  ALLOC(v->y1, nh * es, tag);
+  if (st == PL_OK)
+    st = pl__rmsnorm_fwd(s, x, l->w_n, v->h, N, H, l->eps, l->dt);
+  const char *W = l->w_qkv;
+  if (st == PL_OK)
+    st = pl_gemm(s, false, false, N, nq, H, 1.f, v->h, H, W, tot, 0.f, v->q, nq,
+                 l->dt, l->dt);
+  if (st == PL_OK)
+    st = pl_gemm(s, false, false, N, nk, H, 1.f, v->h, H, W + nq * es, tot, 0.f,
+                 v->k, nk, l->dt, l->dt);
+  if (st == PL_OK)
+    st = pl_gemm(s, false, false, N, nk, H, 1.f, v->h, H, W + (nq + nk) * es,
+                 tot, 0.f, v->v, nk, l->dt, l->dt);
+  if (st == PL_OK)
+    st = rope(l, s, v->q, l->n_q, N, 0);
+  if (st == PL_OK)
+    st = rope(l, s, v->k, l->n_kv, N, 0);
+  pl_attn_shape sh = ashape(l, N);
+  if (st == PL_OK)
+    st = l->ring
+             ? pl_ring_attn_fwd(l->ring, s, &sh, v->q, v->k, v->v, v->o, v->lse)
+             : pl_attn_fwd(s, &sh, v->q, v->k, v->v, v->o, v->lse);
+  if (st == PL_OK)
+    st = pl_memcpy_async(s, v->y1, x, nh * es);
+  if (st == PL_OK)
+    st = pl_gemm(s, false, false, N, H, nq, 1.f, v->o, nq, l->w_o, H, 1.f,
+                 v->y1, H, l->dt, l->dt);
+  if (st == PL_OK)
+    st = mark(l, s, &m1);
+  /* FFN: y = y1 + moe(h2) + swiglu(h2·W_up)·W_down */
+  ALLOC(v->h2, nh * es, tag);
+  if (st == PL_OK)
+    st = pl__rmsnorm_fwd(s, v->y1, l->w_n2, v->h2, N, H, l->eps, l->dt);
+  if (l->moe) {
+    const size_t nk2 = (size_t)N * (size_t)l->k;
+    ALLOC(v->probs, (size_t)N * l->E * 4, tag);
+    ALLOC(v->idx, nk2 * 4, tag);
+    ALLOC(v->w, nk2 * 4, tag);
+    pl_router_shape rs = {
+        .N = N, .H = H, .E = l->E, .k = l->k, .renorm = l->renorm, .dt = l->dt};
+    if (st == PL_OK)
+      st =
+          pl_router_fwd(s, &rs, v->h2, l->w_r, l->bias, v->probs, v->idx, v->w);
+    if (st == PL_OK) {
+      v->hidx = malloc(nk2 * sizeof(int32_t) + 4);
+      st = v->hidx ? PL_OK : pl_set_error(PL_ENOMEM, "fsdp2 layer: host");
+    }
+    if (st == PL_OK)
+      st = pl_memcpy_async(s, v->hidx, v->idx, nk2 * 4);
+    if (st == PL_OK)
+      st = pl_stream_sync(s);
+    for (size_t i = 0; st == PL_OK && count && i < nk2; i++)
+      l->counts[v->hidx[i]]++;
+    if (st == PL_OK)
+      st = pl_moe_forward(l->moe, &l->ew, v->h2, N, v->hidx, v->w, y,
+                          keep_ctx ? &v->ctx : NULL, &l->stats);
+    if (st == PL_OK)
+      st = pl_axpy(s, y, l->dt, v->y1, l->dt, nh, 1.0f);
+  } else if (st == PL_OK) {
+    st = pl_memcpy_async(s, y, v->y1, nh * es);
+  }
+  if (l->I_s > 0) {
+    const int64_t I = l->I_s;
+    ALLOC(v->gu, (size_t)(N * 2 * I) * es, tag);
+    ALLOC(v->a, (size_t)(N * I) * es, tag);
+    if (st == PL_OK)
+      st = pl_gemm(s, false, false, N, 2 * I, H, 1.f, v->h2, H, l->w_up, 2 * I,
+                   0.f, v->gu, 2 * I, l->dt, l->dt);
+    if (st == PL_OK)
+      st = pl__swiglu_fwd(s, v->gu, v->a, N, I, l->dt);
+    if (st == PL_OK)
+      st = pl_gemm(s, false, false, N, H, I, 1.f, v->a, I, l->w_down, H, 1.f, y,
+                   H, l->dt, l->dt);
+  }
+  if (st == PL_OK)
+    st = mark(l, s, &m2);
+  if (st == PL_OK)
+    st = span(l, 0, m0, m1);
+  if (st == PL_OK)
+    st = span(l, 1, m1, m2);
+  return st;
+}
+
+pl_status pl__f2_layer_forward(pl__f2_layer *l, pl_stream *s, const void *x,
+                               void *y, int64_t N, bool keep, bool count) {
+  pl_status st =
+      fwd(l, s, x, y, N, keep ? "saved" : "activations", keep, count);
+  if (st != PL_OK || !keep)
+    pl__f2_layer_drop(l, s);
+  return st;
+}
+
+pl_status pl__f2_layer_backward(pl__f2_layer *l, pl_stream *s, const void *x,
+                                const void *dy, void *dx, int64_t N) {
+  pl_dev *dev = l->dev;
+  pl__f2_saved *v = &l->sv;
+  const int64_t H = l->H, nq = nqd(l), nk = nkd(l), tot = nq + 2 * nk;
+  const size_t es = pl_dtype_size(l->dt), nh = (size_t)(N * H);
+  pl_status st = PL_OK;
+  void *ytmp = NULL;
+  if (!v->valid) { /* a checkpointed layer: its forward again, kept */
+    ALLOC(ytmp, nh * es, "activations");
+    if (st == PL_OK)
+      st = fwd(l, s, x, ytmp, N, "activations", true, false);
+    pl_free_async(dev, ytmp, s);
+    if (st != PL_OK) {
+      pl__f2_layer_drop(l, s);
+      return st;
+    }
+  }
+  int m0, m1, m2;
+  void *dh = NULL, *dy1 = NULL, *dhe = NULL, *dhr = NULL, *dlog = NULL,
+       *da = NULL, *dgu = NULL, *dO = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+  float *dh32 = NULL, *dw = NULL, *scr = NULL;
+  const bool cuda = pl_stream_backend(s) == PL_BACKEND_CUDA;
+  if (st == PL_OK)
+    st = mark(l, s, &m0);
+  /* ---- FFN ---- */
+  ALLOC(dh32, nh * 4, "activations");
+  if (st == PL_OK)
+    st = pl_fill(s, dh32, PL_F32, nh, 0.0);
+  if (l->moe) {
+    ALLOC(dhe, nh * es, "activations");
+    ALLOC(dw, (size_t)N * l->k * 4, "router");
+    if (st == PL_OK)
+      st = pl_moe_backward(l->moe, v->ctx, &l->ew, v->h2, v->w, dy, dhe, dw,
+                           &l->eg);
+    pl_moe_ctx_free(v->ctx);
+    v->ctx = NULL;
+    if (st == PL_OK)
+      st = pl_axpy(s, dh32, PL_F32, dhe, l->dt, nh, 1.0f);
+    ALLOC(dlog, (size_t)N * l->E * es, "router");
+    ALLOC(dhr, nh * es, "activations");
+    pl_router_shape rs = {
+        .N = N, .H = H, .E = l->E, .k = l->k, .renorm = l->renorm, .dt = l->dt};
+    if (st == PL_OK)
+      st = pl_router_bwd(s, &rs, v->h2, l->w_r, v->probs, v->idx, v->w, dw,
+                         dlog, dhr, l->g_r);
+    if (st == PL_OK)
+      st = pl_axpy(s, dh32, PL_F32, dhr, l->dt, nh, 1.0f);
+  }
+  if (l->I_s > 0) {
+    const int64_t I = l->I_s;
+    if (st == PL_OK)
+      st = pl_gemm(s, true, false, I, H, N, 1.f, v->a, I, dy, H, 1.f, l->g_down,
+                   H, l->dt, PL_F32);
+    ALLOC(da, (size_t)(N * I) * es, "activations");
+    if (st == PL_OK)
+      st = pl_gemm(s, false, true, N, I, H, 1.f, dy, H, l->w_down, H, 0.f, da,
+                   I, l->dt, l->dt);
+    ALLOC(dgu, (size_t)(N * 2 * I) * es, "activations");
+    if (st == PL_OK)
+      st = pl__swiglu_bwd(s, v->gu, da, dgu, N, I, l->dt);
+    if (st == PL_OK)
+      st = pl_gemm(s, true, false, H, 2 * I, N, 1.f, v->h2, H, dgu, 2 * I, 1.f,
+                   l->g_up, 2 * I, l->dt, PL_F32);
+    if (st == PL_OK)
+      st = pl_gemm(s, false, true, N, H, 2 * I, 1.f, dgu, 2 * I, l->w_up, 2 * I,
+                   1.f, dh32, H, l->dt, PL_F32);
+  }
+  ALLOC(dh, nh * es, "activations");
+  if (st == PL_OK)
+    st = pl_convert(s, dh, l->dt, dh32, PL_F32, nh);
+  if (cuda)
+    ALLOC(scr, pl__rmsnorm_bwd_scratch(N, H) * 4, "activations");
+  ALLOC(dy1, nh * es, "activations");
+  if (st == PL_OK)
+    st = pl__rmsnorm_bwd(s, v->y1, l->w_n2, dh, dy, dy1, l->g_n2, scr, N, H,
+                         l->eps, l->dt);
+  if (st == PL_OK)
+    st = mark(l, s, &m1);
+  /* ---- attention ---- */
+  ALLOC(dO, (size_t)(N * nq) * es, "activations");
+  ALLOC(dq, (size_t)(N * nq) * es, "activations");
+  ALLOC(dk, (size_t)(N * nk) * es, "activations");
+  ALLOC(dv, (size_t)(N * nk) * es, "activations");
+  if (st == PL_OK)
+    st = pl_gemm(s, false, true, N, nq, H, 1.f, dy1, H, l->w_o, H, 0.f, dO, nq,
+                 l->dt, l->dt);
+  if (st == PL_OK)
+    st = pl_gemm(s, true, false, nq, H, N, 1.f, v->o, nq, dy1, H, 1.f, l->g_o,
+                 H, l->dt, PL_F32);
+  pl_attn_shape sh = ashape(l, N);
+  if (st == PL_OK)
+    st = l->ring ? pl_ring_attn_bwd(l->ring, s, &sh, v->q, v->k, v->v, v->o, dO,
+                                    v->lse, dq, dk, dv)
+                 : pl_attn_bwd(s, &sh, v->q, v->k, v->v, v->o, dO, v->lse, dq,
+                               dk, dv);
+  if (st == PL_OK)
+    st = rope(l, s, dq, l->n_q, N, 1);
+  if (st == PL_OK)
+    st = rope(l, s, dk, l->n_kv, N, 1);
+  const char *W = l->w_qkv;
+  const void *dg[3] = {dq, dk, dv};
+  const int64_t off[3] = {0, nq, nq + nk}, wid[3] = {nq, nk, nk};
+  for (int i = 0; i < 3 && st == PL_OK; i++) {
+    st = pl_gemm(s, false, true, N, H, wid[i], 1.f, dg[i], wid[i],
+                 W + off[i] * es, tot, i ? 1.f : 0.f, dh32, H, l->dt, PL_F32);
+    if (st == PL_OK)
+      st = pl_gemm(s, true, false, H, wid[i], N, 1.f, v->h, H, dg[i], wid[i],
+                   1.f, l->g_qkv + off[i], tot, l->dt, PL_F32);
+  }
+  if (st == PL_OK)
+    st = pl_convert(s, dh, l->dt, dh32, PL_F32, nh);
+  if (st == PL_OK)
+    st = pl__rmsnorm_bwd(s, x, l->w_n, dh, dy1, dx, l->g_n, scr, N, H, l->eps,
+                         l->dt);
+  if (st == PL_OK)
+    st = mark(l, s, &m2);
+  if (st == PL_OK)
+    st = span(l, 1, m0, m1);
+  if (st == PL_OK)
+    st = span(l, 0, m1, m2);
+  void *ps[] = {dh, dy1, dhe, dhr, dlog, da, dgu,
+                dO, dq,  dk,  dv,  dh32, dw, scr};
+  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+    pl_free_async(dev, ps[i], s);
+  pl__f2_layer_drop(l, s);
+  return st;
+}

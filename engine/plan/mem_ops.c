@@ -1,0 +1,562 @@
+/* mem_ops.c — the operators' allocation schedules, replayed on the planner's
+ * symbolic allocator (plan_internal.h) in the host's issue order with the
+ * byte counts and tags of the code they mirror:
+ *   the MoE chunk pipeline      ops/moe_pipeline.c, moe_expert.c, moe_plan.c
+ *   the MoE FFN                 model/moe_ffn.c
+ *   the decoder layer           model/layer.c, model/ulysses.c, attention.c
+ *   Ring-DTP                    ops/ring_dtp.c
+ * A change of an allocation there is a change here; the validation test
+ * (test_mpi_plan.c) runs the real step and fails when they drift. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/mlp_block.h"
+#include "model/attention.h"
+#include "ops/ce.h"
+#include "ops/llep_plan.h"
+#include "plan/plan_internal.h"
+
+#define A(tag, term, bytes) pl__pt_alloc(t, tag, term, (size_t)(bytes))
+#define F(b) pl__pt_free(t, &(b))
+
+size_t pl__rms_scratch(int64_t N, int64_t H) {
+  return pl__rmsnorm_bwd_scratch(N, H);
+}
+
+size_t pl__attn_ws(const pl_attn_shape *sh, pl_backend be) {
+#if PL_HAVE_CUDA
+  return pl_attn_bwd_workspace_bytes(sh, be);
+#else
+  if (be != PL_BACKEND_CUDA)
+    return pl_attn_bwd_workspace_bytes(sh, be);
+  /* the CUDA layout (model/attention.h): the fp32 dQ accumulator of B·n_q·d
+   * rows of S rounded up to 64, then D [B, n_q, S] */
+  const size_t B = (size_t)sh->batch, S = (size_t)sh->seq;
+  return (B * ((S + 63) / 64 * 64) * (size_t)sh->n_q * (size_t)sh->head_dim +
+          B * (size_t)sh->n_q * S) *
+         4;
+#endif
+}
+
+/* ---- the MoE chunk pipeline ------------------------------------------------
+ */
+
+pl_status pl__pmoe_make(const pl_moe_cfg *cfg, int Ep, int64_t N, double imb,
+                        bool worst, pl__pmoe *out) {
+  memset(out, 0, sizeof *out);
+  out->cfg = cfg, out->Ep = Ep, out->N = N;
+  if (cfg->variant == PL_MOE_PIPELINED) {
+    PL_TRY(pl_eq1_chunks(N, cfg->c, cfg->K_max, &out->K, &out->c_eff));
+  } else {
+    out->K = 1;
+    out->c_eff = N;
+  }
+  out->pipe = cfg->variant == PL_MOE_PIPELINED && cfg->overlap;
+  const int K = out->K, k = cfg->k;
+  out->ch = calloc((size_t)K, sizeof *out->ch);
+  if (!out->ch)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  const bool contig = cfg->variant == PL_MOE_PIPELINED && cfg->contiguous;
+  const int64_t ce = (N + K - 1) / K;
+  const int64_t budget = 2 * (int64_t)Ep * k * out->c_eff;
+  if (imb < 1)
+    imb = 1;
+  for (int i = 0; i < K; i++) {
+    pl__pchunk *C = &out->ch[i];
+    if (contig) {
+      int64_t lo = (int64_t)i * ce, hi = lo + ce < N ? lo + ce : N;
+      C->nt = hi > lo ? hi - lo : 0;
+    } else {
+      C->nt = N / K + (i < N % K ? 1 : 0);
+    }
+    const int64_t routes = C->nt * k;
+    if (worst) { /* every source's routes to this rank */
+      C->s_self = routes;
+      C->S = 0;
+      C->R = (int64_t)Ep * routes;
+      C->Rmax = C->R;
+      C->Smax = routes;
+    } else { /* balanced: a rank receives per chunk what it sends */
+      C->s_self = (routes + Ep / 2) / Ep;
+      C->S = routes - C->s_self;
+      C->R = (int64_t)((double)routes * imb + 0.5);
+      C->Rmax = C->R;
+      C->Smax = C->S;
+    }
+    C->em = !cfg->source_major && Ep > 1 && 3 * C->Rmax <= budget;
+    out->nmeta +=
+        C->nt + C->nt * k + 2 * C->S + 2 * C->s_self + (Ep > 1 ? 2 * C->R : 0);
+  }
+  return PL_OK;
+}
+
+void pl__pmoe_free(pl__pmoe *p) {
+  free(p->ch);
+  p->ch = NULL;
+}
+
+/* dispatch_rows: the send rows, the receive buffer, the expert-major copy */
+static pl__pbuf dispatch_rows(pl__ptrack *t, const pl__pmoe *p,
+                              const pl__pchunk *C) {
+  const size_t rb = (size_t)p->cfg->H * pl_dtype_size(p->cfg->dt);
+  pl__pbuf xs = A("dispatch", PL_TERM_DISPATCH, C->S * rb);
+  pl__pbuf rv = A("dispatch", PL_TERM_DISPATCH, C->R * rb);
+  F(xs);
+  if (C->em && C->R > 0) {
+    pl__pbuf nb = A("dispatch", PL_TERM_DISPATCH, C->R * rb);
+    F(rv);
+    rv = nb;
+  }
+  return rv;
+}
+
+/* return_combine: the inverse copy, the return rows; rows freed */
+static void return_combine(pl__ptrack *t, const pl__pmoe *p,
+                           const pl__pchunk *C, pl__pbuf *rows) {
+  const size_t rb = (size_t)p->cfg->H * pl_dtype_size(p->cfg->dt);
+  if (C->em && C->R > 0) {
+    pl__pbuf nb = A("dispatch", PL_TERM_DISPATCH, C->R * rb);
+    pl__pt_free(t, rows);
+    *rows = nb;
+  }
+  pl__pbuf back = A("dispatch", PL_TERM_DISPATCH, C->S * rb);
+  F(back);
+  pl__pt_free(t, rows);
+}
+
+static void expert_fwd(pl__ptrack *t, const pl__pmoe *p, const pl__pchunk *C) {
+  const size_t ib =
+      (size_t)C->R * (size_t)p->cfg->I * pl_dtype_size(p->cfg->dt);
+  pl__pbuf G = A("expert", PL_TERM_EXPERT, ib);
+  pl__pbuf U = A("expert", PL_TERM_EXPERT, ib);
+  pl__pbuf Ab = A("expert", PL_TERM_EXPERT, ib);
+  F(G);
+  F(U);
+  F(Ab);
+}
+
+void pl__pmoe_forward(pl__ptrack *t, const pl__pmoe *p, pl__pbuf *ctx) {
+  const int K = p->K;
+  *ctx = A("routing", PL_TERM_EXPERT, (size_t)p->nmeta * 4);
+  pl__pbuf *B = calloc((size_t)K, sizeof *B);
+  PL_ASSERT(B);
+  const int64_t budget = 2 * (int64_t)p->Ep * p->cfg->k * p->c_eff;
+  B[0] = dispatch_rows(t, p, &p->ch[0]);
+  int pending = -1;
+  for (int i = 0; i < K; i++) {
+    expert_fwd(t, p, &p->ch[i]);
+    if (pending >= 0) {
+      return_combine(t, p, &p->ch[pending], &B[pending]);
+      pending = -1;
+    }
+    if (i + 1 < K) {
+      const pl__pchunk *a = &p->ch[i], *b = &p->ch[i + 1];
+      int64_t x0 = a->em ? a->Rmax : 0, x1 = b->em ? b->Rmax : 0;
+      int64_t smax = a->Smax > b->Smax ? a->Smax : b->Smax;
+      if (x0 > smax)
+        smax = x0;
+      if (x1 > smax)
+        smax = x1;
+      if (p->pipe && a->Rmax + b->Rmax + smax <= budget) {
+        B[i + 1] = dispatch_rows(t, p, b);
+        pending = i;
+      } else {
+        return_combine(t, p, a, &B[i]);
+        B[i + 1] = dispatch_rows(t, p, b);
+      }
+    } else {
+      return_combine(t, p, &p->ch[i], &B[i]);
+    }
+  }
+  free(B);
+}
+
+typedef struct bwd_bufs {
+  pl__pbuf X, D, wr, dwr;
+} bwd_bufs;
+
+static void bwd_dispatch_x(pl__ptrack *t, const pl__pmoe *p,
+                           const pl__pchunk *C, bwd_bufs *b) {
+  b->X = dispatch_rows(t, p, C);
+  pl__pbuf ws = A("routing", PL_TERM_EXPERT, C->S * 4);
+  b->wr = A("routing", PL_TERM_EXPERT, C->R * 4);
+  F(ws);
+  if (C->em && C->R > 0) {
+    pl__pbuf nb = A("routing", PL_TERM_EXPERT, C->R * 4);
+    F(b->wr);
+    b->wr = nb;
+  }
+  b->dwr = A("routing", PL_TERM_EXPERT, C->R * 4);
+}
+
+static void bwd_dispatch_d(pl__ptrack *t, const pl__pmoe *p,
+                           const pl__pchunk *C, bwd_bufs *b) {
+  b->D = dispatch_rows(t, p, C);
+}
+
+static void bwd_compute(pl__ptrack *t, const pl__pmoe *p, const pl__pchunk *C,
+                        bwd_bufs *b) {
+  const size_t ib =
+      (size_t)C->R * (size_t)p->cfg->I * pl_dtype_size(p->cfg->dt);
+  pl__pbuf G = A("expert", PL_TERM_EXPERT, ib);
+  pl__pbuf U = A("expert", PL_TERM_EXPERT, ib);
+  pl__pbuf Ab = A("expert", PL_TERM_EXPERT, ib);
+  pl__pbuf P = A("expert", PL_TERM_EXPERT, ib);
+  F(P);
+  F(b->X);
+  F(Ab);
+  F(G);
+  F(U);
+}
+
+static void bwd_return(pl__ptrack *t, const pl__pmoe *p, const pl__pchunk *C,
+                       bwd_bufs *b) {
+  return_combine(t, p, C, &b->D);
+  if (C->em && C->R > 0) {
+    pl__pbuf nb = A("routing", PL_TERM_EXPERT, C->R * 4);
+    F(b->dwr);
+    b->dwr = nb;
+  }
+  pl__pbuf dwb = A("routing", PL_TERM_EXPERT, C->S * 4);
+  F(dwb);
+  F(b->dwr);
+  F(b->wr);
+}
+
+void pl__pmoe_backward(pl__ptrack *t, const pl__pmoe *p) {
+  const int K = p->K;
+  bwd_bufs *b = calloc((size_t)K, sizeof *b);
+  PL_ASSERT(b);
+  /* helper weight gradients: no spill under the modelled routing */
+  pl__pbuf hg = A("llep_grads", PL_TERM_EXPERT, 0);
+  const int64_t budget = 2 * (int64_t)p->Ep * p->cfg->k * p->c_eff;
+  bwd_dispatch_x(t, p, &p->ch[0], &b[0]);
+  bwd_dispatch_d(t, p, &p->ch[0], &b[0]);
+  int pending = -1;
+  bool split = false;
+  for (int i = 0; i < K; i++) {
+    if (split) {
+      bwd_return(t, p, &p->ch[i - 1], &b[i - 1]);
+      bwd_dispatch_d(t, p, &p->ch[i], &b[i]);
+      split = false;
+    }
+    bwd_compute(t, p, &p->ch[i], &b[i]);
+    if (pending >= 0) {
+      bwd_return(t, p, &p->ch[pending], &b[pending]);
+      pending = -1;
+    }
+    if (i + 1 < K) {
+      const pl__pchunk *a = &p->ch[i], *c = &p->ch[i + 1];
+      int64_t x0 = a->em ? a->Rmax : 0, x1 = c->em ? c->Rmax : 0;
+      int64_t t0 = a->Smax > x0 ? a->Smax : x0,
+              t1 = c->Smax > x1 ? c->Smax : x1;
+      int64_t need1 = a->Rmax + 2 * c->Rmax + t1;
+      int64_t need2 = a->Rmax + 2 * c->Rmax + t0;
+      int64_t need3 = a->Rmax + c->Rmax + (t0 > t1 ? t0 : t1);
+      int64_t need4 = 2 * c->Rmax + t1;
+      if (p->pipe && need1 <= budget && need2 <= budget) {
+        bwd_dispatch_x(t, p, c, &b[i + 1]);
+        bwd_dispatch_d(t, p, c, &b[i + 1]);
+        pending = i;
+      } else if (p->pipe && need3 <= budget && need4 <= budget) {
+        bwd_dispatch_x(t, p, c, &b[i + 1]);
+        split = true;
+      } else {
+        bwd_return(t, p, a, &b[i]);
+        bwd_dispatch_x(t, p, c, &b[i + 1]);
+        bwd_dispatch_d(t, p, c, &b[i + 1]);
+      }
+    } else {
+      bwd_return(t, p, &p->ch[i], &b[i]);
+    }
+  }
+  F(hg);
+  free(b);
+}
+
+/* ---- the decoder layer ------------------------------------------------------
+ */
+
+typedef struct acts {
+  pl__pbuf h, q, k, v, o, y1, lse;
+} acts;
+
+/* the Ulysses forward's buffers (model/ulysses.c) around the kernel */
+static void ulysses_fwd(pl__ptrack *t, const pl__player *l) {
+  const size_t qb = (size_t)l->N * l->n_q * l->d * l->es,
+               kb = (size_t)l->N * l->n_kv * l->d * l->es;
+  pl__pbuf b[4] = {
+      A("attention", PL_TERM_ATTN, qb), A("attention", PL_TERM_ATTN, kb),
+      A("attention", PL_TERM_ATTN, kb), A("attention", PL_TERM_ATTN, qb)};
+  const size_t pk[4] = {qb, kb, kb, qb}; /* q k v to heads, o back */
+  for (int i = 0; i < 4; i++) {
+    pl__pbuf x = A("attention", PL_TERM_ATTN, pk[i]);
+    F(x);
+  }
+  for (int i = 0; i < 4; i++)
+    F(b[i]);
+}
+
+static void attn_forward(pl__ptrack *t, const pl__player *l, acts *a) {
+  const size_t NH = (size_t)l->N * l->H * l->es,
+               nq = (size_t)l->N * l->n_q * l->d * l->es,
+               nk = (size_t)l->N * l->n_kv * l->d * l->es;
+  a->h = A("activations", PL_TERM_ACTS, NH);
+  a->q = A("activations", PL_TERM_ACTS, nq);
+  a->k = A("activations", PL_TERM_ACTS, nk);
+  a->v = A("activations", PL_TERM_ACTS, nk);
+  a->o = A("activations", PL_TERM_ACTS, nq);
+  a->y1 = A("activations", PL_TERM_ACTS, NH);
+  a->lse = A("activations", PL_TERM_ACTS,
+             (size_t)(l->n_q / l->D) * (size_t)(l->N * l->D) * 4);
+  if (l->D > 1)
+    ulysses_fwd(t, l);
+}
+
+static void acts_free(pl__ptrack *t, acts *a) {
+  pl__pbuf *ps[] = {&a->h, &a->q, &a->k, &a->v, &a->o, &a->y1, &a->lse};
+  for (int i = 0; i < 7; i++)
+    pl__pt_free(t, ps[i]);
+}
+
+static void ffn_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
+  const size_t NH = (size_t)l->N * l->H * l->es;
+  pl__pbuf h = A("activations", PL_TERM_ACTS, NH), gu = {0}, a = {0};
+  pl__pbuf probs = {0}, idx = {0}, w = {0};
+  if (l->E_route > 0) {
+    const size_t nk = (size_t)l->N * l->k * 4;
+    probs = A("router", PL_TERM_EXPERT, (size_t)l->N * l->E_route * 4);
+    idx = A("router", PL_TERM_EXPERT, nk);
+    w = A("router", PL_TERM_EXPERT, nk);
+    pl__pmoe_forward(t, l->moe, ctx);
+    if (!l->keep_ctx)
+      pl__pt_free(t, ctx);
+  }
+  if (l->I_s > 0 && l->N > 0) {
+    gu = A("activations", PL_TERM_ACTS, (size_t)l->N * 2 * l->I_s * l->es);
+    a = A("activations", PL_TERM_ACTS, (size_t)l->N * l->I_s * l->es);
+  }
+  F(probs);
+  F(idx);
+  F(w);
+  F(h);
+  F(gu);
+  F(a);
+}
+
+void pl__player_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
+  if (l->N == 0)
+    return;
+  acts a;
+  attn_forward(t, l, &a);
+  ffn_forward(t, l, ctx);
+  acts_free(t, &a);
+}
+
+static void ffn_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
+  const size_t NH = (size_t)l->N * l->H * l->es, nh4 = (size_t)l->N * l->H * 4;
+  pl__pbuf h = A("activations", PL_TERM_ACTS, NH);
+  pl__pbuf dh32 = A("activations", PL_TERM_ACTS, nh4);
+  pl__pbuf probs = {0}, idx = {0}, w = {0}, tmp = {0}, dhe = {0}, dw = {0},
+           dlog = {0}, dhr = {0}, gu = {0}, a = {0}, da = {0}, dgu = {0},
+           scr = {0};
+  if (l->E_route > 0) {
+    const size_t nk = (size_t)l->N * l->k * 4;
+    probs = A("router", PL_TERM_EXPERT, (size_t)l->N * l->E_route * 4);
+    idx = A("router", PL_TERM_EXPERT, nk);
+    w = A("router", PL_TERM_EXPERT, nk);
+    if (!l->keep_ctx) {
+      tmp = A("activations", PL_TERM_ACTS, NH);
+      pl__pmoe_forward(t, l->moe, ctx);
+      F(tmp);
+    }
+    dhe = A("activations", PL_TERM_ACTS, NH);
+    dw = A("router", PL_TERM_EXPERT, nk);
+    pl__pmoe_backward(t, l->moe);
+    pl__pt_free(t, ctx);
+    dlog = A("router", PL_TERM_EXPERT, (size_t)l->N * l->E_route * l->es);
+    dhr = A("activations", PL_TERM_ACTS, NH);
+  }
+  if (l->I_s > 0 && l->N > 0) {
+    const size_t g2 = (size_t)l->N * 2 * l->I_s * l->es,
+                 g1 = (size_t)l->N * l->I_s * l->es;
+    gu = A("activations", PL_TERM_ACTS, g2);
+    a = A("activations", PL_TERM_ACTS, g1);
+    da = A("activations", PL_TERM_ACTS, g1);
+    dgu = A("activations", PL_TERM_ACTS, g2);
+  }
+  pl__pbuf dh = A("activations", PL_TERM_ACTS, NH);
+  if (l->be == PL_BACKEND_CUDA && l->N > 0)
+    scr = A("activations", PL_TERM_ACTS, pl__rms_scratch(l->N, l->H) * 4);
+  pl__pbuf *ps[] = {&probs, &idx, &w,    &h,  &gu,  &a,    &da, &dgu,
+                    &dhe,   &dhr, &dlog, &dh, &tmp, &dh32, &dw, &scr};
+  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+    pl__pt_free(t, ps[i]);
+}
+
+static void attn_backward(pl__ptrack *t, const pl__player *l) {
+  pl_attn_shape sh = {.batch = 1,
+                      .seq = l->N,
+                      .n_q = l->n_q,
+                      .n_kv = l->n_kv,
+                      .head_dim = l->d,
+                      .dtype = l->dt,
+                      .kernels = l->ak};
+  if (l->D <= 1) {
+    pl__pbuf ws = A("attention", PL_TERM_ATTN, pl__attn_ws(&sh, l->be));
+    F(ws);
+    return;
+  }
+  const size_t qb = (size_t)l->N * l->n_q * l->d * l->es,
+               kb = (size_t)l->N * l->n_kv * l->d * l->es;
+  const size_t bytes[8] = {qb, kb, kb, qb, qb, qb, kb, kb};
+  pl__pbuf b[8];
+  for (int i = 0; i < 8; i++)
+    b[i] = A("attention", PL_TERM_ATTN, bytes[i]);
+  const size_t in[5] = {qb, kb, kb, qb, qb}, back[3] = {qb, kb, kb};
+  for (int i = 0; i < 5; i++) {
+    pl__pbuf x = A("attention", PL_TERM_ATTN, in[i]);
+    F(x);
+  }
+  pl_attn_shape hs = sh;
+  hs.seq = l->N * l->D;
+  hs.n_q = l->n_q / (int)l->D;
+  hs.n_kv = l->n_kv / (int)l->D;
+  pl__pbuf ws = A("attention", PL_TERM_ATTN, pl__attn_ws(&hs, l->be));
+  F(ws);
+  for (int i = 0; i < 3; i++) {
+    pl__pbuf x = A("attention", PL_TERM_ATTN, back[i]);
+    F(x);
+  }
+  for (int i = 0; i < 8; i++)
+    F(b[i]);
+}
+
+void pl__player_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
+  if (l->N == 0)
+    return;
+  const size_t NH = (size_t)l->N * l->H * l->es,
+               nq = (size_t)l->N * l->n_q * l->d * l->es,
+               nk = (size_t)l->N * l->n_kv * l->d * l->es;
+  acts a;
+  attn_forward(t, l, &a);
+  pl__pbuf g[8] = {
+      A("activations", PL_TERM_ACTS, NH),
+      A("activations", PL_TERM_ACTS, nq),
+      A("activations", PL_TERM_ACTS, nq),
+      A("activations", PL_TERM_ACTS, nk),
+      A("activations", PL_TERM_ACTS, nk),
+      A("activations", PL_TERM_ACTS, NH),
+      A("activations", PL_TERM_ACTS, (size_t)l->N * l->H * 4),
+      A("activations", PL_TERM_ACTS, pl__rms_scratch(l->N, l->H) * 4)};
+  ffn_backward(t, l, ctx);
+  attn_backward(t, l);
+  for (int i = 0; i < 8; i++)
+    F(g[i]);
+  acts_free(t, &a);
+}
+
+/* ---- Ring-DTP
+ * ----------------------------------------------------------------- */
+
+void pl__phead_make(pl_dtype dt, int64_t n, int64_t h, int64_t v, int P,
+                    int64_t block, pl__phead *out) {
+  memset(out, 0, sizeof *out);
+  out->dt = dt, out->n = n, out->h = h, out->v = v, out->P = P;
+  out->nmax = n;
+  int64_t c0, w0;
+  pl_ce_shard(v, P, 0, &c0, &w0); /* the first shard is the widest */
+  out->vmax = w0;
+  out->move_w = P > 1 && out->nmax > out->vmax;
+  out->nc = n;
+  if (dt == PL_BF16 && P > 1 && out->move_w)
+    out->nc = (n + 7) / 8;
+  out->vb = block > 0 ? block : PL_CE_DEFAULT_BLOCK;
+  if (out->vb > out->vmax)
+    out->vb = out->vmax;
+  if (out->vb < 1)
+    out->vb = 1;
+}
+
+/* the allocs helper of ring_dtp.c: released in reverse order */
+typedef struct hbufs {
+  pl__pbuf b[16];
+  int n;
+} hbufs;
+
+static void take(pl__ptrack *t, hbufs *a, const char *tag, size_t bytes) {
+  PL_ASSERT(a->n < 16);
+  a->b[a->n++] = A(tag, PL_TERM_LOGITS, bytes);
+}
+
+static void release(pl__ptrack *t, hbufs *a) {
+  for (int i = a->n - 1; i >= 0; i--)
+    F(a->b[i]);
+  a->n = 0;
+}
+
+void pl__phead_run(pl__ptrack *t, const pl__phead *h, pl__pbuf *aux) {
+  const size_t es = pl_dtype_size(h->dt);
+  const bool f32 = h->dt == PL_F32, act = !h->move_w || h->P == 1;
+  const int64_t n = h->n, H = h->h, nmax = h->nmax, vmax = h->vmax, vb = h->vb;
+  hbufs a = {0};
+  /* forward */
+  pl__pt_free(t, aux);
+  *aux = A("ce_state", PL_TERM_LOGITS, (size_t)(2 * n) * 4);
+  take(t, &a, "ce_state", (size_t)(3 * n) * 4);
+  if (act) {
+    const int64_t rows = h->P == 1 ? n : nmax;
+    take(t, &a, "logits", (size_t)(rows * vb) * 4);
+    for (int b = 0; b < 2 && h->P > 1; b++) {
+      if (b == 0 && h->P == 2)
+        continue;
+      take(t, &a, "ring", (size_t)(nmax * H) * es);
+      take(t, &a, "ring", (size_t)nmax * 4);
+    }
+    if (h->P > 1)
+      for (int b = 0; b < 3; b++)
+        take(t, &a, "ring", (size_t)(3 * nmax) * 4);
+  } else {
+    take(t, &a, "logits", (size_t)(n * vb) * 4);
+    for (int b = 0; b < 2; b++) {
+      if (b == 0 && h->P == 2)
+        continue;
+      take(t, &a, "ring", (size_t)(H * vmax) * es);
+    }
+  }
+  release(t, &a);
+  /* backward */
+  if (act) {
+    const int64_t rows = h->P == 1 ? n : nmax;
+    take(t, &a, "logits", (size_t)(rows * vb) * 4);
+    if (!f32)
+      take(t, &a, "logits", (size_t)(rows * vb) * 2);
+    for (int b = 0; b < 2 && h->P > 1; b++) {
+      if (b == 0 && h->P == 2)
+        continue;
+      take(t, &a, "ring", (size_t)(nmax * H) * es);
+      take(t, &a, "ring", (size_t)nmax * 4);
+      take(t, &a, "ring", (size_t)nmax * 8);
+    }
+    if (h->P > 1)
+      for (int b = 0; b < 2; b++)
+        take(t, &a, "ring", (size_t)(nmax * H) * 4);
+    if (!f32 && h->P == 1)
+      take(t, &a, "grads", (size_t)(n * H) * 4);
+  } else {
+    const int64_t rows = f32 ? n : h->nc;
+    take(t, &a, "logits", (size_t)(rows * vb) * 4);
+    if (!f32)
+      take(t, &a, "logits", (size_t)(rows * vb) * 2);
+    if (!f32)
+      take(t, &a, "grads", (size_t)(h->nc * H) * 4);
+    for (int b = 0; b < 2; b++) {
+      if (b == 0 && h->P == 2)
+        continue;
+      take(t, &a, "ring", (size_t)(H * vmax) * es);
+    }
+    for (int b = 0; b < 2; b++)
+      take(t, &a, "ring", (size_t)(H * vmax) * 4);
+  }
+  release(t, &a);
+}

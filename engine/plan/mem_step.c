@@ -1,0 +1,338 @@
+/* mem_step.c — plateau's per-rank memory (pl_plan_memory): the persistent
+ * states of train/describe.h, then one training step replayed on the
+ * symbolic allocator in the order train/step.c, train/zero3.c and
+ * train/ckpt.c issue it — per micro-batch the embedding (its unit gathered,
+ * the first layer's prefetched), the checkpointed forward (each layer's unit
+ * gathered, the next prefetched, released; SCO's selected boundaries freed
+ * after their copy), the head (final norm, Ring-DTP forward + backward, the
+ * head's gradient reduce-scattered, the last layer's gradient opened), the
+ * backward (restores one layer ahead, each unit gathered again with the
+ * previous one prefetched, its gradient opened, the layer recomputed and
+ * backpropagated, the gradient reduce-scattered), the embedding's gradient;
+ * then the optimizer, which allocates nothing on the device during a step.
+ * The peak is the max over all of it, as the tracked allocator records it
+ * from the step's start (pl_mem_reset_peak in pl_trainer_forward_backward). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan_internal.h"
+#include "train/describe.h"
+
+static int state_term(const char *tag) {
+  if (!strcmp(tag, "weights"))
+    return PL_TERM_WEIGHTS;
+  if (!strcmp(tag, "grads"))
+    return PL_TERM_GRADS;
+  if (!strncmp(tag, "optim", 5))
+    return PL_TERM_OPTIM;
+  if (!strcmp(tag, "ce_state"))
+    return PL_TERM_LOGITS;
+  return PL_TERM_OTHER;
+}
+
+/* what the trainer refuses before the layout (train/step.c check_cfg) */
+static pl_status check_step(const pl_plan_cfg *c) {
+  const pl_step_cfg *s = &c->sc;
+  if (s->dt != PL_F32 && s->dt != PL_BF16)
+    return pl_set_error(PL_EINVAL, "plan: dtype %s: f32 or bf16",
+                        pl_dtype_name(s->dt));
+  if (c->sc.micro < 1)
+    return pl_set_error(PL_EINVAL, "plan: micro=%d: must be >= 1", c->sc.micro);
+  if (s->moe_c < 0 || s->moe_K_max < 1)
+    return pl_set_error(PL_EINVAL,
+                        "plan: moe c=%lld K_max=%d: c >= 0 (0: N), K_max >= 1",
+                        (long long)s->moe_c, s->moe_K_max);
+  if (c->W < 1)
+    return pl_set_error(PL_EINVAL, "plan: W=%d GPUs: must be >= 1", c->W);
+  if (s->oo.slots < 0 || s->oo.slots > 64)
+    return pl_set_error(PL_EINVAL, "plan: slots s=%d: 1..64", s->oo.slots);
+  const pl_head_ops *h = s->head ? s->head : &pl_head_ring;
+  if (h != &pl_head_ring && h != &pl_head_fused)
+    return pl_set_error(PL_EUNSUPPORTED,
+                        "plan: head '%s': the planner models the built-in "
+                        "heads ring and fused",
+                        h->name);
+  return PL_OK;
+}
+
+typedef struct units {
+  int n;
+  size_t *full, *shard; /* elements: gathered unit, rank's shard */
+  pl__pbuf *w, *g;      /* gathered weights, open full gradients */
+} units;
+
+typedef struct replay {
+  pl__ptrack *t;
+  units u;
+  size_t es;
+} replay;
+
+static void acquire(replay *r, int u) {
+  if (!r->u.w[u].live)
+    r->u.w[u] =
+        pl__pt_alloc(r->t, "zero3", PL_TERM_UNITS, r->u.full[u] * r->es);
+}
+static void release(replay *r, int u) {
+  pl__pt_free(r->t, &r->u.w[u]);
+}
+static void grad_acquire(replay *r, int u) {
+  if (!r->u.g[u].live)
+    r->u.g[u] =
+        pl__pt_alloc(r->t, "zero3_grads", PL_TERM_UNIT_GRADS, r->u.full[u] * 4);
+}
+static void grad_reduce(replay *r, int u, bool acc) {
+  if (!r->u.g[u].live)
+    return;
+  if (acc) {
+    pl__pbuf tmp = pl__pt_alloc(r->t, "zero3_grads", PL_TERM_UNIT_GRADS,
+                                r->u.shard[u] * 4);
+    pl__pt_free(r->t, &tmp);
+  }
+  pl__pt_free(r->t, &r->u.g[u]);
+}
+
+/* One rank's step; worst: adversarial routing. */
+static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
+                             const pl_plan_machine *mc, int rank, bool worst,
+                             pl_plan_mem *out) {
+  memset(out, 0, sizeof *out);
+  PL_TRY(check_step(c));
+  pl_train_desc *d = malloc(sizeof *d);
+  if (!d)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  pl_status st =
+      pl_train_describe(m, &c->lc, c->W, rank, c->S, &c->sc, mc->backend, d);
+  if (st != PL_OK) {
+    free(d);
+    return st;
+  }
+  const pl_layout_plan *p = &d->plan;
+  const pl_step_cfg *sc = &c->sc;
+  const pl_head_ops *head = sc->head ? sc->head : &pl_head_ring;
+  const int vp = head->vocab_parallel, L = m->L;
+  const int64_t N = p->N, H = m->H;
+  const size_t es = pl_dtype_size(sc->dt), NHb = (size_t)N * (size_t)H * es;
+  pl__ptrack t;
+  pl__pt_init(&t);
+  replay r = {&t, {0}, es};
+  pl__pmoe moe = {0};
+  pl__player *ly = NULL;
+  pl__pbuf *ctx = NULL, *h = NULL;
+  size_t *numel = NULL;
+  int *vsize = NULL;
+  const int nu = L + 2;
+  numel = calloc((size_t)nu, sizeof *numel);
+  vsize = calloc((size_t)nu, sizeof *vsize);
+  r.u.full = calloc((size_t)nu, sizeof(size_t));
+  r.u.shard = calloc((size_t)nu, sizeof(size_t));
+  r.u.w = calloc((size_t)nu, sizeof(pl__pbuf));
+  r.u.g = calloc((size_t)nu, sizeof(pl__pbuf));
+  ly = calloc((size_t)L, sizeof *ly);
+  ctx = calloc((size_t)L, sizeof *ctx);
+  h = calloc((size_t)L + 1, sizeof *h);
+  if (!numel || !vsize || !r.u.full || !r.u.shard || !r.u.w || !r.u.g || !ly ||
+      !ctx || !h) {
+    st = pl_set_error(PL_ENOMEM, "plan: host");
+    goto done;
+  }
+  pl_train_units(m, p, vp, numel, vsize);
+  for (int u = 0; u < nu; u++) {
+    r.u.shard[u] = (numel[u] + (size_t)vsize[u] - 1) / (size_t)vsize[u];
+    r.u.full[u] = (size_t)vsize[u] * r.u.shard[u];
+  }
+
+  /* the MoE layer every MoE layer shares (train/step.c's pl_moe_cfg) */
+  pl_moe_cfg mcfg = pl_moe_cfg_default();
+  mcfg.H = m->H, mcfg.I = m->I, mcfg.E = p->E_route, mcfg.k = m->k;
+  mcfg.dt = sc->dt, mcfg.variant = sc->dispatch, mcfg.knobs = sc->knobs;
+  mcfg.c = sc->moe_c ? sc->moe_c : N;
+  mcfg.K_max = sc->moe_K_max, mcfg.lanes = sc->moe_lanes;
+  int nmoe = 0;
+  for (int l = 0; l < L; l++)
+    nmoe += pl_model_layer_is_moe(m, l);
+  if (nmoe) {
+    st = pl__pmoe_make(&mcfg, p->W, N, c->imb, worst, &moe);
+    if (st != PL_OK)
+      goto done;
+    out->K = moe.K;
+    out->c_eff = moe.c_eff;
+    if (sc->dispatch == PL_MOE_PIPELINED)
+      out->dispatch_bound = pl_moe_dispatch_bound(&mcfg, p->W, moe.c_eff);
+  }
+  for (int l = 0; l < L; l++) {
+    const int is_moe = pl_model_layer_is_moe(m, l);
+    ly[l] = (pl__player){.N = N,
+                         .H = H,
+                         .D = p->D,
+                         .n_q = m->n_q,
+                         .n_kv = m->n_kv,
+                         .d = m->d,
+                         .es = es,
+                         .dt = sc->dt,
+                         .be = mc->backend,
+                         .ak = sc->attn,
+                         .I_s = is_moe ? (m->n_shared ? m->I_shared : 0)
+                                       : m->I_dense,
+                         .E_route = is_moe ? p->E_route : 0,
+                         .k = m->k,
+                         .keep_ctx = !sc->moe_recompute,
+                         .moe = is_moe ? &moe : NULL};
+  }
+  pl__phead hd;
+  pl__phead_make(sc->dt, N, H, m->V, vp ? p->P : 1, sc->head_block, &hd);
+
+  /* the states: exact (train/describe.h), plus what a step leaves behind for
+   * the next: the head's saved (m, log z) and the runner's loss scalar */
+  pl__pt_phase(&t, "states");
+  for (int i = 0; i < d->n; i++)
+    if (d->item[i].arena == PL_ARENA_DEVICE && d->item[i].kind == PL_DESC_STATE)
+      (void)pl__pt_alloc(&t, d->item[i].tag, state_term(d->item[i].tag),
+                         d->item[i].bytes);
+  (void)pl__pt_alloc(&t, "activations", PL_TERM_OTHER, sizeof(float));
+  pl__pbuf aux = pl__pt_alloc(&t, "ce_state", PL_TERM_LOGITS, (size_t)N * 8);
+  out->state = t.cur;
+  pl__pt_reset_peak(&t);
+
+  const int sel = d->sco_layers;
+  for (int mi = 0; mi < c->sc.micro; mi++) {
+    const bool acc = mi > 0;
+    pl__pt_phase(&t, "embedding");
+    acquire(&r, 0);
+    acquire(&r, 1);
+    pl__pbuf x0 = pl__pt_alloc(&t, "activations", PL_TERM_ACTS, NHb);
+    release(&r, 0);
+    pl__pbuf dx0 = pl__pt_alloc(&t, "activations", PL_TERM_ACTS, NHb);
+    /* the checkpoint runner's forward */
+    h[0] = pl__pt_alloc(&t, "boundary", PL_TERM_RESIDENT, NHb);
+    for (int l = 0; l < L; l++) {
+      pl__pt_phase(&t, "forward layer %d (%s)", l,
+                   ly[l].E_route ? "moe" : "dense");
+      h[l + 1] = pl__pt_alloc(&t, l + 1 < L ? "boundary" : "output",
+                              PL_TERM_RESIDENT, NHb);
+      acquire(&r, 1 + l);
+      acquire(&r, l + 1 < L ? 2 + l : L + 1);
+      pl__player_forward(&t, &ly[l], &ctx[l]);
+      if (l + 1 < L)
+        release(&r, 1 + l);
+      if (l < sel)
+        pl__pt_free(&t, &h[l]);
+    }
+    /* the head: final norm + vocabulary head (train/step.c head_run) */
+    pl__pt_phase(&t, "head");
+    pl__pbuf g1 = pl__pt_alloc(&t, "grads_act", PL_TERM_ACTS, NHb);
+    pl__pbuf xf = pl__pt_alloc(&t, "activations", PL_TERM_ACTS, NHb);
+    pl__pbuf dxf = pl__pt_alloc(&t, "activations", PL_TERM_ACTS, NHb);
+    pl__pbuf dwb = {0};
+    if (sc->dt == PL_F32)
+      grad_acquire(&r, L + 1);
+    else
+      dwb = pl__pt_alloc(&t, "zero3_grads", PL_TERM_UNIT_GRADS,
+                         (size_t)H * (size_t)(vp ? p->v_cols : m->V) * es);
+    pl__phead_run(&t, &hd, &aux);
+    if (sc->dt != PL_F32) {
+      grad_acquire(&r, L + 1);
+      pl__pt_free(&t, &dwb);
+    }
+    release(&r, L + 1);
+    grad_reduce(&r, L + 1, acc);
+    grad_acquire(&r, L);
+    if (mc->backend == PL_BACKEND_CUDA) {
+      pl__pbuf scr = pl__pt_alloc(&t, "activations", PL_TERM_ACTS,
+                                  pl__rms_scratch(N, H) * 4);
+      pl__pt_free(&t, &scr);
+    }
+    pl__pt_free(&t, &xf);
+    pl__pt_free(&t, &dxf);
+    pl__pt_free(&t, &h[L]);
+    /* the backward */
+    pl__pbuf g0 = pl__pt_alloc(&t, "grads_act", PL_TERM_ACTS, NHb);
+    int restoring = -1;
+    for (int l = L - 1; l >= 0; l--) {
+      pl__pt_phase(&t, "backward layer %d (%s)", l,
+                   ly[l].E_route ? "moe" : "dense");
+      if (l < sel) {
+        if (restoring != l)
+          h[l] = pl__pt_alloc(&t, "boundary", PL_TERM_RESTORED, NHb);
+        restoring = -1;
+      }
+      if (l > 0 && l - 1 < sel) {
+        h[l - 1] = pl__pt_alloc(&t, "boundary", PL_TERM_RESTORED, NHb);
+        restoring = l - 1;
+      }
+      acquire(&r, 1 + l);
+      if (l > 0)
+        acquire(&r, l);
+      grad_acquire(&r, 1 + l);
+      pl__player_backward(&t, &ly[l], &ctx[l]);
+      release(&r, 1 + l);
+      grad_reduce(&r, 1 + l, acc);
+      pl__pt_free(&t, &h[l]);
+    }
+    pl__pt_free(&t, &g0);
+    pl__pt_free(&t, &g1);
+    pl__pt_free(&t, &x0);
+    pl__pt_phase(&t, "embedding backward");
+    grad_acquire(&r, 0);
+    grad_reduce(&r, 0, acc);
+    pl__pt_free(&t, &dx0);
+  }
+  pl__pt_phase(&t, "optimizer"); /* no device transients */
+
+  pl__pt_export(&t, out);
+  out->N = N;
+  out->sco_layers = sel;
+  out->params_rank = d->params_rank;
+  out->host_pinned = d->host_state;
+  out->host_optim = pl_train_desc_state(d, "optim", PL_ARENA_HOST);
+  out->host_sco = pl_train_desc_state(d, "boundary", PL_ARENA_HOST);
+  /* unpinned host bytes of a rank's state: per-token loss, router biases
+   * and counts (the rest of the process is not modelled) */
+  out->host_rank =
+      d->host_state + (size_t)N * 4 + (size_t)nmoe * (size_t)p->E_route * 12;
+  const int gpn = mc->gpus_per_node < c->W ? mc->gpus_per_node : c->W;
+  out->host_node = (size_t)gpn * out->host_rank;
+done:
+  pl__pmoe_free(&moe);
+  free(numel);
+  free(vsize);
+  free(r.u.full);
+  free(r.u.shard);
+  free(r.u.w);
+  free(r.u.g);
+  free(ly);
+  free(ctx);
+  free(h);
+  free(d);
+  return st;
+}
+
+/* Ranks differ only in their vocabulary shard (pl_ce_shard: rank 0's is the
+ * widest, so its head unit and gradient are the largest): rank < 0 replays
+ * rank 0.  with_worst: also the adversarial routing. */
+pl_status pl__plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
+                          const pl_plan_machine *mc, int rank, bool with_worst,
+                          pl_plan_mem *out) {
+  if (c->system != PL_PLAN_PLATEAU)
+    return pl_plan_fsdp2_memory(m, c, mc, out);
+  if (rank < 0)
+    rank = 0;
+  PL_TRY(replay_rank(m, c, mc, rank, false, out));
+  out->peak_rank = rank;
+  out->dev_worst = 0;
+  if (!with_worst)
+    return PL_OK;
+  pl_plan_mem *w = malloc(sizeof *w);
+  if (!w)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  pl_status st = replay_rank(m, c, mc, rank, true, w);
+  if (st == PL_OK)
+    out->dev_worst = w->dev_peak;
+  free(w);
+  return st;
+}
+
+pl_status pl_plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
+                         const pl_plan_machine *mc, int rank,
+                         pl_plan_mem *out) {
+  return pl__plan_memory(m, c, mc, rank, true, out);
+}

@@ -1,0 +1,381 @@
+/* plan.h — the planner: before launch, the per-rank memory and the step time
+ * of a training configuration, for plateau's composed step (train/step.h)
+ * and for the FSDP2-equivalent baseline (torchtitan's FSDP2 + activation
+ * checkpointing + EP + CP + optional CPU offload), and the choice of the
+ * configuration that maximizes predicted throughput among those that fit.
+ * Pure functions: no device, no MPI.
+ *
+ * Memory, plateau (pl_plan_memory).  The step's schedule is replayed on a
+ * symbolic tracked allocator: every pl_alloc / pl_free of the step's path
+ * (units, layers, attention and Ulysses, the MoE FFN and the chunk pipeline,
+ * the head, the checkpoint runner with SCO, the optimizer) in the host's
+ * issue order, with the same byte counts and the same tags, so the
+ * predicted peak is the max over the step's phases (forward, head, each
+ * layer's backward, optimizer) and the live set at the peak is by tag, as
+ * the tracked allocator reports it.  The one assumption is the routing: the
+ * expert dispatch sizes are those of balanced routing (every route to a
+ * uniformly chosen expert: a rank receives as many routes per chunk as it
+ * sends), scaled by cfg `imb` for the received rows; `worst` replays the
+ * adversarial routing (every source sends all its routes to this rank) and
+ * is the bound the pipelined variant guarantees.  States (shards, staging,
+ * pinned host) are exact (train/describe.h).  Each live byte is also
+ * attributed to a term of Eq. 6 (pl_plan_term) for the budget table.
+ *
+ * Memory, FSDP2 (pl_plan_fsdp2_memory): analytic, by formula, with the
+ * assumptions listed in fsdp2.c's header (what torchtitan allocates per
+ * parameter and per token, which transients coexist); the same result
+ * struct, tags named like our baseline's (baselines/fsdp2).
+ *
+ * Time (pl_plan_time): FLOPs of every component (recomputation included) at
+ * calibrated rates, communication at the calibrated bandwidths with stated
+ * overlap (which comm hides behind which compute), the optimizer at the host
+ * link / host memory / SIMD CPU rates; step time, tok/s/GPU, model TFLOP/s
+ * per GPU (pl_model_flops_per_token's measure).  The machine
+ * (pl_plan_machine) has documented defaults for an 8×H200 node and is read
+ * from `plateau bench calib` result files and measured kernel-rate files.
+ *
+ * Feasibility (pl_plan_check): the one call the suite and jobs/submit make
+ * before launching a point: fits, or infeasible with the binding term. */
+#ifndef PLATEAU_PLAN_PLAN_H
+#define PLATEAU_PLAN_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model/model.h"
+#include "plateau/plateau.h"
+#include "train/step.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the machine -------------------------------------------------------- */
+
+/* Rates and capacities of one node kind.  Bandwidths in GB/s (1e9 B/s),
+ * rates in TFLOP/s, memory in bytes.  pl_plan_machine_default() is one
+ * 8×H200 node on 400 Gb/s InfiniBand per GPU (the values are listed in
+ * README "Planning a run" and printed by `plateau plan --machine`). */
+typedef struct pl_plan_machine {
+  pl_backend backend; /* the target device: cuda (projections) or cpu */
+  int gpus_per_node;
+  double hbm_bytes;    /* device memory per GPU a run may allocate      */
+  double hbm_reserve;  /* of which held back (context, NCCL, the pool's
+                          fragmentation)                               */
+  double host_bytes;   /* host RAM per node                             */
+  double host_reserve; /* of which held back (OS, processes, page cache)*/
+  /* calibration (plateau bench calib) */
+  double gemm_tflops; /* dense bf16 GEMM                               */
+  double hbm_gbs;     /* device copy, read + write counted             */
+  double h2d_gbs, d2h_gbs, bidir_gbs; /* pinned host link per GPU        */
+  double nvl_gbs;       /* NVLink point-to-point per direction           */
+  double nccl_gbs;      /* intra-node ring collectives, bus bandwidth    */
+  double a2a_gbs;       /* intra-node all-to-all, bus bandwidth          */
+  double ib_gbs;        /* inter-node per GPU per direction              */
+  double ib_lat_us;     /* per message across nodes                      */
+  double nvl_lat_us;    /* per message inside a node                     */
+  double host_dram_gbs; /* host memory bandwidth per node                */
+  /* kernel rates (measured result files override them) */
+  double attn_fwd_tflops;   /* our flash forward at long context          */
+  double attn_bwd_tflops;   /* our flash backward                         */
+  double attn_half_seq;     /* context at which attention runs at half its
+                               long-context rate (rate·S/(S+half))         */
+  double expert_eff;        /* expert GEMMs / gemm_tflops                   */
+  double dense_eff;         /* dense layer GEMMs / gemm_tflops              */
+  double head_eff;          /* vocabulary head GEMMs / gemm_tflops          */
+  double mem_passes;        /* elementwise passes over N·H·b per layer and
+                               step (norms, SwiGLU, RoPE, residuals, casts) */
+  double optim_gparam_s;    /* streamed optimizer per GPU; 0: from the link */
+  double cpu_adam_gparam_s; /* SIMD CPU AdamW per node (all cores)          */
+  double step_overhead_ms;  /* per step: host waits, launches, small ops    */
+  double layer_overhead_ms; /* per layer and pass                           */
+  double coll_us; /* per collective call: launch, host agreement, the wait
+                     for the slowest rank                                  */
+  /* the FSDP2 baseline's kernels (PyTorch) */
+  double fsdp2_attn_tflops; /* SDPA fwd+bwd (cuDNN)                       */
+  double fsdp2_expert_eff;  /* grouped expert GEMMs / gemm_tflops         */
+  double fsdp2_cpu_adam_gparam_s; /* torch fused CPU AdamW per node         */
+  char source[160]; /* "defaults" or the files read                 */
+} pl_plan_machine;
+
+/* One 8×H200 node, NVLink, 400 Gb/s InfiniBand per GPU, CUDA target. */
+pl_plan_machine pl_plan_machine_default(void);
+
+/* Read a `plateau bench calib` result file (TSV: # metadata, a header,
+ * rows; the test name in column `variant` or `test`): gemm (tflops), h2d,
+ * d2h, bidir (algbw_gbs), d2d (algbw_gbs: HBM), allreduce / alltoall /
+ * sendrecv (busbw_gbs), each the row of the largest size that is ok.  Only
+ * what the file has is changed.  Also reads kernel-rate files of benches
+ * attention (tflops of fwdbwd rows at the longest seq → attention rates),
+ * adam (gparam_s of the stream / cpu variants) and moegemm (ratio →
+ * expert_eff), recognized by their `# bench:` line.  PL_EINVAL naming the
+ * file and line when it cannot be read. */
+pl_status pl_plan_machine_load(pl_plan_machine *m, const char *path);
+/* key=value (the field names above, e.g. "ib_gbs=25", "host_reserve=8Gi":
+ * a number may end in K M G T or Ki Mi Gi Ti); PL_EINVAL naming the key and
+ * the allowed keys. */
+pl_status pl_plan_machine_set(pl_plan_machine *m, const char *kv);
+void pl_plan_machine_print(const pl_plan_machine *m, FILE *f);
+
+/* ---- a configuration ---------------------------------------------------- */
+
+typedef enum pl_plan_system {
+  PL_PLAN_PLATEAU = 0,
+  PL_PLAN_FSDP2 = 1
+} pl_plan_system;
+const char *pl_plan_system_name(pl_plan_system s); /* "plateau" "fsdp2" */
+
+typedef enum pl_plan_ac {
+  PL_PLAN_AC_FULL = 0,      /* every decoder layer recomputed             */
+  PL_PLAN_AC_SELECTIVE = 1, /* torchtitan's op-level SAC                  */
+  PL_PLAN_AC_NONE = 2
+} pl_plan_ac;
+const char *pl_plan_ac_name(pl_plan_ac a); /* "full" "selective" "none" */
+
+typedef struct pl_plan_cfg {
+  pl_plan_system system;
+  int W;     /* ranks of the run (one GPU each)                       */
+  int64_t S; /* sequence length                                       */
+  /* plateau: the layout and the step (the trainer's own structs) */
+  pl_layout_cfg lc; /* D, P, W_v (W_v > W: the one-GPU proxy)              */
+  pl_step_cfg sc;   /* dtype, dispatch, c, K_max, head, optimizer, β, s, SCO,
+                       micro-batches per step (sc.micro, both systems) */
+  double imb;       /* received rows / balanced (>= 1; 0: 1)               */
+  int64_t tokens_step; /* pl_plan_auto: keep this many tokens per step
+                          (sc.micro follows the layout chosen; 0: one pass,
+                          sc.micro as given)                              */
+  /* fsdp2 */
+  int cp, ep; /* context- and expert-parallel degrees (divide W)     */
+  pl_plan_ac ac;
+  bool offload; /* FSDP2 CPUOffloadPolicy: fp32 params, grads and the
+                   optimizer on the host, AdamW on the CPU             */
+  int mbs;      /* sequences per data-parallel group per micro-batch   */
+} pl_plan_cfg;
+
+/* plateau's trainer defaults (pl_step_cfg_default, D = P = 1) at W, S. */
+pl_plan_cfg pl_plan_cfg_plateau(int W, int64_t S);
+/* FSDP2: cp = 1, ep = W (or the largest divisor of E), full AC, no
+ * offload, mbs 1. */
+pl_plan_cfg pl_plan_cfg_fsdp2(const pl_model_cfg *m, int W, int64_t S);
+
+/* Tokens per rank N and tokens per step of a configuration. */
+int64_t pl_plan_tokens_per_rank(const pl_plan_cfg *c);
+int64_t pl_plan_tokens_per_step(const pl_plan_cfg *c);
+
+/* "D=2 P=8 c=8192 β=100M s=2 sco=3/7 stream ring pllep" (or FSDP2's knobs). */
+void pl_plan_cfg_str(const pl_plan_cfg *c, char *buf, size_t n);
+
+/* ---- memory ------------------------------------------------------------- */
+
+/* The terms of the per-rank budget: Eq. 6's seven and the transients our
+ * operators allocate beside them. */
+typedef enum pl_plan_term {
+  PL_TERM_WEIGHTS, /* bf16 weights of the rank's shards and experts       */
+  PL_TERM_GRADS,   /* f32 gradients of them                               */
+  PL_TERM_OPTIM, /* optimizer staging s·β·12 (<= s·β·16), norm partials */
+  PL_TERM_ATTN,  /* attention workspace and Ulysses buffers             */
+  PL_TERM_DISPATCH, /* dispatch buffers (<= 2·Ep·k·c_eff·H·b)              */
+  PL_TERM_LOGITS,   /* logit strips, ring hop buffers, CE state            */
+  PL_TERM_RESTORED, /* boundaries restored by SCO (<= 2·N·H·b)             */
+  PL_TERM_RESIDENT, /* boundaries kept on the device ((L − |S|)·N·H·b)     */
+  PL_TERM_UNITS,    /* gathered ZeRO-3 / FSDP units (two)                  */
+  PL_TERM_UNIT_GRADS, /* unsharded unit gradients, reduce-scatter buffers    */
+  PL_TERM_ACTS,       /* one layer's activations and their gradients        */
+  PL_TERM_EXPERT,     /* expert intermediates, router, routing, LLEP weights */
+  PL_TERM_OTHER,      /* tokens, small state                                 */
+  PL_TERM_COUNT
+} pl_plan_term;
+const char *pl_plan_term_name(int t);    /* "weights", ... */
+const char *pl_plan_term_formula(int t); /* "4Θ/W: bf16 ...", Eq. 6's form */
+/* What each term holds in the FSDP2 model (fsdp2.c's assumptions M1-M9). */
+const char *pl_plan_fsdp2_term_formula(int t);
+
+#define PL_PLAN_MAX_TAGS 32
+
+typedef struct pl_plan_mem {
+  /* device (the rank with the highest peak) */
+  size_t dev_peak;     /* predicted tracked device peak of a step        */
+  size_t dev_worst;    /* the same under adversarial routing (the bound the
+                          pipelined dispatch guarantees; ep and llep: not
+                          bounded, this is all routes to one rank)         */
+  int peak_rank;       /* the rank (of a P-group) with the highest peak  */
+  char peak_phase[48]; /* "backward layer 3 (moe ffn)", ...              */
+  int n_tags;
+  pl_tag_bytes at_peak[PL_PLAN_MAX_TAGS];  /* live set at the peak        */
+  pl_tag_bytes tag_peak[PL_PLAN_MAX_TAGS]; /* each tag's own peak         */
+  size_t term[PL_TERM_COUNT];              /* live set at the peak by term */
+  size_t term_peak[PL_TERM_COUNT];         /* each term's own peak        */
+  size_t state; /* persistent device bytes (before the step)      */
+  /* host */
+  size_t host_pinned; /* tracked pinned host bytes per rank             */
+  size_t host_optim;  /* of it: the optimizer's state (fp32 master, m, v;
+                         FSDP2 with offload: + fp32 params and grads)    */
+  size_t host_sco;    /* of it: SCO's pinned boundaries                 */
+  size_t host_rank;   /* all host bytes of a rank's state (pinned + not)*/
+  size_t host_node;   /* host bytes per node (gpus_per_node ranks)      */
+  /* facts of the configuration */
+  int64_t N; /* tokens per rank                                */
+  int K;     /* MoE chunks (Eq. 1)                             */
+  int64_t c_eff;
+  int sco_layers;        /* |S|                                            */
+  int64_t params_rank;   /* parameters the rank updates                    */
+  size_t dispatch_bound; /* 2·Ep·k·c_eff·H·b (pipelined), 0 otherwise      */
+} pl_plan_mem;
+
+/* Bytes of a tag at the peak / its own peak (0 when absent). */
+size_t pl_plan_mem_tag(const pl_plan_mem *m, const char *tag);
+size_t pl_plan_mem_tag_peak(const pl_plan_mem *m, const char *tag);
+
+/* plateau's memory for one rank: rank < 0 gives the rank with the highest
+ * peak (ranks differ only in their vocabulary shard; rank 0's is the
+ * widest).  PL_EINVAL as
+ * pl_layout_plan_make and pl_trainer_create refuse, naming the value. */
+pl_status pl_plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
+                         const pl_plan_machine *mc, int rank, pl_plan_mem *out);
+/* FSDP2's, analytic. */
+pl_status pl_plan_fsdp2_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
+                               const pl_plan_machine *mc, pl_plan_mem *out);
+
+/* ---- components (the component benches' peaks, same replay) ------------ */
+
+/* One MoE layer forward + backward on a rank (ops/moe.h), N tokens per rank,
+ * Ep ranks, balanced routing (`worst`: all routes to this rank): the peaks
+ * of the tags "dispatch", "expert", "routing" and the operator's peak above
+ * its inputs. */
+typedef struct pl_plan_moe_peaks {
+  size_t dispatch, expert, routing, op_peak;
+  int K;
+  int64_t c_eff;
+} pl_plan_moe_peaks;
+pl_status pl_plan_moe_layer(const pl_moe_cfg *mc, int Ep, int64_t N,
+                            bool keep_ctx, bool worst, pl_plan_moe_peaks *out);
+/* One Ring-DTP forward + backward (ops/ring_dtp.h, reduction none) of rank r
+ * of a P-group, every rank n tokens: the peaks of "logits", "ring",
+ * "grads" (the head's scratch) and "ce_state" (with the context's 8 bytes
+ * of group statistics), and the op's peak above its inputs and context. */
+typedef struct pl_plan_head_peaks {
+  size_t logits, ring, grads, ce_state, op_peak;
+  bool moves_weights;
+} pl_plan_head_peaks;
+pl_status pl_plan_head(pl_dtype dt, int64_t n, int64_t h, int64_t v, int P,
+                       int r, int64_t block, pl_plan_head_peaks *out);
+
+/* The checkpoint runner's boundaries (train/ckpt.h, SCO) for L layers of
+ * N×H, the first `selected` offloaded: the device peak of the tag
+ * "boundary" (within Eq. 4's 2·N·H·b + (L − |S|)·N·H·b) and the pinned host
+ * bytes (|S|·N·H·b). */
+void pl_plan_sco_boundaries(int L, int64_t N, int64_t H, pl_dtype dt,
+                            int selected, size_t *dev_peak, size_t *host);
+/* OffloadStreamAdamW's device staging for Θ parameters (stream_adamw.h):
+ * min(s, ⌈Θ/β⌉) slots of min(β, Θ) parameters × (12 + the gradient's bytes
+ * when gradients live on the host) — within s·β·16. */
+size_t pl_plan_optim_staging(size_t theta, size_t beta, int slots,
+                             size_t host_grad_bytes);
+
+/* ---- time --------------------------------------------------------------- */
+
+enum {
+  PL_TPART_ATTN,     /* attention kernels (fwd, recompute, bwd)            */
+  PL_TPART_DENSE,    /* dense GEMMs: QKV, O, router, shared/dense FFN       */
+  PL_TPART_EXPERT,   /* expert GEMMs (with the inner recompute)             */
+  PL_TPART_HEAD,     /* vocabulary head and loss                            */
+  PL_TPART_MEM,      /* elementwise, memory-bound work                      */
+  PL_TPART_OPTIM,    /* optimizer step                                      */
+  PL_TPART_A2A_MOE,  /* expert dispatch / combine, exposed part             */
+  PL_TPART_A2A_SEQ,  /* Ulysses (plateau) / ring attention (FSDP2) comm     */
+  PL_TPART_UNITS,    /* ZeRO-3 / FSDP gathers and reduce-scatters, exposed  */
+  PL_TPART_HOST,     /* SCO copies / CPU-offload traffic, exposed           */
+  PL_TPART_OVERHEAD, /* per step, per layer and per collective fixed costs  */
+  PL_TPART_COUNT
+};
+const char *pl_plan_tpart_name(int p);
+
+typedef struct pl_plan_time {
+  double step_s;     /* predicted step time                            */
+  double tok_s_gpu;  /* tokens per step / W / step_s                   */
+  double tflops_gpu; /* model FLOPs (pl_model_flops_per_token) per GPU */
+  double mfu;        /* tflops_gpu / gemm_tflops                       */
+  double part_s[PL_TPART_COUNT];   /* exposed time of each part (sum = step) */
+  double hidden_s[PL_TPART_COUNT]; /* comm hidden behind compute             */
+  double flops_rank; /* executed FLOPs per rank per step (recompute in)*/
+} pl_plan_time;
+
+/* The step time of a configuration on a machine.  Overlaps (plateau):
+ * ZeRO-3 gathers / reduce-scatters behind each layer's compute (prefetch);
+ * pipelined dispatch behind the expert GEMMs of the other chunks (ep, llep:
+ * exposed); Ring-DTP hops behind the strips; SCO copies behind the layers;
+ * Ulysses all-to-alls exposed; the optimizer after the backward, exposed.
+ * FSDP2: see fsdp2.c (FSDP comm behind the layer compute; CP ring behind
+ * attention; EP all-to-all exposed; optimizer exposed). */
+pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
+                               const pl_plan_machine *mc, pl_plan_time *out);
+
+/* ---- feasibility (the suite's and jobs/submit's call) ------------------- */
+
+typedef struct pl_plan_verdict {
+  bool fits;         /* device and host within the machine              */
+  bool fits_worst;   /* device within HBM also under adversarial routing */
+  char binding[40];  /* the term that binds: the largest device term at
+                        the peak, or "host: <term>"; "" when it fits      */
+  size_t need, have; /* bytes of the binding resource                   */
+  char why[200];     /* one line: "device peak 151.2 GiB > 135.8 GiB
+                        usable; largest term dispatch 40.1 GiB"           */
+  pl_plan_mem mem;
+} pl_plan_verdict;
+
+/* Does the configuration fit on the machine?  Returns PL_OK with
+ * verdict->fits set either way; PL_EINVAL only when the configuration is
+ * not valid (the trainer would refuse it), naming the value.  The suite
+ * records a point that does not fit as status `infeasible` with
+ * verdict->binding and verdict->why instead of launching it. */
+pl_status pl_plan_check(const pl_model_cfg *m, const pl_plan_cfg *c,
+                        const pl_plan_machine *mc, pl_plan_verdict *verdict);
+
+/* ---- the automatic choice ----------------------------------------------- */
+
+/* Which knobs the search may choose: a knob left free is searched, a fixed
+ * one is taken from the configuration given. */
+typedef struct pl_plan_free {
+  bool D, P, c, beta, sco, optim; /* plateau            */
+  bool cp, ep, ac, offload, mbs;  /* fsdp2              */
+} pl_plan_free;
+
+typedef struct pl_plan_choice {
+  pl_plan_cfg cfg;
+  pl_plan_mem mem;
+  pl_plan_time time;
+} pl_plan_choice;
+
+typedef struct pl_plan_search {
+  int tried, feasible;
+  pl_plan_choice best, runner_up; /* by predicted tok/s/GPU               */
+  bool have_best, have_runner_up;
+  char why_lost[400]; /* why the runner-up lost: its largest time part's
+                         difference (or memory when it is slower by less
+                         than 0.5%)                                        */
+  char binding[40];   /* when nothing fits: the binding term of the
+                         configuration closest to fitting                  */
+  char why_none[480];
+} pl_plan_search;
+
+/* Search the free knobs around base (its fixed knobs kept): plateau over
+ * D (dividing W, n_q, n_kv and S), P (1, 2, 4, 8 inside a node), c, β, s,
+ * the SCO budget (0, one boundary at a time, all), the optimizer (stream,
+ * hybrid); FSDP2 over CP, EP, AC, offload and mbs.  Maximizes predicted
+ * tok/s/GPU among the configurations that fit. */
+pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
+                       const pl_plan_free *free, const pl_plan_machine *mc,
+                       pl_plan_search *out);
+
+/* The largest tokens per rank N that fits (micro = 1) with the free knobs
+ * searched, N a multiple of `quantum`, at most n_max; 0 when none. */
+int64_t pl_plan_max_tokens(const pl_model_cfg *m, const pl_plan_cfg *base,
+                           const pl_plan_free *free, const pl_plan_machine *mc,
+                           int64_t quantum, int64_t n_max);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

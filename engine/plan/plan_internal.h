@@ -1,0 +1,132 @@
+/* plan_internal.h — what the files of the planner share; not installed.
+ *   track.c     the symbolic tracked allocator the schedules are replayed on;
+ *   mem_ops.c   the operators' allocation schedules (attention, Ulysses, the
+ *               MoE FFN and the chunk pipeline, Ring-DTP);
+ *   mem_step.c  the training step's schedule (units, checkpoint runner, SCO,
+ *               head) and the states; pl_plan_memory;
+ *   fsdp2.c     the FSDP2 baseline's analytic memory and time;
+ *   time.c      plateau's time model;
+ *   machine.c   the machine: defaults, calibration and rate files;
+ *   search.c    feasibility and the automatic choice. */
+#ifndef PLATEAU_PLAN_INTERNAL_H
+#define PLATEAU_PLAN_INTERNAL_H
+
+#include "plan/plan.h"
+
+/* A replayed allocation: freeing it twice is a no-op. */
+typedef struct pl__pbuf {
+  int tag, term;
+  size_t bytes;
+  bool live;
+} pl__pbuf;
+
+/* The symbolic allocator: current and peak bytes, each tag's current and
+ * peak, the live set (by tag and by term) when the peak was set, and the
+ * phase being replayed then. */
+typedef struct pl__ptrack {
+  size_t cur, peak;
+  int n;
+  const char *tag[PL_PLAN_MAX_TAGS];
+  size_t now[PL_PLAN_MAX_TAGS], at_peak[PL_PLAN_MAX_TAGS],
+      tpeak[PL_PLAN_MAX_TAGS];
+  size_t term_now[PL_TERM_COUNT], term_at_peak[PL_TERM_COUNT],
+      term_peak[PL_TERM_COUNT];
+  char phase[48], peak_phase[48];
+} pl__ptrack;
+
+void pl__pt_init(pl__ptrack *t);
+pl__pbuf pl__pt_alloc(pl__ptrack *t, const char *tag, int term, size_t bytes);
+void pl__pt_free(pl__ptrack *t, pl__pbuf *b);
+/* Peak := current (as pl_mem_reset_peak at the start of a step). */
+void pl__pt_reset_peak(pl__ptrack *t);
+void pl__pt_phase(pl__ptrack *t, const char *fmt, ...);
+/* Copy the peak, the live set and the tag peaks into out. */
+void pl__pt_export(const pl__ptrack *t, pl_plan_mem *out);
+
+/* ---- the MoE chunk pipeline (ops/moe_pipeline.c) ---- */
+
+/* The sizes of one chunk on this rank (rows) and the group's maxima. */
+typedef struct pl__pchunk {
+  int64_t nt, R, S, s_self, Rmax, Smax;
+  bool em; /* expert-major (the permutation copies) */
+} pl__pchunk;
+
+typedef struct pl__pmoe {
+  const pl_moe_cfg *cfg;
+  int Ep, K;
+  int64_t N, c_eff;
+  pl__pchunk *ch; /* K */
+  int64_t nmeta;  /* int32 routing indices kept by the context */
+  bool pipe;      /* pipelined with overlap */
+} pl__pmoe;
+
+/* Chunk sizes under balanced routing (imb scales the received rows) or
+ * adversarial routing (worst: every source's routes to this rank). */
+pl_status pl__pmoe_make(const pl_moe_cfg *cfg, int Ep, int64_t N, double imb,
+                        bool worst, pl__pmoe *out);
+void pl__pmoe_free(pl__pmoe *p);
+/* pl_moe_forward / pl_moe_backward; the routing indices (*ctx, tag
+ * "routing") are allocated by forward and freed by the caller. */
+void pl__pmoe_forward(pl__ptrack *t, const pl__pmoe *p, pl__pbuf *ctx);
+void pl__pmoe_backward(pl__ptrack *t, const pl__pmoe *p);
+
+/* ---- layers ---- */
+
+/* What one decoder layer's replay needs. */
+typedef struct pl__player {
+  int64_t N, H, D; /* tokens per rank, hidden, Ulysses group            */
+  int n_q, n_kv, d;
+  size_t es; /* bytes per activation value                        */
+  pl_dtype dt;
+  pl_backend be;
+  pl_attn_kernels ak;
+  int64_t I_s;    /* the always-on SwiGLU width (shared or dense; 0)   */
+  int E_route, k; /* MoE (E_route 0: dense FFN)                        */
+  bool keep_ctx;
+  const pl__pmoe *moe;
+} pl__player;
+
+void pl__player_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx);
+void pl__player_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx);
+
+/* ---- Ring-DTP (ops/ring_dtp.c) ---- */
+
+typedef struct pl__phead {
+  pl_dtype dt;
+  int64_t n, h, v, nmax, vmax, vb, nc;
+  int P;
+  bool move_w;
+} pl__phead;
+
+void pl__phead_make(pl_dtype dt, int64_t n, int64_t h, int64_t v, int P,
+                    int64_t block, pl__phead *out);
+/* Forward + backward; *aux (ce_state 2n floats) is freed and re-made. */
+void pl__phead_run(pl__ptrack *t, const pl__phead *h, pl__pbuf *aux);
+
+/* The RMSNorm backward scratch (floats) the layer code allocates. */
+size_t pl__rms_scratch(int64_t N, int64_t H);
+/* The attention backward's workspace on backend be (CUDA computed from its
+ * documented layout when this build has no CUDA). */
+size_t pl__attn_ws(const pl_attn_shape *sh, pl_backend be);
+
+/* ---- time and search helpers ---- */
+
+/* Seconds of a ring collective (all-gather / reduce-scatter) over G ranks
+ * moving `bytes` per rank in total (the full buffer), and of an all-to-all
+ * where each rank sends `bytes` in total, G ranks, gpn per node. */
+double pl__t_ring(const pl_plan_machine *mc, int G, double bytes);
+double pl__t_a2a(const pl_plan_machine *mc, int G, double bytes);
+/* Attention rate at context S (TFLOP/s) from a long-context rate. */
+double pl__attn_rate(const pl_plan_machine *mc, double rate, int64_t S);
+/* HBM / host usable bytes. */
+double pl__hbm_usable(const pl_plan_machine *mc);
+double pl__host_usable(const pl_plan_machine *mc);
+
+pl_status pl__plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
+                          const pl_plan_machine *mc, int rank, bool with_worst,
+                          pl_plan_mem *out);
+pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
+                         const pl_plan_machine *mc, pl_plan_time *out);
+pl_status pl__fsdp2_check(const pl_model_cfg *m, const pl_plan_cfg *c);
+
+#endif

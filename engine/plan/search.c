@@ -1,0 +1,597 @@
+/* search.c — configurations (defaults, tokens, a one-line description),
+ * feasibility (pl_plan_check: the suite's call before launching a point),
+ * the automatic choice (pl_plan_auto: the feasible configuration of the
+ * highest predicted tok/s/GPU, and the runner-up) and the largest tokens per
+ * rank that fit (pl_plan_max_tokens). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan_internal.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+const char *pl_plan_system_name(pl_plan_system s) {
+  return s == PL_PLAN_FSDP2 ? "fsdp2" : "plateau";
+}
+
+const char *pl_plan_ac_name(pl_plan_ac a) {
+  static const char *const n[] = {"full", "selective", "none"};
+  return (unsigned)a <= PL_PLAN_AC_NONE ? n[a] : "?";
+}
+
+pl_plan_cfg pl_plan_cfg_plateau(int W, int64_t S) {
+  pl_plan_cfg c;
+  memset(&c, 0, sizeof c);
+  c.system = PL_PLAN_PLATEAU;
+  c.W = W, c.S = S;
+  c.lc = (pl_layout_cfg){1, 1, 0};
+  c.sc = pl_step_cfg_default();
+  c.sc.head = &pl_head_fused;
+  c.imb = 1;
+  c.cp = 1, c.ep = W, c.ac = PL_PLAN_AC_FULL, c.mbs = 1;
+  return c;
+}
+
+static int largest_ep(const pl_model_cfg *m, int W) {
+  if (m->E <= 0)
+    return 1;
+  for (int e = W; e >= 1; e--)
+    if (W % e == 0 && m->E % e == 0)
+      return e;
+  return 1;
+}
+
+pl_plan_cfg pl_plan_cfg_fsdp2(const pl_model_cfg *m, int W, int64_t S) {
+  pl_plan_cfg c = pl_plan_cfg_plateau(W, S);
+  c.system = PL_PLAN_FSDP2;
+  c.ep = largest_ep(m, W);
+  return c;
+}
+
+int64_t pl_plan_tokens_per_rank(const pl_plan_cfg *c) {
+  if (c->system == PL_PLAN_FSDP2)
+    return c->cp > 0 ? (int64_t)c->mbs * c->S / c->cp : 0;
+  return c->lc.D > 0 ? c->S / c->lc.D : c->S;
+}
+
+int64_t pl_plan_tokens_per_step(const pl_plan_cfg *c) {
+  return (int64_t)c->sc.micro * c->W * pl_plan_tokens_per_rank(c);
+}
+
+static void human(double v, char *buf, size_t n) {
+  if (v >= 1e9 && fmod(v, 1e9) == 0)
+    snprintf(buf, n, "%gG", v / 1e9);
+  else if (v >= 1e6 && fmod(v, 1e6) == 0)
+    snprintf(buf, n, "%gM", v / 1e6);
+  else if (v >= GIB)
+    snprintf(buf, n, "%.1fGiB", v / GIB);
+  else if (v >= 1024 * 1024)
+    snprintf(buf, n, "%.1fMiB", v / (1024 * 1024));
+  else
+    snprintf(buf, n, "%.0f", v);
+}
+
+void pl_plan_cfg_str(const pl_plan_cfg *c, char *buf, size_t n) {
+  if (c->system == PL_PLAN_FSDP2) {
+    snprintf(buf, n, "cp=%d ep=%d dp=%d ac=%s offload=%s mbs=%d micro=%d",
+             c->cp, c->ep, c->cp ? c->W / c->cp : 0, pl_plan_ac_name(c->ac),
+             c->offload ? "on" : "off", c->mbs, c->sc.micro);
+    return;
+  }
+  const pl_step_cfg *s = &c->sc;
+  char beta[24], sco[24], cc[24];
+  human((double)(s->oo.bucket ? s->oo.bucket : 100000000), beta, sizeof beta);
+  if (s->sco.all)
+    snprintf(sco, sizeof sco, "all");
+  else
+    human((double)s->sco.bytes, sco, sizeof sco);
+  if (s->moe_c)
+    snprintf(cc, sizeof cc, "%lld", (long long)s->moe_c);
+  else
+    snprintf(cc, sizeof cc, "N");
+  const pl_head_ops *h = s->head ? s->head : &pl_head_ring;
+  const pl_optim_ops *o = s->optim ? s->optim : &pl_optim_stream;
+  snprintf(buf, n,
+           "D=%d P=%d Ep=%d c=%s beta=%s s=%d sco=%s head=%s optim=%s "
+           "dispatch=%s micro=%d%s",
+           c->lc.D, c->lc.P, c->W, cc, beta, s->oo.slots ? s->oo.slots : 2, sco,
+           h->name, o->name, pl_moe_variant_name(s->dispatch), c->sc.micro,
+           c->lc.W_v > c->W ? " (proxy)" : "");
+}
+
+/* ---- feasibility -------------------------------------------------------- */
+
+static void name_binding(const pl_plan_mem *mem, char *binding, size_t n) {
+  int best = 0;
+  for (int i = 1; i < PL_TERM_COUNT; i++)
+    if (mem->term[i] > mem->term[best])
+      best = i;
+  snprintf(binding, n, "%s", pl_plan_term_name(best));
+}
+
+static void verdict_of(const pl_plan_machine *mc, pl_plan_verdict *v) {
+  const pl_plan_mem *mem = &v->mem;
+  const double dev = pl__hbm_usable(mc), host = pl__host_usable(mc);
+  const bool fd = (double)mem->dev_peak <= dev,
+             fh = (double)mem->host_node <= host;
+  v->fits = fd && fh;
+  v->fits_worst = fd && (double)mem->dev_worst <= dev;
+  v->binding[0] = v->why[0] = 0;
+  if (!fd) {
+    name_binding(mem, v->binding, sizeof v->binding);
+    int bt = 0;
+    for (int i = 1; i < PL_TERM_COUNT; i++)
+      if (mem->term[i] > mem->term[bt])
+        bt = i;
+    v->need = mem->dev_peak, v->have = (size_t)dev;
+    snprintf(v->why, sizeof v->why,
+             "device peak %.2f GiB > %.2f GiB usable (at %s); largest term "
+             "%s %.2f GiB",
+             mem->dev_peak / GIB, dev / GIB, mem->peak_phase, v->binding,
+             mem->term[bt] / GIB);
+  } else if (!fh) {
+    const bool opt = mem->host_optim >= mem->host_sco;
+    snprintf(v->binding, sizeof v->binding, "host: %s",
+             opt ? "optimizer state" : "sco boundaries");
+    v->need = mem->host_node, v->have = (size_t)host;
+    snprintf(v->why, sizeof v->why,
+             "host per node %.1f GiB > %.1f GiB usable: %d ranks x "
+             "(optimizer %.1f GiB + SCO %.1f GiB + other %.1f GiB)",
+             mem->host_node / GIB, host / GIB,
+             (int)(mem->host_rank ? mem->host_node / mem->host_rank : 0),
+             mem->host_optim / GIB, mem->host_sco / GIB,
+             (mem->host_rank - mem->host_optim - mem->host_sco) / GIB);
+  }
+}
+
+pl_status pl_plan_check(const pl_model_cfg *m, const pl_plan_cfg *c,
+                        const pl_plan_machine *mc, pl_plan_verdict *v) {
+  memset(v, 0, sizeof *v);
+  PL_TRY(pl__plan_memory(m, c, mc, -1, true, &v->mem));
+  verdict_of(mc, v);
+  return PL_OK;
+}
+
+/* ---- the search ---------------------------------------------------------- */
+
+typedef struct cand {
+  pl_plan_cfg cfg;
+  pl_plan_mem mem;
+  pl_plan_time time;
+  bool fits;
+  char binding[40];
+  double over; /* need / have of the binding resource (closest to fit) */
+} cand;
+
+/* memory (no worst replay) and fit; time only when it fits */
+static pl_status eval(const pl_model_cfg *m, const pl_plan_machine *mc, cand *x,
+                      bool with_time) {
+  pl_plan_verdict *v = malloc(sizeof *v);
+  if (!v)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  memset(v, 0, sizeof *v);
+  pl_status st = pl__plan_memory(m, &x->cfg, mc, -1, false, &v->mem);
+  if (st == PL_OK) {
+    v->mem.dev_worst = v->mem.dev_peak;
+    verdict_of(mc, v);
+    x->mem = v->mem;
+    x->fits = v->fits;
+    snprintf(x->binding, sizeof x->binding, "%s", v->binding);
+    x->over = v->have ? (double)v->need / (double)v->have : 0;
+  }
+  free(v);
+  if (st == PL_OK && x->fits && with_time)
+    st = pl_plan_time_predict(m, &x->cfg, mc, &x->time);
+  return st;
+}
+
+typedef struct ranking {
+  int tried, feasible;
+  cand best, second;
+  bool have_best, have_second;
+  cand closest; /* infeasible, smallest over */
+  bool have_closest;
+} ranking;
+
+/* Two candidates of one kind differ only in knobs that barely move the time
+ * (P, β, s): the runner-up is the best of another kind. */
+static bool same_kind(const cand *a, const cand *b) {
+  const pl_plan_cfg *x = &a->cfg, *y = &b->cfg;
+  if (x->system == PL_PLAN_FSDP2)
+    return x->cp == y->cp && x->ep == y->ep && x->ac == y->ac &&
+           x->offload == y->offload && x->mbs == y->mbs;
+  return x->lc.D == y->lc.D && a->mem.K == b->mem.K &&
+         x->sc.optim == y->sc.optim && a->mem.sco_layers == b->mem.sco_layers;
+}
+
+/* better: faster by more than 0.1%, or as fast with the lower peak */
+static bool better(const cand *a, const cand *b) {
+  const double va = a->time.tok_s_gpu, vb = b->time.tok_s_gpu;
+  if (va > vb * 1.001)
+    return true;
+  if (vb > va * 1.001)
+    return false;
+  const double pa = (double)a->mem.dev_peak, pb = (double)b->mem.dev_peak;
+  if (fabs(pa - pb) > 0.001 * pb)
+    return pa < pb;
+  return va > vb;
+}
+
+static void rank_in(ranking *r, const cand *x) {
+  r->tried++;
+  if (!x->fits) {
+    if (!r->have_closest || x->over < r->closest.over)
+      r->closest = *x, r->have_closest = true;
+    return;
+  }
+  r->feasible++;
+  if (!r->have_best || better(x, &r->best)) {
+    if (r->have_best && !same_kind(&r->best, x) &&
+        (!r->have_second || better(&r->best, &r->second)))
+      r->second = r->best, r->have_second = true;
+    if (r->have_second && same_kind(&r->second, x))
+      r->have_second = false; /* the runner-up must be of another kind */
+    r->best = *x, r->have_best = true;
+  } else if (!same_kind(&r->best, x) &&
+             (!r->have_second || better(x, &r->second))) {
+    r->second = *x, r->have_second = true;
+  }
+}
+
+static void divisors(int W, int *out, int *n, int max) {
+  *n = 0;
+  for (int d = 1; d <= W && *n < max; d++)
+    if (W % d == 0)
+      out[(*n)++] = d;
+}
+
+/* plateau: the smallest SCO count at which the device fits (the count the
+ * host allows at most); budget 0 first */
+static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
+                            cand *x, bool free_sco, ranking *r) {
+  if (!free_sco) {
+    PL_TRY(eval(m, mc, x, true));
+    rank_in(r, x);
+    return PL_OK;
+  }
+  const int64_t N = pl_plan_tokens_per_rank(&x->cfg);
+  const uint64_t nhb =
+      (uint64_t)N * (uint64_t)m->H * pl_dtype_size(x->cfg.sc.dt);
+  x->cfg.sc.sco = (pl_sco_budget){false, 0};
+  PL_TRY(eval(m, mc, x, true));
+  if (x->fits || strncmp(x->binding, "host", 4) == 0) {
+    rank_in(r, x);
+    return PL_OK;
+  }
+  int lo = 1, hi = m->L, found = -1;
+  cand y = *x;
+  while (lo <= hi) {
+    const int mid = (lo + hi) / 2;
+    y.cfg.sc.sco = (pl_sco_budget){mid == m->L, (uint64_t)mid * nhb};
+    PL_TRY(eval(m, mc, &y, false));
+    if ((double)y.mem.dev_peak <= pl__hbm_usable(mc))
+      found = mid, hi = mid - 1;
+    else
+      lo = mid + 1;
+  }
+  if (found < 0) {
+    y.cfg.sc.sco = (pl_sco_budget){true, 0};
+    PL_TRY(eval(m, mc, &y, true));
+    rank_in(r, &y);
+    return PL_OK;
+  }
+  y.cfg.sc.sco = (pl_sco_budget){found == m->L, (uint64_t)found * nhb};
+  PL_TRY(eval(m, mc, &y, true));
+  rank_in(r, &y);
+  return PL_OK;
+}
+
+static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
+                                const pl_plan_free *fr,
+                                const pl_plan_machine *mc, ranking *r) {
+  int Ds[64], nD = 0;
+  if (fr->D) {
+    int dv[64], n;
+    divisors(base->W, dv, &n, 64);
+    for (int i = 0; i < n; i++)
+      if (m->n_q % dv[i] == 0 && m->n_kv % dv[i] == 0 && base->S % dv[i] == 0)
+        Ds[nD++] = dv[i];
+  } else {
+    Ds[nD++] = base->lc.D;
+  }
+  int Ps[8], nP = 0;
+  if (fr->P) {
+    for (int p = 1; p <= 8 && p <= mc->gpus_per_node; p *= 2)
+      if (base->W % p == 0)
+        Ps[nP++] = p;
+  } else {
+    Ps[nP++] = base->lc.P;
+  }
+  const pl_optim_ops *opts[2] = {&pl_optim_stream, &pl_optim_hybrid};
+  const int nopt = fr->optim ? 2 : 1;
+  const size_t betas[2] = {100000000, 25000000};
+  const int nbeta = fr->beta ? 2 : 1;
+  for (int di = 0; di < nD; di++) {
+    const int64_t N = base->S / Ds[di];
+    int micro = base->sc.micro;
+    if (base->tokens_step > 0) { /* the micro-batches of this layout */
+      const int64_t per = (int64_t)base->W * N;
+      if (base->tokens_step % per)
+        continue;
+      micro = (int)(base->tokens_step / per);
+    }
+    /* c: chunk counts K = 1, 2, 4, ... 64 */
+    int64_t cs[8];
+    int nc = 0;
+    if (fr->c) {
+      for (int K = 1; K <= 64 && nc < 8; K *= 2) {
+        const int64_t c = (N + K - 1) / K;
+        if (c >= 1 && (nc == 0 || c != cs[nc - 1]))
+          cs[nc++] = c;
+      }
+    } else {
+      cs[nc++] = base->sc.moe_c;
+    }
+    for (int pi = 0; pi < nP; pi++)
+      for (int ci = 0; ci < nc; ci++)
+        for (int bi = 0; bi < nbeta; bi++)
+          for (int oi = 0; oi < nopt; oi++) {
+            cand x;
+            memset(&x, 0, sizeof x);
+            x.cfg = *base;
+            x.cfg.lc.D = Ds[di];
+            x.cfg.sc.micro = micro;
+            x.cfg.lc.P = Ps[pi];
+            if (fr->P)
+              x.cfg.sc.head = Ps[pi] > 1 ? &pl_head_ring : &pl_head_fused;
+            x.cfg.sc.moe_c = cs[ci];
+            if (fr->beta)
+              x.cfg.sc.oo.bucket = betas[bi];
+            if (fr->optim)
+              x.cfg.sc.optim = opts[oi];
+            pl_status st = sco_search(m, mc, &x, fr->sco, r);
+            if (st == PL_EINVAL || st == PL_EUNSUPPORTED)
+              continue; /* a knob the layout refuses */
+            PL_TRY(st);
+          }
+  }
+  return PL_OK;
+}
+
+static pl_status search_fsdp2(const pl_model_cfg *m, const pl_plan_cfg *base,
+                              const pl_plan_free *fr, const pl_plan_machine *mc,
+                              ranking *r) {
+  int cps[64], ncp = 0, eps[64], nep = 0, dv[64], n;
+  divisors(base->W, dv, &n, 64);
+  for (int i = 0; i < n; i++) {
+    if (fr->cp ? base->S % (2 * dv[i]) == 0 : dv[i] == base->cp)
+      cps[ncp++] = dv[i];
+    if (fr->ep ? (m->E > 0 ? m->E % dv[i] == 0 : dv[i] == 1)
+               : dv[i] == base->ep)
+      eps[nep++] = dv[i];
+  }
+  const pl_plan_ac acs[3] = {PL_PLAN_AC_FULL, PL_PLAN_AC_SELECTIVE,
+                             PL_PLAN_AC_NONE};
+  const int nac = fr->ac ? 3 : 1;
+  const int noff = fr->offload ? 2 : 1;
+  const int mbss[4] = {1, 2, 4, 8};
+  const int nmbs = fr->mbs ? 4 : 1;
+  for (int a = 0; a < ncp; a++)
+    for (int b = 0; b < nep; b++)
+      for (int c = 0; c < nac; c++)
+        for (int o = 0; o < noff; o++)
+          for (int q = 0; q < nmbs; q++) {
+            cand x;
+            memset(&x, 0, sizeof x);
+            x.cfg = *base;
+            x.cfg.cp = cps[a];
+            x.cfg.ep = eps[b];
+            if (base->tokens_step > 0) { /* the micro-batches of this mix */
+              const int64_t per = (int64_t)base->W / cps[a] *
+                                  (fr->mbs ? mbss[q] : base->mbs) * base->S;
+              if (base->tokens_step % per)
+                continue;
+              x.cfg.sc.micro = (int)(base->tokens_step / per);
+            }
+            if (fr->ac)
+              x.cfg.ac = acs[c];
+            if (fr->offload)
+              x.cfg.offload = o == 1;
+            if (fr->mbs)
+              x.cfg.mbs = mbss[q];
+            pl_status st = eval(m, mc, &x, true);
+            if (st == PL_EINVAL)
+              continue;
+            PL_TRY(st);
+            rank_in(r, &x);
+          }
+  return PL_OK;
+}
+
+/* why the runner-up lost: the part with the largest extra time */
+static void why_lost(const cand *b, const cand *s, char *buf, size_t n) {
+  const double vb = b->time.tok_s_gpu, vs = s->time.tok_s_gpu;
+  char cfg[200];
+  pl_plan_cfg_str(&s->cfg, cfg, sizeof cfg);
+  if (vb - vs < 0.005 * vb) {
+    const double dp = ((double)s->mem.dev_peak - (double)b->mem.dev_peak) / GIB;
+    if (fabs(dp) < 0.01)
+      snprintf(buf, n,
+               "%s: %.0f vs %.0f tok/s/GPU at the same peak (%.2f GiB): a "
+               "tie within 0.5%%, either serves",
+               cfg, vs, vb, b->mem.dev_peak / GIB);
+    else
+      snprintf(buf, n,
+               "%s: %.0f vs %.0f tok/s/GPU, within 0.5%%; the choice needs "
+               "%.2f GiB less at its peak (%.2f vs %.2f GiB)",
+               cfg, vs, vb, dp, b->mem.dev_peak / GIB, s->mem.dev_peak / GIB);
+    return;
+  }
+  int worst = 0;
+  double dmax = -1e30;
+  for (int i = 0; i < PL_TPART_COUNT; i++) {
+    const double d = s->time.part_s[i] - b->time.part_s[i];
+    if (d > dmax)
+      dmax = d, worst = i;
+  }
+  snprintf(buf, n,
+           "%s: %.0f vs %.0f tok/s/GPU (%.1f%% slower): its %s takes %+.3f s "
+           "per step",
+           cfg, vs, vb, 100.0 * (vb - vs) / vb, pl_plan_tpart_name(worst),
+           dmax);
+}
+
+pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
+                       const pl_plan_free *fr, const pl_plan_machine *mc,
+                       pl_plan_search *out) {
+  memset(out, 0, sizeof *out);
+  ranking *r = calloc(1, sizeof *r);
+  if (!r)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  pl_status st = base->system == PL_PLAN_FSDP2
+                     ? search_fsdp2(m, base, fr, mc, r)
+                     : search_plateau(m, base, fr, mc, r);
+  if (st == PL_OK && r->tried == 0 && base->tokens_step > 0) {
+    free(r);
+    return pl_set_error(PL_EINVAL,
+                        "tokens per step %lld: no %s makes it a whole number "
+                        "of passes of %lld-token sequences over %d GPUs",
+                        (long long)base->tokens_step,
+                        base->system == PL_PLAN_FSDP2 ? "cp and mbs" : "D",
+                        (long long)base->S, base->W);
+  }
+  if (st == PL_OK && r->tried == 0) {
+    /* every candidate refused: the base itself says why */
+    cand x;
+    memset(&x, 0, sizeof x);
+    x.cfg = *base;
+    st = eval(m, mc, &x, true);
+    if (st == PL_OK)
+      rank_in(r, &x);
+  }
+  if (st == PL_OK) {
+    out->tried = r->tried, out->feasible = r->feasible;
+    if (r->have_best) {
+      out->have_best = true;
+      out->best = (pl_plan_choice){r->best.cfg, r->best.mem, r->best.time};
+      pl_plan_verdict v;
+      if (pl_plan_check(m, &out->best.cfg, mc, &v) == PL_OK)
+        out->best.mem.dev_worst = v.mem.dev_worst;
+    }
+    if (r->have_second) {
+      out->have_runner_up = true;
+      out->runner_up =
+          (pl_plan_choice){r->second.cfg, r->second.mem, r->second.time};
+      why_lost(&r->best, &r->second, out->why_lost, sizeof out->why_lost);
+    }
+    if (!r->have_best && r->have_closest) {
+      snprintf(out->binding, sizeof out->binding, "%s", r->closest.binding);
+      char cfg[200];
+      pl_plan_cfg_str(&r->closest.cfg, cfg, sizeof cfg);
+      pl_plan_verdict v;
+      memset(&v, 0, sizeof v);
+      v.mem = r->closest.mem;
+      verdict_of(mc, &v);
+      snprintf(out->why_none, sizeof out->why_none, "closest: %s: %s", cfg,
+               v.why);
+      out->best =
+          (pl_plan_choice){r->closest.cfg, r->closest.mem, r->closest.time};
+    }
+  }
+  free(r);
+  return st;
+}
+
+/* ---- the largest tokens per rank --------------------------------------------
+ */
+
+/* The configuration that needs the least device memory at N tokens per rank
+ * with the free knobs (fixed ones kept): plateau D = 1 (S = N), P as large
+ * as a node allows, the most chunks, SCO as much as the host holds, the
+ * smaller bucket; FSDP2 cp = 1, the largest ep, full AC, offload. */
+static pl_status fits_frugal(const pl_model_cfg *m, const pl_plan_cfg *base,
+                             const pl_plan_free *fr, const pl_plan_machine *mc,
+                             int64_t N, bool *fits) {
+  cand x;
+  memset(&x, 0, sizeof x);
+  x.cfg = *base;
+  x.cfg.sc.micro = 1;
+  *fits = false;
+  if (base->system == PL_PLAN_FSDP2) {
+    if (fr->cp)
+      x.cfg.cp = 1;
+    if (fr->mbs)
+      x.cfg.mbs = 1;
+    if (fr->ep)
+      x.cfg.ep = largest_ep(m, base->W);
+    if (fr->ac)
+      x.cfg.ac = PL_PLAN_AC_FULL;
+    x.cfg.S = N * x.cfg.cp / x.cfg.mbs;
+    for (int o = 0; o < (fr->offload ? 2 : 1) && !*fits; o++) {
+      if (fr->offload)
+        x.cfg.offload = o == 0;
+      pl_status st = eval(m, mc, &x, false);
+      if (st == PL_EINVAL)
+        return PL_OK;
+      PL_TRY(st);
+      *fits = x.fits;
+    }
+    return PL_OK;
+  }
+  if (fr->D)
+    x.cfg.lc.D = 1;
+  x.cfg.S = N * x.cfg.lc.D;
+  if (fr->P) {
+    int P = 1;
+    for (int p = 2; p <= 8 && p <= mc->gpus_per_node; p *= 2)
+      if (base->W % p == 0)
+        P = p;
+    x.cfg.lc.P = P;
+    x.cfg.sc.head = P > 1 ? &pl_head_ring : &pl_head_fused;
+  }
+  if (fr->c)
+    x.cfg.sc.moe_c = (N + 63) / 64;
+  if (fr->beta)
+    x.cfg.sc.oo.bucket = 25000000;
+  if (fr->optim)
+    x.cfg.sc.optim = &pl_optim_stream;
+  ranking r;
+  memset(&r, 0, sizeof r);
+  pl_status st = sco_search(m, mc, &x, fr->sco, &r);
+  if (st == PL_EINVAL || st == PL_EUNSUPPORTED)
+    return PL_OK;
+  PL_TRY(st);
+  *fits = r.have_best;
+  return PL_OK;
+}
+
+int64_t pl_plan_max_tokens(const pl_model_cfg *m, const pl_plan_cfg *base,
+                           const pl_plan_free *fr, const pl_plan_machine *mc,
+                           int64_t quantum, int64_t n_max) {
+  if (quantum < 1)
+    quantum = 1;
+  int64_t lo = 0, hi = n_max / quantum; /* in quanta; lo fits (0: none) */
+  bool f = false;
+  /* grow to bracket, then bisect */
+  int64_t step = 1;
+  while (lo + step <= hi) {
+    if (fits_frugal(m, base, fr, mc, (lo + step) * quantum, &f) != PL_OK)
+      return 0;
+    if (!f)
+      break;
+    lo += step;
+    step *= 2;
+  }
+  int64_t a = lo, b = lo + step <= hi ? lo + step : hi + 1; /* b fails */
+  while (b - a > 1) {
+    const int64_t mid = (a + b) / 2;
+    if (fits_frugal(m, base, fr, mc, mid * quantum, &f) != PL_OK)
+      return 0;
+    if (f)
+      a = mid;
+    else
+      b = mid;
+  }
+  return a * quantum;
+}

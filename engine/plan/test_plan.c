@@ -1,0 +1,295 @@
+/* test_plan.c — the planner's pure parts, one process: the machine (result
+ * files of both schema versions, key=value overrides and their refusals),
+ * Eq. 6's terms at the paper's scale (the states per parameter, the
+ * dispatch bound, the boundaries), the FSDP2 model's documented numbers,
+ * feasibility naming its binding term, the automatic choice and the
+ * largest tokens per rank. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/check_run.h"
+#include "plan/plan.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static pl_model_cfg preset(const char *n) {
+  pl_model_cfg m;
+  ck_assert_int_eq(pl_model_preset(n, &m), PL_OK);
+  return m;
+}
+
+static char *write_tmp(const char *text) {
+  static char path[64];
+  snprintf(path, sizeof path, "/tmp/plateau_plan_test_XXXXXX");
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  FILE *f = fdopen(fd, "w");
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+START_TEST(machine_files) {
+  pl_plan_machine m = pl_plan_machine_default();
+  /* schema 1: the test name in `test` */
+  const char *v1 =
+      "# plateau-results: 1\n# bench: calib\n"
+      "test\tbytes\tranks\tdtype\tmnk\ttime_ms\talgbw_gbs\t"
+      "busbw_gbs\ttflops\tstatus\tcheck\tnote\n"
+      "h2d\t65536\t2\tf32\t-\t0.1\t9.0\t9.0\t-\tok\tpass\tx\n"
+      "h2d\t1073741824\t2\tf32\t-\t20\t54.4\t54.4\t-\tok\tpass\tx\n"
+      "d2h\t1073741824\t2\tf32\t-\t20\t54.5\t54.5\t-\toom\tskip\tx\n"
+      "gemm\t4\t2\tbf16\t8192\t1.4\t-\t-\t754.5\tok\tpass\tx\n"
+      "alltoall\t1048576\t2\tf32\t-\t1\t10\t300\t-\tok\tpass\tx\n"
+      "torn\tline\n";
+  char *p = write_tmp(v1);
+  ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_OK);
+  unlink(p);
+  ck_assert_double_eq_tol(m.h2d_gbs, 54.4, 1e-9); /* the largest size   */
+  ck_assert_double_eq_tol(m.d2h_gbs, 55.3, 1e-9); /* oom row: unchanged */
+  ck_assert_double_eq_tol(m.gemm_tflops, 754.5, 1e-9);
+  ck_assert_double_eq_tol(m.a2a_gbs, 300, 1e-9); /* busbw            */
+  ck_assert_ptr_nonnull(strstr(m.source, "plateau_plan_test"));
+  /* schema 2: `variant`; attention and adam rate files */
+  const char *v2 = "# plateau-results: 2\n# bench: calib\n"
+                   "variant\tbytes\tranks\tdtype\tmnk\ttime_ms\talgbw_gbs\t"
+                   "busbw_gbs\ttflops\tstatus\n"
+                   "bidir\t1048576\t2\tf32\t-\t1\t99\t99\t-\tok\n";
+  p = write_tmp(v2);
+  ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_OK);
+  unlink(p);
+  ck_assert_double_eq_tol(m.bidir_gbs, 99, 1e-9);
+  const char *at = "# bench: attention\n"
+                   "ranks\tseq\tpass\ttime_ms\ttflops\tstatus\n"
+                   "1\t4096\tfwd\t1\t270\tok\n"
+                   "1\t131072\tfwd\t1\t540\tok\n"
+                   "1\t131072\tfwdbwd\t1\t436\tok\n";
+  p = write_tmp(at);
+  ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_OK);
+  unlink(p);
+  ck_assert_double_eq_tol(m.attn_fwd_tflops, 540, 1e-9);
+  /* 3.5/436 = 1/540 + 2.5/bwd */
+  ck_assert_double_eq_tol(3.5 / 436, 1.0 / 540 + 2.5 / m.attn_bwd_tflops,
+                          1e-12);
+  ck_assert_double_eq_tol(m.attn_half_seq, 4096, 1e-6); /* 540 = 2 × 270 */
+  const char *ad = "# bench: adam\nvariant\tparams\tranks\tgparam_s\tstatus\n"
+                   "stream\t2625000000\t2\t3.9\tok\n"
+                   "cpu\t2625000000\t2\t1.4\tok\n";
+  p = write_tmp(ad);
+  ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_OK);
+  unlink(p);
+  ck_assert_double_eq_tol(m.optim_gparam_s, 3.9, 1e-9);
+  ck_assert_double_eq_tol(m.cpu_adam_gparam_s, 2.8, 1e-9); /* 2 ranks */
+  /* refusals name the value */
+  p = write_tmp("# bench: vocab\na\tb\n1\t2\n");
+  ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_EINVAL);
+  unlink(p);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "vocab"));
+  ck_assert_int_eq(pl_plan_machine_load(&m, "/nonexistent/x.tsv"), PL_EINVAL);
+  ck_assert_int_eq(pl_plan_machine_set(&m, "ib_gbs=25"), PL_OK);
+  ck_assert_double_eq_tol(m.ib_gbs, 25, 1e-12);
+  ck_assert_int_eq(pl_plan_machine_set(&m, "gpus_per_node=4"), PL_OK);
+  ck_assert_int_eq(m.gpus_per_node, 4);
+  ck_assert_int_eq(pl_plan_machine_set(&m, "ib_gbs=-1"), PL_EINVAL);
+  ck_assert_int_eq(pl_plan_machine_set(&m, "warp=9"), PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "warp"));
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "ib_gbs"));
+}
+END_TEST
+
+START_TEST(eq6_terms_at_scale) {
+  /* 120B on 16 H200, 128K: the states per parameter, the dispatch bound */
+  pl_model_cfg m = preset("120b");
+  pl_plan_machine mc = pl_plan_machine_default();
+  pl_plan_cfg c = pl_plan_cfg_plateau(16, 131072);
+  c.lc.P = 8, c.sc.head = &pl_head_ring;
+  pl_plan_mem mem;
+  ck_assert_int_eq(pl_plan_memory(&m, &c, &mc, -1, &mem), PL_OK);
+  const double th = (double)mem.params_rank;
+  ck_assert(th > 7.0e9 && th < 8.0e9); /* 122.5 B / 16 + padding */
+  /* 4Θ/W split: bf16 weights (+ router biases), f32 gradients */
+  ck_assert_double_eq_tol(mem.term[PL_TERM_GRADS], 4 * th, 1);
+  ck_assert(fabs(mem.term[PL_TERM_WEIGHTS] - 2 * th) < 1e6);
+  /* staging s·β·12 <= s·β·16 */
+  ck_assert(mem.term_peak[PL_TERM_OPTIM] >= 2 * 100000000.0 * 12);
+  ck_assert(mem.term_peak[PL_TERM_OPTIM] <= 2 * 100000000.0 * 16);
+  /* Eq. 1: K = N / c, the bound 2·Ep·k·c_eff·H·b */
+  ck_assert_int_eq(mem.K, 16);
+  ck_assert_uint_eq(mem.dispatch_bound, 2ull * 16 * 8 * 8192 * 7168 * 2);
+  ck_assert(mem.term_peak[PL_TERM_DISPATCH] <= mem.dispatch_bound);
+  /* boundaries on the device: L·N·H·b resident at the most (no SCO) */
+  const double nhb = 131072.0 * 7168 * 2;
+  ck_assert(mem.term_peak[PL_TERM_RESIDENT] <= (m.L + 1) * nhb);
+  ck_assert_uint_eq(mem.term_peak[PL_TERM_RESTORED], 0);
+  ck_assert_uint_eq(mem.sco_layers, 0);
+  /* the worst routing costs more, within the guarantee of the bound */
+  ck_assert(mem.dev_worst > mem.dev_peak);
+  /* host: 12 B/param of fp32 state, 8 ranks per node */
+  ck_assert(fabs((double)mem.host_optim - 12 * th) < 1);
+  ck_assert(mem.host_node >= 8 * mem.host_optim);
+  /* SCO: three boundaries off the device, restored two at a time */
+  c.sc.sco = (pl_sco_budget){false, (uint64_t)(3 * nhb)};
+  pl_plan_mem s3;
+  ck_assert_int_eq(pl_plan_memory(&m, &c, &mc, -1, &s3), PL_OK);
+  ck_assert_int_eq(s3.sco_layers, 3);
+  ck_assert(s3.dev_peak < mem.dev_peak);
+  ck_assert(s3.term_peak[PL_TERM_RESTORED] <= 2 * nhb);
+  ck_assert_double_eq_tol(s3.host_sco, 3 * nhb, 1);
+  /* more chunks, a smaller dispatch peak */
+  c.sc.sco = (pl_sco_budget){false, 0};
+  c.sc.moe_c = 2048;
+  pl_plan_mem k64;
+  ck_assert_int_eq(pl_plan_memory(&m, &c, &mc, -1, &k64), PL_OK);
+  ck_assert_int_eq(k64.K, 64);
+  ck_assert(k64.term_peak[PL_TERM_DISPATCH] < mem.term_peak[PL_TERM_DISPATCH]);
+}
+END_TEST
+
+START_TEST(fsdp2_model) {
+  pl_model_cfg m = preset("120b");
+  pl_plan_machine mc = pl_plan_machine_default();
+  pl_plan_cfg c = pl_plan_cfg_fsdp2(&m, 16, 32768);
+  ck_assert_int_eq(c.ep, 16);
+  pl_plan_mem a;
+  ck_assert_int_eq(pl_plan_fsdp2_memory(&m, &c, &mc, &a), PL_OK);
+  /* M1: 16 B per parameter / W persistent without offload */
+  const double pr = 122.5e9 / 16;
+  ck_assert(fabs(a.term[PL_TERM_WEIGHTS] + a.term[PL_TERM_GRADS] +
+                 a.term[PL_TERM_OPTIM] - 16 * pr) < 0.01 * 16 * pr);
+  ck_assert_uint_eq(a.host_node, 0);
+  /* M7: the dense loss, 3 N×V fp32 at its phase */
+  ck_assert_double_eq_tol(a.term_peak[PL_TERM_LOGITS], 12.0 * 32768 * 200000,
+                          1);
+  /* offload moves the 16 B/param to the host */
+  c.offload = true;
+  pl_plan_mem b;
+  ck_assert_int_eq(pl_plan_fsdp2_memory(&m, &c, &mc, &b), PL_OK);
+  ck_assert(b.dev_peak < a.dev_peak - 100 * GIB);
+  ck_assert(fabs((double)b.host_node - 8 * 16 * pr) < 0.01 * 8 * 16 * pr);
+  /* CP splits the sequence: the loss shrinks with it */
+  c.cp = 4;
+  pl_plan_mem d;
+  ck_assert_int_eq(pl_plan_fsdp2_memory(&m, &c, &mc, &d), PL_OK);
+  ck_assert_double_eq_tol(d.term_peak[PL_TERM_LOGITS],
+                          12.0 * 32768 / 4 * 200000, 1);
+  /* activation checkpointing: none keeps the most, full the least */
+  pl_plan_mem ac[3];
+  for (int i = 0; i < 3; i++) {
+    pl_plan_cfg x = c;
+    x.ac = (pl_plan_ac)i;
+    ck_assert_int_eq(pl_plan_fsdp2_memory(&m, &x, &mc, &ac[i]), PL_OK);
+  }
+  ck_assert(ac[PL_PLAN_AC_FULL].term_peak[PL_TERM_RESIDENT] <
+            ac[PL_PLAN_AC_SELECTIVE].term_peak[PL_TERM_RESIDENT]);
+  ck_assert(ac[PL_PLAN_AC_SELECTIVE].term_peak[PL_TERM_RESIDENT] <
+            ac[PL_PLAN_AC_NONE].term_peak[PL_TERM_RESIDENT]);
+  ck_assert(ac[PL_PLAN_AC_FULL].dev_peak < ac[PL_PLAN_AC_NONE].dev_peak);
+  /* without AC the layer's set is saved, not recomputed: its backward holds
+   * the gradients only beside it */
+  ck_assert(ac[PL_PLAN_AC_NONE].term_peak[PL_TERM_ACTS] <
+            ac[PL_PLAN_AC_FULL].term_peak[PL_TERM_ACTS]);
+  /* refusals */
+  c.cp = 3;
+  ck_assert_int_eq(pl_plan_fsdp2_memory(&m, &c, &mc, &d), PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "cp=3"));
+  c.cp = 1, c.ep = 5;
+  ck_assert_int_eq(pl_plan_fsdp2_memory(&m, &c, &mc, &d), PL_EINVAL);
+  /* time: positive parts, the optimizer on the CPU with offload */
+  c.ep = 16, c.offload = true;
+  pl_plan_time t;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &t), PL_OK);
+  ck_assert(t.step_s > 0 && t.tok_s_gpu > 0);
+  ck_assert(t.part_s[PL_TPART_OPTIM] > 1.0); /* 7.7 B params per rank */
+}
+END_TEST
+
+START_TEST(check_names_binding) {
+  pl_model_cfg m = preset("120b");
+  pl_plan_machine mc = pl_plan_machine_default();
+  /* 1M tokens on one rank of 16 at D = 1: does not fit */
+  pl_plan_cfg c = pl_plan_cfg_plateau(16, 1 << 20);
+  pl_plan_verdict v;
+  ck_assert_int_eq(pl_plan_check(&m, &c, &mc, &v), PL_OK);
+  ck_assert(!v.fits);
+  ck_assert_str_eq(v.binding, "acts");
+  ck_assert_ptr_nonnull(strstr(v.why, "device peak"));
+  ck_assert(v.need > v.have);
+  /* 32K fits */
+  c = pl_plan_cfg_plateau(16, 32768);
+  ck_assert_int_eq(pl_plan_check(&m, &c, &mc, &v), PL_OK);
+  ck_assert(v.fits);
+  ck_assert_str_eq(v.binding, "");
+  /* a small host: the optimizer state binds */
+  pl_plan_machine small = mc;
+  small.host_bytes = 256 * GIB;
+  ck_assert_int_eq(pl_plan_check(&m, &c, &small, &v), PL_OK);
+  ck_assert(!v.fits);
+  ck_assert_str_eq(v.binding, "host: optimizer state");
+  /* invalid: refused, not infeasible */
+  c.lc.D = 3;
+  ck_assert_int_eq(pl_plan_check(&m, &c, &mc, &v), PL_EINVAL);
+}
+END_TEST
+
+START_TEST(auto_choice) {
+  pl_model_cfg m = preset("120b");
+  pl_plan_machine mc = pl_plan_machine_default();
+  pl_plan_cfg base = pl_plan_cfg_plateau(16, 1 << 20);
+  pl_plan_free fr = {.D = true,
+                     .P = true,
+                     .c = true,
+                     .beta = true,
+                     .sco = true,
+                     .optim = true};
+  pl_plan_search s;
+  ck_assert_int_eq(pl_plan_auto(&m, &base, &fr, &mc, &s), PL_OK);
+  ck_assert(s.have_best && s.feasible > 0 && s.tried >= s.feasible);
+  ck_assert(s.best.cfg.lc.D > 1); /* 1M tokens per rank cannot fit */
+  pl_plan_verdict v;
+  ck_assert_int_eq(pl_plan_check(&m, &s.best.cfg, &mc, &v), PL_OK);
+  ck_assert(v.fits);
+  ck_assert(s.have_runner_up);
+  ck_assert(s.best.time.tok_s_gpu >= s.runner_up.time.tok_s_gpu * 0.999);
+  ck_assert(strlen(s.why_lost) > 0);
+  /* nothing fits on a tiny device: the closest names its binding term */
+  pl_plan_machine tiny = mc;
+  tiny.hbm_bytes = 8 * GIB;
+  ck_assert_int_eq(pl_plan_auto(&m, &base, &fr, &tiny, &s), PL_OK);
+  ck_assert(!s.have_best);
+  ck_assert(strlen(s.binding) > 0);
+  ck_assert_ptr_nonnull(strstr(s.why_none, "closest"));
+  /* FSDP2 at 1M on 16 GPUs: no mix fits (the paper's OOM) */
+  pl_plan_cfg f = pl_plan_cfg_fsdp2(&m, 16, 1 << 20);
+  pl_plan_free ff = {
+      .cp = true, .ep = true, .ac = true, .offload = true, .mbs = true};
+  ck_assert_int_eq(pl_plan_auto(&m, &f, &ff, &mc, &s), PL_OK);
+  ck_assert(!s.have_best);
+  ck_assert_str_eq(s.binding, "logits");
+  /* the largest tokens per rank: plateau's beyond FSDP2's */
+  const int64_t np = pl_plan_max_tokens(&m, &base, &fr, &mc, 8192, 1 << 21);
+  const int64_t nf = pl_plan_max_tokens(&m, &f, &ff, &mc, 8192, 1 << 21);
+  ck_assert(np > nf && nf > 0);
+  ck_assert(np % 8192 == 0);
+  /* at that many tokens per rank (D = 1) something fits, at 2× nothing */
+  pl_plan_cfg at = base;
+  pl_plan_free nod = fr;
+  nod.D = false;
+  at.S = np;
+  ck_assert_int_eq(pl_plan_auto(&m, &at, &nod, &mc, &s), PL_OK);
+  ck_assert(s.have_best);
+  at.S = 2 * np;
+  ck_assert_int_eq(pl_plan_auto(&m, &at, &nod, &mc, &s), PL_OK);
+  ck_assert(!s.have_best);
+}
+END_TEST
+
+int main(void) {
+  const TTest *tests[] = {machine_files,       eq6_terms_at_scale, fsdp2_model,
+                          check_names_binding, auto_choice,        NULL};
+  return pl_check_suite("plan", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1
+                                                                           : 0;
+}

@@ -1,0 +1,310 @@
+/* time.c — the step time of plateau's composed step (pl_plan_time_predict)
+ * from the machine's rates, and the communication primitives both systems'
+ * models use.
+ *
+ * Compute (per rank, per micro-batch; the rank with imb× the balanced
+ * expert rows sets the pace of the MoE layers):
+ *   attention   L · (2 · F_fwd / r_fwd(S) + 2.5 · F_fwd / r_bwd(S)),
+ *               F_fwd = 2·S²·d·n_q / D (the rank's n_q/D heads over the whole
+ *               sequence; forward, the checkpoint's recompute, backward);
+ *   dense GEMMs 8 · N · (QKV, O, router, shared / dense FFN parameters) per
+ *               layer (forward, recompute: 2 each; backward: 4);
+ *   experts     22 · k · H · I per token and MoE layer (forward 6; backward
+ *               16 with the inner recompute of G and U), 28 when the routing
+ *               context is recomputed (the MoE forward again);
+ *   head        8 · H · V per token (logits, their replay in the backward,
+ *               dX, dW) + 16 bytes per logit of memory traffic;
+ *   memory      mem_passes · N·H·b per layer, 12 · k·N·H·b per MoE layer
+ *               (gathers, permutations, combines), over HBM.
+ * Communication and its overlap:
+ *   ZeRO-3      the next unit's bf16 gather behind this layer's forward; in
+ *               backward the previous unit's gather and this unit's f32
+ *               reduce-scatter behind its backward; exposed = what exceeds
+ *               the layer's compute; the embedding's gather (first) and
+ *               reduce-scatter (last) exposed;
+ *   dispatch    5 all-to-alls of N·k·H·b per MoE layer (forward dispatch
+ *               and return, backward x, dout and return); pipelined_llep
+ *               hides all but one chunk's share behind the other chunks'
+ *               expert GEMMs; ep and llep expose all of it;
+ *   Ulysses     8·(n_q + n_kv)·N·d·b per layer through all-to-alls over D,
+ *               exposed (on the compute stream);
+ *   Ring-DTP    P − 1 hops forward and backward beside the strips;
+ *   SCO         each selected boundary's copy beside its layer (D2H in the
+ *               forward, H2D in the backward), exposed beyond the layer.
+ * Optimizer (after the backward, exposed): stream — the host-link floor
+ * max(12Θ/h2d, 12Θ/d2h, 24Θ/both) or a measured rate, bounded by the
+ * node's host memory (24 B per parameter for every rank of the node);
+ * hybrid — the CPU share beside it in the ratio of the two rates; cpu — the
+ * SIMD CPU update plus the gradient and weight copies.
+ * Plus fixed costs per step and per layer pass, and per collective call
+ * (coll_us: launch, the host agreements of the MoE layer, the wait for the
+ * slowest rank): per MoE layer 5 + 14 per chunk (4 forward, 10 backward;
+ * 4 more and 3 once with the routing context recomputed), 3 per ZeRO-3
+ * unit, 16 per layer with Ulysses, two per Ring-DTP hop and 2 for its
+ * statistics, 5 per step (token checks, loss, bias loads, norm). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan_internal.h"
+#include "train/describe.h"
+
+static const char *const tpart_names[PL_TPART_COUNT] = {
+    "attention", "dense",   "experts", "head", "memory",  "optimizer",
+    "a2a_moe",   "a2a_seq", "units",   "host", "overhead"};
+
+const char *pl_plan_tpart_name(int p) {
+  return p >= 0 && p < PL_TPART_COUNT ? tpart_names[p] : "?";
+}
+
+double pl__hbm_usable(const pl_plan_machine *mc) {
+  return mc->hbm_bytes - mc->hbm_reserve;
+}
+double pl__host_usable(const pl_plan_machine *mc) {
+  return mc->host_bytes - mc->host_reserve;
+}
+
+/* bandwidth (bytes/s) and latency (s) of a group of G consecutive ranks */
+static void link_of(const pl_plan_machine *mc, int G, double intra_gbs,
+                    double *bw, double *lat) {
+  if (G <= mc->gpus_per_node) {
+    *bw = intra_gbs * 1e9;
+    *lat = mc->nvl_lat_us * 1e-6;
+  } else {
+    *bw = (mc->ib_gbs < intra_gbs ? mc->ib_gbs : intra_gbs) * 1e9;
+    *lat = mc->ib_lat_us * 1e-6;
+  }
+}
+
+double pl__t_ring(const pl_plan_machine *mc, int G, double bytes) {
+  if (G <= 1 || bytes <= 0)
+    return 0;
+  double bw, lat;
+  link_of(mc, G, mc->nccl_gbs, &bw, &lat);
+  return bytes * (G - 1) / G / bw + (G - 1) * lat;
+}
+
+double pl__t_a2a(const pl_plan_machine *mc, int G, double bytes) {
+  if (G <= 1 || bytes <= 0)
+    return 0;
+  const int g = mc->gpus_per_node < G ? mc->gpus_per_node : G;
+  const double out = bytes * (G - 1) / G; /* leaves the rank */
+  const double local = bytes * (g - 1) / G, remote = out - local;
+  double t = local / (mc->a2a_gbs * 1e9) + (g - 1) * mc->nvl_lat_us * 1e-6;
+  if (remote > 0) {
+    const double tr = remote / (mc->ib_gbs * 1e9) +
+                      (G - g) / (double)g * mc->ib_lat_us * 1e-6;
+    t = t > tr ? t : tr; /* NVLink and the NIC in parallel */
+  }
+  return t;
+}
+
+double pl__attn_rate(const pl_plan_machine *mc, double rate, int64_t S) {
+  const double h = mc->attn_half_seq > 0 ? mc->attn_half_seq : 0;
+  return rate * (double)S / ((double)S + h);
+}
+
+static double pos(double x) {
+  return x > 0 ? x : 0;
+}
+
+pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
+                               const pl_plan_machine *mc, pl_plan_time *out) {
+  memset(out, 0, sizeof *out);
+  if (c->system == PL_PLAN_FSDP2)
+    return pl__fsdp2_time(m, c, mc, out);
+  pl_train_desc *d = malloc(sizeof *d);
+  if (!d)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  pl_status st =
+      pl_train_describe(m, &c->lc, c->W, 0, c->S, &c->sc, mc->backend, d);
+  if (st != PL_OK) {
+    free(d);
+    return st;
+  }
+  const pl_layout_plan *p = &d->plan;
+  const pl_step_cfg *sc = &c->sc;
+  const pl_head_ops *head = sc->head ? sc->head : &pl_head_ring;
+  const int vp = head->vocab_parallel, L = m->L, W = p->W, D = p->D;
+  const int P = vp ? p->P : 1;
+  const double N = (double)p->N, H = (double)m->H,
+               b = (double)pl_dtype_size(sc->dt);
+  const double S = (double)p->S, gemm = mc->gemm_tflops * 1e12;
+  const double hbm = mc->hbm_gbs * 1e9, imb = c->imb >= 1 ? c->imb : 1;
+  double *part = out->part_s, *hid = out->hidden_s;
+  const int nu = L + 2;
+  size_t *numel = calloc((size_t)nu, sizeof *numel);
+  int *vsize = calloc((size_t)nu, sizeof *vsize);
+  if (!numel || !vsize) {
+    free(numel), free(vsize), free(d);
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  }
+  pl_train_units(m, p, vp, numel, vsize);
+
+  /* per layer: forward, backward compute; unit comm */
+  const double fa = 2.0 * S * S * m->d * m->n_q / D; /* attention fwd FLOPs */
+  const double ra_f = pl__attn_rate(mc, mc->attn_fwd_tflops, p->S) * 1e12,
+               ra_b = pl__attn_rate(mc, mc->attn_bwd_tflops, p->S) * 1e12;
+  const double attn_w = H * (m->n_q + 2.0 * m->n_kv) * m->d + m->n_q * m->d * H;
+  const double ex_fl = (sc->moe_recompute ? 28.0 : 22.0) * m->k * H * m->I;
+  double *tf = calloc((size_t)L, sizeof(double)),
+         *tb = calloc((size_t)L, sizeof(double));
+  if (!tf || !tb) {
+    free(tf), free(tb), free(numel), free(vsize), free(d);
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  }
+  double t_attn = 0, t_dense = 0, t_exp = 0, t_mem = 0, t_moe_exposed = 0,
+         t_moe_hidden = 0, t_seq = 0;
+  int nmoe = 0, K = 1;
+  int64_t c_eff = p->N;
+  if (sc->dispatch == PL_MOE_PIPELINED) {
+    const int64_t cc = sc->moe_c ? sc->moe_c : p->N;
+    pl_eq1_chunks(p->N, cc, sc->moe_K_max, &K, &c_eff);
+  }
+  for (int l = 0; l < L; l++) {
+    const int moe = pl_model_layer_is_moe(m, l);
+    nmoe += moe;
+    const double Is =
+        moe ? (m->n_shared ? (double)m->I_shared : 0) : (double)m->I_dense;
+    const double dw = attn_w + (moe ? H * p->E_route : 0) + 3.0 * H * Is;
+    const double a_f = fa / ra_f, a_b = 2.5 * fa / ra_b;
+    const double g_f = 2.0 * N * dw / (gemm * mc->dense_eff);
+    double e_f = 0, e_b = 0, mem = mc->mem_passes * N * H * b / hbm;
+    if (moe) {
+      const double e_all = imb * N * ex_fl / (gemm * mc->expert_eff);
+      e_f = e_all * 6.0 / (sc->moe_recompute ? 28.0 : 22.0);
+      e_b = e_all - e_f;
+      mem += 12.0 * m->k * N * H * b / hbm;
+      /* dispatch: 5 all-to-alls over the EP group (all W ranks) */
+      const double tc = 5.0 * imb * pl__t_a2a(mc, W, N * m->k * H * b);
+      double exposed = tc;
+      if (sc->dispatch == PL_MOE_PIPELINED && K > 1)
+        exposed = fmax(tc - (e_f + e_b) * (K - 1) / K, tc / K);
+      t_moe_exposed += exposed;
+      t_moe_hidden += tc - exposed;
+    }
+    /* forward: attention, GEMMs, experts, memory; the recompute repeats it
+     * in the backward, minus the experts' forward when the context is kept */
+    tf[l] = a_f + g_f + e_f + mem / 4;
+    tb[l] = a_f + a_b + 3.0 * g_f + e_b + mem * 3 / 4;
+    t_attn += 2 * a_f + a_b;
+    t_dense += 4 * g_f;
+    t_exp += e_f + e_b;
+    t_mem += mem;
+    if (D > 1)
+      /* 16 all-to-alls (forward 4, recompute 4, backward 8) moving
+       * 8·(n_q + n_kv)·N·d·b in all */
+      t_seq += 16.0 * pl__t_a2a(mc, D, (m->n_q + m->n_kv) * N * m->d * b / 2);
+  }
+  /* the head */
+  const double t_head_c = 8.0 * N * H * m->V / (gemm * mc->head_eff) +
+                          16.0 * N * (double)m->V / hbm;
+  double t_ring = 0;
+  if (P > 1) {
+    pl__phead hd;
+    pl__phead_make(sc->dt, p->N, m->H, m->V, P, sc->head_block, &hd);
+    double hf, hb;
+    if (!hd.move_w)
+      hf = N * (H * b + 16), hb = N * (H * b + 12 + H * 4);
+    else
+      hf = H * hd.vmax * b, hb = H * hd.vmax * (b + 4);
+    double bw, lat;
+    link_of(mc, P, mc->nvl_gbs, &bw, &lat);
+    t_ring = (P - 1) * ((hf + hb) / bw + 2 * lat);
+  }
+  const double ring_exposed = pos(t_ring - t_head_c * (P - 1) / P);
+  /* ZeRO-3 units over the zero group (the W real ranks) */
+  double t_units = 0, t_units_hid = 0;
+  const int Gz = W;
+  const double g_emb = pl__t_ring(mc, Gz, (double)numel[0] * b);
+  t_units += g_emb + pl__t_ring(mc, Gz, (double)numel[0] * 4); /* first, last */
+  for (int l = 0; l < L; l++) {
+    const int nx = l + 1 < L ? 2 + l : L + 1; /* the unit prefetched */
+    const int hv = nx == L + 1 && vp;
+    const double gnext = pl__t_ring(mc, hv ? W / P : Gz, (double)numel[nx] * b);
+    const double fw = pos(gnext - tf[l]);
+    const double gprev = l > 0 ? pl__t_ring(mc, Gz, (double)numel[l] * b) : 0;
+    const double rs = pl__t_ring(mc, Gz, (double)numel[1 + l] * 4);
+    const double bw_ = pos(gprev + rs - tb[l]);
+    t_units += fw + bw_;
+    t_units_hid += gnext - fw + gprev + rs - bw_;
+  }
+  /* SCO copies beside their layers */
+  double t_host = 0, t_host_hid = 0;
+  const double nhb = N * H * b;
+  for (int l = 0; l < d->sco_layers && l < L; l++) {
+    const double d2h = nhb / (mc->d2h_gbs * 1e9),
+                 h2d = nhb / (mc->h2d_gbs * 1e9);
+    const double e = pos(d2h - tf[l]) + pos(h2d - tb[l]);
+    t_host += e;
+    t_host_hid += d2h + h2d - e;
+  }
+  /* the optimizer */
+  const double th = (double)d->params_rank;
+  const int gpn = mc->gpus_per_node < W ? mc->gpus_per_node : W;
+  const double link =
+      fmax(fmax(12 * th / (mc->h2d_gbs * 1e9), 12 * th / (mc->d2h_gbs * 1e9)),
+           24 * th / (mc->bidir_gbs * 1e9));
+  double r_gpu = mc->optim_gparam_s > 0 ? mc->optim_gparam_s * 1e9 : th / link;
+  const double r_cpu = mc->cpu_adam_gparam_s * 1e9 / gpn;
+  const pl_optim_ops *opt = sc->optim ? sc->optim : &pl_optim_stream;
+  double t_opt, dram_b;
+  if (!strcmp(opt->name, "hybrid")) {
+    double f = sc->oo.share > 0 ? sc->oo.share : r_cpu / (r_cpu + r_gpu);
+    t_opt = fmax(th * (1 - f) / r_gpu, th * f / r_cpu);
+    dram_b = 24 * (1 - f) + 30 * f;
+  } else if (!strcmp(opt->name, "cpu")) {
+    t_opt = th / r_cpu + 4 * th / (mc->d2h_gbs * 1e9) +
+            2 * th / (mc->h2d_gbs * 1e9);
+    dram_b = 36;
+  } else {
+    t_opt = th / r_gpu;
+    dram_b = 24;
+  }
+  t_opt = fmax(t_opt, gpn * th * dram_b / (mc->host_dram_gbs * 1e9));
+
+  const double mic = c->sc.micro;
+  part[PL_TPART_ATTN] = mic * t_attn;
+  part[PL_TPART_DENSE] = mic * t_dense;
+  part[PL_TPART_EXPERT] = mic * t_exp;
+  part[PL_TPART_HEAD] = mic * (t_head_c + ring_exposed);
+  part[PL_TPART_MEM] = mic * t_mem;
+  part[PL_TPART_OPTIM] = t_opt;
+  part[PL_TPART_A2A_MOE] = mic * t_moe_exposed;
+  part[PL_TPART_A2A_SEQ] = mic * t_seq;
+  part[PL_TPART_UNITS] = mic * t_units;
+  part[PL_TPART_HOST] = mic * t_host;
+  /* collective calls (see the file comment) */
+  double calls = 0;
+  if (W > 1 || P > 1 || D > 1) {
+    const double per_moe = 5 + 14.0 * K + (sc->moe_recompute ? 3 + 4.0 * K : 0);
+    calls = (W > 1 ? nmoe * per_moe + 3.0 * (L + 2) : 0) +
+            (D > 1 ? 16.0 * L : 0) + (P > 1 ? 4.0 * (P - 1) + 2 : 0);
+  }
+  calls = mic * calls + (W > 1 ? 5 : 0);
+  part[PL_TPART_OVERHEAD] =
+      (mc->step_overhead_ms + mic * 3.0 * L * mc->layer_overhead_ms) * 1e-3 +
+      calls * mc->coll_us * 1e-6;
+  hid[PL_TPART_A2A_MOE] = mic * t_moe_hidden;
+  hid[PL_TPART_UNITS] = mic * t_units_hid;
+  hid[PL_TPART_HOST] = mic * t_host_hid;
+  hid[PL_TPART_HEAD] = mic * (t_ring - ring_exposed);
+  for (int i = 0; i < PL_TPART_COUNT; i++)
+    out->step_s += part[i];
+  const double tokens = mic * N; /* per GPU */
+  out->tok_s_gpu = tokens / out->step_s;
+  out->tflops_gpu = out->tok_s_gpu * pl_model_flops_per_token(m, p->S) / 1e12;
+  out->mfu = out->tflops_gpu / mc->gemm_tflops;
+  double fl = 0;
+  for (int l = 0; l < L; l++) {
+    const int moe = pl_model_layer_is_moe(m, l);
+    const double Is =
+        moe ? (m->n_shared ? (double)m->I_shared : 0) : (double)m->I_dense;
+    fl += 4.5 * fa +
+          8.0 * N * (attn_w + (moe ? H * p->E_route : 0) + 3 * H * Is) +
+          (moe ? N * ex_fl : 0);
+  }
+  out->flops_rank = mic * (fl + 8.0 * N * H * m->V);
+  free(tf), free(tb), free(numel), free(vsize), free(d);
+  return PL_OK;
+}

@@ -1,0 +1,122 @@
+/* track.c — the symbolic tracked allocator the planner replays schedules on:
+ * the same bookkeeping as engine/core/mem.c (current, peak, each tag's
+ * current and peak, the live set by tag when the peak was set), without
+ * memory, plus the Eq. 6 term of every byte and the phase of the peak. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plan/plan_internal.h"
+
+void pl__pt_init(pl__ptrack *t) {
+  memset(t, 0, sizeof *t);
+}
+
+static int tag_index(pl__ptrack *t, const char *tag) {
+  for (int i = 0; i < t->n; i++) /* the replays pass static strings */
+    if (t->tag[i] == tag)
+      return i;
+  for (int i = 0; i < t->n; i++)
+    if (!strcmp(t->tag[i], tag))
+      return i;
+  PL_ASSERT(t->n < PL_PLAN_MAX_TAGS);
+  t->tag[t->n] = tag; /* static strings only */
+  return t->n++;
+}
+
+pl__pbuf pl__pt_alloc(pl__ptrack *t, const char *tag, int term, size_t bytes) {
+  PL_ASSERT(term >= 0 && term < PL_TERM_COUNT);
+  pl__pbuf b = {tag_index(t, tag), term, bytes, true};
+  t->cur += bytes;
+  t->now[b.tag] += bytes;
+  if (t->now[b.tag] > t->tpeak[b.tag])
+    t->tpeak[b.tag] = t->now[b.tag];
+  t->term_now[term] += bytes;
+  if (t->term_now[term] > t->term_peak[term])
+    t->term_peak[term] = t->term_now[term];
+  if (t->cur > t->peak) {
+    t->peak = t->cur;
+    memcpy(t->at_peak, t->now, sizeof t->now);
+    memcpy(t->term_at_peak, t->term_now, sizeof t->term_now);
+    memcpy(t->peak_phase, t->phase, sizeof t->phase);
+  }
+  return b;
+}
+
+void pl__pt_free(pl__ptrack *t, pl__pbuf *b) {
+  if (!b->live)
+    return;
+  t->cur -= b->bytes;
+  t->now[b->tag] -= b->bytes;
+  t->term_now[b->term] -= b->bytes;
+  b->live = false;
+}
+
+void pl__pt_reset_peak(pl__ptrack *t) {
+  t->peak = t->cur;
+  memcpy(t->at_peak, t->now, sizeof t->now);
+  memcpy(t->tpeak, t->now, sizeof t->now);
+  memcpy(t->term_at_peak, t->term_now, sizeof t->term_now);
+  memcpy(t->term_peak, t->term_now, sizeof t->term_now);
+  memcpy(t->peak_phase, t->phase, sizeof t->phase);
+}
+
+void pl__pt_phase(pl__ptrack *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(t->phase, sizeof t->phase, fmt, ap);
+  va_end(ap);
+}
+
+void pl__pt_export(const pl__ptrack *t, pl_plan_mem *out) {
+  out->dev_peak = t->peak;
+  out->n_tags = t->n;
+  for (int i = 0; i < t->n; i++) {
+    out->at_peak[i] = (pl_tag_bytes){t->tag[i], t->at_peak[i]};
+    out->tag_peak[i] = (pl_tag_bytes){t->tag[i], t->tpeak[i]};
+  }
+  memcpy(out->term, t->term_at_peak, sizeof out->term);
+  memcpy(out->term_peak, t->term_peak, sizeof out->term_peak);
+  snprintf(out->peak_phase, sizeof out->peak_phase, "%s", t->peak_phase);
+}
+
+size_t pl_plan_mem_tag(const pl_plan_mem *m, const char *tag) {
+  for (int i = 0; i < m->n_tags; i++)
+    if (!strcmp(m->at_peak[i].tag, tag))
+      return m->at_peak[i].bytes;
+  return 0;
+}
+
+size_t pl_plan_mem_tag_peak(const pl_plan_mem *m, const char *tag) {
+  for (int i = 0; i < m->n_tags; i++)
+    if (!strcmp(m->tag_peak[i].tag, tag))
+      return m->tag_peak[i].bytes;
+  return 0;
+}
+
+static const char *const term_names[PL_TERM_COUNT] = {
+    "weights", "grads",    "optim",    "attention", "dispatch",
+    "logits",  "restored", "resident", "units",     "unit_grads",
+    "acts",    "expert",   "other"};
+
+static const char *const term_formulas[PL_TERM_COUNT] = {
+    "4Θ/W (bf16 half): weights of the shards and experts",
+    "4Θ/W (f32 half): gradients of the shards and experts",
+    "s·β·16: optimizer staging (s·β·12) and norm partials",
+    "O(N·H·b): attention workspace (+ Ulysses buffers)",
+    "2·Ep·k·c_eff·H·b: dispatch buffers",
+    "O(N·V·b/P): logit strips, ring hops, CE state",
+    "2·N·H·b: boundaries restored by SCO",
+    "(L−|S|)·N·H·b: boundaries kept on the device",
+    "two gathered units (ZeRO-3 / FSDP)",
+    "an unsharded unit gradient + reduce-scatter shard",
+    "one layer's activations and their gradients",
+    "expert intermediates, router, routing indices",
+    "tokens and small state"};
+
+const char *pl_plan_term_name(int t) {
+  return t >= 0 && t < PL_TERM_COUNT ? term_names[t] : "?";
+}
+const char *pl_plan_term_formula(int t) {
+  return t >= 0 && t < PL_TERM_COUNT ? term_formulas[t] : "?";
+}

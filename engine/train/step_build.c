@@ -1,0 +1,478 @@
+/* step_build.c — building and tearing down a trainer (train/step.h): the
+ * parameter table (the same order for every layout: the weights' seeds are
+ * their indices), the ZeRO-3 units and expert shards, the MoE layer, the
+ * checkpoint runner, SCO, the head, the host fp32 state and the optimizer,
+ * and the weights' initialization.  Split from step.c (step_internal.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/step_internal.h"
+
+/* ---- parameters
+ * ------------------------------------------------------------------ */
+
+static pl_status add_param(pl_trainer *t, const char *name, int64_t rows,
+                           int64_t cols, pl__pkind kind, int unit, size_t off,
+                           int layer, int which, pl_dist dist, float a,
+                           float b) {
+  pl__tparam *p = &t->pr[t->npr++];
+  memset(p, 0, sizeof *p);
+  snprintf(p->info.name, sizeof p->info.name, "%s", name);
+  p->info.rows = rows, p->info.cols = cols;
+  p->kind = kind, p->unit = unit, p->off = off, p->layer = layer,
+  p->which = which;
+  p->dist = dist, p->a = a, p->b = b;
+  return PL_OK;
+}
+
+/* Lay out the units and the parameter table (the same order for every
+ * layout: the weights' seeds are their indices). */
+static pl_status plan_params(pl_trainer *t, size_t *unit_numel) {
+  const pl_model_cfg *m = &t->m;
+  const int64_t H = m->H, L = m->L;
+  const float res = 1.0f / sqrtf(2.0f * (float)L); /* residual-branch outputs */
+  t->pr = calloc((size_t)(3 + 12 * m->L), sizeof(pl__tparam));
+  if (!t->pr)
+    return pl_set_error(PL_ENOMEM, "trainer: host");
+  char nm[40];
+  unit_numel[0] = (size_t)(m->V * H);
+  add_param(t, "embed", m->V, H, PL__K_UNIT, t->u_emb, 0, -1, 0, PL_DIST_NORMAL,
+            0, 1.0f);
+  const int64_t qkv = (int64_t)(m->n_q + 2 * m->n_kv) * m->d,
+                nq = (int64_t)m->n_q * m->d;
+  static const char *const nms[PL__U_N] = {"attn_norm", "qkv",       "o",
+                                           "ffn_norm",  "router",    "up",
+                                           "down",      "final_norm"};
+  for (int l = 0; l < m->L; l++) {
+    pl__tlayer *x = &t->tl[l];
+    x->t = t, x->index = l, x->unit = 1 + l,
+    x->moe = pl_model_layer_is_moe(m, l);
+    unit_numel[x->unit] = pl__layer_unit(m, t->p.E_route, l, x->off);
+    const int64_t I = pl__layer_swiglu_width(m, l);
+    /* shapes and initial distributions: unit-ish norm weights, 1/sqrt(fan-in)
+     * matrices, residual-branch outputs scaled by 1/sqrt(2L) */
+    const int64_t rows[PL__U_N] = {1, H, nq, 1, H, H, I, 1};
+    const int64_t cols[PL__U_N] = {H, qkv, H, H, t->p.E_route, 2 * I, H, H};
+    const pl_dist dist[PL__U_N] = {
+        PL_DIST_UNIFORM, PL_DIST_NORMAL, PL_DIST_NORMAL, PL_DIST_UNIFORM,
+        PL_DIST_NORMAL,  PL_DIST_NORMAL, PL_DIST_NORMAL, PL_DIST_UNIFORM};
+    const float da[PL__U_N] = {0.9f, 0, 0, 0.9f, 0, 0, 0, 0.9f};
+    const float db[PL__U_N] = {1.1f,
+                               1.0f / sqrtf((float)H),
+                               res / sqrtf((float)nq),
+                               1.1f,
+                               1.0f / sqrtf((float)H),
+                               1.0f / sqrtf((float)H),
+                               I > 0 ? res / sqrtf((float)I) : 0,
+                               1.1f};
+    for (int sl = 0; sl < PL__U_N; sl++) {
+      if (x->off[sl] == PL__UNIT_ABSENT)
+        continue;
+      if (sl == PL__U_FINAL)
+        snprintf(nm, sizeof nm, "final_norm");
+      else
+        snprintf(nm, sizeof nm, "layer%d.%s", l, nms[sl]);
+      add_param(t, nm, rows[sl], cols[sl], PL__K_UNIT, x->unit, x->off[sl], l,
+                0, dist[sl], da[sl], db[sl]);
+    }
+    if (x->moe) {
+      const char *w3[3] = {"wg", "wu", "wd"};
+      for (int j = 0; j < 3; j++) {
+        snprintf(nm, sizeof nm, "layer%d.experts.%s", l, w3[j]);
+        const float sd =
+            j < 2 ? 1.0f / sqrtf((float)H) : res / sqrtf((float)m->I);
+        /* the full tensor: E experts, each H×I (wg, wu) or I×H (wd) */
+        add_param(t, nm, (int64_t)m->E * (j < 2 ? H : m->I), j < 2 ? m->I : H,
+                  PL__K_EXPERT, -1, 0, l, j, PL_DIST_NORMAL, 0, sd);
+      }
+    }
+  }
+  add_param(t, "head", H, m->V, PL__K_UNIT, t->u_head, 0, -1, 0, PL_DIST_NORMAL,
+            0, 1.0f / sqrtf((float)H));
+  t->pr[t->npr - 1].head = 1;
+  unit_numel[t->u_head] = (size_t)(H * t->head_cols);
+  return PL_OK;
+}
+
+static uint64_t param_seed(const pl_trainer *t, int i) {
+  return t->c.seed * 0x9e3779b97f4a7c15ull +
+         (uint64_t)i * 0x632be59bd9b4e019ull + 17;
+}
+
+/* Fill weights dst (dt, device) and master (f32, pinned host) with the
+ * parameter's values at global elements [first, first + n). */
+static pl_status init_range(pl_trainer *t, int pi, void *dst, float *master,
+                            uint64_t first, size_t n) {
+  pl_stream *s = pl_dev_stream(t->dev);
+  const pl__tparam *p = &t->pr[pi];
+  const size_t chunk = (size_t)1 << 24;
+  float *tmp = NULL;
+  PL_TRY(pl_alloc(t->dev, PL_ARENA_DEVICE, (n < chunk ? n : chunk) * 4 + 4,
+                  "init", (void **)&tmp));
+  pl_status st = PL_OK;
+  for (size_t d = 0; d < n && st == PL_OK; d += chunk) {
+    const size_t k = n - d < chunk ? n - d : chunk;
+    st = pl_rng_fill(s, tmp, PL_F32, k, param_seed(t, pi), first + d, p->dist,
+                     p->a, p->b);
+    if (st == PL_OK)
+      st = pl_convert(s, (char *)dst + d * t->es, t->dt, tmp, PL_F32, k);
+    if (st == PL_OK)
+      st = pl_memcpy_async(s, master + d, tmp, k * 4);
+    if (st == PL_OK)
+      st = pl_stream_sync(s);
+  }
+  pl_free(t->dev, tmp);
+  return st;
+}
+
+/* The first element of parameter p's full tensor this rank's expert shard
+ * holds (experts [e0, e0 + E_local)). */
+int64_t pl__step_expert_first(const pl_trainer *t, const pl__tparam *p) {
+  const int64_t per = pl__step_numel(p) / t->m.E;
+  return (int64_t)t->p.rank * t->p.E_local * per;
+}
+
+/* The optimizer tensor of an expert parameter (they follow the units). */
+int pl__step_expert_tensor(const pl_trainer *t, const pl__tparam *p) {
+  int k = t->nunits;
+  for (int l = 0; l < p->layer; l++)
+    k += t->tl[l].moe ? 3 : 0;
+  return k + p->which;
+}
+
+/* Elements a unit parameter takes in its unit: the full tensor, or for a
+ * vocabulary-parallel head this rank's H×|V_r| columns. */
+static size_t unit_extent(const pl_trainer *t, const pl__tparam *p) {
+  return p->head ? (size_t)(t->H * t->head_cols) : (size_t)pl__step_numel(p);
+}
+
+/* The full tensor's element of the unit parameter's element j. */
+static uint64_t unit_global(const pl_trainer *t, const pl__tparam *p,
+                            size_t j) {
+  if (!p->head || t->head_cols == t->m.V)
+    return j;
+  const size_t r = j / (size_t)t->head_cols, c = j % (size_t)t->head_cols;
+  return (uint64_t)r * (uint64_t)t->m.V + (uint64_t)t->p.v_col0 + c;
+}
+
+static pl_status init_weights(pl_trainer *t) {
+  for (int i = 0; i < t->npr; i++) {
+    const pl__tparam *p = &t->pr[i];
+    if (p->kind == PL__K_EXPERT) {
+      const int k = pl__step_expert_tensor(t, p);
+      PL_TRY(init_range(t, i, t->tl[p->layer].ew[p->which],
+                        t->st.p + t->ap_off[k], pl__step_expert_first(t, p),
+                        t->ap[k].numel));
+      continue;
+    }
+    /* the parameter's intersection with this rank's shard, in runs that are
+     * contiguous in the full tensor (a vocabulary-parallel head's rows) */
+    void *w;
+    size_t s, off;
+    pl_zero3_shard(t->z, p->unit, &w, NULL, &s, &off);
+    const size_t lo = p->off > off ? p->off : off;
+    const size_t hi0 = p->off + unit_extent(t, p), hi1 = off + s;
+    const size_t hi = hi0 < hi1 ? hi0 : hi1;
+    const size_t run = p->head ? (size_t)t->head_cols : hi0 - p->off;
+    for (size_t e = lo; e < hi;) {
+      const size_t j = e - p->off, end = (j / run + 1) * run + p->off;
+      const size_t n = (end < hi ? end : hi) - e;
+      PL_TRY(init_range(t, i, (char *)w + (e - off) * t->es,
+                        t->st.p + t->ap_off[p->unit] + (e - off),
+                        unit_global(t, p, j), n));
+      e += n;
+    }
+  }
+  return PL_OK;
+}
+
+/* ---- create / destroy
+ * ------------------------------------------------------------- */
+
+void pl_trainer_destroy(pl_trainer *t) {
+  if (!t)
+    return;
+  pl_dev_sync(t->dev);
+  if (t->opt)
+    t->optim->destroy(t->opt);
+  if (t->hctx)
+    t->head->destroy(t->hctx);
+  pl_sco_destroy(t->sco);
+  pl_ckpt_destroy(t->ckpt);
+  for (int l = 0; t->tl && l < t->m.L; l++) {
+    pl__tlayer *x = &t->tl[l];
+    pl_moe_ffn_free(&x->ffn);
+    pl_layer_free(&x->layer);
+    for (int j = 0; j < 3; j++)
+      pl_free(t->dev, x->ew[j]), pl_free(t->dev, x->eg[j]);
+    pl_free(t->dev, x->bias);
+    free(x->hbias);
+  }
+  free(t->tl);
+  free(t->lp);
+  pl_moe_destroy(t->moe);
+  pl_zero3_destroy(t->z);
+  pl_free(t->dev, t->st.p);
+  pl_free(t->dev, t->st.m);
+  pl_free(t->dev, t->st.v);
+  pl_free(t->dev, t->shadow);
+  pl_free(t->dev, t->d_tok);
+  pl_free(t->dev, t->d_tgt);
+  pl_free(t->dev, t->d_dloss);
+  pl_free(t->dev, t->d_nll);
+  free(t->h_nll);
+  free(t->ap);
+  free(t->ap_off);
+  free(t->pr);
+  for (int i = 0; i < t->capev; i++)
+    if (t->ev[i])
+      pl_event_destroy(t->ev[i]);
+  free(t->ev);
+  free(t->sp);
+  pl_layout_destroy(t->lay);
+  free(t);
+}
+
+const pl_layout_plan *pl_trainer_plan(const pl_trainer *t) {
+  return &t->p;
+}
+int64_t pl_trainer_tokens_per_rank(const pl_trainer *t) {
+  return (int64_t)t->c.micro * (t->N + 1);
+}
+
+static pl_status check_cfg(const pl_step_cfg *c) {
+  if (c->dt != PL_F32 && c->dt != PL_BF16)
+    return pl_set_error(PL_EINVAL, "trainer: dtype %s: f32 or bf16",
+                        pl_dtype_name(c->dt));
+  if (c->micro < 1)
+    return pl_set_error(PL_EINVAL, "trainer: micro=%d: must be >= 1", c->micro);
+  if (c->moe_c < 0 || c->moe_K_max < 1)
+    return pl_set_error(
+        PL_EINVAL, "trainer: moe c=%lld K_max=%d: c >= 0 (0: N), K_max >= 1",
+        (long long)c->moe_c, c->moe_K_max);
+  return pl_adamw_hparams_check(&c->hp);
+}
+
+pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
+                            const pl_layout_cfg *lc, int64_t S,
+                            const pl_step_cfg *sc, pl_trainer **out) {
+  *out = NULL;
+  PL_TRY(check_cfg(sc));
+  pl_trainer *t = calloc(1, sizeof *t);
+  if (!t)
+    return pl_set_error(PL_ENOMEM, "trainer: host");
+  t->dev = dev, t->world = world, t->m = *m, t->c = *sc;
+  t->dt = sc->dt, t->es = pl_dtype_size(sc->dt);
+  t->head = sc->head ? sc->head : &pl_head_ring;
+  t->optim = sc->optim ? sc->optim : &pl_optim_stream;
+  pl_stream *s = pl_dev_stream(dev);
+  size_t *unit_numel = NULL;
+  pl_zero3_unit_cfg *uc = NULL;
+  pl_status st = pl_layout_create(world, m, lc, S, &t->lay);
+  if (st != PL_OK)
+    goto fail;
+  t->p = t->lay->plan;
+  t->N = t->p.N, t->H = m->H;
+  const int L = m->L;
+  const int vp = t->head->vocab_parallel;
+  t->head_cols = vp ? t->p.v_cols : m->V;
+  t->nunits = L + 2;
+  t->u_emb = 0, t->u_head = L + 1;
+  t->tl = calloc((size_t)L, sizeof(pl__tlayer));
+  t->lp = calloc((size_t)L, sizeof(void *));
+  unit_numel = calloc((size_t)t->nunits, sizeof(size_t));
+  uc = calloc((size_t)t->nunits, sizeof *uc);
+  if (!t->tl || !t->lp || !unit_numel || !uc) {
+    st = pl_set_error(PL_ENOMEM, "trainer: host");
+    goto fail;
+  }
+  if ((st = plan_params(t, unit_numel)))
+    goto fail;
+
+  /* ZeRO-3 units */
+  char names[64][24];
+  for (int u = 0; u < t->nunits; u++) {
+    const char *nm = u == t->u_emb ? "embed" : u == t->u_head ? "head" : NULL;
+    if (!nm && u < 64) {
+      snprintf(names[u], sizeof names[u], "layer%d", u - 1);
+      nm = names[u];
+    }
+    const int head_vp = u == t->u_head && vp;
+    uc[u] = (pl_zero3_unit_cfg){nm ? nm : "layer", unit_numel[u],
+                                head_vp ? t->lay->hrep : t->lay->zero,
+                                head_vp ? t->p.head_vsize : t->p.zero_vsize};
+  }
+  if ((st = pl_zero3_create(dev, t->dt, t->nunits, uc, &t->z)))
+    goto fail;
+  pl_zero3_set_profile(t->z, sc->profile);
+
+  /* the MoE layer (shared by every MoE layer: it holds no weights) */
+  const int any_moe = t->p.E_route > 0;
+  if (any_moe) {
+    pl_moe_cfg mc = pl_moe_cfg_default();
+    mc.H = m->H, mc.I = m->I, mc.E = t->p.E_route, mc.k = m->k, mc.dt = t->dt;
+    mc.variant = sc->dispatch, mc.knobs = sc->knobs;
+    mc.c = sc->moe_c ? sc->moe_c : t->N;
+    mc.K_max = sc->moe_K_max, mc.lanes = sc->moe_lanes;
+    if ((st = pl_moe_create(t->lay->ep, &mc, &t->moe)))
+      goto fail;
+  }
+
+  /* decoder layers: attention views, FFN, experts, router bias */
+  for (int l = 0; l < L; l++) {
+    pl__tlayer *x = &t->tl[l];
+    t->lp[l] = x;
+    const int64_t Is = x->moe ? (m->n_shared ? m->I_shared : 0) : m->I_dense;
+    pl_layer_cfg lcf = {.H = m->H,
+                        .I = Is > 0 ? Is : 1,
+                        .n_q = m->n_q,
+                        .n_kv = m->n_kv,
+                        .d = m->d,
+                        .rope_theta = m->rope_theta,
+                        .dt = t->dt,
+                        .attn_kernels = sc->attn};
+    if ((st = pl_layer_init_views(dev, t->lay->sp, &x->layer, &lcf,
+                                  &pl__step_slot_ops, x)))
+      goto fail;
+    pl_moe_ffn_cfg fc = {.H = m->H,
+                         .dt = t->dt,
+                         .E = x->moe ? t->p.E_route : 0,
+                         .k = x->moe ? m->k : 0,
+                         .renorm = m->renorm,
+                         .I_s = Is,
+                         .keep_ctx = !sc->moe_recompute};
+    if ((st = pl_moe_ffn_init(dev, &x->ffn, &fc, x->moe ? t->moe : NULL)))
+      goto fail;
+    if (!x->moe)
+      continue;
+    const size_t ne = (size_t)t->p.E_local * (size_t)(m->H * m->I);
+    for (int j = 0; j < 3; j++) {
+      if ((st = pl_alloc(dev, PL_ARENA_DEVICE, ne * t->es, "weights",
+                         &x->ew[j])) ||
+          (st = pl_alloc(dev, PL_ARENA_DEVICE, ne * 4, "grads",
+                         (void **)&x->eg[j])) ||
+          (st = pl_fill(s, x->eg[j], PL_F32, ne, 0.0)))
+        goto fail;
+    }
+    x->ffn.ew = (pl_moe_weights){x->ew[0], x->ew[1], x->ew[2]};
+    x->ffn.eg = (pl_moe_wgrads){x->eg[0], x->eg[1], x->eg[2]};
+    x->hbias = calloc((size_t)t->p.E_route, sizeof(float));
+    if (!x->hbias) {
+      st = pl_set_error(PL_ENOMEM, "trainer: host");
+      goto fail;
+    }
+    if ((st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->p.E_route * 4,
+                       "weights", (void **)&x->bias)) ||
+        (st = pl_fill(s, x->bias, PL_F32, (size_t)t->p.E_route, 0.0)))
+      goto fail;
+    x->ffn.bias = x->bias;
+  }
+
+  /* the checkpoint runner, SCO, the head */
+  if ((st = pl_ckpt_create(dev, L, t->lp, &pl__step_layer_ops, m->H, t->dt,
+                           &t->ckpt)))
+    goto fail;
+  pl_ckpt_set_profile(t->ckpt, sc->profile);
+  if ((st = pl_sco_create(dev, world, L, t->N, m->H, t->dt, sc->sco,
+                          sc->sco_release, &t->sco)))
+    goto fail;
+  pl_head_shape hs = {.dt = t->dt,
+                      .n = t->N,
+                      .h = m->H,
+                      .v = m->V,
+                      .ignore = PL_CE_IGNORE_INDEX,
+                      .block = sc->head_block};
+  if ((st = t->head->create(vp ? t->lay->vp : t->lay->self, &hs, &t->hctx)))
+    goto fail;
+
+  /* per micro-batch buffers */
+  if ((st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
+                     (void **)&t->d_tok)) ||
+      (st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
+                     (void **)&t->d_tgt)) ||
+      (st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
+                     (void **)&t->d_dloss)) ||
+      (st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
+                     (void **)&t->d_nll)))
+    goto fail;
+  t->h_nll = malloc((size_t)t->N * 4 + 4);
+  if (!t->h_nll) {
+    st = pl_set_error(PL_ENOMEM, "trainer: host");
+    goto fail;
+  }
+
+  /* the optimizer's tensors: unit shards, then expert shards */
+  int nexp = 0;
+  for (int l = 0; l < L; l++)
+    nexp += t->tl[l].moe ? 3 : 0;
+  t->nap = t->nunits + nexp;
+  t->ap = calloc((size_t)t->nap, sizeof *t->ap);
+  t->ap_off = calloc((size_t)t->nap + 1, sizeof *t->ap_off);
+  if (!t->ap || !t->ap_off) {
+    st = pl_set_error(PL_ENOMEM, "trainer: host");
+    goto fail;
+  }
+  for (int u = 0; u < t->nunits; u++) {
+    void *w;
+    float *g;
+    size_t sh;
+    pl_zero3_shard(t->z, u, &w, &g, &sh, NULL);
+    t->ap[u] = (pl_adamw_param){w, g, sh};
+  }
+  for (int l = 0, k = t->nunits; l < L; l++)
+    for (int j = 0; t->tl[l].moe && j < 3; j++, k++)
+      t->ap[k] = (pl_adamw_param){t->tl[l].ew[j], t->tl[l].eg[j],
+                                  (size_t)t->p.E_local * (size_t)(m->H * m->I)};
+  for (int i = 0; i < t->nap; i++)
+    t->ap_off[i + 1] = t->ap_off[i] + t->ap[i].numel;
+  t->theta = t->ap_off[t->nap];
+  /* host fp32 state */
+  t->st.numel = t->theta;
+  if ((st = pl_alloc(dev, PL_ARENA_HOST, t->theta * 4, "optim",
+                     (void **)&t->st.p)) ||
+      (st = pl_alloc(dev, PL_ARENA_HOST, t->theta * 4, "optim",
+                     (void **)&t->st.m)) ||
+      (st = pl_alloc(dev, PL_ARENA_HOST, t->theta * 4, "optim",
+                     (void **)&t->st.v)))
+    goto fail;
+  memset(t->st.p, 0, t->theta * 4);
+  memset(t->st.m, 0, t->theta * 4);
+  memset(t->st.v, 0, t->theta * 4);
+  if ((st = init_weights(t)))
+    goto fail;
+  /* f32 weights: the optimizers write a bf16 shadow; the weights come from
+   * the master after each update */
+  pl_adamw_param *opar = t->ap;
+  if (t->dt == PL_F32) {
+    if ((st = pl_alloc(dev, PL_ARENA_DEVICE, t->theta * 2, "optim_shadow",
+                       (void **)&t->shadow)))
+      goto fail;
+    opar = malloc((size_t)t->nap * sizeof *opar);
+    if (!opar) {
+      st = pl_set_error(PL_ENOMEM, "trainer: host");
+      goto fail;
+    }
+    for (int i = 0; i < t->nap; i++)
+      opar[i] = (pl_adamw_param){t->shadow + t->ap_off[i], t->ap[i].grad,
+                                 t->ap[i].numel};
+  }
+  st = t->optim->create(dev, &sc->hp, &sc->oo, t->nap, opar, &t->st, world,
+                        &t->opt);
+  if (opar != t->ap)
+    free(opar);
+  if (st != PL_OK)
+    goto fail;
+  if ((st = pl_dev_sync(dev)))
+    goto fail;
+  free(unit_numel);
+  free(uc);
+  *out = t;
+  return PL_OK;
+fail:
+  free(unit_numel);
+  free(uc);
+  pl_trainer_destroy(t);
+  return st;
+}

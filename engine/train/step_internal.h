@@ -1,0 +1,129 @@
+/* step_internal.h — what the trainer's files share (train/step.h's
+ * implementation, split at its seams): the trainer's struct, its decoder
+ * layers and parameter table, and the cross-file helpers.  Internal to
+ * engine/train (not installed).
+ *
+ *   step.c         configuration, the step's schedule (micro-batches,
+ *                  forward + backward, the optimizer and bias update, runs)
+ *   step_layer.c   the time breakdown's events, the decoder layer in the
+ *                  checkpoint runner (units gathered, prefetched, released,
+ *                  gradients reduce-scattered) and the head phase (final
+ *                  norm, vocabulary head, loss)
+ *   step_build.c   the parameter table, the ZeRO-3 units, the weights'
+ *                  initialization, create and destroy
+ *   step_params.c  the parameters from outside: info, gather, set, router
+ *                  biases */
+#ifndef PLATEAU_TRAIN_STEP_INTERNAL_H
+#define PLATEAU_TRAIN_STEP_INTERNAL_H
+
+#include "model/layer.h"
+#include "model/moe_ffn.h"
+#include "train/ckpt.h"
+#include "train/step.h"
+#include "train/units.h"
+#include "train/zero3.h"
+
+typedef enum { PL__K_UNIT, PL__K_EXPERT } pl__pkind;
+
+typedef struct pl__tparam {
+  pl_param_info info;
+  pl__pkind kind;
+  int unit;         /* PL__K_UNIT                                   */
+  size_t off;       /* PL__K_UNIT: first element in the unit        */
+  int layer, which; /* PL__K_EXPERT: layer, 0 wg 1 wu 2 wd           */
+  int head;         /* the head: columns of a vocab-parallel P-group */
+  pl_dist dist;
+  float a, b;
+} pl__tparam;
+
+typedef struct pl__tlayer {
+  pl_trainer *t;
+  int index, unit, moe;
+  size_t off[PL__U_N];
+  pl_layer layer;
+  pl_moe_ffn ffn;
+  void *ew[3];
+  float *eg[3];
+  float *bias, *hbias; /* E_route: device, host */
+} pl__tlayer;
+
+typedef struct pl__tspan {
+  int part, a, b;
+} pl__tspan;
+
+struct pl_trainer {
+  pl_dev *dev;
+  pl_comm *world;
+  pl_layout *lay;
+  pl_layout_plan p;
+  pl_model_cfg m;
+  pl_step_cfg c;
+  pl_dtype dt;
+  size_t es;
+  int64_t N, H;
+  /* units: 0 embedding, 1..L layers, L+1 head */
+  pl_zero3 *z;
+  int nunits, u_emb, u_head;
+  int64_t head_cols;
+  pl__tlayer *tl;
+  void **lp;
+  pl_moe *moe;
+  pl_ckpt_stack *ckpt;
+  pl_sco *sco;
+  const pl_head_ops *head;
+  void *hctx;
+  /* optimizer */
+  const pl_optim_ops *optim;
+  void *opt;
+  pl_adamw_state st;
+  pl_adamw_param *ap;
+  size_t *ap_off; /* each optimizer tensor's first element in the state */
+  int nap;
+  pl_bf16 *shadow;
+  size_t theta;
+  /* parameters */
+  pl__tparam *pr;
+  int npr;
+  /* per micro-batch device buffers (tag "tokens") */
+  int32_t *d_tok, *d_tgt;
+  float *d_dloss, *d_nll, *h_nll;
+  /* step state */
+  int64_t step_no;
+  int micro_i;
+  float *final_g; /* the final norm's gradient (the last layer's unit) */
+  /* profile: events and spans of the current step */
+  pl_event **ev;
+  int nev, capev;
+  pl__tspan *sp;
+  int nsp, capsp;
+  double fb_ms;
+};
+
+/* Elements of parameter p's full tensor. */
+static inline int64_t pl__step_numel(const pl__tparam *p) {
+  return p->info.rows * p->info.cols;
+}
+
+/* ---- step_layer.c ---------------------------------------------------------
+ */
+/* An event on s for the time breakdown (profile on; *idx -1 otherwise). */
+pl_status pl__step_mark(pl_trainer *t, pl_stream *s, int *idx);
+/* Part `part` lasted from event a to event b (ignored without profile). */
+pl_status pl__step_span(pl_trainer *t, int part, int a, int b);
+/* Add the spans' times into part_ms (the device has finished them). */
+pl_status pl__step_take_spans(pl_trainer *t, double *part_ms);
+/* The decoder layer in the checkpoint runner, and its FFN slot (timed). */
+extern const pl_layer_ops pl__step_layer_ops;
+extern const pl_ffn_ops pl__step_slot_ops;
+/* The runner's head (train/ckpt.h): final norm, vocabulary head, loss. */
+pl_status pl__step_head_run(void *ctx, pl_stream *s, const void *hL, void *dh,
+                            int64_t N, double *loss);
+
+/* ---- step_build.c ---------------------------------------------------------
+ */
+/* The first element of expert parameter p's full tensor this rank's shard
+ * holds, and its optimizer tensor (they follow the units). */
+int64_t pl__step_expert_first(const pl_trainer *t, const pl__tparam *p);
+int pl__step_expert_tensor(const pl_trainer *t, const pl__tparam *p);
+
+#endif

@@ -1,0 +1,241 @@
+/* step_layer.c — the trainer's per-layer schedule (train/step.h): the
+ * decoder layer as the checkpoint runner calls it (its ZeRO-3 unit
+ * gathered, the next one prefetched, released; in backward gathered again,
+ * its gradient reduce-scattered), the head phase (final norm, vocabulary
+ * head, loss), and the events of the time breakdown around both.  Split
+ * from step.c at its seams (step_internal.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/mlp_block_internal.h"
+#include "train/step_internal.h"
+
+/* ---- profiling
+ * ---------------------------------------------------------------- */
+
+pl_status pl__step_mark(pl_trainer *t, pl_stream *s, int *idx) {
+  *idx = -1;
+  if (!t->c.profile)
+    return PL_OK;
+  if (t->nev == t->capev) {
+    int cap = t->capev ? 2 * t->capev : 64;
+    pl_event **e = realloc(t->ev, (size_t)cap * sizeof *e);
+    if (!e)
+      return pl_set_error(PL_ENOMEM, "trainer: host");
+    for (int i = t->capev; i < cap; i++)
+      e[i] = NULL;
+    t->ev = e, t->capev = cap;
+  }
+  if (!t->ev[t->nev])
+    PL_TRY(pl_event_create(t->dev, &t->ev[t->nev]));
+  PL_TRY(pl_event_record(t->ev[t->nev], s));
+  *idx = t->nev++;
+  return PL_OK;
+}
+
+pl_status pl__step_span(pl_trainer *t, int part, int a, int b) {
+  if (!t->c.profile || a < 0 || b < 0)
+    return PL_OK;
+  if (t->nsp == t->capsp) {
+    int cap = t->capsp ? 2 * t->capsp : 64;
+    pl__tspan *p = realloc(t->sp, (size_t)cap * sizeof *p);
+    if (!p)
+      return pl_set_error(PL_ENOMEM, "trainer: host");
+    t->sp = p, t->capsp = cap;
+  }
+  t->sp[t->nsp++] = (pl__tspan){part, a, b};
+  return PL_OK;
+}
+
+/* Add the spans' times into part_ms (the device has finished them). */
+pl_status pl__step_take_spans(pl_trainer *t, double *part_ms) {
+  for (int i = 0; i < t->nsp; i++) {
+    float ms = 0;
+    PL_TRY(pl_event_elapsed_ms(t->ev[t->sp[i].a], t->ev[t->sp[i].b], &ms));
+    part_ms[t->sp[i].part] += ms;
+  }
+  t->nsp = t->nev = 0;
+  return PL_OK;
+}
+
+/* ---- the decoder layer in the runner
+ * ------------------------------------------ */
+
+static void set_views(pl__tlayer *x, void *full, float *gfull) {
+  const size_t es = x->t->es;
+  char *W = full;
+  pl_layer *l = &x->layer;
+  pl_moe_ffn *f = &x->ffn;
+  l->w_n = W + x->off[PL__U_ATTN_NORM] * es;
+  l->w_qkv = W + x->off[PL__U_QKV] * es;
+  l->w_o = W + x->off[PL__U_O] * es;
+  f->w_n = W + x->off[PL__U_FFN_NORM] * es;
+  f->w_r = x->moe ? W + x->off[PL__U_ROUTER] * es : NULL;
+  f->w_up =
+      x->off[PL__U_UP] != PL__UNIT_ABSENT ? W + x->off[PL__U_UP] * es : NULL;
+  f->w_down = x->off[PL__U_DOWN] != PL__UNIT_ABSENT
+                  ? W + x->off[PL__U_DOWN] * es
+                  : NULL;
+  if (!gfull)
+    return;
+  l->g_n = gfull + x->off[PL__U_ATTN_NORM];
+  l->g_qkv = gfull + x->off[PL__U_QKV];
+  l->g_o = gfull + x->off[PL__U_O];
+  f->g_n = gfull + x->off[PL__U_FFN_NORM];
+  f->g_r = x->moe ? gfull + x->off[PL__U_ROUTER] : NULL;
+  f->g_up =
+      x->off[PL__U_UP] != PL__UNIT_ABSENT ? gfull + x->off[PL__U_UP] : NULL;
+  f->g_down =
+      x->off[PL__U_DOWN] != PL__UNIT_ABSENT ? gfull + x->off[PL__U_DOWN] : NULL;
+}
+
+/* The FFN slot, timed: marks around the MoE FFN's forward / backward. */
+
+static pl_status slot_fwd(void *ctx, pl_stream *s, const void *x, void *y,
+                          int64_t N) {
+  pl__tlayer *tl = ctx;
+  int a, b;
+  PL_TRY(pl__step_mark(tl->t, s, &a));
+  PL_TRY(pl_moe_ffn_forward(&tl->ffn, s, x, y, N));
+  PL_TRY(pl__step_mark(tl->t, s, &b));
+  return pl__step_span(tl->t, PL_PART_MOE, a, b);
+}
+
+static pl_status slot_bwd(void *ctx, pl_stream *s, const void *x,
+                          const void *dy, void *dx, int64_t N) {
+  pl__tlayer *tl = ctx;
+  int a, b;
+  PL_TRY(pl__step_mark(tl->t, s, &a));
+  PL_TRY(pl_moe_ffn_backward(&tl->ffn, s, x, dy, dx, N));
+  PL_TRY(pl__step_mark(tl->t, s, &b));
+  return pl__step_span(tl->t, PL_PART_MOE, a, b);
+}
+
+const pl_ffn_ops pl__step_slot_ops = {slot_fwd, slot_bwd};
+
+/* The layer's own time minus its FFN slot's is attention: a span for the
+ * whole layer (part ATTENTION) and the slot's span (MOE) subtracted later. */
+static pl_status timed(pl_trainer *t, int a, int b) {
+  /* recorded as ATTENTION; take_parts subtracts the MOE spans inside */
+  return pl__step_span(t, PL_PART_ATTENTION, a, b);
+}
+
+static pl_status tl_forward(void *layer, pl_stream *s, const void *x, void *y,
+                            int64_t N) {
+  pl__tlayer *tl = layer;
+  pl_trainer *t = tl->t;
+  const int L = t->m.L;
+  void *full;
+  PL_TRY(pl_zero3_acquire(t->z, tl->unit, s, &full));
+  PL_TRY(
+      pl_zero3_prefetch(t->z, tl->index + 1 < L ? tl->unit + 1 : t->u_head, s));
+  set_views(tl, full, NULL);
+  int a, b;
+  PL_TRY(pl__step_mark(t, s, &a));
+  PL_TRY(pl_layer_forward(&tl->layer, s, x, y, N));
+  PL_TRY(pl__step_mark(t, s, &b));
+  PL_TRY(timed(t, a, b));
+  /* the last layer's unit stays for the final norm (the head releases it) */
+  if (tl->index + 1 < L)
+    pl_zero3_release(t->z, tl->unit, s);
+  return PL_OK;
+}
+
+static pl_status tl_backward(void *layer, pl_stream *s, const void *x,
+                             const void *dy, void *dx, int64_t N) {
+  pl__tlayer *tl = layer;
+  pl_trainer *t = tl->t;
+  void *full;
+  float *gfull;
+  PL_TRY(pl_zero3_acquire(t->z, tl->unit, s, &full));
+  if (tl->index > 0)
+    PL_TRY(pl_zero3_prefetch(t->z, tl->unit - 1, s));
+  PL_TRY(pl_zero3_grad_acquire(t->z, tl->unit, s, &gfull));
+  set_views(tl, full, gfull);
+  int a, b;
+  PL_TRY(pl__step_mark(t, s, &a));
+  PL_TRY(pl_layer_backward(&tl->layer, s, x, dy, dx, N));
+  PL_TRY(pl__step_mark(t, s, &b));
+  PL_TRY(timed(t, a, b));
+  pl_zero3_release(t->z, tl->unit, s);
+  return pl_zero3_grad_reduce(t->z, tl->unit, s, t->micro_i > 0);
+}
+
+const pl_layer_ops pl__step_layer_ops = {tl_forward, tl_backward};
+
+/* ---- the head: final norm + vocabulary head
+ * ------------------------------------ */
+
+pl_status pl__step_head_run(void *ctx, pl_stream *s, const void *hL, void *dh,
+                            int64_t N, double *loss) {
+  pl_trainer *t = ctx;
+  pl__tlayer *last = &t->tl[t->m.L - 1];
+  const int64_t H = t->H;
+  const size_t nh = (size_t)(N * H);
+  pl_dev *dev = t->dev;
+  void *full, *wh, *xf = NULL, *dxf = NULL, *dwb = NULL;
+  float *gh, *glast, *scr = NULL;
+  int a, b;
+  PL_TRY(pl__step_mark(t, s, &a));
+  PL_TRY(pl_zero3_acquire(t->z, last->unit, s, &full));
+  const void *wf = (char *)full + last->off[PL__U_FINAL] * t->es;
+  pl_status st =
+      pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "activations", s, &xf);
+  if (st == PL_OK)
+    st = pl__rmsnorm_fwd(s, hL, wf, xf, N, H, 1e-5f, t->dt);
+  if (st == PL_OK)
+    st = pl_zero3_acquire(t->z, t->u_head, s, &wh);
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "activations", s,
+                        &dxf);
+  /* the head's weight gradient: straight into the unit's f32 gradient in
+   * f32, through a bf16 buffer otherwise */
+  const size_t nw = (size_t)H * (size_t)t->head_cols;
+  if (st == PL_OK && t->dt == PL_F32)
+    st = pl_zero3_grad_acquire(t->z, t->u_head, s, &gh);
+  if (st == PL_OK && t->dt != PL_F32)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nw * t->es, "zero3_grads", s,
+                        &dwb);
+  if (st == PL_OK)
+    st = t->head->run(t->hctx, s, xf, t->d_tgt, wh, t->d_dloss, t->d_nll, dxf,
+                      t->dt == PL_F32 ? (void *)gh : dwb);
+  if (st == PL_OK && t->dt != PL_F32) {
+    st = pl_zero3_grad_acquire(t->z, t->u_head, s, &gh);
+    if (st == PL_OK)
+      st = pl_convert(s, gh, PL_F32, dwb, t->dt, nw);
+  }
+  pl_free_async(dev, dwb, s);
+  if (st == PL_OK)
+    pl_zero3_release(t->z, t->u_head, s);
+  if (st == PL_OK)
+    st = pl_zero3_grad_reduce(t->z, t->u_head, s, t->micro_i > 0);
+  /* the final norm's backward into the last layer's gradient */
+  if (st == PL_OK)
+    st = pl_zero3_grad_acquire(t->z, last->unit, s, &glast);
+  if (st == PL_OK && pl__on_cuda(s))
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, pl__rmsnorm_bwd_scratch(N, H) * 4,
+                        "activations", s, (void **)&scr);
+  if (st == PL_OK)
+    st = pl__rmsnorm_bwd(s, hL, wf, dxf, NULL, dh,
+                         glast + last->off[PL__U_FINAL], scr, N, H, 1e-5f,
+                         t->dt);
+  pl_free_async(dev, scr, s);
+  pl_free_async(dev, xf, s);
+  pl_free_async(dev, dxf, s);
+  if (st == PL_OK)
+    st = pl_memcpy_async(s, t->h_nll, t->d_nll, (size_t)N * 4);
+  if (st == PL_OK)
+    st = pl_stream_sync(s);
+  if (st == PL_OK) {
+    double sum = 0;
+    for (int64_t i = 0; i < N; i++)
+      sum += t->h_nll[i];
+    *loss = sum;
+  }
+  if (st == PL_OK)
+    st = pl__step_mark(t, s, &b);
+  if (st == PL_OK)
+    st = pl__step_span(t, PL_PART_HEAD, a, b);
+  return st;
+}

@@ -1,0 +1,206 @@
+/* step_params.c — a trainer's parameters from outside (train/step.h): their
+ * names and shapes, the full tensor of a weight or gradient gathered to
+ * every rank, setting one, and the router biases (tests, checkpoints).
+ * Split from step.c (step_internal.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plateau/hd.h"
+#include "train/step_internal.h"
+
+/* ---- parameters: gather and set
+ * ---------------------------------------------------- */
+
+int pl_trainer_nparams(const pl_trainer *t) {
+  return t->npr;
+}
+
+pl_status pl_trainer_param_info(const pl_trainer *t, int i,
+                                pl_param_info *out) {
+  if (i < 0 || i >= t->npr)
+    return pl_set_error(PL_EINVAL, "trainer: parameter %d of %d", i, t->npr);
+  *out = t->pr[i].info;
+  return PL_OK;
+}
+
+const float *pl_trainer_router_bias(const pl_trainer *t, int l) {
+  return l >= 0 && l < t->m.L && t->tl[l].moe ? t->tl[l].hbias : NULL;
+}
+
+pl_status pl_trainer_set_router_bias(pl_trainer *t, int l, const float *bias) {
+  if (l < 0 || l >= t->m.L || !t->tl[l].moe)
+    return pl_set_error(PL_EINVAL, "trainer: layer %d has no router", l);
+  pl__tlayer *x = &t->tl[l];
+  memcpy(x->hbias, bias, (size_t)t->p.E_route * 4);
+  pl_stream *s = pl_dev_stream(t->dev);
+  PL_TRY(pl_memcpy_async(s, x->bias, x->hbias, (size_t)t->p.E_route * 4));
+  return pl_stream_sync(s);
+}
+
+/* Host f32 copy of n device elements of dtype dt. */
+static pl_status to_host_f32(pl_trainer *t, float *dst, const void *src,
+                             pl_dtype dt, size_t n) {
+  pl_stream *s = pl_dev_stream(t->dev);
+  void *tmp = malloc(n * pl_dtype_size(dt) + 4);
+  if (!tmp)
+    return pl_set_error(PL_ENOMEM, "trainer: host");
+  pl_status st = pl_memcpy_async(s, tmp, src, n * pl_dtype_size(dt));
+  if (st == PL_OK)
+    st = pl_stream_sync(s);
+  for (size_t i = 0; st == PL_OK && i < n; i++)
+    dst[i] =
+        dt == PL_F32 ? ((float *)tmp)[i] : pl_bf16_to_f32(((pl_bf16 *)tmp)[i]);
+  free(tmp);
+  return st;
+}
+
+/* All-gather count elements of dt from every rank of c into a new device
+ * buffer (size·count). */
+static pl_status gather_dev(pl_trainer *t, pl_comm *c, const void *src,
+                            size_t count, pl_dtype dt, void **out) {
+  pl_stream *s = pl_dev_stream(t->dev);
+  const int n = c ? pl_comm_size(c) : 1;
+  PL_TRY(pl_alloc(t->dev, PL_ARENA_DEVICE,
+                  (size_t)n * count * pl_dtype_size(dt) + 4, "gather", out));
+  pl_status st = c ? pl_allgather(c, src, *out, count, dt, s)
+                   : pl_memcpy_async(s, *out, src, count * pl_dtype_size(dt));
+  if (st == PL_OK)
+    st = pl_stream_sync(s);
+  if (st != PL_OK)
+    pl_free(t->dev, *out);
+  return st;
+}
+
+pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
+  if (i < 0 || i >= t->npr)
+    return pl_set_error(PL_EINVAL, "trainer: parameter %d of %d", i, t->npr);
+  if (t->p.W_v != t->p.W)
+    return pl_set_error(PL_EUNSUPPORTED,
+                        "trainer: gather in a proxy (W_v=%d, W=%d): the full "
+                        "tensors are not on the present ranks",
+                        t->p.W_v, t->p.W);
+  const pl__tparam *p = &t->pr[i];
+  const pl_dtype dt = grad ? PL_F32 : t->dt;
+  void *buf = NULL;
+  pl_status st;
+  if (p->kind == PL__K_EXPERT) {
+    const pl__tlayer *x = &t->tl[p->layer];
+    const size_t n = (size_t)(pl__step_numel(p) / t->m.E * t->p.E_local);
+    st = gather_dev(t, t->lay->ep,
+                    grad ? (void *)x->eg[p->which] : x->ew[p->which], n, dt,
+                    &buf);
+    if (st == PL_OK)
+      st = to_host_f32(t, out, buf, dt, (size_t)pl__step_numel(p));
+    pl_free(t->dev, buf);
+    return st;
+  }
+  void *w;
+  float *g;
+  size_t sh;
+  pl_zero3_shard(t->z, p->unit, &w, &g, &sh, NULL);
+  const int head_vp = p->head && t->head->vocab_parallel;
+  pl_comm *uc = head_vp ? t->lay->hrep : t->lay->zero;
+  st = gather_dev(t, uc, grad ? (void *)g : w, sh, dt, &buf);
+  if (st != PL_OK)
+    return st;
+  if (!head_vp) {
+    st = to_host_f32(t, out, (char *)buf + p->off * pl_dtype_size(dt), dt,
+                     (size_t)pl__step_numel(p));
+    pl_free(t->dev, buf);
+    return st;
+  }
+  /* the head's shard H×|V_r| of every rank of the P-group, padded to the
+   * widest shard, gathered over the group and placed by columns */
+  const int P = t->p.P;
+  const int64_t H = t->H, V = t->m.V, vmax = (V + P - 1) / P;
+  float *mine = malloc((size_t)(H * vmax) * 4 + 4),
+        *all = malloc((size_t)(P * H * vmax) * 4 + 4);
+  void *dmine = NULL, *dall = NULL;
+  st = mine && all ? PL_OK : pl_set_error(PL_ENOMEM, "trainer: host");
+  if (st == PL_OK)
+    st = to_host_f32(t, mine, buf, dt, (size_t)(H * t->head_cols));
+  if (st == PL_OK) {
+    /* repack H×|V_r| to H×vmax */
+    for (int64_t r = H - 1; r >= 0; r--)
+      for (int64_t c = vmax - 1; c >= 0; c--)
+        mine[r * vmax + c] =
+            c < t->head_cols ? mine[r * t->head_cols + c] : 0.f;
+    st = pl_alloc(t->dev, PL_ARENA_DEVICE, (size_t)(H * vmax) * 4, "gather",
+                  &dmine);
+  }
+  pl_stream *s = pl_dev_stream(t->dev);
+  if (st == PL_OK)
+    st = pl_memcpy_async(s, dmine, mine, (size_t)(H * vmax) * 4);
+  if (st == PL_OK)
+    st = gather_dev(t, t->lay->vp, dmine, (size_t)(H * vmax), PL_F32, &dall);
+  if (st == PL_OK)
+    st = to_host_f32(t, all, dall, PL_F32, (size_t)(P * H * vmax));
+  for (int q = 0; st == PL_OK && q < P; q++) {
+    int64_t c0, w0;
+    pl_ce_shard(V, P, q, &c0, &w0);
+    for (int64_t r = 0; r < H; r++)
+      memcpy(out + r * V + c0, all + ((size_t)q * H + r) * vmax,
+             (size_t)w0 * 4);
+  }
+  pl_free(t->dev, dall);
+  pl_free(t->dev, dmine);
+  pl_free(t->dev, buf);
+  free(mine);
+  free(all);
+  return st;
+}
+
+/* Write values (f32, host) into weights (dt, device) and the master. */
+static pl_status put(pl_trainer *t, void *w, float *master, const float *v,
+                     size_t n) {
+  pl_stream *s = pl_dev_stream(t->dev);
+  memcpy(master, v, n * 4);
+  void *tmp = NULL;
+  PL_TRY(pl_alloc(t->dev, PL_ARENA_DEVICE, n * 4 + 4, "init", &tmp));
+  pl_status st = pl_memcpy_async(s, tmp, v, n * 4);
+  if (st == PL_OK)
+    st = pl_convert(s, w, t->dt, tmp, PL_F32, n);
+  if (st == PL_OK)
+    st = pl_stream_sync(s);
+  pl_free(t->dev, tmp);
+  return st;
+}
+
+pl_status pl_trainer_set(pl_trainer *t, int i, const float *in) {
+  if (i < 0 || i >= t->npr)
+    return pl_set_error(PL_EINVAL, "trainer: parameter %d of %d", i, t->npr);
+  const pl__tparam *p = &t->pr[i];
+  if (p->kind == PL__K_EXPERT) {
+    const int k = pl__step_expert_tensor(t, p);
+    return put(t, t->tl[p->layer].ew[p->which], t->st.p + t->ap_off[k],
+               in + pl__step_expert_first(t, p), t->ap[k].numel);
+  }
+  void *w;
+  size_t sh, off;
+  pl_zero3_shard(t->z, p->unit, &w, NULL, &sh, &off);
+  const int head_vp = p->head && t->head->vocab_parallel;
+  const size_t numel =
+      head_vp ? (size_t)(t->H * t->head_cols) : (size_t)pl__step_numel(p);
+  const float *src = in;
+  float *packed = NULL;
+  if (head_vp) { /* this rank's columns of the full H×V */
+    packed = malloc(numel * 4 + 4);
+    if (!packed)
+      return pl_set_error(PL_ENOMEM, "trainer: host");
+    for (int64_t r = 0; r < t->H; r++)
+      memcpy(packed + r * t->head_cols, in + r * t->m.V + t->p.v_col0,
+             (size_t)t->head_cols * 4);
+    src = packed;
+  }
+  const size_t lo = p->off > off ? p->off : off, hi0 = p->off + numel,
+               hi1 = off + sh;
+  const size_t hi = hi0 < hi1 ? hi0 : hi1;
+  pl_status st = PL_OK;
+  if (hi > lo)
+    st = put(t, (char *)w + (lo - off) * t->es,
+             t->st.p + t->ap_off[p->unit] + (lo - off), src + (lo - p->off),
+             hi - lo);
+  free(packed);
+  return st;
+}

@@ -1,0 +1,19 @@
+/* plan_table.h — `plateau plan --table paper` (plan_table.c): the planner's
+ * projection of the paper's end-to-end points beside its printed figures.
+ * Used by plan.c only. */
+#ifndef PLATEAU_SUITE_PLAN_TABLE_H
+#define PLATEAU_SUITE_PLAN_TABLE_H
+
+#include <stdbool.h>
+
+#include "plan/plan.h"
+
+/* 120B / 241B / 667B on 16 / 32 / 64 GPUs at 32K…1M for plateau and
+ * FSDP2-best: Markdown on stdout (tsv: the rows), or with out_dir the files
+ * plan_paper.md, plan_paper.tsv, plan_reach.tsv and, when gnuplot is
+ * installed, plan_reach.svg (analysis/plan_reach.gp).  Returns the exit
+ * code (0, or 3 when a file cannot be written). */
+int pl_plan_table_paper(const pl_plan_machine *mc, const char *out_dir,
+                        bool tsv);
+
+#endif
