@@ -251,8 +251,10 @@ typedef struct pl_plan_moe_peaks {
 } pl_plan_moe_peaks;
 pl_status pl_plan_moe_layer(const pl_moe_cfg *mc, int Ep, int64_t N,
                             bool keep_ctx, bool worst, pl_plan_moe_peaks *out);
-/* One Ring-DTP forward + backward (ops/ring_dtp.h, reduction none) of rank r
- * of a P-group, every rank n tokens: the peaks of "logits", "ring",
+/* One Ring-DTP forward + backward (pl_dtp_run of ops/ring_dtp.h, reduction
+ * none: the three-GEMM schedule at P = 1 when a row of V fits the strip
+ * bound, the meetings beyond) of rank r of a P-group, every rank n tokens:
+ * the peaks of "logits", "ring",
  * "grads" (the head's scratch) and "ce_state" (with the context's 8 bytes
  * of group statistics), and the op's peak above its inputs and context. */
 typedef struct pl_plan_head_peaks {

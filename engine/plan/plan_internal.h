@@ -94,6 +94,8 @@ void pl__player_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx);
 typedef struct pl__phead {
   pl_dtype dt;
   int64_t n, h, v, nmax, vmax, vb, nc;
+  int64_t chunk; /* P = 1: rows of the three-GEMM schedule's chunk (pl_dtp_run
+                    runs it); 0: the blocked meetings */
   int P;
   bool move_w;
 } pl__phead;
