@@ -129,7 +129,7 @@ const char *pl_plan_system_name(pl_plan_system s); /* "plateau" "fsdp2" */
 
 typedef enum pl_plan_ac {
   PL_PLAN_AC_FULL = 0,      /* every decoder layer recomputed             */
-  PL_PLAN_AC_SELECTIVE = 1, /* torchtitan's op-level SAC                  */
+  PL_PLAN_AC_SELECTIVE = 1, /* every ac_freq-th layer checkpointed       */
   PL_PLAN_AC_NONE = 2
 } pl_plan_ac;
 const char *pl_plan_ac_name(pl_plan_ac a); /* "full" "selective" "none" */
@@ -149,6 +149,8 @@ typedef struct pl_plan_cfg {
   /* fsdp2 */
   int cp, ep; /* context- and expert-parallel degrees (divide W)     */
   pl_plan_ac ac;
+  int ac_freq;  /* selective: layer l checkpointed iff (l + 1) % ac_freq
+                   == 0 (0: 2, the baseline's default)                */
   bool offload; /* FSDP2 CPUOffloadPolicy: fp32 params, grads and the
                    optimizer on the host, AdamW on the CPU             */
   int mbs;      /* sequences per data-parallel group per micro-batch   */

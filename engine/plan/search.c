@@ -382,6 +382,10 @@ static pl_status search_fsdp2(const pl_model_cfg *m, const pl_plan_cfg *base,
       for (int c = 0; c < nac; c++)
         for (int o = 0; o < noff; o++)
           for (int q = 0; q < nmbs; q++) {
+            /* torchtitan borrows EP from dp_shard × cp: ep 1 or a
+             * multiple of cp (as pl_fsdp2_tune_points lists them) */
+            if (fr->cp && fr->ep && eps[b] > 1 && eps[b] % cps[a])
+              continue;
             cand x;
             memset(&x, 0, sizeof x);
             x.cfg = *base;
