@@ -35,6 +35,7 @@
 #include "bench_train.h"
 
 static const char *const dtypes[] = {"bf16", "f32", NULL};
+static const char *const configs[] = {"explicit", "auto", NULL};
 
 static const pl_opt train_opts[] = {
     {"layers", 0, PL_OPT_INT, NULL, "decoder layers L", 1, 4096, NULL},
@@ -66,6 +67,20 @@ static const pl_opt train_opts[] = {
      "analysis/peers/fsdp2_points.tsv): its models, contexts and knobs "
      "instead of --seq",
      0, 0, NULL},
+    {"verify", 0, PL_OPT_FLAG, NULL,
+     "run the points the plan predicts not to fit (the prediction is "
+     "recorded beside the measurement) instead of recording them as "
+     "infeasible",
+     0, 0, NULL},
+    {"config", 0, PL_OPT_ENUM, "explicit",
+     "explicit: the knobs as given; auto: the planner's choice per context of "
+     "the knobs not given (plateau: D, P, chunk-cap, bucket, sco-budget, "
+     "optim; fsdp2: cp, ep, ac, fsdp2-optim)",
+     0, 0, configs},
+    {"step-tokens", 0, PL_OPT_SIZE, NULL,
+     "--config auto: tokens per step (micro·N·W_v) to keep; the micro-batches "
+     "follow the chosen layout",
+     1, 1e15, NULL},
     PL_BENCH_TRAIN_OPTS,
     {0},
 };
@@ -83,7 +98,8 @@ typedef struct train_bench {
   int nres, cap;
   int64_t next; /* the step index of the next step */
   char why[128];
-  int warmup, iters; /* the command line's (a --points point may differ) */
+  pl__train_pred pred; /* the planner's, of this point */
+  int warmup, iters;   /* the command line's (a --points point may differ) */
 } train_bench;
 
 static pl_status init(pl_bench_ctx *c, void *st) {
@@ -97,6 +113,34 @@ static pl_status init(pl_bench_ctx *c, void *st) {
     c->done = true;
   }
   return PL_OK;
+}
+
+/* The plan before launch (the same verdict on every rank: the machine is
+ * agreed): the pred_* columns, and a point predicted not to fit is an
+ * infeasible row with the binding term unless --verify. */
+static pl_status predict(pl_bench_ctx *c, train_bench *b, pl_row *row) {
+  pl__train_pred *pr = &b->pred;
+  pl__train_predict(&b->a, b->sys, &b->u, c->size, pr);
+  if (pr->have) {
+    pl_row_i64(row, "pred_dev_peak_bytes", (int64_t)pr->dev_peak);
+    pl_row_i64(row, "pred_host_bytes", (int64_t)pr->host);
+    pl_row_f64(row, "pred_time_ms", pr->time_ms);
+  }
+  if (pr->have && !pr->fits && !b->a.verify)
+    return pl_set_error(PL_EINFEASIBLE, "%s (not launched; --verify runs it)",
+                        pr->why);
+  pl_row_note(row, "%s%s", pr->why,
+              pr->have && !pr->fits ? " (run by --verify)" : "");
+  return PL_OK;
+}
+
+/* A failure of a point the plan predicted: its message with the verdict. */
+static pl_status with_plan(const train_bench *b, pl_status st) {
+  if (st == PL_OK || !b->pred.have)
+    return st;
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", pl_last_error());
+  return pl_set_error(st, "%s; %s", msg, b->pred.why);
 }
 
 static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
@@ -137,6 +181,8 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   pl_row_i64(row, "topk", u->m.k);
   pl_row_i64(row, "params_total", mp.total);
   pl_row_i64(row, "params_active", mp.active);
+  if (u->chosen[0])
+    pl_row_note(row, "%s", u->chosen);
   if (b->sys->validate(u, c->size) != PL_OK) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", pl_last_error());
@@ -144,7 +190,7 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   }
   pl_row_i64(row, "tokens", u->S / D);
   pl_row_i64(row, "step_tokens", (int64_t)u->sc.micro * (u->S / D) * Wv);
-  return PL_OK;
+  return predict(c, b, row);
 }
 
 /* One process alone on its host (the one-GPU proxy): pinned host memory
@@ -180,7 +226,7 @@ static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   if (!b->res)
     return pl_set_error(PL_ENOMEM, "train: host");
   PL_TRY(pl__train_data(c, &b->a, b->u.m.V));
-  PL_TRY(b->sys->create(c->dev, c->comm, &b->u, &b->h));
+  PL_TRY(with_plan(b, b->sys->create(c->dev, c->comm, &b->u, &b->h)));
   b->tok = malloc((size_t)b->sys->tokens_per_rank(b->h) * sizeof(int32_t));
   return b->tok ? PL_OK : pl_set_error(PL_ENOMEM, "train: host tokens");
 }
@@ -190,7 +236,7 @@ static pl_status run(void *st) {
   train_bench *b = st;
   pl_step_result r;
   PL_TRY(b->sys->batch(b->h, b->a.data, b->next, b->tok));
-  PL_TRY(b->sys->step(b->h, b->tok, &r));
+  PL_TRY(with_plan(b, b->sys->step(b->h, b->tok, &r)));
   b->next++;
   if (b->nres < b->cap)
     b->res[b->nres++] = r;
@@ -254,7 +300,8 @@ const pl_bench pl_bench_train = {
                "optimizer_ms\tzero3_ms\tsco_ms\tother_ms\tdev_peak_bytes\t"
                "host_peak_bytes\tpool_peak_bytes\tbound_bytes\tlive_set\t"
                "dispatch_bytes\tlogits_bytes\tboundary_bytes\tattention_bytes\t"
-               "optim_staging_bytes\tloss\tlosses\tmax_err",
+               "optim_staging_bytes\tpred_dev_peak_bytes\tpred_host_bytes\t"
+               "pred_time_ms\tloss\tlosses\tmax_err",
     .state = sizeof(train_bench),
     .init = init,
     .point = point,
