@@ -5,6 +5,11 @@
  * torchtitan user would try per context, --points the points fsdp2 shares
  * with the PyTorch peer (train_args.c builds the list).
  *
+ * Before a point is created the planner predicts it on the run's machine
+ * (train_plan.c): its pred_* columns; a point predicted not to fit is an
+ * `infeasible` row naming the binding term unless --verify; --config auto
+ * takes the planner's knobs per context.
+ *
  * A point: the system (train_system.h: plateau, the composed step; fsdp2)
  * is created for S (N = S/D tokens per rank, S/cp for fsdp2; W_v > W: the
  * one-GPU proxy, train/layout.h), -w warm-up steps and -n timed steps run on
@@ -115,34 +120,6 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   return PL_OK;
 }
 
-/* The plan before launch (the same verdict on every rank: the machine is
- * agreed): the pred_* columns, and a point predicted not to fit is an
- * infeasible row with the binding term unless --verify. */
-static pl_status predict(pl_bench_ctx *c, train_bench *b, pl_row *row) {
-  pl__train_pred *pr = &b->pred;
-  pl__train_predict(&b->a, b->sys, &b->u, c->size, pr);
-  if (pr->have) {
-    pl_row_i64(row, "pred_dev_peak_bytes", (int64_t)pr->dev_peak);
-    pl_row_i64(row, "pred_host_bytes", (int64_t)pr->host);
-    pl_row_f64(row, "pred_time_ms", pr->time_ms);
-  }
-  if (pr->have && !pr->fits && !b->a.verify)
-    return pl_set_error(PL_EINFEASIBLE, "%s (not launched; --verify runs it)",
-                        pr->why);
-  pl_row_note(row, "%s%s", pr->why,
-              pr->have && !pr->fits ? " (run by --verify)" : "");
-  return PL_OK;
-}
-
-/* A failure of a point the plan predicted: its message with the verdict. */
-static pl_status with_plan(const train_bench *b, pl_status st) {
-  if (st == PL_OK || !b->pred.have)
-    return st;
-  char msg[512];
-  snprintf(msg, sizeof msg, "%s", pl_last_error());
-  return pl_set_error(st, "%s; %s", msg, b->pred.why);
-}
-
 static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
                        char *label, size_t n) {
   train_bench *b = st;
@@ -190,7 +167,7 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   }
   pl_row_i64(row, "tokens", u->S / D);
   pl_row_i64(row, "step_tokens", (int64_t)u->sc.micro * (u->S / D) * Wv);
-  return predict(c, b, row);
+  return pl__train_plan_point(c, &b->a, b->sys, u, row, &b->pred);
 }
 
 /* One process alone on its host (the one-GPU proxy): pinned host memory
@@ -226,7 +203,8 @@ static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   if (!b->res)
     return pl_set_error(PL_ENOMEM, "train: host");
   PL_TRY(pl__train_data(c, &b->a, b->u.m.V));
-  PL_TRY(with_plan(b, b->sys->create(c->dev, c->comm, &b->u, &b->h)));
+  PL_TRY(pl__train_plan_fail(&b->pred,
+                             b->sys->create(c->dev, c->comm, &b->u, &b->h)));
   b->tok = malloc((size_t)b->sys->tokens_per_rank(b->h) * sizeof(int32_t));
   return b->tok ? PL_OK : pl_set_error(PL_ENOMEM, "train: host tokens");
 }
@@ -236,7 +214,7 @@ static pl_status run(void *st) {
   train_bench *b = st;
   pl_step_result r;
   PL_TRY(b->sys->batch(b->h, b->a.data, b->next, b->tok));
-  PL_TRY(with_plan(b, b->sys->step(b->h, b->tok, &r)));
+  PL_TRY(pl__train_plan_fail(&b->pred, b->sys->step(b->h, b->tok, &r)));
   b->next++;
   if (b->nres < b->cap)
     b->res[b->nres++] = r;

@@ -302,6 +302,17 @@ pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
  * the reason in out->why, when the planner does not model it). */
 void pl__train_predict(const pl__train_args *a, const pl_train_system *sys,
                        const pl_train_setup *u, int W, pl__train_pred *out);
+/* Point u before launch (the same verdict on every rank: a->mc is agreed):
+ * the prediction into *pr and the row's pred_* columns; a point predicted
+ * not to fit is PL_EINFEASIBLE (an infeasible row naming the binding term)
+ * unless --verify; else the verdict goes to the row's note. */
+pl_status pl__train_plan_point(pl_bench_ctx *c, const pl__train_args *a,
+                               const pl_train_system *sys,
+                               const pl_train_setup *u, pl_row *row,
+                               pl__train_pred *pr);
+/* A failure st of a predicted point (create, a step): its message with the
+ * plan's verdict appended (st unchanged; PL_OK passes). */
+pl_status pl__train_plan_fail(const pl__train_pred *pr, pl_status st);
 /* --config auto: the planner's choice (pl_plan_auto) of the knobs of sys
  * the command line leaves, written into u (u->chosen says what; nothing
  * fits: the closest, whose row is then infeasible).  PL_EINVAL naming the

@@ -152,6 +152,32 @@ void pl__train_predict(const pl__train_args *a, const pl_train_system *sys,
   free(v);
 }
 
+pl_status pl__train_plan_point(pl_bench_ctx *c, const pl__train_args *a,
+                               const pl_train_system *sys,
+                               const pl_train_setup *u, pl_row *row,
+                               pl__train_pred *pr) {
+  pl__train_predict(a, sys, u, c->size, pr);
+  if (pr->have) {
+    pl_row_i64(row, "pred_dev_peak_bytes", (int64_t)pr->dev_peak);
+    pl_row_i64(row, "pred_host_bytes", (int64_t)pr->host);
+    pl_row_f64(row, "pred_time_ms", pr->time_ms);
+  }
+  if (pr->have && !pr->fits && !a->verify)
+    return pl_set_error(PL_EINFEASIBLE, "%s (not launched; --verify runs it)",
+                        pr->why);
+  pl_row_note(row, "%s%s", pr->why,
+              pr->have && !pr->fits ? " (run by --verify)" : "");
+  return PL_OK;
+}
+
+pl_status pl__train_plan_fail(const pl__train_pred *pr, pl_status st) {
+  if (st == PL_OK || !pr->have)
+    return st;
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", pl_last_error());
+  return pl_set_error(st, "%s; %s", msg, pr->why);
+}
+
 pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
                          const pl_train_system *sys, pl_train_setup *u, int W) {
   pl_plan_cfg base;
