@@ -13,18 +13,12 @@
 #include <stdint.h>
 
 #include "core/internal.h"
+#include "plateau/optypes.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Reduction of the per-token losses (PyTorch's cross_entropy): the mean over
- * the non-ignored targets, the sum, or none (one loss per token). */
-typedef enum pl_ce_reduction {
-  PL_CE_MEAN = 0,
-  PL_CE_SUM = 1,
-  PL_CE_NONE = 2,
-} pl_ce_reduction;
 
 /* stats[0] = 0, stats[1] = count of t != ignore (the mean's denominator,
  * needed before any row's gradient when gradients are made in one pass). */

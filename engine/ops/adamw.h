@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/adamw.h"
+#include "plateau/optypes.h"
 #include "plateau/hd.h"
 #include "plateau/plateau.h"
 

@@ -30,7 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backend/ce.h"
+#include "plateau/optypes.h"
 #include "plateau/plateau.h"
 
 #ifdef __cplusplus
