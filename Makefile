@@ -225,12 +225,15 @@ $(BUILD)/dev/%: $(BUILD)/obj/dev/%.cu.o $(LIB)
 # pkg-config file; `make install PREFIX=...` writes it again for that prefix.
 define write_pc
 	@mkdir -p $(dir $(2))
-	@printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: plateau\nDescription: bounded-memory long-context MoE training engine\nVersion: 0.1.0\nCflags: -I$${includedir} -DPL_HAVE_CUDA=%s\nLibs: -L$${libdir} -lplateau %s\n' \
+	@printf 'prefix=%s\nincludedir=$${prefix}/include\nlibdir=$${prefix}/lib\n\nName: plateau\nDescription: bounded-memory long-context MoE training engine\nVersion: 0.1.0\nCflags: -I$${includedir} -I$${includedir}/plateau -DPL_HAVE_CUDA=%s\nLibs: -L$${libdir} -lplateau %s\n' \
 	  "$(1)" "$(HAVE_CUDA)" "$$(echo $(LDLIBS_ALL))" > $(2)
 endef
 $(BUILD)/lib/pkgconfig/plateau.pc: Makefile
 	$(call write_pc,$(PREFIX),$@)
 
+# The operator headers keep their folders (include/plateau/ops, model, train,
+# plan) and the .pc file adds include/plateau to the search path, so their
+# own includes ("ops/ce.h") resolve: a program includes <plateau/ops/moe.h>.
 # The chart scripts go to share/plateau/analysis, where `plateau report`
 # looks for them beside an installed binary (<bin>/../share/plateau/analysis).
 install: all
@@ -240,6 +243,9 @@ install: all
 	install -m 0644 analysis/*.gp $(DESTDIR)$(PREFIX)/share/plateau/analysis/
 	install -m 0644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libplateau.a
 	install -m 0644 engine/include/plateau/*.h $(DESTDIR)$(PREFIX)/include/plateau/
+	for d in ops model train plan; do install -d $(DESTDIR)$(PREFIX)/include/plateau/$$d; \
+	  for h in engine/$$d/*.h; do case $$h in *_internal.h|*testutil.h|*testlib.h|*/test_*) ;; \
+	    *) install -m 0644 $$h $(DESTDIR)$(PREFIX)/include/plateau/$$d/ ;; esac; done; done
 	$(call write_pc,$(PREFIX),$(DESTDIR)$(PREFIX)/lib/pkgconfig/plateau.pc)
 
 # ---- the two set-up commands ----------------------------------------------

@@ -1,4 +1,6 @@
-/* fused_ce.c — blocked fused cross-entropy on one device (fused_ce.h).
+/* fused_ce.c — fused cross-entropy on one device (fused_ce.h): the
+ * three-GEMM schedule (engine/ops/ce.c) with the blocked one as its fallback,
+ * the blocked schedule, and the token-chunked variant with an f32 dW.
  * Tags: "logits" the strip (and bf16 residual), "ce_state" the per-token
  * state, lse and row factors, "grads" the f32 dX accumulator in bf16 mode. */
 #include "fused_ce.h"
@@ -19,6 +21,12 @@ size_t pl_fused_ce_logits_bound(const pl_ce_problem *pb) {
 }
 
 pl_status pl_fused_ce(pl_stream *s, const pl_ce_problem *pb) {
+  PL_TRY(pl_ce_problem_check(pb, "fused_ce"));
+  if (pb->v >= 1 && pl_ce_head3_rows(pb) >= 1) return pl_ce_head3(s, pb);
+  return pl_fused_ce_blocked(s, pb);
+}
+
+pl_status pl_fused_ce_blocked(pl_stream *s, const pl_ce_problem *pb) {
   PL_TRY(pl_ce_problem_check(pb, "fused_ce"));
   if (pb->v < 1)
     return pl_set_error(PL_EINVAL, "fused_ce: v=%lld: must be >= 1",

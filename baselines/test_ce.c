@@ -1,13 +1,16 @@
 /* test_ce.c — the single-device vocabulary heads against the f64 dense
- * reference: the dense baseline (baselines/dense_ce) and the blocked fused
- * head (baselines/fused_ce, = Ring-DTP at P = 1) and its token-chunked
- * variant (pl_fused_ce_chunked, Liger-style), f32 and bf16, all three
- * reductions, over a shape table that reaches every branch (N = 0, N = 1,
- * V = 1, V not a multiple of the block, ignored rows, all rows ignored,
- * every target in one block, peaked logits); and the bound: the tracked
- * "logits" peak of the fused head ≤ N×Vb strip bytes while the dense
- * baseline's is 3·N·V·4.  Runs on the CPU backend, and on CUDA too when a
- * device is present (CK_NOFORK: no CUDA context before a fork). */
+ * reference: the dense baseline (baselines/dense_ce), the fused head
+ * (baselines/fused_ce: the three-GEMM schedule, = Ring-DTP at P = 1), the
+ * blocked fused head (four GEMMs, the schedule of Ring-DTP's meetings) and the
+ * token-chunked variant with an f32 dW (pl_fused_ce_chunked), f32 and bf16,
+ * all three reductions, over a shape table that reaches every branch (N = 0,
+ * N = 1, V = 1, V not a multiple of the block, ignored rows, all rows ignored,
+ * every target in one block, peaked logits, one chunk and many, a bound too
+ * small for one row); and the bound: the tracked "logits" peak of the fused
+ * heads ≤ N×Vb strip bytes, and the three-GEMM head's whole device peak above
+ * its inputs and gradients ≤ that strip + 8 bytes a row, while the dense
+ * baseline's logits are 3·N·V·4.  Runs on the CPU backend, and on CUDA too
+ * when a device is present (CK_NOFORK: no CUDA context before a fork). */
 #include <check.h>
 
 #include "core/check_run.h"
@@ -67,10 +70,11 @@ static int run_case(pl_dev *dev, head_fn fn, const char *name, pl_dtype dt,
   double *gdx = dev_down(dev, dx, (size_t)(p.n * p.h), dt);
   double *gdw = dev_down(dev, dw, (size_t)(p.h * p.v), dt);
   int f32 = dt == PL_F32;
-  /* bf16: the dense baseline rounds its logits to bf16 (as PyTorch's bf16
-   * GEMM does), the fused head keeps f32 strips: different loss tolerances. */
+  /* bf16: the dense baseline and the three-GEMM head round their logits to
+   * bf16 (as PyTorch's bf16 GEMM does), the blocked heads keep f32 strips:
+   * different loss tolerances. */
   double tl = f32 ? (be == PL_BACKEND_CPU ? 1e-6 : 1e-5)
-                  : (fn == pl_dense_ce ? 1e-2 : 2e-5);
+                  : (fn == pl_dense_ce || fn == pl_fused_ce ? 1e-2 : 2e-5);
   double tg = f32 ? (be == PL_BACKEND_CPU ? 1e-6 : 1e-5) : 2e-2;
   char what[160];
   int ok = 1;
@@ -120,8 +124,47 @@ START_TEST(dense_cpu) { run_all(PL_BACKEND_CPU, pl_dense_ce, "dense"); }
 END_TEST
 START_TEST(fused_cpu) { run_all(PL_BACKEND_CPU, pl_fused_ce, "fused"); }
 END_TEST
+START_TEST(blocked_cpu) {
+  run_all(PL_BACKEND_CPU, pl_fused_ce_blocked, "blocked");
+}
+END_TEST
 START_TEST(chunked_cpu) {
   run_all(PL_BACKEND_CPU, pl_fused_ce_chunked, "chunked");
+}
+END_TEST
+
+/* Rows per chunk of the three-GEMM head: the largest balanced chunk whose
+ * logits (Nc·V values of dt) fit the blocked strip bound N·Vb·(6|4) bytes;
+ * 0 when not one row fits (the blocked schedule runs then). */
+START_TEST(head3_rows) {
+  pl_ce_problem pb = {.dt = PL_BF16, .n = 16384, .h = 7168, .v = 200000,
+                      .block = 4096};
+  /* bound 16384·4096·6 B; a row 400,000 B: ≤ 1006 rows, 17 chunks of 976 */
+  ck_assert_uint_eq(pl_ce_strip_bound(&pb), (size_t)16384 * 4096 * 6);
+  ck_assert_int_eq(pl_ce_head3_rows(&pb), 976);
+  pb.n = 32768;
+  ck_assert_int_eq(pl_ce_head3_rows(&pb), 1936);
+  pb.dt = PL_F32;
+  pb.n = 16384; /* bound 16384·4096·4 B, a row 800,000 B: 49 chunks of 335 */
+  ck_assert_int_eq(pl_ce_head3_rows(&pb), 335);
+  for (int dt = 0; dt < 2; dt++)
+    for (int64_t n = 1; n < 300; n += 7)
+      for (int64_t v = 1; v < 900; v += 89)
+        for (int64_t b = 1; b < 70; b += 17) {
+          pb.dt = dt ? PL_BF16 : PL_F32;
+          pb.n = n, pb.v = v, pb.block = b;
+          int64_t nc = pl_ce_head3_rows(&pb);
+          size_t row = (size_t)v * pl_dtype_size(pb.dt);
+          if (nc == 0) {
+            ck_assert_uint_lt(pl_ce_strip_bound(&pb), row);
+            continue;
+          }
+          ck_assert_int_le(nc, n);
+          ck_assert_uint_le((size_t)nc * row, pl_ce_strip_bound(&pb));
+          /* no fewer chunks possible within the bound */
+          int64_t cap = (int64_t)(pl_ce_strip_bound(&pb) / row);
+          ck_assert_int_eq((n + nc - 1) / nc, (n + cap - 1) / cap);
+        }
 }
 END_TEST
 
@@ -132,6 +175,7 @@ START_TEST(heads_cuda) {
   }
   run_all(PL_BACKEND_CUDA, pl_dense_ce, "dense");
   run_all(PL_BACKEND_CUDA, pl_fused_ce, "fused");
+  run_all(PL_BACKEND_CUDA, pl_fused_ce_blocked, "blocked");
   run_all(PL_BACKEND_CUDA, pl_fused_ce_chunked, "chunked");
 }
 END_TEST
@@ -154,13 +198,32 @@ static void bound_case(pl_backend be, pl_dtype dt) {
                       .block = 64, .x = x, .t = t, .w = w, .loss = loss,
                       .dx = dx, .dw = dw};
   pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
-  ck_assert_int_eq(pl_fused_ce(s, &pb), PL_OK);
+  ck_assert_int_eq(pl_fused_ce_blocked(s, &pb), PL_OK);
   ck_assert_int_eq(pl_dev_sync(dev), PL_OK);
   size_t fused = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "logits");
   size_t bound = pl_fused_ce_logits_bound(&pb);
   ck_assert_uint_eq(bound, (size_t)40 * 64 * (dt == PL_BF16 ? 6 : 4));
   ck_assert_msg(fused <= bound && fused > 0, "fused logits peak %zu > bound %zu",
                 fused, bound);
+  /* the three-GEMM head, several chunks (bf16: 7 rows of 1000, f32: 2):
+   * its logits within the same bound, and its whole peak above what was live
+   * (inputs, the caller's gradients) at most that strip + 8 bytes a row + the
+   * two loss statistics */
+  ck_assert_int_eq(pl_ce_head3_rows(&pb), dt == PL_BF16 ? 7 : 2);
+  pl_mem_stats m0, m1;
+  pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
+  ck_assert_int_eq(pl_mem_stats_get(dev, PL_ARENA_DEVICE, &m0), PL_OK);
+  ck_assert_int_eq(pl_fused_ce(s, &pb), PL_OK);
+  ck_assert_int_eq(pl_dev_sync(dev), PL_OK);
+  ck_assert_int_eq(pl_mem_stats_get(dev, PL_ARENA_DEVICE, &m1), PL_OK);
+  size_t head3 = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "logits");
+  ck_assert_uint_eq(head3, (size_t)pl_ce_head3_rows(&pb) * 1000 *
+                               pl_dtype_size(dt));
+  ck_assert_msg(head3 <= bound, "three-GEMM logits peak %zu > bound %zu",
+                head3, bound);
+  ck_assert_msg(m1.peak - m0.current <= bound + 8 * (size_t)p.n + 8,
+                "three-GEMM peak above its inputs %zu > %zu",
+                m1.peak - m0.current, bound + 8 * (size_t)p.n + 8);
   pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
   ck_assert_int_eq(pl_fused_ce_chunked(s, &pb), PL_OK);
   ck_assert_int_eq(pl_dev_sync(dev), PL_OK);
@@ -241,8 +304,9 @@ START_TEST(bad_input) {
 END_TEST
 
 int main(void) {
-  const TTest *tests[] = {dense_cpu, fused_cpu,  chunked_cpu, bound_cpu,
-                          bad_input, heads_cuda, bound_cuda,  NULL};
+  const TTest *tests[] = {dense_cpu,  fused_cpu,  blocked_cpu, chunked_cpu,
+                          head3_rows, bound_cpu,  bad_input,   heads_cuda,
+                          bound_cuda, NULL};
   return pl_check_suite("ce", 300, tests, NULL, NULL, CK_NOFORK, 0)
              ? 1
              : 0; /* CUDA cases: no fork after a context */

@@ -1,6 +1,8 @@
 /* test_cpu_adamw.c — the classic offloaded step (the ZeRO-Offload baseline)
  * equals the reference over many steps with clipping, on each SIMD path this
- * CPU supports (the paths themselves: engine/ops/test_adamw_simd.c). */
+ * CPU supports (the paths themselves: engine/ops/test_adamw_simd.c), with its
+ * transfers pipelined over pieces that split tensors and with one piece per
+ * tensor. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -18,7 +20,8 @@ START_TEST(offload_step_equals_reference) {
   }
   pl_dev *dev;
   ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &dev), PL_OK);
-  tl_case c = {"offload", 3, {1001, 17, 5000}, 0, 0, 1.0, 0.01,
+  /* pieces of 600: 1001 -> 2, 17 -> 1, 5000 -> 9 (the pipeline) */
+  tl_case c = {"offload", 3, {1001, 17, 5000}, 600, 0, 1.0, 0.01,
                _i % 2 ? PL_F32 : PL_BF16, 0, 0, 6, &tl_offload, (int)path};
   tl_result R;
   pl_status st = tl_run(dev, &c, 99, &R);
@@ -26,6 +29,42 @@ START_TEST(offload_step_equals_reference) {
   ck_assert_msg(R.ok, "path %s: %s", pl_simd_path_name(path), R.msg);
   ck_assert(R.clipped_steps > 0);
   ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_HOST, "optim"), 0);
+  /* the default bucket: one piece per tensor */
+  c.bucket = 0;
+  st = tl_run(dev, &c, 98, &R);
+  ck_assert_msg(st == PL_OK && R.ok, "path %s, default bucket: %s",
+                pl_simd_path_name(path), R.msg);
+  pl_dev_destroy(dev);
+}
+END_TEST
+
+/* The pieces: at most `bucket` elements, never across a tensor. */
+START_TEST(offload_pieces) {
+  pl_dev *dev;
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &dev), PL_OK);
+  pl_adamw_param prm[3];
+  size_t numel[3] = {1001, 17, 5000};
+  for (int i = 0; i < 3; i++) {
+    prm[i].numel = numel[i];
+    ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, numel[i] * 2, "weights",
+                              (void **)&prm[i].weight), PL_OK);
+    ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, numel[i] * 2, "grads",
+                              &prm[i].grad), PL_OK);
+  }
+  pl_adamw_hparams hp = pl_adamw_hparams_default();
+  pl_cpu_offload_adamw *o;
+  ck_assert_int_eq(pl_cpu_offload_adamw_create(dev, &hp, 3, prm, PL_BF16,
+                                               PL_SIMD_AUTO, 1, NULL, NULL, &o),
+                   PL_OK);
+  ck_assert_uint_eq(pl_cpu_offload_adamw_npieces(o), 3);
+  ck_assert_int_eq(pl_cpu_offload_adamw_set_bucket(o, 600), PL_OK);
+  ck_assert_uint_eq(pl_cpu_offload_adamw_npieces(o), 2 + 1 + 9);
+  ck_assert_int_eq(pl_cpu_offload_adamw_set_bucket(o, 0), PL_EINVAL);
+  pl_cpu_offload_adamw_destroy(o);
+  for (int i = 0; i < 3; i++) {
+    pl_free(dev, prm[i].weight);
+    pl_free(dev, prm[i].grad);
+  }
   pl_dev_destroy(dev);
 }
 END_TEST
@@ -35,6 +74,7 @@ int main(void) {
   TCase *tc = tcase_create("offload");
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, offload_step_equals_reference, 0, 3);
+  tcase_add_test(tc, offload_pieces);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_FORK);

@@ -14,6 +14,7 @@ START_TEST(offload_on_cuda_equals_reference) {
   const tl_case c = {.name = "offload baseline",
                      .nt = 3,
                      .numel = {1001, 17, 5000},
+                     .bucket = 600,
                      .max_norm = 1.0,
                      .wd = 0.01,
                      .gdt = PL_BF16,

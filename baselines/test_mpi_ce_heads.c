@@ -1,6 +1,7 @@
 /* test_mpi_ce_heads.c — the baseline vocabulary heads beside Ring-DTP,
- * under mpirun -np 1..4: at P = 1 Ring-DTP is the blocked fused head, bit for
- * bit (f32 and bf16); the Megatron-style vocab-parallel head (same X on every
+ * under mpirun -np 1..4: at P = 1 Ring-DTP's forward and backward are the
+ * blocked fused head and pl_dtp_run the three-GEMM head, bit for bit (f32 and
+ * bf16); the Megatron-style vocab-parallel head (same X on every
  * rank, W sharded) against the f64 dense reference over Ring-DTP's case table,
  * f32 and bf16, all three reductions.  Verdicts are agreed over the ranks
  * before asserting, so a failure on one rank cannot hang the others. */
@@ -43,8 +44,9 @@ static int agree(int ok) {
   return (int)v;
 }
 
-/* P = 1 degenerates to the blocked fused head: the same meetings in the same
- * order, so the same bits (f32 and bf16). */
+/* P = 1, forward and backward called apart, is the blocked fused head: the
+ * same meetings in the same order, so the same bits (f32 and bf16); the fused
+ * call pl_dtp_run is the three-GEMM fused head, bit for bit. */
 START_TEST(ring_p1_is_fused) {
   if (P != 1) return;
   const int64_t n = 23, h = 9, v = 71, block = 8;
@@ -72,7 +74,7 @@ START_TEST(ring_p1_is_fused) {
     pl_ce_problem pb = {.dt = dty, .n = n, .h = h, .v = v, .red = PL_CE_MEAN,
                         .ignore = PL_CE_IGNORE_INDEX, .block = block, .x = x,
                         .t = t, .w = w, .loss = l2, .dx = dx2, .dw = dw2};
-    ck_assert_int_eq(pl_fused_ce(s, &pb), PL_OK);
+    ck_assert_int_eq(pl_fused_ce_blocked(s, &pb), PL_OK);
     double *a, *b;
     a = dev_down(dev, l1, 1, PL_F32), b = dev_down(dev, l2, 1, PL_F32);
     ck_assert(ref_close("p1 loss", a, b, 1, 0.0));
@@ -84,6 +86,21 @@ START_TEST(ring_p1_is_fused) {
     a = dev_down(dev, dw1, (size_t)(h * v), dty);
     b = dev_down(dev, dw2, (size_t)(h * v), dty);
     ck_assert(ref_close("p1 dw", a, b, (size_t)(h * v), 0.0));
+    free(a), free(b);
+    /* the fused call runs the three-GEMM schedule: pl_fused_ce's bits */
+    ck_assert_int_eq(pl_dtp_sched_of(d), PL_DTP_SCHED_CHUNKED);
+    ck_assert_int_eq(pl_dtp_run(d, s, x, t, w, NULL, l1, dx1, dw1), PL_OK);
+    ck_assert_int_eq(pl_fused_ce(s, &pb), PL_OK);
+    a = dev_down(dev, l1, 1, PL_F32), b = dev_down(dev, l2, 1, PL_F32);
+    ck_assert(ref_close("p1 run loss", a, b, 1, 0.0));
+    free(a), free(b);
+    a = dev_down(dev, dx1, (size_t)(n * h), dty);
+    b = dev_down(dev, dx2, (size_t)(n * h), dty);
+    ck_assert(ref_close("p1 run dx", a, b, (size_t)(n * h), 0.0));
+    free(a), free(b);
+    a = dev_down(dev, dw1, (size_t)(h * v), dty);
+    b = dev_down(dev, dw2, (size_t)(h * v), dty);
+    ck_assert(ref_close("p1 run dw", a, b, (size_t)(h * v), 0.0));
     free(a), free(b);
     pl_dtp_destroy(d);
     pl_free(dev, x), pl_free(dev, w), pl_free(dev, t), pl_free(dev, l1);

@@ -17,6 +17,7 @@ START_TEST(offload_global_norm_equals_reference) {
   const tl_case c = {.name = "offload baseline clip",
                      .nt = 2,
                      .numel = {1001, 5000},
+                     .bucket = 700,
                      .max_norm = 1.0,
                      .wd = 0.01,
                      .gdt = PL_BF16,

@@ -1,9 +1,11 @@
 /* adam_shard.c — a rank's parameter shard for `plateau bench adam`, the
- * host link measured in the same run, and the sampled reference replay of
- * the bench's check (adam_shard.h). */
+ * host link and host memory measured in the same run, the floor of a step
+ * from both, and the sampled reference replay of the bench's check
+ * (adam_shard.h). */
 #include "adam_shard.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,6 +236,82 @@ pl_status pl__adam_link(pl_bench_ctx *ctx, size_t bytes, double bw[3]) {
   pl_free(dev, d2);
   pl_clear_error();
   return st;
+}
+
+typedef struct mem_job {
+  char *dst;
+  const char *src;
+  size_t bytes;
+} mem_job;
+
+/* each OpenMP thread copies its contiguous 4 KiB-aligned range */
+static pl_status mem_fn(void *arg) {
+  mem_job *j = arg;
+  const size_t pages = j->bytes / 4096;
+#pragma omp parallel
+  {
+    size_t T = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+    size_t lo = pages * t / T * 4096, hi = pages * (t + 1) / T * 4096;
+    if (hi > lo) memcpy(j->dst + lo, j->src + lo, hi - lo);
+  }
+  return PL_OK;
+}
+
+pl_status pl__adam_hostmem(pl_bench_ctx *ctx, size_t bytes, double *gbs) {
+  pl_dev *dev = ctx->dev;
+  void *a = NULL, *b = NULL;
+  *gbs = NAN;
+  bytes = bytes / 4096 * 4096;
+  pl_status st = pl_alloc(dev, PL_ARENA_HOST, bytes, "calib", &a);
+  if (st == PL_OK)
+    st = pl_alloc(dev, PL_ARENA_HOST, bytes, "calib", &b);
+  int64_t bad = st != PL_OK;
+  if (st == PL_ENOMEM)
+    st = PL_OK;
+  if (st == PL_OK)
+    st = pl_host_allreduce_i64(ctx->comm, &bad, 1, PL_RED_MAX);
+  if (st == PL_OK && !bad) {
+    mem_job j = {b, a, bytes};
+    memset(b, 0x5a, bytes); /* touched, so the copy measures no faults */
+    (void)mem_fn(&(mem_job){a, b, bytes});
+    pl_stats t;
+    st = pl_bench_time_n(ctx, mem_fn, &j, pl_dev_stream(dev), 1, 5, &t);
+    if (st == PL_OK)
+      *gbs = 2.0 * (double)bytes / (t.median * 1e-3) / 1e9;
+  }
+  pl_free(dev, a);
+  pl_free(dev, b);
+  pl_clear_error();
+  return st;
+}
+
+double pl__adam_joint_floor(int variant, double theta, double gsz,
+                            int grad_host, const double bw[3], double mem,
+                            double *share) {
+  /* bytes a parameter of each engine: link up, link down, host memory
+   * (DMA + CPU update: p, m, v read and written, g read, w written) */
+  const double gpu_up = 12 + (grad_host ? gsz : 0), gpu_down = 12,
+               gpu_mem = 24 + (grad_host ? gsz : 0);
+  const double cpu_up = 2, cpu_down = grad_host ? 0 : gsz,
+               cpu_mem = 26 + gsz + (grad_host ? 2 : 2 + gsz);
+  double best = INFINITY, best_s = 0;
+  for (int k = 0; k <= 1000; k++) {
+    double s = variant == 0 ? 0.0 : variant == 1 ? 1.0 : k / 1000.0;
+    double up = (1 - s) * gpu_up + s * cpu_up;
+    double down = (1 - s) * gpu_down + s * cpu_down;
+    double mb = (1 - s) * gpu_mem + s * cpu_mem;
+    double t = fmax(fmax(up / bw[0], down / bw[1]),
+                    fmax((up + down) / bw[2], mb / mem));
+    if (t < best) {
+      best = t;
+      best_s = s;
+    }
+    if (variant != 2)
+      break;
+  }
+  if (share)
+    *share = best_s;
+  return best * theta / 1e9;
 }
 
 void pl__adam_sample_pick(pl_adam_sample *X, const pl_adam_shard *S) {

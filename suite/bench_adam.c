@@ -12,8 +12,14 @@
  * achieved H2D/D2H GB/s, the host-link floor (Eq. 5: max(H2D bytes /
  * BW_h2d, D2H bytes / BW_d2h) of the streamed update, the link measured in
  * this same run by pinned copies on every rank at once) and the step as % of
- * it, the device staging peak beside its bound s·β·16, the SIMD path that ran
- * (`kernel`) and the CPU share a hybrid step converged to.
+ * it; the variant's floor from the link and host memory together
+ * (joint_floor_ms: each direction, both at once, and the host-memory bytes
+ * of the DMA and the CPU update over the copy rate measured in the run,
+ * mem_copy_gbs; the hybrid at the share that minimizes it, in the note); the
+ * device staging peak beside its bound s·β·16, the SIMD path that ran
+ * (`kernel`) and the CPU share a hybrid step converged to (auto: from 0.5,
+ * then each step r_cpu / (r_cpu + r_gpu) of the step before, so the
+ * warm-ups converge it).
  *
  * Check: the state of sampled elements is snapshotted before the point;
  * after the warm-up and timed steps the reference AdamW is replayed on them
@@ -96,7 +102,7 @@ typedef struct adam {
   int ready;
   pl_status ready_st;
   char ready_msg[512];
-  double bw[3];
+  double bw[3], mem;
   pl_adam_shard S;
   pl_adam_sample *X;
   float gs_ref;
@@ -218,11 +224,14 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
  * shard that does not fit is every point's oom row. */
 static pl_status prepare(pl_bench_ctx *c, adam *A) {
   PL_TRY(pl__adam_link(c, A->link_bytes, A->bw));
+  PL_TRY(pl__adam_hostmem(c, A->link_bytes, &A->mem));
   if (c->rank == 0)
     printf("# link (per rank, %d ranks at once, %zu-byte pinned copies): "
-           "H2D %.1f GB/s, D2H %.1f GB/s, both %.1f GB/s%s\n",
+           "H2D %.1f GB/s, D2H %.1f GB/s, both %.1f GB/s%s; host memory "
+           "copy %.1f GB/s (read + write, %d threads)\n",
            c->size, A->link_bytes, A->bw[0], A->bw[1], A->bw[2],
-           c->cuda ? "" : " (cpu backend: memcpy between arenas)");
+           c->cuda ? "" : " (cpu backend: memcpy between arenas)", A->mem,
+           omp_get_max_threads());
   A->S = (pl_adam_shard){.dev = c->dev,
                          .nt = A->ntens,
                          .total = A->P,
@@ -258,7 +267,7 @@ static pl_status setup(pl_bench_ctx *c, void *st, int p) {
     g.grad_dtype = A->gdt;
     g.grad_on_host = A->grad_host;
     g.share = q->mode == M_HYBRID ? A->shares[q->share] : 0.0;
-    g.share_init = 0.25;
+    g.share_init = 0.5;
     g.simd_path = (int)A->simd;
     g.cpu_threads = A->threads;
     g.comm = c->comm;
@@ -318,6 +327,16 @@ static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
   pl_row_f64(row, "link_bidir_gbs", A->bw[2]);
   pl_row_f64(row, "floor_ms", floor_ms);
   pl_row_f64(row, "pct_floor", 100.0 * floor_ms / t);
+  double fshare = 0;
+  const double joint =
+      pl__adam_joint_floor(q->mode == M_STREAM ? 0 : q->mode == M_CPU ? 1 : 2,
+                           (double)P, (double)gsz, A->grad_host,
+                           A->bw, A->mem, &fshare) * 1e3;
+  pl_row_f64(row, "mem_copy_gbs", A->mem);
+  pl_row_f64(row, "joint_floor_ms", joint);
+  pl_row_f64(row, "pct_joint_floor", 100.0 * joint / t);
+  if (q->mode == M_HYBRID)
+    pl_row_note(row, "joint floor at CPU share %.2f", fshare);
   if (q->mode == M_CPU) {
     pl_row_f64(row, "update_ms", ms[2]);
     pl_row_str(row, "optim_staging_bytes", "-");
@@ -330,8 +349,12 @@ static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
     pl_row_note(row, "share = CPU buckets/all (max over ranks) after the "
                      "timed steps");
   }
+  /* the state, and the classic step's gradient and weight copies or the
+   * hybrid's buffers (its CPU share's gradients, all of them when auto) */
   pl_row_i64(row, "host_bytes",
-             (int64_t)(P * 12 + (q->mode == M_CPU ? P * (gsz + 2) : 0)));
+             (int64_t)(P * 12 + (q->mode == M_CPU ? P * (gsz + 2) : 0) +
+                       pl_mem_tag_current(c->dev, PL_ARENA_HOST,
+                                          "optim_hybrid")));
   if (!c->cuda)
     pl_row_note(row, "link = memcpy between arenas");
   pl_row_note(row, "%s", A->hp.max_grad_norm > 0 ? "clip on" : "clip off");
@@ -366,7 +389,8 @@ const pl_bench pl_bench_adam = {
     .columns = "variant\tparams\tbucket\tslots\tranks\tgrad\tshare\tcpu_share\t"
                "kernel\tthreads\ttime_ms\ttime_p10_ms\ttime_p90_ms\tgparam_s\t"
                "h2d_gbs\td2h_gbs\tlink_h2d_gbs\tlink_d2h_gbs\tlink_bidir_gbs\t"
-               "floor_ms\tpct_floor\tgpu_ms\tcpu_ms\tupdate_ms\t"
+               "floor_ms\tpct_floor\tmem_copy_gbs\tjoint_floor_ms\t"
+               "pct_joint_floor\tgpu_ms\tcpu_ms\tupdate_ms\t"
                "optim_staging_bytes\tbound_bytes\thost_bytes\tmax_err",
     .tags = (const char *const[]){"optim_staging", NULL},
     .state = sizeof(adam),

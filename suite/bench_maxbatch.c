@@ -468,6 +468,8 @@ static pl_status base_argv(pl_bench_ctx *c, search *s) {
   pl_argv_add(b, "-o");
   pl_argv_add(b, "%s", s->dir);
   pl_argv_add(b, "--no-check");
+  if (s->train) /* a search measures: its trials run what the plan refuses */
+    pl_argv_add(b, "--verify");
   pl_argv_add(b, "--iters=%d", pl_args_given(a, "iters") ? c->iters : 1);
   pl_argv_add(b, "--warmup=%d", pl_args_given(a, "warmup") ? c->warmup : 0);
   if (pl_args_given(a, "seed"))

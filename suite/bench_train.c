@@ -5,6 +5,11 @@
  * torchtitan user would try per context, --points the points fsdp2 shares
  * with the PyTorch peer (train_args.c builds the list).
  *
+ * Before a point is created the planner predicts it on the run's machine
+ * (train_plan.c): its pred_* columns; a point predicted not to fit is an
+ * `infeasible` row naming the binding term unless --verify; --config auto
+ * takes the planner's knobs per context.
+ *
  * A point: the system (train_system.h: plateau, the composed step; fsdp2)
  * is created for S (N = S/D tokens per rank, S/cp for fsdp2; W_v > W: the
  * one-GPU proxy, train/layout.h), -w warm-up steps and -n timed steps run on
@@ -35,6 +40,7 @@
 #include "bench_train.h"
 
 static const char *const dtypes[] = {"bf16", "f32", NULL};
+static const char *const configs[] = {"explicit", "auto", NULL};
 
 static const pl_opt train_opts[] = {
     {"layers", 0, PL_OPT_INT, NULL, "decoder layers L", 1, 4096, NULL},
@@ -66,6 +72,20 @@ static const pl_opt train_opts[] = {
      "analysis/peers/fsdp2_points.tsv): its models, contexts and knobs "
      "instead of --seq",
      0, 0, NULL},
+    {"verify", 0, PL_OPT_FLAG, NULL,
+     "run the points the plan predicts not to fit (the prediction is "
+     "recorded beside the measurement) instead of recording them as "
+     "infeasible",
+     0, 0, NULL},
+    {"config", 0, PL_OPT_ENUM, "explicit",
+     "explicit: the knobs as given; auto: the planner's choice per context of "
+     "the knobs not given (plateau: D, P, chunk-cap, bucket, sco-budget, "
+     "optim; fsdp2: cp, ep, ac, fsdp2-optim)",
+     0, 0, configs},
+    {"step-tokens", 0, PL_OPT_SIZE, NULL,
+     "--config auto: tokens per step (micro·N·W_v) to keep; the micro-batches "
+     "follow the chosen layout",
+     1, 1e15, NULL},
     PL_BENCH_TRAIN_OPTS,
     {0},
 };
@@ -83,7 +103,8 @@ typedef struct train_bench {
   int nres, cap;
   int64_t next; /* the step index of the next step */
   char why[128];
-  int warmup, iters; /* the command line's (a --points point may differ) */
+  pl__train_pred pred; /* the planner's, of this point */
+  int warmup, iters;   /* the command line's (a --points point may differ) */
 } train_bench;
 
 static pl_status init(pl_bench_ctx *c, void *st) {
@@ -137,6 +158,8 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   pl_row_i64(row, "topk", u->m.k);
   pl_row_i64(row, "params_total", mp.total);
   pl_row_i64(row, "params_active", mp.active);
+  if (u->chosen[0])
+    pl_row_note(row, "%s", u->chosen);
   if (b->sys->validate(u, c->size) != PL_OK) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", pl_last_error());
@@ -144,7 +167,7 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   }
   pl_row_i64(row, "tokens", u->S / D);
   pl_row_i64(row, "step_tokens", (int64_t)u->sc.micro * (u->S / D) * Wv);
-  return PL_OK;
+  return pl__train_plan_point(c, &b->a, b->sys, u, row, &b->pred);
 }
 
 /* One process alone on its host (the one-GPU proxy): pinned host memory
@@ -180,7 +203,8 @@ static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   if (!b->res)
     return pl_set_error(PL_ENOMEM, "train: host");
   PL_TRY(pl__train_data(c, &b->a, b->u.m.V));
-  PL_TRY(b->sys->create(c->dev, c->comm, &b->u, &b->h));
+  PL_TRY(pl__train_plan_fail(&b->pred,
+                             b->sys->create(c->dev, c->comm, &b->u, &b->h)));
   b->tok = malloc((size_t)b->sys->tokens_per_rank(b->h) * sizeof(int32_t));
   return b->tok ? PL_OK : pl_set_error(PL_ENOMEM, "train: host tokens");
 }
@@ -190,7 +214,7 @@ static pl_status run(void *st) {
   train_bench *b = st;
   pl_step_result r;
   PL_TRY(b->sys->batch(b->h, b->a.data, b->next, b->tok));
-  PL_TRY(b->sys->step(b->h, b->tok, &r));
+  PL_TRY(pl__train_plan_fail(&b->pred, b->sys->step(b->h, b->tok, &r)));
   b->next++;
   if (b->nres < b->cap)
     b->res[b->nres++] = r;
@@ -254,7 +278,8 @@ const pl_bench pl_bench_train = {
                "optimizer_ms\tzero3_ms\tsco_ms\tother_ms\tdev_peak_bytes\t"
                "host_peak_bytes\tpool_peak_bytes\tbound_bytes\tlive_set\t"
                "dispatch_bytes\tlogits_bytes\tboundary_bytes\tattention_bytes\t"
-               "optim_staging_bytes\tloss\tlosses\tmax_err",
+               "optim_staging_bytes\tpred_dev_peak_bytes\tpred_host_bytes\t"
+               "pred_time_ms\tloss\tlosses\tmax_err",
     .state = sizeof(train_bench),
     .init = init,
     .point = point,

@@ -1,6 +1,7 @@
 /* bench_train.h — what `plateau bench train` (bench_train.c) shares with its
  * helpers (train_args.c: options into a configuration; train_check.c: the
- * reference step; train_rows.c: the row of a point) and with
+ * reference step; train_rows.c: the row of a point; train_plan.c: the
+ * planner's prediction and choice) and with
  * `plateau bench maxbatch --bench train`, whose option table must accept the
  * same names to parse them strictly and forward them to its trials
  * (bench_maxbatch.c).  Internal to suite/.
@@ -10,7 +11,9 @@
  * table lists sco's entries for those (the same kinds: INT, INT, ENUM
  * bf16|f32; tokens is set per trial), the train bench its own; and except
  * the options that make several points of one context (--tune,
- * --tune-micro, --points), which a search cannot take. */
+ * --tune-micro, --points), which a search cannot take, and the planner's
+ * (--config, --step-tokens, --verify: a search measures, its trials are
+ * run with --verify). */
 #ifndef PLATEAU_SUITE_BENCH_TRAIN_H
 #define PLATEAU_SUITE_BENCH_TRAIN_H
 
@@ -256,6 +259,11 @@ typedef struct pl__train_args {
   char gemm_src[160]; /* where it came from */
   pl_data *data;      /* the stream of vocabulary data_V, owned */
   int64_t data_V;
+  /* the planner (train_plan.c) */
+  pl_plan_machine mc;  /* the run's machine, the same on every rank */
+  bool verify;         /* run points predicted not to fit              */
+  bool auto_cfg;       /* --config auto                                 */
+  int64_t step_tokens; /* --step-tokens (0: one pass, --micro)          */
 } pl__train_args;
 
 /* Parse and validate (PL_EINVAL with a message: exit 2, nothing written):
@@ -269,6 +277,52 @@ void pl__train_args_free(pl__train_args *a);
 pl_status pl__train_data(pl_bench_ctx *c, pl__train_args *a, int64_t V);
 /* --describe: every system's description of every point on f. */
 pl_status pl__train_describe(pl_bench_ctx *c, const pl__train_args *a, FILE *f);
+
+/* ---- train_plan.c ----------------------------------------------------------
+ */
+/* The planner's prediction of a point. */
+typedef struct pl__train_pred {
+  bool have;             /* the planner models the point              */
+  bool fits;             /* device and host within the run's machine  */
+  size_t dev_peak, host; /* device peak, pinned host bytes per rank   */
+  double time_ms;        /* the step on the run's machine             */
+  char binding[40];      /* the term that binds ("" when it fits)     */
+  char why[320];         /* "plan: fits (...)", "plan: does not fit,
+                            binding term ...", or why none            */
+} pl__train_pred;
+
+/* The run's machine for the planner (collective): the defaults of the
+ * backend's target with calib (a calib result file; NULL: none) read in,
+ * device memory --mem-limit or the device's (less the planner's reserve on
+ * a GPU), host memory the host's available RAM (less the 2 GiB the bench
+ * keeps), the ranks sharing a host; the smallest over the ranks. */
+pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
+                            pl_plan_machine *mc);
+/* The prediction of point u of sys at W ranks on a->mc (out->have false,
+ * the reason in out->why, when the planner does not model it). */
+void pl__train_predict(const pl__train_args *a, const pl_train_system *sys,
+                       const pl_train_setup *u, int W, pl__train_pred *out);
+/* Point u before launch (the same verdict on every rank: a->mc is agreed):
+ * the prediction into *pr and the row's pred_* columns; a point predicted
+ * not to fit is PL_EINFEASIBLE (an infeasible row naming the binding term)
+ * unless --verify; else the verdict goes to the row's note. */
+pl_status pl__train_plan_point(pl_bench_ctx *c, const pl__train_args *a,
+                               const pl_train_system *sys,
+                               const pl_train_setup *u, pl_row *row,
+                               pl__train_pred *pr);
+/* A failure st of a predicted point (create, a step): its message with the
+ * plan's verdict appended (st unchanged; PL_OK passes). */
+pl_status pl__train_plan_fail(const pl__train_pred *pr, pl_status st);
+/* --config auto: the planner's choice (pl_plan_auto) of the knobs of sys
+ * the command line leaves, written into u (u->chosen says what; nothing
+ * fits: the closest, whose row is then infeasible).  PL_EINVAL naming the
+ * point when the planner cannot search it. */
+pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
+                         const pl_train_system *sys, pl_train_setup *u, int W);
+/* --describe: the planner's budget of u (plateau plan's table) on f. */
+void pl__train_plan_describe(const pl__train_args *a,
+                             const pl_train_system *sys,
+                             const pl_train_setup *u, int W, FILE *f);
 
 /* ---- train_check.c ---------------------------------------------------------
  */

@@ -1,18 +1,25 @@
 /* bench_vocab.c — `plateau bench vocab`: the vocabulary head (projection +
  * cross-entropy, forward + backward) per variant, as in the paper's Table 2.
  *
- * Variants (each point: variant × N × dtype × block):
+ * Variants (each point: variant × N × dtype × block [× strip budget]):
  *   dense    logits N×V materialized, PyTorch's sequence (the paper's
  *            baseline); every rank runs its own batch on the full W.
- *   fused    one device, vocabulary blocks with online log-sum-exp (CCE
- *            style, = Ring-DTP at P = 1); every rank its own batch, full W.
- *   chunk    one device, token chunks of Nc = N·Vb/V rows against the full
- *            vocabulary, gradients made in the same pass (Liger style: 3
- *            GEMMs, no recompute); same logits bound as a strip.
+ *   fused    one device, the three-GEMM head (Liger's schedule: token chunks
+ *            against the full vocabulary, residual in place, no recompute)
+ *            within the blocked head's strip bound; = Ring-DTP at P = 1.
+ *   blocked  one device, vocabulary blocks with online log-sum-exp (CCE
+ *            style, four GEMMs: the strip is recomputed in the backward).
+ *   chunk    one device, token chunks of Nc = N·Vb/V rows, f32 strip and an
+ *            f32 H×V dW accumulator (the earlier Liger-style variant).
  *   vp       Megatron vocab-parallel CE over the P ranks: W sharded, the SAME
  *            batch on every rank (the group processes N distinct tokens, not
  *            P·N: the note says so).
- *   ring     Ring-DTP over the P ranks: each rank its own batch and W shard.
+ *   ring     Ring-DTP over the P ranks (pl_dtp_run): each rank its own batch
+ *            and W shard; --schedule picks what runs (auto: three GEMMs at
+ *            P = 1, the blocked meetings beyond), --strip-budget the bytes of
+ *            logit strips the blocked schedule keeps from forward to backward
+ *            (a list: one point each, the budget → time curve).
+ * --tf32 runs the f32 GEMMs in TF32 math (the math column; off by default).
  * N is tokens per rank.  Memory: the tracked device peak of one fwd+bwd
  * (inputs X, W included; gradients allocated where autograd would), max over
  * ranks, with the live set at the peak; the "logits" tag's own peak; for ring
@@ -22,11 +29,11 @@
  * Time: median (p10, p90) of fwd+bwd, max over ranks.
  *
  * Check (--check, default on): loss and dX against the blocked fused head
- * (itself tested against the f64 reference, engine/ops/test_ce.c) on the
- * same inputs, with sum reduction rescaled by the count of targets the
- * variant averages over; dW is covered by the tests, not here (its check
- * would need a second H×V gradient on every rank).  Tolerance: compare.h's
- * for the dtype and a reduction over V.
+ * (itself tested against the f64 reference, baselines/test_ce.c; run in f32
+ * math) on the same inputs, with sum reduction rescaled by the count of
+ * targets the variant averages over; dW is covered by the tests, not here
+ * (its check would need a second H×V gradient on every rank).  Tolerance:
+ * compare.h's for the dtype (bf16's for a TF32 row) and a reduction over V.
  *
  * Presets: small (CPU, seconds on 2 ranks): H=128, V=4096, N=256,512,
  * block 512; paper: H=7168, V=200,000, N=16,384 and 32,768, block 4096.
@@ -36,20 +43,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../baselines/dense_ce.h"
 #include "../baselines/fused_ce.h"
-#include "../baselines/vocab_parallel_ce.h"
 #include "ops/ring_dtp.h"
 #include "plateau/hd.h"
 #include "vocab.h"
 
-static const char *const variant_names[] = {"dense", "fused", "chunk",
+static const char *const variant_names[] = {"dense", "fused", "blocked", "chunk",
                                             "vp",    "ring",  NULL};
 static const char *const dtype_names[] = {"f32", "bf16", NULL};
 static const char *const mode_names[] = {"auto", "act", "weights", NULL};
+static const char *const sched_names[] = {"auto", "chunked", "blocked", NULL};
 
 static const pl_opt vocab_opts[] = {
-    {"variants", 0, PL_OPT_ENUM_LIST, "dense,fused,chunk,vp,ring",
+    {"variants", 0, PL_OPT_ENUM_LIST, "dense,fused,blocked,chunk,vp,ring",
      "which heads to run", 0, 0, variant_names},
     {"tokens", 'N', PL_OPT_SIZE_LIST, NULL, "tokens per rank", 1, 1 << 30,
      NULL},
@@ -62,6 +68,17 @@ static const pl_opt vocab_opts[] = {
     {"no-overlap", 0, PL_OPT_FLAG, NULL,
      "Ring-DTP: hops in line on the compute stream (no comm stream)", 0, 0,
      NULL},
+    {"schedule", 0, PL_OPT_ENUM, "auto",
+     "Ring-DTP: auto (three GEMMs at P=1), chunked (P=1) or blocked", 0, 0,
+     sched_names},
+    {"strip-budget", 0, PL_OPT_SIZE_LIST, "0",
+     "Ring-DTP, blocked schedule: bytes of logit strips kept from forward to "
+     "backward per rank (a list: the budget -> time curve)",
+     0, 1e15, NULL},
+    {"tf32", 0, PL_OPT_FLAG, NULL,
+     "f32 runs: the GEMMs in TF32 math (cuBLAS TF32 tensor cores; the CPU "
+     "backend rounds the operands to TF32)",
+     0, 0, NULL},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL},
 };
 
@@ -76,60 +93,20 @@ static const pl_preset vocab_presets[] = {
     {NULL, NULL},
 };
 
-/* One forward + backward; the previous iteration's gradients are freed first
- * (so they are not part of this iteration's peak). */
-static pl_status iter(void *arg) {
-  point *p = arg;
-  pl__vocab_free_grads(p);
-  pl_ce_problem pb = {.dt = p->dt,
-                      .n = p->n,
-                      .h = p->h,
-                      .v = p->v,
-                      .red = PL_CE_MEAN,
-                      .ignore = PL_CE_IGNORE_INDEX,
-                      .block = p->block,
-                      .x = p->x,
-                      .t = p->t,
-                      .w = p->w,
-                      .loss = p->loss,
-                      .dx_alloc = &p->dx,
-                      .dw_alloc = &p->dw};
-  switch (p->variant) {
-  case V_DENSE:
-    return pl_dense_ce(p->s, &pb);
-  case V_FUSED:
-    return pl_fused_ce(p->s, &pb);
-  case V_CHUNK:
-    return pl_fused_ce_chunked(p->s, &pb);
-  case V_VP:
-    return pl_vocab_parallel_ce(p->ctx->comm, p->s, &pb);
-  default:
-    break;
-  }
-  PL_TRY(pl_dtp_forward(p->dtp, p->s, p->x, p->t, p->w, p->loss));
-  /* Ring-DTP writes its gradients from the first meeting of the backward on:
-   * allocate them there (what autograd would hold by then). */
-  pl_dev *dev = p->ctx->dev;
-  size_t es = pl_dtype_size(p->dt);
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(p->n * p->h) * es,
-                        "grads", p->s, &p->dx));
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(p->h * p->vs) * es,
-                        "grads", p->s, &p->dw));
-  return pl_dtp_backward(p->dtp, p->s, p->x, p->t, p->w, NULL, p->dx, p->dw);
-}
-
 /* ---- the bench ------------------------------------------------------------
  */
 typedef struct vocab_pt {
   int variant;
   pl_dtype dt;
   int64_t n, block;
+  size_t budget;
 } vocab_pt;
 
 typedef struct vocab {
   int64_t H, V;
   pl_dtp_mode mode;
-  int overlap;
+  pl_dtp_sched sched;
+  int overlap, tf32;
   vocab_pt *pts;
   point p; /* the point being measured */
 } vocab;
@@ -137,16 +114,24 @@ typedef struct vocab {
 static pl_status init(pl_bench_ctx *c, void *st) {
   vocab *b = st;
   pl_args *a = c->args;
-  uint64_t ns[PL_OPT_LIST_MAX], blocks[PL_OPT_LIST_MAX];
+  uint64_t ns[PL_OPT_LIST_MAX], blocks[PL_OPT_LIST_MAX],
+      budgets[PL_OPT_LIST_MAX];
   int nn = pl_args_size_list(a, "tokens", ns, PL_OPT_LIST_MAX);
   int nb = pl_args_size_list(a, "blocks", blocks, PL_OPT_LIST_MAX);
+  int nbud = pl_args_size_list(a, "strip-budget", budgets, PL_OPT_LIST_MAX);
   int vars[V_COUNT], nv = pl_args_enum_list(a, "variants", vars, V_COUNT);
   int dts[2], nd = pl_args_enum_list(a, "dtypes", dts, 2);
   b->H = (int64_t)pl_args_size(a, "hidden");
   b->V = (int64_t)pl_args_size(a, "vocab");
   b->mode = (pl_dtp_mode)pl_args_enum(a, "mode");
   b->overlap = !pl_args_flag(a, "no-overlap");
-  b->pts = calloc((size_t)(nd * nn * nv * nb) + 1, sizeof *b->pts);
+  b->sched = (pl_dtp_sched)pl_args_enum(a, "schedule");
+  if (b->sched == PL_DTP_SCHED_CHUNKED && c->size > 1)
+    return pl_set_error(PL_EINVAL, "--schedule chunked: needs the whole "
+                                   "vocabulary on one rank (1 rank, not %d)",
+                        c->size);
+  b->tf32 = pl_args_flag(a, "tf32");
+  b->pts = calloc((size_t)(nd * nn * nv * nb * nbud) + 1, sizeof *b->pts);
   PL_ASSERT(b->pts != NULL);
   int np = 0;
   for (int di = 0; di < nd; di++)
@@ -155,9 +140,11 @@ static pl_status init(pl_bench_ctx *c, void *st) {
         /* dense and vp have no vocabulary blocks */
         int blocked = vars[vi] != V_DENSE && vars[vi] != V_VP;
         for (int bi = 0; bi < (blocked ? nb : 1); bi++)
-          b->pts[np++] =
-              (vocab_pt){vars[vi], dts[di] ? PL_BF16 : PL_F32, (int64_t)ns[ni],
-                         blocked ? (int64_t)blocks[bi] : 0};
+          for (int ui = 0; ui < (vars[vi] == V_RING ? nbud : 1); ui++)
+            b->pts[np++] = (vocab_pt){vars[vi], dts[di] ? PL_BF16 : PL_F32,
+                                      (int64_t)ns[ni],
+                                      blocked ? (int64_t)blocks[bi] : 0,
+                                      vars[vi] == V_RING ? budgets[ui] : 0};
       }
   c->npoints = np;
   return PL_OK;
@@ -176,8 +163,12 @@ static pl_status point_of(pl_bench_ctx *c, void *st, int i, pl_row *row,
                .v = b->V,
                .block = q->block,
                .mode = b->mode,
+               .sched = b->sched,
+               .budget = q->budget,
                .overlap = b->overlap,
+               .tf32 = b->tf32 && q->dt == PL_F32,
                .s = c->stream};
+  pl_stream_set_tf32(c->stream, p->tf32);
   snprintf(label, n, "%s N=%lld H=%lld V=%lld %s block=%lld",
            variant_names[q->variant], (long long)q->n, (long long)b->H,
            (long long)b->V, pl_dtype_name(q->dt), (long long)q->block);
@@ -190,6 +181,9 @@ static pl_status point_of(pl_bench_ctx *c, void *st, int i, pl_row *row,
   pl_row_str(row, "dtype", pl_dtype_name(q->dt));
   if (q->block)
     pl_row_i64(row, "block", q->block < b->V ? q->block : b->V);
+  pl_row_str(row, "math", q->dt != PL_F32 ? "-" : p->tf32 ? "tf32" : "fp32");
+  if (q->variant == V_RING)
+    pl_row_i64(row, "strip_budget_bytes", (int64_t)q->budget);
   return PL_OK;
 }
 
@@ -234,11 +228,13 @@ static pl_status setup(pl_bench_ctx *c, void *st, int i) {
   o.mode = p->mode;
   o.block = p->block;
   o.overlap = p->overlap;
+  o.sched = p->sched;
+  o.strip_budget = p->budget;
   return pl_dtp_create(c->comm, p->dt, p->n, p->h, p->v, &o, &p->dtp);
 }
 
 static pl_status run(void *st) {
-  return iter(&((vocab *)st)->p);
+  return pl__vocab_iter(&((vocab *)st)->p);
 }
 
 static pl_status check(pl_bench_ctx *c, void *st, int i, pl_check *chk) {
@@ -250,6 +246,9 @@ static pl_status finish(pl_bench_ctx *c, void *st, int i, pl_row *row,
                         pl_work *w) {
   point *p = &((vocab *)st)->p;
   const int P = c->size;
+  pl_row_str(row, "kernel", pl__vocab_kernel(p));
+  if (p->variant == V_RING)
+    pl_row_i64(row, "kept_strips", pl_dtp_kept_strips(p->dtp));
   if (p->variant == V_RING) {
     size_t hf, hb, sf, sb;
     pl_dtp_hop_bytes(p->dtp, &hf, &hb);
@@ -259,20 +258,24 @@ static pl_status finish(pl_bench_ctx *c, void *st, int i, pl_row *row,
     pl_row_i64(row, "sent_bytes", (int64_t)(sf + sb));
     pl_row_i64(row, "bound_bytes", (int64_t)pl__vocab_ring_floor(p, p->dtp));
     pl_row_note(row, "P=%d; each rank its own batch; %s%s", P,
-                P == 1 ? "P=1: the blocked fused head"
-                       : "hops overlap compute on a comm stream",
-                p->overlap ? "" : " (disabled: --no-overlap)");
+                P > 1 ? "hops overlap compute on a comm stream"
+                : pl_dtp_sched_of(p->dtp) == PL_DTP_SCHED_CHUNKED
+                    ? "P=1: the three-GEMM head"
+                    : "P=1: the blocked fused head",
+                P > 1 && !p->overlap ? " (disabled: --no-overlap)" : "");
   } else if (p->variant == V_VP) {
     pl_row_note(row,
                 "P=%d ranks share ONE batch of N tokens (P-fold fewer "
                 "distinct tokens than ring)",
                 P);
-  } else if (p->variant == V_CHUNK) {
+  } else if (p->variant == V_CHUNK || p->variant == V_FUSED) {
     pl_ce_problem q = {.n = p->n, .v = p->v, .block = p->block, .dt = p->dt};
+    int64_t rows = p->variant == V_CHUNK ? pl_fused_ce_chunk_rows(&q)
+                                         : pl_ce_head3_rows(&q);
     pl_row_note(row,
                 "every rank its own batch, full W; token chunks of %lld "
                 "rows",
-                (long long)pl_fused_ce_chunk_rows(&q));
+                (long long)rows);
   } else {
     pl_row_note(row, "every rank its own batch, full W");
   }
@@ -305,10 +308,10 @@ const pl_bench pl_bench_vocab = {
     .presets = vocab_presets,
     .preset_cpu = "small",
     .preset_cuda = "paper",
-    .columns = "variant\ttokens\thidden\tvocab\tranks\tdtype\tblock\tmode\t"
-               "time_ms\ttime_p10_ms\ttime_p90_ms\tdev_peak_bytes\t"
-               "logits_bytes\tbound_bytes\tlive_set\thop_bytes\tsent_bytes\t"
-               "max_err",
+    .columns = "variant\tkernel\ttokens\thidden\tvocab\tranks\tdtype\tmath\t"
+               "block\tmode\tstrip_budget_bytes\tkept_strips\ttime_ms\t"
+               "time_p10_ms\ttime_p90_ms\tdev_peak_bytes\tlogits_bytes\t"
+               "bound_bytes\tlive_set\thop_bytes\tsent_bytes\tmax_err",
     .tags = (const char *const[]){"logits", NULL},
     .state = sizeof(vocab),
     .init = init,

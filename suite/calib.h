@@ -1,7 +1,8 @@
 /* calib.h — what `plateau bench calib` (bench_calib.c: the tests, their
  * points, rows and rates) and its operations (calib_ops.c: per test the
- * buffers, the timed transfer or GEMM, the verification) share: one file per
- * family of operations, as nccl-tests has.  Internal to suite/. */
+ * buffers, the timed transfer, GEMM or host-memory pass, the verification)
+ * share: one file per family of operations, as nccl-tests has.  Internal to
+ * suite/. */
 #ifndef PLATEAU_SUITE_CALIB_H
 #define PLATEAU_SUITE_CALIB_H
 
@@ -15,6 +16,9 @@ enum {
   T_BIDIR,
   T_D2D,
   T_GEMM,
+  T_MREAD,  /* host memory: read, all cores        */
+  T_MWRITE, /* host memory: non-temporal write     */
+  T_MCOPY,  /* host memory: copy (read + write)    */
   T_ALLREDUCE,
   T_ALLTOALL,
   T_SENDRECV,
@@ -29,6 +33,8 @@ typedef struct calib {
   int nsizes, tests[T_COUNT], ntests;
   int64_t G;
   pl_dtype gdt;
+  size_t msize;      /* bytes of a host-memory test buffer */
+  uint64_t msum;     /* mem_read: the sum the timed reads computed */
   bool solo;
   pl_stream *s, *s2;
   pl_event *ev0, *ev1;

@@ -4,14 +4,83 @@
  * after timing every received buffer is compared bit for bit with the draws
  * it must hold (all-reduce: with their sum, reduction length n), the GEMM on
  * 256 sampled entries with a double dot product (reduction length G), all
- * through compare.h. */
+ * through compare.h.  The host-memory passes: each OpenMP thread streams its
+ * contiguous 64-byte-aligned range (a static schedule, so the threads that
+ * first touched a page in the draws also read it) with 16-byte SSE2 loads
+ * (four independent 64-bit sums for mem_read) and non-temporal stores
+ * (mem_write, mem_copy: no read-for-ownership, as a streaming kernel writes);
+ * checked against the serial sum, the value and the source. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "calib.h"
 #include "plateau/hd.h"
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+#define MEM_FILL 0x5a5a5a5a5a5a5a5aull /* mem_write's value */
+
+/* [lo, hi) of thread t of T over n 64-byte lines, in 64-bit words */
+static void mem_range(size_t words, int t, int T, size_t *lo, size_t *hi) {
+  size_t lines = words / 8;
+  *lo = lines * (size_t)t / (size_t)T * 8;
+  *hi = lines * (size_t)(t + 1) / (size_t)T * 8;
+}
+
+/* Σ of the 64-bit words (mod 2^64: any order gives the same sum). */
+static uint64_t mem_read(const uint64_t *a, size_t words) {
+  uint64_t total = 0;
+#pragma omp parallel reduction(+ : total)
+  {
+    size_t lo, hi;
+    mem_range(words, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+#if defined(__x86_64__)
+    __m128i s0 = _mm_setzero_si128(), s1 = s0, s2 = s0, s3 = s0;
+    for (size_t i = lo; i < hi; i += 8) {
+      s0 = _mm_add_epi64(s0, _mm_load_si128((const __m128i *)(a + i)));
+      s1 = _mm_add_epi64(s1, _mm_load_si128((const __m128i *)(a + i + 2)));
+      s2 = _mm_add_epi64(s2, _mm_load_si128((const __m128i *)(a + i + 4)));
+      s3 = _mm_add_epi64(s3, _mm_load_si128((const __m128i *)(a + i + 6)));
+    }
+    uint64_t lane[2];
+    _mm_storeu_si128((__m128i *)lane,
+                     _mm_add_epi64(_mm_add_epi64(s0, s1), _mm_add_epi64(s2, s3)));
+    total += lane[0] + lane[1];
+#else
+    for (size_t i = lo; i < hi; i++) total += a[i];
+#endif
+  }
+  return total;
+}
+
+/* dst := src (src NULL: the value MEM_FILL), non-temporal stores. */
+static void mem_store(uint64_t *dst, const uint64_t *src, size_t words) {
+#pragma omp parallel
+  {
+    size_t lo, hi;
+    mem_range(words, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+#if defined(__x86_64__)
+    const __m128i f = _mm_set1_epi64x((long long)MEM_FILL);
+    for (size_t i = lo; i < hi; i += 8)
+      for (int q = 0; q < 8; q += 2)
+        _mm_stream_si128((__m128i *)(dst + i + q),
+                         src ? _mm_load_si128((const __m128i *)(src + i + q))
+                             : f);
+    _mm_sfence();
+#else
+    for (size_t i = lo; i < hi; i++) dst[i] = src ? src[i] : MEM_FILL;
+#endif
+  }
+}
+
+static bool host_mem(int t) {
+  return t >= T_MREAD && t <= T_MCOPY;
+}
 
 /* sources and destinations on the device (else pinned host) */
 static bool src_dev(int t) {
@@ -42,6 +111,15 @@ pl_status pl__calib_run(void *st) {
   case T_GEMM:
     return pl_gemm(c->s, false, false, c->G, c->G, c->G, 1.0f, c->src, c->G,
                    c->src2, c->G, 0.0f, c->dst, c->G, c->gdt, c->gdt);
+  case T_MREAD:
+    c->msum = mem_read(c->src, c->ne / 2);
+    return PL_OK;
+  case T_MWRITE:
+    mem_store(c->dst, NULL, c->ne / 2);
+    return PL_OK;
+  case T_MCOPY:
+    mem_store(c->dst, c->src, c->ne / 2);
+    return PL_OK;
   case T_ALLREDUCE:
     return pl_allreduce(c->comm, c->src, c->dst, c->ne, PL_F32, PL_RED_SUM,
                         c->s);
@@ -98,6 +176,22 @@ pl_status pl__calib_setup(pl_bench_ctx *x, calib *c) {
                        PL_DIST_UNIFORM, -1.f, 1.f));
     PL_TRY(pl_fill(c->s, c->dst, c->gdt, el, NAN));
     return pl_stream_sync(c->s);
+  }
+  if (host_mem(t)) { /* pinned host buffers, drawn by the OpenMP threads */
+    PL_TRY(alloc(x, false, c->ne * 4, &c->src));
+    host_draws(c->src, c->ne, seed, me);
+    if (t != T_MREAD) {
+      PL_TRY(alloc(x, false, c->ne * 4, &c->dst));
+      unsigned char *d = c->dst; /* poisoned, each thread its own range */
+#pragma omp parallel
+      {
+        size_t lo, hi;
+        mem_range(c->ne / 2, omp_get_thread_num(), omp_get_num_threads(), &lo,
+                  &hi);
+        memset(d + lo * 8, 0xff, (hi - lo) * 8);
+      }
+    }
+    return PL_OK;
   }
   size_t n = t == T_ALLTOALL ? c->ne * (size_t)x->size : c->ne;
   bool sdev = src_dev(t), ddev = dst_dev(t);
@@ -164,6 +258,26 @@ pl_status pl__calib_check(pl_bench_ctx *x, calib *c, pl_check *chk) {
     return PL_OK;
   if (t == T_GEMM)
     return check_gemm(c, chk);
+  if (host_mem(t)) {
+    const uint64_t *a = c->src, *b = c->dst;
+    size_t words = c->ne / 2, bad = 0;
+    if (t == T_MREAD) {
+      uint64_t want = 0;
+      for (size_t i = 0; i < words; i++) want += a[i];
+      uint64_t got = c->msum;
+      inject_fault(&got, 0, 8);
+      pl_check_that(chk, got == want,
+                    "mem_read: sum %llx, the words sum to %llx",
+                    (unsigned long long)got, (unsigned long long)want);
+      return PL_OK;
+    }
+    inject_fault(c->dst, words / 2, 8);
+    for (size_t i = 0; i < words; i++)
+      bad += b[i] != (t == T_MWRITE ? MEM_FILL : a[i]);
+    pl_check_that(chk, bad == 0, "%s: %zu of %zu words wrong",
+                  t == T_MWRITE ? "mem_write" : "mem_copy", bad, words);
+    return PL_OK;
+  }
   const size_t ne = t == T_ALLTOALL ? c->ne * (size_t)n : c->ne;
   float *got = c->dst;
   if (dst_dev(t)) {

@@ -89,6 +89,12 @@ static const cls classes[] = {
     {"P", PL_CMP_KEY},
     {"virtual_world", PL_CMP_KEY},
     {"micro", PL_CMP_KEY},
+    {"cp", PL_CMP_KEY},
+    {"ep", PL_CMP_KEY},
+    {"ac", PL_CMP_KEY},
+    {"math", PL_CMP_KEY},
+    {"strip_budget_bytes", PL_CMP_KEY},
+    {"kept_strips", PL_CMP_IGNORE},
     {"dispatch", PL_CMP_KEY},
     {"head", PL_CMP_KEY},
     {"optim", PL_CMP_KEY},
@@ -157,6 +163,9 @@ static const cls classes[] = {
     {"link_d2h_gbs", PL_CMP_RATE},
     {"link_bidir_gbs", PL_CMP_RATE},
     {"pct_floor", PL_CMP_IGNORE}, /* floor_ms / time_ms: time_ms decides */
+    {"mem_copy_gbs", PL_CMP_RATE},
+    {"joint_floor_ms", PL_CMP_IGNORE}, /* from the measured rates */
+    {"pct_joint_floor", PL_CMP_IGNORE},
     {"dev_peak_bytes", PL_CMP_MEMORY},
     {"op_peak_bytes", PL_CMP_MEMORY},
     {"host_peak_bytes", PL_CMP_MEMORY},

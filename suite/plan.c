@@ -73,7 +73,7 @@ static const pl_opt plan_opts[] = {
     {"head", 0, PL_OPT_ENUM, "auto", "plateau: ring | fused (auto: by P)", 0, 0,
      heads},
     {"virtual", 0, PL_OPT_INT, NULL,
-     "plateau: the virtual world W_v of a one-GPU proxy (>= gpus)", 1, 65536,
+     "the virtual world W_v of a one-GPU proxy (a multiple of gpus)", 1, 65536,
      NULL},
     {"dtype", 0, PL_OPT_ENUM, "bf16", "bf16 | f32", 0, 0, dtypes},
     {"imb", 0, PL_OPT_F64, "1", "received expert rows / balanced (>= 1)", 1,
@@ -197,8 +197,8 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
   const bool fsdp2 = pl_args_enum(a, "system") == 1;
   const bool autoc = pl_args_enum(a, "config") == 0;
   memset(fr, 0, sizeof *fr);
-  static const char *const plateau_only[] = {
-      "D", "P", "c", "beta", "slots", "sco", "optim", "virtual", NULL};
+  static const char *const plateau_only[] = {"D",     "P",   "c",     "beta",
+                                             "slots", "sco", "optim", NULL};
   static const char *const fsdp2_only[] = {"cp", "ac", "offload", "mbs", NULL};
   const char *const *wrong = fsdp2 ? plateau_only : fsdp2_only;
   for (int i = 0; wrong[i]; i++)
@@ -225,6 +225,9 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
       c->offload = pl_args_enum(a, "offload") == 1;
     if (pl_args_given(a, "mbs"))
       c->mbs = (int)pl_args_int(a, "mbs");
+    if (pl_args_given(a, "virtual"))
+      c->lc.W_v = (int)pl_args_int(a, "virtual");
+    const int Wv = c->lc.W_v ? c->lc.W_v : W;
     if (!divides(c->cp, W))
       return pl_set_error(PL_EINVAL, "--cp=%d: must divide --gpus=%d", c->cp,
                           W);
@@ -233,9 +236,11 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
                           "--seq=%lld: must be a multiple of 2·cp = %d (the "
                           "load-balanced split)",
                           (long long)S, 2 * c->cp);
-    if (!divides(c->ep, W) || (m->E > 0 && m->E % c->ep))
-      return pl_set_error(PL_EINVAL, "--ep=%d: must divide --gpus=%d and E=%d",
-                          c->ep, W, m->E);
+    if (!divides(c->ep, Wv) || (m->E > 0 && m->E % c->ep))
+      return pl_set_error(PL_EINVAL,
+                          "--ep=%d: must divide --gpus=%d (--virtual: W_v) "
+                          "and E=%d",
+                          c->ep, Wv, m->E);
   } else {
     *c = pl_plan_cfg_plateau(W, S);
     fr->D = autoc && !pl_args_given(a, "D");
@@ -440,6 +445,12 @@ static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
               t->hidden_s[i]);
   if (searched && s->have_runner_up)
     fprintf(f, "\nrunner-up: %s\n", s->why_lost);
+}
+
+void pl_plan_print_budget(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
+                          const pl_plan_machine *mc, const pl_plan_verdict *v,
+                          const pl_plan_time *t) {
+  print_table(f, m, c, mc, v, t, NULL, false);
 }
 
 /* the tags the result schema has a <tag>_bytes column for (each tag's own

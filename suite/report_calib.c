@@ -16,9 +16,9 @@
 
 static const char *const links[] = {"h2d",       "d2h",      "bidir",    "d2d",
                                     "allreduce", "alltoall", "sendrecv", NULL};
-static const char *const tests[] = {"h2d",      "d2h",      "bidir",
-                                    "d2d",      "gemm",     "allreduce",
-                                    "alltoall", "sendrecv", NULL};
+static const char *const tests[] = {
+    "h2d",       "d2h",      "bidir",     "d2d",      "gemm",     "mem_read",
+    "mem_write", "mem_copy", "allreduce", "alltoall", "sendrecv", NULL};
 
 /* Ceilings: per test, the best bandwidth (or GEMM rate) over sizes and runs,
  * from rows with status ok. */

@@ -2,7 +2,8 @@
  * maxbatch searches whose target is train, and the PyTorch FSDP2 peer): the
  * paper's end-to-end layout per model and context (tok/s/GPU, TFLOP/s/GPU,
  * MFU, peaks) with the paper's printed figures beside ours, labelled as a
- * different scale; the time breakdown of every point; the longest context
+ * different scale; the time breakdown of every point; the planner's
+ * prediction beside each measurement (report_train_pred.c); the longest context
  * that reached `ok` (reach) and the max-batch searches; plateau against
  * FSDP2-best — the fastest fsdp2 row that fits at the same model, scale
  * (ranks, W_v) and context, whichever knobs it ran with (--tune tries them
@@ -30,6 +31,7 @@
 #include <string.h>
 
 #include "report.h"
+#include "report_train.h"
 #include "report_util.h"
 
 /* ---- the paper's figures (arXiv 2609.14306): tok/s/GPU and
@@ -182,6 +184,18 @@ static void breakdown(FILE *md, const pt *p, int n) {
     }
     fprintf(md, "\n");
   }
+}
+
+/* The planner's prediction beside each row's measurement. */
+static void prediction(FILE *md, const pt *p, int n) {
+  const pl_table **t = calloc((size_t)n + 1, sizeof *t);
+  int *r = calloc((size_t)n + 1, sizeof *r);
+  PL_ASSERT(t && r);
+  for (int i = 0; i < n; i++)
+    t[i] = p[i].t, r[i] = p[i].r;
+  pl__report_train_pred(md, t, r, n);
+  free(t);
+  free(r);
 }
 
 /* Longest ok context of each run (model, system, variant, W_v). */
@@ -924,6 +938,7 @@ pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
   bool cuda_proxy = false;
   end_to_end(md, p, n, &cuda_proxy);
   breakdown(md, p, n);
+  prediction(md, p, n);
   reach(md, p, n, mb, nmb);
   versus(md, p, n, q, nq);
   tuning(md, p, n);

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # test_bench_adam.sh — `plateau bench adam --preset small` on 2 ranks (CPU
 # backend): every mode runs, every row is ok with check pass, the staging bytes
-# never exceed s·β·16, and a bad option is a usage error (exit 2) that writes
-# nothing; an arena limit gives oom rows, not a failure.
+# never exceed s·β·16, the joint floor (link and host memory) is reported and
+# the hybrid's is at most the stream's and the cpu step's, and a bad option
+# is a usage error (exit 2) that writes nothing; an arena limit gives oom
+# rows, not a failure.
 set -euo pipefail
 BUILD=${BUILD:-build}
 BIN=$BUILD/bin/plateau
@@ -18,8 +20,14 @@ awk -F'\t' '
   { n++
     if ($c["status"] != "ok" || $c["check"] != "pass") { print "bad row: " $0; bad++ }
     if ($c["variant"] != "cpu" && $c["optim_staging_bytes"] + 0 > $c["bound_bytes"] + 0) { print "staging over bound: " $0; bad++ }
+    # the joint floor: positive, from a measured copy rate; the hybrid at its
+    # best share is at most the stream (share 0) and the cpu step (share 1)
+    if (!($c["mem_copy_gbs"] > 0) || !($c["joint_floor_ms"] > 0)) { print "joint floor: " $0; bad++ }
+    jf[$c["variant"]] = $c["joint_floor_ms"] + 0
+    if ($c["variant"] == "hybrid" && $c["note"] !~ /joint floor at CPU share/) { print "hybrid note: " $0; bad++ }
     m[$c["variant"]]++ }
   END { if (n != 5 || !m["cpu"] || m["stream"] != 2 || m["hybrid"] != 2) { print "rows: " n; bad++ }
+        if (jf["hybrid"] > jf["stream"] * 1.000001 || jf["hybrid"] > jf["cpu"] * 1.000001) { print "hybrid joint floor above a pure one"; bad++ }
         exit bad ? 1 : 0 }' "$f" || { cat "$out/log"; echo FAIL; exit 1; }
 # an arena limit below the staging: oom rows, exit 0 (a result, not a crash)
 mpirun --bind-to none -np 2 "$BIN" bench adam --preset small --mode stream --bucket 4K,256K \

@@ -11,7 +11,8 @@
 #    switch columns as asked, the reference compared except in the proxy
 #    (skip, said in the note); a context D does not divide is an infeasible
 #    row, exit 0;
-#  - --mem-limit: the point that does not fit is an oom row, exit 0;
+#  - --mem-limit with --verify: the point that does not fit is an oom row,
+#    exit 0 (without --verify the plan refuses it: test_bench_train_plan.sh);
 #  - --describe prints the counts and per-rank bytes, exits 0, writes nothing;
 #  - bad inputs exit 2 and write nothing;
 #  - no run leaks device events (the device's destroy warning);
@@ -138,11 +139,11 @@ run f2infeasible "${M[@]}" --system fsdp2 --cp 2 --seq 64,66 -w 0 -n 1
 [[ $(rows "$f" '$c["seq"] ":" $c["status"]' | tr '\n' ' ') == "64:ok 66:infeasible " ]] && pass ||
   fail "fsdp2 S=66 at cp=2: $(rows "$f" '$c["seq"] ":" $c["status"]' | tr '\n' ' ')"
 
-echo "== --mem-limit: an oom row"
-run oom "${B[@]}" --preset cpu --seq 64,512 --mem-limit 6Mi -w 0 -n 1
+echo "== --mem-limit: an oom row (--verify: launched although the plan says no)"
+run oom "${B[@]}" --preset cpu --seq 64,512 --mem-limit 6Mi -w 0 -n 1 --verify
 [[ $(rows "$f" '$c["seq"] ":" $c["status"]' | tr '\n' ' ') == "64:ok 512:oom " ]] && pass ||
   fail "mem-limit rows: $(rows "$f" '$c["seq"] ":" $c["status"]' | tr '\n' ' ')"
-run f2oom "${B[@]}" --preset cpu --system fsdp2 --seq 64,512 --mem-limit 5Mi -w 0 -n 1
+run f2oom "${B[@]}" --preset cpu --system fsdp2 --seq 64,512 --mem-limit 5Mi -w 0 -n 1 --verify
 [[ $(rows "$f" '$c["seq"] ":" $c["status"]' | tr '\n' ' ') == "64:ok 512:oom " ]] && pass ||
   fail "fsdp2 mem-limit rows: $(rows "$f" '$c["seq"] ":" $c["status"]' | tr '\n' ' ')"
 
@@ -264,7 +265,7 @@ got=$(rows "${f:-/dev/null}" '$c["system"], $c["kind"], $c["model"], $c["vocab"]
 want="fsdp2 peer densetiny 300 cp1/ep1/ac=full/opt=gpu/mb1 ok pass 3;fsdp2 peer moetiny 512 cp1/ep1/ac=full/opt=gpu/mb1 ok pass 3;"
 want+="fsdp2 peer moetiny 512 cp1/ep1/ac=selective/opt=gpu/mb1 ok pass 3;fsdp2 peer moetiny 512 cp1/ep1/ac=full/opt=cpu/mb2 ok pass 1;"
 [[ $got == "$want" ]] && pass || { fail "--points rows: '$got'"; tail -3 "$tmp/points.out"; }
-[[ $(rows "${f:-/dev/null}" '$c["note"]' | grep -c 'point .* (warm-ups [01], timed steps [12]); reference step compared') -eq 4 ]] && pass ||
+[[ $(rows "${f:-/dev/null}" '$c["note"]' | grep -c 'point .* (warm-ups [01], timed steps [12]); plan: fits (.*); reference step compared') -eq 4 ]] && pass ||
   fail "--points: the notes do not name the point and the compared reference"
 # the peer's file: PyTorch at ours / 1.1 tok/s (ratio 1.10) and, on the MoE
 # points, twice our peak (ratio 0.50); one point only PyTorch ran (oom)

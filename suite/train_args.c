@@ -1,11 +1,13 @@
 /* train_args.c — `plateau bench train`'s command line into a configuration
  * (bench_train.h): the model (a preset and its overridden sizes), the
  * layout, the contexts, the step's switches, fsdp2's knobs, the data, the
- * systems and the GEMM rate MFU is taken against; the points of the run
- * (every context × system; --tune: fsdp2 at every knob setting of
- * pl_fsdp2_tune_points per context; --points FILE: the points fsdp2 shares
- * with the PyTorch peer); every value checked before anything runs (a bad
- * one: PL_EINVAL naming it, exit 2, nothing written); and --describe. */
+ * systems and the GEMM rate MFU is taken against; the planner's machine
+ * and options; the points of the run (every context × system; --tune:
+ * fsdp2 at every knob setting of pl_fsdp2_tune_points per context;
+ * --points FILE: the points fsdp2 shares with the PyTorch peer; --config
+ * auto: the planner's choice per context); every value checked before
+ * anything runs (a bad one: PL_EINVAL naming it, exit 2, nothing written);
+ * and --describe (the description and the planner's budget). */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -174,26 +176,32 @@ static pl_status modes_check(const pl_args *a, bool tune, const char *points) {
   return PL_OK;
 }
 
-/* The best ok bf16 gemm row of a calib result file (a directory: its newest
- * calib.*.tsv by name, which starts with the UTC time). */
+/* --calib's file: the argument, or of a directory its newest calib.*.tsv
+ * by name (which starts with the UTC time). */
+static pl_status calib_file(const char *arg, char *path, size_t n) {
+  snprintf(path, n, "%s", arg);
+  DIR *d = opendir(arg);
+  if (!d)
+    return PL_OK;
+  char best[512] = "";
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    size_t l = strlen(e->d_name);
+    if (!strncmp(e->d_name, "calib.", 6) && l > 4 &&
+        !strcmp(e->d_name + l - 4, ".tsv") && strcmp(e->d_name, best) > 0)
+      snprintf(best, sizeof best, "%s", e->d_name);
+  }
+  closedir(d);
+  if (!best[0])
+    return pl_set_error(PL_EINVAL, "--calib=%s: no calib.*.tsv in it", arg);
+  snprintf(path, n, "%s/%s", arg, best);
+  return PL_OK;
+}
+
+/* The best ok bf16 gemm row of a calib result file (or directory). */
 static pl_status calib_rate(const char *arg, double *out, char *src, size_t n) {
   char path[2048];
-  snprintf(path, sizeof path, "%s", arg);
-  DIR *d = opendir(arg);
-  if (d) {
-    char best[512] = "";
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-      size_t l = strlen(e->d_name);
-      if (!strncmp(e->d_name, "calib.", 6) && l > 4 &&
-          !strcmp(e->d_name + l - 4, ".tsv") && strcmp(e->d_name, best) > 0)
-        snprintf(best, sizeof best, "%s", e->d_name);
-    }
-    closedir(d);
-    if (!best[0])
-      return pl_set_error(PL_EINVAL, "--calib=%s: no calib.*.tsv in it", arg);
-    snprintf(path, sizeof path, "%s/%s", arg, best);
-  }
+  PL_TRY(calib_file(arg, path, sizeof path));
   pl_table t;
   if (pl_table_read(path, &t) != PL_OK) { /* the message names the file */
     char msg[512];
@@ -229,6 +237,41 @@ static pl_status gemm_of(pl_bench_ctx *c, const pl_args *a, pl__train_args *t) {
     snprintf(t->gemm_src, sizeof t->gemm_src, "the H200 default (no --calib)");
   }
   return PL_OK;
+}
+
+/* The planner's options and the run's machine (collective: every rank
+ * parses the same command line up to here). */
+static pl_status plan_of(pl_bench_ctx *c, const pl_args *a, bool tune,
+                         const char *points, pl__train_args *t) {
+  t->verify = pl_args_flag(a, "verify");
+  t->auto_cfg = !strcmp(pl_args_enum_name(a, "config"), "auto");
+  t->step_tokens = pl_args_given(a, "step-tokens")
+                       ? (int64_t)pl_args_size(a, "step-tokens")
+                       : 0;
+  if (t->auto_cfg && (tune || points || pl_args_given(a, "tokens")))
+    return pl_set_error(PL_EINVAL,
+                        "--config auto chooses the knobs per context: not "
+                        "with --%s",
+                        tune     ? "tune"
+                        : points ? "points"
+                                 : "tokens");
+  if (t->step_tokens && !t->auto_cfg)
+    return pl_set_error(PL_EINVAL, "--step-tokens: only with --config auto "
+                                   "(else --micro sets the micro-batches)");
+  if (t->step_tokens && pl_args_given(a, "micro"))
+    return pl_set_error(PL_EINVAL, "--step-tokens and --micro: give one (the "
+                                   "tokens per step set the micro-batches)");
+  const int Wv = t->u.lc.W_v ? t->u.lc.W_v : c->size;
+  if (t->step_tokens && (Wv % c->size || t->step_tokens % (Wv / c->size)))
+    return pl_set_error(PL_EINVAL,
+                        "--step-tokens=%lld: must be a multiple of W_v / W "
+                        "= %d / %d",
+                        (long long)t->step_tokens, Wv, c->size);
+  const char *calib = pl_args_str(a, "calib");
+  char path[2048];
+  if (calib)
+    PL_TRY(calib_file(calib, path, sizeof path));
+  return pl__train_machine(c, calib ? path : NULL, &t->mc);
 }
 
 /* Append a point (the points array grows by doubling). */
@@ -303,6 +346,8 @@ static pl_status context_points(pl_bench_ctx *c, const pl_args *a, bool tune,
     for (int k = 0; k < t->nsys; k++) {
       pl_train_setup u = t->u;
       u.S = t->seq[i] * (by_tokens ? t->sys[k]->seq_ranks(&u) : 1);
+      if (t->auto_cfg)
+        PL_TRY(pl__train_auto(t, a, t->sys[k], &u, c->size));
       if (!tune || strcmp(t->sys[k]->name, "fsdp2")) {
         PL_TRY(add_point(t, cap, t->sys[k], &u, -1, -1));
         continue;
@@ -411,6 +456,7 @@ pl_status pl__train_parse(pl_bench_ctx *c, pl__train_args *t) {
   PL_TRY(systems_of(a, tune, points != NULL, t));
   t->describe = pl_args_flag(a, "describe");
   PL_TRY(gemm_of(c, a, t));
+  PL_TRY(plan_of(c, a, tune, points, t));
   /* the contexts: --seq, or --tokens per rank (S = N·D, N·cp for fsdp2;
    * maxbatch's trials) */
   uint64_t v[PL_OPT_LIST_MAX];
@@ -469,19 +515,20 @@ pl_status pl__train_describe(pl_bench_ctx *c, const pl__train_args *t,
     const pl__train_point *p = &t->pts[i];
     fprintf(f, "## system %s, model %s, S=%lld (rank %d of %d)\n", p->sys->name,
             p->u.model, (long long)p->u.S, c->rank, c->size);
-    if (!p->sys->describe) {
-      fprintf(f, "# no description for this system\n");
-      continue;
-    }
+    if (p->u.chosen[0])
+      fprintf(f, "# %s\n", p->u.chosen);
     pl_train_desc d;
     pl_status st = p->sys->validate(&p->u, c->size);
-    if (st == PL_OK)
+    if (st == PL_OK && p->sys->describe)
       st = p->sys->describe(&p->u, c->size, c->rank,
                             c->cuda ? PL_BACKEND_CUDA : PL_BACKEND_CPU, &d);
-    if (st != PL_OK)
+    if (st != PL_OK) {
       fprintf(f, "# infeasible: %s\n", pl_last_error());
-    else
+      continue;
+    }
+    if (p->sys->describe)
       pl_train_desc_print(&d, f);
+    pl__train_plan_describe(t, p->sys, &p->u, c->size, f);
   }
   return PL_OK;
 }

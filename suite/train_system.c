@@ -3,9 +3,12 @@
  * (step.h) with its switches from the command line, and fsdp2, the FSDP2
  * baseline (baselines/fsdp2/fsdp2.h) with its knobs (cp, ep, AC, optimizer
  * placement) — both on the same model, token stream, micro-batches, W_v,
- * dtype and seed, so their rows and reference checks compare one to one. */
+ * dtype and seed, so their rows and reference checks compare one to one —
+ * and each as the planner's configuration (plan/plan.h), so the bench can
+ * predict a point before launching it and take the planner's choice. */
 #include "train_system.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +99,46 @@ static const float *plateau_bias(const void *h, int l) {
   return pl_trainer_router_bias(h, l);
 }
 
+/* The planner models the built-in heads ring and fused (a baseline head:
+ * no prediction). */
+static pl_status plateau_plan(const pl_train_setup *u, int W,
+                              pl_plan_cfg *out) {
+  *out = pl_plan_cfg_plateau(W, u->S);
+  out->lc = u->lc;
+  out->sc = u->sc;
+  const pl_head_ops *h = u->sc.head ? u->sc.head : &pl_head_ring;
+  if (h != &pl_head_ring && h != &pl_head_fused)
+    return pl_set_error(PL_EUNSUPPORTED,
+                        "the planner models the heads ring and fused, not %s",
+                        h->name);
+  return PL_OK;
+}
+
+/* --head fixes P (fused is P = 1; the search sets the head by P). */
+static void plateau_free(const pl_args *a, pl_plan_free *fr) {
+  memset(fr, 0, sizeof *fr);
+  fr->D = !pl_args_given(a, "D");
+  fr->P = !pl_args_given(a, "P") && !pl_args_given(a, "head");
+  fr->c = !pl_args_given(a, "chunk-cap");
+  fr->beta = !pl_args_given(a, "bucket");
+  fr->sco = !pl_args_given(a, "sco-budget");
+  fr->optim = !pl_args_given(a, "optim");
+}
+
+static void plateau_apply(const pl_plan_cfg *c, pl_train_setup *u) {
+  u->lc.D = c->lc.D, u->lc.P = c->lc.P;
+  u->sc.head = c->sc.head, u->sc.moe_c = c->sc.moe_c;
+  u->sc.oo.bucket = c->sc.oo.bucket, u->sc.sco = c->sc.sco;
+  u->sc.optim = c->sc.optim, u->sc.micro = c->sc.micro;
+  u->head = c->sc.head == &pl_head_fused ? "fused" : "ring";
+  u->optim = c->sc.optim == &pl_optim_hybrid ? "hybrid" : "stream";
+  if (c->sc.sco.all)
+    snprintf(u->sco_text, sizeof u->sco_text, "all");
+  else
+    snprintf(u->sco_text, sizeof u->sco_text, "%llu",
+             (unsigned long long)c->sc.sco.bytes);
+}
+
 static const pl_train_system plateau = {
     .name = "plateau",
     .validate = plateau_validate,
@@ -114,6 +157,9 @@ static const pl_train_system plateau = {
     .param_info = plateau_param_info,
     .gather = plateau_gather,
     .router_bias = plateau_bias,
+    .plan = plateau_plan,
+    .plan_free = plateau_free,
+    .plan_apply = plateau_apply,
 };
 
 /* ---- fsdp2 ------------------------------------------------------------------
@@ -234,6 +280,29 @@ static const float *fsdp2_bias(const void *h, int l) {
   return pl_fsdp2_router_bias(((const f2_handle *)h)->t, l);
 }
 
+static pl_status fsdp2_plan(const pl_train_setup *u, int W, pl_plan_cfg *out) {
+  const pl_fsdp2_cfg c = pl__train_fsdp2_cfg(u);
+  *out = pl_fsdp2_plan_cfg(&u->m, &c, W, u->S);
+  return PL_OK;
+}
+
+static void fsdp2_free(const pl_args *a, pl_plan_free *fr) {
+  memset(fr, 0, sizeof *fr);
+  fr->cp = !pl_args_given(a, "cp");
+  fr->ep = !pl_args_given(a, "ep");
+  fr->ac = !pl_args_given(a, "ac");
+  fr->offload = !pl_args_given(a, "fsdp2-optim");
+}
+
+static void fsdp2_apply(const pl_plan_cfg *c, pl_train_setup *u) {
+  u->f2.cp = c->cp, u->f2.ep = c->ep;
+  u->f2.ac = c->ac == PL_PLAN_AC_FULL        ? PL_FSDP2_AC_FULL
+             : c->ac == PL_PLAN_AC_SELECTIVE ? PL_FSDP2_AC_SELECTIVE
+                                             : PL_FSDP2_AC_NONE;
+  u->f2.optim = c->offload ? PL_FSDP2_OPTIM_CPU : PL_FSDP2_OPTIM_GPU;
+  u->sc.micro = c->sc.micro;
+}
+
 static const pl_train_system fsdp2 = {
     .name = "fsdp2",
     .validate = fsdp2_validate,
@@ -252,6 +321,9 @@ static const pl_train_system fsdp2 = {
     .param_info = fsdp2_param_info,
     .gather = fsdp2_gather,
     .router_bias = fsdp2_bias,
+    .plan = fsdp2_plan,
+    .plan_free = fsdp2_free,
+    .plan_apply = fsdp2_apply,
 };
 
 /* ---- the registry -----------------------------------------------------------

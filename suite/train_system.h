@@ -15,6 +15,7 @@
 
 #include "../baselines/fsdp2/fsdp2.h"
 #include "bench.h"
+#include "plan/plan.h"
 #include "train/describe.h"
 #include "train/step.h"
 
@@ -34,8 +35,9 @@ typedef struct pl_train_setup {
    * --points point); its micro-batches, W_v, dtype, seed, profile and MoE
    * lanes are the ones above (sc, lc), every system's */
   pl_fsdp2_cfg f2;
-  const char *kind; /* how the point was chosen: run | tune | peer      */
+  const char *kind; /* how the point was chosen: run | tune | peer | auto */
   char point[48];   /* a --points point's name ("" otherwise)           */
+  char chosen[240]; /* --config auto: the planner's choice, for the note */
 } pl_train_setup;
 
 typedef struct pl_train_system {
@@ -73,6 +75,13 @@ typedef struct pl_train_system {
   pl_status (*param_info)(const void *h, int i, pl_param_info *out);
   pl_status (*gather)(void *h, int i, bool grad, float *out);
   const float *(*router_bias)(const void *h, int layer);
+  /* The planner (plan/plan.h; train_plan.c): the point as its configuration
+   * at W ranks (PL_EUNSUPPORTED: a point the planner does not model); the
+   * knobs `--config auto` leaves to it (those the command line does not
+   * give); its choice written back into the point's knobs. */
+  pl_status (*plan)(const pl_train_setup *u, int W, pl_plan_cfg *out);
+  void (*plan_free)(const pl_args *a, pl_plan_free *fr);
+  void (*plan_apply)(const pl_plan_cfg *c, pl_train_setup *u);
 } pl_train_system;
 
 /* The systems built in, NULL-terminated ("plateau", "fsdp2"). */

@@ -7,7 +7,7 @@
 #include "bench.h"
 #include "ops/ring_dtp.h"
 
-enum { V_DENSE, V_FUSED, V_CHUNK, V_VP, V_RING, V_COUNT };
+enum { V_DENSE, V_FUSED, V_BLOCKED, V_CHUNK, V_VP, V_RING, V_COUNT };
 
 /* ---- one point ----------------------------------------------------------- */
 
@@ -17,7 +17,10 @@ typedef struct point {
   pl_dtype dt;
   int64_t n, h, v, block;
   pl_dtp_mode mode;
+  pl_dtp_sched sched;  /* ring: what pl_dtp_run runs (asked)              */
+  size_t budget;       /* ring: strip budget (bytes of kept logit strips) */
   int overlap;
+  int tf32;            /* f32 GEMMs in TF32 math (--tf32)                 */
   pl_stream *s;
   /* inputs */
   void *x, *w;
@@ -31,13 +34,19 @@ typedef struct point {
 
 /* The gradients of the last iteration, freed. */
 void pl__vocab_free_grads(point *p);
+/* One forward + backward of the point's variant (the timed unit). */
+pl_status pl__vocab_iter(void *p);
+/* The code path that ran (the kernel column): the schedule of fused and
+ * ring, the variant otherwise. */
+const char *pl__vocab_kernel(const point *p);
 /* W (h×v global, row-major) columns [col0, col0+vs): counter-RNG draws at
  * the global index k·v + col0 + q, so every shard is a slice of the same W. */
 pl_status pl__vocab_fill_w(point *p, void *w, int64_t col0, int64_t vs,
                            uint64_t seed);
-/* Loss and dX against the fused head with sum reduction on the same inputs
- * (full W), rescaled by the count of targets the variant averages over;
- * reduction length V. */
+/* Loss and dX against the blocked fused head (f32 strips; in f32 math even
+ * when the point ran TF32, then with bf16's tolerance) with sum reduction on
+ * the same inputs (full W), rescaled by the count of targets the variant
+ * averages over; reduction length V. */
 pl_status pl__vocab_check(point *p, pl_check *chk);
 /* Ring-DTP's analytic floor of its peak, bytes. */
 double pl__vocab_ring_floor(const point *p, const pl_dtp *d);

@@ -1,15 +1,80 @@
-/* vocab_ref.c — the reference side of `plateau bench vocab` (vocab.h): W
- * and its shards from one set of draws, the check of a variant against the
- * blocked fused head (itself tested against the f64 reference,
- * engine/ops/test_ce.c), and Ring-DTP's analytic floor. */
+/* vocab_ref.c — the helpers of `plateau bench vocab` (vocab.h): one
+ * iteration of each variant, W and its shards from one set of draws, the
+ * check of a variant against the blocked fused head (itself tested against
+ * the f64 reference, baselines/test_ce.c), and Ring-DTP's analytic floor. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../baselines/dense_ce.h"
 #include "../baselines/fused_ce.h"
+#include "../baselines/vocab_parallel_ce.h"
 #include "plateau/hd.h"
 #include "vocab.h"
+
+/* One forward + backward; the previous iteration's gradients are freed first
+ * (so they are not part of this iteration's peak). */
+pl_status pl__vocab_iter(void *arg) {
+  point *p = arg;
+  pl__vocab_free_grads(p);
+  pl_ce_problem pb = {.dt = p->dt,
+                      .n = p->n,
+                      .h = p->h,
+                      .v = p->v,
+                      .red = PL_CE_MEAN,
+                      .ignore = PL_CE_IGNORE_INDEX,
+                      .block = p->block,
+                      .x = p->x,
+                      .t = p->t,
+                      .w = p->w,
+                      .loss = p->loss,
+                      .dx_alloc = &p->dx,
+                      .dw_alloc = &p->dw};
+  switch (p->variant) {
+  case V_DENSE:
+    return pl_dense_ce(p->s, &pb);
+  case V_FUSED:
+    return pl_fused_ce(p->s, &pb);
+  case V_BLOCKED:
+    return pl_fused_ce_blocked(p->s, &pb);
+  case V_CHUNK:
+    return pl_fused_ce_chunked(p->s, &pb);
+  case V_VP:
+    return pl_vocab_parallel_ce(p->ctx->comm, p->s, &pb);
+  default:
+    break;
+  }
+  /* Ring-DTP writes its gradients from the first meeting of the backward on
+   * (the first chunk at P = 1): allocate them there (what autograd would hold
+   * by then; the blocked forward's kept strips are counted before them). */
+  pl_dev *dev = p->ctx->dev;
+  size_t es = pl_dtype_size(p->dt);
+  const int apart = pl_dtp_sched_of(p->dtp) != PL_DTP_SCHED_CHUNKED;
+  if (apart)
+    PL_TRY(pl_dtp_forward(p->dtp, p->s, p->x, p->t, p->w, p->loss));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(p->n * p->h) * es,
+                        "grads", p->s, &p->dx));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(p->h * p->vs) * es,
+                        "grads", p->s, &p->dw));
+  if (apart)
+    return pl_dtp_backward(p->dtp, p->s, p->x, p->t, p->w, NULL, p->dx,
+                           p->dw);
+  return pl_dtp_run(p->dtp, p->s, p->x, p->t, p->w, NULL, p->loss, p->dx,
+                    p->dw);
+}
+
+const char *pl__vocab_kernel(const point *p) {
+  static const char *const names[V_COUNT] = {"dense",  "fused", "blocked",
+                                             "chunk",  "vp",    "ring"};
+  if (p->variant == V_RING && p->dtp)
+    return pl_dtp_sched_name(pl_dtp_sched_of(p->dtp));
+  if (p->variant == V_FUSED) {
+    pl_ce_problem q = {.dt = p->dt, .n = p->n, .v = p->v, .block = p->block};
+    return pl_ce_head3_rows(&q) >= 1 ? "chunked" : "blocked";
+  }
+  return names[p->variant];
+}
 
 void pl__vocab_free_grads(point *p) {
   pl_dev *dev = p->ctx->dev;
@@ -98,7 +163,11 @@ pl_status pl__vocab_check(point *p, pl_check *chk) {
                       .loss = rl,
                       .dx_alloc = &rdx,
                       .dw_alloc = &rdw};
-  T(pl_fused_ce(p->s, &pb));
+  pl_stream_set_tf32(p->s, 0); /* the reference in f32 math */
+  st = pl_fused_ce_blocked(p->s, &pb);
+  pl_stream_set_tf32(p->s, p->tf32);
+  if (st != PL_OK)
+    goto done;
   T(download_f32(dev, p->s, rl, PL_F32, 1, &ref_loss));
   T(download_f32(dev, p->s, rdx, p->dt, (size_t)(p->n * p->h), &ref_dx));
   /* The count the variant averages over: the group's targets for ring, this
@@ -110,10 +179,12 @@ pl_status pl__vocab_check(point *p, pl_check *chk) {
   if (p->variant == V_RING)
     T(pl_host_allreduce_f64(ctx->comm, sums, 2, PL_RED_SUM));
   double want_loss = sums[0] / sums[1];
+  /* TF32 operands carry 10 mantissa bits: judged with bf16's tolerance */
+  pl_dtype tol = p->tf32 && p->dt == PL_F32 ? PL_BF16 : p->dt;
   pl_check_arrays(chk, "loss", got_loss, PL_ELEM_F32, &want_loss, PL_ELEM_F64,
-                  1, p->dt, p->v);
+                  1, tol, p->v);
   pl_check_scaled(chk, "dX", got_dx, PL_ELEM_F32, ref_dx, PL_ELEM_F32,
-                  1.0 / sums[1], (size_t)(p->n * p->h), p->dt, p->v);
+                  1.0 / sums[1], (size_t)(p->n * p->h), tol, p->v);
 #undef T
 done:
   free(got_loss), free(got_dx), free(ref_dx), free(ref_loss);
@@ -136,7 +207,8 @@ done:
  *     computing on the current); move-act: X_j with t_j and its (lse, g)
  *   + its gradient partial, f32 (a meeting sums its strips into it): two
  *     buffers, one sent while the other is received and accumulated into
- *   + the backward's strip (rows×Vb f32, + rows×Vb bf16 residual).
+ *   + the backward's strip (rows×Vb f32, + rows×Vb bf16 residual)
+ *   + the logit strips kept under the strip budget (pl_dtp_kept_bytes).
  * Not counted: the saved (lse, g) of the rank's own rows and the loss
  * scalars (8 bytes a row), and — an excess, reported as such — the f32
  * accumulator of nc = N/8 dX rows that bf16 move-W needs (every strip adds to
@@ -158,5 +230,6 @@ double pl__vocab_ring_floor(const point *p, const pl_dtp *d) {
                 : act  ? nmax
                        : (double)pl_dtp_chunk_rows(d);
   double strip = rows * (double)pl_dtp_block(d) * (p->dt == PL_BF16 ? 6 : 4);
-  return base + (P > 1 ? (P == 2 ? 1 : 2) * payload + 2 * grad : 0) + strip;
+  return base + (P > 1 ? (P == 2 ? 1 : 2) * payload + 2 * grad : 0) + strip +
+         (double)pl_dtp_kept_bytes(d);
 }

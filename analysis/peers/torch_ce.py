@@ -59,7 +59,7 @@ def main():
     torch.manual_seed(a.seed)
     # the plateau result schema, version 2 (`plateau schema`)
     cols = ["bench", "variant", "tokens", "hidden", "vocab", "ranks", "dtype",
-            "block", "mode", "time_ms", "time_p10_ms", "time_p90_ms",
+            "math", "block", "mode", "time_ms", "time_p10_ms", "time_p90_ms",
             "dev_peak_bytes", "live_set", "status", "check", "note"]
     os.makedirs(a.out, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -101,6 +101,7 @@ def main():
             variant = "torch-tf32" if tf32 else "torch"
             row = {"bench": "vocab", "variant": variant, "tokens": n, "hidden": H, "vocab": V,
                    "ranks": 1, "dtype": dt, "block": "-", "mode": "-",
+                   "math": ("tf32" if tf32 else "fp32") if dt == "f32" else "-",
                    "check": "skip"}
             x = w = t = None
             try:

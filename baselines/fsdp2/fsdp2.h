@@ -114,6 +114,7 @@
 #include "model/attention.h"
 #include "model/model.h"
 #include "ops/adamw.h"
+#include "plan/plan.h"
 #include "plateau/plateau.h"
 #include "train/data.h"
 #include "train/step.h"
@@ -237,6 +238,17 @@ int pl_fsdp2_tune_points(const pl_model_cfg *m, int W, int64_t S,
                          const pl_fsdp2_cfg *base, const int *micros,
                          int nmicro, bool with_ac_none, pl_fsdp2_cfg *out,
                          int cap);
+
+/* ---- the planner -----------------------------------------------------------
+ * The point (c at W real ranks and context S) as the planner's configuration
+ * (plan/plan.h: system fsdp2, its cp, ep, AC mode and frequency, offload =
+ * the CPU optimizer, one sequence per CP group per micro-batch, the
+ * micro-batches, dtype, attention kernels and W_v): pl_plan_check predicts
+ * its device peak and pinned host bytes (engine/plan/fsdp2.c replays this
+ * baseline's allocations; test_mpi_fsdp2_plan.c holds them within 5%) and
+ * pl_plan_time_predict its step. */
+pl_plan_cfg pl_fsdp2_plan_cfg(const pl_model_cfg *m, const pl_fsdp2_cfg *c,
+                              int W, int64_t S);
 
 /* ---- the shared points with the PyTorch peer ------------------------------
  * analysis/peers/fsdp2_points.tsv lists the configurations this baseline and

@@ -21,20 +21,13 @@
 #include <stdint.h>
 
 #include "core/internal.h"
+#include "plateau/optypes.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The sum of squares' fixed order: chunks of PL_ADAMW_NORM_CHUNK elements,
- * element i of a chunk in lane i mod PL_ADAMW_NORM_LANES (ops/adamw.h). */
-#define PL_ADAMW_NORM_LANES 32
-#define PL_ADAMW_NORM_CHUNK 32768 /* elements per chunk partial */
 
-/* Float operands of one step, identical for every implementation. */
-typedef struct pl_adamw_scalars {
-  float lr, b1, omb1, b2, omb2, bc1, bc2, eps, wd, gscale;
-} pl_adamw_scalars;
 
 /* Chunk partials of a tensor of n elements: ceil(n / PL_ADAMW_NORM_CHUNK). */
 static inline size_t pl__adamw_nchunks(size_t n) {
@@ -97,23 +90,8 @@ pl_status pl__cuda_adamw_sumsq(pl_stream *s, const void *g, pl_dtype gdt,
 pl_status pl__cuda_adamw_bind_thread(pl_dev *dev);
 #endif
 
-/* ---- the SIMD CPU update (host memory, any thread) --------------------------
- * Three code paths of the one operation order, chosen at run time. */
-typedef enum pl_simd_path {
-  PL_SIMD_AUTO = 0,   /* PLATEAU_SIMD if set, else the best supported */
-  PL_SIMD_SCALAR = 1, /* plain C                                      */
-  PL_SIMD_AVX2 = 2,   /* 8 lanes                                      */
-  PL_SIMD_AVX512 = 3, /* 16 lanes (AVX-512F)                          */
-} pl_simd_path;
-
-const char *pl_simd_path_name(pl_simd_path p);
-/* "auto" | "scalar" | "avx2" | "avx512"; PL_EINVAL otherwise. */
-pl_status pl_simd_path_parse(const char *s, pl_simd_path *out);
-/* 1 if this CPU (and OS) can run the path (scalar and auto always). */
-int pl_simd_path_supported(pl_simd_path p);
-/* AUTO -> PLATEAU_SIMD (if set and valid) or the best supported path.
- * Forcing an unsupported path gives PL_EUNSUPPORTED with a message. */
-pl_status pl_simd_path_resolve(pl_simd_path p, pl_simd_path *out);
+/* ---- the SIMD CPU update (host memory, any thread): pl_simd_path in
+ * plateau/optypes.h ---------------------------------------------------------- */
 
 /* The update of n elements in host memory: p, m, v (n, f32) in place, g (n,
  * f32 or bf16) read, w (n, bf16; may be NULL) written.  nthreads <= 0 uses

@@ -1,6 +1,6 @@
 /* attention_kernels.h — the GQA flash-attention kernels: the shape, mask and
- * kernel choice of one call (the types model/attention.h's API takes) and
- * the CPU and CUDA twins, same signatures, that the model layer dispatches to
+ * CPU and CUDA twins (the shape, mask and kernel choice of one call are
+ * public types: plateau/optypes.h), same signatures, that the model layer dispatches to
  * (backend/cpu/attention_cpu.c, backend/cuda/attention.cu), plus the merge of
  * two partial attention outputs by their log-sum-exp (ring attention).
  * Layouts and formulas: model/attention.h.  Not installed; the pl__
@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "plateau/dev.h"
+#include "plateau/optypes.h"
 #include "plateau/status.h"
 #include "plateau/tensor.h"
 
@@ -24,49 +25,6 @@ extern "C" {
 #define PL_HAVE_CUDA 0
 #endif
 
-/* Which forward kernel runs on CUDA (the CPU backend has one kernel and
- * ignores the choice).  Zero is AUTO. */
-typedef enum pl_attn_fwd_kind {
-  PL_ATTN_FWD_AUTO = 0, /* WGMMA for d = 128 on an sm_90a build, else MMA    */
-  PL_ATTN_FWD_SIMPLE = 1, /* one warp per query row: the device reference */
-  PL_ATTN_FWD_MMA = 2,   /* mma.sync tensor cores (sm_80+, d = 64 or 128)     */
-  PL_ATTN_FWD_WGMMA = 3, /* Hopper wgmma, K and V by TMA (d = 128, sm_90a)    */
-} pl_attn_fwd_kind;
-
-/* Which backward kernels run on CUDA.  Zero is AUTO. */
-typedef enum pl_attn_bwd_kind {
-  PL_ATTN_BWD_AUTO = 0, /* WGMMA for d = 128 on an sm_90a build, else MMA    */
-  PL_ATTN_BWD_SIMPLE = 1, /* one warp per query row (dQ) and per key (dK, dV) */
-  PL_ATTN_BWD_MMA = 2,   /* mma.sync, by key blocks; dQ by fp32 atomics       */
-  PL_ATTN_BWD_WGMMA = 3, /* wgmma, by key blocks; dQ by TMA bulk reductions   */
-  PL_ATTN_BWD_SPLIT = 4, /* wgmma dK/dV kernel and dQ kernel, no atomics: dQ
-                            bit-reproducible run to run (d = 128, sm_90a)     */
-} pl_attn_bwd_kind;
-
-typedef struct pl_attn_kernels {
-  pl_attn_fwd_kind fwd;
-  pl_attn_bwd_kind bwd;
-} pl_attn_kernels;
-
-/* Which keys a query attends to.  Zero is causal, so every shape written
- * before the mask existed keeps its meaning. */
-typedef enum pl_attn_mask {
-  PL_ATTN_CAUSAL = 0, /* query i attends to keys j <= i                     */
-  PL_ATTN_FULL = 1,   /* query i attends to every key of the block (ring
-                         attention's blocks of earlier sequence chunks)     */
-} pl_attn_mask;
-
-typedef struct pl_attn_shape {
-  int64_t batch;           /* B sequences                                  */
-  int64_t seq;             /* S tokens per sequence (>= 0)                 */
-  int n_q;                 /* query heads                                  */
-  int n_kv;                /* key/value heads, divides n_q                 */
-  int head_dim;            /* d                                            */
-  float scale;             /* softmax scale; 0 means 1/sqrt(d)             */
-  pl_dtype dtype;          /* of Q, K, V, O and their gradients            */
-  pl_attn_kernels kernels; /* CUDA kernel choice ({0} = AUTO for both)     */
-  pl_attn_mask mask;       /* causal (0, the default) or full              */
-} pl_attn_shape;
 
 /* The softmax scale used: sh->scale, or 1/sqrt(d) when 0. */
 static inline float pl__attn_scale(const pl_attn_shape *sh) {

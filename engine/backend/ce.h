@@ -13,18 +13,12 @@
 #include <stdint.h>
 
 #include "core/internal.h"
+#include "plateau/optypes.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Reduction of the per-token losses (PyTorch's cross_entropy): the mean over
- * the non-ignored targets, the sum, or none (one loss per token). */
-typedef enum pl_ce_reduction {
-  PL_CE_MEAN = 0,
-  PL_CE_SUM = 1,
-  PL_CE_NONE = 2,
-} pl_ce_reduction;
 
 /* stats[0] = 0, stats[1] = count of t != ignore (the mean's denominator,
  * needed before any row's gradient when gradients are made in one pass). */
@@ -71,6 +65,24 @@ pl_status pl__cpu_ce_residual(pl_stream *s, const float *y, int64_t ldy,
                               const int32_t *t, const float *lse,
                               const float *g, void *dy, pl_dtype dy_dt,
                               int64_t lddy);
+
+/* Full rows of the three-GEMM head (ops/ce.h, pl_ce_head3): y (n×v logits
+ * of dtype ydt, f32 or bf16, row stride ldy; every column of the vocabulary)
+ * is read once for the row's max and Σ e^(y−max) and once more for the
+ * residual:  lse = max + log Σ;  nll[i] = lse − y[t] (0 when t == ignore);
+ * lse_out[i] = lse (lse_out may be NULL); and when g is not NULL, in place,
+ *   y[i][c] = g[i] · (e^(y[i][c] − lse) − [c == t[i]])   stored as ydt.
+ * t is in [0, v) or ignore.  The softmax of a row is complete here, so no
+ * online state is needed. */
+pl_status pl__cpu_ce_rows(pl_stream *s, void *y, pl_dtype ydt, int64_t ldy,
+                          int64_t n, int64_t v, const int32_t *t,
+                          int32_t ignore, const float *g, float *nll,
+                          float *lse_out);
+
+/* stats[0] = Σ nll over rows with t != ignore, stats[1] = their count
+ * (written, not accumulated; a fixed order). */
+pl_status pl__cpu_ce_stats(pl_stream *s, int64_t n, const float *nll,
+                           const int32_t *t, int32_t ignore, float *stats);
 
 /* Dense-baseline kernels (the PyTorch sequence, full rows of width v):
  * logp = y − lse(y) (rows, n×v). */
@@ -120,6 +132,14 @@ pl_status pl__cuda_ce_residual(pl_stream *s, const float *y, int64_t ldy,
                                const int32_t *t, const float *lse,
                                const float *g, void *dy, pl_dtype dy_dt,
                                int64_t lddy);
+
+pl_status pl__cuda_ce_rows(pl_stream *s, void *y, pl_dtype ydt, int64_t ldy,
+                           int64_t n, int64_t v, const int32_t *t,
+                           int32_t ignore, const float *g, float *nll,
+                           float *lse_out);
+
+pl_status pl__cuda_ce_stats(pl_stream *s, int64_t n, const float *nll,
+                            const int32_t *t, int32_t ignore, float *stats);
 
 pl_status pl__cuda_ce_logsoftmax(pl_stream *s, const float *y, float *logp,
                                  int64_t n, int64_t v);

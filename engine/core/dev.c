@@ -133,6 +133,8 @@ void pl_stream_set_grid_cap(pl_stream *s, int blocks) {
   s->grid_cap = blocks > 0 ? blocks : 0;
 }
 int pl_stream_grid_cap(const pl_stream *s) { return s->grid_cap; }
+void pl_stream_set_tf32(pl_stream *s, int on) { s->tf32 = on != 0; }
+int pl_stream_tf32(const pl_stream *s) { return s->tf32; }
 
 pl_status pl_event_create(pl_dev *dev, pl_event **out) {
   *out = NULL;

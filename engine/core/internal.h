@@ -46,6 +46,7 @@ struct pl_stream {
   void *blas_ws; /* CUDA: this stream's cuBLAS workspace (allocated at its
                     first GEMM), so GEMMs on two streams never share one */
   int grid_cap;  /* pl_stream_set_grid_cap (0: none) */
+  int tf32;      /* pl_stream_set_tf32: f32 GEMMs on s in TF32 math */
 };
 
 struct pl_event {

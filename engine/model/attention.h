@@ -43,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/attention_kernels.h"
+#include "plateau/optypes.h"
 #include "plateau/plateau.h"
 
 #ifdef __cplusplus

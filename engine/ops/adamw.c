@@ -165,6 +165,11 @@ pl_status pl__adamw_sumsq(pl_stream *s, const void *g, pl_dtype gdt, size_t n,
   return pl__cpu_adamw_sumsq(s, g, gdt, n, partials);
 }
 
+pl_status pl_adamw_sumsq_dev(pl_stream *s, const void *g, pl_dtype gdt,
+                             size_t n, double *partials) {
+  return pl__adamw_sumsq(s, g, gdt, n, partials);
+}
+
 pl_status pl__adamw_bind_thread(pl_dev *dev) {
 #if PL_HAVE_CUDA
   if (pl__on_cuda(pl_dev_stream(dev))) return pl__cuda_adamw_bind_thread(dev);

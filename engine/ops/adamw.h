@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/adamw.h"
+#include "plateau/optypes.h"
 #include "plateau/hd.h"
 #include "plateau/plateau.h"
 
@@ -74,6 +74,11 @@ size_t pl_adamw_norm_nchunks(size_t n);
  * not change a bit. */
 void pl_adamw_ref_sumsq_partials(const void *g, pl_dtype gdt, size_t n,
                                  double *partials);
+/* The same partials of n elements of g in the stream's device memory, on
+ * its backend (the CUDA kernel computes the same chunks, lanes and tree: the
+ * same bits), enqueued on s; partials is device memory too. */
+pl_status pl_adamw_sumsq_dev(pl_stream *s, const void *g, pl_dtype gdt,
+                             size_t n, double *partials);
 /* Sum of partials in index order (the chunk order of the norm). */
 double pl_adamw_sum_partials(const double *partials, size_t n);
 

@@ -6,7 +6,11 @@
  * residual in bf16 mode): the forward folds each strip into the online-LSE
  * state (Eq. 3) and drops it; the backward recomputes the same strip from X
  * and W, turns it into dY = g·(softmax − onehot) with the saved lse, and
- * spends it on the two GEMMs dX += dY·W_stripᵀ and dW_strip += Xᵀ·dY. */
+ * spends it on the two GEMMs dX += dY·W_stripᵀ and dW_strip += Xᵀ·dY.
+ *
+ * Also here: the three-GEMM head of one device (pl_ce_head3, ce.h): token
+ * chunks against the whole vocabulary, each chunk's gradients made from its
+ * complete softmax, no recompute. */
 #include <math.h>
 #include <string.h>
 
@@ -102,6 +106,25 @@ pl_status pl_ce_residual(pl_stream *s, const float *y, int64_t ldy, int64_t n,
                              lddy);
 }
 
+pl_status pl_ce_rows(pl_stream *s, void *y, pl_dtype ydt, int64_t ldy,
+                     int64_t n, int64_t v, const int32_t *t, int32_t ignore,
+                     const float *g, float *nll, float *lse_out) {
+  if (n == 0 || v == 0) return PL_OK;
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s))
+    return pl__cuda_ce_rows(s, y, ydt, ldy, n, v, t, ignore, g, nll, lse_out);
+#endif
+  return pl__cpu_ce_rows(s, y, ydt, ldy, n, v, t, ignore, g, nll, lse_out);
+}
+
+pl_status pl_ce_stats(pl_stream *s, int64_t n, const float *nll,
+                      const int32_t *t, int32_t ignore, float *stats) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s)) return pl__cuda_ce_stats(s, n, nll, t, ignore, stats);
+#endif
+  return pl__cpu_ce_stats(s, n, nll, t, ignore, stats);
+}
+
 pl_status pl_ce_logsoftmax(pl_stream *s, const float *y, float *logp, int64_t n,
                            int64_t v) {
   if (n == 0 || v == 0) return PL_OK;
@@ -151,11 +174,13 @@ pl_status pl_ce_meet_fwd(pl_stream *s, const pl_ce_meet *mt, float *st) {
   PL_ASSERT(mt->vb >= 1);
   for (int64_t c0 = 0; c0 < mt->vs; c0 += mt->vb) {
     int64_t vb = mt->vs - c0 < mt->vb ? mt->vs - c0 : mt->vb;
+    float *kept = mt->kept ? mt->kept[c0 / mt->vb] : NULL;
+    float *y = kept ? kept : mt->strip;
     /* y (n×vb, f32) = X (n×h) · W[:, c0:c0+vb] */
     PL_TRY(pl_gemm(s, false, false, mt->n, vb, mt->h, 1.0f, mt->x, mt->h,
-                   cptr(mt->w, mt->dt, c0), mt->ldw, 0.0f, mt->strip, vb,
-                   mt->dt, PL_F32));
-    PL_TRY(pl_ce_fold(s, mt->strip, vb, mt->n, vb, mt->col0 + c0, mt->t, st));
+                   cptr(mt->w, mt->dt, c0), mt->ldw, 0.0f, y, vb, mt->dt,
+                   PL_F32));
+    PL_TRY(pl_ce_fold(s, y, vb, mt->n, vb, mt->col0 + c0, mt->t, st));
   }
   return PL_OK;
 }
@@ -184,11 +209,14 @@ pl_status pl_ce_meet_bwd(pl_stream *s, const pl_ce_meet *mt, const float *lse,
   for (int64_t c0 = 0; c0 < mt->vs; c0 += mt->vb) {
     int64_t vb = mt->vs - c0 < mt->vb ? mt->vs - c0 : mt->vb;
     const void *wstrip = cptr(mt->w, mt->dt, c0);
-    PL_TRY(pl_gemm(s, false, false, n, vb, h, 1.0f, mt->x, h, wstrip, mt->ldw,
-                   0.0f, mt->strip, vb, mt->dt, PL_F32));
-    void *dy = mt->dt == PL_F32 ? (void *)mt->strip : mt->dy;
-    PL_TRY(pl_ce_residual(s, mt->strip, vb, n, vb, mt->col0 + c0, mt->t, lse, g,
-                          dy, mt->dt, vb));
+    float *kept = mt->kept ? mt->kept[c0 / mt->vb] : NULL;
+    float *y = kept ? kept : mt->strip;
+    if (!kept) /* recompute the strip (kept: the forward's, same bits) */
+      PL_TRY(pl_gemm(s, false, false, n, vb, h, 1.0f, mt->x, h, wstrip,
+                     mt->ldw, 0.0f, y, vb, mt->dt, PL_F32));
+    void *dy = mt->dt == PL_F32 ? (void *)y : mt->dy;
+    PL_TRY(pl_ce_residual(s, y, vb, n, vb, mt->col0 + c0, mt->t, lse, g, dy,
+                          mt->dt, vb));
     if (dw && c0 == 0 && mt->dw_wait) PL_TRY(pl_stream_wait(s, mt->dw_wait));
     if (dw) /* dW[:, c0:c0+vb] (h×vb) = beta·dW + Xᵀ (h×n) · dY (n×vb) */
       PL_TRY(pl_gemm(s, true, false, h, vb, n, 1.0f, mt->x, h, dy, vb, dw_beta,
@@ -252,4 +280,88 @@ pl_status pl_ce_grads(pl_stream *s, const pl_ce_problem *pb, int64_t dw_cols,
   *dx = *pb->dx_alloc;
   *dw = *pb->dw_alloc;
   return PL_OK;
+}
+
+/* ---- the three-GEMM head (ce.h) -------------------------------------------- */
+
+static int64_t strip_block(const pl_ce_problem *pb) {
+  int64_t vb = pb->block > 0 ? pb->block : PL_CE_DEFAULT_BLOCK;
+  if (vb > pb->v) vb = pb->v;
+  return vb < 1 ? 1 : vb;
+}
+
+size_t pl_ce_strip_bound(const pl_ce_problem *pb) {
+  return (size_t)pb->n * (size_t)strip_block(pb) *
+         (pb->dt == PL_BF16 ? 6 : 4);
+}
+
+int64_t pl_ce_head3_rows(const pl_ce_problem *pb) {
+  if (pb->n < 1 || pb->v < 1) return pb->v < 1 ? 0 : 1;
+  const size_t row = (size_t)pb->v * pl_dtype_size(pb->dt);
+  const int64_t cap = (int64_t)(pl_ce_strip_bound(pb) / row);
+  if (cap < 1) return 0;
+  if (cap >= pb->n) return pb->n;
+  const int64_t k = (pb->n + cap - 1) / cap;
+  int64_t nc = (pb->n + k - 1) / k;
+  const int64_t up = (nc + 15) / 16 * 16;
+  return up <= cap ? up : nc;
+}
+
+pl_status pl_ce_head3(pl_stream *s, const pl_ce_problem *pb) {
+  PL_TRY(pl_ce_problem_check(pb, "ce_head3"));
+  const int64_t nc = pl_ce_head3_rows(pb);
+  if (nc < 1)
+    return pl_set_error(PL_EINVAL,
+                        "ce_head3: n=%lld v=%lld block=%lld: no row of the "
+                        "vocabulary fits the strip bound of %zu bytes",
+                        (long long)pb->n, (long long)pb->v,
+                        (long long)pb->block, pl_ce_strip_bound(pb));
+  pl_dev *dev = pl_stream_dev(s);
+  const int64_t n = pb->n, h = pb->h, v = pb->v;
+  const pl_dtype dt = pb->dt;
+  const size_t es = pl_dtype_size(dt);
+  const int bwd = pl_ce_problem_bwd(pb);
+  float *stats = NULL, *g = NULL, *nll = NULL;
+  void *y = NULL, *dx = NULL, *dw = NULL;
+  pl_status st = PL_OK;
+  PL_CE_A(2 * sizeof(float), "ce_state", &stats);
+  if (bwd) PL_CE_A((size_t)n * sizeof(float), "ce_state", &g);
+  if (pb->red != PL_CE_NONE)
+    PL_CE_A((size_t)n * sizeof(float), "ce_state", &nll);
+  else
+    nll = pb->loss;
+  PL_CE_A((size_t)nc * (size_t)v * es, "logits", &y);
+  if (bwd) {
+    /* the mean's count before any gradient */
+    PL_CE_T(pl_ce_count(s, n, pb->t, pb->ignore, stats));
+    PL_CE_T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats,
+                          pb->dloss, g));
+    PL_CE_T(pl_ce_grads(s, pb, v, &dx, &dw));
+    if (n == 0) PL_CE_T(pl_fill(s, dw, dt, (size_t)(h * v), 0.0));
+  }
+  for (int64_t r0 = 0; r0 < n; r0 += nc) {
+    const int64_t m = n - r0 < nc ? n - r0 : nc;
+    const void *xc = cptr(pb->x, dt, r0 * h);
+    /* GEMM 1: Y (m×v) = X_c (m×h) · W (h×v), stored in dt */
+    PL_CE_T(pl_gemm(s, false, false, m, v, h, 1.0f, xc, h, pb->w, v, 0.0f, y,
+                    v, dt, dt));
+    PL_CE_T(pl_ce_rows(s, y, dt, v, m, v, pb->t + r0, pb->ignore,
+                       bwd ? g + r0 : NULL, nll + r0, NULL));
+    if (!bwd) continue;
+    /* GEMM 2: dX_c (m×h) = dY (m×v) · Wᵀ, complete, straight in dt */
+    PL_CE_T(pl_gemm(s, false, true, m, h, v, 1.0f, y, v, pb->w, v, 0.0f,
+                    (char *)dx + (size_t)(r0 * h) * es, h, dt, dt));
+    /* GEMM 3: dW (h×v) (+)= X_cᵀ (h×m) · dY (m×v) */
+    PL_CE_T(pl_gemm(s, true, false, h, v, m, 1.0f, xc, h, y, v,
+                    r0 == 0 ? 0.0f : 1.0f, dw, v, dt, dt));
+  }
+  PL_CE_T(pl_ce_stats(s, n, nll, pb->t, pb->ignore, stats));
+  if (pb->red != PL_CE_NONE)
+    PL_CE_T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
+done:
+  pl_free_async(dev, y, s);
+  if (pb->red != PL_CE_NONE) pl_free_async(dev, nll, s);
+  pl_free_async(dev, g, s);
+  pl_free_async(dev, stats, s);
+  return st;
 }

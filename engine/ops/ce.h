@@ -30,7 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backend/ce.h"
+#include "plateau/optypes.h"
 #include "plateau/plateau.h"
 
 #ifdef __cplusplus
@@ -62,6 +62,11 @@ pl_status pl_ce_residual(pl_stream *s, const float *y, int64_t ldy, int64_t n,
                          int64_t vb, int64_t col0, const int32_t *t,
                          const float *lse, const float *g, void *dy,
                          pl_dtype dy_dt, int64_t lddy);
+pl_status pl_ce_rows(pl_stream *s, void *y, pl_dtype ydt, int64_t ldy,
+                     int64_t n, int64_t v, const int32_t *t, int32_t ignore,
+                     const float *g, float *nll, float *lse_out);
+pl_status pl_ce_stats(pl_stream *s, int64_t n, const float *nll,
+                      const int32_t *t, int32_t ignore, float *stats);
 pl_status pl_ce_logsoftmax(pl_stream *s, const float *y, float *logp, int64_t n,
                            int64_t v);
 pl_status pl_ce_nllgrad(pl_stream *s, int64_t n, int64_t v, const int32_t *t,
@@ -86,6 +91,13 @@ typedef struct pl_ce_meet {
   int64_t vb;        /* block: columns per strip (>= 1)                      */
   float *strip;      /* workspace n×vb f32 (tag "logits")                    */
   void *dy;          /* bf16: workspace n×vb bf16 (tag "logits"); f32: NULL  */
+  /* Optional (NULL: none): per strip c (columns [c·vb, c·vb + w_c)), a
+   * buffer of n×w_c f32 (row stride w_c) that holds this strip's logits
+   * from the forward to the backward, or NULL.  The forward's GEMM writes a
+   * kept strip there instead of the workspace; the backward reads it instead
+   * of recomputing (the same GEMM, so the same bits) and, in f32 mode, forms
+   * the residual in place in it. */
+  float *const *kept;
   /* Optional (NULL: none): events the stream waits for right before the
    * first GEMM that writes dx / dw (Ring-DTP accumulates into a gradient
    * partial that is still arriving: its hop overlaps the strip's recompute
@@ -136,6 +148,43 @@ typedef struct pl_ce_problem {
 static inline int pl_ce_problem_bwd(const pl_ce_problem *pb) {
   return (pb->dx && pb->dw) || (pb->dx_alloc && pb->dw_alloc);
 }
+/* ---- the three-GEMM head: one device, the whole vocabulary ----------------
+ * Token chunks of Nc rows meet the full W (Liger's schedule): per chunk
+ *   Y (Nc×V) = X_c·W                         GEMM 1 (logits, stored in dt)
+ *   the rows kernel: lse, nll, and in place Y := g·(softmax(Y) − onehot(t))
+ *   dX_c (Nc×H, dt) = Y·Wᵀ                   GEMM 2 (complete: k = V)
+ *   dW (H×V, dt)   (+)= X_cᵀ·Y               GEMM 3 (beta 0 at the first
+ *                                              chunk, 1 after)
+ * — three GEMMs of 2·N·H·V FLOPs each and no recompute, against the blocked
+ * schedule's four.  The row factors g (the mean's count, or dloss) are known
+ * before the first chunk (pl_ce_count), so each chunk's gradients are made at
+ * once; dX needs no accumulator.
+ *
+ * Memory bound: the chunk's logits are the one "logits" allocation, Nc·V
+ * values of dt (bf16: 2 bytes, f32: 4), and Nc is the largest row count with
+ * Nc·V·(2|4) <= N·Vb·(6|4) bytes — the blocked schedule's strip bound (an
+ * N×Vb f32 strip, plus its bf16 residual in bf16 mode; Vb = the problem's
+ * block, default PL_CE_DEFAULT_BLOCK, at most V): the same bound, three GEMMs
+ * instead of four.  Chunks are balanced (K = ceil(N/Nc_max), Nc = ceil(N/K)
+ * rounded up to 16 within the bound).  Beyond the strip: the row factors and
+ * per-token losses (8 bytes a row, "ce_state") and the caller's dX, dW.
+ *
+ * Numerics: the logits are stored in dt — in bf16 rounded once (the GEMM's
+ * output, as PyTorch's bf16 linear and Liger's head), so the loss's tolerance
+ * is the dense baseline's; the residual is formed from them in f32 and stored
+ * in dt; GEMMs accumulate in f32; in bf16 dW is rounded once per chunk (K
+ * roundings, as Liger's bf16 addmm accumulation), in f32 it accumulates in
+ * f32. */
+
+/* Rows per chunk for pb (n, v, dt, block); 0 when not even one row of V fits
+ * the strip bound (the caller then runs the blocked schedule). */
+int64_t pl_ce_head3_rows(const pl_ce_problem *pb);
+/* The strip bound both schedules keep: N·Vb·(6|4) bytes. */
+size_t pl_ce_strip_bound(const pl_ce_problem *pb);
+/* Forward (+ backward when pb asks for it) by the three-GEMM schedule; pb->w
+ * is H×V.  PL_EINVAL when pl_ce_head3_rows(pb) is 0. */
+pl_status pl_ce_head3(pl_stream *s, const pl_ce_problem *pb);
+
 /* Resolve the gradient outputs: pb's buffers, or new ones (dx_alloc mode). */
 pl_status pl_ce_grads(pl_stream *s, const pl_ce_problem *pb, int64_t dw_cols,
                       void **dx, void **dw);

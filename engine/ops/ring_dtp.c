@@ -63,6 +63,13 @@ struct pl_dtp {
   float *stats;           /* 2: the group's Σ nll, count                 */
   int have_fwd;
   size_t sent_fwd, sent_bwd;
+  pl_dtp_sched sched;     /* of pl_dtp_run (resolved)                    */
+  /* kept strips: slot s·ns + c is strip c of the meeting at step s */
+  int64_t nstrip;         /* strips per meeting, at most                 */
+  unsigned char *keep;    /* P·ns: the plan (1: kept)                    */
+  float **kept;           /* P·ns: the forward's buffers, or NULL        */
+  int64_t nkept;
+  size_t kept_bytes;
 };
 
 const char *pl_dtp_mode_name(pl_dtp_mode m) {
@@ -85,6 +92,27 @@ pl_status pl_dtp_mode_parse(const char *s, pl_dtp_mode *out) {
                       s ? s : "(null)");
 }
 
+const char *pl_dtp_sched_name(pl_dtp_sched m) {
+  switch (m) {
+  case PL_DTP_SCHED_AUTO: return "auto";
+  case PL_DTP_SCHED_CHUNKED: return "chunked";
+  case PL_DTP_SCHED_BLOCKED: return "blocked";
+  }
+  return "?";
+}
+
+pl_status pl_dtp_sched_parse(const char *s, pl_dtp_sched *out) {
+  static const char *const names[] = {"auto", "chunked", "blocked"};
+  for (int i = 0; i < 3; i++)
+    if (s && strcmp(s, names[i]) == 0) {
+      *out = (pl_dtp_sched)i;
+      return PL_OK;
+    }
+  return pl_set_error(PL_EINVAL,
+                      "schedule '%s': must be auto, chunked or blocked",
+                      s ? s : "(null)");
+}
+
 void pl_dtp_opts_default(pl_dtp_opts *o) {
   memset(o, 0, sizeof *o);
   o->mode = PL_DTP_AUTO;
@@ -92,6 +120,8 @@ void pl_dtp_opts_default(pl_dtp_opts *o) {
   o->red = PL_CE_MEAN;
   o->ignore = PL_CE_IGNORE_INDEX;
   o->overlap = 1;
+  o->sched = PL_DTP_SCHED_AUTO;
+  o->strip_budget = 0;
 }
 
 pl_dtp_mode pl_dtp_mode_of(const pl_dtp *d) { return d->mode; }
@@ -100,6 +130,9 @@ void pl_dtp_shard(const pl_dtp *d, int64_t *col0, int64_t *width) {
   *width = d->vss[d->r];
 }
 int64_t pl_dtp_block(const pl_dtp *d) { return d->vb; }
+pl_dtp_sched pl_dtp_sched_of(const pl_dtp *d) { return d->sched; }
+int64_t pl_dtp_kept_strips(const pl_dtp *d) { return d->nkept; }
+size_t pl_dtp_kept_bytes(const pl_dtp *d) { return d->kept_bytes; }
 void pl_dtp_bytes_sent(const pl_dtp *d, size_t *fwd, size_t *bwd) {
   *fwd = d->sent_fwd;
   *bwd = d->sent_bwd;
@@ -127,9 +160,10 @@ size_t pl_dtp_logits_bound(const pl_dtp *d) {
     /* forward: an n×vb f32 strip; backward: row chunks, nc×vb f32 + bf16 */
     size_t f = (size_t)d->n * (size_t)d->vb * 4;
     size_t b = (size_t)d->nc * (size_t)d->vb * 6;
-    return f > b ? f : b;
+    return (f > b ? f : b) + d->kept_bytes;
   }
-  return (size_t)rows * (size_t)d->vb * (d->dt == PL_BF16 ? 6 : 4);
+  return (size_t)rows * (size_t)d->vb * (d->dt == PL_BF16 ? 6 : 4) +
+         d->kept_bytes;
 }
 
 size_t pl_dtp_ring_bound(const pl_dtp *d) {
@@ -153,6 +187,64 @@ size_t pl_dtp_grads_scratch(const pl_dtp *d) {
   return (size_t)((d->p > 1 ? d->nc : d->n) * d->h) * sizeof(float);
 }
 
+/* Rows and shard width of the meeting at step s (visitor (r − s) mod P). */
+static void meeting_shape(const pl_dtp *d, int s, int64_t *rows,
+                          int64_t *width) {
+  int j = ((d->r - s) % d->p + d->p) % d->p;
+  const bool act = d->mode == PL_DTP_MOVE_ACT || d->p == 1;
+  *rows = act ? d->ns[j] : d->n;
+  *width = act ? d->vss[d->r] : d->vss[j];
+}
+
+/* The kept-strip plan: strips in meeting order, each kept when it still fits
+ * the budget (first fit; the same strip shapes forward and backward). */
+static pl_status plan_kept(pl_dtp *d, size_t budget) {
+  d->nstrip = (d->vmax + d->vb - 1) / d->vb;
+  size_t slots = (size_t)d->p * (size_t)(d->nstrip > 0 ? d->nstrip : 1);
+  d->keep = calloc(slots, 1);
+  d->kept = calloc(slots, sizeof(float *));
+  if (!d->keep || !d->kept)
+    return pl_set_error(PL_ENOMEM, "ring_dtp: out of host memory");
+  for (int s = 0; s < d->p && budget > 0; s++) {
+    int64_t rows, width;
+    meeting_shape(d, s, &rows, &width);
+    for (int64_t c = 0; c * d->vb < width; c++) {
+      int64_t w = width - c * d->vb < d->vb ? width - c * d->vb : d->vb;
+      size_t bytes = (size_t)rows * (size_t)w * sizeof(float);
+      if (bytes == 0 || d->kept_bytes + bytes > budget) continue;
+      d->keep[(size_t)s * d->nstrip + c] = 1;
+      d->kept_bytes += bytes;
+      d->nkept++;
+    }
+  }
+  return PL_OK;
+}
+
+/* Free the kept strips of the meeting at step s (all steps: s < 0). */
+static void free_kept(pl_dtp *d, pl_stream *st, int s) {
+  for (int q = s < 0 ? 0 : s; q < (s < 0 ? d->p : s + 1); q++)
+    for (int64_t c = 0; c < d->nstrip; c++) {
+      float **k = &d->kept[(size_t)q * d->nstrip + c];
+      if (*k) pl_free_async(d->dev, *k, st);
+      *k = NULL;
+    }
+}
+
+/* Allocate the planned kept strips of the meeting at step s. */
+static pl_status alloc_kept(pl_dtp *d, pl_stream *st, int s) {
+  int64_t rows, width;
+  meeting_shape(d, s, &rows, &width);
+  for (int64_t c = 0; c < d->nstrip; c++) {
+    size_t i = (size_t)s * d->nstrip + c;
+    if (!d->keep[i]) continue;
+    int64_t w = width - c * d->vb < d->vb ? width - c * d->vb : d->vb;
+    PL_TRY(pl_alloc_async(d->dev, PL_ARENA_DEVICE,
+                          (size_t)rows * (size_t)w * sizeof(float), "logits",
+                          st, (void **)&d->kept[i]));
+  }
+  return PL_OK;
+}
+
 pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
                         int64_t v, const pl_dtp_opts *o, pl_dtp **out) {
   *out = NULL;
@@ -164,13 +256,17 @@ pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
   /* Agree first (a rank that returns alone would hang the others). */
   int bad = (dt != PL_F32 && dt != PL_BF16) || n < 0 || h < 1 || v < 1 ||
             o->block < 0 || (unsigned)o->mode > PL_DTP_MOVE_W ||
-            (unsigned)o->red > PL_CE_NONE;
-  int64_t cfg[8] = {bad, dt, h, v, o->mode, o->block, o->red, o->ignore};
-  int64_t mx[8], mn[8];
+            (unsigned)o->red > PL_CE_NONE ||
+            (unsigned)o->sched > PL_DTP_SCHED_BLOCKED;
+  enum { NCFG = 10 };
+  int64_t cfg[NCFG] = {bad,      dt,       h,        v,
+                       o->mode,  o->block, o->red,   o->ignore,
+                       o->sched, (int64_t)o->strip_budget};
+  int64_t mx[NCFG], mn[NCFG];
   memcpy(mx, cfg, sizeof cfg);
   memcpy(mn, cfg, sizeof cfg);
-  PL_TRY(pl_host_allreduce_i64(c, mx, 8, PL_RED_MAX));
-  PL_TRY(pl_host_allreduce_i64(c, mn, 8, PL_RED_MIN));
+  PL_TRY(pl_host_allreduce_i64(c, mx, NCFG, PL_RED_MAX));
+  PL_TRY(pl_host_allreduce_i64(c, mn, NCFG, PL_RED_MIN));
   if (bad)
     return pl_set_error(PL_EINVAL,
                         "ring_dtp: dt=%s n=%lld h=%lld v=%lld block=%lld: need "
@@ -179,12 +275,17 @@ pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
                         (long long)v, (long long)o->block);
   if (mx[0])
     return pl_set_error(PL_EINVAL, "ring_dtp: another rank passed bad input");
-  for (int i = 1; i < 8; i++)
+  for (int i = 1; i < NCFG; i++)
     if (mx[i] != mn[i])
       return pl_set_error(PL_EINVAL,
                           "ring_dtp: ranks disagree on dtype, H, V or options "
                           "(field %d: %lld vs %lld)",
                           i, (long long)mn[i], (long long)mx[i]);
+  if (o->sched == PL_DTP_SCHED_CHUNKED && pl_comm_size(c) > 1)
+    return pl_set_error(PL_EINVAL,
+                        "ring_dtp: schedule chunked at P=%d: needs the whole "
+                        "vocabulary on one rank (P = 1); use auto or blocked",
+                        pl_comm_size(c));
   pl_dtp *d = calloc(1, sizeof *d);
   if (!d) return pl_set_error(PL_ENOMEM, "ring_dtp: out of host memory");
   d->comm = c;
@@ -225,6 +326,23 @@ pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
   d->vb = o->block > 0 ? o->block : PL_CE_DEFAULT_BLOCK;
   if (d->vb > d->vmax) d->vb = d->vmax;
   if (d->vb < 1) d->vb = 1;
+  /* pl_dtp_run's schedule: chunked at P = 1 when a row of V fits the strip
+   * bound (the same answer on the one rank there is) */
+  {
+    pl_ce_problem q = {.dt = dt, .n = n, .h = h, .v = v, .block = d->vb};
+    const int fits = d->p == 1 && pl_ce_head3_rows(&q) >= 1;
+    d->sched = o->sched == PL_DTP_SCHED_BLOCKED ? PL_DTP_SCHED_BLOCKED
+               : fits                           ? PL_DTP_SCHED_CHUNKED
+                                                : PL_DTP_SCHED_BLOCKED;
+    if (o->sched == PL_DTP_SCHED_CHUNKED && !fits) {
+      st = pl_set_error(PL_EINVAL,
+                        "ring_dtp: schedule chunked: n=%lld v=%lld block=%lld: "
+                        "no row of V fits the strip bound",
+                        (long long)n, (long long)v, (long long)d->vb);
+      goto fail;
+    }
+  }
+  if ((st = plan_kept(d, o->strip_budget))) goto fail;
   if (o->overlap && d->p > 1) {
     st = pl_stream_create(d->dev, &d->cs);
     if (st) goto fail;
@@ -246,6 +364,11 @@ fail:
 void pl_dtp_destroy(pl_dtp *d) {
   if (!d) return;
   if (d->dev) pl_dev_sync(d->dev);
+  if (d->kept)
+    for (int64_t i = 0; i < (int64_t)d->p * d->nstrip; i++)
+      pl_free(d->dev, d->kept[i]);
+  free(d->kept);
+  free(d->keep);
   if (d->aux) pl_free(d->dev, d->aux);
   if (d->stats) pl_free(d->dev, d->stats);
   if (d->ev_go) pl_event_destroy(d->ev_go);
@@ -428,9 +551,16 @@ static pl_ce_meet meet_w(const ring *g, int j, const void *const pay[3]) {
   return mt;
 }
 
+/* The kept strips of this step's meeting (allocated by the forward). */
+static float *const *kept_of(ring *g) {
+  return g->d->kept + (size_t)g->step * g->d->nstrip;
+}
+
 /* forward, activations move: visitor (X_j, t_j) meets W_r into C (3·N_j). */
 static pl_status fwd_act(ring *g, int j, const void *const pay[3], float *c) {
   pl_ce_meet mt = meet_act(g, j, pay);
+  PL_TRY(alloc_kept(g->d, g->s, g->step));
+  mt.kept = kept_of(g);
   PL_TRY(pl_ce_state_init(g->s, c, mt.n));
   return pl_ce_meet_fwd(g->s, &mt, c);
 }
@@ -440,6 +570,8 @@ static pl_status fwd_w(ring *g, int j, const void *const pay[3], float *c) {
   const pass *ps = g->arg;
   (void)c;
   pl_ce_meet mt = meet_w(g, j, pay);
+  PL_TRY(alloc_kept(g->d, g->s, g->step));
+  mt.kept = kept_of(g);
   return pl_ce_meet_fwd(g->s, &mt, ps->state);
 }
 
@@ -451,8 +583,11 @@ static pl_status bwd_act(ring *g, int j, const void *const pay[3], float *c) {
   pl_ce_meet mt = meet_act(g, j, pay);
   const float *aux = pay[2];
   mt.dx_wait = g->c_wait;
-  return pl_ce_meet_bwd(g->s, &mt, aux, aux + mt.n, c, g->c_beta, ps->stat,
-                        ps->stat_dt, mt.vs, g->step == 0 ? 0.0f : 1.0f);
+  mt.kept = kept_of(g);
+  PL_TRY(pl_ce_meet_bwd(g->s, &mt, aux, aux + mt.n, c, g->c_beta, ps->stat,
+                        ps->stat_dt, mt.vs, g->step == 0 ? 0.0f : 1.0f));
+  free_kept(g->d, g->s, g->step);
+  return PL_OK;
 }
 
 /* backward, weights move: X_r meets visitor W_j: C (H×|V_j|, f32) = c_beta·C
@@ -463,19 +598,29 @@ static pl_status bwd_w(ring *g, int j, const void *const pay[3], float *c) {
   pass *ps = g->arg;
   pl_ce_meet mt = meet_w(g, j, pay);
   mt.dw_wait = g->c_wait;
+  mt.kept = kept_of(g);
   const float dx_beta = g->step == 0 ? 0.0f : 1.0f;
-  if (!ps->chunk) /* f32: dX_r accumulates in dx itself */
-    return pl_ce_meet_bwd(g->s, &mt, d->aux, d->aux + d->n, ps->stat, dx_beta,
-                          c, PL_F32, mt.vs, g->c_beta);
+  if (!ps->chunk) { /* f32: dX_r accumulates in dx itself */
+    PL_TRY(pl_ce_meet_bwd(g->s, &mt, d->aux, d->aux + d->n, ps->stat, dx_beta,
+                          c, PL_F32, mt.vs, g->c_beta));
+    free_kept(d, g->s, g->step);
+    return PL_OK;
+  }
   /* bf16: row chunks [r0, r0 + nc) of X_r meet W_j; the chunk's dX rows are
    * summed over the strips in the f32 chunk buffer (seeded from dx after the
    * first meeting), then rounded back into dx; every chunk adds its rows'
    * share to the dW_j partial C. */
   const size_t es = pl_dtype_size(d->dt);
-  if (d->n == 0)
+  if (d->n == 0) {
+    mt.kept = NULL; /* nothing was kept for 0 rows */
     return pl_ce_meet_bwd(g->s, &mt, d->aux, d->aux, NULL, 0.0f, c, PL_F32,
                           mt.vs, g->c_beta);
-  for (int64_t r0 = 0; r0 < d->n; r0 += d->nc) {
+  }
+  /* a row chunk reads rows [r0, r0 + nc) of each kept n×w_c strip */
+  float **kc = calloc((size_t)(d->nstrip > 0 ? d->nstrip : 1), sizeof(float *));
+  if (!kc) return pl_set_error(PL_ENOMEM, "ring_dtp: out of host memory");
+  pl_status st = PL_OK;
+  for (int64_t r0 = 0; r0 < d->n && st == PL_OK; r0 += d->nc) {
     int64_t rows = d->n - r0 < d->nc ? d->n - r0 : d->nc;
     char *dxr = (char *)ps->stat + (size_t)(r0 * d->h) * es;
     size_t cnt = (size_t)(rows * d->h);
@@ -484,14 +629,22 @@ static pl_status bwd_w(ring *g, int j, const void *const pay[3], float *c) {
     mc.x = (const char *)ps->x + (size_t)(r0 * d->h) * es;
     mc.t = ps->t + r0;
     mc.dw_wait = r0 == 0 ? g->c_wait : NULL;
+    for (int64_t q = 0; q < d->nstrip; q++) {
+      int64_t w = mt.vs - q * d->vb < d->vb ? mt.vs - q * d->vb : d->vb;
+      kc[q] = mt.kept[q] ? mt.kept[q] + r0 * w : NULL;
+    }
+    mc.kept = kc;
     if (dx_beta != 0.0f)
-      PL_TRY(pl_convert(g->s, ps->chunk, PL_F32, dxr, d->dt, cnt));
-    PL_TRY(pl_ce_meet_bwd(g->s, &mc, d->aux + r0, d->aux + d->n + r0,
+      st = pl_convert(g->s, ps->chunk, PL_F32, dxr, d->dt, cnt);
+    if (st == PL_OK)
+      st = pl_ce_meet_bwd(g->s, &mc, d->aux + r0, d->aux + d->n + r0,
                           ps->chunk, dx_beta, c, PL_F32, mt.vs,
-                          r0 == 0 ? g->c_beta : 1.0f));
-    PL_TRY(pl_convert(g->s, dxr, d->dt, ps->chunk, PL_F32, cnt));
+                          r0 == 0 ? g->c_beta : 1.0f);
+    if (st == PL_OK) st = pl_convert(g->s, dxr, d->dt, ps->chunk, PL_F32, cnt);
   }
-  return PL_OK;
+  free(kc);
+  if (st == PL_OK) free_kept(d, g->s, g->step);
+  return st;
 }
 
 /* ---- allocation helpers -------------------------------------------------- */
@@ -536,6 +689,7 @@ pl_status pl_dtp_forward(pl_dtp *d, pl_stream *s, const void *x,
   const size_t es = pl_dtype_size(d->dt);
   d->sent_fwd = 0;
   d->have_fwd = 0;
+  free_kept(d, s, -1); /* a forward with no backward after it */
   if (d->aux) {
     pl_free_async(d->dev, d->aux, s);
     d->aux = NULL;
@@ -686,4 +840,24 @@ pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
 done:
   release(&a);
   return st;
+}
+
+/* ---- forward + backward in one call ---------------------------------------- */
+
+pl_status pl_dtp_run(pl_dtp *d, pl_stream *s, const void *x, const int32_t *t,
+                     const void *w, const float *dloss, float *loss, void *dx,
+                     void *dw) {
+  if (d->sched != PL_DTP_SCHED_CHUNKED) {
+    PL_TRY(pl_dtp_forward(d, s, x, t, w, loss));
+    return pl_dtp_backward(d, s, x, t, w, dloss, dx, dw);
+  }
+  /* P = 1: the three-GEMM schedule over the whole vocabulary */
+  d->sent_fwd = d->sent_bwd = 0;
+  d->have_fwd = 0;
+  free_kept(d, s, -1);
+  pl_ce_problem pb = {.dt = d->dt, .n = d->n, .h = d->h, .v = d->v,
+                      .red = d->o.red, .ignore = d->o.ignore, .block = d->vb,
+                      .x = x, .t = t, .w = w, .dloss = dloss, .loss = loss,
+                      .dx = dx, .dw = dw};
+  return pl_ce_head3(s, &pb);
 }

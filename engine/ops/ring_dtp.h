@@ -15,7 +15,14 @@
  * partial, or dW_j partial) travels with it and lands home after the last
  * meeting.  The next hop's send/receive runs on a comm stream while the current
  * meeting computes (double-buffered payloads and gradient partials, events).
- * P = 1 is the blocked fused head.
+ * A strip budget keeps the forward's logit strips (first fit, in meeting
+ * order) for the backward, which then skips their recompute GEMM: the same
+ * GEMM's bits, so the results do not change.
+ *
+ * P = 1: forward and backward called apart run the blocked fused head; the
+ * fused call pl_dtp_run runs the three-GEMM schedule there (ops/ce.h,
+ * pl_ce_head3: token chunks against the whole vocabulary, no recompute) in
+ * the same strip bound, unless the schedule asked is "blocked".
  *
  * The objective is that of the concatenated problem: the loss of all P·N
  * tokens against the full W (mean over all the group's non-ignored targets),
@@ -38,12 +45,26 @@ typedef enum pl_dtp_mode {
 const char *pl_dtp_mode_name(pl_dtp_mode m); /* "auto" "act" "weights" */
 pl_status pl_dtp_mode_parse(const char *s, pl_dtp_mode *out);
 
+/* What pl_dtp_run runs. */
+typedef enum pl_dtp_sched {
+  PL_DTP_SCHED_AUTO = 0,    /* chunked at P = 1 when a row of V fits the
+                               strip bound, blocked otherwise               */
+  PL_DTP_SCHED_CHUNKED = 1, /* three GEMMs, token chunks (P = 1 only)       */
+  PL_DTP_SCHED_BLOCKED = 2, /* the ring's meetings, block by block          */
+} pl_dtp_sched;
+
+const char *pl_dtp_sched_name(pl_dtp_sched s); /* "auto" "chunked" "blocked" */
+pl_status pl_dtp_sched_parse(const char *s, pl_dtp_sched *out);
+
 typedef struct pl_dtp_opts {
   pl_dtp_mode mode;
   int64_t block;       /* columns per strip; 0: PL_CE_DEFAULT_BLOCK          */
   pl_ce_reduction red;
   int32_t ignore;      /* PL_CE_IGNORE_INDEX                                 */
   int overlap;         /* 1: comm stream + events (default); 0: in-line      */
+  pl_dtp_sched sched;  /* of pl_dtp_run (default auto)                       */
+  size_t strip_budget; /* blocked schedule: bytes of f32 logit strips kept
+                          from the forward for the backward (0: none)       */
 } pl_dtp_opts;
 
 void pl_dtp_opts_default(pl_dtp_opts *o);
@@ -62,10 +83,18 @@ pl_dtp_mode pl_dtp_mode_of(const pl_dtp *d);
 void pl_dtp_shard(const pl_dtp *d, int64_t *col0, int64_t *width);
 /* Columns per strip actually used. */
 int64_t pl_dtp_block(const pl_dtp *d);
+/* The schedule pl_dtp_run runs (never AUTO). */
+pl_dtp_sched pl_dtp_sched_of(const pl_dtp *d);
+/* Strips the blocked schedule keeps from the forward for the backward under
+ * the strip budget (the plan, fixed at create: first fit in meeting order),
+ * and their bytes (<= the budget). */
+int64_t pl_dtp_kept_strips(const pl_dtp *d);
+size_t pl_dtp_kept_bytes(const pl_dtp *d);
 /* Largest bytes one hop sends (forward; backward incl. the gradient). */
 void pl_dtp_hop_bytes(const pl_dtp *d, size_t *fwd, size_t *bwd);
 /* The strip bound of the "logits" tag: max rows of a meeting × Vb × (4, +2
- * in bf16 for the residual). */
+ * in bf16 for the residual), plus the kept strips (pl_dtp_kept_bytes).  The
+ * chunked schedule of pl_dtp_run keeps within the same strip bound. */
 size_t pl_dtp_logits_bound(const pl_dtp *d);
 
 /* The bound of the "ring" tag (hop buffers): payload buffers (one at P = 2,
@@ -102,6 +131,14 @@ pl_status pl_dtp_forward(pl_dtp *d, pl_stream *s, const void *x,
 pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
                           const int32_t *t, const void *w, const float *dloss,
                           void *dx, void *dw);
+
+/* Forward and backward in one call (what a training step runs): the chunked
+ * schedule at P = 1 (pl_dtp_sched_of; no saved state, no scratch: every
+ * chunk's gradients are made from its complete softmax), otherwise
+ * pl_dtp_forward then pl_dtp_backward.  Arguments as those two. */
+pl_status pl_dtp_run(pl_dtp *d, pl_stream *s, const void *x, const int32_t *t,
+                     const void *w, const float *dloss, float *loss, void *dx,
+                     void *dw);
 
 /* Bytes sent by this rank in the last forward / backward (payload + state or
  * gradient partials). */

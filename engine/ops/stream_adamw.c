@@ -13,14 +13,29 @@
  *          may span tensors; one launch per tensor piece) ; record ev_cmp[j]
  *     D2H: wait ev_cmp[j] ; master, m, v slot j -> host ; record ev_d2h[j]
  *   CPU buckets nb−ncpu .. nb−1 (hybrid), on a host thread, concurrently:
- *     gradient piece device -> host slot (HYB stream, prefetched one bucket
- *     ahead), SIMD AdamW in place on the pinned master/m/v writing bf16 into a
- *     host slot, bf16 weights host -> device (HYB); two host slots.
- *   S waits for the last event of each of the four streams.
+ *     every CPU bucket's gradient device -> host at once, first (HYB stream,
+ *     an event per bucket: 2 bytes a parameter, ahead of the GPU buckets'
+ *     12-byte master/m/v copies on the same direction of the link, so the
+ *     CPU never waits behind them), then bucket by bucket the SIMD AdamW in
+ *     place on the pinned master/m/v writing bf16 weights (over their own
+ *     bf16 gradients in the host buffer; f32 or host gradients: a weights
+ *     buffer), and the weights host -> device (HYB_UP stream).
+ *   S waits for the last event of each of the five streams.
  *
  * Link bytes per param: GPU bucket 12 each way (+2 or 4 H2D if gradients are
  * on the host); CPU bucket 2 each way (gradient down, bf16 weight up).
  * Device memory: s·β·(12 [+ gradient bytes]) <= s·β·16 (tag optim_staging).
+ * Pinned host memory of the hybrid (tag optim_hybrid): the CPU share's
+ * gradients, cap·β·gsz (cap: the CPU buckets a fixed share gives, every
+ * bucket with share auto), plus cap·β·2 of weights with f32 or host
+ * gradients.
+ *
+ * The hybrid's share when auto: share_init at the first step, then after
+ * every step r_cpu / (r_cpu + r_gpu), each rate the parameters that engine
+ * updated over its own time in that step (the CPU thread's wall time; the
+ * GPU path from its first copy up to its last copy down), both measured
+ * while the other engine ran: the split at which both finish together.  The
+ * first steps converge it (a bench's warm-ups). 
  * On the CPU backend every stream runs in issue order, so the same schedule
  * runs serialized (and the hybrid thread really runs concurrently). */
 #include "ops/stream_adamw.h"
@@ -61,21 +76,23 @@ struct pl_stream_adamw {
   size_t slot_elems, slot_bytes;
   int nslots;
   char **slot;
-  pl_stream *h2d, *cmp, *d2h, *hyb;
+  pl_stream *h2d, *cmp, *d2h, *hyb, *hyb_up;
   pl_event **ev_h2d, **ev_cmp, **ev_d2h;
   int *slot_used;
-  pl_event *ev_start, *ev_end[4], *ev_gpu0, *ev_gpu1;
+  pl_event *ev_start, *ev_end[5], *ev_gpu0, *ev_gpu1;
   /* host state */
   float *p, *m, *v;
   int own_state;
   /* norm */
   size_t npart;
   double *dpart, *hpart;
-  /* hybrid host slots */
+  /* hybrid host buffers: cap CPU buckets of gradients (and weights) */
   int hybrid;
-  void *hg[2];
-  pl_bf16 *hw[2];
-  pl_event *ev_hg[2], *ev_hw[2];
+  size_t cap;
+  void *hg;
+  pl_bf16 *hw;         /* NULL: the weights go over the bf16 gradients */
+  pl_event **ev_bg;    /* cap: a CPU bucket's gradients are on the host */
+  pl_event *ev_up;     /* the CPU share's last weights are on the device */
   int simd_path;
   /* per step */
   int64_t t;
@@ -140,19 +157,18 @@ void pl_stream_adamw_destroy(pl_stream_adamw *o) {
   destroy_events(o->ev_d2h, o->nslots);
   free(o->slot_used);
   pl_event_destroy(o->ev_start);
-  for (int i = 0; i < 4; i++) pl_event_destroy(o->ev_end[i]);
+  for (int i = 0; i < 5; i++) pl_event_destroy(o->ev_end[i]);
   pl_event_destroy(o->ev_gpu0);
   pl_event_destroy(o->ev_gpu1);
-  for (int i = 0; i < 2; i++) {
-    pl_free(o->dev, o->hg[i]);
-    pl_free(o->dev, o->hw[i]);
-    pl_event_destroy(o->ev_hg[i]);
-    pl_event_destroy(o->ev_hw[i]);
-  }
+  pl_free(o->dev, o->hg);
+  pl_free(o->dev, o->hw);
+  destroy_events(o->ev_bg, (int)o->cap);
+  pl_event_destroy(o->ev_up);
   if (o->h2d) pl_stream_destroy(o->h2d);
   if (o->cmp) pl_stream_destroy(o->cmp);
   if (o->d2h) pl_stream_destroy(o->d2h);
   if (o->hyb) pl_stream_destroy(o->hyb);
+  if (o->hyb_up) pl_stream_destroy(o->hyb_up);
   if (o->own_state) {
     pl_free(o->dev, o->p);
     pl_free(o->dev, o->m);
@@ -203,6 +219,25 @@ static pl_status build_buckets(pl_stream_adamw *o) {
     B->nseg = o->nsegs - B->seg0;
   }
   return PL_OK;
+}
+
+/* The most CPU buckets a step can have: share·nb rounded (at least 1), or
+ * every bucket when auto. */
+static size_t hybrid_cap(size_t nb, double share) {
+  if (share < 0) return nb;
+  double x = share * (double)nb + 0.5;
+  return x < 1 ? 1 : (size_t)x < nb ? (size_t)x : nb;
+}
+
+size_t pl_stream_adamw_hybrid_bytes(size_t theta,
+                                    const pl_stream_adamw_cfg *cfg) {
+  if (cfg->share == 0 || theta == 0 || cfg->bucket == 0) return 0;
+  size_t nb = (theta + cfg->bucket - 1) / cfg->bucket;
+  size_t elems = hybrid_cap(nb, cfg->share) *
+                 (cfg->bucket < theta ? cfg->bucket : theta);
+  size_t gsz = pl_dtype_size(cfg->grad_dtype);
+  return elems * ((cfg->grad_on_host ? 0 : gsz) +
+                  (cfg->grad_on_host || cfg->grad_dtype != PL_BF16 ? 2 : 0));
 }
 
 pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
@@ -319,23 +354,32 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
       (st = pl_stream_create(dev, &o->cmp)) ||
       (st = pl_stream_create(dev, &o->d2h)) ||
       (st = pl_stream_create(dev, &o->hyb)) ||
+      (st = pl_stream_create(dev, &o->hyb_up)) ||
       (st = pl_event_create(dev, &o->ev_start)) ||
       (st = pl_event_create(dev, &o->ev_gpu0)) ||
       (st = pl_event_create(dev, &o->ev_gpu1)))
     goto fail;
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 5; i++)
     if ((st = pl_event_create(dev, &o->ev_end[i]))) goto fail;
-  if (o->hybrid)
-    for (int i = 0; i < 2; i++) {
-      if ((!cfg->grad_on_host &&
-           (st = pl_alloc(dev, PL_ARENA_HOST, o->slot_elems * o->gsz,
-                          "optim_hybrid", &o->hg[i]))) ||
-          (st = pl_alloc(dev, PL_ARENA_HOST, o->slot_elems * 2,
-                         "optim_hybrid", (void **)&o->hw[i])) ||
-          (st = pl_event_create(dev, &o->ev_hg[i])) ||
-          (st = pl_event_create(dev, &o->ev_hw[i])))
-        goto fail;
+  if (o->hybrid) {
+    o->cap = hybrid_cap(o->nb, cfg->share);
+    size_t elems = o->cap * o->slot_elems;
+    const int wbuf = cfg->grad_on_host || cfg->grad_dtype != PL_BF16;
+    o->ev_bg = calloc(o->cap, sizeof(pl_event *));
+    if (!o->ev_bg) {
+      st = pl_set_error(PL_ENOMEM, "stream_adamw: hybrid events");
+      goto fail;
     }
+    if ((!cfg->grad_on_host &&
+         (st = pl_alloc(dev, PL_ARENA_HOST, elems * o->gsz, "optim_hybrid",
+                        &o->hg))) ||
+        (wbuf && (st = pl_alloc(dev, PL_ARENA_HOST, elems * 2, "optim_hybrid",
+                                (void **)&o->hw))) ||
+        (st = pl_event_create(dev, &o->ev_up)))
+      goto fail;
+    for (size_t i = 0; i < o->cap; i++)
+      if ((st = pl_event_create(dev, &o->ev_bg[i]))) goto fail;
+  }
   /* device allocations are ordered on the default stream: make them
    * complete before other streams use them */
   if ((st = pl_stream_sync(pl_dev_stream(dev)))) goto fail;
@@ -397,32 +441,35 @@ typedef struct cpu_job {
   double ms;
 } cpu_job;
 
-/* Gradient pieces of bucket b device -> host slot h (on HYB). */
-static pl_status cpu_fetch(pl_stream_adamw *o, size_t b, int h) {
+/* Gradient pieces of CPU bucket b (the i-th) device -> its host buffer (on
+ * HYB), then its event. */
+static pl_status cpu_fetch(pl_stream_adamw *o, size_t b, size_t i) {
   bucket *B = &o->bk[b];
+  char *dst = (char *)o->hg + i * o->slot_elems * o->gsz;
   for (size_t q = 0; q < B->nseg; q++) {
     seg *S = &o->segs[B->seg0 + q];
     PL_TRY(pl_memcpy_async(
-        o->hyb, (char *)o->hg[h] + S->boff * o->gsz,
+        o->hyb, dst + S->boff * o->gsz,
         (const char *)o->params[S->param].grad + S->off * o->gsz,
         S->len * o->gsz));
   }
-  return pl_event_record(o->ev_hg[h], o->hyb);
+  return pl_event_record(o->ev_bg[i], o->hyb);
 }
 
 static pl_status cpu_run(cpu_job *J) {
   pl_stream_adamw *o = J->o;
   PL_TRY(pl__adamw_bind_thread(o->dev));
-  int on_host = o->cfg.grad_on_host;
-  int used[2] = {0, 0};
-  if (J->b0 < J->b1 && !on_host) PL_TRY(cpu_fetch(o, J->b0, 0));
+  const int on_host = o->cfg.grad_on_host;
+  /* every CPU bucket's gradients down first, in bucket order */
+  if (!on_host)
+    for (size_t b = J->b0; b < J->b1; b++) PL_TRY(cpu_fetch(o, b, b - J->b0));
   for (size_t b = J->b0; b < J->b1; b++) {
-    int h = (int)((b - J->b0) & 1);
+    const size_t i = b - J->b0;
     bucket *B = &o->bk[b];
-    /* prefetch the next bucket's gradients into the other host slot (its
-     * previous gradients were consumed by the update of bucket b−1) */
-    if (!on_host && b + 1 < J->b1) PL_TRY(cpu_fetch(o, b + 1, h ^ 1));
-    if (used[h]) PL_TRY(pl_event_sync(o->ev_hw[h])); /* weights slot free */
+    /* the weights: into their own buffer, or over the bucket's bf16
+     * gradients (each element read before it is written) */
+    pl_bf16 *w = o->hw ? o->hw + i * o->slot_elems
+                       : (pl_bf16 *)((char *)o->hg + i * o->slot_elems * o->gsz);
     if (on_host) {
       for (size_t q = 0; q < B->nseg; q++) {
         seg *S = &o->segs[B->seg0 + q];
@@ -430,26 +477,24 @@ static pl_status cpu_run(cpu_job *J) {
         PL_TRY(pl__cpu_adamw_simd(
             (pl_simd_path)o->simd_path, o->cfg.cpu_threads, o->p + f, o->m + f,
             o->v + f, (const char *)o->params[S->param].grad + S->off * o->gsz,
-            o->cfg.grad_dtype, o->hw[h] + S->boff, S->len, &o->k));
+            o->cfg.grad_dtype, w + S->boff, S->len, &o->k));
       }
     } else {
-      PL_TRY(pl_event_sync(o->ev_hg[h]));
+      PL_TRY(pl_event_sync(o->ev_bg[i]));
       PL_TRY(pl__cpu_adamw_simd((pl_simd_path)o->simd_path, o->cfg.cpu_threads,
                                 o->p + B->lo, o->m + B->lo, o->v + B->lo,
-                                o->hg[h], o->cfg.grad_dtype, o->hw[h], B->n,
-                                &o->k));
+                                (const char *)o->hg +
+                                    i * o->slot_elems * o->gsz,
+                                o->cfg.grad_dtype, w, B->n, &o->k));
     }
     for (size_t q = 0; q < B->nseg; q++) {
       seg *S = &o->segs[B->seg0 + q];
-      PL_TRY(pl_memcpy_async(o->hyb, o->params[S->param].weight + S->off,
-                             o->hw[h] + S->boff, S->len * 2));
+      PL_TRY(pl_memcpy_async(o->hyb_up, o->params[S->param].weight + S->off,
+                             w + S->boff, S->len * 2));
     }
-    PL_TRY(pl_event_record(o->ev_hw[h], o->hyb));
-    used[h] = 1;
   }
-  for (int h = 0; h < 2; h++)
-    if (used[h]) PL_TRY(pl_event_sync(o->ev_hw[h]));
-  return PL_OK;
+  PL_TRY(pl_event_record(o->ev_up, o->hyb_up));
+  return pl_event_sync(o->ev_up);
 }
 
 static void *cpu_thread(void *arg) {
@@ -498,6 +543,7 @@ pl_status pl_stream_adamw_step(pl_stream_adamw *o, pl_stream *s) {
   PL_TRY(pl_stream_wait(o->cmp, o->ev_start));
   PL_TRY(pl_stream_wait(o->d2h, o->ev_start));
   PL_TRY(pl_stream_wait(o->hyb, o->ev_start));
+  PL_TRY(pl_stream_wait(o->hyb_up, o->ev_start));
 
   /* 1. clipping norm from all gradients, before any update */
   PL_TRY(clip_scale(o, s, &L.gscale, &L.sumsq));
@@ -509,7 +555,7 @@ pl_status pl_stream_adamw_step(pl_stream_adamw *o, pl_stream *s) {
   if (o->hybrid) {
     double x = o->share * (double)o->nb + 0.5;
     ncpu = x < 0 ? 0 : (size_t)x;
-    if (ncpu > o->nb) ncpu = o->nb;
+    if (ncpu > o->cap) ncpu = o->cap;
   }
   size_t ngpu = o->nb - ncpu;
   L.share = o->nb ? (double)ncpu / (double)o->nb : 0;
@@ -589,8 +635,8 @@ pl_status pl_stream_adamw_step(pl_stream_adamw *o, pl_stream *s) {
   if (st != PL_OK) return st;
 
   /* 5. S waits for everything */
-  pl_stream *all[4] = {o->h2d, o->cmp, o->d2h, o->hyb};
-  for (int i = 0; i < 4; i++) {
+  pl_stream *all[5] = {o->h2d, o->cmp, o->d2h, o->hyb, o->hyb_up};
+  for (int i = 0; i < 5; i++) {
     PL_TRY(pl_event_record(o->ev_end[i], all[i]));
     PL_TRY(pl_stream_wait(s, o->ev_end[i]));
   }

@@ -73,6 +73,13 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
                                  const pl_adamw_param *params,
                                  pl_stream_adamw **out);
 void pl_stream_adamw_destroy(pl_stream_adamw *o);
+/* Pinned host bytes of the hybrid's buffers (tag optim_hybrid) for theta
+ * params under cfg: the CPU share's gradients, cap·β·gsz (cap: the buckets
+ * share·nb rounds to, at least 1, or every bucket when auto), plus cap·β·2 of
+ * bf16 weights with f32 or host gradients (bf16 ones are overwritten by the
+ * weights); 0 without a hybrid share. */
+size_t pl_stream_adamw_hybrid_bytes(size_t theta,
+                                    const pl_stream_adamw_cfg *cfg);
 pl_adamw_state pl_stream_adamw_state(pl_stream_adamw *o);
 size_t pl_stream_adamw_nbuckets(const pl_stream_adamw *o);
 /* Device staging bytes allocated (the s·β·16 bound's actual value). */

@@ -4,7 +4,9 @@
  * forcing it is PL_EUNSUPPORTED), for sizes around every vector width and
  * block boundary, 1..3 threads, f32 and bf16 gradients, with and without the
  * bf16 refresh, on adversarial values (bf16 ties, overflow, denormals, NaN,
- * inf); PLATEAU_SIMD selects the path. */
+ * inf); with the weights aligned (non-temporal stores) at every offset of a
+ * vector, and written in place over their bf16 gradients; PLATEAU_SIMD
+ * selects the path. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -107,6 +109,46 @@ static void check_path(pl_simd_path path) {
           checked++;
         }
   ck_assert_int_eq(checked, NSIZES * 12);
+  /* Aligned weights (the non-temporal stores), at every offset of a vector
+   * (aligned and not), and the weights written over their own bf16
+   * gradients in place (the hybrid's host slot), 1..3 threads. */
+  float *ap = aligned_alloc(64, N * 4 + 64), *am = aligned_alloc(64, N * 4 + 64),
+        *av = aligned_alloc(64, N * 4 + 64);
+  pl_bf16 *aw = aligned_alloc(64, N * 2 + 128);
+  for (size_t off = 0; off < 24; off += 5)
+    for (int nt = 1; nt <= 3; nt++)
+      for (int inplace = 0; inplace < 2; inplace++) {
+        size_t n = N - off;
+        pl_adamw_scalars k = pl_adamw_scalars_make(&hp, 3, 1.0f);
+        memcpy(ap + off, p, n * 4);
+        memcpy(am + off, m, n * 4);
+        memcpy(av + off, v, n * 4);
+        memcpy(rp, p, n * 4);
+        memcpy(rm, m, n * 4);
+        memcpy(rv, v, n * 4);
+        pl_adamw_ref_update(rp, rm, rv, gb, PL_BF16, rw, n, &k);
+        const void *gg = gb;
+        if (inplace) {
+          memcpy(aw + off, gb, n * 2);
+          gg = aw + off;
+        } else {
+          memset(aw, 0xff, N * 2 + 128);
+        }
+        ck_assert_int_eq(pl__cpu_adamw_simd(path, nt, ap + off, am + off,
+                                            av + off, gg, PL_BF16, aw + off,
+                                            n, &k),
+                         PL_OK);
+        ck_assert_msg(tl_cmp_f32("p", ap + off, rp, n, msg, sizeof msg) &&
+                          tl_cmp_f32("m", am + off, rm, n, msg, sizeof msg) &&
+                          tl_cmp_f32("v", av + off, rv, n, msg, sizeof msg) &&
+                          tl_cmp_bf16("w", aw + off, rw, n, msg, sizeof msg),
+                      "path %s aligned off=%zu threads=%d inplace=%d: %s",
+                      pl_simd_path_name(path), off, nt, inplace, msg);
+      }
+  free(ap);
+  free(am);
+  free(av);
+  free(aw);
   free(p);
   free(m);
   free(v);

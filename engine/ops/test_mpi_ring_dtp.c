@@ -12,7 +12,9 @@
  * the tracked "logits" peak ≤ pl_dtp_logits_bound and below what the dense
  * baseline needs for the same rank's batch; the "ring" peak equals
  * pl_dtp_ring_bound (two gradient partials); the "grads" peak equals the
- * caller's dx + dw + pl_dtp_grads_scratch (no f32 gradient copies).  Verdicts are agreed over the
+ * caller's dx + dw + pl_dtp_grads_scratch (no f32 gradient copies).
+ * pl_dtp_run (the three-GEMM schedule at P = 1) over the same table; kept
+ * logit strips (a strip budget) change no bit.  Verdicts are agreed over the
  * ranks before asserting, so a failure on one rank cannot hang the others. */
 #include <check.h>
 #include <omp.h>
@@ -56,9 +58,13 @@ static int agree(int ok) {
   return (int)v;
 }
 
-/* One Ring-DTP run of case c; returns 1 when this rank's results match. */
-static int run_ring(const rcase *c, pl_dtype dt, pl_ce_reduction red,
-                    pl_dtp_mode mode, int overlap) {
+/* One Ring-DTP run of case c — forward and backward apart (api 0) or
+ * pl_dtp_run (api 1), with a strip budget — returns 1 when this rank's
+ * results match; *out (when out != NULL) gets loss, dx, dw as read back (a
+ * malloc'd array) for bit comparisons between runs. */
+static int run_ring_x(const rcase *c, pl_dtype dt, pl_ce_reduction red,
+                      pl_dtp_mode mode, int overlap, int api, size_t budget,
+                      double **out, size_t *nout) {
   int64_t ntot = 0, off = 0;
   for (int q = 0; q < P; q++) {
     if (q == R) off = ntot;
@@ -79,6 +85,7 @@ static int run_ring(const rcase *c, pl_dtype dt, pl_ce_reduction red,
   o.block = c->block;
   o.red = red;
   o.overlap = overlap;
+  o.strip_budget = budget;
   pl_dtp *d = NULL;
   pl_status st = pl_dtp_create(comm, dt, n, h, v, &o, &d);
   ck_assert_msg(st == PL_OK, "create: %s", pl_last_error());
@@ -114,10 +121,21 @@ static int run_ring(const rcase *c, pl_dtype dt, pl_ce_reduction red,
   void *dw = dev_poison(dev, (size_t)(h * vs), dt, "grads");
   pl_stream *s = pl_dev_stream(dev);
   pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
-  st = pl_dtp_forward(d, s, x, t, w, loss);
-  ck_assert_msg(st == PL_OK, "forward: %s", pl_last_error());
-  st = pl_dtp_backward(d, s, x, t, w, red == PL_CE_NONE ? dl : NULL, dx, dw);
-  ck_assert_msg(st == PL_OK, "backward: %s", pl_last_error());
+  /* pl_dtp_run runs the three-GEMM schedule at P = 1 (a row of V fits the
+   * strip bound in every case here but the tiny-block one) */
+  const int chunked = api && pl_dtp_sched_of(d) == PL_DTP_SCHED_CHUNKED;
+  ck_assert_int_eq(pl_dtp_sched_of(d) == PL_DTP_SCHED_CHUNKED,
+                   P == 1 && (int64_t)pl_dtp_block(d) * n * (dt == PL_BF16 ? 3 : 1) >= v);
+  if (api) {
+    st = pl_dtp_run(d, s, x, t, w, red == PL_CE_NONE ? dl : NULL, loss, dx,
+                    dw);
+    ck_assert_msg(st == PL_OK, "run: %s", pl_last_error());
+  } else {
+    st = pl_dtp_forward(d, s, x, t, w, loss);
+    ck_assert_msg(st == PL_OK, "forward: %s", pl_last_error());
+    st = pl_dtp_backward(d, s, x, t, w, red == PL_CE_NONE ? dl : NULL, dx, dw);
+    ck_assert_msg(st == PL_OK, "backward: %s", pl_last_error());
+  }
   ck_assert_int_eq(pl_dev_sync(dev), PL_OK);
   size_t lpeak = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "logits");
   size_t bound = pl_dtp_logits_bound(d);
@@ -127,7 +145,8 @@ static int run_ring(const rcase *c, pl_dtype dt, pl_ce_reduction red,
    * f32 copy of dW_r, no f32 home for the travelling total) */
   size_t gpeak = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "grads");
   size_t gbound = (size_t)(n * h + h * vs) * pl_dtype_size(dt) +
-                  pl_dtp_grads_scratch(d);
+                  (chunked ? 0 : pl_dtp_grads_scratch(d));
+  size_t kept = chunked ? 0 : pl_dtp_kept_bytes(d);
   double *gl = dev_down(dev, loss, nl, PL_F32);
   double *gdx = dev_down(dev, dx, (size_t)(n * h), dt);
   double *gdw = dev_down(dev, dw, (size_t)(h * vs), dt);
@@ -138,13 +157,18 @@ static int run_ring(const rcase *c, pl_dtype dt, pl_ce_reduction red,
   const double *rl_s = red == PL_CE_NONE ? rl + off : rl;
   int f32 = dt == PL_F32;
   int cpu = pl_dev_backend(dev) == PL_BACKEND_CPU;
-  double tl = f32 ? (cpu ? 1e-6 : 1e-5) : 2e-5;
+  /* bf16: the three-GEMM schedule rounds its logits to bf16 (as the dense
+   * baseline), the meetings keep f32 strips */
+  double tl = f32 ? (cpu ? 1e-6 : 1e-5) : chunked ? 1e-2 : 2e-5;
   double tg = f32 ? (cpu ? 1e-6 : 1e-5) : 2e-2;
   char what[200];
-  snprintf(what, sizeof what, "r%d/%d %s %s %s n=%lld v=%lld vb=%lld ov=%d", R,
-           P, pl_dtp_mode_name(pl_dtp_mode_of(d)), pl_dtype_name(dt),
+  snprintf(what, sizeof what,
+           "r%d/%d %s %s %s n=%lld v=%lld vb=%lld ov=%d %s kept=%lld", R, P,
+           pl_dtp_mode_name(pl_dtp_mode_of(d)), pl_dtype_name(dt),
            pl_ce_reduction_name(red), (long long)n, (long long)v,
-           (long long)pl_dtp_block(d), overlap);
+           (long long)pl_dtp_block(d), overlap,
+           api ? pl_dtp_sched_name(pl_dtp_sched_of(d)) : "apart",
+           (long long)pl_dtp_kept_strips(d));
   char buf[260];
   int ok = 1;
   int64_t cnt = 0;
@@ -162,6 +186,12 @@ static int run_ring(const rcase *c, pl_dtype dt, pl_ce_reduction red,
     fprintf(stderr, "%s: logits peak %zu > bound %zu\n", what, lpeak, bound);
     ok = 0;
   }
+  /* kept strips: within the budget, and really held to the backward */
+  if (pl_dtp_kept_bytes(d) > budget || !(lpeak >= kept)) {
+    fprintf(stderr, "%s: kept %zu (budget %zu), logits peak %zu\n", what,
+            pl_dtp_kept_bytes(d), budget, lpeak);
+    ok = 0;
+  }
   /* the hop buffers: exactly what the schedule needs (a bound that is also
    * reached, so a leaked or extra buffer fails) */
   if (!(rpeak <= rbound) || (P > 1 && ntot > 0 && rpeak != rbound)) {
@@ -176,9 +206,16 @@ static int run_ring(const rcase *c, pl_dtype dt, pl_ce_reduction red,
   /* the dense head on this rank's batch needs 3·N_r·V·4 of logits (f32
    * logits, log-probabilities and their gradient: baselines/dense_ce.h) */
   const size_t dense = (size_t)3 * (size_t)n * (size_t)v * 4;
-  if (n > 0 && v > pl_dtp_block(d) && !(dense > bound)) {
+  if (n > 0 && v > pl_dtp_block(d) && !(dense > bound - pl_dtp_kept_bytes(d))) {
     fprintf(stderr, "%s: dense %zu not above bound %zu\n", what, dense, bound);
     ok = 0;
+  }
+  if (out) {
+    *nout = nl + (size_t)(n * h + h * vs);
+    *out = malloc(sizeof(double) * (*nout + 1));
+    memcpy(*out, gl, sizeof(double) * nl);
+    memcpy(*out + nl, gdx, sizeof(double) * (size_t)(n * h));
+    memcpy(*out + nl + n * h, gdw, sizeof(double) * (size_t)(h * vs));
   }
   pl_dtp_destroy(d);
   ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "logits"), 0);
@@ -190,6 +227,11 @@ static int run_ring(const rcase *c, pl_dtype dt, pl_ce_reduction red,
   free(rl), free(rdx), free(rdw);
   ref_free(&p);
   return ok;
+}
+
+static int run_ring(const rcase *c, pl_dtype dt, pl_ce_reduction red,
+                    pl_dtp_mode mode, int overlap) {
+  return run_ring_x(c, dt, red, mode, overlap, 0, 0, NULL, NULL);
 }
 
 START_TEST(ring_all) {
@@ -217,6 +259,70 @@ START_TEST(ring_no_overlap) {
 }
 END_TEST
 
+/* pl_dtp_run: the three-GEMM schedule at P = 1, forward + backward beyond;
+ * against the f64 reference over the whole case table. */
+START_TEST(ring_run) {
+  int bad = 0;
+  for (int ci = 0; ci < NCASES; ci++)
+    for (int m = 0; m < 3; m++)
+      for (int dt = 0; dt < 2; dt++)
+        for (int red = 0; red < 3; red++)
+          bad += !agree(run_ring_x(&cases[ci], dt ? PL_BF16 : PL_F32,
+                                   (pl_ce_reduction)red, (pl_dtp_mode)m, 1, 1,
+                                   0, NULL, NULL));
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+/* Kept strips change no bit: a budget for none, about half and all of the
+ * strips gives the results of budget 0 exactly (the backward reads the
+ * forward's GEMM output instead of recomputing it), every mode, both dtypes
+ * (bf16 moving weights: the backward's row chunks read slices of them). */
+START_TEST(ring_kept_exact) {
+  int bad = 0;
+  for (int ci = 0; ci < NCASES; ci++)
+    for (int m = 1; m < 3; m++)
+      for (int dt = 0; dt < 2; dt++) {
+        const rcase *c = &cases[ci];
+        pl_dtype dty = dt ? PL_BF16 : PL_F32;
+        double *ref = NULL, *got = NULL;
+        size_t nref = 0, ngot = 0;
+        int ok = run_ring_x(c, dty, PL_CE_MEAN, (pl_dtp_mode)m, 1, 0, 0, &ref,
+                            &nref);
+        /* about a strip of the case (the same on every rank) */
+        size_t strip = (size_t)(c->n_base + (P - 1) * c->n_step + 8) *
+                       (size_t)(c->block ? c->block : 4096) * 4;
+        const size_t budgets[] = {strip / 2, 3 * strip, (size_t)1 << 40};
+        for (int b = 0; b < 3; b++) {
+          ok &= run_ring_x(c, dty, PL_CE_MEAN, (pl_dtp_mode)m, 1, 0,
+                           budgets[b], &got, &ngot);
+          ok &= ngot == nref && memcmp(got, ref, sizeof(double) * nref) == 0;
+          if (ngot == nref && memcmp(got, ref, sizeof(double) * nref) != 0)
+            fprintf(stderr, "r%d/%d case %d %s mode %d budget %zu: results "
+                    "differ from budget 0\n", R, P, ci, pl_dtype_name(dty), m,
+                    budgets[b]);
+          free(got);
+        }
+        free(ref);
+        bad += !agree(ok);
+      }
+  /* the plan: the whole budget keeps every strip of every meeting */
+  pl_dtp_opts o;
+  pl_dtp_opts_default(&o);
+  o.block = 5;
+  o.strip_budget = (size_t)1 << 40;
+  o.mode = PL_DTP_MOVE_ACT;
+  pl_dtp *d;
+  ck_assert_int_eq(pl_dtp_create(comm, PL_F32, 7, 8, 37, &o, &d), PL_OK);
+  int64_t col0, vs;
+  pl_dtp_shard(d, &col0, &vs);
+  ck_assert_int_eq(pl_dtp_kept_strips(d), (int64_t)P * ((vs + 4) / 5));
+  ck_assert_uint_eq(pl_dtp_kept_bytes(d), (size_t)P * 7 * (size_t)vs * 4);
+  pl_dtp_destroy(d);
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
 /* Disagreeing ranks and bad values are PL_EINVAL on every rank, no hang. */
 START_TEST(ring_bad_input) {
   pl_dtp_opts o;
@@ -239,6 +345,23 @@ START_TEST(ring_bad_input) {
     (void)loss;
     pl_dtp_destroy(d);
   }
+  /* the chunked schedule needs the whole vocabulary on one rank */
+  pl_dtp_opts_default(&o);
+  o.sched = PL_DTP_SCHED_CHUNKED;
+  st = pl_dtp_create(comm, PL_F32, 4, 8, 10, &o, &d);
+  ck_assert_int_eq(st, P > 1 ? PL_EINVAL : PL_OK);
+  if (st == PL_OK) {
+    ck_assert_int_eq(pl_dtp_sched_of(d), PL_DTP_SCHED_CHUNKED);
+    pl_dtp_destroy(d);
+  }
+  o.sched = PL_DTP_SCHED_BLOCKED;
+  ck_assert_int_eq(pl_dtp_create(comm, PL_F32, 4, 8, 10, &o, &d), PL_OK);
+  ck_assert_int_eq(pl_dtp_sched_of(d), PL_DTP_SCHED_BLOCKED);
+  pl_dtp_destroy(d);
+  pl_dtp_sched sc;
+  ck_assert_int_eq(pl_dtp_sched_parse("chunked", &sc), PL_OK);
+  ck_assert_int_eq(sc, PL_DTP_SCHED_CHUNKED);
+  ck_assert_int_eq(pl_dtp_sched_parse("fast", &sc), PL_EINVAL);
 }
 END_TEST
 
@@ -259,7 +382,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (R == 0) printf("# ring_dtp tests on %s, %d ranks\n", pl_backend_name(be), P);
-  const TTest *tests[] = {ring_all, ring_no_overlap, ring_bad_input, NULL};
+  const TTest *tests[] = {ring_all,        ring_no_overlap, ring_run,
+                          ring_kept_exact, ring_bad_input,  NULL};
   const int nf = pl_check_run("ring_dtp", 600, tests, R, comm);
   pl_comm_destroy(comm);
   pl_dev_destroy(dev);

@@ -175,6 +175,45 @@ START_TEST(auto_share_updates) {
 }
 END_TEST
 
+/* The hybrid's pinned host buffers: the CPU share's gradients (all of them
+ * fetched at the start of a step), the weights written over bf16 ones;
+ * a weights buffer beside f32 gradients; every bucket when the share is
+ * auto. */
+START_TEST(hybrid_host_bytes) {
+  pl_bf16 *w;
+  void *g;
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 4400 * 2, "weights",
+                            (void **)&w), PL_OK);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 4400 * 4, "grads", &g),
+                   PL_OK);
+  pl_adamw_param prm = {w, g, 4400};
+  pl_adamw_hparams hp = pl_adamw_hparams_default();
+  pl_stream_adamw_cfg cfg = pl_stream_adamw_cfg_default();
+  cfg.bucket = 500; /* 9 buckets */
+  const struct {
+    pl_dtype gdt;
+    double share;
+    size_t bytes;
+  } want[] = {{PL_BF16, 0.5, 5 * 500 * 2},     /* round(4.5 + 0.5) = 5 */
+              {PL_F32, 0.5, 5 * 500 * (4 + 2)},
+              {PL_BF16, -1, 9 * 500 * 2},
+              {PL_BF16, 0, 0}};
+  for (int i = 0; i < 4; i++) {
+    cfg.grad_dtype = want[i].gdt;
+    cfg.share = want[i].share;
+    pl_stream_adamw *o;
+    ck_assert_int_eq(pl_stream_adamw_create(dev, &hp, &cfg, 1, &prm, &o),
+                     PL_OK);
+    ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_HOST, "optim_hybrid"),
+                      want[i].bytes);
+    ck_assert_uint_eq(pl_stream_adamw_hybrid_bytes(4400, &cfg), want[i].bytes);
+    pl_stream_adamw_destroy(o);
+  }
+  pl_free(dev, w);
+  pl_free(dev, g);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("stream_adamw");
   TCase *tc = tcase_create("cpu");
@@ -184,6 +223,7 @@ int main(void) {
   tcase_add_test(tc, staging_bytes_exact);
   tcase_add_test(tc, bad_input_and_oom);
   tcase_add_test(tc, auto_share_updates);
+  tcase_add_test(tc, hybrid_host_bytes);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_FORK);

@@ -1,79 +1,93 @@
-/* fsdp2.c — the FSDP2-equivalent baseline (torchtitan's FSDP2 + activation
- * checkpointing + expert parallelism + context parallelism + optional CPU
- * offload; baselines/fsdp2 reproduces it in C), modelled analytically: its
- * memory per rank and its step time.  This file is the whole FSDP2 model;
- * nothing of plateau's replay is used, so it can be checked against the
- * baseline on its own.
+/* fsdp2.c — the FSDP2 baseline in the planner (baselines/fsdp2: torchtitan's
+ * FSDP2 + activation checkpointing + expert parallelism + context
+ * parallelism + optional CPU offload, written in C above the engine): its
+ * memory per rank, replayed from the baseline's documented allocation
+ * schedule (baselines/fsdp2/fsdp2.h, fsdp_units.h, fsdp2_layer.h,
+ * ring_attn.h, baselines/dense_ce.h) on the symbolic allocator, and its step
+ * time.  The planner sits below the baseline and cannot include it: the
+ * schedule is mirrored here, and baselines/fsdp2/test_mpi_fsdp2_plan.c runs
+ * the real baseline against this replay, so an allocation changed there and
+ * not here fails that test.
  *
- * Layout: W ranks; CP ranks share a sequence (ring attention, the causal
+ * Layout: W ranks (W_v virtual: the one-GPU proxy, each rank one of a
+ * W_v-rank run); CP consecutive ranks share a sequence (ring attention, the
  * load-balanced split, S divisible by 2·CP); every rank holds N = mbs·S/CP
- * tokens per micro-batch; EP ranks hold disjoint expert shards (E/EP
- * experts each); FSDP shards every parameter over all W ranks (the dense
- * ones over dp_shard·cp = W, the experts over the W/EP ranks sharing a
- * shard).  Units (fully_shard): the embedding, each decoder layer (its
- * experts a unit of their own, gathered with it), the final norm + head.
+ * tokens per micro-batch (the baseline: mbs 1); EP ranks hold disjoint expert
+ * shards (E/EP experts each); dense units are sharded over W_v, a layer's
+ * experts over the W_v/EP ranks holding the same shard.  Units (fully_shard):
+ * the embedding, each decoder layer (its norms, QKV, O, router and shared
+ * expert or dense FFN, each parameter padded to 64 elements), each MoE
+ * layer's experts, [final norm, head].
  *
- * Memory assumptions (torchtitan's defaults, PyTorch's allocations):
- *  M1 mixed precision param bf16, reduce fp32: the sharded parameters are
- *     fp32 (4 B/param), their gradients fp32 (4), AdamW's m and v fp32 (8):
- *     16 B per parameter / W on the device ("weights" 4, "grads" 4,
- *     "optim" 8); with CPU offload (CPUOffloadPolicy, pinned) all of it is
- *     on the host and the device holds none of it.
- *  M2 gathered units in bf16: the unit in use and the next one prefetched
- *     (2 B/param of each); the head unit is not resharded after forward
- *     (torchtitan's default for [norm, output]): it stays gathered from its
- *     forward to its backward.
- *  M3 a unit's backward: the unsharded bf16 gradient (2 B/param) and the
- *     fp32 reduce-scatter input (4 B/param) at once.
- *  M4 activation checkpointing: full — each layer keeps its input N·H·b;
- *     selective (torchtitan's op SAC) — also q, k, v, the attention output
- *     and its LSE, and half of the FFN's matmul outputs; none — every
- *     layer's whole forward set (M5).
- *  M5 one layer's forward set as autograd saves it: attention — the norm
- *     output, q, k, v, RoPE'd q and k, o, LSE (fp32), the projection output;
- *     MoE — the norm output, fp32 router scores (N·E·4, twice), the
- *     permuted routes, the all-to-all receive, the experts' gate/up and
- *     activation (N·k·3I), their output, the return and the weighted
- *     combine (N·k·H each), the shared expert (N·3I_s); dense — N·(H + 3I).
- *     The backward of a layer holds its recomputed set plus gradients: three
- *     N·H, dq/dk/dv, the attention's fp32 dQ accumulator, and the experts'
- *     N·k·(H + 2I) gradient buffers.  Balanced routing (imb scales the
- *     receive), dropless.
- *  M6 ring attention: K and V chunks double-buffered (forward), with dK, dV
- *     in fp32 travelling in the backward.
- *  M7 the loss on full logits: dense cross-entropy as PyTorch runs it, its
- *     peak three N×V fp32 tensors (logits, log-probabilities, the gradient;
- *     baselines/dense_ce.c), while the L saved layer inputs, the gathered
- *     head and the last layer's unit are live; the head's backward adds
- *     its unsharded gradient (M3).
- *  M8 peak = persistent + the max over phases: the last layer's forward,
- *     the loss, the last layer's backward (every saved input still live),
- *     the optimizer (no transient modelled).
- *  M9 host per rank: with offload 16 B/param / W pinned (M1); without, 0.
+ * Memory (the replay's assumptions):
+ *  M1 states: every unit's fp32 shard of s_u = ⌈n_u / G_u⌉ elements, its
+ *     gradient, m and v (16·Σ s_u) on the device, or pinned on the host with
+ *     offload (CPUOffloadPolicy); the router biases (E_r·4 per MoE layer)
+ *     and four N-element token buffers on the device; with the GPU optimizer
+ *     the norm's chunk partials.
+ *  M2 the step in the baseline's issue order, per micro-batch: the embedding
+ *     gathered with layer 0 prefetched; each layer's units gathered (the
+ *     next one prefetched; the last layer kept into its backward), its
+ *     boundary (N·H·b), its forward keeping its set ("saved") or freeing it
+ *     by the AC mode — full: every layer checkpointed; selective: layer l
+ *     iff (l + 1) % ac_freq == 0 (the baseline's layer-selective mode, every
+ *     other layer by default); none; the head: final norm, dense
+ *     cross-entropy on the full logits (bf16 logits, then three N×V fp32 at
+ *     its peak), the head's bf16 weight gradient beside its fp32 unsharded
+ *     one; the backward: each layer's units gathered with the previous
+ *     prefetched, their fp32 unsharded gradients, a checkpointed layer's
+ *     forward again (its MoE context kept), the layer's gradients, ring
+ *     attention's gathered K/V and fp32 accumulators, the reduce-scatter's
+ *     shard; the embedding's fp32 gradient.  A gather holds its all-gather
+ *     buffer (G_u·s_u·b) beside the unit until the copy-out, and with
+ *     offload the shard's fp32 staging copy before it.
+ *  M3 the MoE layer is ops/moe.h's ep variant (one chunk, the standard
+ *     all-to-all, dropless) replayed as mem_ops.c replays it, under balanced
+ *     routing (a rank receives as many routes as it sends; imb scales the
+ *     receive); `worst`: every route of the EP group to this rank.
+ *  M4 the optimizer allocates nothing on the device during a step (the GPU
+ *     update is in place; the offloaded one runs on the host shards).
+ *  M5 host per rank: 16·Σ s_u pinned with offload, else none.
+ * The baseline differs from PyTorch's FSDP2 where fsdp2.h says so (fp32
+ * unsharded gradients: 4 B/param of a unit in backward where autograd holds
+ * 2; routed experts keep nothing H wide between forward and backward); this
+ * model predicts the baseline.
+ *
  * Time assumptions:
- *  T1 FLOPs: forward, the recompute of AC (full: every layer; selective:
- *     the matmuls it does not save, half; none: nothing), backward (2×);
- *     attention at fsdp2_attn_tflops (PyTorch SDPA) for chunks of S/CP;
- *     experts at fsdp2_expert_eff·gemm; the head dense plus 24 bytes per
+ *  T1 FLOPs per layer: dense GEMMs forward, backward (2×) and, in a
+ *     checkpointed layer, the forward again; attention at fsdp2_attn_tflops
+ *     (PyTorch SDPA) for chunks of S/CP, forward 1, backward 2.5, the
+ *     recompute 1; the experts at fsdp2_expert_eff·gemm: forward 1, backward
+ *     2 plus the gate/up recompute of the engine's MoE backward (2/3), the
+ *     forward again when checkpointed; the head dense plus 24 bytes per
  *     logit of HBM traffic for the loss.
  *  T2 FSDP gathers and reduce-scatters (and with offload the fp32 shard's
  *     H2D per gather and the gradient's D2H) behind each layer's compute,
  *     exposed beyond it; the ring attention's K/V rotation behind the
- *     attention kernels; the EP all-to-alls (dispatch + combine, forward,
- *     recompute, backward) exposed.
+ *     attention kernels; the EP all-to-alls exposed: 2 in the forward, 3 in
+ *     the backward (x again, the gradient, its return), 2 more when the
+ *     layer is recomputed.
  *  T3 optimizer: fused AdamW on the device (28 B/param of HBM traffic), or
- *     with offload torch's fused CPU AdamW at fsdp2_cpu_adam_gparam_s per
- *     node shared by its ranks, bounded by host memory bandwidth.
+ *     with offload the CPU AdamW at fsdp2_cpu_adam_gparam_s per node shared
+ *     by its ranks, bounded by host memory bandwidth.
  *  T4 per collective call a fixed cost (coll_us). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "backend/adamw.h"
 #include "plan/plan_internal.h"
 
 pl_status pl__fsdp2_check(const pl_model_cfg *m, const pl_plan_cfg *c) {
   PL_TRY(pl_model_cfg_check(m));
   if (c->W < 1)
     return pl_set_error(PL_EINVAL, "plan: W=%d GPUs: must be >= 1", c->W);
+  const int Wv = c->lc.W_v ? c->lc.W_v : c->W;
+  if (Wv < c->W || Wv % c->W)
+    return pl_set_error(PL_EINVAL,
+                        "fsdp2: W_v=%d over W=%d GPUs: the virtual world must "
+                        "be a multiple of W",
+                        c->lc.W_v, c->W);
   if (c->cp < 1 || c->W % c->cp)
     return pl_set_error(PL_EINVAL, "fsdp2: cp=%d: must divide the W=%d GPUs",
                         c->cp, c->W);
@@ -83,198 +97,559 @@ pl_status pl__fsdp2_check(const pl_model_cfg *m, const pl_plan_cfg *c) {
                         "needs a multiple of 2·cp",
                         (long long)c->S, c->cp);
   const int moe = m->E > 0 && m->dense_layers < m->L;
-  if (moe && (c->ep < 1 || c->W % c->ep || m->E % c->ep))
+  if (c->ep < 1 || Wv % c->ep || (c->ep % c->W && c->W % c->ep) ||
+      (moe && m->E % c->ep))
     return pl_set_error(PL_EINVAL,
-                        "fsdp2: ep=%d: must divide the W=%d GPUs and E=%d",
-                        c->ep, c->W, m->E);
+                        "fsdp2: ep=%d: must divide the W_v=%d GPUs%s, and "
+                        "divide or be a multiple of W=%d",
+                        c->ep, Wv, moe ? " and the experts" : "", c->W);
   if (c->mbs < 1 || c->sc.micro < 1)
     return pl_set_error(PL_EINVAL, "fsdp2: mbs=%d micro=%d: both >= 1", c->mbs,
                         c->sc.micro);
-  if ((unsigned)c->ac > PL_PLAN_AC_NONE)
-    return pl_set_error(PL_EINVAL, "fsdp2: ac=%d: full, selective or none",
-                        (int)c->ac);
+  if ((unsigned)c->ac > PL_PLAN_AC_NONE || c->ac_freq < 0)
+    return pl_set_error(PL_EINVAL,
+                        "fsdp2: ac=%d (freq %d): full, selective or none",
+                        (int)c->ac, c->ac_freq);
+  if (c->sc.dt != PL_F32 && c->sc.dt != PL_BF16)
+    return pl_set_error(PL_EINVAL, "fsdp2: dtype %s: f32 or bf16",
+                        pl_dtype_name(c->sc.dt));
   return PL_OK;
 }
 
-typedef struct fshape {
-  double N, H, V, b, layer_u[2], emb_u, head_u, theta;
-  double fwd_moe, fwd_dense, bwd_moe, bwd_dense, saved_moe, saved_dense;
-  double attn_fwd_buf, attn_bwd_buf;
-  int moe_layers;
-} fshape;
-
-/* per-layer activation sets (M4, M5, M6); [0] dense layer, [1] MoE layer */
-static void shape_of(const pl_model_cfg *m, const pl_plan_cfg *c, fshape *f) {
-  memset(f, 0, sizeof *f);
-  const pl_model_params pc = pl_model_count(m);
-  const double N = (double)c->mbs * (double)c->S / c->cp, H = (double)m->H,
-               b = 2, k = m->k, I = (double)m->I, E = m->E;
-  const double nq = (double)m->n_q * m->d, nk = (double)m->n_kv * m->d;
-  const double imb = c->imb >= 1 ? c->imb : 1;
-  f->N = N, f->H = H, f->V = (double)m->V, f->b = b,
-  f->theta = (double)pc.total;
-  const double Is = m->n_shared ? (double)m->I_shared * m->n_shared : 0;
-  /* units (M2): dense part of a layer, and its experts over the EP shard */
-  const double dense_moe = (double)(pc.attn + pc.norms + pc.router + pc.shared);
-  const double dense_d = (double)(pc.attn + pc.norms + pc.dense_ffn);
-  f->layer_u[0] = dense_d;
-  f->layer_u[1] = dense_moe + (E > 0 ? E / c->ep * 3 * H * I : 0);
-  f->emb_u = (double)pc.embed;
-  f->head_u = (double)(pc.head + pc.final_norm);
-  for (int l = 0; l < m->L; l++)
-    f->moe_layers += pl_model_layer_is_moe(m, l);
-  /* M5 forward sets */
-  const double attn_set =
-      N * (3 * H + nq + 2 * nk + (nq + nk) + nq) * b + N * m->n_q * 4;
-  const double moe_set = N * H * b + 2 * N * E * 4 +
-                         N * k * H * b * (1 + imb + 1 + 1 + 1) +
-                         imb * N * k * 3 * I * b + N * (3 * Is + H) * b;
-  const double dense_set = N * (H + 3 * (double)m->I_dense) * b + N * H * b;
-  f->fwd_moe = attn_set + moe_set;
-  f->fwd_dense = attn_set + dense_set;
-  /* backward gradients beside the recomputed set */
-  const double g_attn = 3 * N * H * b + N * (nq + 2 * nk) * b + N * nq * 4;
-  f->bwd_moe = g_attn + imb * N * k * (H + 2 * I) * b;
-  f->bwd_dense = g_attn + N * 3 * (double)m->I_dense * b;
-  /* M4 saved per layer */
-  const double in = N * H * b;
-  const double sel_attn = N * (nq + 2 * nk + nq) * b + N * m->n_q * 4;
-  if (c->ac == PL_PLAN_AC_FULL) {
-    f->saved_moe = f->saved_dense = in;
-  } else if (c->ac == PL_PLAN_AC_SELECTIVE) {
-    f->saved_moe = in + sel_attn +
-                   0.5 * (imb * N * k * (2 * I + H) * b + N * (3 * Is) * b);
-    f->saved_dense = in + sel_attn + 0.5 * N * 3 * (double)m->I_dense * b;
-  } else {
-    f->saved_moe = f->fwd_moe;
-    f->saved_dense = f->fwd_dense;
-  }
-  /* M6 ring attention buffers */
-  f->attn_fwd_buf = c->cp > 1 ? 2 * 2 * N * nk * b : 0;
-  f->attn_bwd_buf = c->cp > 1 ? 2 * 2 * N * nk * (b + 4) : 0;
+/* Is layer l checkpointed (recomputed in its backward)? */
+static bool ckpt(const pl_plan_cfg *c, int l) {
+  const int f = c->ac_freq > 0 ? c->ac_freq : 2;
+  return c->ac == PL_PLAN_AC_FULL ||
+         (c->ac == PL_PLAN_AC_SELECTIVE && (l + 1) % f == 0);
 }
 
-/* Record a phase's live set; the peak keeps the largest. */
-static void phase(pl_plan_mem *out, const char *name, const double *term) {
-  double tot = 0;
-  for (int i = 0; i < PL_TERM_COUNT; i++)
-    tot += term[i];
-  for (int i = 0; i < PL_TERM_COUNT; i++)
-    if ((size_t)term[i] > out->term_peak[i])
-      out->term_peak[i] = (size_t)term[i];
-  if ((size_t)tot <= out->dev_peak)
+/* ---- the units (fsdp2_params.c) ---------------------------------------------
+ */
+
+#define ALIGN_EL 64
+static size_t align_el(size_t n) {
+  return (n + ALIGN_EL - 1) / ALIGN_EL * ALIGN_EL;
+}
+
+/* Sizes of the baseline at a configuration. */
+typedef struct f2dims {
+  int L, W, Wv, cp, ep, ep_real, El, E_r, nmoe, nunits;
+  int64_t N, H, V, c_len, nqd, nkd, I;
+  size_t es;
+} f2dims;
+
+static void dims_of(const pl_model_cfg *m, const pl_plan_cfg *c, f2dims *d) {
+  memset(d, 0, sizeof *d);
+  d->L = m->L, d->W = c->W, d->Wv = c->lc.W_v ? c->lc.W_v : c->W;
+  d->cp = c->cp, d->ep = c->ep;
+  d->ep_real = d->W < d->ep ? d->W : d->ep;
+  for (int l = 0; l < m->L; l++)
+    d->nmoe += pl_model_layer_is_moe(m, l);
+  d->El = d->nmoe ? m->E / c->ep : 0;
+  d->E_r = d->El * d->ep_real;
+  d->nunits = m->L + 2 + d->nmoe;
+  d->N = (int64_t)c->mbs * c->S / c->cp, d->H = m->H, d->V = m->V;
+  d->c_len = d->N / 2;
+  d->nqd = (int64_t)m->n_q * m->d, d->nkd = (int64_t)m->n_kv * m->d;
+  d->I = m->I;
+  d->es = pl_dtype_size(c->sc.dt);
+}
+
+/* The always-on SwiGLU width of layer l: the shared expert or the dense FFN. */
+static int64_t swiglu_width(const pl_model_cfg *m, int l) {
+  return pl_model_layer_is_moe(m, l) ? (m->n_shared ? m->I_shared : 0)
+                                     : m->I_dense;
+}
+
+/* Unit u's elements and virtual group: 0 the embedding, 1..L the layers'
+ * dense parts, L+1 [final norm, head], L+2.. the MoE layers' experts. */
+static void unit_of(const pl_model_cfg *m, const f2dims *d, int u,
+                    size_t *numel, size_t *vsize) {
+  const size_t H = (size_t)d->H;
+  *vsize = (size_t)d->Wv;
+  if (u == 0) {
+    *numel = (size_t)d->V * H;
+  } else if (u == d->L + 1) {
+    *numel = align_el(H) + H * (size_t)d->V;
+  } else if (u <= d->L) {
+    const int l = u - 1;
+    const size_t I = (size_t)swiglu_width(m, l);
+    const size_t qkv = (size_t)(d->nqd + 2 * d->nkd);
+    size_t o = align_el(H) + align_el(H * qkv) + align_el((size_t)d->nqd * H) +
+               align_el(H);
+    if (pl_model_layer_is_moe(m, l))
+      o += align_el(H * (size_t)d->E_r);
+    if (I > 0)
+      o += align_el(H * 2 * I) + align_el(I * H);
+    *numel = o;
+  } else {
+    *numel = 3 * align_el((size_t)d->El * H * (size_t)d->I);
+    *vsize = (size_t)(d->Wv / d->ep);
+  }
+}
+
+static size_t shard_of(size_t numel, size_t vsize) {
+  return (numel + vsize - 1) / vsize;
+}
+
+/* ---- the replay
+ * --------------------------------------------------------------
+ */
+
+#define A(tag, term, bytes) pl__pt_alloc(t, tag, term, (size_t)(bytes))
+#define F(b) pl__pt_free(t, &(b))
+
+typedef struct f2rep {
+  pl__ptrack *t;
+  const pl_model_cfg *m;
+  const pl_plan_cfg *c;
+  f2dims d;
+  pl_backend be;
+  bool offload;
+  size_t *numel, *vsize, *shard;
+  int *xunit;             /* per layer: its experts' unit, or -1 */
+  pl__pbuf *full, *gfull; /* per unit: gathered, open gradient   */
+  pl__pmoe moe;
+} f2rep;
+
+/* fsdp_units.c: the gather (all-gather buffer beside the unit until the
+ * copy-out; the fp32 staging copy of an offloaded shard before it). */
+static void prefetch(f2rep *r, int u) {
+  pl__ptrack *t = r->t;
+  if (u < 0 || r->full[u].live)
     return;
-  out->dev_peak = (size_t)tot;
-  snprintf(out->peak_phase, sizeof out->peak_phase, "%s", name);
-  for (int i = 0; i < PL_TERM_COUNT; i++)
-    out->term[i] = (size_t)term[i];
+  const size_t s = r->shard[u];
+  pl__pbuf stage = {0};
+  if (r->offload)
+    stage = A("fsdp_ag", PL_TERM_UNITS, s * 4);
+  pl__pbuf ag = A("fsdp_ag", PL_TERM_UNITS, r->vsize[u] * s * r->d.es);
+  F(stage);
+  r->full[u] = A("zero3", PL_TERM_UNITS, r->numel[u] * r->d.es);
+  F(ag);
+}
+
+static void release(f2rep *r, int u) {
+  if (u >= 0)
+    pl__pt_free(r->t, &r->full[u]);
+}
+
+static void grad_acquire(f2rep *r, int u) {
+  pl__ptrack *t = r->t;
+  if (u >= 0 && !r->gfull[u].live)
+    r->gfull[u] =
+        A("zero3_grads", PL_TERM_UNIT_GRADS, r->vsize[u] * r->shard[u] * 4);
+}
+
+static void grad_reduce(f2rep *r, int u, bool acc) {
+  pl__ptrack *t = r->t;
+  if (u < 0 || !r->gfull[u].live)
+    return;
+  pl__pbuf out = A("zero3_grads", PL_TERM_UNIT_GRADS, r->shard[u] * 4);
+  F(r->gfull[u]);
+  if (r->offload && acc) {
+    pl__pbuf sum = A("zero3_grads", PL_TERM_UNIT_GRADS, r->shard[u] * 4);
+    F(sum);
+  }
+  F(out);
+}
+
+/* ring_attn.c: the packed K, V and their all-gather over the group */
+static pl__pbuf gather_kv(f2rep *r) {
+  pl__ptrack *t = r->t;
+  const size_t kv = 2 * (size_t)r->d.N * (size_t)r->d.nkd * r->d.es;
+  pl__pbuf pack = A("cp_kv", PL_TERM_ATTN, kv);
+  pl__pbuf all = A("cp_kv", PL_TERM_ATTN, (size_t)r->d.cp * kv);
+  F(pack);
+  return all;
+}
+
+static void ring_fwd(f2rep *r) {
+  pl__ptrack *t = r->t;
+  const f2dims *d = &r->d;
+  pl__pbuf all = gather_kv(r);
+  pl__pbuf oacc = A("cp_ring", PL_TERM_ATTN, (size_t)(d->N * d->nqd) * 4);
+  pl__pbuf ob = A("cp_ring", PL_TERM_ATTN, (size_t)(d->c_len * d->nqd) * d->es);
+  pl__pbuf lb =
+      A("cp_ring", PL_TERM_ATTN, (size_t)d->c_len * (size_t)r->m->n_q * 4);
+  F(all), F(oacc), F(ob), F(lb);
+}
+
+static size_t attn_ws(const f2rep *r, int64_t seq) {
+  pl_attn_shape sh = {.batch = 1,
+                      .seq = seq,
+                      .n_q = r->m->n_q,
+                      .n_kv = r->m->n_kv,
+                      .head_dim = r->m->d,
+                      .dtype = r->c->sc.dt,
+                      .kernels = r->c->sc.attn};
+  return pl__attn_ws(&sh, r->be);
+}
+
+static void ring_bwd(f2rep *r) {
+  pl__ptrack *t = r->t;
+  const f2dims *d = &r->d;
+  const size_t kv4 = 2 * (size_t)(d->N * d->nkd) * 4;
+  pl__pbuf b[8];
+  b[0] = gather_kv(r);
+  b[1] = A("cp_ring", PL_TERM_ATTN, (size_t)(d->N * d->nqd) * 4);
+  b[2] = A("cp_ring", PL_TERM_ATTN, kv4); /* contribution, sent, received */
+  b[3] = A("cp_ring", PL_TERM_ATTN, kv4);
+  b[4] = A("cp_ring", PL_TERM_ATTN, kv4);
+  b[5] = A("cp_ring", PL_TERM_ATTN, (size_t)(d->c_len * d->nqd) * d->es);
+  b[6] = A("cp_ring", PL_TERM_ATTN, (size_t)(d->c_len * d->nkd) * d->es);
+  b[7] = A("cp_ring", PL_TERM_ATTN, (size_t)(d->c_len * d->nkd) * d->es);
+  pl__pbuf ws = A("attention", PL_TERM_ATTN, attn_ws(r, d->c_len));
+  F(ws);
+  for (int i = 0; i < 8; i++)
+    F(b[i]);
+}
+
+/* fsdp2_layer.h's kept set of one layer */
+enum {
+  S_H,
+  S_Q,
+  S_K,
+  S_V,
+  S_O,
+  S_LSE,
+  S_Y1,
+  S_H2,
+  S_PR,
+  S_IDX,
+  S_W,
+  S_GU,
+  S_A,
+  S_N
+};
+typedef struct f2saved {
+  pl__pbuf b[S_N], ctx;
+} f2saved;
+
+static void drop(pl__ptrack *t, f2saved *v) {
+  for (int i = 0; i < S_N; i++)
+    F(v->b[i]);
+  F(v->ctx);
+}
+
+/* fsdp2_layer.c fwd(): the set tagged tag (saved or activations) */
+static void layer_fwd(f2rep *r, int l, bool keep, bool keep_ctx, f2saved *v) {
+  pl__ptrack *t = r->t;
+  const f2dims *d = &r->d;
+  const char *tag = keep ? "saved" : "activations";
+  const int term = keep ? PL_TERM_RESIDENT : PL_TERM_ACTS;
+  const size_t es = d->es, NH = (size_t)(d->N * d->H) * es,
+               q = (size_t)(d->N * d->nqd) * es,
+               k = (size_t)(d->N * d->nkd) * es;
+  memset(v, 0, sizeof *v);
+  v->b[S_H] = A(tag, term, NH);
+  v->b[S_Q] = A(tag, term, q);
+  v->b[S_K] = A(tag, term, k);
+  v->b[S_V] = A(tag, term, k);
+  v->b[S_O] = A(tag, term, q);
+  v->b[S_LSE] = A(tag, term, (size_t)r->m->n_q * (size_t)d->N * 4);
+  v->b[S_Y1] = A(tag, term, NH);
+  if (d->cp > 1)
+    ring_fwd(r);
+  v->b[S_H2] = A(tag, term, NH);
+  if (pl_model_layer_is_moe(r->m, l)) {
+    const size_t nk = (size_t)d->N * (size_t)r->m->k * 4;
+    v->b[S_PR] = A(tag, term, (size_t)d->N * (size_t)d->E_r * 4);
+    v->b[S_IDX] = A(tag, term, nk);
+    v->b[S_W] = A(tag, term, nk);
+    pl__pmoe_forward(t, &r->moe, &v->ctx);
+    if (!keep_ctx)
+      F(v->ctx);
+  }
+  const int64_t I = swiglu_width(r->m, l);
+  if (I > 0) {
+    v->b[S_GU] = A(tag, term, (size_t)(d->N * 2 * I) * es);
+    v->b[S_A] = A(tag, term, (size_t)(d->N * I) * es);
+  }
+}
+
+/* fsdp2_layer.c pl__f2_layer_backward */
+static void layer_bwd(f2rep *r, int l, f2saved *v) {
+  pl__ptrack *t = r->t;
+  const f2dims *d = &r->d;
+  const size_t es = d->es, NH = (size_t)(d->N * d->H) * es,
+               q = (size_t)(d->N * d->nqd) * es,
+               k = (size_t)(d->N * d->nkd) * es;
+  if (ckpt(r->c, l)) { /* its forward again, the context kept */
+    pl__pbuf ytmp = A("activations", PL_TERM_ACTS, NH);
+    layer_fwd(r, l, false, true, v);
+    F(ytmp);
+  }
+  pl__pbuf dh32 = A("activations", PL_TERM_ACTS, (size_t)(d->N * d->H) * 4);
+  pl__pbuf dhe = {0}, dw = {0}, dlog = {0}, dhr = {0}, da = {0}, dgu = {0},
+           scr = {0};
+  if (pl_model_layer_is_moe(r->m, l)) {
+    dhe = A("activations", PL_TERM_ACTS, NH);
+    dw = A("router", PL_TERM_EXPERT, (size_t)d->N * (size_t)r->m->k * 4);
+    pl__pmoe_backward(t, &r->moe);
+    F(v->ctx);
+    dlog = A("router", PL_TERM_EXPERT, (size_t)d->N * (size_t)d->E_r * es);
+    dhr = A("activations", PL_TERM_ACTS, NH);
+  }
+  const int64_t I = swiglu_width(r->m, l);
+  if (I > 0) {
+    da = A("activations", PL_TERM_ACTS, (size_t)(d->N * I) * es);
+    dgu = A("activations", PL_TERM_ACTS, (size_t)(d->N * 2 * I) * es);
+  }
+  pl__pbuf dh = A("activations", PL_TERM_ACTS, NH);
+  if (r->be == PL_BACKEND_CUDA)
+    scr = A("activations", PL_TERM_ACTS, pl__rms_scratch(d->N, d->H) * 4);
+  pl__pbuf dy1 = A("activations", PL_TERM_ACTS, NH);
+  pl__pbuf dO = A("activations", PL_TERM_ACTS, q);
+  pl__pbuf dq = A("activations", PL_TERM_ACTS, q);
+  pl__pbuf dk = A("activations", PL_TERM_ACTS, k);
+  pl__pbuf dv = A("activations", PL_TERM_ACTS, k);
+  if (d->cp > 1) {
+    ring_bwd(r);
+  } else {
+    pl__pbuf ws = A("attention", PL_TERM_ATTN, attn_ws(r, d->N));
+    F(ws);
+  }
+  pl__pbuf *ps[] = {&dh, &dy1, &dhe, &dhr, &dlog, &da, &dgu,
+                    &dO, &dq,  &dk,  &dv,  &dh32, &dw, &scr};
+  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+    pl__pt_free(t, ps[i]);
+  drop(t, v);
+}
+
+/* baselines/dense_ce.c with dX and dW given (bf16: the logits upcast) */
+static void dense_ce(f2rep *r) {
+  pl__ptrack *t = r->t;
+  const size_t n = (size_t)r->d.N, nv = n * (size_t)r->d.V;
+  const bool bf = r->c->sc.dt == PL_BF16;
+  pl__pbuf stats = A("ce_state", PL_TERM_LOGITS, 8), lb = {0}, gb = {0};
+  if (bf)
+    lb = A("logits", PL_TERM_LOGITS, nv * 2);
+  pl__pbuf lg = A("logits", PL_TERM_LOGITS, nv * 4);
+  F(lb);
+  pl__pbuf lp = A("logits", PL_TERM_LOGITS, nv * 4);
+  F(lg);
+  pl__pbuf g = A("ce_state", PL_TERM_LOGITS, n * 4);
+  pl__pbuf gl = A("logits", PL_TERM_LOGITS, nv * 4);
+  pl__pbuf gr = A("logits", PL_TERM_LOGITS, nv * 4);
+  F(gl), F(lp);
+  if (bf) {
+    gb = A("logits", PL_TERM_LOGITS, nv * 2);
+    F(gr);
+  }
+  F(gb), F(gr), F(g), F(stats);
+}
+
+static void layer_prefetch(f2rep *r, int l) {
+  prefetch(r, 1 + l);
+  prefetch(r, r->xunit[l]);
+}
+static void layer_release(f2rep *r, int l) {
+  release(r, 1 + l);
+  release(r, r->xunit[l]);
+}
+
+/* fsdp2.c micro_batch(): one forward and backward */
+static void micro_batch(f2rep *r, bool acc, f2saved *sv, pl__pbuf *bnd) {
+  pl__ptrack *t = r->t;
+  const f2dims *d = &r->d;
+  const int L = d->L, u_head = L + 1;
+  const size_t NH = (size_t)(d->N * d->H) * d->es;
+  pl__pt_phase(t, "embedding");
+  prefetch(r, 0);
+  layer_prefetch(r, 0);
+  bnd[0] = A("boundary", PL_TERM_RESIDENT, NH);
+  release(r, 0);
+  for (int l = 0; l < L; l++) {
+    pl__pt_phase(t, "forward layer %d (%s)", l,
+                 pl_model_layer_is_moe(r->m, l) ? "moe" : "dense");
+    if (l + 1 < L)
+      layer_prefetch(r, l + 1);
+    else
+      prefetch(r, u_head);
+    bnd[l + 1] = A("boundary", PL_TERM_RESIDENT, NH);
+    const bool keep = !ckpt(r->c, l);
+    layer_fwd(r, l, keep, keep, &sv[l]);
+    if (!keep)
+      drop(t, &sv[l]);
+    if (l + 1 < L)
+      layer_release(r, l);
+  }
+  /* the head */
+  pl__pt_phase(t, "head (dense CE)");
+  grad_acquire(r, u_head);
+  pl__pbuf xf = A("activations", PL_TERM_ACTS, NH);
+  pl__pbuf dxf = A("activations", PL_TERM_ACTS, NH);
+  pl__pbuf dwb = {0}, scr = {0};
+  if (r->c->sc.dt != PL_F32)
+    dwb = A("zero3_grads", PL_TERM_UNIT_GRADS,
+            (size_t)d->H * (size_t)d->V * d->es);
+  dense_ce(r);
+  F(dwb);
+  pl__pbuf dcur = A("grads_act", PL_TERM_ACTS, NH);
+  if (r->be == PL_BACKEND_CUDA)
+    scr = A("activations", PL_TERM_ACTS, pl__rms_scratch(d->N, d->H) * 4);
+  F(scr), F(xf), F(dxf);
+  release(r, u_head);
+  grad_reduce(r, u_head, acc);
+  F(bnd[L]);
+  /* the backward */
+  for (int l = L - 1; l >= 0; l--) {
+    pl__pt_phase(t, "backward layer %d (%s)", l,
+                 pl_model_layer_is_moe(r->m, l) ? "moe" : "dense");
+    layer_prefetch(r, l); /* gathered already but at the last layer */
+    if (l > 0)
+      layer_prefetch(r, l - 1);
+    else
+      prefetch(r, 0);
+    grad_acquire(r, 1 + l);
+    grad_acquire(r, r->xunit[l]);
+    pl__pbuf dx = A("grads_act", PL_TERM_ACTS, NH);
+    layer_bwd(r, l, &sv[l]);
+    F(dcur);
+    dcur = dx;
+    F(bnd[l]);
+    layer_release(r, l);
+    grad_reduce(r, 1 + l, acc);
+    grad_reduce(r, r->xunit[l], acc);
+  }
+  pl__pt_phase(t, "embedding backward");
+  prefetch(r, 0);
+  grad_acquire(r, 0);
+  release(r, 0);
+  grad_reduce(r, 0, acc);
+  F(dcur);
+}
+
+/* One rank's step (ranks differ only by their routing). */
+static pl_status replay(const pl_model_cfg *m, const pl_plan_cfg *c,
+                        const pl_plan_machine *mc, bool worst,
+                        pl_plan_mem *out) {
+  memset(out, 0, sizeof *out);
+  PL_TRY(pl__fsdp2_check(m, c));
+  pl__ptrack t;
+  pl__pt_init(&t);
+  f2rep r;
+  memset(&r, 0, sizeof r);
+  r.t = &t, r.m = m, r.c = c, r.be = mc->backend, r.offload = c->offload;
+  dims_of(m, c, &r.d);
+  const f2dims *d = &r.d;
+  const int nu = d->nunits, L = d->L;
+  r.numel = calloc((size_t)nu, sizeof(size_t));
+  r.vsize = calloc((size_t)nu, sizeof(size_t));
+  r.shard = calloc((size_t)nu, sizeof(size_t));
+  r.full = calloc((size_t)nu, sizeof(pl__pbuf));
+  r.gfull = calloc((size_t)nu, sizeof(pl__pbuf));
+  r.xunit = calloc((size_t)L, sizeof(int));
+  f2saved *sv = calloc((size_t)L, sizeof *sv);
+  pl__pbuf *bnd = calloc((size_t)L + 1, sizeof *bnd);
+  pl_status st = PL_OK;
+  if (!r.numel || !r.vsize || !r.shard || !r.full || !r.gfull || !r.xunit ||
+      !sv || !bnd) {
+    st = pl_set_error(PL_ENOMEM, "plan: host");
+    goto done;
+  }
+  for (int l = 0, x = L + 2; l < L; l++)
+    r.xunit[l] = pl_model_layer_is_moe(m, l) ? x++ : -1;
+  size_t sum_s = 0, max_chunks = 0;
+  for (int u = 0; u < nu; u++) {
+    unit_of(m, d, u, &r.numel[u], &r.vsize[u]);
+    r.shard[u] = shard_of(r.numel[u], r.vsize[u]);
+    sum_s += r.shard[u];
+    if (pl__adamw_nchunks(r.shard[u]) > max_chunks)
+      max_chunks = pl__adamw_nchunks(r.shard[u]);
+  }
+  pl_moe_cfg mcfg = pl_moe_cfg_default(); /* r.moe points at it */
+  if (d->nmoe) {
+    mcfg.H = m->H, mcfg.I = m->I, mcfg.E = d->E_r, mcfg.k = m->k;
+    mcfg.dt = c->sc.dt, mcfg.lanes = c->sc.moe_lanes;
+    mcfg.variant = PL_MOE_EP, mcfg.knobs.native = true;
+    mcfg.contiguous = false;
+    st = pl__pmoe_make(&mcfg, d->ep_real, d->N, c->imb, worst, &r.moe);
+    if (st != PL_OK)
+      goto done;
+  }
+
+  /* the states (M1) */
+  pl__pt_phase(&t, "states");
+  if (!r.offload) {
+    (void)pl__pt_alloc(&t, "weights", PL_TERM_WEIGHTS, sum_s * 4);
+    (void)pl__pt_alloc(&t, "grads", PL_TERM_GRADS, sum_s * 4);
+    (void)pl__pt_alloc(&t, "optim", PL_TERM_OPTIM, sum_s * 8);
+    (void)pl__pt_alloc(&t, "optim", PL_TERM_OPTIM, max_chunks * 8 + 8);
+  }
+  (void)pl__pt_alloc(&t, "weights", PL_TERM_WEIGHTS,
+                     (size_t)d->nmoe * (size_t)d->E_r * 4);
+  (void)pl__pt_alloc(&t, "tokens", PL_TERM_OTHER, (size_t)d->N * 16);
+  out->state = t.cur;
+  pl__pt_reset_peak(&t);
+
+  for (int mi = 0; mi < c->sc.micro; mi++)
+    micro_batch(&r, mi > 0, sv, bnd);
+  pl__pt_phase(&t, "optimizer"); /* M4: nothing on the device */
+
+  pl__pt_export(&t, out);
+  out->N = d->N;
+  out->K = d->nmoe ? r.moe.K : 0;
+  out->c_eff = d->nmoe ? r.moe.c_eff : 0;
+  out->params_rank = (int64_t)sum_s;
+  out->host_pinned = r.offload ? 16 * sum_s : 0; /* M5 */
+  out->host_optim = out->host_pinned;
+  /* unpinned host bytes of a rank's state: per-token loss and batch,
+   * router biases and counts (the rest of the process is not modelled) */
+  out->host_rank = out->host_pinned + (size_t)d->N * 12 +
+                   (size_t)d->nmoe * (size_t)d->E_r * 12;
+  const int gpn = mc->gpus_per_node < c->W ? mc->gpus_per_node : c->W;
+  out->host_node = (size_t)gpn * out->host_rank;
+done:
+  pl__pmoe_free(&r.moe);
+  free(r.numel);
+  free(r.vsize);
+  free(r.shard);
+  free(r.full);
+  free(r.gfull);
+  free(r.xunit);
+  free(sv);
+  free(bnd);
+  return st;
+}
+
+pl_status pl_plan_fsdp2_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
+                               const pl_plan_machine *mc, pl_plan_mem *out) {
+  PL_TRY(replay(m, c, mc, false, out));
+  out->dev_worst = out->dev_peak;
+  if (c->ep <= 1 || c->W <= 1)
+    return PL_OK; /* every route local: the worst is the balanced */
+  pl_plan_mem *w = malloc(sizeof *w);
+  if (!w)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  pl_status st = replay(m, c, mc, true, w);
+  if (st == PL_OK)
+    out->dev_worst = w->dev_peak; /* dropless: not bounded by a cap */
+  free(w);
+  return st;
 }
 
 static const char *const fterm[PL_TERM_COUNT] = {
-    "fp32 parameter shard 4·Θ/W (M1; 0 with offload)",
-    "fp32 gradient shard 4·Θ/W (M1; 0 with offload)",
-    "AdamW m, v 8·Θ/W (M1; 0 with offload)",
-    "ring attention's K/V chunks in flight (M6)",
-    "- (the EP buffers are in a layer's set, M5)",
-    "dense CE on full logits: 3·N·V·4 (M7)",
+    "fp32 shards Σ s_u·4, router biases (M1; shards on the host with offload)",
+    "fp32 gradient shards Σ s_u·4 (M1; host with offload)",
+    "AdamW m, v Σ s_u·8 and the norm's partials (M1; host with offload)",
+    "attention workspace; ring attention's K/V and fp32 accumulators",
+    "the EP dispatch's send and receive rows (M3)",
+    "dense CE on full logits: bf16 N·V·2, then 3·N·V·4 (M2)",
     "-",
-    "saved layer inputs (and SAC's saves), all layers (M4)",
-    "gathered bf16 units: current, next, the head (M2)",
-    "unsharded bf16 gradient + fp32 reduce-scatter input (M3)",
-    "a layer's forward set and its gradients (M5)",
-    "-",
-    "inputs and labels"};
+    "boundaries (L + 1)·N·H·b and the saved sets of layers without AC",
+    "gathered bf16 units and all-gather buffers (current, next, the head)",
+    "fp32 unsharded unit gradients, reduce-scatter shards, the head's bf16",
+    "a layer's forward set (recomputed or not kept) and its gradients",
+    "router scores' gradients, routing context, expert intermediates",
+    "token buffers 4·N·4"};
 
 const char *pl_plan_fsdp2_term_formula(int t) {
   return t >= 0 && t < PL_TERM_COUNT ? fterm[t] : "?";
 }
 
-/* tags of the FSDP2 model, one per term */
-static const char *const ftag[PL_TERM_COUNT] = {
-    "weights",     "grads",  "optim",    "attention", "dispatch",
-    "logits",      "-",      "boundary", "zero3",     "zero3_grads",
-    "activations", "expert", "tokens"};
-
-pl_status pl_plan_fsdp2_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
-                               const pl_plan_machine *mc, pl_plan_mem *out) {
-  memset(out, 0, sizeof *out);
-  PL_TRY(pl__fsdp2_check(m, c));
-  fshape f;
-  shape_of(m, c, &f);
-  const double pr = f.theta / c->W, b = f.b, L = m->L;
-  double base[PL_TERM_COUNT] = {0};
-  if (!c->offload) {
-    base[PL_TERM_WEIGHTS] = 4 * pr;
-    base[PL_TERM_GRADS] = 4 * pr;
-    base[PL_TERM_OPTIM] = 8 * pr;
-  }
-  base[PL_TERM_OTHER] = 2 * f.N * 4; /* inputs, labels */
-  double s = 0;
-  for (int i = 0; i < PL_TERM_COUNT; i++)
-    s += base[i];
-  out->state = (size_t)s;
-  const int last_moe = pl_model_layer_is_moe(m, m->L - 1);
-  const double lu = f.layer_u[last_moe],
-               saved_last = last_moe ? f.saved_moe : f.saved_dense;
-  double saved_all = 0;
-  for (int l = 0; l < m->L; l++)
-    saved_all += pl_model_layer_is_moe(m, l) ? f.saved_moe : f.saved_dense;
-  const double off_copy = c->offload ? 4 * lu / c->W : 0; /* the shard's H2D */
-  double t[PL_TERM_COUNT];
-  /* the last layer's forward */
-  memcpy(t, base, sizeof t);
-  t[PL_TERM_RESIDENT] = saved_all;
-  t[PL_TERM_UNITS] = (lu + f.head_u) * b + off_copy;
-  t[PL_TERM_ACTS] = (last_moe ? f.fwd_moe : f.fwd_dense) - saved_last;
-  t[PL_TERM_ATTN] = f.attn_fwd_buf;
-  phase(out, "forward last layer", t);
-  /* the loss (M7) */
-  memcpy(t, base, sizeof t);
-  t[PL_TERM_RESIDENT] = saved_all;
-  t[PL_TERM_UNITS] = (f.head_u + lu) * b;
-  t[PL_TERM_ACTS] = 2 * f.N * f.H * b;
-  t[PL_TERM_LOGITS] = 12 * f.N * f.V;
-  phase(out, "loss (dense logits)", t);
-  /* the head's backward: its unsharded gradient (M3) */
-  t[PL_TERM_LOGITS] = 2 * f.N * f.V; /* the bf16 logits' gradient */
-  t[PL_TERM_UNIT_GRADS] = f.head_u * (2 + 4);
-  phase(out, "head backward", t);
-  /* the last layer's backward */
-  memcpy(t, base, sizeof t);
-  t[PL_TERM_RESIDENT] = saved_all;
-  t[PL_TERM_UNITS] = 2 * lu * b + off_copy;
-  t[PL_TERM_UNIT_GRADS] = lu * (2 + 4);
-  /* what AC did not save of its forward set (recomputed now; none with no
-   * AC: it is all saved, in RESIDENT) and the gradients */
-  t[PL_TERM_ACTS] =
-      (last_moe ? f.fwd_moe + f.bwd_moe : f.fwd_dense + f.bwd_dense) -
-      saved_last;
-  t[PL_TERM_ATTN] = f.attn_bwd_buf;
-  phase(out, "backward last layer", t);
-  /* the optimizer */
-  memcpy(t, base, sizeof t);
-  phase(out, "optimizer", t);
-  /* tags: one per term, at the peak */
-  for (int i = 0; i < PL_TERM_COUNT; i++) {
-    if (i == PL_TERM_RESTORED)
-      continue;
-    out->at_peak[out->n_tags] = (pl_tag_bytes){ftag[i], out->term[i]};
-    out->tag_peak[out->n_tags] = (pl_tag_bytes){ftag[i], out->term_peak[i]};
-    out->n_tags++;
-  }
-  out->dev_worst = out->dev_peak; /* dropless EP: not bounded */
-  out->N = (int64_t)f.N;
-  out->K = 1;
-  out->c_eff = (int64_t)f.N;
-  out->params_rank = (int64_t)pr;
-  out->host_pinned = c->offload ? (size_t)(16 * pr) : 0;
-  out->host_optim = out->host_pinned;
-  out->host_rank = out->host_pinned;
-  const int gpn = mc->gpus_per_node < c->W ? mc->gpus_per_node : c->W;
-  out->host_node = (size_t)gpn * out->host_rank;
-  (void)L;
-  return PL_OK;
-}
+/* ---- time ------------------------------------------------------------------
+ */
 
 static double pos(double x) {
   return x > 0 ? x : 0;
@@ -284,47 +659,50 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
                          const pl_plan_machine *mc, pl_plan_time *out) {
   memset(out, 0, sizeof *out);
   PL_TRY(pl__fsdp2_check(m, c));
-  fshape f;
-  shape_of(m, c, &f);
-  const double N = f.N, H = f.H, b = f.b, S = (double)c->S;
+  f2dims d;
+  dims_of(m, c, &d);
+  const double N = (double)d.N, H = (double)d.H, b = (double)d.es,
+               S = (double)c->S, V = (double)d.V;
   const double gemm = mc->gemm_tflops * 1e12, hbm = mc->hbm_gbs * 1e9;
   const double imb = c->imb >= 1 ? c->imb : 1;
-  const double rec = c->ac == PL_PLAN_AC_FULL        ? 1.0
-                     : c->ac == PL_PLAN_AC_SELECTIVE ? 0.5
-                                                     : 0.0;
   const pl_model_params pc = pl_model_count(m);
-  const double nq = (double)m->n_q * m->d, nk = (double)m->n_kv * m->d;
+  const double nk = (double)d.nkd;
   /* attention of the rank's share of mbs sequences (T1): fwd = 2·S²·d·n_q
    * per sequence over cp ranks */
   const double fa = c->mbs * 2.0 * S * S * m->d * m->n_q / c->cp;
   const double ra =
       pl__attn_rate(mc, mc->fsdp2_attn_tflops, c->S / c->cp) * 1e12;
-  const double a_layer = (c->ac == PL_PLAN_AC_FULL ? 4.5 : 3.5) * fa / ra;
   const double ring =
-      c->cp > 1 ? 4.0 * (c->cp - 1) * N / c->cp * 2 * nk * b : 0; /* M6 */
+      c->cp > 1 ? 4.0 * (c->cp - 1) * N / c->cp * 2 * nk * b : 0;
   double bw_r, lat_r;
   if (c->cp <= mc->gpus_per_node)
     bw_r = mc->nvl_gbs * 1e9, lat_r = mc->nvl_lat_us * 1e-6;
   else
     bw_r = mc->ib_gbs * 1e9, lat_r = mc->ib_lat_us * 1e-6;
   const double t_ring = ring / bw_r + 3.0 * (c->cp - 1) * lat_r;
-  const double ring_exp = pos(t_ring - a_layer);
   double t_attn = 0, t_dense = 0, t_exp = 0, t_mem = 0, t_a2a = 0, t_units = 0,
-         hid_units = 0, t_seq = 0, hid_seq = 0;
+         hid_units = 0, t_seq = 0, hid_seq = 0, flops = 0;
+  int ncalls = 0;
   for (int l = 0; l < m->L; l++) {
     const int moe = pl_model_layer_is_moe(m, l);
+    const double rec = ckpt(c, l) ? 1.0 : 0.0;
+    const double a_layer = (3.5 + rec) * fa / ra;
     const double dw =
         (double)(pc.attn + (moe ? pc.router + pc.shared : pc.dense_ffn));
     const double g = 2.0 * N * dw / (gemm * mc->dense_eff);
     const double tg = g * (3 + rec);
     double te = 0, mem = mc->mem_passes * N * H * b / hbm, a2a = 0;
     if (moe) {
-      te = imb * N * 6.0 * m->k * H * (double)m->I * (3 + rec) /
-           (gemm * mc->fsdp2_expert_eff);
+      /* forward, backward 2×, the gate/up recompute 2/3, the forward again */
+      const double fe = imb * N * 6.0 * m->k * H * (double)m->I;
+      te = fe * (3 + 2.0 / 3 + rec) / (gemm * mc->fsdp2_expert_eff);
+      flops += fe * (3 + 2.0 / 3 + rec);
       mem += 12.0 * m->k * N * H * b / hbm;
-      a2a = (c->ac == PL_PLAN_AC_NONE ? 4 : 6) * imb *
-            pl__t_a2a(mc, c->ep, N * m->k * H * b);
+      a2a = (5 + 2 * rec) * imb * pl__t_a2a(mc, d.ep_real, N * m->k * H * b);
+      ncalls += 5 + 2 * (int)rec;
     }
+    flops += (3.5 + rec) * fa + (3 + rec) * 2.0 * N * dw;
+    const double ring_exp = pos(t_ring - a_layer);
     t_attn += a_layer;
     t_dense += tg;
     t_exp += te;
@@ -336,13 +714,13 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
      * the experts' unit over W/ep ranks, the dense part over W */
     const double du = moe ? (double)(pc.attn + pc.norms + pc.router + pc.shared)
                           : (double)(pc.attn + pc.norms + pc.dense_ffn);
-    const double eu = moe ? (double)m->E / c->ep * 3 * H * (double)m->I : 0;
+    const double eu = moe ? (double)d.El * 3 * H * (double)m->I : 0;
+    const int Gx = c->W / d.ep_real;
     double comm = 2 * pl__t_ring(mc, c->W, du * b) +
                   pl__t_ring(mc, c->W, du * 4) +
-                  2 * pl__t_ring(mc, c->W / c->ep, eu * b) +
-                  pl__t_ring(mc, c->W / c->ep, eu * 4);
+                  2 * pl__t_ring(mc, Gx, eu * b) + pl__t_ring(mc, Gx, eu * 4);
     if (c->offload)
-      comm += 3 * (du / c->W + eu / (c->W / c->ep)) * 4 /
+      comm += 3 * (du / d.Wv + eu / (d.Wv / c->ep)) * 4 /
               (fmin(mc->h2d_gbs, mc->d2h_gbs) * 1e9);
     const double compute = a_layer + tg + te + mem;
     const double e = pos(comm - compute);
@@ -351,11 +729,12 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   }
   /* the head and the loss (T1), the embedding's and head's units */
   const double t_head =
-      6.0 * N * H * f.V / (gemm * mc->head_eff) + 24.0 * N * f.V / hbm;
-  t_units +=
-      2 * pl__t_ring(mc, c->W, f.emb_u * b) + pl__t_ring(mc, c->W, f.emb_u * 4);
+      6.0 * N * H * V / (gemm * mc->head_eff) + 24.0 * N * V / hbm;
+  flops += 6.0 * N * H * V;
+  const double emb = (double)pc.embed;
+  t_units += 2 * pl__t_ring(mc, c->W, emb * b) + pl__t_ring(mc, c->W, emb * 4);
   /* the optimizer (T3) */
-  const double pr = f.theta / c->W;
+  const double pr = (double)pc.total / d.Wv;
   const int gpn = mc->gpus_per_node < c->W ? mc->gpus_per_node : c->W;
   double t_opt;
   if (c->offload)
@@ -374,9 +753,9 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   part[PL_TPART_A2A_MOE] = mic * t_a2a;
   part[PL_TPART_A2A_SEQ] = mic * t_seq;
   part[PL_TPART_UNITS] = mic * t_units;
-  /* collective calls: FSDP 3 per unit, 6 all-to-alls per MoE layer, the
-   * ring's 3 hops per step per layer */
-  const double calls = c->W > 1 ? mic * (3.0 * (m->L + 2) + 6.0 * f.moe_layers +
+  /* collective calls: FSDP 3 per unit, the all-to-alls of the MoE layers,
+   * the ring's 3 hops per step per layer (T4) */
+  const double calls = c->W > 1 ? mic * (3.0 * (m->L + 2 + d.nmoe) + ncalls +
                                          3.0 * (c->cp - 1) * m->L) +
                                       3
                                 : 0;
@@ -390,10 +769,6 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   out->tok_s_gpu = mic * N / out->step_s;
   out->tflops_gpu = out->tok_s_gpu * pl_model_flops_per_token(m, c->S) / 1e12;
   out->mfu = out->tflops_gpu / mc->gemm_tflops;
-  out->flops_rank =
-      mic *
-      (m->L * (fa * (c->ac == PL_PLAN_AC_FULL ? 4.5 : 3.5)) +
-       (3 + rec) * 2.0 * N * (double)pc.active_nohead + 6.0 * N * H * f.V);
-  (void)nq;
+  out->flops_rank = mic * flops;
   return PL_OK;
 }

@@ -476,6 +476,10 @@ void pl__phead_make(pl_dtype dt, int64_t n, int64_t h, int64_t v, int P,
     out->vb = out->vmax;
   if (out->vb < 1)
     out->vb = 1;
+  if (P == 1) {
+    pl_ce_problem q = {.dt = dt, .n = n, .h = h, .v = v, .block = out->vb};
+    out->chunk = pl_ce_head3_rows(&q);
+  }
 }
 
 /* the allocs helper of ring_dtp.c: released in reverse order */
@@ -500,6 +504,17 @@ void pl__phead_run(pl__ptrack *t, const pl__phead *h, pl__pbuf *aux) {
   const bool f32 = h->dt == PL_F32, act = !h->move_w || h->P == 1;
   const int64_t n = h->n, H = h->h, nmax = h->nmax, vmax = h->vmax, vb = h->vb;
   hbufs a = {0};
+  if (h->chunk > 0) {
+    /* P = 1, the three-GEMM schedule (ops/ce.c pl_ce_head3, reduction none):
+     * the loss statistics and the row factors, then the chunk's logits in
+     * the storage dtype; nothing is saved for a backward */
+    pl__pt_free(t, aux);
+    take(t, &a, "ce_state", 2 * 4);
+    take(t, &a, "ce_state", (size_t)n * 4);
+    take(t, &a, "logits", (size_t)(h->chunk * h->v) * es);
+    release(t, &a);
+    return;
+  }
   /* forward */
   pl__pt_free(t, aux);
   *aux = A("ce_state", PL_TERM_LOGITS, (size_t)(2 * n) * 4);

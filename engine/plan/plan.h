@@ -21,10 +21,10 @@
  * pinned host) are exact (train/describe.h).  Each live byte is also
  * attributed to a term of Eq. 6 (pl_plan_term) for the budget table.
  *
- * Memory, FSDP2 (pl_plan_fsdp2_memory): analytic, by formula, with the
- * assumptions listed in fsdp2.c's header (what torchtitan allocates per
- * parameter and per token, which transients coexist); the same result
- * struct, tags named like our baseline's (baselines/fsdp2).
+ * Memory, FSDP2 (pl_plan_fsdp2_memory): the FSDP2 baseline
+ * (baselines/fsdp2) replayed the same way from the allocation schedule its
+ * header documents, with the assumptions listed in fsdp2.c's header; the
+ * same result struct, the baseline's tags.
  *
  * Time (pl_plan_time): FLOPs of every component (recomputation included) at
  * calibrated rates, communication at the calibrated bandwidths with stated
@@ -129,7 +129,7 @@ const char *pl_plan_system_name(pl_plan_system s); /* "plateau" "fsdp2" */
 
 typedef enum pl_plan_ac {
   PL_PLAN_AC_FULL = 0,      /* every decoder layer recomputed             */
-  PL_PLAN_AC_SELECTIVE = 1, /* torchtitan's op-level SAC                  */
+  PL_PLAN_AC_SELECTIVE = 1, /* every ac_freq-th layer checkpointed       */
   PL_PLAN_AC_NONE = 2
 } pl_plan_ac;
 const char *pl_plan_ac_name(pl_plan_ac a); /* "full" "selective" "none" */
@@ -149,6 +149,8 @@ typedef struct pl_plan_cfg {
   /* fsdp2 */
   int cp, ep; /* context- and expert-parallel degrees (divide W)     */
   pl_plan_ac ac;
+  int ac_freq;  /* selective: layer l checkpointed iff (l + 1) % ac_freq
+                   == 0 (0: 2, the baseline's default)                */
   bool offload; /* FSDP2 CPUOffloadPolicy: fp32 params, grads and the
                    optimizer on the host, AdamW on the CPU             */
   int mbs;      /* sequences per data-parallel group per micro-batch   */
@@ -189,7 +191,7 @@ typedef enum pl_plan_term {
 } pl_plan_term;
 const char *pl_plan_term_name(int t);    /* "weights", ... */
 const char *pl_plan_term_formula(int t); /* "4Θ/W: bf16 ...", Eq. 6's form */
-/* What each term holds in the FSDP2 model (fsdp2.c's assumptions M1-M9). */
+/* What each term holds in the FSDP2 model (fsdp2.c's assumptions M1-M5). */
 const char *pl_plan_fsdp2_term_formula(int t);
 
 #define PL_PLAN_MAX_TAGS 32
@@ -234,7 +236,7 @@ size_t pl_plan_mem_tag_peak(const pl_plan_mem *m, const char *tag);
  * pl_layout_plan_make and pl_trainer_create refuse, naming the value. */
 pl_status pl_plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                          const pl_plan_machine *mc, int rank, pl_plan_mem *out);
-/* FSDP2's, analytic. */
+/* The FSDP2 baseline's, replayed (dev_worst: every EP route to the rank). */
 pl_status pl_plan_fsdp2_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                                const pl_plan_machine *mc, pl_plan_mem *out);
 
@@ -251,8 +253,10 @@ typedef struct pl_plan_moe_peaks {
 } pl_plan_moe_peaks;
 pl_status pl_plan_moe_layer(const pl_moe_cfg *mc, int Ep, int64_t N,
                             bool keep_ctx, bool worst, pl_plan_moe_peaks *out);
-/* One Ring-DTP forward + backward (ops/ring_dtp.h, reduction none) of rank r
- * of a P-group, every rank n tokens: the peaks of "logits", "ring",
+/* One Ring-DTP forward + backward (pl_dtp_run of ops/ring_dtp.h, reduction
+ * none: the three-GEMM schedule at P = 1 when a row of V fits the strip
+ * bound, the meetings beyond) of rank r of a P-group, every rank n tokens:
+ * the peaks of "logits", "ring",
  * "grads" (the head's scratch) and "ce_state" (with the context's 8 bytes
  * of group statistics), and the op's peak above its inputs and context. */
 typedef struct pl_plan_head_peaks {

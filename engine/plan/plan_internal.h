@@ -4,7 +4,7 @@
  *               MoE FFN and the chunk pipeline, Ring-DTP);
  *   mem_step.c  the training step's schedule (units, checkpoint runner, SCO,
  *               head) and the states; pl_plan_memory;
- *   fsdp2.c     the FSDP2 baseline's analytic memory and time;
+ *   fsdp2.c     the FSDP2 baseline's memory (its schedule replayed) and time;
  *   time.c      plateau's time model;
  *   machine.c   the machine: defaults, calibration and rate files;
  *   search.c    feasibility and the automatic choice. */
@@ -94,6 +94,8 @@ void pl__player_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx);
 typedef struct pl__phead {
   pl_dtype dt;
   int64_t n, h, v, nmax, vmax, vb, nc;
+  int64_t chunk; /* P = 1: rows of the three-GEMM schedule's chunk (pl_dtp_run
+                    runs it); 0: the blocked meetings */
   int P;
   bool move_w;
 } pl__phead;

@@ -110,6 +110,17 @@ static void name_binding(const pl_plan_mem *mem, char *binding, size_t n) {
   snprintf(binding, n, "%s", pl_plan_term_name(best));
 }
 
+/* bytes by magnitude (GiB, MiB, KiB) for the verdict's line */
+static const char *gib(char *buf, size_t n, double v) {
+  if (v >= GIB)
+    snprintf(buf, n, "%.2f GiB", v / GIB);
+  else if (v >= 1024 * 1024)
+    snprintf(buf, n, "%.2f MiB", v / (1024 * 1024));
+  else
+    snprintf(buf, n, "%.1f KiB", v / 1024);
+  return buf;
+}
+
 static void verdict_of(const pl_plan_machine *mc, pl_plan_verdict *v) {
   const pl_plan_mem *mem = &v->mem;
   const double dev = pl__hbm_usable(mc), host = pl__host_usable(mc);
@@ -125,23 +136,27 @@ static void verdict_of(const pl_plan_machine *mc, pl_plan_verdict *v) {
       if (mem->term[i] > mem->term[bt])
         bt = i;
     v->need = mem->dev_peak, v->have = (size_t)dev;
+    char a[24], b[24], c[24];
     snprintf(v->why, sizeof v->why,
-             "device peak %.2f GiB > %.2f GiB usable (at %s); largest term "
-             "%s %.2f GiB",
-             mem->dev_peak / GIB, dev / GIB, mem->peak_phase, v->binding,
-             mem->term[bt] / GIB);
+             "device peak %s > %s usable (at %s); largest term %s %s",
+             gib(a, sizeof a, (double)mem->dev_peak), gib(b, sizeof b, dev),
+             mem->peak_phase, v->binding,
+             gib(c, sizeof c, (double)mem->term[bt]));
   } else if (!fh) {
     const bool opt = mem->host_optim >= mem->host_sco;
     snprintf(v->binding, sizeof v->binding, "host: %s",
              opt ? "optimizer state" : "sco boundaries");
     v->need = mem->host_node, v->have = (size_t)host;
+    char a[24], b[24], c[24], d[24], e[24];
     snprintf(v->why, sizeof v->why,
-             "host per node %.1f GiB > %.1f GiB usable: %d ranks x "
-             "(optimizer %.1f GiB + SCO %.1f GiB + other %.1f GiB)",
-             mem->host_node / GIB, host / GIB,
+             "host per node %s > %s usable: %d ranks x (optimizer %s + SCO "
+             "%s + other %s)",
+             gib(a, sizeof a, (double)mem->host_node), gib(b, sizeof b, host),
              (int)(mem->host_rank ? mem->host_node / mem->host_rank : 0),
-             mem->host_optim / GIB, mem->host_sco / GIB,
-             (mem->host_rank - mem->host_optim - mem->host_sco) / GIB);
+             gib(c, sizeof c, (double)mem->host_optim),
+             gib(d, sizeof d, (double)mem->host_sco),
+             gib(e, sizeof e,
+                 (double)(mem->host_rank - mem->host_optim - mem->host_sco)));
   }
 }
 
@@ -364,13 +379,18 @@ static pl_status search_fsdp2(const pl_model_cfg *m, const pl_plan_cfg *base,
                               ranking *r) {
   int cps[64], ncp = 0, eps[64], nep = 0, dv[64], n;
   divisors(base->W, dv, &n, 64);
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n; i++)
     if (fr->cp ? base->S % (2 * dv[i]) == 0 : dv[i] == base->cp)
       cps[ncp++] = dv[i];
-    if (fr->ep ? (m->E > 0 ? m->E % dv[i] == 0 : dv[i] == 1)
+  /* ep divides W_v (a proxy's virtual world) and divides or is a multiple
+   * of W, as the baseline takes it */
+  const int Wv = base->lc.W_v > base->W ? base->lc.W_v : base->W;
+  divisors(Wv, dv, &n, 64);
+  for (int i = 0; i < n; i++)
+    if (fr->ep ? (m->E > 0 ? m->E % dv[i] == 0 : dv[i] == 1) &&
+                     (dv[i] % base->W == 0 || base->W % dv[i] == 0)
                : dv[i] == base->ep)
       eps[nep++] = dv[i];
-  }
   const pl_plan_ac acs[3] = {PL_PLAN_AC_FULL, PL_PLAN_AC_SELECTIVE,
                              PL_PLAN_AC_NONE};
   const int nac = fr->ac ? 3 : 1;
@@ -382,6 +402,10 @@ static pl_status search_fsdp2(const pl_model_cfg *m, const pl_plan_cfg *base,
       for (int c = 0; c < nac; c++)
         for (int o = 0; o < noff; o++)
           for (int q = 0; q < nmbs; q++) {
+            /* torchtitan borrows EP from dp_shard × cp: ep 1 or a
+             * multiple of cp (as pl_fsdp2_tune_points lists them) */
+            if (fr->cp && fr->ep && eps[b] > 1 && eps[b] % cps[a])
+              continue;
             cand x;
             memset(&x, 0, sizeof x);
             x.cfg = *base;

@@ -160,10 +160,10 @@ START_TEST(fsdp2_model) {
   const double pr = 122.5e9 / 16;
   ck_assert(fabs(a.term[PL_TERM_WEIGHTS] + a.term[PL_TERM_GRADS] +
                  a.term[PL_TERM_OPTIM] - 16 * pr) < 0.01 * 16 * pr);
-  ck_assert_uint_eq(a.host_node, 0);
-  /* M7: the dense loss, 3 N×V fp32 at its phase */
-  ck_assert_double_eq_tol(a.term_peak[PL_TERM_LOGITS], 12.0 * 32768 * 200000,
-                          1);
+  ck_assert_uint_eq(a.host_pinned, 0);
+  /* M2: the dense loss, 3 N×V fp32 at its peak */
+  ck_assert_double_eq_tol((double)pl_plan_mem_tag_peak(&a, "logits"),
+                          12.0 * 32768 * 200000, 1);
   /* offload moves the 16 B/param to the host */
   c.offload = true;
   pl_plan_mem b;
@@ -174,7 +174,7 @@ START_TEST(fsdp2_model) {
   c.cp = 4;
   pl_plan_mem d;
   ck_assert_int_eq(pl_plan_fsdp2_memory(&m, &c, &mc, &d), PL_OK);
-  ck_assert_double_eq_tol(d.term_peak[PL_TERM_LOGITS],
+  ck_assert_double_eq_tol((double)pl_plan_mem_tag_peak(&d, "logits"),
                           12.0 * 32768 / 4 * 200000, 1);
   /* activation checkpointing: none keeps the most, full the least */
   pl_plan_mem ac[3];

@@ -196,9 +196,20 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
        * 8·(n_q + n_kv)·N·d·b in all */
       t_seq += 16.0 * pl__t_a2a(mc, D, (m->n_q + m->n_kv) * N * m->d * b / 2);
   }
-  /* the head */
-  const double t_head_c = 8.0 * N * H * m->V / (gemm * mc->head_eff) +
-                          16.0 * N * (double)m->V / hbm;
+  /* the head: four GEMMs of 2·N·H·V (the blocked meetings recompute their
+   * strips) and the strips' passes; at P = 1 three GEMMs (pl_dtp_run's
+   * token chunks), the chunk's logit passes and dW read and written once
+   * per chunk */
+  pl__phead h1;
+  pl__phead_make(sc->dt, p->N, m->H, m->V, P, sc->head_block, &h1);
+  double t_head_c = 8.0 * N * H * m->V / (gemm * mc->head_eff) +
+                    16.0 * N * (double)m->V / hbm;
+  if (h1.chunk > 0) {
+    const double K = ceil(N / (double)h1.chunk);
+    t_head_c = 6.0 * N * H * m->V / (gemm * mc->head_eff) +
+               (6.0 * b * N * (double)m->V + K * 2 * b * H * (double)m->V) /
+                   hbm;
+  }
   double t_ring = 0;
   if (P > 1) {
     pl__phead hd;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ops/adamw.h"
+#include "ops/stream_adamw.h"
 #include "train/units.h"
 
 static size_t cdiv(size_t a, size_t b) {
@@ -115,9 +116,16 @@ pl_status pl_train_describe(const pl_model_cfg *m, const pl_layout_cfg *lc,
   if (stream)
     add(out, "optim_norm", PL_ARENA_HOST, PL_DESC_STATE, npart * 8,
         "norm partials");
-  if (optim == &pl_optim_hybrid)
-    add(out, "optim_hybrid", PL_ARENA_HOST, PL_DESC_STATE, 2 * slot * (4 + 2),
-        "two host slots: f32 gradients + bf16 weights");
+  if (optim == &pl_optim_hybrid) {
+    /* as train/optim.c configures it: f32 gradients on the device */
+    pl_stream_adamw_cfg hc = pl_stream_adamw_cfg_default();
+    hc.bucket = beta;
+    hc.grad_dtype = PL_F32;
+    hc.share = sc->oo.share ? sc->oo.share : -1.0;
+    add(out, "optim_hybrid", PL_ARENA_HOST, PL_DESC_STATE,
+        pl_stream_adamw_hybrid_bytes(theta, &hc),
+        "the CPU share's f32 gradients + bf16 weights (every bucket: auto)");
+  }
   if (!strcmp(optim->name, "cpu"))
     add(out, "optim_offload", PL_ARENA_HOST, PL_DESC_STATE, theta * (4 + 2),
         "host copies of the gradients and bf16 weights");

@@ -1,5 +1,6 @@
 /* head.c — the built-in heads of the training step (train/head.h): Ring-DTP
- * over the P-group and at P = 1, reduction "none" with the step's dloss. */
+ * over the P-group and at P = 1 (there the three-GEMM schedule: pl_dtp_run),
+ * reduction "none" with the step's dloss. */
 #include "train/head.h"
 
 #include <string.h>
@@ -26,8 +27,7 @@ static void dtp_destroy(void *ctx) {
 static pl_status dtp_run(void *ctx, pl_stream *s, const void *x,
                          const int32_t *t, const void *w, const float *dloss,
                          float *nll, void *dx, void *dw) {
-  PL_TRY(pl_dtp_forward(ctx, s, x, t, w, nll));
-  return pl_dtp_backward(ctx, s, x, t, w, dloss, dx, dw);
+  return pl_dtp_run(ctx, s, x, t, w, dloss, nll, dx, dw);
 }
 
 static size_t dtp_bound(void *ctx) {

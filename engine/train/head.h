@@ -1,8 +1,8 @@
 /* head.h — the vocabulary head of the training step behind one small
  * interface, so the step can run Ring-DTP (ring, over the layout's P-group),
- * the blocked fused head (fused: Ring-DTP at P = 1) or a head the suite
- * fills from baselines/ (dense logits, Megatron-style vocabulary-parallel
- * CE), which libplateau does not link.
+ * the fused head (fused: Ring-DTP at P = 1, the three-GEMM schedule) or a
+ * head the suite fills from baselines/ (dense logits, Megatron-style
+ * vocabulary-parallel CE), which libplateau does not link.
  *
  * A head maps this rank's final hidden states x (n×h, after the final
  * RMSNorm), targets t (n, int32, device) and its weight — the full H×V
@@ -48,8 +48,8 @@ typedef struct pl_head_ops {
 
 /* Ring-DTP over the P-group (auto mode, blocked strips). */
 extern const pl_head_ops pl_head_ring;
-/* The blocked fused head: Ring-DTP over this rank alone, the full vocabulary.
- */
+/* The fused head: Ring-DTP over this rank alone, the full vocabulary (the
+ * three-GEMM schedule when a row of V fits the strip bound). */
 extern const pl_head_ops pl_head_fused;
 
 /* "ring" | "fused" -> the built-in heads (the suite adds "dense", "vp"). */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend/embed.h"
+#include "core/internal.h"
 #include "model/router.h"
 #include "train/data.h"
 #include "train/step_internal.h"

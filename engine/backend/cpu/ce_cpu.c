@@ -1,7 +1,8 @@
 /* ce_cpu.c — CPU reference kernels of the vocabulary loss head (backend/ce.h):
  * online log-sum-exp fold over a logit strip (DESIGN §1.2, Eq. 3), state
  * merge, finish, row gradient factors, the softmax residual restricted to a
- * strip, and the dense-baseline row kernels (log_softmax forward/backward,
+ * strip, the full rows of the three-GEMM head (loss and residual in place),
+ * and the dense-baseline row kernels (log_softmax forward/backward,
  * NLL gradient, target gather).
  *
  * Plain C11 + OpenMP over rows; f32 arithmetic with double only where a row
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "backend/ce.h"
+#include "core/internal.h"
 #include "plateau/hd.h"
 
 pl_status pl__cpu_ce_count(pl_stream *s, int64_t n, const int32_t *t,
@@ -136,6 +138,51 @@ pl_status pl__cpu_ce_residual(pl_stream *s, const float *y, int64_t ldy,
         o[c] = pl_f32_to_bf16(gi * (expf(row[c] - l) - (c == tc ? 1.0f : 0.0f)));
     }
   }
+  return PL_OK;
+}
+
+pl_status pl__cpu_ce_rows(pl_stream *s, void *y, pl_dtype ydt, int64_t ldy,
+                          int64_t n, int64_t v, const int32_t *t,
+                          int32_t ignore, const float *g, float *nll,
+                          float *lse_out) {
+  (void)s;
+#pragma omp parallel for schedule(static) if (n * v > 65536)
+  for (int64_t i = 0; i < n; i++) {
+    void *row = (char *)y + (size_t)(i * ldy) * pl_dtype_size(ydt);
+    float mx = -INFINITY;
+    for (int64_t c = 0; c < v; c++) {
+      float a = pl__ld(row, ydt, (size_t)c);
+      if (a > mx) mx = a;
+    }
+    double acc = 0.0;
+    for (int64_t c = 0; c < v; c++)
+      acc += exp((double)pl__ld(row, ydt, (size_t)c) - mx);
+    float l = (float)((double)mx + log(acc));
+    int ign = t[i] == ignore;
+    nll[i] = ign ? 0.0f : l - pl__ld(row, ydt, (size_t)t[i]);
+    if (lse_out) lse_out[i] = l;
+    if (!g) continue;
+    float gi = g[i];
+    int64_t tc = ign ? -1 : (int64_t)t[i];
+    for (int64_t c = 0; c < v; c++)
+      pl__st(row, ydt, (size_t)c,
+             gi * (expf(pl__ld(row, ydt, (size_t)c) - l) -
+                   (c == tc ? 1.0f : 0.0f)));
+  }
+  return PL_OK;
+}
+
+pl_status pl__cpu_ce_stats(pl_stream *s, int64_t n, const float *nll,
+                           const int32_t *t, int32_t ignore, float *stats) {
+  (void)s;
+  double sum = 0.0, cnt = 0.0;
+  for (int64_t i = 0; i < n; i++)
+    if (t[i] != ignore) {
+      sum += nll[i];
+      cnt += 1.0;
+    }
+  stats[0] = (float)sum;
+  stats[1] = (float)cnt;
   return PL_OK;
 }
 

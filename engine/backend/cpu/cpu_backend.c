@@ -228,19 +228,40 @@ static float *widen(const pl_bf16 *src, int64_t rows, int64_t cols, int64_t ld) 
   return d;
 }
 
-/* One row-major GEMM on f32 (A, B possibly widened) into C (f32 or bf16). */
+/* x rounded to TF32 (8-bit exponent, 10-bit mantissa): nearest, ties away
+ * from zero, as the tensor cores' cvt.rna.tf32.f32; inf and NaN kept. */
+static float to_tf32(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & ~0x1fffu;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+/* A rows×cols f32 matrix (leading dimension ld) rounded to TF32, dense. */
+static float *round_tf32(const float *src, int64_t rows, int64_t cols,
+                         int64_t ld) {
+  float *d = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof *d);
+  if (!d) return NULL;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) d[r * cols + c] = to_tf32(src[r * ld + c]);
+  return d;
+}
+
+/* One row-major GEMM on f32 (A, B possibly widened, or rounded to TF32 when
+ * tf32) into C (f32 or bf16). */
 static pl_status gemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                           float alpha, const void *A, int64_t lda, const void *B,
                           int64_t ldb, float beta, void *C, int64_t ldc,
-                          pl_dtype ab_dt, pl_dtype c_dt) {
+                          pl_dtype ab_dt, pl_dtype c_dt, bool tf32) {
   const float *a = A, *b = B;
   float *wa = NULL, *wb = NULL, *wc = NULL;
   int64_t la = lda, lb = ldb;
   pl_status st = PL_OK;
-  if (ab_dt == PL_BF16) {
+  if (ab_dt == PL_BF16 || tf32) {
     int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
-    wa = widen(A, ar, ac, lda);
-    wb = widen(B, br, bc, ldb);
+    wa = ab_dt == PL_BF16 ? widen(A, ar, ac, lda) : round_tf32(A, ar, ac, lda);
+    wb = ab_dt == PL_BF16 ? widen(B, br, bc, ldb) : round_tf32(B, br, bc, ldb);
     if (!wa || !wb) {
       st = pl_set_error(PL_ENOMEM, "cpu gemm: out of host memory widening bf16 operands");
       goto out;
@@ -298,7 +319,8 @@ pl_status pl__cpu_gemm_strided_batched(pl_stream *s, bool ta, bool tb,
   for (int64_t i = 0; i < batch; i++)
     PL_TRY(gemm_one(ta, tb, m, n, k, alpha, (const char *)A + (size_t)(i * sa) * esz, lda,
                     (const char *)B + (size_t)(i * sb) * esz, ldb, beta,
-                    (char *)C + (size_t)(i * sc) * csz, ldc, ab_dt, c_dt));
+                    (char *)C + (size_t)(i * sc) * csz, ldc, ab_dt, c_dt,
+                    ab_dt == PL_F32 && s->tf32));
   return PL_OK;
 }
 

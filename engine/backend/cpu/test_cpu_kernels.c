@@ -98,6 +98,49 @@ START_TEST(gemm_batched_and_bad_args) {
 }
 END_TEST
 
+/* TF32 math on a stream: its f32 GEMMs equal the reference GEMM of the
+ * operands rounded to TF32 (nearest, ties away), differ from plain f32, and
+ * other streams and bf16 GEMMs are unaffected. */
+static float tf32_ref(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u = (u + 0x1000u) & ~0x1fffu;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+START_TEST(gemm_tf32_stream) {
+  int64_t m = 9, n = 11, k = 37;
+  float *A = malloc(sizeof(float) * (size_t)(m * k)), *B = malloc(sizeof(float) * (size_t)(k * n));
+  float *At = malloc(sizeof(float) * (size_t)(m * k)), *Bt = malloc(sizeof(float) * (size_t)(k * n));
+  float *C = malloc(sizeof(float) * (size_t)(m * n)), *R = malloc(sizeof(float) * (size_t)(m * n));
+  float *F = malloc(sizeof(float) * (size_t)(m * n));
+  pl_rng_fill(st, A, PL_F32, (size_t)(m * k), 5, 0, PL_DIST_NORMAL, 0, 1);
+  pl_rng_fill(st, B, PL_F32, (size_t)(k * n), 6, 0, PL_DIST_NORMAL, 0, 1);
+  for (int64_t i = 0; i < m * k; i++) At[i] = tf32_ref(A[i]);
+  for (int64_t i = 0; i < k * n; i++) Bt[i] = tf32_ref(B[i]);
+  ck_assert_float_eq(tf32_ref(1.0f + 0x1p-11f), 1.0f + 0x1p-10f); /* tie: away */
+  pl_stream *s2;
+  ck_assert_int_eq(pl_stream_create(dev, &s2), PL_OK);
+  ck_assert_int_eq(pl_stream_tf32(s2), 0);
+  pl_stream_set_tf32(s2, 7);
+  ck_assert_int_eq(pl_stream_tf32(s2), 1);
+  ck_assert_int_eq(pl_stream_tf32(st), 0);
+  ck_assert_int_eq(pl_gemm(s2, false, true, m, n, k, 1, A, k, B, k, 0, C, n, PL_F32, PL_F32), PL_OK);
+  pl__cpu_gemm_ref(false, true, m, n, k, 1, At, k, Bt, k, 0, R, n, PL_F32, PL_F32);
+  expect_close(C, R, PL_F32, m, n, n, 2e-6, "tf32 gemm vs rounded operands");
+  ck_assert_int_eq(pl_gemm(st, false, true, m, n, k, 1, A, k, B, k, 0, F, n, PL_F32, PL_F32), PL_OK);
+  double diff = 0;
+  for (int64_t i = 0; i < m * n; i++) diff = fmax(diff, fabs((double)F[i] - C[i]));
+  ck_assert_msg(diff > 1e-4, "tf32 GEMM equals the f32 GEMM (diff %g): not rounded", diff);
+  pl_stream_set_tf32(s2, 0);
+  ck_assert_int_eq(pl_gemm(s2, false, true, m, n, k, 1, A, k, B, k, 0, C, n, PL_F32, PL_F32), PL_OK);
+  ck_assert_int_eq(memcmp(C, F, sizeof(float) * (size_t)(m * n)), 0);
+  pl_stream_destroy(s2);
+  free(A), free(B), free(At), free(Bt), free(C), free(R), free(F);
+}
+END_TEST
+
 START_TEST(rng_convert_scale_axpy) {
   enum { N = 1001 };
   float f[N], g[N];
@@ -186,7 +229,7 @@ END_TEST
 
 int main(void) {
   const TTest *tests[] = {gemm_all_transposes_and_shapes,   gemm_batched_and_bad_args,
-                          rng_convert_scale_axpy,           streams_events_copies,
+                          gemm_tf32_stream,                 rng_convert_scale_axpy,           streams_events_copies,
                           cuda_refused_cleanly_without_gpu, NULL};
   return pl_check_suite("cpu_kernels", 120, tests, setup, teardown, CK_NOFORK, 0) ? 1 : 0;
 }

@@ -5,7 +5,10 @@
  * the strip's columns, and read the strip once: the fold keeps a per-thread
  * online (max, sum) pair — Eq. 3 within the thread — and merges the pairs in
  * the block; the residual turns each logit into g·(e^(y−lse) − onehot) as it
- * streams through, stored f32 (in place) or bf16.  The per-token kernels
+ * streams through, stored f32 (in place) or bf16.  The rows kernel of the
+ * three-GEMM head reads a full row of f32 or bf16 logits in 16-byte vectors
+ * twice: once for the online (max, sum), once to write the residual in place,
+ * scaled by the row's gradient factor.  The per-token kernels
  * (merge, finish, rowgrad, lossout) are element-wise; finish and gather reduce
  * Σ nll and the count in one block, in a fixed order, so the statistics are
  * deterministic.  Launchers take the stream and check the launch. */
@@ -36,7 +39,7 @@ __device__ __forceinline__ void lse_combine(float &m, float &s, float m2,
 
 /* Block-wide merge of (m, s); the result is valid in thread 0. */
 __device__ __forceinline__ void block_lse(float &m, float &s) {
-  __shared__ float sm[CE_THREADS / 32], ss[CE_THREADS / 32];
+  __shared__ float sm[32], ss[32]; /* one per warp, up to 1024 threads */
   for (int o = 16; o > 0; o >>= 1) {
     float m2 = __shfl_down_sync(0xffffffffu, m, o);
     float s2 = __shfl_down_sync(0xffffffffu, s, o);
@@ -198,6 +201,98 @@ static __global__ void ce_residual_kernel(const float *y, int64_t ldy,
   }
 }
 
+/* Element loads and stores of a logit row as f32. */
+__device__ __forceinline__ float ld_logit(const float *p, int64_t c) {
+  return p[c];
+}
+__device__ __forceinline__ float ld_logit(const uint16_t *p, int64_t c) {
+  return pl_bf16_to_f32(p[c]);
+}
+__device__ __forceinline__ void st_logit(float *p, int64_t c, float v) {
+  p[c] = v;
+}
+__device__ __forceinline__ void st_logit(uint16_t *p, int64_t c, float v) {
+  p[c] = pl_f32_to_bf16(v);
+}
+
+/* Online (max, sum) of one thread over elements of 16-byte vectors. */
+__device__ __forceinline__ void lse_add(float &m, float &s, float v) {
+  if (v > m) {
+    s = (m == -INFINITY ? 0.0f : s * expf(m - v)) + 1.0f;
+    m = v;
+  } else {
+    s += expf(v - m);
+  }
+}
+
+/* One block per row (grid-stride): pass 1 the row's online (max, sum), pass 2
+ * the residual in place, both reading 16-byte vectors (VEC elements) when the
+ * row is 16-byte aligned, else one element per thread per step. */
+template <typename Y>
+static __global__ void ce_rows_kernel(Y *y, int64_t ldy, int64_t n, int64_t v,
+                                      const int32_t *t, int32_t ignore,
+                                      const float *g, float *nll,
+                                      float *lse_out) {
+  constexpr int VEC = 16 / sizeof(Y);
+  __shared__ float lse_sh;
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    Y *row = y + i * ldy;
+    const bool vec = ((uintptr_t)row % 16) == 0;
+    const int64_t nv = vec ? v / VEC : 0; /* whole vectors */
+    float m = -INFINITY, s = 0.0f;
+    for (int64_t q = threadIdx.x; q < nv; q += blockDim.x) {
+      uint4 u = reinterpret_cast<const uint4 *>(row)[q];
+      const Y *e = reinterpret_cast<const Y *>(&u);
+#pragma unroll
+      for (int k = 0; k < VEC; k++) lse_add(m, s, ld_logit(e, k));
+    }
+    for (int64_t c = nv * VEC + threadIdx.x; c < v; c += blockDim.x)
+      lse_add(m, s, ld_logit(row, c));
+    block_lse(m, s);
+    if (threadIdx.x == 0) {
+      float l = m + logf(s);
+      int ign = t[i] == ignore;
+      nll[i] = ign ? 0.0f : l - ld_logit(row, (int64_t)t[i]);
+      if (lse_out) lse_out[i] = l;
+      lse_sh = l;
+    }
+    __syncthreads();
+    const float l = lse_sh;
+    if (g) {
+      const float gi = g[i];
+      const int64_t tc = t[i] == ignore ? -1 : (int64_t)t[i];
+      for (int64_t q = threadIdx.x; q < nv; q += blockDim.x) {
+        uint4 u = reinterpret_cast<const uint4 *>(row)[q];
+        Y *e = reinterpret_cast<Y *>(&u);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+          int64_t c = q * VEC + k;
+          st_logit(e, k,
+                   gi * (expf(ld_logit(e, k) - l) - (c == tc ? 1.0f : 0.0f)));
+        }
+        reinterpret_cast<uint4 *>(row)[q] = u;
+      }
+      for (int64_t c = nv * VEC + threadIdx.x; c < v; c += blockDim.x)
+        st_logit(row, c,
+                 gi * (expf(ld_logit(row, c) - l) - (c == tc ? 1.0f : 0.0f)));
+    }
+    __syncthreads(); /* lse_sh is rewritten by the next row */
+  }
+}
+
+/* One block, a fixed order: Σ nll and the count of the target rows. */
+static __global__ void ce_stats_kernel(int64_t n, const float *nll,
+                                       const int32_t *t, int32_t ignore,
+                                       float *stats) {
+  double sum = 0.0, cnt = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    if (t[i] != ignore) {
+      sum += nll[i];
+      cnt += 1.0;
+    }
+  block_stats(sum, cnt, stats);
+}
+
 static __global__ void ce_logsoftmax_kernel(const float *y, float *logp,
                                             int64_t n, int64_t v) {
   __shared__ float lse_sh;
@@ -353,6 +448,33 @@ extern "C" pl_status pl__cuda_ce_residual(pl_stream *s, const float *y, int64_t 
     return pl_set_error(PL_EINVAL, "ce_residual: dtype %d: must be f32 or bf16",
                         (int)dy_dt);
   PL_CUDA_CHECK_LAUNCH("ce_residual_kernel");
+  return PL_OK;
+}
+
+#define CE_ROWS_THREADS 512
+
+extern "C" pl_status pl__cuda_ce_rows(pl_stream *s, void *y, pl_dtype ydt, int64_t ldy, int64_t n, int64_t v, const int32_t *t, int32_t ignore, const float *g, float *nll, float *lse_out) {
+  cudaStream_t cs;
+  PL_TRY(begin(s, "ce_rows", &cs));
+  if (n == 0 || v == 0) return PL_OK;
+  if (ydt == PL_F32)
+    ce_rows_kernel<float><<<rows_grid(n), CE_ROWS_THREADS, 0, cs>>>(
+        (float *)y, ldy, n, v, t, ignore, g, nll, lse_out);
+  else if (ydt == PL_BF16)
+    ce_rows_kernel<uint16_t><<<rows_grid(n), CE_ROWS_THREADS, 0, cs>>>(
+        (uint16_t *)y, ldy, n, v, t, ignore, g, nll, lse_out);
+  else
+    return pl_set_error(PL_EINVAL, "ce_rows: dtype %d: must be f32 or bf16",
+                        (int)ydt);
+  PL_CUDA_CHECK_LAUNCH("ce_rows_kernel");
+  return PL_OK;
+}
+
+extern "C" pl_status pl__cuda_ce_stats(pl_stream *s, int64_t n, const float *nll, const int32_t *t, int32_t ignore, float *stats) {
+  cudaStream_t cs;
+  PL_TRY(begin(s, "ce_stats", &cs));
+  ce_stats_kernel<<<1, 1024, 0, cs>>>(n, nll, t, ignore, stats);
+  PL_CUDA_CHECK_LAUNCH("ce_stats_kernel");
   return PL_OK;
 }
 

@@ -10,7 +10,10 @@
  * B.  The leading dimensions pass through unchanged.
  *
  * Numerics: CUBLAS_COMPUTE_32F (fp32 accumulation; the handle's math mode
- * forbids TF32 and reduced-precision split-K reductions, see dev.cu), A and B
+ * forbids TF32 and reduced-precision split-K reductions, see dev.cu), or
+ * CUBLAS_COMPUTE_32F_FAST_TF32 for f32 operands on a stream that asked for
+ * TF32 (pl_stream_set_tf32: the operands enter the tensor cores as TF32,
+ * accumulation stays fp32; the plain kernel ignores it), A and B
  * CUDA_R_32F or CUDA_R_16BF, C CUDA_R_32F or CUDA_R_16BF.  cuBLAS has no
  * f32-in/bf16-out GEMM, and for k == 0 the contract is C = beta·C (C not read
  * when beta == 0) regardless of alpha: both go to gemm_plain_kernel, an fp32
@@ -124,6 +127,10 @@ static pl_status call_cublas(pl_stream *s, bool ta, bool tb, int64_t m,
   cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   cudaDataType tab = cuda_type(ab_dt), tc = cuda_type(c_dt);
+  /* pl_stream_set_tf32: f32 operands through the TF32 tensor cores */
+  cublasComputeType_t ct = ab_dt == PL_F32 && s->tf32
+                               ? CUBLAS_COMPUTE_32F_FAST_TF32
+                               : CUBLAS_COMPUTE_32F;
   bool small = m <= INT_MAX && n <= INT_MAX && k <= INT_MAX &&
                lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX &&
                batch <= INT_MAX;
@@ -138,22 +145,22 @@ static pl_status call_cublas(pl_stream *s, bool ta, bool tb, int64_t m,
     if (batch == 1 && small)
       st = cublasGemmEx(cd->blas, opB, opA, (int)n, (int)m, (int)k, &alpha, B,
                         tab, (int)ldb, A, tab, (int)lda, &beta, C, tc,
-                        (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                        (int)ldc, ct, CUBLAS_GEMM_DEFAULT);
     else if (batch == 1)
       st = cublasGemmEx_64(cd->blas, opB, opA, n, m, k, &alpha, B, tab, ldb, A,
-                           tab, lda, &beta, C, tc, ldc, CUBLAS_COMPUTE_32F,
+                           tab, lda, &beta, C, tc, ldc, ct,
                            CUBLAS_GEMM_DEFAULT);
     else if (small)
       st = cublasGemmStridedBatchedEx(
           cd->blas, opB, opA, (int)n, (int)m, (int)k, &alpha, B, tab,
           (int)ldb, (long long)sb, A, tab, (int)lda, (long long)sa, &beta, C,
-          tc, (int)ldc, (long long)sc, (int)batch, CUBLAS_COMPUTE_32F,
+          tc, (int)ldc, (long long)sc, (int)batch, ct,
           CUBLAS_GEMM_DEFAULT);
     else
       st = cublasGemmStridedBatchedEx_64(
           cd->blas, opB, opA, n, m, k, &alpha, B, tab, ldb, (long long)sb, A,
           tab, lda, (long long)sa, &beta, C, tc, ldc, (long long)sc, batch,
-          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+          ct, CUBLAS_GEMM_DEFAULT);
   }
   pthread_mutex_unlock(&cd->blas_lock);
   if (st != CUBLAS_STATUS_SUCCESS) {

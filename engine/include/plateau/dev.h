@@ -93,6 +93,13 @@ void *pl_stream_native(const pl_stream *s);
  * compute on other streams takes fewer SMs from it this way. */
 void pl_stream_set_grid_cap(pl_stream *s, int blocks);
 int pl_stream_grid_cap(const pl_stream *s);
+/* TF32 math for the GEMMs with f32 operands issued on s (off by default):
+ * on CUDA the tensor cores' TF32 mode (CUBLAS_COMPUTE_32F_FAST_TF32), on the
+ * CPU backend the same operands rounded to TF32 (10-bit mantissa, nearest,
+ * ties away from zero) before an f32 GEMM; f32 accumulation either way.
+ * bf16 GEMMs are unchanged. */
+void pl_stream_set_tf32(pl_stream *s, int on);
+int pl_stream_tf32(const pl_stream *s);
 
 pl_status pl_event_create(pl_dev *dev, pl_event **out);
 void pl_event_destroy(pl_event *e);

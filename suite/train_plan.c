@@ -1,0 +1,249 @@
+/* train_plan.c — `plateau bench train` consults the planner (engine/plan)
+ * before it launches a point (bench_train.h): the run's machine (the
+ * device's memory or --mem-limit, the host's available RAM, a calib file),
+ * the prediction of a point (pl_plan_check: device peak, pinned host bytes,
+ * fits or the binding term; pl_plan_time_predict: the step), --config
+ * auto's choice of the knobs the command line leaves (pl_plan_auto), and
+ * the planner's budget printed by --describe.
+ *
+ * Every rank must take the same branch at a point (a point predicted not to
+ * fit is skipped by all), so the machine is agreed over the ranks once: the
+ * smallest device and the smallest available host memory of any rank, the
+ * most ranks sharing a host. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench_train.h"
+#include "plan.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* bytes by magnitude, for notes */
+static const char *hb(char *buf, size_t n, double v) {
+  if (v >= GIB)
+    snprintf(buf, n, "%.2f GiB", v / GIB);
+  else if (v >= 1048576.0)
+    snprintf(buf, n, "%.2f MiB", v / 1048576.0);
+  else
+    snprintf(buf, n, "%.1f KiB", v / 1024.0);
+  return buf;
+}
+
+/* MemAvailable of this host in bytes (0: unknown). */
+static double mem_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  unsigned long long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+      break;
+  if (f)
+    fclose(f);
+  return (double)kb * 1024.0;
+}
+
+/* The ranks of the world that share this rank's host (by host name). */
+static pl_status local_ranks(pl_bench_ctx *c, int *out) {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  uint64_t h = 1469598103934665603ull; /* FNV-1a of the name */
+  for (const char *p = host; *p; p++)
+    h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  int64_t *all = calloc((size_t)c->size, sizeof *all);
+  if (!all)
+    return pl_set_error(PL_ENOMEM, "train: host");
+  all[c->rank] = (int64_t)(h >> 1);
+  pl_status st =
+      pl_host_allreduce_i64(c->comm, all, (size_t)c->size, PL_RED_SUM);
+  int64_t n = 0;
+  for (int i = 0; st == PL_OK && i < c->size; i++)
+    n += all[i] == all[c->rank];
+  free(all);
+  if (st == PL_OK)
+    st = pl_host_allreduce_i64(c->comm, &n, 1, PL_RED_MAX);
+  *out = (int)n;
+  return st;
+}
+
+pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
+                            pl_plan_machine *mc) {
+  *mc = pl_plan_machine_default();
+  mc->backend = c->cuda ? PL_BACKEND_CUDA : PL_BACKEND_CPU;
+  if (calib) { /* the file the GEMM rate came from (train_args.c) */
+    pl_status st = pl_plan_machine_load(mc, calib);
+    if (st != PL_OK) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", pl_last_error());
+      return pl_set_error(PL_EINVAL, "--calib: the plan's machine: %s", msg);
+    }
+  }
+  /* device: --mem-limit is exact (the tracked allocator refuses beyond
+   * it); else the device's memory less the planner's reserve on a GPU */
+  const double limit = (double)pl_args_size(c->args, "mem-limit");
+  pl_dev_info info;
+  PL_TRY(pl_dev_info_get(c->dev, &info));
+  double v[2] = {limit > 0 ? limit : (double)info.total_bytes, 0};
+  if (limit > 0 || !c->cuda)
+    mc->hbm_reserve = 0;
+  /* host: what is available now plus what the arena pins already, less
+   * the 2 GiB the bench's own guard keeps (bench_train.c host_limit) */
+  pl_mem_stats hs;
+  pl_mem_stats_get(c->dev, PL_ARENA_HOST, &hs);
+  v[1] = mem_available() + (double)hs.current;
+  PL_TRY(pl_host_allreduce_f64(c->comm, v, 2, PL_RED_MIN));
+  mc->hbm_bytes = v[0];
+  if (v[1] > 0)
+    mc->host_bytes = v[1], mc->host_reserve = 2 * GIB;
+  PL_TRY(local_ranks(c, &mc->gpus_per_node));
+  char src[sizeof mc->source];
+  snprintf(src, sizeof src, "%.80s; device %.2f GiB%s, host %.1f GiB available",
+           calib ? mc->source : (c->cuda ? "H200 defaults" : "cpu"),
+           mc->hbm_bytes / GIB, limit > 0 ? " (--mem-limit)" : "",
+           mc->host_bytes / GIB);
+  snprintf(mc->source, sizeof mc->source, "%s", src);
+  return PL_OK;
+}
+
+/* The point's configuration (NULL u->sys hook: no prediction). */
+static pl_status cfg_of(const pl_train_system *sys, const pl_train_setup *u,
+                        int W, pl_plan_cfg *cfg) {
+  if (!sys->plan)
+    return pl_set_error(PL_EUNSUPPORTED, "no planner model of %s", sys->name);
+  return sys->plan(u, W, cfg);
+}
+
+void pl__train_predict(const pl__train_args *a, const pl_train_system *sys,
+                       const pl_train_setup *u, int W, pl__train_pred *out) {
+  memset(out, 0, sizeof *out);
+  pl_plan_cfg cfg;
+  pl_plan_verdict *v = malloc(sizeof *v);
+  pl_plan_time t;
+  pl_status st =
+      v ? cfg_of(sys, u, W, &cfg) : pl_set_error(PL_ENOMEM, "train: host");
+  if (st == PL_OK)
+    st = pl_plan_check(&u->m, &cfg, &a->mc, v);
+  if (st == PL_OK)
+    st = pl_plan_time_predict(&u->m, &cfg, &a->mc, &t);
+  if (st != PL_OK) {
+    snprintf(out->why, sizeof out->why, "plan: no prediction (%s)",
+             pl_last_error());
+    pl_clear_error();
+    free(v);
+    return;
+  }
+  out->have = true;
+  out->fits = v->fits;
+  out->dev_peak = v->mem.dev_peak;
+  out->host = v->mem.host_pinned;
+  out->time_ms = t.step_s * 1e3;
+  snprintf(out->binding, sizeof out->binding, "%s", v->binding);
+  char p1[32], p2[32];
+  if (v->fits)
+    snprintf(out->why, sizeof out->why,
+             "plan: fits (device peak %s at %s; %s usable)",
+             hb(p1, sizeof p1, (double)v->mem.dev_peak), v->mem.peak_phase,
+             hb(p2, sizeof p2, a->mc.hbm_bytes - a->mc.hbm_reserve));
+  else
+    snprintf(out->why, sizeof out->why,
+             "plan: does not fit, binding term %s: %s", v->binding, v->why);
+  free(v);
+}
+
+pl_status pl__train_plan_point(pl_bench_ctx *c, const pl__train_args *a,
+                               const pl_train_system *sys,
+                               const pl_train_setup *u, pl_row *row,
+                               pl__train_pred *pr) {
+  pl__train_predict(a, sys, u, c->size, pr);
+  if (pr->have) {
+    pl_row_i64(row, "pred_dev_peak_bytes", (int64_t)pr->dev_peak);
+    pl_row_i64(row, "pred_host_bytes", (int64_t)pr->host);
+    pl_row_f64(row, "pred_time_ms", pr->time_ms);
+  }
+  if (pr->have && !pr->fits && !a->verify)
+    return pl_set_error(PL_EINFEASIBLE, "%s (not launched; --verify runs it)",
+                        pr->why);
+  pl_row_note(row, "%s%s", pr->why,
+              pr->have && !pr->fits ? " (run by --verify)" : "");
+  return PL_OK;
+}
+
+pl_status pl__train_plan_fail(const pl__train_pred *pr, pl_status st) {
+  if (st == PL_OK || !pr->have)
+    return st;
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", pl_last_error());
+  return pl_set_error(st, "%s; %s", msg, pr->why);
+}
+
+pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
+                         const pl_train_system *sys, pl_train_setup *u, int W) {
+  pl_plan_cfg base;
+  pl_status st = cfg_of(sys, u, W, &base);
+  if (st != PL_OK) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", pl_last_error());
+    return pl_set_error(PL_EINVAL, "--config auto: %s: %s", sys->name, msg);
+  }
+  pl_plan_free fr;
+  sys->plan_free(args, &fr);
+  if (a->step_tokens > 0) { /* micro·N·W_v in the planner's W: micro·N·W */
+    const int Wv = u->lc.W_v ? u->lc.W_v : W;
+    base.tokens_step = a->step_tokens / (Wv / W);
+  }
+  pl_plan_search *s = calloc(1, sizeof *s);
+  if (!s)
+    return pl_set_error(PL_ENOMEM, "train: host");
+  st = pl_plan_auto(&u->m, &base, &fr, &a->mc, s);
+  if (st != PL_OK) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", pl_last_error());
+    free(s);
+    return pl_set_error(PL_EINVAL, "--config auto: %s at S=%lld: %s", sys->name,
+                        (long long)u->S, msg);
+  }
+  char cfg[200];
+  pl_plan_cfg_str(&s->best.cfg, cfg, sizeof cfg);
+  if (s->have_best) {
+    sys->plan_apply(&s->best.cfg, u);
+    snprintf(
+        u->chosen, sizeof u->chosen,
+        "--config auto: %.150s (%d tried, %d fit; %.0f tok/s/GPU predicted)",
+        cfg, s->tried, s->feasible, s->best.time.tok_s_gpu);
+  } else { /* the closest: its row is the infeasible one, binding named */
+    sys->plan_apply(&s->best.cfg, u);
+    snprintf(u->chosen, sizeof u->chosen,
+             "--config auto: none of %d fits; the closest: %.180s", s->tried,
+             cfg);
+  }
+  u->kind = "auto";
+  free(s);
+  return PL_OK;
+}
+
+void pl__train_plan_describe(const pl__train_args *a,
+                             const pl_train_system *sys,
+                             const pl_train_setup *u, int W, FILE *f) {
+  pl_plan_cfg cfg;
+  pl_plan_verdict *v = malloc(sizeof *v);
+  pl_plan_time t;
+  memset(&t, 0, sizeof t);
+  pl_status st =
+      v ? cfg_of(sys, u, W, &cfg) : pl_set_error(PL_ENOMEM, "train: host");
+  if (st == PL_OK)
+    st = pl_plan_check(&u->m, &cfg, &a->mc, v);
+  if (st == PL_OK)
+    st = pl_plan_time_predict(&u->m, &cfg, &a->mc, &t);
+  if (st != PL_OK) {
+    fprintf(f, "# plan: no prediction: %s\n", pl_last_error());
+    pl_clear_error();
+  } else {
+    fprintf(f, "# the planner's budget of this rank (engine/plan; %s)\n",
+            sys->describe ? "beside the description above"
+                          : "the baseline has no pl_train_describe");
+    pl_plan_print_budget(f, &u->m, &cfg, &a->mc, v, &t);
+  }
+  free(v);
+}
