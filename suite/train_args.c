@@ -91,6 +91,32 @@ static pl_status step_of(pl_bench_ctx *c, const pl_args *a, pl_train_setup *u) {
   return PL_OK;
 }
 
+/* A knob only one system reads, given on the command line, while that
+ * system is not in --system's list, is a contradiction: the user asked for
+ * a setting no point would use. */
+static pl_status knobs_of_systems(const pl_args *a, const char *list,
+                                  bool fsdp2, bool plateau) {
+  static const char *const f2_only[] = {"cp", "ep", "ac", "ac-freq",
+                                        "fsdp2-optim", NULL};
+  static const char *const pl_only[] = {"D", "P", "head", "dispatch",
+                                        "sco-budget", "optim", "chunk-cap",
+                                        "bucket", "slots", NULL};
+  for (int i = 0; !fsdp2 && f2_only[i]; i++)
+    if (pl_args_given(a, f2_only[i]))
+      return pl_set_error(PL_EINVAL,
+                          "--%s: a knob of fsdp2, which is not in --system=%s "
+                          "(allowed: add fsdp2 to the list, or drop --%s)",
+                          f2_only[i], list, f2_only[i]);
+  for (int i = 0; !plateau && pl_only[i]; i++)
+    if (pl_args_given(a, pl_only[i]))
+      return pl_set_error(PL_EINVAL,
+                          "--%s: a knob of plateau, which is not in "
+                          "--system=%s (allowed: add plateau to the list, or "
+                          "drop --%s)",
+                          pl_only[i], list, pl_only[i]);
+  return PL_OK;
+}
+
 /* --system: a comma list of registered systems, each once (not given:
  * plateau; with --tune plateau,fsdp2; with --points fsdp2). */
 static pl_status systems_of(const pl_args *a, bool tune, bool points,
@@ -120,15 +146,17 @@ static pl_status systems_of(const pl_args *a, bool tune, bool points,
   if (!t->nsys)
     return pl_set_error(PL_EINVAL, "--system: empty (built in: plateau, "
                                    "fsdp2)");
-  bool f2 = false;
-  for (int i = 0; i < t->nsys; i++)
+  bool f2 = false, pl = false;
+  for (int i = 0; i < t->nsys; i++) {
     f2 |= !strcmp(t->sys[i]->name, "fsdp2");
+    pl |= !strcmp(t->sys[i]->name, "plateau");
+  }
   if ((tune || points) && !f2)
     return pl_set_error(PL_EINVAL,
                         "--system=%s: %s sets the knobs of fsdp2, which is not "
                         "in the list",
                         list, tune ? "--tune" : "--points");
-  return PL_OK;
+  return knobs_of_systems(a, list, f2, pl);
 }
 
 /* fsdp2's knobs from the command line. */
