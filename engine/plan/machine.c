@@ -271,13 +271,16 @@ static void note_source(pl_plan_machine *m, const char *path) {
   }
 }
 
-/* calib: the row of the largest bytes of each test that is ok */
+/* calib: the row of the largest bytes of each test that is ok.  mem_copy
+ * (loads and stores of the host's memory by all cores, bytes counted read +
+ * write) is the host memory bandwidth the optimizer's floor divides by. */
 static void load_calib(pl_plan_machine *m, tsv *t) {
-  static const char *const tests[] = {"gemm",     "h2d",      "d2h",
-                                      "bidir",    "d2d",      "allreduce",
-                                      "alltoall", "sendrecv", NULL};
-  double best[8], size[8];
-  for (int i = 0; i < 8; i++)
+  static const char *const tests[] = {
+      "gemm",      "h2d",      "d2h",      "bidir",    "d2d",
+      "allreduce", "alltoall", "sendrecv", "mem_copy", NULL};
+  enum { NT = 9 };
+  double best[NT], size[NT];
+  for (int i = 0; i < NT; i++)
     best[i] = NAN, size[i] = -1;
   while (tsv_row(t)) {
     if (!row_ok(t))
@@ -291,18 +294,19 @@ static void load_calib(pl_plan_machine *m, tsv *t) {
       if (strcmp(name, tests[i]))
         continue;
       double sz = i == 0 ? num(t, "mnk") : num(t, "bytes");
-      double v = i == 0   ? num(t, "tflops")
-                 : i <= 4 ? num(t, "algbw_gbs")
-                          : num(t, "busbw_gbs");
+      double v = i == 0             ? num(t, "tflops")
+                 : i <= 4 || i == 8 ? num(t, "algbw_gbs")
+                                    : num(t, "busbw_gbs");
       if (isnan(sz))
         sz = 0;
       if (!isnan(v) && sz >= size[i])
         size[i] = sz, best[i] = v;
     }
   }
-  double *dst[8] = {&m->gemm_tflops, &m->h2d_gbs,  &m->d2h_gbs, &m->bidir_gbs,
-                    &m->hbm_gbs,     &m->nccl_gbs, &m->a2a_gbs, &m->nvl_gbs};
-  for (int i = 0; i < 8; i++)
+  double *dst[NT] = {&m->gemm_tflops, &m->h2d_gbs,  &m->d2h_gbs,
+                     &m->bidir_gbs,   &m->hbm_gbs,  &m->nccl_gbs,
+                     &m->a2a_gbs,     &m->nvl_gbs,  &m->host_dram_gbs};
+  for (int i = 0; i < NT; i++)
     if (!isnan(best[i]) && best[i] > 0)
       *dst[i] = best[i];
 }

@@ -58,11 +58,17 @@ START_TEST(machine_files) {
   const char *v2 = "# plateau-results: 2\n# bench: calib\n"
                    "variant\tbytes\tranks\tdtype\tmnk\ttime_ms\talgbw_gbs\t"
                    "busbw_gbs\ttflops\tstatus\n"
-                   "bidir\t1048576\t2\tf32\t-\t1\t99\t99\t-\tok\n";
+                   "bidir\t1048576\t2\tf32\t-\t1\t99\t99\t-\tok\n"
+                   "mem_read\t2147483648\t1\t-\t-\t26\t80.9\t80.9\t-\tok\n"
+                   "mem_copy\t2147483648\t1\t-\t-\t41\t105.5\t105.5\t-\tok\n";
+  const double dram0 = m.host_dram_gbs;
   p = write_tmp(v2);
   ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_OK);
   unlink(p);
   ck_assert_double_eq_tol(m.bidir_gbs, 99, 1e-9);
+  /* the host memory: mem_copy (read + write), not mem_read */
+  ck_assert_double_ne_tol(dram0, 105.5, 1e-9);
+  ck_assert_double_eq_tol(m.host_dram_gbs, 105.5, 1e-9);
   const char *at = "# bench: attention\n"
                    "ranks\tseq\tpass\ttime_ms\ttflops\tstatus\n"
                    "1\t4096\tfwd\t1\t270\tok\n"
