@@ -5,7 +5,7 @@
 # as pl_model_count / pl_model_flops_per_token do (the C side asserts the
 # same counts in baselines/fsdp2/test_mpi_fsdp2.c); a run without --out, an
 # unknown point, and (where PyTorch with CUDA is absent) a measuring run stop
-# with exit 2 and say why, writing nothing.
+# with exit 2 and say why, writing nothing; so does --world 0.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 peer=analysis/peers/torch_fsdp2.py
@@ -32,6 +32,10 @@ python3 "$peer" 2>"$tmp/err" || rc=$?
 rc=0
 python3 "$peer" --list --configs dense-8k,nope 2>"$tmp/err" >/dev/null || rc=$?
 [ "$rc" -eq 2 ] && grep -q 'unknown point(s) nope' "$tmp/err" && ok "unknown point" || bad "unknown point (rc $rc)"
+rc=0
+python3 "$peer" --out "$tmp/out0" --world 0 2>"$tmp/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q -- '--world 0: a number of GPUs >= 1' "$tmp/err" && [ ! -e "$tmp/out0" ] &&
+  ok "--world 0" || bad "--world 0 (rc $rc)"
 if ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   rc=0
   python3 "$peer" --out "$tmp/out" --configs dense-8k 2>"$tmp/err" || rc=$?

@@ -7,6 +7,7 @@ beside it (tok/s and peak memory; DESIGN §6: FSDP2-best must not be a
 strawman).  PyTorch is a peer we measure, never a dependency.
 
     python3 analysis/peers/torch_fsdp2.py --out DIR [--configs dense-8k,moe-8k]
+    python3 analysis/peers/torch_fsdp2.py --out DIR --world 2   # two GPUs
     python3 analysis/peers/torch_fsdp2.py --list      # the points, no torch
 
 The model (per point: hidden H, layers L, GQA n_q/n_kv heads of head_dim,
@@ -24,8 +25,11 @@ PyTorch has it and it agrees with the loop on a check, else a loop over the
 experts), one shared SwiGLU expert of shared_width; route weights applied at
 the combine.  Parameters counted as pl_model_count does (metadata "params").
 
-Parallelism as torchtitan applies it, world size 1 through a single-process
-process group (no torchrun): activation checkpointing per layer first
+Parallelism as torchtitan applies it, over --world W GPUs of this host (default
+1): the script starts W processes itself (torch.multiprocessing, no torchrun),
+one per GPU, in one NCCL process group on a 1-D mesh of W (FSDP over all of
+them: dp_shard = W), each rank its own sequences (seeded by its rank), as our
+baseline's ranks at cp = ep = 1.  Activation checkpointing per layer first
 (checkpoint_wrapper, non-reentrant; full = every layer, selective = every
 other layer: layer l wrapped iff (l + 1) % 2 == 0), then fully_shard on the
 embedding, every layer (reshard_after_forward except the last), [final
@@ -33,17 +37,19 @@ norm, head] (not resharded after forward) and the root, with
 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) and, for optim
 "cpu", CPUOffloadPolicy(pin_memory=True).  AdamW (lr 1e-3, betas 0.9/0.999,
 eps 1e-8, weight decay 0.01; fused, else foreach), clip_grad_norm_ 1.0.
-cp and ep must be 1 here (one GPU).
+cp and ep must be 1 here (no context or expert parallelism in the peer).
 
 Measured per point: `warmup` steps, then `steps` timed steps (a step:
 forward and backward of each micro-batch, clipping, the optimizer, the bias
 update; the wall time between CUDA synchronizations): the median and the
-spread (time_ms, time_p10_ms, time_p90_ms), tok_s_gpu = tokens / median,
+spread (time_ms, time_p10_ms, time_p90_ms; a step's time is the slowest
+rank's), tok_s_gpu = tokens of one rank / median,
 tflops by the FLOP formula of pl_model_flops_per_token (6 · active
 parameters + 6 · S · head_dim · n_q · L per token), and the memory of the
 timed steps: dev_peak_bytes = torch.cuda.max_memory_allocated (the caching
-allocator's live tensors: the analogue of our tracked device peak),
-pool_peak_bytes = max_memory_reserved, flops the step's model FLOPs.  An
+allocator's live tensors: the analogue of our tracked device peak; the
+largest over the ranks), pool_peak_bytes = max_memory_reserved, flops the
+step's model FLOPs of one rank.  Rank 0 writes the file; ranks = W.  An
 out-of-memory point is a row with status oom.  Rows use the result schema's
 columns (suite/schema.def; tokens = tokens per step of the one rank, variant
 = pl_fsdp2_cfg_name's spelling, the point's name and the loss in the note),
@@ -367,6 +373,14 @@ def init_weights(torch, model, p):
                 w.normal_(0.0, 0.02)
 
 
+def max_over_ranks(torch, v):
+    if torch.distributed.get_world_size() == 1:
+        return int(v)
+    t = torch.tensor([int(v)], device="cuda", dtype=torch.int64)
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return int(t.item())
+
+
 def run_point(torch, Model, Experts, dist_mesh, p, grouped, row):
     fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy = fsdp_api(torch)
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
@@ -418,7 +432,9 @@ def run_point(torch, Model, Experts, dist_mesh, p, grouped, row):
         opt = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
                                 weight_decay=0.01, foreach=True)
         impl = "foreach"
-    g = torch.Generator(device="cuda").manual_seed(7)
+    dist = torch.distributed
+    world = dist.get_world_size()
+    g = torch.Generator(device="cuda").manual_seed(7 + dist.get_rank())
     S, micro = p["seq"], p["micro"]
     data = torch.randint(0, p["vocab"], (micro, 1, S + 1), generator=g,
                          device="cuda")
@@ -444,9 +460,15 @@ def run_point(torch, Model, Experts, dist_mesh, p, grouped, row):
                 m.load.zero_()
         torch.cuda.synchronize()
         t1 = time.perf_counter()
-        losses.append(float(loss_sum))
+        step = torch.tensor([(t1 - t0) * 1e3, float(loss_sum)],
+                            device="cuda", dtype=torch.float64)
+        if world > 1:  # the slowest rank's time; the mean loss
+            dist.all_reduce(step[:1], op=dist.ReduceOp.MAX)
+            dist.all_reduce(step[1:], op=dist.ReduceOp.SUM)
+            step[1] /= world
+        losses.append(float(step[1]))
         if it >= p["warmup"]:
-            times.append((t1 - t0) * 1e3)
+            times.append(float(step[0]))
     times.sort()
     med = statistics.median(times)
     q = lambda f: times[min(len(times) - 1, int(f * (len(times) - 1) + 0.5))]
@@ -456,8 +478,10 @@ def run_point(torch, Model, Experts, dist_mesh, p, grouped, row):
                tok_s_gpu="%.1f" % (tokens / (med * 1e-3)),
                tflops="%.2f" % (flops_per_token(p) * tokens / (med * 1e-3) *
                                 1e-12),
-               dev_peak_bytes=torch.cuda.max_memory_allocated(),
-               pool_peak_bytes=torch.cuda.max_memory_reserved(),
+               dev_peak_bytes=max_over_ranks(torch,
+                                             torch.cuda.max_memory_allocated()),
+               pool_peak_bytes=max_over_ranks(torch,
+                                              torch.cuda.max_memory_reserved()),
                status="ok")
     row["note"] = "point %s; adamw %s; loss %.4f -> %.4f" % (
         p["point"], impl, losses[0], losses[-1])
@@ -476,6 +500,8 @@ def main():
     ap.add_argument("--experts", choices=["auto", "grouped", "loop"],
                     default="auto", help="routed experts: torch._grouped_mm "
                     "(auto: when present and it agrees with the loop)")
+    ap.add_argument("--world", type=int, default=1,
+                    help="GPUs of this host, one process each (default 1)")
     ap.add_argument("--list", action="store_true",
                     help="print the points and their parameter counts; no "
                     "torch, no GPU")
@@ -500,6 +526,10 @@ def main():
     if not a.out:
         print("torch_fsdp2: --out DIR is required", file=sys.stderr)
         return 2
+    if a.world < 1:
+        print("torch_fsdp2: --world %d: a number of GPUs >= 1" % a.world,
+              file=sys.stderr)
+        return 2
     try:
         import torch  # noqa: F401
     except Exception as e:
@@ -510,85 +540,120 @@ def main():
         print("torch_fsdp2: no CUDA device: this peer measures PyTorch FSDP2 "
               "on a GPU", file=sys.stderr)
         return 2
-    torch, Model, Experts = build_torch()
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
+    if a.world > torch.cuda.device_count():
+        print("torch_fsdp2: --world %d: this host has %d CUDA device(s) "
+              "(allowed: 1..%d)" % (a.world, torch.cuda.device_count(),
+                                    torch.cuda.device_count()),
+              file=sys.stderr)
+        return 2
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    torch.cuda.set_device(0)
+    if a.world == 1:
+        return worker(0, 1, port, a, pts)
+    import torch.multiprocessing as mp
+    mp.spawn(worker, args=(a.world, port, a, pts), nprocs=a.world, join=True)
+    return 0
+
+
+def worker(rank, world, port, a, pts):
+    """One rank: the process group, every point, rank 0 writes the file."""
+    torch, Model, Experts = build_torch()
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    torch.cuda.set_device(rank)
+    # a rank that fails inside a collective leaves the others waiting: the
+    # group's timeout ends that wait with an error instead of a hang
     dist.init_process_group("nccl", init_method="tcp://127.0.0.1:%d" % port,
-                            rank=0, world_size=1)
-    mesh = init_device_mesh("cuda", (1,))
+                            rank=rank, world_size=world,
+                            timeout=datetime.timedelta(minutes=20))
+    mesh = init_device_mesh("cuda", (world,))
     if a.experts == "loop":
         grouped, how = False, "loop"
     else:
         grouped, how = grouped_mm_ok(torch, Experts)
         if a.experts == "grouped" and not grouped:
             print("torch_fsdp2: --experts grouped: %s" % how, file=sys.stderr)
+            dist.destroy_process_group()
             return 2
         if not grouped:
             how = "loop (%s)" % how
+    lead = rank == 0
     meta = {"bench": "torch_fsdp2",
             "torch": torch.__version__, "cuda": torch.version.cuda,
             "device": torch.cuda.get_device_name(0),
             "host": socket.gethostname(), "argv": " ".join(sys.argv),
-            "points": a.points, "experts": how,
+            "points": a.points, "experts": how, "world": world,
             "utc_start": datetime.datetime.utcnow().strftime(
                 "%Y-%m-%dT%H:%M:%SZ")}
-    os.makedirs(a.out, exist_ok=True)
-    stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
-    path = os.path.join(a.out, "torch_fsdp2.%s.%s.%d.tsv" %
-                        (stamp, socket.gethostname(), os.getpid()))
-    with open(path, "x") as out:
+    out = None
+    if lead:
+        os.makedirs(a.out, exist_ok=True)
+        stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
+        path = os.path.join(a.out, "torch_fsdp2.%s.%s.%d.tsv" %
+                            (stamp, socket.gethostname(), os.getpid()))
+        out = open(path, "x")
         out.write("# plateau-results: 1\n")
         for k, v in meta.items():
             out.write("# %s: %s\n" % (k, v))
         out.write("\t".join(COLUMNS) + "\n")
         out.flush()
-        for p in pts:
-            tot, _ = count_params(p)
-            tokens = p["seq"] * p["micro"]
-            row = dict(bench="torch_fsdp2", variant=variant(p),
-                       kernel="sdpa+" + ("grouped_mm" if grouped else "loop"),
-                       ranks=1, dtype="bf16", seq=p["seq"], tokens=tokens,
-                       batch=p["micro"], hidden=p["hidden"],
-                       ffn=p["expert_width"] if p["experts"] else
-                       p["dense_width"], n_q=p["n_q"], n_kv=p["n_kv"],
-                       d=p["head_dim"], vocab=p["vocab"],
-                       experts=p["experts"], topk=p["topk"],
-                       layers=p["layers"], params=tot,
-                       flops="%.6g" % (flops_per_token(p) * tokens),
-                       host_peak_bytes="-", check="skip",
-                       note="point %s" % p["point"])
-            for c in COLUMNS:
-                row.setdefault(c, "-")
-            try:
-                run_point(torch, Model, Experts, mesh, p, grouped, row)
-            except torch.cuda.OutOfMemoryError as e:
-                row["status"] = "oom"
-                row["dev_peak_bytes"] = torch.cuda.max_memory_allocated()
-                row["note"] = "point %s; %s" % (p["point"],
-                                               str(e).splitlines()[0][:160])
-            except Exception as e:
-                row["status"] = "error"
-                row["note"] = "point %s; %s: %s" % (
-                    p["point"], type(e).__name__,
-                    str(e).splitlines()[0][:200])
-            row["note"] = str(row["note"]).replace("\t", " ")
+    for p in pts:
+        tot, _ = count_params(p)
+        tokens = p["seq"] * p["micro"]
+        row = dict(bench="torch_fsdp2", variant=variant(p),
+                   kernel="sdpa+" + ("grouped_mm" if grouped else "loop"),
+                   ranks=world, dtype="bf16", seq=p["seq"], tokens=tokens,
+                   batch=p["micro"], hidden=p["hidden"],
+                   ffn=p["expert_width"] if p["experts"] else
+                   p["dense_width"], n_q=p["n_q"], n_kv=p["n_kv"],
+                   d=p["head_dim"], vocab=p["vocab"],
+                   experts=p["experts"], topk=p["topk"],
+                   layers=p["layers"], params=tot,
+                   flops="%.6g" % (flops_per_token(p) * tokens),
+                   host_peak_bytes="-", check="skip",
+                   note="point %s" % p["point"])
+        for c in COLUMNS:
+            row.setdefault(c, "-")
+        try:
+            run_point(torch, Model, Experts, mesh, p, grouped, row)
+        except torch.cuda.OutOfMemoryError as e:
+            row["status"] = "oom"
+            row["dev_peak_bytes"] = torch.cuda.max_memory_allocated()
+            row["note"] = "point %s; %s" % (p["point"],
+                                           str(e).splitlines()[0][:160])
+        except Exception as e:
+            row["status"] = "error"
+            row["note"] = "point %s; %s: %s" % (
+                p["point"], type(e).__name__,
+                str(e).splitlines()[0][:200])
+        if world > 1:  # one verdict: the worst rank's (ok < oom < error)
+            code = {"ok": 0, "oom": 1}.get(row["status"], 2)
+            v = torch.tensor([code], device="cuda", dtype=torch.int64)
+            dist.all_reduce(v, op=dist.ReduceOp.MAX)
+            worst = ["ok", "oom", "error"][int(v.item())]
+            if worst != row["status"]:
+                row["note"] = "point %s; %s on another rank" % (p["point"],
+                                                                 worst)
+                row["status"] = worst
+        row["note"] = str(row["note"]).replace("\t", " ")
+        if lead:
             out.write("\t".join(str(row[c]) for c in COLUMNS) + "\n")
             out.flush()
             print("[torch_fsdp2] %s %s: %s %s ms %s tok/s peak %s B (%s)" %
                   (p["point"], row["variant"], row["status"], row["time_ms"],
                    row["tok_s_gpu"], row["dev_peak_bytes"], row["note"]),
                   file=sys.stderr)
-            gc.collect()
-            torch.cuda.empty_cache()
+        gc.collect()
+        torch.cuda.empty_cache()
+    if lead:
         out.write("# end: ok %s\n" % datetime.datetime.utcnow().strftime(
             "%Y-%m-%dT%H:%M:%SZ"))
+        out.close()
     dist.destroy_process_group()
-    print(path)
+    if lead:
+        print(path)
     return 0
 
 
