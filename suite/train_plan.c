@@ -90,7 +90,7 @@ pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
   if (limit > 0 || !c->cuda)
     mc->hbm_reserve = 0;
   /* host: what is available now plus what the arena pins already, less
-   * the 2 GiB the bench's own guard keeps (bench_train.c host_limit) */
+   * the 2 GiB the bench's own guard keeps (pl__train_host_limit below) */
   pl_mem_stats hs;
   pl_mem_stats_get(c->dev, PL_ARENA_HOST, &hs);
   v[1] = mem_available() + (double)hs.current;
