@@ -27,20 +27,13 @@
  * the host from the gradients), and master, m, v and the bf16 weight read
  * back must be bit-identical; every step's clip factor must equal the
  * reference's (adam_shard.c). */
-#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../baselines/cpu_adamw.h"
-#include "adam_shard.h"
-#include "bench.h"
-#include "ops/adamw.h"
-#include "ops/stream_adamw.h"
-#include "plateau/hd.h"
+#include "bench_adam.h"
 
-enum { M_CPU, M_STREAM, M_HYBRID, M_COUNT };
 static const char *const mode_names[] = {"cpu", "stream", "hybrid", NULL};
 static const char *const gdt_names[] = {"bf16", "f32", NULL};
 static const char *const simd_names[] = {"auto", "scalar", "avx2", "avx512",
@@ -81,58 +74,12 @@ static const pl_preset adam_presets[] = {
     {NULL, NULL},
 };
 
-#define MAXSTEPS 4096
-
-typedef struct adam_pt {
-  int mode, slots, share; /* share: index into shares */
-  size_t beta;
-} adam_pt;
-
-typedef struct adam {
-  size_t P, link_bytes;
-  pl_dtype gdt;
-  bool grad_host;
-  pl_simd_path simd;
-  int threads, ntens;
-  pl_adamw_hparams hp;
-  double shares[8];
-  char share_txt[8][32];
-  adam_pt *pts;
-  /* once: the link, the shard, the samples, the reference clip factor */
-  int ready;
-  pl_status ready_st;
-  char ready_msg[512];
-  double bw[3], mem;
-  pl_adam_shard S;
-  pl_adam_sample *X;
-  float gs_ref;
-  /* the point's optimizer and its steps' clip factors */
-  pl_stream *s;
-  pl_stream_adamw *so;
-  pl_cpu_offload_adamw *co;
-  int nsteps;
-  float gscale[MAXSTEPS];
-  double update_ms;
-} adam;
-
 static pl_status step(void *st) {
-  adam *A = st;
-  float gs = 1.0f;
-  if (A->co) {
-    PL_TRY(pl_cpu_offload_adamw_step(A->co, A->s));
-    pl_cpu_offload_adamw_last(A->co, &gs, &A->update_ms);
-  } else {
-    PL_TRY(pl_stream_adamw_step(A->so, A->s));
-    gs = pl_stream_adamw_gscale(A->so); /* known once issued */
-  }
-  if (A->nsteps < MAXSTEPS)
-    A->gscale[A->nsteps] = gs;
-  A->nsteps++;
-  return PL_OK;
+  return pl__adam_step(st);
 }
 
 static pl_status init(pl_bench_ctx *c, void *st) {
-  adam *A = st;
+  pl__adam_bench *A = st;
   pl_args *a = c->args;
   A->s = c->stream;
   A->P = (size_t)pl_args_size(a, "params");
@@ -140,7 +87,8 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   uint64_t betas[PL_OPT_LIST_MAX], slots[PL_OPT_LIST_MAX];
   int nbeta = pl_args_size_list(a, "bucket", betas, PL_OPT_LIST_MAX);
   int nslot = pl_args_size_list(a, "slots", slots, PL_OPT_LIST_MAX);
-  int modes[M_COUNT], nmodes = pl_args_enum_list(a, "mode", modes, M_COUNT);
+  int modes[PL_ADAM_MODES],
+      nmodes = pl_args_enum_list(a, "mode", modes, PL_ADAM_MODES);
   int nshare = 0;
   char buf[256];
   const char *share = pl_args_str(a, "share");
@@ -165,9 +113,9 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   if (nshare == 0)
     return pl_set_error(PL_EINVAL, "--share: empty (auto or a number in "
                                    "[0,1], comma-separated)");
-  if (c->warmup + c->iters > MAXSTEPS)
+  if (c->warmup + c->iters > PL_ADAM_MAXSTEPS)
     return pl_set_error(PL_EINVAL, "adam: warmup + iters = %d: at most %d",
-                        c->warmup + c->iters, MAXSTEPS);
+                        c->warmup + c->iters, PL_ADAM_MAXSTEPS);
   A->gdt = pl_args_enum(a, "grad-dtype") == 0 ? PL_BF16 : PL_F32;
   A->grad_host = pl_args_flag(a, "grad-host");
   A->simd = (pl_simd_path)pl_args_enum(a, "simd");
@@ -185,11 +133,13 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   PL_ASSERT(A->pts != NULL);
   int np = 0;
   for (int mi = 0; mi < nmodes; mi++) {
-    int m = modes[mi], nb = m == M_CPU ? 1 : nbeta, ns = m == M_CPU ? 1 : nslot;
+    int m = modes[mi], nb = m == PL_ADAM_CPU ? 1 : nbeta,
+        ns = m == PL_ADAM_CPU ? 1 : nslot;
     for (int bi = 0; bi < nb; bi++)
       for (int si = 0; si < ns; si++)
-        for (int hi = 0; hi < (m == M_HYBRID ? nshare : 1); hi++)
-          A->pts[np++] = (adam_pt){m, (int)slots[si], hi, (size_t)betas[bi]};
+        for (int hi = 0; hi < (m == PL_ADAM_HYBRID ? nshare : 1); hi++)
+          A->pts[np++] =
+              (pl__adam_pt){m, (int)slots[si], hi, (size_t)betas[bi]};
   }
   c->npoints = np;
   return PL_OK;
@@ -197,17 +147,18 @@ static pl_status init(pl_bench_ctx *c, void *st) {
 
 static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
                        char *label, size_t n) {
-  adam *A = st;
-  const adam_pt *q = &A->pts[p];
-  if (q->mode == M_CPU)
+  pl__adam_bench *A = st;
+  const pl__adam_pt *q = &A->pts[p];
+  if (q->mode == PL_ADAM_CPU)
     snprintf(label, n, "cpu %zu params", A->P);
   else
     snprintf(label, n, "%s %zu params beta=%zu s=%d%s%s", mode_names[q->mode],
-             A->P, q->beta, q->slots, q->mode == M_HYBRID ? " share=" : "",
-             q->mode == M_HYBRID ? A->share_txt[q->share] : "");
+             A->P, q->beta, q->slots,
+             q->mode == PL_ADAM_HYBRID ? " share=" : "",
+             q->mode == PL_ADAM_HYBRID ? A->share_txt[q->share] : "");
   pl_row_str(row, "variant", mode_names[q->mode]);
   pl_row_i64(row, "params", (int64_t)A->P);
-  if (q->mode != M_CPU) {
+  if (q->mode != PL_ADAM_CPU) {
     pl_row_i64(row, "bucket", (int64_t)q->beta);
     pl_row_i64(row, "slots", q->slots);
     pl_row_i64(row, "bound_bytes", (int64_t)((size_t)q->slots * q->beta * 16));
@@ -220,70 +171,28 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   return PL_OK;
 }
 
-/* The link, the shard, the samples and the reference clip factor: once; a
- * shard that does not fit is every point's oom row. */
-static pl_status prepare(pl_bench_ctx *c, adam *A) {
-  PL_TRY(pl__adam_link(c, A->link_bytes, A->bw));
-  PL_TRY(pl__adam_hostmem(c, A->link_bytes, &A->mem));
-  if (c->rank == 0)
-    printf("# link (per rank, %d ranks at once, %zu-byte pinned copies): "
-           "H2D %.1f GB/s, D2H %.1f GB/s, both %.1f GB/s%s; host memory "
-           "copy %.1f GB/s (read + write, %d threads)\n",
-           c->size, A->link_bytes, A->bw[0], A->bw[1], A->bw[2],
-           c->cuda ? "" : " (cpu backend: memcpy between arenas)", A->mem,
-           omp_get_max_threads());
-  A->S = (pl_adam_shard){.dev = c->dev,
-                         .nt = A->ntens,
-                         .total = A->P,
-                         .gdt = A->gdt,
-                         .grad_host = A->grad_host,
-                         .seed = c->seed + 1000003ull * (uint64_t)c->rank,
-                         /* global norm ~5·sqrt(ranks): clipping at 1.0
-                          * active at every size (1e-4 at 2.625G params) */
-                         .gstd = (float)(5.0 / sqrt((double)A->P))};
-  return pl__adam_shard_make(c, &A->S, &A->hp, &A->X, &A->gs_ref);
-}
-
 static pl_status setup(pl_bench_ctx *c, void *st, int p) {
-  adam *A = st;
+  pl__adam_bench *A = st;
   if (!A->ready) {
     A->ready = 1;
-    A->ready_st = prepare(c, A);
+    A->ready_st = pl__adam_prepare(c, A);
     PL_TRY(pl_bench_agree(c, &A->ready_st));
     snprintf(A->ready_msg, sizeof A->ready_msg, "%s", pl_last_error());
   }
   if (A->ready_st != PL_OK)
     return pl_set_error(A->ready_st, "%s", A->ready_msg);
-  const adam_pt *q = &A->pts[p];
+  const pl__adam_pt *q = &A->pts[p];
   A->nsteps = 0;
-  if (q->mode == M_CPU) {
-    PL_TRY(pl_cpu_offload_adamw_create(c->dev, &A->hp, A->S.nt, A->S.prm,
-                                       A->gdt, A->simd, A->threads, c->comm,
-                                       &A->S.st, &A->co));
-  } else {
-    pl_stream_adamw_cfg g = pl_stream_adamw_cfg_default();
-    g.bucket = q->beta;
-    g.slots = q->slots;
-    g.grad_dtype = A->gdt;
-    g.grad_on_host = A->grad_host;
-    g.share = q->mode == M_HYBRID ? A->shares[q->share] : 0.0;
-    g.share_init = 0.5;
-    g.simd_path = (int)A->simd;
-    g.cpu_threads = A->threads;
-    g.comm = c->comm;
-    g.state = &A->S.st;
-    PL_TRY(
-        pl_stream_adamw_create(c->dev, &A->hp, &g, A->S.nt, A->S.prm, &A->so));
-  }
+  PL_TRY(pl__adam_create(c, A, q));
   pl__adam_sample_snap(A->X, &A->S);
   return PL_OK;
 }
 
 static pl_status check(pl_bench_ctx *c, void *st, int p, pl_check *chk) {
-  adam *A = st;
+  pl__adam_bench *A = st;
   PL_TRY(pl_stream_sync(c->stream));
   int64_t bad = 0; /* every step's clip factor equals the reference's */
-  for (int k = 0; k < A->nsteps && k < MAXSTEPS; k++)
+  for (int k = 0; k < A->nsteps && k < PL_ADAM_MAXSTEPS; k++)
     bad += memcmp(&A->gscale[k], &A->gs_ref, 4) != 0;
   pl_check_that(chk, bad == 0,
                 "%lld steps' clip factors differ from the "
@@ -295,82 +204,16 @@ static pl_status check(pl_bench_ctx *c, void *st, int p, pl_check *chk) {
 
 static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
                         pl_work *w) {
-  adam *A = st;
-  const adam_pt *q = &A->pts[p];
-  const size_t P = A->P, gsz = pl_dtype_size(A->gdt);
-  PL_TRY(pl_stream_sync(c->stream));
-  pl_stream_adamw_last L;
-  memset(&L, 0, sizeof L);
-  if (A->so)
-    pl_stream_adamw_last_get(A->so, &L);
-  double ms[4] = {L.gpu_ms, L.cpu_ms, A->update_ms, L.share};
-  PL_TRY(pl_host_allreduce_f64(c->comm, ms, 4, PL_RED_MAX));
-  const double t = c->meas->t.median, sec = t * 1e-3;
-  /* Eq. 5: 12 bytes/param each way (+ the gradients when on the host) */
-  const double floor_ms =
-      fmax((double)P * (12 + (A->grad_host ? gsz : 0)) / (A->bw[0] * 1e9),
-           (double)P * 12 / (A->bw[1] * 1e9)) *
-      1e3;
-  pl_simd_path used = PL_SIMD_SCALAR;
-  if (q->mode != M_STREAM && pl_simd_path_resolve(A->simd, &used))
-    used = PL_SIMD_SCALAR;
-  pl_row_str(row, "share", q->mode == M_HYBRID ? A->share_txt[q->share] : "-");
-  pl_row_str(row, "kernel",
-             q->mode == M_STREAM ? "-" : pl_simd_path_name(used));
-  pl_row_f64(row, "gparam_s", (double)P / sec / 1e9);
-  pl_row_f64(row, "h2d_gbs",
-             (double)(q->mode == M_CPU ? P * 2 : L.h2d_bytes) / sec / 1e9);
-  pl_row_f64(row, "d2h_gbs",
-             (double)(q->mode == M_CPU ? P * gsz : L.d2h_bytes) / sec / 1e9);
-  pl_row_f64(row, "link_h2d_gbs", A->bw[0]);
-  pl_row_f64(row, "link_d2h_gbs", A->bw[1]);
-  pl_row_f64(row, "link_bidir_gbs", A->bw[2]);
-  pl_row_f64(row, "floor_ms", floor_ms);
-  pl_row_f64(row, "pct_floor", 100.0 * floor_ms / t);
-  double fshare = 0;
-  const double joint =
-      pl__adam_joint_floor(q->mode == M_STREAM ? 0 : q->mode == M_CPU ? 1 : 2,
-                           (double)P, (double)gsz, A->grad_host,
-                           A->bw, A->mem, &fshare) * 1e3;
-  pl_row_f64(row, "mem_copy_gbs", A->mem);
-  pl_row_f64(row, "joint_floor_ms", joint);
-  pl_row_f64(row, "pct_joint_floor", 100.0 * joint / t);
-  if (q->mode == M_HYBRID)
-    pl_row_note(row, "joint floor at CPU share %.2f", fshare);
-  if (q->mode == M_CPU) {
-    pl_row_f64(row, "update_ms", ms[2]);
-    pl_row_str(row, "optim_staging_bytes", "-");
-  } else {
-    pl_row_f64(row, "gpu_ms", ms[0]);
-  }
-  if (q->mode == M_HYBRID) {
-    pl_row_f64(row, "cpu_ms", ms[1]);
-    pl_row_f64(row, "cpu_share", ms[3]);
-    pl_row_note(row, "share = CPU buckets/all (max over ranks) after the "
-                     "timed steps");
-  }
-  /* the state, and the classic step's gradient and weight copies or the
-   * hybrid's buffers (its CPU share's gradients, all of them when auto) */
-  pl_row_i64(row, "host_bytes",
-             (int64_t)(P * 12 + (q->mode == M_CPU ? P * (gsz + 2) : 0) +
-                       pl_mem_tag_current(c->dev, PL_ARENA_HOST,
-                                          "optim_hybrid")));
-  if (!c->cuda)
-    pl_row_note(row, "link = memcpy between arenas");
-  pl_row_note(row, "%s", A->hp.max_grad_norm > 0 ? "clip on" : "clip off");
-  return PL_OK;
+  pl__adam_bench *A = st;
+  return pl__adam_row(c, A, &A->pts[p], row);
 }
 
 static void teardown(pl_bench_ctx *c, void *st, int p) {
-  adam *A = st;
-  pl_stream_adamw_destroy(A->so);
-  pl_cpu_offload_adamw_destroy(A->co);
-  A->so = NULL;
-  A->co = NULL;
+  pl__adam_destroy(st);
 }
 
 static void fini(pl_bench_ctx *c, void *st) {
-  adam *A = st;
+  pl__adam_bench *A = st;
   if (A->X)
     pl_free(c->dev, A->X->w);
   free(A->X);
@@ -393,7 +236,7 @@ const pl_bench pl_bench_adam = {
                "pct_joint_floor\tgpu_ms\tcpu_ms\tupdate_ms\t"
                "optim_staging_bytes\tbound_bytes\thost_bytes\tmax_err",
     .tags = (const char *const[]){"optim_staging", NULL},
-    .state = sizeof(adam),
+    .state = sizeof(pl__adam_bench),
     .init = init,
     .point = point,
     .setup = setup,

@@ -41,7 +41,7 @@
 #include "calib.h"
 
 static const char *const test_names[] = {
-    "h2d",      "d2h",       "bidir",    "d2d",       "gemm",     "mem_read",
+    "h2d",       "d2h",      "bidir",     "d2d",      "gemm",     "mem_read",
     "mem_write", "mem_copy", "allreduce", "alltoall", "sendrecv", NULL};
 /* per test: nccl-tests' bus factor (n: ranks; 0 = 1), the note on CUDA and
  * on the CPU */
@@ -75,8 +75,8 @@ static const pl_opt calib_opts[] = {
     {"gemm-dtype", 0, PL_OPT_ENUM, NULL, "GEMM input/output dtype", 0, 0,
      gemm_dtypes},
     {"mem-size", 0, PL_OPT_SIZE, NULL,
-     "bytes of a host-memory test buffer (mem_read, mem_write, mem_copy)",
-     4096, 1e13, NULL},
+     "bytes of a host-memory test buffer (mem_read, mem_write, mem_copy)", 4096,
+     1e13, NULL},
     {"tests", 0, PL_OPT_ENUM_LIST,
      "h2d,d2h,bidir,d2d,gemm,allreduce,alltoall,sendrecv",
      "which ceilings to measure", 0, 0, test_names},
@@ -165,8 +165,8 @@ static pl_status point(pl_bench_ctx *x, void *st, int p, pl_row *row,
     return PL_OK;
   }
   snprintf(label, n, "%s %zu bytes", test_names[c->test], S);
-  pl_row_str(row, "dtype", c->test >= T_MREAD && c->test <= T_MCOPY ? "-"
-                                                                      : "f32");
+  pl_row_str(row, "dtype",
+             c->test >= T_MREAD && c->test <= T_MCOPY ? "-" : "f32");
   pl_row_i64(row, "bytes", (int64_t)(c->ne * 4));
   if (c->test == T_ALLTOALL && c->ne < (size_t)x->size)
     return pl_set_error(PL_EINFEASIBLE, "fewer than one f32 per peer");
@@ -196,8 +196,8 @@ static pl_status finish(pl_bench_ctx *x, void *st, int p, pl_row *row,
   } else {
     const double sec = x->meas->t.median * 1e-3;
     const size_t ne = t == T_ALLTOALL ? c->ne * (size_t)n : c->ne;
-    w->bytes = (double)ne * 4 *
-               (t == T_BIDIR || t == T_D2D || t == T_MCOPY ? 2 : 1);
+    w->bytes =
+        (double)ne * 4 * (t == T_BIDIR || t == T_D2D || t == T_MCOPY ? 2 : 1);
     const double f = tdef[t].bus == 2   ? 2.0 * (n - 1) / n
                      : tdef[t].bus == 1 ? (double)(n - 1) / n
                                         : 1.0;
@@ -216,25 +216,11 @@ static pl_status finish(pl_bench_ctx *x, void *st, int p, pl_row *row,
 }
 
 static void teardown(pl_bench_ctx *x, void *st, int p) {
-  calib *c = st;
-  void **ps[] = {&c->src, &c->dst, &c->src2, &c->dst2, &c->host};
-  for (int i = 0; i < 5; i++) {
-    pl_free(x->dev, *ps[i]);
-    *ps[i] = NULL;
-  }
-  free(c->counts);
-  free(c->displs);
-  c->counts = c->displs = NULL;
+  pl__calib_teardown(x, st);
 }
 
 static void fini(pl_bench_ctx *x, void *st) {
-  calib *c = st;
-  if (c->ev0)
-    pl_event_destroy(c->ev0);
-  if (c->ev1)
-    pl_event_destroy(c->ev1);
-  if (c->s2)
-    pl_stream_destroy(c->s2);
+  pl__calib_fini(st);
 }
 
 const pl_bench pl_bench_calib = {

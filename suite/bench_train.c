@@ -32,7 +32,6 @@
  * against the single-rank reference step on the same weights and sequences
  * (train_check.c).  --describe prints pl_train_describe for every point and
  * runs nothing. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,7 +128,6 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   c->warmup = pt->warmup >= 0 ? pt->warmup : b->warmup;
   c->iters = pt->iters >= 0 ? pt->iters : b->iters;
   const pl_train_setup *u = &b->u;
-  const pl_model_params mp = pl_model_count(&u->m);
   const int D = b->sys->seq_ranks(u), Wv = u->lc.W_v ? u->lc.W_v : c->size;
   pl_row_str(row, "system", b->sys->name);
   pl_row_str(row, "model", u->model);
@@ -145,21 +143,7 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   if (u->point[0])
     pl_row_note(row, "point %s (warm-ups %d, timed steps %d)", u->point,
                 c->warmup, c->iters);
-  pl_row_i64(row, "ranks", c->size);
-  pl_row_i64(row, "virtual_world", Wv);
-  pl_row_i64(row, "D", D);
-  pl_row_str(row, "dtype", pl_dtype_name(u->sc.dt));
-  pl_row_i64(row, "seq", u->S);
-  pl_row_i64(row, "micro", u->sc.micro);
-  pl_row_i64(row, "layers", u->m.L);
-  pl_row_i64(row, "hidden", u->m.H);
-  pl_row_i64(row, "vocab", u->m.V);
-  pl_row_i64(row, "experts", u->m.E);
-  pl_row_i64(row, "topk", u->m.k);
-  pl_row_i64(row, "params_total", mp.total);
-  pl_row_i64(row, "params_active", mp.active);
-  if (u->chosen[0])
-    pl_row_note(row, "%s", u->chosen);
+  pl__train_identity(u, c->size, Wv, D, row);
   if (b->sys->validate(u, c->size) != PL_OK) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", pl_last_error());
@@ -170,33 +154,9 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   return pl__train_plan_point(c, &b->a, b->sys, u, row, &b->pred);
 }
 
-/* One process alone on its host (the one-GPU proxy): pinned host memory
- * beyond what the host has available (MemAvailable less 2 GiB, on top of
- * what the arena holds) is a clean PL_ENOMEM, an oom row, instead of the
- * kernel's OOM killer ending the run (fsdp2's offloaded optimizer pins 16
- * bytes per parameter of the rank).  With several ranks, which share a host
- * is not known here: no limit. */
-static void host_limit(pl_bench_ctx *c, bool on) {
-  size_t lim = 0;
-  FILE *f = on && c->size == 1 ? fopen("/proc/meminfo", "r") : NULL;
-  char line[256];
-  unsigned long long kb = 0;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-      break;
-  if (f)
-    fclose(f);
-  if (kb > (2ull << 20)) {
-    pl_mem_stats hs;
-    pl_mem_stats_get(c->dev, PL_ARENA_HOST, &hs);
-    lim = hs.current + (size_t)(kb - (2ull << 20)) * 1024;
-  }
-  pl_mem_set_limit(c->dev, PL_ARENA_HOST, lim);
-}
-
 static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   train_bench *b = st;
-  host_limit(c, true);
+  pl__train_host_limit(c, true);
   b->cap = c->warmup + c->iters;
   b->nres = 0, b->next = 0, b->why[0] = '\0';
   b->res = calloc((size_t)b->cap + 1, sizeof *b->res);
@@ -223,12 +183,7 @@ static pl_status run(void *st) {
 
 static pl_status check(pl_bench_ctx *c, void *st, int p, pl_check *chk) {
   train_bench *b = st;
-  int bad = -1;
-  for (int k = 0; k < b->nres && bad < 0; k++)
-    if (!isfinite(b->res[k].loss))
-      bad = k;
-  pl_check_that(chk, bad < 0, "step %d: loss %g is not finite", bad + 1,
-                bad < 0 ? 0.0 : b->res[bad].loss);
+  pl__train_check_losses(b->res, b->nres, chk);
   if (!pl__train_check_applies(c, b->sys, &b->u, b->why, sizeof b->why))
     return PL_OK;
   snprintf(b->why, sizeof b->why, "reference step compared");
@@ -251,7 +206,7 @@ static void teardown(pl_bench_ctx *c, void *st, int p) {
   train_bench *b = st;
   if (b->h)
     b->sys->destroy(b->h);
-  host_limit(c, false);
+  pl__train_host_limit(c, false);
   free(b->tok);
   free(b->res);
   b->h = NULL, b->tok = NULL, b->res = NULL;

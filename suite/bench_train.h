@@ -1,10 +1,10 @@
 /* bench_train.h — what `plateau bench train` (bench_train.c) shares with its
  * helpers (train_args.c: options into a configuration; train_check.c: the
- * reference step; train_rows.c: the row of a point; train_plan.c: the
- * planner's prediction and choice) and with
- * `plateau bench maxbatch --bench train`, whose option table must accept the
- * same names to parse them strictly and forward them to its trials
- * (bench_maxbatch.c).  Internal to suite/.
+ * finite losses and the reference step; train_rows.c: the row of a point;
+ * train_plan.c: the planner's prediction and choice, the pinned-host limit)
+ * and with `plateau bench maxbatch --bench train`, whose option table must
+ * accept the same names to parse them strictly and forward them to its
+ * trials (bench_maxbatch.c).  Internal to suite/.
  *
  * PL_BENCH_TRAIN_OPTS holds every option of the bench except four whose
  * names `bench sco` also has (layers, hidden, dtype, tokens): maxbatch's
@@ -313,6 +313,11 @@ pl_status pl__train_plan_point(pl_bench_ctx *c, const pl__train_args *a,
 /* A failure st of a predicted point (create, a step): its message with the
  * plan's verdict appended (st unchanged; PL_OK passes). */
 pl_status pl__train_plan_fail(const pl__train_pred *pr, pl_status st);
+/* The pinned-host limit of a point (on: set, off: lifted): one process
+ * alone on its host gets MemAvailable less 2 GiB on top of what the arena
+ * holds (an allocation beyond it is an oom row, not the kernel's OOM
+ * killer); several ranks: no limit. */
+void pl__train_host_limit(pl_bench_ctx *c, bool on);
 /* --config auto: the planner's choice (pl_plan_auto) of the knobs of sys
  * the command line leaves, written into u (u->chosen says what; nothing
  * fits: the closest, whose row is then infeasible).  PL_EINVAL naming the
@@ -326,6 +331,8 @@ void pl__train_plan_describe(const pl__train_args *a,
 
 /* ---- train_check.c ---------------------------------------------------------
  */
+/* Every step's loss res[0..n) finite (the check of every point). */
+void pl__train_check_losses(const pl_step_result *res, int n, pl_check *chk);
 /* Does the reference step apply (why not: into why)? */
 bool pl__train_check_applies(pl_bench_ctx *c, const pl_train_system *sys,
                              const pl_train_setup *u, char *why, size_t n);
@@ -338,6 +345,11 @@ pl_status pl__train_check_reference(pl_bench_ctx *c, const pl_train_system *sys,
 
 /* ---- train_rows.c ----------------------------------------------------------
  */
+/* The identity columns of point u at `ranks` ranks (virtual world Wv, D
+ * ranks per sequence): the layout, the model's sizes and parameter counts,
+ * and the planner's choice (--config auto) in the note. */
+void pl__train_identity(const pl_train_setup *u, int ranks, int Wv, int D,
+                        pl_row *row);
 /* The columns of a measured point from its steps' results res[0..n) (the
  * first `warmup` are warm-ups): memory, the time breakdown, losses, rates,
  * against the measured median step time_ms.  Collective (max over ranks). */

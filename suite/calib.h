@@ -1,8 +1,8 @@
 /* calib.h — what `plateau bench calib` (bench_calib.c: the tests, their
  * points, rows and rates) and its operations (calib_ops.c: per test the
- * buffers, the timed transfer, GEMM or host-memory pass, the verification)
- * share: one file per family of operations, as nccl-tests has.  Internal to
- * suite/. */
+ * buffers, the timed transfer, GEMM or host-memory pass, the verification,
+ * their release) share: one file per family of operations, as nccl-tests
+ * has.  Internal to suite/. */
 #ifndef PLATEAU_SUITE_CALIB_H
 #define PLATEAU_SUITE_CALIB_H
 
@@ -33,8 +33,8 @@ typedef struct calib {
   int nsizes, tests[T_COUNT], ntests;
   int64_t G;
   pl_dtype gdt;
-  size_t msize;      /* bytes of a host-memory test buffer */
-  uint64_t msum;     /* mem_read: the sum the timed reads computed */
+  size_t msize;  /* bytes of a host-memory test buffer */
+  uint64_t msum; /* mem_read: the sum the timed reads computed */
   bool solo;
   pl_stream *s, *s2;
   pl_event *ev0, *ev1;
@@ -56,5 +56,9 @@ pl_status pl__calib_run(void *c);
 pl_status pl__calib_setup(pl_bench_ctx *x, calib *c);
 /* Every received buffer against what it must hold. */
 pl_status pl__calib_check(pl_bench_ctx *x, calib *c, pl_check *chk);
+/* The point's buffers, freed (teardown). */
+void pl__calib_teardown(pl_bench_ctx *x, calib *c);
+/* The run's second stream and events, destroyed (fini). */
+void pl__calib_fini(calib *c);
 
 #endif

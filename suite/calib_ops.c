@@ -1,15 +1,16 @@
 /* calib_ops.c — the operations of `plateau bench calib` (calib.h): per
- * test its buffers, the timed unit and the verification.  Inputs are
- * counter-RNG draws (never zeros) and outputs are poisoned before the run;
- * after timing every received buffer is compared bit for bit with the draws
- * it must hold (all-reduce: with their sum, reduction length n), the GEMM on
- * 256 sampled entries with a double dot product (reduction length G), all
- * through compare.h.  The host-memory passes: each OpenMP thread streams its
- * contiguous 64-byte-aligned range (a static schedule, so the threads that
- * first touched a page in the draws also read it) with 16-byte SSE2 loads
- * (four independent 64-bit sums for mem_read) and non-temporal stores
- * (mem_write, mem_copy: no read-for-ownership, as a streaming kernel writes);
- * checked against the serial sum, the value and the source. */
+ * test its buffers (and their release), the timed unit and the
+ * verification.  Inputs are counter-RNG draws (never zeros) and outputs are
+ * poisoned before the run; after timing every received buffer is compared
+ * bit for bit with the draws it must hold (all-reduce: with their sum,
+ * reduction length n), the GEMM on 256 sampled entries with a double dot
+ * product (reduction length G), all through compare.h.  The host-memory
+ * passes: each OpenMP thread streams its contiguous 64-byte-aligned range (a
+ * static schedule, so the threads that first touched a page in the draws
+ * also read it) with 16-byte SSE2 loads (four independent 64-bit sums for
+ * mem_read) and non-temporal stores (mem_write, mem_copy: no
+ * read-for-ownership, as a streaming kernel writes); checked against the
+ * serial sum, the value and the source. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -48,11 +49,12 @@ static uint64_t mem_read(const uint64_t *a, size_t words) {
       s3 = _mm_add_epi64(s3, _mm_load_si128((const __m128i *)(a + i + 6)));
     }
     uint64_t lane[2];
-    _mm_storeu_si128((__m128i *)lane,
-                     _mm_add_epi64(_mm_add_epi64(s0, s1), _mm_add_epi64(s2, s3)));
+    _mm_storeu_si128((__m128i *)lane, _mm_add_epi64(_mm_add_epi64(s0, s1),
+                                                    _mm_add_epi64(s2, s3)));
     total += lane[0] + lane[1];
 #else
-    for (size_t i = lo; i < hi; i++) total += a[i];
+    for (size_t i = lo; i < hi; i++)
+      total += a[i];
 #endif
   }
   return total;
@@ -73,7 +75,8 @@ static void mem_store(uint64_t *dst, const uint64_t *src, size_t words) {
                              : f);
     _mm_sfence();
 #else
-    for (size_t i = lo; i < hi; i++) dst[i] = src ? src[i] : MEM_FILL;
+    for (size_t i = lo; i < hi; i++)
+      dst[i] = src ? src[i] : MEM_FILL;
 #endif
   }
 }
@@ -222,6 +225,28 @@ pl_status pl__calib_setup(pl_bench_ctx *x, calib *c) {
   return pl_stream_sync(c->s);
 }
 
+/* The point's buffers, freed (setup's, whichever it allocated). */
+void pl__calib_teardown(pl_bench_ctx *x, calib *c) {
+  void **ps[] = {&c->src, &c->dst, &c->src2, &c->dst2, &c->host};
+  for (int i = 0; i < 5; i++) {
+    pl_free(x->dev, *ps[i]);
+    *ps[i] = NULL;
+  }
+  free(c->counts);
+  free(c->displs);
+  c->counts = c->displs = NULL;
+}
+
+/* The second stream and the events of the run (the first setup's). */
+void pl__calib_fini(calib *c) {
+  if (c->ev0)
+    pl_event_destroy(c->ev0);
+  if (c->ev1)
+    pl_event_destroy(c->ev1);
+  if (c->s2)
+    pl_stream_destroy(c->s2);
+}
+
 /* Fault injection for the suite's own tests (PLATEAU_CALIB_INJECT_FAULT=1):
  * flip an exponent bit of element k of a received buffer just before it is
  * compared, so a test can show that a wrong transfer or GEMM fails its row. */
@@ -263,7 +288,8 @@ pl_status pl__calib_check(pl_bench_ctx *x, calib *c, pl_check *chk) {
     size_t words = c->ne / 2, bad = 0;
     if (t == T_MREAD) {
       uint64_t want = 0;
-      for (size_t i = 0; i < words; i++) want += a[i];
+      for (size_t i = 0; i < words; i++)
+        want += a[i];
       uint64_t got = c->msum;
       inject_fault(&got, 0, 8);
       pl_check_that(chk, got == want,

@@ -1,9 +1,9 @@
-/* train_check.c — `plateau bench train --check`'s reference step
- * (bench_train.h): one forward + backward of the measured system against a
- * single-rank, unsharded plateau trainer of the same model — the reference
- * of engine/train/test_mpi_step.c (one rank, D = P = 1, the fused head, the
- * ep dispatch, no SCO, every sequence of the step as one of its
- * micro-batches) — on the same weights (the system's, gathered to full
+/* train_check.c — `plateau bench train --check` (bench_train.h): every
+ * step's loss finite, and the reference step: one forward + backward of the
+ * measured system against a single-rank, unsharded plateau trainer of the same
+ * model — the reference of engine/train/test_mpi_step.c (one rank, D = P = 1,
+ * the fused head, the ep dispatch, no SCO, every sequence of the step as one of
+ * its micro-batches) — on the same weights (the system's, gathered to full
  * tensors after its timed steps, with its router biases) and the same
  * sequences (the next step's).  Compared: the loss (relative 1e-5) and every
  * parameter's gradient gathered to the full tensor (normwise: max |a − b| ≤
@@ -23,6 +23,15 @@
 
 /* Parameters the reference may hold on every rank. */
 #define CHECK_MAX_PARAMS 20000000
+
+void pl__train_check_losses(const pl_step_result *res, int n, pl_check *chk) {
+  int bad = -1;
+  for (int k = 0; k < n && bad < 0; k++)
+    if (!isfinite(res[k].loss))
+      bad = k;
+  pl_check_that(chk, bad < 0, "step %d: loss %g is not finite", bad + 1,
+                bad < 0 ? 0.0 : res[bad].loss);
+}
 
 bool pl__train_check_applies(pl_bench_ctx *c, const pl_train_system *sys,
                              const pl_train_setup *u, char *why, size_t n) {

@@ -4,7 +4,8 @@
  * the prediction of a point (pl_plan_check: device peak, pinned host bytes,
  * fits or the binding term; pl_plan_time_predict: the step), --config
  * auto's choice of the knobs the command line leaves (pl_plan_auto), and
- * the planner's budget printed by --describe.
+ * the planner's budget printed by --describe; and the pinned-host limit a
+ * point runs under (the host's available RAM less the same 2 GiB).
  *
  * Every rank must take the same branch at a point (a point predicted not to
  * fit is skipped by all), so the machine is agreed over the ranks once: the
@@ -89,7 +90,7 @@ pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
   if (limit > 0 || !c->cuda)
     mc->hbm_reserve = 0;
   /* host: what is available now plus what the arena pins already, less
-   * the 2 GiB the bench's own guard keeps (bench_train.c host_limit) */
+   * the 2 GiB the bench's own guard keeps (pl__train_host_limit below) */
   pl_mem_stats hs;
   pl_mem_stats_get(c->dev, PL_ARENA_HOST, &hs);
   v[1] = mem_available() + (double)hs.current;
@@ -105,6 +106,30 @@ pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
            mc->host_bytes / GIB);
   snprintf(mc->source, sizeof mc->source, "%s", src);
   return PL_OK;
+}
+
+/* One process alone on its host (the one-GPU proxy): pinned host memory
+ * beyond what the host has available (MemAvailable less 2 GiB, on top of
+ * what the arena holds) is a clean PL_ENOMEM, an oom row, instead of the
+ * kernel's OOM killer ending the run (fsdp2's offloaded optimizer pins 16
+ * bytes per parameter of the rank).  With several ranks, which share a host
+ * is not known here: no limit. */
+void pl__train_host_limit(pl_bench_ctx *c, bool on) {
+  size_t lim = 0;
+  FILE *f = on && c->size == 1 ? fopen("/proc/meminfo", "r") : NULL;
+  char line[256];
+  unsigned long long kb = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+      break;
+  if (f)
+    fclose(f);
+  if (kb > (2ull << 20)) {
+    pl_mem_stats hs;
+    pl_mem_stats_get(c->dev, PL_ARENA_HOST, &hs);
+    lim = hs.current + (size_t)(kb - (2ull << 20)) * 1024;
+  }
+  pl_mem_set_limit(c->dev, PL_ARENA_HOST, lim);
 }
 
 /* The point's configuration (NULL u->sys hook: no prediction). */

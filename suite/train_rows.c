@@ -1,5 +1,6 @@
-/* train_rows.c — the measured columns of a `plateau bench train` point
- * (bench_train.h) from the results of its steps.
+/* train_rows.c — the columns of a `plateau bench train` point
+ * (bench_train.h): its identity (the layout and the model's sizes), and the
+ * measured columns from the results of its steps.
  *
  * The trainer resets the device and pinned-host peaks at the start of every
  * step (its pl_step_result holds that step's), so the memory columns are
@@ -96,6 +97,26 @@ static void losses(const pl_step_result *res, int n, pl_row *row) {
   pl_row_str(row, "losses", s);
   pl_row_f64(row, "loss", n ? res[n - 1].loss : NAN);
   free(s);
+}
+
+void pl__train_identity(const pl_train_setup *u, int ranks, int Wv, int D,
+                        pl_row *row) {
+  const pl_model_params mp = pl_model_count(&u->m);
+  pl_row_i64(row, "ranks", ranks);
+  pl_row_i64(row, "virtual_world", Wv);
+  pl_row_i64(row, "D", D);
+  pl_row_str(row, "dtype", pl_dtype_name(u->sc.dt));
+  pl_row_i64(row, "seq", u->S);
+  pl_row_i64(row, "micro", u->sc.micro);
+  pl_row_i64(row, "layers", u->m.L);
+  pl_row_i64(row, "hidden", u->m.H);
+  pl_row_i64(row, "vocab", u->m.V);
+  pl_row_i64(row, "experts", u->m.E);
+  pl_row_i64(row, "topk", u->m.k);
+  pl_row_i64(row, "params_total", mp.total);
+  pl_row_i64(row, "params_active", mp.active);
+  if (u->chosen[0])
+    pl_row_note(row, "%s", u->chosen);
 }
 
 pl_status pl__train_row(pl_bench_ctx *c, const pl__train_args *a,
