@@ -271,6 +271,11 @@ typedef struct pl__train_args {
  * pl_fsdp2_tune_points; --points FILE: the file's points instead of the
  * contexts). */
 pl_status pl__train_parse(pl_bench_ctx *c, pl__train_args *a);
+/* The system whose knob option NAME (without "--") is: "fsdp2" (cp, ep, ac,
+ * ac-freq, fsdp2-optim), "plateau" (D, P, head, dispatch, sco-budget, optim,
+ * chunk-cap, bucket, slots), NULL for an option every system reads.  Given
+ * on the command line with its system not in --system, it is refused. */
+const char *pl__train_knob_owner(const char *name);
 void pl__train_args_free(pl__train_args *a);
 /* a->data: --data (synthetic, seeded by --seed, or a token shard) for a
  * model of vocabulary V, opened again when V differs from the last. */

@@ -5,6 +5,7 @@
  * of the largest clean N and the first failing one down to --step; its
  * summary row says what bound was found and why).  Monotonicity in N is
  * assumed (a larger N never fits where a smaller one did not). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,6 +34,22 @@ static const char *const trial_cols[] = {
     "dev_peak_bytes", "host_peak_bytes", "time_ms", "tok_s_gpu", "seq",
     "system",         "model",           NULL}; /* [4..6]: train */
 
+/* A forwarded "--NAME[=VALUE]" that is a knob of another training system
+ * than this search's: its trials would refuse it (bench train runs one
+ * system per trial here), so it goes only to that system's search. */
+static bool other_systems_knob(const char *arg, const char *system) {
+  if (strncmp(arg, "--", 2))
+    return false;
+  char name[64];
+  size_t n = strcspn(arg + 2, "=");
+  if (n >= sizeof name)
+    return false;
+  memcpy(name, arg + 2, n);
+  name[n] = '\0';
+  const char *owner = pl__train_knob_owner(name);
+  return owner && strcmp(owner, system);
+}
+
 static pl_status trial_at(pl_bench_ctx *c, pl__maxbatch_search *s, int64_t N,
                           char *status, size_t slen) {
   pl_trial_result t;
@@ -41,7 +58,8 @@ static pl_status trial_at(pl_bench_ctx *c, pl__maxbatch_search *s, int64_t N,
            s->ntrials);
   pl_argv argv = {0};
   for (int i = 0; i < s->base.n; i++)
-    pl_argv_add(&argv, "%s", s->base.v[i]);
+    if (!(s->train && other_systems_knob(s->base.v[i], s->system)))
+      pl_argv_add(&argv, "%s", s->base.v[i]);
   pl_argv_add(&argv, "--tokens=%lld", (long long)N);
   if (!s->train)
     pl_argv_add(&argv, "--budgets=%s", s->budget);

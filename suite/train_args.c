@@ -94,13 +94,24 @@ static pl_status step_of(pl_bench_ctx *c, const pl_args *a, pl_train_setup *u) {
 /* A knob only one system reads, given on the command line, while that
  * system is not in --system's list, is a contradiction: the user asked for
  * a setting no point would use. */
+static const char *const f2_only[] = {"cp", "ep", "ac", "ac-freq",
+                                      "fsdp2-optim", NULL};
+static const char *const pl_only[] = {"D", "P", "head", "dispatch",
+                                      "sco-budget", "optim", "chunk-cap",
+                                      "bucket", "slots", NULL};
+
+const char *pl__train_knob_owner(const char *name) {
+  for (int i = 0; f2_only[i]; i++)
+    if (!strcmp(name, f2_only[i]))
+      return "fsdp2";
+  for (int i = 0; pl_only[i]; i++)
+    if (!strcmp(name, pl_only[i]))
+      return "plateau";
+  return NULL;
+}
+
 static pl_status knobs_of_systems(const pl_args *a, const char *list,
                                   bool fsdp2, bool plateau) {
-  static const char *const f2_only[] = {"cp", "ep", "ac", "ac-freq",
-                                        "fsdp2-optim", NULL};
-  static const char *const pl_only[] = {"D", "P", "head", "dispatch",
-                                        "sco-budget", "optim", "chunk-cap",
-                                        "bucket", "slots", NULL};
   for (int i = 0; !fsdp2 && f2_only[i]; i++)
     if (pl_args_given(a, f2_only[i]))
       return pl_set_error(PL_EINVAL,
