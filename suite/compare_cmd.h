@@ -1,7 +1,8 @@
 /* compare_cmd.h — `plateau compare NEW REF`: a run against a reference,
- * row by row and metric by metric, ReFrame-style (compare_cmd.c).  Not to be
- * confused with compare.h, the harness's numeric check of one result
- * against its reference computation.
+ * row by row and metric by metric, ReFrame-style (compare_cmd.c; the column
+ * classes and the tolerances in compare_rules.c).  Not to be confused with
+ * compare.h, the harness's numeric check of one result against its reference
+ * computation.
  *
  * Rows are matched by their configuration key: the bench and every identity
  * column of the schema the row has (variant, ranks, dtype, the shape
@@ -23,6 +24,8 @@
 #ifndef PLATEAU_SUITE_COMPARE_CMD_H
 #define PLATEAU_SUITE_COMPARE_CMD_H
 
+#include "plateau/status.h"
+
 /* How compare treats a schema column. */
 typedef enum pl_cmp_class {
   PL_CMP_IGNORE = 0, /* neither key nor metric (notes, live sets, outcomes) */
@@ -35,6 +38,32 @@ typedef enum pl_cmp_class {
 } pl_cmp_class;
 
 pl_cmp_class pl__compare_class(const char *col);
+
+/* ---- the tolerances (compare_rules.c), used by compare_cmd.c ------------ */
+/* The kind names by class, indexed by pl_cmp_class ("-", "key", "time",
+ * "rate", "memory", "capacity", "?"). */
+extern const char *const pl__compare_kind_names[];
+
+typedef struct pl__compare_tol {
+  char bench[64], name[64]; /* bench "" = any; name a column or a kind */
+  double v;                 /* fraction; < 0: skip */
+} pl__compare_tol;
+
+typedef struct pl__compare_tols { /* in the order given: later specs win */
+  pl__compare_tol *v;
+  int n;
+} pl__compare_tols;
+
+/* Append the spec "[BENCH:]NAME=VALUE" to ts; a bad spec is PL_EINVAL with
+ * a message starting with `where`. */
+pl_status pl__compare_tol_parse(const char *spec_in, const char *where,
+                                pl__compare_tols *ts);
+/* Append the specs of a tolerance file (one a line, # comments): PL_EIO
+ * when it cannot be read, PL_EINVAL naming file:line for a bad spec. */
+pl_status pl__compare_tol_file(const char *path, pl__compare_tols *ts);
+/* The tolerance of (bench, metric of kind c) as a fraction; -1: skip. */
+double pl__compare_tol_of(const pl__compare_tols *ts, const char *bench,
+                          const char *metric, pl_cmp_class c);
 
 /* Entry for `plateau compare`; argv[0] is "compare".  Exit codes: 0 no
  * regression, 1 a regression (a FAIL; with --strict also a MISSING row), 2

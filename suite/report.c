@@ -3,8 +3,8 @@
  *
  * Why in the binary and not a script: the reader that skips torn rows, checks
  * the schema version and maps older files to the current column names lives
- * here (results.c), so the tables are built from exactly the rows the suite
- * considers valid.  Charts are drawn by gnuplot from data files the hooks
+ * here (results_read.c), so the tables are built from exactly the rows the
+ * suite considers valid.  Charts are drawn by gnuplot from data files the hooks
  * prepare (one script per figure in analysis/), so a figure can be re-styled
  * without touching C.
  *

@@ -13,7 +13,8 @@
  * beside the paper's 7.6× / OOM past 128K / 32K / 64K / 12× / 7× / 3×; every
  * fsdp2 configuration tried, the winner marked; our FSDP2 baseline against
  * PyTorch's on the points both ran (tok/s and peak-memory ratios, flagged
- * within ±15% or not); the losses; charts with the paper's points overlaid:
+ * within ±15% or not) — these FSDP2 sections are report_train_fsdp2.c; the
+ * losses; charts with the paper's points overlaid:
  * tok/s/GPU and TFLOP/s vs context (analysis/train.gp) and vs GPU count
  * (analysis/train-gpus.gp), and the largest global batch vs GPU count from
  * the max-batch searches (analysis/train-maxbatch.gp).  A run's GPU count is
@@ -48,26 +49,16 @@ static const paper_pt PAPER[] = {
 #define NPAPER 6
 /* FSDP2-best: its longest context, the throughput ratio at 120B/128K, the
  * largest global batch of plateau and its ratio to FSDP2-best's */
-static const struct {
-  const char *model;
-  double fsdp2_reach, tok_ratio, batch, batch_ratio;
-} PAPER_VS[] = {{"120b", 131072, 7.6, 1.5e6, 12},
-                {"241b", 32768, NAN, 1.8e6, 7},
-                {"667b", 65536, NAN, 3e6, 3}};
+const pl__train_vs_fig pl__train_paper_vs[] = {{"120b", 131072, 7.6, 1.5e6, 12},
+                                               {"241b", 32768, NAN, 1.8e6, 7},
+                                               {"667b", 65536, NAN, 3e6, 3}};
 static const char *const LABEL =
     "paper: 16–64 H200, different scale (120B on 16, 241B on 32, 667B on 64 "
     "GPUs)";
-static const char *const SCALE = "16–64 H200, different scale";
-
-typedef struct pt {
-  const pl_table *t;
-  int r;
-  const char *model, *system, *variant, *status, *kind;
-  double seq, ranks, wv, tok, tflops, batch; /* batch: tokens · W_v */
-} pt;
+const char *const pl__train_scale = "16–64 H200, different scale";
 
 static int cmp_pt(const void *a, const void *b) {
-  const pt *x = a, *y = b;
+  const pl__train_pt *x = a, *y = b;
   int c = strcmp(x->model, y->model);
   if (!c)
     c = strcmp(x->system, y->system);
@@ -85,7 +76,7 @@ static const paper_pt *paper_at(const char *model, double seq) {
   return NULL;
 }
 
-static const char *ctx(char *b, size_t n, double s) {
+const char *pl__train_ctx(char *b, size_t n, double s) {
   if (s >= 1048576 && fmod(s, 1048576) == 0)
     snprintf(b, n, "%.0fM", s / 1048576);
   else if (s >= 1024 && fmod(s, 1024) == 0)
@@ -95,14 +86,15 @@ static const char *ctx(char *b, size_t n, double s) {
   return b;
 }
 
-static bool same_run(const pt *a, const pt *b) {
+static bool same_run(const pl__train_pt *a, const pl__train_pt *b) {
   return !strcmp(a->model, b->model) && !strcmp(a->system, b->system) &&
          !strcmp(a->variant, b->variant) && a->wv == b->wv;
 }
 
 /* ---- sections -------------------------------------------------------------
  */
-static void end_to_end(FILE *md, const pt *p, int n, bool *cuda_proxy) {
+static void end_to_end(FILE *md, const pl__train_pt *p, int n,
+                       bool *cuda_proxy) {
   fprintf(md,
           "\n## End to end (the paper's layout)\n\n%s. Ours: `ranks` "
           "processes, each one rank of a `W_v`-rank run (W_v > ranks: the "
@@ -126,8 +118,8 @@ static void end_to_end(FILE *md, const pt *p, int n, bool *cuda_proxy) {
     fprintf(md,
             "| %s | %s | %s | %s | %.0f / %.0f | %s | %s | %s | %s | %s | "
             "%s | %s | %s |\n",
-            p[i].model, ctx(c, sizeof c, p[i].seq), p[i].system, p[i].variant,
-            p[i].ranks, p[i].wv, pl_cell(t, r, "tokens"),
+            p[i].model, pl__train_ctx(c, sizeof c, p[i].seq), p[i].system,
+            p[i].variant, p[i].ranks, p[i].wv, pl_cell(t, r, "tokens"),
             pl_cell(t, r, "tok_s_gpu"), pl_cell(t, r, "tflops"),
             pl_cell(t, r, "mfu"),
             pl_rep_bytes(a, sizeof a, pl_cell_num(t, r, "dev_peak_bytes")),
@@ -155,7 +147,7 @@ static void end_to_end(FILE *md, const pt *p, int n, bool *cuda_proxy) {
                 "not measured here (needs CUDA proxy rows).\n");
 }
 
-static void breakdown(FILE *md, const pt *p, int n) {
+static void breakdown(FILE *md, const pl__train_pt *p, int n) {
   static const char *const parts[] = {"attention", "moe", "head", "optimizer",
                                       "zero3",     "sco", "other"};
   fprintf(md, "\n## Where a step's time goes\n\nMedian over the timed steps, "
@@ -172,7 +164,8 @@ static void breakdown(FILE *md, const pt *p, int n) {
     const double step = pl_cell_num(p[i].t, p[i].r, "time_ms");
     char c[16];
     fprintf(md, "| %s | %s | %s | %s | %.1f |", p[i].model,
-            ctx(c, sizeof c, p[i].seq), p[i].system, p[i].variant, step);
+            pl__train_ctx(c, sizeof c, p[i].seq), p[i].system, p[i].variant,
+            step);
     for (int k = 0; k < 7; k++) {
       char col[32];
       snprintf(col, sizeof col, "%s_ms", parts[k]);
@@ -187,7 +180,7 @@ static void breakdown(FILE *md, const pt *p, int n) {
 }
 
 /* The planner's prediction beside each row's measurement. */
-static void prediction(FILE *md, const pt *p, int n) {
+static void prediction(FILE *md, const pl__train_pt *p, int n) {
   const pl_table **t = calloc((size_t)n + 1, sizeof *t);
   int *r = calloc((size_t)n + 1, sizeof *r);
   PL_ASSERT(t && r);
@@ -199,7 +192,8 @@ static void prediction(FILE *md, const pt *p, int n) {
 }
 
 /* Longest ok context of each run (model, system, variant, W_v). */
-static void reach(FILE *md, const pt *p, int n, pl_table *const *mb, int nmb) {
+static void reach(FILE *md, const pl__train_pt *p, int n, pl_table *const *mb,
+                  int nmb) {
   fprintf(md,
           "\n## Reach and max batch\n\nThe longest context that reached "
           "`ok` in this run, and the shortest that failed above it. "
@@ -208,7 +202,7 @@ static void reach(FILE *md, const pt *p, int n, pl_table *const *mb, int nmb) {
           "global batch 1.5M / 1.8M / 3M tokens (%s).\n\n"
           "| model | system | variant | ranks / W_v | longest ok | first "
           "failing above | its status |\n|---|---|---|---|---|---|---|\n",
-          SCALE);
+          pl__train_scale);
   for (int i = 0; i < n;) {
     int j = i, ok = -1, bad = -1;
     for (; j < n && same_run(&p[i], &p[j]); j++)
@@ -218,9 +212,9 @@ static void reach(FILE *md, const pt *p, int n, pl_table *const *mb, int nmb) {
         bad = j;
     char a[16] = "-", b[16] = "-";
     if (ok >= 0)
-      ctx(a, sizeof a, p[ok].seq);
+      pl__train_ctx(a, sizeof a, p[ok].seq);
     if (bad >= 0)
-      ctx(b, sizeof b, p[bad].seq);
+      pl__train_ctx(b, sizeof b, p[bad].seq);
     fprintf(md, "| %s | %s | %s | %.0f / %.0f | %s | %s | %s |\n", p[i].model,
             p[i].system, p[i].variant, p[i].ranks, p[i].wv, a, b,
             bad >= 0 ? p[bad].status : "-");
@@ -249,399 +243,7 @@ static void reach(FILE *md, const pt *p, int n, pl_table *const *mb, int nmb) {
     }
 }
 
-/* ---- plateau vs FSDP2-best ------------------------------------------------
- * A scale: one model at ranks processes of a W_v-rank run. */
-static bool same_scale(const pt *a, const pt *b) {
-  return !strcmp(a->model, b->model) && a->ranks == b->ranks && a->wv == b->wv;
-}
-
-static bool is_ok(const pt *a) {
-  return !strcmp(a->status, "ok");
-}
-
-/* The fastest ok row of sys at the scale of x and context seq (NULL: none);
- * *tried counts the rows of sys there. */
-static const pt *best_at(const pt *p, int n, const pt *x, const char *sys,
-                         double seq, int *tried) {
-  const pt *b = NULL;
-  int k = 0;
-  for (int i = 0; i < n; i++) {
-    if (!same_scale(&p[i], x) || strcmp(p[i].system, sys) || p[i].seq != seq)
-      continue;
-    k++;
-    if (is_ok(&p[i]) && (!b || p[i].tok > b->tok))
-      b = &p[i];
-  }
-  if (tried)
-    *tried = k;
-  return b;
-}
-
-/* Reach and max batch of sys at the scale of x over the rows p and the
- * maxbatch trials' rows q: the longest ok context, the shortest failing
- * context above it, the largest ok tokens · W_v. */
-typedef struct reach_t {
-  double longest, first_fail, batch;
-  const char *fail_status;
-} reach_t;
-
-static reach_t reach_of(const pt *p, int n, const pt *q, int nq, const pt *x,
-                        const char *sys) {
-  reach_t r = {NAN, NAN, NAN, "-"};
-  for (int pass = 0; pass < 2; pass++)
-    for (int s = 0; s < 2; s++) {
-      const pt *a = s ? q : p;
-      for (int i = 0; i < (s ? nq : n); i++) {
-        if (!same_scale(&a[i], x) || strcmp(a[i].system, sys))
-          continue;
-        if (pass == 0 && is_ok(&a[i])) {
-          if (isnan(r.longest) || a[i].seq > r.longest)
-            r.longest = a[i].seq;
-          if (isnan(r.batch) || a[i].batch > r.batch)
-            r.batch = a[i].batch;
-        } else if (pass == 1 && !is_ok(&a[i]) &&
-                   strcmp(a[i].status, "infeasible") &&
-                   (isnan(r.longest) || a[i].seq > r.longest) &&
-                   (isnan(r.first_fail) || a[i].seq < r.first_fail)) {
-          r.first_fail = a[i].seq;
-          r.fail_status = a[i].status;
-        }
-      }
-    }
-  return r;
-}
-
-static int paper_vs(const char *model) {
-  for (int j = 0; j < 3; j++)
-    if (!strcmp(PAPER_VS[j].model, model))
-      return j;
-  return -1;
-}
-
-static const char *reach_cell(char *b, size_t n, reach_t r) {
-  char c1[16], c2[16];
-  if (isnan(r.longest) && isnan(r.first_fail))
-    snprintf(b, n, "-");
-  else if (isnan(r.longest))
-    snprintf(b, n, "none (%s at %s)", r.fail_status,
-             ctx(c2, sizeof c2, r.first_fail));
-  else if (isnan(r.first_fail))
-    snprintf(b, n, "%s", ctx(c1, sizeof c1, r.longest));
-  else
-    snprintf(b, n, "%s (%s at %s)", ctx(c1, sizeof c1, r.longest),
-             r.fail_status, ctx(c2, sizeof c2, r.first_fail));
-  return b;
-}
-
-/* The targets of the comparison per scale both systems ran: plateau's reach
- * >= 8x FSDP2-best's, its TFLOP/s >= 2x at the longest context both fit. */
-static void targets(FILE *md, const pt *p, int n, const pt *q, int nq) {
-  bool head = false;
-  for (int i = 0; i < n; i++) {
-    bool seen = false;
-    for (int j = 0; j < i && !seen; j++)
-      seen = same_scale(&p[j], &p[i]);
-    if (seen)
-      continue;
-    const reach_t ra = reach_of(p, n, q, nq, &p[i], "plateau"),
-                  rb = reach_of(p, n, q, nq, &p[i], "fsdp2");
-    double both = NAN, ratio = NAN;
-    for (int j = 0; j < n; j++) {
-      if (!same_scale(&p[j], &p[i]) || (!isnan(both) && p[j].seq <= both))
-        continue;
-      const pt *a = best_at(p, n, &p[j], "plateau", p[j].seq, NULL),
-               *b = best_at(p, n, &p[j], "fsdp2", p[j].seq, NULL);
-      if (a && b)
-        both = p[j].seq, ratio = a->tflops / b->tflops;
-    }
-    if (isnan(ra.longest) || (isnan(rb.longest) && isnan(rb.first_fail)))
-      continue;
-    if (!head)
-      fprintf(md, "\nTargets (one scale, every figure from this run): "
-                  "plateau's longest context ≥ 8× FSDP2-best's; its TFLOP/s "
-                  "≥ 2× FSDP2-best's at the longest context both fit.\n\n");
-    head = true;
-    char c1[16], c2[16];
-    const double rr = ra.longest / rb.longest;
-    fprintf(md, "- %s at %.0f / %.0f: reach ratio %s (%s); ", p[i].model,
-            p[i].ranks, p[i].wv,
-            isnan(rb.longest) ? "unbounded (FSDP2-best fits nothing)"
-                              : pl_rep_fmt(c1, sizeof c1, "%.1f×", rr, "-"),
-            isnan(rb.longest) || rr >= 8 ? "met" : "missed");
-    if (isnan(both))
-      fprintf(md, "no context both fit\n");
-    else
-      fprintf(md, "TFLOP/s ratio %.2f× at %s (%s)\n", ratio,
-              ctx(c2, sizeof c2, both), ratio >= 2 ? "met" : "missed");
-  }
-}
-
-static void versus(FILE *md, const pt *p, int n, const pt *q, int nq) {
-  fprintf(md,
-          "\n## plateau vs FSDP2-best\n\nFSDP2-best: the fastest fsdp2 row "
-          "that fits at the same model, scale and context, whichever knobs "
-          "it ran with (`--tune` tries every cp, ep, AC mode and optimizer "
-          "placement a torchtitan user would: the paper's definition). "
-          "Ours: `ranks` processes, each one rank of a `W_v`-rank run (the "
-          "one-GPU proxy when W_v > ranks). Paper (%s): 7.6× tok/s at "
-          "120B/128K; FSDP2-best OOM past 128K / 32K / 64K while plateau "
-          "trains 1M; max batch 12× / 7× / 3× (120B / 241B / 667B).\n\n",
-          SCALE);
-  bool any = false;
-  for (int i = 0; i < n + nq && !any; i++)
-    any = !strcmp(i < n ? p[i].system : q[i - n].system, "fsdp2");
-  if (!any) {
-    fprintf(md, "No fsdp2 rows in this run: the tables fill when the FSDP2 "
-                "baseline runs (`plateau bench train --system "
-                "plateau,fsdp2`, `--tune`).\n");
-    return;
-  }
-  fprintf(md, "Throughput per context (the ratios where both fit):\n\n"
-              "| model | ours: ranks / W_v | context | plateau tok/s/GPU | "
-              "plateau TFLOP/s | FSDP2-best tok/s/GPU | FSDP2-best TFLOP/s | "
-              "FSDP2-best configuration (fit / tried) | tok/s ratio | "
-              "TFLOP/s ratio | paper |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|\n");
-  for (int i = 0; i < n; i++) { /* each (scale, context) once */
-    bool seen = false;
-    for (int j = 0; j < i && !seen; j++)
-      seen = same_scale(&p[j], &p[i]) && p[j].seq == p[i].seq &&
-             (!strcmp(p[j].system, "plateau") || !strcmp(p[j].system, "fsdp2"));
-    if (seen ||
-        (strcmp(p[i].system, "plateau") && strcmp(p[i].system, "fsdp2")))
-      continue;
-    int ta = 0, tf = 0, fits = 0;
-    const pt *a = best_at(p, n, &p[i], "plateau", p[i].seq, &ta);
-    const pt *b = best_at(p, n, &p[i], "fsdp2", p[i].seq, &tf);
-    for (int j = 0; j < n; j++)
-      fits += same_scale(&p[j], &p[i]) && p[j].seq == p[i].seq &&
-              !strcmp(p[j].system, "fsdp2") && is_ok(&p[j]);
-    const int k = paper_vs(p[i].model);
-    char c[16], t1[32], t2[32], t3[32], t4[32], r1[32], r2[32], pp[64] = "-";
-    if (k >= 0 && !isnan(PAPER_VS[k].tok_ratio) && p[i].seq == 131072)
-      snprintf(pp, sizeof pp, "%.1f× (%s)", PAPER_VS[k].tok_ratio, SCALE);
-    const double na = NAN;
-    fprintf(
-        md,
-        "| %s | %.0f / %.0f | %s | %s | %s | %s | %s | %s (%d / %d) | %s "
-        "| %s | %s |\n",
-        p[i].model, p[i].ranks, p[i].wv, ctx(c, sizeof c, p[i].seq),
-        pl_rep_fmt(t1, sizeof t1, "%.1f", a ? a->tok : na, ta ? "oom" : "-"),
-        pl_rep_fmt(t2, sizeof t2, "%.3g", a ? a->tflops : na, "-"),
-        pl_rep_fmt(t3, sizeof t3, "%.1f", b ? b->tok : na, tf ? "oom" : "-"),
-        pl_rep_fmt(t4, sizeof t4, "%.3g", b ? b->tflops : na, "-"),
-        b    ? b->variant
-        : tf ? "none fits"
-             : "not run",
-        fits, tf,
-        pl_rep_fmt(r1, sizeof r1, "%.2f×", a && b ? a->tok / b->tok : na, "-"),
-        pl_rep_fmt(r2, sizeof r2, "%.2f×", a && b ? a->tflops / b->tflops : na,
-                   "-"),
-        pp);
-  }
-  fprintf(md,
-          "\nReach and max batch: the longest context each fits (and the "
-          "first failing one above it) and the largest tokens per step "
-          "each fits (one micro-batch over the world: tokens/rank × W_v), "
-          "from the ok rows and the maxbatch trials (`plateau bench "
-          "maxbatch --bench train --system plateau,fsdp2`).\n\n"
-          "| model | ours: ranks / W_v | plateau reach | FSDP2-best reach | "
-          "reach ratio | paper reach | plateau max batch | FSDP2-best max "
-          "batch | max-batch ratio | paper max batch |\n"
-          "|---|---|---|---|---|---|---|---|---|---|\n");
-  for (int i = 0; i < n + nq; i++) { /* each scale once */
-    const pt *x = i < n ? &p[i] : &q[i - n];
-    bool seen = false;
-    for (int j = 0; j < i && !seen; j++)
-      seen = same_scale(j < n ? &p[j] : &q[j - n], x);
-    if (seen)
-      continue;
-    const reach_t ra = reach_of(p, n, q, nq, x, "plateau"),
-                  rb = reach_of(p, n, q, nq, x, "fsdp2");
-    const int k = paper_vs(x->model);
-    char a[64], b[64], r1[32], r2[32], m1[32], m2[32], q1[64] = "-",
-                                                       q2[64] = "-";
-    if (k >= 0) {
-      snprintf(q1, sizeof q1, "%.0f× (1M vs OOM past %.0fK; %s)",
-               1048576 / PAPER_VS[k].fsdp2_reach,
-               PAPER_VS[k].fsdp2_reach / 1024, SCALE);
-      snprintf(q2, sizeof q2, "%.0f× (%.1fM tokens; %s)",
-               PAPER_VS[k].batch_ratio, PAPER_VS[k].batch / 1e6, SCALE);
-    }
-    fprintf(md,
-            "| %s | %.0f / %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-            x->model, x->ranks, x->wv, reach_cell(a, sizeof a, ra),
-            reach_cell(b, sizeof b, rb),
-            pl_rep_fmt(r1, sizeof r1, "%.1f×", ra.longest / rb.longest, "-"),
-            q1, pl_rep_fmt(m1, sizeof m1, "%.0f", ra.batch, "-"),
-            pl_rep_fmt(m2, sizeof m2, "%.0f", rb.batch, "-"),
-            pl_rep_fmt(r2, sizeof r2, "%.1f×", ra.batch / rb.batch, "-"), q2);
-  }
-  targets(md, p, n, q, nq);
-}
-
-/* Every fsdp2 row per scale and context, fastest first; FSDP2-best marked. */
-static void tuning(FILE *md, const pt *p, int n) {
-  int nf = 0;
-  for (int i = 0; i < n; i++)
-    nf += !strcmp(p[i].system, "fsdp2");
-  if (!nf)
-    return;
-  fprintf(md, "\n## FSDP2-best: every configuration tried\n\nPer model, "
-              "scale and context, the fsdp2 rows fastest first (kind `tune`: "
-              "a point of `--tune`); **best** marks FSDP2-best, the fastest "
-              "that fits.\n\n| model | ranks / W_v | context | "
-              "configuration | kind | status | tok/s/GPU | TFLOP/s/GPU | "
-              "device peak | pinned host | |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|\n");
-  int *ix = malloc(sizeof *ix * (size_t)nf);
-  PL_ASSERT(ix != NULL);
-  for (int i = 0; i < n; i++) {
-    if (strcmp(p[i].system, "fsdp2"))
-      continue;
-    bool seen = false;
-    for (int j = 0; j < i && !seen; j++)
-      seen = !strcmp(p[j].system, "fsdp2") && same_scale(&p[j], &p[i]) &&
-             p[j].seq == p[i].seq;
-    if (seen)
-      continue;
-    int k = 0;
-    for (int j = 0; j < n; j++)
-      if (!strcmp(p[j].system, "fsdp2") && same_scale(&p[j], &p[i]) &&
-          p[j].seq == p[i].seq)
-        ix[k++] = j;
-    /* ok rows by tok/s descending, then the rest in their order */
-    for (int a = 1; a < k; a++)
-      for (int b = a; b > 0; b--) {
-        const pt *x = &p[ix[b - 1]], *y = &p[ix[b]];
-        const double kx = is_ok(x) ? x->tok : -1, ky = is_ok(y) ? y->tok : -1;
-        if (ky > kx) {
-          int t = ix[b];
-          ix[b] = ix[b - 1], ix[b - 1] = t;
-        }
-      }
-    for (int a = 0; a < k; a++) {
-      const pt *x = &p[ix[a]];
-      char c[16], b1[32], b2[32];
-      fprintf(md,
-              "| %s | %.0f / %.0f | %s | %s | %s | %s | %s | %s | %s | %s "
-              "| %s |\n",
-              x->model, x->ranks, x->wv, ctx(c, sizeof c, x->seq), x->variant,
-              x->kind, x->status, pl_cell(x->t, x->r, "tok_s_gpu"),
-              pl_cell(x->t, x->r, "tflops"),
-              pl_rep_bytes(b1, sizeof b1,
-                           pl_cell_num(x->t, x->r, "dev_peak_bytes")),
-              pl_rep_bytes(b2, sizeof b2,
-                           pl_cell_num(x->t, x->r, "host_peak_bytes")),
-              a == 0 && is_ok(x) ? "**best**" : "");
-    }
-  }
-  free(ix);
-}
-
-/* ---- our FSDP2 baseline vs PyTorch FSDP2 -----------------------------------
- * A peer row and ours run the same point: the same shapes, context, knobs
- * (variant) and ranks, ours a real run (W_v = ranks). */
-static bool same_point(const pl_table *a, int ra, const pt *b) {
-  static const char *const keys[] = {"hidden", "layers", "experts",
-                                     "vocab",  "seq",    "ranks"};
-  for (int k = 0; k < 6; k++)
-    if (pl_cell_num(a, ra, keys[k]) != pl_cell_num(b->t, b->r, keys[k]))
-      return false;
-  return !strcmp(pl_cell(a, ra, "variant"), b->variant) && b->wv == b->ranks &&
-         !strcmp(b->system, "fsdp2");
-}
-
-static const char *within(double r) {
-  return isnan(r) ? "-" : fabs(r - 1) <= 0.15 ? "yes" : "no";
-}
-
-static void peer(FILE *md, const pt *p, int n, pl_table *const *pe, int npe) {
-  int nours = 0;
-  for (int i = 0; i < n; i++)
-    nours += !strcmp(p[i].kind, "peer") && !strcmp(p[i].system, "fsdp2");
-  if (!npe && !nours)
-    return;
-  fprintf(md,
-          "\n## The FSDP2 baseline vs PyTorch FSDP2 (the shared points)\n\n"
-          "The points of `analysis/peers/fsdp2_points.tsv`: ours (`plateau "
-          "bench train --points peer`) and PyTorch's (`analysis/peers/"
-          "torch_fsdp2.py`: `fully_shard`, `checkpoint_wrapper`, "
-          "`CPUOffloadPolicy`), joined by shapes, context, knobs and ranks. "
-          "Ratios are ours / PyTorch's; device peak: our tracked peak vs "
-          "`torch.cuda.max_memory_allocated`. Target: within ±15%% on both, "
-          "or an explained difference (README, The FSDP2 baseline).\n\n"
-          "| model | context | configuration | ours tok/s/GPU | PyTorch "
-          "tok/s/GPU | tok/s ratio | ±15%% | ours device peak | PyTorch device "
-          "peak | peak ratio | ±15%% | status (ours / PyTorch) |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  int both = 0, in = 0;
-  bool *used = calloc((size_t)n + 1, sizeof *used);
-  PL_ASSERT(used != NULL);
-  for (int k = 0; k < npe; k++)
-    for (int r = 0; r < pe[k]->nrows; r++) {
-      const pl_table *t = pe[k];
-      const pt *o = NULL;
-      for (int i = 0; i < n; i++)
-        if (same_point(t, r, &p[i]) &&
-            (!o || (is_ok(&p[i]) && (!is_ok(o) || p[i].tok > o->tok))))
-          o = &p[i];
-      for (int i = 0; i < n; i++)
-        used[i] |= same_point(t, r, &p[i]);
-      const bool pok = !strcmp(pl_cell(t, r, "status"), "ok");
-      const double tr = o && is_ok(o) && pok
-                            ? o->tok / pl_cell_num(t, r, "tok_s_gpu")
-                            : NAN,
-                   mr = o && is_ok(o) && pok
-                            ? pl_cell_num(o->t, o->r, "dev_peak_bytes") /
-                                  pl_cell_num(t, r, "dev_peak_bytes")
-                            : NAN;
-      char c[16], b1[32], b2[32], r1[32], r2[32], label[96];
-      if (o)
-        snprintf(label, sizeof label, "%s", o->model);
-      else
-        snprintf(label, sizeof label, "H%s L%s E%s (not run by us)",
-                 pl_cell(t, r, "hidden"), pl_cell(t, r, "layers"),
-                 pl_cell(t, r, "experts"));
-      fprintf(md,
-              "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / "
-              "%s |\n",
-              label, ctx(c, sizeof c, pl_cell_num(t, r, "seq")),
-              pl_cell(t, r, "variant"),
-              o ? pl_cell(o->t, o->r, "tok_s_gpu") : "-",
-              pl_cell(t, r, "tok_s_gpu"),
-              pl_rep_fmt(r1, sizeof r1, "%.2f", tr, "-"), within(tr),
-              pl_rep_bytes(b1, sizeof b1,
-                           o ? pl_cell_num(o->t, o->r, "dev_peak_bytes") : NAN),
-              pl_rep_bytes(b2, sizeof b2, pl_cell_num(t, r, "dev_peak_bytes")),
-              pl_rep_fmt(r2, sizeof r2, "%.2f", mr, "-"), within(mr),
-              o ? o->status : "not run", pl_cell(t, r, "status"));
-      if (!isnan(tr) && !isnan(mr)) {
-        both++;
-        in += fabs(tr - 1) <= 0.15 && fabs(mr - 1) <= 0.15;
-      }
-    }
-  for (int i = 0; i < n; i++) { /* ours without a PyTorch row */
-    if (used[i] || strcmp(p[i].kind, "peer") || strcmp(p[i].system, "fsdp2"))
-      continue;
-    char c[16], b1[32];
-    fprintf(md,
-            "| %s | %s | %s | %s | - | - | - | %s | - | - | - | %s / "
-            "not run |\n",
-            p[i].model, ctx(c, sizeof c, p[i].seq), p[i].variant,
-            pl_cell(p[i].t, p[i].r, "tok_s_gpu"),
-            pl_rep_bytes(b1, sizeof b1,
-                         pl_cell_num(p[i].t, p[i].r, "dev_peak_bytes")),
-            p[i].status);
-  }
-  free(used);
-  fprintf(md,
-          "\nWithin ±15%% on both tok/s and device peak: %d of the %d "
-          "points both measured.\n",
-          in, both);
-}
-
-static void losses(FILE *md, const pt *p, int n) {
+static void losses(FILE *md, const pl__train_pt *p, int n) {
   fprintf(md, "\n## Losses\n\nEvery step's loss (warm-ups first), as the row "
               "records it.\n\n| model | context | system | variant | losses "
               "|\n|---|---|---|---|---|\n");
@@ -650,7 +252,7 @@ static void losses(FILE *md, const pt *p, int n) {
     if (strcmp(p[i].status, "ok"))
       continue;
     fprintf(md, "| %s | %s | %s | %s | %s |\n", p[i].model,
-            ctx(c, sizeof c, p[i].seq), p[i].system, p[i].variant,
+            pl__train_ctx(c, sizeof c, p[i].seq), p[i].system, p[i].variant,
             pl_cell(p[i].t, p[i].r, "losses"));
   }
 }
@@ -658,7 +260,8 @@ static void losses(FILE *md, const pt *p, int n) {
 /* The chart's series of point i: model:system, :variant when the model and
  * system have several runs; model:fsdp2-best for every fsdp2 row (the chart
  * keeps the best ok row of a series per context). */
-static void series_of(const pt *p, int n, int i, char *s, size_t len) {
+static void series_of(const pl__train_pt *p, int n, int i, char *s,
+                      size_t len) {
   bool many = false;
   if (!strcmp(p[i].system, "fsdp2")) { /* one series: FSDP2-best */
     snprintf(s, len, "%s:fsdp2-best", p[i].model);
@@ -673,7 +276,7 @@ static void series_of(const pt *p, int n, int i, char *s, size_t len) {
 
 /* Chart data: per series and context the best ok point (several files may
  * measure the same one), then the paper's points (paper:model). */
-static pl_status chart(pl_report_ctx *rc, const pt *p, int n) {
+static pl_status chart(pl_report_ctx *rc, const pl__train_pt *p, int n) {
   char data[PATH_MAX], stem[PATH_MAX], series[4096] = " ";
   snprintf(data, sizeof data, "%s/train-context.tsv", rc->out_dir);
   snprintf(stem, sizeof stem, "%s/train-context", rc->out_dir);
@@ -703,16 +306,16 @@ static pl_status chart(pl_report_ctx *rc, const pt *p, int n) {
     if (!strstr(series, w) && strlen(series) + strlen(s) + 2 < sizeof series)
       strcat(strcat(series, s), " ");
     for (int k = 0; k < 3; k++)
-      models[k] |= !strcmp(p[i].model, PAPER_VS[k].model);
+      models[k] |= !strcmp(p[i].model, pl__train_paper_vs[k].model);
   }
   for (int k = 0; k < 3; k++) {
     if (!models[k])
       continue;
     for (int i = 0; i < NPAPER; i++)
-      if (!strcmp(PAPER[i].model, PAPER_VS[k].model))
+      if (!strcmp(PAPER[i].model, pl__train_paper_vs[k].model))
         fprintf(f, "paper:%s\t%.0f\t%.0f\t%.0f\n", PAPER[i].model, PAPER[i].seq,
                 PAPER[i].tok, PAPER[i].tflops);
-    strcat(strcat(series, "paper:"), PAPER_VS[k].model);
+    strcat(strcat(series, "paper:"), pl__train_paper_vs[k].model);
     strcat(series, " ");
   }
   fclose(f);
@@ -724,24 +327,25 @@ static pl_status chart(pl_report_ctx *rc, const pt *p, int n) {
 }
 
 /* The row r of train table t. */
-static pt row_of(const pl_table *t, int r) {
+static pl__train_pt row_of(const pl_table *t, int r) {
   const double micro = pl_cell_num(t, r, "micro");
-  return (pt){t,
-              r,
-              pl_cell(t, r, "model"),
-              pl_cell(t, r, "system"),
-              pl_cell(t, r, "variant"),
-              pl_cell(t, r, "status"),
-              pl_cell(t, r, "kind"),
-              pl_cell_num(t, r, "seq"),
-              pl_cell_num(t, r, "ranks"),
-              pl_cell_num(t, r, "virtual_world"),
-              pl_cell_num(t, r, "tok_s_gpu"),
-              pl_cell_num(t, r, "tflops"),
-              pl_cell_num(t, r, "step_tokens") / (micro > 0 ? micro : 1)};
+  return (pl__train_pt){t,
+                        r,
+                        pl_cell(t, r, "model"),
+                        pl_cell(t, r, "system"),
+                        pl_cell(t, r, "variant"),
+                        pl_cell(t, r, "status"),
+                        pl_cell(t, r, "kind"),
+                        pl_cell_num(t, r, "seq"),
+                        pl_cell_num(t, r, "ranks"),
+                        pl_cell_num(t, r, "virtual_world"),
+                        pl_cell_num(t, r, "tok_s_gpu"),
+                        pl_cell_num(t, r, "tflops"),
+                        pl_cell_num(t, r, "step_tokens") /
+                            (micro > 0 ? micro : 1)};
 }
 
-static void push(pt **v, int *n, int *cap, pt x) {
+static void push(pl__train_pt **v, int *n, int *cap, pl__train_pt x) {
   if (*n == *cap) {
     *cap = *cap ? 2 * *cap : 16;
     *v = realloc(*v, sizeof **v * (size_t)*cap);
@@ -751,13 +355,13 @@ static void push(pt **v, int *n, int *cap, pt x) {
 }
 
 /* The GPUs a row stands for: W_v when it is a proxy of a larger run. */
-static double gpus_of(const pt *p) {
+static double gpus_of(const pl__train_pt *p) {
   return !isnan(p->wv) && p->wv > p->ranks ? p->wv : p->ranks;
 }
 
 /* Chart data vs GPU count: per (system, context[, proxy]) and GPU count the
  * best ok point, then the paper's points per context (paper:128K, paper:1M). */
-static pl_status chart_gpus(pl_report_ctx *rc, const pt *p, int n) {
+static pl_status chart_gpus(pl_report_ctx *rc, const pl__train_pt *p, int n) {
   char data[PATH_MAX], stem[PATH_MAX], series[4096] = " ";
   snprintf(data, sizeof data, "%s/train-gpus.tsv", rc->out_dir);
   snprintf(stem, sizeof stem, "%s/train-gpus", rc->out_dir);
@@ -774,7 +378,8 @@ static pl_status chart_gpus(pl_report_ctx *rc, const pt *p, int n) {
     if (strcmp(p[i].status, "ok"))
       continue;
     char c[16], s[64];
-    snprintf(s, sizeof s, "%s:%s%s", p[i].system, ctx(c, sizeof c, p[i].seq),
+    snprintf(s, sizeof s, "%s:%s%s", p[i].system,
+             pl__train_ctx(c, sizeof c, p[i].seq),
              p[i].wv > p[i].ranks ? ":proxy" : "");
     int k = 0;
     while (k < nn && strcmp(names[k], s))
@@ -786,13 +391,14 @@ static pl_status chart_gpus(pl_report_ctx *rc, const pt *p, int n) {
     double last = -1;
     for (;;) { /* the next GPU count of series k, and its best point */
       double g = INFINITY;
-      const pt *best = NULL;
+      const pl__train_pt *best = NULL;
       for (int i = 0; i < n; i++) {
         char c[16], s[64];
         if (strcmp(p[i].status, "ok"))
           continue;
         snprintf(s, sizeof s, "%s:%s%s", p[i].system,
-                 ctx(c, sizeof c, p[i].seq), p[i].wv > p[i].ranks ? ":proxy" : "");
+                 pl__train_ctx(c, sizeof c, p[i].seq),
+                 p[i].wv > p[i].ranks ? ":proxy" : "");
         if (strcmp(s, names[k]) || gpus_of(&p[i]) <= last)
           continue;
         if (gpus_of(&p[i]) < g || (gpus_of(&p[i]) == g && p[i].tok > best->tok))
@@ -811,7 +417,7 @@ static pl_status chart_gpus(pl_report_ctx *rc, const pt *p, int n) {
     const double seqs[2] = {131072, 1048576};
     for (int q = 0; q < 2; q++) {
       char c[16], s[32];
-      snprintf(s, sizeof s, "paper:%s", ctx(c, sizeof c, seqs[q]));
+      snprintf(s, sizeof s, "paper:%s", pl__train_ctx(c, sizeof c, seqs[q]));
       for (int i = 0; i < NPAPER; i++)
         if (PAPER[i].seq == seqs[q])
           fprintf(f, "%s\t%d\t%.0f\t%.0f\n", s, PAPER[i].gpus, PAPER[i].tok,
@@ -882,10 +488,10 @@ static pl_status chart_maxbatch(pl_report_ctx *rc, pl_table *const *mb, int nmb,
   static const int paper_gpus[3] = {16, 32, 64};
   for (int k = 0; k < 3; k++)
     fprintf(f, "paper:plateau\t%d\t%.0f\t-\n", paper_gpus[k],
-            PAPER_VS[k].batch);
+            pl__train_paper_vs[k].batch);
   for (int k = 0; k < 3; k++)
     fprintf(f, "paper:fsdp2\t%d\t%.0f\t-\n", paper_gpus[k],
-            PAPER_VS[k].batch / PAPER_VS[k].batch_ratio);
+            pl__train_paper_vs[k].batch / pl__train_paper_vs[k].batch_ratio);
   strcat(series, "paper:plateau paper:fsdp2 ");
   fclose(f);
   printf("%s\n", data);
@@ -895,7 +501,7 @@ static pl_status chart_maxbatch(pl_report_ctx *rc, pl_table *const *mb, int nmb,
 
 pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
   int n = 0, cap = 0, nq = 0, capq = 0, nmb = 0, npe = 0;
-  pt *p = NULL, *q = NULL; /* the points; the maxbatch trials' rows */
+  pl__train_pt *p = NULL, *q = NULL; /* the points; the maxbatch trials' rows */
   pl_table **mb = calloc((size_t)nt + 1, sizeof *mb);
   pl_table **pe = calloc((size_t)nt + 1, sizeof *pe);
   PL_ASSERT(mb && pe);
@@ -940,9 +546,9 @@ pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
   breakdown(md, p, n);
   prediction(md, p, n);
   reach(md, p, n, mb, nmb);
-  versus(md, p, n, q, nq);
-  tuning(md, p, n);
-  peer(md, p, n, pe, npe);
+  pl__report_train_versus(md, p, n, q, nq);
+  pl__report_train_tuning(md, p, n);
+  pl__report_train_peer(md, p, n, pe, npe);
   losses(md, p, n);
   st = pl_rep_close(md, path);
   if (st == PL_OK)

@@ -1,8 +1,10 @@
 /* report_train.h — what the train report (report_train.c) shares with its
- * prediction section (report_train_pred.c).  Internal to suite/. */
+ * prediction section (report_train_pred.c) and its comparison with FSDP2
+ * (report_train_fsdp2.c).  Internal to suite/. */
 #ifndef PLATEAU_SUITE_REPORT_TRAIN_H
 #define PLATEAU_SUITE_REPORT_TRAIN_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "results.h"
@@ -13,5 +15,39 @@
  * flagged. */
 void pl__report_train_pred(FILE *md, const pl_table *const *t, const int *r,
                            int n);
+
+/* ---- report_train.c, for report_train_fsdp2.c ---------------------------- */
+/* A row of a train table: the columns the report reads. */
+typedef struct pl__train_pt {
+  const pl_table *t;
+  int r;
+  const char *model, *system, *variant, *status, *kind;
+  double seq, ranks, wv, tok, tflops, batch; /* batch: tokens · W_v */
+} pl__train_pt;
+
+/* The paper's FSDP2-best figures per model (120b, 241b, 667b): its longest
+ * context, the throughput ratio at 120B/128K, the largest global batch of
+ * plateau and its ratio to FSDP2-best's. */
+typedef struct pl__train_vs_fig {
+  const char *model;
+  double fsdp2_reach, tok_ratio, batch, batch_ratio;
+} pl__train_vs_fig;
+extern const pl__train_vs_fig pl__train_paper_vs[];
+/* How the paper's figures are labelled: "16–64 H200, different scale". */
+extern const char *const pl__train_scale;
+/* Context length s as "128K", "1M" or the number; returns b. */
+const char *pl__train_ctx(char *b, size_t n, double s);
+
+/* ---- report_train_fsdp2.c: sections of train.md -------------------------- */
+/* p[0..n): the points sorted by model, system, variant, W_v, context;
+ * q[0..nq): the maxbatch trials' rows; pe[0..npe): torch_fsdp2 tables. */
+/* "plateau vs FSDP2-best" with the targets of the comparison. */
+void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
+                             const pl__train_pt *q, int nq);
+/* Every fsdp2 configuration tried per point, the winner marked. */
+void pl__report_train_tuning(FILE *md, const pl__train_pt *p, int n);
+/* "Our FSDP2 baseline vs PyTorch FSDP2" on the points both ran. */
+void pl__report_train_peer(FILE *md, const pl__train_pt *p, int n,
+                           pl_table *const *pe, int npe);
 
 #endif

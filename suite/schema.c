@@ -47,7 +47,8 @@ void pl_schema_markdown(FILE *f) {
  * a2a_gbps; the backend a column; the variant test, algo, mode or layout.
  * Beside these renames the reader adds what v2 has and v1 kept elsewhere:
  * the `bench` column (from the metadata), attention's `kernel` and adam's
- * `cpu_share` (from the v1 note, the only place v1 wrote them; results.c). */
+ * `cpu_share` (from the v1 note, the only place v1 wrote them;
+ * results_read.c). */
 static const pl_v1_map v1[] = {
     {"*", "ms", "time_ms", 1},
     {"*", "ms_p10", "time_p10_ms", 1},

@@ -1,7 +1,7 @@
 /* schema.h — the result schema (schema.def): every column name a result file
  * may have, with its unit and meaning, and the one table that maps the
  * column names of version-1 files to the current ones (schema.c).  The
- * harness checks a bench's columns against it; the reader (results.c)
+ * harness checks a bench's columns against it; the reader (results_read.c)
  * applies the v1 mapping; `plateau schema` prints it. */
 #ifndef PLATEAU_SUITE_SCHEMA_H
 #define PLATEAU_SUITE_SCHEMA_H

@@ -1,7 +1,8 @@
 /* comm.c — the communicator: MPI start-up and launch check, the MPI transport
- * of the CPU backend, the host collectives, dispatch to NCCL (comm_nccl.cu) for
- * CUDA devices, and the watchdog that turns a stalled collective into an abort
- * of every rank instead of a hang.
+ * of the CPU backend, the host collectives and dispatch to NCCL (comm_nccl.cu)
+ * for CUDA devices.  Every operation runs under the watchdog (comm_watch.c:
+ * a stalled collective becomes an abort of every rank instead of a hang; its
+ * deadlines and the wait of the MPI operations are described there).
  *
  * Choices made here (documented for users of comm.h):
  *  - MPI counts are int: on the MPI path a count or displacement above INT_MAX
@@ -14,48 +15,15 @@
  *    rank·count; reduce-scatter when recv == send + rank·count (NCCL's
  *    convention; on MPI the first block of send is used as scratch).
  *  - Every communicator holds an MPI_Comm_dup with MPI_ERRORS_RETURN, so MPI
- *    failures come back as PL_ECOMM with MPI's message.
- *
- * Watchdog: one thread per process, started with the first watched operation.
- * Blocking calls (MPI, NCCL set-up) register (op, group size, rank, deadline)
- * and unregister when they return; enqueued NCCL operations hand over a CUDA
- * event recorded after them, which the watchdog polls until it completes.  A
- * passed deadline prints `[rX error] pl_comm: <op> (group of N, rank r) did
- * not complete within T s; aborting all ranks`, aborts the NCCL communicator
- * and calls MPI_Abort(MPI_COMM_WORLD, 3).  MPI_Abort is called from the
- * watchdog thread while the main thread may be blocked inside MPI; the MPI
- * standard asks for MPI_THREAD_MULTIPLE for that, but Open MPI's MPI_Abort
- * only tells the runtime (orted / PMIx) to kill the job and works under
- * FUNNELED (engine/comm/test_timeout.sh checks it under mpirun).  If
- * MPI_Abort ever returns, the process _exit(3)s, which the launcher also turns
- * into a job abort.  A SIGALRM armed before ncclCommAbort guards against an
- * abort that itself hangs.
- *
- * Deadlines: PLATEAU_COMM_TIMEOUT=S (or pl_comm_set_timeout) gives every
- * operation exactly S seconds.  Unset, an operation gets a floor of 120 s
- * plus 1 s per 100 MB it moves (rank skew before a collective, a set-up or
- * a reference check on one rank, is what the floor covers; the allowance
- * is 10x below the slowest interconnect we run on, so a large transfer
- * never trips it).  Half way to the deadline the watchdog says once that
- * the operation is still waiting and when it will abort.
- *
- * Waiting: MPI's blocking calls busy-poll, so the survivor of a stopped
- * (not killed) rank burned a core until the deadline.  Every MPI data
- * operation is issued non-blocking and completed by mpi_wait: MPI_Test in a
- * tight loop for the first 100 ms (a synchronized collective returns as
- * fast as a blocking one: the timed runs are unchanged), then sleeps that
- * grow to 5 ms between tests (a waiting rank costs a few % of a core). */
+ *    failures come back as PL_ECOMM with MPI's message. */
 #include "comm/comm_internal.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "plateau/hd.h"
 #include "plateau/log.h"
@@ -68,18 +36,12 @@ static int g_inited;           /* pl_init ran                              */
 static pl_status g_init_status; /* its result (pl_init is idempotent)      */
 static char g_init_msg[512];    /* its message when it failed              */
 static int g_we_init_mpi;       /* pl_init called MPI_Init_thread          */
-static int g_world_rank = 0, g_world_size = 1;
-/* Deadline floor and per-byte allowance (see the header): with
- * PLATEAU_COMM_TIMEOUT set, g_bytes_per_s is 0 (no allowance). */
-static double g_default_timeout = 120.0;
-static double g_bytes_per_s = 1e8;
+int pl__world_rank = 0, pl__world_size = 1;
+/* Deadline floor and per-byte allowance (see comm_watch.c): with
+ * PLATEAU_COMM_TIMEOUT set, pl__bytes_per_s is 0 (no allowance). */
+double pl__default_timeout = 120.0;
+double pl__bytes_per_s = 1e8;
 static MPI_Op g_bf16_op[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static pl_status mpi_check(int rc, const char *what) {
   if (rc == MPI_SUCCESS) return PL_OK;
@@ -88,240 +50,6 @@ static pl_status mpi_check(int rc, const char *what) {
   if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
   msg[len] = '\0';
   return pl_set_error(PL_ECOMM, "%s: MPI error %d: %s", what, rc, msg);
-}
-
-/* ---- watchdog --------------------------------------------------------------- */
-
-typedef struct watch {
-  int used;
-  char op[32];
-  int group, rank;
-  double timeout_s;
-  uint64_t start_ns, deadline_ns;
-  int warned;    /* the half-way note was printed                         */
-  void *event;   /* cudaEvent_t for an enqueued NCCL op; NULL for blocking */
-  int ordinal;   /* its GPU                                                */
-  const pl_comm *comm;
-  void *nccl;    /* to abort on timeout                                    */
-} watch;
-
-static pthread_mutex_t g_wlock = PTHREAD_MUTEX_INITIALIZER;
-static watch *g_w;
-static int g_wcap;
-static int g_wstarted;
-static volatile int g_wstop;
-static pthread_t g_wthread;
-
-/* Called with g_wlock held; never returns. */
-static void watch_fire(const watch *w, int timed_out) {
-  if (timed_out)
-    fprintf(stderr,
-            "[r%d error] pl_comm: %s (group of %d, rank %d) did not complete "
-            "within %g s; aborting all ranks\n",
-            g_world_rank, w->op, w->group, w->rank, w->timeout_s);
-  else
-    fprintf(stderr,
-            "[r%d error] pl_comm: %s (group of %d, rank %d) failed on the "
-            "device (CUDA error above); aborting all ranks\n",
-            g_world_rank, w->op, w->group, w->rank);
-  fflush(stderr);
-  alarm(20); /* if the aborts below hang, SIGALRM ends the process */
-#if PL_HAVE_CUDA
-  if (w->nccl) pl__nccl_abort(w->nccl);
-#endif
-  MPI_Abort(MPI_COMM_WORLD, 3);
-  _exit(3);
-}
-
-static void *watch_main(void *arg) {
-  (void)arg;
-  const struct timespec tick = {0, 20 * 1000 * 1000}; /* 20 ms */
-  while (!g_wstop) {
-    pthread_mutex_lock(&g_wlock);
-    uint64_t now = now_ns();
-    for (int i = 0; i < g_wcap; i++) {
-      watch *w = &g_w[i];
-      if (!w->used) continue;
-#if PL_HAVE_CUDA
-      if (w->event) {
-        int q = pl__nccl_event_query(w->event, w->ordinal);
-        if (q == 1) {
-          pl__nccl_event_destroy(w->event, w->ordinal);
-          w->used = 0;
-          continue;
-        }
-        if (q < 0) watch_fire(w, 0);
-      }
-#endif
-      if (now > w->deadline_ns) watch_fire(w, 1);
-      if (!w->warned &&
-          now > w->start_ns + (w->deadline_ns - w->start_ns) / 2) {
-        w->warned = 1;
-        fprintf(stderr,
-                "[r%d warn] pl_comm: %s (group of %d, rank %d) waiting for "
-                "%.0f s; aborting all ranks at %g s (PLATEAU_COMM_TIMEOUT "
-                "sets the deadline)\n",
-                g_world_rank, w->op, w->group, w->rank,
-                (double)(now - w->start_ns) / 1e9, w->timeout_s);
-        fflush(stderr);
-      }
-    }
-    pthread_mutex_unlock(&g_wlock);
-    nanosleep(&tick, NULL);
-  }
-  return NULL;
-}
-
-/* With g_wlock held: a free slot (growing the table), the thread running. */
-static int watch_slot_locked(void) {
-  if (!g_wstarted) {
-    g_wstop = 0;
-    if (pthread_create(&g_wthread, NULL, watch_main, NULL) != 0) return -1;
-    g_wstarted = 1;
-  }
-  for (int i = 0; i < g_wcap; i++)
-    if (!g_w[i].used) return i;
-  int ncap = g_wcap ? 2 * g_wcap : 64;
-  watch *nw = realloc(g_w, (size_t)ncap * sizeof *nw);
-  if (!nw) return -1;
-  memset(nw + g_wcap, 0, (size_t)(ncap - g_wcap) * sizeof *nw);
-  int slot = g_wcap;
-  g_w = nw;
-  g_wcap = ncap;
-  return slot;
-}
-
-static void watch_fill(watch *w, const pl_comm *c, const char *op,
-                       double timeout_s) {
-  memset(w, 0, sizeof *w);
-  w->used = 1;
-  snprintf(w->op, sizeof w->op, "%s", op);
-  w->group = c ? c->size : g_world_size;
-  w->rank = c ? c->rank : g_world_rank;
-  w->timeout_s = timeout_s;
-  w->start_ns = now_ns();
-  w->deadline_ns = w->start_ns + (uint64_t)(timeout_s * 1e9);
-  w->comm = c;
-  w->nccl = c ? c->nccl : NULL;
-  w->ordinal = c && c->dev ? c->dev->ordinal : 0;
-}
-
-/* Returns a slot, or -1 when the watchdog could not be set up (the operation
- * then runs unwatched; a warning says so once). */
-static int watch_begin_t(const pl_comm *c, const char *op, double timeout_s) {
-  pthread_mutex_lock(&g_wlock);
-  int slot = watch_slot_locked();
-  if (slot >= 0) watch_fill(&g_w[slot], c, op, timeout_s);
-  pthread_mutex_unlock(&g_wlock);
-  if (slot < 0) {
-    static int warned;
-    if (!warned) PL_WARN("pl_comm: watchdog unavailable; %s is unwatched", op);
-    warned = 1;
-  }
-  return slot;
-}
-
-/* The deadline of an operation moving `bytes` on c (see the header). */
-static double deadline_s(const pl_comm *c, double bytes) {
-  const double base = c ? c->timeout_s : g_default_timeout;
-  const double rate = c ? c->bytes_per_s : g_bytes_per_s;
-  return rate > 0 ? base + bytes / rate : base;
-}
-
-int pl__watch_begin(const pl_comm *c, const char *op) {
-  return watch_begin_t(c, op, deadline_s(c, 0));
-}
-
-static int watch_begin_n(const pl_comm *c, const char *op, double bytes) {
-  return watch_begin_t(c, op, deadline_s(c, bytes));
-}
-
-/* Complete the requests without busy-polling a core for long: MPI_Test in a
- * tight loop for 100 ms, then sleeps growing from 50 us to 5 ms. */
-static int mpi_wait(int n, MPI_Request *req, MPI_Status *st) {
-  const uint64_t t0 = now_ns(), spin_ns = 100 * 1000 * 1000;
-  long nap_ns = 50 * 1000;
-  for (;;) {
-    int done = 0;
-    int rc = MPI_Testall(n, req, &done, st ? st : MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS || done)
-      return rc;
-    if (now_ns() - t0 < spin_ns)
-      continue;
-    struct timespec ts = {0, nap_ns};
-    nanosleep(&ts, NULL);
-    if (nap_ns < 5 * 1000 * 1000)
-      nap_ns *= 2;
-  }
-}
-
-void pl__watch_end(int slot) {
-  if (slot < 0) return;
-  pthread_mutex_lock(&g_wlock);
-  g_w[slot].used = 0;
-  pthread_mutex_unlock(&g_wlock);
-}
-
-/* An NCCL operation is watched twice: on the host while it is being enqueued
- * (NCCL can block there, e.g. connecting to a peer that never arrives on the
- * first operation) and on the device until its completion event fires. */
-#define WATCHED_NCCL(c, name, call)                                            \
-  do {                                                                         \
-    int w_ = pl__watch_begin((c), name);                                        \
-    pl_status st_ = (call);                                                    \
-    pl__watch_end(w_);                                                          \
-    return st_;                                                                \
-  } while (0)
-
-pl_status pl__watch_event(const pl_comm *c, const char *op, void *event) {
-  pthread_mutex_lock(&g_wlock);
-  int slot = watch_slot_locked();
-  if (slot >= 0) {
-    watch_fill(&g_w[slot], c, op, c->timeout_s);
-    g_w[slot].event = event;
-  }
-  pthread_mutex_unlock(&g_wlock);
-  if (slot < 0) {
-#if PL_HAVE_CUDA
-    pl__nccl_event_destroy(event, c->dev->ordinal);
-#endif
-    return pl_set_error(PL_ERUNTIME, "pl_comm: %s: cannot watch (no memory "
-                        "or no thread for the watchdog)", op);
-  }
-  return PL_OK;
-}
-
-void pl__watch_drain(const pl_comm *c) {
-  const struct timespec ms = {0, 1000 * 1000};
-  for (;;) {
-    int pending = 0;
-    pthread_mutex_lock(&g_wlock);
-    for (int i = 0; i < g_wcap; i++) {
-      watch *w = &g_w[i];
-      if (!w->used || w->comm != c || !w->event) continue;
-#if PL_HAVE_CUDA
-      if (pl__nccl_event_query(w->event, w->ordinal) == 1) {
-        pl__nccl_event_destroy(w->event, w->ordinal);
-        w->used = 0;
-        continue;
-      }
-#endif
-      pending++;
-    }
-    pthread_mutex_unlock(&g_wlock);
-    if (!pending) return;
-    nanosleep(&ms, NULL); /* the watchdog still enforces the deadlines */
-  }
-}
-
-static void watch_stop(void) {
-  if (!g_wstarted) return;
-  g_wstop = 1;
-  pthread_join(g_wthread, NULL);
-  g_wstarted = 0;
-  free(g_w);
-  g_w = NULL;
-  g_wcap = 0;
 }
 
 /* ---- bf16 reductions for MPI ------------------------------------------------ */
@@ -381,9 +109,9 @@ pl_status pl_init(int *argc, char ***argv) {
     if (st != PL_OK) return init_fail(st);
     g_we_init_mpi = 1;
   }
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_world_size);
-  pl_log_set_rank(g_world_rank);
+  MPI_Comm_rank(MPI_COMM_WORLD, &pl__world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &pl__world_size);
+  pl_log_set_rank(pl__world_rank);
 
   MPI_User_function *fns[3] = {bf16_sum, bf16_max, bf16_min};
   for (int i = 0; i < 3; i++) {
@@ -402,8 +130,8 @@ pl_status pl_init(int *argc, char ***argv) {
                                     "PLATEAU_COMM_TIMEOUT=%s: must be a number "
                                     "of seconds > 0",
                                     t));
-    g_default_timeout = v;
-    g_bytes_per_s = 0; /* exactly the deadline asked for */
+    pl__default_timeout = v;
+    pl__bytes_per_s = 0; /* exactly the deadline asked for */
   }
 
   /* The silent single-rank launch: `sbatch -n 4` running the program
@@ -416,13 +144,13 @@ pl_status pl_init(int *argc, char ***argv) {
     if (errno || end == nt || *end != '\0' || n <= 0)
       return init_fail(pl_set_error(
           PL_EINVAL, "SLURM_NTASKS=%s: not a positive integer", nt));
-    if (n != g_world_size)
+    if (n != pl__world_size)
       return init_fail(pl_set_error(
           PL_EINVAL,
           "launched with %d MPI rank%s but SLURM_NTASKS=%ld: start with "
           "srun --mpi=pmix (or mpirun inside the allocation) so that every "
           "Slurm task is an MPI rank",
-          g_world_size, g_world_size == 1 ? "" : "s", n));
+          pl__world_size, pl__world_size == 1 ? "" : "s", n));
   }
   return PL_OK;
 }
@@ -435,17 +163,17 @@ void pl_finalize(void) {
   MPI_Finalized(&fin);
   if (g_we_init_mpi && !fin) {
     /* A rank that skipped a collective makes MPI_Finalize hang too. */
-    int w = watch_begin_t(NULL, "finalize", g_default_timeout);
+    int w = pl__watch_begin_t(NULL, "finalize", pl__default_timeout);
     MPI_Finalize();
     pl__watch_end(w);
   }
-  watch_stop();
+  pl__watch_stop();
   g_inited = 0;
   g_we_init_mpi = 0;
 }
 
-int pl_world_rank(void) { return g_world_rank; }
-int pl_world_size(void) { return g_world_size; }
+int pl_world_rank(void) { return pl__world_rank; }
+int pl_world_size(void) { return pl__world_size; }
 
 const char *pl_mpi_version(void) {
   static char buf[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -522,7 +250,7 @@ static pl_status comm_make(MPI_Comm m, pl_dev *dev, double timeout_s,
   c->mpi = m;
   c->dev = dev;
   c->timeout_s = timeout_s;
-  c->bytes_per_s = g_bytes_per_s;
+  c->bytes_per_s = pl__bytes_per_s;
   MPI_Comm_rank(m, &c->rank);
   MPI_Comm_size(m, &c->size);
   pl_status st = mpi_check(MPI_Comm_set_errhandler(m, MPI_ERRORS_RETURN),
@@ -554,12 +282,12 @@ pl_status pl_comm_world(pl_dev *dev, pl_comm **out) {
     return pl_set_error(PL_EINVAL,
                         "pl_comm_world: call pl_init first (and check it)");
   MPI_Comm m = MPI_COMM_NULL;
-  int w = watch_begin_t(NULL, "comm_world", g_default_timeout);
+  int w = pl__watch_begin_t(NULL, "comm_world", pl__default_timeout);
   pl_status st = mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &m),
                            "pl_comm_world: MPI_Comm_dup");
   pl__watch_end(w);
   PL_TRY(st);
-  return comm_make(m, dev, g_default_timeout, out);
+  return comm_make(m, dev, pl__default_timeout, out);
 }
 
 pl_status pl_comm_split(pl_comm *c, int color, int key, pl_comm **out) {
@@ -680,6 +408,17 @@ static pl_status need_init(const char *fn) {
 
 /* ---- data operations ------------------------------------------------------------- */
 
+/* An NCCL operation is watched twice: on the host while it is being enqueued
+ * (NCCL can block there, e.g. connecting to a peer that never arrives on the
+ * first operation) and on the device until its completion event fires. */
+#define WATCHED_NCCL(c, name, call)                                            \
+  do {                                                                         \
+    int w_ = pl__watch_begin((c), name);                                        \
+    pl_status st_ = (call);                                                    \
+    pl__watch_end(w_);                                                          \
+    return st_;                                                                \
+  } while (0)
+
 pl_status pl_allreduce(pl_comm *c, const void *send, void *recv, size_t count,
                        pl_dtype dt, pl_redop op, pl_stream *s) {
   const char *fn = "pl_allreduce";
@@ -692,12 +431,12 @@ pl_status pl_allreduce(pl_comm *c, const void *send, void *recv, size_t count,
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
-  int w = watch_begin_n(c, "allreduce", (double)count * esize(dt));
+  int w = pl__watch_begin_n(c, "allreduce", (double)count * esize(dt));
   MPI_Request rq;
   int rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count,
                           mpi_type(dt), mpi_op(dt, op), c->mpi, &rq);
   if (rc == MPI_SUCCESS)
-    rc = mpi_wait(1, &rq, NULL);
+    rc = pl__mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, fn);
 }
@@ -717,12 +456,13 @@ pl_status pl_allgather(pl_comm *c, const void *send, void *recv, size_t count,
   if (count && send == (const char *)recv + (size_t)c->rank * count *
                                                 esize(dt))
     sb = MPI_IN_PLACE;
-  int w = watch_begin_n(c, "allgather", (double)count * esize(dt) * c->size);
+  int w =
+      pl__watch_begin_n(c, "allgather", (double)count * esize(dt) * c->size);
   MPI_Request rq;
   int rc = MPI_Iallgather(sb, (int)count, mpi_type(dt), recv, (int)count,
                           mpi_type(dt), c->mpi, &rq);
   if (rc == MPI_SUCCESS)
-    rc = mpi_wait(1, &rq, NULL);
+    rc = pl__mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, fn);
 }
@@ -743,7 +483,7 @@ pl_status pl_reduce_scatter(pl_comm *c, const void *send, void *recv,
   size_t bytes = count * esize(dt);
   int inplace = count && (const char *)recv ==
                              (const char *)send + (size_t)c->rank * bytes;
-  int w = watch_begin_n(c, "reduce_scatter", (double)bytes * c->size);
+  int w = pl__watch_begin_n(c, "reduce_scatter", (double)bytes * c->size);
   int rc;
   MPI_Request rq;
   if (inplace) {
@@ -752,13 +492,13 @@ pl_status pl_reduce_scatter(pl_comm *c, const void *send, void *recv,
     rc = MPI_Ireduce_scatter_block(MPI_IN_PLACE, (void *)send, (int)count,
                                    mpi_type(dt), mpi_op(dt, op), c->mpi, &rq);
     if (rc == MPI_SUCCESS)
-      rc = mpi_wait(1, &rq, NULL);
+      rc = pl__mpi_wait(1, &rq, NULL);
     if (rc == MPI_SUCCESS && c->rank != 0) memmove(recv, send, bytes);
   } else {
     rc = MPI_Ireduce_scatter_block(send, recv, (int)count, mpi_type(dt),
                                    mpi_op(dt, op), c->mpi, &rq);
     if (rc == MPI_SUCCESS)
-      rc = mpi_wait(1, &rq, NULL);
+      rc = pl__mpi_wait(1, &rq, NULL);
   }
   pl__watch_end(w);
   return mpi_check(rc, fn);
@@ -804,12 +544,13 @@ pl_status pl_alltoallv(pl_comm *c, const void *send, const size_t *scounts,
       iv[a * P + d] = (int)src[a][d];
     }
   if (st == PL_OK) {
-    int w = watch_begin_n(c, "alltoallv", (double)(stot + rtot) * esize(dt));
+    int w =
+        pl__watch_begin_n(c, "alltoallv", (double)(stot + rtot) * esize(dt));
     MPI_Request rq;
     int rc = MPI_Ialltoallv(send, iv, iv + P, mpi_type(dt), recv, iv + 2 * P,
                             iv + 3 * P, mpi_type(dt), c->mpi, &rq);
     if (rc == MPI_SUCCESS)
-      rc = mpi_wait(1, &rq, NULL);
+      rc = pl__mpi_wait(1, &rq, NULL);
     pl__watch_end(w);
     st = mpi_check(rc, fn);
   }
@@ -835,7 +576,8 @@ pl_status pl_sendrecv(pl_comm *c, const void *send, size_t scount, int dst,
   PL_TRY(check_int(fn, "rcount", rcount));
   MPI_Status status[2];
   MPI_Request rq[2];
-  int w = watch_begin_n(c, "sendrecv", (double)(scount + rcount) * esize(dt));
+  int w =
+      pl__watch_begin_n(c, "sendrecv", (double)(scount + rcount) * esize(dt));
   int rc = MPI_Irecv(recv, (int)rcount, mpi_type(dt), src, PL_SENDRECV_TAG,
                      c->mpi, &rq[0]);
   if (rc == MPI_SUCCESS)
@@ -844,7 +586,7 @@ pl_status pl_sendrecv(pl_comm *c, const void *send, size_t scount, int dst,
   else
     rq[1] = MPI_REQUEST_NULL;
   if (rc == MPI_SUCCESS)
-    rc = mpi_wait(2, rq, status);
+    rc = pl__mpi_wait(2, rq, status);
   pl__watch_end(w);
   PL_TRY(mpi_check(rc, fn));
   int got = 0;
@@ -866,11 +608,11 @@ pl_status pl_broadcast(pl_comm *c, void *buf, size_t count, pl_dtype dt,
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
-  int w = watch_begin_n(c, "broadcast", (double)count * esize(dt));
+  int w = pl__watch_begin_n(c, "broadcast", (double)count * esize(dt));
   MPI_Request rq;
   int rc = MPI_Ibcast(buf, (int)count, mpi_type(dt), root, c->mpi, &rq);
   if (rc == MPI_SUCCESS)
-    rc = mpi_wait(1, &rq, NULL);
+    rc = pl__mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, fn);
 }
@@ -881,7 +623,7 @@ pl_status pl_barrier(pl_comm *c) {
   MPI_Request rq;
   int rc = MPI_Ibarrier(c->mpi, &rq);
   if (rc == MPI_SUCCESS)
-    rc = mpi_wait(1, &rq, NULL);
+    rc = pl__mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, "pl_barrier");
 }
@@ -900,7 +642,7 @@ static pl_status host_allreduce(const char *fn, const char *op_name,
   MPI_Request rq;
   int rc = MPI_Iallreduce(MPI_IN_PLACE, vals, (int)n, t, o, c->mpi, &rq);
   if (rc == MPI_SUCCESS)
-    rc = mpi_wait(1, &rq, NULL);
+    rc = pl__mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, fn);
 }
@@ -929,7 +671,7 @@ pl_status pl_host_allgather_i64(pl_comm *c, const int64_t *send, size_t n,
   int rc = MPI_Iallgather(send, (int)n, MPI_INT64_T, recv, (int)n, MPI_INT64_T,
                           c->mpi, &rq);
   if (rc == MPI_SUCCESS)
-    rc = mpi_wait(1, &rq, NULL);
+    rc = pl__mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, fn);
 }
@@ -946,7 +688,7 @@ pl_status pl_host_alltoall_i64(pl_comm *c, const int64_t *send, size_t n,
   int rc = MPI_Ialltoall(send, (int)n, MPI_INT64_T, recv, (int)n, MPI_INT64_T,
                          c->mpi, &rq);
   if (rc == MPI_SUCCESS)
-    rc = mpi_wait(1, &rq, NULL);
+    rc = pl__mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, fn);
 }
@@ -957,11 +699,11 @@ pl_status pl_host_bcast(pl_comm *c, void *buf, size_t bytes, int root) {
   PL_TRY(check_rank(fn, "root", root, c));
   PL_TRY(check_buf(fn, "buf", buf, bytes));
   PL_TRY(check_int(fn, "bytes", bytes));
-  int w = watch_begin_n(c, "host_bcast", (double)bytes);
+  int w = pl__watch_begin_n(c, "host_bcast", (double)bytes);
   MPI_Request rq;
   int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, c->mpi, &rq);
   if (rc == MPI_SUCCESS)
-    rc = mpi_wait(1, &rq, NULL);
+    rc = pl__mpi_wait(1, &rq, NULL);
   pl__watch_end(w);
   return mpi_check(rc, fn);
 }

@@ -1,5 +1,6 @@
-/* comm_internal.h — what comm.c (MPI, watchdog, dispatch) and comm_nccl.cu
- * (NCCL, CUDA events) share.  Not installed; not part of the public API.
+/* comm_internal.h — what comm.c (MPI, dispatch), comm_watch.c (watchdog)
+ * and comm_nccl.cu (NCCL, CUDA events) share.  Not installed; not part of the
+ * public API.
  *
  * Why two files: the C compile has no CUDA include path, so every NCCL and
  * CUDA call lives in the .cu file (compiled only when nvcc is present) behind
@@ -25,18 +26,35 @@ struct pl_comm {
   void *nccl;       /* ncclComm_t when dev is CUDA, else NULL            */
 };
 
-/* ---- watchdog (comm.c) -------------------------------------------------
+/* ---- process state (comm.c) --------------------------------------------
+ * Set by pl_init, read by the watchdog.  Deadline floor and per-byte
+ * allowance (comm_watch.c): with PLATEAU_COMM_TIMEOUT set, pl__bytes_per_s
+ * is 0 (no allowance). */
+extern int pl__world_rank, pl__world_size;
+extern double pl__default_timeout, pl__bytes_per_s;
+
+/* ---- watchdog (comm_watch.c) -------------------------------------------
  * A blocking operation (MPI, NCCL init/destroy) is bracketed by
  * pl__watch_begin/pl__watch_end; an enqueued NCCL operation hands its
  * completion event to pl__watch_event and the watchdog polls it.  A deadline
  * that passes prints the operation, group and rank, aborts NCCL and calls
- * MPI_Abort. */
+ * MPI_Abort.  A slot of -1 (the watchdog could not be set up: the operation
+ * runs unwatched) is accepted by pl__watch_end. */
 int pl__watch_begin(const pl_comm *c, const char *op);
+/* The same with the deadline timeout_s (c NULL: an operation of the world). */
+int pl__watch_begin_t(const pl_comm *c, const char *op, double timeout_s);
+/* The same with the deadline of an operation moving `bytes` on c. */
+int pl__watch_begin_n(const pl_comm *c, const char *op, double bytes);
 void pl__watch_end(int slot);
 /* Takes ownership of `event` (a cudaEvent_t recorded after the op). */
 pl_status pl__watch_event(const pl_comm *c, const char *op, void *event);
 /* Wait until every watched event of c has completed (still under watch). */
 void pl__watch_drain(const pl_comm *c);
+/* Join the watchdog thread and free its table (pl_finalize). */
+void pl__watch_stop(void);
+/* MPI_Testall on req[0..n) until done without busy-polling a core for long;
+ * returns MPI's code (st NULL: MPI_STATUSES_IGNORE). */
+int pl__mpi_wait(int n, MPI_Request *req, MPI_Status *st);
 
 #if PL_HAVE_CUDA
 /* ---- NCCL side (comm_nccl.cu) ------------------------------------------ */

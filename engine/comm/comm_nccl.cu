@@ -15,8 +15,9 @@
  *
  * Operations are enqueued on the caller's stream (the device's default stream
  * when s is NULL) and return at once; a CUDA event recorded after each one is
- * handed to the watchdog (comm.c), which polls it and aborts every rank if it
- * has not completed within the communicator's timeout, counted from enqueue.
+ * handed to the watchdog (comm_watch.c), which polls it and aborts every
+ * rank if it has not completed within the communicator's timeout, counted
+ * from enqueue.
  * Uneven all-to-all and the ring hop are grouped ncclSend/ncclRecv pairs
  * (zero counts skipped, so empty ranks post nothing).  Arguments were checked
  * by comm.c before dispatch. */
