@@ -133,6 +133,11 @@ static const cls classes[] = {
     {"cpu_ms", PL_CMP_TIME},
     {"update_ms", PL_CMP_TIME},
     {"floor_ms", PL_CMP_IGNORE}, /* from the link rates below */
+    /* the planner's predictions beside a train row: they follow the
+     * machine's calibration, and the plan's own tests hold them */
+    {"pred_dev_peak_bytes", PL_CMP_IGNORE},
+    {"pred_host_bytes", PL_CMP_IGNORE},
+    {"pred_time_ms", PL_CMP_IGNORE},
     {"tflops", PL_CMP_RATE},
     {"dense_tflops", PL_CMP_RATE},
     {"ratio", PL_CMP_RATE},
