@@ -30,7 +30,6 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "dispatch.h"
 
@@ -129,23 +128,7 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   g->source_major = pl_args_flag(a, "source-major");
   g->profile = true;
   d->j.N = (int64_t)pl_args_size(a, "tokens");
-  if (g->k > g->E)
-    return pl_set_error(PL_EINVAL,
-                        "--topk=%d is more than --experts=%d (a token goes to "
-                        "k distinct experts)",
-                        g->k, g->E);
-  if ((double)g->E * (double)g->H * (double)g->I > (double)((int64_t)1 << 40))
-    return pl_set_error(PL_EINVAL,
-                        "--experts=%d --hidden=%lld --ffn=%lld: the experts' "
-                        "weights, E*H*I = %.3g elements, are too large "
-                        "(allowed: at most 2^40)",
-                        g->E, (long long)g->H, (long long)g->I,
-                        (double)g->E * (double)g->H * (double)g->I);
-  if (g->E % c->size != 0)
-    return pl_set_error(PL_EINVAL,
-                        "--experts=%d is not a multiple of the %d "
-                        "ranks",
-                        g->E, c->size);
+  PL_TRY(pl__dispatch_cfg_check(c, g));
   int vars[3], profs[5], chks[2];
   uint64_t lanes[PL_OPT_LIST_MAX], cbs[PL_OPT_LIST_MAX];
   int nv = pl_args_enum_list(a, "variants", vars, 3);
@@ -203,92 +186,18 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
 
 static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   dispatch *d = st;
-  if (!d->resident) { /* a failure here (oom at a paper shape): every row */
-    d->res_st = pl__dispatch_residents(c, d);
-    PL_TRY(pl_bench_agree(c, &d->res_st));
-    snprintf(d->res_msg, sizeof d->res_msg, "%s", pl_last_error());
-    d->resident = d->res_st == PL_OK ? 1 : -1;
-  }
-  if (d->resident < 0)
-    return pl_set_error(d->res_st, "%s", d->res_msg);
   const int profile = d->pts[p].profile;
-  if (profile != d->profile) {
-    pl_status rs = pl__dispatch_routes(c, d, profile, profile_names[profile]);
-    PL_TRY(pl_bench_agree(c, &rs));
-    if (rs != PL_OK)
-      return rs;
-    d->profile = profile;
-    pl_status ref = c->check ? pl__dispatch_reference(c, d) : PL_ERUNTIME;
-    PL_TRY(pl_bench_agree(c, &ref));
-    d->have_ref = ref == PL_OK; /* without it only the bound is checked */
-    pl_clear_error();
-  }
+  PL_TRY(pl__dispatch_inputs(c, d, profile, profile_names[profile]));
   return pl_moe_create(c->comm, &d->vc, &d->j.m);
 }
 
 static pl_status check(pl_bench_ctx *c, void *st, int p, pl_check *chk) {
-  dispatch *d = st;
-  const pl_moe_cfg *g = &d->cfg;
-  const size_t NH = (size_t)d->j.N * g->H;
-  const int64_t k = c->cuda ? (g->H > g->I ? g->H : g->I) : PL_CHECK_EXACT;
-  if (d->have_ref) {
-    PL_TRY(pl_check_device(chk, c->stream, "out", d->j.out, d->ref_out, g->dt,
-                           NH, k));
-    PL_TRY(pl_check_device(chk, c->stream, "dx", d->j.dx, d->ref_dx, g->dt, NH,
-                           k));
-  }
-  if (d->vc.variant == PL_MOE_PIPELINED) {
-    size_t bound = pl_moe_dispatch_bound(&d->vc, c->size, d->j.st.c_eff);
-    pl_check_that(chk, c->meas->tag_peak[0] <= bound,
-                  "dispatch peak %zu above the bound %zu", c->meas->tag_peak[0],
-                  bound);
-  }
-  return PL_OK;
+  return pl__dispatch_check(c, st, chk);
 }
 
 static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
                         pl_work *w) {
-  dispatch *d = st;
-  job *j = &d->j;
-  const pl_moe_cfg *g = &d->cfg;
-  pl_stats tf;
-  j->bwd = false;
-  PL_TRY(pl_bench_time(c, pl__dispatch_job, j, c->stream, &tf));
-  pl_row_f64(row, "fwd_ms", tf.median);
-  const pl_moe_stats *s = &j->st;
-  /* max over ranks: routes received, GEMM launches, expert-major chunks;
-   * routes moved: summed */
-  int64_t agg[3] = {s->routes_recv, s->gemms, s->em_chunks},
-          moved = s->routes_sent;
-  PL_TRY(pl_host_allreduce_i64(c->comm, agg, 3, PL_RED_MAX));
-  PL_TRY(pl_host_allreduce_i64(c->comm, &moved, 1, PL_RED_SUM));
-  pl_row_i64(row, "K", s->K);
-  pl_row_i64(row, "c_eff", s->c_eff);
-  pl_row_i64(row, "bound_bytes",
-             (int64_t)pl_moe_dispatch_bound(&d->vc, c->size, s->c_eff));
-  pl_row_f64(row, "max_send_ratio", s->max_send_ratio);
-  pl_row_i64(row, "routes_moved", moved);
-  pl_row_i64(row, "planned", s->planned);
-  pl_row_i64(row, "pieces", s->n_pieces);
-  pl_row_i64(row, "spilled", s->n_spilled);
-  pl_row_f64(row, "imb_before", s->imb_native);
-  pl_row_f64(row, "imb_after", s->imb_planned);
-  pl_row_i64(row, "overlapped", s->overlapped);
-  pl_row_i64(row, "overlapped_bwd", j->ov_bwd);
-  pl_row_i64(row, "gemms", agg[1]);
-  pl_row_i64(row, "em_chunks", agg[2]);
-  char stg[320] = "";
-  for (int q = 0; q < PL_MOE_NSTAGES; q++)
-    snprintf(stg + strlen(stg), sizeof stg - strlen(stg), "%s%s=%.1f",
-             q ? "," : "", pl_moe_stage_name(q), j->stage_ms[q]);
-  pl_row_str(row, "stages", stg);
-  if (c->check && !d->have_ref)
-    pl_row_note(row, "no ep reference (ep failed here): values unchecked");
-  /* fwd x out and y back, bwd x, dout out and dx back (H wide), per rank */
-  w->bytes = 5.0 * (double)moved / c->size * (double)g->H *
-             (double)pl_dtype_size(g->dt);
-  w->flops = 11.0 * 2.0 * (double)agg[0] * (double)g->H * g->I;
-  return PL_OK;
+  return pl__dispatch_columns(c, st, row, w);
 }
 
 static void teardown(pl_bench_ctx *c, void *st, int p) {

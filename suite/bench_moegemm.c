@@ -29,9 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bench.h"
-#include "ops/moe.h"
-#include "ops/moe_internal.h"
+#include "moegemm.h"
 
 static const char *const kind_names[] = {"up", "down", "wgrad", NULL};
 static const char *const layout_names[] = {"segments", "expert_major", NULL};
@@ -65,72 +63,8 @@ static const pl_preset moegemm_presets[] = {
     {NULL, NULL},
 };
 
-typedef struct gjob {
-  pl_stream *s;
-  int nl; /* lanes in use */
-  pl_stream *ln[PL_MOE_MAX_LANES];
-  pl_event *evf, *evj[PL_MOE_MAX_LANES];
-  int kind; /* 0 up, 1 down, 2 wgrad */
-  bool dense;
-  int G;
-  int64_t m, H, I;
-  pl_dtype dt;
-  void *X, *W, *C; /* X: G*m x max(H, I); W: G x H x I; C: G*m x max or HxI */
-} gjob;
-
-typedef struct moegemm {
-  int64_t N, H, I, mmax;
-  int E, k, nK, nk, nl, nL, Gseg;
-  uint64_t Ks[PL_OPT_LIST_MAX], Ls[PL_OPT_LIST_MAX];
-  int kinds[3], lays[2];
-  int ready; /* buffers and streams made */
-  gjob j;
-  int64_t K;
-} moegemm;
-
-static pl_status gjob_fn(void *arg) {
-  gjob *j = arg;
-  size_t b = pl_dtype_size(j->dt);
-  const int64_t H = j->H, I = j->I;
-  int n = j->dense ? 1 : j->G;
-  int64_t rows = j->dense ? (int64_t)j->G * j->m : j->m;
-  const int nl = j->dense ? 0 : j->nl;
-  if (nl) {
-    PL_TRY(pl_event_record(j->evf, j->s));
-    for (int l = 0; l < nl; l++)
-      PL_TRY(pl_stream_wait(j->ln[l], j->evf));
-  }
-  for (int g = 0; g < n; g++) {
-    pl_stream *q = g % (nl + 1) == 0 ? j->s : j->ln[g % (nl + 1) - 1];
-    const char *Wg =
-        (const char *)j->W + (j->dense ? 0 : (size_t)g * H * I * b);
-    size_t r0 = j->dense ? 0 : (size_t)g * (size_t)j->m;
-    pl_status st;
-    if (j->kind == 0)
-      st = pl__moe_gemm(q, false, false, rows, I, H, 1.0f,
-                             (const char *)j->X + r0 * H * b, H, Wg, I, 0.0f,
-                             (char *)j->C + r0 * I * b, I, j->dt, j->dt);
-    else if (j->kind == 1)
-      st = pl__moe_gemm(q, false, false, rows, H, I, 1.0f,
-                             (const char *)j->X + r0 * I * b, I, Wg, H, 0.0f,
-                             (char *)j->C + r0 * H * b, H, j->dt, j->dt);
-    else /* dW (H x I, fp32) += X^T (rows x H)^T dG (rows x I) */
-      st = pl__moe_gemm(
-          q, true, false, H, I, rows, 1.0f, (const char *)j->X + r0 * H * b, H,
-          (const char *)j->C + r0 * I * b, I, 1.0f,
-          (float *)j->W + (j->dense ? 0 : (size_t)g * H * I), I, j->dt, PL_F32);
-    if (st != PL_OK)
-      return st;
-  }
-  for (int l = 0; l < nl; l++) {
-    PL_TRY(pl_event_record(j->evj[l], j->ln[l]));
-    PL_TRY(pl_stream_wait(j->s, j->evj[l]));
-  }
-  return PL_OK;
-}
-
 static pl_status grouped(void *st) {
-  return gjob_fn(&((moegemm *)st)->j);
+  return pl__moegemm_run(&((moegemm *)st)->j);
 }
 
 static pl_status init(pl_bench_ctx *c, void *st) {
@@ -195,54 +129,6 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   return PL_OK;
 }
 
-static void release(pl_bench_ctx *c, moegemm *m) {
-  gjob *j = &m->j;
-  for (int l = 0; l < PL_MOE_MAX_LANES; l++) {
-    if (j->ln[l])
-      pl_stream_destroy(j->ln[l]);
-    if (j->evj[l])
-      pl_event_destroy(j->evj[l]);
-    j->ln[l] = NULL;
-    j->evj[l] = NULL;
-  }
-  if (j->evf)
-    pl_event_destroy(j->evf);
-  pl_free(c->dev, j->X);
-  pl_free(c->dev, j->C);
-  pl_free(c->dev, j->W);
-  j->evf = NULL;
-  j->X = j->C = j->W = NULL;
-}
-
-/* The buffers, the largest point's, and the lanes' streams. */
-static pl_status make(pl_bench_ctx *c, moegemm *m) {
-  gjob *j = &m->j;
-  pl_dev *dev = c->dev;
-  const size_t G = (size_t)m->Gseg, HI = (size_t)m->H * (size_t)m->I;
-  {
-    size_t b = pl_dtype_size(j->dt), xr = G * (size_t)m->mmax;
-    size_t wd = m->H > m->I ? (size_t)m->H : (size_t)m->I;
-    j->s = c->stream;
-    j->H = m->H;
-    j->I = m->I;
-    PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, xr * wd * b, "bench", &j->X));
-    PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, xr * wd * b, "bench", &j->C));
-    /* bf16 weights, or fp32 gradients for wgrad: room for both */
-    PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, G * HI * 4, "bench", &j->W));
-    PL_TRY(pl_rng_fill(j->s, j->X, j->dt, xr * wd, c->seed + 1, 0,
-                       PL_DIST_NORMAL, 0, 1));
-    PL_TRY(pl_rng_fill(j->s, j->C, j->dt, xr * wd, c->seed + 2, 0,
-                       PL_DIST_NORMAL, 0, 1));
-    PL_TRY(pl_event_create(dev, &j->evf));
-    for (int l = 0; l < PL_MOE_MAX_LANES; l++) {
-      PL_TRY(pl_stream_create(dev, &j->ln[l]));
-      PL_TRY(pl_event_create(dev, &j->evj[l]));
-    }
-    PL_TRY(pl_stream_sync(j->s));
-  }
-  return PL_OK;
-}
-
 /* The buffers (once) and, per point, the weights: dt for up/down, fp32
  * gradients for wgrad. */
 static pl_status setup(pl_bench_ctx *c, void *st, int p) {
@@ -250,9 +136,9 @@ static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   gjob *j = &m->j;
   const size_t G = (size_t)m->Gseg, HI = (size_t)m->H * (size_t)m->I;
   if (!m->ready) {
-    pl_status s = make(c, m);
+    pl_status s = pl__moegemm_make(c, m);
     if (s != PL_OK) {
-      release(c, m);
+      pl__moegemm_release(c, m);
       return s;
     }
     m->ready = 1;
@@ -271,7 +157,7 @@ static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
   gjob *j = &m->j;
   pl_stats td;
   j->dense = true;
-  pl_status s = pl_bench_time(c, gjob_fn, j, j->s, &td);
+  pl_status s = pl_bench_time(c, pl__moegemm_run, j, j->s, &td);
   j->dense = false;
   PL_TRY(s);
   const double tg = c->meas->t.median;
@@ -293,7 +179,7 @@ static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
 }
 
 static void fini(pl_bench_ctx *c, void *st) {
-  release(c, st);
+  pl__moegemm_release(c, st);
 }
 
 const pl_bench pl_bench_moegemm = {

@@ -19,49 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
 #include "bench_sco.h"
-#include "model/mlp_block.h"
-#include "train/ckpt.h"
+#include "sco_stack.h"
 
 const char *const pl_bench_sco_dtypes[] = {"bf16", "f32", NULL};
 const char *const pl_bench_sco_releases[] = {"context", "step", NULL};
 const pl_preset pl_bench_sco_presets[] = {PL_BENCH_SCO_PRESETS, {NULL, NULL}};
 
 static const pl_opt sco_opts[] = {PL_BENCH_SCO_OPTS, {0}};
-
-#define MAX_BUDGETS 128
-
-typedef struct budget_pt {
-  char text[32]; /* as reported: "0", "all", "1.5Gi" or bytes */
-  pl_sco_budget b;
-} budget_pt;
-
-typedef struct sco_bench {
-  int64_t L, H, I, N;
-  pl_dtype dt;
-  pl_sco_release rel;
-  int nb;
-  budget_pt budgets[MAX_BUDGETS];
-  /* the stack, made once (stack_st: its status, a failure is every row's) */
-  int made;
-  pl_status stack_st;
-  char stack_msg[512];
-  pl_mlp_block *blocks;
-  void **layers;
-  void *x0, *g, *dx0;
-  pl_ckpt_stack *stack;
-  double ref_loss;
-  void *ref_dx; /* host; NULL: no reference (ref_why says why) */
-  char ref_why[512];
-  /* the point */
-  pl_sco *sco;
-  double loss;
-} sco_bench;
-
-static size_t nhb(const sco_bench *b) {
-  return (size_t)b->N * (size_t)b->H * pl_dtype_size(b->dt);
-}
 
 /* One budget of the --budgets list `list` (for messages). */
 static pl_status add_budget(sco_bench *b, const char *list, const char *text,
@@ -101,7 +66,8 @@ static pl_status init(pl_bench_ctx *c, void *st) {
    * be sizes (at most INT64_MAX) */
   uint64_t all;
   if ((uint64_t)b->N > INT64_MAX / ((uint64_t)b->H * pl_dtype_size(b->dt)) ||
-      __builtin_mul_overflow((uint64_t)b->L, nhb(b), &all) || all > INT64_MAX)
+      __builtin_mul_overflow((uint64_t)b->L, pl__sco_nhb(b), &all) ||
+      all > INT64_MAX)
     return pl_set_error(PL_EINVAL,
                         "--layers=%lld --tokens=%lld --hidden=%lld: the "
                         "boundaries' bytes L*N*H*%zu overflow a size (allowed: "
@@ -120,7 +86,7 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   for (int64_t j = 0; K > 0 && j <= K; j++) { /* whole boundaries */
     char t[32];
     snprintf(t, sizeof t, "%llu",
-             (unsigned long long)((uint64_t)(j * b->L / K) * nhb(b)));
+             (unsigned long long)((uint64_t)(j * b->L / K) * pl__sco_nhb(b)));
     PL_TRY(add_budget(b, "(--budget-steps)", j == K ? "all" : t,
                       strlen(j == K ? "all" : t)));
   }
@@ -144,8 +110,9 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
              b->rel == PL_SCO_RELEASE_STEP ? "step" : "context");
   pl_row_str(row, "budget", bp->text);
   /* "all" is the size of every boundary: the budget that selects them all */
-  pl_row_i64(row, "budget_bytes",
-             (int64_t)(bp->b.all ? (uint64_t)b->L * nhb(b) : bp->b.bytes));
+  pl_row_i64(
+      row, "budget_bytes",
+      (int64_t)(bp->b.all ? (uint64_t)b->L * pl__sco_nhb(b) : bp->b.bytes));
   return PL_OK;
 }
 
@@ -154,54 +121,12 @@ static pl_status step(void *st) {
   return pl_ckpt_step(b->stack, b->sco, b->x0, b->g, b->dx0, b->N, &b->loss);
 }
 
-/* Zero the gradients; poison dx0 so that a step writing nothing fails. */
-static pl_status zero_grads(pl_bench_ctx *c, sco_bench *b) {
-  for (int64_t l = 0; l < b->L; l++)
-    PL_TRY(pl_mlp_block_zero_grad(&b->blocks[l], c->stream));
-  PL_TRY(pl_fill(c->stream, b->dx0, b->dt, (size_t)b->N * (size_t)b->H, NAN));
-  return pl_stream_sync(c->stream);
-}
-
-/* dx0 into a new host buffer (a comparison copy, not tensor memory). */
-static pl_status fetch_dx0(pl_bench_ctx *c, sco_bench *b, void **out) {
-  *out = malloc(nhb(b) + 1);
-  if (!*out)
-    return pl_set_error(PL_ENOMEM, "sco: host copy of dx0");
-  PL_TRY(pl_memcpy_async(c->stream, *out, b->dx0, nhb(b)));
-  return pl_stream_sync(c->stream);
-}
-
-/* The stack, its inputs (each rank its own tokens) and the reference. */
-static pl_status make_stack(pl_bench_ctx *c, sco_bench *b) {
-  const size_t nh = (size_t)b->N * (size_t)b->H;
-  const uint64_t off = (uint64_t)c->rank << 40;
-  b->blocks = calloc((size_t)b->L, sizeof *b->blocks);
-  b->layers = calloc((size_t)b->L, sizeof *b->layers);
-  if (!b->blocks || !b->layers)
-    return pl_set_error(PL_ENOMEM, "sco: out of host memory");
-  for (int64_t l = 0; l < b->L; l++) {
-    PL_TRY(pl_mlp_block_init(c->dev, &b->blocks[l], b->H, b->I, b->dt, c->seed,
-                             (int)l));
-    b->layers[l] = &b->blocks[l];
-  }
-  PL_TRY(pl_alloc(c->dev, PL_ARENA_DEVICE, nhb(b), "input", &b->x0));
-  PL_TRY(pl_alloc(c->dev, PL_ARENA_DEVICE, nhb(b), "input", &b->g));
-  PL_TRY(pl_alloc(c->dev, PL_ARENA_DEVICE, nhb(b), "input", &b->dx0));
-  PL_TRY(pl_rng_fill(c->stream, b->x0, b->dt, nh, c->seed ^ 0x5c0, off,
-                     PL_DIST_NORMAL, 0, 1));
-  PL_TRY(pl_rng_fill(c->stream, b->g, b->dt, nh, c->seed ^ 0x9a1, off,
-                     PL_DIST_NORMAL, 0, 1));
-  PL_TRY(pl_ckpt_create(c->dev, (int)b->L, b->layers, &pl_mlp_block_layer_ops,
-                        b->H, b->dt, &b->stack));
-  return pl_stream_sync(c->stream);
-}
-
 static void reference(pl_bench_ctx *c, sco_bench *b) {
-  pl_status s = zero_grads(c, b);
+  pl_status s = pl__sco_zero_grads(c, b);
   if (s == PL_OK)
     s = step(b);
   if (s == PL_OK)
-    s = fetch_dx0(c, b, &b->ref_dx);
+    s = pl__sco_fetch_dx0(c, b, &b->ref_dx);
   if (pl_bench_agree(c, &s) == PL_OK && s == PL_OK) {
     b->ref_loss = b->loss;
     return;
@@ -217,7 +142,7 @@ static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   sco_bench *b = st;
   if (!b->made) { /* the stack itself not fitting is every budget's row */
     b->made = 1;
-    b->stack_st = make_stack(c, b);
+    b->stack_st = pl__sco_make_stack(c, b);
     PL_TRY(pl_bench_agree(c, &b->stack_st));
     snprintf(b->stack_msg, sizeof b->stack_msg, "setup: %s", pl_last_error());
     snprintf(b->ref_why, sizeof b->ref_why, "--no-check");
@@ -231,11 +156,12 @@ static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   if (s == PL_EINVAL) /* a budget this host cannot hold: refused */
     return pl_set_error(PL_EINFEASIBLE, "refused: %s", pl_last_error());
   PL_TRY(s);
-  return zero_grads(c, b);
+  return pl__sco_zero_grads(c, b);
 }
 
 static size_t eq4_bound(const sco_bench *b) {
-  return 2 * nhb(b) + (size_t)(b->L - pl_sco_count(b->sco)) * nhb(b);
+  return 2 * pl__sco_nhb(b) +
+         (size_t)(b->L - pl_sco_count(b->sco)) * pl__sco_nhb(b);
 }
 
 static pl_status check(pl_bench_ctx *c, void *st, int p, pl_check *chk) {
@@ -247,7 +173,7 @@ static pl_status check(pl_bench_ctx *c, void *st, int p, pl_check *chk) {
   if (!b->ref_dx)
     return PL_OK;
   void *dx = NULL;
-  pl_status s = fetch_dx0(c, b, &dx);
+  pl_status s = pl__sco_fetch_dx0(c, b, &dx);
   if (s == PL_OK) {
     pl_check_arrays(chk, "loss", &b->loss, PL_ELEM_F64, &b->ref_loss,
                     PL_ELEM_F64, 1, PL_F32, PL_CHECK_EXACT);
@@ -281,17 +207,7 @@ static void teardown(pl_bench_ctx *c, void *st, int p) {
 }
 
 static void fini(pl_bench_ctx *c, void *st) {
-  sco_bench *b = st;
-  if (b->stack)
-    pl_ckpt_destroy(b->stack);
-  pl_free(c->dev, b->x0);
-  pl_free(c->dev, b->g);
-  pl_free(c->dev, b->dx0);
-  for (int64_t l = 0; b->blocks && l < b->L; l++)
-    pl_mlp_block_free(&b->blocks[l]);
-  free(b->blocks);
-  free(b->layers);
-  free(b->ref_dx);
+  pl__sco_free_stack(c, st);
 }
 
 const pl_bench pl_bench_sco = {

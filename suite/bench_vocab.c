@@ -41,11 +41,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "../baselines/fused_ce.h"
 #include "ops/ring_dtp.h"
-#include "plateau/hd.h"
 #include "vocab.h"
 
 static const char *const variant_names[] = {"dense", "fused", "blocked", "chunk",
@@ -190,47 +187,7 @@ static pl_status point_of(pl_bench_ctx *c, void *st, int i, pl_row *row,
 /* Inputs: X (this rank's batch; vp: the same batch on every rank), W or its
  * shard, the targets (a few ignored); Ring-DTP's schedule. */
 static pl_status setup(pl_bench_ctx *c, void *st, int i) {
-  point *p = &((vocab *)st)->p;
-  pl_dev *dev = c->dev;
-  const size_t es = pl_dtype_size(p->dt);
-  p->col0 = 0;
-  p->vs = p->v;
-  if (p->variant == V_VP || p->variant == V_RING)
-    pl_ce_shard(p->v, c->size, c->rank, &p->col0, &p->vs);
-  uint64_t xoff = p->variant == V_VP ? 0 : (uint64_t)c->rank << 40;
-  p->th = malloc(sizeof(int32_t) * (size_t)(p->n + 1));
-  if (!p->th)
-    return pl_set_error(PL_ENOMEM, "vocab: host memory");
-  for (int64_t k = 0; k < p->n; k++) {
-    p->th[k] =
-        (int32_t)(pl_rng_u32(c->seed + 2, xoff + (uint64_t)k) % (uint64_t)p->v);
-    if (k % 61 == 60)
-      p->th[k] = PL_CE_IGNORE_INDEX;
-  }
-  PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, (size_t)(p->n * p->h) * es, "inputs",
-                  &p->x));
-  PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, (size_t)(p->h * p->vs) * es, "weights",
-                  &p->w));
-  PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, sizeof(int32_t) * (size_t)p->n,
-                  "inputs", (void **)&p->t));
-  PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, sizeof(float) * 2, "ce_state",
-                  (void **)&p->loss));
-  PL_TRY(pl_rng_fill(p->s, p->x, p->dt, (size_t)(p->n * p->h), c->seed, xoff,
-                     PL_DIST_UNIFORM, -1.0f, 1.0f));
-  PL_TRY(pl__vocab_fill_w(p, p->w, p->col0, p->vs, c->seed + 1));
-  if (p->n)
-    PL_TRY(pl_memcpy_async(p->s, p->t, p->th, sizeof(int32_t) * (size_t)p->n));
-  PL_TRY(pl_stream_sync(p->s));
-  if (p->variant != V_RING)
-    return PL_OK;
-  pl_dtp_opts o;
-  pl_dtp_opts_default(&o);
-  o.mode = p->mode;
-  o.block = p->block;
-  o.overlap = p->overlap;
-  o.sched = p->sched;
-  o.strip_budget = p->budget;
-  return pl_dtp_create(c->comm, p->dt, p->n, p->h, p->v, &o, &p->dtp);
+  return pl__vocab_inputs(c, &((vocab *)st)->p);
 }
 
 static pl_status run(void *st) {
@@ -244,55 +201,11 @@ static pl_status check(pl_bench_ctx *c, void *st, int i, pl_check *chk) {
 /* Ring-DTP's schedule, hop bytes and floor; what each variant's batch is. */
 static pl_status finish(pl_bench_ctx *c, void *st, int i, pl_row *row,
                         pl_work *w) {
-  point *p = &((vocab *)st)->p;
-  const int P = c->size;
-  pl_row_str(row, "kernel", pl__vocab_kernel(p));
-  if (p->variant == V_RING)
-    pl_row_i64(row, "kept_strips", pl_dtp_kept_strips(p->dtp));
-  if (p->variant == V_RING) {
-    size_t hf, hb, sf, sb;
-    pl_dtp_hop_bytes(p->dtp, &hf, &hb);
-    pl_dtp_bytes_sent(p->dtp, &sf, &sb);
-    pl_row_str(row, "mode", pl_dtp_mode_name(pl_dtp_mode_of(p->dtp)));
-    pl_row_i64(row, "hop_bytes", (int64_t)hf);
-    pl_row_i64(row, "sent_bytes", (int64_t)(sf + sb));
-    pl_row_i64(row, "bound_bytes", (int64_t)pl__vocab_ring_floor(p, p->dtp));
-    pl_row_note(row, "P=%d; each rank its own batch; %s%s", P,
-                P > 1 ? "hops overlap compute on a comm stream"
-                : pl_dtp_sched_of(p->dtp) == PL_DTP_SCHED_CHUNKED
-                    ? "P=1: the three-GEMM head"
-                    : "P=1: the blocked fused head",
-                P > 1 && !p->overlap ? " (disabled: --no-overlap)" : "");
-  } else if (p->variant == V_VP) {
-    pl_row_note(row,
-                "P=%d ranks share ONE batch of N tokens (P-fold fewer "
-                "distinct tokens than ring)",
-                P);
-  } else if (p->variant == V_CHUNK || p->variant == V_FUSED) {
-    pl_ce_problem q = {.n = p->n, .v = p->v, .block = p->block, .dt = p->dt};
-    int64_t rows = p->variant == V_CHUNK ? pl_fused_ce_chunk_rows(&q)
-                                         : pl_ce_head3_rows(&q);
-    pl_row_note(row,
-                "every rank its own batch, full W; token chunks of %lld "
-                "rows",
-                (long long)rows);
-  } else {
-    pl_row_note(row, "every rank its own batch, full W");
-  }
-  return PL_OK;
+  return pl__vocab_columns(c, &((vocab *)st)->p, row);
 }
 
 static void teardown(pl_bench_ctx *c, void *st, int i) {
-  point *p = &((vocab *)st)->p;
-  pl__vocab_free_grads(p);
-  if (p->dtp)
-    pl_dtp_destroy(p->dtp);
-  pl_free(c->dev, p->x);
-  pl_free(c->dev, p->w);
-  pl_free(c->dev, p->t);
-  pl_free(c->dev, p->loss);
-  free(p->th);
-  memset(p, 0, sizeof *p);
+  pl__vocab_free(c, &((vocab *)st)->p);
 }
 
 static void fini(pl_bench_ctx *c, void *st) {

@@ -1,6 +1,7 @@
-/* dispatch.h — what `plateau bench dispatch` (bench_dispatch.c) and its
+/* dispatch.h — what `plateau bench dispatch` (bench_dispatch.c), its
  * inputs (dispatch_inputs.c: the residents every point shares, the routes of
- * a profile, the ep reference) share.  Internal to suite/. */
+ * a profile, the ep reference and the check) and its columns
+ * (dispatch_row.c) share.  Internal to suite/. */
 #ifndef PLATEAU_SUITE_DISPATCH_H
 #define PLATEAU_SUITE_DISPATCH_H
 
@@ -40,14 +41,23 @@ typedef struct dispatch {
 
 /* One forward, and with j->bwd the backward (counters of the last run). */
 pl_status pl__dispatch_job(void *j);
-/* Inputs, weights (native experts, seeded by global expert index), fp32
- * gradients, outputs and the reference's outputs, every point's. */
-pl_status pl__dispatch_residents(pl_bench_ctx *c, dispatch *d);
-/* The routes of profile (an index of the bench's profiles; 4: the router). */
-pl_status pl__dispatch_routes(pl_bench_ctx *c, dispatch *d, int profile,
+/* The layer's shape against what the bench runs (k <= E, E·H·I <= 2^40, E a
+ * multiple of the ranks): a usage error naming the options. */
+pl_status pl__dispatch_cfg_check(pl_bench_ctx *c, const pl_moe_cfg *g);
+/* The inputs of a point of profile (an index of the bench's profiles; 4: the
+ * router; name: its name): the residents once (inputs, weights, native
+ * experts seeded by global expert index, fp32 gradients, outputs and the
+ * reference's outputs, every point's), and on a change of profile its routes
+ * and, with --check, its reference (ep, lanes 0, into ref_out, ref_dx). */
+pl_status pl__dispatch_inputs(pl_bench_ctx *c, dispatch *d, int profile,
                               const char *name);
-/* The reference of the routes in place: ep (lanes 0) into ref_out, ref_dx. */
-pl_status pl__dispatch_reference(pl_bench_ctx *c, dispatch *d);
+/* The check of a point: out and dx against the reference; a pipelined
+ * point's dispatch peak against its bound. */
+pl_status pl__dispatch_check(pl_bench_ctx *c, dispatch *d, pl_check *chk);
+/* The columns of a measured point: fwd_ms, the counters of the last run,
+ * the stages; the work (w) the rates count. */
+pl_status pl__dispatch_columns(pl_bench_ctx *c, dispatch *d, pl_row *row,
+                               pl_work *w);
 /* Free the residents. */
 void pl__dispatch_free(pl_bench_ctx *c, dispatch *d);
 

@@ -1,7 +1,7 @@
 /* dispatch_inputs.c — the inputs of `plateau bench dispatch` (dispatch.h):
- * the tensors every point shares, the routes of a routing profile (synthetic
- * or the real router of model/router.h) and the ep reference the check
- * compares with. */
+ * the layer shapes it refuses, the tensors every point shares, the routes of
+ * a routing profile (synthetic or the real router of model/router.h), the ep
+ * reference and the check that compares with it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +26,29 @@ pl_status pl__dispatch_job(void *arg) {
   return s;
 }
 
+/* The layer's shape against what the bench runs: a usage error naming the
+ * options. */
+pl_status pl__dispatch_cfg_check(pl_bench_ctx *c, const pl_moe_cfg *g) {
+  if (g->k > g->E)
+    return pl_set_error(PL_EINVAL,
+                        "--topk=%d is more than --experts=%d (a token goes to "
+                        "k distinct experts)",
+                        g->k, g->E);
+  if ((double)g->E * (double)g->H * (double)g->I > (double)((int64_t)1 << 40))
+    return pl_set_error(PL_EINVAL,
+                        "--experts=%d --hidden=%lld --ffn=%lld: the experts' "
+                        "weights, E*H*I = %.3g elements, are too large "
+                        "(allowed: at most 2^40)",
+                        g->E, (long long)g->H, (long long)g->I,
+                        (double)g->E * (double)g->H * (double)g->I);
+  if (g->E % c->size != 0)
+    return pl_set_error(PL_EINVAL,
+                        "--experts=%d is not a multiple of the %d "
+                        "ranks",
+                        g->E, c->size);
+  return PL_OK;
+}
+
 static pl_status alloc_fill(pl_bench_ctx *c, size_t n, pl_dtype dt,
                             const char *tag, uint64_t seed, uint64_t off,
                             float std, void **out) {
@@ -37,7 +60,7 @@ static pl_status alloc_fill(pl_bench_ctx *c, size_t n, pl_dtype dt,
 
 /* What every point shares: inputs, weights (native experts, seeded by global
  * expert index), fp32 gradients, outputs, the reference's outputs. */
-pl_status pl__dispatch_residents(pl_bench_ctx *c, dispatch *d) {
+static pl_status residents(pl_bench_ctx *c, dispatch *d) {
   const pl_moe_cfg *g = &d->cfg;
   job *j = &d->j;
   const int El = g->E / c->size;
@@ -69,8 +92,8 @@ pl_status pl__dispatch_residents(pl_bench_ctx *c, dispatch *d) {
 /* The routes of a profile: a synthetic profile, or the real router
  * (model/router.h: logits x W_r, top-k, weights renormalized over the k;
  * idx copied to the host for the planner, the documented host sync). */
-pl_status pl__dispatch_routes(pl_bench_ctx *c, dispatch *d, int profile,
-                              const char *name) {
+static pl_status routes(pl_bench_ctx *c, dispatch *d, int profile,
+                        const char *name) {
   const pl_moe_cfg *g = &d->cfg;
   job *j = &d->j;
   const size_t Nk = (size_t)j->N * g->k;
@@ -108,7 +131,7 @@ pl_status pl__dispatch_routes(pl_bench_ctx *c, dispatch *d, int profile,
 }
 
 /* The reference of a profile: ep (lanes 0) on the same inputs. */
-pl_status pl__dispatch_reference(pl_bench_ctx *c, dispatch *d) {
+static pl_status reference(pl_bench_ctx *c, dispatch *d) {
   pl_moe *m = NULL;
   pl_moe_cfg rc = d->cfg;
   rc.variant = PL_MOE_EP;
@@ -129,6 +152,55 @@ pl_status pl__dispatch_reference(pl_bench_ctx *c, dispatch *d) {
     d->j.m = NULL;
   }
   return rs;
+}
+
+/* The inputs of a point of `profile`: the residents (once; their failure,
+ * oom at a paper shape, is every row's), and on a change of profile its
+ * routes and, with --check, its reference. */
+pl_status pl__dispatch_inputs(pl_bench_ctx *c, dispatch *d, int profile,
+                              const char *name) {
+  if (!d->resident) { /* a failure here (oom at a paper shape): every row */
+    d->res_st = residents(c, d);
+    PL_TRY(pl_bench_agree(c, &d->res_st));
+    snprintf(d->res_msg, sizeof d->res_msg, "%s", pl_last_error());
+    d->resident = d->res_st == PL_OK ? 1 : -1;
+  }
+  if (d->resident < 0)
+    return pl_set_error(d->res_st, "%s", d->res_msg);
+  if (profile != d->profile) {
+    pl_status rs = routes(c, d, profile, name);
+    PL_TRY(pl_bench_agree(c, &rs));
+    if (rs != PL_OK)
+      return rs;
+    d->profile = profile;
+    pl_status ref = c->check ? reference(c, d) : PL_ERUNTIME;
+    PL_TRY(pl_bench_agree(c, &ref));
+    d->have_ref = ref == PL_OK; /* without it only the bound is checked */
+    pl_clear_error();
+  }
+  return PL_OK;
+}
+
+/* out and dx against the ep reference (bit-exact on the CPU, dtype-scaled
+ * over a reduction of max(H, I) on CUDA); a pipelined point's dispatch peak
+ * against its bound. */
+pl_status pl__dispatch_check(pl_bench_ctx *c, dispatch *d, pl_check *chk) {
+  const pl_moe_cfg *g = &d->cfg;
+  const size_t NH = (size_t)d->j.N * g->H;
+  const int64_t k = c->cuda ? (g->H > g->I ? g->H : g->I) : PL_CHECK_EXACT;
+  if (d->have_ref) {
+    PL_TRY(pl_check_device(chk, c->stream, "out", d->j.out, d->ref_out, g->dt,
+                           NH, k));
+    PL_TRY(pl_check_device(chk, c->stream, "dx", d->j.dx, d->ref_dx, g->dt, NH,
+                           k));
+  }
+  if (d->vc.variant == PL_MOE_PIPELINED) {
+    size_t bound = pl_moe_dispatch_bound(&d->vc, c->size, d->j.st.c_eff);
+    pl_check_that(chk, c->meas->tag_peak[0] <= bound,
+                  "dispatch peak %zu above the bound %zu", c->meas->tag_peak[0],
+                  bound);
+  }
+  return PL_OK;
 }
 
 void pl__dispatch_free(pl_bench_ctx *c, dispatch *d) {

@@ -1,6 +1,7 @@
 /* vocab.h — what `plateau bench vocab` (bench_vocab.c) and its reference
- * (vocab_ref.c: W's shards, the check against the fused head, Ring-DTP's
- * analytic floor) share.  Internal to suite/. */
+ * (vocab_ref.c: a point's inputs and W's shards, the check against the fused
+ * head, the columns with Ring-DTP's analytic floor) share.  Internal to
+ * suite/. */
 #ifndef PLATEAU_SUITE_VOCAB_H
 #define PLATEAU_SUITE_VOCAB_H
 
@@ -36,9 +37,6 @@ typedef struct point {
 void pl__vocab_free_grads(point *p);
 /* One forward + backward of the point's variant (the timed unit). */
 pl_status pl__vocab_iter(void *p);
-/* The code path that ran (the kernel column): the schedule of fused and
- * ring, the variant otherwise. */
-const char *pl__vocab_kernel(const point *p);
 /* W (h×v global, row-major) columns [col0, col0+vs): counter-RNG draws at
  * the global index k·v + col0 + q, so every shard is a slice of the same W. */
 pl_status pl__vocab_fill_w(point *p, void *w, int64_t col0, int64_t vs,
@@ -48,7 +46,13 @@ pl_status pl__vocab_fill_w(point *p, void *w, int64_t col0, int64_t vs,
  * the same inputs (full W), rescaled by the count of targets the variant
  * averages over; reduction length V. */
 pl_status pl__vocab_check(point *p, pl_check *chk);
-/* Ring-DTP's analytic floor of its peak, bytes. */
-double pl__vocab_ring_floor(const point *p, const pl_dtp *d);
+/* The point's inputs: X (this rank's batch; vp: the same batch on every
+ * rank), W or its shard, the targets (a few ignored); Ring-DTP's schedule. */
+pl_status pl__vocab_inputs(pl_bench_ctx *c, point *p);
+/* The columns of a measured point: the kernel, Ring-DTP's mode, hop and sent
+ * bytes and analytic floor (bound_bytes), the note on each variant's batch. */
+pl_status pl__vocab_columns(pl_bench_ctx *c, point *p, pl_row *row);
+/* Free the point's inputs, gradients and schedule; the point zeroed. */
+void pl__vocab_free(pl_bench_ctx *c, point *p);
 
 #endif

@@ -1,7 +1,8 @@
 /* vocab_ref.c — the helpers of `plateau bench vocab` (vocab.h): one
- * iteration of each variant, W and its shards from one set of draws, the
- * check of a variant against the blocked fused head (itself tested against
- * the f64 reference, baselines/test_ce.c), and Ring-DTP's analytic floor. */
+ * iteration of each variant, a point's inputs (W and its shards from one set
+ * of draws), the check of a variant against the blocked fused head (itself
+ * tested against the f64 reference, baselines/test_ce.c), Ring-DTP's analytic
+ * floor and the columns a measured point adds. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +65,9 @@ pl_status pl__vocab_iter(void *arg) {
                     p->dw);
 }
 
-const char *pl__vocab_kernel(const point *p) {
+/* The code path that ran (the kernel column): the schedule of fused and
+ * ring, the variant otherwise. */
+static const char *vocab_kernel(const point *p) {
   static const char *const names[V_COUNT] = {"dense",  "fused", "blocked",
                                              "chunk",  "vp",    "ring"};
   if (p->variant == V_RING && p->dtp)
@@ -213,7 +216,7 @@ done:
  * scalars (8 bytes a row), and — an excess, reported as such — the f32
  * accumulator of nc = N/8 dX rows that bf16 move-W needs (every strip adds to
  * dX_r: pl_dtp_grads_scratch). */
-double pl__vocab_ring_floor(const point *p, const pl_dtp *d) {
+static double ring_floor(const point *p, const pl_dtp *d) {
   double es = (double)pl_dtype_size(p->dt);
   double base =
       (double)(p->n * p->h) * es * 2 + (double)(p->h * p->vs) * es * 2;
@@ -232,4 +235,100 @@ double pl__vocab_ring_floor(const point *p, const pl_dtp *d) {
   double strip = rows * (double)pl_dtp_block(d) * (p->dt == PL_BF16 ? 6 : 4);
   return base + (P > 1 ? (P == 2 ? 1 : 2) * payload + 2 * grad : 0) + strip +
          (double)pl_dtp_kept_bytes(d);
+}
+
+/* Inputs: X (this rank's batch; vp: the same batch on every rank), W or its
+ * shard, the targets (a few ignored); Ring-DTP's schedule. */
+pl_status pl__vocab_inputs(pl_bench_ctx *c, point *p) {
+  pl_dev *dev = c->dev;
+  const size_t es = pl_dtype_size(p->dt);
+  p->col0 = 0;
+  p->vs = p->v;
+  if (p->variant == V_VP || p->variant == V_RING)
+    pl_ce_shard(p->v, c->size, c->rank, &p->col0, &p->vs);
+  uint64_t xoff = p->variant == V_VP ? 0 : (uint64_t)c->rank << 40;
+  p->th = malloc(sizeof(int32_t) * (size_t)(p->n + 1));
+  if (!p->th)
+    return pl_set_error(PL_ENOMEM, "vocab: host memory");
+  for (int64_t k = 0; k < p->n; k++) {
+    p->th[k] =
+        (int32_t)(pl_rng_u32(c->seed + 2, xoff + (uint64_t)k) % (uint64_t)p->v);
+    if (k % 61 == 60)
+      p->th[k] = PL_CE_IGNORE_INDEX;
+  }
+  PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, (size_t)(p->n * p->h) * es, "inputs",
+                  &p->x));
+  PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, (size_t)(p->h * p->vs) * es, "weights",
+                  &p->w));
+  PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, sizeof(int32_t) * (size_t)p->n,
+                  "inputs", (void **)&p->t));
+  PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, sizeof(float) * 2, "ce_state",
+                  (void **)&p->loss));
+  PL_TRY(pl_rng_fill(p->s, p->x, p->dt, (size_t)(p->n * p->h), c->seed, xoff,
+                     PL_DIST_UNIFORM, -1.0f, 1.0f));
+  PL_TRY(pl__vocab_fill_w(p, p->w, p->col0, p->vs, c->seed + 1));
+  if (p->n)
+    PL_TRY(pl_memcpy_async(p->s, p->t, p->th, sizeof(int32_t) * (size_t)p->n));
+  PL_TRY(pl_stream_sync(p->s));
+  if (p->variant != V_RING)
+    return PL_OK;
+  pl_dtp_opts o;
+  pl_dtp_opts_default(&o);
+  o.mode = p->mode;
+  o.block = p->block;
+  o.overlap = p->overlap;
+  o.sched = p->sched;
+  o.strip_budget = p->budget;
+  return pl_dtp_create(c->comm, p->dt, p->n, p->h, p->v, &o, &p->dtp);
+}
+
+/* Ring-DTP's schedule, hop bytes and floor; what each variant's batch is. */
+pl_status pl__vocab_columns(pl_bench_ctx *c, point *p, pl_row *row) {
+  const int P = c->size;
+  pl_row_str(row, "kernel", vocab_kernel(p));
+  if (p->variant == V_RING)
+    pl_row_i64(row, "kept_strips", pl_dtp_kept_strips(p->dtp));
+  if (p->variant == V_RING) {
+    size_t hf, hb, sf, sb;
+    pl_dtp_hop_bytes(p->dtp, &hf, &hb);
+    pl_dtp_bytes_sent(p->dtp, &sf, &sb);
+    pl_row_str(row, "mode", pl_dtp_mode_name(pl_dtp_mode_of(p->dtp)));
+    pl_row_i64(row, "hop_bytes", (int64_t)hf);
+    pl_row_i64(row, "sent_bytes", (int64_t)(sf + sb));
+    pl_row_i64(row, "bound_bytes", (int64_t)ring_floor(p, p->dtp));
+    pl_row_note(row, "P=%d; each rank its own batch; %s%s", P,
+                P > 1 ? "hops overlap compute on a comm stream"
+                : pl_dtp_sched_of(p->dtp) == PL_DTP_SCHED_CHUNKED
+                    ? "P=1: the three-GEMM head"
+                    : "P=1: the blocked fused head",
+                P > 1 && !p->overlap ? " (disabled: --no-overlap)" : "");
+  } else if (p->variant == V_VP) {
+    pl_row_note(row,
+                "P=%d ranks share ONE batch of N tokens (P-fold fewer "
+                "distinct tokens than ring)",
+                P);
+  } else if (p->variant == V_CHUNK || p->variant == V_FUSED) {
+    pl_ce_problem q = {.n = p->n, .v = p->v, .block = p->block, .dt = p->dt};
+    int64_t rows = p->variant == V_CHUNK ? pl_fused_ce_chunk_rows(&q)
+                                         : pl_ce_head3_rows(&q);
+    pl_row_note(row,
+                "every rank its own batch, full W; token chunks of %lld "
+                "rows",
+                (long long)rows);
+  } else {
+    pl_row_note(row, "every rank its own batch, full W");
+  }
+  return PL_OK;
+}
+
+void pl__vocab_free(pl_bench_ctx *c, point *p) {
+  pl__vocab_free_grads(p);
+  if (p->dtp)
+    pl_dtp_destroy(p->dtp);
+  pl_free(c->dev, p->x);
+  pl_free(c->dev, p->w);
+  pl_free(c->dev, p->t);
+  pl_free(c->dev, p->loss);
+  free(p->th);
+  memset(p, 0, sizeof *p);
 }
