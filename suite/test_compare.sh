@@ -12,7 +12,8 @@
 #  - rows only in NEW are NEW, rows of REF missing from NEW are MISSING (exit
 #    1 only with --strict);
 #  - exit codes: 2 usage, 3 I/O, 4 nothing compared;
-#  - the committed reference against itself passes (v1 files included), and
+#  - the committed reference against itself passes (v1 files included); a
+#    copy of each GPU reference passes and the same rows 10% slower fail; and
 #    every schema column is classified (key, metric kind or ignored).
 # Usage: BUILD=build bash suite/test_compare.sh
 set -uo pipefail
@@ -105,6 +106,15 @@ cmpr 0 "$tmp/same" "$tmp/ref" --format tsv && has "^calib	"
 # the committed references against themselves (v1 files mapped)
 for ref in "$ROOT"/results/reference/*/; do
   cmpr 0 "$ref" "$ref" --brief && has " 0 fail"
+done
+# the GPU references: a copy of each passes; the same rows 10% slower are
+# flagged (exit 1, some time or rate FAIL) with their own recorded spreads
+for ref in "$ROOT"/results/reference/h200*/; do
+  k=$(basename "$ref")
+  transform "$ref" "$tmp/$k-same" "1"
+  transform "$ref" "$tmp/$k-slow" "$(scale 1.10)"
+  cmpr 0 "$tmp/$k-same" "$ref" --brief && has " 0 fail"
+  cmpr 1 "$tmp/$k-slow" "$ref" && has "REGRESSION" && has "(time_ms|tflops|tok_s_gpu|gparam_s).*FAIL"
 done
 # every schema column is classified
 unk=$("$BIN" schema | awk -F'`' '/^\| `/ {print $2}' | while read -r c; do
