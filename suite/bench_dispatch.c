@@ -36,8 +36,10 @@
 enum { V_EP, V_LLEP, V_PIPELINED };
 static const char *const variant_names[] = {"ep", "llep", "pipelined_llep",
                                             NULL};
-static const char *const profile_names[] = {"balanced", "95/16",  "80/16",
-                                            "50/4",     "router", NULL};
+static const char *const profile_names[] = {
+    "balanced", "95/16", "80/16", "50/4", "95/16s", "80/16s", "50/4s",
+    "router",   NULL};
+enum { N_PROFILES = 8 };
 static const char *const chunk_names[] = {"strided", "contiguous", NULL};
 static const char *const dtype_names[] = {"bf16", "f32", NULL};
 
@@ -45,8 +47,9 @@ static const pl_opt dispatch_opts[] = {
     {"variants", 0, PL_OPT_ENUM_LIST, "ep,llep,pipelined_llep",
      "variants to run", 0, 0, variant_names},
     {"profiles", 0, PL_OPT_ENUM_LIST, "balanced,95/16,80/16,50/4",
-     "routing profiles; 'router' = a softmax top-k router over x with random "
-     "W_r (std 1/sqrt(H)), weights renormalized",
+     "routing profiles; r/h: LLEP's layout (the hot tokens first), r/hs: the "
+     "same routes at shuffled positions; 'router' = a softmax top-k router "
+     "over x with random W_r (std 1/sqrt(H)), weights renormalized",
      0, 0, profile_names},
     {"chunking", 0, PL_OPT_ENUM_LIST, "strided",
      "pipelined chunk positions: strided, contiguous or both (Table 8)", 0, 0,
@@ -129,10 +132,10 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   g->profile = true;
   d->j.N = (int64_t)pl_args_size(a, "tokens");
   PL_TRY(pl__dispatch_cfg_check(c, g));
-  int vars[3], profs[5], chks[2];
+  int vars[3], profs[N_PROFILES], chks[2];
   uint64_t lanes[PL_OPT_LIST_MAX], cbs[PL_OPT_LIST_MAX];
   int nv = pl_args_enum_list(a, "variants", vars, 3);
-  int npf = pl_args_enum_list(a, "profiles", profs, 5);
+  int npf = pl_args_enum_list(a, "profiles", profs, N_PROFILES);
   int nch = pl_args_enum_list(a, "chunking", chks, 2);
   int nla = pl_args_size_list(a, "lanes", lanes, PL_OPT_LIST_MAX);
   int ncb = pl_args_size_list(a, "comm-blocks", cbs, PL_OPT_LIST_MAX);

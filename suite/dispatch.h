@@ -44,8 +44,8 @@ pl_status pl__dispatch_job(void *j);
 /* The layer's shape against what the bench runs (k <= E, E·H·I <= 2^40, E a
  * multiple of the ranks): a usage error naming the options. */
 pl_status pl__dispatch_cfg_check(pl_bench_ctx *c, const pl_moe_cfg *g);
-/* The inputs of a point of profile (an index of the bench's profiles; 4: the
- * router; name: its name): the residents once (inputs, weights, native
+/* The inputs of a point of profile (an index of the bench's profiles; name:
+ * its name, "router" for the real router): the residents once (inputs, weights, native
  * experts seeded by global expert index, fp32 gradients, outputs and the
  * reference's outputs, every point's), and on a change of profile its routes
  * and, with --check, its reference (ep, lanes 0, into ref_out, ref_dx). */

@@ -98,7 +98,7 @@ static pl_status routes(pl_bench_ctx *c, dispatch *d, int profile,
   job *j = &d->j;
   const size_t Nk = (size_t)j->N * g->k;
   pl_stream *s = c->stream;
-  if (profile != 4) {
+  if (strcmp(name, "router") != 0) {
     pl_route_profile prof;
     PL_TRY(pl_route_profile_parse(name, &prof));
     PL_TRY(pl_route_profile_fill(&prof, j->N, g->k, g->E, 0, c->rank, j->idx,

@@ -34,6 +34,9 @@
 static const char *const profiles[] = {"balanced", "95/16", "80/16", "50/4"};
 /* Table 8's strided max-send ratios, in the profiles' order above. */
 static const char *const paper_msr[] = {"1.00", "1.35", "2.40", "2.29"};
+/* The skewed profiles at shuffled positions (Table 8 only: the same routes
+ * as LLEP's layout, every chunk a sample of them). */
+static const char *const shuffled[] = {"95/16s", "80/16s", "50/4s"};
 
 typedef struct drow {
   const char *variant, *profile, *chunking, *tokens, *hidden, *ffn, *topk,
@@ -222,9 +225,28 @@ static pl_status tables(pl_report_ctx *rc, pl_table *const *t, int n) {
               b->time / a->time, a->peak, b->peak, a->msr, b->msr,
               paper_msr[p]);
     }
+  for (int s = 0; s < nsh; s++)
+    for (int p = 0; p < 3; p++) {
+      const drow *a = find(r, nr, &sh[s], "pipelined_llep", shuffled[p],
+                           "strided");
+      const drow *b = find(r, nr, &sh[s], "pipelined_llep", shuffled[p],
+                           "contiguous");
+      if (!a || !b) continue;
+      fprintf(f, "| %s, %s, %s, %s | %s | %s | %.1f | %.1f | %.2fx | %.3g | %.3g | "
+                 "%.2f | %.2f | - |\n",
+              sh[s].t, sh[s].h, sh[s].e, sh[s].l, sh[s].r, shuffled[p], a->time, b->time,
+              b->time / a->time, a->peak, b->peak, a->msr, b->msr);
+    }
   fprintf(f, "\nPaper (Table 8): strided 1.03-1.35x faster, up to 1.37 GiB "
              "less; contiguous max-send 1.02-6.00.  Max-send ratio here: max "
-             "over (chunk, destination) of routes received / mean.\n\n");
+             "over (chunk, destination) of routes received / mean.  A profile "
+             "with an s (95/16s) has the same routes as LLEP's layout at "
+             "shuffled positions: in LLEP's layout the hot tokens come first, "
+             "so most contiguous chunks route to the hot experts only and "
+             "touch far fewer (expert, chunk) pairs, each a pass over that "
+             "expert's weight gradient, than strided chunks, which see every "
+             "expert; shuffled, both kinds of chunk see every expert, as with "
+             "a router's output (doc/performance/moe.md).\n\n");
 
   fprintf(f, "## All rows\n\nGEMMs/chunk: expert GEMM launches of the "
              "busiest chunk, forward + backward with recompute (11 per group: "

@@ -11,6 +11,8 @@
 #  - the `router` profile (routes from model/router.h: x·W_r, softmax top-k,
 #    renormalized; idx copied to the host for the planner): every variant's
 #    row ok/pass, and the routes identical on a second run (same imbalance);
+#  - a shuffled profile (95/16s: LLEP's routes at shuffled positions): rows
+#    ok/pass in both chunkings, the same LLEP plan as 95/16;
 #  - some pipelined row computes chunks expert-major (em_chunks > 0; gemms
 #    column filled);
 #  - `plateau bench moegemm` (small) writes ok rows for both layouts, with
@@ -81,6 +83,22 @@ if [[ -n $f && -n $f2 ]]; then
     fail "router profile: routes differ between two runs ($(getcol "$f" imb_before | tr '\n' ' ') vs $(getcol "$f2" imb_before | tr '\n' ' '))"
 else
   fail "no router-profile result file"
+fi
+
+# a shuffled skewed profile: the routes of LLEP's layout at other positions
+# (same spilled pieces), every row ok/pass in both chunkings
+$MPIRUN -np 2 "$BIN" bench dispatch -n 1 -w 0 --profiles 95/16,95/16s --variants llep,pipelined_llep \
+  --chunking strided,contiguous -o "$tmp/sh" >"$tmp/sh.log" 2>&1 ||
+  fail "bench dispatch --profiles 95/16s exit $? ($(tail -3 "$tmp/sh.log"))"
+f=$(ls "$tmp"/sh/dispatch.*.tsv 2>/dev/null | head -1)
+if [[ -n $f ]]; then
+  bad=$(paste <(getcol "$f" status) <(getcol "$f" check) | grep -vc $'^ok\tpass$')
+  [[ $bad -eq 0 ]] || fail "shuffled profile: $bad rows not ok/pass"
+  [[ $(getcol "$f" profile | grep -c '^95/16s$') -eq 3 ]] || fail "shuffled profile: want 3 rows of 95/16s"
+  sp=$(paste <(getcol "$f" variant) <(getcol "$f" profile) <(getcol "$f" spilled) | awk -F'\t' '$1 == "llep" {print $3}' | sort -u | wc -l)
+  [[ $sp -eq 1 ]] || fail "shuffled profile: llep's spilled pieces differ from LLEP's layout (same routes)"
+else
+  fail "no shuffled-profile result file"
 fi
 
 $MPIRUN -np 1 "$BIN" bench moegemm -n 2 -w 0 -o "$tmp/c" >"$tmp/c.log" 2>&1 || fail "bench moegemm exit $?"

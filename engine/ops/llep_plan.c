@@ -260,15 +260,19 @@ pl_status pl_route_profile_parse(const char *s, pl_route_profile *out) {
     goto bad;
   const char *h = end + 1;
   long hot = strtol(h, &end, 10);
-  if (end == h || *end || hot < 1 || hot > 1000000) goto bad;
+  if (end == h || hot < 1 || hot > 1000000) goto bad;
+  out->shuffled = *end == 's';
+  if (*end && !(out->shuffled && end[1] == '\0')) goto bad;
   out->r = (double)pct / 100.0;
   out->h = (int)hot;
-  snprintf(out->name, sizeof out->name, "%ld/%ld", pct, hot);
+  snprintf(out->name, sizeof out->name, "%ld/%ld%s", pct, hot,
+           out->shuffled ? "s" : "");
   return PL_OK;
 bad:
   return pl_set_error(PL_EINVAL,
                       "routing profile '%s': allowed: balanced or r/h with r "
-                      "a percentage and h >= 1 hot experts (e.g. 95/16)",
+                      "a percentage and h >= 1 hot experts (e.g. 95/16), and "
+                      "an optional s to shuffle the tokens' positions (95/16s)",
                       s);
 }
 
@@ -288,8 +292,25 @@ pl_status pl_route_profile_fill(const pl_route_profile *p, int64_t N, int k,
   if (seed != 0 && N > 0)
     rot = (int64_t)(pl_rng_mix64(seed * 0x9e3779b97f4a7c15ull + (uint64_t)rank) %
                     (uint64_t)N);
+  int64_t *perm = NULL; /* shuffled: position -> pattern index */
+  if (p->shuffled && N > 0) {
+    perm = malloc((size_t)N * sizeof *perm);
+    if (!perm)
+      return pl_set_error(PL_ENOMEM, "profile %s: a permutation of %lld "
+                          "positions", p->name, (long long)N);
+    for (int64_t t = 0; t < N; t++)
+      perm[t] = t;
+    for (int64_t t = N - 1; t > 0; t--) { /* Fisher-Yates, a fixed seed */
+      const uint64_t z = pl_rng_mix64(0x6c6c6570ull * 0x9e3779b97f4a7c15ull +
+                                      (uint64_t)t);
+      const int64_t u = (int64_t)(z % (uint64_t)(t + 1)), x = perm[t];
+      perm[t] = perm[u], perm[u] = x;
+    }
+  }
   for (int64_t t = 0; t < N; t++) {
     int64_t i = (t + rot) % (N > 0 ? N : 1); /* pattern index of position t */
+    if (perm)
+      i = perm[i];
     for (int j = 0; j < k; j++) {
       int e;
       if (p->balanced)
@@ -302,5 +323,6 @@ pl_status pl_route_profile_fill(const pl_route_profile *p, int64_t N, int k,
       weights[t * k + j] = 1.0f / (float)k;
     }
   }
+  free(perm);
   return PL_OK;
 }

@@ -89,22 +89,33 @@ static inline int pl_chunk_of(int64_t t, int64_t N, int K, bool contiguous) {
 /* ---- routing profiles (DESIGN §1.1, LLEP's benchmark) --------------------- */
 
 typedef struct pl_route_profile {
-  char name[16]; /* "balanced" or "r/h" as given, e.g. "95/16"             */
+  char name[16]; /* "balanced" or "r/h[s]" as given, e.g. "95/16", "95/16s" */
   bool balanced;
   double r;      /* hot fraction of tokens                                   */
   int h;         /* hot experts {0..h-1}                                     */
+  bool shuffled; /* the tokens' positions shuffled (a fixed permutation)     */
 } pl_route_profile;
 
-/* Parse "balanced" or "<percent>/<hot>" (e.g. "95/16"); PL_EINVAL otherwise. */
+/* Parse "balanced", "<percent>/<hot>" (e.g. "95/16": LLEP's layout, the hot
+ * tokens first) or "<percent>/<hot>s" (the same routes at shuffled
+ * positions); PL_EINVAL otherwise. */
 pl_status pl_route_profile_parse(const char *s, pl_route_profile *out);
 
 /* Fill idx (N x k) and weights (N x k, 1/k each) of a rank's N tokens:
- * balanced: token i picks (i + j) mod E; r/h: the first floor(r*N) tokens pick
- * hot experts j mod h, the rest h + ((i + j) mod (E - h)).  A nonzero seed
+ * balanced: pattern index i picks (i + j) mod E; r/h: the first floor(r*N)
+ * indices pick hot experts j mod h, the others h + ((i + j) mod (E - h)).
+ * Position t holds index t (LLEP's layout) or, `shuffled`, index pi(t) of a
+ * fixed pseudo-random permutation pi (Fisher-Yates, the same on every rank):
+ * the same routes, but every run of positions a sample of all of them.  The
+ * layout decides what a chunk holds: in LLEP's, a contiguous chunk of the
+ * first r*N tokens routes to the h hot experts only, and the regular
+ * patterns alias with strided chunks; shuffled, every chunk of either kind
+ * sees each expert's share, as a router's output would.  A nonzero seed
  * rotates the token order of the rank by a seeded offset (the set of routes is
  * the same; their positions differ), so strided and contiguous chunking see
  * different arrangements; seed 0 is LLEP's exact layout.  PL_EINVAL when
- * h < 1 or h >= E, k < 1 or k > E for balanced. */
+ * h < 1 or h >= E, k < 1 or k > E for balanced; PL_ENOMEM when the
+ * permutation of a shuffled profile cannot be allocated. */
 pl_status pl_route_profile_fill(const pl_route_profile *p, int64_t N, int k,
                                 int E, uint64_t seed, int rank, int32_t *idx,
                                 float *weights);

@@ -4,6 +4,7 @@
  * plans built alone. */
 #include <check.h>
 #include <pthread.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -312,6 +313,38 @@ START_TEST(profiles) {
   memset(cnt2, 0, sizeof cnt2);
   for (int i = 0; i < N * k; i++) cnt2[idx2[i]]++;
   for (int e = 0; e < E; e++) ck_assert_int_eq(cnt2[e], cnt[e]);
+  /* shuffled: the same routes at other positions, every run a sample */
+  ck_assert_int_eq(pl_route_profile_parse("80/4s", &p), PL_OK);
+  ck_assert(p.shuffled && p.h == 4 && !strcmp(p.name, "80/4s"));
+  ck_assert_int_eq(pl_route_profile_fill(&p, N, k, E, 0, 0, idx2, w), PL_OK);
+  memset(cnt2, 0, sizeof cnt2);
+  for (int i = 0; i < N * k; i++) cnt2[idx2[i]]++;
+  for (int e = 0; e < E; e++) ck_assert_int_eq(cnt2[e], cnt[e]);
+  int32_t idx3[N * k];
+  ck_assert_int_eq(pl_route_profile_fill(&p, N, k, E, 0, 1, idx3, w), PL_OK);
+  ck_assert(!memcmp(idx2, idx3, sizeof idx2)); /* fixed: every rank alike */
+  ck_assert(memcmp(idx, idx2, sizeof idx2) != 0);
+  for (int K = 2; K <= 8; K *= 2) { /* contiguous and strided chunks */
+    const int n = N / K;
+    for (int c = 0; c < K; c++) {
+      int hot_c = 0, hot_s = 0, hot_llep = 0;
+      for (int t = c * n; t < (c + 1) * n; t++) {
+        hot_c += idx2[t * k] < 4;
+        hot_llep += idx[t * k] < 4;
+      }
+      for (int t = c; t < N; t += K)
+        hot_s += idx2[t * k] < 4;
+      /* 0.8 n expected, sd < 0.4 sqrt(n): within 5 sd */
+      ck_assert_int_ge(hot_c, (int)(0.8 * n - 2 * sqrt(n)));
+      ck_assert_int_le(hot_c, (int)(0.8 * n + 2 * sqrt(n)) + 1);
+      ck_assert_int_ge(hot_s, (int)(0.8 * n - 2 * sqrt(n)));
+      ck_assert_int_le(hot_s, (int)(0.8 * n + 2 * sqrt(n)) + 1);
+      if (c == K - 1) /* LLEP's layout: the last contiguous chunk is cold */
+        ck_assert_int_lt(hot_llep, (int)(0.8 * n - 2 * sqrt(n)));
+    }
+  }
+  ck_assert_int_eq(pl_route_profile_parse("80/4x", &p), PL_EINVAL);
+  ck_assert_int_eq(pl_route_profile_parse("80/4ss", &p), PL_EINVAL);
   ck_assert_int_eq(pl_route_profile_parse("50/32", &p), PL_OK);
   ck_assert_int_eq(pl_route_profile_fill(&p, N, k, E, 0, 0, idx, w), PL_EINVAL);
   /* a profile built by hand without hot experts is refused, not divided by */
