@@ -4,8 +4,9 @@
 # On the tree: no back-up include and no circle beyond the pending list
 # (layers_pending.txt).  On a temporary copy of the tree (never the tree
 # itself): an injected back-up include, an injected circle of two headers, an
-# unlisted public header, a pending pair that no longer occurs, --strict on a
-# long file, and a pending pair that would close a circle each give the
+# unlisted public header, a pending pair that no longer occurs, --strict on
+# the tree (passes: no file over its size) and on a long file and a long bench
+# file (fails), and a pending pair that would close a circle each give the
 # finding and the exit status they must.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -54,8 +55,18 @@ copy() { # a fresh copy of the layered folders in $tmp/$1
 copy clean
 expect "the copy checks like the tree" 0 ' 0 back-up includes, 0 circles' -- \
   --allow "$tmp/clean/pending.txt" "$tmp/clean"
-expect "--strict fails on the long files" 1 '^size: .* lines' -- \
+expect "--strict passes the tree's sizes" 0 ' 0 size findings' -- \
   --strict --allow "$tmp/clean/pending.txt" "$tmp/clean"
+
+copy long
+for i in $(seq 1 950); do echo "/* line $i */"; done >>"$tmp/long/engine/core/tensor.c"
+for i in $(seq 1 260); do echo "/* line $i */"; done >>"$tmp/long/suite/bench_layer.c"
+expect "--strict fails on a long file" 1 '^size: engine/core/tensor\.c: [0-9]+ lines \(over 900\)' -- \
+  --strict --allow "$tmp/long/pending.txt" "$tmp/long"
+expect "--strict fails on a long bench file" 1 '^size: suite/bench_layer\.c: [0-9]+ lines \(a bench file over 250\)' -- \
+  --strict --allow "$tmp/long/pending.txt" "$tmp/long"
+expect "without --strict a long file is a warning" 0 ' 2 size findings' -- \
+  --allow "$tmp/long/pending.txt" "$tmp/long"
 
 copy up
 echo '#include "ops/ce.h"' >>"$tmp/up/engine/core/tensor.c"
