@@ -112,9 +112,12 @@ static void check_path(pl_simd_path path) {
   /* Aligned weights (the non-temporal stores), at every offset of a vector
    * (aligned and not), and the weights written over their own bf16
    * gradients in place (the hybrid's host slot), 1..3 threads. */
-  float *ap = aligned_alloc(64, N * 4 + 64), *am = aligned_alloc(64, N * 4 + 64),
-        *av = aligned_alloc(64, N * 4 + 64);
-  pl_bf16 *aw = aligned_alloc(64, N * 2 + 128);
+  /* C11: an aligned_alloc size is a multiple of the alignment */
+  const size_t fb = (N * 4 + 64 + 63) / 64 * 64, wb = (N * 2 + 128 + 63) / 64 * 64;
+  float *ap = aligned_alloc(64, fb), *am = aligned_alloc(64, fb),
+        *av = aligned_alloc(64, fb);
+  pl_bf16 *aw = aligned_alloc(64, wb);
+  ck_assert(ap && am && av && aw);
   for (size_t off = 0; off < 24; off += 5)
     for (int nt = 1; nt <= 3; nt++)
       for (int inplace = 0; inplace < 2; inplace++) {
