@@ -230,7 +230,7 @@ const pl_bench pl_bench_dispatch = {
                "op_peak_bytes\tdispatch_bytes\tbound_bytes\tpool_peak_bytes\t"
                "live_set\tmax_send_ratio\troutes_moved\ta2a_gbs\ttflops\t"
                "planned\tpieces\tspilled\timb_before\timb_after\toverlapped\t"
-               "overlapped_bwd\tgemms\tem_chunks\tstages\tmax_err",
+               "overlapped_bwd\tgemms\tem_chunks\twgrad_passes\tstages\tmax_err",
     .tags = (const char *const[]){"dispatch", NULL},
     .rate = "a2a_gbs",
     .state = sizeof(dispatch),

@@ -111,6 +111,7 @@ static const cls classes[] = {
     {"overlapped_bwd", PL_CMP_IGNORE},
     {"gemms", PL_CMP_IGNORE},
     {"em_chunks", PL_CMP_IGNORE},
+    {"wgrad_passes", PL_CMP_IGNORE},
     {"max_send_ratio", PL_CMP_IGNORE},
     {"routes_moved", PL_CMP_IGNORE},
     {"stages", PL_CMP_IGNORE},

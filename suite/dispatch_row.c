@@ -16,11 +16,11 @@ pl_status pl__dispatch_columns(pl_bench_ctx *c, dispatch *d, pl_row *row,
   PL_TRY(pl_bench_time(c, pl__dispatch_job, j, c->stream, &tf));
   pl_row_f64(row, "fwd_ms", tf.median);
   const pl_moe_stats *s = &j->st;
-  /* max over ranks: routes received, GEMM launches, expert-major chunks;
-   * routes moved: summed */
-  int64_t agg[3] = {s->routes_recv, s->gemms, s->em_chunks},
+  /* max over ranks: routes received, GEMM launches, expert-major chunks,
+   * GEMM groups over the chunks; routes moved: summed */
+  int64_t agg[4] = {s->routes_recv, s->gemms, s->em_chunks, s->groups},
           moved = s->routes_sent;
-  PL_TRY(pl_host_allreduce_i64(c->comm, agg, 3, PL_RED_MAX));
+  PL_TRY(pl_host_allreduce_i64(c->comm, agg, 4, PL_RED_MAX));
   PL_TRY(pl_host_allreduce_i64(c->comm, &moved, 1, PL_RED_SUM));
   pl_row_i64(row, "K", s->K);
   pl_row_i64(row, "c_eff", s->c_eff);
@@ -37,6 +37,7 @@ pl_status pl__dispatch_columns(pl_bench_ctx *c, dispatch *d, pl_row *row,
   pl_row_i64(row, "overlapped_bwd", j->ov_bwd);
   pl_row_i64(row, "gemms", agg[1]);
   pl_row_i64(row, "em_chunks", agg[2]);
+  pl_row_i64(row, "wgrad_passes", agg[3]);
   char stg[320] = "";
   for (int q = 0; q < PL_MOE_NSTAGES; q++)
     snprintf(stg + strlen(stg), sizeof stg - strlen(stg), "%s%s=%.1f",

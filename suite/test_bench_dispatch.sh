@@ -12,7 +12,8 @@
 #    renormalized; idx copied to the host for the planner): every variant's
 #    row ok/pass, and the routes identical on a second run (same imbalance);
 #  - a shuffled profile (95/16s: LLEP's routes at shuffled positions): rows
-#    ok/pass in both chunkings, the same LLEP plan as 95/16;
+#    ok/pass in both chunkings, the same LLEP plan as 95/16; wgrad_passes:
+#    LLEP's layout gives contiguous chunks fewer, shuffled about the same;
 #  - some pipelined row computes chunks expert-major (em_chunks > 0; gemms
 #    column filled);
 #  - `plateau bench moegemm` (small) writes ok rows for both layouts, with
@@ -97,6 +98,17 @@ if [[ -n $f ]]; then
   [[ $(getcol "$f" profile | grep -c '^95/16s$') -eq 3 ]] || fail "shuffled profile: want 3 rows of 95/16s"
   sp=$(paste <(getcol "$f" variant) <(getcol "$f" profile) <(getcol "$f" spilled) | awk -F'\t' '$1 == "llep" {print $3}' | sort -u | wc -l)
   [[ $sp -eq 1 ]] || fail "shuffled profile: llep's spilled pieces differ from LLEP's layout (same routes)"
+  # weight-gradient passes: LLEP's layout gives contiguous chunks few
+  # experts, shuffled both chunkings see every expert; one chunk fewest
+  wp() { paste <(getcol "$f" variant) <(getcol "$f" profile) <(getcol "$f" chunking) <(getcol "$f" wgrad_passes) |
+    awk -F'\t' -v v="$1" -v p="$2" -v c="$3" '$1 == v && $2 == p && $3 == c {print $4}'; }
+  ss=$(wp pipelined_llep 95/16 strided) sc=$(wp pipelined_llep 95/16 contiguous)
+  hs=$(wp pipelined_llep 95/16s strided) hc=$(wp pipelined_llep 95/16s contiguous) l1=$(wp llep 95/16 -)
+  [[ -n $ss && -n $sc && $sc -lt $ss ]] || fail "wgrad_passes: 95/16 contiguous ($sc) not below strided ($ss)"
+  [[ -n $hs && -n $hc && $((hc * 10)) -ge $((hs * 9)) && $((hc * 10)) -le $((hs * 11)) ]] ||
+    fail "wgrad_passes: 95/16s contiguous ($hc) not within 10% of strided ($hs)"
+  [[ $((sc * 10)) -lt $((hc * 9)) ]] || fail "wgrad_passes: 95/16 contiguous ($sc) not 10% below 95/16s ($hc)"
+  [[ -n $l1 && $l1 -lt $ss ]] || fail "wgrad_passes: llep ($l1) not below pipelined ($ss)"
 else
   fail "no shuffled-profile result file"
 fi

@@ -145,6 +145,9 @@ typedef struct pl_moe_stats {
                             3 recompute, 3 weight-gradient, 2 dX)           */
   int em_chunks;         /* chunks computed expert-major (rows of all
                             sources of an expert contiguous)                */
+  int64_t groups;        /* GEMM groups summed over the chunks: each one
+                            weight-gradient GEMM per projection in backward,
+                            a pass over its expert's fp32 gradients         */
 } pl_moe_stats;
 
 typedef struct pl_moe pl_moe;

@@ -161,6 +161,7 @@ static void fill_stats(pl_moe *m, pl_moe_ctx *c, pl_moe_stats *stt) {
     if (11 * (int64_t)c->ch[i].ng > stt->gemms)
       stt->gemms = 11 * (int64_t)c->ch[i].ng;
     stt->em_chunks += c->ch[i].em;
+    stt->groups += c->ch[i].ng;
   }
 }
 
