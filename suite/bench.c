@@ -496,7 +496,10 @@ static int dry_run(pl_bench_ctx *ctx, void *S) {
       if (ps == PL_EINFEASIBLE)
         infeasible++;
       if (ctx->rank == 0) {
-        if (ps == PL_OK)
+        if (ps == PL_OK && *pl_row_note_text(row)) /* e.g. the plan's verdict */
+          printf("# dry run: point %d/%d %s: %s\n", p + 1, ctx->npoints,
+                 label, pl_row_note_text(row));
+        else if (ps == PL_OK)
           printf("# dry run: point %d/%d %s\n", p + 1, ctx->npoints, label);
         else
           printf("# dry run: point %d/%d %s: %s: %s\n", p + 1, ctx->npoints,

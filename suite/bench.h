@@ -152,6 +152,7 @@ bool pl_row_has(const pl_row *r, const char *col);     /* set already? */
 /* Append to the row's note ("; " between parts). */
 void pl_row_note(pl_row *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+const char *pl_row_note_text(const pl_row *r); /* the note so far ("" none) */
 /* status: "ok" | "oom" | "infeasible" | "error"; note (may be NULL)
  * replaces the note. */
 void pl_row_status(pl_row *r, const char *status, const char *note);

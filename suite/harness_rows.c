@@ -166,6 +166,8 @@ void pl_row_note(pl_row *r, const char *fmt, ...) {
   va_end(ap);
 }
 
+const char *pl_row_note_text(const pl_row *r) { return r->note; }
+
 void pl_row_status(pl_row *r, const char *status, const char *note) {
   PL_ASSERT(status &&
             (strcmp(status, "ok") == 0 || strcmp(status, "oom") == 0 ||

@@ -47,6 +47,11 @@ run 2 "$BIN" bench nosuchbench --dry-run && has "$tmp/stderr" "unknown bench 'no
 run 0 "$BIN" bench layer --backend cpu --dry-run=3 &&
   has "$tmp/stdout" "infeasible: S not divisible by the number of ranks" &&
   has "$tmp/stdout" "(4 infeasible) on 3 ranks"
+# a point's note at listing time is shown: bench train's plan verdict and
+# predicted step
+run 0 "$BIN" bench train --backend cpu --dry-run &&
+  has "$tmp/stdout" "# dry run: point 1/2 plateau tiny S=64 : plan: fits (device peak" &&
+  has "$tmp/stdout" " s predicted)"
 # the same options without --dry-run really run (the dry run is not looser)
 rm -rf "$tmp/out"
 if "$BIN" bench calib --backend cpu --sizes 4Ki --tests h2d -n 1 -w 0 -o "$tmp/out" >/dev/null 2>&1 &&

@@ -168,12 +168,15 @@ void pl__train_predict(const pl__train_args *a, const pl_train_system *sys,
   char p1[32], p2[32];
   if (v->fits)
     snprintf(out->why, sizeof out->why,
-             "plan: fits (device peak %s at %s; %s usable)",
+             "plan: fits (device peak %s at %s; %s usable; step %.4g s "
+             "predicted)",
              hb(p1, sizeof p1, (double)v->mem.dev_peak), v->mem.peak_phase,
-             hb(p2, sizeof p2, a->mc.hbm_bytes - a->mc.hbm_reserve));
+             hb(p2, sizeof p2, a->mc.hbm_bytes - a->mc.hbm_reserve),
+             t.step_s);
   else
     snprintf(out->why, sizeof out->why,
-             "plan: does not fit, binding term %s: %s", v->binding, v->why);
+             "plan: does not fit, binding term %s: %s; step %.4g s predicted",
+             v->binding, v->why, t.step_s);
   free(v);
 }
 
