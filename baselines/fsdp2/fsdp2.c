@@ -668,39 +668,17 @@ static pl_status optimizer(pl_fsdp2 *t, float *gscale) {
 /* The router biases from the step's global expert loads (the composed
  * step's rule). */
 static pl_status bias_update(pl_fsdp2 *t) {
-  const int E = t->E_r;
-  int nm = 0;
-  for (int l = 0; l < t->m.L; l++)
-    nm += t->fl[l].moe;
-  if (!nm)
-    return PL_OK;
-  if (t->m.bias_gamma == 0) {
-    for (int l = 0; l < t->m.L; l++)
-      if (t->fl[l].moe)
-        memset(t->fl[l].lay.counts, 0, (size_t)E * sizeof(int64_t));
-    return PL_OK;
-  }
-  int64_t *all = malloc((size_t)nm * E * sizeof(int64_t));
-  if (!all)
+  pl_router_bias_slot *sl = malloc(((size_t)t->m.L + 1) * sizeof *sl);
+  if (!sl)
     return pl_set_error(PL_ENOMEM, "fsdp2: host");
-  for (int l = 0, k = 0; l < t->m.L; l++)
+  int n = 0;
+  for (int l = 0; l < t->m.L; l++)
     if (t->fl[l].moe)
-      memcpy(all + (size_t)(k++) * E, t->fl[l].lay.counts, (size_t)E * 8);
-  pl_status st =
-      pl_host_allreduce_i64(t->world, all, (size_t)nm * E, PL_RED_SUM);
-  pl_stream *s = pl_dev_stream(t->dev);
-  for (int l = 0, k = 0; st == PL_OK && l < t->m.L; l++) {
-    flayer *x = &t->fl[l];
-    if (!x->moe)
-      continue;
-    pl_router_bias_update(x->hbias, all + (size_t)(k++) * E, E,
-                          t->m.bias_gamma);
-    memset(x->lay.counts, 0, (size_t)E * sizeof(int64_t));
-    st = pl_memcpy_async(s, x->bias, x->hbias, (size_t)E * 4);
-  }
-  if (st == PL_OK)
-    st = pl_stream_sync(s);
-  free(all);
+      sl[n++] = (pl_router_bias_slot){t->fl[l].lay.counts, t->fl[l].hbias,
+                                      t->fl[l].bias};
+  pl_status st = pl_router_bias_step(t->world, pl_dev_stream(t->dev), sl, n,
+                                     t->E_r, t->m.bias_gamma);
+  free(sl);
   return st;
 }
 

@@ -1,7 +1,11 @@
 /* router.c — the router's schedule (model/router.h): the two GEMMs through
  * pl_gemm, the per-token kernels dispatched by backend, and the host-side
- * auxiliary-loss-free bias update. */
+ * auxiliary-loss-free bias update (one layer, and a step's layers summed
+ * over the group). */
 #include "model/router.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/router.h"
 #include "core/internal.h"
@@ -71,4 +75,31 @@ void pl_router_bias_update(float *bias, const int64_t *counts, int E, float gamm
     const double c = (double)counts[e];
     bias[e] += c < mean ? gamma : (c > mean ? -gamma : 0.f);
   }
+}
+
+pl_status pl_router_bias_step(pl_comm *group, pl_stream *s,
+                              const pl_router_bias_slot *slots, int n, int E,
+                              float gamma) {
+  const size_t eb = (size_t)E * sizeof(int64_t);
+  if (n == 0 || gamma == 0) {
+    for (int i = 0; i < n; i++)
+      memset(slots[i].counts, 0, eb);
+    return PL_OK;
+  }
+  int64_t *all = malloc((size_t)n * eb);
+  if (!all)
+    return pl_set_error(PL_ENOMEM, "router bias: host");
+  for (int i = 0; i < n; i++)
+    memcpy(all + (size_t)i * E, slots[i].counts, eb);
+  pl_status st = pl_host_allreduce_i64(group, all, (size_t)n * E, PL_RED_SUM);
+  for (int i = 0; st == PL_OK && i < n; i++) {
+    pl_router_bias_update(slots[i].hbias, all + (size_t)i * E, E, gamma);
+    memset(slots[i].counts, 0, eb);
+    st = pl_memcpy_async(s, slots[i].bias, slots[i].hbias,
+                         (size_t)E * sizeof(float));
+  }
+  if (st == PL_OK)
+    st = pl_stream_sync(s);
+  free(all);
+  return st;
 }

@@ -62,6 +62,21 @@ pl_status pl_router_bwd(pl_stream *s, const pl_router_shape *sh, const void *x, 
  * ranks): b_e += gamma · sign(mean − counts_e). */
 void pl_router_bias_update(float *bias, const int64_t *counts, int E, float gamma);
 
+/* One MoE layer's balancing state: this rank's routed counts of the step
+ * (E), the host bias and its device copy (E, f32). */
+typedef struct pl_router_bias_slot {
+  int64_t *counts;
+  float *hbias, *bias;
+} pl_router_bias_slot;
+
+/* After a step, for n MoE layers: the counts summed over `group`, each
+ * host bias moved by pl_router_bias_update and copied to the device on s
+ * (synchronized), every count zeroed.  gamma 0: the counts are only zeroed.
+ * Collective over group unless gamma is 0 or n is 0. */
+pl_status pl_router_bias_step(pl_comm *group, pl_stream *s,
+                              const pl_router_bias_slot *slots, int n, int E,
+                              float gamma);
+
 #ifdef __cplusplus
 }
 #endif

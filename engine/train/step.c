@@ -219,37 +219,17 @@ static pl_status refresh_f32(pl_trainer *t) {
 
 /* The router biases from the step's global expert loads. */
 static pl_status bias_update(pl_trainer *t) {
-  const int E = t->p.E_route;
-  int nm = 0;
-  for (int l = 0; l < t->m.L; l++)
-    nm += t->tl[l].moe;
-  if (!nm || t->m.bias_gamma == 0) {
-    for (int l = 0; l < t->m.L; l++)
-      if (t->tl[l].moe)
-        memset(t->tl[l].ffn.counts, 0, (size_t)E * sizeof(int64_t));
-    return PL_OK;
-  }
-  int64_t *all = malloc((size_t)nm * E * sizeof(int64_t));
-  if (!all)
+  pl_router_bias_slot *sl = malloc(((size_t)t->m.L + 1) * sizeof *sl);
+  if (!sl)
     return pl_set_error(PL_ENOMEM, "trainer: host");
-  for (int l = 0, k = 0; l < t->m.L; l++)
+  int n = 0;
+  for (int l = 0; l < t->m.L; l++)
     if (t->tl[l].moe)
-      memcpy(all + (size_t)(k++) * E, t->tl[l].ffn.counts, (size_t)E * 8);
-  pl_status st =
-      pl_host_allreduce_i64(t->lay->ep, all, (size_t)nm * E, PL_RED_SUM);
-  pl_stream *s = pl_dev_stream(t->dev);
-  for (int l = 0, k = 0; st == PL_OK && l < t->m.L; l++) {
-    pl__tlayer *x = &t->tl[l];
-    if (!x->moe)
-      continue;
-    pl_router_bias_update(x->hbias, all + (size_t)(k++) * E, E,
-                          t->m.bias_gamma);
-    memset(x->ffn.counts, 0, (size_t)E * sizeof(int64_t));
-    st = pl_memcpy_async(s, x->bias, x->hbias, (size_t)E * 4);
-  }
-  if (st == PL_OK)
-    st = pl_stream_sync(s);
-  free(all);
+      sl[n++] = (pl_router_bias_slot){t->tl[l].ffn.counts, t->tl[l].hbias,
+                                      t->tl[l].bias};
+  pl_status st = pl_router_bias_step(t->lay->ep, pl_dev_stream(t->dev), sl, n,
+                                     t->p.E_route, t->m.bias_gamma);
+  free(sl);
   return st;
 }
 

@@ -20,6 +20,7 @@
 
 #include "comm/check_mpi.h"
 #include "model/moe_ffn.h"
+#include "model/router.h"
 #include "train/ckpt.h"
 
 static pl_dev *dev;
@@ -322,6 +323,50 @@ START_TEST(layer_slot_in_runner) {
 }
 END_TEST
 
+/* A step's router biases: two layers' counts summed over the ranks, each
+ * host bias moved as pl_router_bias_update moves it on the sum, the device
+ * copy equal, every count zeroed; gamma 0 only zeroes. */
+START_TEST(router_bias_step_sums_over_ranks) {
+  enum { E = 4, NL = 2 };
+  int64_t cnt[NL][E];
+  float hb[NL][E] = {{0}}, want[NL][E] = {{0}};
+  float *db[NL];
+  pl_router_bias_slot sl[NL];
+  for (int l = 0; l < NL; l++) {
+    int64_t sum[E];
+    for (int e = 0; e < E; e++) {
+      cnt[l][e] = (int64_t)(rank + 1) * (e == l ? 3 : e + 1);
+      sum[e] = 0;
+      for (int r = 0; r < size; r++)
+        sum[e] += (int64_t)(r + 1) * (e == l ? 3 : e + 1);
+    }
+    pl_router_bias_update(want[l], sum, E, 0.25f);
+    ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, E * sizeof(float), "test",
+                              (void **)&db[l]), PL_OK);
+    sl[l] = (pl_router_bias_slot){cnt[l], hb[l], db[l]};
+  }
+  pl_stream *s = pl_dev_stream(dev);
+  ck_assert_int_eq(pl_router_bias_step(world, s, sl, NL, E, 0.25f), PL_OK);
+  for (int l = 0; l < NL; l++) {
+    float back[E];
+    ck_assert_int_eq(pl_memcpy_async(s, back, db[l], sizeof back), PL_OK);
+    ck_assert_int_eq(pl_stream_sync(s), PL_OK);
+    for (int e = 0; e < E; e++) {
+      ck_assert(hb[l][e] == want[l][e]);
+      ck_assert(back[e] == want[l][e]);
+      ck_assert_int_eq(cnt[l][e], 0);
+    }
+  }
+  ck_assert(hb[0][1] > 0.f && hb[0][3] < 0.f); /* the rule moved them */
+  cnt[1][2] = 7;
+  ck_assert_int_eq(pl_router_bias_step(world, s, sl, NL, E, 0.f), PL_OK);
+  ck_assert_int_eq(cnt[1][2], 0);
+  ck_assert(hb[1][0] == want[1][0]);
+  for (int l = 0; l < NL; l++)
+    pl_free(dev, db[l]);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (pl_init(&argc, &argv) != PL_OK)
     return 2;
@@ -337,6 +382,7 @@ int main(int argc, char **argv) {
                           keep_equals_recompute,
                           dense_equals_mlp_block,
                           layer_slot_in_runner,
+                          router_bias_step_sums_over_ranks,
                           NULL};
   const int nf = pl_check_run("moe_ffn", 300, tests, rank, world);
   pl_comm_destroy(world);
