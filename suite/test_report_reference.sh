@@ -70,7 +70,7 @@ key $h/report/attention.md "| 131072 | fwdbwd | 1160.370 | 424.5 | – | – | w
 # calib: the ceilings
 key $h/report/calib.md "$(grep -m1 '^| h2d | ' "$ref/$h/report/calib.md")"
 key $h/report/calib.md "$(grep -m1 '^| gemm | ' "$ref/$h/report/calib.md")"
-# the one-GPU reference: attention against SDPA in one loan
+# the one-GPU reference: attention against SDPA in one run
 key h200x1/report/attention.md "$(grep -m1 '^| 65536 | ' "$ref/h200x1/report/attention.md")"
 # every reference directory has a MANIFEST listing every result file
 for d in "$ref"/*/; do

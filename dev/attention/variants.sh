@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dev/attention/variants.sh — the quick A/B of the attention kernels in
-# one loan of the GPU machine: the CUDA attention test (every engine kernel
+# one run of the GPU machine: the CUDA attention test (every engine kernel
 # choice against SIMPLE; fails on a mismatch), the dev programs (every kernel
 # version of dev/attention, the engine's and the ones it was chosen over,
 # validated against the CPU reference, then timed at each S of SEQ; VF / VB
