@@ -21,18 +21,20 @@
  *
  * Lanes: 0 issues the groups one after another on one stream (the layer with
  * lanes = 0); L > 0 spreads them round-robin over the stream and L more (the
- * layer's cfg.lanes), so small GEMMs share the GPU.  APIs (`kernel`): "loop"
- * issues one cublasGemmEx per group (as the layer does), "grouped" all of a
- * point's groups in one cublasGemmGroupedBatchedEx on one stream (lanes do
- * not apply: its rows say lanes 0); where cuBLAS has no grouped kernel for
- * the types the loop runs and the row says so ("loop (grouped: ...)").
+ * layer's cfg.lanes), so small GEMMs share the GPU.  APIs (`gemm_api`):
+ * "loop" issues one cublasGemmEx per group (as the layer does), "grouped" all
+ * of a point's groups in one cublasGemmGroupedBatchedEx on one stream (lanes
+ * do not apply: its rows say lanes 0); where cuBLAS has no grouped kernel for
+ * the types the loop runs, and `kernel` (what ran) says so.
+ *
+ * For wgrad, acc_gbs is the traffic of the fp32 accumulators (read and
+ * written once per group: 8 bytes per element of G x H x I) over the grouped
+ * time: the GEMM of a chunk with few rows per expert is bound by it, not by
+ * the FLOPs.
  *
  * Ep (--ep, default the launch's ranks): the expert-parallel degree whose
  * per-rank shape is measured, so one GPU measures the GEMMs a rank of an
- * Ep-rank layer issues: E/Ep local experts, each with rows from Ep sources.  For wgrad, acc_gbs is
- * the traffic of the fp32 accumulators (read and written once per group: 8
- * bytes per element of G x H x I) over the grouped time: the GEMM of a chunk
- * with few rows per expert is bound by it, not by the FLOPs. */
+ * Ep-rank layer issues: E/Ep local experts, each with rows from Ep sources. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +161,7 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
            layout_names[m->lays[li]], (long long)m->K, j->nl,
            api_names[m->apis[ai]]);
   pl_row_str(row, "gemm", kind_names[j->kind]);
+  pl_row_str(row, "gemm_api", api_names[m->apis[ai]]);
   pl_row_str(row, "variant", layout_names[m->lays[li]]);
   pl_row_i64(row, "lanes", j->nl);
   pl_row_i64(row, "ranks", c->size);
@@ -244,7 +247,7 @@ const pl_bench pl_bench_moegemm = {
     .presets = moegemm_presets,
     .preset_cpu = "small",
     .preset_cuda = "small",
-    .columns = "gemm\tvariant\tkernel\tlanes\tranks\tep\ttokens\thidden\tffn\t"
+    .columns = "gemm\tgemm_api\tvariant\tkernel\tlanes\tranks\tep\ttokens\thidden\tffn\t"
                "experts\ttopk\tK\tgroups\trows\tdtype\ttime_ms\ttime_p10_ms\t"
                "time_p90_ms\tdense_ms\ttflops\tdense_tflops\tratio\tacc_gbs",
     .rate = "acc_gbs",
