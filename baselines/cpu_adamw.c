@@ -60,7 +60,8 @@ struct pl_cpu_offload_adamw {
   size_t bucket;       /* elements per piece at most                       */
   int slots;           /* ring slots; 0: full staging                      */
   int cached;          /* the ring fits PL_CPU_OFFLOAD_CACHED_BYTES        */
-  size_t slot;         /* ring: elements a slot, the longest piece         */
+  size_t slot;         /* ring: elements a slot (the longest piece, whole
+                          64-element blocks)                               */
   piece *pieces;
   size_t npieces;
   pl_stream *d2h, *h2d;
@@ -127,9 +128,12 @@ static pl_status build_staging(pl_cpu_offload_adamw *o) {
   o->hgrad = NULL;
   o->hw = NULL;
   PL_TRY(build_pieces(o));
+  /* a slot: the longest piece, in whole 64-element blocks so every slot
+   * starts as aligned as the buffer (the weights' vector stores) */
   o->slot = 0;
   for (size_t q = 0; q < o->npieces; q++)
     if (o->pieces[q].len > o->slot) o->slot = o->pieces[q].len;
+  o->slot = (o->slot + 63) / 64 * 64;
   size_t n = o->total;
   if (o->slots)
     n = ((size_t)o->slots < o->npieces ? (size_t)o->slots : o->npieces) *

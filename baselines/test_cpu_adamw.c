@@ -70,12 +70,13 @@ START_TEST(offload_pieces) {
   ck_assert_int_eq(pl_cpu_offload_adamw_slots(o), PL_CPU_OFFLOAD_RING_SLOTS);
   ck_assert_uint_eq(pl_cpu_offload_adamw_bucket(o), PL_CPU_OFFLOAD_BUCKET);
   ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_HOST, "optim_offload"),
-                    (size_t)3 * 5000 * (2 + 2)); /* slots of the longest */
+                    (size_t)3 * 5056 * (2 + 2)); /* slots of the longest,
+                                                    64-element blocks */
   ck_assert_int_eq(pl_cpu_offload_adamw_cached(o), 1);
   ck_assert_int_eq(pl_cpu_offload_adamw_set_bucket(o, 600), PL_OK);
   ck_assert_uint_eq(pl_cpu_offload_adamw_npieces(o), 2 + 1 + 9);
   ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_HOST, "optim_offload"),
-                    (size_t)PL_CPU_OFFLOAD_RING_SLOTS * 600 * (2 + 2));
+                    (size_t)PL_CPU_OFFLOAD_RING_SLOTS * 640 * (2 + 2));
   ck_assert_int_eq(pl_cpu_offload_adamw_cached(o), 1); /* 7200 bytes */
   ck_assert_int_eq(pl_cpu_offload_adamw_set_bucket(o, 0), PL_EINVAL);
   ck_assert_int_eq(pl_cpu_offload_adamw_set_staging(o, 0, 0), PL_OK);
@@ -88,11 +89,11 @@ START_TEST(offload_pieces) {
   ck_assert_int_eq(pl_cpu_offload_adamw_set_staging(o, 8, 2000), PL_OK);
   ck_assert_uint_eq(pl_cpu_offload_adamw_npieces(o), 1 + 1 + 3);
   ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_HOST, "optim_offload"),
-                    (size_t)5 * 2000 * (2 + 2));
+                    (size_t)5 * 2048 * (2 + 2));
   /* 64 slots asked, 5 pieces: 5 slots made */
   ck_assert_int_eq(pl_cpu_offload_adamw_set_staging(o, 64, 2000), PL_OK);
   ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_HOST, "optim_offload"),
-                    (size_t)5 * 2000 * (2 + 2));
+                    (size_t)5 * 2048 * (2 + 2));
   ck_assert_int_eq(pl_cpu_offload_adamw_set_staging(o, -1, 0), PL_EINVAL);
   ck_assert_ptr_nonnull(strstr(pl_last_error(), "slots=-1"));
   ck_assert_int_eq(pl_cpu_offload_adamw_set_staging(o, 65, 0), PL_EINVAL);

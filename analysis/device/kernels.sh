@@ -14,7 +14,7 @@
 # (the machine: plateau info, GPU, host CPU and its caches) and, last,
 # kernels-table.md (the comparison, also printed).  Expected time about 5.5
 # minutes; each part has a timeout, skips itself when less than its share of
-# DEADLINE (seconds from the start, default 340) is left (the profiles of
+# DEADLINE (seconds from the start, default 350) is left (the profiles of
 # part 6 share what is left), and a failing part leaves the others running:
 #   1. CUDA tests of the touched code, and the SIMD AdamW's tests on this
 #      host's AVX-512 (test_adamw_simd, test_cpu_adamw)                  ~40 s
@@ -38,7 +38,7 @@ PL_SCRIPT=kernels
 [ $# -eq 1 ] || { echo "usage: bash analysis/device/kernels.sh OUT_DIR"; exit 2; }
 pl_dev_begin "$1"
 PARAMS=${PARAMS:-2625M}
-DEADLINE=${DEADLINE:-340}
+DEADLINE=${DEADLINE:-350}
 NCU=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)}
 # part NAME SECONDS: true when at least SECONDS of DEADLINE are left
 part() {
