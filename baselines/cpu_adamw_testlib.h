@@ -14,13 +14,13 @@ static pl_status tl_offload_create(pl_dev *dev, const pl_adamw_hparams *hp,
   pl_cpu_offload_adamw *o = NULL;
   PL_TRY(pl_cpu_offload_adamw_create(dev, hp, c->nt, prm, c->gdt,
                                      (pl_simd_path)c->simd, 0, comm, NULL, &o));
-  /* the case's bucket sets the pipeline's pieces (0: the default) */
-  if (c->bucket) {
-    pl_status st = pl_cpu_offload_adamw_set_bucket(o, c->bucket);
-    if (st != PL_OK) {
-      pl_cpu_offload_adamw_destroy(o);
-      return st;
-    }
+  /* the case's slots set the staging (0: full host copies, else a ring of
+   * that many pieces) and its bucket the pieces (0: the staging's
+   * default) */
+  pl_status st = pl_cpu_offload_adamw_set_staging(o, c->slots, c->bucket);
+  if (st != PL_OK) {
+    pl_cpu_offload_adamw_destroy(o);
+    return st;
   }
   *out = o;
   return PL_OK;

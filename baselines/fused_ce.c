@@ -10,7 +10,7 @@
 #include "core/internal.h"
 
 static int64_t eff_block(const pl_ce_problem *pb) {
-  int64_t vb = pb->block > 0 ? pb->block : PL_CE_DEFAULT_BLOCK;
+  int64_t vb = pb->block > 0 ? pb->block : pl_ce_default_block(pb->dt);
   if (vb > pb->v) vb = pb->v;
   return vb < 1 ? 1 : vb;
 }

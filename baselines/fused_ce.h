@@ -19,7 +19,7 @@
 #include "ops/ce.h"
 
 /* Forward (+ backward when pb->dx, pb->dw set) on stream s; pb->w is h×v.
- * pb->block: columns per strip (0: PL_CE_DEFAULT_BLOCK), which sets the
+ * pb->block: columns per strip (0: pl_ce_default_block(dt)), which sets the
  * bound of both schedules. */
 pl_status pl_fused_ce(pl_stream *s, const pl_ce_problem *pb);
 pl_status pl_fused_ce_blocked(pl_stream *s, const pl_ce_problem *pb);

@@ -147,6 +147,13 @@ START_TEST(head3_rows) {
   pb.dt = PL_F32;
   pb.n = 16384; /* bound 16384·4096·4 B, a row 800,000 B: 49 chunks of 335 */
   ck_assert_int_eq(pl_ce_head3_rows(&pb), 335);
+  /* the dtypes' default blocks: f32 16384 (bound 16384·16384·4 B: <= 1342
+   * rows, 13 chunks of 1264), bf16 4096 (976 as above) */
+  pb.block = 0;
+  ck_assert_uint_eq(pl_ce_strip_bound(&pb), (size_t)16384 * 16384 * 4);
+  ck_assert_int_eq(pl_ce_head3_rows(&pb), 1264);
+  pb.dt = PL_BF16;
+  ck_assert_int_eq(pl_ce_head3_rows(&pb), 976);
   for (int dt = 0; dt < 2; dt++)
     for (int64_t n = 1; n < 300; n += 7)
       for (int64_t v = 1; v < 900; v += 89)

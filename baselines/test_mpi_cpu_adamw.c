@@ -18,6 +18,7 @@ START_TEST(offload_global_norm_equals_reference) {
                      .nt = 2,
                      .numel = {1001, 5000},
                      .bucket = 700,
+                     .slots = 2, /* a ring of two pieces */
                      .max_norm = 1.0,
                      .wd = 0.01,
                      .gdt = PL_BF16,

@@ -287,16 +287,16 @@ pl_status pl__adam_hostmem(pl_bench_ctx *ctx, size_t bytes, double *gbs) {
 
 double pl__adam_joint_floor(int variant, double theta, double gsz,
                             int grad_host, const double bw[3], double mem,
-                            double *share) {
+                            double cpu_mem, double *share) {
   /* bytes a parameter of each engine: link up, link down, host memory
-   * (DMA + CPU update: p, m, v read and written, g read, w written) */
+   * (the DMA's: p, m, v read and written) */
   const double gpu_up = 12 + (grad_host ? gsz : 0), gpu_down = 12,
                gpu_mem = 24 + (grad_host ? gsz : 0);
-  const double cpu_up = 2, cpu_down = grad_host ? 0 : gsz,
-               cpu_mem = 26 + gsz + (grad_host ? 2 : 2 + gsz);
+  const double cpu_up = variant == 3 ? 0 : 2,
+               cpu_down = variant == 3 || grad_host ? 0 : gsz;
   double best = INFINITY, best_s = 0;
   for (int k = 0; k <= 1000; k++) {
-    double s = variant == 0 ? 0.0 : variant == 1 ? 1.0 : k / 1000.0;
+    double s = variant == 0 ? 0.0 : variant == 2 ? k / 1000.0 : 1.0;
     double up = (1 - s) * gpu_up + s * cpu_up;
     double down = (1 - s) * gpu_down + s * cpu_down;
     double mb = (1 - s) * gpu_mem + s * cpu_mem;

@@ -43,16 +43,16 @@ pl_status pl__adam_link(pl_bench_ctx *ctx, size_t bytes, double bw[3]);
 pl_status pl__adam_hostmem(pl_bench_ctx *ctx, size_t bytes, double *gbs);
 /* The floor of one step of Θ params from the host link and host memory
  * together, seconds: variant 0 the stream (share 0), 1 the classic step
- * (cpu), 2 the hybrid (the share that minimizes it, returned in *share): the
- * larger of
- * each direction's link bytes over its rate, both directions' over the
- * bidirectional rate, and the host-memory bytes (the DMA's and the CPU
- * update's) over the copy rate.  bw: link H2D, D2H, both (GB/s); mem: the
- * copy rate (GB/s); gsz: gradient bytes; grad_host: gradients in host
- * memory. */
+ * (cpu), 2 the hybrid (the share that minimizes it, returned in *share), 3
+ * the CPU update alone (no link): the larger of each direction's link bytes
+ * over its rate, both directions' over the bidirectional rate, and the
+ * host-memory bytes (the DMA's and the CPU update's) over the copy rate.
+ * bw: link H2D, D2H, both (GB/s); mem: the copy rate (GB/s); gsz: gradient
+ * bytes; grad_host: gradients in host memory; cpu_mem: host-memory bytes a
+ * parameter of the CPU engine (its update and copies). */
 double pl__adam_joint_floor(int variant, double theta, double gsz,
                             int grad_host, const double bw[3], double mem,
-                            double *share);
+                            double cpu_mem, double *share);
 
 /* PL_ADAM_NSAMPLE elements spread over the shard: their state before a
  * point, and after it the reference AdamW replayed on them (steps steps,

@@ -8,6 +8,15 @@
  *   stream  OffloadStreamAdamW over β × s (buckets of β params, s slots)
  *   hybrid  the same plus a share of buckets on the SIMD CPU kernel
  *           concurrently (--share auto: from measured rates, refined by step)
+ *   update  the SIMD CPU update alone over gradients already in host memory
+ *           (no copies, the reference clip factor): what PyTorch's fused CPU
+ *           AdamW peer (analysis/peers/torch_adamw.py) times
+ * The cpu variant runs once per --cpu-staging entry: "full" (host copies of
+ * every gradient and weight) or "ringS" (a ring of S pieces), each with an
+ * optional ":PIECE" (elements per piece; default PL_CPU_OFFLOAD_BUCKET), e.g.
+ * full,ring3,ring3:256Ki; the bucket and slots columns hold them (slots 0:
+ * full).  A ring within PL_CPU_OFFLOAD_CACHED_BYTES is kept in cache
+ * (cpu_adamw.h).
  * The timed unit is one step.  Rows: Gparam/s per GPU (= per rank), the
  * achieved H2D/D2H GB/s, the host-link floor (Eq. 5: max(H2D bytes /
  * BW_h2d, D2H bytes / BW_d2h) of the streamed update, the link measured in
@@ -16,7 +25,10 @@
  * (joint_floor_ms: each direction, both at once, and the host-memory bytes
  * of the DMA and the CPU update over the copy rate measured in the run,
  * mem_copy_gbs; the hybrid at the share that minimizes it, in the note); the
- * device staging peak beside its bound s·β·16, the SIMD path that ran
+ * host-memory bytes a parameter of the variant (host_bpp, counted from the
+ * algorithm) and the step's share of the host-memory roofline (mem_roof_ms
+ * = host_bpp·Θ / mem_copy_gbs, pct_mem_roof; the cpu and update rows also
+ * of their update alone, pct_update_roof); the device staging peak beside its bound s·β·16, the SIMD path that ran
  * (`kernel`) and the CPU share a hybrid step converged to (auto: from 0.5,
  * then each step r_cpu / (r_cpu + r_gpu) of the step before, so the
  * warm-ups converge it).
@@ -34,7 +46,8 @@
 
 #include "bench_adam.h"
 
-static const char *const mode_names[] = {"cpu", "stream", "hybrid", NULL};
+static const char *const mode_names[] = {"cpu", "stream", "hybrid", "update",
+                                         NULL};
 static const char *const gdt_names[] = {"bf16", "f32", NULL};
 static const char *const simd_names[] = {"auto", "scalar", "avx2", "avx512",
                                          NULL};
@@ -46,6 +59,11 @@ static const pl_opt adam_opts[] = {
     {"slots", 0, PL_OPT_SIZE_LIST, NULL, "staging slots s", 1, 64, NULL},
     {"mode", 0, PL_OPT_ENUM_LIST, "cpu,stream,hybrid", "variants to run", 0, 0,
      mode_names},
+    {"cpu-staging", 0, PL_OPT_STR, "ring3",
+     "cpu: staging of the gradients and weights, a comma list of full or "
+     "ringS (a ring of S pieces), each with an optional :PIECE (elements a "
+     "piece), e.g. full,ring3,ring3:256Ki",
+     0, 0, NULL},
     {"share", 0, PL_OPT_STR, "auto",
      "hybrid: fraction of buckets on the CPU in [0,1], or auto; a comma list "
      "sweeps (1 = pipelined CPU offload: all buckets on the CPU)",
@@ -74,6 +92,47 @@ static const pl_preset adam_presets[] = {
     {NULL, NULL},
 };
 
+/* --cpu-staging: up to 8 entries "full" or "ringS", each with an optional
+ * ":PIECE"; slots 0 for full, piece 0 for the default. */
+static pl_status parse_staging(const char *spec, int *slots, uint64_t *piece,
+                               int *n) {
+  char buf[256];
+  if (strlen(spec) >= sizeof buf)
+    return pl_set_error(PL_EINVAL, "--cpu-staging=%.32s...: too long", spec);
+  snprintf(buf, sizeof buf, "%s", spec);
+  *n = 0;
+  for (char *sv, *tok = strtok_r(buf, ",", &sv); tok;
+       tok = strtok_r(NULL, ",", &sv)) {
+    if (*n == 8)
+      return pl_set_error(PL_EINVAL, "--cpu-staging=%s: at most 8 entries",
+                          spec);
+    char *colon = strchr(tok, ':');
+    piece[*n] = 0;
+    if (colon) {
+      *colon = 0;
+      PL_TRY(pl_parse_size("--cpu-staging", colon + 1, &piece[*n]));
+      if (piece[*n] == 0)
+        return pl_set_error(PL_EINVAL, "--cpu-staging=%s: a piece of 0 "
+                            "elements (allowed: >= 1)", spec);
+    }
+    char *end = NULL;
+    long sl = strncmp(tok, "ring", 4) == 0 ? strtol(tok + 4, &end, 10) : -1;
+    if (strcmp(tok, "full") == 0)
+      slots[*n] = 0;
+    else if (end && end != tok + 4 && *end == 0 && sl >= 1 && sl <= 64)
+      slots[*n] = (int)sl;
+    else
+      return pl_set_error(PL_EINVAL, "--cpu-staging=%s: '%s': allowed full "
+                          "or ringS (S in 1..64), each with an optional "
+                          ":PIECE", spec, tok);
+    (*n)++;
+  }
+  if (*n == 0)
+    return pl_set_error(PL_EINVAL, "--cpu-staging: empty (full or ringS, "
+                        "comma-separated)");
+  return PL_OK;
+}
+
 static pl_status step(void *st) {
   return pl__adam_step(st);
 }
@@ -87,6 +146,9 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   uint64_t betas[PL_OPT_LIST_MAX], slots[PL_OPT_LIST_MAX];
   int nbeta = pl_args_size_list(a, "bucket", betas, PL_OPT_LIST_MAX);
   int nslot = pl_args_size_list(a, "slots", slots, PL_OPT_LIST_MAX);
+  int rings[8], nring = 0;
+  uint64_t pieces[8];
+  PL_TRY(parse_staging(pl_args_str(a, "cpu-staging"), rings, pieces, &nring));
   int modes[PL_ADAM_MODES],
       nmodes = pl_args_enum_list(a, "mode", modes, PL_ADAM_MODES);
   int nshare = 0;
@@ -128,15 +190,23 @@ static pl_status init(pl_bench_ctx *c, void *st) {
     A->ntens = (int)A->P;
   A->hp = pl_adamw_hparams_default();
   A->hp.max_grad_norm = pl_args_f64(a, "clip");
-  A->pts =
-      calloc((size_t)(nmodes * nbeta * nslot * nshare) + 1, sizeof *A->pts);
+  A->pts = calloc((size_t)(nmodes * (nbeta * nslot * nshare + nring)) + 1,
+                  sizeof *A->pts);
   PL_ASSERT(A->pts != NULL);
   int np = 0;
   for (int mi = 0; mi < nmodes; mi++) {
-    int m = modes[mi], nb = m == PL_ADAM_CPU ? 1 : nbeta,
-        ns = m == PL_ADAM_CPU ? 1 : nslot;
-    for (int bi = 0; bi < nb; bi++)
-      for (int si = 0; si < ns; si++)
+    int m = modes[mi];
+    if (m == PL_ADAM_UPDATE) {
+      A->pts[np++] = (pl__adam_pt){m, 0, 0, 0};
+      continue;
+    }
+    if (m == PL_ADAM_CPU) {
+      for (int ri = 0; ri < nring; ri++)
+        A->pts[np++] = (pl__adam_pt){m, rings[ri], 0, (size_t)pieces[ri]};
+      continue;
+    }
+    for (int bi = 0; bi < nbeta; bi++)
+      for (int si = 0; si < nslot; si++)
         for (int hi = 0; hi < (m == PL_ADAM_HYBRID ? nshare : 1); hi++)
           A->pts[np++] =
               (pl__adam_pt){m, (int)slots[si], hi, (size_t)betas[bi]};
@@ -149,8 +219,14 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
                        char *label, size_t n) {
   pl__adam_bench *A = st;
   const pl__adam_pt *q = &A->pts[p];
-  if (q->mode == PL_ADAM_CPU)
-    snprintf(label, n, "cpu %zu params", A->P);
+  if (q->mode == PL_ADAM_CPU && q->slots)
+    snprintf(label, n, "cpu %zu params ring=%d piece=%zu", A->P, q->slots,
+             q->beta);
+  else if (q->mode == PL_ADAM_CPU)
+    snprintf(label, n, "cpu %zu params full staging piece=%zu", A->P,
+             q->beta);
+  else if (q->mode == PL_ADAM_UPDATE)
+    snprintf(label, n, "update %zu params", A->P);
   else
     snprintf(label, n, "%s %zu params beta=%zu s=%d%s%s", mode_names[q->mode],
              A->P, q->beta, q->slots,
@@ -158,7 +234,9 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
              q->mode == PL_ADAM_HYBRID ? A->share_txt[q->share] : "");
   pl_row_str(row, "variant", mode_names[q->mode]);
   pl_row_i64(row, "params", (int64_t)A->P);
-  if (q->mode != PL_ADAM_CPU) {
+  if (q->mode == PL_ADAM_CPU)
+    pl_row_i64(row, "slots", q->slots);
+  if (q->mode != PL_ADAM_CPU && q->mode != PL_ADAM_UPDATE) {
     pl_row_i64(row, "bucket", (int64_t)q->beta);
     pl_row_i64(row, "slots", q->slots);
     pl_row_i64(row, "bound_bytes", (int64_t)((size_t)q->slots * q->beta * 16));
@@ -191,6 +269,7 @@ static pl_status setup(pl_bench_ctx *c, void *st, int p) {
 static pl_status check(pl_bench_ctx *c, void *st, int p, pl_check *chk) {
   pl__adam_bench *A = st;
   PL_TRY(pl_stream_sync(c->stream));
+  PL_TRY(pl__adam_update_publish(c, A));
   int64_t bad = 0; /* every step's clip factor equals the reference's */
   for (int k = 0; k < A->nsteps && k < PL_ADAM_MAXSTEPS; k++)
     bad += memcmp(&A->gscale[k], &A->gs_ref, 4) != 0;
@@ -224,7 +303,8 @@ static void fini(pl_bench_ctx *c, void *st) {
 const pl_bench pl_bench_adam = {
     .name = "adam",
     .summary = "optimizer step: SIMD CPU AdamW baseline vs OffloadStreamAdamW "
-               "(beta x slots) vs hybrid, against the host-link floor",
+               "(beta x slots) vs hybrid, against the host-link floor and the "
+               "host-memory roofline",
     .opts = adam_opts,
     .presets = adam_presets,
     .preset_cpu = "small",
@@ -233,7 +313,8 @@ const pl_bench pl_bench_adam = {
                "kernel\tthreads\ttime_ms\ttime_p10_ms\ttime_p90_ms\tgparam_s\t"
                "h2d_gbs\td2h_gbs\tlink_h2d_gbs\tlink_d2h_gbs\tlink_bidir_gbs\t"
                "floor_ms\tpct_floor\tmem_copy_gbs\tjoint_floor_ms\t"
-               "pct_joint_floor\tgpu_ms\tcpu_ms\tupdate_ms\t"
+               "pct_joint_floor\thost_bpp\tmem_roof_ms\tpct_mem_roof\t"
+               "gpu_ms\tcpu_ms\tupdate_ms\tpct_update_roof\t"
                "optim_staging_bytes\tbound_bytes\thost_bytes\tmax_err",
     .tags = (const char *const[]){"optim_staging", NULL},
     .state = sizeof(pl__adam_bench),

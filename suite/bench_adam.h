@@ -13,12 +13,15 @@
 #include "ops/stream_adamw.h"
 
 /* The variants (--mode), in the order of their names. */
-enum { PL_ADAM_CPU, PL_ADAM_STREAM, PL_ADAM_HYBRID, PL_ADAM_MODES };
+enum { PL_ADAM_CPU, PL_ADAM_STREAM, PL_ADAM_HYBRID, PL_ADAM_UPDATE,
+       PL_ADAM_MODES };
 
 /* Steps of a point whose clip factors are kept (warm-ups + timed). */
 #define PL_ADAM_MAXSTEPS 4096
 
-/* A point: the variant and its bucket size, slots and CPU share. */
+/* A point: the variant and its bucket size, slots and CPU share (cpu: the
+ * staging's ring slots, 0 for full host copies, and its piece, 0 for the
+ * staging's default). */
 typedef struct pl__adam_pt {
   int mode, slots, share; /* share: index into shares */
   size_t beta;
@@ -48,6 +51,8 @@ typedef struct pl__adam_bench {
   pl_stream *s;
   pl_stream_adamw *so;
   pl_cpu_offload_adamw *co;
+  void *ug;       /* update: the gradients in pinned host memory      */
+  pl_bf16 *uw;    /* update: the bf16 weights it writes (host)        */
   int nsteps;
   float gscale[PL_ADAM_MAXSTEPS];
   double update_ms;
@@ -65,8 +70,18 @@ pl_status pl__adam_create(pl_bench_ctx *c, pl__adam_bench *A,
                           const pl__adam_pt *q);
 /* The point's optimizer, destroyed (either variant; none: nothing). */
 void pl__adam_destroy(pl__adam_bench *A);
+/* Host-memory bytes a parameter that variant `mode` (PL_ADAM_*) moves in a
+ * step, counted from the algorithm: the CPU update's reads and writes and
+ * the DMA's, a cpu ring kept in cache (cached) counting none for its slots;
+ * the hybrid at CPU share `share`. */
+double pl__adam_host_bpp(int mode, int cached, double share, double gsz,
+                         int grad_host);
+/* The update variant: the bf16 weights it wrote, copied to the device (not
+ * timed; the check reads the device's). */
+pl_status pl__adam_update_publish(pl_bench_ctx *c, pl__adam_bench *A);
 /* The columns of measured point q: rates, the link and joint floors, the
- * parts, the host bytes.  Collective (max over ranks). */
+ * host-memory roofline, the parts, the host bytes.  Collective (max over
+ * ranks). */
 pl_status pl__adam_row(pl_bench_ctx *c, const pl__adam_bench *A,
                        const pl__adam_pt *q, pl_row *row);
 

@@ -21,18 +21,30 @@
  *
  * Lanes: 0 issues the groups one after another on one stream (the layer with
  * lanes = 0); L > 0 spreads them round-robin over the stream and L more (the
- * layer's cfg.lanes), so small GEMMs share the GPU.  For wgrad, acc_gbs is
- * the traffic of the fp32 accumulators (read and written once per group: 8
- * bytes per element of G x H x I) over the grouped time: the GEMM of a chunk
- * with few rows per expert is bound by it, not by the FLOPs. */
+ * layer's cfg.lanes), so small GEMMs share the GPU.  APIs (`gemm_api`):
+ * "loop" issues one cublasGemmEx per group (as the layer does), "grouped" all
+ * of a point's groups in one cublasGemmGroupedBatchedEx on one stream (lanes
+ * do not apply: its rows say lanes 0); where cuBLAS has no grouped kernel for
+ * the types the loop runs, and `kernel` (what ran) says so.
+ *
+ * For wgrad, acc_gbs is the traffic of the fp32 accumulators (read and
+ * written once per group: 8 bytes per element of G x H x I) over the grouped
+ * time: the GEMM of a chunk with few rows per expert is bound by it, not by
+ * the FLOPs.
+ *
+ * Ep (--ep, default the launch's ranks): the expert-parallel degree whose
+ * per-rank shape is measured, so one GPU measures the GEMMs a rank of an
+ * Ep-rank layer issues: E/Ep local experts, each with rows from Ep sources. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "moegemm.h"
 
 static const char *const kind_names[] = {"up", "down", "wgrad", NULL};
 static const char *const layout_names[] = {"segments", "expert_major", NULL};
+static const char *const api_names[] = {"loop", "grouped", NULL};
 
 static const pl_opt moegemm_opts[] = {
     {"tokens", 0, PL_OPT_SIZE, NULL, "tokens per rank N", 1, 1e9, NULL},
@@ -48,6 +60,14 @@ static const pl_opt moegemm_opts[] = {
     {"lanes", 0, PL_OPT_SIZE_LIST, "0",
      "extra streams the groups are spread over (0: one stream)", 0,
      PL_MOE_MAX_LANES, NULL},
+    {"ep", 0, PL_OPT_INT, "0",
+     "expert-parallel degree of the measured per-rank shape (0: the "
+     "launch's ranks)",
+     0, 1e6, NULL},
+    {"apis", 0, PL_OPT_ENUM_LIST, "loop",
+     "how a point's GEMMs are issued: loop (one cublasGemmEx each, the "
+     "layer's way) or grouped (one cublasGemmGroupedBatchedEx)",
+     0, 0, api_names},
     {"layouts", 0, PL_OPT_ENUM_LIST, "segments,expert_major",
      "groups per (source, expert) segment, or per expert with all sources' "
      "rows (the layer's default)",
@@ -80,43 +100,72 @@ static pl_status init(pl_bench_ctx *c, void *st) {
                         "--topk=%d is more than --experts=%d (a token goes to "
                         "k distinct experts)",
                         m->k, m->E);
-  if (m->E % c->size != 0)
+  m->ep = (int)pl_args_int(a, "ep");
+  if (m->ep == 0)
+    m->ep = c->size;
+  if (m->ep % c->size != 0)
     return pl_set_error(PL_EINVAL,
-                        "--experts=%d is not a multiple of the %d "
-                        "ranks",
-                        m->E, c->size);
+                        "--ep=%d is not a multiple of the %d ranks (each "
+                        "rank measures one rank's shape of it)",
+                        m->ep, c->size);
+  if (m->E % m->ep != 0)
+    return pl_set_error(PL_EINVAL,
+                        "--experts=%d is not a multiple of the "
+                        "expert-parallel degree %d (--ep, or the ranks)",
+                        m->E, m->ep);
   m->nK = pl_args_size_list(a, "chunks", m->Ks, PL_OPT_LIST_MAX);
   m->nk = pl_args_enum_list(a, "kinds", m->kinds, 3);
   m->nl = pl_args_enum_list(a, "layouts", m->lays, 2);
   m->nL = pl_args_size_list(a, "lanes", m->Ls, PL_OPT_LIST_MAX);
-  m->Gseg = (m->E / c->size) * c->size; /* (source, local expert) segments */
+  m->na = pl_args_enum_list(a, "apis", m->apis, 2);
+  m->Gseg = (m->E / m->ep) * m->ep; /* (source, local expert) segments */
   m->mmax = (int64_t)m->k * m->N / m->E;
   if (m->mmax < 1)
     m->mmax = 1;
-  c->npoints = m->nK * m->nk * m->nl * m->nL;
+  /* K outermost, then lanes, API, layout, kind; the grouped call once per
+   * (K, layout, kind): lanes do not apply to it */
+  m->pts = calloc((size_t)(m->nK * m->nL * m->na * m->nl * m->nk) + 1,
+                  sizeof *m->pts);
+  if (!m->pts)
+    return pl_set_error(PL_ENOMEM, "moegemm: point table");
+  int np = 0;
+  for (int K = 0; K < m->nK; K++)
+    for (int L = 0; L < m->nL; L++)
+      for (int ap = 0; ap < m->na; ap++)
+        for (int la = 0; la < m->nl; la++)
+          for (int ki = 0; ki < m->nk; ki++)
+            if (m->apis[ap] == 0 || L == 0)
+              m->pts[np++] = (mg_pt){K, L, ap, la, ki};
+  c->npoints = np;
   return PL_OK;
 }
 
-/* point p: K outermost, then lanes, layout, kind */
 static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
                        char *label, size_t n) {
   moegemm *m = st;
   gjob *j = &m->j;
-  int kk = p % m->nk, li = p / m->nk % m->nl, lai = p / (m->nk * m->nl) % m->nL;
-  m->K = (int64_t)m->Ks[p / (m->nk * m->nl * m->nL)];
+  const mg_pt *q = &m->pts[p];
+  int kk = q->kind, li = q->lay, ai = q->api, lai = q->lanes;
+  m->K = (int64_t)m->Ks[q->K];
   int64_t mseg = m->mmax / m->K > 0 ? m->mmax / m->K : 1;
   bool em = m->lays[li] == 1;
-  j->G = em ? m->E / c->size : m->Gseg;
-  j->m = em ? mseg * c->size : mseg;
+  j->G = em ? m->E / m->ep : m->Gseg;
+  j->m = em ? mseg * m->ep : mseg;
   j->kind = m->kinds[kk];
-  j->nl = (int)m->Ls[lai];
+  j->grouped = m->apis[ai] == 1;
+  j->unsupported = false;
+  j->why[0] = 0;
+  j->nl = j->grouped ? 0 : (int)m->Ls[lai];
   j->dt = c->cuda ? PL_BF16 : PL_F32;
-  snprintf(label, n, "%s %s K=%lld lanes=%d", kind_names[j->kind],
-           layout_names[m->lays[li]], (long long)m->K, j->nl);
+  snprintf(label, n, "%s %s K=%lld lanes=%d %s", kind_names[j->kind],
+           layout_names[m->lays[li]], (long long)m->K, j->nl,
+           api_names[m->apis[ai]]);
   pl_row_str(row, "gemm", kind_names[j->kind]);
+  pl_row_str(row, "gemm_api", api_names[m->apis[ai]]);
   pl_row_str(row, "variant", layout_names[m->lays[li]]);
   pl_row_i64(row, "lanes", j->nl);
   pl_row_i64(row, "ranks", c->size);
+  pl_row_i64(row, "ep", m->ep);
   pl_row_i64(row, "tokens", m->N);
   pl_row_i64(row, "hidden", m->H);
   pl_row_i64(row, "ffn", m->I);
@@ -169,17 +218,25 @@ static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
   pl_row_f64(row, "dense_ms", td.median);
   pl_row_f64(row, "dense_tflops", rd);
   pl_row_f64(row, "ratio", rg / rd);
+  pl_row_str(row, "kernel", !j->grouped      ? "loop"
+                            : j->unsupported ? "loop (grouped: none)"
+                                             : "grouped");
+  if (j->unsupported)
+    pl_row_note(row, "no grouped GEMM for these types: %s", j->why);
   pl_row_note(row, "%s",
-              !c->cuda ? "the row-deterministic kernel, not cuBLAS"
-              : j->nl  ? "cublasGemmEx per group, spread over "
-                         "streams, vs one cublasGemmEx"
-                       : "cublasGemmEx per group vs one "
-                         "cublasGemmEx");
+              !c->cuda      ? "the row-deterministic kernel, not cuBLAS"
+              : j->grouped  ? "one cublasGemmGroupedBatchedEx vs one "
+                              "cublasGemmEx"
+              : j->nl       ? "cublasGemmEx per group, spread over "
+                              "streams, vs one cublasGemmEx"
+                            : "cublasGemmEx per group vs one "
+                              "cublasGemmEx");
   return PL_OK;
 }
 
 static void fini(pl_bench_ctx *c, void *st) {
   pl__moegemm_release(c, st);
+  free(((moegemm *)st)->pts);
 }
 
 const pl_bench pl_bench_moegemm = {
@@ -190,8 +247,8 @@ const pl_bench pl_bench_moegemm = {
     .presets = moegemm_presets,
     .preset_cpu = "small",
     .preset_cuda = "small",
-    .columns = "gemm\tvariant\tlanes\tranks\ttokens\thidden\tffn\texperts\t"
-               "topk\tK\tgroups\trows\tdtype\ttime_ms\ttime_p10_ms\t"
+    .columns = "gemm\tgemm_api\tvariant\tkernel\tlanes\tranks\tep\ttokens\thidden\tffn\t"
+               "experts\ttopk\tK\tgroups\trows\tdtype\ttime_ms\ttime_p10_ms\t"
                "time_p90_ms\tdense_ms\ttflops\tdense_tflops\tratio\tacc_gbs",
     .rate = "acc_gbs",
     .state = sizeof(moegemm),

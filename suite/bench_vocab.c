@@ -36,7 +36,8 @@
  * compare.h's for the dtype (bf16's for a TF32 row) and a reduction over V.
  *
  * Presets: small (CPU, seconds on 2 ranks): H=128, V=4096, N=256,512,
- * block 512; paper: H=7168, V=200,000, N=16,384 and 32,768, block 4096.
+ * block 512; paper: H=7168, V=200,000, N=16,384 and 32,768, the dtype's
+ * block (pl_ce_default_block: 4096 in bf16, 16384 in f32).
  * Unless -n / -w are given, 3 timed iterations after 1 warm-up. */
 #include <math.h>
 #include <stdio.h>
@@ -59,8 +60,10 @@ static const pl_opt vocab_opts[] = {
     {"hidden", 'H', PL_OPT_SIZE, NULL, "hidden size", 1, 1 << 20, NULL},
     {"vocab", 'V', PL_OPT_SIZE, NULL, "vocabulary", 1, 1 << 30, NULL},
     {"dtypes", 0, PL_OPT_ENUM_LIST, "f32", "storage dtypes", 0, 0, dtype_names},
-    {"blocks", 0, PL_OPT_SIZE_LIST, NULL,
-     "vocabulary block sizes of fused, chunk and ring", 1, 1 << 30, NULL},
+    {"blocks", 0, PL_OPT_SIZE_LIST, "0",
+     "vocabulary block sizes of fused, chunk and ring (0: the dtype's "
+     "default, 4096 in bf16 and 16384 in f32)",
+     0, 1 << 30, NULL},
     {"mode", 0, PL_OPT_ENUM, "auto", "Ring-DTP schedule", 0, 0, mode_names},
     {"no-overlap", 0, PL_OPT_FLAG, NULL,
      "Ring-DTP: hops in line on the compute stream (no comm stream)", 0, 0,
@@ -85,8 +88,8 @@ static const pl_opt vocab_opts[] = {
 static const pl_preset vocab_presets[] = {
     {"small", "hidden=128 vocab=4096 tokens=256,512 blocks=512 iters=3 "
               "warmup=1"},
-    {"paper", "hidden=7168 vocab=200000 tokens=16384,32768 blocks=4096 "
-              "iters=3 warmup=1"},
+    {"paper", "hidden=7168 vocab=200000 tokens=16384,32768 iters=3 "
+              "warmup=1"},
     {NULL, NULL},
 };
 
@@ -138,10 +141,14 @@ static pl_status init(pl_bench_ctx *c, void *st) {
         int blocked = vars[vi] != V_DENSE && vars[vi] != V_VP;
         for (int bi = 0; bi < (blocked ? nb : 1); bi++)
           for (int ui = 0; ui < (vars[vi] == V_RING ? nbud : 1); ui++)
-            b->pts[np++] = (vocab_pt){vars[vi], dts[di] ? PL_BF16 : PL_F32,
-                                      (int64_t)ns[ni],
-                                      blocked ? (int64_t)blocks[bi] : 0,
+          {
+            const pl_dtype dt = dts[di] ? PL_BF16 : PL_F32;
+            const int64_t vb = !blocked     ? 0
+                               : blocks[bi] ? (int64_t)blocks[bi]
+                                            : pl_ce_default_block(dt);
+            b->pts[np++] = (vocab_pt){vars[vi], dt, (int64_t)ns[ni], vb,
                                       vars[vi] == V_RING ? budgets[ui] : 0};
+          }
       }
   c->npoints = np;
   return PL_OK;

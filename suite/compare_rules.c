@@ -50,6 +50,7 @@ static const cls classes[] = {
     {"bytes", PL_CMP_KEY},
     {"mnk", PL_CMP_KEY},
     {"gemm", PL_CMP_KEY},
+    {"gemm_api", PL_CMP_KEY},
     {"profile", PL_CMP_KEY},
     {"chunking", PL_CMP_KEY},
     {"lanes", PL_CMP_KEY},
@@ -157,6 +158,10 @@ static const cls classes[] = {
     {"mem_copy_gbs", PL_CMP_RATE},
     {"joint_floor_ms", PL_CMP_IGNORE}, /* from the measured rates */
     {"pct_joint_floor", PL_CMP_IGNORE},
+    {"host_bpp", PL_CMP_IGNORE}, /* analytic, from the variant */
+    {"mem_roof_ms", PL_CMP_IGNORE}, /* from the measured copy rate */
+    {"pct_mem_roof", PL_CMP_IGNORE},
+    {"pct_update_roof", PL_CMP_IGNORE},
     {"dev_peak_bytes", PL_CMP_MEMORY},
     {"op_peak_bytes", PL_CMP_MEMORY},
     {"host_peak_bytes", PL_CMP_MEMORY},

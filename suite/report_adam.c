@@ -35,9 +35,10 @@
 #define MAXR 512
 
 typedef struct arow {
-  int mode; /* 0 cpu, 1 stream, 2 hybrid, 3 peer */
+  int mode; /* 0 cpu, 1 stream, 2 hybrid, 3 peer, 4 update */
   double params, bucket, slots, ranks, step_ms, p10, p90, gps, pct, floor_ms,
       staging, bound, h2d, d2h;
+  double bpp, mem_gbs, update_ms; /* host-memory bytes/param, copy rate */
   double share_given; /* hybrid: the --share value, NAN for auto */
   int on_cpu; /* the file ran on the CPU backend */
   char check[16], share[32], note[256];
@@ -64,10 +65,12 @@ static void take(acc *A, const pl_table *tp, int peer) {
     memset(r, 0, sizeof *r);
     const char *m = peer ? "peer" : cols(&t, i, "variant");
     r->mode = !strcmp(m, "cpu") ? 0 : !strcmp(m, "stream") ? 1
-              : !strcmp(m, "hybrid") ? 2 : 3;
+              : !strcmp(m, "hybrid") ? 2 : !strcmp(m, "update") ? 4 : 3;
     r->params = colf(&t, i, "params");
     r->bucket = colf(&t, i, "bucket");
     r->slots = colf(&t, i, "slots");
+    /* a cpu row without slots is from before the staging choice: full */
+    if (r->mode == 0 && isnan(r->slots)) r->slots = 0;
     r->ranks = colf(&t, i, "ranks");
     r->step_ms = colf(&t, i, "time_ms");
     r->p10 = colf(&t, i, "time_p10_ms");
@@ -79,6 +82,9 @@ static void take(acc *A, const pl_table *tp, int peer) {
     r->bound = colf(&t, i, "bound_bytes");
     r->h2d = colf(&t, i, "h2d_gbs");
     r->d2h = colf(&t, i, "d2h_gbs");
+    r->bpp = colf(&t, i, "host_bpp");
+    r->mem_gbs = colf(&t, i, "mem_copy_gbs");
+    r->update_ms = colf(&t, i, "update_ms");
     snprintf(r->check, sizeof r->check, "%s", cols(&t, i, "check"));
     snprintf(r->share, sizeof r->share, "%s", cols(&t, i, "share"));
     r->share_given = strcmp(r->share, "auto") && strcmp(r->share, "-")
@@ -113,6 +119,55 @@ static const char *fmt_s(char *b, size_t n, double ms) {
   return pl_rep_fmt(b, n, "%.3f", ms / 1e3, "–");
 }
 
+/* One row of the host-memory table: bytes a parameter, the roofline, the
+ * step (and the update alone) as a share of it. */
+static void roof_row(FILE *f, const char *label, const arow *r, double P,
+                     double mem) {
+  char b1[32], b2[32], b3[32], b4[32] = "–";
+  double roof = P * r->bpp / (mem * 1e9) * 1e3;
+  if (!isnan(r->update_ms))
+    snprintf(b4, sizeof b4, "%.0f%%", 100.0 * roof / r->update_ms);
+  fprintf(f, "| %s | %.0f | %s | %s | %.0f%% | %s | %s |\n", label, r->bpp,
+          fmt_s(b1, 32, roof), fmt_s(b2, 32, r->step_ms),
+          100.0 * roof / r->step_ms, fmt_s(b3, 32, r->update_ms), b4);
+}
+
+/* Each variant's host-memory bytes a parameter (counted from the
+ * algorithm) and its share of the host-memory roofline (those bytes over
+ * the copy rate the run measured), the torch peer beside them. */
+static void roofline_table(FILE *f, const arow *cpu, const arow *cfull,
+                           const arow *upd, const arow *sbest,
+                           const arow *hbest, double peer_ms, double P) {
+  const arow *any = upd ? upd : cpu ? cpu : cfull ? cfull : sbest;
+  if (!any || isnan(any->bpp) || isnan(any->mem_gbs)) return;
+  const double mem = any->mem_gbs;
+  fprintf(f, "## Host memory: bytes a parameter and the roofline\n\n"
+          "Host memory copy rate measured in the same run: %.1f GB/s (read + "
+          "write, all threads of a rank).  Roofline = host-memory bytes a "
+          "parameter × params / that rate; a cached ring's slots are counted as "
+          "cached (a share above 100%% means they were, or that the copy rate "
+          "is not the host's ceiling).\n\n"
+          "| system | B/param | roofline (s) | step (s) | %% of roofline | "
+          "update alone (s) | update %% of roofline |\n"
+          "|---|---|---|---|---|---|---|\n", mem);
+  if (upd) roof_row(f, "ours: SIMD update alone (update)", upd, P, mem);
+  if (cpu)
+    roof_row(f, cpu->slots > 0 ? "ours: classic step, ring staging (cpu)"
+                           : "ours: classic step, full staging (cpu)",
+             cpu, P, mem);
+  if (cfull) roof_row(f, "ours: classic step, full staging (cpu)", cfull, P,
+                      mem);
+  if (sbest) roof_row(f, "ours: OffloadStreamAdamW, best (stream)", sbest, P,
+                      mem);
+  if (hbest) roof_row(f, "ours: hybrid, best", hbest, P, mem);
+  if (!isnan(peer_ms)) {
+    /* fp32 p, g, m, v read, p, m, v written */
+    arow t = {.bpp = 28, .step_ms = peer_ms, .update_ms = peer_ms};
+    roof_row(f, "peer: torch fused CPU AdamW, opt.step()", &t, P, mem);
+  }
+  fprintf(f, "\n");
+}
+
 pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
   acc *A = calloc(1, sizeof *A);
   if (!A) return pl_set_error(PL_ENOMEM, "report adam: accumulator");
@@ -127,7 +182,7 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
     if (A->r[i].mode != 3 && A->r[i].params > P) P = A->r[i].params;
   /* pick: cpu (last), stream at (100M, 2) and best, hybrid best, peer */
   arow *cpu = NULL, *s100 = NULL, *sbest = NULL, *hbest = NULL,
-       *hcpu = NULL;
+       *hcpu = NULL, *cfull = NULL, *upd = NULL;
   double peer_gps = 0, peer_ms = 0;
   int npeer = 0;
   const char *peer_check = "-";
@@ -143,7 +198,10 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
       continue;
     }
     if (r->params != P) continue;
-    if (r->mode == 0) cpu = r;
+    /* cpu: the default staging (a ring) when run, the full copies apart */
+    if (r->mode == 0 && r->slots == 0) cfull = r;
+    else if (r->mode == 0) cpu = r;
+    if (r->mode == 4) upd = r;
     if (r->mode == 1) {
       if (r->bucket == 100e6 && r->slots == 2) s100 = r;
       if (!sbest || r->step_ms < sbest->step_ms) sbest = r;
@@ -154,6 +212,7 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
     else if (r->mode == 2 && (!hbest || r->step_ms < hbest->step_ms))
       hbest = r;
   }
+  if (!cpu) cpu = cfull, cfull = NULL;
   char path[4096];
   snprintf(path, sizeof path, "%s/adam.md", out_dir);
   FILE *f = fopen(path, "w");
@@ -184,20 +243,26 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
           "%.2f | – | %.2f | – |\n", PAPER_STREAM_S, PAPER_SPEEDUP,
           PAPER_PARAMS / PAPER_STREAM_S / 1e9, PAPER_STAGING_GIB);
   double base = cpu ? cpu->step_ms : NAN;
-  arow *show[5] = {cpu, hcpu, s100, sbest != s100 ? sbest : NULL, hbest};
-  const char *label[5] = {
-      "ours: SIMD CPU AdamW, classic offloaded step (cpu)",
+  arow *show[7] = {cpu,  cfull, upd, hcpu, s100, sbest != s100 ? sbest : NULL,
+                   hbest};
+  const char *label[7] = {
+      cpu && cpu->slots > 0 ? "ours: SIMD CPU AdamW, classic offloaded step, "
+                              "ring staging (cpu)"
+                        : "ours: SIMD CPU AdamW, classic offloaded step (cpu)",
+      "ours: SIMD CPU AdamW, classic offloaded step, full staging (cpu)",
+      "ours: SIMD CPU AdamW, the update alone, no copies (update)",
       "ours: SIMD CPU AdamW, pipelined offload (hybrid",
       "ours: OffloadStreamAdamW (stream)",
       "ours: OffloadStreamAdamW, best β×s (stream)",
       "ours: hybrid stream + SIMD CPU (hybrid"};
-  for (int k = 0; k < 5; k++) {
+  for (int k = 0; k < 7; k++) {
     arow *r = show[k];
     if (!r) continue;
     char bb[32] = "–", ss[32] = "–", st[32] = "–";
-    if (r->mode) {
+    if (r->mode != 4) { /* cpu: its piece and its ring's slots (full: –) */
       fmt_n(bb, sizeof bb, r->bucket);
-      snprintf(ss, sizeof ss, "%.0f", r->slots);
+      if (r->mode != 0 || r->slots > 0)
+        snprintf(ss, sizeof ss, "%.0f", r->slots);
       if (!isnan(r->staging))
         snprintf(st, sizeof st, "%.2f", r->staging / 1073741824.0);
     }
@@ -279,6 +344,7 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
             "run: %.3f s.\n\n",
             floor_ms / 1e3);
   }
+  roofline_table(f, cpu, cfull, upd, sbest, hbest, npeer ? peer_ms : NAN, P);
   /* targets (doc/performance/README.md) */
   fprintf(f, "## Targets\n\n");
   if (sbest)
@@ -292,6 +358,19 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
     fprintf(f, "- hybrid ≥ 1.2× stream: %.2f× → %s\n",
             sbest->step_ms / hbest->step_ms,
             sbest->step_ms / hbest->step_ms >= 1.2 ? "met" : "NOT met");
+  double upd_ms = upd ? upd->step_ms : NAN;
+  if (npeer && upd)
+    fprintf(f, "- SIMD update ≤ torch fused CPU AdamW: %s vs %s s → %s\n",
+            fmt_s(b1, 32, upd_ms), fmt_s(b2, 32, peer_ms),
+            upd_ms <= peer_ms ? "met" : "NOT met");
+  if (npeer && cpu && !isnan(cpu->update_ms))
+    fprintf(f, "- the classic step's update ≤ torch's step: %s vs %s s → %s\n",
+            fmt_s(b1, 32, cpu->update_ms), fmt_s(b2, 32, peer_ms),
+            cpu->update_ms <= peer_ms ? "met" : "NOT met");
+  if (npeer && hbest)
+    fprintf(f, "- hybrid ≥ 1.0× torch fused CPU AdamW: %.2f× → %s\n",
+            peer_ms / hbest->step_ms,
+            peer_ms / hbest->step_ms >= 1.0 ? "met" : "NOT met");
   if (cpu && cpu->on_cpu)
     fprintf(f, "\nCPU backend run: times are CPU times and the \"link\" is "
             "memcpy between arenas; memory figures are exact.\n");

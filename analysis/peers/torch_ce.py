@@ -14,7 +14,8 @@ takes, so the report can put PyTorch's numbers beside ours:
 Peak = torch.cuda.max_memory_allocated() after resetting the peak with the
 inputs allocated (so X and W are included, as in the paper's Table 2).
 Time = CUDA events around fwd+bwd, median (p10, p90) of -n iterations after
--w warm-ups.  TF32 is off unless --tf32 (then an extra "torch-tf32" row).
+-w warm-ups.  TF32 is off unless --tf32 (then an extra "torch-tf32" row;
+--tf32-only: that row alone for f32, without the slow fp32 one).
 Gradients are dropped between iterations.  Ignore-index rows (every 61st
 target = -100) as in bench_vocab.
 
@@ -24,7 +25,8 @@ so `plateau report` shows these rows in the vocab tables.  Nothing in plateau
 imports or needs this script.
 
 usage: python3 analysis/peers/torch_ce.py [--tokens 16384,32768] [--hidden 7168]
-         [--vocab 200000] [--dtypes f32,bf16] [-w 1] [-n 3] [--tf32] [-o DIR]
+         [--vocab 200000] [--dtypes f32,bf16] [-w 1] [-n 3] [--tf32]
+         [--tf32-only] [-o DIR]
 """
 import argparse
 import datetime
@@ -43,6 +45,7 @@ def main():
     ap.add_argument("-w", "--warmup", type=int, default=1)
     ap.add_argument("-n", "--iters", type=int, default=3)
     ap.add_argument("--tf32", action="store_true")
+    ap.add_argument("--tf32-only", action="store_true")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("-o", "--out", default="results/runs/peers")
     a = ap.parse_args()
@@ -90,8 +93,9 @@ def main():
     H, V = a.hidden, a.vocab
     runs = []
     for dt in a.dtypes.split(","):
-        runs.append((dt, False))
-        if dt == "f32" and a.tf32:
+        if not (dt == "f32" and a.tf32_only):
+            runs.append((dt, False))
+        if dt == "f32" and (a.tf32 or a.tf32_only):
             runs.append((dt, True))
     print("# variant tokens dtype time_ms dev_peak_bytes status")
     for n in [int(s) for s in a.tokens.split(",")]:

@@ -99,6 +99,17 @@ pl_status pl__cuda_adamw_bind_thread(pl_dev *dev);
 pl_status pl__cpu_adamw_simd(pl_simd_path path, int nthreads, float *p,
                              float *m, float *v, const void *g, pl_dtype gdt,
                              pl_bf16 *w, size_t n, const pl_adamw_scalars *k);
+/* flags of pl__cpu_adamw_simd_ex.  PL_SIMD_W_CACHED: w is a small buffer
+ * that a copy reads soon after (a staging ring): written with ordinary
+ * stores, which keep it in cache, instead of non-temporal ones, which send
+ * it to memory (the default: w is written once and not read by the CPU). */
+#define PL_SIMD_W_CACHED 1u
+/* pl__cpu_adamw_simd with flags (0: the same); PL_EINVAL for an unknown
+ * flag.  The same bits whatever the flags. */
+pl_status pl__cpu_adamw_simd_ex(pl_simd_path path, int nthreads, float *p,
+                                float *m, float *v, const void *g,
+                                pl_dtype gdt, pl_bf16 *w, size_t n,
+                                const pl_adamw_scalars *k, unsigned flags);
 
 #ifdef __cplusplus
 }

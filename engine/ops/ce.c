@@ -285,7 +285,7 @@ pl_status pl_ce_grads(pl_stream *s, const pl_ce_problem *pb, int64_t dw_cols,
 /* ---- the three-GEMM head (ce.h) -------------------------------------------- */
 
 static int64_t strip_block(const pl_ce_problem *pb) {
-  int64_t vb = pb->block > 0 ? pb->block : PL_CE_DEFAULT_BLOCK;
+  int64_t vb = pb->block > 0 ? pb->block : pl_ce_default_block(pb->dt);
   if (vb > pb->v) vb = pb->v;
   return vb < 1 ? 1 : vb;
 }

@@ -164,7 +164,7 @@ static inline int pl_ce_problem_bwd(const pl_ce_problem *pb) {
  * values of dt (bf16: 2 bytes, f32: 4), and Nc is the largest row count with
  * Nc·V·(2|4) <= N·Vb·(6|4) bytes — the blocked schedule's strip bound (an
  * N×Vb f32 strip, plus its bf16 residual in bf16 mode; Vb = the problem's
- * block, default PL_CE_DEFAULT_BLOCK, at most V): the same bound, three GEMMs
+ * block, default pl_ce_default_block(dt), at most V): the same bound, three GEMMs
  * instead of four.  Chunks are balanced (K = ceil(N/Nc_max), Nc = ceil(N/K)
  * rounded up to 16 within the bound).  Beyond the strip: the row factors and
  * per-token losses (8 bytes a row, "ce_state") and the caller's dX, dW.
@@ -218,8 +218,22 @@ static inline void pl_ce_shard(int64_t v, int p, int r, int64_t *col0,
 }
 
 /* Default block (columns per strip) when the caller gives 0: the whole shard
- * would be the paper; we default to 4096 columns (a strip of N×4096 f32). */
+ * would be the paper; we default to 4096 columns (a strip of N×4096 f32) in
+ * bf16 and to 16384 in f32.  The three-GEMM head takes its token chunks from
+ * the same bound (Nc·V·(2|4) <= N·Vb·(6|4)), so at Vb 4096 an f32 chunk has
+ * a third of a bf16 chunk's rows while each chunk re-reads and re-writes an
+ * accumulator dW twice as large (f32): at H 7168, V 200,000, N 16K that was
+ * 49 chunks of 335 rows, 560 GB of dW read-modify-write, and a dX GEMM of
+ * 335 rows too thin to fill the GPU.  At 16384 an f32 chunk has about the
+ * rows of a bf16 one at 4096 (16K: 13 chunks of 1264). */
 #define PL_CE_DEFAULT_BLOCK 4096
+#define PL_CE_DEFAULT_BLOCK_F32 16384
+
+/* The default block of dtype dt (f32: PL_CE_DEFAULT_BLOCK_F32, else
+ * PL_CE_DEFAULT_BLOCK). */
+static inline int64_t pl_ce_default_block(pl_dtype dt) {
+  return dt == PL_F32 ? PL_CE_DEFAULT_BLOCK_F32 : PL_CE_DEFAULT_BLOCK;
+}
 
 #ifdef __cplusplus
 }

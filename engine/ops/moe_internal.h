@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend/moe_kernels.h"
 #include "ops/llep_plan.h"
 #include "ops/moe.h"
 
@@ -128,6 +129,13 @@ pl_status pl__moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
                        int64_t k, float alpha, const void *A, int64_t lda,
                        const void *B, int64_t ldb, float beta, void *C,
                        int64_t ldc, pl_dtype ab_dt, pl_dtype c_dt);
+
+/* moe_expert.c: pl__cpu_moe_gemm_grouped / pl__cuda_moe_gemm_grouped
+ * (backend/moe_kernels.h) on s's backend: n GEMMs in one call; PL_EUNSUPPORTED
+ * (nothing written) where cuBLAS has no grouped kernel for the types. */
+pl_status pl__moe_gemm_grouped(pl_stream *s, bool ta, bool tb, int n,
+                               const pl__moe_gemm_desc *g, float beta,
+                               pl_dtype ab_dt, pl_dtype c_dt);
 
 /* moe_pipeline.c, cfg.profile: the end of stage `stage` (pl_moe_stage) on
  * the compute stream s, or with stage < 0 a start mark (the time since the

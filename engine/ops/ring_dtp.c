@@ -323,7 +323,7 @@ pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
   d->nc = d->n;
   if (dt == PL_BF16 && d->p > 1 && d->mode == PL_DTP_MOVE_W)
     d->nc = (d->n + 7) / 8;
-  d->vb = o->block > 0 ? o->block : PL_CE_DEFAULT_BLOCK;
+  d->vb = o->block > 0 ? o->block : pl_ce_default_block(dt);
   if (d->vb > d->vmax) d->vb = d->vmax;
   if (d->vb < 1) d->vb = 1;
   /* pl_dtp_run's schedule: chunked at P = 1 when a row of V fits the strip

@@ -4,8 +4,10 @@
  * forcing it is PL_EUNSUPPORTED), for sizes around every vector width and
  * block boundary, 1..3 threads, f32 and bf16 gradients, with and without the
  * bf16 refresh, on adversarial values (bf16 ties, overflow, denormals, NaN,
- * inf); with the weights aligned (non-temporal stores) at every offset of a
- * vector, and written in place over their bf16 gradients; PLATEAU_SIMD
+ * inf); with the weights aligned (non-temporal stores, or ordinary ones
+ * with PL_SIMD_W_CACHED) at every offset of a vector, and written in place
+ * over their bf16 gradients; threads' ranges of whole 4 KiB pages (n of
+ * 4099 over 1..3 threads) and of 64-element blocks (smaller n); PLATEAU_SIMD
  * selects the path. */
 #include <check.h>
 #include <math.h>
@@ -120,8 +122,9 @@ static void check_path(pl_simd_path path) {
   ck_assert(ap && am && av && aw);
   for (size_t off = 0; off < 24; off += 5)
     for (int nt = 1; nt <= 3; nt++)
-      for (int inplace = 0; inplace < 2; inplace++) {
+      for (int inplace = 0; inplace < 4; inplace++) {
         size_t n = N - off;
+        const unsigned flags = inplace >= 2 ? PL_SIMD_W_CACHED : 0;
         pl_adamw_scalars k = pl_adamw_scalars_make(&hp, 3, 1.0f);
         memcpy(ap + off, p, n * 4);
         memcpy(am + off, m, n * 4);
@@ -131,23 +134,33 @@ static void check_path(pl_simd_path path) {
         memcpy(rv, v, n * 4);
         pl_adamw_ref_update(rp, rm, rv, gb, PL_BF16, rw, n, &k);
         const void *gg = gb;
-        if (inplace) {
+        if (inplace % 2) {
           memcpy(aw + off, gb, n * 2);
           gg = aw + off;
         } else {
           memset(aw, 0xff, N * 2 + 128);
         }
-        ck_assert_int_eq(pl__cpu_adamw_simd(path, nt, ap + off, am + off,
-                                            av + off, gg, PL_BF16, aw + off,
-                                            n, &k),
+        ck_assert_int_eq(pl__cpu_adamw_simd_ex(path, nt, ap + off, am + off,
+                                               av + off, gg, PL_BF16,
+                                               aw + off, n, &k, flags),
                          PL_OK);
         ck_assert_msg(tl_cmp_f32("p", ap + off, rp, n, msg, sizeof msg) &&
                           tl_cmp_f32("m", am + off, rm, n, msg, sizeof msg) &&
                           tl_cmp_f32("v", av + off, rv, n, msg, sizeof msg) &&
                           tl_cmp_bf16("w", aw + off, rw, n, msg, sizeof msg),
-                      "path %s aligned off=%zu threads=%d inplace=%d: %s",
-                      pl_simd_path_name(path), off, nt, inplace, msg);
+                      "path %s aligned off=%zu threads=%d inplace=%d "
+                      "flags=%u: %s",
+                      pl_simd_path_name(path), off, nt, inplace % 2, flags,
+                      msg);
       }
+  /* an unknown flag is refused, naming the flags allowed */
+  {
+    pl_adamw_scalars k = pl_adamw_scalars_make(&hp, 1, 1.0f);
+    ck_assert_int_eq(pl__cpu_adamw_simd_ex(path, 1, ap, am, av, gb, PL_BF16,
+                                           aw, 16, &k, 2u),
+                     PL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(pl_last_error(), "PL_SIMD_W_CACHED"));
+  }
   free(ap);
   free(am);
   free(av);

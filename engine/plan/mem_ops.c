@@ -471,7 +471,7 @@ void pl__phead_make(pl_dtype dt, int64_t n, int64_t h, int64_t v, int P,
   out->nc = n;
   if (dt == PL_BF16 && P > 1 && out->move_w)
     out->nc = (n + 7) / 8;
-  out->vb = block > 0 ? block : PL_CE_DEFAULT_BLOCK;
+  out->vb = block > 0 ? block : pl_ce_default_block(dt);
   if (out->vb > out->vmax)
     out->vb = out->vmax;
   if (out->vb < 1)

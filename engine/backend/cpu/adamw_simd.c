@@ -18,9 +18,14 @@
  * written): the bf16 weights are written with non-temporal stores when their
  * range is aligned to a vector of them (they are never read here, so the
  * cache line need not be fetched first: 2 bytes a parameter of read-for-
- * ownership saved; an sfence ends each thread's range), and every stream is
+ * ownership saved; an sfence ends each thread's range), unless the caller
+ * writes them into a small buffer that a copy reads next (PL_SIMD_W_CACHED:
+ * ordinary stores keep the lines in cache for that copy, and the buffer's
+ * lines are there already, so nothing reaches memory).  Every stream is
  * prefetched PL_SIMD_PREFETCH elements ahead, so the hardware prefetchers,
- * which stop at 4 KiB page boundaries, are not waited for at each page. */
+ * which stop at 4 KiB page boundaries, are not waited for at each page, and
+ * threads take whole 4 KiB pages of the f32 state where there are enough:
+ * no page is shared by two threads' ranges. */
 #include <immintrin.h>
 #include <omp.h>
 #include <stdint.h>
@@ -93,7 +98,7 @@ pl_status pl_simd_path_resolve(pl_simd_path p, pl_simd_path *out) {
 /* ---- kernels ---------------------------------------------------------------- */
 
 typedef void (*kernel_fn)(float *p, float *m, float *v, const void *g,
-                          int is_bf16, pl_bf16 *w, size_t n,
+                          int is_bf16, pl_bf16 *w, int w_nt, size_t n,
                           const pl_adamw_scalars *k);
 
 /* Prefetch element i + PL_SIMD_PREFETCH of every stream (a prefetch never
@@ -109,8 +114,9 @@ static inline void prefetch_streams(const float *p, const float *m,
 }
 
 static void upd_scalar(float *p, float *m, float *v, const void *g,
-                       int is_bf16, pl_bf16 *w, size_t n,
+                       int is_bf16, pl_bf16 *w, int w_nt, size_t n,
                        const pl_adamw_scalars *k) {
+  (void)w_nt;
   for (size_t i = 0; i < n; i++) {
     float pn = pl__adamw_elem(p[i], &m[i], &v[i],
                              pl__adamw_load_g(g, is_bf16, i), k);
@@ -121,7 +127,7 @@ static void upd_scalar(float *p, float *m, float *v, const void *g,
 
 __attribute__((target("avx2"))) static void
 upd_avx2(float *p, float *m, float *v, const void *g, int is_bf16, pl_bf16 *w,
-         size_t n, const pl_adamw_scalars *k) {
+         int w_nt, size_t n, const pl_adamw_scalars *k) {
   const __m256 gs = _mm256_set1_ps(k->gscale), b1 = _mm256_set1_ps(k->b1),
                omb1 = _mm256_set1_ps(k->omb1), b2 = _mm256_set1_ps(k->b2),
                omb2 = _mm256_set1_ps(k->omb2), bc1 = _mm256_set1_ps(k->bc1),
@@ -133,8 +139,8 @@ upd_avx2(float *p, float *m, float *v, const void *g, int is_bf16, pl_bf16 *w,
                 q = _mm256_set1_epi32(0x40);
   const pl_bf16 *gb = (const pl_bf16 *)g;
   const float *gf = (const float *)g;
-  /* 8 bf16 weights per vector: non-temporal when 16-byte aligned */
-  const int nt = w && ((uintptr_t)w % 16) == 0;
+  /* 8 bf16 weights per vector: non-temporal when asked and 16-byte aligned */
+  const int nt = w && w_nt && ((uintptr_t)w % 16) == 0;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     if (i % 16 == 0) prefetch_streams(p, m, v, g, is_bf16, i);
@@ -180,12 +186,12 @@ upd_avx2(float *p, float *m, float *v, const void *g, int is_bf16, pl_bf16 *w,
   if (i < n)
     upd_scalar(p + i, m + i, v + i,
                is_bf16 ? (const void *)(gb + i) : (const void *)(gf + i),
-               is_bf16, w ? w + i : NULL, n - i, k);
+               is_bf16, w ? w + i : NULL, 0, n - i, k);
 }
 
 __attribute__((target("avx512f"))) static void
 upd_avx512(float *p, float *m, float *v, const void *g, int is_bf16,
-           pl_bf16 *w, size_t n, const pl_adamw_scalars *k) {
+           pl_bf16 *w, int w_nt, size_t n, const pl_adamw_scalars *k) {
   const __m512 gs = _mm512_set1_ps(k->gscale), b1 = _mm512_set1_ps(k->b1),
                omb1 = _mm512_set1_ps(k->omb1), b2 = _mm512_set1_ps(k->b2),
                omb2 = _mm512_set1_ps(k->omb2), bc1 = _mm512_set1_ps(k->bc1),
@@ -197,8 +203,9 @@ upd_avx512(float *p, float *m, float *v, const void *g, int is_bf16,
                 q = _mm512_set1_epi32(0x40);
   const pl_bf16 *gb = (const pl_bf16 *)g;
   const float *gf = (const float *)g;
-  /* 16 bf16 weights per vector: non-temporal when 32-byte aligned */
-  const int nt = w && ((uintptr_t)w % 32) == 0;
+  /* 16 bf16 weights per vector: non-temporal when asked and 32-byte
+   * aligned */
+  const int nt = w && w_nt && ((uintptr_t)w % 32) == 0;
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     prefetch_streams(p, m, v, g, is_bf16, i);
@@ -242,39 +249,58 @@ upd_avx512(float *p, float *m, float *v, const void *g, int is_bf16,
   if (i < n)
     upd_scalar(p + i, m + i, v + i,
                is_bf16 ? (const void *)(gb + i) : (const void *)(gf + i),
-               is_bf16, w ? w + i : NULL, n - i, k);
+               is_bf16, w ? w + i : NULL, 0, n - i, k);
 }
 
-pl_status pl__cpu_adamw_simd(pl_simd_path path, int nthreads, float *p,
-                             float *m, float *v, const void *g, pl_dtype gdt,
-                             pl_bf16 *w, size_t n, const pl_adamw_scalars *k) {
+/* Elements a thread's range is made of: a 4 KiB page of f32 state when
+ * every thread gets at least one, else a 64-element block (a cache line of
+ * p, m, v; any vector width divides both). */
+static size_t range_unit(size_t n, int nt) {
+  return n >= (size_t)nt * 1024 ? 1024 : 64;
+}
+
+pl_status pl__cpu_adamw_simd_ex(pl_simd_path path, int nthreads, float *p,
+                                float *m, float *v, const void *g,
+                                pl_dtype gdt, pl_bf16 *w, size_t n,
+                                const pl_adamw_scalars *k, unsigned flags) {
   if (gdt != PL_F32 && gdt != PL_BF16)
     return pl_set_error(PL_EINVAL,
                         "cpu_adamw: gradient dtype %s: must be f32 or bf16",
                         pl_dtype_name(gdt));
+  if (flags & ~(unsigned)PL_SIMD_W_CACHED)
+    return pl_set_error(PL_EINVAL, "cpu_adamw: flags 0x%x: only "
+                        "PL_SIMD_W_CACHED (0x%x) is defined", flags,
+                        (unsigned)PL_SIMD_W_CACHED);
   pl_simd_path rp;
   PL_TRY(pl_simd_path_resolve(path, &rp));
   if (n == 0) return PL_OK;
   kernel_fn fn = rp == PL_SIMD_AVX512 ? upd_avx512
                  : rp == PL_SIMD_AVX2 ? upd_avx2
                                       : upd_scalar;
-  const int is_bf16 = gdt == PL_BF16;
+  const int is_bf16 = gdt == PL_BF16, w_nt = !(flags & PL_SIMD_W_CACHED);
   const size_t gsz = is_bf16 ? 2 : 4;
   const pl_adamw_scalars kk = *k;
   int nt = nthreads > 0 ? nthreads : omp_get_max_threads();
-  /* Ranges of whole 64-element blocks (a cache line of p, m, v; any vector
-   * width divides it); the last thread also takes the tail. */
-  size_t blocks = (n + 63) / 64;
+  /* Contiguous ranges of whole units; the last thread also takes the
+   * tail. */
+  const size_t unit = range_unit(n, nt);
+  size_t blocks = (n + unit - 1) / unit;
   if ((size_t)nt > blocks) nt = (int)blocks;
 #pragma omp parallel num_threads(nt)
   {
     int t = omp_get_thread_num(), T = omp_get_num_threads();
     size_t b0 = blocks * (size_t)t / (size_t)T,
            b1 = blocks * (size_t)(t + 1) / (size_t)T;
-    size_t lo = b0 * 64, hi = b1 * 64 < n ? b1 * 64 : n;
+    size_t lo = b0 * unit, hi = b1 * unit < n ? b1 * unit : n;
     if (lo < hi)
       fn(p + lo, m + lo, v + lo, (const char *)g + lo * gsz, is_bf16,
-         w ? w + lo : NULL, hi - lo, &kk);
+         w ? w + lo : NULL, w_nt, hi - lo, &kk);
   }
   return PL_OK;
+}
+
+pl_status pl__cpu_adamw_simd(pl_simd_path path, int nthreads, float *p,
+                             float *m, float *v, const void *g, pl_dtype gdt,
+                             pl_bf16 *w, size_t n, const pl_adamw_scalars *k) {
+  return pl__cpu_adamw_simd_ex(path, nthreads, p, m, v, g, gdt, w, n, k, 0);
 }

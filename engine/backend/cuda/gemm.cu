@@ -19,12 +19,20 @@
  * when beta == 0) regardless of alpha: both go to gemm_plain_kernel, an fp32
  * loop over k per output element (slow; these cases are small or rare).
  *
- * Shapes (row-major, per batch entry): op(A) m×k, op(B) k×n, C m×n. */
+ * Shapes (row-major, per batch entry): op(A) m×k, op(B) k×n, C m×n.
+ *
+ * Also here: the MoE layer's grouped GEMM (backend/moe_kernels.h), one
+ * cublasGemmGroupedBatchedEx over a list of GEMMs, its device arrays of
+ * pointers in the first PL_GROUPED_PTR_BYTES of the stream's workspace. */
 #include <limits.h>
 #include <stdint.h>
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "backend/cuda/internal_cuda.h"
 #include "backend/kernels.h"
+#include "backend/moe_kernels.h"
 #include "plateau/hd.h"
 
 /* ---- kernel ----------------------------------------------------------------- */
@@ -176,6 +184,179 @@ static pl_status call_cublas(pl_stream *s, bool ta, bool tb, int64_t m,
   }
   PL_CUDA_CHECK_LAUNCH("cuBLAS GEMM");
   return PL_OK;
+}
+
+/* ---- the grouped GEMM (backend/moe_kernels.h) ------------------------------ */
+
+/* The head of the stream's workspace that holds a grouped call's device
+ * arrays of A, B and C pointers (cuBLAS gets the rest as its workspace for
+ * that call; every use of the workspace is in the stream's order). */
+#define PL_GROUPED_PTR_BYTES ((size_t)256 << 10)
+
+static bool same_shape(const pl__moe_gemm_desc *a, const pl__moe_gemm_desc *b) {
+  return a->m == b->m && a->n == b->n && a->k == b->k && a->lda == b->lda &&
+         a->ldb == b->ldb && a->ldc == b->ldc;
+}
+
+/* The host tables of one cublasGemmGroupedBatchedEx call (column-major: each
+ * GEMM's operands swapped, as call_cublas does), one group per run of equal
+ * shapes among the GEMMs that have work (m, n, k > 0). */
+typedef struct grouped_tab {
+  int np, ng;
+  cublasOperation_t *ta, *tb;
+  int *m, *n, *k, *lda, *ldb, *ldc, *size;
+  float *alpha, *beta;
+  const void **ptr; /* [A: np][B: np][C: np], A = the row-major B */
+} grouped_tab;
+
+static void grouped_free(grouped_tab *t) {
+  free(t->ta);
+  free(t->tb);
+  free(t->m);
+  free(t->ptr);
+  free(t->alpha);
+}
+
+static pl_status grouped_build(grouped_tab *t, bool ta, bool tb, int n,
+                               const pl__moe_gemm_desc *g, float beta) {
+  memset(t, 0, sizeof *t);
+  t->ta = (cublasOperation_t *)malloc(sizeof *t->ta * (size_t)n);
+  t->tb = (cublasOperation_t *)malloc(sizeof *t->tb * (size_t)n);
+  t->m = (int *)malloc(sizeof(int) * 7 * (size_t)n);
+  t->alpha = (float *)malloc(sizeof(float) * 2 * (size_t)n);
+  t->ptr = (const void **)malloc(sizeof(void *) * 3 * (size_t)n);
+  if (!t->ta || !t->tb || !t->m || !t->alpha || !t->ptr) {
+    grouped_free(t);
+    return pl_set_error(PL_ENOMEM, "moe_gemm_grouped: host tables of %d", n);
+  }
+  t->n = t->m + n, t->k = t->n + n, t->lda = t->k + n, t->ldb = t->lda + n;
+  t->ldc = t->ldb + n, t->size = t->ldc + n, t->beta = t->alpha + n;
+  const pl__moe_gemm_desc *prev = NULL;
+  for (int i = 0; i < n; i++) {
+    const pl__moe_gemm_desc *d = &g[i];
+    if (d->m == 0 || d->n == 0 || d->k == 0) continue;
+    t->ptr[t->np] = d->B;
+    t->ptr[n + t->np] = d->A;
+    t->ptr[2 * n + t->np] = d->C;
+    t->np++;
+    if (prev && same_shape(prev, d)) {
+      t->size[t->ng - 1]++;
+      continue;
+    }
+    int j = t->ng++;
+    t->ta[j] = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    t->tb[j] = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    t->m[j] = (int)d->n, t->n[j] = (int)d->m, t->k[j] = (int)d->k;
+    t->lda[j] = (int)d->ldb, t->ldb[j] = (int)d->lda, t->ldc[j] = (int)d->ldc;
+    t->size[j] = 1, t->alpha[j] = 1.0f, t->beta[j] = beta;
+    prev = d;
+  }
+  /* the three pointer arrays packed: A[0..np) B[0..np) C[0..np) */
+  memmove(t->ptr + t->np, t->ptr + n, sizeof(void *) * (size_t)t->np);
+  memmove(t->ptr + 2 * t->np, t->ptr + 2 * n, sizeof(void *) * (size_t)t->np);
+  return PL_OK;
+}
+
+/* The tables' one cuBLAS call on s, its pointers uploaded to the head of the
+ * stream's workspace first. */
+static pl_status grouped_call(pl_stream *s, grouped_tab *t, pl_dtype ab_dt,
+                              pl_dtype c_dt) {
+  pl__cuda_dev *cd = PL_CUDA_IMPL(s->dev);
+  cudaStream_t cs = (cudaStream_t)s->native;
+  PL_TRY(stream_workspace(s));
+  /* pageable source: staged before the call returns, so the tables can go */
+  PL_CUDA_TRY(cudaMemcpyAsync(s->blas_ws, t->ptr,
+                              sizeof(void *) * 3 * (size_t)t->np,
+                              cudaMemcpyHostToDevice, cs));
+  const void *const *dA = (const void *const *)s->blas_ws;
+  const void *const *dB = dA + t->np;
+  void *const *dC = (void *const *)(dA + 2 * t->np);
+  cublasComputeType_t ct = ab_dt == PL_F32 && s->tf32
+                               ? CUBLAS_COMPUTE_32F_FAST_TF32
+                               : CUBLAS_COMPUTE_32F;
+  pthread_mutex_lock(&cd->blas_lock);
+  cublasStatus_t st = cublasSetStream(cd->blas, cs);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasSetWorkspace(cd->blas, (char *)s->blas_ws + PL_GROUPED_PTR_BYTES,
+                            PL_CUBLAS_WS_BYTES - PL_GROUPED_PTR_BYTES);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasGemmGroupedBatchedEx(
+        cd->blas, t->ta, t->tb, t->m, t->n, t->k, t->alpha, dA,
+        cuda_type(ab_dt), t->lda, dB, cuda_type(ab_dt), t->ldb, t->beta, dC,
+        cuda_type(c_dt), t->ldc, t->ng, t->size, ct);
+  /* the stream's next GEMM binds the whole workspace again */
+  pthread_mutex_unlock(&cd->blas_lock);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+    (void)cudaGetLastError();
+    return pl_set_error(PL_EUNSUPPORTED,
+                        "cublasGemmGroupedBatchedEx: %s in, %s out: %s (%s)",
+                        pl_dtype_name(ab_dt), pl_dtype_name(c_dt),
+                        cublasGetStatusName(st), cublasGetStatusString(st));
+  }
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    (void)cudaGetLastError();
+    return pl_set_error(PL_ERUNTIME,
+                        "cublasGemmGroupedBatchedEx (%d GEMMs in %d groups, %s "
+                        "in, %s out) failed: %s (%s)",
+                        t->np, t->ng, pl_dtype_name(ab_dt),
+                        pl_dtype_name(c_dt), cublasGetStatusName(st),
+                        cublasGetStatusString(st));
+  }
+  PL_CUDA_CHECK_LAUNCH("cublasGemmGroupedBatchedEx");
+  return PL_OK;
+}
+
+extern "C" pl_status pl__cuda_moe_gemm_grouped(pl_stream *s, bool ta, bool tb,
+                                               int n,
+                                               const pl__moe_gemm_desc *g,
+                                               float beta, pl_dtype ab_dt,
+                                               pl_dtype c_dt) {
+  if (!s || !s->dev)
+    return pl_set_error(PL_EINVAL, "moe_gemm_grouped: stream is NULL");
+  if (n < 0)
+    return pl_set_error(PL_EINVAL, "moe_gemm_grouped: n=%d: must be >= 0", n);
+  if ((ab_dt != PL_F32 && ab_dt != PL_BF16) ||
+      (c_dt != PL_F32 && c_dt != PL_BF16))
+    return pl_set_error(PL_EINVAL, "moe_gemm_grouped: ab_dt %s, c_dt %s: each "
+                        "must be f32 or bf16", pl_dtype_name(ab_dt),
+                        pl_dtype_name(c_dt));
+  if ((size_t)n * 3 * sizeof(void *) > PL_GROUPED_PTR_BYTES)
+    return pl_set_error(PL_EINVAL, "moe_gemm_grouped: n=%d: at most %zu GEMMs "
+                        "a call", n, PL_GROUPED_PTR_BYTES / 3 / sizeof(void *));
+  for (int i = 0; i < n; i++) {
+    const pl__moe_gemm_desc *d = &g[i];
+    if (d->m < 0 || d->n < 0 || d->k < 0 || d->m > INT_MAX ||
+        d->n > INT_MAX || d->k > INT_MAX || d->lda > INT_MAX ||
+        d->ldb > INT_MAX || d->ldc > INT_MAX)
+      return pl_set_error(PL_EINVAL, "moe_gemm_grouped: GEMM %d: m=%lld "
+                          "n=%lld k=%lld lda=%lld ldb=%lld ldc=%lld: each in "
+                          "[0, INT_MAX]", i, (long long)d->m, (long long)d->n,
+                          (long long)d->k, (long long)d->lda,
+                          (long long)d->ldb, (long long)d->ldc);
+    if (d->ldc < d->n || d->lda < (ta ? d->m : d->k) ||
+        d->ldb < (tb ? d->k : d->n))
+      return pl_set_error(PL_EINVAL, "moe_gemm_grouped: GEMM %d: lda=%lld "
+                          "ldb=%lld ldc=%lld too small for m=%lld n=%lld "
+                          "k=%lld", i, (long long)d->lda, (long long)d->ldb,
+                          (long long)d->ldc, (long long)d->m, (long long)d->n,
+                          (long long)d->k);
+  }
+  PL_TRY(pl__cuda_use(s->dev));
+  if (ab_dt == PL_F32 && c_dt == PL_BF16)
+    return pl_set_error(PL_EUNSUPPORTED, "moe_gemm_grouped: f32 in, bf16 out: "
+                        "no cuBLAS GEMM (pl_gemm's plain kernel does it)");
+  grouped_tab t;
+  PL_TRY(grouped_build(&t, ta, tb, n, g, beta));
+  pl_status st = t.np ? grouped_call(s, &t, ab_dt, c_dt) : PL_OK;
+  grouped_free(&t);
+  /* k = 0: C = beta C, pl_gemm's contract (its plain kernel) */
+  for (int i = 0; i < n && st == PL_OK; i++)
+    if (g[i].k == 0 && g[i].m > 0 && g[i].n > 0)
+      st = pl__cuda_gemm_strided_batched(s, ta, tb, g[i].m, g[i].n, 0, 1.0f,
+                                         g[i].A, g[i].lda, 0, g[i].B,
+                                         g[i].ldb, 0, beta, g[i].C, g[i].ldc,
+                                         0, 1, ab_dt, c_dt);
+  return st;
 }
 
 extern "C" pl_status pl__cuda_gemm_strided_batched(

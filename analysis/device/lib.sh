@@ -1,0 +1,55 @@
+# analysis/device/lib.sh — the pieces the one-call device scripts share
+# (speed.sh, kernels.sh): sourced, not run.  After `pl_dev_begin OUT` the
+# caller has: $OUT (made), $BIN (checked), $MPIRUN, $THREADS, the launch
+# environment (root allowed for Open MPI, NVLink multicast off) and
+#   stamp MSG...                  "## <script> [<seconds>s] MSG" on stdout
+#   bench SECONDS NAME ARGS...    `plateau bench NAME --backend cuda ARGS -o
+#                                 $OUT` under a timeout, its '#' metadata and
+#                                 progress lines filtered out of stdout (the
+#                                 result file keeps them)
+#   run_tests SECONDS BIN...      each test binary once (test_mpi_* under
+#                                 mpirun -np 1), CK_FORK=no, its last lines
+#   peer SECONDS SCRIPT ARGS...   python3 analysis/peers/SCRIPT ARGS on GPU 0
+#                                 under a timeout, its last lines
+# Each step has its own timeout, and a step that fails leaves the others
+# running: the scripts' `set -uo pipefail` has no -e.
+pl_dev_begin() {
+  OUT=$1
+  BIN=${BIN:-build/bin/plateau}
+  MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --bind-to none}
+  THREADS=${THREADS:-$(nproc)}
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
+  mkdir -p "$OUT"
+  [ -x "$BIN" ] || { echo "$PL_SCRIPT: $BIN not built (build first; this script builds nothing)"; exit 1; }
+  PL_START=$(date +%s)
+}
+
+stamp() { echo "## $PL_SCRIPT [$(($(date +%s) - PL_START))s] $*"; }
+
+# the metadata lines a bench prints on stdout (the file keeps them all)
+PL_META='^# \(env\|argv\|git\|plateau\|slurm\|device\|driver\|cuda\|blas\|nccl\|mpi\|host\|start\|iters\|warmup\|seed\|check\|mem_limit\|sweep\|point\|preset\|ranks\|backend\|tree_hash\|bench\)'
+
+bench() {
+  local t=$1 name=$2
+  shift 2
+  timeout "$t" "$BIN" bench "$name" --backend cuda "$@" -o "$OUT" 2>&1 |
+    grep -v "^\[$name\] point" | grep -v "$PL_META"
+}
+
+run_tests() {
+  local t=$1
+  shift
+  for b in "$@"; do
+    [ -x "$b" ] || { echo "== $b: not built"; continue; }
+    case $b in
+      */test_mpi_*) echo "== $b np=1: $(CK_FORK=no timeout "$t" $MPIRUN -np 1 "$b" 2>&1 | tail -2 | tr '\n' ' ')" ;;
+      *) echo "== $b: $(CK_FORK=no timeout "$t" "$b" 2>&1 | tail -3 | tr '\n' ' ')" ;;
+    esac
+  done
+}
+
+peer() {
+  local t=$1 py=$2
+  shift 2
+  CUDA_VISIBLE_DEVICES=0 timeout "$t" python3 "analysis/peers/$py" "$@" 2>&1 | tail -3
+}
