@@ -195,6 +195,8 @@ static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
                         pl_work *w) {
   train_bench *b = st;
   PL_TRY(pl__train_row(c, &b->a, b->sys, b->h, &b->u, b->res, b->nres, row, w));
+  PL_TRY(pl__train_proj_row(c, &b->a, b->sys, &b->u, &b->pred, b->res,
+                            b->nres, row));
   if (b->why[0])
     pl_row_note(row, "%s", b->why);
   if (c->check && strncmp(b->why, "reference step compared", 23))
@@ -230,7 +232,9 @@ const pl_bench pl_bench_train = {
                "dispatch\thead\toptim\tcap\tK\tbudget\tselected\tcp\tep\t"
                "ac\ttime_ms\ttime_p10_ms\ttime_p90_ms\ttok_s_gpu\tflops\t"
                "tflops\tgemm_tflops\tmfu\tattention_ms\tmoe_ms\thead_ms\t"
-               "optimizer_ms\tzero3_ms\tsco_ms\tother_ms\tdev_peak_bytes\t"
+               "optimizer_ms\tzero3_ms\tsco_ms\tother_ms\tstandin_ms\t"
+               "standin_side_ms\tcompute_ms\tcomm_model_ms\tstep_proj_ms\t"
+               "pred_proj_ms\ttok_s_gpu_proj\ttflops_proj\tdev_peak_bytes\t"
                "host_peak_bytes\tpool_peak_bytes\tbound_bytes\tlive_set\t"
                "dispatch_bytes\tlogits_bytes\tboundary_bytes\tattention_bytes\t"
                "optim_staging_bytes\tpred_dev_peak_bytes\tpred_host_bytes\t"

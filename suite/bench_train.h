@@ -294,6 +294,11 @@ typedef struct pl__train_pred {
   char binding[40];      /* the term that binds ("" when it fits)     */
   char why[320];         /* "plan: fits (...)", "plan: does not fit,
                             binding term ...", or why none            */
+  /* a proxy (W_v > W): the W_v-rank run it plays (pl_plan_proxy_comm) */
+  bool have_proj;        /* a proxy whose W_v-rank run was predicted  */
+  double comm_ms;        /* its exposed communication less the proxy's */
+  double proj_run_ms;    /* its whole predicted step                  */
+  int proj_gpn;          /* GPUs per node it was projected on         */
 } pl__train_pred;
 
 /* The run's machine for the planner (collective): the defaults of the
@@ -333,6 +338,20 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
 void pl__train_plan_describe(const pl__train_args *a,
                              const pl_train_system *sys,
                              const pl_train_setup *u, int W, FILE *f);
+
+/* ---- train_proj.c ----------------------------------------------------------
+ * A proxy's projection of the W_v-rank run it plays: compute and memory
+ * measured, communication modelled.  The columns standin_ms,
+ * standin_side_ms (the virtual groups' stand-ins, median over the timed
+ * steps, max over ranks; profile on), compute_ms = time_ms − standin_ms,
+ * comm_model_ms (pr->comm_ms), step_proj_ms = compute_ms + comm_model_ms,
+ * tok_s_gpu_proj and tflops_proj at step_proj_ms, pred_proj_ms (the
+ * planner's whole step of that run), and the note saying so.  Nothing for a
+ * real run (W_v = W).  Collective. */
+pl_status pl__train_proj_row(pl_bench_ctx *c, const pl__train_args *a,
+                             const pl_train_system *sys,
+                             const pl_train_setup *u, const pl__train_pred *pr,
+                             const pl_step_result *res, int n, pl_row *row);
 
 /* ---- train_check.c ---------------------------------------------------------
  */

@@ -235,6 +235,10 @@ void pl_trainer_destroy(pl_trainer *t) {
   free(t);
 }
 
+const pl_layout *pl_trainer_layout(const pl_trainer *t) {
+  return t->lay;
+}
+
 const pl_layout_plan *pl_trainer_plan(const pl_trainer *t) {
   return &t->p;
 }
@@ -307,6 +311,9 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   if ((st = pl_zero3_create(dev, t->dt, t->nunits, uc, &t->z)))
     goto fail;
   pl_zero3_set_profile(t->z, sc->profile);
+  if (t->lay->sp) /* the stand-ins of virtual groups, timed apart */
+    pl_comm_set_profile(t->lay->sp, sc->profile);
+  pl_comm_set_profile(t->lay->vp, sc->profile);
 
   /* the MoE layer (shared by every MoE layer: it holds no weights) */
   const int any_moe = t->p.E_route > 0;
