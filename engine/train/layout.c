@@ -62,19 +62,17 @@ pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
         "layout: E=%d experts over %s%d ranks: E must divide by the number "
         "of ranks (each holds E/W of them)",
         m->E, Wv > W ? "a virtual world of W_v=" : "W=", Wv);
-  if (moe && (int64_t)m->E * W / Wv < m->k)
-    return pl_set_error(
-        PL_EINVAL,
-        "layout: the router of a W_v=%d proxy on W=%d ranks chooses among "
-        "E*W/W_v=%lld experts: fewer than k=%d",
-        Wv, W, (long long)m->E * W / Wv, m->k);
+  const int64_t present = moe ? (int64_t)m->E * W / Wv : 0;
   out->W = W, out->W_v = Wv, out->rank = rank, out->D = D, out->P = P;
   out->d_virtual = dv, out->p_virtual = pv;
   out->d_rank = dv ? 0 : rank % D, out->d_group = dv ? rank : rank / D;
   out->p_rank = pv ? 0 : rank % P, out->p_group = pv ? rank : rank / P;
   out->n_groups = dv ? W : W / D;
   out->S = S, out->N = S / D;
-  out->E_route = moe ? (int)((int64_t)m->E * W / Wv) : 0;
+  /* fewer present experts than k (a proxy): ⌈k / present⌉ router slots per
+   * present expert */
+  out->E_moe = (int)present;
+  out->E_route = moe ? (int)(present * ((m->k + present - 1) / present)) : 0;
   out->E_local = moe ? m->E / Wv : 0;
   out->zero_vsize = Wv;
   out->head_vsize = Wv / P;

@@ -25,7 +25,11 @@
  * a 1/W_v shard (weights, gradient shard and optimizer state of the shard
  * only) and gathered by an all-gather over the W real ranks whose result is
  * tiled to the full unit (a stand-in for the shards of the absent ranks), the
- * head shard likewise (W_v / P virtual holders).  Shapes, FLOPs and per-rank
+ * head shard likewise (W_v / P virtual holders); when fewer than k experts
+ * are present (667B on one process of 64: 6 of them, k = 8) the router
+ * chooses among slots, a multiple of them, each slot landing on present
+ * expert slot mod E·W/W_v, so a token still makes k routes (some to the same
+ * expert twice) and the experts' rows are the real run's.  Shapes, FLOPs and per-rank
  * memory are those of the W_v-rank run; what the proxy is not: no
  * communication with the absent ranks (the time of the W_v-rank run's
  * all-gathers, reduce-scatters and all-to-alls is not measured), and
@@ -74,7 +78,12 @@ typedef struct pl_layout_plan {
   int d_virtual;       /* 1: the D-group is virtual (D does not divide W) */
   int p_virtual;       /* 1: the P-group is virtual (P does not divide W) */
   int64_t S, N;        /* sequence length, tokens per rank (S / D)         */
-  int E_route;         /* experts the router chooses among: E·W / W_v      */
+  int E_route;         /* experts the router chooses among: E·W / W_v, or
+                          in a proxy with fewer than k of them present
+                          that number times ⌈k / it⌉ (route slot e lands
+                          on expert e mod E_moe: model/moe_ffn.h)       */
+  int E_moe;           /* experts of the MoE layer over the W ranks present:
+                          E·W / W_v                                       */
   int E_local;         /* experts this rank holds per MoE layer: E / W_v   */
   int zero_vsize;      /* virtual group of a dense unit: W_v               */
   int head_vsize;      /* virtual group of a vocabulary-sharded head unit:

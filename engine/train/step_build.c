@@ -319,7 +319,7 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   const int any_moe = t->p.E_route > 0;
   if (any_moe) {
     pl_moe_cfg mc = pl_moe_cfg_default();
-    mc.H = m->H, mc.I = m->I, mc.E = t->p.E_route, mc.k = m->k, mc.dt = t->dt;
+    mc.H = m->H, mc.I = m->I, mc.E = t->p.E_moe, mc.k = m->k, mc.dt = t->dt;
     mc.variant = sc->dispatch, mc.knobs = sc->knobs;
     mc.c = sc->moe_c ? sc->moe_c : t->N;
     mc.K_max = sc->moe_K_max, mc.lanes = sc->moe_lanes;
@@ -346,6 +346,7 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
     pl_moe_ffn_cfg fc = {.H = m->H,
                          .dt = t->dt,
                          .E = x->moe ? t->p.E_route : 0,
+                         .E_moe = x->moe ? t->p.E_moe : 0,
                          .k = x->moe ? m->k : 0,
                          .renorm = m->renorm,
                          .I_s = Is,
