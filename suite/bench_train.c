@@ -60,6 +60,10 @@ static const pl_opt train_opts[] = {
     {"tune-ep", 0, PL_OPT_SIZE_LIST, NULL,
      "--tune: only these EP degrees (default: every one that divides)", 1,
      1 << 20, NULL},
+    {"tune-cp", 0, PL_OPT_SIZE_LIST, NULL,
+     "--tune: only these CP degrees (default: every one that divides W, and "
+     "in a proxy every virtual one: cp·W divides W_v)",
+     1, 1 << 20, NULL},
     {"tune-ac", 0, PL_OPT_ENUM_LIST, "full,selective",
      "--tune: the AC modes tried (full, selective, none)", 0, 0,
      pl__train_ac_names},
@@ -81,6 +85,11 @@ static const pl_opt train_opts[] = {
      "the knobs not given (plateau: D, P, chunk-cap, bucket, sco-budget, "
      "optim; fsdp2: cp, ep, ac, fsdp2-optim)",
      0, 0, configs},
+    {"host-mem", 0, PL_OPT_SIZE, "0",
+     "the host memory the plan takes as available to the run (0: this "
+     "host's MemAvailable): plan another machine's points, e.g. with "
+     "--dry-run; the pinned-host limit a point runs under is unchanged",
+     0, 1e15, NULL},
     {"step-tokens", 0, PL_OPT_SIZE, NULL,
      "--config auto: tokens per step (micro·N·W_v) to keep; the micro-batches "
      "follow the chosen layout",
@@ -89,7 +98,12 @@ static const pl_opt train_opts[] = {
     {0},
 };
 
-static const pl_preset train_presets[] = {PL_BENCH_TRAIN_PRESETS, {NULL, NULL}};
+static const pl_preset train_presets[] = {
+    {"cpu", PL__TRAIN_PRESET_CPU},
+    {"proxy120b", PL__TRAIN_PROXY("120b", "16") PL_BENCH_TRAIN_AUTO},
+    {"proxy241b", PL__TRAIN_PROXY("241b", "32") PL_BENCH_TRAIN_AUTO},
+    {"proxy667b", PL__TRAIN_PROXY("667b", "64") PL_BENCH_TRAIN_AUTO},
+    {NULL, NULL}};
 
 typedef struct train_bench {
   pl__train_args a;

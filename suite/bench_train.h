@@ -225,14 +225,26 @@ extern const char *const pl__train_fsdp2_optim_names[]; /* gpu cpu         */
   }
 
 /* Presets (entries, no terminator): cpu, the tiny model at small contexts
- * (f32, so that --check compares with the reference step); proxy120b, one
- * rank of the 16-GPU 120B run on one GPU at 32K and 128K. */
+ * (f32, so that --check compares with the reference step); proxy120b,
+ * proxy241b, proxy667b, one rank of the paper's 16-, 32- and 64-GPU runs of
+ * its three models on one GPU at the paper's contexts 128K–1M (D and P
+ * beyond one rank are virtual groups, train/layout.h).  These are the knobs
+ * maxbatch's trials take as given; `bench train` adds config=auto to the
+ * proxies (PL_BENCH_TRAIN_AUTO), so there the planner chooses D, P, c, β,
+ * the SCO budget and the optimizer per context for the W_v-rank run unless
+ * the command line gives them. */
+#define PL__TRAIN_PRESET_CPU "model=tiny seq=64,128 dtype=f32 iters=3 warmup=1"
+#define PL__TRAIN_PROXY(model, wv)                                             \
+  "model=" model " virtual-world=" wv " seq=128Ki,256Ki,512Ki,1Mi "           \
+  "dtype=bf16 head=fused dispatch=pllep optim=stream sco-budget=0 iters=1 "    \
+  "warmup=1"
 #define PL_BENCH_TRAIN_PRESETS                                                 \
-  {"cpu", "model=tiny seq=64,128 dtype=f32 iters=3 warmup=1"}, {               \
-    "proxy120b",                                                               \
-        "model=120b virtual-world=16 seq=32Ki,128Ki dtype=bf16 head=fused "    \
-        "dispatch=pllep optim=stream sco-budget=0 iters=3 warmup=1"            \
+  {"cpu", PL__TRAIN_PRESET_CPU},                                               \
+      {"proxy120b", PL__TRAIN_PROXY("120b", "16")},                            \
+      {"proxy241b", PL__TRAIN_PROXY("241b", "32")}, {                          \
+    "proxy667b", PL__TRAIN_PROXY("667b", "64")                                 \
   }
+#define PL_BENCH_TRAIN_AUTO " config=auto"
 
 /* ---- train_args.c ----------------------------------------------------------
  */

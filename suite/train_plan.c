@@ -100,17 +100,19 @@ pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
    * the 2 GiB the bench's own guard keeps (pl__train_host_limit below) */
   pl_mem_stats hs;
   pl_mem_stats_get(c->dev, PL_ARENA_HOST, &hs);
-  v[1] = mem_available() + (double)hs.current;
+  const double given = (double)pl_args_size(c->args, "host-mem");
+  v[1] = given > 0 ? given : mem_available() + (double)hs.current;
   PL_TRY(pl_host_allreduce_f64(c->comm, v, 2, PL_RED_MIN));
   mc->hbm_bytes = v[0];
   if (v[1] > 0)
     mc->host_bytes = v[1], mc->host_reserve = 2 * GIB;
   PL_TRY(local_ranks(c, &mc->gpus_per_node));
   char src[sizeof mc->source];
-  snprintf(src, sizeof src, "%.80s; device %.2f GiB%s, host %.1f GiB available",
+  snprintf(src, sizeof src,
+           "%.80s; device %.2f GiB%s, host %.1f GiB available%s",
            calib ? mc->source : (c->cuda ? "H200 defaults" : "cpu"),
            mc->hbm_bytes / GIB, limit > 0 ? " (--mem-limit)" : "",
-           mc->host_bytes / GIB);
+           mc->host_bytes / GIB, given > 0 ? " (--host-mem)" : "");
   snprintf(mc->source, sizeof mc->source, "%s", src);
   return PL_OK;
 }
