@@ -16,8 +16,14 @@
  *             the planner's (pl_plan_memory: the virtual groups' buffers are
  *             the real run's), and its time model gives the virtual groups no
  *             communication while pl_plan_proxy_comm gives the 2-rank run's
- *             Ulysses and Ring-DTP traffic. */
+ *             Ulysses and Ring-DTP traffic;
+ *   slots     a proxy with fewer experts present than k (tiny at W_v 8: one
+ *             of its 8 experts, k = 2) routes among two router slots per
+ *             present expert: the steps run with finite losses and the
+ *             device peak and pinned host are the planner's, whose replay
+ *             gives the MoE layer k routes per token. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,6 +250,46 @@ START_TEST(planned) {
 }
 END_TEST
 
+START_TEST(slots) {
+  pl_comm *self = NULL;
+  ck_assert_int_eq(pl_comm_split(world, rank == 0 ? 0 : -1, 0, &self), PL_OK);
+  if (!self)
+    return;
+  cfg c = dense_model();
+  c.m.dense_layers = 1; /* layers 1, 2: MoE, 8 experts, k = 2 */
+  c.m.V = 512;
+  c.lc = (pl_layout_cfg){2, 1, 8};
+  c.sc.moe_lanes = 0;
+  pl_layout_plan lp;
+  ck_assert_int_eq(pl_layout_plan_make(&c.m, &c.lc, 1, 0, c.S, &lp), PL_OK);
+  ck_assert_int_eq(lp.E_moe, 1);
+  ck_assert_int_eq(lp.E_route, 2);
+  pl_trainer *t;
+  ck_assert_msg(pl_trainer_create(dev, self, &c.m, &c.lc, c.S, &c.sc, &t) ==
+                    PL_OK,
+                "%s", pl_last_error());
+  pl_data *data;
+  ck_assert_int_eq(pl_data_synthetic(c.m.V, 5, &data), PL_OK);
+  double loss[2];
+  pl_step_result r[2];
+  ck_assert_int_eq(pl_trainer_run(t, data, 0, 2, loss, r), PL_OK);
+  for (int s = 0; s < 2; s++)
+    ck_assert_msg(isfinite(loss[s]), "step %d loss %g", s, loss[s]);
+  pl_data_close(data);
+  pl_trainer_destroy(t);
+  pl_comm_destroy(self);
+  pl_plan_cfg pc = pl_plan_cfg_plateau(1, c.S);
+  pc.lc = c.lc, pc.sc = c.sc;
+  pl_plan_machine mc = pl_plan_machine_default();
+  mc.backend = PL_BACKEND_CPU;
+  pl_plan_mem pm;
+  ck_assert_int_eq(pl_plan_memory(&c.m, &pc, &mc, 0, &pm), PL_OK);
+  ck_assert_msg(pm.dev_peak == r[1].dev.peak, "device peak: plan %zu, "
+                "measured %zu", pm.dev_peak, r[1].dev.peak);
+  ck_assert_int_eq(pm.host_pinned, r[1].host.peak);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (pl_init(&argc, &argv) != PL_OK)
     return 2;
@@ -254,7 +300,7 @@ int main(int argc, char **argv) {
   }
   rank = pl_comm_rank(world), size = pl_comm_size(world);
   pl_comm_set_timeout(world, 120.0);
-  const TTest *tests[] = {present, as_real, planned, NULL};
+  const TTest *tests[] = {present, as_real, planned, slots, NULL};
   const int nf = pl_check_run("virtual groups", 300, tests, rank, world);
   pl_comm_destroy(world);
   pl_dev_destroy(dev);
