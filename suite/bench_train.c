@@ -50,26 +50,7 @@ static const pl_opt train_opts[] = {
     {"tokens", 0, PL_OPT_SIZE_LIST, NULL,
      "tokens per rank N instead of --seq (S = N·D; maxbatch's trials)", 1, 1e12,
      NULL},
-    {"tune", 0, PL_OPT_FLAG, NULL,
-     "fsdp2 at every knob setting a torchtitan user would try per context "
-     "(cp, ep, AC full|selective, gpu|cpu optimizer; pl_fsdp2_tune_points): "
-     "one row each; the report takes the fastest that fits (FSDP2-best)",
-     0, 0, NULL},
-    {"tune-micro", 0, PL_OPT_SIZE_LIST, NULL,
-     "--tune: the micro-batch counts tried (default: --micro)", 1, 4096, NULL},
-    {"tune-ep", 0, PL_OPT_SIZE_LIST, NULL,
-     "--tune: only these EP degrees (default: every one that divides)", 1,
-     1 << 20, NULL},
-    {"tune-cp", 0, PL_OPT_SIZE_LIST, NULL,
-     "--tune: only these CP degrees (default: every one that divides W, and "
-     "in a proxy every virtual one: cp·W divides W_v)",
-     1, 1 << 20, NULL},
-    {"tune-ac", 0, PL_OPT_ENUM_LIST, "full,selective",
-     "--tune: the AC modes tried (full, selective, none)", 0, 0,
-     pl__train_ac_names},
-    {"tune-optim", 0, PL_OPT_ENUM_LIST, "gpu,cpu",
-     "--tune: the optimizer placements tried (gpu, cpu)", 0, 0,
-     pl__train_fsdp2_optim_names},
+    PL_BENCH_TRAIN_TUNE_OPTS,
     {"points", 0, PL_OPT_STR, NULL,
      "a points file of fsdp2 and the PyTorch peer (peer: "
      "analysis/peers/fsdp2_points.tsv): its models, contexts and knobs "
@@ -98,12 +79,8 @@ static const pl_opt train_opts[] = {
     {0},
 };
 
-static const pl_preset train_presets[] = {
-    {"cpu", PL__TRAIN_PRESET_CPU},
-    {"proxy120b", PL__TRAIN_PROXY("120b", "16") PL_BENCH_TRAIN_AUTO},
-    {"proxy241b", PL__TRAIN_PROXY("241b", "32") PL_BENCH_TRAIN_AUTO},
-    {"proxy667b", PL__TRAIN_PROXY("667b", "64") PL_BENCH_TRAIN_AUTO},
-    {NULL, NULL}};
+static const pl_preset train_presets[] = {PL_BENCH_TRAIN_AUTO_PRESETS,
+                                          {NULL, NULL}};
 
 typedef struct train_bench {
   pl__train_args a;

@@ -245,6 +245,38 @@ extern const char *const pl__train_fsdp2_optim_names[]; /* gpu cpu         */
     "proxy667b", PL__TRAIN_PROXY("667b", "64")                                 \
   }
 #define PL_BENCH_TRAIN_AUTO " config=auto"
+/* bench train's presets: the proxies with config=auto. */
+#define PL_BENCH_TRAIN_AUTO_PRESETS                                            \
+  {"cpu", PL__TRAIN_PRESET_CPU},                                               \
+      {"proxy120b", PL__TRAIN_PROXY("120b", "16") PL_BENCH_TRAIN_AUTO},        \
+      {"proxy241b", PL__TRAIN_PROXY("241b", "32") PL_BENCH_TRAIN_AUTO}, {      \
+    "proxy667b", PL__TRAIN_PROXY("667b", "64") PL_BENCH_TRAIN_AUTO             \
+  }
+
+/* --tune's options (entries, no terminator): bench train's own — a
+ * maxbatch search cannot take them. */
+#define PL_BENCH_TRAIN_TUNE_OPTS                                               \
+  {"tune", 0, PL_OPT_FLAG, NULL,                                               \
+   "fsdp2 at every knob setting a torchtitan user would try per context "      \
+   "(cp, ep, AC full|selective, gpu|cpu optimizer; pl_fsdp2_tune_points): "    \
+   "one row each; the report takes the fastest that fits (FSDP2-best)",        \
+   0, 0, NULL},                                                                \
+      {"tune-micro", 0, PL_OPT_SIZE_LIST, NULL,                                \
+       "--tune: the micro-batch counts tried (default: --micro)", 1, 4096,     \
+       NULL},                                                                  \
+      {"tune-ep", 0, PL_OPT_SIZE_LIST, NULL,                                   \
+       "--tune: only these EP degrees (default: every one that divides)", 1,   \
+       1 << 20, NULL},                                                         \
+      {"tune-cp", 0, PL_OPT_SIZE_LIST, NULL,                                   \
+       "--tune: only these CP degrees (default: every one that divides W, "    \
+       "and in a proxy every virtual one: cp·W divides W_v)",                  \
+       1, 1 << 20, NULL},                                                      \
+      {"tune-ac", 0, PL_OPT_ENUM_LIST, "full,selective",                       \
+       "--tune: the AC modes tried (full, selective, none)", 0, 0,             \
+       pl__train_ac_names},                                                    \
+      {"tune-optim", 0, PL_OPT_ENUM_LIST, "gpu,cpu",                           \
+       "--tune: the optimizer placements tried (gpu, cpu)", 0, 0,              \
+       pl__train_fsdp2_optim_names}
 
 /* ---- train_args.c ----------------------------------------------------------
  */

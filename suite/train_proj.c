@@ -56,7 +56,6 @@ pl_status pl__train_proj_row(pl_bench_ctx *c, const pl__train_args *a,
                              const pl_train_system *sys,
                              const pl_train_setup *u, const pl__train_pred *pr,
                              const pl_step_result *res, int n, pl_row *row) {
-  (void)a;
   const int Wv = u->lc.W_v ? u->lc.W_v : c->size;
   if (Wv <= c->size)
     return PL_OK;

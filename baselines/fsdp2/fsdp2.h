@@ -172,7 +172,8 @@ pl_fsdp2_cfg pl_fsdp2_cfg_default(void);
 void pl_fsdp2_cfg_name(const pl_fsdp2_cfg *c, char *buf, size_t len);
 
 /* PL_EINVAL naming the value unless: cp >= 1 divides W (or W·cp divides W_v:
- * a virtual group); ep >= 1 divides W_v
+ * a virtual group); the router sees at least k present experts
+ * (E/ep·min(W, ep) >= k); ep >= 1 divides W_v
  * (and E, with MoE layers) and W and ep divide one another; W_v is a
  * multiple of W; S >= 1, and S divisible by 2·cp when cp > 1 (the
  * load-balanced split: uneven splits are refused); micro >= 1; the AC mode,

@@ -147,7 +147,8 @@ typedef struct pl_plan_cfg {
                           (sc.micro follows the layout chosen; 0: one pass,
                           sc.micro as given)                              */
   /* fsdp2 */
-  int cp, ep; /* context- and expert-parallel degrees (divide W)     */
+  int cp, ep; /* context- and expert-parallel degrees (divide W; in a
+                 proxy cp may be virtual: cp·W divides W_v)          */
   pl_plan_ac ac;
   int ac_freq;  /* selective: layer l checkpointed iff (l + 1) % ac_freq
                    == 0 (0: 2, the baseline's default)                */
