@@ -50,22 +50,7 @@ static const pl_opt train_opts[] = {
     {"tokens", 0, PL_OPT_SIZE_LIST, NULL,
      "tokens per rank N instead of --seq (S = N·D; maxbatch's trials)", 1, 1e12,
      NULL},
-    {"tune", 0, PL_OPT_FLAG, NULL,
-     "fsdp2 at every knob setting a torchtitan user would try per context "
-     "(cp, ep, AC full|selective, gpu|cpu optimizer; pl_fsdp2_tune_points): "
-     "one row each; the report takes the fastest that fits (FSDP2-best)",
-     0, 0, NULL},
-    {"tune-micro", 0, PL_OPT_SIZE_LIST, NULL,
-     "--tune: the micro-batch counts tried (default: --micro)", 1, 4096, NULL},
-    {"tune-ep", 0, PL_OPT_SIZE_LIST, NULL,
-     "--tune: only these EP degrees (default: every one that divides)", 1,
-     1 << 20, NULL},
-    {"tune-ac", 0, PL_OPT_ENUM_LIST, "full,selective",
-     "--tune: the AC modes tried (full, selective, none)", 0, 0,
-     pl__train_ac_names},
-    {"tune-optim", 0, PL_OPT_ENUM_LIST, "gpu,cpu",
-     "--tune: the optimizer placements tried (gpu, cpu)", 0, 0,
-     pl__train_fsdp2_optim_names},
+    PL_BENCH_TRAIN_TUNE_OPTS,
     {"points", 0, PL_OPT_STR, NULL,
      "a points file of fsdp2 and the PyTorch peer (peer: "
      "analysis/peers/fsdp2_points.tsv): its models, contexts and knobs "
@@ -81,6 +66,11 @@ static const pl_opt train_opts[] = {
      "the knobs not given (plateau: D, P, chunk-cap, bucket, sco-budget, "
      "optim; fsdp2: cp, ep, ac, fsdp2-optim)",
      0, 0, configs},
+    {"host-mem", 0, PL_OPT_SIZE, "0",
+     "the host memory the plan takes as available to the run (0: this "
+     "host's MemAvailable): plan another machine's points, e.g. with "
+     "--dry-run; the pinned-host limit a point runs under is unchanged",
+     0, 1e15, NULL},
     {"step-tokens", 0, PL_OPT_SIZE, NULL,
      "--config auto: tokens per step (micro·N·W_v) to keep; the micro-batches "
      "follow the chosen layout",
@@ -89,7 +79,8 @@ static const pl_opt train_opts[] = {
     {0},
 };
 
-static const pl_preset train_presets[] = {PL_BENCH_TRAIN_PRESETS, {NULL, NULL}};
+static const pl_preset train_presets[] = {PL_BENCH_TRAIN_AUTO_PRESETS,
+                                          {NULL, NULL}};
 
 typedef struct train_bench {
   pl__train_args a;
@@ -195,6 +186,8 @@ static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
                         pl_work *w) {
   train_bench *b = st;
   PL_TRY(pl__train_row(c, &b->a, b->sys, b->h, &b->u, b->res, b->nres, row, w));
+  PL_TRY(pl__train_proj_row(c, &b->a, b->sys, &b->u, &b->pred, b->res,
+                            b->nres, row));
   if (b->why[0])
     pl_row_note(row, "%s", b->why);
   if (c->check && strncmp(b->why, "reference step compared", 23))
@@ -230,7 +223,9 @@ const pl_bench pl_bench_train = {
                "dispatch\thead\toptim\tcap\tK\tbudget\tselected\tcp\tep\t"
                "ac\ttime_ms\ttime_p10_ms\ttime_p90_ms\ttok_s_gpu\tflops\t"
                "tflops\tgemm_tflops\tmfu\tattention_ms\tmoe_ms\thead_ms\t"
-               "optimizer_ms\tzero3_ms\tsco_ms\tother_ms\tdev_peak_bytes\t"
+               "optimizer_ms\tzero3_ms\tsco_ms\tother_ms\tstandin_ms\t"
+               "standin_side_ms\tcompute_ms\tcomm_model_ms\tstep_proj_ms\t"
+               "pred_proj_ms\ttok_s_gpu_proj\ttflops_proj\tdev_peak_bytes\t"
                "host_peak_bytes\tpool_peak_bytes\tbound_bytes\tlive_set\t"
                "dispatch_bytes\tlogits_bytes\tboundary_bytes\tattention_bytes\t"
                "optim_staging_bytes\tpred_dev_peak_bytes\tpred_host_bytes\t"

@@ -225,14 +225,58 @@ extern const char *const pl__train_fsdp2_optim_names[]; /* gpu cpu         */
   }
 
 /* Presets (entries, no terminator): cpu, the tiny model at small contexts
- * (f32, so that --check compares with the reference step); proxy120b, one
- * rank of the 16-GPU 120B run on one GPU at 32K and 128K. */
+ * (f32, so that --check compares with the reference step); proxy120b,
+ * proxy241b, proxy667b, one rank of the paper's 16-, 32- and 64-GPU runs of
+ * its three models on one GPU at the paper's contexts 128K–1M (D and P
+ * beyond one rank are virtual groups, train/layout.h).  These are the knobs
+ * maxbatch's trials take as given; `bench train` adds config=auto to the
+ * proxies (PL_BENCH_TRAIN_AUTO), so there the planner chooses D, P, c, β,
+ * the SCO budget and the optimizer per context for the W_v-rank run unless
+ * the command line gives them. */
+#define PL__TRAIN_PRESET_CPU "model=tiny seq=64,128 dtype=f32 iters=3 warmup=1"
+#define PL__TRAIN_PROXY(model, wv)                                             \
+  "model=" model " virtual-world=" wv " seq=128Ki,256Ki,512Ki,1Mi "           \
+  "dtype=bf16 head=fused dispatch=pllep optim=stream sco-budget=0 iters=1 "    \
+  "warmup=1"
 #define PL_BENCH_TRAIN_PRESETS                                                 \
-  {"cpu", "model=tiny seq=64,128 dtype=f32 iters=3 warmup=1"}, {               \
-    "proxy120b",                                                               \
-        "model=120b virtual-world=16 seq=32Ki,128Ki dtype=bf16 head=fused "    \
-        "dispatch=pllep optim=stream sco-budget=0 iters=3 warmup=1"            \
+  {"cpu", PL__TRAIN_PRESET_CPU},                                               \
+      {"proxy120b", PL__TRAIN_PROXY("120b", "16")},                            \
+      {"proxy241b", PL__TRAIN_PROXY("241b", "32")}, {                          \
+    "proxy667b", PL__TRAIN_PROXY("667b", "64")                                 \
   }
+#define PL_BENCH_TRAIN_AUTO " config=auto"
+/* bench train's presets: the proxies with config=auto. */
+#define PL_BENCH_TRAIN_AUTO_PRESETS                                            \
+  {"cpu", PL__TRAIN_PRESET_CPU},                                               \
+      {"proxy120b", PL__TRAIN_PROXY("120b", "16") PL_BENCH_TRAIN_AUTO},        \
+      {"proxy241b", PL__TRAIN_PROXY("241b", "32") PL_BENCH_TRAIN_AUTO}, {      \
+    "proxy667b", PL__TRAIN_PROXY("667b", "64") PL_BENCH_TRAIN_AUTO             \
+  }
+
+/* --tune's options (entries, no terminator): bench train's own — a
+ * maxbatch search cannot take them. */
+#define PL_BENCH_TRAIN_TUNE_OPTS                                               \
+  {"tune", 0, PL_OPT_FLAG, NULL,                                               \
+   "fsdp2 at every knob setting a torchtitan user would try per context "      \
+   "(cp, ep, AC full|selective, gpu|cpu optimizer; pl_fsdp2_tune_points): "    \
+   "one row each; the report takes the fastest that fits (FSDP2-best)",        \
+   0, 0, NULL},                                                                \
+      {"tune-micro", 0, PL_OPT_SIZE_LIST, NULL,                                \
+       "--tune: the micro-batch counts tried (default: --micro)", 1, 4096,     \
+       NULL},                                                                  \
+      {"tune-ep", 0, PL_OPT_SIZE_LIST, NULL,                                   \
+       "--tune: only these EP degrees (default: every one that divides)", 1,   \
+       1 << 20, NULL},                                                         \
+      {"tune-cp", 0, PL_OPT_SIZE_LIST, NULL,                                   \
+       "--tune: only these CP degrees (default: every one that divides W, "    \
+       "and in a proxy every virtual one: cp·W divides W_v)",                  \
+       1, 1 << 20, NULL},                                                      \
+      {"tune-ac", 0, PL_OPT_ENUM_LIST, "full,selective",                       \
+       "--tune: the AC modes tried (full, selective, none)", 0, 0,             \
+       pl__train_ac_names},                                                    \
+      {"tune-optim", 0, PL_OPT_ENUM_LIST, "gpu,cpu",                           \
+       "--tune: the optimizer placements tried (gpu, cpu)", 0, 0,              \
+       pl__train_fsdp2_optim_names}
 
 /* ---- train_args.c ----------------------------------------------------------
  */
@@ -294,6 +338,11 @@ typedef struct pl__train_pred {
   char binding[40];      /* the term that binds ("" when it fits)     */
   char why[320];         /* "plan: fits (...)", "plan: does not fit,
                             binding term ...", or why none            */
+  /* a proxy (W_v > W): the W_v-rank run it plays (pl_plan_proxy_comm) */
+  bool have_proj;        /* a proxy whose W_v-rank run was predicted  */
+  double comm_ms;        /* its exposed communication less the proxy's */
+  double proj_run_ms;    /* its whole predicted step                  */
+  int proj_gpn;          /* GPUs per node it was projected on         */
 } pl__train_pred;
 
 /* The run's machine for the planner (collective): the defaults of the
@@ -333,6 +382,20 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
 void pl__train_plan_describe(const pl__train_args *a,
                              const pl_train_system *sys,
                              const pl_train_setup *u, int W, FILE *f);
+
+/* ---- train_proj.c ----------------------------------------------------------
+ * A proxy's projection of the W_v-rank run it plays: compute and memory
+ * measured, communication modelled.  The columns standin_ms,
+ * standin_side_ms (the virtual groups' stand-ins, median over the timed
+ * steps, max over ranks; profile on), compute_ms = time_ms − standin_ms,
+ * comm_model_ms (pr->comm_ms), step_proj_ms = compute_ms + comm_model_ms,
+ * tok_s_gpu_proj and tflops_proj at step_proj_ms, pred_proj_ms (the
+ * planner's whole step of that run), and the note saying so.  Nothing for a
+ * real run (W_v = W).  Collective. */
+pl_status pl__train_proj_row(pl_bench_ctx *c, const pl__train_args *a,
+                             const pl_train_system *sys,
+                             const pl_train_setup *u, const pl__train_pred *pr,
+                             const pl_step_result *res, int n, pl_row *row);
 
 /* ---- train_check.c ---------------------------------------------------------
  */

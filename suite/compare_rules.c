@@ -94,6 +94,17 @@ static const cls classes[] = {
     {"zero3_ms", PL_CMP_TIME},
     {"sco_ms", PL_CMP_TIME},
     {"other_ms", PL_CMP_IGNORE},    /* a difference of the others */
+    /* a proxy's stand-ins (copies, not a metric), its measured step without
+     * them, and what the planner's link model adds to it (the projection
+     * follows compute_ms and the machine's calibration) */
+    {"standin_ms", PL_CMP_IGNORE},
+    {"standin_side_ms", PL_CMP_IGNORE},
+    {"compute_ms", PL_CMP_TIME},
+    {"comm_model_ms", PL_CMP_IGNORE},
+    {"step_proj_ms", PL_CMP_IGNORE},
+    {"pred_proj_ms", PL_CMP_IGNORE},
+    {"tok_s_gpu_proj", PL_CMP_IGNORE},
+    {"tflops_proj", PL_CMP_IGNORE},
     {"gemm_tflops", PL_CMP_IGNORE}, /* the rate mfu is taken against */
     {"mfu", PL_CMP_IGNORE},         /* tflops decides */
     {"loss", PL_CMP_IGNORE},

@@ -189,6 +189,12 @@ static int divides(int a, int b) {
   return a > 0 && b % a == 0;
 }
 
+/* A group of g over W GPUs: real (g divides W) or, in a proxy of W_v,
+ * virtual (g·W divides W_v; train/layout.h). */
+static int group_ok(int g, int W, int Wv) {
+  return divides(g, W) || (g > 0 && Wv > W && Wv % W == 0 && Wv % (g * W) == 0);
+}
+
 /* base configuration and the free knobs from the options */
 static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
                            pl_plan_cfg *c, pl_plan_free *fr) {
@@ -228,9 +234,11 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
     if (pl_args_given(a, "virtual"))
       c->lc.W_v = (int)pl_args_int(a, "virtual");
     const int Wv = c->lc.W_v ? c->lc.W_v : W;
-    if (!divides(c->cp, W))
-      return pl_set_error(PL_EINVAL, "--cp=%d: must divide --gpus=%d", c->cp,
-                          W);
+    if (!group_ok(c->cp, W, Wv))
+      return pl_set_error(PL_EINVAL,
+                          "--cp=%d: must divide --gpus=%d (or, with --virtual, "
+                          "cp·gpus divide W_v=%d: a virtual group)",
+                          c->cp, W, Wv);
     if (S % (2 * c->cp))
       return pl_set_error(PL_EINVAL,
                           "--seq=%lld: must be a multiple of 2·cp = %d (the "
@@ -260,10 +268,13 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
       c->lc.P = (int)pl_args_int(a, "P");
     if (pl_args_given(a, "virtual"))
       c->lc.W_v = (int)pl_args_int(a, "virtual");
-    if (!divides(c->lc.D, W) || !divides(c->lc.P, W))
+    const int Wv = c->lc.W_v ? c->lc.W_v : W;
+    if (!group_ok(c->lc.D, W, Wv) || !group_ok(c->lc.P, W, Wv))
       return pl_set_error(PL_EINVAL,
-                          "--D=%d --P=%d: both must divide --gpus=%d", c->lc.D,
-                          c->lc.P, W);
+                          "--D=%d --P=%d: both must divide --gpus=%d (or, "
+                          "with --virtual, D·gpus and P·gpus divide W_v=%d: "
+                          "virtual groups)",
+                          c->lc.D, c->lc.P, W, Wv);
     if (S % c->lc.D)
       return pl_set_error(PL_EINVAL, "--seq=%lld: must be a multiple of D=%d",
                           (long long)S, c->lc.D);

@@ -17,8 +17,9 @@
  * losses; charts with the paper's points overlaid:
  * tok/s/GPU and TFLOP/s vs context (analysis/train.gp) and vs GPU count
  * (analysis/train-gpus.gp), and the largest global batch vs GPU count from
- * the max-batch searches (analysis/train-maxbatch.gp).  A run's GPU count is
- * its W_v (the run a proxy process stands for) when larger than its ranks.
+ * the max-batch searches (analysis/train-maxbatch.gp); the paper's grid
+ * (report_train_grid.c).  A run's GPU count is its W_v (the run a proxy
+ * process stands for) when larger than its ranks.
  *
  * Input: train result files (files whose `point` starts with "maxbatch."
  * are trials of a search: they count for reach and max batch, and are
@@ -37,16 +38,14 @@
 
 /* ---- the paper's figures (arXiv 2609.14306): tok/s/GPU and
  *      TFLOP/s/GPU of plateau at 128K and 1M on 16 / 32 / 64 H200 ---------- */
-typedef struct paper_pt {
-  const char *model;
-  int gpus;
-  double seq, tok, tflops;
-} paper_pt;
-static const paper_pt PAPER[] = {
+typedef pl__train_paper_pt paper_pt;
+const pl__train_paper_pt pl__train_paper[] = {
     {"120b", 16, 131072, 1355, 91}, {"120b", 16, 1048576, 642, 221},
     {"241b", 32, 131072, 866, 110}, {"241b", 32, 1048576, 314, 213},
     {"667b", 64, 131072, 316, 107}, {"667b", 64, 1048576, 124, 233}};
 #define NPAPER 6
+const int pl__train_npaper = NPAPER;
+#define PAPER pl__train_paper
 /* FSDP2-best: its longest context, the throughput ratio at 120B/128K, the
  * largest global batch of plateau and its ratio to FSDP2-best's */
 const pl__train_vs_fig pl__train_paper_vs[] = {{"120b", 131072, 7.6, 1.5e6, 12},
@@ -549,6 +548,7 @@ pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
   pl__report_train_versus(md, p, n, q, nq);
   pl__report_train_tuning(md, p, n);
   pl__report_train_peer(md, p, n, pe, npe);
+  pl__report_train_grid(md, p, n);
   losses(md, p, n);
   st = pl_rep_close(md, path);
   if (st == PL_OK)
@@ -557,6 +557,8 @@ pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
     st = chart_gpus(rc, p, n);
   if (st == PL_OK && nmb)
     st = chart_maxbatch(rc, mb, nmb, tabs, nt);
+  if (st == PL_OK)
+    st = pl__report_train_grid_chart(rc, p, n);
 out:
   free(p);
   free(q);

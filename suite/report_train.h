@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "report.h"
 #include "results.h"
 
 /* "Prediction vs measurement": for the rows r[i] of tables t[i] (i < n),
@@ -24,6 +25,16 @@ typedef struct pl__train_pt {
   const char *model, *system, *variant, *status, *kind;
   double seq, ranks, wv, tok, tflops, batch; /* batch: tokens · W_v */
 } pl__train_pt;
+
+/* The paper's figures of plateau: tok/s/GPU and TFLOP/s/GPU at 128K and 1M
+ * on its GPU counts (pl__train_npaper points). */
+typedef struct pl__train_paper_pt {
+  const char *model;
+  int gpus;
+  double seq, tok, tflops;
+} pl__train_paper_pt;
+extern const pl__train_paper_pt pl__train_paper[];
+extern const int pl__train_npaper;
 
 /* The paper's FSDP2-best figures per model (120b, 241b, 667b): its longest
  * context, the throughput ratio at 120B/128K, the largest global batch of
@@ -49,5 +60,15 @@ void pl__report_train_tuning(FILE *md, const pl__train_pt *p, int n);
 /* "Our FSDP2 baseline vs PyTorch FSDP2" on the points both ran. */
 void pl__report_train_peer(FILE *md, const pl__train_pt *p, int n,
                            pl_table *const *pe, int npe);
+
+/* ---- report_train_grid.c: the paper's grid --------------------------------
+ * The paper's models on their GPU counts at 128K–1M, plateau and
+ * FSDP2-best, each cell measured / projected / why not; the reach and the
+ * largest batch; the plan held to the grid; and report/train-grid.* (the
+ * chart of the same, analysis/train-grid.gp).  Nothing when no row is of
+ * the grid. */
+void pl__report_train_grid(FILE *md, const pl__train_pt *p, int n);
+pl_status pl__report_train_grid_chart(pl_report_ctx *rc, const pl__train_pt *p,
+                                      int n);
 
 #endif

@@ -20,8 +20,9 @@
 #    columns, every knob (cp, ep, AC modes, the CPU optimizer, micro-batches,
 #    the proxy), equal losses on the same weights and sequences, the
 #    reference check compared, an oom row (--mem-limit), an infeasible split;
-#  - --tune: every knob setting of pl_fsdp2_tune_points at W_v 2 and two
-#    micro-batch counts, one row each; --points FILE: the file's models,
+#  - --tune: every knob setting of pl_fsdp2_tune_points at W_v 2 with cp 1
+#    and two micro-batch counts, one row each; narrowed, the virtual cp 2
+#    beside cp 1; --points FILE: the file's models,
 #    contexts, knobs, warm-ups and steps, the check passing;
 #  - `plateau report` writes the end-to-end table (report/train.md, the
 #    paper's figures beside, labelled) and the chart data (and the chart
@@ -234,9 +235,10 @@ done
 [[ $? -eq 2 ]] && pass || fail "maxbatch --bench sco --dispatch ep: not refused"
 
 echo "== --tune: every knob setting of fsdp2 per context"
-# one process playing a rank of 2 (W_v 2): cp 1, ep 1|2, AC full|selective,
-# gpu|cpu optimizer, micro 1|2: 16 fsdp2 points beside one plateau point
-run tune "${B[@]}" --preset cpu --tune --virtual-world 2 --tune-micro 1,2 --seq 64 -w 0 -n 1
+# one process playing a rank of 2 (W_v 2): cp 1 (--tune-cp; cp 2 would be a
+# virtual group), ep 1|2, AC full|selective, gpu|cpu optimizer, micro 1|2:
+# 16 fsdp2 points beside one plateau point
+run tune "${B[@]}" --preset cpu --tune --tune-cp 1 --virtual-world 2 --tune-micro 1,2 --seq 64 -w 0 -n 1
 got=$(rows "$f" '$c["system"] == "fsdp2" && $c["kind"] == "tune" && $c["status"] == "ok" ? $c["variant"] : ""' | grep . | sort | tr '\n' ' ')
 want=$(for ep in 1 2; do for ac in full selective; do for o in cpu gpu; do for mb in 1 2; do
   echo "cp1/ep$ep/ac=$ac/opt=$o/mb$mb"; done; done; done; done | sort | tr '\n' ' ')
@@ -244,10 +246,14 @@ want=$(for ep in 1 2; do for ac in full selective; do for o in cpu gpu; do for m
 [[ $(rows "$f" '$c["system"] ":" $c["kind"]' | grep -c '^plateau:run$') -eq 1 ]] && pass || fail "--tune: not one plateau row"
 [[ $(rows "$f" '$c["system"] == "fsdp2" ? $c["ep"] $c["ac"] $c["optim"] $c["micro"] : ""' | grep -c '^2selectivecpu2$') -eq 1 ]] && pass ||
   fail "--tune: the knob columns do not name the variant"
-# narrowed: AC none and full, the CPU optimizer, EP 2 only
+# narrowed: AC none and full, the CPU optimizer, EP 2 only; cp 1 and the
+# virtual cp 2 (W·cp = W_v)
 run tune2 "${B[@]}" --preset cpu --system fsdp2 --tune --virtual-world 2 --tune-ep 2 --tune-ac none,full --tune-optim cpu --seq 64 -w 0 -n 1 --no-check
 got=$(rows "$f" '$c["variant"]' | sort | tr '\n' ' ')
-[[ $got == "cp1/ep2/ac=full/opt=cpu/mb1 cp1/ep2/ac=none/opt=cpu/mb1 " ]] && pass || fail "--tune-ep/--tune-ac/--tune-optim: '$got'"
+[[ $got == "cp1/ep2/ac=full/opt=cpu/mb1 cp1/ep2/ac=none/opt=cpu/mb1 cp2/ep2/ac=full/opt=cpu/mb1 cp2/ep2/ac=none/opt=cpu/mb1 " ]] && pass ||
+  fail "--tune-ep/--tune-ac/--tune-optim: '$got'"
+[[ $(rows "$f" '$c["cp"] == 2 && $c["status"] == "ok" ? $c["standin_side_ms"] : ""' | grep -c '^[0-9]') -eq 2 ]] && pass ||
+  fail "--tune: the virtual cp 2 rows lack their stand-ins"
 
 echo "== --points: the shared points of fsdp2 and the PyTorch peer"
 cat >"$tmp/points.tsv" <<'EOF'
@@ -301,7 +307,7 @@ if [[ -f $md ]]; then
   [[ $(awk '/^## FSDP2-best: every configuration tried/ {on = 1} on && /\| tune \| ok \|/' "$md" | grep -c .) -ge 16 &&
     $(awk '/^## FSDP2-best: every configuration tried/ {on = 1} /^## The FSDP2 baseline/ {on = 0} on && /\*\*best\*\*/' "$md" | grep -c .) -ge 1 ]] &&
     pass || fail "train.md: the tuning section lacks the tune rows or the best mark"
-  grep -q '^| tiny | 1 / 2 | 64 | [0-9.]* | [0-9.e-]* | [0-9.]* | [0-9.e-]* | cp1/ep[12]/ac=[a-z]*/opt=[a-z]*/mb[12] (18 / 18) | [0-9.]*× | [0-9.]*× | - |$' "$md" &&
+  grep -q '^| tiny | 1 / 2 | 64 | [0-9.]* | [0-9.e-]* | [0-9.]* | [0-9.e-]* | cp[12]/ep[12]/ac=[a-z]*/opt=[a-z]*/mb[12] (20 / 20) | [0-9.]*× | [0-9.]*× | - |$' "$md" &&
     pass || { fail "train.md: no plateau vs FSDP2-best row of the tune"; grep '^| tiny | 1 / 2' "$md"; }
 else
   fail "no report/train.md"; tail -5 "$tmp/report.out"

@@ -187,8 +187,8 @@ static pl_status modes_check(const pl_args *a, bool tune, const char *points) {
     return pl_set_error(PL_EINVAL, "give --tune (fsdp2's knobs swept at the "
                                    "contexts) or --points (the file's "
                                    "points), not both");
-  static const char *const tune_opts[] = {"tune-micro", "tune-ep", "tune-ac",
-                                          "tune-optim", NULL};
+  static const char *const tune_opts[] = {"tune-micro", "tune-ep", "tune-cp",
+                                          "tune-ac", "tune-optim", NULL};
   for (int i = 0; !tune && tune_opts[i]; i++)
     if (pl_args_given(a, tune_opts[i]))
       return pl_set_error(PL_EINVAL, "--%s: only with --tune", tune_opts[i]);
@@ -284,6 +284,10 @@ static pl_status plan_of(pl_bench_ctx *c, const pl_args *a, bool tune,
                          const char *points, pl__train_args *t) {
   t->verify = pl_args_flag(a, "verify");
   t->auto_cfg = !strcmp(pl_args_enum_name(a, "config"), "auto");
+  /* a proxy preset's config=auto yields to what sets the knobs itself */
+  const bool set_elsewhere = tune || points || pl_args_given(a, "tokens");
+  if (t->auto_cfg && !pl_args_given(a, "config") && set_elsewhere)
+    t->auto_cfg = false;
   t->step_tokens = pl_args_given(a, "step-tokens")
                        ? (int64_t)pl_args_size(a, "step-tokens")
                        : 0;
@@ -337,12 +341,13 @@ static bool listed_int(const int *list, int n, int v) {
 }
 
 /* The knob settings --tune tries at u (pl_fsdp2_tune_points at W ranks and
- * u's W_v, the --tune-micro counts) narrowed to --tune-ep, --tune-ac and
- * --tune-optim; *out malloc'd. */
+ * u's W_v, the --tune-micro counts) narrowed to --tune-cp, --tune-ep,
+ * --tune-ac and --tune-optim; *out malloc'd. */
 static pl_status tune_list(pl_bench_ctx *c, const pl_args *a,
                            const pl_train_setup *u, pl_fsdp2_cfg **out,
                            int *nout) {
   int micros[PL_OPT_LIST_MAX], nmicro = 1, eps[PL_OPT_LIST_MAX], neps = 0;
+  int cps[PL_OPT_LIST_MAX], ncps = 0;
   int acs[PL_OPT_LIST_MAX], opts[PL_OPT_LIST_MAX];
   uint64_t v[PL_OPT_LIST_MAX];
   micros[0] = u->sc.micro;
@@ -355,6 +360,11 @@ static pl_status tune_list(pl_bench_ctx *c, const pl_args *a,
     neps = pl_args_size_list(a, "tune-ep", v, PL_OPT_LIST_MAX);
     for (int i = 0; i < neps; i++)
       eps[i] = (int)v[i];
+  }
+  if (pl_args_given(a, "tune-cp")) {
+    ncps = pl_args_size_list(a, "tune-cp", v, PL_OPT_LIST_MAX);
+    for (int i = 0; i < ncps; i++)
+      cps[i] = (int)v[i];
   }
   /* the enum lists' indices are the pl_fsdp2_ac / pl_fsdp2_optim values */
   const int nac = pl_args_enum_list(a, "tune-ac", acs, PL_OPT_LIST_MAX);
@@ -370,7 +380,8 @@ static pl_status tune_list(pl_bench_ctx *c, const pl_args *a,
                        n);
   int k = 0;
   for (int j = 0; j < n; j++)
-    if (listed_int(eps, neps, cf[j].ep) && listed_int(acs, nac, cf[j].ac) &&
+    if (listed_int(eps, neps, cf[j].ep) && listed_int(cps, ncps, cf[j].cp) &&
+        listed_int(acs, nac, cf[j].ac) &&
         listed_int(opts, nopt, cf[j].optim))
       cf[k++] = cf[j];
   *out = cf, *nout = k;

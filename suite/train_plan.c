@@ -7,6 +7,13 @@
  * the planner's budget printed by --describe; and the pinned-host limit a
  * point runs under (the host's available RAM less the same 2 GiB).
  *
+ * A proxy (W_v > W) is planned twice: as itself on this machine (its
+ * verdict, pred_*: what it measures, no communication with absent ranks)
+ * and as the W_v-rank run it plays, on nodes of the defaults' GPUs per node
+ * with every rank the proxy's device and host (pl_plan_proxy_comm: the
+ * communication its projection adds; --config auto: the knobs chosen for
+ * that run, then applied to the proxy, its virtual groups standing in).
+ *
  * Every rank must take the same branch at a point (a point predicted not to
  * fit is skipped by all), so the machine is agreed over the ranks once: the
  * smallest device and the smallest available host memory of any rank, the
@@ -93,17 +100,19 @@ pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
    * the 2 GiB the bench's own guard keeps (pl__train_host_limit below) */
   pl_mem_stats hs;
   pl_mem_stats_get(c->dev, PL_ARENA_HOST, &hs);
-  v[1] = mem_available() + (double)hs.current;
+  const double given = (double)pl_args_size(c->args, "host-mem");
+  v[1] = given > 0 ? given : mem_available() + (double)hs.current;
   PL_TRY(pl_host_allreduce_f64(c->comm, v, 2, PL_RED_MIN));
   mc->hbm_bytes = v[0];
   if (v[1] > 0)
     mc->host_bytes = v[1], mc->host_reserve = 2 * GIB;
   PL_TRY(local_ranks(c, &mc->gpus_per_node));
   char src[sizeof mc->source];
-  snprintf(src, sizeof src, "%.80s; device %.2f GiB%s, host %.1f GiB available",
+  snprintf(src, sizeof src,
+           "%.80s; device %.2f GiB%s, host %.1f GiB available%s",
            calib ? mc->source : (c->cuda ? "H200 defaults" : "cpu"),
            mc->hbm_bytes / GIB, limit > 0 ? " (--mem-limit)" : "",
-           mc->host_bytes / GIB);
+           mc->host_bytes / GIB, given > 0 ? " (--host-mem)" : "");
   snprintf(mc->source, sizeof mc->source, "%s", src);
   return PL_OK;
 }
@@ -130,6 +139,13 @@ void pl__train_host_limit(pl_bench_ctx *c, bool on) {
     lim = hs.current + (size_t)(kb - (2ull << 20)) * 1024;
   }
   pl_mem_set_limit(c->dev, PL_ARENA_HOST, lim);
+}
+
+/* GPUs per node of the W_v-rank run a proxy plays (the H200 nodes of the
+ * planner's defaults), at most W_v. */
+static int proj_gpn(int Wv) {
+  const int g = pl_plan_machine_default().gpus_per_node;
+  return g < Wv ? g : Wv;
 }
 
 /* The point's configuration (NULL u->sys hook: no prediction). */
@@ -160,6 +176,17 @@ void pl__train_predict(const pl__train_args *a, const pl_train_system *sys,
     return;
   }
   out->have = true;
+  const int Wv = cfg.lc.W_v > cfg.W ? cfg.lc.W_v : cfg.W;
+  pl_plan_time run;
+  double comm_s = 0;
+  if (Wv > cfg.W && pl_plan_proxy_comm(&u->m, &cfg, &a->mc, proj_gpn(Wv),
+                                       &comm_s, &run) == PL_OK) {
+    out->have_proj = true;
+    out->comm_ms = comm_s * 1e3;
+    out->proj_run_ms = run.step_s * 1e3;
+    out->proj_gpn = proj_gpn(Wv);
+  }
+  pl_clear_error();
   out->fits = v->fits;
   out->dev_peak = v->mem.dev_peak;
   out->host = v->mem.host_pinned;
@@ -217,14 +244,21 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
   }
   pl_plan_free fr;
   sys->plan_free(args, &fr);
-  if (a->step_tokens > 0) { /* micro·N·W_v in the planner's W: micro·N·W */
-    const int Wv = u->lc.W_v ? u->lc.W_v : W;
-    base.tokens_step = a->step_tokens / (Wv / W);
+  const int Wv = base.lc.W_v > base.W ? base.lc.W_v : base.W;
+  pl_plan_machine mc = a->mc;
+  if (Wv > W) { /* the W_v-rank run the proxy plays: groups real there */
+    const int g = proj_gpn(Wv), here = mc.gpus_per_node > 0 ? mc.gpus_per_node : 1;
+    mc.host_bytes = a->mc.host_bytes / here * g;
+    mc.host_reserve = a->mc.host_reserve / here * g;
+    mc.gpus_per_node = g;
+    base.W = Wv, base.lc.W_v = Wv;
   }
+  if (a->step_tokens > 0) /* micro·N·W_v in the planner's W: micro·N·W */
+    base.tokens_step = a->step_tokens / (Wv / base.W);
   pl_plan_search *s = calloc(1, sizeof *s);
   if (!s)
     return pl_set_error(PL_ENOMEM, "train: host");
-  st = pl_plan_auto(&u->m, &base, &fr, &a->mc, s);
+  st = pl_plan_auto(&u->m, &base, &fr, &mc, s);
   if (st != PL_OK) {
     char msg[256];
     snprintf(msg, sizeof msg, "%s", pl_last_error());
@@ -232,14 +266,17 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
     return pl_set_error(PL_EINVAL, "--config auto: %s at S=%lld: %s", sys->name,
                         (long long)u->S, msg);
   }
-  char cfg[200];
+  char cfg[200], run[48] = "";
   pl_plan_cfg_str(&s->best.cfg, cfg, sizeof cfg);
+  if (Wv > W)
+    snprintf(run, sizeof run, " for the %d-GPU run, nodes of %d", Wv,
+             mc.gpus_per_node);
   if (s->have_best) {
     sys->plan_apply(&s->best.cfg, u);
-    snprintf(
-        u->chosen, sizeof u->chosen,
-        "--config auto: %.150s (%d tried, %d fit; %.0f tok/s/GPU predicted)",
-        cfg, s->tried, s->feasible, s->best.time.tok_s_gpu);
+    snprintf(u->chosen, sizeof u->chosen,
+             "--config auto%s: %.120s (%d tried, %d fit; %.0f tok/s/GPU "
+             "predicted)",
+             run, cfg, s->tried, s->feasible, s->best.time.tok_s_gpu);
   } else { /* the closest: its row is the infeasible one, binding named */
     sys->plan_apply(&s->best.cfg, u);
     snprintf(u->chosen, sizeof u->chosen,

@@ -189,7 +189,10 @@ pl_fsdp2_cfg pl__train_fsdp2_cfg(const pl_train_setup *u) {
  * is this point's infeasibility; every other refusal is a usage error. */
 static pl_status fsdp2_validate(const pl_train_setup *u, int W) {
   const pl_fsdp2_cfg c = pl__train_fsdp2_cfg(u);
-  if (c.cp > 1 && W % c.cp == 0 && u->S >= 1 && u->S % (2 * c.cp))
+  const int Wv = c.W_v ? c.W_v : W;
+  const bool cp_ok = c.cp > 1 && (W % c.cp == 0 || (Wv % W == 0 &&
+                                                     Wv % (W * c.cp) == 0));
+  if (cp_ok && u->S >= 1 && u->S % (2 * c.cp))
     return pl_set_error(PL_EINFEASIBLE,
                         "fsdp2: S=%lld over cp=%d: the load-balanced split "
                         "needs S divisible by 2·cp = %d",
@@ -257,7 +260,8 @@ static void fsdp2_result(void *h, const pl_step_result *r, pl_row *row) {
 
 static int fsdp2_sequences(const void *h) {
   const f2_handle *x = h;
-  return x->c.micro * (x->W / x->c.cp);
+  return x->c.micro * (x->W % x->c.cp ? x->W : x->W / x->c.cp); /* virtual:
+                                                      a sequence per rank */
 }
 
 static pl_status fsdp2_fb(void *h, const int32_t *tok, pl_step_result *r) {

@@ -4,7 +4,8 @@
 # each sweep with jobs/run (the same run path as jobs/submit, same result
 # files), pack everything into one archive.
 #
-#   [OUT=DIR] [DEADLINE=S] [DEPS_PREFIX=DIR] bash analysis/device/run.sh [--tests] SWEEP.tsv...
+#   [OUT=DIR] [DEADLINE=S] [DEPS_PREFIX=DIR] [RESUME=NAME] [ONLY=IDS]
+#     bash analysis/device/run.sh [--tests] SWEEP.tsv...
 #
 # From the repository root (a copy without .git is fine: the build records the
 # tree hash of its sources, `jobs/provenance verify` maps it to a commit).
@@ -16,7 +17,8 @@
 #  3. each SWEEP: jobs/run SWEEP --sweep <name>-<machine>-<utc> with the time
 #     left before DEADLINE (seconds from the start, default 540) less the
 #     packing's share: a point whose turn comes too late stays "not run" (a
-#     later call with the same --sweep name would resume it: RESUME=<name>);
+#     later call with the same --sweep name would resume it: RESUME=<name>;
+#     ONLY=id,id runs only those points, jobs/run --only);
 #     points needing more GPUs than this machine has are left out;
 #  4. $OUT/results.tgz: results/runs/<each sweep's directory> (result files,
 #     logs, points.status, report/ tables), plus $OUT/summary.txt (each
@@ -102,6 +104,6 @@ for s in "${sweeps[@]}"; do
     continue
   fi
   stamp "sweep $s -> results/runs/$name (deadline ${left}s)"
-  jobs/run "$s" --sweep "$name" --deadline "$left" || rc=1
+  jobs/run "$s" --sweep "$name" --deadline "$left" ${ONLY:+--only "$ONLY"} || rc=1
 done
 exit $rc

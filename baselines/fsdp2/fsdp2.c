@@ -72,6 +72,14 @@ static pl_status take_parts(pl_fsdp2 *t, pl_step_result *r) {
   double g = 0, rd = 0;
   PL_TRY(pl__fsdp_take_ms(t->f, &g, &rd));
   r->part_ms[PL_PART_ZERO3] += g + rd;
+  /* a virtual CP group: its stand-ins apart (the ring's on its comm stream,
+   * beside the compute; any on the compute stream out of attention) */
+  double on = 0, side = 0;
+  if (t->cpc)
+    PL_TRY(pl_comm_take_standin_ms(t->cpc, pl_dev_stream(t->dev), &on, &side));
+  r->part_ms[PL_PART_ATTENTION] -= on;
+  r->standin_ms += on;
+  r->standin_side_ms += side;
   return PL_OK;
 }
 
@@ -176,8 +184,12 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   t->dt = c->dt, t->es = pl_dtype_size(c->dt);
   t->W = W, t->Wv = c->W_v ? c->W_v : W, t->rank = pl_comm_rank(world);
   t->S = S, t->N = S / c->cp, t->c_len = c->cp > 1 ? S / (2 * c->cp) : S;
-  t->cp_rank = t->rank % c->cp, t->cp_group = t->rank / c->cp;
-  t->n_groups = W / c->cp;
+  /* CP: a real group of cp consecutive ranks (cp divides W), or virtual
+   * (each rank member 0 of its own group, the others absent) */
+  t->cp_virtual = W % c->cp != 0;
+  t->cp_rank = t->cp_virtual ? 0 : t->rank % c->cp;
+  t->cp_group = t->cp_virtual ? t->rank : t->rank / c->cp;
+  t->n_groups = t->cp_virtual ? W : W / c->cp;
   /* EP: virtual degree ep; real groups of min(W, ep) ranks; the expert
    * FSDP group: the ranks of the same expert shard (W / ep of them, or one
    * in a proxy with W < ep), virtually W_v / ep */
@@ -194,7 +206,9 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   pl__fsdp_unit_cfg *uc = NULL;
   pl_status st = PL_OK;
   if ((st = pl_comm_split(world, 0, t->rank, &t->dense)) ||
-      (st = pl_comm_split(world, t->cp_group, t->rank, &t->cpc)) ||
+      (st = t->cp_virtual
+                 ? pl_comm_virtual(dev, c->cp, &t->cpc)
+                 : pl_comm_split(world, t->cp_group, t->rank, &t->cpc)) ||
       (st =
            pl_comm_split(world, W < ep ? 0 : t->rank / ep, t->rank, &t->epc)) ||
       (st = pl_comm_split(world, t->ep_idx, t->rank, &t->xfsdp)) ||
@@ -228,6 +242,7 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
                             t->nunits, uc, &t->f)))
     goto fail;
   pl__fsdp_set_profile(t->f, c->profile);
+  pl_comm_set_profile(t->cpc, c->profile);
   if (c->cp > 1 && (st = pl_ring_attn_create(t->cpc, dev, &t->ring)))
     goto fail;
   if (t->El > 0) {
@@ -712,6 +727,7 @@ pl_status pl_fsdp2_step(pl_fsdp2 *t, const int32_t *tokens,
     double in = 0;
     for (int i = PL_PART_ATTENTION; i <= PL_PART_OPTIM; i++)
       in += r->part_ms[i];
+    in += r->standin_ms;
     r->part_ms[PL_PART_OTHER] = r->time_ms > in ? r->time_ms - in : 0;
   }
   return PL_OK;

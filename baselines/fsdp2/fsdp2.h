@@ -60,9 +60,13 @@
  * rank of a W_v-rank run: dense units sharded 1/W_v (gathers tiled), EP the
  * virtual degree (E / EP experts of its shard, stored 1/(W_v / EP) and
  * gathered by tiling), the router choosing among the present ranks'
- * experts (E / EP · min(W, EP)); CP is real (CP divides W).  Shapes, FLOPs
- * and per-rank memory are those of the W_v-rank run; its communication with
- * absent ranks is not measured.
+ * experts (E / EP · min(W, EP)); CP is a real group when it divides W,
+ * else virtual (train/layout.h's virtual groups: each rank member 0 of its
+ * own CP group, W·CP dividing W_v; ring attention's K/V all-gathers and
+ * gradient hops through the local stand-ins of plateau/comm.h, timed apart
+ * in standin_ms / standin_side_ms).  Shapes, FLOPs and per-rank memory are
+ * those of the W_v-rank run; its communication with absent ranks is not
+ * measured.
  *
  * Memory by allocator tag (b = bytes of the model dtype; s_u = ⌈n_u / G_u⌉
  * the shard of unit u of n_u parameters over its virtual group G_u: W_v for
@@ -142,7 +146,7 @@ pl_status pl_fsdp2_optim_parse(const char *s, pl_fsdp2_optim *out);
 
 typedef struct pl_fsdp2_cfg {
   int cp;  /* context-parallel degree: real groups of cp consecutive
-              ranks (divides W)                                          */
+              ranks (divides W), or virtual ones (W·cp divides W_v)    */
   int ep;  /* expert-parallel degree (of the virtual world; divides W_v
               and E)                                                     */
   int W_v; /* virtual world (0: W, a real run)                          */
@@ -167,7 +171,9 @@ pl_fsdp2_cfg pl_fsdp2_cfg_default(void);
 /* The configuration's short name, e.g. "cp2/ep4/ac=full/opt=gpu/mb1". */
 void pl_fsdp2_cfg_name(const pl_fsdp2_cfg *c, char *buf, size_t len);
 
-/* PL_EINVAL naming the value unless: cp >= 1 divides W; ep >= 1 divides W_v
+/* PL_EINVAL naming the value unless: cp >= 1 divides W (or W·cp divides W_v:
+ * a virtual group); the router sees at least k present experts
+ * (E/ep·min(W, ep) >= k); ep >= 1 divides W_v
  * (and E, with MoE layers) and W and ep divide one another; W_v is a
  * multiple of W; S >= 1, and S divisible by 2·cp when cp > 1 (the
  * load-balanced split: uneven splits are refused); micro >= 1; the AC mode,
@@ -223,7 +229,8 @@ pl_status pl_fsdp2_set_router_bias(pl_fsdp2 *t, int l, const float *bias);
 
 /* ---- tuning ---------------------------------------------------------------
  * The knob settings a torchtitan user would try at W GPUs (W_v in a proxy)
- * and context S: every cp dividing W with S divisible by 2·cp (1 always),
+ * and context S: every cp dividing W (in a proxy also every virtual cp,
+ * W·cp dividing W_v) with S divisible by 2·cp (1 always),
  * every ep dividing W_v and E (ep dividing or divided by W; 1 for a dense
  * model) that torchtitan accepts with that cp (ep 1, or a multiple of cp:
  * its EP group is borrowed from dp_shard × cp, the CP ranks innermost — as

@@ -86,10 +86,13 @@ pl_status pl_fsdp2_check(const pl_model_cfg *m, const pl_fsdp2_cfg *c, int W,
                         "fsdp2: W_v=%d over W=%d ranks: the virtual world "
                         "must be a multiple of W",
                         c->W_v, W);
-  if (c->cp < 1 || W % c->cp)
-    return pl_set_error(PL_EINVAL,
-                        "fsdp2: cp=%d: must be >= 1 and divide the W=%d ranks",
-                        c->cp, W);
+  if (c->cp < 1 || (W % c->cp && Wv % ((int64_t)W * c->cp)))
+    return pl_set_error(
+        PL_EINVAL,
+        "fsdp2: cp=%d: must be >= 1 and divide the W=%d ranks (a real group), "
+        "or W_v=%d must be a multiple of cp·W=%lld (a virtual group: each "
+        "rank with cp−1 absent members)",
+        c->cp, W, Wv, (long long)W * (c->cp > 0 ? c->cp : 1));
   if (S < 1 || (c->cp > 1 && S % (2 * c->cp)))
     return pl_set_error(PL_EINVAL,
                         "fsdp2: S=%lld over cp=%d: the load-balanced split "
@@ -104,6 +107,13 @@ pl_status pl_fsdp2_check(const pl_model_cfg *m, const pl_fsdp2_cfg *c, int W,
     return pl_set_error(PL_EINVAL,
                         "fsdp2: ep=%d: the E=%d experts must divide by it",
                         c->ep, m->E);
+  if (pl__f2_any_moe(m) && m->E / c->ep * (W < c->ep ? W : c->ep) < m->k)
+    return pl_set_error(PL_EINVAL,
+                        "fsdp2: ep=%d on W=%d ranks: the router chooses among "
+                        "the %d experts present (E/ep·min(W, ep)), fewer than "
+                        "k=%d",
+                        c->ep, W, m->E / c->ep * (W < c->ep ? W : c->ep),
+                        m->k);
   if (c->ac < PL_FSDP2_AC_FULL || c->ac > PL_FSDP2_AC_NONE || c->ac_freq < 0)
     return pl_set_error(PL_EINVAL, "fsdp2: AC mode %d (freq %d)", (int)c->ac,
                         c->ac_freq);
@@ -135,7 +145,7 @@ int pl_fsdp2_tune_points(const pl_model_cfg *m, int W, int64_t S,
                                          PL_FSDP2_OPTIM_CPU};
   const int moe = pl__f2_any_moe(m);
   int n = 0;
-  for (int cp = 1; cp <= W; cp++)
+  for (int cp = 1; cp <= Wv; cp++) /* a virtual cp in a proxy */
     for (int ep = 1; ep <= (moe ? Wv : 1); ep++)
       for (int a = 0; a < (with_ac_none ? 3 : 2); a++)
         for (int o = 0; o < 2; o++)

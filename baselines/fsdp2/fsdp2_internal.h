@@ -51,6 +51,7 @@ struct pl_fsdp2 {
   int W, Wv, rank;
   int64_t S, N, c_len; /* sequence, tokens per rank, chunk (CP > 1)     */
   int cp_rank, cp_group, n_groups;
+  int cp_virtual; /* 1: the CP group is virtual (cp does not divide W)  */
   int ep_idx, ep_real, El, E_r;
   pl_comm *dense, *cpc, *epc, *xfsdp, *self;
   pl_ring_attn *ring;

@@ -549,12 +549,15 @@ START_TEST(tune_points) {
   ck_assert_int_eq(
       pl_fsdp2_tune_points(&dense, 4, 64, &u.fc, NULL, 0, false, NULL, 0),
       3 * 2 * 2);
-  /* one GPU playing one of 16: ep ∈ divisors of 16 and 12 = {1, 2, 4} */
+  /* one GPU playing one of 16: ep ∈ divisors of 16 and 12 = {1, 2, 4}; cp
+   * 1 and the virtual 2, 4, 8, 16 (cp divides 16, S = 64 splits into 2·cp),
+   * ep 1 or a multiple of cp: cp 1 and 2 with ep 1, 2, 4, cp 4 with 1, 4,
+   * cp 8 and 16 with 1 — 10 settings × AC 2 × optimizer 2 */
   pl_fsdp2_cfg px = u.fc;
   px.W_v = 16;
   ck_assert_int_eq(
       pl_fsdp2_tune_points(&u.m, 1, 64, &px, NULL, 0, false, NULL, 0),
-      3 * 2 * 2);
+      10 * 2 * 2);
 }
 END_TEST
 

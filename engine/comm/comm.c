@@ -294,6 +294,11 @@ pl_status pl_comm_split(pl_comm *c, int color, int key, pl_comm **out) {
   if (!out) return pl_set_error(PL_EINVAL, "pl_comm_split: out is NULL");
   *out = NULL;
   if (!c) return pl_set_error(PL_EINVAL, "pl_comm_split: c is NULL");
+  if (c->vsize)
+    return pl_set_error(PL_EUNSUPPORTED,
+                        "pl_comm_split: a virtual group of %d (one member "
+                        "present) cannot be split",
+                        c->vsize);
   MPI_Comm m = MPI_COMM_NULL;
   int w = pl__watch_begin(c, "comm_split");
   pl_status st = mpi_check(
@@ -316,6 +321,7 @@ void pl_comm_destroy(pl_comm *c) {
     pl__nccl_destroy(c);
   }
 #endif
+  pl__virt_free(c);
   MPI_Comm_free(&c->mpi);
   free(c);
 }
@@ -426,6 +432,10 @@ pl_status pl_allreduce(pl_comm *c, const void *send, void *recv, size_t count,
   PL_TRY(check_op(fn, op));
   PL_TRY(check_buf(fn, "send", send, count));
   PL_TRY(check_buf(fn, "recv", recv, count));
+  const uint64_t b = (uint64_t)count * esize(dt);
+  pl__count(c, PL_COMM_ALLREDUCE, 2 * (c->size - 1) * b / c->size,
+            2 * (c->size - 1) * b / c->size);
+  if (c->vsize) return pl__virt_allreduce(c, send, recv, count, dt, s);
 #if PL_HAVE_CUDA
   if (c->nccl) WATCHED_NCCL(c, "allreduce", pl__nccl_allreduce(c, send, recv, count, dt, op, s));
 #endif
@@ -447,6 +457,9 @@ pl_status pl_allgather(pl_comm *c, const void *send, void *recv, size_t count,
   PL_TRY(check_common(fn, c, dt, s));
   PL_TRY(check_buf(fn, "send", send, count));
   PL_TRY(check_buf(fn, "recv", recv, count));
+  const uint64_t b = (uint64_t)count * esize(dt) * (uint64_t)(c->size - 1);
+  pl__count(c, PL_COMM_ALLGATHER, b, b);
+  if (c->vsize) return pl__virt_allgather(c, send, recv, count, dt, s);
 #if PL_HAVE_CUDA
   if (c->nccl) WATCHED_NCCL(c, "allgather", pl__nccl_allgather(c, send, recv, count, dt, s));
 #endif
@@ -475,6 +488,9 @@ pl_status pl_reduce_scatter(pl_comm *c, const void *send, void *recv,
   PL_TRY(check_op(fn, op));
   PL_TRY(check_buf(fn, "send", send, count));
   PL_TRY(check_buf(fn, "recv", recv, count));
+  const uint64_t b = (uint64_t)count * esize(dt) * (uint64_t)(c->size - 1);
+  pl__count(c, PL_COMM_REDUCE_SCATTER, b, b);
+  if (c->vsize) return pl__virt_reduce_scatter(c, send, recv, count, dt, s);
 #if PL_HAVE_CUDA
   if (c->nccl) WATCHED_NCCL(c, "reduce_scatter", pl__nccl_reduce_scatter(c, send, recv, count, dt, op, s));
 #endif
@@ -520,6 +536,12 @@ pl_status pl_alltoallv(pl_comm *c, const void *send, const size_t *scounts,
   }
   PL_TRY(check_buf(fn, "send", send, stot));
   PL_TRY(check_buf(fn, "recv", recv, rtot));
+  pl__count(c, PL_COMM_ALLTOALLV,
+            (uint64_t)(stot - scounts[c->rank]) * esize(dt),
+            (uint64_t)(rtot - rcounts[c->rank]) * esize(dt));
+  if (c->vsize)
+    return pl__virt_alltoallv(c, send, scounts, sdispls, recv, rcounts,
+                              rdispls, dt, s);
 #if PL_HAVE_CUDA
   if (c->nccl)
     WATCHED_NCCL(c, "alltoallv", pl__nccl_alltoallv(c, send, scounts, sdispls, recv, rcounts,
@@ -567,6 +589,11 @@ pl_status pl_sendrecv(pl_comm *c, const void *send, size_t scount, int dst,
   PL_TRY(check_rank(fn, "src", src, c));
   PL_TRY(check_buf(fn, "send", send, scount));
   PL_TRY(check_buf(fn, "recv", recv, rcount));
+  pl__count(c, PL_COMM_SENDRECV,
+            dst != c->rank ? (uint64_t)scount * esize(dt) : 0,
+            src != c->rank ? (uint64_t)rcount * esize(dt) : 0);
+  if (c->vsize)
+    return pl__virt_sendrecv(c, send, scount, recv, rcount, dt, s);
 #if PL_HAVE_CUDA
   if (c->nccl)
     WATCHED_NCCL(c, "sendrecv", pl__nccl_sendrecv(c, send, scount, dst, recv, rcount, src, dt, s));
@@ -603,6 +630,11 @@ pl_status pl_broadcast(pl_comm *c, void *buf, size_t count, pl_dtype dt,
   PL_TRY(check_common(fn, c, dt, s));
   PL_TRY(check_rank(fn, "root", root, c));
   PL_TRY(check_buf(fn, "buf", buf, count));
+  const uint64_t b = (uint64_t)count * esize(dt);
+  pl__count(c, PL_COMM_BROADCAST,
+            c->rank != (root - 1 + c->size) % c->size ? b : 0,
+            c->rank != root ? b : 0);
+  if (c->vsize) return PL_OK; /* the absent root's data: ours stands in */
 #if PL_HAVE_CUDA
   if (c->nccl) WATCHED_NCCL(c, "broadcast", pl__nccl_broadcast(c, buf, count, dt, root, s));
 #endif
@@ -619,6 +651,7 @@ pl_status pl_broadcast(pl_comm *c, void *buf, size_t count, pl_dtype dt,
 
 pl_status pl_barrier(pl_comm *c) {
   if (!c) return pl_set_error(PL_EINVAL, "pl_barrier: c is NULL");
+  if (c->vsize) return PL_OK;
   int w = pl__watch_begin(c, "barrier");
   MPI_Request rq;
   int rc = MPI_Ibarrier(c->mpi, &rq);
@@ -637,6 +670,7 @@ static pl_status host_allreduce(const char *fn, const char *op_name,
   PL_TRY(check_op(fn, op));
   PL_TRY(check_buf(fn, "vals", vals, n));
   PL_TRY(check_int(fn, "n", n));
+  if (c->vsize) return PL_OK; /* the absent members add nothing */
   MPI_Op o = op == PL_RED_SUM ? MPI_SUM : op == PL_RED_MAX ? MPI_MAX : MPI_MIN;
   int w = pl__watch_begin(c, op_name);
   MPI_Request rq;
@@ -666,6 +700,11 @@ pl_status pl_host_allgather_i64(pl_comm *c, const int64_t *send, size_t n,
   PL_TRY(check_buf(fn, "send", send, n));
   PL_TRY(check_buf(fn, "recv", recv, n));
   PL_TRY(check_int(fn, "n", n));
+  if (c->vsize) { /* tiled */
+    for (int q = 0; q < c->vsize; q++)
+      memmove(recv + (size_t)q * n, send, n * sizeof *send);
+    return PL_OK;
+  }
   int w = pl__watch_begin(c, "host_allgather_i64");
   MPI_Request rq;
   int rc = MPI_Iallgather(send, (int)n, MPI_INT64_T, recv, (int)n, MPI_INT64_T,
@@ -683,6 +722,10 @@ pl_status pl_host_alltoall_i64(pl_comm *c, const int64_t *send, size_t n,
   PL_TRY(check_buf(fn, "send", send, n));
   PL_TRY(check_buf(fn, "recv", recv, n));
   PL_TRY(check_int(fn, "n", n));
+  if (c->vsize) { /* what went to member q comes back as q's */
+    memmove(recv, send, n * (size_t)c->vsize * sizeof *send);
+    return PL_OK;
+  }
   int w = pl__watch_begin(c, "host_alltoall_i64");
   MPI_Request rq;
   int rc = MPI_Ialltoall(send, (int)n, MPI_INT64_T, recv, (int)n, MPI_INT64_T,
@@ -699,6 +742,7 @@ pl_status pl_host_bcast(pl_comm *c, void *buf, size_t bytes, int root) {
   PL_TRY(check_rank(fn, "root", root, c));
   PL_TRY(check_buf(fn, "buf", buf, bytes));
   PL_TRY(check_int(fn, "bytes", bytes));
+  if (c->vsize) return PL_OK;
   int w = pl__watch_begin_n(c, "host_bcast", (double)bytes);
   MPI_Request rq;
   int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, c->mpi, &rq);

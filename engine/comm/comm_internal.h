@@ -24,6 +24,10 @@ struct pl_comm {
   double timeout_s; /* watchdog deadline (floor) of each later operation */
   double bytes_per_s; /* + bytes / this (0: the deadline is timeout_s)   */
   void *nccl;       /* ncclComm_t when dev is CUDA, else NULL            */
+  int vsize;        /* > 0: a virtual group (comm_virtual.c): the caller
+                       alone at seat 0 of vsize; 0: a real group          */
+  pl_comm_stats stats;      /* bytes moved (every group)                  */
+  struct pl__vprof *vprof;  /* stand-in spans of a virtual group          */
 };
 
 /* ---- process state (comm.c) --------------------------------------------
@@ -55,6 +59,27 @@ void pl__watch_stop(void);
 /* MPI_Testall on req[0..n) until done without busy-polling a core for long;
  * returns MPI's code (st NULL: MPI_STATUSES_IGNORE). */
 int pl__mpi_wait(int n, MPI_Request *req, MPI_Status *st);
+
+/* ---- counting and virtual groups (comm_virtual.c) -----------------------
+ * pl__count adds one call of op with the bytes sent and received; the
+ * pl__virt_* run a data operation of a virtual group through its stand-in
+ * on s (the device's stream when s is NULL), after comm.c has checked the
+ * arguments and counted the call. */
+void pl__count(pl_comm *c, pl_comm_op op, uint64_t sent, uint64_t recv);
+void pl__virt_free(pl_comm *c);
+pl_status pl__virt_allreduce(pl_comm *c, const void *send, void *recv,
+                             size_t count, pl_dtype dt, pl_stream *s);
+pl_status pl__virt_allgather(pl_comm *c, const void *send, void *recv,
+                             size_t count, pl_dtype dt, pl_stream *s);
+pl_status pl__virt_reduce_scatter(pl_comm *c, const void *send, void *recv,
+                                  size_t count, pl_dtype dt, pl_stream *s);
+pl_status pl__virt_alltoallv(pl_comm *c, const void *send,
+                             const size_t *scounts, const size_t *sdispls,
+                             void *recv, const size_t *rcounts,
+                             const size_t *rdispls, pl_dtype dt, pl_stream *s);
+pl_status pl__virt_sendrecv(pl_comm *c, const void *send, size_t scount,
+                            void *recv, size_t rcount, pl_dtype dt,
+                            pl_stream *s);
 
 #if PL_HAVE_CUDA
 /* ---- NCCL side (comm_nccl.cu) ------------------------------------------ */

@@ -28,15 +28,20 @@ pl_status pl_moe_ffn_init(pl_dev *dev, pl_moe_ffn *f, const pl_moe_ffn_cfg *cfg,
   if ((cfg->E > 0) != (moe != NULL))
     return pl_set_error(PL_EINVAL, "moe ffn: E=%d with%s a MoE layer", cfg->E,
                         moe ? "" : "out");
+  const int Em = cfg->E_moe ? cfg->E_moe : cfg->E;
+  if (cfg->E_moe < 0 || (Em > 0 && cfg->E % Em))
+    return pl_set_error(PL_EINVAL,
+                        "moe ffn: E_moe=%d: must divide the router's E=%d",
+                        cfg->E_moe, cfg->E);
   if (moe) {
     const pl_moe_cfg *mc = pl_moe_get_cfg(moe);
-    if (mc->H != cfg->H || mc->E != cfg->E || mc->k != cfg->k ||
+    if (mc->H != cfg->H || mc->E != Em || mc->k != cfg->k ||
         mc->dt != cfg->dt)
       return pl_set_error(
           PL_EINVAL,
           "moe ffn: H=%lld E=%d k=%d %s against the MoE layer's "
           "H=%lld E=%d k=%d %s",
-          (long long)cfg->H, cfg->E, cfg->k, pl_dtype_name(cfg->dt),
+          (long long)cfg->H, Em, cfg->k, pl_dtype_name(cfg->dt),
           (long long)mc->H, mc->E, mc->k, pl_dtype_name(mc->dt));
     pl_router_shape rs = {.N = 0,
                           .H = cfg->H,
@@ -115,6 +120,16 @@ static pl_status route_fwd(pl_moe_ffn *f, pl_stream *s, const void *h,
   return pl_stream_sync(s);
 }
 
+/* The host routes onto the MoE layer's experts: slot e to e mod E_moe
+ * (nothing when the router's slots are the experts). */
+static void land(const pl_moe_ffn *f, route *r, int64_t N) {
+  const int Em = f->cfg.E_moe;
+  if (!Em || Em == f->cfg.E || !r->hidx)
+    return;
+  for (int64_t i = 0; i < N * f->cfg.k; i++)
+    r->hidx[i] %= Em;
+}
+
 /* ---- forward ---------------------------------------------------------------
  */
 
@@ -142,6 +157,8 @@ pl_status pl_moe_ffn_forward(pl_moe_ffn *f, pl_stream *s, const void *x,
     if (st == PL_OK)
       for (int64_t i = 0; i < N * c->k; i++)
         f->counts[r.hidx[i]]++;
+    if (st == PL_OK)
+      land(f, &r, N);
     if (st == PL_OK)
       st = pl_moe_forward(f->moe, &f->ew, h, N, r.hidx, r.w, y,
                           c->keep_ctx ? &f->ctx : NULL, &f->stats);
@@ -211,6 +228,8 @@ pl_status pl_moe_ffn_backward(pl_moe_ffn *f, pl_stream *s, const void *x,
         st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s,
                             &tmp);
       pl_moe_stats scratch_stats;
+      if (st == PL_OK)
+        land(f, &r, N);
       if (st == PL_OK)
         st = pl_moe_forward(f->moe, &f->ew, h, N, r.hidx, r.w, tmp, &f->ctx,
                             &scratch_stats);

@@ -49,6 +49,10 @@ typedef struct pl_moe_ffn_cfg {
   int64_t H;
   pl_dtype dt;   /* f32 | bf16                                          */
   int E, k;      /* experts the router chooses among (0: dense FFN)     */
+  int E_moe;     /* experts of the MoE layer the routes land on (0: E):
+                    E a multiple of it, route slot e landing on expert
+                    e mod E_moe — a proxy whose present experts are fewer
+                    than k (train/layout.h); counts stay per slot      */
   int renorm;    /* route weights renormalized over the k chosen        */
   int64_t I_s;   /* width of the always-on SwiGLU (shared expert or the
                     dense FFN); 0: none (MoE only)                      */

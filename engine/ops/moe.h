@@ -59,7 +59,8 @@ pl_status pl_moe_variant_parse(const char *s, pl_moe_variant *out);
 
 typedef struct pl_moe_cfg {
   int64_t H, I;       /* hidden, expert FFN width                          */
-  int E, k;           /* experts (global), routes per token                */
+  int E, k;           /* experts (global), routes per token (k may exceed
+                         E: a token's routes may repeat an expert)        */
   pl_dtype dt;        /* storage of activations and weights: f32 | bf16    */
   pl_moe_variant variant;
   pl_llep_knobs knobs;/* alpha, m, lambda (ignored by ep)                  */

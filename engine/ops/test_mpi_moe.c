@@ -461,6 +461,11 @@ START_TEST(exact_edges) {
   t.cfg.knobs.m = 1 << 20;
   t.cfg.knobs.lambda = 0;
   run_all("force", &t);
+  /* k > E: a token's routes repeat experts (a proxy's router slots,
+   * model/moe_ffn.h) */
+  t = base_case(PL_BF16);
+  t.cfg.k = 16;
+  run_all("k>E", &t);
 }
 END_TEST
 

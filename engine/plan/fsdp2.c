@@ -88,9 +88,12 @@ pl_status pl__fsdp2_check(const pl_model_cfg *m, const pl_plan_cfg *c) {
                         "fsdp2: W_v=%d over W=%d GPUs: the virtual world must "
                         "be a multiple of W",
                         c->lc.W_v, c->W);
-  if (c->cp < 1 || c->W % c->cp)
-    return pl_set_error(PL_EINVAL, "fsdp2: cp=%d: must divide the W=%d GPUs",
-                        c->cp, c->W);
+  if (c->cp < 1 || (c->W % c->cp && Wv % ((int64_t)c->W * c->cp)))
+    return pl_set_error(PL_EINVAL,
+                        "fsdp2: cp=%d: must divide the W=%d GPUs (a real "
+                        "group) or, times W, the W_v=%d of a proxy (a "
+                        "virtual group)",
+                        c->cp, c->W, Wv);
   if (c->S < 2 * c->cp || c->S % (2 * c->cp))
     return pl_set_error(PL_EINVAL,
                         "fsdp2: seq=%lld over cp=%d: the load-balanced split "
@@ -672,14 +675,16 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   const double fa = c->mbs * 2.0 * S * S * m->d * m->n_q / c->cp;
   const double ra =
       pl__attn_rate(mc, mc->fsdp2_attn_tflops, c->S / c->cp) * 1e12;
+  /* a virtual CP group (a proxy) moves nothing: its stand-ins are local */
+  const int cp_real = c->cp > 1 && c->W % c->cp == 0;
   const double ring =
-      c->cp > 1 ? 4.0 * (c->cp - 1) * N / c->cp * 2 * nk * b : 0;
+      cp_real ? 4.0 * (c->cp - 1) * N / c->cp * 2 * nk * b : 0;
   double bw_r, lat_r;
   if (c->cp <= mc->gpus_per_node)
     bw_r = mc->nvl_gbs * 1e9, lat_r = mc->nvl_lat_us * 1e-6;
   else
     bw_r = mc->ib_gbs * 1e9, lat_r = mc->ib_lat_us * 1e-6;
-  const double t_ring = ring / bw_r + 3.0 * (c->cp - 1) * lat_r;
+  const double t_ring = cp_real ? ring / bw_r + 3.0 * (c->cp - 1) * lat_r : 0;
   double t_attn = 0, t_dense = 0, t_exp = 0, t_mem = 0, t_a2a = 0, t_units = 0,
          hid_units = 0, t_seq = 0, hid_seq = 0, flops = 0;
   int ncalls = 0;
@@ -756,12 +761,15 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   /* collective calls: FSDP 3 per unit, the all-to-alls of the MoE layers,
    * the ring's 3 hops per step per layer (T4) */
   const double calls = c->W > 1 ? mic * (3.0 * (m->L + 2 + d.nmoe) + ncalls +
-                                         3.0 * (c->cp - 1) * m->L) +
+                                         (cp_real ? 3.0 * (c->cp - 1) * m->L
+                                                  : 0)) +
                                       3
                                 : 0;
   part[PL_TPART_OVERHEAD] =
       (mc->step_overhead_ms + mic * 3.0 * m->L * mc->layer_overhead_ms) * 1e-3 +
       calls * mc->coll_us * 1e-6;
+  out->comm_s = part[PL_TPART_A2A_MOE] + part[PL_TPART_A2A_SEQ] +
+                part[PL_TPART_UNITS] + calls * mc->coll_us * 1e-6;
   out->hidden_s[PL_TPART_UNITS] = mic * hid_units;
   out->hidden_s[PL_TPART_A2A_SEQ] = mic * hid_seq;
   for (int i = 0; i < PL_TPART_COUNT; i++)

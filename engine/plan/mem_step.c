@@ -143,7 +143,7 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
 
   /* the MoE layer every MoE layer shares (train/step.c's pl_moe_cfg) */
   pl_moe_cfg mcfg = pl_moe_cfg_default();
-  mcfg.H = m->H, mcfg.I = m->I, mcfg.E = p->E_route, mcfg.k = m->k;
+  mcfg.H = m->H, mcfg.I = m->I, mcfg.E = p->E_moe, mcfg.k = m->k;
   mcfg.dt = sc->dt, mcfg.variant = sc->dispatch, mcfg.knobs = sc->knobs;
   mcfg.c = sc->moe_c ? sc->moe_c : N;
   mcfg.K_max = sc->moe_K_max, mcfg.lanes = sc->moe_lanes;

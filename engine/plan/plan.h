@@ -147,7 +147,8 @@ typedef struct pl_plan_cfg {
                           (sc.micro follows the layout chosen; 0: one pass,
                           sc.micro as given)                              */
   /* fsdp2 */
-  int cp, ep; /* context- and expert-parallel degrees (divide W)     */
+  int cp, ep; /* context- and expert-parallel degrees (divide W; in a
+                 proxy cp may be virtual: cp·W divides W_v)          */
   pl_plan_ac ac;
   int ac_freq;  /* selective: layer l checkpointed iff (l + 1) % ac_freq
                    == 0 (0: 2, the baseline's default)                */
@@ -304,9 +305,16 @@ typedef struct pl_plan_time {
   double part_s[PL_TPART_COUNT];   /* exposed time of each part (sum = step) */
   double hidden_s[PL_TPART_COUNT]; /* comm hidden behind compute             */
   double flops_rank; /* executed FLOPs per rank per step (recompute in)*/
+  double comm_s;     /* of step_s: the exposed communication — all-to-alls
+                        (dispatch, Ulysses), ZeRO-3 / FSDP units (with the
+                        offloaded shards' copies), Ring-DTP's and CP's
+                        exposed hops, the collective calls' fixed cost    */
 } pl_plan_time;
 
-/* The step time of a configuration on a machine.  Overlaps (plateau):
+/* The step time of a configuration on a machine.  A virtual group of a
+ * proxy (train/layout.h; fsdp2's virtual CP) communicates nothing: its
+ * stand-ins are local, so its all-to-alls, hops and calls are not counted
+ * (pl_plan_proxy_comm gives the W_v-rank run's).  Overlaps (plateau):
  * ZeRO-3 gathers / reduce-scatters behind each layer's compute (prefetch);
  * pipelined dispatch behind the expert GEMMs of the other chunks (ep, llep:
  * exposed); Ring-DTP hops behind the strips; SCO copies behind the layers;
@@ -315,6 +323,17 @@ typedef struct pl_plan_time {
  * attention; EP all-to-all exposed; optimizer exposed). */
 pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
                                const pl_plan_machine *mc, pl_plan_time *out);
+
+/* The communication a proxy's measurement leaves out (c->lc.W_v > c->W):
+ * the W_v-rank run it plays (every rank present, every group real, on
+ * nodes of `gpus_per_node` GPUs of mc's rates; 0: mc's own) is predicted,
+ * and *comm_s is its exposed communication less the proxy's own (the
+ * offloaded shards' copies a proxy does perform), never below 0; *run (may
+ * be NULL) the W_v-rank run's whole prediction.  A real run (W_v = W):
+ * *comm_s 0.  PL_EINVAL as pl_plan_time_predict. */
+pl_status pl_plan_proxy_comm(const pl_model_cfg *m, const pl_plan_cfg *c,
+                             const pl_plan_machine *mc, int gpus_per_node,
+                             double *comm_s, pl_plan_time *run);
 
 /* ---- feasibility (the suite's and jobs/submit's call) ------------------- */
 

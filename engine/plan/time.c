@@ -31,6 +31,11 @@
  *   Ring-DTP    P − 1 hops forward and backward beside the strips;
  *   SCO         each selected boundary's copy beside its layer (D2H in the
  *               forward, H2D in the backward), exposed beyond the layer.
+ * A virtual D- or P-group (a proxy, train/layout.h) has no all-to-all, hop
+ * or call: its stand-ins are local.  comm_s sums the exposed communication
+ * (dispatch, Ulysses, units, Ring-DTP's exposed hops, the calls);
+ * pl_plan_proxy_comm predicts the W_v-rank run a proxy plays and gives its
+ * communication less the proxy's own. 
  * Optimizer (after the backward, exposed): stream — the host-link floor
  * max(12Θ/h2d, 12Θ/d2h, 24Θ/both) or a measured rate, bounded by the
  * node's host memory (24 B per parameter for every rank of the node);
@@ -127,6 +132,8 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
   const pl_head_ops *head = sc->head ? sc->head : &pl_head_ring;
   const int vp = head->vocab_parallel, L = m->L, W = p->W, D = p->D;
   const int P = vp ? p->P : 1;
+  /* a virtual group's stand-ins are local: no all-to-all, hop or call */
+  const int d_comm = D > 1 && !p->d_virtual, p_comm = P > 1 && !p->p_virtual;
   const double N = (double)p->N, H = (double)m->H,
                b = (double)pl_dtype_size(sc->dt);
   const double S = (double)p->S, gemm = mc->gemm_tflops * 1e12;
@@ -191,7 +198,7 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
     t_dense += 4 * g_f;
     t_exp += e_f + e_b;
     t_mem += mem;
-    if (D > 1)
+    if (d_comm)
       /* 16 all-to-alls (forward 4, recompute 4, backward 8) moving
        * 8·(n_q + n_kv)·N·d·b in all */
       t_seq += 16.0 * pl__t_a2a(mc, D, (m->n_q + m->n_kv) * N * m->d * b / 2);
@@ -211,7 +218,7 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
                    hbm;
   }
   double t_ring = 0;
-  if (P > 1) {
+  if (p_comm) {
     pl__phead hd;
     pl__phead_make(sc->dt, p->N, m->H, m->V, P, sc->head_block, &hd);
     double hf, hb;
@@ -287,15 +294,18 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
   part[PL_TPART_HOST] = mic * t_host;
   /* collective calls (see the file comment) */
   double calls = 0;
-  if (W > 1 || P > 1 || D > 1) {
+  if (W > 1 || p_comm || d_comm) {
     const double per_moe = 5 + 14.0 * K + (sc->moe_recompute ? 3 + 4.0 * K : 0);
     calls = (W > 1 ? nmoe * per_moe + 3.0 * (L + 2) : 0) +
-            (D > 1 ? 16.0 * L : 0) + (P > 1 ? 4.0 * (P - 1) + 2 : 0);
+            (d_comm ? 16.0 * L : 0) + (p_comm ? 4.0 * (P - 1) + 2 : 0);
   }
   calls = mic * calls + (W > 1 ? 5 : 0);
   part[PL_TPART_OVERHEAD] =
       (mc->step_overhead_ms + mic * 3.0 * L * mc->layer_overhead_ms) * 1e-3 +
       calls * mc->coll_us * 1e-6;
+  out->comm_s = part[PL_TPART_A2A_MOE] + part[PL_TPART_A2A_SEQ] +
+                part[PL_TPART_UNITS] + mic * ring_exposed +
+                calls * mc->coll_us * 1e-6;
   hid[PL_TPART_A2A_MOE] = mic * t_moe_hidden;
   hid[PL_TPART_UNITS] = mic * t_units_hid;
   hid[PL_TPART_HOST] = mic * t_host_hid;
@@ -317,5 +327,25 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
   }
   out->flops_rank = mic * (fl + 8.0 * N * H * m->V);
   free(tf), free(tb), free(numel), free(vsize), free(d);
+  return PL_OK;
+}
+
+pl_status pl_plan_proxy_comm(const pl_model_cfg *m, const pl_plan_cfg *c,
+                             const pl_plan_machine *mc, int gpus_per_node,
+                             double *comm_s, pl_plan_time *run) {
+  *comm_s = 0;
+  pl_plan_time own, full;
+  PL_TRY(pl_plan_time_predict(m, c, mc, &own));
+  const int Wv = c->lc.W_v > c->W ? c->lc.W_v : c->W;
+  pl_plan_cfg r = *c;
+  r.W = Wv, r.lc.W_v = Wv; /* every rank present: every group real */
+  pl_plan_machine x = *mc;
+  if (gpus_per_node > 0)
+    x.gpus_per_node = gpus_per_node;
+  PL_TRY(pl_plan_time_predict(m, &r, &x, &full));
+  if (run)
+    *run = full;
+  if (Wv > c->W)
+    *comm_s = full.comm_s > own.comm_s ? full.comm_s - own.comm_s : 0;
   return PL_OK;
 }

@@ -7,6 +7,28 @@
 
 #include "ops/ce.h"
 
+/* Is a group of G members (Ulysses D, Ring-DTP P) real (G divides W) or
+ * virtual (each present rank alone with G − 1 absent members: W·G divides
+ * W_v)?  PL_EINVAL naming the value otherwise. */
+static pl_status group_kind(const char *name, int G, int W, int Wv,
+                            int *virt) {
+  *virt = 0;
+  if (G < 1)
+    return pl_set_error(PL_EINVAL, "layout: %s=%d: must be >= 1", name, G);
+  if (W % G == 0)
+    return PL_OK;
+  if (Wv % W == 0 && Wv % ((int64_t)W * G) == 0) {
+    *virt = 1;
+    return PL_OK;
+  }
+  return pl_set_error(
+      PL_EINVAL,
+      "layout: %s=%d: a real group must divide the W=%d ranks, a virtual one "
+      "(each rank with %d absent members) needs W_v=%d to be a multiple of "
+      "%s·W=%lld",
+      name, G, W, G - 1, Wv, name, (long long)G * W);
+}
+
 pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
                               int W, int rank, int64_t S, pl_layout_plan *out) {
   memset(out, 0, sizeof *out);
@@ -14,16 +36,13 @@ pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
   const int D = c->D, P = c->P, Wv = c->W_v ? c->W_v : W;
   if (W < 1 || rank < 0 || rank >= W)
     return pl_set_error(PL_EINVAL, "layout: rank %d of W=%d", rank, W);
-  if (D < 1 || W % D)
-    return pl_set_error(PL_EINVAL,
-                        "layout: D=%d does not divide the W=%d ranks", D, W);
-  if (P < 1 || W % P)
-    return pl_set_error(PL_EINVAL,
-                        "layout: P=%d does not divide the W=%d ranks", P, W);
   if (Wv < W || Wv % W)
     return pl_set_error(
         PL_EINVAL, "layout: virtual world W_v=%d: must be a multiple of W=%d",
         Wv, W);
+  int dv, pv;
+  PL_TRY(group_kind("D", D, W, Wv, &dv));
+  PL_TRY(group_kind("P", P, W, Wv, &pv));
   if (m->n_q % D || m->n_kv % D)
     return pl_set_error(
         PL_EINVAL,
@@ -43,18 +62,17 @@ pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
         "layout: E=%d experts over %s%d ranks: E must divide by the number "
         "of ranks (each holds E/W of them)",
         m->E, Wv > W ? "a virtual world of W_v=" : "W=", Wv);
-  if (moe && (int64_t)m->E * W / Wv < m->k)
-    return pl_set_error(
-        PL_EINVAL,
-        "layout: the router of a W_v=%d proxy on W=%d ranks chooses among "
-        "E*W/W_v=%lld experts: fewer than k=%d",
-        Wv, W, (long long)m->E * W / Wv, m->k);
+  const int64_t present = moe ? (int64_t)m->E * W / Wv : 0;
   out->W = W, out->W_v = Wv, out->rank = rank, out->D = D, out->P = P;
-  out->d_rank = rank % D, out->d_group = rank / D;
-  out->p_rank = rank % P, out->p_group = rank / P;
-  out->n_groups = W / D;
+  out->d_virtual = dv, out->p_virtual = pv;
+  out->d_rank = dv ? 0 : rank % D, out->d_group = dv ? rank : rank / D;
+  out->p_rank = pv ? 0 : rank % P, out->p_group = pv ? rank : rank / P;
+  out->n_groups = dv ? W : W / D;
   out->S = S, out->N = S / D;
-  out->E_route = moe ? (int)((int64_t)m->E * W / Wv) : 0;
+  /* fewer present experts than k (a proxy): ⌈k / present⌉ router slots per
+   * present expert */
+  out->E_moe = (int)present;
+  out->E_route = moe ? (int)(present * ((m->k + present - 1) / present)) : 0;
   out->E_local = moe ? m->E / Wv : 0;
   out->zero_vsize = Wv;
   out->head_vsize = Wv / P;
@@ -87,16 +105,21 @@ pl_status pl_layout_create(pl_comm *world, const pl_model_cfg *m,
   pl_status st = PL_OK;
   /* every rank makes every split in the same order (they are collective) */
   pl_comm *sp = NULL;
-  if (st == PL_OK)
+  pl_dev *dev = pl_comm_dev(world);
+  if (plan.d_virtual) /* the same branch on every rank (W, D, W_v agree) */
+    st = pl_comm_virtual(dev, plan.D, &l->sp);
+  else {
     st = pl_comm_split(world, plan.d_group, r, &sp);
-  if (st == PL_OK && plan.D > 1)
-    l->sp = sp;
-  else if (sp)
-    pl_comm_destroy(sp);
+    if (st == PL_OK && plan.D > 1)
+      l->sp = sp;
+    else if (sp)
+      pl_comm_destroy(sp);
+  }
   if (st == PL_OK)
     st = pl_comm_split(world, 0, r, &l->ep);
   if (st == PL_OK)
-    st = pl_comm_split(world, plan.p_group, r, &l->vp);
+    st = plan.p_virtual ? pl_comm_virtual(dev, plan.P, &l->vp)
+                        : pl_comm_split(world, plan.p_group, r, &l->vp);
   if (st == PL_OK)
     st = pl_comm_split(world, 0, r, &l->zero);
   if (st == PL_OK)

@@ -25,16 +25,32 @@
  * a 1/W_v shard (weights, gradient shard and optimizer state of the shard
  * only) and gathered by an all-gather over the W real ranks whose result is
  * tiled to the full unit (a stand-in for the shards of the absent ranks), the
- * head shard likewise (W_v / P virtual holders).  Shapes, FLOPs and per-rank
+ * head shard likewise (W_v / P virtual holders); when fewer than k experts
+ * are present (667B on one process of 64: 6 of them, k = 8) the router
+ * chooses among slots, a multiple of them, each slot landing on present
+ * expert slot mod E·W/W_v, so a token still makes k routes (some to the same
+ * expert twice) and the experts' rows are the real run's.  Shapes, FLOPs and per-rank
  * memory are those of the W_v-rank run; what the proxy is not: no
  * communication with the absent ranks (the time of the W_v-rank run's
  * all-gathers, reduce-scatters and all-to-alls is not measured), and
  * numerically a different model (the tiled units repeat the present shards;
- * routing, loss and gradients differ from the real run's).  Attention and
- * the head are not virtualized: D and P are real groups of present ranks
- * (the usual proxy runs D = P = 1 on one GPU: each rank its own sequence of
- * S = N tokens, the head over the full vocabulary, whose per-token FLOPs
- * equal Ring-DTP's at any P). */
+ * routing, loss and gradients differ from the real run's).
+ *
+ * Virtual groups (the proxy's attention and head).  A D-group or P-group is
+ * real when its size divides W (its members are present ranks, as in a real
+ * run).  Otherwise it is virtual: each present rank plays member 0 of its
+ * own group whose other G − 1 members are absent (so W·G must divide W_v),
+ * and the group's communicator is a virtual one (plateau/comm.h): its
+ * collectives — Ulysses' all-to-alls, Ring-DTP's hops and statistics — move
+ * the same bytes through local stand-ins (the rank's own data for the
+ * absent members').  Member 0 of a D-group holds tokens [0, N) of its
+ * sequence and heads [0, h/D) after the all-to-all; of a P-group, vocabulary
+ * shard 0 (the widest).  Shapes, FLOPs and buffers are those of member 0 of
+ * the W_v-rank run; the stand-ins' time is reported apart (train/step.h)
+ * and the communication of the W_v-rank run is the planner's to model.
+ * Each present rank is its own sequence (n_groups = W) and its own head
+ * shard's holder (the replica group: all W present ranks, W_v / P virtual
+ * holders). */
 #ifndef PLATEAU_TRAIN_LAYOUT_H
 #define PLATEAU_TRAIN_LAYOUT_H
 
@@ -57,9 +73,17 @@ typedef struct pl_layout_plan {
   int W, W_v, rank, D, P;
   int d_rank, d_group; /* rank inside its D-group, D-group index            */
   int p_rank, p_group; /* rank inside its P-group (its vocabulary shard)  */
-  int n_groups;        /* W / D sequences per micro-batch                  */
+  int n_groups;        /* W / D sequences per micro-batch (W when the
+                          D-group is virtual)                             */
+  int d_virtual;       /* 1: the D-group is virtual (D does not divide W) */
+  int p_virtual;       /* 1: the P-group is virtual (P does not divide W) */
   int64_t S, N;        /* sequence length, tokens per rank (S / D)         */
-  int E_route;         /* experts the router chooses among: E·W / W_v      */
+  int E_route;         /* experts the router chooses among: E·W / W_v, or
+                          in a proxy with fewer than k of them present
+                          that number times ⌈k / it⌉ (route slot e lands
+                          on expert e mod E_moe: model/moe_ffn.h)       */
+  int E_moe;           /* experts of the MoE layer over the W ranks present:
+                          E·W / W_v                                       */
   int E_local;         /* experts this rank holds per MoE layer: E / W_v   */
   int zero_vsize;      /* virtual group of a dense unit: W_v               */
   int head_vsize;      /* virtual group of a vocabulary-sharded head unit:
@@ -67,7 +91,8 @@ typedef struct pl_layout_plan {
   int64_t v_col0, v_cols; /* this rank's vocabulary shard at P           */
 } pl_layout_plan;
 
-/* PL_EINVAL naming the values when: D or P does not divide W; W_v is not a
+/* PL_EINVAL naming the values when: D (or P) is < 1, or neither divides W
+ * (a real group) nor, times W, divides W_v (a virtual one); W_v is not a
  * multiple of W; n_q or n_kv does not divide by D; S does not divide by D
  * (or S < D); E does not divide by W_v (MoE layers); the model is invalid. */
 pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
@@ -76,9 +101,9 @@ pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
 typedef struct pl_layout {
   pl_layout_plan plan;
   pl_comm *world; /* borrowed                                              */
-  pl_comm *sp;    /* the D-group (NULL when D = 1)                         */
+  pl_comm *sp;    /* the D-group (NULL when D = 1; virtual: plateau/comm.h) */
   pl_comm *ep;    /* expert group: all W ranks (its own communicator)      */
-  pl_comm *vp;    /* the P-group (Ring-DTP)                                */
+  pl_comm *vp;    /* the P-group (Ring-DTP; virtual when p_virtual)        */
   pl_comm *zero;  /* ZeRO-3 of dense units: all W ranks (its own)          */
   pl_comm *hrep;  /* the head shard's replica ranks (W / P of them)        */
   pl_comm *self;  /* this rank alone (a head over the full vocabulary)     */

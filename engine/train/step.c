@@ -122,6 +122,16 @@ static pl_status take_parts(pl_trainer *t, pl_step_result *r) {
   pl_zero3_stats zs;
   PL_TRY(pl_zero3_take_stats(t->z, &zs));
   part[PL_PART_ZERO3] = zs.gather_ms + zs.reduce_ms;
+  /* virtual groups: the stand-ins apart from the part they ran in */
+  pl_stream *s = pl_dev_stream(t->dev);
+  double on[2] = {0, 0}, side[2] = {0, 0};
+  if (t->lay->sp)
+    PL_TRY(pl_comm_take_standin_ms(t->lay->sp, s, &on[0], &side[0]));
+  PL_TRY(pl_comm_take_standin_ms(t->lay->vp, s, &on[1], &side[1]));
+  part[PL_PART_ATTENTION] -= on[0];
+  part[PL_PART_HEAD] -= on[1];
+  r->standin_ms += on[0] + on[1];
+  r->standin_side_ms += side[0] + side[1];
   for (int i = 0; i < PL_PART_COUNT; i++)
     r->part_ms[i] += part[i];
   return PL_OK;
@@ -268,6 +278,7 @@ pl_status pl_trainer_step(pl_trainer *t, const int32_t *tokens,
     double in = 0;
     for (int i = PL_PART_ATTENTION; i <= PL_PART_OPTIM; i++)
       in += r->part_ms[i];
+    in += r->standin_ms;
     r->part_ms[PL_PART_OTHER] = r->time_ms > in ? r->time_ms - in : 0;
   }
   return PL_OK;

@@ -47,7 +47,14 @@
  * stream's gathers and reduce-scatters) and sco (the copy streams'
  * offloads and restores), which run beside the compute; other = the step's
  * wall time minus the compute-stream parts (embedding, loss bookkeeping,
- * host waits, and whatever comm or copy time was not hidden). */
+ * host waits, and whatever comm or copy time was not hidden).
+ *
+ * Virtual groups (train/layout.h): their stand-ins' time is apart —
+ * standin_ms those on the compute stream (Ulysses; Ring-DTP without
+ * overlap), taken out of the part they ran in (attention, head) and out of
+ * other, so the parts are compute; standin_side_ms those on side streams
+ * (Ring-DTP's hops), which ran beside the compute as the real transfers
+ * would.  time_ms is the wall time, stand-ins included. */
 #ifndef PLATEAU_TRAIN_STEP_H
 #define PLATEAU_TRAIN_STEP_H
 
@@ -130,6 +137,9 @@ typedef struct pl_step_result {
                             layers' forwards of the last micro-batch          */
   double moe_imbalance;  /* max over those of max/mean native rank load     */
   int sco_layers;        /* |S|                                              */
+  /* virtual groups' stand-ins (profile on; 0 without virtual groups) */
+  double standin_ms;      /* on the compute stream: within time_ms          */
+  double standin_side_ms; /* on side streams, beside the compute            */
 } pl_step_result;
 
 typedef struct pl_trainer pl_trainer;
@@ -143,6 +153,9 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
                             const pl_step_cfg *sc, pl_trainer **out);
 void pl_trainer_destroy(pl_trainer *t);
 const pl_layout_plan *pl_trainer_plan(const pl_trainer *t);
+/* The rank's layout: its groups' communicators (their byte counts, a
+ * virtual group's stand-ins: plateau/comm.h). */
+const pl_layout *pl_trainer_layout(const pl_trainer *t);
 
 /* Token ids this rank reads per step: micro · (N + 1) (each micro-batch's N
  * inputs and, shifted by one, its N targets). */

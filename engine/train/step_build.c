@@ -235,6 +235,10 @@ void pl_trainer_destroy(pl_trainer *t) {
   free(t);
 }
 
+const pl_layout *pl_trainer_layout(const pl_trainer *t) {
+  return t->lay;
+}
+
 const pl_layout_plan *pl_trainer_plan(const pl_trainer *t) {
   return &t->p;
 }
@@ -307,12 +311,15 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   if ((st = pl_zero3_create(dev, t->dt, t->nunits, uc, &t->z)))
     goto fail;
   pl_zero3_set_profile(t->z, sc->profile);
+  if (t->lay->sp) /* the stand-ins of virtual groups, timed apart */
+    pl_comm_set_profile(t->lay->sp, sc->profile);
+  pl_comm_set_profile(t->lay->vp, sc->profile);
 
   /* the MoE layer (shared by every MoE layer: it holds no weights) */
   const int any_moe = t->p.E_route > 0;
   if (any_moe) {
     pl_moe_cfg mc = pl_moe_cfg_default();
-    mc.H = m->H, mc.I = m->I, mc.E = t->p.E_route, mc.k = m->k, mc.dt = t->dt;
+    mc.H = m->H, mc.I = m->I, mc.E = t->p.E_moe, mc.k = m->k, mc.dt = t->dt;
     mc.variant = sc->dispatch, mc.knobs = sc->knobs;
     mc.c = sc->moe_c ? sc->moe_c : t->N;
     mc.K_max = sc->moe_K_max, mc.lanes = sc->moe_lanes;
@@ -339,6 +346,7 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
     pl_moe_ffn_cfg fc = {.H = m->H,
                          .dt = t->dt,
                          .E = x->moe ? t->p.E_route : 0,
+                         .E_moe = x->moe ? t->p.E_moe : 0,
                          .k = x->moe ? m->k : 0,
                          .renorm = m->renorm,
                          .I_s = Is,

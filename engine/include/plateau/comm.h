@@ -94,6 +94,76 @@ pl_status pl_broadcast(pl_comm *c, void *buf, size_t count, pl_dtype dt,
  * streams: synchronize them first where that matters). */
 pl_status pl_barrier(pl_comm *c);
 
+/* ---- virtual groups (the one-GPU proxy, comm_virtual.c) -------------------
+ * A virtual group of `vsize` members of which only the caller is present:
+ * pl_comm_rank 0 (the caller's seat), pl_comm_size vsize.  Its collectives
+ * take the same arguments, check the same things and count the same bytes
+ * (below) as a real group's, and move the bytes that concern the absent
+ * members through a local stand-in on the stream given (a device copy; the
+ * caller's own data standing for the absent members', as the ZeRO-3 units
+ * of a proxy are tiled):
+ *   all-reduce      recv = send (the absent members add nothing to a sum;
+ *                   max and min of equal values)
+ *   all-gather      every block of recv = send (tiled)
+ *   reduce-scatter  recv = block 0 of send (the caller's own contribution)
+ *   all-to-all-v    block q of recv = block q of send (what the caller sent
+ *                   to member q comes back as q's), min of the two counts,
+ *                   the rest of the receive block zeroed
+ *   send/recv       recv = send, likewise
+ *   broadcast       buf unchanged
+ *   host ops        all-reduce and broadcast leave the values, all-gather
+ *                   tiles them, all-to-all returns them; barrier: nothing.
+ * So shapes, buffers and tracked memory are those of a run with every member
+ * present, and nothing waits for anyone.  pl_comm_split of a virtual group
+ * is refused (PL_EUNSUPPORTED).  vsize >= 1; vsize 1 is a group of one. */
+pl_status pl_comm_virtual(pl_dev *dev, int vsize, pl_comm **out);
+/* 1 for a virtual group, 0 for a real one. */
+int pl_comm_is_virtual(const pl_comm *c);
+
+/* ---- bytes moved, counted on every group ----------------------------------
+ * Per data operation (the device collectives above; not the host ones),
+ * the calls and the bytes this member sends to and receives from the other
+ * members by the algorithm's payload (NCCL's ring for the reductions), the
+ * same for a real group and a virtual one of the same size:
+ *   all-reduce      2·(G−1)/G·count each way
+ *   all-gather, reduce-scatter   (G−1)·count each way
+ *   all-to-all-v    Σ over the other members of scounts / rcounts
+ *   send/recv       scount unless dst is the caller, rcount unless src is
+ *   broadcast       count received unless root; count sent unless the
+ *                   member is the ring's last (root − 1)
+ * (bytes of the dtype; G the group's size).  A virtual group also counts its
+ * stand-in copies and, with the profile on, times each on its stream. */
+typedef enum pl_comm_op {
+  PL_COMM_ALLREDUCE = 0,
+  PL_COMM_ALLGATHER,
+  PL_COMM_REDUCE_SCATTER,
+  PL_COMM_ALLTOALLV,
+  PL_COMM_SENDRECV,
+  PL_COMM_BROADCAST,
+  PL_COMM_NOPS
+} pl_comm_op;
+/* "allreduce" "allgather" "reduce_scatter" "alltoallv" "sendrecv"
+ * "broadcast" */
+const char *pl_comm_op_name(int op);
+
+typedef struct pl_comm_stats {
+  uint64_t calls[PL_COMM_NOPS];
+  uint64_t sent[PL_COMM_NOPS], recv[PL_COMM_NOPS]; /* bytes            */
+  uint64_t standins;      /* stand-in copies (a virtual group)            */
+  uint64_t standin_bytes; /* bytes they wrote                             */
+} pl_comm_stats;
+/* The counts since the group was made or last reset. */
+void pl_comm_stats_get(const pl_comm *c, pl_comm_stats *out);
+void pl_comm_stats_reset(pl_comm *c);
+/* Events around every stand-in (a virtual group; off by default). */
+pl_status pl_comm_set_profile(pl_comm *c, int on);
+/* The stand-ins' time since the last call (the device must have finished
+ * them), milliseconds: *on_ms those issued on stream `on` (the caller's
+ * compute stream: exposed), *side_ms those on any other stream (beside the
+ * compute, as the real transfer would be).  Either pointer may be NULL. */
+pl_status pl_comm_take_standin_ms(pl_comm *c, const pl_stream *on,
+                                  double *on_ms, double *side_ms);
+
 /* Small host-memory collectives on MPI whatever the backend: planning data
  * (counts, budgets) that the host needs anyway. */
 pl_status pl_host_allreduce_i64(pl_comm *c, int64_t *vals, size_t n,
