@@ -159,8 +159,9 @@ static pl_status each_item(const char *opt, const char *s, pl_plan_machine *mc,
                            pl_status (*fn)(pl_plan_machine *, const char *)) {
   char buf[4096];
   if (strlen(s) >= sizeof buf)
-    return pl_set_error(PL_EINVAL, "--%s: %zu characters (allowed: at most %zu)",
-                        opt, strlen(s), sizeof buf - 1);
+    return pl_set_error(PL_EINVAL,
+                        "--%s: %zu characters (allowed: at most %zu)", opt,
+                        strlen(s), sizeof buf - 1);
   snprintf(buf, sizeof buf, "%s", s);
   for (char *p = buf;;) {
     char *comma = strchr(p, ',');
@@ -481,8 +482,8 @@ static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
   if (!v->fits)
     fprintf(f, " — binding term: %s (%s)", v->binding, v->why);
   else
-    fprintf(f, ": %s device headroom", hb(usable - (double)mem->dev_peak, a,
-                                          sizeof a));
+    fprintf(f, ": %s device headroom",
+            hb(usable - (double)mem->dev_peak, a, sizeof a));
   if (v->fits && c->system == PL_PLAN_PLATEAU)
     fprintf(f, " with balanced routing%s",
             v->fits_worst ? " (and with adversarial routing)"

@@ -241,8 +241,8 @@ static pl_status compute_one(const pl_model_cfg *m, int i, int g,
     for (int64_t S = 2 * seqs[NS - 1]; r->max_seq == S / 2 && S <= MAX_REACH;
          S *= 2) {
       cell x;
-      PL_TRY(best_of(m, y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU, gpus[g], S, mc,
-                     &x));
+      PL_TRY(
+          best_of(m, y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU, gpus[g], S, mc, &x));
       if (x.fits)
         r->max_seq = S;
     }

@@ -88,9 +88,9 @@ static int out_target(const char *out, const struct stat *in_sb, char *dest,
                   out);
   if (!S_ISREG(sb.st_mode))
     return refuse("OUT=%s: %s (allowed: a new file or a regular file)", out,
-                  S_ISDIR(sb.st_mode)   ? "is a directory"
-                  : S_ISCHR(sb.st_mode) ? "is a character device"
-                  : S_ISBLK(sb.st_mode) ? "is a block device"
+                  S_ISDIR(sb.st_mode)    ? "is a directory"
+                  : S_ISCHR(sb.st_mode)  ? "is a character device"
+                  : S_ISBLK(sb.st_mode)  ? "is a block device"
                   : S_ISFIFO(sb.st_mode) ? "is a FIFO"
                                          : "is not a regular file");
   if (S_ISLNK(lsb.st_mode) && !realpath(out, dest))
@@ -127,8 +127,8 @@ static pl_status write_shard(int in, const char *in_path, int64_t *count) {
     if (n < 0) {
       if (errno == EINTR)
         continue;
-      st = pl_set_error(PL_EIO, "%s: read failed: %s", in_path,
-                        strerror(errno));
+      st =
+          pl_set_error(PL_EIO, "%s: read failed: %s", in_path, strerror(errno));
       break;
     }
     if (*count + n > PL_TOKENS_MAX_BYTES) { /* it grew while read */

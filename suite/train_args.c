@@ -139,8 +139,10 @@ static pl_status systems_of(const pl_args *a, bool tune, bool points,
                               : pl_args_str(a, "system");
   char buf[256];
   if (strlen(list) >= sizeof buf)
-    return pl_set_error(PL_EINVAL, "--system: %zu characters (allowed: at "
-                        "most %zu)", strlen(list), sizeof buf - 1);
+    return pl_set_error(PL_EINVAL,
+                        "--system: %zu characters (allowed: at "
+                        "most %zu)",
+                        strlen(list), sizeof buf - 1);
   snprintf(buf, sizeof buf, "%s", list);
   for (char *w = buf, *next; w; w = next) {
     next = strchr(w, ',');

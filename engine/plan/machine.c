@@ -87,8 +87,7 @@ static const field fields[] = {
     FD(nvl_gbs, "GB/s", 0, RATE, true, "NVLink point-to-point per direction"),
     FD(nccl_gbs, "GB/s", 0, RATE, true,
        "intra-node ring collectives, bus bandwidth"),
-    FD(a2a_gbs, "GB/s", 0, RATE, true,
-       "intra-node all-to-all, bus bandwidth"),
+    FD(a2a_gbs, "GB/s", 0, RATE, true, "intra-node all-to-all, bus bandwidth"),
     FD(ib_gbs, "GB/s", 0, RATE, true, "inter-node per GPU per direction"),
     FD(ib_lat_us, "us", 0, RATE, false, "latency per message across nodes"),
     FD(nvl_lat_us, "us", 0, RATE, false, "latency per message inside a node"),
@@ -124,8 +123,7 @@ static const field fields[] = {
        "FSDP2: torch CPU AdamW per node")};
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
-static pl_status set_other(pl_plan_machine *m, const char *key,
-                           const char *v) {
+static pl_status set_other(pl_plan_machine *m, const char *key, const char *v) {
   if (!strcmp(key, "backend")) {
     if (!strcmp(v, "cuda"))
       m->backend = PL_BACKEND_CUDA;
@@ -232,8 +230,7 @@ void pl_plan_machine_print(const pl_plan_machine *m, FILE *f) {
       fprintf(f, "#   %-32s %-9s %s: %.2f GiB\n", kv, "bytes",
               fields[i].meaning, v / GIB);
     else
-      fprintf(f, "#   %-32s %-9s %s\n", kv, fields[i].unit,
-              fields[i].meaning);
+      fprintf(f, "#   %-32s %-9s %s\n", kv, fields[i].unit, fields[i].meaning);
   }
 }
 

@@ -21,7 +21,7 @@ struct pl_data {
   int fd; /* -1: synthetic */
   int width;
   int64_t count;
-  bool scanned;     /* max_token known (pl_data_check) */
+  bool scanned; /* max_token known (pl_data_check) */
   uint64_t max_token;
   char path[256];
 };
@@ -131,8 +131,8 @@ static int each_token(const pl_data *d,
     size_t got = 0;
     while (got < want) {
       ssize_t r = pread(d->fd, buf + got, want - got,
-                        (off_t)PL_DATA_HEADER_BYTES +
-                            (off_t)at * d->width + (off_t)got);
+                        (off_t)PL_DATA_HEADER_BYTES + (off_t)at * d->width +
+                            (off_t)got);
       if (r <= 0) {
         pl_set_error(PL_EIO, "data: %s: read at token %lld: %s", d->path,
                      (long long)at, r < 0 ? strerror(errno) : "end of file");
@@ -164,8 +164,8 @@ typedef struct first_at {
   int64_t pos;
 } first_at;
 
-static int piece_first(void *arg, int64_t at, const unsigned char *b,
-                       int64_t n, int w) {
+static int piece_first(void *arg, int64_t at, const unsigned char *b, int64_t n,
+                       int w) {
   first_at *f = arg;
   for (int64_t i = 0; i < n; i++) {
     const uint64_t v = le(b + i * w, w);

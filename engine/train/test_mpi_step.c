@@ -38,8 +38,8 @@
 #include <string.h>
 
 #include "comm/check_mpi.h"
-#include "plateau/hd.h"
 #include "ops/ce.h"
+#include "plateau/hd.h"
 #include "train/data.h"
 #include "train/step.h"
 
@@ -398,15 +398,15 @@ START_TEST(token_ids) {
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
     const int64_t at = bad[k].mi * per + bad[k].i;
     const pl_status st = step_with(t, &u, at, bad[k].v);
-    ck_assert_msg(st == PL_EINVAL, "token %d at micro-batch %d position %lld: "
-                  "status %s, want PL_EINVAL", bad[k].v, bad[k].mi,
-                  (long long)bad[k].i, pl_strerror(st));
+    ck_assert_msg(st == PL_EINVAL,
+                  "token %d at micro-batch %d position %lld: "
+                  "status %s, want PL_EINVAL",
+                  bad[k].v, bad[k].mi, (long long)bad[k].i, pl_strerror(st));
     char want[96];
     snprintf(want, sizeof want, "micro-batch %d, position %lld", bad[k].mi,
              (long long)bad[k].i);
     ck_assert_msg(rank != 0 || strstr(pl_last_error(), want),
-                  "the message '%s' does not name '%s'", pl_last_error(),
-                  want);
+                  "the message '%s' does not name '%s'", pl_last_error(), want);
   }
   /* taken: the ignore index as the last target of either micro-batch, and
    * no change at all */
@@ -431,9 +431,12 @@ int main(int argc, char **argv) {
   size = pl_comm_size(world);
   if (pl_comm_split(world, rank, 0, &self) != PL_OK)
     return 3;
-  const TTest *tests[] = {reference_every_layout, reference_adversarial,
-                          perturbed_weight_fails, curves_each_operator,
-                          profile_parts,          token_ids,
+  const TTest *tests[] = {reference_every_layout,
+                          reference_adversarial,
+                          perturbed_weight_fails,
+                          curves_each_operator,
+                          profile_parts,
+                          token_ids,
                           NULL};
   const int nf = pl_check_run("step", 300, tests, rank, world);
   pl_comm_destroy(self);
