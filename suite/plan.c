@@ -399,6 +399,29 @@ static void live_set(const pl_plan_mem *mem, bool compact, char *buf,
   }
 }
 
+/* The peak if every route went to one rank, and whether it fits, in words
+ * (the verdict assumes balanced routing). */
+static void print_adversarial(FILE *f, const pl_plan_cfg *c,
+                              const pl_plan_mem *mem, double usable) {
+  char a[32], b[32];
+  const double over = (double)mem->dev_worst - usable;
+  fprintf(f, "  adversarial routing (every route to one rank): %s: ",
+          hb((double)mem->dev_worst, a, sizeof a));
+  if (over <= 0)
+    fprintf(f, "fits (%s headroom)", hb(-over, b, sizeof b));
+  else
+    fprintf(f, "DOES NOT FIT (%s over the usable)", hb(over, b, sizeof b));
+  fprintf(f, "%s\n",
+          c->sc.dispatch != PL_MOE_PIPELINED
+              ? "; ep / llep: the receiving rank's buffers grow with its "
+                "routes, unbounded"
+          : over <= 0 ? "; held by the pipelined dispatch's per-chunk bound "
+                        "(below)"
+                      : "; the pipelined dispatch bounds it per chunk "
+                        "(below): a smaller --c lowers it until the chunks "
+                        "reach their maximum number");
+}
+
 static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
                         const pl_plan_machine *mc, const pl_plan_verdict *v,
                         const pl_plan_time *t, const pl_plan_search *s,
@@ -442,24 +465,7 @@ static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
           hb((double)mem->dev_peak, a, sizeof a), hb(usable, b, sizeof b),
           hb(mc->hbm_bytes, cfg, sizeof cfg));
   if (c->system == PL_PLAN_PLATEAU) {
-    /* the peak if every route went to one rank: whether that fits is said
-     * in words (the verdict below assumes balanced routing) */
-    const double over = (double)mem->dev_worst - usable;
-    fprintf(f, "  adversarial routing (every route to one rank): %s: ",
-            hb((double)mem->dev_worst, a, sizeof a));
-    if (over <= 0)
-      fprintf(f, "fits too (%s headroom)", hb(-over, b, sizeof b));
-    else
-      fprintf(f, "DOES NOT FIT (%s over the usable)", hb(over, b, sizeof b));
-    fprintf(f, "%s\n",
-            c->sc.dispatch != PL_MOE_PIPELINED
-                ? "; ep / llep: the receiving rank's buffers grow with its "
-                  "routes, unbounded"
-            : over <= 0 ? "; held by the pipelined dispatch's per-chunk bound "
-                          "(below)"
-                        : "; the pipelined dispatch bounds it per chunk "
-                          "(below): a smaller --c lowers it until the chunks "
-                          "reach their maximum number");
+    print_adversarial(f, c, mem, usable);
     if (mem->dispatch_bound)
       fprintf(f,
               "  dispatch bound 2·Ep·k·c_eff·H·b = %s (K = %d, c_eff = %lld)\n",
