@@ -85,11 +85,12 @@ case_ 2 'a symbolic link to a missing file' "$k/v.txt" "$k/dangling"
 case_ 2 'IN=.*fifo: not a regular file \(a FIFO\)' "$k/fifo" "$k/out.tok"
 case_ 2 'OUT=.*fifo: is a FIFO' "$k/v.txt" "$k/fifo"
 case_ 2 'IN=/dev/zero: not a regular file \(a character device\)' /dev/zero "$k/out.tok"
-case_ 2 'OUT=/dev/null: is a character device' "$k/v.txt" /dev/null
-if [[ $EUID -eq 0 ]]; then # a device node of our own: /dev/full's numbers
-  mknod "$k/full" c 1 7 && before=$(sums)
+if [[ $EUID -eq 0 ]]; then # device nodes of our own (/dev/null's, /dev/full's
+  # numbers): a broken build must never be pointed at the system's
+  mknod "$k/nul" c 1 3 && mknod "$k/full" c 1 7 && before=$(sums)
+  case_ 2 'OUT=.*nul: is a character device' "$k/v.txt" "$k/nul"
   case_ 2 'OUT=.*full: is a character device' "$k/v.txt" "$k/full"
-  [[ -c $k/full ]] && pass || fail "the device node is gone"
+  [[ -c $k/full && -c $k/nul ]] && pass || fail "a device node is gone"
 else # root ignores permissions: the unwritable directory only as a user
   mkdir "$k/ro" && chmod 555 "$k/ro" && before=$(sums)
   case_ 2 'cannot create a file in .*/ro: Permission denied' "$k/v.txt" "$k/ro/x.tok"
