@@ -1,7 +1,8 @@
 # plan_reach.gp — reach: the longest context each system fits vs GPUs, per
 # model (plateau plan --table paper's projections), the paper's points
 # overlaid (plateau ran 1M: a point it reached, not its limit; FSDP2-best
-# OOMed past 128K / 32K / 64K).
+# OOMed past 128K / 32K / 64K).  One legend for the three panels, below
+# them, so that it covers no data.
 #
 # usage: gnuplot -c analysis/plan_reach.gp plan_reach.tsv out.svg|out.png [TITLE]
 #   plan_reach.tsv: written by `plateau plan --table paper -o DIR`: '#'
@@ -31,7 +32,6 @@ set output out
 set datafile separator "\t"
 set datafile missing "-"
 set datafile commentschars "#"
-set key bottom right vertical box opaque
 set grid xtics ytics lc rgb "#dddddd"
 set logscale x 2
 set logscale y 2
@@ -42,10 +42,14 @@ set ytics ("16K" 16384, "32K" 32768, "64K" 65536, "128K" 131072, "256K" 262144, 
 set xlabel "GPUs (H200)"
 sel(m, s, c) = (strcol("model") eq m && strcol("system") eq s) ? column(c) : NaN
 models = "120b 241b 667b"
-set multiplot layout 1,3 title ttl
+# three panels above a strip for the legend, placed by hand
+set multiplot title ttl
+unset key
 do for [i=1:3] {
   m = word(models, i)
   set title m
+  set origin (i - 1) / 3.0, 0.12
+  set size 1 / 3.0, 0.83
   if (i == 1) { set ylabel "longest context that fits (tokens; searched to 8M)" } else { unset ylabel }
   plot data using (column("ranks")):(sel(m, "plateau", "max_context")) \
          with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "plateau (projection)", \
@@ -56,4 +60,23 @@ do for [i=1:3] {
        data using (column("ranks")):(sel(m, "fsdp2", "paper_max_context")) \
          with points pt 4 ps 2.2 lw 2 lc rgb "#d62728" title "paper: FSDP2-best OOM past"
 }
+# the legend: a plot with nothing in range across the strip below the
+# panels (a key inside a panel is limited to its width and sat on its data)
+set origin 0,0
+set size 1,0.12
+unset title
+unset border
+unset tics
+unset grid
+unset xlabel
+unset ylabel
+unset logscale
+set xrange [0:1]
+set yrange [0:1]
+set key center center horizontal box
+set samples 2
+plot -1 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "plateau (projection)", \
+     -1 with linespoints lw 2 dt 2 pt 5 lc rgb "#d62728" title "FSDP2-best (projection)", \
+     -1 with points pt 6 ps 2.2 lw 2 lc rgb "#1f77b4" title "paper: plateau ran", \
+     -1 with points pt 4 ps 2.2 lw 2 lc rgb "#d62728" title "paper: FSDP2-best OOM past"
 unset multiplot

@@ -83,7 +83,7 @@ cat >"$tmp/sweep.tsv" <<'EOF'
 point	bench	ntasks	time	launch	machine	args
 fast	calib	2	00:02:00	mpi	*	--sizes 4Ki --gemm-size 32 -n 2 -w 0 --tests "h2d,allreduce"
 quoted	maxbatch	2	00:02:00	single	cpu	--trial-backend cpu --bench sco --preset small --budgets 0 --mem-limit 2Mi --step 256 --start 256 --max-trials 1 -n 1 -w 0 --launcher '{launch}'
-odd	layer	3	00:02:00	mpi	*	-n 1 -w 0
+odd	layer	3	00:02:00	mpi	*	-n 1 -w 0 --heads 3 --kv-heads 3
 slow	calib	2	00:00:02	mpi	*	--sizes 4Ki:64Ki:x2 --gemm-size 32 -n 100000 -w 0
 gpuonly	calib	2	00:02:00	mpi	h200x2	--sizes 4Ki -n 1 -w 0
 EOF

@@ -77,10 +77,19 @@ static pl_status init(pl_bench_ctx *c, void *st) {
                           .dt = PL_BF16}; /* attention kernels: AUTO */
   c->npoints = b->nseq * b->npass;
   /* the layer's own checks (sizes, n_kv | n_q): a usage error now, not an
-   * error row per point (views: nothing made); heads that do not divide by
-   * the ranks make a point infeasible, as S does (point) */
+   * error row per point (views: nothing made); so are heads that do not
+   * divide by the ranks, fixed for the whole run (every point would be
+   * infeasible), while a context the ranks do not divide makes only its
+   * own point infeasible (point) */
   pl_layer probe;
-  return pl_layer_init_views(c->dev, NULL, &probe, &b->cfg, NULL, NULL);
+  PL_TRY(pl_layer_init_views(c->dev, NULL, &probe, &b->cfg, NULL, NULL));
+  if (b->cfg.n_q % c->size || b->cfg.n_kv % c->size)
+    return pl_set_error(PL_EINVAL,
+                        "--heads=%d --kv-heads=%d: both must divide by the %d "
+                        "ranks (attention runs head-sharded over D = the "
+                        "ranks)",
+                        b->cfg.n_q, b->cfg.n_kv, c->size);
+  return PL_OK;
 }
 
 static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
@@ -101,9 +110,6 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   if (b->S % c->size)
     return pl_set_error(PL_EINFEASIBLE,
                         "S not divisible by the number of ranks");
-  if (g->n_q % c->size || g->n_kv % c->size)
-    return pl_set_error(PL_EINFEASIBLE,
-                        "n_q and n_kv must divide by the number of ranks D");
   b->N = b->S / c->size;
   pl_row_i64(row, "tokens", b->N);
   return PL_OK;

@@ -16,6 +16,7 @@
 #include "plan.h"
 #include "plan/plan.h"
 #include "plan_table.h"
+#include "results.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -152,14 +153,43 @@ static pl_status model_of(const pl_args *a, pl_model_cfg *m) {
   return pl_model_cfg_check(m);
 }
 
-/* comma-separated items of s, each given to fn */
-static pl_status each_item(const char *s, pl_plan_machine *mc,
+/* comma-separated items of option opt's value s, each given to fn; an
+ * empty item (",a", "a,,b", "a,") is refused, as in every list option */
+static pl_status each_item(const char *opt, const char *s, pl_plan_machine *mc,
                            pl_status (*fn)(pl_plan_machine *, const char *)) {
   char buf[4096];
+  if (strlen(s) >= sizeof buf)
+    return pl_set_error(PL_EINVAL,
+                        "--%s: %zu characters (allowed: at most %zu)", opt,
+                        strlen(s), sizeof buf - 1);
   snprintf(buf, sizeof buf, "%s", s);
-  for (char *p = strtok(buf, ","); p; p = strtok(NULL, ","))
+  for (char *p = buf;;) {
+    char *comma = strchr(p, ',');
+    if (comma)
+      *comma = 0;
+    if (!*p)
+      return pl_set_error(PL_EINVAL,
+                          "--%s=%s: empty list element (allowed: items "
+                          "separated by single commas)",
+                          opt, s);
     PL_TRY(fn(mc, p));
-  return PL_OK;
+    if (!comma)
+      return PL_OK;
+    p = comma + 1;
+  }
+}
+
+/* A --calib file: a plateau result file of a schema this build reads (as
+ * `bench train --calib` requires; a regular file), then its rates. */
+static pl_status load_calib(pl_plan_machine *mc, const char *path) {
+  pl_table t;
+  if (pl_table_read(path, &t) != PL_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pl_last_error());
+    return pl_set_error(PL_EINVAL, "--calib: %s", msg);
+  }
+  pl_table_free(&t);
+  return pl_plan_machine_load(mc, path);
 }
 
 static pl_status machine_of(const pl_args *a, pl_plan_machine *mc) {
@@ -168,9 +198,9 @@ static pl_status machine_of(const pl_args *a, pl_plan_machine *mc) {
       pl_args_enum(a, "backend") == 1 ? PL_BACKEND_CPU : PL_BACKEND_CUDA;
   mc->gpus_per_node = (int)pl_args_int(a, "gpus-per-node");
   if (pl_args_str(a, "calib"))
-    PL_TRY(each_item(pl_args_str(a, "calib"), mc, pl_plan_machine_load));
+    PL_TRY(each_item("calib", pl_args_str(a, "calib"), mc, load_calib));
   if (pl_args_str(a, "set"))
-    PL_TRY(each_item(pl_args_str(a, "set"), mc, pl_plan_machine_set));
+    PL_TRY(each_item("set", pl_args_str(a, "set"), mc, pl_plan_machine_set));
   if (pl_args_given(a, "hbm"))
     mc->hbm_bytes = (double)pl_args_size(a, "hbm");
   if (pl_args_given(a, "host-mem"))
@@ -180,6 +210,11 @@ static pl_status machine_of(const pl_args *a, pl_plan_machine *mc) {
                         "--hbm=%.0f bytes: must exceed the reserve of %.0f "
                         "(set hbm_reserve with --set)",
                         mc->hbm_bytes, mc->hbm_reserve);
+  if (mc->host_reserve >= mc->host_bytes)
+    return pl_set_error(PL_EINVAL,
+                        "--host-mem=%.0f bytes: must exceed the reserve of "
+                        "%.0f (set host_reserve with --set)",
+                        mc->host_bytes, mc->host_reserve);
   return PL_OK;
 }
 
@@ -346,7 +381,12 @@ static const char *hb(double v, char *buf, size_t n) {
   return buf;
 }
 
-static void live_set(const pl_plan_mem *mem, char *buf, size_t n) {
+/* The live set at the peak, largest first: "tag=36.64 GiB ..." for the
+ * table; compact, as the result files' live_set column writes it
+ * ("tag=36.64GiB", items separated by single spaces, no tab or comma in a
+ * value), for --format tsv. */
+static void live_set(const pl_plan_mem *mem, bool compact, char *buf,
+                     size_t n) {
   int order[PL_PLAN_MAX_TAGS], k = 0;
   for (int i = 0; i < mem->n_tags; i++)
     if (mem->at_peak[i].bytes)
@@ -360,11 +400,37 @@ static void live_set(const pl_plan_mem *mem, char *buf, size_t n) {
   buf[0] = 0;
   for (int i = 0; i < k; i++) {
     char item[64], h[24];
+    hb((double)mem->at_peak[order[i]].bytes, h, sizeof h);
+    char *sp = compact ? strchr(h, ' ') : NULL;
+    if (sp) /* "36.64 GiB" -> "36.64GiB" */
+      memmove(sp, sp + 1, strlen(sp));
     snprintf(item, sizeof item, "%s%s=%s", i ? " " : "",
-             mem->at_peak[order[i]].tag,
-             hb((double)mem->at_peak[order[i]].bytes, h, sizeof h));
+             mem->at_peak[order[i]].tag, h);
     strncat(buf, item, n - strlen(buf) - 1);
   }
+}
+
+/* The peak if every route went to one rank, and whether it fits, in words
+ * (the verdict assumes balanced routing). */
+static void print_adversarial(FILE *f, const pl_plan_cfg *c,
+                              const pl_plan_mem *mem, double usable) {
+  char a[32], b[32];
+  const double over = (double)mem->dev_worst - usable;
+  fprintf(f, "  adversarial routing (every route to one rank): %s: ",
+          hb((double)mem->dev_worst, a, sizeof a));
+  if (over <= 0)
+    fprintf(f, "fits (%s headroom)", hb(-over, b, sizeof b));
+  else
+    fprintf(f, "DOES NOT FIT (%s over the usable)", hb(over, b, sizeof b));
+  fprintf(f, "%s\n",
+          c->sc.dispatch != PL_MOE_PIPELINED
+              ? "; ep / llep: the receiving rank's buffers grow with its "
+                "routes, unbounded"
+          : over <= 0 ? "; held by the pipelined dispatch's per-chunk bound "
+                        "(below)"
+                      : "; the pipelined dispatch bounds it per chunk "
+                        "(below): a smaller --c lowers it until the chunks "
+                        "reach their maximum number");
 }
 
 static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
@@ -410,11 +476,7 @@ static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
           hb((double)mem->dev_peak, a, sizeof a), hb(usable, b, sizeof b),
           hb(mc->hbm_bytes, cfg, sizeof cfg));
   if (c->system == PL_PLAN_PLATEAU) {
-    fprintf(f, "  adversarial routing (every route to one rank): %s%s\n",
-            hb((double)mem->dev_worst, a, sizeof a),
-            c->sc.dispatch == PL_MOE_PIPELINED
-                ? " (the pipelined dispatch's bound holds)"
-                : " (ep / llep: not bounded)");
+    print_adversarial(f, c, mem, usable);
     if (mem->dispatch_bound)
       fprintf(f,
               "  dispatch bound 2·Ep·k·c_eff·H·b = %s (K = %d, c_eff = %lld)\n",
@@ -422,7 +484,7 @@ static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
               (long long)mem->c_eff);
   }
   char live[1024];
-  live_set(mem, live, sizeof live);
+  live_set(mem, false, live, sizeof live);
   fprintf(f, "  live set by allocator tag: %s\n", live);
   fprintf(f, "\nhost memory per node (%d ranks):\n", gpn);
   fprintf(f, "  optimizer state   %s per rank\n",
@@ -439,6 +501,10 @@ static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
   else
     fprintf(f, ": %s device headroom",
             hb(usable - (double)mem->dev_peak, a, sizeof a));
+  if (v->fits && c->system == PL_PLAN_PLATEAU)
+    fprintf(f, " with balanced routing%s",
+            v->fits_worst ? " (and with adversarial routing)"
+                          : "; NOT with adversarial routing (above)");
   fprintf(f, "\n");
   if (!v->fits && (!searched || !s->have_best)) {
     if (searched && s->why_none[0])
@@ -488,10 +554,7 @@ static void print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
   fprintf(f, "live_set\tnote\n");
   char cfg[256], live[1024];
   pl_plan_cfg_str(c, cfg, sizeof cfg);
-  live_set(mem, live, sizeof live);
-  for (char *p = live; *p; p++)
-    if (*p == ' ')
-      *p = ',';
+  live_set(mem, true, live, sizeof live);
   fprintf(f,
           "plan\t%s\t%s\t%d\t%d\t%lld\t%lld\t%lld\t%s\t%s\t%s\t%zu\t%zu\t%.0f\t"
           "%zu\t%.0f\t",
@@ -516,8 +579,11 @@ static void print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
     else
       fprintf(f, "-\t");
   }
-  fprintf(f, "%s\tprojection; peak at %s\n", live[0] ? live : "-",
-          mem->peak_phase);
+  fprintf(f, "%s\tprojection; peak at %s%s\n", live[0] ? live : "-",
+          mem->peak_phase,
+          c->system == PL_PLAN_PLATEAU && v->fits && !v->fits_worst
+              ? "; adversarial routing does not fit (dev_worst_bytes)"
+              : "");
 }
 
 /* ---- main ------------------------------------------------------------------
@@ -549,7 +615,12 @@ int pl_plan_main(int argc, char **argv) {
   }
   const bool tsv = pl_args_enum(a, "format") == 1;
   if (pl_args_given(a, "table")) {
-    code = pl_plan_table_paper(&mc, pl_args_str(a, "out"), tsv);
+    const char *dir = pl_args_str(a, "out");
+    if (dir && (st = pl_plan_table_check_out(dir))) {
+      code = bad(pl_last_error());
+      goto out;
+    }
+    code = pl_plan_table_paper(&mc, dir, tsv);
     goto out;
   }
   if (pl_args_given(a, "out")) {

@@ -6,6 +6,7 @@
  * is a projection (engine/plan's models on the given machine), and the
  * tables say so with the assumptions they rest on. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,8 @@
 #include <unistd.h>
 
 #include "plan_table.h"
+#include "plateau/timer.h"
+#include "results.h"
 
 #define NM 3
 #define NG 3
@@ -119,15 +122,6 @@ static int64_t max_tokens(const pl_model_cfg *m, pl_plan_system sys, int W,
   return (int64_t)W * pl_plan_max_tokens(m, &base, &fr, mc, 4096, 8 << 20);
 }
 
-static FILE *open_out(const char *dir, const char *name, char *path, size_t n) {
-  snprintf(path, n, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  if (!f)
-    fprintf(stderr, "plateau plan: cannot write %s: %s\n", path,
-            strerror(errno));
-  return f;
-}
-
 static const char *analysis_dir(void) {
   static char buf[4096];
   const char *root = getenv("PLATEAU_ROOT");
@@ -199,100 +193,117 @@ static void assumptions(FILE *f, const pl_plan_machine *mc) {
           mc->gemm_tflops, mc->ib_gbs, mc->ib_lat_us, mc->fsdp2_attn_tflops);
 }
 
-int pl_plan_table_paper(const pl_plan_machine *mc, const char *out_dir,
-                        bool tsv) {
-  static cell pc[NM][NG][NS], fc[NM][NG][NS];
+/* ---- the computation, with progress on stderr ---------------------------
+ * About half a minute in all: one line per point on stderr (as the benches'
+ * harness prints its points), so a terminal and a job's log both show where
+ * it is; stdout and the files get only the tables. */
+
+typedef struct table {
+  cell pc[NM][NG][NS], fc[NM][NG][NS]; /* plateau, FSDP2-best */
   reach pr[NM][NG], fr[NM][NG];
-  memset(pr, 0, sizeof pr), memset(fr, 0, sizeof fr);
+} table;
+
+typedef struct progress {
+  int done, total;
+  uint64_t t0;
+} progress;
+
+static void tick(progress *p, const char *model, int ngpu, const char *what) {
+  p->done++;
+  const double el = pl_elapsed_s(p->t0);
+  fprintf(stderr,
+          "[plan --table paper] point %d/%d  elapsed %.1fs  ETA %.0fs  %s "
+          "on %d GPUs, %s\n",
+          p->done, p->total, el, el / p->done * (p->total - p->done), model,
+          ngpu, what);
+  fflush(stderr);
+}
+
+/* one model on one GPU count: every context of the list, the reach beyond
+ * it and the largest tokens per step */
+static pl_status compute_one(const pl_model_cfg *m, int i, int g,
+                             const pl_plan_machine *mc, table *T,
+                             progress *pg) {
+  char a[32];
+  for (int s = 0; s < NS; s++) {
+    PL_TRY(best_of(m, PL_PLAN_PLATEAU, gpus[g], seqs[s], mc, &T->pc[i][g][s]));
+    PL_TRY(best_of(m, PL_PLAN_FSDP2, gpus[g], seqs[s], mc, &T->fc[i][g][s]));
+    if (T->pc[i][g][s].fits)
+      T->pr[i][g].max_seq = seqs[s];
+    if (T->fc[i][g][s].fits)
+      T->fr[i][g].max_seq = seqs[s];
+    seq_name(seqs[s], a, sizeof a);
+    tick(pg, models[i], gpus[g], a);
+  }
+  /* reach beyond the table's contexts: 2M, 4M, 8M while it fits */
+  for (int y = 0; y < 2; y++) {
+    reach *r = y ? &T->fr[i][g] : &T->pr[i][g];
+    for (int64_t S = 2 * seqs[NS - 1]; r->max_seq == S / 2 && S <= MAX_REACH;
+         S *= 2) {
+      cell x;
+      PL_TRY(
+          best_of(m, y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU, gpus[g], S, mc, &x));
+      if (x.fits)
+        r->max_seq = S;
+    }
+  }
+  T->pr[i][g].max_tokens = max_tokens(m, PL_PLAN_PLATEAU, gpus[g], mc);
+  T->fr[i][g].max_tokens = max_tokens(m, PL_PLAN_FSDP2, gpus[g], mc);
+  tick(pg, models[i], gpus[g], "reach and largest tokens per step");
+  return PL_OK;
+}
+
+static pl_status compute(const pl_plan_machine *mc, table *T) {
+  memset(T, 0, sizeof *T);
+  progress pg = {0, NM * NG * (NS + 1), pl_now_ns()};
   for (int i = 0; i < NM; i++) {
     pl_model_cfg m;
-    if (pl_model_preset(models[i], &m) != PL_OK)
-      return 3;
-    for (int g = 0; g < NG; g++) {
-      for (int s = 0; s < NS; s++) {
-        if (best_of(&m, PL_PLAN_PLATEAU, gpus[g], seqs[s], mc, &pc[i][g][s]) ||
-            best_of(&m, PL_PLAN_FSDP2, gpus[g], seqs[s], mc, &fc[i][g][s])) {
-          fprintf(stderr, "plateau plan: %s\n", pl_last_error());
-          return 3;
+    PL_TRY(pl_model_preset(models[i], &m));
+    for (int g = 0; g < NG; g++)
+      PL_TRY(compute_one(&m, i, g, mc, T, &pg));
+  }
+  return PL_OK;
+}
+
+/* ---- the outputs --------------------------------------------------------- */
+
+static void write_tsv(FILE *ts, const pl_plan_machine *mc, const table *T) {
+  fprintf(ts,
+          "# plateau plan --table paper: projections (engine/plan) on "
+          "the machine %s\n",
+          mc->source);
+  fprintf(ts, "bench\tvariant\tmodel\tranks\tseq\tstatus\ttok_s_gpu\t"
+              "tflops\tdev_peak_bytes\tconfig\tpaper_tok_s_gpu\t"
+              "paper_tflops\tnote\n");
+  for (int i = 0; i < NM; i++)
+    for (int g = 0; g < NG; g++)
+      for (int s = 0; s < NS; s++)
+        for (int y = 0; y < 2; y++) {
+          const cell *c = y ? &T->fc[i][g][s] : &T->pc[i][g][s];
+          const paper *p = &papers[i];
+          double ptok = NAN, ptf = NAN;
+          if (!y && p->gpus == gpus[g] && seqs[s] == 131072)
+            ptok = p->tok128k, ptf = p->tf128k;
+          if (!y && p->gpus == gpus[g] && seqs[s] == 1048576)
+            ptok = p->tok1m, ptf = p->tf1m;
+          fprintf(ts, "plan\t%s\t%s\t%d\t%lld\t%s\t", y ? "fsdp2" : "plateau",
+                  models[i], gpus[g], (long long)seqs[s],
+                  c->fits ? "ok" : "infeasible");
+          if (c->fits)
+            fprintf(ts, "%.1f\t%.1f\t%.0f\t", c->tok, c->tflops, c->peak);
+          else
+            fprintf(ts, "-\t-\t-\t");
+          fprintf(ts, "%s\t", c->cfg);
+          if (isnan(ptok))
+            fprintf(ts, "-\t-\t");
+          else
+            fprintf(ts, "%.0f\t%.0f\t", ptok, ptf);
+          fprintf(ts, "projection\n");
         }
-        if (pc[i][g][s].fits)
-          pr[i][g].max_seq = seqs[s];
-        if (fc[i][g][s].fits)
-          fr[i][g].max_seq = seqs[s];
-      }
-      /* reach beyond the table's contexts: 2M, 4M, 8M while it fits */
-      for (int y = 0; y < 2; y++) {
-        reach *r = y ? &fr[i][g] : &pr[i][g];
-        for (int64_t S = 2 * seqs[NS - 1];
-             r->max_seq == S / 2 && S <= MAX_REACH; S *= 2) {
-          cell x;
-          if (best_of(&m, y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU, gpus[g], S, mc,
-                      &x)) {
-            fprintf(stderr, "plateau plan: %s\n", pl_last_error());
-            return 3;
-          }
-          if (x.fits)
-            r->max_seq = S;
-        }
-      }
-      pr[i][g].max_tokens = max_tokens(&m, PL_PLAN_PLATEAU, gpus[g], mc);
-      fr[i][g].max_tokens = max_tokens(&m, PL_PLAN_FSDP2, gpus[g], mc);
-    }
-  }
-  FILE *md = stdout, *ts = tsv ? stdout : NULL, *rc = NULL;
-  char path[4096];
-  if (out_dir) {
-    if (mkdir(out_dir, 0775) != 0 && errno != EEXIST) {
-      fprintf(stderr, "plateau plan: cannot create %s: %s\n", out_dir,
-              strerror(errno));
-      return 3;
-    }
-    if (!(md = open_out(out_dir, "plan_paper.md", path, sizeof path)) ||
-        !(ts = open_out(out_dir, "plan_paper.tsv", path, sizeof path)) ||
-        !(rc = open_out(out_dir, "plan_reach.tsv", path, sizeof path)))
-      return 3;
-  }
-  char a[32], b[32];
-  if (ts) {
-    fprintf(ts,
-            "# plateau plan --table paper: projections (engine/plan) on "
-            "the machine %s\n",
-            mc->source);
-    fprintf(ts, "bench\tvariant\tmodel\tranks\tseq\tstatus\ttok_s_gpu\t"
-                "tflops\tdev_peak_bytes\tconfig\tpaper_tok_s_gpu\t"
-                "paper_tflops\tnote\n");
-    for (int i = 0; i < NM; i++)
-      for (int g = 0; g < NG; g++)
-        for (int s = 0; s < NS; s++)
-          for (int y = 0; y < 2; y++) {
-            const cell *c = y ? &fc[i][g][s] : &pc[i][g][s];
-            const paper *p = &papers[i];
-            double ptok = NAN, ptf = NAN;
-            if (!y && p->gpus == gpus[g] && seqs[s] == 131072)
-              ptok = p->tok128k, ptf = p->tf128k;
-            if (!y && p->gpus == gpus[g] && seqs[s] == 1048576)
-              ptok = p->tok1m, ptf = p->tf1m;
-            fprintf(ts, "plan\t%s\t%s\t%d\t%lld\t%s\t", y ? "fsdp2" : "plateau",
-                    models[i], gpus[g], (long long)seqs[s],
-                    c->fits ? "ok" : "infeasible");
-            if (c->fits)
-              fprintf(ts, "%.1f\t%.1f\t%.0f\t", c->tok, c->tflops, c->peak);
-            else
-              fprintf(ts, "-\t-\t-\t");
-            fprintf(ts, "%s\t", c->cfg);
-            if (isnan(ptok))
-              fprintf(ts, "-\t-\t");
-            else
-              fprintf(ts, "%.0f\t%.0f\t", ptok, ptf);
-            fprintf(ts, "projection\n");
-          }
-    if (!out_dir)
-      return 0;
-  }
-  /* Markdown */
-  fprintf(md,
-          "# The paper's end-to-end points, projected by `plateau plan`\n\n");
-  assumptions(md, mc);
+}
+
+static void md_throughput(FILE *md, const table *T) {
+  char a[32];
   fprintf(md, "## Throughput by context (tok/s/GPU, model TFLOP/s/GPU)\n\n");
   fprintf(md, "| model | GPUs | context | plateau | FSDP2-best | ratio | "
               "paper: plateau | paper: FSDP2-best |\n|---|---|---|---|---|---|"
@@ -300,7 +311,7 @@ int pl_plan_table_paper(const pl_plan_machine *mc, const char *out_dir,
   for (int i = 0; i < NM; i++)
     for (int g = 0; g < NG; g++)
       for (int s = 0; s < NS; s++) {
-        const cell *p = &pc[i][g][s], *f = &fc[i][g][s];
+        const cell *p = &T->pc[i][g][s], *f = &T->fc[i][g][s];
         const paper *pp = &papers[i];
         seq_name(seqs[s], a, sizeof a);
         fprintf(md, "| %s | %d | %s | ", models[i], gpus[g], a);
@@ -331,6 +342,10 @@ int pl_plan_table_paper(const pl_plan_machine *mc, const char *out_dir,
         else
           fprintf(md, " |\n");
       }
+}
+
+static void md_reach(FILE *md, const table *T) {
+  char a[32], b[32];
   fprintf(md, "\n## Reach and batch\n\n");
   fprintf(md, "| model | GPUs | plateau: longest context | FSDP2-best: "
               "longest | paper: FSDP2-best OOM past | plateau: largest "
@@ -339,23 +354,24 @@ int pl_plan_table_paper(const pl_plan_machine *mc, const char *out_dir,
   for (int i = 0; i < NM; i++)
     for (int g = 0; g < NG; g++) {
       const paper *pp = &papers[i];
+      const reach *pr = &T->pr[i][g], *fr = &T->fr[i][g];
       const bool mine = pp->gpus == gpus[g];
-      seq_name(pr[i][g].max_seq, a, sizeof a);
-      seq_name(fr[i][g].max_seq, b, sizeof b);
+      seq_name(pr->max_seq, a, sizeof a);
+      seq_name(fr->max_seq, b, sizeof b);
       fprintf(md, "| %s | %d | %s | %s | ", models[i], gpus[g],
-              pr[i][g].max_seq ? a : "none", fr[i][g].max_seq ? b : "none");
+              pr->max_seq ? a : "none", fr->max_seq ? b : "none");
       if (mine) {
         seq_name(pp->fsdp2_reach, a, sizeof a);
         fprintf(md, "%s | ", a);
       } else {
         fprintf(md, " | ");
       }
-      tokens_name((double)pr[i][g].max_tokens, a, sizeof a);
-      tokens_name((double)fr[i][g].max_tokens, b, sizeof b);
+      tokens_name((double)pr->max_tokens, a, sizeof a);
+      tokens_name((double)fr->max_tokens, b, sizeof b);
       fprintf(md, "%s | %s | ", a, b);
-      if (fr[i][g].max_tokens > 0)
+      if (fr->max_tokens > 0)
         fprintf(md, "%.1f× | ",
-                (double)pr[i][g].max_tokens / (double)fr[i][g].max_tokens);
+                (double)pr->max_tokens / (double)fr->max_tokens);
       else
         fprintf(md, "- | ");
       if (mine)
@@ -368,9 +384,18 @@ int pl_plan_table_paper(const pl_plan_machine *mc, const char *out_dir,
       "\nLongest context: the longest of 32K, 64K, … 8M that fits.  Largest "
       "tokens per step: W × the largest tokens per rank that fit in one "
       "pass (no accumulation), any context.\n");
-  if (!out_dir)
-    return 0;
-  /* the chart's data: one row per (model, GPUs, system) and the paper's */
+}
+
+static void write_md(FILE *md, const pl_plan_machine *mc, const table *T) {
+  fprintf(md,
+          "# The paper's end-to-end points, projected by `plateau plan`\n\n");
+  assumptions(md, mc);
+  md_throughput(md, T);
+  md_reach(md, T);
+}
+
+/* the chart's data: one row per (model, GPUs, system) and the paper's */
+static void write_reach(FILE *rc, const table *T) {
   fprintf(rc, "# plateau plan --table paper: reach (projections; paper_* "
               "are the paper's figures at its own GPU count)\n");
   fprintf(rc, "model\tranks\tsystem\tmax_context\tmax_tokens_step\t"
@@ -378,7 +403,7 @@ int pl_plan_table_paper(const pl_plan_machine *mc, const char *out_dir,
   for (int i = 0; i < NM; i++) /* one series (model, system) a block */
     for (int y = 0; y < 2; y++)
       for (int g = 0; g < NG; g++) {
-        const reach *r = y ? &fr[i][g] : &pr[i][g];
+        const reach *r = y ? &T->fr[i][g] : &T->pr[i][g];
         const paper *pp = &papers[i];
         fprintf(rc, "%s\t%d\t%s\t", models[i], gpus[g],
                 y ? "fsdp2" : "plateau");
@@ -392,28 +417,177 @@ int pl_plan_table_paper(const pl_plan_machine *mc, const char *out_dir,
         else
           fprintf(rc, "-\n");
       }
-  fclose(md), fclose(ts), fclose(rc);
-  printf("%s/plan_paper.md\n%s/plan_paper.tsv\n%s/plan_reach.tsv\n", out_dir,
-         out_dir, out_dir);
+}
+
+/* ---- the output directory: checked first, files renamed into place ------ */
+
+enum { NOUT = 4 };
+static const char *const out_names[NOUT] = {"plan_paper.md", "plan_paper.tsv",
+                                            "plan_reach.tsv", "plan_reach.svg"};
+
+pl_status pl_plan_table_check_out(const char *dir) {
+  if (pl_results_dir_check(dir) != PL_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pl_last_error());
+    return pl_set_error(PL_EINVAL, "--out=%s: %s", dir, msg);
+  }
+  for (int k = 0; k < NOUT; k++) {
+    char path[PATH_MAX];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, out_names[k]);
+    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+      return pl_set_error(PL_EINVAL,
+                          "--out=%s: %s exists and is not a regular file "
+                          "(allowed: a new or regular file, replaced)",
+                          dir, out_names[k]);
+  }
+  return PL_OK;
+}
+
+/* mkdir -p (the check above saw every existing part a directory) */
+static int make_dirs(const char *dir) {
+  char buf[PATH_MAX];
+  snprintf(buf, sizeof buf, "%s", dir);
+  for (char *p = buf + 1;; p++) {
+    if (*p != '/' && *p)
+      continue;
+    const char c = *p;
+    *p = 0;
+    if (mkdir(buf, 0775) != 0 && errno != EEXIST) {
+      fprintf(stderr, "plateau plan: cannot create %s: %s\n", buf,
+              strerror(errno));
+      return -1;
+    }
+    if (!c)
+      return 0;
+    *p = c;
+  }
+}
+
+/* the files under temporary names beside their targets, until renamed */
+typedef struct outs {
+  char tmp[NOUT][PATH_MAX], dst[NOUT][PATH_MAX];
+  FILE *f[NOUT - 1];
+} outs;
+
+static void outs_drop(outs *o) {
+  for (int k = 0; k < NOUT; k++) {
+    if (k < NOUT - 1 && o->f[k])
+      fclose(o->f[k]);
+    if (o->tmp[k][0])
+      unlink(o->tmp[k]);
+  }
+}
+
+static int outs_open(outs *o, const char *dir) {
+  memset(o, 0, sizeof *o);
+  for (int k = 0; k < NOUT; k++) {
+    snprintf(o->dst[k], PATH_MAX, "%s/%s", dir, out_names[k]);
+    const char *dot = strrchr(out_names[k], '.');
+    snprintf(o->tmp[k], PATH_MAX, "%s/.%.*s.XXXXXX%s", dir,
+             (int)(dot - out_names[k]), out_names[k], dot);
+    int fd = mkstemps(o->tmp[k], (int)strlen(dot));
+    if (fd < 0) {
+      fprintf(stderr, "plateau plan: cannot write in %s: %s\n", dir,
+              strerror(errno));
+      o->tmp[k][0] = 0;
+      outs_drop(o);
+      return -1;
+    }
+    if (k < NOUT - 1) {
+      o->f[k] = fdopen(fd, "w");
+      if (!o->f[k])
+        close(fd);
+    } else {
+      close(fd); /* the chart: gnuplot writes it */
+    }
+  }
+  return 0;
+}
+
+/* close, mode 0666 less the umask, rename; the chart only when drawn */
+static int outs_commit(outs *o, bool chart) {
+  const mode_t um = umask(0);
+  umask(um);
+  int bad = 0;
+  for (int k = 0; k < NOUT - 1; k++) {
+    bad |= !o->f[k] || ferror(o->f[k]) || fclose(o->f[k]) != 0;
+    o->f[k] = NULL;
+  }
+  for (int k = 0; k < NOUT && !bad; k++) {
+    if (k == NOUT - 1 && !chart)
+      break;
+    chmod(o->tmp[k], 0666 & ~um);
+    if (rename(o->tmp[k], o->dst[k]) != 0) {
+      fprintf(stderr, "plateau plan: cannot write %s: %s\n", o->dst[k],
+              strerror(errno));
+      bad = 1;
+    } else {
+      o->tmp[k][0] = 0;
+    }
+  }
+  if (bad)
+    fprintf(stderr, "plateau plan: writing the tables failed\n");
+  outs_drop(o);
+  return bad ? 3 : 0;
+}
+
+/* plan_reach.svg into the temporary file: drawn (1), skipped (0, a warning
+ * says why), failed (-1) */
+static int draw(const outs *o) {
   const char *ad = analysis_dir();
   if (!ad) {
     fprintf(stderr, "plateau plan: warning: analysis/ not found: chart "
                     "skipped\n");
     return 0;
   }
-  char script[4200], data[4200], svg[4200];
+  char script[4200];
   snprintf(script, sizeof script, "%s/plan_reach.gp", ad);
-  snprintf(data, sizeof data, "%s/plan_reach.tsv", out_dir);
-  snprintf(svg, sizeof svg, "%s/plan_reach.svg", out_dir);
-  const int code = gnuplot(script, data, svg);
-  if (code == 127)
+  const int code = gnuplot(script, o->tmp[2], o->tmp[3]);
+  if (code == 127) {
     fprintf(stderr,
             "plateau plan: warning: gnuplot not found: chart skipped\n");
-  else if (code != 0) {
+    return 0;
+  }
+  if (code != 0) {
     fprintf(stderr, "plateau plan: gnuplot -c %s %s %s: exit %d\n", script,
-            data, svg, code);
+            o->tmp[2], o->tmp[3], code);
+    return -1;
+  }
+  return 1;
+}
+
+int pl_plan_table_paper(const pl_plan_machine *mc, const char *out_dir,
+                        bool tsv) {
+  static table T;
+  if (compute(mc, &T) != PL_OK) {
+    fprintf(stderr, "plateau plan: %s\n", pl_last_error());
     return 3;
-  } else
-    printf("%s\n", svg);
-  return 0;
+  }
+  if (!out_dir) {
+    if (tsv)
+      write_tsv(stdout, mc, &T);
+    else
+      write_md(stdout, mc, &T);
+    return fflush(stdout) == 0 ? 0 : 3;
+  }
+  outs o;
+  if (make_dirs(out_dir) != 0 || outs_open(&o, out_dir) != 0)
+    return 3;
+  write_md(o.f[0], mc, &T);
+  write_tsv(o.f[1], mc, &T);
+  write_reach(o.f[2], &T);
+  fflush(o.f[2]); /* gnuplot reads it before the rename */
+  const int drawn = draw(&o);
+  if (drawn < 0) {
+    outs_drop(&o);
+    return 3;
+  }
+  const int code = outs_commit(&o, drawn > 0);
+  if (code == 0) {
+    printf("%s\n%s\n%s\n", o.dst[0], o.dst[1], o.dst[2]);
+    if (drawn > 0)
+      printf("%s\n", o.dst[3]);
+  }
+  return code;
 }

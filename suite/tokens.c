@@ -1,21 +1,165 @@
 /* tokens.c — `plateau tokens IN OUT`: a token shard (engine/train/data.h's
  * format) of any file's bytes, one token per byte (byte-level tokens, a
  * vocabulary of 256, stored as uint16), so the training step can read real
- * text without a tokenizer.  Streams the input; prints the count. */
+ * text without a tokenizer.  Streams the input; prints the count.
+ *
+ * Nothing the user owns is ever removed or half-written: IN must be a
+ * regular file of at most PL_TOKENS_MAX_BYTES (a FIFO or /dev/zero would
+ * never end); OUT must be new or a regular file that is not IN (compared by
+ * device and inode, so a second path, a hard link or a symbolic link to IN
+ * is refused); the shard is written to a temporary file beside OUT's target
+ * and renamed over it only when complete, and a failure or a signal removes
+ * only that temporary file. */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "plateau/file.h"
 #include "tokens.h"
 #include "train/data.h"
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: plateau tokens IN OUT\n"
-             "  Write OUT, a token shard of the bytes of IN: byte-level tokens "
-             "(vocabulary\n"
-             "  256) as uint16 after a 24-byte header (magic PLTOKENS, version "
-             "1, token\n"
-             "  width 2, count).  Train on it with a model of V >= 256.\n");
+  fprintf(f,
+          "usage: plateau tokens IN OUT\n"
+          "  Write OUT, a token shard of the bytes of IN: byte-level tokens "
+          "(vocabulary\n"
+          "  256) as uint16 after a 24-byte header (magic PLTOKENS, version "
+          "1, token\n"
+          "  width 2, count).  Train on it with a model of V >= 256.\n"
+          "  IN: a regular file of at most %lld bytes (4 GiB).  OUT: a new "
+          "file or a\n"
+          "  regular file other than IN, replaced only when the shard is "
+          "complete\n"
+          "  (written beside it under a temporary name, then renamed).  Exit: "
+          "0 ok,\n"
+          "  2 bad arguments (nothing written), 3 a read or write failed.\n",
+          (long long)PL_TOKENS_MAX_BYTES);
+}
+
+/* The temporary file while it exists, for the signal handler to remove
+ * (it is ours: created by mkstemp). */
+static char tmp_path[PATH_MAX + 32];
+static volatile sig_atomic_t tmp_live;
+
+static void on_signal(int sig) {
+  if (tmp_live)
+    unlink(tmp_path);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* A refusal: the message and exit code 2 (nothing has been written). */
+static int refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int refuse(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "plateau tokens: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  return 2;
+}
+
+/* OUT's target (through a symbolic link, so the link stays) into dest;
+ * exit code 2 with a message when OUT cannot be the output, else 0. */
+static int out_target(const char *out, const struct stat *in_sb, char *dest,
+                      size_t n) {
+  struct stat lsb, sb;
+  snprintf(dest, n, "%s", out);
+  if (lstat(out, &lsb) != 0) {
+    if (errno == ENOENT)
+      return 0; /* a new file (its directory is checked by mkstemp) */
+    return refuse("OUT=%s: %s", out, strerror(errno));
+  }
+  if (stat(out, &sb) != 0) /* a link to nothing: where would it write? */
+    return refuse("OUT=%s: a symbolic link to a missing file (%s; allowed: "
+                  "a new file or a regular file)",
+                  out, strerror(errno));
+  if (sb.st_dev == in_sb->st_dev && sb.st_ino == in_sb->st_ino)
+    return refuse("OUT=%s: the same file as IN (same device and inode; "
+                  "allowed: another file)",
+                  out);
+  if (!S_ISREG(sb.st_mode))
+    return refuse("OUT=%s: %s (allowed: a new file or a regular file)", out,
+                  S_ISDIR(sb.st_mode)    ? "is a directory"
+                  : S_ISCHR(sb.st_mode)  ? "is a character device"
+                  : S_ISBLK(sb.st_mode)  ? "is a block device"
+                  : S_ISFIFO(sb.st_mode) ? "is a FIFO"
+                                         : "is not a regular file");
+  if (S_ISLNK(lsb.st_mode) && !realpath(out, dest))
+    return refuse("OUT=%s: %s", out, strerror(errno));
+  return 0;
+}
+
+/* A temporary file in dest's directory: tmp_path, created (mode 0600). */
+static int make_tmp(const char *dest) {
+  const char *slash = strrchr(dest, '/');
+  const int dl = slash ? (int)(slash - dest) + 1 : 0;
+  snprintf(tmp_path, sizeof tmp_path, "%.*s.%s.XXXXXX", dl, dest,
+           slash ? slash + 1 : dest);
+  int fd = mkstemp(tmp_path);
+  if (fd < 0) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", dl ? dl : 1, dl ? dest : ".");
+    return refuse("cannot create a file in %s: %s", dir, strerror(errno));
+  }
+  tmp_live = 1;
+  close(fd);
+  return 0;
+}
+
+/* IN's bytes as tokens into the temporary file, made durable (fsync). */
+static pl_status write_shard(int in, const char *in_path, int64_t *count) {
+  pl_data_writer *w;
+  pl_status st = pl_data_writer_open(tmp_path, 2, &w);
+  static unsigned char buf[65536];
+  static uint32_t tok[65536];
+  ssize_t n;
+  *count = 0;
+  while (st == PL_OK && (n = read(in, buf, sizeof buf)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      st =
+          pl_set_error(PL_EIO, "%s: read failed: %s", in_path, strerror(errno));
+      break;
+    }
+    if (*count + n > PL_TOKENS_MAX_BYTES) { /* it grew while read */
+      st = pl_set_error(PL_EINVAL, "%s: more than %lld bytes (the limit)",
+                        in_path, (long long)PL_TOKENS_MAX_BYTES);
+      break;
+    }
+    for (ssize_t i = 0; i < n; i++)
+      tok[i] = buf[i];
+    st = pl_data_writer_put(w, tok, (int64_t)n);
+    *count += (int64_t)n;
+  }
+  pl_status c = pl_data_writer_close(w);
+  if (st == PL_OK)
+    st = c;
+  if (st == PL_OK) {
+    int fd = open(tmp_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0)
+      st = pl_set_error(PL_EIO, "%s: sync failed: %s", tmp_path,
+                        strerror(errno));
+    if (fd >= 0)
+      close(fd);
+  }
+  return st;
+}
+
+/* The temporary file's mode: what a new file gets (0666 less the umask). */
+static void default_mode(void) {
+  const mode_t um = umask(0);
+  umask(um);
+  chmod(tmp_path, 0666 & ~um);
 }
 
 int pl_tokens_main(int argc, char **argv) {
@@ -29,35 +173,51 @@ int pl_tokens_main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
-  FILE *in = fopen(argv[1], "rb");
-  if (!in) {
-    fprintf(stderr, "plateau tokens: %s: %s\n", argv[1], strerror(errno));
-    return 3;
+  const char *in_path = argv[1], *out = argv[2];
+  int in;
+  if (pl_open_regular(in_path, &in) != PL_OK)
+    return refuse("IN=%s (allowed: a regular file)", pl_last_error());
+  struct stat in_sb;
+  if (fstat(in, &in_sb) != 0) {
+    close(in);
+    return refuse("IN=%s: %s", in_path, strerror(errno));
   }
-  pl_data_writer *w;
-  pl_status st = pl_data_writer_open(argv[2], 2, &w);
-  unsigned char buf[65536];
-  uint32_t tok[65536];
+  if (in_sb.st_size > PL_TOKENS_MAX_BYTES) {
+    close(in);
+    return refuse("IN=%s: %lld bytes: too large (allowed: at most %lld "
+                  "bytes, 4 GiB)",
+                  in_path, (long long)in_sb.st_size,
+                  (long long)PL_TOKENS_MAX_BYTES);
+  }
+  char dest[PATH_MAX];
+  int code = out_target(out, &in_sb, dest, sizeof dest);
+  if (code == 0) {
+    signal(SIGINT, on_signal), signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal);
+    code = make_tmp(dest);
+  }
+  if (code != 0) {
+    close(in);
+    return code;
+  }
   int64_t count = 0;
-  size_t n;
-  while (st == PL_OK && (n = fread(buf, 1, sizeof buf, in)) > 0) {
-    for (size_t i = 0; i < n; i++)
-      tok[i] = buf[i];
-    st = pl_data_writer_put(w, tok, (int64_t)n);
-    count += (int64_t)n;
+  pl_status st = write_shard(in, in_path, &count);
+  close(in);
+  if (st == PL_OK) {
+    default_mode();
+    if (rename(tmp_path, dest) != 0)
+      st = pl_set_error(PL_EIO, "rename %s to %s: %s", tmp_path, dest,
+                        strerror(errno));
+    else
+      tmp_live = 0;
   }
-  if (st == PL_OK && ferror(in))
-    st = pl_set_error(PL_EIO, "%s: read failed: %s", argv[1], strerror(errno));
-  fclose(in);
-  pl_status c = pl_data_writer_close(w);
-  if (st == PL_OK)
-    st = c;
   if (st != PL_OK) {
+    tmp_live = 0;
+    unlink(tmp_path); /* ours; OUT itself is untouched */
     fprintf(stderr, "plateau tokens: %s\n", pl_last_error());
-    remove(argv[2]);
-    return 3;
+    return st == PL_EINVAL ? 2 : 3;
   }
-  printf("%s: %lld tokens (byte-level, V 256, uint16)\n", argv[2],
+  printf("%s: %lld tokens (byte-level, V 256, uint16)\n", out,
          (long long)count);
   return 0;
 }

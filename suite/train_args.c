@@ -138,9 +138,21 @@ static pl_status systems_of(const pl_args *a, bool tune, bool points,
                      : points ? "fsdp2"
                               : pl_args_str(a, "system");
   char buf[256];
+  if (strlen(list) >= sizeof buf)
+    return pl_set_error(PL_EINVAL,
+                        "--system: %zu characters (allowed: at "
+                        "most %zu)",
+                        strlen(list), sizeof buf - 1);
   snprintf(buf, sizeof buf, "%s", list);
-  char *save = NULL;
-  for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+  for (char *w = buf, *next; w; w = next) {
+    next = strchr(w, ',');
+    if (next)
+      *next++ = 0;
+    if (!*w) /* ",plateau", "plateau,,fsdp2", "plateau," */
+      return pl_set_error(PL_EINVAL,
+                          "--system=%s: empty list element (allowed: "
+                          "plateau, fsdp2)",
+                          list);
     const pl_train_system *s = pl__train_system_find(w);
     if (!s)
       return pl_set_error(PL_EINVAL,
@@ -312,8 +324,17 @@ static pl_status plan_of(pl_bench_ctx *c, const pl_args *a, bool tune,
                         (long long)t->step_tokens, Wv, c->size);
   const char *calib = pl_args_str(a, "calib");
   char path[2048];
-  if (calib)
+  if (calib) { /* a result file of a schema this build reads (also with
+                  --gemm-tflops, when calib_rate has not read it) */
     PL_TRY(calib_file(calib, path, sizeof path));
+    pl_table tb;
+    if (pl_table_read(path, &tb) != PL_OK) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", pl_last_error());
+      return pl_set_error(PL_EINVAL, "--calib: %s", msg);
+    }
+    pl_table_free(&tb);
+  }
   return pl__train_machine(c, calib ? path : NULL, &t->mc);
 }
 
@@ -531,8 +552,13 @@ pl_status pl__train_parse(pl_bench_ctx *c, pl__train_args *t) {
                 : context_points(c, a, tune, by_tokens, t, &cap));
   if (t->describe || !t->npts)
     return PL_OK;
-  /* the stream of the first point's vocabulary: a bad --data exits 2 */
-  if (pl__train_data(c, t, t->pts[0].u.m.V) != PL_OK) {
+  /* the stream of the first point's vocabulary, and for every point its
+   * window and vocabulary: a bad --data (an empty or short shard, a token
+   * outside a point's vocabulary) exits 2 before anything is written */
+  pl_status st = pl__train_data(c, t, t->pts[0].u.m.V);
+  for (int i = 0; st == PL_OK && i < t->npts; i++)
+    st = pl_data_check(t->data, t->pts[i].u.S, t->pts[i].u.m.V);
+  if (st != PL_OK) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", pl_last_error());
     return pl_set_error(PL_EINVAL, "--data: %s", msg);

@@ -261,9 +261,10 @@ pl_plan_cfg pl_fsdp2_plan_cfg(const pl_model_cfg *m, const pl_fsdp2_cfg *c,
  * analysis/peers/fsdp2_points.tsv lists the configurations this baseline and
  * analysis/peers/torch_fsdp2.py both run (one GPU; shapes, context, knobs).
  * pl_fsdp2_points_read parses such a file ('#' comments, a header naming the
- * columns, one point per line; columns found by name) into *out (malloc'd,
- * free with free()) and *n.  PL_EIO when it cannot be read, PL_EINVAL naming
- * the line and column otherwise. */
+ * columns, one point per line; columns found by name; each point's name
+ * once) into *out (malloc'd, free with free()) and *n.  PL_EIO when it
+ * cannot be read, PL_EINVAL when it is not a regular file (a FIFO is never
+ * opened for a blocking read) or naming the line and column otherwise. */
 typedef struct pl_fsdp2_point {
   char name[48];
   pl_model_cfg m;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fsdp2.h"
+#include "plateau/file.h"
 
 enum {
   C_POINT,
@@ -71,9 +72,13 @@ static pl_status num(const char *s, double *out, int line, const char *col) {
 
 pl_status pl_fsdp2_points_read(const char *path, pl_fsdp2_point **out, int *n) {
   *out = NULL, *n = 0;
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return pl_set_error(PL_EIO, "fsdp2 points: cannot open %s", path);
+  FILE *f;
+  pl_status ost = pl_fopen_regular(path, &f); /* a FIFO would block */
+  if (ost != PL_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pl_last_error());
+    return pl_set_error(ost, "fsdp2 points: cannot open %s", msg);
+  }
   char buf[4096], *fl[64];
   int at[C_N], at_model = -1, have_hdr = 0, line = 0, cap = 0;
   pl_fsdp2_point *pts = NULL;
@@ -124,6 +129,15 @@ pl_status pl_fsdp2_points_read(const char *path, pl_fsdp2_point **out, int *n) {
     if (st != PL_OK)
       break;
     snprintf(p->name, sizeof p->name, "%s", fl[at[C_POINT]]);
+    for (int j = 0; j < *n && st == PL_OK; j++) /* a name is a row's key */
+      if (!strcmp(pts[j].name, p->name))
+        st = pl_set_error(PL_EINVAL,
+                          "fsdp2 points: %s line %d: point '%s' is named "
+                          "twice (also point %d of the file; allowed: "
+                          "each name once)",
+                          path, line, p->name, j + 1);
+    if (st != PL_OK)
+      break;
     pl_model_cfg *m = &p->m;
     pl_model_preset("tiny", m); /* the rest of the fields */
     snprintf(m->name, sizeof m->name, "%.31s",

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "plan/plan_internal.h"
+#include "plateau/file.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -54,44 +55,116 @@ pl_plan_machine pl_plan_machine_default(void) {
 
 /* ---- key=value ---- */
 
+/* Every parameter with its unit, the values the models accept (lo < v when
+ * lo_open, else lo <= v; v <= hi: a zero rate would divide by zero, a
+ * capacity of 2^64 bytes is no machine) and its meaning, for --set's
+ * checks and --machine's listing. */
 typedef struct field {
   const char *key;
   size_t off;
+  const char *unit;
+  double lo, hi;
+  bool lo_open;
+  const char *meaning;
 } field;
-#define FD(k)                                                                  \
-  { #k, offsetof(pl_plan_machine, k) }
-static const field fields[] = {FD(hbm_bytes),
-                               FD(hbm_reserve),
-                               FD(host_bytes),
-                               FD(host_reserve),
-                               FD(gemm_tflops),
-                               FD(hbm_gbs),
-                               FD(h2d_gbs),
-                               FD(d2h_gbs),
-                               FD(bidir_gbs),
-                               FD(nvl_gbs),
-                               FD(nccl_gbs),
-                               FD(a2a_gbs),
-                               FD(ib_gbs),
-                               FD(ib_lat_us),
-                               FD(nvl_lat_us),
-                               FD(host_dram_gbs),
-                               FD(attn_fwd_tflops),
-                               FD(attn_bwd_tflops),
-                               FD(attn_half_seq),
-                               FD(expert_eff),
-                               FD(dense_eff),
-                               FD(head_eff),
-                               FD(mem_passes),
-                               FD(optim_gparam_s),
-                               FD(cpu_adam_gparam_s),
-                               FD(step_overhead_ms),
-                               FD(coll_us),
-                               FD(layer_overhead_ms),
-                               FD(fsdp2_attn_tflops),
-                               FD(fsdp2_expert_eff),
-                               FD(fsdp2_cpu_adam_gparam_s)};
+#define FD(k, unit, lo, hi, open, meaning)                                     \
+  { #k, offsetof(pl_plan_machine, k), unit, lo, hi, open, meaning }
+#define RATE 1e6 /* the largest rate accepted (any unit): a sanity bound */
+#define BYTES 1e15
+static const field fields[] = {
+    FD(hbm_bytes, "B", 0, BYTES, true, "device memory per GPU"),
+    FD(hbm_reserve, "B", 0, BYTES, false,
+       "of which held back (context, NCCL, the pool's fragmentation)"),
+    FD(host_bytes, "B", 0, BYTES, true, "host RAM per node"),
+    FD(host_reserve, "B", 0, BYTES, false,
+       "of which held back (OS, processes, page cache)"),
+    FD(gemm_tflops, "TFLOP/s", 0, RATE, true, "dense bf16 GEMM (calib gemm)"),
+    FD(hbm_gbs, "GB/s", 0, RATE, true,
+       "device memory copy, read + write counted (calib d2d)"),
+    FD(h2d_gbs, "GB/s", 0, RATE, true, "pinned host to device per GPU"),
+    FD(d2h_gbs, "GB/s", 0, RATE, true, "device to pinned host per GPU"),
+    FD(bidir_gbs, "GB/s", 0, RATE, true, "both directions at once per GPU"),
+    FD(nvl_gbs, "GB/s", 0, RATE, true, "NVLink point-to-point per direction"),
+    FD(nccl_gbs, "GB/s", 0, RATE, true,
+       "intra-node ring collectives, bus bandwidth"),
+    FD(a2a_gbs, "GB/s", 0, RATE, true, "intra-node all-to-all, bus bandwidth"),
+    FD(ib_gbs, "GB/s", 0, RATE, true, "inter-node per GPU per direction"),
+    FD(ib_lat_us, "us", 0, RATE, false, "latency per message across nodes"),
+    FD(nvl_lat_us, "us", 0, RATE, false, "latency per message inside a node"),
+    FD(host_dram_gbs, "GB/s", 0, RATE, true,
+       "host memory bandwidth per node (calib mem_copy)"),
+    FD(attn_fwd_tflops, "TFLOP/s", 0, RATE, true,
+       "our attention forward at long context"),
+    FD(attn_bwd_tflops, "TFLOP/s", 0, RATE, true, "our attention backward"),
+    FD(attn_half_seq, "tokens", 0, 1e12, false,
+       "context at which attention runs at half its long-context rate"),
+    FD(expert_eff, "x gemm", 0, 2, true,
+       "expert GEMMs as a fraction of gemm_tflops"),
+    FD(dense_eff, "x gemm", 0, 2, true,
+       "dense layer GEMMs as a fraction of gemm_tflops"),
+    FD(head_eff, "x gemm", 0, 2, true,
+       "vocabulary head GEMMs as a fraction of gemm_tflops"),
+    FD(mem_passes, "passes", 0, 1e4, false,
+       "elementwise passes over N*H*b per layer and step"),
+    FD(optim_gparam_s, "Gparam/s", 0, RATE, false,
+       "streamed optimizer per GPU (0: from the host link)"),
+    FD(cpu_adam_gparam_s, "Gparam/s", 0, RATE, true,
+       "SIMD CPU AdamW per node, all cores"),
+    FD(step_overhead_ms, "ms", 0, RATE, false,
+       "per step: host waits, launches, small ops"),
+    FD(coll_us, "us", 0, RATE, false,
+       "per collective call: launch, agreement, the slowest rank"),
+    FD(layer_overhead_ms, "ms", 0, RATE, false, "per layer and pass"),
+    FD(fsdp2_attn_tflops, "TFLOP/s", 0, RATE, true,
+       "FSDP2: PyTorch SDPA forward + backward"),
+    FD(fsdp2_expert_eff, "x gemm", 0, 2, true,
+       "FSDP2: grouped expert GEMMs as a fraction of gemm_tflops"),
+    FD(fsdp2_cpu_adam_gparam_s, "Gparam/s", 0, RATE, true,
+       "FSDP2: torch CPU AdamW per node")};
 #define NFIELDS (sizeof fields / sizeof fields[0])
+
+static pl_status set_other(pl_plan_machine *m, const char *key, const char *v) {
+  if (!strcmp(key, "backend")) {
+    if (!strcmp(v, "cuda"))
+      m->backend = PL_BACKEND_CUDA;
+    else if (!strcmp(v, "cpu"))
+      m->backend = PL_BACKEND_CPU;
+    else
+      return pl_set_error(PL_EINVAL,
+                          "machine: backend=%s: not allowed (allowed: cuda | "
+                          "cpu)",
+                          v);
+    return PL_OK;
+  }
+  char *end = NULL;
+  long n = strtol(v, &end, 10);
+  if (!*v || *end || n < 1 || n > 1024)
+    return pl_set_error(PL_EINVAL,
+                        "machine: gpus_per_node=%s: out of range (allowed: "
+                        "an integer 1..1024)",
+                        v);
+  m->gpus_per_node = (int)n;
+  return PL_OK;
+}
+
+/* "12.5", "80Gi", "2T": a number with an optional size suffix, K M G T
+ * (1000s) or Ki Mi Gi Ti (1024s); false when it is not one. */
+static bool parse_value(const char *s, double *out) {
+  char *end = NULL;
+  double v = strtod(s, &end);
+  if (end == s)
+    return false;
+  if (*end) {
+    const char *u = "KMGT", *q = strchr(u, *end);
+    if (!q)
+      return false;
+    const double base = end[1] == 'i' ? 1024 : 1000;
+    v *= pow(base, (double)(q - u + 1));
+    end += end[1] == 'i' ? 2 : 1;
+  }
+  *out = v;
+  return !*end;
+}
 
 pl_status pl_plan_machine_set(pl_plan_machine *m, const char *kv) {
   const char *eq = strchr(kv, '=');
@@ -101,49 +174,12 @@ pl_status pl_plan_machine_set(pl_plan_machine *m, const char *kv) {
     kl = sizeof key - 1;
   memcpy(key, kv, kl);
   key[kl] = 0;
-  if (!strcmp(key, "gpus_per_node") || !strcmp(key, "backend")) {
-    char *end = NULL;
-    if (!eq)
-      goto bad_value;
-    if (!strcmp(key, "backend")) {
-      if (!strcmp(eq + 1, "cuda"))
-        m->backend = PL_BACKEND_CUDA;
-      else if (!strcmp(eq + 1, "cpu"))
-        m->backend = PL_BACKEND_CPU;
-      else
-        return pl_set_error(PL_EINVAL, "machine: backend=%s: cpu or cuda",
-                            eq + 1);
-      return PL_OK;
-    }
-    long v = strtol(eq + 1, &end, 10);
-    if (!*(eq + 1) || *end || v < 1 || v > 1024)
-      return pl_set_error(PL_EINVAL,
-                          "machine: gpus_per_node=%s: an integer in 1..1024",
-                          eq + 1);
-    m->gpus_per_node = (int)v;
-    return PL_OK;
-  }
-  for (size_t i = 0; i < NFIELDS; i++) {
-    if (strcmp(key, fields[i].key))
-      continue;
-    char *end = NULL;
-    if (!eq || !*(eq + 1))
-      goto bad_value;
-    double v = strtod(eq + 1, &end);
-    if (*end) { /* a size suffix: K M G T (1000s), Ki Mi Gi Ti (1024s) */
-      const char *u = "KMGT", *q = strchr(u, *end);
-      if (!q || !*end)
-        goto bad_value;
-      const double base = end[1] == 'i' ? 1024 : 1000;
-      v *= pow(base, (double)(q - u + 1));
-      end += end[1] == 'i' ? 2 : 1;
-    }
-    if (*end || !isfinite(v) || v < 0)
-      goto bad_value;
-    *(double *)((char *)m + fields[i].off) = v;
-    return PL_OK;
-  }
-  {
+  const bool other = !strcmp(key, "gpus_per_node") || !strcmp(key, "backend");
+  const field *fd = NULL;
+  for (size_t i = 0; i < NFIELDS && !fd; i++)
+    if (!strcmp(key, fields[i].key))
+      fd = &fields[i];
+  if (!other && !fd) {
     char allowed[1024] = "backend, gpus_per_node";
     for (size_t i = 0; i < NFIELDS; i++) {
       strncat(allowed, ", ", sizeof allowed - strlen(allowed) - 1);
@@ -152,20 +188,50 @@ pl_status pl_plan_machine_set(pl_plan_machine *m, const char *kv) {
     return pl_set_error(PL_EINVAL, "machine: unknown key '%s' (allowed: %s)",
                         key, allowed);
   }
-bad_value:
-  return pl_set_error(PL_EINVAL,
-                      "machine: '%s': need key=value with a number >= 0 "
-                      "(sizes may end in K M G T or Ki Mi Gi Ti)",
-                      kv);
+  if (!eq || !eq[1])
+    return pl_set_error(PL_EINVAL,
+                        "machine: '%s': need key=value (a number; sizes may "
+                        "end in K M G T or Ki Mi Gi Ti)",
+                        kv);
+  if (other)
+    return set_other(m, key, eq + 1);
+  double v;
+  if (!parse_value(eq + 1, &v) || !isfinite(v))
+    return pl_set_error(PL_EINVAL,
+                        "machine: %s=%s: not a finite number (sizes may end "
+                        "in K M G T or Ki Mi Gi Ti)",
+                        key, eq + 1);
+  const bool above = fd->lo_open ? v > fd->lo : v >= fd->lo;
+  if (!above || !(v <= fd->hi))
+    return pl_set_error(PL_EINVAL,
+                        "machine: %s=%s: out of range (allowed: %s%.16g up "
+                        "to %.16g %s: %s)",
+                        key, eq + 1, fd->lo_open ? "above " : "", fd->lo,
+                        fd->hi, fd->unit, fd->meaning);
+  *(double *)((char *)m + fd->off) = v;
+  return PL_OK;
 }
 
 void pl_plan_machine_print(const pl_plan_machine *m, FILE *f) {
   fprintf(f, "# machine: %s\n", m->source);
-  fprintf(f, "#   backend=%s gpus_per_node=%d\n",
-          m->backend == PL_BACKEND_CUDA ? "cuda" : "cpu", m->gpus_per_node);
-  for (size_t i = 0; i < NFIELDS; i++)
-    fprintf(f, "#   %s=%g\n", fields[i].key,
-            *(const double *)((const char *)m + fields[i].off));
+  fprintf(f, "#   %-32s %-9s %s\n", "key=value (--set key=value)", "unit",
+          "meaning");
+  char kv[96];
+  snprintf(kv, sizeof kv, "backend=%s",
+           m->backend == PL_BACKEND_CUDA ? "cuda" : "cpu");
+  fprintf(f, "#   %-32s %-9s %s\n", kv, "-",
+          "the target device: cuda (projections) or cpu");
+  snprintf(kv, sizeof kv, "gpus_per_node=%d", m->gpus_per_node);
+  fprintf(f, "#   %-32s %-9s %s\n", kv, "GPUs", "GPUs (ranks) per node");
+  for (size_t i = 0; i < NFIELDS; i++) {
+    const double v = *(const double *)((const char *)m + fields[i].off);
+    snprintf(kv, sizeof kv, "%s=%.15g", fields[i].key, v);
+    if (!strcmp(fields[i].unit, "B"))
+      fprintf(f, "#   %-32s %-9s %s: %.2f GiB\n", kv, "bytes",
+              fields[i].meaning, v / GIB);
+    else
+      fprintf(f, "#   %-32s %-9s %s\n", kv, fields[i].unit, fields[i].meaning);
+  }
 }
 
 /* ---- result files ---- */
@@ -201,13 +267,16 @@ static int split(char *s, char **out, int max) {
   return n;
 }
 
-/* The header (after the # lines, which give the bench). */
+/* The header (after the # lines, which give the bench).  Only a regular
+ * file is opened (a FIFO would wait for a writer forever). */
 static pl_status tsv_open(tsv *t, const char *path) {
   memset(t, 0, sizeof *t);
   t->path = path;
-  t->f = fopen(path, "r");
-  if (!t->f)
-    return pl_set_error(PL_EINVAL, "machine: cannot open '%s'", path);
+  if (pl_fopen_regular(path, &t->f) != PL_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pl_last_error());
+    return pl_set_error(PL_EINVAL, "machine: cannot open %s", msg);
+  }
   while (fgets(t->hbuf, sizeof t->hbuf, t->f)) {
     t->line++;
     if (t->hbuf[0] == '#') {
@@ -248,13 +317,26 @@ static const char *col(const tsv *t, const char *name) {
   return NULL;
 }
 
-static double num(const tsv *t, const char *name) {
+/* The value of column name in the current row: NAN when the file has no
+ * such column or the row leaves it empty ('-'); PL_EINVAL naming the file,
+ * line, column and value when it is not a finite number (nan, inf, text),
+ * or for a rate (rate: true) when it is not > 0 — a rate the planner would
+ * otherwise skip in silence, falling back to a default. */
+static pl_status num(const tsv *t, const char *name, bool rate, double *out) {
+  *out = NAN;
   const char *v = col(t, name);
   if (!v || !*v || !strcmp(v, "-"))
-    return NAN;
+    return PL_OK;
   char *end;
-  double d = strtod(v, &end);
-  return *end ? NAN : d;
+  const double d = strtod(v, &end);
+  if (*end || end == v || !isfinite(d) || (rate ? !(d > 0) : d < 0))
+    return pl_set_error(PL_EINVAL,
+                        "machine: '%s' line %d: column %s is '%s' (allowed: "
+                        "%s, or '-' for none)",
+                        t->path, t->line, name, v,
+                        rate ? "a finite number > 0" : "a finite number >= 0");
+  *out = d;
+  return PL_OK;
 }
 
 static bool row_ok(const tsv *t) {
@@ -274,7 +356,7 @@ static void note_source(pl_plan_machine *m, const char *path) {
 /* calib: the row of the largest bytes of each test that is ok.  mem_copy
  * (loads and stores of the host's memory by all cores, bytes counted read +
  * write) is the host memory bandwidth the optimizer's floor divides by. */
-static void load_calib(pl_plan_machine *m, tsv *t) {
+static pl_status load_calib(pl_plan_machine *m, tsv *t) {
   static const char *const tests[] = {
       "gemm",      "h2d",      "d2h",      "bidir",    "d2d",
       "allreduce", "alltoall", "sendrecv", "mem_copy", NULL};
@@ -293,10 +375,13 @@ static void load_calib(pl_plan_machine *m, tsv *t) {
     for (int i = 0; tests[i]; i++) {
       if (strcmp(name, tests[i]))
         continue;
-      double sz = i == 0 ? num(t, "mnk") : num(t, "bytes");
-      double v = i == 0             ? num(t, "tflops")
-                 : i <= 4 || i == 8 ? num(t, "algbw_gbs")
-                                    : num(t, "busbw_gbs");
+      double sz, v;
+      PL_TRY(num(t, i == 0 ? "mnk" : "bytes", false, &sz));
+      PL_TRY(num(t,
+                 i == 0             ? "tflops"
+                 : i <= 4 || i == 8 ? "algbw_gbs"
+                                    : "busbw_gbs",
+                 true, &v));
       if (isnan(sz))
         sz = 0;
       if (!isnan(v) && sz >= size[i])
@@ -309,17 +394,20 @@ static void load_calib(pl_plan_machine *m, tsv *t) {
   for (int i = 0; i < NT; i++)
     if (!isnan(best[i]) && best[i] > 0)
       *dst[i] = best[i];
+  return PL_OK;
 }
 
 /* attention: long-context rates from the longest seq's fwd and fwdbwd
  * rows; the half-rate context from the shortest fwd row */
-static void load_attention(pl_plan_machine *m, tsv *t) {
+static pl_status load_attention(pl_plan_machine *m, tsv *t) {
   double sf = -1, rf = NAN, sb = -1, rb = NAN, s0 = 1e30, r0 = NAN;
   while (tsv_row(t)) {
     if (!row_ok(t))
       continue;
     const char *pass = col(t, "pass");
-    double s = num(t, "seq"), r = num(t, "tflops");
+    double s, r;
+    PL_TRY(num(t, "seq", false, &s));
+    PL_TRY(num(t, "tflops", true, &r));
     if (!pass || isnan(s) || isnan(r))
       continue;
     if (!strcmp(pass, "fwd")) {
@@ -341,9 +429,10 @@ static void load_attention(pl_plan_machine *m, tsv *t) {
   }
   if (!isnan(r0) && !isnan(rf) && s0 < sf && r0 < rf)
     m->attn_half_seq = s0 * (rf / r0 - 1);
+  return PL_OK;
 }
 
-static void load_adam(pl_plan_machine *m, tsv *t) {
+static pl_status load_adam(pl_plan_machine *m, tsv *t) {
   double ps = -1, pc = -1, rs = NAN, rc = NAN;
   while (tsv_row(t)) {
     if (!row_ok(t))
@@ -351,7 +440,10 @@ static void load_adam(pl_plan_machine *m, tsv *t) {
     const char *v = col(t, "variant");
     if (!v || !*v || !strcmp(v, "-"))
       v = col(t, "mode");
-    double p = num(t, "params"), r = num(t, "gparam_s"), n = num(t, "ranks");
+    double p, r, n;
+    PL_TRY(num(t, "params", false, &p));
+    PL_TRY(num(t, "gparam_s", true, &r));
+    PL_TRY(num(t, "ranks", true, &n));
     if (!v || isnan(p) || isnan(r))
       continue;
     if (!strcmp(v, "stream") && p > ps)
@@ -367,22 +459,25 @@ static void load_adam(pl_plan_machine *m, tsv *t) {
     m->optim_gparam_s = rs;
   if (!isnan(rc) && rc > 0)
     m->cpu_adam_gparam_s = rc;
+  return PL_OK;
 }
 
-static void load_moegemm(pl_plan_machine *m, tsv *t) {
+static pl_status load_moegemm(pl_plan_machine *m, tsv *t) {
   double sum = 0;
   int n = 0;
   while (tsv_row(t)) {
     if (!row_ok(t))
       continue;
-    double r = num(t, "tflops");
+    double r;
+    PL_TRY(num(t, "tflops", true, &r));
     if (isnan(r))
-      r = num(t, "grouped_tflops");
+      PL_TRY(num(t, "grouped_tflops", true, &r));
     if (!isnan(r) && r > 0)
       sum += r, n++;
   }
   if (n && m->gemm_tflops > 0)
     m->expert_eff = sum / n / m->gemm_tflops;
+  return PL_OK;
 }
 
 pl_status pl_plan_machine_load(pl_plan_machine *m, const char *path) {
@@ -394,14 +489,16 @@ pl_status pl_plan_machine_load(pl_plan_machine *m, const char *path) {
     free(t);
     return st;
   }
+  /* into a copy: a file refused halfway changes nothing */
+  pl_plan_machine c = *m;
   if (!strcmp(t->bench, "calib"))
-    load_calib(m, t);
+    st = load_calib(&c, t);
   else if (!strcmp(t->bench, "attention"))
-    load_attention(m, t);
+    st = load_attention(&c, t);
   else if (!strcmp(t->bench, "adam"))
-    load_adam(m, t);
+    st = load_adam(&c, t);
   else if (!strcmp(t->bench, "moegemm"))
-    load_moegemm(m, t);
+    st = load_moegemm(&c, t);
   else
     st = pl_set_error(PL_EINVAL,
                       "machine: '%s': bench '%s' (line 'bench:' of its "
@@ -410,7 +507,9 @@ pl_status pl_plan_machine_load(pl_plan_machine *m, const char *path) {
                       path, t->bench[0] ? t->bench : "?");
   fclose(t->f);
   free(t);
-  if (st == PL_OK)
+  if (st == PL_OK) {
+    *m = c;
     note_source(m, path);
+  }
   return st;
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/check_run.h"
@@ -104,6 +105,63 @@ START_TEST(machine_files) {
   ck_assert_int_eq(pl_plan_machine_set(&m, "warp=9"), PL_EINVAL);
   ck_assert_ptr_nonnull(strstr(pl_last_error(), "warp"));
   ck_assert_ptr_nonnull(strstr(pl_last_error(), "ib_gbs"));
+}
+END_TEST
+
+/* Values the models cannot take are refused, never used or skipped: a rate
+ * of 0 (a division by zero), nan or inf, a capacity of 2^64 bytes, a nan
+ * rate in an ok row of a file (it fell back to the default in silence); a
+ * file refused halfway changes nothing; a FIFO is refused without waiting
+ * for a writer. */
+START_TEST(machine_refusals) {
+  pl_plan_machine m = pl_plan_machine_default();
+  const pl_plan_machine m0 = m;
+  static const char *const bad[] = {
+      "gemm_tflops=0",   "hbm_gbs=0",
+      "host_bytes=0",    "hbm_bytes=18446744073709551616",
+      "h2d_gbs=nan",     "ib_gbs=inf",
+      "expert_eff=0",    "coll_us=-1",
+      "gemm_tflops=",    "gemm_tflops",
+      "gpus_per_node=0", "backend=tpu",
+      "hbm_bytes=1e16"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ck_assert_msg(pl_plan_machine_set(&m, bad[i]) == PL_EINVAL, "%s taken",
+                  bad[i]);
+    char key[32];
+    snprintf(key, sizeof key, "%.*s", (int)strcspn(bad[i], "="), bad[i]);
+    ck_assert_msg(strstr(pl_last_error(), key), "%s: '%s'", bad[i],
+                  pl_last_error());
+  }
+  ck_assert(memcmp(&m, &m0, sizeof m) == 0);
+  ck_assert_int_eq(pl_plan_machine_set(&m, "optim_gparam_s=0"), PL_OK);
+  ck_assert_int_eq(pl_plan_machine_set(&m, "hbm_bytes=80Gi"), PL_OK);
+  ck_assert_double_eq_tol(m.hbm_bytes, 80 * GIB, 1e-3);
+  m = m0;
+  /* a nan rate in an ok row: refused naming the line, nothing changed */
+  char *p = write_tmp("# plateau-results: 2\n# bench: calib\n"
+                      "variant\tbytes\tmnk\talgbw_gbs\ttflops\tstatus\n"
+                      "h2d\t1048576\t-\t33\t-\tok\n"
+                      "gemm\t-\t8192\t-\tnan\tok\n"
+                      "gemm\t-\t4096\t-\tnan\terror\n");
+  ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_EINVAL);
+  unlink(p);
+  ck_assert_msg(strstr(pl_last_error(), "line 5: column tflops is 'nan'"), "%s",
+                pl_last_error());
+  ck_assert(memcmp(&m, &m0, sizeof m) == 0);
+  /* the same value in a row that is not ok is no rate: skipped */
+  p = write_tmp("# bench: calib\nvariant\tmnk\ttflops\tstatus\n"
+                "gemm\t8192\tnan\toom\ngemm\t4096\t700\tok\n");
+  ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_OK);
+  unlink(p);
+  ck_assert_double_eq_tol(m.gemm_tflops, 700, 1e-9);
+  /* a FIFO: refused at once */
+  char fifo[64];
+  snprintf(fifo, sizeof fifo, "/tmp/plateau_plan_fifo_%d", (int)getpid());
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  ck_assert_int_eq(pl_plan_machine_load(&m, fifo), PL_EINVAL);
+  unlink(fifo);
+  ck_assert_msg(strstr(pl_last_error(), "not a regular file (a FIFO)"), "%s",
+                pl_last_error());
 }
 END_TEST
 
@@ -294,8 +352,10 @@ START_TEST(auto_choice) {
 END_TEST
 
 int main(void) {
-  const TTest *tests[] = {machine_files,       eq6_terms_at_scale, fsdp2_model,
-                          check_names_binding, auto_choice,        NULL};
+  const TTest *tests[] = {
+      machine_files, machine_refusals,    eq6_terms_at_scale,
+      fsdp2_model,   check_names_binding, auto_choice,
+      NULL};
   return pl_check_suite("plan", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1
                                                                            : 0;
 }

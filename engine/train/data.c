@@ -1,15 +1,18 @@
 /* data.c — the synthetic token stream and the shard reader/writer
- * (train/data.h).  The reader uses pread of exactly the tokens asked for. */
+ * (train/data.h).  The reader opens only a regular file (a FIFO would wait
+ * for a writer forever) and uses pread of exactly the tokens asked for. */
 #include "train/data.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "plateau/file.h"
 #include "plateau/hd.h"
 
 struct pl_data {
@@ -18,6 +21,8 @@ struct pl_data {
   int fd; /* -1: synthetic */
   int width;
   int64_t count;
+  bool scanned; /* max_token known (pl_data_check) */
+  uint64_t max_token;
   char path[256];
 };
 
@@ -45,9 +50,13 @@ pl_status pl_data_open(const char *path, int64_t V, pl_data **out) {
   *out = NULL;
   if (V < 1 || V > INT32_MAX)
     return pl_set_error(PL_EINVAL, "data: V=%lld", (long long)V);
-  int fd = open(path, O_RDONLY);
-  if (fd < 0)
-    return pl_set_error(PL_EIO, "data: %s: %s", path, strerror(errno));
+  int fd;
+  pl_status ost = pl_open_regular(path, &fd); /* a FIFO would block */
+  if (ost != PL_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pl_last_error());
+    return pl_set_error(ost, "data: %s", msg);
+  }
   unsigned char h[PL_DATA_HEADER_BYTES];
   struct stat sb;
   pl_status st = PL_OK;
@@ -99,6 +108,104 @@ void pl_data_close(pl_data *d) {
 
 int64_t pl_data_count(const pl_data *d) {
   return d->count;
+}
+
+/* Visit the shard's tokens in pieces: fn(arg, first token index, values,
+ * n) until it returns nonzero (that value is returned) or the end (0); a
+ * read error: -1 with the status set. */
+static int each_token(const pl_data *d,
+                      int (*fn)(void *, int64_t, const unsigned char *, int64_t,
+                                int),
+                      void *arg) {
+  enum { PIECE = 1 << 20 };
+  unsigned char *buf = malloc(PIECE);
+  if (!buf) {
+    pl_set_error(PL_ENOMEM, "data: host");
+    return -1;
+  }
+  const int64_t per = PIECE / d->width;
+  int rc = 0;
+  for (int64_t at = 0; at < d->count && rc == 0; at += per) {
+    const int64_t n = d->count - at < per ? d->count - at : per;
+    const size_t want = (size_t)n * (size_t)d->width;
+    size_t got = 0;
+    while (got < want) {
+      ssize_t r = pread(d->fd, buf + got, want - got,
+                        (off_t)PL_DATA_HEADER_BYTES + (off_t)at * d->width +
+                            (off_t)got);
+      if (r <= 0) {
+        pl_set_error(PL_EIO, "data: %s: read at token %lld: %s", d->path,
+                     (long long)at, r < 0 ? strerror(errno) : "end of file");
+        free(buf);
+        return -1;
+      }
+      got += (size_t)r;
+    }
+    rc = fn(arg, at, buf, n, d->width);
+  }
+  free(buf);
+  return rc;
+}
+
+static int piece_max(void *arg, int64_t at, const unsigned char *b, int64_t n,
+                     int w) {
+  uint64_t *mx = arg;
+  (void)at;
+  for (int64_t i = 0; i < n; i++) {
+    const uint64_t v = le(b + i * w, w);
+    if (v > *mx)
+      *mx = v;
+  }
+  return 0;
+}
+
+typedef struct first_at {
+  uint64_t V, value;
+  int64_t pos;
+} first_at;
+
+static int piece_first(void *arg, int64_t at, const unsigned char *b, int64_t n,
+                       int w) {
+  first_at *f = arg;
+  for (int64_t i = 0; i < n; i++) {
+    const uint64_t v = le(b + i * w, w);
+    if (v >= f->V) {
+      f->pos = at + i, f->value = v;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+pl_status pl_data_check(pl_data *d, int64_t S, int64_t V) {
+  if (d->fd < 0)
+    return PL_OK;
+  if (d->count == 0)
+    return pl_set_error(PL_EINVAL,
+                        "data: %s: 0 tokens (an empty shard; allowed: at "
+                        "least S+1 = %lld)",
+                        d->path, (long long)(S + 1));
+  if (d->count < S + 1)
+    return pl_set_error(PL_EINVAL,
+                        "data: %s: %lld tokens, fewer than one window of "
+                        "S+1 = %lld (allowed: a shard of at least S+1 tokens)",
+                        d->path, (long long)d->count, (long long)(S + 1));
+  if (!d->scanned) {
+    d->max_token = 0;
+    if (each_token(d, piece_max, &d->max_token) < 0)
+      return PL_EIO;
+    d->scanned = true;
+  }
+  if (d->max_token < (uint64_t)V)
+    return PL_OK;
+  first_at f = {(uint64_t)V, 0, -1};
+  if (each_token(d, piece_first, &f) < 0)
+    return PL_EIO;
+  return pl_set_error(PL_EINVAL,
+                      "data: %s: token %lld is %llu: outside the vocabulary "
+                      "[0, %lld) (the shard's largest token is %llu)",
+                      d->path, (long long)f.pos, (unsigned long long)f.value,
+                      (long long)V, (unsigned long long)d->max_token);
 }
 
 static int32_t synth(const pl_data *d, uint64_t g) {

@@ -57,6 +57,14 @@ void pl_data_close(pl_data *d);
 /* Tokens of the stream (INT64_MAX for the synthetic one). */
 int64_t pl_data_count(const pl_data *d);
 
+/* Can a run of context S over a vocabulary of V read this stream?  Checked
+ * before anything is written (a bad shard is bad input, not a failed run):
+ * at least S + 1 tokens (one window) and every token < V.  A shard is read
+ * whole once (its largest token kept for later calls); the synthetic
+ * stream always can.  PL_EINVAL naming the file and the count, or the
+ * first token >= V with its position. */
+pl_status pl_data_check(pl_data *d, int64_t S, int64_t V);
+
 /* n tokens at offset off of window q of S + 1 tokens (off + n <= S + 1). */
 pl_status pl_data_read(pl_data *d, int64_t q, int64_t S, int64_t off, int64_t n,
                        int32_t *out);

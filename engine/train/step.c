@@ -145,13 +145,15 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
   const uint64_t t0 = pl_now_ns();
   const int64_t N = t->N, per = N + 1;
   pl_stream *s = pl_dev_stream(t->dev);
-  /* the tokens: inputs in [0, V), targets in [0, V) or ignored */
+  /* the tokens: every input in [0, V) (it indexes the embedding); the
+   * ignore index only where a token is a target and no input, the last of
+   * a micro-batch's N + 1 */
   int64_t T = 0, bad = -1;
   for (int mi = 0; mi < t->c.micro; mi++)
     for (int64_t i = 0; i < per; i++) {
       const int32_t v = tokens[mi * per + i];
       const int ok =
-          (v >= 0 && v < t->m.V) || (i > 0 && v == PL_CE_IGNORE_INDEX);
+          (v >= 0 && v < t->m.V) || (i == N && v == PL_CE_IGNORE_INDEX);
       if (!ok && bad < 0)
         bad = mi * per + i;
       if (i > 0 && v != PL_CE_IGNORE_INDEX)
@@ -162,10 +164,14 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
   PL_TRY(pl_host_allreduce_i64(t->world, flags + 1, 1, PL_RED_SUM));
   if (flags[0])
     return bad >= 0
-               ? pl_set_error(
-                     PL_EINVAL,
-                     "trainer: token %lld = %d: must be in [0, V=%lld)",
-                     (long long)bad, tokens[bad], (long long)t->m.V)
+               ? pl_set_error(PL_EINVAL,
+                              "trainer: token at micro-batch %lld, position "
+                              "%lld is %d: must be in [0, V=%lld) (the "
+                              "ignore index %d only at position N=%lld, a "
+                              "target and no input)",
+                              (long long)(bad / per), (long long)(bad % per),
+                              tokens[bad], (long long)t->m.V,
+                              PL_CE_IGNORE_INDEX, (long long)N)
                : pl_set_error(PL_EINVAL,
                               "trainer: another rank passed an invalid token");
   T = flags[1];

@@ -162,7 +162,10 @@ const pl_layout *pl_trainer_layout(const pl_trainer *t);
 int64_t pl_trainer_tokens_per_rank(const pl_trainer *t);
 
 /* One training step (collective).  tokens: host int32, micro·(N+1) values in
- * [0, V) (or PL_CE_IGNORE_INDEX as a target: not counted).  res may be NULL. */
+ * [0, V); PL_CE_IGNORE_INDEX (a target not counted) only at the last
+ * position of a micro-batch, the one token that is a target and no input.
+ * Another id is PL_EINVAL naming its micro-batch and position (on every
+ * rank: "another rank passed an invalid token").  res may be NULL. */
 pl_status pl_trainer_step(pl_trainer *t, const int32_t *tokens,
                           pl_step_result *res);
 /* Its two halves: loss and gradients (no update, no bias change), then the

@@ -26,7 +26,11 @@
  *    learning rate is 3e-3: at 1e-2 a route near a top-k tie flips within 20
  *    steps on some layouts, a jump of the loss that says nothing about the
  *    operators);
- *  - the router biases move with the loads and agree with the reference. */
+ *  - the router biases move with the loads and agree with the reference;
+ *  - token ids: the ignore index (-100) is taken only where a token is a
+ *    target and no input (the last of a micro-batch's N + 1); anywhere else
+ *    it, a negative id or one >= V is refused with its position on every
+ *    rank (it would index the embedding out of bounds). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -34,6 +38,7 @@
 #include <string.h>
 
 #include "comm/check_mpi.h"
+#include "ops/ce.h"
 #include "plateau/hd.h"
 #include "train/data.h"
 #include "train/step.h"
@@ -358,6 +363,62 @@ START_TEST(profile_parts) {
 }
 END_TEST
 
+/* one step of t on tok with tok[at] = v on rank 0: its status */
+static pl_status step_with(pl_trainer *t, const setup *u, int64_t at,
+                           int32_t v) {
+  int32_t *tok = tokens_for(u, pl_trainer_plan(t), 0, u->sc.micro);
+  if (rank == 0 && at >= 0)
+    tok[at] = v;
+  pl_step_result r;
+  const pl_status st = pl_trainer_step(t, tok, &r);
+  free(tok);
+  if (st == PL_OK)
+    ck_assert_msg(isfinite(r.loss), "loss %g", r.loss);
+  return st;
+}
+
+START_TEST(token_ids) {
+  setup u = base();
+  u.lc = (pl_layout_cfg){1, size, 0};
+  u.sc.micro = 2;
+  pl_trainer *t = make(&u, world, &u.lc, &u.sc);
+  const int64_t per = pl_trainer_plan(t)->N + 1;
+  /* refused: (micro-batch, position, id) */
+  const struct {
+    int mi;
+    int64_t i;
+    int32_t v;
+  } bad[] = {{0, 1, PL_CE_IGNORE_INDEX}, /* an input and a target    */
+             {1, 1, PL_CE_IGNORE_INDEX}, /* the second micro-batch   */
+             {0, 0, PL_CE_IGNORE_INDEX}, /* an input only            */
+             {1, 0, -1},
+             {0, 2, (int32_t)u.m.V},
+             {0, per - 1, -1}, /* the last: only -100 is allowed */
+             {1, per - 1, (int32_t)u.m.V}};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    const int64_t at = bad[k].mi * per + bad[k].i;
+    const pl_status st = step_with(t, &u, at, bad[k].v);
+    ck_assert_msg(st == PL_EINVAL,
+                  "token %d at micro-batch %d position %lld: "
+                  "status %s, want PL_EINVAL",
+                  bad[k].v, bad[k].mi, (long long)bad[k].i, pl_strerror(st));
+    char want[96];
+    snprintf(want, sizeof want, "micro-batch %d, position %lld", bad[k].mi,
+             (long long)bad[k].i);
+    ck_assert_msg(rank != 0 || strstr(pl_last_error(), want),
+                  "the message '%s' does not name '%s'", pl_last_error(), want);
+  }
+  /* taken: the ignore index as the last target of either micro-batch, and
+   * no change at all */
+  ck_assert_msg(step_with(t, &u, per - 1, PL_CE_IGNORE_INDEX) == PL_OK, "%s",
+                pl_last_error());
+  ck_assert_msg(step_with(t, &u, 2 * per - 1, PL_CE_IGNORE_INDEX) == PL_OK,
+                "%s", pl_last_error());
+  ck_assert_msg(step_with(t, &u, -1, 0) == PL_OK, "%s", pl_last_error());
+  pl_trainer_destroy(t);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (pl_init(&argc, &argv) != PL_OK)
     return 2;
@@ -370,9 +431,13 @@ int main(int argc, char **argv) {
   size = pl_comm_size(world);
   if (pl_comm_split(world, rank, 0, &self) != PL_OK)
     return 3;
-  const TTest *tests[] = {reference_every_layout, reference_adversarial,
-                          perturbed_weight_fails, curves_each_operator,
-                          profile_parts,          NULL};
+  const TTest *tests[] = {reference_every_layout,
+                          reference_adversarial,
+                          perturbed_weight_fails,
+                          curves_each_operator,
+                          profile_parts,
+                          token_ids,
+                          NULL};
   const int nf = pl_check_run("step", 300, tests, rank, world);
   pl_comm_destroy(self);
   pl_comm_destroy(world);

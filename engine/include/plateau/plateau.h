@@ -5,6 +5,7 @@
 #define PLATEAU_VERSION "0.1.0"
 
 #include "plateau/status.h"
+#include "plateau/file.h"
 #include "plateau/log.h"
 #include "plateau/timer.h"
 #include "plateau/dev.h"
