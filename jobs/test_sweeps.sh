@@ -179,8 +179,8 @@ rc=$?
 check "planner: a point no context of which fits is infeasible, not submitted" \
   '[[ $rc == 0 ]] && grep -q "^# infeasible long: planner: S=1Mi: DOES NOT FIT — binding term: host: optimizer state" <<<"$out" && ! grep -q "^# run long " <<<"$out"'
 check "planner: a point with one context that fits is submitted" 'grep -q "^# run both " <<<"$out" && grep -q "^# run other " <<<"$out"'
-check "planner: asked with the point's GPUs and explicit layout" \
-  'grep -q "^plan plan --model tiny --gpus 2 --config explicit --D 2 --seq 1Mi$" "$tmp/plan.calls"'
+check "planner: asked with the point's GPUs, this host's memory (a cpu point) and explicit layout" \
+  'grep -qE "^plan plan --model tiny --gpus 2 --set backend=cpu,hbm_bytes=[0-9]+,hbm_reserve=0,host_bytes=[0-9]+,host_reserve=2Gi,gpus_per_node=2 --config explicit --D 2 --seq 1Mi$" "$tmp/plan.calls"'
 
 # ---- 6. a multi-node point, rendered ------------------------------------------------
 printf '# two nodes\npoint\tbench\tnodes\tgpus_per_node\tntasks\ttime\targs\nbig\tcalib\t8\t8\t64\t02:00:00\t--backend cuda --sizes 4Ki --tests "h2d,allreduce"\nsmall\tcalib\t1\t0\t1\t00:05:00\t--sizes 4Ki\n' >"$tmp/multi.tsv"
