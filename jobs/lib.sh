@@ -379,13 +379,13 @@ pl_plan_caps() {
     what="the planner's defaults ('${kind:-no kind}' is not in $PL_MACHINES)"
   fi
   PL_PLAN_SET="host_bytes=$PL_CAP_HOST,host_reserve=$PL_CAP_HOST_RES,gpus_per_node=$rpn"
-  PL_PLAN_CAP="$what: host $(pl_gib $((PL_CAP_HOST - PL_CAP_HOST_RES))) GiB usable per node, $rpn rank(s) per node"
+  local host="host $(pl_gib $((PL_CAP_HOST - PL_CAP_HOST_RES))) GiB usable per node of $(pl_gib "$PL_CAP_HOST"), $rpn rank(s) per node"
   pl_split_args "$args" || true
   if [[ " ${PL_ARGV[*]} " == *" --mem-limit "* || " ${PL_ARGV[*]} " == *" --mem-limit="* ]]; then
-    PL_PLAN_CAP+=", device: the point's --mem-limit"
+    PL_PLAN_CAP="$what: device the point's --mem-limit, $host"
   else
     PL_PLAN_SET="hbm_bytes=$PL_CAP_DEV,hbm_reserve=$PL_CAP_DEV_RES,$PL_PLAN_SET"
-    PL_PLAN_CAP+=", device $(pl_gib $((PL_CAP_DEV - PL_CAP_DEV_RES))) GiB usable of $(pl_gib "$PL_CAP_DEV")"
+    PL_PLAN_CAP="$what: device $(pl_gib $((PL_CAP_DEV - PL_CAP_DEV_RES))) GiB usable of $(pl_gib "$PL_CAP_DEV"), $host"
   fi
   return 0
 }
@@ -450,6 +450,17 @@ pl_launcher() {
     ((ntasks > $(nproc))) && PL_LAUNCH+=(--oversubscribe)
     PL_LAUNCH+=(--bind-to none -np "$ntasks")
   fi
+}
+
+# pl_slurm_threads: the OpenMP and OpenBLAS threads of each task of a Slurm
+# job, exported (the result files record both): SLURM_CPUS_PER_TASK (sbatch
+# -c), else the caller's OMP_NUM_THREADS, else 1.  Slurm gives a task one CPU
+# unless asked for more, and threads beyond a task's CPUs spin on the cores
+# of the other tasks (libgomp's idle threads): every rank slows down.
+pl_slurm_threads() {
+  local t=${SLURM_CPUS_PER_TASK:-${OMP_NUM_THREADS:-1}}
+  export OMP_NUM_THREADS=$t
+  export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-$t}
 }
 
 # pl_nccl_env: the NCCL environment of a GPU point, exported unless already
