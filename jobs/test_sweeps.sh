@@ -99,8 +99,11 @@ check "quoted: argv recorded the launcher as one word" \
 check "odd: infeasible on 3 ranks" '[[ $(st odd) == infeasible ]] && grep -q "S not divisible" "$tmp/status1"'
 check "slow: failed at its time limit, with its last error" \
   '[[ $(st slow) == failed ]] && grep "^slow" "$tmp/status1" | grep -q "exit 124 (time limit); last error:"'
-check "gpuonly: not run here (machine h200x2 only)" '[[ $(st gpuonly) == not ]]'
-check "summary line" 'grep -q "^# sweep $sw: 5 points: 2 done, 1 failed, 0 running, 0 pending, 1 infeasible, 1 not run (40% done)" "$tmp/status1"'
+check "gpuonly: for another machine (h200x2 only), counted apart" '[[ $(st gpuonly) == other ]]'
+check "summary line: the other machine's point apart, not in the percentage" \
+  'grep -q "^# sweep $sw: 5 points: 2 done, 1 failed, 0 running, 0 pending, 1 infeasible, 0 not run, 1 for other machines (50% done of the 4 for cpu)" "$tmp/status1"'
+check "jobs/status --machine all: every point is this run's (gpuonly not run)" \
+  'jobs/status "$d" --machine all | grep -q "1 not run (40% done)$"'
 check "report/points.md lists the failed and the infeasible point" \
   'grep -q "| slow | calib | 2 | failed |" "$d/report/points.md" && grep -q "| odd | layer | 3 | infeasible |" "$d/report/points.md"'
 check "report: the calib table" '[[ -s $d/report/calib.md ]]'
