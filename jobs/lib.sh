@@ -582,8 +582,7 @@ pl_point_busy() {
 # own (setsid: its pid is the session of everything it starts, the launcher
 # and the ranks): SIGTERM, SIGINT or SIGHUP to the caller stops every process
 # of that session (SIGTERM, then SIGKILL after PL_KILL_WAIT seconds, default
-# 10),
-# records "end UTC 128+SIG" and exits 128+SIG, so that no process of the
+# 10), records "end UTC 128+SIG" and exits 128+SIG, so that no process of the
 # point outlives the run that started it.  LAUNCH ranks: NTASKS copies at
 # once with {rank} = 0..NTASKS-1 (locally; under Slurm srun runs them,
 # SLURM_PROCID).  Returns the command's exit code (the worst rank's).
@@ -592,7 +591,11 @@ pl_point_exec() {
   shift 6
   local log=$dir/logs/$id.log state=$dir/logs/$id.state rc=0 r w x out tee_pid cmd
   mkdir -p "$dir/logs"
-  pl_lock "$dir/logs/$id.lock" || { PL_ERR="point $id is running already: $PL_ERR"; return 2; }
+  if ! pl_lock "$dir/logs/$id.lock"; then
+    PL_ERR="point $id is running already: $PL_ERR"
+    echo "# $PL_ERR: not started again" >&2
+    return 2
+  fi
   PL_POINT_LOCK_FD=$PL_LOCK_FD PL_POINT_STATE=$state PL_POINT_LOG=$log PL_POINT_SIDS=()
   echo "start $(pl_utc) $where" >>"$state"
   echo "# ---- $(pl_utc) $where: $(pl_quote "$@")" >>"$log"
