@@ -108,6 +108,13 @@ check "summary line: the other machine's point apart, not in the percentage" \
   'grep -q "^# sweep $sw: 5 points: 2 done, 1 failed, 0 running, 0 pending, 1 infeasible, 0 not run, 1 for other machines (50% done of the 4 for cpu)" "$tmp/status1"'
 check "jobs/status --machine all: every point is this run's (gpuonly not run)" \
   'jobs/status "$d" --machine all | grep -q "1 not run (40% done)$"'
+# jobs/status on a machine without column(1) (the GPU machines lack it)
+mkdir -p "$tmp/nocolumn"
+printf '#!/bin/sh\necho "column: command not found" >&2\nexit 127\n' >"$tmp/nocolumn/column"
+chmod +x "$tmp/nocolumn/column"
+PATH=$tmp/nocolumn:$PATH jobs/status "$d" >"$tmp/status2" 2>&1
+check "jobs/status needs no column(1): the same table, aligned" \
+  '! grep -q "column" "$tmp/status2" && [[ $(awk "\$1 == \"slow\" {print \$4}" "$tmp/status2") == failed ]] && grep -qE "^point +bench +ntasks +state +detail$" "$tmp/status2"'
 check "report/points.md lists the failed and the infeasible point" \
   'grep -q "| slow | calib | 2 | failed |" "$d/report/points.md" && grep -q "| odd | layer | 3 | infeasible |" "$d/report/points.md"'
 check "report: the calib table" '[[ -s $d/report/calib.md ]]'
