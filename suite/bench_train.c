@@ -86,11 +86,8 @@ static const pl_opt train_opts[] = {
      "follow the chosen layout",
      1, 1e15, NULL},
     {"plan-set", 0, PL_OPT_STR, NULL,
-     "the plan's machine instead of this one's, key=value[,key=value] as "
-     "`plateau plan --set` (hbm_bytes, hbm_reserve, host_bytes, "
-     "host_reserve, gpus_per_node, ...): a dry run for the machine a point "
-     "will run on (jobs/ pass its kind's capacity, jobs/machines.tsv)",
-     0, 0, NULL},
+     "the plan's machine, not this one's: K=V,... as `plateau plan --set`", 0,
+     0, NULL},
     PL_BENCH_TRAIN_OPTS,
     {0},
 };

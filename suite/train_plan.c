@@ -144,7 +144,9 @@ pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
   snprintf(src, sizeof src, "%.80s; device %.2f GiB%s, host %.1f GiB %s",
            calib ? mc->source : (c->cuda ? "H200 defaults" : "cpu"),
            mc->hbm_bytes / GIB,
-           set ? " (--plan-set)" : limit > 0 ? " (--mem-limit)" : "",
+           set         ? " (--plan-set)"
+           : limit > 0 ? " (--mem-limit)"
+                       : "",
            mc->host_bytes / GIB, set ? "(--plan-set)" : "available");
   snprintf(mc->source, sizeof mc->source, "%s", src);
   return PL_OK;
