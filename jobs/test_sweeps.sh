@@ -184,7 +184,7 @@ if [[ \$1 == plan ]]; then
   [[ " \$* " == *" --seq 1Mi "* ]] && { echo "DOES NOT FIT — binding term: host: optimizer state"; exit 1; }
   echo fits; exit 0
 fi
-exec "$PWD/$BIN" "\$@"
+exec "$(cd "$(dirname "$BIN")" && pwd)/plateau" "\$@"
 EOF
 chmod +x "$tmp/fakebuild/bin/plateau"
 printf 'point\tbench\tnodes\tgpus_per_node\tntasks\targs\nlong\ttrain\t1\t0\t2\t--model tiny --seq 1Mi -D 2\nboth\ttrain\t1\t0\t2\t--model tiny --seq 128,1Mi\nother\tcalib\t1\t0\t2\t--sizes 4Ki\n' >"$tmp/plan.tsv"
