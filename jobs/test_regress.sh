@@ -2,7 +2,8 @@
 # jobs/test_regress.sh — `make regress` on the CPU backend, end to end: the
 # cpu points of jobs/sweeps/regress.tsv run through jobs/run and `plateau
 # compare` them with results/reference/cpu/ (times skipped by its
-# tolerances, memory exact): no regression (exit 0).  Then the same run with
+# tolerances, memory exact): no regression (exit 0), its closing status
+# counting the points of other machine kinds apart.  Then the same run with
 # one tracked peak raised by a byte must fail (exit 1), and a machine kind
 # without a reference is refused (exit 2).
 # Usage: BUILD=build bash jobs/test_regress.sh
@@ -23,6 +24,12 @@ jobs/regress --machine cpu --sweep "$sw" >"$tmp/out" 2>&1
 rc=$?
 if [[ $rc == 0 ]] && grep -q -- "-> PASS$" "$tmp/out"; then pass; else
   fail "jobs/regress --machine cpu: exit $rc"; tail -30 "$tmp/out"
+fi
+# the points of the other machine kinds are counted apart, not as "not run"
+if grep -qE "^# sweep $sw: [0-9]+ points: .* 0 not run, [0-9]+ for other machines \(100% done of the [0-9]+ for cpu\)$" "$tmp/out"; then
+  pass
+else
+  fail "the closing status line counts other machines' points as not run: $(grep "^# sweep $sw: [0-9]* points" "$tmp/out")"
 fi
 # one byte more on one tracked peak of the run: a regression
 f=$(grep -l "^# bench: sco" "results/runs/$sw"/*.tsv | head -n 1)

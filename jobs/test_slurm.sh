@@ -31,6 +31,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export BUILD=${BUILD:-build}
 export BACKEND=cpu
+unset OMP_NUM_THREADS OPENBLAS_NUM_THREADS # the jobs set them from Slurm (checked below)
 BIN=$BUILD/bin/plateau
 SWEEP_TSV=jobs/sweeps/calib-smoke.tsv
 WAIT_S=${TEST_SLURM_TIMEOUT:-300}
@@ -218,10 +219,20 @@ echo "# job records (JobId State): $(states "$arr" | tr "\n" " ")"
 check "array $arr: both tasks COMPLETED" all_completed "$arr"
 check "array $arr has exactly 2 tasks" test "$(states "$arr" | grep -c .)" = 2
 check "report job $rep COMPLETED" all_completed "$rep"
+# the node has this machine's cores and runs one job at a time: the two array
+# tasks ran one after the other, each rank with one OpenMP thread (recorded)
+node=$(scontrol -o show node "$(hostname -s)")
+check_eval "the node is declared with this machine's $(nproc) core(s), one job at a time" \
+  'has " CoresPerSocket=$(nproc) " "$node" && has "OverSubscribe=EXCLUSIVE" "$(scontrol -o show partition local)"'
+spans=$(scontrol -o show job "$arr" | sed -E 's/.* StartTime=([^ ]+) EndTime=([^ ]+) .*/\1 \2/' | sort)
+check_eval "the array's tasks did not share the cores (one ran after the other): $(tr '\n' ' ' <<<"$spans")" \
+  '[[ $(wc -l <<<"$spans") == 2 && ! "$(sed -n 2p <<<"$spans" | cut -d" " -f1)" < "$(sed -n 1p <<<"$spans" | cut -d" " -f2)" ]]'
 for p in fast slow; do
   check "point $p: one result file" test "$(nfiles_of "$d1" "$p")" = 1
   check "point $p: rows ok/pass, 2 ranks, end ok, Slurm array id recorded" \
     rows_good "$(files_of "$d1" "$p" | head -n 1)" "$arr"
+  check_eval "point $p: OMP_NUM_THREADS=1 (one CPU per task) recorded in its metadata" \
+    'grep -qx "# env.OMP_NUM_THREADS: 1" "$(files_of "$d1" "$p" | head -n 1)"'
 done
 check "report of $d1: Markdown table, SVG and PNG chart" report_good "$d1"
 check "calib.sbatch job $cal COMPLETED" all_completed "$cal"

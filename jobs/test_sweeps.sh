@@ -14,7 +14,11 @@
 #      and machine kind, and every point passes `plateau bench --dry-run` on
 #      its ranks (sweeps that require a bench this build lacks are checked for
 #      the refusal instead);
-#   6. a multi-node GPU point rendered (jobs/submit --render) and its
+#   5c. a GPU point is planned for its machine kind (jobs/machines.tsv), from
+#      a host without a GPU, and says so; on a GPU host of a kind not listed,
+#      for its GPU;
+#   6. a multi-node GPU point rendered (jobs/submit --render; a relative
+#      directory is the caller's) and its
 #      point.sbatch dry launch: srun --mpi=pmix with the point's nodes, tasks,
 #      one task per GPU, --gpu-bind=none, NCCL_NVLS_ENABLE=0 and a caller's
 #      NCCL_* passed through; -p/-A/-q on every sbatch line.
@@ -99,8 +103,18 @@ check "quoted: argv recorded the launcher as one word" \
 check "odd: infeasible on 3 ranks" '[[ $(st odd) == infeasible ]] && grep -q "S not divisible" "$tmp/status1"'
 check "slow: failed at its time limit, with its last error" \
   '[[ $(st slow) == failed ]] && grep "^slow" "$tmp/status1" | grep -q "exit 124 (time limit); last error:"'
-check "gpuonly: not run here (machine h200x2 only)" '[[ $(st gpuonly) == not ]]'
-check "summary line" 'grep -q "^# sweep $sw: 5 points: 2 done, 1 failed, 0 running, 0 pending, 1 infeasible, 1 not run (40% done)" "$tmp/status1"'
+check "gpuonly: for another machine (h200x2 only), counted apart" '[[ $(st gpuonly) == other ]]'
+check "summary line: the other machine's point apart, not in the percentage" \
+  'grep -q "^# sweep $sw: 5 points: 2 done, 1 failed, 0 running, 0 pending, 1 infeasible, 0 not run, 1 for other machines (50% done of the 4 for cpu)" "$tmp/status1"'
+check "jobs/status --machine all: every point is this run's (gpuonly not run)" \
+  'jobs/status "$d" --machine all | grep -q "1 not run (40% done)$"'
+# jobs/status on a machine without column(1) (the GPU machines lack it)
+mkdir -p "$tmp/nocolumn"
+printf '#!/bin/sh\necho "column: command not found" >&2\nexit 127\n' >"$tmp/nocolumn/column"
+chmod +x "$tmp/nocolumn/column"
+PATH=$tmp/nocolumn:$PATH jobs/status "$d" >"$tmp/status2" 2>&1
+check "jobs/status needs no column(1): the same table, aligned" \
+  '! grep -q "column" "$tmp/status2" && [[ $(awk "\$1 == \"slow\" {print \$4}" "$tmp/status2") == failed ]] && grep -qE "^point +bench +ntasks +state +detail$" "$tmp/status2"'
 check "report/points.md lists the failed and the infeasible point" \
   'grep -q "| slow | calib | 2 | failed |" "$d/report/points.md" && grep -q "| odd | layer | 3 | infeasible |" "$d/report/points.md"'
 check "report: the calib table" '[[ -s $d/report/calib.md ]]'
@@ -170,7 +184,7 @@ if [[ \$1 == plan ]]; then
   [[ " \$* " == *" --seq 1Mi "* ]] && { echo "DOES NOT FIT — binding term: host: optimizer state"; exit 1; }
   echo fits; exit 0
 fi
-exec "$PWD/$BIN" "\$@"
+exec "$(cd "$(dirname "$BIN")" && pwd)/plateau" "\$@"
 EOF
 chmod +x "$tmp/fakebuild/bin/plateau"
 printf 'point\tbench\tnodes\tgpus_per_node\tntasks\targs\nlong\ttrain\t1\t0\t2\t--model tiny --seq 1Mi -D 2\nboth\ttrain\t1\t0\t2\t--model tiny --seq 128,1Mi\nother\tcalib\t1\t0\t2\t--sizes 4Ki\n' >"$tmp/plan.tsv"
@@ -179,8 +193,32 @@ rc=$?
 check "planner: a point no context of which fits is infeasible, not submitted" \
   '[[ $rc == 0 ]] && grep -q "^# infeasible long: planner: S=1Mi: DOES NOT FIT — binding term: host: optimizer state" <<<"$out" && ! grep -q "^# run long " <<<"$out"'
 check "planner: a point with one context that fits is submitted" 'grep -q "^# run both " <<<"$out" && grep -q "^# run other " <<<"$out"'
-check "planner: asked with the point's GPUs and explicit layout" \
-  'grep -q "^plan plan --model tiny --gpus 2 --config explicit --D 2 --seq 1Mi$" "$tmp/plan.calls"'
+check "planner: asked with the point's GPUs, this host's memory (a cpu point) and explicit layout" \
+  'grep -qE "^plan plan --model tiny --gpus 2 --set backend=cpu,hbm_bytes=[0-9]+,hbm_reserve=0,host_bytes=[0-9]+,host_reserve=2Gi,gpus_per_node=2 --config explicit --D 2 --seq 1Mi$" "$tmp/plan.calls"'
+
+# ---- 5c. a GPU point is planned for the machine it will run on ------------------
+# (not this host's memory: from a host without a GPU, the 120B proxy's
+# 192Ki was refused as "device peak 125.07 GiB > 19.54 GiB usable")
+printf '# proxy\n# machine: h200x1\npoint\tbench\tnodes\tgpus_per_node\tntasks\targs\np192\ttrain\t1\t1\t1\t--backend cuda --preset proxy120b --seq 192Ki -w 1 -n 2\np256sco\ttrain\t1\t1\t1\t--backend cuda --preset proxy120b --sco-budget all --seq 256Ki -w 1 -n 2\np256\ttrain\t1\t1\t1\t--backend cuda --preset proxy120b --seq 256Ki -w 1 -n 2\n' >"$tmp/gpu.tsv"
+out=$(jobs/submit "$tmp/gpu.tsv" --sweep "gpu-$stamp" --dry-run 2>&1)
+rc=$?
+check "planned for h200x1 (the sweep's kind), saying so: exit 0 (got $rc)" \
+  '[[ $rc == 0 ]] && grep -q "^# plan p192 against h200x1 (jobs/machines.tsv): device 135.80 GiB usable of 139.80, host 121.00 GiB usable per node of 125.00, 1 rank(s) per node$" <<<"$out"'
+check "on one H200: 192Ki and 256Ki with SCO are submitted" 'grep -q "^# run p192 " <<<"$out" && grep -q "^# run p256sco " <<<"$out"'
+check "on one H200: 256Ki without SCO is infeasible against the GPU's 135.80 GiB" \
+  'grep -q "^# infeasible p256: .*device peak [0-9.]* GiB > 135.80 GiB usable" <<<"$out" && ! grep -q "^# run p256 " <<<"$out"'
+out=$(jobs/submit "$tmp/gpu.tsv" --sweep "gpu-$stamp" --dry-run --machine h200x2 2>&1)
+check "--machine h200x2 plans for h200x2" 'grep -q "^# plan p192 against h200x2 (jobs/machines.tsv): device 135.80 GiB usable of 139.80, host 252.00 GiB" <<<"$out"'
+out=$(jobs/submit "$tmp/gpu.tsv" --sweep "gpu-$stamp" --dry-run --machine b300x9 2>&1)
+check "a kind not in jobs/machines.tsv: the planner's defaults, said" \
+  'grep -q "^# plan p192 against the planner.s defaults (.b300x9. is not in jobs/machines.tsv): device 135.80 GiB" <<<"$out"'
+mkdir -p "$tmp/fakegpu"
+printf '#!/bin/sh\n# a host with one A100 of 80 GiB\ncase "$*" in *name*) echo "NVIDIA A100-SXM4-80GB" ;; *memory.total*) echo 81920 ;; esac\n' >"$tmp/fakegpu/nvidia-smi"
+chmod +x "$tmp/fakegpu/nvidia-smi"
+out=$(PATH=$tmp/fakegpu:$PATH jobs/run "$tmp/gpu.tsv" --sweep "gpu-$stamp" --dry-run --only p192 2>&1)
+check "jobs/run on a GPU host of a kind not listed: this host's GPU (nvidia-smi), which 192Ki does not fit" \
+  'grep -q "^# plan p192 against this host (nvidia-smi, /proc/meminfo): device 76.00 GiB usable of 80.00" <<<"$out" && grep -q "^# infeasible p192: .* > 76.00 GiB usable" <<<"$out"'
+check "no run directory written by these dry runs" '[[ ! -e results/runs/gpu-$stamp ]]'
 
 # ---- 6. a multi-node point, rendered ------------------------------------------------
 printf '# two nodes\npoint\tbench\tnodes\tgpus_per_node\tntasks\ttime\targs\nbig\tcalib\t8\t8\t64\t02:00:00\t--backend cuda --sizes 4Ki --tests "h2d,allreduce"\nsmall\tcalib\t1\t0\t1\t00:05:00\t--sizes 4Ki\n' >"$tmp/multi.tsv"
@@ -195,6 +233,13 @@ check "render: the small point its own (1 node, 1 task, no GPU)" \
 check "render: -p -A -q on every sbatch line" \
   '[[ $(grep -c "sbatch " "$tmp/render/sbatch.sh") == 3 && $(grep -c -- "-p gpu -A proj -q high" "$tmp/render/sbatch.sh") == 3 ]]'
 check "render: the report waits on both arrays" 'grep -q -- "--dependency=afterany:\$ARRAY_1:\$ARRAY_2" "$tmp/render/sbatch.sh"'
+mkdir -p "$tmp/cwd"
+rm -rf "rel-$stamp"
+(cd "$tmp/cwd" && "$OLDPWD/jobs/submit" "$tmp/multi.tsv" --sweep "multi-$stamp" --render "rel-$stamp") >"$tmp/rel.out" 2>&1
+rc=$?
+check "render: a relative DIR is the caller's directory's, not the repository's (exit $rc)" \
+  '[[ $rc == 0 && -f $tmp/cwd/rel-$stamp/sbatch.sh && ! -e rel-$stamp ]]'
+rm -rf "rel-$stamp"
 list=$(grep -l "^big" "$tmp"/render/*.list)
 out=$(SLURM_SUBMIT_DIR=$PWD SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_JOB_ID=7 SLURM_NTASKS=64 SLURM_JOB_NUM_NODES=8 \
   PL_DRY_LAUNCH=1 NCCL_IB_HCA=mlx5_0 bash jobs/point.sbatch "$list" "multi-$stamp" 2>&1)

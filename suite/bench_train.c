@@ -75,6 +75,9 @@ static const pl_opt train_opts[] = {
      "--config auto: tokens per step (micro·N·W_v) to keep; the micro-batches "
      "follow the chosen layout",
      1, 1e15, NULL},
+    {"plan-set", 0, PL_OPT_STR, NULL,
+     "the plan's machine, not this one's: K=V,... as `plateau plan --set`", 0,
+     0, NULL},
     PL_BENCH_TRAIN_OPTS,
     {0},
 };

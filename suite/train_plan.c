@@ -1,9 +1,10 @@
 /* train_plan.c — `plateau bench train` consults the planner (engine/plan)
  * before it launches a point (bench_train.h): the run's machine (the
- * device's memory or --mem-limit, the host's available RAM, a calib file),
- * the prediction of a point (pl_plan_check: device peak, pinned host bytes,
- * fits or the binding term; pl_plan_time_predict: the step), --config
- * auto's choice of the knobs the command line leaves (pl_plan_auto), and
+ * device's memory or --mem-limit, the host's available RAM, a calib file;
+ * or the machine --plan-set names instead), the prediction of a point
+ * (pl_plan_check: device peak, pinned host bytes, fits or the binding term;
+ * pl_plan_time_predict: the step), --config auto's choice of the knobs the
+ * command line leaves (pl_plan_auto), and
  * the planner's budget printed by --describe; and the pinned-host limit a
  * point runs under (the host's available RAM less the same 2 GiB).
  *
@@ -76,6 +77,43 @@ static pl_status local_ranks(pl_bench_ctx *c, int *out) {
   return st;
 }
 
+/* --plan-set K=V[,K=V...]: the machine a point will run on, given instead
+ * of the one measured here (a dry run where the sweep is submitted plans for
+ * the nodes that will run it).  Every item is checked as `plateau plan
+ * --set`'s are; an empty item is refused. */
+static pl_status plan_set(const char *s, pl_plan_machine *mc) {
+  char buf[1024];
+  if (strlen(s) >= sizeof buf)
+    return pl_set_error(PL_EINVAL, "--plan-set: longer than %zu characters",
+                        sizeof buf - 1);
+  snprintf(buf, sizeof buf, "%s", s);
+  char *p = buf;
+  for (;;) {
+    char *comma = strchr(p, ',');
+    if (comma)
+      *comma = 0;
+    if (!*p)
+      return pl_set_error(PL_EINVAL,
+                          "--plan-set=%s: an empty item (allowed: "
+                          "key=value[,key=value])",
+                          s);
+    if (pl_plan_machine_set(mc, p) != PL_OK) {
+      char msg[1400];
+      snprintf(msg, sizeof msg, "%s", pl_last_error());
+      return pl_set_error(PL_EINVAL, "--plan-set: %s", msg);
+    }
+    if (!comma)
+      break;
+    p = comma + 1;
+  }
+  if (mc->hbm_reserve >= mc->hbm_bytes)
+    return pl_set_error(PL_EINVAL,
+                        "--plan-set=%s: hbm_bytes %.0f must exceed "
+                        "hbm_reserve %.0f",
+                        s, mc->hbm_bytes, mc->hbm_reserve);
+  return PL_OK;
+}
+
 pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
                             pl_plan_machine *mc) {
   *mc = pl_plan_machine_default();
@@ -107,12 +145,20 @@ pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
   if (v[1] > 0)
     mc->host_bytes = v[1], mc->host_reserve = 2 * GIB;
   PL_TRY(local_ranks(c, &mc->gpus_per_node));
+  const char *set = pl_args_str(c->args, "plan-set");
+  if (set)
+    PL_TRY(plan_set(set, mc));
   char src[sizeof mc->source];
-  snprintf(src, sizeof src,
-           "%.80s; device %.2f GiB%s, host %.1f GiB available%s",
+  snprintf(src, sizeof src, "%.80s; device %.2f GiB%s, host %.1f GiB %s",
            calib ? mc->source : (c->cuda ? "H200 defaults" : "cpu"),
-           mc->hbm_bytes / GIB, limit > 0 ? " (--mem-limit)" : "",
-           mc->host_bytes / GIB, given > 0 ? " (--host-mem)" : "");
+           mc->hbm_bytes / GIB,
+           set         ? " (--plan-set)"
+           : limit > 0 ? " (--mem-limit)"
+                       : "",
+           mc->host_bytes / GIB,
+           set           ? "(--plan-set)"
+           : given > 0   ? "available (--host-mem)"
+                         : "available");
   snprintf(mc->source, sizeof mc->source, "%s", src);
   return PL_OK;
 }
