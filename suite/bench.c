@@ -323,6 +323,12 @@ static void fill(pl_bench_ctx *ctx, pl_row *row, const pl_meas *m,
     if (note[0])
       pl_row_note(row, "%s", note);
   }
+  if (m->warmups > ctx->warmup)
+    pl_row_note(row,
+                "warm-ups: %d (-w %d had not converged: a run up to %.1fx "
+                "slower than the one before or the ones after; %d more run "
+                "as warm-ups)",
+                m->warmups, ctx->warmup, m->slow, m->warmups - ctx->warmup);
   if (!ctx->cuda)
     pl_row_note(row, "CPU backend: times are CPU times");
 }

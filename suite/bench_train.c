@@ -157,7 +157,7 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
 static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   train_bench *b = st;
   pl__train_host_limit(c, true);
-  b->cap = c->warmup + c->iters;
+  b->cap = c->warmup + c->iters + PL_BENCH_EXTRA_WARMUPS;
   b->nres = 0, b->next = 0, b->why[0] = '\0';
   b->res = calloc((size_t)b->cap + 1, sizeof *b->res);
   if (!b->res)

@@ -220,6 +220,7 @@ static void breakdown(FILE *md, const pl__train_pt *p, int n) {
     const double step = pl_cell_num(p[i].t, p[i].r, "time_ms");
     char q[32];
     double sum = 0;
+    int nparts = 0;
     pl__train_row_head(md, &p[i]);
     fprintf(md, " %s |", pl_rep_q(q, sizeof q, step, "-"));
     for (int k = 0; k < 7; k++) {
@@ -231,10 +232,13 @@ static void breakdown(FILE *md, const pl__train_pt *p, int n) {
         continue;
       }
       const double sh = step > 0 ? 100 * v / step : 0;
-      sum += sh;
+      sum += sh, nparts++;
       fprintf(md, " %s (%.0f%%) |", pl_rep_q(q, sizeof q, v, "-"), sh);
     }
-    fprintf(md, " %.0f%% |\n", sum);
+    if (nparts)
+      fprintf(md, " %.0f%% |\n", sum);
+    else
+      fprintf(md, " - |\n");
     over += sum > 100.5;
     cpu += !strcmp(pl_rep_meta(p[i].t, "backend", ""), "cpu");
   }
