@@ -124,6 +124,11 @@ typedef struct pl_bench {
   const char *name;
   const char *summary;                  /* one line for `plateau --help` */
   const pl_opt *opts;                   /* the bench's own options, or NULL */
+  /* --help lists opts in these groups, each "title: name name ..." (long
+   * names without dashes), in this order; an option no group names is
+   * listed under "other" (a new option shows even before it is grouped).
+   * NULL-terminated; NULL: opts in table order. */
+  const char *const *groups;
   const pl_preset *presets;             /* terminated by {NULL}, or NULL */
   const char *preset_cpu, *preset_cuda; /* default preset per backend */
   /* Its columns, tab-separated, every name from suite/schema.def; the

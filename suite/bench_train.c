@@ -91,6 +91,18 @@ static const pl_opt train_opts[] = {
 
 static const pl_preset train_presets[] = {PL_BENCH_TRAIN_PRESETS, {NULL, NULL}};
 
+/* --help's groups (bench.h): a new option goes into the group its list
+ * names; one in no list is shown under "other" (test_cli.sh wants none). */
+static const char *const train_groups[] = {
+    "model: model layers hidden heads kv-heads head-dim experts topk "
+    "expert-ffn shared-ffn dense-layers dense-ffn vocab dtype",
+    "layout: system seq tokens micro virtual-world D P cp ep",
+    "operators: dispatch chunk-cap lanes head sco-budget optim bucket slots "
+    "ac ac-freq fsdp2-optim",
+    "run: preset data profile gemm-tflops calib describe verify config "
+    "step-tokens tune tune-micro tune-ep tune-ac tune-optim points",
+    NULL};
+
 typedef struct train_bench {
   pl__train_args a;
   /* the point */
@@ -104,6 +116,9 @@ typedef struct train_bench {
   char why[128];
   pl__train_pred pred; /* the planner's, of this point */
   int warmup, iters;   /* the command line's (a --points point may differ) */
+  /* progress of the point's steps (rank 0 prints) */
+  int rank, steps;     /* steps asked: the point's warm-ups + timed steps */
+  double spent_ms;     /* the steps so far */
 } train_bench;
 
 static pl_status init(pl_bench_ctx *c, void *st) {
@@ -159,6 +174,7 @@ static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   pl__train_host_limit(c, true);
   b->cap = c->warmup + c->iters + PL_BENCH_EXTRA_WARMUPS;
   b->nres = 0, b->next = 0, b->why[0] = '\0';
+  b->rank = c->rank, b->steps = c->warmup + c->iters, b->spent_ms = 0;
   b->res = calloc((size_t)b->cap + 1, sizeof *b->res);
   if (!b->res)
     return pl_set_error(PL_ENOMEM, "train: host");
@@ -169,6 +185,23 @@ static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   return b->tok ? PL_OK : pl_set_error(PL_ENOMEM, "train: host tokens");
 }
 
+/* "[train] step i/n  t s  loss L  ETA s" on stderr (rank 0), so a step of
+ * minutes at a long context shows it is alive; n counts the warm-ups and
+ * timed steps asked ("n+" once the harness adds warm-ups that had not
+ * converged).  Never in the result file. */
+static void progress(train_bench *b, const pl_step_result *r) {
+  b->spent_ms += r->time_ms;
+  if (b->rank != 0)
+    return;
+  const int i = (int)b->next, left = b->steps - i;
+  char eta[32] = "";
+  if (left > 0)
+    snprintf(eta, sizeof eta, "  ETA %.1f s", b->spent_ms / i * left * 1e-3);
+  fprintf(stderr, "[train] step %d/%d%s  %.2f s  loss %.4f%s\n", i, b->steps,
+          i > b->steps ? "+" : "", r->time_ms * 1e-3, r->loss, eta);
+  fflush(stderr);
+}
+
 /* One training step on the next batch of the stream. */
 static pl_status run(void *st) {
   train_bench *b = st;
@@ -176,6 +209,7 @@ static pl_status run(void *st) {
   PL_TRY(b->sys->batch(b->h, b->a.data, b->next, b->tok));
   PL_TRY(pl__train_plan_fail(&b->pred, b->sys->step(b->h, b->tok, &r)));
   b->next++;
+  progress(b, &r);
   if (b->nres < b->cap)
     b->res[b->nres++] = r;
   return PL_OK;
@@ -221,6 +255,7 @@ const pl_bench pl_bench_train = {
     .summary = "end-to-end training step (model, MoP layout, switches): "
                "tok/s/GPU, TFLOP/s, MFU, peaks, breakdown, losses",
     .opts = train_opts,
+    .groups = train_groups,
     .presets = train_presets,
     .preset_cpu = "cpu",
     .preset_cuda = "proxy120b",

@@ -4,7 +4,8 @@
 #  - the cpu preset on one rank: a row per context, ok, check pass with the
 #    reference step compared (max_err a number), the losses of every step
 #    (warm-ups first, the last = loss), the breakdown, rates, peaks within
-#    the description's upper estimate (bound_bytes);
+#    the description's upper estimate (bound_bytes); a progress line per
+#    step on stderr (rank 0 alone), none in the result file;
 #  - mpirun -np 2, every switch once over a few runs (D, P, the dispatches,
 #    the heads, SCO budgets, the optimizers, micro-batches, the chunk cap, a
 #    token shard from `plateau tokens`, the proxy W_v > W): ok rows, the
@@ -31,6 +32,9 @@
 #    files of both systems and their max-batch searches (with the trials'
 #    rows), the paper's layout: tok/s and TFLOP/s ratios per context,
 #    reach and max batch with the paper's 7.6× / 8× / 12× beside;
+#  - warm-ups that had not converged (a first-use cost injected with
+#    PLATEAU_INJECT_SLOW_RUNS): the timed step is the steady one, the note
+#    says how many warm-ups it took;
 #  - maxbatch --bench train with --mem-limit: trials in child processes
 #    (mpirun -np 1: an OOM on one rank of several can leave the others in a
 #    collective) forwarding the train options; the summary's bound has an ok
@@ -80,6 +84,10 @@ bad=$(sel "$f" '$c["status"] != "ok" || $c["check"] != "pass" || $c["max_err"] =
   $c["tokens"] != $c["seq"] || $c["system"] != "plateau" || $c["model"] != "tiny"')
 n=$(rows "$f" '$c["seq"]' | tr '\n' ' ')
 [[ -z $bad && $n == "64 128 " ]] && pass || { fail "cpu preset rows (seq: $n):"; echo "$bad"; }
+# progress: a line per step on stderr (step i/n, time, loss, ETA), never in the file
+[[ $(grep -cE '^\[train\] step [1-9][0-9]*/4\+? +[0-9.]+ s +loss [0-9.]+' "$tmp/cpu.out") -ge 8 ]] &&
+  grep -qE '^\[train\] step 1/4 .* ETA [0-9.]+ s$' "$tmp/cpu.out" && pass || fail "no per-step progress: $(head -3 "$tmp/cpu.out")"
+! grep -q '\[train\]' "$f" && pass || fail "progress lines in the result file"
 
 echo "== every switch, two ranks"
 M=($MPIRUN -np 2 "${B[@]}" --preset cpu --seq 64 -w 1 -n 2)
@@ -90,6 +98,8 @@ while IFS='|' read -r name opts want; do
   run "$name" "${M[@]}" $opts
   got=$(rows "$f" '$c["dispatch"], $c["head"], $c["optim"], $c["budget"], $c["D"], $c["P"], $c["micro"], $c["virtual_world"], $c["status"], $c["check"]' | tr '\t' ' ')
   [[ $got == "$want ok pass" ]] && pass || fail "$name: '$got', want '$want ok pass'"
+  # rank 0 alone prints the progress: one "step 1/3" line for the one point
+  [[ $(grep -c '^\[train\] step 1/3 ' "$tmp/$name.out") == 1 ]] && pass || fail "$name: progress of $(grep -c '^\[train\] step 1/3 ' "$tmp/$name.out") ranks"
   if [[ $name == proxy ]]; then
     rows "$f" '$c["note"]' | grep -q "reference step skipped: a proxy" && pass || fail "proxy: no skip note"
   else
