@@ -210,11 +210,21 @@ static pl_status tables(pl_report_ctx *rc, pl_table *const *t, int n) {
 
   fprintf(f, "\n## Table 8 layout: strided vs contiguous chunks "
              "(PipelinedLLEP)\n\n");
-  fprintf(f, "| shape (N/rank, H, E, lanes) | ranks | profile | strided ms | contiguous ms | "
-             "speed-up | strided %s | contiguous %s | max-send strided | "
-             "max-send contiguous | paper max-send strided |\n|---|---|---|"
-             "---|---|---|---|---|---|---|---|\n",
-          unit, unit);
+  int n8 = 0; /* profiles run with both chunkings */
+  for (int s = 0; s < nsh; s++)
+    for (int p = 0; p < 7; p++)
+      n8 += find(r, nr, &sh[s], "pipelined_llep", t8_profiles[p], "strided") &&
+            find(r, nr, &sh[s], "pipelined_llep", t8_profiles[p], "contiguous");
+  if (n8)
+    fprintf(f, "| shape (N/rank, H, E, lanes) | ranks | profile | strided ms | contiguous ms | "
+               "speed-up | strided %s | contiguous %s | max-send strided | "
+               "max-send contiguous | paper max-send strided |\n|---|---|---|"
+               "---|---|---|---|---|---|---|---|\n",
+            unit, unit);
+  else
+    fprintf(f, "No rows: no profile ran PipelinedLLEP with both chunkings "
+               "(`plateau bench dispatch --chunking strided,contiguous`, "
+               "jobs/sweeps/table8-chunking.tsv).\n");
   for (int s = 0; s < nsh; s++)
     for (int p = 0; p < 7; p++) {
       const drow *a = find(r, nr, &sh[s], "pipelined_llep", t8_profiles[p],

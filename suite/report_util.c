@@ -166,10 +166,21 @@ void pl_rep_md_head(FILE *f, const pl_report_ctx *rc, const char *title,
 }
 
 /* A cell of a Markdown table: memory (unit B in the schema) in the binary
- * unit that keeps it >= 1, 4 significant digits; anything else as written. */
+ * unit that keeps it >= 1, 4 significant digits; a time, rate or percentage
+ * in pl_rep_q's one format; anything else as written. */
 static void cell_text(FILE *f, const char *col, const char *v) {
+  static const char *const q_units[] = {"ms", "GB/s", "Gparam/s", "TFLOP/s",
+                                        "tok/s", "%", NULL};
   const pl_col_def *d = pl_schema_find(col);
   double x = pl_rep_num(v);
+  bool q = false;
+  for (int i = 0; d && q_units[i]; i++)
+    q |= strcmp(d->unit, q_units[i]) == 0;
+  if (q && !isnan(x)) {
+    char b[32];
+    fputs(pl_rep_q(b, sizeof b, x, "-"), f);
+    return;
+  }
   if (!d || strcmp(d->unit, "B") != 0 || isnan(x)) {
     pl_rep_md_text(f, v);
     return;
