@@ -349,11 +349,38 @@ static const char *num(char *b, size_t n, double v) {
   return b;
 }
 
-/* Compare the rows of one key: a[0..na) of REF, b[0..nb) of NEW.  With
- * noise on, a time beyond its tolerance is within the noise when the
- * spreads overlap or, for a time without percentiles of its own (a part
- * of the step, or a run of one iteration), when it differs by less than
- * floor_ms (below what the clock and the scheduler resolve). */
+/* A metric of kind k beyond its tolerance (ref r, new n): is it within the
+ * noise?  With noise on, yes when the spreads overlap or, for a time
+ * without percentiles of its own (a part of the step, or a run of one
+ * iteration), when it differs by less than floor_ms (below what the clock
+ * and the scheduler resolve).  note gets why, either way ("" when nothing
+ * is known of the spread). */
+static bool within_noise(val r, val n, pl_cmp_class k, bool noise,
+                         double floor_ms, char *note, size_t nn) {
+  bool overlap = false;
+  if (!isnan(r.lo) && !isnan(n.lo))
+    overlap = lower_better(k) ? n.lo <= r.hi : n.hi >= r.lo;
+  const bool tiny =
+      k == PL_CMP_TIME && !(r.own && n.own) && fabs(n.v - r.v) < floor_ms;
+  note[0] = '\0';
+  if (overlap && noise)
+    snprintf(note, nn,
+             "within the noise: spread ref [%.4g, %.4g], new [%.4g, %.4g]",
+             r.lo, r.hi, n.lo, n.hi);
+  else if (tiny && noise)
+    snprintf(note, nn, "within the noise: %+.3g ms, under the %g ms floor",
+             n.v - r.v, floor_ms);
+  else if (overlap || tiny)
+    snprintf(note, nn, "%s (--noise off)",
+             overlap ? "spreads overlap" : "under the time floor");
+  else if (!isnan(r.lo) && !isnan(n.lo))
+    snprintf(note, nn, "beyond the spread: ref [%.4g, %.4g], new [%.4g, %.4g]",
+             r.lo, r.hi, n.lo, n.hi);
+  return noise && (overlap || tiny);
+}
+
+/* Compare the rows of one key: a[0..na) of REF, b[0..nb) of NEW; a metric
+ * beyond its tolerance fails unless within_noise. */
 static void compare_key(out *o, const pl__compare_tols *ts, bool noise,
                         double floor_ms, const ent *a, int na, const ent *b,
                         int nb) {
@@ -434,34 +461,12 @@ static void compare_key(out *o, const pl__compare_tols *ts, bool noise,
         lower_better(k) ? n.v > r.v * (1.0 + t) + 0.0 : n.v < r.v * (1.0 - t);
     const char *res = "PASS";
     if (worse) {
-      /* within the noise: the spreads overlap */
-      bool overlap = false;
-      if (!isnan(r.lo) && !isnan(n.lo))
-        overlap = lower_better(k) ? n.lo <= r.hi : n.hi >= r.lo;
-      const bool tiny = k == PL_CMP_TIME && !(r.own && n.own) &&
-                        fabs(n.v - r.v) < floor_ms;
-      if (overlap && noise) {
-        snprintf(note, sizeof note,
-                 "within the noise: spread ref [%.4g, %.4g], new [%.4g, %.4g]",
-                 r.lo, r.hi, n.lo, n.hi);
-        o->noise++;
-        o->pass++;
-      } else if (tiny && noise) {
-        snprintf(note, sizeof note,
-                 "within the noise: %+.3g ms, under the %g ms floor",
-                 n.v - r.v, floor_ms);
+      if (within_noise(r, n, k, noise, floor_ms, note, sizeof note)) {
         o->noise++;
         o->pass++;
       } else {
         res = "FAIL";
-        if (overlap || tiny)
-          snprintf(note, sizeof note, "%s (--noise off)",
-                   overlap ? "spreads overlap" : "under the time floor");
-        else if (!isnan(r.lo) && !isnan(n.lo))
-          snprintf(note, sizeof note,
-                   "beyond the spread: ref [%.4g, %.4g], new [%.4g, %.4g]",
-                   r.lo, r.hi, n.lo, n.hi);
-        else if (bytes)
+        if (!note[0] && bytes)
           snprintf(note, sizeof note, "%+.0f", n.v - r.v);
         o->fail++;
       }

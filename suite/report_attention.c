@@ -173,10 +173,50 @@ static void ulysses_table(FILE *md, pl_table *const *t, int nt, int D) {
   }
 }
 
+/* The chart's data (attention_tflops.dat) and the chart: the columns with
+ * a point, the bf16 GEMM ceiling on a GPU run only. */
+static pl_status chart(pl_report_ctx *rc, const pt *pts, int n, int D0, bool gpu) {
+  char dat[4096];
+  FILE *f = pl_rep_open(rc, "attention_tflops.dat", dat, sizeof dat);
+  if (!f) return PL_EIO;
+  fprintf(f, "seq ours_fwd ours_fwdbwd flash_fwd flash_fwdbwd cudnn_fwd cudnn_fwdbwd\n");
+  for (int i = 0; i < n; i++) {
+    fprintf(f, "%lld", pts[i].seq);
+    for (int j = 0; j < 6; j++) {
+      if (isnan(pts[i].v[j]))
+        fprintf(f, " nan");
+      else
+        fprintf(f, " %.6g", pts[i].v[j]);
+    }
+    fprintf(f, "\n");
+  }
+  PL_TRY(pl_rep_close(f, dat));
+  char stem[4096];
+  snprintf(stem, sizeof stem, "%s/attention_tflops", rc->out_dir);
+  char title[160], cols[160] = "";
+  if (D0 == 1)
+    snprintf(title, sizeof title, "Causal GQA attention, %s: TFLOP/s vs sequence length",
+             gpu ? "bf16, one GPU" : "CPU backend (CPU times), one rank");
+  else
+    snprintf(title, sizeof title, "Causal GQA attention, %s, Ulysses D = %d: TFLOP/s per %s vs S",
+             gpu ? "bf16" : "CPU backend (CPU times)", D0, gpu ? "GPU" : "rank");
+  static const char *const names[6] = {"ours_fwd",  "ours_fwdbwd", "flash_fwd",
+                                       "flash_fwdbwd", "cudnn_fwd", "cudnn_fwdbwd"};
+  for (int j = 0; j < 6; j++) { /* the columns with a point: only those are drawn */
+    bool any = false;
+    for (int i = 0; i < n && !any; i++) any = !isnan(pts[i].v[j]);
+    if (any)
+      snprintf(cols + strlen(cols), sizeof cols - strlen(cols), "%s%s", cols[0] ? " " : "", names[j]);
+  }
+  /* the dashed bf16 GEMM ceiling is one H200's: on GPU runs only */
+  const char *extra[] = {gpu ? "793" : "0", title, cols};
+  return pl_rep_chart(rc, "attention.gp", dat, stem, extra, 3);
+}
+
 pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   pt pts[MAXS];
   int n = 0;
-  const char *run_dir = rc->run_dir, *out_dir = rc->out_dir;
+  const char *run_dir = rc->run_dir;
   char path[4096];
   /* the rank counts of our rows: D = 1 is the single-GPU table (with the
    * peer); each D > 1 a Ulysses table.  Without single-rank rows the first
@@ -266,39 +306,5 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
     if (Ds[k] > 1) ulysses_table(md, t, nt, Ds[k]);
   PL_TRY(pl_rep_close(md, path));
 
-  char dat[4096];
-  FILE *f = pl_rep_open(rc, "attention_tflops.dat", dat, sizeof dat);
-  if (!f) return PL_EIO;
-  fprintf(f, "seq ours_fwd ours_fwdbwd flash_fwd flash_fwdbwd cudnn_fwd cudnn_fwdbwd\n");
-  for (int i = 0; i < n; i++) {
-    fprintf(f, "%lld", pts[i].seq);
-    for (int j = 0; j < 6; j++) {
-      if (isnan(pts[i].v[j]))
-        fprintf(f, " nan");
-      else
-        fprintf(f, " %.6g", pts[i].v[j]);
-    }
-    fprintf(f, "\n");
-  }
-  PL_TRY(pl_rep_close(f, dat));
-  char stem[4096];
-  snprintf(stem, sizeof stem, "%s/attention_tflops", out_dir);
-  char title[160], cols[160] = "";
-  if (D0 == 1)
-    snprintf(title, sizeof title, "Causal GQA attention, %s: TFLOP/s vs sequence length",
-             gpu ? "bf16, one GPU" : "CPU backend (CPU times), one rank");
-  else
-    snprintf(title, sizeof title, "Causal GQA attention, %s, Ulysses D = %d: TFLOP/s per %s vs S",
-             gpu ? "bf16" : "CPU backend (CPU times)", D0, gpu ? "GPU" : "rank");
-  static const char *const names[6] = {"ours_fwd",  "ours_fwdbwd", "flash_fwd",
-                                       "flash_fwdbwd", "cudnn_fwd", "cudnn_fwdbwd"};
-  for (int j = 0; j < 6; j++) { /* the columns with a point: only those are drawn */
-    bool any = false;
-    for (int i = 0; i < n && !any; i++) any = !isnan(pts[i].v[j]);
-    if (any)
-      snprintf(cols + strlen(cols), sizeof cols - strlen(cols), "%s%s", cols[0] ? " " : "", names[j]);
-  }
-  /* the dashed bf16 GEMM ceiling is one H200's: on GPU runs only */
-  const char *extra[] = {gpu ? "793" : "0", title, cols};
-  return pl_rep_chart(rc, "attention.gp", dat, stem, extra, 3);
+  return chart(rc, pts, n, D0, gpu);
 }
