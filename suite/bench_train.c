@@ -117,8 +117,8 @@ typedef struct train_bench {
   pl__train_pred pred; /* the planner's, of this point */
   int warmup, iters;   /* the command line's (a --points point may differ) */
   /* progress of the point's steps (rank 0 prints) */
-  int rank, steps;     /* steps asked: the point's warm-ups + timed steps */
-  double spent_ms;     /* the steps so far */
+  int rank, steps; /* steps asked: the point's warm-ups + timed steps */
+  double spent_ms; /* the steps so far */
 } train_bench;
 
 static pl_status init(pl_bench_ctx *c, void *st) {

@@ -715,8 +715,7 @@ int pl_compare_main(int argc, char **argv) {
     while (jb < n.ne && strcmp(n.e[jb].key, key) == 0)
       jb++;
     if (c == 0) {
-      compare_key(&o, &ts, noise, floor_ms, &r.e[i], ia - i, &n.e[j],
-                  jb - j);
+      compare_key(&o, &ts, noise, floor_ms, &r.e[i], ia - i, &n.e[j], jb - j);
     } else if (c > 0) {
       group_head(&o, key);
       line(&o, key, "-", "-", "-", "-", "-", "NEW", "no reference row");

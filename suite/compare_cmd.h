@@ -23,8 +23,8 @@
  * one key widen the spread to all of them), or — a time without
  * percentiles of its own — that differs from the reference by less than
  * the time floor (--time-floor, PL_CMP_TIME_FLOOR_MS), is reported as
- * within the noise, not as a regression (--noise off: it is one).  A row whose status or check
- * got worse (ok -> oom, pass -> fail) fails. */
+ * within the noise, not as a regression (--noise off: it is one).  A row whose
+ * status or check got worse (ok -> oom, pass -> fail) fails. */
 #ifndef PLATEAU_SUITE_COMPARE_CMD_H
 #define PLATEAU_SUITE_COMPARE_CMD_H
 

@@ -255,8 +255,8 @@ pl_status pl__compare_tol_file(const char *path, pl__compare_tols *ts) {
   pl_status ost;
   FILE *f = S_ISREG(sb.st_mode) ? pl__results_open_regular(path, &ost) : NULL;
   if (!f && (!S_ISREG(sb.st_mode) || ost == PL_EINVAL))
-    return pl_set_error(PL_EINVAL,
-                        "tolerance file %s: not a regular file (%s)", path,
+    return pl_set_error(PL_EINVAL, "tolerance file %s: not a regular file (%s)",
+                        path,
                         S_ISDIR(sb.st_mode)    ? "a directory"
                         : S_ISFIFO(sb.st_mode) ? "a FIFO"
                                                : "a device or socket");

@@ -258,13 +258,13 @@ void pl__report_train_tuning(FILE *md, const pl__train_pt *p, int n) {
     nf += !strcmp(p[i].system, "fsdp2");
   if (!nf)
     return;
-  fprintf(md, "\n## FSDP2-best: every configuration tried\n\nPer model, "
-              "scale and context, the fsdp2 rows fastest first (kind `tune`: "
-              "a point of `--tune`); **best** marks FSDP2-best, the fastest "
-              "that fits.\n\n" PL__TRAIN_ROW_HEAD
-              " status | tok/s/GPU | TFLOP/s/GPU | device peak | pinned host "
-              "| FSDP2-best |\n" PL__TRAIN_ROW_RULE
-              "---|---|---|---|---|---|\n");
+  fprintf(md,
+          "\n## FSDP2-best: every configuration tried\n\nPer model, "
+          "scale and context, the fsdp2 rows fastest first (kind `tune`: "
+          "a point of `--tune`); **best** marks FSDP2-best, the fastest "
+          "that fits.\n\n" PL__TRAIN_ROW_HEAD
+          " status | tok/s/GPU | TFLOP/s/GPU | device peak | pinned host "
+          "| FSDP2-best |\n" PL__TRAIN_ROW_RULE "---|---|---|---|---|---|\n");
   int *ix = malloc(sizeof *ix * (size_t)nf);
   PL_ASSERT(ix != NULL);
   for (int i = 0; i < n; i++) {

@@ -49,9 +49,10 @@ void pl__report_train_pred(FILE *md, const pl__train_pt *p, int n) {
     rows += !isnan(pl_cell_num(p[i].t, p[i].r, "pred_dev_peak_bytes"));
   fprintf(md, "\n## Prediction vs measurement\n\n");
   if (!rows) {
-    fprintf(md, "No rows: no row carries the planner's prediction (pred_* columns: "
-                "`plateau bench train` writes them for every point the "
-                "planner models).\n");
+    fprintf(md,
+            "No rows: no row carries the planner's prediction (pred_* columns: "
+            "`plateau bench train` writes them for every point the "
+            "planner models).\n");
     return;
   }
   fprintf(md,
@@ -64,10 +65,10 @@ void pl__report_train_pred(FILE *md, const pl__train_pt *p, int n) {
           "prediction for the machine given, not held to the target). "
           "Flags: `mem` a peak outside its target, `time` a GPU step "
           "outside it, `fit` the plan's verdict contradicted (predicted to "
-          "fit and out of memory, or refused and ok under --verify).\n\n"
-          PL__TRAIN_ROW_HEAD " status | device peak | pinned host | step ms "
-                             "| flags |\n" PL__TRAIN_ROW_RULE
-                             "---|---|---|---|---|\n",
+          "fit and out of memory, or refused and ok under "
+          "--verify).\n\n" PL__TRAIN_ROW_HEAD
+          " status | device peak | pinned host | step ms "
+          "| flags |\n" PL__TRAIN_ROW_RULE "---|---|---|---|---|\n",
           100 * MEM_TARGET, 100 * TIME_TARGET);
   int flagged = 0, nmem = 0, ntime = 0;
   double wmem = 0, wtime = 0, wtime_cpu = 0;

@@ -169,8 +169,8 @@ void pl_rep_md_head(FILE *f, const pl_report_ctx *rc, const char *title,
  * unit that keeps it >= 1, 4 significant digits; a time, rate or percentage
  * in pl_rep_q's one format; anything else as written. */
 static void cell_text(FILE *f, const char *col, const char *v) {
-  static const char *const q_units[] = {"ms", "GB/s", "Gparam/s", "TFLOP/s",
-                                        "tok/s", "%", NULL};
+  static const char *const q_units[] = {"ms",    "GB/s", "Gparam/s", "TFLOP/s",
+                                        "tok/s", "%",    NULL};
   const pl_col_def *d = pl_schema_find(col);
   double x = pl_rep_num(v);
   bool q = false;
@@ -187,7 +187,8 @@ static void cell_text(FILE *f, const char *col, const char *v) {
   }
   static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int k = 0;
-  while (k < 4 && fabs(x) >= 1024.0) x /= 1024.0, k++;
+  while (k < 4 && fabs(x) >= 1024.0)
+    x /= 1024.0, k++;
   fprintf(f, "%.4g %s", x, u[k]);
 }
 
@@ -293,8 +294,7 @@ pl_status pl__rep_commit(const char *tmp, const char *path) {
   if (lstat(path, &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
       unlink(tmp);
-      return pl_set_error(PL_EIO, "write %s: a directory is in the way",
-                          path);
+      return pl_set_error(PL_EIO, "write %s: a directory is in the way", path);
     }
     if (S_ISLNK(st.st_mode)) {
       char to[PATH_MAX] = "?";
@@ -367,8 +367,8 @@ pl_status pl_rep_close(FILE *f, const char *path) {
   const int rc = fclose(f);
   p->f = NULL;
   if (bad || rc != 0) {
-    const pl_status s = pl_set_error(PL_EIO, "write %s: %s", path,
-                                     strerror(bad ? e : errno));
+    const pl_status s =
+        pl_set_error(PL_EIO, "write %s: %s", path, strerror(bad ? e : errno));
     unlink(p->tmp);
     return s;
   }

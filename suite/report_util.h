@@ -98,9 +98,9 @@ const char *pl_rep_analysis_dir(void);
 /* One chart in both formats: out_stem.svg then out_stem.png, each drawn by
  * `$PLATEAU_GNUPLOT (default gnuplot) -c ANALYSIS/script data out extra...`,
  * each path printed; gnuplot writes a temporary file beside the chart,
- * renamed over it (as pl_rep_close does).  gnuplot or analysis/ missing: a warning on stderr
- * (once per report), rc->charts_skipped = 1, PL_OK (the tables are what a
- * report must write).  A failing gnuplot is PL_ERUNTIME. */
+ * renamed over it (as pl_rep_close does).  gnuplot or analysis/ missing: a
+ * warning on stderr (once per report), rc->charts_skipped = 1, PL_OK (the
+ * tables are what a report must write).  A failing gnuplot is PL_ERUNTIME. */
 pl_status pl_rep_chart(pl_report_ctx *rc, const char *script, const char *data,
                        const char *out_stem, const char *const *extra,
                        int nextra);
