@@ -38,70 +38,7 @@
 
 #include "bench_train.h"
 
-static const char *const dtypes[] = {"bf16", "f32", NULL};
-static const char *const configs[] = {"explicit", "auto", NULL};
-
-static const pl_opt train_opts[] = {
-    {"layers", 0, PL_OPT_INT, NULL, "decoder layers L", 1, 4096, NULL},
-    {"hidden", 0, PL_OPT_INT, NULL, "hidden size H", 1, 1 << 20, NULL},
-    {"dtype", 0, PL_OPT_ENUM, "bf16",
-     "activation and weight storage (f32: --check's reference step)", 0, 0,
-     dtypes},
-    {"tokens", 0, PL_OPT_SIZE_LIST, NULL,
-     "tokens per rank N instead of --seq (S = N·D; maxbatch's trials)", 1, 1e12,
-     NULL},
-    {"tune", 0, PL_OPT_FLAG, NULL,
-     "fsdp2 at every knob setting a torchtitan user would try per context "
-     "(cp, ep, AC full|selective, gpu|cpu optimizer; pl_fsdp2_tune_points): "
-     "one row each; the report takes the fastest that fits (FSDP2-best)",
-     0, 0, NULL},
-    {"tune-micro", 0, PL_OPT_SIZE_LIST, NULL,
-     "--tune: the micro-batch counts tried (default: --micro)", 1, 4096, NULL},
-    {"tune-ep", 0, PL_OPT_SIZE_LIST, NULL,
-     "--tune: only these EP degrees (default: every one that divides)", 1,
-     1 << 20, NULL},
-    {"tune-ac", 0, PL_OPT_ENUM_LIST, "full,selective",
-     "--tune: the AC modes tried (full, selective, none)", 0, 0,
-     pl__train_ac_names},
-    {"tune-optim", 0, PL_OPT_ENUM_LIST, "gpu,cpu",
-     "--tune: the optimizer placements tried (gpu, cpu)", 0, 0,
-     pl__train_fsdp2_optim_names},
-    {"points", 0, PL_OPT_STR, NULL,
-     "a points file of fsdp2 and the PyTorch peer (peer: "
-     "analysis/peers/fsdp2_points.tsv): its models, contexts and knobs "
-     "instead of --seq",
-     0, 0, NULL},
-    {"verify", 0, PL_OPT_FLAG, NULL,
-     "run the points the plan predicts not to fit (the prediction is "
-     "recorded beside the measurement) instead of recording them as "
-     "infeasible",
-     0, 0, NULL},
-    {"config", 0, PL_OPT_ENUM, "explicit",
-     "explicit: the knobs as given; auto: the planner's choice per context of "
-     "the knobs not given (plateau: D, P, chunk-cap, bucket, sco-budget, "
-     "optim; fsdp2: cp, ep, ac, fsdp2-optim)",
-     0, 0, configs},
-    {"step-tokens", 0, PL_OPT_SIZE, NULL,
-     "--config auto: tokens per step (micro·N·W_v) to keep; the micro-batches "
-     "follow the chosen layout",
-     1, 1e15, NULL},
-    PL_BENCH_TRAIN_OPTS,
-    {0},
-};
-
-static const pl_preset train_presets[] = {PL_BENCH_TRAIN_PRESETS, {NULL, NULL}};
-
-/* --help's groups (bench.h): a new option goes into the group its list
- * names; one in no list is shown under "other" (test_cli.sh wants none). */
-static const char *const train_groups[] = {
-    "model: model layers hidden heads kv-heads head-dim experts topk "
-    "expert-ffn shared-ffn dense-layers dense-ffn vocab dtype",
-    "layout: system seq tokens micro virtual-world D P cp ep",
-    "operators: dispatch chunk-cap lanes head sco-budget optim bucket slots "
-    "ac ac-freq fsdp2-optim",
-    "run: preset data profile gemm-tflops calib describe verify config "
-    "step-tokens tune tune-micro tune-ep tune-ac tune-optim points",
-    NULL};
+/* Its options, their --help groups and presets: train_args.c. */
 
 typedef struct train_bench {
   pl__train_args a;
@@ -254,9 +191,9 @@ const pl_bench pl_bench_train = {
     .name = "train",
     .summary = "end-to-end training step (model, MoP layout, switches): "
                "tok/s/GPU, TFLOP/s, MFU, peaks, breakdown, losses",
-    .opts = train_opts,
-    .groups = train_groups,
-    .presets = train_presets,
+    .opts = pl__train_opts,
+    .groups = pl__train_groups,
+    .presets = pl__train_presets,
     .preset_cpu = "cpu",
     .preset_cuda = "proxy120b",
     .columns = "system\tmodel\tvariant\tkind\tranks\tvirtual_world\tD\tP\t"

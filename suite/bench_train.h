@@ -236,6 +236,11 @@ extern const char *const pl__train_fsdp2_optim_names[]; /* gpu cpu         */
 
 /* ---- train_args.c ----------------------------------------------------------
  */
+/* The bench's options (NULL-terminated), --help's groups of them (bench.h:
+ * a new option goes into one list) and its presets. */
+extern const pl_opt pl__train_opts[];
+extern const char *const pl__train_groups[];
+extern const pl_preset pl__train_presets[];
 #define PL_TRAIN_MAX_SYS 4
 
 /* One point of the run: a system at one context with its knobs. */
