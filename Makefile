@@ -140,7 +140,8 @@ config:
 build: all
 
 deps:
-	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done | tr '\n' ' '); \
+	missing=$${missing% }; \
 	if [ -z "$$missing" ]; then echo "# deps: all Debian packages present"; exit 0; fi; \
 	line="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing"; \
 	if [ "$$(id -u)" != 0 ]; then echo "make deps: not root; run as root:"; echo "  $$line"; exit 1; fi; \
@@ -150,10 +151,13 @@ deps:
 
 # The C compiler's command line, rewritten only when it changes (CUDA=0 then
 # CUDA=auto, DEBUG, SAN in one BUILD dir): every C object is rebuilt then, so
-# that objects of two configurations (-DPL_HAVE_CUDA=0 and 1) never mix.
+# that objects of two configurations (-DPL_HAVE_CUDA=0 and 1) never mix.  The
+# build directory's own include path is left out: BUILD=build and
+# BUILD=$$PWD/build (the tests') name the same objects, and a no-op build
+# must stay one (suite/test_install.sh checks).
 $(BUILD)/gen/cc_flags: FORCE
 	@mkdir -p $(@D)
-	@echo '$(CC) $(CPPFLAGS) $(CFLAGS)' > $@.tmp
+	@echo '$(CC) $(filter-out -I$(BUILD)/gen,$(CPPFLAGS)) $(CFLAGS)' > $@.tmp
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
 
 $(BUILD)/obj/%.o: %.c $(BUILD)/gen/cc_flags

@@ -7,6 +7,8 @@ out = ARG2
 set datafile separator ','
 stats in using 1 nooutput
 ncol = STATS_columns
+# one bucket size: a range around it (autoscale of a single value would warn)
+if (STATS_min == STATS_max) { set xrange [STATS_min / 2 : STATS_max * 2] }
 if (out[strlen(out)-3:] eq 'svg') {
   set terminal svg size 800,500 dynamic font 'Sans,12'
 } else {

@@ -1,16 +1,26 @@
 # attention.gp — causal GQA flash attention TFLOP/s vs sequence length: ours
 # (forward, forward+backward) against PyTorch SDPA (flash, cuDNN), with the
-# measured bf16 GEMM ceiling dashed.  Written by `plateau report` (suite/report_attention.c).
-#   gnuplot -c analysis/attention.gp in.dat out.svg [ceiling_tflops [TITLE]]
+# measured bf16 GEMM ceiling dashed on GPU runs.  Written by `plateau report`
+# (suite/report_attention.c).
+#   gnuplot -c analysis/attention.gp in.dat out.svg [ceiling_tflops [TITLE [COLUMNS]]]
 # in.dat: whitespace columns with a header line:
 #   seq ours_fwd ours_fwdbwd flash_fwd flash_fwdbwd cudnn_fwd cudnn_fwdbwd   ("nan" = missing)
+# ceiling_tflops: the dashed line (0: none, as on the CPU backend); COLUMNS:
+# the columns to draw, blank-separated (those with a point: a column without
+# one is not plotted); default all six.
 in = ARG1
 out = ARG2
 ceil = (ARGC >= 3) ? real(ARG3) : 793.0
 ttl = (ARGC >= 4) ? ARG4 : 'Causal GQA attention, bf16: TFLOP/s vs sequence length'
+cols = (ARGC >= 5) ? ARG5 : "ours_fwd ours_fwdbwd flash_fwd flash_fwdbwd cudnn_fwd cudnn_fwdbwd"
 if (strstrt(out, ".png") > 0) { set terminal pngcairo size 960,600 font ",11" } else { set terminal svg size 960,600 dynamic font ",11" }
 set output out
-set title sprintf("%s (fwd = 4·S²·d·n_q/2, bwd = 2.5·fwd)", ttl)
+set datafile missing "nan"
+set datafile columnheaders
+# one S: a range around it (autoscale of a single value would warn)
+stats in using (column("seq")) nooutput
+if (STATS_min == STATS_max) { set xrange [STATS_min / 2 : STATS_max * 2] }
+set title sprintf("%s\n(fwd = 4·S²·d·n_q/2, bwd = 2.5·fwd)", ttl) noenhanced
 set xlabel "sequence length S (tokens)"
 set ylabel "TFLOP/s"
 set logscale x 2
@@ -18,11 +28,20 @@ set format x "%.0s%c"
 set key outside right top
 set grid ytics
 set yrange [0:*]
-set datafile missing "nan"
-plot in using (column("seq")):(column("ours_fwd")) with linespoints lw 2 pt 7 title "ours fwd", \
-     in using (column("seq")):(column("ours_fwdbwd")) with linespoints lw 2 pt 5 title "ours fwd+bwd", \
-     in using (column("seq")):(column("flash_fwd")) with linespoints dt 2 pt 6 title "SDPA flash fwd", \
-     in using (column("seq")):(column("flash_fwdbwd")) with linespoints dt 2 pt 4 title "SDPA flash fwd+bwd", \
-     in using (column("seq")):(column("cudnn_fwd")) with linespoints dt 3 pt 8 title "SDPA cuDNN fwd", \
-     in using (column("seq")):(column("cudnn_fwdbwd")) with linespoints dt 3 pt 10 title "SDPA cuDNN fwd+bwd", \
-     ceil with lines dt 4 lc rgb "gray" title sprintf("bf16 GEMM ceiling (%.0f)", ceil)
+name(c) = c eq "ours_fwd" ? "ours fwd" : c eq "ours_fwdbwd" ? "ours fwd+bwd" : \
+          c eq "flash_fwd" ? "SDPA flash fwd" : c eq "flash_fwdbwd" ? "SDPA flash fwd+bwd" : \
+          c eq "cudnn_fwd" ? "SDPA cuDNN fwd" : c eq "cudnn_fwdbwd" ? "SDPA cuDNN fwd+bwd" : c
+ptype(c) = c eq "ours_fwd" ? 7 : c eq "ours_fwdbwd" ? 5 : c eq "flash_fwd" ? 6 : \
+           c eq "flash_fwdbwd" ? 4 : c eq "cudnn_fwd" ? 8 : 10
+dash(c) = strstrt(c, "ours") == 1 ? 1 : strstrt(c, "flash") == 1 ? 2 : 3
+width(c) = strstrt(c, "ours") == 1 ? 2 : 1
+color(c) = c eq "ours_fwd" ? 0x9400d3 : c eq "ours_fwdbwd" ? 0x009e73 : c eq "flash_fwd" ? 0x56b4e9 : \
+           c eq "flash_fwdbwd" ? 0xe69f00 : c eq "cudnn_fwd" ? 0xf0e442 : 0x0072b2
+if (ceil > 0) {
+  plot for [c in cols] in using (column("seq")):(column(c)) with linespoints lw width(c) dt dash(c) \
+       pt ptype(c) lc rgb color(c) title name(c), \
+       ceil with lines dt 4 lc rgb "gray" title sprintf("bf16 GEMM ceiling (%.0f)", ceil)
+} else {
+  plot for [c in cols] in using (column("seq")):(column(c)) with linespoints lw width(c) dt dash(c) \
+       pt ptype(c) lc rgb color(c) title name(c)
+}

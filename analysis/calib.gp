@@ -2,16 +2,18 @@
 # link (host->device, device->host, both at once, device copy, all-reduce,
 # all-to-all, send/recv), log-log.
 #
-# usage: gnuplot -c analysis/calib.gp calib.tsv out.svg|out.png [CEILING_GBS [LABEL]]
+# usage: gnuplot -c analysis/calib.gp calib.tsv out.svg|out.png [CEILING_GBS [LABEL [LINKS]]]
 #   calib.tsv: written by `plateau report RUN_DIR` (RUN_DIR/report/calib.tsv):
 #     '#' comment lines, then a header "bytes h2d d2h bidir d2d allreduce
 #     alltoall sendrecv" (tab-separated), one line per size, "-" where absent.
 #     Values are bus bandwidths in GB/s (nccl-tests' factors; bidir counts
 #     both directions, d2d counts read + write).
-#   CEILING_GBS: optional dashed horizontal line (e.g. a reference figure).
+#   CEILING_GBS: optional dashed horizontal line (e.g. a reference figure;
+#     "-": none).  LINKS: the columns to draw, blank-separated (those with a
+#     point: a column without one is not plotted); default all seven.
 # The terminal follows the output's extension (svg, png via pngcairo).
 if (ARGC < 2) {
-  print "usage: gnuplot -c calib.gp calib.tsv out.svg|out.png [CEILING_GBS [LABEL]]"
+  print "usage: gnuplot -c calib.gp calib.tsv out.svg|out.png [CEILING_GBS [LABEL [LINKS]]]"
   exit status 2
 }
 data = ARG1
@@ -31,6 +33,10 @@ set output out
 set datafile separator "\t"
 set datafile missing "-"
 set datafile commentschars "#"
+links = (ARGC >= 5) ? ARG5 : "h2d d2h bidir d2d allreduce alltoall sendrecv"
+# one size: a range around it (autoscale of a single value would warn)
+stats data using "bytes" nooutput
+if (STATS_min == STATS_max) { set xrange [STATS_min / 2 : STATS_max * 2] }
 
 set title "plateau calib: bandwidth per link vs transfer size"
 set xlabel "transfer size (bytes per rank)"
@@ -43,17 +49,20 @@ set grid xtics ytics mxtics mytics lc rgb "#dddddd"
 set key outside right top box opaque
 set pointsize 1.0
 
-if (ARGC >= 3) {
+if (ARGC >= 3 && ARG3 ne "-") {
   ceiling = real(ARG3)
   clabel = (ARGC >= 4) ? ARG4 : sprintf("ceiling %.4g GB/s", ceiling)
   set arrow 1 from graph 0, first ceiling to graph 1, first ceiling nohead dt 2 lw 2 lc rgb "black"
   set label 1 clabel at graph 0.02, first ceiling offset 0,0.7 font ",11"
 }
 
-plot data using "bytes":"h2d" with linespoints lw 2 pt 7 title "host→device (pinned)", \
-     ''   using "bytes":"d2h" with linespoints lw 2 pt 5 title "device→host (pinned)", \
-     ''   using "bytes":"bidir" with linespoints lw 2 pt 9 title "both directions at once", \
-     ''   using "bytes":"d2d" with linespoints lw 2 pt 11 title "device copy (read+write)", \
-     ''   using "bytes":"allreduce" with linespoints lw 2 pt 13 title "all-reduce (busbw)", \
-     ''   using "bytes":"alltoall" with linespoints lw 2 pt 15 title "all-to-all (busbw)", \
-     ''   using "bytes":"sendrecv" with linespoints lw 2 pt 4 title "send/recv ring hop"
+name(l) = l eq "h2d" ? "host→device (pinned)" : l eq "d2h" ? "device→host (pinned)" : \
+          l eq "bidir" ? "both directions at once" : l eq "d2d" ? "device copy (read+write)" : \
+          l eq "allreduce" ? "all-reduce (busbw)" : l eq "alltoall" ? "all-to-all (busbw)" : \
+          l eq "sendrecv" ? "send/recv ring hop" : l
+ptype(l) = l eq "h2d" ? 7 : l eq "d2h" ? 5 : l eq "bidir" ? 9 : l eq "d2d" ? 11 : \
+           l eq "allreduce" ? 13 : l eq "alltoall" ? 15 : 4
+color(l) = l eq "h2d" ? 0x9400d3 : l eq "d2h" ? 0x009e73 : l eq "bidir" ? 0x56b4e9 : \
+           l eq "d2d" ? 0xe69f00 : l eq "allreduce" ? 0xf0e442 : l eq "alltoall" ? 0x0072b2 : 0xe51e10
+plot for [l in links] data using "bytes":(column(l)) with linespoints lw 2 pt ptype(l) \
+     lc rgb color(l) title name(l)

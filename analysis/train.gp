@@ -32,6 +32,9 @@ set datafile separator "\t"
 set datafile missing "-"
 set datafile commentschars "#"
 set datafile columnheaders
+# one x: a range around it (autoscale of a single value would warn)
+stats data using "seq" nooutput
+if (STATS_min == STATS_max) { set xrange [STATS_min / 2 : STATS_max * 2] }
 set key outside bottom center horizontal noenhanced
 set grid xtics ytics lc rgb "#dddddd"
 set logscale x 2

@@ -177,15 +177,63 @@ static bool have_gpu(void) {
   return pl_backend_available(PL_BACKEND_CUDA) && pl_cuda_device_count() > 0;
 }
 
+/* Is option `name` a word of the group's list ("title: a b c")? */
+static bool in_group(const char *group, const char *name) {
+  const char *w = strchr(group, ':');
+  const size_t n = strlen(name);
+  for (w = w ? w + 1 : group; *w;) {
+    w += strspn(w, " ");
+    const size_t len = strcspn(w, " ");
+    if (len == n && strncmp(w, name, n) == 0)
+      return true;
+    w += len;
+  }
+  return false;
+}
+
+/* The bench's own options of group grp, in the group's order (NULL: those
+ * in no group of the bench, in table order; every option when the bench
+ * has no groups), under a heading. */
+static void group_usage(const pl_bench *b, const optset *o, const char *grp,
+                        FILE *f) {
+  pl_opt sel[64 + 1];
+  int k = 0;
+  const char *w = grp ? strchr(grp, ':') : NULL;
+  for (w = w ? w + 1 : ""; *w && k < 64;) { /* the group's names */
+    w += strspn(w, " ");
+    const size_t len = strcspn(w, " ");
+    for (int i = N_COMMON; i < o->n && len; i++)
+      if (strlen(o->opts[i].name) == len && !strncmp(o->opts[i].name, w, len))
+        sel[k++] = o->opts[i];
+    w += len;
+  }
+  for (int i = N_COMMON; !grp && i < o->n && k < 64; i++) {
+    bool take = true;
+    for (int j = 0; b->groups && b->groups[j] && take; j++)
+      take = !in_group(b->groups[j], o->opts[i].name);
+    if (take)
+      sel[k++] = o->opts[i];
+  }
+  memset(&sel[k], 0, sizeof sel[k]);
+  if (!k)
+    return;
+  if (b->groups)
+    fprintf(f, "\n %.*s:\n", grp ? (int)strcspn(grp, ":") : 5,
+            grp ? grp : "other");
+  pl_args_usage(sel, f);
+}
+
+/* The bench's own options, by its groups (b->groups) when it has them. */
+static void own_usage(const pl_bench *b, const optset *o, FILE *f) {
+  for (int g = 0; b->groups && b->groups[g]; g++)
+    group_usage(b, o, b->groups[g], f);
+  group_usage(b, o, NULL, f);
+}
+
 static void bench_usage(const pl_bench *b, const optset *o, FILE *f) {
   fprintf(f, "usage: plateau bench %s [options]\n  %s\n\noptions of %s:\n",
           b->name, b->summary, b->name);
-  pl_opt own[64 + 1];
-  int k = 0;
-  for (int i = N_COMMON; i < o->n && k < 64; i++)
-    own[k++] = o->opts[i];
-  memset(&own[k], 0, sizeof own[k]);
-  pl_args_usage(own, f);
+  own_usage(b, o, f);
   if (npresets(b)) {
     fprintf(f, "\npresets (--preset NAME; auto: %s on cpu, %s on cuda):\n",
             b->preset_cpu ? b->preset_cpu : "none",
@@ -323,6 +371,12 @@ static void fill(pl_bench_ctx *ctx, pl_row *row, const pl_meas *m,
     if (note[0])
       pl_row_note(row, "%s", note);
   }
+  if (m->warmups > ctx->warmup)
+    pl_row_note(row,
+                "warm-ups: %d (-w %d had not converged: a run up to %.1fx "
+                "slower than the one before or the ones after; %d more run "
+                "as warm-ups)",
+                m->warmups, ctx->warmup, m->slow, m->warmups - ctx->warmup);
   if (!ctx->cuda)
     pl_row_note(row, "CPU backend: times are CPU times");
 }

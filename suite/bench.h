@@ -20,7 +20,10 @@
  *     setup()     allocations and inputs; a failure on any rank (agreed over
  *                 ranks) is an oom / infeasible / error row, and the sweep
  *                 goes on
- *     measure     -w warm-ups of run(); the peaks of every arena reset; -n
+ *     measure     -w warm-ups of run() (more while the last is much slower
+ *                 than the one before, and a first timed run much slower
+ *                 than the rest becomes one: first-use costs never reach a
+ *                 result; the note says so); the peaks of every arena reset; -n
  *                 timed runs, each after a barrier, bracketed by events on
  *                 the device stream (the monotonic clock on the CPU), an
  *                 iteration's time the slowest rank's; median, p10, p90;
@@ -73,10 +76,17 @@ typedef struct pl_work {
 } pl_work;
 
 #define PL_BENCH_MAX_TAGS 8
+/* The most runs the harness adds as warm-ups to a point whose warm-ups had
+ * not converged (harness_measure.c). */
+#define PL_BENCH_EXTRA_WARMUPS 4
 
 /* What the harness measured at a point (max over ranks). */
 typedef struct pl_meas {
   pl_stats t;          /* the timed unit, ms                       */
+  int warmups;         /* warm-ups run: -w, or more when they had not
+                          converged (harness_measure.c)            */
+  double slow;         /* then the first slow run over the one before
+                          or the runs after it (0: converged)      */
   size_t dev_peak;     /* tracked device peak                      */
   size_t dev_resident; /* device bytes live when the unit started  */
   size_t host_peak;    /* tracked pinned-host peak                 */
@@ -114,6 +124,11 @@ typedef struct pl_bench {
   const char *name;
   const char *summary;                  /* one line for `plateau --help` */
   const pl_opt *opts;                   /* the bench's own options, or NULL */
+  /* --help lists opts in these groups, each "title: name name ..." (long
+   * names without dashes), in this order; an option no group names is
+   * listed under "other" (a new option shows even before it is grouped).
+   * NULL-terminated; NULL: opts in table order. */
+  const char *const *groups;
   const pl_preset *presets;             /* terminated by {NULL}, or NULL */
   const char *preset_cpu, *preset_cuda; /* default preset per backend */
   /* Its columns, tab-separated, every name from suite/schema.def; the

@@ -38,52 +38,7 @@
 
 #include "bench_train.h"
 
-static const char *const dtypes[] = {"bf16", "f32", NULL};
-static const char *const configs[] = {"explicit", "auto", NULL};
-
-static const pl_opt train_opts[] = {
-    {"layers", 0, PL_OPT_INT, NULL, "decoder layers L", 1, 4096, NULL},
-    {"hidden", 0, PL_OPT_INT, NULL, "hidden size H", 1, 1 << 20, NULL},
-    {"dtype", 0, PL_OPT_ENUM, "bf16",
-     "activation and weight storage (f32: --check's reference step)", 0, 0,
-     dtypes},
-    {"tokens", 0, PL_OPT_SIZE_LIST, NULL,
-     "tokens per rank N instead of --seq (S = N·D; maxbatch's trials)", 1, 1e12,
-     NULL},
-    PL_BENCH_TRAIN_TUNE_OPTS,
-    {"points", 0, PL_OPT_STR, NULL,
-     "a points file of fsdp2 and the PyTorch peer (peer: "
-     "analysis/peers/fsdp2_points.tsv): its models, contexts and knobs "
-     "instead of --seq",
-     0, 0, NULL},
-    {"verify", 0, PL_OPT_FLAG, NULL,
-     "run the points the plan predicts not to fit (the prediction is "
-     "recorded beside the measurement) instead of recording them as "
-     "infeasible",
-     0, 0, NULL},
-    {"config", 0, PL_OPT_ENUM, "explicit",
-     "explicit: the knobs as given; auto: the planner's choice per context of "
-     "the knobs not given (plateau: D, P, chunk-cap, bucket, sco-budget, "
-     "optim; fsdp2: cp, ep, ac, fsdp2-optim)",
-     0, 0, configs},
-    {"host-mem", 0, PL_OPT_SIZE, "0",
-     "the host memory the plan takes as available to the run (0: this "
-     "host's MemAvailable): plan another machine's points, e.g. with "
-     "--dry-run; the pinned-host limit a point runs under is unchanged",
-     0, 1e15, NULL},
-    {"step-tokens", 0, PL_OPT_SIZE, NULL,
-     "--config auto: tokens per step (micro·N·W_v) to keep; the micro-batches "
-     "follow the chosen layout",
-     1, 1e15, NULL},
-    {"plan-set", 0, PL_OPT_STR, NULL,
-     "the plan's machine, not this one's: K=V,... as `plateau plan --set`", 0,
-     0, NULL},
-    PL_BENCH_TRAIN_OPTS,
-    {0},
-};
-
-static const pl_preset train_presets[] = {PL_BENCH_TRAIN_AUTO_PRESETS,
-                                          {NULL, NULL}};
+/* Its options, their --help groups and presets: train_args.c. */
 
 typedef struct train_bench {
   pl__train_args a;
@@ -98,6 +53,9 @@ typedef struct train_bench {
   char why[128];
   pl__train_pred pred; /* the planner's, of this point */
   int warmup, iters;   /* the command line's (a --points point may differ) */
+  /* progress of the point's steps (rank 0 prints) */
+  int rank, steps; /* steps asked: the point's warm-ups + timed steps */
+  double spent_ms; /* the steps so far */
 } train_bench;
 
 static pl_status init(pl_bench_ctx *c, void *st) {
@@ -151,8 +109,9 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
 static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   train_bench *b = st;
   pl__train_host_limit(c, true);
-  b->cap = c->warmup + c->iters;
+  b->cap = c->warmup + c->iters + PL_BENCH_EXTRA_WARMUPS;
   b->nres = 0, b->next = 0, b->why[0] = '\0';
+  b->rank = c->rank, b->steps = c->warmup + c->iters, b->spent_ms = 0;
   b->res = calloc((size_t)b->cap + 1, sizeof *b->res);
   if (!b->res)
     return pl_set_error(PL_ENOMEM, "train: host");
@@ -163,6 +122,23 @@ static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   return b->tok ? PL_OK : pl_set_error(PL_ENOMEM, "train: host tokens");
 }
 
+/* "[train] step i/n  t s  loss L  ETA s" on stderr (rank 0), so a step of
+ * minutes at a long context shows it is alive; n counts the warm-ups and
+ * timed steps asked ("n+" once the harness adds warm-ups that had not
+ * converged).  Never in the result file. */
+static void progress(train_bench *b, const pl_step_result *r) {
+  b->spent_ms += r->time_ms;
+  if (b->rank != 0)
+    return;
+  const int i = (int)b->next, left = b->steps - i;
+  char eta[32] = "";
+  if (left > 0)
+    snprintf(eta, sizeof eta, "  ETA %.1f s", b->spent_ms / i * left * 1e-3);
+  fprintf(stderr, "[train] step %d/%d%s  %.2f s  loss %.4f%s\n", i, b->steps,
+          i > b->steps ? "+" : "", r->time_ms * 1e-3, r->loss, eta);
+  fflush(stderr);
+}
+
 /* One training step on the next batch of the stream. */
 static pl_status run(void *st) {
   train_bench *b = st;
@@ -170,6 +146,7 @@ static pl_status run(void *st) {
   PL_TRY(b->sys->batch(b->h, b->a.data, b->next, b->tok));
   PL_TRY(pl__train_plan_fail(&b->pred, b->sys->step(b->h, b->tok, &r)));
   b->next++;
+  progress(b, &r);
   if (b->nres < b->cap)
     b->res[b->nres++] = r;
   return PL_OK;
@@ -216,8 +193,9 @@ const pl_bench pl_bench_train = {
     .name = "train",
     .summary = "end-to-end training step (model, MoP layout, switches): "
                "tok/s/GPU, TFLOP/s, MFU, peaks, breakdown, losses",
-    .opts = train_opts,
-    .presets = train_presets,
+    .opts = pl__train_opts,
+    .groups = pl__train_groups,
+    .presets = pl__train_presets,
     .preset_cpu = "cpu",
     .preset_cuda = "proxy120b",
     .columns = "system\tmodel\tvariant\tkind\tranks\tvirtual_world\tD\tP\t"

@@ -253,33 +253,13 @@ extern const char *const pl__train_fsdp2_optim_names[]; /* gpu cpu         */
     "proxy667b", PL__TRAIN_PROXY("667b", "64") PL_BENCH_TRAIN_AUTO             \
   }
 
-/* --tune's options (entries, no terminator): bench train's own — a
- * maxbatch search cannot take them. */
-#define PL_BENCH_TRAIN_TUNE_OPTS                                               \
-  {"tune", 0, PL_OPT_FLAG, NULL,                                               \
-   "fsdp2 at every knob setting a torchtitan user would try per context "      \
-   "(cp, ep, AC full|selective, gpu|cpu optimizer; pl_fsdp2_tune_points): "    \
-   "one row each; the report takes the fastest that fits (FSDP2-best)",        \
-   0, 0, NULL},                                                                \
-      {"tune-micro", 0, PL_OPT_SIZE_LIST, NULL,                                \
-       "--tune: the micro-batch counts tried (default: --micro)", 1, 4096,     \
-       NULL},                                                                  \
-      {"tune-ep", 0, PL_OPT_SIZE_LIST, NULL,                                   \
-       "--tune: only these EP degrees (default: every one that divides)", 1,   \
-       1 << 20, NULL},                                                         \
-      {"tune-cp", 0, PL_OPT_SIZE_LIST, NULL,                                   \
-       "--tune: only these CP degrees (default: every one that divides W, "    \
-       "and in a proxy every virtual one: cp·W divides W_v)",                  \
-       1, 1 << 20, NULL},                                                      \
-      {"tune-ac", 0, PL_OPT_ENUM_LIST, "full,selective",                       \
-       "--tune: the AC modes tried (full, selective, none)", 0, 0,             \
-       pl__train_ac_names},                                                    \
-      {"tune-optim", 0, PL_OPT_ENUM_LIST, "gpu,cpu",                           \
-       "--tune: the optimizer placements tried (gpu, cpu)", 0, 0,              \
-       pl__train_fsdp2_optim_names}
-
 /* ---- train_args.c ----------------------------------------------------------
  */
+/* The bench's options (NULL-terminated), --help's groups of them (bench.h:
+ * a new option goes into one list) and its presets. */
+extern const pl_opt pl__train_opts[];
+extern const char *const pl__train_groups[];
+extern const pl_preset pl__train_presets[];
 #define PL_TRAIN_MAX_SYS 4
 
 /* One point of the run: a system at one context with its knobs. */

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "options.h"
 #include "plateau/plateau.h"
 #include "report_util.h"
 #include "results.h"
@@ -191,7 +192,8 @@ static pl_status side_read(const char *path, side *s) {
     char **v = NULL;
     int n = 0;
     scan(path, 0, &v, &n);
-    qsort(v, (size_t)n, sizeof *v, cmp_str);
+    if (n > 1) /* v is NULL when the directory holds no *.tsv */
+      qsort(v, (size_t)n, sizeof *v, cmp_str);
     for (int i = 0; i < n; i++) {
       add_file(s, v[i], true);
       free(v[i]);
@@ -236,6 +238,7 @@ static void side_free(side *s) {
 typedef struct val {
   double v, lo, hi; /* median over the rows; the spread (NAN: none) */
   int n;
+  bool own; /* the spread is the metric's own percentiles (time_ms) */
 } val;
 
 static int cmp_dbl(const void *a, const void *b) {
@@ -244,10 +247,15 @@ static int cmp_dbl(const void *a, const void *b) {
 }
 
 /* The metric `col` over rows e[0..n): the median of its values and, for a
- * time or a rate with time_ms's p10/p90 in the row, or over repeated rows,
- * the spread [lo, hi]. */
+ * time or a rate, the spread [lo, hi]: time_ms's own p10/p90; any other
+ * time of the row (a part of the timed unit: attention_ms, zero3_ms, ...,
+ * which has no percentiles of its own) a band as wide as time_ms's p10-p90
+ * centred on its value (the step's jitter lands in whichever part runs
+ * when it strikes, so a part moves by as much as the step does: a
+ * sub-millisecond part can double); a rate of the timed unit the inverse
+ * of time_ms's; repeated rows widen it to all of them. */
 static val metric(const ent *e, int n, const char *col, pl_cmp_class c) {
-  val out = {NAN, NAN, NAN, 0};
+  val out = {NAN, NAN, NAN, 0, false};
   double *x = malloc(sizeof *x * (size_t)(n > 0 ? n : 1));
   PL_ASSERT(x != NULL);
   for (int i = 0; i < n; i++) {
@@ -261,7 +269,9 @@ static val metric(const ent *e, int n, const char *col, pl_cmp_class c) {
            p90 = pl_cell_num(e[i].t, e[i].r, "time_p90_ms");
     if (!isnan(med) && med > 0 && !isnan(p10) && !isnan(p90) && p10 > 0) {
       if (c == PL_CMP_TIME && strcmp(col, "time_ms") == 0)
-        lo = p10, hi = p90;
+        lo = p10, hi = p90, out.own = true;
+      else if (c == PL_CMP_TIME) /* a part of the timed unit */
+        lo = fmax(0, v - (p90 - p10) / 2), hi = v + (p90 - p10) / 2;
       else if (c == PL_CMP_RATE) /* a rate of the timed unit: work / time */
         lo = v * med / p90, hi = v * med / p10;
     }
@@ -339,9 +349,41 @@ static const char *num(char *b, size_t n, double v) {
   return b;
 }
 
-/* Compare the rows of one key: a[0..na) of REF, b[0..nb) of NEW. */
+/* A metric of kind k beyond its tolerance (ref r, new n): is it within the
+ * noise?  With noise on, yes when the spreads overlap or, for a time
+ * without percentiles of its own (a part of the step, or a run of one
+ * iteration), when it differs by less than floor_ms (below what the clock
+ * and the scheduler resolve).  note gets why, either way ("" when nothing
+ * is known of the spread). */
+static bool within_noise(val r, val n, pl_cmp_class k, bool noise,
+                         double floor_ms, char *note, size_t nn) {
+  bool overlap = false;
+  if (!isnan(r.lo) && !isnan(n.lo))
+    overlap = lower_better(k) ? n.lo <= r.hi : n.hi >= r.lo;
+  const bool tiny =
+      k == PL_CMP_TIME && !(r.own && n.own) && fabs(n.v - r.v) < floor_ms;
+  note[0] = '\0';
+  if (overlap && noise)
+    snprintf(note, nn,
+             "within the noise: spread ref [%.4g, %.4g], new [%.4g, %.4g]",
+             r.lo, r.hi, n.lo, n.hi);
+  else if (tiny && noise)
+    snprintf(note, nn, "within the noise: %+.3g ms, under the %g ms floor",
+             n.v - r.v, floor_ms);
+  else if (overlap || tiny)
+    snprintf(note, nn, "%s (--noise off)",
+             overlap ? "spreads overlap" : "under the time floor");
+  else if (!isnan(r.lo) && !isnan(n.lo))
+    snprintf(note, nn, "beyond the spread: ref [%.4g, %.4g], new [%.4g, %.4g]",
+             r.lo, r.hi, n.lo, n.hi);
+  return noise && (overlap || tiny);
+}
+
+/* Compare the rows of one key: a[0..na) of REF, b[0..nb) of NEW; a metric
+ * beyond its tolerance fails unless within_noise. */
 static void compare_key(out *o, const pl__compare_tols *ts, bool noise,
-                        const ent *a, int na, const ent *b, int nb) {
+                        double floor_ms, const ent *a, int na, const ent *b,
+                        int nb) {
   const char *key = a->key, *bench = a->t->bench;
   bool shown = false;
 #define HEAD()                                                                 \
@@ -419,25 +461,12 @@ static void compare_key(out *o, const pl__compare_tols *ts, bool noise,
         lower_better(k) ? n.v > r.v * (1.0 + t) + 0.0 : n.v < r.v * (1.0 - t);
     const char *res = "PASS";
     if (worse) {
-      /* within the noise: the spreads overlap */
-      bool overlap = false;
-      if (!isnan(r.lo) && !isnan(n.lo))
-        overlap = lower_better(k) ? n.lo <= r.hi : n.hi >= r.lo;
-      if (overlap && noise) {
-        snprintf(note, sizeof note,
-                 "within the noise: spread ref [%.4g, %.4g], new [%.4g, %.4g]",
-                 r.lo, r.hi, n.lo, n.hi);
+      if (within_noise(r, n, k, noise, floor_ms, note, sizeof note)) {
         o->noise++;
         o->pass++;
       } else {
         res = "FAIL";
-        if (overlap)
-          snprintf(note, sizeof note, "spreads overlap (--noise off)");
-        else if (!isnan(r.lo) && !isnan(n.lo))
-          snprintf(note, sizeof note,
-                   "beyond the spread: ref [%.4g, %.4g], new [%.4g, %.4g]",
-                   r.lo, r.hi, n.lo, n.hi);
-        else if (bytes)
+        if (!note[0] && bytes)
           snprintf(note, sizeof note, "%+.0f", n.v - r.v);
         o->fail++;
       }
@@ -471,8 +500,12 @@ static void usage(FILE *f) {
       "(lower, exact;\n"
       "  pool_peak_bytes 5%%), capacity (max_ok_tokens: higher, exact).  A "
       "time beyond\n"
-      "  its tolerance whose p10-p90 spread overlaps the reference's is "
-      "within the noise.\n"
+      "  its tolerance whose p10-p90 spread overlaps the reference's (a "
+      "part of the\n"
+      "  step: a band as wide as time_ms's), or that differs by less than "
+      "the time\n"
+      "  floor (a time without percentiles of its own), is within the "
+      "noise.\n"
       "  A status or check that got worse (ok -> oom, pass -> fail) fails.\n\n"
       "options:\n"
       "  --tol [BENCH:]METRIC|KIND=VALUE  tolerance (5%%, 0.05, 0 = exact, "
@@ -484,8 +517,13 @@ static void usage(FILE *f) {
       "comments); REF's own\n"
       "                                   REF/tolerances is read first when "
       "REF is a directory\n"
-      "  --noise on|off                   spreads decide within-noise "
-      "(default on)\n"
+      "  --noise on|off                   spreads and the time floor decide "
+      "within-noise\n"
+      "                                   (default on)\n"
+      "  --time-floor MS                  a time without percentiles of its "
+      "own differing\n"
+      "                                   by less is within the noise "
+      "(default %g ms)\n"
       "  --strict                         a reference row missing from NEW "
       "fails too\n"
       "  --brief                          print only FAIL, within-noise, "
@@ -502,7 +540,8 @@ static void usage(FILE *f) {
       "ran): MISSING;\n"
       "  then a summary line.\n"
       "exit: 0 no regression, 1 regression, 2 usage, 3 I/O, 4 nothing to "
-      "compare\n");
+      "compare\n",
+      PL_CMP_TIME_FLOOR_MS);
 }
 
 int pl_compare_main(int argc, char **argv) {
@@ -510,6 +549,7 @@ int pl_compare_main(int argc, char **argv) {
   int np = 0, ntf = 0;
   pl__compare_tols cli = {0}, ts = {0};
   bool noise = true, strict = false;
+  double floor_ms = PL_CMP_TIME_FLOOR_MS;
   out o;
   memset(&o, 0, sizeof o);
   int code = 0;
@@ -542,7 +582,8 @@ int pl_compare_main(int argc, char **argv) {
       paths[np++] = a;
       continue;
     }
-    const char *opts[] = {"--tol", "--tol-file", "--noise", "--format", NULL};
+    const char *opts[] = {"--tol",    "--tol-file",   "--noise",
+                          "--format", "--time-floor", NULL};
     int k = -1;
     for (int j = 0; opts[j]; j++) {
       size_t l = strlen(opts[j]);
@@ -586,6 +627,11 @@ int pl_compare_main(int argc, char **argv) {
         goto done;
       }
       noise = strcmp(v, "on") == 0;
+    }
+    if (k == 4 && pl_parse_f64("--time-floor", v, 0, 1e6, &floor_ms) != PL_OK) {
+      fprintf(stderr, "plateau compare: %s\n", pl_last_error());
+      code = 2;
+      goto done;
     }
     if (k == 3) {
       if (strcmp(v, "text") == 0)
@@ -669,7 +715,7 @@ int pl_compare_main(int argc, char **argv) {
     while (jb < n.ne && strcmp(n.e[jb].key, key) == 0)
       jb++;
     if (c == 0) {
-      compare_key(&o, &ts, noise, &r.e[i], ia - i, &n.e[j], jb - j);
+      compare_key(&o, &ts, noise, floor_ms, &r.e[i], ia - i, &n.e[j], jb - j);
     } else if (c > 0) {
       group_head(&o, key);
       line(&o, key, "-", "-", "-", "-", "-", "NEW", "no reference row");

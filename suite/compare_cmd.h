@@ -17,14 +17,26 @@
  * 5%, 0.05, 0 or skip) or the same lines in a file (--tol-file, and REF's
  * own `tolerances` file when REF is a directory); the most specific wins.
  * Noise: a time beyond its tolerance whose p10–p90 spread overlaps the
- * reference's (rates derived from that time likewise; repeated rows of one
- * key widen the spread to all of them) is reported as within the noise,
- * not as a regression (--noise off: it is one).  A row whose status or check
- * got worse (ok -> oom, pass -> fail) fails. */
+ * reference's (a part of the step — attention_ms, zero3_ms, ... — has no
+ * percentiles of its own: a band as wide as its row's time_ms p10-p90,
+ * centred on it; rates derived from that time likewise; repeated rows of
+ * one key widen the spread to all of them), or — a time without
+ * percentiles of its own — that differs from the reference by less than
+ * the time floor (--time-floor, PL_CMP_TIME_FLOOR_MS), is reported as
+ * within the noise, not as a regression (--noise off: it is one).  A row whose
+ * status or check got worse (ok -> oom, pass -> fail) fails. */
 #ifndef PLATEAU_SUITE_COMPARE_CMD_H
 #define PLATEAU_SUITE_COMPARE_CMD_H
 
 #include "plateau/status.h"
+
+/* A time without percentiles of its own (a part of the step, or a run of
+ * one iteration) that differs from its reference by less than this many ms
+ * is within the noise: a CPU run's sub-millisecond parts move by more than
+ * their size with the scheduler (its quantum is 1-4 ms).  time_ms, which
+ * has its p10/p90, is judged by them alone, so a microsecond kernel's time
+ * is still compared. */
+#define PL_CMP_TIME_FLOOR_MS 1.0
 
 /* How compare treats a schema column. */
 typedef enum pl_cmp_class {

@@ -13,7 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "plateau/plateau.h"
+#include "results_internal.h"
 
 /* ---- classes ----------------------------------------------------------------
  */
@@ -260,9 +263,21 @@ pl_status pl__compare_tol_parse(const char *spec_in, const char *where,
 }
 
 pl_status pl__compare_tol_file(const char *path, pl__compare_tols *ts) {
-  FILE *f = fopen(path, "r");
-  if (!f)
+  /* a regular file only: a FIFO would block the read, a directory is no
+   * list of tolerances (both: bad input) */
+  struct stat sb;
+  if (stat(path, &sb) != 0)
     return pl_set_error(PL_EIO, "tolerance file %s: %s", path, strerror(errno));
+  pl_status ost;
+  FILE *f = S_ISREG(sb.st_mode) ? pl__results_open_regular(path, &ost) : NULL;
+  if (!f && (!S_ISREG(sb.st_mode) || ost == PL_EINVAL))
+    return pl_set_error(PL_EINVAL, "tolerance file %s: not a regular file (%s)",
+                        path,
+                        S_ISDIR(sb.st_mode)    ? "a directory"
+                        : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                                               : "a device or socket");
+  if (!f)
+    return pl_set_error(PL_EIO, "tolerance file %s", pl_last_error());
   char line[512], where[PATH_MAX + 32];
   int n = 0;
   pl_status st = PL_OK;

@@ -75,9 +75,11 @@ static void print_dev(const char *label, const pl_dev_info *in) {
 static int cmd_info(int argc, char **argv) {
   if (argc > 1) {
     if (is_help(argv[1])) {
-      printf("usage: plateau info\n  Print the backends built into this "
-             "binary, the CUDA devices visible,\n  each device's name, memory, "
-             "driver and runtime, and the NCCL and MPI versions.\n");
+      printf("usage: plateau info\n  Print the version, the backends built "
+             "into this binary, the CUDA devices\n  visible, the MPI and NCCL "
+             "versions, this launch's ranks, then the CPU device\n  (name, "
+             "memory, cores, BLAS) and each GPU (name, memory, SMs, BLAS, "
+             "driver and\n  CUDA runtime).\n");
       return 0;
     }
     fprintf(stderr, "plateau info: unknown argument '%s' (it takes none)\n",

@@ -18,12 +18,14 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "plateau/plateau.h"
 #include "report_util.h"
@@ -227,10 +229,16 @@ static void append_notes(const pl_report_ctx *rc, pl_table **group, int ng,
       }
       if (!line)
         continue;
-      if (!f) {
-        f = fopen(path, "a");
-        if (!f)
+      if (!f) { /* the report just renamed into place: never a link */
+        const int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+        f = fd >= 0 ? fdopen(fd, "a") : NULL;
+        if (!f) {
+          fprintf(stderr, "plateau report: notes of %s: %s\n", path,
+                  strerror(errno));
+          if (fd >= 0)
+            close(fd);
           return;
+        }
         fprintf(f, "\n## Files: unfinished, superseded, older schema\n\n");
       }
       fprintf(f, "%s\n", line);
@@ -302,6 +310,38 @@ static pl_status report_tables(pl_report_ctx *rc, pl_table **t, int nt) {
   return ret;
 }
 
+/* RUN_DIR/report, made when missing.  A symbolic link there (or anything
+ * but a directory) is refused: the report writes only into a directory of
+ * the run, never through a link to somewhere else. */
+static pl_status out_dir_make(const char *out_dir) {
+  struct stat st;
+  if (lstat(out_dir, &st) == 0) {
+    if (S_ISLNK(st.st_mode)) {
+      char to[PATH_MAX] = "?";
+      const ssize_t k = readlink(out_dir, to, sizeof to - 1);
+      to[k > 0 ? k : 1] = '\0';
+      return pl_set_error(PL_EINVAL,
+                          "%s is a symbolic link (to %s): the report writes "
+                          "only into a directory of the run (remove the link "
+                          "or make it a directory)",
+                          out_dir, to);
+    }
+    if (!S_ISDIR(st.st_mode))
+      return pl_set_error(PL_EINVAL,
+                          "%s exists and is not a directory: the report "
+                          "writes its files there (move it away)",
+                          out_dir);
+    if (access(out_dir, W_OK | X_OK) != 0)
+      return pl_set_error(PL_EIO, "cannot write into %s: %s", out_dir,
+                          strerror(errno));
+    return PL_OK;
+  }
+  if (mkdir(out_dir, 0775) != 0)
+    return pl_set_error(PL_EIO, "cannot make %s: %s", out_dir,
+                        strerror(errno));
+  return PL_OK;
+}
+
 pl_status pl_report_run(const char *run_dir, int *charts_skipped) {
   files fs = {0};
   scan(run_dir, 0, &fs);
@@ -356,9 +396,9 @@ pl_status pl_report_run(const char *run_dir, int *charts_skipped) {
   const bool points = stat(pstatus, &sb) == 0;
   if (nt == 0 && !points)
     st = pl_set_error(PL_EIO, "no result files in %s", run_dir);
-  else if (mkdir(out_dir, 0775) != 0 && errno != EEXIST)
-    st = pl_set_error(PL_EIO, "mkdir %s: %s", out_dir, strerror(errno));
-  else {
+  else
+    st = out_dir_make(out_dir);
+  if (st == PL_OK) {
     st = nt ? report_tables(&rc, t, nt) : PL_OK;
     if (pl__report_points(&rc, t, nt) != PL_OK) {
       fprintf(stderr, "plateau report: points: %s\n", pl_last_error());
@@ -433,9 +473,7 @@ int pl_report_main(int argc, char **argv) {
   pl_status st = pl_report_run(run_dir, &skipped);
   if (skipped)
     fprintf(stderr, "plateau report: warning: charts were skipped\n");
-  if (st == PL_EIO && strstr(pl_last_error(), "no result files")) {
+  if (st == PL_EINVAL || st == PL_EIO)
     fprintf(stderr, "plateau report: %s\n", pl_last_error());
-    return 3;
-  }
-  return st == PL_OK ? 0 : 3;
+  return st == PL_OK ? 0 : st == PL_EINVAL ? 2 : 3;
 }

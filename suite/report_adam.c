@@ -214,11 +214,10 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
   }
   if (!cpu) cpu = cfull, cfull = NULL;
   char path[4096];
-  snprintf(path, sizeof path, "%s/adam.md", out_dir);
-  FILE *f = fopen(path, "w");
+  FILE *f = pl_rep_open(rc, "adam.md", path, sizeof path);
   if (!f) {
     free(A);
-    return pl_set_error(PL_EIO, "report adam: cannot write %s", path);
+    return PL_EIO;
   }
   double ranks = cpu ? cpu->ranks : sbest ? sbest->ranks : NAN;
   double floor_ms = sbest ? sbest->floor_ms : cpu ? cpu->floor_ms : NAN;
@@ -374,16 +373,18 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
   if (cpu && cpu->on_cpu)
     fprintf(f, "\nCPU backend run: times are CPU times and the \"link\" is "
             "memcpy between arenas; memory figures are exact.\n");
-  fclose(f);
-  printf("%s\n", path);
+  pl_status cst = pl_rep_close(f, path);
+  if (cst != PL_OK) {
+    free(A);
+    return cst;
+  }
 
   /* chart data */
   if (nb) {
-    snprintf(path, sizeof path, "%s/adam_sweep.csv", out_dir);
-    f = fopen(path, "w");
+    f = pl_rep_open(rc, "adam_sweep.csv", path, sizeof path);
     if (!f) {
       free(A);
-      return pl_set_error(PL_EIO, "report adam: cannot write %s", path);
+      return PL_EIO;
     }
     fprintf(f, "bucket_m");
     for (int si = 0; si < ns; si++) fprintf(f, ",s=%.0f", slots[si]);
@@ -396,8 +397,11 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
       }
       fprintf(f, ",%.6g\n", floor_ms / 1e3);
     }
-    fclose(f);
-    printf("%s\n", path);
+    cst = pl_rep_close(f, path);
+    if (cst != PL_OK) {
+      free(A);
+      return cst;
+    }
     char stem[4096];
     snprintf(stem, sizeof stem, "%s/adam_sweep", out_dir);
     pl_status st = pl_rep_chart(rc, "adam_sweep.gp", path, stem, NULL, 0);

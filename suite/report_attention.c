@@ -11,6 +11,7 @@
  * auto), each with its lowest value and where; the design's peer values
  * (doc/performance/README.md) are printed as constants beside this run's peer rows. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,7 @@ static int auto_file(const pl_table *t) {
 /* the ranks D of row i (1 when the file has no ranks column) */
 static int row_ranks(const pl_table *t, int i) {
   const double d = pl_has_col(t, "ranks") ? pl_cell_num(t, i, "ranks") : 1;
-  return isnan(d) || d < 1 ? 1 : (int)d;
+  return !isfinite(d) || d < 1 || d > 1 << 20 ? 1 : (int)d;
 }
 
 /* our rows on D ranks (ranks absent: 1), status ok; keep the best (over the
@@ -67,8 +68,10 @@ static int row_ranks(const pl_table *t, int i) {
 static void read_ours(const pl_table *t, int D, pt *pts, int *n) {
   const int af = auto_file(t);
   if (!pl_has_col(t, "seq") || !pl_has_col(t, "pass") || !pl_has_col(t, "tflops")) return;
+  static const char *const keys[] = {"seq", NULL};
   for (int i = 0; i < t->nrows; i++) {
     if (strcmp(pl_cell(t, i, "status"), "ok") || row_ranks(t, i) != D) continue;
+    if (!pl_rep_keys_ok("attention", t, i, keys)) continue;
     pt *p = find_pt(pts, n, atoll(pl_cell(t, i, "seq")));
     if (!p) continue;
     const int j = strcmp(pl_cell(t, i, "pass"), "fwd") ? 1 : 0;
@@ -96,7 +99,9 @@ static void read_peer(const pl_table *t, pt *pts, int *n) {
     if (strcmp(pl_cell(t, r, "status"), "ok")) continue;
     const char *be = pl_cell(t, r, "variant");
     const int base = !strcmp(be, "flash") ? 2 : (!strcmp(be, "cudnn") ? 4 : -1);
+    static const char *const keys[] = {"seq", NULL};
     if (base < 0 || !pl_has_col(t, "seq") || !pl_has_col(t, "pass") || !pl_has_col(t, "tflops")) continue;
+    if (!pl_rep_keys_ok("attention", t, r, keys)) continue;
     pt *p = find_pt(pts, n, atoll(pl_cell(t, r, "seq")));
     if (!p) continue;
     p->v[base + (strcmp(pl_cell(t, r, "pass"), "fwd") ? 1 : 0)] = atof(pl_cell(t, r, "tflops"));
@@ -156,10 +161,10 @@ static void ulysses_table(FILE *md, pl_table *const *t, int nt, int D) {
       if (row_ranks(t[i], r) != D || strcmp(pl_cell(t[i], r, "status"), "ok")) continue;
       char ms[32], tf[32], am[32], ag[32];
       fprintf(md, "| %s | %s | %s | %s | %s | %s | ", pl_cell(t[i], r, "seq"), pl_cell(t[i], r, "pass"),
-              pl_rep_fmt(ms, sizeof ms, "%.3f", pl_cell_num(t[i], r, "time_ms"), "–"),
-              pl_rep_fmt(tf, sizeof tf, "%.1f", pl_cell_num(t[i], r, "tflops"), "–"),
-              pl_rep_fmt(am, sizeof am, "%.3f", pl_cell_num(t[i], r, "a2a_ms"), "–"),
-              pl_rep_fmt(ag, sizeof ag, "%.1f", pl_cell_num(t[i], r, "a2a_gbs"), "–"));
+              pl_rep_q(ms, sizeof ms, pl_cell_num(t[i], r, "time_ms"), "–"),
+              pl_rep_q(tf, sizeof tf, pl_cell_num(t[i], r, "tflops"), "–"),
+              pl_rep_q(am, sizeof am, pl_cell_num(t[i], r, "a2a_ms"), "–"),
+              pl_rep_q(ag, sizeof ag, pl_cell_num(t[i], r, "a2a_gbs"), "–"));
       pl_rep_md_text(md, pl_cell(t[i], r, "kernel"));
       fprintf(md, " | ");
       pl_rep_md_text(md, pl_cell(t[i], r, "variant"));
@@ -168,10 +173,50 @@ static void ulysses_table(FILE *md, pl_table *const *t, int nt, int D) {
   }
 }
 
+/* The chart's data (attention_tflops.dat) and the chart: the columns with
+ * a point, the bf16 GEMM ceiling on a GPU run only. */
+static pl_status chart(pl_report_ctx *rc, const pt *pts, int n, int D0, bool gpu) {
+  char dat[4096];
+  FILE *f = pl_rep_open(rc, "attention_tflops.dat", dat, sizeof dat);
+  if (!f) return PL_EIO;
+  fprintf(f, "seq ours_fwd ours_fwdbwd flash_fwd flash_fwdbwd cudnn_fwd cudnn_fwdbwd\n");
+  for (int i = 0; i < n; i++) {
+    fprintf(f, "%lld", pts[i].seq);
+    for (int j = 0; j < 6; j++) {
+      if (isnan(pts[i].v[j]))
+        fprintf(f, " nan");
+      else
+        fprintf(f, " %.6g", pts[i].v[j]);
+    }
+    fprintf(f, "\n");
+  }
+  PL_TRY(pl_rep_close(f, dat));
+  char stem[4096];
+  snprintf(stem, sizeof stem, "%s/attention_tflops", rc->out_dir);
+  char title[160], cols[160] = "";
+  if (D0 == 1)
+    snprintf(title, sizeof title, "Causal GQA attention, %s: TFLOP/s vs sequence length",
+             gpu ? "bf16, one GPU" : "CPU backend (CPU times), one rank");
+  else
+    snprintf(title, sizeof title, "Causal GQA attention, %s, Ulysses D = %d: TFLOP/s per %s vs S",
+             gpu ? "bf16" : "CPU backend (CPU times)", D0, gpu ? "GPU" : "rank");
+  static const char *const names[6] = {"ours_fwd",  "ours_fwdbwd", "flash_fwd",
+                                       "flash_fwdbwd", "cudnn_fwd", "cudnn_fwdbwd"};
+  for (int j = 0; j < 6; j++) { /* the columns with a point: only those are drawn */
+    bool any = false;
+    for (int i = 0; i < n && !any; i++) any = !isnan(pts[i].v[j]);
+    if (any)
+      snprintf(cols + strlen(cols), sizeof cols - strlen(cols), "%s%s", cols[0] ? " " : "", names[j]);
+  }
+  /* the dashed bf16 GEMM ceiling is one H200's: on GPU runs only */
+  const char *extra[] = {gpu ? "793" : "0", title, cols};
+  return pl_rep_chart(rc, "attention.gp", dat, stem, extra, 3);
+}
+
 pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   pt pts[MAXS];
   int n = 0;
-  const char *run_dir = rc->run_dir, *out_dir = rc->out_dir;
+  const char *run_dir = rc->run_dir;
   char path[4096];
   /* the rank counts of our rows: D = 1 is the single-GPU table (with the
    * peer); each D > 1 a Ulysses table.  Without single-rank rows the first
@@ -193,6 +238,13 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
         Ds[b] = x;
       }
   const int D0 = nD ? Ds[0] : 1;
+  /* a GPU run has GPU figures (bf16, the ceiling, the targets); the CPU
+   * backend's are CPU times (f32 math) */
+  bool gpu = false;
+  for (int i = 0; i < nt; i++)
+    if (!strcmp(t[i]->bench, "attention") && !strcmp(pl_rep_meta(t[i], "backend", ""), "cuda"))
+      gpu = true;
+  const char *where = gpu ? "GPU" : "rank of the CPU backend";
   for (int i = 0; i < nt; i++)
     if (!strcmp(t[i]->bench, "attention")) read_ours(t[i], D0, pts, &n);
   if (D0 == 1)
@@ -204,16 +256,18 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   }
   qsort(pts, (size_t)n, sizeof pts[0], cmp_pt);
 
-  snprintf(path, sizeof path, "%s/attention.md", out_dir);
-  FILE *md = fopen(path, "w");
-  if (!md) return pl_set_error(PL_EIO, "report attention: cannot write %s", path);
+  FILE *md = pl_rep_open(rc, "attention.md", path, sizeof path);
+  if (!md) return PL_EIO;
   if (D0 == 1)
-    fprintf(md, "# Causal GQA flash attention on one GPU (bf16, TFLOP/s)\n\n");
+    fprintf(md, "# Causal GQA flash attention on one %s (%sTFLOP/s)\n\n", where, gpu ? "bf16, " : "");
   else
-    fprintf(md, "# Causal GQA flash attention, Ulysses over D = %d ranks (TFLOP/s per GPU)\n\n"
+    fprintf(md, "# Causal GQA flash attention, Ulysses over D = %d ranks (TFLOP/s per %s)\n\n"
                 "No single-rank rows in this run: the first table and the chart are the D = %d "
-                "rows (per GPU), without the single-GPU peer.\n\n",
-            D0, D0);
+                "rows (per %s), without the single-GPU peer.\n\n",
+            D0, gpu ? "GPU" : "rank", D0, gpu ? "GPU" : "rank");
+  if (!gpu)
+    fprintf(md, "> CPU backend rows: TFLOP/s of CPU times (the reference kernels), not GPU "
+                "figures; the GPU targets below do not apply.\n\n");
   fprintf(md, "FLOPs: fwd = 4·S²·d·n_q/2, bwd = 2.5·fwd (causal).  Run: `%s`.\n\n", run_dir);
   fprintf(md, "Ours: the fastest %s row per S and pass over the run's files (AUTO and any "
               "variant runs), with the kernels it ran.\n\n",
@@ -224,7 +278,7 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   for (int i = 0; i < n; i++) {
     char c[6][32], ratio[32];
     for (int j = 0; j < 6; j++) /* CPU rates are far below 1: significant digits */
-      pl_rep_fmt(c[j], sizeof c[j], pts[i].v[j] < 10 ? "%.3g" : "%.1f", pts[i].v[j], "–");
+      pl_rep_q(c[j], sizeof c[j], pts[i].v[j], "–");
     const double best = best_peer(&pts[i]);
     if (!isnan(best) && !isnan(pts[i].v[1]))
       snprintf(ratio, sizeof ratio, "%.2f×", pts[i].v[1] / best);
@@ -239,39 +293,18 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   fprintf(md, "\nPeer values of the design (doc/performance/README.md; PyTorch SDPA on an H200, 64 q / 8 kv heads, "
               "d = 128, S = 16K–128K): "
               "SDPA flash fwd ≈ 350, fwd+bwd ≈ 325; cuDNN fwd ≈ 550–655, fwd+bwd ≈ 540–555 TFLOP/s.\n");
-  fprintf(md, "\nTargets, for the fastest rows and for the AUTO rows alone (no kernel chosen "
-              "by hand):\n\n");
-  target_line(md, "fwd ≥ 350 TFLOP/s at every S", pts, n, 0, 350);
-  target_line(md, "fwd+bwd ≥ 0.8× the best peer at 32K–128K", pts, n, 1, 0.8);
+  if (gpu) {
+    fprintf(md, "\nTargets, for the fastest rows and for the AUTO rows alone (no kernel chosen "
+                "by hand):\n\n");
+    target_line(md, "fwd ≥ 350 TFLOP/s at every S", pts, n, 0, 350);
+    target_line(md, "fwd+bwd ≥ 0.8× the best peer at 32K–128K", pts, n, 1, 0.8);
+  } else {
+    fprintf(md, "\nTargets (fwd ≥ 350 TFLOP/s; fwd+bwd ≥ 0.8× the best peer at 32K–128K): "
+                "GPU targets, not judged on CPU backend rows.\n");
+  }
   for (int k = 0; k < nD; k++)
     if (Ds[k] > 1) ulysses_table(md, t, nt, Ds[k]);
-  fclose(md);
-  printf("%s\n", path);
+  PL_TRY(pl_rep_close(md, path));
 
-  char dat[4096];
-  snprintf(dat, sizeof dat, "%s/attention_tflops.dat", out_dir);
-  FILE *f = fopen(dat, "w");
-  if (!f) return pl_set_error(PL_EIO, "report attention: cannot write %s", dat);
-  fprintf(f, "seq ours_fwd ours_fwdbwd flash_fwd flash_fwdbwd cudnn_fwd cudnn_fwdbwd\n");
-  for (int i = 0; i < n; i++) {
-    fprintf(f, "%lld", pts[i].seq);
-    for (int j = 0; j < 6; j++) {
-      if (isnan(pts[i].v[j]))
-        fprintf(f, " nan");
-      else
-        fprintf(f, " %.3f", pts[i].v[j]);
-    }
-    fprintf(f, "\n");
-  }
-  fclose(f);
-  printf("%s\n", dat);
-  char stem[4096];
-  snprintf(stem, sizeof stem, "%s/attention_tflops", out_dir);
-  char title[160];
-  if (D0 == 1)
-    snprintf(title, sizeof title, "Causal GQA attention, bf16, one GPU: TFLOP/s vs sequence length");
-  else
-    snprintf(title, sizeof title, "Causal GQA attention, bf16, Ulysses D = %d: TFLOP/s per GPU vs S", D0);
-  const char *extra[] = {"793", title};
-  return pl_rep_chart(rc, "attention.gp", dat, stem, extra, 2);
+  return chart(rc, pts, n, D0, gpu);
 }

@@ -6,6 +6,7 @@
  * (analysis/calib-gemm.gp). */
 #include <limits.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,9 +69,11 @@ static void ceilings(FILE *f, pl_table *const *t, int n) {
 }
 
 /* Chart data, wide: one line per size, one column per link (busbw GB/s, the
- * best over runs), "-" where absent.  Returns the number of sizes. */
+ * best over runs), "-" where absent; `present` gets the links with a point
+ * (blank-separated: the chart draws only those).  Returns the number of
+ * sizes. */
 static int bandwidth_data(FILE *d, const pl_report_ctx *rc, pl_table *const *t,
-                          int n) {
+                          int n, char *present, size_t np) {
   int cap = 0, nb = 0, nl = 0;
   while (links[nl])
     nl++;
@@ -121,8 +124,16 @@ static int bandwidth_data(FILE *d, const pl_report_ctx *rc, pl_table *const *t,
           "# calib bandwidth per link (busbw GB/s, best over %d run%s) vs "
           "transfer size; from plateau report %s\nbytes",
           n, n == 1 ? "" : "s", rc->run_dir);
-  for (int k = 0; k < nl; k++)
+  present[0] = '\0';
+  for (int k = 0; k < nl; k++) {
     fprintf(d, "\t%s", links[k]);
+    bool any = false;
+    for (int b = 0; b < nb && !any; b++)
+      any = !isnan(bw[b * nl + k]);
+    if (any)
+      snprintf(present + strlen(present), np - strlen(present), "%s%s",
+               present[0] ? " " : "", links[k]);
+  }
   fprintf(d, "\n");
   for (int b = 0; b < nb; b++) {
     fprintf(d, "%.0f", bytes[b]);
@@ -182,7 +193,8 @@ pl_status pl_report_calib(pl_report_ctx *rc, pl_table *const *t, int n) {
   FILE *d = pl_rep_open(rc, "calib.tsv", data, sizeof data);
   if (!d)
     return PL_EIO;
-  int nb = bandwidth_data(d, rc, t, n);
+  char present[128];
+  int nb = bandwidth_data(d, rc, t, n, present, sizeof present);
   PL_TRY(pl_rep_close(d, data));
   d = pl_rep_open(rc, "calib-gemm.tsv", gdata, sizeof gdata);
   if (!d)
@@ -193,9 +205,9 @@ pl_status pl_report_calib(pl_report_ctx *rc, pl_table *const *t, int n) {
   /* Optional ceiling line on the bandwidth chart: PLATEAU_CALIB_CEILING
    * = "GBS[:label]" (e.g. a reference host-link figure). */
   const char *ceil_env = getenv("PLATEAU_CALIB_CEILING");
-  char ceil_v[64] = "", ceil_l[128] = "ceiling";
-  const char *extra[2] = {ceil_v, ceil_l};
-  int nextra = 0;
+  char ceil_v[64] = "-", ceil_l[128] = "ceiling";
+  const char *extra[3] = {ceil_v, ceil_l, present};
+  int nextra = 3;
   if (ceil_env && *ceil_env) {
     const char *colon = strchr(ceil_env, ':');
     snprintf(ceil_v, sizeof ceil_v, "%.*s",
@@ -203,15 +215,16 @@ pl_status pl_report_calib(pl_report_ctx *rc, pl_table *const *t, int n) {
              ceil_env);
     if (colon)
       snprintf(ceil_l, sizeof ceil_l, "%s", colon + 1);
-    nextra = 2;
   }
-  if (nb > 0) {
-    snprintf(stem, sizeof stem, "%s/calib-bandwidth", rc->out_dir);
+  snprintf(stem, sizeof stem, "%s/calib-bandwidth", rc->out_dir);
+  if (nb > 0)
     PL_TRY(pl_rep_chart(rc, "calib.gp", data, stem, extra, nextra));
-  }
-  if (ngemm > 0) {
-    snprintf(stem, sizeof stem, "%s/calib-gemm", rc->out_dir);
+  else
+    printf("%s.svg: not drawn: no ok bandwidth row\n", stem);
+  snprintf(stem, sizeof stem, "%s/calib-gemm", rc->out_dir);
+  if (ngemm > 0)
     PL_TRY(pl_rep_chart(rc, "calib-gemm.gp", gdata, stem, NULL, 0));
-  }
+  else
+    printf("%s.svg: not drawn: no ok gemm row\n", stem);
   return PL_OK;
 }

@@ -210,11 +210,21 @@ static pl_status tables(pl_report_ctx *rc, pl_table *const *t, int n) {
 
   fprintf(f, "\n## Table 8 layout: strided vs contiguous chunks "
              "(PipelinedLLEP)\n\n");
-  fprintf(f, "| shape (N/rank, H, E, lanes) | ranks | profile | strided ms | contiguous ms | "
-             "speed-up | strided %s | contiguous %s | max-send strided | "
-             "max-send contiguous | paper max-send strided |\n|---|---|---|"
-             "---|---|---|---|---|---|---|---|\n",
-          unit, unit);
+  int n8 = 0; /* profiles run with both chunkings */
+  for (int s = 0; s < nsh; s++)
+    for (int p = 0; p < 7; p++)
+      n8 += find(r, nr, &sh[s], "pipelined_llep", t8_profiles[p], "strided") &&
+            find(r, nr, &sh[s], "pipelined_llep", t8_profiles[p], "contiguous");
+  if (n8)
+    fprintf(f, "| shape (N/rank, H, E, lanes) | ranks | profile | strided ms | contiguous ms | "
+               "speed-up | strided %s | contiguous %s | max-send strided | "
+               "max-send contiguous | paper max-send strided |\n|---|---|---|"
+               "---|---|---|---|---|---|---|---|\n",
+            unit, unit);
+  else
+    fprintf(f, "No rows: no profile ran PipelinedLLEP with both chunkings "
+               "(`plateau bench dispatch --chunking strided,contiguous`, "
+               "jobs/sweeps/table8-chunking.tsv).\n");
   for (int s = 0; s < nsh; s++)
     for (int p = 0; p < 7; p++) {
       const drow *a = find(r, nr, &sh[s], "pipelined_llep", t8_profiles[p],
@@ -281,11 +291,11 @@ static pl_status tables(pl_report_ctx *rc, pl_table *const *t, int n) {
                 r[i].cblocks, r[i].tokens, r[i].experts, r[i].K, r[i].time,
                 r[i].stages);
   }
-  if (fclose(f) != 0) {
+  pl_status cst = pl_rep_close(f, path);
+  if (cst != PL_OK) {
     free(r);
-    return pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
+    return cst;
   }
-  printf("%s\n", path);
 
   /* chart data: one file per shape */
   pl_status st = PL_OK;
@@ -301,13 +311,14 @@ static pl_status tables(pl_report_ctx *rc, pl_table *const *t, int n) {
                sh[s].l);
     snprintf(sfx + strlen(sfx), sizeof sfx - strlen(sfx), "-%sranks",
              sh[s].r);
-    snprintf(data, sizeof data, "%s/dispatch-%s-%s%s.tsv", rc->out_dir,
-             sh[s].t, sh[s].h, sfx);
+    char name[192];
+    snprintf(name, sizeof name, "dispatch-%s-%s%s.tsv", sh[s].t, sh[s].h,
+             sfx);
     snprintf(stem, sizeof stem, "%s/dispatch-%s-%s%s", rc->out_dir, sh[s].t,
              sh[s].h, sfx);
-    FILE *d = fopen(data, "w");
+    FILE *d = pl_rep_open(rc, name, data, sizeof data);
     if (!d) {
-      st = pl_set_error(PL_EIO, "write %s: %s", data, strerror(errno));
+      st = PL_EIO;
       break;
     }
     fprintf(d, "# dispatch N/rank=%s H=%s E=%s lanes=%s ranks=%s; peaks in "
@@ -315,26 +326,40 @@ static pl_status tables(pl_report_ctx *rc, pl_table *const *t, int n) {
                "profile\tep_dev_peak\tllep_dev_peak\tpllep_dev_peak\t"
                "ep_time_ms\tllep_time_ms\tpllep_time_ms\n",
             sh[s].t, sh[s].h, sh[s].e, sh[s].l, sh[s].r, unit, rc->run_dir);
+    bool any[3] = {false, false, false};
     for (int p = 0; p < 4; p++) {
       const drow *v[3] = {
           find(r, nr, &sh[s], "ep", profiles[p], NULL),
           find(r, nr, &sh[s], "llep", profiles[p], NULL),
           find(r, nr, &sh[s], "pipelined_llep", profiles[p], "strided")};
       if (!v[0] && !v[1] && !v[2]) continue;
+      for (int q = 0; q < 3; q++)
+        any[q] |= v[q] && !isnan(v[q]->peak) && !isnan(v[q]->time);
       fprintf(d, "%s", profiles[p]);
       for (int q = 0; q < 3; q++) fprintf(d, "\t%.6g", v[q] ? v[q]->peak : NAN);
       for (int q = 0; q < 3; q++) fprintf(d, "\t%.6g", v[q] ? v[q]->time : NAN);
       fprintf(d, "\n");
     }
-    fclose(d);
-    printf("%s\n", data);
+    if ((st = pl_rep_close(d, data)) != PL_OK)
+      break;
     char title[256];
     snprintf(title, sizeof title,
              "ep vs LLEP vs PipelinedLLEP (strided): N = %s/rank, H = %s, "
              "E = %s, lanes %s, %s ranks",
              sh[s].t, sh[s].h, sh[s].e, sh[s].l, sh[s].r);
-    const char *extra[] = {unit, title};
-    st = pl_rep_chart(rc, "dispatch.gp", data, stem, extra, 2);
+    /* the variants with a bar: only those are drawn */
+    static const char *const vn[3] = {"ep", "llep", "pllep"};
+    char present[32] = "";
+    for (int q = 0; q < 3; q++)
+      if (any[q])
+        snprintf(present + strlen(present), sizeof present - strlen(present),
+                 "%s%s", present[0] ? " " : "", vn[q]);
+    if (!present[0]) {
+      printf("%s.svg: not drawn: no ok row with a peak and a time\n", stem);
+      continue;
+    }
+    const char *extra[] = {unit, title, present};
+    st = pl_rep_chart(rc, "dispatch.gp", data, stem, extra, 3);
   }
   free(r);
   return st;

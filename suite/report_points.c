@@ -18,11 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plateau/status.h"
 #include "report.h"
 #include "report_util.h"
 #include "results.h"
+#include "results_internal.h"
 
 /* The point lines of points.status that are not "done"; *npoints counts all
  * of them and *summary gets its "# sweep ..." line. */
@@ -34,9 +36,13 @@ typedef struct pstat {
 
 static void pstat_read(const char *path, pstat *ps) {
   memset(ps, 0, sizeof *ps);
-  FILE *f = fopen(path, "r");
-  if (!f)
+  pl_status st; /* a regular file only: a FIFO would block the report */
+  FILE *f = pl__results_open_regular(path, &st);
+  if (!f) {
+    if (access(path, F_OK) == 0)
+      fprintf(stderr, "plateau report: skipping %s\n", pl_last_error());
     return;
+  }
   char line[4096];
   bool header = false;
   while (fgets(line, sizeof line, f)) {

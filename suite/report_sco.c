@@ -189,12 +189,13 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
 
   /* chart data, sorted by budget; columns picked by name in analysis/sco.gp */
   char data[PATH_MAX], stem[PATH_MAX];
-  snprintf(data, sizeof data, "%s/sco-budget-%d.tsv", out_dir, k);
+  char name[64];
+  snprintf(name, sizeof name, "sco-budget-%d.tsv", k);
   snprintf(stem, sizeof stem, "%s/sco-budget-%d", out_dir, k);
-  FILE *cf = fopen(data, "w");
+  FILE *cf = pl_rep_open(rc, name, data, sizeof data);
   if (!cf) {
     free(rows);
-    return pl_set_error(PL_EIO, "%s: %s", data, strerror(errno));
+    return PL_EIO;
   }
   /* the axes' units by magnitude: x the largest budget, y the largest peak */
   double maxb = 0, maxp = 0, XU, YU;
@@ -214,9 +215,8 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
             num(t, r, "dev_peak_bytes") / YU, num(t, r, "boundary_bytes") / YU, cell(t, r, "tok_s_gpu"),
             cell(t, r, "time_ms"));
   }
-  fclose(cf);
-  printf("%s\n", data);
   free(rows);
+  PL_TRY(pl_rep_close(cf, data));
   if (nok < 1) return PL_OK;
   char title[256], ref_peak[32], ref_tok[32];
   snprintf(title, sizeof title, "SCO: N=%s/rank, L=%s, H=%s, I=%s, %s, %g ranks, %s", t->nrows ? cell(t, 0, "tokens") : "?",
@@ -247,8 +247,8 @@ static void report_maxbatch(FILE *md, const pl_table *t, int k) {
   for (int r = 0; r < t->nrows; r++)
     if (!isnan(num(t, r, "ranks"))) ranks = num(t, r, "ranks");
   double max0 = NAN, maxall = NAN;
-  fprintf(md, "| budget | largest clean N/rank | first failing N/rank | × ranks (global) | trials | status |\n"
-              "|---|---|---|---|---|---|\n");
+  fprintf(md, "| budget | largest clean N/rank | first failing N/rank | × ranks (global) | trials | status | note |\n"
+              "|---|---|---|---|---|---|---|\n");
   for (int r = 0; r < t->nrows; r++) {
     if (strcmp(cell(t, r, "kind"), "summary")) continue;
     double lo = num(t, r, "max_ok_tokens");
@@ -256,12 +256,9 @@ static void report_maxbatch(FILE *md, const pl_table *t, int k) {
     commas(a, sizeof a, lo);
     commas(b, sizeof b, num(t, r, "first_fail_tokens"));
     commas(c, sizeof c, lo * ranks);
-    fprintf(md, "| %s | %s | %s | %s | %s | %s", cell(t, r, "budget"), a, b, c, cell(t, r, "trials"),
+    fprintf(md, "| %s | %s | %s | %s | %s | %s | ", cell(t, r, "budget"), a, b, c, cell(t, r, "trials"),
             cell(t, r, "status"));
-    if (strcmp(cell(t, r, "note"), "-")) {
-      fprintf(md, ": ");
-      pl_rep_md_text(md, cell(t, r, "note"));
-    }
+    pl_rep_md_text(md, cell(t, r, "note"));
     fprintf(md, " |\n");
     if (!strcmp(cell(t, r, "status"), "ok")) {
       if (!strcmp(cell(t, r, "budget"), "0")) max0 = lo;
@@ -339,8 +336,9 @@ pl_status pl_report_sco(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
   if (nmb) fprintf(md, "\n## Largest batch (Table 13)\n");
   for (int i = 0, k = 0; i < nt; i++)
     if (kind[i] == 'm') report_maxbatch(md, tabs[i], k++);
-  fclose(md);
-  printf("%s\n", path);
+  const pl_status cst = pl_rep_close(md, path);
+  if (st == PL_OK)
+    st = cst;
 out:
   free(kind);
   return st;

@@ -64,8 +64,14 @@ static int cmp_pt(const void *a, const void *b) {
   if (!c)
     c = strcmp(x->variant, y->variant);
   if (!c)
-    c = x->wv != y->wv ? (x->wv < y->wv ? -1 : 1) : 0;
-  return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+    c = (x->ranks > y->ranks) - (x->ranks < y->ranks);
+  if (!c)
+    c = (x->wv > y->wv) - (x->wv < y->wv);
+  if (!c)
+    c = (x->seq > y->seq) - (x->seq < y->seq);
+  if (!c)
+    c = x->run - y->run;
+  return c ? c : x->r - y->r;
 }
 
 static const paper_pt *paper_at(const char *model, double seq) {
@@ -87,7 +93,42 @@ const char *pl__train_ctx(char *b, size_t n, double s) {
 
 static bool same_run(const pl__train_pt *a, const pl__train_pt *b) {
   return !strcmp(a->model, b->model) && !strcmp(a->system, b->system) &&
-         !strcmp(a->variant, b->variant) && a->wv == b->wv;
+         !strcmp(a->variant, b->variant) && a->ranks == b->ranks &&
+         a->wv == b->wv;
+}
+
+void pl__train_row_head(FILE *md, const pl__train_pt *p) {
+  char c[16];
+  fprintf(md, "| %d | %s | %s | %s | %s | %s | %.0f / %.0f |", p->run, p->model,
+          pl__train_ctx(c, sizeof c, p->seq), p->system, p->variant, p->kind,
+          p->ranks, p->wv);
+}
+
+/* The paper's figure beside a row: plateau's tok/s/GPU (TFLOP/s) at its
+ * 128K and 1M points; for fsdp2, FSDP2-best's where the paper gives it
+ * (120B at 128K: plateau's figure over the 7.6× ratio) or says it runs out
+ * of memory (past 128K / 32K / 64K). */
+static void paper_cell(char *b, size_t n, const pl__train_pt *x) {
+  snprintf(b, n, "-");
+  const paper_pt *q = paper_at(x->model, x->seq);
+  if (!strcmp(x->system, "plateau") && q) {
+    snprintf(b, n, "%.0f (%.0f) on %d GPUs", q->tok, q->tflops, q->gpus);
+    return;
+  }
+  if (strcmp(x->system, "fsdp2"))
+    return;
+  for (int k = 0; k < 3; k++) {
+    const pl__train_vs_fig *v = &pl__train_paper_vs[k];
+    if (strcmp(v->model, x->model))
+      continue;
+    char c[16];
+    if (x->seq > v->fsdp2_reach)
+      snprintf(b, n, "FSDP2-best: OOM (past %s)",
+               pl__train_ctx(c, sizeof c, v->fsdp2_reach));
+    else if (q && !isnan(v->tok_ratio))
+      snprintf(b, n, "FSDP2-best: %.0f (%.0f / %.1f×) on %d GPUs",
+               q->tok / v->tok_ratio, q->tok, v->tok_ratio, q->gpus);
+  }
 }
 
 /* ---- sections -------------------------------------------------------------
@@ -97,30 +138,29 @@ static void end_to_end(FILE *md, const pl__train_pt *p, int n,
   fprintf(md,
           "\n## End to end (the paper's layout)\n\n%s. Ours: `ranks` "
           "processes, each one rank of a `W_v`-rank run (W_v > ranks: the "
-          "one-GPU proxy, README).\n\n",
+          "one-GPU proxy, README); `run` is the file's number in the table "
+          "above.\n\n",
           LABEL);
-  fprintf(
-      md,
-      "| model | context | system | variant | ranks / W_v | tokens/rank "
-      "| tok/s/GPU | TFLOP/s/GPU | MFU | device peak | pinned host | "
-      "status | paper (16–64 H200, different scale): tok/s/GPU (TFLOP/s) |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  if (!n) {
+    fprintf(md, "No rows: the run has no `plateau bench train` rows.\n");
+    return;
+  }
+  fprintf(md, PL__TRAIN_ROW_HEAD
+          " tokens/rank | tok/s/GPU | TFLOP/s/GPU | MFU %% | device peak | "
+          "pinned host | status | paper (16–64 H200, different scale): "
+          "tok/s/GPU (TFLOP/s) |\n" PL__TRAIN_ROW_RULE
+          "---|---|---|---|---|---|---|---|\n");
   double worst = INFINITY;
   for (int i = 0; i < n; i++) {
     const pl_table *t = p[i].t;
     const int r = p[i].r;
-    char c[16], a[32], b[32], pp[64] = "-";
-    const paper_pt *q = paper_at(p[i].model, p[i].seq);
-    if (q)
-      snprintf(pp, sizeof pp, "%.0f (%.0f) on %d GPUs", q->tok, q->tflops,
-               q->gpus);
-    fprintf(md,
-            "| %s | %s | %s | %s | %.0f / %.0f | %s | %s | %s | %s | %s | "
-            "%s | %s | %s |\n",
-            p[i].model, pl__train_ctx(c, sizeof c, p[i].seq), p[i].system,
-            p[i].variant, p[i].ranks, p[i].wv, pl_cell(t, r, "tokens"),
-            pl_cell(t, r, "tok_s_gpu"), pl_cell(t, r, "tflops"),
-            pl_cell(t, r, "mfu"),
+    char a[32], b[32], q1[32], q2[32], q3[32], pp[96];
+    paper_cell(pp, sizeof pp, &p[i]);
+    pl__train_row_head(md, &p[i]);
+    fprintf(md, " %s | %s | %s | %s | %s | %s | %s | %s |\n",
+            pl_cell(t, r, "tokens"), pl_rep_q(q1, sizeof q1, p[i].tok, "-"),
+            pl_rep_q(q2, sizeof q2, p[i].tflops, "-"),
+            pl_rep_q(q3, sizeof q3, pl_cell_num(t, r, "mfu"), "-"),
             pl_rep_bytes(a, sizeof a, pl_cell_num(t, r, "dev_peak_bytes")),
             pl_rep_bytes(b, sizeof b, pl_cell_num(t, r, "host_peak_bytes")),
             p[i].status, pp);
@@ -135,7 +175,9 @@ static void end_to_end(FILE *md, const pl__train_pt *p, int n,
           "counted) / step time. By this formula the paper's tok/s/GPU at "
           "1M give 1.14× its printed TFLOP/s (README, FLOPs): divide ours "
           "by 1.14 to compare TFLOP/s with the paper's. MFU = TFLOP/s / the "
-          "GEMM rate in the row's note.\n");
+          "GEMM rate in the row's note. The paper's figure of an fsdp2 row "
+          "is FSDP2-best's: at 120B/128K its plateau figure over its 7.6× "
+          "ratio; OOM past its longest context.\n");
   if (*cuda_proxy)
     fprintf(md,
             "\nTarget: TFLOP/s/GPU ≥ 300 on the one-GPU proxy at ≥ 128K: "
@@ -149,45 +191,62 @@ static void end_to_end(FILE *md, const pl__train_pt *p, int n,
 static void breakdown(FILE *md, const pl__train_pt *p, int n) {
   static const char *const parts[] = {"attention", "moe", "head", "optimizer",
                                       "zero3",     "sco", "other"};
+  int nok = 0, over = 0, cpu = 0;
+  for (int i = 0; i < n; i++)
+    nok += !strcmp(p[i].status, "ok");
   fprintf(md, "\n## Where a step's time goes\n\nMedian over the timed steps, "
-              "slowest rank; ms (share of the step). zero3 and sco run on "
-              "their own streams beside the compute (overlapped with it); "
-              "other = the step's wall time minus the compute-stream parts "
-              "(embedding, host waits, unhidden copies).\n\n"
-              "| model | context | system | variant | step ms | attention | "
-              "moe | head | optimizer | zero3 | sco | other |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "slowest rank; ms (share of the step). attention, moe, head and "
+              "optimizer run on the compute stream, zero3 and sco on their "
+              "own streams beside it; other = the step's wall time minus the "
+              "compute-stream parts (embedding, host waits, unhidden copies). "
+              "The parts overlap, so their shares need not add to 100%%: on "
+              "a GPU zero3 and sco run while the compute does; on the CPU "
+              "backend every stream's work runs in issue order on the host, "
+              "so zero3's and sco's time is inside `other` too. `sum` adds "
+              "the shares.\n\n");
+  if (!nok) {
+    fprintf(md, "No rows: no ok row to break down (%d row%s, none ok).\n", n,
+            n == 1 ? "" : "s");
+    return;
+  }
+  fprintf(md, PL__TRAIN_ROW_HEAD " step ms | attention | moe | head | "
+                                 "optimizer | zero3 | sco | other | sum "
+                                 "|\n" PL__TRAIN_ROW_RULE
+                                 "---|---|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < n; i++) {
     if (strcmp(p[i].status, "ok"))
       continue;
     const double step = pl_cell_num(p[i].t, p[i].r, "time_ms");
-    char c[16];
-    fprintf(md, "| %s | %s | %s | %s | %.1f |", p[i].model,
-            pl__train_ctx(c, sizeof c, p[i].seq), p[i].system, p[i].variant,
-            step);
+    char q[32];
+    double sum = 0;
+    int nparts = 0;
+    pl__train_row_head(md, &p[i]);
+    fprintf(md, " %s |", pl_rep_q(q, sizeof q, step, "-"));
     for (int k = 0; k < 7; k++) {
       char col[32];
       snprintf(col, sizeof col, "%s_ms", parts[k]);
       const double v = pl_cell_num(p[i].t, p[i].r, col);
-      if (isnan(v))
+      if (isnan(v)) {
         fprintf(md, " - |");
-      else
-        fprintf(md, " %.1f (%.0f%%) |", v, step > 0 ? 100 * v / step : 0);
+        continue;
+      }
+      const double sh = step > 0 ? 100 * v / step : 0;
+      sum += sh, nparts++;
+      fprintf(md, " %s (%.0f%%) |", pl_rep_q(q, sizeof q, v, "-"), sh);
     }
-    fprintf(md, "\n");
+    if (nparts)
+      fprintf(md, " %.0f%% |\n", sum);
+    else
+      fprintf(md, " - |\n");
+    over += sum > 100.5;
+    cpu += !strcmp(pl_rep_meta(p[i].t, "backend", ""), "cpu");
   }
-}
-
-/* The planner's prediction beside each row's measurement. */
-static void prediction(FILE *md, const pl__train_pt *p, int n) {
-  const pl_table **t = calloc((size_t)n + 1, sizeof *t);
-  int *r = calloc((size_t)n + 1, sizeof *r);
-  PL_ASSERT(t && r);
-  for (int i = 0; i < n; i++)
-    t[i] = p[i].t, r[i] = p[i].r;
-  pl__report_train_pred(md, t, r, n);
-  free(t);
-  free(r);
+  if (over)
+    fprintf(md,
+            "\n%d row%s add%s to more than 100%%: the overlapped parts "
+            "(zero3, sco) are counted beside the time they overlap%s.\n",
+            over, over == 1 ? "" : "s", over == 1 ? "s" : "",
+            cpu ? " (on the CPU backend inside `other`)" : "");
 }
 
 /* Longest ok context of each run (model, system, variant, W_v). */
@@ -198,13 +257,19 @@ static void reach(FILE *md, const pl__train_pt *p, int n, pl_table *const *mb,
           "`ok` in this run, and the shortest that failed above it. "
           "Paper: plateau trains 1M on every model; FSDP2-best runs out "
           "of memory past 128K / 32K / 64K (120B / 241B / 667B); largest "
-          "global batch 1.5M / 1.8M / 3M tokens (%s).\n\n"
-          "| model | system | variant | ranks / W_v | longest ok | first "
-          "failing above | its status |\n|---|---|---|---|---|---|---|\n",
+          "global batch 1.5M / 1.8M / 3M tokens (%s).\n\n",
           pl__train_scale);
+  if (!n)
+    fprintf(md, "No rows: the run has no `plateau bench train` rows.\n");
+  else
+    fprintf(md, "| model | system | variant | ranks / W_v | longest ok | "
+                "first failing above | its status |\n"
+                "|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < n;) {
     int j = i, ok = -1, bad = -1;
-    for (; j < n && same_run(&p[i], &p[j]); j++)
+    /* p is sorted by run, then context: a run's rows are consecutive (the
+     * keys are numbers, so j always moves on) */
+    for (; j < n && (j == i || same_run(&p[i], &p[j])); j++)
       if (!strcmp(p[j].status, "ok"))
         ok = j, bad = -1;
       else if (bad < 0 && strcmp(p[j].status, "ok"))
@@ -243,16 +308,22 @@ static void reach(FILE *md, const pl__train_pt *p, int n, pl_table *const *mb,
 }
 
 static void losses(FILE *md, const pl__train_pt *p, int n) {
+  int nok = 0;
+  for (int i = 0; i < n; i++)
+    nok += !strcmp(p[i].status, "ok");
   fprintf(md, "\n## Losses\n\nEvery step's loss (warm-ups first), as the row "
-              "records it.\n\n| model | context | system | variant | losses "
-              "|\n|---|---|---|---|---|\n");
+              "records it.\n\n");
+  if (!nok) {
+    fprintf(md, "No rows: no ok row (%d row%s, none ok).\n", n,
+            n == 1 ? "" : "s");
+    return;
+  }
+  fprintf(md, PL__TRAIN_ROW_HEAD " losses |\n" PL__TRAIN_ROW_RULE "---|\n");
   for (int i = 0; i < n; i++) {
-    char c[16];
     if (strcmp(p[i].status, "ok"))
       continue;
-    fprintf(md, "| %s | %s | %s | %s | %s |\n", p[i].model,
-            pl__train_ctx(c, sizeof c, p[i].seq), p[i].system, p[i].variant,
-            pl_cell(p[i].t, p[i].r, "losses"));
+    pl__train_row_head(md, &p[i]);
+    fprintf(md, " %s |\n", pl_cell(p[i].t, p[i].r, "losses"));
   }
 }
 
@@ -273,17 +344,28 @@ static void series_of(const pl__train_pt *p, int n, int i, char *s,
            many ? p[i].variant : "");
 }
 
+/* A point of the context chart: its series, x and y. */
+typedef struct chart_pt {
+  int order; /* the series' first appearance */
+  char s[192];
+  double seq, tok, tflops;
+} chart_pt;
+
+static int cmp_chart(const void *a, const void *b) {
+  const chart_pt *x = a, *y = b;
+  if (x->order != y->order)
+    return x->order - y->order;
+  return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
 /* Chart data: per series and context the best ok point (several files may
- * measure the same one), then the paper's points (paper:model). */
+ * measure the same one), each series' points by context (gnuplot joins them
+ * in file order), then the paper's points (paper:model). */
 static pl_status chart(pl_report_ctx *rc, const pl__train_pt *p, int n) {
   char data[PATH_MAX], stem[PATH_MAX], series[4096] = " ";
-  snprintf(data, sizeof data, "%s/train-context.tsv", rc->out_dir);
-  snprintf(stem, sizeof stem, "%s/train-context", rc->out_dir);
-  FILE *f = fopen(data, "w");
-  if (!f)
-    return pl_set_error(PL_EIO, "write %s", data);
-  fprintf(f, "# end-to-end points: ours (the best ok row per series and "
-             "context) and the paper's\nseries\tseq\ttok_s_gpu\ttflops\n");
+  chart_pt *c = calloc((size_t)n + 1, sizeof *c);
+  PL_ASSERT(c != NULL);
+  int nc = 0, norder = 0;
   bool models[3] = {false, false, false};
   for (int i = 0; i < n; i++) {
     if (strcmp(p[i].status, "ok"))
@@ -300,13 +382,33 @@ static pl_status chart(pl_report_ctx *rc, const pl__train_pt *p, int n) {
     }
     if (better)
       continue;
-    fprintf(f, "%s\t%.0f\t%.6g\t%.6g\n", s, p[i].seq, p[i].tok, p[i].tflops);
+    int order = norder;
+    for (int k = 0; k < nc; k++)
+      if (!strcmp(c[k].s, s))
+        order = c[k].order;
+    norder += order == norder;
+    c[nc] = (chart_pt){order, "", p[i].seq, p[i].tok, p[i].tflops};
+    snprintf(c[nc++].s, sizeof c[0].s, "%s", s);
     snprintf(w, sizeof w, " %s ", s);
     if (!strstr(series, w) && strlen(series) + strlen(s) + 2 < sizeof series)
       strcat(strcat(series, s), " ");
     for (int k = 0; k < 3; k++)
       models[k] |= !strcmp(p[i].model, pl__train_paper_vs[k].model);
   }
+  qsort(c, (size_t)nc, sizeof *c, cmp_chart);
+  snprintf(stem, sizeof stem, "%s/train-context", rc->out_dir);
+  FILE *f = pl_rep_open(rc, "train-context.tsv", data, sizeof data);
+  if (!f) {
+    free(c);
+    return PL_EIO;
+  }
+  fprintf(f, "# end-to-end points: ours (the best ok row per series and "
+             "context, by context) and the paper's\n"
+             "series\tseq\ttok_s_gpu\ttflops\n");
+  for (int k = 0; k < nc; k++)
+    fprintf(f, "%s\t%.0f\t%.6g\t%.6g\n", c[k].s, c[k].seq, c[k].tok,
+            c[k].tflops);
+  free(c);
   for (int k = 0; k < 3; k++) {
     if (!models[k])
       continue;
@@ -317,19 +419,21 @@ static pl_status chart(pl_report_ctx *rc, const pl__train_pt *p, int n) {
     strcat(strcat(series, "paper:"), pl__train_paper_vs[k].model);
     strcat(series, " ");
   }
-  fclose(f);
-  printf("%s\n", data);
-  if (!series[1])
+  PL_TRY(pl_rep_close(f, data));
+  if (!nc) {
+    printf("%s.svg: not drawn: no ok train row to show\n", stem);
     return PL_OK;
+  }
   const char *extra[] = {series + 1, LABEL};
   return pl_rep_chart(rc, "train.gp", data, stem, extra, 2);
 }
 
-/* The row r of train table t. */
-static pl__train_pt row_of(const pl_table *t, int r) {
+/* The row r of train table t, the report's file number run. */
+static pl__train_pt row_of(const pl_table *t, int r, int run) {
   const double micro = pl_cell_num(t, r, "micro");
   return (pl__train_pt){t,
                         r,
+                        run,
                         pl_cell(t, r, "model"),
                         pl_cell(t, r, "system"),
                         pl_cell(t, r, "variant"),
@@ -362,11 +466,10 @@ static double gpus_of(const pl__train_pt *p) {
  * best ok point, then the paper's points per context (paper:128K, paper:1M). */
 static pl_status chart_gpus(pl_report_ctx *rc, const pl__train_pt *p, int n) {
   char data[PATH_MAX], stem[PATH_MAX], series[4096] = " ";
-  snprintf(data, sizeof data, "%s/train-gpus.tsv", rc->out_dir);
   snprintf(stem, sizeof stem, "%s/train-gpus", rc->out_dir);
-  FILE *f = fopen(data, "w");
+  FILE *f = pl_rep_open(rc, "train-gpus.tsv", data, sizeof data);
   if (!f)
-    return pl_set_error(PL_EIO, "write %s", data);
+    return PL_EIO;
   fprintf(f, "# end-to-end points vs GPU count (W_v for a proxy): ours (the "
              "best ok row per series and GPU count) and the paper's\n"
              "series\tgpus\ttok_s_gpu\ttflops\n");
@@ -424,10 +527,11 @@ static pl_status chart_gpus(pl_report_ctx *rc, const pl__train_pt *p, int n) {
       strcat(strcat(series, s), " ");
     }
   }
-  fclose(f);
-  printf("%s\n", data);
-  if (!nn)
+  PL_TRY(pl_rep_close(f, data));
+  if (!nn) {
+    printf("%s.svg: not drawn: no ok train row to show\n", stem);
     return PL_OK;
+  }
   const char *extra[] = {series + 1, LABEL};
   return pl_rep_chart(rc, "train-gpus.gp", data, stem, extra, 2);
 }
@@ -439,7 +543,6 @@ static pl_status chart_gpus(pl_report_ctx *rc, const pl__train_pt *p, int n) {
 static pl_status chart_maxbatch(pl_report_ctx *rc, pl_table *const *mb, int nmb,
                                 pl_table *const *tabs, int nt) {
   char data[PATH_MAX], stem[PATH_MAX], series[1024] = " ";
-  snprintf(data, sizeof data, "%s/train-maxbatch.tsv", rc->out_dir);
   snprintf(stem, sizeof stem, "%s/train-maxbatch", rc->out_dir);
   FILE *f = NULL;
   for (int k = 0; k < nmb; k++) {
@@ -466,9 +569,9 @@ static pl_status chart_maxbatch(pl_report_ctx *rc, pl_table *const *mb, int nmb,
           strcmp(pl_cell(t, r, "status"), "ok") || isnan(tok) || isnan(gpus))
         continue;
       if (!f) {
-        f = fopen(data, "w");
+        f = pl_rep_open(rc, "train-maxbatch.tsv", data, sizeof data);
         if (!f)
-          return pl_set_error(PL_EIO, "write %s", data);
+          return PL_EIO;
         fprintf(f, "# the largest global batch (tokens per step: largest "
                    "tokens per rank x GPUs) vs GPU count\n"
                    "series\tgpus\ttokens\ttokens_per_rank\n");
@@ -492,14 +595,15 @@ static pl_status chart_maxbatch(pl_report_ctx *rc, pl_table *const *mb, int nmb,
     fprintf(f, "paper:fsdp2\t%d\t%.0f\t-\n", paper_gpus[k],
             pl__train_paper_vs[k].batch / pl__train_paper_vs[k].batch_ratio);
   strcat(series, "paper:plateau paper:fsdp2 ");
-  fclose(f);
-  printf("%s\n", data);
+  PL_TRY(pl_rep_close(f, data));
   const char *extra[] = {series + 1, LABEL};
   return pl_rep_chart(rc, "train-maxbatch.gp", data, stem, extra, 2);
 }
 
 pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
-  int n = 0, cap = 0, nq = 0, capq = 0, nmb = 0, npe = 0;
+  /* the numbers the rows are grouped and sorted by */
+  static const char *const keys[] = {"seq", "ranks", "virtual_world", NULL};
+  int n = 0, cap = 0, nq = 0, capq = 0, nmb = 0, npe = 0, nskip = 0;
   pl__train_pt *p = NULL, *q = NULL; /* the points; the maxbatch trials' rows */
   pl_table **mb = calloc((size_t)nt + 1, sizeof *mb);
   pl_table **pe = calloc((size_t)nt + 1, sizeof *pe);
@@ -520,13 +624,15 @@ pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
       continue;
     const bool trial = point && !strncmp(point, "maxbatch.", 9);
     for (int r = 0; r < t->nrows; r++)
-      if (trial)
-        push(&q, &nq, &capq, row_of(t, r));
+      if (!pl_rep_keys_ok("train", t, r, keys))
+        nskip++;
+      else if (trial)
+        push(&q, &nq, &capq, row_of(t, r, i));
       else
-        push(&p, &n, &cap, row_of(t, r));
+        push(&p, &n, &cap, row_of(t, r, i));
   }
   pl_status st = PL_OK;
-  if (n + nmb + npe == 0) /* only other benches' maxbatch files */
+  if (n + nq + nmb + npe + nskip == 0) /* only other benches' maxbatch files */
     goto out;
   if (n)
     qsort(p, (size_t)n, sizeof *p, cmp_pt);
@@ -540,10 +646,15 @@ pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
                  "End-to-end training: tok/s/GPU, TFLOP/s/GPU, MFU, "
                  "peaks, reach",
                  tabs, nt);
+  if (nskip)
+    fprintf(md,
+            "> %d row%s left out: a key column (seq, ranks, virtual_world) "
+            "is not a number (stderr names each file and line).\n\n",
+            nskip, nskip == 1 ? "" : "s");
   bool cuda_proxy = false;
   end_to_end(md, p, n, &cuda_proxy);
   breakdown(md, p, n);
-  prediction(md, p, n);
+  pl__report_train_pred(md, p, n);
   reach(md, p, n, mb, nmb);
   pl__report_train_versus(md, p, n, q, nq);
   pl__report_train_tuning(md, p, n);

@@ -10,18 +10,14 @@
 #include "report.h"
 #include "results.h"
 
-/* "Prediction vs measurement": for the rows r[i] of tables t[i] (i < n),
- * the planner's pred_* columns beside the measured peaks and step, errors
- * against the targets (memory 5%, a GPU step 15%), the rows outside them
- * flagged. */
-void pl__report_train_pred(FILE *md, const pl_table *const *t, const int *r,
-                           int n);
-
-/* ---- report_train.c, for report_train_fsdp2.c ---------------------------- */
-/* A row of a train table: the columns the report reads. */
+/* ---- report_train.c, for its sections' files ---------------------------- */
+/* A row of a train table: the columns the report reads.  seq, ranks and wv
+ * are finite numbers (rows whose keys are not are left out, with a
+ * warning: pl_rep_keys_ok). */
 typedef struct pl__train_pt {
   const pl_table *t;
   int r;
+  int run; /* the file's number in the report's file table */
   const char *model, *system, *variant, *status, *kind;
   double seq, ranks, wv, tok, tflops, batch; /* batch: tokens · W_v */
 } pl__train_pt;
@@ -35,6 +31,17 @@ typedef struct pl__train_paper_pt {
 } pl__train_paper_pt;
 extern const pl__train_paper_pt pl__train_paper[];
 extern const int pl__train_npaper;
+/* "Prediction vs measurement": for the rows p[0..n), the planner's pred_*
+ * columns beside the measured peaks and step, errors against the targets
+ * (memory 5%, a GPU step 15%), the rows outside them flagged. */
+void pl__report_train_pred(FILE *md, const pl__train_pt *p, int n);
+/* The first columns of a row in every per-row table of train.md: run,
+ * model, context, system, variant, kind, ranks / W_v (what tells two rows
+ * of different points, or of two runs of one point, apart). */
+#define PL__TRAIN_ROW_HEAD                                                     \
+  "| run | model | context | system | variant | kind | ranks / W_v |"
+#define PL__TRAIN_ROW_RULE "|---|---|---|---|---|---|---|"
+void pl__train_row_head(FILE *md, const pl__train_pt *p);
 
 /* The paper's FSDP2-best figures per model (120b, 241b, 667b): its longest
  * context, the throughput ratio at 120B/128K, the largest global batch of

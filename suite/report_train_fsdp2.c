@@ -196,10 +196,10 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
         "| %s | %.0f / %.0f | %s | %s | %s | %s | %s | %s (%d / %d) | %s "
         "| %s | %s |\n",
         p[i].model, p[i].ranks, p[i].wv, pl__train_ctx(c, sizeof c, p[i].seq),
-        pl_rep_fmt(t1, sizeof t1, "%.1f", a ? a->tok : na, ta ? "oom" : "-"),
-        pl_rep_fmt(t2, sizeof t2, "%.3g", a ? a->tflops : na, "-"),
-        pl_rep_fmt(t3, sizeof t3, "%.1f", b ? b->tok : na, tf ? "oom" : "-"),
-        pl_rep_fmt(t4, sizeof t4, "%.3g", b ? b->tflops : na, "-"),
+        pl_rep_q(t1, sizeof t1, a ? a->tok : na, ta ? "oom" : "-"),
+        pl_rep_q(t2, sizeof t2, a ? a->tflops : na, "-"),
+        pl_rep_q(t3, sizeof t3, b ? b->tok : na, tf ? "oom" : "-"),
+        pl_rep_q(t4, sizeof t4, b ? b->tflops : na, "-"),
         b    ? b->variant
         : tf ? "none fits"
              : "not run",
@@ -258,13 +258,13 @@ void pl__report_train_tuning(FILE *md, const pl__train_pt *p, int n) {
     nf += !strcmp(p[i].system, "fsdp2");
   if (!nf)
     return;
-  fprintf(md, "\n## FSDP2-best: every configuration tried\n\nPer model, "
-              "scale and context, the fsdp2 rows fastest first (kind `tune`: "
-              "a point of `--tune`); **best** marks FSDP2-best, the fastest "
-              "that fits.\n\n| model | ranks / W_v | context | "
-              "configuration | kind | status | tok/s/GPU | TFLOP/s/GPU | "
-              "device peak | pinned host | |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|\n");
+  fprintf(md,
+          "\n## FSDP2-best: every configuration tried\n\nPer model, "
+          "scale and context, the fsdp2 rows fastest first (kind `tune`: "
+          "a point of `--tune`); **best** marks FSDP2-best, the fastest "
+          "that fits.\n\n" PL__TRAIN_ROW_HEAD
+          " status | tok/s/GPU | TFLOP/s/GPU | device peak | pinned host "
+          "| FSDP2-best |\n" PL__TRAIN_ROW_RULE "---|---|---|---|---|---|\n");
   int *ix = malloc(sizeof *ix * (size_t)nf);
   PL_ASSERT(ix != NULL);
   for (int i = 0; i < n; i++) {
@@ -293,18 +293,16 @@ void pl__report_train_tuning(FILE *md, const pl__train_pt *p, int n) {
       }
     for (int a = 0; a < k; a++) {
       const pl__train_pt *x = &p[ix[a]];
-      char c[16], b1[32], b2[32];
-      fprintf(md,
-              "| %s | %.0f / %.0f | %s | %s | %s | %s | %s | %s | %s | %s "
-              "| %s |\n",
-              x->model, x->ranks, x->wv, pl__train_ctx(c, sizeof c, x->seq),
-              x->variant, x->kind, x->status, pl_cell(x->t, x->r, "tok_s_gpu"),
-              pl_cell(x->t, x->r, "tflops"),
+      char b1[32], b2[32], q1[32], q2[32];
+      pl__train_row_head(md, x);
+      fprintf(md, " %s | %s | %s | %s | %s | %s |\n", x->status,
+              pl_rep_q(q1, sizeof q1, x->tok, "-"),
+              pl_rep_q(q2, sizeof q2, x->tflops, "-"),
               pl_rep_bytes(b1, sizeof b1,
                            pl_cell_num(x->t, x->r, "dev_peak_bytes")),
               pl_rep_bytes(b2, sizeof b2,
                            pl_cell_num(x->t, x->r, "host_peak_bytes")),
-              a == 0 && is_ok(x) ? "**best**" : "");
+              a == 0 && is_ok(x) ? "**best**" : "-");
     }
   }
   free(ix);
@@ -368,7 +366,7 @@ void pl__report_train_peer(FILE *md, const pl__train_pt *p, int n,
                             ? pl_cell_num(o->t, o->r, "dev_peak_bytes") /
                                   pl_cell_num(t, r, "dev_peak_bytes")
                             : NAN;
-      char c[16], b1[32], b2[32], r1[32], r2[32], label[96];
+      char c[16], b1[32], b2[32], r1[32], r2[32], label[96], q1[32], q2[32];
       if (o)
         snprintf(label, sizeof label, "%s", o->model);
       else
@@ -380,8 +378,8 @@ void pl__report_train_peer(FILE *md, const pl__train_pt *p, int n,
               "%s |\n",
               label, pl__train_ctx(c, sizeof c, pl_cell_num(t, r, "seq")),
               pl_cell(t, r, "variant"),
-              o ? pl_cell(o->t, o->r, "tok_s_gpu") : "-",
-              pl_cell(t, r, "tok_s_gpu"),
+              pl_rep_q(q1, sizeof q1, o ? o->tok : NAN, "-"),
+              pl_rep_q(q2, sizeof q2, pl_cell_num(t, r, "tok_s_gpu"), "-"),
               pl_rep_fmt(r1, sizeof r1, "%.2f", tr, "-"), within(tr),
               pl_rep_bytes(b1, sizeof b1,
                            o ? pl_cell_num(o->t, o->r, "dev_peak_bytes") : NAN),
@@ -396,12 +394,12 @@ void pl__report_train_peer(FILE *md, const pl__train_pt *p, int n,
   for (int i = 0; i < n; i++) { /* ours without a PyTorch row */
     if (used[i] || strcmp(p[i].kind, "peer") || strcmp(p[i].system, "fsdp2"))
       continue;
-    char c[16], b1[32];
+    char c[16], b1[32], q1[32];
     fprintf(md,
             "| %s | %s | %s | %s | - | - | - | %s | - | - | - | %s / "
             "not run |\n",
             p[i].model, pl__train_ctx(c, sizeof c, p[i].seq), p[i].variant,
-            pl_cell(p[i].t, p[i].r, "tok_s_gpu"),
+            pl_rep_q(q1, sizeof q1, p[i].tok, "-"),
             pl_rep_bytes(b1, sizeof b1,
                          pl_cell_num(p[i].t, p[i].r, "dev_peak_bytes")),
             p[i].status);

@@ -18,16 +18,6 @@
 #define MEM_TARGET 0.05
 #define TIME_TARGET 0.15
 
-static const char *ctxname(char *b, size_t n, double s) {
-  if (s >= 1048576 && fmod(s, 1048576) == 0)
-    snprintf(b, n, "%.0fM", s / 1048576);
-  else if (s >= 1024 && fmod(s, 1024) == 0)
-    snprintf(b, n, "%.0fK", s / 1024);
-  else
-    snprintf(b, n, "%.0f", s);
-  return b;
-}
-
 /* "pred / meas (±e%)" of bytes or ms; *err the relative error (NaN: none) */
 static void pair(FILE *md, double pred, double meas, bool bytes, double *err) {
   char a[32], b[32];
@@ -36,8 +26,8 @@ static void pair(FILE *md, double pred, double meas, bool bytes, double *err) {
     pl_rep_bytes(a, sizeof a, pred);
     pl_rep_bytes(b, sizeof b, meas);
   } else {
-    pl_rep_fmt(a, sizeof a, "%.1f", pred, "-");
-    pl_rep_fmt(b, sizeof b, "%.1f", meas, "-");
+    pl_rep_q(a, sizeof a, pred, "-");
+    pl_rep_q(b, sizeof b, meas, "-");
   }
   if (isnan(meas)) {
     fprintf(md, " %s / - |", a);
@@ -53,16 +43,16 @@ static void pair(FILE *md, double pred, double meas, bool bytes, double *err) {
     fprintf(md, " %s / %s (%+.1f%%) |", a, b, 100 * *err);
 }
 
-void pl__report_train_pred(FILE *md, const pl_table *const *t, const int *r,
-                           int n) {
+void pl__report_train_pred(FILE *md, const pl__train_pt *p, int n) {
   int rows = 0;
   for (int i = 0; i < n; i++)
-    rows += !isnan(pl_cell_num(t[i], r[i], "pred_dev_peak_bytes"));
+    rows += !isnan(pl_cell_num(p[i].t, p[i].r, "pred_dev_peak_bytes"));
   fprintf(md, "\n## Prediction vs measurement\n\n");
   if (!rows) {
-    fprintf(md, "No row carries the planner's prediction (pred_* columns: "
-                "`plateau bench train` writes them for every point the "
-                "planner models).\n");
+    fprintf(md,
+            "No rows: no row carries the planner's prediction (pred_* columns: "
+            "`plateau bench train` writes them for every point the "
+            "planner models).\n");
     return;
   }
   fprintf(md,
@@ -75,16 +65,16 @@ void pl__report_train_pred(FILE *md, const pl_table *const *t, const int *r,
           "prediction for the machine given, not held to the target). "
           "Flags: `mem` a peak outside its target, `time` a GPU step "
           "outside it, `fit` the plan's verdict contradicted (predicted to "
-          "fit and out of memory, or refused and ok under --verify).\n\n"
-          "| model | context | system | variant | status | device peak | "
-          "pinned host | step ms | flags |\n"
-          "|---|---|---|---|---|---|---|---|---|\n",
+          "fit and out of memory, or refused and ok under "
+          "--verify).\n\n" PL__TRAIN_ROW_HEAD
+          " status | device peak | pinned host | step ms "
+          "| flags |\n" PL__TRAIN_ROW_RULE "---|---|---|---|---|\n",
           100 * MEM_TARGET, 100 * TIME_TARGET);
   int flagged = 0, nmem = 0, ntime = 0;
   double wmem = 0, wtime = 0, wtime_cpu = 0;
   for (int i = 0; i < n; i++) {
-    const pl_table *x = t[i];
-    const int k = r[i];
+    const pl_table *x = p[i].t;
+    const int k = p[i].r;
     const double pd = pl_cell_num(x, k, "pred_dev_peak_bytes");
     if (isnan(pd))
       continue;
@@ -92,10 +82,8 @@ void pl__report_train_pred(FILE *md, const pl_table *const *t, const int *r,
     const bool ok = !strcmp(status, "ok"),
                cuda = !strcmp(pl_rep_meta(x, "backend", ""), "cuda");
     const bool refused = strstr(note, "plan: does not fit") != NULL;
-    char c[16];
-    fprintf(md, "| %s | %s | %s | %s | %s%s |", pl_cell(x, k, "model"),
-            ctxname(c, sizeof c, pl_cell_num(x, k, "seq")),
-            pl_cell(x, k, "system"), pl_cell(x, k, "variant"), status,
+    pl__train_row_head(md, &p[i]);
+    fprintf(md, " %s%s |", status,
             !strcmp(status, "infeasible") && refused ? " (plan: not launched)"
             : !strcmp(status, "oom") && refused      ? " (as the plan said)"
             : ok && refused ? " (--verify; the plan said no fit)"

@@ -39,6 +39,29 @@ bool pl_has_col(const pl_table *t, const char *col) {
   return pl_table_col(t, col) >= 0;
 }
 
+bool pl_rep_keys_ok(const char *report, const pl_table *t, int r,
+                    const char *const *cols) {
+  for (int k = 0; cols[k]; k++) {
+    const char *v = pl_cell(t, r, cols[k]);
+    if (isfinite(pl_rep_num(v)))
+      continue;
+    char line[32] = "";
+    if (t->lines)
+      snprintf(line, sizeof line, ":%d", t->lines[r]);
+    char keys[256] = "";
+    for (int j = 0; cols[j]; j++)
+      snprintf(keys + strlen(keys), sizeof keys - strlen(keys), "%s%s",
+               j ? ", " : "", cols[j]);
+    fprintf(stderr,
+            "plateau report: %s%s: row left out of the %s report: %s is "
+            "'%s', not a number (its rows are grouped and sorted by %s)\n",
+            t->path, line, report, cols[k],
+            pl_has_col(t, cols[k]) ? v : "(no such column)", keys);
+    return false;
+  }
+  return true;
+}
+
 /* ---- Markdown and formats ---------------------------------------------------
  */
 void pl_rep_md_text(FILE *f, const char *s) {
@@ -55,6 +78,21 @@ const char *pl_rep_fmt(char *buf, size_t n, const char *fmt, double v,
     snprintf(buf, n, "%s", nan);
   else
     snprintf(buf, n, fmt, v);
+  return buf;
+}
+
+const char *pl_rep_q(char *buf, size_t n, double v, const char *nan) {
+  if (!isfinite(v)) {
+    snprintf(buf, n, "%s", isnan(v) ? nan : v > 0 ? "inf" : "-inf");
+    return buf;
+  }
+  const double a = fabs(v);
+  if (a >= 1000 || a == 0)
+    snprintf(buf, n, "%.0f", v);
+  else if (a >= 1e-6) /* 4 significant digits as a plain decimal */
+    snprintf(buf, n, "%.*f", 3 - (int)floor(log10(a)), v);
+  else
+    snprintf(buf, n, "%.3g", v);
   return buf;
 }
 
@@ -128,17 +166,29 @@ void pl_rep_md_head(FILE *f, const pl_report_ctx *rc, const char *title,
 }
 
 /* A cell of a Markdown table: memory (unit B in the schema) in the binary
- * unit that keeps it >= 1, 4 significant digits; anything else as written. */
+ * unit that keeps it >= 1, 4 significant digits; a time, rate or percentage
+ * in pl_rep_q's one format; anything else as written. */
 static void cell_text(FILE *f, const char *col, const char *v) {
+  static const char *const q_units[] = {"ms",    "GB/s", "Gparam/s", "TFLOP/s",
+                                        "tok/s", "%",    NULL};
   const pl_col_def *d = pl_schema_find(col);
   double x = pl_rep_num(v);
+  bool q = false;
+  for (int i = 0; d && q_units[i]; i++)
+    q |= strcmp(d->unit, q_units[i]) == 0;
+  if (q && !isnan(x)) {
+    char b[32];
+    fputs(pl_rep_q(b, sizeof b, x, "-"), f);
+    return;
+  }
   if (!d || strcmp(d->unit, "B") != 0 || isnan(x)) {
     pl_rep_md_text(f, v);
     return;
   }
   static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int k = 0;
-  while (k < 4 && fabs(x) >= 1024.0) x /= 1024.0, k++;
+  while (k < 4 && fabs(x) >= 1024.0)
+    x /= 1024.0, k++;
   fprintf(f, "%.4g %s", x, u[k]);
 }
 
@@ -197,19 +247,132 @@ void pl_rep_md_rows(FILE *f, pl_table *const *t, int n,
 }
 
 /* ---- output files -----------------------------------------------------------
- */
+ * Every file of a report is written under a temporary name beside its
+ * target (created with O_EXCL by mkstemp, so nothing that already exists is
+ * ever opened for writing) and renamed over the target when complete: a
+ * symbolic link, a FIFO or anything else at the target is replaced, never
+ * written through, and a report that fails half-way leaves the previous
+ * file whole. */
+typedef struct pending {
+  FILE *f;
+  char tmp[PATH_MAX];
+} pending;
+static pending open_files[8]; /* a hook has at most a few files open */
+
+/* The mode a plain fopen would give a new file (0666 less the umask). */
+static mode_t file_mode(void) {
+  const mode_t m = umask(0);
+  umask(m);
+  return 0666 & ~m;
+}
+
+/* A new temporary file beside path: ".<name>.XXXXXX<suffix>" in path's
+ * directory; its name in tmp (n bytes).  -1 with errno on failure. */
+static int temp_beside(const char *path, const char *suffix, char *tmp,
+                       size_t n) {
+  const char *slash = strrchr(path, '/');
+  const int dl = slash ? (int)(slash - path + 1) : 0;
+  const int len = snprintf(tmp, n, "%.*s.%s.XXXXXX%s", dl, path,
+                           slash ? slash + 1 : path, suffix);
+  if (len < 0 || (size_t)len >= n) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  const int fd = mkstemps(tmp, (int)strlen(suffix));
+  if (fd >= 0 && fchmod(fd, file_mode()) != 0) {
+    const int e = errno;
+    close(fd);
+    unlink(tmp);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+pl_status pl__rep_commit(const char *tmp, const char *path) {
+  struct stat st;
+  if (lstat(path, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      unlink(tmp);
+      return pl_set_error(PL_EIO, "write %s: a directory is in the way", path);
+    }
+    if (S_ISLNK(st.st_mode)) {
+      char to[PATH_MAX] = "?";
+      const ssize_t k = readlink(path, to, sizeof to - 1);
+      to[k > 0 ? k : 1] = '\0';
+      fprintf(stderr,
+              "plateau report: warning: %s was a symbolic link (to %s): "
+              "replaced by the report's file; what it pointed to is "
+              "untouched\n",
+              path, to);
+    } else if (!S_ISREG(st.st_mode)) {
+      fprintf(stderr,
+              "plateau report: warning: %s was not a regular file: replaced "
+              "by the report's file\n",
+              path);
+    }
+  }
+  if (rename(tmp, path) != 0) {
+    const pl_status s =
+        pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
+    unlink(tmp);
+    return s;
+  }
+  return PL_OK;
+}
+
 FILE *pl_rep_open(const pl_report_ctx *rc, const char *name, char *path,
                   size_t n) {
   snprintf(path, n, "%s/%s", rc->out_dir, name);
-  FILE *f = fopen(path, "w");
-  if (!f)
+  pending *p = NULL;
+  for (int i = 0; i < (int)(sizeof open_files / sizeof *open_files); i++)
+    if (!open_files[i].f && !p)
+      p = &open_files[i];
+  PL_ASSERT(p != NULL); /* more files open at once than any report needs */
+  const int fd = temp_beside(path, "", p->tmp, sizeof p->tmp);
+  if (fd < 0) {
     pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
-  return f;
+    return NULL;
+  }
+  p->f = fdopen(fd, "w");
+  if (!p->f) {
+    pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
+    close(fd);
+    unlink(p->tmp);
+  }
+  return p->f;
+}
+
+static pending *pending_of(FILE *f) {
+  for (int i = 0; i < (int)(sizeof open_files / sizeof *open_files); i++)
+    if (open_files[i].f == f)
+      return &open_files[i];
+  PL_ASSERT(!"a FILE not opened by pl_rep_open");
+  return NULL;
+}
+
+void pl_rep_discard(FILE *f) {
+  if (!f)
+    return;
+  pending *p = pending_of(f);
+  fclose(f);
+  unlink(p->tmp);
+  p->f = NULL;
 }
 
 pl_status pl_rep_close(FILE *f, const char *path) {
-  if (fclose(f) != 0)
-    return pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
+  pending *p = pending_of(f);
+  const bool bad = ferror(f) != 0;
+  const int e = bad ? EIO : 0;
+  const int rc = fclose(f);
+  p->f = NULL;
+  if (bad || rc != 0) {
+    const pl_status s =
+        pl_set_error(PL_EIO, "write %s: %s", path, strerror(bad ? e : errno));
+    unlink(p->tmp);
+    return s;
+  }
+  PL_TRY(pl__rep_commit(p->tmp, path));
   printf("%s\n", path);
   return PL_OK;
 }
@@ -297,15 +460,23 @@ pl_status pl_rep_chart(pl_report_ctx *rc, const char *script, const char *data,
   snprintf(path, sizeof path, "%s/%s", rc->analysis_dir, script);
   if (access(path, R_OK) != 0)
     return pl_set_error(PL_EIO, "chart script %s: %s", path, strerror(errno));
-  static const char *const exts[] = {"svg", "png"};
+  static const char *const exts[] = {".svg", ".png"};
   for (int e = 0; e < 2; e++) {
-    char out[PATH_MAX + 8];
-    snprintf(out, sizeof out, "%s.%s", out_stem, exts[e]);
-    const char *args[12] = {data, out};
+    char out[PATH_MAX + 8], tmp[PATH_MAX + 32];
+    snprintf(out, sizeof out, "%s%s", out_stem, exts[e]);
+    /* gnuplot writes a new file of ours beside the chart (its name ends in
+     * the extension the scripts pick the terminal by), renamed over it */
+    const int fd = temp_beside(out, exts[e], tmp, sizeof tmp);
+    if (fd < 0)
+      return pl_set_error(PL_EIO, "write %s: %s", out, strerror(errno));
+    close(fd);
+    const char *args[12] = {data, tmp};
     int na = 2;
     for (int i = 0; i < nextra && na < 12; i++)
       args[na++] = extra[i];
     int code = gnuplot(path, args, na);
+    if (code != 0)
+      unlink(tmp);
     if (code == 127) {
       skipped(rc, "gnuplot not found");
       return PL_OK;
@@ -313,6 +484,7 @@ pl_status pl_rep_chart(pl_report_ctx *rc, const char *script, const char *data,
     if (code != 0)
       return pl_set_error(PL_ERUNTIME, "gnuplot -c %s %s %s: exit %d", path,
                           data, out, code);
+    PL_TRY(pl__rep_commit(tmp, out));
     printf("%s\n", out);
   }
   return PL_OK;

@@ -96,6 +96,85 @@ static int same_group(const vrow *a, const vrow *b) {
          a->n == b->n;
 }
 
+/* Rows of one vocab chart: the same backend, dtype, math and shape. */
+static bool same_chart(const vrow *a, const vrow *b) {
+  return !strcmp(a->backend, b->backend) && !strcmp(a->dtype, b->dtype) &&
+         !strcmp(a->math, b->math) && a->h == b->h && a->v == b->v;
+}
+
+/* The chart of rows like g (same_chart): peak and time per variant vs N,
+ * the best block's ok row per N; `plain`: named vocab.{svg,png}, else
+ * vocab-<dtype>[-<math>]-H<h>-V<v>.  Not drawn (said so) without an ok
+ * row of a charted variant. */
+static pl_status chart(pl_report_ctx *rc, const vrow *rows, int nr,
+                       const vrow *g, bool plain) {
+  static const char *vars[] = {"dense", "fused", "chunk", "vp", "ring"};
+  char name[160], data[PATH_MAX], stem[PATH_MAX], present[64] = "", title[192];
+  if (plain)
+    snprintf(name, sizeof name, "vocab");
+  else
+    snprintf(name, sizeof name, "vocab-%s%s%s-H%ld-V%ld", g->dtype,
+             strcmp(g->math, "fp32") && strcmp(g->math, "-") ? "-" : "",
+             strcmp(g->math, "fp32") && strcmp(g->math, "-") ? g->math : "",
+             g->h, g->v);
+  /* the memory axis in the unit of the largest peak charted */
+  double maxp = 0, U;
+  for (int k = 0; k < nr; k++)
+    if (same_chart(&rows[k], g) && !strcmp(rows[k].status, "ok") &&
+        rows[k].peak * GIB > maxp)
+      maxp = rows[k].peak * GIB;
+  for (int q = 0; q < 5; q++) {
+    bool any = false;
+    for (int k = 0; k < nr && !any; k++)
+      any = same_chart(&rows[k], g) && !strcmp(rows[k].variant, vars[q]) &&
+            !strcmp(rows[k].status, "ok");
+    if (any)
+      snprintf(present + strlen(present), sizeof present - strlen(present),
+               "%s%s", present[0] ? " " : "", vars[q]);
+  }
+  const char *unit = pl_rep_unit(maxp, &U);
+  snprintf(title, sizeof title, "%s, %s%s, H = %ld, V = %ld", g->backend,
+           g->dtype, strcmp(g->math, "tf32") ? "" : " in TF32 math", g->h,
+           g->v);
+  char file[192];
+  snprintf(file, sizeof file, "%s%s.tsv", name, plain ? "-chart" : "");
+  FILE *d = pl_rep_open(rc, file, data, sizeof data);
+  if (!d) return PL_EIO;
+  fprintf(d, "# vocab: peak (%s) and time ms vs N per variant (%s; best "
+             "block); from plateau report\ntokens", unit, title);
+  for (int q = 0; q < 5; q++) fprintf(d, "\t%s_dev_peak\t%s_time_ms", vars[q], vars[q]);
+  fprintf(d, "\n");
+  for (int i = 0; i < nr;) { /* rows are sorted by N within a chart */
+    int j = i;
+    while (j < nr && (j == i || same_group(&rows[i], &rows[j]))) j++;
+    if (same_chart(&rows[i], g)) {
+      fprintf(d, "%ld", rows[i].n);
+      for (int q = 0; q < 5; q++) {
+        const vrow *b = NULL;
+        for (int k = i; k < j; k++)
+          if (!strcmp(rows[k].variant, vars[q]) && !strcmp(rows[k].status, "ok") &&
+              (!b || rows[k].peak < b->peak))
+            b = &rows[k];
+        if (b)
+          fprintf(d, "\t%.6g\t%.6g", b->peak * GIB / U, b->ms);
+        else
+          fprintf(d, "\tNaN\tNaN");
+      }
+      fprintf(d, "\n");
+    }
+    i = j;
+  }
+  PL_TRY(pl_rep_close(d, data));
+  snprintf(stem, sizeof stem, "%s/%s", rc->out_dir, name);
+  if (!present[0]) {
+    printf("%s.svg: not drawn: no ok row of a charted variant (%s)\n", stem,
+           title);
+    return PL_OK;
+  }
+  const char *extra[] = {unit, present, title};
+  return pl_rep_chart(rc, "vocab.gp", data, stem, extra, 3);
+}
+
 pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
                           int ntables) {
   int cap = 0;
@@ -107,6 +186,8 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
     const pl_table *t = tables[i];
     const char *be = pl_table_meta(t, "backend");
     for (int r = 0; r < t->nrows; r++) {
+      static const char *const keys[] = {"tokens", "hidden", "vocab", NULL};
+      if (!pl_rep_keys_ok("vocab", t, r, keys)) continue;
       vrow *v = &rows[nr++];
       v->backend = be ? be : "?";
       v->variant = pl_cell(t, r, "variant");
@@ -125,7 +206,8 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
       v->n = (long)pl_cell_num(t, r, "tokens");
       v->h = (long)pl_cell_num(t, r, "hidden");
       v->v = (long)pl_cell_num(t, r, "vocab");
-      v->ranks = (long)pl_cell_num(t, r, "ranks");
+      const double rk = pl_cell_num(t, r, "ranks");
+      v->ranks = isfinite(rk) ? (long)rk : 0;
       double b = pl_cell_num(t, r, "block");
       v->block = isnan(b) ? 0 : (long)b;
       v->ms = pl_cell_num(t, r, "time_ms");
@@ -160,7 +242,7 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
              "weights).\n\n");
   for (int i = 0; i < nr;) {
     int j = i;
-    while (j < nr && same_group(&rows[i], &rows[j])) j++;
+    while (j < nr && (j == i || same_group(&rows[i], &rows[j]))) j++;
     const vrow *dense = NULL;
     for (int k = i; k < j; k++)
       if (!strcmp(rows[k].variant, "dense") && !strcmp(rows[k].status, "ok"))
@@ -319,59 +401,29 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
     fprintf(f, "\n");
     i = j;
   }
-  fclose(f);
-  printf("%s\n", path);
-
-  /* Chart data: f32 rows of the first backend, peak and time per variant. */
-  char data[PATH_MAX];
-  snprintf(data, sizeof data, "%s/vocab-chart.tsv", rc->out_dir);
-  FILE *d = fopen(data, "w");
-  if (!d) {
+  pl_status cst = pl_rep_close(f, path);
+  if (cst != PL_OK) {
     free(rows);
-    return pl_set_error(PL_EIO, "report vocab: %s: %s", data, strerror(errno));
+    return cst;
   }
-  static const char *vars[] = {"dense", "fused", "chunk", "vp", "ring"};
-  const char *be0 = nr ? rows[0].backend : "-";
-  const char *dt0 = "f32";
-  int have_f32 = 0;
-  for (int k = 0; k < nr; k++) have_f32 |= !strcmp(rows[k].dtype, "f32");
-  if (!have_f32 && nr) dt0 = rows[0].dtype;
-  /* the memory axis in the unit of the largest peak charted */
-  double maxp = 0, U;
-  for (int k = 0; k < nr; k++)
-    if (!strcmp(rows[k].backend, be0) && !strcmp(rows[k].dtype, dt0) &&
-        !strcmp(rows[k].status, "ok") && rows[k].peak * GIB > maxp)
-      maxp = rows[k].peak * GIB;
-  const char *unit = pl_rep_unit(maxp, &U);
-  fprintf(d, "# vocab: peak (%s) and time ms vs N per variant (%s, %s; best "
-             "block); from plateau report\ntokens", unit, be0, dt0);
-  for (int q = 0; q < 5; q++) fprintf(d, "\t%s_dev_peak\t%s_time_ms", vars[q], vars[q]);
-  fprintf(d, "\n");
-  for (int i = 0; i < nr;) {
-    int j = i;
-    while (j < nr && same_group(&rows[i], &rows[j])) j++;
-    if (!strcmp(rows[i].backend, be0) && !strcmp(rows[i].dtype, dt0)) {
-      fprintf(d, "%ld", rows[i].n);
-      for (int q = 0; q < 5; q++) {
-        const vrow *b = NULL;
-        for (int k = i; k < j; k++)
-          if (!strcmp(rows[k].variant, vars[q]) && !strcmp(rows[k].status, "ok") &&
-              (!b || rows[k].peak < b->peak))
-            b = &rows[k];
-        if (b)
-          fprintf(d, "\t%.6g\t%.6g", b->peak * GIB / U, b->ms);
-        else
-          fprintf(d, "\tNaN\tNaN");
-      }
-      fprintf(d, "\n");
+
+  /* Charts: one per precision and shape (backend, dtype, math, H, V), so a
+   * line never joins two precisions at one N; the first (f32 of the first
+   * backend when there is one) is vocab.{svg,png}. */
+  int first = -1;
+  for (int k = 0; k < nr && first < 0; k++)
+    if (!strcmp(rows[k].dtype, "f32") && !strcmp(rows[k].math, "fp32") &&
+        !strcmp(rows[k].backend, rows[0].backend))
+      first = k;
+  if (first < 0) first = 0;
+  pl_status st = PL_OK;
+  for (int pass = 0; pass < 2 && st == PL_OK; pass++)
+    for (int k = 0; k < nr && st == PL_OK; k++) {
+      bool seen = false; /* the first row of its chart group only */
+      for (int j = 0; j < k && !seen; j++) seen = same_chart(&rows[j], &rows[k]);
+      if (seen || (pass == 0) != same_chart(&rows[k], &rows[first])) continue;
+      st = chart(rc, rows, nr, &rows[k], pass == 0);
     }
-    i = j;
-  }
-  fclose(d);
-  printf("%s\n", data);
   free(rows);
-  char stem[PATH_MAX];
-  snprintf(stem, sizeof stem, "%s/vocab", rc->out_dir);
-  const char *extra[] = {unit};
-  return pl_rep_chart(rc, "vocab.gp", data, stem, extra, 1);
+  return st;
 }

@@ -70,6 +70,7 @@ typedef struct pl_table {
   char **cols;        /* header names                                */
   int nrows;
   char ***rows;       /* rows[i][j]                                  */
+  int *lines;         /* lines[i]: row i's line number in the file   */
   int nmeta;
   char **meta_keys, **meta_vals;
   int nbad;           /* malformed lines skipped (torn rows)          */

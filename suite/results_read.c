@@ -229,7 +229,9 @@ pl_status pl_table_read(const char *path, pl_table *out) {
   size_t cap = 0, rows_cap = 0, meta_cap = 0;
   ssize_t n;
   bool have_schema = false;
+  int lineno = 0;
   while ((n = getline(&line, &cap, f)) > 0) {
+    lineno++;
     if (line[n - 1] != '\n') { /* torn last line: no newline yet */
       out->nbad++;
       break;
@@ -279,8 +281,10 @@ pl_status pl_table_read(const char *path, pl_table *out) {
     if (out->nrows == (int)rows_cap) {
       rows_cap = rows_cap ? 2 * rows_cap : 64;
       out->rows = realloc(out->rows, rows_cap * sizeof(char **));
-      PL_ASSERT(out->rows != NULL);
+      out->lines = realloc(out->lines, rows_cap * sizeof(int));
+      PL_ASSERT(out->rows != NULL && out->lines != NULL);
     }
+    out->lines[out->nrows] = lineno;
     out->rows[out->nrows++] = fields;
   }
   free(line);
@@ -330,6 +334,7 @@ void pl_table_free(pl_table *t) {
   for (int i = 0; i < t->nrows; i++)
     free_fields(t->rows[i], t->ncols);
   free(t->rows);
+  free(t->lines);
   for (int i = 0; i < t->nmeta; i++) {
     free(t->meta_keys[i]);
     free(t->meta_vals[i]);

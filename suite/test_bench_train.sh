@@ -4,7 +4,8 @@
 #  - the cpu preset on one rank: a row per context, ok, check pass with the
 #    reference step compared (max_err a number), the losses of every step
 #    (warm-ups first, the last = loss), the breakdown, rates, peaks within
-#    the description's upper estimate (bound_bytes);
+#    the description's upper estimate (bound_bytes); a progress line per
+#    step on stderr (rank 0 alone), none in the result file;
 #  - mpirun -np 2, every switch once over a few runs (D, P, the dispatches,
 #    the heads, SCO budgets, the optimizers, micro-batches, the chunk cap, a
 #    token shard from `plateau tokens`, the proxy W_v > W): ok rows, the
@@ -32,6 +33,9 @@
 #    files of both systems and their max-batch searches (with the trials'
 #    rows), the paper's layout: tok/s and TFLOP/s ratios per context,
 #    reach and max batch with the paper's 7.6× / 8× / 12× beside;
+#  - warm-ups that had not converged (a first-use cost injected with
+#    PLATEAU_INJECT_SLOW_RUNS): the timed step is the steady one, the note
+#    says how many warm-ups it took;
 #  - maxbatch --bench train with --mem-limit: trials in child processes
 #    (mpirun -np 1: an OOM on one rank of several can leave the others in a
 #    collective) forwarding the train options; the summary's bound has an ok
@@ -46,12 +50,16 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREAD
 
 runs=$tmp/runs
 # rows FILE EXPR: print EXPR (awk, columns as c["name"]) for every data row;
-# sel FILE COND: print the rows where COND holds
+# sel FILE COND: print the rows where COND holds.  In both, extra(note) is
+# the number of warm-ups the harness added to -w (its note "warm-ups: N (-w
+# W ...": they had not converged), so a step count can be checked exactly.
+EXTRA='function extra(note, a) { if (!match(note, /warm-ups: [0-9]+ \(-w [0-9]+/)) return 0
+  split(substr(note, RSTART, RLENGTH), a, /[^0-9]+/); return a[2] - a[3] }'
 rows() {
-  awk -F'\t' -v OFS='\t' "/^#/ {next} !h {for (i = 1; i <= NF; i++) c[\$i] = i; h = 1; next} {print $2}" "$1"
+  awk -F'\t' -v OFS='\t' "$EXTRA /^#/ {next} !h {for (i = 1; i <= NF; i++) c[\$i] = i; h = 1; next} {print $2}" "$1"
 }
 sel() {
-  awk -F'\t' "/^#/ {next} !h {for (i = 1; i <= NF; i++) c[\$i] = i; h = 1; next} $2 {print}" "$1"
+  awk -F'\t' "$EXTRA /^#/ {next} !h {for (i = 1; i <= NF; i++) c[\$i] = i; h = 1; next} $2 {print}" "$1"
 }
 # run NAME CMD...: a run into $runs/NAME; its output in $tmp/NAME.out; sets f
 run() {
@@ -73,10 +81,14 @@ bad=$(sel "$f" '$c["status"] != "ok" || $c["check"] != "pass" || $c["max_err"] =
   $c["note"] !~ /reference step compared/ || $c["tok_s_gpu"] <= 0 || $c["tflops"] <= 0 ||
   $c["attention_ms"] <= 0 || $c["moe_ms"] <= 0 || $c["head_ms"] <= 0 || $c["optimizer_ms"] <= 0 ||
   $c["dev_peak_bytes"] <= 0 || $c["dev_peak_bytes"] > $c["bound_bytes"] || $c["host_peak_bytes"] <= 0 ||
-  $c["params_total"] != 223680 || split($c["losses"], l, ",") != 4 || l[4] != $c["loss"] ||
+  $c["params_total"] != 223680 || (n = split($c["losses"], l, ",")) - extra($c["note"]) != 4 || l[n] != $c["loss"] ||
   $c["tokens"] != $c["seq"] || $c["system"] != "plateau" || $c["model"] != "tiny"')
 n=$(rows "$f" '$c["seq"]' | tr '\n' ' ')
 [[ -z $bad && $n == "64 128 " ]] && pass || { fail "cpu preset rows (seq: $n):"; echo "$bad"; }
+# progress: a line per step on stderr (step i/n, time, loss, ETA), never in the file
+[[ $(grep -cE '^\[train\] step [1-9][0-9]*/4\+? +[0-9.]+ s +loss [0-9.]+' "$tmp/cpu.out") -ge 8 ]] &&
+  grep -qE '^\[train\] step 1/4 .* ETA [0-9.]+ s$' "$tmp/cpu.out" && pass || fail "no per-step progress: $(head -3 "$tmp/cpu.out")"
+! grep -q '\[train\]' "$f" && pass || fail "progress lines in the result file"
 
 echo "== every switch, two ranks"
 M=($MPIRUN -np 2 "${B[@]}" --preset cpu --seq 64 -w 1 -n 2)
@@ -87,6 +99,8 @@ while IFS='|' read -r name opts want; do
   run "$name" "${M[@]}" $opts
   got=$(rows "$f" '$c["dispatch"], $c["head"], $c["optim"], $c["budget"], $c["D"], $c["P"], $c["micro"], $c["virtual_world"], $c["status"], $c["check"]' | tr '\t' ' ')
   [[ $got == "$want ok pass" ]] && pass || fail "$name: '$got', want '$want ok pass'"
+  # rank 0 alone prints the progress: one "step 1/3" line for the one point
+  [[ $(grep -c '^\[train\] step 1/3 ' "$tmp/$name.out") == 1 ]] && pass || fail "$name: progress of $(grep -c '^\[train\] step 1/3 ' "$tmp/$name.out") ranks"
   if [[ $name == proxy ]]; then
     rows "$f" '$c["note"]' | grep -q "reference step skipped: a proxy" && pass || fail "proxy: no skip note"
   else
@@ -108,14 +122,15 @@ echo "== fsdp2 beside plateau: the same rows, the reference check"
 run both1 "${B[@]}" --preset cpu --system plateau,fsdp2
 bad=$(sel "$f" '$c["status"] != "ok" || $c["check"] != "pass" || $c["note"] !~ /reference step compared/ ||
   $c["tok_s_gpu"] <= 0 || $c["tflops"] <= 0 || $c["dev_peak_bytes"] <= 0 || $c["kind"] != "run" ||
-  split($c["losses"], l, ",") != 4 || l[4] != $c["loss"]')
+  (n = split($c["losses"], l, ",")) - extra($c["note"]) != 4 || l[n] != $c["loss"]')
 got=$(rows "$f" '$c["system"], $c["seq"], $c["variant"], $c["D"], $c["cp"], $c["ep"], $c["ac"], $c["dispatch"], $c["head"], $c["optim"]' | tr '\t' ' ' | tr '\n' ';')
 want="plateau 64 pllep/ring/stream/sco=0/mb1 1 - - - pllep ring stream;fsdp2 64 cp1/ep1/ac=full/opt=gpu/mb1 1 1 1 full ep dense gpu;"
 want+="plateau 128 pllep/ring/stream/sco=0/mb1 1 - - - pllep ring stream;fsdp2 128 cp1/ep1/ac=full/opt=gpu/mb1 1 1 1 full ep dense gpu;"
 [[ -z $bad && $got == "$want" ]] && pass || { fail "plateau,fsdp2 rows: '$got'"; echo "$bad"; }
 # the same weights and sequences: every step's loss agrees between the systems
-rows "$f" '$c["seq"], $c["losses"]' | awk -F'\t' '{n = split($2, l, ","); if ($1 in first) {split(first[$1], p, ",");
-  for (i = 1; i <= n; i++) if ((l[i] - p[i])^2 > (1e-4 * p[i])^2) bad = 1; k++} else first[$1] = $2}
+# (step i of both sees batch i: the steps both ran, extra warm-ups or not)
+rows "$f" '$c["seq"], $c["losses"]' | awk -F'\t' '{n = split($2, l, ","); if ($1 in first) {m = split(first[$1], p, ",");
+  for (i = 1; i <= n && i <= m; i++) if ((l[i] - p[i])^2 > (1e-4 * p[i])^2) bad = 1; k++} else first[$1] = $2}
   END {exit !(k == 2 && !bad)}' && pass || fail "fsdp2 and plateau losses differ: $(rows "$f" '$c["losses"]' | tr '\n' ' ')"
 # name | options (two ranks, both systems) | fsdp2's columns: D cp ep ac optim tokens micro virtual_world
 while IFS='|' read -r name opts want; do
@@ -267,7 +282,7 @@ EOF
 mkdir -p "$tmp/peer"
 "${B[@]}" --points "$tmp/points.tsv" --dtype f32 -o "$tmp/peer" </dev/null >"$tmp/points.out" 2>&1 || fail "--points: exit $?"
 f=$(ls "$tmp/peer"/train.*.tsv 2>/dev/null | head -1)
-got=$(rows "${f:-/dev/null}" '$c["system"], $c["kind"], $c["model"], $c["vocab"], $c["variant"], $c["status"], $c["check"], split($c["losses"], l, ",")' | tr '\t' ' ' | tr '\n' ';')
+got=$(rows "${f:-/dev/null}" '$c["system"], $c["kind"], $c["model"], $c["vocab"], $c["variant"], $c["status"], $c["check"], split($c["losses"], l, ",") - extra($c["note"])' | tr '\t' ' ' | tr '\n' ';')
 want="fsdp2 peer densetiny 300 cp1/ep1/ac=full/opt=gpu/mb1 ok pass 3;fsdp2 peer moetiny 512 cp1/ep1/ac=full/opt=gpu/mb1 ok pass 3;"
 want+="fsdp2 peer moetiny 512 cp1/ep1/ac=selective/opt=gpu/mb1 ok pass 3;fsdp2 peer moetiny 512 cp1/ep1/ac=full/opt=cpu/mb2 ok pass 1;"
 [[ $got == "$want" ]] && pass || { fail "--points rows: '$got'"; tail -3 "$tmp/points.out"; }
@@ -300,11 +315,11 @@ if [[ -f $md ]]; then
   grep -q "## End to end (the paper's layout)" "$md" && grep -q "paper: 16–64 H200, different scale" "$md" &&
     grep -q "## Where a step's time goes" "$md" && grep -q "## Reach and max batch" "$md" &&
     grep -q "## plateau vs FSDP2-best" "$md" && pass || fail "train.md lacks a section"
-  [[ $(grep -c '^| tiny | ' "$md") -ge 10 ]] && pass || fail "train.md: few tiny rows"
-  grep -q '^| tiny | 512 | plateau | .* | oom |' "$md" && pass || fail "train.md: no oom row"
+  [[ $(grep -c '^| [0-9]* | tiny | ' "$md") -ge 10 ]] && pass || fail "train.md: few tiny rows"
+  grep -q '^| [0-9]* | tiny | 512 | plateau | .* | oom |' "$md" && pass || fail "train.md: no oom row"
   grep -q '^| custom:tiny | plateau | 0 | [0-9]* | [0-9]* | [0-9]* | [0-9]* | ok |' "$md" && pass || fail "train.md: no max-batch row"
-  ! grep -q '^| custom:tiny | [0-9K]* | ' "$md" && pass || fail "train.md: maxbatch trials among the points"
-  [[ $(awk '/^## FSDP2-best: every configuration tried/ {on = 1} on && /\| tune \| ok \|/' "$md" | grep -c .) -ge 16 &&
+  ! grep -q '^| [0-9]* | custom:tiny | [0-9K]* | ' "$md" && pass || fail "train.md: maxbatch trials among the points"
+  [[ $(awk '/^## FSDP2-best: every configuration tried/ {on = 1} on && /\| tune \| [0-9]+ \/ [0-9]+ \| ok \|/' "$md" | grep -c .) -ge 16 &&
     $(awk '/^## FSDP2-best: every configuration tried/ {on = 1} /^## The FSDP2 baseline/ {on = 0} on && /\*\*best\*\*/' "$md" | grep -c .) -ge 1 ]] &&
     pass || fail "train.md: the tuning section lacks the tune rows or the best mark"
   grep -q '^| tiny | 1 / 2 | 64 | [0-9.]* | [0-9.e-]* | [0-9.]* | [0-9.e-]* | cp[12]/ep[12]/ac=[a-z]*/opt=[a-z]*/mb[12] (20 / 20) | [0-9.]*× | [0-9.]*× | - |$' "$md" &&
@@ -351,24 +366,44 @@ trial 3 fsdp2 131072 ok
 trial 4 fsdp2 196608 oom
 "$BIN" report "$syn" >"$tmp/syn.out" 2>&1 || { fail "report of the synthetic files: exit $?"; tail -3 "$tmp/syn.out"; }
 md=$syn/report/train.md
-grep -q '^| 120b | 128K | plateau | .* | 1500 | 114 | 14.4 | .* | 1355 (91) on 16 GPUs |$' "$md" && pass || fail "120b 128K row with the paper's 1355 (91)"
-grep -q '^| 120b | 1M | fsdp2 | .* | oom | 642 (221) on 16 GPUs |$' "$md" && pass || fail "120b 1M fsdp2 oom row"
-grep -qF '| 120b | 1 / 16 | 128K | 1500.0 | 114 | 200.0 | 15.2 | cp1/ep16/ac=full/opt=cpu/mb1 (2 / 3) | 7.50× | 7.50× | 7.6× (16–64 H200, different scale) |' "$md" && pass ||
+grep -q '^| [0-9]* | 120b | 128K | plateau | .* | 1500 | 114.0 | 14.40 | .* | 1355 (91) on 16 GPUs |$' "$md" && pass || fail "120b 128K row with the paper's 1355 (91)"
+# an fsdp2 row carries the paper's FSDP2-best figure, never plateau's
+grep -q '^| [0-9]* | 120b | 1M | fsdp2 | .* | oom | FSDP2-best: OOM (past 128K) |$' "$md" && pass || fail "120b 1M fsdp2 oom row"
+[[ $(grep -c '^| [0-9]* | 120b | 128K | fsdp2 | .* | FSDP2-best: 178 (1355 / 7.6×) on 16 GPUs |$' "$md") == 3 ]] &&
+  ! grep -q '^| [0-9]* | 120b | [0-9MK]* | fsdp2 | .*1355 (91)' "$md" && pass || fail "120b 128K fsdp2 rows: not the paper's FSDP2-best"
+grep -qF '| 120b | 1 / 16 | 128K | 1500 | 114.0 | 200.0 | 15.20 | cp1/ep16/ac=full/opt=cpu/mb1 (2 / 3) | 7.50× | 7.50× | 7.6× (16–64 H200, different scale) |' "$md" && pass ||
   { fail "plateau vs FSDP2-best throughput row:"; grep '^| 120b | 1 / 16 | 128K' "$md"; }
-grep -qF '| 120b | 1 / 16 | 1M | 640.0 | 250 | oom | - | none fits (0 / 1) | - | - | - |' "$md" && pass ||
+grep -qF '| 120b | 1 / 16 | 1M | 640.0 | 250.0 | oom | - | none fits (0 / 1) | - | - | - |' "$md" && pass ||
   { fail "plateau vs FSDP2-best at 1M:"; grep '^| 120b | 1 / 16 | 1M' "$md"; }
 grep -qF '| 120b | 1 / 16 | 1536K (oom at 1600K) | 128K (oom at 192K) | 12.0× | 8× (1M vs OOM past 128K; 16–64 H200, different scale) | 25165824 | 2097152 | 12.0× | 12× (1.5M tokens; 16–64 H200, different scale) |' "$md" && pass ||
   { fail "plateau vs FSDP2-best reach and max batch:"; grep '^| 120b | 1 / 16 | [0-9]*K (' "$md"; }
-grep -q '^| 120b | 1 / 16 | 128K | cp1/ep16/ac=full/opt=cpu/mb1 | tune | ok | 200 | 15.2 | .* | \*\*best\*\* |$' "$md" &&
-  grep -q '^| 120b | 1 / 16 | 128K | cp1/ep16/ac=full/opt=gpu/mb1 | tune | oom | .* |  |$' "$md" && pass || fail "the tuning rows, the best marked"
+grep -q '^| [0-9]* | 120b | 128K | fsdp2 | cp1/ep16/ac=full/opt=cpu/mb1 | tune | 1 / 16 | ok | 200.0 | 15.20 | .* | \*\*best\*\* |$' "$md" &&
+  grep -q '^| [0-9]* | 120b | 128K | fsdp2 | cp1/ep16/ac=full/opt=gpu/mb1 | tune | 1 / 16 | oom | .* | - |$' "$md" &&
+  grep -q '^| run | model | context | system | variant | kind | ranks / W_v | status | .* | FSDP2-best |$' "$md" &&
+  pass || fail "the tuning rows, the best marked, the last column named"
 grep -q '^| 120b | plateau | 0 | 1572864 | 1572864 | 1638400 | 6 | ok |' "$md" && pass || fail "max-batch summary row"
-! grep -q '^| 120b | 1536K | ' "$md" && pass || fail "a maxbatch trial among the points"
+! grep -q '^| [0-9]* | 120b | 1536K | ' "$md" && pass || fail "a maxbatch trial among the points"
 grep -q '^paper:120b	1048576	642	221$' "$syn/report/train-context.tsv" && pass || fail "the paper's points in the chart data"
 grep -qx '120b:fsdp2-best	131072	200	15.2' "$syn/report/train-context.tsv" && ! grep -q '^120b:fsdp2:' "$syn/report/train-context.tsv" &&
   pass || fail "the chart's fsdp2 series is not FSDP2-best alone"
 grep -qxF -- '- 120b at 1 / 16: reach ratio 12.0× (met); TFLOP/s ratio 7.50× at 128K (met)' "$md" && pass ||
   { fail "the targets line"; grep -- '^- 120b' "$md"; }
 [[ ! -e $syn/report/sco.md ]] && pass || fail "a train maxbatch file made an sco report"
+
+echo "== warm-ups that had not converged (a first-use cost injected)"
+# The first 3 runs of the point 400 ms slower on every rank (a cost its one
+# warm-up cannot absorb): the harness sees the first timed steps far slower
+# than the rest and runs them as warm-ups, so the row's step is the steady
+# one and its note says how many warm-ups it took; every step's loss stays.
+PLATEAU_INJECT_SLOW_RUNS=3:400 run warm "${B[@]}" --preset cpu --seq 64 -w 1 -n 3
+t=$(rows "$f" '$c["time_ms"]')
+awk -v t="$t" 'BEGIN {exit !(t + 0 > 0 && t + 0 < 300)}' && pass || fail "injected first-use cost reached the time: $t ms"
+# (two runs slower than the rest at least; load on the machine may add one)
+rows "$f" '$c["note"]' | grep -qE "warm-ups: [345] \(-w 1 had not converged" && pass ||
+  fail "no warm-up note: $(rows "$f" '$c["note"]')"
+[[ $(rows "$f" 'split($c["losses"], l, ",") - extra($c["note"])') == 4 ]] && pass ||
+  fail "losses of the added warm-ups: $(rows "$f" '$c["losses"]')"
+grep -q '^# env.PLATEAU_INJECT_SLOW_RUNS: 3:400$' "$f" && pass || fail "the injection is not in the metadata"
 
 if [[ $nfail -eq 0 ]]; then echo "$PL_TEST: all $npass passed"; exit 0; fi
 echo "$PL_TEST: $nfail failed, $npass passed"

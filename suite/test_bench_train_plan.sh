@@ -123,11 +123,11 @@ echo "== plateau report: prediction vs measurement"
 md=$runs/report/train.md
 sec=$(awk '/^## Prediction vs measurement/ {on = 1; next} /^## / {on = 0} on' "$md" 2>/dev/null)
 [[ -n $sec ]] && pass || fail "train.md: no prediction section"
-[[ $(grep -c '^| tiny | [0-9]* | [a-z0-9]* | .* | ok | .*(+0\.[0-9]%).*| (CPU time) |$' <<<"$sec") -ge 12 ]] && pass ||
-  { fail "prediction rows of the CPU runs"; grep '^| tiny' <<<"$sec" | head -3; }
-[[ $(grep -c '^| tiny | 512 | [a-z0-9]* | .* | infeasible (plan: not launched) | [0-9.]* MiB / - | .* / - | [0-9.]* / - | - |$' <<<"$sec") -eq 2 ]] && pass ||
+[[ $(grep -c '^| [0-9]* | tiny | [0-9]* | [a-z0-9]* | .* | ok | .*(+0\.[0-9]%).*| (CPU time) |$' <<<"$sec") -ge 12 ]] && pass ||
+  { fail "prediction rows of the CPU runs"; grep '^| [0-9]* | tiny' <<<"$sec" | head -3; }
+[[ $(grep -c '^| [0-9]* | tiny | 512 | [a-z0-9]* | .* | infeasible (plan: not launched) | [0-9.]* MiB / - | .* / - | [0-9.]* / - | - |$' <<<"$sec") -eq 2 ]] && pass ||
   { fail "the refused point"; grep '| 512 |' <<<"$sec"; }
-[[ $(grep -c '^| tiny | 512 | [a-z0-9]* | .* | oom (as the plan said) | ' <<<"$sec") -eq 2 ]] && pass || fail "the --verify oom rows"
+[[ $(grep -c '^| [0-9]* | tiny | 512 | [a-z0-9]* | .* | oom (as the plan said) | ' <<<"$sec") -eq 2 ]] && pass || fail "the --verify oom rows"
 grep -q '^[0-9]* row(s) with a prediction, 0 flagged. Largest memory error [0-4]\.[0-9]% over [0-9]* measured row(s) (target 5%); CPU rows: ' <<<"$sec" &&
   pass || { fail "the summary line"; tail -1 <<<"$sec"; }
 # synthetic GPU rows: one within the targets, one 9% over on the device
@@ -144,11 +144,11 @@ mkdir -p "$syn"
 } >"$syn/train.1.tsv"
 "$BIN" report "$syn" >"$tmp/syn.out" 2>&1 || { fail "report of the synthetic rows: exit $?"; tail -3 "$tmp/syn.out"; }
 sec=$(awk '/^## Prediction vs measurement/ {on = 1; next} /^## / {on = 0} on' "$syn/report/train.md" 2>/dev/null)
-grep -qF '| 120b | 32K | plateau | v1 | ok | 56.81 GiB / 55.88 GiB (+1.7%) | 83.82 GiB / 83.82 GiB (+0.0%) | 1100.0 / 1000.0 (+10.0%) | - |' <<<"$sec" &&
+grep -qF '| 0 | 120b | 32K | plateau | v1 | run | 1 / 16 | ok | 56.81 GiB / 55.88 GiB (+1.7%) | 83.82 GiB / 83.82 GiB (+0.0%) | 1100 / 1000 (+10.0%) | - |' <<<"$sec" &&
   pass || { fail "synthetic row within the targets"; grep '| 32K |' <<<"$sec"; }
-grep -q '^| 120b | 64K | plateau | v1 | ok | .* (+9\.0%) | .* (+30\.0%) | mem time |$' <<<"$sec" && pass ||
+grep -q '^| 0 | 120b | 64K | plateau | v1 | run | 1 / 16 | ok | .* (+9\.0%) | .* (+30\.0%) | mem time |$' <<<"$sec" && pass ||
   { fail "synthetic row outside the targets"; grep '| 64K | plateau' <<<"$sec"; }
-grep -q '^| 120b | 64K | fsdp2 | v2 | oom | .* | fit |$' <<<"$sec" && pass || { fail "an oom the plan said fits"; grep '| fsdp2 |' <<<"$sec"; }
+grep -q '^| 0 | 120b | 64K | fsdp2 | v2 | run | 1 / 16 | oom | .* | fit |$' <<<"$sec" && pass || { fail "an oom the plan said fits"; grep '| fsdp2 |' <<<"$sec"; }
 grep -qF '3 row(s) with a prediction, 2 flagged. Largest memory error 9.0% over 2 measured row(s) (target 5%); largest GPU step error 30.0% over 2 row(s) (target 15%).' <<<"$sec" &&
   pass || { fail "synthetic summary"; tail -1 <<<"$sec"; }
 

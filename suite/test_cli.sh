@@ -66,9 +66,19 @@ done
 "$BIN" bench calib --help >"$tmp/stdout" 2>&1
 grep -q -- "--sizes" "$tmp/stdout" && grep -q -- "--iters" "$tmp/stdout" && pass ||
   fail "bench calib --help lists neither --sizes nor --iters"
+# bench train --help: its options in the groups model, layout, operators,
+# run, in that order, and none left ungrouped (an option a group list lacks)
+"$BIN" bench train --help >"$tmp/stdout" 2>&1
+[[ $(grep -E '^ (model|layout|operators|run|other):$' "$tmp/stdout" | tr -d ' \n') == "model:layout:operators:run:" ]] && pass ||
+  fail "bench train --help groups: $(grep -E '^ [a-z]+:$' "$tmp/stdout" | tr '\n' ' ')"
+awk '/^ model:$/ {g = 1} /^ layout:$/ {g = 2} g == 1 && /--experts=/ {m = 1} g == 2 && /--virtual-world=/ {l = 1}
+  END {exit !(m && l)}' "$tmp/stdout" && pass || fail "bench train --help: --experts not under model or --virtual-world not under layout"
 if "$BIN" info >"$tmp/stdout" 2>"$tmp/stderr"; then
   grep -q "^backends built: cpu" "$tmp/stdout" && grep -q "^MPI: " "$tmp/stdout" && pass ||
     { fail "info output"; cat "$tmp/stdout"; }
+  # the lines README's "plateau info" says: nine, three more per GPU
+  [[ $(wc -l <"$tmp/stdout") == $((9 + 3 * ncuda)) ]] && pass ||
+    fail "info prints $(wc -l <"$tmp/stdout") lines, README says $((9 + 3 * ncuda))"
 else
   fail "plateau info -> exit $?"; cat "$tmp/stderr"
 fi

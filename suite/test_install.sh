@@ -3,7 +3,8 @@
 # bin/plateau, lib/libplateau.a, the headers, plateau.pc, and the chart
 # scripts in share/plateau/analysis, where an installed `plateau report` run
 # outside the repository (no PLATEAU_ROOT, another working directory) finds
-# them: the charts are drawn and no "charts skipped" warning is printed.
+# them: the charts are drawn and no "charts skipped" warning is printed;
+# and a no-op `make` after it (BUILD relative or absolute) compiles nothing.
 # Usage: BUILD=build bash suite/test_install.sh
 set -uo pipefail
 PL_TEST=test_install.sh
@@ -14,6 +15,17 @@ cuda=0
 prefix=$tmp/prefix
 if make -s -C "$ROOT" --no-print-directory install PREFIX="$prefix" BUILD="$BUILD" CUDA=$cuda DEPS=0 \
   >"$tmp/install.log" 2>&1; then pass; else fail "make install"; tail -5 "$tmp/install.log"; fi
+# a no-op build stays one, whichever way BUILD is spelled (the tests give it
+# absolute, the README's commands relative): nothing is compiled or linked
+rel=$(realpath -m --relative-to="$ROOT" "$BUILD")
+for b in "$rel" "$BUILD" "$rel"; do
+  out=$(make -C "$ROOT" --no-print-directory BUILD="$b" CUDA=$cuda DEPS=0 all 2>&1)
+  if grep -qE '(^|/)(cc|gcc|nvcc) |ar rcs' <<<"$out"; then
+    fail "make BUILD=$b after the build rebuilt: $(grep -E '(^|/)(cc|gcc|nvcc) |ar rcs' <<<"$out" | head -2 | cut -c1-160)"
+  else
+    pass
+  fi
+done
 for f in bin/plateau lib/libplateau.a include/plateau/plateau.h lib/pkgconfig/plateau.pc \
   share/plateau/analysis/calib.gp share/plateau/analysis/dispatch.gp; do
   [[ -e $prefix/$f ]] && pass || fail "not installed: $f"

@@ -66,7 +66,7 @@ key $h/report/adam.md "- stream ≥ 2.05× the SIMD CPU baseline: 1.78× → NOT
 key $h/report/attention.md "| 32768 | 534.9 | 437.3 | 345.2 | 327.4 | 597.2 | 544.4 | 0.80× | wgmma/ovtma | wgmma/ovtma + wgmma/bulk/tma |"
 key $h/report/attention.md "| 1048576 | 523.5 | – | – | – | – | – | – | wgmma/ovtma | – |"
 key $h/report/attention.md "- fwd+bwd ≥ 0.8× the best peer at 32K–128K: fastest met (lowest 0.803× at S = 65536, 3 S); AUTO missed (lowest 0.792× at S = 32768, 3 S)."
-key $h/report/attention.md "| 131072 | fwdbwd | 1160.370 | 424.5 | – | – | wgmma/ovtma+wgmma/bulk | auto/auto |"
+key $h/report/attention.md "| 131072 | fwdbwd | 1160 | 424.5 | – | – | wgmma/ovtma+wgmma/bulk | auto/auto |"
 # calib: the ceilings
 key $h/report/calib.md "$(grep -m1 '^| h2d | ' "$ref/$h/report/calib.md")"
 key $h/report/calib.md "$(grep -m1 '^| gemm | ' "$ref/$h/report/calib.md")"

@@ -7,7 +7,14 @@
 #    lists the older files in the report;
 #  - an unfinished file (no `# end:` line) is reported and listed as such; a
 #    complete rerun of the same point (same `point`, or same argv and ranks)
-#    supersedes it: its rows are left out and the report says which file won.
+#    supersedes it: its rows are left out and the report says which file won;
+#  - rows whose grouping keys are not numbers (a train row's virtual_world
+#    "-" or "nan": NaN never equals itself, and a group loop that compared
+#    it never moved on, writing train.md until the disk was full) are left
+#    out with a warning naming file:line, the other rows reported, at once;
+#  - nothing is written through a symbolic link: links in RUN_DIR/report
+#    (to a file outside the run, dangling) are replaced by the report's
+#    files and what they point to is untouched; the charts likewise.
 # The files are written by hand (a bench `toy` with the generic report), so
 # the test runs in a second.  Usage: BUILD=build bash suite/test_report_trust.sh
 set -uo pipefail
@@ -83,6 +90,63 @@ grep -q '`e-killed.tsv`: unfinished; superseded by `d-complete.tsv`' "$md" && pa
 grep -q '`c-killed.tsv`: unfinished (no `# end:` line' "$md" && pass || fail "no unfinished note"
 grep -q "b-killed.tsv: unfinished (no '# end:' line) and superseded by .*a-complete.tsv" "$tmp/err" && pass ||
   fail "no superseded message on stderr: $(cat "$tmp/err")"
+
+# 4. keys that are not numbers: the row is left out, named, nothing hangs
+d=$tmp/nan
+mkdir -p "$d"
+{
+  printf '# plateau-results: 2\n# bench: train\n# backend: cpu\n'
+  printf 'bench\tsystem\tmodel\tvariant\tranks\tvirtual_world\tseq\ttok_s_gpu\ttflops\tstatus\tcheck\tnote\n'
+  printf 'train\tplateau\ttiny\tv\t2\t-\t64\t10\t0.1\tok\tskip\t-\n'
+  printf 'train\tplateau\ttiny\tv\t2\tnan\t128\t11\t0.1\tok\tskip\t-\n'
+  printf 'train\tplateau\ttiny\tv\t2\t2\t256\t12\t0.1\tok\tskip\t-\n'
+  printf 'train\tfsdp2\ttiny\tw\t2\t2\t-\t13\t0.1\tok\tskip\t-\n'
+  printf '# end: ok 2026-12-01T00:00:00Z\n'
+} >"$d/train.x.tsv"
+report "$d"
+[[ $rc == 0 ]] && pass || fail "NaN keys: exit $rc (124: it looped)"
+for w in "train.x.tsv:5: row left out of the train report: virtual_world is '-'" \
+  "train.x.tsv:6: row left out of the train report: virtual_world is 'nan'" \
+  "train.x.tsv:8: row left out of the train report: seq is '-'"; do
+  grep -qF "$w" "$tmp/err" && pass || fail "NaN keys: no warning '$w': $(head -c 400 "$tmp/err")"
+done
+md=$d/report/train.md
+[[ $(stat -c %s "$md" 2>/dev/null || echo 0) -lt 100000 ]] && pass || fail "NaN keys: train.md is $(stat -c %s "$md") bytes"
+grep -q "^| 0 | tiny | 256 | plateau | v |" "$md" && pass || fail "NaN keys: the good row is not in train.md"
+grep -q "^> 3 rows left out: a key column" "$md" && pass || fail "NaN keys: train.md does not say rows were left out"
+
+# 5. symbolic links in RUN_DIR/report: replaced, never written through
+d=$tmp/links
+mkdir -p "$d/report"
+toy "$d/a.tsv" 2 p1 "plateau bench toy" ROW_L end
+echo "outside, untouched" >"$tmp/outside.md"
+ln -s "$tmp/outside.md" "$d/report/toy.md"
+ln -s /nonexistent/dir/points.md "$d/report/points.md"
+report "$d"
+[[ $rc == 0 ]] && pass || fail "links: exit $rc: $(cat "$tmp/err")"
+[[ $(cat "$tmp/outside.md") == "outside, untouched" ]] && pass || fail "links: the file outside the run was written"
+[[ -f $d/report/toy.md && ! -L $d/report/toy.md ]] && grep -q ROW_L "$d/report/toy.md" && pass ||
+  fail "links: report/toy.md is not the report's file"
+grep -q "report/toy.md was a symbolic link (to $tmp/outside.md): replaced" "$tmp/err" && pass ||
+  fail "links: no warning: $(cat "$tmp/err")"
+[[ -z $(find "$d/report" -name '.*') ]] && pass || fail "links: temporary files left: $(ls -a "$d/report")"
+if command -v gnuplot >/dev/null; then # a chart's link, through gnuplot
+  d=$tmp/chartlink
+  mkdir -p "$d/report"
+  {
+    printf '# plateau-results: 2\n# bench: train\n# backend: cpu\n'
+    printf 'bench\tsystem\tmodel\tvariant\tranks\tvirtual_world\tseq\ttok_s_gpu\ttflops\tstatus\tcheck\tnote\n'
+    printf 'train\tplateau\ttiny\tv\t2\t2\t64\t10\t0.1\tok\tskip\t-\n'
+    printf '# end: ok 2026-12-01T00:00:00Z\n'
+  } >"$d/train.x.tsv"
+  echo "outside chart" >"$tmp/outside.svg"
+  ln -s "$tmp/outside.svg" "$d/report/train-context.svg"
+  unset PLATEAU_GNUPLOT
+  report "$d"
+  export PLATEAU_GNUPLOT=/nonexistent/gnuplot
+  [[ $rc == 0 && $(cat "$tmp/outside.svg") == "outside chart" && ! -L $d/report/train-context.svg ]] &&
+    grep -q "<svg" "$d/report/train-context.svg" && pass || fail "chart link: exit $rc, $(cat "$tmp/err")"
+fi
 
 echo "test_report_trust.sh: $npass passed, $nfail failed"
 [[ $nfail -eq 0 ]]

@@ -1,5 +1,6 @@
-/* train_args.c — `plateau bench train`'s command line into a configuration
- * (bench_train.h): the model (a preset and its overridden sizes), the
+/* train_args.c — `plateau bench train`'s command line: its option table
+ * (with --help's groups and the presets) and the options into a
+ * configuration (bench_train.h): the model (a preset and its overridden sizes), the
  * layout, the contexts, the step's switches, fsdp2's knobs, the data, the
  * systems and the GEMM rate MFU is taken against; the planner's machine
  * and options; the points of the run (every context × system; --tune:
@@ -25,6 +26,86 @@ const char *const pl__train_head_names[] = {"ring", "fused", "dense", "vp",
 const char *const pl__train_optim_names[] = {"stream", "hybrid", "cpu", NULL};
 const char *const pl__train_ac_names[] = {"full", "selective", "none", NULL};
 const char *const pl__train_fsdp2_optim_names[] = {"gpu", "cpu", NULL};
+
+static const char *const dtypes[] = {"bf16", "f32", NULL};
+static const char *const configs[] = {"explicit", "auto", NULL};
+
+/* ---- the options ------------------------------------------------------- */
+const pl_opt pl__train_opts[] = {
+    {"layers", 0, PL_OPT_INT, NULL, "decoder layers L", 1, 4096, NULL},
+    {"hidden", 0, PL_OPT_INT, NULL, "hidden size H", 1, 1 << 20, NULL},
+    {"dtype", 0, PL_OPT_ENUM, "bf16",
+     "activation and weight storage (f32: --check's reference step)", 0, 0,
+     dtypes},
+    {"tokens", 0, PL_OPT_SIZE_LIST, NULL,
+     "tokens per rank N instead of --seq (S = N·D; maxbatch's trials)", 1, 1e12,
+     NULL},
+    {"tune", 0, PL_OPT_FLAG, NULL,
+     "fsdp2 at every knob setting a torchtitan user would try per context "
+     "(cp, ep, AC full|selective, gpu|cpu optimizer; pl_fsdp2_tune_points): "
+     "one row each; the report takes the fastest that fits (FSDP2-best)",
+     0, 0, NULL},
+    {"tune-micro", 0, PL_OPT_SIZE_LIST, NULL,
+     "--tune: the micro-batch counts tried (default: --micro)", 1, 4096, NULL},
+    {"tune-ep", 0, PL_OPT_SIZE_LIST, NULL,
+     "--tune: only these EP degrees (default: every one that divides)", 1,
+     1 << 20, NULL},
+    {"tune-cp", 0, PL_OPT_SIZE_LIST, NULL,
+     "--tune: only these CP degrees (default: every one that divides W, "
+     "and in a proxy every virtual one: cp·W divides W_v)",
+     1, 1 << 20, NULL},
+    {"tune-ac", 0, PL_OPT_ENUM_LIST, "full,selective",
+     "--tune: the AC modes tried (full, selective, none)", 0, 0,
+     pl__train_ac_names},
+    {"tune-optim", 0, PL_OPT_ENUM_LIST, "gpu,cpu",
+     "--tune: the optimizer placements tried (gpu, cpu)", 0, 0,
+     pl__train_fsdp2_optim_names},
+    {"points", 0, PL_OPT_STR, NULL,
+     "a points file of fsdp2 and the PyTorch peer (peer: "
+     "analysis/peers/fsdp2_points.tsv): its models, contexts and knobs "
+     "instead of --seq",
+     0, 0, NULL},
+    {"verify", 0, PL_OPT_FLAG, NULL,
+     "run the points the plan predicts not to fit (the prediction is "
+     "recorded beside the measurement) instead of recording them as "
+     "infeasible",
+     0, 0, NULL},
+    {"config", 0, PL_OPT_ENUM, "explicit",
+     "explicit: the knobs as given; auto: the planner's choice per context of "
+     "the knobs not given (plateau: D, P, chunk-cap, bucket, sco-budget, "
+     "optim; fsdp2: cp, ep, ac, fsdp2-optim)",
+     0, 0, configs},
+    {"step-tokens", 0, PL_OPT_SIZE, NULL,
+     "--config auto: tokens per step (micro·N·W_v) to keep; the micro-batches "
+     "follow the chosen layout",
+     1, 1e15, NULL},
+    {"host-mem", 0, PL_OPT_SIZE, "0",
+     "the host memory the plan takes as available to the run (0: this "
+     "host's MemAvailable): plan another machine's points, e.g. with "
+     "--dry-run; the pinned-host limit a point runs under is unchanged",
+     0, 1e15, NULL},
+    {"plan-set", 0, PL_OPT_STR, NULL,
+     "the plan's machine, not this one's: K=V,... as `plateau plan --set`", 0,
+     0, NULL},
+    PL_BENCH_TRAIN_OPTS,
+    {0},
+};
+
+const pl_preset pl__train_presets[] = {PL_BENCH_TRAIN_AUTO_PRESETS,
+                                       {NULL, NULL}};
+
+/* --help's groups (bench.h): a new option goes into the group its list
+ * names; one in no list is shown under "other" (test_cli.sh wants none). */
+const char *const pl__train_groups[] = {
+    "model: model layers hidden heads kv-heads head-dim experts topk "
+    "expert-ffn shared-ffn dense-layers dense-ffn vocab dtype",
+    "layout: system seq tokens micro virtual-world D P cp ep",
+    "operators: dispatch chunk-cap lanes head sco-budget optim bucket slots "
+    "ac ac-freq fsdp2-optim",
+    "run: preset data profile gemm-tflops calib describe verify config "
+    "step-tokens host-mem plan-set tune tune-micro tune-ep tune-cp tune-ac "
+    "tune-optim points",
+    NULL};
 
 /* The options that size the model (a --points point gives its own). */
 static const char *const model_opts[] = {

@@ -123,7 +123,10 @@ pl_status pl__train_row(pl_bench_ctx *c, const pl__train_args *a,
                         const pl_train_system *sys, void *h,
                         const pl_train_setup *u, const pl_step_result *res,
                         int n, pl_row *row, pl_work *w) {
-  const int warm = c->warmup < n ? c->warmup : 0;
+  /* the warm-ups the harness ran (more than -w when they had not
+   * converged), then the timed steps */
+  const int nw = c->meas ? c->meas->warmups : c->warmup;
+  const int warm = nw < n ? nw : 0;
   const pl_step_result *timed = res + warm;
   const int nt = n - warm;
   PL_TRY(memory(c, timed, nt, row));
