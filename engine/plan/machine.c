@@ -19,6 +19,7 @@ pl_plan_machine pl_plan_machine_default(void) {
   m.gpus_per_node = 8;
   m.hbm_bytes = 150109880320.0; /* H200: 139.8 GiB the driver reports     */
   m.hbm_reserve = 4 * GIB;
+  m.fill_reserve = 4 * GIB;
   m.host_bytes = 2048 * GIB; /* an 8×H200 server's 2 TiB                    */
   m.host_reserve = 64 * GIB;
   m.gemm_tflops = 793; /* cuBLAS bf16 8192³                              */
@@ -62,6 +63,7 @@ typedef struct field {
   { #k, offsetof(pl_plan_machine, k) }
 static const field fields[] = {FD(hbm_bytes),
                                FD(hbm_reserve),
+                               FD(fill_reserve),
                                FD(host_bytes),
                                FD(host_reserve),
                                FD(gemm_tflops),

@@ -27,6 +27,7 @@ static int rank, size;
 
 static const hr_variant variants[] = {
     {"all streamed, nothing kept", 0, {PL_KEEP_BYTES, 0}, false},
+    {"the same again (reproducible)", 0, {PL_KEEP_BYTES, 0}, false},
     {"optimizer state half resident", 1, {PL_KEEP_BYTES, 0}, false},
     {"optimizer state all resident", 2, {PL_KEEP_BYTES, 0}, false},
     {"keep attention (o, lse)", 0, {PL_KEEP_ATTN, 0}, false},
