@@ -191,8 +191,8 @@ pl_status pl__train_plan_point(pl_bench_ctx *c, const pl__train_args *a,
     pl_row_f64(row, "pred_time_ms", pr->time_ms);
   }
   if (pr->have && !pr->fits && !a->verify)
-    return pl_set_error(PL_EINFEASIBLE, "%s (not launched; --verify runs it)",
-                        pr->why);
+    return pl_set_error(PL_EINFEASIBLE, "%s%s%s (not launched; --verify runs "
+                        "it)", u->fill, u->fill[0] ? "; " : "", pr->why);
   pl_row_note(row, "%s%s", pr->why,
               pr->have && !pr->fits ? " (run by --verify)" : "");
   return PL_OK;

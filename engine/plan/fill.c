@@ -12,7 +12,9 @@
  * as the replayed device peak stays within the usable HBM less
  * fill_reserve — a bisection over its count (layers, buckets), since more
  * kept or resident bytes never lower the peak.  Residency also lowers the
- * pinned host state (12 bytes per resident parameter). */
+ * pinned host state (12 bytes per resident parameter): a configuration the
+ * host alone refuses may fit once the fill has moved state to the device
+ * (the caller checks the result). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,14 +67,17 @@ static void set_amounts(fillctx *f, pl_plan_cfg *c, int na, int nw, int nr) {
           : (uint64_t)(f->theta - f->beta * (f->nb - (size_t)nr)) * 12;
 }
 
-/* Does c fit the device below the fill limit and the host? */
-static pl_status fits(fillctx *f, const pl_plan_cfg *c, bool *ok) {
+/* Does c fit the device below the fill limit (*dev), and the host (*host)?
+ * More kept or resident bytes never lower the device peak; residency lowers
+ * the host's, so the fill bisects on the device alone. */
+static pl_status fits(fillctx *f, const pl_plan_cfg *c, bool *dev, bool *host) {
   pl_plan_mem *mem = malloc(sizeof *mem);
   if (!mem)
     return pl_set_error(PL_ENOMEM, "plan: host");
   pl_status st = pl__plan_memory(f->m, c, f->mc, -1, false, mem);
-  *ok = st == PL_OK && (double)mem->dev_peak <= limit_of(f->mc) &&
-        (double)mem->host_node <= pl__host_usable(f->mc);
+  *dev = st == PL_OK && (double)mem->dev_peak <= limit_of(f->mc);
+  if (host)
+    *host = st == PL_OK && (double)mem->host_node <= pl__host_usable(f->mc);
   free(mem);
   return st;
 }
@@ -114,7 +119,7 @@ static pl_status bisect(fillctx *f, item *it, int k) {
     pl_plan_cfg c = f->c;
     set_amounts(f, &c, am[IT_ATTN], am[IT_ALL], am[IT_RES]);
     bool ok = false;
-    PL_TRY(fits(f, &c, &ok));
+    PL_TRY(fits(f, &c, &ok, NULL));
     if (ok)
       lo = mid;
     else
