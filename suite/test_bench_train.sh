@@ -301,7 +301,7 @@ if [[ -f $md ]]; then
   [[ $(awk '/^## FSDP2-best: every configuration tried/ {on = 1} on && /\| tune \| ok \|/' "$md" | grep -c .) -ge 16 &&
     $(awk '/^## FSDP2-best: every configuration tried/ {on = 1} /^## The FSDP2 baseline/ {on = 0} on && /\*\*best\*\*/' "$md" | grep -c .) -ge 1 ]] &&
     pass || fail "train.md: the tuning section lacks the tune rows or the best mark"
-  grep -q '^| tiny | 1 / 2 | 64 | [0-9.]* | [0-9.e-]* | [0-9.]* | [0-9.e-]* | cp1/ep[12]/ac=[a-z]*/opt=[a-z]*/mb[12] (18 / 18) | [0-9.]*× | [0-9.]*× | - |$' "$md" &&
+  grep -q '^| tiny | 1 / 2 | 64 | [0-9.]* | [0-9.e-]* | pllep/ring/stream/sco=0/mb1 | [0-9.]* | [0-9.e-]* | cp1/ep[12]/ac=[a-z]*/opt=[a-z]*/mb[12] (18 / 18) | [0-9.]*× | [0-9.]*× | - |$' "$md" &&
     pass || { fail "train.md: no plateau vs FSDP2-best row of the tune"; grep '^| tiny | 1 / 2' "$md"; }
 else
   fail "no report/train.md"; tail -5 "$tmp/report.out"
@@ -347,9 +347,9 @@ trial 4 fsdp2 196608 oom
 md=$syn/report/train.md
 grep -q '^| 120b | 128K | plateau | .* | 1500 | 114 | 14.4 | .* | 1355 (91) on 16 GPUs |$' "$md" && pass || fail "120b 128K row with the paper's 1355 (91)"
 grep -q '^| 120b | 1M | fsdp2 | .* | oom | 642 (221) on 16 GPUs |$' "$md" && pass || fail "120b 1M fsdp2 oom row"
-grep -qF '| 120b | 1 / 16 | 128K | 1500.0 | 114 | 200.0 | 15.2 | cp1/ep16/ac=full/opt=cpu/mb1 (2 / 3) | 7.50× | 7.50× | 7.6× (16–64 H200, different scale) |' "$md" && pass ||
+grep -qF '| 120b | 1 / 16 | 128K | 1500.0 | 114 | pllep/fused/stream/sco=0/mb1 | 200.0 | 15.2 | cp1/ep16/ac=full/opt=cpu/mb1 (2 / 3) | 7.50× | 7.50× | 7.6× (16–64 H200, different scale) |' "$md" && pass ||
   { fail "plateau vs FSDP2-best throughput row:"; grep '^| 120b | 1 / 16 | 128K' "$md"; }
-grep -qF '| 120b | 1 / 16 | 1M | 640.0 | 250 | oom | - | none fits (0 / 1) | - | - | - |' "$md" && pass ||
+grep -qF '| 120b | 1 / 16 | 1M | 640.0 | 250 | pllep/fused/stream/sco=0/mb1 | oom | - | none fits (0 / 1) | - | - | - |' "$md" && pass ||
   { fail "plateau vs FSDP2-best at 1M:"; grep '^| 120b | 1 / 16 | 1M' "$md"; }
 grep -qF '| 120b | 1 / 16 | 1536K (oom at 1600K) | 128K (oom at 192K) | 12.0× | 8× (1M vs OOM past 128K; 16–64 H200, different scale) | 25165824 | 2097152 | 12.0× | 12× (1.5M tokens; 16–64 H200, different scale) |' "$md" && pass ||
   { fail "plateau vs FSDP2-best reach and max batch:"; grep '^| 120b | 1 / 16 | [0-9]*K (' "$md"; }

@@ -109,17 +109,72 @@ static pl_status items_of(fillctx *f, item *it) {
   return PL_OK;
 }
 
-/* The most units of item k that fit beside what is taken already. */
+/* Does item k at `units` fit beside what is taken already? */
+static pl_status fits_at(fillctx *f, const item *it, int k, int units,
+                         bool *ok) {
+  int am[IT_N] = {it[IT_ATTN].taken, it[IT_RES].taken, it[IT_ALL].taken};
+  am[k] = units;
+  pl_plan_cfg c = f->c;
+  set_amounts(f, &c, am[IT_ATTN], am[IT_ALL], am[IT_RES]);
+  return fits(f, &c, ok, NULL);
+}
+
+/* Device bytes of the optimizer state that n resident buckets add: their
+ * 12 B per parameter, less the staging slots the streamed buckets no longer
+ * need (min(s, streamed buckets) slots of min(β, streamed) parameters). */
+static double resident_delta(const fillctx *f, int n) {
+  const size_t s = (size_t)(f->c.sc.oo.slots ? f->c.sc.oo.slots : 2);
+  double add = 0, stage[2];
+  for (int i = 0; i < 2; i++) {
+    const size_t k = i ? (size_t)n : 0;
+    const size_t el = k == 0 ? 0 : k >= f->nb ? f->theta
+                                              : f->theta - f->beta * (f->nb - k);
+    const size_t str = f->theta - el, nbs = f->nb - k;
+    stage[i] = 12.0 * (double)(s < nbs ? s : nbs) *
+               (double)(f->beta < str ? f->beta : str);
+    if (i)
+      add = 12.0 * (double)el;
+  }
+  return add - (stage[0] - stage[1]);
+}
+
+/* The most units of item k that fit beside what is taken already: a first
+ * guess from the room left (residency: its exact state bytes; kept
+ * activations: a layer adds at most its kept bytes to any phase), checked
+ * with the replay, then a bisection over what the guess leaves open. */
 static pl_status bisect(fillctx *f, item *it, int k) {
-  int lo = 0, hi = it[k].max; /* lo fits */
+  pl_plan_cfg c = f->c;
+  set_amounts(f, &c, it[IT_ATTN].taken, it[IT_ALL].taken, it[IT_RES].taken);
+  pl_plan_mem *mem = malloc(sizeof *mem);
+  if (!mem)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  pl_status st = pl__plan_memory(f->m, &c, f->mc, -1, false, mem);
+  const double room = limit_of(f->mc) - (double)mem->dev_peak;
+  free(mem);
+  PL_TRY(st);
+  int guess = 0;
+  if (room > 0 && k == IT_RES)
+    while (guess < it[k].max && resident_delta(f, guess + 1) <= room)
+      guess++;
+  else if (room > 0)
+    guess = (int)fmin(it[k].max, floor(room / (it[k].bytes / it[k].max)));
+  int lo = 0, hi = it[k].max; /* lo fits, hi + 1 does not */
+  bool ok = false;
+  if (guess > 0) {
+    PL_TRY(fits_at(f, it, k, guess, &ok));
+    if (ok)
+      lo = guess;
+    else
+      hi = guess - 1;
+  }
+  if (ok && guess < hi) {
+    PL_TRY(fits_at(f, it, k, guess + 1, &ok));
+    hi = ok ? hi : guess;
+    lo = ok ? guess + 1 : lo;
+  }
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    int am[IT_N] = {it[IT_ATTN].taken, it[IT_RES].taken, it[IT_ALL].taken};
-    am[k] = mid;
-    pl_plan_cfg c = f->c;
-    set_amounts(f, &c, am[IT_ATTN], am[IT_ALL], am[IT_RES]);
-    bool ok = false;
-    PL_TRY(fits(f, &c, &ok, NULL));
+    PL_TRY(fits_at(f, it, k, mid, &ok));
     if (ok)
       lo = mid;
     else
