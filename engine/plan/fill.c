@@ -228,8 +228,11 @@ static void describe(const fillctx *f, const item *it, const int *order,
                             what[x->kind], per,
                             x->saved <= 0 ? "saves no time" : "no room");
   }
-  if (k < n)
+  if (k < n && left >= 0)
     snprintf(why + k, n - k, " %s left", hb(left, b1, sizeof b1));
+  else if (k < n)
+    snprintf(why + k, n - k, " the peak is already %s above the limit",
+             hb(-left, b1, sizeof b1));
 }
 
 pl_status pl_plan_fill(const pl_model_cfg *m, const pl_plan_machine *mc,

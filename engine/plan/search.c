@@ -341,7 +341,13 @@ static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
                            : (pl_sco_budget){found == m->L,
                                              (uint64_t)found * nhb};
   PL_TRY(eval(m, mc, &y, true));
-  return rank_filled(m, mc, &y, fr, r);
+  PL_TRY(rank_filled(m, mc, &y, fr, r));
+  if (found < 0 || found == m->L || !(fr->resident || fr->keep))
+    return PL_OK;
+  y = *x; /* every boundary offloaded: the device bytes go to the fill */
+  y.cfg.sc.sco = (pl_sco_budget){true, 0};
+  PL_TRY(eval(m, mc, &y, true));
+  return y.fits ? rank_filled(m, mc, &y, fr, r) : PL_OK;
 }
 
 static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
