@@ -13,9 +13,10 @@
  *          may span tensors; one launch per tensor piece) ; record ev_cmp[j]
  *     D2H: wait ev_cmp[j] ; master, m, v slot j -> host ; record ev_d2h[j]
  *   resident buckets ns .. nb−1 (the last nb − ns, optimizer-state
- *     residency): before the streamed ones, on CMP: the same fused AdamW +
- *     bf16 refresh per segment on their device-resident master, m and v;
- *     nothing crosses the link, so they run while the first H2D is in flight;
+ *     residency): on their own stream RES, beside the streamed ones: the
+ *     same fused AdamW + bf16 refresh per segment on their device-resident
+ *     master, m and v; nothing crosses the link, so they run under the
+ *     link-bound pipeline of the streamed buckets;
  *   CPU buckets ns−ncpu .. ns−1 (hybrid), on a host thread, concurrently:
  *     every CPU bucket's gradient device -> host at once, first (HYB stream,
  *     an event per bucket: 2 bytes a parameter, ahead of the GPU buckets'
@@ -24,7 +25,7 @@
  *     place on the pinned master/m/v writing bf16 weights (over their own
  *     bf16 gradients in the host buffer; f32 or host gradients: a weights
  *     buffer), and the weights host -> device (HYB_UP stream).
- *   S waits for the last event of each of the five streams.
+ *   S waits for the last event of each of the six streams.
  *
  * Link bytes per param: GPU bucket 12 each way (+2 or 4 H2D if gradients are
  * on the host); CPU bucket 2 each way (gradient down, bf16 weight up);
@@ -82,10 +83,10 @@ struct pl_stream_adamw {
   size_t slot_elems, slot_bytes;
   int nslots;
   char **slot;
-  pl_stream *h2d, *cmp, *d2h, *hyb, *hyb_up;
+  pl_stream *h2d, *cmp, *d2h, *hyb, *hyb_up, *res;
   pl_event **ev_h2d, **ev_cmp, **ev_d2h;
   int *slot_used;
-  pl_event *ev_start, *ev_end[5], *ev_gpu0, *ev_gpu1;
+  pl_event *ev_start, *ev_end[6], *ev_gpu0, *ev_gpu1;
   /* host state: elements [0, res_lo); device state: [res_lo, total) */
   float *p, *m, *v;
   int own_state;
@@ -165,7 +166,7 @@ void pl_stream_adamw_destroy(pl_stream_adamw *o) {
   destroy_events(o->ev_d2h, o->nslots);
   free(o->slot_used);
   pl_event_destroy(o->ev_start);
-  for (int i = 0; i < 5; i++) pl_event_destroy(o->ev_end[i]);
+  for (int i = 0; i < 6; i++) pl_event_destroy(o->ev_end[i]);
   pl_event_destroy(o->ev_gpu0);
   pl_event_destroy(o->ev_gpu1);
   pl_free(o->dev, o->hg);
@@ -177,6 +178,7 @@ void pl_stream_adamw_destroy(pl_stream_adamw *o) {
   if (o->d2h) pl_stream_destroy(o->d2h);
   if (o->hyb) pl_stream_destroy(o->hyb);
   if (o->hyb_up) pl_stream_destroy(o->hyb_up);
+  if (o->res) pl_stream_destroy(o->res);
   if (o->own_state) {
     pl_free(o->dev, o->p);
     pl_free(o->dev, o->m);
@@ -398,11 +400,12 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
       (st = pl_stream_create(dev, &o->d2h)) ||
       (st = pl_stream_create(dev, &o->hyb)) ||
       (st = pl_stream_create(dev, &o->hyb_up)) ||
+      (st = pl_stream_create(dev, &o->res)) ||
       (st = pl_event_create(dev, &o->ev_start)) ||
       (st = pl_event_create(dev, &o->ev_gpu0)) ||
       (st = pl_event_create(dev, &o->ev_gpu1)))
     goto fail;
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 6; i++)
     if ((st = pl_event_create(dev, &o->ev_end[i]))) goto fail;
   if (o->hybrid) {
     o->cap = hybrid_cap(o->ns, cfg->share);
@@ -553,7 +556,8 @@ static void *cpu_thread(void *arg) {
 /* ---- the step ------------------------------------------------------------------ */
 
 /* The resident buckets: the fused update in place on their device master,
- * m and v, on CMP (after the norm, before the streamed buckets' kernels). */
+ * m and v, on RES (after the norm; beside the streamed buckets, whose
+ * pipeline is bound by the host link, not by the device). */
 static pl_status update_resident(pl_stream_adamw *o) {
   for (size_t b = o->ns; b < o->nb; b++) {
     const bucket *B = &o->bk[b];
@@ -561,7 +565,7 @@ static pl_status update_resident(pl_stream_adamw *o) {
       const seg *S = &o->segs[B->seg0 + q];
       const size_t f = B->lo + S->boff - o->res_lo;
       PL_TRY(pl__adamw_update(
-          o->cmp, o->dp + f, o->dm + f, o->dv + f,
+          o->res, o->dp + f, o->dm + f, o->dv + f,
           (const char *)o->params[S->param].grad + S->off * o->gsz,
           o->cfg.grad_dtype, o->params[S->param].weight + S->off, S->len,
           &o->k));
@@ -606,6 +610,7 @@ pl_status pl_stream_adamw_step(pl_stream_adamw *o, pl_stream *s) {
   PL_TRY(pl_stream_wait(o->d2h, o->ev_start));
   PL_TRY(pl_stream_wait(o->hyb, o->ev_start));
   PL_TRY(pl_stream_wait(o->hyb_up, o->ev_start));
+  PL_TRY(pl_stream_wait(o->res, o->ev_start));
 
   /* 1. clipping norm from all gradients, before any update */
   PL_TRY(clip_scale(o, s, &L.gscale, &L.sumsq));
@@ -699,8 +704,8 @@ pl_status pl_stream_adamw_step(pl_stream_adamw *o, pl_stream *s) {
   if (st != PL_OK) return st;
 
   /* 5. S waits for everything */
-  pl_stream *all[5] = {o->h2d, o->cmp, o->d2h, o->hyb, o->hyb_up};
-  for (int i = 0; i < 5; i++) {
+  pl_stream *all[6] = {o->h2d, o->cmp, o->d2h, o->hyb, o->hyb_up, o->res};
+  for (int i = 0; i < 6; i++) {
     PL_TRY(pl_event_record(o->ev_end[i], all[i]));
     PL_TRY(pl_stream_wait(s, o->ev_end[i]));
   }

@@ -38,7 +38,8 @@
  * attention parameters) and half the recompute's elementwise passes.
  * Optimizer (after the backward, exposed): resident parameters (state in
  * HBM) at 30 bytes each over HBM (master, m, v read and written, the f32
- * gradient read, the bf16 weight written); the streamed ones: stream — the
+ * gradient read, the bf16 weight written), on their own stream beside the
+ * streamed ones (the longer of the two counts); the streamed: stream — the
  * host-link floor max(12Θ/h2d, 12Θ/d2h, 24Θ/both) or a measured rate,
  * bounded by the node's host memory (24 B per parameter for every rank of
  * the node);
@@ -288,7 +289,9 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
   t_opt = fmax(t_opt, gpn * th * dram_b / (mc->host_dram_gbs * 1e9));
   if (th <= 0)
     t_opt = 0;
-  t_opt += 30.0 * (double)d->resident_params / hbm;
+  /* the resident update runs on its own stream beside the link-bound
+   * streamed pipeline */
+  t_opt = fmax(t_opt, 30.0 * (double)d->resident_params / hbm);
 
   const double mic = c->sc.micro;
   part[PL_TPART_ATTN] = mic * t_attn;
