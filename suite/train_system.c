@@ -143,6 +143,13 @@ static void plateau_apply(const pl_plan_cfg *c, pl_train_setup *u) {
   u->sc.oo.resident_all = c->sc.oo.resident_all;
   u->sc.oo.resident_bytes = c->sc.oo.resident_bytes;
   u->sc.keep = c->sc.keep;
+  /* a headroom knob the plan filled reads auto (a given budget is kept) */
+  if ((c->sc.oo.resident_all || c->sc.oo.resident_bytes) &&
+      !strcmp(u->resident_text, "0"))
+    snprintf(u->resident_text, sizeof u->resident_text, "auto");
+  if ((c->sc.keep.mode != PL_KEEP_BYTES || c->sc.keep.bytes) &&
+      !strcmp(u->keep_text, "0"))
+    snprintf(u->keep_text, sizeof u->keep_text, "auto");
   u->head = c->sc.head == &pl_head_fused ? "fused" : "ring";
   u->optim = c->sc.optim == &pl_optim_hybrid ? "hybrid" : "stream";
   if (c->sc.sco.all)
