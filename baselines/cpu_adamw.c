@@ -279,7 +279,7 @@ int pl_cpu_offload_adamw_cached(const pl_cpu_offload_adamw *o) {
 }
 
 pl_adamw_state pl_cpu_offload_adamw_state(pl_cpu_offload_adamw *o) {
-  pl_adamw_state s = {o->p, o->m, o->v, o->total};
+  pl_adamw_state s = {.p = o->p, .m = o->m, .v = o->v, .numel = o->total};
   return s;
 }
 

@@ -105,6 +105,12 @@ static pl_status cpu_create(pl_dev *dev, const pl_adamw_hparams *hp,
                             const pl_adamw_param *params,
                             const pl_adamw_state *state, pl_comm *comm,
                             void **out) {
+  if (state && state->resident > 0)
+    return pl_set_error(PL_EINVAL,
+                        "optimizer cpu: %zu parameters' state resident on "
+                        "the device: the CPU update needs all of it on the "
+                        "host (resident state: stream or hybrid)",
+                        state->resident);
   pl_cpu_offload_adamw *a = NULL;
   PL_TRY(pl_cpu_offload_adamw_create(dev, hp, nparams, params, PL_F32,
                                      PL_SIMD_AUTO, o->cpu_threads, comm, state,

@@ -201,15 +201,17 @@ const pl_bench pl_bench_train = {
     .columns = "system\tmodel\tvariant\tkind\tranks\tvirtual_world\tD\tP\t"
                "dtype\tseq\ttokens\tmicro\tstep_tokens\tlayers\thidden\t"
                "vocab\texperts\ttopk\tparams\tparams_total\tparams_active\t"
-               "dispatch\thead\toptim\tcap\tK\tbudget\tselected\tcp\tep\t"
-               "ac\ttime_ms\ttime_p10_ms\ttime_p90_ms\ttok_s_gpu\tflops\t"
+               "dispatch\thead\toptim\tcap\tK\tbudget\tselected\t"
+               "optim_resident\tresident_params\tkeep\tkept_attn\t"
+               "kept_full\tcp\tep\tac\ttime_ms\ttime_p10_ms\ttime_p90_ms\ttok_s_gpu\tflops\t"
                "tflops\tgemm_tflops\tmfu\tattention_ms\tmoe_ms\thead_ms\t"
-               "optimizer_ms\tzero3_ms\tsco_ms\tother_ms\tstandin_ms\t"
-               "standin_side_ms\tcompute_ms\tcomm_model_ms\tstep_proj_ms\t"
-               "pred_proj_ms\ttok_s_gpu_proj\ttflops_proj\tdev_peak_bytes\t"
+               "optimizer_ms\tzero3_ms\tsco_ms\tother_ms\trecompute_ms\t"
+               "standin_ms\tstandin_side_ms\tcompute_ms\tcomm_model_ms\t"
+               "step_proj_ms\tpred_proj_ms\ttok_s_gpu_proj\ttflops_proj\t"
+               "dev_peak_bytes\t"
                "host_peak_bytes\tpool_peak_bytes\tbound_bytes\tlive_set\t"
                "dispatch_bytes\tlogits_bytes\tboundary_bytes\tattention_bytes\t"
-               "optim_staging_bytes\tpred_dev_peak_bytes\tpred_host_bytes\t"
+               "optim_staging_bytes\tkept_bytes\tpred_dev_peak_bytes\tpred_host_bytes\t"
                "pred_time_ms\tloss\tlosses\tmax_err",
     .state = sizeof(train_bench),
     .init = init,

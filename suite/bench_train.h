@@ -132,6 +132,24 @@ extern const char *const pl__train_fsdp2_optim_names[]; /* gpu cpu         */
        1e12,                                                                     \
        NULL},                                                                    \
       {"lanes", 0, PL_OPT_INT, "2", "extra expert-GEMM streams", 0, 16, NULL},   \
+      {"optim-resident",                                                         \
+       0,                                                                        \
+       PL_OPT_STR,                                                               \
+       "0",                                                                      \
+       "HBM for the optimizer's fp32 master, m, v (whole buckets, updated "      \
+       "there): 0 | all | auto (the plan fills the headroom) | a size",          \
+       0,                                                                        \
+       0,                                                                        \
+       NULL},                                                                    \
+      {"keep",                                                                   \
+       0,                                                                        \
+       PL_OPT_STR,                                                               \
+       "0",                                                                      \
+       "activations kept for the backward: 0 | attn (attention output + LSE) "   \
+       "| all (whole attention halves) | auto (the plan fills) | a size",        \
+       0,                                                                        \
+       0,                                                                        \
+       NULL},                                                                    \
       {"bucket", 0,    PL_OPT_SIZE, "100M", "optimizer bucket beta (params)",    \
        1,        1e12, NULL},                                                    \
       {"slots", 0, PL_OPT_INT, "2", "optimizer staging slots s", 1, 64, NULL},   \
@@ -353,11 +371,17 @@ pl_status pl__train_plan_fail(const pl__train_pred *pr, pl_status st);
  * killer); several ranks: no limit. */
 void pl__train_host_limit(pl_bench_ctx *c, bool on);
 /* --config auto: the planner's choice (pl_plan_auto) of the knobs of sys
- * the command line leaves, written into u (u->chosen says what; nothing
- * fits: the closest, whose row is then infeasible).  PL_EINVAL naming the
- * point when the planner cannot search it. */
+ * the command line leaves, written into u (u->chosen says what, u->fill the
+ * headroom fill; nothing fits: the closest, whose row is then infeasible).
+ * PL_EINVAL naming the point when the planner cannot search it. */
 pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
                          const pl_train_system *sys, pl_train_setup *u, int W);
+/* --optim-resident auto, --keep auto (without --config auto): the
+ * planner's fill of the headroom of point u with its other knobs as given
+ * (pl_plan_fill), written into u->sc and u->fill.  PL_EINVAL naming the
+ * point when the planner cannot model it. */
+pl_status pl__train_fill(const pl__train_args *a, const pl_train_system *sys,
+                         pl_train_setup *u, int W);
 /* --describe: the planner's budget of u (plateau plan's table) on f. */
 void pl__train_plan_describe(const pl__train_args *a,
                              const pl_train_system *sys,

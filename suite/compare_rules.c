@@ -63,6 +63,8 @@ static const cls classes[] = {
     {"mode", PL_CMP_IGNORE},
     {"release", PL_CMP_KEY},
     {"budget", PL_CMP_KEY},
+    {"optim_resident", PL_CMP_KEY},
+    {"keep", PL_CMP_KEY},
     {"budget_bytes", PL_CMP_IGNORE},
     {"bucket", PL_CMP_KEY},
     {"slots", PL_CMP_KEY},
@@ -94,6 +96,7 @@ static const cls classes[] = {
     {"moe_ms", PL_CMP_TIME},
     {"head_ms", PL_CMP_TIME},
     {"optimizer_ms", PL_CMP_TIME},
+    {"recompute_ms", PL_CMP_TIME},
     {"zero3_ms", PL_CMP_TIME},
     {"sco_ms", PL_CMP_TIME},
     {"other_ms", PL_CMP_IGNORE},    /* a difference of the others */
@@ -117,6 +120,9 @@ static const cls classes[] = {
     {"groups", PL_CMP_IGNORE},
     {"rows", PL_CMP_IGNORE},
     {"selected", PL_CMP_IGNORE},
+    {"resident_params", PL_CMP_IGNORE}, /* decided by the budget */
+    {"kept_attn", PL_CMP_IGNORE},
+    {"kept_full", PL_CMP_IGNORE},
     {"planned", PL_CMP_IGNORE},
     {"pieces", PL_CMP_IGNORE},
     {"spilled", PL_CMP_IGNORE},
@@ -186,6 +192,7 @@ static const cls classes[] = {
     {"boundary_bytes", PL_CMP_MEMORY},
     {"attention_bytes", PL_CMP_MEMORY},
     {"optim_staging_bytes", PL_CMP_MEMORY},
+    {"kept_bytes", PL_CMP_MEMORY},
     {"bound_bytes", PL_CMP_MEMORY},
     {"host_bytes", PL_CMP_MEMORY},
     {"max_err", PL_CMP_IGNORE}, /* the check column judges it */

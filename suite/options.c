@@ -575,3 +575,23 @@ pl_status pl_sco_parse_budget(const char *opt, const char *s, pl_sco_budget *out
   }
   return PL_OK;
 }
+
+pl_status pl_headroom_parse(const char *opt, const char *s, bool attn_ok,
+                            pl_headroom_mode *mode, uint64_t *bytes) {
+  *mode = PL_HEADROOM_BYTES;
+  *bytes = 0;
+  static const char *const words[] = {"attn", "all", "auto"};
+  for (int i = 0; s && i < 3; i++)
+    if (!strcmp(s, words[i]) && (i || attn_ok)) {
+      *mode = (pl_headroom_mode)(i + 1);
+      return PL_OK;
+    }
+  pl_status st = pl_parse_size(opt, s, bytes);
+  if (st != PL_OK) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", pl_last_error());
+    return pl_set_error(PL_EINVAL, "%s (allowed: 0, %sall, auto, or a device "
+                        "budget such as 24Gi)", why, attn_ok ? "attn, " : "");
+  }
+  return PL_OK;
+}

@@ -115,6 +115,20 @@ struct pl_sco_budget;
 pl_status pl_sco_parse_budget(const char *opt, const char *s,
                               struct pl_sco_budget *out);
 
+/* A headroom budget: the optimizer state resident in HBM
+ * (--optim-resident) or the kept activations (--keep): "0", "all", "auto"
+ * (the planner fills it), a size ("24Gi"), and with attn_ok "attn" (every
+ * layer's attention output and LSE).  PL_EINVAL naming opt and the allowed
+ * values otherwise. */
+typedef enum pl_headroom_mode {
+  PL_HEADROOM_BYTES = 0,
+  PL_HEADROOM_ATTN = 1,
+  PL_HEADROOM_ALL = 2,
+  PL_HEADROOM_AUTO = 3
+} pl_headroom_mode;
+pl_status pl_headroom_parse(const char *opt, const char *s, bool attn_ok,
+                            pl_headroom_mode *mode, uint64_t *bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -69,6 +69,15 @@ static const pl_opt plan_opts[] = {
     {"sco", 0, PL_OPT_STR, NULL,
      "plateau: SCO host budget per rank: 0, all, or a size", 0, 0, NULL},
     {"optim", 0, PL_OPT_ENUM, NULL, "plateau: stream | hybrid", 0, 0, optims},
+    {"optim-resident", 0, PL_OPT_STR, NULL,
+     "plateau: HBM for the optimizer's fp32 master, m, v (whole buckets): 0, "
+     "all, auto (filled), or a size",
+     0, 0, NULL},
+    {"keep", 0, PL_OPT_STR, NULL,
+     "plateau: activations kept for the backward: 0, attn (every layer's "
+     "attention output + LSE), all (whole attention halves), auto (filled), "
+     "or a device budget",
+     0, 0, NULL},
     {"dispatch", 0, PL_OPT_ENUM, "pllep", "plateau: pllep | llep | ep", 0, 0,
      dispatches},
     {"head", 0, PL_OPT_ENUM, "auto", "plateau: ring | fused (auto: by P)", 0, 0,
@@ -230,6 +239,32 @@ static int group_ok(int g, int W, int Wv) {
   return divides(g, W) || (g > 0 && Wv > W && Wv % W == 0 && Wv % (g * W) == 0);
 }
 
+/* --optim-resident and --keep: a budget given is fixed; auto (or not given
+ * under --config auto) is the planner's fill (pl_plan_fill) */
+static pl_status headroom_of(const pl_args *a, bool autoc, pl_plan_cfg *c,
+                             pl_plan_free *fr) {
+  pl_headroom_mode md;
+  uint64_t b;
+  fr->resident = autoc, fr->keep = autoc;
+  if (pl_args_given(a, "optim-resident")) {
+    PL_TRY(pl_headroom_parse("--optim-resident",
+                             pl_args_str(a, "optim-resident"), false, &md,
+                             &b));
+    fr->resident = md == PL_HEADROOM_AUTO;
+    c->sc.oo.resident_all = md == PL_HEADROOM_ALL;
+    c->sc.oo.resident_bytes = b;
+  }
+  if (pl_args_given(a, "keep")) {
+    PL_TRY(pl_headroom_parse("--keep", pl_args_str(a, "keep"), true, &md, &b));
+    fr->keep = md == PL_HEADROOM_AUTO;
+    c->sc.keep = (pl_keep_budget){md == PL_HEADROOM_ATTN  ? PL_KEEP_ATTN
+                                  : md == PL_HEADROOM_ALL ? PL_KEEP_ALL
+                                                          : PL_KEEP_BYTES,
+                                  b};
+  }
+  return PL_OK;
+}
+
 /* base configuration and the free knobs from the options */
 static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
                            pl_plan_cfg *c, pl_plan_free *fr) {
@@ -238,8 +273,11 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
   const bool fsdp2 = pl_args_enum(a, "system") == 1;
   const bool autoc = pl_args_enum(a, "config") == 0;
   memset(fr, 0, sizeof *fr);
-  static const char *const plateau_only[] = {"D",     "P",   "c",     "beta",
-                                             "slots", "sco", "optim", NULL};
+  static const char *const plateau_only[] = {
+      "D",   "P",     "c",
+      "beta", "slots", "sco",
+      "optim", "optim-resident", "keep",
+      NULL};
   static const char *const fsdp2_only[] = {"cp", "ac", "offload", "mbs", NULL};
   const char *const *wrong = fsdp2 ? plateau_only : fsdp2_only;
   for (int i = 0; wrong[i]; i++)
@@ -337,6 +375,7 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
     c->sc.dispatch = d == 0   ? PL_MOE_PIPELINED
                      : d == 1 ? PL_MOE_LLEP
                               : PL_MOE_EP;
+    PL_TRY(headroom_of(a, autoc, c, fr));
   }
   c->sc.dt = pl_args_enum(a, "dtype") == 1 ? PL_F32 : PL_BF16;
   c->imb = pl_args_f64(a, "imb");
@@ -459,6 +498,8 @@ static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
             s->feasible, cfg);
   else
     fprintf(f, "# configuration: %s\n", cfg);
+  if (searched && s->have_best && s->best.fill[0])
+    fprintf(f, "# %s\n", s->best.fill);
   fprintf(f, "\nper-rank device memory at the peak (%s):\n", mem->peak_phase);
   fprintf(f, "  %-11s %12s %12s  %s\n", "term", "at peak", "own peak",
           "formula");
@@ -634,7 +675,8 @@ int pl_plan_main(int argc, char **argv) {
     goto out;
   }
   const bool searched = fr.D || fr.P || fr.c || fr.beta || fr.sco || fr.optim ||
-                        fr.cp || fr.ep || fr.ac || fr.offload || fr.mbs;
+                        fr.cp || fr.ep || fr.ac || fr.offload || fr.mbs ||
+                        fr.resident || fr.keep;
   pl_plan_search *s = calloc(1, sizeof *s);
   pl_plan_verdict *v = calloc(1, sizeof *v);
   pl_plan_time t;

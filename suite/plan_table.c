@@ -86,7 +86,9 @@ static pl_status best_of(const pl_model_cfg *m, pl_plan_system sys, int W,
                      .ep = true,
                      .ac = true,
                      .offload = true,
-                     .mbs = false};
+                     .mbs = false,
+                     .resident = true,
+                     .keep = true};
   pl_plan_search *s = calloc(1, sizeof *s);
   if (!s)
     return pl_set_error(PL_ENOMEM, "plan: host");

@@ -1,7 +1,8 @@
 /* report_train_fsdp2.c — the train report's (report_train.c) comparison of
  * plateau with FSDP2: plateau against FSDP2-best — the fastest fsdp2 row that
  * fits at the same model, scale (ranks, W_v) and context, whichever knobs it
- * ran with — per context both fit, the longest context and the largest
+ * ran with, beside plateau's fastest row there (its configuration named: the
+ * headroom knobs in its variant) — per context both fit, the longest context and the largest
  * tokens per step each fits, beside the paper's figures, and the targets of
  * the comparison; every fsdp2 configuration tried, the winner marked; our
  * FSDP2 baseline against PyTorch's on the points both ran. */
@@ -150,8 +151,10 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
           "\n## plateau vs FSDP2-best\n\nFSDP2-best: the fastest fsdp2 row "
           "that fits at the same model, scale and context, whichever knobs "
           "it ran with (`--tune` tries every cp, ep, AC mode and optimizer "
-          "placement a torchtitan user would: the paper's definition). "
-          "Ours: `ranks` processes, each one rank of a `W_v`-rank run (the "
+          "placement a torchtitan user would: the paper's definition); "
+          "plateau likewise its fastest ok row there, its configuration "
+          "named (with `--optim-resident auto --keep auto`, or `--config "
+          "auto`, the plan's headroom fill). Ours: `ranks` processes, each one rank of a `W_v`-rank run (the "
           "one-GPU proxy when W_v > ranks). Paper (%s): 7.6× tok/s at "
           "120B/128K; FSDP2-best OOM past 128K / 32K / 64K while plateau "
           "trains 1M; max batch 12× / 7× / 3× (120B / 241B / 667B).\n\n",
@@ -167,10 +170,10 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
   }
   fprintf(md, "Throughput per context (the ratios where both fit):\n\n"
               "| model | ours: ranks / W_v | context | plateau tok/s/GPU | "
-              "plateau TFLOP/s | FSDP2-best tok/s/GPU | FSDP2-best TFLOP/s | "
-              "FSDP2-best configuration (fit / tried) | tok/s ratio | "
-              "TFLOP/s ratio | paper |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "plateau TFLOP/s | plateau configuration | FSDP2-best tok/s/GPU "
+              "| FSDP2-best TFLOP/s | FSDP2-best configuration (fit / tried) | "
+              "tok/s ratio | TFLOP/s ratio | paper |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < n; i++) { /* each (scale, context) once */
     bool seen = false;
     for (int j = 0; j < i && !seen; j++)
@@ -193,11 +196,12 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
     const double na = NAN;
     fprintf(
         md,
-        "| %s | %.0f / %.0f | %s | %s | %s | %s | %s | %s (%d / %d) | %s "
-        "| %s | %s |\n",
+        "| %s | %.0f / %.0f | %s | %s | %s | %s | %s | %s | %s (%d / %d) | "
+        "%s | %s | %s |\n",
         p[i].model, p[i].ranks, p[i].wv, pl__train_ctx(c, sizeof c, p[i].seq),
         pl_rep_q(t1, sizeof t1, a ? a->tok : na, ta ? "oom" : "-"),
         pl_rep_q(t2, sizeof t2, a ? a->tflops : na, "-"),
+        a ? a->variant : "-",
         pl_rep_q(t3, sizeof t3, b ? b->tok : na, tf ? "oom" : "-"),
         pl_rep_q(t4, sizeof t4, b ? b->tflops : na, "-"),
         b    ? b->variant

@@ -12,6 +12,10 @@
 #  - --config auto: the planner's choice per context (kind auto, the choice
 #    in the note, the knob columns it set), ok rows within 5%; --step-tokens
 #    keeps the tokens per step (the micro-batches follow the layout);
+#  - the headroom knobs: --optim-resident auto --keep auto fill a
+#    --mem-limit (the columns, the note, the peak within the limit and within
+#    5% of the prediction); without them nothing is resident or kept; D = 2
+#    with the attention kept and the state resident, two ranks;
 #  - --describe: fsdp2 prints the planner's per-rank budget (the baseline
 #    has no description), plateau its description and the budget; nothing
 #    written;
@@ -79,7 +83,7 @@ bad=$(rows "$f" '($c["status"] == "oom" && $c["pred_dev_peak_bytes"] > 6 * 10485
 echo "== --config auto: the planner's choice"
 run auto "${B[@]}" --system plateau,fsdp2 --seq 128,256 --config auto
 within auto 4
-bad=$(rows "$f" '$c["kind"] == "auto" && $c["note"] ~ /^--config auto: .* \([0-9]+ tried, [0-9]+ fit; [0-9]+ tok\/s\/GPU predicted\); plan: fits/ ? "" : $0' | grep .)
+bad=$(rows "$f" '$c["kind"] == "auto" && $c["note"] ~ /^--config auto: .* \([0-9]+ tried, [0-9]+ fit; [0-9]+ tok\/s\/GPU predicted\); (headroom fill below .*; )?plan: fits/ ? "" : $0' | grep .)
 [[ -z $bad ]] && pass || { fail "auto: kind or note"; echo "$bad"; }
 # the choice is in the knob columns: plateau's head and optim as the note says
 rows "$f" '$c["system"] != "plateau" ? "" : (index($c["note"], "head=" $c["head"] " optim=" $c["optim"]) ? "y" : "n")' | grep -q n &&
@@ -88,6 +92,21 @@ run auto2 $MPIRUN -np 2 "${B[@]}" --system fsdp2 --seq 128 --config auto --step-
 got=$(rows "$f" '$c["kind"] " " $c["status"] " " $c["step_tokens"] " " ($c["micro"] * $c["tokens"] * $c["virtual_world"])' | tr '\n' ' ')
 [[ $got == "auto ok 512 512 " ]] && pass || fail "auto --step-tokens 512: '$got'"
 within auto2 1
+
+echo "== the headroom knobs: auto fills below the limit, the prediction within 5%"
+run fill "${B[@]}" --seq 64,128 --mem-limit 8Mi --optim-resident auto --keep auto
+within fill 2
+bad=$(rows "$f" '($c["variant"] ~ /\/res=auto\/keep=auto$/ && $c["optim_resident"] == "auto" && $c["keep"] == "auto" &&
+  $c["resident_params"] > 0 && $c["kept_attn"] == 3 && $c["kept_bytes"] > 0 && $c["dev_peak_bytes"] <= 8 * 1048576 &&
+  $c["recompute_ms"] != "-" && $c["note"] ~ /^headroom fill below 8.0 MiB: kept 1\/1 buckets .*; plan: fits/) ? "" : $0' | grep .)
+[[ -z $bad ]] && pass || { fail "fill: the knobs' columns and note"; echo "$bad" | cut -c1-300; }
+run fill0 "${B[@]}" --seq 64,128 --mem-limit 8Mi
+got=$(rows "$f" '$c["variant"] " " $c["resident_params"] " " $c["kept_attn"] " " $c["kept_bytes"]' | tr '\n' ' ')
+[[ $got == "pllep/ring/stream/sco=0/mb1 0 0 0 pllep/ring/stream/sco=0/mb1 0 0 0 " ]] && pass || fail "fill0: today's defaults changed: '$got'"
+run fill2 $MPIRUN -np 2 "${B[@]}" --seq 128 -D 2 --keep attn --optim-resident all --sco-budget all
+within fill2 1
+got=$(rows "$f" '$c["status"] " " ($c["resident_params"] == $c["params"]) " " $c["kept_attn"] " " $c["kept_full"]' | tr '\n' ' ')
+[[ $got == "ok 1 3 0 " ]] && pass || fail "fill2 (D=2, keep attn, all resident): '$got'"
 
 echo "== --describe: the planner's budget"
 out=$("${B[@]}" --system fsdp2 --seq 128 --describe -o "$tmp/describe" 2>&1)

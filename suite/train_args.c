@@ -146,6 +146,37 @@ static pl_status model_of(const pl_args *a, pl_train_setup *u) {
   return pl_model_cfg_check(m);
 }
 
+/* --optim-resident and --keep (auto: the planner fills them per point). */
+static pl_status headroom_of(const pl_args *a, pl_train_setup *u) {
+  pl_step_cfg *sc = &u->sc;
+  const char *r = pl_args_str(a, "optim-resident"), *k = pl_args_str(a, "keep");
+  if (!r || strlen(r) >= sizeof u->resident_text || !k ||
+      strlen(k) >= sizeof u->keep_text)
+    return pl_set_error(PL_EINVAL, "--optim-resident, --keep: empty or "
+                                   "overlong");
+  pl_headroom_mode md;
+  uint64_t b;
+  PL_TRY(pl_headroom_parse("--optim-resident", r, false, &md, &b));
+  u->resident_auto = md == PL_HEADROOM_AUTO;
+  sc->oo.resident_all = md == PL_HEADROOM_ALL;
+  sc->oo.resident_bytes = b;
+  if ((md == PL_HEADROOM_ALL || b) && !strcmp(u->optim, "cpu"))
+    return pl_set_error(PL_EINVAL,
+                        "--optim-resident=%s with --optim=cpu: the CPU update "
+                        "needs its state on the host (allowed: stream, "
+                        "hybrid)",
+                        r);
+  PL_TRY(pl_headroom_parse("--keep", k, true, &md, &b));
+  u->keep_auto = md == PL_HEADROOM_AUTO;
+  sc->keep = (pl_keep_budget){md == PL_HEADROOM_ATTN  ? PL_KEEP_ATTN
+                              : md == PL_HEADROOM_ALL ? PL_KEEP_ALL
+                                                      : PL_KEEP_BYTES,
+                              b};
+  snprintf(u->resident_text, sizeof u->resident_text, "%s", r);
+  snprintf(u->keep_text, sizeof u->keep_text, "%s", k);
+  return PL_OK;
+}
+
 static pl_status step_of(pl_bench_ctx *c, const pl_args *a, pl_train_setup *u) {
   pl_step_cfg *sc = &u->sc;
   *sc = pl_step_cfg_default();
@@ -166,6 +197,7 @@ static pl_status step_of(pl_bench_ctx *c, const pl_args *a, pl_train_setup *u) {
     return pl_set_error(PL_EINVAL, "--sco-budget: empty or overlong");
   PL_TRY(pl_sco_parse_budget("--sco-budget", b, &sc->sco));
   snprintf(u->sco_text, sizeof u->sco_text, "%s", b);
+  PL_TRY(headroom_of(a, u));
   sc->micro = (int)pl_args_int(a, "micro");
   sc->profile = pl_args_flag(a, "profile");
   sc->seed = c->seed;
@@ -177,9 +209,12 @@ static pl_status step_of(pl_bench_ctx *c, const pl_args *a, pl_train_setup *u) {
  * a setting no point would use. */
 static const char *const f2_only[] = {"cp", "ep", "ac", "ac-freq",
                                       "fsdp2-optim", NULL};
-static const char *const pl_only[] = {"D", "P", "head", "dispatch",
-                                      "sco-budget", "optim", "chunk-cap",
-                                      "bucket", "slots", NULL};
+static const char *const pl_only[] = {"D",         "P",
+                                      "head",      "dispatch",
+                                      "sco-budget", "optim",
+                                      "chunk-cap", "bucket",
+                                      "slots",     "optim-resident",
+                                      "keep",      NULL};
 
 const char *pl__train_knob_owner(const char *name) {
   for (int i = 0; f2_only[i]; i++)
@@ -500,6 +535,9 @@ static pl_status context_points(pl_bench_ctx *c, const pl_args *a, bool tune,
       u.S = t->seq[i] * (by_tokens ? t->sys[k]->seq_ranks(&u) : 1);
       if (t->auto_cfg)
         PL_TRY(pl__train_auto(t, a, t->sys[k], &u, c->size));
+      else if ((u.resident_auto || u.keep_auto) &&
+               !strcmp(t->sys[k]->name, "plateau"))
+        PL_TRY(pl__train_fill(t, t->sys[k], &u, c->size));
       if (!tune || strcmp(t->sys[k]->name, "fsdp2")) {
         PL_TRY(add_point(t, cap, t->sys[k], &u, -1, -1));
         continue;

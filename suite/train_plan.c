@@ -132,8 +132,8 @@ pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
   pl_dev_info info;
   PL_TRY(pl_dev_info_get(c->dev, &info));
   double v[2] = {limit > 0 ? limit : (double)info.total_bytes, 0};
-  if (limit > 0 || !c->cuda)
-    mc->hbm_reserve = 0;
+  if (limit > 0 || !c->cuda) /* exact: the tracked allocator's own limit */
+    mc->hbm_reserve = 0, mc->fill_reserve = 0;
   /* host: what is available now plus what the arena pins already, less
    * the 2 GiB the bench's own guard keeps (pl__train_host_limit below) */
   pl_mem_stats hs;
@@ -264,8 +264,8 @@ pl_status pl__train_plan_point(pl_bench_ctx *c, const pl__train_args *a,
     pl_row_f64(row, "pred_time_ms", pr->time_ms);
   }
   if (pr->have && !pr->fits && !a->verify)
-    return pl_set_error(PL_EINFEASIBLE, "%s (not launched; --verify runs it)",
-                        pr->why);
+    return pl_set_error(PL_EINFEASIBLE, "%s%s%s (not launched; --verify runs "
+                        "it)", u->fill, u->fill[0] ? "; " : "", pr->why);
   pl_row_note(row, "%s%s", pr->why,
               pr->have && !pr->fits ? " (run by --verify)" : "");
   return PL_OK;
@@ -317,6 +317,7 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
   if (Wv > W)
     snprintf(run, sizeof run, " for the %d-GPU run, nodes of %d", Wv,
              mc.gpus_per_node);
+  snprintf(u->fill, sizeof u->fill, "%s", s->best.fill);
   if (s->have_best) {
     sys->plan_apply(&s->best.cfg, u);
     snprintf(u->chosen, sizeof u->chosen,
@@ -331,6 +332,25 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
   }
   u->kind = "auto";
   free(s);
+  return PL_OK;
+}
+
+pl_status pl__train_fill(const pl__train_args *a, const pl_train_system *sys,
+                         pl_train_setup *u, int W) {
+  pl_plan_cfg c;
+  pl_status st = cfg_of(sys, u, W, &c);
+  if (st == PL_OK)
+    st = pl_plan_fill(&u->m, &a->mc, u->resident_auto, u->keep_auto, &c,
+                      u->fill, sizeof u->fill);
+  if (st != PL_OK) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", pl_last_error());
+    return pl_set_error(PL_EINVAL, "--optim-resident/--keep auto: %s at "
+                        "S=%lld: %s", sys->name, (long long)u->S, msg);
+  }
+  u->sc.oo.resident_all = c.sc.oo.resident_all;
+  u->sc.oo.resident_bytes = c.sc.oo.resident_bytes;
+  u->sc.keep = c.sc.keep;
   return PL_OK;
 }
 

@@ -22,9 +22,9 @@
 
 #include "bench_train.h"
 
-static const char *const tags[] = {"dispatch", "logits", "boundary",
-                                   "attention", "optim_staging"};
-#define NTAGS 5
+static const char *const tags[] = {"dispatch",  "logits",        "boundary",
+                                   "attention", "optim_staging", "kept"};
+#define NTAGS 6
 
 static size_t tag_peak(const pl_mem_stats *m, const char *tag) {
   for (int i = 0; i < m->n_tags && i < PL_MEM_MAX_TAGS; i++)
@@ -65,9 +65,10 @@ static pl_status memory(pl_bench_ctx *c, const pl_step_result *res, int n,
   return PL_OK;
 }
 
-/* Each part's median over the timed steps, max over ranks. */
+/* Each part's median over the timed steps, max over ranks (recompute only
+ * where the system times it: plateau's step). */
 static pl_status parts(pl_bench_ctx *c, const pl_step_result *res, int n,
-                       pl_row *row) {
+                       bool recompute, pl_row *row) {
   double med[PL_PART_COUNT], *x = calloc((size_t)n + 1, sizeof *x);
   if (!x)
     return pl_set_error(PL_ENOMEM, "train: host");
@@ -81,7 +82,8 @@ static pl_status parts(pl_bench_ctx *c, const pl_step_result *res, int n,
   for (int p = 0; p < PL_PART_COUNT; p++) {
     char col[48];
     snprintf(col, sizeof col, "%s_ms", pl_part_name(p));
-    pl_row_f64(row, col, med[p]);
+    if (p != PL_PART_RECOMPUTE || recompute)
+      pl_row_f64(row, col, med[p]);
   }
   return PL_OK;
 }
@@ -117,6 +119,8 @@ void pl__train_identity(const pl_train_setup *u, int ranks, int Wv, int D,
   pl_row_i64(row, "params_active", mp.active);
   if (u->chosen[0])
     pl_row_note(row, "%s", u->chosen);
+  if (u->fill[0])
+    pl_row_note(row, "%s", u->fill);
 }
 
 pl_status pl__train_row(pl_bench_ctx *c, const pl__train_args *a,
@@ -131,7 +135,7 @@ pl_status pl__train_row(pl_bench_ctx *c, const pl__train_args *a,
   const int nt = n - warm;
   PL_TRY(memory(c, timed, nt, row));
   if (u->sc.profile)
-    PL_TRY(parts(c, timed, nt, row));
+    PL_TRY(parts(c, timed, nt, !strcmp(sys->name, "plateau"), row));
   losses(res, n, row);
   if (sys->result && n)
     sys->result(h, &res[n - 1], row);
@@ -154,10 +158,14 @@ pl_status pl__train_row(pl_bench_ctx *c, const pl__train_args *a,
     pl_train_desc d;
     PL_TRY(sys->describe(u, c->size, c->rank,
                          c->cuda ? PL_BACKEND_CUDA : PL_BACKEND_CPU, &d));
-    int64_t v[2] = {d.params_rank, (int64_t)(d.dev_state + d.dev_transient)};
-    PL_TRY(pl_host_allreduce_i64(c->comm, v, 2, PL_RED_MAX));
+    int64_t v[5] = {d.params_rank, (int64_t)(d.dev_state + d.dev_transient),
+                    d.resident_params, d.keep_attn, d.keep_all};
+    PL_TRY(pl_host_allreduce_i64(c->comm, v, 5, PL_RED_MAX));
     pl_row_i64(row, "params", v[0]);
     pl_row_i64(row, "bound_bytes", v[1]);
+    pl_row_i64(row, "resident_params", v[2]);
+    pl_row_i64(row, "kept_attn", v[3]);
+    pl_row_i64(row, "kept_full", v[4]);
   }
   return PL_OK;
 }

@@ -19,11 +19,17 @@ static pl_status plateau_validate(const pl_train_setup *u, int W) {
   return pl_layout_plan_make(&u->m, &u->lc, W, 0, u->S, &p);
 }
 
+/* The variant: dispatch/head/optim/sco=budget/mbN, and /res=R/keep=K when
+ * either headroom knob was asked for (as given: auto stays auto). */
 static void plateau_identity(const pl_train_setup *u, pl_row *row) {
-  char v[96];
-  snprintf(v, sizeof v, "%s/%s/%s/sco=%s/mb%d", u->dispatch, u->head, u->optim,
-           u->sco_text, u->sc.micro);
+  char v[192], hr[80] = "";
+  if (strcmp(u->resident_text, "0") || strcmp(u->keep_text, "0"))
+    snprintf(hr, sizeof hr, "/res=%s/keep=%s", u->resident_text, u->keep_text);
+  snprintf(v, sizeof v, "%s/%s/%s/sco=%s/mb%d%s", u->dispatch, u->head,
+           u->optim, u->sco_text, u->sc.micro, hr);
   pl_row_str(row, "variant", v);
+  pl_row_str(row, "optim_resident", u->resident_text);
+  pl_row_str(row, "keep", u->keep_text);
   pl_row_str(row, "dispatch", u->dispatch);
   pl_row_str(row, "head", u->head);
   pl_row_str(row, "optim", u->optim);
@@ -123,6 +129,10 @@ static void plateau_free(const pl_args *a, pl_plan_free *fr) {
   fr->beta = !pl_args_given(a, "bucket");
   fr->sco = !pl_args_given(a, "sco-budget");
   fr->optim = !pl_args_given(a, "optim");
+  /* the headroom: free unless a budget is given (auto is free) */
+  const char *r = pl_args_str(a, "optim-resident"), *k = pl_args_str(a, "keep");
+  fr->resident = !pl_args_given(a, "optim-resident") || !strcmp(r, "auto");
+  fr->keep = !pl_args_given(a, "keep") || !strcmp(k, "auto");
 }
 
 static void plateau_apply(const pl_plan_cfg *c, pl_train_setup *u) {
@@ -130,6 +140,16 @@ static void plateau_apply(const pl_plan_cfg *c, pl_train_setup *u) {
   u->sc.head = c->sc.head, u->sc.moe_c = c->sc.moe_c;
   u->sc.oo.bucket = c->sc.oo.bucket, u->sc.sco = c->sc.sco;
   u->sc.optim = c->sc.optim, u->sc.micro = c->sc.micro;
+  u->sc.oo.resident_all = c->sc.oo.resident_all;
+  u->sc.oo.resident_bytes = c->sc.oo.resident_bytes;
+  u->sc.keep = c->sc.keep;
+  /* a headroom knob the plan filled reads auto (a given budget is kept) */
+  if ((c->sc.oo.resident_all || c->sc.oo.resident_bytes) &&
+      !strcmp(u->resident_text, "0"))
+    snprintf(u->resident_text, sizeof u->resident_text, "auto");
+  if ((c->sc.keep.mode != PL_KEEP_BYTES || c->sc.keep.bytes) &&
+      !strcmp(u->keep_text, "0"))
+    snprintf(u->keep_text, sizeof u->keep_text, "auto");
   u->head = c->sc.head == &pl_head_fused ? "fused" : "ring";
   u->optim = c->sc.optim == &pl_optim_hybrid ? "hybrid" : "stream";
   if (c->sc.sco.all)

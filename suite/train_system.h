@@ -28,6 +28,9 @@ typedef struct pl_train_setup {
   pl_step_cfg sc;       /* plateau's step; dt, micro, seed and profile are
                            every system's                                   */
   char sco_text[32];    /* --sco-budget as given                        */
+  char resident_text[32]; /* --optim-resident as given (0, all, auto, a size) */
+  char keep_text[32];     /* --keep as given (0, attn, all, auto, a size)     */
+  bool resident_auto, keep_auto; /* auto: the planner fills them            */
   const char *dispatch; /* --dispatch as given: ep | llep | pllep       */
   const char *head;     /* --head: ring | fused | dense | vp            */
   const char *optim;    /* --optim: stream | hybrid | cpu               */
@@ -38,6 +41,7 @@ typedef struct pl_train_setup {
   const char *kind; /* how the point was chosen: run | tune | peer | auto */
   char point[48];   /* a --points point's name ("" otherwise)           */
   char chosen[240]; /* --config auto: the planner's choice, for the note */
+  char fill[480];   /* the planner's headroom fill (auto), for the note   */
 } pl_train_setup;
 
 typedef struct pl_train_system {

@@ -4,6 +4,7 @@
 #include "model/layer.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/internal.h"
@@ -21,6 +22,8 @@ int64_t pl_layer_params(const pl_layer_cfg *c) {
 
 void pl_layer_free(pl_layer *l) {
   if (!l->dev) return;
+  void *kp[] = {l->kept.h, l->kept.q, l->kept.k, l->kept.v, l->kept.o, l->kept.y1, l->kept.lse};
+  for (int i = 0; i < 7; i++) pl_free(l->dev, kp[i]);
   if (l->views) {
     memset(l, 0, sizeof *l);
     return;
@@ -107,16 +110,27 @@ pl_status pl_layer_init(pl_dev *dev, pl_comm *sp, pl_layer *l, const pl_layer_cf
   return PL_OK;
 }
 
-/* the activations of one forward: everything backward needs */
-typedef struct acts {
-  void *h, *q, *k, *v, *o, *y1;
-  float *lse;
-} acts;
+typedef pl_layer_acts acts;
 
 static void acts_free(pl_layer *l, pl_stream *s, acts *a) {
   void *ps[] = {a->h, a->q, a->k, a->v, a->o, a->y1, a->lse};
   for (int i = 0; i < 7; i++) pl_free_async(l->dev, ps[i], s);
   memset(a, 0, sizeof *a);
+}
+
+/* What the last forward kept, freed (a forward whose backward never came). */
+static void drop_kept(pl_layer *l, pl_stream *s) {
+  acts_free(l, s, &l->kept);
+  l->kept_level = PL_LAYER_KEEP_NONE;
+  l->kept_N = 0;
+}
+
+size_t pl_layer_kept_bytes(const pl_layer_cfg *c, int64_t N, int D, pl_layer_keep k) {
+  if (k == PL_LAYER_KEEP_NONE || N <= 0) return 0;
+  const size_t es = pl_dtype_size(c->dt), n = (size_t)N;
+  const size_t nq = (size_t)c->n_q * (size_t)c->d, nk = (size_t)c->n_kv * (size_t)c->d;
+  const size_t attn = n * nq * es + (size_t)(c->n_q / (D > 0 ? D : 1)) * n * (size_t)D * 4;
+  return k == PL_LAYER_KEEP_ATTN ? attn : attn + n * (2 * (size_t)c->H + nq + 2 * nk) * es;
 }
 
 static pl_attn_shape attn_shape(const pl_layer *l, int64_t N) {
@@ -126,24 +140,33 @@ static pl_attn_shape attn_shape(const pl_layer *l, int64_t N) {
   return sh;
 }
 
-/* Forward up to y1 = x + o·W_o, keeping what backward needs in *a. */
-static pl_status attn_forward(pl_layer *l, pl_stream *s, const void *x, int64_t N, acts *a) {
+/* Forward up to y1 = x + o·W_o, keeping what backward needs in *a.  The
+ * buffers the layer keeps at level `keep` are allocated under tag "kept";
+ * with `have_o` (a backward after an ATTN-keeping forward) a->o and a->lse
+ * are already the forward's: no attention, y1 from that o. */
+static pl_status attn_forward(pl_layer *l, pl_stream *s, const void *x, int64_t N, acts *a,
+                              pl_layer_keep keep, bool have_o) {
   const pl_layer_cfg *c = &l->cfg;
   const int D = group_size(l);
   const size_t es = pl_dtype_size(c->dt);
   const int64_t nq = (int64_t)c->n_q * c->d, nk = (int64_t)c->n_kv * c->d, tot = qkv_cols(c);
-  memset(a, 0, sizeof *a);
+  if (!have_o) memset(a, 0, sizeof *a);
   pl_dev *dev = l->dev;
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * c->H) * es, "activations", s, &a->h));
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nq) * es, "activations", s, &a->q));
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nk) * es, "activations", s, &a->k));
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nk) * es, "activations", s, &a->v));
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nq) * es, "activations", s, &a->o));
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * c->H) * es, "activations", s, &a->y1));
-  void *lp = NULL;
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(c->n_q / D) * (size_t)(N * D) * 4,
-                        "activations", s, &lp));
-  a->lse = lp;
+  const char *ta = keep == PL_LAYER_KEEP_ALL ? "kept" : "activations";
+  const char *to = keep != PL_LAYER_KEEP_NONE ? "kept" : "activations";
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * c->H) * es, ta, s, &a->h));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nq) * es, ta, s, &a->q));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nk) * es, ta, s, &a->k));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nk) * es, ta, s, &a->v));
+  if (!have_o)
+    PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nq) * es, to, s, &a->o));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * c->H) * es, ta, s, &a->y1));
+  if (!have_o) {
+    void *lp = NULL;
+    PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(c->n_q / D) * (size_t)(N * D) * 4, to,
+                          s, &lp));
+    a->lse = lp;
+  }
   PL_TRY(pl__rmsnorm_fwd(s, x, l->w_n, a->h, N, c->H, l->eps, c->dt));
   const char *W = l->w_qkv;
   PL_TRY(pl_gemm(s, false, false, N, nq, c->H, 1.f, a->h, c->H, W, tot, 0.f, a->q, nq, c->dt, c->dt));
@@ -155,9 +178,9 @@ static pl_status attn_forward(pl_layer *l, pl_stream *s, const void *x, int64_t 
   PL_TRY(pl_rope_fwd(s, a->q, c->dt, 1, N, c->n_q, c->d, pos0, c->rope_theta));
   PL_TRY(pl_rope_fwd(s, a->k, c->dt, 1, N, c->n_kv, c->d, pos0, c->rope_theta));
   pl_attn_shape sh = attn_shape(l, N);
-  if (D > 1)
+  if (!have_o && D > 1)
     PL_TRY(pl_ulysses_attn_fwd(l->sp, s, &sh, a->q, a->k, a->v, a->o, a->lse));
-  else
+  else if (!have_o)
     PL_TRY(pl_attn_fwd(s, &sh, a->q, a->k, a->v, a->o, a->lse));
   /* y1 = x + o·W_o */
   PL_TRY(pl_memcpy_async(s, a->y1, x, (size_t)(N * c->H) * es));
@@ -167,13 +190,80 @@ static pl_status attn_forward(pl_layer *l, pl_stream *s, const void *x, int64_t 
 
 pl_status pl_layer_forward(pl_layer *l, pl_stream *s, const void *x, void *y, int64_t N) {
   if (N < 0) return pl_set_error(PL_EINVAL, "layer: N=%lld: must be >= 0", (long long)N);
+  drop_kept(l, s);
   if (N == 0) return PL_OK;
   acts a;
-  pl_status st = attn_forward(l, s, x, N, &a);
+  pl_status st = attn_forward(l, s, x, N, &a, l->keep, false);
   if (st == PL_OK)
     st = l->ffn ? l->ffn->forward(l->ffn_ctx, s, a.y1, y, N)
                 : pl_mlp_block_forward(&l->mlp, s, a.y1, y, N);
+  if (st == PL_OK && l->keep != PL_LAYER_KEEP_NONE) {
+    /* the kept ones stay for the backward; the rest is freed below */
+    if (l->keep == PL_LAYER_KEEP_ALL) {
+      l->kept = a;
+      memset(&a, 0, sizeof a);
+    } else {
+      l->kept.o = a.o, l->kept.lse = a.lse, a.o = NULL, a.lse = NULL;
+    }
+    l->kept_level = l->keep;
+    l->kept_N = N;
+  }
   acts_free(l, s, &a);
+  return st;
+}
+
+/* Recompute from x into fresh buffers and compare with what the forward
+ * kept, bit for bit (keep_verify: the forward's determinism asserted). */
+static pl_status verify_kept(pl_layer *l, pl_stream *s, const void *x, int64_t N) {
+  const pl_layer_cfg *c = &l->cfg;
+  const size_t es = pl_dtype_size(c->dt), n = (size_t)N;
+  const size_t nq = n * (size_t)c->n_q * (size_t)c->d, nk = n * (size_t)c->n_kv * (size_t)c->d;
+  acts r;
+  pl_status st = attn_forward(l, s, x, N, &r, PL_LAYER_KEEP_NONE, false);
+  const void *got[7] = {l->kept.o, l->kept.lse, l->kept.h, l->kept.q, l->kept.k, l->kept.v,
+                        l->kept.y1};
+  const void *ref[7] = {r.o, r.lse, r.h, r.q, r.k, r.v, r.y1};
+  const size_t bytes[7] = {nq * es, (size_t)c->n_q * n * 4, n * (size_t)c->H * es, nq * es,
+                           nk * es, nk * es, n * (size_t)c->H * es};
+  const int cmp = l->kept_level == PL_LAYER_KEEP_ALL ? 7 : 2;
+  for (int i = 0; i < cmp && st == PL_OK; i++) {
+    char *a = malloc(bytes[i] + 1), *b = malloc(bytes[i] + 1);
+    if (!a || !b) st = pl_set_error(PL_ENOMEM, "layer: keep_verify host buffers");
+    if (st == PL_OK) st = pl_memcpy_async(s, a, got[i], bytes[i]);
+    if (st == PL_OK) st = pl_memcpy_async(s, b, ref[i], bytes[i]);
+    if (st == PL_OK) st = pl_stream_sync(s);
+    if (st == PL_OK && memcmp(a, b, bytes[i]))
+      st = pl_set_error(PL_ERUNTIME, "layer: kept activation %d differs from its recompute "
+                        "(the forward is not deterministic)", i);
+    free(a);
+    free(b);
+  }
+  acts_free(l, s, &r);
+  return st;
+}
+
+/* The activations the backward needs: the forward's kept ones, recomputed
+ * around them (ATTN), or all recomputed; the recompute marked. */
+static pl_status backward_acts(pl_layer *l, pl_stream *s, const void *x, int64_t N, acts *a) {
+  const pl_layer_keep k = l->kept_level;
+  if (k != PL_LAYER_KEEP_NONE && l->kept_N != N)
+    return pl_set_error(PL_EINVAL, "layer: backward of N=%lld after a forward of N=%lld that "
+                        "kept its activations", (long long)N, (long long)l->kept_N);
+  if (k != PL_LAYER_KEEP_NONE && l->keep_verify) PL_TRY(verify_kept(l, s, x, N));
+  if (l->recompute_mark) PL_TRY(l->recompute_mark(l->mark_ctx, s, 0));
+  pl_status st = PL_OK;
+  if (k == PL_LAYER_KEEP_ALL) {
+    *a = l->kept;
+  } else if (k == PL_LAYER_KEEP_ATTN) {
+    memset(a, 0, sizeof *a);
+    a->o = l->kept.o, a->lse = l->kept.lse;
+    st = attn_forward(l, s, x, N, a, PL_LAYER_KEEP_NONE, true);
+  } else {
+    st = attn_forward(l, s, x, N, a, PL_LAYER_KEEP_NONE, false);
+  }
+  memset(&l->kept, 0, sizeof l->kept); /* now a's: freed with it */
+  l->kept_level = PL_LAYER_KEEP_NONE, l->kept_N = 0;
+  if (st == PL_OK && l->recompute_mark) st = l->recompute_mark(l->mark_ctx, s, 1);
   return st;
 }
 
@@ -189,7 +279,7 @@ pl_status pl_layer_backward(pl_layer *l, pl_stream *s, const void *x, const void
   acts a;
   void *dy1 = NULL, *dO = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *dh = NULL, *scr = NULL;
   float *dh32 = NULL;
-  pl_status st = attn_forward(l, s, x, N, &a);
+  pl_status st = backward_acts(l, s, x, N, &a);
 #define ALLOC(p, bytes)                                                                        \
   if (st == PL_OK) st = pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), "activations", s, (void **)&(p))
   ALLOC(dy1, (size_t)(N * c->H) * es);

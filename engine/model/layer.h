@@ -17,7 +17,21 @@
  * over calls and are this rank's partial sums: the trainer reduces them over
  * the group (ZeRO-3 reduce-scatter).  Backward recomputes everything from x;
  * forward frees its intermediates (tag "activations"; the attention workspace
- * and Ulysses buffers are tag "attention"). */
+ * and Ulysses buffers are tag "attention") — unless the layer keeps some of
+ * them for its backward (pl_layer_keep below, tag "kept").
+ *
+ * Kept activations.  keep = ATTN: the forward keeps the attention output o
+ * and its log-sum-exp, and the backward recomputes h, q, k, v and y1 (norm,
+ * QKV, RoPE, the O projection) but never the attention forward (nor, with
+ * D > 1, its Ulysses exchanges); keep = ALL: the forward keeps h, q, k, v,
+ * o, lse and y1, and the backward recomputes nothing before the FFN slot
+ * (whose own backward recomputes from y1, as its contract says).  Exact:
+ * the forward is deterministic (the same kernels on the same inputs), so the
+ * kept values are the bits the recompute would produce; keep_verify
+ * recomputes anyway and compares bit for bit (PL_ERUNTIME on a difference:
+ * the tests' assertion of determinism, on either backend).  A backward after
+ * a keeping forward must get the same x (the checkpoint runner's contract);
+ * a second forward first frees what the first kept. */
 #ifndef PLATEAU_MODEL_LAYER_H
 #define PLATEAU_MODEL_LAYER_H
 
@@ -47,6 +61,18 @@ typedef struct pl_ffn_ops {
                         int64_t N);
 } pl_ffn_ops;
 
+typedef enum pl_layer_keep {
+  PL_LAYER_KEEP_NONE = 0, /* recompute the attention half from x         */
+  PL_LAYER_KEEP_ATTN = 1, /* keep o and lse: no attention forward again   */
+  PL_LAYER_KEEP_ALL = 2   /* keep h, q, k, v, o, lse, y1: no recompute    */
+} pl_layer_keep;
+
+/* The attention half's activations of one forward (N tokens). */
+typedef struct pl_layer_acts {
+  void *h, *q, *k, *v, *o, *y1; /* N×H, N×n_q·d, N×n_kv·d ×2, N×n_q·d, N×H */
+  float *lse;                   /* n_q/D × N·D (the Ulysses head layout)   */
+} pl_layer_acts;
+
 typedef struct pl_layer {
   pl_dev *dev;
   pl_comm *sp; /* Ulysses group (borrowed); NULL = D = 1 */
@@ -58,7 +84,24 @@ typedef struct pl_layer {
   const pl_ffn_ops *ffn;      /* NULL: mlp; else ffn->*(ffn_ctx, ...) */
   void *ffn_ctx;
   int views;                  /* 1: w_* and g_* are the caller's (never freed) */
+  /* kept activations (set by the caller; NONE after init) */
+  pl_layer_keep keep;
+  bool keep_verify;
+  pl_layer_acts kept;         /* what the last forward kept (tag "kept") */
+  pl_layer_keep kept_level;
+  int64_t kept_N;
+  /* Optional: called on the stream at the start (end = 0) and end (end = 1)
+   * of the backward's recompute of the attention half (a time breakdown);
+   * NULL: none. */
+  pl_status (*recompute_mark)(void *ctx, pl_stream *s, int end);
+  void *mark_ctx;
 } pl_layer;
+
+/* Bytes a layer keeps for its backward at level k, N tokens, a Ulysses
+ * group of D: ATTN N·n_q·d·b + N·n_q·4 (o, lse); ALL adds h, q, k, v, y1:
+ * N·(2H + n_q·d + 2·n_kv·d)·b. */
+size_t pl_layer_kept_bytes(const pl_layer_cfg *cfg, int64_t N, int D,
+                           pl_layer_keep k);
 
 /* Weights from the counter RNG (seed, index): identical on every rank and
  * backend.  Refuses heads not divisible by the group size. */

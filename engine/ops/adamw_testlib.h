@@ -115,8 +115,52 @@ __attribute__((unused)) static float tl_grad(uint64_t seed, int t, size_t i) {
   return pl_rng_normal(seed + 1000u + (uint64_t)t, i, 0.0f, scale);
 }
 
+/* The flat state as host arrays (fp[i], fm[i], fv[i] for every element):
+ * the host part copied, the device-resident part read back. */
+__attribute__((unused)) static pl_status tl_state_get(pl_stream *s, const pl_adamw_state *S,
+                                                      float *fp, float *fm, float *fv) {
+  const size_t lo = S->numel - S->resident;
+  memcpy(fp, S->p, lo * 4);
+  memcpy(fm, S->m, lo * 4);
+  memcpy(fv, S->v, lo * 4);
+  if (S->resident) {
+    PL_TRY(pl_memcpy_async(s, fp + lo, S->dp, S->resident * 4));
+    PL_TRY(pl_memcpy_async(s, fm + lo, S->dm, S->resident * 4));
+    PL_TRY(pl_memcpy_async(s, fv + lo, S->dv, S->resident * 4));
+  }
+  return pl_stream_sync(s);
+}
+
+/* The other way: host arrays into the state (host part, device part). */
+__attribute__((unused)) static pl_status tl_state_put(pl_stream *s, const pl_adamw_state *S,
+                                                      const float *fp, const float *fm,
+                                                      const float *fv) {
+  const size_t lo = S->numel - S->resident;
+  memcpy(S->p, fp, lo * 4);
+  memcpy(S->m, fm, lo * 4);
+  memcpy(S->v, fv, lo * 4);
+  if (S->resident) {
+    PL_TRY(pl_memcpy_async(s, S->dp, fp + lo, S->resident * 4));
+    PL_TRY(pl_memcpy_async(s, S->dm, fm + lo, S->resident * 4));
+    PL_TRY(pl_memcpy_async(s, S->dv, fv + lo, S->resident * 4));
+  }
+  return pl_stream_sync(s);
+}
+
+/* tl_run with the last `resident` parameters' state kept on the device
+ * (OffloadStreamAdamW only; whole buckets). */
+__attribute__((unused)) static pl_status tl_run_resident(pl_dev *dev, const tl_case *c,
+                                                         uint64_t seed, size_t resident,
+                                                         tl_result *R);
+
 __attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, uint64_t seed,
                         tl_result *R) {
+  return tl_run_resident(dev, c, seed, 0, R);
+}
+
+__attribute__((unused)) static pl_status tl_run_resident(pl_dev *dev, const tl_case *c,
+                                                         uint64_t seed, size_t resident,
+                                                         tl_result *R) {
   memset(R, 0, sizeof *R);
   pl_stream *s = pl_dev_stream(dev);
   int nranks = tl_comm ? pl_comm_size(tl_comm) : 1;
@@ -134,7 +178,8 @@ __attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, u
         *rv = malloc(total * 4);
   pl_bf16 *rw = malloc(total * 2 + 2), *gw = malloc(total * 2 + 2);
   void *hg = malloc(total * gsz + 4);
-  PL_ASSERT(rp && rm && rv && rw && gw && hg);
+  float *fp = malloc(total * 4 + 4), *fm = malloc(total * 4 + 4), *fv = malloc(total * 4 + 4);
+  PL_ASSERT(rp && rm && rv && rw && gw && hg && fp && fm && fv);
   pl_status st = PL_OK;
   for (int i = 0; i < c->nt; i++) {
     prm[i].numel = c->numel[i];
@@ -163,17 +208,16 @@ __attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, u
     cfg.share_init = 0.5;
     cfg.simd_path = c->simd;
     cfg.comm = tl_comm;
+    cfg.resident = resident;
     PL_TRY(pl_stream_adamw_create(dev, &hp, &cfg, c->nt, prm, &so));
     S = pl_stream_adamw_state(so);
     R->staging_bytes = pl_stream_adamw_staging_bytes(so);
   }
-  PL_ASSERT(S.numel == total);
+  PL_ASSERT(S.numel == total && S.resident == resident);
   for (size_t i = 0; i < total; i++) {
-    tl_init(seed, i, &S.p[i], &S.m[i], &S.v[i]);
-    rp[i] = S.p[i];
-    rm[i] = S.m[i];
-    rv[i] = S.v[i];
+    tl_init(seed, i, &rp[i], &rm[i], &rv[i]);
   }
+  PL_TRY(tl_state_put(s, &S, rp, rm, rv));
   float *rpp[TL_MAXT], *rmp[TL_MAXT], *rvp[TL_MAXT];
   const void *rgp[TL_MAXT];
   pl_bf16 *rwp[TL_MAXT];
@@ -249,9 +293,10 @@ __attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, u
         goto out;
     if ((st = pl_stream_sync(s))) goto out;
     char m[400];
-    if (!tl_cmp_f32("master", S.p, rp, total, m, sizeof m) ||
-        !tl_cmp_f32("m", S.m, rm, total, m, sizeof m) ||
-        !tl_cmp_f32("v", S.v, rv, total, m, sizeof m) ||
+    if ((st = tl_state_get(s, &S, fp, fm, fv))) goto out;
+    if (!tl_cmp_f32("master", fp, rp, total, m, sizeof m) ||
+        !tl_cmp_f32("m", fm, rm, total, m, sizeof m) ||
+        !tl_cmp_f32("v", fv, rv, total, m, sizeof m) ||
         !tl_cmp_bf16("bf16 weights", gw, rw, total, m, sizeof m)) {
       snprintf(R->msg, sizeof R->msg, "step %d: %s", t, m);
       R->ok = 0;
@@ -271,6 +316,9 @@ out:
   free(rw);
   free(gw);
   free(hg);
+  free(fp);
+  free(fm);
+  free(fv);
   return st;
 }
 

@@ -6,13 +6,18 @@
  *   norm (clipping on): chunk partials of every gradient on CMP, copied to
  *        the host, one host wait, summed in the fixed order, ranks summed in
  *        rank order -> gscale.  This is the only host wait, before any update.
- *   GPU buckets b = 0 .. nb−ncpu−1, slot j = b mod s:
+ *   GPU buckets b = 0 .. ns−ncpu−1 (ns: the streamed buckets), slot j = b mod s:
  *     H2D: wait ev_d2h[j] (slot free) ; master, m, v (+ gradient when it lives
  *          on the host) host -> slot j ; record ev_h2d[j]
  *     CMP: wait ev_h2d[j] ; fused AdamW + bf16 refresh per segment (a bucket
  *          may span tensors; one launch per tensor piece) ; record ev_cmp[j]
  *     D2H: wait ev_cmp[j] ; master, m, v slot j -> host ; record ev_d2h[j]
- *   CPU buckets nb−ncpu .. nb−1 (hybrid), on a host thread, concurrently:
+ *   resident buckets ns .. nb−1 (the last nb − ns, optimizer-state
+ *     residency): on their own stream RES, beside the streamed ones: the
+ *     same fused AdamW + bf16 refresh per segment on their device-resident
+ *     master, m and v; nothing crosses the link, so they run under the
+ *     link-bound pipeline of the streamed buckets;
+ *   CPU buckets ns−ncpu .. ns−1 (hybrid), on a host thread, concurrently:
  *     every CPU bucket's gradient device -> host at once, first (HYB stream,
  *     an event per bucket: 2 bytes a parameter, ahead of the GPU buckets'
  *     12-byte master/m/v copies on the same direction of the link, so the
@@ -20,11 +25,13 @@
  *     place on the pinned master/m/v writing bf16 weights (over their own
  *     bf16 gradients in the host buffer; f32 or host gradients: a weights
  *     buffer), and the weights host -> device (HYB_UP stream).
- *   S waits for the last event of each of the five streams.
+ *   S waits for the last event of each of the six streams.
  *
  * Link bytes per param: GPU bucket 12 each way (+2 or 4 H2D if gradients are
- * on the host); CPU bucket 2 each way (gradient down, bf16 weight up).
- * Device memory: s·β·(12 [+ gradient bytes]) <= s·β·16 (tag optim_staging).
+ * on the host); CPU bucket 2 each way (gradient down, bf16 weight up);
+ * resident bucket none.
+ * Device memory: s·β·(12 [+ gradient bytes]) <= s·β·16 (tag optim_staging),
+ * plus 12 bytes per resident parameter (tag optim_resident).
  * Pinned host memory of the hybrid (tag optim_hybrid): the CPU share's
  * gradients, cap·β·gsz (cap: the CPU buckets a fixed share gives, every
  * bucket with share auto), plus cap·β·2 of weights with f32 or host
@@ -76,13 +83,15 @@ struct pl_stream_adamw {
   size_t slot_elems, slot_bytes;
   int nslots;
   char **slot;
-  pl_stream *h2d, *cmp, *d2h, *hyb, *hyb_up;
+  pl_stream *h2d, *cmp, *d2h, *hyb, *hyb_up, *res;
   pl_event **ev_h2d, **ev_cmp, **ev_d2h;
   int *slot_used;
-  pl_event *ev_start, *ev_end[5], *ev_gpu0, *ev_gpu1;
-  /* host state */
+  pl_event *ev_start, *ev_end[6], *ev_gpu0, *ev_gpu1;
+  /* host state: elements [0, res_lo); device state: [res_lo, total) */
   float *p, *m, *v;
   int own_state;
+  size_t res_lo, ns; /* first resident element; streamed buckets */
+  float *dp, *dm, *dv;
   /* norm */
   size_t npart;
   double *dpart, *hpart;
@@ -157,7 +166,7 @@ void pl_stream_adamw_destroy(pl_stream_adamw *o) {
   destroy_events(o->ev_d2h, o->nslots);
   free(o->slot_used);
   pl_event_destroy(o->ev_start);
-  for (int i = 0; i < 5; i++) pl_event_destroy(o->ev_end[i]);
+  for (int i = 0; i < 6; i++) pl_event_destroy(o->ev_end[i]);
   pl_event_destroy(o->ev_gpu0);
   pl_event_destroy(o->ev_gpu1);
   pl_free(o->dev, o->hg);
@@ -169,10 +178,14 @@ void pl_stream_adamw_destroy(pl_stream_adamw *o) {
   if (o->d2h) pl_stream_destroy(o->d2h);
   if (o->hyb) pl_stream_destroy(o->hyb);
   if (o->hyb_up) pl_stream_destroy(o->hyb_up);
+  if (o->res) pl_stream_destroy(o->res);
   if (o->own_state) {
     pl_free(o->dev, o->p);
     pl_free(o->dev, o->m);
     pl_free(o->dev, o->v);
+    pl_free(o->dev, o->dp);
+    pl_free(o->dev, o->dm);
+    pl_free(o->dev, o->dv);
   }
   pl_free(o->dev, o->dpart);
   pl_free(o->dev, o->hpart);
@@ -229,8 +242,19 @@ static size_t hybrid_cap(size_t nb, double share) {
   return x < 1 ? 1 : (size_t)x < nb ? (size_t)x : nb;
 }
 
+size_t pl_stream_adamw_resident_elems(size_t theta, size_t beta, bool all,
+                                      uint64_t bytes) {
+  if (theta == 0 || beta == 0) return 0;
+  if (all || bytes / 12 >= theta) return theta;
+  const size_t nb = (theta + beta - 1) / beta;
+  /* the buckets that must stay streamed: theta − β·k <= bytes / 12 */
+  const size_t k = (theta - (size_t)(bytes / 12) + beta - 1) / beta;
+  return k >= nb ? 0 : theta - beta * k;
+}
+
 size_t pl_stream_adamw_hybrid_bytes(size_t theta,
                                     const pl_stream_adamw_cfg *cfg) {
+  theta = cfg->resident < theta ? theta - cfg->resident : 0;
   if (cfg->share == 0 || theta == 0 || cfg->bucket == 0) return 0;
   size_t nb = (theta + cfg->bucket - 1) / cfg->bucket;
   size_t elems = hybrid_cap(nb, cfg->share) *
@@ -238,6 +262,47 @@ size_t pl_stream_adamw_hybrid_bytes(size_t theta,
   size_t gsz = pl_dtype_size(cfg->grad_dtype);
   return elems * ((cfg->grad_on_host ? 0 : gsz) +
                   (cfg->grad_on_host || cfg->grad_dtype != PL_BF16 ? 2 : 0));
+}
+
+/* The state: borrowed (checked) or allocated — the streamed elements
+ * [0, res_lo) pinned on the host, the resident ones on the device — and the
+ * split: res_lo a bucket boundary, ns the streamed buckets. */
+static pl_status setup_state(pl_stream_adamw *o) {
+  const pl_stream_adamw_cfg *cfg = &o->cfg;
+  const size_t total = o->total, R = cfg->resident;
+  if (R > total || ((total - R) % cfg->bucket && R > 0 && total - R > 0))
+    return pl_set_error(PL_EINVAL,
+                        "stream_adamw: resident=%zu of %zu params: must be at "
+                        "most all, in whole buckets of beta=%zu from the end",
+                        R, total, cfg->bucket);
+  if (R > 0 && cfg->grad_on_host)
+    return pl_set_error(PL_EINVAL, "stream_adamw: resident=%zu with the "
+                        "gradients in host memory: resident buckets update "
+                        "on the device from device gradients", R);
+  o->res_lo = total - R;
+  o->ns = (o->res_lo + cfg->bucket - 1) / cfg->bucket;
+  if (cfg->state) {
+    const pl_adamw_state *b = cfg->state;
+    if (b->numel != total || b->resident != R ||
+        (R < total && (!b->p || !b->m || !b->v)) ||
+        (R > 0 && (!b->dp || !b->dm || !b->dv)))
+      return pl_set_error(PL_EINVAL, "stream_adamw: borrowed state of %zu "
+                          "params (%zu resident): must hold all %zu (%zu "
+                          "resident)", b->numel, b->resident, total, R);
+    o->p = b->p, o->m = b->m, o->v = b->v;
+    o->dp = b->dp, o->dm = b->dm, o->dv = b->dv;
+    return PL_OK;
+  }
+  o->own_state = 1;
+  const size_t h = o->res_lo * 4, d = R * 4;
+  float **hs[3] = {&o->p, &o->m, &o->v}, **ds[3] = {&o->dp, &o->dm, &o->dv};
+  for (int i = 0; i < 3; i++) {
+    if (h) PL_TRY(pl_alloc(o->dev, PL_ARENA_HOST, h, "optim", (void **)hs[i]));
+    if (d)
+      PL_TRY(pl_alloc(o->dev, PL_ARENA_DEVICE, d, "optim_resident",
+                      (void **)ds[i]));
+  }
+  return PL_OK;
 }
 
 pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
@@ -289,7 +354,7 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
   o->total = total;
   o->gsz = pl_dtype_size(cfg->grad_dtype);
   o->simd_path = simd;
-  o->hybrid = cfg->share != 0;
+  o->hybrid = cfg->share != 0 && cfg->resident < total;
   o->share = cfg->share < 0 ? cfg->share_init : cfg->share;
   o->params = malloc(sizeof(pl_adamw_param) * (size_t)nparams);
   pl_status st = PL_OK;
@@ -300,27 +365,7 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
   memcpy(o->params, params, sizeof(pl_adamw_param) * (size_t)nparams);
   if ((st = build_buckets(o))) goto fail;
 
-  /* host state */
-  if (cfg->state) {
-    if (cfg->state->numel != total || !cfg->state->p || !cfg->state->m ||
-        !cfg->state->v) {
-      st = pl_set_error(PL_EINVAL, "stream_adamw: borrowed state of %zu "
-                        "params: must hold all %zu", cfg->state->numel, total);
-      goto fail;
-    }
-    o->p = cfg->state->p;
-    o->m = cfg->state->m;
-    o->v = cfg->state->v;
-  } else {
-    o->own_state = 1;
-    if ((st = pl_alloc(dev, PL_ARENA_HOST, total * 4, "optim",
-                       (void **)&o->p)) ||
-        (st = pl_alloc(dev, PL_ARENA_HOST, total * 4, "optim",
-                       (void **)&o->m)) ||
-        (st = pl_alloc(dev, PL_ARENA_HOST, total * 4, "optim",
-                       (void **)&o->v)))
-      goto fail;
-  }
+  if ((st = setup_state(o))) goto fail;
   /* norm partials */
   for (int i = 0; i < nparams; i++)
     o->npart += pl_adamw_norm_nchunks(params[i].numel);
@@ -329,15 +374,15 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
       (st = pl_alloc(dev, PL_ARENA_HOST, o->npart * 8, "optim_norm",
                      (void **)&o->hpart)))
     goto fail;
-  /* device staging: min(s, nb) slots of min(β, Θ) params */
-  o->slot_elems = cfg->bucket < total ? cfg->bucket : total;
-  o->nslots = (size_t)cfg->slots < o->nb ? cfg->slots : (int)o->nb;
+  /* device staging: min(s, ns) slots of min(β, Θ − resident) params */
+  o->slot_elems = cfg->bucket < o->res_lo ? cfg->bucket : o->res_lo;
+  o->nslots = (size_t)cfg->slots < o->ns ? cfg->slots : (int)o->ns;
   o->slot_bytes = o->slot_elems * (12 + (cfg->grad_on_host ? o->gsz : 0));
-  o->slot = calloc((size_t)o->nslots, sizeof(char *));
-  o->ev_h2d = calloc((size_t)o->nslots, sizeof(pl_event *));
-  o->ev_cmp = calloc((size_t)o->nslots, sizeof(pl_event *));
-  o->ev_d2h = calloc((size_t)o->nslots, sizeof(pl_event *));
-  o->slot_used = calloc((size_t)o->nslots, sizeof(int));
+  o->slot = calloc((size_t)o->nslots + 1, sizeof(char *));
+  o->ev_h2d = calloc((size_t)o->nslots + 1, sizeof(pl_event *));
+  o->ev_cmp = calloc((size_t)o->nslots + 1, sizeof(pl_event *));
+  o->ev_d2h = calloc((size_t)o->nslots + 1, sizeof(pl_event *));
+  o->slot_used = calloc((size_t)o->nslots + 1, sizeof(int));
   if (!o->slot || !o->ev_h2d || !o->ev_cmp || !o->ev_d2h || !o->slot_used) {
     st = pl_set_error(PL_ENOMEM, "stream_adamw: slot tables");
     goto fail;
@@ -355,14 +400,15 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
       (st = pl_stream_create(dev, &o->d2h)) ||
       (st = pl_stream_create(dev, &o->hyb)) ||
       (st = pl_stream_create(dev, &o->hyb_up)) ||
+      (st = pl_stream_create(dev, &o->res)) ||
       (st = pl_event_create(dev, &o->ev_start)) ||
       (st = pl_event_create(dev, &o->ev_gpu0)) ||
       (st = pl_event_create(dev, &o->ev_gpu1)))
     goto fail;
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 6; i++)
     if ((st = pl_event_create(dev, &o->ev_end[i]))) goto fail;
   if (o->hybrid) {
-    o->cap = hybrid_cap(o->nb, cfg->share);
+    o->cap = hybrid_cap(o->ns, cfg->share);
     size_t elems = o->cap * o->slot_elems;
     const int wbuf = cfg->grad_on_host || cfg->grad_dtype != PL_BF16;
     o->ev_bg = calloc(o->cap, sizeof(pl_event *));
@@ -391,7 +437,8 @@ fail:
 }
 
 pl_adamw_state pl_stream_adamw_state(pl_stream_adamw *o) {
-  pl_adamw_state s = {o->p, o->m, o->v, o->total};
+  pl_adamw_state s = {o->p,  o->m,  o->v,           o->total,
+                      o->dp, o->dm, o->dv, o->total - o->res_lo};
   return s;
 }
 size_t pl_stream_adamw_nbuckets(const pl_stream_adamw *o) { return o->nb; }
@@ -508,6 +555,25 @@ static void *cpu_thread(void *arg) {
 
 /* ---- the step ------------------------------------------------------------------ */
 
+/* The resident buckets: the fused update in place on their device master,
+ * m and v, on RES (after the norm; beside the streamed buckets, whose
+ * pipeline is bound by the host link, not by the device). */
+static pl_status update_resident(pl_stream_adamw *o) {
+  for (size_t b = o->ns; b < o->nb; b++) {
+    const bucket *B = &o->bk[b];
+    for (size_t q = 0; q < B->nseg; q++) {
+      const seg *S = &o->segs[B->seg0 + q];
+      const size_t f = B->lo + S->boff - o->res_lo;
+      PL_TRY(pl__adamw_update(
+          o->res, o->dp + f, o->dm + f, o->dv + f,
+          (const char *)o->params[S->param].grad + S->off * o->gsz,
+          o->cfg.grad_dtype, o->params[S->param].weight + S->off, S->len,
+          &o->k));
+    }
+  }
+  return PL_OK;
+}
+
 /* Rates of the previous step (its events are complete by now in practice; the
  * wait is outside the bucket loop) -> the next share when auto. */
 static pl_status finish_timing(pl_stream_adamw *o) {
@@ -523,7 +589,7 @@ static pl_status finish_timing(pl_stream_adamw *o) {
     if (ms > 0) o->rate_gpu = (double)n / ms;
   }
   if (L->cpu_buckets > 0 && L->cpu_ms > 0) {
-    size_t n = o->total - o->bk[o->nb - L->cpu_buckets].lo;
+    size_t n = o->res_lo - o->bk[o->ns - L->cpu_buckets].lo;
     o->rate_cpu = (double)n / L->cpu_ms;
   }
   if (o->cfg.share < 0 && o->rate_gpu > 0 && o->rate_cpu > 0)
@@ -544,27 +610,30 @@ pl_status pl_stream_adamw_step(pl_stream_adamw *o, pl_stream *s) {
   PL_TRY(pl_stream_wait(o->d2h, o->ev_start));
   PL_TRY(pl_stream_wait(o->hyb, o->ev_start));
   PL_TRY(pl_stream_wait(o->hyb_up, o->ev_start));
+  PL_TRY(pl_stream_wait(o->res, o->ev_start));
 
   /* 1. clipping norm from all gradients, before any update */
   PL_TRY(clip_scale(o, s, &L.gscale, &L.sumsq));
   o->t++;
   o->k = pl_adamw_scalars_make(&o->hp, o->t, L.gscale);
 
-  /* 2. split: GPU buckets first, the CPU share from the end */
+  /* 2. split: GPU buckets first, the CPU share from the end of the streamed
+   * ones; the resident buckets (after them) first on CMP, no copies */
   size_t ncpu = 0;
   if (o->hybrid) {
-    double x = o->share * (double)o->nb + 0.5;
+    double x = o->share * (double)o->ns + 0.5;
     ncpu = x < 0 ? 0 : (size_t)x;
     if (ncpu > o->cap) ncpu = o->cap;
   }
-  size_t ngpu = o->nb - ncpu;
-  L.share = o->nb ? (double)ncpu / (double)o->nb : 0;
+  size_t ngpu = o->ns - ncpu;
+  L.share = o->ns ? (double)ncpu / (double)o->ns : 0;
+  PL_TRY(update_resident(o));
 
   cpu_job job;
   memset(&job, 0, sizeof job);
   job.o = o;
   job.b0 = ngpu;
-  job.b1 = o->nb;
+  job.b1 = o->ns;
   pthread_t th;
   int started = 0;
   if (ncpu > 0) {
@@ -628,21 +697,22 @@ pl_status pl_stream_adamw_step(pl_stream_adamw *o, pl_stream *s) {
     if (st == PL_OK && job.st != PL_OK)
       st = pl_set_error(job.st, "%s", job.err);
     L.cpu_ms = job.ms;
-    size_t n = o->total - o->bk[ngpu].lo;
+    size_t n = o->res_lo - o->bk[ngpu].lo;
     L.h2d_bytes += n * 2;
     if (!on_host) L.d2h_bytes += n * o->gsz;
   }
   if (st != PL_OK) return st;
 
   /* 5. S waits for everything */
-  pl_stream *all[5] = {o->h2d, o->cmp, o->d2h, o->hyb, o->hyb_up};
-  for (int i = 0; i < 5; i++) {
+  pl_stream *all[6] = {o->h2d, o->cmp, o->d2h, o->hyb, o->hyb_up, o->res};
+  for (int i = 0; i < 6; i++) {
     PL_TRY(pl_event_record(o->ev_end[i], all[i]));
     PL_TRY(pl_stream_wait(s, o->ev_end[i]));
   }
   L.t = o->t;
   L.gpu_buckets = ngpu;
   L.cpu_buckets = ncpu;
+  L.resident_buckets = o->nb - o->ns;
   L.next_share = o->share;
   o->last = L;
   o->timing_pending = 1;

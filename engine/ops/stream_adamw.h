@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ops/adamw.h"
 
@@ -31,10 +32,15 @@ typedef struct pl_adamw_param {
   size_t numel;
 } pl_adamw_param;
 
-/* Flat fp32 state in parameter order (pinned host memory). */
+/* Flat fp32 state in parameter order: elements [0, numel - resident) in
+ * pinned host memory at p, m, v (element i at p[i]); the last `resident`
+ * elements, when any, in device memory at dp, dm, dv (element numel -
+ * resident + j at dp[j]) — optimizer-state residency, below. */
 typedef struct pl_adamw_state {
   float *p, *m, *v;
   size_t numel;
+  float *dp, *dm, *dv;
+  size_t resident;
 } pl_adamw_state;
 
 typedef struct pl_stream_adamw_cfg {
@@ -53,6 +59,13 @@ typedef struct pl_stream_adamw_cfg {
   /* Borrowed host state (pinned, numel = Θ) instead of allocating it: lets a
    * benchmark switch schedules without re-pinning 12Θ bytes.  NULL: own. */
   const pl_adamw_state *state;
+  /* Optimizer-state residency: the last `resident` parameters' master, m and
+   * v live in device memory (tag "optim_resident") and are updated there by
+   * the same fused kernel, with no copy over the host link; the rest streams
+   * as above.  A whole number of buckets: Θ − resident is a multiple of β (0
+   * or Θ included; pl_stream_adamw_resident_elems gives it).  With a
+   * borrowed state, state->resident must equal it. */
+  size_t resident;
 } pl_stream_adamw_cfg;
 
 /* β = 100M, s = 2, bf16 gradients on the device, share 0. */
@@ -60,10 +73,12 @@ pl_stream_adamw_cfg pl_stream_adamw_cfg_default(void);
 
 typedef struct pl_stream_adamw pl_stream_adamw;
 
-/* Allocates master/m/v (pinned host, tag "optim"; contents undefined until the
- * caller initializes them through pl_stream_adamw_state), the device staging
- * slots (tag "optim_staging", s·β·(12 + gradient bytes if grad_on_host)
- * <= s·β·16 bytes), the norm partials, and for the hybrid two host slots of
+/* Allocates master/m/v (pinned host, tag "optim", for the streamed Θ −
+ * resident parameters; the resident ones in device memory, tag
+ * "optim_resident"; contents undefined until the caller initializes them
+ * through pl_stream_adamw_state), the device staging slots (tag
+ * "optim_staging", min(s, streamed buckets) slots of min(β, Θ − resident)
+ * params × (12 + gradient bytes if grad_on_host) <= s·β·16 bytes), the norm partials, and for the hybrid two host slots of
  * β gradients + β bf16 weights (pinned, tag "optim_hybrid").  Buckets are
  * built once here from the parameter order: bucket b is the flat range
  * [b·β, min((b+1)·β, Θ)), possibly spanning several tensors or part of one.
@@ -75,12 +90,19 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
 void pl_stream_adamw_destroy(pl_stream_adamw *o);
 /* Pinned host bytes of the hybrid's buffers (tag optim_hybrid) for theta
  * params under cfg: the CPU share's gradients, cap·β·gsz (cap: the buckets
- * share·nb rounds to, at least 1, or every bucket when auto), plus cap·β·2 of
+ * share·nb rounds to, at least 1, or every bucket when auto; nb the streamed
+ * buckets, those of theta − cfg->resident), plus cap·β·2 of
  * bf16 weights with f32 or host gradients (bf16 ones are overwritten by the
  * weights); 0 without a hybrid share. */
 size_t pl_stream_adamw_hybrid_bytes(size_t theta,
                                     const pl_stream_adamw_cfg *cfg);
 pl_adamw_state pl_stream_adamw_state(pl_stream_adamw *o);
+/* The parameters whose state fits `bytes` of device memory at 12 B each, in
+ * whole buckets from the end of the flat order (the last bucket may be
+ * short): resident = Θ − β·(nb − n) for the largest n buckets that fit, or Θ
+ * when all is set; 0 when not one bucket fits. */
+size_t pl_stream_adamw_resident_elems(size_t theta, size_t beta, bool all,
+                                      uint64_t bytes);
 size_t pl_stream_adamw_nbuckets(const pl_stream_adamw *o);
 /* Device staging bytes allocated (the s·β·16 bound's actual value). */
 size_t pl_stream_adamw_staging_bytes(const pl_stream_adamw *o);
@@ -98,6 +120,7 @@ typedef struct pl_stream_adamw_last {
   float gscale;       /* clip factor used                            */
   double sumsq;       /* global sum of squares (0 when not clipping) */
   size_t gpu_buckets, cpu_buckets;
+  size_t resident_buckets; /* updated in device memory, no link traffic */
   double share;       /* share used this step                        */
   double gpu_ms, cpu_ms; /* time of the stream part and the CPU part  */
   double next_share;  /* share for the next step (auto)              */

@@ -6,7 +6,9 @@
  * fp32 rounding".  The CPU backend equals the same reference
  * (test_stream_adamw), so CPU and CUDA agree.  The tracked device staging
  * peak is <= s·β·16 and equals the CPU backend's figure for the same
- * configuration.  Without a GPU it prints "skipped: no CUDA device" and
+ * configuration.  Optimizer-state residency (the last bucket, half, all of
+ * the state in device memory, updated there) equals the same reference bit
+ * for bit too.  Without a GPU it prints "skipped: no CUDA device" and
  * passes.  CK_NOFORK: the CUDA context is never created before a fork. */
 #include <check.h>
 
@@ -52,7 +54,37 @@ START_TEST(cuda_equals_reference) {
 }
 END_TEST
 
+/* The resident buckets on the GPU: the same bits as the reference and as
+ * the all-streamed step, the resident state 12 B per parameter. */
+START_TEST(cuda_resident_equals_reference) {
+  pl_dev *cuda, *cpu;
+  if (!pl_check_cpu_and_gpu(&cpu, &cuda)) return;
+  const tl_case c[2] = {
+      {"spanning, clip", 4, {1, 1000, 77, 3333}, 500, 2, 1.0, 0.01, PL_BF16, 0, 0, 4, 0, 0},
+      {"hybrid 0.5, many chunks", 2, {100003, 70001}, 30000, 2, 1.0, 0.0, PL_BF16, 0, 0.5, 4, 0, 0},
+  };
+  for (int k = 0; k < 2; k++) {
+    size_t total = 0;
+    for (int i = 0; i < c[k].nt; i++) total += c[k].numel[i];
+    const size_t nb = (total + c[k].bucket - 1) / c[k].bucket;
+    const size_t res[3] = {total - c[k].bucket * (nb - 1), total - c[k].bucket * (nb / 2),
+                           total};
+    for (int r = 0; r < 3; r++) {
+      tl_result R;
+      pl_mem_reset_peak(cuda, PL_ARENA_DEVICE);
+      pl_status st = tl_run_resident(cuda, &c[k], 5 + (uint64_t)k, res[r], &R);
+      ck_assert_msg(st == PL_OK, "%s resident %zu: %s", c[k].name, res[r], pl_last_error());
+      ck_assert_msg(R.ok, "CUDA %s resident %zu: %s", c[k].name, res[r], R.msg);
+      ck_assert_uint_eq(pl_mem_tag_peak(cuda, PL_ARENA_DEVICE, "optim_resident"), res[r] * 12);
+      printf("cuda ok: %s, %zu of %zu resident\n", c[k].name, res[r], total);
+    }
+  }
+  pl_dev_destroy(cpu);
+  pl_dev_destroy(cuda);
+}
+END_TEST
+
 int main(void) {
-  const TTest *tests[] = {cuda_equals_reference, NULL};
+  const TTest *tests[] = {cuda_equals_reference, cuda_resident_equals_reference, NULL};
   return pl_check_suite("adamw_cuda", 300, tests, NULL, NULL, CK_NOFORK, 0) ? 1 : 0;
 }

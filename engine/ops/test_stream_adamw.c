@@ -214,6 +214,79 @@ START_TEST(hybrid_host_bytes) {
 }
 END_TEST
 
+/* Optimizer-state residency: none, the last buckets, half, all of them —
+ * the same bits as the reference (and so as the all-streamed step); the
+ * resident state is device memory of tag optim_resident (12 B/param), the
+ * staging shrinks to the streamed buckets (none when all are resident), and
+ * nothing resident crosses the link.  With the hybrid, the CPU share comes
+ * from the streamed buckets. */
+START_TEST(resident_equals_reference) {
+  const tl_case c[] = {
+      {"spanning, clip", 4, {1, 1000, 77, 3333}, 500, 2, 1.0, 0.01, PL_BF16, 0, 0, 4, 0, 0},
+      {"f32 grads, s=3", 2, {2049, 4097}, 1000, 3, 1.0, 0.1, PL_F32, 0, 0, 4, 0, 0},
+      {"hybrid 0.5", 4, {1, 1000, 77, 3333}, 500, 2, 1.0, 0.01, PL_BF16, 0, 0.5, 4, 0, 0},
+  };
+  for (int k = 0; k < 3; k++) {
+    size_t total = 0;
+    for (int i = 0; i < c[k].nt; i++) total += c[k].numel[i];
+    const size_t nb = (total + c[k].bucket - 1) / c[k].bucket;
+    const size_t res[4] = {0, total - c[k].bucket * (nb - 1),
+                           total - c[k].bucket * (nb / 2), total};
+    for (int r = 0; r < 4; r++) {
+      tl_result R;
+      pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
+      pl_status st = tl_run_resident(dev, &c[k], 11 + (uint64_t)k, res[r], &R);
+      ck_assert_msg(st == PL_OK, "%s resident %zu: %s", c[k].name, res[r],
+                    pl_last_error());
+      ck_assert_msg(R.ok, "%s resident %zu: %s", c[k].name, res[r], R.msg);
+      ck_assert_uint_eq(pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "optim_resident"),
+                        res[r] * 12);
+      const size_t ns = (total - res[r] + c[k].bucket - 1) / c[k].bucket;
+      ck_assert_uint_eq(R.gpu_buckets + R.cpu_buckets, ns);
+      const size_t slots = (size_t)c[k].slots < ns ? (size_t)c[k].slots : ns;
+      ck_assert_uint_eq(R.staging_bytes, slots * c[k].bucket * 12);
+    }
+  }
+}
+END_TEST
+
+/* Whole buckets from the end: the bytes of n buckets' state, rounded down;
+ * a resident count that is not whole buckets, or with host gradients, is
+ * refused. */
+START_TEST(resident_elems_and_refusals) {
+  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 0), 0);
+  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 49), 0);
+  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 50), 50);
+  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 149), 50);
+  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 150), 150);
+  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 250), 250);
+  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, true, 0), 250);
+  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 1000, false, 12 * 249), 0);
+  pl_bf16 *w;
+  void *g;
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 250 * 2, "weights", (void **)&w), PL_OK);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 250 * 2, "grads", &g), PL_OK);
+  pl_adamw_param prm = {w, g, 250};
+  pl_adamw_hparams hp = pl_adamw_hparams_default();
+  pl_stream_adamw_cfg cfg = pl_stream_adamw_cfg_default();
+  cfg.bucket = 100;
+  pl_stream_adamw *o = NULL;
+  const size_t bad[2] = {60, 251};
+  for (int i = 0; i < 2; i++) {
+    cfg.resident = bad[i];
+    ck_assert_int_eq(pl_stream_adamw_create(dev, &hp, &cfg, 1, &prm, &o), PL_EINVAL);
+    ck_assert_ptr_null(o);
+    ck_assert_ptr_nonnull(strstr(pl_last_error(), "resident="));
+  }
+  cfg.resident = 150;
+  cfg.grad_on_host = true;
+  ck_assert_int_eq(pl_stream_adamw_create(dev, &hp, &cfg, 1, &prm, &o), PL_EINVAL);
+  ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "optim_resident"), 0);
+  pl_free(dev, w);
+  pl_free(dev, g);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("stream_adamw");
   TCase *tc = tcase_create("cpu");
@@ -224,6 +297,8 @@ int main(void) {
   tcase_add_test(tc, bad_input_and_oom);
   tcase_add_test(tc, auto_share_updates);
   tcase_add_test(tc, hybrid_host_bytes);
+  tcase_add_test(tc, resident_equals_reference);
+  tcase_add_test(tc, resident_elems_and_refusals);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_FORK);

@@ -20,6 +20,7 @@ pl_plan_machine pl_plan_machine_default(void) {
   m.gpus_per_node = 8;
   m.hbm_bytes = 150109880320.0; /* H200: 139.8 GiB the driver reports     */
   m.hbm_reserve = 4 * GIB;
+  m.fill_reserve = 4 * GIB;
   m.host_bytes = 2048 * GIB; /* an 8×H200 server's 2 TiB                    */
   m.host_reserve = 64 * GIB;
   m.gemm_tflops = 793; /* cuBLAS bf16 8192³                              */
@@ -75,6 +76,8 @@ static const field fields[] = {
     FD(hbm_bytes, "B", 0, BYTES, true, "device memory per GPU"),
     FD(hbm_reserve, "B", 0, BYTES, false,
        "of which held back (context, NCCL, the pool's fragmentation)"),
+    FD(fill_reserve, "B", 0, BYTES, false,
+       "of the usable device memory, left free by the headroom fill"),
     FD(host_bytes, "B", 0, BYTES, true, "host RAM per node"),
     FD(host_reserve, "B", 0, BYTES, false,
        "of which held back (OS, processes, page cache)"),

@@ -12,6 +12,7 @@
 
 #include "backend/mlp_block.h"
 #include "model/attention.h"
+#include "model/layer.h"
 #include "ops/ce.h"
 #include "ops/llep_plan.h"
 #include "plan/plan_internal.h"
@@ -277,9 +278,7 @@ void pl__pmoe_backward(pl__ptrack *t, const pl__pmoe *p) {
 /* ---- the decoder layer ------------------------------------------------------
  */
 
-typedef struct acts {
-  pl__pbuf h, q, k, v, o, y1, lse;
-} acts;
+typedef pl__pacts acts;
 
 /* the Ulysses forward's buffers (model/ulysses.c) around the kernel */
 static void ulysses_fwd(pl__ptrack *t, const pl__player *l) {
@@ -297,19 +296,27 @@ static void ulysses_fwd(pl__ptrack *t, const pl__player *l) {
     F(b[i]);
 }
 
-static void attn_forward(pl__ptrack *t, const pl__player *l, acts *a) {
+/* model/layer.c's attn_forward: the kept buffers under tag "kept" (keep:
+ * what this forward keeps); have_o: a backward after an ATTN-keeping
+ * forward (o and lse are the forward's: no attention, no Ulysses). */
+static void attn_forward(pl__ptrack *t, const pl__player *l, acts *a, int keep,
+                         bool have_o) {
   const size_t NH = (size_t)l->N * l->H * l->es,
                nq = (size_t)l->N * l->n_q * l->d * l->es,
                nk = (size_t)l->N * l->n_kv * l->d * l->es;
-  a->h = A("activations", PL_TERM_ACTS, NH);
-  a->q = A("activations", PL_TERM_ACTS, nq);
-  a->k = A("activations", PL_TERM_ACTS, nk);
-  a->v = A("activations", PL_TERM_ACTS, nk);
-  a->o = A("activations", PL_TERM_ACTS, nq);
-  a->y1 = A("activations", PL_TERM_ACTS, NH);
-  a->lse = A("activations", PL_TERM_ACTS,
-             (size_t)(l->n_q / l->D) * (size_t)(l->N * l->D) * 4);
-  if (l->D > 1)
+  const char *ta = keep == PL_LAYER_KEEP_ALL ? "kept" : "activations";
+  const char *to = keep != PL_LAYER_KEEP_NONE ? "kept" : "activations";
+  a->h = A(ta, PL_TERM_ACTS, NH);
+  a->q = A(ta, PL_TERM_ACTS, nq);
+  a->k = A(ta, PL_TERM_ACTS, nk);
+  a->v = A(ta, PL_TERM_ACTS, nk);
+  if (!have_o)
+    a->o = A(to, PL_TERM_ACTS, nq);
+  a->y1 = A(ta, PL_TERM_ACTS, NH);
+  if (!have_o)
+    a->lse = A(to, PL_TERM_ACTS,
+               (size_t)(l->n_q / l->D) * (size_t)(l->N * l->D) * 4);
+  if (l->D > 1 && !have_o)
     ulysses_fwd(t, l);
 }
 
@@ -344,12 +351,22 @@ static void ffn_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
   F(a);
 }
 
-void pl__player_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
+void pl__player_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx,
+                        pl__pacts *kept) {
   if (l->N == 0)
     return;
   acts a;
-  attn_forward(t, l, &a);
+  memset(&a, 0, sizeof a);
+  attn_forward(t, l, &a, l->keep, false);
   ffn_forward(t, l, ctx);
+  memset(kept, 0, sizeof *kept);
+  if (l->keep == PL_LAYER_KEEP_ALL) {
+    *kept = a;
+    memset(&a, 0, sizeof a);
+  } else if (l->keep == PL_LAYER_KEEP_ATTN) {
+    kept->o = a.o, kept->lse = a.lse;
+    a.o.live = a.lse.live = false;
+  }
   acts_free(t, &a);
 }
 
@@ -432,14 +449,24 @@ static void attn_backward(pl__ptrack *t, const pl__player *l) {
     F(b[i]);
 }
 
-void pl__player_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
+void pl__player_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx,
+                         pl__pacts *kept) {
   if (l->N == 0)
     return;
   const size_t NH = (size_t)l->N * l->H * l->es,
                nq = (size_t)l->N * l->n_q * l->d * l->es,
                nk = (size_t)l->N * l->n_kv * l->d * l->es;
   acts a;
-  attn_forward(t, l, &a);
+  if (l->keep == PL_LAYER_KEEP_ALL) {
+    a = *kept;
+  } else if (l->keep == PL_LAYER_KEEP_ATTN) {
+    memset(&a, 0, sizeof a);
+    a.o = kept->o, a.lse = kept->lse;
+    attn_forward(t, l, &a, PL_LAYER_KEEP_NONE, true);
+  } else {
+    attn_forward(t, l, &a, PL_LAYER_KEEP_NONE, false);
+  }
+  memset(kept, 0, sizeof *kept);
   pl__pbuf g[8] = {
       A("activations", PL_TERM_ACTS, NH),
       A("activations", PL_TERM_ACTS, nq),

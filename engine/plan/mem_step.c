@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/layer.h"
 #include "plan/plan_internal.h"
 #include "train/describe.h"
 
@@ -118,6 +119,7 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
   pl__pmoe moe = {0};
   pl__player *ly = NULL;
   pl__pbuf *ctx = NULL, *h = NULL;
+  pl__pacts *kept = NULL;
   size_t *numel = NULL;
   int *vsize = NULL;
   const int nu = L + 2;
@@ -130,8 +132,9 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
   ly = calloc((size_t)L, sizeof *ly);
   ctx = calloc((size_t)L, sizeof *ctx);
   h = calloc((size_t)L + 1, sizeof *h);
+  kept = calloc((size_t)L, sizeof *kept);
   if (!numel || !vsize || !r.u.full || !r.u.shard || !r.u.w || !r.u.g || !ly ||
-      !ctx || !h) {
+      !ctx || !h || !kept) {
     st = pl_set_error(PL_ENOMEM, "plan: host");
     goto done;
   }
@@ -161,7 +164,11 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
   }
   for (int l = 0; l < L; l++) {
     const int is_moe = pl_model_layer_is_moe(m, l);
-    ly[l] = (pl__player){.N = N,
+    const int keep = l < d->keep_all    ? PL_LAYER_KEEP_ALL
+                     : l < d->keep_attn ? PL_LAYER_KEEP_ATTN
+                                        : PL_LAYER_KEEP_NONE;
+    ly[l] = (pl__player){.keep = keep,
+                         .N = N,
                          .H = H,
                          .D = p->D,
                          .n_q = m->n_q,
@@ -211,7 +218,7 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
                               PL_TERM_RESIDENT, NHb);
       acquire(&r, 1 + l);
       acquire(&r, l + 1 < L ? 2 + l : L + 1);
-      pl__player_forward(&t, &ly[l], &ctx[l]);
+      pl__player_forward(&t, &ly[l], &ctx[l], &kept[l]);
       if (l + 1 < L)
         release(&r, 1 + l);
       if (l < sel)
@@ -263,7 +270,7 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
       if (l > 0)
         acquire(&r, l);
       grad_acquire(&r, 1 + l);
-      pl__player_backward(&t, &ly[l], &ctx[l]);
+      pl__player_backward(&t, &ly[l], &ctx[l], &kept[l]);
       release(&r, 1 + l);
       grad_reduce(&r, 1 + l, acc);
       pl__pt_free(&t, &h[l]);
@@ -302,6 +309,7 @@ done:
   free(ly);
   free(ctx);
   free(h);
+  free(kept);
   free(d);
   return st;
 }

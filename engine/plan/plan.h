@@ -64,6 +64,10 @@ typedef struct pl_plan_machine {
   double hbm_bytes;    /* device memory per GPU a run may allocate      */
   double hbm_reserve;  /* of which held back (context, NCCL, the pool's
                           fragmentation)                               */
+  double fill_reserve; /* the headroom fill (pl_plan_free.resident, keep)
+                          stops this far below the usable HBM: a peak
+                          filled on purpose keeps a margin for the pool's
+                          fragmentation, which the tracked peak omits   */
   double host_bytes;   /* host RAM per node                             */
   double host_reserve; /* of which held back (OS, processes, page cache)*/
   /* calibration (plateau bench calib) */
@@ -363,12 +367,17 @@ pl_status pl_plan_check(const pl_model_cfg *m, const pl_plan_cfg *c,
 typedef struct pl_plan_free {
   bool D, P, c, beta, sco, optim; /* plateau            */
   bool cp, ep, ac, offload, mbs;  /* fsdp2              */
+  /* plateau's headroom: the optimizer state resident in HBM
+   * (sc.oo.resident_*) and the kept activations (sc.keep), filled below
+   * the usable HBM less fill_reserve in the order of time saved per byte */
+  bool resident, keep;
 } pl_plan_free;
 
 typedef struct pl_plan_choice {
   pl_plan_cfg cfg;
   pl_plan_mem mem;
   pl_plan_time time;
+  char fill[480]; /* what the headroom fill kept and why ("" without) */
 } pl_plan_choice;
 
 typedef struct pl_plan_search {
@@ -386,11 +395,27 @@ typedef struct pl_plan_search {
 /* Search the free knobs around base (its fixed knobs kept): plateau over
  * D (dividing W, n_q, n_kv and S), P (1, 2, 4, 8 inside a node), c, β, s,
  * the SCO budget (0, one boundary at a time, all), the optimizer (stream,
- * hybrid); FSDP2 over CP, EP, AC, offload and mbs.  Maximizes predicted
- * tok/s/GPU among the configurations that fit. */
+ * hybrid), and for each such configuration that fits its headroom filled
+ * (free.resident, free.keep: pl_plan_fill; with the SCO budget free, also
+ * with every boundary offloaded, which moves device bytes to the host);
+ * FSDP2 over CP, EP, AC, offload and mbs.  Maximizes predicted tok/s/GPU
+ * among the configurations that fit. */
 pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
                        const pl_plan_free *free, const pl_plan_machine *mc,
                        pl_plan_search *out);
+
+/* Spend the headroom of c (a configuration that fits; its resident and
+ * keep budgets the starting point): the items — every layer's attention
+ * output and LSE kept, the optimizer state resident bucket by bucket, whole
+ * attention halves kept — in the order of step time saved per byte (the
+ * time model's: pl_plan_time_predict of each item at its whole), each taken
+ * as far as the device peak stays within the usable HBM less fill_reserve
+ * (the replay decides: a bisection per item).  Writes the budgets into c
+ * (sc.oo.resident_bytes, sc.keep {BYTES, ...}) and into why what was kept,
+ * its bytes and time saved per GiB, and what was not and why. */
+pl_status pl_plan_fill(const pl_model_cfg *m, const pl_plan_machine *mc,
+                       bool resident, bool keep, pl_plan_cfg *c, char *why,
+                       size_t n);
 
 /* The largest tokens per rank N that fits (micro = 1) with the free knobs
  * searched, N a multiple of `quantum`, at most n_max; 0 when none. */

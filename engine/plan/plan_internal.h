@@ -84,10 +84,19 @@ typedef struct pl__player {
   int E_route, k; /* MoE (E_route 0: dense FFN)                        */
   bool keep_ctx;
   const pl__pmoe *moe;
+  int keep; /* pl_layer_keep: what the forward keeps for the backward */
 } pl__player;
 
-void pl__player_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx);
-void pl__player_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx);
+/* The attention half's activations of a layer (h, q, k, v, o, y1, lse): a
+ * forward's kept ones, alive until the layer's backward. */
+typedef struct pl__pacts {
+  pl__pbuf h, q, k, v, o, y1, lse;
+} pl__pacts;
+
+void pl__player_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx,
+                        pl__pacts *kept);
+void pl__player_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx,
+                         pl__pacts *kept);
 
 /* ---- Ring-DTP (ops/ring_dtp.c) ---- */
 

@@ -92,11 +92,25 @@ void pl_plan_cfg_str(const pl_plan_cfg *c, char *buf, size_t n) {
     snprintf(cc, sizeof cc, "N");
   const pl_head_ops *h = s->head ? s->head : &pl_head_ring;
   const pl_optim_ops *o = s->optim ? s->optim : &pl_optim_stream;
+  char hr[80] = "", res[24], keep[24];
+  if (s->oo.resident_all || s->oo.resident_bytes || s->keep.bytes ||
+      s->keep.mode != PL_KEEP_BYTES) {
+    if (s->oo.resident_all)
+      snprintf(res, sizeof res, "all");
+    else
+      human((double)s->oo.resident_bytes, res, sizeof res);
+    if (s->keep.mode != PL_KEEP_BYTES)
+      snprintf(keep, sizeof keep, "%s",
+               s->keep.mode == PL_KEEP_ATTN ? "attn" : "all");
+    else
+      human((double)s->keep.bytes, keep, sizeof keep);
+    snprintf(hr, sizeof hr, " resident=%s keep=%s", res, keep);
+  }
   snprintf(buf, n,
            "D=%d P=%d Ep=%d c=%s beta=%s s=%d sco=%s head=%s optim=%s "
-           "dispatch=%s micro=%d%s",
+           "dispatch=%s micro=%d%s%s",
            c->lc.D, c->lc.P, c->W, cc, beta, s->oo.slots ? s->oo.slots : 2, sco,
-           h->name, o->name, pl_moe_variant_name(s->dispatch), c->sc.micro,
+           h->name, o->name, pl_moe_variant_name(s->dispatch), c->sc.micro, hr,
            c->lc.W_v > c->W ? " (proxy)" : "");
 }
 
@@ -174,6 +188,7 @@ typedef struct cand {
   pl_plan_cfg cfg;
   pl_plan_mem mem;
   pl_plan_time time;
+  char fill[480]; /* pl_plan_fill's account ("" without) */
   bool fits;
   char binding[40];
   double over; /* need / have of the binding resource (closest to fit) */
@@ -261,26 +276,58 @@ static void divisors(int W, int *out, int *n, int max) {
       out[(*n)++] = d;
 }
 
-/* plateau: the smallest SCO count at which the device fits (the count the
- * host allows at most); budget 0 first */
-static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
-                            cand *x, bool free_sco, ranking *r) {
-  if (!free_sco) {
+/* Rank x; one that fits has its headroom filled first when the fill is
+ * free (fr->resident, fr->keep), and is evaluated again. */
+static pl_status rank_filled(const pl_model_cfg *m, const pl_plan_machine *mc,
+                             cand *x, const pl_plan_free *fr, ranking *r) {
+  if (x->fits && (fr->resident || fr->keep) && r->have_best) {
+    /* one that could not win even with every knob at its most (memory
+     * aside) is ranked as it is: the fill's replays are the search's cost */
+    pl_plan_cfg y = x->cfg;
+    if (fr->resident)
+      y.sc.oo.resident_all = true;
+    if (fr->keep)
+      y.sc.keep = (pl_keep_budget){PL_KEEP_ALL, 0};
+    pl_plan_time t;
+    PL_TRY(pl_plan_time_predict(m, &y, mc, &t));
+    if (t.tok_s_gpu <= r->best.time.tok_s_gpu) {
+      rank_in(r, x);
+      return PL_OK;
+    }
+  }
+  if (x->fits && (fr->resident || fr->keep)) {
+    PL_TRY(pl_plan_fill(m, mc, fr->resident, fr->keep, &x->cfg, x->fill,
+                        sizeof x->fill));
     PL_TRY(eval(m, mc, x, true));
-    rank_in(r, x);
-    return PL_OK;
+  }
+  rank_in(r, x);
+  return PL_OK;
+}
+
+/* plateau: the smallest SCO count at which the device fits (the count the
+ * host allows at most); budget 0 first.  With the headroom fill free, also
+ * every boundary offloaded (the device bytes it frees go to the fill). */
+static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
+                            cand *x, const pl_plan_free *fr, ranking *r) {
+  if (!fr->sco) {
+    PL_TRY(eval(m, mc, x, true));
+    return rank_filled(m, mc, x, fr, r);
   }
   const int64_t N = pl_plan_tokens_per_rank(&x->cfg);
   const uint64_t nhb =
       (uint64_t)N * (uint64_t)m->H * pl_dtype_size(x->cfg.sc.dt);
   x->cfg.sc.sco = (pl_sco_budget){false, 0};
+  cand y = *x;
   PL_TRY(eval(m, mc, x, true));
   if (x->fits || strncmp(x->binding, "host", 4) == 0) {
-    rank_in(r, x);
-    return PL_OK;
+    PL_TRY(rank_filled(m, mc, x, fr, r));
+    if (!x->fits || !(fr->resident || fr->keep))
+      return PL_OK;
+    y.cfg.sc.sco = (pl_sco_budget){true, 0};
+    PL_TRY(eval(m, mc, &y, true));
+    return y.fits ? rank_filled(m, mc, &y, fr, r) : PL_OK;
   }
   int lo = 1, hi = m->L, found = -1;
-  cand y = *x;
   while (lo <= hi) {
     const int mid = (lo + hi) / 2;
     y.cfg.sc.sco = (pl_sco_budget){mid == m->L, (uint64_t)mid * nhb};
@@ -290,16 +337,17 @@ static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
     else
       lo = mid + 1;
   }
-  if (found < 0) {
-    y.cfg.sc.sco = (pl_sco_budget){true, 0};
-    PL_TRY(eval(m, mc, &y, true));
-    rank_in(r, &y);
-    return PL_OK;
-  }
-  y.cfg.sc.sco = (pl_sco_budget){found == m->L, (uint64_t)found * nhb};
+  y.cfg.sc.sco = found < 0 ? (pl_sco_budget){true, 0}
+                           : (pl_sco_budget){found == m->L,
+                                             (uint64_t)found * nhb};
   PL_TRY(eval(m, mc, &y, true));
-  rank_in(r, &y);
-  return PL_OK;
+  PL_TRY(rank_filled(m, mc, &y, fr, r));
+  if (found < 0 || found == m->L || !(fr->resident || fr->keep))
+    return PL_OK;
+  y = *x; /* every boundary offloaded: the device bytes go to the fill */
+  y.cfg.sc.sco = (pl_sco_budget){true, 0};
+  PL_TRY(eval(m, mc, &y, true));
+  return y.fits ? rank_filled(m, mc, &y, fr, r) : PL_OK;
 }
 
 static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
@@ -365,7 +413,7 @@ static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
               x.cfg.sc.oo.bucket = betas[bi];
             if (fr->optim)
               x.cfg.sc.optim = opts[oi];
-            pl_status st = sco_search(m, mc, &x, fr->sco, r);
+            pl_status st = sco_search(m, mc, &x, fr, r);
             if (st == PL_EINVAL || st == PL_EUNSUPPORTED)
               continue; /* a knob the layout refuses */
             PL_TRY(st);
@@ -498,7 +546,8 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
     out->tried = r->tried, out->feasible = r->feasible;
     if (r->have_best) {
       out->have_best = true;
-      out->best = (pl_plan_choice){r->best.cfg, r->best.mem, r->best.time};
+      out->best = (pl_plan_choice){r->best.cfg, r->best.mem, r->best.time, ""};
+      snprintf(out->best.fill, sizeof out->best.fill, "%s", r->best.fill);
       pl_plan_verdict v;
       if (pl_plan_check(m, &out->best.cfg, mc, &v) == PL_OK)
         out->best.mem.dev_worst = v.mem.dev_worst;
@@ -506,7 +555,9 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
     if (r->have_second) {
       out->have_runner_up = true;
       out->runner_up =
-          (pl_plan_choice){r->second.cfg, r->second.mem, r->second.time};
+          (pl_plan_choice){r->second.cfg, r->second.mem, r->second.time, ""};
+      snprintf(out->runner_up.fill, sizeof out->runner_up.fill, "%s",
+               r->second.fill);
       why_lost(&r->best, &r->second, out->why_lost, sizeof out->why_lost);
     }
     if (!r->have_best && r->have_closest) {
@@ -519,8 +570,8 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
       verdict_of(mc, &v);
       snprintf(out->why_none, sizeof out->why_none, "closest: %s: %s", cfg,
                v.why);
-      out->best =
-          (pl_plan_choice){r->closest.cfg, r->closest.mem, r->closest.time};
+      out->best = (pl_plan_choice){r->closest.cfg, r->closest.mem,
+                                   r->closest.time, ""};
     }
   }
   free(r);
@@ -582,7 +633,13 @@ static pl_status fits_frugal(const pl_model_cfg *m, const pl_plan_cfg *base,
     x.cfg.sc.optim = &pl_optim_stream;
   ranking r;
   memset(&r, 0, sizeof r);
-  pl_status st = sco_search(m, mc, &x, fr->sco, &r);
+  pl_plan_free nofill = *fr; /* the least memory: nothing kept or resident */
+  nofill.resident = nofill.keep = false;
+  if (fr->resident)
+    x.cfg.sc.oo.resident_all = false, x.cfg.sc.oo.resident_bytes = 0;
+  if (fr->keep)
+    x.cfg.sc.keep = (pl_keep_budget){PL_KEEP_BYTES, 0};
+  pl_status st = sco_search(m, mc, &x, &nofill, &r);
   if (st == PL_EINVAL || st == PL_EUNSUPPORTED)
     return PL_OK;
   PL_TRY(st);

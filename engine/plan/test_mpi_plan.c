@@ -3,7 +3,9 @@
  * tokens, D and P over the ranks of mpirun -np 1..4, SCO budgets, ring and
  * fused heads, dispatch ep / llep / pipelined_llep, micro-batches, f32 and
  * bf16, the routing context kept or recomputed, the stream and hybrid
- * optimizers, a one-GPU proxy, V not divisible by P) every rank runs the
+ * optimizers, a one-GPU proxy, V not divisible by P, the optimizer state
+ * partly or wholly resident on the device, kept activations of every
+ * level and a budget) every rank runs the
  * trainer (engine/train) on the CPU backend and compares the tracked device
  * peak and pinned host peak of its second step with pl_plan_memory's for
  * the same rank: |predicted − measured| <= 5% of measured, on every rank.
@@ -93,6 +95,30 @@ static int grid(point *g) {
   p = base("small c: K=16");
   p.c.sc.moe_c = 16;
   g[n++] = p;
+  /* the headroom knobs: optimizer state resident, kept activations */
+  p = base("resident half (12 B x 2 buckets)");
+  p.c.sc.oo.resident_bytes = 12 * 40000;
+  g[n++] = p;
+  p = base("resident all, keep attn");
+  p.c.sc.oo.resident_all = true;
+  p.c.sc.keep = (pl_keep_budget){PL_KEEP_ATTN, 0};
+  g[n++] = p;
+  p = base("keep all, sco all, micro 2");
+  p.c.sc.keep = (pl_keep_budget){PL_KEEP_ALL, 0};
+  p.c.sc.sco = (pl_sco_budget){true, 0}, p.c.sc.micro = 2;
+  g[n++] = p;
+  p = base("keep 200 KiB, hybrid, resident 1 bucket");
+  p.c.sc.keep = (pl_keep_budget){PL_KEEP_BYTES, 200 * 1024};
+  p.c.sc.optim = &pl_optim_hybrid, p.c.sc.oo.share = 0.5;
+  p.c.sc.oo.resident_bytes = 12 * 20000;
+  g[n++] = p;
+  if (size % 2 == 0) {
+    p = base("D=2, keep attn, resident all");
+    p.c.lc.D = 2, p.c.S = 512, p.c.sc.moe_c = 128;
+    p.c.sc.keep = (pl_keep_budget){PL_KEEP_ATTN, 0};
+    p.c.sc.oo.resident_all = true;
+    g[n++] = p;
+  }
   return n;
 }
 

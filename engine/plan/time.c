@@ -35,10 +35,19 @@
  * or call: its stand-ins are local.  comm_s sums the exposed communication
  * (dispatch, Ulysses, units, Ring-DTP's exposed hops, the calls);
  * pl_plan_proxy_comm predicts the W_v-rank run a proxy plays and gives its
- * communication less the proxy's own. 
- * Optimizer (after the backward, exposed): stream — the host-link floor
- * max(12Θ/h2d, 12Θ/d2h, 24Θ/both) or a measured rate, bounded by the
- * node's host memory (24 B per parameter for every rank of the node);
+ * communication less the proxy's own.
+ * Kept activations (train/step.h keep): a layer keeping its attention
+ * output and LSE skips the recompute's attention forward (F_fwd / r_fwd(S))
+ * and, with D > 1, its 4 Ulysses all-to-alls; one keeping its whole
+ * attention half also skips the recompute's QKV and O GEMMs (2 · N ·
+ * attention parameters) and half the recompute's elementwise passes.
+ * Optimizer (after the backward, exposed): resident parameters (state in
+ * HBM) at 30 bytes each over HBM (master, m, v read and written, the f32
+ * gradient read, the bf16 weight written), on their own stream beside the
+ * streamed ones (the longer of the two counts); the streamed: stream — the
+ * host-link floor max(12Θ/h2d, 12Θ/d2h, 24Θ/both) or a measured rate,
+ * bounded by the node's host memory (24 B per parameter for every rank of
+ * the node);
  * hybrid — the CPU share beside it in the ratio of the two rates; cpu — the
  * SIMD CPU update plus the gradient and weight copies.
  * Plus fixed costs per step and per layer pass, and per collective call
@@ -191,17 +200,22 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
       t_moe_hidden += tc - exposed;
     }
     /* forward: attention, GEMMs, experts, memory; the recompute repeats it
-     * in the backward, minus the experts' forward when the context is kept */
+     * in the backward, minus the experts' forward when the context is kept
+     * and minus what the layer keeps (the file comment) */
+    const int k_attn = l < d->keep_attn, k_all = l < d->keep_all;
+    const double g_att = 2.0 * N * attn_w / (gemm * mc->dense_eff);
+    const double skip = (k_attn ? a_f : 0) + (k_all ? g_att + mem / 8 : 0);
     tf[l] = a_f + g_f + e_f + mem / 4;
-    tb[l] = a_f + a_b + 3.0 * g_f + e_b + mem * 3 / 4;
-    t_attn += 2 * a_f + a_b;
-    t_dense += 4 * g_f;
+    tb[l] = a_f + a_b + 3.0 * g_f + e_b + mem * 3 / 4 - skip;
+    t_attn += (k_attn ? 1 : 2) * a_f + a_b;
+    t_dense += 4 * g_f - (k_all ? g_att : 0);
     t_exp += e_f + e_b;
-    t_mem += mem;
+    t_mem += mem - (k_all ? mem / 8 : 0);
     if (d_comm)
       /* 16 all-to-alls (forward 4, recompute 4, backward 8) moving
-       * 8·(n_q + n_kv)·N·d·b in all */
-      t_seq += 16.0 * pl__t_a2a(mc, D, (m->n_q + m->n_kv) * N * m->d * b / 2);
+       * 8·(n_q + n_kv)·N·d·b in all; 12 when the attention is kept */
+      t_seq += (k_attn ? 12.0 : 16.0) *
+               pl__t_a2a(mc, D, (m->n_q + m->n_kv) * N * m->d * b / 2);
   }
   /* the head: four GEMMs of 2·N·H·V (the blocked meetings recompute their
    * strips) and the strips' passes; at P = 1 three GEMMs (pl_dtp_run's
@@ -257,8 +271,8 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
     t_host += e;
     t_host_hid += d2h + h2d - e;
   }
-  /* the optimizer */
-  const double th = (double)d->params_rank;
+  /* the optimizer: the streamed parameters, then the resident ones */
+  const double th = (double)(d->params_rank - d->resident_params);
   const int gpn = mc->gpus_per_node < W ? mc->gpus_per_node : W;
   const double link =
       fmax(fmax(12 * th / (mc->h2d_gbs * 1e9), 12 * th / (mc->d2h_gbs * 1e9)),
@@ -280,6 +294,11 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
     dram_b = 24;
   }
   t_opt = fmax(t_opt, gpn * th * dram_b / (mc->host_dram_gbs * 1e9));
+  if (th <= 0)
+    t_opt = 0;
+  /* the resident update runs on its own stream beside the link-bound
+   * streamed pipeline */
+  t_opt = fmax(t_opt, 30.0 * (double)d->resident_params / hbm);
 
   const double mic = c->sc.micro;
   part[PL_TPART_ATTN] = mic * t_attn;
@@ -321,9 +340,9 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
     const int moe = pl_model_layer_is_moe(m, l);
     const double Is =
         moe ? (m->n_shared ? (double)m->I_shared : 0) : (double)m->I_dense;
-    fl += 4.5 * fa +
-          8.0 * N * (attn_w + (moe ? H * p->E_route : 0) + 3 * H * Is) +
-          (moe ? N * ex_fl : 0);
+    fl += (l < d->keep_attn ? 3.5 : 4.5) * fa +
+          8.0 * N * (attn_w + (moe ? H * p->E_route : 0) + 3 * H * Is) -
+          (l < d->keep_all ? 2.0 * N * attn_w : 0) + (moe ? N * ex_fl : 0);
   }
   out->flops_rank = mic * (fl + 8.0 * N * H * m->V);
   free(tf), free(tb), free(numel), free(vsize), free(d);

@@ -88,12 +88,18 @@ pl_status pl_train_describe(const pl_model_cfg *m, const pl_layout_cfg *lc,
   add(out, "grads", PL_ARENA_DEVICE, PL_DESC_STATE, theta * 4,
       "f32 gradients of the unit shards and experts (4 B/param)");
   const int stream = optim == &pl_optim_stream || optim == &pl_optim_hybrid;
-  const size_t beta = sc->oo.bucket ? sc->oo.bucket : 100000000,
-               slot = beta < theta ? beta : theta;
-  const size_t nb = cdiv(theta, beta);
+  const size_t beta = sc->oo.bucket ? sc->oo.bucket : 100000000;
+  /* optimizer-state residency (the last buckets, train/optim.h) */
+  const size_t R = stream ? pl_stream_adamw_resident_elems(
+                                theta, beta, sc->oo.resident_all,
+                                sc->oo.resident_bytes)
+                          : 0;
+  const size_t streamed = theta - R, slot = beta < streamed ? beta : streamed;
+  const size_t nb = cdiv(streamed, beta);
   const size_t slots = (size_t)(sc->oo.slots ? sc->oo.slots : 2) < nb
                            ? (size_t)(sc->oo.slots ? sc->oo.slots : 2)
                            : nb;
+  out->resident_params = (int64_t)R;
   if (stream) {
     snprintf(w, sizeof w, "s=%zu slots x beta=%zu params x 12 B (<= s*beta*16)",
              slots, slot);
@@ -101,6 +107,12 @@ pl_status pl_train_describe(const pl_model_cfg *m, const pl_layout_cfg *lc,
         w);
     add(out, "optim_norm", PL_ARENA_DEVICE, PL_DESC_STATE, npart * 8,
         "norm partials (8 B/chunk)");
+  }
+  if (R) {
+    snprintf(w, sizeof w,
+             "fp32 master, m, v of the last %zu of %zu params (12 B/param)", R,
+             theta);
+    add(out, "optim_resident", PL_ARENA_DEVICE, PL_DESC_STATE, R * 12, w);
   }
   if (sc->dt == PL_F32)
     add(out, "optim_shadow", PL_ARENA_DEVICE, PL_DESC_STATE, theta * 2,
@@ -111,8 +123,9 @@ pl_status pl_train_describe(const pl_model_cfg *m, const pl_layout_cfg *lc,
     add(out, "ce_state", PL_ARENA_DEVICE, PL_DESC_STATE, 8,
         "the head's group statistics");
   /* host */
-  add(out, "optim", PL_ARENA_HOST, PL_DESC_STATE, theta * 12,
-      "fp32 master, m, v (12 B/param)");
+  add(out, "optim", PL_ARENA_HOST, PL_DESC_STATE, streamed * 12,
+      R ? "fp32 master, m, v of the streamed params (12 B/param)"
+        : "fp32 master, m, v (12 B/param)");
   if (stream)
     add(out, "optim_norm", PL_ARENA_HOST, PL_DESC_STATE, npart * 8,
         "norm partials");
@@ -122,6 +135,7 @@ pl_status pl_train_describe(const pl_model_cfg *m, const pl_layout_cfg *lc,
     hc.bucket = beta;
     hc.grad_dtype = PL_F32;
     hc.share = sc->oo.share ? sc->oo.share : -1.0;
+    hc.resident = R;
     add(out, "optim_hybrid", PL_ARENA_HOST, PL_DESC_STATE,
         pl_stream_adamw_hybrid_bytes(theta, &hc),
         "the CPU share's f32 gradients + bf16 weights (every bucket: auto)");
@@ -154,6 +168,17 @@ pl_status pl_train_describe(const pl_model_cfg *m, const pl_layout_cfg *lc,
       (size_t)(2 + m->L - sel) * bnd, w);
   add(out, "output", PL_ARENA_DEVICE, PL_DESC_BOUND, bnd,
       "the last layer's output");
+  int n_attn, n_all;
+  pl_step_keep_layers(m, p->N, p->D, sc->dt, sc->keep, &n_attn, &n_all);
+  out->keep_attn = n_attn, out->keep_all = n_all;
+  if (n_attn) {
+    snprintf(w, sizeof w,
+             "kept for the backward: attention o+lse of %d layers, whole "
+             "attention half of %d",
+             n_attn, n_all);
+    add(out, "kept", PL_ARENA_DEVICE, PL_DESC_BOUND,
+        pl_step_keep_bytes(m, p->N, p->D, sc->dt, n_attn, n_all), w);
+  }
   add(out, "grads_act", PL_ARENA_DEVICE, PL_DESC_BOUND, 2 * bnd,
       "the runner's two dx buffers");
   if (nmoe) {

@@ -58,6 +58,10 @@ typedef struct pl_train_desc {
   size_t unit_max_bytes;  /* the largest gathered unit (weights)            */
   double flops_per_token; /* pl_model_flops_per_token at S (D = 1 context)   */
   int sco_layers;         /* |S|                                             */
+  int64_t resident_params; /* parameters whose optimizer state is resident
+                              on the device (tag optim_resident)            */
+  int keep_attn, keep_all; /* layers keeping o+lse / the whole attention
+                              half (pl_step_keep_layers)                    */
   int n;
   pl_desc_item item[PL_DESC_MAX];
   size_t dev_state, dev_transient, host_state;

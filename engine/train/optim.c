@@ -18,6 +18,7 @@ static pl_status make(pl_dev *dev, const pl_adamw_hparams *hp,
   c.cpu_threads = o->cpu_threads;
   c.comm = comm;
   c.state = state;
+  c.resident = state ? state->resident : 0;
   pl_stream_adamw *a = NULL;
   PL_TRY(pl_stream_adamw_create(dev, hp, &c, nparams, params, &a));
   *out = a;

@@ -5,7 +5,9 @@
  *
  * Every optimizer updates the rank's shard: the fp32 master, m and v in the
  * step's pinned host state (borrowed: the step allocates and initializes
- * it, 12 bytes per parameter), the gradients (f32, device) and the bf16
+ * it, 12 bytes per parameter; with residency its last state->resident
+ * elements in device memory — an optimizer that cannot update them there
+ * refuses a state with resident > 0), the gradients (f32, device) and the bf16
  * working weights it rewrites (device); global gradient-norm clipping over
  * comm (every parameter is owned by exactly one rank of it). */
 #ifndef PLATEAU_TRAIN_OPTIM_H
@@ -23,6 +25,13 @@ typedef struct pl_optim_opts {
   int slots;       /* s: device staging slots                            */
   double share;    /* hybrid: CPU share in (0, 1]; <= 0: auto (measured) */
   int cpu_threads; /* CPU update threads (<= 0: OpenMP's default)        */
+  /* Optimizer-state residency (stream, hybrid): device memory for the fp32
+   * master, m and v of the last buckets (12 B per parameter, whole buckets:
+   * pl_stream_adamw_resident_elems), updated there by the same kernel; the
+   * trainer allocates that part of the state on the device (tag
+   * "optim_resident") and passes it in the borrowed state.  0: none. */
+  bool resident_all;
+  uint64_t resident_bytes;
 } pl_optim_opts;
 
 typedef struct pl_optim_ops {

@@ -61,9 +61,41 @@ pl_step_cfg pl_step_cfg_default(void) {
   return c;
 }
 
+/* The attention of layer 0 up while the budget lasts, then whole layers. */
+void pl_step_keep_layers(const pl_model_cfg *m, int64_t N, int D, pl_dtype dt,
+                         pl_keep_budget kb, int *n_attn, int *n_all) {
+  *n_attn = *n_all = 0;
+  if (kb.mode == PL_KEEP_ATTN || kb.mode == PL_KEEP_ALL) {
+    *n_attn = m->L;
+    *n_all = kb.mode == PL_KEEP_ALL ? m->L : 0;
+    return;
+  }
+  const pl_layer_cfg lc = {.H = m->H, .n_q = m->n_q, .n_kv = m->n_kv,
+                           .d = m->d, .dt = dt};
+  const size_t a = pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ATTN),
+               w = pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ALL) - a;
+  if (a == 0)
+    return;
+  uint64_t left = kb.bytes;
+  while (*n_attn < m->L && left >= a)
+    (*n_attn)++, left -= a;
+  while (*n_attn == m->L && *n_all < m->L && left >= w)
+    (*n_all)++, left -= w;
+}
+
+size_t pl_step_keep_bytes(const pl_model_cfg *m, int64_t N, int D,
+                          pl_dtype dt, int n_attn, int n_all) {
+  const pl_layer_cfg lc = {.H = m->H, .n_q = m->n_q, .n_kv = m->n_kv,
+                           .d = m->d, .dt = dt};
+  return (size_t)(n_attn - n_all) *
+             pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ATTN) +
+         (size_t)n_all * pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ALL);
+}
+
 const char *pl_part_name(int p) {
   static const char *const n[PL_PART_COUNT] = {
-      "attention", "moe", "head", "optimizer", "zero3", "sco", "other"};
+      "attention", "moe", "head", "optimizer", "zero3", "sco", "other",
+      "recompute"};
   return p >= 0 && p < PL_PART_COUNT ? n[p] : "?";
 }
 /* ---- the step
@@ -228,8 +260,8 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
 static pl_status refresh_f32(pl_trainer *t) {
   pl_stream *s = pl_dev_stream(t->dev);
   for (int i = 0; i < t->nap; i++)
-    PL_TRY(pl_memcpy_async(s, t->ap[i].weight, t->st.p + t->ap_off[i],
-                           t->ap[i].numel * 4));
+    PL_TRY(pl__step_master_get(t, s, t->ap_off[i], (float *)t->ap[i].weight,
+                               t->ap[i].numel));
   return pl_stream_sync(s);
 }
 

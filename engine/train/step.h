@@ -47,14 +47,24 @@
  * stream's gathers and reduce-scatters) and sco (the copy streams'
  * offloads and restores), which run beside the compute; other = the step's
  * wall time minus the compute-stream parts (embedding, loss bookkeeping,
- * host waits, and whatever comm or copy time was not hidden).
+ * host waits, and whatever comm or copy time was not hidden); recompute,
+ * of attention's time, the backward's recompute of the layers' attention
+ * half (norm, QKV, RoPE, attention forward, O projection; what kept
+ * activations remove).
  *
  * Virtual groups (train/layout.h): their stand-ins' time is apart —
  * standin_ms those on the compute stream (Ulysses; Ring-DTP without
  * overlap), taken out of the part they ran in (attention, head) and out of
  * other, so the parts are compute; standin_side_ms those on side streams
  * (Ring-DTP's hops), which ran beside the compute as the real transfers
- * would.  time_ms is the wall time, stand-ins included. */
+ * would.  time_ms is the wall time, stand-ins included.
+ *
+ * Headroom knobs (exact, each switchable alone): optimizer-state residency
+ * (oo.resident_*: train/optim.h) keeps the last buckets' fp32 master, m and
+ * v in device memory, updated there by the stream's own fused kernel; kept
+ * activations (keep) spare the backward the attention forward or the whole
+ * attention half's recompute.  Both give bit-identical losses, gradients
+ * and weights. */
 #ifndef PLATEAU_TRAIN_STEP_H
 #define PLATEAU_TRAIN_STEP_H
 
@@ -73,6 +83,22 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Kept activations (model/layer.h pl_layer_keep) over the decoder layers:
+ * ATTN every layer's attention output and log-sum-exp, ALL every layer's
+ * attention half, BYTES a device budget filled in the order of time saved
+ * per byte — the attention of layer 0, 1, ... first (the recompute of
+ * attention costs the most per byte), then whole layers 0, 1, ...
+ * (pl_step_keep_layers).  {BYTES, 0}: nothing kept (the default). */
+typedef enum pl_keep_mode {
+  PL_KEEP_BYTES = 0,
+  PL_KEEP_ATTN = 1,
+  PL_KEEP_ALL = 2
+} pl_keep_mode;
+typedef struct pl_keep_budget {
+  pl_keep_mode mode;
+  uint64_t bytes; /* BYTES: the device budget */
+} pl_keep_budget;
 
 typedef struct pl_step_cfg {
   pl_dtype dt; /* f32 | bf16                                */
@@ -94,6 +120,10 @@ typedef struct pl_step_cfg {
   /* SCO */
   pl_sco_budget sco;
   pl_sco_release sco_release;
+  /* kept activations; keep_verify: every kept activation compared with its
+   * recompute, bit for bit (tests) */
+  pl_keep_budget keep;
+  bool keep_verify;
   int micro;     /* micro-batches per step (>= 1)             */
   bool profile;  /* the time breakdown                        */
   uint64_t seed; /* weights                                   */
@@ -102,8 +132,18 @@ typedef struct pl_step_cfg {
 
 /* bf16, pipelined_llep with c = 8192 (K = ⌈N/c⌉ chunks, at most 64), lanes 2,
  * the paper's LLEP knobs, ring head, stream optimizer (β 100M, s 2,
- * lr 1e-3, wd 0.01, clip 1.0), SCO budget 0, one micro-batch, seed 1. */
+ * lr 1e-3, wd 0.01, clip 1.0, no state resident), SCO budget 0, nothing
+ * kept, one micro-batch, seed 1. */
 pl_step_cfg pl_step_cfg_default(void);
+
+/* The layers' keep levels of kb at N tokens per rank (D: the Ulysses
+ * group): layers [0, *n_all) keep ALL, [*n_all, *n_attn) keep ATTN, the
+ * rest nothing (*n_all <= *n_attn <= L). */
+void pl_step_keep_layers(const pl_model_cfg *m, int64_t N, int D, pl_dtype dt,
+                         pl_keep_budget kb, int *n_attn, int *n_all);
+/* Device bytes the layers keep at that plan (the budget actually used). */
+size_t pl_step_keep_bytes(const pl_model_cfg *m, int64_t N, int D,
+                          pl_dtype dt, int n_attn, int n_all);
 
 typedef enum pl_part {
   PL_PART_ATTENTION,
@@ -113,9 +153,11 @@ typedef enum pl_part {
   PL_PART_ZERO3,
   PL_PART_SCO,
   PL_PART_OTHER,
+  PL_PART_RECOMPUTE, /* of attention: the backward's recompute of the
+                        attention half (what kept activations remove)   */
   PL_PART_COUNT
 } pl_part;
-/* "attention" "moe" "head" "optimizer" "zero3" "sco" "other" */
+/* "attention" "moe" "head" "optimizer" "zero3" "sco" "other" "recompute" */
 const char *pl_part_name(int part);
 
 typedef struct pl_step_result {

@@ -101,9 +101,35 @@ static uint64_t param_seed(const pl_trainer *t, int i) {
          (uint64_t)i * 0x632be59bd9b4e019ull + 17;
 }
 
-/* Fill weights dst (dt, device) and master (f32, pinned host) with the
- * parameter's values at global elements [first, first + n). */
-static pl_status init_range(pl_trainer *t, int pi, void *dst, float *master,
+/* Copy n f32 values from src (device or host memory) into the fp32 master
+ * at flat elements [i, i + n): its host part and, past Θ − resident, its
+ * device-resident part (stream-ordered on s). */
+pl_status pl__step_master_put(pl_trainer *t, pl_stream *s, size_t i,
+                              const float *src, size_t n) {
+  const size_t lo = t->st.numel - t->st.resident;
+  if (i < lo && n > 0) {
+    const size_t k = n < lo - i ? n : lo - i;
+    PL_TRY(pl_memcpy_async(s, t->st.p + i, src, k * 4));
+    i += k, src += k, n -= k;
+  }
+  return n ? pl_memcpy_async(s, t->st.dp + (i - lo), src, n * 4) : PL_OK;
+}
+
+/* The master's flat elements [i, i + n) into dst (stream-ordered on s). */
+pl_status pl__step_master_get(pl_trainer *t, pl_stream *s, size_t i,
+                              float *dst, size_t n) {
+  const size_t lo = t->st.numel - t->st.resident;
+  if (i < lo && n > 0) {
+    const size_t k = n < lo - i ? n : lo - i;
+    PL_TRY(pl_memcpy_async(s, dst, t->st.p + i, k * 4));
+    i += k, dst += k, n -= k;
+  }
+  return n ? pl_memcpy_async(s, dst, t->st.dp + (i - lo), n * 4) : PL_OK;
+}
+
+/* Fill weights dst (dt, device) and the master at flat element `flat`
+ * with the parameter's values at global elements [first, first + n). */
+static pl_status init_range(pl_trainer *t, int pi, void *dst, size_t flat,
                             uint64_t first, size_t n) {
   pl_stream *s = pl_dev_stream(t->dev);
   const pl__tparam *p = &t->pr[pi];
@@ -119,7 +145,7 @@ static pl_status init_range(pl_trainer *t, int pi, void *dst, float *master,
     if (st == PL_OK)
       st = pl_convert(s, (char *)dst + d * t->es, t->dt, tmp, PL_F32, k);
     if (st == PL_OK)
-      st = pl_memcpy_async(s, master + d, tmp, k * 4);
+      st = pl__step_master_put(t, s, flat + d, tmp, k);
     if (st == PL_OK)
       st = pl_stream_sync(s);
   }
@@ -162,9 +188,8 @@ static pl_status init_weights(pl_trainer *t) {
     const pl__tparam *p = &t->pr[i];
     if (p->kind == PL__K_EXPERT) {
       const int k = pl__step_expert_tensor(t, p);
-      PL_TRY(init_range(t, i, t->tl[p->layer].ew[p->which],
-                        t->st.p + t->ap_off[k], pl__step_expert_first(t, p),
-                        t->ap[k].numel));
+      PL_TRY(init_range(t, i, t->tl[p->layer].ew[p->which], t->ap_off[k],
+                        pl__step_expert_first(t, p), t->ap[k].numel));
       continue;
     }
     /* the parameter's intersection with this rank's shard, in runs that are
@@ -180,8 +205,8 @@ static pl_status init_weights(pl_trainer *t) {
       const size_t j = e - p->off, end = (j / run + 1) * run + p->off;
       const size_t n = (end < hi ? end : hi) - e;
       PL_TRY(init_range(t, i, (char *)w + (e - off) * t->es,
-                        t->st.p + t->ap_off[p->unit] + (e - off),
-                        unit_global(t, p, j), n));
+                        t->ap_off[p->unit] + (e - off), unit_global(t, p, j),
+                        n));
       e += n;
     }
   }
@@ -217,6 +242,9 @@ void pl_trainer_destroy(pl_trainer *t) {
   pl_free(t->dev, t->st.p);
   pl_free(t->dev, t->st.m);
   pl_free(t->dev, t->st.v);
+  pl_free(t->dev, t->st.dp);
+  pl_free(t->dev, t->st.dm);
+  pl_free(t->dev, t->st.dv);
   pl_free(t->dev, t->shadow);
   pl_free(t->dev, t->d_tok);
   pl_free(t->dev, t->d_tgt);
@@ -244,6 +272,41 @@ const pl_layout_plan *pl_trainer_plan(const pl_trainer *t) {
 }
 int64_t pl_trainer_tokens_per_rank(const pl_trainer *t) {
   return (int64_t)t->c.micro * (t->N + 1);
+}
+
+/* The fp32 master, m and v (zeroed): pinned host memory, tag "optim",
+ * except the last buckets' when the optimizer keeps some resident (tag
+ * "optim_resident", device memory; train/optim.h). */
+static pl_status alloc_state(pl_trainer *t) {
+  const pl_optim_opts *o = &t->c.oo;
+  size_t R = 0;
+  if (o->resident_all || o->resident_bytes) {
+    if (t->optim != &pl_optim_stream && t->optim != &pl_optim_hybrid)
+      return pl_set_error(PL_EINVAL,
+                          "trainer: optimizer '%s' keeps no state resident on "
+                          "the device (resident state: stream or hybrid)",
+                          t->optim->name);
+    R = pl_stream_adamw_resident_elems(t->theta,
+                                       o->bucket ? o->bucket : 100000000,
+                                       o->resident_all, o->resident_bytes);
+  }
+  t->st.numel = t->theta, t->st.resident = R;
+  const size_t h = (t->theta - R) * 4, d = R * 4;
+  pl_stream *s = pl_dev_stream(t->dev);
+  float **hs[3] = {&t->st.p, &t->st.m, &t->st.v},
+        **ds[3] = {&t->st.dp, &t->st.dm, &t->st.dv};
+  for (int i = 0; i < 3; i++) {
+    if (h) {
+      PL_TRY(pl_alloc(t->dev, PL_ARENA_HOST, h, "optim", (void **)hs[i]));
+      memset(*hs[i], 0, h);
+    }
+    if (d) {
+      PL_TRY(pl_alloc(t->dev, PL_ARENA_DEVICE, d, "optim_resident",
+                      (void **)ds[i]));
+      PL_TRY(pl_fill(s, *ds[i], PL_F32, R, 0.0));
+    }
+  }
+  return pl_stream_sync(s);
 }
 
 static pl_status check_cfg(const pl_step_cfg *c) {
@@ -327,7 +390,10 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
       goto fail;
   }
 
-  /* decoder layers: attention views, FFN, experts, router bias */
+  /* decoder layers: attention views (with what each keeps for its
+   * backward), FFN, experts, router bias */
+  int n_attn, n_all;
+  pl_step_keep_layers(m, t->N, t->p.D, t->dt, sc->keep, &n_attn, &n_all);
   for (int l = 0; l < L; l++) {
     pl__tlayer *x = &t->tl[l];
     t->lp[l] = x;
@@ -343,6 +409,12 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
     if ((st = pl_layer_init_views(dev, t->lay->sp, &x->layer, &lcf,
                                   &pl__step_slot_ops, x)))
       goto fail;
+    x->layer.keep = l < n_all    ? PL_LAYER_KEEP_ALL
+                    : l < n_attn ? PL_LAYER_KEEP_ATTN
+                                 : PL_LAYER_KEEP_NONE;
+    x->layer.keep_verify = sc->keep_verify;
+    x->layer.recompute_mark = pl__step_recompute_mark;
+    x->layer.mark_ctx = x;
     pl_moe_ffn_cfg fc = {.H = m->H,
                          .dt = t->dt,
                          .E = x->moe ? t->p.E_route : 0,
@@ -436,19 +508,7 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   for (int i = 0; i < t->nap; i++)
     t->ap_off[i + 1] = t->ap_off[i] + t->ap[i].numel;
   t->theta = t->ap_off[t->nap];
-  /* host fp32 state */
-  t->st.numel = t->theta;
-  if ((st = pl_alloc(dev, PL_ARENA_HOST, t->theta * 4, "optim",
-                     (void **)&t->st.p)) ||
-      (st = pl_alloc(dev, PL_ARENA_HOST, t->theta * 4, "optim",
-                     (void **)&t->st.m)) ||
-      (st = pl_alloc(dev, PL_ARENA_HOST, t->theta * 4, "optim",
-                     (void **)&t->st.v)))
-    goto fail;
-  memset(t->st.p, 0, t->theta * 4);
-  memset(t->st.m, 0, t->theta * 4);
-  memset(t->st.v, 0, t->theta * 4);
-  if ((st = init_weights(t)))
+  if ((st = alloc_state(t)) || (st = init_weights(t)))
     goto fail;
   /* f32 weights: the optimizers write a bf16 shadow; the weights come from
    * the master after each update */

@@ -45,6 +45,7 @@ typedef struct pl__tlayer {
   void *ew[3];
   float *eg[3];
   float *bias, *hbias; /* E_route: device, host */
+  int rec_a;           /* the recompute's start event (profile)  */
 } pl__tlayer;
 
 typedef struct pl__tspan {
@@ -112,6 +113,9 @@ pl_status pl__step_mark(pl_trainer *t, pl_stream *s, int *idx);
 pl_status pl__step_span(pl_trainer *t, int part, int a, int b);
 /* Add the spans' times into part_ms (the device has finished them). */
 pl_status pl__step_take_spans(pl_trainer *t, double *part_ms);
+/* The layer's recompute marks (pl_layer.recompute_mark): a span of part
+ * recompute (profile on). */
+pl_status pl__step_recompute_mark(void *ctx, pl_stream *s, int end);
 /* The decoder layer in the checkpoint runner, and its FFN slot (timed). */
 extern const pl_layer_ops pl__step_layer_ops;
 extern const pl_ffn_ops pl__step_slot_ops;
@@ -121,6 +125,12 @@ pl_status pl__step_head_run(void *ctx, pl_stream *s, const void *hL, void *dh,
 
 /* ---- step_build.c ---------------------------------------------------------
  */
+/* The fp32 master at flat elements [i, i + n) from / into device or host
+ * memory, wherever its part lives (host; past Θ − resident, the device). */
+pl_status pl__step_master_put(pl_trainer *t, pl_stream *s, size_t i,
+                              const float *src, size_t n);
+pl_status pl__step_master_get(pl_trainer *t, pl_stream *s, size_t i,
+                              float *dst, size_t n);
 /* The first element of expert parameter p's full tensor this rank's shard
  * holds, and its optimizer tensor (they follow the units). */
 int64_t pl__step_expert_first(const pl_trainer *t, const pl__tparam *p);

@@ -114,6 +114,15 @@ static pl_status slot_bwd(void *ctx, pl_stream *s, const void *x,
 
 const pl_ffn_ops pl__step_slot_ops = {slot_fwd, slot_bwd};
 
+pl_status pl__step_recompute_mark(void *ctx, pl_stream *s, int end) {
+  pl__tlayer *tl = ctx;
+  if (!end)
+    return pl__step_mark(tl->t, s, &tl->rec_a);
+  int b;
+  PL_TRY(pl__step_mark(tl->t, s, &b));
+  return pl__step_span(tl->t, PL_PART_RECOMPUTE, tl->rec_a, b);
+}
+
 /* The layer's own time minus its FFN slot's is attention: a span for the
  * whole layer (part ATTENTION) and the slot's span (MOE) subtracted later. */
 static pl_status timed(pl_trainer *t, int a, int b) {

@@ -151,14 +151,16 @@ pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
   return st;
 }
 
-/* Write values (f32, host) into weights (dt, device) and the master. */
-static pl_status put(pl_trainer *t, void *w, float *master, const float *v,
+/* Write values (f32, host) into weights (dt, device) and the master at
+ * flat element `flat`. */
+static pl_status put(pl_trainer *t, void *w, size_t flat, const float *v,
                      size_t n) {
   pl_stream *s = pl_dev_stream(t->dev);
-  memcpy(master, v, n * 4);
   void *tmp = NULL;
   PL_TRY(pl_alloc(t->dev, PL_ARENA_DEVICE, n * 4 + 4, "init", &tmp));
   pl_status st = pl_memcpy_async(s, tmp, v, n * 4);
+  if (st == PL_OK)
+    st = pl__step_master_put(t, s, flat, tmp, n);
   if (st == PL_OK)
     st = pl_convert(s, w, t->dt, tmp, PL_F32, n);
   if (st == PL_OK)
@@ -173,7 +175,7 @@ pl_status pl_trainer_set(pl_trainer *t, int i, const float *in) {
   const pl__tparam *p = &t->pr[i];
   if (p->kind == PL__K_EXPERT) {
     const int k = pl__step_expert_tensor(t, p);
-    return put(t, t->tl[p->layer].ew[p->which], t->st.p + t->ap_off[k],
+    return put(t, t->tl[p->layer].ew[p->which], t->ap_off[k],
                in + pl__step_expert_first(t, p), t->ap[k].numel);
   }
   void *w;
@@ -199,8 +201,7 @@ pl_status pl_trainer_set(pl_trainer *t, int i, const float *in) {
   pl_status st = PL_OK;
   if (hi > lo)
     st = put(t, (char *)w + (lo - off) * t->es,
-             t->st.p + t->ap_off[p->unit] + (lo - off), src + (lo - p->off),
-             hi - lo);
+             t->ap_off[p->unit] + (lo - off), src + (lo - p->off), hi - lo);
   free(packed);
   return st;
 }

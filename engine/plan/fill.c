@@ -1,0 +1,294 @@
+/* fill.c — spending the headroom (pl_plan_fill): the HBM a configuration's
+ * flattened peaks leave free turned into step time by plateau's exact
+ * headroom knobs — kept activations (train/step.h keep: first every
+ * layer's attention output and LSE, then whole attention halves) and
+ * optimizer-state residency (train/optim.h: the fp32 master, m and v of the
+ * last buckets in HBM).
+ *
+ * Each item's value is the time model's own: the step predicted with the
+ * item taken whole against without it, per byte it adds.  Items are taken
+ * in the order of that density (whole attention halves never before every
+ * layer's attention: the keep budget fills them in that order), each as far
+ * as the replayed device peak stays within the usable HBM less
+ * fill_reserve — a bisection over its count (layers, buckets), since more
+ * kept or resident bytes never lower the peak.  Residency also lowers the
+ * pinned host state (12 bytes per resident parameter): a configuration the
+ * host alone refuses may fit once the fill has moved state to the device
+ * (the caller checks the result). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/layer.h"
+#include "ops/stream_adamw.h"
+#include "plan/plan_internal.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+enum { IT_ATTN, IT_RES, IT_ALL, IT_N };
+
+typedef struct item {
+  int kind;
+  int max;       /* units: layers, or buckets */
+  double bytes;  /* the whole item's device bytes */
+  double saved;  /* step seconds the whole item saves (time model) */
+  double dens;   /* saved / bytes */
+  int taken;     /* units taken */
+  bool free;     /* the caller lets the fill choose it */
+} item;
+
+typedef struct fillctx {
+  const pl_model_cfg *m;
+  const pl_plan_machine *mc;
+  pl_plan_cfg c; /* the configuration being filled */
+  int64_t N;
+  size_t theta, beta, nb, a, w; /* params; bucket; buckets; kept bytes */
+  bool resident, keep;          /* the knobs the fill may set */
+} fillctx;
+
+static double limit_of(const pl_plan_machine *mc) {
+  return pl__hbm_usable(mc) - mc->fill_reserve;
+}
+
+/* c's budgets at (attention layers, whole layers, resident buckets); a
+ * knob the fill may not set keeps its value. */
+static void set_amounts(fillctx *f, pl_plan_cfg *c, int na, int nw, int nr) {
+  const uint64_t kb = (uint64_t)na * f->a + (uint64_t)nw * (f->w - f->a);
+  if (f->keep)
+    c->sc.keep = (pl_keep_budget){PL_KEEP_BYTES, kb};
+  if (!f->resident)
+    return;
+  c->sc.oo.resident_all = false;
+  c->sc.oo.resident_bytes =
+      nr <= 0 ? 0
+      : (size_t)nr >= f->nb
+          ? (uint64_t)f->theta * 12
+          : (uint64_t)(f->theta - f->beta * (f->nb - (size_t)nr)) * 12;
+}
+
+/* Does c fit the device below the fill limit (*dev), and the host (*host)?
+ * More kept or resident bytes never lower the device peak; residency lowers
+ * the host's, so the fill bisects on the device alone. */
+static pl_status fits(fillctx *f, const pl_plan_cfg *c, bool *dev, bool *host) {
+  pl_plan_mem *mem = malloc(sizeof *mem);
+  if (!mem)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  pl_status st = pl__plan_memory(f->m, c, f->mc, -1, false, mem);
+  *dev = st == PL_OK && (double)mem->dev_peak <= limit_of(f->mc);
+  if (host)
+    *host = st == PL_OK && (double)mem->host_node <= pl__host_usable(f->mc);
+  free(mem);
+  return st;
+}
+
+static pl_status step_s(fillctx *f, int na, int nw, int nr, double *out) {
+  pl_plan_cfg c = f->c;
+  set_amounts(f, &c, na, nw, nr);
+  pl_plan_time t;
+  PL_TRY(pl_plan_time_predict(f->m, &c, f->mc, &t));
+  *out = t.step_s;
+  return PL_OK;
+}
+
+/* The items and their densities by the time model. */
+static pl_status items_of(fillctx *f, item *it) {
+  const int L = f->m->L;
+  double t0, ta, tw, tr;
+  PL_TRY(step_s(f, 0, 0, 0, &t0));
+  PL_TRY(step_s(f, L, 0, 0, &ta));
+  PL_TRY(step_s(f, L, L, 0, &tw));
+  PL_TRY(step_s(f, 0, 0, (int)f->nb, &tr));
+  it[IT_ATTN] = (item){IT_ATTN, L, (double)L * f->a, t0 - ta, 0, 0, false};
+  it[IT_ALL] = (item){IT_ALL, L, (double)L * (f->w - f->a), ta - tw, 0, 0,
+                      false};
+  it[IT_RES] = (item){IT_RES, (int)f->nb, 12.0 * f->theta, t0 - tr, 0, 0,
+                      false};
+  for (int i = 0; i < IT_N; i++)
+    it[i].dens = it[i].bytes > 0 ? it[i].saved / it[i].bytes : 0;
+  return PL_OK;
+}
+
+/* Does item k at `units` fit beside what is taken already? */
+static pl_status fits_at(fillctx *f, const item *it, int k, int units,
+                         bool *ok) {
+  int am[IT_N] = {it[IT_ATTN].taken, it[IT_RES].taken, it[IT_ALL].taken};
+  am[k] = units;
+  pl_plan_cfg c = f->c;
+  set_amounts(f, &c, am[IT_ATTN], am[IT_ALL], am[IT_RES]);
+  return fits(f, &c, ok, NULL);
+}
+
+/* Device bytes of the optimizer state that n resident buckets add: their
+ * 12 B per parameter, less the staging slots the streamed buckets no longer
+ * need (min(s, streamed buckets) slots of min(β, streamed) parameters). */
+static double resident_delta(const fillctx *f, int n) {
+  const size_t s = (size_t)(f->c.sc.oo.slots ? f->c.sc.oo.slots : 2);
+  double add = 0, stage[2];
+  for (int i = 0; i < 2; i++) {
+    const size_t k = i ? (size_t)n : 0;
+    const size_t el = k == 0 ? 0 : k >= f->nb ? f->theta
+                                              : f->theta - f->beta * (f->nb - k);
+    const size_t str = f->theta - el, nbs = f->nb - k;
+    stage[i] = 12.0 * (double)(s < nbs ? s : nbs) *
+               (double)(f->beta < str ? f->beta : str);
+    if (i)
+      add = 12.0 * (double)el;
+  }
+  return add - (stage[0] - stage[1]);
+}
+
+/* The most units of item k that fit beside what is taken already: a first
+ * guess from the room left (residency: its exact state bytes; kept
+ * activations: a layer adds at most its kept bytes to any phase), checked
+ * with the replay, then a bisection over what the guess leaves open. */
+static pl_status bisect(fillctx *f, item *it, int k) {
+  pl_plan_cfg c = f->c;
+  set_amounts(f, &c, it[IT_ATTN].taken, it[IT_ALL].taken, it[IT_RES].taken);
+  pl_plan_mem *mem = malloc(sizeof *mem);
+  if (!mem)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  pl_status st = pl__plan_memory(f->m, &c, f->mc, -1, false, mem);
+  const double room = limit_of(f->mc) - (double)mem->dev_peak;
+  free(mem);
+  PL_TRY(st);
+  int guess = 0;
+  if (room > 0 && k == IT_RES)
+    while (guess < it[k].max && resident_delta(f, guess + 1) <= room)
+      guess++;
+  else if (room > 0)
+    guess = (int)fmin(it[k].max, floor(room / (it[k].bytes / it[k].max)));
+  int lo = 0, hi = it[k].max; /* lo fits, hi + 1 does not */
+  bool ok = false;
+  if (guess > 0) {
+    PL_TRY(fits_at(f, it, k, guess, &ok));
+    if (ok)
+      lo = guess;
+    else
+      hi = guess - 1;
+  }
+  if (ok && guess < hi) {
+    PL_TRY(fits_at(f, it, k, guess + 1, &ok));
+    hi = ok ? hi : guess;
+    lo = ok ? guess + 1 : lo;
+  }
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    PL_TRY(fits_at(f, it, k, mid, &ok));
+    if (ok)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  it[k].taken = lo;
+  return PL_OK;
+}
+
+static const char *const what[IT_N] = {
+    "every layer's attention output + LSE (no attention forward in the "
+    "backward)",
+    "the optimizer's fp32 master, m, v in HBM (no host round trip)",
+    "whole attention halves (no QKV/O recompute)"};
+static const char *const unit[IT_N] = {"layers", "buckets", "layers"};
+
+/* bytes by magnitude */
+static const char *hb(double v, char *buf, size_t n) {
+  if (v >= GIB)
+    snprintf(buf, n, "%.1f GiB", v / GIB);
+  else if (v >= 1048576.0)
+    snprintf(buf, n, "%.1f MiB", v / 1048576.0);
+  else
+    snprintf(buf, n, "%.1f KiB", v / 1024.0);
+  return buf;
+}
+
+/* One line per item: taken (bytes, ms saved per GiB) or why not. */
+static void describe(const fillctx *f, const item *it, const int *order,
+                     double left, char *why, size_t n) {
+  char b1[24], b2[24];
+  size_t k = (size_t)snprintf(why, n, "headroom fill below %s:",
+                              hb(limit_of(f->mc), b1, sizeof b1));
+  for (int j = 0; j < IT_N && k < n; j++) {
+    const item *x = &it[order[j]];
+    const double per = x->dens * GIB * 1e3; /* ms per GiB */
+    if (!x->free)
+      continue;
+    const double bytes =
+        x->kind != IT_RES ? x->bytes * x->taken / x->max
+        : x->taken >= x->max
+            ? 12.0 * f->theta
+            : 12.0 * (f->theta - f->beta * (f->nb - (size_t)x->taken));
+    if (x->taken > 0)
+      k += (size_t)snprintf(why + k, n - k, " kept %d/%d %s of %s (%s, "
+                            "%.0f ms/GiB);",
+                            x->taken, x->max, unit[x->kind], what[x->kind],
+                            hb(bytes, b2, sizeof b2), per);
+    else
+      k += (size_t)snprintf(why + k, n - k, " not %s (%.0f ms/GiB: %s);",
+                            what[x->kind], per,
+                            x->saved <= 0 ? "saves no time" : "no room");
+  }
+  if (k < n && left >= 0)
+    snprintf(why + k, n - k, " %s left", hb(left, b1, sizeof b1));
+  else if (k < n)
+    snprintf(why + k, n - k, " the peak is already %s above the limit",
+             hb(-left, b1, sizeof b1));
+}
+
+pl_status pl_plan_fill(const pl_model_cfg *m, const pl_plan_machine *mc,
+                       bool resident, bool keep, pl_plan_cfg *c, char *why,
+                       size_t n) {
+  if (why && n)
+    why[0] = '\0';
+  if (c->system != PL_PLAN_PLATEAU || (!resident && !keep))
+    return PL_OK;
+  fillctx f = {.m = m, .mc = mc, .c = *c, .keep = keep};
+  pl_plan_mem *mem = malloc(sizeof *mem);
+  if (!mem)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  pl_status st = pl__plan_memory(m, c, mc, -1, false, mem);
+  f.N = mem->N;
+  f.theta = (size_t)mem->params_rank;
+  free(mem);
+  PL_TRY(st);
+  const pl_optim_ops *o = c->sc.optim ? c->sc.optim : &pl_optim_stream;
+  if (o != &pl_optim_stream && o != &pl_optim_hybrid)
+    resident = false; /* the CPU update needs its state on the host */
+  f.resident = resident;
+  f.beta = c->sc.oo.bucket ? c->sc.oo.bucket : 100000000;
+  f.nb = (f.theta + f.beta - 1) / f.beta;
+  const pl_layer_cfg lc = {.H = m->H, .n_q = m->n_q, .n_kv = m->n_kv,
+                           .d = m->d, .dt = c->sc.dt};
+  f.a = pl_layer_kept_bytes(&lc, f.N, c->lc.D, PL_LAYER_KEEP_ATTN);
+  f.w = pl_layer_kept_bytes(&lc, f.N, c->lc.D, PL_LAYER_KEEP_ALL);
+  item it[IT_N];
+  PL_TRY(items_of(&f, it));
+  it[IT_ATTN].free = it[IT_ALL].free = keep;
+  it[IT_RES].free = resident;
+  /* the order: by density, whole halves never before the attention */
+  int order[IT_N] = {IT_ATTN, IT_RES, IT_ALL};
+  if (it[IT_RES].dens > it[IT_ATTN].dens)
+    order[0] = IT_RES, order[1] = IT_ATTN;
+  else if (it[IT_ALL].dens > it[IT_RES].dens)
+    order[1] = IT_ALL, order[2] = IT_RES;
+  for (int j = 0; j < IT_N; j++) {
+    item *x = &it[order[j]];
+    if (!x->free || x->saved <= 0 || x->max <= 0)
+      continue;
+    if (x->kind == IT_ALL && it[IT_ATTN].taken < m->L)
+      continue; /* the keep budget fills whole halves after every layer's
+                   attention */
+    PL_TRY(bisect(&f, it, x->kind));
+  }
+  set_amounts(&f, c, it[IT_ATTN].taken, it[IT_ALL].taken, it[IT_RES].taken);
+  if (why && n) {
+    pl_plan_mem *pm = malloc(sizeof *pm);
+    if (!pm)
+      return pl_set_error(PL_ENOMEM, "plan: host");
+    st = pl__plan_memory(m, c, mc, -1, false, pm);
+    if (st == PL_OK)
+      describe(&f, it, order, limit_of(mc) - (double)pm->dev_peak, why, n);
+    free(pm);
+  }
+  return st;
+}
