@@ -101,6 +101,7 @@ const char *const pl__train_groups[] = {
     "expert-ffn shared-ffn dense-layers dense-ffn vocab dtype",
     "layout: system seq tokens micro virtual-world D P cp ep",
     "operators: dispatch chunk-cap lanes head sco-budget optim bucket slots "
+    "optim-resident keep "
     "ac ac-freq fsdp2-optim",
     "run: preset data profile gemm-tflops calib describe verify config "
     "step-tokens host-mem plan-set tune tune-micro tune-ep tune-cp tune-ac "

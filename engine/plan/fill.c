@@ -11,7 +11,10 @@
  * layer's attention: the keep budget fills them in that order), each as far
  * as the replayed device peak stays within the usable HBM less
  * fill_reserve — a bisection over its count (layers, buckets), since more
- * kept or resident bytes never lower the peak.  Residency also lowers the
+ * kept or resident bytes never lower the peak.  With the pipelined
+ * dispatch the peak checked is also the adversarial routing's: the fill
+ * never spends the room that keeps the dispatch bound whatever the router
+ * does.  Residency also lowers the
  * pinned host state (12 bytes per resident parameter): a configuration the
  * host alone refuses may fit once the fill has moved state to the device
  * (the caller checks the result). */
@@ -74,8 +77,14 @@ static pl_status fits(fillctx *f, const pl_plan_cfg *c, bool *dev, bool *host) {
   pl_plan_mem *mem = malloc(sizeof *mem);
   if (!mem)
     return pl_set_error(PL_ENOMEM, "plan: host");
-  pl_status st = pl__plan_memory(f->m, c, f->mc, -1, false, mem);
-  *dev = st == PL_OK && (double)mem->dev_peak <= limit_of(f->mc);
+  /* the pipelined dispatch bounds its peak whatever the router does: the
+   * fill keeps that promise, so the adversarial routing's peak must fit too
+   * (ep and llep have no such bound to keep) */
+  const bool worst = c->sc.dispatch == PL_MOE_PIPELINED;
+  pl_status st = pl__plan_memory(f->m, c, f->mc, -1, worst, mem);
+  const size_t peak =
+      worst && mem->dev_worst > mem->dev_peak ? mem->dev_worst : mem->dev_peak;
+  *dev = st == PL_OK && (double)peak <= limit_of(f->mc);
   if (host)
     *host = st == PL_OK && (double)mem->host_node <= pl__host_usable(f->mc);
   free(mem);
