@@ -37,8 +37,12 @@
 # attention output and LSE kept, 62 of 77 optimizer buckets resident; 3.45 s
 # without SCO), 128K 29.0 -> 24.7 s (1.17x: SCO, attention kept, 26 buckets
 # resident; 24.9 s without SCO).  The targets: 32K >= 1.35x today's tok/s
-# (269 -> >= 365 TFLOP/s), 128K >= 1.15x (346 -> >= 400).  FILL_ONLY=1 runs
-# the fill alone instead (--optim-resident auto --keep auto, SCO as today).
+# (269 -> >= 365 TFLOP/s), 128K >= 1.15x (346 -> >= 400).  By default the
+# knobbed runs keep the preset's layout and fill the headroom alone
+# (--optim-resident auto --keep auto); PLAN=1 lets the plan choose the SCO
+# budget as well.  SEQS="32Ki" or "128Ki" runs one context, N128 sets the
+# timed steps at 128K, TESTS=0 skips part 1 (a second call on a machine
+# that ran it).
 set -uo pipefail
 OUT=${1:?usage: bash analysis/device/headroom.sh OUT_DIR}
 BIN=${BIN:-build/bin/plateau}
@@ -58,33 +62,40 @@ tests=(build/tests/engine/ops/test_adamw_cuda build/tests/engine/train/test_mpi_
   echo "the CUDA test binaries did not build (Check missing from $DEPS_PREFIX?): part 1 skipped"
 
 stamp "1. CUDA tests of the knobs"
-[ -x build/tests/engine/ops/test_adamw_cuda ] &&
+[ "${TESTS:-1}" = 1 ] && [ -x build/tests/engine/ops/test_adamw_cuda ] &&
   echo "== test_adamw_cuda: $(CK_FORK=no timeout 120 build/tests/engine/ops/test_adamw_cuda 2>&1 | tail -3 | tr '\n' ' ')"
-[ -x build/tests/engine/train/test_mpi_step_cuda ] &&
+[ "${TESTS:-1}" = 1 ] && [ -x build/tests/engine/train/test_mpi_step_cuda ] &&
   CK_FORK=no timeout 240 $MPIRUN -np 1 build/tests/engine/train/test_mpi_step_cuda 2>&1 |
   grep -v '^#   ' | tail -25
 
 # FILL: extra options of the plan's runs, e.g. FILL="--mem-limit 128Gi" to fill
 # below 128 GiB exactly (the fill then keeps no reserve of its own)
 FILL=${FILL:-}
-if [ "${FILL_ONLY:-0}" = 1 ]; then
-  KNOBS=(--optim-resident auto --keep auto)
+# The preset's layout (D = P = 1, fused head, SCO 0, --config explicit) with
+# the headroom filled by the plan (--optim-resident auto --keep auto): the
+# two knobs alone against today's step.  PLAN=1 instead lets the plan choose
+# the SCO budget too (--config auto, D = P = 1 and c, β, the optimizer
+# pinned to the preset's).
+if [ "${PLAN:-0}" = 1 ]; then
+  KNOBS=(--config auto -D 1 -P 1 --chunk-cap 8Ki --bucket 100M --optim stream)
 else
-  KNOBS=(--config auto --chunk-cap 8Ki --bucket 100M --optim stream)
+  KNOBS=(--config explicit --optim-resident auto --keep auto)
 fi
+# SEQS: the contexts (default both); N128: timed steps at 128K (default 2)
+SEQS=${SEQS:-"32Ki 128Ki"}
 train() { # TIMEOUT SEQ WARMUP ITERS [OPTIONS...]
   timeout "$1" "$BIN" bench train --backend cuda --preset proxy120b --seq "$2" -w "$3" -n "$4" \
     "${@:5}" -o "$OUT" 2>&1 | grep -v '^# [a-z_.]*:' | grep -v '^\[train\] point'
 }
-stamp "2. 32K, today's defaults"
-train 200 32Ki 1 3
-stamp "3. 32K, the plan's knobs (${KNOBS[*]})"
-train 200 32Ki 1 3 "${KNOBS[@]}" $FILL
-stamp "4. 128K, today's defaults"
-train 260 128Ki 1 2
-stamp "5. 128K, the plan's knobs"
-train 260 128Ki 1 2 "${KNOBS[@]}" $FILL
-
+n=2
+for S in $SEQS; do
+  case $S in 32Ki) w=1 it=3 to=200 ;; *) w=1 it=${N128:-2} to=260 ;; esac
+  stamp "$n. $S, today's defaults (--config explicit)"
+  train $to "$S" $w $it --config explicit
+  stamp "$((n + 1)). $S, the plan's knobs (${KNOBS[*]})"
+  train $to "$S" $w $it "${KNOBS[@]}" $FILL
+  n=$((n + 2))
+done
 stamp "6. the table"
 python3 - "$OUT" <<'EOF' | tee "$OUT/headroom-table.md"
 import glob, os, sys
