@@ -3,6 +3,7 @@
  * from both, and the sampled reference replay of the bench's check
  * (adam_shard.h). */
 #include "adam_shard.h"
+#include "calib.h"
 
 #include <math.h>
 #include <omp.h>
@@ -244,16 +245,12 @@ typedef struct mem_job {
   size_t bytes;
 } mem_job;
 
-/* each OpenMP thread copies its contiguous 4 KiB-aligned range */
+/* the host-memory copy of bench calib's mem_copy (non-temporal stores, so
+ * that the bytes counted, read + write, are the bytes moved) */
 static pl_status mem_fn(void *arg) {
   mem_job *j = arg;
-  const size_t pages = j->bytes / 4096;
-#pragma omp parallel
-  {
-    size_t T = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-    size_t lo = pages * t / T * 4096, hi = pages * (t + 1) / T * 4096;
-    if (hi > lo) memcpy(j->dst + lo, j->src + lo, hi - lo);
-  }
+  pl__calib_mem_store((uint64_t *)(void *)j->dst,
+                      (const uint64_t *)(const void *)j->src, j->bytes / 8);
   return PL_OK;
 }
 

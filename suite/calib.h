@@ -58,6 +58,11 @@ pl_status pl__calib_setup(pl_bench_ctx *x, calib *c);
 pl_status pl__calib_check(pl_bench_ctx *x, calib *c, pl_check *chk);
 /* The point's buffers, freed (teardown). */
 void pl__calib_teardown(pl_bench_ctx *x, calib *c);
+/* dst := src over words 64-bit words (src NULL: a fixed value), by every
+ * OpenMP thread over its range of 64-byte lines with non-temporal stores:
+ * the host-memory copy of mem_copy, which other benches take as the host's
+ * roofline.  dst and src 16-byte aligned. */
+void pl__calib_mem_store(uint64_t *dst, const uint64_t *src, size_t words);
 /* The run's second stream and events, destroyed (fini). */
 void pl__calib_fini(calib *c);
 

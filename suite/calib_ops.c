@@ -61,7 +61,7 @@ static uint64_t mem_read(const uint64_t *a, size_t words) {
 }
 
 /* dst := src (src NULL: the value MEM_FILL), non-temporal stores. */
-static void mem_store(uint64_t *dst, const uint64_t *src, size_t words) {
+void pl__calib_mem_store(uint64_t *dst, const uint64_t *src, size_t words) {
 #pragma omp parallel
   {
     size_t lo, hi;
@@ -118,10 +118,10 @@ pl_status pl__calib_run(void *st) {
     c->msum = mem_read(c->src, c->ne / 2);
     return PL_OK;
   case T_MWRITE:
-    mem_store(c->dst, NULL, c->ne / 2);
+    pl__calib_mem_store(c->dst, NULL, c->ne / 2);
     return PL_OK;
   case T_MCOPY:
-    mem_store(c->dst, c->src, c->ne / 2);
+    pl__calib_mem_store(c->dst, c->src, c->ne / 2);
     return PL_OK;
   case T_ALLREDUCE:
     return pl_allreduce(c->comm, c->src, c->dst, c->ne, PL_F32, PL_RED_SUM,
