@@ -21,11 +21,10 @@
  *
  * Lanes: 0 issues the groups one after another on one stream (the layer with
  * lanes = 0); L > 0 spreads them round-robin over the stream and L more (the
- * layer's cfg.lanes), so small GEMMs share the GPU.  APIs (`gemm_api`):
- * "loop" issues one cublasGemmEx per group (as the layer does), "grouped" all
- * of a point's groups in one cublasGemmGroupedBatchedEx on one stream (lanes
- * do not apply: its rows say lanes 0); where cuBLAS has no grouped kernel for
- * the types the loop runs, and `kernel` (what ran) says so.
+ * layer's cfg.lanes), so small GEMMs share the GPU.  Every group is one
+ * cublasGemmEx (`gemm_api` loop, as the layer issues them; cuBLAS's
+ * grouped-batched call has no bf16-in, fp32-out kernel for the weight
+ * gradient, doc/performance/moe.md).
  *
  * For wgrad, acc_gbs is the traffic of the fp32 accumulators (read and
  * written once per group: 8 bytes per element of G x H x I) over the grouped
@@ -44,7 +43,6 @@
 
 static const char *const kind_names[] = {"up", "down", "wgrad", NULL};
 static const char *const layout_names[] = {"segments", "expert_major", NULL};
-static const char *const api_names[] = {"loop", "grouped", NULL};
 
 static const pl_opt moegemm_opts[] = {
     {"tokens", 0, PL_OPT_SIZE, NULL, "tokens per rank N", 1, 1e9, NULL},
@@ -64,10 +62,6 @@ static const pl_opt moegemm_opts[] = {
      "expert-parallel degree of the measured per-rank shape (0: the "
      "launch's ranks)",
      0, 1e6, NULL},
-    {"apis", 0, PL_OPT_ENUM_LIST, "loop",
-     "how a point's GEMMs are issued: loop (one cublasGemmEx each, the "
-     "layer's way) or grouped (one cublasGemmGroupedBatchedEx)",
-     0, 0, api_names},
     {"layouts", 0, PL_OPT_ENUM_LIST, "segments,expert_major",
      "groups per (source, expert) segment, or per expert with all sources' "
      "rows (the layer's default)",
@@ -117,25 +111,21 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   m->nk = pl_args_enum_list(a, "kinds", m->kinds, 3);
   m->nl = pl_args_enum_list(a, "layouts", m->lays, 2);
   m->nL = pl_args_size_list(a, "lanes", m->Ls, PL_OPT_LIST_MAX);
-  m->na = pl_args_enum_list(a, "apis", m->apis, 2);
   m->Gseg = (m->E / m->ep) * m->ep; /* (source, local expert) segments */
   m->mmax = (int64_t)m->k * m->N / m->E;
   if (m->mmax < 1)
     m->mmax = 1;
-  /* K outermost, then lanes, API, layout, kind; the grouped call once per
-   * (K, layout, kind): lanes do not apply to it */
-  m->pts = calloc((size_t)(m->nK * m->nL * m->na * m->nl * m->nk) + 1,
+  /* K outermost, then lanes, layout, kind */
+  m->pts = calloc((size_t)(m->nK * m->nL * m->nl * m->nk) + 1,
                   sizeof *m->pts);
   if (!m->pts)
     return pl_set_error(PL_ENOMEM, "moegemm: point table");
   int np = 0;
   for (int K = 0; K < m->nK; K++)
     for (int L = 0; L < m->nL; L++)
-      for (int ap = 0; ap < m->na; ap++)
-        for (int la = 0; la < m->nl; la++)
-          for (int ki = 0; ki < m->nk; ki++)
-            if (m->apis[ap] == 0 || L == 0)
-              m->pts[np++] = (mg_pt){K, L, ap, la, ki};
+      for (int la = 0; la < m->nl; la++)
+        for (int ki = 0; ki < m->nk; ki++)
+          m->pts[np++] = (mg_pt){K, L, la, ki};
   c->npoints = np;
   return PL_OK;
 }
@@ -145,23 +135,19 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   moegemm *m = st;
   gjob *j = &m->j;
   const mg_pt *q = &m->pts[p];
-  int kk = q->kind, li = q->lay, ai = q->api, lai = q->lanes;
+  int kk = q->kind, li = q->lay, lai = q->lanes;
   m->K = (int64_t)m->Ks[q->K];
   int64_t mseg = m->mmax / m->K > 0 ? m->mmax / m->K : 1;
   bool em = m->lays[li] == 1;
   j->G = em ? m->E / m->ep : m->Gseg;
   j->m = em ? mseg * m->ep : mseg;
   j->kind = m->kinds[kk];
-  j->grouped = m->apis[ai] == 1;
-  j->unsupported = false;
-  j->why[0] = 0;
-  j->nl = j->grouped ? 0 : (int)m->Ls[lai];
+  j->nl = (int)m->Ls[lai];
   j->dt = c->cuda ? PL_BF16 : PL_F32;
-  snprintf(label, n, "%s %s K=%lld lanes=%d %s", kind_names[j->kind],
-           layout_names[m->lays[li]], (long long)m->K, j->nl,
-           api_names[m->apis[ai]]);
+  snprintf(label, n, "%s %s K=%lld lanes=%d", kind_names[j->kind],
+           layout_names[m->lays[li]], (long long)m->K, j->nl);
   pl_row_str(row, "gemm", kind_names[j->kind]);
-  pl_row_str(row, "gemm_api", api_names[m->apis[ai]]);
+  pl_row_str(row, "gemm_api", "loop");
   pl_row_str(row, "variant", layout_names[m->lays[li]]);
   pl_row_i64(row, "lanes", j->nl);
   pl_row_i64(row, "ranks", c->size);
@@ -218,19 +204,13 @@ static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
   pl_row_f64(row, "dense_ms", td.median);
   pl_row_f64(row, "dense_tflops", rd);
   pl_row_f64(row, "ratio", rg / rd);
-  pl_row_str(row, "kernel", !j->grouped      ? "loop"
-                            : j->unsupported ? "loop (grouped: none)"
-                                             : "grouped");
-  if (j->unsupported)
-    pl_row_note(row, "no grouped GEMM for these types: %s", j->why);
+  pl_row_str(row, "kernel", "loop");
   pl_row_note(row, "%s",
-              !c->cuda      ? "the row-deterministic kernel, not cuBLAS"
-              : j->grouped  ? "one cublasGemmGroupedBatchedEx vs one "
-                              "cublasGemmEx"
-              : j->nl       ? "cublasGemmEx per group, spread over "
-                              "streams, vs one cublasGemmEx"
-                            : "cublasGemmEx per group vs one "
-                              "cublasGemmEx");
+              !c->cuda ? "the row-deterministic kernel, not cuBLAS"
+              : j->nl  ? "cublasGemmEx per group, spread over "
+                         "streams, vs one cublasGemmEx"
+                       : "cublasGemmEx per group vs one "
+                         "cublasGemmEx");
   return PL_OK;
 }
 

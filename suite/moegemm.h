@@ -1,5 +1,5 @@
 /* moegemm.h — what `plateau bench moegemm` (bench_moegemm.c) and its GEMM
- * driver (moegemm_groups.c: the grouped and the dense GEMM of a point, the
+ * driver (moegemm_groups.c: the grouped and the dense GEMMs of a point, the
  * buffers and the lanes' streams) share.  Internal to suite/. */
 #ifndef PLATEAU_SUITE_MOEGEMM_H
 #define PLATEAU_SUITE_MOEGEMM_H
@@ -15,25 +15,20 @@ typedef struct gjob {
   pl_event *evf, *evj[PL_MOE_MAX_LANES];
   int kind; /* 0 up, 1 down, 2 wgrad */
   bool dense;
-  bool grouped;     /* one grouped call (pl__moe_gemm_grouped), not a loop */
-  bool unsupported; /* the grouped call is not there: the loop ran        */
-  char why[200];    /* cuBLAS's answer then                               */
-  pl__moe_gemm_desc *desc; /* the grouped call's GEMMs (Gseg)            */
   int G;
   int64_t m, H, I;
   pl_dtype dt;
   void *X, *W, *C; /* X: G*m x max(H, I); W: G x H x I; C: G*m x max or HxI */
 } gjob;
 
-/* A point: indices into the lists of K, lanes, APIs, layouts and kinds. */
+/* A point: indices into the lists of K, lanes, layouts and kinds. */
 typedef struct mg_pt {
-  int K, lanes, api, lay, kind;
+  int K, lanes, lay, kind;
 } mg_pt;
 
 typedef struct moegemm {
   int64_t N, H, I, mmax;
-  int E, k, ep, nK, nk, nl, nL, na, Gseg;
-  int apis[2];
+  int E, k, ep, nK, nk, nl, nL, Gseg;
   mg_pt *pts;
   uint64_t Ks[PL_OPT_LIST_MAX], Ls[PL_OPT_LIST_MAX];
   int kinds[3], lays[2];
@@ -42,10 +37,8 @@ typedef struct moegemm {
   int64_t K;
 } moegemm;
 
-/* One point's grouped GEMMs, round-robin over j->s and j->nl lanes, or with
- * j->grouped in one grouped call on j->s (where cuBLAS has none for the
- * types: the loop, j->unsupported and j->why set); with j->dense the one
- * dense GEMM of equal FLOPs on j->s. */
+/* One point's grouped GEMMs, round-robin over j->s and j->nl lanes; with
+ * j->dense the one dense GEMM of equal FLOPs on j->s. */
 pl_status pl__moegemm_run(void *j);
 /* The buffers, the largest point's, and the lanes' streams. */
 pl_status pl__moegemm_make(pl_bench_ctx *c, moegemm *m);

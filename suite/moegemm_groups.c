@@ -1,17 +1,26 @@
 /* moegemm_groups.c — the GEMMs of `plateau bench moegemm` (moegemm.h): one
  * point's grouped GEMMs through pl__moe_gemm as ops/moe_expert.c issues
- * them, round-robin over the lanes, or in one grouped call
- * (pl__moe_gemm_grouped), or the dense GEMM of equal FLOPs; the buffers of
+ * them, round-robin over the lanes, or the dense GEMM of equal FLOPs; the
+ * buffers of
  * the largest point and the lanes' streams and events. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "moegemm.h"
 
+/* One GEMM, row-major with pl_gemm's meaning:
+ * C (m x n) = op(A) op(B) + beta C, op(A) m x k, op(B) k x n. */
+typedef struct gemm_desc {
+  int64_t m, n, k;
+  const void *A, *B;
+  void *C;
+  int64_t lda, ldb, ldc;
+} gemm_desc;
+
 /* GEMM g of the point (the dense one: g 0 with all G·m rows), as
  * ops/moe_expert.c issues it: up (m x H)(H x I), down (m x I)(I x H), wgrad
  * dW (H x I, fp32) += X^T (rows x H)^T dG (rows x I). */
-static pl__moe_gemm_desc gemm_of(const gjob *j, int g) {
+static gemm_desc gemm_of(const gjob *j, int g) {
   const size_t b = pl_dtype_size(j->dt);
   const int64_t H = j->H, I = j->I;
   const int64_t rows = j->dense ? (int64_t)j->G * j->m : j->m;
@@ -19,46 +28,18 @@ static pl__moe_gemm_desc gemm_of(const gjob *j, int g) {
   const size_t r0 = j->dense ? 0 : (size_t)g * (size_t)j->m;
   const char *X = (const char *)j->X, *C = (const char *)j->C;
   if (j->kind == 0)
-    return (pl__moe_gemm_desc){rows, I, H, X + r0 * H * b, Wg,
+    return (gemm_desc){rows, I, H, X + r0 * H * b, Wg,
                                (char *)C + r0 * I * b, H, I, I};
   if (j->kind == 1)
-    return (pl__moe_gemm_desc){rows, H, I, X + r0 * I * b, Wg,
+    return (gemm_desc){rows, H, I, X + r0 * I * b, Wg,
                                (char *)C + r0 * H * b, I, H, H};
-  return (pl__moe_gemm_desc){
+  return (gemm_desc){
       H, I, rows, X + r0 * H * b, C + r0 * I * b,
       (float *)j->W + (j->dense ? 0 : (size_t)g * H * I), H, I, I};
 }
 
-/* All G GEMMs in one grouped call; false when there is none for the types
- * (the loop runs then: j->unsupported). */
-static pl_status run_grouped(gjob *j, bool *done) {
-  *done = false;
-  if (j->unsupported)
-    return PL_OK;
-  for (int g = 0; g < j->G; g++)
-    j->desc[g] = gemm_of(j, g);
-  const bool wg = j->kind == 2;
-  pl_status st = pl__moe_gemm_grouped(j->s, wg, false, j->G, j->desc,
-                                      wg ? 1.0f : 0.0f, j->dt,
-                                      wg ? PL_F32 : j->dt);
-  if (st == PL_EUNSUPPORTED) {
-    j->unsupported = true;
-    snprintf(j->why, sizeof j->why, "%s", pl_last_error());
-    pl_clear_error();
-    return PL_OK;
-  }
-  *done = st == PL_OK;
-  return st;
-}
-
 pl_status pl__moegemm_run(void *arg) {
   gjob *j = arg;
-  if (j->grouped && !j->dense) {
-    bool done;
-    PL_TRY(run_grouped(j, &done));
-    if (done)
-      return PL_OK;
-  }
   const int n = j->dense ? 1 : j->G;
   const int nl = j->dense ? 0 : j->nl;
   const bool wg = j->kind == 2;
@@ -69,7 +50,7 @@ pl_status pl__moegemm_run(void *arg) {
   }
   for (int g = 0; g < n; g++) {
     pl_stream *q = g % (nl + 1) == 0 ? j->s : j->ln[g % (nl + 1) - 1];
-    const pl__moe_gemm_desc d = gemm_of(j, g);
+    const gemm_desc d = gemm_of(j, g);
     PL_TRY(pl__moe_gemm(q, wg, false, d.m, d.n, d.k, 1.0f, d.A, d.lda, d.B,
                         d.ldb, wg ? 1.0f : 0.0f, d.C, d.ldc, j->dt,
                         wg ? PL_F32 : j->dt));
@@ -93,8 +74,6 @@ void pl__moegemm_release(pl_bench_ctx *c, moegemm *m) {
   }
   if (j->evf)
     pl_event_destroy(j->evf);
-  free(j->desc);
-  j->desc = NULL;
   pl_free(c->dev, j->X);
   pl_free(c->dev, j->C);
   pl_free(c->dev, j->W);
@@ -113,9 +92,6 @@ pl_status pl__moegemm_make(pl_bench_ctx *c, moegemm *m) {
     j->s = c->stream;
     j->H = m->H;
     j->I = m->I;
-    j->desc = calloc(G ? G : 1, sizeof *j->desc);
-    if (!j->desc)
-      return pl_set_error(PL_ENOMEM, "moegemm: GEMM table of %zu", G);
     PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, xr * wd * b, "bench", &j->X));
     PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, xr * wd * b, "bench", &j->C));
     /* bf16 weights, or fp32 gradients for wgrad: room for both */

@@ -27,9 +27,8 @@
 #      16384 (the new f32 default), dense; torch TF32 dense (the peer)   ~45 s
 #   5. moegemm weight gradient, Ep 2's per-rank shape, expert-major: 32K
 #      (H = I = 4096, top-4) at K = 3 and 65K (H 7168, I 2048, top-8) at
-#      K = 10; the loop at lanes 0, 2, 4 and one grouped call; each beside
-#      dense cuBLAS of equal FLOPs; ncu on one loop GEMM and the grouped
-#      kernel at 32K / K = 3                                              ~50 s
+#      K = 10; the loop at lanes 0, 2, 4, each beside dense cuBLAS of
+#      equal FLOPs; ncu on one loop GEMM at 32K / K = 3                   ~40 s
 #   6. ncu: our attention forward and dK/dV kernels and cuDNN SDPA's at S =
 #      32Ki (dev/attention/profile.sh, SEQ=32Ki PEER=1)                  ~120 s
 set -uo pipefail
@@ -62,7 +61,7 @@ grep -E "Model name|L3|NVIDIA" "$OUT/kernels-meta.txt"
 
 if part "1. tests: the touched CUDA code, the SIMD AdamW on this host" 40; then
   run_tests 45 build/tests/engine/ops/test_adamw_simd build/tests/baselines/test_cpu_adamw \
-    build/tests/baselines/test_cpu_adamw_cuda build/tests/engine/ops/test_moe_gemm_grouped \
+    build/tests/baselines/test_cpu_adamw_cuda \
     build/tests/baselines/test_ce build/tests/engine/ops/test_mpi_ring_dtp | tee "$OUT/tests.txt"
 fi
 
@@ -83,22 +82,20 @@ if part "4. vocab f32 N 16K, TF32: fused (block 4096, 16384), dense; torch TF32"
   peer 60 torch_ce.py --tokens 16384 --dtypes f32 --tf32-only -w 1 -n 3 -o "$OUT"
 fi
 
-if part "5. moegemm wgrad, Ep 2's shape: 32K K=3, 65K K=10; loop (lanes 0,2,4), grouped" 50; then
+if part "5. moegemm wgrad, Ep 2's shape: 32K K=3, 65K K=10; loop (lanes 0,2,4)" 40; then
   for shape in "32k 3" "65k 10"; do
     set -- $shape
     bench 60 moegemm --preset "$1" --ep 2 --chunks "$2" --kinds wgrad --layouts expert_major \
-      --lanes 0,2,4 --apis loop,grouped -w 3 -n 10
+      --lanes 0,2,4 -w 3 -n 10
   done
   if [ -n "$NCU" ]; then
-    for api in loop grouped; do
-      echo "## ncu: one weight-gradient GEMM launch, $api, 32K K=3 Ep 2" >>"$OUT/moegemm_ncu.txt"
-      timeout 60 "$NCU" --clock-control none --kernel-name 'regex:gemm|Gemm|GEMM|xmma|cutlass|rouped' \
-        --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
-        --section LaunchStats --section Occupancy "$BIN" bench moegemm --backend cuda \
-        --preset 32k --ep 2 --chunks 3 --kinds wgrad --layouts expert_major --lanes 0 \
-        --apis "$api" -w 0 -n 1 -o "$OUT/ncu-moegemm" >>"$OUT/moegemm_ncu.txt" 2>&1 ||
-        echo "(ncu, $api: failed or timed out)" >>"$OUT/moegemm_ncu.txt"
-    done
+    echo "## ncu: one weight-gradient GEMM launch, 32K K=3 Ep 2" >>"$OUT/moegemm_ncu.txt"
+    timeout 60 "$NCU" --clock-control none --kernel-name 'regex:gemm|Gemm|GEMM|xmma|cutlass' \
+      --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section LaunchStats --section Occupancy "$BIN" bench moegemm --backend cuda \
+      --preset 32k --ep 2 --chunks 3 --kinds wgrad --layouts expert_major --lanes 0 \
+      -w 0 -n 1 -o "$OUT/ncu-moegemm" >>"$OUT/moegemm_ncu.txt" 2>&1 ||
+      echo "(ncu: failed or timed out)" >>"$OUT/moegemm_ncu.txt"
     rm -rf "$OUT/ncu-moegemm"
     grep -E "^## |^  [a-z_].*\(.*\)x\(|Duration|Compute \(SM\) Throughput|DRAM Throughput|Memory Throughput|Registers Per|Achieved Occupancy|failed" \
       "$OUT/moegemm_ncu.txt" | cut -c1-160
@@ -173,7 +170,7 @@ mg = [r for r in rows if r.get("bench") == "moegemm" and r.get("status") == "ok"
 if mg:
     print("## Expert weight-gradient GEMM vs dense cuBLAS of equal FLOPs (Ep %s's per-rank shape)\n"
           % mg[0].get("ep", "?"))
-    print("| tokens | H | I | K | groups x rows | kernel | lanes | grouped ms | dense ms | TFLOP/s | ratio | acc GB/s |")
+    print("| tokens | H | I | K | groups x rows | kernel | lanes | loop ms | dense ms | TFLOP/s | ratio | acc GB/s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in mg:
         print("| %s | %s | %s | %s | %s x %s | %s | %s | %.3f | %.3f | %.0f | %.3f | %s |" % (

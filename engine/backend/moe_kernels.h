@@ -115,30 +115,6 @@ pl_status pl__cuda_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m,
                             pl_dtype c_dt);
 #endif
 
-/* One GEMM of a grouped call, row-major with pl_gemm's meaning:
- * C (m x n) = op(A) op(B) + beta C, op(A) m x k, op(B) k x n. */
-typedef struct pl__moe_gemm_desc {
-  int64_t m, n, k;
-  const void *A, *B;
-  void *C;
-  int64_t lda, ldb, ldc;
-} pl__moe_gemm_desc;
-
-/* The n GEMMs g[0..n) (distinct C; the same ta, tb, beta and dtypes, alpha
- * 1) in one call: on the CPU one pl__cpu_moe_gemm each, in order; on CUDA
- * one cublasGemmGroupedBatchedEx (backend/cuda/gemm.cu; GEMMs of equal
- * shapes in a row form one of its groups, an empty one or one with k = 0
- * goes through pl_gemm), PL_EUNSUPPORTED with cuBLAS's answer when it has no
- * grouped kernel for the types (nothing written then: the caller can loop
- * instead).  Each GEMM accumulates in f32 like pl_gemm's. */
-pl_status pl__cpu_moe_gemm_grouped(pl_stream *s, bool ta, bool tb, int n,
-                                   const pl__moe_gemm_desc *g, float beta,
-                                   pl_dtype ab_dt, pl_dtype c_dt);
-#if PL_HAVE_CUDA
-pl_status pl__cuda_moe_gemm_grouped(pl_stream *s, bool ta, bool tb, int n,
-                                    const pl__moe_gemm_desc *g, float beta,
-                                    pl_dtype ab_dt, pl_dtype c_dt);
-#endif
 
 #ifdef __cplusplus
 }

@@ -69,18 +69,6 @@ pl_status pl__moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
                           ldc, ab_dt, c_dt);
 }
 
-pl_status pl__moe_gemm_grouped(pl_stream *s, bool ta, bool tb, int n,
-                               const pl__moe_gemm_desc *g, float beta,
-                               pl_dtype ab_dt, pl_dtype c_dt) {
-  if (n == 0)
-    return PL_OK;
-#if PL_HAVE_CUDA
-  if (pl__on_cuda(s))
-    return pl__cuda_moe_gemm_grouped(s, ta, tb, n, g, beta, ab_dt, c_dt);
-#endif
-  return pl__cpu_moe_gemm_grouped(s, ta, tb, n, g, beta, ab_dt, c_dt);
-}
-
 /* ---- compute lanes (cfg.lanes) ------------------------------------------- */
 
 /* One expert GEMM: C (m x n) = op(A) op(B) (+ beta C), row-major. */

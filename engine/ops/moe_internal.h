@@ -130,13 +130,6 @@ pl_status pl__moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
                        const void *B, int64_t ldb, float beta, void *C,
                        int64_t ldc, pl_dtype ab_dt, pl_dtype c_dt);
 
-/* moe_expert.c: pl__cpu_moe_gemm_grouped / pl__cuda_moe_gemm_grouped
- * (backend/moe_kernels.h) on s's backend: n GEMMs in one call; PL_EUNSUPPORTED
- * (nothing written) where cuBLAS has no grouped kernel for the types. */
-pl_status pl__moe_gemm_grouped(pl_stream *s, bool ta, bool tb, int n,
-                               const pl__moe_gemm_desc *g, float beta,
-                               pl_dtype ab_dt, pl_dtype c_dt);
-
 /* moe_pipeline.c, cfg.profile: the end of stage `stage` (pl_moe_stage) on
  * the compute stream s, or with stage < 0 a start mark (the time since the
  * previous mark counts as idle).  Without cfg.profile: nothing. */

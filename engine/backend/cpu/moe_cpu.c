@@ -191,15 +191,3 @@ pl_status pl__cpu_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
   if (rc != PL_OK) return pl_set_error(rc, "moe_gemm: row scratch");
   return PL_OK;
 }
-
-pl_status pl__cpu_moe_gemm_grouped(pl_stream *s, bool ta, bool tb, int n,
-                                   const pl__moe_gemm_desc *g, float beta,
-                                   pl_dtype ab_dt, pl_dtype c_dt) {
-  if (n < 0)
-    return pl_set_error(PL_EINVAL, "moe_gemm_grouped: n=%d: must be >= 0", n);
-  for (int i = 0; i < n; i++)
-    PL_TRY(pl__cpu_moe_gemm(s, ta, tb, g[i].m, g[i].n, g[i].k, 1.0f, g[i].A,
-                            g[i].lda, g[i].B, g[i].ldb, beta, g[i].C,
-                            g[i].ldc, ab_dt, c_dt));
-  return PL_OK;
-}
