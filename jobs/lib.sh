@@ -626,6 +626,7 @@ pl_point_exec() {
     wait "$r" || x=$?
     ((x > rc)) && rc=$x
   done
+  pl__point_reap "${PL_POINT_SIDS[@]}"
   trap - TERM INT HUP
   exec {out}>&-
   wait "$tee_pid" 2>/dev/null || true
@@ -640,12 +641,34 @@ pl_point_exec() {
   return "$rc"
 }
 
-# pl_session_pids SID: the live processes of session SID (a zombie, which
+# pl__point_reap SID...: what is left of a point's sessions once its
+# launcher has returned: ranks can outlive mpirun and `timeout` (mpirun puts
+# each rank in a process group of its own, and timeout signals its own
+# group), so the point is over only when its sessions are empty: SIGTERM,
+# up to 5 s, then SIGKILL, up to 2 s more.
+pl__point_reap() {
+  local i
+  [[ -n $(pl_session_pids "$@") ]] || return 0
+  pl_session_kill TERM "$@"
+  for ((i = 0; i < 50; i++)); do
+    [[ -z $(pl_session_pids "$@") ]] && return 0
+    sleep 0.1
+  done
+  pl_session_kill KILL "$@"
+  for ((i = 0; i < 20; i++)); do
+    [[ -z $(pl_session_pids "$@") ]] && return 0
+    sleep 0.1
+  done
+  return 0
+}
+
+# pl_session_pids SID...: the live processes of the sessions SID... (a zombie, which
 # has ended and waits to be reaped, is not one).  A point's processes are
 # found by session, not process group: mpirun puts each rank in a process
 # group of its own.
 pl_session_pids() {
-  ps -e -o pid=,sid=,stat= 2>/dev/null | awk -v s="$1" '$2 == s && $3 !~ /^Z/ {print $1}'
+  ps -e -o pid=,sid=,stat= 2>/dev/null |
+    awk -v s=" $* " 'index(s, " " $2 " ") && $3 !~ /^Z/ {print $1}'
 }
 
 # pl_session_kill SIGNAL SID...: SIGNAL to every live process of the sessions

@@ -199,13 +199,13 @@ check "planner: asked with the point's GPUs, this host's memory (a cpu point) an
 # ---- 5c. a GPU point is planned for the machine it will run on ------------------
 # (not this host's memory: from a host without a GPU, the 120B proxy's
 # 192Ki was refused as "device peak 125.07 GiB > 19.54 GiB usable")
-printf '# proxy\n# machine: h200x1\npoint\tbench\tnodes\tgpus_per_node\tntasks\targs\np192\ttrain\t1\t1\t1\t--backend cuda --preset proxy120b --seq 192Ki -w 1 -n 2\np256sco\ttrain\t1\t1\t1\t--backend cuda --preset proxy120b --sco-budget all --seq 256Ki -w 1 -n 2\np256\ttrain\t1\t1\t1\t--backend cuda --preset proxy120b --seq 256Ki -w 1 -n 2\n' >"$tmp/gpu.tsv"
+printf '# proxy\n# machine: h200x1\npoint\tbench\tnodes\tgpus_per_node\tntasks\targs\np192\ttrain\t1\t1\t1\t--backend cuda --preset proxy120b --seq 192Ki -w 1 -n 2\np256sco\ttrain\t1\t1\t1\t--backend cuda --preset proxy120b --sco-budget all --seq 256Ki -w 1 -n 2\np256\ttrain\t1\t1\t1\t--backend cuda --preset proxy120b --config explicit --sco-budget 0 --seq 256Ki -w 1 -n 2\n' >"$tmp/gpu.tsv"
 out=$(jobs/submit "$tmp/gpu.tsv" --sweep "gpu-$stamp" --dry-run 2>&1)
 rc=$?
 check "planned for h200x1 (the sweep's kind), saying so: exit 0 (got $rc)" \
   '[[ $rc == 0 ]] && grep -q "^# plan p192 against h200x1 (jobs/machines.tsv): device 135.80 GiB usable of 139.80, host 121.00 GiB usable per node of 125.00, 1 rank(s) per node$" <<<"$out"'
 check "on one H200: 192Ki and 256Ki with SCO are submitted" 'grep -q "^# run p192 " <<<"$out" && grep -q "^# run p256sco " <<<"$out"'
-check "on one H200: 256Ki without SCO is infeasible against the GPU's 135.80 GiB" \
+check "on one H200: 256Ki at D = 1 without SCO is infeasible against the GPU's 135.80 GiB" \
   'grep -q "^# infeasible p256: .*device peak [0-9.]* GiB > 135.80 GiB usable" <<<"$out" && ! grep -q "^# run p256 " <<<"$out"'
 out=$(jobs/submit "$tmp/gpu.tsv" --sweep "gpu-$stamp" --dry-run --machine h200x2 2>&1)
 check "--machine h200x2 plans for h200x2" 'grep -q "^# plan p192 against h200x2 (jobs/machines.tsv): device 135.80 GiB usable of 139.80, host 252.00 GiB" <<<"$out"'
