@@ -159,6 +159,10 @@ typedef struct pl_plan_cfg {
   bool offload; /* FSDP2 CPUOffloadPolicy: fp32 params, grads and the
                    optimizer on the host, AdamW on the CPU             */
   int mbs;      /* sequences per data-parallel group per micro-batch   */
+  bool sdpa;    /* time PyTorch's FSDP2 (attention at fsdp2_attn_tflops,
+                   SDPA on chunks of S/CP: plan --table paper) instead of
+                   this baseline (ring attention's blocks on our flash
+                   kernels at attn_fwd/bwd_tflops)                     */
 } pl_plan_cfg;
 
 /* plateau's trainer defaults (pl_step_cfg_default, D = P = 1) at W, S. */
