@@ -23,8 +23,10 @@
 #   3. bench attention, causal fwd+bwd at 16Ki (the ring's block length at
 #      128K, CP 4: the rate the planner scales to it)                    ~10 s
 #   4. f120-128k: bench train --preset proxy120b --system fsdp2 --seq 128Ki
-#      -w 1 -n 2 (was 125 s of wall time with the mma.sync blocks)      ~100 s
-#   5. f241-128k: the same with proxy241b (was 157 s)                   ~130 s
+#      -w 1 -n 2 with the knobs --config auto chose on 2026-12-03 given
+#      (--cp 4 --ep 4 --ac none --fsdp2-optim cpu), so that the planner's new
+#      attention model cannot move the point (was 125 s of wall time)  ~100 s
+#   5. f241-128k: the same with proxy241b, --ac selective (was 157 s)   ~130 s
 #   6. the table (ringattn-table.md) and the archive                      ~2 s
 # about 5.5 minutes of measurements in all; each part has a timeout, skips
 # itself when less than its share of DEADLINE (seconds from the start of part
@@ -79,10 +81,12 @@ fi
 
 # the paper grid's FSDP2 points, as jobs/sweeps/paper-grid.tsv gives them
 if part "4. f120-128k (proxy120b, fsdp2, 128Ki)" 150; then
-  bench 240 train --preset proxy120b --system fsdp2 --seq 128Ki -w 1 -n 2 --point f120-128k
+  bench 240 train --preset proxy120b --system fsdp2 --seq 128Ki -w 1 -n 2 --point f120-128k \
+    --cp 4 --ep 4 --ac none --fsdp2-optim cpu
 fi
 if part "5. f241-128k (proxy241b, fsdp2, 128Ki)" 180; then
-  bench 280 train --preset proxy241b --system fsdp2 --seq 128Ki -w 1 -n 2 --point f241-128k
+  bench 280 train --preset proxy241b --system fsdp2 --seq 128Ki -w 1 -n 2 --point f241-128k \
+    --cp 4 --ep 4 --ac selective --fsdp2-optim cpu
 fi
 
 stamp "6. the table"

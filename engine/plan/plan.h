@@ -98,7 +98,9 @@ typedef struct pl_plan_machine {
   double coll_us; /* per collective call: launch, host agreement, the wait
                      for the slowest rank                                  */
   /* the FSDP2 baseline's kernels (PyTorch) */
-  double fsdp2_attn_tflops; /* SDPA fwd+bwd (cuDNN)                       */
+  double fsdp2_attn_tflops; /* SDPA fwd+bwd (cuDNN): PyTorch's FSDP2 only
+                               (pl_plan_cfg.sdpa); our baseline's ring
+                               attention runs at attn_fwd/bwd_tflops     */
   double fsdp2_expert_eff;  /* grouped expert GEMMs / gemm_tflops         */
   double fsdp2_cpu_adam_gparam_s; /* torch fused CPU AdamW per node         */
   char source[160]; /* "defaults" or the files read                 */
