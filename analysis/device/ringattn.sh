@@ -16,7 +16,8 @@
 # OUT_DIR, and all of it into OUT_DIR/ringattn.tgz at the end.  Expected time
 # (one H200; a build from scratch adds its own minutes):
 #   1. test_attention_cuda (every kernel against SIMPLE and the CPU; the full
-#      mask on simple, mma, wgmma and AUTO at d = 128 edges)            ~60 s
+#      mask on simple, mma, wgmma and AUTO at d = 128 edges; TFLOP/s of each
+#      kernel, the full mask's mma and wgmma side by side at 16K)       ~70 s
 #   2. test_mpi_ring_attn np 1 (the CPU cases, then CUDA: the ring's 1 full
 #      and 2 causal blocks against whole-sequence CUDA attention, d 128 and
 #      64, a partial tile, GQA 4; the full blocks' kernels named)        ~20 s
@@ -68,7 +69,7 @@ if [ "${TESTS:-1}" = 1 ]; then
   if part "1. test_attention_cuda" 90 && [ -x "${tests[0]}" ]; then
     CK_FORK=no timeout 240 "${tests[0]}" >"$OUT/test_attention_cuda.txt" 2>&1
     echo "== test_attention_cuda: rc $?; $(grep -c 'full' "$OUT/test_attention_cuda.txt") full-mask lines"
-    grep -E "full mask|/full|KERNEL|wgmma/full|Checks" "$OUT/test_attention_cuda.txt" | tail -40
+    grep -E "full mask|/full|KERNEL|wgmma/full|# tflops|Checks" "$OUT/test_attention_cuda.txt" | tail -50
   fi
   if part "2. test_mpi_ring_attn np 1 (CPU, then CUDA)" 40 && [ -x "${tests[1]}" ]; then
     CK_FORK=no timeout 180 $MPIRUN -np 1 "${tests[1]}" >"$OUT/test_mpi_ring_attn.txt" 2>&1

@@ -8,7 +8,8 @@
  * report and run what it resolves to.  Each backward runs on SIMPLE's O and
  * LSE, so its dQ, dK, dV compare with SIMPLE's on equal inputs.  Prints max
  * abs / normwise error of every output, and TFLOP/s of every choice (causal:
- * fwd = 4·S²·d·n_q/2, bwd = 2.5×).  A mismatch or an error fails the test;
+ * fwd = 4·S²·d·n_q/2, bwd = 2.5×; also MMA and wgmma with the full mask at
+ * 16K, ring attention's block length at 128K and CP 4: fwd = 4·S²·d·n_q).  A mismatch or an error fails the test;
  * a build without sm_90a code (PL_EUNSUPPORTED for the wgmma kinds) only says
  * so.  The full mask (PL_ATTN_FULL): SIMPLE, MMA, with d = 128 the wgmma
  * forward and bulk backward, and AUTO against the CPU reference, AUTO
@@ -459,8 +460,13 @@ START_TEST(cuda_tflops) {
                                           {PL_ATTN_FWD_MMA, PL_ATTN_BWD_MMA},
                                           {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_WGMMA},
                                           {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_SPLIT}};
-  static const int shp[][4] = {{8192, 16, 2, 128}, {16384, 16, 2, 128}, {16384, 16, 2, 64}};
-  for (int i = 0; i < 3; i++) {
+  /* S, n_q, n_kv, d, full mask (ring attention's block at 128K, CP 4: the
+   * full-mask kernels side by side; SIMPLE not timed there) */
+  static const int shp[][5] = {{8192, 16, 2, 128, 0},
+                               {16384, 16, 2, 128, 0},
+                               {16384, 16, 2, 64, 0},
+                               {16384, 16, 2, 128, 1}};
+  for (size_t i = 0; i < sizeof shp / sizeof shp[0]; i++) {
     tctx t;
     memset(&t, 0, sizeof t);
     t.sh = (pl_attn_shape){.batch = 1,
@@ -468,7 +474,8 @@ START_TEST(cuda_tflops) {
                            .n_q = shp[i][1],
                            .n_kv = shp[i][2],
                            .head_dim = shp[i][3],
-                           .dtype = PL_BF16};
+                           .dtype = PL_BF16,
+                           .mask = shp[i][4] ? PL_ATTN_FULL : PL_ATTN_CAUSAL};
     const size_t nqe = (size_t)t.sh.seq * t.sh.n_q * t.sh.head_dim,
                  nke = (size_t)t.sh.seq * t.sh.n_kv * t.sh.head_dim,
                  nr = (size_t)t.sh.seq * t.sh.n_q;
@@ -478,9 +485,10 @@ START_TEST(cuda_tflops) {
     pl_rng_fill(gs, t.g.v, PL_BF16, nke, 3, 0, PL_DIST_NORMAL, 0.f, 1.f);
     pl_rng_fill(gs, t.g.dout, PL_BF16, nqe, 4, 0, PL_DIST_NORMAL, 0.f, 1.f);
     const double ff = pl_attn_flops_fwd(&t.sh), fb = pl_attn_flops_bwd(&t.sh);
-    for (size_t c = 0; c < sizeof timed / sizeof timed[0]; c++) {
+    for (size_t c = shp[i][4] ? 1 : 0; c < sizeof timed / sizeof timed[0]; c++) {
       t.sh.kernels = timed[c];
-      if (pl_attn_check(&t.sh, PL_BACKEND_CUDA) != PL_OK) { /* wgmma kinds: d = 128 only */
+      /* wgmma kinds: d = 128 only; split: causal only */
+      if (pl_attn_check(&t.sh, PL_BACKEND_CUDA) != PL_OK) {
         pl_clear_error();
         continue;
       }
@@ -495,10 +503,10 @@ START_TEST(cuda_tflops) {
       char name[48];
       snprintf(name, sizeof name, "%s+%s", pl_attn_fwd_kernel(gs, &t.sh),
                pl_attn_bwd_kernel(gs, &t.sh));
-      printf("# tflops %-22s S=%-6lld n_q=%d n_kv=%d d=%d  fwd %8.3f ms %7.1f TFLOP/s   "
+      printf("# tflops %-22s S=%-6lld n_q=%d n_kv=%d d=%d %-6s fwd %8.3f ms %7.1f TFLOP/s   "
              "bwd %8.3f ms %7.1f TFLOP/s\n",
-             name, (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv, t.sh.head_dim, mf, ff / mf * 1e-9,
-             mb, fb / mb * 1e-9);
+             name, (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv, t.sh.head_dim,
+             shp[i][4] ? "full" : "causal", mf, ff / mf * 1e-9, mb, fb / mb * 1e-9);
       fflush(stdout);
     }
     bufs_free(gpu, &t.g);
