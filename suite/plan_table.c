@@ -74,6 +74,7 @@ static pl_status best_of(const pl_model_cfg *m, pl_plan_system sys, int W,
   memset(out, 0, sizeof *out);
   pl_plan_cfg base = sys == PL_PLAN_FSDP2 ? pl_plan_cfg_fsdp2(m, W, S)
                                           : pl_plan_cfg_plateau(W, S);
+  base.sdpa = true; /* PyTorch's FSDP2: attention at SDPA's rate */
   /* mbs stays 1: one sequence per data-parallel group, as plateau runs one
    * per D-group (more would raise the tokens per step at a context) */
   pl_plan_free fr = {.D = true,
@@ -110,6 +111,7 @@ static int64_t max_tokens(const pl_model_cfg *m, pl_plan_system sys, int W,
                           const pl_plan_machine *mc) {
   pl_plan_cfg base = sys == PL_PLAN_FSDP2 ? pl_plan_cfg_fsdp2(m, W, 8192)
                                           : pl_plan_cfg_plateau(W, 8192);
+  base.sdpa = true;
   pl_plan_free fr = {.D = true,
                      .P = true,
                      .c = true,

@@ -14,8 +14,11 @@
  * (local query chunk a, source key chunk b) with global chunks gq, gk the
  * block runs when gq >= gk — causal when gq == gk, the full mask
  * (PL_ATTN_FULL) when gq > gk — and its output and LSE are merged into an
- * f32 accumulator (pl_attn_merge).  Per rank that is 2 causal and 2·CP − 2
- * full c×c blocks: the same work on every rank.
+ * f32 accumulator (pl_attn_merge).  Per rank that is 2 causal and 2·CP − 1
+ * full c×c blocks (chunk r sees r earlier chunks, chunk 2·CP − 1 − r sees
+ * 2·CP − 1 − r): 2·CP·c² score pairs, the same on every rank and exactly the
+ * rank's share S²/(2·CP) of the causal work — no block is computed and then
+ * masked away.
  * Backward: K and V are all-gathered again; each block's flash backward runs
  * on the final O and LSE (so P is the global softmax); dQ partials add into
  * an f32 accumulator; the dK, dV partials of source j's chunks add into an
@@ -27,7 +30,9 @@
  * (local chunk 0 rows [0, c), chunk 1 rows [c, 2c)); lse [2, n_q, c] f32,
  * chunk-major (chunk a's LSE at lse + a·n_q·c).  The shape's seq is N (the
  * local tokens), its mask causal; its kernel choice applies to every block
- * (AUTO runs MMA on the full blocks: model/attention.h).
+ * (AUTO runs the same flash kernels on the full blocks as on the causal ones,
+ * the wgmma kernels for d = 128 on sm_90a: model/attention.h; SPLIT, causal
+ * only, is refused).
  *
  * Memory (device arena, freed before return; b = bytes of the dtype):
  *   "cp_kv"    the packed local K, V (2·N·n_kv·d·b) and the gathered K, V of

@@ -2,11 +2,16 @@
  * under mpirun -np 1..4 on the CPU backend: forward O and LSE and backward
  * dQ, dK, dV of each rank's two chunks equal causal attention over the whole
  * sequence (every rank computes it itself from the counter RNG), f32 and
- * bf16, chunks shorter and longer than the kernels' 64-token tile, GQA 2 and
- * 1; the CP group the whole world and, at np 4, two groups of 2 side by side;
+ * bf16, chunks shorter and longer than the kernels' 64-token tile and of odd
+ * lengths, GQA 1, 2 and 4 (np 2 and 4: the load-balanced split's CP 2 and 4,
+ * every rank's 2 causal and 2·CP − 1 full blocks); the CP group the whole world and, at np 4, two groups of 2 side by side;
  * the memory of a call accounted under its tags and freed; a sequence that
  * does not split into 2·CP equal chunks, a second sequence per call and a
- * non-causal mask refused. */
+ * non-causal mask refused.  With a GPU per rank, the same on CUDA (bf16, d
+ * 128 and 64, whole and partial 128-token tiles, GQA 4) against the
+ * whole-sequence CUDA attention: the full blocks on the kernels AUTO picks
+ * for them (the wgmma ones for d = 128 on sm_90a), named in the log; without
+ * one it says "skipped" and passes. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,9 +22,10 @@
 #include "model/attention_testutil.h"
 #include "ring_attn.h"
 
-static pl_dev *dev;
+static pl_dev *dev; /* the backend under test: cpu_dev, or gpu_dev */
+static pl_dev *cpu_dev, *gpu_dev;
 static pl_comm *world;
-static int rank, size;
+static int rank, size, have_gpus;
 
 static void *A(size_t bytes) {
   void *p = NULL;
@@ -28,20 +34,37 @@ static void *A(size_t bytes) {
   return p;
 }
 
+/* Copy on dev's stream (device or host memory, either backend). */
+static void copy(void *dst, const void *src, size_t bytes) {
+  ck_assert_int_eq(pl_memcpy_async(pl_dev_stream(dev), dst, src, bytes), PL_OK);
+}
+
 /* Rows of this rank's two chunks (global chunks g0, g1 of c rows of w
  * elements) of a whole-sequence tensor, into dst [2c][w]. */
 static void take(void *dst, const void *whole, int g0, int g1, int64_t c,
                  size_t w, size_t es) {
-  memcpy(dst, (const char *)whole + (size_t)g0 * c * w * es, c * w * es);
-  memcpy((char *)dst + c * w * es,
-         (const char *)whole + (size_t)g1 * c * w * es, c * w * es);
+  copy(dst, (const char *)whole + (size_t)g0 * c * w * es, c * w * es);
+  copy((char *)dst + c * w * es, (const char *)whole + (size_t)g1 * c * w * es,
+       c * w * es);
 }
 
-static int close_to(const char *what, const void *got, pl_dtype dt,
-                    const void *ref, pl_dtype rdt, size_t n, double tol) {
+/* A host copy of n elements of dt at p (dev's memory). */
+static void *to_host(const void *p, pl_dtype dt, size_t n) {
+  void *h = malloc(n * pl_dtype_size(dt) + 1);
+  ck_assert_ptr_nonnull(h);
+  copy(h, p, n * pl_dtype_size(dt));
+  ck_assert_int_eq(pl_stream_sync(pl_dev_stream(dev)), PL_OK);
+  return h;
+}
+
+static int close_to(const char *what, const void *got_d, pl_dtype dt,
+                    const void *ref_d, pl_dtype rdt, size_t n, double tol) {
+  void *got = to_host(got_d, dt, n), *ref = to_host(ref_d, rdt, n);
   double *r = tu_to_f64(ref, rdt, n);
   attn_err e = tu_compare(got, dt, r, n, tol);
   free(r);
+  free(got);
+  free(ref);
   if (e.first_bad >= 0)
     fprintf(stderr,
             "[r%d] %s: max abs %.3g normwise %.3g > %.3g, first bad %ld\n",
@@ -108,8 +131,8 @@ static void run(pl_comm *cp, int64_t c, int nq, int nkv, int d, pl_dtype dt) {
   take(dvr, dv, g0, g1, c, rk, es);
   for (int a = 0; a < 2; a++)
     for (int h = 0; h < nq; h++)
-      memcpy(lref + ((size_t)a * nq + h) * c,
-             lse + (size_t)h * S + (size_t)(a ? g1 : g0) * c, c * 4);
+      copy(lref + ((size_t)a * nq + h) * c,
+           lse + (size_t)h * S + (size_t)(a ? g1 : g0) * c, c * 4);
   const double to = dt == PL_F32 ? 2e-5 : 2.5e-2,
                tg = dt == PL_F32 ? 1e-4 : 4e-2;
   char what[96];
@@ -125,7 +148,9 @@ static void run(pl_comm *cp, int64_t c, int nq, int nkv, int d, pl_dtype dt) {
 #undef CMP
   snprintf(what, sizeof what, "CP=%d c=%lld %s LSE", CP, (long long)c,
            pl_dtype_name(dt));
-  ok &= close_to(what, lsel, PL_F32, lref, PL_F32, (size_t)nq * N, 1e-5);
+  /* the LSE: f32 on both sides; on CUDA the block kernels' exp2 path */
+  ok &= close_to(what, lsel, PL_F32, lref, PL_F32, (size_t)nq * N,
+                 pl_dev_backend(dev) == PL_BACKEND_CPU ? 1e-5 : 1e-4);
   int64_t all = ok;
   ck_assert_int_eq(pl_host_allreduce_i64(world, &all, 1, PL_RED_MIN), PL_OK);
   ck_assert_msg(all, "ring attention differs from whole-sequence attention");
@@ -143,6 +168,9 @@ START_TEST(equals_whole_sequence) {
       run(world, cs[i], 4, 2, 16, bf ? PL_BF16 : PL_F32);
       run(world, cs[i], 2, 2, 8, bf ? PL_BF16 : PL_F32);
     }
+  /* odd chunk lengths, GQA 4 */
+  run(world, 33, 8, 2, 16, PL_BF16);
+  run(world, 3, 4, 1, 8, PL_F32);
 }
 END_TEST
 
@@ -155,6 +183,27 @@ START_TEST(groups_side_by_side) {
   run(cp, 9, 4, 1, 16, PL_F32);
   run(cp, 66, 4, 2, 16, PL_BF16);
   pl_comm_destroy(cp);
+}
+END_TEST
+
+/* CUDA, a GPU per rank: the group the whole world over NCCL. */
+START_TEST(cuda_equals_whole_sequence) {
+  if (!have_gpus)
+    return;
+  pl_comm *gw;
+  ck_assert_int_eq(pl_comm_world(gpu_dev, &gw), PL_OK);
+  dev = gpu_dev;
+  pl_attn_shape full = {.batch = 1, .seq = 128, .n_q = 8, .n_kv = 2,
+                        .head_dim = 128, .dtype = PL_BF16, .mask = PL_ATTN_FULL};
+  if (rank == 0)
+    printf("# CUDA full blocks, d 128: %s + %s\n",
+           pl_attn_fwd_kernel(pl_dev_stream(dev), &full),
+           pl_attn_bwd_kernel(pl_dev_stream(dev), &full));
+  run(gw, 128, 8, 2, 128, PL_BF16); /* whole 128-token tiles, GQA 4 */
+  run(gw, 100, 8, 2, 128, PL_BF16); /* a partial tile */
+  run(gw, 70, 4, 2, 64, PL_BF16);   /* d 64 (mma) */
+  dev = cpu_dev;
+  pl_comm_destroy(gw);
 }
 END_TEST
 
@@ -193,18 +242,32 @@ END_TEST
 int main(int argc, char **argv) {
   if (pl_init(&argc, &argv) != PL_OK)
     return 2;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
-      pl_comm_world(dev, &world) != PL_OK) {
+  if (pl_dev_create(PL_BACKEND_CPU, 0, &cpu_dev) != PL_OK ||
+      pl_comm_world(cpu_dev, &world) != PL_OK) {
     fprintf(stderr, "ring attention test setup: %s\n", pl_last_error());
     return 3;
   }
+  dev = cpu_dev;
   rank = pl_comm_rank(world);
   size = pl_comm_size(world);
+  int64_t enough = pl_cuda_device_count() >= size;
+  if (pl_host_allreduce_i64(world, &enough, 1, PL_RED_MIN) != PL_OK)
+    return 3;
+  have_gpus = (int)enough;
+  if (!have_gpus && rank == 0)
+    printf("cuda: skipped: no CUDA device for each of the %d ranks\n", size);
+  if (have_gpus && pl_dev_create(PL_BACKEND_CUDA, -1, &gpu_dev) != PL_OK) {
+    fprintf(stderr, "cuda setup: %s\n", pl_last_error());
+    return 3;
+  }
   const TTest *tests[] = {equals_whole_sequence, groups_side_by_side,
-                          bad_shapes_refused, NULL};
-  const int nf = pl_check_run("ring_attn", 120, tests, rank, world);
+                          bad_shapes_refused, cuda_equals_whole_sequence,
+                          NULL};
+  const int nf = pl_check_run("ring_attn", 300, tests, rank, world);
   pl_comm_destroy(world);
-  pl_dev_destroy(dev);
+  if (gpu_dev)
+    pl_dev_destroy(gpu_dev);
+  pl_dev_destroy(cpu_dev);
   pl_finalize();
   return nf ? 1 : 0;
 }

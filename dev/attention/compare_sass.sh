@@ -55,11 +55,11 @@ out, nvdisasm = sys.argv[1], sys.argv[2]
 # <DQ> the former <FQ = 2 bulk | 0 none, SY = 2 tma>; the dev programs hold
 # the other V paths and dK/dV variants under dev_ names (PROBE = 0 appended).
 RENAME_RULES = [
-    (r'^_Z21attn_fwd_wgmma_kernelILi6EEv(.*)$', r'_Z21attn_fwd_wgmma_kernel\1'),
+    (r'^_Z21attn_fwd_wgmma_kernelILi6EEv(.*)$', r'_Z21attn_fwd_wgmma_kernelILb0EEv\1'),
     (r'^_Z21attn_fwd_wgmma_kernelILi(\d)EEv(.*)$', r'_Z20dev_fwd_wgmma_kernelILi\1EEv\2'),
     (r'^_Z26attn_fwd_wgmma_pipe_kernel(.*)$', r'_Z25dev_fwd_wgmma_pipe_kernel\1'),
-    (r'^_Z26attn_bwd_dkdv_wgmma_kernelILi2ELi2EEv(.*)$', r'_Z26attn_bwd_dkdv_wgmma_kernelILb1EEv\1'),
-    (r'^_Z26attn_bwd_dkdv_wgmma_kernelILi0ELi2EEv(.*)$', r'_Z26attn_bwd_dkdv_wgmma_kernelILb0EEv\1'),
+    (r'^_Z26attn_bwd_dkdv_wgmma_kernelILi2ELi2EEv(.*)$', r'_Z26attn_bwd_dkdv_wgmma_kernelILb1ELb0EEv\1'),
+    (r'^_Z26attn_bwd_dkdv_wgmma_kernelILi0ELi2EEv(.*)$', r'_Z26attn_bwd_dkdv_wgmma_kernelILb0ELb0EEv\1'),
     (r'^_Z26attn_bwd_dkdv_wgmma_kernelILi(\d)ELi(\d)EEv(.*)$',
      r'_Z19dev_bwd_dkdv_kernelILi\1ELi\2ELi0EEv\3'),
     # the mma kernels gained a last template argument FULL (the non-causal
@@ -68,6 +68,11 @@ RENAME_RULES = [
      r'_Z19attn_fwd_mma_kernelILi\1ELi\2ELi\3ELi\4ELb0EEv\5'),
     (r'^_Z19attn_bwd_mma_kernelILi(\d+)ELi(\d+)EEv(.*)$',
      r'_Z19attn_bwd_mma_kernelILi\1ELi\2ELb0EEv\3'),
+    # the wgmma forward and dK/dV kernel gained a template argument FULL
+    # (the full mask); FULL = false is the former causal kernel
+    (r'^_Z21attn_fwd_wgmma_kernel(10AttnParams.*)$', r'_Z21attn_fwd_wgmma_kernelILb0EEv\1'),
+    (r'^_Z26attn_bwd_dkdv_wgmma_kernelILb(\d)EEv(.*)$',
+     r'_Z26attn_bwd_dkdv_wgmma_kernelILb\1ELb0EEv\2'),
 ]
 def renamed(k):
     for pat, rep in RENAME_RULES:

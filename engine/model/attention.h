@@ -17,10 +17,10 @@
  * The mask (pl_attn_shape.mask) is causal unless the caller sets
  * PL_ATTN_FULL: the off-diagonal blocks of ring attention, where every query
  * of one sequence chunk sees every key of an earlier chunk.  FULL runs on
- * the CPU kernel and, on CUDA, on SIMPLE and MMA; the wgmma kernels are
- * causal only: AUTO resolves to MMA for a FULL shape (pl_attn_fwd_kernel /
- * pl_attn_bwd_kernel name what ran) and an explicit WGMMA or SPLIT choice
- * with FULL is refused (PL_EUNSUPPORTED).
+ * the CPU kernel and, on CUDA, on SIMPLE, MMA, the wgmma forward and the
+ * wgmma (bulk) backward, which AUTO picks for d = 128 as for a causal shape
+ * (pl_attn_fwd_kernel / pl_attn_bwd_kernel name what ran); the split
+ * backward is causal only: SPLIT with FULL is refused (PL_EUNSUPPORTED).
  *
  * Nothing S×S is ever formed: forward walks key blocks with an online softmax
  * and saves LSE; backward recomputes each score tile from Q, K and LSE

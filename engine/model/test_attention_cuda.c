@@ -8,11 +8,13 @@
  * report and run what it resolves to.  Each backward runs on SIMPLE's O and
  * LSE, so its dQ, dK, dV compare with SIMPLE's on equal inputs.  Prints max
  * abs / normwise error of every output, and TFLOP/s of every choice (causal:
- * fwd = 4·S²·d·n_q/2, bwd = 2.5×).  A mismatch or an error fails the test;
+ * fwd = 4·S²·d·n_q/2, bwd = 2.5×; also MMA and wgmma with the full mask at
+ * 16K, ring attention's block length at 128K and CP 4: fwd = 4·S²·d·n_q).  A mismatch or an error fails the test;
  * a build without sm_90a code (PL_EUNSUPPORTED for the wgmma kinds) only says
- * so.  The full mask (PL_ATTN_FULL): SIMPLE, MMA and AUTO against the CPU
- * reference, AUTO reporting and running MMA (the wgmma kernels are causal
- * only; an explicit wgmma choice is refused).
+ * so.  The full mask (PL_ATTN_FULL): SIMPLE, MMA, with d = 128 the wgmma
+ * forward and bulk backward, and AUTO against the CPU reference, AUTO
+ * reporting and running what the causal shape would (the split backward is
+ * causal only: that choice is refused).
  * Without a GPU it prints "skipped: no CUDA device" and passes.  No
  * fork: a CUDA context must not be inherited (CK_NOFORK). */
 #include <check.h>
@@ -270,8 +272,9 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
   return ok;
 }
 
-/* One shape with the full mask: SIMPLE, MMA and AUTO (which must run MMA)
- * against the CPU reference; the wgmma kinds refused. */
+/* One shape with the full mask: SIMPLE, MMA, WGMMA (d = 128) and AUTO
+ * (WGMMA for d = 128 when the build has sm_90a code, else MMA) against the
+ * CPU reference; SPLIT refused. */
 static int check_full(int64_t B, int64_t S, int nq, int nkv, int d, uint64_t seed) {
   pl_attn_shape sh = {.batch = B, .seq = S, .n_q = nq, .n_kv = nkv, .head_dim = d,
                       .dtype = PL_BF16, .mask = PL_ATTN_FULL};
@@ -299,29 +302,39 @@ static int check_full(int64_t B, int64_t S, int nq, int nkv, int d, uint64_t see
   const outs co = {c.o, c.dq, c.dk, c.dv, c.lse};
   static const struct {
     pl_attn_kernels k;
-    const char *name;
-  } ks[] = {{{PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE}, "simple"},
-            {{PL_ATTN_FWD_MMA, PL_ATTN_BWD_MMA}, "mma"},
-            {{PL_ATTN_FWD_AUTO, PL_ATTN_BWD_AUTO}, "mma"}};
-  int ok = 1;
-  for (int i = 0; i < 3; i++) {
+    const char *tag, *fwd, *bwd; /* the names; NULL: AUTO's (below) */
+    int wg;
+  } ks[] = {{{PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE}, "simple", "simple", "simple", 0},
+            {{PL_ATTN_FWD_MMA, PL_ATTN_BWD_MMA}, "mma", "mma", "mma", 0},
+            {{PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_WGMMA}, "wgmma", "wgmma/ovtma", "wgmma/bulk", 1},
+            {{PL_ATTN_FWD_AUTO, PL_ATTN_BWD_AUTO}, "auto", NULL, NULL, 0}};
+  int ok = 1, wg_avail = d == 128; /* until the wgmma kinds say PL_EUNSUPPORTED */
+  for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+    if (ks[i].wg && !wg_avail)
+      continue;
     sh.kernels = ks[i].k;
     const char *fn = pl_attn_fwd_kernel(gs, &sh), *bn = pl_attn_bwd_kernel(gs, &sh);
-    if (strcmp(fn, ks[i].name) || strcmp(bn, ks[i].name)) {
-      printf("#   KERNEL NAMES %s+%s, expected %s+%s\n", fn, bn, ks[i].name, ks[i].name);
+    pl_status st = gpu_run(&sh, &g, nqe, nke, nr);
+    if (st == PL_EUNSUPPORTED && ks[i].wg) { /* no sm_90a code */
+      printf("#   wgmma/full: %s (build without sm_90a code: not checked)\n", pl_last_error());
+      pl_clear_error();
+      wg_avail = 0;
+      continue;
+    }
+    ck_assert_msg(st == PL_OK, "full mask %s: %s", ks[i].tag, pl_last_error());
+    const char *wf = ks[i].fwd ? ks[i].fwd : wg_avail ? "wgmma/ovtma" : "mma",
+               *wb = ks[i].bwd ? ks[i].bwd : wg_avail ? "wgmma/bulk" : "mma";
+    if (strcmp(fn, wf) || strcmp(bn, wb)) {
+      printf("#   KERNEL NAMES %s+%s, expected %s+%s\n", fn, bn, wf, wb);
       ok = 0;
     }
-    pl_status st = gpu_run(&sh, &g, nqe, nke, nr);
-    ck_assert_msg(st == PL_OK, "full mask %s: %s", ks[i].name, pl_last_error());
     outs h;
     outs_get(&h, &g, nqe, nke, nr);
     char tag[40];
-    snprintf(tag, sizeof tag, "%s/full", i == 2 ? "auto" : ks[i].name);
+    snprintf(tag, sizeof tag, "%s/full", ks[i].tag);
     ok &= cmp_all(tag, &h, &co, nqe, nke, nr, 1, 1);
     outs_free(&h);
   }
-  sh.kernels = (pl_attn_kernels){PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_AUTO};
-  ok &= pl_attn_check(&sh, PL_BACKEND_CUDA) == PL_EUNSUPPORTED;
   sh.kernels = (pl_attn_kernels){PL_ATTN_FWD_AUTO, PL_ATTN_BWD_SPLIT};
   ok &= pl_attn_check(&sh, PL_BACKEND_CUDA) == PL_EUNSUPPORTED;
   pl_clear_error();
@@ -388,8 +401,11 @@ START_TEST(cuda_full_mask) {
   }
 #if PL_HAVE_CUDA
   setup();
-  static const int shp[][5] = {{1, 1, 4, 4, 64},   {2, 77, 8, 1, 64},  {1, 200, 8, 2, 128},
-                               {1, 333, 4, 4, 64}, {1, 1031, 4, 2, 128}};
+  /* d = 128 edges of the wgmma kernels: one token, a tile plus one key, a
+   * whole number of tiles (ring attention's blocks), GQA 8 */
+  static const int shp[][5] = {{1, 1, 4, 4, 64},    {2, 77, 8, 1, 64},  {1, 200, 8, 2, 128},
+                               {1, 333, 4, 4, 64},  {1, 1031, 4, 2, 128}, {1, 1, 2, 1, 128},
+                               {3, 129, 6, 3, 128}, {1, 512, 8, 1, 128}};
   int ok = 1;
   for (size_t i = 0; i < sizeof shp / sizeof shp[0]; i++)
     ok &= check_full(shp[i][0], shp[i][1], shp[i][2], shp[i][3], shp[i][4], 5000 + 10 * i);
@@ -444,8 +460,13 @@ START_TEST(cuda_tflops) {
                                           {PL_ATTN_FWD_MMA, PL_ATTN_BWD_MMA},
                                           {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_WGMMA},
                                           {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_SPLIT}};
-  static const int shp[][4] = {{8192, 16, 2, 128}, {16384, 16, 2, 128}, {16384, 16, 2, 64}};
-  for (int i = 0; i < 3; i++) {
+  /* S, n_q, n_kv, d, full mask (ring attention's block at 128K, CP 4: the
+   * full-mask kernels side by side; SIMPLE not timed there) */
+  static const int shp[][5] = {{8192, 16, 2, 128, 0},
+                               {16384, 16, 2, 128, 0},
+                               {16384, 16, 2, 64, 0},
+                               {16384, 16, 2, 128, 1}};
+  for (size_t i = 0; i < sizeof shp / sizeof shp[0]; i++) {
     tctx t;
     memset(&t, 0, sizeof t);
     t.sh = (pl_attn_shape){.batch = 1,
@@ -453,7 +474,8 @@ START_TEST(cuda_tflops) {
                            .n_q = shp[i][1],
                            .n_kv = shp[i][2],
                            .head_dim = shp[i][3],
-                           .dtype = PL_BF16};
+                           .dtype = PL_BF16,
+                           .mask = shp[i][4] ? PL_ATTN_FULL : PL_ATTN_CAUSAL};
     const size_t nqe = (size_t)t.sh.seq * t.sh.n_q * t.sh.head_dim,
                  nke = (size_t)t.sh.seq * t.sh.n_kv * t.sh.head_dim,
                  nr = (size_t)t.sh.seq * t.sh.n_q;
@@ -463,9 +485,10 @@ START_TEST(cuda_tflops) {
     pl_rng_fill(gs, t.g.v, PL_BF16, nke, 3, 0, PL_DIST_NORMAL, 0.f, 1.f);
     pl_rng_fill(gs, t.g.dout, PL_BF16, nqe, 4, 0, PL_DIST_NORMAL, 0.f, 1.f);
     const double ff = pl_attn_flops_fwd(&t.sh), fb = pl_attn_flops_bwd(&t.sh);
-    for (size_t c = 0; c < sizeof timed / sizeof timed[0]; c++) {
+    for (size_t c = shp[i][4] ? 1 : 0; c < sizeof timed / sizeof timed[0]; c++) {
       t.sh.kernels = timed[c];
-      if (pl_attn_check(&t.sh, PL_BACKEND_CUDA) != PL_OK) { /* wgmma kinds: d = 128 only */
+      /* wgmma kinds: d = 128 only; split: causal only */
+      if (pl_attn_check(&t.sh, PL_BACKEND_CUDA) != PL_OK) {
         pl_clear_error();
         continue;
       }
@@ -480,10 +503,10 @@ START_TEST(cuda_tflops) {
       char name[48];
       snprintf(name, sizeof name, "%s+%s", pl_attn_fwd_kernel(gs, &t.sh),
                pl_attn_bwd_kernel(gs, &t.sh));
-      printf("# tflops %-22s S=%-6lld n_q=%d n_kv=%d d=%d  fwd %8.3f ms %7.1f TFLOP/s   "
+      printf("# tflops %-22s S=%-6lld n_q=%d n_kv=%d d=%d %-6s fwd %8.3f ms %7.1f TFLOP/s   "
              "bwd %8.3f ms %7.1f TFLOP/s\n",
-             name, (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv, t.sh.head_dim, mf, ff / mf * 1e-9,
-             mb, fb / mb * 1e-9);
+             name, (long long)t.sh.seq, t.sh.n_q, t.sh.n_kv, t.sh.head_dim,
+             shp[i][4] ? "full" : "causal", mf, ff / mf * 1e-9, mb, fb / mb * 1e-9);
       fflush(stdout);
     }
     bufs_free(gpu, &t.g);

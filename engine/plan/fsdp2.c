@@ -55,9 +55,15 @@
  *
  * Time assumptions:
  *  T1 FLOPs per layer: dense GEMMs forward, backward (2×) and, in a
- *     checkpointed layer, the forward again; attention at fsdp2_attn_tflops
- *     (PyTorch SDPA) for chunks of S/CP, forward 1, backward 2.5, the
- *     recompute 1; the experts at fsdp2_expert_eff·gemm: forward 1, backward
+ *     checkpointed layer, the forward again; attention forward 1, backward
+ *     2.5, the recompute 1 (fwd = 2·S²·d·n_q/CP per sequence), as the
+ *     baseline runs it: with CP > 1 ring attention's blocks (ring_attn.h:
+ *     2·CP − 1 full and 2 causal blocks of c = S/(2·CP) tokens, exactly the
+ *     causal work, on our flash kernels at attn_fwd/bwd_tflops for length c)
+ *     plus the HBM traffic of their f32 merges and accumulations; with
+ *     CP = 1 one flash call of S tokens; with sdpa (PyTorch's FSDP2) at
+ *     fsdp2_attn_tflops (SDPA fwd+bwd) for chunks of S/CP; the experts
+ *     at fsdp2_expert_eff·gemm: forward 1, backward
  *     2 plus the gate/up recompute of the engine's MoE backward (2/3), the
  *     forward again when checkpointed; the head dense plus 24 bytes per
  *     logit of HBM traffic for the loss.
@@ -658,6 +664,45 @@ static double pos(double x) {
   return x > 0 ? x : 0;
 }
 
+/* One layer's attention forward *tf and backward *tb (T1) on a rank, fa
+ * the forward's FLOPs.  The baseline: CP = 1 one flash call of S tokens;
+ * CP > 1 ring attention (ring_attn.h) per sequence: 2·CP − 1 full and 2
+ * causal blocks of c = S/(2·CP) (their FLOPs sum to fa: the load-balanced
+ * split runs exactly the causal work), each on the flash kernels at their
+ * rate for length c, and in HBM the forward's merge of each block into the
+ * f32 accumulator (o_blk read, o_acc read and written: c·n_q·d·(b + 8)) and
+ * the backward's per block: its delta pass (O, dO: 2·c·n_q·d·b), dQ
+ * workspace (zeroed, converted: c·n_q·d·(8 + b)), the dQ and dK, dV
+ * accumulations (c·(n_q + 2·n_kv)·d·(b + 8)), and per step the received
+ * dK|dV added (2·N·n_kv·d·12).  sdpa: PyTorch's SDPA at fsdp2_attn_tflops
+ * (fwd+bwd) on chunks of S/CP. */
+static void attn_times(const pl_model_cfg *m, const pl_plan_cfg *c,
+                       const pl_plan_machine *mc, double fa, double *tf,
+                       double *tb) {
+  if (c->sdpa) {
+    const double r =
+        pl__attn_rate(mc, mc->fsdp2_attn_tflops, c->S / c->cp) * 1e12;
+    *tf = fa / r;
+    *tb = 2.5 * fa / r;
+    return;
+  }
+  const int64_t len = c->cp > 1 ? c->S / (2 * c->cp) : c->S;
+  *tf = fa / (pl__attn_rate(mc, mc->attn_fwd_tflops, len) * 1e12);
+  *tb = 2.5 * fa / (pl__attn_rate(mc, mc->attn_bwd_tflops, len) * 1e12);
+  if (c->cp == 1)
+    return;
+  const double b = (double)pl_dtype_size(c->sc.dt), cl = (double)len,
+               nq = (double)m->n_q * m->d, nk = (double)m->n_kv * m->d,
+               blocks = 2.0 * c->cp + 1, hbm = mc->hbm_gbs * 1e9,
+               seqs = c->mbs;
+  const double mf = blocks * cl * nq * (b + 8);
+  const double mb = blocks * (cl * nq * (2 * b + 8 + b) +
+                              cl * (nq + 2 * nk) * (b + 8)) +
+                    (c->cp - 1) * 2.0 * (2 * cl) * nk * 12;
+  *tf += seqs * mf / hbm;
+  *tb += seqs * mb / hbm;
+}
+
 pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
                          const pl_plan_machine *mc, pl_plan_time *out) {
   memset(out, 0, sizeof *out);
@@ -671,10 +716,10 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   const pl_model_params pc = pl_model_count(m);
   const double nk = (double)d.nkd;
   /* attention of the rank's share of mbs sequences (T1): fwd = 2·S²·d·n_q
-   * per sequence over cp ranks */
+   * per sequence over cp ranks; its time forward and backward */
   const double fa = c->mbs * 2.0 * S * S * m->d * m->n_q / c->cp;
-  const double ra =
-      pl__attn_rate(mc, mc->fsdp2_attn_tflops, c->S / c->cp) * 1e12;
+  double ta_f, ta_b;
+  attn_times(m, c, mc, fa, &ta_f, &ta_b);
   /* a virtual CP group (a proxy) moves nothing: its stand-ins are local */
   const int cp_real = c->cp > 1 && c->W % c->cp == 0;
   const double ring =
@@ -691,7 +736,7 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   for (int l = 0; l < m->L; l++) {
     const int moe = pl_model_layer_is_moe(m, l);
     const double rec = ckpt(c, l) ? 1.0 : 0.0;
-    const double a_layer = (3.5 + rec) * fa / ra;
+    const double a_layer = (1 + rec) * ta_f + ta_b;
     const double dw =
         (double)(pc.attn + (moe ? pc.router + pc.shared : pc.dense_ffn));
     const double g = 2.0 * N * dw / (gemm * mc->dense_eff);

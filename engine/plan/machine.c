@@ -119,7 +119,8 @@ static const field fields[] = {
        "per collective call: launch, agreement, the slowest rank"),
     FD(layer_overhead_ms, "ms", 0, RATE, false, "per layer and pass"),
     FD(fsdp2_attn_tflops, "TFLOP/s", 0, RATE, true,
-       "FSDP2: PyTorch SDPA forward + backward"),
+       "PyTorch's FSDP2 (plan --table paper): SDPA forward + backward; "
+       "our baseline's ring attention runs at attn_fwd/bwd_tflops"),
     FD(fsdp2_expert_eff, "x gemm", 0, 2, true,
        "FSDP2: grouped expert GEMMs as a fraction of gemm_tflops"),
     FD(fsdp2_cpu_adam_gparam_s, "Gparam/s", 0, RATE, true,

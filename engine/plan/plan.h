@@ -98,7 +98,9 @@ typedef struct pl_plan_machine {
   double coll_us; /* per collective call: launch, host agreement, the wait
                      for the slowest rank                                  */
   /* the FSDP2 baseline's kernels (PyTorch) */
-  double fsdp2_attn_tflops; /* SDPA fwd+bwd (cuDNN)                       */
+  double fsdp2_attn_tflops; /* SDPA fwd+bwd (cuDNN): PyTorch's FSDP2 only
+                               (pl_plan_cfg.sdpa); our baseline's ring
+                               attention runs at attn_fwd/bwd_tflops     */
   double fsdp2_expert_eff;  /* grouped expert GEMMs / gemm_tflops         */
   double fsdp2_cpu_adam_gparam_s; /* torch fused CPU AdamW per node         */
   char source[160]; /* "defaults" or the files read                 */
@@ -159,6 +161,10 @@ typedef struct pl_plan_cfg {
   bool offload; /* FSDP2 CPUOffloadPolicy: fp32 params, grads and the
                    optimizer on the host, AdamW on the CPU             */
   int mbs;      /* sequences per data-parallel group per micro-batch   */
+  bool sdpa;    /* time PyTorch's FSDP2 (attention at fsdp2_attn_tflops,
+                   SDPA on chunks of S/CP: plan --table paper) instead of
+                   this baseline (ring attention's blocks on our flash
+                   kernels at attn_fwd/bwd_tflops)                     */
 } pl_plan_cfg;
 
 /* plateau's trainer defaults (pl_step_cfg_default, D = P = 1) at W, S. */

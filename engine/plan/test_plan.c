@@ -1,7 +1,8 @@
 /* test_plan.c — the planner's pure parts, one process: the machine (result
  * files of both schema versions, key=value overrides and their refusals),
  * Eq. 6's terms at the paper's scale (the states per parameter, the
- * dispatch bound, the boundaries), the FSDP2 model's documented numbers,
+ * dispatch bound, the boundaries), the FSDP2 model's documented numbers
+ * (its attention time as the baseline runs it, or PyTorch's SDPA),
  * feasibility naming its binding term, the automatic choice and the
  * largest tokens per rank. */
 #include <check.h>
@@ -271,6 +272,61 @@ START_TEST(fsdp2_model) {
 }
 END_TEST
 
+/* T1's attention: the baseline's ring attention on our kernels (blocks of
+ * S/(2·CP) at attn_fwd/bwd_tflops, plus its merges' HBM traffic) unless
+ * sdpa (PyTorch's FSDP2 at fsdp2_attn_tflops for chunks of S/CP); each rate
+ * moves only its own model; a checkpointed layer's forward again. */
+START_TEST(fsdp2_attention_time) {
+  pl_model_cfg m = preset("120b");
+  pl_plan_machine mc = pl_plan_machine_default();
+  const int64_t S = 131072;
+  pl_plan_cfg c = pl_plan_cfg_fsdp2(&m, 16, S);
+  c.cp = 4, c.ep = 4, c.ac = PL_PLAN_AC_NONE, c.offload = true;
+  ck_assert(!c.sdpa); /* the default: the baseline itself */
+  const double fa = 2.0 * S * S * m.d * m.n_q / c.cp, len = S / 8.0;
+  const double h = mc.attn_half_seq;
+  const double ours = m.L * (fa / (mc.attn_fwd_tflops * 1e12 * len / (len + h)) +
+                             2.5 * fa / (mc.attn_bwd_tflops * 1e12 * len / (len + h)));
+  pl_plan_time t;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &t), PL_OK);
+  const double a = t.part_s[PL_TPART_ATTN];
+  /* the kernels' time and a merge traffic of at most a few percent */
+  ck_assert_msg(a > ours && a < 1.05 * ours, "attention %.4f s, kernels %.4f s", a, ours);
+  /* PyTorch's SDPA */
+  pl_plan_cfg x = c;
+  x.sdpa = true;
+  const double q = S / 4.0;
+  const double sdpa = m.L * 3.5 * fa / (mc.fsdp2_attn_tflops * 1e12 * q / (q + h));
+  pl_plan_time ts;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &x, &mc, &ts), PL_OK);
+  ck_assert_double_eq_tol(ts.part_s[PL_TPART_ATTN], sdpa, 1e-9 * sdpa);
+  /* each rate moves its own model only */
+  pl_plan_machine slow = mc;
+  slow.attn_fwd_tflops /= 2, slow.attn_bwd_tflops /= 2;
+  pl_plan_time t2, ts2;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &c, &slow, &t2), PL_OK);
+  ck_assert_int_eq(pl_plan_time_predict(&m, &x, &slow, &ts2), PL_OK);
+  ck_assert(t2.part_s[PL_TPART_ATTN] > 1.9 * a);
+  ck_assert_double_eq_tol(ts2.part_s[PL_TPART_ATTN], ts.part_s[PL_TPART_ATTN], 1e-12);
+  slow = mc;
+  slow.fsdp2_attn_tflops /= 2;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &c, &slow, &t2), PL_OK);
+  ck_assert_double_eq_tol(t2.part_s[PL_TPART_ATTN], a, 1e-12);
+  /* full AC: every layer's forward again (its merges too) */
+  c.ac = PL_PLAN_AC_FULL;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &t2), PL_OK);
+  const double tf = m.L * fa / (mc.attn_fwd_tflops * 1e12 * len / (len + h));
+  ck_assert(t2.part_s[PL_TPART_ATTN] > a + tf && t2.part_s[PL_TPART_ATTN] < a + 1.05 * tf);
+  /* CP = 1: one flash call of S tokens, no merges */
+  c.ac = PL_PLAN_AC_NONE, c.cp = 1;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &t2), PL_OK);
+  const double f1 = 2.0 * S * S * m.d * m.n_q;
+  const double one = m.L * (f1 / (mc.attn_fwd_tflops * 1e12 * S / (S + h)) +
+                            2.5 * f1 / (mc.attn_bwd_tflops * 1e12 * S / (S + h)));
+  ck_assert_double_eq_tol(t2.part_s[PL_TPART_ATTN], one, 1e-9 * one);
+}
+END_TEST
+
 START_TEST(check_names_binding) {
   pl_model_cfg m = preset("120b");
   pl_plan_machine mc = pl_plan_machine_default();
@@ -354,7 +410,7 @@ END_TEST
 int main(void) {
   const TTest *tests[] = {
       machine_files, machine_refusals,    eq6_terms_at_scale,
-      fsdp2_model,   check_names_binding, auto_choice,
+      fsdp2_model,   fsdp2_attention_time, check_names_binding, auto_choice,
       NULL};
   return pl_check_suite("plan", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1
                                                                            : 0;

@@ -51,15 +51,10 @@ extern "C" pl_status pl__cuda_attn_check(const pl_attn_shape *sh) {
     return pl_set_error(PL_EUNSUPPORTED,
                         "attention: d=%d: the wgmma forward takes d = 128 only",
                         sh->head_dim);
-  if (sh->mask == PL_ATTN_FULL && sh->kernels.fwd == PL_ATTN_FWD_WGMMA)
+  if (sh->mask == PL_ATTN_FULL && sh->kernels.bwd == PL_ATTN_BWD_SPLIT)
     return pl_set_error(PL_EUNSUPPORTED,
-                        "attention: the wgmma forward is causal only: the "
-                        "full mask runs on simple or mma (or auto)");
-  if (sh->mask == PL_ATTN_FULL && (sh->kernels.bwd == PL_ATTN_BWD_WGMMA ||
-                                   sh->kernels.bwd == PL_ATTN_BWD_SPLIT))
-    return pl_set_error(PL_EUNSUPPORTED,
-                        "attention: the wgmma and split backwards are causal "
-                        "only: the full mask runs on simple or mma (or auto)");
+                        "attention: the split backward is causal only: the "
+                        "full mask runs on simple, mma, wgmma (or auto)");
   if ((sh->kernels.bwd == PL_ATTN_BWD_WGMMA ||
        sh->kernels.bwd == PL_ATTN_BWD_SPLIT) &&
       sh->head_dim != 128)
@@ -143,22 +138,20 @@ static int wgmma_built(pl_stream *s) {
   return 0;
 }
 
-/* The kinds that run for sh on s: AUTO is WGMMA for a causal d = 128 shape
- * when the device code has sm_90a, else MMA (the full mask always MMA: the
- * wgmma kernels are causal only). */
+/* The kinds that run for sh on s: AUTO is WGMMA (the bulk backward) for a
+ * d = 128 shape, causal or full, when the device code has sm_90a, else
+ * MMA. */
 static pl_attn_fwd_kind fwd_kind(pl_stream *s, const pl_attn_shape *sh) {
   if (sh->kernels.fwd != PL_ATTN_FWD_AUTO)
     return sh->kernels.fwd;
-  return sh->mask == PL_ATTN_CAUSAL && sh->head_dim == 128 && wgmma_built(s)
-             ? PL_ATTN_FWD_WGMMA
-             : PL_ATTN_FWD_MMA;
+  return sh->head_dim == 128 && wgmma_built(s) ? PL_ATTN_FWD_WGMMA
+                                               : PL_ATTN_FWD_MMA;
 }
 static pl_attn_bwd_kind bwd_kind(pl_stream *s, const pl_attn_shape *sh) {
   if (sh->kernels.bwd != PL_ATTN_BWD_AUTO)
     return sh->kernels.bwd;
-  return sh->mask == PL_ATTN_CAUSAL && sh->head_dim == 128 && wgmma_built(s)
-             ? PL_ATTN_BWD_WGMMA
-             : PL_ATTN_BWD_MMA;
+  return sh->head_dim == 128 && wgmma_built(s) ? PL_ATTN_BWD_WGMMA
+                                               : PL_ATTN_BWD_MMA;
 }
 
 /* *m = the TMA descriptor of a [B][S][heads][128] bf16 tensor at ptr, box

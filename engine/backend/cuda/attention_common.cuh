@@ -18,8 +18,10 @@
  * (the tensor-core kernels; SIMPLE keeps fp32), the row sum of P in fp32.
  * Masked keys are −inf; key blocks past the diagonal are never visited.
  * The full mask (PL_ATTN_FULL, AttnParams.full) is taken by SIMPLE (a
- * runtime flag) and MMA (a template argument, so the causal instantiation
- * is the code it was); the wgmma kernels are causal only. */
+ * runtime flag), MMA, the wgmma forward and the wgmma (bulk) backward (a
+ * template argument FULL, so the causal instantiation is the code it was:
+ * every key tile is walked and only keys at or past S are masked); the split
+ * backward is causal only. */
 #ifndef PLATEAU_BACKEND_CUDA_ATTENTION_COMMON_CUH
 #define PLATEAU_BACKEND_CUDA_ATTENTION_COMMON_CUH
 
@@ -47,7 +49,8 @@ struct AttnParams {
   int walk;          /* bwd: BwdWalk order (BWD_WALK_*); a field,
                         not a template argument: one kernel serves both */
   float scale, scale_log2;
-  int full;          /* mask PL_ATTN_FULL (SIMPLE and MMA only)   */
+  int full;          /* mask PL_ATTN_FULL (SIMPLE; the launchers of
+                        MMA and wgmma pick the FULL instantiation) */
 };
 
 /* ======================================================================== */
@@ -457,13 +460,14 @@ static __device__ __forceinline__ void tma_load_pair(bf16 *dA, bf16 *dB, const A
 
 /* A wgmma forward block's indices and head pointers: 256 threads, two
  * warpgroups of four warps; blocks walk the query tiles last to first (the
- * longest causal rows start first). */
+ * longest causal rows start first).  nkb: the key tiles up to the diagonal,
+ * or (FULL) all of them. */
 struct WgBlock {
   int tid, wg, wq, g, t, h, b, q0, nkb;
   int64_t qstride, kstride;
   const bf16 *gQ, *gK, *gV;
 };
-template <int BN>
+template <int BN, bool FULL = false>
 static __device__ __forceinline__ WgBlock wg_block(const AttnParams &p) {
   constexpr int D = 128, BM = WG_BM;
   WgBlock w;
@@ -482,7 +486,7 @@ static __device__ __forceinline__ WgBlock wg_block(const AttnParams &p) {
   w.gQ = p.q + (int64_t)w.b * S * w.qstride + (int64_t)w.h * D;
   w.gK = p.k + (int64_t)w.b * S * w.kstride + (int64_t)hk * D;
   w.gV = p.v + (int64_t)w.b * S * w.kstride + (int64_t)hk * D;
-  w.nkb = (min(S, w.q0 + BM) + BN - 1) / BN;
+  w.nkb = ((FULL ? S : min(S, w.q0 + BM)) + BN - 1) / BN;
   return w;
 }
 
@@ -499,6 +503,20 @@ static __device__ __forceinline__ void wg_mask(float (&s)[BN / 2], int k0, int r
       const int row = r0 + g + (e >> 1) * 8;
       const int col = k0 + jn * 8 + 2 * t + (e & 1);
       if (col > row) s[4 * jn + e] = -INFINITY;
+    }
+}
+
+/* The full mask's only mask: keys at or past S (a tile that reaches past the
+ * sequence; TMA and load_tile_sw128 zero-fill those rows, whose score 0 must
+ * not count) of a score tile whose first key is k0. */
+template <int BN>
+static __device__ __forceinline__ void wg_mask_tail(float (&s)[BN / 2], int k0, int S, int t) {
+#pragma unroll
+  for (int jn = 0; jn < BN / 8; ++jn)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int col = k0 + jn * 8 + 2 * t + (e & 1);
+      if (col >= S) s[4 * jn + e] = -INFINITY;
     }
 }
 

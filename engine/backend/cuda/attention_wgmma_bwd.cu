@@ -8,7 +8,9 @@
  * doc/performance/attention.md.
  *
  * FlashAttention-2's backward on wgmma, with the forward's operand
- * conventions (attention_common.cuh):
+ * conventions (attention_common.cuh).  The bulk backward also takes the full
+ * mask (ring attention's off-diagonal blocks: every query tile of every key
+ * block, only keys and queries at or past S masked); split is causal only.
  *
  *  - attn_bwd_dkdv_wgmma_kernel: a block owns BN = 128 keys of one kv head
  *    (warpgroup wg: keys 64wg..64wg+63) with K and V resident, and walks, for
@@ -133,8 +135,10 @@ static __global__ void attn_dq_convert_tiled_kernel(const float *acc, bf16 *dq, 
 
 /* grid (ceil(S/128), n_kv, B), 256 threads (two warpgroups); tm: Q (a) and
  * dO (b), rows 64.  DQ: also dQ += dS K into p.dqacc's tiles by bulk
- * reductions (see attn_dq_convert_tiled_kernel). */
-template <bool DQ>
+ * reductions (see attn_dq_convert_tiled_kernel).  FULL: the full mask (every
+ * query tile of the sequence, keys at or past S masked; a template argument,
+ * so the causal instantiations are the code they were). */
+template <bool DQ, bool FULL>
 static __global__ void __launch_bounds__(256, 1)
     attn_bwd_dkdv_wgmma_kernel(AttnParams p, const __grid_constant__ AttnTma tm) {
 #if PL_WGMMA_OK
@@ -160,7 +164,7 @@ static __global__ void __launch_bounds__(256, 1)
   const int64_t kstride = blk.kstride;
   const bf16 *gK = blk.gK, *gV = blk.gV;
 
-  const BwdWalk<BM> walk(p, hk, k0);
+  const BwdWalk<BM> walk(p, hk, FULL ? 0 : k0); /* FULL: every query tile */
   const int niter = walk.niter;
 
   /* loads of step `it` into buffer `buf`: Q, dO tiles (TMA by thread 0 onto
@@ -284,7 +288,8 @@ static __global__ void __launch_bounds__(256, 1)
     /* P^T: element 4j + e is key key_r + 8·(e>>1), query qs + 8j + 2t +
      * (e&1); LSE and D of that query from shared memory */
     const float *cL = sL + buf * BM, *cD = sDl + buf * BM;
-    const bool need_mask = (qs < kw0 + 63) || (qs + BM > S);
+    const bool need_mask =
+        FULL ? (qs + BM > S) || (kw0 + 64 > S) : (qs < kw0 + 63) || (qs + BM > S);
 #pragma unroll
     for (int j = 0; j < BM / 8; ++j) {
       const float2 l2 = *reinterpret_cast<const float2 *>(cL + 8 * j + 2 * t);
@@ -293,7 +298,7 @@ static __global__ void __launch_bounds__(256, 1)
         float pr = exp2f(st[4 * j + e] * p.scale_log2 - ((e & 1) ? l2.y : l2.x) * LOG2E_F);
         if (need_mask) {
           const int key = key_r + 8 * (e >> 1), q = qs + 8 * j + 2 * t + (e & 1);
-          if (key > q || q >= S) pr = 0.f;
+          if ((FULL ? key >= S : key > q) || q >= S) pr = 0.f;
         }
         st[4 * j + e] = pr;
       }
@@ -510,7 +515,9 @@ pl_status pl__attn_wgmma_dq(cudaStream_t st, const AttnParams &p, unsigned B) {
 pl_status pl__attn_wgmma_bwd(cudaStream_t st, const AttnParams &p, unsigned B, size_t acc_el,
                              bool split) {
   const size_t smem_kv = wgb_dkdv_smem_bytes(!split);
-  auto kv = split ? attn_bwd_dkdv_wgmma_kernel<false> : attn_bwd_dkdv_wgmma_kernel<true>;
+  auto kv = split    ? attn_bwd_dkdv_wgmma_kernel<false, false>
+            : p.full ? attn_bwd_dkdv_wgmma_kernel<true, true>
+                     : attn_bwd_dkdv_wgmma_kernel<true, false>;
   AttnTma tm;
   memset(&tm, 0, sizeof tm);
   PL_TRY(pl__attn_tma_map_bshd(&tm.a, p.q, p.nq, p.S, B, WGB_BM));

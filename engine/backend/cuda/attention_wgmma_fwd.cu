@@ -7,7 +7,9 @@
  * A block owns BM = 128 query rows of one query head (two consumer
  * warpgroups, 64 rows each, 256 threads; blocks walk the query tiles last to
  * first, so the longest causal rows start first) and walks the key tiles of
- * BN = 128 keys up to the diagonal.  S = Q K^T runs on m64n128k16 with both
+ * BN = 128 keys up to the diagonal (FULL, the full mask of ring attention's
+ * off-diagonal blocks: all of them, masking only keys at or past S).
+ * S = Q K^T runs on m64n128k16 with both
  * operands from swizzled shared memory (K-major), O += P V on m64n128k16
  * with P from registers and V read as loaded, an MN-major B operand.  K and V
  * are loaded by TMA from thread 0 onto one mbarrier per buffer; Q by
@@ -44,7 +46,10 @@ static constexpr size_t wgf_smem_bytes() {
          64 + 1024;
 }
 
-/* grid (ceil(S/128), n_q, B), 256 threads; tm: K (a) and V (b), rows 128 */
+/* grid (ceil(S/128), n_q, B), 256 threads; tm: K (a) and V (b), rows 128.
+ * FULL: the full mask (a template argument: the causal instantiation is the
+ * code it was). */
+template <bool FULL>
 static __global__ void __launch_bounds__(256, 1)
     attn_fwd_wgmma_kernel(AttnParams p, const __grid_constant__ AttnTma tm) {
 #if PL_WGMMA_OK
@@ -57,7 +62,7 @@ static __global__ void __launch_bounds__(256, 1)
   bf16 *sV = sK + 2 * BN * 128;              /* [2 buf][2][BN][64] */
   uint64_t *full = reinterpret_cast<uint64_t *>(sV + 2 * BN * 128); /* [2] */
 
-  const WgBlock w = wg_block<BN>(p);
+  const WgBlock w = wg_block<BN, FULL>(p);
   const int tid = w.tid, wg = w.wg, wq = w.wq, g = w.g, t = w.t, h = w.h, b = w.b;
   const int S = p.S, q0 = w.q0, nkb = w.nkb;
 
@@ -94,7 +99,11 @@ static __global__ void __launch_bounds__(256, 1)
   issue_s(sK);
   wg_wait0();
   wg_hold(s);
-  if (BN - 1 > q0 + wrow0) wg_mask<BN>(s, 0, q0 + wrow0, g, t);
+  if (FULL) {
+    if (BN > S) wg_mask_tail<BN>(s, 0, S, t);
+  } else if (BN - 1 > q0 + wrow0) {
+    wg_mask<BN>(s, 0, q0 + wrow0, g, t);
+  }
   wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2); /* (O is 0: no rescale) */
   wg_pack_p<BN>(a, s);
   for (int kb = 0; kb + 1 < nkb; ++kb) {
@@ -112,7 +121,11 @@ static __global__ void __launch_bounds__(256, 1)
     wg_wait1(); /* S_{kb+1} done; PV_kb may still run */
     wg_hold(s);
     const int k1 = (kb + 1) * BN;
-    if (k1 + BN - 1 > q0 + wrow0) wg_mask<BN>(s, k1, q0 + wrow0, g, t);
+    if (FULL) {
+      if (k1 + BN > S) wg_mask_tail<BN>(s, k1, S, t);
+    } else if (k1 + BN - 1 > q0 + wrow0) {
+      wg_mask<BN>(s, k1, q0 + wrow0, g, t);
+    }
     wg_softmax<BN>(s, mrow, lrow, alpha, p.scale_log2);
     wg_wait0(); /* PV_kb done: o and a free */
     wg_hold(o);
@@ -136,7 +149,8 @@ static __global__ void __launch_bounds__(256, 1)
 
 pl_status pl__attn_wgmma_fwd(cudaStream_t st, const AttnParams &p, unsigned B) {
   constexpr size_t smem = wgf_smem_bytes();
-  cudaError_t e = cudaFuncSetAttribute(attn_fwd_wgmma_kernel,
+  auto kern = p.full ? attn_fwd_wgmma_kernel<true> : attn_fwd_wgmma_kernel<false>;
+  cudaError_t e = cudaFuncSetAttribute(kern,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e != cudaSuccess)
     return pl_set_error(PL_ERUNTIME, "attention fwd wgmma: smem %zu B: %s", smem,
@@ -146,6 +160,6 @@ pl_status pl__attn_wgmma_fwd(cudaStream_t st, const AttnParams &p, unsigned B) {
   PL_TRY(pl__attn_tma_map_bshd(&tm.a, p.k, p.nkv, p.S, B, WGF_BN));
   PL_TRY(pl__attn_tma_map_bshd(&tm.b, p.v, p.nkv, p.S, B, WGF_BN));
   dim3 grid((unsigned)((p.S + WG_BM - 1) / WG_BM), (unsigned)p.nq, B);
-  attn_fwd_wgmma_kernel<<<grid, 256, smem, st>>>(p, tm);
+  kern<<<grid, 256, smem, st>>>(p, tm);
   return pl__attn_launched("fwd wgmma launch");
 }
