@@ -15,7 +15,8 @@
 #                 gnuplot's output is not ours), and what it printed
 #   compare.txt   `plateau compare` of two committed result files of one bench
 # The first line of `--help` (the build's provenance) and the scratch folder's
-# name are replaced by fixed words, so two builds of other trees compare.
+# name are replaced by fixed words and `plan --table paper`'s progress lines
+# (their times) left out, so two builds of other trees compare.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -35,7 +36,8 @@ run() {
   shift
   "$@" >"$f" 2>&1 || rc=$?
   echo "exit $rc" >>"$f"
-  sed -i -e "s|$work|WORK|g" -e 's/^plateau [0-9.]* (.*) — /plateau VERSION — /' "$f"
+  sed -i -e "s|$work|WORK|g" -e 's/^plateau [0-9.]* (.*) — /plateau VERSION — /' \
+    -e '/^\[plan --table paper\] point .* elapsed /d' "$f"
 }
 
 run "$out/help/plateau" "$bin" --help
@@ -64,12 +66,13 @@ for ref in "$root"/results/reference/*/; do
   for f in "$work/$name/report"/*; do
     case $f in
     *.svg | *.png) ;;
-    *) cp "$f" "$out/report/$name/" ;;
+    *) sed "s|$work|WORK|g" "$f" >"$out/report/$name/$(basename "$f")" ;;
     esac
   done
 done
 
-ref=$root/results/reference
+cd "$root"
+ref=results/reference
 a=$(find "$ref/h200x2" -name 'sco.*.tsv' | LC_ALL=C sort | sed -n 1p)
 b=$(find "$ref/h200x2" -name 'sco.*.tsv' | LC_ALL=C sort | sed -n 2p)
 run "$out/compare.txt" "$bin" compare "$a" "$b"

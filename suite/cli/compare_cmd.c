@@ -26,11 +26,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "options.h"
+#include "harness/options.h"
 #include "plateau/plateau.h"
-#include "report_util.h"
-#include "results.h"
-#include "schema.h"
+#include "report/report_util.h"
+#include "results/results.h"
+#include "results/schema.h"
 
 /* Time and memory are better lower; rate and capacity higher. */
 static bool lower_better(pl_cmp_class c) {
@@ -544,15 +544,181 @@ static void usage(FILE *f) {
       PL_CMP_TIME_FLOOR_MS);
 }
 
+/* What the command line of `plateau compare` asks. */
+typedef struct {
+  const char *paths[2], *tolfiles[16]; /* NEW, REF; --tol-file in order */
+  int np, ntf;
+  pl__compare_tols cli; /* --tol, in order (owned) */
+  bool noise, strict;
+  double floor_ms;
+} cmp_args;
+
+/* Parse argv into a and o (--format, --brief): 0, -1 after --help (printed),
+ * or 2 for a usage error (printed). */
+static int parse_args(int argc, char **argv, cmp_args *a, out *o) {
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *v = NULL;
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+      usage(stdout);
+      return -1;
+    }
+    if (arg[0] != '-') {
+      if (a->np == 2) {
+        fprintf(stderr, "plateau compare: one NEW and one REF (got '%s' too)\n",
+                arg);
+        return 2;
+      }
+      a->paths[a->np++] = arg;
+      continue;
+    }
+    const char *opts[] = {"--tol",    "--tol-file",   "--noise",
+                          "--format", "--time-floor", NULL};
+    int k = -1;
+    for (int j = 0; opts[j]; j++) {
+      size_t l = strlen(opts[j]);
+      if (strncmp(arg, opts[j], l) == 0 && (arg[l] == '=' || !arg[l])) {
+        k = j;
+        if (arg[l] == '=')
+          v = arg + l + 1;
+        else if (i + 1 < argc)
+          v = argv[++i];
+      }
+    }
+    if (k < 0 && strcmp(arg, "--strict") == 0) {
+      a->strict = true;
+      continue;
+    }
+    if (k < 0 && strcmp(arg, "--brief") == 0) {
+      o->brief = true;
+      continue;
+    }
+    if (k < 0) {
+      fprintf(stderr, "plateau compare: unknown option '%s' (--help)\n", arg);
+      return 2;
+    }
+    if (!v) {
+      fprintf(stderr, "plateau compare: %s needs a value\n", arg);
+      return 2;
+    }
+    if (k == 0 && pl__compare_tol_parse(v, "--tol", &a->cli) != PL_OK) {
+      fprintf(stderr, "plateau compare: %s\n", pl_last_error());
+      return 2;
+    }
+    if (k == 1 && a->ntf < 16)
+      a->tolfiles[a->ntf++] = v;
+    if (k == 2) {
+      if (strcmp(v, "on") && strcmp(v, "off")) {
+        fprintf(stderr, "plateau compare: --noise=%s: on or off\n", v);
+        return 2;
+      }
+      a->noise = strcmp(v, "on") == 0;
+    }
+    if (k == 4 &&
+        pl_parse_f64("--time-floor", v, 0, 1e6, &a->floor_ms) != PL_OK) {
+      fprintf(stderr, "plateau compare: %s\n", pl_last_error());
+      return 2;
+    }
+    if (k == 3) {
+      if (strcmp(v, "text") == 0)
+        o->f = F_TEXT;
+      else if (strcmp(v, "md") == 0)
+        o->f = F_MD;
+      else if (strcmp(v, "tsv") == 0)
+        o->f = F_TSV;
+      else {
+        fprintf(stderr, "plateau compare: --format=%s: text, md or tsv\n", v);
+        return 2;
+      }
+    }
+  }
+  if (a->np != 2) {
+    usage(stderr);
+    return 2;
+  }
+  return 0;
+}
+
+/* The tolerances into ts: REF's own file, then --tol-file, then --tol (later
+ * wins).  0, or the exit code (2 a bad file, 3 one that cannot be read) with
+ * the reason printed. */
+static int load_tolerances(const cmp_args *a, pl__compare_tols *ts) {
+  struct stat sb;
+  char own[PATH_MAX];
+  snprintf(own, sizeof own, "%s/tolerances", a->paths[1]);
+  pl_status st = PL_OK;
+  if (stat(a->paths[1], &sb) == 0 && S_ISDIR(sb.st_mode) &&
+      stat(own, &sb) == 0)
+    st = pl__compare_tol_file(own, ts);
+  for (int i = 0; st == PL_OK && i < a->ntf; i++)
+    st = pl__compare_tol_file(a->tolfiles[i], ts);
+  if (st != PL_OK) {
+    fprintf(stderr, "plateau compare: %s\n", pl_last_error());
+    return st == PL_EIO ? 3 : 2;
+  }
+  for (int i = 0; i < a->cli.n; i++) {
+    ts->v = realloc(ts->v, sizeof *ts->v * (size_t)(ts->n + 1));
+    PL_ASSERT(ts->v != NULL);
+    ts->v[ts->n++] = a->cli.v[i];
+  }
+  return 0;
+}
+
+/* Both sides' keys over the union of their tables' identity columns. */
+static void key_both(side *n, side *r) {
+  enum { MAXB = 64 };
+  kset ks[MAXB];
+  int nks = 0;
+  for (int i = 0; i < n->nt; i++)
+    kset_add(ks, &nks, MAXB, n->t[i]);
+  for (int i = 0; i < r->nt; i++)
+    kset_add(ks, &nks, MAXB, r->t[i]);
+  side_keys(n, ks, nks);
+  side_keys(r, ks, nks);
+}
+
+/* Walk both sorted lists of keys: a key in both compared metric by metric,
+ * one only in NEW new, one only in REF missing when NEW ran its bench. */
+static void walk(out *o, const cmp_args *a, const pl__compare_tols *ts,
+                 const side *n, const side *r) {
+  int i = 0, j = 0;
+  while (i < r->ne || j < n->ne) {
+    int ia = i, jb = j;
+    int c = i >= r->ne   ? 1
+            : j >= n->ne ? -1
+                         : strcmp(r->e[i].key, n->e[j].key);
+    const char *key = c <= 0 ? r->e[i].key : n->e[j].key;
+    while (ia < r->ne && strcmp(r->e[ia].key, key) == 0)
+      ia++;
+    while (jb < n->ne && strcmp(n->e[jb].key, key) == 0)
+      jb++;
+    if (c == 0) {
+      compare_key(o, ts, a->noise, a->floor_ms, &r->e[i], ia - i, &n->e[j],
+                  jb - j);
+    } else if (c > 0) {
+      group_head(o, key);
+      line(o, key, "-", "-", "-", "-", "-", "NEW", "no reference row");
+      o->nnew++;
+    } else {
+      bool ran = false; /* is the bench one NEW ran? */
+      for (int k = 0; k < n->nt && !ran; k++)
+        ran = strcmp(n->t[k]->bench, r->e[i].t->bench) == 0;
+      if (ran) {
+        group_head(o, key);
+        line(o, key, "-", "-", "-", "-", "-", "MISSING",
+             a->strict ? "not in NEW (--strict: a failure)" : "not in NEW");
+        o->missing++;
+      }
+    }
+    i = c <= 0 ? ia : i;
+    j = c >= 0 ? jb : j;
+  }
+}
+
 int pl_compare_main(int argc, char **argv) {
-  const char *paths[2] = {NULL, NULL}, *tolfiles[16];
-  int np = 0, ntf = 0;
-  pl__compare_tols cli = {0}, ts = {0};
-  bool noise = true, strict = false;
-  double floor_ms = PL_CMP_TIME_FLOOR_MS;
+  cmp_args a = {.noise = true, .floor_ms = PL_CMP_TIME_FLOOR_MS};
+  pl__compare_tols ts = {0};
   out o;
   memset(&o, 0, sizeof o);
-  int code = 0;
   if (argc > 1 && strcmp(argv[1], "--classify") == 0) {
     /* how each named column is treated (for the tests and the curious) */
     for (int i = 2; i < argc; i++) {
@@ -565,134 +731,25 @@ int pl_compare_main(int argc, char **argv) {
     }
     return 0;
   }
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = NULL;
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      free(cli.v);
-      return 0;
-    }
-    if (a[0] != '-') {
-      if (np == 2) {
-        fprintf(stderr, "plateau compare: one NEW and one REF (got '%s' too)\n",
-                a);
-        code = 2;
-        goto done;
-      }
-      paths[np++] = a;
-      continue;
-    }
-    const char *opts[] = {"--tol",    "--tol-file",   "--noise",
-                          "--format", "--time-floor", NULL};
-    int k = -1;
-    for (int j = 0; opts[j]; j++) {
-      size_t l = strlen(opts[j]);
-      if (strncmp(a, opts[j], l) == 0 && (a[l] == '=' || !a[l])) {
-        k = j;
-        if (a[l] == '=')
-          v = a + l + 1;
-        else if (i + 1 < argc)
-          v = argv[++i];
-      }
-    }
-    if (k < 0 && strcmp(a, "--strict") == 0) {
-      strict = true;
-      continue;
-    }
-    if (k < 0 && strcmp(a, "--brief") == 0) {
-      o.brief = true;
-      continue;
-    }
-    if (k < 0) {
-      fprintf(stderr, "plateau compare: unknown option '%s' (--help)\n", a);
-      code = 2;
-      goto done;
-    }
-    if (!v) {
-      fprintf(stderr, "plateau compare: %s needs a value\n", a);
-      code = 2;
-      goto done;
-    }
-    if (k == 0 && pl__compare_tol_parse(v, "--tol", &cli) != PL_OK) {
-      fprintf(stderr, "plateau compare: %s\n", pl_last_error());
-      code = 2;
-      goto done;
-    }
-    if (k == 1 && ntf < 16)
-      tolfiles[ntf++] = v;
-    if (k == 2) {
-      if (strcmp(v, "on") && strcmp(v, "off")) {
-        fprintf(stderr, "plateau compare: --noise=%s: on or off\n", v);
-        code = 2;
-        goto done;
-      }
-      noise = strcmp(v, "on") == 0;
-    }
-    if (k == 4 && pl_parse_f64("--time-floor", v, 0, 1e6, &floor_ms) != PL_OK) {
-      fprintf(stderr, "plateau compare: %s\n", pl_last_error());
-      code = 2;
-      goto done;
-    }
-    if (k == 3) {
-      if (strcmp(v, "text") == 0)
-        o.f = F_TEXT;
-      else if (strcmp(v, "md") == 0)
-        o.f = F_MD;
-      else if (strcmp(v, "tsv") == 0)
-        o.f = F_TSV;
-      else {
-        fprintf(stderr, "plateau compare: --format=%s: text, md or tsv\n", v);
-        code = 2;
-        goto done;
-      }
-    }
-  }
-  if (np != 2) {
-    usage(stderr);
-    code = 2;
-    goto done;
-  }
-  /* tolerances: REF's own file, then --tol-file, then --tol (later wins) */
-  {
-    struct stat sb;
-    char own[PATH_MAX];
-    snprintf(own, sizeof own, "%s/tolerances", paths[1]);
-    pl_status st = PL_OK;
-    if (stat(paths[1], &sb) == 0 && S_ISDIR(sb.st_mode) && stat(own, &sb) == 0)
-      st = pl__compare_tol_file(own, &ts);
-    for (int i = 0; st == PL_OK && i < ntf; i++)
-      st = pl__compare_tol_file(tolfiles[i], &ts);
-    if (st != PL_OK) {
-      fprintf(stderr, "plateau compare: %s\n", pl_last_error());
-      code = st == PL_EIO ? 3 : 2;
-      goto done;
-    }
-    for (int i = 0; i < cli.n; i++) {
-      ts.v = realloc(ts.v, sizeof *ts.v * (size_t)(ts.n + 1));
-      PL_ASSERT(ts.v != NULL);
-      ts.v[ts.n++] = cli.v[i];
-    }
+  int code = parse_args(argc, argv, &a, &o);
+  if (code == 0)
+    code = load_tolerances(&a, &ts);
+  if (code != 0) {
+    free(a.cli.v);
+    free(ts.v);
+    return code < 0 ? 0 : code;
   }
 
   side n = {0}, r = {0};
-  if (side_read(paths[0], &n) != PL_OK || side_read(paths[1], &r) != PL_OK) {
+  if (side_read(a.paths[0], &n) != PL_OK || side_read(a.paths[1], &r) != PL_OK) {
     fprintf(stderr, "plateau compare: %s\n", pl_last_error());
     side_free(&n);
     side_free(&r);
-    code = 3;
-    goto done;
+    free(a.cli.v);
+    free(ts.v);
+    return 3;
   }
-  {
-    enum { MAXB = 64 };
-    kset ks[MAXB];
-    int nks = 0;
-    for (int i = 0; i < n.nt; i++)
-      kset_add(ks, &nks, MAXB, n.t[i]);
-    for (int i = 0; i < r.nt; i++)
-      kset_add(ks, &nks, MAXB, r.t[i]);
-    side_keys(&n, ks, nks);
-    side_keys(&r, ks, nks);
-  }
+  key_both(&n, &r);
   if (o.f == F_MD)
     printf("| bench | configuration | metric | ref | new | new/ref | "
            "tolerance | result | note |\n|---|---|---|---|---|---|---|---|"
@@ -703,38 +760,9 @@ int pl_compare_main(int argc, char **argv) {
   if (o.f == F_TEXT)
     printf("# plateau compare %s %s\n#    metric                        ref  "
            "          new    ratio      tol  result\n",
-           paths[0], paths[1]);
-  /* walk both sorted lists */
-  int i = 0, j = 0;
-  while (i < r.ne || j < n.ne) {
-    int ia = i, jb = j;
-    int c = i >= r.ne ? 1 : j >= n.ne ? -1 : strcmp(r.e[i].key, n.e[j].key);
-    const char *key = c <= 0 ? r.e[i].key : n.e[j].key;
-    while (ia < r.ne && strcmp(r.e[ia].key, key) == 0)
-      ia++;
-    while (jb < n.ne && strcmp(n.e[jb].key, key) == 0)
-      jb++;
-    if (c == 0) {
-      compare_key(&o, &ts, noise, floor_ms, &r.e[i], ia - i, &n.e[j], jb - j);
-    } else if (c > 0) {
-      group_head(&o, key);
-      line(&o, key, "-", "-", "-", "-", "-", "NEW", "no reference row");
-      o.nnew++;
-    } else {
-      bool ran = false; /* is the bench one NEW ran? */
-      for (int k = 0; k < n.nt && !ran; k++)
-        ran = strcmp(n.t[k]->bench, r.e[i].t->bench) == 0;
-      if (ran) {
-        group_head(&o, key);
-        line(&o, key, "-", "-", "-", "-", "-", "MISSING",
-             strict ? "not in NEW (--strict: a failure)" : "not in NEW");
-        o.missing++;
-      }
-    }
-    i = c <= 0 ? ia : i;
-    j = c >= 0 ? jb : j;
-  }
-  const bool regress = o.fail > 0 || (strict && o.missing > 0);
+           a.paths[0], a.paths[1]);
+  walk(&o, &a, &ts, &n, &r);
+  const bool regress = o.fail > 0 || (a.strict && o.missing > 0);
   printf("%scompare: %d configuration%s matched, %d metric%s: %d pass (%d "
          "within the noise), %d fail, %d skipped; %d new, %d missing -> %s\n",
          o.f == F_TEXT ? "# "
@@ -746,11 +774,9 @@ int pl_compare_main(int argc, char **argv) {
          regress  ? "REGRESSION"
          : o.keys ? "PASS"
                   : "NOTHING COMPARED");
-  code = regress ? 1 : o.keys ? 0 : 4;
   side_free(&n);
   side_free(&r);
-done:
-  free(cli.v);
+  free(a.cli.v);
   free(ts.v);
-  return code;
+  return regress ? 1 : o.keys ? 0 : 4;
 }

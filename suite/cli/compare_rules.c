@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 
 #include "plateau/plateau.h"
-#include "results_internal.h"
+#include "results/results_internal.h"
 
 /* ---- classes ----------------------------------------------------------------
  */

@@ -13,14 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "harness/bench.h"
 #include "plan.h"
 #include "compare_cmd.h"
 #include "plateau/plateau.h"
-#include "report.h"
-#include "schema.h"
+#include "report/report.h"
+#include "results/schema.h"
 #include "tokens.h"
-#include "trial.h"
+#include "harness/trial.h"
 
 #include "plateau_git.h" /* generated: build/gen (jobs/provenance header) */
 

@@ -12,11 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "options.h"
+#include "harness/options.h"
 #include "plan.h"
 #include "plan/plan.h"
 #include "plan_table.h"
-#include "results.h"
+#include "results/results.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -265,6 +265,110 @@ static pl_status headroom_of(const pl_args *a, bool autoc, pl_plan_cfg *c,
   return PL_OK;
 }
 
+/* FSDP2's configuration and free knobs (--cp, --ep, --ac, --offload, --mbs,
+ * --virtual) at W GPUs and context S. */
+static pl_status fsdp2_config_of(const pl_args *a, const pl_model_cfg *m,
+                                 int W, int64_t S, bool autoc, pl_plan_cfg *c,
+                                 pl_plan_free *fr) {
+  *c = pl_plan_cfg_fsdp2(m, W, S);
+  fr->cp = autoc && !pl_args_given(a, "cp");
+  fr->ep = autoc && !pl_args_given(a, "ep");
+  fr->ac = autoc && !pl_args_given(a, "ac");
+  fr->offload = autoc && !pl_args_given(a, "offload");
+  fr->mbs = autoc && !pl_args_given(a, "mbs") && !pl_args_given(a, "tokens");
+  if (pl_args_given(a, "cp"))
+    c->cp = (int)pl_args_int(a, "cp");
+  if (pl_args_given(a, "ep"))
+    c->ep = (int)pl_args_int(a, "ep");
+  if (pl_args_given(a, "ac"))
+    c->ac = (pl_plan_ac)pl_args_enum(a, "ac");
+  if (pl_args_given(a, "offload"))
+    c->offload = pl_args_enum(a, "offload") == 1;
+  if (pl_args_given(a, "mbs"))
+    c->mbs = (int)pl_args_int(a, "mbs");
+  if (pl_args_given(a, "virtual"))
+    c->lc.W_v = (int)pl_args_int(a, "virtual");
+  const int Wv = c->lc.W_v ? c->lc.W_v : W;
+  if (!group_ok(c->cp, W, Wv))
+    return pl_set_error(PL_EINVAL,
+                        "--cp=%d: must divide --gpus=%d (or, with --virtual, "
+                        "cp·gpus divide W_v=%d: a virtual group)",
+                        c->cp, W, Wv);
+  if (S % (2 * c->cp))
+    return pl_set_error(PL_EINVAL,
+                        "--seq=%lld: must be a multiple of 2·cp = %d (the "
+                        "load-balanced split)",
+                        (long long)S, 2 * c->cp);
+  if (!divides(c->ep, Wv) || (m->E > 0 && m->E % c->ep))
+    return pl_set_error(PL_EINVAL,
+                        "--ep=%d: must divide --gpus=%d (--virtual: W_v) "
+                        "and E=%d",
+                        c->ep, Wv, m->E);
+  return PL_OK;
+}
+
+/* plateau's configuration and free knobs (--D, --P, --virtual, --head, --c,
+ * --beta, --slots, --sco, --optim, --dispatch, the headroom) at W GPUs and
+ * context S. */
+static pl_status plateau_config_of(const pl_args *a, int W, int64_t S,
+                                   bool autoc, pl_plan_cfg *c,
+                                   pl_plan_free *fr) {
+  *c = pl_plan_cfg_plateau(W, S);
+  fr->D = autoc && !pl_args_given(a, "D");
+  fr->P = autoc && !pl_args_given(a, "P");
+  fr->c = autoc && !pl_args_given(a, "c");
+  fr->beta = autoc && !pl_args_given(a, "beta");
+  fr->sco = autoc && !pl_args_given(a, "sco");
+  fr->optim = autoc && !pl_args_given(a, "optim");
+  if (pl_args_given(a, "ep") && pl_args_int(a, "ep") != W)
+    return pl_set_error(PL_EINVAL,
+                        "--ep=%lld: plateau's layout has Ep = W = %d (every "
+                        "rank holds E/W experts)",
+                        (long long)pl_args_int(a, "ep"), W);
+  if (pl_args_given(a, "D"))
+    c->lc.D = (int)pl_args_int(a, "D");
+  if (pl_args_given(a, "P"))
+    c->lc.P = (int)pl_args_int(a, "P");
+  if (pl_args_given(a, "virtual"))
+    c->lc.W_v = (int)pl_args_int(a, "virtual");
+  const int Wv = c->lc.W_v ? c->lc.W_v : W;
+  if (!group_ok(c->lc.D, W, Wv) || !group_ok(c->lc.P, W, Wv))
+    return pl_set_error(PL_EINVAL,
+                        "--D=%d --P=%d: both must divide --gpus=%d (or, "
+                        "with --virtual, D·gpus and P·gpus divide W_v=%d: "
+                        "virtual groups)",
+                        c->lc.D, c->lc.P, W, Wv);
+  if (S % c->lc.D)
+    return pl_set_error(PL_EINVAL, "--seq=%lld: must be a multiple of D=%d",
+                        (long long)S, c->lc.D);
+  const int h = pl_args_enum(a, "head");
+  c->sc.head = h == 1        ? &pl_head_ring
+               : h == 2      ? &pl_head_fused
+               : c->lc.P > 1 ? &pl_head_ring
+                             : &pl_head_fused;
+  if (h == 2 && c->lc.P > 1)
+    return pl_set_error(PL_EINVAL,
+                        "--head=fused with --P=%d: the fused head is P = 1",
+                        c->lc.P);
+  if (pl_args_given(a, "c"))
+    c->sc.moe_c = (int64_t)pl_args_size(a, "c");
+  if (pl_args_given(a, "beta"))
+    c->sc.oo.bucket = (size_t)pl_args_size(a, "beta");
+  if (pl_args_given(a, "slots"))
+    c->sc.oo.slots = (int)pl_args_int(a, "slots");
+  if (pl_args_given(a, "sco"))
+    PL_TRY(pl_sco_parse_budget("--sco", pl_args_str(a, "sco"), &c->sc.sco));
+  if (pl_args_given(a, "optim"))
+    c->sc.optim =
+        pl_args_enum(a, "optim") == 1 ? &pl_optim_hybrid : &pl_optim_stream;
+  const int d = pl_args_enum(a, "dispatch");
+  c->sc.dispatch = d == 0   ? PL_MOE_PIPELINED
+                   : d == 1 ? PL_MOE_LLEP
+                            : PL_MOE_EP;
+  PL_TRY(headroom_of(a, autoc, c, fr));
+  return PL_OK;
+}
+
 /* base configuration and the free knobs from the options */
 static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
                            pl_plan_cfg *c, pl_plan_free *fr) {
@@ -287,96 +391,10 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
                           "see --help)",
                           wrong[i], fsdp2 ? "plateau" : "fsdp2",
                           fsdp2 ? "fsdp2" : "plateau");
-  if (fsdp2) {
-    *c = pl_plan_cfg_fsdp2(m, W, S);
-    fr->cp = autoc && !pl_args_given(a, "cp");
-    fr->ep = autoc && !pl_args_given(a, "ep");
-    fr->ac = autoc && !pl_args_given(a, "ac");
-    fr->offload = autoc && !pl_args_given(a, "offload");
-    fr->mbs = autoc && !pl_args_given(a, "mbs") && !pl_args_given(a, "tokens");
-    if (pl_args_given(a, "cp"))
-      c->cp = (int)pl_args_int(a, "cp");
-    if (pl_args_given(a, "ep"))
-      c->ep = (int)pl_args_int(a, "ep");
-    if (pl_args_given(a, "ac"))
-      c->ac = (pl_plan_ac)pl_args_enum(a, "ac");
-    if (pl_args_given(a, "offload"))
-      c->offload = pl_args_enum(a, "offload") == 1;
-    if (pl_args_given(a, "mbs"))
-      c->mbs = (int)pl_args_int(a, "mbs");
-    if (pl_args_given(a, "virtual"))
-      c->lc.W_v = (int)pl_args_int(a, "virtual");
-    const int Wv = c->lc.W_v ? c->lc.W_v : W;
-    if (!group_ok(c->cp, W, Wv))
-      return pl_set_error(PL_EINVAL,
-                          "--cp=%d: must divide --gpus=%d (or, with --virtual, "
-                          "cp·gpus divide W_v=%d: a virtual group)",
-                          c->cp, W, Wv);
-    if (S % (2 * c->cp))
-      return pl_set_error(PL_EINVAL,
-                          "--seq=%lld: must be a multiple of 2·cp = %d (the "
-                          "load-balanced split)",
-                          (long long)S, 2 * c->cp);
-    if (!divides(c->ep, Wv) || (m->E > 0 && m->E % c->ep))
-      return pl_set_error(PL_EINVAL,
-                          "--ep=%d: must divide --gpus=%d (--virtual: W_v) "
-                          "and E=%d",
-                          c->ep, Wv, m->E);
-  } else {
-    *c = pl_plan_cfg_plateau(W, S);
-    fr->D = autoc && !pl_args_given(a, "D");
-    fr->P = autoc && !pl_args_given(a, "P");
-    fr->c = autoc && !pl_args_given(a, "c");
-    fr->beta = autoc && !pl_args_given(a, "beta");
-    fr->sco = autoc && !pl_args_given(a, "sco");
-    fr->optim = autoc && !pl_args_given(a, "optim");
-    if (pl_args_given(a, "ep") && pl_args_int(a, "ep") != W)
-      return pl_set_error(PL_EINVAL,
-                          "--ep=%lld: plateau's layout has Ep = W = %d (every "
-                          "rank holds E/W experts)",
-                          (long long)pl_args_int(a, "ep"), W);
-    if (pl_args_given(a, "D"))
-      c->lc.D = (int)pl_args_int(a, "D");
-    if (pl_args_given(a, "P"))
-      c->lc.P = (int)pl_args_int(a, "P");
-    if (pl_args_given(a, "virtual"))
-      c->lc.W_v = (int)pl_args_int(a, "virtual");
-    const int Wv = c->lc.W_v ? c->lc.W_v : W;
-    if (!group_ok(c->lc.D, W, Wv) || !group_ok(c->lc.P, W, Wv))
-      return pl_set_error(PL_EINVAL,
-                          "--D=%d --P=%d: both must divide --gpus=%d (or, "
-                          "with --virtual, D·gpus and P·gpus divide W_v=%d: "
-                          "virtual groups)",
-                          c->lc.D, c->lc.P, W, Wv);
-    if (S % c->lc.D)
-      return pl_set_error(PL_EINVAL, "--seq=%lld: must be a multiple of D=%d",
-                          (long long)S, c->lc.D);
-    const int h = pl_args_enum(a, "head");
-    c->sc.head = h == 1        ? &pl_head_ring
-                 : h == 2      ? &pl_head_fused
-                 : c->lc.P > 1 ? &pl_head_ring
-                               : &pl_head_fused;
-    if (h == 2 && c->lc.P > 1)
-      return pl_set_error(PL_EINVAL,
-                          "--head=fused with --P=%d: the fused head is P = 1",
-                          c->lc.P);
-    if (pl_args_given(a, "c"))
-      c->sc.moe_c = (int64_t)pl_args_size(a, "c");
-    if (pl_args_given(a, "beta"))
-      c->sc.oo.bucket = (size_t)pl_args_size(a, "beta");
-    if (pl_args_given(a, "slots"))
-      c->sc.oo.slots = (int)pl_args_int(a, "slots");
-    if (pl_args_given(a, "sco"))
-      PL_TRY(pl_sco_parse_budget("--sco", pl_args_str(a, "sco"), &c->sc.sco));
-    if (pl_args_given(a, "optim"))
-      c->sc.optim =
-          pl_args_enum(a, "optim") == 1 ? &pl_optim_hybrid : &pl_optim_stream;
-    const int d = pl_args_enum(a, "dispatch");
-    c->sc.dispatch = d == 0   ? PL_MOE_PIPELINED
-                     : d == 1 ? PL_MOE_LLEP
-                              : PL_MOE_EP;
-    PL_TRY(headroom_of(a, autoc, c, fr));
-  }
+  if (fsdp2)
+    PL_TRY(fsdp2_config_of(a, m, W, S, autoc, c, fr));
+  else
+    PL_TRY(plateau_config_of(a, W, S, autoc, c, fr));
   c->sc.dt = pl_args_enum(a, "dtype") == 1 ? PL_F32 : PL_BF16;
   c->imb = pl_args_f64(a, "imb");
   if (pl_args_given(a, "micro"))

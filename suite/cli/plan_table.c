@@ -17,7 +17,7 @@
 
 #include "plan_table.h"
 #include "plateau/timer.h"
-#include "results.h"
+#include "results/results.h"
 
 #define NM 3
 #define NG 3

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_badinput.sh — the bad-input corpus (suite/badinput.tsv): every case is
+# test_badinput.sh — the bad-input corpus (suite/cli/badinput.tsv): every case is
 # a command a careless or hostile user might type; each must exit with the
 # code the corpus gives, print a message matching its regex (the value and
 # what is allowed), and write nothing: no new file or directory in the case's
@@ -18,13 +18,13 @@
 # plateau plan, ...) add cases by adding lines: nothing here names a bench.
 #
 # Cases run in parallel (JOBS, default 2 x cores), each in its own folder, with
-# a 60 s timeout.  Usage: BUILD=build bash suite/test_badinput.sh [CORPUS]
+# a 60 s timeout.  Usage: BUILD=build bash suite/cli/test_badinput.sh [CORPUS]
 #   CASES=12,40 runs only those line numbers of the corpus.
 set -uo pipefail
 PL_TEST=test_badinput.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
 
-corpus=${1:-$ROOT/suite/badinput.tsv}
+corpus=${1:-$ROOT/suite/cli/badinput.tsv}
 jobs=${JOBS:-$(($(nproc) * 2))}
 MPI2="$MPIRUN -np 2"
 export PL="$BIN" MPI2 ROOT

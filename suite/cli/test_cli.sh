@@ -8,10 +8,10 @@
 #  - --no-check, --sweep and --mem-limit (oom rows) behave;
 #  - `plateau report` writes the Markdown table and (gnuplot present) the charts,
 #    and without gnuplot still writes the tables and exits 0 with a warning.
-# Usage: BUILD=build bash suite/test_cli.sh   (run from anywhere)
+# Usage: BUILD=build bash suite/cli/test_cli.sh   (run from anywhere)
 set -uo pipefail
 PL_TEST=test_cli.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
 
 # expect_usage NEEDLE CMD...: exit 2, stderr names NEEDLE, no file under $tmp/out
 expect_usage() {

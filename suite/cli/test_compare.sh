@@ -25,10 +25,10 @@
 #    floor, and fails with --noise off;
 #  - tolerance files: a directory or a FIFO is refused at once (exit 2), a
 #    missing file is exit 3; an empty side is exit 3, not a crash.
-# Usage: BUILD=build bash suite/test_compare.sh
+# Usage: BUILD=build bash suite/cli/test_compare.sh
 set -uo pipefail
 PL_TEST=test_compare.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
 export OMP_NUM_THREADS=1
 
 run=$tmp/run

@@ -5,10 +5,10 @@
 # outside the repository (no PLATEAU_ROOT, another working directory) finds
 # them: the charts are drawn and no "charts skipped" warning is printed;
 # and a no-op `make` after it (BUILD relative or absolute) compiles nothing.
-# Usage: BUILD=build bash suite/test_install.sh
+# Usage: BUILD=build bash suite/cli/test_install.sh
 set -uo pipefail
 PL_TEST=test_install.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
 unset PLATEAU_ROOT
 cuda=0
 "$BIN" info 2>/dev/null | grep -q "^backends built: cpu cuda" && cuda=1

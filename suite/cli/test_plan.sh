@@ -13,10 +13,10 @@
 # on stderr and writes the Markdown, the TSVs and (with gnuplot) the reach
 # chart, renamed into place, and analysis/plan_reach.gp renders a small
 # reach file with its legend outside the panels.
-# Usage: BUILD=build bash suite/test_plan.sh
+# Usage: BUILD=build bash suite/cli/test_plan.sh
 set -uo pipefail
 PL_TEST=test_plan.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
 
 # fits: exit 0, the table's parts
 out=$("$BIN" plan --model 120b --gpus 16 --seq 128Ki 2>&1); rc=$?

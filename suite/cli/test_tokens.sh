@@ -10,10 +10,10 @@
 # leaves an existing OUT intact and no temporary file; a regular OUT is
 # replaced only when the shard is complete, through a symbolic link the
 # link's target.
-# Usage: BUILD=build bash suite/test_tokens.sh
+# Usage: BUILD=build bash suite/cli/test_tokens.sh
 set -uo pipefail
 PL_TEST=test_tokens.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
 
 printf 'Hello, plateau!\nbytes \xc3\xa9\xff\x00 and more\n' >"$tmp/in.txt"
 n=$(stat -c %s "$tmp/in.txt")

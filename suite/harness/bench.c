@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "results.h"
-#include "schema.h"
+#include "results/results.h"
+#include "results/schema.h"
 
 /* ---- registry ------------------------------------------------------------ */
 #define BENCH(name, report) extern const pl_bench pl_bench_##name;
@@ -484,14 +484,14 @@ static pl_status open_results(pl_bench_ctx *ctx, const char *dir,
 }
 
 /* Every column of the bench is in the schema, once (a programming error
- * otherwise: suite/test_schema.sh checks every bench's). */
+ * otherwise: suite/results/test_schema.sh checks every bench's). */
 static void assert_schema(const pl_bench *b) {
   char *h = pl__rows_header(), *save = NULL;
   int n = 0;
   const char *seen[256];
   for (char *c = strtok_r(h, "\t", &save); c; c = strtok_r(NULL, "\t", &save)) {
     if (!pl_schema_find(c))
-      fprintf(stderr, "bench %s: column '%s' is not in suite/schema.def\n",
+      fprintf(stderr, "bench %s: column '%s' is not in suite/results/schema.def\n",
               b->name, c);
     PL_ASSERT(pl_schema_find(c) != NULL);
     for (int i = 0; i < n; i++)
@@ -580,59 +580,39 @@ static int dry_run(pl_bench_ctx *ctx, void *S) {
   return 0;
 }
 
-int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
-                 char **record_argv) {
-  int rank = pl_world_rank();
-  pl__rows_begin(b->name, b->columns);
-  assert_schema(b);
-  for (int i = 0; i < argc; i++)
-    if (strcmp(argv[i], "--columns") == 0) {
-      if (rank == 0) {
-        char *h = pl__rows_header();
-        printf("%s\n", h);
-        free(h);
-      }
-      pl__rows_end();
-      return 0;
-    }
-
-  /* --dry-run[=RANKS]: taken out of argv before parsing */
-  int dry_ranks = 0, dry = find_dry_run(argc, argv, &dry_ranks);
-  if (dry == -2) {
-    pl__rows_end();
+/* The command line of a run, on every rank before anything is created:
+ * --dry-run[=RANKS] taken out of argv (*dry: its index, -1 without), the
+ * options parsed, the backend (*be), --out and --sweep checked.  0 with *args
+ * set; or the exit code with *args NULL (0 after --help). */
+static int parse_run_args(const pl_bench *b, optset *o, int argc, char **argv,
+                          int rank, pl_args **args, const char **preset,
+                          int *dry, int *dry_ranks, pl_backend *be) {
+  *args = NULL;
+  *dry_ranks = 0;
+  *dry = find_dry_run(argc, argv, dry_ranks);
+  if (*dry == -2)
     return usage_exit(rank,
                       "--dry-run=RANKS: RANKS must be a positive "
                       "integer%s%s",
                       "", "");
-  }
   char **av = argv;
-  if (dry >= 0) {
+  if (*dry >= 0) {
     av = calloc((size_t)argc + 1, sizeof *av);
     PL_ASSERT(av != NULL);
     for (int i = 0, k = 0; i < argc; i++)
-      if (i != dry)
+      if (i != *dry)
         av[k++] = argv[i];
     argc--;
   }
-
-  /* 1. Parse everything, on every rank, before creating anything. */
-  optset o;
-  optset_make(b, &o);
-  pl_args *args = NULL;
-  const char *preset = NULL;
-  int code = parse(b, &o, argc, av, rank, &args, &preset);
+  int code = parse(b, o, argc, av, rank, args, preset);
   if (av != argv)
     free(av);
-  if (code != 0 || !args) {
-    optset_free(&o);
-    pl__rows_end();
+  if (code != 0 || !*args)
     return code < 0 ? 0 : code;
-  }
-  pl_backend be = PL_BACKEND_CPU;
-  pl_status st = pl_backend_parse(pl_args_enum_name(args, "backend"), &be);
-  const char *outdir = pl_args_str(args, "out"),
-             *sweep = pl_args_str(args, "sweep");
-  if (st == PL_OK && be == PL_BACKEND_CUDA && !have_gpu() && dry < 0)
+  pl_status st = pl_backend_parse(pl_args_enum_name(*args, "backend"), be);
+  const char *outdir = pl_args_str(*args, "out"),
+             *sweep = pl_args_str(*args, "sweep");
+  if (st == PL_OK && *be == PL_BACKEND_CUDA && !have_gpu() && *dry < 0)
     code = usage_exit(rank, "--backend=cuda: %s (allowed here: cpu)",
                       pl_backend_available(PL_BACKEND_CUDA)
                           ? "no CUDA device visible"
@@ -647,11 +627,139 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
     code = usage_exit(rank, "--sweep=%s: must be a plain name (no '/')%s",
                       sweep, "");
   if (code) {
-    pl_args_free(args);
+    pl_args_free(*args);
+    *args = NULL;
+  }
+  return code;
+}
+
+/* The device and the communicator of a run (a dry run validates on a CPU
+ * device: no GPU needed where sweeps are submitted).  0, or exit code 3 with
+ * the reason printed (other ranks fail in pl_comm_world's watchdog, or also
+ * here). */
+static int open_device(const pl_bench *b, pl_backend be, bool dry,
+                       size_t mem_limit, int rank, pl_dev **dev,
+                       pl_comm **comm) {
+  pl_status st = pl_dev_create(dry ? PL_BACKEND_CPU : be, -1, dev);
+  if (st != PL_OK) {
+    fprintf(stderr, "plateau bench %s: rank %d: device: %s\n", b->name, rank,
+            pl_last_error());
+    return 3;
+  }
+  pl_mem_set_limit(*dev, PL_ARENA_DEVICE, mem_limit);
+  st = pl_comm_world(*dev, comm);
+  if (st != PL_OK) {
+    fprintf(stderr, "plateau bench %s: rank %d: communicator: %s\n", b->name,
+            rank, pl_last_error());
+    return 3;
+  }
+  return 0;
+}
+
+/* The result directory, where rank 0 will write (--out, or --out/--sweep,
+ * into dir): checked (nothing created) before anything is, so that a bad
+ * --out is a usage error.  st: the bench's init status, kept when not OK. */
+static pl_status check_results_dir(const pl_bench_ctx *ctx, pl_status st,
+                                   const char *outdir, const char *sweep,
+                                   char *dir, size_t len) {
+  if (sweep)
+    snprintf(dir, len, "%s/%s", outdir, sweep);
+  else
+    snprintf(dir, len, "%s", outdir);
+  if (st == PL_OK && !ctx->done && ctx->rank == 0 &&
+      pl_results_dir_check(dir) != PL_OK) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", pl_last_error());
+    const bool longer = strlen(outdir) > 200; /* the message stays short */
+    st = pl_set_error(PL_EINVAL, "--out=%.*s%s%s%s: %s", longer ? 40 : 200,
+                      outdir, longer ? "..." : "", sweep ? " --sweep=" : "",
+                      sweep ? sweep : "", why);
+  }
+  return st;
+}
+
+/* Run the points (or the bench's main), agree over ranks on how it went and
+ * close the result file: the exit code (0 ok, 1 a check failed, 2 bad input
+ * the bench saw only once running, 3 a runtime error). */
+static int run_and_close(pl_bench_ctx *ctx, void *S) {
+  const pl_bench *b = ctx->bench;
+  pl_status run_st = b->main ? b->main(ctx, S) : run_points(ctx, S);
+  if (run_st != PL_OK)
+    fprintf(stderr, "plateau bench %s: rank %d: %s: %s\n", b->name, ctx->rank,
+            pl_strerror(run_st), pl_last_error());
+  int nrows = 0, nfail = 0;
+  pl__rows_counts(&nrows, &nfail);
+  int64_t agg[4] = {run_st != PL_OK, nfail, run_st == PL_EINVAL, nrows};
+  pl_status st = pl_host_allreduce_i64(ctx->comm, agg, 4, PL_RED_MAX);
+  if (st != PL_OK)
+    agg[0] = 1;
+  int code = agg[0] ? 3 : agg[1] ? 1 : 0;
+  if (st == PL_OK && agg[2] && agg[3] == 0) {
+    /* bad input a bench could only see once running (every bench checks in
+     * init: this is the safety net): a usage error, and the file and the
+     * directories made for it are removed */
+    code = 2;
+    if (ctx->rank == 0 && ctx->res) {
+      pl_results_discard(ctx->res);
+      ctx->res = NULL;
+    }
+  }
+  if (ctx->rank == 0 && ctx->res) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s", pl_results_path(ctx->res));
+    if (pl_results_close(ctx->res, agg[0] ? "error" : "ok") != PL_OK) {
+      fprintf(stderr, "plateau bench %s: %s\n", b->name, pl_last_error());
+      if (!code)
+        code = 3;
+    }
+    ctx->res = NULL;
+    printf("# rows: %d, check failed: %d\n", nrows, nfail);
+    printf("%s\n", path);
+    fflush(stdout);
+  }
+  return code;
+}
+
+/* --columns: the bench's header line (rank 0), nothing else. */
+static bool print_columns(int argc, char **argv, int rank) {
+  for (int i = 0; i < argc; i++)
+    if (strcmp(argv[i], "--columns") == 0) {
+      if (rank == 0) {
+        char *h = pl__rows_header();
+        printf("%s\n", h);
+        free(h);
+      }
+      return true;
+    }
+  return false;
+}
+
+int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
+                 char **record_argv) {
+  int rank = pl_world_rank();
+  pl__rows_begin(b->name, b->columns);
+  assert_schema(b);
+  if (print_columns(argc, argv, rank)) {
+    pl__rows_end();
+    return 0;
+  }
+
+  /* 1. Parse everything, on every rank, before creating anything. */
+  optset o;
+  optset_make(b, &o);
+  pl_args *args = NULL;
+  const char *preset = NULL;
+  int dry = -1, dry_ranks = 0;
+  pl_backend be = PL_BACKEND_CPU;
+  int code = parse_run_args(b, &o, argc, argv, rank, &args, &preset, &dry,
+                            &dry_ranks, &be);
+  if (!args) {
     optset_free(&o);
     pl__rows_end();
     return code;
   }
+  const char *outdir = pl_args_str(args, "out"),
+             *sweep = pl_args_str(args, "sweep");
 
   pl_bench_ctx ctx;
   memset(&ctx, 0, sizeof ctx);
@@ -667,27 +775,14 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
   void *S = calloc(1, b->state ? b->state : 1);
   PL_ASSERT(S != NULL);
 
-  /* 2. Device, communicator; the bench validates its options.  A dry run
-   * validates on a CPU device (no GPU needed where sweeps are submitted). */
+  /* 2. Device, communicator; the bench validates its options. */
   pl_dev *dev = NULL;
   pl_comm *comm = NULL;
   bool inited = false;
-  st = pl_dev_create(dry >= 0 ? PL_BACKEND_CPU : be, -1, &dev);
-  if (st != PL_OK) {
-    fprintf(stderr, "plateau bench %s: rank %d: device: %s\n", b->name, rank,
-            pl_last_error());
-    code = 3;
-    goto done; /* other ranks fail in pl_comm_world's watchdog, or also here */
-  }
-  pl_mem_set_limit(dev, PL_ARENA_DEVICE,
-                   (size_t)pl_args_size(args, "mem-limit"));
-  st = pl_comm_world(dev, &comm);
-  if (st != PL_OK) {
-    fprintf(stderr, "plateau bench %s: rank %d: communicator: %s\n", b->name,
-            rank, pl_last_error());
-    code = 3;
+  code = open_device(b, be, dry >= 0, (size_t)pl_args_size(args, "mem-limit"),
+                     rank, &dev, &comm);
+  if (code)
     goto done;
-  }
   ctx.dev = dev;
   ctx.comm = comm;
   ctx.stream = pl_dev_stream(dev);
@@ -700,24 +795,10 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
     code = dry_run(&ctx, S);
     goto dry_done;
   }
-  st = b->init ? b->init(&ctx, S) : PL_OK;
+  pl_status st = b->init ? b->init(&ctx, S) : PL_OK;
   inited = true;
-  /* The result directory, where rank 0 will write: checked (nothing
-   * created) before anything is, so that a bad --out is a usage error. */
   char dir[PL_RESULTS_DIR_MAX + 512];
-  if (sweep)
-    snprintf(dir, sizeof dir, "%s/%s", outdir, sweep);
-  else
-    snprintf(dir, sizeof dir, "%s", outdir);
-  if (st == PL_OK && !ctx.done && ctx.rank == 0 &&
-      pl_results_dir_check(dir) != PL_OK) {
-    char why[1024];
-    snprintf(why, sizeof why, "%s", pl_last_error());
-    const bool longer = strlen(outdir) > 200; /* the message stays short */
-    st = pl_set_error(PL_EINVAL, "--out=%.*s%s%s%s: %s", longer ? 40 : 200,
-                      outdir, longer ? "..." : "", sweep ? " --sweep=" : "",
-                      sweep ? sweep : "", why);
-  }
+  st = check_results_dir(&ctx, st, outdir, sweep, dir, sizeof dir);
   if (pl_bench_agree(&ctx, &st) != PL_OK) {
     code = 3;
     goto done;
@@ -746,40 +827,7 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
   }
 
   /* 4. Run. */
-  pl_status run_st = b->main ? b->main(&ctx, S) : run_points(&ctx, S);
-  if (run_st != PL_OK)
-    fprintf(stderr, "plateau bench %s: rank %d: %s: %s\n", b->name, ctx.rank,
-            pl_strerror(run_st), pl_last_error());
-  int nrows = 0, nfail = 0;
-  pl__rows_counts(&nrows, &nfail);
-  int64_t agg[4] = {run_st != PL_OK, nfail, run_st == PL_EINVAL, nrows};
-  st = pl_host_allreduce_i64(comm, agg, 4, PL_RED_MAX);
-  if (st != PL_OK)
-    agg[0] = 1;
-  code = agg[0] ? 3 : agg[1] ? 1 : 0;
-  if (st == PL_OK && agg[2] && agg[3] == 0) {
-    /* bad input a bench could only see once running (every bench checks in
-     * init: this is the safety net): a usage error, and the file and the
-     * directories made for it are removed */
-    code = 2;
-    if (ctx.rank == 0 && ctx.res) {
-      pl_results_discard(ctx.res);
-      ctx.res = NULL;
-    }
-  }
-  if (ctx.rank == 0 && ctx.res) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s", pl_results_path(ctx.res));
-    if (pl_results_close(ctx.res, agg[0] ? "error" : "ok") != PL_OK) {
-      fprintf(stderr, "plateau bench %s: %s\n", b->name, pl_last_error());
-      if (!code)
-        code = 3;
-    }
-    ctx.res = NULL;
-    printf("# rows: %d, check failed: %d\n", nrows, nfail);
-    printf("%s\n", path);
-    fflush(stdout);
-  }
+  code = run_and_close(&ctx, S);
 
 done:
   if (inited && b->fini)

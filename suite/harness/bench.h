@@ -3,8 +3,8 @@
  * file per operation).
  *
  * A bench describes itself in a `const pl_bench pl_bench_<name>` (one
- * BENCH(name, report) line in suite/benches.def): its options and named
- * presets, its result columns (names from suite/schema.def), the points it
+ * BENCH(name, report) line in suite/harness/benches.def): its options and named
+ * presets, its result columns (names from suite/results/schema.def), the points it
  * enumerates, and per point its setup, the timed unit (run), the reference
  * comparison (check), the work (FLOPs, bytes) and teardown.  The harness does
  * the rest, the same way for every bench:
@@ -131,7 +131,7 @@ typedef struct pl_bench {
   const char *const *groups;
   const pl_preset *presets;             /* terminated by {NULL}, or NULL */
   const char *preset_cpu, *preset_cuda; /* default preset per backend */
-  /* Its columns, tab-separated, every name from suite/schema.def; the
+  /* Its columns, tab-separated, every name from suite/results/schema.def; the
    * harness adds `bench` first and status, check, note last. */
   const char *columns;
   const char *const *tags; /* device tags reported as <tag>_bytes */

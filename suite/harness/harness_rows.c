@@ -11,7 +11,7 @@
 
 #include "bench.h"
 #include "harness.h"
-#include "results.h"
+#include "results/results.h"
 
 static struct {
   const char *bench;

@@ -9,10 +9,10 @@
 #  - points that cannot run on RANKS ranks are listed as infeasible (exit 0);
 #  - --backend cuda validates without a GPU (the submitting machine may have
 #    none); a bad --dry-run value is a usage error.
-# Usage: BUILD=build bash suite/test_dry_run.sh
+# Usage: BUILD=build bash suite/harness/test_dry_run.sh
 set -uo pipefail
 PL_TEST=test_dry_run.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
 
 # run EXPECTED_RC CMD...: exit code as expected and nothing under $tmp/out
 run() {

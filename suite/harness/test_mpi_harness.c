@@ -24,7 +24,7 @@
 #include "bench.h"
 #include "core/check_run.h"
 #include "plateau/plateau.h"
-#include "results.h"
+#include "results/results.h"
 
 static int g_rank, g_size, g_nfail;
 static char g_dir[256];

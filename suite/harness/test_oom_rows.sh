@@ -5,11 +5,11 @@
 # finished result file whose rows are all `oom` (one per point: more than one
 # where the bench sweeps), and says which allocation did not fit.  moegemm and
 # layer also under mpirun -np 2 (where they used to exit 3 with no row).
-# maxbatch's trials: suite/test_sco_bench.sh (its first failing trial is oom).
-# Usage: BUILD=build bash suite/test_oom_rows.sh
+# maxbatch's trials: suite/bench/sco/test_sco_bench.sh (its first failing trial is oom).
+# Usage: BUILD=build bash suite/harness/test_oom_rows.sh
 set -uo pipefail
 PL_TEST=test_oom_rows.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
 
 # run_oom NAME MINROWS CMD...: CMD writes one result file under $tmp/NAME
 run_oom() {

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "results.h"
+#include "results/results.h"
 
 extern char **environ;
 

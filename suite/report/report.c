@@ -29,7 +29,7 @@
 
 #include "plateau/plateau.h"
 #include "report_util.h"
-#include "schema.h"
+#include "results/schema.h"
 
 /* ---- the hook table (benches.def) ------------------------------------------
  */
@@ -43,7 +43,7 @@ static const hook hooks[] = {
 #define BENCH(name, report) {#name, #report, pl_report_##report, false, false},
 #define PEER(name, report) {#name, #report, pl_report_##report, true, false},
 #define FEED(name, report) {#name, #report, pl_report_##report, false, true},
-#include "benches.def"
+#include "harness/benches.def"
 #undef BENCH
 #undef PEER
 #undef FEED
@@ -428,7 +428,7 @@ static void report_usage(FILE *f) {
           "subdirectories\n"
           "  (older schema versions mapped to the current column names), "
           "group the\n"
-          "  rows by the report their bench names (suite/benches.def) and "
+          "  rows by the report their bench names (suite/harness/benches.def) and "
           "write\n"
           "  RUN_DIR/report/<report>.md (Markdown tables with where each "
           "number came\n"

@@ -5,7 +5,7 @@
  * The run directory is read once (report.c): every *.tsv in RUN_DIR and its
  * direct subdirectories (not RUN_DIR/report) that the reader accepts, v1 files
  * mapped to the current column names.  The tables are grouped by the report
- * that suite/benches.def names for their `bench` metadata, and each report's
+ * that suite/harness/benches.def names for their `bench` metadata, and each report's
  * hook is called once with its group.  A hook writes under rc->out_dir, prints
  * each path it writes, and reads cells through the accessors of
  * report_util.h. */
@@ -13,7 +13,7 @@
 #define PLATEAU_SUITE_REPORT_H
 
 #include "plateau/status.h"
-#include "results.h"
+#include "results/results.h"
 
 typedef struct pl_report_ctx {
   const char *run_dir;
@@ -32,7 +32,7 @@ typedef pl_status pl_report_fn(pl_report_ctx *rc, pl_table *const *t, int n);
  * pl_report_generic is the table of every row of one bench. */
 #define BENCH(name, report) pl_report_fn pl_report_##report;
 #define PEER(name, report) pl_report_fn pl_report_##report;
-#include "benches.def"
+#include "harness/benches.def"
 #undef BENCH
 #undef PEER
 #undef FEED

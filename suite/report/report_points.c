@@ -23,8 +23,8 @@
 #include "plateau/status.h"
 #include "report.h"
 #include "report_util.h"
-#include "results.h"
-#include "results_internal.h"
+#include "results/results.h"
+#include "results/results_internal.h"
 
 /* The point lines of points.status that are not "done"; *npoints counts all
  * of them and *summary gets its "# sweep ..." line. */

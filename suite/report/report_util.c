@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "plateau/plateau.h"
-#include "schema.h"
+#include "results/schema.h"
 
 /* ---- cells ----------------------------------------------------------------
  */

@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 #include "report.h"
-#include "results.h"
+#include "results/results.h"
 
 /* ---- cells ----------------------------------------------------------------
  */

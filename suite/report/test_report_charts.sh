@@ -8,10 +8,10 @@
 #    titled D = 2, and the Ulysses table;
 #  - sco and vocab: the memory axes in the unit of the data (KiB / MiB);
 #  - calib's GEMM chart: labels rotated about their end (nothing off the edge).
-# Usage: BUILD=build bash suite/test_report_charts.sh
+# Usage: BUILD=build bash suite/report/test_report_charts.sh
 set -uo pipefail
 PL_TEST=test_report_charts.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
 export OMP_NUM_THREADS=1
 run=$tmp/run
 for np in 2 4; do

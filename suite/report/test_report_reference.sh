@@ -7,10 +7,10 @@
 # numbers read through the v1 -> v2 column mapping — must appear in both the
 # committed report and the regenerated one; every reference folder's
 # MANIFEST.md lists each of its result files.
-# Usage: BUILD=build bash suite/test_report_reference.sh
+# Usage: BUILD=build bash suite/report/test_report_reference.sh
 set -uo pipefail
 PL_TEST=test_report_reference.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
 export PLATEAU_GNUPLOT=/nonexistent/gnuplot # tables only: faster, no charts
 
 ref=$ROOT/results/reference

@@ -16,10 +16,10 @@
 #    (to a file outside the run, dangling) are replaced by the report's
 #    files and what they point to is untouched; the charts likewise.
 # The files are written by hand (a bench `toy` with the generic report), so
-# the test runs in a second.  Usage: BUILD=build bash suite/test_report_trust.sh
+# the test runs in a second.  Usage: BUILD=build bash suite/report/test_report_trust.sh
 set -uo pipefail
 PL_TEST=test_report_trust.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
 export PLATEAU_GNUPLOT=/nonexistent/gnuplot
 
 # toy FILE VERSION POINT ARGV NOTE [end]: a result file of bench toy, one row

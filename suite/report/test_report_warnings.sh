@@ -9,10 +9,10 @@
 # make run must also show the end-to-end table and chart (report/train.md,
 # train-context.svg) among what it lists.  The make-run directory is
 # removed when the test passes.
-# Usage: BUILD=build bash suite/test_report_warnings.sh
+# Usage: BUILD=build bash suite/report/test_report_warnings.sh
 set -uo pipefail
 PL_TEST=test_report_warnings.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
 if ! command -v gnuplot >/dev/null; then
   echo "test_report_warnings.sh: gnuplot not installed: nothing to check"
   exit 0

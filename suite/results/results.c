@@ -570,10 +570,19 @@ const char *const *pl_results_meta(struct pl_dev *dev, struct pl_comm *comm,
   PUT("start_utc", "%s", stamp);
 
   /* argv, whole and quoted so that the line can be pasted back into a
-   * shell (the previous call's copy is freed here). */
+   * shell (the previous call's copy is freed here).  The program started by
+   * an absolute path is recorded by its name alone: the folder it was built
+   * in is a fact of the machine that built it, not of the run. */
   static char *argv_line;
   free(argv_line);
-  argv_line = pl__shell_quote_argv(argc, argv);
+  char **av = calloc((size_t)(argc > 0 ? argc : 1), sizeof *av);
+  PL_ASSERT(av != NULL);
+  for (int i = 0; i < argc; i++)
+    av[i] = argv[i];
+  if (argc > 0 && av[0] && av[0][0] == '/')
+    av[0] = strrchr(av[0], '/') + 1;
+  argv_line = pl__shell_quote_argv(argc, av);
+  free(av);
   if (nkv / 2 < META_MAX - 1) {
     meta_kv[nkv++] = "argv";
     meta_kv[nkv++] = argv_line;

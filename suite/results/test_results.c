@@ -349,6 +349,16 @@ START_TEST(meta_whitelist) {
   ck_assert_int_eq(found_other, 0);
   ck_assert_int_eq(found_job, 1);
   ck_assert_int_eq(found_argv, 1);
+  /* the program by an absolute path: its name alone (no build folder), the
+   * caller's argv untouched */
+  char *abs_argv[] = {"/srv/build/bin/plateau", "bench", "calib", NULL};
+  kv = pl_results_meta(NULL, NULL, "calib", 3, abs_argv);
+  found_argv = 0;
+  for (int i = 0; kv[i]; i += 2)
+    if (!strcmp(kv[i], "argv") && !strcmp(kv[i + 1], "plateau bench calib"))
+      found_argv = 1;
+  ck_assert_int_eq(found_argv, 1);
+  ck_assert_str_eq(abs_argv[0], "/srv/build/bin/plateau");
   /* a recorded name that looks like a secret would be redacted */
   static const char *const secret[] = {"NCCL_IB_PASSWORD", "PLATEAU_API_TOKEN",
                                        "X_SECRET",         "aws_access_key_id",

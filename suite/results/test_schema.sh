@@ -2,12 +2,12 @@
 # test_schema.sh — one result schema: every bench's header (`plateau bench
 # NAME --columns`, nothing run) and every peer script's columns
 # (analysis/peers/*.py) name only columns of the schema table (`plateau
-# schema`, from suite/schema.def), each once; the README carries exactly that
+# schema`, from suite/results/schema.def), each once; the README carries exactly that
 # table; a bench's --help points to it.
-# Usage: BUILD=build bash suite/test_schema.sh
+# Usage: BUILD=build bash suite/results/test_schema.sh
 set -uo pipefail
 PL_TEST=test_schema.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
 
 "$BIN" schema >"$tmp/schema.md" || fail "plateau schema: exit $?"
 # the schema's names: | `name` | unit | meaning |

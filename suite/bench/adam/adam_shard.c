@@ -3,7 +3,7 @@
  * from both, and the sampled reference replay of the bench's check
  * (adam_shard.h). */
 #include "adam_shard.h"
-#include "calib.h"
+#include "bench/calib/calib.h"
 
 #include <math.h>
 #include <omp.h>

@@ -6,7 +6,7 @@
 #ifndef PLATEAU_SUITE_ADAM_SHARD_H
 #define PLATEAU_SUITE_ADAM_SHARD_H
 
-#include "bench.h"
+#include "harness/bench.h"
 #include "ops/stream_adamw.h"
 
 #define PL_ADAM_NSAMPLE 4096

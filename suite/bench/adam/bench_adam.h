@@ -8,7 +8,7 @@
 
 #include "../baselines/cpu_adamw.h"
 #include "adam_shard.h"
-#include "bench.h"
+#include "harness/bench.h"
 #include "ops/adamw.h"
 #include "ops/stream_adamw.h"
 

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "plateau/plateau.h"
-#include "report.h"
-#include "results.h"
+#include "report/report.h"
+#include "results/results.h"
 #include "core/check_run.h"
 
 /* the version-2 columns of the bench (cpu_share where v1 had the backend) */

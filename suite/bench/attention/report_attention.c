@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report.h"
-#include "report_util.h"
-#include "results.h"
+#include "report/report.h"
+#include "report/report_util.h"
+#include "results/results.h"
 
 #define MAXS 64
 

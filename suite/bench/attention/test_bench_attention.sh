@@ -4,10 +4,10 @@
 # double reference: check pass) and two ranks under mpirun (Ulysses D = 2,
 # all-to-all timed); rows are status ok; a shape the kernels refuse
 # (n_kv not dividing n_q) fails (exit 2 or 3) with a message naming the value.
-# Usage: BUILD=build bash suite/test_bench_attention.sh
+# Usage: BUILD=build bash suite/bench/attention/test_bench_attention.sh
 set -uo pipefail
 PL_TEST=test_bench_attention.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../testlib.sh"
 
 # rows_ok FILE MINROWS: every data row has status ok; at least MINROWS rows
 rows_ok() {

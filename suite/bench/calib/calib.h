@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 
-#include "bench.h"
+#include "harness/bench.h"
 
 enum {
   T_H2D,

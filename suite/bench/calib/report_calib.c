@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "plateau/plateau.h"
-#include "report.h"
-#include "report_util.h"
+#include "report/report.h"
+#include "report/report_util.h"
 
 static const char *const links[] = {"h2d",       "d2h",      "bidir",    "d2d",
                                     "allreduce", "alltoall", "sendrecv", NULL};

@@ -5,10 +5,10 @@
 # (algbw = 2·bytes / time) and a thread count in the note; an injected fault
 # (PLATEAU_CALIB_INJECT_FAULT) fails every one of them (exit 1); the cuda
 # preset asks for them.
-# Usage: BUILD=build bash suite/test_bench_calib_mem.sh   (run from anywhere)
+# Usage: BUILD=build bash suite/bench/calib/test_bench_calib_mem.sh   (run from anywhere)
 set -uo pipefail
 PL_TEST=test_bench_calib_mem.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../testlib.sh"
 export OMP_NUM_THREADS=2
 
 "$BIN" bench calib --backend cpu --tests mem_read,mem_write,mem_copy --mem-size 8Mi \

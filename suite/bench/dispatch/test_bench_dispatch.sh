@@ -18,10 +18,10 @@
 #    column filled);
 #  - `plateau bench moegemm` (small) writes ok rows for both layouts, with
 #    E/ranks groups expert-major and E groups per segment.
-# Usage: BUILD=build bash suite/test_bench_dispatch.sh
+# Usage: BUILD=build bash suite/bench/dispatch/test_bench_dispatch.sh
 set -uo pipefail
 PL_TEST=test_bench_dispatch.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../testlib.sh"
 
 # data rows of a result file; one column by header name
 rows() { awk -F'\t' '/^#/ {next} !h {for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next} {print $0}' "$1"; }

@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bench.h"
+#include "harness/bench.h"
 #include "model/layer.h"
 
 static const char *const pass_names[] = {"fwd", "fwdbwd", "both", NULL};

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_sco.h"
+#include "bench/sco/bench_sco.h"
 #include "maxbatch_search.h"
 
 static const char *const targets[] = {"sco", "train", NULL};

@@ -9,10 +9,10 @@
 #     own): no trial process, rank or launcher survives (the process table
 #     is checked for the ranks' pids and a marker in their command line).
 # CPU backend; trials run a shell launcher, so the search is fast.
-# Usage: BUILD=build bash suite/test_maxbatch_kill.sh
+# Usage: BUILD=build bash suite/bench/maxbatch/test_maxbatch_kill.sh
 set -uo pipefail
 PL_TEST=test_maxbatch_kill.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../testlib.sh"
 
 col() {
   awk -F'\t' -v name="$2" '/^#/ {next}

@@ -4,7 +4,7 @@
 #ifndef PLATEAU_SUITE_MOEGEMM_H
 #define PLATEAU_SUITE_MOEGEMM_H
 
-#include "bench.h"
+#include "harness/bench.h"
 #include "ops/moe.h"
 #include "ops/moe_internal.h"
 

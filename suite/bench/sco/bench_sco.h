@@ -5,7 +5,7 @@
 #ifndef PLATEAU_SUITE_BENCH_SCO_H
 #define PLATEAU_SUITE_BENCH_SCO_H
 
-#include "bench.h"
+#include "harness/bench.h"
 
 extern const char *const pl_bench_sco_dtypes[];   /* bf16 f32 */
 extern const char *const pl_bench_sco_releases[]; /* context step */

@@ -17,9 +17,9 @@
 #include <string.h>
 
 #include "plateau/plateau.h"
-#include "report.h"
-#include "report_util.h"
-#include "results.h"
+#include "report/report.h"
+#include "report/report_util.h"
+#include "results/results.h"
 
 /* ---- the paper's printed values (arXiv 2609.14306, Tables 3 and 13;
  *      gpt-oss-20b, 8×H200, 47 checkpoint boundaries; DESIGN §1.3) ---------- */
@@ -75,73 +75,45 @@ static int cmp_budget(const void *a, const void *b) {
   return x->budget < y->budget ? -1 : x->budget > y->budget;
 }
 
-static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, int k) {
-  const char *out_dir = rc->out_dir;
-  const char *backend = pl_table_meta(t, "backend");
-  const char *device = pl_table_meta(t, "device");
-  const char *slash = strrchr(t->path, '/');
-  fprintf(md, "\n### Sweep %d: N=%s tokens/rank, L=%s, H=%s, I=%s, %s, release=%s, %s ranks, %s (%s)\n\n", k,
-          t->nrows ? cell(t, 0, "tokens") : "?", t->nrows ? cell(t, 0, "layers") : "?",
-          t->nrows ? cell(t, 0, "hidden") : "?", t->nrows ? cell(t, 0, "ffn") : "?",
-          t->nrows ? cell(t, 0, "dtype") : "?", t->nrows ? cell(t, 0, "release") : "?",
-          t->nrows ? cell(t, 0, "ranks") : "?", backend ? backend : "?", device ? device : "?");
-  fprintf(md, "File `%s`%s.%s\n\n", slash ? slash + 1 : t->path, t->finished ? "" : " (unfinished run)",
-          backend && !strcmp(backend, "cpu")
-              ? " CPU backend: memory columns are exact (the same tracked schedule as on CUDA), time columns are "
-                "CPU times"
-              : "");
-  sweep_row *rows = calloc((size_t)t->nrows + 1, sizeof *rows);
-  PL_ASSERT(rows != NULL);
-  for (int r = 0; r < t->nrows; r++) rows[r] = (sweep_row){r, num(t, r, "budget_bytes")};
-  qsort(rows, (size_t)t->nrows, sizeof *rows, cmp_budget);
-
-  /* budget 0 and all: the first ok row with |S| = 0 and the ok row with the most |S| */
-  int r0 = -1, rall = -1;
-  double sel_max = -1;
-  for (int i = 0; i < t->nrows; i++) {
-    int r = rows[i].r;
-    if (strcmp(cell(t, r, "status"), "ok")) continue;
-    double sel = num(t, r, "selected");
-    if (sel == 0 && r0 < 0) r0 = r;
-    if (sel > sel_max) sel_max = sel, rall = r;
+/* Table 3's layout: budget 0 (row r0) against all (row rall), the paper's
+ * printed change beside ours. */
+static void write_t3(FILE *md, const pl_table *t, int r0, int rall, double ranks) {
+  double p0 = num(t, r0, "dev_peak_bytes"), p1 = num(t, rall, "dev_peak_bytes");
+  double h0 = num(t, r0, "host_peak_bytes") * ranks, h1 = num(t, rall, "host_peak_bytes") * ranks;
+  double s0 = num(t, r0, "tok_s_gpu"), s1 = num(t, rall, "tok_s_gpu");
+  char a[32], b[32], c[32], d[32], e[32], f[32], bp0[32], bp1[32], bh0[32], bh1[32];
+  pct(a, sizeof a, PAPER_HBM_GIB[0], PAPER_HBM_GIB[1]);
+  pct(b, sizeof b, p0, p1);
+  pct(c, sizeof c, PAPER_RAM_GIB[0], PAPER_RAM_GIB[1]);
+  pct(d, sizeof d, h0, h1);
+  pct(e, sizeof e, PAPER_TOK_S[0], PAPER_TOK_S[1]);
+  pct(f, sizeof f, s0, s1);
+  hb(bp0, sizeof bp0, p0), hb(bp1, sizeof bp1, p1), hb(bh0, sizeof bh0, h0), hb(bh1, sizeof bh1, h1);
+  fprintf(md, "Table 3 layout (host budget 0 → all; ours: |S| = %s → %s of %s boundaries):\n\n",
+          cell(t, r0, "selected"), cell(t, rall, "selected"), cell(t, rall, "layers"));
+  fprintf(md, "| | paper (gpt-oss-20b, 8×H200, 47 boundaries) | change | ours | change |\n|---|---|---|---|---|\n");
+  fprintf(md, "| device (HBM) peak per GPU | %.2f GiB → %.2f GiB | %s | %s → %s | %s |\n", PAPER_HBM_GIB[0],
+          PAPER_HBM_GIB[1], a, bp0, bp1, b);
+  {
+    double q0 = num(t, r0, "pool_peak_bytes"), q1 = num(t, rall, "pool_peak_bytes");
+    char g[32], bq0[32], bq1[32];
+    pct(g, sizeof g, q0, q1);
+    hb(bq0, sizeof bq0, q0), hb(bq1, sizeof bq1, q1);
+    fprintf(md, "| device pool high-water per GPU (hardware side; = tracked on the CPU) | - | | %s → %s | %s |\n", bq0,
+            bq1, g);
   }
-  double ranks = t->nrows ? num(t, 0, "ranks") : NAN;
-  if (r0 >= 0 && rall >= 0) {
-    double p0 = num(t, r0, "dev_peak_bytes"), p1 = num(t, rall, "dev_peak_bytes");
-    double h0 = num(t, r0, "host_peak_bytes") * ranks, h1 = num(t, rall, "host_peak_bytes") * ranks;
-    double s0 = num(t, r0, "tok_s_gpu"), s1 = num(t, rall, "tok_s_gpu");
-    char a[32], b[32], c[32], d[32], e[32], f[32], bp0[32], bp1[32], bh0[32], bh1[32];
-    pct(a, sizeof a, PAPER_HBM_GIB[0], PAPER_HBM_GIB[1]);
-    pct(b, sizeof b, p0, p1);
-    pct(c, sizeof c, PAPER_RAM_GIB[0], PAPER_RAM_GIB[1]);
-    pct(d, sizeof d, h0, h1);
-    pct(e, sizeof e, PAPER_TOK_S[0], PAPER_TOK_S[1]);
-    pct(f, sizeof f, s0, s1);
-    hb(bp0, sizeof bp0, p0), hb(bp1, sizeof bp1, p1), hb(bh0, sizeof bh0, h0), hb(bh1, sizeof bh1, h1);
-    fprintf(md, "Table 3 layout (host budget 0 → all; ours: |S| = %s → %s of %s boundaries):\n\n",
-            cell(t, r0, "selected"), cell(t, rall, "selected"), cell(t, rall, "layers"));
-    fprintf(md, "| | paper (gpt-oss-20b, 8×H200, 47 boundaries) | change | ours | change |\n|---|---|---|---|---|\n");
-    fprintf(md, "| device (HBM) peak per GPU | %.2f GiB → %.2f GiB | %s | %s → %s | %s |\n", PAPER_HBM_GIB[0],
-            PAPER_HBM_GIB[1], a, bp0, bp1, b);
-    {
-      double q0 = num(t, r0, "pool_peak_bytes"), q1 = num(t, rall, "pool_peak_bytes");
-      char g[32], bq0[32], bq1[32];
-      pct(g, sizeof g, q0, q1);
-      hb(bq0, sizeof bq0, q0), hb(bq1, sizeof bq1, q1);
-      fprintf(md, "| device pool high-water per GPU (hardware side; = tracked on the CPU) | - | | %s → %s | %s |\n", bq0,
-              bq1, g);
-    }
-    fprintf(md, "| host RAM per node | %.1f GiB → %.1f GiB (node RAM) | %s | %s → %s (pinned boundaries × %g ranks) | %s |\n",
-            PAPER_RAM_GIB[0], PAPER_RAM_GIB[1], c, bh0, bh1, ranks, d);
-    fprintf(md, "| throughput, tok/s/GPU | %.0f → %.0f | %s | %.0f → %.0f | %s |\n", PAPER_TOK_S[0], PAPER_TOK_S[1],
-            e, s0, s1, f);
-    fprintf(md, "| check (bit-exact vs budget 0, Eq. 4 bound) | - | | %s → %s | |\n\n", cell(t, r0, "check"),
-            cell(t, rall, "check"));
-  } else {
-    fprintf(md, "No ok rows at both budget 0 and the largest |S|: Table 3 comparison not possible.\n\n");
-  }
+  fprintf(md, "| host RAM per node | %.1f GiB → %.1f GiB (node RAM) | %s | %s → %s (pinned boundaries × %g ranks) | %s |\n",
+          PAPER_RAM_GIB[0], PAPER_RAM_GIB[1], c, bh0, bh1, ranks, d);
+  fprintf(md, "| throughput, tok/s/GPU | %.0f → %.0f | %s | %.0f → %.0f | %s |\n", PAPER_TOK_S[0], PAPER_TOK_S[1],
+          e, s0, s1, f);
+  fprintf(md, "| check (bit-exact vs budget 0, Eq. 4 bound) | - | | %s → %s | |\n\n", cell(t, r0, "check"),
+          cell(t, rall, "check"));
+}
 
-  /* the whole sweep */
+/* The whole sweep, a row per budget (rows: sorted by budget), and whether the
+ * device peak falls with the budget: the number of ok rows. */
+static int write_sweep_rows(FILE *md, const pl_table *t, const sweep_row *rows, double base_peak,
+                            double base_tok) {
   fprintf(md, "| budget | budget bytes | \\|S\\| | device peak | vs budget 0 | boundary peak | Eq. 4 bound "
               "| pool high | pinned host/rank | step ms median (p10–p90) | tok/s/GPU | GEMM TFLOP/s | vs budget 0 | check | "
               "status | live set at peak |\n");
@@ -149,7 +121,6 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
   double prev_peak = NAN;
   bool monotone = true;
   int nok = 0;
-  double base_peak = r0 >= 0 ? num(t, r0, "dev_peak_bytes") : NAN, base_tok = r0 >= 0 ? num(t, r0, "tok_s_gpu") : NAN;
   double tok_min = INFINITY, tok_max = -INFINITY;
   for (int i = 0; i < t->nrows; i++) {
     int r = rows[i].r;
@@ -187,16 +158,22 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
             "(target ≤ 2%%; paper +1.7%%).\n",
             monotone ? "is non-increasing" : "is NOT monotone", 100.0 * (tok_max - tok_min) / tok_max);
 
-  /* chart data, sorted by budget; columns picked by name in analysis/sco.gp */
+  return nok;
+}
+
+/* The chart data of sweep k, sorted by budget (columns picked by name in
+ * analysis/sco.gp), and its chart when a row is ok. */
+static pl_status write_sweep_chart(pl_report_ctx *rc, const pl_table *t, const sweep_row *rows, int k, int nok,
+                                   double ranks, double base_peak, double base_tok) {
+  const char *out_dir = rc->out_dir;
+  const char *backend = pl_table_meta(t, "backend");
   char data[PATH_MAX], stem[PATH_MAX];
   char name[64];
   snprintf(name, sizeof name, "sco-budget-%d.tsv", k);
   snprintf(stem, sizeof stem, "%s/sco-budget-%d", out_dir, k);
   FILE *cf = pl_rep_open(rc, name, data, sizeof data);
-  if (!cf) {
-    free(rows);
+  if (!cf)
     return PL_EIO;
-  }
   /* the axes' units by magnitude: x the largest budget, y the largest peak */
   double maxb = 0, maxp = 0, XU, YU;
   for (int i = 0; i < t->nrows; i++) {
@@ -215,7 +192,6 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
             num(t, r, "dev_peak_bytes") / YU, num(t, r, "boundary_bytes") / YU, cell(t, r, "tok_s_gpu"),
             cell(t, r, "time_ms"));
   }
-  free(rows);
   PL_TRY(pl_rep_close(cf, data));
   if (nok < 1) return PL_OK;
   char title[256], ref_peak[32], ref_tok[32];
@@ -227,6 +203,51 @@ static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, in
   snprintf(ref_tok, sizeof ref_tok, "%.6f", isnan(base_tok) ? 0 : base_tok);
   const char *extra[] = {title, ref_peak, ref_tok, yunit, xunit};
   return pl_rep_chart(rc, "sco.gp", data, stem, extra, 5);
+}
+
+static pl_status report_sweep(FILE *md, const pl_table *t, pl_report_ctx *rc, int k) {
+  const char *backend = pl_table_meta(t, "backend");
+  const char *device = pl_table_meta(t, "device");
+  const char *slash = strrchr(t->path, '/');
+  fprintf(md, "\n### Sweep %d: N=%s tokens/rank, L=%s, H=%s, I=%s, %s, release=%s, %s ranks, %s (%s)\n\n", k,
+          t->nrows ? cell(t, 0, "tokens") : "?", t->nrows ? cell(t, 0, "layers") : "?",
+          t->nrows ? cell(t, 0, "hidden") : "?", t->nrows ? cell(t, 0, "ffn") : "?",
+          t->nrows ? cell(t, 0, "dtype") : "?", t->nrows ? cell(t, 0, "release") : "?",
+          t->nrows ? cell(t, 0, "ranks") : "?", backend ? backend : "?", device ? device : "?");
+  fprintf(md, "File `%s`%s.%s\n\n", slash ? slash + 1 : t->path, t->finished ? "" : " (unfinished run)",
+          backend && !strcmp(backend, "cpu")
+              ? " CPU backend: memory columns are exact (the same tracked schedule as on CUDA), time columns are "
+                "CPU times"
+              : "");
+  sweep_row *rows = calloc((size_t)t->nrows + 1, sizeof *rows);
+  PL_ASSERT(rows != NULL);
+  for (int r = 0; r < t->nrows; r++) rows[r] = (sweep_row){r, num(t, r, "budget_bytes")};
+  qsort(rows, (size_t)t->nrows, sizeof *rows, cmp_budget);
+
+  /* budget 0 and all: the first ok row with |S| = 0 and the ok row with the most |S| */
+  int r0 = -1, rall = -1;
+  double sel_max = -1;
+  for (int i = 0; i < t->nrows; i++) {
+    int r = rows[i].r;
+    if (strcmp(cell(t, r, "status"), "ok")) continue;
+    double sel = num(t, r, "selected");
+    if (sel == 0 && r0 < 0) r0 = r;
+    if (sel > sel_max) sel_max = sel, rall = r;
+  }
+  double ranks = t->nrows ? num(t, 0, "ranks") : NAN;
+  if (r0 >= 0 && rall >= 0) {
+    write_t3(md, t, r0, rall, ranks);
+  } else {
+    fprintf(md, "No ok rows at both budget 0 and the largest |S|: Table 3 comparison not possible.\n\n");
+  }
+
+  /* the whole sweep */
+  double base_peak = r0 >= 0 ? num(t, r0, "dev_peak_bytes") : NAN, base_tok = r0 >= 0 ? num(t, r0, "tok_s_gpu") : NAN;
+  int nok = write_sweep_rows(md, t, rows, base_peak, base_tok);
+  /* chart data, sorted by budget; columns picked by name in analysis/sco.gp */
+  pl_status st = write_sweep_chart(rc, t, rows, k, nok, ranks, base_peak, base_tok);
+  free(rows);
+  return st;
 }
 
 /* ---- max batch (one maxbatch result file) --------------------------------------- */

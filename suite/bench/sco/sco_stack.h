@@ -4,7 +4,7 @@
 #ifndef PLATEAU_SUITE_SCO_STACK_H
 #define PLATEAU_SUITE_SCO_STACK_H
 
-#include "bench.h"
+#include "harness/bench.h"
 #include "model/mlp_block.h"
 #include "train/ckpt.h"
 

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "report.h"
-#include "results.h"
+#include "report/report.h"
+#include "results/results.h"
 #include "core/check_run.h"
 
 /* the version-2 columns the benches write (less a few) */

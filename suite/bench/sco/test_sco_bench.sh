@@ -18,10 +18,10 @@
 #    still found, and the summary is an error (a crash is no memory bound);
 #  - pl_report_sco (through `plateau report` when wired) is covered by
 #    build/tests/suite/test_report_sco.
-# Usage: BUILD=build bash suite/test_sco_bench.sh   (run from anywhere)
+# Usage: BUILD=build bash suite/bench/sco/test_sco_bench.sh   (run from anywhere)
 set -uo pipefail
 PL_TEST=test_sco_bench.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../testlib.sh"
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 # col FILE NAME: index (1-based) of a column in a result file's header

@@ -19,7 +19,7 @@
 
 #include <stdio.h>
 
-#include "bench.h"
+#include "harness/bench.h"
 #include "train_system.h"
 
 extern const char *const pl__train_dispatch_names[]; /* ep llep pllep      */

@@ -32,9 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report.h"
+#include "report/report.h"
 #include "report_train.h"
-#include "report_util.h"
+#include "report/report_util.h"
 
 /* ---- the paper's figures (arXiv 2609.14306): tok/s/GPU and
  *      TFLOP/s/GPU of plateau at 128K and 1M on 16 / 32 / 64 H200 ---------- */

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "report.h"
-#include "results.h"
+#include "report/report.h"
+#include "results/results.h"
 
 /* ---- report_train.c, for its sections' files ---------------------------- */
 /* A row of a train table: the columns the report reads.  seq, ranks and wv

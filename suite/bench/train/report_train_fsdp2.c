@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "report_train.h"
-#include "report_util.h"
+#include "report/report_util.h"
 
 /* ---- plateau vs FSDP2-best ------------------------------------------------
  * A scale: one model at ranks processes of a W_v-rank run. */

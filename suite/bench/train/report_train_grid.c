@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "report_train.h"
-#include "report_util.h"
+#include "report/report_util.h"
 
 static const char *const MODELS[3] = {"120b", "241b", "667b"};
 static const int GPUS[3] = {16, 32, 64};

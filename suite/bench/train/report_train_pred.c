@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "report_train.h"
-#include "report_util.h"
+#include "report/report_util.h"
 
 #define MEM_TARGET 0.05
 #define TIME_TARGET 0.15

@@ -42,10 +42,10 @@
 #    trial at it and an oom trial a step above; one search per system of
 #    --system (fsdp2's knobs forwarded); the train report lists the search,
 #    not its trials; options of the other target, --tune, --points exit 2.
-# Usage: BUILD=build bash suite/test_bench_train.sh   (run from anywhere)
+# Usage: BUILD=build bash suite/bench/train/test_bench_train.sh   (run from anywhere)
 set -uo pipefail
 PL_TEST=test_bench_train.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../testlib.sh"
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 runs=$tmp/runs

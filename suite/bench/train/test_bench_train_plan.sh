@@ -23,10 +23,10 @@
 #  - `plateau report`: the "Prediction vs measurement" table, the refused
 #    point shown as not launched, the --verify oom as the plan said, and on
 #    synthetic GPU rows the memory (5%) and step (15%) targets flagged.
-# Usage: BUILD=build bash suite/test_bench_train_plan.sh   (run from anywhere)
+# Usage: BUILD=build bash suite/bench/train/test_bench_train_plan.sh   (run from anywhere)
 set -uo pipefail
 PL_TEST=test_bench_train_plan.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../testlib.sh"
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 runs=$tmp/runs

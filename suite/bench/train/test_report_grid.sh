@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_report_grid.sh — the paper's grid in the train report
-# (suite/report_train_grid.c) from synthetic rows in the format `plateau
+# (suite/bench/train/report_train_grid.c) from synthetic rows in the format `plateau
 # bench train` writes for one-GPU proxies (the GPU runs cannot happen here):
 # plateau proxies of 120B (W_v 16) at 128K and 1M with their projection
 # (tok_s_gpu_proj, tflops_proj, compute_ms, pred_*), a 667B point at 1M the
@@ -12,10 +12,10 @@
 # real run, give the ratio, the reach, the plan's errors against the targets
 # (one row missing the compute target), and write train-grid.tsv and its
 # chart.
-# Usage: BUILD=build bash suite/test_report_grid.sh
+# Usage: BUILD=build bash suite/bench/train/test_report_grid.sh
 set -uo pipefail
 PL_TEST=test_report_grid.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../testlib.sh"
 run=$tmp/run
 mkdir -p "$run"
 {

@@ -9,10 +9,10 @@
 # context, the proxy at its W_v, the paper's 128K and 1M points) and
 # train-maxbatch (global batch vs GPUs with the paper's plateau and
 # FSDP2-best batches) must be written and drawn.
-# Usage: BUILD=build bash suite/test_report_train_charts.sh
+# Usage: BUILD=build bash suite/bench/train/test_report_train_charts.sh
 set -uo pipefail
 PL_TEST=test_report_train_charts.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../testlib.sh"
 run=$tmp/run
 mkdir -p "$run"
 {

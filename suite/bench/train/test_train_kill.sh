@@ -8,10 +8,10 @@
 # handle the file (`plateau report` exits 0 and lists it as unfinished).
 # Each run is killed while the second of two points steps (S = 2048: some
 # seconds a step), after the first point's row is in the file.  About half a minute on 2 cores.
-# Usage: BUILD=build bash suite/test_train_kill.sh
+# Usage: BUILD=build bash suite/bench/train/test_train_kill.sh
 set -uo pipefail
 PL_TEST=test_train_kill.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../testlib.sh"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 # the result file of DIR once it has its first row (10 s at most), else ""

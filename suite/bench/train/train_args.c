@@ -17,8 +17,8 @@
 
 #include "../baselines/train_baselines.h"
 #include "bench_train.h"
-#include "report_util.h"
-#include "results.h"
+#include "report/report_util.h"
+#include "results/results.h"
 
 const char *const pl__train_dispatch_names[] = {"ep", "llep", "pllep", NULL};
 const char *const pl__train_head_names[] = {"ring", "fused", "dense", "vp",

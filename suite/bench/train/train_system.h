@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #include "../baselines/fsdp2/fsdp2.h"
-#include "bench.h"
+#include "harness/bench.h"
 #include "plan/plan.h"
 #include "train/describe.h"
 #include "train/step.h"

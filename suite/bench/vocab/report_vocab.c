@@ -27,9 +27,9 @@
 #include <sys/stat.h>
 
 #include "plateau/plateau.h"
-#include "report.h"
-#include "report_util.h"
-#include "results.h"
+#include "report/report.h"
+#include "report/report_util.h"
+#include "results/results.h"
 
 /* Paper, Table 2 (arXiv 2609.14306; P=8, H=7168, V=200,000, fp32, fwd+bwd):
  * dense → Ring-DTP peak GiB, and Ring-DTP's time change vs dense. */
@@ -175,12 +175,8 @@ static pl_status chart(pl_report_ctx *rc, const vrow *rows, int nr,
   return pl_rep_chart(rc, "vocab.gp", data, stem, extra, 3);
 }
 
-pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
-                          int ntables) {
-  int cap = 0;
-  for (int i = 0; i < ntables; i++) cap += tables[i]->nrows;
-  vrow *rows = calloc((size_t)cap + 1, sizeof *rows);
-  if (!rows) return pl_set_error(PL_ENOMEM, "report vocab: host memory");
+/* Every row of the tables with finite keys into rows: their count. */
+static int read_rows(pl_table *const *tables, int ntables, vrow *rows) {
   int nr = 0;
   for (int i = 0; i < ntables; i++) {
     const pl_table *t = tables[i];
@@ -222,6 +218,202 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
       v->sent = isnan(sent) ? -1 : (long long)sent;
     }
   }
+  return nr;
+}
+
+/* The table of one group, rows [i, j): every row with its ratios to the
+ * group's ok dense row (dense: NULL when none). */
+static void write_group_table(FILE *f, const vrow *rows, int i, int j,
+                              const vrow *dense) {
+  fprintf(f, "## %s, %s%s%s, H=%ld, V=%ld, N=%ld\n\n", rows[i].backend,
+          rows[i].dtype, strcmp(rows[i].math, "tf32") ? "" : " ",
+          strcmp(rows[i].math, "tf32") ? "" : "TF32", rows[i].h, rows[i].v,
+          rows[i].n);
+  fprintf(f, "| variant | P | block | mode | time ms (p10–p90) | vs dense | "
+             "peak GiB | vs dense | logits GiB | floor GiB | hop MiB | "
+             "check | status | live set at peak | kernel | strip budget "
+             "GiB | kept strips |\n");
+  fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+             "---|---|\n");
+  for (int k = i; k < j; k++) {
+    const vrow *r = &rows[k];
+    char t[64], tr[32], pk[32], pr[32], lg[32], fl[32], hop[32];
+    if (isnan(r->ms))
+      snprintf(t, sizeof t, "-");
+    else
+      snprintf(t, sizeof t, "%.1f (%.1f–%.1f)", r->ms, r->p10, r->p90);
+    pl_rep_fmt(tr, sizeof tr, "%.3f×",
+        dense && !isnan(r->ms) ? r->ms / dense->ms : NAN, "-");
+    pl_rep_fmt(pk, sizeof pk, "%.4g", r->peak, "-");
+    pl_rep_fmt(pr, sizeof pr, "%+.1f%%",
+        dense ? 100.0 * (r->peak / dense->peak - 1.0) : NAN, "-");
+    pl_rep_fmt(lg, sizeof lg, "%.4g", r->logits, "-");
+    pl_rep_fmt(fl, sizeof fl, "%.4g", r->floor_gib, "-");
+    pl_rep_fmt(hop, sizeof hop, "%.1f", r->hop >= 0 ? r->hop / 1048576.0 : NAN, "-");
+    char bud[32], kept[32];
+    pl_rep_fmt(bud, sizeof bud, "%.3g", r->budget / GIB, "-");
+    pl_rep_fmt(kept, sizeof kept, "%.0f", r->kept, "-");
+    fprintf(f, "| %s | %ld | %ld | %s | %s | %s | %s | %s | %s | %s | %s | "
+               "%s | %s | %s | %s | %s | %s |\n",
+            r->variant, r->ranks, r->block, r->mode, t, tr, pk, pr, lg, fl,
+            hop, r->check, r->status, r->live, r->kernel, bud, kept);
+  }
+}
+
+/* The paper's and the PyTorch peer's rows beside ours, for the paper's shape
+ * (g: the group's first row). */
+static void write_paper_rows(FILE *f, const vrow *g) {
+  if (g->h == 7168 && g->v == 200000) {
+    for (size_t q = 0; q < sizeof paper_t2 / sizeof paper_t2[0]; q++)
+      if (paper_t2[q].n == g->n && !strcmp(g->dtype, "f32"))
+        fprintf(f, "| *paper dense* | 8 | - | - | - | - | %.2f | - | - | - | "
+                   "- | - | printed | Table 2 |\n"
+                   "| *paper Ring-DTP* | 8 | - | %s | - | +%.1f%% | %.2f | "
+                   "%+.1f%% | - | - | - | - | printed | Table 2 |\n",
+                paper_t2[q].dense_gib, paper_t2[q].mode, paper_t2[q].time_pct,
+                paper_t2[q].ring_gib,
+                100.0 * (paper_t2[q].ring_gib / paper_t2[q].dense_gib - 1));
+    for (size_t q = 0; q < sizeof torch_peer / sizeof torch_peer[0]; q++)
+      if (torch_peer[q].n == g->n &&
+          !strcmp(torch_peer[q].dtype, g->dtype))
+        fprintf(f, "| *PyTorch dense (peer)* | 1 | - | - | %.0f | - | %.2f "
+                   "| - | - | - | - | - | measured | doc/performance, H200 |\n",
+                torch_peer[q].ms, torch_peer[q].gib);
+  }
+}
+
+/* The targets of the group rows [i, j) where they apply: Ring-DTP's, the
+ * fused heads', the one-rank head against Liger, the blocked schedule's
+ * budget → time curve. */
+static void write_targets(FILE *f, const vrow *rows, int i, int j,
+                          const vrow *dense) {
+  const vrow *ring = NULL, *fused = NULL, *chunk = NULL, *liger = NULL,
+             *blocked = NULL, *ring1 = NULL;
+  for (int k = i; k < j; k++) {
+    if (strcmp(rows[k].status, "ok")) continue;
+    if (!strcmp(rows[k].variant, "liger")) liger = &rows[k];
+    if (!strcmp(rows[k].variant, "blocked") &&
+        (!blocked || rows[k].ms < blocked->ms))
+      blocked = &rows[k];
+    if (!strcmp(rows[k].variant, "ring") && rows[k].ranks == 1 &&
+        !strcmp(rows[k].kernel, "chunked") && (!ring1 || rows[k].ms < ring1->ms))
+      ring1 = &rows[k];
+    if (!strcmp(rows[k].variant, "ring") && !strcmp(rows[k].status, "ok") &&
+        (!ring || rows[k].peak < ring->peak))
+      ring = &rows[k];
+    if (!strcmp(rows[k].variant, "fused") && !strcmp(rows[k].status, "ok") &&
+        (!fused || rows[k].ms < fused->ms))
+      fused = &rows[k];
+    if (!strcmp(rows[k].variant, "chunk") && !strcmp(rows[k].status, "ok") &&
+        (!chunk || rows[k].ms < chunk->ms))
+      chunk = &rows[k];
+  }
+  fprintf(f, "\n");
+  if (dense && ring) {
+    double pr = ring->peak / dense->peak, tr = ring->ms / dense->ms,
+           fr = ring->peak / ring->floor_gib;
+    fprintf(f, "- Ring-DTP (P=%ld, block %ld, %s): peak %.1f%% of dense "
+               "(target ≤ 20%%: %s), time %.3f× dense (target ≤ 1.05×: %s), "
+               "peak %.3f× its floor (target ≤ 1.10×: %s).\n",
+            ring->ranks, ring->block, ring->mode, 100 * pr,
+            pr <= 0.20 ? "met" : "missed", tr, tr <= 1.05 ? "met" : "missed",
+            fr, fr <= 1.10 ? "met" : "missed");
+    if (tr > 1.05 && strcmp(ring->kernel, "chunked"))
+      fprintf(f, "  Why the time: Ring-DTP recomputes each strip's logits in "
+                 "the backward (4 GEMMs of 2·N·H·V FLOPs against dense's 3), "
+                 "so a GEMM-bound fp32 head cannot go below ≈1.33× dense "
+                 "without storing the logits; dense's N×V element-wise "
+                 "passes are what the recompute can hide (bf16).\n");
+  }
+  if (dense && fused)
+    fprintf(f, "- Fused head (%s, block %ld): time %.3f× dense (target ≤ "
+               "1.1×: %s), peak %.1f%% of dense.\n",
+            !strcmp(fused->kernel, "chunked") ? "three GEMMs" : "blocked",
+            fused->block, fused->ms / dense->ms,
+            fused->ms / dense->ms <= 1.1 ? "met" : "missed",
+            100 * fused->peak / dense->peak);
+  if (dense && blocked)
+    fprintf(f, "- Blocked fused head (four GEMMs, block %ld): time %.3f× "
+               "dense, peak %.1f%% of dense.\n",
+            blocked->block, blocked->ms / dense->ms,
+            100 * blocked->peak / dense->peak);
+  /* the one-rank head against Liger's fused linear cross-entropy */
+  const vrow *one = fused;
+  if (ring1 && (!one || ring1->ms < one->ms)) one = ring1;
+  if (liger && one) {
+    double ta = one->ms / liger->ms;
+    double ma = one->peak - inputs_gib(one), ml = liger->peak - inputs_gib(liger);
+    fprintf(f, "- One-rank head (%s, %s) vs Liger fused linear CE: time "
+               "%.1f vs %.1f ms (%.3f×), above the inputs %.3f vs %.3f "
+               "GiB — target ≤ Liger's time at ≤ its memory: %s.\n",
+            one->variant, one->kernel, one->ms, liger->ms, ta, ma, ml,
+            ta <= 1.0 && ma <= ml ? "met" : "missed");
+  }
+  /* the blocked schedule's budget → time curve (ring rows, one per
+   * budget), and what it costs over the three-GEMM head */
+  int nb = 0;
+  for (int k = i; k < j; k++)
+    nb += !strcmp(rows[k].variant, "ring") && !strcmp(rows[k].status, "ok") &&
+          !strcmp(rows[k].kernel, "blocked");
+  if (nb > 1 || (nb && (ring1 || fused))) {
+    const vrow *three = ring1 ? ring1 : fused;
+    fprintf(f, "- Ring-DTP blocked schedule, strip budget → time:");
+    for (int k = i; k < j; k++)
+      if (!strcmp(rows[k].variant, "ring") && !strcmp(rows[k].status, "ok") &&
+          !strcmp(rows[k].kernel, "blocked"))
+        fprintf(f, " %.3g GiB (%.0f kept) %.1f ms;", rows[k].budget / GIB,
+                rows[k].kept, rows[k].ms);
+    if (three && !strcmp(three->kernel, "chunked")) {
+      const vrow *b0 = NULL;
+      for (int k = i; k < j; k++)
+        if (!strcmp(rows[k].variant, "ring") && !strcmp(rows[k].status, "ok") &&
+            !strcmp(rows[k].kernel, "blocked") && (!b0 || rows[k].budget < b0->budget))
+          b0 = &rows[k];
+      fprintf(f, " three-GEMM head %.1f ms: the blocked schedule's overhead "
+                 "over it %.1f ms at budget %.3g GiB (%.3f×).",
+              three->ms, b0->ms - three->ms, b0->budget / GIB,
+              b0->ms / three->ms);
+    }
+    fprintf(f, "\n");
+  }
+  if (dense && chunk)
+    fprintf(f, "- Token-chunked fused head (block %ld): time %.3f× dense "
+               "(target of the blocked head ≤ 1.1×: %s), peak %.1f%% of "
+               "dense — 3 GEMMs, no recompute; P = 1 only.\n",
+            chunk->block, chunk->ms / dense->ms,
+            chunk->ms / dense->ms <= 1.1 ? "met" : "missed",
+            100 * chunk->peak / dense->peak);
+}
+
+/* The charts: one per precision and shape. */
+static pl_status write_charts(pl_report_ctx *rc, vrow *rows, int nr) {
+  /* Charts: one per precision and shape (backend, dtype, math, H, V), so a
+   * line never joins two precisions at one N; the first (f32 of the first
+   * backend when there is one) is vocab.{svg,png}. */
+  int first = -1;
+  for (int k = 0; k < nr && first < 0; k++)
+    if (!strcmp(rows[k].dtype, "f32") && !strcmp(rows[k].math, "fp32") &&
+        !strcmp(rows[k].backend, rows[0].backend))
+      first = k;
+  if (first < 0) first = 0;
+  pl_status st = PL_OK;
+  for (int pass = 0; pass < 2 && st == PL_OK; pass++)
+    for (int k = 0; k < nr && st == PL_OK; k++) {
+      bool seen = false; /* the first row of its chart group only */
+      for (int j = 0; j < k && !seen; j++) seen = same_chart(&rows[j], &rows[k]);
+      if (seen || (pass == 0) != same_chart(&rows[k], &rows[first])) continue;
+      st = chart(rc, rows, nr, &rows[k], pass == 0);
+    }
+  return st;
+}
+
+pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
+                          int ntables) {
+  int cap = 0;
+  for (int i = 0; i < ntables; i++) cap += tables[i]->nrows;
+  vrow *rows = calloc((size_t)cap + 1, sizeof *rows);
+  if (!rows) return pl_set_error(PL_ENOMEM, "report vocab: host memory");
+  int nr = read_rows(tables, ntables, rows);
   qsort(rows, (size_t)nr, sizeof *rows, cmp_rows);
 
   char path[PATH_MAX];
@@ -247,154 +439,11 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
     for (int k = i; k < j; k++)
       if (!strcmp(rows[k].variant, "dense") && !strcmp(rows[k].status, "ok"))
         dense = &rows[k];
-    fprintf(f, "## %s, %s%s%s, H=%ld, V=%ld, N=%ld\n\n", rows[i].backend,
-            rows[i].dtype, strcmp(rows[i].math, "tf32") ? "" : " ",
-            strcmp(rows[i].math, "tf32") ? "" : "TF32", rows[i].h, rows[i].v,
-            rows[i].n);
-    fprintf(f, "| variant | P | block | mode | time ms (p10–p90) | vs dense | "
-               "peak GiB | vs dense | logits GiB | floor GiB | hop MiB | "
-               "check | status | live set at peak | kernel | strip budget "
-               "GiB | kept strips |\n");
-    fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-               "---|---|\n");
-    for (int k = i; k < j; k++) {
-      const vrow *r = &rows[k];
-      char t[64], tr[32], pk[32], pr[32], lg[32], fl[32], hop[32];
-      if (isnan(r->ms))
-        snprintf(t, sizeof t, "-");
-      else
-        snprintf(t, sizeof t, "%.1f (%.1f–%.1f)", r->ms, r->p10, r->p90);
-      pl_rep_fmt(tr, sizeof tr, "%.3f×",
-          dense && !isnan(r->ms) ? r->ms / dense->ms : NAN, "-");
-      pl_rep_fmt(pk, sizeof pk, "%.4g", r->peak, "-");
-      pl_rep_fmt(pr, sizeof pr, "%+.1f%%",
-          dense ? 100.0 * (r->peak / dense->peak - 1.0) : NAN, "-");
-      pl_rep_fmt(lg, sizeof lg, "%.4g", r->logits, "-");
-      pl_rep_fmt(fl, sizeof fl, "%.4g", r->floor_gib, "-");
-      pl_rep_fmt(hop, sizeof hop, "%.1f", r->hop >= 0 ? r->hop / 1048576.0 : NAN, "-");
-      char bud[32], kept[32];
-      pl_rep_fmt(bud, sizeof bud, "%.3g", r->budget / GIB, "-");
-      pl_rep_fmt(kept, sizeof kept, "%.0f", r->kept, "-");
-      fprintf(f, "| %s | %ld | %ld | %s | %s | %s | %s | %s | %s | %s | %s | "
-                 "%s | %s | %s | %s | %s | %s |\n",
-              r->variant, r->ranks, r->block, r->mode, t, tr, pk, pr, lg, fl,
-              hop, r->check, r->status, r->live, r->kernel, bud, kept);
-    }
+    write_group_table(f, rows, i, j, dense);
     /* Paper and peer rows beside ours for the paper's shape. */
-    if (rows[i].h == 7168 && rows[i].v == 200000) {
-      for (size_t q = 0; q < sizeof paper_t2 / sizeof paper_t2[0]; q++)
-        if (paper_t2[q].n == rows[i].n && !strcmp(rows[i].dtype, "f32"))
-          fprintf(f, "| *paper dense* | 8 | - | - | - | - | %.2f | - | - | - | "
-                     "- | - | printed | Table 2 |\n"
-                     "| *paper Ring-DTP* | 8 | - | %s | - | +%.1f%% | %.2f | "
-                     "%+.1f%% | - | - | - | - | printed | Table 2 |\n",
-                  paper_t2[q].dense_gib, paper_t2[q].mode, paper_t2[q].time_pct,
-                  paper_t2[q].ring_gib,
-                  100.0 * (paper_t2[q].ring_gib / paper_t2[q].dense_gib - 1));
-      for (size_t q = 0; q < sizeof torch_peer / sizeof torch_peer[0]; q++)
-        if (torch_peer[q].n == rows[i].n &&
-            !strcmp(torch_peer[q].dtype, rows[i].dtype))
-          fprintf(f, "| *PyTorch dense (peer)* | 1 | - | - | %.0f | - | %.2f "
-                     "| - | - | - | - | - | measured | doc/performance, H200 |\n",
-                  torch_peer[q].ms, torch_peer[q].gib);
-    }
+    write_paper_rows(f, &rows[i]);
     /* Targets where they apply. */
-    const vrow *ring = NULL, *fused = NULL, *chunk = NULL, *liger = NULL,
-               *blocked = NULL, *ring1 = NULL;
-    for (int k = i; k < j; k++) {
-      if (strcmp(rows[k].status, "ok")) continue;
-      if (!strcmp(rows[k].variant, "liger")) liger = &rows[k];
-      if (!strcmp(rows[k].variant, "blocked") &&
-          (!blocked || rows[k].ms < blocked->ms))
-        blocked = &rows[k];
-      if (!strcmp(rows[k].variant, "ring") && rows[k].ranks == 1 &&
-          !strcmp(rows[k].kernel, "chunked") && (!ring1 || rows[k].ms < ring1->ms))
-        ring1 = &rows[k];
-      if (!strcmp(rows[k].variant, "ring") && !strcmp(rows[k].status, "ok") &&
-          (!ring || rows[k].peak < ring->peak))
-        ring = &rows[k];
-      if (!strcmp(rows[k].variant, "fused") && !strcmp(rows[k].status, "ok") &&
-          (!fused || rows[k].ms < fused->ms))
-        fused = &rows[k];
-      if (!strcmp(rows[k].variant, "chunk") && !strcmp(rows[k].status, "ok") &&
-          (!chunk || rows[k].ms < chunk->ms))
-        chunk = &rows[k];
-    }
-    fprintf(f, "\n");
-    if (dense && ring) {
-      double pr = ring->peak / dense->peak, tr = ring->ms / dense->ms,
-             fr = ring->peak / ring->floor_gib;
-      fprintf(f, "- Ring-DTP (P=%ld, block %ld, %s): peak %.1f%% of dense "
-                 "(target ≤ 20%%: %s), time %.3f× dense (target ≤ 1.05×: %s), "
-                 "peak %.3f× its floor (target ≤ 1.10×: %s).\n",
-              ring->ranks, ring->block, ring->mode, 100 * pr,
-              pr <= 0.20 ? "met" : "missed", tr, tr <= 1.05 ? "met" : "missed",
-              fr, fr <= 1.10 ? "met" : "missed");
-      if (tr > 1.05 && strcmp(ring->kernel, "chunked"))
-        fprintf(f, "  Why the time: Ring-DTP recomputes each strip's logits in "
-                   "the backward (4 GEMMs of 2·N·H·V FLOPs against dense's 3), "
-                   "so a GEMM-bound fp32 head cannot go below ≈1.33× dense "
-                   "without storing the logits; dense's N×V element-wise "
-                   "passes are what the recompute can hide (bf16).\n");
-    }
-    if (dense && fused)
-      fprintf(f, "- Fused head (%s, block %ld): time %.3f× dense (target ≤ "
-                 "1.1×: %s), peak %.1f%% of dense.\n",
-              !strcmp(fused->kernel, "chunked") ? "three GEMMs" : "blocked",
-              fused->block, fused->ms / dense->ms,
-              fused->ms / dense->ms <= 1.1 ? "met" : "missed",
-              100 * fused->peak / dense->peak);
-    if (dense && blocked)
-      fprintf(f, "- Blocked fused head (four GEMMs, block %ld): time %.3f× "
-                 "dense, peak %.1f%% of dense.\n",
-              blocked->block, blocked->ms / dense->ms,
-              100 * blocked->peak / dense->peak);
-    /* the one-rank head against Liger's fused linear cross-entropy */
-    const vrow *one = fused;
-    if (ring1 && (!one || ring1->ms < one->ms)) one = ring1;
-    if (liger && one) {
-      double ta = one->ms / liger->ms;
-      double ma = one->peak - inputs_gib(one), ml = liger->peak - inputs_gib(liger);
-      fprintf(f, "- One-rank head (%s, %s) vs Liger fused linear CE: time "
-                 "%.1f vs %.1f ms (%.3f×), above the inputs %.3f vs %.3f "
-                 "GiB — target ≤ Liger's time at ≤ its memory: %s.\n",
-              one->variant, one->kernel, one->ms, liger->ms, ta, ma, ml,
-              ta <= 1.0 && ma <= ml ? "met" : "missed");
-    }
-    /* the blocked schedule's budget → time curve (ring rows, one per
-     * budget), and what it costs over the three-GEMM head */
-    int nb = 0;
-    for (int k = i; k < j; k++)
-      nb += !strcmp(rows[k].variant, "ring") && !strcmp(rows[k].status, "ok") &&
-            !strcmp(rows[k].kernel, "blocked");
-    if (nb > 1 || (nb && (ring1 || fused))) {
-      const vrow *three = ring1 ? ring1 : fused;
-      fprintf(f, "- Ring-DTP blocked schedule, strip budget → time:");
-      for (int k = i; k < j; k++)
-        if (!strcmp(rows[k].variant, "ring") && !strcmp(rows[k].status, "ok") &&
-            !strcmp(rows[k].kernel, "blocked"))
-          fprintf(f, " %.3g GiB (%.0f kept) %.1f ms;", rows[k].budget / GIB,
-                  rows[k].kept, rows[k].ms);
-      if (three && !strcmp(three->kernel, "chunked")) {
-        const vrow *b0 = NULL;
-        for (int k = i; k < j; k++)
-          if (!strcmp(rows[k].variant, "ring") && !strcmp(rows[k].status, "ok") &&
-              !strcmp(rows[k].kernel, "blocked") && (!b0 || rows[k].budget < b0->budget))
-            b0 = &rows[k];
-        fprintf(f, " three-GEMM head %.1f ms: the blocked schedule's overhead "
-                   "over it %.1f ms at budget %.3g GiB (%.3f×).",
-                three->ms, b0->ms - three->ms, b0->budget / GIB,
-                b0->ms / three->ms);
-      }
-      fprintf(f, "\n");
-    }
-    if (dense && chunk)
-      fprintf(f, "- Token-chunked fused head (block %ld): time %.3f× dense "
-                 "(target of the blocked head ≤ 1.1×: %s), peak %.1f%% of "
-                 "dense — 3 GEMMs, no recompute; P = 1 only.\n",
-              chunk->block, chunk->ms / dense->ms,
-              chunk->ms / dense->ms <= 1.1 ? "met" : "missed",
-              100 * chunk->peak / dense->peak);
+    write_targets(f, rows, i, j, dense);
     if (!dense)
       fprintf(f, "- No successful dense row in this group (oom or not run): "
                  "no ratios.\n");
@@ -407,23 +456,7 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
     return cst;
   }
 
-  /* Charts: one per precision and shape (backend, dtype, math, H, V), so a
-   * line never joins two precisions at one N; the first (f32 of the first
-   * backend when there is one) is vocab.{svg,png}. */
-  int first = -1;
-  for (int k = 0; k < nr && first < 0; k++)
-    if (!strcmp(rows[k].dtype, "f32") && !strcmp(rows[k].math, "fp32") &&
-        !strcmp(rows[k].backend, rows[0].backend))
-      first = k;
-  if (first < 0) first = 0;
-  pl_status st = PL_OK;
-  for (int pass = 0; pass < 2 && st == PL_OK; pass++)
-    for (int k = 0; k < nr && st == PL_OK; k++) {
-      bool seen = false; /* the first row of its chart group only */
-      for (int j = 0; j < k && !seen; j++) seen = same_chart(&rows[j], &rows[k]);
-      if (seen || (pass == 0) != same_chart(&rows[k], &rows[first])) continue;
-      st = chart(rc, rows, nr, &rows[k], pass == 0);
-    }
+  pl_status st = write_charts(rc, rows, nr);
   free(rows);
   return st;
 }

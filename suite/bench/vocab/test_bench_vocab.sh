@@ -9,10 +9,10 @@
 # --tf32 is recorded (math tf32) and passes its check; a --mem-limit that the
 # dense baseline cannot fit gives an oom row (a result, exit 0) while Ring-DTP
 # still runs; bad option values exit 2.
-# Usage: BUILD=build bash suite/test_bench_vocab.sh   (run from anywhere)
+# Usage: BUILD=build bash suite/bench/vocab/test_bench_vocab.sh   (run from anywhere)
 set -uo pipefail
 PL_TEST=test_bench_vocab.sh
-. "$(dirname "${BASH_SOURCE[0]}")/testlib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../testlib.sh"
 export OMP_NUM_THREADS=1
 
 N=64 H=32 V=500 B=64

@@ -5,7 +5,7 @@
 #ifndef PLATEAU_SUITE_VOCAB_H
 #define PLATEAU_SUITE_VOCAB_H
 
-#include "bench.h"
+#include "harness/bench.h"
 #include "ops/ring_dtp.h"
 
 enum { V_DENSE, V_FUSED, V_BLOCKED, V_CHUNK, V_VP, V_RING, V_COUNT };
