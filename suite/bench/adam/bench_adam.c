@@ -39,12 +39,335 @@
  * the host from the gradients), and master, m, v and the bf16 weight read
  * back must be bit-identical; every step's clip factor must equal the
  * reference's (adam_shard.c). */
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_adam.h"
+#include "../baselines/cpu_adamw.h"
+#include "adam_shard.h"
+#include "harness/bench.h"
+#include "ops/adamw.h"
+#include "ops/stream_adamw.h"
+
+/* The variants (--mode), in the order of their names. */
+enum { PL_ADAM_CPU, PL_ADAM_STREAM, PL_ADAM_HYBRID, PL_ADAM_UPDATE,
+       PL_ADAM_MODES };
+
+/* Steps of a point whose clip factors are kept (warm-ups + timed). */
+#define PL_ADAM_MAXSTEPS 4096
+
+/* A point: the variant and its bucket size, slots and CPU share (cpu: the
+ * staging's ring slots, 0 for full host copies, and its piece, 0 for the
+ * staging's default). */
+typedef struct adam_pt {
+  int mode, slots, share; /* share: index into shares */
+  size_t beta;
+} adam_pt;
+
+/* The bench's state: the options, the points, the run's reference state,
+ * the point's optimizer. */
+typedef struct adam_bench {
+  size_t P, link_bytes;
+  pl_dtype gdt;
+  bool grad_host;
+  pl_simd_path simd;
+  int threads, ntens;
+  pl_adamw_hparams hp;
+  double shares[8];
+  char share_txt[8][32];
+  adam_pt *pts;
+  /* once: the link, the shard, the samples, the reference clip factor */
+  int ready;
+  pl_status ready_st;
+  char ready_msg[512];
+  double bw[3], mem;
+  pl_adam_shard S;
+  pl_adam_sample *X;
+  float gs_ref;
+  /* the point's optimizer and its steps' clip factors */
+  pl_stream *s;
+  pl_stream_adamw *so;
+  pl_cpu_offload_adamw *co;
+  void *ug;       /* update: the gradients in pinned host memory      */
+  pl_bf16 *uw;    /* update: the bf16 weights it writes (host)        */
+  int nsteps;
+  float gscale[PL_ADAM_MAXSTEPS];
+  double update_ms;
+} adam_bench;
+
+/* ---- the variants ---------------------------------------------------------
+ * The drivers of the variants
+ * (the bench's state above): the reference state every point of a run shares (the
+ * host link and host memory measured once, the shard, its samples and the
+ * reference clip factor), a point's optimizer as its variant makes it (cpu:
+ * the ZeRO-Offload-style step of baselines/cpu_adamw.c with its staging;
+ * stream and hybrid: OffloadStreamAdamW over β × s, the hybrid with its CPU
+ * share; update: the SIMD update alone over host gradients, what PyTorch's
+ * fused CPU AdamW peer times), and the step, the timed unit, with each
+ * step's clip factor recorded for the check. */
+
+/* The update variant's step: the whole shard in one call, the reference
+ * clip factor (the peer's opt.step() clips nothing either). */
+static pl_status update_step(adam_bench *A) {
+  pl_adamw_scalars k =
+      pl_adamw_scalars_make(&A->hp, A->nsteps + 1, A->gs_ref);
+  return pl__cpu_adamw_simd(A->simd, A->threads, A->S.st.p, A->S.st.m,
+                            A->S.st.v, A->ug, A->gdt, A->uw, A->P, &k);
+}
+
+/* The timed unit: one step of the point's optimizer; its clip factor is
+ * recorded (the first PL_ADAM_MAXSTEPS). */
+static pl_status step(void *st) {
+  adam_bench *A = st;
+  float gs = 1.0f;
+  if (A->ug) {
+    PL_TRY(update_step(A));
+    gs = A->gs_ref;
+  } else if (A->co) {
+    PL_TRY(pl_cpu_offload_adamw_step(A->co, A->s));
+    pl_cpu_offload_adamw_last(A->co, &gs, &A->update_ms);
+  } else {
+    PL_TRY(pl_stream_adamw_step(A->so, A->s));
+    gs = pl_stream_adamw_gscale(A->so); /* known once issued */
+  }
+  if (A->nsteps < PL_ADAM_MAXSTEPS)
+    A->gscale[A->nsteps] = gs;
+  A->nsteps++;
+  return PL_OK;
+}
+
+/* The link, the shard, the samples and the reference clip factor: once; a
+ * shard that does not fit is every point's oom row. */
+static pl_status adam_prepare(pl_bench_ctx *c, adam_bench *A) {
+  PL_TRY(pl__adam_link(c, A->link_bytes, A->bw));
+  PL_TRY(pl__adam_hostmem(c, A->link_bytes, &A->mem));
+  if (c->rank == 0)
+    printf("# link (per rank, %d ranks at once, %zu-byte pinned copies): "
+           "H2D %.1f GB/s, D2H %.1f GB/s, both %.1f GB/s%s; host memory "
+           "copy %.1f GB/s (read + write, %d threads)\n",
+           c->size, A->link_bytes, A->bw[0], A->bw[1], A->bw[2],
+           c->cuda ? "" : " (cpu backend: memcpy between arenas)", A->mem,
+           omp_get_max_threads());
+  A->S = (pl_adam_shard){.dev = c->dev,
+                         .nt = A->ntens,
+                         .total = A->P,
+                         .gdt = A->gdt,
+                         .grad_host = A->grad_host,
+                         .seed = c->seed + 1000003ull * (uint64_t)c->rank,
+                         /* global norm ~5·sqrt(ranks): clipping at 1.0
+                          * active at every size (1e-4 at 2.625G params) */
+                         .gstd = (float)(5.0 / sqrt((double)A->P))};
+  return pl__adam_shard_make(c, &A->S, &A->hp, &A->X, &A->gs_ref);
+}
+
+/* The update variant's host gradients (copied from the shard's, tensor by
+ * tensor) and weights, tag "optim_offload". */
+static pl_status update_create(pl_bench_ctx *c, adam_bench *A) {
+  const size_t gsz = pl_dtype_size(A->gdt);
+  PL_TRY(pl_alloc(c->dev, PL_ARENA_HOST, A->P * gsz, "optim_offload",
+                  &A->ug));
+  PL_TRY(pl_alloc(c->dev, PL_ARENA_HOST, A->P * 2, "optim_offload",
+                  (void **)&A->uw));
+  for (int i = 0; i < A->S.nt; i++)
+    PL_TRY(pl_memcpy_async(c->stream, (char *)A->ug + A->S.off[i] * gsz,
+                           A->S.prm[i].grad, A->S.prm[i].numel * gsz));
+  return pl_stream_sync(c->stream);
+}
+
+/* The update variant: the bf16 weights it wrote, copied to the device (not
+ * timed; the check reads the device's). */
+static pl_status update_publish(pl_bench_ctx *c, adam_bench *A) {
+  if (!A->uw)
+    return PL_OK;
+  for (int i = 0; i < A->S.nt; i++)
+    PL_TRY(pl_memcpy_async(c->stream, A->S.prm[i].weight, A->uw + A->S.off[i],
+                           A->S.prm[i].numel * 2));
+  return pl_stream_sync(c->stream);
+}
+
+/* The optimizer of point q over the prepared shard: the classic CPU step
+ * (cpu) or OffloadStreamAdamW (stream; hybrid with its CPU share). */
+static pl_status adam_create(pl_bench_ctx *c, adam_bench *A,
+                          const adam_pt *q) {
+  if (q->mode == PL_ADAM_UPDATE) {
+    PL_TRY(update_create(c, A));
+  } else if (q->mode == PL_ADAM_CPU) {
+    PL_TRY(pl_cpu_offload_adamw_create(c->dev, &A->hp, A->S.nt, A->S.prm,
+                                       A->gdt, A->simd, A->threads, c->comm,
+                                       &A->S.st, &A->co));
+    PL_TRY(pl_cpu_offload_adamw_set_staging(A->co, q->slots, q->beta));
+  } else {
+    pl_stream_adamw_cfg g = pl_stream_adamw_cfg_default();
+    g.bucket = q->beta;
+    g.slots = q->slots;
+    g.grad_dtype = A->gdt;
+    g.grad_on_host = A->grad_host;
+    g.share = q->mode == PL_ADAM_HYBRID ? A->shares[q->share] : 0.0;
+    g.share_init = 0.5;
+    g.simd_path = (int)A->simd;
+    g.cpu_threads = A->threads;
+    g.comm = c->comm;
+    g.state = &A->S.st;
+    PL_TRY(
+        pl_stream_adamw_create(c->dev, &A->hp, &g, A->S.nt, A->S.prm, &A->so));
+  }
+  return PL_OK;
+}
+
+/* The point's optimizer, destroyed (either variant; none: nothing). */
+static void adam_destroy(adam_bench *A) {
+  pl_stream_adamw_destroy(A->so);
+  pl_cpu_offload_adamw_destroy(A->co);
+  if (A->ug)
+    pl_free(A->S.dev, A->ug);
+  if (A->uw)
+    pl_free(A->S.dev, A->uw);
+  A->so = NULL;
+  A->co = NULL;
+  A->ug = NULL;
+  A->uw = NULL;
+}
+
+/* ---- the columns ----------------------------------------------------------
+ * The columns of a measured point
+ * (the bench's state above): Gparam/s, the achieved H2D/D2H GB/s, the host-link floor
+ * (Eq. 5) and the joint floor of link and host memory with the step as % of
+ * each, the host-memory bytes a parameter and the step's share of the
+ * host-memory roofline (those bytes over the copy rate measured in the run),
+ * the SIMD path that ran, the GPU and CPU parts of a step and the CPU share a
+ * hybrid converged to (max over ranks), and the host bytes. */
+
+/* Host-memory bytes a parameter that variant `mode` (PL_ADAM_*) moves in a
+ * step, counted from the algorithm: the CPU update's reads and writes and
+ * the DMA's, a cpu ring kept in cache (cached) counting none for its slots;
+ * the hybrid at CPU share `share`. */
+static double host_bpp(int mode, int cached, double share, double gsz,
+                         int grad_host) {
+  const double state = 24; /* p, m, v read and written */
+  /* the CPU update over full host copies: the state, g read and w written
+   * by the update, g landed by the DMA (from the device, or copied from the
+   * host gradients: read and written) and w read by it */
+  const double full = state + 2 * gsz + 4 + (grad_host ? gsz : 0);
+  switch (mode) {
+  case PL_ADAM_STREAM:
+    return state + (grad_host ? gsz : 0);
+  case PL_ADAM_UPDATE:
+    return state + gsz + 2;
+  case PL_ADAM_CPU: /* a cached ring's slots stay in cache */
+    return cached ? state + (grad_host ? gsz : 0) : full;
+  default: /* the hybrid: its CPU share fetches into full host buffers */
+    return (1 - share) * (state + (grad_host ? gsz : 0)) + share * full;
+  }
+}
+
+/* The columns of measured point q: rates, the link and joint floors, the
+ * host-memory roofline, the parts, the host bytes.  Collective (max over
+ * ranks). */
+static pl_status adam_row(pl_bench_ctx *c, const adam_bench *A,
+                       const adam_pt *q, pl_row *row) {
+  const size_t P = A->P, gsz = pl_dtype_size(A->gdt);
+  PL_TRY(pl_stream_sync(c->stream));
+  pl_stream_adamw_last L;
+  memset(&L, 0, sizeof L);
+  if (A->so)
+    pl_stream_adamw_last_get(A->so, &L);
+  double ms[4] = {L.gpu_ms, L.cpu_ms, A->update_ms, L.share};
+  PL_TRY(pl_host_allreduce_f64(c->comm, ms, 4, PL_RED_MAX));
+  const double t = c->meas->t.median, sec = t * 1e-3;
+  /* Eq. 5: 12 bytes/param each way (+ the gradients when on the host) */
+  const double floor_ms =
+      fmax((double)P * (12 + (A->grad_host ? gsz : 0)) / (A->bw[0] * 1e9),
+           (double)P * 12 / (A->bw[1] * 1e9)) *
+      1e3;
+  const int upd = q->mode == PL_ADAM_UPDATE, cpu = q->mode == PL_ADAM_CPU;
+  pl_simd_path used = PL_SIMD_SCALAR;
+  if (q->mode != PL_ADAM_STREAM && pl_simd_path_resolve(A->simd, &used))
+    used = PL_SIMD_SCALAR;
+  pl_row_str(row, "share",
+             q->mode == PL_ADAM_HYBRID ? A->share_txt[q->share] : "-");
+  pl_row_str(row, "kernel",
+             q->mode == PL_ADAM_STREAM ? "-" : pl_simd_path_name(used));
+  pl_row_f64(row, "gparam_s", (double)P / sec / 1e9);
+  if (!upd) {
+    pl_row_f64(row, "h2d_gbs",
+               (double)(cpu ? P * 2 : L.h2d_bytes) / sec / 1e9);
+    pl_row_f64(row, "d2h_gbs",
+               (double)(cpu ? P * gsz : L.d2h_bytes) / sec / 1e9);
+    pl_row_f64(row, "floor_ms", floor_ms);
+    pl_row_f64(row, "pct_floor", 100.0 * floor_ms / t);
+  }
+  pl_row_f64(row, "link_h2d_gbs", A->bw[0]);
+  pl_row_f64(row, "link_d2h_gbs", A->bw[1]);
+  pl_row_f64(row, "link_bidir_gbs", A->bw[2]);
+  /* the CPU engine's host-memory bytes: the variant's own, or the hybrid's
+   * CPU share (full host buffers) */
+  const double share = q->mode == PL_ADAM_HYBRID ? ms[3] : 0;
+  const int cached = cpu && pl_cpu_offload_adamw_cached(A->co);
+  const double cpu_mem = host_bpp(
+      q->mode == PL_ADAM_HYBRID ? PL_ADAM_CPU : q->mode, cached, 1.0,
+      (double)gsz, A->grad_host);
+  double fshare = 0;
+  const double joint =
+      pl__adam_joint_floor(q->mode == PL_ADAM_STREAM   ? 0
+                           : cpu                       ? 1
+                           : q->mode == PL_ADAM_HYBRID ? 2
+                                                       : 3,
+                           (double)P, (double)gsz, A->grad_host, A->bw, A->mem,
+                           cpu_mem, &fshare) *
+      1e3;
+  pl_row_f64(row, "mem_copy_gbs", A->mem);
+  pl_row_f64(row, "joint_floor_ms", joint);
+  pl_row_f64(row, "pct_joint_floor", 100.0 * joint / t);
+  /* the host-memory roofline: the step's bytes over the copy rate */
+  const double bpp = host_bpp(q->mode, cached, share, (double)gsz,
+                                       A->grad_host);
+  const double roof = (double)P * bpp / (A->mem * 1e9) * 1e3;
+  pl_row_f64(row, "host_bpp", bpp);
+  pl_row_f64(row, "mem_roof_ms", roof);
+  pl_row_f64(row, "pct_mem_roof", 100.0 * roof / t);
+  if (q->mode == PL_ADAM_HYBRID)
+    pl_row_note(row, "joint floor at CPU share %.2f", fshare);
+  if (cpu) {
+    pl_row_i64(row, "bucket", (int64_t)pl_cpu_offload_adamw_bucket(A->co));
+    pl_row_f64(row, "update_ms", ms[2]);
+    pl_row_f64(row, "pct_update_roof", 100.0 * roof / ms[2]);
+    pl_row_str(row, "optim_staging_bytes", "-");
+    pl_row_note(row, "%s",
+                cached    ? "staging: a ring kept in cache (host_bpp counts "
+                            "its slots as cached)"
+                : q->slots ? "staging: a ring of pieces"
+                           : "staging: full host copies");
+  } else if (upd) {
+    pl_row_f64(row, "update_ms", t);
+    pl_row_f64(row, "pct_update_roof", 100.0 * roof / t);
+    pl_row_str(row, "optim_staging_bytes", "-");
+    pl_row_note(row, "the SIMD update alone: gradients in host memory, no "
+                     "copies, the reference clip factor");
+  } else {
+    pl_row_f64(row, "gpu_ms", ms[0]);
+  }
+  if (q->mode == PL_ADAM_HYBRID) {
+    pl_row_f64(row, "cpu_ms", ms[1]);
+    pl_row_f64(row, "cpu_share", ms[3]);
+    pl_row_note(row, "share = CPU buckets/all (max over ranks) after the "
+                     "timed steps");
+  }
+  /* the state, and the staging of the gradients and weights (tracked):
+   * the classic step's copies (full or a ring), the update's host gradients
+   * and weights, or the hybrid's buffers (its CPU share's gradients, all of
+   * them when auto) */
+  pl_row_i64(
+      row, "host_bytes",
+      (int64_t)(P * 12 +
+                pl_mem_tag_current(c->dev, PL_ARENA_HOST, "optim_offload") +
+                pl_mem_tag_current(c->dev, PL_ARENA_HOST, "optim_hybrid")));
+  if (!c->cuda)
+    pl_row_note(row, "link = memcpy between arenas");
+  pl_row_note(row, "%s", A->hp.max_grad_norm > 0 ? "clip on" : "clip off");
+  return PL_OK;
+}
 
 static const char *const mode_names[] = {"cpu", "stream", "hybrid", "update",
                                          NULL};
@@ -133,12 +456,8 @@ static pl_status parse_staging(const char *spec, int *slots, uint64_t *piece,
   return PL_OK;
 }
 
-static pl_status step(void *st) {
-  return pl__adam_step(st);
-}
-
 static pl_status init(pl_bench_ctx *c, void *st) {
-  pl__adam_bench *A = st;
+  adam_bench *A = st;
   pl_args *a = c->args;
   A->s = c->stream;
   A->P = (size_t)pl_args_size(a, "params");
@@ -197,19 +516,19 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   for (int mi = 0; mi < nmodes; mi++) {
     int m = modes[mi];
     if (m == PL_ADAM_UPDATE) {
-      A->pts[np++] = (pl__adam_pt){m, 0, 0, 0};
+      A->pts[np++] = (adam_pt){m, 0, 0, 0};
       continue;
     }
     if (m == PL_ADAM_CPU) {
       for (int ri = 0; ri < nring; ri++)
-        A->pts[np++] = (pl__adam_pt){m, rings[ri], 0, (size_t)pieces[ri]};
+        A->pts[np++] = (adam_pt){m, rings[ri], 0, (size_t)pieces[ri]};
       continue;
     }
     for (int bi = 0; bi < nbeta; bi++)
       for (int si = 0; si < nslot; si++)
         for (int hi = 0; hi < (m == PL_ADAM_HYBRID ? nshare : 1); hi++)
           A->pts[np++] =
-              (pl__adam_pt){m, (int)slots[si], hi, (size_t)betas[bi]};
+              (adam_pt){m, (int)slots[si], hi, (size_t)betas[bi]};
   }
   c->npoints = np;
   return PL_OK;
@@ -217,8 +536,8 @@ static pl_status init(pl_bench_ctx *c, void *st) {
 
 static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
                        char *label, size_t n) {
-  pl__adam_bench *A = st;
-  const pl__adam_pt *q = &A->pts[p];
+  adam_bench *A = st;
+  const adam_pt *q = &A->pts[p];
   if (q->mode == PL_ADAM_CPU && q->slots)
     snprintf(label, n, "cpu %zu params ring=%d piece=%zu", A->P, q->slots,
              q->beta);
@@ -250,26 +569,26 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
 }
 
 static pl_status setup(pl_bench_ctx *c, void *st, int p) {
-  pl__adam_bench *A = st;
+  adam_bench *A = st;
   if (!A->ready) {
     A->ready = 1;
-    A->ready_st = pl__adam_prepare(c, A);
+    A->ready_st = adam_prepare(c, A);
     PL_TRY(pl_bench_agree(c, &A->ready_st));
     snprintf(A->ready_msg, sizeof A->ready_msg, "%s", pl_last_error());
   }
   if (A->ready_st != PL_OK)
     return pl_set_error(A->ready_st, "%s", A->ready_msg);
-  const pl__adam_pt *q = &A->pts[p];
+  const adam_pt *q = &A->pts[p];
   A->nsteps = 0;
-  PL_TRY(pl__adam_create(c, A, q));
+  PL_TRY(adam_create(c, A, q));
   pl__adam_sample_snap(A->X, &A->S);
   return PL_OK;
 }
 
 static pl_status check(pl_bench_ctx *c, void *st, int p, pl_check *chk) {
-  pl__adam_bench *A = st;
+  adam_bench *A = st;
   PL_TRY(pl_stream_sync(c->stream));
-  PL_TRY(pl__adam_update_publish(c, A));
+  PL_TRY(update_publish(c, A));
   int64_t bad = 0; /* every step's clip factor equals the reference's */
   for (int k = 0; k < A->nsteps && k < PL_ADAM_MAXSTEPS; k++)
     bad += memcmp(&A->gscale[k], &A->gs_ref, 4) != 0;
@@ -283,16 +602,16 @@ static pl_status check(pl_bench_ctx *c, void *st, int p, pl_check *chk) {
 
 static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
                         pl_work *w) {
-  pl__adam_bench *A = st;
-  return pl__adam_row(c, A, &A->pts[p], row);
+  adam_bench *A = st;
+  return adam_row(c, A, &A->pts[p], row);
 }
 
 static void teardown(pl_bench_ctx *c, void *st, int p) {
-  pl__adam_destroy(st);
+  adam_destroy(st);
 }
 
 static void fini(pl_bench_ctx *c, void *st) {
-  pl__adam_bench *A = st;
+  adam_bench *A = st;
   if (A->X)
     pl_free(c->dev, A->X->w);
   free(A->X);
@@ -317,7 +636,7 @@ const pl_bench pl_bench_adam = {
                "gpu_ms\tcpu_ms\tupdate_ms\tpct_update_roof\t"
                "optim_staging_bytes\tbound_bytes\thost_bytes\tmax_err",
     .tags = (const char *const[]){"optim_staging", NULL},
-    .state = sizeof(pl__adam_bench),
+    .state = sizeof(adam_bench),
     .init = init,
     .point = point,
     .setup = setup,
