@@ -108,10 +108,10 @@ override GIT_SHA := $(shell jobs/provenance describe 2>/dev/null || echo "unknow
 LIB_C := $(shell find engine -name '*.c' ! -name 'test_*' 2>/dev/null | sort)
 LIB_CU := $(shell find engine -name '*.cu' ! -name 'test_*' 2>/dev/null | sort)
 BASE_C := $(shell find baselines -name '*.c' ! -name 'test_*' 2>/dev/null | sort)
-SUITE_C := $(shell find suite -name '*.c' ! -name 'test_*' ! -name 'main.c' | sort)
+SUITE_C := $(shell find suite -name '*.c' ! -name 'test_*' ! -path suite/cli/main.c | sort)
 TEST_C := $(shell find engine baselines suite -name 'test_*.c' ! -name 'test_mpi_*' | sort)
 TEST_MPI_C := $(shell find engine baselines suite -name 'test_mpi_*.c' | sort)
-TEST_SH := $(shell find engine baselines suite jobs analysis dev -name 'test_*.sh' | sort)
+TEST_SH := $(shell find engine baselines suite jobs analysis dev doc -name 'test_*.sh' | sort)
 # dev/: experiments (kernel versions that lost, probes), standalone programs
 # linked against libplateau; `make dev` builds them (CUDA only)
 DEV_CU := $(shell find dev -name '*.cu' 2>/dev/null | sort)
@@ -154,7 +154,7 @@ deps:
 # that objects of two configurations (-DPL_HAVE_CUDA=0 and 1) never mix.  The
 # build directory's own include path is left out: BUILD=build and
 # BUILD=$$PWD/build (the tests') name the same objects, and a no-op build
-# must stay one (suite/test_install.sh checks).
+# must stay one (suite/cli/test_install.sh checks).
 $(BUILD)/gen/cc_flags: FORCE
 	@mkdir -p $(@D)
 	@echo '$(CC) $(filter-out -I$(BUILD)/gen,$(CPPFLAGS)) $(CFLAGS)' > $@.tmp
@@ -183,7 +183,7 @@ $(BUILD)/gen/plateau_git.h: FORCE
 	@mkdir -p $(@D)
 	@jobs/provenance header > $@.tmp || { rm -f $@.tmp; echo "jobs/provenance header failed"; exit 1; }
 	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
-$(SUITE_OBJ) $(BUILD)/obj/suite/main.o: | $(BUILD)/gen/plateau_git.h
+$(SUITE_OBJ) $(BUILD)/obj/suite/cli/main.o: | $(BUILD)/gen/plateau_git.h
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
@@ -193,9 +193,9 @@ $(BASE_LIB): $(BASE_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(BIN): $(BUILD)/gen/plateau_git.h $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(BASE_LIB) $(LIB)
+$(BIN): $(BUILD)/gen/plateau_git.h $(BUILD)/obj/suite/cli/main.o $(SUITE_OBJ) $(BASE_LIB) $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $(BUILD)/obj/suite/main.o $(SUITE_OBJ) $(BASE_LIB) $(LIB) $(LDLIBS_ALL)
+	$(CC) $(CFLAGS) -o $@ $(BUILD)/obj/suite/cli/main.o $(SUITE_OBJ) $(BASE_LIB) $(LIB) $(LDLIBS_ALL)
 
 # A test links what its layer may use: an engine test libplateau alone, a
 # baselines test the baselines too, a suite test the suite's objects as well.
@@ -301,7 +301,7 @@ asan:
 	@$(MAKE) --no-print-directory CUDA=0 DEBUG=1 SAN=1 BUILD=$(ASAN_BUILD) all tests
 	@$(ASAN_ENV) $(MAKE) --no-print-directory CUDA=0 DEBUG=1 SAN=1 BUILD=$(ASAN_BUILD) \
 	  MPI_NPS="1 2" test-unit test-mpi
-	@$(ASAN_ENV) BUILD=$(ASAN_BUILD) timeout 1200 bash suite/test_badinput.sh
+	@$(ASAN_ENV) BUILD=$(ASAN_BUILD) timeout 1200 bash suite/cli/test_badinput.sh
 
 report:
 	@test -n "$(RUN_DIR)" || { echo "make report RUN_DIR=results/runs/<sweep>"; exit 2; }

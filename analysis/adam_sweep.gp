@@ -1,7 +1,7 @@
 # adam_sweep.gp — streamed optimizer step time vs bucket size β, one line per
 # slot count s, with the host-link floor (Eq. 5) measured in the same run as a
 # dashed line.  Usage: gnuplot -c adam_sweep.gp adam_sweep.csv out.svg|out.png
-# Input (written by suite/report_adam.c): bucket_m,s=1,s=2,...,floor
+# Input (written by suite/bench/adam/report_adam.c): bucket_m,s=1,s=2,...,floor
 in = ARG1
 out = ARG2
 set datafile separator ','

@@ -1,7 +1,7 @@
 # attention.gp — causal GQA flash attention TFLOP/s vs sequence length: ours
 # (forward, forward+backward) against PyTorch SDPA (flash, cuDNN), with the
 # measured bf16 GEMM ceiling dashed on GPU runs.  Written by `plateau report`
-# (suite/report_attention.c).
+# (suite/bench/attention/report_attention.c).
 #   gnuplot -c analysis/attention.gp in.dat out.svg [ceiling_tflops [TITLE [COLUMNS]]]
 # in.dat: whitespace columns with a header line:
 #   seq ours_fwd ours_fwdbwd flash_fwd flash_fwdbwd cudnn_fwd cudnn_fwdbwd   ("nan" = missing)

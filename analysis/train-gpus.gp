@@ -4,7 +4,7 @@
 # (paper:128K, paper:1M: 120B on 16, 241B on 32, 667B on 64 GPUs).
 #
 # usage: gnuplot -c analysis/train-gpus.gp train-gpus.tsv out.svg|out.png SERIES [LABEL]
-#   train-gpus.tsv: written by `plateau report RUN_DIR` (suite/report_train.c):
+#   train-gpus.tsv: written by `plateau report RUN_DIR` (suite/bench/train/report_train.c):
 #     '#' comment lines, then a tab-separated header with at least series,
 #     gpus, tok_s_gpu, tflops (picked by name), one line per point; a series'
 #     points are consecutive, by GPU count.

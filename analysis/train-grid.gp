@@ -8,7 +8,7 @@
 #
 # usage: gnuplot -c analysis/train-grid.gp train-grid.tsv out.svg|out.png [LABEL]
 #   train-grid.tsv: written by `plateau report RUN_DIR`
-#     (suite/report_train_grid.c): '#' comment lines, then a tab-separated
+#     (suite/bench/train/report_train_grid.c): '#' comment lines, then a tab-separated
 #     header with at least model, series, seq, tok_s_gpu, tflops (picked by
 #     name); series plateau, fsdp2-best, paper:plateau, paper:fsdp2-best.
 #     A series' points are consecutive, by seq.

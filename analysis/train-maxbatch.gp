@@ -6,7 +6,7 @@
 #
 # usage: gnuplot -c analysis/train-maxbatch.gp train-maxbatch.tsv out.svg|out.png SERIES [LABEL]
 #   train-maxbatch.tsv: written by `plateau report RUN_DIR`
-#     (suite/report_train.c): '#' comments, a tab-separated header with at
+#     (suite/bench/train/report_train.c): '#' comments, a tab-separated header with at
 #     least series, gpus, tokens (picked by name), one line per point.
 #   SERIES: the series to draw, separated by blanks; "paper:" ones are the
 #     paper's printed figures.  LABEL: the paper's scale, in the title.

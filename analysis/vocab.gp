@@ -1,7 +1,7 @@
 # vocab.gp — the vocabulary-head chart of one precision and shape: peak
 # device memory and fwd+bwd time (ms) vs tokens per rank N, one line per
 # variant (dense, fused, chunk, vp, ring), from `plateau report`
-# (suite/report_vocab.c; one chart per backend, dtype, math and shape, so no
+# (suite/bench/vocab/report_vocab.c; one chart per backend, dtype, math and shape, so no
 # line joins two precisions).
 #
 # usage: gnuplot -c analysis/vocab.gp vocab-chart.tsv out.svg|out.png [UNIT [VARIANTS [TITLE]]]

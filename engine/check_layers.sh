@@ -1,26 +1,43 @@
 #!/usr/bin/env bash
-# check_layers.sh — the include graph of the project against its layers.
+# check_layers.sh — the include graph of the project against its layers, and
+# the length of its files and functions.
 #
 # Folders are layers (README "Layers"); an #include never runs up a floor:
-#   L0 engine/core/ and the core's public headers   L5 engine/train/
-#   L1 engine/backend/ (cpu/, cuda/)                 L6 engine/plan/
-#   L2 engine/comm/                                  L7 baselines/
-#   L3 engine/ops/                                   L8 suite/
-#   L4 engine/model/                                 L9 dev/ (may include anything)
+#   L0 engine/core/ and the core's public headers   L7  baselines/
+#   L1 engine/backend/ (cpu/, cuda/)                 L8  suite/results/
+#   L2 engine/comm/                                  L9  suite/harness/
+#   L3 engine/ops/                                   L10 suite/report/
+#   L4 engine/model/                                 L11 suite/cli/
+#   L5 engine/train/                                 L12 suite/bench/<name>/
+#   L6 engine/plan/                                  L13 dev/ (may include anything)
 # A public header under engine/include/plateau/ has the layer of the module
 # that implements it (the table PUBLIC below; a header missing from it is a
-# finding, so a new one gets a layer when it is added).
+# finding, so a new one gets a layer when it is added).  A source file of
+# suite/ outside those five folders is a finding too (its place says nothing).
 #
 # Reads every #include of the C, CUDA and header files under engine/,
 # baselines/, suite/ and dev/, resolves it the way the build does (the
 # including file's folder, then -Iengine/include -Iengine -Isuite), and prints
 #   back-up   an include of a higher layer (file:line, both layers)
+#   place     a source file of suite/ in none of its layer folders
 #   circle    a cycle of includes between files, and one between layer
-#             folders (each circle once, from its smallest name)
-#   size      a file over 900 lines (generated files excepted) and a
-#             suite/bench_*.c over 250 lines — warnings unless --strict
-# Exit status: 1 when there is a back-up include or a circle (with --strict,
-# also a size finding), 2 on usage errors, 0 otherwise.
+#             folders (each bench's folder is one; each circle once, from its
+#             smallest name)
+#   size      a file over 900 lines (generated files excepted)
+#   long      a function, or a multi-line macro, over 120 lines in engine/,
+#             baselines/ or suite/ (dev/ holds experiments and is left out)
+#   — size and long are warnings unless --strict.
+# A long function that is a kernel or a table (one pass or one list a reader
+# reads top to bottom) is listed in engine/layers_long.txt as
+#   allow   FILE NAME   # why it stays whole
+# and one still to be split as
+#   pending FILE NAME   # what it is waiting for
+# An allowed one is counted, a pending one printed as "pending long" (neither
+# fails the check); a line without its "# why" is a finding, and a listed
+# function that is no longer long (or gone) is printed as "stale".
+# Exit status: 1 when there is a back-up include, a misplaced file, a circle
+# or an unexplained allowance (with --strict, also a size or long finding),
+# 2 on usage errors, 0 otherwise.
 #
 #   engine/check_layers.sh [--strict] [--allow FILE] [ROOT]
 #     ROOT     the repository (default: the one holding this script)
@@ -76,7 +93,8 @@ PUBLIC="status.h=0 log.h=0 timer.h=0 hd.h=0 tensor.h=0 dev.h=0 kernels.h=0 optyp
 comm.h=2 plateau.h=2"
 
 MAX_LINES=900
-MAX_BENCH_LINES=250
+MAX_FN_LINES=120
+LONG_LIST=engine/layers_long.txt
 
 dirs=""
 for d in engine baselines suite dev; do [ -d "$d" ] && dirs+=" $d"; done
@@ -126,24 +144,37 @@ report=$(
       if (p ~ /^engine\/train\//) return 5
       if (p ~ /^engine\/plan\//) return 6
       if (p ~ /^baselines\//) return 7
-      if (p ~ /^suite\//) return 8
-      if (p ~ /^dev\//) return 9
+      if (p ~ /^suite\/results\//) return 8
+      if (p ~ /^suite\/harness\//) return 9
+      if (p ~ /^suite\/report\//) return 10
+      if (p ~ /^suite\/cli\//) return 11
+      if (p ~ /^suite\/bench\/[^\/]+\//) return 12
+      if (p ~ /^suite\//) return -3
+      if (p ~ /^dev\//) return 13
       return -2
     }
-    # The folder of a layer (a public header: the folder of its layer).
-    function module(p,    l) {
+    # The folder of a layer (a public header: the folder of its layer; a
+    # bench: its own folder).
+    function module(p,    l, b) {
       l = layer(p)
       if (l < 0) return ""
+      if (l == 12) { b = p; sub(/^suite\/bench\//, "", b); sub(/\/.*/, "", b); return "suite/bench/" b }
       return l == 0 ? "engine/core" : l == 1 ? "engine/backend" : l == 2 ? "engine/comm" : \
              l == 3 ? "engine/ops" : l == 4 ? "engine/model" : l == 5 ? "engine/train" : \
-             l == 6 ? "engine/plan" : l == 7 ? "baselines" : l == 8 ? "suite" : "dev"
+             l == 6 ? "engine/plan" : l == 7 ? "baselines" : l == 8 ? "suite/results" : \
+             l == 9 ? "suite/harness" : l == 10 ? "suite/report" : l == 11 ? "suite/cli" : "dev"
     }
     BEGIN {
       n = split(public, kv, /[ \n]+/)
       for (i = 1; i <= n; i++) if (split(kv[i], x, "=") == 2) pub[x[1]] = x[2]
       nsearch = split("engine/include engine suite", search, " ")
     }
-    $1 == "F" { have[$2] = 1; next }
+    $1 == "F" {
+      have[$2] = 1
+      if (layer($2) == -3)
+        printf "B place: %s is in none of the layer folders of suite/ (results, harness, report, cli, bench/NAME)\n", $2
+      next
+    }
     $1 == "A" { allowed[$2 " " $3] = 1; next }
     $1 == "I" {
       from = $2; line = $3; inc = $4; to = ""
@@ -228,14 +259,80 @@ for f in $files; do
   if [ "$n" -gt "$MAX_LINES" ]; then
     sizes+="size: $f: $n lines (over $MAX_LINES)"$'\n'
   fi
-  case "$f" in
-  suite/bench_*.c)
-    [ "$n" -gt "$MAX_BENCH_LINES" ] &&
-      sizes+="size: $f: $n lines (a bench file over $MAX_BENCH_LINES)"$'\n'
-    ;;
-  esac
 done
 sizes=${sizes%$'\n'}
+
+# Functions and multi-line macros over MAX_FN_LINES (fnscan: "L lines file
+# line name kind"), against the list of allowed and pending ones.
+fnfiles=$(echo "$files" | grep -E '^(engine|baselines|suite)/' | grep -vE '\.def$' || true)
+longs=$(
+  {
+    [ ! -f "$LONG_LIST" ] || awk '
+      /^[ \t]*(#|$)/ { next }
+      { why = $0; has = sub(/^[^#]*#[ \t]*/, "", why) && why != ""
+        print "W", $1, $2, $3, FNR, has ? 1 : 0 }' "$LONG_LIST"
+    # shellcheck disable=SC2086
+    [ -z "$fnfiles" ] || awk '
+      function fname(s,    t) {
+        t = s
+        gsub(/__launch_bounds__[ \t]*\([^)]*\)/, "", t)
+        gsub(/__attribute__[ \t]*\(\([^)]*\)\)/, "", t)
+        if (t !~ /\(/) return ""
+        sub(/\(.*/, "", t); sub(/[ \t]+$/, "", t); sub(/.*[ \t*]/, "", t)
+        return t
+      }
+      FNR == 1 { body = 0; sig = 0; mac = 0 }
+      {
+        line = $0
+        if (mac) {
+          if (line !~ /\\[ \t]*$/) { print "L", FNR - mstart + 1, FILENAME, mstart, mname, "macro"; mac = 0 }
+          next
+        }
+        if (line ~ /^[ \t]*#[ \t]*define[ \t]/ && line ~ /\\[ \t]*$/) {
+          mac = 1; mstart = FNR; mname = line
+          sub(/^[ \t]*#[ \t]*define[ \t]+/, "", mname); sub(/[ \t(].*/, "", mname)
+          next
+        }
+        if (body) {
+          if (line ~ /^\}/) { print "L", FNR - start + 1, FILENAME, start, name, "function"; body = 0 }
+          next
+        }
+        # a definition starts at column 0 with a name and "(" (or a kernel
+        # whose name follows on the next line) and opens its body with "{"
+        if (!sig && line ~ /^[A-Za-z_][A-Za-z0-9_ \t*,()]*(\(|__launch_bounds__)/ && line !~ /=/ &&
+            line !~ /^(typedef|struct|enum|union|extern)[ \t]/) {
+          sig = 1; start = FNR; name = fname(line)
+        } else if (sig && name == "") name = fname(line)
+        if (sig) {
+          if (line ~ /;[ \t]*$/) sig = 0
+          else if (line ~ /\{[ \t]*$/) { sig = 0; body = line !~ /\}[ \t]*$/ }
+          else if (line ~ /\{.*\}[ \t]*$/) sig = 0
+        }
+      }' $fnfiles
+  } | awk -v max="$MAX_FN_LINES" -v list="$LONG_LIST" '
+    $1 == "W" { kind[$3 " " $4] = $2; at[$3 " " $4] = $5
+                if (!$6) printf "B unexplained: %s:%d: %s %s has no \"# why\"\n", list, $5, $3, $4
+                if ($2 != "allow" && $2 != "pending")
+                  printf "B unexplained: %s:%d: %s is neither allow nor pending\n", list, $5, $2
+                next }
+    $1 == "L" && $2 > max {
+      k = $3 " " $5; seen[k] = 1
+      if (kind[k] == "allow") { print "A"; next }
+      msg = sprintf("%s:%d %s: %d lines (a %s over %d)", $3, $4, $5, $2, $6, max)
+      if (kind[k] == "pending") print "P pending long: " msg
+      else print "G long: " msg
+    }
+    END { for (k in kind) if (!(k in seen))
+            printf "S stale: %s is no long function now (remove line %d of %s)\n", k, at[k], list }'
+)
+lstrip() { echo "$longs" | awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print }' | LC_ALL=C sort -u; }
+backups=$(printf '%s\n%s\n' "$backups" "$(lstrip B)" | sed '/^$/d')
+longfns=$(lstrip G)
+pendlong=$(lstrip P)
+stale=$(printf '%s\n%s\n' "$stale" "$(lstrip S)" | sed '/^$/d')
+nallowed=$(echo "$longs" | grep -c '^A$' || true)
+[ -z "$longfns" ] || sizes=$(printf '%s\n%s\n' "$sizes" "$longfns" | sed '/^$/d')
+
 
 count() { [ -z "$1" ] && echo 0 || echo "$1" | wc -l; }
 nb=$(count "$backups")
@@ -244,12 +341,14 @@ ns=$(count "$sizes")
 [ -n "$backups" ] && echo "$backups"
 [ -n "$circles" ] && echo "$circles"
 [ -n "$pending" ] && echo "$pending"
+[ -n "$pendlong" ] && echo "$pendlong"
 [ -n "$stale" ] && echo "$stale" | sed 's/^/warning: /'
 if [ -n "$sizes" ]; then
   if [ "$strict" = 1 ]; then echo "$sizes"; else echo "$sizes" | sed 's/^/warning: /'; fi
 fi
 np=$(count "$pending")
-echo "check_layers: $(echo "$files" | wc -l) files, $nb back-up includes, $nc circles, $ns size findings$([ "$strict" = 1 ] || echo ' (warnings)')$([ -z "$allow" ] || echo ", $np pending")"
+npl=$(count "$pendlong")
+echo "check_layers: $(echo "$files" | wc -l) files, $nb back-up includes, $nc circles, $ns size findings$([ "$strict" = 1 ] || echo ' (warnings)')$([ -z "$allow" ] || echo ", $np pending"), $nallowed long functions allowed, $npl pending"
 [ "$nb" = 0 ] && [ "$nc" = 0 ] || exit 1
 [ "$strict" = 0 ] || [ "$ns" = 0 ] || exit 1
 exit 0

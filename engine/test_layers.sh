@@ -3,11 +3,15 @@
 #
 # On the tree: no back-up include and no circle beyond the pending list
 # (layers_pending.txt).  On a temporary copy of the tree (never the tree
-# itself): an injected back-up include, an injected circle of two headers, an
-# unlisted public header, a pending pair that no longer occurs, --strict on
-# the tree (passes: no file over its size) and on a long file and a long bench
-# file (fails), and a pending pair that would close a circle each give the
-# finding and the exit status they must.
+# itself): an injected back-up include (in the engine, and within suite/: the
+# harness including a bench), an injected circle of two headers and one of two
+# benches' folders, an unlisted public header, a source file of suite/ outside
+# its layer folders, a pending pair that no longer occurs, --strict on the
+# tree (passes: no file or function over its length beyond layers_long.txt)
+# and on a long file, a long function and a long macro (fails), an entry of
+# layers_long.txt without its reason (fails) and one whose function is short
+# (stale), and a pending pair that would close a circle each give the finding
+# and the exit status they must.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 check=engine/check_layers.sh
@@ -60,13 +64,64 @@ expect "--strict passes the tree's sizes" 0 ' 0 size findings' -- \
 
 copy long
 for i in $(seq 1 950); do echo "/* line $i */"; done >>"$tmp/long/engine/core/tensor.c"
-for i in $(seq 1 260); do echo "/* line $i */"; done >>"$tmp/long/suite/bench_layer.c"
+# inject_long FILE: a function of 133 lines and a macro of 127 at FILE's end
+inject_long() {
+  {
+    echo 'static int pl_injected_long(int x) {'
+    for i in $(seq 1 130); do echo "  x += $i;"; done
+    echo '  return x;'
+    echo '}'
+    echo '#define PL_INJECTED_MACRO(x) \'
+    for i in $(seq 1 125); do echo "  (x) + $i + \\"; done
+    echo '  0'
+  } >>"$1"
+}
+inject_long "$tmp/long/suite/bench/layer/bench_layer.c"
 expect "--strict fails on a long file" 1 '^size: engine/core/tensor\.c: [0-9]+ lines \(over 900\)' -- \
   --strict --allow "$tmp/long/pending.txt" "$tmp/long"
-expect "--strict fails on a long bench file" 1 '^size: suite/bench_layer\.c: [0-9]+ lines \(a bench file over 250\)' -- \
+expect "--strict fails on a long function" 1 \
+  '^long: suite/bench/layer/bench_layer\.c:[0-9]+ pl_injected_long: 133 lines \(a function over 120\)' -- \
   --strict --allow "$tmp/long/pending.txt" "$tmp/long"
-expect "without --strict a long file is a warning" 0 ' 2 size findings' -- \
+expect "--strict fails on a long macro" 1 \
+  '^long: suite/bench/layer/bench_layer\.c:[0-9]+ PL_INJECTED_MACRO: 127 lines \(a macro over 120\)' -- \
+  --strict --allow "$tmp/long/pending.txt" "$tmp/long"
+expect "without --strict a long file or function is a warning" 0 ' 3 size findings' -- \
   --allow "$tmp/long/pending.txt" "$tmp/long"
+
+copy listed
+inject_long "$tmp/listed/suite/bench/layer/bench_layer.c"
+echo "allow suite/bench/layer/bench_layer.c pl_injected_long # a test" >>"$tmp/listed/engine/layers_long.txt"
+echo "pending suite/bench/layer/bench_layer.c PL_INJECTED_MACRO # a test" >>"$tmp/listed/engine/layers_long.txt"
+expect "a long function allowed and a long macro pending pass --strict" 0 \
+  '^pending long: suite/bench/layer/bench_layer\.c:[0-9]+ PL_INJECTED_MACRO' -- \
+  --strict --allow "$tmp/listed/pending.txt" "$tmp/listed"
+
+copy why
+echo "allow suite/harness/bench.c pl_bench_run" >>"$tmp/why/engine/layers_long.txt"
+expect "an allowance without its reason fails" 1 \
+  'unexplained: engine/layers_long\.txt:[0-9]+: suite/harness/bench\.c pl_bench_run has no "# why"' -- \
+  --allow "$tmp/why/pending.txt" "$tmp/why"
+sed -i '$d' "$tmp/why/engine/layers_long.txt"
+echo "allow suite/harness/bench.c pl_bench_run # short now" >>"$tmp/why/engine/layers_long.txt"
+expect "an allowance of a short function is stale, not a failure" 0 \
+  '^warning: stale: suite/harness/bench\.c pl_bench_run is no long function now' -- \
+  --allow "$tmp/why/pending.txt" "$tmp/why"
+
+copy place
+echo '/* a file of no layer folder */' >"$tmp/place/suite/loose.c"
+expect "a suite/ file outside its layer folders is found" 1 \
+  '^place: suite/loose\.c is in none of the layer folders of suite/' -- \
+  --allow "$tmp/place/pending.txt" "$tmp/place"
+
+copy suiteup
+echo '#include "bench/train/bench_train.h"' >>"$tmp/suiteup/suite/harness/trial.c"
+expect "the harness including a bench is a back-up include" 1 \
+  '^back-up: suite/harness/trial\.c:[0-9]+ includes suite/bench/train/bench_train\.h \(L9 includes L12\)' -- \
+  --allow "$tmp/suiteup/pending.txt" "$tmp/suiteup"
+echo '#include "bench/maxbatch/maxbatch_search.h"' >>"$tmp/suiteup/suite/bench/train/train_proj.c"
+expect "two benches including each other close a folder circle" 1 \
+  '^circle \(folders\): suite/bench/maxbatch -> suite/bench/train -> suite/bench/maxbatch' -- \
+  --allow "$tmp/suiteup/pending.txt" "$tmp/suiteup"
 
 copy up
 echo '#include "ops/ce.h"' >>"$tmp/up/engine/core/tensor.c"

@@ -37,7 +37,7 @@ grep -q '#define PL_GIT_SHA "none"' <<<"$hdr" && grep -q '#define PL_GIT_DIRTY -
 echo >>"$tmp/copy/README.md"
 mkdir -p "$tmp/copy/suite" && echo '# not a source' >"$tmp/copy/suite/test_extra.sh"
 [[ $($P hash "$tmp/copy") == "$head_tree" ]] && pass || fail "README/test change moved the tree hash"
-printf '\n' >>"$tmp/copy/suite/main.c"
+printf '\n' >>"$tmp/copy/suite/cli/main.c"
 [[ $($P hash "$tmp/copy") != "$head_tree" ]] && pass || fail "a changed source kept the tree hash"
 
 # the build's record: the tree it compiled

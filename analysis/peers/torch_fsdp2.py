@@ -51,7 +51,7 @@ allocator's live tensors: the analogue of our tracked device peak; the
 largest over the ranks), pool_peak_bytes = max_memory_reserved, flops the
 step's model FLOPs of one rank.  Rank 0 writes the file; ranks = W.  An
 out-of-memory point is a row with status oom.  Rows use the result schema's
-columns (suite/schema.def; tokens = tokens per step of the one rank, variant
+columns (suite/results/schema.def; tokens = tokens per step of the one rank, variant
 = pl_fsdp2_cfg_name's spelling, the point's name and the loss in the note),
 one TSV per run in --out, '#' metadata lines (torch version, CUDA, device),
 a closing '# end:' line.
@@ -68,8 +68,18 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 
-# the result schema's names (suite/schema.def); the point's name and the
+
+def repo_path(path):
+    """A path for the metadata: relative to the repository when it lies in
+    it (where the repository sits is a fact of the machine, not of the run),
+    else as given."""
+    rel = os.path.relpath(os.path.abspath(path), ROOT)
+    return path if rel.startswith("..") else rel
+
+
+# the result schema's names (suite/results/schema.def); the point's name and the
 # loss go to the note
 COLUMNS = ["bench", "variant", "kernel", "ranks", "dtype", "seq", "tokens",
            "batch", "hidden", "ffn", "n_q", "n_kv", "d", "vocab", "experts",
@@ -583,8 +593,9 @@ def worker(rank, world, port, a, pts):
     meta = {"bench": "torch_fsdp2",
             "torch": torch.__version__, "cuda": torch.version.cuda,
             "device": torch.cuda.get_device_name(0),
-            "host": socket.gethostname(), "argv": " ".join(sys.argv),
-            "points": a.points, "experts": how, "world": world,
+            "host": socket.gethostname(),
+            "argv": " ".join([repo_path(sys.argv[0])] + sys.argv[1:]),
+            "points": repo_path(a.points), "experts": how, "world": world,
             "utc_start": datetime.datetime.utcnow().strftime(
                 "%Y-%m-%dT%H:%M:%SZ")}
     out = None

@@ -52,7 +52,7 @@ def main():
 
     out = open(a.out, "w") if a.out else sys.stdout
     dev = torch.cuda.get_device_name(0)
-    # the plateau result-file format (suite/results.h), so `plateau report`
+    # the plateau result-file format (suite/results/results.h), so `plateau report`
     # reads it like a bench's file (bench "peer_torch_sdpa")
     print("# plateau-results: 2", file=out)
     print("# bench: peer_torch_sdpa", file=out)

@@ -1,5 +1,5 @@
 /* test_core.c — status/last-error, the counter-based RNG, bf16 rounding,
- * statistics and tensors (option parsing: suite/test_options.c). */
+ * statistics and tensors (option parsing: suite/harness/test_options.c). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>

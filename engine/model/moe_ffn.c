@@ -193,6 +193,56 @@ pl_status pl_moe_ffn_forward(pl_moe_ffn *f, pl_stream *s, const void *x,
 /* ---- backward --------------------------------------------------------------
  */
 
+/* The shared expert's backward (I > 0, N > 0): the SwiGLU again (gu =
+ * h·W_up, a = swiglu(gu)), g_down += aᵀ·dy, g_up += hᵀ·dgu and dh32 +=
+ * dgu·W_upᵀ.  Its buffers are allocated into *gu, *a, *da, *dgu, which the
+ * caller frees with the rest; st: the status so far (nothing runs unless
+ * PL_OK), returned updated. */
+static pl_status shared_bwd(pl_moe_ffn *f, pl_stream *s, pl_status st,
+                            const void *h, const void *dy, float *dh32,
+                            int64_t N, void **gu, void **a, void **da,
+                            void **dgu) {
+  const pl_moe_ffn_cfg *c = &f->cfg;
+  const int64_t H = c->H, I = c->I_s;
+  const size_t es = pl_dtype_size(c->dt);
+  pl_dev *dev = f->dev;
+  /* the SwiGLU again: gu = h·W_up, a = swiglu(gu) */
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
+                        "activations", s, gu);
+  if (st == PL_OK)
+    st = pl_gemm(s, false, false, N, 2 * I, H, 1.f, h, H, f->w_up, 2 * I, 0.f,
+                 *gu, 2 * I, c->dt, c->dt);
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
+                        "activations", s, a);
+  if (st == PL_OK)
+    st = pl__swiglu_fwd(s, *gu, *a, N, I, c->dt);
+  /* g_down += aᵀ·dy;  da = dy·W_downᵀ;  dgu = pl__swiglu_bwd(gu, da) */
+  if (st == PL_OK)
+    st = pl_gemm(s, true, false, I, H, N, 1.f, *a, I, dy, H, 1.f, f->g_down, H,
+                 c->dt, PL_F32);
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
+                        "activations", s, da);
+  if (st == PL_OK)
+    st = pl_gemm(s, false, true, N, I, H, 1.f, dy, H, f->w_down, H, 0.f, *da,
+                 I, c->dt, c->dt);
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
+                        "activations", s, dgu);
+  if (st == PL_OK)
+    st = pl__swiglu_bwd(s, *gu, *da, *dgu, N, I, c->dt);
+  /* g_up += hᵀ·dgu;  dh += dgu·W_upᵀ (f32) */
+  if (st == PL_OK)
+    st = pl_gemm(s, true, false, H, 2 * I, N, 1.f, h, H, *dgu, 2 * I, 1.f,
+                 f->g_up, 2 * I, c->dt, PL_F32);
+  if (st == PL_OK)
+    st = pl_gemm(s, false, true, N, H, 2 * I, 1.f, *dgu, 2 * I, f->w_up, 2 * I,
+                 1.f, dh32, H, c->dt, PL_F32);
+  return st;
+}
+
 pl_status pl_moe_ffn_backward(pl_moe_ffn *f, pl_stream *s, const void *x,
                               const void *dy, void *dx, int64_t N) {
   if (N < 0)
@@ -263,42 +313,8 @@ pl_status pl_moe_ffn_backward(pl_moe_ffn *f, pl_stream *s, const void *x,
     if (st == PL_OK && N > 0)
       st = pl_axpy(s, dh32, PL_F32, dhr, c->dt, nh, 1.0f);
   }
-  if (I > 0 && N > 0) {
-    /* the SwiGLU again: gu = h·W_up, a = swiglu(gu) */
-    if (st == PL_OK)
-      st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
-                          "activations", s, &gu);
-    if (st == PL_OK)
-      st = pl_gemm(s, false, false, N, 2 * I, H, 1.f, h, H, f->w_up, 2 * I, 0.f,
-                   gu, 2 * I, c->dt, c->dt);
-    if (st == PL_OK)
-      st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
-                          "activations", s, &a);
-    if (st == PL_OK)
-      st = pl__swiglu_fwd(s, gu, a, N, I, c->dt);
-    /* g_down += aᵀ·dy;  da = dy·W_downᵀ;  dgu = pl__swiglu_bwd(gu, da) */
-    if (st == PL_OK)
-      st = pl_gemm(s, true, false, I, H, N, 1.f, a, I, dy, H, 1.f, f->g_down, H,
-                   c->dt, PL_F32);
-    if (st == PL_OK)
-      st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
-                          "activations", s, &da);
-    if (st == PL_OK)
-      st = pl_gemm(s, false, true, N, I, H, 1.f, dy, H, f->w_down, H, 0.f, da,
-                   I, c->dt, c->dt);
-    if (st == PL_OK)
-      st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
-                          "activations", s, &dgu);
-    if (st == PL_OK)
-      st = pl__swiglu_bwd(s, gu, da, dgu, N, I, c->dt);
-    /* g_up += hᵀ·dgu;  dh += dgu·W_upᵀ (f32) */
-    if (st == PL_OK)
-      st = pl_gemm(s, true, false, H, 2 * I, N, 1.f, h, H, dgu, 2 * I, 1.f,
-                   f->g_up, 2 * I, c->dt, PL_F32);
-    if (st == PL_OK)
-      st = pl_gemm(s, false, true, N, H, 2 * I, 1.f, dgu, 2 * I, f->w_up, 2 * I,
-                   1.f, dh32, H, c->dt, PL_F32);
-  }
+  if (I > 0 && N > 0)
+    st = shared_bwd(f, s, st, h, dy, dh32, N, &gu, &a, &da, &dgu);
   /* dx = dy + pl__rmsnorm_bwd(x, w_n, dh);  g_n += ... */
   if (st == PL_OK)
     st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &dh);

@@ -147,6 +147,83 @@ __attribute__((unused)) static pl_status tl_state_put(pl_stream *s, const pl_ada
   return pl_stream_sync(s);
 }
 
+/* The gradients of step t for seed (tl_grad), total of them, into dst in
+ * dtype gdt. */
+__attribute__((unused)) static void tl_grads(void *dst, uint64_t seed, int t,
+                                             size_t total, pl_dtype gdt) {
+  for (size_t i = 0; i < total; i++) {
+    float g = tl_grad(seed, t, i);
+    if (gdt == PL_BF16)
+      ((pl_bf16 *)dst)[i] = pl_f32_to_bf16(g);
+    else
+      ((float *)dst)[i] = g;
+  }
+}
+
+/* The sum of squares of step t's gradients over all nranks ranks (rank r's
+ * seed: seed0 + 7919 r), as the reference's global norm needs it. */
+__attribute__((unused)) static double
+tl_global_sumsq(const tl_case *c, uint64_t seed0, int t, size_t total,
+                const size_t *off, int nranks) {
+  const size_t gsz = pl_dtype_size(c->gdt);
+  void *og = malloc(total * gsz + 4);
+  const void *ogp[TL_MAXT];
+  PL_ASSERT(og);
+  for (int i = 0; i < c->nt; i++) ogp[i] = (char *)og + off[i] * gsz;
+  double global = 0.0;
+  for (int r = 0; r < nranks; r++) {
+    tl_grads(og, seed0 + 7919u * (uint64_t)r, t, total, c->gdt);
+    global = global + pl_adamw_ref_sumsq(c->nt, c->numel, ogp, c->gdt);
+  }
+  free(og);
+  return global;
+}
+
+/* The optimizer of case c over prm: the case's own (c->opt) or
+ * OffloadStreamAdamW with the case's knobs and `resident`; its state into
+ * *S (and the stream's staging bytes into R). */
+__attribute__((unused)) static pl_status
+tl_create_opt(pl_dev *dev, const tl_case *c, const pl_adamw_hparams *hp,
+              pl_adamw_param *prm, size_t resident, pl_stream_adamw **so,
+              void **co, pl_adamw_state *S, tl_result *R) {
+  if (c->opt) {
+    PL_TRY(c->opt->create(dev, hp, c, prm, tl_comm, co));
+    *S = c->opt->state(*co);
+    return PL_OK;
+  }
+  pl_stream_adamw_cfg cfg = pl_stream_adamw_cfg_default();
+  cfg.bucket = c->bucket;
+  cfg.slots = c->slots;
+  cfg.grad_dtype = c->gdt;
+  cfg.grad_on_host = c->grad_on_host;
+  cfg.share = c->share;
+  cfg.share_init = 0.5;
+  cfg.simd_path = c->simd;
+  cfg.comm = tl_comm;
+  cfg.resident = resident;
+  PL_TRY(pl_stream_adamw_create(dev, hp, &cfg, c->nt, prm, so));
+  *S = pl_stream_adamw_state(*so);
+  R->staging_bytes = pl_stream_adamw_staging_bytes(*so);
+  return PL_OK;
+}
+
+/* The gradient scale the optimizer applied at its last step; for
+ * OffloadStreamAdamW also its buckets on each side and the next share,
+ * into R. */
+__attribute__((unused)) static float tl_last_step(const tl_case *c, void *co,
+                                                  pl_stream_adamw *so,
+                                                  tl_result *R) {
+  if (c->opt)
+    return c->opt->gscale(co);
+  pl_stream_adamw_last L;
+  pl_stream_adamw_last_get(so, &L);
+  R->gpu_buckets = L.gpu_buckets;
+  R->cpu_buckets = L.cpu_buckets;
+  R->next_share = L.next_share;
+  R->nbuckets = pl_stream_adamw_nbuckets(so);
+  return L.gscale;
+}
+
 /* tl_run with the last `resident` parameters' state kept on the device
  * (OffloadStreamAdamW only; whole buckets). */
 __attribute__((unused)) static pl_status tl_run_resident(pl_dev *dev, const tl_case *c,
@@ -195,24 +272,7 @@ __attribute__((unused)) static pl_status tl_run_resident(pl_dev *dev, const tl_c
   void *co = NULL;
   pl_adamw_state S;
   pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
-  if (c->opt) {
-    PL_TRY(c->opt->create(dev, &hp, c, prm, tl_comm, &co));
-    S = c->opt->state(co);
-  } else {
-    pl_stream_adamw_cfg cfg = pl_stream_adamw_cfg_default();
-    cfg.bucket = c->bucket;
-    cfg.slots = c->slots;
-    cfg.grad_dtype = c->gdt;
-    cfg.grad_on_host = c->grad_on_host;
-    cfg.share = c->share;
-    cfg.share_init = 0.5;
-    cfg.simd_path = c->simd;
-    cfg.comm = tl_comm;
-    cfg.resident = resident;
-    PL_TRY(pl_stream_adamw_create(dev, &hp, &cfg, c->nt, prm, &so));
-    S = pl_stream_adamw_state(so);
-    R->staging_bytes = pl_stream_adamw_staging_bytes(so);
-  }
+  PL_TRY(tl_create_opt(dev, c, &hp, prm, resident, &so, &co, &S, R));
   PL_ASSERT(S.numel == total && S.resident == resident);
   for (size_t i = 0; i < total; i++) {
     tl_init(seed, i, &rp[i], &rm[i], &rv[i]);
@@ -230,13 +290,7 @@ __attribute__((unused)) static pl_status tl_run_resident(pl_dev *dev, const tl_c
   }
   R->ok = 1;
   for (int t = 1; t <= c->steps && R->ok; t++) {
-    for (size_t i = 0; i < total; i++) {
-      float g = tl_grad(seed, t, i);
-      if (c->gdt == PL_BF16)
-        ((pl_bf16 *)hg)[i] = pl_f32_to_bf16(g);
-      else
-        ((float *)hg)[i] = g;
-    }
+    tl_grads(hg, seed, t, total, c->gdt);
     for (int i = 0; i < c->nt; i++) {
       if (c->numel[i] == 0) continue;
       if ((st = pl_memcpy_async(s, prm[i].grad, rgp[i], c->numel[i] * gsz)) ||
@@ -247,38 +301,13 @@ __attribute__((unused)) static pl_status tl_run_resident(pl_dev *dev, const tl_c
     if (st || (st = pl_stream_sync(s))) goto out;
     float gs_ref = 1.0f, gs_got = 1.0f;
     double global = 0.0;
-    if (tl_comm) {
-      void *og = malloc(total * gsz + 4);
-      const void *ogp[TL_MAXT];
-      PL_ASSERT(og);
-      for (int i = 0; i < c->nt; i++) ogp[i] = (char *)og + off[i] * gsz;
-      for (int r = 0; r < nranks; r++) {
-        for (size_t i = 0; i < total; i++) {
-          float g = tl_grad(seed0 + 7919u * (uint64_t)r, t, i);
-          if (c->gdt == PL_BF16)
-            ((pl_bf16 *)og)[i] = pl_f32_to_bf16(g);
-          else
-            ((float *)og)[i] = g;
-        }
-        global = global + pl_adamw_ref_sumsq(c->nt, c->numel, ogp, c->gdt);
-      }
-      free(og);
-    }
+    if (tl_comm)
+      global = tl_global_sumsq(c, seed0, t, total, off, nranks);
     if ((st = pl_adamw_ref_step(&hp, t, c->nt, c->numel, rpp, rmp, rvp, rgp,
                                 c->gdt, rwp, tl_comm ? &global : NULL,
                                 &gs_ref)))
       goto out;
-    if (c->opt) {
-      gs_got = c->opt->gscale(co);
-    } else {
-      pl_stream_adamw_last L;
-      pl_stream_adamw_last_get(so, &L);
-      gs_got = L.gscale;
-      R->gpu_buckets = L.gpu_buckets;
-      R->cpu_buckets = L.cpu_buckets;
-      R->next_share = L.next_share;
-      R->nbuckets = pl_stream_adamw_nbuckets(so);
-    }
+    gs_got = tl_last_step(c, co, so, R);
     if (gs_ref < 1.0f) R->clipped_steps++;
     if (memcmp(&gs_ref, &gs_got, 4) != 0) {
       snprintf(R->msg, sizeof R->msg, "step %d: gscale %.9g, want %.9g", t,

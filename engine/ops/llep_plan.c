@@ -65,9 +65,10 @@ static int push_piece(piece_vec *pv, int e, int r, int64_t s, int64_t t) {
   return 0;
 }
 
-pl_status pl_llep_plan_build(const int64_t *counts, int E, int Ep,
-                             pl_llep_knobs kn, pl_llep_plan *out) {
-  memset(out, 0, sizeof *out);
+/* The arguments of pl_llep_plan_build, refused with a message naming the
+ * value. */
+static pl_status check_args(const int64_t *counts, int E, int Ep,
+                            pl_llep_knobs kn) {
   if (Ep < 1) return pl_set_error(PL_EINVAL, "Ep=%d: must be >= 1", Ep);
   if (E < 1 || E % Ep != 0)
     return pl_set_error(PL_EINVAL,
@@ -84,7 +85,99 @@ pl_status pl_llep_plan_build(const int64_t *counts, int E, int Ep,
     if (counts[e] < 0)
       return pl_set_error(PL_EINVAL, "count[%d]=%lld: must be >= 0", e,
                           (long long)counts[e]);
+  return PL_OK;
+}
 
+/* Expert e (cnt routes, native rank o) in the LPT pass: on its native rank
+ * while that rank has room under the capacity M (its effective load:
+ * assigned plus the native load still pending), the rest spilled to the
+ * least-loaded helpers with room, pieces smaller than m only when they
+ * finish the expert.  Nonzero on host OOM. */
+static int spill_expert(piece_vec *pv, int e, int o, int64_t cnt, int64_t M,
+                        int64_t m, int Ep, int64_t *assigned,
+                        const int64_t *pending) {
+  int64_t avail = M - (assigned[o] + pending[o]);
+  if (avail >= cnt) {
+    if (push_piece(pv, e, o, 0, cnt)) return 1;
+    assigned[o] += cnt;
+    return 0;
+  }
+  int64_t off = 0, rem = cnt;
+  if (avail > 0) {
+    if (push_piece(pv, e, o, 0, avail)) return 1;
+    assigned[o] += avail;
+    off = avail;
+    rem -= avail;
+  }
+  while (rem > 0) {
+    /* Least-loaded helper (by effective load) with room; pieces smaller
+     * than m are skipped unless they finish the expert. */
+    int best = -1, least = -1;
+    int64_t best_eff = 0, least_eff = 0;
+    for (int g = 0; g < Ep; g++) {
+      if (g == o) continue;
+      int64_t eff = assigned[g] + pending[g];
+      if (least < 0 || eff < least_eff) {
+        least = g;
+        least_eff = eff;
+      }
+      int64_t room = M - eff;
+      if (room <= 0) continue;
+      int64_t chunk = rem < room ? rem : room;
+      if (chunk < m && rem > chunk) continue;
+      if (best < 0 || eff < best_eff) {
+        best = g;
+        best_eff = eff;
+      }
+    }
+    int g;
+    int64_t chunk;
+    if (best >= 0) {
+      g = best;
+      int64_t room = M - best_eff;
+      chunk = rem < room ? rem : room;
+    } else { /* everyone full: force the leftover onto the least loaded */
+      g = least;
+      chunk = rem;
+    }
+    if (push_piece(pv, e, g, off, off + chunk)) return 1;
+    assigned[g] += chunk;
+    off += chunk;
+    rem -= chunk;
+  }
+  return 0;
+}
+
+/* The pieces grouped by expert (stable in start order: a counting sort over
+ * experts) and the planned load per rank.  Nonzero on host OOM. */
+static int group_pieces(pl_llep_plan *out, const piece_vec *pv) {
+  const int E = out->E, Ep = out->Ep;
+  out->n_pieces = pv->n;
+  out->pieces = malloc((size_t)(pv->n ? pv->n : 1) * sizeof(pl_llep_piece));
+  if (!out->pieces) return 1;
+  for (int i = 0; i < pv->n; i++) out->piece_off[pv->v[i].expert + 1]++;
+  for (int e = 0; e < E; e++) out->piece_off[e + 1] += out->piece_off[e];
+  {
+    int *fill = calloc((size_t)E, sizeof(int));
+    if (!fill) return 1;
+    for (int i = 0; i < pv->n; i++) {
+      int e = pv->v[i].expert;
+      out->pieces[out->piece_off[e] + fill[e]++] = pv->v[i];
+    }
+    free(fill);
+  }
+  for (int i = 0; i < pv->n; i++) {
+    const pl_llep_piece *p = &out->pieces[i];
+    out->load_planned[p->rank] += p->end - p->start;
+    if (p->rank != pl_llep_native_rank(p->expert, E, Ep)) out->n_spilled++;
+  }
+  return 0;
+}
+
+pl_status pl_llep_plan_build(const int64_t *counts, int E, int Ep,
+                             pl_llep_knobs kn, pl_llep_plan *out) {
+  memset(out, 0, sizeof *out);
+  PL_TRY(check_args(counts, E, Ep, kn));
   out->E = E;
   out->Ep = Ep;
   out->piece_off = calloc((size_t)E + 1, sizeof(int));
@@ -129,78 +222,13 @@ pl_status pl_llep_plan_build(const int64_t *counts, int E, int Ep,
       if (cnt == 0) break;
       int o = pl_llep_native_rank(e, E, Ep);
       pending[o] -= cnt; /* e is visited: no longer pending native load */
-      int64_t avail = M - (assigned[o] + pending[o]);
-      if (avail >= cnt) {
-        if (push_piece(&pv, e, o, 0, cnt)) goto oom;
-        assigned[o] += cnt;
-        continue;
-      }
-      int64_t off = 0, rem = cnt;
-      if (avail > 0) {
-        if (push_piece(&pv, e, o, 0, avail)) goto oom;
-        assigned[o] += avail;
-        off = avail;
-        rem -= avail;
-      }
-      while (rem > 0) {
-        /* Least-loaded helper (by effective load) with room; pieces smaller
-         * than m are skipped unless they finish the expert. */
-        int best = -1, least = -1;
-        int64_t best_eff = 0, least_eff = 0;
-        for (int g = 0; g < Ep; g++) {
-          if (g == o) continue;
-          int64_t eff = assigned[g] + pending[g];
-          if (least < 0 || eff < least_eff) {
-            least = g;
-            least_eff = eff;
-          }
-          int64_t room = M - eff;
-          if (room <= 0) continue;
-          int64_t chunk = rem < room ? rem : room;
-          if (chunk < kn.m && rem > chunk) continue;
-          if (best < 0 || eff < best_eff) {
-            best = g;
-            best_eff = eff;
-          }
-        }
-        int g;
-        int64_t chunk;
-        if (best >= 0) {
-          g = best;
-          int64_t room = M - best_eff;
-          chunk = rem < room ? rem : room;
-        } else { /* everyone full: force the leftover onto the least loaded */
-          g = least;
-          chunk = rem;
-        }
-        if (push_piece(&pv, e, g, off, off + chunk)) goto oom;
-        assigned[g] += chunk;
-        off += chunk;
-        rem -= chunk;
-      }
+      if (spill_expert(&pv, e, o, cnt, M, kn.m, Ep, assigned, pending))
+        goto oom;
     }
   }
 
-  /* Group by expert (stable in start order): counting sort over experts. */
-  out->n_pieces = pv.n;
-  out->pieces = malloc((size_t)(pv.n ? pv.n : 1) * sizeof(pl_llep_piece));
-  if (!out->pieces) goto oom;
-  for (int i = 0; i < pv.n; i++) out->piece_off[pv.v[i].expert + 1]++;
-  for (int e = 0; e < E; e++) out->piece_off[e + 1] += out->piece_off[e];
-  {
-    int *fill = calloc((size_t)E, sizeof(int));
-    if (!fill) goto oom;
-    for (int i = 0; i < pv.n; i++) {
-      int e = pv.v[i].expert;
-      out->pieces[out->piece_off[e] + fill[e]++] = pv.v[i];
-    }
-    free(fill);
-  }
-  for (int i = 0; i < pv.n; i++) {
-    const pl_llep_piece *p = &out->pieces[i];
-    out->load_planned[p->rank] += p->end - p->start;
-    if (p->rank != pl_llep_native_rank(p->expert, E, Ep)) out->n_spilled++;
-  }
+  if (group_pieces(out, &pv))
+    goto oom;
   out->imb_planned = imbalance(out->load_planned, Ep, total);
   free(pv.v);
   free(pending);

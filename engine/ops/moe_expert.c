@@ -214,6 +214,33 @@ pl_status pl__moe_expert_fwd(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
   return st;
 }
 
+/* dX = dG Wg^T + dU Wu^T into D, on s, for the groups of chunk C (g2: room
+ * for C->ng GEMMs). */
+static pl_status expert_dx(pl_moe *m, pl_moe_ctx *c, const pl__moe_chunk *C,
+                           const pl_moe_weights *W, mg *g2, const void *G,
+                           const void *U, void *D, pl_stream *s) {
+  const int64_t H = m->cfg.H, I = m->cfg.I;
+  const pl_dtype dt = m->cfg.dt;
+  const size_t b = pl_dtype_size(dt);
+  const int ng = C->ng;
+#define ROWS(base, w) ((char *)(base) + (size_t)gr->row0 * (w)*b)
+  for (int gi = 0; gi < ng; gi++) {
+    const pl__moe_group *gr = &C->g[gi];
+    const void *wg, *wu, *wd;
+    slot_weights(m, c, W, gr->slot, &wg, &wu, &wd);
+    g2[gi] = (mg){gr->rows, H, I, ROWS(G, I), wg, ROWS(D, H), I, I, H};
+  }
+  PL_TRY(run_gemms(m, s, g2, ng, false, true, 0.0f, dt, SOLO));
+  for (int gi = 0; gi < ng; gi++) {
+    const pl__moe_group *gr = &C->g[gi];
+    const void *wg, *wu, *wd;
+    slot_weights(m, c, W, gr->slot, &wg, &wu, &wd);
+    g2[gi] = (mg){gr->rows, H, I, ROWS(U, I), wu, ROWS(D, H), I, I, H};
+  }
+  return run_gemms(m, s, g2, ng, false, true, 1.0f, dt, SOLO);
+#undef ROWS
+}
+
 /* Recompute G, U, A from X; P = dout Wd^T; dw = <P, A> and dG, dU in place
  * (SwiGLU backward); dWg += X^T dG, dWu += X^T dU; dWd += A^T (w * dout);
  * dX = dG Wg^T + dU Wu^T into D.  X is freed as soon as its last GEMM is
@@ -318,22 +345,8 @@ pl_status pl__moe_expert_bwd(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
   if (st == PL_OK)
     st = pl__moe_mark(c, PL_MOE_ST_BWD_WGRAD, s);
   /* dX = dG Wg^T + dU Wu^T, into D (after dWd's reads of D: same stream) */
-  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
-    const pl__moe_group *gr = &C->g[gi];
-    const void *wg, *wu, *wd;
-    slot_weights(m, c, W, gr->slot, &wg, &wu, &wd);
-    g2[gi] = (mg){gr->rows, H, I, ROWS(G, I), wg, ROWS(D, H), I, I, H};
-  }
   if (st == PL_OK)
-    st = run_gemms(m, s, g2, ng, false, true, 0.0f, dt, SOLO);
-  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
-    const pl__moe_group *gr = &C->g[gi];
-    const void *wg, *wu, *wd;
-    slot_weights(m, c, W, gr->slot, &wg, &wu, &wd);
-    g2[gi] = (mg){gr->rows, H, I, ROWS(U, I), wu, ROWS(D, H), I, I, H};
-  }
-  if (st == PL_OK)
-    st = run_gemms(m, s, g2, ng, false, true, 1.0f, dt, SOLO);
+    st = expert_dx(m, c, C, W, g2, G, U, D, s);
   /* the lanes' dWg, dWu (lane 0 waited for the others) done before G and U
    * are freed */
   if (st == PL_OK && m->nl) {

@@ -98,102 +98,130 @@ static int expert_major(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
   return 0;
 }
 
-/* Everything from the routes and the group's counts: plan, chunks, per-route
- * destinations and slots, per-chunk send/receive layouts, groups; then the
- * index arrays are uploaded once.  Collective (host all-gathers). */
-pl_status pl__moe_plan(pl_moe *m, int64_t N, const int32_t *idx,
-                       pl_moe_ctx **out) {
-  const pl_moe_cfg *cf = &m->cfg;
-  const int E = cf->E, k = cf->k, Ep = m->Ep, me = m->rank;
-  pl_status st = PL_OK;
-  *out = NULL;
-  pl_moe_ctx *c = calloc(1, sizeof *c);
-  int64_t *mine = calloc((size_t)E + 2, sizeof(int64_t));
-  int64_t *all = calloc((size_t)Ep * (E + 2), sizeof(int64_t));
-  int64_t *cnt3 = NULL, *off3 = NULL, *rc3 = NULL, *snd3 = NULL;
-  int32_t *dest = NULL, *hmeta = NULL;
-  int64_t *gcount = NULL, *cum = NULL, *li = NULL;
-  if (!c || !mine || !all)
-    goto oom;
-  c->m = m;
-  c->N = N;
+/* The host scratch of one plan, freed when the plan is made (or fails).
+ * cnt3, off3: per (chunk, destination, expert) routes and their offset
+ * inside block (chunk, destination); rc3[src][ch][e]: what every source
+ * sends me; dest: every route's destination rank; hmeta: the index arrays
+ * before their upload. */
+typedef struct plan_scratch {
+  int E, Ep, K;
+  int64_t *mine, *all;       /* local counts (+ N, validity); all ranks' */
+  int64_t *gcount, *cum, *li; /* group counts; routes of lower ranks; placed */
+  int64_t N_max;
+  int64_t *cnt3, *off3, *snd3, *rc3;
+  int32_t *dest, *hmeta;
+  int64_t nmeta;
+} plan_scratch;
 
-  /* 1. local counts (+ N and a validity flag) gathered by every rank */
+static size_t i3(const plan_scratch *x, int ch, int d, int e) {
+  return ((size_t)ch * x->Ep + d) * x->E + e;
+}
+
+static void scratch_free(plan_scratch *x) {
+  free(x->mine);
+  free(x->all);
+  free(x->gcount);
+  free(x->cum);
+  free(x->li);
+  free(x->cnt3);
+  free(x->off3);
+  free(x->snd3);
+  free(x->rc3);
+  free(x->dest);
+  free(x->hmeta);
+}
+
+static pl_status host_oom(int64_t N) {
+  return pl_set_error(PL_ENOMEM, "moe: host metadata allocation (N=%lld)",
+                      (long long)N);
+}
+
+/* 1. Local counts (+ N and a validity flag) gathered by every rank; the
+ * group's count per expert, the routes of lower ranks per expert (a route's
+ * global position) and the largest N of the group. */
+static pl_status gather_counts(pl_moe *m, int64_t N, const int32_t *idx,
+                               plan_scratch *x) {
+  const int E = x->E, Ep = x->Ep, k = m->cfg.k, me = m->rank;
+  x->mine = calloc((size_t)E + 2, sizeof(int64_t));
+  x->all = calloc((size_t)Ep * (E + 2), sizeof(int64_t));
+  if (!x->mine || !x->all)
+    return host_oom(N);
   int64_t bad = N < 0 ? 1 : 0;
   for (int64_t r = 0; r < N * k && !bad; r++) {
     if (idx[r] < 0 || idx[r] >= E)
       bad = 1 + r;
     else
-      mine[idx[r]]++;
+      x->mine[idx[r]]++;
   }
-  mine[E] = N < 0 ? 0 : N;
-  mine[E + 1] = bad;
-  st = pl_host_allgather_i64(m->comm, mine, (size_t)E + 2, all);
-  if (st != PL_OK)
-    goto fail;
+  x->mine[E] = N < 0 ? 0 : N;
+  x->mine[E + 1] = bad;
+  PL_TRY(pl_host_allgather_i64(m->comm, x->mine, (size_t)E + 2, x->all));
   for (int r = 0; r < Ep; r++)
-    if (all[(size_t)r * (E + 2) + E + 1]) {
+    if (x->all[(size_t)r * (E + 2) + E + 1]) {
       if (r == me && N < 0)
-        st = pl_set_error(PL_EINVAL, "moe: N=%lld: must be >= 0", (long long)N);
-      else if (r == me)
-        st = pl_set_error(PL_EINVAL,
-                          "moe: idx[%lld]=%d: expert ids must be in [0, E=%d)",
-                          (long long)(bad - 1), idx[bad - 1], E);
-      else
-        st = pl_set_error(PL_EINVAL, "moe: rank %d passed invalid routes", r);
-      goto fail;
+        return pl_set_error(PL_EINVAL, "moe: N=%lld: must be >= 0",
+                            (long long)N);
+      if (r == me)
+        return pl_set_error(PL_EINVAL,
+                            "moe: idx[%lld]=%d: expert ids must be in [0, E=%d)",
+                            (long long)(bad - 1), idx[bad - 1], E);
+      return pl_set_error(PL_EINVAL, "moe: rank %d passed invalid routes", r);
     }
-  gcount = calloc((size_t)E, sizeof(int64_t));
-  cum = calloc((size_t)E, sizeof(int64_t));
-  li = calloc((size_t)E, sizeof(int64_t));
-  if (!gcount || !cum || !li)
-    goto oom;
-  int64_t N_max = 0;
+  x->gcount = calloc((size_t)E, sizeof(int64_t));
+  x->cum = calloc((size_t)E, sizeof(int64_t));
+  x->li = calloc((size_t)E, sizeof(int64_t));
+  if (!x->gcount || !x->cum || !x->li)
+    return host_oom(N);
+  x->N_max = 0;
   for (int r = 0; r < Ep; r++) {
-    const int64_t *a = all + (size_t)r * (E + 2);
+    const int64_t *a = x->all + (size_t)r * (E + 2);
     for (int e = 0; e < E; e++) {
-      gcount[e] += a[e];
+      x->gcount[e] += a[e];
       if (r < me)
-        cum[e] += a[e];
+        x->cum[e] += a[e];
     }
-    if (a[E] > N_max)
-      N_max = a[E];
+    if (a[E] > x->N_max)
+      x->N_max = a[E];
   }
+  return PL_OK;
+}
 
-  /* 2. plan and chunking (Eq. 1) */
+/* 2. The plan (native placement for ep) and the chunking (Eq. 1). */
+static pl_status plan_and_chunks(pl_moe *m, pl_moe_ctx *c, plan_scratch *x) {
+  const pl_moe_cfg *cf = &m->cfg;
   pl_llep_knobs kn = cf->knobs;
   if (cf->variant == PL_MOE_EP)
     kn.native = true;
-  st = pl_llep_plan_build(gcount, E, Ep, kn, &c->plan);
-  if (st != PL_OK)
-    goto fail;
+  PL_TRY(pl_llep_plan_build(x->gcount, x->E, x->Ep, kn, &c->plan));
   if (cf->variant == PL_MOE_PIPELINED) {
-    st = pl_eq1_chunks(N_max, cf->c, cf->K_max, &c->K, &c->c_eff);
-    if (st != PL_OK)
-      goto fail;
+    PL_TRY(pl_eq1_chunks(x->N_max, cf->c, cf->K_max, &c->K, &c->c_eff));
   } else {
     c->K = 1;
-    c->c_eff = N_max;
+    c->c_eff = x->N_max;
   }
-  const int K = c->K;
-  const bool contig = cf->variant == PL_MOE_PIPELINED && cf->contiguous;
+  x->K = c->K;
+  return PL_OK;
+}
 
-  /* 3. destination of every route by its global position; counts per
-   * (chunk, dest, expert) */
-  size_t n3 = (size_t)K * Ep * E;
-  cnt3 = calloc(n3, sizeof(int64_t));
-  off3 = calloc(n3, sizeof(int64_t));
-  dest = malloc((size_t)(N * k > 0 ? N * k : 1) * sizeof(int32_t));
-  if (!cnt3 || !off3 || !dest)
-    goto oom;
-#define I3(ch, d, e) (((size_t)(ch)*Ep + (d)) * E + (e))
+/* 3. The destination of every route by its global position; the counts per
+ * (chunk, destination, expert) and each expert's offset in its block. */
+static pl_status route_destinations(pl_moe *m, pl_moe_ctx *c, int64_t N,
+                                    const int32_t *idx, bool contig,
+                                    plan_scratch *x) {
+  const int E = x->E, Ep = x->Ep, K = x->K, k = m->cfg.k;
+  const size_t n3 = (size_t)K * Ep * E;
+  x->cnt3 = calloc(n3, sizeof(int64_t));
+  x->off3 = calloc(n3, sizeof(int64_t));
+  x->dest = malloc((size_t)(N * k > 0 ? N * k : 1) * sizeof(int32_t));
+  if (!x->cnt3 || !x->off3 || !x->dest)
+    return host_oom(N);
   for (int64_t t = 0; t < N; t++) {
     int ch = pl_chunk_of(t, N, K, contig);
     for (int j = 0; j < k; j++) {
       int e = idx[t * k + j];
-      int d = pl_llep_plan_dest(&c->plan, e, cum[e] + li[e]++);
-      dest[t * k + j] = d;
-      cnt3[I3(ch, d, e)]++;
+      int d = pl_llep_plan_dest(&c->plan, e, x->cum[e] + x->li[e]++);
+      x->dest[t * k + j] = d;
+      x->cnt3[i3(x, ch, d, e)]++;
     }
   }
   /* offsets of expert e inside block (ch, d) */
@@ -201,142 +229,158 @@ pl_status pl__moe_plan(pl_moe *m, int64_t N, const int32_t *idx,
     for (int d = 0; d < Ep; d++) {
       int64_t o = 0;
       for (int e = 0; e < E; e++) {
-        off3[I3(ch, d, e)] = o;
-        o += cnt3[I3(ch, d, e)];
+        x->off3[i3(x, ch, d, e)] = o;
+        o += x->cnt3[i3(x, ch, d, e)];
       }
     }
+  return PL_OK;
+}
 
-  /* 4. what every source sends me: rc3[src][ch][e] */
-  snd3 = malloc(n3 * sizeof(int64_t));
-  rc3 = malloc(n3 * sizeof(int64_t));
-  if (!snd3 || !rc3)
-    goto oom;
+/* 4. What every source sends me: rc3[src][ch][e] (a host all-to-all). */
+static pl_status exchange_counts(pl_moe *m, int64_t N, plan_scratch *x) {
+  const int E = x->E, Ep = x->Ep, K = x->K;
+  const size_t n3 = (size_t)K * Ep * E;
+  x->snd3 = malloc(n3 * sizeof(int64_t));
+  x->rc3 = malloc(n3 * sizeof(int64_t));
+  if (!x->snd3 || !x->rc3)
+    return host_oom(N);
   for (int d = 0; d < Ep; d++)
     for (int ch = 0; ch < K; ch++)
       for (int e = 0; e < E; e++)
-        snd3[((size_t)d * K + ch) * E + e] = cnt3[I3(ch, d, e)];
-  st = pl_host_alltoall_i64(m->comm, snd3, (size_t)K * E, rc3);
-  if (st != PL_OK)
-    goto fail;
+        x->snd3[((size_t)d * K + ch) * E + e] = x->cnt3[i3(x, ch, d, e)];
+  return pl_host_alltoall_i64(m->comm, x->snd3, (size_t)K * E, x->rc3);
+}
 
-  /* 5. helper weight sets: (expert, helper) pairs of the plan */
-  {
-    const pl_llep_plan *p = &c->plan;
-    int np = p->n_pieces;
-    c->s_exp = malloc((size_t)(np + 1) * sizeof(int));
-    c->s_dst = malloc((size_t)(np + 1) * sizeof(int));
-    c->h_exp = malloc((size_t)(np + 1) * sizeof(int));
-    c->h_src = malloc((size_t)(np + 1) * sizeof(int));
-    if (!c->s_exp || !c->s_dst || !c->h_exp || !c->h_src)
-      goto oom;
-    /* send list ordered by (dst, expert); receive list by (src, expert) */
-    for (int d = 0; d < Ep; d++)
-      for (int e = 0; e < E; e++) {
-        int o = pl_llep_native_rank(e, E, Ep);
-        if (o == d)
-          continue;
-        bool has = false;
-        for (int i = p->piece_off[e]; i < p->piece_off[e + 1]; i++)
-          if (p->pieces[i].rank == d)
-            has = true;
-        if (!has)
-          continue;
-        if (o == me) {
-          c->s_exp[c->ns] = e;
-          c->s_dst[c->ns++] = d;
-        }
+/* Does expert e have a piece on rank d in plan p? */
+static bool has_piece(const pl_llep_plan *p, int e, int d) {
+  for (int i = p->piece_off[e]; i < p->piece_off[e + 1]; i++)
+    if (p->pieces[i].rank == d)
+      return true;
+  return false;
+}
+
+/* 5. The helper weight sets, the plan's (expert, helper) pairs: the send
+ * list ordered by (destination, expert), the receive list by (source,
+ * expert). */
+static pl_status helper_sets(pl_moe *m, pl_moe_ctx *c, int64_t N) {
+  const pl_llep_plan *p = &c->plan;
+  const int E = m->cfg.E, Ep = m->Ep, me = m->rank;
+  const int np = p->n_pieces;
+  c->s_exp = malloc((size_t)(np + 1) * sizeof(int));
+  c->s_dst = malloc((size_t)(np + 1) * sizeof(int));
+  c->h_exp = malloc((size_t)(np + 1) * sizeof(int));
+  c->h_src = malloc((size_t)(np + 1) * sizeof(int));
+  if (!c->s_exp || !c->s_dst || !c->h_exp || !c->h_src)
+    return host_oom(N);
+  for (int d = 0; d < Ep; d++)
+    for (int e = 0; e < E; e++) {
+      int o = pl_llep_native_rank(e, E, Ep);
+      if (o == d || !has_piece(p, e, d))
+        continue;
+      if (o == me) {
+        c->s_exp[c->ns] = e;
+        c->s_dst[c->ns++] = d;
       }
-    for (int src = 0; src < Ep; src++)
-      for (int e = src * m->El; e < (src + 1) * m->El; e++) {
-        if (src == me)
-          continue;
-        bool has = false;
-        for (int i = p->piece_off[e]; i < p->piece_off[e + 1]; i++)
-          if (p->pieces[i].rank == me)
-            has = true;
-        if (!has)
-          continue;
-        c->h_exp[c->nh] = e;
-        c->h_src[c->nh++] = src;
-      }
+    }
+  for (int src = 0; src < Ep; src++)
+    for (int e = src * m->El; e < (src + 1) * m->El; e++) {
+      if (src == me || !has_piece(p, e, me))
+        continue;
+      c->h_exp[c->nh] = e;
+      c->h_src[c->nh++] = src;
+    }
+  return PL_OK;
+}
+
+/* The send and receive layout of chunk ch (counts and displacements by
+ * rank, the rows kept on this rank) and its GEMM groups, one per (source,
+ * expert) segment. */
+static pl_status chunk_layout(pl_moe *m, pl_moe_ctx *c, int ch, int64_t N,
+                              const plan_scratch *x) {
+  const int E = x->E, Ep = x->Ep, K = x->K, me = m->rank;
+  pl__moe_chunk *C = &c->ch[ch];
+  C->scnt = c->ibuf + (size_t)ch * 4 * Ep;
+  C->sdsp = C->scnt + Ep;
+  C->rcnt = C->sdsp + Ep;
+  C->rdsp = C->rcnt + Ep;
+  int64_t so = 0;
+  for (int d = 0; d < Ep; d++) {
+    int64_t n = 0;
+    for (int e = 0; e < E; e++)
+      n += x->cnt3[i3(x, ch, d, e)];
+    if (d == me) {
+      C->s_self = n;
+      C->scnt[d] = 0;
+      C->sdsp[d] = 0;
+    } else {
+      C->scnt[d] = n;
+      C->sdsp[d] = so;
+      so += n;
+    }
   }
+  C->S = so;
+  int64_t ro = 0;
+  int ng = 0;
+  for (int src = 0; src < Ep; src++) {
+    int64_t n = 0;
+    for (int e = 0; e < E; e++) {
+      int64_t v = x->rc3[((size_t)src * K + ch) * E + e];
+      n += v;
+      if (v > 0)
+        ng++;
+    }
+    C->rdsp[src] = ro;
+    C->rcnt[src] = src == me ? 0 : n;
+    if (src == me)
+      C->self_off = ro;
+    ro += n;
+  }
+  C->R = ro;
+  C->g = malloc((size_t)(ng > 0 ? ng : 1) * sizeof(pl__moe_group));
+  if (!C->g)
+    return host_oom(N);
+  for (int src = 0; src < Ep; src++) {
+    int64_t o = C->rdsp[src];
+    for (int e = 0; e < E; e++) {
+      int64_t v = x->rc3[((size_t)src * K + ch) * E + e];
+      if (v == 0)
+        continue;
+      int slot;
+      if (pl_llep_native_rank(e, E, Ep) == me)
+        slot = e - me * m->El;
+      else {
+        int h = helper_index(c, e);
+        PL_ASSERT(h >= 0);
+        slot = m->El + h;
+      }
+      C->g[C->ng++] = (pl__moe_group){o, v, slot};
+      o += v;
+    }
+  }
+  C->ng_src = C->ng;
+  return PL_OK;
+}
 
-  /* 6. per-chunk layouts */
+/* 6. Per-chunk layouts, the tokens of each chunk and the offsets of its
+ * index arrays in the one host buffer (x->nmeta entries in all). */
+static pl_status chunk_layouts(pl_moe *m, pl_moe_ctx *c, int64_t N,
+                               bool contig, plan_scratch *x) {
+  const int K = x->K, Ep = x->Ep, k = m->cfg.k;
   c->ch = calloc((size_t)K, sizeof(pl__moe_chunk));
   c->ibuf = calloc((size_t)K * 4 * Ep, sizeof(int64_t));
   if (!c->ch || !c->ibuf)
-    goto oom;
-  int64_t nmeta = 0;
-  int64_t tot_S = 0, tot_R = 0;
+    return host_oom(N);
+  int64_t tot_R = 0;
   for (int ch = 0; ch < K; ch++) {
-    pl__moe_chunk *C = &c->ch[ch];
-    C->scnt = c->ibuf + (size_t)ch * 4 * Ep;
-    C->sdsp = C->scnt + Ep;
-    C->rcnt = C->sdsp + Ep;
-    C->rdsp = C->rcnt + Ep;
-    int64_t so = 0;
-    for (int d = 0; d < Ep; d++) {
-      int64_t n = 0;
-      for (int e = 0; e < E; e++)
-        n += cnt3[I3(ch, d, e)];
-      if (d == me) {
-        C->s_self = n;
-        C->scnt[d] = 0;
-        C->sdsp[d] = 0;
-      } else {
-        C->scnt[d] = n;
-        C->sdsp[d] = so;
-        so += n;
-      }
-    }
-    C->S = so;
-    int64_t ro = 0;
-    int ng = 0;
-    for (int src = 0; src < Ep; src++) {
-      int64_t n = 0;
-      for (int e = 0; e < E; e++) {
-        int64_t v = rc3[((size_t)src * K + ch) * E + e];
-        n += v;
-        if (v > 0)
-          ng++;
-      }
-      C->rdsp[src] = ro;
-      C->rcnt[src] = src == me ? 0 : n;
-      if (src == me)
-        C->self_off = ro;
-      ro += n;
-    }
-    C->R = ro;
-    C->g = malloc((size_t)(ng > 0 ? ng : 1) * sizeof(pl__moe_group));
-    if (!C->g)
-      goto oom;
-    for (int src = 0; src < Ep; src++) {
-      int64_t o = C->rdsp[src];
-      for (int e = 0; e < E; e++) {
-        int64_t v = rc3[((size_t)src * K + ch) * E + e];
-        if (v == 0)
-          continue;
-        int slot;
-        if (pl_llep_native_rank(e, E, Ep) == me)
-          slot = e - me * m->El;
-        else {
-          int h = helper_index(c, e);
-          PL_ASSERT(h >= 0);
-          slot = m->El + h;
-        }
-        C->g[C->ng++] = (pl__moe_group){o, v, slot};
-        o += v;
-      }
-    }
-    C->ng_src = C->ng;
-    tot_S += C->S;
-    tot_R += C->R;
-    if (C->R > c->max_chunk_recv)
-      c->max_chunk_recv = C->R;
+    PL_TRY(chunk_layout(m, c, ch, N, x));
+    tot_R += c->ch[ch].R;
+    if (c->ch[ch].R > c->max_chunk_recv)
+      c->max_chunk_recv = c->ch[ch].R;
   }
   /* tokens per chunk */
   for (int64_t t = 0; t < N; t++)
     c->ch[pl_chunk_of(t, N, K, contig)].nt++;
+  int64_t nmeta = 0;
   for (int ch = 0; ch < K; ch++) {
     pl__moe_chunk *C = &c->ch[ch];
     C->o_toks = nmeta;
@@ -356,128 +400,149 @@ pl_status pl__moe_plan(pl_moe *m, int64_t N, const int32_t *idx,
     C->o_inv = nmeta;
     nmeta += Ep > 1 ? C->R : 0;
   }
-  if (nmeta > INT32_MAX || tot_R > INT32_MAX) {
-    st = pl_set_error(PL_EINVAL, "moe: %lld routes on one rank: beyond int32",
-                      (long long)nmeta);
-    goto fail;
-  }
-  hmeta = malloc((size_t)(nmeta > 0 ? nmeta : 1) * sizeof(int32_t));
-  if (!hmeta)
-    goto oom;
-  {
-    int64_t *ntq = calloc((size_t)K, sizeof(int64_t)); /* tokens placed */
-    int64_t *cur = calloc(n3, sizeof(int64_t));
-    if (!ntq || !cur) {
-      free(ntq);
-      free(cur);
-      goto oom;
-    }
-    for (int64_t t = 0; t < N; t++) {
-      int ch = pl_chunk_of(t, N, K, contig);
-      pl__moe_chunk *C = &c->ch[ch];
-      int64_t q = ntq[ch]++;
-      hmeta[C->o_toks + q] = (int32_t)t;
-      for (int j = 0; j < k; j++) {
-        int e = idx[t * k + j], d = dest[t * k + j];
-        int64_t bi = off3[I3(ch, d, e)] + cur[I3(ch, d, e)]++;
-        int32_t slot;
-        if (d != me) {
-          int64_t sl = C->sdsp[d] + bi;
-          hmeta[C->o_send_tok + sl] = (int32_t)t;
-          hmeta[C->o_send_route + sl] = (int32_t)(t * k + j);
-          slot = (int32_t)sl;
-        } else {
-          hmeta[C->o_self_tok + bi] = (int32_t)t;
-          hmeta[C->o_self_route + bi] = (int32_t)(t * k + j);
-          slot = (int32_t)(-1 - (C->self_off + bi));
-        }
-        hmeta[C->o_slots + q * k + j] = slot;
-      }
-    }
+  if (nmeta > INT32_MAX || tot_R > INT32_MAX)
+    return pl_set_error(PL_EINVAL, "moe: %lld routes on one rank: beyond int32",
+                        (long long)nmeta);
+  x->nmeta = nmeta;
+  return PL_OK;
+}
+
+/* The index arrays of every chunk: its tokens, each route's slot (a send
+ * row, or -1 - the row kept on this rank), and the token and route of each
+ * send and kept row. */
+static pl_status fill_meta(pl_moe *m, pl_moe_ctx *c, int64_t N,
+                           const int32_t *idx, bool contig, plan_scratch *x) {
+  const int K = x->K, k = m->cfg.k, me = m->rank;
+  x->hmeta = malloc((size_t)(x->nmeta > 0 ? x->nmeta : 1) * sizeof(int32_t));
+  int64_t *ntq = calloc((size_t)K, sizeof(int64_t)); /* tokens placed */
+  int64_t *cur = calloc((size_t)K * x->Ep * x->E, sizeof(int64_t));
+  if (!x->hmeta || !ntq || !cur) {
     free(ntq);
     free(cur);
+    return host_oom(N);
   }
-#undef I3
+  int32_t *hmeta = x->hmeta;
+  for (int64_t t = 0; t < N; t++) {
+    int ch = pl_chunk_of(t, N, K, contig);
+    pl__moe_chunk *C = &c->ch[ch];
+    int64_t q = ntq[ch]++;
+    hmeta[C->o_toks + q] = (int32_t)t;
+    for (int j = 0; j < k; j++) {
+      int e = idx[t * k + j], d = x->dest[t * k + j];
+      int64_t bi = x->off3[i3(x, ch, d, e)] + cur[i3(x, ch, d, e)]++;
+      int32_t slot;
+      if (d != me) {
+        int64_t sl = C->sdsp[d] + bi;
+        hmeta[C->o_send_tok + sl] = (int32_t)t;
+        hmeta[C->o_send_route + sl] = (int32_t)(t * k + j);
+        slot = (int32_t)sl;
+      } else {
+        hmeta[C->o_self_tok + bi] = (int32_t)t;
+        hmeta[C->o_self_route + bi] = (int32_t)(t * k + j);
+        slot = (int32_t)(-1 - (C->self_off + bi));
+      }
+      hmeta[C->o_slots + q * k + j] = slot;
+    }
+  }
+  free(ntq);
+  free(cur);
+  return PL_OK;
+}
 
-  /* 7. group-wide per-chunk maxima (the overlap gate must decide the same on
-   * every rank, or the collectives' order would differ) and the max-send
-   * ratio over (chunk, destination) */
-  {
-    int64_t *rk = malloc((size_t)2 * K * sizeof(int64_t));
-    int64_t *ra = malloc((size_t)2 * K * Ep * sizeof(int64_t));
-    c->Rmax = calloc((size_t)2 * K, sizeof(int64_t));
-    if (!rk || !ra || !c->Rmax) {
-      free(rk);
-      free(ra);
-      goto oom;
-    }
-    c->Smax = c->Rmax + K;
-    for (int ch = 0; ch < K; ch++) {
-      rk[ch] = c->ch[ch].R;
-      rk[K + ch] = c->ch[ch].S;
-    }
-    st = pl_host_allgather_i64(m->comm, rk, (size_t)2 * K, ra);
-    if (st == PL_OK) {
-      int64_t mx = 0, sum = 0;
-      for (int r = 0; r < Ep; r++)
-        for (int ch = 0; ch < K; ch++) {
-          int64_t R = ra[(size_t)r * 2 * K + ch],
-                  S = ra[(size_t)r * 2 * K + K + ch];
-          sum += R;
-          if (R > mx)
-            mx = R;
-          if (R > c->Rmax[ch])
-            c->Rmax[ch] = R;
-          if (S > c->Smax[ch])
-            c->Smax[ch] = S;
-        }
-      c->max_send_ratio = sum > 0 ? (double)mx * K * Ep / (double)sum : 1.0;
-    }
+/* 7. Group-wide per-chunk maxima (the overlap gate must decide the same on
+ * every rank, or the collectives' order would differ) and the max-send
+ * ratio over (chunk, destination). */
+static pl_status group_maxima(pl_moe *m, pl_moe_ctx *c, int64_t N) {
+  const int K = c->K, Ep = m->Ep;
+  int64_t *rk = malloc((size_t)2 * K * sizeof(int64_t));
+  int64_t *ra = malloc((size_t)2 * K * Ep * sizeof(int64_t));
+  c->Rmax = calloc((size_t)2 * K, sizeof(int64_t));
+  if (!rk || !ra || !c->Rmax) {
     free(rk);
     free(ra);
-    if (st != PL_OK)
-      goto fail;
+    return host_oom(N);
   }
-  if (!cf->source_major && Ep > 1) {
-    const int64_t budget = pl__moe_row_budget(m, c->c_eff);
-    for (int ch = 0; ch < K; ch++)
-      if (3 * c->Rmax[ch] <= budget && expert_major(m, c, &c->ch[ch], hmeta))
-        goto oom;
+  c->Smax = c->Rmax + K;
+  for (int ch = 0; ch < K; ch++) {
+    rk[ch] = c->ch[ch].R;
+    rk[K + ch] = c->ch[ch].S;
   }
+  pl_status st = pl_host_allgather_i64(m->comm, rk, (size_t)2 * K, ra);
+  if (st == PL_OK) {
+    int64_t mx = 0, sum = 0;
+    for (int r = 0; r < Ep; r++)
+      for (int ch = 0; ch < K; ch++) {
+        int64_t R = ra[(size_t)r * 2 * K + ch],
+                S = ra[(size_t)r * 2 * K + K + ch];
+        sum += R;
+        if (R > mx)
+          mx = R;
+        if (R > c->Rmax[ch])
+          c->Rmax[ch] = R;
+        if (S > c->Smax[ch])
+          c->Smax[ch] = S;
+      }
+    c->max_send_ratio = sum > 0 ? (double)mx * K * Ep / (double)sum : 1.0;
+  }
+  free(rk);
+  free(ra);
+  return st;
+}
 
-  /* 8. upload the indices */
-  st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)nmeta * sizeof(int32_t),
-                      "routing", m->cs, (void **)&c->dmeta);
-  if (st != PL_OK)
-    goto fail;
-  if (nmeta > 0) {
-    st = pl_memcpy_async(m->cs, c->dmeta, hmeta,
-                         (size_t)nmeta * sizeof(int32_t));
-    if (st == PL_OK)
-      st = pl_stream_sync(m->cs); /* hmeta is freed next */
-    if (st != PL_OK)
-      goto fail;
+/* 8. Upload the index arrays (tag "routing"), once. */
+static pl_status upload_meta(pl_moe *m, pl_moe_ctx *c, const plan_scratch *x) {
+  const size_t bytes = (size_t)x->nmeta * sizeof(int32_t);
+  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE, bytes, "routing", m->cs,
+                        (void **)&c->dmeta));
+  if (x->nmeta > 0) {
+    PL_TRY(pl_memcpy_async(m->cs, c->dmeta, x->hmeta, bytes));
+    PL_TRY(pl_stream_sync(m->cs)); /* hmeta is freed next */
+  }
+  return PL_OK;
+}
+
+/* The steps of the plan, in order; the context is complete when it returns
+ * PL_OK. */
+static pl_status plan_steps(pl_moe *m, pl_moe_ctx *c, int64_t N,
+                            const int32_t *idx, plan_scratch *x) {
+  const pl_moe_cfg *cf = &m->cfg;
+  PL_TRY(gather_counts(m, N, idx, x));
+  PL_TRY(plan_and_chunks(m, c, x));
+  const bool contig = cf->variant == PL_MOE_PIPELINED && cf->contiguous;
+  PL_TRY(route_destinations(m, c, N, idx, contig, x));
+  PL_TRY(exchange_counts(m, N, x));
+  PL_TRY(helper_sets(m, c, N));
+  PL_TRY(chunk_layouts(m, c, N, contig, x));
+  PL_TRY(fill_meta(m, c, N, idx, contig, x));
+  PL_TRY(group_maxima(m, c, N));
+  if (!cf->source_major && m->Ep > 1) {
+    const int64_t budget = pl__moe_row_budget(m, c->c_eff);
+    for (int ch = 0; ch < c->K; ch++)
+      if (3 * c->Rmax[ch] <= budget &&
+          expert_major(m, c, &c->ch[ch], x->hmeta))
+        return host_oom(N);
+  }
+  return upload_meta(m, c, x);
+}
+
+/* Everything from the routes and the group's counts: plan, chunks, per-route
+ * destinations and slots, per-chunk send/receive layouts, groups; then the
+ * index arrays are uploaded once.  Collective (host all-gathers). */
+pl_status pl__moe_plan(pl_moe *m, int64_t N, const int32_t *idx,
+                       pl_moe_ctx **out) {
+  *out = NULL;
+  plan_scratch x = {.E = m->cfg.E, .Ep = m->Ep};
+  pl_moe_ctx *c = calloc(1, sizeof *c);
+  if (!c)
+    return host_oom(N);
+  c->m = m;
+  c->N = N;
+  pl_status st = plan_steps(m, c, N, idx, &x);
+  scratch_free(&x); /* host scratch goes either way; the context on failure */
+  if (st != PL_OK) {
+    pl_moe_ctx_free(c);
+    return st;
   }
   *out = c;
-  c = NULL;
-  goto done;
-oom:
-  st = pl_set_error(PL_ENOMEM, "moe: host metadata allocation (N=%lld)",
-                    (long long)N);
-fail:
-done: /* host scratch goes either way; the context only on failure */
-  free(mine);
-  free(all);
-  free(cnt3);
-  free(off3);
-  free(rc3);
-  free(snd3);
-  free(dest);
-  free(hmeta);
-  free(gcount);
-  free(cum);
-  free(li);
-  if (c)
-    pl_moe_ctx_free(c);
-  return st;
+  return PL_OK;
 }

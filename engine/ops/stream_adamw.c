@@ -305,11 +305,11 @@ static pl_status setup_state(pl_stream_adamw *o) {
   return PL_OK;
 }
 
-pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
-                                 const pl_stream_adamw_cfg *cfg, int nparams,
-                                 const pl_adamw_param *params,
-                                 pl_stream_adamw **out) {
-  *out = NULL;
+/* The arguments of pl_stream_adamw_create, refused with a message naming
+ * the value; *total: the parameters in all. */
+static pl_status check_args(const pl_adamw_hparams *hp,
+                            const pl_stream_adamw_cfg *cfg, int nparams,
+                            const pl_adamw_param *params, size_t *total) {
   PL_TRY(pl_adamw_hparams_check(hp));
   if (!cfg) return pl_set_error(PL_EINVAL, "stream_adamw: cfg is NULL");
   if (cfg->bucket < 1)
@@ -329,15 +329,87 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
   if (nparams < 1 || !params)
     return pl_set_error(PL_EINVAL, "stream_adamw: nparams=%d: must be >= 1",
                         nparams);
-  size_t total = 0;
+  *total = 0;
   for (int i = 0; i < nparams; i++) {
     if (params[i].numel > 0 && (!params[i].weight || !params[i].grad))
       return pl_set_error(PL_EINVAL, "stream_adamw: param %d: NULL weight or "
                           "gradient", i);
-    total += params[i].numel;
+    *total += params[i].numel;
   }
-  if (total == 0)
+  if (*total == 0)
     return pl_set_error(PL_EINVAL, "stream_adamw: 0 parameters in total");
+  return PL_OK;
+}
+
+/* The device staging: min(s, ns) slots of min(β, Θ − resident) params, with
+ * their events, and the optimizer's streams and events. */
+static pl_status make_staging(pl_stream_adamw *o) {
+  pl_dev *dev = o->dev;
+  const pl_stream_adamw_cfg *cfg = &o->cfg;
+  pl_status st = PL_OK;
+  o->slot_elems = cfg->bucket < o->res_lo ? cfg->bucket : o->res_lo;
+  o->nslots = (size_t)cfg->slots < o->ns ? cfg->slots : (int)o->ns;
+  o->slot_bytes = o->slot_elems * (12 + (cfg->grad_on_host ? o->gsz : 0));
+  o->slot = calloc((size_t)o->nslots + 1, sizeof(char *));
+  o->ev_h2d = calloc((size_t)o->nslots + 1, sizeof(pl_event *));
+  o->ev_cmp = calloc((size_t)o->nslots + 1, sizeof(pl_event *));
+  o->ev_d2h = calloc((size_t)o->nslots + 1, sizeof(pl_event *));
+  o->slot_used = calloc((size_t)o->nslots + 1, sizeof(int));
+  if (!o->slot || !o->ev_h2d || !o->ev_cmp || !o->ev_d2h || !o->slot_used)
+    return pl_set_error(PL_ENOMEM, "stream_adamw: slot tables");
+  for (int j = 0; j < o->nslots; j++) {
+    if ((st = pl_alloc(dev, PL_ARENA_DEVICE, o->slot_bytes, "optim_staging",
+                       (void **)&o->slot[j])) ||
+        (st = pl_event_create(dev, &o->ev_h2d[j])) ||
+        (st = pl_event_create(dev, &o->ev_cmp[j])) ||
+        (st = pl_event_create(dev, &o->ev_d2h[j])))
+      return st;
+  }
+  if ((st = pl_stream_create(dev, &o->h2d)) ||
+      (st = pl_stream_create(dev, &o->cmp)) ||
+      (st = pl_stream_create(dev, &o->d2h)) ||
+      (st = pl_stream_create(dev, &o->hyb)) ||
+      (st = pl_stream_create(dev, &o->hyb_up)) ||
+      (st = pl_stream_create(dev, &o->res)) ||
+      (st = pl_event_create(dev, &o->ev_start)) ||
+      (st = pl_event_create(dev, &o->ev_gpu0)) ||
+      (st = pl_event_create(dev, &o->ev_gpu1)))
+    return st;
+  for (int i = 0; i < 6; i++)
+    if ((st = pl_event_create(dev, &o->ev_end[i]))) return st;
+  return PL_OK;
+}
+
+/* The hybrid's host buffers and events (cap slots the CPU may update). */
+static pl_status make_hybrid(pl_stream_adamw *o) {
+  pl_dev *dev = o->dev;
+  const pl_stream_adamw_cfg *cfg = &o->cfg;
+  pl_status st = PL_OK;
+  o->cap = hybrid_cap(o->ns, cfg->share);
+  size_t elems = o->cap * o->slot_elems;
+  const int wbuf = cfg->grad_on_host || cfg->grad_dtype != PL_BF16;
+  o->ev_bg = calloc(o->cap, sizeof(pl_event *));
+  if (!o->ev_bg)
+    return pl_set_error(PL_ENOMEM, "stream_adamw: hybrid events");
+  if ((!cfg->grad_on_host &&
+       (st = pl_alloc(dev, PL_ARENA_HOST, elems * o->gsz, "optim_hybrid",
+                      &o->hg))) ||
+      (wbuf && (st = pl_alloc(dev, PL_ARENA_HOST, elems * 2, "optim_hybrid",
+                              (void **)&o->hw))) ||
+      (st = pl_event_create(dev, &o->ev_up)))
+    return st;
+  for (size_t i = 0; i < o->cap; i++)
+    if ((st = pl_event_create(dev, &o->ev_bg[i]))) return st;
+  return PL_OK;
+}
+
+pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
+                                 const pl_stream_adamw_cfg *cfg, int nparams,
+                                 const pl_adamw_param *params,
+                                 pl_stream_adamw **out) {
+  *out = NULL;
+  size_t total = 0;
+  PL_TRY(check_args(hp, cfg, nparams, params, &total));
   int simd = 0;
   if (cfg->share != 0) {
     pl_simd_path rp;
@@ -374,58 +446,8 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
       (st = pl_alloc(dev, PL_ARENA_HOST, o->npart * 8, "optim_norm",
                      (void **)&o->hpart)))
     goto fail;
-  /* device staging: min(s, ns) slots of min(β, Θ − resident) params */
-  o->slot_elems = cfg->bucket < o->res_lo ? cfg->bucket : o->res_lo;
-  o->nslots = (size_t)cfg->slots < o->ns ? cfg->slots : (int)o->ns;
-  o->slot_bytes = o->slot_elems * (12 + (cfg->grad_on_host ? o->gsz : 0));
-  o->slot = calloc((size_t)o->nslots + 1, sizeof(char *));
-  o->ev_h2d = calloc((size_t)o->nslots + 1, sizeof(pl_event *));
-  o->ev_cmp = calloc((size_t)o->nslots + 1, sizeof(pl_event *));
-  o->ev_d2h = calloc((size_t)o->nslots + 1, sizeof(pl_event *));
-  o->slot_used = calloc((size_t)o->nslots + 1, sizeof(int));
-  if (!o->slot || !o->ev_h2d || !o->ev_cmp || !o->ev_d2h || !o->slot_used) {
-    st = pl_set_error(PL_ENOMEM, "stream_adamw: slot tables");
-    goto fail;
-  }
-  for (int j = 0; j < o->nslots; j++) {
-    if ((st = pl_alloc(dev, PL_ARENA_DEVICE, o->slot_bytes, "optim_staging",
-                       (void **)&o->slot[j])) ||
-        (st = pl_event_create(dev, &o->ev_h2d[j])) ||
-        (st = pl_event_create(dev, &o->ev_cmp[j])) ||
-        (st = pl_event_create(dev, &o->ev_d2h[j])))
-      goto fail;
-  }
-  if ((st = pl_stream_create(dev, &o->h2d)) ||
-      (st = pl_stream_create(dev, &o->cmp)) ||
-      (st = pl_stream_create(dev, &o->d2h)) ||
-      (st = pl_stream_create(dev, &o->hyb)) ||
-      (st = pl_stream_create(dev, &o->hyb_up)) ||
-      (st = pl_stream_create(dev, &o->res)) ||
-      (st = pl_event_create(dev, &o->ev_start)) ||
-      (st = pl_event_create(dev, &o->ev_gpu0)) ||
-      (st = pl_event_create(dev, &o->ev_gpu1)))
-    goto fail;
-  for (int i = 0; i < 6; i++)
-    if ((st = pl_event_create(dev, &o->ev_end[i]))) goto fail;
-  if (o->hybrid) {
-    o->cap = hybrid_cap(o->ns, cfg->share);
-    size_t elems = o->cap * o->slot_elems;
-    const int wbuf = cfg->grad_on_host || cfg->grad_dtype != PL_BF16;
-    o->ev_bg = calloc(o->cap, sizeof(pl_event *));
-    if (!o->ev_bg) {
-      st = pl_set_error(PL_ENOMEM, "stream_adamw: hybrid events");
-      goto fail;
-    }
-    if ((!cfg->grad_on_host &&
-         (st = pl_alloc(dev, PL_ARENA_HOST, elems * o->gsz, "optim_hybrid",
-                        &o->hg))) ||
-        (wbuf && (st = pl_alloc(dev, PL_ARENA_HOST, elems * 2, "optim_hybrid",
-                                (void **)&o->hw))) ||
-        (st = pl_event_create(dev, &o->ev_up)))
-      goto fail;
-    for (size_t i = 0; i < o->cap; i++)
-      if ((st = pl_event_create(dev, &o->ev_bg[i]))) goto fail;
-  }
+  if ((st = make_staging(o))) goto fail;
+  if (o->hybrid && (st = make_hybrid(o))) goto fail;
   /* device allocations are ordered on the default stream: make them
    * complete before other streams use them */
   if ((st = pl_stream_sync(pl_dev_stream(dev)))) goto fail;

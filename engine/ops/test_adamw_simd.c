@@ -55,6 +55,70 @@ static void fill(float *p, float *m, float *v, float *g, size_t n) {
   }
 }
 
+/* Aligned weights (the non-temporal stores), at every offset of a vector
+ * (aligned and not), and the weights written over their own bf16 gradients
+ * in place (the hybrid's host slot), 1..3 threads, against the reference
+ * from (p, m, v, gb) of N elements (rp, rm, rv, rw: scratch); an unknown
+ * flag refused. */
+static void check_aligned(pl_simd_path path, const pl_adamw_hparams *hpp,
+                          const float *p, const float *m, const float *v,
+                          const pl_bf16 *gb, float *rp, float *rm, float *rv,
+                          pl_bf16 *rw, size_t N) {
+  const pl_adamw_hparams hp = *hpp;
+  char msg[400];
+  /* C11: an aligned_alloc size is a multiple of the alignment */
+  const size_t fb = (N * 4 + 64 + 63) / 64 * 64, wb = (N * 2 + 128 + 63) / 64 * 64;
+  float *ap = aligned_alloc(64, fb), *am = aligned_alloc(64, fb),
+        *av = aligned_alloc(64, fb);
+  pl_bf16 *aw = aligned_alloc(64, wb);
+  ck_assert(ap && am && av && aw);
+  for (size_t off = 0; off < 24; off += 5)
+    for (int nt = 1; nt <= 3; nt++)
+      for (int inplace = 0; inplace < 4; inplace++) {
+        size_t n = N - off;
+        const unsigned flags = inplace >= 2 ? PL_SIMD_W_CACHED : 0;
+        pl_adamw_scalars k = pl_adamw_scalars_make(&hp, 3, 1.0f);
+        memcpy(ap + off, p, n * 4);
+        memcpy(am + off, m, n * 4);
+        memcpy(av + off, v, n * 4);
+        memcpy(rp, p, n * 4);
+        memcpy(rm, m, n * 4);
+        memcpy(rv, v, n * 4);
+        pl_adamw_ref_update(rp, rm, rv, gb, PL_BF16, rw, n, &k);
+        const void *gg = gb;
+        if (inplace % 2) {
+          memcpy(aw + off, gb, n * 2);
+          gg = aw + off;
+        } else {
+          memset(aw, 0xff, N * 2 + 128);
+        }
+        ck_assert_int_eq(pl__cpu_adamw_simd_ex(path, nt, ap + off, am + off,
+                                               av + off, gg, PL_BF16,
+                                               aw + off, n, &k, flags),
+                         PL_OK);
+        ck_assert_msg(tl_cmp_f32("p", ap + off, rp, n, msg, sizeof msg) &&
+                          tl_cmp_f32("m", am + off, rm, n, msg, sizeof msg) &&
+                          tl_cmp_f32("v", av + off, rv, n, msg, sizeof msg) &&
+                          tl_cmp_bf16("w", aw + off, rw, n, msg, sizeof msg),
+                      "path %s aligned off=%zu threads=%d inplace=%d "
+                      "flags=%u: %s",
+                      pl_simd_path_name(path), off, nt, inplace % 2, flags,
+                      msg);
+      }
+  /* an unknown flag is refused, naming the flags allowed */
+  {
+    pl_adamw_scalars k = pl_adamw_scalars_make(&hp, 1, 1.0f);
+    ck_assert_int_eq(pl__cpu_adamw_simd_ex(path, 1, ap, am, av, gb, PL_BF16,
+                                           aw, 16, &k, 2u),
+                     PL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(pl_last_error(), "PL_SIMD_W_CACHED"));
+  }
+  free(ap);
+  free(am);
+  free(av);
+  free(aw);
+}
+
 static void check_path(pl_simd_path path) {
   if (!pl_simd_path_supported(path)) {
     printf("skipped: SIMD path %s not supported by this CPU\n",
@@ -111,60 +175,7 @@ static void check_path(pl_simd_path path) {
           checked++;
         }
   ck_assert_int_eq(checked, NSIZES * 12);
-  /* Aligned weights (the non-temporal stores), at every offset of a vector
-   * (aligned and not), and the weights written over their own bf16
-   * gradients in place (the hybrid's host slot), 1..3 threads. */
-  /* C11: an aligned_alloc size is a multiple of the alignment */
-  const size_t fb = (N * 4 + 64 + 63) / 64 * 64, wb = (N * 2 + 128 + 63) / 64 * 64;
-  float *ap = aligned_alloc(64, fb), *am = aligned_alloc(64, fb),
-        *av = aligned_alloc(64, fb);
-  pl_bf16 *aw = aligned_alloc(64, wb);
-  ck_assert(ap && am && av && aw);
-  for (size_t off = 0; off < 24; off += 5)
-    for (int nt = 1; nt <= 3; nt++)
-      for (int inplace = 0; inplace < 4; inplace++) {
-        size_t n = N - off;
-        const unsigned flags = inplace >= 2 ? PL_SIMD_W_CACHED : 0;
-        pl_adamw_scalars k = pl_adamw_scalars_make(&hp, 3, 1.0f);
-        memcpy(ap + off, p, n * 4);
-        memcpy(am + off, m, n * 4);
-        memcpy(av + off, v, n * 4);
-        memcpy(rp, p, n * 4);
-        memcpy(rm, m, n * 4);
-        memcpy(rv, v, n * 4);
-        pl_adamw_ref_update(rp, rm, rv, gb, PL_BF16, rw, n, &k);
-        const void *gg = gb;
-        if (inplace % 2) {
-          memcpy(aw + off, gb, n * 2);
-          gg = aw + off;
-        } else {
-          memset(aw, 0xff, N * 2 + 128);
-        }
-        ck_assert_int_eq(pl__cpu_adamw_simd_ex(path, nt, ap + off, am + off,
-                                               av + off, gg, PL_BF16,
-                                               aw + off, n, &k, flags),
-                         PL_OK);
-        ck_assert_msg(tl_cmp_f32("p", ap + off, rp, n, msg, sizeof msg) &&
-                          tl_cmp_f32("m", am + off, rm, n, msg, sizeof msg) &&
-                          tl_cmp_f32("v", av + off, rv, n, msg, sizeof msg) &&
-                          tl_cmp_bf16("w", aw + off, rw, n, msg, sizeof msg),
-                      "path %s aligned off=%zu threads=%d inplace=%d "
-                      "flags=%u: %s",
-                      pl_simd_path_name(path), off, nt, inplace % 2, flags,
-                      msg);
-      }
-  /* an unknown flag is refused, naming the flags allowed */
-  {
-    pl_adamw_scalars k = pl_adamw_scalars_make(&hp, 1, 1.0f);
-    ck_assert_int_eq(pl__cpu_adamw_simd_ex(path, 1, ap, am, av, gb, PL_BF16,
-                                           aw, 16, &k, 2u),
-                     PL_EINVAL);
-    ck_assert_ptr_nonnull(strstr(pl_last_error(), "PL_SIMD_W_CACHED"));
-  }
-  free(ap);
-  free(am);
-  free(av);
-  free(aw);
+  check_aligned(path, &hp, p, m, v, gb, rp, rm, rv, rw, N);
   free(p);
   free(m);
   free(v);

@@ -1,0 +1,782 @@
+/* compare_cmd.c — `plateau compare NEW REF`: regression test of a run against
+ * a reference (the model: ReFrame's reference values with per-variable
+ * tolerances), see compare_cmd.h for the rules; the column classes and the
+ * tolerance specs are compare_rules.c.
+ *
+ *   plateau compare NEW REF [--tol [BENCH:]METRIC|KIND=VALUE]... [--tol-file F]
+ *                   [--noise on|off] [--strict] [--brief] [--format
+ * text|md|tsv]
+ *
+ * NEW and REF are result files or run directories (every *.tsv in it and its
+ * direct subdirectories except report/, as `plateau report` reads them; v1
+ * files mapped to the current names).  Output: per matched configuration
+ * the metrics (ref, new, new/ref, tolerance, PASS / FAIL), rows only in NEW
+ * (NEW) and rows only in REF of a bench NEW ran (MISSING), then one summary
+ * line.  Benches NEW did not run at all are not listed (a regression set is
+ * usually a subset of the reference). */
+#include "compare_cmd.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "harness/options.h"
+#include "plateau/plateau.h"
+#include "report/report_util.h"
+#include "results/results.h"
+#include "results/schema.h"
+
+/* Time and memory are better lower; rate and capacity higher. */
+static bool lower_better(pl_cmp_class c) {
+  return c == PL_CMP_TIME || c == PL_CMP_MEMORY;
+}
+
+/* ---- rows and keys
+ * ------------------------------------------------------------
+ */
+typedef struct ent {
+  char *key; /* "bench col=val ..." (key columns in name order, "-" left out) */
+  pl_table *t; /* the row */
+  int r;
+} ent;
+
+typedef struct side {
+  pl_table **t;
+  int nt;
+  ent *e;
+  int ne;
+} side;
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+static int cmp_ent(const void *a, const void *b) {
+  const ent *x = a, *y = b;
+  int c = strcmp(x->key, y->key);
+  if (c)
+    return c;
+  c = strcmp(x->t->path, y->t->path); /* files by name = time order */
+  return c ? c : x->r - y->r;
+}
+
+/* The key columns of one bench: those every table of the bench, in NEW and
+ * in REF, has (a column added by a later schema is left out of the key
+ * rather than making every row NEW or MISSING). */
+typedef struct kset {
+  const char *bench;
+  const char *cols[128];
+  int n;
+} kset;
+
+static kset *kset_of(kset *ks, int *nks, const char *bench) {
+  for (int i = 0; i < *nks; i++)
+    if (strcmp(ks[i].bench, bench) == 0)
+      return &ks[i];
+  return NULL;
+}
+
+static void kset_add(kset *ks, int *nks, int max, const pl_table *t) {
+  kset *k = kset_of(ks, nks, t->bench);
+  if (!k) {
+    if (*nks >= max)
+      return;
+    k = &ks[(*nks)++];
+    k->bench = t->bench;
+    k->n = 0;
+    for (int c = 0; c < t->ncols && k->n < 128; c++)
+      if (strcmp(t->cols[c], "bench") != 0 &&
+          pl__compare_class(t->cols[c]) == PL_CMP_KEY)
+        k->cols[k->n++] = t->cols[c];
+    qsort(k->cols, (size_t)k->n, sizeof *k->cols, cmp_str);
+    return;
+  }
+  int m = 0;
+  for (int i = 0; i < k->n; i++)
+    if (pl_table_col(t, k->cols[i]) >= 0)
+      k->cols[m++] = k->cols[i];
+  k->n = m;
+}
+
+/* A file whose environment chose a code path (older files selected kernels
+ * by PLATEAU_ATTN_* variables, recorded as env. metadata) is another
+ * configuration than the default's: those variables join the key. */
+static bool env_selects(const char *key) {
+  return strncmp(key, "env.PLATEAU_ATTN_", 17) == 0 ||
+         strncmp(key, "env.PLATEAU_TEST_", 17) == 0;
+}
+
+static char *row_key(const pl_table *t, int r, const kset *k) {
+  size_t len = strlen(t->bench) + 2;
+  for (int i = 0; k && i < k->n; i++)
+    len += strlen(k->cols[i]) + strlen(pl_cell(t, r, k->cols[i])) + 2;
+  for (int i = 0; i < t->nmeta; i++)
+    if (env_selects(t->meta_keys[i]))
+      len += strlen(t->meta_keys[i]) + strlen(t->meta_vals[i]) + 2;
+  char *key = malloc(len + 1);
+  PL_ASSERT(key != NULL);
+  strcpy(key, t->bench);
+  for (int i = 0; k && i < k->n; i++) {
+    const char *v = pl_cell(t, r, k->cols[i]);
+    if (strcmp(v, "-") == 0 || !*v)
+      continue;
+    strcat(key, " ");
+    strcat(key, k->cols[i]);
+    strcat(key, "=");
+    strcat(key, v);
+  }
+  for (int i = 0; i < t->nmeta; i++)
+    if (env_selects(t->meta_keys[i])) {
+      strcat(key, " ");
+      strcat(key, t->meta_keys[i]);
+      strcat(key, "=");
+      strcat(key, t->meta_vals[i]);
+    }
+  return key;
+}
+
+static bool add_file(side *s, const char *path, bool quiet_fail) {
+  pl_table *x = calloc(1, sizeof *x);
+  PL_ASSERT(x != NULL);
+  if (pl_table_read(path, x) != PL_OK) {
+    if (!quiet_fail)
+      return free(x), false;
+    fprintf(stderr, "plateau compare: skipping %s: %s\n", path,
+            pl_last_error());
+    free(x);
+    return true;
+  }
+  s->t = realloc(s->t, sizeof *s->t * (size_t)(s->nt + 1));
+  PL_ASSERT(s->t != NULL);
+  s->t[s->nt++] = x;
+  return true;
+}
+
+static void scan(const char *dir, int depth, char ***v, int *n) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.')
+      continue;
+    char p[PATH_MAX];
+    int len = snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (len <= 0 || len >= (int)sizeof p)
+      continue;
+    struct stat st;
+    size_t nl = strlen(e->d_name);
+    if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+      if (depth == 0 && strcmp(e->d_name, "report") != 0)
+        scan(p, 1, v, n);
+    } else if (nl > 4 && strcmp(e->d_name + nl - 4, ".tsv") == 0) {
+      *v = realloc(*v, sizeof **v * (size_t)(*n + 1));
+      PL_ASSERT(*v != NULL);
+      (*v)[(*n)++] = strdup(p);
+    }
+  }
+  closedir(d);
+}
+
+/* Read NEW or REF: a file (must be a result file) or a directory. */
+static pl_status side_read(const char *path, side *s) {
+  struct stat st;
+  if (stat(path, &st) != 0)
+    return pl_set_error(PL_EIO, "%s: %s", path, strerror(errno));
+  if (S_ISDIR(st.st_mode)) {
+    char **v = NULL;
+    int n = 0;
+    scan(path, 0, &v, &n);
+    if (n > 1) /* v is NULL when the directory holds no *.tsv */
+      qsort(v, (size_t)n, sizeof *v, cmp_str);
+    for (int i = 0; i < n; i++) {
+      add_file(s, v[i], true);
+      free(v[i]);
+    }
+    free(v);
+    if (!s->nt)
+      return pl_set_error(PL_EIO, "%s: no result files", path);
+  } else if (!add_file(s, path, false)) {
+    return pl_set_error(PL_EIO, "%s: %s", path, pl_last_error());
+  }
+  return PL_OK;
+}
+
+/* The rows of a side as (key, row), sorted by key then file. */
+static void side_keys(side *s, kset *ks, int nks) {
+  for (int i = 0; i < s->nt; i++) {
+    const kset *k = kset_of(ks, &nks, s->t[i]->bench);
+    for (int r = 0; r < s->t[i]->nrows; r++) {
+      s->e = realloc(s->e, sizeof *s->e * (size_t)(s->ne + 1));
+      PL_ASSERT(s->e != NULL);
+      s->e[s->ne++] = (ent){row_key(s->t[i], r, k), s->t[i], r};
+    }
+  }
+  if (s->ne > 1)
+    qsort(s->e, (size_t)s->ne, sizeof *s->e, cmp_ent);
+}
+
+static void side_free(side *s) {
+  for (int i = 0; i < s->ne; i++)
+    free(s->e[i].key);
+  for (int i = 0; i < s->nt; i++) {
+    pl_table_free(s->t[i]);
+    free(s->t[i]);
+  }
+  free(s->e);
+  free(s->t);
+}
+
+/* ---- a metric over the rows of one key
+ * ----------------------------------------
+ */
+typedef struct val {
+  double v, lo, hi; /* median over the rows; the spread (NAN: none) */
+  int n;
+  bool own; /* the spread is the metric's own percentiles (time_ms) */
+} val;
+
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The metric `col` over rows e[0..n): the median of its values and, for a
+ * time or a rate, the spread [lo, hi]: time_ms's own p10/p90; any other
+ * time of the row (a part of the timed unit: attention_ms, zero3_ms, ...,
+ * which has no percentiles of its own) a band as wide as time_ms's p10-p90
+ * centred on its value (the step's jitter lands in whichever part runs
+ * when it strikes, so a part moves by as much as the step does: a
+ * sub-millisecond part can double); a rate of the timed unit the inverse
+ * of time_ms's; repeated rows widen it to all of them. */
+static val metric(const ent *e, int n, const char *col, pl_cmp_class c) {
+  val out = {NAN, NAN, NAN, 0, false};
+  double *x = malloc(sizeof *x * (size_t)(n > 0 ? n : 1));
+  PL_ASSERT(x != NULL);
+  for (int i = 0; i < n; i++) {
+    double v = pl_cell_num(e[i].t, e[i].r, col);
+    if (isnan(v))
+      continue;
+    x[out.n++] = v;
+    double lo = v, hi = v;
+    double med = pl_cell_num(e[i].t, e[i].r, "time_ms"),
+           p10 = pl_cell_num(e[i].t, e[i].r, "time_p10_ms"),
+           p90 = pl_cell_num(e[i].t, e[i].r, "time_p90_ms");
+    if (!isnan(med) && med > 0 && !isnan(p10) && !isnan(p90) && p10 > 0) {
+      if (c == PL_CMP_TIME && strcmp(col, "time_ms") == 0)
+        lo = p10, hi = p90, out.own = true;
+      else if (c == PL_CMP_TIME) /* a part of the timed unit */
+        lo = fmax(0, v - (p90 - p10) / 2), hi = v + (p90 - p10) / 2;
+      else if (c == PL_CMP_RATE) /* a rate of the timed unit: work / time */
+        lo = v * med / p90, hi = v * med / p10;
+    }
+    if (c == PL_CMP_TIME || c == PL_CMP_RATE) {
+      out.lo = isnan(out.lo) || lo < out.lo ? lo : out.lo;
+      out.hi = isnan(out.hi) || hi > out.hi ? hi : out.hi;
+    }
+  }
+  if (out.n) {
+    qsort(x, (size_t)out.n, sizeof *x, cmp_dbl);
+    out.v = out.n % 2 ? x[out.n / 2] : 0.5 * (x[out.n / 2 - 1] + x[out.n / 2]);
+    if (out.lo == out.hi) /* one point, no spread */
+      out.lo = out.hi = NAN;
+  }
+  free(x);
+  return out;
+}
+
+/* ---- output
+ * -------------------------------------------------------------------
+ */
+typedef enum fmt { F_TEXT, F_MD, F_TSV } fmt;
+
+typedef struct out {
+  fmt f;
+  bool brief;
+  int pass, noise, fail, nnew, missing, skipped, keys;
+} out;
+
+static void label(char *buf, size_t n, const char *key) {
+  const char *sp = strchr(key, ' ');
+  snprintf(buf, n, "%s", sp ? sp + 1 : "(no key columns)");
+}
+
+static void group_head(out *o, const char *key) {
+  if (o->f != F_TEXT)
+    return;
+  char b[1024];
+  label(b, sizeof b, key);
+  size_t bl = strcspn(key, " ");
+  printf("== %.*s  %s\n", (int)bl, key, b);
+}
+
+static void line(out *o, const char *key, const char *metric, const char *ref,
+                 const char *new, const char *ratio, const char *tolb,
+                 const char *result, const char *note) {
+  char b[1024];
+  size_t bl = strcspn(key, " ");
+  label(b, sizeof b, key);
+  switch (o->f) {
+  case F_TEXT:
+    printf("   %-20s %14s %14s %8s %8s  %-8s%s%s\n", metric, ref, new, ratio,
+           tolb, result, note[0] ? " " : "", note);
+    break;
+  case F_MD:
+    printf("| %.*s | ", (int)bl, key);
+    pl_rep_md_text(stdout, b);
+    printf(" | %s | %s | %s | %s | %s | %s | ", metric, ref, new, ratio, tolb,
+           result);
+    pl_rep_md_text(stdout, note);
+    printf(" |\n");
+    break;
+  case F_TSV:
+    printf("%.*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", (int)bl, key, b, metric,
+           ref, new, ratio, tolb, result, note);
+    break;
+  }
+}
+
+static const char *num(char *b, size_t n, double v) {
+  if (isnan(v))
+    snprintf(b, n, "-");
+  else
+    snprintf(b, n, "%.6g", v);
+  return b;
+}
+
+/* A metric of kind k beyond its tolerance (ref r, new n): is it within the
+ * noise?  With noise on, yes when the spreads overlap or, for a time
+ * without percentiles of its own (a part of the step, or a run of one
+ * iteration), when it differs by less than floor_ms (below what the clock
+ * and the scheduler resolve).  note gets why, either way ("" when nothing
+ * is known of the spread). */
+static bool within_noise(val r, val n, pl_cmp_class k, bool noise,
+                         double floor_ms, char *note, size_t nn) {
+  bool overlap = false;
+  if (!isnan(r.lo) && !isnan(n.lo))
+    overlap = lower_better(k) ? n.lo <= r.hi : n.hi >= r.lo;
+  const bool tiny =
+      k == PL_CMP_TIME && !(r.own && n.own) && fabs(n.v - r.v) < floor_ms;
+  note[0] = '\0';
+  if (overlap && noise)
+    snprintf(note, nn,
+             "within the noise: spread ref [%.4g, %.4g], new [%.4g, %.4g]",
+             r.lo, r.hi, n.lo, n.hi);
+  else if (tiny && noise)
+    snprintf(note, nn, "within the noise: %+.3g ms, under the %g ms floor",
+             n.v - r.v, floor_ms);
+  else if (overlap || tiny)
+    snprintf(note, nn, "%s (--noise off)",
+             overlap ? "spreads overlap" : "under the time floor");
+  else if (!isnan(r.lo) && !isnan(n.lo))
+    snprintf(note, nn, "beyond the spread: ref [%.4g, %.4g], new [%.4g, %.4g]",
+             r.lo, r.hi, n.lo, n.hi);
+  return noise && (overlap || tiny);
+}
+
+/* Compare the rows of one key: a[0..na) of REF, b[0..nb) of NEW; a metric
+ * beyond its tolerance fails unless within_noise. */
+static void compare_key(out *o, const pl__compare_tols *ts, bool noise,
+                        double floor_ms, const ent *a, int na, const ent *b,
+                        int nb) {
+  const char *key = a->key, *bench = a->t->bench;
+  bool shown = false;
+#define HEAD()                                                                 \
+  do {                                                                         \
+    if (!shown)                                                                \
+      group_head(o, key);                                                      \
+    shown = true;                                                              \
+  } while (0)
+  o->keys++;
+  const ent *la = &a[na - 1], *lb = &b[nb - 1]; /* the latest row of each */
+  const char *sa = pl_cell(la->t, la->r, "status"),
+             *sb = pl_cell(lb->t, lb->r, "status");
+  const char *ca = pl_cell(la->t, la->r, "check"),
+             *cb = pl_cell(lb->t, lb->r, "check");
+  if (strcmp(sa, "ok") == 0 && strcmp(sb, "ok") != 0) {
+    HEAD();
+    line(o, key, "status", sa, sb, "-", "-", "FAIL",
+         pl_cell(lb->t, lb->r, "note"));
+    o->fail++;
+    return;
+  }
+  if (strcmp(sa, "ok") != 0) { /* nothing measured in the reference */
+    if (!o->brief) {
+      HEAD();
+      line(o, key, "status", sa, sb, "-", "-",
+           strcmp(sb, "ok") == 0 ? "PASS" : "PASS",
+           "the reference row was not ok: no metric to compare");
+    }
+    o->pass++;
+    return;
+  }
+  if (strcmp(ca, "pass") == 0 && strcmp(cb, "fail") == 0) {
+    HEAD();
+    line(o, key, "check", ca, cb, "-", "-", "FAIL",
+         pl_cell(lb->t, lb->r, "note"));
+    o->fail++;
+  }
+  for (int c = 0; c < la->t->ncols; c++) {
+    const char *col = la->t->cols[c];
+    pl_cmp_class k = pl__compare_class(col);
+    if (k != PL_CMP_TIME && k != PL_CMP_RATE && k != PL_CMP_MEMORY &&
+        k != PL_CMP_CAPACITY)
+      continue;
+    double t = pl__compare_tol_of(ts, bench, col, k);
+    val r = metric(a, na, col, k), n = metric(b, nb, col, k);
+    if (!r.n || !n.n)
+      continue;
+    char rb[32], nbuf[32], qb[32], tb[32], note[160] = "";
+    const bool bytes = k == PL_CMP_MEMORY || k == PL_CMP_CAPACITY;
+    if (bytes) { /* exact integers */
+      snprintf(rb, sizeof rb, "%.0f", r.v);
+      snprintf(nbuf, sizeof nbuf, "%.0f", n.v);
+    } else {
+      num(rb, sizeof rb, r.v);
+      num(nbuf, sizeof nbuf, n.v);
+    }
+    if (r.v != 0)
+      snprintf(qb, sizeof qb, "%.3f", n.v / r.v);
+    else
+      snprintf(qb, sizeof qb, n.v == 0 ? "1.000" : "inf");
+    if (t < 0) {
+      snprintf(tb, sizeof tb, "skip");
+      o->skipped++;
+      if (!o->brief) {
+        HEAD();
+        line(o, key, col, rb, nbuf, qb, tb, "SKIP", "");
+      }
+      continue;
+    }
+    if (t == 0)
+      snprintf(tb, sizeof tb, "exact");
+    else
+      snprintf(tb, sizeof tb, "%s%g%%", lower_better(k) ? "+" : "-", 100.0 * t);
+    bool worse =
+        lower_better(k) ? n.v > r.v * (1.0 + t) + 0.0 : n.v < r.v * (1.0 - t);
+    const char *res = "PASS";
+    if (worse) {
+      if (within_noise(r, n, k, noise, floor_ms, note, sizeof note)) {
+        o->noise++;
+        o->pass++;
+      } else {
+        res = "FAIL";
+        if (!note[0] && bytes)
+          snprintf(note, sizeof note, "%+.0f", n.v - r.v);
+        o->fail++;
+      }
+    } else {
+      bool better =
+          lower_better(k) ? n.v < r.v * (1.0 - t) - 0.0 : n.v > r.v * (1.0 + t);
+      if (better)
+        snprintf(note, sizeof note, "better");
+      o->pass++;
+    }
+    if (!o->brief || strcmp(res, "PASS") != 0 || note[0] == 'w') {
+      HEAD();
+      line(o, key, col, rb, nbuf, qb, tb, res, note);
+    }
+  }
+#undef HEAD
+}
+
+/* ---- the command
+ * ---------------------------------------------------------------
+ */
+static void usage(FILE *f) {
+  fprintf(
+      f,
+      "usage: plateau compare NEW REF [options]\n"
+      "  Compare the result rows of NEW (a run directory or result file) with "
+      "REF's,\n"
+      "  matched by configuration (bench, variant, ranks, dtype, shape ...), "
+      "metric by\n"
+      "  metric: time (lower is better, 5%%), rate (higher, 5%%), memory "
+      "(lower, exact;\n"
+      "  pool_peak_bytes 5%%), capacity (max_ok_tokens: higher, exact).  A "
+      "time beyond\n"
+      "  its tolerance whose p10-p90 spread overlaps the reference's (a "
+      "part of the\n"
+      "  step: a band as wide as time_ms's), or that differs by less than "
+      "the time\n"
+      "  floor (a time without percentiles of its own), is within the "
+      "noise.\n"
+      "  A status or check that got worse (ok -> oom, pass -> fail) fails.\n\n"
+      "options:\n"
+      "  --tol [BENCH:]METRIC|KIND=VALUE  tolerance (5%%, 0.05, 0 = exact, "
+      "skip); repeatable;\n"
+      "                                   the most specific wins "
+      "(BENCH:METRIC > BENCH:KIND >\n"
+      "                                   METRIC > KIND)\n"
+      "  --tol-file FILE                  the same, one per line (# "
+      "comments); REF's own\n"
+      "                                   REF/tolerances is read first when "
+      "REF is a directory\n"
+      "  --noise on|off                   spreads and the time floor decide "
+      "within-noise\n"
+      "                                   (default on)\n"
+      "  --time-floor MS                  a time without percentiles of its "
+      "own differing\n"
+      "                                   by less is within the noise "
+      "(default %g ms)\n"
+      "  --strict                         a reference row missing from NEW "
+      "fails too\n"
+      "  --brief                          print only FAIL, within-noise, "
+      "NEW and MISSING lines\n"
+      "  --format text|md|tsv             the table's format (default "
+      "text)\n"
+      "  --classify COLUMN...             print how each column is treated "
+      "(key, time, rate,\n"
+      "                                   memory, capacity, ignored) and "
+      "exit\n\n"
+      "output: per configuration: metric, ref, new, new/ref, tolerance, "
+      "PASS | FAIL |\n"
+      "  SKIP; rows only in NEW: NEW; rows of REF missing in NEW (benches NEW "
+      "ran): MISSING;\n"
+      "  then a summary line.\n"
+      "exit: 0 no regression, 1 regression, 2 usage, 3 I/O, 4 nothing to "
+      "compare\n",
+      PL_CMP_TIME_FLOOR_MS);
+}
+
+/* What the command line of `plateau compare` asks. */
+typedef struct {
+  const char *paths[2], *tolfiles[16]; /* NEW, REF; --tol-file in order */
+  int np, ntf;
+  pl__compare_tols cli; /* --tol, in order (owned) */
+  bool noise, strict;
+  double floor_ms;
+} cmp_args;
+
+/* Parse argv into a and o (--format, --brief): 0, -1 after --help (printed),
+ * or 2 for a usage error (printed). */
+static int parse_args(int argc, char **argv, cmp_args *a, out *o) {
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i], *v = NULL;
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+      usage(stdout);
+      return -1;
+    }
+    if (arg[0] != '-') {
+      if (a->np == 2) {
+        fprintf(stderr, "plateau compare: one NEW and one REF (got '%s' too)\n",
+                arg);
+        return 2;
+      }
+      a->paths[a->np++] = arg;
+      continue;
+    }
+    const char *opts[] = {"--tol",    "--tol-file",   "--noise",
+                          "--format", "--time-floor", NULL};
+    int k = -1;
+    for (int j = 0; opts[j]; j++) {
+      size_t l = strlen(opts[j]);
+      if (strncmp(arg, opts[j], l) == 0 && (arg[l] == '=' || !arg[l])) {
+        k = j;
+        if (arg[l] == '=')
+          v = arg + l + 1;
+        else if (i + 1 < argc)
+          v = argv[++i];
+      }
+    }
+    if (k < 0 && strcmp(arg, "--strict") == 0) {
+      a->strict = true;
+      continue;
+    }
+    if (k < 0 && strcmp(arg, "--brief") == 0) {
+      o->brief = true;
+      continue;
+    }
+    if (k < 0) {
+      fprintf(stderr, "plateau compare: unknown option '%s' (--help)\n", arg);
+      return 2;
+    }
+    if (!v) {
+      fprintf(stderr, "plateau compare: %s needs a value\n", arg);
+      return 2;
+    }
+    if (k == 0 && pl__compare_tol_parse(v, "--tol", &a->cli) != PL_OK) {
+      fprintf(stderr, "plateau compare: %s\n", pl_last_error());
+      return 2;
+    }
+    if (k == 1 && a->ntf < 16)
+      a->tolfiles[a->ntf++] = v;
+    if (k == 2) {
+      if (strcmp(v, "on") && strcmp(v, "off")) {
+        fprintf(stderr, "plateau compare: --noise=%s: on or off\n", v);
+        return 2;
+      }
+      a->noise = strcmp(v, "on") == 0;
+    }
+    if (k == 4 &&
+        pl_parse_f64("--time-floor", v, 0, 1e6, &a->floor_ms) != PL_OK) {
+      fprintf(stderr, "plateau compare: %s\n", pl_last_error());
+      return 2;
+    }
+    if (k == 3) {
+      if (strcmp(v, "text") == 0)
+        o->f = F_TEXT;
+      else if (strcmp(v, "md") == 0)
+        o->f = F_MD;
+      else if (strcmp(v, "tsv") == 0)
+        o->f = F_TSV;
+      else {
+        fprintf(stderr, "plateau compare: --format=%s: text, md or tsv\n", v);
+        return 2;
+      }
+    }
+  }
+  if (a->np != 2) {
+    usage(stderr);
+    return 2;
+  }
+  return 0;
+}
+
+/* The tolerances into ts: REF's own file, then --tol-file, then --tol (later
+ * wins).  0, or the exit code (2 a bad file, 3 one that cannot be read) with
+ * the reason printed. */
+static int load_tolerances(const cmp_args *a, pl__compare_tols *ts) {
+  struct stat sb;
+  char own[PATH_MAX];
+  snprintf(own, sizeof own, "%s/tolerances", a->paths[1]);
+  pl_status st = PL_OK;
+  if (stat(a->paths[1], &sb) == 0 && S_ISDIR(sb.st_mode) &&
+      stat(own, &sb) == 0)
+    st = pl__compare_tol_file(own, ts);
+  for (int i = 0; st == PL_OK && i < a->ntf; i++)
+    st = pl__compare_tol_file(a->tolfiles[i], ts);
+  if (st != PL_OK) {
+    fprintf(stderr, "plateau compare: %s\n", pl_last_error());
+    return st == PL_EIO ? 3 : 2;
+  }
+  for (int i = 0; i < a->cli.n; i++) {
+    ts->v = realloc(ts->v, sizeof *ts->v * (size_t)(ts->n + 1));
+    PL_ASSERT(ts->v != NULL);
+    ts->v[ts->n++] = a->cli.v[i];
+  }
+  return 0;
+}
+
+/* Both sides' keys over the union of their tables' identity columns. */
+static void key_both(side *n, side *r) {
+  enum { MAXB = 64 };
+  kset ks[MAXB];
+  int nks = 0;
+  for (int i = 0; i < n->nt; i++)
+    kset_add(ks, &nks, MAXB, n->t[i]);
+  for (int i = 0; i < r->nt; i++)
+    kset_add(ks, &nks, MAXB, r->t[i]);
+  side_keys(n, ks, nks);
+  side_keys(r, ks, nks);
+}
+
+/* Walk both sorted lists of keys: a key in both compared metric by metric,
+ * one only in NEW new, one only in REF missing when NEW ran its bench. */
+static void walk(out *o, const cmp_args *a, const pl__compare_tols *ts,
+                 const side *n, const side *r) {
+  int i = 0, j = 0;
+  while (i < r->ne || j < n->ne) {
+    int ia = i, jb = j;
+    int c = i >= r->ne   ? 1
+            : j >= n->ne ? -1
+                         : strcmp(r->e[i].key, n->e[j].key);
+    const char *key = c <= 0 ? r->e[i].key : n->e[j].key;
+    while (ia < r->ne && strcmp(r->e[ia].key, key) == 0)
+      ia++;
+    while (jb < n->ne && strcmp(n->e[jb].key, key) == 0)
+      jb++;
+    if (c == 0) {
+      compare_key(o, ts, a->noise, a->floor_ms, &r->e[i], ia - i, &n->e[j],
+                  jb - j);
+    } else if (c > 0) {
+      group_head(o, key);
+      line(o, key, "-", "-", "-", "-", "-", "NEW", "no reference row");
+      o->nnew++;
+    } else {
+      bool ran = false; /* is the bench one NEW ran? */
+      for (int k = 0; k < n->nt && !ran; k++)
+        ran = strcmp(n->t[k]->bench, r->e[i].t->bench) == 0;
+      if (ran) {
+        group_head(o, key);
+        line(o, key, "-", "-", "-", "-", "-", "MISSING",
+             a->strict ? "not in NEW (--strict: a failure)" : "not in NEW");
+        o->missing++;
+      }
+    }
+    i = c <= 0 ? ia : i;
+    j = c >= 0 ? jb : j;
+  }
+}
+
+int pl_compare_main(int argc, char **argv) {
+  cmp_args a = {.noise = true, .floor_ms = PL_CMP_TIME_FLOOR_MS};
+  pl__compare_tols ts = {0};
+  out o;
+  memset(&o, 0, sizeof o);
+  if (argc > 1 && strcmp(argv[1], "--classify") == 0) {
+    /* how each named column is treated (for the tests and the curious) */
+    for (int i = 2; i < argc; i++) {
+      pl_cmp_class c = pl__compare_class(argv[i]);
+      printf("%s %s\n",
+             c == PL_CMP_UNKNOWN  ? "unknown"
+             : c == PL_CMP_IGNORE ? "ignored"
+                                  : pl__compare_kind_names[c],
+             argv[i]);
+    }
+    return 0;
+  }
+  int code = parse_args(argc, argv, &a, &o);
+  if (code == 0)
+    code = load_tolerances(&a, &ts);
+  if (code != 0) {
+    free(a.cli.v);
+    free(ts.v);
+    return code < 0 ? 0 : code;
+  }
+
+  side n = {0}, r = {0};
+  if (side_read(a.paths[0], &n) != PL_OK || side_read(a.paths[1], &r) != PL_OK) {
+    fprintf(stderr, "plateau compare: %s\n", pl_last_error());
+    side_free(&n);
+    side_free(&r);
+    free(a.cli.v);
+    free(ts.v);
+    return 3;
+  }
+  key_both(&n, &r);
+  if (o.f == F_MD)
+    printf("| bench | configuration | metric | ref | new | new/ref | "
+           "tolerance | result | note |\n|---|---|---|---|---|---|---|---|"
+           "---|\n");
+  if (o.f == F_TSV)
+    printf("bench\tconfiguration\tmetric\tref\tnew\tratio\ttolerance\tresult"
+           "\tnote\n");
+  if (o.f == F_TEXT)
+    printf("# plateau compare %s %s\n#    metric                        ref  "
+           "          new    ratio      tol  result\n",
+           a.paths[0], a.paths[1]);
+  walk(&o, &a, &ts, &n, &r);
+  const bool regress = o.fail > 0 || (a.strict && o.missing > 0);
+  printf("%scompare: %d configuration%s matched, %d metric%s: %d pass (%d "
+         "within the noise), %d fail, %d skipped; %d new, %d missing -> %s\n",
+         o.f == F_TEXT ? "# "
+         : o.f == F_MD ? "\n"
+                       : "# ",
+         o.keys, o.keys == 1 ? "" : "s", o.pass + o.fail,
+         o.pass + o.fail == 1 ? "" : "s", o.pass, o.noise, o.fail, o.skipped,
+         o.nnew, o.missing,
+         regress  ? "REGRESSION"
+         : o.keys ? "PASS"
+                  : "NOTHING COMPARED");
+  side_free(&n);
+  side_free(&r);
+  free(a.cli.v);
+  free(ts.v);
+  return regress ? 1 : o.keys ? 0 : 4;
+}

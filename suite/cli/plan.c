@@ -1,0 +1,733 @@
+/* plan.c — `plateau plan`: before spending an allocation, the per-rank
+ * device budget of a training configuration term by term (Eq. 6 and the
+ * transients our operators allocate), the host budget per node, whether it
+ * fits and which term binds, the predicted step time and tok/s/GPU; with
+ * knobs left free, the configuration of the highest predicted throughput
+ * among those that fit and the runner-up; `--table paper`, the projection
+ * of the paper's end-to-end points (plan_table.c).  Plateau or the FSDP2
+ * baseline; the machine from defaults, calib and kernel-rate result files.
+ * Everything is computed by engine/plan; this file parses and prints. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/options.h"
+#include "plan.h"
+#include "plan/plan.h"
+#include "plan_table.h"
+#include "results/results.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static const char *const systems[] = {"plateau", "fsdp2", NULL};
+static const char *const formats[] = {"table", "tsv", NULL};
+static const char *const configs[] = {"auto", "explicit", NULL};
+static const char *const dispatches[] = {"pllep", "llep", "ep", NULL};
+static const char *const heads[] = {"auto", "ring", "fused", NULL};
+static const char *const optims[] = {"stream", "hybrid", NULL};
+static const char *const acs[] = {"full", "selective", "none", NULL};
+static const char *const onoff[] = {"off", "on", NULL};
+static const char *const dtypes[] = {"bf16", "f32", NULL};
+static const char *const backends[] = {"cuda", "cpu", NULL};
+static const char *const tables[] = {"paper", NULL};
+
+static const pl_opt plan_opts[] = {
+    {"model", 0, PL_OPT_ENUM, "120b", "model preset", 0, 0,
+     pl_model_preset_names},
+    {"layers", 0, PL_OPT_INT, NULL, "override: decoder layers L", 1, 1024,
+     NULL},
+    {"experts", 0, PL_OPT_INT, NULL, "override: routed experts E", 0, 65536,
+     NULL},
+    {"topk", 0, PL_OPT_INT, NULL, "override: routes per token k", 1, 256, NULL},
+    {"hidden", 0, PL_OPT_SIZE, NULL, "override: hidden H", 1, 1048576, NULL},
+    {"ffn", 0, PL_OPT_SIZE, NULL, "override: routed expert width I", 1, 1048576,
+     NULL},
+    {"vocab", 0, PL_OPT_SIZE, NULL, "override: vocabulary V", 1, 1e9, NULL},
+    {"dense-layers", 0, PL_OPT_INT, NULL, "override: the first N layers dense",
+     0, 1024, NULL},
+    {"gpus", 0, PL_OPT_INT, "16", "GPUs W (one rank each)", 1, 65536, NULL},
+    {"gpus-per-node", 0, PL_OPT_INT, "8", "GPUs per node", 1, 1024, NULL},
+    {"seq", 0, PL_OPT_SIZE, "128Ki", "sequence length S (context)", 2,
+     1099511627776.0, NULL},
+    {"host-mem", 0, PL_OPT_SIZE, NULL, "host RAM per node (default 2Ti)", 1,
+     1e15, NULL},
+    {"hbm", 0, PL_OPT_SIZE, NULL, "device memory per GPU (default 139.8Gi)", 1,
+     1e15, NULL},
+    {"system", 0, PL_OPT_ENUM, "plateau", "plateau | fsdp2", 0, 0, systems},
+    {"config", 0, PL_OPT_ENUM, "auto",
+     "auto: knobs not given are searched; explicit: they take defaults", 0, 0,
+     configs},
+    /* plateau's knobs */
+    {"D", 0, PL_OPT_INT, NULL, "plateau: Ulysses group D", 1, 65536, NULL},
+    {"P", 0, PL_OPT_INT, NULL, "plateau: Ring-DTP group P", 1, 65536, NULL},
+    {"c", 0, PL_OPT_SIZE, NULL, "plateau: per-source token cap c (Eq. 1)", 1,
+     1e12, NULL},
+    {"beta", 0, PL_OPT_SIZE, NULL, "plateau: optimizer bucket beta (params)", 1,
+     1e12, NULL},
+    {"slots", 0, PL_OPT_INT, NULL, "plateau: staging slots s", 1, 64, NULL},
+    {"sco", 0, PL_OPT_STR, NULL,
+     "plateau: SCO host budget per rank: 0, all, or a size", 0, 0, NULL},
+    {"optim", 0, PL_OPT_ENUM, NULL, "plateau: stream | hybrid", 0, 0, optims},
+    {"optim-resident", 0, PL_OPT_STR, NULL,
+     "plateau: HBM for the optimizer's fp32 master, m, v (whole buckets): 0, "
+     "all, auto (filled), or a size",
+     0, 0, NULL},
+    {"keep", 0, PL_OPT_STR, NULL,
+     "plateau: activations kept for the backward: 0, attn (every layer's "
+     "attention output + LSE), all (whole attention halves), auto (filled), "
+     "or a device budget",
+     0, 0, NULL},
+    {"dispatch", 0, PL_OPT_ENUM, "pllep", "plateau: pllep | llep | ep", 0, 0,
+     dispatches},
+    {"head", 0, PL_OPT_ENUM, "auto", "plateau: ring | fused (auto: by P)", 0, 0,
+     heads},
+    {"virtual", 0, PL_OPT_INT, NULL,
+     "the virtual world W_v of a one-GPU proxy (a multiple of gpus)", 1, 65536,
+     NULL},
+    {"dtype", 0, PL_OPT_ENUM, "bf16", "bf16 | f32", 0, 0, dtypes},
+    {"imb", 0, PL_OPT_F64, "1", "received expert rows / balanced (>= 1)", 1,
+     1e6, NULL},
+    /* both */
+    {"ep", 0, PL_OPT_INT, NULL,
+     "expert-parallel degree (plateau: the layout's Ep = gpus)", 1, 65536,
+     NULL},
+    {"tokens", 0, PL_OPT_SIZE, NULL,
+     "tokens per step (micro-batches accumulated); default one pass", 1, 1e15,
+     NULL},
+    {"micro", 0, PL_OPT_INT, NULL, "micro-batches per step", 1, 1 << 20, NULL},
+    /* fsdp2's knobs */
+    {"cp", 0, PL_OPT_INT, NULL, "fsdp2: context-parallel degree", 1, 65536,
+     NULL},
+    {"ac", 0, PL_OPT_ENUM, NULL, "fsdp2: activation checkpointing", 0, 0, acs},
+    {"offload", 0, PL_OPT_ENUM, NULL, "fsdp2: CPU offload on | off", 0, 0,
+     onoff},
+    {"mbs", 0, PL_OPT_INT, NULL, "fsdp2: sequences per DP group per micro", 1,
+     4096, NULL},
+    /* the machine */
+    {"calib", 0, PL_OPT_STR, NULL,
+     "result files (calib, attention, adam, moegemm), comma-separated", 0, 0,
+     NULL},
+    {"set", 0, PL_OPT_STR, NULL,
+     "machine parameters key=value[,key=value] (--machine lists them)", 0, 0,
+     NULL},
+    {"backend", 0, PL_OPT_ENUM, "cuda", "the target device: cuda | cpu", 0, 0,
+     backends},
+    {"machine", 0, PL_OPT_FLAG, NULL, "print the machine and exit", 0, 0, NULL},
+    /* output */
+    {"format", 0, PL_OPT_ENUM, "table", "table | tsv", 0, 0, formats},
+    {"table", 0, PL_OPT_ENUM, NULL,
+     "paper: the projection of the paper's end-to-end points", 0, 0, tables},
+    {"out", 'o', PL_OPT_STR, NULL,
+     "--table: directory for plan_paper.md, .tsv, plan_reach.tsv/.svg", 0, 0,
+     NULL},
+    {NULL, 0, 0, NULL, NULL, 0, 0, NULL},
+};
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: plateau plan [options]\n"
+          "  The per-rank memory budget, feasibility and predicted throughput "
+          "of a\n  training configuration, before launch (engine/plan).  Knobs "
+          "not given are\n  chosen to maximize predicted tok/s/GPU among "
+          "configurations that fit\n  (--config explicit: defaults instead).  "
+          "--table paper projects the\n  paper's points.  Exit: 0 fits, 1 does "
+          "not fit, 2 bad input, 3 error.\n\n");
+  pl_args_usage(plan_opts, f);
+}
+
+static int bad(const char *what) {
+  fprintf(stderr, "plateau plan: %s\n", what);
+  return 2;
+}
+
+/* ---- the model and the machine ------------------------------------------ */
+
+static pl_status model_of(const pl_args *a, pl_model_cfg *m) {
+  PL_TRY(pl_model_preset(pl_args_enum_name(a, "model"), m));
+  if (pl_args_given(a, "layers"))
+    m->L = (int)pl_args_int(a, "layers");
+  if (pl_args_given(a, "experts"))
+    m->E = (int)pl_args_int(a, "experts");
+  if (pl_args_given(a, "topk"))
+    m->k = (int)pl_args_int(a, "topk");
+  if (pl_args_given(a, "hidden"))
+    m->H = (int64_t)pl_args_size(a, "hidden");
+  if (pl_args_given(a, "ffn"))
+    m->I = (int64_t)pl_args_size(a, "ffn");
+  if (pl_args_given(a, "vocab"))
+    m->V = (int64_t)pl_args_size(a, "vocab");
+  if (pl_args_given(a, "dense-layers"))
+    m->dense_layers = (int)pl_args_int(a, "dense-layers");
+  return pl_model_cfg_check(m);
+}
+
+/* comma-separated items of option opt's value s, each given to fn; an
+ * empty item (",a", "a,,b", "a,") is refused, as in every list option */
+static pl_status each_item(const char *opt, const char *s, pl_plan_machine *mc,
+                           pl_status (*fn)(pl_plan_machine *, const char *)) {
+  char buf[4096];
+  if (strlen(s) >= sizeof buf)
+    return pl_set_error(PL_EINVAL,
+                        "--%s: %zu characters (allowed: at most %zu)", opt,
+                        strlen(s), sizeof buf - 1);
+  snprintf(buf, sizeof buf, "%s", s);
+  for (char *p = buf;;) {
+    char *comma = strchr(p, ',');
+    if (comma)
+      *comma = 0;
+    if (!*p)
+      return pl_set_error(PL_EINVAL,
+                          "--%s=%s: empty list element (allowed: items "
+                          "separated by single commas)",
+                          opt, s);
+    PL_TRY(fn(mc, p));
+    if (!comma)
+      return PL_OK;
+    p = comma + 1;
+  }
+}
+
+/* A --calib file: a plateau result file of a schema this build reads (as
+ * `bench train --calib` requires; a regular file), then its rates. */
+static pl_status load_calib(pl_plan_machine *mc, const char *path) {
+  pl_table t;
+  if (pl_table_read(path, &t) != PL_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pl_last_error());
+    return pl_set_error(PL_EINVAL, "--calib: %s", msg);
+  }
+  pl_table_free(&t);
+  return pl_plan_machine_load(mc, path);
+}
+
+static pl_status machine_of(const pl_args *a, pl_plan_machine *mc) {
+  *mc = pl_plan_machine_default();
+  mc->backend =
+      pl_args_enum(a, "backend") == 1 ? PL_BACKEND_CPU : PL_BACKEND_CUDA;
+  mc->gpus_per_node = (int)pl_args_int(a, "gpus-per-node");
+  if (pl_args_str(a, "calib"))
+    PL_TRY(each_item("calib", pl_args_str(a, "calib"), mc, load_calib));
+  if (pl_args_str(a, "set"))
+    PL_TRY(each_item("set", pl_args_str(a, "set"), mc, pl_plan_machine_set));
+  if (pl_args_given(a, "hbm"))
+    mc->hbm_bytes = (double)pl_args_size(a, "hbm");
+  if (pl_args_given(a, "host-mem"))
+    mc->host_bytes = (double)pl_args_size(a, "host-mem");
+  if (mc->hbm_reserve >= mc->hbm_bytes)
+    return pl_set_error(PL_EINVAL,
+                        "--hbm=%.0f bytes: must exceed the reserve of %.0f "
+                        "(set hbm_reserve with --set)",
+                        mc->hbm_bytes, mc->hbm_reserve);
+  if (mc->host_reserve >= mc->host_bytes)
+    return pl_set_error(PL_EINVAL,
+                        "--host-mem=%.0f bytes: must exceed the reserve of "
+                        "%.0f (set host_reserve with --set)",
+                        mc->host_bytes, mc->host_reserve);
+  return PL_OK;
+}
+
+/* ---- the configuration --------------------------------------------------- */
+
+static int divides(int a, int b) {
+  return a > 0 && b % a == 0;
+}
+
+/* A group of g over W GPUs: real (g divides W) or, in a proxy of W_v,
+ * virtual (g·W divides W_v; train/layout.h). */
+static int group_ok(int g, int W, int Wv) {
+  return divides(g, W) || (g > 0 && Wv > W && Wv % W == 0 && Wv % (g * W) == 0);
+}
+
+/* --optim-resident and --keep: a budget given is fixed; auto (or not given
+ * under --config auto) is the planner's fill (pl_plan_fill) */
+static pl_status headroom_of(const pl_args *a, bool autoc, pl_plan_cfg *c,
+                             pl_plan_free *fr) {
+  pl_headroom_mode md;
+  uint64_t b;
+  fr->resident = autoc, fr->keep = autoc;
+  if (pl_args_given(a, "optim-resident")) {
+    PL_TRY(pl_headroom_parse("--optim-resident",
+                             pl_args_str(a, "optim-resident"), false, &md,
+                             &b));
+    fr->resident = md == PL_HEADROOM_AUTO;
+    c->sc.oo.resident_all = md == PL_HEADROOM_ALL;
+    c->sc.oo.resident_bytes = b;
+  }
+  if (pl_args_given(a, "keep")) {
+    PL_TRY(pl_headroom_parse("--keep", pl_args_str(a, "keep"), true, &md, &b));
+    fr->keep = md == PL_HEADROOM_AUTO;
+    c->sc.keep = (pl_keep_budget){md == PL_HEADROOM_ATTN  ? PL_KEEP_ATTN
+                                  : md == PL_HEADROOM_ALL ? PL_KEEP_ALL
+                                                          : PL_KEEP_BYTES,
+                                  b};
+  }
+  return PL_OK;
+}
+
+/* FSDP2's configuration and free knobs (--cp, --ep, --ac, --offload, --mbs,
+ * --virtual) at W GPUs and context S. */
+static pl_status fsdp2_config_of(const pl_args *a, const pl_model_cfg *m,
+                                 int W, int64_t S, bool autoc, pl_plan_cfg *c,
+                                 pl_plan_free *fr) {
+  *c = pl_plan_cfg_fsdp2(m, W, S);
+  fr->cp = autoc && !pl_args_given(a, "cp");
+  fr->ep = autoc && !pl_args_given(a, "ep");
+  fr->ac = autoc && !pl_args_given(a, "ac");
+  fr->offload = autoc && !pl_args_given(a, "offload");
+  fr->mbs = autoc && !pl_args_given(a, "mbs") && !pl_args_given(a, "tokens");
+  if (pl_args_given(a, "cp"))
+    c->cp = (int)pl_args_int(a, "cp");
+  if (pl_args_given(a, "ep"))
+    c->ep = (int)pl_args_int(a, "ep");
+  if (pl_args_given(a, "ac"))
+    c->ac = (pl_plan_ac)pl_args_enum(a, "ac");
+  if (pl_args_given(a, "offload"))
+    c->offload = pl_args_enum(a, "offload") == 1;
+  if (pl_args_given(a, "mbs"))
+    c->mbs = (int)pl_args_int(a, "mbs");
+  if (pl_args_given(a, "virtual"))
+    c->lc.W_v = (int)pl_args_int(a, "virtual");
+  const int Wv = c->lc.W_v ? c->lc.W_v : W;
+  if (!group_ok(c->cp, W, Wv))
+    return pl_set_error(PL_EINVAL,
+                        "--cp=%d: must divide --gpus=%d (or, with --virtual, "
+                        "cp·gpus divide W_v=%d: a virtual group)",
+                        c->cp, W, Wv);
+  if (S % (2 * c->cp))
+    return pl_set_error(PL_EINVAL,
+                        "--seq=%lld: must be a multiple of 2·cp = %d (the "
+                        "load-balanced split)",
+                        (long long)S, 2 * c->cp);
+  if (!divides(c->ep, Wv) || (m->E > 0 && m->E % c->ep))
+    return pl_set_error(PL_EINVAL,
+                        "--ep=%d: must divide --gpus=%d (--virtual: W_v) "
+                        "and E=%d",
+                        c->ep, Wv, m->E);
+  return PL_OK;
+}
+
+/* plateau's configuration and free knobs (--D, --P, --virtual, --head, --c,
+ * --beta, --slots, --sco, --optim, --dispatch, the headroom) at W GPUs and
+ * context S. */
+static pl_status plateau_config_of(const pl_args *a, int W, int64_t S,
+                                   bool autoc, pl_plan_cfg *c,
+                                   pl_plan_free *fr) {
+  *c = pl_plan_cfg_plateau(W, S);
+  fr->D = autoc && !pl_args_given(a, "D");
+  fr->P = autoc && !pl_args_given(a, "P");
+  fr->c = autoc && !pl_args_given(a, "c");
+  fr->beta = autoc && !pl_args_given(a, "beta");
+  fr->sco = autoc && !pl_args_given(a, "sco");
+  fr->optim = autoc && !pl_args_given(a, "optim");
+  if (pl_args_given(a, "ep") && pl_args_int(a, "ep") != W)
+    return pl_set_error(PL_EINVAL,
+                        "--ep=%lld: plateau's layout has Ep = W = %d (every "
+                        "rank holds E/W experts)",
+                        (long long)pl_args_int(a, "ep"), W);
+  if (pl_args_given(a, "D"))
+    c->lc.D = (int)pl_args_int(a, "D");
+  if (pl_args_given(a, "P"))
+    c->lc.P = (int)pl_args_int(a, "P");
+  if (pl_args_given(a, "virtual"))
+    c->lc.W_v = (int)pl_args_int(a, "virtual");
+  const int Wv = c->lc.W_v ? c->lc.W_v : W;
+  if (!group_ok(c->lc.D, W, Wv) || !group_ok(c->lc.P, W, Wv))
+    return pl_set_error(PL_EINVAL,
+                        "--D=%d --P=%d: both must divide --gpus=%d (or, "
+                        "with --virtual, D·gpus and P·gpus divide W_v=%d: "
+                        "virtual groups)",
+                        c->lc.D, c->lc.P, W, Wv);
+  if (S % c->lc.D)
+    return pl_set_error(PL_EINVAL, "--seq=%lld: must be a multiple of D=%d",
+                        (long long)S, c->lc.D);
+  const int h = pl_args_enum(a, "head");
+  c->sc.head = h == 1        ? &pl_head_ring
+               : h == 2      ? &pl_head_fused
+               : c->lc.P > 1 ? &pl_head_ring
+                             : &pl_head_fused;
+  if (h == 2 && c->lc.P > 1)
+    return pl_set_error(PL_EINVAL,
+                        "--head=fused with --P=%d: the fused head is P = 1",
+                        c->lc.P);
+  if (pl_args_given(a, "c"))
+    c->sc.moe_c = (int64_t)pl_args_size(a, "c");
+  if (pl_args_given(a, "beta"))
+    c->sc.oo.bucket = (size_t)pl_args_size(a, "beta");
+  if (pl_args_given(a, "slots"))
+    c->sc.oo.slots = (int)pl_args_int(a, "slots");
+  if (pl_args_given(a, "sco"))
+    PL_TRY(pl_sco_parse_budget("--sco", pl_args_str(a, "sco"), &c->sc.sco));
+  if (pl_args_given(a, "optim"))
+    c->sc.optim =
+        pl_args_enum(a, "optim") == 1 ? &pl_optim_hybrid : &pl_optim_stream;
+  const int d = pl_args_enum(a, "dispatch");
+  c->sc.dispatch = d == 0   ? PL_MOE_PIPELINED
+                   : d == 1 ? PL_MOE_LLEP
+                            : PL_MOE_EP;
+  PL_TRY(headroom_of(a, autoc, c, fr));
+  return PL_OK;
+}
+
+/* base configuration and the free knobs from the options */
+static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
+                           pl_plan_cfg *c, pl_plan_free *fr) {
+  const int W = (int)pl_args_int(a, "gpus");
+  const int64_t S = (int64_t)pl_args_size(a, "seq");
+  const bool fsdp2 = pl_args_enum(a, "system") == 1;
+  const bool autoc = pl_args_enum(a, "config") == 0;
+  memset(fr, 0, sizeof *fr);
+  static const char *const plateau_only[] = {
+      "D",   "P",     "c",
+      "beta", "slots", "sco",
+      "optim", "optim-resident", "keep",
+      NULL};
+  static const char *const fsdp2_only[] = {"cp", "ac", "offload", "mbs", NULL};
+  const char *const *wrong = fsdp2 ? plateau_only : fsdp2_only;
+  for (int i = 0; wrong[i]; i++)
+    if (pl_args_given(a, wrong[i]))
+      return pl_set_error(PL_EINVAL,
+                          "--%s: a knob of %s (allowed with --system=%s: "
+                          "see --help)",
+                          wrong[i], fsdp2 ? "plateau" : "fsdp2",
+                          fsdp2 ? "fsdp2" : "plateau");
+  if (fsdp2)
+    PL_TRY(fsdp2_config_of(a, m, W, S, autoc, c, fr));
+  else
+    PL_TRY(plateau_config_of(a, W, S, autoc, c, fr));
+  c->sc.dt = pl_args_enum(a, "dtype") == 1 ? PL_F32 : PL_BF16;
+  c->imb = pl_args_f64(a, "imb");
+  if (pl_args_given(a, "micro"))
+    c->sc.micro = (int)pl_args_int(a, "micro");
+  if (pl_args_given(a, "tokens")) {
+    /* a fixed layout must divide it; a searched one is chosen among those
+     * that do (sc.micro follows) */
+    const int64_t t = (int64_t)pl_args_size(a, "tokens");
+    c->tokens_step = t;
+    const bool layout_fixed = fsdp2 ? !fr->cp && !fr->mbs : !fr->D;
+    const int64_t per = pl_plan_tokens_per_step(c) / c->sc.micro;
+    if (per <= 0 || t % per) {
+      if (layout_fixed)
+        return pl_set_error(PL_EINVAL,
+                            "--tokens=%lld: must be a multiple of one pass's "
+                            "%lld tokens (W/%s sequences of S%s)",
+                            (long long)t, (long long)per, fsdp2 ? "cp" : "D",
+                            fsdp2 ? ", times mbs" : "");
+    } else {
+      c->sc.micro = (int)(t / per);
+    }
+    if (pl_args_given(a, "micro"))
+      return pl_set_error(PL_EINVAL,
+                          "--tokens and --micro: give one (tokens per step "
+                          "sets the micro-batches)");
+  }
+  return PL_OK;
+}
+
+/* ---- printing ------------------------------------------------------------ */
+
+static const char *hb(double v, char *buf, size_t n) {
+  if (v >= GIB)
+    snprintf(buf, n, "%.2f GiB", v / GIB);
+  else if (v >= 1024.0 * 1024)
+    snprintf(buf, n, "%.2f MiB", v / (1024.0 * 1024));
+  else if (v >= 1024.0)
+    snprintf(buf, n, "%.2f KiB", v / 1024.0);
+  else
+    snprintf(buf, n, "%.0f B", v);
+  return buf;
+}
+
+/* The live set at the peak, largest first: "tag=36.64 GiB ..." for the
+ * table; compact, as the result files' live_set column writes it
+ * ("tag=36.64GiB", items separated by single spaces, no tab or comma in a
+ * value), for --format tsv. */
+static void live_set(const pl_plan_mem *mem, bool compact, char *buf,
+                     size_t n) {
+  int order[PL_PLAN_MAX_TAGS], k = 0;
+  for (int i = 0; i < mem->n_tags; i++)
+    if (mem->at_peak[i].bytes)
+      order[k++] = i;
+  for (int i = 0; i < k; i++) /* largest first */
+    for (int j = i + 1; j < k; j++)
+      if (mem->at_peak[order[j]].bytes > mem->at_peak[order[i]].bytes) {
+        int t = order[i];
+        order[i] = order[j], order[j] = t;
+      }
+  buf[0] = 0;
+  for (int i = 0; i < k; i++) {
+    char item[64], h[24];
+    hb((double)mem->at_peak[order[i]].bytes, h, sizeof h);
+    char *sp = compact ? strchr(h, ' ') : NULL;
+    if (sp) /* "36.64 GiB" -> "36.64GiB" */
+      memmove(sp, sp + 1, strlen(sp));
+    snprintf(item, sizeof item, "%s%s=%s", i ? " " : "",
+             mem->at_peak[order[i]].tag, h);
+    strncat(buf, item, n - strlen(buf) - 1);
+  }
+}
+
+/* The peak if every route went to one rank, and whether it fits, in words
+ * (the verdict assumes balanced routing). */
+static void print_adversarial(FILE *f, const pl_plan_cfg *c,
+                              const pl_plan_mem *mem, double usable) {
+  char a[32], b[32];
+  const double over = (double)mem->dev_worst - usable;
+  fprintf(f, "  adversarial routing (every route to one rank): %s: ",
+          hb((double)mem->dev_worst, a, sizeof a));
+  if (over <= 0)
+    fprintf(f, "fits (%s headroom)", hb(-over, b, sizeof b));
+  else
+    fprintf(f, "DOES NOT FIT (%s over the usable)", hb(over, b, sizeof b));
+  fprintf(f, "%s\n",
+          c->sc.dispatch != PL_MOE_PIPELINED
+              ? "; ep / llep: the receiving rank's buffers grow with its "
+                "routes, unbounded"
+          : over <= 0 ? "; held by the pipelined dispatch's per-chunk bound "
+                        "(below)"
+                      : "; the pipelined dispatch bounds it per chunk "
+                        "(below): a smaller --c lowers it until the chunks "
+                        "reach their maximum number");
+}
+
+static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
+                        const pl_plan_machine *mc, const pl_plan_verdict *v,
+                        const pl_plan_time *t, const pl_plan_search *s,
+                        bool searched) {
+  const pl_plan_mem *mem = &v->mem;
+  const pl_model_params pc = pl_model_count(m);
+  char a[32], b[32], cfg[256];
+  const int gpn = mc->gpus_per_node < c->W ? mc->gpus_per_node : c->W;
+  fprintf(f,
+          "# plateau plan (a projection): %s, %.2f B parameters (%.2f B "
+          "active per token), GQA attention\n",
+          m->name, pc.total / 1e9, pc.active / 1e9);
+  fprintf(f,
+          "# %s on %d GPUs (%d per node), sequence %lld, %lld tokens per "
+          "rank, %lld per step\n",
+          pl_plan_system_name(c->system), c->W, mc->gpus_per_node,
+          (long long)c->S, (long long)pl_plan_tokens_per_rank(c),
+          (long long)pl_plan_tokens_per_step(c));
+  fprintf(f, "# machine: %s; target %s\n", mc->source,
+          mc->backend == PL_BACKEND_CUDA ? "cuda" : "cpu");
+  pl_plan_cfg_str(c, cfg, sizeof cfg);
+  if (searched)
+    fprintf(f, "# configuration (chosen: %d tried, %d fit): %s\n", s->tried,
+            s->feasible, cfg);
+  else
+    fprintf(f, "# configuration: %s\n", cfg);
+  if (searched && s->have_best && s->best.fill[0])
+    fprintf(f, "# %s\n", s->best.fill);
+  fprintf(f, "\nper-rank device memory at the peak (%s):\n", mem->peak_phase);
+  fprintf(f, "  %-11s %12s %12s  %s\n", "term", "at peak", "own peak",
+          "formula");
+  for (int i = 0; i < PL_TERM_COUNT; i++) {
+    if (!mem->term[i] && !mem->term_peak[i])
+      continue;
+    fprintf(f, "  %-11s %12s %12s  %s\n", pl_plan_term_name(i),
+            hb((double)mem->term[i], a, sizeof a),
+            hb((double)mem->term_peak[i], b, sizeof b),
+            c->system == PL_PLAN_FSDP2 ? pl_plan_fsdp2_term_formula(i)
+                                       : pl_plan_term_formula(i));
+  }
+  const double usable = mc->hbm_bytes - mc->hbm_reserve;
+  fprintf(f, "  %-11s %12s of %s usable (HBM %s)\n", "total",
+          hb((double)mem->dev_peak, a, sizeof a), hb(usable, b, sizeof b),
+          hb(mc->hbm_bytes, cfg, sizeof cfg));
+  if (c->system == PL_PLAN_PLATEAU) {
+    print_adversarial(f, c, mem, usable);
+    if (mem->dispatch_bound)
+      fprintf(f,
+              "  dispatch bound 2·Ep·k·c_eff·H·b = %s (K = %d, c_eff = %lld)\n",
+              hb((double)mem->dispatch_bound, a, sizeof a), mem->K,
+              (long long)mem->c_eff);
+  }
+  char live[1024];
+  live_set(mem, false, live, sizeof live);
+  fprintf(f, "  live set by allocator tag: %s\n", live);
+  fprintf(f, "\nhost memory per node (%d ranks):\n", gpn);
+  fprintf(f, "  optimizer state   %s per rank\n",
+          hb((double)mem->host_optim, a, sizeof a));
+  if (mem->host_sco)
+    fprintf(f, "  SCO boundaries    %s per rank (|S| = %d)\n",
+            hb((double)mem->host_sco, a, sizeof a), mem->sco_layers);
+  fprintf(f, "  total             %s of %s usable\n",
+          hb((double)mem->host_node, a, sizeof a),
+          hb(mc->host_bytes - mc->host_reserve, b, sizeof b));
+  fprintf(f, "\n%s", v->fits ? "fits" : "DOES NOT FIT");
+  if (!v->fits)
+    fprintf(f, " — binding term: %s (%s)", v->binding, v->why);
+  else
+    fprintf(f, ": %s device headroom",
+            hb(usable - (double)mem->dev_peak, a, sizeof a));
+  if (v->fits && c->system == PL_PLAN_PLATEAU)
+    fprintf(f, " with balanced routing%s",
+            v->fits_worst ? " (and with adversarial routing)"
+                          : "; NOT with adversarial routing (above)");
+  fprintf(f, "\n");
+  if (!v->fits && (!searched || !s->have_best)) {
+    if (searched && s->why_none[0])
+      fprintf(f, "no configuration fits; %s\n", s->why_none);
+    return;
+  }
+  fprintf(f,
+          "\npredicted step: %.3f s, %.0f tok/s/GPU, %.0f TFLOP/s/GPU "
+          "(model FLOPs), MFU %.0f%%\n",
+          t->step_s, t->tok_s_gpu, t->tflops_gpu, 100 * t->mfu);
+  fprintf(f, "  %-10s %10s %10s\n", "part", "exposed s", "hidden s");
+  for (int i = 0; i < PL_TPART_COUNT; i++)
+    if (t->part_s[i] > 0 || t->hidden_s[i] > 0)
+      fprintf(f, "  %-10s %10.3f %10.3f\n", pl_plan_tpart_name(i), t->part_s[i],
+              t->hidden_s[i]);
+  if (searched && s->have_runner_up)
+    fprintf(f, "\nrunner-up: %s\n", s->why_lost);
+}
+
+void pl_plan_print_budget(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
+                          const pl_plan_machine *mc, const pl_plan_verdict *v,
+                          const pl_plan_time *t) {
+  print_table(f, m, c, mc, v, t, NULL, false);
+}
+
+/* the tags the result schema has a <tag>_bytes column for (each tag's own
+ * peak); the terms follow as term_<term>_bytes */
+static const char *const schema_tags[] = {"dispatch", "logits", "boundary",
+                                          "attention", "optim_staging"};
+#define NSCHEMA 5
+
+/* the result schema's names where they apply */
+static void print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
+                      const pl_plan_machine *mc, const pl_plan_verdict *v,
+                      const pl_plan_time *t) {
+  const pl_plan_mem *mem = &v->mem;
+  fprintf(f, "bench\tvariant\tmodel\tranks\tgpus_per_node\tseq\ttokens\t"
+             "tokens_step\tconfig\tstatus\tbinding\tdev_peak_bytes\t"
+             "dev_worst_bytes\thbm_bytes\thost_node_bytes\thost_bytes\t");
+  for (int i = 0; i < NSCHEMA; i++)
+    fprintf(f, "%s_bytes\t", schema_tags[i]);
+  for (int i = 0; i < PL_TERM_COUNT; i++)
+    fprintf(f, "term_%s_bytes\t", pl_plan_term_name(i));
+  fprintf(f, "time_ms\ttok_s_gpu\ttflops\tmfu\t");
+  for (int i = 0; i < PL_TPART_COUNT; i++)
+    fprintf(f, "%s_ms\t", pl_plan_tpart_name(i));
+  fprintf(f, "live_set\tnote\n");
+  char cfg[256], live[1024];
+  pl_plan_cfg_str(c, cfg, sizeof cfg);
+  live_set(mem, true, live, sizeof live);
+  fprintf(f,
+          "plan\t%s\t%s\t%d\t%d\t%lld\t%lld\t%lld\t%s\t%s\t%s\t%zu\t%zu\t%.0f\t"
+          "%zu\t%.0f\t",
+          pl_plan_system_name(c->system), m->name, c->W, mc->gpus_per_node,
+          (long long)c->S, (long long)pl_plan_tokens_per_rank(c),
+          (long long)pl_plan_tokens_per_step(c), cfg,
+          v->fits ? "ok" : "infeasible", v->binding[0] ? v->binding : "-",
+          mem->dev_peak, mem->dev_worst, mc->hbm_bytes - mc->hbm_reserve,
+          mem->host_node, mc->host_bytes - mc->host_reserve);
+  for (int i = 0; i < NSCHEMA; i++)
+    fprintf(f, "%zu\t", pl_plan_mem_tag_peak(mem, schema_tags[i]));
+  for (int i = 0; i < PL_TERM_COUNT; i++)
+    fprintf(f, "%zu\t", mem->term_peak[i]);
+  if (v->fits)
+    fprintf(f, "%.3f\t%.1f\t%.1f\t%.4f\t", t->step_s * 1e3, t->tok_s_gpu,
+            t->tflops_gpu, t->mfu);
+  else
+    fprintf(f, "-\t-\t-\t-\t");
+  for (int i = 0; i < PL_TPART_COUNT; i++) {
+    if (v->fits)
+      fprintf(f, "%.3f\t", t->part_s[i] * 1e3);
+    else
+      fprintf(f, "-\t");
+  }
+  fprintf(f, "%s\tprojection; peak at %s%s\n", live[0] ? live : "-",
+          mem->peak_phase,
+          c->system == PL_PLAN_PLATEAU && v->fits && !v->fits_worst
+              ? "; adversarial routing does not fit (dev_worst_bytes)"
+              : "");
+}
+
+/* ---- main ------------------------------------------------------------------
+ */
+
+int pl_plan_main(int argc, char **argv) {
+  pl_args *a = NULL;
+  bool help = false;
+  pl_status st = pl_args_parse(plan_opts, argc - 1, argv + 1, 0, &a, &help);
+  if (st != PL_OK) {
+    fprintf(stderr, "plateau plan: %s\n", pl_last_error());
+    return 2;
+  }
+  if (help) {
+    usage(stdout);
+    pl_args_free(a);
+    return 0;
+  }
+  int code = 0;
+  pl_model_cfg m;
+  pl_plan_machine mc;
+  if ((st = model_of(a, &m)) || (st = machine_of(a, &mc))) {
+    code = bad(pl_last_error());
+    goto out;
+  }
+  if (pl_args_flag(a, "machine")) {
+    pl_plan_machine_print(&mc, stdout);
+    goto out;
+  }
+  const bool tsv = pl_args_enum(a, "format") == 1;
+  if (pl_args_given(a, "table")) {
+    const char *dir = pl_args_str(a, "out");
+    if (dir && (st = pl_plan_table_check_out(dir))) {
+      code = bad(pl_last_error());
+      goto out;
+    }
+    code = pl_plan_table_paper(&mc, dir, tsv);
+    goto out;
+  }
+  if (pl_args_given(a, "out")) {
+    code = bad("--out: only with --table (a plan prints to stdout)");
+    goto out;
+  }
+  pl_plan_cfg c;
+  pl_plan_free fr;
+  if ((st = config_of(a, &m, &c, &fr))) {
+    code = bad(pl_last_error());
+    goto out;
+  }
+  const bool searched = fr.D || fr.P || fr.c || fr.beta || fr.sco || fr.optim ||
+                        fr.cp || fr.ep || fr.ac || fr.offload || fr.mbs ||
+                        fr.resident || fr.keep;
+  pl_plan_search *s = calloc(1, sizeof *s);
+  pl_plan_verdict *v = calloc(1, sizeof *v);
+  pl_plan_time t;
+  memset(&t, 0, sizeof t);
+  if (!s || !v) {
+    free(s), free(v);
+    code = 3;
+    goto out;
+  }
+  if (searched) {
+    st = pl_plan_auto(&m, &c, &fr, &mc, s);
+    if (st == PL_OK)
+      c = s->best.cfg; /* the choice, or the closest to fitting */
+  }
+  if (st == PL_OK)
+    st = pl_plan_check(&m, &c, &mc, v);
+  if (st == PL_OK && v->fits)
+    st = pl_plan_time_predict(&m, &c, &mc, &t);
+  if (st == PL_EINVAL || st == PL_EUNSUPPORTED) {
+    code = bad(pl_last_error());
+  } else if (st != PL_OK) {
+    fprintf(stderr, "plateau plan: %s\n", pl_last_error());
+    code = 3;
+  } else {
+    if (tsv)
+      print_tsv(stdout, &m, &c, &mc, v, &t);
+    else
+      print_table(stdout, &m, &c, &mc, v, &t, s, searched);
+    code = v->fits ? 0 : 1;
+  }
+  free(s);
+  free(v);
+out:
+  pl_args_free(a);
+  return code;
+}

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# test_plan.sh — `plateau plan`: a configuration that fits exits 0 and prints
+# the budget table (every Eq. 6 term, the total against HBM, the host, the
+# time and the runner-up of the automatic choice); one that does not exits 1
+# and names its binding term; --format tsv writes the schema's columns;
+# FSDP2 too; whether adversarial routing fits is said in words; --machine
+# lists every parameter with its unit and meaning; a calib result file
+# changes the machine; bad values exit 2 with a message naming the value and
+# write nothing on stdout: --set values outside what the model takes (0, nan,
+# inf, negative, 2^64 bytes), --calib files of another schema, with a nan
+# rate, a FIFO, empty list elements, a --table output that cannot be written
+# (refused before the work); --table paper -o DIR prints progress per point
+# on stderr and writes the Markdown, the TSVs and (with gnuplot) the reach
+# chart, renamed into place, and analysis/plan_reach.gp renders a small
+# reach file with its legend outside the panels.
+# Usage: BUILD=build bash suite/cli/test_plan.sh
+set -uo pipefail
+PL_TEST=test_plan.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../testlib.sh"
+
+# fits: exit 0, the table's parts
+out=$("$BIN" plan --model 120b --gpus 16 --seq 128Ki 2>&1); rc=$?
+[[ $rc -eq 0 ]] && pass || fail "120b/16/128K: exit $rc: $out"
+for want in "per-rank device memory at the peak" "weights" "grads" "dispatch" \
+  "resident" "total" "usable" "host memory per node" "fits:" "tok/s/GPU" \
+  "runner-up:" "configuration (chosen:"; do
+  [[ $out == *"$want"* ]] && pass || fail "table lacks '$want'"
+done
+
+# explicit and too long: exit 1, the binding term named
+out=$("$BIN" plan --config explicit --seq 1Mi 2>&1); rc=$?
+[[ $rc -eq 1 ]] && pass || fail "explicit 1M: exit $rc (want 1)"
+[[ $out == *"DOES NOT FIT — binding term: acts"* ]] && pass || fail "no binding term: $out"
+
+# tsv: the header and one row, the schema's names
+"$BIN" plan --format tsv --seq 64Ki >"$tmp/p.tsv" 2>&1 || fail "tsv exit $?"
+[[ $(wc -l <"$tmp/p.tsv") -eq 2 ]] && pass || fail "tsv: $(wc -l <"$tmp/p.tsv") lines"
+hdr=$(head -1 "$tmp/p.tsv")
+for col in bench variant ranks seq tokens status dev_peak_bytes dispatch_bytes \
+  logits_bytes boundary_bytes time_ms tok_s_gpu tflops live_set note; do
+  [[ $'\t'$hdr$'\t' == *$'\t'$col$'\t'* ]] && pass || fail "tsv lacks column $col"
+done
+[[ $(cut -f10 "$tmp/p.tsv" | tail -1) == ok ]] && pass || fail "tsv status"
+# live_set as the result files write it: tag=size items, single spaces, no
+# comma, every row as many fields as the header
+live=$(awk -F'\t' 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "live_set") c = i} NR == 2 {print $c}' "$tmp/p.tsv")
+[[ $live =~ ^[a-z_0-9]+=[0-9.]+[KMG]?i?B( [a-z_0-9]+=[0-9.]+[KMG]?i?B)+$ ]] && pass || fail "tsv live_set '$live'"
+[[ $(awk -F'\t' '{print NF}' "$tmp/p.tsv" | sort -u | wc -l) -eq 1 ]] && pass || fail "tsv rows of unequal width"
+
+# adversarial routing: whether it fits, said plainly
+out=$("$BIN" plan --model 667b --gpus 64 --seq 1Mi 2>&1); rc=$?
+[[ $rc -eq 0 && $out =~ "adversarial routing (every route to one rank): "[0-9.]+" GiB: DOES NOT FIT" ]] && pass ||
+  fail "667b/64/1M: the adversarial peak is not called unfit: $(grep adversarial <<<"$out")"
+[[ $out == *"with balanced routing; NOT with adversarial routing"* ]] && pass || fail "667b/64/1M: the verdict hides the adversarial peak"
+out=$("$BIN" plan --model 120b --gpus 16 --seq 128Ki 2>&1)
+[[ $out == *"GiB: fits ("* && $out == *"(and with adversarial routing)"* ]] && pass || fail "120b/16/128K: adversarial fit not said"
+
+# fsdp2: fits at 32K on 16 GPUs, its own formulas
+out=$("$BIN" plan --system fsdp2 --seq 32Ki 2>&1); rc=$?
+[[ $rc -eq 0 && $out == *"cp="* && $out == *"dense CE"* ]] && pass || fail "fsdp2: exit $rc: $out"
+out=$("$BIN" plan --system fsdp2 --seq 1Mi 2>&1); rc=$?
+[[ $rc -eq 1 && $out == *"no configuration fits"* ]] && pass || fail "fsdp2 1M: exit $rc: $out"
+
+# the machine from a calib result file (a small one written here)
+cal=$tmp/calib.tsv
+calib_file() { # calib_file SCHEMA GEMM_TFLOPS > file
+  printf '# plateau-results: %s\n# bench: calib\n' "$1"
+  printf 'bench\tvariant\tbytes\tranks\tdtype\tmnk\talgbw_gbs\tbusbw_gbs\ttflops\tstatus\n'
+  printf 'calib\tgemm\t-\t1\tbf16\t8192\t-\t-\t%s\tok\n' "$2"
+  printf 'calib\th2d\t268435456\t1\t-\t-\t55.44\t55.44\t-\tok\n# end: ok\n'
+}
+calib_file 2 754.529 >"$cal"
+out=$("$BIN" plan --machine --calib "$cal" 2>&1)
+[[ $out == *"machine: $cal"* && $out == *"gemm_tflops=754.529"* && $out == *"h2d_gbs=55.44"* ]] && pass || fail "calib not read: $out"
+out=$("$BIN" plan --machine --set ib_gbs=25,coll_us=5 2>&1)
+[[ $out == *"ib_gbs=25"* && $out == *"coll_us=5"* ]] && pass || fail "--set: $out"
+# --machine: every parameter with its unit and meaning
+out=$("$BIN" plan --machine 2>&1)
+for want in "gemm_tflops=793 .*TFLOP/s .*dense bf16 GEMM" "hbm_bytes=150109880320 .*bytes .*device memory per GPU: 139.80 GiB" \
+  "ib_lat_us=5 .*us .*latency per message across nodes" "expert_eff=0.85 .*x gemm .*expert GEMMs"; do
+  grep -Eq -- "$want" <<<"$out" && pass || fail "--machine lacks /$want/"
+done
+
+# bad input: exit 2, the value named, nothing on stdout
+bad() {
+  local want=$1
+  shift
+  local o e rc
+  o=$(timeout 20 "$BIN" plan "$@" 2>"$tmp/err"); rc=$?
+  e=$(cat "$tmp/err")
+  [[ $rc -eq 2 ]] && pass || fail "plan $* -> exit $rc (want 2)"
+  [[ -z $o ]] && pass || fail "plan $* wrote to stdout"
+  [[ $e == *"$want"* ]] && pass || fail "plan $*: message '$e' lacks '$want'"
+}
+bad "--gpus=0" --gpus 0
+bad "999b" --model 999b
+bad "12Q" --seq 12Q
+bad "D=16" --D 16
+bad "--cp=3" --system fsdp2 --cp 3
+bad "--D: a knob of plateau" --system fsdp2 --D 2
+bad "--ep=8" --ep 8
+bad "--sco=lots" --sco lots
+bad "unknown key 'warp'" --set warp=9
+bad "--tokens=1000" --tokens 1000 --D 1
+bad "/nonexistent" --calib /nonexistent/calib.tsv
+# the machine's values: each in the range its model accepts
+bad "gemm_tflops=0: out of range (allowed: above 0 up to 1000000 TFLOP/s" --set gemm_tflops=0
+bad "hbm_gbs=0: out of range (allowed: above 0" --set hbm_gbs=0
+bad "host_bytes=0: out of range (allowed: above 0 up to 1000000000000000 B" --set host_bytes=0
+bad "hbm_bytes=18446744073709551616: out of range" --set hbm_bytes=18446744073709551616
+bad "hbm_bytes=2e15: out of range" --set hbm_bytes=2e15
+bad "ib_gbs=-1: out of range" --set ib_gbs=-1
+bad "ib_lat_us=-5: out of range (allowed: 0 up to" --set ib_lat_us=-5
+bad "h2d_gbs=nan: not a finite number" --set h2d_gbs=nan
+bad "nvl_gbs=inf: not a finite number" --set nvl_gbs=inf
+bad "expert_eff=3: out of range (allowed: above 0 up to 2 x gemm" --set expert_eff=3
+bad "gpus_per_node=0: out of range (allowed: an integer 1..1024)" --set gpus_per_node=0
+bad "must exceed the reserve" --set host_reserve=4Ti
+bad "--set=ib_gbs=25,: empty list element" --set ib_gbs=25,
+bad "--set=,ib_gbs=25: empty list element" --set ,ib_gbs=25
+bad "--calib=$cal,,$cal: empty list element" --calib "$cal,,$cal"
+# --calib: a schema this build reads, finite rates, a regular file
+calib_file 99 754.529 >"$tmp/c99.tsv"
+bad "result schema version 99 is not one this plateau reads" --calib "$tmp/c99.tsv"
+calib_file 2 nan >"$tmp/cnan.tsv"
+bad "line 4: column tflops is 'nan' (allowed: a finite number > 0" --calib "$tmp/cnan.tsv"
+calib_file 2 -3 >"$tmp/cneg.tsv"
+bad "line 4: column tflops is '-3'" --calib "$tmp/cneg.tsv"
+mkfifo "$tmp/fifo.tsv"
+bad "fifo.tsv: not a regular file" --calib "$tmp/fifo.tsv"
+# --table's output directory: checked before the half minute of work
+t0=$(date +%s)
+bad "--out=/dev/null: '/dev/null' exists and is not a directory" --table paper -o /dev/null
+mkdir -p "$tmp/tbl/plan_paper.md"
+bad "plan_paper.md exists and is not a regular file" --table paper -o "$tmp/tbl"
+[[ $(($(date +%s) - t0)) -le 10 ]] && pass || fail "a bad --out was refused only after the work"
+"$BIN" plan --help >/dev/null 2>&1 && pass || fail "--help"
+
+# the reach chart from a small file (columns by name)
+if command -v gnuplot >/dev/null; then
+  printf '# reach\nmodel\tranks\tsystem\tmax_context\tmax_tokens_step\tpaper_max_context\n' >"$tmp/r.tsv"
+  for m in 120b 241b 667b; do
+    printf '%s\t16\tplateau\t1048576\t1\t1048576\n%s\t32\tplateau\t2097152\t1\t-\n' $m $m >>"$tmp/r.tsv"
+    printf '%s\t16\tfsdp2\t131072\t1\t131072\n%s\t32\tfsdp2\t-\t0\t-\n' $m $m >>"$tmp/r.tsv"
+  done
+  gnuplot -c "$ROOT/analysis/plan_reach.gp" "$tmp/r.tsv" "$tmp/r.svg" >/dev/null 2>&1 && pass || fail "plan_reach.gp failed"
+  [[ -s $tmp/r.svg && $(grep -c '<path' "$tmp/r.svg") -gt 10 ]] && pass || fail "no chart drawn"
+  [[ $(grep -c 'FSDP2-best' "$tmp/r.svg") -gt 0 ]] && pass || fail "chart lacks its titles"
+fi
+
+# the paper's table: files, the paper's figures beside ours, the chart
+if "$BIN" plan --table paper -o "$tmp/paper" >"$tmp/paper.out" 2>"$tmp/paper.err"; then pass; else fail "table: $(cat "$tmp/paper.out" "$tmp/paper.err")"; fi
+# progress: a line per point on stderr, none in the outputs
+[[ $(grep -c '^\[plan --table paper\] point [0-9]*/63 .*ETA' "$tmp/paper.err") -eq 63 ]] && pass || fail "progress lines: $(head -3 "$tmp/paper.err")"
+! grep -q 'plan --table paper\] point' "$tmp/paper.out" "$tmp"/paper/*.md "$tmp"/paper/*.tsv && pass || fail "progress in the outputs"
+[[ -z $(find "$tmp/paper" -name '.*') ]] && pass || fail "temporary files left: $(ls -A "$tmp/paper")"
+md=$tmp/paper/plan_paper.md
+[[ -s $md && $(grep -c projection "$md") -gt 0 ]] && pass || fail "no Markdown"
+grep -q "| 120b | 16 | 128K |.*| 1355 (91) | 178 (7.6× less) |" "$md" && pass || fail "paper's 120B/128K figures missing"
+grep -q "| 667b | 64 | 1M |.*| 124 (233) | OOM |" "$md" && pass || fail "paper's 667B/1M figures missing"
+grep -q "| 241b | 32 | .* | 32K | .* | 1.8M (7×) |" "$md" && pass || fail "paper's 241B reach/batch missing"
+[[ $(grep -c $'^plan\t' "$tmp/paper/plan_paper.tsv") -eq 108 ]] && pass || fail "plan_paper.tsv rows"
+[[ $(grep -vc '^#' "$tmp/paper/plan_reach.tsv") -eq 19 ]] && pass || fail "plan_reach.tsv rows"
+if command -v gnuplot >/dev/null; then
+  [[ -s $tmp/paper/plan_reach.svg ]] && pass || fail "no plan_reach.svg"
+fi
+
+echo "test_plan.sh: $npass passed, $nfail failed"
+[[ $nfail -eq 0 ]]

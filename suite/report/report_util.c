@@ -1,0 +1,491 @@
+/* report_util.c — the helpers every `plateau report` hook shares (see
+ * report_util.h): one cell accessor, one chart helper, output files and
+ * formats, so that every report reads columns, draws charts and says what it
+ * wrote the same way. */
+#include "report_util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "plateau/plateau.h"
+#include "results/schema.h"
+
+/* ---- cells ----------------------------------------------------------------
+ */
+const char *pl_cell(const pl_table *t, int r, const char *col) {
+  int c = pl_table_col(t, col);
+  return c >= 0 && r >= 0 && r < t->nrows ? t->rows[r][c] : "-";
+}
+
+double pl_rep_num(const char *s) {
+  if (!s || !*s || strcmp(s, "-") == 0)
+    return NAN;
+  char *end;
+  double v = strtod(s, &end);
+  return *end ? NAN : v;
+}
+
+double pl_cell_num(const pl_table *t, int r, const char *col) {
+  return pl_rep_num(pl_cell(t, r, col));
+}
+
+bool pl_has_col(const pl_table *t, const char *col) {
+  return pl_table_col(t, col) >= 0;
+}
+
+bool pl_rep_keys_ok(const char *report, const pl_table *t, int r,
+                    const char *const *cols) {
+  for (int k = 0; cols[k]; k++) {
+    const char *v = pl_cell(t, r, cols[k]);
+    if (isfinite(pl_rep_num(v)))
+      continue;
+    char line[32] = "";
+    if (t->lines)
+      snprintf(line, sizeof line, ":%d", t->lines[r]);
+    char keys[256] = "";
+    for (int j = 0; cols[j]; j++)
+      snprintf(keys + strlen(keys), sizeof keys - strlen(keys), "%s%s",
+               j ? ", " : "", cols[j]);
+    fprintf(stderr,
+            "plateau report: %s%s: row left out of the %s report: %s is "
+            "'%s', not a number (its rows are grouped and sorted by %s)\n",
+            t->path, line, report, cols[k],
+            pl_has_col(t, cols[k]) ? v : "(no such column)", keys);
+    return false;
+  }
+  return true;
+}
+
+/* ---- Markdown and formats ---------------------------------------------------
+ */
+void pl_rep_md_text(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '|')
+      fputc('\\', f);
+    fputc(*s, f);
+  }
+}
+
+const char *pl_rep_fmt(char *buf, size_t n, const char *fmt, double v,
+                       const char *nan) {
+  if (isnan(v))
+    snprintf(buf, n, "%s", nan);
+  else
+    snprintf(buf, n, fmt, v);
+  return buf;
+}
+
+const char *pl_rep_q(char *buf, size_t n, double v, const char *nan) {
+  if (!isfinite(v)) {
+    snprintf(buf, n, "%s", isnan(v) ? nan : v > 0 ? "inf" : "-inf");
+    return buf;
+  }
+  const double a = fabs(v);
+  if (a >= 1000 || a == 0)
+    snprintf(buf, n, "%.0f", v);
+  else if (a >= 1e-6) /* 4 significant digits as a plain decimal */
+    snprintf(buf, n, "%.*f", 3 - (int)floor(log10(a)), v);
+  else
+    snprintf(buf, n, "%.3g", v);
+  return buf;
+}
+
+const char *pl_rep_bytes(char *buf, size_t n, double v) {
+  static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  if (isnan(v)) {
+    snprintf(buf, n, "-");
+    return buf;
+  }
+  int k = 0;
+  while (k < 4 && v >= 1024.0)
+    v /= 1024.0, k++;
+  snprintf(buf, n, k ? "%.2f %s" : "%.0f %s", v, u[k]);
+  return buf;
+}
+
+const char *pl_rep_unit(double max, double *div) {
+  static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int k = 0;
+  double d = 1;
+  while (k < 4 && !isnan(max) && max >= 1024.0 * d)
+    d *= 1024.0, k++;
+  *div = d;
+  return u[k];
+}
+
+const char *pl_rep_meta(const pl_table *t, const char *key, const char *d) {
+  const char *v = pl_table_meta(t, key);
+  return v ? v : d;
+}
+
+/* One line per file: where the numbers came from. */
+static void md_provenance(FILE *f, pl_table *const *t, int n) {
+  fprintf(f, "| run | file | device | backend | ranks | git sha | start (UTC) "
+             "| rows | torn | finished |\n|---|---|---|---|---|---|---|---|---|"
+             "---|\n");
+  for (int i = 0; i < n; i++) {
+    const char *base = strrchr(t[i]->path, '/');
+    const char *dirty = pl_rep_meta(t[i], "git_dirty", "0");
+    fprintf(f, "| %d | ", i);
+    pl_rep_md_text(f, base ? base + 1 : t[i]->path);
+    fprintf(f, " | ");
+    pl_rep_md_text(f, pl_rep_meta(t[i], "device", "-"));
+    fprintf(f, " | %s | %s | %s%s | %s | %d | %d | %s |\n",
+            pl_rep_meta(t[i], "backend", "-"), pl_rep_meta(t[i], "ranks", "-"),
+            pl_rep_meta(t[i], "git_sha", "-"),
+            strcmp(dirty, "1") == 0 ? " (dirty)" : "",
+            pl_rep_meta(t[i], "start_utc", "-"), t[i]->nrows, t[i]->nbad,
+            t[i]->finished ? "yes" : "no (killed or running)");
+  }
+  fprintf(f, "\n");
+}
+
+/* The title every report's Markdown file starts with, the provenance of its
+ * files, and the CPU-backend note when a file ran on the CPU. */
+void pl_rep_md_head(FILE *f, const pl_report_ctx *rc, const char *title,
+                    pl_table *const *t, int n) {
+  fprintf(f,
+          "# %s\n\nGenerated by `plateau report %s` from %d result file%s "
+          "(rows with a torn or malformed line are not shown; their count "
+          "is in `torn`).\n\n",
+          title, rc->run_dir, n, n == 1 ? "" : "s");
+  md_provenance(f, t, n);
+  bool cpu = false;
+  for (int i = 0; i < n; i++)
+    if (strcmp(pl_rep_meta(t[i], "backend", ""), "cpu") == 0)
+      cpu = true;
+  if (cpu)
+    fprintf(f, "> CPU backend runs: memory columns are exact; time and "
+               "bandwidth columns are CPU times, not GPU figures.\n\n");
+}
+
+/* A cell of a Markdown table: memory (unit B in the schema) in the binary
+ * unit that keeps it >= 1, 4 significant digits; a time, rate or percentage
+ * in pl_rep_q's one format; anything else as written. */
+static void cell_text(FILE *f, const char *col, const char *v) {
+  static const char *const q_units[] = {"ms",    "GB/s", "Gparam/s", "TFLOP/s",
+                                        "tok/s", "%",    NULL};
+  const pl_col_def *d = pl_schema_find(col);
+  double x = pl_rep_num(v);
+  bool q = false;
+  for (int i = 0; d && q_units[i]; i++)
+    q |= strcmp(d->unit, q_units[i]) == 0;
+  if (q && !isnan(x)) {
+    char b[32];
+    fputs(pl_rep_q(b, sizeof b, x, "-"), f);
+    return;
+  }
+  if (!d || strcmp(d->unit, "B") != 0 || isnan(x)) {
+    pl_rep_md_text(f, v);
+    return;
+  }
+  static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int k = 0;
+  while (k < 4 && fabs(x) >= 1024.0)
+    x /= 1024.0, k++;
+  fprintf(f, "%.4g %s", x, u[k]);
+}
+
+/* All rows of the tables whose header equals t[first]'s, columns `cols`
+ * (NULL: all of them); a leading `run` column names the file. */
+void pl_rep_md_rows(FILE *f, pl_table *const *t, int n,
+                    const char *const *cols) {
+  bool *done = calloc((size_t)n + 1, sizeof *done);
+  PL_ASSERT(done != NULL);
+  for (int a = 0; a < n; a++) {
+    if (done[a])
+      continue;
+    int idx[128], nc = 0;
+    if (cols) {
+      for (int c = 0; cols[c] && nc < 128; c++) {
+        int k = pl_table_col(t[a], cols[c]);
+        if (k >= 0)
+          idx[nc++] = k;
+      }
+    } else {
+      for (int c = 0; c < t[a]->ncols && nc < 128; c++)
+        idx[nc++] = c;
+    }
+    fprintf(f, "| run |");
+    for (int c = 0; c < nc; c++) {
+      fputc(' ', f);
+      pl_rep_md_text(f, t[a]->cols[idx[c]]);
+      fprintf(f, " |");
+    }
+    fprintf(f, "\n|---|");
+    for (int c = 0; c < nc; c++)
+      fprintf(f, "---|");
+    fprintf(f, "\n");
+    for (int b = a; b < n; b++) {
+      if (done[b] || t[b]->ncols != t[a]->ncols)
+        continue;
+      bool same = true;
+      for (int c = 0; same && c < t[a]->ncols; c++)
+        same = strcmp(t[a]->cols[c], t[b]->cols[c]) == 0;
+      if (!same)
+        continue;
+      done[b] = true;
+      for (int r = 0; r < t[b]->nrows; r++) {
+        fprintf(f, "| %d |", b);
+        for (int c = 0; c < nc; c++) {
+          fputc(' ', f);
+          cell_text(f, t[a]->cols[idx[c]], t[b]->rows[r][idx[c]]);
+          fprintf(f, " |");
+        }
+        fprintf(f, "\n");
+      }
+    }
+    fprintf(f, "\n");
+  }
+  free(done);
+}
+
+/* ---- output files -----------------------------------------------------------
+ * Every file of a report is written under a temporary name beside its
+ * target (created with O_EXCL by mkstemp, so nothing that already exists is
+ * ever opened for writing) and renamed over the target when complete: a
+ * symbolic link, a FIFO or anything else at the target is replaced, never
+ * written through, and a report that fails half-way leaves the previous
+ * file whole. */
+typedef struct pending {
+  FILE *f;
+  char tmp[PATH_MAX];
+} pending;
+static pending open_files[8]; /* a hook has at most a few files open */
+
+/* The mode a plain fopen would give a new file (0666 less the umask). */
+static mode_t file_mode(void) {
+  const mode_t m = umask(0);
+  umask(m);
+  return 0666 & ~m;
+}
+
+/* A new temporary file beside path: ".<name>.XXXXXX<suffix>" in path's
+ * directory; its name in tmp (n bytes).  -1 with errno on failure. */
+static int temp_beside(const char *path, const char *suffix, char *tmp,
+                       size_t n) {
+  const char *slash = strrchr(path, '/');
+  const int dl = slash ? (int)(slash - path + 1) : 0;
+  const int len = snprintf(tmp, n, "%.*s.%s.XXXXXX%s", dl, path,
+                           slash ? slash + 1 : path, suffix);
+  if (len < 0 || (size_t)len >= n) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  const int fd = mkstemps(tmp, (int)strlen(suffix));
+  if (fd >= 0 && fchmod(fd, file_mode()) != 0) {
+    const int e = errno;
+    close(fd);
+    unlink(tmp);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+pl_status pl__rep_commit(const char *tmp, const char *path) {
+  struct stat st;
+  if (lstat(path, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      unlink(tmp);
+      return pl_set_error(PL_EIO, "write %s: a directory is in the way", path);
+    }
+    if (S_ISLNK(st.st_mode)) {
+      char to[PATH_MAX] = "?";
+      const ssize_t k = readlink(path, to, sizeof to - 1);
+      to[k > 0 ? k : 1] = '\0';
+      fprintf(stderr,
+              "plateau report: warning: %s was a symbolic link (to %s): "
+              "replaced by the report's file; what it pointed to is "
+              "untouched\n",
+              path, to);
+    } else if (!S_ISREG(st.st_mode)) {
+      fprintf(stderr,
+              "plateau report: warning: %s was not a regular file: replaced "
+              "by the report's file\n",
+              path);
+    }
+  }
+  if (rename(tmp, path) != 0) {
+    const pl_status s =
+        pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
+    unlink(tmp);
+    return s;
+  }
+  return PL_OK;
+}
+
+FILE *pl_rep_open(const pl_report_ctx *rc, const char *name, char *path,
+                  size_t n) {
+  snprintf(path, n, "%s/%s", rc->out_dir, name);
+  pending *p = NULL;
+  for (int i = 0; i < (int)(sizeof open_files / sizeof *open_files); i++)
+    if (!open_files[i].f && !p)
+      p = &open_files[i];
+  PL_ASSERT(p != NULL); /* more files open at once than any report needs */
+  const int fd = temp_beside(path, "", p->tmp, sizeof p->tmp);
+  if (fd < 0) {
+    pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  p->f = fdopen(fd, "w");
+  if (!p->f) {
+    pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
+    close(fd);
+    unlink(p->tmp);
+  }
+  return p->f;
+}
+
+static pending *pending_of(FILE *f) {
+  for (int i = 0; i < (int)(sizeof open_files / sizeof *open_files); i++)
+    if (open_files[i].f == f)
+      return &open_files[i];
+  PL_ASSERT(!"a FILE not opened by pl_rep_open");
+  return NULL;
+}
+
+void pl_rep_discard(FILE *f) {
+  if (!f)
+    return;
+  pending *p = pending_of(f);
+  fclose(f);
+  unlink(p->tmp);
+  p->f = NULL;
+}
+
+pl_status pl_rep_close(FILE *f, const char *path) {
+  pending *p = pending_of(f);
+  const bool bad = ferror(f) != 0;
+  const int e = bad ? EIO : 0;
+  const int rc = fclose(f);
+  p->f = NULL;
+  if (bad || rc != 0) {
+    const pl_status s =
+        pl_set_error(PL_EIO, "write %s: %s", path, strerror(bad ? e : errno));
+    unlink(p->tmp);
+    return s;
+  }
+  PL_TRY(pl__rep_commit(p->tmp, path));
+  printf("%s\n", path);
+  return PL_OK;
+}
+
+/* ---- charts
+ * ------------------------------------------------------------------ */
+static bool is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+const char *pl_rep_analysis_dir(void) {
+  static char buf[PATH_MAX + 32];
+  const char *root = getenv("PLATEAU_ROOT");
+  if (root && *root) {
+    snprintf(buf, sizeof buf, "%s/analysis", root);
+    if (is_dir(buf))
+      return buf;
+  }
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash) {
+      *slash = '\0'; /* .../build/bin, or PREFIX/bin when installed */
+      snprintf(buf, sizeof buf, "%s/../../analysis", exe);
+      if (is_dir(buf))
+        return buf;
+      snprintf(buf, sizeof buf, "%s/../share/plateau/analysis", exe);
+      if (is_dir(buf))
+        return buf;
+    }
+  }
+  return is_dir("analysis") ? "analysis" : NULL;
+}
+
+/* `prog -c script args...`: its exit status, 127 when prog is not installed,
+ * -1 when fork or wait failed. */
+static int gnuplot(const char *script, const char *const *args, int nargs) {
+  const char *prog = getenv("PLATEAU_GNUPLOT");
+  if (!prog || !*prog)
+    prog = "gnuplot";
+  char *argv[16];
+  int k = 0;
+  argv[k++] = (char *)prog;
+  argv[k++] = (char *)"-c";
+  argv[k++] = (char *)script;
+  for (int i = 0; i < nargs && k < 15; i++)
+    argv[k++] = (char *)args[i];
+  argv[k] = NULL;
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0)
+    return -1;
+  if (pid == 0) {
+    execvp(prog, argv);
+    _exit(127);
+  }
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0)
+    if (errno != EINTR)
+      return -1;
+  return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+}
+
+static void skipped(pl_report_ctx *rc, const char *why) {
+  if (!rc->charts_skipped)
+    fprintf(stderr,
+            "plateau report: warning: %s: %s charts skipped (tables "
+            "are written)\n",
+            why, rc->name ? rc->name : "");
+  rc->charts_skipped = 1;
+}
+
+pl_status pl_rep_chart(pl_report_ctx *rc, const char *script, const char *data,
+                       const char *out_stem, const char *const *extra,
+                       int nextra) {
+  if (!rc->analysis_dir) {
+    skipped(rc, "no analysis/ directory found (set PLATEAU_ROOT)");
+    return PL_OK;
+  }
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", rc->analysis_dir, script);
+  if (access(path, R_OK) != 0)
+    return pl_set_error(PL_EIO, "chart script %s: %s", path, strerror(errno));
+  static const char *const exts[] = {".svg", ".png"};
+  for (int e = 0; e < 2; e++) {
+    char out[PATH_MAX + 8], tmp[PATH_MAX + 32];
+    snprintf(out, sizeof out, "%s%s", out_stem, exts[e]);
+    /* gnuplot writes a new file of ours beside the chart (its name ends in
+     * the extension the scripts pick the terminal by), renamed over it */
+    const int fd = temp_beside(out, exts[e], tmp, sizeof tmp);
+    if (fd < 0)
+      return pl_set_error(PL_EIO, "write %s: %s", out, strerror(errno));
+    close(fd);
+    const char *args[12] = {data, tmp};
+    int na = 2;
+    for (int i = 0; i < nextra && na < 12; i++)
+      args[na++] = extra[i];
+    int code = gnuplot(path, args, na);
+    if (code != 0)
+      unlink(tmp);
+    if (code == 127) {
+      skipped(rc, "gnuplot not found");
+      return PL_OK;
+    }
+    if (code != 0)
+      return pl_set_error(PL_ERUNTIME, "gnuplot -c %s %s %s: exit %d", path,
+                          data, out, code);
+    PL_TRY(pl__rep_commit(tmp, out));
+    printf("%s\n", out);
+  }
+  return PL_OK;
+}
