@@ -120,9 +120,11 @@ __attribute__((unused)) static float tl_grad(uint64_t seed, int t, size_t i) {
 __attribute__((unused)) static pl_status tl_state_get(pl_stream *s, const pl_adamw_state *S,
                                                       float *fp, float *fm, float *fv) {
   const size_t lo = S->numel - S->resident;
-  memcpy(fp, S->p, lo * 4);
-  memcpy(fm, S->m, lo * 4);
-  memcpy(fv, S->v, lo * 4);
+  if (lo) { /* all resident: no host part (S->p may be NULL) */
+    memcpy(fp, S->p, lo * 4);
+    memcpy(fm, S->m, lo * 4);
+    memcpy(fv, S->v, lo * 4);
+  }
   if (S->resident) {
     PL_TRY(pl_memcpy_async(s, fp + lo, S->dp, S->resident * 4));
     PL_TRY(pl_memcpy_async(s, fm + lo, S->dm, S->resident * 4));
@@ -136,9 +138,11 @@ __attribute__((unused)) static pl_status tl_state_put(pl_stream *s, const pl_ada
                                                       const float *fp, const float *fm,
                                                       const float *fv) {
   const size_t lo = S->numel - S->resident;
-  memcpy(S->p, fp, lo * 4);
-  memcpy(S->m, fm, lo * 4);
-  memcpy(S->v, fv, lo * 4);
+  if (lo) { /* all resident: no host part (S->p may be NULL) */
+    memcpy(S->p, fp, lo * 4);
+    memcpy(S->m, fm, lo * 4);
+    memcpy(S->v, fv, lo * 4);
+  }
   if (S->resident) {
     PL_TRY(pl_memcpy_async(s, S->dp, fp + lo, S->resident * 4));
     PL_TRY(pl_memcpy_async(s, S->dm, fm + lo, S->resident * 4));
