@@ -41,7 +41,7 @@ static cfg base(void) {
   memset(&c, 0, sizeof c);
   ck_assert_int_eq(pl_model_preset("tiny", &c.m), PL_OK);
   c.m.E = 24;
-  c.lc = (pl_layout_cfg){1, size, 0};
+  c.lc = (pl_layout_cfg){1, size, 0, 0};
   c.sc = pl_step_cfg_default();
   c.sc.moe_lanes = 0;
   c.sc.oo.bucket = 5000;
