@@ -93,6 +93,7 @@ pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
   out->ep_rank = grouped ? rank % Ep : rank;
   out->ep_group = grouped ? rank / Ep : 0;
   out->ep_vsize = grouped ? Wv / Ep : 1;
+  out->ep_span = grouped ? Ep : W;
   out->zero_vsize = Wv;
   out->head_vsize = Wv / P;
   pl_ce_shard(m->V, P, out->p_rank, &out->v_col0, &out->v_cols);

@@ -101,6 +101,8 @@ typedef struct pl_layout_plan {
                       [ep_rank·E_local, (ep_rank+1)·E_local))             */
   int ep_group;    /* expert group index (rank / Ep)                        */
   int ep_vsize;    /* virtual group of an expert unit: W_v / Ep (grouped)  */
+  int ep_span;     /* ranks the dispatch spans: Ep (grouped), else the W
+                      present ranks                                       */
 } pl_layout_plan;
 
 /* PL_EINVAL naming the values when: D (or P) is < 1, or neither divides W

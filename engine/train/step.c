@@ -245,7 +245,7 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
     const pl__tlayer *x = &t->tl[l];
     if (!x->moe)
       continue;
-    const size_t b = pl_moe_dispatch_bound(pl_moe_get_cfg(t->moe), t->p.Ep,
+    const size_t b = pl_moe_dispatch_bound(pl_moe_get_cfg(t->moe), t->p.ep_span,
                                            x->ffn.stats.c_eff);
     if (b > r->dispatch_bound)
       r->dispatch_bound = b;
