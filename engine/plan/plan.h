@@ -366,7 +366,9 @@ pl_status pl_plan_check(const pl_model_cfg *m, const pl_plan_cfg *c,
  * one is taken from the configuration given. */
 typedef struct pl_plan_free {
   bool D, P, c, beta, sco, optim; /* plateau            */
-  bool cp, ep, ac, offload, mbs;  /* fsdp2              */
+  bool cp, ep, ac, offload, mbs;  /* fsdp2 (ep: plateau's too — its
+                                     expert groups, lc.Ep: the world or
+                                     1, 2, 4, ... up to a node)        */
   /* plateau's headroom: the optimizer state resident in HBM
    * (sc.oo.resident_*) and the kept activations (sc.keep), filled below
    * the usable HBM less fill_reserve in the order of time saved per byte */
@@ -390,6 +392,10 @@ typedef struct pl_plan_search {
   char binding[40];   /* when nothing fits: the binding term of the
                          configuration closest to fitting                  */
   char why_none[480];
+  char why_ep[400]; /* plateau with free.ep: the chosen expert groups
+                       against the other kind (the world, or groups of a
+                       node): the exposed unit and all-to-all time and
+                       the peak each way                               */
 } pl_plan_search;
 
 /* Search the free knobs around base (its fixed knobs kept): plateau over

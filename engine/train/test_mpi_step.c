@@ -109,7 +109,7 @@ static pl_trainer *make_reference(const setup *u, int micro) {
   sc.head = &pl_head_fused;
   sc.sco = (pl_sco_budget){false, 0};
   sc.micro = micro;
-  pl_layout_cfg lc = {1, 1, 0};
+  pl_layout_cfg lc = {1, 1, 0, 0};
   return make(u, self, &lc, &sc);
 }
 

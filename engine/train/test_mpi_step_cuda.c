@@ -53,7 +53,7 @@ static void check_head_dim(int d) {
   sc.sco = (pl_sco_budget){true, 0};
   sc.hp.lr = 3e-3;
   sc.oo.bucket = 100000;
-  pl_layout_cfg lc = {1, size, 0};
+  pl_layout_cfg lc = {1, size, 0, 0};
   const int64_t S = 256;
   pl_trainer *t[2];
   pl_dev *devs[2] = {cdev, gdev};
@@ -143,7 +143,7 @@ static void headroom_head_dim(int d) {
   sc.hp.lr = 3e-3;
   sc.oo.bucket = 100000;
   sc.attn.bwd = d == 128 ? PL_ATTN_BWD_SPLIT : PL_ATTN_BWD_SIMPLE;
-  const pl_layout_cfg lc = {1, size, 0};
+  const pl_layout_cfg lc = {1, size, 0, 0};
   hr_distinct = true;
   char what[48];
   snprintf(what, sizeof what, "cuda d=%d, %d rank(s)", d, size);
