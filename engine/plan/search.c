@@ -562,12 +562,12 @@ static pl_status why_ep(const pl_model_cfg *m, const pl_plan_machine *mc,
                     b->time.part_s[PL_TPART_A2A_MOE],
                dp = ((double)y.mem.dev_peak - (double)b->mem.dev_peak) / GIB;
   snprintf(buf, n,
-           "Ep=%d%s over Ep=%d: the other would change the exposed unit "
+           "Ep=%d%s chosen over Ep=%d: Ep=%d would change the exposed unit "
            "gathers/reduce-scatters by %+.3f s and the expert all-to-all by "
            "%+.3f s per step, the peak by %+.2f GiB (%.0f vs %.0f tok/s/GPU%s)",
            ep, ep < Wv ? " (expert groups, ZeRO-3 expert units)" : " (the world)",
-           ya, du, da, dp, y.time.tok_s_gpu, b->time.tok_s_gpu,
-           y.fits ? "" : "; the other does not fit");
+           ya, ya, du, da, dp, y.time.tok_s_gpu, b->time.tok_s_gpu,
+           y.fits ? "" : "; it does not fit");
   return PL_OK;
 }
 
