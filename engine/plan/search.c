@@ -372,15 +372,17 @@ static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
   } else {
     Ps[nP++] = base->lc.P;
   }
-  /* expert groups (train/epgroups.h): the whole world, or groups of 1, 2,
-   * 4, ... ranks up to a node (the dispatch on NVLink) that divide W and E */
-  int Eps[16], nEp = 0;
+  /* expert groups (train/epgroups.h): the whole world, or, when the
+   * world's dispatch leaves a node, groups of a node (the dispatch on
+   * NVLink) if they divide W and E; inside a node a group only adds the
+   * expert units' traffic and memory */
+  int Eps[2], nEp = 0;
   Eps[nEp++] = base->lc.Ep;
-  const int Wv = base->lc.W_v > base->W ? base->lc.W_v : base->W;
-  for (int e = 1; fr->ep && m->E > 0 && e <= mc->gpus_per_node && nEp < 16;
-       e *= 2)
-    if (e < Wv && base->W % e == 0 && m->E % e == 0 && e != base->lc.Ep)
-      Eps[nEp++] = e;
+  const int Wv = base->lc.W_v > base->W ? base->lc.W_v : base->W,
+            gpn = mc->gpus_per_node;
+  if (fr->ep && m->E > 0 && Wv > gpn && base->W % gpn == 0 &&
+      m->E % gpn == 0 && gpn != base->lc.Ep)
+    Eps[nEp++] = gpn;
   const pl_optim_ops *opts[2] = {&pl_optim_stream, &pl_optim_hybrid};
   const int nopt = fr->optim ? 2 : 1;
   const size_t betas[2] = {100000000, 25000000};
@@ -526,25 +528,25 @@ static void why_lost(const cand *b, const cand *s, char *buf, size_t n) {
            dmax);
 }
 
-/* The chosen Ep against the other kind: groups of a node (the largest
- * power of two up to a node that divides W and E) when the world was
- * chosen, the world when groups were; the rest of the choice kept. */
+/* The chosen Ep against the other kind: groups of a node (when they divide
+ * W and E) when the world was chosen, the world when groups were; the
+ * rest of the choice kept. */
 static pl_status why_ep(const pl_model_cfg *m, const pl_plan_machine *mc,
                         const cand *b, char *buf, size_t n) {
   buf[0] = 0;
   const pl_plan_cfg *c = &b->cfg;
   const int Wv = c->lc.W_v > c->W ? c->lc.W_v : c->W;
   const int ep = c->lc.Ep ? c->lc.Ep : Wv;
-  int alt = 0;
-  if (ep == Wv)
-    for (int e = 1; e <= mc->gpus_per_node; e *= 2)
-      if (e < Wv && c->W % e == 0 && m->E % e == 0)
-        alt = e;
+  const int gpn = mc->gpus_per_node;
+  const int alt = ep == Wv && gpn < Wv && c->W % gpn == 0 && m->E % gpn == 0
+                      ? gpn
+                      : 0;
   if (ep == Wv && !alt) {
     snprintf(buf, n,
-             "Ep=%d: the world (no expert group of up to a node divides W=%d "
-             "and E=%d)",
-             Wv, c->W, m->E);
+             "Ep=%d: the world (%s)", Wv,
+             Wv <= gpn ? "inside a node: a group would only add the expert "
+                         "units' traffic and memory"
+                       : "a node's worth of ranks does not divide W and E");
     return PL_OK;
   }
   cand y;
