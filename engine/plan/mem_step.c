@@ -163,8 +163,7 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
     out->K = moe.K;
     out->c_eff = moe.c_eff;
     if (sc->dispatch == PL_MOE_PIPELINED)
-      out->dispatch_bound =
-          pl_moe_dispatch_bound(&mcfg, p->ep_span, moe.c_eff);
+      out->dispatch_bound = pl_moe_dispatch_bound(&mcfg, p->ep_span, moe.c_eff);
   }
   for (int l = 0; l < L; l++) {
     const int is_moe = pl_model_layer_is_moe(m, l);

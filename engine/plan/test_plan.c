@@ -365,8 +365,10 @@ START_TEST(expert_groups) {
   pl_plan_time tw, tg;
   ck_assert_int_eq(pl_plan_time_predict(&m, &w, &mc, &tw), PL_OK);
   ck_assert_int_eq(pl_plan_time_predict(&m, &g, &mc, &tg), PL_OK);
-  const double a2a_w = tw.part_s[PL_TPART_A2A_MOE] + tw.hidden_s[PL_TPART_A2A_MOE],
-               a2a_g = tg.part_s[PL_TPART_A2A_MOE] + tg.hidden_s[PL_TPART_A2A_MOE],
+  const double a2a_w =
+                   tw.part_s[PL_TPART_A2A_MOE] + tw.hidden_s[PL_TPART_A2A_MOE],
+               a2a_g =
+                   tg.part_s[PL_TPART_A2A_MOE] + tg.hidden_s[PL_TPART_A2A_MOE],
                u_w = tw.part_s[PL_TPART_UNITS] + tw.hidden_s[PL_TPART_UNITS],
                u_g = tg.part_s[PL_TPART_UNITS] + tg.hidden_s[PL_TPART_UNITS];
   ck_assert_msg(a2a_g < a2a_w, "all-to-all %g s with Ep=8, %g s with Ep=64",
@@ -393,8 +395,8 @@ START_TEST(expert_groups) {
   const int ep = s.best.cfg.lc.Ep ? s.best.cfg.lc.Ep : 64;
   char want[16];
   snprintf(want, sizeof want, "Ep=%d", ep);
-  ck_assert_msg(!strncmp(s.why_ep, want, strlen(want)), "'%s' vs %s",
-                s.why_ep, want);
+  ck_assert_msg(!strncmp(s.why_ep, want, strlen(want)), "'%s' vs %s", s.why_ep,
+                want);
   /* refused naming the value: Ep not dividing W */
   g.lc.Ep = 3;
   ck_assert_int_eq(pl_plan_time_predict(&m, &g, &mc, &tg), PL_EINVAL);
@@ -404,9 +406,8 @@ END_TEST
 
 int main(void) {
   const TTest *tests[] = {
-      machine_files, machine_refusals,    eq6_terms_at_scale,
-      fsdp2_model,   check_names_binding, auto_choice,
-      expert_groups, NULL};
+      machine_files,       machine_refusals, eq6_terms_at_scale, fsdp2_model,
+      check_names_binding, auto_choice,      expert_groups,      NULL};
   return pl_check_suite("plan", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1
                                                                            : 0;
 }

@@ -77,9 +77,8 @@ pl_status pl__ep_slot_end(pl_trainer *t, pl__tlayer *x, pl_stream *s,
   return pl_zero3_grad_reduce(t->ze, x->eunit, s, t->micro_i > 0);
 }
 
-void pl__ep_param_shard(pl_trainer *t, const pl__tparam *p, void **w,
-                        float **g, size_t *s, size_t *off, size_t *p0,
-                        size_t *n) {
+void pl__ep_param_shard(pl_trainer *t, const pl__tparam *p, void **w, float **g,
+                        size_t *s, size_t *off, size_t *p0, size_t *n) {
   const pl__tlayer *x = &t->tl[p->layer];
   PL_ASSERT(t->ze && x->eunit >= 0);
   pl_zero3_shard(t->ze, x->eunit, w, g, s, off);

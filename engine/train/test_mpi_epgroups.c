@@ -11,9 +11,10 @@
  * rounding: normwise max |a − b| <= tol · max |b| per tensor (gradients
  * 1e-4; weights 1e-4: AdamW divides by sqrt(v), so a gradient near zero
  * moves its weight by up to lr whatever its rounding; the loss 1e-5
- * relative), the biases exactly (integer loads).  Dispatch pipelined_llep with a hot expert (LLEP spills inside
- * the groups) and ep.  The check can fail: a perturbed expert weight in the
- * Ep trainer is caught.  The dispatch bound is the group's (2·Ep·k·c·H·b).
+ * relative), the biases exactly (integer loads).  Dispatch pipelined_llep with
+ * a hot expert (LLEP spills inside the groups) and ep.  The check can fail: a
+ * perturbed expert weight in the Ep trainer is caught.  The dispatch bound is
+ * the group's (2·Ep·k·c·H·b).
  *
  * Layouts refused (PL_EINVAL naming the value): Ep not dividing W, Ep not
  * dividing E, Ep < 1, Ep > W_v; a proxy with Ep dividing W is accepted
@@ -104,8 +105,8 @@ static int same_params(pl_trainer *a, pl_trainer *ref, bool grad, double tol,
       if (!quiet && rank == 0)
         fprintf(stderr,
                 "%s: %s of %s off by %.3g x tolerance at %lld (%g vs %g)\n",
-                what, grad ? "gradient" : "weights", in.name, r,
-                (long long)bad, x[bad], y[bad]);
+                what, grad ? "gradient" : "weights", in.name, r, (long long)bad,
+                x[bad], y[bad]);
     }
     free(x), free(y);
   }
@@ -240,10 +241,10 @@ static void refused(const pl_model_cfg *m, int W, int Wv, int Ep,
 
 START_TEST(bad_values_refused) {
   pl_model_cfg m = model();
-  refused(&m, 4, 0, 3, "Ep=3");  /* does not divide W */
+  refused(&m, 4, 0, 3, "Ep=3");   /* does not divide W */
   refused(&m, 4, 0, -1, "Ep=-1"); /* < 1 */
-  refused(&m, 4, 0, 8, "Ep=8");  /* > W_v */
-  refused(&m, 2, 8, 4, "Ep=4");  /* a proxy's group must be present ranks */
+  refused(&m, 4, 0, 8, "Ep=8");   /* > W_v */
+  refused(&m, 2, 8, 4, "Ep=4");   /* a proxy's group must be present ranks */
   m.E = 6;
   refused(&m, 8, 0, 4, "Ep=4"); /* does not divide E = 6 */
   /* accepted: a proxy with real groups */
