@@ -21,12 +21,12 @@ static pl_status plateau_validate(const pl_train_setup *u, int W) {
 
 /* The variant: dispatch/head/optim/sco=budget/mbN, and /res=R/keep=K when
  * either headroom knob was asked for (as given: auto stays auto), /ep=N
- * for expert groups of N ranks. */
+ * when --ep gave plateau's expert groups (or the planner chose them). */
 static void plateau_identity(const pl_train_setup *u, pl_row *row) {
   char v[192], hr[80] = "", ep[24] = "";
   if (strcmp(u->resident_text, "0") || strcmp(u->keep_text, "0"))
     snprintf(hr, sizeof hr, "/res=%s/keep=%s", u->resident_text, u->keep_text);
-  if (u->lc.Ep)
+  if (u->lc.Ep && u->lc.Ep != u->lc.W_v) /* given, and not the proxy's world */
     snprintf(ep, sizeof ep, "/ep=%d", u->lc.Ep);
   snprintf(v, sizeof v, "%s/%s/%s/sco=%s/mb%d%s%s", u->dispatch, u->head,
            u->optim, u->sco_text, u->sc.micro, hr, ep);
