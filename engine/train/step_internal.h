@@ -12,7 +12,9 @@
  *   step_build.c   the parameter table, the ZeRO-3 units, the weights'
  *                  initialization, create and destroy
  *   step_params.c  the parameters from outside: info, gather, set, router
- *                  biases */
+ *                  biases
+ *   epgroups.c     expert groups smaller than the world: the expert units
+ *                  (train/epgroups.h) */
 #ifndef PLATEAU_TRAIN_STEP_INTERNAL_H
 #define PLATEAU_TRAIN_STEP_INTERNAL_H
 
