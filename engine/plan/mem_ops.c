@@ -349,6 +349,8 @@ static void ffn_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
   F(h);
   F(gu);
   F(a);
+  if (l->ep_w) /* the slot releases the expert unit */
+    pl__pt_free(t, l->ep_w);
 }
 
 void pl__player_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx,
@@ -372,6 +374,9 @@ void pl__player_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx,
 
 static void ffn_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
   const size_t NH = (size_t)l->N * l->H * l->es, nh4 = (size_t)l->N * l->H * 4;
+  pl__pbuf eg = {0};
+  if (l->ep_w) /* the slot opens the expert unit's gradient */
+    eg = A("zero3_grads", PL_TERM_UNIT_GRADS, l->ep_full * 4);
   pl__pbuf h = A("activations", PL_TERM_ACTS, NH);
   pl__pbuf dh32 = A("activations", PL_TERM_ACTS, nh4);
   pl__pbuf probs = {0}, idx = {0}, w = {0}, tmp = {0}, dhe = {0}, dw = {0},
@@ -409,6 +414,14 @@ static void ffn_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
                     &dhe,   &dhr, &dlog, &dh, &tmp, &dh32, &dw, &scr};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
     pl__pt_free(t, ps[i]);
+  if (l->ep_w) { /* released, its gradient reduce-scattered */
+    pl__pt_free(t, l->ep_w);
+    if (l->ep_acc) {
+      pl__pbuf acc = A("zero3_grads", PL_TERM_UNIT_GRADS, l->ep_shard * 4);
+      F(acc);
+    }
+    F(eg);
+  }
 }
 
 static void attn_backward(pl__ptrack *t, const pl__player *l) {

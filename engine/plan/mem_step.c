@@ -18,6 +18,7 @@
 #include "model/layer.h"
 #include "plan/plan_internal.h"
 #include "train/describe.h"
+#include "train/epgroups.h"
 
 static int state_term(const char *tag) {
   if (!strcmp(tag, "weights"))
@@ -120,6 +121,7 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
   pl__player *ly = NULL;
   pl__pbuf *ctx = NULL, *h = NULL;
   pl__pacts *kept = NULL;
+  pl__pbuf *ew = NULL; /* expert groups: each layer's gathered expert unit */
   size_t *numel = NULL;
   int *vsize = NULL;
   const int nu = L + 2;
@@ -133,8 +135,9 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
   ctx = calloc((size_t)L, sizeof *ctx);
   h = calloc((size_t)L + 1, sizeof *h);
   kept = calloc((size_t)L, sizeof *kept);
+  ew = calloc((size_t)L, sizeof *ew);
   if (!numel || !vsize || !r.u.full || !r.u.shard || !r.u.w || !r.u.g || !ly ||
-      !ctx || !h || !kept) {
+      !ctx || !h || !kept || !ew) {
     st = pl_set_error(PL_ENOMEM, "plan: host");
     goto done;
   }
@@ -154,13 +157,13 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
   for (int l = 0; l < L; l++)
     nmoe += pl_model_layer_is_moe(m, l);
   if (nmoe) {
-    st = pl__pmoe_make(&mcfg, p->W, N, c->imb, worst, &moe);
+    st = pl__pmoe_make(&mcfg, p->ep_span, N, c->imb, worst, &moe);
     if (st != PL_OK)
       goto done;
     out->K = moe.K;
     out->c_eff = moe.c_eff;
     if (sc->dispatch == PL_MOE_PIPELINED)
-      out->dispatch_bound = pl_moe_dispatch_bound(&mcfg, p->W, moe.c_eff);
+      out->dispatch_bound = pl_moe_dispatch_bound(&mcfg, p->ep_span, moe.c_eff);
   }
   for (int l = 0; l < L; l++) {
     const int is_moe = pl_model_layer_is_moe(m, l);
@@ -184,6 +187,13 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
                          .k = m->k,
                          .keep_ctx = !sc->moe_recompute,
                          .moe = is_moe ? &moe : NULL};
+    if (is_moe && p->ep_grouped) {
+      size_t eoff[3];
+      const size_t eu = pl__ep_unit(m->H, m->I, p->E_local, eoff);
+      ly[l].ep_w = &ew[l];
+      ly[l].ep_shard = (eu + (size_t)p->ep_vsize - 1) / (size_t)p->ep_vsize;
+      ly[l].ep_full = (size_t)p->ep_vsize * ly[l].ep_shard;
+    }
   }
   pl__phead hd;
   pl__phead_make(sc->dt, N, H, m->V, vp ? p->P : 1, sc->head_block, &hd);
@@ -218,6 +228,8 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
                               PL_TERM_RESIDENT, NHb);
       acquire(&r, 1 + l);
       acquire(&r, l + 1 < L ? 2 + l : L + 1);
+      if (ly[l].ep_w) /* its expert unit, behind the attention half */
+        ew[l] = pl__pt_alloc(&t, "zero3", PL_TERM_UNITS, ly[l].ep_full * es);
       pl__player_forward(&t, &ly[l], &ctx[l], &kept[l]);
       if (l + 1 < L)
         release(&r, 1 + l);
@@ -269,6 +281,10 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
       acquire(&r, 1 + l);
       if (l > 0)
         acquire(&r, l);
+      if (ly[l].ep_w) {
+        ew[l] = pl__pt_alloc(&t, "zero3", PL_TERM_UNITS, ly[l].ep_full * es);
+        ly[l].ep_acc = acc;
+      }
       grad_acquire(&r, 1 + l);
       pl__player_backward(&t, &ly[l], &ctx[l], &kept[l]);
       release(&r, 1 + l);
@@ -310,6 +326,7 @@ done:
   free(ctx);
   free(h);
   free(kept);
+  free(ew);
   free(d);
   return st;
 }

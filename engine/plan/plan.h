@@ -372,7 +372,9 @@ pl_status pl_plan_check(const pl_model_cfg *m, const pl_plan_cfg *c,
  * one is taken from the configuration given. */
 typedef struct pl_plan_free {
   bool D, P, c, beta, sco, optim; /* plateau            */
-  bool cp, ep, ac, offload, mbs;  /* fsdp2              */
+  bool cp, ep, ac, offload, mbs;  /* fsdp2 (ep: plateau's too — its
+                                     expert groups, lc.Ep: the world or,
+                                     past a node, a node's ranks)      */
   /* plateau's headroom: the optimizer state resident in HBM
    * (sc.oo.resident_*) and the kept activations (sc.keep), filled below
    * the usable HBM less fill_reserve in the order of time saved per byte */
@@ -396,12 +398,18 @@ typedef struct pl_plan_search {
   char binding[40];   /* when nothing fits: the binding term of the
                          configuration closest to fitting                  */
   char why_none[480];
+  char why_ep[400]; /* plateau with free.ep: the chosen expert groups
+                       against the other kind (the world, or groups of a
+                       node): the exposed unit and all-to-all time and
+                       the peak each way                               */
 } pl_plan_search;
 
 /* Search the free knobs around base (its fixed knobs kept): plateau over
  * D (dividing W, n_q, n_kv and S), P (1, 2, 4, 8 inside a node), c, β, s,
  * the SCO budget (0, one boundary at a time, all), the optimizer (stream,
- * hybrid), and for each such configuration that fits its headroom filled
+ * hybrid), the expert groups (free.ep: Ep = W_v, and past a node a node's
+ * GPUs; why_ep says why), and for each such configuration that fits its
+ * headroom filled
  * (free.resident, free.keep: pl_plan_fill; with the SCO budget free, also
  * with every boundary offloaded, which moves device bytes to the host);
  * FSDP2 over CP, EP, AC, offload and mbs.  Maximizes predicted tok/s/GPU

@@ -85,6 +85,13 @@ typedef struct pl__player {
   bool keep_ctx;
   const pl__pmoe *moe;
   int keep; /* pl_layer_keep: what the forward keeps for the backward */
+  /* expert groups (train/epgroups.h): the layer's gathered expert unit,
+   * issued by the step before the layer and freed after the FFN slot
+   * (NULL: none); in backward its f32 gradient of ep_full elements opened
+   * at the slot and reduce-scattered after it (+= a shard: ep_acc) */
+  pl__pbuf *ep_w;
+  size_t ep_full, ep_shard;
+  bool ep_acc;
 } pl__player;
 
 /* The attention half's activations of a layer (h, q, k, v, o, y1, lse): a

@@ -25,7 +25,7 @@ pl_plan_cfg pl_plan_cfg_plateau(int W, int64_t S) {
   memset(&c, 0, sizeof c);
   c.system = PL_PLAN_PLATEAU;
   c.W = W, c.S = S;
-  c.lc = (pl_layout_cfg){1, 1, 0};
+  c.lc = (pl_layout_cfg){1, 1, 0, 0};
   c.sc = pl_step_cfg_default();
   c.sc.head = &pl_head_fused;
   c.imb = 1;
@@ -109,7 +109,8 @@ void pl_plan_cfg_str(const pl_plan_cfg *c, char *buf, size_t n) {
   snprintf(buf, n,
            "D=%d P=%d Ep=%d c=%s beta=%s s=%d sco=%s head=%s optim=%s "
            "dispatch=%s micro=%d%s%s",
-           c->lc.D, c->lc.P, c->W, cc, beta, s->oo.slots ? s->oo.slots : 2, sco,
+           c->lc.D, c->lc.P, c->lc.Ep ? c->lc.Ep : c->W, cc, beta,
+           s->oo.slots ? s->oo.slots : 2, sco,
            h->name, o->name, pl_moe_variant_name(s->dispatch), c->sc.micro, hr,
            c->lc.W_v > c->W ? " (proxy)" : "");
 }
@@ -231,7 +232,7 @@ static bool same_kind(const cand *a, const cand *b) {
   if (x->system == PL_PLAN_FSDP2)
     return x->cp == y->cp && x->ep == y->ep && x->ac == y->ac &&
            x->offload == y->offload && x->mbs == y->mbs;
-  return x->lc.D == y->lc.D && a->mem.K == b->mem.K &&
+  return x->lc.D == y->lc.D && x->lc.Ep == y->lc.Ep && a->mem.K == b->mem.K &&
          x->sc.optim == y->sc.optim && a->mem.sco_layers == b->mem.sco_layers;
 }
 
@@ -371,6 +372,17 @@ static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
   } else {
     Ps[nP++] = base->lc.P;
   }
+  /* expert groups (train/epgroups.h): the whole world, or, when the
+   * world's dispatch leaves a node, groups of a node (the dispatch on
+   * NVLink) if they divide W and E; inside a node a group only adds the
+   * expert units' traffic and memory */
+  int Eps[2], nEp = 0;
+  Eps[nEp++] = base->lc.Ep;
+  const int Wv = base->lc.W_v > base->W ? base->lc.W_v : base->W,
+            gpn = mc->gpus_per_node;
+  if (fr->ep && m->E > 0 && Wv > gpn && base->W % gpn == 0 &&
+      m->E % gpn == 0 && gpn != base->lc.Ep)
+    Eps[nEp++] = gpn;
   const pl_optim_ops *opts[2] = {&pl_optim_stream, &pl_optim_hybrid};
   const int nopt = fr->optim ? 2 : 1;
   const size_t betas[2] = {100000000, 25000000};
@@ -396,6 +408,7 @@ static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
     } else {
       cs[nc++] = base->sc.moe_c;
     }
+    for (int ei = 0; ei < nEp; ei++)
     for (int pi = 0; pi < nP; pi++)
       for (int ci = 0; ci < nc; ci++)
         for (int bi = 0; bi < nbeta; bi++)
@@ -404,6 +417,7 @@ static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
             memset(&x, 0, sizeof x);
             x.cfg = *base;
             x.cfg.lc.D = Ds[di];
+            x.cfg.lc.Ep = Eps[ei];
             x.cfg.sc.micro = micro;
             x.cfg.lc.P = Ps[pi];
             if (fr->P)
@@ -514,6 +528,51 @@ static void why_lost(const cand *b, const cand *s, char *buf, size_t n) {
            dmax);
 }
 
+/* The chosen Ep against the other kind: groups of a node (when they divide
+ * W and E) when the world was chosen, the world when groups were; the
+ * rest of the choice kept. */
+static pl_status why_ep(const pl_model_cfg *m, const pl_plan_machine *mc,
+                        const cand *b, char *buf, size_t n) {
+  buf[0] = 0;
+  const pl_plan_cfg *c = &b->cfg;
+  const int Wv = c->lc.W_v > c->W ? c->lc.W_v : c->W;
+  const int ep = c->lc.Ep ? c->lc.Ep : Wv;
+  const int gpn = mc->gpus_per_node;
+  const int alt = ep == Wv && gpn < Wv && c->W % gpn == 0 && m->E % gpn == 0
+                      ? gpn
+                      : 0;
+  if (ep == Wv && !alt) {
+    snprintf(buf, n,
+             "Ep=%d: the world (%s)", Wv,
+             Wv <= gpn ? "inside a node: a group would only add the expert "
+                         "units' traffic and memory"
+                       : "a node's worth of ranks does not divide W and E");
+    return PL_OK;
+  }
+  cand y;
+  memset(&y, 0, sizeof y);
+  y.cfg = *c;
+  y.cfg.lc.Ep = ep == Wv ? alt : 0;
+  const pl_status st = eval(m, mc, &y, true);
+  if (st == PL_EINVAL)
+    return PL_OK;
+  PL_TRY(st);
+  const int ya = y.cfg.lc.Ep ? y.cfg.lc.Ep : Wv;
+  const double du = y.time.part_s[PL_TPART_UNITS] -
+                    b->time.part_s[PL_TPART_UNITS],
+               da = y.time.part_s[PL_TPART_A2A_MOE] -
+                    b->time.part_s[PL_TPART_A2A_MOE],
+               dp = ((double)y.mem.dev_peak - (double)b->mem.dev_peak) / GIB;
+  snprintf(buf, n,
+           "Ep=%d%s chosen over Ep=%d: Ep=%d would change the exposed unit "
+           "gathers/reduce-scatters by %+.3f s and the expert all-to-all by "
+           "%+.3f s per step, the peak by %+.2f GiB (%.0f vs %.0f tok/s/GPU%s)",
+           ep, ep < Wv ? " (expert groups, ZeRO-3 expert units)" : " (the world)",
+           ya, ya, du, da, dp, y.time.tok_s_gpu, b->time.tok_s_gpu,
+           y.fits ? "" : "; it does not fit");
+  return PL_OK;
+}
+
 pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
                        const pl_plan_free *fr, const pl_plan_machine *mc,
                        pl_plan_search *out) {
@@ -551,6 +610,8 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
       pl_plan_verdict v;
       if (pl_plan_check(m, &out->best.cfg, mc, &v) == PL_OK)
         out->best.mem.dev_worst = v.mem.dev_worst;
+      if (base->system == PL_PLAN_PLATEAU && fr->ep && m->E > 0)
+        st = why_ep(m, mc, &r->best, out->why_ep, sizeof out->why_ep);
     }
     if (r->have_second) {
       out->have_runner_up = true;

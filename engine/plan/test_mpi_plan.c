@@ -5,7 +5,8 @@
  * bf16, the routing context kept or recomputed, the stream and hybrid
  * optimizers, a one-GPU proxy, V not divisible by P, the optimizer state
  * partly or wholly resident on the device, kept activations of every
- * level and a budget) every rank runs the
+ * level and a budget, expert groups smaller than the world) every rank
+ * runs the
  * trainer (engine/train) on the CPU backend and compares the tracked device
  * peak and pinned host peak of its second step with pl_plan_memory's for
  * the same rank: |predicted − measured| <= 5% of measured, on every rank.
@@ -117,6 +118,24 @@ static int grid(point *g) {
     p.c.lc.D = 2, p.c.S = 512, p.c.sc.moe_c = 128;
     p.c.sc.keep = (pl_keep_budget){PL_KEEP_ATTN, 0};
     p.c.sc.oo.resident_all = true;
+    g[n++] = p;
+  }
+  /* expert groups smaller than the world (train/epgroups.h) */
+  if (size >= 2) {
+    p = base("Ep=1: expert units, micro 2");
+    p.c.lc.Ep = 1, p.c.sc.micro = 2;
+    g[n++] = p;
+  }
+  if (size == 4) {
+    p = base("Ep=2: expert units, bf16 E=24");
+    p.c.lc.Ep = 2, p.m.E = 24;
+    g[n++] = p;
+  }
+  if (size >= 2) {
+    p = base("Ep=W in a proxy W_v = 2W, E=24");
+    p.m.E = 24;
+    p.c.lc.W_v = 2 * size, p.c.lc.Ep = size, p.c.lc.P = 1;
+    p.c.sc.head = &pl_head_fused;
     g[n++] = p;
   }
   return n;

@@ -4,7 +4,8 @@
  * dispatch bound, the boundaries), the FSDP2 model's documented numbers
  * (its attention time as the baseline runs it, or PyTorch's SDPA),
  * feasibility naming its binding term, the automatic choice and the
- * largest tokens per rank. */
+ * largest tokens per rank, expert groups' trade (all-to-all against expert
+ * units) and its search. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -407,11 +408,63 @@ START_TEST(auto_choice) {
 }
 END_TEST
 
+/* Expert groups (train/epgroups.h) at the paper's scale: 120B on 64 GPUs
+ * (8 nodes).  Groups of a node move the dispatch onto NVLink (less
+ * all-to-all time, exposed + hidden) for the expert units' gathers and
+ * reduce-scatters (more unit time) and one gathered expert unit of HBM;
+ * the search with Ep free tries both and says why it chose. */
+START_TEST(expert_groups) {
+  pl_model_cfg m = preset("120b");
+  pl_plan_machine mc = pl_plan_machine_default();
+  pl_plan_cfg w = pl_plan_cfg_plateau(64, 128 << 10), g = w;
+  g.lc.Ep = 8;
+  pl_plan_time tw, tg;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &w, &mc, &tw), PL_OK);
+  ck_assert_int_eq(pl_plan_time_predict(&m, &g, &mc, &tg), PL_OK);
+  const double a2a_w =
+                   tw.part_s[PL_TPART_A2A_MOE] + tw.hidden_s[PL_TPART_A2A_MOE],
+               a2a_g =
+                   tg.part_s[PL_TPART_A2A_MOE] + tg.hidden_s[PL_TPART_A2A_MOE],
+               u_w = tw.part_s[PL_TPART_UNITS] + tw.hidden_s[PL_TPART_UNITS],
+               u_g = tg.part_s[PL_TPART_UNITS] + tg.hidden_s[PL_TPART_UNITS];
+  ck_assert_msg(a2a_g < a2a_w, "all-to-all %g s with Ep=8, %g s with Ep=64",
+                a2a_g, a2a_w);
+  ck_assert_msg(u_g > u_w, "units %g s with Ep=8, %g s with Ep=64", u_g, u_w);
+  pl_plan_mem mw, mg;
+  ck_assert_int_eq(pl_plan_memory(&m, &w, &mc, -1, &mw), PL_OK);
+  ck_assert_int_eq(pl_plan_memory(&m, &g, &mc, -1, &mg), PL_OK);
+  /* one gathered expert unit more: 3·(E/8)·H·I·2 bytes at the peak */
+  const double unit = 3.0 * (m.E / 8) * (double)m.H * (double)m.I * 2;
+  ck_assert_msg(pl_plan_mem_tag_peak(&mg, "zero3") >=
+                    pl_plan_mem_tag_peak(&mw, "zero3") + unit,
+                "zero3 peak %zu with Ep=8, %zu with Ep=64, unit %.0f",
+                pl_plan_mem_tag_peak(&mg, "zero3"),
+                pl_plan_mem_tag_peak(&mw, "zero3"), unit);
+  /* the dispatch bound is the group's */
+  ck_assert_uint_eq(mg.dispatch_bound * 8, mw.dispatch_bound);
+  /* searched: the choice and its reason */
+  pl_plan_free fr = {.sco = true, .ep = true};
+  pl_plan_search s;
+  ck_assert_int_eq(pl_plan_auto(&m, &w, &fr, &mc, &s), PL_OK);
+  ck_assert(s.have_best);
+  ck_assert_msg(strstr(s.why_ep, "chosen over Ep="), "why_ep: '%s'", s.why_ep);
+  const int ep = s.best.cfg.lc.Ep ? s.best.cfg.lc.Ep : 64;
+  char want[16];
+  snprintf(want, sizeof want, "Ep=%d", ep);
+  ck_assert_msg(!strncmp(s.why_ep, want, strlen(want)), "'%s' vs %s", s.why_ep,
+                want);
+  /* refused naming the value: Ep not dividing W */
+  g.lc.Ep = 3;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &g, &mc, &tg), PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "Ep=3"));
+}
+END_TEST
+
 int main(void) {
   const TTest *tests[] = {
-      machine_files, machine_refusals,    eq6_terms_at_scale,
-      fsdp2_model,   fsdp2_attention_time, check_names_binding, auto_choice,
-      NULL};
+      machine_files,        machine_refusals,    eq6_terms_at_scale,
+      fsdp2_model,          fsdp2_attention_time, check_names_binding,
+      auto_choice,          expert_groups,        NULL};
   return pl_check_suite("plan", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1
                                                                            : 0;
 }

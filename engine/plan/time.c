@@ -23,9 +23,16 @@
  *               the layer's compute; the embedding's gather (first) and
  *               reduce-scatter (last) exposed;
  *   dispatch    5 all-to-alls of N·k·H·b per MoE layer (forward dispatch
- *               and return, backward x, dout and return); pipelined_llep
- *               hides all but one chunk's share behind the other chunks'
- *               expert GEMMs; ep and llep expose all of it;
+ *               and return, backward x, dout and return) over the ranks
+ *               the dispatch spans (W, or Ep with expert groups);
+ *               pipelined_llep hides all but one chunk's share behind the
+ *               other chunks' expert GEMMs; ep and llep expose all of it;
+ *   expert units (expert groups, Ep < W: train/epgroups.h) per MoE layer
+ *               the unit's bf16 gather over its W / Ep replica ranks
+ *               (stride Ep: across nodes once W exceeds a node) beside the
+ *               next dense unit's behind the layer's forward, in backward
+ *               its gather and f32 reduce-scatter beside the dense ones
+ *               behind the layer's backward; 3 calls each;
  *   Ulysses     8·(n_q + n_kv)·N·d·b per layer through all-to-alls over D,
  *               exposed (on the compute stream);
  *   Ring-DTP    P − 1 hops forward and backward beside the strips;
@@ -62,6 +69,7 @@
 
 #include "plan/plan_internal.h"
 #include "train/describe.h"
+#include "train/epgroups.h"
 
 static const char *const tpart_names[PL_TPART_COUNT] = {
     "attention", "dense",   "experts", "head", "memory",  "optimizer",
@@ -111,6 +119,17 @@ double pl__t_a2a(const pl_plan_machine *mc, int G, double bytes) {
     t = t > tr ? t : tr; /* NVLink and the NIC in parallel */
   }
   return t;
+}
+
+/* A ring over G ranks Ep apart (an expert unit's replicas): NVLink while
+ * the G·stride ranks it spans fit a node, else the network. */
+static double t_ring_strided(const pl_plan_machine *mc, int G, int stride,
+                             double bytes) {
+  if (G <= 1 || bytes <= 0)
+    return 0;
+  double bw, lat;
+  link_of(mc, G * stride, mc->nccl_gbs, &bw, &lat);
+  return bytes * (G - 1) / G / bw + (G - 1) * lat;
 }
 
 double pl__attn_rate(const pl_plan_machine *mc, double rate, int64_t S) {
@@ -191,8 +210,9 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
       e_f = e_all * 6.0 / (sc->moe_recompute ? 28.0 : 22.0);
       e_b = e_all - e_f;
       mem += 12.0 * m->k * N * H * b / hbm;
-      /* dispatch: 5 all-to-alls over the EP group (all W ranks) */
-      const double tc = 5.0 * imb * pl__t_a2a(mc, W, N * m->k * H * b);
+      /* dispatch: 5 all-to-alls over the EP group (the W ranks, or the
+       * Ep of an expert group) */
+      const double tc = 5.0 * imb * pl__t_a2a(mc, p->ep_span, N * m->k * H * b);
       double exposed = tc;
       if (sc->dispatch == PL_MOE_PIPELINED && K > 1)
         exposed = fmax(tc - (e_f + e_b) * (K - 1) / K, tc / K);
@@ -250,13 +270,27 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
   const int Gz = W;
   const double g_emb = pl__t_ring(mc, Gz, (double)numel[0] * b);
   t_units += g_emb + pl__t_ring(mc, Gz, (double)numel[0] * 4); /* first, last */
+  /* expert units (expert groups): over the W / Ep replica ranks */
+  const int Gr = p->ep_grouped ? W / p->Ep : 1;
+  double eu_full = 0;
+  if (p->ep_grouped) {
+    size_t eoff[3];
+    const size_t eu = pl__ep_unit(m->H, m->I, p->E_local, eoff);
+    eu_full = (double)p->ep_vsize *
+              (double)((eu + (size_t)p->ep_vsize - 1) / (size_t)p->ep_vsize);
+  }
   for (int l = 0; l < L; l++) {
     const int nx = l + 1 < L ? 2 + l : L + 1; /* the unit prefetched */
     const int hv = nx == L + 1 && vp;
-    const double gnext = pl__t_ring(mc, hv ? W / P : Gz, (double)numel[nx] * b);
+    const int eu_l = p->ep_grouped && pl_model_layer_is_moe(m, l);
+    const double eg = eu_l ? t_ring_strided(mc, Gr, p->Ep, eu_full * b) : 0,
+                 ers = eu_l ? t_ring_strided(mc, Gr, p->Ep, eu_full * 4) : 0;
+    const double gnext =
+        pl__t_ring(mc, hv ? W / P : Gz, (double)numel[nx] * b) + eg;
     const double fw = pos(gnext - tf[l]);
-    const double gprev = l > 0 ? pl__t_ring(mc, Gz, (double)numel[l] * b) : 0;
-    const double rs = pl__t_ring(mc, Gz, (double)numel[1 + l] * 4);
+    const double gprev =
+        (l > 0 ? pl__t_ring(mc, Gz, (double)numel[l] * b) : 0) + eg;
+    const double rs = pl__t_ring(mc, Gz, (double)numel[1 + l] * 4) + ers;
     const double bw_ = pos(gprev + rs - tb[l]);
     t_units += fw + bw_;
     t_units_hid += gnext - fw + gprev + rs - bw_;
@@ -315,7 +349,8 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
   double calls = 0;
   if (W > 1 || p_comm || d_comm) {
     const double per_moe = 5 + 14.0 * K + (sc->moe_recompute ? 3 + 4.0 * K : 0);
-    calls = (W > 1 ? nmoe * per_moe + 3.0 * (L + 2) : 0) +
+    calls = (p->ep_span > 1 ? nmoe * per_moe : 0) +
+            (W > 1 ? 3.0 * (L + 2) : 0) + (Gr > 1 ? 3.0 * nmoe : 0) +
             (d_comm ? 16.0 * L : 0) + (p_comm ? 4.0 * (P - 1) + 2 : 0);
   }
   calls = mic * calls + (W > 1 ? 5 : 0);

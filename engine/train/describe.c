@@ -8,6 +8,7 @@
 
 #include "ops/adamw.h"
 #include "ops/stream_adamw.h"
+#include "train/epgroups.h"
 #include "train/units.h"
 
 static size_t cdiv(size_t a, size_t b) {
@@ -70,21 +71,37 @@ pl_status pl_train_describe(const pl_model_cfg *m, const pl_layout_cfg *lc,
     nmoe += pl_model_layer_is_moe(m, l);
   const size_t ne =
       (size_t)p->E_local * H * (size_t)m->I; /* one expert tensor */
-  for (int i = 0; i < 3 * nmoe; i++)
-    npart += pl_adamw_norm_nchunks(ne);
-  const size_t theta = sum_s + 3 * (size_t)nmoe * ne;
+  /* expert groups (train/epgroups.h): per MoE layer one unit of the three
+   * tensors over the ep_vsize replica ranks, its shard se */
+  size_t eoff[3];
+  const size_t eu = p->ep_grouped ? pl__ep_unit(m->H, m->I, p->E_local, eoff)
+                                  : 0,
+               se = p->ep_grouped ? cdiv(eu, (size_t)p->ep_vsize) : 0;
+  for (int i = 0; i < nmoe; i++) {
+    if (p->ep_grouped)
+      npart += pl_adamw_norm_nchunks(se);
+    else
+      for (int j = 0; j < 3; j++)
+        npart += pl_adamw_norm_nchunks(ne);
+  }
+  const size_t experts = (size_t)nmoe * (p->ep_grouped ? se : 3 * ne);
+  const size_t theta = sum_s + experts;
   out->params_rank = (int64_t)theta;
   out->unit_max_bytes = max_full * b;
   char w[112];
 
   /* ---- states ---- */
-  snprintf(w, sizeof w,
-           "unit shards %zu x %zuB + %d x 3 expert shards of %zu + biases",
-           sum_s, b, nmoe, ne);
+  if (p->ep_grouped)
+    snprintf(w, sizeof w,
+             "unit shards %zu x %zuB + %d expert-unit shards of %zu "
+             "(Ep=%d) + biases",
+             sum_s, b, nmoe, se, p->Ep);
+  else
+    snprintf(w, sizeof w,
+             "unit shards %zu x %zuB + %d x 3 expert shards of %zu + biases",
+             sum_s, b, nmoe, ne);
   add(out, "weights", PL_ARENA_DEVICE, PL_DESC_STATE,
-      sum_s * b + 3 * (size_t)nmoe * ne * b +
-          (size_t)nmoe * (size_t)p->E_route * 4,
-      w);
+      sum_s * b + experts * b + (size_t)nmoe * (size_t)p->E_route * 4, w);
   add(out, "grads", PL_ARENA_DEVICE, PL_DESC_STATE, theta * 4,
       "f32 gradients of the unit shards and experts (4 B/param)");
   const int stream = optim == &pl_optim_stream || optim == &pl_optim_hybrid;
@@ -160,6 +177,14 @@ pl_status pl_train_describe(const pl_model_cfg *m, const pl_layout_cfg *lc,
   add(out, "zero3_grads", PL_ARENA_DEVICE, PL_DESC_BOUND,
       max_full * 4 + max_s * 4 + (sc->dt == PL_F32 ? 0 : H * head_cols * b),
       "one unsharded f32 gradient + a shard (+ the head's bf16 dW)");
+  if (p->ep_grouped && nmoe) {
+    const size_t efull = (size_t)p->ep_vsize * se;
+    snprintf(w, sizeof w, "one gathered expert unit of %zu params (Ep=%d)",
+             efull, p->Ep);
+    add(out, "zero3", PL_ARENA_DEVICE, PL_DESC_BOUND, efull * b, w);
+    add(out, "zero3_grads", PL_ARENA_DEVICE, PL_DESC_BOUND,
+        efull * 4 + se * 4, "its unsharded f32 gradient + a shard");
+  }
   (void)head_full;
   snprintf(w, sizeof w,
            "Eq. 4: (2 + L - |S|) = %d boundaries of N*H*b on the device",
@@ -191,16 +216,16 @@ pl_status pl_train_describe(const pl_model_cfg *m, const pl_layout_cfg *lc,
     const size_t c_eff = cdiv(N, (size_t)K);
     if (sc->dispatch == PL_MOE_PIPELINED) {
       snprintf(w, sizeof w, "2*Ep*k*c_eff*H*b, Ep=%d k=%d c_eff=%zu (K=%lld)",
-               p->W, m->k, c_eff, (long long)K);
+               p->ep_span, m->k, c_eff, (long long)K);
       add(out, "dispatch", PL_ARENA_DEVICE, PL_DESC_BOUND,
-          2 * (size_t)p->W * (size_t)m->k * c_eff * H * b, w);
+          2 * (size_t)p->ep_span * (size_t)m->k * c_eff * H * b, w);
     } else {
       add(out, "dispatch", PL_ARENA_DEVICE, PL_DESC_ESTIMATE,
           2 * N * (size_t)m->k * H * b,
           "2*N*k*H*b at balanced routing (not bounded: the router decides)");
     }
     const size_t rows = sc->dispatch == PL_MOE_PIPELINED
-                            ? (size_t)p->W * m->k * c_eff
+                            ? (size_t)p->ep_span * m->k * c_eff
                             : N * (size_t)m->k;
     add(out, "expert", PL_ARENA_DEVICE, PL_DESC_ESTIMATE,
         4 * rows * (size_t)m->I * b,
@@ -317,9 +342,11 @@ void pl_train_desc_print(const pl_train_desc *d, FILE *f) {
   fprintf(f,
           "# layout: W=%d (virtual %d), rank %d, D=%d, P=%d, N=%lld tokens of "
           "S=%lld, "
-          "E/W=%d experts here (router over %d)\n",
+          "E/Ep=%d experts here (Ep=%d%s; router over %d)\n",
           p->W, p->W_v, p->rank, p->D, p->P, (long long)p->N, (long long)p->S,
-          p->E_local, p->E_route);
+          p->E_local, p->Ep,
+          p->ep_grouped ? ", expert groups: ZeRO-3 units over W_v/Ep" : "",
+          p->E_route);
   fprintf(f, "# this rank updates %.3f %s parameters; %.4g GFLOP per token\n",
           d->params_rank / sc, u, d->flops_per_token / 1e9);
   static const char *const kind[3] = {"state", "bound", "estimate"};

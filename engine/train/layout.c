@@ -56,13 +56,28 @@ pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
         "multiple of D",
         (long long)S, D);
   const int moe = m->dense_layers < m->L && m->E > 0;
-  if (moe && m->E % Wv)
+  const int Ep = c->Ep ? c->Ep : Wv;
+  if (Ep < 1 || Ep > Wv || (Ep < Wv && W % Ep))
+    return pl_set_error(
+        PL_EINVAL,
+        "layout: Ep=%d: an expert group is the whole world (Ep=W_v=%d) or a "
+        "divisor of the W=%d ranks present",
+        Ep, Wv, W);
+  const int grouped = moe && Ep < Wv;
+  if (grouped && m->E % Ep)
+    return pl_set_error(
+        PL_EINVAL,
+        "layout: Ep=%d: the E=%d experts must divide by the expert group "
+        "(each rank of a group holds E/Ep of them)",
+        Ep, m->E);
+  if (moe && !grouped && m->E % Wv)
     return pl_set_error(
         PL_EINVAL,
         "layout: E=%d experts over %s%d ranks: E must divide by the number "
         "of ranks (each holds E/W of them)",
         m->E, Wv > W ? "a virtual world of W_v=" : "W=", Wv);
-  const int64_t present = moe ? (int64_t)m->E * W / Wv : 0;
+  /* grouped: every group is Ep present ranks holding all E experts */
+  const int64_t present = !moe ? 0 : grouped ? m->E : (int64_t)m->E * W / Wv;
   out->W = W, out->W_v = Wv, out->rank = rank, out->D = D, out->P = P;
   out->d_virtual = dv, out->p_virtual = pv;
   out->d_rank = dv ? 0 : rank % D, out->d_group = dv ? rank : rank / D;
@@ -73,7 +88,12 @@ pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
    * present expert */
   out->E_moe = (int)present;
   out->E_route = moe ? (int)(present * ((m->k + present - 1) / present)) : 0;
-  out->E_local = moe ? m->E / Wv : 0;
+  out->E_local = moe ? m->E / (grouped ? Ep : Wv) : 0;
+  out->Ep = Ep, out->ep_grouped = grouped;
+  out->ep_rank = grouped ? rank % Ep : rank;
+  out->ep_group = grouped ? rank / Ep : 0;
+  out->ep_vsize = grouped ? Wv / Ep : 1;
+  out->ep_span = grouped ? Ep : W;
   out->zero_vsize = Wv;
   out->head_vsize = Wv / P;
   pl_ce_shard(m->V, P, out->p_rank, &out->v_col0, &out->v_cols);
@@ -83,7 +103,7 @@ pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
 void pl_layout_destroy(pl_layout *l) {
   if (!l)
     return;
-  pl_comm *cs[] = {l->sp, l->ep, l->vp, l->zero, l->hrep, l->self};
+  pl_comm *cs[] = {l->sp, l->ep, l->vp, l->zero, l->hrep, l->self, l->erep};
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
     if (cs[i])
       pl_comm_destroy(cs[i]);
@@ -116,7 +136,7 @@ pl_status pl_layout_create(pl_comm *world, const pl_model_cfg *m,
       pl_comm_destroy(sp);
   }
   if (st == PL_OK)
-    st = pl_comm_split(world, 0, r, &l->ep);
+    st = pl_comm_split(world, plan.ep_group, r, &l->ep);
   if (st == PL_OK)
     st = plan.p_virtual ? pl_comm_virtual(dev, plan.P, &l->vp)
                         : pl_comm_split(world, plan.p_group, r, &l->vp);
@@ -126,6 +146,8 @@ pl_status pl_layout_create(pl_comm *world, const pl_model_cfg *m,
     st = pl_comm_split(world, plan.p_rank, r, &l->hrep);
   if (st == PL_OK)
     st = pl_comm_split(world, r, 0, &l->self);
+  if (st == PL_OK && plan.ep_grouped)
+    st = pl_comm_split(world, plan.ep_rank, r, &l->erep);
   if (st != PL_OK) {
     pl_layout_destroy(l);
     return st;

@@ -6,7 +6,9 @@
  *             trades sequence for heads inside the group (Ulysses), so n_q
  *             and n_kv must divide by D.  W / D sequences per micro-batch.
  *   EP group  all W ranks: rank r holds experts [r·E/W, (r+1)·E/W) of every
- *             MoE layer (E divisible by W); PipelinedLLEP / LLEP / EP.
+ *             MoE layer (E divisible by W); PipelinedLLEP / LLEP / EP.  Or
+ *             (Ep < W, train/epgroups.h) Ep consecutive ranks, each group
+ *             holding all E experts as ZeRO-3 units over the W / Ep groups.
  *   P-groups  P consecutive ranks run Ring-DTP, each with its own tokens and
  *             the vocabulary shard V_r of its group rank (pl_ce_shard; V need
  *             not divide by P).  The ranks holding the same shard (one per
@@ -65,6 +67,8 @@ typedef struct pl_layout_cfg {
   int D;   /* Ulysses group size (>= 1)                               */
   int P;   /* Ring-DTP group size (>= 1)                              */
   int W_v; /* virtual world (0: W, a real run)                        */
+  int Ep;  /* expert group size (0: W_v, every rank one expert group;
+              train/epgroups.h for Ep < W_v)                        */
 } pl_layout_cfg;
 
 /* Everything but the communicators: a pure function of the model, the
@@ -89,12 +93,23 @@ typedef struct pl_layout_plan {
   int head_vsize;      /* virtual group of a vocabulary-sharded head unit:
                           W_v / P (a head over the full vocabulary: W_v)  */
   int64_t v_col0, v_cols; /* this rank's vocabulary shard at P           */
+  /* expert groups (train/epgroups.h) */
+  int Ep;          /* ranks of an expert group: W_v, or a divisor of W      */
+  int ep_grouped;  /* 1: Ep < W_v, each group holds all E experts, their
+                      weights ZeRO-3 units over the W_v / Ep groups        */
+  int ep_rank;     /* rank inside its expert group (its experts
+                      [ep_rank·E_local, (ep_rank+1)·E_local))             */
+  int ep_group;    /* expert group index (rank / Ep)                        */
+  int ep_vsize;    /* virtual group of an expert unit: W_v / Ep (grouped)  */
+  int ep_span;     /* ranks the dispatch spans: Ep (grouped), else the W
+                      present ranks                                       */
 } pl_layout_plan;
 
 /* PL_EINVAL naming the values when: D (or P) is < 1, or neither divides W
  * (a real group) nor, times W, divides W_v (a virtual one); W_v is not a
  * multiple of W; n_q or n_kv does not divide by D; S does not divide by D
- * (or S < D); E does not divide by W_v (MoE layers); the model is invalid. */
+ * (or S < D); E does not divide by W_v (MoE layers); the model is invalid;
+ * Ep < 1, Ep > W_v, Ep < W_v not dividing W or E (train/epgroups.h). */
 pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
                               int W, int rank, int64_t S, pl_layout_plan *out);
 
@@ -102,7 +117,10 @@ typedef struct pl_layout {
   pl_layout_plan plan;
   pl_comm *world; /* borrowed                                              */
   pl_comm *sp;    /* the D-group (NULL when D = 1; virtual: plateau/comm.h) */
-  pl_comm *ep;    /* expert group: all W ranks (its own communicator)      */
+  pl_comm *ep;    /* expert group: all W ranks (its own communicator), or
+                     the Ep consecutive ranks of its group (ep_grouped)   */
+  pl_comm *erep;  /* ep_grouped: the ranks holding the same experts (one
+                     per expert group, rank ≡ ep_rank mod Ep); else NULL */
   pl_comm *vp;    /* the P-group (Ring-DTP; virtual when p_virtual)        */
   pl_comm *zero;  /* ZeRO-3 of dense units: all W ranks (its own)          */
   pl_comm *hrep;  /* the head shard's replica ranks (W / P of them)        */

@@ -95,7 +95,7 @@ size_t pl_step_keep_bytes(const pl_model_cfg *m, int64_t N, int D,
 const char *pl_part_name(int p) {
   static const char *const n[PL_PART_COUNT] = {
       "attention", "moe", "head", "optimizer", "zero3", "sco", "other",
-      "recompute"};
+      "recompute", "expert_units"};
   return p >= 0 && p < PL_PART_COUNT ? n[p] : "?";
 }
 /* ---- the step
@@ -154,6 +154,10 @@ static pl_status take_parts(pl_trainer *t, pl_step_result *r) {
   pl_zero3_stats zs;
   PL_TRY(pl_zero3_take_stats(t->z, &zs));
   part[PL_PART_ZERO3] = zs.gather_ms + zs.reduce_ms;
+  if (t->ze) {
+    PL_TRY(pl_zero3_take_stats(t->ze, &zs));
+    part[PL_PART_EXPERT_UNITS] = zs.gather_ms + zs.reduce_ms;
+  }
   /* virtual groups: the stand-ins apart from the part they ran in */
   pl_stream *s = pl_dev_stream(t->dev);
   double on[2] = {0, 0}, side[2] = {0, 0};
@@ -213,8 +217,10 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
   t->nsp = t->nev = 0;
   pl_zero3_stats zs;
   PL_TRY(pl_zero3_take_stats(t->z, &zs));
+  if (t->ze)
+    PL_TRY(pl_zero3_take_stats(t->ze, &zs));
   for (int l = 0; l < t->m.L; l++)
-    for (int j = 0; t->tl[l].moe && j < 3; j++)
+    for (int j = 0; t->tl[l].moe && !t->ze && j < 3; j++)
       PL_TRY(pl_fill(s, t->tl[l].eg[j], PL_F32,
                      (size_t)t->p.E_local * (size_t)(t->m.H * t->m.I), 0.0));
   PL_TRY(
@@ -227,6 +233,8 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
     sco_ms += d2h + h2d;
   }
   PL_TRY(pl_zero3_sync(t->z, s));
+  if (t->ze)
+    PL_TRY(pl_zero3_sync(t->ze, s));
   PL_TRY(pl_dev_sync(t->dev));
   PL_TRY(pl_host_allreduce_f64(t->world, &nll, 1, PL_RED_SUM));
   r->step = t->step_no + 1;
@@ -237,7 +245,7 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
     const pl__tlayer *x = &t->tl[l];
     if (!x->moe)
       continue;
-    const size_t b = pl_moe_dispatch_bound(pl_moe_get_cfg(t->moe), t->p.W,
+    const size_t b = pl_moe_dispatch_bound(pl_moe_get_cfg(t->moe), t->p.ep_span,
                                            x->ffn.stats.c_eff);
     if (b > r->dispatch_bound)
       r->dispatch_bound = b;
@@ -275,7 +283,8 @@ static pl_status bias_update(pl_trainer *t) {
     if (t->tl[l].moe)
       sl[n++] = (pl_router_bias_slot){t->tl[l].ffn.counts, t->tl[l].hbias,
                                       t->tl[l].bias};
-  pl_status st = pl_router_bias_step(t->lay->ep, pl_dev_stream(t->dev), sl, n,
+  /* every rank's loads (an expert group sees only its own tokens) */
+  pl_status st = pl_router_bias_step(t->world, pl_dev_stream(t->dev), sl, n,
                                      t->p.E_route, t->m.bias_gamma);
   free(sl);
   return st;

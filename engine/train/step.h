@@ -44,7 +44,9 @@
  * Ulysses, forward and the backward's recompute), moe (the FFN slot: router,
  * dispatch, experts, shared expert or dense FFN), head (final norm and the
  * vocabulary head), optimizer — all on the compute stream; zero3 (the comm
- * stream's gathers and reduce-scatters) and sco (the copy streams'
+ * stream's gathers and reduce-scatters), expert_units (with expert groups
+ * smaller than the world, train/epgroups.h: the expert units' gathers and
+ * reduce-scatters on their own comm stream) and sco (the copy streams'
  * offloads and restores), which run beside the compute; other = the step's
  * wall time minus the compute-stream parts (embedding, loss bookkeeping,
  * host waits, and whatever comm or copy time was not hidden); recompute,
@@ -155,9 +157,13 @@ typedef enum pl_part {
   PL_PART_OTHER,
   PL_PART_RECOMPUTE, /* of attention: the backward's recompute of the
                         attention half (what kept activations remove)   */
+  PL_PART_EXPERT_UNITS, /* expert groups (Ep < W_v): the expert units'
+                           gathers and reduce-scatters (their comm
+                           stream, beside the compute; 0 otherwise)     */
   PL_PART_COUNT
 } pl_part;
-/* "attention" "moe" "head" "optimizer" "zero3" "sco" "other" "recompute" */
+/* "attention" "moe" "head" "optimizer" "zero3" "sco" "other" "recompute"
+ * "expert_units" */
 const char *pl_part_name(int part);
 
 typedef struct pl_step_result {

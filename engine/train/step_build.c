@@ -154,18 +154,21 @@ static pl_status init_range(pl_trainer *t, int pi, void *dst, size_t flat,
 }
 
 /* The first element of parameter p's full tensor this rank's expert shard
- * holds (experts [e0, e0 + E_local)). */
+ * holds (experts [e0, e0 + E_local), e0 = ep_rank·E_local). */
 int64_t pl__step_expert_first(const pl_trainer *t, const pl__tparam *p) {
   const int64_t per = pl__step_numel(p) / t->m.E;
-  return (int64_t)t->p.rank * t->p.E_local * per;
+  return (int64_t)t->p.ep_rank * t->p.E_local * per;
 }
 
-/* The optimizer tensor of an expert parameter (they follow the units). */
+/* The optimizer tensor of an expert parameter (they follow the units): one
+ * per tensor, or with expert groups one per layer (its expert unit's
+ * shard). */
 int pl__step_expert_tensor(const pl_trainer *t, const pl__tparam *p) {
+  const int per = t->ze ? 1 : 3;
   int k = t->nunits;
   for (int l = 0; l < p->layer; l++)
-    k += t->tl[l].moe ? 3 : 0;
-  return k + p->which;
+    k += t->tl[l].moe ? per : 0;
+  return k + (t->ze ? 0 : p->which);
 }
 
 /* Elements a unit parameter takes in its unit: the full tensor, or for a
@@ -186,6 +189,21 @@ static uint64_t unit_global(const pl_trainer *t, const pl__tparam *p,
 static pl_status init_weights(pl_trainer *t) {
   for (int i = 0; i < t->npr; i++) {
     const pl__tparam *p = &t->pr[i];
+    if (p->kind == PL__K_EXPERT && t->ze) {
+      /* the parameter's experts in the layer's expert unit, cut to this
+       * rank's shard of it */
+      void *w;
+      size_t s, off, p0, n;
+      pl__ep_param_shard(t, p, &w, NULL, &s, &off, &p0, &n);
+      const size_t lo = p0 > off ? p0 : off,
+                   hi = p0 + n < off + s ? p0 + n : off + s;
+      if (hi > lo)
+        PL_TRY(init_range(
+            t, i, (char *)w + (lo - off) * t->es,
+            t->ap_off[pl__step_expert_tensor(t, p)] + (lo - off),
+            (uint64_t)pl__step_expert_first(t, p) + (lo - p0), hi - lo));
+      continue;
+    }
     if (p->kind == PL__K_EXPERT) {
       const int k = pl__step_expert_tensor(t, p);
       PL_TRY(init_range(t, i, t->tl[p->layer].ew[p->which], t->ap_off[k],
@@ -239,6 +257,7 @@ void pl_trainer_destroy(pl_trainer *t) {
   free(t->lp);
   pl_moe_destroy(t->moe);
   pl_zero3_destroy(t->z);
+  pl_zero3_destroy(t->ze);
   pl_free(t->dev, t->st.p);
   pl_free(t->dev, t->st.m);
   pl_free(t->dev, t->st.v);
@@ -428,7 +447,7 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
     if (!x->moe)
       continue;
     const size_t ne = (size_t)t->p.E_local * (size_t)(m->H * m->I);
-    for (int j = 0; j < 3; j++) {
+    for (int j = 0; !t->p.ep_grouped && j < 3; j++) {
       if ((st = pl_alloc(dev, PL_ARENA_DEVICE, ne * t->es, "weights",
                          &x->ew[j])) ||
           (st = pl_alloc(dev, PL_ARENA_DEVICE, ne * 4, "grads",
@@ -436,6 +455,7 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
           (st = pl_fill(s, x->eg[j], PL_F32, ne, 0.0)))
         goto fail;
     }
+    /* expert groups: pointed into the gathered expert unit per slot */
     x->ffn.ew = (pl_moe_weights){x->ew[0], x->ew[1], x->ew[2]};
     x->ffn.eg = (pl_moe_wgrads){x->eg[0], x->eg[1], x->eg[2]};
     x->hbias = calloc((size_t)t->p.E_route, sizeof(float));
@@ -449,6 +469,10 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
       goto fail;
     x->ffn.bias = x->bias;
   }
+
+  /* expert groups smaller than the world: the expert units */
+  if ((st = pl__ep_create(t)))
+    goto fail;
 
   /* the checkpoint runner, SCO, the head */
   if ((st = pl_ckpt_create(dev, L, t->lp, &pl__step_layer_ops, m->H, t->dt,
@@ -486,7 +510,7 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   /* the optimizer's tensors: unit shards, then expert shards */
   int nexp = 0;
   for (int l = 0; l < L; l++)
-    nexp += t->tl[l].moe ? 3 : 0;
+    nexp += t->tl[l].moe ? (t->ze ? 1 : 3) : 0;
   t->nap = t->nunits + nexp;
   t->ap = calloc((size_t)t->nap, sizeof *t->ap);
   t->ap_off = calloc((size_t)t->nap + 1, sizeof *t->ap_off);
@@ -501,7 +525,15 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
     pl_zero3_shard(t->z, u, &w, &g, &sh, NULL);
     t->ap[u] = (pl_adamw_param){w, g, sh};
   }
-  for (int l = 0, k = t->nunits; l < L; l++)
+  for (int l = 0, k = t->nunits; t->ze && l < L; l++)
+    if (t->tl[l].eunit >= 0) {
+      void *w;
+      float *g;
+      size_t sh;
+      pl_zero3_shard(t->ze, t->tl[l].eunit, &w, &g, &sh, NULL);
+      t->ap[k++] = (pl_adamw_param){w, g, sh};
+    }
+  for (int l = 0, k = t->nunits; !t->ze && l < L; l++)
     for (int j = 0; t->tl[l].moe && j < 3; j++, k++)
       t->ap[k] = (pl_adamw_param){t->tl[l].ew[j], t->tl[l].eg[j],
                                   (size_t)t->p.E_local * (size_t)(m->H * m->I)};

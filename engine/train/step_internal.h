@@ -12,7 +12,9 @@
  *   step_build.c   the parameter table, the ZeRO-3 units, the weights'
  *                  initialization, create and destroy
  *   step_params.c  the parameters from outside: info, gather, set, router
- *                  biases */
+ *                  biases
+ *   epgroups.c     expert groups smaller than the world: the expert units
+ *                  (train/epgroups.h) */
 #ifndef PLATEAU_TRAIN_STEP_INTERNAL_H
 #define PLATEAU_TRAIN_STEP_INTERNAL_H
 
@@ -45,6 +47,8 @@ typedef struct pl__tlayer {
   void *ew[3];
   float *eg[3];
   float *bias, *hbias; /* E_route: device, host */
+  int eunit;           /* expert groups: its expert unit (-1: none)    */
+  size_t eoff[3];      /* wg, wu, wd in that unit (train/epgroups.h)   */
   int rec_a;           /* the recompute's start event (profile)  */
 } pl__tlayer;
 
@@ -65,6 +69,8 @@ struct pl_trainer {
   /* units: 0 embedding, 1..L layers, L+1 head */
   pl_zero3 *z;
   int nunits, u_emb, u_head;
+  pl_zero3 *ze; /* expert groups (Ep < W_v): one unit per MoE layer; NULL
+                   otherwise (train/epgroups.h)                        */
   int64_t head_cols;
   pl__tlayer *tl;
   void **lp;
@@ -135,5 +141,26 @@ pl_status pl__step_master_get(pl_trainer *t, pl_stream *s, size_t i,
  * holds, and its optimizer tensor (they follow the units). */
 int64_t pl__step_expert_first(const pl_trainer *t, const pl__tparam *p);
 int pl__step_expert_tensor(const pl_trainer *t, const pl__tparam *p);
+
+/* ---- epgroups.c (train/epgroups.h; no-ops unless t->ze) -------------------
+ */
+/* The expert units (after the layers are set up; t->ze stays NULL with
+ * Ep = W_v). */
+pl_status pl__ep_create(pl_trainer *t);
+/* Issue the gather of the layer's expert unit behind the work issued on s. */
+pl_status pl__ep_layer_begin(pl_trainer *t, pl__tlayer *x, pl_stream *s);
+/* Around the layer's FFN slot: the unit gathered and the MoE weights
+ * pointed into it (bwd: its full f32 gradient opened too); then released
+ * (bwd: the gradient reduce-scattered over the replica ranks). */
+pl_status pl__ep_slot_begin(pl_trainer *t, pl__tlayer *x, pl_stream *s,
+                            bool bwd);
+pl_status pl__ep_slot_end(pl_trainer *t, pl__tlayer *x, pl_stream *s,
+                          bool bwd);
+/* The shard of an expert parameter p: its weights, gradient, length and
+ * first element in the unit, and the range [*p0, *p0 + n) the parameter's
+ * E_local experts take in the unit. */
+void pl__ep_param_shard(pl_trainer *t, const pl__tparam *p, void **w,
+                        float **g, size_t *s, size_t *off, size_t *p0,
+                        size_t *n);
 
 #endif

@@ -97,7 +97,9 @@ static pl_status slot_fwd(void *ctx, pl_stream *s, const void *x, void *y,
   pl__tlayer *tl = ctx;
   int a, b;
   PL_TRY(pl__step_mark(tl->t, s, &a));
+  PL_TRY(pl__ep_slot_begin(tl->t, tl, s, false));
   PL_TRY(pl_moe_ffn_forward(&tl->ffn, s, x, y, N));
+  PL_TRY(pl__ep_slot_end(tl->t, tl, s, false));
   PL_TRY(pl__step_mark(tl->t, s, &b));
   return pl__step_span(tl->t, PL_PART_MOE, a, b);
 }
@@ -107,7 +109,9 @@ static pl_status slot_bwd(void *ctx, pl_stream *s, const void *x,
   pl__tlayer *tl = ctx;
   int a, b;
   PL_TRY(pl__step_mark(tl->t, s, &a));
+  PL_TRY(pl__ep_slot_begin(tl->t, tl, s, true));
   PL_TRY(pl_moe_ffn_backward(&tl->ffn, s, x, dy, dx, N));
+  PL_TRY(pl__ep_slot_end(tl->t, tl, s, true));
   PL_TRY(pl__step_mark(tl->t, s, &b));
   return pl__step_span(tl->t, PL_PART_MOE, a, b);
 }
@@ -139,6 +143,7 @@ static pl_status tl_forward(void *layer, pl_stream *s, const void *x, void *y,
   PL_TRY(pl_zero3_acquire(t->z, tl->unit, s, &full));
   PL_TRY(
       pl_zero3_prefetch(t->z, tl->index + 1 < L ? tl->unit + 1 : t->u_head, s));
+  PL_TRY(pl__ep_layer_begin(t, tl, s));
   set_views(tl, full, NULL);
   int a, b;
   PL_TRY(pl__step_mark(t, s, &a));
@@ -160,6 +165,7 @@ static pl_status tl_backward(void *layer, pl_stream *s, const void *x,
   PL_TRY(pl_zero3_acquire(t->z, tl->unit, s, &full));
   if (tl->index > 0)
     PL_TRY(pl_zero3_prefetch(t->z, tl->unit - 1, s));
+  PL_TRY(pl__ep_layer_begin(t, tl, s));
   PL_TRY(pl_zero3_grad_acquire(t->z, tl->unit, s, &gfull));
   set_views(tl, full, gfull);
   int a, b;

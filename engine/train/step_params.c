@@ -84,6 +84,22 @@ pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
   const pl_dtype dt = grad ? PL_F32 : t->dt;
   void *buf = NULL;
   pl_status st;
+  if (p->kind == PL__K_EXPERT && t->ze) {
+    /* the expert unit over its replica ranks, then the group's experts */
+    void *w, *unit = NULL;
+    float *g;
+    size_t sh, off, p0, n;
+    pl__ep_param_shard(t, p, &w, &g, &sh, &off, &p0, &n);
+    st = gather_dev(t, t->lay->erep, grad ? (void *)g : w, sh, dt, &unit);
+    if (st == PL_OK)
+      st = gather_dev(t, t->lay->ep, (char *)unit + p0 * pl_dtype_size(dt), n,
+                      dt, &buf);
+    if (st == PL_OK)
+      st = to_host_f32(t, out, buf, dt, (size_t)pl__step_numel(p));
+    pl_free(t->dev, buf);
+    pl_free(t->dev, unit);
+    return st;
+  }
   if (p->kind == PL__K_EXPERT) {
     const pl__tlayer *x = &t->tl[p->layer];
     const size_t n = (size_t)(pl__step_numel(p) / t->m.E * t->p.E_local);
@@ -173,6 +189,17 @@ pl_status pl_trainer_set(pl_trainer *t, int i, const float *in) {
   if (i < 0 || i >= t->npr)
     return pl_set_error(PL_EINVAL, "trainer: parameter %d of %d", i, t->npr);
   const pl__tparam *p = &t->pr[i];
+  if (p->kind == PL__K_EXPERT && t->ze) {
+    void *w;
+    size_t sh, off, p0, n;
+    pl__ep_param_shard(t, p, &w, NULL, &sh, &off, &p0, &n);
+    const size_t lo = p0 > off ? p0 : off,
+                 hi = p0 + n < off + sh ? p0 + n : off + sh;
+    return hi > lo ? put(t, (char *)w + (lo - off) * t->es,
+                         t->ap_off[pl__step_expert_tensor(t, p)] + (lo - off),
+                         in + pl__step_expert_first(t, p) + (lo - p0), hi - lo)
+                   : PL_OK;
+  }
   if (p->kind == PL__K_EXPERT) {
     const int k = pl__step_expert_tensor(t, p);
     return put(t, t->tl[p->layer].ew[p->which], t->ap_off[k],

@@ -11,7 +11,9 @@
  *    2·Ep·k·c_eff·H·b (pipelined_llep with a hot expert and several chunks),
  *    boundaries on the device <= 2·N·H·b + (L − |S|)·N·H·b, zero3 <= two
  *    gathered units, zero3_grads, the runner's buffers, the head's strips
- *    and ring buffers, optimizer staging <= s·β·16;
+ *    and ring buffers, optimizer staging <= s·β·16; with expert groups
+ *    (Ep < W_v, also in a proxy) the expert units' shards as states and
+ *    one gathered expert unit more under zero3, the group's dispatch bound;
  *  - the assertion can fail: llep under the same hot routing exceeds the
  *    pipelined bound;
  *  - the proxy runs steps with its real per-rank shapes (E/W_v experts per
@@ -24,6 +26,7 @@
 #include "comm/check_mpi.h"
 #include "train/data.h"
 #include "train/describe.h"
+#include "train/epgroups.h"
 
 static pl_dev *dev;
 static pl_comm *world;
@@ -41,7 +44,7 @@ static cfg base(void) {
   memset(&c, 0, sizeof c);
   ck_assert_int_eq(pl_model_preset("tiny", &c.m), PL_OK);
   c.m.E = 24;
-  c.lc = (pl_layout_cfg){1, size, 0};
+  c.lc = (pl_layout_cfg){1, size, 0, 0};
   c.sc = pl_step_cfg_default();
   c.sc.moe_lanes = 0;
   c.sc.oo.bucket = 5000;
@@ -129,8 +132,18 @@ static void bounds_hold(const cfg *c, const pl_step_result *r,
                 "boundary: peak %zu above Eq. 4's %zu", peak(r, "boundary"),
                 eq4);
   ck_assert_uint_eq(pl_train_desc_bytes(d, "boundary", PL_ARENA_DEVICE), eq4);
-  /* two gathered units */
-  ck_assert(peak(r, "zero3") <= 2 * d->unit_max_bytes);
+  /* two gathered units (expert groups: and one gathered expert unit) */
+  size_t eu = 0;
+  if (d->plan.ep_grouped) {
+    size_t off[3];
+    const size_t n = pl__ep_unit(c->m.H, c->m.I, d->plan.E_local, off),
+                 vs = (size_t)d->plan.ep_vsize;
+    eu = (n + vs - 1) / vs * vs * pl_dtype_size(c->sc.dt);
+    ck_assert_msg(peak(r, "zero3") >= eu,
+                  "zero3 peak %zu below one gathered expert unit %zu",
+                  peak(r, "zero3"), eu);
+  }
+  ck_assert(peak(r, "zero3") <= 2 * d->unit_max_bytes + eu);
   /* s·β·16 */
   const size_t sb16 = (size_t)c->sc.oo.slots * c->sc.oo.bucket * 16;
   ck_assert_msg(peak(r, "optim_staging") <= sb16,
@@ -147,8 +160,10 @@ static void bounds_hold(const cfg *c, const pl_step_result *r,
 }
 
 START_TEST(states_and_bounds) {
-  for (int v = 0; v < 6; v++) {
+  for (int v = 0; v < 8; v++) {
     cfg c = base();
+    if (v >= 6 && size < 2)
+      continue;
     if (v == 1)
       c.sc.dt = PL_F32, c.sc.head = &pl_head_fused;
     if (v == 2)
@@ -160,8 +175,14 @@ START_TEST(states_and_bounds) {
       c.sc.sco = (pl_sco_budget){true, 0}, c.m.dense_layers = 0, c.sc.micro = 2;
     if (v == 5)
       c.sc.moe_c = 5, c.sc.moe_recompute = true; /* several chunks */
+    if (v == 6) /* expert groups of one rank, hot, several chunks */
+      c.lc.Ep = 1, c.sc.moe_c = 5;
+    if (v == 7) /* expert groups in a proxy of 2W ranks, two micro-batches */
+      c.lc.Ep = size, c.lc.W_v = 2 * size, c.lc.P = 1, c.sc.micro = 2;
     pl_train_desc d;
-    pl_step_result r = run(&c, 2, v == 5, &d);
+    pl_step_result r = run(&c, 2, v == 5 || v == 6, &d);
+    if (v >= 6)
+      ck_assert_int_eq(d.plan.ep_grouped, 1);
     if (v == 3)
       ck_assert_int_eq(r.sco_layers, 1);
     if (v == 4)

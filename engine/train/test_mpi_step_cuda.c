@@ -12,7 +12,9 @@
  * bf16 tolerance: 3e-2 for the loss, 8e-2 for dense parameters, 0.2 for the
  * router and the experts (a route near a top-k tie may go another way on
  * the other backend, moving a token between two experts); then three
- * training steps' losses within 3e-2.  Every error is printed.
+ * training steps' losses within 3e-2.  Every error is printed.  Also with
+ * expert groups of one rank (train/epgroups.h: the expert units gathered
+ * and reduce-scattered over NCCL sub-communicators) on 2+ ranks.
  *
  * The headroom knobs on the GPU (train/headroom_testlib.h): the optimizer
  * state half or wholly resident in HBM and the kept activations (attention
@@ -40,7 +42,7 @@ static pl_dev *cdev, *gdev;
 static pl_comm *cworld, *gworld;
 static int rank, size, have_gpus;
 
-static void check_head_dim(int d) {
+static void check_head_dim(int d, int Ep) {
   pl_model_cfg m;
   ck_assert_int_eq(pl_model_preset("tiny", &m), PL_OK);
   m.H = 256, m.n_q = 4, m.n_kv = 2, m.d = d;
@@ -53,7 +55,7 @@ static void check_head_dim(int d) {
   sc.sco = (pl_sco_budget){true, 0};
   sc.hp.lr = 3e-3;
   sc.oo.bucket = 100000;
-  pl_layout_cfg lc = {1, size, 0};
+  pl_layout_cfg lc = {1, size, 0, Ep};
   const int64_t S = 256;
   pl_trainer *t[2];
   pl_dev *devs[2] = {cdev, gdev};
@@ -73,8 +75,8 @@ static void check_head_dim(int d) {
                   "%s: %s", b ? "cuda" : "cpu", pl_last_error());
   const double el = fabs(r[1].loss - r[0].loss) / fabs(r[0].loss);
   if (rank == 0)
-    printf("# d=%d loss cpu %.6f cuda %.6f (rel %.3g)\n", d, r[0].loss,
-           r[1].loss, el);
+    printf("# d=%d Ep=%d loss cpu %.6f cuda %.6f (rel %.3g)\n", d,
+           Ep ? Ep : size, r[0].loss, r[1].loss, el);
   int ok = el < 3e-2;
   for (int i = 0; i < pl_trainer_nparams(t[0]); i++) {
     pl_param_info in;
@@ -143,7 +145,7 @@ static void headroom_head_dim(int d) {
   sc.hp.lr = 3e-3;
   sc.oo.bucket = 100000;
   sc.attn.bwd = d == 128 ? PL_ATTN_BWD_SPLIT : PL_ATTN_BWD_SIMPLE;
-  const pl_layout_cfg lc = {1, size, 0};
+  const pl_layout_cfg lc = {1, size, 0, 0};
   hr_distinct = true;
   char what[48];
   snprintf(what, sizeof what, "cuda d=%d, %d rank(s)", d, size);
@@ -162,8 +164,10 @@ END_TEST
 START_TEST(cuda_step_matches_cpu) {
   if (!have_gpus)
     return;
-  check_head_dim(64);
-  check_head_dim(128);
+  check_head_dim(64, 0);
+  check_head_dim(128, 0);
+  if (size >= 2) /* expert groups of one rank: units over NCCL */
+    check_head_dim(64, 1);
 }
 END_TEST
 

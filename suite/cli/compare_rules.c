@@ -98,6 +98,7 @@ static const cls classes[] = {
     {"optimizer_ms", PL_CMP_TIME},
     {"recompute_ms", PL_CMP_TIME},
     {"zero3_ms", PL_CMP_TIME},
+    {"expert_units_ms", PL_CMP_TIME},
     {"sco_ms", PL_CMP_TIME},
     {"other_ms", PL_CMP_IGNORE},    /* a difference of the others */
     /* a proxy's stand-ins (copies, not a metric), its measured step without

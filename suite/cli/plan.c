@@ -90,7 +90,9 @@ static const pl_opt plan_opts[] = {
      1e6, NULL},
     /* both */
     {"ep", 0, PL_OPT_INT, NULL,
-     "expert-parallel degree (plateau: the layout's Ep = gpus)", 1, 65536,
+     "expert-parallel degree (plateau: the expert group, W_v or a divisor "
+     "of gpus: groups of Ep ranks each holding all experts as ZeRO-3 units)",
+     1, 65536,
      NULL},
     {"tokens", 0, PL_OPT_SIZE, NULL,
      "tokens per step (micro-batches accumulated); default one pass", 1, 1e15,
@@ -320,11 +322,10 @@ static pl_status plateau_config_of(const pl_args *a, int W, int64_t S,
   fr->beta = autoc && !pl_args_given(a, "beta");
   fr->sco = autoc && !pl_args_given(a, "sco");
   fr->optim = autoc && !pl_args_given(a, "optim");
-  if (pl_args_given(a, "ep") && pl_args_int(a, "ep") != W)
-    return pl_set_error(PL_EINVAL,
-                        "--ep=%lld: plateau's layout has Ep = W = %d (every "
-                        "rank holds E/W experts)",
-                        (long long)pl_args_int(a, "ep"), W);
+  /* expert groups (train/epgroups.h): --ep, or the search's */
+  fr->ep = autoc && !pl_args_given(a, "ep");
+  if (pl_args_given(a, "ep"))
+    c->lc.Ep = (int)pl_args_int(a, "ep");
   if (pl_args_given(a, "D"))
     c->lc.D = (int)pl_args_int(a, "D");
   if (pl_args_given(a, "P"))
@@ -579,6 +580,8 @@ static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
     if (t->part_s[i] > 0 || t->hidden_s[i] > 0)
       fprintf(f, "  %-10s %10.3f %10.3f\n", pl_plan_tpart_name(i), t->part_s[i],
               t->hidden_s[i]);
+  if (searched && s->why_ep[0])
+    fprintf(f, "\nexpert groups: %s\n", s->why_ep);
   if (searched && s->have_runner_up)
     fprintf(f, "\nrunner-up: %s\n", s->why_lost);
 }

@@ -48,7 +48,9 @@ live=$(awk -F'\t' 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "live_set") c = 
 [[ $(awk -F'\t' '{print NF}' "$tmp/p.tsv" | sort -u | wc -l) -eq 1 ]] && pass || fail "tsv rows of unequal width"
 
 # adversarial routing: whether it fits, said plainly
-out=$("$BIN" plan --model 667b --gpus 64 --seq 1Mi 2>&1); rc=$?
+# (Ep = W: the dispatch over the world, whose adversarial bound is 8x a
+# node-sized expert group's)
+out=$("$BIN" plan --model 667b --gpus 64 --seq 1Mi --ep 64 2>&1); rc=$?
 [[ $rc -eq 0 && $out =~ "adversarial routing (every route to one rank): "[0-9.]+" GiB: DOES NOT FIT" ]] && pass ||
   fail "667b/64/1M: the adversarial peak is not called unfit: $(grep adversarial <<<"$out")"
 [[ $out == *"with balanced routing; NOT with adversarial routing"* ]] && pass || fail "667b/64/1M: the verdict hides the adversarial peak"
@@ -98,7 +100,7 @@ bad "12Q" --seq 12Q
 bad "D=16" --D 16
 bad "--cp=3" --system fsdp2 --cp 3
 bad "--D: a knob of plateau" --system fsdp2 --D 2
-bad "--ep=8" --ep 8
+bad "Ep=3: an expert group is the whole world" --ep 3
 bad "--sco=lots" --sco lots
 bad "unknown key 'warp'" --set warp=9
 bad "--tokens=1000" --tokens 1000 --D 1

@@ -206,6 +206,7 @@ const pl_bench pl_bench_train = {
                "kept_full\tcp\tep\tac\ttime_ms\ttime_p10_ms\ttime_p90_ms\ttok_s_gpu\tflops\t"
                "tflops\tgemm_tflops\tmfu\tattention_ms\tmoe_ms\thead_ms\t"
                "optimizer_ms\tzero3_ms\tsco_ms\tother_ms\trecompute_ms\t"
+               "expert_units_ms\t"
                "standin_ms\tstandin_side_ms\tcompute_ms\tcomm_model_ms\t"
                "step_proj_ms\tpred_proj_ms\ttok_s_gpu_proj\ttflops_proj\t"
                "dev_peak_bytes\t"

@@ -182,7 +182,9 @@ extern const char *const pl__train_fsdp2_optim_names[]; /* gpu cpu         */
        0,                                                                        \
        PL_OPT_INT,                                                               \
        "1",                                                                      \
-       "fsdp2: expert-parallel degree (divides W_v and E)",                      \
+       "expert parallelism: fsdp2's degree (divides W_v and E); plateau's "      \
+       "expert group (not given: all W_v ranks; Ep < W: groups of Ep ranks, "    \
+       "each holding all experts as ZeRO-3 units over the W/Ep groups)",        \
        1,                                                                        \
        1 << 20,                                                                  \
        NULL},                                                                    \

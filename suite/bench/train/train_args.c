@@ -208,8 +208,8 @@ static pl_status step_of(pl_bench_ctx *c, const pl_args *a, pl_train_setup *u) {
 /* A knob only one system reads, given on the command line, while that
  * system is not in --system's list, is a contradiction: the user asked for
  * a setting no point would use. */
-static const char *const f2_only[] = {"cp", "ep", "ac", "ac-freq",
-                                      "fsdp2-optim", NULL};
+static const char *const f2_only[] = {"cp", "ac", "ac-freq", "fsdp2-optim",
+                                      NULL};
 static const char *const pl_only[] = {"D",         "P",
                                       "head",      "dispatch",
                                       "sco-budget", "optim",
@@ -642,8 +642,11 @@ pl_status pl__train_parse(pl_bench_ctx *c, pl__train_args *t) {
   PL_TRY(step_of(c, a, u));
   PL_TRY(fsdp2_of(a, u));
   u->kind = "run";
-  u->lc = (pl_layout_cfg){(int)pl_args_int(a, "D"), (int)pl_args_int(a, "P"),
-                          (int)pl_args_int(a, "virtual-world")};
+  /* --ep: fsdp2's degree, plateau's expert group (not given: the world) */
+  u->lc = (pl_layout_cfg){
+      (int)pl_args_int(a, "D"), (int)pl_args_int(a, "P"),
+      (int)pl_args_int(a, "virtual-world"),
+      pl_args_given(a, "ep") ? (int)pl_args_int(a, "ep") : 0};
   PL_TRY(systems_of(a, tune, points != NULL, t));
   t->describe = pl_args_flag(a, "describe");
   PL_TRY(gemm_of(c, a, t));

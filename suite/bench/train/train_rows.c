@@ -82,7 +82,10 @@ static pl_status parts(pl_bench_ctx *c, const pl_step_result *res, int n,
   for (int p = 0; p < PL_PART_COUNT; p++) {
     char col[48];
     snprintf(col, sizeof col, "%s_ms", pl_part_name(p));
-    if (p != PL_PART_RECOMPUTE || recompute)
+    /* expert_units only where expert groups ran (the rows of Ep = W keep
+     * their columns) */
+    if ((p != PL_PART_RECOMPUTE || recompute) &&
+        (p != PL_PART_EXPERT_UNITS || med[p] > 0))
       pl_row_f64(row, col, med[p]);
   }
   return PL_OK;

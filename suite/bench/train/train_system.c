@@ -20,13 +20,16 @@ static pl_status plateau_validate(const pl_train_setup *u, int W) {
 }
 
 /* The variant: dispatch/head/optim/sco=budget/mbN, and /res=R/keep=K when
- * either headroom knob was asked for (as given: auto stays auto). */
+ * either headroom knob was asked for (as given: auto stays auto), /ep=N
+ * when --ep gave plateau's expert groups (or the planner chose them). */
 static void plateau_identity(const pl_train_setup *u, pl_row *row) {
-  char v[192], hr[80] = "";
+  char v[192], hr[80] = "", ep[24] = "";
   if (strcmp(u->resident_text, "0") || strcmp(u->keep_text, "0"))
     snprintf(hr, sizeof hr, "/res=%s/keep=%s", u->resident_text, u->keep_text);
-  snprintf(v, sizeof v, "%s/%s/%s/sco=%s/mb%d%s", u->dispatch, u->head,
-           u->optim, u->sco_text, u->sc.micro, hr);
+  if (u->lc.Ep && u->lc.Ep != u->lc.W_v) /* given, and not the proxy's world */
+    snprintf(ep, sizeof ep, "/ep=%d", u->lc.Ep);
+  snprintf(v, sizeof v, "%s/%s/%s/sco=%s/mb%d%s%s", u->dispatch, u->head,
+           u->optim, u->sco_text, u->sc.micro, hr, ep);
   pl_row_str(row, "variant", v);
   pl_row_str(row, "optim_resident", u->resident_text);
   pl_row_str(row, "keep", u->keep_text);
@@ -70,6 +73,9 @@ static pl_status plateau_step(void *h, const int32_t *tokens,
 }
 
 static void plateau_result(void *h, const pl_step_result *r, pl_row *row) {
+  const pl_layout_plan *p = pl_trainer_plan(h);
+  if (p->ep_grouped) /* expert groups smaller than the world */
+    pl_row_i64(row, "ep", p->Ep);
   pl_row_i64(row, "selected", r->sco_layers);
   if (r->moe_K > 0)
     pl_row_i64(row, "K", r->moe_K);
@@ -129,6 +135,7 @@ static void plateau_free(const pl_args *a, pl_plan_free *fr) {
   fr->beta = !pl_args_given(a, "bucket");
   fr->sco = !pl_args_given(a, "sco-budget");
   fr->optim = !pl_args_given(a, "optim");
+  fr->ep = !pl_args_given(a, "ep");
   /* the headroom: free unless a budget is given (auto is free) */
   const char *r = pl_args_str(a, "optim-resident"), *k = pl_args_str(a, "keep");
   fr->resident = !pl_args_given(a, "optim-resident") || !strcmp(r, "auto");
@@ -136,7 +143,7 @@ static void plateau_free(const pl_args *a, pl_plan_free *fr) {
 }
 
 static void plateau_apply(const pl_plan_cfg *c, pl_train_setup *u) {
-  u->lc.D = c->lc.D, u->lc.P = c->lc.P;
+  u->lc.D = c->lc.D, u->lc.P = c->lc.P, u->lc.Ep = c->lc.Ep;
   u->sc.head = c->sc.head, u->sc.moe_c = c->sc.moe_c;
   u->sc.oo.bucket = c->sc.oo.bucket, u->sc.sco = c->sc.sco;
   u->sc.optim = c->sc.optim, u->sc.micro = c->sc.micro;
