@@ -44,7 +44,7 @@
  *   - the unsharded gradient is fp32 from the start (the engine's kernels
  *     accumulate weight gradients in fp32): 4 bytes per parameter of the
  *     unit in backward where autograd holds 2 (bf16), and 4 instead of
- *     2 + 4 at the reduce-scatter (fsdp_units.h);
+ *     2 + 4 at the reduce-scatter (train/zero3.h, fp32_master);
  *   - the routed experts keep nothing H wide from forward to backward in a
  *     layer without checkpointing: the backward dispatches again and
  *     recomputes the gate/up projections (ops/moe.h), where autograd keeps
@@ -84,7 +84,8 @@
  *   "tokens"   4 device buffers of N int32/f32 (tokens, targets, dloss, NLL)
  * Transient in a step (device):
  *   "fsdp_ag", "zero3", "zero3_grads"  a unit's gather buffer, gathered
- *              parameters and unsharded gradient (fsdp_units.h).  Gathered
+ *              parameters and unsharded gradient (train/zero3.h,
+ *              fp32_master).  Gathered
  *              at once: the layer in use (dense + experts) and the next one
  *              prefetched; at the head the last layer and [norm, head]; in
  *              backward the layer in use and the previous one; the embedding

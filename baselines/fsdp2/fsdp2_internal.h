@@ -10,7 +10,7 @@
 
 #include "fsdp2.h"
 #include "fsdp2_layer.h"
-#include "fsdp_units.h"
+#include "train/zero3.h"
 
 enum { P_ATTN_NORM, P_QKV, P_O, P_FFN_NORM, P_ROUTER, P_UP, P_DOWN, P_N };
 #define ALIGN_EL 64
@@ -37,10 +37,6 @@ typedef struct flayer {
   float *bias, *hbias; /* E_r: device, host */
 } flayer;
 
-typedef struct span {
-  int part, a, b;
-} span;
-
 struct pl_fsdp2 {
   pl_dev *dev;
   pl_comm *world;
@@ -56,10 +52,9 @@ struct pl_fsdp2 {
   pl_comm *dense, *cpc, *epc, *xfsdp, *self;
   pl_ring_attn *ring;
   pl_moe *moe;
-  pl__fsdp *f;
+  pl_zero3 *f; /* the units (fp32 master shards) */
   int nunits, u_emb, u_head;
   flayer *fl;
-  pl__f2_prof prof;
   const pl_head_ops *head;
   void *hctx;
   param *pr;
@@ -73,11 +68,7 @@ struct pl_fsdp2 {
   size_t max_chunks;
   int64_t step_no;
   int micro_i;
-  /* profile */
-  pl_event **ev;
-  int nev, capev;
-  span *sp;
-  int nsp, capsp;
+  pl_timeline tline; /* profile: the step's spans */
   double optim_ms;
 };
 

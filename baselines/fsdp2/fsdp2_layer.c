@@ -10,6 +10,7 @@
 #include "core/internal.h"
 #include "model/mlp_block_internal.h"
 #include "model/rope.h"
+#include "train/step.h"
 
 static int64_t nqd(const pl__f2_layer *l) {
   return (int64_t)l->n_q * l->d;
@@ -20,10 +21,10 @@ static int64_t nkd(const pl__f2_layer *l) {
 
 static pl_status mark(const pl__f2_layer *l, pl_stream *s, int *idx) {
   *idx = -1;
-  return l->prof ? l->prof->mark(l->prof->ctx, s, idx) : PL_OK;
+  return l->tl ? pl_timeline_mark(l->tl, s, idx) : PL_OK;
 }
 static pl_status span(const pl__f2_layer *l, int part, int a, int b) {
-  return l->prof ? l->prof->span(l->prof->ctx, part, a, b) : PL_OK;
+  return l->tl ? pl_timeline_span(l->tl, part, a, b) : PL_OK;
 }
 
 void pl__f2_layer_drop(pl__f2_layer *l, pl_stream *s) {
@@ -166,9 +167,9 @@ static pl_status fwd(pl__f2_layer *l, pl_stream *s, const void *x, void *y,
   if (st == PL_OK)
     st = mark(l, s, &m2);
   if (st == PL_OK)
-    st = span(l, 0, m0, m1);
+    st = span(l, PL_PART_ATTENTION, m0, m1);
   if (st == PL_OK)
-    st = span(l, 1, m1, m2);
+    st = span(l, PL_PART_MOE, m1, m2);
   return st;
 }
 
@@ -299,9 +300,9 @@ pl_status pl__f2_layer_backward(pl__f2_layer *l, pl_stream *s, const void *x,
   if (st == PL_OK)
     st = mark(l, s, &m2);
   if (st == PL_OK)
-    st = span(l, 1, m0, m1);
+    st = span(l, PL_PART_MOE, m0, m1);
   if (st == PL_OK)
-    st = span(l, 0, m1, m2);
+    st = span(l, PL_PART_ATTENTION, m1, m2);
   void *ps[] = {dh, dy1, dhe, dhr, dlog, da, dgu,
                 dO, dq,  dk,  dv,  dh32, dw, scr};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)

@@ -48,6 +48,7 @@
 #include "ops/moe.h"
 #include "plateau/plateau.h"
 #include "ring_attn.h"
+#include "train/timeline.h"
 
 typedef struct pl__f2_saved {
   bool valid;
@@ -56,13 +57,6 @@ typedef struct pl__f2_saved {
   int32_t *idx, *hidx;
   pl_moe_ctx *ctx;
 } pl__f2_saved;
-
-/* Marks for the time breakdown (the trainer's): part 0 attention, 1 moe. */
-typedef struct pl__f2_prof {
-  void *ctx;
-  pl_status (*mark)(void *ctx, pl_stream *s, int *idx);
-  pl_status (*span)(void *ctx, int part, int a, int b);
-} pl__f2_prof;
 
 typedef struct pl__f2_layer {
   pl_dev *dev;
@@ -88,7 +82,8 @@ typedef struct pl__f2_layer {
   int64_t *counts;   /* E, host: routes per expert of the forwards      */
   pl_moe_stats stats;
   pl__f2_saved sv;
-  const pl__f2_prof *prof; /* NULL: no marks                            */
+  pl_timeline *tl; /* the time breakdown's spans (attention, moe; NULL:
+                      no marks)                                       */
 } pl__f2_layer;
 
 /* y = layer(x) (N×H each, distinct).  keep: save what the backward needs

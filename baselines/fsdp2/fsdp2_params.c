@@ -116,7 +116,7 @@ static int64_t numel_of(const param *p) {
 static void in_shard(pl_fsdp2 *t, const param *p, size_t *lo, size_t *hi,
                      float **w, size_t *soff) {
   size_t s, off;
-  pl__fsdp_shard(t->f, p->unit, w, NULL, NULL, NULL, &s, &off);
+  pl_zero3_shard(t->f, p->unit, (void **)w, NULL, &s, &off);
   *lo = p->off > off ? p->off : off;
   const size_t h0 = p->off + p->extent, h1 = off + s;
   *hi = h0 < h1 ? h0 : h1;
@@ -214,8 +214,8 @@ pl_status pl_fsdp2_gather(pl_fsdp2 *t, int i, bool grad, float *out) {
   const param *p = &t->pr[i];
   float *w, *g;
   size_t s;
-  pl__fsdp_shard(t->f, p->unit, &w, &g, NULL, NULL, &s, NULL);
-  pl_comm *uc = pl__fsdp_comm(t->f, p->unit);
+  pl_zero3_shard(t->f, p->unit, (void **)&w, &g, &s, NULL);
+  pl_comm *uc = pl_zero3_comm(t->f, p->unit);
   const int G = uc ? pl_comm_size(uc) : 1;
   float *unit = malloc((size_t)G * s * 4 + 4);
   if (!unit)

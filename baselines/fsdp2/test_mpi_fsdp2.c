@@ -33,10 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/check_mpi.h"
 #include "fsdp2.h"
 #include "train/data.h"
 #include "train/step.h"
+#include "train/trainer_testlib.h"
 
 static pl_dev *dev;
 static pl_comm *world, *self;
@@ -604,17 +604,6 @@ START_TEST(peer_points) {
 END_TEST
 
 int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK)
-    return 2;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
-      pl_comm_world(dev, &world) != PL_OK) {
-    fprintf(stderr, "fsdp2 test setup: %s\n", pl_last_error());
-    return 3;
-  }
-  rank = pl_comm_rank(world);
-  size = pl_comm_size(world);
-  if (pl_comm_split(world, rank, 0, &self) != PL_OK)
-    return 3;
   const TTest *tests[] = {reference_every_layout,
                           reference_adversarial,
                           perturbed_weight_fails,
@@ -626,10 +615,6 @@ int main(int argc, char **argv) {
                           tune_points,
                           peer_points,
                           NULL};
-  const int nf = pl_check_run("fsdp2", 300, tests, rank, world);
-  pl_comm_destroy(self);
-  pl_comm_destroy(world);
-  pl_dev_destroy(dev);
-  pl_finalize();
-  return nf ? 1 : 0;
+  return tt_cpu_main(argc, argv, "fsdp2", 300, tests, &dev, &world, &self,
+                     &rank, &size);
 }

@@ -2,7 +2,7 @@
  * FSDP2 + activation checkpointing + expert parallelism + context
  * parallelism + optional CPU offload, written in C above the engine): its
  * memory per rank, replayed from the baseline's documented allocation
- * schedule (baselines/fsdp2/fsdp2.h, fsdp_units.h, fsdp2_layer.h,
+ * schedule (baselines/fsdp2/fsdp2.h, train/zero3.h, fsdp2_layer.h,
  * ring_attn.h, baselines/dense_ce.h) on the symbolic allocator, and its step
  * time.  The planner sits below the baseline and cannot include it: the
  * schedule is mirrored here, and baselines/fsdp2/test_mpi_fsdp2_plan.c runs
@@ -215,7 +215,7 @@ typedef struct f2rep {
   pl__pmoe moe;
 } f2rep;
 
-/* fsdp_units.c: the gather (all-gather buffer beside the unit until the
+/* train/zero3.c, fp32_master: the gather (all-gather buffer beside the unit until the
  * copy-out; the fp32 staging copy of an offloaded shard before it). */
 static void prefetch(f2rep *r, int u) {
   pl__ptrack *t = r->t;

@@ -10,33 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/embed.h"
 #include "core/internal.h"
+#include "model/embedding.h"
 #include "model/router.h"
 #include "train/data.h"
 #include "train/step_internal.h"
-
-/* ---- kernels of the two backends ----------------------------------------- */
-
-static pl_status embed_fwd(pl_stream *s, void *x, const void *E,
-                           const int32_t *tok, int64_t N, int64_t H,
-                           pl_dtype dt) {
-#if PL_HAVE_CUDA
-  if (pl__on_cuda(s))
-    return pl__cuda_embed_fwd(s, x, E, tok, N, H, dt);
-#endif
-  return pl__cpu_embed_fwd(s, x, E, tok, N, H, dt);
-}
-
-static pl_status embed_bwd(pl_stream *s, float *dE, const void *dx,
-                           const int32_t *tok, int64_t N, int64_t H,
-                           pl_dtype dt) {
-#if PL_HAVE_CUDA
-  if (pl__on_cuda(s))
-    return pl__cuda_embed_bwd(s, dE, dx, tok, N, H, dt);
-#endif
-  return pl__cpu_embed_bwd(s, dE, dx, tok, N, H, dt);
-}
 
 /* ---- configuration ----------------------------------------------------------
  */
@@ -118,7 +96,7 @@ static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
   pl_status st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->es,
                                 "activations", s, &x0);
   if (st == PL_OK)
-    st = embed_fwd(s, x0, E, t->d_tok, N, H, t->dt);
+    st = pl_embedding_forward(s, x0, E, t->d_tok, N, H, t->dt);
   pl_zero3_release(t->z, t->u_emb, s);
   if (st == PL_OK)
     st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->es,
@@ -131,7 +109,7 @@ static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
   if (st == PL_OK)
     st = pl_zero3_grad_acquire(t->z, t->u_emb, s, &gE);
   if (st == PL_OK)
-    st = embed_bwd(s, gE, dx0, t->d_tok, N, H, t->dt);
+    st = pl_embedding_backward(s, gE, dx0, t->d_tok, N, H, t->dt);
   if (st == PL_OK)
     st = pl_zero3_grad_reduce(t->z, t->u_emb, s, t->micro_i > 0);
   pl_free_async(dev, dx0, s);
@@ -149,7 +127,7 @@ static void mem_stats(pl_trainer *t, pl_step_result *r) {
  * moved to moe. */
 static pl_status take_parts(pl_trainer *t, pl_step_result *r) {
   double part[PL_PART_COUNT] = {0};
-  PL_TRY(pl__step_take_spans(t, part));
+  PL_TRY(pl_timeline_take(&t->tline, part));
   part[PL_PART_ATTENTION] -= part[PL_PART_MOE];
   pl_zero3_stats zs;
   PL_TRY(pl_zero3_take_stats(t->z, &zs));
@@ -210,7 +188,7 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
   PL_TRY(pl_dev_sync(t->dev));
   pl_mem_reset_peak(t->dev, PL_ARENA_DEVICE);
   pl_mem_reset_peak(t->dev, PL_ARENA_HOST);
-  t->nsp = t->nev = 0;
+  pl_timeline_clear(&t->tline);
   pl_zero3_stats zs;
   PL_TRY(pl_zero3_take_stats(t->z, &zs));
   for (int l = 0; l < t->m.L; l++)
@@ -289,10 +267,10 @@ pl_status pl_trainer_update(pl_trainer *t, pl_step_result *res) {
   const uint64_t t0 = pl_now_ns();
   pl_stream *s = pl_dev_stream(t->dev);
   int a, b;
-  PL_TRY(pl__step_mark(t, s, &a));
+  PL_TRY(pl_timeline_mark(&t->tline, s, &a));
   PL_TRY(t->optim->step(t->opt, s));
-  PL_TRY(pl__step_mark(t, s, &b));
-  PL_TRY(pl__step_span(t, PL_PART_OPTIM, a, b));
+  PL_TRY(pl_timeline_mark(&t->tline, s, &b));
+  PL_TRY(pl_timeline_span(&t->tline, PL_PART_OPTIM, a, b));
   PL_TRY(pl_dev_sync(t->dev));
   if (t->dt == PL_F32)
     PL_TRY(refresh_f32(t));

@@ -5,10 +5,10 @@
  *
  *   step.c         configuration, the step's schedule (micro-batches,
  *                  forward + backward, the optimizer and bias update, runs)
- *   step_layer.c   the time breakdown's events, the decoder layer in the
- *                  checkpoint runner (units gathered, prefetched, released,
- *                  gradients reduce-scattered) and the head phase (final
- *                  norm, vocabulary head, loss)
+ *   step_layer.c   the decoder layer in the checkpoint runner (units
+ *                  gathered, prefetched, released, gradients
+ *                  reduce-scattered) and the head phase (final norm,
+ *                  vocabulary head, loss), timed (train/timeline.h)
  *   step_build.c   the parameter table, the ZeRO-3 units, the weights'
  *                  initialization, create and destroy
  *   step_params.c  the parameters from outside: info, gather, set, router
@@ -20,6 +20,7 @@
 #include "model/moe_ffn.h"
 #include "train/ckpt.h"
 #include "train/step.h"
+#include "train/timeline.h"
 #include "train/units.h"
 #include "train/zero3.h"
 
@@ -47,10 +48,6 @@ typedef struct pl__tlayer {
   float *bias, *hbias; /* E_route: device, host */
   int rec_a;           /* the recompute's start event (profile)  */
 } pl__tlayer;
-
-typedef struct pl__tspan {
-  int part, a, b;
-} pl__tspan;
 
 struct pl_trainer {
   pl_dev *dev;
@@ -92,11 +89,7 @@ struct pl_trainer {
   int64_t step_no;
   int micro_i;
   float *final_g; /* the final norm's gradient (the last layer's unit) */
-  /* profile: events and spans of the current step */
-  pl_event **ev;
-  int nev, capev;
-  pl__tspan *sp;
-  int nsp, capsp;
+  pl_timeline tline; /* profile: events and spans of the current step */
   double fb_ms;
 };
 
@@ -107,12 +100,6 @@ static inline int64_t pl__step_numel(const pl__tparam *p) {
 
 /* ---- step_layer.c ---------------------------------------------------------
  */
-/* An event on s for the time breakdown (profile on; *idx -1 otherwise). */
-pl_status pl__step_mark(pl_trainer *t, pl_stream *s, int *idx);
-/* Part `part` lasted from event a to event b (ignored without profile). */
-pl_status pl__step_span(pl_trainer *t, int part, int a, int b);
-/* Add the spans' times into part_ms (the device has finished them). */
-pl_status pl__step_take_spans(pl_trainer *t, double *part_ms);
 /* The layer's recompute marks (pl_layer.recompute_mark): a span of part
  * recompute (profile on). */
 pl_status pl__step_recompute_mark(void *ctx, pl_stream *s, int end);

@@ -37,11 +37,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/check_mpi.h"
 #include "ops/ce.h"
 #include "plateau/hd.h"
 #include "train/data.h"
 #include "train/step.h"
+#include "train/trainer_testlib.h"
 
 static pl_dev *dev;
 static pl_comm *world, *self;
@@ -420,17 +420,6 @@ START_TEST(token_ids) {
 END_TEST
 
 int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK)
-    return 2;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
-      pl_comm_world(dev, &world) != PL_OK) {
-    fprintf(stderr, "step test setup: %s\n", pl_last_error());
-    return 3;
-  }
-  rank = pl_comm_rank(world);
-  size = pl_comm_size(world);
-  if (pl_comm_split(world, rank, 0, &self) != PL_OK)
-    return 3;
   const TTest *tests[] = {reference_every_layout,
                           reference_adversarial,
                           perturbed_weight_fails,
@@ -438,10 +427,6 @@ int main(int argc, char **argv) {
                           profile_parts,
                           token_ids,
                           NULL};
-  const int nf = pl_check_run("step", 300, tests, rank, world);
-  pl_comm_destroy(self);
-  pl_comm_destroy(world);
-  pl_dev_destroy(dev);
-  pl_finalize();
-  return nf ? 1 : 0;
+  return tt_cpu_main(argc, argv, "step", 300, tests, &dev, &world, &self, &rank,
+                     &size);
 }
