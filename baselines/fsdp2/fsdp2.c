@@ -15,7 +15,7 @@
 #include "backend/adamw.h"
 #include "core/internal.h"
 #include "fsdp2_layer.h"
-#include "model/embedding.h"
+#include "model/embedding_internal.h"
 #include "model/mlp_block_internal.h"
 #include "ops/adamw_internal.h"
 
@@ -362,15 +362,7 @@ static pl_status head(pl_fsdp2 *t, pl_stream *s, const void *hL, void **dh,
   if (st == PL_OK)
     st = pl_zero3_grad_reduce(t->f, t->u_head, s, t->micro_i > 0);
   if (st == PL_OK)
-    st = pl_memcpy_async(s, t->h_nll, t->d_nll, (size_t)N * 4);
-  if (st == PL_OK)
-    st = pl_stream_sync(s);
-  if (st == PL_OK) {
-    double sum = 0;
-    for (int64_t i = 0; i < N; i++)
-      sum += t->h_nll[i];
-    *loss = sum;
-  }
+    st = pl_head_nll_sum(s, t->d_nll, t->h_nll, N, loss);
   if (st == PL_OK)
     st = pl_timeline_mark(&t->tline, s, &b);
   if (st == PL_OK)
@@ -405,7 +397,7 @@ static pl_status micro_batch(pl_fsdp2 *t, const int32_t *win, double *nll) {
   PL_TRY(pl_zero3_acquire(t->f, t->u_emb, s, &E));
   PL_TRY(layer_prefetch(t, 0, s));
   PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, nh, "boundary", s, &t->bnd[0]));
-  PL_TRY(pl_embedding_forward(s, t->bnd[0], E, t->d_tok, N, H, t->dt));
+  PL_TRY(pl__embedding_fwd(s, t->bnd[0], E, t->d_tok, N, H, t->dt));
   pl_zero3_release(t->f, t->u_emb, s);
   /* layers */
   for (int l = 0; l < L; l++) {
@@ -469,7 +461,7 @@ static pl_status micro_batch(pl_fsdp2 *t, const int32_t *win, double *nll) {
   if (st == PL_OK)
     st = pl_zero3_grad_acquire(t->f, t->u_emb, s, &gE);
   if (st == PL_OK)
-    st = pl_embedding_backward(s, gE, dcur, t->d_tok, N, H, t->dt);
+    st = pl__embedding_bwd(s, gE, dcur, t->d_tok, N, H, t->dt);
   pl_zero3_release(t->f, t->u_emb, s);
   if (st == PL_OK)
     st = pl_zero3_grad_reduce(t->f, t->u_emb, s, acc);
@@ -632,38 +624,29 @@ pl_status pl_fsdp2_update(pl_fsdp2 *t, pl_step_result *res) {
   return PL_OK;
 }
 
+static int64_t n_tokens(const void *t) {
+  return pl_fsdp2_tokens_per_rank(t);
+}
+static bool profile(const void *t) {
+  return ((const pl_fsdp2 *)t)->c.profile;
+}
+static pl_status batch(const void *t, pl_data *d, int64_t step, int32_t *tok) {
+  return pl_fsdp2_batch(t, d, step, tok);
+}
+static pl_status fb(void *t, const int32_t *tok, pl_step_result *r) {
+  return pl_fsdp2_forward_backward(t, tok, r);
+}
+static pl_status update(void *t, pl_step_result *r) {
+  return pl_fsdp2_update(t, r);
+}
+static const pl_step_ops fsdp2_ops = {n_tokens, profile, batch, fb, update};
+
 pl_status pl_fsdp2_step(pl_fsdp2 *t, const int32_t *tokens,
                         pl_step_result *res) {
-  pl_step_result local;
-  pl_step_result *r = res ? res : &local;
-  PL_TRY(pl_fsdp2_forward_backward(t, tokens, r));
-  PL_TRY(pl_fsdp2_update(t, r));
-  if (t->c.profile) {
-    double in = 0;
-    for (int i = PL_PART_ATTENTION; i <= PL_PART_OPTIM; i++)
-      in += r->part_ms[i];
-    in += r->standin_ms;
-    r->part_ms[PL_PART_OTHER] = r->time_ms > in ? r->time_ms - in : 0;
-  }
-  return PL_OK;
+  return pl_step_ops_step(&fsdp2_ops, t, tokens, res);
 }
 
 pl_status pl_fsdp2_run(pl_fsdp2 *t, pl_data *d, int64_t first, int steps,
                        double *losses, pl_step_result *res) {
-  int32_t *tok = malloc((size_t)pl_fsdp2_tokens_per_rank(t) * 4);
-  if (!tok)
-    return pl_set_error(PL_ENOMEM, "fsdp2: host tokens");
-  pl_status st = PL_OK;
-  for (int i = 0; i < steps && st == PL_OK; i++) {
-    pl_step_result r;
-    st = pl_fsdp2_batch(t, d, first + i, tok);
-    if (st == PL_OK)
-      st = pl_fsdp2_step(t, tok, &r);
-    if (st == PL_OK && losses)
-      losses[i] = r.loss;
-    if (st == PL_OK && res)
-      res[i] = r;
-  }
-  free(tok);
-  return st;
+  return pl_step_ops_run(&fsdp2_ops, t, d, first, steps, losses, res);
 }

@@ -113,20 +113,6 @@ static pl_trainer *make_ref(const setup *u, int micro) {
   return t;
 }
 
-static double ratio(const float *a, const float *b, size_t n, double tol,
-                    int64_t *bad) {
-  double sc = 1e-30, me = 0;
-  *bad = -1;
-  for (size_t i = 0; i < n; i++)
-    sc = fmax(sc, fabs(b[i]));
-  for (size_t i = 0; i < n; i++) {
-    const double e = fabs((double)a[i] - b[i]);
-    if (!(e <= me))
-      me = e, *bad = (int64_t)i;
-  }
-  return me / (tol * sc);
-}
-
 /* Every parameter of a (weights or gradients) against the reference; 1 if
  * all agree (exact: bit for bit). */
 static int compare(pl_fsdp2 *a, pl_trainer *ref, bool grad, int exact,
@@ -153,7 +139,7 @@ static int compare(pl_fsdp2 *a, pl_trainer *ref, bool grad, int exact,
       }
     } else {
       int64_t bad;
-      const double r = ratio(ga, gr, n, 1e-4, &bad);
+      const double r = tt_ratio(ga, gr, n, 1e-4, &bad);
       if (r > 1) {
         ok = 0;
         if (!quiet)

@@ -40,6 +40,17 @@ const pl_head_ops pl_head_ring = {"ring",      1,       dtp_create,
 const pl_head_ops pl_head_fused = {"fused",     0,       dtp_create,
                                    dtp_destroy, dtp_run, dtp_bound};
 
+pl_status pl_head_nll_sum(pl_stream *s, const float *nll, float *h_nll,
+                          int64_t N, double *sum) {
+  PL_TRY(pl_memcpy_async(s, h_nll, nll, (size_t)N * 4));
+  PL_TRY(pl_stream_sync(s));
+  double acc = 0;
+  for (int64_t i = 0; i < N; i++)
+    acc += h_nll[i];
+  *sum = acc;
+  return PL_OK;
+}
+
 pl_status pl_head_builtin(const char *name, const pl_head_ops **out) {
   if (name && !strcmp(name, "ring"))
     *out = &pl_head_ring;

@@ -52,6 +52,11 @@ extern const pl_head_ops pl_head_ring;
  * three-GEMM schedule when a row of V fits the strip bound). */
 extern const pl_head_ops pl_head_fused;
 
+/* The sum of the N per-token losses nll (device, f32) in index order,
+ * through the host buffer h_nll (N floats); s synchronized. */
+pl_status pl_head_nll_sum(pl_stream *s, const float *nll, float *h_nll,
+                          int64_t N, double *sum);
+
 /* "ring" | "fused" -> the built-in heads (the suite adds "dense", "vp"). */
 pl_status pl_head_builtin(const char *name, const pl_head_ops **out);
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/internal.h"
-#include "model/embedding.h"
+#include "model/embedding_internal.h"
 #include "model/router.h"
 #include "train/data.h"
 #include "train/step_internal.h"
@@ -70,6 +70,16 @@ size_t pl_step_keep_bytes(const pl_model_cfg *m, int64_t N, int D,
          (size_t)n_all * pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ALL);
 }
 
+/* part_ms[PL_PART_OTHER] of a profiled step: its wall time minus the
+ * compute-stream parts (attention through optimizer) and the stand-ins. */
+static void step_result_other(pl_step_result *r) {
+  double in = 0;
+  for (int i = PL_PART_ATTENTION; i <= PL_PART_OPTIM; i++)
+    in += r->part_ms[i];
+  in += r->standin_ms;
+  r->part_ms[PL_PART_OTHER] = r->time_ms > in ? r->time_ms - in : 0;
+}
+
 const char *pl_part_name(int p) {
   static const char *const n[PL_PART_COUNT] = {
       "attention", "moe", "head", "optimizer", "zero3", "sco", "other",
@@ -96,7 +106,7 @@ static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
   pl_status st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->es,
                                 "activations", s, &x0);
   if (st == PL_OK)
-    st = pl_embedding_forward(s, x0, E, t->d_tok, N, H, t->dt);
+    st = pl__embedding_fwd(s, x0, E, t->d_tok, N, H, t->dt);
   pl_zero3_release(t->z, t->u_emb, s);
   if (st == PL_OK)
     st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->es,
@@ -109,7 +119,7 @@ static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
   if (st == PL_OK)
     st = pl_zero3_grad_acquire(t->z, t->u_emb, s, &gE);
   if (st == PL_OK)
-    st = pl_embedding_backward(s, gE, dx0, t->d_tok, N, H, t->dt);
+    st = pl__embedding_bwd(s, gE, dx0, t->d_tok, N, H, t->dt);
   if (st == PL_OK)
     st = pl_zero3_grad_reduce(t->z, t->u_emb, s, t->micro_i > 0);
   pl_free_async(dev, dx0, s);
@@ -284,34 +294,29 @@ pl_status pl_trainer_update(pl_trainer *t, pl_step_result *res) {
   return PL_OK;
 }
 
-pl_status pl_trainer_step(pl_trainer *t, const int32_t *tokens,
-                          pl_step_result *res) {
+pl_status pl_step_ops_step(const pl_step_ops *o, void *trainer,
+                           const int32_t *tokens, pl_step_result *res) {
   pl_step_result local;
   pl_step_result *r = res ? res : &local;
-  PL_TRY(pl_trainer_forward_backward(t, tokens, r));
-  PL_TRY(pl_trainer_update(t, r));
-  if (t->c.profile) {
-    double in = 0;
-    for (int i = PL_PART_ATTENTION; i <= PL_PART_OPTIM; i++)
-      in += r->part_ms[i];
-    in += r->standin_ms;
-    r->part_ms[PL_PART_OTHER] = r->time_ms > in ? r->time_ms - in : 0;
-  }
+  PL_TRY(o->forward_backward(trainer, tokens, r));
+  PL_TRY(o->update(trainer, r));
+  if (o->profile(trainer))
+    step_result_other(r);
   return PL_OK;
 }
 
-pl_status pl_trainer_run(pl_trainer *t, pl_data *data, int64_t first, int steps,
-                         double *losses, pl_step_result *res) {
-  int32_t *tok =
-      malloc((size_t)pl_trainer_tokens_per_rank(t) * sizeof(int32_t));
+pl_status pl_step_ops_run(const pl_step_ops *o, void *trainer, pl_data *data,
+                          int64_t first, int steps, double *losses,
+                          pl_step_result *res) {
+  int32_t *tok = malloc((size_t)o->tokens_per_rank(trainer) * sizeof(int32_t));
   if (!tok)
     return pl_set_error(PL_ENOMEM, "trainer: host tokens");
   pl_status st = PL_OK;
   for (int i = 0; i < steps && st == PL_OK; i++) {
     pl_step_result r;
-    st = pl_data_batch(data, &t->p, t->c.micro, first + i, tok);
+    st = o->batch(trainer, data, first + i, tok);
     if (st == PL_OK)
-      st = pl_trainer_step(t, tok, &r);
+      st = pl_step_ops_step(o, trainer, tok, &r);
     if (st == PL_OK && losses)
       losses[i] = r.loss;
     if (st == PL_OK && res)
@@ -319,4 +324,35 @@ pl_status pl_trainer_run(pl_trainer *t, pl_data *data, int64_t first, int steps,
   }
   free(tok);
   return st;
+}
+
+/* ---- the trainer in the loop ------------------------------------------- */
+
+static int64_t n_tokens(const void *t) {
+  return pl_trainer_tokens_per_rank(t);
+}
+static bool profile(const void *t) {
+  return ((const pl_trainer *)t)->c.profile;
+}
+static pl_status batch(const void *t, pl_data *data, int64_t step,
+                       int32_t *tok) {
+  const pl_trainer *x = t;
+  return pl_data_batch(data, &x->p, x->c.micro, step, tok);
+}
+static pl_status fb(void *t, const int32_t *tok, pl_step_result *r) {
+  return pl_trainer_forward_backward(t, tok, r);
+}
+static pl_status update(void *t, pl_step_result *r) {
+  return pl_trainer_update(t, r);
+}
+static const pl_step_ops trainer_ops = {n_tokens, profile, batch, fb, update};
+
+pl_status pl_trainer_step(pl_trainer *t, const int32_t *tokens,
+                          pl_step_result *res) {
+  return pl_step_ops_step(&trainer_ops, t, tokens, res);
+}
+
+pl_status pl_trainer_run(pl_trainer *t, pl_data *data, int64_t first, int steps,
+                         double *losses, pl_step_result *res) {
+  return pl_step_ops_run(&trainer_ops, t, data, first, steps, losses, res);
 }

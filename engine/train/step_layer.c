@@ -185,15 +185,7 @@ pl_status pl__step_head_run(void *ctx, pl_stream *s, const void *hL, void *dh,
   pl_free_async(dev, xf, s);
   pl_free_async(dev, dxf, s);
   if (st == PL_OK)
-    st = pl_memcpy_async(s, t->h_nll, t->d_nll, (size_t)N * 4);
-  if (st == PL_OK)
-    st = pl_stream_sync(s);
-  if (st == PL_OK) {
-    double sum = 0;
-    for (int64_t i = 0; i < N; i++)
-      sum += t->h_nll[i];
-    *loss = sum;
-  }
+    st = pl_head_nll_sum(s, t->d_nll, t->h_nll, N, loss);
   if (st == PL_OK)
     st = pl_timeline_mark(&t->tline, s, &b);
   if (st == PL_OK)

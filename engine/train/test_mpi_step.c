@@ -113,21 +113,6 @@ static pl_trainer *make_reference(const setup *u, int micro) {
   return make(u, self, &lc, &sc);
 }
 
-/* normwise closeness; returns the worst ratio err / (tol · scale) */
-static double ratio(const float *a, const float *b, size_t n, double tol,
-                    int64_t *bad) {
-  double sc = 1e-30, me = 0;
-  *bad = -1;
-  for (size_t i = 0; i < n; i++)
-    sc = fmax(sc, fabs(b[i]));
-  for (size_t i = 0; i < n; i++) {
-    const double e = fabs((double)a[i] - b[i]);
-    if (!(e <= me))
-      me = e, *bad = (int64_t)i;
-  }
-  return me / (tol * sc);
-}
-
 /* Compare the loss and every gradient; returns 1 if all within tolerance.
  * quiet: no message (the perturbation test expects a failure). */
 static int compare(pl_trainer *a, pl_trainer *ref, double la, double lref,
@@ -148,7 +133,7 @@ static int compare(pl_trainer *a, pl_trainer *ref, double la, double lref,
     ck_assert_int_eq(pl_trainer_gather(a, i, true, ga), PL_OK);
     ck_assert_int_eq(pl_trainer_gather(ref, i, true, gr), PL_OK);
     int64_t bad;
-    const double r = ratio(ga, gr, n, 1e-4, &bad);
+    const double r = tt_ratio(ga, gr, n, 1e-4, &bad);
     fprintf(stderr, "%s %s ratio %.3g max %.3g\n", what, in.name, r,
             (double)fabs(gr[bad >= 0 ? bad : 0]));
     if (r > 1) {

@@ -13,7 +13,9 @@
  *                 (max |a − b| / max |b|) within bf16 tolerance: 8e-2 for
  *                 dense parameters, 0.2 for the router and the experts (a
  *                 route near a top-k tie may go another way on the other
- *                 backend); each printed on rank 0.
+ *                 backend); each printed on rank 0;
+ *   tt_ratio      the normwise closeness both trainers' reference tests
+ *                 measure.
  * Included by test files only (static inline functions). */
 #ifndef PLATEAU_TRAIN_TRAINER_TESTLIB_H
 #define PLATEAU_TRAIN_TRAINER_TESTLIB_H
@@ -83,6 +85,22 @@ static inline int tt_cuda_main(int argc, char **argv, const char *name,
   pl_dev_destroy(*cdev);
   pl_finalize();
   return nf ? 1 : 0;
+}
+
+/* Normwise closeness of a to b (n elements): the worst |a − b| over
+ * tol · max |b|, *bad its index (-1: none differs). */
+static inline double tt_ratio(const float *a, const float *b, size_t n,
+                              double tol, int64_t *bad) {
+  double sc = 1e-30, me = 0;
+  *bad = -1;
+  for (size_t i = 0; i < n; i++)
+    sc = fmax(sc, fabs(b[i]));
+  for (size_t i = 0; i < n; i++) {
+    const double e = fabs((double)a[i] - b[i]);
+    if (!(e <= me))
+      me = e, *bad = (int64_t)i;
+  }
+  return me / (tol * sc);
 }
 
 /* A trainer as tt_grads_close sees it. */
