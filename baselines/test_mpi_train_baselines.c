@@ -151,6 +151,13 @@ START_TEST(names) {
     ck_assert_int_eq(pl_train_optim_parse(os[i], &o), PL_OK);
     ck_assert_str_eq(o->name, os[i]);
   }
+  /* the tables: a name list entry is its ops' own name */
+  for (int i = 0; pl_train_heads[i] || pl_train_head_names[i]; i++)
+    ck_assert_ptr_eq(pl_train_heads[i] ? pl_train_heads[i]->name : NULL,
+                     pl_train_head_names[i]);
+  for (int i = 0; pl_train_optims[i] || pl_train_optim_names[i]; i++)
+    ck_assert_ptr_eq(pl_train_optims[i] ? pl_train_optims[i]->name : NULL,
+                     pl_train_optim_names[i]);
   ck_assert_int_eq(pl_train_head_parse("sparse", &h), PL_EINVAL);
   ck_assert_ptr_nonnull(strstr(pl_last_error(), "dense"));
   ck_assert_int_eq(pl_train_optim_parse("sgd", &o), PL_EINVAL);

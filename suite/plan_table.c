@@ -288,9 +288,9 @@ static void write_tsv(FILE *ts, const pl_plan_machine *mc, const table *T) {
             ptok = p->tok128k, ptf = p->tf128k;
           if (!y && p->gpus == gpus[g] && seqs[s] == 1048576)
             ptok = p->tok1m, ptf = p->tf1m;
-          fprintf(ts, "plan\t%s\t%s\t%d\t%lld\t%s\t", y ? "fsdp2" : "plateau",
-                  models[i], gpus[g], (long long)seqs[s],
-                  c->fits ? "ok" : "infeasible");
+          fprintf(ts, "plan\t%s\t%s\t%d\t%lld\t%s\t",
+                  y ? PL_PLAN_NAME_FSDP2 : PL_PLAN_NAME_PLATEAU, models[i],
+                  gpus[g], (long long)seqs[s], c->fits ? "ok" : "infeasible");
           if (c->fits)
             fprintf(ts, "%.1f\t%.1f\t%.0f\t", c->tok, c->tflops, c->peak);
           else
@@ -408,7 +408,7 @@ static void write_reach(FILE *rc, const table *T) {
         const reach *r = y ? &T->fr[i][g] : &T->pr[i][g];
         const paper *pp = &papers[i];
         fprintf(rc, "%s\t%d\t%s\t", models[i], gpus[g],
-                y ? "fsdp2" : "plateau");
+                y ? PL_PLAN_NAME_FSDP2 : PL_PLAN_NAME_PLATEAU);
         if (r->max_seq)
           fprintf(rc, "%lld\t", (long long)r->max_seq);
         else

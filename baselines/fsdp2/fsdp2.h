@@ -139,7 +139,9 @@ typedef enum pl_fsdp2_optim {
   PL_FSDP2_OPTIM_CPU = 1, /* CPUOffloadPolicy: states and update on the host */
 } pl_fsdp2_optim;
 
-/* "full" "selective" "none"; "gpu" "cpu". */
+/* "full" "selective" "none" (the planner's table, pl_plan_ac_names);
+ * "gpu" "cpu" (pl_fsdp2_optim_names, by the enum, NULL-terminated). */
+extern const char *const pl_fsdp2_optim_names[];
 const char *pl_fsdp2_ac_name(pl_fsdp2_ac ac);
 const char *pl_fsdp2_optim_name(pl_fsdp2_optim o);
 pl_status pl_fsdp2_ac_parse(const char *s, pl_fsdp2_ac *out);

@@ -11,27 +11,25 @@
 /* ---- names and configuration ---------------------------------------------
  */
 
+/* the planner's AC modes are these, value for value (plan/plan.h) */
+_Static_assert((int)PL_FSDP2_AC_FULL == (int)PL_PLAN_AC_FULL &&
+                   (int)PL_FSDP2_AC_SELECTIVE == (int)PL_PLAN_AC_SELECTIVE &&
+                   (int)PL_FSDP2_AC_NONE == (int)PL_PLAN_AC_NONE,
+               "pl_fsdp2_ac and pl_plan_ac differ");
+
+const char *const pl_fsdp2_optim_names[] = {"gpu", "cpu", NULL};
+
 const char *pl_fsdp2_ac_name(pl_fsdp2_ac ac) {
-  switch (ac) {
-  case PL_FSDP2_AC_FULL:
-    return "full";
-  case PL_FSDP2_AC_SELECTIVE:
-    return "selective";
-  case PL_FSDP2_AC_NONE:
-    return "none";
-  }
-  return "?";
+  return pl_plan_ac_name((pl_plan_ac)ac);
 }
 
 const char *pl_fsdp2_optim_name(pl_fsdp2_optim o) {
-  return o == PL_FSDP2_OPTIM_GPU   ? "gpu"
-         : o == PL_FSDP2_OPTIM_CPU ? "cpu"
-                                   : "?";
+  return (unsigned)o <= PL_FSDP2_OPTIM_CPU ? pl_fsdp2_optim_names[o] : "?";
 }
 
 pl_status pl_fsdp2_ac_parse(const char *s, pl_fsdp2_ac *out) {
-  for (int i = 0; i < 3; i++)
-    if (s && !strcmp(s, pl_fsdp2_ac_name((pl_fsdp2_ac)i))) {
+  for (int i = 0; s && pl_plan_ac_names[i]; i++)
+    if (!strcmp(s, pl_plan_ac_names[i])) {
       *out = (pl_fsdp2_ac)i;
       return PL_OK;
     }
@@ -41,8 +39,8 @@ pl_status pl_fsdp2_ac_parse(const char *s, pl_fsdp2_ac *out) {
 }
 
 pl_status pl_fsdp2_optim_parse(const char *s, pl_fsdp2_optim *out) {
-  for (int i = 0; i < 2; i++)
-    if (s && !strcmp(s, pl_fsdp2_optim_name((pl_fsdp2_optim)i))) {
+  for (int i = 0; s && pl_fsdp2_optim_names[i]; i++)
+    if (!strcmp(s, pl_fsdp2_optim_names[i])) {
       *out = (pl_fsdp2_optim)i;
       return PL_OK;
     }

@@ -129,6 +129,12 @@ typedef enum pl_plan_system {
   PL_PLAN_PLATEAU = 0,
   PL_PLAN_FSDP2 = 1
 } pl_plan_system;
+/* The systems' names, the one table the planner, `plateau plan`'s
+ * --system, the train bench's systems, its rows and the report read:
+ * pl_plan_system_names by the enum, NULL-terminated. */
+#define PL_PLAN_NAME_PLATEAU "plateau"
+#define PL_PLAN_NAME_FSDP2 "fsdp2"
+extern const char *const pl_plan_system_names[];
 const char *pl_plan_system_name(pl_plan_system s); /* "plateau" "fsdp2" */
 
 typedef enum pl_plan_ac {
@@ -136,7 +142,11 @@ typedef enum pl_plan_ac {
   PL_PLAN_AC_SELECTIVE = 1, /* every ac_freq-th layer checkpointed       */
   PL_PLAN_AC_NONE = 2
 } pl_plan_ac;
-const char *pl_plan_ac_name(pl_plan_ac a); /* "full" "selective" "none" */
+/* "full" "selective" "none" by the enum, NULL-terminated: the one table of
+ * AC names (the planner's, the FSDP2 baseline's pl_fsdp2_ac of the same
+ * values, `plateau plan --ac` and `plateau bench train --ac`). */
+extern const char *const pl_plan_ac_names[];
+const char *pl_plan_ac_name(pl_plan_ac a);
 
 typedef struct pl_plan_cfg {
   pl_plan_system system;

@@ -281,7 +281,7 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
   const double r_cpu = mc->cpu_adam_gparam_s * 1e9 / gpn;
   const pl_optim_ops *opt = sc->optim ? sc->optim : &pl_optim_stream;
   double t_opt, dram_b;
-  if (!strcmp(opt->name, "hybrid")) {
+  if (opt == &pl_optim_hybrid) {
     double f = sc->oo.share > 0 ? sc->oo.share : r_cpu / (r_cpu + r_gpu);
     t_opt = fmax(th * (1 - f) / r_gpu, th * f / r_cpu);
     dram_b = 24 * (1 - f) + 30 * f;

@@ -35,10 +35,18 @@ static size_t dtp_bound(void *ctx) {
          pl_dtp_grads_scratch(ctx);
 }
 
-const pl_head_ops pl_head_ring = {"ring",      1,       dtp_create,
-                                  dtp_destroy, dtp_run, dtp_bound};
-const pl_head_ops pl_head_fused = {"fused",     0,       dtp_create,
-                                   dtp_destroy, dtp_run, dtp_bound};
+const char pl_head_name_ring[] = "ring";
+const char pl_head_name_fused[] = "fused";
+
+const pl_head_ops pl_head_ring = {pl_head_name_ring, 1,       dtp_create,
+                                  dtp_destroy,       dtp_run, dtp_bound};
+const pl_head_ops pl_head_fused = {pl_head_name_fused, 0,       dtp_create,
+                                   dtp_destroy,        dtp_run, dtp_bound};
+
+const pl_head_ops *const pl_head_builtins[] = {&pl_head_ring, &pl_head_fused,
+                                               NULL};
+const char *const pl_head_builtin_names[] = {pl_head_name_ring,
+                                             pl_head_name_fused, NULL};
 
 pl_status pl_head_nll_sum(pl_stream *s, const float *nll, float *h_nll,
                           int64_t N, double *sum) {
@@ -52,15 +60,13 @@ pl_status pl_head_nll_sum(pl_stream *s, const float *nll, float *h_nll,
 }
 
 pl_status pl_head_builtin(const char *name, const pl_head_ops **out) {
-  if (name && !strcmp(name, "ring"))
-    *out = &pl_head_ring;
-  else if (name && !strcmp(name, "fused"))
-    *out = &pl_head_fused;
-  else
-    return pl_set_error(
-        PL_EINVAL,
-        "head '%s': built-in heads are ring and fused (dense and vp "
-        "come from the suite's baselines)",
-        name ? name : "");
-  return PL_OK;
+  for (int i = 0; name && pl_head_builtins[i]; i++)
+    if (!strcmp(name, pl_head_builtins[i]->name)) {
+      *out = pl_head_builtins[i];
+      return PL_OK;
+    }
+  return pl_set_error(PL_EINVAL,
+                      "head '%s': built-in heads are ring and fused (dense "
+                      "and vp come from the suite's baselines)",
+                      name ? name : "");
 }
