@@ -6,7 +6,9 @@
  *               head) and the states; pl_plan_memory;
  *   fsdp2.c     the FSDP2 baseline's memory (its schedule replayed) and time;
  *   time.c      plateau's time model;
- *   machine.c   the machine: defaults, calibration and rate files;
+ *   machine.c   the machine: defaults, calibration and rate files, and its
+ *               costs (usable memory, a collective's seconds, attention's
+ *               rate at a context) both time models read;
  *   search.c    feasibility and the automatic choice. */
 #ifndef PLATEAU_PLAN_INTERNAL_H
 #define PLATEAU_PLAN_INTERNAL_H
@@ -120,8 +122,12 @@ size_t pl__rms_scratch(int64_t N, int64_t H);
  * documented layout when this build has no CUDA). */
 size_t pl__attn_ws(const pl_attn_shape *sh, pl_backend be);
 
-/* ---- time and search helpers ---- */
+/* ---- the machine's costs (machine.c) ---- */
 
+/* Bandwidth (bytes/s) and latency (s) of a group of G consecutive ranks
+ * (intra_gbs within a node). */
+void pl__link_of(const pl_plan_machine *mc, int G, double intra_gbs, double *bw,
+                 double *lat);
 /* Seconds of a ring collective (all-gather / reduce-scatter) over G ranks
  * moving `bytes` per rank in total (the full buffer), and of an all-to-all
  * where each rank sends `bytes` in total, G ranks, gpn per node. */

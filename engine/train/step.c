@@ -1,10 +1,10 @@
-/* step.c — the training step of a trainer (train/step.h): its configuration,
- * one micro-batch (embedding, the checkpointed decoder layers with SCO, the
- * head, backward), the step's forward + backward over its micro-batches,
- * the optimizer and the router-bias update, and runs of steps, with the
- * time and memory of each step.  The per-layer schedule and the head phase
- * are in step_layer.c, building a trainer in step_build.c, parameter access
- * in step_params.c (step_internal.h). */
+/* step.c — the training step of a trainer (train/step.h): one micro-batch
+ * (embedding, the checkpointed decoder layers with SCO, the head, backward),
+ * the step's forward + backward over its micro-batches, the optimizer and the
+ * router-bias update, and runs of steps, with the time and memory of each step.
+ * The per-layer schedule and the head phase are in step_layer.c, building a
+ * trainer in step_build.c, parameter access in step_params.c (step_internal.h),
+ * the configuration in step_cfg.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,60 +16,6 @@
 #include "train/data.h"
 #include "train/step_internal.h"
 
-/* ---- configuration ----------------------------------------------------------
- */
-
-pl_step_cfg pl_step_cfg_default(void) {
-  pl_step_cfg c;
-  memset(&c, 0, sizeof c);
-  c.dt = PL_BF16;
-  c.dispatch = PL_MOE_PIPELINED;
-  c.moe_c = 8192;
-  c.moe_K_max = 64;
-  c.moe_lanes = 2;
-  c.knobs = pl_llep_knobs_default();
-  c.hp = pl_adamw_hparams_default();
-  c.hp.max_grad_norm = 1.0;
-  c.oo.bucket = 100000000;
-  c.oo.slots = 2;
-  c.sco_release = PL_SCO_RELEASE_CONTEXT;
-  c.micro = 1;
-  c.seed = 1;
-  c.attn = (pl_attn_kernels){0}; /* AUTO */
-  return c;
-}
-
-/* The attention of layer 0 up while the budget lasts, then whole layers. */
-void pl_step_keep_layers(const pl_model_cfg *m, int64_t N, int D, pl_dtype dt,
-                         pl_keep_budget kb, int *n_attn, int *n_all) {
-  *n_attn = *n_all = 0;
-  if (kb.mode == PL_KEEP_ATTN || kb.mode == PL_KEEP_ALL) {
-    *n_attn = m->L;
-    *n_all = kb.mode == PL_KEEP_ALL ? m->L : 0;
-    return;
-  }
-  const pl_layer_cfg lc = {.H = m->H, .n_q = m->n_q, .n_kv = m->n_kv,
-                           .d = m->d, .dt = dt};
-  const size_t a = pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ATTN),
-               w = pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ALL) - a;
-  if (a == 0)
-    return;
-  uint64_t left = kb.bytes;
-  while (*n_attn < m->L && left >= a)
-    (*n_attn)++, left -= a;
-  while (*n_attn == m->L && *n_all < m->L && left >= w)
-    (*n_all)++, left -= w;
-}
-
-size_t pl_step_keep_bytes(const pl_model_cfg *m, int64_t N, int D,
-                          pl_dtype dt, int n_attn, int n_all) {
-  const pl_layer_cfg lc = {.H = m->H, .n_q = m->n_q, .n_kv = m->n_kv,
-                           .d = m->d, .dt = dt};
-  return (size_t)(n_attn - n_all) *
-             pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ATTN) +
-         (size_t)n_all * pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ALL);
-}
-
 /* part_ms[PL_PART_OTHER] of a profiled step: its wall time minus the
  * compute-stream parts (attention through optimizer) and the stand-ins. */
 static void step_result_other(pl_step_result *r) {
@@ -80,12 +26,6 @@ static void step_result_other(pl_step_result *r) {
   r->part_ms[PL_PART_OTHER] = r->time_ms > in ? r->time_ms - in : 0;
 }
 
-const char *pl_part_name(int p) {
-  static const char *const n[PL_PART_COUNT] = {
-      "attention", "moe", "head", "optimizer", "zero3", "sco", "other",
-      "recompute"};
-  return p >= 0 && p < PL_PART_COUNT ? n[p] : "?";
-}
 /* ---- the step
  * ---------------------------------------------------------------------- */
 

@@ -3,7 +3,7 @@
  * layers and parameter table, and the cross-file helpers.  Internal to
  * engine/train (not installed).
  *
- *   step.c         configuration, the step's schedule (micro-batches,
+ *   step.c         the step's schedule (micro-batches,
  *                  forward + backward, the optimizer and bias update, runs)
  *   step_layer.c   the decoder layer in the checkpoint runner (units
  *                  gathered, prefetched, released, gradients
@@ -12,7 +12,9 @@
  *   step_build.c   the parameter table, the ZeRO-3 units, the weights'
  *                  initialization, create and destroy
  *   step_params.c  the parameters from outside: info, gather, set, router
- *                  biases */
+ *                  biases
+ *   step_cfg.c     the configuration: defaults, kept activations, part
+ *                  names (called by the others, calls none of them) */
 #ifndef PLATEAU_TRAIN_STEP_INTERNAL_H
 #define PLATEAU_TRAIN_STEP_INTERNAL_H
 
