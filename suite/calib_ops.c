@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "calib.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 
 #if defined(__x86_64__)
 #include <emmintrin.h>

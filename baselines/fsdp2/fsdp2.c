@@ -12,7 +12,7 @@
 
 #include "../ep.h"
 #include "../train_baselines.h"
-#include "backend/adamw.h"
+#include "backend/adamw_kernels.h"
 #include "core/internal.h"
 #include "fsdp2_layer.h"
 #include "model/embedding_internal.h"
@@ -49,7 +49,7 @@ void pl_fsdp2_destroy(pl_fsdp2 *t) {
     t->head->destroy(t->hctx);
   for (int l = 0; t->fl && l < t->m.L; l++) {
     flayer *x = &t->fl[l];
-    pl__f2_layer_drop(&x->lay, s);
+    pl__fsdp2_layer_drop(&x->lay, s);
     free(x->lay.counts);
     pl_free(t->dev, x->bias);
     free(x->hbias);
@@ -105,7 +105,7 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   const int ep = c->ep;
   t->ep_idx = t->rank % ep;
   t->ep_real = W < ep ? W : ep;
-  t->El = pl__f2_any_moe(m) ? m->E / ep : 0;
+  t->El = pl__fsdp2_any_moe(m) ? m->E / ep : 0;
   t->E_r = t->El * t->ep_real;
   t->head = &pl_head_dense;
   t->tline = pl_timeline_make(dev, c->profile);
@@ -136,7 +136,7 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
     st = pl_set_error(PL_ENOMEM, "fsdp2: host");
     goto fail;
   }
-  if ((st = pl__f2_plan(t, numel)))
+  if ((st = pl__fsdp2_param_table(t, numel)))
     goto fail;
   char names[3][16] = {"embed", "head", "layer"};
   for (int u = 0; u < t->nunits; u++) {
@@ -167,7 +167,7 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   }
   for (int l = 0; l < L; l++) {
     flayer *x = &t->fl[l];
-    pl__f2_layer *y = &x->lay;
+    pl__fsdp2_layer *y = &x->lay;
     y->dev = dev, y->H = m->H, y->n_q = m->n_q, y->n_kv = m->n_kv, y->d = m->d;
     y->rope_theta = m->rope_theta ? m->rope_theta : 10000.0;
     y->dt = t->dt, y->attn = c->attn, y->eps = 1e-5f;
@@ -224,7 +224,7 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
       (st = pl_alloc(dev, PL_ARENA_DEVICE, t->max_chunks * sizeof(double) + 8,
                      "optim", (void **)&t->partials)))
     goto fail;
-  if ((st = pl__f2_init_weights(t)) || (st = pl_dev_sync(dev)))
+  if ((st = pl__fsdp2_init_weights(t)) || (st = pl_dev_sync(dev)))
     goto fail;
   free(numel);
   free(uc);
@@ -270,7 +270,7 @@ static void set_views(pl_fsdp2 *t, flayer *x, void *full, void *xfull, float *g,
                       float *xg) {
   const size_t es = t->es;
   char *W = full;
-  pl__f2_layer *y = &x->lay;
+  pl__fsdp2_layer *y = &x->lay;
   void **wv[P_N] = {&y->w_n, &y->w_qkv, &y->w_o,   &y->w_n2,
                     &y->w_r, &y->w_up,  &y->w_down};
   float **gv[P_N] = {&y->g_n, &y->g_qkv, &y->g_o,   &y->g_n2,
@@ -281,7 +281,7 @@ static void set_views(pl_fsdp2 *t, flayer *x, void *full, void *xfull, float *g,
   }
   if (!x->moe)
     return;
-  const size_t ne = pl__f2_align((size_t)t->El * (size_t)(t->m.H * t->m.I));
+  const size_t ne = pl__fsdp2_align((size_t)t->El * (size_t)(t->m.H * t->m.I));
   char *X = xfull;
   y->ew = (pl_moe_weights){X, X + ne * es, X + 2 * ne * es};
   if (xg)
@@ -305,7 +305,7 @@ static void abort_step(pl_fsdp2 *t) {
   pl_stream *s = pl_dev_stream(t->dev);
   pl_dev_sync(t->dev);
   for (int l = 0; l < t->m.L; l++)
-    pl__f2_layer_drop(&t->fl[l].lay, s);
+    pl__fsdp2_layer_drop(&t->fl[l].lay, s);
   for (int l = 0; l <= t->m.L; l++) {
     pl_free(t->dev, t->bnd[l]);
     t->bnd[l] = NULL;
@@ -327,9 +327,9 @@ static pl_status head(pl_fsdp2 *t, pl_stream *s, const void *hL, void **dh,
   PL_TRY(pl_timeline_mark(&t->tline, s, &a));
   PL_TRY(pl_zero3_acquire(t->f, t->u_head, s, &full));
   const void *wf = full;
-  const void *wh = (const char *)full + pl__f2_align((size_t)H) * t->es;
+  const void *wh = (const char *)full + pl__fsdp2_align((size_t)H) * t->es;
   pl_status st = pl_zero3_grad_acquire(t->f, t->u_head, s, &g);
-  float *gf = g, *gh = g + pl__f2_align((size_t)H);
+  float *gf = g, *gh = g + pl__fsdp2_align((size_t)H);
   if (st == PL_OK)
     st =
         pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "activations", s, &xf);
@@ -412,8 +412,8 @@ static pl_status micro_batch(pl_fsdp2 *t, const int32_t *win, double *nll) {
     set_views(t, x, full, xfull, NULL, NULL);
     PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, nh, "boundary", s,
                           &t->bnd[l + 1]));
-    PL_TRY(pl__f2_layer_forward(&x->lay, s, t->bnd[l], t->bnd[l + 1], N,
-                                !checkpointed(t, l), true));
+    PL_TRY(pl__fsdp2_layer_forward(&x->lay, s, t->bnd[l], t->bnd[l + 1], N,
+                                   !checkpointed(t, l), true));
     if (l + 1 < L) /* the last layer stays gathered into its backward */
       layer_release(t, l, s);
   }
@@ -443,7 +443,7 @@ static pl_status micro_batch(pl_fsdp2 *t, const int32_t *win, double *nll) {
     if (st == PL_OK)
       st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh, "grads_act", s, &dx);
     if (st == PL_OK)
-      st = pl__f2_layer_backward(&x->lay, s, t->bnd[l], dcur, dx, N);
+      st = pl__fsdp2_layer_backward(&x->lay, s, t->bnd[l], dcur, dx, N);
     pl_free_async(dev, dcur, s);
     dcur = dx, dx = NULL;
     pl_free_async(dev, t->bnd[l], s);

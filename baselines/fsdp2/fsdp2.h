@@ -38,9 +38,9 @@
  *   AdamW      on the GPU (fp32 shards, gradients and m, v on the device:
  *              FSDP2 with torch.optim.AdamW), or offloaded (CPUOffloadPolicy:
  *              shards, gradients and m, v in pinned host memory, the update
- *              by the SIMD CPU AdamW of backend/adamw.h); global gradient-
- *              norm clipping (torchtitan's max_norm 1.0 by default).
- * What differs, and why:
+ *              by the SIMD CPU AdamW of backend/adamw_kernels.h); global
+ * gradient- norm clipping (torchtitan's max_norm 1.0 by default). What differs,
+ * and why:
  *   - the unsharded gradient is fp32 from the start (the engine's kernels
  *     accumulate weight gradients in fp32): 4 bytes per parameter of the
  *     unit in backward where autograd holds 2 (bf16), and 4 instead of
@@ -254,8 +254,8 @@ int pl_fsdp2_tune_points(const pl_model_cfg *m, int W, int64_t S,
  * (plan/plan.h: system fsdp2, its cp, ep, AC mode and frequency, offload =
  * the CPU optimizer, one sequence per CP group per micro-batch, the
  * micro-batches, dtype, attention kernels and W_v): pl_plan_check predicts
- * its device peak and pinned host bytes (engine/plan/fsdp2.c replays this
- * baseline's allocations; test_mpi_fsdp2_plan.c holds them within 5%) and
+ * its device peak and pinned host bytes (engine/plan/baseline_fsdp2.c replays
+ * this baseline's allocations; test_mpi_fsdp2_plan.c holds them within 5%) and
  * pl_plan_time_predict its step. */
 pl_plan_cfg pl_fsdp2_plan_cfg(const pl_model_cfg *m, const pl_fsdp2_cfg *c,
                               int W, int64_t S);

@@ -68,7 +68,7 @@ void pl_fsdp2_cfg_name(const pl_fsdp2_cfg *c, char *buf, size_t len) {
            pl_fsdp2_ac_name(c->ac), pl_fsdp2_optim_name(c->optim), c->micro);
 }
 
-int pl__f2_any_moe(const pl_model_cfg *m) {
+int pl__fsdp2_any_moe(const pl_model_cfg *m) {
   for (int l = 0; l < m->L; l++)
     if (pl_model_layer_is_moe(m, l))
       return 1;
@@ -101,11 +101,11 @@ pl_status pl_fsdp2_check(const pl_model_cfg *m, const pl_fsdp2_cfg *c, int W,
                         "fsdp2: ep=%d: must be >= 1, divide W_v=%d and divide "
                         "or be a multiple of W=%d",
                         c->ep, Wv, W);
-  if (pl__f2_any_moe(m) && m->E % c->ep)
+  if (pl__fsdp2_any_moe(m) && m->E % c->ep)
     return pl_set_error(PL_EINVAL,
                         "fsdp2: ep=%d: the E=%d experts must divide by it",
                         c->ep, m->E);
-  if (pl__f2_any_moe(m) && m->E / c->ep * (W < c->ep ? W : c->ep) < m->k)
+  if (pl__fsdp2_any_moe(m) && m->E / c->ep * (W < c->ep ? W : c->ep) < m->k)
     return pl_set_error(PL_EINVAL,
                         "fsdp2: ep=%d on W=%d ranks: the router chooses among "
                         "the %d experts present (E/ep·min(W, ep)), fewer than "
@@ -141,7 +141,7 @@ int pl_fsdp2_tune_points(const pl_model_cfg *m, int W, int64_t S,
                                      PL_FSDP2_AC_NONE};
   static const pl_fsdp2_optim opts[2] = {PL_FSDP2_OPTIM_GPU,
                                          PL_FSDP2_OPTIM_CPU};
-  const int moe = pl__f2_any_moe(m);
+  const int moe = pl__fsdp2_any_moe(m);
   int n = 0;
   for (int cp = 1; cp <= Wv; cp++) /* a virtual cp in a proxy */
     for (int ep = 1; ep <= (moe ? Wv : 1); ep++)

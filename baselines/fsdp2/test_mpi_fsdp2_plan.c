@@ -1,7 +1,7 @@
 /* test_mpi_fsdp2_plan.c — the planner's FSDP2 memory model
- * (engine/plan/fsdp2.c) against the FSDP2 baseline it models: for a grid of
- * small configurations (tiny-like models: layers, experts, top-k, dense and
- * MoE layers, tokens; cp and ep over the ranks of mpirun -np 1..4; AC full,
+ * (engine/plan/baseline_fsdp2.c) against the FSDP2 baseline it models: for a
+ * grid of small configurations (tiny-like models: layers, experts, top-k, dense
+ * and MoE layers, tokens; cp and ep over the ranks of mpirun -np 1..4; AC full,
  * selective and none; the optimizer on the device and offloaded; micro-
  * batches; bf16 and f32; a one-GPU proxy) every rank runs the real baseline
  * (baselines/fsdp2) on the CPU backend and compares the tracked device peak

@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/ce.h"
+#include "backend/ce_kernels.h"
 #include "core/internal.h"
 #include "ops/ce.h"
 

@@ -193,7 +193,7 @@ pl_status pl__moe_plan(pl_moe *m, int64_t N, const int32_t *idx,
   if (st != PL_OK)
     goto fail;
   if (cf->variant == PL_MOE_PIPELINED) {
-    st = pl_eq1_chunks(N_max, cf->c, cf->K_max, &c->K, &c->c_eff);
+    st = pl_llep_chunking(N_max, cf->c, cf->K_max, &c->K, &c->c_eff);
     if (st != PL_OK)
       goto fail;
   } else {

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plateau/hd.h"
-#include "plateau/plateau.h"
 #include "comm/check_mpi.h"
 #include "ops/ce.h"
+#include "plateau/host_device.h"
+#include "plateau/plateau.h"
 
 /* Inputs of a global problem: x (N×H), w (H×V), t (N); values as stored in
  * dtype dt (bf16-rounded when dt is bf16), kept as f32 on the host. */

@@ -18,7 +18,7 @@
 
 #include "core/check_run.h"
 #include "ops/moe_internal.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 #include "plateau/plateau.h"
 
 #define NG 9

@@ -128,7 +128,7 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
   int64_t c_eff = p->N;
   if (sc->dispatch == PL_MOE_PIPELINED) {
     const int64_t cc = sc->moe_c ? sc->moe_c : p->N;
-    pl_eq1_chunks(p->N, cc, sc->moe_K_max, &K, &c_eff);
+    pl_llep_chunking(p->N, cc, sc->moe_K_max, &K, &c_eff);
   }
   for (int l = 0; l < L; l++) {
     const int moe = pl_model_layer_is_moe(m, l);
@@ -174,8 +174,8 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
    * strips) and the strips' passes; at P = 1 three GEMMs (pl_dtp_run's
    * token chunks), the chunk's logit passes and dW read and written once
    * per chunk */
-  pl__phead h1;
-  pl__phead_make(sc->dt, p->N, m->H, m->V, P, sc->head_block, &h1);
+  pl__head_replay h1;
+  pl__head_replay_make(sc->dt, p->N, m->H, m->V, P, sc->head_block, &h1);
   double t_head_c = 8.0 * N * H * m->V / (gemm * mc->head_eff) +
                     16.0 * N * (double)m->V / hbm;
   if (h1.chunk > 0) {
@@ -186,8 +186,8 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
   }
   double t_ring = 0;
   if (p_comm) {
-    pl__phead hd;
-    pl__phead_make(sc->dt, p->N, m->H, m->V, P, sc->head_block, &hd);
+    pl__head_replay hd;
+    pl__head_replay_make(sc->dt, p->N, m->H, m->V, P, sc->head_block, &hd);
     double hf, hb;
     if (!hd.move_w)
       hf = N * (H * b + 16), hb = N * (H * b + 12 + H * 4);

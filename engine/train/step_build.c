@@ -14,9 +14,9 @@
  * ------------------------------------------------------------------ */
 
 static pl_status add_param(pl_trainer *t, const char *name, int64_t rows,
-                           int64_t cols, pl__pkind kind, int unit, size_t off,
-                           int layer, int which, pl_dist dist, float a,
-                           float b) {
+                           int64_t cols, pl__param_kind kind, int unit,
+                           size_t off, int layer, int which, pl_dist dist,
+                           float a, float b) {
   pl__tparam *p = &t->pr[t->npr++];
   memset(p, 0, sizeof *p);
   snprintf(p->info.name, sizeof p->info.name, "%s", name);

@@ -26,11 +26,11 @@
 #include "train/units.h"
 #include "train/zero3.h"
 
-typedef enum { PL__K_UNIT, PL__K_EXPERT } pl__pkind;
+typedef enum { PL__K_UNIT, PL__K_EXPERT } pl__param_kind;
 
 typedef struct pl__tparam {
   pl_param_info info;
-  pl__pkind kind;
+  pl__param_kind kind;
   int unit;         /* PL__K_UNIT                                   */
   size_t off;       /* PL__K_UNIT: first element in the unit        */
   int layer, which; /* PL__K_EXPERT: layer, 0 wg 1 wu 2 wd           */

@@ -38,7 +38,7 @@
 #include <string.h>
 
 #include "ops/ce.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 #include "train/data.h"
 #include "train/step.h"
 #include "train/trainer_testlib.h"

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "comm/check_mpi.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 #include "train/zero3.h"
 
 static pl_dev *dev;

@@ -1,4 +1,4 @@
-/* adamw_simd.c — the SIMD CPU AdamW (backend/adamw.h): the update the
+/* adamw_simd.c — the SIMD CPU AdamW (backend/adamw_kernels.h): the update the
  * ZeRO-Offload-style baseline (baselines/cpu_adamw.c) runs on the host, and
  * the CPU share of OffloadStreamAdamW's hybrid (ops/stream_adamw.c).
  *
@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/adamw.h"
+#include "backend/adamw_kernels.h"
 
 /* Elements ahead of the current vector that each stream is prefetched:
  * 1 KiB of f32 state, 16 cache lines in flight per stream. */
