@@ -624,29 +624,28 @@ pl_status pl_fsdp2_update(pl_fsdp2 *t, pl_step_result *res) {
   return PL_OK;
 }
 
-static int64_t n_tokens(const void *t) {
-  return pl_fsdp2_tokens_per_rank(t);
-}
-static bool profile(const void *t) {
-  return ((const pl_fsdp2 *)t)->c.profile;
-}
-static pl_status batch(const void *t, pl_data *d, int64_t step, int32_t *tok) {
+/* the baseline in pl_step_run */
+static pl_status batch_of(const void *t, pl_data *d, int64_t step,
+                          int32_t *tok) {
   return pl_fsdp2_batch(t, d, step, tok);
 }
-static pl_status fb(void *t, const int32_t *tok, pl_step_result *r) {
-  return pl_fsdp2_forward_backward(t, tok, r);
+static pl_status step_of(void *t, const int32_t *tok, pl_step_result *r) {
+  return pl_fsdp2_step(t, tok, r);
 }
-static pl_status update(void *t, pl_step_result *r) {
-  return pl_fsdp2_update(t, r);
-}
-static const pl_step_ops fsdp2_ops = {n_tokens, profile, batch, fb, update};
 
 pl_status pl_fsdp2_step(pl_fsdp2 *t, const int32_t *tokens,
                         pl_step_result *res) {
-  return pl_step_ops_step(&fsdp2_ops, t, tokens, res);
+  pl_step_result local;
+  pl_step_result *r = res ? res : &local;
+  PL_TRY(pl_fsdp2_forward_backward(t, tokens, r));
+  PL_TRY(pl_fsdp2_update(t, r));
+  if (t->c.profile)
+    pl_step_result_other(r);
+  return PL_OK;
 }
 
 pl_status pl_fsdp2_run(pl_fsdp2 *t, pl_data *d, int64_t first, int steps,
                        double *losses, pl_step_result *res) {
-  return pl_step_ops_run(&fsdp2_ops, t, d, first, steps, losses, res);
+  return pl_step_run(t, pl_fsdp2_tokens_per_rank(t), batch_of, step_of, d,
+                     first, steps, losses, res);
 }

@@ -16,9 +16,7 @@
 #include "train/data.h"
 #include "train/step_internal.h"
 
-/* part_ms[PL_PART_OTHER] of a profiled step: its wall time minus the
- * compute-stream parts (attention through optimizer) and the stand-ins. */
-static void step_result_other(pl_step_result *r) {
+void pl_step_result_other(pl_step_result *r) {
   double in = 0;
   for (int i = PL_PART_ATTENTION; i <= PL_PART_OPTIM; i++)
     in += r->part_ms[i];
@@ -234,29 +232,19 @@ pl_status pl_trainer_update(pl_trainer *t, pl_step_result *res) {
   return PL_OK;
 }
 
-pl_status pl_step_ops_step(const pl_step_ops *o, void *trainer,
-                           const int32_t *tokens, pl_step_result *res) {
-  pl_step_result local;
-  pl_step_result *r = res ? res : &local;
-  PL_TRY(o->forward_backward(trainer, tokens, r));
-  PL_TRY(o->update(trainer, r));
-  if (o->profile(trainer))
-    step_result_other(r);
-  return PL_OK;
-}
-
-pl_status pl_step_ops_run(const pl_step_ops *o, void *trainer, pl_data *data,
-                          int64_t first, int steps, double *losses,
-                          pl_step_result *res) {
-  int32_t *tok = malloc((size_t)o->tokens_per_rank(trainer) * sizeof(int32_t));
+pl_status pl_step_run(void *trainer, int64_t tokens_per_rank,
+                      pl_step_batch_fn batch, pl_step_fn step, pl_data *data,
+                      int64_t first, int steps, double *losses,
+                      pl_step_result *res) {
+  int32_t *tok = malloc((size_t)tokens_per_rank * sizeof(int32_t));
   if (!tok)
     return pl_set_error(PL_ENOMEM, "trainer: host tokens");
   pl_status st = PL_OK;
   for (int i = 0; i < steps && st == PL_OK; i++) {
     pl_step_result r;
-    st = o->batch(trainer, data, first + i, tok);
+    st = batch(trainer, data, first + i, tok);
     if (st == PL_OK)
-      st = pl_step_ops_step(o, trainer, tok, &r);
+      st = step(trainer, tok, &r);
     if (st == PL_OK && losses)
       losses[i] = r.loss;
     if (st == PL_OK && res)
@@ -266,33 +254,29 @@ pl_status pl_step_ops_run(const pl_step_ops *o, void *trainer, pl_data *data,
   return st;
 }
 
-/* ---- the trainer in the loop ------------------------------------------- */
+pl_status pl_trainer_step(pl_trainer *t, const int32_t *tokens,
+                          pl_step_result *res) {
+  pl_step_result local;
+  pl_step_result *r = res ? res : &local;
+  PL_TRY(pl_trainer_forward_backward(t, tokens, r));
+  PL_TRY(pl_trainer_update(t, r));
+  if (t->c.profile)
+    pl_step_result_other(r);
+  return PL_OK;
+}
 
-static int64_t n_tokens(const void *t) {
-  return pl_trainer_tokens_per_rank(t);
-}
-static bool profile(const void *t) {
-  return ((const pl_trainer *)t)->c.profile;
-}
-static pl_status batch(const void *t, pl_data *data, int64_t step,
-                       int32_t *tok) {
+/* the trainer in pl_step_run */
+static pl_status batch_of(const void *t, pl_data *data, int64_t step,
+                          int32_t *tok) {
   const pl_trainer *x = t;
   return pl_data_batch(data, &x->p, x->c.micro, step, tok);
 }
-static pl_status fb(void *t, const int32_t *tok, pl_step_result *r) {
-  return pl_trainer_forward_backward(t, tok, r);
-}
-static pl_status update(void *t, pl_step_result *r) {
-  return pl_trainer_update(t, r);
-}
-static const pl_step_ops trainer_ops = {n_tokens, profile, batch, fb, update};
-
-pl_status pl_trainer_step(pl_trainer *t, const int32_t *tokens,
-                          pl_step_result *res) {
-  return pl_step_ops_step(&trainer_ops, t, tokens, res);
+static pl_status step_of(void *t, const int32_t *tok, pl_step_result *r) {
+  return pl_trainer_step(t, tok, r);
 }
 
 pl_status pl_trainer_run(pl_trainer *t, pl_data *data, int64_t first, int steps,
                          double *losses, pl_step_result *res) {
-  return pl_step_ops_run(&trainer_ops, t, data, first, steps, losses, res);
+  return pl_step_run(t, pl_trainer_tokens_per_rank(t), batch_of, step_of, data,
+                     first, steps, losses, res);
 }
