@@ -39,6 +39,9 @@ extern "C" {
 
 #define PL_CE_IGNORE_INDEX (-100)
 
+/* "mean" "sum" "none" by the enum, NULL-terminated (the one table of the
+ * reductions' names: the operators' messages, the benches' options). */
+extern const char *const pl_ce_reduction_names[];
 const char *pl_ce_reduction_name(pl_ce_reduction r);
 pl_status pl_ce_reduction_parse(const char *s, pl_ce_reduction *out);
 

@@ -40,17 +40,17 @@
 
 /* ---- paths ------------------------------------------------------------------ */
 
-static const char *const path_names[] = {"auto", "scalar", "avx2", "avx512",
-                                         NULL};
+const char *const pl_simd_path_names[] = {"auto", "scalar", "avx2", "avx512",
+                                          NULL};
 
 const char *pl_simd_path_name(pl_simd_path p) {
   if ((int)p < 0 || (int)p > PL_SIMD_AVX512) return "?";
-  return path_names[p];
+  return pl_simd_path_names[p];
 }
 
 pl_status pl_simd_path_parse(const char *s, pl_simd_path *out) {
-  for (int i = 0; path_names[i]; i++)
-    if (s && strcmp(s, path_names[i]) == 0) {
+  for (int i = 0; pl_simd_path_names[i]; i++)
+    if (s && strcmp(s, pl_simd_path_names[i]) == 0) {
       *out = (pl_simd_path)i;
       return PL_OK;
     }
