@@ -184,17 +184,9 @@ void pl_zero3_moments(pl_zero3 *z, int u, float **m, float **v) {
     *v = z->u[u].v;
 }
 
-size_t pl_zero3_numel(const pl_zero3 *z, int u) {
-  PL_ASSERT(u >= 0 && u < z->n);
-  return z->u[u].numel;
-}
 pl_comm *pl_zero3_comm(const pl_zero3 *z, int u) {
   PL_ASSERT(u >= 0 && u < z->n);
   return z->u[u].comm;
-}
-int pl_zero3_vsize(const pl_zero3 *z, int u) {
-  PL_ASSERT(u >= 0 && u < z->n);
-  return z->u[u].Gv;
 }
 
 size_t pl_zero3_full_numel(const pl_zero3 *z, int u) {

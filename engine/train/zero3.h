@@ -105,10 +105,8 @@ void pl_zero3_shard(pl_zero3 *z, int u, void **w, float **g, size_t *s,
                     size_t *offset);
 /* fp32_master: AdamW's m and v of the shard (NULL otherwise). */
 void pl_zero3_moments(pl_zero3 *z, int u, float **m, float **v);
-/* The unit's parameters (numel), real group (NULL: alone), virtual size. */
-size_t pl_zero3_numel(const pl_zero3 *z, int u);
+/* The unit's real group (NULL: alone). */
 pl_comm *pl_zero3_comm(const pl_zero3 *z, int u);
-int pl_zero3_vsize(const pl_zero3 *z, int u);
 /* Elements of the gathered unit (G_v·s, >= numel; fp32_master: numel). */
 size_t pl_zero3_full_numel(const pl_zero3 *z, int u);
 /* Bytes of the largest gathered unit (weights) and of its f32 gradient. */
