@@ -1,5 +1,5 @@
-/* fsdp2.c — the FSDP2 baseline in the planner (baselines/fsdp2: torchtitan's
- * FSDP2 + activation checkpointing + expert parallelism + context
+/* baseline_fsdp2.c — the FSDP2 baseline in the planner (baselines/fsdp2:
+ * torchtitan's FSDP2 + activation checkpointing + expert parallelism + context
  * parallelism + optional CPU offload, written in C above the engine): its
  * memory per rank, replayed from the baseline's documented allocation
  * schedule (baselines/fsdp2/fsdp2.h, train/zero3.h, fsdp2_layer.h,

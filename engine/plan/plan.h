@@ -23,8 +23,8 @@
  *
  * Memory, FSDP2 (pl_plan_fsdp2_memory): the FSDP2 baseline
  * (baselines/fsdp2) replayed the same way from the allocation schedule its
- * header documents, with the assumptions listed in fsdp2.c's header; the
- * same result struct, the baseline's tags.
+ * header documents, with the assumptions listed in baseline_fsdp2.c's header;
+ * the same result struct, the baseline's tags.
  *
  * Time (pl_plan_time): FLOPs of every component (recomputation included) at
  * calibrated rates, communication at the calibrated bandwidths with stated
@@ -206,7 +206,8 @@ typedef enum pl_plan_term {
 } pl_plan_term;
 const char *pl_plan_term_name(int t);    /* "weights", ... */
 const char *pl_plan_term_formula(int t); /* "4Θ/W: bf16 ...", Eq. 6's form */
-/* What each term holds in the FSDP2 model (fsdp2.c's assumptions M1-M5). */
+/* What each term holds in the FSDP2 model (baseline_fsdp2.c's assumptions
+ * M1-M5). */
 const char *pl_plan_fsdp2_term_formula(int t);
 
 #define PL_PLAN_MAX_TAGS 32
@@ -333,8 +334,8 @@ typedef struct pl_plan_time {
  * pipelined dispatch behind the expert GEMMs of the other chunks (ep, llep:
  * exposed); Ring-DTP hops behind the strips; SCO copies behind the layers;
  * Ulysses all-to-alls exposed; the optimizer after the backward, exposed.
- * FSDP2: see fsdp2.c (FSDP comm behind the layer compute; CP ring behind
- * attention; EP all-to-all exposed; optimizer exposed). */
+ * FSDP2: see baseline_fsdp2.c (FSDP comm behind the layer compute; CP ring
+ * behind attention; EP all-to-all exposed; optimizer exposed). */
 pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
                                const pl_plan_machine *mc, pl_plan_time *out);
 

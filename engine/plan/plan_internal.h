@@ -4,7 +4,8 @@
  *               MoE FFN and the chunk pipeline, Ring-DTP);
  *   mem_step.c  the training step's schedule (units, checkpoint runner, SCO,
  *               head) and the states; pl_plan_memory;
- *   fsdp2.c     the FSDP2 baseline's memory (its schedule replayed) and time;
+ *   baseline_fsdp2.c  the FSDP2 baseline's memory (its schedule replayed)
+ *               and time;
  *   time.c      plateau's time model;
  *   machine.c   the machine: defaults, calibration and rate files, and its
  *               costs (usable memory, a collective's seconds, attention's
