@@ -34,23 +34,14 @@ static inline int tt_cpu_main(int argc, char **argv, const char *name,
                               double timeout_s, const TTest *const *tests,
                               pl_dev **dev, pl_comm **world, pl_comm **self,
                               int *rank, int *size) {
-  if (pl_init(&argc, &argv) != PL_OK)
-    return 2;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, dev) != PL_OK ||
-      pl_comm_world(*dev, world) != PL_OK) {
-    fprintf(stderr, "%s test setup: %s\n", name, pl_last_error());
-    return 3;
-  }
-  *rank = pl_comm_rank(*world);
-  *size = pl_comm_size(*world);
+  const int e = pl_check_world_open(&argc, &argv, name, dev, world, rank, size);
+  if (e)
+    return e;
   if (pl_comm_split(*world, *rank, 0, self) != PL_OK)
     return 3;
   const int nf = pl_check_run(name, timeout_s, tests, *rank, *world);
   pl_comm_destroy(*self);
-  pl_comm_destroy(*world);
-  pl_dev_destroy(*dev);
-  pl_finalize();
-  return nf ? 1 : 0;
+  return pl_check_world_close(*dev, *world, nf);
 }
 
 static inline int tt_cuda_main(int argc, char **argv, const char *name,
