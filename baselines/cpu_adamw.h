@@ -1,8 +1,8 @@
 /* cpu_adamw.h — the ZeRO-Offload-style baseline: the classic offloaded step
  * (gradients device→host, CPU update of fp32 state in pinned host memory
  * writing bf16 working weights, weights host→device), its update run by the
- * CPU backend's SIMD AdamW (backend/adamw.h: AVX-512, AVX2 or scalar, chosen
- * at run time; OpenMP threads), which equals pl_adamw_ref_update bit for
+ * CPU backend's SIMD AdamW (backend/adamw_kernels.h: AVX-512, AVX2 or scalar,
+ * chosen at run time; OpenMP threads), which equals pl_adamw_ref_update bit for
  * bit.  As ZeRO-Offload, the transfers are pipelined with the update piece by
  * piece (gradient copies ahead, weight copies behind), and the clipping norm
  * is taken on the device (cpu_adamw.c has the schedule). */
@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "backend/adamw.h"
+#include "backend/adamw_kernels.h"
 #include "ops/adamw.h"
 #include "ops/stream_adamw.h"
 

@@ -6,9 +6,7 @@
  * f32 and bf16, all three reductions.  Verdicts are agreed over the ranks
  * before asserting, so a failure on one rank cannot hang the others. */
 #include <check.h>
-#include <omp.h>
 
-#include "comm/check_mpi.h"
 #include "fused_ce.h"
 #include "ops/ring_dtp.h"
 #include "ops/test_ce_ref.h"
@@ -17,26 +15,6 @@
 static pl_dev *dev;
 static pl_comm *comm;
 static int P, R;
-
-typedef struct rcase {
-  int64_t n_base;  /* N_r = n_base + r·n_step, or 0 on the last rank if zero_last */
-  int64_t n_step;
-  int zero_last;
-  int64_t h, v, block;
-  int ign_every;
-  int64_t lo, hi;  /* target range (0,0: all of V) */
-  float scale;
-} rcase;
-
-static const rcase cases[] = {
-    {7, 1, 0, 8, 37, 5, 4, 0, 0, 1.0f},    /* N ≤ V/P mostly, V % P != 0    */
-    {30, 2, 0, 6, 20, 3, 5, 0, 0, 2.0f},   /* N > V/P: auto moves weights   */
-    {9, 0, 1, 5, 23, 4, 3, 0, 0, 1.0f},    /* N = 0 on the last rank        */
-    {11, 0, 0, 7, 40, 6, 0, 0, 3, 3.0f},   /* every target in shard 0       */
-    {5, 1, 0, 4, 3, 2, 2, 0, 0, 1.0f},     /* V < P at P = 4: empty shards  */
-    {4, 3, 0, 16, 150, 0, 6, 0, 0, 1.5f},  /* default block (whole shard)   */
-};
-#define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
 static int agree(int ok) {
   int64_t v = ok;
@@ -175,26 +153,6 @@ START_TEST(vocab_parallel) {
 END_TEST
 
 int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK) {
-    fprintf(stderr, "pl_init: %s\n", pl_last_error());
-    return 1;
-  }
-  P = pl_world_size();
-  R = pl_world_rank();
-  /* Tiny problems, and more ranks than cores: more threads only thrash. */
-  if (P > 1) omp_set_num_threads(1);
-  /* CUDA when every rank can have its own GPU; the CPU backend otherwise. */
-  int64_t ngpu = pl_cuda_device_count();
-  pl_backend be = ngpu >= P ? PL_BACKEND_CUDA : PL_BACKEND_CPU;
-  if (pl_dev_create(be, -1, &dev) != PL_OK || pl_comm_world(dev, &comm) != PL_OK) {
-    fprintf(stderr, "setup: %s\n", pl_last_error());
-    return 1;
-  }
-  if (R == 0) printf("# ce head tests on %s, %d ranks\n", pl_backend_name(be), P);
   const TTest *tests[] = {ring_p1_is_fused, vocab_parallel, NULL};
-  const int nf = pl_check_run("ce_heads", 600, tests, R, comm);
-  pl_comm_destroy(comm);
-  pl_dev_destroy(dev);
-  pl_finalize();
-  return nf ? 1 : 0;
+  return ref_mpi_main(argc, argv, "ce_heads", "ce head", 600, tests, &dev, &comm, &P, &R);
 }

@@ -151,6 +151,13 @@ START_TEST(names) {
     ck_assert_int_eq(pl_train_optim_parse(os[i], &o), PL_OK);
     ck_assert_str_eq(o->name, os[i]);
   }
+  /* the tables: a name list entry is its ops' own name */
+  for (int i = 0; pl_train_heads[i] || pl_train_head_names[i]; i++)
+    ck_assert_ptr_eq(pl_train_heads[i] ? pl_train_heads[i]->name : NULL,
+                     pl_train_head_names[i]);
+  for (int i = 0; pl_train_optims[i] || pl_train_optim_names[i]; i++)
+    ck_assert_ptr_eq(pl_train_optims[i] ? pl_train_optims[i]->name : NULL,
+                     pl_train_optim_names[i]);
   ck_assert_int_eq(pl_train_head_parse("sparse", &h), PL_EINVAL);
   ck_assert_ptr_nonnull(strstr(pl_last_error(), "dense"));
   ck_assert_int_eq(pl_train_optim_parse("sgd", &o), PL_EINVAL);
@@ -158,20 +165,12 @@ START_TEST(names) {
 END_TEST
 
 int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK)
-    return 2;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
-      pl_comm_world(dev, &world) != PL_OK) {
-    fprintf(stderr, "train baselines test setup: %s\n", pl_last_error());
-    return 3;
-  }
-  rank = pl_comm_rank(world);
-  size = pl_comm_size(world);
+  const int e = pl_check_world_open(&argc, &argv, "train baselines", &dev,
+                                    &world, &rank, &size);
+  if (e)
+    return e;
   const TTest *tests[] = {dense_equals_fused, vp_equals_ring, cpu_equals_stream,
                           names, NULL};
-  const int nf = pl_check_run("train_baselines", 300, tests, rank, world);
-  pl_comm_destroy(world);
-  pl_dev_destroy(dev);
-  pl_finalize();
-  return nf ? 1 : 0;
+  return pl_check_world_close(
+      dev, world, pl_check_run("train_baselines", 300, tests, rank, world));
 }

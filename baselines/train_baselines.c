@@ -96,9 +96,11 @@ static pl_status vp_run(void *ctx, pl_stream *s, const void *x,
   return st;
 }
 
-const pl_head_ops pl_head_dense = {"dense",  0,         hcreate,
-                                   hdestroy, dense_run, NULL};
-const pl_head_ops pl_head_vp = {"vp", 1, hcreate, hdestroy, vp_run, NULL};
+static const char dense_name[] = "dense";
+static const char vp_name[] = "vp";
+const pl_head_ops pl_head_dense = {dense_name, 0,         hcreate,
+                                   hdestroy,   dense_run, NULL};
+const pl_head_ops pl_head_vp = {vp_name, 1, hcreate, hdestroy, vp_run, NULL};
 
 static pl_status cpu_create(pl_dev *dev, const pl_adamw_hparams *hp,
                             const pl_optim_opts *o, int nparams,
@@ -133,25 +135,35 @@ static size_t cpu_staging(void *o) {
   return 0;
 }
 
-const pl_optim_ops pl_optim_cpu = {"cpu",    cpu_create, cpu_destroy,
+static const char cpu_name[] = "cpu";
+const pl_optim_ops pl_optim_cpu = {cpu_name, cpu_create, cpu_destroy,
                                    cpu_step, cpu_gscale, cpu_staging};
 
+const pl_head_ops *const pl_train_heads[] = {&pl_head_ring, &pl_head_fused,
+                                             &pl_head_dense, &pl_head_vp, NULL};
+const char *const pl_train_head_names[] = {
+    pl_head_name_ring, pl_head_name_fused, dense_name, vp_name, NULL};
+const pl_optim_ops *const pl_train_optims[] = {
+    &pl_optim_stream, &pl_optim_hybrid, &pl_optim_cpu, NULL};
+const char *const pl_train_optim_names[] = {
+    pl_optim_name_stream, pl_optim_name_hybrid, cpu_name, NULL};
+
 pl_status pl_train_head_parse(const char *name, const pl_head_ops **out) {
-  if (name && !strcmp(name, "dense"))
-    *out = &pl_head_dense;
-  else if (name && !strcmp(name, "vp"))
-    *out = &pl_head_vp;
-  else if (pl_head_builtin(name, out) != PL_OK)
-    return pl_set_error(PL_EINVAL, "--head=%s: allowed ring, fused, dense, vp",
-                        name ? name : "");
-  return PL_OK;
+  for (int i = 0; name && pl_train_heads[i]; i++)
+    if (!strcmp(name, pl_train_heads[i]->name)) {
+      *out = pl_train_heads[i];
+      return PL_OK;
+    }
+  return pl_set_error(PL_EINVAL, "--head=%s: allowed ring, fused, dense, vp",
+                      name ? name : "");
 }
 
 pl_status pl_train_optim_parse(const char *name, const pl_optim_ops **out) {
-  if (name && !strcmp(name, "cpu"))
-    *out = &pl_optim_cpu;
-  else if (pl_optim_builtin(name, out) != PL_OK)
-    return pl_set_error(PL_EINVAL, "--optim=%s: allowed stream, hybrid, cpu",
-                        name ? name : "");
-  return PL_OK;
+  for (int i = 0; name && pl_train_optims[i]; i++)
+    if (!strcmp(name, pl_train_optims[i]->name)) {
+      *out = pl_train_optims[i];
+      return PL_OK;
+    }
+  return pl_set_error(PL_EINVAL, "--optim=%s: allowed stream, hybrid, cpu",
+                      name ? name : "");
 }

@@ -30,7 +30,18 @@ extern const pl_head_ops pl_head_dense;
 extern const pl_head_ops pl_head_vp;
 extern const pl_optim_ops pl_optim_cpu;
 
-/* "ring" | "fused" | "dense" | "vp" and "stream" | "hybrid" | "cpu". */
+/* Every head and optimizer of the training step, the one table of each:
+ * the ops and their names in the same order, NULL-terminated (the built-in
+ * ones first; the names are the ops' own name pointers, train/head.h):
+ * `plateau bench train`'s --head and --optim, `plateau plan`'s and the
+ * rows' variant strings read them. */
+extern const pl_head_ops *const pl_train_heads[];
+extern const char *const pl_train_head_names[]; /* ring fused dense vp */
+extern const pl_optim_ops *const pl_train_optims[];
+extern const char *const pl_train_optim_names[]; /* stream hybrid cpu   */
+
+/* A name of the tables -> its ops; PL_EINVAL naming it and the allowed
+ * ones otherwise. */
 pl_status pl_train_head_parse(const char *name, const pl_head_ops **out);
 pl_status pl_train_optim_parse(const char *name, const pl_optim_ops **out);
 

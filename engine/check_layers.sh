@@ -89,7 +89,7 @@ cd "$root"
 
 # Layer of each public header (engine/include/plateau/<name>): the module that
 # implements it.  plateau.h includes them all, so it sits with the highest.
-PUBLIC="status.h=0 log.h=0 timer.h=0 hd.h=0 tensor.h=0 dev.h=0 kernels.h=0 optypes.h=0 file.h=0
+PUBLIC="status.h=0 log.h=0 timer.h=0 host_device.h=0 tensor.h=0 dev.h=0 kernels.h=0 optypes.h=0 file.h=0
 comm.h=2 plateau.h=2"
 
 MAX_LINES=900

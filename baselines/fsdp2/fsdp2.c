@@ -12,66 +12,20 @@
 
 #include "../ep.h"
 #include "../train_baselines.h"
-#include "backend/adamw.h"
-#include "backend/embed.h"
+#include "backend/adamw_kernels.h"
 #include "core/internal.h"
 #include "fsdp2_layer.h"
-#include "fsdp_units.h"
+#include "model/embedding_internal.h"
 #include "model/mlp_block_internal.h"
+#include "ops/adamw_internal.h"
 
 /* ---- profile ------------------------------------------------------------- */
 
-static pl_status mark(void *ctx, pl_stream *s, int *idx) {
-  pl_fsdp2 *t = ctx;
-  *idx = -1;
-  if (!t->c.profile)
-    return PL_OK;
-  if (t->nev == t->capev) {
-    const int cap = t->capev ? 2 * t->capev : 64;
-    pl_event **e = realloc(t->ev, (size_t)cap * sizeof *e);
-    if (!e)
-      return pl_set_error(PL_ENOMEM, "fsdp2: host");
-    for (int i = t->capev; i < cap; i++)
-      e[i] = NULL;
-    t->ev = e, t->capev = cap;
-  }
-  if (!t->ev[t->nev])
-    PL_TRY(pl_event_create(t->dev, &t->ev[t->nev]));
-  PL_TRY(pl_event_record(t->ev[t->nev], s));
-  *idx = t->nev++;
-  return PL_OK;
-}
-
-static pl_status add_span(void *ctx, int part, int a, int b) {
-  pl_fsdp2 *t = ctx;
-  if (!t->c.profile || a < 0 || b < 0)
-    return PL_OK;
-  if (t->nsp == t->capsp) {
-    const int cap = t->capsp ? 2 * t->capsp : 64;
-    span *p = realloc(t->sp, (size_t)cap * sizeof *p);
-    if (!p)
-      return pl_set_error(PL_ENOMEM, "fsdp2: host");
-    t->sp = p, t->capsp = cap;
-  }
-  t->sp[t->nsp++] = (span){part, a, b};
-  return PL_OK;
-}
-
-/* the layer's parts are 0 attention, 1 moe: the step's parts */
-static pl_status layer_span(void *ctx, int part, int a, int b) {
-  return add_span(ctx, part ? PL_PART_MOE : PL_PART_ATTENTION, a, b);
-}
-
 static pl_status take_parts(pl_fsdp2 *t, pl_step_result *r) {
-  for (int i = 0; i < t->nsp; i++) {
-    float ms = 0;
-    PL_TRY(pl_event_elapsed_ms(t->ev[t->sp[i].a], t->ev[t->sp[i].b], &ms));
-    r->part_ms[t->sp[i].part] += ms;
-  }
-  t->nsp = t->nev = 0;
-  double g = 0, rd = 0;
-  PL_TRY(pl__fsdp_take_ms(t->f, &g, &rd));
-  r->part_ms[PL_PART_ZERO3] += g + rd;
+  PL_TRY(pl_timeline_take(&t->tline, r->part_ms));
+  pl_zero3_stats zs;
+  PL_TRY(pl_zero3_take_stats(t->f, &zs));
+  r->part_ms[PL_PART_ZERO3] += zs.gather_ms + zs.reduce_ms;
   /* a virtual CP group: its stand-ins apart (the ring's on its comm stream,
    * beside the compute; any on the compute stream out of attention) */
   double on = 0, side = 0;
@@ -81,47 +35,6 @@ static pl_status take_parts(pl_fsdp2 *t, pl_step_result *r) {
   r->standin_ms += on;
   r->standin_side_ms += side;
   return PL_OK;
-}
-
-/* ---- kernels of the two backends ----------------------------------------- */
-
-static pl_status embed_fwd(pl_stream *s, void *x, const void *E,
-                           const int32_t *tok, int64_t N, int64_t H,
-                           pl_dtype dt) {
-#if PL_HAVE_CUDA
-  if (pl__on_cuda(s))
-    return pl__cuda_embed_fwd(s, x, E, tok, N, H, dt);
-#endif
-  return pl__cpu_embed_fwd(s, x, E, tok, N, H, dt);
-}
-
-static pl_status embed_bwd(pl_stream *s, float *dE, const void *dx,
-                           const int32_t *tok, int64_t N, int64_t H,
-                           pl_dtype dt) {
-#if PL_HAVE_CUDA
-  if (pl__on_cuda(s))
-    return pl__cuda_embed_bwd(s, dE, dx, tok, N, H, dt);
-#endif
-  return pl__cpu_embed_bwd(s, dE, dx, tok, N, H, dt);
-}
-
-static pl_status adamw_update(pl_stream *s, float *p, float *m, float *v,
-                              const float *g, size_t n,
-                              const pl_adamw_scalars *k) {
-#if PL_HAVE_CUDA
-  if (pl__on_cuda(s))
-    return pl__cuda_adamw_update(s, p, m, v, g, PL_F32, NULL, n, k);
-#endif
-  return pl__cpu_adamw_update(s, p, m, v, g, PL_F32, NULL, n, k);
-}
-
-static pl_status adamw_sumsq(pl_stream *s, const float *g, size_t n,
-                             double *partials) {
-#if PL_HAVE_CUDA
-  if (pl__on_cuda(s))
-    return pl__cuda_adamw_sumsq(s, g, PL_F32, n, partials);
-#endif
-  return pl__cpu_adamw_sumsq(s, g, PL_F32, n, partials);
 }
 
 /* ---- create / destroy -----------------------------------------------------
@@ -136,7 +49,7 @@ void pl_fsdp2_destroy(pl_fsdp2 *t) {
     t->head->destroy(t->hctx);
   for (int l = 0; t->fl && l < t->m.L; l++) {
     flayer *x = &t->fl[l];
-    pl__f2_layer_drop(&x->lay, s);
+    pl__fsdp2_layer_drop(&x->lay, s);
     free(x->lay.counts);
     pl_free(t->dev, x->bias);
     free(x->hbias);
@@ -147,7 +60,7 @@ void pl_fsdp2_destroy(pl_fsdp2 *t) {
   free(t->fl);
   pl_moe_destroy(t->moe);
   pl_ring_attn_destroy(t->ring);
-  pl__fsdp_destroy(t->f);
+  pl_zero3_destroy(t->f);
   pl_free(t->dev, t->d_tok);
   pl_free(t->dev, t->d_tgt);
   pl_free(t->dev, t->d_dloss);
@@ -158,11 +71,7 @@ void pl_fsdp2_destroy(pl_fsdp2 *t) {
   free(t->h_tok);
   free(t->h_tgt);
   free(t->pr);
-  for (int i = 0; i < t->capev; i++)
-    if (t->ev[i])
-      pl_event_destroy(t->ev[i]);
-  free(t->ev);
-  free(t->sp);
+  pl_timeline_free(&t->tline);
   pl_comm *cs[] = {t->dense, t->cpc, t->epc, t->xfsdp, t->self};
   for (int i = 0; i < 5; i++)
     if (cs[i])
@@ -196,19 +105,19 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   const int ep = c->ep;
   t->ep_idx = t->rank % ep;
   t->ep_real = W < ep ? W : ep;
-  t->El = pl__f2_any_moe(m) ? m->E / ep : 0;
+  t->El = pl__fsdp2_any_moe(m) ? m->E / ep : 0;
   t->E_r = t->El * t->ep_real;
   t->head = &pl_head_dense;
-  t->prof = (pl__f2_prof){t, mark, layer_span};
+  t->tline = pl_timeline_make(dev, c->profile);
   const int L = m->L;
   pl_stream *s = pl_dev_stream(dev);
   size_t *numel = NULL;
-  pl__fsdp_unit_cfg *uc = NULL;
+  pl_zero3_unit_cfg *uc = NULL;
   pl_status st = PL_OK;
   if ((st = pl_comm_split(world, 0, t->rank, &t->dense)) ||
       (st = t->cp_virtual
-                 ? pl_comm_virtual(dev, c->cp, &t->cpc)
-                 : pl_comm_split(world, t->cp_group, t->rank, &t->cpc)) ||
+                ? pl_comm_virtual(dev, c->cp, &t->cpc)
+                : pl_comm_split(world, t->cp_group, t->rank, &t->cpc)) ||
       (st =
            pl_comm_split(world, W < ep ? 0 : t->rank / ep, t->rank, &t->epc)) ||
       (st = pl_comm_split(world, t->ep_idx, t->rank, &t->xfsdp)) ||
@@ -227,21 +136,25 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
     st = pl_set_error(PL_ENOMEM, "fsdp2: host");
     goto fail;
   }
-  if ((st = pl__f2_plan(t, numel)))
+  if ((st = pl__fsdp2_param_table(t, numel)))
     goto fail;
   char names[3][16] = {"embed", "head", "layer"};
   for (int u = 0; u < t->nunits; u++) {
     const int x = u >= L + 2;
-    uc[u] = (pl__fsdp_unit_cfg){u == t->u_emb    ? names[0]
+    uc[u] = (pl_zero3_unit_cfg){u == t->u_emb    ? names[0]
                                 : u == t->u_head ? names[1]
                                                  : names[2],
                                 numel[u], x ? t->xfsdp : t->dense,
                                 x ? t->Wv / ep : t->Wv};
   }
-  if ((st = pl__fsdp_create(dev, t->dt, c->optim == PL_FSDP2_OPTIM_CPU,
-                            t->nunits, uc, &t->f)))
+  /* FSDP2's units: the trainer's ZeRO-3 units with an fp32 master shard
+   * (on the host with CPUOffloadPolicy), unbounded residency */
+  const pl_zero3_opts zo = {.fp32_master = true,
+                            .host_state = c->optim == PL_FSDP2_OPTIM_CPU,
+                            .max_resident = 0};
+  if ((st = pl_zero3_create_opts(dev, t->dt, &zo, t->nunits, uc, &t->f)))
     goto fail;
-  pl__fsdp_set_profile(t->f, c->profile);
+  pl_zero3_set_profile(t->f, c->profile);
   pl_comm_set_profile(t->cpc, c->profile);
   if (c->cp > 1 && (st = pl_ring_attn_create(t->cpc, dev, &t->ring)))
     goto fail;
@@ -254,13 +167,13 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   }
   for (int l = 0; l < L; l++) {
     flayer *x = &t->fl[l];
-    pl__f2_layer *y = &x->lay;
+    pl__fsdp2_layer *y = &x->lay;
     y->dev = dev, y->H = m->H, y->n_q = m->n_q, y->n_kv = m->n_kv, y->d = m->d;
     y->rope_theta = m->rope_theta ? m->rope_theta : 10000.0;
     y->dt = t->dt, y->attn = c->attn, y->eps = 1e-5f;
     y->CP = c->cp, y->cp_rank = t->cp_rank, y->ring = t->ring;
     y->I_s = x->I_s;
-    y->prof = c->profile ? &t->prof : NULL;
+    y->tl = c->profile ? &t->tline : NULL;
     if (!x->moe)
       continue;
     y->moe = t->moe, y->E = t->E_r, y->k = m->k, y->renorm = m->renorm;
@@ -297,7 +210,7 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   t->h_tgt = malloc((size_t)t->N * 4 + 4);
   for (int u = 0; u < t->nunits; u++) {
     size_t sh;
-    pl__fsdp_shard(t->f, u, NULL, NULL, NULL, NULL, &sh, NULL);
+    pl_zero3_shard(t->f, u, NULL, NULL, &sh, NULL);
     const size_t ch = pl__adamw_nchunks(sh);
     if (ch > t->max_chunks)
       t->max_chunks = ch;
@@ -311,7 +224,7 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
       (st = pl_alloc(dev, PL_ARENA_DEVICE, t->max_chunks * sizeof(double) + 8,
                      "optim", (void **)&t->partials)))
     goto fail;
-  if ((st = pl__f2_init_weights(t)) || (st = pl_dev_sync(dev)))
+  if ((st = pl__fsdp2_init_weights(t)) || (st = pl_dev_sync(dev)))
     goto fail;
   free(numel);
   free(uc);
@@ -357,7 +270,7 @@ static void set_views(pl_fsdp2 *t, flayer *x, void *full, void *xfull, float *g,
                       float *xg) {
   const size_t es = t->es;
   char *W = full;
-  pl__f2_layer *y = &x->lay;
+  pl__fsdp2_layer *y = &x->lay;
   void **wv[P_N] = {&y->w_n, &y->w_qkv, &y->w_o,   &y->w_n2,
                     &y->w_r, &y->w_up,  &y->w_down};
   float **gv[P_N] = {&y->g_n, &y->g_qkv, &y->g_o,   &y->g_n2,
@@ -368,7 +281,7 @@ static void set_views(pl_fsdp2 *t, flayer *x, void *full, void *xfull, float *g,
   }
   if (!x->moe)
     return;
-  const size_t ne = pl__f2_align((size_t)t->El * (size_t)(t->m.H * t->m.I));
+  const size_t ne = pl__fsdp2_align((size_t)t->El * (size_t)(t->m.H * t->m.I));
   char *X = xfull;
   y->ew = (pl_moe_weights){X, X + ne * es, X + 2 * ne * es};
   if (xg)
@@ -377,13 +290,13 @@ static void set_views(pl_fsdp2 *t, flayer *x, void *full, void *xfull, float *g,
 
 /* Gather (or prefetch) layer l's units. */
 static pl_status layer_prefetch(pl_fsdp2 *t, int l, pl_stream *s) {
-  PL_TRY(pl__fsdp_prefetch(t->f, t->fl[l].unit, s));
-  return t->fl[l].moe ? pl__fsdp_prefetch(t->f, t->fl[l].xunit, s) : PL_OK;
+  PL_TRY(pl_zero3_prefetch(t->f, t->fl[l].unit, s));
+  return t->fl[l].moe ? pl_zero3_prefetch(t->f, t->fl[l].xunit, s) : PL_OK;
 }
 static void layer_release(pl_fsdp2 *t, int l, pl_stream *s) {
-  pl__fsdp_release(t->f, t->fl[l].unit, s);
+  pl_zero3_release(t->f, t->fl[l].unit, s);
   if (t->fl[l].moe)
-    pl__fsdp_release(t->f, t->fl[l].xunit, s);
+    pl_zero3_release(t->f, t->fl[l].xunit, s);
 }
 
 /* Everything a failed step left: saved activations, boundaries, gathered
@@ -392,12 +305,12 @@ static void abort_step(pl_fsdp2 *t) {
   pl_stream *s = pl_dev_stream(t->dev);
   pl_dev_sync(t->dev);
   for (int l = 0; l < t->m.L; l++)
-    pl__f2_layer_drop(&t->fl[l].lay, s);
+    pl__fsdp2_layer_drop(&t->fl[l].lay, s);
   for (int l = 0; l <= t->m.L; l++) {
     pl_free(t->dev, t->bnd[l]);
     t->bnd[l] = NULL;
   }
-  pl__fsdp_reset(t->f, s);
+  pl_zero3_reset(t->f, s);
   pl_clear_error();
 }
 
@@ -411,12 +324,12 @@ static pl_status head(pl_fsdp2 *t, pl_stream *s, const void *hL, void **dh,
   void *full, *xf = NULL, *dxf = NULL, *dwb = NULL;
   float *g, *scr = NULL;
   int a, b;
-  PL_TRY(mark(t, s, &a));
-  PL_TRY(pl__fsdp_acquire(t->f, t->u_head, s, &full));
+  PL_TRY(pl_timeline_mark(&t->tline, s, &a));
+  PL_TRY(pl_zero3_acquire(t->f, t->u_head, s, &full));
   const void *wf = full;
-  const void *wh = (const char *)full + pl__f2_align((size_t)H) * t->es;
-  pl_status st = pl__fsdp_grad_acquire(t->f, t->u_head, s, &g);
-  float *gf = g, *gh = g + pl__f2_align((size_t)H);
+  const void *wh = (const char *)full + pl__fsdp2_align((size_t)H) * t->es;
+  pl_status st = pl_zero3_grad_acquire(t->f, t->u_head, s, &g);
+  float *gf = g, *gh = g + pl__fsdp2_align((size_t)H);
   if (st == PL_OK)
     st =
         pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "activations", s, &xf);
@@ -445,23 +358,15 @@ static pl_status head(pl_fsdp2 *t, pl_stream *s, const void *hL, void **dh,
   pl_free_async(dev, scr, s);
   pl_free_async(dev, xf, s);
   pl_free_async(dev, dxf, s);
-  pl__fsdp_release(t->f, t->u_head, s);
+  pl_zero3_release(t->f, t->u_head, s);
   if (st == PL_OK)
-    st = pl__fsdp_grad_reduce(t->f, t->u_head, s, t->micro_i > 0);
+    st = pl_zero3_grad_reduce(t->f, t->u_head, s, t->micro_i > 0);
   if (st == PL_OK)
-    st = pl_memcpy_async(s, t->h_nll, t->d_nll, (size_t)N * 4);
+    st = pl_head_nll_sum(s, t->d_nll, t->h_nll, N, loss);
   if (st == PL_OK)
-    st = pl_stream_sync(s);
-  if (st == PL_OK) {
-    double sum = 0;
-    for (int64_t i = 0; i < N; i++)
-      sum += t->h_nll[i];
-    *loss = sum;
-  }
+    st = pl_timeline_mark(&t->tline, s, &b);
   if (st == PL_OK)
-    st = mark(t, s, &b);
-  if (st == PL_OK)
-    st = add_span(t, PL_PART_HEAD, a, b);
+    st = pl_timeline_span(&t->tline, PL_PART_HEAD, a, b);
   return st;
 }
 
@@ -489,26 +394,26 @@ static pl_status micro_batch(pl_fsdp2 *t, const int32_t *win, double *nll) {
   PL_TRY(pl_memcpy_async(s, t->d_tgt, t->h_tgt, (size_t)N * 4));
   /* embedding: gathered, rows copied, resharded (layer 0 prefetched) */
   void *E, *full, *xfull = NULL;
-  PL_TRY(pl__fsdp_acquire(t->f, t->u_emb, s, &E));
+  PL_TRY(pl_zero3_acquire(t->f, t->u_emb, s, &E));
   PL_TRY(layer_prefetch(t, 0, s));
   PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, nh, "boundary", s, &t->bnd[0]));
-  PL_TRY(embed_fwd(s, t->bnd[0], E, t->d_tok, N, H, t->dt));
-  pl__fsdp_release(t->f, t->u_emb, s);
+  PL_TRY(pl__embedding_fwd(s, t->bnd[0], E, t->d_tok, N, H, t->dt));
+  pl_zero3_release(t->f, t->u_emb, s);
   /* layers */
   for (int l = 0; l < L; l++) {
     flayer *x = &t->fl[l];
-    PL_TRY(pl__fsdp_acquire(t->f, x->unit, s, &full));
+    PL_TRY(pl_zero3_acquire(t->f, x->unit, s, &full));
     if (x->moe)
-      PL_TRY(pl__fsdp_acquire(t->f, x->xunit, s, &xfull));
+      PL_TRY(pl_zero3_acquire(t->f, x->xunit, s, &xfull));
     if (l + 1 < L)
       PL_TRY(layer_prefetch(t, l + 1, s));
     else
-      PL_TRY(pl__fsdp_prefetch(t->f, t->u_head, s));
+      PL_TRY(pl_zero3_prefetch(t->f, t->u_head, s));
     set_views(t, x, full, xfull, NULL, NULL);
     PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, nh, "boundary", s,
                           &t->bnd[l + 1]));
-    PL_TRY(pl__f2_layer_forward(&x->lay, s, t->bnd[l], t->bnd[l + 1], N,
-                                !checkpointed(t, l), true));
+    PL_TRY(pl__fsdp2_layer_forward(&x->lay, s, t->bnd[l], t->bnd[l + 1], N,
+                                   !checkpointed(t, l), true));
     if (l + 1 < L) /* the last layer stays gathered into its backward */
       layer_release(t, l, s);
   }
@@ -523,43 +428,43 @@ static pl_status micro_batch(pl_fsdp2 *t, const int32_t *win, double *nll) {
   for (int l = L - 1; l >= 0 && st == PL_OK; l--) {
     flayer *x = &t->fl[l];
     float *g = NULL, *xg = NULL;
-    st = pl__fsdp_acquire(t->f, x->unit, s, &full);
+    st = pl_zero3_acquire(t->f, x->unit, s, &full);
     if (st == PL_OK && x->moe)
-      st = pl__fsdp_acquire(t->f, x->xunit, s, &xfull);
+      st = pl_zero3_acquire(t->f, x->xunit, s, &xfull);
     if (st == PL_OK)
       st = l > 0 ? layer_prefetch(t, l - 1, s)
-                 : pl__fsdp_prefetch(t->f, t->u_emb, s);
+                 : pl_zero3_prefetch(t->f, t->u_emb, s);
     if (st == PL_OK)
-      st = pl__fsdp_grad_acquire(t->f, x->unit, s, &g);
+      st = pl_zero3_grad_acquire(t->f, x->unit, s, &g);
     if (st == PL_OK && x->moe)
-      st = pl__fsdp_grad_acquire(t->f, x->xunit, s, &xg);
+      st = pl_zero3_grad_acquire(t->f, x->xunit, s, &xg);
     if (st == PL_OK)
       set_views(t, x, full, xfull, g, xg);
     if (st == PL_OK)
       st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh, "grads_act", s, &dx);
     if (st == PL_OK)
-      st = pl__f2_layer_backward(&x->lay, s, t->bnd[l], dcur, dx, N);
+      st = pl__fsdp2_layer_backward(&x->lay, s, t->bnd[l], dcur, dx, N);
     pl_free_async(dev, dcur, s);
     dcur = dx, dx = NULL;
     pl_free_async(dev, t->bnd[l], s);
     t->bnd[l] = NULL;
     layer_release(t, l, s);
     if (st == PL_OK)
-      st = pl__fsdp_grad_reduce(t->f, x->unit, s, acc);
+      st = pl_zero3_grad_reduce(t->f, x->unit, s, acc);
     if (st == PL_OK && x->moe)
-      st = pl__fsdp_grad_reduce(t->f, x->xunit, s, acc);
+      st = pl_zero3_grad_reduce(t->f, x->xunit, s, acc);
   }
   /* the embedding: gathered again (FSDP2's pre-backward), its gradient */
   float *gE;
   if (st == PL_OK)
-    st = pl__fsdp_acquire(t->f, t->u_emb, s, &E);
+    st = pl_zero3_acquire(t->f, t->u_emb, s, &E);
   if (st == PL_OK)
-    st = pl__fsdp_grad_acquire(t->f, t->u_emb, s, &gE);
+    st = pl_zero3_grad_acquire(t->f, t->u_emb, s, &gE);
   if (st == PL_OK)
-    st = embed_bwd(s, gE, dcur, t->d_tok, N, H, t->dt);
-  pl__fsdp_release(t->f, t->u_emb, s);
+    st = pl__embedding_bwd(s, gE, dcur, t->d_tok, N, H, t->dt);
+  pl_zero3_release(t->f, t->u_emb, s);
   if (st == PL_OK)
-    st = pl__fsdp_grad_reduce(t->f, t->u_emb, s, acc);
+    st = pl_zero3_grad_reduce(t->f, t->u_emb, s, acc);
   pl_free_async(dev, dcur, s);
   *nll += loss;
   return st;
@@ -605,8 +510,9 @@ pl_status pl_fsdp2_forward_backward(pl_fsdp2 *t, const int32_t *tokens,
   PL_TRY(pl_dev_sync(t->dev));
   pl_mem_reset_peak(t->dev, PL_ARENA_DEVICE);
   pl_mem_reset_peak(t->dev, PL_ARENA_HOST);
-  t->nsp = t->nev = 0;
-  PL_TRY(pl__fsdp_take_ms(t->f, NULL, NULL));
+  pl_timeline_clear(&t->tline);
+  pl_zero3_stats zs;
+  PL_TRY(pl_zero3_take_stats(t->f, &zs));
   PL_TRY(pl_fill(s, t->d_dloss, PL_F32, (size_t)t->N,
                  T > 0 ? 1.0 / (double)T : 0));
   double nll = 0;
@@ -614,7 +520,7 @@ pl_status pl_fsdp2_forward_backward(pl_fsdp2 *t, const int32_t *tokens,
   for (t->micro_i = 0; t->micro_i < t->c.micro && st == PL_OK; t->micro_i++)
     st = micro_batch(t, tokens + t->micro_i * per, &nll);
   if (st == PL_OK)
-    st = pl__fsdp_sync(t->f, s);
+    st = pl_zero3_sync(t->f, s);
   if (st == PL_OK)
     st = pl_dev_sync(t->dev);
   if (st != PL_OK) {
@@ -651,12 +557,12 @@ static pl_status optimizer(pl_fsdp2 *t, float *gscale) {
     for (int u = 0; u < t->nunits; u++) {
       float *g;
       size_t n;
-      pl__fsdp_shard(t->f, u, NULL, &g, NULL, NULL, &n, NULL);
+      pl_zero3_shard(t->f, u, NULL, &g, &n, NULL);
       const size_t nc = pl__adamw_nchunks(n);
       if (host) {
         pl__cpu_adamw_partials(g, PL_F32, n, t->h_partials);
       } else {
-        PL_TRY(adamw_sumsq(s, g, n, t->partials));
+        PL_TRY(pl__adamw_sumsq(s, g, PL_F32, n, t->partials));
         PL_TRY(pl_memcpy_async(s, t->h_partials, t->partials, nc * 8));
         PL_TRY(pl_stream_sync(s));
       }
@@ -670,12 +576,13 @@ static pl_status optimizer(pl_fsdp2 *t, float *gscale) {
   for (int u = 0; u < t->nunits; u++) {
     float *w, *g, *m, *v;
     size_t n;
-    pl__fsdp_shard(t->f, u, &w, &g, &m, &v, &n, NULL);
+    pl_zero3_shard(t->f, u, (void **)&w, &g, &n, NULL);
+    pl_zero3_moments(t->f, u, &m, &v);
     if (host)
       PL_TRY(pl__cpu_adamw_simd(PL_SIMD_AUTO, t->c.cpu_threads, w, m, v, g,
                                 PL_F32, NULL, n, &k));
     else
-      PL_TRY(adamw_update(s, w, m, v, g, n, &k));
+      PL_TRY(pl__adamw_update(s, w, m, v, g, PL_F32, NULL, n, &k));
   }
   return pl_stream_sync(s);
 }
@@ -717,38 +624,28 @@ pl_status pl_fsdp2_update(pl_fsdp2 *t, pl_step_result *res) {
   return PL_OK;
 }
 
+/* the baseline in pl_step_run */
+static pl_status batch_of(const void *t, pl_data *d, int64_t step,
+                          int32_t *tok) {
+  return pl_fsdp2_batch(t, d, step, tok);
+}
+static pl_status step_of(void *t, const int32_t *tok, pl_step_result *r) {
+  return pl_fsdp2_step(t, tok, r);
+}
+
 pl_status pl_fsdp2_step(pl_fsdp2 *t, const int32_t *tokens,
                         pl_step_result *res) {
   pl_step_result local;
   pl_step_result *r = res ? res : &local;
   PL_TRY(pl_fsdp2_forward_backward(t, tokens, r));
   PL_TRY(pl_fsdp2_update(t, r));
-  if (t->c.profile) {
-    double in = 0;
-    for (int i = PL_PART_ATTENTION; i <= PL_PART_OPTIM; i++)
-      in += r->part_ms[i];
-    in += r->standin_ms;
-    r->part_ms[PL_PART_OTHER] = r->time_ms > in ? r->time_ms - in : 0;
-  }
+  if (t->c.profile)
+    pl_step_result_other(r);
   return PL_OK;
 }
 
 pl_status pl_fsdp2_run(pl_fsdp2 *t, pl_data *d, int64_t first, int steps,
                        double *losses, pl_step_result *res) {
-  int32_t *tok = malloc((size_t)pl_fsdp2_tokens_per_rank(t) * 4);
-  if (!tok)
-    return pl_set_error(PL_ENOMEM, "fsdp2: host tokens");
-  pl_status st = PL_OK;
-  for (int i = 0; i < steps && st == PL_OK; i++) {
-    pl_step_result r;
-    st = pl_fsdp2_batch(t, d, first + i, tok);
-    if (st == PL_OK)
-      st = pl_fsdp2_step(t, tok, &r);
-    if (st == PL_OK && losses)
-      losses[i] = r.loss;
-    if (st == PL_OK && res)
-      res[i] = r;
-  }
-  free(tok);
-  return st;
+  return pl_step_run(t, pl_fsdp2_tokens_per_rank(t), batch_of, step_of, d,
+                     first, steps, losses, res);
 }

@@ -38,13 +38,13 @@
  *   AdamW      on the GPU (fp32 shards, gradients and m, v on the device:
  *              FSDP2 with torch.optim.AdamW), or offloaded (CPUOffloadPolicy:
  *              shards, gradients and m, v in pinned host memory, the update
- *              by the SIMD CPU AdamW of backend/adamw.h); global gradient-
- *              norm clipping (torchtitan's max_norm 1.0 by default).
- * What differs, and why:
+ *              by the SIMD CPU AdamW of backend/adamw_kernels.h); global
+ * gradient- norm clipping (torchtitan's max_norm 1.0 by default). What differs,
+ * and why:
  *   - the unsharded gradient is fp32 from the start (the engine's kernels
  *     accumulate weight gradients in fp32): 4 bytes per parameter of the
  *     unit in backward where autograd holds 2 (bf16), and 4 instead of
- *     2 + 4 at the reduce-scatter (fsdp_units.h);
+ *     2 + 4 at the reduce-scatter (train/zero3.h, fp32_master);
  *   - the routed experts keep nothing H wide from forward to backward in a
  *     layer without checkpointing: the backward dispatches again and
  *     recomputes the gate/up projections (ops/moe.h), where autograd keeps
@@ -84,7 +84,8 @@
  *   "tokens"   4 device buffers of N int32/f32 (tokens, targets, dloss, NLL)
  * Transient in a step (device):
  *   "fsdp_ag", "zero3", "zero3_grads"  a unit's gather buffer, gathered
- *              parameters and unsharded gradient (fsdp_units.h).  Gathered
+ *              parameters and unsharded gradient (train/zero3.h,
+ *              fp32_master).  Gathered
  *              at once: the layer in use (dense + experts) and the next one
  *              prefetched; at the head the last layer and [norm, head]; in
  *              backward the layer in use and the previous one; the embedding
@@ -138,7 +139,9 @@ typedef enum pl_fsdp2_optim {
   PL_FSDP2_OPTIM_CPU = 1, /* CPUOffloadPolicy: states and update on the host */
 } pl_fsdp2_optim;
 
-/* "full" "selective" "none"; "gpu" "cpu". */
+/* "full" "selective" "none" (the planner's table, pl_plan_ac_names);
+ * "gpu" "cpu" (pl_fsdp2_optim_names, by the enum, NULL-terminated). */
+extern const char *const pl_fsdp2_optim_names[];
 const char *pl_fsdp2_ac_name(pl_fsdp2_ac ac);
 const char *pl_fsdp2_optim_name(pl_fsdp2_optim o);
 pl_status pl_fsdp2_ac_parse(const char *s, pl_fsdp2_ac *out);
@@ -251,8 +254,8 @@ int pl_fsdp2_tune_points(const pl_model_cfg *m, int W, int64_t S,
  * (plan/plan.h: system fsdp2, its cp, ep, AC mode and frequency, offload =
  * the CPU optimizer, one sequence per CP group per micro-batch, the
  * micro-batches, dtype, attention kernels and W_v): pl_plan_check predicts
- * its device peak and pinned host bytes (engine/plan/fsdp2.c replays this
- * baseline's allocations; test_mpi_fsdp2_plan.c holds them within 5%) and
+ * its device peak and pinned host bytes (engine/plan/baseline_fsdp2.c replays
+ * this baseline's allocations; test_mpi_fsdp2_plan.c holds them within 5%) and
  * pl_plan_time_predict its step. */
 pl_plan_cfg pl_fsdp2_plan_cfg(const pl_model_cfg *m, const pl_fsdp2_cfg *c,
                               int W, int64_t S);

@@ -11,27 +11,25 @@
 /* ---- names and configuration ---------------------------------------------
  */
 
+/* the planner's AC modes are these, value for value (plan/plan.h) */
+_Static_assert((int)PL_FSDP2_AC_FULL == (int)PL_PLAN_AC_FULL &&
+                   (int)PL_FSDP2_AC_SELECTIVE == (int)PL_PLAN_AC_SELECTIVE &&
+                   (int)PL_FSDP2_AC_NONE == (int)PL_PLAN_AC_NONE,
+               "pl_fsdp2_ac and pl_plan_ac differ");
+
+const char *const pl_fsdp2_optim_names[] = {"gpu", "cpu", NULL};
+
 const char *pl_fsdp2_ac_name(pl_fsdp2_ac ac) {
-  switch (ac) {
-  case PL_FSDP2_AC_FULL:
-    return "full";
-  case PL_FSDP2_AC_SELECTIVE:
-    return "selective";
-  case PL_FSDP2_AC_NONE:
-    return "none";
-  }
-  return "?";
+  return pl_plan_ac_name((pl_plan_ac)ac);
 }
 
 const char *pl_fsdp2_optim_name(pl_fsdp2_optim o) {
-  return o == PL_FSDP2_OPTIM_GPU   ? "gpu"
-         : o == PL_FSDP2_OPTIM_CPU ? "cpu"
-                                   : "?";
+  return (unsigned)o <= PL_FSDP2_OPTIM_CPU ? pl_fsdp2_optim_names[o] : "?";
 }
 
 pl_status pl_fsdp2_ac_parse(const char *s, pl_fsdp2_ac *out) {
-  for (int i = 0; i < 3; i++)
-    if (s && !strcmp(s, pl_fsdp2_ac_name((pl_fsdp2_ac)i))) {
+  for (int i = 0; s && pl_plan_ac_names[i]; i++)
+    if (!strcmp(s, pl_plan_ac_names[i])) {
       *out = (pl_fsdp2_ac)i;
       return PL_OK;
     }
@@ -41,8 +39,8 @@ pl_status pl_fsdp2_ac_parse(const char *s, pl_fsdp2_ac *out) {
 }
 
 pl_status pl_fsdp2_optim_parse(const char *s, pl_fsdp2_optim *out) {
-  for (int i = 0; i < 2; i++)
-    if (s && !strcmp(s, pl_fsdp2_optim_name((pl_fsdp2_optim)i))) {
+  for (int i = 0; s && pl_fsdp2_optim_names[i]; i++)
+    if (!strcmp(s, pl_fsdp2_optim_names[i])) {
       *out = (pl_fsdp2_optim)i;
       return PL_OK;
     }
@@ -70,7 +68,7 @@ void pl_fsdp2_cfg_name(const pl_fsdp2_cfg *c, char *buf, size_t len) {
            pl_fsdp2_ac_name(c->ac), pl_fsdp2_optim_name(c->optim), c->micro);
 }
 
-int pl__f2_any_moe(const pl_model_cfg *m) {
+int pl__fsdp2_any_moe(const pl_model_cfg *m) {
   for (int l = 0; l < m->L; l++)
     if (pl_model_layer_is_moe(m, l))
       return 1;
@@ -103,11 +101,11 @@ pl_status pl_fsdp2_check(const pl_model_cfg *m, const pl_fsdp2_cfg *c, int W,
                         "fsdp2: ep=%d: must be >= 1, divide W_v=%d and divide "
                         "or be a multiple of W=%d",
                         c->ep, Wv, W);
-  if (pl__f2_any_moe(m) && m->E % c->ep)
+  if (pl__fsdp2_any_moe(m) && m->E % c->ep)
     return pl_set_error(PL_EINVAL,
                         "fsdp2: ep=%d: the E=%d experts must divide by it",
                         c->ep, m->E);
-  if (pl__f2_any_moe(m) && m->E / c->ep * (W < c->ep ? W : c->ep) < m->k)
+  if (pl__fsdp2_any_moe(m) && m->E / c->ep * (W < c->ep ? W : c->ep) < m->k)
     return pl_set_error(PL_EINVAL,
                         "fsdp2: ep=%d on W=%d ranks: the router chooses among "
                         "the %d experts present (E/ep·min(W, ep)), fewer than "
@@ -143,7 +141,7 @@ int pl_fsdp2_tune_points(const pl_model_cfg *m, int W, int64_t S,
                                      PL_FSDP2_AC_NONE};
   static const pl_fsdp2_optim opts[2] = {PL_FSDP2_OPTIM_GPU,
                                          PL_FSDP2_OPTIM_CPU};
-  const int moe = pl__f2_any_moe(m);
+  const int moe = pl__fsdp2_any_moe(m);
   int n = 0;
   for (int cp = 1; cp <= Wv; cp++) /* a virtual cp in a proxy */
     for (int ep = 1; ep <= (moe ? Wv : 1); ep++)

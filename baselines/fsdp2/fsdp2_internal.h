@@ -10,11 +10,11 @@
 
 #include "fsdp2.h"
 #include "fsdp2_layer.h"
-#include "fsdp_units.h"
+#include "train/zero3.h"
 
 enum { P_ATTN_NORM, P_QKV, P_O, P_FFN_NORM, P_ROUTER, P_UP, P_DOWN, P_N };
 #define ALIGN_EL 64
-static inline size_t pl__f2_align(size_t n) {
+static inline size_t pl__fsdp2_align(size_t n) {
   return (n + ALIGN_EL - 1) / ALIGN_EL * ALIGN_EL;
 }
 
@@ -33,13 +33,9 @@ typedef struct flayer {
   int moe, unit, xunit; /* dense unit, experts unit (-1: none) */
   size_t off[P_N];      /* in the dense unit (SIZE_MAX: absent) */
   int64_t I_s;
-  pl__f2_layer lay;
+  pl__fsdp2_layer lay;
   float *bias, *hbias; /* E_r: device, host */
 } flayer;
-
-typedef struct span {
-  int part, a, b;
-} span;
 
 struct pl_fsdp2 {
   pl_dev *dev;
@@ -56,10 +52,9 @@ struct pl_fsdp2 {
   pl_comm *dense, *cpc, *epc, *xfsdp, *self;
   pl_ring_attn *ring;
   pl_moe *moe;
-  pl__fsdp *f;
+  pl_zero3 *f; /* the units (fp32 master shards) */
   int nunits, u_emb, u_head;
   flayer *fl;
-  pl__f2_prof prof;
   const pl_head_ops *head;
   void *hctx;
   param *pr;
@@ -73,22 +68,18 @@ struct pl_fsdp2 {
   size_t max_chunks;
   int64_t step_no;
   int micro_i;
-  /* profile */
-  pl_event **ev;
-  int nev, capev;
-  span *sp;
-  int nsp, capsp;
+  pl_timeline tline; /* profile: the step's spans */
   double optim_ms;
 };
 
 /* 1 if the model has a MoE layer. */
-int pl__f2_any_moe(const pl_model_cfg *m);
+int pl__fsdp2_any_moe(const pl_model_cfg *m);
 /* The units' sizes (numel[u]) and the parameter table: the composed step's
  * parameters in its order (their seeds are their indices), distributions
  * and names; t->fl's units and offsets. */
-pl_status pl__f2_plan(pl_fsdp2 *t, size_t *numel);
+pl_status pl__fsdp2_param_table(pl_fsdp2 *t, size_t *numel);
 /* Every parameter's elements in this rank's shards, drawn as the composed
  * step draws them. */
-pl_status pl__f2_init_weights(pl_fsdp2 *t);
+pl_status pl__fsdp2_init_weights(pl_fsdp2 *t);
 
 #endif

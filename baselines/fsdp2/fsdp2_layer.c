@@ -10,24 +10,25 @@
 #include "core/internal.h"
 #include "model/mlp_block_internal.h"
 #include "model/rope.h"
+#include "train/step.h"
 
-static int64_t nqd(const pl__f2_layer *l) {
+static int64_t nqd(const pl__fsdp2_layer *l) {
   return (int64_t)l->n_q * l->d;
 }
-static int64_t nkd(const pl__f2_layer *l) {
+static int64_t nkd(const pl__fsdp2_layer *l) {
   return (int64_t)l->n_kv * l->d;
 }
 
-static pl_status mark(const pl__f2_layer *l, pl_stream *s, int *idx) {
+static pl_status mark(const pl__fsdp2_layer *l, pl_stream *s, int *idx) {
   *idx = -1;
-  return l->prof ? l->prof->mark(l->prof->ctx, s, idx) : PL_OK;
+  return l->tl ? pl_timeline_mark(l->tl, s, idx) : PL_OK;
 }
-static pl_status span(const pl__f2_layer *l, int part, int a, int b) {
-  return l->prof ? l->prof->span(l->prof->ctx, part, a, b) : PL_OK;
+static pl_status span(const pl__fsdp2_layer *l, int part, int a, int b) {
+  return l->tl ? pl_timeline_span(l->tl, part, a, b) : PL_OK;
 }
 
-void pl__f2_layer_drop(pl__f2_layer *l, pl_stream *s) {
-  pl__f2_saved *v = &l->sv;
+void pl__fsdp2_layer_drop(pl__fsdp2_layer *l, pl_stream *s) {
+  pl__fsdp2_saved *v = &l->sv;
   void *ps[] = {v->h,  v->q, v->k,   v->v,     v->o, v->y1, v->h2,
                 v->gu, v->a, v->lse, v->probs, v->w, v->idx};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
@@ -38,7 +39,7 @@ void pl__f2_layer_drop(pl__f2_layer *l, pl_stream *s) {
 }
 
 /* RoPE (inverse: its backward) on x [N, heads, d], chunk by chunk. */
-static pl_status rope(pl__f2_layer *l, pl_stream *s, void *x, int heads,
+static pl_status rope(pl__fsdp2_layer *l, pl_stream *s, void *x, int heads,
                       int64_t N, int inverse) {
   const int nch = l->CP > 1 ? 2 : 1;
   const int64_t c = N / nch;
@@ -55,7 +56,7 @@ static pl_status rope(pl__f2_layer *l, pl_stream *s, void *x, int heads,
   return PL_OK;
 }
 
-static pl_attn_shape ashape(const pl__f2_layer *l, int64_t N) {
+static pl_attn_shape ashape(const pl__fsdp2_layer *l, int64_t N) {
   pl_attn_shape sh = {.batch = 1,
                       .seq = N,
                       .n_q = l->n_q,
@@ -71,10 +72,10 @@ static pl_attn_shape ashape(const pl__f2_layer *l, int64_t N) {
   st = pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), (tag), s, (void **)&(p))
 
 /* Forward into *v (its buffers tagged tag) and y. */
-static pl_status fwd(pl__f2_layer *l, pl_stream *s, const void *x, void *y,
+static pl_status fwd(pl__fsdp2_layer *l, pl_stream *s, const void *x, void *y,
                      int64_t N, const char *tag, bool keep_ctx, bool count) {
   pl_dev *dev = l->dev;
-  pl__f2_saved *v = &l->sv;
+  pl__fsdp2_saved *v = &l->sv;
   const int64_t H = l->H, nq = nqd(l), nk = nkd(l), tot = nq + 2 * nk;
   const size_t es = pl_dtype_size(l->dt), nh = (size_t)(N * H);
   pl_status st = PL_OK;
@@ -166,25 +167,27 @@ static pl_status fwd(pl__f2_layer *l, pl_stream *s, const void *x, void *y,
   if (st == PL_OK)
     st = mark(l, s, &m2);
   if (st == PL_OK)
-    st = span(l, 0, m0, m1);
+    st = span(l, PL_PART_ATTENTION, m0, m1);
   if (st == PL_OK)
-    st = span(l, 1, m1, m2);
+    st = span(l, PL_PART_MOE, m1, m2);
   return st;
 }
 
-pl_status pl__f2_layer_forward(pl__f2_layer *l, pl_stream *s, const void *x,
-                               void *y, int64_t N, bool keep, bool count) {
+pl_status pl__fsdp2_layer_forward(pl__fsdp2_layer *l, pl_stream *s,
+                                  const void *x, void *y, int64_t N, bool keep,
+                                  bool count) {
   pl_status st =
       fwd(l, s, x, y, N, keep ? "saved" : "activations", keep, count);
   if (st != PL_OK || !keep)
-    pl__f2_layer_drop(l, s);
+    pl__fsdp2_layer_drop(l, s);
   return st;
 }
 
-pl_status pl__f2_layer_backward(pl__f2_layer *l, pl_stream *s, const void *x,
-                                const void *dy, void *dx, int64_t N) {
+pl_status pl__fsdp2_layer_backward(pl__fsdp2_layer *l, pl_stream *s,
+                                   const void *x, const void *dy, void *dx,
+                                   int64_t N) {
   pl_dev *dev = l->dev;
-  pl__f2_saved *v = &l->sv;
+  pl__fsdp2_saved *v = &l->sv;
   const int64_t H = l->H, nq = nqd(l), nk = nkd(l), tot = nq + 2 * nk;
   const size_t es = pl_dtype_size(l->dt), nh = (size_t)(N * H);
   pl_status st = PL_OK;
@@ -195,7 +198,7 @@ pl_status pl__f2_layer_backward(pl__f2_layer *l, pl_stream *s, const void *x,
       st = fwd(l, s, x, ytmp, N, "activations", true, false);
     pl_free_async(dev, ytmp, s);
     if (st != PL_OK) {
-      pl__f2_layer_drop(l, s);
+      pl__fsdp2_layer_drop(l, s);
       return st;
     }
   }
@@ -299,13 +302,13 @@ pl_status pl__f2_layer_backward(pl__f2_layer *l, pl_stream *s, const void *x,
   if (st == PL_OK)
     st = mark(l, s, &m2);
   if (st == PL_OK)
-    st = span(l, 1, m0, m1);
+    st = span(l, PL_PART_MOE, m0, m1);
   if (st == PL_OK)
-    st = span(l, 0, m1, m2);
+    st = span(l, PL_PART_ATTENTION, m1, m2);
   void *ps[] = {dh, dy1, dhe, dhr, dlog, da, dgu,
                 dO, dq,  dk,  dv,  dh32, dw, scr};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
     pl_free_async(dev, ps[i], s);
-  pl__f2_layer_drop(l, s);
+  pl__fsdp2_layer_drop(l, s);
   return st;
 }

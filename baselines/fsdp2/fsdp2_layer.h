@@ -48,23 +48,17 @@
 #include "ops/moe.h"
 #include "plateau/plateau.h"
 #include "ring_attn.h"
+#include "train/timeline.h"
 
-typedef struct pl__f2_saved {
+typedef struct pl__fsdp2_saved {
   bool valid;
   void *h, *q, *k, *v, *o, *y1, *h2, *gu, *a;
   float *lse, *probs, *w;
   int32_t *idx, *hidx;
   pl_moe_ctx *ctx;
-} pl__f2_saved;
+} pl__fsdp2_saved;
 
-/* Marks for the time breakdown (the trainer's): part 0 attention, 1 moe. */
-typedef struct pl__f2_prof {
-  void *ctx;
-  pl_status (*mark)(void *ctx, pl_stream *s, int *idx);
-  pl_status (*span)(void *ctx, int part, int a, int b);
-} pl__f2_prof;
-
-typedef struct pl__f2_layer {
+typedef struct pl__fsdp2_layer {
   pl_dev *dev;
   int64_t H;
   int n_q, n_kv, d;
@@ -87,20 +81,23 @@ typedef struct pl__f2_layer {
   const float *bias; /* E, device; NULL: none                          */
   int64_t *counts;   /* E, host: routes per expert of the forwards      */
   pl_moe_stats stats;
-  pl__f2_saved sv;
-  const pl__f2_prof *prof; /* NULL: no marks                            */
-} pl__f2_layer;
+  pl__fsdp2_saved sv;
+  pl_timeline *tl; /* the time breakdown's spans (attention, moe; NULL:
+                      no marks)                                       */
+} pl__fsdp2_layer;
 
 /* y = layer(x) (N×H each, distinct).  keep: save what the backward needs
  * (tag "saved"); else free it.  count: add the routes to counts. */
-pl_status pl__f2_layer_forward(pl__f2_layer *l, pl_stream *s, const void *x,
-                               void *y, int64_t N, bool keep, bool count);
+pl_status pl__fsdp2_layer_forward(pl__fsdp2_layer *l, pl_stream *s,
+                                  const void *x, void *y, int64_t N, bool keep,
+                                  bool count);
 /* From the saved activations, or after recomputing them from x when the
  * forward kept none: dx from dy (distinct), weight gradients accumulated.
  * Frees the saved activations. */
-pl_status pl__f2_layer_backward(pl__f2_layer *l, pl_stream *s, const void *x,
-                                const void *dy, void *dx, int64_t N);
+pl_status pl__fsdp2_layer_backward(pl__fsdp2_layer *l, pl_stream *s,
+                                   const void *x, const void *dy, void *dx,
+                                   int64_t N);
 /* Free the saved activations (after a failure). */
-void pl__f2_layer_drop(pl__f2_layer *l, pl_stream *s);
+void pl__fsdp2_layer_drop(pl__fsdp2_layer *l, pl_stream *s);
 
 #endif

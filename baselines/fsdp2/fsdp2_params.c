@@ -32,7 +32,7 @@ static void add_param(pl_fsdp2 *t, const char *name, int64_t rows, int64_t cols,
 
 /* The units and the parameter table: the composed step's parameters in its
  * order (their seeds are their indices) and initial distributions. */
-pl_status pl__f2_plan(pl_fsdp2 *t, size_t *numel) {
+pl_status pl__fsdp2_param_table(pl_fsdp2 *t, size_t *numel) {
   const pl_model_cfg *m = &t->m;
   const int64_t H = m->H, L = m->L;
   const float res = 1.0f / sqrtf(2.0f * (float)L);
@@ -79,7 +79,7 @@ pl_status pl__f2_plan(pl_fsdp2 *t, size_t *numel) {
       snprintf(nm, sizeof nm, "layer%d.%s", l, nms[p]);
       add_param(t, nm, rows[p], cols[p], x->unit, o, n, 0, 0, dist[p], da[p],
                 db[p]);
-      o = pl__f2_align(o + n);
+      o = pl__fsdp2_align(o + n);
     }
     numel[x->unit] = o;
     /* the final norm lives in [norm, head] but keeps its place in the
@@ -95,13 +95,13 @@ pl_status pl__f2_plan(pl_fsdp2 *t, size_t *numel) {
         const float sd =
             j < 2 ? 1.0f / sqrtf((float)H) : res / sqrtf((float)m->I);
         add_param(t, nm, (int64_t)m->E * (j < 2 ? H : m->I), j < 2 ? m->I : H,
-                  x->xunit, (size_t)j * pl__f2_align(ne), ne,
+                  x->xunit, (size_t)j * pl__fsdp2_align(ne), ne,
                   (uint64_t)t->ep_idx * ne, 1, PL_DIST_NORMAL, 0, sd);
       }
-      numel[x->xunit] = 3 * pl__f2_align(ne);
+      numel[x->xunit] = 3 * pl__fsdp2_align(ne);
     }
   }
-  const size_t ho = pl__f2_align((size_t)H);
+  const size_t ho = pl__fsdp2_align((size_t)H);
   add_param(t, "head", H, m->V, t->u_head, ho, (size_t)(H * m->V), 0, 0,
             PL_DIST_NORMAL, 0, 1.0f / sqrtf((float)H));
   numel[t->u_head] = ho + (size_t)(H * m->V);
@@ -116,14 +116,14 @@ static int64_t numel_of(const param *p) {
 static void in_shard(pl_fsdp2 *t, const param *p, size_t *lo, size_t *hi,
                      float **w, size_t *soff) {
   size_t s, off;
-  pl__fsdp_shard(t->f, p->unit, w, NULL, NULL, NULL, &s, &off);
+  pl_zero3_shard(t->f, p->unit, (void **)w, NULL, &s, &off);
   *lo = p->off > off ? p->off : off;
   const size_t h0 = p->off + p->extent, h1 = off + s;
   *hi = h0 < h1 ? h0 : h1;
   *soff = off;
 }
 
-pl_status pl__f2_init_weights(pl_fsdp2 *t) {
+pl_status pl__fsdp2_init_weights(pl_fsdp2 *t) {
   pl_stream *s = pl_dev_stream(t->dev);
   const bool host = t->c.optim == PL_FSDP2_OPTIM_CPU;
   const size_t chunk = (size_t)1 << 24;
@@ -214,8 +214,8 @@ pl_status pl_fsdp2_gather(pl_fsdp2 *t, int i, bool grad, float *out) {
   const param *p = &t->pr[i];
   float *w, *g;
   size_t s;
-  pl__fsdp_shard(t->f, p->unit, &w, &g, NULL, NULL, &s, NULL);
-  pl_comm *uc = pl__fsdp_comm(t->f, p->unit);
+  pl_zero3_shard(t->f, p->unit, (void **)&w, &g, &s, NULL);
+  pl_comm *uc = pl_zero3_comm(t->f, p->unit);
   const int G = uc ? pl_comm_size(uc) : 1;
   float *unit = malloc((size_t)G * s * 4 + 4);
   if (!unit)

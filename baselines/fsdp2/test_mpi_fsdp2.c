@@ -33,10 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/check_mpi.h"
 #include "fsdp2.h"
 #include "train/data.h"
 #include "train/step.h"
+#include "train/trainer_testlib.h"
 
 static pl_dev *dev;
 static pl_comm *world, *self;
@@ -113,20 +113,6 @@ static pl_trainer *make_ref(const setup *u, int micro) {
   return t;
 }
 
-static double ratio(const float *a, const float *b, size_t n, double tol,
-                    int64_t *bad) {
-  double sc = 1e-30, me = 0;
-  *bad = -1;
-  for (size_t i = 0; i < n; i++)
-    sc = fmax(sc, fabs(b[i]));
-  for (size_t i = 0; i < n; i++) {
-    const double e = fabs((double)a[i] - b[i]);
-    if (!(e <= me))
-      me = e, *bad = (int64_t)i;
-  }
-  return me / (tol * sc);
-}
-
 /* Every parameter of a (weights or gradients) against the reference; 1 if
  * all agree (exact: bit for bit). */
 static int compare(pl_fsdp2 *a, pl_trainer *ref, bool grad, int exact,
@@ -153,7 +139,7 @@ static int compare(pl_fsdp2 *a, pl_trainer *ref, bool grad, int exact,
       }
     } else {
       int64_t bad;
-      const double r = ratio(ga, gr, n, 1e-4, &bad);
+      const double r = tt_ratio(ga, gr, n, 1e-4, &bad);
       if (r > 1) {
         ok = 0;
         if (!quiet)
@@ -604,17 +590,6 @@ START_TEST(peer_points) {
 END_TEST
 
 int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK)
-    return 2;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
-      pl_comm_world(dev, &world) != PL_OK) {
-    fprintf(stderr, "fsdp2 test setup: %s\n", pl_last_error());
-    return 3;
-  }
-  rank = pl_comm_rank(world);
-  size = pl_comm_size(world);
-  if (pl_comm_split(world, rank, 0, &self) != PL_OK)
-    return 3;
   const TTest *tests[] = {reference_every_layout,
                           reference_adversarial,
                           perturbed_weight_fails,
@@ -626,10 +601,6 @@ int main(int argc, char **argv) {
                           tune_points,
                           peer_points,
                           NULL};
-  const int nf = pl_check_run("fsdp2", 300, tests, rank, world);
-  pl_comm_destroy(self);
-  pl_comm_destroy(world);
-  pl_dev_destroy(dev);
-  pl_finalize();
-  return nf ? 1 : 0;
+  return tt_cpu_main(argc, argv, "fsdp2", 300, tests, &dev, &world, &self,
+                     &rank, &size);
 }

@@ -1,7 +1,7 @@
 /* test_mpi_fsdp2_plan.c — the planner's FSDP2 memory model
- * (engine/plan/fsdp2.c) against the FSDP2 baseline it models: for a grid of
- * small configurations (tiny-like models: layers, experts, top-k, dense and
- * MoE layers, tokens; cp and ep over the ranks of mpirun -np 1..4; AC full,
+ * (engine/plan/baseline_fsdp2.c) against the FSDP2 baseline it models: for a
+ * grid of small configurations (tiny-like models: layers, experts, top-k, dense
+ * and MoE layers, tokens; cp and ep over the ranks of mpirun -np 1..4; AC full,
  * selective and none; the optimizer on the device and offloaded; micro-
  * batches; bf16 and f32; a one-GPU proxy) every rank runs the real baseline
  * (baselines/fsdp2) on the CPU backend and compares the tracked device peak
@@ -23,6 +23,7 @@
 #include "comm/check_mpi.h"
 #include "fsdp2.h"
 #include "plan/plan.h"
+#include "plan/plan_testlib.h"
 #include "train/data.h"
 
 static pl_dev *dev;
@@ -116,40 +117,6 @@ static void measure(const point *p, pl_step_result *r) {
   pl_fsdp2_destroy(t);
 }
 
-static size_t tag_at_peak(const pl_mem_stats *s, const char *tag) {
-  for (int i = 0; i < s->n_tags; i++)
-    if (!strcmp(s->at_peak[i].tag, tag))
-      return s->at_peak[i].bytes;
-  return 0;
-}
-
-/* the tag whose bytes at the peak differ the most */
-static void worst_tag(const pl_plan_mem *pm, const pl_mem_stats *ms, char *buf,
-                      size_t n) {
-  const char *wt = "-";
-  double wd = 0;
-  size_t wp = 0, wm = 0;
-  for (int i = 0; i < ms->n_tags; i++) {
-    const size_t mb = ms->at_peak[i].bytes,
-                 pb = pl_plan_mem_tag(pm, ms->at_peak[i].tag);
-    const double d = fabs((double)pb - (double)mb);
-    if (d > wd)
-      wd = d, wt = ms->at_peak[i].tag, wp = pb, wm = mb;
-  }
-  for (int i = 0; i < pm->n_tags; i++) {
-    const size_t pb = pm->at_peak[i].bytes,
-                 mb = tag_at_peak(ms, pm->at_peak[i].tag);
-    const double d = fabs((double)pb - (double)mb);
-    if (d > wd)
-      wd = d, wt = pm->at_peak[i].tag, wp = pb, wm = mb;
-  }
-  snprintf(buf, n, "%s (predicted %zu, measured %zu at the peak)", wt, wp, wm);
-}
-
-static double rel(size_t pred, size_t meas) {
-  return meas ? fabs((double)pred - (double)meas) / (double)meas : pred ? 1 : 0;
-}
-
 static pl_plan_machine cpu_machine(void) {
   pl_plan_machine mc = pl_plan_machine_default();
   mc.backend = PL_BACKEND_CPU;
@@ -169,10 +136,10 @@ static void check_point(const point *p, double *dev_err, double *host_err,
   const pl_plan_mem *pm = &v->mem;
   pl_step_result r;
   measure(p, &r);
-  double e[2] = {rel(pm->dev_peak, r.dev.peak),
-                 rel(pm->host_pinned, r.host.peak)};
+  double e[2] = {pt_rel(pm->dev_peak, r.dev.peak),
+                 pt_rel(pm->host_pinned, r.host.peak)};
   char why[160];
-  worst_tag(pm, &r.dev, why, sizeof why);
+  pt_worst_tag(pm, &r.dev, why, sizeof why);
   double all[2] = {e[0], e[1]};
   ck_assert_int_eq(pl_host_allreduce_f64(world, all, 2, PL_RED_MAX), PL_OK);
   if (rank == 0)
@@ -236,7 +203,7 @@ START_TEST(wrong_ac_fails) {
   ck_assert_int_eq(pl_plan_fsdp2_memory(&p.m, &pc, &mc, &pm), PL_OK);
   pl_step_result r;
   measure(&p, &r);
-  double e = rel(pm.dev_peak, r.dev.peak);
+  double e = pt_rel(pm.dev_peak, r.dev.peak);
   ck_assert_int_eq(pl_host_allreduce_f64(world, &e, 1, PL_RED_MIN), PL_OK);
   ck_assert_msg(e > 0.05, "an AC-full prediction of an AC-none step stayed "
                           "within 5%%");
@@ -258,19 +225,11 @@ START_TEST(time_is_a_step) {
 END_TEST
 
 int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK)
-    return 2;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
-      pl_comm_world(dev, &world) != PL_OK) {
-    fprintf(stderr, "fsdp2 plan test setup: %s\n", pl_last_error());
-    return 3;
-  }
-  rank = pl_comm_rank(world);
-  size = pl_comm_size(world);
+  const int e = pl_check_world_open(&argc, &argv, "fsdp2 plan", &dev, &world,
+                                    &rank, &size);
+  if (e)
+    return e;
   const TTest *tests[] = {baseline_grid, wrong_ac_fails, time_is_a_step, NULL};
-  const int nf = pl_check_run("fsdp2_plan", 300, tests, rank, world);
-  pl_comm_destroy(world);
-  pl_dev_destroy(dev);
-  pl_finalize();
-  return nf ? 1 : 0;
+  return pl_check_world_close(
+      dev, world, pl_check_run("fsdp2_plan", 300, tests, rank, world));
 }

@@ -3,7 +3,8 @@
  * state must not be inherited across fork), the OpenMP threads of each rank
  * capped to its share of the node's cores, and, given a communicator, the
  * sum of every rank's failures (so that each rank's exit code, and rank 0's
- * summary, speak for all).  Header-only: only tests include it. */
+ * summary, speak for all); and the CPU world most of them open and close.
+ * Header-only: only tests include it. */
 #ifndef PL_CHECK_MPI_H
 #define PL_CHECK_MPI_H
 
@@ -52,6 +53,33 @@ static inline int pl_check_run(const char *name, double timeout_s, const TTest *
     nf = (int)bad;
   }
   return nf;
+}
+
+/* The CPU world of an MPI test's main: pl_init, the CPU device, the world,
+ * this rank and the world's size.  Returns 0, or main's exit status (2: no
+ * init; 3: no device or world, "<name> test setup: <why>" printed). */
+static inline int pl_check_world_open(int *argc, char ***argv, const char *name,
+                                      pl_dev **dev, pl_comm **world, int *rank,
+                                      int *size) {
+  if (pl_init(argc, argv) != PL_OK)
+    return 2;
+  if (pl_dev_create(PL_BACKEND_CPU, 0, dev) != PL_OK ||
+      pl_comm_world(*dev, world) != PL_OK) {
+    fprintf(stderr, "%s test setup: %s\n", name, pl_last_error());
+    return 3;
+  }
+  *rank = pl_comm_rank(*world);
+  *size = pl_comm_size(*world);
+  return 0;
+}
+
+/* Frees what pl_check_world_open made and finalizes; main's exit status for
+ * nf failed tests. */
+static inline int pl_check_world_close(pl_dev *dev, pl_comm *world, int nf) {
+  pl_comm_destroy(world);
+  pl_dev_destroy(dev);
+  pl_finalize();
+  return nf ? 1 : 0;
 }
 
 #endif

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 #include "plateau/log.h"
 
 #define PL_SENDRECV_TAG 0x504c /* "PL" */

@@ -33,9 +33,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "plateau/hd.h"
-#include "plateau/plateau.h"
 #include "comm/check_mpi.h"
+#include "plateau/host_device.h"
+#include "plateau/plateau.h"
 
 static int g_nbe;               /* backends under test: CPU, then CUDA */
 static pl_dev *g_dev[2];

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "comm/check_mpi.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 #include "plateau/plateau.h"
 
 static pl_dev *g_dev[2];

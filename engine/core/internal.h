@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "plateau/dev.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 #include "plateau/kernels.h"
 #include "plateau/log.h"
 #include "plateau/status.h"
@@ -150,11 +150,11 @@ static inline bool pl__on_cuda(const pl_stream *s) {
 
 /* Element i of a host array of dtype dt (f32 or bf16) as f32, and back with
  * round-to-nearest-even: the CPU kernels' loads and stores. */
-static inline float pl__ld(const void *p, pl_dtype dt, size_t i) {
+static inline float pl__load_elem(const void *p, pl_dtype dt, size_t i) {
   return dt == PL_F32 ? ((const float *)p)[i]
                       : pl_bf16_to_f32(((const pl_bf16 *)p)[i]);
 }
-static inline void pl__st(void *p, pl_dtype dt, size_t i, float v) {
+static inline void pl__store_elem(void *p, pl_dtype dt, size_t i, float v) {
   if (dt == PL_F32)
     ((float *)p)[i] = v;
   else

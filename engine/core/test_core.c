@@ -8,7 +8,7 @@
 
 #include "core/check_run.h"
 #include "plateau/dev.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 #include "plateau/log.h"
 #include "plateau/status.h"
 #include "plateau/tensor.h"

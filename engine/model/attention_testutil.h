@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "model/attention.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 
 typedef struct attn_err {
   double max_abs, norm_err; /* max |got-ref|, and that over max |ref| */

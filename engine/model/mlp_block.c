@@ -10,7 +10,7 @@
 #include "core/internal.h"
 #include "model/mlp_block_internal.h"
 
-/* The backend twins of backend/mlp_block.h, by the stream's backend. */
+/* The backend twins of backend/mlp_block_kernels.h, by the stream's backend. */
 pl_status pl__rmsnorm_fwd(pl_stream *s, const void *x, const void *w, void *n,
                           int64_t N, int64_t H, float eps, pl_dtype dt) {
 #if PL_HAVE_CUDA

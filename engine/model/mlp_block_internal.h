@@ -1,11 +1,12 @@
 /* model/mlp_block_internal.h — the RMSNorm of the model's blocks on the
  * stream's backend (the dense block's norm and the decoder layer's attention
- * norm) and SwiGLU: the CPU or CUDA twin of backend/mlp_block.h, whose comments give the
- * arguments' meaning.  Defined in mlp_block.c.  Not installed. */
+ * norm) and SwiGLU: the CPU or CUDA twin of backend/mlp_block_kernels.h, whose
+ * comments give the arguments' meaning.  Defined in mlp_block.c.  Not
+ * installed. */
 #ifndef PLATEAU_MODEL_MLP_BLOCK_INTERNAL_H
 #define PLATEAU_MODEL_MLP_BLOCK_INTERNAL_H
 
-#include "backend/mlp_block.h"
+#include "backend/mlp_block_kernels.h"
 
 pl_status pl__rmsnorm_fwd(pl_stream *s, const void *x, const void *w, void *n,
                           int64_t N, int64_t H, float eps, pl_dtype dt);

@@ -2,7 +2,7 @@
  * (model/rope.h). */
 #include "model/rope.h"
 
-#include "backend/rope.h"
+#include "backend/rope_kernels.h"
 #include "core/internal.h"
 
 static pl_status rope_check(pl_dtype dt, int64_t B, int64_t S, int n_h, int d, int64_t pos0,

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/router.h"
+#include "backend/router_kernels.h"
 #include "core/internal.h"
 
 pl_status pl_router_check(const pl_router_shape *sh) {
@@ -38,7 +38,7 @@ pl_status pl_router_fwd(pl_stream *s, const pl_router_shape *sh, const void *x, 
                              idx, w);
 }
 
-/* dlogits on the stream's backend (backend/router.h). */
+/* dlogits on the stream's backend (backend/router_kernels.h). */
 static pl_status router_dlogits(pl_stream *s, const float *probs,
                                 const int32_t *idx, const float *w,
                                 const float *dw, int64_t N, int E, int k,

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/check_run.h"
 #include "core/internal.h"
 #include "model/layer.h"
-#include "plateau/hd.h"
-#include "core/check_run.h"
+#include "plateau/host_device.h"
 
 static double getv(const void *p, pl_dtype dt, size_t i) {
   return dt == PL_F32 ? ((const float *)p)[i] : pl_bf16_to_f32(((const pl_bf16 *)p)[i]);

@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/check_run.h"
 #include "model/router.h"
 #include "ops/moe.h"
-#include "plateau/hd.h"
-#include "core/check_run.h"
+#include "plateau/host_device.h"
 
 enum { N = 6, H = 8, I = 5, E = 10, k = 3 };
 

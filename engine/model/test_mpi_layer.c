@@ -134,17 +134,11 @@ START_TEST(ulysses_layer_equals_single_rank) {
 END_TEST
 
 int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK) return 2;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK || pl_comm_world(dev, &world) != PL_OK) {
-    fprintf(stderr, "layer test setup: %s\n", pl_last_error());
-    return 3;
-  }
-  rank = pl_comm_rank(world);
-  size = pl_comm_size(world);
+  const int e =
+      pl_check_world_open(&argc, &argv, "layer", &dev, &world, &rank, &size);
+  if (e)
+    return e;
   const TTest *tests[] = {fd_directional, ulysses_layer_equals_single_rank, NULL};
-  const int nf = pl_check_run("layer", 300, tests, rank, world);
-  pl_comm_destroy(world);
-  pl_dev_destroy(dev);
-  pl_finalize();
-  return nf ? 1 : 0;
+  return pl_check_world_close(dev, world,
+                              pl_check_run("layer", 300, tests, rank, world));
 }

@@ -8,7 +8,7 @@
  * [D (head group)][N][h/D][d] is unpacked to [N][D][h/D][d] = x. */
 #include "model/ulysses.h"
 
-#include "backend/ulysses.h"
+#include "backend/ulysses_kernels.h"
 #include "core/internal.h"
 
 static pl_status transpose01(pl_stream *s, void *dst, const void *src, int64_t A, int64_t B,

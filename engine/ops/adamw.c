@@ -1,7 +1,7 @@
 /* adamw.c — the reference AdamW (adamw.h): hyperparameters, the per-step
  * float scalars, the fixed-order gradient sum of squares, the plain-C
- * reference update and step, and the two kernels of backend/adamw.h on the
- * stream's backend.
+ * reference update and step, and the two kernels of backend/adamw_kernels.h on
+ * the stream's backend.
  *
  * The reference is deliberately the simplest possible loop over
  * pl__adamw_elem: every other implementation (SIMD, CPU backend, CUDA) is
@@ -11,7 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "backend/adamw.h"
+#include "backend/adamw_kernels.h"
 #include "core/internal.h"
 #include "ops/adamw_internal.h"
 

@@ -3,9 +3,9 @@
  * One operation order, used by the reference, the SIMD CPU kernel
  * (backend/cpu/adamw_simd.c), the CPU-backend kernel (backend/cpu/adamw_cpu.c)
  * and the CUDA kernel (backend/cuda/adamw.cu) through one element function,
- * pl__adamw_elem in backend/adamw.h (with pl_adamw_scalars and the norm's
- * chunk constants).  Per parameter element, fp32, each step a
- * separately rounded IEEE operation (no FMA contraction anywhere):
+ * pl__adamw_elem in backend/adamw_kernels.h (with pl_adamw_scalars and the
+ * norm's chunk constants).  Per parameter element, fp32, each step a separately
+ * rounded IEEE operation (no FMA contraction anywhere):
  *
  *   g    = g_raw · gscale                     (gscale = clip factor, 1 if off)
  *   m    = b1·m + (1−b1)·g                    (mul, mul, add)
@@ -37,8 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plateau/host_device.h"
 #include "plateau/optypes.h"
-#include "plateau/hd.h"
 #include "plateau/plateau.h"
 
 #ifdef __cplusplus

@@ -1,4 +1,4 @@
-/* ops/adamw_internal.h — the AdamW kernels of backend/adamw.h on the
+/* ops/adamw_internal.h — the AdamW kernels of backend/adamw_kernels.h on the
  * stream's backend, shared by the reference module (adamw.c, which defines
  * them) and OffloadStreamAdamW (stream_adamw.c).  Not installed. */
 #ifndef PLATEAU_OPS_ADAMW_INTERNAL_H

@@ -15,7 +15,7 @@
 
 #include "ops/adamw.h"
 #include "ops/stream_adamw.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 #include "plateau/plateau.h"
 
 #define TL_MAXT 16

@@ -14,23 +14,19 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/ce.h"
+#include "backend/ce_kernels.h"
 #include "core/internal.h"
 #include "ops/ce.h"
 
+const char *const pl_ce_reduction_names[] = {"mean", "sum", "none", NULL};
+
 const char *pl_ce_reduction_name(pl_ce_reduction r) {
-  switch (r) {
-  case PL_CE_MEAN: return "mean";
-  case PL_CE_SUM: return "sum";
-  case PL_CE_NONE: return "none";
-  }
-  return "?";
+  return (unsigned)r <= PL_CE_NONE ? pl_ce_reduction_names[r] : "?";
 }
 
 pl_status pl_ce_reduction_parse(const char *s, pl_ce_reduction *out) {
-  static const char *const names[] = {"mean", "sum", "none"};
-  for (int i = 0; i < 3; i++)
-    if (s && strcmp(s, names[i]) == 0) {
+  for (int i = 0; s && pl_ce_reduction_names[i]; i++)
+    if (strcmp(s, pl_ce_reduction_names[i]) == 0) {
       *out = (pl_ce_reduction)i;
       return PL_OK;
     }

@@ -39,13 +39,16 @@ extern "C" {
 
 #define PL_CE_IGNORE_INDEX (-100)
 
+/* "mean" "sum" "none" by the enum, NULL-terminated (the one table of the
+ * reductions' names: the operators' messages, the benches' options). */
+extern const char *const pl_ce_reduction_names[];
 const char *pl_ce_reduction_name(pl_ce_reduction r);
 pl_status pl_ce_reduction_parse(const char *s, pl_ce_reduction *out);
 
 /* ---- the head's kernels on the stream's backend ----------------------------
- * Each runs the CPU reference or the CUDA twin of backend/ce.h (the meaning
- * of every argument and the state layout are written there); an empty strip
- * (n or the width 0) returns PL_OK without a launch. */
+ * Each runs the CPU reference or the CUDA twin of backend/ce_kernels.h (the
+ * meaning of every argument and the state layout are written there); an empty
+ * strip (n or the width 0) returns PL_OK without a launch. */
 pl_status pl_ce_count(pl_stream *s, int64_t n, const int32_t *t, int32_t ignore,
                       float *stats);
 pl_status pl_ce_fold(pl_stream *s, const float *y, int64_t ldy, int64_t n,

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 
 pl_llep_knobs pl_llep_knobs_default(void) {
   pl_llep_knobs k = {.alpha = 1.0, .m = 1024, .lambda = 1.3, .native = false};
@@ -253,8 +253,8 @@ int pl_llep_plan_dest(const pl_llep_plan *p, int e, int64_t pos) {
   return -1;
 }
 
-pl_status pl_eq1_chunks(int64_t N_max, int64_t c, int K_max, int *K,
-                        int64_t *c_eff) {
+pl_status pl_llep_chunking(int64_t N_max, int64_t c, int K_max, int *K,
+                           int64_t *c_eff) {
   if (c < 1)
     return pl_set_error(PL_EINVAL, "c=%lld: the token cap must be >= 1",
                         (long long)c);

@@ -75,8 +75,8 @@ int pl_llep_plan_dest(const pl_llep_plan *p, int e, int64_t pos);
 /* K = min(max_r ceil(N_r / c), K_max), at least 1; c_eff = ceil(N_max / K),
  * where N_max is the largest per-rank token count of the group (c_eff of the
  * bound 2*Ep*k*c_eff*H*b).  c >= 1 and K_max >= 1 (PL_EINVAL otherwise). */
-pl_status pl_eq1_chunks(int64_t N_max, int64_t c, int K_max, int *K,
-                        int64_t *c_eff);
+pl_status pl_llep_chunking(int64_t N_max, int64_t c, int K_max, int *K,
+                           int64_t *c_eff);
 
 /* Chunk of token position t (0 <= t < N) among K chunks of a rank holding N
  * tokens: strided (t mod K) or contiguous (t / ceil(N/K)). */

@@ -14,30 +14,31 @@
 
 /* ---- configuration ------------------------------------------------------- */
 
+const char *const pl_moe_variant_names[PL_MOE_VARIANT_COUNT + 1] = {
+    "ep", "llep", "pipelined_llep", NULL};
+const char *const pl_moe_variant_short_names[PL_MOE_VARIANT_COUNT + 1] = {
+    "ep", "llep", "pllep", NULL};
+
 const char *pl_moe_variant_name(pl_moe_variant v) {
-  switch (v) {
-  case PL_MOE_EP:
-    return "ep";
-  case PL_MOE_LLEP:
-    return "llep";
-  case PL_MOE_PIPELINED:
-    return "pipelined_llep";
-  }
-  return "?";
+  return (unsigned)v < PL_MOE_VARIANT_COUNT ? pl_moe_variant_names[v] : "?";
+}
+
+const char *pl_moe_variant_short_name(pl_moe_variant v) {
+  return (unsigned)v < PL_MOE_VARIANT_COUNT ? pl_moe_variant_short_names[v]
+                                            : "?";
 }
 
 pl_status pl_moe_variant_parse(const char *s, pl_moe_variant *out) {
-  if (s && strcmp(s, "ep") == 0)
-    *out = PL_MOE_EP;
-  else if (s && strcmp(s, "llep") == 0)
-    *out = PL_MOE_LLEP;
-  else if (s && (strcmp(s, "pipelined_llep") == 0 || strcmp(s, "pllep") == 0))
-    *out = PL_MOE_PIPELINED;
-  else
-    return pl_set_error(PL_EINVAL,
-                        "variant '%s': allowed ep, llep, pipelined_llep",
-                        s ? s : "");
-  return PL_OK;
+  for (int v = 0; s && v < PL_MOE_VARIANT_COUNT; v++)
+    if (!strcmp(s, pl_moe_variant_names[v]) ||
+        !strcmp(s, pl_moe_variant_short_names[v])) {
+      *out = (pl_moe_variant)v;
+      return PL_OK;
+    }
+  return pl_set_error(PL_EINVAL,
+                      "variant '%s': allowed ep, llep, pipelined_llep (or "
+                      "pllep)",
+                      s ? s : "");
 }
 
 pl_moe_cfg pl_moe_cfg_default(void) {

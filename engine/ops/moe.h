@@ -51,10 +51,24 @@ typedef enum pl_moe_variant {
   PL_MOE_EP = 0,
   PL_MOE_LLEP = 1,
   PL_MOE_PIPELINED = 2,
+  PL_MOE_VARIANT_COUNT
 } pl_moe_variant;
 
+/* The variants' names, the one table the engine, the benches, the
+ * trainer's and the planner's options and the report read; indexed by the
+ * enum, NULL-terminated (the option parsers' choices):
+ *   pl_moe_variant_names        "ep" "llep" "pipelined_llep" — bench
+ *                               dispatch's --variants and its rows;
+ *   pl_moe_variant_short_names  "ep" "llep" "pllep" — the trainer's
+ *                               --dispatch and its variant strings
+ *                               ("pllep/ring/stream"). */
+extern const char *const pl_moe_variant_names[PL_MOE_VARIANT_COUNT + 1];
+extern const char *const pl_moe_variant_short_names[PL_MOE_VARIANT_COUNT + 1];
+
 const char *pl_moe_variant_name(pl_moe_variant v);
-/* "ep" | "llep" | "pipelined_llep" (also "pllep"). */
+const char *pl_moe_variant_short_name(pl_moe_variant v);
+/* Either name of a variant ("pipelined_llep" or "pllep"); PL_EINVAL
+ * naming s and the allowed names otherwise. */
 pl_status pl_moe_variant_parse(const char *s, pl_moe_variant *out);
 
 typedef struct pl_moe_cfg {

@@ -3,7 +3,8 @@
  *   moe.c            the layer object: configuration, create / destroy;
  *   moe_plan.c       the routing plan of one forward (route -> destination,
  *                    Eq. 1 chunks, counts, per-chunk layouts, the LLEP plan
- *                    glue), kept in a pl_moe_ctx for the backward;
+ *                    glue), kept in a pl_moe_ctx for the backward, and the
+ *                    context's stage-profile marks;
  *   moe_expert.c     the expert compute of one chunk: grouped GEMMs and
  *                    SwiGLU forward, and backward with recompute, over the
  *                    compute stream and its lanes;
@@ -130,7 +131,7 @@ pl_status pl__moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
                        const void *B, int64_t ldb, float beta, void *C,
                        int64_t ldc, pl_dtype ab_dt, pl_dtype c_dt);
 
-/* moe_pipeline.c, cfg.profile: the end of stage `stage` (pl_moe_stage) on
+/* moe_plan.c, cfg.profile: the end of stage `stage` (pl_moe_stage) on
  * the compute stream s, or with stage < 0 a start mark (the time since the
  * previous mark counts as idle).  Without cfg.profile: nothing. */
 pl_status pl__moe_mark(pl_moe_ctx *c, int stage, pl_stream *s);

@@ -97,29 +97,6 @@ const char *pl_moe_stage_name(int st) {
   return st >= 0 && st < PL_MOE_NSTAGES ? n[st] : "?";
 }
 
-pl_status pl__moe_mark(pl_moe_ctx *c, int stage, pl_stream *s) {
-  if (!c->m->cfg.profile)
-    return PL_OK;
-  if (c->pn == c->pcap) {
-    int cap = c->pcap ? 2 * c->pcap : 64;
-    pl_event **e = realloc(c->pev, (size_t)cap * sizeof *e);
-    if (!e)
-      return pl_set_error(PL_ENOMEM, "moe: profile events");
-    c->pev = e;
-    int *t = realloc(c->pst, (size_t)cap * sizeof *t);
-    if (!t)
-      return pl_set_error(PL_ENOMEM, "moe: profile events");
-    c->pst = t;
-    for (int i = c->pcap; i < cap; i++)
-      c->pev[i] = NULL;
-    for (; c->pcap < cap; c->pcap++)
-      PL_TRY(pl_event_create(c->m->dev, &c->pev[c->pcap]));
-  }
-  PL_TRY(pl_event_record(c->pev[c->pn], s));
-  c->pst[c->pn++] = stage < 0 ? PL_MOE_ST_IDLE : stage;
-  return PL_OK;
-}
-
 /* After the stream's work is done: the marks' intervals into stage_ms. */
 static void settle(pl_moe_ctx *c, bool reset) {
   if (!c || !c->m->cfg.profile)

@@ -44,6 +44,31 @@ void pl_moe_ctx_free(pl_moe_ctx *c) {
   free(c);
 }
 
+/* The stage profile's marks (moe_internal.h): events kept in the context
+ * beside its plan, read by moe_pipeline.c's settle. */
+pl_status pl__moe_mark(pl_moe_ctx *c, int stage, pl_stream *s) {
+  if (!c->m->cfg.profile)
+    return PL_OK;
+  if (c->pn == c->pcap) {
+    int cap = c->pcap ? 2 * c->pcap : 64;
+    pl_event **e = realloc(c->pev, (size_t)cap * sizeof *e);
+    if (!e)
+      return pl_set_error(PL_ENOMEM, "moe: profile events");
+    c->pev = e;
+    int *t = realloc(c->pst, (size_t)cap * sizeof *t);
+    if (!t)
+      return pl_set_error(PL_ENOMEM, "moe: profile events");
+    c->pst = t;
+    for (int i = c->pcap; i < cap; i++)
+      c->pev[i] = NULL;
+    for (; c->pcap < cap; c->pcap++)
+      PL_TRY(pl_event_create(c->m->dev, &c->pev[c->pcap]));
+  }
+  PL_TRY(pl_event_record(c->pev[c->pn], s));
+  c->pst[c->pn++] = stage < 0 ? PL_MOE_ST_IDLE : stage;
+  return PL_OK;
+}
+
 static int helper_index(const pl_moe_ctx *c, int e) {
   for (int i = 0; i < c->nh; i++)
     if (c->h_exp[i] == e)
@@ -194,7 +219,7 @@ static pl_status plan_and_chunks(pl_moe *m, pl_moe_ctx *c, plan_scratch *x) {
     kn.native = true;
   PL_TRY(pl_llep_plan_build(x->gcount, x->E, x->Ep, kn, &c->plan));
   if (cf->variant == PL_MOE_PIPELINED) {
-    PL_TRY(pl_eq1_chunks(x->N_max, cf->c, cf->K_max, &c->K, &c->c_eff));
+    PL_TRY(pl_llep_chunking(x->N_max, cf->c, cf->K_max, &c->K, &c->c_eff));
   } else {
     c->K = 1;
     c->c_eff = x->N_max;

@@ -72,19 +72,16 @@ struct pl_dtp {
   size_t kept_bytes;
 };
 
+const char *const pl_dtp_mode_names[] = {"auto", "act", "weights", NULL};
+const char *const pl_dtp_sched_names[] = {"auto", "chunked", "blocked", NULL};
+
 const char *pl_dtp_mode_name(pl_dtp_mode m) {
-  switch (m) {
-  case PL_DTP_AUTO: return "auto";
-  case PL_DTP_MOVE_ACT: return "act";
-  case PL_DTP_MOVE_W: return "weights";
-  }
-  return "?";
+  return (unsigned)m <= PL_DTP_MOVE_W ? pl_dtp_mode_names[m] : "?";
 }
 
 pl_status pl_dtp_mode_parse(const char *s, pl_dtp_mode *out) {
-  static const char *const names[] = {"auto", "act", "weights"};
-  for (int i = 0; i < 3; i++)
-    if (s && strcmp(s, names[i]) == 0) {
+  for (int i = 0; s && pl_dtp_mode_names[i]; i++)
+    if (strcmp(s, pl_dtp_mode_names[i]) == 0) {
       *out = (pl_dtp_mode)i;
       return PL_OK;
     }
@@ -93,18 +90,12 @@ pl_status pl_dtp_mode_parse(const char *s, pl_dtp_mode *out) {
 }
 
 const char *pl_dtp_sched_name(pl_dtp_sched m) {
-  switch (m) {
-  case PL_DTP_SCHED_AUTO: return "auto";
-  case PL_DTP_SCHED_CHUNKED: return "chunked";
-  case PL_DTP_SCHED_BLOCKED: return "blocked";
-  }
-  return "?";
+  return (unsigned)m <= PL_DTP_SCHED_BLOCKED ? pl_dtp_sched_names[m] : "?";
 }
 
 pl_status pl_dtp_sched_parse(const char *s, pl_dtp_sched *out) {
-  static const char *const names[] = {"auto", "chunked", "blocked"};
-  for (int i = 0; i < 3; i++)
-    if (s && strcmp(s, names[i]) == 0) {
+  for (int i = 0; s && pl_dtp_sched_names[i]; i++)
+    if (strcmp(s, pl_dtp_sched_names[i]) == 0) {
       *out = (pl_dtp_sched)i;
       return PL_OK;
     }

@@ -42,7 +42,10 @@ typedef enum pl_dtp_mode {
   PL_DTP_MOVE_W = 2,   /* weight shards circulate                      */
 } pl_dtp_mode;
 
-const char *pl_dtp_mode_name(pl_dtp_mode m); /* "auto" "act" "weights" */
+/* The names by the enum, NULL-terminated (the benches' options read them). */
+extern const char *const pl_dtp_mode_names[];  /* "auto" "act" "weights"      */
+extern const char *const pl_dtp_sched_names[]; /* "auto" "chunked" "blocked"  */
+const char *pl_dtp_mode_name(pl_dtp_mode m);
 pl_status pl_dtp_mode_parse(const char *s, pl_dtp_mode *out);
 
 /* What pl_dtp_run runs. */
@@ -53,7 +56,7 @@ typedef enum pl_dtp_sched {
   PL_DTP_SCHED_BLOCKED = 2, /* the ring's meetings, block by block          */
 } pl_dtp_sched;
 
-const char *pl_dtp_sched_name(pl_dtp_sched s); /* "auto" "chunked" "blocked" */
+const char *pl_dtp_sched_name(pl_dtp_sched s);
 pl_status pl_dtp_sched_parse(const char *s, pl_dtp_sched *out);
 
 typedef struct pl_dtp_opts {

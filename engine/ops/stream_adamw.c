@@ -52,7 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/adamw.h"
+#include "backend/adamw_kernels.h"
 #include "core/internal.h"
 #include "ops/adamw_internal.h"
 

@@ -53,7 +53,7 @@ typedef struct pl_stream_adamw_cfg {
    * rates of the two engines: r_cpu / (r_cpu + r_gpu)). */
   double share;
   double share_init;  /* first share when auto (e.g. 0.25)                 */
-  int simd_path;      /* pl_simd_path of backend/adamw.h (0 = auto)          */
+  int simd_path;      /* pl_simd_path of backend/adamw_kernels.h (0 = auto)      */
   int cpu_threads;    /* OpenMP threads of the CPU share (<= 0: default)     */
   pl_comm *comm;      /* clipping norm over its ranks (NULL: this rank)      */
   /* Borrowed host state (pinned, numel = Θ) instead of allocating it: lets a

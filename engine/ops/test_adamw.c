@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/adamw.h"
+#include "backend/adamw_kernels.h"
 #include "core/check_run.h"
 #include "ops/adamw_internal.h"
 #include "ops/adamw_testlib.h"

@@ -1,5 +1,5 @@
-/* test_adamw_simd.c — the CPU backend's SIMD AdamW (backend/adamw.h) equals
- * the reference bit for bit on every code path, each forced in turn
+/* test_adamw_simd.c — the CPU backend's SIMD AdamW (backend/adamw_kernels.h)
+ * equals the reference bit for bit on every code path, each forced in turn
  * (AVX-512, AVX2, scalar; a path this CPU lacks is reported as skipped, and
  * forcing it is PL_EUNSUPPORTED), for sizes around every vector width and
  * block boundary, 1..3 threads, f32 and bf16 gradients, with and without the
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/adamw.h"
+#include "backend/adamw_kernels.h"
 #include "core/check_run.h"
 #include "ops/adamw_testlib.h"
 

@@ -2,19 +2,22 @@
  * problems (X, W, t from the counter RNG, so every rank of an MPI test can
  * build any rank's slice), the f64 reference of the dense head, device
  * up/download, and a comparison that reports max abs/rel error and the first
- * bad index.  Included by the test_*.c files of the vocab head only. */
+ * bad index, and the MPI tests' case table.  Included by the test_*.c files
+ * of the vocab head only. */
 #ifndef PLATEAU_OPS_TEST_CE_REF_H
 #define PLATEAU_OPS_TEST_CE_REF_H
 
 #include <check.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "plateau/hd.h"
-#include "plateau/plateau.h"
+#include "comm/check_mpi.h"
 #include "ops/ce.h"
+#include "plateau/host_device.h"
+#include "plateau/plateau.h"
 
 /* Inputs of a global problem: x (N×H), w (H×V), t (N); values as stored in
  * dtype dt (bf16-rounded when dt is bf16), kept as f32 on the host. */
@@ -191,6 +194,59 @@ static inline int ref_close(const char *what, const double *a, const double *b,
     return 0;
   }
   return 1;
+}
+
+/* The case table of the MPI tests of the vocabulary-parallel heads
+ * (test_mpi_ring_dtp.c, baselines/test_mpi_ce_heads.c): rank r's tokens,
+ * the shape, the block and the targets of each case. */
+typedef struct rcase {
+  int64_t n_base;  /* N_r = n_base + r·n_step, or 0 on the last rank if zero_last */
+  int64_t n_step;
+  int zero_last;
+  int64_t h, v, block;
+  int ign_every;
+  int64_t lo, hi;  /* target range (0,0: all of V) */
+  float scale;
+} rcase;
+
+static const rcase cases[] = {
+    {7, 1, 0, 8, 37, 5, 4, 0, 0, 1.0f},    /* N ≤ V/P mostly, V % P != 0    */
+    {30, 2, 0, 6, 20, 3, 5, 0, 0, 2.0f},   /* N > V/P: auto moves weights   */
+    {9, 0, 1, 5, 23, 4, 3, 0, 0, 1.0f},    /* N = 0 on the last rank        */
+    {11, 0, 0, 7, 40, 6, 0, 0, 3, 3.0f},   /* every target in shard 0       */
+    {5, 1, 0, 4, 3, 2, 2, 0, 0, 1.0f},     /* V < P at P = 4: empty shards  */
+    {4, 3, 0, 16, 150, 0, 6, 0, 0, 1.5f},  /* default block (whole shard)   */
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+/* The main of those MPI tests: the devices (CUDA when every rank can have
+ * its own GPU, else the CPU backend), the world, the tests run as suite
+ * name (label printed on rank 0), everything freed.  Returns main's exit
+ * status. */
+static inline int ref_mpi_main(int argc, char **argv, const char *name,
+                               const char *label, double timeout_s,
+                               const TTest *const *tests, pl_dev **dev,
+                               pl_comm **comm, int *P, int *R) {
+  if (pl_init(&argc, &argv) != PL_OK) {
+    fprintf(stderr, "pl_init: %s\n", pl_last_error());
+    return 1;
+  }
+  *P = pl_world_size();
+  *R = pl_world_rank();
+  /* Tiny problems, and more ranks than cores: more threads only thrash. */
+  if (*P > 1) omp_set_num_threads(1);
+  int64_t ngpu = pl_cuda_device_count();
+  pl_backend be = ngpu >= *P ? PL_BACKEND_CUDA : PL_BACKEND_CPU;
+  if (pl_dev_create(be, -1, dev) != PL_OK || pl_comm_world(*dev, comm) != PL_OK) {
+    fprintf(stderr, "setup: %s\n", pl_last_error());
+    return 1;
+  }
+  if (*R == 0) printf("# %s tests on %s, %d ranks\n", label, pl_backend_name(be), *P);
+  const int nf = pl_check_run(name, timeout_s, tests, *R, *comm);
+  pl_comm_destroy(*comm);
+  pl_dev_destroy(*dev);
+  pl_finalize();
+  return nf ? 1 : 0;
 }
 
 #endif

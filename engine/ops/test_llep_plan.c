@@ -158,24 +158,24 @@ END_TEST
 START_TEST(eq1) {
   int K;
   int64_t ce;
-  ck_assert_int_eq(pl_eq1_chunks(65536, 6554, 64, &K, &ce), PL_OK);
+  ck_assert_int_eq(pl_llep_chunking(65536, 6554, 64, &K, &ce), PL_OK);
   ck_assert_int_eq(K, 10);
   ck_assert_int_eq(ce, 6554);
-  ck_assert_int_eq(pl_eq1_chunks(32768, 10923, 64, &K, &ce), PL_OK);
+  ck_assert_int_eq(pl_llep_chunking(32768, 10923, 64, &K, &ce), PL_OK);
   ck_assert_int_eq(K, 3);
   ck_assert_int_eq(ce, 10923);
-  ck_assert_int_eq(pl_eq1_chunks(100, 1, 8, &K, &ce), PL_OK);
+  ck_assert_int_eq(pl_llep_chunking(100, 1, 8, &K, &ce), PL_OK);
   ck_assert_int_eq(K, 8);
   ck_assert_int_eq(ce, 13);
-  ck_assert_int_eq(pl_eq1_chunks(0, 5, 8, &K, &ce), PL_OK);
+  ck_assert_int_eq(pl_llep_chunking(0, 5, 8, &K, &ce), PL_OK);
   ck_assert_int_eq(K, 1);
   ck_assert_int_eq(ce, 0);
-  ck_assert_int_eq(pl_eq1_chunks(10, 0, 8, &K, &ce), PL_EINVAL);
-  ck_assert_int_eq(pl_eq1_chunks(10, 3, 0, &K, &ce), PL_EINVAL);
+  ck_assert_int_eq(pl_llep_chunking(10, 0, 8, &K, &ce), PL_EINVAL);
+  ck_assert_int_eq(pl_llep_chunking(10, 3, 0, &K, &ce), PL_EINVAL);
   /* strided vs contiguous positions: every chunk <= c_eff tokens */
   for (int contig = 0; contig < 2; contig++) {
     int64_t N = 103;
-    pl_eq1_chunks(N, 10, 64, &K, &ce);
+    pl_llep_chunking(N, 10, 64, &K, &ce);
     int64_t cnt[64] = {0};
     for (int64_t t = 0; t < N; t++) {
       int ch = pl_chunk_of(t, N, K, contig);
@@ -194,17 +194,17 @@ END_TEST
 START_TEST(eq1_large) {
   int K;
   int64_t ce;
-  ck_assert_int_eq(pl_eq1_chunks(1000, INT64_MAX, 64, &K, &ce), PL_OK);
+  ck_assert_int_eq(pl_llep_chunking(1000, INT64_MAX, 64, &K, &ce), PL_OK);
   ck_assert_int_eq(K, 1);
   ck_assert_int_eq(ce, 1000);
-  ck_assert_int_eq(pl_eq1_chunks(INT64_MAX, INT64_MAX, 64, &K, &ce), PL_OK);
+  ck_assert_int_eq(pl_llep_chunking(INT64_MAX, INT64_MAX, 64, &K, &ce), PL_OK);
   ck_assert_int_eq(K, 1);
   ck_assert_int_eq(ce, INT64_MAX);
   const int64_t c = (int64_t)1 << 62;
-  ck_assert_int_eq(pl_eq1_chunks(c + 1, c, 64, &K, &ce), PL_OK);
+  ck_assert_int_eq(pl_llep_chunking(c + 1, c, 64, &K, &ce), PL_OK);
   ck_assert_int_eq(K, 2);
   ck_assert_int_eq(ce, ((int64_t)1 << 61) + 1);
-  ck_assert_int_eq(pl_eq1_chunks(INT64_MAX, c, 64, &K, &ce), PL_OK);
+  ck_assert_int_eq(pl_llep_chunking(INT64_MAX, c, 64, &K, &ce), PL_OK);
   ck_assert_int_eq(K, 2);
   ck_assert_int_eq(ce, ((int64_t)1 << 62));
 }

@@ -22,10 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/moe.h"
-#include "plateau/hd.h"
-#include "plateau/plateau.h"
 #include "comm/check_mpi.h"
+#include "ops/moe.h"
+#include "plateau/host_device.h"
+#include "plateau/plateau.h"
 
 #ifndef MOE_TEST_CUDA
 #define MOE_TEST_CUDA 0

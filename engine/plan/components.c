@@ -9,7 +9,7 @@
 
 #include "plan/plan_internal.h"
 
-static size_t tag_peak(const pl__ptrack *t, const char *tag) {
+static size_t tag_peak(const pl__sym_track *t, const char *tag) {
   for (int i = 0; i < t->n; i++)
     if (!strcmp(t->tag[i], tag))
       return t->tpeak[i];
@@ -24,25 +24,25 @@ pl_status pl_plan_moe_layer(const pl_moe_cfg *mc, int Ep, int64_t N,
                         "plan: moe layer Ep=%d N=%lld E=%d k=%d: need Ep >= 1 "
                         "dividing E, N >= 0, k >= 1",
                         Ep, (long long)N, mc->E, mc->k);
-  pl__pmoe p;
-  PL_TRY(pl__pmoe_make(mc, Ep, N, 1.0, worst, &p));
-  pl__ptrack t;
-  pl__pt_init(&t);
-  pl__pbuf ctx;
-  pl__pmoe_forward(&t, &p, &ctx);
+  pl__moe_replay p;
+  PL_TRY(pl__moe_replay_make(mc, Ep, N, 1.0, worst, &p));
+  pl__sym_track t;
+  pl__sym_init(&t);
+  pl__sym_buf ctx;
+  pl__moe_replay_forward(&t, &p, &ctx);
   if (!keep_ctx) { /* the backward on a context made again */
-    pl__pt_free(&t, &ctx);
-    pl__pmoe_forward(&t, &p, &ctx);
+    pl__sym_free(&t, &ctx);
+    pl__moe_replay_forward(&t, &p, &ctx);
   }
-  pl__pmoe_backward(&t, &p);
-  pl__pt_free(&t, &ctx);
+  pl__moe_replay_backward(&t, &p);
+  pl__sym_free(&t, &ctx);
   out->dispatch = tag_peak(&t, "dispatch");
   out->expert = tag_peak(&t, "expert");
   out->routing = tag_peak(&t, "routing");
   out->op_peak = t.peak;
   out->K = p.K;
   out->c_eff = p.c_eff;
-  pl__pmoe_free(&p);
+  pl__moe_replay_free(&p);
   return PL_OK;
 }
 
@@ -57,12 +57,12 @@ pl_status pl_plan_head(pl_dtype dt, int64_t n, int64_t h, int64_t v, int P,
                         "0 <= r < P, block >= 0",
                         pl_dtype_name(dt), (long long)n, (long long)h,
                         (long long)v, P, r, (long long)block);
-  pl__phead hd;
-  pl__phead_make(dt, n, h, v, P, block, &hd);
-  pl__ptrack t;
-  pl__pt_init(&t);
-  pl__pbuf aux = {0};
-  pl__phead_run(&t, &hd, &aux);
+  pl__head_replay hd;
+  pl__head_replay_make(dt, n, h, v, P, block, &hd);
+  pl__sym_track t;
+  pl__sym_init(&t);
+  pl__sym_buf aux = {0};
+  pl__head_replay_run(&t, &hd, &aux);
   out->logits = tag_peak(&t, "logits");
   out->ring = tag_peak(&t, "ring");
   out->grads = tag_peak(&t, "grads");
@@ -79,30 +79,30 @@ void pl_plan_sco_boundaries(int L, int64_t N, int64_t H, pl_dtype dt,
   if (selected < 0)
     selected = 0;
   const size_t nhb = (size_t)N * (size_t)H * pl_dtype_size(dt);
-  pl__ptrack t;
-  pl__pt_init(&t);
-  pl__pbuf *h = calloc((size_t)L + 1, sizeof *h);
+  pl__sym_track t;
+  pl__sym_init(&t);
+  pl__sym_buf *h = calloc((size_t)L + 1, sizeof *h);
   PL_ASSERT(h);
-  h[0] = pl__pt_alloc(&t, "boundary", PL_TERM_RESIDENT, nhb);
+  h[0] = pl__sym_alloc(&t, "boundary", PL_TERM_RESIDENT, nhb);
   for (int l = 0; l < L; l++) {
-    h[l + 1] = pl__pt_alloc(&t, l + 1 < L ? "boundary" : "output",
-                            PL_TERM_RESIDENT, nhb);
+    h[l + 1] = pl__sym_alloc(&t, l + 1 < L ? "boundary" : "output",
+                             PL_TERM_RESIDENT, nhb);
     if (l < selected)
-      pl__pt_free(&t, &h[l]);
+      pl__sym_free(&t, &h[l]);
   }
-  pl__pt_free(&t, &h[L]);
+  pl__sym_free(&t, &h[L]);
   int restoring = -1;
   for (int l = L - 1; l >= 0; l--) {
     if (l < selected) {
       if (restoring != l)
-        h[l] = pl__pt_alloc(&t, "boundary", PL_TERM_RESTORED, nhb);
+        h[l] = pl__sym_alloc(&t, "boundary", PL_TERM_RESTORED, nhb);
       restoring = -1;
     }
     if (l > 0 && l - 1 < selected) {
-      h[l - 1] = pl__pt_alloc(&t, "boundary", PL_TERM_RESTORED, nhb);
+      h[l - 1] = pl__sym_alloc(&t, "boundary", PL_TERM_RESTORED, nhb);
       restoring = l - 1;
     }
-    pl__pt_free(&t, &h[l]);
+    pl__sym_free(&t, &h[l]);
   }
   *dev_peak = tag_peak(&t, "boundary");
   free(h);

@@ -517,3 +517,52 @@ pl_status pl_plan_machine_load(pl_plan_machine *m, const char *path) {
   }
   return st;
 }
+
+/* ---- the machine's costs (plan_internal.h): usable memory, collectives
+ * over a group, attention's rate at a context ---- */
+
+double pl__hbm_usable(const pl_plan_machine *mc) {
+  return mc->hbm_bytes - mc->hbm_reserve;
+}
+double pl__host_usable(const pl_plan_machine *mc) {
+  return mc->host_bytes - mc->host_reserve;
+}
+
+void pl__link_of(const pl_plan_machine *mc, int G, double intra_gbs, double *bw,
+                 double *lat) {
+  if (G <= mc->gpus_per_node) {
+    *bw = intra_gbs * 1e9;
+    *lat = mc->nvl_lat_us * 1e-6;
+  } else {
+    *bw = (mc->ib_gbs < intra_gbs ? mc->ib_gbs : intra_gbs) * 1e9;
+    *lat = mc->ib_lat_us * 1e-6;
+  }
+}
+
+double pl__t_ring(const pl_plan_machine *mc, int G, double bytes) {
+  if (G <= 1 || bytes <= 0)
+    return 0;
+  double bw, lat;
+  pl__link_of(mc, G, mc->nccl_gbs, &bw, &lat);
+  return bytes * (G - 1) / G / bw + (G - 1) * lat;
+}
+
+double pl__t_a2a(const pl_plan_machine *mc, int G, double bytes) {
+  if (G <= 1 || bytes <= 0)
+    return 0;
+  const int g = mc->gpus_per_node < G ? mc->gpus_per_node : G;
+  const double out = bytes * (G - 1) / G; /* leaves the rank */
+  const double local = bytes * (g - 1) / G, remote = out - local;
+  double t = local / (mc->a2a_gbs * 1e9) + (g - 1) * mc->nvl_lat_us * 1e-6;
+  if (remote > 0) {
+    const double tr = remote / (mc->ib_gbs * 1e9) +
+                      (G - g) / (double)g * mc->ib_lat_us * 1e-6;
+    t = t > tr ? t : tr; /* NVLink and the NIC in parallel */
+  }
+  return t;
+}
+
+double pl__attn_rate(const pl_plan_machine *mc, double rate, int64_t S) {
+  const double h = mc->attn_half_seq > 0 ? mc->attn_half_seq : 0;
+  return rate * (double)S / ((double)S + h);
+}

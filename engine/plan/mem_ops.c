@@ -10,15 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/mlp_block.h"
+#include "backend/mlp_block_kernels.h"
 #include "model/attention.h"
 #include "model/layer.h"
 #include "ops/ce.h"
 #include "ops/llep_plan.h"
 #include "plan/plan_internal.h"
 
-#define A(tag, term, bytes) pl__pt_alloc(t, tag, term, (size_t)(bytes))
-#define F(b) pl__pt_free(t, &(b))
+#define A(tag, term, bytes) pl__sym_alloc(t, tag, term, (size_t)(bytes))
+#define F(b) pl__sym_free(t, &(b))
 
 size_t pl__rms_scratch(int64_t N, int64_t H) {
   return pl__rmsnorm_bwd_scratch(N, H);
@@ -42,12 +42,12 @@ size_t pl__attn_ws(const pl_attn_shape *sh, pl_backend be) {
 /* ---- the MoE chunk pipeline ------------------------------------------------
  */
 
-pl_status pl__pmoe_make(const pl_moe_cfg *cfg, int Ep, int64_t N, double imb,
-                        bool worst, pl__pmoe *out) {
+pl_status pl__moe_replay_make(const pl_moe_cfg *cfg, int Ep, int64_t N,
+                              double imb, bool worst, pl__moe_replay *out) {
   memset(out, 0, sizeof *out);
   out->cfg = cfg, out->Ep = Ep, out->N = N;
   if (cfg->variant == PL_MOE_PIPELINED) {
-    PL_TRY(pl_eq1_chunks(N, cfg->c, cfg->K_max, &out->K, &out->c_eff));
+    PL_TRY(pl_llep_chunking(N, cfg->c, cfg->K_max, &out->K, &out->c_eff));
   } else {
     out->K = 1;
     out->c_eff = N;
@@ -63,7 +63,7 @@ pl_status pl__pmoe_make(const pl_moe_cfg *cfg, int Ep, int64_t N, double imb,
   if (imb < 1)
     imb = 1;
   for (int i = 0; i < K; i++) {
-    pl__pchunk *C = &out->ch[i];
+    pl__chunk_replay *C = &out->ch[i];
     if (contig) {
       int64_t lo = (int64_t)i * ce, hi = lo + ce < N ? lo + ce : N;
       C->nt = hi > lo ? hi - lo : 0;
@@ -91,20 +91,20 @@ pl_status pl__pmoe_make(const pl_moe_cfg *cfg, int Ep, int64_t N, double imb,
   return PL_OK;
 }
 
-void pl__pmoe_free(pl__pmoe *p) {
+void pl__moe_replay_free(pl__moe_replay *p) {
   free(p->ch);
   p->ch = NULL;
 }
 
 /* dispatch_rows: the send rows, the receive buffer, the expert-major copy */
-static pl__pbuf dispatch_rows(pl__ptrack *t, const pl__pmoe *p,
-                              const pl__pchunk *C) {
+static pl__sym_buf dispatch_rows(pl__sym_track *t, const pl__moe_replay *p,
+                                 const pl__chunk_replay *C) {
   const size_t rb = (size_t)p->cfg->H * pl_dtype_size(p->cfg->dt);
-  pl__pbuf xs = A("dispatch", PL_TERM_DISPATCH, C->S * rb);
-  pl__pbuf rv = A("dispatch", PL_TERM_DISPATCH, C->R * rb);
+  pl__sym_buf xs = A("dispatch", PL_TERM_DISPATCH, C->S * rb);
+  pl__sym_buf rv = A("dispatch", PL_TERM_DISPATCH, C->R * rb);
   F(xs);
   if (C->em && C->R > 0) {
-    pl__pbuf nb = A("dispatch", PL_TERM_DISPATCH, C->R * rb);
+    pl__sym_buf nb = A("dispatch", PL_TERM_DISPATCH, C->R * rb);
     F(rv);
     rv = nb;
   }
@@ -112,34 +112,36 @@ static pl__pbuf dispatch_rows(pl__ptrack *t, const pl__pmoe *p,
 }
 
 /* return_combine: the inverse copy, the return rows; rows freed */
-static void return_combine(pl__ptrack *t, const pl__pmoe *p,
-                           const pl__pchunk *C, pl__pbuf *rows) {
+static void return_combine(pl__sym_track *t, const pl__moe_replay *p,
+                           const pl__chunk_replay *C, pl__sym_buf *rows) {
   const size_t rb = (size_t)p->cfg->H * pl_dtype_size(p->cfg->dt);
   if (C->em && C->R > 0) {
-    pl__pbuf nb = A("dispatch", PL_TERM_DISPATCH, C->R * rb);
-    pl__pt_free(t, rows);
+    pl__sym_buf nb = A("dispatch", PL_TERM_DISPATCH, C->R * rb);
+    pl__sym_free(t, rows);
     *rows = nb;
   }
-  pl__pbuf back = A("dispatch", PL_TERM_DISPATCH, C->S * rb);
+  pl__sym_buf back = A("dispatch", PL_TERM_DISPATCH, C->S * rb);
   F(back);
-  pl__pt_free(t, rows);
+  pl__sym_free(t, rows);
 }
 
-static void expert_fwd(pl__ptrack *t, const pl__pmoe *p, const pl__pchunk *C) {
+static void expert_fwd(pl__sym_track *t, const pl__moe_replay *p,
+                       const pl__chunk_replay *C) {
   const size_t ib =
       (size_t)C->R * (size_t)p->cfg->I * pl_dtype_size(p->cfg->dt);
-  pl__pbuf G = A("expert", PL_TERM_EXPERT, ib);
-  pl__pbuf U = A("expert", PL_TERM_EXPERT, ib);
-  pl__pbuf Ab = A("expert", PL_TERM_EXPERT, ib);
+  pl__sym_buf G = A("expert", PL_TERM_EXPERT, ib);
+  pl__sym_buf U = A("expert", PL_TERM_EXPERT, ib);
+  pl__sym_buf Ab = A("expert", PL_TERM_EXPERT, ib);
   F(G);
   F(U);
   F(Ab);
 }
 
-void pl__pmoe_forward(pl__ptrack *t, const pl__pmoe *p, pl__pbuf *ctx) {
+void pl__moe_replay_forward(pl__sym_track *t, const pl__moe_replay *p,
+                            pl__sym_buf *ctx) {
   const int K = p->K;
   *ctx = A("routing", PL_TERM_EXPERT, (size_t)p->nmeta * 4);
-  pl__pbuf *B = calloc((size_t)K, sizeof *B);
+  pl__sym_buf *B = calloc((size_t)K, sizeof *B);
   PL_ASSERT(B);
   const int64_t budget = 2 * (int64_t)p->Ep * p->cfg->k * p->c_eff;
   B[0] = dispatch_rows(t, p, &p->ch[0]);
@@ -151,7 +153,7 @@ void pl__pmoe_forward(pl__ptrack *t, const pl__pmoe *p, pl__pbuf *ctx) {
       pending = -1;
     }
     if (i + 1 < K) {
-      const pl__pchunk *a = &p->ch[i], *b = &p->ch[i + 1];
+      const pl__chunk_replay *a = &p->ch[i], *b = &p->ch[i + 1];
       int64_t x0 = a->em ? a->Rmax : 0, x1 = b->em ? b->Rmax : 0;
       int64_t smax = a->Smax > b->Smax ? a->Smax : b->Smax;
       if (x0 > smax)
@@ -173,36 +175,36 @@ void pl__pmoe_forward(pl__ptrack *t, const pl__pmoe *p, pl__pbuf *ctx) {
 }
 
 typedef struct bwd_bufs {
-  pl__pbuf X, D, wr, dwr;
+  pl__sym_buf X, D, wr, dwr;
 } bwd_bufs;
 
-static void bwd_dispatch_x(pl__ptrack *t, const pl__pmoe *p,
-                           const pl__pchunk *C, bwd_bufs *b) {
+static void bwd_dispatch_x(pl__sym_track *t, const pl__moe_replay *p,
+                           const pl__chunk_replay *C, bwd_bufs *b) {
   b->X = dispatch_rows(t, p, C);
-  pl__pbuf ws = A("routing", PL_TERM_EXPERT, C->S * 4);
+  pl__sym_buf ws = A("routing", PL_TERM_EXPERT, C->S * 4);
   b->wr = A("routing", PL_TERM_EXPERT, C->R * 4);
   F(ws);
   if (C->em && C->R > 0) {
-    pl__pbuf nb = A("routing", PL_TERM_EXPERT, C->R * 4);
+    pl__sym_buf nb = A("routing", PL_TERM_EXPERT, C->R * 4);
     F(b->wr);
     b->wr = nb;
   }
   b->dwr = A("routing", PL_TERM_EXPERT, C->R * 4);
 }
 
-static void bwd_dispatch_d(pl__ptrack *t, const pl__pmoe *p,
-                           const pl__pchunk *C, bwd_bufs *b) {
+static void bwd_dispatch_d(pl__sym_track *t, const pl__moe_replay *p,
+                           const pl__chunk_replay *C, bwd_bufs *b) {
   b->D = dispatch_rows(t, p, C);
 }
 
-static void bwd_compute(pl__ptrack *t, const pl__pmoe *p, const pl__pchunk *C,
-                        bwd_bufs *b) {
+static void bwd_compute(pl__sym_track *t, const pl__moe_replay *p,
+                        const pl__chunk_replay *C, bwd_bufs *b) {
   const size_t ib =
       (size_t)C->R * (size_t)p->cfg->I * pl_dtype_size(p->cfg->dt);
-  pl__pbuf G = A("expert", PL_TERM_EXPERT, ib);
-  pl__pbuf U = A("expert", PL_TERM_EXPERT, ib);
-  pl__pbuf Ab = A("expert", PL_TERM_EXPERT, ib);
-  pl__pbuf P = A("expert", PL_TERM_EXPERT, ib);
+  pl__sym_buf G = A("expert", PL_TERM_EXPERT, ib);
+  pl__sym_buf U = A("expert", PL_TERM_EXPERT, ib);
+  pl__sym_buf Ab = A("expert", PL_TERM_EXPERT, ib);
+  pl__sym_buf P = A("expert", PL_TERM_EXPERT, ib);
   F(P);
   F(b->X);
   F(Ab);
@@ -210,26 +212,26 @@ static void bwd_compute(pl__ptrack *t, const pl__pmoe *p, const pl__pchunk *C,
   F(U);
 }
 
-static void bwd_return(pl__ptrack *t, const pl__pmoe *p, const pl__pchunk *C,
-                       bwd_bufs *b) {
+static void bwd_return(pl__sym_track *t, const pl__moe_replay *p,
+                       const pl__chunk_replay *C, bwd_bufs *b) {
   return_combine(t, p, C, &b->D);
   if (C->em && C->R > 0) {
-    pl__pbuf nb = A("routing", PL_TERM_EXPERT, C->R * 4);
+    pl__sym_buf nb = A("routing", PL_TERM_EXPERT, C->R * 4);
     F(b->dwr);
     b->dwr = nb;
   }
-  pl__pbuf dwb = A("routing", PL_TERM_EXPERT, C->S * 4);
+  pl__sym_buf dwb = A("routing", PL_TERM_EXPERT, C->S * 4);
   F(dwb);
   F(b->dwr);
   F(b->wr);
 }
 
-void pl__pmoe_backward(pl__ptrack *t, const pl__pmoe *p) {
+void pl__moe_replay_backward(pl__sym_track *t, const pl__moe_replay *p) {
   const int K = p->K;
   bwd_bufs *b = calloc((size_t)K, sizeof *b);
   PL_ASSERT(b);
   /* helper weight gradients: no spill under the modelled routing */
-  pl__pbuf hg = A("llep_grads", PL_TERM_EXPERT, 0);
+  pl__sym_buf hg = A("llep_grads", PL_TERM_EXPERT, 0);
   const int64_t budget = 2 * (int64_t)p->Ep * p->cfg->k * p->c_eff;
   bwd_dispatch_x(t, p, &p->ch[0], &b[0]);
   bwd_dispatch_d(t, p, &p->ch[0], &b[0]);
@@ -247,7 +249,7 @@ void pl__pmoe_backward(pl__ptrack *t, const pl__pmoe *p) {
       pending = -1;
     }
     if (i + 1 < K) {
-      const pl__pchunk *a = &p->ch[i], *c = &p->ch[i + 1];
+      const pl__chunk_replay *a = &p->ch[i], *c = &p->ch[i + 1];
       int64_t x0 = a->em ? a->Rmax : 0, x1 = c->em ? c->Rmax : 0;
       int64_t t0 = a->Smax > x0 ? a->Smax : x0,
               t1 = c->Smax > x1 ? c->Smax : x1;
@@ -278,18 +280,18 @@ void pl__pmoe_backward(pl__ptrack *t, const pl__pmoe *p) {
 /* ---- the decoder layer ------------------------------------------------------
  */
 
-typedef pl__pacts acts;
+typedef pl__acts_replay acts;
 
 /* the Ulysses forward's buffers (model/ulysses.c) around the kernel */
-static void ulysses_fwd(pl__ptrack *t, const pl__player *l) {
+static void ulysses_fwd(pl__sym_track *t, const pl__layer_replay *l) {
   const size_t qb = (size_t)l->N * l->n_q * l->d * l->es,
                kb = (size_t)l->N * l->n_kv * l->d * l->es;
-  pl__pbuf b[4] = {
+  pl__sym_buf b[4] = {
       A("attention", PL_TERM_ATTN, qb), A("attention", PL_TERM_ATTN, kb),
       A("attention", PL_TERM_ATTN, kb), A("attention", PL_TERM_ATTN, qb)};
   const size_t pk[4] = {qb, kb, kb, qb}; /* q k v to heads, o back */
   for (int i = 0; i < 4; i++) {
-    pl__pbuf x = A("attention", PL_TERM_ATTN, pk[i]);
+    pl__sym_buf x = A("attention", PL_TERM_ATTN, pk[i]);
     F(x);
   }
   for (int i = 0; i < 4; i++)
@@ -299,8 +301,8 @@ static void ulysses_fwd(pl__ptrack *t, const pl__player *l) {
 /* model/layer.c's attn_forward: the kept buffers under tag "kept" (keep:
  * what this forward keeps); have_o: a backward after an ATTN-keeping
  * forward (o and lse are the forward's: no attention, no Ulysses). */
-static void attn_forward(pl__ptrack *t, const pl__player *l, acts *a, int keep,
-                         bool have_o) {
+static void attn_forward(pl__sym_track *t, const pl__layer_replay *l, acts *a,
+                         int keep, bool have_o) {
   const size_t NH = (size_t)l->N * l->H * l->es,
                nq = (size_t)l->N * l->n_q * l->d * l->es,
                nk = (size_t)l->N * l->n_kv * l->d * l->es;
@@ -320,24 +322,25 @@ static void attn_forward(pl__ptrack *t, const pl__player *l, acts *a, int keep,
     ulysses_fwd(t, l);
 }
 
-static void acts_free(pl__ptrack *t, acts *a) {
-  pl__pbuf *ps[] = {&a->h, &a->q, &a->k, &a->v, &a->o, &a->y1, &a->lse};
+static void acts_free(pl__sym_track *t, acts *a) {
+  pl__sym_buf *ps[] = {&a->h, &a->q, &a->k, &a->v, &a->o, &a->y1, &a->lse};
   for (int i = 0; i < 7; i++)
-    pl__pt_free(t, ps[i]);
+    pl__sym_free(t, ps[i]);
 }
 
-static void ffn_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
+static void ffn_forward(pl__sym_track *t, const pl__layer_replay *l,
+                        pl__sym_buf *ctx) {
   const size_t NH = (size_t)l->N * l->H * l->es;
-  pl__pbuf h = A("activations", PL_TERM_ACTS, NH), gu = {0}, a = {0};
-  pl__pbuf probs = {0}, idx = {0}, w = {0};
+  pl__sym_buf h = A("activations", PL_TERM_ACTS, NH), gu = {0}, a = {0};
+  pl__sym_buf probs = {0}, idx = {0}, w = {0};
   if (l->E_route > 0) {
     const size_t nk = (size_t)l->N * l->k * 4;
     probs = A("router", PL_TERM_EXPERT, (size_t)l->N * l->E_route * 4);
     idx = A("router", PL_TERM_EXPERT, nk);
     w = A("router", PL_TERM_EXPERT, nk);
-    pl__pmoe_forward(t, l->moe, ctx);
+    pl__moe_replay_forward(t, l->moe, ctx);
     if (!l->keep_ctx)
-      pl__pt_free(t, ctx);
+      pl__sym_free(t, ctx);
   }
   if (l->I_s > 0 && l->N > 0) {
     gu = A("activations", PL_TERM_ACTS, (size_t)l->N * 2 * l->I_s * l->es);
@@ -350,11 +353,11 @@ static void ffn_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
   F(gu);
   F(a);
   if (l->ep_w) /* the slot releases the expert unit */
-    pl__pt_free(t, l->ep_w);
+    pl__sym_free(t, l->ep_w);
 }
 
-void pl__player_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx,
-                        pl__pacts *kept) {
+void pl__layer_replay_forward(pl__sym_track *t, const pl__layer_replay *l,
+                              pl__sym_buf *ctx, pl__acts_replay *kept) {
   if (l->N == 0)
     return;
   acts a;
@@ -372,16 +375,17 @@ void pl__player_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx,
   acts_free(t, &a);
 }
 
-static void ffn_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
+static void ffn_backward(pl__sym_track *t, const pl__layer_replay *l,
+                         pl__sym_buf *ctx) {
   const size_t NH = (size_t)l->N * l->H * l->es, nh4 = (size_t)l->N * l->H * 4;
-  pl__pbuf eg = {0};
+  pl__sym_buf eg = {0};
   if (l->ep_w) /* the slot opens the expert unit's gradient */
     eg = A("zero3_grads", PL_TERM_UNIT_GRADS, l->ep_full * 4);
-  pl__pbuf h = A("activations", PL_TERM_ACTS, NH);
-  pl__pbuf dh32 = A("activations", PL_TERM_ACTS, nh4);
-  pl__pbuf probs = {0}, idx = {0}, w = {0}, tmp = {0}, dhe = {0}, dw = {0},
-           dlog = {0}, dhr = {0}, gu = {0}, a = {0}, da = {0}, dgu = {0},
-           scr = {0};
+  pl__sym_buf h = A("activations", PL_TERM_ACTS, NH);
+  pl__sym_buf dh32 = A("activations", PL_TERM_ACTS, nh4);
+  pl__sym_buf probs = {0}, idx = {0}, w = {0}, tmp = {0}, dhe = {0}, dw = {0},
+              dlog = {0}, dhr = {0}, gu = {0}, a = {0}, da = {0}, dgu = {0},
+              scr = {0};
   if (l->E_route > 0) {
     const size_t nk = (size_t)l->N * l->k * 4;
     probs = A("router", PL_TERM_EXPERT, (size_t)l->N * l->E_route * 4);
@@ -389,13 +393,13 @@ static void ffn_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
     w = A("router", PL_TERM_EXPERT, nk);
     if (!l->keep_ctx) {
       tmp = A("activations", PL_TERM_ACTS, NH);
-      pl__pmoe_forward(t, l->moe, ctx);
+      pl__moe_replay_forward(t, l->moe, ctx);
       F(tmp);
     }
     dhe = A("activations", PL_TERM_ACTS, NH);
     dw = A("router", PL_TERM_EXPERT, nk);
-    pl__pmoe_backward(t, l->moe);
-    pl__pt_free(t, ctx);
+    pl__moe_replay_backward(t, l->moe);
+    pl__sym_free(t, ctx);
     dlog = A("router", PL_TERM_EXPERT, (size_t)l->N * l->E_route * l->es);
     dhr = A("activations", PL_TERM_ACTS, NH);
   }
@@ -407,24 +411,24 @@ static void ffn_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx) {
     da = A("activations", PL_TERM_ACTS, g1);
     dgu = A("activations", PL_TERM_ACTS, g2);
   }
-  pl__pbuf dh = A("activations", PL_TERM_ACTS, NH);
+  pl__sym_buf dh = A("activations", PL_TERM_ACTS, NH);
   if (l->be == PL_BACKEND_CUDA && l->N > 0)
     scr = A("activations", PL_TERM_ACTS, pl__rms_scratch(l->N, l->H) * 4);
-  pl__pbuf *ps[] = {&probs, &idx, &w,    &h,  &gu,  &a,    &da, &dgu,
-                    &dhe,   &dhr, &dlog, &dh, &tmp, &dh32, &dw, &scr};
+  pl__sym_buf *ps[] = {&probs, &idx, &w,    &h,  &gu,  &a,    &da, &dgu,
+                       &dhe,   &dhr, &dlog, &dh, &tmp, &dh32, &dw, &scr};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
-    pl__pt_free(t, ps[i]);
+    pl__sym_free(t, ps[i]);
   if (l->ep_w) { /* released, its gradient reduce-scattered */
-    pl__pt_free(t, l->ep_w);
+    pl__sym_free(t, l->ep_w);
     if (l->ep_acc) {
-      pl__pbuf acc = A("zero3_grads", PL_TERM_UNIT_GRADS, l->ep_shard * 4);
+      pl__sym_buf acc = A("zero3_grads", PL_TERM_UNIT_GRADS, l->ep_shard * 4);
       F(acc);
     }
     F(eg);
   }
 }
 
-static void attn_backward(pl__ptrack *t, const pl__player *l) {
+static void attn_backward(pl__sym_track *t, const pl__layer_replay *l) {
   pl_attn_shape sh = {.batch = 1,
                       .seq = l->N,
                       .n_q = l->n_q,
@@ -433,37 +437,37 @@ static void attn_backward(pl__ptrack *t, const pl__player *l) {
                       .dtype = l->dt,
                       .kernels = l->ak};
   if (l->D <= 1) {
-    pl__pbuf ws = A("attention", PL_TERM_ATTN, pl__attn_ws(&sh, l->be));
+    pl__sym_buf ws = A("attention", PL_TERM_ATTN, pl__attn_ws(&sh, l->be));
     F(ws);
     return;
   }
   const size_t qb = (size_t)l->N * l->n_q * l->d * l->es,
                kb = (size_t)l->N * l->n_kv * l->d * l->es;
   const size_t bytes[8] = {qb, kb, kb, qb, qb, qb, kb, kb};
-  pl__pbuf b[8];
+  pl__sym_buf b[8];
   for (int i = 0; i < 8; i++)
     b[i] = A("attention", PL_TERM_ATTN, bytes[i]);
   const size_t in[5] = {qb, kb, kb, qb, qb}, back[3] = {qb, kb, kb};
   for (int i = 0; i < 5; i++) {
-    pl__pbuf x = A("attention", PL_TERM_ATTN, in[i]);
+    pl__sym_buf x = A("attention", PL_TERM_ATTN, in[i]);
     F(x);
   }
   pl_attn_shape hs = sh;
   hs.seq = l->N * l->D;
   hs.n_q = l->n_q / (int)l->D;
   hs.n_kv = l->n_kv / (int)l->D;
-  pl__pbuf ws = A("attention", PL_TERM_ATTN, pl__attn_ws(&hs, l->be));
+  pl__sym_buf ws = A("attention", PL_TERM_ATTN, pl__attn_ws(&hs, l->be));
   F(ws);
   for (int i = 0; i < 3; i++) {
-    pl__pbuf x = A("attention", PL_TERM_ATTN, back[i]);
+    pl__sym_buf x = A("attention", PL_TERM_ATTN, back[i]);
     F(x);
   }
   for (int i = 0; i < 8; i++)
     F(b[i]);
 }
 
-void pl__player_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx,
-                         pl__pacts *kept) {
+void pl__layer_replay_backward(pl__sym_track *t, const pl__layer_replay *l,
+                               pl__sym_buf *ctx, pl__acts_replay *kept) {
   if (l->N == 0)
     return;
   const size_t NH = (size_t)l->N * l->H * l->es,
@@ -480,7 +484,7 @@ void pl__player_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx,
     attn_forward(t, l, &a, PL_LAYER_KEEP_NONE, false);
   }
   memset(kept, 0, sizeof *kept);
-  pl__pbuf g[8] = {
+  pl__sym_buf g[8] = {
       A("activations", PL_TERM_ACTS, NH),
       A("activations", PL_TERM_ACTS, nq),
       A("activations", PL_TERM_ACTS, nq),
@@ -499,8 +503,8 @@ void pl__player_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx,
 /* ---- Ring-DTP
  * ----------------------------------------------------------------- */
 
-void pl__phead_make(pl_dtype dt, int64_t n, int64_t h, int64_t v, int P,
-                    int64_t block, pl__phead *out) {
+void pl__head_replay_make(pl_dtype dt, int64_t n, int64_t h, int64_t v, int P,
+                          int64_t block, pl__head_replay *out) {
   memset(out, 0, sizeof *out);
   out->dt = dt, out->n = n, out->h = h, out->v = v, out->P = P;
   out->nmax = n;
@@ -524,22 +528,23 @@ void pl__phead_make(pl_dtype dt, int64_t n, int64_t h, int64_t v, int P,
 
 /* the allocs helper of ring_dtp.c: released in reverse order */
 typedef struct hbufs {
-  pl__pbuf b[16];
+  pl__sym_buf b[16];
   int n;
 } hbufs;
 
-static void take(pl__ptrack *t, hbufs *a, const char *tag, size_t bytes) {
+static void take(pl__sym_track *t, hbufs *a, const char *tag, size_t bytes) {
   PL_ASSERT(a->n < 16);
   a->b[a->n++] = A(tag, PL_TERM_LOGITS, bytes);
 }
 
-static void release(pl__ptrack *t, hbufs *a) {
+static void release(pl__sym_track *t, hbufs *a) {
   for (int i = a->n - 1; i >= 0; i--)
     F(a->b[i]);
   a->n = 0;
 }
 
-void pl__phead_run(pl__ptrack *t, const pl__phead *h, pl__pbuf *aux) {
+void pl__head_replay_run(pl__sym_track *t, const pl__head_replay *h,
+                         pl__sym_buf *aux) {
   const size_t es = pl_dtype_size(h->dt);
   const bool f32 = h->dt == PL_F32, act = !h->move_w || h->P == 1;
   const int64_t n = h->n, H = h->h, nmax = h->nmax, vmax = h->vmax, vb = h->vb;
@@ -548,7 +553,7 @@ void pl__phead_run(pl__ptrack *t, const pl__phead *h, pl__pbuf *aux) {
     /* P = 1, the three-GEMM schedule (ops/ce.c pl_ce_head3, reduction none):
      * the loss statistics and the row factors, then the chunk's logits in
      * the storage dtype; nothing is saved for a backward */
-    pl__pt_free(t, aux);
+    pl__sym_free(t, aux);
     take(t, &a, "ce_state", 2 * 4);
     take(t, &a, "ce_state", (size_t)n * 4);
     take(t, &a, "logits", (size_t)(h->chunk * h->v) * es);
@@ -556,7 +561,7 @@ void pl__phead_run(pl__ptrack *t, const pl__phead *h, pl__pbuf *aux) {
     return;
   }
   /* forward */
-  pl__pt_free(t, aux);
+  pl__sym_free(t, aux);
   *aux = A("ce_state", PL_TERM_LOGITS, (size_t)(2 * n) * 4);
   take(t, &a, "ce_state", (size_t)(3 * n) * 4);
   if (act) {

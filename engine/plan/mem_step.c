@@ -60,11 +60,11 @@ static pl_status check_step(const pl_plan_cfg *c) {
 typedef struct units {
   int n;
   size_t *full, *shard; /* elements: gathered unit, rank's shard */
-  pl__pbuf *w, *g;      /* gathered weights, open full gradients */
+  pl__sym_buf *w, *g;   /* gathered weights, open full gradients */
 } units;
 
 typedef struct replay {
-  pl__ptrack *t;
+  pl__sym_track *t;
   units u;
   size_t es;
 } replay;
@@ -72,25 +72,25 @@ typedef struct replay {
 static void acquire(replay *r, int u) {
   if (!r->u.w[u].live)
     r->u.w[u] =
-        pl__pt_alloc(r->t, "zero3", PL_TERM_UNITS, r->u.full[u] * r->es);
+        pl__sym_alloc(r->t, "zero3", PL_TERM_UNITS, r->u.full[u] * r->es);
 }
 static void release(replay *r, int u) {
-  pl__pt_free(r->t, &r->u.w[u]);
+  pl__sym_free(r->t, &r->u.w[u]);
 }
 static void grad_acquire(replay *r, int u) {
   if (!r->u.g[u].live)
-    r->u.g[u] =
-        pl__pt_alloc(r->t, "zero3_grads", PL_TERM_UNIT_GRADS, r->u.full[u] * 4);
+    r->u.g[u] = pl__sym_alloc(r->t, "zero3_grads", PL_TERM_UNIT_GRADS,
+                              r->u.full[u] * 4);
 }
 static void grad_reduce(replay *r, int u, bool acc) {
   if (!r->u.g[u].live)
     return;
   if (acc) {
-    pl__pbuf tmp = pl__pt_alloc(r->t, "zero3_grads", PL_TERM_UNIT_GRADS,
-                                r->u.shard[u] * 4);
-    pl__pt_free(r->t, &tmp);
+    pl__sym_buf tmp = pl__sym_alloc(r->t, "zero3_grads", PL_TERM_UNIT_GRADS,
+                                    r->u.shard[u] * 4);
+    pl__sym_free(r->t, &tmp);
   }
-  pl__pt_free(r->t, &r->u.g[u]);
+  pl__sym_free(r->t, &r->u.g[u]);
 }
 
 /* One rank's step; worst: adversarial routing. */
@@ -114,14 +114,14 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
   const int vp = head->vocab_parallel, L = m->L;
   const int64_t N = p->N, H = m->H;
   const size_t es = pl_dtype_size(sc->dt), NHb = (size_t)N * (size_t)H * es;
-  pl__ptrack t;
-  pl__pt_init(&t);
+  pl__sym_track t;
+  pl__sym_init(&t);
   replay r = {&t, {0}, es};
-  pl__pmoe moe = {0};
-  pl__player *ly = NULL;
-  pl__pbuf *ctx = NULL, *h = NULL;
-  pl__pacts *kept = NULL;
-  pl__pbuf *ew = NULL; /* expert groups: each layer's gathered expert unit */
+  pl__moe_replay moe = {0};
+  pl__layer_replay *ly = NULL;
+  pl__sym_buf *ctx = NULL, *h = NULL;
+  pl__acts_replay *kept = NULL;
+  pl__sym_buf *ew = NULL; /* expert groups: each layer's gathered expert unit */
   size_t *numel = NULL;
   int *vsize = NULL;
   const int nu = L + 2;
@@ -129,8 +129,8 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
   vsize = calloc((size_t)nu, sizeof *vsize);
   r.u.full = calloc((size_t)nu, sizeof(size_t));
   r.u.shard = calloc((size_t)nu, sizeof(size_t));
-  r.u.w = calloc((size_t)nu, sizeof(pl__pbuf));
-  r.u.g = calloc((size_t)nu, sizeof(pl__pbuf));
+  r.u.w = calloc((size_t)nu, sizeof(pl__sym_buf));
+  r.u.g = calloc((size_t)nu, sizeof(pl__sym_buf));
   ly = calloc((size_t)L, sizeof *ly);
   ctx = calloc((size_t)L, sizeof *ctx);
   h = calloc((size_t)L + 1, sizeof *h);
@@ -157,7 +157,7 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
   for (int l = 0; l < L; l++)
     nmoe += pl_model_layer_is_moe(m, l);
   if (nmoe) {
-    st = pl__pmoe_make(&mcfg, p->ep_span, N, c->imb, worst, &moe);
+    st = pl__moe_replay_make(&mcfg, p->ep_span, N, c->imb, worst, &moe);
     if (st != PL_OK)
       goto done;
     out->K = moe.K;
@@ -170,23 +170,23 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
     const int keep = l < d->keep_all    ? PL_LAYER_KEEP_ALL
                      : l < d->keep_attn ? PL_LAYER_KEEP_ATTN
                                         : PL_LAYER_KEEP_NONE;
-    ly[l] = (pl__player){.keep = keep,
-                         .N = N,
-                         .H = H,
-                         .D = p->D,
-                         .n_q = m->n_q,
-                         .n_kv = m->n_kv,
-                         .d = m->d,
-                         .es = es,
-                         .dt = sc->dt,
-                         .be = mc->backend,
-                         .ak = sc->attn,
-                         .I_s = is_moe ? (m->n_shared ? m->I_shared : 0)
-                                       : m->I_dense,
-                         .E_route = is_moe ? p->E_route : 0,
-                         .k = m->k,
-                         .keep_ctx = !sc->moe_recompute,
-                         .moe = is_moe ? &moe : NULL};
+    ly[l] = (pl__layer_replay){.keep = keep,
+                               .N = N,
+                               .H = H,
+                               .D = p->D,
+                               .n_q = m->n_q,
+                               .n_kv = m->n_kv,
+                               .d = m->d,
+                               .es = es,
+                               .dt = sc->dt,
+                               .be = mc->backend,
+                               .ak = sc->attn,
+                               .I_s = is_moe ? (m->n_shared ? m->I_shared : 0)
+                                             : m->I_dense,
+                               .E_route = is_moe ? p->E_route : 0,
+                               .k = m->k,
+                               .keep_ctx = !sc->moe_recompute,
+                               .moe = is_moe ? &moe : NULL};
     if (is_moe && p->ep_grouped) {
       size_t eoff[3];
       const size_t eu = pl__ep_unit(m->H, m->I, p->E_local, eoff);
@@ -195,113 +195,114 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
       ly[l].ep_full = (size_t)p->ep_vsize * ly[l].ep_shard;
     }
   }
-  pl__phead hd;
-  pl__phead_make(sc->dt, N, H, m->V, vp ? p->P : 1, sc->head_block, &hd);
+  pl__head_replay hd;
+  pl__head_replay_make(sc->dt, N, H, m->V, vp ? p->P : 1, sc->head_block, &hd);
 
   /* the states: exact (train/describe.h), plus what a step leaves behind for
    * the next: the head's saved (m, log z) and the runner's loss scalar */
-  pl__pt_phase(&t, "states");
+  pl__sym_phase(&t, "states");
   for (int i = 0; i < d->n; i++)
     if (d->item[i].arena == PL_ARENA_DEVICE && d->item[i].kind == PL_DESC_STATE)
-      (void)pl__pt_alloc(&t, d->item[i].tag, state_term(d->item[i].tag),
-                         d->item[i].bytes);
-  (void)pl__pt_alloc(&t, "activations", PL_TERM_OTHER, sizeof(float));
-  pl__pbuf aux = pl__pt_alloc(&t, "ce_state", PL_TERM_LOGITS, (size_t)N * 8);
+      (void)pl__sym_alloc(&t, d->item[i].tag, state_term(d->item[i].tag),
+                          d->item[i].bytes);
+  (void)pl__sym_alloc(&t, "activations", PL_TERM_OTHER, sizeof(float));
+  pl__sym_buf aux =
+      pl__sym_alloc(&t, "ce_state", PL_TERM_LOGITS, (size_t)N * 8);
   out->state = t.cur;
-  pl__pt_reset_peak(&t);
+  pl__sym_reset_peak(&t);
 
   const int sel = d->sco_layers;
   for (int mi = 0; mi < c->sc.micro; mi++) {
     const bool acc = mi > 0;
-    pl__pt_phase(&t, "embedding");
+    pl__sym_phase(&t, "embedding");
     acquire(&r, 0);
     acquire(&r, 1);
-    pl__pbuf x0 = pl__pt_alloc(&t, "activations", PL_TERM_ACTS, NHb);
+    pl__sym_buf x0 = pl__sym_alloc(&t, "activations", PL_TERM_ACTS, NHb);
     release(&r, 0);
-    pl__pbuf dx0 = pl__pt_alloc(&t, "activations", PL_TERM_ACTS, NHb);
+    pl__sym_buf dx0 = pl__sym_alloc(&t, "activations", PL_TERM_ACTS, NHb);
     /* the checkpoint runner's forward */
-    h[0] = pl__pt_alloc(&t, "boundary", PL_TERM_RESIDENT, NHb);
+    h[0] = pl__sym_alloc(&t, "boundary", PL_TERM_RESIDENT, NHb);
     for (int l = 0; l < L; l++) {
-      pl__pt_phase(&t, "forward layer %d (%s)", l,
-                   ly[l].E_route ? "moe" : "dense");
-      h[l + 1] = pl__pt_alloc(&t, l + 1 < L ? "boundary" : "output",
-                              PL_TERM_RESIDENT, NHb);
+      pl__sym_phase(&t, "forward layer %d (%s)", l,
+                    ly[l].E_route ? "moe" : "dense");
+      h[l + 1] = pl__sym_alloc(&t, l + 1 < L ? "boundary" : "output",
+                               PL_TERM_RESIDENT, NHb);
       acquire(&r, 1 + l);
       acquire(&r, l + 1 < L ? 2 + l : L + 1);
       if (ly[l].ep_w) /* its expert unit, behind the attention half */
-        ew[l] = pl__pt_alloc(&t, "zero3", PL_TERM_UNITS, ly[l].ep_full * es);
-      pl__player_forward(&t, &ly[l], &ctx[l], &kept[l]);
+        ew[l] = pl__sym_alloc(&t, "zero3", PL_TERM_UNITS, ly[l].ep_full * es);
+      pl__layer_replay_forward(&t, &ly[l], &ctx[l], &kept[l]);
       if (l + 1 < L)
         release(&r, 1 + l);
       if (l < sel)
-        pl__pt_free(&t, &h[l]);
+        pl__sym_free(&t, &h[l]);
     }
     /* the head: final norm + vocabulary head (train/step.c head_run) */
-    pl__pt_phase(&t, "head");
-    pl__pbuf g1 = pl__pt_alloc(&t, "grads_act", PL_TERM_ACTS, NHb);
-    pl__pbuf xf = pl__pt_alloc(&t, "activations", PL_TERM_ACTS, NHb);
-    pl__pbuf dxf = pl__pt_alloc(&t, "activations", PL_TERM_ACTS, NHb);
-    pl__pbuf dwb = {0};
+    pl__sym_phase(&t, "head");
+    pl__sym_buf g1 = pl__sym_alloc(&t, "grads_act", PL_TERM_ACTS, NHb);
+    pl__sym_buf xf = pl__sym_alloc(&t, "activations", PL_TERM_ACTS, NHb);
+    pl__sym_buf dxf = pl__sym_alloc(&t, "activations", PL_TERM_ACTS, NHb);
+    pl__sym_buf dwb = {0};
     if (sc->dt == PL_F32)
       grad_acquire(&r, L + 1);
     else
-      dwb = pl__pt_alloc(&t, "zero3_grads", PL_TERM_UNIT_GRADS,
-                         (size_t)H * (size_t)(vp ? p->v_cols : m->V) * es);
-    pl__phead_run(&t, &hd, &aux);
+      dwb = pl__sym_alloc(&t, "zero3_grads", PL_TERM_UNIT_GRADS,
+                          (size_t)H * (size_t)(vp ? p->v_cols : m->V) * es);
+    pl__head_replay_run(&t, &hd, &aux);
     if (sc->dt != PL_F32) {
       grad_acquire(&r, L + 1);
-      pl__pt_free(&t, &dwb);
+      pl__sym_free(&t, &dwb);
     }
     release(&r, L + 1);
     grad_reduce(&r, L + 1, acc);
     grad_acquire(&r, L);
     if (mc->backend == PL_BACKEND_CUDA) {
-      pl__pbuf scr = pl__pt_alloc(&t, "activations", PL_TERM_ACTS,
-                                  pl__rms_scratch(N, H) * 4);
-      pl__pt_free(&t, &scr);
+      pl__sym_buf scr = pl__sym_alloc(&t, "activations", PL_TERM_ACTS,
+                                      pl__rms_scratch(N, H) * 4);
+      pl__sym_free(&t, &scr);
     }
-    pl__pt_free(&t, &xf);
-    pl__pt_free(&t, &dxf);
-    pl__pt_free(&t, &h[L]);
+    pl__sym_free(&t, &xf);
+    pl__sym_free(&t, &dxf);
+    pl__sym_free(&t, &h[L]);
     /* the backward */
-    pl__pbuf g0 = pl__pt_alloc(&t, "grads_act", PL_TERM_ACTS, NHb);
+    pl__sym_buf g0 = pl__sym_alloc(&t, "grads_act", PL_TERM_ACTS, NHb);
     int restoring = -1;
     for (int l = L - 1; l >= 0; l--) {
-      pl__pt_phase(&t, "backward layer %d (%s)", l,
-                   ly[l].E_route ? "moe" : "dense");
+      pl__sym_phase(&t, "backward layer %d (%s)", l,
+                    ly[l].E_route ? "moe" : "dense");
       if (l < sel) {
         if (restoring != l)
-          h[l] = pl__pt_alloc(&t, "boundary", PL_TERM_RESTORED, NHb);
+          h[l] = pl__sym_alloc(&t, "boundary", PL_TERM_RESTORED, NHb);
         restoring = -1;
       }
       if (l > 0 && l - 1 < sel) {
-        h[l - 1] = pl__pt_alloc(&t, "boundary", PL_TERM_RESTORED, NHb);
+        h[l - 1] = pl__sym_alloc(&t, "boundary", PL_TERM_RESTORED, NHb);
         restoring = l - 1;
       }
       acquire(&r, 1 + l);
       if (l > 0)
         acquire(&r, l);
       if (ly[l].ep_w) {
-        ew[l] = pl__pt_alloc(&t, "zero3", PL_TERM_UNITS, ly[l].ep_full * es);
+        ew[l] = pl__sym_alloc(&t, "zero3", PL_TERM_UNITS, ly[l].ep_full * es);
         ly[l].ep_acc = acc;
       }
       grad_acquire(&r, 1 + l);
-      pl__player_backward(&t, &ly[l], &ctx[l], &kept[l]);
+      pl__layer_replay_backward(&t, &ly[l], &ctx[l], &kept[l]);
       release(&r, 1 + l);
       grad_reduce(&r, 1 + l, acc);
-      pl__pt_free(&t, &h[l]);
+      pl__sym_free(&t, &h[l]);
     }
-    pl__pt_free(&t, &g0);
-    pl__pt_free(&t, &g1);
-    pl__pt_free(&t, &x0);
-    pl__pt_phase(&t, "embedding backward");
+    pl__sym_free(&t, &g0);
+    pl__sym_free(&t, &g1);
+    pl__sym_free(&t, &x0);
+    pl__sym_phase(&t, "embedding backward");
     grad_acquire(&r, 0);
     grad_reduce(&r, 0, acc);
-    pl__pt_free(&t, &dx0);
+    pl__sym_free(&t, &dx0);
   }
-  pl__pt_phase(&t, "optimizer"); /* no device transients */
+  pl__sym_phase(&t, "optimizer"); /* no device transients */
 
-  pl__pt_export(&t, out);
+  pl__sym_export(&t, out);
   out->N = N;
   out->sco_layers = sel;
   out->params_rank = d->params_rank;
@@ -315,7 +316,7 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
   const int gpn = mc->gpus_per_node < c->W ? mc->gpus_per_node : c->W;
   out->host_node = (size_t)gpn * out->host_rank;
 done:
-  pl__pmoe_free(&moe);
+  pl__moe_replay_free(&moe);
   free(numel);
   free(vsize);
   free(r.u.full);

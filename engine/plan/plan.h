@@ -23,8 +23,8 @@
  *
  * Memory, FSDP2 (pl_plan_fsdp2_memory): the FSDP2 baseline
  * (baselines/fsdp2) replayed the same way from the allocation schedule its
- * header documents, with the assumptions listed in fsdp2.c's header; the
- * same result struct, the baseline's tags.
+ * header documents, with the assumptions listed in baseline_fsdp2.c's header;
+ * the same result struct, the baseline's tags.
  *
  * Time (pl_plan_time): FLOPs of every component (recomputation included) at
  * calibrated rates, communication at the calibrated bandwidths with stated
@@ -131,6 +131,12 @@ typedef enum pl_plan_system {
   PL_PLAN_PLATEAU = 0,
   PL_PLAN_FSDP2 = 1
 } pl_plan_system;
+/* The systems' names, the one table the planner, `plateau plan`'s
+ * --system, the train bench's systems, its rows and the report read:
+ * pl_plan_system_names by the enum, NULL-terminated. */
+#define PL_PLAN_NAME_PLATEAU "plateau"
+#define PL_PLAN_NAME_FSDP2 "fsdp2"
+extern const char *const pl_plan_system_names[];
 const char *pl_plan_system_name(pl_plan_system s); /* "plateau" "fsdp2" */
 
 typedef enum pl_plan_ac {
@@ -138,7 +144,11 @@ typedef enum pl_plan_ac {
   PL_PLAN_AC_SELECTIVE = 1, /* every ac_freq-th layer checkpointed       */
   PL_PLAN_AC_NONE = 2
 } pl_plan_ac;
-const char *pl_plan_ac_name(pl_plan_ac a); /* "full" "selective" "none" */
+/* "full" "selective" "none" by the enum, NULL-terminated: the one table of
+ * AC names (the planner's, the FSDP2 baseline's pl_fsdp2_ac of the same
+ * values, `plateau plan --ac` and `plateau bench train --ac`). */
+extern const char *const pl_plan_ac_names[];
+const char *pl_plan_ac_name(pl_plan_ac a);
 
 typedef struct pl_plan_cfg {
   pl_plan_system system;
@@ -202,7 +212,8 @@ typedef enum pl_plan_term {
 } pl_plan_term;
 const char *pl_plan_term_name(int t);    /* "weights", ... */
 const char *pl_plan_term_formula(int t); /* "4Θ/W: bf16 ...", Eq. 6's form */
-/* What each term holds in the FSDP2 model (fsdp2.c's assumptions M1-M5). */
+/* What each term holds in the FSDP2 model (baseline_fsdp2.c's assumptions
+ * M1-M5). */
 const char *pl_plan_fsdp2_term_formula(int t);
 
 #define PL_PLAN_MAX_TAGS 32
@@ -329,8 +340,8 @@ typedef struct pl_plan_time {
  * pipelined dispatch behind the expert GEMMs of the other chunks (ep, llep:
  * exposed); Ring-DTP hops behind the strips; SCO copies behind the layers;
  * Ulysses all-to-alls exposed; the optimizer after the backward, exposed.
- * FSDP2: see fsdp2.c (FSDP comm behind the layer compute; CP ring behind
- * attention; EP all-to-all exposed; optimizer exposed). */
+ * FSDP2: see baseline_fsdp2.c (FSDP comm behind the layer compute; CP ring
+ * behind attention; EP all-to-all exposed; optimizer exposed). */
 pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
                                const pl_plan_machine *mc, pl_plan_time *out);
 

@@ -4,9 +4,12 @@
  *               MoE FFN and the chunk pipeline, Ring-DTP);
  *   mem_step.c  the training step's schedule (units, checkpoint runner, SCO,
  *               head) and the states; pl_plan_memory;
- *   fsdp2.c     the FSDP2 baseline's memory (its schedule replayed) and time;
+ *   baseline_fsdp2.c  the FSDP2 baseline's memory (its schedule replayed)
+ *               and time;
  *   time.c      plateau's time model;
- *   machine.c   the machine: defaults, calibration and rate files;
+ *   machine.c   the machine: defaults, calibration and rate files, and its
+ *               costs (usable memory, a collective's seconds, attention's
+ *               rate at a context) both time models read;
  *   search.c    feasibility and the automatic choice. */
 #ifndef PLATEAU_PLAN_INTERNAL_H
 #define PLATEAU_PLAN_INTERNAL_H
@@ -14,16 +17,16 @@
 #include "plan/plan.h"
 
 /* A replayed allocation: freeing it twice is a no-op. */
-typedef struct pl__pbuf {
+typedef struct pl__sym_buf {
   int tag, term;
   size_t bytes;
   bool live;
-} pl__pbuf;
+} pl__sym_buf;
 
 /* The symbolic allocator: current and peak bytes, each tag's current and
  * peak, the live set (by tag and by term) when the peak was set, and the
  * phase being replayed then. */
-typedef struct pl__ptrack {
+typedef struct pl__sym_track {
   size_t cur, peak;
   int n;
   const char *tag[PL_PLAN_MAX_TAGS];
@@ -32,48 +35,50 @@ typedef struct pl__ptrack {
   size_t term_now[PL_TERM_COUNT], term_at_peak[PL_TERM_COUNT],
       term_peak[PL_TERM_COUNT];
   char phase[48], peak_phase[48];
-} pl__ptrack;
+} pl__sym_track;
 
-void pl__pt_init(pl__ptrack *t);
-pl__pbuf pl__pt_alloc(pl__ptrack *t, const char *tag, int term, size_t bytes);
-void pl__pt_free(pl__ptrack *t, pl__pbuf *b);
+void pl__sym_init(pl__sym_track *t);
+pl__sym_buf pl__sym_alloc(pl__sym_track *t, const char *tag, int term,
+                          size_t bytes);
+void pl__sym_free(pl__sym_track *t, pl__sym_buf *b);
 /* Peak := current (as pl_mem_reset_peak at the start of a step). */
-void pl__pt_reset_peak(pl__ptrack *t);
-void pl__pt_phase(pl__ptrack *t, const char *fmt, ...);
+void pl__sym_reset_peak(pl__sym_track *t);
+void pl__sym_phase(pl__sym_track *t, const char *fmt, ...);
 /* Copy the peak, the live set and the tag peaks into out. */
-void pl__pt_export(const pl__ptrack *t, pl_plan_mem *out);
+void pl__sym_export(const pl__sym_track *t, pl_plan_mem *out);
 
 /* ---- the MoE chunk pipeline (ops/moe_pipeline.c) ---- */
 
 /* The sizes of one chunk on this rank (rows) and the group's maxima. */
-typedef struct pl__pchunk {
+typedef struct pl__chunk_replay {
   int64_t nt, R, S, s_self, Rmax, Smax;
   bool em; /* expert-major (the permutation copies) */
-} pl__pchunk;
+} pl__chunk_replay;
 
-typedef struct pl__pmoe {
+typedef struct pl__moe_replay {
   const pl_moe_cfg *cfg;
   int Ep, K;
   int64_t N, c_eff;
-  pl__pchunk *ch; /* K */
+  pl__chunk_replay *ch; /* K */
   int64_t nmeta;  /* int32 routing indices kept by the context */
   bool pipe;      /* pipelined with overlap */
-} pl__pmoe;
+} pl__moe_replay;
 
 /* Chunk sizes under balanced routing (imb scales the received rows) or
  * adversarial routing (worst: every source's routes to this rank). */
-pl_status pl__pmoe_make(const pl_moe_cfg *cfg, int Ep, int64_t N, double imb,
-                        bool worst, pl__pmoe *out);
-void pl__pmoe_free(pl__pmoe *p);
+pl_status pl__moe_replay_make(const pl_moe_cfg *cfg, int Ep, int64_t N,
+                              double imb, bool worst, pl__moe_replay *out);
+void pl__moe_replay_free(pl__moe_replay *p);
 /* pl_moe_forward / pl_moe_backward; the routing indices (*ctx, tag
  * "routing") are allocated by forward and freed by the caller. */
-void pl__pmoe_forward(pl__ptrack *t, const pl__pmoe *p, pl__pbuf *ctx);
-void pl__pmoe_backward(pl__ptrack *t, const pl__pmoe *p);
+void pl__moe_replay_forward(pl__sym_track *t, const pl__moe_replay *p,
+                            pl__sym_buf *ctx);
+void pl__moe_replay_backward(pl__sym_track *t, const pl__moe_replay *p);
 
 /* ---- layers ---- */
 
 /* What one decoder layer's replay needs. */
-typedef struct pl__player {
+typedef struct pl__layer_replay {
   int64_t N, H, D; /* tokens per rank, hidden, Ulysses group            */
   int n_q, n_kv, d;
   size_t es; /* bytes per activation value                        */
@@ -83,43 +88,44 @@ typedef struct pl__player {
   int64_t I_s;    /* the always-on SwiGLU width (shared or dense; 0)   */
   int E_route, k; /* MoE (E_route 0: dense FFN)                        */
   bool keep_ctx;
-  const pl__pmoe *moe;
+  const pl__moe_replay *moe;
   int keep; /* pl_layer_keep: what the forward keeps for the backward */
   /* expert groups (train/epgroups.h): the layer's gathered expert unit,
    * issued by the step before the layer and freed after the FFN slot
    * (NULL: none); in backward its f32 gradient of ep_full elements opened
    * at the slot and reduce-scattered after it (+= a shard: ep_acc) */
-  pl__pbuf *ep_w;
+  pl__sym_buf *ep_w;
   size_t ep_full, ep_shard;
   bool ep_acc;
-} pl__player;
+} pl__layer_replay;
 
 /* The attention half's activations of a layer (h, q, k, v, o, y1, lse): a
  * forward's kept ones, alive until the layer's backward. */
-typedef struct pl__pacts {
-  pl__pbuf h, q, k, v, o, y1, lse;
-} pl__pacts;
+typedef struct pl__acts_replay {
+  pl__sym_buf h, q, k, v, o, y1, lse;
+} pl__acts_replay;
 
-void pl__player_forward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx,
-                        pl__pacts *kept);
-void pl__player_backward(pl__ptrack *t, const pl__player *l, pl__pbuf *ctx,
-                         pl__pacts *kept);
+void pl__layer_replay_forward(pl__sym_track *t, const pl__layer_replay *l,
+                              pl__sym_buf *ctx, pl__acts_replay *kept);
+void pl__layer_replay_backward(pl__sym_track *t, const pl__layer_replay *l,
+                               pl__sym_buf *ctx, pl__acts_replay *kept);
 
 /* ---- Ring-DTP (ops/ring_dtp.c) ---- */
 
-typedef struct pl__phead {
+typedef struct pl__head_replay {
   pl_dtype dt;
   int64_t n, h, v, nmax, vmax, vb, nc;
   int64_t chunk; /* P = 1: rows of the three-GEMM schedule's chunk (pl_dtp_run
                     runs it); 0: the blocked meetings */
   int P;
   bool move_w;
-} pl__phead;
+} pl__head_replay;
 
-void pl__phead_make(pl_dtype dt, int64_t n, int64_t h, int64_t v, int P,
-                    int64_t block, pl__phead *out);
+void pl__head_replay_make(pl_dtype dt, int64_t n, int64_t h, int64_t v, int P,
+                          int64_t block, pl__head_replay *out);
 /* Forward + backward; *aux (ce_state 2n floats) is freed and re-made. */
-void pl__phead_run(pl__ptrack *t, const pl__phead *h, pl__pbuf *aux);
+void pl__head_replay_run(pl__sym_track *t, const pl__head_replay *h,
+                         pl__sym_buf *aux);
 
 /* The RMSNorm backward scratch (floats) the layer code allocates. */
 size_t pl__rms_scratch(int64_t N, int64_t H);
@@ -127,8 +133,12 @@ size_t pl__rms_scratch(int64_t N, int64_t H);
  * documented layout when this build has no CUDA). */
 size_t pl__attn_ws(const pl_attn_shape *sh, pl_backend be);
 
-/* ---- time and search helpers ---- */
+/* ---- the machine's costs (machine.c) ---- */
 
+/* Bandwidth (bytes/s) and latency (s) of a group of G consecutive ranks
+ * (intra_gbs within a node). */
+void pl__link_of(const pl_plan_machine *mc, int G, double intra_gbs, double *bw,
+                 double *lat);
 /* Seconds of a ring collective (all-gather / reduce-scatter) over G ranks
  * moving `bytes` per rank in total (the full buffer), and of an all-to-all
  * where each rank sends `bytes` in total, G ranks, gpn per node. */

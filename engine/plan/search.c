@@ -11,13 +11,18 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
+const char *const pl_plan_system_names[] = {PL_PLAN_NAME_PLATEAU,
+                                            PL_PLAN_NAME_FSDP2, NULL};
+
 const char *pl_plan_system_name(pl_plan_system s) {
-  return s == PL_PLAN_FSDP2 ? "fsdp2" : "plateau";
+  return pl_plan_system_names[s == PL_PLAN_FSDP2 ? PL_PLAN_FSDP2
+                                                 : PL_PLAN_PLATEAU];
 }
 
+const char *const pl_plan_ac_names[] = {"full", "selective", "none", NULL};
+
 const char *pl_plan_ac_name(pl_plan_ac a) {
-  static const char *const n[] = {"full", "selective", "none"};
-  return (unsigned)a <= PL_PLAN_AC_NONE ? n[a] : "?";
+  return (unsigned)a <= PL_PLAN_AC_NONE ? pl_plan_ac_names[a] : "?";
 }
 
 pl_plan_cfg pl_plan_cfg_plateau(int W, int64_t S) {

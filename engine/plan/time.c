@@ -79,48 +79,6 @@ const char *pl_plan_tpart_name(int p) {
   return p >= 0 && p < PL_TPART_COUNT ? tpart_names[p] : "?";
 }
 
-double pl__hbm_usable(const pl_plan_machine *mc) {
-  return mc->hbm_bytes - mc->hbm_reserve;
-}
-double pl__host_usable(const pl_plan_machine *mc) {
-  return mc->host_bytes - mc->host_reserve;
-}
-
-/* bandwidth (bytes/s) and latency (s) of a group of G consecutive ranks */
-static void link_of(const pl_plan_machine *mc, int G, double intra_gbs,
-                    double *bw, double *lat) {
-  if (G <= mc->gpus_per_node) {
-    *bw = intra_gbs * 1e9;
-    *lat = mc->nvl_lat_us * 1e-6;
-  } else {
-    *bw = (mc->ib_gbs < intra_gbs ? mc->ib_gbs : intra_gbs) * 1e9;
-    *lat = mc->ib_lat_us * 1e-6;
-  }
-}
-
-double pl__t_ring(const pl_plan_machine *mc, int G, double bytes) {
-  if (G <= 1 || bytes <= 0)
-    return 0;
-  double bw, lat;
-  link_of(mc, G, mc->nccl_gbs, &bw, &lat);
-  return bytes * (G - 1) / G / bw + (G - 1) * lat;
-}
-
-double pl__t_a2a(const pl_plan_machine *mc, int G, double bytes) {
-  if (G <= 1 || bytes <= 0)
-    return 0;
-  const int g = mc->gpus_per_node < G ? mc->gpus_per_node : G;
-  const double out = bytes * (G - 1) / G; /* leaves the rank */
-  const double local = bytes * (g - 1) / G, remote = out - local;
-  double t = local / (mc->a2a_gbs * 1e9) + (g - 1) * mc->nvl_lat_us * 1e-6;
-  if (remote > 0) {
-    const double tr = remote / (mc->ib_gbs * 1e9) +
-                      (G - g) / (double)g * mc->ib_lat_us * 1e-6;
-    t = t > tr ? t : tr; /* NVLink and the NIC in parallel */
-  }
-  return t;
-}
-
 /* A ring over G ranks Ep apart (an expert unit's replicas): NVLink while
  * the G·stride ranks it spans fit a node, else the network. */
 static double t_ring_strided(const pl_plan_machine *mc, int G, int stride,
@@ -128,13 +86,8 @@ static double t_ring_strided(const pl_plan_machine *mc, int G, int stride,
   if (G <= 1 || bytes <= 0)
     return 0;
   double bw, lat;
-  link_of(mc, G * stride, mc->nccl_gbs, &bw, &lat);
+  pl__link_of(mc, G * stride, mc->nccl_gbs, &bw, &lat);
   return bytes * (G - 1) / G / bw + (G - 1) * lat;
-}
-
-double pl__attn_rate(const pl_plan_machine *mc, double rate, int64_t S) {
-  const double h = mc->attn_half_seq > 0 ? mc->attn_half_seq : 0;
-  return rate * (double)S / ((double)S + h);
 }
 
 static double pos(double x) {
@@ -194,7 +147,7 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
   int64_t c_eff = p->N;
   if (sc->dispatch == PL_MOE_PIPELINED) {
     const int64_t cc = sc->moe_c ? sc->moe_c : p->N;
-    pl_eq1_chunks(p->N, cc, sc->moe_K_max, &K, &c_eff);
+    pl_llep_chunking(p->N, cc, sc->moe_K_max, &K, &c_eff);
   }
   for (int l = 0; l < L; l++) {
     const int moe = pl_model_layer_is_moe(m, l);
@@ -241,8 +194,8 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
    * strips) and the strips' passes; at P = 1 three GEMMs (pl_dtp_run's
    * token chunks), the chunk's logit passes and dW read and written once
    * per chunk */
-  pl__phead h1;
-  pl__phead_make(sc->dt, p->N, m->H, m->V, P, sc->head_block, &h1);
+  pl__head_replay h1;
+  pl__head_replay_make(sc->dt, p->N, m->H, m->V, P, sc->head_block, &h1);
   double t_head_c = 8.0 * N * H * m->V / (gemm * mc->head_eff) +
                     16.0 * N * (double)m->V / hbm;
   if (h1.chunk > 0) {
@@ -253,15 +206,15 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
   }
   double t_ring = 0;
   if (p_comm) {
-    pl__phead hd;
-    pl__phead_make(sc->dt, p->N, m->H, m->V, P, sc->head_block, &hd);
+    pl__head_replay hd;
+    pl__head_replay_make(sc->dt, p->N, m->H, m->V, P, sc->head_block, &hd);
     double hf, hb;
     if (!hd.move_w)
       hf = N * (H * b + 16), hb = N * (H * b + 12 + H * 4);
     else
       hf = H * hd.vmax * b, hb = H * hd.vmax * (b + 4);
     double bw, lat;
-    link_of(mc, P, mc->nvl_gbs, &bw, &lat);
+    pl__link_of(mc, P, mc->nvl_gbs, &bw, &lat);
     t_ring = (P - 1) * ((hf + hb) / bw + 2 * lat);
   }
   const double ring_exposed = pos(t_ring - t_head_c * (P - 1) / P);
@@ -315,7 +268,7 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
   const double r_cpu = mc->cpu_adam_gparam_s * 1e9 / gpn;
   const pl_optim_ops *opt = sc->optim ? sc->optim : &pl_optim_stream;
   double t_opt, dram_b;
-  if (!strcmp(opt->name, "hybrid")) {
+  if (opt == &pl_optim_hybrid) {
     double f = sc->oo.share > 0 ? sc->oo.share : r_cpu / (r_cpu + r_gpu);
     t_opt = fmax(th * (1 - f) / r_gpu, th * f / r_cpu);
     dram_b = 24 * (1 - f) + 30 * f;

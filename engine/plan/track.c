@@ -8,11 +8,11 @@
 
 #include "plan/plan_internal.h"
 
-void pl__pt_init(pl__ptrack *t) {
+void pl__sym_init(pl__sym_track *t) {
   memset(t, 0, sizeof *t);
 }
 
-static int tag_index(pl__ptrack *t, const char *tag) {
+static int tag_index(pl__sym_track *t, const char *tag) {
   for (int i = 0; i < t->n; i++) /* the replays pass static strings */
     if (t->tag[i] == tag)
       return i;
@@ -24,9 +24,10 @@ static int tag_index(pl__ptrack *t, const char *tag) {
   return t->n++;
 }
 
-pl__pbuf pl__pt_alloc(pl__ptrack *t, const char *tag, int term, size_t bytes) {
+pl__sym_buf pl__sym_alloc(pl__sym_track *t, const char *tag, int term,
+                          size_t bytes) {
   PL_ASSERT(term >= 0 && term < PL_TERM_COUNT);
-  pl__pbuf b = {tag_index(t, tag), term, bytes, true};
+  pl__sym_buf b = {tag_index(t, tag), term, bytes, true};
   t->cur += bytes;
   t->now[b.tag] += bytes;
   if (t->now[b.tag] > t->tpeak[b.tag])
@@ -43,7 +44,7 @@ pl__pbuf pl__pt_alloc(pl__ptrack *t, const char *tag, int term, size_t bytes) {
   return b;
 }
 
-void pl__pt_free(pl__ptrack *t, pl__pbuf *b) {
+void pl__sym_free(pl__sym_track *t, pl__sym_buf *b) {
   if (!b->live)
     return;
   t->cur -= b->bytes;
@@ -52,7 +53,7 @@ void pl__pt_free(pl__ptrack *t, pl__pbuf *b) {
   b->live = false;
 }
 
-void pl__pt_reset_peak(pl__ptrack *t) {
+void pl__sym_reset_peak(pl__sym_track *t) {
   t->peak = t->cur;
   memcpy(t->at_peak, t->now, sizeof t->now);
   memcpy(t->tpeak, t->now, sizeof t->now);
@@ -61,14 +62,14 @@ void pl__pt_reset_peak(pl__ptrack *t) {
   memcpy(t->peak_phase, t->phase, sizeof t->phase);
 }
 
-void pl__pt_phase(pl__ptrack *t, const char *fmt, ...) {
+void pl__sym_phase(pl__sym_track *t, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(t->phase, sizeof t->phase, fmt, ap);
   va_end(ap);
 }
 
-void pl__pt_export(const pl__ptrack *t, pl_plan_mem *out) {
+void pl__sym_export(const pl__sym_track *t, pl_plan_mem *out) {
   out->dev_peak = t->peak;
   out->n_tags = t->n;
   for (int i = 0; i < t->n; i++) {

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "plateau/file.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 
 struct pl_data {
   int64_t V;

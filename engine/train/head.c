@@ -35,21 +35,38 @@ static size_t dtp_bound(void *ctx) {
          pl_dtp_grads_scratch(ctx);
 }
 
-const pl_head_ops pl_head_ring = {"ring",      1,       dtp_create,
-                                  dtp_destroy, dtp_run, dtp_bound};
-const pl_head_ops pl_head_fused = {"fused",     0,       dtp_create,
-                                   dtp_destroy, dtp_run, dtp_bound};
+const char pl_head_name_ring[] = "ring";
+const char pl_head_name_fused[] = "fused";
+
+const pl_head_ops pl_head_ring = {pl_head_name_ring, 1,       dtp_create,
+                                  dtp_destroy,       dtp_run, dtp_bound};
+const pl_head_ops pl_head_fused = {pl_head_name_fused, 0,       dtp_create,
+                                   dtp_destroy,        dtp_run, dtp_bound};
+
+const pl_head_ops *const pl_head_builtins[] = {&pl_head_ring, &pl_head_fused,
+                                               NULL};
+const char *const pl_head_builtin_names[] = {pl_head_name_ring,
+                                             pl_head_name_fused, NULL};
+
+pl_status pl_head_nll_sum(pl_stream *s, const float *nll, float *h_nll,
+                          int64_t N, double *sum) {
+  PL_TRY(pl_memcpy_async(s, h_nll, nll, (size_t)N * 4));
+  PL_TRY(pl_stream_sync(s));
+  double acc = 0;
+  for (int64_t i = 0; i < N; i++)
+    acc += h_nll[i];
+  *sum = acc;
+  return PL_OK;
+}
 
 pl_status pl_head_builtin(const char *name, const pl_head_ops **out) {
-  if (name && !strcmp(name, "ring"))
-    *out = &pl_head_ring;
-  else if (name && !strcmp(name, "fused"))
-    *out = &pl_head_fused;
-  else
-    return pl_set_error(
-        PL_EINVAL,
-        "head '%s': built-in heads are ring and fused (dense and vp "
-        "come from the suite's baselines)",
-        name ? name : "");
-  return PL_OK;
+  for (int i = 0; name && pl_head_builtins[i]; i++)
+    if (!strcmp(name, pl_head_builtins[i]->name)) {
+      *out = pl_head_builtins[i];
+      return PL_OK;
+    }
+  return pl_set_error(PL_EINVAL,
+                      "head '%s': built-in heads are ring and fused (dense "
+                      "and vp come from the suite's baselines)",
+                      name ? name : "");
 }

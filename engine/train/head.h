@@ -52,6 +52,21 @@ extern const pl_head_ops pl_head_ring;
  * three-GEMM schedule when a row of V fits the strip bound). */
 extern const pl_head_ops pl_head_fused;
 
+/* The sum of the N per-token losses nll (device, f32) in index order,
+ * through the host buffer h_nll (N floats); s synchronized. */
+pl_status pl_head_nll_sum(pl_stream *s, const float *nll, float *h_nll,
+                          int64_t N, double *sum);
+
+/* The heads' names, each written once: a head's ops point at its name, and
+ * every list of names (the built-in heads' below, every head's in
+ * baselines/train_baselines.h: the options of the trainer's bench and the
+ * planner, the rows' variant strings) holds these pointers. */
+extern const char pl_head_name_ring[];  /* "ring"  */
+extern const char pl_head_name_fused[]; /* "fused" */
+/* The built-in heads and their names, in the same order, NULL-terminated. */
+extern const pl_head_ops *const pl_head_builtins[];
+extern const char *const pl_head_builtin_names[];
+
 /* "ring" | "fused" -> the built-in heads (the suite adds "dense", "vp"). */
 pl_status pl_head_builtin(const char *name, const pl_head_ops **out);
 

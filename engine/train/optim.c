@@ -55,21 +55,27 @@ static size_t staging(void *o) {
   return pl_stream_adamw_staging_bytes(o);
 }
 
-const pl_optim_ops pl_optim_stream = {"stream", stream_create, destroy,
-                                      step,     gscale,        staging};
-const pl_optim_ops pl_optim_hybrid = {"hybrid", hybrid_create, destroy,
-                                      step,     gscale,        staging};
+const char pl_optim_name_stream[] = "stream";
+const char pl_optim_name_hybrid[] = "hybrid";
+
+const pl_optim_ops pl_optim_stream = {
+    pl_optim_name_stream, stream_create, destroy, step, gscale, staging};
+const pl_optim_ops pl_optim_hybrid = {
+    pl_optim_name_hybrid, hybrid_create, destroy, step, gscale, staging};
+
+const pl_optim_ops *const pl_optim_builtins[] = {&pl_optim_stream,
+                                                 &pl_optim_hybrid, NULL};
+const char *const pl_optim_builtin_names[] = {pl_optim_name_stream,
+                                              pl_optim_name_hybrid, NULL};
 
 pl_status pl_optim_builtin(const char *name, const pl_optim_ops **out) {
-  if (name && !strcmp(name, "stream"))
-    *out = &pl_optim_stream;
-  else if (name && !strcmp(name, "hybrid"))
-    *out = &pl_optim_hybrid;
-  else
-    return pl_set_error(
-        PL_EINVAL,
-        "optimizer '%s': built-in optimizers are stream and hybrid "
-        "(cpu comes from the suite's baselines)",
-        name ? name : "");
-  return PL_OK;
+  for (int i = 0; name && pl_optim_builtins[i]; i++)
+    if (!strcmp(name, pl_optim_builtins[i]->name)) {
+      *out = pl_optim_builtins[i];
+      return PL_OK;
+    }
+  return pl_set_error(PL_EINVAL,
+                      "optimizer '%s': built-in optimizers are stream and "
+                      "hybrid (cpu comes from the suite's baselines)",
+                      name ? name : "");
 }

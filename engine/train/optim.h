@@ -52,6 +52,16 @@ typedef struct pl_optim_ops {
 extern const pl_optim_ops pl_optim_stream;
 extern const pl_optim_ops pl_optim_hybrid;
 
+/* The optimizers' names, each written once (as the heads', train/head.h):
+ * an optimizer's ops point at its name, every list of names holds these
+ * pointers. */
+extern const char pl_optim_name_stream[]; /* "stream" */
+extern const char pl_optim_name_hybrid[]; /* "hybrid" */
+/* The built-in optimizers and their names, in the same order,
+ * NULL-terminated. */
+extern const pl_optim_ops *const pl_optim_builtins[];
+extern const char *const pl_optim_builtin_names[];
+
 /* "stream" | "hybrid" (the suite adds "cpu"). */
 pl_status pl_optim_builtin(const char *name, const pl_optim_ops **out);
 

@@ -1,103 +1,29 @@
-/* step.c — the training step of a trainer (train/step.h): its configuration,
- * one micro-batch (embedding, the checkpointed decoder layers with SCO, the
- * head, backward), the step's forward + backward over its micro-batches,
- * the optimizer and the router-bias update, and runs of steps, with the
- * time and memory of each step.  The per-layer schedule and the head phase
- * are in step_layer.c, building a trainer in step_build.c, parameter access
- * in step_params.c (step_internal.h). */
+/* step.c — the training step of a trainer (train/step.h): one micro-batch
+ * (embedding, the checkpointed decoder layers with SCO, the head, backward),
+ * the step's forward + backward over its micro-batches, the optimizer and the
+ * router-bias update, and runs of steps, with the time and memory of each step.
+ * The per-layer schedule and the head phase are in step_layer.c, building a
+ * trainer in step_build.c, parameter access in step_params.c (step_internal.h),
+ * the configuration in step_cfg.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/embed.h"
 #include "core/internal.h"
+#include "model/embedding_internal.h"
 #include "model/router.h"
 #include "train/data.h"
 #include "train/step_internal.h"
 
-/* ---- kernels of the two backends ----------------------------------------- */
-
-static pl_status embed_fwd(pl_stream *s, void *x, const void *E,
-                           const int32_t *tok, int64_t N, int64_t H,
-                           pl_dtype dt) {
-#if PL_HAVE_CUDA
-  if (pl__on_cuda(s))
-    return pl__cuda_embed_fwd(s, x, E, tok, N, H, dt);
-#endif
-  return pl__cpu_embed_fwd(s, x, E, tok, N, H, dt);
+void pl_step_result_other(pl_step_result *r) {
+  double in = 0;
+  for (int i = PL_PART_ATTENTION; i <= PL_PART_OPTIM; i++)
+    in += r->part_ms[i];
+  in += r->standin_ms;
+  r->part_ms[PL_PART_OTHER] = r->time_ms > in ? r->time_ms - in : 0;
 }
 
-static pl_status embed_bwd(pl_stream *s, float *dE, const void *dx,
-                           const int32_t *tok, int64_t N, int64_t H,
-                           pl_dtype dt) {
-#if PL_HAVE_CUDA
-  if (pl__on_cuda(s))
-    return pl__cuda_embed_bwd(s, dE, dx, tok, N, H, dt);
-#endif
-  return pl__cpu_embed_bwd(s, dE, dx, tok, N, H, dt);
-}
-
-/* ---- configuration ----------------------------------------------------------
- */
-
-pl_step_cfg pl_step_cfg_default(void) {
-  pl_step_cfg c;
-  memset(&c, 0, sizeof c);
-  c.dt = PL_BF16;
-  c.dispatch = PL_MOE_PIPELINED;
-  c.moe_c = 8192;
-  c.moe_K_max = 64;
-  c.moe_lanes = 2;
-  c.knobs = pl_llep_knobs_default();
-  c.hp = pl_adamw_hparams_default();
-  c.hp.max_grad_norm = 1.0;
-  c.oo.bucket = 100000000;
-  c.oo.slots = 2;
-  c.sco_release = PL_SCO_RELEASE_CONTEXT;
-  c.micro = 1;
-  c.seed = 1;
-  c.attn = (pl_attn_kernels){0}; /* AUTO */
-  return c;
-}
-
-/* The attention of layer 0 up while the budget lasts, then whole layers. */
-void pl_step_keep_layers(const pl_model_cfg *m, int64_t N, int D, pl_dtype dt,
-                         pl_keep_budget kb, int *n_attn, int *n_all) {
-  *n_attn = *n_all = 0;
-  if (kb.mode == PL_KEEP_ATTN || kb.mode == PL_KEEP_ALL) {
-    *n_attn = m->L;
-    *n_all = kb.mode == PL_KEEP_ALL ? m->L : 0;
-    return;
-  }
-  const pl_layer_cfg lc = {.H = m->H, .n_q = m->n_q, .n_kv = m->n_kv,
-                           .d = m->d, .dt = dt};
-  const size_t a = pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ATTN),
-               w = pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ALL) - a;
-  if (a == 0)
-    return;
-  uint64_t left = kb.bytes;
-  while (*n_attn < m->L && left >= a)
-    (*n_attn)++, left -= a;
-  while (*n_attn == m->L && *n_all < m->L && left >= w)
-    (*n_all)++, left -= w;
-}
-
-size_t pl_step_keep_bytes(const pl_model_cfg *m, int64_t N, int D,
-                          pl_dtype dt, int n_attn, int n_all) {
-  const pl_layer_cfg lc = {.H = m->H, .n_q = m->n_q, .n_kv = m->n_kv,
-                           .d = m->d, .dt = dt};
-  return (size_t)(n_attn - n_all) *
-             pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ATTN) +
-         (size_t)n_all * pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ALL);
-}
-
-const char *pl_part_name(int p) {
-  static const char *const n[PL_PART_COUNT] = {
-      "attention", "moe", "head", "optimizer", "zero3", "sco", "other",
-      "recompute", "expert_units"};
-  return p >= 0 && p < PL_PART_COUNT ? n[p] : "?";
-}
 /* ---- the step
  * ---------------------------------------------------------------------- */
 
@@ -118,7 +44,7 @@ static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
   pl_status st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->es,
                                 "activations", s, &x0);
   if (st == PL_OK)
-    st = embed_fwd(s, x0, E, t->d_tok, N, H, t->dt);
+    st = pl__embedding_fwd(s, x0, E, t->d_tok, N, H, t->dt);
   pl_zero3_release(t->z, t->u_emb, s);
   if (st == PL_OK)
     st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->es,
@@ -131,7 +57,7 @@ static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
   if (st == PL_OK)
     st = pl_zero3_grad_acquire(t->z, t->u_emb, s, &gE);
   if (st == PL_OK)
-    st = embed_bwd(s, gE, dx0, t->d_tok, N, H, t->dt);
+    st = pl__embedding_bwd(s, gE, dx0, t->d_tok, N, H, t->dt);
   if (st == PL_OK)
     st = pl_zero3_grad_reduce(t->z, t->u_emb, s, t->micro_i > 0);
   pl_free_async(dev, dx0, s);
@@ -149,7 +75,7 @@ static void mem_stats(pl_trainer *t, pl_step_result *r) {
  * moved to moe. */
 static pl_status take_parts(pl_trainer *t, pl_step_result *r) {
   double part[PL_PART_COUNT] = {0};
-  PL_TRY(pl__step_take_spans(t, part));
+  PL_TRY(pl_timeline_take(&t->tline, part));
   part[PL_PART_ATTENTION] -= part[PL_PART_MOE];
   pl_zero3_stats zs;
   PL_TRY(pl_zero3_take_stats(t->z, &zs));
@@ -214,7 +140,7 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
   PL_TRY(pl_dev_sync(t->dev));
   pl_mem_reset_peak(t->dev, PL_ARENA_DEVICE);
   pl_mem_reset_peak(t->dev, PL_ARENA_HOST);
-  t->nsp = t->nev = 0;
+  pl_timeline_clear(&t->tline);
   pl_zero3_stats zs;
   PL_TRY(pl_zero3_take_stats(t->z, &zs));
   if (t->ze)
@@ -298,10 +224,10 @@ pl_status pl_trainer_update(pl_trainer *t, pl_step_result *res) {
   const uint64_t t0 = pl_now_ns();
   pl_stream *s = pl_dev_stream(t->dev);
   int a, b;
-  PL_TRY(pl__step_mark(t, s, &a));
+  PL_TRY(pl_timeline_mark(&t->tline, s, &a));
   PL_TRY(t->optim->step(t->opt, s));
-  PL_TRY(pl__step_mark(t, s, &b));
-  PL_TRY(pl__step_span(t, PL_PART_OPTIM, a, b));
+  PL_TRY(pl_timeline_mark(&t->tline, s, &b));
+  PL_TRY(pl_timeline_span(&t->tline, PL_PART_OPTIM, a, b));
   PL_TRY(pl_dev_sync(t->dev));
   if (t->dt == PL_F32)
     PL_TRY(refresh_f32(t));
@@ -315,34 +241,19 @@ pl_status pl_trainer_update(pl_trainer *t, pl_step_result *res) {
   return PL_OK;
 }
 
-pl_status pl_trainer_step(pl_trainer *t, const int32_t *tokens,
-                          pl_step_result *res) {
-  pl_step_result local;
-  pl_step_result *r = res ? res : &local;
-  PL_TRY(pl_trainer_forward_backward(t, tokens, r));
-  PL_TRY(pl_trainer_update(t, r));
-  if (t->c.profile) {
-    double in = 0;
-    for (int i = PL_PART_ATTENTION; i <= PL_PART_OPTIM; i++)
-      in += r->part_ms[i];
-    in += r->standin_ms;
-    r->part_ms[PL_PART_OTHER] = r->time_ms > in ? r->time_ms - in : 0;
-  }
-  return PL_OK;
-}
-
-pl_status pl_trainer_run(pl_trainer *t, pl_data *data, int64_t first, int steps,
-                         double *losses, pl_step_result *res) {
-  int32_t *tok =
-      malloc((size_t)pl_trainer_tokens_per_rank(t) * sizeof(int32_t));
+pl_status pl_step_run(void *trainer, int64_t tokens_per_rank,
+                      pl_step_batch_fn batch, pl_step_fn step, pl_data *data,
+                      int64_t first, int steps, double *losses,
+                      pl_step_result *res) {
+  int32_t *tok = malloc((size_t)tokens_per_rank * sizeof(int32_t));
   if (!tok)
     return pl_set_error(PL_ENOMEM, "trainer: host tokens");
   pl_status st = PL_OK;
   for (int i = 0; i < steps && st == PL_OK; i++) {
     pl_step_result r;
-    st = pl_data_batch(data, &t->p, t->c.micro, first + i, tok);
+    st = batch(trainer, data, first + i, tok);
     if (st == PL_OK)
-      st = pl_trainer_step(t, tok, &r);
+      st = step(trainer, tok, &r);
     if (st == PL_OK && losses)
       losses[i] = r.loss;
     if (st == PL_OK && res)
@@ -350,4 +261,31 @@ pl_status pl_trainer_run(pl_trainer *t, pl_data *data, int64_t first, int steps,
   }
   free(tok);
   return st;
+}
+
+pl_status pl_trainer_step(pl_trainer *t, const int32_t *tokens,
+                          pl_step_result *res) {
+  pl_step_result local;
+  pl_step_result *r = res ? res : &local;
+  PL_TRY(pl_trainer_forward_backward(t, tokens, r));
+  PL_TRY(pl_trainer_update(t, r));
+  if (t->c.profile)
+    pl_step_result_other(r);
+  return PL_OK;
+}
+
+/* the trainer in pl_step_run */
+static pl_status batch_of(const void *t, pl_data *data, int64_t step,
+                          int32_t *tok) {
+  const pl_trainer *x = t;
+  return pl_data_batch(data, &x->p, x->c.micro, step, tok);
+}
+static pl_status step_of(void *t, const int32_t *tok, pl_step_result *r) {
+  return pl_trainer_step(t, tok, r);
+}
+
+pl_status pl_trainer_run(pl_trainer *t, pl_data *data, int64_t first, int steps,
+                         double *losses, pl_step_result *res) {
+  return pl_step_run(t, pl_trainer_tokens_per_rank(t), batch_of, step_of, data,
+                     first, steps, losses, res);
 }

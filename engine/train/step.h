@@ -228,6 +228,22 @@ pl_status pl_trainer_update(pl_trainer *t, pl_step_result *res);
 pl_status pl_trainer_run(pl_trainer *t, pl_data *data, int64_t first, int steps,
                          double *losses, pl_step_result *res);
 
+/* What any trainer's step and run share (the FSDP2 baseline's too):
+ * pl_step_result_other sets a profiled step's part_ms[PL_PART_OTHER], its
+ * wall time minus the compute-stream parts (attention through optimizer)
+ * and the stand-ins; pl_step_run is the loop of pl_trainer_run over a
+ * trainer's batch (its tokens_per_rank tokens of step index `step`) and
+ * step. */
+void pl_step_result_other(pl_step_result *r);
+typedef pl_status (*pl_step_batch_fn)(const void *trainer, pl_data *data,
+                                      int64_t step, int32_t *tok);
+typedef pl_status (*pl_step_fn)(void *trainer, const int32_t *tok,
+                                pl_step_result *r);
+pl_status pl_step_run(void *trainer, int64_t tokens_per_rank,
+                      pl_step_batch_fn batch, pl_step_fn step, pl_data *data,
+                      int64_t first, int steps, double *losses,
+                      pl_step_result *res);
+
 /* ---- parameters (tests, checkpoints) --------------------------------------
  */
 

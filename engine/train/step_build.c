@@ -14,9 +14,9 @@
  * ------------------------------------------------------------------ */
 
 static pl_status add_param(pl_trainer *t, const char *name, int64_t rows,
-                           int64_t cols, pl__pkind kind, int unit, size_t off,
-                           int layer, int which, pl_dist dist, float a,
-                           float b) {
+                           int64_t cols, pl__param_kind kind, int unit,
+                           size_t off, int layer, int which, pl_dist dist,
+                           float a, float b) {
   pl__tparam *p = &t->pr[t->npr++];
   memset(p, 0, sizeof *p);
   snprintf(p->info.name, sizeof p->info.name, "%s", name);
@@ -273,11 +273,7 @@ void pl_trainer_destroy(pl_trainer *t) {
   free(t->ap);
   free(t->ap_off);
   free(t->pr);
-  for (int i = 0; i < t->capev; i++)
-    if (t->ev[i])
-      pl_event_destroy(t->ev[i]);
-  free(t->ev);
-  free(t->sp);
+  pl_timeline_free(&t->tline);
   pl_layout_destroy(t->lay);
   free(t);
 }
@@ -350,6 +346,7 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   if (!t)
     return pl_set_error(PL_ENOMEM, "trainer: host");
   t->dev = dev, t->world = world, t->m = *m, t->c = *sc;
+  t->tline = pl_timeline_make(dev, sc->profile);
   t->dt = sc->dt, t->es = pl_dtype_size(sc->dt);
   t->head = sc->head ? sc->head : &pl_head_ring;
   t->optim = sc->optim ? sc->optim : &pl_optim_stream;

@@ -3,16 +3,18 @@
  * layers and parameter table, and the cross-file helpers.  Internal to
  * engine/train (not installed).
  *
- *   step.c         configuration, the step's schedule (micro-batches,
+ *   step.c         the step's schedule (micro-batches,
  *                  forward + backward, the optimizer and bias update, runs)
- *   step_layer.c   the time breakdown's events, the decoder layer in the
- *                  checkpoint runner (units gathered, prefetched, released,
- *                  gradients reduce-scattered) and the head phase (final
- *                  norm, vocabulary head, loss)
+ *   step_layer.c   the decoder layer in the checkpoint runner (units
+ *                  gathered, prefetched, released, gradients
+ *                  reduce-scattered) and the head phase (final norm,
+ *                  vocabulary head, loss), timed (train/timeline.h)
  *   step_build.c   the parameter table, the ZeRO-3 units, the weights'
  *                  initialization, create and destroy
  *   step_params.c  the parameters from outside: info, gather, set, router
  *                  biases
+ *   step_cfg.c     the configuration: defaults, kept activations, part
+ *                  names (called by the others, calls none of them)
  *   epgroups.c     expert groups smaller than the world: the expert units
  *                  (train/epgroups.h) */
 #ifndef PLATEAU_TRAIN_STEP_INTERNAL_H
@@ -22,14 +24,15 @@
 #include "model/moe_ffn.h"
 #include "train/ckpt.h"
 #include "train/step.h"
+#include "train/timeline.h"
 #include "train/units.h"
 #include "train/zero3.h"
 
-typedef enum { PL__K_UNIT, PL__K_EXPERT } pl__pkind;
+typedef enum { PL__K_UNIT, PL__K_EXPERT } pl__param_kind;
 
 typedef struct pl__tparam {
   pl_param_info info;
-  pl__pkind kind;
+  pl__param_kind kind;
   int unit;         /* PL__K_UNIT                                   */
   size_t off;       /* PL__K_UNIT: first element in the unit        */
   int layer, which; /* PL__K_EXPERT: layer, 0 wg 1 wu 2 wd           */
@@ -51,10 +54,6 @@ typedef struct pl__tlayer {
   size_t eoff[3];      /* wg, wu, wd in that unit (train/epgroups.h)   */
   int rec_a;           /* the recompute's start event (profile)  */
 } pl__tlayer;
-
-typedef struct pl__tspan {
-  int part, a, b;
-} pl__tspan;
 
 struct pl_trainer {
   pl_dev *dev;
@@ -98,11 +97,7 @@ struct pl_trainer {
   int64_t step_no;
   int micro_i;
   float *final_g; /* the final norm's gradient (the last layer's unit) */
-  /* profile: events and spans of the current step */
-  pl_event **ev;
-  int nev, capev;
-  pl__tspan *sp;
-  int nsp, capsp;
+  pl_timeline tline; /* profile: events and spans of the current step */
   double fb_ms;
 };
 
@@ -113,12 +108,6 @@ static inline int64_t pl__step_numel(const pl__tparam *p) {
 
 /* ---- step_layer.c ---------------------------------------------------------
  */
-/* An event on s for the time breakdown (profile on; *idx -1 otherwise). */
-pl_status pl__step_mark(pl_trainer *t, pl_stream *s, int *idx);
-/* Part `part` lasted from event a to event b (ignored without profile). */
-pl_status pl__step_span(pl_trainer *t, int part, int a, int b);
-/* Add the spans' times into part_ms (the device has finished them). */
-pl_status pl__step_take_spans(pl_trainer *t, double *part_ms);
 /* The layer's recompute marks (pl_layer.recompute_mark): a span of part
  * recompute (profile on). */
 pl_status pl__step_recompute_mark(void *ctx, pl_stream *s, int end);

@@ -2,62 +2,14 @@
  * decoder layer as the checkpoint runner calls it (its ZeRO-3 unit
  * gathered, the next one prefetched, released; in backward gathered again,
  * its gradient reduce-scattered), the head phase (final norm, vocabulary
- * head, loss), and the events of the time breakdown around both.  Split
- * from step.c at its seams (step_internal.h). */
+ * head, loss), and the events of the time breakdown around both
+ * (train/timeline.h).  Split from step.c at its seams (step_internal.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/mlp_block_internal.h"
 #include "train/step_internal.h"
-
-/* ---- profiling
- * ---------------------------------------------------------------- */
-
-pl_status pl__step_mark(pl_trainer *t, pl_stream *s, int *idx) {
-  *idx = -1;
-  if (!t->c.profile)
-    return PL_OK;
-  if (t->nev == t->capev) {
-    int cap = t->capev ? 2 * t->capev : 64;
-    pl_event **e = realloc(t->ev, (size_t)cap * sizeof *e);
-    if (!e)
-      return pl_set_error(PL_ENOMEM, "trainer: host");
-    for (int i = t->capev; i < cap; i++)
-      e[i] = NULL;
-    t->ev = e, t->capev = cap;
-  }
-  if (!t->ev[t->nev])
-    PL_TRY(pl_event_create(t->dev, &t->ev[t->nev]));
-  PL_TRY(pl_event_record(t->ev[t->nev], s));
-  *idx = t->nev++;
-  return PL_OK;
-}
-
-pl_status pl__step_span(pl_trainer *t, int part, int a, int b) {
-  if (!t->c.profile || a < 0 || b < 0)
-    return PL_OK;
-  if (t->nsp == t->capsp) {
-    int cap = t->capsp ? 2 * t->capsp : 64;
-    pl__tspan *p = realloc(t->sp, (size_t)cap * sizeof *p);
-    if (!p)
-      return pl_set_error(PL_ENOMEM, "trainer: host");
-    t->sp = p, t->capsp = cap;
-  }
-  t->sp[t->nsp++] = (pl__tspan){part, a, b};
-  return PL_OK;
-}
-
-/* Add the spans' times into part_ms (the device has finished them). */
-pl_status pl__step_take_spans(pl_trainer *t, double *part_ms) {
-  for (int i = 0; i < t->nsp; i++) {
-    float ms = 0;
-    PL_TRY(pl_event_elapsed_ms(t->ev[t->sp[i].a], t->ev[t->sp[i].b], &ms));
-    part_ms[t->sp[i].part] += ms;
-  }
-  t->nsp = t->nev = 0;
-  return PL_OK;
-}
 
 /* ---- the decoder layer in the runner
  * ------------------------------------------ */
@@ -96,24 +48,24 @@ static pl_status slot_fwd(void *ctx, pl_stream *s, const void *x, void *y,
                           int64_t N) {
   pl__tlayer *tl = ctx;
   int a, b;
-  PL_TRY(pl__step_mark(tl->t, s, &a));
+  PL_TRY(pl_timeline_mark(&tl->t->tline, s, &a));
   PL_TRY(pl__ep_slot_begin(tl->t, tl, s, false));
   PL_TRY(pl_moe_ffn_forward(&tl->ffn, s, x, y, N));
   PL_TRY(pl__ep_slot_end(tl->t, tl, s, false));
-  PL_TRY(pl__step_mark(tl->t, s, &b));
-  return pl__step_span(tl->t, PL_PART_MOE, a, b);
+  PL_TRY(pl_timeline_mark(&tl->t->tline, s, &b));
+  return pl_timeline_span(&tl->t->tline, PL_PART_MOE, a, b);
 }
 
 static pl_status slot_bwd(void *ctx, pl_stream *s, const void *x,
                           const void *dy, void *dx, int64_t N) {
   pl__tlayer *tl = ctx;
   int a, b;
-  PL_TRY(pl__step_mark(tl->t, s, &a));
+  PL_TRY(pl_timeline_mark(&tl->t->tline, s, &a));
   PL_TRY(pl__ep_slot_begin(tl->t, tl, s, true));
   PL_TRY(pl_moe_ffn_backward(&tl->ffn, s, x, dy, dx, N));
   PL_TRY(pl__ep_slot_end(tl->t, tl, s, true));
-  PL_TRY(pl__step_mark(tl->t, s, &b));
-  return pl__step_span(tl->t, PL_PART_MOE, a, b);
+  PL_TRY(pl_timeline_mark(&tl->t->tline, s, &b));
+  return pl_timeline_span(&tl->t->tline, PL_PART_MOE, a, b);
 }
 
 const pl_ffn_ops pl__step_slot_ops = {slot_fwd, slot_bwd};
@@ -121,17 +73,17 @@ const pl_ffn_ops pl__step_slot_ops = {slot_fwd, slot_bwd};
 pl_status pl__step_recompute_mark(void *ctx, pl_stream *s, int end) {
   pl__tlayer *tl = ctx;
   if (!end)
-    return pl__step_mark(tl->t, s, &tl->rec_a);
+    return pl_timeline_mark(&tl->t->tline, s, &tl->rec_a);
   int b;
-  PL_TRY(pl__step_mark(tl->t, s, &b));
-  return pl__step_span(tl->t, PL_PART_RECOMPUTE, tl->rec_a, b);
+  PL_TRY(pl_timeline_mark(&tl->t->tline, s, &b));
+  return pl_timeline_span(&tl->t->tline, PL_PART_RECOMPUTE, tl->rec_a, b);
 }
 
 /* The layer's own time minus its FFN slot's is attention: a span for the
  * whole layer (part ATTENTION) and the slot's span (MOE) subtracted later. */
 static pl_status timed(pl_trainer *t, int a, int b) {
   /* recorded as ATTENTION; take_parts subtracts the MOE spans inside */
-  return pl__step_span(t, PL_PART_ATTENTION, a, b);
+  return pl_timeline_span(&t->tline, PL_PART_ATTENTION, a, b);
 }
 
 static pl_status tl_forward(void *layer, pl_stream *s, const void *x, void *y,
@@ -146,9 +98,9 @@ static pl_status tl_forward(void *layer, pl_stream *s, const void *x, void *y,
   PL_TRY(pl__ep_layer_begin(t, tl, s));
   set_views(tl, full, NULL);
   int a, b;
-  PL_TRY(pl__step_mark(t, s, &a));
+  PL_TRY(pl_timeline_mark(&t->tline, s, &a));
   PL_TRY(pl_layer_forward(&tl->layer, s, x, y, N));
-  PL_TRY(pl__step_mark(t, s, &b));
+  PL_TRY(pl_timeline_mark(&t->tline, s, &b));
   PL_TRY(timed(t, a, b));
   /* the last layer's unit stays for the final norm (the head releases it) */
   if (tl->index + 1 < L)
@@ -169,9 +121,9 @@ static pl_status tl_backward(void *layer, pl_stream *s, const void *x,
   PL_TRY(pl_zero3_grad_acquire(t->z, tl->unit, s, &gfull));
   set_views(tl, full, gfull);
   int a, b;
-  PL_TRY(pl__step_mark(t, s, &a));
+  PL_TRY(pl_timeline_mark(&t->tline, s, &a));
   PL_TRY(pl_layer_backward(&tl->layer, s, x, dy, dx, N));
-  PL_TRY(pl__step_mark(t, s, &b));
+  PL_TRY(pl_timeline_mark(&t->tline, s, &b));
   PL_TRY(timed(t, a, b));
   pl_zero3_release(t->z, tl->unit, s);
   return pl_zero3_grad_reduce(t->z, tl->unit, s, t->micro_i > 0);
@@ -192,7 +144,7 @@ pl_status pl__step_head_run(void *ctx, pl_stream *s, const void *hL, void *dh,
   void *full, *wh, *xf = NULL, *dxf = NULL, *dwb = NULL;
   float *gh, *glast, *scr = NULL;
   int a, b;
-  PL_TRY(pl__step_mark(t, s, &a));
+  PL_TRY(pl_timeline_mark(&t->tline, s, &a));
   PL_TRY(pl_zero3_acquire(t->z, last->unit, s, &full));
   const void *wf = (char *)full + last->off[PL__U_FINAL] * t->es;
   pl_status st =
@@ -239,18 +191,10 @@ pl_status pl__step_head_run(void *ctx, pl_stream *s, const void *hL, void *dh,
   pl_free_async(dev, xf, s);
   pl_free_async(dev, dxf, s);
   if (st == PL_OK)
-    st = pl_memcpy_async(s, t->h_nll, t->d_nll, (size_t)N * 4);
+    st = pl_head_nll_sum(s, t->d_nll, t->h_nll, N, loss);
   if (st == PL_OK)
-    st = pl_stream_sync(s);
-  if (st == PL_OK) {
-    double sum = 0;
-    for (int64_t i = 0; i < N; i++)
-      sum += t->h_nll[i];
-    *loss = sum;
-  }
+    st = pl_timeline_mark(&t->tline, s, &b);
   if (st == PL_OK)
-    st = pl__step_mark(t, s, &b);
-  if (st == PL_OK)
-    st = pl__step_span(t, PL_PART_HEAD, a, b);
+    st = pl_timeline_span(&t->tline, PL_PART_HEAD, a, b);
   return st;
 }

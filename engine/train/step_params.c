@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 #include "train/step_internal.h"
 
 /* ---- parameters: gather and set

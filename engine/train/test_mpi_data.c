@@ -195,15 +195,10 @@ START_TEST(synthetic) {
 END_TEST
 
 int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK)
-    return 2;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
-      pl_comm_world(dev, &world) != PL_OK) {
-    fprintf(stderr, "data test setup: %s\n", pl_last_error());
-    return 3;
-  }
-  rank = pl_comm_rank(world);
-  size = pl_comm_size(world);
+  const int e =
+      pl_check_world_open(&argc, &argv, "data", &dev, &world, &rank, &size);
+  if (e)
+    return e;
   if (rank == 0) {
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/pl_data_XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -222,8 +217,5 @@ int main(int argc, char **argv) {
     if (system(cmd) != 0)
       fprintf(stderr, "could not remove %s\n", dir);
   }
-  pl_comm_destroy(world);
-  pl_dev_destroy(dev);
-  pl_finalize();
-  return nf ? 1 : 0;
+  return pl_check_world_close(dev, world, nf);
 }

@@ -181,29 +181,18 @@ START_TEST(resident_bytes_as_described) {
 END_TEST
 
 int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK)
-    return 2;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
-      pl_comm_world(dev, &world) != PL_OK) {
-    fprintf(stderr, "headroom test setup: %s\n", pl_last_error());
-    return 3;
-  }
-  rank = pl_comm_rank(world);
-  size = pl_comm_size(world);
+  const int e =
+      pl_check_world_open(&argc, &argv, "headroom", &dev, &world, &rank, &size);
+  if (e)
+    return e;
   if (size > 2) {
     if (rank == 0)
       printf("skipped: the headroom knobs are checked on 1 and 2 ranks\n");
-    pl_comm_destroy(world);
-    pl_dev_destroy(dev);
-    pl_finalize();
-    return 0;
+    return pl_check_world_close(dev, world, 0);
   }
   const TTest *tests[] = {f32_bit_identical, bf16_bit_identical,
                           check_detects_a_change, keep_plan,
                           resident_bytes_as_described, NULL};
-  const int nf = pl_check_run("headroom", 600, tests, rank, world);
-  pl_comm_destroy(world);
-  pl_dev_destroy(dev);
-  pl_finalize();
-  return nf ? 1 : 0;
+  return pl_check_world_close(
+      dev, world, pl_check_run("headroom", 600, tests, rank, world));
 }

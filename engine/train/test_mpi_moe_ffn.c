@@ -368,15 +368,10 @@ START_TEST(router_bias_step_sums_over_ranks) {
 END_TEST
 
 int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK)
-    return 2;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
-      pl_comm_world(dev, &world) != PL_OK) {
-    fprintf(stderr, "moe ffn test setup: %s\n", pl_last_error());
-    return 3;
-  }
-  rank = pl_comm_rank(world);
-  size = pl_comm_size(world);
+  const int e =
+      pl_check_world_open(&argc, &argv, "moe ffn", &dev, &world, &rank, &size);
+  if (e)
+    return e;
   const TTest *tests[] = {fd_ep,
                           fd_pllep,
                           keep_equals_recompute,
@@ -384,9 +379,6 @@ int main(int argc, char **argv) {
                           layer_slot_in_runner,
                           router_bias_step_sums_over_ranks,
                           NULL};
-  const int nf = pl_check_run("moe_ffn", 300, tests, rank, world);
-  pl_comm_destroy(world);
-  pl_dev_destroy(dev);
-  pl_finalize();
-  return nf ? 1 : 0;
+  return pl_check_world_close(dev, world,
+                              pl_check_run("moe_ffn", 300, tests, rank, world));
 }

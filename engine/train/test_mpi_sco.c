@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/mlp_block.h"
-#include "plateau/hd.h"
-#include "train/ckpt.h"
 #include "comm/check_mpi.h"
+#include "model/mlp_block.h"
+#include "plateau/host_device.h"
+#include "train/ckpt.h"
 
 static pl_dev *dev;
 static pl_comm *world;

@@ -37,11 +37,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/check_mpi.h"
 #include "ops/ce.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 #include "train/data.h"
 #include "train/step.h"
+#include "train/trainer_testlib.h"
 
 static pl_dev *dev;
 static pl_comm *world, *self;
@@ -113,21 +113,6 @@ static pl_trainer *make_reference(const setup *u, int micro) {
   return make(u, self, &lc, &sc);
 }
 
-/* normwise closeness; returns the worst ratio err / (tol · scale) */
-static double ratio(const float *a, const float *b, size_t n, double tol,
-                    int64_t *bad) {
-  double sc = 1e-30, me = 0;
-  *bad = -1;
-  for (size_t i = 0; i < n; i++)
-    sc = fmax(sc, fabs(b[i]));
-  for (size_t i = 0; i < n; i++) {
-    const double e = fabs((double)a[i] - b[i]);
-    if (!(e <= me))
-      me = e, *bad = (int64_t)i;
-  }
-  return me / (tol * sc);
-}
-
 /* Compare the loss and every gradient; returns 1 if all within tolerance.
  * quiet: no message (the perturbation test expects a failure). */
 static int compare(pl_trainer *a, pl_trainer *ref, double la, double lref,
@@ -148,7 +133,7 @@ static int compare(pl_trainer *a, pl_trainer *ref, double la, double lref,
     ck_assert_int_eq(pl_trainer_gather(a, i, true, ga), PL_OK);
     ck_assert_int_eq(pl_trainer_gather(ref, i, true, gr), PL_OK);
     int64_t bad;
-    const double r = ratio(ga, gr, n, 1e-4, &bad);
+    const double r = tt_ratio(ga, gr, n, 1e-4, &bad);
     fprintf(stderr, "%s %s ratio %.3g max %.3g\n", what, in.name, r,
             (double)fabs(gr[bad >= 0 ? bad : 0]));
     if (r > 1) {
@@ -420,17 +405,6 @@ START_TEST(token_ids) {
 END_TEST
 
 int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK)
-    return 2;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
-      pl_comm_world(dev, &world) != PL_OK) {
-    fprintf(stderr, "step test setup: %s\n", pl_last_error());
-    return 3;
-  }
-  rank = pl_comm_rank(world);
-  size = pl_comm_size(world);
-  if (pl_comm_split(world, rank, 0, &self) != PL_OK)
-    return 3;
   const TTest *tests[] = {reference_every_layout,
                           reference_adversarial,
                           perturbed_weight_fails,
@@ -438,10 +412,6 @@ int main(int argc, char **argv) {
                           profile_parts,
                           token_ids,
                           NULL};
-  const int nf = pl_check_run("step", 300, tests, rank, world);
-  pl_comm_destroy(self);
-  pl_comm_destroy(world);
-  pl_dev_destroy(dev);
-  pl_finalize();
-  return nf ? 1 : 0;
+  return tt_cpu_main(argc, argv, "step", 300, tests, &dev, &world, &self, &rank,
+                     &size);
 }

@@ -33,14 +33,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/check_mpi.h"
 #include "train/data.h"
 #include "train/headroom_testlib.h"
 #include "train/step.h"
+#include "train/trainer_testlib.h"
 
 static pl_dev *cdev, *gdev;
 static pl_comm *cworld, *gworld;
 static int rank, size, have_gpus;
+
+/* The trainer as tt_grads_close sees it. */
+static int nparams(const void *t) {
+  return pl_trainer_nparams(t);
+}
+static pl_status info(const void *t, int i, pl_param_info *out) {
+  return pl_trainer_param_info(t, i, out);
+}
+static pl_status gather(void *t, int i, bool grad, float *out) {
+  return pl_trainer_gather(t, i, grad, out);
+}
+static const tt_trainer_ops ops = {nparams, info, gather};
 
 static void check_head_dim(int d, int Ep) {
   pl_model_cfg m;
@@ -77,29 +89,7 @@ static void check_head_dim(int d, int Ep) {
   if (rank == 0)
     printf("# d=%d Ep=%d loss cpu %.6f cuda %.6f (rel %.3g)\n", d,
            Ep ? Ep : size, r[0].loss, r[1].loss, el);
-  int ok = el < 3e-2;
-  for (int i = 0; i < pl_trainer_nparams(t[0]); i++) {
-    pl_param_info in;
-    ck_assert_int_eq(pl_trainer_param_info(t[0], i, &in), PL_OK);
-    const size_t n = (size_t)(in.rows * in.cols);
-    float *a = malloc(n * 4), *c = malloc(n * 4);
-    ck_assert_int_eq(pl_trainer_gather(t[0], i, true, c), PL_OK);
-    ck_assert_int_eq(pl_trainer_gather(t[1], i, true, a), PL_OK);
-    double me = 0, sc2 = 1e-30;
-    for (size_t j = 0; j < n; j++) {
-      sc2 = fmax(sc2, fabs(c[j]));
-      const double e = fabs((double)a[j] - c[j]);
-      me = isnan(e) ? INFINITY : fmax(me, e);
-    }
-    const double tol =
-        strstr(in.name, "experts") || strstr(in.name, "router") ? 0.2 : 8e-2;
-    if (rank == 0)
-      printf("#   %-22s normwise %.3g (tolerance %.2g)\n", in.name, me / sc2,
-             tol);
-    if (!(me / sc2 <= tol))
-      ok = 0;
-    free(a), free(c);
-  }
+  const int ok = tt_grads_close(&ops, t[0], t[1], rank) && el < 3e-2;
   ck_assert_msg(ok, "d=%d: CUDA step beyond bf16 tolerance of the CPU step", d);
   for (int b = 0; b < 2; b++)
     ck_assert_int_eq(pl_trainer_update(t[b], NULL), PL_OK);
@@ -172,33 +162,8 @@ START_TEST(cuda_step_matches_cpu) {
 END_TEST
 
 int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK)
-    return 2;
-  rank = pl_world_rank();
-  size = pl_world_size();
-  int64_t enough = pl_cuda_device_count() >= size;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &cdev) != PL_OK ||
-      pl_comm_world(cdev, &cworld) != PL_OK)
-    return 3;
-  if (pl_host_allreduce_i64(cworld, &enough, 1, PL_RED_MIN) != PL_OK)
-    return 3;
-  have_gpus = (int)enough;
-  if (!have_gpus && rank == 0)
-    printf("skipped: no CUDA device for each of the %d ranks\n", size);
-  if (have_gpus && (pl_dev_create(PL_BACKEND_CUDA, -1, &gdev) != PL_OK ||
-                    pl_comm_world(gdev, &gworld) != PL_OK)) {
-    fprintf(stderr, "cuda setup: %s\n", pl_last_error());
-    return 3;
-  }
   const TTest *tests[] = {cuda_step_matches_cpu, cuda_headroom_bit_identical,
                           NULL};
-  const int nf = pl_check_run("step_cuda", 600, tests, rank, cworld);
-  if (gworld)
-    pl_comm_destroy(gworld);
-  if (gdev)
-    pl_dev_destroy(gdev);
-  pl_comm_destroy(cworld);
-  pl_dev_destroy(cdev);
-  pl_finalize();
-  return nf ? 1 : 0;
+  return tt_cuda_main(argc, argv, "step_cuda", 600, tests, &cdev, &gdev,
+                      &cworld, &gworld, &rank, &size, &have_gpus);
 }

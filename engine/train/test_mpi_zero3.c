@@ -10,14 +10,20 @@
  *  - the bound: a forward-then-backward walk over the units with the next
  *    unit prefetched keeps the tracked "zero3" peak at two gathered units and
  *    "zero3_grads" at one full f32 gradient plus a shard; a third resident
- *    unit is refused. */
+ *    unit is refused;
+ *  - FSDP2's knobs (fp32_master, host_state, no residency bound): the fp32
+ *    shard gathered as its weight-dtype cast, the unit copied out to numel
+ *    elements, three units resident at once, the moments zeroed beside the
+ *    shard, the shard state in the host arena with host_state, the
+ *    reduce-scatter (overwrite, accumulate) as above, the transient tags
+ *    back to zero; host_state without fp32_master refused. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "comm/check_mpi.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 #include "train/zero3.h"
 
 static pl_dev *dev;
@@ -161,20 +167,94 @@ START_TEST(two_units_bound) {
 }
 END_TEST
 
-int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK)
-    return 2;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
-      pl_comm_world(dev, &world) != PL_OK) {
-    fprintf(stderr, "zero3 test setup: %s\n", pl_last_error());
-    return 3;
+static void check_fsdp2_knobs(pl_dtype dt, bool host, int vmul) {
+  pl_stream *s = pl_dev_stream(dev);
+  const pl_zero3_opts o = {
+      .fp32_master = true, .host_state = host, .max_resident = 0};
+  const size_t numel[3] = {1, 37, 1000};
+  pl_zero3_unit_cfg uc[3];
+  for (int u = 0; u < 3; u++)
+    uc[u] = (pl_zero3_unit_cfg){"u", numel[u], world, vmul * size};
+  pl_zero3 *z;
+  ck_assert_int_eq(pl_zero3_create_opts(dev, dt, &o, 3, uc, &z), PL_OK);
+  const pl_arena state = host ? PL_ARENA_HOST : PL_ARENA_DEVICE;
+  ck_assert_uint_gt(pl_mem_tag_current(dev, state, "weights"), 0);
+  ck_assert_uint_gt(pl_mem_tag_current(dev, state, "optim"), 0);
+  void *full[3];
+  for (int u = 0; u < 3; u++) {
+    fill_shards(z, u, numel[u], PL_F32); /* the fp32 master */
+    float *m, *v;
+    size_t sh;
+    pl_zero3_moments(z, u, &m, &v);
+    pl_zero3_shard(z, u, NULL, NULL, &sh, NULL);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_ptr_nonnull(v);
+    for (size_t i = 0; i < sh; i++)
+      ck_assert(m[i] == 0.f && v[i] == 0.f);
+    ck_assert_int_eq(pl_zero3_acquire(z, u, s, &full[u]), PL_OK);
   }
-  rank = pl_comm_rank(world);
-  size = pl_comm_size(world);
-  const TTest *tests[] = {gather_and_reduce, two_units_bound, NULL};
-  const int nf = pl_check_run("zero3", 120, tests, rank, world);
-  pl_comm_destroy(world);
-  pl_dev_destroy(dev);
-  pl_finalize();
-  return nf ? 1 : 0;
+  ck_assert_int_eq(pl_zero3_sync(z, s), PL_OK);
+  for (int u = 0; u < 3; u++) { /* all three resident: no bound */
+    ck_assert(pl_zero3_resident(z, u));
+    ck_assert_uint_eq(pl_zero3_full_numel(z, u), numel[u]);
+    size_t sh;
+    pl_zero3_shard(z, u, NULL, NULL, &sh, NULL);
+    const size_t blk = (size_t)size * sh; /* the present ranks' block */
+    for (size_t i = 0; i < numel[u]; i++) {
+      float want = i % blk < numel[u] ? val(u, i % blk) : 0.f;
+      if (dt == PL_BF16)
+        want = pl_bf16_to_f32(pl_f32_to_bf16(want));
+      const float got = dt == PL_F32 ? ((float *)full[u])[i]
+                                     : pl_bf16_to_f32(((pl_bf16 *)full[u])[i]);
+      ck_assert_msg(got == want, "unit %d elem %zu: %g != %g (vmul=%d)", u, i,
+                    got, want, vmul);
+    }
+  }
+  for (int u = 0; u < 3; u++) {
+    pl_zero3_release(z, u, s);
+    float *gf, *gs;
+    size_t sh, off;
+    pl_zero3_shard(z, u, NULL, &gs, &sh, &off);
+    const size_t n = (size_t)vmul * size * sh;
+    for (int acc = 0; acc < 2; acc++) {
+      ck_assert_int_eq(pl_zero3_grad_acquire(z, u, s, &gf), PL_OK);
+      for (size_t i = 0; i < n; i++)
+        gf[i] = (float)(rank + 1) * val(u, i);
+      ck_assert_int_eq(pl_zero3_grad_reduce(z, u, s, acc), PL_OK);
+      ck_assert_int_eq(pl_zero3_sync(z, s), PL_OK);
+      ck_assert_int_eq(pl_dev_sync(dev), PL_OK);
+      const float tri = (float)(size * (size + 1) / 2);
+      for (size_t i = 0; i < sh; i++)
+        ck_assert_float_eq(gs[i], (acc + 1) * tri * val(u, off + i));
+    }
+  }
+  const char *tags[] = {"zero3", "fsdp_ag", "zero3_grads"};
+  for (int i = 0; i < 3; i++)
+    ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, tags[i]), 0);
+  pl_zero3_destroy(z);
+}
+
+START_TEST(fsdp2_knobs) {
+  check_fsdp2_knobs(PL_BF16, false, 1);
+  check_fsdp2_knobs(PL_F32, false, 2);
+  check_fsdp2_knobs(PL_BF16, true, 1);
+  check_fsdp2_knobs(PL_BF16, true, 3);
+  const pl_zero3_opts bad = {.fp32_master = false, .host_state = true};
+  const pl_zero3_unit_cfg uc = {"u", 8, world, 0};
+  pl_zero3 *z;
+  ck_assert_int_eq(pl_zero3_create_opts(dev, PL_BF16, &bad, 1, &uc, &z),
+                   PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "host_state"));
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  const int e =
+      pl_check_world_open(&argc, &argv, "zero3", &dev, &world, &rank, &size);
+  if (e)
+    return e;
+  const TTest *tests[] = {gather_and_reduce, two_units_bound, fsdp2_knobs,
+                          NULL};
+  return pl_check_world_close(dev, world,
+                              pl_check_run("zero3", 120, tests, rank, world));
 }

@@ -1,23 +1,23 @@
 /* zero3.c — ZeRO-3 units: shards, gathers with prefetch on a comm stream,
- * gradient reduce-scatters (train/zero3.h). */
+ * gradient reduce-scatters (train/zero3.h), with the knobs of FSDP2's units
+ * (fp32 master shard, host state, no residency bound). */
 #include "train/zero3.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_RESIDENT 2
-
 typedef struct unit {
-  char name[32];
+  char name[40];
   size_t numel, s;
   pl_comm *comm;
   int G, Gv, r;
-  void *w;      /* shard weights                        */
-  float *g;     /* shard gradient (f32)                 */
-  void *full;   /* gathered weights (NULL: not resident) */
-  float *gfull; /* open full gradient                   */
-  pl_event *ev; /* gather done                          */
+  void *w;      /* shard weights (wdt; f32 with fp32_master)         */
+  float *g;     /* shard gradient (f32)                              */
+  float *m, *v; /* fp32_master: AdamW's moments                      */
+  void *full;   /* gathered weights (NULL: not resident)              */
+  float *gfull; /* open full gradient                                */
+  pl_event *ev; /* gather done                                       */
 } unit;
 
 typedef struct span {
@@ -28,6 +28,7 @@ typedef struct span {
 struct pl_zero3 {
   pl_dev *dev;
   pl_dtype wdt;
+  pl_zero3_opts o;
   int n;
   unit *u;
   pl_stream *cs;
@@ -39,21 +40,50 @@ struct pl_zero3 {
   pl_zero3_stats acc;
 };
 
+pl_zero3_opts pl_zero3_opts_default(void) {
+  return (pl_zero3_opts){
+      .fp32_master = false, .host_state = false, .max_resident = 2};
+}
+
+/* A zeroed shard buffer of n elements of dt in the shard state's arena. */
+static pl_status shard_buf(pl_zero3 *z, size_t n, pl_dtype dt, const char *tag,
+                           void **out) {
+  const size_t b = n * pl_dtype_size(dt);
+  if (z->o.host_state) {
+    PL_TRY(pl_alloc(z->dev, PL_ARENA_HOST, b, tag, out));
+    memset(*out, 0, b);
+    return PL_OK;
+  }
+  PL_TRY(pl_alloc(z->dev, PL_ARENA_DEVICE, b, tag, out));
+  return pl_fill(pl_dev_stream(z->dev), *out, dt, n, 0.0);
+}
+
 pl_status pl_zero3_create(pl_dev *dev, pl_dtype wdt, int nunits,
                           const pl_zero3_unit_cfg *units, pl_zero3 **out) {
+  const pl_zero3_opts o = pl_zero3_opts_default();
+  return pl_zero3_create_opts(dev, wdt, &o, nunits, units, out);
+}
+
+pl_status pl_zero3_create_opts(pl_dev *dev, pl_dtype wdt,
+                               const pl_zero3_opts *o, int nunits,
+                               const pl_zero3_unit_cfg *units, pl_zero3 **out) {
   *out = NULL;
   if (wdt != PL_F32 && wdt != PL_BF16)
     return pl_set_error(PL_EINVAL, "zero3: weight dtype %s: f32 or bf16",
                         pl_dtype_name(wdt));
   if (nunits < 1)
     return pl_set_error(PL_EINVAL, "zero3: %d units: need >= 1", nunits);
+  if (o->host_state && !o->fp32_master)
+    return pl_set_error(PL_EINVAL,
+                        "zero3: host_state needs fp32_master (the host keeps "
+                        "the optimizer's fp32 shard)");
   pl_zero3 *z = calloc(1, sizeof *z);
   if (!z)
     return pl_set_error(PL_ENOMEM, "zero3: host");
-  z->dev = dev, z->wdt = wdt, z->n = nunits;
+  z->dev = dev, z->wdt = wdt, z->o = *o, z->n = nunits;
   z->u = calloc((size_t)nunits, sizeof(unit));
   pl_status st = z->u ? PL_OK : pl_set_error(PL_ENOMEM, "zero3: host");
-  const size_t es = pl_dtype_size(wdt);
+  const pl_dtype sdt = o->fp32_master ? PL_F32 : wdt;
   for (int i = 0; i < nunits && st == PL_OK; i++) {
     const pl_zero3_unit_cfg *c = &units[i];
     unit *u = &z->u[i];
@@ -72,11 +102,11 @@ pl_status pl_zero3_create(pl_dev *dev, pl_dtype wdt, int nunits,
     }
     u->numel = c->numel;
     u->s = (c->numel + (size_t)u->Gv - 1) / (size_t)u->Gv;
-    if ((st = pl_alloc(dev, PL_ARENA_DEVICE, u->s * es, "weights", &u->w)) ||
-        (st = pl_alloc(dev, PL_ARENA_DEVICE, u->s * 4, "grads",
-                       (void **)&u->g)) ||
-        (st = pl_fill(pl_dev_stream(dev), u->w, wdt, u->s, 0.0)) ||
-        (st = pl_fill(pl_dev_stream(dev), u->g, PL_F32, u->s, 0.0)) ||
+    if ((st = shard_buf(z, u->s, sdt, "weights", &u->w)) ||
+        (st = shard_buf(z, u->s, PL_F32, "grads", (void **)&u->g)) ||
+        (o->fp32_master &&
+         ((st = shard_buf(z, u->s, PL_F32, "optim", (void **)&u->m)) ||
+          (st = shard_buf(z, u->s, PL_F32, "optim", (void **)&u->v)))) ||
         (st = pl_event_create(dev, &u->ev)))
       break;
   }
@@ -86,6 +116,8 @@ pl_status pl_zero3_create(pl_dev *dev, pl_dtype wdt, int nunits,
     st = pl_event_create(dev, &z->ev_go);
   if (st == PL_OK)
     st = pl_event_create(dev, &z->ev_done);
+  if (st == PL_OK && o->fp32_master)
+    st = pl_dev_sync(dev);
   if (st != PL_OK) {
     pl_zero3_destroy(z);
     return st;
@@ -102,6 +134,8 @@ void pl_zero3_destroy(pl_zero3 *z) {
     unit *u = &z->u[i];
     pl_free(z->dev, u->w);
     pl_free(z->dev, u->g);
+    pl_free(z->dev, u->m);
+    pl_free(z->dev, u->v);
     pl_free(z->dev, u->full);
     pl_free(z->dev, u->gfull);
     if (u->ev)
@@ -142,9 +176,22 @@ void pl_zero3_shard(pl_zero3 *z, int u, void **w, float **g, size_t *s,
     *offset = (size_t)x->r * x->s;
 }
 
+void pl_zero3_moments(pl_zero3 *z, int u, float **m, float **v) {
+  PL_ASSERT(u >= 0 && u < z->n);
+  if (m)
+    *m = z->u[u].m;
+  if (v)
+    *v = z->u[u].v;
+}
+
+pl_comm *pl_zero3_comm(const pl_zero3 *z, int u) {
+  PL_ASSERT(u >= 0 && u < z->n);
+  return z->u[u].comm;
+}
+
 size_t pl_zero3_full_numel(const pl_zero3 *z, int u) {
   PL_ASSERT(u >= 0 && u < z->n);
-  return (size_t)z->u[u].Gv * z->u[u].s;
+  return z->o.fp32_master ? z->u[u].numel : (size_t)z->u[u].Gv * z->u[u].s;
 }
 
 size_t pl_zero3_max_unit_bytes(const pl_zero3 *z) {
@@ -160,7 +207,7 @@ size_t pl_zero3_max_unit_bytes(const pl_zero3 *z) {
 size_t pl_zero3_max_grad_bytes(const pl_zero3 *z) {
   size_t m = 0;
   for (int i = 0; i < z->n; i++) {
-    size_t b = pl_zero3_full_numel(z, i) * 4;
+    size_t b = (size_t)z->u[i].Gv * z->u[i].s * 4;
     if (b > m)
       m = b;
   }
@@ -219,39 +266,100 @@ pl_status pl_zero3_take_stats(pl_zero3 *z, pl_zero3_stats *out) {
   return PL_OK;
 }
 
+/* The comm stream after the work issued on s (the shard's last update is
+ * on it). */
+static pl_status cs_after(pl_zero3 *z, pl_stream *s) {
+  PL_TRY(pl_event_record(z->ev_go, s));
+  return pl_stream_wait(z->cs, z->ev_go);
+}
+
+/* The gathered block [0, G·s) of buf tiled over the absent ranks' blocks. */
+static pl_status tile(pl_zero3 *z, const unit *x, void *buf) {
+  const size_t blk = (size_t)x->G * x->s * pl_dtype_size(z->wdt);
+  pl_status st = PL_OK;
+  for (int j = 1; st == PL_OK && j < x->Gv / x->G; j++)
+    st = pl_memcpy_async(z->cs, (char *)buf + (size_t)j * blk, buf, blk);
+  return st;
+}
+
+/* The trainer's gather: the shard (wdt) all-gathered into the unit. */
+static pl_status gather_direct(pl_zero3 *z, unit *x) {
+  const size_t es = pl_dtype_size(z->wdt);
+  void *full = NULL;
+  PL_TRY(pl_alloc_async(z->dev, PL_ARENA_DEVICE, (size_t)x->Gv * x->s * es,
+                        "zero3", z->cs, &full));
+  x->full = full;
+  pl_status st;
+  if (x->comm && x->G > 1)
+    st = pl_allgather(x->comm, x->w, x->full, x->s, z->wdt, z->cs);
+  else
+    st = pl_memcpy_async(z->cs, x->full, x->w, x->s * es);
+  return st == PL_OK ? tile(z, x, x->full) : st;
+}
+
+/* fp32_master's gather: the fp32 shard (staged to the device with
+ * host_state) cast into this rank's block of the all-gather buffer,
+ * gathered in place, tiled, and copied out into the unit's parameters. */
+static pl_status gather_cast(pl_zero3 *z, unit *x) {
+  const size_t es = pl_dtype_size(z->wdt);
+  pl_dev *dev = z->dev;
+  pl_stream *cs = z->cs;
+  void *ag = NULL;
+  float *stage = NULL;
+  const float *src = x->w;
+  pl_status st = PL_OK;
+  if (z->o.host_state) {
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, x->s * 4, "fsdp_ag", cs,
+                        (void **)&stage);
+    if (st == PL_OK)
+      st = pl_memcpy_async(cs, stage, x->w, x->s * 4);
+    src = stage;
+  }
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)x->Gv * x->s * es,
+                        "fsdp_ag", cs, &ag);
+  char *mine = ag ? (char *)ag + (size_t)x->r * x->s * es : NULL;
+  if (st == PL_OK)
+    st = pl_convert(cs, mine, z->wdt, src, PL_F32, x->s);
+  pl_free_async(dev, stage, cs);
+  if (st == PL_OK && x->comm && x->G > 1)
+    st = pl_allgather(x->comm, mine, ag, x->s, z->wdt, cs);
+  if (st == PL_OK)
+    st = tile(z, x, ag);
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, x->numel * es, "zero3", cs,
+                        &x->full);
+  if (st == PL_OK)
+    st = pl_memcpy_async(cs, x->full, ag, x->numel * es);
+  pl_free_async(dev, ag, cs);
+  if (st != PL_OK && x->full) {
+    pl_free_async(dev, x->full, cs);
+    x->full = NULL;
+  }
+  return st;
+}
+
 pl_status pl_zero3_prefetch(pl_zero3 *z, int u, pl_stream *s) {
   if (u < 0 || u >= z->n)
     return pl_set_error(PL_EINVAL, "zero3: unit %d of %d", u, z->n);
   unit *x = &z->u[u];
   if (x->full)
     return PL_OK;
-  if (z->resident >= MAX_RESIDENT)
+  if (z->o.max_resident > 0 && z->resident >= z->o.max_resident)
     return pl_set_error(
         PL_EINVAL,
         "zero3: gathering unit %s would hold %d gathered units (at most %d)",
-        x->name, z->resident + 1, MAX_RESIDENT);
-  const size_t es = pl_dtype_size(z->wdt), blk = (size_t)x->G * x->s;
-  /* the comm stream starts after the work issued on s (the shard's last
-   * update is on it) */
-  PL_TRY(pl_event_record(z->ev_go, s));
-  PL_TRY(pl_stream_wait(z->cs, z->ev_go));
+        x->name, z->resident + 1, z->o.max_resident);
+  PL_TRY(cs_after(z, s));
   span *sp;
   PL_TRY(span_begin(z, 0, &sp));
-  PL_TRY(pl_alloc_async(z->dev, PL_ARENA_DEVICE, (size_t)x->Gv * x->s * es,
-                        "zero3", z->cs, &x->full));
-  z->resident++;
-  pl_status st;
-  if (x->comm && x->G > 1)
-    st = pl_allgather(x->comm, x->w, x->full, x->s, z->wdt, z->cs);
-  else
-    st = pl_memcpy_async(z->cs, x->full, x->w, x->s * es);
-  for (int j = 1; st == PL_OK && j < x->Gv / x->G; j++)
-    st = pl_memcpy_async(z->cs, (char *)x->full + (size_t)j * blk * es, x->full,
-                         blk * es);
+  pl_status st = z->o.fp32_master ? gather_cast(z, x) : gather_direct(z, x);
+  if (x->full)
+    z->resident++;
   if (st == PL_OK && sp) {
     st = pl_event_record(sp->b, z->cs);
     z->acc.gathers++;
-    z->acc.gather_bytes += (size_t)x->G * x->s * es;
+    z->acc.gather_bytes += (size_t)x->G * x->s * pl_dtype_size(z->wdt);
   }
   if (st == PL_OK)
     st = pl_event_record(x->ev, z->cs);
@@ -299,17 +407,18 @@ pl_status pl_zero3_grad_acquire(pl_zero3 *z, int u, pl_stream *s,
   return PL_OK;
 }
 
-pl_status pl_zero3_grad_reduce(pl_zero3 *z, int u, pl_stream *s,
-                               bool accumulate) {
-  if (u < 0 || u >= z->n)
-    return pl_set_error(PL_EINVAL, "zero3: unit %d of %d", u, z->n);
-  unit *x = &z->u[u];
-  if (!x->gfull)
-    return PL_OK;
-  PL_TRY(pl_event_record(z->ev_go, s));
-  PL_TRY(pl_stream_wait(z->cs, z->ev_go));
-  span *sp;
-  PL_TRY(span_begin(z, 1, &sp));
+/* The open gradient's reduce-scatter (sum, f32) over the real group into
+ * dst (s elements); alone, this rank's block. */
+static pl_status reduce_into(pl_zero3 *z, const unit *x, float *dst) {
+  if (x->comm && x->G > 1)
+    return pl_reduce_scatter(x->comm, x->gfull, dst, x->s, PL_F32, PL_RED_SUM,
+                             z->cs);
+  return pl_memcpy_async(z->cs, dst, x->gfull + (size_t)x->r * x->s, x->s * 4);
+}
+
+/* The trainer's reduction: straight into the shard, or into a transient
+ * shard added to it (accumulate). */
+static pl_status reduce_direct(pl_zero3 *z, unit *x, bool accumulate) {
   float *dst = x->g, *tmp = NULL;
   pl_status st = PL_OK;
   if (accumulate) {
@@ -317,28 +426,87 @@ pl_status pl_zero3_grad_reduce(pl_zero3 *z, int u, pl_stream *s,
                         (void **)&tmp);
     dst = tmp;
   }
-  if (st == PL_OK) {
-    if (x->comm && x->G > 1)
-      st = pl_reduce_scatter(x->comm, x->gfull, dst, x->s, PL_F32, PL_RED_SUM,
-                             z->cs);
-    else
-      st =
-          pl_memcpy_async(z->cs, dst, x->gfull + (size_t)x->r * x->s, x->s * 4);
-  }
+  if (st == PL_OK)
+    st = reduce_into(z, x, dst);
   if (st == PL_OK && accumulate)
     st = pl_axpy(z->cs, x->g, PL_F32, tmp, PL_F32, x->s, 1.0f);
-  if (st == PL_OK && sp) {
-    st = pl_event_record(sp->b, z->cs);
-    z->acc.reduces++;
-    z->acc.reduce_bytes += (size_t)x->G * x->s * 4;
-  }
   pl_free_async(z->dev, tmp, z->cs);
   pl_free_async(z->dev, x->gfull, z->cs);
   x->gfull = NULL;
   return st;
 }
 
+/* fp32_master's reduction: into its own f32 output, the unsharded gradient
+ * freed, then copied or added into the shard (host_state: the host shard,
+ * an accumulation summed on the device). */
+static pl_status reduce_master(pl_zero3 *z, unit *x, bool accumulate) {
+  pl_dev *dev = z->dev;
+  pl_stream *cs = z->cs;
+  float *out = NULL, *sum = NULL;
+  pl_status st = pl_alloc_async(dev, PL_ARENA_DEVICE, x->s * 4, "zero3_grads",
+                                cs, (void **)&out);
+  if (st == PL_OK)
+    st = reduce_into(z, x, out);
+  pl_free_async(dev, x->gfull, cs);
+  x->gfull = NULL;
+  if (!z->o.host_state) {
+    if (st == PL_OK)
+      st = accumulate ? pl_axpy(cs, x->g, PL_F32, out, PL_F32, x->s, 1.0f)
+                      : pl_memcpy_async(cs, x->g, out, x->s * 4);
+  } else if (!accumulate) {
+    if (st == PL_OK)
+      st = pl_memcpy_async(cs, x->g, out, x->s * 4);
+  } else { /* the host shard += the new one, summed on the device */
+    if (st == PL_OK)
+      st = pl_alloc_async(dev, PL_ARENA_DEVICE, x->s * 4, "zero3_grads", cs,
+                          (void **)&sum);
+    if (st == PL_OK)
+      st = pl_memcpy_async(cs, sum, x->g, x->s * 4);
+    if (st == PL_OK)
+      st = pl_axpy(cs, sum, PL_F32, out, PL_F32, x->s, 1.0f);
+    if (st == PL_OK)
+      st = pl_memcpy_async(cs, x->g, sum, x->s * 4);
+  }
+  pl_free_async(dev, sum, cs);
+  pl_free_async(dev, out, cs);
+  return st;
+}
+
+pl_status pl_zero3_grad_reduce(pl_zero3 *z, int u, pl_stream *s,
+                               bool accumulate) {
+  if (u < 0 || u >= z->n)
+    return pl_set_error(PL_EINVAL, "zero3: unit %d of %d", u, z->n);
+  unit *x = &z->u[u];
+  if (!x->gfull)
+    return PL_OK;
+  PL_TRY(cs_after(z, s));
+  span *sp;
+  PL_TRY(span_begin(z, 1, &sp));
+  pl_status st = z->o.fp32_master ? reduce_master(z, x, accumulate)
+                                  : reduce_direct(z, x, accumulate);
+  if (st == PL_OK && sp) {
+    st = pl_event_record(sp->b, z->cs);
+    z->acc.reduces++;
+    z->acc.reduce_bytes += (size_t)x->G * x->s * 4;
+  }
+  return st;
+}
+
 pl_status pl_zero3_sync(pl_zero3 *z, pl_stream *s) {
   PL_TRY(pl_event_record(z->ev_done, z->cs));
   return pl_stream_wait(s, z->ev_done);
+}
+
+void pl_zero3_reset(pl_zero3 *z, pl_stream *s) {
+  if (pl_zero3_sync(z, s) != PL_OK)
+    pl_dev_sync(z->dev);
+  for (int i = 0; i < z->n; i++) {
+    unit *x = &z->u[i];
+    pl_free_async(z->dev, x->full, s);
+    pl_free_async(z->dev, x->gfull, s);
+    x->full = NULL;
+    x->gfull = NULL;
+  }
+  z->resident = 0;
+  pl_dev_sync(z->dev);
 }

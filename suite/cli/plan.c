@@ -20,13 +20,10 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static const char *const systems[] = {"plateau", "fsdp2", NULL};
 static const char *const formats[] = {"table", "tsv", NULL};
 static const char *const configs[] = {"auto", "explicit", NULL};
-static const char *const dispatches[] = {"pllep", "llep", "ep", NULL};
-static const char *const heads[] = {"auto", "ring", "fused", NULL};
-static const char *const optims[] = {"stream", "hybrid", NULL};
-static const char *const acs[] = {"full", "selective", "none", NULL};
+static const char *const heads[] = {"auto", pl_head_name_ring,
+                                    pl_head_name_fused, NULL};
 static const char *const onoff[] = {"off", "on", NULL};
 static const char *const dtypes[] = {"bf16", "f32", NULL};
 static const char *const backends[] = {"cuda", "cpu", NULL};
@@ -54,7 +51,8 @@ static const pl_opt plan_opts[] = {
      1e15, NULL},
     {"hbm", 0, PL_OPT_SIZE, NULL, "device memory per GPU (default 139.8Gi)", 1,
      1e15, NULL},
-    {"system", 0, PL_OPT_ENUM, "plateau", "plateau | fsdp2", 0, 0, systems},
+    {"system", 0, PL_OPT_ENUM, PL_PLAN_NAME_PLATEAU,
+     PL_PLAN_NAME_PLATEAU " | " PL_PLAN_NAME_FSDP2, 0, 0, pl_plan_system_names},
     {"config", 0, PL_OPT_ENUM, "auto",
      "auto: knobs not given are searched; explicit: they take defaults", 0, 0,
      configs},
@@ -68,7 +66,8 @@ static const pl_opt plan_opts[] = {
     {"slots", 0, PL_OPT_INT, NULL, "plateau: staging slots s", 1, 64, NULL},
     {"sco", 0, PL_OPT_STR, NULL,
      "plateau: SCO host budget per rank: 0, all, or a size", 0, 0, NULL},
-    {"optim", 0, PL_OPT_ENUM, NULL, "plateau: stream | hybrid", 0, 0, optims},
+    {"optim", 0, PL_OPT_ENUM, NULL, "plateau: stream | hybrid", 0, 0,
+     pl_optim_builtin_names},
     {"optim-resident", 0, PL_OPT_STR, NULL,
      "plateau: HBM for the optimizer's fp32 master, m, v (whole buckets): 0, "
      "all, auto (filled), or a size",
@@ -78,8 +77,8 @@ static const pl_opt plan_opts[] = {
      "attention output + LSE), all (whole attention halves), auto (filled), "
      "or a device budget",
      0, 0, NULL},
-    {"dispatch", 0, PL_OPT_ENUM, "pllep", "plateau: pllep | llep | ep", 0, 0,
-     dispatches},
+    {"dispatch", 0, PL_OPT_ENUM, "pllep", "plateau: ep | llep | pllep", 0, 0,
+     pl_moe_variant_short_names},
     {"head", 0, PL_OPT_ENUM, "auto", "plateau: ring | fused (auto: by P)", 0, 0,
      heads},
     {"virtual", 0, PL_OPT_INT, NULL,
@@ -101,7 +100,8 @@ static const pl_opt plan_opts[] = {
     /* fsdp2's knobs */
     {"cp", 0, PL_OPT_INT, NULL, "fsdp2: context-parallel degree", 1, 65536,
      NULL},
-    {"ac", 0, PL_OPT_ENUM, NULL, "fsdp2: activation checkpointing", 0, 0, acs},
+    {"ac", 0, PL_OPT_ENUM, NULL, "fsdp2: activation checkpointing", 0, 0,
+     pl_plan_ac_names},
     {"offload", 0, PL_OPT_ENUM, NULL, "fsdp2: CPU offload on | off", 0, 0,
      onoff},
     {"mbs", 0, PL_OPT_INT, NULL, "fsdp2: sequences per DP group per micro", 1,
@@ -342,12 +342,11 @@ static pl_status plateau_config_of(const pl_args *a, int W, int64_t S,
   if (S % c->lc.D)
     return pl_set_error(PL_EINVAL, "--seq=%lld: must be a multiple of D=%d",
                         (long long)S, c->lc.D);
-  const int h = pl_args_enum(a, "head");
-  c->sc.head = h == 1        ? &pl_head_ring
-               : h == 2      ? &pl_head_fused
+  const int h = pl_args_enum(a, "head"); /* 0 auto, then the built-ins */
+  c->sc.head = h             ? pl_head_builtins[h - 1]
                : c->lc.P > 1 ? &pl_head_ring
                              : &pl_head_fused;
-  if (h == 2 && c->lc.P > 1)
+  if (c->sc.head == &pl_head_fused && h && c->lc.P > 1)
     return pl_set_error(PL_EINVAL,
                         "--head=fused with --P=%d: the fused head is P = 1",
                         c->lc.P);
@@ -360,12 +359,8 @@ static pl_status plateau_config_of(const pl_args *a, int W, int64_t S,
   if (pl_args_given(a, "sco"))
     PL_TRY(pl_sco_parse_budget("--sco", pl_args_str(a, "sco"), &c->sc.sco));
   if (pl_args_given(a, "optim"))
-    c->sc.optim =
-        pl_args_enum(a, "optim") == 1 ? &pl_optim_hybrid : &pl_optim_stream;
-  const int d = pl_args_enum(a, "dispatch");
-  c->sc.dispatch = d == 0   ? PL_MOE_PIPELINED
-                   : d == 1 ? PL_MOE_LLEP
-                            : PL_MOE_EP;
+    c->sc.optim = pl_optim_builtins[pl_args_enum(a, "optim")];
+  c->sc.dispatch = (pl_moe_variant)pl_args_enum(a, "dispatch");
   PL_TRY(headroom_of(a, autoc, c, fr));
   return PL_OK;
 }
@@ -390,8 +385,9 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
       return pl_set_error(PL_EINVAL,
                           "--%s: a knob of %s (allowed with --system=%s: "
                           "see --help)",
-                          wrong[i], fsdp2 ? "plateau" : "fsdp2",
-                          fsdp2 ? "fsdp2" : "plateau");
+                          wrong[i],
+                          fsdp2 ? PL_PLAN_NAME_PLATEAU : PL_PLAN_NAME_FSDP2,
+                          fsdp2 ? PL_PLAN_NAME_FSDP2 : PL_PLAN_NAME_PLATEAU);
   if (fsdp2)
     PL_TRY(fsdp2_config_of(a, m, W, S, autoc, c, fr));
   else

@@ -184,7 +184,8 @@ static void assumptions(FILE *f, const pl_plan_machine *mc) {
           "TFLOP/s; inter-node %.0f GB/s per GPU with %.0f us latency; "
           "FSDP2-best = torchtitan's FSDP2 + full/selective AC + EP + CP + "
           "optional CPU offload as baselines/fsdp2 runs it, its allocations "
-          "replayed (engine/plan/fsdp2.c; held within 5%% of the baseline's "
+          "replayed (engine/plan/baseline_fsdp2.c; held within 5%% of the "
+          "baseline's "
           "tracked peaks in CI: fp32 sharded state, fp32 unsharded "
           "gradients, dense CE on full logits per CP shard, ring "
           "attention), PyTorch SDPA at %.0f "
@@ -290,9 +291,9 @@ static void write_tsv(FILE *ts, const pl_plan_machine *mc, const table *T) {
             ptok = p->tok128k, ptf = p->tf128k;
           if (!y && p->gpus == gpus[g] && seqs[s] == 1048576)
             ptok = p->tok1m, ptf = p->tf1m;
-          fprintf(ts, "plan\t%s\t%s\t%d\t%lld\t%s\t", y ? "fsdp2" : "plateau",
-                  models[i], gpus[g], (long long)seqs[s],
-                  c->fits ? "ok" : "infeasible");
+          fprintf(ts, "plan\t%s\t%s\t%d\t%lld\t%s\t",
+                  y ? PL_PLAN_NAME_FSDP2 : PL_PLAN_NAME_PLATEAU, models[i],
+                  gpus[g], (long long)seqs[s], c->fits ? "ok" : "infeasible");
           if (c->fits)
             fprintf(ts, "%.1f\t%.1f\t%.0f\t", c->tok, c->tflops, c->peak);
           else
@@ -410,7 +411,7 @@ static void write_reach(FILE *rc, const table *T) {
         const reach *r = y ? &T->fr[i][g] : &T->pr[i][g];
         const paper *pp = &papers[i];
         fprintf(rc, "%s\t%d\t%s\t", models[i], gpus[g],
-                y ? "fsdp2" : "plateau");
+                y ? PL_PLAN_NAME_FSDP2 : PL_PLAN_NAME_PLATEAU);
         if (r->max_seq)
           fprintf(rc, "%lld\t", (long long)r->max_seq);
         else

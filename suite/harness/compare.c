@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 
 double pl_check_tol(pl_dtype dt, int64_t k) {
   if (k < 0)

@@ -1,10 +1,10 @@
-/* adamw_cpu.c — the CPU backend's AdamW kernels (backend/adamw.h): the
+/* adamw_cpu.c — the CPU backend's AdamW kernels (backend/adamw_kernels.h): the
  * element function over OpenMP threads, and the fixed-order sum of squares.
  * The "device" of the CPU backend is ordinary memory, and work runs at once
  * in issue order, so these are plain loops.  Every element is independent, so
  * threading does not change a bit: the results equal pl_adamw_ref_update
  * exactly (tested). */
-#include "backend/adamw.h"
+#include "backend/adamw_kernels.h"
 
 pl_status pl__cpu_adamw_update(pl_stream *s, float *p, float *m, float *v,
                                const void *g, pl_dtype gdt, pl_bf16 *w,

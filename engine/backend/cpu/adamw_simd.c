@@ -1,4 +1,4 @@
-/* adamw_simd.c — the SIMD CPU AdamW (backend/adamw.h): the update the
+/* adamw_simd.c — the SIMD CPU AdamW (backend/adamw_kernels.h): the update the
  * ZeRO-Offload-style baseline (baselines/cpu_adamw.c) runs on the host, and
  * the CPU share of OffloadStreamAdamW's hybrid (ops/stream_adamw.c).
  *
@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/adamw.h"
+#include "backend/adamw_kernels.h"
 
 /* Elements ahead of the current vector that each stream is prefetched:
  * 1 KiB of f32 state, 16 cache lines in flight per stream. */
@@ -40,17 +40,17 @@
 
 /* ---- paths ------------------------------------------------------------------ */
 
-static const char *const path_names[] = {"auto", "scalar", "avx2", "avx512",
-                                         NULL};
+const char *const pl_simd_path_names[] = {"auto", "scalar", "avx2", "avx512",
+                                          NULL};
 
 const char *pl_simd_path_name(pl_simd_path p) {
   if ((int)p < 0 || (int)p > PL_SIMD_AVX512) return "?";
-  return path_names[p];
+  return pl_simd_path_names[p];
 }
 
 pl_status pl_simd_path_parse(const char *s, pl_simd_path *out) {
-  for (int i = 0; path_names[i]; i++)
-    if (s && strcmp(s, path_names[i]) == 0) {
+  for (int i = 0; pl_simd_path_names[i]; i++)
+    if (s && strcmp(s, pl_simd_path_names[i]) == 0) {
       *out = (pl_simd_path)i;
       return PL_OK;
     }

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "backend/attention_kernels.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 
 #define BQ 64
 #define BK 64

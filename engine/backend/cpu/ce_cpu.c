@@ -1,9 +1,9 @@
-/* ce_cpu.c — CPU reference kernels of the vocabulary loss head (backend/ce.h):
- * online log-sum-exp fold over a logit strip (DESIGN §1.2, Eq. 3), state
- * merge, finish, row gradient factors, the softmax residual restricted to a
- * strip, the full rows of the three-GEMM head (loss and residual in place),
- * and the dense-baseline row kernels (log_softmax forward/backward,
- * NLL gradient, target gather).
+/* ce_cpu.c — CPU reference kernels of the vocabulary loss head
+ * (backend/ce_kernels.h): online log-sum-exp fold over a logit strip (DESIGN
+ * §1.2, Eq. 3), state merge, finish, row gradient factors, the softmax residual
+ * restricted to a strip, the full rows of the three-GEMM head (loss and
+ * residual in place), and the dense-baseline row kernels (log_softmax
+ * forward/backward, NLL gradient, target gather).
  *
  * Plain C11 + OpenMP over rows; f32 arithmetic with double only where a row
  * sum would otherwise lose digits against the f64 reference of the tests
@@ -12,9 +12,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/ce.h"
+#include "backend/ce_kernels.h"
 #include "core/internal.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 
 pl_status pl__cpu_ce_count(pl_stream *s, int64_t n, const int32_t *t,
                            int32_t ignore, float *stats) {
@@ -151,23 +151,23 @@ pl_status pl__cpu_ce_rows(pl_stream *s, void *y, pl_dtype ydt, int64_t ldy,
     void *row = (char *)y + (size_t)(i * ldy) * pl_dtype_size(ydt);
     float mx = -INFINITY;
     for (int64_t c = 0; c < v; c++) {
-      float a = pl__ld(row, ydt, (size_t)c);
+      float a = pl__load_elem(row, ydt, (size_t)c);
       if (a > mx) mx = a;
     }
     double acc = 0.0;
     for (int64_t c = 0; c < v; c++)
-      acc += exp((double)pl__ld(row, ydt, (size_t)c) - mx);
+      acc += exp((double)pl__load_elem(row, ydt, (size_t)c) - mx);
     float l = (float)((double)mx + log(acc));
     int ign = t[i] == ignore;
-    nll[i] = ign ? 0.0f : l - pl__ld(row, ydt, (size_t)t[i]);
+    nll[i] = ign ? 0.0f : l - pl__load_elem(row, ydt, (size_t)t[i]);
     if (lse_out) lse_out[i] = l;
     if (!g) continue;
     float gi = g[i];
     int64_t tc = ign ? -1 : (int64_t)t[i];
     for (int64_t c = 0; c < v; c++)
-      pl__st(row, ydt, (size_t)c,
-             gi * (expf(pl__ld(row, ydt, (size_t)c) - l) -
-                   (c == tc ? 1.0f : 0.0f)));
+      pl__store_elem(row, ydt, (size_t)c,
+                     gi * (expf(pl__load_elem(row, ydt, (size_t)c) - l) -
+                           (c == tc ? 1.0f : 0.0f)));
   }
   return PL_OK;
 }

@@ -22,7 +22,7 @@
 
 #include "backend/backend.h"
 #include "backend/kernels.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 
 #if PL_HAVE_BLAS
 char *openblas_get_config(void);

@@ -1,10 +1,10 @@
 /* embed_cpu.c — CPU twins of the token embedding's kernels
- * (backend/embed.h): a row copy forward; backward, the rows of dx added into
- * dE in token order (OpenMP over column blocks, so the order per element is
- * the token order whatever the threads). */
+ * (backend/embed_kernels.h): a row copy forward; backward, the rows of dx added
+ * into dE in token order (OpenMP over column blocks, so the order per element
+ * is the token order whatever the threads). */
 #include <string.h>
 
-#include "backend/embed.h"
+#include "backend/embed_kernels.h"
 #include "core/internal.h"
 
 pl_status pl__cpu_embed_fwd(pl_stream *s, void *x, const void *E,
@@ -30,7 +30,7 @@ pl_status pl__cpu_embed_bwd(pl_stream *s, float *dE, const void *dx,
     for (int64_t t = 0; t < N; t++) {
       float *d = dE + (size_t)tok[t] * (size_t)H;
       for (int64_t j = j0; j < j1; j++)
-        d[j] += pl__ld(dx, dt, (size_t)(t * H + j));
+        d[j] += pl__load_elem(dx, dt, (size_t)(t * H + j));
     }
   }
   return PL_OK;

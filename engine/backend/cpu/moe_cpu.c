@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
 #include "backend/moe_kernels.h"
-#include "plateau/hd.h"
+#include "core/internal.h"
+#include "plateau/host_device.h"
 
 /* Below this much work a kernel runs on the calling thread: under mpirun
  * several ranks share the cores, and waking a thread team per small launch
@@ -67,9 +67,11 @@ pl_status pl__cpu_moe_combine(pl_stream *s, void *out, const int32_t *toks,
         const void *base = v >= 0 ? A : B;
         int64_t r = v >= 0 ? v : -1 - (int64_t)v;
         float wj = w ? w[t * k + j] : 1.0f;
-        for (int64_t h = 0; h < H; h++) acc[h] += wj * pl__ld(base, dt, r * H + h);
+        for (int64_t h = 0; h < H; h++)
+          acc[h] += wj * pl__load_elem(base, dt, r * H + h);
       }
-      for (int64_t h = 0; h < H; h++) pl__st(out, dt, t * H + h, acc[h]);
+      for (int64_t h = 0; h < H; h++)
+        pl__store_elem(out, dt, t * H + h, acc[h]);
     }
     free(acc);
   }
@@ -97,8 +99,8 @@ pl_status pl__cpu_moe_swiglu_fwd(pl_stream *s, void *A, const void *G,
   PL_TRY(check_dt(dt, "moe_swiglu_fwd"));
 #pragma omp parallel for schedule(static) if (n * I > PAR_MIN)
   for (int64_t i = 0; i < n * I; i++) {
-    float g = pl__ld(G, dt, i), u = pl__ld(U, dt, i);
-    pl__st(A, dt, i, g * sigm(g) * u);
+    float g = pl__load_elem(G, dt, i), u = pl__load_elem(U, dt, i);
+    pl__store_elem(A, dt, i, g * sigm(g) * u);
   }
   return PL_OK;
 }
@@ -112,18 +114,18 @@ pl_status pl__cpu_moe_swiglu_bwd(pl_stream *s, void *G, void *U, const void *P,
   for (int64_t r = 0; r < n; r++) {
     float acc = 0.0f;
     for (int64_t i = 0; i < I; i++)
-      acc += pl__ld(P, dt, r * I + i) * pl__ld(A, dt, r * I + i);
+      acc += pl__load_elem(P, dt, r * I + i) * pl__load_elem(A, dt, r * I + i);
     dw[r] = acc;
     float wr = w[r];
     for (int64_t i = 0; i < I; i++) {
       int64_t o = r * I + i;
-      float g = pl__ld(G, dt, o), u = pl__ld(U, dt, o);
-      float da = wr * pl__ld(P, dt, o);
+      float g = pl__load_elem(G, dt, o), u = pl__load_elem(U, dt, o);
+      float da = wr * pl__load_elem(P, dt, o);
       float sg = sigm(g);
       float silu = g * sg;
       float dsilu = sg * (1.0f + g * (1.0f - sg));
-      pl__st(G, dt, o, da * u * dsilu);
-      pl__st(U, dt, o, da * silu);
+      pl__store_elem(G, dt, o, da * u * dsilu);
+      pl__store_elem(U, dt, o, da * silu);
     }
   }
   return PL_OK;
@@ -136,7 +138,7 @@ pl_status pl__cpu_moe_scale_rows(pl_stream *s, void *X, const float *w,
 #pragma omp parallel for schedule(static) if (n * H > PAR_MIN)
   for (int64_t r = 0; r < n; r++)
     for (int64_t h = 0; h < H; h++)
-      pl__st(X, dt, r * H + h, w[r] * pl__ld(X, dt, r * H + h));
+      pl__store_elem(X, dt, r * H + h, w[r] * pl__load_elem(X, dt, r * H + h));
   return PL_OK;
 }
 
@@ -161,7 +163,8 @@ pl_status pl__cpu_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t kk = 0; kk < k; kk++)
     for (int64_t j = 0; j < n; j++)
-      Bf[kk * n + j] = tb ? pl__ld(B, ab_dt, j * ldb + kk) : pl__ld(B, ab_dt, kk * ldb + j);
+      Bf[kk * n + j] = tb ? pl__load_elem(B, ab_dt, j * ldb + kk)
+                          : pl__load_elem(B, ab_dt, kk * ldb + j);
   pl_status rc = PL_OK;
 #pragma omp parallel if (par)
   {
@@ -175,14 +178,16 @@ pl_status pl__cpu_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
       if (!acc) continue;
       for (int64_t j = 0; j < n; j++) acc[j] = 0.0f;
       for (int64_t kk = 0; kk < k; kk++) {
-        float a = ta ? pl__ld(A, ab_dt, kk * lda + r) : pl__ld(A, ab_dt, r * lda + kk);
+        float a = ta ? pl__load_elem(A, ab_dt, kk * lda + r)
+                     : pl__load_elem(A, ab_dt, r * lda + kk);
         const float *b = Bf + kk * n;
         for (int64_t j = 0; j < n; j++) acc[j] += a * b[j];
       }
       for (int64_t j = 0; j < n; j++) {
         float v = alpha * acc[j];
-        if (beta != 0.0f) v += beta * pl__ld(C, c_dt, r * ldc + j);
-        pl__st(C, c_dt, r * ldc + j, v);
+        if (beta != 0.0f)
+          v += beta * pl__load_elem(C, c_dt, r * ldc + j);
+        pl__store_elem(C, c_dt, r * ldc + j, v);
       }
     }
     free(acc);

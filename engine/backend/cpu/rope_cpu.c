@@ -1,10 +1,10 @@
 /* rope_cpu.c — CPU twin of the rotary position embedding kernel
- * (backend/rope.h): angles in double, values in fp32, stored as dt.  OpenMP
- * over tokens. */
+ * (backend/rope_kernels.h): angles in double, values in fp32, stored as dt.
+ * OpenMP over tokens. */
 #include <math.h>
 
-#include "backend/rope.h"
-#include "plateau/hd.h"
+#include "backend/rope_kernels.h"
+#include "plateau/host_device.h"
 
 pl_status pl__cpu_rope(pl_stream *s, void *x, pl_dtype dt, int64_t B, int64_t S,
                        int n_h, int d, int64_t pos0, double theta,

@@ -1,16 +1,16 @@
 /* router_cpu.c — CPU twins of the router's per-token kernels
- * (backend/router.h): softmax in place over E logits, top-k with ties to the
- * lower index (the same total order as CUDA: each pick is the best element
- * strictly after the previous pick in that order), route weights, and the
- * backward to dlogits. Without a bias the picks are ranked by the logits
+ * (backend/router_kernels.h): softmax in place over E logits, top-k with ties
+ * to the lower index (the same total order as CUDA: each pick is the best
+ * element strictly after the previous pick in that order), route weights, and
+ * the backward to dlogits. Without a bias the picks are ranked by the logits
  * themselves, before the softmax (the softmax is monotone, so it is the same
  * top-k, but rounding in expf can merge two distinct logits into one
  * probability: ranking the logits keeps "the k largest logits, ties to the
  * lower index" exact); with a bias they are ranked by p + b after it. */
 #include <math.h>
 
-#include "backend/router.h"
-#include "plateau/hd.h"
+#include "backend/router_kernels.h"
+#include "plateau/host_device.h"
 
 /* a before b in the selection order: larger score, then lower index */
 static inline int before(float sa, int ia, float sb, int ib) {

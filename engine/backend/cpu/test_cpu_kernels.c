@@ -11,7 +11,7 @@
 #include "backend/kernels.h"
 #include "core/check_run.h"
 #include "core/internal.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 
 static pl_dev *dev;
 static pl_stream *st;

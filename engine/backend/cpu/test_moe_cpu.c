@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
 #include "backend/kernels.h"
 #include "backend/moe_kernels.h"
 #include "core/check_run.h"
-#include "plateau/hd.h"
+#include "core/internal.h"
+#include "plateau/host_device.h"
 
 static float getf(const void *p, pl_dtype dt, size_t i) {
   return dt == PL_F32 ? ((const float *)p)[i]

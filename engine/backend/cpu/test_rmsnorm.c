@@ -1,13 +1,13 @@
-/* test_rmsnorm.c — the CPU backend's RMSNorm (backend/mlp_block.h, the norm
- * of the dense block and the decoder layer): forward against the formula in
- * double, backward (dx, dw, with and without the residual) against central
+/* test_rmsnorm.c — the CPU backend's RMSNorm (backend/mlp_block_kernels.h, the
+ * norm of the dense block and the decoder layer): forward against the formula
+ * in double, backward (dx, dw, with and without the residual) against central
  * finite differences in double of L = Σ dn ⊙ rmsnorm(x)·w + Σ dres ⊙ x. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backend/mlp_block.h"
+#include "backend/mlp_block_kernels.h"
 #include "core/check_run.h"
 
 static double ref_loss(const double *x, const double *w, const double *dn, const double *dres,

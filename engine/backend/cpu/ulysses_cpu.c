@@ -1,8 +1,9 @@
-/* ulysses_cpu.c — CPU twin of the Ulysses pack/unpack (backend/ulysses.h):
- * dst [B][A][C] = src [A][B][C], rows of C·es bytes moved with memcpy. */
+/* ulysses_cpu.c — CPU twin of the Ulysses pack/unpack
+ * (backend/ulysses_kernels.h): dst [B][A][C] = src [A][B][C], rows of C·es
+ * bytes moved with memcpy. */
 #include <string.h>
 
-#include "backend/ulysses.h"
+#include "backend/ulysses_kernels.h"
 
 pl_status pl__cpu_transpose01(pl_stream *s, void *dst, const void *src,
                               int64_t A, int64_t B, int64_t C, size_t es) {

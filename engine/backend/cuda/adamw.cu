@@ -1,4 +1,4 @@
-/* adamw.cu — the CUDA twins of the CPU AdamW kernels (backend/adamw.h):
+/* adamw.cu — the CUDA twins of the CPU AdamW kernels (backend/adamw_kernels.h):
  * the fused AdamW + bf16 working-weight refresh over one staged bucket piece,
  * and the fixed-order gradient sum of squares.
  *
@@ -10,9 +10,9 @@
  * one warp per chunk of PL_ADAMW_NORM_CHUNK elements: lane l adds elements
  * l, l+32, ... in order in double (g·g is exact in double), then the fixed
  * tree lane[l] += lane[l+off], off = 16..1 (a shuffle-down gives exactly that
- * sum in lane l) — the order ops/adamw.h documents, so the norm is bit-identical
- * too. */
-#include "backend/adamw.h"
+ * sum in lane l) — the order ops/adamw.h documents, so the norm is
+ * bit-identical too. */
+#include "backend/adamw_kernels.h"
 #include "backend/cuda/internal_cuda.h"
 
 /* ---- kernels ---------------------------------------------------------------- */

@@ -1,7 +1,7 @@
 /* attention.cu — the CUDA attention launcher: the shapes the CUDA kernels
  * take, the kernel choice (the shape's pl_attn_kernels, AUTO resolved for the
- * device code the build has), the backward workspace, the TMA descriptors,
- * and the entry points backend/attention_kernels.h declares.  Kernels and
+ * device code the build has), the backward workspace and the entry points
+ * backend/attention_kernels.h declares.  Kernels and
  * their launches live in the kernel files (attention_common.cuh lists them):
  *
  *   forward    SIMPLE   attention_simple.cu     the device reference
@@ -26,14 +26,6 @@
 /* 1 when the device code was built for sm_90a (wgmma available) */
 static __global__ void wgmma_probe_kernel(int *out) {
   *out = PL_WGMMA_OK;
-}
-
-pl_status pl__attn_launched(const char *what) {
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    return pl_set_error(PL_ERUNTIME, "attention: %s: %s", what,
-                        cudaGetErrorString(e));
-  return PL_OK;
 }
 
 /* The CUDA kernels: bf16, d = 64 or 128 (the wgmma kernels 128 only),
@@ -152,40 +144,6 @@ static pl_attn_bwd_kind bwd_kind(pl_stream *s, const pl_attn_shape *sh) {
     return sh->kernels.bwd;
   return sh->head_dim == 128 && wgmma_built(s) ? PL_ATTN_BWD_WGMMA
                                                : PL_ATTN_BWD_MMA;
-}
-
-/* *m = the TMA descriptor of a [B][S][heads][128] bf16 tensor at ptr, box
- * rows × 64 (see AttnTma); the driver's encoder is found through the
- * runtime (no libcuda link) */
-pl_status pl__attn_tma_map_bshd(CUtensorMap *m, const void *ptr, int heads,
-                                int S, unsigned B, int rows) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
-  if (!encode) {
-    cudaDriverEntryPointQueryResult q;
-    void *fn = NULL;
-    cudaError_t e = cudaGetDriverEntryPointByVersion(
-        "cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
-    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
-      return pl_set_error(
-          PL_ERUNTIME, "attention (tma): cuTensorMapEncodeTiled not found: %s",
-          cudaGetErrorString(e));
-    encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
-  }
-  const cuuint64_t dims[4] = {128, (cuuint64_t)heads, (cuuint64_t)S, B};
-  const cuuint64_t strides[3] = {128 * 2, (cuuint64_t)heads * 128 * 2,
-                                 (cuuint64_t)S * heads * 128 * 2};
-  const cuuint32_t box[4] = {64, 1, (cuuint32_t)rows, 1},
-                   estr[4] = {1, 1, 1, 1};
-  CUresult r =
-      encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<void *>(ptr),
-             dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return pl_set_error(PL_ERUNTIME,
-                        "attention (tma): cuTensorMapEncodeTiled: error %d",
-                        (int)r);
-  return PL_OK;
 }
 
 extern "C" pl_status pl__cuda_attn_fwd(pl_stream *s, const pl_attn_shape *sh,

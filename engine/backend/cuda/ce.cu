@@ -1,5 +1,5 @@
-/* ce.cu — CUDA twins of the vocabulary loss-head kernels (backend/ce.h; CPU
- * reference in backend/cpu/ce_cpu.c, same signatures).
+/* ce.cu — CUDA twins of the vocabulary loss-head kernels (backend/ce_kernels.h;
+ * CPU reference in backend/cpu/ce_cpu.c, same signatures).
  *
  * Strip kernels run one block per row (grid-stride over rows), threads over
  * the strip's columns, and read the strip once: the fold keeps a per-thread
@@ -14,9 +14,9 @@
  * deterministic.  Launchers take the stream and check the launch. */
 #include <math.h>
 
+#include "backend/ce_kernels.h"
 #include "backend/cuda/internal_cuda.h"
-#include "backend/ce.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 
 #define CE_THREADS 256
 #define CE_ROWS_MAX 65535u

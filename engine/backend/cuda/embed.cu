@@ -1,11 +1,11 @@
-/* embed.cu — CUDA twins of the token embedding's kernels (backend/embed.h):
- * one thread per (token, column) for the row copy, and per (token, column)
- * an f32 atomicAdd into dE for the backward. */
+/* embed.cu — CUDA twins of the token embedding's kernels
+ * (backend/embed_kernels.h): one thread per (token, column) for the row copy,
+ * and per (token, column) an f32 atomicAdd into dE for the backward. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "backend/cuda/internal_cuda.h"
-#include "backend/embed.h"
+#include "backend/embed_kernels.h"
 
 template <typename T>
 static __global__ void embed_fwd_kernel(T *x, const T *E, const int32_t *tok,

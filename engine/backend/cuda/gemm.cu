@@ -30,7 +30,7 @@
 #include "backend/cuda/internal_cuda.h"
 #include "backend/kernels.h"
 #include "backend/moe_kernels.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 
 /* ---- kernel ----------------------------------------------------------------- */
 

@@ -2,19 +2,19 @@
  * kernels (kernels.h): RNG fill, constant fill, f32<->bf16 convert, scale,
  * axpy, and the async copies (same device and peer).
  *
- * Every value is computed with the helpers of plateau/hd.h (the counter-based
- * RNG, pl_f32_to_bf16 rounding, __f*_rn arithmetic that the compiler cannot
- * contract into an FMA), so the bits equal the CPU backend's for the same
- * inputs.  Kernels are grid-stride loops; when every pointer is aligned they
- * move 16 bytes per load/store (V elements of the widest dtype involved) and
- * finish the n % V tail element by element.  Launchers take the explicit
- * stream, make the stream's GPU current, and check the launch. */
+ * Every value is computed with the helpers of plateau/host_device.h (the
+ * counter-based RNG, pl_f32_to_bf16 rounding, __f*_rn arithmetic that the
+ * compiler cannot contract into an FMA), so the bits equal the CPU backend's
+ * for the same inputs.  Kernels are grid-stride loops; when every pointer is
+ * aligned they move 16 bytes per load/store (V elements of the widest dtype
+ * involved) and finish the n % V tail element by element.  Launchers take the
+ * explicit stream, make the stream's GPU current, and check the launch. */
 #include <stdint.h>
 #include <string.h>
 
 #include "backend/cuda/internal_cuda.h"
 #include "backend/kernels.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 
 /* ---- device helpers --------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /* mlp_block.cu — CUDA twins of the dense block's kernels (RMSNorm and SwiGLU,
- * forward and backward; backend/mlp_block.h), same signatures as
+ * forward and backward; backend/mlp_block_kernels.h), same signatures as
  * backend/cpu/mlp_block_cpu.c.
  * fp32 arithmetic, rounding to the storage dtype at the same points; the
  * weight-gradient reduction is two-pass in a fixed order (64-row partial sums,
@@ -8,7 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/internal_cuda.h"
-#include "backend/mlp_block.h"
+#include "backend/mlp_block_kernels.h"
 
 namespace {
 

@@ -1,11 +1,12 @@
-/* rope.cu — CUDA twin of the rotary position embedding kernel (backend/rope.h):
- * one thread per (token, pair i); angle in double (sincos), values in fp32,
- * all heads of the token rotated with the same (cos, sin). */
+/* rope.cu — CUDA twin of the rotary position embedding kernel
+ * (backend/rope_kernels.h): one thread per (token, pair i); angle in double
+ * (sincos), values in fp32, all heads of the token rotated with the same (cos,
+ * sin). */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "backend/cuda/internal_cuda.h"
-#include "backend/rope.h"
+#include "backend/rope_kernels.h"
 
 template <typename T>
 static __global__ void rope_kernel(T *x, int64_t BS, int64_t S, int nh, int d, int64_t pos0,

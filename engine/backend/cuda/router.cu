@@ -1,14 +1,15 @@
-/* router.cu — CUDA twins of the router's per-token kernels (backend/router.h):
- * one warp per token.  Softmax over E with warp reductions, and k rounds of a
- * warp arg-max restricted to elements strictly after the previous pick in the
- * order (score desc, index asc) — the CPU's rule, so both select alike: on the
- * logits before the softmax without a bias, on p + b after it with one. */
+/* router.cu — CUDA twins of the router's per-token kernels
+ * (backend/router_kernels.h): one warp per token.  Softmax over E with warp
+ * reductions, and k rounds of a warp arg-max restricted to elements strictly
+ * after the previous pick in the order (score desc, index asc) — the CPU's
+ * rule, so both select alike: on the logits before the softmax without a bias,
+ * on p + b after it with one. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 
 #include "backend/cuda/internal_cuda.h"
-#include "backend/router.h"
+#include "backend/router_kernels.h"
 
 static __device__ __forceinline__ bool before(float sa, int ia, float sb, int ib) {
   return sa > sb || (sa == sb && ia < ib);

@@ -25,7 +25,7 @@
 
 #include "core/check_run.h"
 #include "plateau/dev.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 #include "plateau/kernels.h"
 #include "plateau/status.h"
 #include "plateau/tensor.h"
@@ -163,9 +163,9 @@ START_TEST(test_rng) {
         snprintf(what, sizeof what, "rng %s %s%s", pl_dtype_name(dts[a]),
                  d ? "normal" : "uniform", mis ? " misaligned" : "");
         check_bits(what, h + mis * es, r + mis * es, es, n);
-        /* Independently of the CPU backend: the first draws equal hd.h's
-         * generator evaluated here, and neighbours mostly differ (not a
-         * constant or a repeated block). */
+        /* Independently of the CPU backend: the first draws equal
+         * host_device.h's generator evaluated here, and neighbours mostly
+         * differ (not a constant or a repeated block). */
         const unsigned char *v = h + mis * es;
         size_t differ = 0;
         for (size_t i = 0; i < 1000; i++) {

@@ -1,9 +1,9 @@
-/* ulysses.cu — CUDA twin of the Ulysses pack/unpack (backend/ulysses.h):
- * dst [B][A][C] = src [A][B][C]; one block row per (a, b), moved in 16-byte
- * words when the row allows it, else 4-byte words. */
+/* ulysses.cu — CUDA twin of the Ulysses pack/unpack
+ * (backend/ulysses_kernels.h): dst [B][A][C] = src [A][B][C]; one block row per
+ * (a, b), moved in 16-byte words when the row allows it, else 4-byte words. */
 #include <cuda_runtime.h>
 
-#include "backend/ulysses.h"
+#include "backend/ulysses_kernels.h"
 
 template <typename W>
 static __global__ void transpose01_kernel(W *dst, const W *src, int64_t A, int64_t B,

@@ -43,6 +43,8 @@ typedef enum pl_simd_path {
   PL_SIMD_AVX512 = 3, /* 16 lanes (AVX-512F)                          */
 } pl_simd_path;
 
+/* "auto" "scalar" "avx2" "avx512" by the enum, NULL-terminated. */
+extern const char *const pl_simd_path_names[];
 const char *pl_simd_path_name(pl_simd_path p);
 /* "auto" | "scalar" | "avx2" | "avx512"; PL_EINVAL otherwise. */
 pl_status pl_simd_path_parse(const char *s, pl_simd_path *out);

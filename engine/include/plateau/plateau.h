@@ -1,6 +1,6 @@
 /* plateau.h — the core of libplateau's public API in one include: statuses,
  * files, logging, timers, the device and its tracked memory, tensors, the
- * shared kernels and the communicator.  The bf16 helpers (plateau/hd.h), the
+ * shared kernels and the communicator.  The bf16 helpers (plateau/host_device.h), the
  * operator types (plateau/optypes.h) and the operators, the model, the
  * training step and the planner (<plateau/ops/...>, model/, train/, plan/)
  * are included by name. */

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "ops/adamw.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 
 #define SCRATCH ((size_t)64 << 20) /* elements of the set-up scratch */
 

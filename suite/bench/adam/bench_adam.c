@@ -372,8 +372,6 @@ static pl_status adam_row(pl_bench_ctx *c, const adam_bench *A,
 static const char *const mode_names[] = {"cpu", "stream", "hybrid", "update",
                                          NULL};
 static const char *const gdt_names[] = {"bf16", "f32", NULL};
-static const char *const simd_names[] = {"auto", "scalar", "avx2", "avx512",
-                                         NULL};
 
 static const pl_opt adam_opts[] = {
     {"params", 0, PL_OPT_SIZE, NULL, "parameters per rank", 1, 1e12, NULL},
@@ -396,7 +394,7 @@ static const pl_opt adam_opts[] = {
      "gradients live in pinned host memory (streamed H2D with each bucket)", 0,
      0, NULL},
     {"simd", 0, PL_OPT_ENUM, "auto", "SIMD path of the CPU update", 0, 0,
-     simd_names},
+     pl_simd_path_names},
     {"threads", 0, PL_OPT_INT, "0", "OpenMP threads per rank (0: default)", 0,
      4096, NULL},
     {"tensors", 0, PL_OPT_INT, "16",

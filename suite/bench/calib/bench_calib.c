@@ -43,7 +43,7 @@
 
 #include "calib.h"
 #include "harness/bench.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 
 enum {
   T_H2D,

@@ -329,9 +329,6 @@ static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
   return PL_OK;
 }
 
-enum { V_EP, V_LLEP, V_PIPELINED };
-static const char *const variant_names[] = {"ep", "llep", "pipelined_llep",
-                                            NULL};
 static const char *const profile_names[] = {
     "balanced", "95/16", "80/16", "50/4", "95/16s", "80/16s", "50/4s",
     "router",   NULL};
@@ -341,7 +338,7 @@ static const char *const dtype_names[] = {"bf16", "f32", NULL};
 
 static const pl_opt dispatch_opts[] = {
     {"variants", 0, PL_OPT_ENUM_LIST, "ep,llep,pipelined_llep",
-     "variants to run", 0, 0, variant_names},
+     "variants to run", 0, 0, pl_moe_variant_names},
     {"profiles", 0, PL_OPT_ENUM_LIST, "balanced,95/16,80/16,50/4",
      "routing profiles; r/h: LLEP's layout (the hot tokens first), r/hs: the "
      "same routes at shuffled positions; 'router' = a softmax top-k router "
@@ -440,7 +437,7 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   int np = 0; /* per profile, each variant; pipelined per blocks, chunking */
   for (int pi = 0; pi < npf; pi++)
     for (int vi = 0; vi < nv; vi++) {
-      bool pipe = vars[vi] == V_PIPELINED;
+      bool pipe = vars[vi] == PL_MOE_PIPELINED;
       for (int li = 0; li < nla; li++)
         for (int bi = 0; bi < (pipe ? ncb : 1); bi++)
           for (int ci = 0; ci < (pipe ? nch : 1); ci++)
@@ -462,11 +459,12 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   d->vc.contiguous = q->chunking == 1;
   d->vc.lanes = q->lanes;
   d->vc.comm_blocks = q->cblocks;
-  snprintf(
-      label, n, "%s %s%s%s lanes=%d comm_blocks=%d", variant_names[q->variant],
-      profile_names[q->profile], q->chunking >= 0 ? " " : "",
-      q->chunking >= 0 ? chunk_names[q->chunking] : "", q->lanes, q->cblocks);
-  pl_row_str(row, "variant", variant_names[q->variant]);
+  snprintf(label, n, "%s %s%s%s lanes=%d comm_blocks=%d",
+           pl_moe_variant_name(q->variant), profile_names[q->profile],
+           q->chunking >= 0 ? " " : "",
+           q->chunking >= 0 ? chunk_names[q->chunking] : "", q->lanes,
+           q->cblocks);
+  pl_row_str(row, "variant", pl_moe_variant_name(q->variant));
   pl_row_str(row, "profile", profile_names[q->profile]);
   pl_row_str(row, "chunking",
              q->chunking >= 0 ? chunk_names[q->chunking] : "-");

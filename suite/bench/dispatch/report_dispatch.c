@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ops/moe.h"
 #include "plateau/status.h"
 #include "report/report.h"
 #include "report/report_util.h"
@@ -160,10 +161,12 @@ static void write_t6(FILE *f, const drow *r, int nr, const dshape *sh, int nsh,
           unit, unit, unit, unit, unit);
   for (int s = 0; s < nsh; s++)
     for (int p = 0; p < 4; p++) {
-      const drow *e = find(r, nr, &sh[s], "ep", profiles[p], NULL);
-      const drow *a = find(r, nr, &sh[s], "llep", profiles[p], NULL);
-      const drow *b = find(r, nr, &sh[s], "pipelined_llep", profiles[p],
-                           "strided");
+      const drow *e = find(r, nr, &sh[s], pl_moe_variant_name(PL_MOE_EP),
+                           profiles[p], NULL);
+      const drow *a = find(r, nr, &sh[s], pl_moe_variant_name(PL_MOE_LLEP),
+                           profiles[p], NULL);
+      const drow *b = find(r, nr, &sh[s], pl_moe_variant_name(PL_MOE_PIPELINED),
+                           profiles[p], "strided");
       if (!e && !a && !b) continue;
       fprintf(f, "| %s, %s, %s, %s | %s | %s | ", sh[s].t, sh[s].h, sh[s].e,
               sh[s].l, sh[s].r, profiles[p]);
@@ -192,8 +195,10 @@ static void write_t8(FILE *f, const drow *r, int nr, const dshape *sh, int nsh,
   int n8 = 0; /* profiles run with both chunkings */
   for (int s = 0; s < nsh; s++)
     for (int p = 0; p < 7; p++)
-      n8 += find(r, nr, &sh[s], "pipelined_llep", t8_profiles[p], "strided") &&
-            find(r, nr, &sh[s], "pipelined_llep", t8_profiles[p], "contiguous");
+      n8 += find(r, nr, &sh[s], pl_moe_variant_name(PL_MOE_PIPELINED),
+                 t8_profiles[p], "strided") &&
+            find(r, nr, &sh[s], pl_moe_variant_name(PL_MOE_PIPELINED),
+                 t8_profiles[p], "contiguous");
   if (n8)
     fprintf(f, "| shape (N/rank, H, E, lanes) | ranks | profile | strided ms | contiguous ms | "
                "speed-up | strided %s | contiguous %s | max-send strided | "
@@ -206,10 +211,10 @@ static void write_t8(FILE *f, const drow *r, int nr, const dshape *sh, int nsh,
                "jobs/sweeps/table8-chunking.tsv).\n");
   for (int s = 0; s < nsh; s++)
     for (int p = 0; p < 7; p++) {
-      const drow *a = find(r, nr, &sh[s], "pipelined_llep", t8_profiles[p],
-                           "strided");
-      const drow *b = find(r, nr, &sh[s], "pipelined_llep", t8_profiles[p],
-                           "contiguous");
+      const drow *a = find(r, nr, &sh[s], pl_moe_variant_name(PL_MOE_PIPELINED),
+                           t8_profiles[p], "strided");
+      const drow *b = find(r, nr, &sh[s], pl_moe_variant_name(PL_MOE_PIPELINED),
+                           t8_profiles[p], "contiguous");
       if (!a || !b) continue;
       fprintf(f, "| %s, %s, %s, %s | %s | %s | %.1f | %.1f | %.2fx | %.3g | %.3g | "
                  "%.2f | %.2f | %s |\n",
@@ -308,10 +313,13 @@ static pl_status write_charts(pl_report_ctx *rc, const drow *r, int nr,
             sh[s].t, sh[s].h, sh[s].e, sh[s].l, sh[s].r, unit, rc->run_dir);
     bool any[3] = {false, false, false};
     for (int p = 0; p < 4; p++) {
-      const drow *v[3] = {
-          find(r, nr, &sh[s], "ep", profiles[p], NULL),
-          find(r, nr, &sh[s], "llep", profiles[p], NULL),
-          find(r, nr, &sh[s], "pipelined_llep", profiles[p], "strided")};
+      const drow *v[3] = {find(r, nr, &sh[s], pl_moe_variant_name(PL_MOE_EP),
+                               profiles[p], NULL),
+                          find(r, nr, &sh[s], pl_moe_variant_name(PL_MOE_LLEP),
+                               profiles[p], NULL),
+                          find(r, nr, &sh[s],
+                               pl_moe_variant_name(PL_MOE_PIPELINED),
+                               profiles[p], "strided")};
       if (!v[0] && !v[1] && !v[2]) continue;
       for (int q = 0; q < 3; q++)
         any[q] |= v[q] && !isnan(v[q]->peak) && !isnan(v[q]->time);
@@ -328,12 +336,11 @@ static pl_status write_charts(pl_report_ctx *rc, const drow *r, int nr,
              "E = %s, lanes %s, %s ranks",
              sh[s].t, sh[s].h, sh[s].e, sh[s].l, sh[s].r);
     /* the variants with a bar: only those are drawn */
-    static const char *const vn[3] = {"ep", "llep", "pllep"};
     char present[32] = "";
     for (int q = 0; q < 3; q++)
       if (any[q])
         snprintf(present + strlen(present), sizeof present - strlen(present),
-                 "%s%s", present[0] ? " " : "", vn[q]);
+                 "%s%s", present[0] ? " " : "", pl_moe_variant_short_names[q]);
     if (!present[0]) {
       printf("%s.svg: not drawn: no ok row with a peak and a time\n", stem);
       continue;

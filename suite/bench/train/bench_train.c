@@ -86,7 +86,7 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   pl_row_str(row, "kind", u->kind);
   b->sys->identity(u, row);
   char v[96] = "";
-  if (!strcmp(b->sys->name, "fsdp2")) { /* the knobs of the point */
+  if (!strcmp(b->sys->name, PL_PLAN_NAME_FSDP2)) { /* the knobs of the point */
     const pl_fsdp2_cfg f = pl__train_fsdp2_cfg(u);
     pl_fsdp2_cfg_name(&f, v, sizeof v);
   }

@@ -19,14 +19,10 @@
 
 #include <stdio.h>
 
+#include "../baselines/train_baselines.h"
 #include "harness/bench.h"
 #include "train_system.h"
 
-extern const char *const pl__train_dispatch_names[]; /* ep llep pllep      */
-extern const char *const pl__train_head_names[];     /* ring fused dense vp */
-extern const char *const pl__train_optim_names[];    /* stream hybrid cpu  */
-extern const char *const pl__train_ac_names[];       /* full selective none */
-extern const char *const pl__train_fsdp2_optim_names[]; /* gpu cpu         */
 
 /* The dense bf16 GEMM rate MFU is taken against when neither --gemm-tflops
  * nor --calib gives one: one H200's cuBLAS bf16 8192³ GEMM as
@@ -98,7 +94,7 @@ extern const char *const pl__train_fsdp2_optim_names[]; /* gpu cpu         */
        "MoE dispatch: ep | llep | pllep (PipelinedLLEP)",                        \
        0,                                                                        \
        0,                                                                        \
-       pl__train_dispatch_names},                                                \
+       pl_moe_variant_short_names},                                              \
       {"head",                                                                   \
        0,                                                                        \
        PL_OPT_ENUM,                                                              \
@@ -106,7 +102,7 @@ extern const char *const pl__train_fsdp2_optim_names[]; /* gpu cpu         */
        "vocabulary head: ring (Ring-DTP over P) | fused | dense | vp",           \
        0,                                                                        \
        0,                                                                        \
-       pl__train_head_names},                                                    \
+       pl_train_head_names},                                                     \
       {"sco-budget",                                                             \
        0,                                                                        \
        PL_OPT_STR,                                                               \
@@ -122,7 +118,7 @@ extern const char *const pl__train_fsdp2_optim_names[]; /* gpu cpu         */
        "optimizer: stream (OffloadStreamAdamW) | hybrid | cpu",                  \
        0,                                                                        \
        0,                                                                        \
-       pl__train_optim_names},                                                   \
+       pl_train_optim_names},                                                    \
       {"chunk-cap",                                                              \
        0,                                                                        \
        PL_OPT_SIZE,                                                              \
@@ -195,7 +191,7 @@ extern const char *const pl__train_fsdp2_optim_names[]; /* gpu cpu         */
        "fsdp2: activation checkpointing per layer: full | selective | none",     \
        0,                                                                        \
        0,                                                                        \
-       pl__train_ac_names},                                                      \
+       pl_plan_ac_names},                                                        \
       {"ac-freq",                                                                \
        0,                                                                        \
        PL_OPT_INT,                                                               \
@@ -211,7 +207,7 @@ extern const char *const pl__train_fsdp2_optim_names[]; /* gpu cpu         */
        "fsdp2: AdamW states on the gpu, or cpu (CPUOffloadPolicy)",              \
        0,                                                                        \
        0,                                                                        \
-       pl__train_fsdp2_optim_names},                                             \
+       pl_fsdp2_optim_names},                                                    \
       {"describe",                                                               \
        0,                                                                        \
        PL_OPT_FLAG,                                                              \

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/plan.h"
 #include "report/report.h"
 #include "report_train.h"
 #include "report/report_util.h"
@@ -111,11 +112,11 @@ void pl__train_row_head(FILE *md, const pl__train_pt *p) {
 static void paper_cell(char *b, size_t n, const pl__train_pt *x) {
   snprintf(b, n, "-");
   const paper_pt *q = paper_at(x->model, x->seq);
-  if (!strcmp(x->system, "plateau") && q) {
+  if (!strcmp(x->system, PL_PLAN_NAME_PLATEAU) && q) {
     snprintf(b, n, "%.0f (%.0f) on %d GPUs", q->tok, q->tflops, q->gpus);
     return;
   }
-  if (strcmp(x->system, "fsdp2"))
+  if (strcmp(x->system, PL_PLAN_NAME_FSDP2))
     return;
   for (int k = 0; k < 3; k++) {
     const pl__train_vs_fig *v = &pl__train_paper_vs[k];
@@ -164,9 +165,9 @@ static void end_to_end(FILE *md, const pl__train_pt *p, int n,
             pl_rep_bytes(a, sizeof a, pl_cell_num(t, r, "dev_peak_bytes")),
             pl_rep_bytes(b, sizeof b, pl_cell_num(t, r, "host_peak_bytes")),
             p[i].status, pp);
-    if (!strcmp(p[i].status, "ok") && !strcmp(p[i].system, "plateau") &&
-        p[i].wv > p[i].ranks && p[i].seq >= 131072 &&
-        !strcmp(pl_rep_meta(t, "backend", ""), "cuda"))
+    if (!strcmp(p[i].status, "ok") &&
+        !strcmp(p[i].system, PL_PLAN_NAME_PLATEAU) && p[i].wv > p[i].ranks &&
+        p[i].seq >= 131072 && !strcmp(pl_rep_meta(t, "backend", ""), "cuda"))
       worst = fmin(worst, p[i].tflops), *cuda_proxy = true;
   }
   fprintf(md,
@@ -333,7 +334,7 @@ static void losses(FILE *md, const pl__train_pt *p, int n) {
 static void series_of(const pl__train_pt *p, int n, int i, char *s,
                       size_t len) {
   bool many = false;
-  if (!strcmp(p[i].system, "fsdp2")) { /* one series: FSDP2-best */
+  if (!strcmp(p[i].system, PL_PLAN_NAME_FSDP2)) { /* one series: FSDP2-best */
     snprintf(s, len, "%s:fsdp2-best", p[i].model);
     return;
   }

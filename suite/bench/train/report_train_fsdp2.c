@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/plan.h"
 #include "report_train.h"
 #include "report/report_util.h"
 
@@ -111,14 +112,16 @@ static void targets(FILE *md, const pl__train_pt *p, int n,
       seen = same_scale(&p[j], &p[i]);
     if (seen)
       continue;
-    const reach_t ra = reach_of(p, n, q, nq, &p[i], "plateau"),
-                  rb = reach_of(p, n, q, nq, &p[i], "fsdp2");
+    const reach_t ra = reach_of(p, n, q, nq, &p[i], PL_PLAN_NAME_PLATEAU),
+                  rb = reach_of(p, n, q, nq, &p[i], PL_PLAN_NAME_FSDP2);
     double both = NAN, ratio = NAN;
     for (int j = 0; j < n; j++) {
       if (!same_scale(&p[j], &p[i]) || (!isnan(both) && p[j].seq <= both))
         continue;
-      const pl__train_pt *a = best_at(p, n, &p[j], "plateau", p[j].seq, NULL),
-                         *b = best_at(p, n, &p[j], "fsdp2", p[j].seq, NULL);
+      const pl__train_pt *a = best_at(p, n, &p[j], PL_PLAN_NAME_PLATEAU,
+                                      p[j].seq, NULL),
+                         *b = best_at(p, n, &p[j], PL_PLAN_NAME_FSDP2, p[j].seq,
+                                      NULL);
       if (a && b)
         both = p[j].seq, ratio = a->tflops / b->tflops;
     }
@@ -161,7 +164,7 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
           pl__train_scale);
   bool any = false;
   for (int i = 0; i < n + nq && !any; i++)
-    any = !strcmp(i < n ? p[i].system : q[i - n].system, "fsdp2");
+    any = !strcmp(i < n ? p[i].system : q[i - n].system, PL_PLAN_NAME_FSDP2);
   if (!any) {
     fprintf(md, "No fsdp2 rows in this run: the tables fill when the FSDP2 "
                 "baseline runs (`plateau bench train --system "
@@ -178,16 +181,19 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
     bool seen = false;
     for (int j = 0; j < i && !seen; j++)
       seen = same_scale(&p[j], &p[i]) && p[j].seq == p[i].seq &&
-             (!strcmp(p[j].system, "plateau") || !strcmp(p[j].system, "fsdp2"));
-    if (seen ||
-        (strcmp(p[i].system, "plateau") && strcmp(p[i].system, "fsdp2")))
+             (!strcmp(p[j].system, PL_PLAN_NAME_PLATEAU) ||
+              !strcmp(p[j].system, PL_PLAN_NAME_FSDP2));
+    if (seen || (strcmp(p[i].system, PL_PLAN_NAME_PLATEAU) &&
+                 strcmp(p[i].system, PL_PLAN_NAME_FSDP2)))
       continue;
     int ta = 0, tf = 0, fits = 0;
-    const pl__train_pt *a = best_at(p, n, &p[i], "plateau", p[i].seq, &ta);
-    const pl__train_pt *b = best_at(p, n, &p[i], "fsdp2", p[i].seq, &tf);
+    const pl__train_pt *a =
+        best_at(p, n, &p[i], PL_PLAN_NAME_PLATEAU, p[i].seq, &ta);
+    const pl__train_pt *b =
+        best_at(p, n, &p[i], PL_PLAN_NAME_FSDP2, p[i].seq, &tf);
     for (int j = 0; j < n; j++)
       fits += same_scale(&p[j], &p[i]) && p[j].seq == p[i].seq &&
-              !strcmp(p[j].system, "fsdp2") && is_ok(&p[j]);
+              !strcmp(p[j].system, PL_PLAN_NAME_FSDP2) && is_ok(&p[j]);
     const int k = paper_vs(p[i].model);
     char c[16], t1[32], t2[32], t3[32], t4[32], r1[32], r2[32], pp[64] = "-";
     if (k >= 0 && !isnan(pl__train_paper_vs[k].tok_ratio) && p[i].seq == 131072)
@@ -230,8 +236,8 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
       seen = same_scale(j < n ? &p[j] : &q[j - n], x);
     if (seen)
       continue;
-    const reach_t ra = reach_of(p, n, q, nq, x, "plateau"),
-                  rb = reach_of(p, n, q, nq, x, "fsdp2");
+    const reach_t ra = reach_of(p, n, q, nq, x, PL_PLAN_NAME_PLATEAU),
+                  rb = reach_of(p, n, q, nq, x, PL_PLAN_NAME_FSDP2);
     const int k = paper_vs(x->model);
     char a[64], b[64], r1[32], r2[32], m1[32], m2[32], q1[64] = "-",
                                                        q2[64] = "-";
@@ -259,7 +265,7 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
 void pl__report_train_tuning(FILE *md, const pl__train_pt *p, int n) {
   int nf = 0;
   for (int i = 0; i < n; i++)
-    nf += !strcmp(p[i].system, "fsdp2");
+    nf += !strcmp(p[i].system, PL_PLAN_NAME_FSDP2);
   if (!nf)
     return;
   fprintf(md,
@@ -272,18 +278,18 @@ void pl__report_train_tuning(FILE *md, const pl__train_pt *p, int n) {
   int *ix = malloc(sizeof *ix * (size_t)nf);
   PL_ASSERT(ix != NULL);
   for (int i = 0; i < n; i++) {
-    if (strcmp(p[i].system, "fsdp2"))
+    if (strcmp(p[i].system, PL_PLAN_NAME_FSDP2))
       continue;
     bool seen = false;
     for (int j = 0; j < i && !seen; j++)
-      seen = !strcmp(p[j].system, "fsdp2") && same_scale(&p[j], &p[i]) &&
-             p[j].seq == p[i].seq;
+      seen = !strcmp(p[j].system, PL_PLAN_NAME_FSDP2) &&
+             same_scale(&p[j], &p[i]) && p[j].seq == p[i].seq;
     if (seen)
       continue;
     int k = 0;
     for (int j = 0; j < n; j++)
-      if (!strcmp(p[j].system, "fsdp2") && same_scale(&p[j], &p[i]) &&
-          p[j].seq == p[i].seq)
+      if (!strcmp(p[j].system, PL_PLAN_NAME_FSDP2) &&
+          same_scale(&p[j], &p[i]) && p[j].seq == p[i].seq)
         ix[k++] = j;
     /* ok rows by tok/s descending, then the rest in their order */
     for (int a = 1; a < k; a++)
@@ -322,7 +328,7 @@ static bool same_point(const pl_table *a, int ra, const pl__train_pt *b) {
     if (pl_cell_num(a, ra, keys[k]) != pl_cell_num(b->t, b->r, keys[k]))
       return false;
   return !strcmp(pl_cell(a, ra, "variant"), b->variant) && b->wv == b->ranks &&
-         !strcmp(b->system, "fsdp2");
+         !strcmp(b->system, PL_PLAN_NAME_FSDP2);
 }
 
 static const char *within(double r) {
@@ -333,7 +339,8 @@ void pl__report_train_peer(FILE *md, const pl__train_pt *p, int n,
                            pl_table *const *pe, int npe) {
   int nours = 0;
   for (int i = 0; i < n; i++)
-    nours += !strcmp(p[i].kind, "peer") && !strcmp(p[i].system, "fsdp2");
+    nours +=
+        !strcmp(p[i].kind, "peer") && !strcmp(p[i].system, PL_PLAN_NAME_FSDP2);
   if (!npe && !nours)
     return;
   fprintf(md,
@@ -396,7 +403,8 @@ void pl__report_train_peer(FILE *md, const pl__train_pt *p, int n,
       }
     }
   for (int i = 0; i < n; i++) { /* ours without a PyTorch row */
-    if (used[i] || strcmp(p[i].kind, "peer") || strcmp(p[i].system, "fsdp2"))
+    if (used[i] || strcmp(p[i].kind, "peer") ||
+        strcmp(p[i].system, PL_PLAN_NAME_FSDP2))
       continue;
     char c[16], b1[32], q1[32];
     fprintf(md,

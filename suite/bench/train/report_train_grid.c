@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/plan.h"
 #include "report_train.h"
 #include "report/report_util.h"
 
@@ -143,8 +144,8 @@ static void model_table(FILE *md, const pl__train_pt *p, int n, int k) {
           "\n",
           MODELS[k], GPUS[k]);
   for (int s = 0; s < 4; s++) {
-    const pl__train_pt *a = cell_of(p, n, k, SEQS[s], "plateau"),
-                       *b = cell_of(p, n, k, SEQS[s], "fsdp2");
+    const pl__train_pt *a = cell_of(p, n, k, SEQS[s], PL_PLAN_NAME_PLATEAU),
+                       *b = cell_of(p, n, k, SEQS[s], PL_PLAN_NAME_FSDP2);
     char c[16], r[32] = "-", pp[48] = "-", pf[64];
     fprintf(md, "| %s |", pl__train_ctx(c, sizeof c, SEQS[s]));
     cell_md(md, a);
@@ -196,8 +197,8 @@ static void reach_table(FILE *md, const pl__train_pt *p, int n) {
   for (int k = 0; k < 3; k++) {
     double lp, lf, bp, bf;
     const char *ap, *af;
-    reach_of(p, n, k, "plateau", &lp, &ap, &bp);
-    reach_of(p, n, k, "fsdp2", &lf, &af, &bf);
+    reach_of(p, n, k, PL_PLAN_NAME_PLATEAU, &lp, &ap, &bp);
+    reach_of(p, n, k, PL_PLAN_NAME_FSDP2, &lf, &af, &bf);
     char c1[16] = "none", c2[16] = "none", r[32] = "-", br[32] = "-";
     if (lp > 0)
       pl__train_ctx(c1, sizeof c1, lp);
@@ -309,8 +310,8 @@ pl_status pl__report_train_grid_chart(pl_report_ctx *rc, const pl__train_pt *p,
   for (int k = 0; k < 3; k++) /* a series' points consecutive, by context */
     for (int y = 0; y < 2; y++)
       for (int s = 0; s < 4; s++) {
-        const pl__train_pt *x =
-            cell_of(p, n, k, SEQS[s], y ? "fsdp2" : "plateau");
+        const pl__train_pt *x = cell_of(
+            p, n, k, SEQS[s], y ? PL_PLAN_NAME_FSDP2 : PL_PLAN_NAME_PLATEAU);
         if (!x || strcmp(x->status, "ok"))
           continue;
         if (!f) {
@@ -325,7 +326,8 @@ pl_status pl__report_train_grid_chart(pl_report_ctx *rc, const pl__train_pt *p,
         double tok, tfl;
         value(x, &tok, &tfl);
         fprintf(f, "%s\t%s\t%.0f\t%.6g\t%.6g\t%s\n", MODELS[k],
-                y ? "fsdp2-best" : "plateau", SEQS[s], tok, tfl, label(x));
+                y ? PL_PLAN_NAME_FSDP2 "-best" : PL_PLAN_NAME_PLATEAU, SEQS[s],
+                tok, tfl, label(x));
       }
   if (!f)
     return PL_OK;

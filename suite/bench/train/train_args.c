@@ -20,12 +20,6 @@
 #include "report/report_util.h"
 #include "results/results.h"
 
-const char *const pl__train_dispatch_names[] = {"ep", "llep", "pllep", NULL};
-const char *const pl__train_head_names[] = {"ring", "fused", "dense", "vp",
-                                            NULL};
-const char *const pl__train_optim_names[] = {"stream", "hybrid", "cpu", NULL};
-const char *const pl__train_ac_names[] = {"full", "selective", "none", NULL};
-const char *const pl__train_fsdp2_optim_names[] = {"gpu", "cpu", NULL};
 
 static const char *const dtypes[] = {"bf16", "f32", NULL};
 static const char *const configs[] = {"explicit", "auto", NULL};
@@ -56,10 +50,10 @@ const pl_opt pl__train_opts[] = {
      1, 1 << 20, NULL},
     {"tune-ac", 0, PL_OPT_ENUM_LIST, "full,selective",
      "--tune: the AC modes tried (full, selective, none)", 0, 0,
-     pl__train_ac_names},
+     pl_plan_ac_names},
     {"tune-optim", 0, PL_OPT_ENUM_LIST, "gpu,cpu",
      "--tune: the optimizer placements tried (gpu, cpu)", 0, 0,
-     pl__train_fsdp2_optim_names},
+     pl_fsdp2_optim_names},
     {"points", 0, PL_OPT_STR, NULL,
      "a points file of fsdp2 and the PyTorch peer (peer: "
      "analysis/peers/fsdp2_points.tsv): its models, contexts and knobs "
@@ -182,8 +176,7 @@ static pl_status step_of(pl_bench_ctx *c, const pl_args *a, pl_train_setup *u) {
   pl_step_cfg *sc = &u->sc;
   *sc = pl_step_cfg_default();
   sc->dt = strcmp(pl_args_enum_name(a, "dtype"), "f32") ? PL_BF16 : PL_F32;
-  static const pl_moe_variant dv[] = {PL_MOE_EP, PL_MOE_LLEP, PL_MOE_PIPELINED};
-  sc->dispatch = dv[pl_args_enum(a, "dispatch")];
+  sc->dispatch = (pl_moe_variant)pl_args_enum(a, "dispatch");
   sc->moe_c = (int64_t)pl_args_size(a, "chunk-cap");
   sc->moe_lanes = (int)pl_args_int(a, "lanes");
   u->dispatch = pl_args_enum_name(a, "dispatch");
@@ -220,10 +213,10 @@ static const char *const pl_only[] = {"D",         "P",
 const char *pl__train_knob_owner(const char *name) {
   for (int i = 0; f2_only[i]; i++)
     if (!strcmp(name, f2_only[i]))
-      return "fsdp2";
+      return PL_PLAN_NAME_FSDP2;
   for (int i = 0; pl_only[i]; i++)
     if (!strcmp(name, pl_only[i]))
-      return "plateau";
+      return PL_PLAN_NAME_PLATEAU;
   return NULL;
 }
 
@@ -252,7 +245,7 @@ static pl_status systems_of(const pl_args *a, bool tune, bool points,
   const bool given = pl_args_given(a, "system");
   const char *list = given    ? pl_args_str(a, "system")
                      : tune   ? "plateau,fsdp2"
-                     : points ? "fsdp2"
+                     : points ? PL_PLAN_NAME_FSDP2
                               : pl_args_str(a, "system");
   char buf[256];
   if (strlen(list) >= sizeof buf)
@@ -288,8 +281,8 @@ static pl_status systems_of(const pl_args *a, bool tune, bool points,
                                    "fsdp2)");
   bool f2 = false, pl = false;
   for (int i = 0; i < t->nsys; i++) {
-    f2 |= !strcmp(t->sys[i]->name, "fsdp2");
-    pl |= !strcmp(t->sys[i]->name, "plateau");
+    f2 |= !strcmp(t->sys[i]->name, PL_PLAN_NAME_FSDP2);
+    pl |= !strcmp(t->sys[i]->name, PL_PLAN_NAME_PLATEAU);
   }
   if ((tune || points) && !f2)
     return pl_set_error(PL_EINVAL,
@@ -537,9 +530,9 @@ static pl_status context_points(pl_bench_ctx *c, const pl_args *a, bool tune,
       if (t->auto_cfg)
         PL_TRY(pl__train_auto(t, a, t->sys[k], &u, c->size));
       else if ((u.resident_auto || u.keep_auto) &&
-               !strcmp(t->sys[k]->name, "plateau"))
+               !strcmp(t->sys[k]->name, PL_PLAN_NAME_PLATEAU))
         PL_TRY(pl__train_fill(t, t->sys[k], &u, c->size));
-      if (!tune || strcmp(t->sys[k]->name, "fsdp2")) {
+      if (!tune || strcmp(t->sys[k]->name, PL_PLAN_NAME_FSDP2)) {
         PL_TRY(add_point(t, cap, t->sys[k], &u, -1, -1));
         continue;
       }

@@ -138,7 +138,7 @@ pl_status pl__train_row(pl_bench_ctx *c, const pl__train_args *a,
   const int nt = n - warm;
   PL_TRY(memory(c, timed, nt, row));
   if (u->sc.profile)
-    PL_TRY(parts(c, timed, nt, !strcmp(sys->name, "plateau"), row));
+    PL_TRY(parts(c, timed, nt, !strcmp(sys->name, PL_PLAN_NAME_PLATEAU), row));
   losses(res, n, row);
   if (sys->result && n)
     sys->result(h, &res[n - 1], row);

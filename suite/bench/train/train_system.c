@@ -157,8 +157,8 @@ static void plateau_apply(const pl_plan_cfg *c, pl_train_setup *u) {
   if ((c->sc.keep.mode != PL_KEEP_BYTES || c->sc.keep.bytes) &&
       !strcmp(u->keep_text, "0"))
     snprintf(u->keep_text, sizeof u->keep_text, "auto");
-  u->head = c->sc.head == &pl_head_fused ? "fused" : "ring";
-  u->optim = c->sc.optim == &pl_optim_hybrid ? "hybrid" : "stream";
+  u->head = c->sc.head ? c->sc.head->name : pl_head_name_ring;
+  u->optim = c->sc.optim ? c->sc.optim->name : pl_optim_name_stream;
   if (c->sc.sco.all)
     snprintf(u->sco_text, sizeof u->sco_text, "all");
   else
@@ -167,7 +167,7 @@ static void plateau_apply(const pl_plan_cfg *c, pl_train_setup *u) {
 }
 
 static const pl_train_system plateau = {
-    .name = "plateau",
+    .name = PL_PLAN_NAME_PLATEAU,
     .validate = plateau_validate,
     .identity = plateau_identity,
     .seq_ranks = plateau_seq_ranks,
@@ -335,7 +335,7 @@ static void fsdp2_apply(const pl_plan_cfg *c, pl_train_setup *u) {
 }
 
 static const pl_train_system fsdp2 = {
-    .name = "fsdp2",
+    .name = PL_PLAN_NAME_FSDP2,
     .validate = fsdp2_validate,
     .identity = fsdp2_identity,
     .seq_ranks = fsdp2_seq_ranks,

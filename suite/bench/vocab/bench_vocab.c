@@ -49,8 +49,6 @@
 static const char *const variant_names[] = {"dense", "fused", "blocked", "chunk",
                                             "vp",    "ring",  NULL};
 static const char *const dtype_names[] = {"f32", "bf16", NULL};
-static const char *const mode_names[] = {"auto", "act", "weights", NULL};
-static const char *const sched_names[] = {"auto", "chunked", "blocked", NULL};
 
 static const pl_opt vocab_opts[] = {
     {"variants", 0, PL_OPT_ENUM_LIST, "dense,fused,blocked,chunk,vp,ring",
@@ -64,13 +62,14 @@ static const pl_opt vocab_opts[] = {
      "vocabulary block sizes of fused, chunk and ring (0: the dtype's "
      "default, 4096 in bf16 and 16384 in f32)",
      0, 1 << 30, NULL},
-    {"mode", 0, PL_OPT_ENUM, "auto", "Ring-DTP schedule", 0, 0, mode_names},
+    {"mode", 0, PL_OPT_ENUM, "auto", "Ring-DTP schedule", 0, 0,
+     pl_dtp_mode_names},
     {"no-overlap", 0, PL_OPT_FLAG, NULL,
      "Ring-DTP: hops in line on the compute stream (no comm stream)", 0, 0,
      NULL},
     {"schedule", 0, PL_OPT_ENUM, "auto",
      "Ring-DTP: auto (three GEMMs at P=1), chunked (P=1) or blocked", 0, 0,
-     sched_names},
+     pl_dtp_sched_names},
     {"strip-budget", 0, PL_OPT_SIZE_LIST, "0",
      "Ring-DTP, blocked schedule: bytes of logit strips kept from forward to "
      "backward per rank (a list: the budget -> time curve)",

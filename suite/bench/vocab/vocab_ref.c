@@ -11,7 +11,7 @@
 #include "../baselines/dense_ce.h"
 #include "../baselines/fused_ce.h"
 #include "../baselines/vocab_parallel_ce.h"
-#include "plateau/hd.h"
+#include "plateau/host_device.h"
 #include "vocab.h"
 
 /* One forward + backward; the previous iteration's gradients are freed first

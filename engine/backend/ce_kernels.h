@@ -1,5 +1,5 @@
-/* backend/ce.h — the kernels of the vocabulary loss head (ops/ce.h): a CPU
- * reference (backend/cpu/ce_cpu.c) and a CUDA twin (backend/cuda/ce.cu) of
+/* backend/ce_kernels.h — the kernels of the vocabulary loss head (ops/ce.h): a
+ * CPU reference (backend/cpu/ce_cpu.c) and a CUDA twin (backend/cuda/ce.cu) of
  * each, with one signature.
  *
  * State layout: one f32 buffer of 3·n values [m(n) | z(n) | yt(n)]: running
@@ -7,8 +7,8 @@
  * the target column is folded).  Init (−inf, 0, 0).  Pointers are memory of
  * the stream's device; n, v, vb are rows and columns (>= 0; the dispatchers of
  * ops/ce.c skip empty strips).  Not installed. */
-#ifndef PLATEAU_BACKEND_CE_H
-#define PLATEAU_BACKEND_CE_H
+#ifndef PLATEAU_BACKEND_CE_KERNELS_H
+#define PLATEAU_BACKEND_CE_KERNELS_H
 
 #include <stdint.h>
 
@@ -18,7 +18,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
 
 /* stats[0] = 0, stats[1] = count of t != ignore (the mean's denominator,
  * needed before any row's gradient when gradients are made in one pass). */

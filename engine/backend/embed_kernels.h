@@ -1,5 +1,5 @@
-/* backend/embed.h — the token embedding's kernels, CPU and CUDA twins with
- * the same signature (engine/train/step.c calls them):
+/* backend/embed_kernels.h — the token embedding's kernels, CPU and CUDA twins
+ * with the same signature (engine/train/step.c calls them):
  *
  *   forward   x[t][:] = E[tok[t]][:]             x: N×H, E: V×H (dt)
  *   backward  dE[tok[t]][:] += dx[t][:]          dE: V×H f32, dx: N×H (dt)
@@ -8,8 +8,8 @@
  * the tokens in index order (deterministic); the CUDA backward uses f32
  * atomics (the order of a row's additions varies run to run: within f32
  * rounding of the CPU sum). */
-#ifndef PLATEAU_BACKEND_EMBED_H
-#define PLATEAU_BACKEND_EMBED_H
+#ifndef PLATEAU_BACKEND_EMBED_KERNELS_H
+#define PLATEAU_BACKEND_EMBED_KERNELS_H
 
 #include "plateau/dev.h"
 #include "plateau/tensor.h"

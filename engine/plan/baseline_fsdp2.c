@@ -1,8 +1,8 @@
-/* fsdp2.c — the FSDP2 baseline in the planner (baselines/fsdp2: torchtitan's
- * FSDP2 + activation checkpointing + expert parallelism + context
+/* baseline_fsdp2.c — the FSDP2 baseline in the planner (baselines/fsdp2:
+ * torchtitan's FSDP2 + activation checkpointing + expert parallelism + context
  * parallelism + optional CPU offload, written in C above the engine): its
  * memory per rank, replayed from the baseline's documented allocation
- * schedule (baselines/fsdp2/fsdp2.h, fsdp_units.h, fsdp2_layer.h,
+ * schedule (baselines/fsdp2/fsdp2.h, train/zero3.h, fsdp2_layer.h,
  * ring_attn.h, baselines/dense_ce.h) on the symbolic allocator, and its step
  * time.  The planner sits below the baseline and cannot include it: the
  * schedule is mirrored here, and baselines/fsdp2/test_mpi_fsdp2_plan.c runs
@@ -81,7 +81,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/adamw.h"
+#include "backend/adamw_kernels.h"
 #include "plan/plan_internal.h"
 
 pl_status pl__fsdp2_check(const pl_model_cfg *m, const pl_plan_cfg *c) {
@@ -205,33 +205,34 @@ static size_t shard_of(size_t numel, size_t vsize) {
  * --------------------------------------------------------------
  */
 
-#define A(tag, term, bytes) pl__pt_alloc(t, tag, term, (size_t)(bytes))
-#define F(b) pl__pt_free(t, &(b))
+#define A(tag, term, bytes) pl__sym_alloc(t, tag, term, (size_t)(bytes))
+#define F(b) pl__sym_free(t, &(b))
 
 typedef struct f2rep {
-  pl__ptrack *t;
+  pl__sym_track *t;
   const pl_model_cfg *m;
   const pl_plan_cfg *c;
   f2dims d;
   pl_backend be;
   bool offload;
   size_t *numel, *vsize, *shard;
-  int *xunit;             /* per layer: its experts' unit, or -1 */
-  pl__pbuf *full, *gfull; /* per unit: gathered, open gradient   */
-  pl__pmoe moe;
+  int *xunit;                /* per layer: its experts' unit, or -1 */
+  pl__sym_buf *full, *gfull; /* per unit: gathered, open gradient   */
+  pl__moe_replay moe;
 } f2rep;
 
-/* fsdp_units.c: the gather (all-gather buffer beside the unit until the
- * copy-out; the fp32 staging copy of an offloaded shard before it). */
+/* train/zero3.c, fp32_master: the gather (all-gather buffer beside the unit
+ * until the copy-out; the fp32 staging copy of an offloaded shard before it).
+ */
 static void prefetch(f2rep *r, int u) {
-  pl__ptrack *t = r->t;
+  pl__sym_track *t = r->t;
   if (u < 0 || r->full[u].live)
     return;
   const size_t s = r->shard[u];
-  pl__pbuf stage = {0};
+  pl__sym_buf stage = {0};
   if (r->offload)
     stage = A("fsdp_ag", PL_TERM_UNITS, s * 4);
-  pl__pbuf ag = A("fsdp_ag", PL_TERM_UNITS, r->vsize[u] * s * r->d.es);
+  pl__sym_buf ag = A("fsdp_ag", PL_TERM_UNITS, r->vsize[u] * s * r->d.es);
   F(stage);
   r->full[u] = A("zero3", PL_TERM_UNITS, r->numel[u] * r->d.es);
   F(ag);
@@ -239,46 +240,47 @@ static void prefetch(f2rep *r, int u) {
 
 static void release(f2rep *r, int u) {
   if (u >= 0)
-    pl__pt_free(r->t, &r->full[u]);
+    pl__sym_free(r->t, &r->full[u]);
 }
 
 static void grad_acquire(f2rep *r, int u) {
-  pl__ptrack *t = r->t;
+  pl__sym_track *t = r->t;
   if (u >= 0 && !r->gfull[u].live)
     r->gfull[u] =
         A("zero3_grads", PL_TERM_UNIT_GRADS, r->vsize[u] * r->shard[u] * 4);
 }
 
 static void grad_reduce(f2rep *r, int u, bool acc) {
-  pl__ptrack *t = r->t;
+  pl__sym_track *t = r->t;
   if (u < 0 || !r->gfull[u].live)
     return;
-  pl__pbuf out = A("zero3_grads", PL_TERM_UNIT_GRADS, r->shard[u] * 4);
+  pl__sym_buf out = A("zero3_grads", PL_TERM_UNIT_GRADS, r->shard[u] * 4);
   F(r->gfull[u]);
   if (r->offload && acc) {
-    pl__pbuf sum = A("zero3_grads", PL_TERM_UNIT_GRADS, r->shard[u] * 4);
+    pl__sym_buf sum = A("zero3_grads", PL_TERM_UNIT_GRADS, r->shard[u] * 4);
     F(sum);
   }
   F(out);
 }
 
 /* ring_attn.c: the packed K, V and their all-gather over the group */
-static pl__pbuf gather_kv(f2rep *r) {
-  pl__ptrack *t = r->t;
+static pl__sym_buf gather_kv(f2rep *r) {
+  pl__sym_track *t = r->t;
   const size_t kv = 2 * (size_t)r->d.N * (size_t)r->d.nkd * r->d.es;
-  pl__pbuf pack = A("cp_kv", PL_TERM_ATTN, kv);
-  pl__pbuf all = A("cp_kv", PL_TERM_ATTN, (size_t)r->d.cp * kv);
+  pl__sym_buf pack = A("cp_kv", PL_TERM_ATTN, kv);
+  pl__sym_buf all = A("cp_kv", PL_TERM_ATTN, (size_t)r->d.cp * kv);
   F(pack);
   return all;
 }
 
 static void ring_fwd(f2rep *r) {
-  pl__ptrack *t = r->t;
+  pl__sym_track *t = r->t;
   const f2dims *d = &r->d;
-  pl__pbuf all = gather_kv(r);
-  pl__pbuf oacc = A("cp_ring", PL_TERM_ATTN, (size_t)(d->N * d->nqd) * 4);
-  pl__pbuf ob = A("cp_ring", PL_TERM_ATTN, (size_t)(d->c_len * d->nqd) * d->es);
-  pl__pbuf lb =
+  pl__sym_buf all = gather_kv(r);
+  pl__sym_buf oacc = A("cp_ring", PL_TERM_ATTN, (size_t)(d->N * d->nqd) * 4);
+  pl__sym_buf ob =
+      A("cp_ring", PL_TERM_ATTN, (size_t)(d->c_len * d->nqd) * d->es);
+  pl__sym_buf lb =
       A("cp_ring", PL_TERM_ATTN, (size_t)d->c_len * (size_t)r->m->n_q * 4);
   F(all), F(oacc), F(ob), F(lb);
 }
@@ -295,10 +297,10 @@ static size_t attn_ws(const f2rep *r, int64_t seq) {
 }
 
 static void ring_bwd(f2rep *r) {
-  pl__ptrack *t = r->t;
+  pl__sym_track *t = r->t;
   const f2dims *d = &r->d;
   const size_t kv4 = 2 * (size_t)(d->N * d->nkd) * 4;
-  pl__pbuf b[8];
+  pl__sym_buf b[8];
   b[0] = gather_kv(r);
   b[1] = A("cp_ring", PL_TERM_ATTN, (size_t)(d->N * d->nqd) * 4);
   b[2] = A("cp_ring", PL_TERM_ATTN, kv4); /* contribution, sent, received */
@@ -307,7 +309,7 @@ static void ring_bwd(f2rep *r) {
   b[5] = A("cp_ring", PL_TERM_ATTN, (size_t)(d->c_len * d->nqd) * d->es);
   b[6] = A("cp_ring", PL_TERM_ATTN, (size_t)(d->c_len * d->nkd) * d->es);
   b[7] = A("cp_ring", PL_TERM_ATTN, (size_t)(d->c_len * d->nkd) * d->es);
-  pl__pbuf ws = A("attention", PL_TERM_ATTN, attn_ws(r, d->c_len));
+  pl__sym_buf ws = A("attention", PL_TERM_ATTN, attn_ws(r, d->c_len));
   F(ws);
   for (int i = 0; i < 8; i++)
     F(b[i]);
@@ -331,10 +333,10 @@ enum {
   S_N
 };
 typedef struct f2saved {
-  pl__pbuf b[S_N], ctx;
+  pl__sym_buf b[S_N], ctx;
 } f2saved;
 
-static void drop(pl__ptrack *t, f2saved *v) {
+static void drop(pl__sym_track *t, f2saved *v) {
   for (int i = 0; i < S_N; i++)
     F(v->b[i]);
   F(v->ctx);
@@ -342,7 +344,7 @@ static void drop(pl__ptrack *t, f2saved *v) {
 
 /* fsdp2_layer.c fwd(): the set tagged tag (saved or activations) */
 static void layer_fwd(f2rep *r, int l, bool keep, bool keep_ctx, f2saved *v) {
-  pl__ptrack *t = r->t;
+  pl__sym_track *t = r->t;
   const f2dims *d = &r->d;
   const char *tag = keep ? "saved" : "activations";
   const int term = keep ? PL_TERM_RESIDENT : PL_TERM_ACTS;
@@ -365,7 +367,7 @@ static void layer_fwd(f2rep *r, int l, bool keep, bool keep_ctx, f2saved *v) {
     v->b[S_PR] = A(tag, term, (size_t)d->N * (size_t)d->E_r * 4);
     v->b[S_IDX] = A(tag, term, nk);
     v->b[S_W] = A(tag, term, nk);
-    pl__pmoe_forward(t, &r->moe, &v->ctx);
+    pl__moe_replay_forward(t, &r->moe, &v->ctx);
     if (!keep_ctx)
       F(v->ctx);
   }
@@ -376,25 +378,25 @@ static void layer_fwd(f2rep *r, int l, bool keep, bool keep_ctx, f2saved *v) {
   }
 }
 
-/* fsdp2_layer.c pl__f2_layer_backward */
+/* fsdp2_layer.c pl__fsdp2_layer_backward */
 static void layer_bwd(f2rep *r, int l, f2saved *v) {
-  pl__ptrack *t = r->t;
+  pl__sym_track *t = r->t;
   const f2dims *d = &r->d;
   const size_t es = d->es, NH = (size_t)(d->N * d->H) * es,
                q = (size_t)(d->N * d->nqd) * es,
                k = (size_t)(d->N * d->nkd) * es;
   if (ckpt(r->c, l)) { /* its forward again, the context kept */
-    pl__pbuf ytmp = A("activations", PL_TERM_ACTS, NH);
+    pl__sym_buf ytmp = A("activations", PL_TERM_ACTS, NH);
     layer_fwd(r, l, false, true, v);
     F(ytmp);
   }
-  pl__pbuf dh32 = A("activations", PL_TERM_ACTS, (size_t)(d->N * d->H) * 4);
-  pl__pbuf dhe = {0}, dw = {0}, dlog = {0}, dhr = {0}, da = {0}, dgu = {0},
-           scr = {0};
+  pl__sym_buf dh32 = A("activations", PL_TERM_ACTS, (size_t)(d->N * d->H) * 4);
+  pl__sym_buf dhe = {0}, dw = {0}, dlog = {0}, dhr = {0}, da = {0}, dgu = {0},
+              scr = {0};
   if (pl_model_layer_is_moe(r->m, l)) {
     dhe = A("activations", PL_TERM_ACTS, NH);
     dw = A("router", PL_TERM_EXPERT, (size_t)d->N * (size_t)r->m->k * 4);
-    pl__pmoe_backward(t, &r->moe);
+    pl__moe_replay_backward(t, &r->moe);
     F(v->ctx);
     dlog = A("router", PL_TERM_EXPERT, (size_t)d->N * (size_t)d->E_r * es);
     dhr = A("activations", PL_TERM_ACTS, NH);
@@ -404,42 +406,42 @@ static void layer_bwd(f2rep *r, int l, f2saved *v) {
     da = A("activations", PL_TERM_ACTS, (size_t)(d->N * I) * es);
     dgu = A("activations", PL_TERM_ACTS, (size_t)(d->N * 2 * I) * es);
   }
-  pl__pbuf dh = A("activations", PL_TERM_ACTS, NH);
+  pl__sym_buf dh = A("activations", PL_TERM_ACTS, NH);
   if (r->be == PL_BACKEND_CUDA)
     scr = A("activations", PL_TERM_ACTS, pl__rms_scratch(d->N, d->H) * 4);
-  pl__pbuf dy1 = A("activations", PL_TERM_ACTS, NH);
-  pl__pbuf dO = A("activations", PL_TERM_ACTS, q);
-  pl__pbuf dq = A("activations", PL_TERM_ACTS, q);
-  pl__pbuf dk = A("activations", PL_TERM_ACTS, k);
-  pl__pbuf dv = A("activations", PL_TERM_ACTS, k);
+  pl__sym_buf dy1 = A("activations", PL_TERM_ACTS, NH);
+  pl__sym_buf dO = A("activations", PL_TERM_ACTS, q);
+  pl__sym_buf dq = A("activations", PL_TERM_ACTS, q);
+  pl__sym_buf dk = A("activations", PL_TERM_ACTS, k);
+  pl__sym_buf dv = A("activations", PL_TERM_ACTS, k);
   if (d->cp > 1) {
     ring_bwd(r);
   } else {
-    pl__pbuf ws = A("attention", PL_TERM_ATTN, attn_ws(r, d->N));
+    pl__sym_buf ws = A("attention", PL_TERM_ATTN, attn_ws(r, d->N));
     F(ws);
   }
-  pl__pbuf *ps[] = {&dh, &dy1, &dhe, &dhr, &dlog, &da, &dgu,
-                    &dO, &dq,  &dk,  &dv,  &dh32, &dw, &scr};
+  pl__sym_buf *ps[] = {&dh, &dy1, &dhe, &dhr, &dlog, &da, &dgu,
+                       &dO, &dq,  &dk,  &dv,  &dh32, &dw, &scr};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
-    pl__pt_free(t, ps[i]);
+    pl__sym_free(t, ps[i]);
   drop(t, v);
 }
 
 /* baselines/dense_ce.c with dX and dW given (bf16: the logits upcast) */
 static void dense_ce(f2rep *r) {
-  pl__ptrack *t = r->t;
+  pl__sym_track *t = r->t;
   const size_t n = (size_t)r->d.N, nv = n * (size_t)r->d.V;
   const bool bf = r->c->sc.dt == PL_BF16;
-  pl__pbuf stats = A("ce_state", PL_TERM_LOGITS, 8), lb = {0}, gb = {0};
+  pl__sym_buf stats = A("ce_state", PL_TERM_LOGITS, 8), lb = {0}, gb = {0};
   if (bf)
     lb = A("logits", PL_TERM_LOGITS, nv * 2);
-  pl__pbuf lg = A("logits", PL_TERM_LOGITS, nv * 4);
+  pl__sym_buf lg = A("logits", PL_TERM_LOGITS, nv * 4);
   F(lb);
-  pl__pbuf lp = A("logits", PL_TERM_LOGITS, nv * 4);
+  pl__sym_buf lp = A("logits", PL_TERM_LOGITS, nv * 4);
   F(lg);
-  pl__pbuf g = A("ce_state", PL_TERM_LOGITS, n * 4);
-  pl__pbuf gl = A("logits", PL_TERM_LOGITS, nv * 4);
-  pl__pbuf gr = A("logits", PL_TERM_LOGITS, nv * 4);
+  pl__sym_buf g = A("ce_state", PL_TERM_LOGITS, n * 4);
+  pl__sym_buf gl = A("logits", PL_TERM_LOGITS, nv * 4);
+  pl__sym_buf gr = A("logits", PL_TERM_LOGITS, nv * 4);
   F(gl), F(lp);
   if (bf) {
     gb = A("logits", PL_TERM_LOGITS, nv * 2);
@@ -458,19 +460,19 @@ static void layer_release(f2rep *r, int l) {
 }
 
 /* fsdp2.c micro_batch(): one forward and backward */
-static void micro_batch(f2rep *r, bool acc, f2saved *sv, pl__pbuf *bnd) {
-  pl__ptrack *t = r->t;
+static void micro_batch(f2rep *r, bool acc, f2saved *sv, pl__sym_buf *bnd) {
+  pl__sym_track *t = r->t;
   const f2dims *d = &r->d;
   const int L = d->L, u_head = L + 1;
   const size_t NH = (size_t)(d->N * d->H) * d->es;
-  pl__pt_phase(t, "embedding");
+  pl__sym_phase(t, "embedding");
   prefetch(r, 0);
   layer_prefetch(r, 0);
   bnd[0] = A("boundary", PL_TERM_RESIDENT, NH);
   release(r, 0);
   for (int l = 0; l < L; l++) {
-    pl__pt_phase(t, "forward layer %d (%s)", l,
-                 pl_model_layer_is_moe(r->m, l) ? "moe" : "dense");
+    pl__sym_phase(t, "forward layer %d (%s)", l,
+                  pl_model_layer_is_moe(r->m, l) ? "moe" : "dense");
     if (l + 1 < L)
       layer_prefetch(r, l + 1);
     else
@@ -484,17 +486,17 @@ static void micro_batch(f2rep *r, bool acc, f2saved *sv, pl__pbuf *bnd) {
       layer_release(r, l);
   }
   /* the head */
-  pl__pt_phase(t, "head (dense CE)");
+  pl__sym_phase(t, "head (dense CE)");
   grad_acquire(r, u_head);
-  pl__pbuf xf = A("activations", PL_TERM_ACTS, NH);
-  pl__pbuf dxf = A("activations", PL_TERM_ACTS, NH);
-  pl__pbuf dwb = {0}, scr = {0};
+  pl__sym_buf xf = A("activations", PL_TERM_ACTS, NH);
+  pl__sym_buf dxf = A("activations", PL_TERM_ACTS, NH);
+  pl__sym_buf dwb = {0}, scr = {0};
   if (r->c->sc.dt != PL_F32)
     dwb = A("zero3_grads", PL_TERM_UNIT_GRADS,
             (size_t)d->H * (size_t)d->V * d->es);
   dense_ce(r);
   F(dwb);
-  pl__pbuf dcur = A("grads_act", PL_TERM_ACTS, NH);
+  pl__sym_buf dcur = A("grads_act", PL_TERM_ACTS, NH);
   if (r->be == PL_BACKEND_CUDA)
     scr = A("activations", PL_TERM_ACTS, pl__rms_scratch(d->N, d->H) * 4);
   F(scr), F(xf), F(dxf);
@@ -503,8 +505,8 @@ static void micro_batch(f2rep *r, bool acc, f2saved *sv, pl__pbuf *bnd) {
   F(bnd[L]);
   /* the backward */
   for (int l = L - 1; l >= 0; l--) {
-    pl__pt_phase(t, "backward layer %d (%s)", l,
-                 pl_model_layer_is_moe(r->m, l) ? "moe" : "dense");
+    pl__sym_phase(t, "backward layer %d (%s)", l,
+                  pl_model_layer_is_moe(r->m, l) ? "moe" : "dense");
     layer_prefetch(r, l); /* gathered already but at the last layer */
     if (l > 0)
       layer_prefetch(r, l - 1);
@@ -512,7 +514,7 @@ static void micro_batch(f2rep *r, bool acc, f2saved *sv, pl__pbuf *bnd) {
       prefetch(r, 0);
     grad_acquire(r, 1 + l);
     grad_acquire(r, r->xunit[l]);
-    pl__pbuf dx = A("grads_act", PL_TERM_ACTS, NH);
+    pl__sym_buf dx = A("grads_act", PL_TERM_ACTS, NH);
     layer_bwd(r, l, &sv[l]);
     F(dcur);
     dcur = dx;
@@ -521,7 +523,7 @@ static void micro_batch(f2rep *r, bool acc, f2saved *sv, pl__pbuf *bnd) {
     grad_reduce(r, 1 + l, acc);
     grad_reduce(r, r->xunit[l], acc);
   }
-  pl__pt_phase(t, "embedding backward");
+  pl__sym_phase(t, "embedding backward");
   prefetch(r, 0);
   grad_acquire(r, 0);
   release(r, 0);
@@ -535,8 +537,8 @@ static pl_status replay(const pl_model_cfg *m, const pl_plan_cfg *c,
                         pl_plan_mem *out) {
   memset(out, 0, sizeof *out);
   PL_TRY(pl__fsdp2_check(m, c));
-  pl__ptrack t;
-  pl__pt_init(&t);
+  pl__sym_track t;
+  pl__sym_init(&t);
   f2rep r;
   memset(&r, 0, sizeof r);
   r.t = &t, r.m = m, r.c = c, r.be = mc->backend, r.offload = c->offload;
@@ -546,11 +548,11 @@ static pl_status replay(const pl_model_cfg *m, const pl_plan_cfg *c,
   r.numel = calloc((size_t)nu, sizeof(size_t));
   r.vsize = calloc((size_t)nu, sizeof(size_t));
   r.shard = calloc((size_t)nu, sizeof(size_t));
-  r.full = calloc((size_t)nu, sizeof(pl__pbuf));
-  r.gfull = calloc((size_t)nu, sizeof(pl__pbuf));
+  r.full = calloc((size_t)nu, sizeof(pl__sym_buf));
+  r.gfull = calloc((size_t)nu, sizeof(pl__sym_buf));
   r.xunit = calloc((size_t)L, sizeof(int));
   f2saved *sv = calloc((size_t)L, sizeof *sv);
-  pl__pbuf *bnd = calloc((size_t)L + 1, sizeof *bnd);
+  pl__sym_buf *bnd = calloc((size_t)L + 1, sizeof *bnd);
   pl_status st = PL_OK;
   if (!r.numel || !r.vsize || !r.shard || !r.full || !r.gfull || !r.xunit ||
       !sv || !bnd) {
@@ -573,30 +575,30 @@ static pl_status replay(const pl_model_cfg *m, const pl_plan_cfg *c,
     mcfg.dt = c->sc.dt, mcfg.lanes = c->sc.moe_lanes;
     mcfg.variant = PL_MOE_EP, mcfg.knobs.native = true;
     mcfg.contiguous = false;
-    st = pl__pmoe_make(&mcfg, d->ep_real, d->N, c->imb, worst, &r.moe);
+    st = pl__moe_replay_make(&mcfg, d->ep_real, d->N, c->imb, worst, &r.moe);
     if (st != PL_OK)
       goto done;
   }
 
   /* the states (M1) */
-  pl__pt_phase(&t, "states");
+  pl__sym_phase(&t, "states");
   if (!r.offload) {
-    (void)pl__pt_alloc(&t, "weights", PL_TERM_WEIGHTS, sum_s * 4);
-    (void)pl__pt_alloc(&t, "grads", PL_TERM_GRADS, sum_s * 4);
-    (void)pl__pt_alloc(&t, "optim", PL_TERM_OPTIM, sum_s * 8);
-    (void)pl__pt_alloc(&t, "optim", PL_TERM_OPTIM, max_chunks * 8 + 8);
+    (void)pl__sym_alloc(&t, "weights", PL_TERM_WEIGHTS, sum_s * 4);
+    (void)pl__sym_alloc(&t, "grads", PL_TERM_GRADS, sum_s * 4);
+    (void)pl__sym_alloc(&t, "optim", PL_TERM_OPTIM, sum_s * 8);
+    (void)pl__sym_alloc(&t, "optim", PL_TERM_OPTIM, max_chunks * 8 + 8);
   }
-  (void)pl__pt_alloc(&t, "weights", PL_TERM_WEIGHTS,
-                     (size_t)d->nmoe * (size_t)d->E_r * 4);
-  (void)pl__pt_alloc(&t, "tokens", PL_TERM_OTHER, (size_t)d->N * 16);
+  (void)pl__sym_alloc(&t, "weights", PL_TERM_WEIGHTS,
+                      (size_t)d->nmoe * (size_t)d->E_r * 4);
+  (void)pl__sym_alloc(&t, "tokens", PL_TERM_OTHER, (size_t)d->N * 16);
   out->state = t.cur;
-  pl__pt_reset_peak(&t);
+  pl__sym_reset_peak(&t);
 
   for (int mi = 0; mi < c->sc.micro; mi++)
     micro_batch(&r, mi > 0, sv, bnd);
-  pl__pt_phase(&t, "optimizer"); /* M4: nothing on the device */
+  pl__sym_phase(&t, "optimizer"); /* M4: nothing on the device */
 
-  pl__pt_export(&t, out);
+  pl__sym_export(&t, out);
   out->N = d->N;
   out->K = d->nmoe ? r.moe.K : 0;
   out->c_eff = d->nmoe ? r.moe.c_eff : 0;
@@ -610,7 +612,7 @@ static pl_status replay(const pl_model_cfg *m, const pl_plan_cfg *c,
   const int gpn = mc->gpus_per_node < c->W ? mc->gpus_per_node : c->W;
   out->host_node = (size_t)gpn * out->host_rank;
 done:
-  pl__pmoe_free(&r.moe);
+  pl__moe_replay_free(&r.moe);
   free(r.numel);
   free(r.vsize);
   free(r.shard);
@@ -722,8 +724,7 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   attn_times(m, c, mc, fa, &ta_f, &ta_b);
   /* a virtual CP group (a proxy) moves nothing: its stand-ins are local */
   const int cp_real = c->cp > 1 && c->W % c->cp == 0;
-  const double ring =
-      cp_real ? 4.0 * (c->cp - 1) * N / c->cp * 2 * nk * b : 0;
+  const double ring = cp_real ? 4.0 * (c->cp - 1) * N / c->cp * 2 * nk * b : 0;
   double bw_r, lat_r;
   if (c->cp <= mc->gpus_per_node)
     bw_r = mc->nvl_gbs * 1e9, lat_r = mc->nvl_lat_us * 1e-6;
@@ -805,11 +806,11 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   part[PL_TPART_UNITS] = mic * t_units;
   /* collective calls: FSDP 3 per unit, the all-to-alls of the MoE layers,
    * the ring's 3 hops per step per layer (T4) */
-  const double calls = c->W > 1 ? mic * (3.0 * (m->L + 2 + d.nmoe) + ncalls +
-                                         (cp_real ? 3.0 * (c->cp - 1) * m->L
-                                                  : 0)) +
-                                      3
-                                : 0;
+  const double calls = c->W > 1
+                           ? mic * (3.0 * (m->L + 2 + d.nmoe) + ncalls +
+                                    (cp_real ? 3.0 * (c->cp - 1) * m->L : 0)) +
+                                 3
+                           : 0;
   part[PL_TPART_OVERHEAD] =
       (mc->step_overhead_ms + mic * 3.0 * m->L * mc->layer_overhead_ms) * 1e-3 +
       calls * mc->coll_us * 1e-6;

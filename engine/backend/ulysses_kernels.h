@@ -1,11 +1,11 @@
-/* backend/ulysses.h — the pack/unpack around Ulysses' all-to-all
+/* backend/ulysses_kernels.h — the pack/unpack around Ulysses' all-to-all
  * (model/ulysses.h), a CPU twin (backend/cpu/ulysses_cpu.c) and a CUDA twin
  * (backend/cuda/ulysses.cu) with one signature.
  *
  * dst [B][A][C] = src [A][B][C]: C elements of es bytes, C·es a multiple of 4
  * (PL_EINVAL otherwise on CUDA); dst and src do not overlap.  Not installed. */
-#ifndef PLATEAU_BACKEND_ULYSSES_H
-#define PLATEAU_BACKEND_ULYSSES_H
+#ifndef PLATEAU_BACKEND_ULYSSES_KERNELS_H
+#define PLATEAU_BACKEND_ULYSSES_KERNELS_H
 
 #include "core/internal.h"
 

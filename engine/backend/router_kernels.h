@@ -1,14 +1,14 @@
-/* backend/router.h — the MoE router's per-token kernels (model/router.h), a
- * CPU twin (backend/cpu/router_cpu.c) and a CUDA twin (backend/cuda/router.cu)
- * with one signature.
+/* backend/router_kernels.h — the MoE router's per-token kernels
+ * (model/router.h), a CPU twin (backend/cpu/router_cpu.c) and a CUDA twin
+ * (backend/cuda/router.cu) with one signature.
  *
  * Shapes: probs [N, E] f32, bias [E] f32 (may be NULL), idx [N, k] int32,
  * w and dw [N, k] f32, dlogits [N, E] stored as dt (f32 or bf16);
  * 1 <= k <= min(E, 32) (model/router.c checks).  Selection order: score
  * descending, ties to the lower index, identical on both backends.
  * Not installed. */
-#ifndef PLATEAU_BACKEND_ROUTER_H
-#define PLATEAU_BACKEND_ROUTER_H
+#ifndef PLATEAU_BACKEND_ROUTER_KERNELS_H
+#define PLATEAU_BACKEND_ROUTER_KERNELS_H
 
 #include "core/internal.h"
 

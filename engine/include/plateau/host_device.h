@@ -1,13 +1,13 @@
-/* hd.h — inline helpers compiled identically for the host (C11) and the device
- * (CUDA C): bf16 conversion and the counter-based RNG.
+/* host_device.h — inline helpers compiled identically for the host (C11) and
+ * the device (CUDA C): bf16 conversion and the counter-based RNG.
  *
  * Why one header: the RNG must give bit-identical values on the CPU and CUDA
  * backends for the same (seed, index), and bf16 rounding must be the same at
  * every storage point.  Both use integer arithmetic and correctly rounded float
  * operations only (no contraction: the __f*_rn intrinsics on the device; C11
  * ISO mode keeps gcc from contracting on the host). */
-#ifndef PLATEAU_HD_H
-#define PLATEAU_HD_H
+#ifndef PLATEAU_HOST_DEVICE_H
+#define PLATEAU_HOST_DEVICE_H
 
 #include <stdint.h>
 

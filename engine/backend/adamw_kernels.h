@@ -1,7 +1,7 @@
-/* backend/adamw.h — the AdamW element function every implementation shares
- * (host C and CUDA C compile the same text), the fixed order of the gradient
- * sum of squares, and the kernels of the two backends: the CPU update and sum
- * of squares (backend/cpu/adamw_cpu.c), the SIMD CPU update
+/* backend/adamw_kernels.h — the AdamW element function every implementation
+ * shares (host C and CUDA C compile the same text), the fixed order of the
+ * gradient sum of squares, and the kernels of the two backends: the CPU update
+ * and sum of squares (backend/cpu/adamw_cpu.c), the SIMD CPU update
  * (backend/cpu/adamw_simd.c) and their CUDA twins (backend/cuda/adamw.cu).
  * The operation order, the reference they all equal and the norm's order are
  * documented in ops/adamw.h.
@@ -13,8 +13,8 @@
  * mul/add/sub/div/sqrt, each IEEE-exact per lane).  With denormals kept (the
  * default: no -ftz, no fast-math) every backend therefore produces the same
  * bits, which the tests assert.  Not installed. */
-#ifndef PLATEAU_BACKEND_ADAMW_H
-#define PLATEAU_BACKEND_ADAMW_H
+#ifndef PLATEAU_BACKEND_ADAMW_KERNELS_H
+#define PLATEAU_BACKEND_ADAMW_KERNELS_H
 
 #include <math.h>
 #include <stddef.h>
@@ -26,8 +26,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-
 
 /* Chunk partials of a tensor of n elements: ceil(n / PL_ADAMW_NORM_CHUNK). */
 static inline size_t pl__adamw_nchunks(size_t n) {
@@ -91,7 +89,8 @@ pl_status pl__cuda_adamw_bind_thread(pl_dev *dev);
 #endif
 
 /* ---- the SIMD CPU update (host memory, any thread): pl_simd_path in
- * plateau/optypes.h ---------------------------------------------------------- */
+ * plateau/optypes.h ----------------------------------------------------------
+ */
 
 /* The update of n elements in host memory: p, m, v (n, f32) in place, g (n,
  * f32 or bf16) read, w (n, bf16; may be NULL) written.  nthreads <= 0 uses
@@ -107,9 +106,9 @@ pl_status pl__cpu_adamw_simd(pl_simd_path path, int nthreads, float *p,
 /* pl__cpu_adamw_simd with flags (0: the same); PL_EINVAL for an unknown
  * flag.  The same bits whatever the flags. */
 pl_status pl__cpu_adamw_simd_ex(pl_simd_path path, int nthreads, float *p,
-                                float *m, float *v, const void *g,
-                                pl_dtype gdt, pl_bf16 *w, size_t n,
-                                const pl_adamw_scalars *k, unsigned flags);
+                                float *m, float *v, const void *g, pl_dtype gdt,
+                                pl_bf16 *w, size_t n, const pl_adamw_scalars *k,
+                                unsigned flags);
 
 #ifdef __cplusplus
 }

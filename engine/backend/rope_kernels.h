@@ -1,13 +1,13 @@
-/* backend/rope.h — the rotary position embedding kernel (model/rope.h), a
- * CPU twin (backend/cpu/rope_cpu.c) and a CUDA twin (backend/cuda/rope.cu)
+/* backend/rope_kernels.h — the rotary position embedding kernel (model/rope.h),
+ * a CPU twin (backend/cpu/rope_cpu.c) and a CUDA twin (backend/cuda/rope.cu)
  * with one signature.
  *
  * x [B, S, n_h, d] in place, stored as dt (f32 or bf16), d even; token s sits
  * at position pos0 + s; angles p · theta^(−2i/d) in double, values in fp32.
  * inverse = 0 rotates by +a (forward), 1 by −a (backward: the transpose).
  * model/rope.c has checked the arguments.  Not installed. */
-#ifndef PLATEAU_BACKEND_ROPE_H
-#define PLATEAU_BACKEND_ROPE_H
+#ifndef PLATEAU_BACKEND_ROPE_KERNELS_H
+#define PLATEAU_BACKEND_ROPE_KERNELS_H
 
 #include "core/internal.h"
 

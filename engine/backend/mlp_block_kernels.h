@@ -1,5 +1,5 @@
-/* backend/mlp_block.h — the dense block's kernels (model/mlp_block.h, and
- * the decoder layer's attention norm): RMSNorm and SwiGLU, forward and
+/* backend/mlp_block_kernels.h — the dense block's kernels (model/mlp_block.h,
+ * and the decoder layer's attention norm): RMSNorm and SwiGLU, forward and
  * backward, a CPU twin (backend/cpu/mlp_block_cpu.c) and a CUDA twin
  * (backend/cuda/mlp_block.cu) of each with one signature.
  *
@@ -7,8 +7,8 @@
  * computed in fp32, rounded to dt at the same points on both backends.
  * Shapes: x, n, dn, dx N×H; w H; gu, dgu N×2I ([g | u]); a, da N×I.
  * Not installed. */
-#ifndef PLATEAU_BACKEND_MLP_BLOCK_H
-#define PLATEAU_BACKEND_MLP_BLOCK_H
+#ifndef PLATEAU_BACKEND_MLP_BLOCK_KERNELS_H
+#define PLATEAU_BACKEND_MLP_BLOCK_KERNELS_H
 
 #include "core/internal.h"
 
