@@ -298,6 +298,11 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
     mc.host_reserve = a->mc.host_reserve / here * g;
     mc.gpus_per_node = g;
     base.W = Wv, base.lc.W_v = Wv;
+    /* expert groups the proxy can play are real ones (train/epgroups.h:
+     * Ep dividing the ranks present); the search's only other Ep is a
+     * node's, so where that does not divide them the world stays */
+    if (W % g != 0)
+      fr.ep = false;
   }
   if (a->step_tokens > 0) /* micro·N·W_v in the planner's W: micro·N·W */
     base.tokens_step = a->step_tokens / (Wv / base.W);
