@@ -108,9 +108,8 @@ static pl_status make_groups(pl_fsdp2 *t) {
   pl_comm *world = t->world;
   const int W = t->W, ep = t->c.ep;
   PL_TRY(pl_comm_split(world, 0, t->rank, &t->dense));
-  PL_TRY(t->cp_virtual
-             ? pl_comm_virtual(t->dev, t->c.cp, &t->cpc)
-             : pl_comm_split(world, t->cp_group, t->rank, &t->cpc));
+  PL_TRY(t->cp_virtual ? pl_comm_virtual(t->dev, t->c.cp, &t->cpc)
+                       : pl_comm_split(world, t->cp_group, t->rank, &t->cpc));
   PL_TRY(pl_comm_split(world, W < ep ? 0 : t->rank / ep, t->rank, &t->epc));
   PL_TRY(pl_comm_split(world, t->ep_idx, t->rank, &t->xfsdp));
   return pl_comm_split(world, t->rank, 0, &t->self);
@@ -203,8 +202,8 @@ static pl_status make_head_buffers(pl_fsdp2 *t, const pl_model_cfg *m) {
                       .v = m->V,
                       .ignore = PL_CE_IGNORE_INDEX};
   PL_TRY(t->head->create(t->self, &hs, &t->hctx));
-  void **tok[4] = {(void **)&t->d_tok, (void **)&t->d_tgt,
-                   (void **)&t->d_dloss, (void **)&t->d_nll};
+  void **tok[4] = {(void **)&t->d_tok, (void **)&t->d_tgt, (void **)&t->d_dloss,
+                   (void **)&t->d_nll};
   for (int i = 0; i < 4; i++)
     PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens", tok[i]));
   t->h_nll = malloc((size_t)t->N * 4 + 4);
