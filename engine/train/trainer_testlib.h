@@ -15,7 +15,10 @@
  *                 route near a top-k tie may go another way on the other
  *                 backend); each printed on rank 0;
  *   tt_ratio      the normwise closeness both trainers' reference tests
- *                 measure.
+ *                 measure;
+ *   tt_cuda_model the tiny model of CUDA shapes the CUDA-vs-CPU tests
+ *                 train;
+ *   tt_step_ops   the composed step's trainer as tt_grads_close sees it.
  * Included by test files only (static inline functions). */
 #ifndef PLATEAU_TRAIN_TRAINER_TESTLIB_H
 #define PLATEAU_TRAIN_TRAINER_TESTLIB_H
@@ -130,5 +133,29 @@ static inline int tt_grads_close(const tt_trainer_ops *o, void *cpu, void *gpu,
   }
   return ok;
 }
+
+/* The tiny model with CUDA shapes: H 256, head dim d (64 or 128), GQA 2:1
+ * (4 query heads, 2 KV heads), two layers (a dense first layer of width
+ * 128, a MoE layer of 8 experts, top-2, expert and shared widths 64), the
+ * preset's vocabulary. */
+static inline void tt_cuda_model(int d, pl_model_cfg *m) {
+  ck_assert_int_eq(pl_model_preset("tiny", m), PL_OK);
+  m->H = 256, m->n_q = 4, m->n_kv = 2, m->d = d;
+  m->E = 8, m->k = 2, m->I = 64, m->I_shared = 64, m->I_dense = 128, m->L = 2,
+  m->dense_layers = 1;
+}
+
+/* The composed step's trainer (train/step.h) as tt_grads_close sees it. */
+static inline int tt_step_nparams(const void *t) {
+  return pl_trainer_nparams(t);
+}
+static inline pl_status tt_step_info(const void *t, int i, pl_param_info *out) {
+  return pl_trainer_param_info(t, i, out);
+}
+static inline pl_status tt_step_gather(void *t, int i, bool grad, float *out) {
+  return pl_trainer_gather(t, i, grad, out);
+}
+static const tt_trainer_ops tt_step_ops = {tt_step_nparams, tt_step_info,
+                                           tt_step_gather};
 
 #endif
