@@ -1,7 +1,8 @@
 /* trainer_testlib.h — the set-ups the two trainers' MPI tests share: the
- * composed step's (train/step.h: test_mpi_step.c, test_mpi_step_cuda.c) and
- * the FSDP2 baseline's (baselines/fsdp2: test_mpi_fsdp2.c,
- * test_mpi_fsdp2_cuda.c), which ask the same questions of two trainers.
+ * composed step's (train/step.h: test_mpi_step.c, test_mpi_step_cuda.c,
+ * and tt_cfg for test_mpi_describe.c, test_mpi_vgroups.c) and the FSDP2
+ * baseline's (baselines/fsdp2: test_mpi_fsdp2.c, test_mpi_fsdp2_cuda.c),
+ * which ask the same questions of two trainers.
  *
  *   tt_cpu_main   a CPU test's main: the CPU device, the world and each
  *                 rank alone (self), the tests run, everything freed;
@@ -18,7 +19,9 @@
  *                 measure;
  *   tt_cuda_model the tiny model of CUDA shapes the CUDA-vs-CPU tests
  *                 train;
- *   tt_step_ops   the composed step's trainer as tt_grads_close sees it.
+ *   tt_step_ops   the composed step's trainer as tt_grads_close sees it;
+ *   tt_cfg        a composed trainer's configuration as a test varies it
+ *                 (tt_cfg_tiny: the tiny preset and the step's defaults).
  * Included by test files only (static inline functions). */
 #ifndef PLATEAU_TRAIN_TRAINER_TESTLIB_H
 #define PLATEAU_TRAIN_TRAINER_TESTLIB_H
@@ -157,5 +160,24 @@ static inline pl_status tt_step_gather(void *t, int i, bool grad, float *out) {
 }
 static const tt_trainer_ops tt_step_ops = {tt_step_nparams, tt_step_info,
                                            tt_step_gather};
+
+/* A composed trainer's configuration as a test varies it: the model, the
+ * layout, the step and the sequence length. */
+typedef struct tt_cfg {
+  pl_model_cfg m;
+  pl_layout_cfg lc;
+  pl_step_cfg sc;
+  int64_t S;
+} tt_cfg;
+
+/* The tiny preset and the step's defaults; the layout and S zero (the
+ * caller's). */
+static inline tt_cfg tt_cfg_tiny(void) {
+  tt_cfg c;
+  memset(&c, 0, sizeof c);
+  ck_assert_int_eq(pl_model_preset("tiny", &c.m), PL_OK);
+  c.sc = pl_step_cfg_default();
+  return c;
+}
 
 #endif
