@@ -44,6 +44,8 @@
 # timed steps at 128K, TESTS=0 skips part 1 (a second call on a machine
 # that ran it).
 set -uo pipefail
+PL_SCRIPT=headroom
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OUT=${1:?usage: bash analysis/device/headroom.sh OUT_DIR}
 BIN=${BIN:-build/bin/plateau}
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --bind-to none}
@@ -51,8 +53,7 @@ DEPS_PREFIX=${DEPS_PREFIX:-.carry/deps}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/headroom.log") 2>&1
-start=$(date +%s)
-stamp() { echo "## headroom [$(($(date +%s) - start))s] $*"; }
+PL_START=$(date +%s)
 
 stamp "0. build (what is missing or stale)"
 MK=(make -j"$(nproc)" BLAS=none STATIC_DEPS=1 DEPS_PREFIX="$DEPS_PREFIX" WERROR=0)
@@ -97,27 +98,7 @@ for S in $SEQS; do
   n=$((n + 2))
 done
 stamp "6. the table"
-python3 - "$OUT" <<'EOF' | tee "$OUT/headroom-table.md"
-import glob, os, sys
-out = sys.argv[1]
-rows = []
-for path in sorted(glob.glob(os.path.join(out, "train.*.tsv"))):
-    hdr = None
-    for line in open(path):
-        if line.startswith("#") or not line.strip():
-            continue
-        cells = line.rstrip("\n").split("\t")
-        if hdr is None:
-            hdr = cells
-            continue
-        if len(cells) == len(hdr):
-            rows.append(dict(zip(hdr, cells)))
-
-def num(r, k):
-    try:
-        return float(r.get(k, "nan"))
-    except ValueError:
-        return float("nan")
+pl_table 'train.*.tsv' <<'EOF' | tee "$OUT/headroom-table.md"
 
 GIB = 2.0 ** 30
 def knobbed(r):  # a row of the plan's knobs (--config auto, or the fill)

@@ -110,26 +110,7 @@ if part "6. ncu: attention at 32Ki, ours and cuDNN's" 90; then
 fi
 
 stamp "the table"
-python3 - "$OUT" <<'EOF' | tee "$OUT/kernels-table.md"
-import glob, os, sys
-out = sys.argv[1]
-rows = []
-for path in sorted(glob.glob(os.path.join(out, "*.tsv"))):
-    hdr = None
-    for line in open(path):
-        if line.startswith("#") or not line.strip():
-            continue
-        cells = line.rstrip("\n").split("\t")
-        if hdr is None:
-            hdr = cells
-        elif len(cells) == len(hdr):
-            rows.append(dict(zip(hdr, cells)))
-
-def num(r, k):
-    try:
-        return float(r.get(k, "nan"))
-    except ValueError:
-        return float("nan")
+pl_table '*.tsv' <<'EOF' | tee "$OUT/kernels-table.md"
 
 print("# kernels.sh: %s\n" % out)
 adam = [r for r in rows if r.get("bench") in ("adam", "torch_adamw") and r.get("status") == "ok"]

@@ -1,7 +1,8 @@
 # analysis/device/lib.sh — the pieces the one-call device scripts share
-# (speed.sh, kernels.sh): sourced, not run.  After `pl_dev_begin OUT` the
-# caller has: $OUT (made), $BIN (checked), $MPIRUN, $THREADS, the launch
-# environment (root allowed for Open MPI, NVLink multicast off) and
+# (speed.sh, kernels.sh, ringattn.sh, headroom.sh): sourced, not run.  After
+# `pl_dev_begin OUT` the caller has: $OUT (made), $BIN (checked), $MPIRUN,
+# $THREADS, the launch environment (root allowed for Open MPI, NVLink
+# multicast off) and
 #   stamp MSG...                  "## <script> [<seconds>s] MSG" on stdout
 #   bench SECONDS NAME ARGS...    `plateau bench NAME --backend cuda ARGS -o
 #                                 $OUT` under a timeout, its '#' metadata and
@@ -11,6 +12,14 @@
 #                                 mpirun -np 1), CK_FORK=no, its last lines
 #   peer SECONDS SCRIPT ARGS...   python3 analysis/peers/SCRIPT ARGS on GPU 0
 #                                 under a timeout, its last lines
+#   pl_table GLOB <<'EOF' ...     a Python program (the script's table) run
+#                                 after a prelude that gives it `out` ($OUT),
+#                                 `rows` (the data rows of $OUT's result files
+#                                 matching GLOB, a dict of column -> cell per
+#                                 row) and num(r, k) (a cell as a float, nan
+#                                 when missing or not a number)
+# (headroom.sh builds first and sets PL_START itself: stamp and pl_table
+# need only $PL_SCRIPT, $PL_START and $OUT.)
 # Each step has its own timeout, and a step that fails leaves the others
 # running: the scripts' `set -uo pipefail` has no -e.
 pl_dev_begin() {
@@ -52,4 +61,32 @@ peer() {
   local t=$1 py=$2
   shift 2
   CUDA_VISIBLE_DEVICES=0 timeout "$t" python3 "analysis/peers/$py" "$@" 2>&1 | tail -3
+}
+
+# The rows of the result files, as every script's table reads them: '#'
+# lines and blank lines skipped, the first line of a file its header, a row
+# of another width left out.
+PL_ROWS_PY='import glob, os, sys
+out = sys.argv[1]
+rows = []
+for path in sorted(glob.glob(os.path.join(out, sys.argv[2]))):
+    hdr = None
+    for line in open(path):
+        if line.startswith("#") or not line.strip():
+            continue
+        cells = line.rstrip("\n").split("\t")
+        if hdr is None:
+            hdr = cells
+        elif len(cells) == len(hdr):
+            rows.append(dict(zip(hdr, cells)))
+
+def num(r, k):
+    try:
+        return float(r.get(k, "nan"))
+    except ValueError:
+        return float("nan")
+'
+
+pl_table() {
+  { printf '%s\n' "$PL_ROWS_PY"; cat; } | python3 - "$OUT" "$1"
 }

@@ -81,27 +81,7 @@ peer 120 torch_adamw.py --params "$PARAMS" --threads "$THREADS" --ranks 1 --rank
   --out "$OUT"
 
 stamp "9. the table"
-python3 - "$OUT" <<'EOF' | tee "$OUT/speed-table.md"
-import glob, os, sys
-out = sys.argv[1]
-rows = []
-for path in sorted(glob.glob(os.path.join(out, "*.tsv"))):
-    hdr = None
-    for line in open(path):
-        if line.startswith("#") or not line.strip():
-            continue
-        cells = line.rstrip("\n").split("\t")
-        if hdr is None:
-            hdr = cells
-            continue
-        if len(cells) == len(hdr):
-            rows.append(dict(zip(hdr, cells)))
-
-def num(r, k):
-    try:
-        return float(r.get(k, "nan"))
-    except ValueError:
-        return float("nan")
+pl_table '*.tsv' <<'EOF' | tee "$OUT/speed-table.md"
 
 GIB = 2.0 ** 30
 def above(r):  # device peak above X and W (what Liger's number is)

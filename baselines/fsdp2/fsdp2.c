@@ -79,19 +79,13 @@ void pl_fsdp2_destroy(pl_fsdp2 *t) {
   free(t);
 }
 
-pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
-                          const pl_fsdp2_cfg *c, int64_t S, pl_fsdp2 **out) {
-  *out = NULL;
-  const int W = pl_comm_size(world);
-  PL_TRY(pl_fsdp2_check(m, c, W, S));
-  pl_fsdp2 *t = calloc(1, sizeof *t);
-  if (!t)
-    return pl_set_error(PL_ENOMEM, "fsdp2: host");
-  t->dev = dev, t->world = world, t->m = *m, t->c = *c;
+/* The scalars of t: sizes, the CP and EP positions of this rank. */
+static void set_shape(pl_fsdp2 *t, const pl_model_cfg *m, const pl_fsdp2_cfg *c,
+                      int W, int64_t S) {
   if (!t->c.ac_freq)
     t->c.ac_freq = 2;
   t->dt = c->dt, t->es = pl_dtype_size(c->dt);
-  t->W = W, t->Wv = c->W_v ? c->W_v : W, t->rank = pl_comm_rank(world);
+  t->W = W, t->Wv = c->W_v ? c->W_v : W, t->rank = pl_comm_rank(t->world);
   t->S = S, t->N = S / c->cp, t->c_len = c->cp > 1 ? S / (2 * c->cp) : S;
   /* CP: a real group of cp consecutive ranks (cp divides W), or virtual
    * (each rank member 0 of its own group, the others absent) */
@@ -107,22 +101,25 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   t->ep_real = W < ep ? W : ep;
   t->El = pl__fsdp2_any_moe(m) ? m->E / ep : 0;
   t->E_r = t->El * t->ep_real;
-  t->head = &pl_head_dense;
-  t->tline = pl_timeline_make(dev, c->profile);
-  const int L = m->L;
-  pl_stream *s = pl_dev_stream(dev);
-  size_t *numel = NULL;
-  pl_zero3_unit_cfg *uc = NULL;
-  pl_status st = PL_OK;
-  if ((st = pl_comm_split(world, 0, t->rank, &t->dense)) ||
-      (st = t->cp_virtual
-                ? pl_comm_virtual(dev, c->cp, &t->cpc)
-                : pl_comm_split(world, t->cp_group, t->rank, &t->cpc)) ||
-      (st =
-           pl_comm_split(world, W < ep ? 0 : t->rank / ep, t->rank, &t->epc)) ||
-      (st = pl_comm_split(world, t->ep_idx, t->rank, &t->xfsdp)) ||
-      (st = pl_comm_split(world, t->rank, 0, &t->self)))
-    goto fail;
+}
+
+/* The communicators: dense (all ranks), CP, EP, expert FSDP, self. */
+static pl_status make_groups(pl_fsdp2 *t) {
+  pl_comm *world = t->world;
+  const int W = t->W, ep = t->c.ep;
+  PL_TRY(pl_comm_split(world, 0, t->rank, &t->dense));
+  PL_TRY(t->cp_virtual ? pl_comm_virtual(t->dev, t->c.cp, &t->cpc)
+                       : pl_comm_split(world, t->cp_group, t->rank, &t->cpc));
+  PL_TRY(pl_comm_split(world, W < ep ? 0 : t->rank / ep, t->rank, &t->epc));
+  PL_TRY(pl_comm_split(world, t->ep_idx, t->rank, &t->xfsdp));
+  return pl_comm_split(world, t->rank, 0, &t->self);
+}
+
+/* The FSDP units of the parameter table (embedding, head, one a layer, one
+ * a MoE layer's experts): the trainer's ZeRO-3 units with an fp32 master
+ * shard (on the host with CPUOffloadPolicy), unbounded residency. */
+static pl_status make_units(pl_fsdp2 *t, const pl_model_cfg *m) {
+  const int L = m->L, ep = t->c.ep;
   int nmoe = 0;
   for (int l = 0; l < L; l++)
     nmoe += pl_model_layer_is_moe(m, l);
@@ -130,16 +127,15 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   t->u_emb = 0, t->u_head = L + 1;
   t->fl = calloc((size_t)L, sizeof(flayer));
   t->bnd = calloc((size_t)L + 1, sizeof(void *));
-  numel = calloc((size_t)t->nunits, sizeof(size_t));
-  uc = calloc((size_t)t->nunits, sizeof *uc);
-  if (!t->fl || !t->bnd || !numel || !uc) {
+  size_t *numel = calloc((size_t)t->nunits, sizeof(size_t));
+  pl_zero3_unit_cfg *uc = calloc((size_t)t->nunits, sizeof *uc);
+  pl_status st = PL_OK;
+  if (!t->fl || !t->bnd || !numel || !uc)
     st = pl_set_error(PL_ENOMEM, "fsdp2: host");
-    goto fail;
-  }
-  if ((st = pl__fsdp2_param_table(t, numel)))
-    goto fail;
+  if (st == PL_OK)
+    st = pl__fsdp2_param_table(t, numel);
   char names[3][16] = {"embed", "head", "layer"};
-  for (int u = 0; u < t->nunits; u++) {
+  for (int u = 0; st == PL_OK && u < t->nunits; u++) {
     const int x = u >= L + 2;
     uc[u] = (pl_zero3_unit_cfg){u == t->u_emb    ? names[0]
                                 : u == t->u_head ? names[1]
@@ -147,64 +143,69 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
                                 numel[u], x ? t->xfsdp : t->dense,
                                 x ? t->Wv / ep : t->Wv};
   }
-  /* FSDP2's units: the trainer's ZeRO-3 units with an fp32 master shard
-   * (on the host with CPUOffloadPolicy), unbounded residency */
   const pl_zero3_opts zo = {.fp32_master = true,
-                            .host_state = c->optim == PL_FSDP2_OPTIM_CPU,
+                            .host_state = t->c.optim == PL_FSDP2_OPTIM_CPU,
                             .max_resident = 0};
-  if ((st = pl_zero3_create_opts(dev, t->dt, &zo, t->nunits, uc, &t->f)))
-    goto fail;
-  pl_zero3_set_profile(t->f, c->profile);
-  pl_comm_set_profile(t->cpc, c->profile);
-  if (c->cp > 1 && (st = pl_ring_attn_create(t->cpc, dev, &t->ring)))
-    goto fail;
-  if (t->El > 0) {
-    pl_moe_cfg mc = pl_moe_cfg_default();
-    mc.H = m->H, mc.I = m->I, mc.E = t->E_r, mc.k = m->k, mc.dt = t->dt;
-    mc.lanes = c->moe_lanes;
-    if ((st = pl_ep_create(t->epc, &mc, &t->moe)))
-      goto fail;
-  }
-  for (int l = 0; l < L; l++) {
-    flayer *x = &t->fl[l];
-    pl__fsdp2_layer *y = &x->lay;
-    y->dev = dev, y->H = m->H, y->n_q = m->n_q, y->n_kv = m->n_kv, y->d = m->d;
-    y->rope_theta = m->rope_theta ? m->rope_theta : 10000.0;
-    y->dt = t->dt, y->attn = c->attn, y->eps = 1e-5f;
-    y->CP = c->cp, y->cp_rank = t->cp_rank, y->ring = t->ring;
-    y->I_s = x->I_s;
-    y->tl = c->profile ? &t->tline : NULL;
-    if (!x->moe)
-      continue;
-    y->moe = t->moe, y->E = t->E_r, y->k = m->k, y->renorm = m->renorm;
-    y->counts = calloc((size_t)t->E_r, sizeof(int64_t));
-    x->hbias = calloc((size_t)t->E_r, sizeof(float));
-    if (!y->counts || !x->hbias) {
-      st = pl_set_error(PL_ENOMEM, "fsdp2: host");
-      goto fail;
-    }
-    if ((st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->E_r * 4, "weights",
-                       (void **)&x->bias)) ||
-        (st = pl_fill(s, x->bias, PL_F32, (size_t)t->E_r, 0.0)))
-      goto fail;
-    y->bias = x->bias;
-  }
+  if (st == PL_OK)
+    st = pl_zero3_create_opts(t->dev, t->dt, &zo, t->nunits, uc, &t->f);
+  free(numel);
+  free(uc);
+  return st;
+}
+
+/* The ring attention (CP > 1) and the MoE layer (shared by the MoE layers:
+ * it holds no weights). */
+static pl_status make_ring_moe(pl_fsdp2 *t, const pl_model_cfg *m) {
+  const pl_fsdp2_cfg *c = &t->c;
+  if (c->cp > 1)
+    PL_TRY(pl_ring_attn_create(t->cpc, t->dev, &t->ring));
+  if (t->El == 0)
+    return PL_OK;
+  pl_moe_cfg mc = pl_moe_cfg_default();
+  mc.H = m->H, mc.I = m->I, mc.E = t->E_r, mc.k = m->k, mc.dt = t->dt;
+  mc.lanes = c->moe_lanes;
+  return pl_ep_create(t->epc, &mc, &t->moe);
+}
+
+/* Layer l's shape and parts; a MoE layer's route counts and router bias. */
+static pl_status init_layer(pl_fsdp2 *t, const pl_model_cfg *m, int l) {
+  const pl_fsdp2_cfg *c = &t->c;
+  flayer *x = &t->fl[l];
+  pl__fsdp2_layer *y = &x->lay;
+  y->dev = t->dev, y->H = m->H, y->n_q = m->n_q, y->n_kv = m->n_kv, y->d = m->d;
+  y->rope_theta = m->rope_theta ? m->rope_theta : 10000.0;
+  y->dt = t->dt, y->attn = c->attn, y->eps = 1e-5f;
+  y->CP = c->cp, y->cp_rank = t->cp_rank, y->ring = t->ring;
+  y->I_s = x->I_s;
+  y->tl = c->profile ? &t->tline : NULL;
+  if (!x->moe)
+    return PL_OK;
+  y->moe = t->moe, y->E = t->E_r, y->k = m->k, y->renorm = m->renorm;
+  y->counts = calloc((size_t)t->E_r, sizeof(int64_t));
+  x->hbias = calloc((size_t)t->E_r, sizeof(float));
+  if (!y->counts || !x->hbias)
+    return pl_set_error(PL_ENOMEM, "fsdp2: host");
+  PL_TRY(pl_alloc(t->dev, PL_ARENA_DEVICE, (size_t)t->E_r * 4, "weights",
+                  (void **)&x->bias));
+  PL_TRY(pl_fill(pl_dev_stream(t->dev), x->bias, PL_F32, (size_t)t->E_r, 0.0));
+  y->bias = x->bias;
+  return PL_OK;
+}
+
+/* The head, the micro-batch's token buffers (device and host) and the
+ * optimizer's partial sums (one a chunk of the largest shard). */
+static pl_status make_head_buffers(pl_fsdp2 *t, const pl_model_cfg *m) {
+  pl_dev *dev = t->dev;
   pl_head_shape hs = {.dt = t->dt,
                       .n = t->N,
                       .h = m->H,
                       .v = m->V,
                       .ignore = PL_CE_IGNORE_INDEX};
-  if ((st = t->head->create(t->self, &hs, &t->hctx)))
-    goto fail;
-  if ((st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
-                     (void **)&t->d_tok)) ||
-      (st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
-                     (void **)&t->d_tgt)) ||
-      (st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
-                     (void **)&t->d_dloss)) ||
-      (st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
-                     (void **)&t->d_nll)))
-    goto fail;
+  PL_TRY(t->head->create(t->self, &hs, &t->hctx));
+  void **tok[4] = {(void **)&t->d_tok, (void **)&t->d_tgt, (void **)&t->d_dloss,
+                   (void **)&t->d_nll};
+  for (int i = 0; i < 4; i++)
+    PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens", tok[i]));
   t->h_nll = malloc((size_t)t->N * 4 + 4);
   t->h_tok = malloc((size_t)t->N * 4 + 4);
   t->h_tgt = malloc((size_t)t->N * 4 + 4);
@@ -216,25 +217,48 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
       t->max_chunks = ch;
   }
   t->h_partials = malloc(t->max_chunks * sizeof(double) + 8);
-  if (!t->h_nll || !t->h_tok || !t->h_tgt || !t->h_partials) {
-    st = pl_set_error(PL_ENOMEM, "fsdp2: host");
-    goto fail;
+  if (!t->h_nll || !t->h_tok || !t->h_tgt || !t->h_partials)
+    return pl_set_error(PL_ENOMEM, "fsdp2: host");
+  if (t->c.optim != PL_FSDP2_OPTIM_GPU)
+    return PL_OK;
+  return pl_alloc(dev, PL_ARENA_DEVICE, t->max_chunks * sizeof(double) + 8,
+                  "optim", (void **)&t->partials);
+}
+
+pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
+                          const pl_fsdp2_cfg *c, int64_t S, pl_fsdp2 **out) {
+  *out = NULL;
+  const int W = pl_comm_size(world);
+  PL_TRY(pl_fsdp2_check(m, c, W, S));
+  pl_fsdp2 *t = calloc(1, sizeof *t);
+  if (!t)
+    return pl_set_error(PL_ENOMEM, "fsdp2: host");
+  t->dev = dev, t->world = world, t->m = *m, t->c = *c;
+  set_shape(t, m, c, W, S);
+  t->head = &pl_head_dense;
+  t->tline = pl_timeline_make(dev, c->profile);
+  pl_status st = make_groups(t);
+  if (st == PL_OK)
+    st = make_units(t, m);
+  if (st == PL_OK) {
+    pl_zero3_set_profile(t->f, c->profile);
+    pl_comm_set_profile(t->cpc, c->profile);
+    st = make_ring_moe(t, m);
   }
-  if (c->optim == PL_FSDP2_OPTIM_GPU &&
-      (st = pl_alloc(dev, PL_ARENA_DEVICE, t->max_chunks * sizeof(double) + 8,
-                     "optim", (void **)&t->partials)))
-    goto fail;
-  if ((st = pl__fsdp2_init_weights(t)) || (st = pl_dev_sync(dev)))
-    goto fail;
-  free(numel);
-  free(uc);
+  for (int l = 0; st == PL_OK && l < m->L; l++)
+    st = init_layer(t, m, l);
+  if (st == PL_OK)
+    st = make_head_buffers(t, m);
+  if (st == PL_OK)
+    st = pl__fsdp2_init_weights(t);
+  if (st == PL_OK)
+    st = pl_dev_sync(dev);
+  if (st != PL_OK) {
+    pl_fsdp2_destroy(t);
+    return st;
+  }
   *out = t;
   return PL_OK;
-fail:
-  free(numel);
-  free(uc);
-  pl_fsdp2_destroy(t);
-  return st;
 }
 
 int64_t pl_fsdp2_tokens_per_rank(const pl_fsdp2 *t) {

@@ -183,132 +183,189 @@ pl_status pl__fsdp2_layer_forward(pl__fsdp2_layer *l, pl_stream *s,
   return st;
 }
 
-pl_status pl__fsdp2_layer_backward(pl__fsdp2_layer *l, pl_stream *s,
-                                   const void *x, const void *dy, void *dx,
-                                   int64_t N) {
+/* The backward's transients (tags "activations" and "router"), freed
+ * together at its end. */
+typedef struct bwd_bufs {
+  void *dh, *dy1, *dhe, *dhr, *dlog, *da, *dgu, *dO, *dq, *dk, *dv;
+  float *dh32, *dw, *scr;
+} bwd_bufs;
+
+/* A checkpointed layer: its forward again, kept (tag "activations"). */
+static pl_status recompute(pl__fsdp2_layer *l, pl_stream *s, const void *x,
+                           int64_t N) {
+  pl_dev *dev = l->dev;
+  const size_t nh = (size_t)(N * l->H);
+  pl_status st = PL_OK;
+  void *ytmp = NULL;
+  ALLOC(ytmp, nh * pl_dtype_size(l->dt), "activations");
+  if (st == PL_OK)
+    st = fwd(l, s, x, ytmp, N, "activations", true, false);
+  pl_free_async(dev, ytmp, s);
+  return st;
+}
+
+/* The MoE part of the FFN's backward: the routed experts and the router,
+ * their input gradients added to b->dh32. */
+static pl_status moe_bwd(pl__fsdp2_layer *l, pl_stream *s, const void *dy,
+                         int64_t N, bwd_bufs *b) {
+  pl_dev *dev = l->dev;
+  pl__fsdp2_saved *v = &l->sv;
+  const size_t es = pl_dtype_size(l->dt), nh = (size_t)(N * l->H);
+  pl_status st = PL_OK;
+  ALLOC(b->dhe, nh * es, "activations");
+  ALLOC(b->dw, (size_t)N * l->k * 4, "router");
+  if (st == PL_OK)
+    st = pl_moe_backward(l->moe, v->ctx, &l->ew, v->h2, v->w, dy, b->dhe, b->dw,
+                         &l->eg);
+  pl_moe_ctx_free(v->ctx);
+  v->ctx = NULL;
+  if (st == PL_OK)
+    st = pl_axpy(s, b->dh32, PL_F32, b->dhe, l->dt, nh, 1.0f);
+  ALLOC(b->dlog, (size_t)N * l->E * es, "router");
+  ALLOC(b->dhr, nh * es, "activations");
+  pl_router_shape rs = {.N = N,
+                        .H = l->H,
+                        .E = l->E,
+                        .k = l->k,
+                        .renorm = l->renorm,
+                        .dt = l->dt};
+  if (st == PL_OK)
+    st = pl_router_bwd(s, &rs, v->h2, l->w_r, v->probs, v->idx, v->w, b->dw,
+                       b->dlog, b->dhr, l->g_r);
+  if (st == PL_OK)
+    st = pl_axpy(s, b->dh32, PL_F32, b->dhr, l->dt, nh, 1.0f);
+  return st;
+}
+
+/* The SwiGLU's backward (shared expert or dense FFN, width I_s): W_down's
+ * and W_up's gradients, its input gradient added to b->dh32. */
+static pl_status swiglu_bwd(pl__fsdp2_layer *l, pl_stream *s, const void *dy,
+                            int64_t N, bwd_bufs *b) {
+  pl_dev *dev = l->dev;
+  pl__fsdp2_saved *v = &l->sv;
+  const int64_t H = l->H, I = l->I_s;
+  const size_t es = pl_dtype_size(l->dt);
+  pl_status st = pl_gemm(s, true, false, I, H, N, 1.f, v->a, I, dy, H, 1.f,
+                         l->g_down, H, l->dt, PL_F32);
+  ALLOC(b->da, (size_t)(N * I) * es, "activations");
+  if (st == PL_OK)
+    st = pl_gemm(s, false, true, N, I, H, 1.f, dy, H, l->w_down, H, 0.f, b->da,
+                 I, l->dt, l->dt);
+  ALLOC(b->dgu, (size_t)(N * 2 * I) * es, "activations");
+  if (st == PL_OK)
+    st = pl__swiglu_bwd(s, v->gu, b->da, b->dgu, N, I, l->dt);
+  if (st == PL_OK)
+    st = pl_gemm(s, true, false, H, 2 * I, N, 1.f, v->h2, H, b->dgu, 2 * I, 1.f,
+                 l->g_up, 2 * I, l->dt, PL_F32);
+  if (st == PL_OK)
+    st = pl_gemm(s, false, true, N, H, 2 * I, 1.f, b->dgu, 2 * I, l->w_up,
+                 2 * I, 1.f, b->dh32, H, l->dt, PL_F32);
+  return st;
+}
+
+/* The FFN's backward: dh = dL/dh2 summed in f32 over the MoE part and the
+ * SwiGLU, then the second norm's backward into b->dy1 = dL/dy1. */
+static pl_status ffn_bwd(pl__fsdp2_layer *l, pl_stream *s, const void *dy,
+                         int64_t N, bwd_bufs *b) {
+  pl_dev *dev = l->dev;
+  pl__fsdp2_saved *v = &l->sv;
+  const int64_t H = l->H;
+  const size_t es = pl_dtype_size(l->dt), nh = (size_t)(N * H);
+  pl_status st = PL_OK;
+  ALLOC(b->dh32, nh * 4, "activations");
+  if (st == PL_OK)
+    st = pl_fill(s, b->dh32, PL_F32, nh, 0.0);
+  if (st == PL_OK && l->moe)
+    st = moe_bwd(l, s, dy, N, b);
+  if (st == PL_OK && l->I_s > 0)
+    st = swiglu_bwd(l, s, dy, N, b);
+  ALLOC(b->dh, nh * es, "activations");
+  if (st == PL_OK)
+    st = pl_convert(s, b->dh, l->dt, b->dh32, PL_F32, nh);
+  if (pl_stream_backend(s) == PL_BACKEND_CUDA)
+    ALLOC(b->scr, pl__rmsnorm_bwd_scratch(N, H) * 4, "activations");
+  ALLOC(b->dy1, nh * es, "activations");
+  if (st == PL_OK)
+    st = pl__rmsnorm_bwd(s, v->y1, l->w_n2, b->dh, dy, b->dy1, l->g_n2, b->scr,
+                         N, H, l->eps, l->dt);
+  return st;
+}
+
+/* The attention's backward from b->dy1: W_o, the attention (flash or
+ * ring), RoPE, W_qkv, then the first norm's backward into dx. */
+static pl_status attention_bwd(pl__fsdp2_layer *l, pl_stream *s, const void *x,
+                               void *dx, int64_t N, bwd_bufs *b) {
   pl_dev *dev = l->dev;
   pl__fsdp2_saved *v = &l->sv;
   const int64_t H = l->H, nq = nqd(l), nk = nkd(l), tot = nq + 2 * nk;
   const size_t es = pl_dtype_size(l->dt), nh = (size_t)(N * H);
   pl_status st = PL_OK;
-  void *ytmp = NULL;
-  if (!v->valid) { /* a checkpointed layer: its forward again, kept */
-    ALLOC(ytmp, nh * es, "activations");
-    if (st == PL_OK)
-      st = fwd(l, s, x, ytmp, N, "activations", true, false);
-    pl_free_async(dev, ytmp, s);
-    if (st != PL_OK) {
-      pl__fsdp2_layer_drop(l, s);
-      return st;
-    }
-  }
-  int m0, m1, m2;
-  void *dh = NULL, *dy1 = NULL, *dhe = NULL, *dhr = NULL, *dlog = NULL,
-       *da = NULL, *dgu = NULL, *dO = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
-  float *dh32 = NULL, *dw = NULL, *scr = NULL;
-  const bool cuda = pl_stream_backend(s) == PL_BACKEND_CUDA;
+  ALLOC(b->dO, (size_t)(N * nq) * es, "activations");
+  ALLOC(b->dq, (size_t)(N * nq) * es, "activations");
+  ALLOC(b->dk, (size_t)(N * nk) * es, "activations");
+  ALLOC(b->dv, (size_t)(N * nk) * es, "activations");
   if (st == PL_OK)
-    st = mark(l, s, &m0);
-  /* ---- FFN ---- */
-  ALLOC(dh32, nh * 4, "activations");
+    st = pl_gemm(s, false, true, N, nq, H, 1.f, b->dy1, H, l->w_o, H, 0.f,
+                 b->dO, nq, l->dt, l->dt);
   if (st == PL_OK)
-    st = pl_fill(s, dh32, PL_F32, nh, 0.0);
-  if (l->moe) {
-    ALLOC(dhe, nh * es, "activations");
-    ALLOC(dw, (size_t)N * l->k * 4, "router");
-    if (st == PL_OK)
-      st = pl_moe_backward(l->moe, v->ctx, &l->ew, v->h2, v->w, dy, dhe, dw,
-                           &l->eg);
-    pl_moe_ctx_free(v->ctx);
-    v->ctx = NULL;
-    if (st == PL_OK)
-      st = pl_axpy(s, dh32, PL_F32, dhe, l->dt, nh, 1.0f);
-    ALLOC(dlog, (size_t)N * l->E * es, "router");
-    ALLOC(dhr, nh * es, "activations");
-    pl_router_shape rs = {
-        .N = N, .H = H, .E = l->E, .k = l->k, .renorm = l->renorm, .dt = l->dt};
-    if (st == PL_OK)
-      st = pl_router_bwd(s, &rs, v->h2, l->w_r, v->probs, v->idx, v->w, dw,
-                         dlog, dhr, l->g_r);
-    if (st == PL_OK)
-      st = pl_axpy(s, dh32, PL_F32, dhr, l->dt, nh, 1.0f);
-  }
-  if (l->I_s > 0) {
-    const int64_t I = l->I_s;
-    if (st == PL_OK)
-      st = pl_gemm(s, true, false, I, H, N, 1.f, v->a, I, dy, H, 1.f, l->g_down,
-                   H, l->dt, PL_F32);
-    ALLOC(da, (size_t)(N * I) * es, "activations");
-    if (st == PL_OK)
-      st = pl_gemm(s, false, true, N, I, H, 1.f, dy, H, l->w_down, H, 0.f, da,
-                   I, l->dt, l->dt);
-    ALLOC(dgu, (size_t)(N * 2 * I) * es, "activations");
-    if (st == PL_OK)
-      st = pl__swiglu_bwd(s, v->gu, da, dgu, N, I, l->dt);
-    if (st == PL_OK)
-      st = pl_gemm(s, true, false, H, 2 * I, N, 1.f, v->h2, H, dgu, 2 * I, 1.f,
-                   l->g_up, 2 * I, l->dt, PL_F32);
-    if (st == PL_OK)
-      st = pl_gemm(s, false, true, N, H, 2 * I, 1.f, dgu, 2 * I, l->w_up, 2 * I,
-                   1.f, dh32, H, l->dt, PL_F32);
-  }
-  ALLOC(dh, nh * es, "activations");
-  if (st == PL_OK)
-    st = pl_convert(s, dh, l->dt, dh32, PL_F32, nh);
-  if (cuda)
-    ALLOC(scr, pl__rmsnorm_bwd_scratch(N, H) * 4, "activations");
-  ALLOC(dy1, nh * es, "activations");
-  if (st == PL_OK)
-    st = pl__rmsnorm_bwd(s, v->y1, l->w_n2, dh, dy, dy1, l->g_n2, scr, N, H,
-                         l->eps, l->dt);
-  if (st == PL_OK)
-    st = mark(l, s, &m1);
-  /* ---- attention ---- */
-  ALLOC(dO, (size_t)(N * nq) * es, "activations");
-  ALLOC(dq, (size_t)(N * nq) * es, "activations");
-  ALLOC(dk, (size_t)(N * nk) * es, "activations");
-  ALLOC(dv, (size_t)(N * nk) * es, "activations");
-  if (st == PL_OK)
-    st = pl_gemm(s, false, true, N, nq, H, 1.f, dy1, H, l->w_o, H, 0.f, dO, nq,
-                 l->dt, l->dt);
-  if (st == PL_OK)
-    st = pl_gemm(s, true, false, nq, H, N, 1.f, v->o, nq, dy1, H, 1.f, l->g_o,
-                 H, l->dt, PL_F32);
+    st = pl_gemm(s, true, false, nq, H, N, 1.f, v->o, nq, b->dy1, H, 1.f,
+                 l->g_o, H, l->dt, PL_F32);
   pl_attn_shape sh = ashape(l, N);
   if (st == PL_OK)
-    st = l->ring ? pl_ring_attn_bwd(l->ring, s, &sh, v->q, v->k, v->v, v->o, dO,
-                                    v->lse, dq, dk, dv)
-                 : pl_attn_bwd(s, &sh, v->q, v->k, v->v, v->o, dO, v->lse, dq,
-                               dk, dv);
+    st = l->ring ? pl_ring_attn_bwd(l->ring, s, &sh, v->q, v->k, v->v, v->o,
+                                    b->dO, v->lse, b->dq, b->dk, b->dv)
+                 : pl_attn_bwd(s, &sh, v->q, v->k, v->v, v->o, b->dO, v->lse,
+                               b->dq, b->dk, b->dv);
   if (st == PL_OK)
-    st = rope(l, s, dq, l->n_q, N, 1);
+    st = rope(l, s, b->dq, l->n_q, N, 1);
   if (st == PL_OK)
-    st = rope(l, s, dk, l->n_kv, N, 1);
+    st = rope(l, s, b->dk, l->n_kv, N, 1);
   const char *W = l->w_qkv;
-  const void *dg[3] = {dq, dk, dv};
+  const void *dg[3] = {b->dq, b->dk, b->dv};
   const int64_t off[3] = {0, nq, nq + nk}, wid[3] = {nq, nk, nk};
   for (int i = 0; i < 3 && st == PL_OK; i++) {
-    st = pl_gemm(s, false, true, N, H, wid[i], 1.f, dg[i], wid[i],
-                 W + off[i] * es, tot, i ? 1.f : 0.f, dh32, H, l->dt, PL_F32);
+    st =
+        pl_gemm(s, false, true, N, H, wid[i], 1.f, dg[i], wid[i],
+                W + off[i] * es, tot, i ? 1.f : 0.f, b->dh32, H, l->dt, PL_F32);
     if (st == PL_OK)
       st = pl_gemm(s, true, false, H, wid[i], N, 1.f, v->h, H, dg[i], wid[i],
                    1.f, l->g_qkv + off[i], tot, l->dt, PL_F32);
   }
   if (st == PL_OK)
-    st = pl_convert(s, dh, l->dt, dh32, PL_F32, nh);
+    st = pl_convert(s, b->dh, l->dt, b->dh32, PL_F32, nh);
   if (st == PL_OK)
-    st = pl__rmsnorm_bwd(s, x, l->w_n, dh, dy1, dx, l->g_n, scr, N, H, l->eps,
-                         l->dt);
+    st = pl__rmsnorm_bwd(s, x, l->w_n, b->dh, b->dy1, dx, l->g_n, b->scr, N, H,
+                         l->eps, l->dt);
+  return st;
+}
+
+pl_status pl__fsdp2_layer_backward(pl__fsdp2_layer *l, pl_stream *s,
+                                   const void *x, const void *dy, void *dx,
+                                   int64_t N) {
+  pl_status st = l->sv.valid ? PL_OK : recompute(l, s, x, N);
+  if (st != PL_OK) {
+    pl__fsdp2_layer_drop(l, s);
+    return st;
+  }
+  bwd_bufs b = {0};
+  int m0, m1, m2;
+  st = mark(l, s, &m0);
+  if (st == PL_OK)
+    st = ffn_bwd(l, s, dy, N, &b);
+  if (st == PL_OK)
+    st = mark(l, s, &m1);
+  if (st == PL_OK)
+    st = attention_bwd(l, s, x, dx, N, &b);
   if (st == PL_OK)
     st = mark(l, s, &m2);
   if (st == PL_OK)
     st = span(l, PL_PART_MOE, m0, m1);
   if (st == PL_OK)
     st = span(l, PL_PART_ATTENTION, m1, m2);
-  void *ps[] = {dh, dy1, dhe, dhr, dlog, da, dgu,
-                dO, dq,  dk,  dv,  dh32, dw, scr};
+  void *ps[] = {b.dh, b.dy1, b.dhe, b.dhr, b.dlog, b.da, b.dgu,
+                b.dO, b.dq,  b.dk,  b.dv,  b.dh32, b.dw, b.scr};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
-    pl_free_async(dev, ps[i], s);
+    pl_free_async(l->dev, ps[i], s);
   pl__fsdp2_layer_drop(l, s);
   return st;
 }

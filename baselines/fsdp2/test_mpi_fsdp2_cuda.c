@@ -29,7 +29,7 @@ static pl_dev *cdev, *gdev;
 static pl_comm *cworld, *gworld;
 static int rank, size, have_gpus;
 
-/* The trainer as tt_grads_close sees it. */
+/* The FSDP2 trainer as tt_grads_close sees it. */
 static int nparams(const void *t) {
   return pl_fsdp2_nparams(t);
 }
@@ -43,10 +43,7 @@ static const tt_trainer_ops ops = {nparams, info, gather};
 
 static void check_one(int d, int ring) {
   pl_model_cfg m;
-  ck_assert_int_eq(pl_model_preset("tiny", &m), PL_OK);
-  m.H = 256, m.n_q = 4, m.n_kv = 2, m.d = d;
-  m.E = 8, m.k = 2, m.I = 64, m.I_shared = 64, m.I_dense = 128, m.L = 2,
-  m.dense_layers = 1;
+  tt_cuda_model(d, &m);
   pl_fsdp2_cfg c = pl_fsdp2_cfg_default();
   c.dt = PL_BF16;
   c.hp.lr = 3e-3;

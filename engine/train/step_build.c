@@ -337,46 +337,23 @@ static pl_status check_cfg(const pl_step_cfg *c) {
   return pl_adamw_hparams_check(&c->hp);
 }
 
-pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
-                            const pl_layout_cfg *lc, int64_t S,
-                            const pl_step_cfg *sc, pl_trainer **out) {
-  *out = NULL;
-  PL_TRY(check_cfg(sc));
-  pl_trainer *t = calloc(1, sizeof *t);
-  if (!t)
-    return pl_set_error(PL_ENOMEM, "trainer: host");
-  t->dev = dev, t->world = world, t->m = *m, t->c = *sc;
-  t->tline = pl_timeline_make(dev, sc->profile);
-  t->dt = sc->dt, t->es = pl_dtype_size(sc->dt);
-  t->head = sc->head ? sc->head : &pl_head_ring;
-  t->optim = sc->optim ? sc->optim : &pl_optim_stream;
-  pl_stream *s = pl_dev_stream(dev);
-  size_t *unit_numel = NULL;
-  pl_zero3_unit_cfg *uc = NULL;
-  pl_status st = pl_layout_create(world, m, lc, S, &t->lay);
-  if (st != PL_OK)
-    goto fail;
-  t->p = t->lay->plan;
-  t->N = t->p.N, t->H = m->H;
-  const int L = m->L;
-  const int vp = t->head->vocab_parallel;
-  t->head_cols = vp ? t->p.v_cols : m->V;
+/* The ZeRO-3 units (embedding, one a layer, head) over the parameter table;
+ * the head's unit vocabulary-parallel when the head is. */
+static pl_status make_units(pl_trainer *t) {
+  const int L = t->m.L, vp = t->head->vocab_parallel;
   t->nunits = L + 2;
   t->u_emb = 0, t->u_head = L + 1;
   t->tl = calloc((size_t)L, sizeof(pl__tlayer));
   t->lp = calloc((size_t)L, sizeof(void *));
-  unit_numel = calloc((size_t)t->nunits, sizeof(size_t));
-  uc = calloc((size_t)t->nunits, sizeof *uc);
-  if (!t->tl || !t->lp || !unit_numel || !uc) {
+  size_t *unit_numel = calloc((size_t)t->nunits, sizeof(size_t));
+  pl_zero3_unit_cfg *uc = calloc((size_t)t->nunits, sizeof *uc);
+  pl_status st = PL_OK;
+  if (!t->tl || !t->lp || !unit_numel || !uc)
     st = pl_set_error(PL_ENOMEM, "trainer: host");
-    goto fail;
-  }
-  if ((st = plan_params(t, unit_numel)))
-    goto fail;
-
-  /* ZeRO-3 units */
+  if (st == PL_OK)
+    st = plan_params(t, unit_numel);
   char names[64][24];
-  for (int u = 0; u < t->nunits; u++) {
+  for (int u = 0; st == PL_OK && u < t->nunits; u++) {
     const char *nm = u == t->u_emb ? "embed" : u == t->u_head ? "head" : NULL;
     if (!nm && u < 64) {
       snprintf(names[u], sizeof names[u], "layer%d", u - 1);
@@ -387,134 +364,147 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
                                 head_vp ? t->lay->hrep : t->lay->zero,
                                 head_vp ? t->p.head_vsize : t->p.zero_vsize};
   }
-  if ((st = pl_zero3_create(dev, t->dt, t->nunits, uc, &t->z)))
-    goto fail;
-  pl_zero3_set_profile(t->z, sc->profile);
+  if (st == PL_OK)
+    st = pl_zero3_create(t->dev, t->dt, t->nunits, uc, &t->z);
+  free(unit_numel);
+  free(uc);
+  if (st != PL_OK)
+    return st;
+  pl_zero3_set_profile(t->z, t->c.profile);
   if (t->lay->sp) /* the stand-ins of virtual groups, timed apart */
-    pl_comm_set_profile(t->lay->sp, sc->profile);
-  pl_comm_set_profile(t->lay->vp, sc->profile);
+    pl_comm_set_profile(t->lay->sp, t->c.profile);
+  pl_comm_set_profile(t->lay->vp, t->c.profile);
+  return PL_OK;
+}
 
-  /* the MoE layer (shared by every MoE layer: it holds no weights) */
-  const int any_moe = t->p.E_route > 0;
-  if (any_moe) {
-    pl_moe_cfg mc = pl_moe_cfg_default();
-    mc.H = m->H, mc.I = m->I, mc.E = t->p.E_moe, mc.k = m->k, mc.dt = t->dt;
-    mc.variant = sc->dispatch, mc.knobs = sc->knobs;
-    mc.c = sc->moe_c ? sc->moe_c : t->N;
-    mc.K_max = sc->moe_K_max, mc.lanes = sc->moe_lanes;
-    if ((st = pl_moe_create(t->lay->ep, &mc, &t->moe)))
-      goto fail;
+/* The MoE layer (shared by every MoE layer: it holds no weights). */
+static pl_status make_moe(pl_trainer *t) {
+  const pl_model_cfg *m = &t->m;
+  const pl_step_cfg *sc = &t->c;
+  if (t->p.E_route <= 0)
+    return PL_OK;
+  pl_moe_cfg mc = pl_moe_cfg_default();
+  mc.H = m->H, mc.I = m->I, mc.E = t->p.E_moe, mc.k = m->k, mc.dt = t->dt;
+  mc.variant = sc->dispatch, mc.knobs = sc->knobs;
+  mc.c = sc->moe_c ? sc->moe_c : t->N;
+  mc.K_max = sc->moe_K_max, mc.lanes = sc->moe_lanes;
+  return pl_moe_create(t->lay->ep, &mc, &t->moe);
+}
+
+/* A MoE layer's own expert tensors (weights, zeroed f32 gradients; none
+ * with expert groups, which point them into the gathered expert unit per
+ * slot) and its router bias (device, zeroed; host copy). */
+static pl_status alloc_experts(pl_trainer *t, pl__tlayer *x) {
+  pl_dev *dev = t->dev;
+  pl_stream *s = pl_dev_stream(dev);
+  const size_t ne = (size_t)t->p.E_local * (size_t)(t->m.H * t->m.I);
+  for (int j = 0; !t->p.ep_grouped && j < 3; j++) {
+    PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, ne * t->es, "weights", &x->ew[j]));
+    PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, ne * 4, "grads", (void **)&x->eg[j]));
+    PL_TRY(pl_fill(s, x->eg[j], PL_F32, ne, 0.0));
   }
+  x->ffn.ew = (pl_moe_weights){x->ew[0], x->ew[1], x->ew[2]};
+  x->ffn.eg = (pl_moe_wgrads){x->eg[0], x->eg[1], x->eg[2]};
+  x->hbias = calloc((size_t)t->p.E_route, sizeof(float));
+  if (!x->hbias)
+    return pl_set_error(PL_ENOMEM, "trainer: host");
+  PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->p.E_route * 4, "weights",
+                  (void **)&x->bias));
+  PL_TRY(pl_fill(s, x->bias, PL_F32, (size_t)t->p.E_route, 0.0));
+  x->ffn.bias = x->bias;
+  return PL_OK;
+}
 
-  /* decoder layers: attention views (with what each keeps for its
-   * backward), FFN, experts, router bias */
+/* Decoder layer l: its attention views (with what it keeps for its
+ * backward: all of the first n_all layers, the attention's of those below
+ * n_attn), its FFN, and a MoE layer's experts and router bias. */
+static pl_status init_layer(pl_trainer *t, int l, int n_attn, int n_all) {
+  const pl_model_cfg *m = &t->m;
+  const pl_step_cfg *sc = &t->c;
+  pl__tlayer *x = &t->tl[l];
+  t->lp[l] = x;
+  const int64_t Is = x->moe ? (m->n_shared ? m->I_shared : 0) : m->I_dense;
+  pl_layer_cfg lcf = {.H = m->H,
+                      .I = Is > 0 ? Is : 1,
+                      .n_q = m->n_q,
+                      .n_kv = m->n_kv,
+                      .d = m->d,
+                      .rope_theta = m->rope_theta,
+                      .dt = t->dt,
+                      .attn_kernels = sc->attn};
+  PL_TRY(pl_layer_init_views(t->dev, t->lay->sp, &x->layer, &lcf,
+                             &pl__step_slot_ops, x));
+  x->layer.keep = l < n_all    ? PL_LAYER_KEEP_ALL
+                  : l < n_attn ? PL_LAYER_KEEP_ATTN
+                               : PL_LAYER_KEEP_NONE;
+  x->layer.keep_verify = sc->keep_verify;
+  x->layer.recompute_mark = pl__step_recompute_mark;
+  x->layer.mark_ctx = x;
+  pl_moe_ffn_cfg fc = {.H = m->H,
+                       .dt = t->dt,
+                       .E = x->moe ? t->p.E_route : 0,
+                       .E_moe = x->moe ? t->p.E_moe : 0,
+                       .k = x->moe ? m->k : 0,
+                       .renorm = m->renorm,
+                       .I_s = Is,
+                       .keep_ctx = !sc->moe_recompute};
+  PL_TRY(pl_moe_ffn_init(t->dev, &x->ffn, &fc, x->moe ? t->moe : NULL));
+  return x->moe ? alloc_experts(t, x) : PL_OK;
+}
+
+/* The decoder layers, with what each keeps for its backward. */
+static pl_status make_layers(pl_trainer *t) {
   int n_attn, n_all;
-  pl_step_keep_layers(m, t->N, t->p.D, t->dt, sc->keep, &n_attn, &n_all);
-  for (int l = 0; l < L; l++) {
-    pl__tlayer *x = &t->tl[l];
-    t->lp[l] = x;
-    const int64_t Is = x->moe ? (m->n_shared ? m->I_shared : 0) : m->I_dense;
-    pl_layer_cfg lcf = {.H = m->H,
-                        .I = Is > 0 ? Is : 1,
-                        .n_q = m->n_q,
-                        .n_kv = m->n_kv,
-                        .d = m->d,
-                        .rope_theta = m->rope_theta,
-                        .dt = t->dt,
-                        .attn_kernels = sc->attn};
-    if ((st = pl_layer_init_views(dev, t->lay->sp, &x->layer, &lcf,
-                                  &pl__step_slot_ops, x)))
-      goto fail;
-    x->layer.keep = l < n_all    ? PL_LAYER_KEEP_ALL
-                    : l < n_attn ? PL_LAYER_KEEP_ATTN
-                                 : PL_LAYER_KEEP_NONE;
-    x->layer.keep_verify = sc->keep_verify;
-    x->layer.recompute_mark = pl__step_recompute_mark;
-    x->layer.mark_ctx = x;
-    pl_moe_ffn_cfg fc = {.H = m->H,
-                         .dt = t->dt,
-                         .E = x->moe ? t->p.E_route : 0,
-                         .E_moe = x->moe ? t->p.E_moe : 0,
-                         .k = x->moe ? m->k : 0,
-                         .renorm = m->renorm,
-                         .I_s = Is,
-                         .keep_ctx = !sc->moe_recompute};
-    if ((st = pl_moe_ffn_init(dev, &x->ffn, &fc, x->moe ? t->moe : NULL)))
-      goto fail;
-    if (!x->moe)
-      continue;
-    const size_t ne = (size_t)t->p.E_local * (size_t)(m->H * m->I);
-    for (int j = 0; !t->p.ep_grouped && j < 3; j++) {
-      if ((st = pl_alloc(dev, PL_ARENA_DEVICE, ne * t->es, "weights",
-                         &x->ew[j])) ||
-          (st = pl_alloc(dev, PL_ARENA_DEVICE, ne * 4, "grads",
-                         (void **)&x->eg[j])) ||
-          (st = pl_fill(s, x->eg[j], PL_F32, ne, 0.0)))
-        goto fail;
-    }
-    /* expert groups: pointed into the gathered expert unit per slot */
-    x->ffn.ew = (pl_moe_weights){x->ew[0], x->ew[1], x->ew[2]};
-    x->ffn.eg = (pl_moe_wgrads){x->eg[0], x->eg[1], x->eg[2]};
-    x->hbias = calloc((size_t)t->p.E_route, sizeof(float));
-    if (!x->hbias) {
-      st = pl_set_error(PL_ENOMEM, "trainer: host");
-      goto fail;
-    }
-    if ((st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->p.E_route * 4,
-                       "weights", (void **)&x->bias)) ||
-        (st = pl_fill(s, x->bias, PL_F32, (size_t)t->p.E_route, 0.0)))
-      goto fail;
-    x->ffn.bias = x->bias;
-  }
+  pl_step_keep_layers(&t->m, t->N, t->p.D, t->dt, t->c.keep, &n_attn, &n_all);
+  for (int l = 0; l < t->m.L; l++)
+    PL_TRY(init_layer(t, l, n_attn, n_all));
+  return PL_OK;
+}
 
-  /* expert groups smaller than the world: the expert units */
-  if ((st = pl__ep_create(t)))
-    goto fail;
-
-  /* the checkpoint runner, SCO, the head */
-  if ((st = pl_ckpt_create(dev, L, t->lp, &pl__step_layer_ops, m->H, t->dt,
-                           &t->ckpt)))
-    goto fail;
+/* The checkpoint runner, SCO and the head. */
+static pl_status make_runners(pl_trainer *t) {
+  const pl_model_cfg *m = &t->m;
+  const pl_step_cfg *sc = &t->c;
+  const int vp = t->head->vocab_parallel;
+  PL_TRY(pl_ckpt_create(t->dev, m->L, t->lp, &pl__step_layer_ops, m->H, t->dt,
+                        &t->ckpt));
   pl_ckpt_set_profile(t->ckpt, sc->profile);
-  if ((st = pl_sco_create(dev, world, L, t->N, m->H, t->dt, sc->sco,
-                          sc->sco_release, &t->sco)))
-    goto fail;
+  PL_TRY(pl_sco_create(t->dev, t->world, m->L, t->N, m->H, t->dt, sc->sco,
+                       sc->sco_release, &t->sco));
   pl_head_shape hs = {.dt = t->dt,
                       .n = t->N,
                       .h = m->H,
                       .v = m->V,
                       .ignore = PL_CE_IGNORE_INDEX,
                       .block = sc->head_block};
-  if ((st = t->head->create(vp ? t->lay->vp : t->lay->self, &hs, &t->hctx)))
-    goto fail;
+  return t->head->create(vp ? t->lay->vp : t->lay->self, &hs, &t->hctx);
+}
 
-  /* per micro-batch buffers */
-  if ((st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
-                     (void **)&t->d_tok)) ||
-      (st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
-                     (void **)&t->d_tgt)) ||
-      (st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
-                     (void **)&t->d_dloss)) ||
-      (st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens",
-                     (void **)&t->d_nll)))
-    goto fail;
+/* The per micro-batch buffers: tokens, targets, loss gradients and NLLs
+ * (device), the NLLs read back (host). */
+static pl_status alloc_batch(pl_trainer *t) {
+  void **tok[4] = {(void **)&t->d_tok, (void **)&t->d_tgt, (void **)&t->d_dloss,
+                   (void **)&t->d_nll};
+  for (int i = 0; i < 4; i++)
+    PL_TRY(
+        pl_alloc(t->dev, PL_ARENA_DEVICE, (size_t)t->N * 4, "tokens", tok[i]));
   t->h_nll = malloc((size_t)t->N * 4 + 4);
-  if (!t->h_nll) {
-    st = pl_set_error(PL_ENOMEM, "trainer: host");
-    goto fail;
-  }
+  return t->h_nll ? PL_OK : pl_set_error(PL_ENOMEM, "trainer: host");
+}
 
-  /* the optimizer's tensors: unit shards, then expert shards */
+/* The optimizer's tensors: the unit shards, then the expert shards (one
+ * expert unit a MoE layer with expert groups, else its three tensors);
+ * their offsets in the flat state and its size theta. */
+static pl_status list_optim_params(pl_trainer *t) {
+  const int L = t->m.L;
   int nexp = 0;
   for (int l = 0; l < L; l++)
     nexp += t->tl[l].moe ? (t->ze ? 1 : 3) : 0;
   t->nap = t->nunits + nexp;
   t->ap = calloc((size_t)t->nap, sizeof *t->ap);
   t->ap_off = calloc((size_t)t->nap + 1, sizeof *t->ap_off);
-  if (!t->ap || !t->ap_off) {
-    st = pl_set_error(PL_ENOMEM, "trainer: host");
-    goto fail;
-  }
+  if (!t->ap || !t->ap_off)
+    return pl_set_error(PL_ENOMEM, "trainer: host");
   for (int u = 0; u < t->nunits; u++) {
     void *w;
     float *g;
@@ -532,44 +522,82 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
     }
   for (int l = 0, k = t->nunits; !t->ze && l < L; l++)
     for (int j = 0; t->tl[l].moe && j < 3; j++, k++)
-      t->ap[k] = (pl_adamw_param){t->tl[l].ew[j], t->tl[l].eg[j],
-                                  (size_t)t->p.E_local * (size_t)(m->H * m->I)};
+      t->ap[k] =
+          (pl_adamw_param){t->tl[l].ew[j], t->tl[l].eg[j],
+                           (size_t)t->p.E_local * (size_t)(t->m.H * t->m.I)};
   for (int i = 0; i < t->nap; i++)
     t->ap_off[i + 1] = t->ap_off[i] + t->ap[i].numel;
   t->theta = t->ap_off[t->nap];
-  if ((st = alloc_state(t)) || (st = init_weights(t)))
-    goto fail;
-  /* f32 weights: the optimizers write a bf16 shadow; the weights come from
-   * the master after each update */
+  return PL_OK;
+}
+
+/* The optimizer over t->ap.  f32 weights: the optimizers write a bf16
+ * shadow; the weights come from the master after each update. */
+static pl_status make_optimizer(pl_trainer *t) {
+  const pl_step_cfg *sc = &t->c;
   pl_adamw_param *opar = t->ap;
   if (t->dt == PL_F32) {
-    if ((st = pl_alloc(dev, PL_ARENA_DEVICE, t->theta * 2, "optim_shadow",
-                       (void **)&t->shadow)))
-      goto fail;
+    PL_TRY(pl_alloc(t->dev, PL_ARENA_DEVICE, t->theta * 2, "optim_shadow",
+                    (void **)&t->shadow));
     opar = malloc((size_t)t->nap * sizeof *opar);
-    if (!opar) {
-      st = pl_set_error(PL_ENOMEM, "trainer: host");
-      goto fail;
-    }
+    if (!opar)
+      return pl_set_error(PL_ENOMEM, "trainer: host");
     for (int i = 0; i < t->nap; i++)
       opar[i] = (pl_adamw_param){t->shadow + t->ap_off[i], t->ap[i].grad,
                                  t->ap[i].numel};
   }
-  st = t->optim->create(dev, &sc->hp, &sc->oo, t->nap, opar, &t->st, world,
-                        &t->opt);
+  pl_status st = t->optim->create(t->dev, &sc->hp, &sc->oo, t->nap, opar,
+                                  &t->st, t->world, &t->opt);
   if (opar != t->ap)
     free(opar);
-  if (st != PL_OK)
-    goto fail;
-  if ((st = pl_dev_sync(dev)))
-    goto fail;
-  free(unit_numel);
-  free(uc);
+  return st;
+}
+
+pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
+                            const pl_layout_cfg *lc, int64_t S,
+                            const pl_step_cfg *sc, pl_trainer **out) {
+  *out = NULL;
+  PL_TRY(check_cfg(sc));
+  pl_trainer *t = calloc(1, sizeof *t);
+  if (!t)
+    return pl_set_error(PL_ENOMEM, "trainer: host");
+  t->dev = dev, t->world = world, t->m = *m, t->c = *sc;
+  t->tline = pl_timeline_make(dev, sc->profile);
+  t->dt = sc->dt, t->es = pl_dtype_size(sc->dt);
+  t->head = sc->head ? sc->head : &pl_head_ring;
+  t->optim = sc->optim ? sc->optim : &pl_optim_stream;
+  pl_status st = pl_layout_create(world, m, lc, S, &t->lay);
+  if (st == PL_OK) {
+    t->p = t->lay->plan;
+    t->N = t->p.N, t->H = m->H;
+    t->head_cols = t->head->vocab_parallel ? t->p.v_cols : m->V;
+    st = make_units(t);
+  }
+  if (st == PL_OK)
+    st = make_moe(t);
+  if (st == PL_OK)
+    st = make_layers(t);
+  /* expert groups smaller than the world: the expert units */
+  if (st == PL_OK)
+    st = pl__ep_create(t);
+  if (st == PL_OK)
+    st = make_runners(t);
+  if (st == PL_OK)
+    st = alloc_batch(t);
+  if (st == PL_OK)
+    st = list_optim_params(t);
+  if (st == PL_OK)
+    st = alloc_state(t);
+  if (st == PL_OK)
+    st = init_weights(t);
+  if (st == PL_OK)
+    st = make_optimizer(t);
+  if (st == PL_OK)
+    st = pl_dev_sync(dev);
+  if (st != PL_OK) {
+    pl_trainer_destroy(t);
+    return st;
+  }
   *out = t;
   return PL_OK;
-fail:
-  free(unit_numel);
-  free(uc);
-  pl_trainer_destroy(t);
-  return st;
 }

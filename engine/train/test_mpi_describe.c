@@ -27,25 +27,16 @@
 #include "train/data.h"
 #include "train/describe.h"
 #include "train/epgroups.h"
+#include "train/trainer_testlib.h"
 
 static pl_dev *dev;
 static pl_comm *world;
 static int rank, size;
 
-typedef struct cfg {
-  pl_model_cfg m;
-  pl_layout_cfg lc;
-  pl_step_cfg sc;
-  int64_t S;
-} cfg;
-
-static cfg base(void) {
-  cfg c;
-  memset(&c, 0, sizeof c);
-  ck_assert_int_eq(pl_model_preset("tiny", &c.m), PL_OK);
+static tt_cfg base(void) {
+  tt_cfg c = tt_cfg_tiny();
   c.m.E = 24;
   c.lc = (pl_layout_cfg){1, size, 0, 0};
-  c.sc = pl_step_cfg_default();
   c.sc.moe_lanes = 0;
   c.sc.oo.bucket = 5000;
   c.sc.oo.slots = 3;
@@ -53,7 +44,8 @@ static cfg base(void) {
   return c;
 }
 
-static void states_equal(const cfg *c, pl_trainer *t, const pl_train_desc *d) {
+static void states_equal(const tt_cfg *c, pl_trainer *t,
+                         const pl_train_desc *d) {
   static const char *const dtags[] = {
       "weights",      "grads",  "optim_staging", "optim_norm",
       "optim_shadow", "tokens", "ce_state",      NULL};
@@ -76,7 +68,8 @@ static void states_equal(const cfg *c, pl_trainer *t, const pl_train_desc *d) {
 }
 
 /* create, compare the states, run steps, return the last step's result */
-static pl_step_result run(const cfg *c, int steps, int hot, pl_train_desc *d) {
+static pl_step_result run(const tt_cfg *c, int steps, int hot,
+                          pl_train_desc *d) {
   ck_assert_int_eq(pl_train_describe(&c->m, &c->lc, size, rank, c->S, &c->sc,
                                      PL_BACKEND_CPU, d),
                    PL_OK);
@@ -115,7 +108,7 @@ static size_t peak(const pl_step_result *r, const char *tag) {
   return 0;
 }
 
-static void bounds_hold(const cfg *c, const pl_step_result *r,
+static void bounds_hold(const tt_cfg *c, const pl_step_result *r,
                         const pl_train_desc *d) {
   static const char *const tags[] = {
       "zero3", "zero3_grads", "output", "grads_act", "logits", "ring", NULL};
@@ -161,7 +154,7 @@ static void bounds_hold(const cfg *c, const pl_step_result *r,
 
 START_TEST(states_and_bounds) {
   for (int v = 0; v < 8; v++) {
-    cfg c = base();
+    tt_cfg c = base();
     if (v >= 6 && size < 2)
       continue;
     if (v == 1)
@@ -200,13 +193,13 @@ START_TEST(llep_exceeds_the_bound) {
   if (size < 2)
     return;
   /* the same hot routing: the pipelined bound holds, llep's receive does not */
-  cfg c = base();
+  tt_cfg c = base();
   c.sc.dispatch = PL_MOE_LLEP;
   c.sc.knobs.lambda = 0, c.sc.knobs.m = 1;
   c.sc.moe_c = 5;
   pl_train_desc d;
   pl_step_result r = run(&c, 1, 1, &d);
-  cfg cp = c;
+  tt_cfg cp = c;
   cp.sc.dispatch = PL_MOE_PIPELINED;
   pl_train_desc dp;
   pl_step_result rp = run(&cp, 1, 1, &dp);
@@ -219,7 +212,7 @@ END_TEST
 
 START_TEST(proxy) {
   /* each process plays one rank of a 2W-rank run */
-  cfg c = base();
+  tt_cfg c = base();
   c.lc.W_v = 2 * size;
   c.lc.P = 1;
   pl_train_desc d;

@@ -42,24 +42,9 @@ static pl_dev *cdev, *gdev;
 static pl_comm *cworld, *gworld;
 static int rank, size, have_gpus;
 
-/* The trainer as tt_grads_close sees it. */
-static int nparams(const void *t) {
-  return pl_trainer_nparams(t);
-}
-static pl_status info(const void *t, int i, pl_param_info *out) {
-  return pl_trainer_param_info(t, i, out);
-}
-static pl_status gather(void *t, int i, bool grad, float *out) {
-  return pl_trainer_gather(t, i, grad, out);
-}
-static const tt_trainer_ops ops = {nparams, info, gather};
-
 static void check_head_dim(int d, int Ep) {
   pl_model_cfg m;
-  ck_assert_int_eq(pl_model_preset("tiny", &m), PL_OK);
-  m.H = 256, m.n_q = 4, m.n_kv = 2, m.d = d;
-  m.E = 8, m.k = 2, m.I = 64, m.I_shared = 64, m.I_dense = 128, m.L = 2,
-  m.dense_layers = 1;
+  tt_cuda_model(d, &m);
   pl_step_cfg sc = pl_step_cfg_default();
   sc.dt = PL_BF16;
   sc.dispatch = PL_MOE_PIPELINED;
@@ -89,7 +74,7 @@ static void check_head_dim(int d, int Ep) {
   if (rank == 0)
     printf("# d=%d Ep=%d loss cpu %.6f cuda %.6f (rel %.3g)\n", d,
            Ep ? Ep : size, r[0].loss, r[1].loss, el);
-  const int ok = tt_grads_close(&ops, t[0], t[1], rank) && el < 3e-2;
+  const int ok = tt_grads_close(&tt_step_ops, t[0], t[1], rank) && el < 3e-2;
   ck_assert_msg(ok, "d=%d: CUDA step beyond bf16 tolerance of the CPU step", d);
   for (int b = 0; b < 2; b++)
     ck_assert_int_eq(pl_trainer_update(t[b], NULL), PL_OK);
@@ -125,10 +110,7 @@ static const hr_variant variants[] = {
 
 static void headroom_head_dim(int d) {
   pl_model_cfg m;
-  ck_assert_int_eq(pl_model_preset("tiny", &m), PL_OK);
-  m.H = 256, m.n_q = 4, m.n_kv = 2, m.d = d;
-  m.E = 8, m.k = 2, m.I = 64, m.I_shared = 64, m.I_dense = 128, m.L = 2,
-  m.dense_layers = 1;
+  tt_cuda_model(d, &m);
   pl_step_cfg sc = pl_step_cfg_default();
   sc.dt = PL_BF16;
   sc.moe_c = 64;

@@ -26,25 +26,16 @@
 #include "comm/check_mpi.h"
 #include "train/data.h"
 #include "train/step.h"
+#include "train/trainer_testlib.h"
 
 static pl_dev *dev;
 static pl_comm *world;
 static int rank, size;
 
-typedef struct cfg {
-  pl_model_cfg m;
-  pl_layout_cfg lc;
-  pl_step_cfg sc;
-  int64_t S;
-} cfg;
-
-static cfg dense_model(void) {
-  cfg c;
-  memset(&c, 0, sizeof c);
-  ck_assert_int_eq(pl_model_preset("tiny", &c.m), PL_OK);
+static tt_cfg dense_model(void) {
+  tt_cfg c = tt_cfg_tiny();
   c.m.dense_layers = c.m.L; /* no routing: memory is routing-free */
   c.m.V = 511;              /* shards of 256 and 255 columns at P = 2 */
-  c.sc = pl_step_cfg_default();
   c.sc.dt = PL_F32;
   c.sc.oo.bucket = 5000;
   c.sc.profile = true;
@@ -63,7 +54,7 @@ typedef struct run_out {
 } run_out;
 
 /* Two steps of c on the ranks of w; the last layout's counters. */
-static void run(pl_comm *w, const cfg *c, bool grads, run_out *o) {
+static void run(pl_comm *w, const tt_cfg *c, bool grads, run_out *o) {
   memset(o, 0, sizeof *o);
   pl_trainer *t;
   ck_assert_msg(pl_trainer_create(dev, w, &c->m, &c->lc, c->S, &c->sc, &t) ==
@@ -101,7 +92,7 @@ static void run(pl_comm *w, const cfg *c, bool grads, run_out *o) {
 START_TEST(present) {
   if (size % 2) /* D = P = 2 real needs an even world */
     return;
-  cfg c = dense_model();
+  tt_cfg c = dense_model();
   c.m.dense_layers = 1; /* MoE layers too: every rank present, routing real */
   c.m.V = 512;
   c.lc = (pl_layout_cfg){2, 2, 0, 0};
@@ -167,7 +158,7 @@ static void same_bytes(const char *group, const pl_comm_stats *a,
 }
 
 START_TEST(as_real) {
-  cfg c = dense_model();
+  tt_cfg c = dense_model();
   c.lc = (pl_layout_cfg){2, 2, 2, 0};
   run_out v = {0}, r = {0};
   pl_comm *self = NULL, *pair = NULL;
@@ -217,7 +208,7 @@ START_TEST(slots) {
   ck_assert_int_eq(pl_comm_split(world, rank == 0 ? 0 : -1, 0, &self), PL_OK);
   if (!self)
     return;
-  cfg c = dense_model();
+  tt_cfg c = dense_model();
   c.m.dense_layers = 1; /* layers 1, 2: MoE, 8 experts, k = 2 */
   c.m.V = 512;
   c.lc = (pl_layout_cfg){2, 1, 8, 0};

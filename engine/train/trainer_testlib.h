@@ -1,7 +1,8 @@
 /* trainer_testlib.h — the set-ups the two trainers' MPI tests share: the
- * composed step's (train/step.h: test_mpi_step.c, test_mpi_step_cuda.c) and
- * the FSDP2 baseline's (baselines/fsdp2: test_mpi_fsdp2.c,
- * test_mpi_fsdp2_cuda.c), which ask the same questions of two trainers.
+ * composed step's (train/step.h: test_mpi_step.c, test_mpi_step_cuda.c,
+ * and tt_cfg for test_mpi_describe.c, test_mpi_vgroups.c) and the FSDP2
+ * baseline's (baselines/fsdp2: test_mpi_fsdp2.c, test_mpi_fsdp2_cuda.c),
+ * which ask the same questions of two trainers.
  *
  *   tt_cpu_main   a CPU test's main: the CPU device, the world and each
  *                 rank alone (self), the tests run, everything freed;
@@ -15,7 +16,12 @@
  *                 route near a top-k tie may go another way on the other
  *                 backend); each printed on rank 0;
  *   tt_ratio      the normwise closeness both trainers' reference tests
- *                 measure.
+ *                 measure;
+ *   tt_cuda_model the tiny model of CUDA shapes the CUDA-vs-CPU tests
+ *                 train;
+ *   tt_step_ops   the composed step's trainer as tt_grads_close sees it;
+ *   tt_cfg        a composed trainer's configuration as a test varies it
+ *                 (tt_cfg_tiny: the tiny preset and the step's defaults).
  * Included by test files only (static inline functions). */
 #ifndef PLATEAU_TRAIN_TRAINER_TESTLIB_H
 #define PLATEAU_TRAIN_TRAINER_TESTLIB_H
@@ -129,6 +135,49 @@ static inline int tt_grads_close(const tt_trainer_ops *o, void *cpu, void *gpu,
     free(a), free(c);
   }
   return ok;
+}
+
+/* The tiny model with CUDA shapes: H 256, head dim d (64 or 128), GQA 2:1
+ * (4 query heads, 2 KV heads), two layers (a dense first layer of width
+ * 128, a MoE layer of 8 experts, top-2, expert and shared widths 64), the
+ * preset's vocabulary. */
+static inline void tt_cuda_model(int d, pl_model_cfg *m) {
+  ck_assert_int_eq(pl_model_preset("tiny", m), PL_OK);
+  m->H = 256, m->n_q = 4, m->n_kv = 2, m->d = d;
+  m->E = 8, m->k = 2, m->I = 64, m->I_shared = 64, m->I_dense = 128, m->L = 2,
+  m->dense_layers = 1;
+}
+
+/* The composed step's trainer (train/step.h) as tt_grads_close sees it. */
+static inline int tt_step_nparams(const void *t) {
+  return pl_trainer_nparams(t);
+}
+static inline pl_status tt_step_info(const void *t, int i, pl_param_info *out) {
+  return pl_trainer_param_info(t, i, out);
+}
+static inline pl_status tt_step_gather(void *t, int i, bool grad, float *out) {
+  return pl_trainer_gather(t, i, grad, out);
+}
+static const tt_trainer_ops tt_step_ops = {tt_step_nparams, tt_step_info,
+                                           tt_step_gather};
+
+/* A composed trainer's configuration as a test varies it: the model, the
+ * layout, the step and the sequence length. */
+typedef struct tt_cfg {
+  pl_model_cfg m;
+  pl_layout_cfg lc;
+  pl_step_cfg sc;
+  int64_t S;
+} tt_cfg;
+
+/* The tiny preset and the step's defaults; the layout and S zero (the
+ * caller's). */
+static inline tt_cfg tt_cfg_tiny(void) {
+  tt_cfg c;
+  memset(&c, 0, sizeof c);
+  ck_assert_int_eq(pl_model_preset("tiny", &c.m), PL_OK);
+  c.sc = pl_step_cfg_default();
+  return c;
 }
 
 #endif
