@@ -137,6 +137,12 @@ typedef struct pl_bench {
   const char *const *tags; /* device tags reported as <tag>_bytes */
   const char *rate;        /* column of w.bytes / time (GB/s), or NULL */
   size_t state;            /* size of the bench's state (zeroed) */
+  /* Each run changes what the next one computes (a training step updates
+   * the weights the next step routes with): on the CPU backend, where a
+   * slow run comes from other work on the cores, the harness adds no
+   * warm-ups, so the measured steps, and their exact memory, are those of
+   * -w (harness_measure.c). */
+  bool stateful;
 
   /* Parse the bench's options, validate (PL_EINVAL: a usage error, nothing
    * written), enumerate the points: set c->npoints. */

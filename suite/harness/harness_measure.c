@@ -131,6 +131,11 @@ static pl_status timed(pl_bench_ctx *ctx, pl_bench_fn fn, void *arg,
   return st;
 }
 
+/* Whether the harness may add warm-ups (pl_bench.stateful). */
+static bool may_extend(const pl_bench_ctx *ctx) {
+  return !(ctx->bench && ctx->bench->stateful && !ctx->cuda);
+}
+
 /* n warm-ups, then more while the last was more than SLOW_RATIO x slower
  * than the one before (each timed on the host after a stream sync, the
  * slowest rank's, so every rank decides alike); ++*extra for each more. */
@@ -149,7 +154,7 @@ static pl_status warmups(pl_bench_ctx *ctx, pl_bench_fn fn, void *arg,
       break;
     PL_TRY(pl_host_allreduce_f64(ctx->comm, &ms, 1, PL_RED_MAX));
     if (i == n + *extra - 1 && i > 0 && ms > SLOW_RATIO * prev &&
-        *extra < EXTRA_MAX) { /* the last was slower: not converged */
+        *extra < EXTRA_MAX && may_extend(ctx)) { /* the last was slower: not converged */
       *slow = fmax(*slow, ms / prev);
       ++*extra;
     }
@@ -164,7 +169,8 @@ pl_status pl_bench_time_n(pl_bench_ctx *ctx, pl_bench_fn fn, void *arg,
   int extra = 0;
   double slow = 0;
   PL_TRY(warmups(ctx, fn, arg, s, warmup, &extra, &slow));
-  return timed(ctx, fn, arg, s, iters, warmup > 0, &extra, &slow, out);
+  return timed(ctx, fn, arg, s, iters, warmup > 0 && may_extend(ctx), &extra,
+               &slow, out);
 }
 
 pl_status pl_bench_time(pl_bench_ctx *ctx, pl_bench_fn fn, void *arg,
@@ -184,8 +190,8 @@ pl_status pl_bench_measure(pl_bench_ctx *ctx, pl_bench_fn fn, void *arg,
   pl_mem_stats ds, hs;
   PL_TRY(pl_mem_stats_get(dev, PL_ARENA_DEVICE, &ds));
   int64_t v[3 + PL_BENCH_MAX_TAGS] = {(int64_t)ds.current};
-  PL_TRY(timed(ctx, fn, arg, ctx->stream, ctx->iters, ctx->warmup > 0, &extra,
-               &m->slow, &m->t));
+  PL_TRY(timed(ctx, fn, arg, ctx->stream, ctx->iters,
+               ctx->warmup > 0 && may_extend(ctx), &extra, &m->slow, &m->t));
   m->warmups = ctx->warmup + extra;
   PL_TRY(pl_mem_stats_get(dev, PL_ARENA_DEVICE, &ds));
   PL_TRY(pl_mem_stats_get(dev, PL_ARENA_HOST, &hs));

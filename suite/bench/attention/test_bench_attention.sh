@@ -76,6 +76,17 @@ grep -q "^- fwd ≥ 350 TFLOP/s at every S: fastest met (lowest 400.0 at S = 327
   { fail "synthetic report: fwd verdict"; grep "^- fwd " "$smd"; }
 grep -q "^- fwd+bwd ≥ 0.8× the best peer at 32K–128K: fastest met (lowest 0.818× at S = 32768, 1 S); AUTO missed (lowest 0.782× at S = 32768, 1 S)\.\$" "$smd" ||
   { fail "synthetic report: fwd+bwd verdict"; grep "^- fwd+bwd" "$smd"; }
+# warm-ups that had not converged (a first-use cost injected: the first 3
+# runs of each point 400 ms slower): the harness runs them as warm-ups, so
+# the timed runs are the steady ones and the note says how many it took
+PLATEAU_INJECT_SLOW_RUNS=3:400 EXPECT=2 run warm "$BIN" bench attention --backend cpu -n 3 -w 1 --seq 64
+fw=$(ls "$tmp"/warm/*.tsv 2>/dev/null | head -1)
+if [[ -n $fw ]]; then
+  awk -F'\t' '/^#/{next} !h{for(i=1;i<=NF;i++)c[$i]=i;h=1;next} !($c["time_ms"] + 0 < 300){exit 1}' "$fw" ||
+    fail "warm: the injected first-use cost reached time_ms"
+  [[ $(grep -cE "warm-ups: [345] \(-w 1 had not converged" "$fw") -ge 1 ]] ||
+    fail "warm: no warm-up note: $(grep -v '^#' "$fw" | tail -n 1 | cut -c1-300)"
+fi
 EXPECT=2 run attn2 $MPIRUN -np 2 "$BIN" bench attention --backend cpu -n 1 -w 0 --seq 128
 awk -F'\t' '/^#/{next} !h{for(i=1;i<=NF;i++)c[$i]=i;h=1;next} $c["pass"]=="fwd" && $c["a2a_gbps"]=="-"{exit 1}' \
   "$tmp"/attn2/*.tsv || fail "attn2: a2a not timed"

@@ -210,6 +210,7 @@ const pl_bench pl_bench_maxbatch = {
         "dev_peak_bytes\thost_peak_bytes\ttime_ms\ttok_s_gpu\tmax_ok_tokens\t"
         "first_fail_tokens\ttrials\tsystem\tmodel\ttrial_file",
     .state = sizeof(pl__maxbatch_search),
+    .stateful = true,
     .init = init,
     .main = search_all,
     .fini = fini,

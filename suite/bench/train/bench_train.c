@@ -215,6 +215,7 @@ const pl_bench pl_bench_train = {
                "optim_staging_bytes\tkept_bytes\tpred_dev_peak_bytes\tpred_host_bytes\t"
                "pred_time_ms\tloss\tlosses\tmax_err",
     .state = sizeof(train_bench),
+    .stateful = true,
     .init = init,
     .point = point,
     .setup = setup,

@@ -33,9 +33,9 @@
 #    files of both systems and their max-batch searches (with the trials'
 #    rows), the paper's layout: tok/s and TFLOP/s ratios per context,
 #    reach and max batch with the paper's 7.6× / 8× / 12× beside;
-#  - warm-ups that had not converged (a first-use cost injected with
-#    PLATEAU_INJECT_SLOW_RUNS): the timed step is the steady one, the note
-#    says how many warm-ups it took;
+#  - a slow first run injected with PLATEAU_INJECT_SLOW_RUNS: on the CPU
+#    backend the harness adds no warm-ups to a training step (the measured
+#    steps stay those of -w, their memory exact);
 #  - maxbatch --bench train with --mem-limit: trials in child processes
 #    (mpirun -np 1: an OOM on one rank of several can leave the others in a
 #    collective) forwarding the train options; the summary's bound has an ok
@@ -390,19 +390,18 @@ grep -qxF -- '- 120b at 1 / 16: reach ratio 12.0× (met); TFLOP/s ratio 7.50× a
   { fail "the targets line"; grep -- '^- 120b' "$md"; }
 [[ ! -e $syn/report/sco.md ]] && pass || fail "a train maxbatch file made an sco report"
 
-echo "== warm-ups that had not converged (a first-use cost injected)"
-# The first 3 runs of the point 400 ms slower on every rank (a cost its one
-# warm-up cannot absorb): the harness sees the first timed steps far slower
-# than the rest and runs them as warm-ups, so the row's step is the steady
-# one and its note says how many warm-ups it took; every step's loss stays.
+echo "== a training step is stateful: on the CPU backend the harness adds no warm-ups"
+# The first 3 runs of the point 400 ms slower on every rank: a stateless
+# bench would run them as warm-ups (suite/bench/attention's test); a step
+# changes the weights the next one routes with, so on the CPU backend the
+# measured steps stay those of -w 1 (their memory exact run to run) and the
+# slow runs show in the time.
 PLATEAU_INJECT_SLOW_RUNS=3:400 run warm "${B[@]}" --preset cpu --seq 64 -w 1 -n 3
-t=$(rows "$f" '$c["time_ms"]')
-awk -v t="$t" 'BEGIN {exit !(t + 0 > 0 && t + 0 < 300)}' && pass || fail "injected first-use cost reached the time: $t ms"
-# (two runs slower than the rest at least; load on the machine may add one)
-rows "$f" '$c["note"]' | grep -qE "warm-ups: [345] \(-w 1 had not converged" && pass ||
-  fail "no warm-up note: $(rows "$f" '$c["note"]')"
-[[ $(rows "$f" 'split($c["losses"], l, ",") - extra($c["note"])') == 4 ]] && pass ||
-  fail "losses of the added warm-ups: $(rows "$f" '$c["losses"]')"
+rows "$f" '$c["note"]' | grep -q "warm-ups: " && fail "warm-ups added to a CPU training step: $(rows "$f" '$c["note"]')" || pass
+[[ $(rows "$f" 'split($c["losses"], l, ",")') == 4 ]] && pass ||
+  fail "steps run: $(rows "$f" '$c["losses"]') (want -w 1 and -n 3)"
+t=$(rows "$f" '$c["time_p90_ms"]')
+awk -v t="$t" 'BEGIN {exit !(t + 0 >= 300)}' && pass || fail "the injected slow runs are not in the times: p90 $t ms"
 grep -q '^# env.PLATEAU_INJECT_SLOW_RUNS: 3:400$' "$f" && pass || fail "the injection is not in the metadata"
 
 if [[ $nfail -eq 0 ]]; then echo "$PL_TEST: all $npass passed"; exit 0; fi
