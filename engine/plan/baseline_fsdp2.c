@@ -877,11 +877,14 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
       6.0 * N * H * V / (mc->gemm_tflops * 1e12 * mc->head_eff) +
       24.0 * N * V / (mc->hbm_gbs * 1e9);
   a.flops += 6.0 * N * H * V;
-  /* exposed: the embedding's unit, its gather and reduce beside nothing,
-   * and layer 0's edge (the step's first gather and its last reduce) */
+  /* exposed: the edges of the embedding's unit and layer 0's (the step's
+   * first gathers, its last reduces); the embedding's backward gather is
+   * prefetched behind layer 0's backward */
   const double emb = (double)pl_model_count(m).embed;
-  const double t_edge =
-      unit_comm(c, mc, c->W, emb, emb / d.Wv, b, NULL) + edge0;
+  double edge_e;
+  const double comm_e = unit_comm(c, mc, c->W, emb, emb / d.Wv, b, &edge_e);
+  a.hid_units += comm_e - edge_e;
+  const double t_edge = edge_e + edge0;
   step_parts(m, c, mc, &d, &a, t_head, t_edge, optim_time(m, c, mc, &d),
              cp_real, out);
   return PL_OK;
