@@ -646,24 +646,7 @@ pl_status pl_plan_fsdp2_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
   return st;
 }
 
-static const char *const fterm[PL_TERM_COUNT] = {
-    "fp32 shards Σ s_u·4, router biases (M1; shards on the host with offload)",
-    "fp32 gradient shards Σ s_u·4 (M1; host with offload)",
-    "AdamW m, v Σ s_u·8 and the norm's partials (M1; host with offload)",
-    "attention workspace; ring attention's K/V and fp32 accumulators",
-    "the EP dispatch's send and receive rows (M3)",
-    "dense CE on full logits: bf16 N·V·2, then 3·N·V·4 (M2)",
-    "-",
-    "boundaries (L + 1)·N·H·b and the saved sets of layers without AC",
-    "gathered bf16 units and all-gather buffers (current, next, the head)",
-    "fp32 unsharded unit gradients, reduce-scatter shards, the head's bf16",
-    "a layer's forward set (recomputed or not kept) and its gradients",
-    "router scores' gradients, routing context, expert intermediates",
-    "token buffers 4·N·4"};
-
-const char *pl_plan_fsdp2_term_formula(int t) {
-  return t >= 0 && t < PL_TERM_COUNT ? fterm[t] : "?";
-}
+/* the terms' formulas of this replay: track.c's table, its fsdp2 column */
 
 /* ---- time ------------------------------------------------------------------
  */
@@ -701,12 +684,11 @@ static void attn_times(const pl_model_cfg *m, const pl_plan_cfg *c,
     return;
   const double b = (double)pl_dtype_size(c->sc.dt), cl = (double)len,
                nq = (double)m->n_q * m->d, nk = (double)m->n_kv * m->d,
-               blocks = 2.0 * c->cp + 1, hbm = mc->hbm_gbs * 1e9,
-               seqs = c->mbs;
+               blocks = 2.0 * c->cp + 1, hbm = mc->hbm_gbs * 1e9, seqs = c->mbs;
   const double mf = blocks * cl * nq * (b + 8);
-  const double mb = blocks * (cl * nq * (2 * b + 8 + b) +
-                              cl * (nq + 2 * nk) * (b + 8)) +
-                    (c->cp - 1) * 2.0 * (2 * cl) * nk * 12;
+  const double mb =
+      blocks * (cl * nq * (2 * b + 8 + b) + cl * (nq + 2 * nk) * (b + 8)) +
+      (c->cp - 1) * 2.0 * (2 * cl) * nk * 12;
   *tf += seqs * mf / hbm;
   *tb += seqs * mb / hbm;
 }
@@ -773,11 +755,10 @@ static void layer_time(const pl_model_cfg *m, const pl_plan_cfg *c,
                         : (double)(pc.attn + pc.norms + pc.dense_ffn);
   const double eu = moe ? (double)d->El * 3 * H * (double)m->I : 0;
   double ed = 0, ee = 0;
-  const double comm =
-      unit_comm(c, mc, c->W, du, du / d->Wv, b, &ed) +
-      (moe ? unit_comm(c, mc, c->W / d->ep_real, eu, eu / (d->Wv / c->ep), b,
-                       &ee)
-           : 0);
+  const double comm = unit_comm(c, mc, c->W, du, du / d->Wv, b, &ed) +
+                      (moe ? unit_comm(c, mc, c->W / d->ep_real, eu,
+                                       eu / (d->Wv / c->ep), b, &ee)
+                           : 0);
   *edge = ed + ee;
   /* behind the layer's compute: all but the edge of the first layer (the
    * step's edges are exposed by the caller) */
@@ -797,7 +778,7 @@ static double optim_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   if (!c->offload)
     return 28 * pr / (mc->hbm_gbs * 1e9);
   const int gpn = mc->gpus_per_node < c->W ? mc->gpus_per_node : c->W;
-  const double rate = c->sdpa                     ? mc->fsdp2_cpu_adam_gparam_s
+  const double rate = c->sdpa ? mc->fsdp2_cpu_adam_gparam_s
                       : mc->cpu_update_gparam_s > 0 ? mc->cpu_update_gparam_s
                                                     : mc->cpu_adam_gparam_s;
   return fmax(pr / (rate * 1e9 / gpn),
@@ -823,11 +804,11 @@ static void step_parts(const pl_model_cfg *m, const pl_plan_cfg *c,
   part[PL_TPART_A2A_MOE] = mic * a->a2a;
   part[PL_TPART_A2A_SEQ] = mic * a->seq;
   part[PL_TPART_UNITS] = mic * (a->units + t_edge);
-  const double calls =
-      c->W > 1 ? mic * (3.0 * (m->L + 2 + d->nmoe) + a->ncalls +
-                        (cp_real ? 3.0 * (c->cp - 1) * m->L : 0)) +
-                     3
-               : 0;
+  const double calls = c->W > 1
+                           ? mic * (3.0 * (m->L + 2 + d->nmoe) + a->ncalls +
+                                    (cp_real ? 3.0 * (c->cp - 1) * m->L : 0)) +
+                                 3
+                           : 0;
   part[PL_TPART_OVERHEAD] =
       (mc->step_overhead_ms + mic * 3.0 * m->L * mc->layer_overhead_ms) * 1e-3 +
       calls * mc->coll_us * 1e-6;
@@ -862,8 +843,7 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   if (c->cp <= mc->gpus_per_node)
     bw_r = mc->nvl_gbs * 1e9, lat_r = mc->nvl_lat_us * 1e-6;
   const double ring = 4.0 * (c->cp - 1) * N / c->cp * 2 * (double)d.nkd * b;
-  const double t_ring =
-      cp_real ? ring / bw_r + 3.0 * (c->cp - 1) * lat_r : 0;
+  const double t_ring = cp_real ? ring / bw_r + 3.0 * (c->cp - 1) * lat_r : 0;
   f2time a;
   memset(&a, 0, sizeof a);
   double edge0 = 0, edge;

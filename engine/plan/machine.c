@@ -1,8 +1,9 @@
 /* machine.c — the machine the planner projects onto: the defaults of an
  * 8×H200 node, and the rates read from result files (`plateau bench calib`
  * for the ceilings; the attention, adam and moegemm benches and the
- * torch_adamw peer for the kernel rates), recognized by their `# bench:` metadata line and read by column
- * name, so files of either result-schema version work. */
+ * torch_adamw peer for the kernel rates), recognized by their `# bench:`
+ * metadata line and read by column name, so files of either result-schema
+ * version work. */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -396,9 +397,9 @@ static pl_status load_calib(pl_plan_machine *m, tsv *t) {
         size[i] = sz, best[i] = v;
     }
   }
-  double *dst[NT] = {&m->gemm_tflops, &m->h2d_gbs,  &m->d2h_gbs,
-                     &m->bidir_gbs,   &m->hbm_gbs,  &m->nccl_gbs,
-                     &m->a2a_gbs,     &m->nvl_gbs,  &m->host_dram_gbs};
+  double *dst[NT] = {&m->gemm_tflops, &m->h2d_gbs, &m->d2h_gbs,
+                     &m->bidir_gbs,   &m->hbm_gbs, &m->nccl_gbs,
+                     &m->a2a_gbs,     &m->nvl_gbs, &m->host_dram_gbs};
   for (int i = 0; i < NT; i++)
     if (!isnan(best[i]) && best[i] > 0)
       *dst[i] = best[i];

@@ -327,10 +327,9 @@ START_TEST(fsdp2_optim_copies_time) {
                              (moe0 ? pc.router + pc.shared : pc.dense_ffn));
   const double eu = moe0 ? (double)(m.E / 4) * 3 * m.H * (double)m.I : 0;
   const double sh = (double)pc.embed / 16 + du / 16 + eu / 4;
-  ck_assert_double_eq_tol(t.part_s[PL_TPART_UNITS],
-                          sh * 4 / (mc.h2d_gbs * 1e9) +
-                              sh * 4 / (mc.d2h_gbs * 1e9),
-                          1e-9);
+  ck_assert_double_eq_tol(
+      t.part_s[PL_TPART_UNITS],
+      sh * 4 / (mc.h2d_gbs * 1e9) + sh * 4 / (mc.d2h_gbs * 1e9), 1e-9);
   ck_assert(t.hidden_s[PL_TPART_UNITS] > t.part_s[PL_TPART_UNITS]);
   /* a slower D2H moves the edge's reduce by its bytes */
   pl_plan_machine sl = mc;
@@ -343,8 +342,8 @@ START_TEST(fsdp2_optim_copies_time) {
   c.offload = false;
   ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &t), PL_OK);
   ck_assert_double_eq(t.part_s[PL_TPART_UNITS], 0);
-  ck_assert_double_eq_tol(t.part_s[PL_TPART_OPTIM], 28 * pr / (mc.hbm_gbs * 1e9),
-                          1e-12);
+  ck_assert_double_eq_tol(t.part_s[PL_TPART_OPTIM],
+                          28 * pr / (mc.hbm_gbs * 1e9), 1e-12);
 }
 END_TEST
 
