@@ -719,8 +719,8 @@ static double unit_comm(const pl_plan_cfg *c, const pl_plan_machine *mc, int G,
 
 /* Layer l's compute and its communication's overlap (T1, T2) into *a:
  * fa the forward attention's FLOPs, ta_f/ta_b its times, t_ring the ring's
- * K/V rotation of one pass. *edge0: layer l's units' comm that cannot
- * overlap (the first gather, the last reduce). */
+ * K/V rotation of one pass.  *edge: layer l's units' comm that cannot
+ * overlap when it is the step's first and last (one gather, one reduce). */
 static void layer_time(const pl_model_cfg *m, const pl_plan_cfg *c,
                        const pl_plan_machine *mc, const f2dims *d, int l,
                        double fa, double ta_f, double ta_b, double t_ring,
@@ -749,8 +749,7 @@ static void layer_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   const double ring_exp = pos(t_ring - a_layer);
   a->attn += a_layer, a->dense += tg, a->exp += te, a->mem += mem;
   a->a2a += a2a, a->seq += ring_exp, a->hid_seq += t_ring - ring_exp;
-  /* the dense unit over W (shard 1/W_v), the experts' over W/ep (1/(W_v/ep))
-   */
+  /* the dense unit over W (shards 1/W_v), the experts' over W/ep (1/(W_v/ep)) */
   const double du = moe ? (double)(pc.attn + pc.norms + pc.router + pc.shared)
                         : (double)(pc.attn + pc.norms + pc.dense_ffn);
   const double eu = moe ? (double)d->El * 3 * H * (double)m->I : 0;
