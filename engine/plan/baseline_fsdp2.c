@@ -749,7 +749,7 @@ static void layer_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   const double ring_exp = pos(t_ring - a_layer);
   a->attn += a_layer, a->dense += tg, a->exp += te, a->mem += mem;
   a->a2a += a2a, a->seq += ring_exp, a->hid_seq += t_ring - ring_exp;
-  /* the dense unit over W (shards 1/W_v), the experts' over W/ep (1/(W_v/ep)) */
+  /* the dense unit over W (shards 1/W_v), the experts' over W/ep */
   const double du = moe ? (double)(pc.attn + pc.norms + pc.router + pc.shared)
                         : (double)(pc.attn + pc.norms + pc.dense_ffn);
   const double eu = moe ? (double)d->El * 3 * H * (double)m->I : 0;
