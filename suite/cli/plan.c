@@ -91,7 +91,8 @@ static const pl_opt plan_opts[] = {
     {"ep", 0, PL_OPT_INT, NULL,
      "expert-parallel degree (plateau: the expert group, W_v or a divisor "
      "of gpus: groups of Ep ranks each holding all experts as ZeRO-3 units)",
-     1, 65536, NULL},
+     1, 65536,
+     NULL},
     {"tokens", 0, PL_OPT_SIZE, NULL,
      "tokens per step (micro-batches accumulated); default one pass", 1, 1e15,
      NULL},
@@ -250,7 +251,8 @@ static pl_status headroom_of(const pl_args *a, bool autoc, pl_plan_cfg *c,
   fr->resident = autoc, fr->keep = autoc;
   if (pl_args_given(a, "optim-resident")) {
     PL_TRY(pl_headroom_parse("--optim-resident",
-                             pl_args_str(a, "optim-resident"), false, &md, &b));
+                             pl_args_str(a, "optim-resident"), false, &md,
+                             &b));
     fr->resident = md == PL_HEADROOM_AUTO;
     c->sc.oo.resident_all = md == PL_HEADROOM_ALL;
     c->sc.oo.resident_bytes = b;
@@ -268,8 +270,8 @@ static pl_status headroom_of(const pl_args *a, bool autoc, pl_plan_cfg *c,
 
 /* FSDP2's configuration and free knobs (--cp, --ep, --ac, --offload, --mbs,
  * --virtual) at W GPUs and context S. */
-static pl_status fsdp2_config_of(const pl_args *a, const pl_model_cfg *m, int W,
-                                 int64_t S, bool autoc, pl_plan_cfg *c,
+static pl_status fsdp2_config_of(const pl_args *a, const pl_model_cfg *m,
+                                 int W, int64_t S, bool autoc, pl_plan_cfg *c,
                                  pl_plan_free *fr) {
   *c = pl_plan_cfg_fsdp2(m, W, S);
   fr->cp = autoc && !pl_args_given(a, "cp");
@@ -373,8 +375,10 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
   const bool autoc = pl_args_enum(a, "config") == 0;
   memset(fr, 0, sizeof *fr);
   static const char *const plateau_only[] = {
-      "D",    "P", "c", "beta", "slots", "sco", "optim", "optim-resident",
-      "keep", NULL};
+      "D",   "P",     "c",
+      "beta", "slots", "sco",
+      "optim", "optim-resident", "keep",
+      NULL};
   static const char *const fsdp2_only[] = {"cp", "ac", "offload", "mbs", NULL};
   const char *const *wrong = fsdp2 ? plateau_only : fsdp2_only;
   for (int i = 0; wrong[i]; i++)
