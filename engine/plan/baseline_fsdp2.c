@@ -68,14 +68,20 @@
  *     forward again when checkpointed; the head dense plus 24 bytes per
  *     logit of HBM traffic for the loss.
  *  T2 FSDP gathers and reduce-scatters (and with offload the fp32 shard's
- *     H2D per gather and the gradient's D2H) behind each layer's compute,
- *     exposed beyond it; the ring attention's K/V rotation behind the
+ *     H2D per gather at h2d_gbs and the gradient's D2H at d2h_gbs) behind
+ *     each layer's compute, exposed beyond it; exposed whole: the
+ *     embedding's, and layer 0's first gather and last reduce (the step's
+ *     first copy waits for nothing to hide behind, the optimizer waits for
+ *     the last); the ring attention's K/V rotation behind the
  *     attention kernels; the EP all-to-alls exposed: 2 in the forward, 3 in
  *     the backward (x again, the gradient, its return), 2 more when the
  *     layer is recomputed.
  *  T3 optimizer: fused AdamW on the device (28 B/param of HBM traffic), or
- *     with offload the CPU AdamW at fsdp2_cpu_adam_gparam_s per node shared
- *     by its ranks, bounded by host memory bandwidth.
+ *     with offload on the host: the baseline's SIMD update at
+ *     cpu_update_gparam_s (sdpa: PyTorch's fused CPU AdamW at
+ *     fsdp2_cpu_adam_gparam_s) per node shared by its ranks, bounded by the
+ *     node's host memory (host_dram_gbs) at 32 B/param: fp32 w, m, v, g
+ *     read, w, m, v written, and the norm's read of g.
  *  T4 per collective call a fixed cost (coll_us). */
 #include <math.h>
 #include <stdlib.h>
@@ -640,24 +646,7 @@ pl_status pl_plan_fsdp2_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
   return st;
 }
 
-static const char *const fterm[PL_TERM_COUNT] = {
-    "fp32 shards Σ s_u·4, router biases (M1; shards on the host with offload)",
-    "fp32 gradient shards Σ s_u·4 (M1; host with offload)",
-    "AdamW m, v Σ s_u·8 and the norm's partials (M1; host with offload)",
-    "attention workspace; ring attention's K/V and fp32 accumulators",
-    "the EP dispatch's send and receive rows (M3)",
-    "dense CE on full logits: bf16 N·V·2, then 3·N·V·4 (M2)",
-    "-",
-    "boundaries (L + 1)·N·H·b and the saved sets of layers without AC",
-    "gathered bf16 units and all-gather buffers (current, next, the head)",
-    "fp32 unsharded unit gradients, reduce-scatter shards, the head's bf16",
-    "a layer's forward set (recomputed or not kept) and its gradients",
-    "router scores' gradients, routing context, expert intermediates",
-    "token buffers 4·N·4"};
-
-const char *pl_plan_fsdp2_term_formula(int t) {
-  return t >= 0 && t < PL_TERM_COUNT ? fterm[t] : "?";
-}
+/* the terms' formulas of this replay: track.c's table, its fsdp2 column */
 
 /* ---- time ------------------------------------------------------------------
  */
@@ -695,14 +684,143 @@ static void attn_times(const pl_model_cfg *m, const pl_plan_cfg *c,
     return;
   const double b = (double)pl_dtype_size(c->sc.dt), cl = (double)len,
                nq = (double)m->n_q * m->d, nk = (double)m->n_kv * m->d,
-               blocks = 2.0 * c->cp + 1, hbm = mc->hbm_gbs * 1e9,
-               seqs = c->mbs;
+               blocks = 2.0 * c->cp + 1, hbm = mc->hbm_gbs * 1e9, seqs = c->mbs;
   const double mf = blocks * cl * nq * (b + 8);
-  const double mb = blocks * (cl * nq * (2 * b + 8 + b) +
-                              cl * (nq + 2 * nk) * (b + 8)) +
-                    (c->cp - 1) * 2.0 * (2 * cl) * nk * 12;
+  const double mb =
+      blocks * (cl * nq * (2 * b + 8 + b) + cl * (nq + 2 * nk) * (b + 8)) +
+      (c->cp - 1) * 2.0 * (2 * cl) * nk * 12;
   *tf += seqs * mf / hbm;
   *tb += seqs * mb / hbm;
+}
+
+/* The rank's terms of one step, per micro-batch but the optimizer. */
+typedef struct f2time {
+  double attn, dense, exp, mem, a2a, seq, hid_seq, units, hid_units, flops;
+  int ncalls; /* the MoE layers' all-to-all calls */
+} f2time;
+
+/* One unit's FSDP communication (T2): its two gathers (forward and
+ * backward) of n_el elements in bf16 over G ranks and its fp32
+ * reduce-scatter; with offload the fp32 shard of s_el elements copied to
+ * the device per gather (h2d_gbs) and its gradient back (d2h_gbs).  *edge:
+ * what cannot overlap when the unit is the first gathered and the last
+ * reduced (one gather, one reduce). */
+static double unit_comm(const pl_plan_cfg *c, const pl_plan_machine *mc, int G,
+                        double n_el, double s_el, double b, double *edge) {
+  const double ag = pl__t_ring(mc, G, n_el * b),
+               rs = pl__t_ring(mc, G, n_el * 4);
+  double h2d = 0, d2h = 0;
+  if (c->offload)
+    h2d = s_el * 4 / (mc->h2d_gbs * 1e9), d2h = s_el * 4 / (mc->d2h_gbs * 1e9);
+  if (edge)
+    *edge = ag + h2d + rs + d2h;
+  return 2 * (ag + h2d) + rs + d2h;
+}
+
+/* Layer l's compute and its communication's overlap (T1, T2) into *a:
+ * fa the forward attention's FLOPs, ta_f/ta_b its times, t_ring the ring's
+ * K/V rotation of one pass.  *edge: layer l's units' comm that cannot
+ * overlap when it is the step's first and last (one gather, one reduce). */
+static void layer_time(const pl_model_cfg *m, const pl_plan_cfg *c,
+                       const pl_plan_machine *mc, const f2dims *d, int l,
+                       double fa, double ta_f, double ta_b, double t_ring,
+                       f2time *a, double *edge) {
+  const pl_model_params pc = pl_model_count(m);
+  const double N = (double)d->N, H = (double)d->H, b = (double)d->es;
+  const double gemm = mc->gemm_tflops * 1e12, hbm = mc->hbm_gbs * 1e9;
+  const double imb = c->imb >= 1 ? c->imb : 1;
+  const int moe = pl_model_layer_is_moe(m, l);
+  const double rec = ckpt(c, l) ? 1.0 : 0.0;
+  const double a_layer = (1 + rec) * ta_f + ta_b;
+  const double dw =
+      (double)(pc.attn + (moe ? pc.router + pc.shared : pc.dense_ffn));
+  const double tg = 2.0 * N * dw / (gemm * mc->dense_eff) * (3 + rec);
+  double te = 0, mem = mc->mem_passes * N * H * b / hbm, a2a = 0;
+  if (moe) {
+    /* forward, backward 2×, the gate/up recompute 2/3, the forward again */
+    const double fe = imb * N * 6.0 * m->k * H * (double)m->I;
+    te = fe * (3 + 2.0 / 3 + rec) / (gemm * mc->fsdp2_expert_eff);
+    a->flops += fe * (3 + 2.0 / 3 + rec);
+    mem += 12.0 * m->k * N * H * b / hbm;
+    a2a = (5 + 2 * rec) * imb * pl__t_a2a(mc, d->ep_real, N * m->k * H * b);
+    a->ncalls += 5 + 2 * (int)rec;
+  }
+  a->flops += (3.5 + rec) * fa + (3 + rec) * 2.0 * N * dw;
+  const double ring_exp = pos(t_ring - a_layer);
+  a->attn += a_layer, a->dense += tg, a->exp += te, a->mem += mem;
+  a->a2a += a2a, a->seq += ring_exp, a->hid_seq += t_ring - ring_exp;
+  /* the dense unit over W (shards 1/W_v), the experts' over W/ep */
+  const double du = moe ? (double)(pc.attn + pc.norms + pc.router + pc.shared)
+                        : (double)(pc.attn + pc.norms + pc.dense_ffn);
+  const double eu = moe ? (double)d->El * 3 * H * (double)m->I : 0;
+  double ed = 0, ee = 0;
+  const double comm = unit_comm(c, mc, c->W, du, du / d->Wv, b, &ed) +
+                      (moe ? unit_comm(c, mc, c->W / d->ep_real, eu,
+                                       eu / (d->Wv / c->ep), b, &ee)
+                           : 0);
+  *edge = ed + ee;
+  /* behind the layer's compute: all but the edge of the first layer (the
+   * step's edges are exposed by the caller) */
+  const double behind = comm - (l == 0 ? *edge : 0);
+  const double e = pos(behind - (a_layer + tg + te + mem));
+  a->units += e, a->hid_units += behind - e;
+}
+
+/* The optimizer (T3): fused AdamW on the device (28 B/param of HBM), or on
+ * the host at the node's CPU rate shared by its ranks (ours the SIMD update,
+ * PyTorch's its fused CPU AdamW), bounded by the node's host memory: per
+ * parameter the update's fp32 w, m, v, g read and w, m, v written, and the
+ * norm's pass over g (32 B). */
+static double optim_time(const pl_model_cfg *m, const pl_plan_cfg *c,
+                         const pl_plan_machine *mc, const f2dims *d) {
+  const double pr = (double)pl_model_count(m).total / d->Wv;
+  if (!c->offload)
+    return 28 * pr / (mc->hbm_gbs * 1e9);
+  const int gpn = mc->gpus_per_node < c->W ? mc->gpus_per_node : c->W;
+  const double rate = c->sdpa ? mc->fsdp2_cpu_adam_gparam_s
+                      : mc->cpu_update_gparam_s > 0 ? mc->cpu_update_gparam_s
+                                                    : mc->cpu_adam_gparam_s;
+  return fmax(pr / (rate * 1e9 / gpn),
+              gpn * pr * 32 / (mc->host_dram_gbs * 1e9));
+}
+
+/* The step's parts from its terms: mic micro-batches of a, the head t_head,
+ * the edges' exposed comm t_edge, the optimizer t_opt; collective calls (3
+ * per unit, the MoE all-to-alls, the ring's 3 hops per step per layer) at
+ * coll_us (T4). */
+static void step_parts(const pl_model_cfg *m, const pl_plan_cfg *c,
+                       const pl_plan_machine *mc, const f2dims *d,
+                       const f2time *a, double t_head, double t_edge,
+                       double t_opt, int cp_real, pl_plan_time *out) {
+  const double mic = c->sc.micro;
+  double *part = out->part_s;
+  part[PL_TPART_ATTN] = mic * a->attn;
+  part[PL_TPART_DENSE] = mic * a->dense;
+  part[PL_TPART_EXPERT] = mic * a->exp;
+  part[PL_TPART_HEAD] = mic * t_head;
+  part[PL_TPART_MEM] = mic * a->mem;
+  part[PL_TPART_OPTIM] = t_opt;
+  part[PL_TPART_A2A_MOE] = mic * a->a2a;
+  part[PL_TPART_A2A_SEQ] = mic * a->seq;
+  part[PL_TPART_UNITS] = mic * (a->units + t_edge);
+  const double calls = c->W > 1
+                           ? mic * (3.0 * (m->L + 2 + d->nmoe) + a->ncalls +
+                                    (cp_real ? 3.0 * (c->cp - 1) * m->L : 0)) +
+                                 3
+                           : 0;
+  part[PL_TPART_OVERHEAD] =
+      (mc->step_overhead_ms + mic * 3.0 * m->L * mc->layer_overhead_ms) * 1e-3 +
+      calls * mc->coll_us * 1e-6;
+  out->comm_s = part[PL_TPART_A2A_MOE] + part[PL_TPART_A2A_SEQ] +
+                part[PL_TPART_UNITS] + calls * mc->coll_us * 1e-6;
+  out->hidden_s[PL_TPART_UNITS] = mic * a->hid_units;
+  out->hidden_s[PL_TPART_A2A_SEQ] = mic * a->hid_seq;
+  for (int i = 0; i < PL_TPART_COUNT; i++)
+    out->step_s += part[i];
+  out->tok_s_gpu = mic * (double)d->N / out->step_s;
+  out->tflops_gpu = out->tok_s_gpu * pl_model_flops_per_token(m, c->S) / 1e12;
+  out->mfu = out->tflops_gpu / mc->gemm_tflops;
+  out->flops_rank = mic * a->flops;
 }
 
 pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
@@ -713,10 +831,6 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   dims_of(m, c, &d);
   const double N = (double)d.N, H = (double)d.H, b = (double)d.es,
                S = (double)c->S, V = (double)d.V;
-  const double gemm = mc->gemm_tflops * 1e12, hbm = mc->hbm_gbs * 1e9;
-  const double imb = c->imb >= 1 ? c->imb : 1;
-  const pl_model_params pc = pl_model_count(m);
-  const double nk = (double)d.nkd;
   /* attention of the rank's share of mbs sequences (T1): fwd = 2·S²·d·n_q
    * per sequence over cp ranks; its time forward and backward */
   const double fa = c->mbs * 2.0 * S * S * m->d * m->n_q / c->cp;
@@ -724,105 +838,33 @@ pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
   attn_times(m, c, mc, fa, &ta_f, &ta_b);
   /* a virtual CP group (a proxy) moves nothing: its stand-ins are local */
   const int cp_real = c->cp > 1 && c->W % c->cp == 0;
-  const double ring = cp_real ? 4.0 * (c->cp - 1) * N / c->cp * 2 * nk * b : 0;
-  double bw_r, lat_r;
+  double bw_r = mc->ib_gbs * 1e9, lat_r = mc->ib_lat_us * 1e-6;
   if (c->cp <= mc->gpus_per_node)
     bw_r = mc->nvl_gbs * 1e9, lat_r = mc->nvl_lat_us * 1e-6;
-  else
-    bw_r = mc->ib_gbs * 1e9, lat_r = mc->ib_lat_us * 1e-6;
+  const double ring = 4.0 * (c->cp - 1) * N / c->cp * 2 * (double)d.nkd * b;
   const double t_ring = cp_real ? ring / bw_r + 3.0 * (c->cp - 1) * lat_r : 0;
-  double t_attn = 0, t_dense = 0, t_exp = 0, t_mem = 0, t_a2a = 0, t_units = 0,
-         hid_units = 0, t_seq = 0, hid_seq = 0, flops = 0;
-  int ncalls = 0;
+  f2time a;
+  memset(&a, 0, sizeof a);
+  double edge0 = 0, edge;
   for (int l = 0; l < m->L; l++) {
-    const int moe = pl_model_layer_is_moe(m, l);
-    const double rec = ckpt(c, l) ? 1.0 : 0.0;
-    const double a_layer = (1 + rec) * ta_f + ta_b;
-    const double dw =
-        (double)(pc.attn + (moe ? pc.router + pc.shared : pc.dense_ffn));
-    const double g = 2.0 * N * dw / (gemm * mc->dense_eff);
-    const double tg = g * (3 + rec);
-    double te = 0, mem = mc->mem_passes * N * H * b / hbm, a2a = 0;
-    if (moe) {
-      /* forward, backward 2×, the gate/up recompute 2/3, the forward again */
-      const double fe = imb * N * 6.0 * m->k * H * (double)m->I;
-      te = fe * (3 + 2.0 / 3 + rec) / (gemm * mc->fsdp2_expert_eff);
-      flops += fe * (3 + 2.0 / 3 + rec);
-      mem += 12.0 * m->k * N * H * b / hbm;
-      a2a = (5 + 2 * rec) * imb * pl__t_a2a(mc, d.ep_real, N * m->k * H * b);
-      ncalls += 5 + 2 * (int)rec;
-    }
-    flops += (3.5 + rec) * fa + (3 + rec) * 2.0 * N * dw;
-    const double ring_exp = pos(t_ring - a_layer);
-    t_attn += a_layer;
-    t_dense += tg;
-    t_exp += te;
-    t_mem += mem;
-    t_a2a += a2a;
-    t_seq += ring_exp;
-    hid_seq += t_ring - ring_exp;
-    /* FSDP comm behind the layer (T2): gathers fwd + bwd, the reduce-scatter;
-     * the experts' unit over W/ep ranks, the dense part over W */
-    const double du = moe ? (double)(pc.attn + pc.norms + pc.router + pc.shared)
-                          : (double)(pc.attn + pc.norms + pc.dense_ffn);
-    const double eu = moe ? (double)d.El * 3 * H * (double)m->I : 0;
-    const int Gx = c->W / d.ep_real;
-    double comm = 2 * pl__t_ring(mc, c->W, du * b) +
-                  pl__t_ring(mc, c->W, du * 4) +
-                  2 * pl__t_ring(mc, Gx, eu * b) + pl__t_ring(mc, Gx, eu * 4);
-    if (c->offload)
-      comm += 3 * (du / d.Wv + eu / (d.Wv / c->ep)) * 4 /
-              (fmin(mc->h2d_gbs, mc->d2h_gbs) * 1e9);
-    const double compute = a_layer + tg + te + mem;
-    const double e = pos(comm - compute);
-    t_units += e;
-    hid_units += comm - e;
+    layer_time(m, c, mc, &d, l, fa, ta_f, ta_b, t_ring, &a, &edge);
+    if (l == 0)
+      edge0 = edge;
   }
-  /* the head and the loss (T1), the embedding's and head's units */
+  /* the head and the loss (T1) */
   const double t_head =
-      6.0 * N * H * V / (gemm * mc->head_eff) + 24.0 * N * V / hbm;
-  flops += 6.0 * N * H * V;
-  const double emb = (double)pc.embed;
-  t_units += 2 * pl__t_ring(mc, c->W, emb * b) + pl__t_ring(mc, c->W, emb * 4);
-  /* the optimizer (T3) */
-  const double pr = (double)pc.total / d.Wv;
-  const int gpn = mc->gpus_per_node < c->W ? mc->gpus_per_node : c->W;
-  double t_opt;
-  if (c->offload)
-    t_opt = fmax(pr / (mc->fsdp2_cpu_adam_gparam_s * 1e9 / gpn),
-                 gpn * pr * 32 / (mc->host_dram_gbs * 1e9));
-  else
-    t_opt = 28 * pr / hbm;
-  const double mic = c->sc.micro;
-  double *part = out->part_s;
-  part[PL_TPART_ATTN] = mic * t_attn;
-  part[PL_TPART_DENSE] = mic * t_dense;
-  part[PL_TPART_EXPERT] = mic * t_exp;
-  part[PL_TPART_HEAD] = mic * t_head;
-  part[PL_TPART_MEM] = mic * t_mem;
-  part[PL_TPART_OPTIM] = t_opt;
-  part[PL_TPART_A2A_MOE] = mic * t_a2a;
-  part[PL_TPART_A2A_SEQ] = mic * t_seq;
-  part[PL_TPART_UNITS] = mic * t_units;
-  /* collective calls: FSDP 3 per unit, the all-to-alls of the MoE layers,
-   * the ring's 3 hops per step per layer (T4) */
-  const double calls = c->W > 1
-                           ? mic * (3.0 * (m->L + 2 + d.nmoe) + ncalls +
-                                    (cp_real ? 3.0 * (c->cp - 1) * m->L : 0)) +
-                                 3
-                           : 0;
-  part[PL_TPART_OVERHEAD] =
-      (mc->step_overhead_ms + mic * 3.0 * m->L * mc->layer_overhead_ms) * 1e-3 +
-      calls * mc->coll_us * 1e-6;
-  out->comm_s = part[PL_TPART_A2A_MOE] + part[PL_TPART_A2A_SEQ] +
-                part[PL_TPART_UNITS] + calls * mc->coll_us * 1e-6;
-  out->hidden_s[PL_TPART_UNITS] = mic * hid_units;
-  out->hidden_s[PL_TPART_A2A_SEQ] = mic * hid_seq;
-  for (int i = 0; i < PL_TPART_COUNT; i++)
-    out->step_s += part[i];
-  out->tok_s_gpu = mic * N / out->step_s;
-  out->tflops_gpu = out->tok_s_gpu * pl_model_flops_per_token(m, c->S) / 1e12;
-  out->mfu = out->tflops_gpu / mc->gemm_tflops;
-  out->flops_rank = mic * flops;
+      6.0 * N * H * V / (mc->gemm_tflops * 1e12 * mc->head_eff) +
+      24.0 * N * V / (mc->hbm_gbs * 1e9);
+  a.flops += 6.0 * N * H * V;
+  /* exposed: the edges of the embedding's unit and layer 0's (the step's
+   * first gathers, its last reduces); the embedding's backward gather is
+   * prefetched behind layer 0's backward */
+  const double emb = (double)pl_model_count(m).embed;
+  double edge_e;
+  const double comm_e = unit_comm(c, mc, c->W, emb, emb / d.Wv, b, &edge_e);
+  a.hid_units += comm_e - edge_e;
+  const double t_edge = edge_e + edge0;
+  step_parts(m, c, mc, &d, &a, t_head, t_edge, optim_time(m, c, mc, &d),
+             cp_real, out);
   return PL_OK;
 }

@@ -1,8 +1,9 @@
 /* machine.c — the machine the planner projects onto: the defaults of an
  * 8×H200 node, and the rates read from result files (`plateau bench calib`
- * for the ceilings; the attention, adam and moegemm benches for the kernel
- * rates), recognized by their `# bench:` metadata line and read by column
- * name, so files of either result-schema version work. */
+ * for the ceilings; the attention, adam and moegemm benches and the
+ * torch_adamw peer for the kernel rates), recognized by their `# bench:`
+ * metadata line and read by column name, so files of either result-schema
+ * version work. */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -113,6 +114,9 @@ static const field fields[] = {
        "streamed optimizer per GPU (0: from the host link)"),
     FD(cpu_adam_gparam_s, "Gparam/s", 0, RATE, true,
        "SIMD CPU AdamW per node, all cores"),
+    FD(cpu_update_gparam_s, "Gparam/s", 0, RATE, false,
+       "the SIMD CPU AdamW update alone per node, no staging (the FSDP2 "
+       "baseline; 0: cpu_adam_gparam_s)"),
     FD(step_overhead_ms, "ms", 0, RATE, false,
        "per step: host waits, launches, small ops"),
     FD(coll_us, "us", 0, RATE, false,
@@ -124,7 +128,8 @@ static const field fields[] = {
     FD(fsdp2_expert_eff, "x gemm", 0, 2, true,
        "FSDP2: grouped expert GEMMs as a fraction of gemm_tflops"),
     FD(fsdp2_cpu_adam_gparam_s, "Gparam/s", 0, RATE, true,
-       "FSDP2: torch CPU AdamW per node")};
+       "PyTorch's FSDP2 (plan --table paper): torch fused CPU AdamW per "
+       "node; our baseline's runs at cpu_update_gparam_s")};
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
 static pl_status set_other(pl_plan_machine *m, const char *key, const char *v) {
@@ -392,9 +397,9 @@ static pl_status load_calib(pl_plan_machine *m, tsv *t) {
         size[i] = sz, best[i] = v;
     }
   }
-  double *dst[NT] = {&m->gemm_tflops, &m->h2d_gbs,  &m->d2h_gbs,
-                     &m->bidir_gbs,   &m->hbm_gbs,  &m->nccl_gbs,
-                     &m->a2a_gbs,     &m->nvl_gbs,  &m->host_dram_gbs};
+  double *dst[NT] = {&m->gemm_tflops, &m->h2d_gbs, &m->d2h_gbs,
+                     &m->bidir_gbs,   &m->hbm_gbs, &m->nccl_gbs,
+                     &m->a2a_gbs,     &m->nvl_gbs, &m->host_dram_gbs};
   for (int i = 0; i < NT; i++)
     if (!isnan(best[i]) && best[i] > 0)
       *dst[i] = best[i];
@@ -437,7 +442,7 @@ static pl_status load_attention(pl_plan_machine *m, tsv *t) {
 }
 
 static pl_status load_adam(pl_plan_machine *m, tsv *t) {
-  double ps = -1, pc = -1, rs = NAN, rc = NAN;
+  double ps = -1, pc = -1, pu = -1, rs = NAN, rc = NAN, ru = NAN;
   while (tsv_row(t)) {
     if (!row_ok(t))
       continue;
@@ -450,19 +455,45 @@ static pl_status load_adam(pl_plan_machine *m, tsv *t) {
     PL_TRY(num(t, "ranks", true, &n));
     if (!v || isnan(p) || isnan(r))
       continue;
+    int g = isnan(n) ? 1 : (int)n; /* the node's rate: the ranks' sum */
+    if (g > m->gpus_per_node)
+      g = m->gpus_per_node;
     if (!strcmp(v, "stream") && p > ps)
       ps = p, rs = r;
-    if (!strcmp(v, "cpu") && p > pc) {
-      int g = isnan(n) ? 1 : (int)n;
-      if (g > m->gpus_per_node)
-        g = m->gpus_per_node;
+    if (!strcmp(v, "cpu") && p > pc)
       pc = p, rc = r * g;
-    }
+    if (!strcmp(v, "update") && p > pu)
+      pu = p, ru = r * g;
   }
   if (!isnan(rs) && rs > 0)
     m->optim_gparam_s = rs;
   if (!isnan(rc) && rc > 0)
     m->cpu_adam_gparam_s = rc;
+  if (!isnan(ru) && ru > 0)
+    m->cpu_update_gparam_s = ru;
+  return PL_OK;
+}
+
+/* torch_adamw (analysis/peers): PyTorch's fused CPU AdamW, the largest
+ * params' row, times its ranks (at most a node's) */
+static pl_status load_torch_adamw(pl_plan_machine *m, tsv *t) {
+  double pb = -1, rb = NAN;
+  while (tsv_row(t)) {
+    if (!row_ok(t))
+      continue;
+    double p, r, n;
+    PL_TRY(num(t, "params", false, &p));
+    PL_TRY(num(t, "gparam_s", true, &r));
+    PL_TRY(num(t, "ranks", true, &n));
+    if (isnan(p) || isnan(r) || p <= pb)
+      continue;
+    int g = isnan(n) ? 1 : (int)n;
+    if (g > m->gpus_per_node)
+      g = m->gpus_per_node;
+    pb = p, rb = r * g;
+  }
+  if (!isnan(rb) && rb > 0)
+    m->fsdp2_cpu_adam_gparam_s = rb;
   return PL_OK;
 }
 
@@ -503,11 +534,13 @@ pl_status pl_plan_machine_load(pl_plan_machine *m, const char *path) {
     st = load_adam(&c, t);
   else if (!strcmp(t->bench, "moegemm"))
     st = load_moegemm(&c, t);
+  else if (!strcmp(t->bench, "torch_adamw"))
+    st = load_torch_adamw(&c, t);
   else
     st = pl_set_error(PL_EINVAL,
                       "machine: '%s': bench '%s' (line 'bench:' of its "
-                      "metadata): the planner reads calib, attention, adam "
-                      "and moegemm result files",
+                      "metadata): the planner reads calib, attention, adam, "
+                      "moegemm and torch_adamw result files",
                       path, t->bench[0] ? t->bench : "?");
   fclose(t->f);
   free(t);

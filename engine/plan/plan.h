@@ -93,6 +93,10 @@ typedef struct pl_plan_machine {
                                step (norms, SwiGLU, RoPE, residuals, casts) */
   double optim_gparam_s;    /* streamed optimizer per GPU; 0: from the link */
   double cpu_adam_gparam_s; /* SIMD CPU AdamW per node (all cores)          */
+  double cpu_update_gparam_s; /* the SIMD update alone per node, no staging
+                                 (bench adam's update rows): the FSDP2
+                                 baseline's offloaded optimizer; 0: the
+                                 rate of cpu_adam_gparam_s               */
   double step_overhead_ms;  /* per step: host waits, launches, small ops    */
   double layer_overhead_ms; /* per layer and pass                           */
   double coll_us; /* per collective call: launch, host agreement, the wait

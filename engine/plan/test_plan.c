@@ -87,12 +87,27 @@ START_TEST(machine_files) {
   ck_assert_double_eq_tol(m.attn_half_seq, 4096, 1e-6); /* 540 = 2 × 270 */
   const char *ad = "# bench: adam\nvariant\tparams\tranks\tgparam_s\tstatus\n"
                    "stream\t2625000000\t2\t3.9\tok\n"
-                   "cpu\t2625000000\t2\t1.4\tok\n";
+                   "cpu\t2625000000\t2\t1.4\tok\n"
+                   "update\t1000000\t2\t9.5\tok\n"
+                   "update\t2625000000\t2\t2.35\tok\n";
+  ck_assert_double_eq(m.cpu_update_gparam_s, 0); /* default: cpu_adam's */
   p = write_tmp(ad);
   ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_OK);
   unlink(p);
   ck_assert_double_eq_tol(m.optim_gparam_s, 3.9, 1e-9);
   ck_assert_double_eq_tol(m.cpu_adam_gparam_s, 2.8, 1e-9); /* 2 ranks */
+  /* the largest params' update row, times its ranks */
+  ck_assert_double_eq_tol(m.cpu_update_gparam_s, 4.7, 1e-9);
+  /* PyTorch's fused CPU AdamW (analysis/peers): its own key */
+  const double fa0 = m.fsdp2_cpu_adam_gparam_s;
+  p = write_tmp("# bench: torch_adamw\nvariant\tparams\tranks\tgparam_s\t"
+                "status\ntorch_fused_adamw\t2625000000\t1\t4.25\tok\n"
+                "torch_fused_adamw\t1000000\t1\t8\tok\n");
+  ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_OK);
+  unlink(p);
+  ck_assert_double_eq_tol(m.fsdp2_cpu_adam_gparam_s, 4.25, 1e-9);
+  ck_assert_double_ne(m.fsdp2_cpu_adam_gparam_s, fa0);
+  ck_assert_double_eq_tol(m.cpu_update_gparam_s, 4.7, 1e-9); /* unchanged */
   /* refusals name the value */
   p = write_tmp("# bench: vocab\na\tb\n1\t2\n");
   ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_EINVAL);
@@ -270,6 +285,65 @@ START_TEST(fsdp2_model) {
   ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &t), PL_OK);
   ck_assert(t.step_s > 0 && t.tok_s_gpu > 0);
   ck_assert(t.part_s[PL_TPART_OPTIM] > 1.0); /* 7.7 B params per rank */
+}
+END_TEST
+
+/* T3 and T2's edges on the one-GPU proxy (W 1, W_v 16, virtual CP 4, the
+ * optimizer offloaded): the baseline's CPU update at cpu_update_gparam_s
+ * (0: cpu_adam_gparam_s), PyTorch's at fsdp2_cpu_adam_gparam_s, the host
+ * memory's 32 B/param the bound; the units' copies hidden behind the layers
+ * but the step's edges (the embedding's shard and layer 0's, one copy each
+ * way, at h2d_gbs and d2h_gbs). */
+START_TEST(fsdp2_optim_copies_time) {
+  pl_model_cfg m = preset("120b");
+  pl_plan_machine mc = pl_plan_machine_default();
+  mc.gpus_per_node = 1;
+  const int64_t S = 131072;
+  pl_plan_cfg c = pl_plan_cfg_fsdp2(&m, 1, S);
+  c.lc.W_v = 16, c.cp = 4, c.ep = 4, c.ac = PL_PLAN_AC_NONE, c.offload = true;
+  const pl_model_params pc = pl_model_count(&m);
+  const double pr = (double)pc.total / 16;
+  mc.host_dram_gbs = 1e5; /* the rate binds */
+  mc.cpu_adam_gparam_s = 6, mc.cpu_update_gparam_s = 0;
+  mc.fsdp2_cpu_adam_gparam_s = 3;
+  pl_plan_time t;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &t), PL_OK);
+  ck_assert_double_eq_tol(t.part_s[PL_TPART_OPTIM], pr / 6e9, 1e-9);
+  mc.cpu_update_gparam_s = 4;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &t), PL_OK);
+  ck_assert_double_eq_tol(t.part_s[PL_TPART_OPTIM], pr / 4e9, 1e-9);
+  pl_plan_cfg x = c;
+  x.sdpa = true;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &x, &mc, &t), PL_OK);
+  ck_assert_double_eq_tol(t.part_s[PL_TPART_OPTIM], pr / 3e9, 1e-9);
+  mc.host_dram_gbs = 100; /* the host memory binds: 32 B/param */
+  ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &t), PL_OK);
+  ck_assert_double_eq_tol(t.part_s[PL_TPART_OPTIM], 32 * pr / 100e9, 1e-9);
+  /* the edges: W = 1 has no collective; the copies of the embedding's
+   * shard and layer 0's units, one each way */
+  ck_assert(pl_model_layer_is_moe(&m, 0) || m.dense_layers > 0);
+  const int moe0 = pl_model_layer_is_moe(&m, 0);
+  const double du = (double)(pc.attn + pc.norms +
+                             (moe0 ? pc.router + pc.shared : pc.dense_ffn));
+  const double eu = moe0 ? (double)(m.E / 4) * 3 * m.H * (double)m.I : 0;
+  const double sh = (double)pc.embed / 16 + du / 16 + eu / 4;
+  ck_assert_double_eq_tol(
+      t.part_s[PL_TPART_UNITS],
+      sh * 4 / (mc.h2d_gbs * 1e9) + sh * 4 / (mc.d2h_gbs * 1e9), 1e-9);
+  ck_assert(t.hidden_s[PL_TPART_UNITS] > t.part_s[PL_TPART_UNITS]);
+  /* a slower D2H moves the edge's reduce by its bytes */
+  pl_plan_machine sl = mc;
+  sl.d2h_gbs /= 2;
+  pl_plan_time t2;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &c, &sl, &t2), PL_OK);
+  ck_assert_double_eq_tol(t2.part_s[PL_TPART_UNITS] - t.part_s[PL_TPART_UNITS],
+                          sh * 4 / (mc.d2h_gbs * 1e9), 1e-9);
+  /* without offload nothing crosses the link, W = 1 gathers nothing */
+  c.offload = false;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &t), PL_OK);
+  ck_assert_double_eq(t.part_s[PL_TPART_UNITS], 0);
+  ck_assert_double_eq_tol(t.part_s[PL_TPART_OPTIM],
+                          28 * pr / (mc.hbm_gbs * 1e9), 1e-12);
 }
 END_TEST
 
@@ -463,7 +537,7 @@ END_TEST
 int main(void) {
   const TTest *tests[] = {
       machine_files,        machine_refusals,    eq6_terms_at_scale,
-      fsdp2_model,          fsdp2_attention_time, check_names_binding,
+      fsdp2_model,          fsdp2_attention_time, fsdp2_optim_copies_time, check_names_binding,
       auto_choice,          expert_groups,        NULL};
   return pl_check_suite("plan", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1
                                                                            : 0;

@@ -95,29 +95,44 @@ size_t pl_plan_mem_tag_peak(const pl_plan_mem *m, const char *tag) {
   return 0;
 }
 
-static const char *const term_names[PL_TERM_COUNT] = {
-    "weights", "grads",    "optim",    "attention", "dispatch",
-    "logits",  "restored", "resident", "units",     "unit_grads",
-    "acts",    "expert",   "other"};
-
-static const char *const term_formulas[PL_TERM_COUNT] = {
-    "4Θ/W (bf16 half): weights of the shards and experts",
-    "4Θ/W (f32 half): gradients of the shards and experts",
-    "s·β·16: optimizer staging (s·β·12) and norm partials",
-    "O(N·H·b): attention workspace (+ Ulysses buffers)",
-    "2·Ep·k·c_eff·H·b: dispatch buffers",
-    "O(N·V·b/P): logit strips, ring hops, CE state",
-    "2·N·H·b: boundaries restored by SCO",
-    "(L−|S|)·N·H·b: boundaries kept on the device",
-    "two gathered units (ZeRO-3 / FSDP)",
-    "an unsharded unit gradient + reduce-scatter shard",
-    "one layer's activations and their gradients",
-    "expert intermediates, router, routing indices",
-    "tokens and small state"};
+/* Each term's name, its formula in plateau's budget (Eq. 6) and in the FSDP2
+ * baseline's replay (baseline_fsdp2.c, M1-M5). */
+static const struct {
+  const char *name, *formula, *fsdp2;
+} terms[PL_TERM_COUNT] = {
+    {"weights", "4Θ/W (bf16 half): weights of the shards and experts",
+     "fp32 shards Σ s_u·4, router biases (M1; shards on the host with "
+     "offload)"},
+    {"grads", "4Θ/W (f32 half): gradients of the shards and experts",
+     "fp32 gradient shards Σ s_u·4 (M1; host with offload)"},
+    {"optim", "s·β·16: optimizer staging (s·β·12) and norm partials",
+     "AdamW m, v Σ s_u·8 and the norm's partials (M1; host with offload)"},
+    {"attention", "O(N·H·b): attention workspace (+ Ulysses buffers)",
+     "attention workspace; ring attention's K/V and fp32 accumulators"},
+    {"dispatch", "2·Ep·k·c_eff·H·b: dispatch buffers",
+     "the EP dispatch's send and receive rows (M3)"},
+    {"logits", "O(N·V·b/P): logit strips, ring hops, CE state",
+     "dense CE on full logits: bf16 N·V·2, then 3·N·V·4 (M2)"},
+    {"restored", "2·N·H·b: boundaries restored by SCO", "-"},
+    {"resident", "(L−|S|)·N·H·b: boundaries kept on the device",
+     "boundaries (L + 1)·N·H·b and the saved sets of layers without AC"},
+    {"units", "two gathered units (ZeRO-3 / FSDP)",
+     "gathered bf16 units and all-gather buffers (current, next, the head)"},
+    {"unit_grads", "an unsharded unit gradient + reduce-scatter shard",
+     "fp32 unsharded unit gradients, reduce-scatter shards, the head's bf16"},
+    {"acts", "one layer's activations and their gradients",
+     "a layer's forward set (recomputed or not kept) and its gradients"},
+    {"expert", "expert intermediates, router, routing indices",
+     "router scores' gradients, routing context, expert intermediates"},
+    {"other", "tokens and small state", "token buffers 4·N·4"},
+};
 
 const char *pl_plan_term_name(int t) {
-  return t >= 0 && t < PL_TERM_COUNT ? term_names[t] : "?";
+  return t >= 0 && t < PL_TERM_COUNT ? terms[t].name : "?";
 }
 const char *pl_plan_term_formula(int t) {
-  return t >= 0 && t < PL_TERM_COUNT ? term_formulas[t] : "?";
+  return t >= 0 && t < PL_TERM_COUNT ? terms[t].formula : "?";
+}
+const char *pl_plan_fsdp2_term_formula(int t) {
+  return t >= 0 && t < PL_TERM_COUNT ? terms[t].fsdp2 : "?";
 }

@@ -108,8 +108,9 @@ static const pl_opt plan_opts[] = {
      4096, NULL},
     /* the machine */
     {"calib", 0, PL_OPT_STR, NULL,
-     "result files (calib, attention, adam, moegemm), comma-separated", 0, 0,
-     NULL},
+     "result files (calib, attention, adam, moegemm, torch_adamw), "
+     "comma-separated",
+     0, 0, NULL},
     {"set", 0, PL_OPT_STR, NULL,
      "machine parameters key=value[,key=value] (--machine lists them)", 0, 0,
      NULL},
