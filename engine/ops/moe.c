@@ -14,10 +14,30 @@
 
 /* ---- configuration ------------------------------------------------------- */
 
+#define PL__MOE_DESC(id, name, short_name, plans, chunks)                     \
+  {id, name, short_name, plans, chunks},
+const pl_moe_variant_desc pl_moe_variants[PL_MOE_VARIANT_COUNT] = {
+    PL_MOE_VARIANTS(PL__MOE_DESC, )};
+#define PL__MOE_NAME_ITEM(id, name, short_name, plans, chunks) name,
+#define PL__MOE_SHORT_ITEM(id, name, short_name, plans, chunks) short_name,
 const char *const pl_moe_variant_names[PL_MOE_VARIANT_COUNT + 1] = {
-    "ep", "llep", "pipelined_llep", NULL};
+    PL_MOE_VARIANTS(PL__MOE_NAME_ITEM, ) NULL};
 const char *const pl_moe_variant_short_names[PL_MOE_VARIANT_COUNT + 1] = {
-    "ep", "llep", "pllep", NULL};
+    PL_MOE_VARIANTS(PL__MOE_SHORT_ITEM, ) NULL};
+
+const pl_moe_variant_desc *pl_moe_variant_desc_of(pl_moe_variant v) {
+  PL_ASSERT((unsigned)v < PL_MOE_VARIANT_COUNT);
+  return &pl_moe_variants[v];
+}
+
+pl_status pl_moe_variant_chunking(pl_moe_variant v, int64_t N_max, int64_t c,
+                                  int K_max, int *K, int64_t *c_eff) {
+  if (pl_moe_variant_desc_of(v)->chunks)
+    return pl_llep_chunking(N_max, c, K_max, K, c_eff);
+  *K = 1;
+  *c_eff = N_max;
+  return PL_OK;
+}
 
 const char *pl_moe_variant_name(pl_moe_variant v) {
   return (unsigned)v < PL_MOE_VARIANT_COUNT ? pl_moe_variant_names[v] : "?";
@@ -35,10 +55,15 @@ pl_status pl_moe_variant_parse(const char *s, pl_moe_variant *out) {
       *out = (pl_moe_variant)v;
       return PL_OK;
     }
-  return pl_set_error(PL_EINVAL,
-                      "variant '%s': allowed ep, llep, pipelined_llep (or "
-                      "pllep)",
-                      s ? s : "");
+  /* "allowed ep, llep, pipelined_llep (or pllep)": the names, then the
+   * short names that differ from them */
+  char alt[256] = "";
+  for (int v = 0; v < PL_MOE_VARIANT_COUNT; v++)
+    if (strcmp(pl_moe_variant_names[v], pl_moe_variant_short_names[v]))
+      snprintf(alt + strlen(alt), sizeof alt - strlen(alt), "%s%s",
+               alt[0] ? ", " : " (or ", pl_moe_variant_short_names[v]);
+  return pl_set_error(PL_EINVAL, "variant '%s': allowed %s%s%s", s ? s : "",
+                      PL_MOE_NAMES_JOINED(", "), alt, alt[0] ? ")" : "");
 }
 
 pl_moe_cfg pl_moe_cfg_default(void) {
@@ -81,7 +106,11 @@ pl_status pl_moe_create(pl_comm *ep, const pl_moe_cfg *cfg, pl_moe **out) {
   if (cfg->dt != PL_F32 && cfg->dt != PL_BF16)
     return pl_set_error(PL_EINVAL, "moe: dtype %s: allowed f32, bf16",
                         pl_dtype_name(cfg->dt));
-  if (cfg->variant == PL_MOE_PIPELINED && (cfg->c < 1 || cfg->K_max < 1))
+  if ((unsigned)cfg->variant >= PL_MOE_VARIANT_COUNT)
+    return pl_set_error(PL_EINVAL, "moe: variant %d: allowed 0..%d",
+                        (int)cfg->variant, PL_MOE_VARIANT_COUNT - 1);
+  if (pl_moe_variant_desc_of(cfg->variant)->chunks &&
+      (cfg->c < 1 || cfg->K_max < 1))
     return pl_set_error(PL_EINVAL, "moe: c=%lld, K_max=%d: both must be >= 1",
                         (long long)cfg->c, cfg->K_max);
   if ((int64_t)cfg->E * cfg->H * cfg->I > ((int64_t)1 << 40))

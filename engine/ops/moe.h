@@ -47,21 +47,63 @@
 extern "C" {
 #endif
 
+/* The dispatch variants, one line each: the one description of a variant
+ * that the engine, the planner, the step's description and the suite read
+ * (the enum, its names, its option lists and help texts are made from it).
+ *   X(ID, name, short name, plans, chunks)
+ *     name    bench dispatch's --variants and its rows ("pipelined_llep");
+ *     short   the trainer's and the planner's --dispatch and the step's
+ *             variant strings ("pllep/ring/stream");
+ *     plans   the LLEP plan places the routes (overloaded experts spill to
+ *             helper ranks); false: every route to its expert's native rank;
+ *     chunks  the routes are cut into K chunks of at most c tokens per
+ *             source (Eq. 1, cfg.c and cfg.K_max), a comm stream overlapping
+ *             them (cfg.overlap): the dispatch peak is bounded by
+ *             2*Ep*k*c_eff*H*b (pl_moe_dispatch_bound), which the planner's
+ *             fill keeps under adversarial routing, and the planner hides
+ *             all but one chunk's all-to-all; false: one chunk (K = 1), no
+ *             bound (the router decides), all communication exposed.
+ * S separates the lines (the joined names below).  A new variant is a line
+ * here (enum values follow the lines) and, when it does what no flag says,
+ * its code in moe_plan.c / moe_pipeline.c and its tests in test_mpi_moe.c
+ * (DESIGN.md §3.7). */
+#define PL_MOE_VARIANTS(X, S)                                                 \
+  X(PL_MOE_EP, "ep", "ep", false, false) S                                    \
+  X(PL_MOE_LLEP, "llep", "llep", true, false) S                               \
+  X(PL_MOE_PIPELINED, "pipelined_llep", "pllep", true, true)
+
+#define PL__MOE_ENUM(id, name, short_name, plans, chunks) id,
+#define PL__MOE_NAME(id, name, short_name, plans, chunks) name
+#define PL__MOE_SHORT(id, name, short_name, plans, chunks) short_name
+/* The names joined by the string literal sep, as one string literal:
+ * PL_MOE_NAMES_JOINED(",") is "ep,llep,pipelined_llep" (option defaults and
+ * help texts). */
+#define PL_MOE_NAMES_JOINED(sep) PL_MOE_VARIANTS(PL__MOE_NAME, sep)
+#define PL_MOE_SHORT_NAMES_JOINED(sep) PL_MOE_VARIANTS(PL__MOE_SHORT, sep)
+
 typedef enum pl_moe_variant {
-  PL_MOE_EP = 0,
-  PL_MOE_LLEP = 1,
-  PL_MOE_PIPELINED = 2,
-  PL_MOE_VARIANT_COUNT
+  PL_MOE_VARIANTS(PL__MOE_ENUM, ) PL_MOE_VARIANT_COUNT
 } pl_moe_variant;
 
-/* The variants' names, the one table the engine, the benches, the
- * trainer's and the planner's options and the report read; indexed by the
- * enum, NULL-terminated (the option parsers' choices):
- *   pl_moe_variant_names        "ep" "llep" "pipelined_llep" — bench
- *                               dispatch's --variants and its rows;
- *   pl_moe_variant_short_names  "ep" "llep" "pllep" — the trainer's
- *                               --dispatch and its variant strings
- *                               ("pllep/ring/stream"). */
+/* One variant's line of PL_MOE_VARIANTS, indexed by the enum. */
+typedef struct pl_moe_variant_desc {
+  pl_moe_variant id;
+  const char *name, *short_name;
+  bool plans, chunks;
+} pl_moe_variant_desc;
+extern const pl_moe_variant_desc pl_moe_variants[PL_MOE_VARIANT_COUNT];
+/* v's description; v outside the enum is a programming error (asserted). */
+const pl_moe_variant_desc *pl_moe_variant_desc_of(pl_moe_variant v);
+/* The chunks of a forward whose largest source has N_max tokens: the
+ * chunking variants' Eq. 1 (pl_llep_chunking with cap c and ceiling K_max,
+ * its errors), the others' K = 1, c_eff = N_max. */
+pl_status pl_moe_variant_chunking(pl_moe_variant v, int64_t N_max, int64_t c,
+                                  int K_max, int *K, int64_t *c_eff);
+
+/* The variants' names, indexed by the enum, NULL-terminated (the option
+ * parsers' choices):
+ *   pl_moe_variant_names        "ep" "llep" "pipelined_llep";
+ *   pl_moe_variant_short_names  "ep" "llep" "pllep". */
 extern const char *const pl_moe_variant_names[PL_MOE_VARIANT_COUNT + 1];
 extern const char *const pl_moe_variant_short_names[PL_MOE_VARIANT_COUNT + 1];
 

@@ -423,7 +423,7 @@ static pl_status return_rows(pl_moe *m, pl__moe_chunk *C, const void *Y,
 /* ---- a pass (forward or backward) ---------------------------------------- */
 
 static bool pipelined(const pl_moe *m) {
-  return m->cfg.variant == PL_MOE_PIPELINED && m->cfg.overlap;
+  return pl_moe_variant_desc_of(m->cfg.variant)->chunks && m->cfg.overlap;
 }
 
 /* The stream a pass issues its communication on: the pipelined variant's

@@ -215,15 +215,11 @@ static pl_status gather_counts(pl_moe *m, int64_t N, const int32_t *idx,
 static pl_status plan_and_chunks(pl_moe *m, pl_moe_ctx *c, plan_scratch *x) {
   const pl_moe_cfg *cf = &m->cfg;
   pl_llep_knobs kn = cf->knobs;
-  if (cf->variant == PL_MOE_EP)
+  if (!pl_moe_variant_desc_of(cf->variant)->plans)
     kn.native = true;
   PL_TRY(pl_llep_plan_build(x->gcount, x->E, x->Ep, kn, &c->plan));
-  if (cf->variant == PL_MOE_PIPELINED) {
-    PL_TRY(pl_llep_chunking(x->N_max, cf->c, cf->K_max, &c->K, &c->c_eff));
-  } else {
-    c->K = 1;
-    c->c_eff = x->N_max;
-  }
+  PL_TRY(pl_moe_variant_chunking(cf->variant, x->N_max, cf->c, cf->K_max,
+                                 &c->K, &c->c_eff));
   x->K = c->K;
   return PL_OK;
 }
@@ -533,7 +529,8 @@ static pl_status plan_steps(pl_moe *m, pl_moe_ctx *c, int64_t N,
   const pl_moe_cfg *cf = &m->cfg;
   PL_TRY(gather_counts(m, N, idx, x));
   PL_TRY(plan_and_chunks(m, c, x));
-  const bool contig = cf->variant == PL_MOE_PIPELINED && cf->contiguous;
+  const bool contig =
+      pl_moe_variant_desc_of(cf->variant)->chunks && cf->contiguous;
   PL_TRY(route_destinations(m, c, N, idx, contig, x));
   PL_TRY(exchange_counts(m, N, x));
   PL_TRY(helper_sets(m, c, N));

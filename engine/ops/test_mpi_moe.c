@@ -371,8 +371,9 @@ static tcase_cfg base_case(pl_dtype dt) {
   return t;
 }
 
-/* Run all variants (ep, llep, pipelined strided + contiguous) and compare each
- * with the reference; returns nothing, asserts. */
+/* Run every variant of ops/moe.h (a chunking one with strided and with
+ * contiguous chunks) and compare each with the reference, a chunking one's
+ * dispatch peaks with its bound; returns nothing, asserts. */
 static void run_all(const char *label, tcase_cfg *t) {
   inputs in;
   gen_inputs(t, me, &in);
@@ -380,10 +381,14 @@ static void run_all(const char *label, tcase_cfg *t) {
   gen_weights(t, &wg, &wu, &wd);
   result ref = {0};
   reference(t, wg, wu, wd, &in, &ref);
-  for (int v = 0; v < 4; v++) {
+  for (int vc = 0; vc < 2 * PL_MOE_VARIANT_COUNT; vc++) {
+    const pl_moe_variant_desc *vd = &pl_moe_variants[vc / 2];
+    const bool contig = vc % 2;
+    if (contig && !vd->chunks)
+      continue;
     tcase_cfg tv = *t;
-    tv.cfg.variant = v == 0 ? PL_MOE_EP : v == 1 ? PL_MOE_LLEP : PL_MOE_PIPELINED;
-    tv.cfg.contiguous = v == 3;
+    tv.cfg.variant = vd->id;
+    tv.cfg.contiguous = contig;
     result got = {0};
     pl_status s = run_variant(&tv, &in, wg, wu, wd, &got);
     if (s != PL_OK)
@@ -395,10 +400,10 @@ static void run_all(const char *label, tcase_cfg *t) {
                   pl_last_error());
     char l[128];
     snprintf(l, sizeof l, "%s/%s%s/%s np=%d", label,
-             pl_moe_variant_name(tv.cfg.variant), v == 3 ? "(contig)" : "",
+             pl_moe_variant_name(tv.cfg.variant), contig ? "(contig)" : "",
              pl_dtype_name(tv.cfg.dt), np);
     compare(l, &tv, &in, &got, &ref, false);
-    if (v >= 2) {
+    if (vd->chunks) {
       size_t bound = pl_moe_dispatch_bound(&tv.cfg, np, got.c_eff);
       ck_assert_msg(got.peak_fwd <= bound && got.peak_bwd <= bound,
                     "%s: dispatch peak fwd %zu / bwd %zu > bound %zu (K=%d "
@@ -554,14 +559,13 @@ END_TEST
  * the stages are timed: all non-negative, some compute stage positive, and
  * profiling changes nothing either. */
 START_TEST(lanes_and_profile) {
-  const pl_moe_variant vs[3] = {PL_MOE_EP, PL_MOE_LLEP, PL_MOE_PIPELINED};
-  for (int v = 0; v < 3; v++)
+  for (int v = 0; v < PL_MOE_VARIANT_COUNT; v++)
     for (int sm = 0; sm < 2; sm++) {
       tcase_cfg t = base_case(PL_F32);
       t.rk = R_PROFILE;
       t.profile = "95/4";
       t.cfg.knobs.lambda = 0;
-      t.cfg.variant = vs[v];
+      t.cfg.variant = (pl_moe_variant)v;
       t.cfg.source_major = sm;
       t.cfg.lanes = 0;
       inputs in;
@@ -576,10 +580,10 @@ START_TEST(lanes_and_profile) {
       ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &b), PL_OK);
       char l[96];
       snprintf(l, sizeof l, "%s%s lanes=%d vs 0 np=%d",
-               pl_moe_variant_name(vs[v]), sm ? " source-major" : "",
+               pl_moe_variant_name(t.cfg.variant), sm ? " source-major" : "",
                t.cfg.lanes, np);
       compare(l, &t, &in, &b, &a, true);
-      if (vs[v] == PL_MOE_PIPELINED) {
+      if (pl_moe_variants[v].chunks) {
         size_t bound = pl_moe_dispatch_bound(&t.cfg, np, b.c_eff);
         ck_assert_msg(b.peak_fwd <= bound && b.peak_bwd <= bound,
                       "%s: dispatch peak fwd %zu / bwd %zu > bound %zu", l,

@@ -77,10 +77,10 @@ static pl_status fits(fillctx *f, const pl_plan_cfg *c, bool *dev, bool *host) {
   pl_plan_mem *mem = malloc(sizeof *mem);
   if (!mem)
     return pl_set_error(PL_ENOMEM, "plan: host");
-  /* the pipelined dispatch bounds its peak whatever the router does: the
-   * fill keeps that promise, so the adversarial routing's peak must fit too
-   * (ep and llep have no such bound to keep) */
-  const bool worst = c->sc.dispatch == PL_MOE_PIPELINED;
+  /* a chunking dispatch bounds its peak whatever the router does: the fill
+   * keeps that promise, so the adversarial routing's peak must fit too (the
+   * others, ep and llep, have no such bound to keep) */
+  const bool worst = pl_moe_variant_desc_of(c->sc.dispatch)->chunks;
   pl_status st = pl__plan_memory(f->m, c, f->mc, -1, worst, mem);
   const size_t peak =
       worst && mem->dev_worst > mem->dev_peak ? mem->dev_worst : mem->dev_peak;

@@ -46,18 +46,15 @@ pl_status pl__moe_replay_make(const pl_moe_cfg *cfg, int Ep, int64_t N,
                               double imb, bool worst, pl__moe_replay *out) {
   memset(out, 0, sizeof *out);
   out->cfg = cfg, out->Ep = Ep, out->N = N;
-  if (cfg->variant == PL_MOE_PIPELINED) {
-    PL_TRY(pl_llep_chunking(N, cfg->c, cfg->K_max, &out->K, &out->c_eff));
-  } else {
-    out->K = 1;
-    out->c_eff = N;
-  }
-  out->pipe = cfg->variant == PL_MOE_PIPELINED && cfg->overlap;
+  const bool chunks = pl_moe_variant_desc_of(cfg->variant)->chunks;
+  PL_TRY(pl_moe_variant_chunking(cfg->variant, N, cfg->c, cfg->K_max, &out->K,
+                                 &out->c_eff));
+  out->pipe = chunks && cfg->overlap;
   const int K = out->K, k = cfg->k;
   out->ch = calloc((size_t)K, sizeof *out->ch);
   if (!out->ch)
     return pl_set_error(PL_ENOMEM, "plan: host");
-  const bool contig = cfg->variant == PL_MOE_PIPELINED && cfg->contiguous;
+  const bool contig = chunks && cfg->contiguous;
   const int64_t ce = (N + K - 1) / K;
   const int64_t budget = 2 * (int64_t)Ep * k * out->c_eff;
   if (imb < 1)

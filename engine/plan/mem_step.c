@@ -93,242 +93,324 @@ static void grad_reduce(replay *r, int u, bool acc) {
   pl__sym_free(r->t, &r->u.g[u]);
 }
 
-/* One rank's step; worst: adversarial routing. */
-static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
-                             const pl_plan_machine *mc, int rank, bool worst,
-                             pl_plan_mem *out) {
-  memset(out, 0, sizeof *out);
-  PL_TRY(check_step(c));
-  pl_train_desc *d = malloc(sizeof *d);
-  if (!d)
-    return pl_set_error(PL_ENOMEM, "plan: host");
-  pl_status st =
-      pl_train_describe(m, &c->lc, c->W, rank, c->S, &c->sc, mc->backend, d);
-  if (st != PL_OK) {
-    free(d);
-    return st;
-  }
-  const pl_layout_plan *p = &d->plan;
-  const pl_step_cfg *sc = &c->sc;
-  const pl_head_ops *head = sc->head ? sc->head : &pl_head_ring;
-  const int vp = head->vocab_parallel, L = m->L;
-  const int64_t N = p->N, H = m->H;
-  const size_t es = pl_dtype_size(sc->dt), NHb = (size_t)N * (size_t)H * es;
+/* One rank's replay: its description, its units, the layers' replay
+ * states and the buffers that live across the phases of a micro-batch. */
+typedef struct rctx {
+  const pl_model_cfg *m;
+  const pl_plan_cfg *c;
+  const pl_plan_machine *mc;
+  const pl_step_cfg *sc;
+  pl_train_desc *d;
+  const pl_layout_plan *p;
+  int vp, L, nmoe, sel;
+  int64_t N, H;
+  size_t es, NHb;
   pl__sym_track t;
-  pl__sym_init(&t);
-  replay r = {&t, {0}, es};
-  pl__moe_replay moe = {0};
-  pl__layer_replay *ly = NULL;
-  pl__sym_buf *ctx = NULL, *h = NULL;
-  pl__acts_replay *kept = NULL;
-  pl__sym_buf *ew = NULL; /* expert groups: each layer's gathered expert unit */
-  size_t *numel = NULL;
-  int *vsize = NULL;
-  const int nu = L + 2;
-  numel = calloc((size_t)nu, sizeof *numel);
-  vsize = calloc((size_t)nu, sizeof *vsize);
-  r.u.full = calloc((size_t)nu, sizeof(size_t));
-  r.u.shard = calloc((size_t)nu, sizeof(size_t));
-  r.u.w = calloc((size_t)nu, sizeof(pl__sym_buf));
-  r.u.g = calloc((size_t)nu, sizeof(pl__sym_buf));
-  ly = calloc((size_t)L, sizeof *ly);
-  ctx = calloc((size_t)L, sizeof *ctx);
-  h = calloc((size_t)L + 1, sizeof *h);
-  kept = calloc((size_t)L, sizeof *kept);
-  ew = calloc((size_t)L, sizeof *ew);
-  if (!numel || !vsize || !r.u.full || !r.u.shard || !r.u.w || !r.u.g || !ly ||
-      !ctx || !h || !kept || !ew) {
-    st = pl_set_error(PL_ENOMEM, "plan: host");
-    goto done;
-  }
-  pl_train_units(m, p, vp, numel, vsize);
-  for (int u = 0; u < nu; u++) {
-    r.u.shard[u] = (numel[u] + (size_t)vsize[u] - 1) / (size_t)vsize[u];
-    r.u.full[u] = (size_t)vsize[u] * r.u.shard[u];
-  }
+  replay r;
+  pl_moe_cfg mcfg;    /* the MoE layer's configuration (moe holds it) */
+  pl__moe_replay moe;
+  pl__layer_replay *ly;
+  pl__sym_buf *ctx, *h;
+  pl__acts_replay *kept;
+  pl__sym_buf *ew; /* expert groups: each layer's gathered expert unit */
+  size_t *numel;
+  int *vsize;
+  pl__head_replay hd;
+  pl__sym_buf aux;            /* the head's saved (m, log z)             */
+  pl__sym_buf x0, dx0, g1, g0; /* the embedding's output and gradient, the
+                                  runner's dx buffers                    */
+} rctx;
 
-  /* the MoE layer every MoE layer shares (train/step.c's pl_moe_cfg) */
-  pl_moe_cfg mcfg = pl_moe_cfg_default();
-  mcfg.H = m->H, mcfg.I = m->I, mcfg.E = p->E_moe, mcfg.k = m->k;
-  mcfg.dt = sc->dt, mcfg.variant = sc->dispatch, mcfg.knobs = sc->knobs;
-  mcfg.c = sc->moe_c ? sc->moe_c : N;
-  mcfg.K_max = sc->moe_K_max, mcfg.lanes = sc->moe_lanes;
-  int nmoe = 0;
+static void close_replay(rctx *x) {
+  pl__moe_replay_free(&x->moe);
+  free(x->numel);
+  free(x->vsize);
+  free(x->r.u.full);
+  free(x->r.u.shard);
+  free(x->r.u.w);
+  free(x->r.u.g);
+  free(x->ly);
+  free(x->ctx);
+  free(x->h);
+  free(x->kept);
+  free(x->ew);
+  free(x->d);
+}
+
+/* The rank's description (train/describe.h), its arrays and its units'
+ * sizes into x (close_replay frees them, also after an error). */
+static pl_status open_replay(const pl_model_cfg *m, const pl_plan_cfg *c,
+                             const pl_plan_machine *mc, int rank, rctx *x) {
+  x->m = m, x->c = c, x->mc = mc, x->sc = &c->sc;
+  x->d = malloc(sizeof *x->d);
+  if (!x->d)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  PL_TRY(pl_train_describe(m, &c->lc, c->W, rank, c->S, &c->sc, mc->backend,
+                           x->d));
+  const pl_layout_plan *p = x->p = &x->d->plan;
+  const pl_head_ops *head = x->sc->head ? x->sc->head : &pl_head_ring;
+  x->vp = head->vocab_parallel, x->L = m->L;
+  x->N = p->N, x->H = m->H;
+  x->es = pl_dtype_size(x->sc->dt);
+  x->NHb = (size_t)x->N * (size_t)x->H * x->es;
+  pl__sym_init(&x->t);
+  x->r = (replay){&x->t, {0}, x->es};
+  const int nu = x->L + 2, L = x->L;
+  x->numel = calloc((size_t)nu, sizeof *x->numel);
+  x->vsize = calloc((size_t)nu, sizeof *x->vsize);
+  x->r.u.full = calloc((size_t)nu, sizeof(size_t));
+  x->r.u.shard = calloc((size_t)nu, sizeof(size_t));
+  x->r.u.w = calloc((size_t)nu, sizeof(pl__sym_buf));
+  x->r.u.g = calloc((size_t)nu, sizeof(pl__sym_buf));
+  x->ly = calloc((size_t)L, sizeof *x->ly);
+  x->ctx = calloc((size_t)L, sizeof *x->ctx);
+  x->h = calloc((size_t)L + 1, sizeof *x->h);
+  x->kept = calloc((size_t)L, sizeof *x->kept);
+  x->ew = calloc((size_t)L, sizeof *x->ew);
+  if (!x->numel || !x->vsize || !x->r.u.full || !x->r.u.shard || !x->r.u.w ||
+      !x->r.u.g || !x->ly || !x->ctx || !x->h || !x->kept || !x->ew)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  pl_train_units(m, p, x->vp, x->numel, x->vsize);
+  for (int u = 0; u < nu; u++) {
+    x->r.u.shard[u] =
+        (x->numel[u] + (size_t)x->vsize[u] - 1) / (size_t)x->vsize[u];
+    x->r.u.full[u] = (size_t)x->vsize[u] * x->r.u.shard[u];
+  }
+  return PL_OK;
+}
+
+/* The MoE layer every MoE layer shares (train/step.c's pl_moe_cfg), its
+ * chunks and bound into out; each layer's replay state; the head's. */
+static pl_status layers_setup(rctx *x, bool worst, pl_plan_mem *out) {
+  const pl_model_cfg *m = x->m;
+  const pl_layout_plan *p = x->p;
+  const pl_step_cfg *sc = x->sc;
+  const int L = x->L;
+  pl_moe_cfg *mcfg = &x->mcfg;
+  *mcfg = pl_moe_cfg_default();
+  mcfg->H = m->H, mcfg->I = m->I, mcfg->E = p->E_moe, mcfg->k = m->k;
+  mcfg->dt = sc->dt, mcfg->variant = sc->dispatch, mcfg->knobs = sc->knobs;
+  mcfg->c = sc->moe_c ? sc->moe_c : x->N;
+  mcfg->K_max = sc->moe_K_max, mcfg->lanes = sc->moe_lanes;
   for (int l = 0; l < L; l++)
-    nmoe += pl_model_layer_is_moe(m, l);
-  if (nmoe) {
-    st = pl__moe_replay_make(&mcfg, p->ep_span, N, c->imb, worst, &moe);
-    if (st != PL_OK)
-      goto done;
-    out->K = moe.K;
-    out->c_eff = moe.c_eff;
-    if (sc->dispatch == PL_MOE_PIPELINED)
-      out->dispatch_bound = pl_moe_dispatch_bound(&mcfg, p->ep_span, moe.c_eff);
+    x->nmoe += pl_model_layer_is_moe(m, l);
+  if (x->nmoe) {
+    PL_TRY(pl__moe_replay_make(mcfg, p->ep_span, x->N, x->c->imb, worst,
+                               &x->moe));
+    out->K = x->moe.K;
+    out->c_eff = x->moe.c_eff;
+    if (pl_moe_variant_desc_of(sc->dispatch)->chunks)
+      out->dispatch_bound =
+          pl_moe_dispatch_bound(mcfg, p->ep_span, x->moe.c_eff);
   }
   for (int l = 0; l < L; l++) {
     const int is_moe = pl_model_layer_is_moe(m, l);
-    const int keep = l < d->keep_all    ? PL_LAYER_KEEP_ALL
-                     : l < d->keep_attn ? PL_LAYER_KEEP_ATTN
-                                        : PL_LAYER_KEEP_NONE;
-    ly[l] = (pl__layer_replay){.keep = keep,
-                               .N = N,
-                               .H = H,
-                               .D = p->D,
-                               .n_q = m->n_q,
-                               .n_kv = m->n_kv,
-                               .d = m->d,
-                               .es = es,
-                               .dt = sc->dt,
-                               .be = mc->backend,
-                               .ak = sc->attn,
-                               .I_s = is_moe ? (m->n_shared ? m->I_shared : 0)
-                                             : m->I_dense,
-                               .E_route = is_moe ? p->E_route : 0,
-                               .k = m->k,
-                               .keep_ctx = !sc->moe_recompute,
-                               .moe = is_moe ? &moe : NULL};
+    const int keep = l < x->d->keep_all    ? PL_LAYER_KEEP_ALL
+                     : l < x->d->keep_attn ? PL_LAYER_KEEP_ATTN
+                                           : PL_LAYER_KEEP_NONE;
+    x->ly[l] = (pl__layer_replay){
+        .keep = keep,
+        .N = x->N,
+        .H = x->H,
+        .D = p->D,
+        .n_q = m->n_q,
+        .n_kv = m->n_kv,
+        .d = m->d,
+        .es = x->es,
+        .dt = sc->dt,
+        .be = x->mc->backend,
+        .ak = sc->attn,
+        .I_s = is_moe ? (m->n_shared ? m->I_shared : 0) : m->I_dense,
+        .E_route = is_moe ? p->E_route : 0,
+        .k = m->k,
+        .keep_ctx = !sc->moe_recompute,
+        .moe = is_moe ? &x->moe : NULL};
     if (is_moe && p->ep_grouped) {
       size_t eoff[3];
       const size_t eu = pl__ep_unit(m->H, m->I, p->E_local, eoff);
-      ly[l].ep_w = &ew[l];
-      ly[l].ep_shard = (eu + (size_t)p->ep_vsize - 1) / (size_t)p->ep_vsize;
-      ly[l].ep_full = (size_t)p->ep_vsize * ly[l].ep_shard;
+      x->ly[l].ep_w = &x->ew[l];
+      x->ly[l].ep_shard =
+          (eu + (size_t)p->ep_vsize - 1) / (size_t)p->ep_vsize;
+      x->ly[l].ep_full = (size_t)p->ep_vsize * x->ly[l].ep_shard;
     }
   }
-  pl__head_replay hd;
-  pl__head_replay_make(sc->dt, N, H, m->V, vp ? p->P : 1, sc->head_block, &hd);
+  pl__head_replay_make(sc->dt, x->N, x->H, m->V, x->vp ? p->P : 1,
+                       sc->head_block, &x->hd);
+  return PL_OK;
+}
 
-  /* the states: exact (train/describe.h), plus what a step leaves behind for
-   * the next: the head's saved (m, log z) and the runner's loss scalar */
-  pl__sym_phase(&t, "states");
+/* The states: exact (train/describe.h), plus what a step leaves behind for
+ * the next: the head's saved (m, log z) and the runner's loss scalar. */
+static void replay_states(rctx *x, pl_plan_mem *out) {
+  pl__sym_track *t = &x->t;
+  const pl_train_desc *d = x->d;
+  pl__sym_phase(t, "states");
   for (int i = 0; i < d->n; i++)
     if (d->item[i].arena == PL_ARENA_DEVICE && d->item[i].kind == PL_DESC_STATE)
-      (void)pl__sym_alloc(&t, d->item[i].tag, state_term(d->item[i].tag),
+      (void)pl__sym_alloc(t, d->item[i].tag, state_term(d->item[i].tag),
                           d->item[i].bytes);
-  (void)pl__sym_alloc(&t, "activations", PL_TERM_OTHER, sizeof(float));
-  pl__sym_buf aux =
-      pl__sym_alloc(&t, "ce_state", PL_TERM_LOGITS, (size_t)N * 8);
-  out->state = t.cur;
-  pl__sym_reset_peak(&t);
+  (void)pl__sym_alloc(t, "activations", PL_TERM_OTHER, sizeof(float));
+  x->aux = pl__sym_alloc(t, "ce_state", PL_TERM_LOGITS, (size_t)x->N * 8);
+  out->state = t->cur;
+  pl__sym_reset_peak(t);
+}
 
-  const int sel = d->sco_layers;
-  for (int mi = 0; mi < c->sc.micro; mi++) {
-    const bool acc = mi > 0;
-    pl__sym_phase(&t, "embedding");
-    acquire(&r, 0);
-    acquire(&r, 1);
-    pl__sym_buf x0 = pl__sym_alloc(&t, "activations", PL_TERM_ACTS, NHb);
-    release(&r, 0);
-    pl__sym_buf dx0 = pl__sym_alloc(&t, "activations", PL_TERM_ACTS, NHb);
-    /* the checkpoint runner's forward */
-    h[0] = pl__sym_alloc(&t, "boundary", PL_TERM_RESIDENT, NHb);
-    for (int l = 0; l < L; l++) {
-      pl__sym_phase(&t, "forward layer %d (%s)", l,
-                    ly[l].E_route ? "moe" : "dense");
-      h[l + 1] = pl__sym_alloc(&t, l + 1 < L ? "boundary" : "output",
-                               PL_TERM_RESIDENT, NHb);
-      acquire(&r, 1 + l);
-      acquire(&r, l + 1 < L ? 2 + l : L + 1);
-      if (ly[l].ep_w) /* its expert unit, behind the attention half */
-        ew[l] = pl__sym_alloc(&t, "zero3", PL_TERM_UNITS, ly[l].ep_full * es);
-      pl__layer_replay_forward(&t, &ly[l], &ctx[l], &kept[l]);
-      if (l + 1 < L)
-        release(&r, 1 + l);
-      if (l < sel)
-        pl__sym_free(&t, &h[l]);
-    }
-    /* the head: final norm + vocabulary head (train/step.c head_run) */
-    pl__sym_phase(&t, "head");
-    pl__sym_buf g1 = pl__sym_alloc(&t, "grads_act", PL_TERM_ACTS, NHb);
-    pl__sym_buf xf = pl__sym_alloc(&t, "activations", PL_TERM_ACTS, NHb);
-    pl__sym_buf dxf = pl__sym_alloc(&t, "activations", PL_TERM_ACTS, NHb);
-    pl__sym_buf dwb = {0};
-    if (sc->dt == PL_F32)
-      grad_acquire(&r, L + 1);
-    else
-      dwb = pl__sym_alloc(&t, "zero3_grads", PL_TERM_UNIT_GRADS,
-                          (size_t)H * (size_t)(vp ? p->v_cols : m->V) * es);
-    pl__head_replay_run(&t, &hd, &aux);
-    if (sc->dt != PL_F32) {
-      grad_acquire(&r, L + 1);
-      pl__sym_free(&t, &dwb);
-    }
-    release(&r, L + 1);
-    grad_reduce(&r, L + 1, acc);
-    grad_acquire(&r, L);
-    if (mc->backend == PL_BACKEND_CUDA) {
-      pl__sym_buf scr = pl__sym_alloc(&t, "activations", PL_TERM_ACTS,
-                                      pl__rms_scratch(N, H) * 4);
-      pl__sym_free(&t, &scr);
-    }
-    pl__sym_free(&t, &xf);
-    pl__sym_free(&t, &dxf);
-    pl__sym_free(&t, &h[L]);
-    /* the backward */
-    pl__sym_buf g0 = pl__sym_alloc(&t, "grads_act", PL_TERM_ACTS, NHb);
-    int restoring = -1;
-    for (int l = L - 1; l >= 0; l--) {
-      pl__sym_phase(&t, "backward layer %d (%s)", l,
-                    ly[l].E_route ? "moe" : "dense");
-      if (l < sel) {
-        if (restoring != l)
-          h[l] = pl__sym_alloc(&t, "boundary", PL_TERM_RESTORED, NHb);
-        restoring = -1;
-      }
-      if (l > 0 && l - 1 < sel) {
-        h[l - 1] = pl__sym_alloc(&t, "boundary", PL_TERM_RESTORED, NHb);
-        restoring = l - 1;
-      }
-      acquire(&r, 1 + l);
-      if (l > 0)
-        acquire(&r, l);
-      if (ly[l].ep_w) {
-        ew[l] = pl__sym_alloc(&t, "zero3", PL_TERM_UNITS, ly[l].ep_full * es);
-        ly[l].ep_acc = acc;
-      }
-      grad_acquire(&r, 1 + l);
-      pl__layer_replay_backward(&t, &ly[l], &ctx[l], &kept[l]);
-      release(&r, 1 + l);
-      grad_reduce(&r, 1 + l, acc);
-      pl__sym_free(&t, &h[l]);
-    }
-    pl__sym_free(&t, &g0);
-    pl__sym_free(&t, &g1);
-    pl__sym_free(&t, &x0);
-    pl__sym_phase(&t, "embedding backward");
-    grad_acquire(&r, 0);
-    grad_reduce(&r, 0, acc);
-    pl__sym_free(&t, &dx0);
+/* A micro-batch's embedding and the checkpoint runner's forward. */
+static void replay_forward(rctx *x) {
+  pl__sym_track *t = &x->t;
+  replay *r = &x->r;
+  const int L = x->L, sel = x->d->sco_layers;
+  const size_t NHb = x->NHb;
+  pl__sym_phase(t, "embedding");
+  acquire(r, 0);
+  acquire(r, 1);
+  x->x0 = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NHb);
+  release(r, 0);
+  x->dx0 = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NHb);
+  /* the checkpoint runner's forward */
+  x->h[0] = pl__sym_alloc(t, "boundary", PL_TERM_RESIDENT, NHb);
+  for (int l = 0; l < L; l++) {
+    pl__layer_replay *ly = &x->ly[l];
+    pl__sym_phase(t, "forward layer %d (%s)", l, ly->E_route ? "moe" : "dense");
+    x->h[l + 1] = pl__sym_alloc(t, l + 1 < L ? "boundary" : "output",
+                                PL_TERM_RESIDENT, NHb);
+    acquire(r, 1 + l);
+    acquire(r, l + 1 < L ? 2 + l : L + 1);
+    if (ly->ep_w) /* its expert unit, behind the attention half */
+      x->ew[l] = pl__sym_alloc(t, "zero3", PL_TERM_UNITS, ly->ep_full * x->es);
+    pl__layer_replay_forward(t, ly, &x->ctx[l], &x->kept[l]);
+    if (l + 1 < L)
+      release(r, 1 + l);
+    if (l < sel)
+      pl__sym_free(t, &x->h[l]);
   }
-  pl__sym_phase(&t, "optimizer"); /* no device transients */
+}
 
-  pl__sym_export(&t, out);
-  out->N = N;
-  out->sco_layers = sel;
+/* The head: final norm + vocabulary head (train/step.c head_run), its
+ * gradient reduce-scattered, the last layer's gradient opened. */
+static void replay_head(rctx *x, bool acc) {
+  pl__sym_track *t = &x->t;
+  replay *r = &x->r;
+  const pl_step_cfg *sc = x->sc;
+  const int L = x->L;
+  const size_t NHb = x->NHb;
+  pl__sym_phase(t, "head");
+  x->g1 = pl__sym_alloc(t, "grads_act", PL_TERM_ACTS, NHb);
+  pl__sym_buf xf = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NHb);
+  pl__sym_buf dxf = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NHb);
+  pl__sym_buf dwb = {0};
+  if (sc->dt == PL_F32)
+    grad_acquire(r, L + 1);
+  else
+    dwb = pl__sym_alloc(
+        t, "zero3_grads", PL_TERM_UNIT_GRADS,
+        (size_t)x->H * (size_t)(x->vp ? x->p->v_cols : x->m->V) * x->es);
+  pl__head_replay_run(t, &x->hd, &x->aux);
+  if (sc->dt != PL_F32) {
+    grad_acquire(r, L + 1);
+    pl__sym_free(t, &dwb);
+  }
+  release(r, L + 1);
+  grad_reduce(r, L + 1, acc);
+  grad_acquire(r, L);
+  if (x->mc->backend == PL_BACKEND_CUDA) {
+    pl__sym_buf scr = pl__sym_alloc(t, "activations", PL_TERM_ACTS,
+                                    pl__rms_scratch(x->N, x->H) * 4);
+    pl__sym_free(t, &scr);
+  }
+  pl__sym_free(t, &xf);
+  pl__sym_free(t, &dxf);
+  pl__sym_free(t, &x->h[L]);
+}
+
+/* The backward: restores one layer ahead, each unit gathered again with the
+ * previous one prefetched, its gradient opened, the layer recomputed and
+ * backpropagated, the gradient reduce-scattered; then the embedding's. */
+static void replay_backward(rctx *x, bool acc) {
+  pl__sym_track *t = &x->t;
+  replay *r = &x->r;
+  const int L = x->L, sel = x->d->sco_layers;
+  const size_t NHb = x->NHb;
+  x->g0 = pl__sym_alloc(t, "grads_act", PL_TERM_ACTS, NHb);
+  int restoring = -1;
+  for (int l = L - 1; l >= 0; l--) {
+    pl__layer_replay *ly = &x->ly[l];
+    pl__sym_phase(t, "backward layer %d (%s)", l,
+                  ly->E_route ? "moe" : "dense");
+    if (l < sel) {
+      if (restoring != l)
+        x->h[l] = pl__sym_alloc(t, "boundary", PL_TERM_RESTORED, NHb);
+      restoring = -1;
+    }
+    if (l > 0 && l - 1 < sel) {
+      x->h[l - 1] = pl__sym_alloc(t, "boundary", PL_TERM_RESTORED, NHb);
+      restoring = l - 1;
+    }
+    acquire(r, 1 + l);
+    if (l > 0)
+      acquire(r, l);
+    if (ly->ep_w) {
+      x->ew[l] = pl__sym_alloc(t, "zero3", PL_TERM_UNITS, ly->ep_full * x->es);
+      ly->ep_acc = acc;
+    }
+    grad_acquire(r, 1 + l);
+    pl__layer_replay_backward(t, ly, &x->ctx[l], &x->kept[l]);
+    release(r, 1 + l);
+    grad_reduce(r, 1 + l, acc);
+    pl__sym_free(t, &x->h[l]);
+  }
+  pl__sym_free(t, &x->g0);
+  pl__sym_free(t, &x->g1);
+  pl__sym_free(t, &x->x0);
+  pl__sym_phase(t, "embedding backward");
+  grad_acquire(r, 0);
+  grad_reduce(r, 0, acc);
+  pl__sym_free(t, &x->dx0);
+}
+
+/* The replay's peaks and the rank's host bytes into out. */
+static void export_result(rctx *x, pl_plan_mem *out) {
+  const pl_train_desc *d = x->d;
+  pl__sym_export(&x->t, out);
+  out->N = x->N;
+  out->sco_layers = d->sco_layers;
   out->params_rank = d->params_rank;
   out->host_pinned = d->host_state;
   out->host_optim = pl_train_desc_state(d, "optim", PL_ARENA_HOST);
   out->host_sco = pl_train_desc_state(d, "boundary", PL_ARENA_HOST);
   /* unpinned host bytes of a rank's state: per-token loss, router biases
    * and counts (the rest of the process is not modelled) */
-  out->host_rank =
-      d->host_state + (size_t)N * 4 + (size_t)nmoe * (size_t)p->E_route * 12;
-  const int gpn = mc->gpus_per_node < c->W ? mc->gpus_per_node : c->W;
+  out->host_rank = d->host_state + (size_t)x->N * 4 +
+                   (size_t)x->nmoe * (size_t)x->p->E_route * 12;
+  const int gpn =
+      x->mc->gpus_per_node < x->c->W ? x->mc->gpus_per_node : x->c->W;
   out->host_node = (size_t)gpn * out->host_rank;
-done:
-  pl__moe_replay_free(&moe);
-  free(numel);
-  free(vsize);
-  free(r.u.full);
-  free(r.u.shard);
-  free(r.u.w);
-  free(r.u.g);
-  free(ly);
-  free(ctx);
-  free(h);
-  free(kept);
-  free(ew);
-  free(d);
+}
+
+/* One rank's step; worst: adversarial routing. */
+static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
+                             const pl_plan_machine *mc, int rank, bool worst,
+                             pl_plan_mem *out) {
+  memset(out, 0, sizeof *out);
+  PL_TRY(check_step(c));
+  rctx *x = calloc(1, sizeof *x);
+  if (!x)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  pl_status st = open_replay(m, c, mc, rank, x);
+  if (st == PL_OK)
+    st = layers_setup(x, worst, out);
+  if (st == PL_OK) {
+    replay_states(x, out);
+    for (int mi = 0; mi < c->sc.micro; mi++) {
+      replay_forward(x);
+      replay_head(x, mi > 0);
+      replay_backward(x, mi > 0);
+    }
+    pl__sym_phase(&x->t, "optimizer"); /* no device transients */
+    export_result(x, out);
+  }
+  close_replay(x);
+  free(x);
   return st;
 }
 

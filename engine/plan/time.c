@@ -94,64 +94,101 @@ static double pos(double x) {
   return x > 0 ? x : 0;
 }
 
-pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
-                               const pl_plan_machine *mc, pl_plan_time *out) {
-  memset(out, 0, sizeof *out);
-  if (c->system == PL_PLAN_FSDP2)
-    return pl__fsdp2_time(m, c, mc, out);
+/* What the steps of a prediction share: the inputs, the step's description
+ * and its derived sizes, the per-layer compute times the overlaps are held
+ * against, and each step's results. */
+typedef struct tctx {
+  const pl_model_cfg *m;
+  const pl_plan_cfg *c;
+  const pl_plan_machine *mc;
+  const pl_train_desc *d;
+  const pl_layout_plan *p;
+  const pl_step_cfg *sc;
+  int vp, L, W, D, P, d_comm, p_comm;
+  double N, H, b, S, gemm, hbm, imb;
+  size_t *numel; /* the units' sizes and virtual sizes (pl_train_units) */
+  int *vsize;
+  double fa, attn_w, ex_fl; /* attention forward FLOPs, attention weights,
+                               expert FLOPs per token */
+  double *tf, *tb;          /* per layer: forward, backward compute */
+  /* layers_time */
+  double t_attn, t_dense, t_exp, t_mem, t_moe_exposed, t_moe_hidden, t_seq;
+  int nmoe, K;
+  /* head_time */
+  double t_head_c, t_ring, ring_exposed;
+  /* units_time */
+  double t_units, t_units_hid;
+  int Gr;
+  /* host_time, optim_time */
+  double t_host, t_host_hid, t_opt;
+} tctx;
+
+/* The step's description and its sizes into t (t->d, t->numel, t->vsize
+ * allocated: free_ctx). */
+static pl_status open_ctx(const pl_model_cfg *m, const pl_plan_cfg *c,
+                          const pl_plan_machine *mc, tctx *t) {
+  memset(t, 0, sizeof *t);
+  t->m = m, t->c = c, t->mc = mc;
   pl_train_desc *d = malloc(sizeof *d);
   if (!d)
     return pl_set_error(PL_ENOMEM, "plan: host");
-  pl_status st =
-      pl_train_describe(m, &c->lc, c->W, 0, c->S, &c->sc, mc->backend, d);
-  if (st != PL_OK) {
-    free(d);
-    return st;
-  }
-  const pl_layout_plan *p = &d->plan;
-  const pl_step_cfg *sc = &c->sc;
+  t->d = d;
+  PL_TRY(pl_train_describe(m, &c->lc, c->W, 0, c->S, &c->sc, mc->backend, d));
+  const pl_layout_plan *p = t->p = &d->plan;
+  const pl_step_cfg *sc = t->sc = &c->sc;
   const pl_head_ops *head = sc->head ? sc->head : &pl_head_ring;
-  const int vp = head->vocab_parallel, L = m->L, W = p->W, D = p->D;
-  const int P = vp ? p->P : 1;
+  t->vp = head->vocab_parallel, t->L = m->L, t->W = p->W, t->D = p->D;
+  t->P = t->vp ? p->P : 1;
   /* a virtual group's stand-ins are local: no all-to-all, hop or call */
-  const int d_comm = D > 1 && !p->d_virtual, p_comm = P > 1 && !p->p_virtual;
-  const double N = (double)p->N, H = (double)m->H,
-               b = (double)pl_dtype_size(sc->dt);
-  const double S = (double)p->S, gemm = mc->gemm_tflops * 1e12;
-  const double hbm = mc->hbm_gbs * 1e9, imb = c->imb >= 1 ? c->imb : 1;
-  double *part = out->part_s, *hid = out->hidden_s;
-  const int nu = L + 2;
-  size_t *numel = calloc((size_t)nu, sizeof *numel);
-  int *vsize = calloc((size_t)nu, sizeof *vsize);
-  if (!numel || !vsize) {
-    free(numel), free(vsize), free(d);
+  t->d_comm = t->D > 1 && !p->d_virtual;
+  t->p_comm = t->P > 1 && !p->p_virtual;
+  t->N = (double)p->N, t->H = (double)m->H,
+  t->b = (double)pl_dtype_size(sc->dt);
+  t->S = (double)p->S, t->gemm = mc->gemm_tflops * 1e12;
+  t->hbm = mc->hbm_gbs * 1e9, t->imb = c->imb >= 1 ? c->imb : 1;
+  const int nu = t->L + 2;
+  t->numel = calloc((size_t)nu, sizeof *t->numel);
+  t->vsize = calloc((size_t)nu, sizeof *t->vsize);
+  t->tf = calloc((size_t)t->L, sizeof(double));
+  t->tb = calloc((size_t)t->L, sizeof(double));
+  if (!t->numel || !t->vsize || !t->tf || !t->tb)
     return pl_set_error(PL_ENOMEM, "plan: host");
-  }
-  pl_train_units(m, p, vp, numel, vsize);
+  pl_train_units(m, p, t->vp, t->numel, t->vsize);
+  const double H = t->H;
+  t->fa = 2.0 * t->S * t->S * m->d * m->n_q / t->D;
+  t->attn_w = H * (m->n_q + 2.0 * m->n_kv) * m->d + m->n_q * m->d * H;
+  t->ex_fl = (sc->moe_recompute ? 28.0 : 22.0) * m->k * H * m->I;
+  return PL_OK;
+}
 
-  /* per layer: forward, backward compute; unit comm */
-  const double fa = 2.0 * S * S * m->d * m->n_q / D; /* attention fwd FLOPs */
+static void free_ctx(tctx *t) {
+  free(t->tf), free(t->tb), free(t->numel), free(t->vsize);
+  free((pl_train_desc *)t->d);
+}
+
+/* Per layer: the forward and backward compute (attention, GEMMs, experts,
+ * memory passes) into tf, tb and the parts' sums, and the all-to-alls of
+ * the dispatch and of Ulysses. */
+static void layers_time(tctx *t) {
+  const pl_model_cfg *m = t->m;
+  const pl_plan_machine *mc = t->mc;
+  const pl_layout_plan *p = t->p;
+  const pl_step_cfg *sc = t->sc;
+  const pl_train_desc *d = t->d;
+  const double N = t->N, H = t->H, b = t->b, gemm = t->gemm, hbm = t->hbm,
+               imb = t->imb, fa = t->fa, attn_w = t->attn_w;
   const double ra_f = pl__attn_rate(mc, mc->attn_fwd_tflops, p->S) * 1e12,
                ra_b = pl__attn_rate(mc, mc->attn_bwd_tflops, p->S) * 1e12;
-  const double attn_w = H * (m->n_q + 2.0 * m->n_kv) * m->d + m->n_q * m->d * H;
-  const double ex_fl = (sc->moe_recompute ? 28.0 : 22.0) * m->k * H * m->I;
-  double *tf = calloc((size_t)L, sizeof(double)),
-         *tb = calloc((size_t)L, sizeof(double));
-  if (!tf || !tb) {
-    free(tf), free(tb), free(numel), free(vsize), free(d);
-    return pl_set_error(PL_ENOMEM, "plan: host");
-  }
-  double t_attn = 0, t_dense = 0, t_exp = 0, t_mem = 0, t_moe_exposed = 0,
-         t_moe_hidden = 0, t_seq = 0;
-  int nmoe = 0, K = 1;
+  /* a chunking dispatch hides all but one chunk's all-to-alls */
+  const bool chunks = pl_moe_variant_desc_of(sc->dispatch)->chunks;
+  int K = 1;
   int64_t c_eff = p->N;
-  if (sc->dispatch == PL_MOE_PIPELINED) {
-    const int64_t cc = sc->moe_c ? sc->moe_c : p->N;
-    pl_llep_chunking(p->N, cc, sc->moe_K_max, &K, &c_eff);
-  }
-  for (int l = 0; l < L; l++) {
+  pl_moe_variant_chunking(sc->dispatch, p->N, sc->moe_c ? sc->moe_c : p->N,
+                          sc->moe_K_max, &K, &c_eff);
+  t->K = K;
+  for (int l = 0; l < t->L; l++) {
     const int moe = pl_model_layer_is_moe(m, l);
-    nmoe += moe;
+    t->nmoe += moe;
     const double Is =
         moe ? (m->n_shared ? (double)m->I_shared : 0) : (double)m->I_dense;
     const double dw = attn_w + (moe ? H * p->E_route : 0) + 3.0 * H * Is;
@@ -159,7 +196,7 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
     const double g_f = 2.0 * N * dw / (gemm * mc->dense_eff);
     double e_f = 0, e_b = 0, mem = mc->mem_passes * N * H * b / hbm;
     if (moe) {
-      const double e_all = imb * N * ex_fl / (gemm * mc->expert_eff);
+      const double e_all = imb * N * t->ex_fl / (gemm * mc->expert_eff);
       e_f = e_all * 6.0 / (sc->moe_recompute ? 28.0 : 22.0);
       e_b = e_all - e_f;
       mem += 12.0 * m->k * N * H * b / hbm;
@@ -167,10 +204,10 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
        * Ep of an expert group) */
       const double tc = 5.0 * imb * pl__t_a2a(mc, p->ep_span, N * m->k * H * b);
       double exposed = tc;
-      if (sc->dispatch == PL_MOE_PIPELINED && K > 1)
+      if (chunks && K > 1)
         exposed = fmax(tc - (e_f + e_b) * (K - 1) / K, tc / K);
-      t_moe_exposed += exposed;
-      t_moe_hidden += tc - exposed;
+      t->t_moe_exposed += exposed;
+      t->t_moe_hidden += tc - exposed;
     }
     /* forward: attention, GEMMs, experts, memory; the recompute repeats it
      * in the backward, minus the experts' forward when the context is kept
@@ -178,36 +215,43 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
     const int k_attn = l < d->keep_attn, k_all = l < d->keep_all;
     const double g_att = 2.0 * N * attn_w / (gemm * mc->dense_eff);
     const double skip = (k_attn ? a_f : 0) + (k_all ? g_att + mem / 8 : 0);
-    tf[l] = a_f + g_f + e_f + mem / 4;
-    tb[l] = a_f + a_b + 3.0 * g_f + e_b + mem * 3 / 4 - skip;
-    t_attn += (k_attn ? 1 : 2) * a_f + a_b;
-    t_dense += 4 * g_f - (k_all ? g_att : 0);
-    t_exp += e_f + e_b;
-    t_mem += mem - (k_all ? mem / 8 : 0);
-    if (d_comm)
+    t->tf[l] = a_f + g_f + e_f + mem / 4;
+    t->tb[l] = a_f + a_b + 3.0 * g_f + e_b + mem * 3 / 4 - skip;
+    t->t_attn += (k_attn ? 1 : 2) * a_f + a_b;
+    t->t_dense += 4 * g_f - (k_all ? g_att : 0);
+    t->t_exp += e_f + e_b;
+    t->t_mem += mem - (k_all ? mem / 8 : 0);
+    if (t->d_comm)
       /* 16 all-to-alls (forward 4, recompute 4, backward 8) moving
        * 8·(n_q + n_kv)·N·d·b in all; 12 when the attention is kept */
-      t_seq += (k_attn ? 12.0 : 16.0) *
-               pl__t_a2a(mc, D, (m->n_q + m->n_kv) * N * m->d * b / 2);
+      t->t_seq += (k_attn ? 12.0 : 16.0) *
+                  pl__t_a2a(mc, t->D, (m->n_q + m->n_kv) * N * m->d * b / 2);
   }
-  /* the head: four GEMMs of 2·N·H·V (the blocked meetings recompute their
-   * strips) and the strips' passes; at P = 1 three GEMMs (pl_dtp_run's
-   * token chunks), the chunk's logit passes and dW read and written once
-   * per chunk */
+}
+
+/* The head: four GEMMs of 2·N·H·V (the blocked meetings recompute their
+ * strips) and the strips' passes; at P = 1 three GEMMs (pl_dtp_run's token
+ * chunks), the chunk's logit passes and dW read and written once per chunk;
+ * Ring-DTP's hops beside the strips. */
+static void head_time(tctx *t) {
+  const pl_model_cfg *m = t->m;
+  const pl_plan_machine *mc = t->mc;
+  const pl_step_cfg *sc = t->sc;
+  const double N = t->N, H = t->H, b = t->b;
+  const int P = t->P;
   pl__head_replay h1;
-  pl__head_replay_make(sc->dt, p->N, m->H, m->V, P, sc->head_block, &h1);
-  double t_head_c = 8.0 * N * H * m->V / (gemm * mc->head_eff) +
-                    16.0 * N * (double)m->V / hbm;
+  pl__head_replay_make(sc->dt, t->p->N, m->H, m->V, P, sc->head_block, &h1);
+  t->t_head_c = 8.0 * N * H * m->V / (t->gemm * mc->head_eff) +
+                16.0 * N * (double)m->V / t->hbm;
   if (h1.chunk > 0) {
     const double K = ceil(N / (double)h1.chunk);
-    t_head_c = 6.0 * N * H * m->V / (gemm * mc->head_eff) +
-               (6.0 * b * N * (double)m->V + K * 2 * b * H * (double)m->V) /
-                   hbm;
+    t->t_head_c =
+        6.0 * N * H * m->V / (t->gemm * mc->head_eff) +
+        (6.0 * b * N * (double)m->V + K * 2 * b * H * (double)m->V) / t->hbm;
   }
-  double t_ring = 0;
-  if (p_comm) {
+  if (t->p_comm) {
     pl__head_replay hd;
-    pl__head_replay_make(sc->dt, p->N, m->H, m->V, P, sc->head_block, &hd);
+    pl__head_replay_make(sc->dt, t->p->N, m->H, m->V, P, sc->head_block, &hd);
     double hf, hb;
     if (!hd.move_w)
       hf = N * (H * b + 16), hb = N * (H * b + 12 + H * 4);
@@ -215,16 +259,25 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
       hf = H * hd.vmax * b, hb = H * hd.vmax * (b + 4);
     double bw, lat;
     pl__link_of(mc, P, mc->nvl_gbs, &bw, &lat);
-    t_ring = (P - 1) * ((hf + hb) / bw + 2 * lat);
+    t->t_ring = (P - 1) * ((hf + hb) / bw + 2 * lat);
   }
-  const double ring_exposed = pos(t_ring - t_head_c * (P - 1) / P);
-  /* ZeRO-3 units over the zero group (the W real ranks) */
-  double t_units = 0, t_units_hid = 0;
+  t->ring_exposed = pos(t->t_ring - t->t_head_c * (P - 1) / P);
+}
+
+/* ZeRO-3 units over the zero group (the W real ranks), and the expert units
+ * of expert groups over their W / Ep replica ranks, behind the layers. */
+static void units_time(tctx *t) {
+  const pl_model_cfg *m = t->m;
+  const pl_plan_machine *mc = t->mc;
+  const pl_layout_plan *p = t->p;
+  const size_t *numel = t->numel;
+  const int L = t->L, W = t->W, P = t->P, vp = t->vp;
+  const double b = t->b;
   const int Gz = W;
   const double g_emb = pl__t_ring(mc, Gz, (double)numel[0] * b);
-  t_units += g_emb + pl__t_ring(mc, Gz, (double)numel[0] * 4); /* first, last */
+  t->t_units += g_emb + pl__t_ring(mc, Gz, (double)numel[0] * 4); /* first, last */
   /* expert units (expert groups): over the W / Ep replica ranks */
-  const int Gr = p->ep_grouped ? W / p->Ep : 1;
+  const int Gr = t->Gr = p->ep_grouped ? W / p->Ep : 1;
   double eu_full = 0;
   if (p->ep_grouped) {
     size_t eoff[3];
@@ -240,27 +293,34 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
                  ers = eu_l ? t_ring_strided(mc, Gr, p->Ep, eu_full * 4) : 0;
     const double gnext =
         pl__t_ring(mc, hv ? W / P : Gz, (double)numel[nx] * b) + eg;
-    const double fw = pos(gnext - tf[l]);
+    const double fw = pos(gnext - t->tf[l]);
     const double gprev =
         (l > 0 ? pl__t_ring(mc, Gz, (double)numel[l] * b) : 0) + eg;
     const double rs = pl__t_ring(mc, Gz, (double)numel[1 + l] * 4) + ers;
-    const double bw_ = pos(gprev + rs - tb[l]);
-    t_units += fw + bw_;
-    t_units_hid += gnext - fw + gprev + rs - bw_;
+    const double bw_ = pos(gprev + rs - t->tb[l]);
+    t->t_units += fw + bw_;
+    t->t_units_hid += gnext - fw + gprev + rs - bw_;
   }
-  /* SCO copies beside their layers */
-  double t_host = 0, t_host_hid = 0;
-  const double nhb = N * H * b;
-  for (int l = 0; l < d->sco_layers && l < L; l++) {
-    const double d2h = nhb / (mc->d2h_gbs * 1e9),
-                 h2d = nhb / (mc->h2d_gbs * 1e9);
-    const double e = pos(d2h - tf[l]) + pos(h2d - tb[l]);
-    t_host += e;
-    t_host_hid += d2h + h2d - e;
+}
+
+/* SCO copies beside their layers. */
+static void host_time(tctx *t) {
+  const double nhb = t->N * t->H * t->b;
+  for (int l = 0; l < t->d->sco_layers && l < t->L; l++) {
+    const double d2h = nhb / (t->mc->d2h_gbs * 1e9),
+                 h2d = nhb / (t->mc->h2d_gbs * 1e9);
+    const double e = pos(d2h - t->tf[l]) + pos(h2d - t->tb[l]);
+    t->t_host += e;
+    t->t_host_hid += d2h + h2d - e;
   }
-  /* the optimizer: the streamed parameters, then the resident ones */
-  const double th = (double)(d->params_rank - d->resident_params);
-  const int gpn = mc->gpus_per_node < W ? mc->gpus_per_node : W;
+}
+
+/* The optimizer: the streamed parameters, then the resident ones. */
+static void optim_time(tctx *t) {
+  const pl_plan_machine *mc = t->mc;
+  const pl_step_cfg *sc = t->sc;
+  const double th = (double)(t->d->params_rank - t->d->resident_params);
+  const int gpn = mc->gpus_per_node < t->W ? mc->gpus_per_node : t->W;
   const double link =
       fmax(fmax(12 * th / (mc->h2d_gbs * 1e9), 12 * th / (mc->d2h_gbs * 1e9)),
            24 * th / (mc->bidir_gbs * 1e9));
@@ -285,56 +345,93 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
     t_opt = 0;
   /* the resident update runs on its own stream beside the link-bound
    * streamed pipeline */
-  t_opt = fmax(t_opt, 30.0 * (double)d->resident_params / hbm);
+  t->t_opt = fmax(t_opt, 30.0 * (double)t->d->resident_params / t->hbm);
+}
 
-  const double mic = c->sc.micro;
-  part[PL_TPART_ATTN] = mic * t_attn;
-  part[PL_TPART_DENSE] = mic * t_dense;
-  part[PL_TPART_EXPERT] = mic * t_exp;
-  part[PL_TPART_HEAD] = mic * (t_head_c + ring_exposed);
-  part[PL_TPART_MEM] = mic * t_mem;
-  part[PL_TPART_OPTIM] = t_opt;
-  part[PL_TPART_A2A_MOE] = mic * t_moe_exposed;
-  part[PL_TPART_A2A_SEQ] = mic * t_seq;
-  part[PL_TPART_UNITS] = mic * t_units;
-  part[PL_TPART_HOST] = mic * t_host;
+/* The parts of a step of c.sc.micro micro-batches, the collective calls'
+ * cost (the file comment), the exposed communication and the hidden
+ * parts, the step's time and its rates. */
+static void assemble(const tctx *t, pl_plan_time *out) {
+  const pl_model_cfg *m = t->m;
+  const pl_plan_machine *mc = t->mc;
+  const pl_layout_plan *p = t->p;
+  const pl_step_cfg *sc = t->sc;
+  const int L = t->L, W = t->W, P = t->P, K = t->K, nmoe = t->nmoe;
+  double *part = out->part_s, *hid = out->hidden_s;
+  const double mic = t->c->sc.micro;
+  part[PL_TPART_ATTN] = mic * t->t_attn;
+  part[PL_TPART_DENSE] = mic * t->t_dense;
+  part[PL_TPART_EXPERT] = mic * t->t_exp;
+  part[PL_TPART_HEAD] = mic * (t->t_head_c + t->ring_exposed);
+  part[PL_TPART_MEM] = mic * t->t_mem;
+  part[PL_TPART_OPTIM] = t->t_opt;
+  part[PL_TPART_A2A_MOE] = mic * t->t_moe_exposed;
+  part[PL_TPART_A2A_SEQ] = mic * t->t_seq;
+  part[PL_TPART_UNITS] = mic * t->t_units;
+  part[PL_TPART_HOST] = mic * t->t_host;
   /* collective calls (see the file comment) */
   double calls = 0;
-  if (W > 1 || p_comm || d_comm) {
+  if (W > 1 || t->p_comm || t->d_comm) {
     const double per_moe = 5 + 14.0 * K + (sc->moe_recompute ? 3 + 4.0 * K : 0);
     calls = (p->ep_span > 1 ? nmoe * per_moe : 0) +
-            (W > 1 ? 3.0 * (L + 2) : 0) + (Gr > 1 ? 3.0 * nmoe : 0) +
-            (d_comm ? 16.0 * L : 0) + (p_comm ? 4.0 * (P - 1) + 2 : 0);
+            (W > 1 ? 3.0 * (L + 2) : 0) + (t->Gr > 1 ? 3.0 * nmoe : 0) +
+            (t->d_comm ? 16.0 * L : 0) + (t->p_comm ? 4.0 * (P - 1) + 2 : 0);
   }
   calls = mic * calls + (W > 1 ? 5 : 0);
   part[PL_TPART_OVERHEAD] =
       (mc->step_overhead_ms + mic * 3.0 * L * mc->layer_overhead_ms) * 1e-3 +
       calls * mc->coll_us * 1e-6;
   out->comm_s = part[PL_TPART_A2A_MOE] + part[PL_TPART_A2A_SEQ] +
-                part[PL_TPART_UNITS] + mic * ring_exposed +
+                part[PL_TPART_UNITS] + mic * t->ring_exposed +
                 calls * mc->coll_us * 1e-6;
-  hid[PL_TPART_A2A_MOE] = mic * t_moe_hidden;
-  hid[PL_TPART_UNITS] = mic * t_units_hid;
-  hid[PL_TPART_HOST] = mic * t_host_hid;
-  hid[PL_TPART_HEAD] = mic * (t_ring - ring_exposed);
+  hid[PL_TPART_A2A_MOE] = mic * t->t_moe_hidden;
+  hid[PL_TPART_UNITS] = mic * t->t_units_hid;
+  hid[PL_TPART_HOST] = mic * t->t_host_hid;
+  hid[PL_TPART_HEAD] = mic * (t->t_ring - t->ring_exposed);
   for (int i = 0; i < PL_TPART_COUNT; i++)
     out->step_s += part[i];
-  const double tokens = mic * N; /* per GPU */
+  const double tokens = mic * t->N; /* per GPU */
   out->tok_s_gpu = tokens / out->step_s;
   out->tflops_gpu = out->tok_s_gpu * pl_model_flops_per_token(m, p->S) / 1e12;
   out->mfu = out->tflops_gpu / mc->gemm_tflops;
+}
+
+/* The FLOPs a rank computes in a step (recompute and kept layers counted). */
+static double flops_rank(const tctx *t) {
+  const pl_model_cfg *m = t->m;
+  const pl_layout_plan *p = t->p;
+  const double N = t->N, H = t->H;
   double fl = 0;
-  for (int l = 0; l < L; l++) {
+  for (int l = 0; l < t->L; l++) {
     const int moe = pl_model_layer_is_moe(m, l);
     const double Is =
         moe ? (m->n_shared ? (double)m->I_shared : 0) : (double)m->I_dense;
-    fl += (l < d->keep_attn ? 3.5 : 4.5) * fa +
-          8.0 * N * (attn_w + (moe ? H * p->E_route : 0) + 3 * H * Is) -
-          (l < d->keep_all ? 2.0 * N * attn_w : 0) + (moe ? N * ex_fl : 0);
+    fl += (l < t->d->keep_attn ? 3.5 : 4.5) * t->fa +
+          8.0 * N * (t->attn_w + (moe ? H * p->E_route : 0) + 3 * H * Is) -
+          (l < t->d->keep_all ? 2.0 * N * t->attn_w : 0) +
+          (moe ? N * t->ex_fl : 0);
   }
-  out->flops_rank = mic * (fl + 8.0 * N * H * m->V);
-  free(tf), free(tb), free(numel), free(vsize), free(d);
-  return PL_OK;
+  return t->c->sc.micro * (fl + 8.0 * N * H * m->V);
+}
+
+pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
+                               const pl_plan_machine *mc, pl_plan_time *out) {
+  memset(out, 0, sizeof *out);
+  if (c->system == PL_PLAN_FSDP2)
+    return pl__fsdp2_time(m, c, mc, out);
+  tctx t;
+  pl_status st = open_ctx(m, c, mc, &t);
+  if (st == PL_OK) {
+    layers_time(&t);
+    head_time(&t);
+    units_time(&t);
+    host_time(&t);
+    optim_time(&t);
+    assemble(&t, out);
+    out->flops_rank = flops_rank(&t);
+  }
+  free_ctx(&t);
+  return st;
 }
 
 pl_status pl_plan_proxy_comm(const pl_model_cfg *m, const pl_plan_cfg *c,

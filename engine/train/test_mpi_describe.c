@@ -142,8 +142,8 @@ static void bounds_hold(const tt_cfg *c, const pl_step_result *r,
   ck_assert_msg(peak(r, "optim_staging") <= sb16,
                 "staging %zu above s*beta*16 = %zu", peak(r, "optim_staging"),
                 sb16);
-  /* the pipelined dispatch bound (the step reports the bound of its c_eff) */
-  if (c->sc.dispatch == PL_MOE_PIPELINED) {
+  /* a chunking dispatch's bound (the step reports the bound of its c_eff) */
+  if (pl_moe_variant_desc_of(c->sc.dispatch)->chunks) {
     ck_assert_msg(peak(r, "dispatch") <= r->dispatch_bound,
                   "dispatch %zu above 2*Ep*k*c_eff*H*b %zu",
                   peak(r, "dispatch"), r->dispatch_bound);

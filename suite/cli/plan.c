@@ -77,7 +77,8 @@ static const pl_opt plan_opts[] = {
      "attention output + LSE), all (whole attention halves), auto (filled), "
      "or a device budget",
      0, 0, NULL},
-    {"dispatch", 0, PL_OPT_ENUM, "pllep", "plateau: ep | llep | pllep", 0, 0,
+    {"dispatch", 0, PL_OPT_ENUM, "pllep",
+     "plateau: " PL_MOE_SHORT_NAMES_JOINED(" | "), 0, 0,
      pl_moe_variant_short_names},
     {"head", 0, PL_OPT_ENUM, "auto", "plateau: ring | fused (auto: by P)", 0, 0,
      heads},
@@ -477,15 +478,22 @@ static void print_adversarial(FILE *f, const pl_plan_cfg *c,
     fprintf(f, "fits (%s headroom)", hb(-over, b, sizeof b));
   else
     fprintf(f, "DOES NOT FIT (%s over the usable)", hb(over, b, sizeof b));
-  fprintf(f, "%s\n",
-          c->sc.dispatch != PL_MOE_PIPELINED
-              ? "; ep / llep: the receiving rank's buffers grow with its "
-                "routes, unbounded"
-          : over <= 0 ? "; held by the pipelined dispatch's per-chunk bound "
+  if (!pl_moe_variant_desc_of(c->sc.dispatch)->chunks) {
+    /* the variants without chunks ("ep / llep") */
+    fprintf(f, "; ");
+    for (int v = 0, n = 0; v < PL_MOE_VARIANT_COUNT; v++)
+      if (!pl_moe_variants[v].chunks)
+        fprintf(f, "%s%s", n++ ? " / " : "", pl_moe_variants[v].short_name);
+    fprintf(f, ": the receiving rank's buffers grow with its routes, "
+               "unbounded\n");
+  } else {
+    fprintf(f, "%s\n",
+            over <= 0 ? "; held by the pipelined dispatch's per-chunk bound "
                         "(below)"
                       : "; the pipelined dispatch bounds it per chunk "
                         "(below): a smaller --c lowers it until the chunks "
                         "reach their maximum number");
+  }
 }
 
 static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,

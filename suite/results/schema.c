@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "ops/moe.h" /* the dispatch variants' names (schema.def) */
+
 static const pl_col_def cols[] = {
 #define COL(name, unit, meaning) {#name, unit, meaning},
 #include "schema.def"

@@ -258,7 +258,7 @@ static pl_status check(pl_bench_ctx *c, void *st, int p, pl_check *chk) {
     PL_TRY(pl_check_device(chk, c->stream, "dx", d->j.dx, d->ref_dx, g->dt, NH,
                            k));
   }
-  if (d->vc.variant == PL_MOE_PIPELINED) {
+  if (pl_moe_variant_desc_of(d->vc.variant)->chunks) {
     size_t bound = pl_moe_dispatch_bound(&d->vc, c->size, d->j.st.c_eff);
     pl_check_that(chk, c->meas->tag_peak[0] <= bound,
                   "dispatch peak %zu above the bound %zu", c->meas->tag_peak[0],
@@ -337,7 +337,7 @@ static const char *const chunk_names[] = {"strided", "contiguous", NULL};
 static const char *const dtype_names[] = {"bf16", "f32", NULL};
 
 static const pl_opt dispatch_opts[] = {
-    {"variants", 0, PL_OPT_ENUM_LIST, "ep,llep,pipelined_llep",
+    {"variants", 0, PL_OPT_ENUM_LIST, PL_MOE_NAMES_JOINED(","),
      "variants to run", 0, 0, pl_moe_variant_names},
     {"profiles", 0, PL_OPT_ENUM_LIST, "balanced,95/16,80/16,50/4",
      "routing profiles; r/h: LLEP's layout (the hot tokens first), r/hs: the "
@@ -425,9 +425,9 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   g->profile = true;
   d->j.N = (int64_t)pl_args_size(a, "tokens");
   PL_TRY(cfg_check(c, g));
-  int vars[3], profs[N_PROFILES], chks[2];
+  int vars[PL_MOE_VARIANT_COUNT], profs[N_PROFILES], chks[2];
   uint64_t lanes[PL_OPT_LIST_MAX], cbs[PL_OPT_LIST_MAX];
-  int nv = pl_args_enum_list(a, "variants", vars, 3);
+  int nv = pl_args_enum_list(a, "variants", vars, PL_MOE_VARIANT_COUNT);
   int npf = pl_args_enum_list(a, "profiles", profs, N_PROFILES);
   int nch = pl_args_enum_list(a, "chunking", chks, 2);
   int nla = pl_args_size_list(a, "lanes", lanes, PL_OPT_LIST_MAX);
@@ -437,7 +437,8 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   int np = 0; /* per profile, each variant; pipelined per blocks, chunking */
   for (int pi = 0; pi < npf; pi++)
     for (int vi = 0; vi < nv; vi++) {
-      bool pipe = vars[vi] == PL_MOE_PIPELINED;
+      /* a chunking variant: a row per comm-blocks and chunking */
+      bool pipe = pl_moe_variants[vars[vi]].chunks;
       for (int li = 0; li < nla; li++)
         for (int bi = 0; bi < (pipe ? ncb : 1); bi++)
           for (int ci = 0; ci < (pipe ? nch : 1); ci++)
@@ -502,7 +503,7 @@ static void fini(pl_bench_ctx *c, void *st) {
 
 const pl_bench pl_bench_dispatch = {
     .name = "dispatch",
-    .summary = "MoE expert dispatch: ep vs llep vs pipelined_llep over "
+    .summary = "MoE expert dispatch: " PL_MOE_NAMES_JOINED(" vs ") " over "
                "routing profiles (time, peak memory, max-send ratio; Tables "
                "6-9)",
     .opts = dispatch_opts,

@@ -91,7 +91,7 @@
        0,                                                                        \
        PL_OPT_ENUM,                                                              \
        "pllep",                                                                  \
-       "MoE dispatch: ep | llep | pllep (PipelinedLLEP)",                        \
+       "MoE dispatch: " PL_MOE_SHORT_NAMES_JOINED(" | ") " (PipelinedLLEP)",      \
        0,                                                                        \
        0,                                                                        \
        pl_moe_variant_short_names},                                              \
