@@ -42,13 +42,6 @@ struct pl_results {
 
 /* ---- small helpers ------------------------------------------------------- */
 
-int pl__results_count_fields(const char *line, size_t len) {
-  int n = 1;
-  for (size_t i = 0; i < len; i++)
-    if (line[i] == '\t') n++;
-  return n;
-}
-
 /* *made (may be NULL) gets the shallowest directory created, malloc'd. */
 static pl_status mkdir_p(const char *dir, char **made) {
   char buf[4096];

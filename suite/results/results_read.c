@@ -2,7 +2,8 @@
  * and the mapping of version-1 files to the current column names.  A line
  * is a row only when it ends in '\n', has exactly the header's number of
  * fields and no torn marker (results.c's head comment says why); every
- * other line is counted in nbad.  The writer is results.c. */
+ * other line is counted in nbad.  The writer is results.c (which uses
+ * this file's field count and regular-file open, never the other way). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -16,6 +17,14 @@
 #include "results.h"
 #include "results_internal.h"
 #include "schema.h"
+
+/* The fields of a tab-separated line (the writer counts its columns too). */
+int pl__results_count_fields(const char *line, size_t len) {
+  int n = 1;
+  for (size_t i = 0; i < len; i++)
+    if (line[i] == '\t') n++;
+  return n;
+}
 
 /* ---- reading ------------------------------------------------------------- */
 

@@ -37,25 +37,13 @@
 #include "report_train.h"
 #include "report/report_util.h"
 
-/* ---- the paper's figures (arXiv 2609.14306): tok/s/GPU and
- *      TFLOP/s/GPU of plateau at 128K and 1M on 16 / 32 / 64 H200 ---------- */
+/* ---- the paper's figures (report_train_cells.c) ------------------------- */
 typedef pl__train_paper_pt paper_pt;
-const pl__train_paper_pt pl__train_paper[] = {
-    {"120b", 16, 131072, 1355, 91}, {"120b", 16, 1048576, 642, 221},
-    {"241b", 32, 131072, 866, 110}, {"241b", 32, 1048576, 314, 213},
-    {"667b", 64, 131072, 316, 107}, {"667b", 64, 1048576, 124, 233}};
-#define NPAPER 6
-const int pl__train_npaper = NPAPER;
+#define NPAPER pl__train_npaper /* report_train_cells.c */
 #define PAPER pl__train_paper
-/* FSDP2-best: its longest context, the throughput ratio at 120B/128K, the
- * largest global batch of plateau and its ratio to FSDP2-best's */
-const pl__train_vs_fig pl__train_paper_vs[] = {{"120b", 131072, 7.6, 1.5e6, 12},
-                                               {"241b", 32768, NAN, 1.8e6, 7},
-                                               {"667b", 65536, NAN, 3e6, 3}};
 static const char *const LABEL =
     "paper: 16–64 H200, different scale (120B on 16, 241B on 32, 667B on 64 "
     "GPUs)";
-const char *const pl__train_scale = "16–64 H200, different scale";
 
 static int cmp_pt(const void *a, const void *b) {
   const pl__train_pt *x = a, *y = b;
@@ -82,27 +70,10 @@ static const paper_pt *paper_at(const char *model, double seq) {
   return NULL;
 }
 
-const char *pl__train_ctx(char *b, size_t n, double s) {
-  if (s >= 1048576 && fmod(s, 1048576) == 0)
-    snprintf(b, n, "%.0fM", s / 1048576);
-  else if (s >= 1024 && fmod(s, 1024) == 0)
-    snprintf(b, n, "%.0fK", s / 1024);
-  else
-    snprintf(b, n, "%.0f", s);
-  return b;
-}
-
 static bool same_run(const pl__train_pt *a, const pl__train_pt *b) {
   return !strcmp(a->model, b->model) && !strcmp(a->system, b->system) &&
          !strcmp(a->variant, b->variant) && a->ranks == b->ranks &&
          a->wv == b->wv;
-}
-
-void pl__train_row_head(FILE *md, const pl__train_pt *p) {
-  char c[16];
-  fprintf(md, "| %d | %s | %s | %s | %s | %s | %.0f / %.0f |", p->run, p->model,
-          pl__train_ctx(c, sizeof c, p->seq), p->system, p->variant, p->kind,
-          p->ranks, p->wv);
 }
 
 /* The paper's figure beside a row: plateau's tok/s/GPU (TFLOP/s) at its
