@@ -49,9 +49,9 @@ static pl_status check_cfg(pl_comm *sp, const pl_layer_cfg *cfg) {
     return pl_set_error(PL_EINVAL,
                         "layer: H=%lld I=%lld n_q=%d n_kv=%d d=%d: need positive sizes, n_kv | n_q, "
                         "even d", (long long)cfg->H, (long long)cfg->I, cfg->n_q, cfg->n_kv, cfg->d);
-  if (cfg->n_q % D || cfg->n_kv % D)
-    return pl_set_error(PL_EINVAL, "layer: n_q=%d n_kv=%d over a Ulysses group of D=%d: heads "
-                        "must divide by D", cfg->n_q, cfg->n_kv, D);
+  if (cfg->n_q % D || !pl_ulysses_heads_per_rank(cfg->n_kv, D))
+    return pl_set_error(PL_EINVAL, "layer: n_q=%d n_kv=%d over a Ulysses group of D=%d: n_q "
+                        "must divide by D, and n_kv by D or D by n_kv", cfg->n_q, cfg->n_kv, D);
   if (cfg->dt != PL_F32 && cfg->dt != PL_BF16)
     return pl_set_error(PL_EINVAL, "layer: dtype %s: f32 or bf16", pl_dtype_name(cfg->dt));
   return PL_OK;

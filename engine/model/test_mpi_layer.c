@@ -4,7 +4,8 @@
  * W_o and the norm weight) on one rank; (2) with a Ulysses group of D = all
  * ranks (each holding N tokens), forward rows and dx equal the single-rank
  * layer on the whole sequence, and the weight gradients summed over ranks
- * equal its gradients (f32, tolerance for GEMM order); (3) heads that do not
+ * equal its gradients (f32, tolerance for GEMM order), also past D = n_kv
+ * (one key/value head replicated to every rank); (3) heads that do not
  * divide by D are refused (np = 3).  (Layers inside the checkpoint runner:
  * engine/train/test_ckpt_layer.c.) */
 #include <check.h>
@@ -91,14 +92,10 @@ static void expect_close(const float *a, const float *b, size_t n, double tol, c
                 me / sc, bad);
 }
 
-START_TEST(ulysses_layer_equals_single_rank) {
+static void layer_case(const pl_layer_cfg *cfg) {
+  const pl_layer_cfg CFG = *cfg;
   pl_stream *s = pl_dev_stream(dev);
   pl_layer ls;
-  if (CFG.n_kv % size) {
-    ck_assert_int_eq(pl_layer_init(dev, world, &ls, &CFG, 5, 0), PL_EINVAL);
-    ck_assert_ptr_nonnull(strstr(pl_last_error(), "divide"));
-    return;
-  }
   const int64_t Nl = 13, N = Nl * size, H = CFG.H;
   pl_layer lf;
   ck_assert_int_eq(pl_layer_init(dev, NULL, &lf, &CFG, 5, 0), PL_OK);
@@ -130,6 +127,21 @@ START_TEST(ulysses_layer_equals_single_rank) {
       pl_free(dev, dxl);
   pl_layer_free(&lf);
   pl_layer_free(&ls);
+}
+
+START_TEST(ulysses_layer_equals_single_rank) {
+  pl_layer ls;
+  if (CFG.n_q % size) {
+    ck_assert_int_eq(pl_layer_init(dev, world, &ls, &CFG, 5, 0), PL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(pl_last_error(), "divide"));
+    return;
+  }
+  layer_case(&CFG);
+  if (size > 1) { /* one key/value head on every rank of the group */
+    pl_layer_cfg rep = CFG;
+    rep.n_kv = 1;
+    layer_case(&rep);
+  }
 }
 END_TEST
 

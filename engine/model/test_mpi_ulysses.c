@@ -4,7 +4,11 @@
  * (dQ, dK, dV) equal single-rank attention bit for bit (every rank builds the
  * whole sequence from the counter RNG and computes the D = 1 reference
  * itself); heads not divisible by D are refused.  GQA 4 (n_q 8, n_kv 2 when
- * D divides 2, else n_kv 4) and 1.  On GPUs (one per rank) the same against
+ * D divides 2, else n_kv 4) and 1.  Past D = n_kv (key/value heads
+ * replicated to D / n_kv ranks each): the shard of a replicated head, the
+ * adjoint (head_to_seq of the replicas sums them: R·x), O, LSE and dQ bit
+ * for bit, dK and dV (sums of R partials) within the summation order's
+ * rounding of the single-rank ones.  On GPUs (one per rank) the same against
  * single-GPU attention through NCCL, within bf16 tolerance. */
 #include <check.h>
 #include <math.h>
@@ -32,6 +36,36 @@ static const char *rows(const void *t, int64_t r0, int h, int d, size_t es) {
 }
 
 static int same(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }
+
+/* max |a − b| / max |b| over n elements of dtype dt (host memory) */
+static double nerr(const void *a, const void *b, size_t n, pl_dtype dt) {
+  double me = 0, sc = 1e-30;
+  for (size_t i = 0; i < n; i++) {
+    const double x = pl__load_elem(a, dt, i), y = pl__load_elem(b, dt, i);
+    sc = fmax(sc, fabs(y));
+    me = isnan(x - y) ? INFINITY : fmax(me, fabs(x - y));
+  }
+  return me / sc;
+}
+
+/* seq_to_head of a head replicated to R = D / h ranks: rank r holds all S
+ * tokens of head r / R; head_to_seq adds the R copies back (R·x) */
+static void replicated_round_trip(pl_stream *s, const void *x, const void *xl, int64_t Nloc, int h,
+                                  int d, pl_dtype dt) {
+  const int D = size, R = D / h;
+  const size_t es = pl_dtype_size(dt), row = (size_t)d * es, n = (size_t)Nloc * h * d;
+  const int64_t S = Nloc * D;
+  void *hd = A((size_t)S * row), *back = A(n * es), *want = A(n * es);
+  ck_assert_int_eq(pl_ulysses_seq_to_head(world, s, xl, hd, Nloc, h, d, dt), PL_OK);
+  for (int64_t t = 0; t < S; t++)
+    ck_assert_msg(same((const char *)hd + (size_t)t * row,
+                       (const char *)x + ((size_t)t * h + (size_t)(rank / R)) * row, row),
+                  "seq_to_head of replicated head %d: token %lld", rank / R, (long long)t);
+  ck_assert_int_eq(pl_ulysses_head_to_seq(world, s, hd, back, Nloc, h, d, dt), PL_OK);
+  for (size_t i = 0; i < n; i++) pl__store_elem(want, dt, i, (float)R * pl__load_elem(xl, dt, i));
+  ck_assert_msg(same(back, want, n * es), "head_to_seq of %d replicas is not their sum", R);
+  pl_free(dev, hd), pl_free(dev, back), pl_free(dev, want);
+}
 
 static void run(int64_t Nloc, int nq, int nkv, int d, pl_dtype dt) {
   pl_stream *s = pl_dev_stream(dev);
@@ -73,6 +107,8 @@ static void run(int64_t Nloc, int nq, int nkv, int d, pl_dtype dt) {
                   "seq_to_head: token %lld", (long long)t);
   ck_assert_int_eq(pl_ulysses_head_to_seq(world, s, hd, rt, Nloc, nq, d, dt), PL_OK);
   ck_assert_msg(same(rt, ql, lq), "round trip differs (D=%d)", D);
+  const int rep = nkv < D; /* key/value heads replicated */
+  if (rep) replicated_round_trip(s, k, kl, Nloc, nkv, d, dt);
 
   ck_assert_int_eq(pl_ulysses_attn_fwd(world, s, &loc, ql, kl, vl, ol, lsel), PL_OK);
   ck_assert_msg(same(ol, rows(o, rank * Nloc, nq, d, es), lq), "O differs from D=1 (D=%d)", D);
@@ -81,15 +117,26 @@ static void run(int64_t Nloc, int nq, int nkv, int d, pl_dtype dt) {
   ck_assert_int_eq(pl_ulysses_attn_bwd(world, s, &loc, ql, kl, vl, ol, dol, lsel, dql, dkl, dvl),
                    PL_OK);
   ck_assert_msg(same(dql, rows(dq, rank * Nloc, nq, d, es), lq), "dQ differs (D=%d)", D);
-  ck_assert_msg(same(dkl, rows(dk, rank * Nloc, nkv, d, es), lk), "dK differs (D=%d)", D);
-  ck_assert_msg(same(dvl, rows(dv, rank * Nloc, nkv, d, es), lk), "dV differs (D=%d)", D);
+  if (!rep) {
+    ck_assert_msg(same(dkl, rows(dk, rank * Nloc, nkv, d, es), lk), "dK differs (D=%d)", D);
+    ck_assert_msg(same(dvl, rows(dv, rank * Nloc, nkv, d, es), lk), "dV differs (D=%d)", D);
+  } else { /* sums of D / n_kv partials: the order of the sum differs */
+    const double tol = dt == PL_F32 ? 1e-5 : 2e-2, n = (double)lk / es;
+    const double ek = nerr(dkl, rows(dk, rank * Nloc, nkv, d, es), (size_t)n, dt),
+                 ev = nerr(dvl, rows(dv, rank * Nloc, nkv, d, es), (size_t)n, dt);
+    if (rank == 0)
+      printf("# D=%d n_q=%d n_kv=%d %s: dK %.3g dV %.3g (normwise, replicated kv)\n", D, nq,
+             nkv, pl_dtype_name(dt), ek, ev);
+    ck_assert_msg(ek < tol && ev < tol, "replicated kv, D=%d: dK %.3g dV %.3g > %g", D, ek, ev,
+                  tol);
+  }
   ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "attention"), 0);
   void *ps[] = {q, k, v, dout, o, dq, dk, dv, lse, ql, kl, vl, dol, ol, dql, dkl, dvl, rt, hd, lsel};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) pl_free(dev, ps[i]);
 }
 
 START_TEST(ulysses_equals_single_rank) {
-  if (4 % size) { /* D = 3: heads 8 / kv 4 do not divide: refused */
+  if (4 % size) { /* D = 3: heads 8 / kv 4 divide neither way: refused */
     pl_attn_shape sh = {.batch = 1, .seq = 8, .n_q = 8, .n_kv = 4, .head_dim = 16,
                         .dtype = PL_F32};
     ck_assert_int_eq(pl_ulysses_attn_fwd(world, pl_dev_stream(dev), &sh, NULL, NULL, NULL, NULL,
@@ -105,6 +152,19 @@ START_TEST(ulysses_equals_single_rank) {
   run(50, 8, size <= 2 ? 2 : 4, 32, PL_BF16); /* GQA 4 or 2 */
   run(33, 4, 4, 8, PL_BF16);           /* GQA 1 */
   run(1, 8, 4, 16, PL_F32);            /* one token per rank */
+  if (size > 1) {                      /* key/value heads replicated */
+    run(29, 8, 1, 16, PL_F32);         /* one kv head on D ranks */
+    run(40, 8, 1, 32, PL_BF16);
+    if (size == 4) run(23, 4, 2, 16, PL_F32); /* 2 kv heads, R = 2 */
+  }
+  if (size == 4) { /* D > n_q: refused */
+    pl_attn_shape sh = {.batch = 1, .seq = 8, .n_q = 2, .n_kv = 1, .head_dim = 16,
+                        .dtype = PL_F32};
+    ck_assert_int_eq(pl_ulysses_attn_fwd(world, pl_dev_stream(dev), &sh, NULL, NULL, NULL, NULL,
+                                         NULL),
+                     PL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(pl_last_error(), "n_q must divide by D"));
+  }
 }
 END_TEST
 
@@ -128,18 +188,10 @@ static double gpu_nerr(pl_stream *s, const void *a, const void *b, size_t n) {
   return me / sc;
 }
 
-START_TEST(ulysses_cuda_equals_single_gpu) {
-  if (pl_cuda_device_count() < size || 4 % size) {
-    if (rank == 0) printf("skipped: needs one GPU per rank and D | 4\n");
-    return;
-  }
-  pl_dev *gd;
-  pl_comm *gc;
-  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CUDA, -1, &gd), PL_OK);
-  ck_assert_int_eq(pl_comm_world(gd, &gc), PL_OK);
+static void cuda_case(pl_dev *gd, pl_comm *gc, int nkv) {
   pl_stream *s = pl_dev_stream(gd);
   const int64_t Nloc = 1000, S = Nloc * size;
-  const int nq = 8, nkv = 4, d = 128;
+  const int nq = 8, d = 128;
   pl_attn_shape full = {.batch = 1, .seq = S, .n_q = nq, .n_kv = nkv, .head_dim = d,
                         .dtype = PL_BF16};
   pl_attn_shape loc = full;
@@ -174,11 +226,25 @@ START_TEST(ulysses_cuda_equals_single_gpu) {
   const double eo = gpu_nerr(s, ol, (char *)o + oq, lq), eq = gpu_nerr(s, dql, (char *)dq + oq, lq);
   const double ek = gpu_nerr(s, dkl, (char *)dk + ok_, lk), ev = gpu_nerr(s, dvl, (char *)dv + ok_, lk);
   if (rank == 0)
-    printf("# ulysses cuda D=%d vs one GPU: O %.3g dQ %.3g dK %.3g dV %.3g (normwise)\n", size, eo,
-           eq, ek, ev);
+    printf("# ulysses cuda D=%d n_kv=%d vs one GPU: O %.3g dQ %.3g dK %.3g dV %.3g (normwise)\n",
+           size, nkv, eo, eq, ek, ev);
   ck_assert_msg(eo < 1e-2 && eq < 2e-2 && ek < 2e-2 && ev < 2e-2,
-                "ulysses cuda D=%d: O %.3g dQ %.3g dK %.3g dV %.3g", size, eo, eq, ek, ev);
+                "ulysses cuda D=%d n_kv=%d: O %.3g dQ %.3g dK %.3g dV %.3g", size, nkv, eo, eq, ek,
+                ev);
   for (int i = 0; i < 18; i++) pl_free(gd, b[i]);
+}
+
+START_TEST(ulysses_cuda_equals_single_gpu) {
+  if (pl_cuda_device_count() < size || 4 % size) {
+    if (rank == 0) printf("skipped: needs one GPU per rank and D | 4\n");
+    return;
+  }
+  pl_dev *gd;
+  pl_comm *gc;
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CUDA, -1, &gd), PL_OK);
+  ck_assert_int_eq(pl_comm_world(gd, &gc), PL_OK);
+  cuda_case(gd, gc, 4);
+  if (size > 1) cuda_case(gd, gc, 1); /* the key/value head replicated */
   pl_comm_destroy(gc);
   pl_dev_destroy(gd);
 }

@@ -5,7 +5,10 @@
  * heads of rank p) and all-to-all'd; the received blocks, ordered by source
  * rank, are the whole sequence in order: y [S][h/D][d], no unpack.
  * head_to_seq: y's block p (tokens of rank p) goes to rank p; the received
- * [D (head group)][N][h/D][d] is unpacked to [N][D][h/D][d] = x. */
+ * [D (head group)][N][h/D][d] is unpacked to [N][D][h/D][d] = x.
+ * Replicated heads (D = R·h): x is packed to [h][N][d] and head g's block is
+ * sent to the R ranks g·R … g·R+R−1 (the all-to-all's send blocks overlap);
+ * head_to_seq receives [h][R][N][d] and adds the R copies (unpack_sum). */
 #include "model/ulysses.h"
 
 #include "backend/ulysses_kernels.h"
@@ -19,56 +22,80 @@ static pl_status transpose01(pl_stream *s, void *dst, const void *src, int64_t A
   return pl__cpu_transpose01(s, dst, src, A, B, C, es);
 }
 
-static pl_status check(pl_comm *c, int64_t N, int h, int d, pl_dtype dt) {
+int pl_ulysses_heads_per_rank(int h, int D) {
+  if (h < 1 || D < 1) return 0;
+  if (h % D == 0) return h / D;
+  return D % h == 0 ? 1 : 0;
+}
+
+/* h heads over the group: *hl per rank, each replicated to *R ranks */
+static pl_status check(pl_comm *c, int64_t N, int h, int d, pl_dtype dt, int *hl, int *R) {
   const int D = pl_comm_size(c);
   if (N < 0 || h < 1 || d < 1)
     return pl_set_error(PL_EINVAL, "ulysses: N=%lld h=%d d=%d: need N >= 0, h, d >= 1",
                         (long long)N, h, d);
-  if (h % D)
-    return pl_set_error(PL_EINVAL, "ulysses: %d heads over D=%d ranks: heads must divide by D", h,
-                        D);
-  if (((size_t)(h / D) * d * pl_dtype_size(dt)) % 4)
+  *hl = pl_ulysses_heads_per_rank(h, D);
+  if (!*hl)
+    return pl_set_error(PL_EINVAL, "ulysses: %d heads over D=%d ranks: heads must divide by D "
+                        "(or D by the heads: replicated)", h, D);
+  *R = h % D ? D / h : 1;
+  if (((size_t)*hl * d * pl_dtype_size(dt)) % 4)
     return pl_set_error(PL_EINVAL, "ulysses: (h/D)·d·%zu = %zu bytes per block row: need a "
-                        "multiple of 4", pl_dtype_size(dt), (size_t)(h / D) * d * pl_dtype_size(dt));
+                        "multiple of 4", pl_dtype_size(dt), (size_t)*hl * d * pl_dtype_size(dt));
   return PL_OK;
 }
 
-static pl_status a2a(pl_comm *c, pl_stream *s, const void *send, void *recv, size_t blk,
+/* block p of the D received ones comes from rank p; the block sent to rank p
+ * starts at block p / R of send (R > 1: replicas read the same block) */
+static pl_status a2a(pl_comm *c, pl_stream *s, const void *send, void *recv, size_t blk, int R,
                      pl_dtype dt) {
   enum { MAXD = 1024 };
   const int D = pl_comm_size(c);
   if (D > MAXD) return pl_set_error(PL_EINVAL, "ulysses: D=%d > %d", D, MAXD);
-  size_t cnt[MAXD], dis[MAXD];
-  for (int p = 0; p < D; p++) cnt[p] = blk, dis[p] = (size_t)p * blk;
-  return pl_alltoallv(c, send, cnt, dis, recv, cnt, dis, dt, s);
+  size_t cnt[MAXD], sdis[MAXD], rdis[MAXD];
+  for (int p = 0; p < D; p++)
+    cnt[p] = blk, sdis[p] = (size_t)(p / R) * blk, rdis[p] = (size_t)p * blk;
+  return pl_alltoallv(c, send, cnt, sdis, recv, cnt, rdis, dt, s);
+}
+
+static pl_status unpack_sum(pl_stream *s, void *dst, const void *src, int64_t G, int64_t R,
+                            int64_t N, int64_t C, pl_dtype dt) {
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s)) return pl__cuda_unpack_sum(s, dst, src, G, R, N, C, dt);
+#endif
+  return pl__cpu_unpack_sum(s, dst, src, G, R, N, C, dt);
 }
 
 pl_status pl_ulysses_seq_to_head(pl_comm *c, pl_stream *s, const void *x, void *y, int64_t N,
                                  int h, int d, pl_dtype dt) {
-  PL_TRY(check(c, N, h, d, dt));
+  int hl, R;
+  PL_TRY(check(c, N, h, d, dt, &hl, &R));
   const int D = pl_comm_size(c);
-  const size_t es = pl_dtype_size(dt), blk = (size_t)N * (h / D) * d;
+  const size_t es = pl_dtype_size(dt), blk = (size_t)N * hl * d;
   if (D == 1) return pl_memcpy_async(s, y, x, blk * es);
   pl_dev *dev = pl_stream_dev(s);
-  void *pk = NULL;
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, blk * D * es, "attention", s, &pk));
-  pl_status st = transpose01(s, pk, x, N, D, (int64_t)(h / D) * d, es);
-  if (st == PL_OK) st = a2a(c, s, pk, y, blk, dt);
+  void *pk = NULL; /* x's N·h·d elements, head-major */
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * h * d * es, "attention", s, &pk));
+  pl_status st = transpose01(s, pk, x, N, D / R, (int64_t)hl * d, es);
+  if (st == PL_OK) st = a2a(c, s, pk, y, blk, R, dt);
   pl_free_async(dev, pk, s);
   return st;
 }
 
 pl_status pl_ulysses_head_to_seq(pl_comm *c, pl_stream *s, const void *y, void *x, int64_t N,
                                  int h, int d, pl_dtype dt) {
-  PL_TRY(check(c, N, h, d, dt));
+  int hl, R;
+  PL_TRY(check(c, N, h, d, dt, &hl, &R));
   const int D = pl_comm_size(c);
-  const size_t es = pl_dtype_size(dt), blk = (size_t)N * (h / D) * d;
+  const size_t es = pl_dtype_size(dt), blk = (size_t)N * hl * d;
   if (D == 1) return pl_memcpy_async(s, x, y, blk * es);
   pl_dev *dev = pl_stream_dev(s);
   void *rv = NULL;
   PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, blk * D * es, "attention", s, &rv));
-  pl_status st = a2a(c, s, y, rv, blk, dt);
-  if (st == PL_OK) st = transpose01(s, x, rv, D, N, (int64_t)(h / D) * d, es);
+  pl_status st = a2a(c, s, y, rv, blk, 1, dt);
+  if (st == PL_OK)
+    st = R == 1 ? transpose01(s, x, rv, D, N, (int64_t)hl * d, es)
+                : unpack_sum(s, x, rv, h, R, N, d, dt);
   pl_free_async(dev, rv, s);
   return st;
 }
@@ -78,14 +105,16 @@ static pl_status shard_shape(pl_comm *c, const pl_attn_shape *sh, pl_attn_shape 
   if (sh->batch != 1)
     return pl_set_error(PL_EINVAL, "ulysses attention: batch=%lld: one sequence per group",
                         (long long)sh->batch);
-  if (sh->n_q % D || sh->n_kv % D)
+  const int kvl = pl_ulysses_heads_per_rank(sh->n_kv, D);
+  if (sh->n_q % D || !kvl || sh->n_q % sh->n_kv)
     return pl_set_error(PL_EINVAL,
-                        "ulysses attention: n_q=%d n_kv=%d over D=%d ranks: both must divide by D",
+                        "ulysses attention: n_q=%d n_kv=%d over D=%d ranks: n_q must divide by D, "
+                        "and n_kv by D or D by n_kv (key/value heads replicated)",
                         sh->n_q, sh->n_kv, D);
   *out = *sh;
   out->seq = sh->seq * D;
   out->n_q = sh->n_q / D;
-  out->n_kv = sh->n_kv / D;
+  out->n_kv = kvl;
   return PL_OK;
 }
 
@@ -104,9 +133,9 @@ pl_status pl_ulysses_attn_fwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh,
   pl_attn_shape hs;
   PL_TRY(shard_shape(c, sh, &hs));
   PL_TRY(pl_attn_check(&hs, pl_stream_backend(s)));
-  const size_t es = pl_dtype_size(sh->dtype), d = (size_t)sh->head_dim, N = (size_t)sh->seq;
-  const size_t bytes[4] = {N * sh->n_q * d * es, N * sh->n_kv * d * es, N * sh->n_kv * d * es,
-                           N * sh->n_q * d * es};
+  const size_t es = pl_dtype_size(sh->dtype), d = (size_t)sh->head_dim, S = (size_t)hs.seq;
+  const size_t qb = S * hs.n_q * d * es, kb = S * hs.n_kv * d * es;
+  const size_t bytes[4] = {qb, kb, kb, qb};
   void *b[4];
   pl_dev *dev = pl_stream_dev(s);
   pl_status st = alloc_n(dev, s, 4, bytes, b);
@@ -125,8 +154,8 @@ pl_status pl_ulysses_attn_bwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh,
   pl_attn_shape hs;
   PL_TRY(shard_shape(c, sh, &hs));
   PL_TRY(pl_attn_check(&hs, pl_stream_backend(s)));
-  const size_t es = pl_dtype_size(sh->dtype), d = (size_t)sh->head_dim, N = (size_t)sh->seq;
-  const size_t qb = N * sh->n_q * d * es, kb = N * sh->n_kv * d * es;
+  const size_t es = pl_dtype_size(sh->dtype), d = (size_t)sh->head_dim, S = (size_t)hs.seq;
+  const size_t qb = S * hs.n_q * d * es, kb = S * hs.n_kv * d * es;
   /* q k v o dout | dq dk dv, head-sharded */
   const size_t bytes[8] = {qb, kb, kb, qb, qb, qb, kb, kb};
   void *b[8];

@@ -13,6 +13,7 @@
 #include "backend/mlp_block_kernels.h"
 #include "model/attention.h"
 #include "model/layer.h"
+#include "model/ulysses.h"
 #include "ops/ce.h"
 #include "ops/llep_plan.h"
 #include "plan/plan_internal.h"
@@ -279,13 +280,21 @@ void pl__moe_replay_backward(pl__sym_track *t, const pl__moe_replay *p) {
 
 typedef pl__acts_replay acts;
 
+/* bytes of a head-sharded key/value tensor over the Ulysses group: S·n_kv/D
+ * heads' rows, or S rows of one head replicated past D = n_kv */
+static size_t kv_head_bytes(const pl__layer_replay *l) {
+  return (size_t)l->N * (size_t)l->D *
+         (size_t)pl_ulysses_heads_per_rank(l->n_kv, (int)l->D) * l->d * l->es;
+}
+
 /* the Ulysses forward's buffers (model/ulysses.c) around the kernel */
 static void ulysses_fwd(pl__sym_track *t, const pl__layer_replay *l) {
   const size_t qb = (size_t)l->N * l->n_q * l->d * l->es,
-               kb = (size_t)l->N * l->n_kv * l->d * l->es;
+               kb = (size_t)l->N * l->n_kv * l->d * l->es,
+               kh = kv_head_bytes(l);
   pl__sym_buf b[4] = {
-      A("attention", PL_TERM_ATTN, qb), A("attention", PL_TERM_ATTN, kb),
-      A("attention", PL_TERM_ATTN, kb), A("attention", PL_TERM_ATTN, qb)};
+      A("attention", PL_TERM_ATTN, qb), A("attention", PL_TERM_ATTN, kh),
+      A("attention", PL_TERM_ATTN, kh), A("attention", PL_TERM_ATTN, qb)};
   const size_t pk[4] = {qb, kb, kb, qb}; /* q k v to heads, o back */
   for (int i = 0; i < 4; i++) {
     pl__sym_buf x = A("attention", PL_TERM_ATTN, pk[i]);
@@ -439,12 +448,13 @@ static void attn_backward(pl__sym_track *t, const pl__layer_replay *l) {
     return;
   }
   const size_t qb = (size_t)l->N * l->n_q * l->d * l->es,
-               kb = (size_t)l->N * l->n_kv * l->d * l->es;
-  const size_t bytes[8] = {qb, kb, kb, qb, qb, qb, kb, kb};
+               kb = (size_t)l->N * l->n_kv * l->d * l->es,
+               kh = kv_head_bytes(l);
+  const size_t bytes[8] = {qb, kh, kh, qb, qb, qb, kh, kh};
   pl__sym_buf b[8];
   for (int i = 0; i < 8; i++)
     b[i] = A("attention", PL_TERM_ATTN, bytes[i]);
-  const size_t in[5] = {qb, kb, kb, qb, qb}, back[3] = {qb, kb, kb};
+  const size_t in[5] = {qb, kb, kb, qb, qb}, back[3] = {qb, kh, kh};
   for (int i = 0; i < 5; i++) {
     pl__sym_buf x = A("attention", PL_TERM_ATTN, in[i]);
     F(x);
@@ -452,7 +462,7 @@ static void attn_backward(pl__sym_track *t, const pl__layer_replay *l) {
   pl_attn_shape hs = sh;
   hs.seq = l->N * l->D;
   hs.n_q = l->n_q / (int)l->D;
-  hs.n_kv = l->n_kv / (int)l->D;
+  hs.n_kv = pl_ulysses_heads_per_rank(l->n_kv, (int)l->D);
   pl__sym_buf ws = A("attention", PL_TERM_ATTN, pl__attn_ws(&hs, l->be));
   F(ws);
   for (int i = 0; i < 3; i++) {

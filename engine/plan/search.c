@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/ulysses.h"
 #include "plan/plan_internal.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -364,7 +365,8 @@ static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
     int dv[64], n;
     divisors(base->W, dv, &n, 64);
     for (int i = 0; i < n; i++)
-      if (m->n_q % dv[i] == 0 && m->n_kv % dv[i] == 0 && base->S % dv[i] == 0)
+      if (m->n_q % dv[i] == 0 && pl_ulysses_heads_per_rank(m->n_kv, dv[i]) &&
+          base->S % dv[i] == 0)
         Ds[nD++] = dv[i];
   } else {
     Ds[nD++] = base->lc.D;

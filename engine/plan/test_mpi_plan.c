@@ -5,7 +5,8 @@
  * bf16, the routing context kept or recomputed, the stream and hybrid
  * optimizers, a one-GPU proxy, V not divisible by P, the optimizer state
  * partly or wholly resident on the device, kept activations of every
- * level and a budget, expert groups smaller than the world) every rank
+ * level and a budget, expert groups smaller than the world, a Ulysses
+ * group past the key/value heads) every rank
  * runs the
  * trainer (engine/train) on the CPU backend and compares the tracked device
  * peak and pinned host peak of its second step with pl_plan_memory's for
@@ -78,6 +79,21 @@ static int grid(point *g) {
   if (size % 2 == 0) {
     p = base("D=2 (Ulysses), S=512");
     p.c.lc.D = 2, p.c.S = 512, p.c.sc.moe_c = 128;
+    g[n++] = p;
+  }
+  if (size % 2 == 0) { /* D past n_kv: the key/value head replicated */
+    p = base("D=2, n_kv=1 (kv replicated), S=512");
+    p.c.lc.D = 2, p.c.S = 512, p.c.sc.moe_c = 128, p.m.n_kv = 1;
+    g[n++] = p;
+  }
+  if (size == 4) {
+    p = base("D=4 > n_kv=2, keep attn, S=512");
+    p.c.lc.D = 4, p.c.S = 512, p.c.sc.moe_c = 128;
+    p.c.sc.keep = (pl_keep_budget){PL_KEEP_ATTN, 0};
+    g[n++] = p;
+    p = base("dense, D=4 > n_kv=1, S=2048, d=64");
+    p.c.lc.D = 4, p.c.S = 2048, p.m.dense_layers = p.m.L, p.m.n_kv = 1;
+    p.m.d = 64, p.c.lc.P = 1, p.c.sc.head = &pl_head_fused;
     g[n++] = p;
   }
   p = base("E=24, k=4, all MoE");

@@ -33,7 +33,7 @@
  *               next dense unit's behind the layer's forward, in backward
  *               its gather and f32 reduce-scatter beside the dense ones
  *               behind the layer's backward; 3 calls each;
- *   Ulysses     8·(n_q + n_kv)·N·d·b per layer through all-to-alls over D,
+ *   Ulysses     8·(n_q + max(n_kv, D))·N·d·b per layer through all-to-alls over D,
  *               exposed (on the compute stream);
  *   Ring-DTP    P − 1 hops forward and backward beside the strips;
  *   SCO         each selected boundary's copy beside its layer (D2H in the
@@ -223,9 +223,10 @@ static void layers_time(tctx *t) {
     t->t_mem += mem - (k_all ? mem / 8 : 0);
     if (t->d_comm)
       /* 16 all-to-alls (forward 4, recompute 4, backward 8) moving
-       * 8·(n_q + n_kv)·N·d·b in all; 12 when the attention is kept */
+       * 8·(n_q + n_kv')·N·d·b in all, n_kv' = max(n_kv, D) (key/value
+       * heads replicated past D = n_kv); 12 when the attention is kept */
       t->t_seq += (k_attn ? 12.0 : 16.0) *
-                  pl__t_a2a(mc, t->D, (m->n_q + m->n_kv) * N * m->d * b / 2);
+                  pl__t_a2a(mc, t->D, (m->n_q + fmax(m->n_kv, t->D)) * N * m->d * b / 2);
   }
 }
 

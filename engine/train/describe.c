@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "model/ulysses.h"
 #include "ops/adamw.h"
 #include "ops/stream_adamw.h"
 #include "train/epgroups.h"
@@ -355,7 +356,7 @@ static void layer_estimates(dctx *x, pl_backend be) {
   pl_attn_shape ash = {.batch = 1,
                        .seq = p->S,
                        .n_q = m->n_q / p->D,
-                       .n_kv = m->n_kv / p->D,
+                       .n_kv = pl_ulysses_heads_per_rank(m->n_kv, p->D),
                        .head_dim = m->d,
                        .dtype = x->sc->dt,
                        .kernels = x->sc->attn};

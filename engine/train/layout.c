@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/ulysses.h"
 #include "ops/ce.h"
 
 /* Is a group of G members (Ulysses D, Ring-DTP P) real (G divides W) or
@@ -43,11 +44,12 @@ pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
   int dv, pv;
   PL_TRY(group_kind("D", D, W, Wv, &dv));
   PL_TRY(group_kind("P", P, W, Wv, &pv));
-  if (m->n_q % D || m->n_kv % D)
+  if (m->n_q % D || !pl_ulysses_heads_per_rank(m->n_kv, D))
     return pl_set_error(
         PL_EINVAL,
-        "layout: n_q=%d and n_kv=%d heads over a Ulysses group of D=%d: both "
-        "must divide by D",
+        "layout: n_q=%d and n_kv=%d heads over a Ulysses group of D=%d: n_q "
+        "must divide by D, and n_kv by D or D by n_kv (key/value heads "
+        "replicated)",
         m->n_q, m->n_kv, D);
   if (S < D || S % D)
     return pl_set_error(

@@ -16,7 +16,8 @@
  *  - the loss and every parameter's gradient, gathered to the full tensor
  *    (embedding, every layer's norms, QKV, O, router, shared expert, dense
  *    FFN, experts, final norm, head), for the tiny model and adversarial
- *    variants: uneven routing (a hot expert, so LLEP spills), a dense first
+ *    variants (also D past n_kv: key/value heads replicated over the
+ *    Ulysses group): uneven routing (a hot expert, so LLEP spills), a dense first
  *    layer, N not a multiple of the MoE chunk, V not divisible by P, two
  *    micro-batches;
  *  - the check fails when one weight of the composed model is perturbed;
@@ -211,6 +212,20 @@ START_TEST(reference_every_layout) {
       ck_assert_msg(run_pair(&u, 0, what),
                     "%s: composed step differs from the reference", what);
     }
+  /* a Ulysses group past the key/value heads: one kv head replicated to
+   * every rank of D = W (GQA 4), and GQA 2 with D = 4 > n_kv = 2 */
+  for (int k = 0; k < 2 && size > 1; k++) {
+    if (k == 1 && size != 4)
+      continue;
+    setup u = base();
+    u.m.n_q = 4, u.m.n_kv = k ? 2 : 1;
+    u.lc = (pl_layout_cfg){size, 1, 0, 0};
+    u.S = 12 * size;
+    char what[64];
+    snprintf(what, sizeof what, "D=%d n_kv=%d (replicated)", size, u.m.n_kv);
+    ck_assert_msg(run_pair(&u, 0, what),
+                  "%s: composed step differs from the reference", what);
+  }
 }
 END_TEST
 

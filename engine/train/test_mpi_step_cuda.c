@@ -14,7 +14,9 @@
  * the other backend, moving a token between two experts); then three
  * training steps' losses within 3e-2.  Every error is printed.  Also with
  * expert groups of one rank (train/epgroups.h: the expert units gathered
- * and reduce-scattered over NCCL sub-communicators) on 2+ ranks.
+ * and reduce-scattered over NCCL sub-communicators) on 2+ ranks, and on one
+ * rank a virtual Ulysses group of D = 4 past n_kv = 2 (key/value heads
+ * replicated, their gradient partials summed by the CUDA unpack).
  *
  * The headroom knobs on the GPU (train/headroom_testlib.h): the optimizer
  * state half or wholly resident in HBM and the kept activations (attention
@@ -42,7 +44,9 @@ static pl_dev *cdev, *gdev;
 static pl_comm *cworld, *gworld;
 static int rank, size, have_gpus;
 
-static void check_head_dim(int d, int Ep) {
+static void check_layout(int d, const pl_layout_cfg *lcp) {
+  const pl_layout_cfg lc = *lcp;
+  const int Ep = lc.Ep;
   pl_model_cfg m;
   tt_cuda_model(d, &m);
   pl_step_cfg sc = pl_step_cfg_default();
@@ -52,7 +56,6 @@ static void check_head_dim(int d, int Ep) {
   sc.sco = (pl_sco_budget){true, 0};
   sc.hp.lr = 3e-3;
   sc.oo.bucket = 100000;
-  pl_layout_cfg lc = {1, size, 0, Ep};
   const int64_t S = 256;
   pl_trainer *t[2];
   pl_dev *devs[2] = {cdev, gdev};
@@ -72,8 +75,8 @@ static void check_head_dim(int d, int Ep) {
                   "%s: %s", b ? "cuda" : "cpu", pl_last_error());
   const double el = fabs(r[1].loss - r[0].loss) / fabs(r[0].loss);
   if (rank == 0)
-    printf("# d=%d Ep=%d loss cpu %.6f cuda %.6f (rel %.3g)\n", d,
-           Ep ? Ep : size, r[0].loss, r[1].loss, el);
+    printf("# d=%d D=%d Ep=%d loss cpu %.6f cuda %.6f (rel %.3g)\n", d,
+           lc.D, Ep ? Ep : size, r[0].loss, r[1].loss, el);
   const int ok = tt_grads_close(&tt_step_ops, t[0], t[1], rank) && el < 3e-2;
   ck_assert_msg(ok, "d=%d: CUDA step beyond bf16 tolerance of the CPU step", d);
   for (int b = 0; b < 2; b++)
@@ -95,6 +98,11 @@ static void check_head_dim(int d, int Ep) {
   pl_data_close(data);
   for (int b = 0; b < 2; b++)
     pl_trainer_destroy(t[b]);
+}
+
+static void check_head_dim(int d, int Ep) {
+  const pl_layout_cfg lc = {1, size, 0, Ep};
+  check_layout(d, &lc);
 }
 
 static const hr_variant variants[] = {
@@ -140,6 +148,11 @@ START_TEST(cuda_step_matches_cpu) {
   check_head_dim(128, 0);
   if (size >= 2) /* expert groups of one rank: units over NCCL */
     check_head_dim(64, 1);
+  if (size == 1) { /* a virtual Ulysses group of 4 past n_kv = 2: the
+                    * key/value heads replicated, their gradients summed */
+    const pl_layout_cfg lc = {4, 1, 4, 0};
+    check_layout(128, &lc);
+  }
 }
 END_TEST
 

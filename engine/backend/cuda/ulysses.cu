@@ -1,8 +1,10 @@
 /* ulysses.cu — CUDA twin of the Ulysses pack/unpack
- * (backend/ulysses_kernels.h): dst [B][A][C] = src [A][B][C]; one block row per
- * (a, b), moved in 16-byte words when the row allows it, else 4-byte words. */
+ * (backend/ulysses_kernels.h): transpose01 moves one row per block (a, b) in
+ * 16-byte words when the row allows it, else 4-byte words; unpack_sum adds
+ * the R replicas of each element in f32, one thread per output element. */
 #include <cuda_runtime.h>
 
+#include "backend/cuda/internal_cuda.h"
 #include "backend/ulysses_kernels.h"
 
 template <typename W>
@@ -33,5 +35,38 @@ extern "C" pl_status pl__cuda_transpose01(pl_stream *s, void *dst, const void *s
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
     return pl_set_error(PL_ERUNTIME, "transpose01: launch: %s", cudaGetErrorString(e));
+  return PL_OK;
+}
+
+template <typename T>
+static __global__ void unpack_sum_kernel(T *dst, const T *src, int64_t G, int64_t R, int64_t N,
+                                         int64_t C) {
+  const int64_t total = N * G * C;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t c = i % C, g = (i / C) % G, n = i / (C * G);
+    float acc = 0.f;
+    for (int64_t r = 0; r < R; r++) acc += pl__cuda_ldt(src, (size_t)(((g * R + r) * N + n) * C + c));
+    pl__cuda_stt(dst, (size_t)i, acc);
+  }
+}
+
+extern "C" pl_status pl__cuda_unpack_sum(pl_stream *s, void *dst, const void *src, int64_t G,
+                                         int64_t R, int64_t N, int64_t C, pl_dtype dt) {
+  const int64_t total = N * G * C;
+  if (total == 0) return PL_OK;
+  cudaStream_t st = (cudaStream_t)pl_stream_native(s);
+  const int64_t want = (total + 255) / 256;
+  const unsigned blocks = (unsigned)(want < 65536 ? want : 65536);
+  if (dt == PL_F32)
+    unpack_sum_kernel<float><<<blocks, 256, 0, st>>>((float *)dst, (const float *)src, G, R, N, C);
+  else if (dt == PL_BF16)
+    unpack_sum_kernel<__nv_bfloat16><<<blocks, 256, 0, st>>>(
+        (__nv_bfloat16 *)dst, (const __nv_bfloat16 *)src, G, R, N, C);
+  else
+    return pl_set_error(PL_EINVAL, "unpack_sum: dtype %s: f32 or bf16", pl_dtype_name(dt));
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess)
+    return pl_set_error(PL_ERUNTIME, "unpack_sum: launch: %s", cudaGetErrorString(e));
   return PL_OK;
 }

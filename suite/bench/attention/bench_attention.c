@@ -302,9 +302,10 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   b->flops =
       pl_attn_flops_fwd(&whole) + (r->bwd ? pl_attn_flops_bwd(&whole) : 0);
   pl_row_f64(row, "flops", b->flops);
-  if (b->S % (uint64_t)D || nq % D || nkv % D)
-    return pl_set_error(PL_EINFEASIBLE, "S, n_q and n_kv must divide by the "
-                                        "number of ranks D");
+  if (b->S % (uint64_t)D || nq % D || !pl_ulysses_heads_per_rank(nkv, D))
+    return pl_set_error(PL_EINFEASIBLE, "S and n_q must divide by the number "
+                                        "of ranks D, and n_kv by D or D by "
+                                        "n_kv");
   if (r->bwd && b->S > b->bwd_max)
     return pl_set_error(PL_EINFEASIBLE,
                         "S > --bwd-max: forward only at this length");

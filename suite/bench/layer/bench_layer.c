@@ -18,6 +18,7 @@
 
 #include "harness/bench.h"
 #include "model/layer.h"
+#include "model/ulysses.h"
 
 static const char *const pass_names[] = {"fwd", "fwdbwd", "both", NULL};
 
@@ -83,11 +84,13 @@ static pl_status init(pl_bench_ctx *c, void *st) {
    * own point infeasible (point) */
   pl_layer probe;
   PL_TRY(pl_layer_init_views(c->dev, NULL, &probe, &b->cfg, NULL, NULL));
-  if (b->cfg.n_q % c->size || b->cfg.n_kv % c->size)
+  if (b->cfg.n_q % c->size ||
+      !pl_ulysses_heads_per_rank(b->cfg.n_kv, c->size))
     return pl_set_error(PL_EINVAL,
-                        "--heads=%d --kv-heads=%d: both must divide by the %d "
-                        "ranks (attention runs head-sharded over D = the "
-                        "ranks)",
+                        "--heads=%d --kv-heads=%d over %d ranks: --heads "
+                        "must divide by the ranks, and --kv-heads by the "
+                        "ranks or the ranks by --kv-heads (attention runs "
+                        "head-sharded over D = the ranks)",
                         b->cfg.n_q, b->cfg.n_kv, c->size);
   return PL_OK;
 }
