@@ -441,8 +441,18 @@ static pl_status load_attention(pl_plan_machine *m, tsv *t) {
   return PL_OK;
 }
 
-static pl_status load_adam(pl_plan_machine *m, tsv *t) {
-  double ps = -1, pc = -1, pu = -1, rs = NAN, rc = NAN, ru = NAN;
+/* The adam bench and the torch_adamw peer: the rate (gparam_s, Gparam/s) of
+ * the largest params' row of each of nk kinds, NAN where none.  kinds[i]
+ * names the rows' variant (their mode where the variant is empty or '-');
+ * NULL takes every row.  node[i]: the rate is the node's, the row's times
+ * its ranks (their sum; at most a node's), else the row's own. */
+static pl_status largest_rates(const pl_plan_machine *m, tsv *t, int nk,
+                               const char *const kinds[], const bool node[],
+                               double rate[]) {
+  double best[4];
+  PL_ASSERT(nk >= 1 && nk <= 4);
+  for (int i = 0; i < nk; i++)
+    best[i] = -1, rate[i] = NAN;
   while (tsv_row(t)) {
     if (!row_ok(t))
       continue;
@@ -453,47 +463,42 @@ static pl_status load_adam(pl_plan_machine *m, tsv *t) {
     PL_TRY(num(t, "params", false, &p));
     PL_TRY(num(t, "gparam_s", true, &r));
     PL_TRY(num(t, "ranks", true, &n));
-    if (!v || isnan(p) || isnan(r))
-      continue;
-    int g = isnan(n) ? 1 : (int)n; /* the node's rate: the ranks' sum */
-    if (g > m->gpus_per_node)
-      g = m->gpus_per_node;
-    if (!strcmp(v, "stream") && p > ps)
-      ps = p, rs = r;
-    if (!strcmp(v, "cpu") && p > pc)
-      pc = p, rc = r * g;
-    if (!strcmp(v, "update") && p > pu)
-      pu = p, ru = r * g;
-  }
-  if (!isnan(rs) && rs > 0)
-    m->optim_gparam_s = rs;
-  if (!isnan(rc) && rc > 0)
-    m->cpu_adam_gparam_s = rc;
-  if (!isnan(ru) && ru > 0)
-    m->cpu_update_gparam_s = ru;
-  return PL_OK;
-}
-
-/* torch_adamw (analysis/peers): PyTorch's fused CPU AdamW, the largest
- * params' row, times its ranks (at most a node's) */
-static pl_status load_torch_adamw(pl_plan_machine *m, tsv *t) {
-  double pb = -1, rb = NAN;
-  while (tsv_row(t)) {
-    if (!row_ok(t))
-      continue;
-    double p, r, n;
-    PL_TRY(num(t, "params", false, &p));
-    PL_TRY(num(t, "gparam_s", true, &r));
-    PL_TRY(num(t, "ranks", true, &n));
-    if (isnan(p) || isnan(r) || p <= pb)
+    if (isnan(p) || isnan(r))
       continue;
     int g = isnan(n) ? 1 : (int)n;
     if (g > m->gpus_per_node)
       g = m->gpus_per_node;
-    pb = p, rb = r * g;
+    for (int i = 0; i < nk; i++)
+      if ((!kinds[i] || (v && !strcmp(v, kinds[i]))) && p > best[i])
+        best[i] = p, rate[i] = node[i] ? r * g : r;
   }
-  if (!isnan(rb) && rb > 0)
-    m->fsdp2_cpu_adam_gparam_s = rb;
+  return PL_OK;
+}
+
+/* adam: the streamed optimizer's rate on the device; the CPU Adam's and the
+ * host update's per node */
+static pl_status load_adam(pl_plan_machine *m, tsv *t) {
+  static const char *const kinds[3] = {"stream", "cpu", "update"};
+  static const bool node[3] = {false, true, true};
+  double r[3];
+  PL_TRY(largest_rates(m, t, 3, kinds, node, r));
+  if (!isnan(r[0]) && r[0] > 0)
+    m->optim_gparam_s = r[0];
+  if (!isnan(r[1]) && r[1] > 0)
+    m->cpu_adam_gparam_s = r[1];
+  if (!isnan(r[2]) && r[2] > 0)
+    m->cpu_update_gparam_s = r[2];
+  return PL_OK;
+}
+
+/* torch_adamw (analysis/peers): PyTorch's fused CPU AdamW per node */
+static pl_status load_torch_adamw(pl_plan_machine *m, tsv *t) {
+  static const char *const kinds[1] = {NULL};
+  static const bool node[1] = {true};
+  double r;
+  PL_TRY(largest_rates(m, t, 1, kinds, node, &r));
+  if (!isnan(r) && r > 0)
+    m->fsdp2_cpu_adam_gparam_s = r;
   return PL_OK;
 }
 

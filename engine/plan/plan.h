@@ -157,6 +157,10 @@ const char *pl_plan_ac_name(pl_plan_ac a);
 typedef struct pl_plan_cfg {
   pl_plan_system system;
   int W;     /* ranks of the run (one GPU each)                       */
+  int present; /* ranks present (0: all W): fewer where a one-GPU proxy
+                  is planned as the W-rank run it plays; the search takes
+                  only expert groups they play (train/epgroups.h: Ep
+                  dividing them; FSDP2's ep dividing them or a multiple) */
   int64_t S; /* sequence length                                       */
   /* plateau: the layout and the step (the trainer's own structs) */
   pl_layout_cfg lc; /* D, P, W_v (W_v > W: the one-GPU proxy)              */
@@ -423,8 +427,8 @@ typedef struct pl_plan_search {
  * D (dividing W, n_q, n_kv and S), P (1, 2, 4, 8 inside a node), c, β, s,
  * the SCO budget (0, one boundary at a time, all), the optimizer (stream,
  * hybrid), the expert groups (free.ep: Ep = W_v, and past a node a node's
- * GPUs; why_ep says why), and for each such configuration that fits its
- * headroom filled
+ * GPUs where they divide the ranks present; why_ep says why), and for each
+ * such configuration that fits its headroom filled
  * (free.resident, free.keep: pl_plan_fill; with the SCO budget free, also
  * with every boundary offloaded, which moves device bytes to the host);
  * FSDP2 over CP, EP, AC, offload and mbs.  Maximizes predicted tok/s/GPU

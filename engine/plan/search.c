@@ -283,6 +283,14 @@ static void divisors(int W, int *out, int *n, int max) {
       out[(*n)++] = d;
 }
 
+/* Expert groups of ep ranks (ep < W_v) a run plays: real ones, ep dividing
+ * its ranks present (train/epgroups.h; a proxy's replica group is the
+ * virtual part). */
+static bool ep_plays(const pl_plan_cfg *c, int ep) {
+  const int here = c->present > 0 ? c->present : c->W;
+  return ep > 0 && here % ep == 0;
+}
+
 /* Rank x; one that fits has its headroom filled first when the fill is
  * free (fr->resident, fr->keep), and is evaluated again. */
 static pl_status rank_filled(const pl_model_cfg *m, const pl_plan_machine *mc,
@@ -382,13 +390,14 @@ static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
   /* expert groups (train/epgroups.h): the whole world, or, when the
    * world's dispatch leaves a node, groups of a node (the dispatch on
    * NVLink) if they divide W and E; inside a node a group only adds the
-   * expert units' traffic and memory */
+   * expert units' traffic and memory.  A proxy plays only groups that
+   * divide its ranks present (base->present). */
   int Eps[2], nEp = 0;
   Eps[nEp++] = base->lc.Ep;
   const int Wv = base->lc.W_v > base->W ? base->lc.W_v : base->W,
             gpn = mc->gpus_per_node;
   if (fr->ep && m->E > 0 && Wv > gpn && base->W % gpn == 0 &&
-      m->E % gpn == 0 && gpn != base->lc.Ep)
+      ep_plays(base, gpn) && m->E % gpn == 0 && gpn != base->lc.Ep)
     Eps[nEp++] = gpn;
   const pl_optim_ops *opts[2] = {&pl_optim_stream, &pl_optim_hybrid};
   const int nopt = fr->optim ? 2 : 1;
@@ -452,12 +461,13 @@ static pl_status search_fsdp2(const pl_model_cfg *m, const pl_plan_cfg *base,
     if (fr->cp ? base->S % (2 * dv[i]) == 0 : dv[i] == base->cp)
       cps[ncp++] = dv[i];
   /* ep divides W_v (a proxy's virtual world) and divides or is a multiple
-   * of W, as the baseline takes it */
-  const int Wv = base->lc.W_v > base->W ? base->lc.W_v : base->W;
+   * of the ranks present, as the baseline takes it */
+  const int Wv = base->lc.W_v > base->W ? base->lc.W_v : base->W,
+            here = base->present > 0 ? base->present : base->W;
   divisors(Wv, dv, &n, 64);
   for (int i = 0; i < n; i++)
     if (fr->ep ? (m->E > 0 ? m->E % dv[i] == 0 : dv[i] == 1) &&
-                     (dv[i] % base->W == 0 || base->W % dv[i] == 0)
+                     (dv[i] % here == 0 || here % dv[i] == 0)
                : dv[i] == base->ep)
       eps[nep++] = dv[i];
   const pl_plan_ac acs[3] = {PL_PLAN_AC_FULL, PL_PLAN_AC_SELECTIVE,
@@ -545,14 +555,15 @@ static pl_status why_ep(const pl_model_cfg *m, const pl_plan_machine *mc,
   const int Wv = c->lc.W_v > c->W ? c->lc.W_v : c->W;
   const int ep = c->lc.Ep ? c->lc.Ep : Wv;
   const int gpn = mc->gpus_per_node;
-  const int alt = ep == Wv && gpn < Wv && c->W % gpn == 0 && m->E % gpn == 0
-                      ? gpn
-                      : 0;
+  const bool node_ok = c->W % gpn == 0 && m->E % gpn == 0;
+  const int alt = ep == Wv && gpn < Wv && node_ok && ep_plays(c, gpn) ? gpn : 0;
   if (ep == Wv && !alt) {
     snprintf(buf, n,
              "Ep=%d: the world (%s)", Wv,
              Wv <= gpn ? "inside a node: a group would only add the expert "
                          "units' traffic and memory"
+             : node_ok ? "a node's worth of ranks does not divide the ranks "
+                         "present"
                        : "a node's worth of ranks does not divide W and E");
     return PL_OK;
   }

@@ -527,6 +527,33 @@ START_TEST(expert_groups) {
   snprintf(want, sizeof want, "Ep=%d", ep);
   ck_assert_msg(!strncmp(s.why_ep, want, strlen(want)), "'%s' vs %s", s.why_ep,
                 want);
+  /* a proxy planned as the 64-rank run it plays: groups of a node only
+   * where they divide the ranks present (train/epgroups.h) */
+  pl_plan_cfg px = w;
+  px.present = 8; /* a node's group divides 8: searched as before */
+  ck_assert_int_eq(pl_plan_auto(&m, &px, &fr, &mc, &s), PL_OK);
+  ck_assert_msg(strstr(s.why_ep, "chosen over Ep="), "why_ep: '%s'", s.why_ep);
+  px.present = 4; /* not 4: the world stays, and why_ep says why */
+  ck_assert_int_eq(pl_plan_auto(&m, &px, &fr, &mc, &s), PL_OK);
+  ck_assert(s.have_best);
+  ck_assert_int_eq(s.best.cfg.lc.Ep, 0);
+  ck_assert_msg(strstr(s.why_ep, "does not divide the ranks present"),
+                "why_ep: '%s'", s.why_ep);
+  /* FSDP2's ep (only ep free): dividing the ranks present or a multiple of
+   * them, as the baseline takes it — of 24 ranks (E's divisors among 24's:
+   * all 8) with 3 present 1, 3, 6, 12, 24 */
+  pl_plan_cfg f = pl_plan_cfg_fsdp2(&m, 24, 32 << 10);
+  f.offload = true;
+  ck_assert_int_eq(m.E % 24, 0);
+  pl_plan_free ff = {.ep = true};
+  ck_assert_int_eq(pl_plan_auto(&m, &f, &ff, &mc, &s), PL_OK);
+  ck_assert_int_eq(s.tried, 8);
+  f.present = 3;
+  ck_assert_int_eq(pl_plan_auto(&m, &f, &ff, &mc, &s), PL_OK);
+  ck_assert_int_eq(s.tried, 5);
+  ck_assert(s.have_best);
+  ck_assert_msg(s.best.cfg.ep % 3 == 0 || s.best.cfg.ep == 1, "ep=%d",
+                s.best.cfg.ep);
   /* refused naming the value: Ep not dividing W */
   g.lc.Ep = 3;
   ck_assert_int_eq(pl_plan_time_predict(&m, &g, &mc, &tg), PL_EINVAL);

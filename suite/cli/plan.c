@@ -394,6 +394,8 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
     PL_TRY(fsdp2_config_of(a, m, W, S, autoc, c, fr));
   else
     PL_TRY(plateau_config_of(a, W, S, autoc, c, fr));
+  if (pl_args_given(a, "virtual")) /* a proxy: the --gpus ranks present */
+    c->present = W;
   c->sc.dt = pl_args_enum(a, "dtype") == 1 ? PL_F32 : PL_BF16;
   c->imb = pl_args_f64(a, "imb");
   if (pl_args_given(a, "micro"))

@@ -297,12 +297,8 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
     mc.host_bytes = a->mc.host_bytes / here * g;
     mc.host_reserve = a->mc.host_reserve / here * g;
     mc.gpus_per_node = g;
-    base.W = Wv, base.lc.W_v = Wv;
-    /* expert groups the proxy can play are real ones (train/epgroups.h:
-     * Ep dividing the ranks present); the search's only other Ep is a
-     * node's, so where that does not divide them the world stays */
-    if (W % g != 0)
-      fr.ep = false;
+    /* the search takes only expert groups the W ranks present play */
+    base.W = Wv, base.lc.W_v = Wv, base.present = W;
   }
   if (a->step_tokens > 0) /* micro·N·W_v in the planner's W: micro·N·W */
     base.tokens_step = a->step_tokens / (Wv / base.W);
