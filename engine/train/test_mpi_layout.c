@@ -89,8 +89,8 @@ static void refused(const pl_model_cfg *m, pl_layout_cfg c, int W, int64_t S,
 START_TEST(refusals) {
   pl_model_cfg m;
   ck_assert_int_eq(pl_model_preset("tiny", &m), PL_OK); /* n_q 4, n_kv 2, E 8 */
-  refused(&m, (pl_layout_cfg){4, 1, 0, 0}, 4, 64,
-          "n_q=4 and n_kv=2 heads over a Ulysses group of D=4");
+  refused(&m, (pl_layout_cfg){8, 1, 0, 0}, 8, 64,
+          "n_q=4 and n_kv=2 heads over a Ulysses group of D=8");
   refused(&m, (pl_layout_cfg){3, 1, 0, 0}, 4, 60,
           "D=3: a real group must divide the W=4 ranks");
   refused(&m, (pl_layout_cfg){1, 3, 0, 0}, 4, 60,

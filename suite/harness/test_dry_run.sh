@@ -39,7 +39,7 @@ run 0 "$BIN" bench dispatch --backend cuda --preset 65k --dry-run=2 &&
   has "$tmp/stdout" "backend cuda: nothing written"
 run 2 "$BIN" bench dispatch --backend cpu --experts 8 --dry-run=3 &&
   has "$tmp/stderr" "--experts=8 is not a multiple of the 3 ranks"
-run 2 "$BIN" bench layer --backend cpu --dry-run=3 && has "$tmp/stderr" "--heads=4 --kv-heads=2: both must divide by the 3 ranks"
+run 2 "$BIN" bench layer --backend cpu --dry-run=3 && has "$tmp/stderr" "--heads=4 --kv-heads=2 over 3 ranks: --heads must divide by the ranks"
 run 2 "$BIN" bench calib --backend cpu --sizes 12Q --dry-run && has "$tmp/stderr" "12Q"
 run 2 "$BIN" bench calib --backend cpu --no-such-option --dry-run && has "$tmp/stderr" "--no-such-option"
 run 2 "$BIN" bench calib --backend cpu --dry-run=0 && has "$tmp/stderr" "--dry-run=RANKS"
