@@ -213,12 +213,13 @@ START_TEST(reference_every_layout) {
                     "%s: composed step differs from the reference", what);
     }
   /* a Ulysses group past the key/value heads: one kv head replicated to
-   * every rank of D = W (GQA 4), and GQA 2 with D = 4 > n_kv = 2 */
+   * every rank of D = W (GQA 4, 6 on 3 ranks), and GQA 2 with D = 4 >
+   * n_kv = 2 */
   for (int k = 0; k < 2 && size > 1; k++) {
     if (k == 1 && size != 4)
       continue;
     setup u = base();
-    u.m.n_q = 4, u.m.n_kv = k ? 2 : 1;
+    u.m.n_q = size == 3 ? 6 : 4, u.m.n_kv = k ? 2 : 1;
     u.lc = (pl_layout_cfg){size, 1, 0, 0};
     u.S = 12 * size;
     char what[64];
