@@ -49,8 +49,8 @@ live=$(awk -F'\t' 'NR == 1 {for (i = 1; i <= NF; i++) if ($i == "live_set") c = 
 
 # adversarial routing: whether it fits, said plainly
 # (Ep = W: the dispatch over the world, whose adversarial bound is 8x a
-# node-sized expert group's)
-out=$("$BIN" plan --model 667b --gpus 64 --seq 1Mi --ep 64 2>&1); rc=$?
+# node-sized expert group's; D = 8: 128K tokens per rank)
+out=$("$BIN" plan --model 667b --gpus 64 --seq 1Mi --ep 64 --D 8 2>&1); rc=$?
 [[ $rc -eq 0 && $out =~ "adversarial routing (every route to one rank): "[0-9.]+" GiB: DOES NOT FIT" ]] && pass ||
   fail "667b/64/1M: the adversarial peak is not called unfit: $(grep adversarial <<<"$out")"
 [[ $out == *"with balanced routing; NOT with adversarial routing"* ]] && pass || fail "667b/64/1M: the verdict hides the adversarial peak"
@@ -97,7 +97,8 @@ bad() {
 bad "--gpus=0" --gpus 0
 bad "999b" --model 999b
 bad "12Q" --seq 12Q
-bad "D=16" --D 16
+bad "D=16" --D 16 --model tiny
+bad "D=128: n_q must divide by D" --gpus 128 --D 128
 bad "--cp=3" --system fsdp2 --cp 3
 bad "--D: a knob of plateau" --system fsdp2 --D 2
 bad "Ep=3: an expert group is the whole world" --ep 3
