@@ -135,14 +135,18 @@ static void run(int64_t Nloc, int nq, int nkv, int d, pl_dtype dt) {
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) pl_free(dev, ps[i]);
 }
 
+/* attention of n_q / n_kv heads over this group is refused, naming msg */
+static void attn_refused(int nq, int nkv, const char *msg) {
+  pl_attn_shape sh = {.batch = 1, .seq = 8, .n_q = nq, .n_kv = nkv, .head_dim = 16,
+                      .dtype = PL_F32};
+  ck_assert_int_eq(pl_ulysses_attn_fwd(world, pl_dev_stream(dev), &sh, NULL, NULL, NULL, NULL, NULL),
+                   PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), msg), "'%s' lacks '%s'", pl_last_error(), msg);
+}
+
 START_TEST(ulysses_equals_single_rank) {
   if (4 % size) { /* D = 3: heads 8 / kv 4 divide neither way: refused */
-    pl_attn_shape sh = {.batch = 1, .seq = 8, .n_q = 8, .n_kv = 4, .head_dim = 16,
-                        .dtype = PL_F32};
-    ck_assert_int_eq(pl_ulysses_attn_fwd(world, pl_dev_stream(dev), &sh, NULL, NULL, NULL, NULL,
-                                         NULL),
-                     PL_EINVAL);
-    ck_assert_ptr_nonnull(strstr(pl_last_error(), "divide"));
+    attn_refused(8, 4, "divide");
     ck_assert_int_eq(pl_ulysses_seq_to_head(world, pl_dev_stream(dev), NULL, NULL, 8, 4, 16,
                                             PL_F32),
                      PL_EINVAL);
@@ -157,14 +161,8 @@ START_TEST(ulysses_equals_single_rank) {
     run(40, 8, 1, 32, PL_BF16);
     if (size == 4) run(23, 4, 2, 16, PL_F32); /* 2 kv heads, R = 2 */
   }
-  if (size == 4) { /* D > n_q: refused */
-    pl_attn_shape sh = {.batch = 1, .seq = 8, .n_q = 2, .n_kv = 1, .head_dim = 16,
-                        .dtype = PL_F32};
-    ck_assert_int_eq(pl_ulysses_attn_fwd(world, pl_dev_stream(dev), &sh, NULL, NULL, NULL, NULL,
-                                         NULL),
-                     PL_EINVAL);
-    ck_assert_ptr_nonnull(strstr(pl_last_error(), "n_q must divide by D"));
-  }
+  if (size == 4) /* D > n_q: refused */
+    attn_refused(2, 1, "n_q must divide by D");
 }
 END_TEST
 
