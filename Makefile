@@ -3,6 +3,14 @@
 #   CUDA_ARCH=90a   SM architecture for nvcc (90a: Hopper with wgmma, which
 #                   the attention forward uses; 90 builds the mma kernels only)
 #   CUDA_HOME       toolkit root (default /usr/local/cuda)
+#   CUDNN=auto|0|1  cuDNN's fused flash attention behind the attention calls
+#                   (auto: when CUDA is built and cuDNN's headers and library
+#                   and the cudnn-frontend headers are found)
+#   CUDNN_HOME      cuDNN root with include/cudnn.h and lib/ or lib64/ (auto:
+#                   CUDA_HOME, /usr, then the nvidia-cudnn Python wheel)
+#   CUDNN_FE_HOME   cudnn-frontend headers (include/cudnn_frontend.h; auto:
+#                   DEPS_PREFIX, then $(BUILD)/deps/cudnn-frontend, which
+#                   `make cudnn-frontend` fills from the PyPI package)
 #   DEBUG=0|1       -O0 -g and sanitizer-friendly flags
 #   SAN=0|1         AddressSanitizer + UndefinedBehaviorSanitizer (make asan
 #                   sets it with DEBUG=1 CUDA=0 in its own BUILD=build-asan)
@@ -49,6 +57,37 @@ ifeq ($(HAVE_CUDA),1)
   endif
 endif
 
+# cuDNN: the library and its headers, and the header-only cudnn-frontend that
+# builds the attention graphs (used by one .cu file).  The library's folder
+# holds libcudnn.so.9 (a Python wheel ships no unversioned link: link by the
+# versioned name).
+CUDNN ?= auto
+CUDNN_FE_VERSION ?= 1.32.0
+ifneq ($(HAVE_CUDA)$(CUDNN),10)
+  ifeq ($(HAVE_CUDA),1)
+    CUDNN_PY_DIR := $(shell python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
+  endif
+endif
+CUDNN_HOME ?= $(firstword $(foreach d,$(CUDA_HOME) /usr /usr/local $(CUDNN_PY_DIR) $(DEPS_PREFIX),$(if $(wildcard $(d)/include/cudnn.h),$(d))))
+CUDNN_LIBDIR ?= $(firstword $(foreach d,$(CUDNN_HOME)/lib64 $(CUDNN_HOME)/lib $(CUDNN_HOME)/lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu $(CUDNN_PY_DIR)/lib,$(if $(wildcard $(d)/libcudnn.so.9),$(d))))
+CUDNN_FE_HOME ?= $(firstword $(foreach d,$(DEPS_PREFIX) $(BUILD)/deps/cudnn-frontend,$(if $(wildcard $(d)/include/cudnn_frontend.h),$(d))))
+ifeq ($(CUDNN),auto)
+  HAVE_CUDNN := $(if $(and $(filter 1,$(HAVE_CUDA)),$(CUDNN_HOME),$(CUDNN_LIBDIR),$(CUDNN_FE_HOME)),1,0)
+else
+  HAVE_CUDNN := $(CUDNN)
+endif
+ifeq ($(HAVE_CUDNN),1)
+  ifneq ($(HAVE_CUDA),1)
+    $(error CUDNN=1 needs the CUDA backend (CUDA=1 or auto with nvcc found))
+  endif
+  ifeq ($(and $(CUDNN_HOME),$(CUDNN_LIBDIR)),)
+    $(error CUDNN=1 but cuDNN 9 was not found (set CUDNN_HOME: include/cudnn.h and lib*/libcudnn.so.9))
+  endif
+  ifeq ($(CUDNN_FE_HOME),)
+    $(error CUDNN=1 but the cudnn-frontend headers were not found (run `make cudnn-frontend` or set CUDNN_FE_HOME))
+  endif
+endif
+
 # Debian packages the project needs (make deps).
 DEB_PKGS := openmpi-bin libopenmpi-dev libpmix-dev libopenblas-dev check \
             pkg-config gnuplot-nox slurm-wlm munge
@@ -82,16 +121,22 @@ ifeq ($(SAN),1)
 endif
 WERROR ?= 1
 WARN := -Wall -Wextra -Wno-unused-parameter $(if $(filter 1,$(WERROR)),-Werror)
-CPPFLAGS += -Iengine/include -Iengine -Isuite -DPL_HAVE_CUDA=$(HAVE_CUDA) \
+CPPFLAGS += -Iengine/include -Iengine -Isuite -DPL_HAVE_CUDA=$(HAVE_CUDA) -DPL_HAVE_CUDNN=$(HAVE_CUDNN) \
             -D_GNU_SOURCE -I$(BUILD)/gen
 CFLAGS += -std=c11 $(OPT) -g $(WARN) -fopenmp -fPIC -march=x86-64-v2
 NVCCFLAGS += -std=c++17 -O3 -lineinfo -arch=sm_$(CUDA_ARCH) \
              -Xcompiler -fPIC,-Wall -Iengine/include -Iengine \
-             -DPL_HAVE_CUDA=1 -I$(CUDA_HOME)/include --expt-relaxed-constexpr
+             -DPL_HAVE_CUDA=1 -DPL_HAVE_CUDNN=$(HAVE_CUDNN) -I$(CUDA_HOME)/include --expt-relaxed-constexpr
+ifeq ($(HAVE_CUDNN),1)
+  NVCCFLAGS += -isystem $(CUDNN_HOME)/include -isystem $(CUDNN_FE_HOME)/include
+endif
 LDLIBS_BASE = $(MPI_LIBS) $(BLAS_LIBS) -fopenmp -lpthread -lm
 ifeq ($(HAVE_CUDA),1)
   LDLIBS_CUDA := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
                  -lcublas -lcublasLt -lnccl -lcudart -lstdc++
+  ifeq ($(HAVE_CUDNN),1)
+    LDLIBS_CUDA += -L$(CUDNN_LIBDIR) -Wl,-rpath,$(CUDNN_LIBDIR) -l:libcudnn.so.9
+  endif
 endif
 LDLIBS_ALL = $(LDLIBS_BASE) $(LDLIBS_CUDA)
 
@@ -107,6 +152,8 @@ override GIT_SHA := $(shell jobs/provenance describe 2>/dev/null || echo "unknow
 # archive, linked into the plateau program and the tests above the engine.
 LIB_C := $(shell find engine -name '*.c' ! -name 'test_*' 2>/dev/null | sort)
 LIB_CU := $(shell find engine -name '*.cu' ! -name 'test_*' 2>/dev/null | sort)
+# host-only C++ of the CUDA backend (the cudnn-frontend user), built by $(CXX)
+LIB_CPP := $(shell find engine -name '*.cpp' ! -name 'test_*' 2>/dev/null | sort)
 BASE_C := $(shell find baselines -name '*.c' ! -name 'test_*' 2>/dev/null | sort)
 SUITE_C := $(shell find suite -name '*.c' ! -name 'test_*' ! -path suite/cli/main.c | sort)
 TEST_C := $(shell find engine baselines suite -name 'test_*.c' ! -name 'test_mpi_*' | sort)
@@ -118,9 +165,11 @@ DEV_CU := $(shell find dev -name '*.cu' 2>/dev/null | sort)
 DEV_BINS := $(DEV_CU:dev/%.cu=$(BUILD)/dev/%)
 ifneq ($(HAVE_CUDA),1)
   LIB_CU :=
+  LIB_CPP :=
 endif
 
-LIB_OBJ := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o)
+LIB_OBJ := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o) \
+           $(LIB_CPP:%.cpp=$(BUILD)/obj/%.cpp.o)
 BASE_OBJ := $(BASE_C:%.c=$(BUILD)/obj/%.o)
 SUITE_OBJ := $(SUITE_C:%.c=$(BUILD)/obj/%.o)
 LIB := $(BUILD)/lib/libplateau.a
@@ -129,17 +178,18 @@ BIN := $(BUILD)/bin/plateau
 TEST_BINS := $(TEST_C:%.c=$(BUILD)/tests/%) $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
 
 .PHONY: all config deps build run test test-unit test-mpi test-sh install \
-        report regress clean format dev asan
+        report regress clean format dev asan cudnn-frontend
 
 all: config $(BIN) $(LIB) $(BASE_LIB) $(BUILD)/lib/pkgconfig/plateau.pc
 
 config:
 	@mkdir -p results/runs
-	@echo "# plateau build: CUDA=$(HAVE_CUDA) (nvcc: $(or $(NVCC),none)) CUDA_ARCH=$(CUDA_ARCH) DEBUG=$(DEBUG) BLAS=$(BLAS) STATIC_DEPS=$(STATIC_DEPS) sources=$(GIT_SHA)"
+	@echo "# plateau build: CUDA=$(HAVE_CUDA) (nvcc: $(or $(NVCC),none)) CUDNN=$(HAVE_CUDNN)$(if $(filter 1,$(HAVE_CUDNN)), ($(CUDNN_LIBDIR))) CUDA_ARCH=$(CUDA_ARCH) DEBUG=$(DEBUG) BLAS=$(BLAS) STATIC_DEPS=$(STATIC_DEPS) sources=$(GIT_SHA)"
 
 build: all
 
-deps:
+# With CUDA and cuDNN present, the cudnn-frontend headers are a dependency too.
+deps: $(if $(and $(filter 1,$(HAVE_CUDA)),$(filter-out 0,$(CUDNN)),$(CUDNN_HOME)),cudnn-frontend)
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done | tr '\n' ' '); \
 	missing=$${missing% }; \
 	if [ -z "$$missing" ]; then echo "# deps: all Debian packages present"; exit 0; fi; \
@@ -174,6 +224,16 @@ $(BUILD)/gen/nvcc_flags: FORCE
 $(BUILD)/obj/%.cu.o: %.cu $(BUILD)/gen/nvcc_flags
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+
+# The CUDA backend's host C++ (no device code): the C++ compiler with the
+# CUDA, cuDNN and cudnn-frontend headers; rebuilt when nvcc's line changes.
+CXX ?= g++
+CXXFLAGS_CUDA = -std=c++17 $(OPT) -g -fPIC -Wall -Wno-unused-parameter -Iengine/include -Iengine \
+                -DPL_HAVE_CUDA=1 -DPL_HAVE_CUDNN=$(HAVE_CUDNN) -D_GNU_SOURCE -I$(CUDA_HOME)/include \
+                $(if $(filter 1,$(HAVE_CUDNN)),-isystem $(CUDNN_HOME)/include -isystem $(CUDNN_FE_HOME)/include)
+$(BUILD)/obj/%.cpp.o: %.cpp $(BUILD)/gen/nvcc_flags
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS_CUDA) -MMD -MP -c $< -o $@
 
 # The sources' provenance (git sha, dirty flag, tree hash: jobs/provenance
 # header), rewritten only when it changes so that -MMD rebuilds exactly the
@@ -302,6 +362,22 @@ asan:
 	@$(ASAN_ENV) $(MAKE) --no-print-directory CUDA=0 DEBUG=1 SAN=1 BUILD=$(ASAN_BUILD) \
 	  MPI_NPS="1 2" test-unit test-mpi
 	@$(ASAN_ENV) BUILD=$(ASAN_BUILD) timeout 1200 bash suite/cli/test_badinput.sh
+
+# The cudnn-frontend headers (header-only C++, NVIDIA's, from its PyPI
+# package) into $(BUILD)/deps/cudnn-frontend: needed only to build the cuDNN
+# attention path; without them CUDNN=auto builds without it.
+CUDNN_FE_DIR := $(BUILD)/deps/cudnn-frontend
+cudnn-frontend:
+	@if [ -f $(CUDNN_FE_DIR)/include/cudnn_frontend.h ]; then exit 0; fi; \
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT; \
+	if python3 -m pip download -q --no-deps --only-binary=:all: -d "$$tmp" \
+	     nvidia-cudnn-frontend==$(CUDNN_FE_VERSION) >"$$tmp/log" 2>&1 && \
+	   mkdir -p "$$tmp/x" && (cd "$$tmp/x" && python3 -m zipfile -e "$$tmp"/nvidia_cudnn_frontend-*.whl .) && \
+	   [ -f "$$tmp/x/include/cudnn_frontend.h" ]; then \
+	  mkdir -p $(CUDNN_FE_DIR) && rm -rf $(CUDNN_FE_DIR)/include && \
+	  mv "$$tmp/x/include" $(CUDNN_FE_DIR)/include && \
+	  echo "# deps: cudnn-frontend $(CUDNN_FE_VERSION) headers in $(CUDNN_FE_DIR)"; \
+	else echo "# deps: cudnn-frontend $(CUDNN_FE_VERSION) not fetched (pip download failed): the cuDNN attention path is not built"; fi
 
 report:
 	@test -n "$(RUN_DIR)" || { echo "make report RUN_DIR=results/runs/<sweep>"; exit 2; }

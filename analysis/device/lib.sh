@@ -36,7 +36,7 @@ pl_dev_begin() {
 stamp() { echo "## $PL_SCRIPT [$(($(date +%s) - PL_START))s] $*"; }
 
 # the metadata lines a bench prints on stdout (the file keeps them all)
-PL_META='^# \(env\|argv\|git\|plateau\|slurm\|device\|driver\|cuda\|blas\|nccl\|mpi\|host\|start\|iters\|warmup\|seed\|check\|mem_limit\|sweep\|point\|preset\|ranks\|backend\|tree_hash\|bench\)'
+PL_META='^# \(env\|argv\|git\|plateau\|slurm\|device\|driver\|cuda\|cudnn\|blas\|nccl\|mpi\|host\|start\|iters\|warmup\|seed\|check\|mem_limit\|sweep\|point\|preset\|ranks\|backend\|tree_hash\|bench\)'
 
 bench() {
   local t=$1 name=$2

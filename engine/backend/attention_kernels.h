@@ -67,6 +67,9 @@ pl_status pl__cuda_attn_merge(pl_stream *s, float *o_acc, float *lse_acc,
                               int64_t rows, int n_q, int d, pl_dtype dt);
 pl_status pl__cuda_attn_check(const pl_attn_shape *sh);
 size_t pl__cuda_attn_bwd_workspace_bytes(const pl_attn_shape *sh);
+/* what pl_attn_bwd allocates on s: the size above, or more where the kernel
+ * that runs (cuDNN's plan) asks for more */
+size_t pl__cuda_attn_bwd_workspace_on(pl_stream *s, const pl_attn_shape *sh);
 pl_status pl__cuda_attn_fwd(pl_stream *s, const pl_attn_shape *sh,
                             const void *q, const void *k, const void *v,
                             void *o, float *lse);

@@ -3,11 +3,20 @@
  * dispatches the shared kernels through that table and the operators test
  * pl__on_cuda(s) in front of their own kernels (core/internal.h). */
 #include "backend/backend.h"
+#include "backend/cuda/attention_cudnn.h"
 
 int pl_backend_available(pl_backend be) {
   if (be == PL_BACKEND_CPU) return 1;
   if (be == PL_BACKEND_CUDA) return PL_HAVE_CUDA;
   return 0;
+}
+
+const char *pl_cudnn_version(void) {
+#if PL_HAVE_CUDA
+  return pl__cudnn_version();
+#else
+  return "-";
+#endif
 }
 
 int pl_cuda_device_count(void) {

@@ -29,18 +29,18 @@ pl_status pl_attn_check(const pl_attn_shape *sh, pl_backend be) {
   if (!(sh->scale >= 0.f) || isinf(sh->scale))
     return pl_set_error(PL_EINVAL, "attention: scale=%g: must be finite >= 0 (0 = 1/sqrt(d))",
                         (double)sh->scale);
-  if (sh->kernels.fwd < PL_ATTN_FWD_AUTO || sh->kernels.fwd > PL_ATTN_FWD_WGMMA)
+  if (sh->kernels.fwd < PL_ATTN_FWD_AUTO || sh->kernels.fwd > PL_ATTN_FWD_CUDNN)
     return pl_set_error(PL_EINVAL,
-                        "attention: kernels.fwd=%d: must be 0 (auto), 1 (simple), 2 (mma) or "
-                        "3 (wgmma)",
+                        "attention: kernels.fwd=%d: must be 0 (auto), 1 (simple), 2 (mma), "
+                        "3 (wgmma) or 4 (cudnn)",
                         (int)sh->kernels.fwd);
   if (sh->mask != PL_ATTN_CAUSAL && sh->mask != PL_ATTN_FULL)
     return pl_set_error(PL_EINVAL, "attention: mask=%d: must be 0 (causal) or 1 (full)",
                         (int)sh->mask);
-  if (sh->kernels.bwd < PL_ATTN_BWD_AUTO || sh->kernels.bwd > PL_ATTN_BWD_SPLIT)
+  if (sh->kernels.bwd < PL_ATTN_BWD_AUTO || sh->kernels.bwd > PL_ATTN_BWD_CUDNN)
     return pl_set_error(PL_EINVAL,
                         "attention: kernels.bwd=%d: must be 0 (auto), 1 (simple), 2 (mma), "
-                        "3 (wgmma) or 4 (split)",
+                        "3 (wgmma), 4 (split) or 5 (cudnn)",
                         (int)sh->kernels.bwd);
   if (be == PL_BACKEND_CUDA) {
 #if PL_HAVE_CUDA
@@ -87,8 +87,11 @@ pl_status pl_attn_bwd(pl_stream *s, const pl_attn_shape *sh, const void *q, cons
   if (sh->seq == 0 || sh->batch == 0) return PL_OK;
   pl_dev *dev = pl_stream_dev(s);
   void *ws = NULL;
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, pl_attn_bwd_workspace_bytes(sh, pl_stream_backend(s)),
-                        "attention", s, &ws));
+  size_t ws_bytes = pl_attn_bwd_workspace_bytes(sh, pl_stream_backend(s));
+#if PL_HAVE_CUDA
+  if (pl__on_cuda(s)) ws_bytes = pl__cuda_attn_bwd_workspace_on(s, sh);
+#endif
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, ws_bytes, "attention", s, &ws));
   pl_status st;
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s))

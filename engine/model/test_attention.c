@@ -253,9 +253,30 @@ START_TEST(bad_shapes_refused) {
   sh.kernels.fwd = PL_ATTN_FWD_AUTO;
   sh.mask = PL_ATTN_CAUSAL;
   /* kernel kinds out of range: refused on every backend, naming the field */
-  sh.kernels.fwd = (pl_attn_fwd_kind)4;
+  sh.kernels.fwd = (pl_attn_fwd_kind)5;
   ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
-  ck_assert_ptr_nonnull(strstr(pl_last_error(), "kernels.fwd=4"));
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "kernels.fwd=5"));
+  sh.kernels.fwd = PL_ATTN_FWD_AUTO;
+  sh.kernels.bwd = (pl_attn_bwd_kind)6;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "kernels.bwd=6"));
+  /* cuDNN: a choice the CPU ignores; on CUDA it needs a cuDNN build, and
+   * takes bf16 with d = 64 or 128 (full or causal) */
+  sh.kernels = (pl_attn_kernels){PL_ATTN_FWD_CUDNN, PL_ATTN_BWD_CUDNN};
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_OK);
+#if PL_HAVE_CUDA && PL_HAVE_CUDNN
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CUDA), PL_OK);
+  sh.mask = PL_ATTN_FULL;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CUDA), PL_OK);
+  sh.mask = PL_ATTN_CAUSAL;
+  sh.head_dim = 96;
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CUDA), PL_EUNSUPPORTED);
+  sh.head_dim = 64;
+#else
+  ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CUDA), PL_EUNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), PL_HAVE_CUDA ? "cuDNN" : "CUDA"));
+#endif
+  sh.kernels = (pl_attn_kernels){PL_ATTN_FWD_AUTO, PL_ATTN_BWD_AUTO};
   sh.kernels.fwd = PL_ATTN_FWD_AUTO;
   sh.kernels.bwd = (pl_attn_bwd_kind)-1;
   ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
@@ -283,7 +304,8 @@ START_TEST(kernel_choice_on_cpu) {
                                 {PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE},
                                 {PL_ATTN_FWD_MMA, PL_ATTN_BWD_MMA},
                                 {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_WGMMA},
-                                {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_SPLIT}};
+                                {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_SPLIT},
+                                {PL_ATTN_FWD_CUDNN, PL_ATTN_BWD_CUDNN}};
   pl_attn_shape sh = {.batch = 1, .seq = 70, .n_q = 4, .n_kv = 2, .head_dim = 16,
                       .dtype = PL_F32};
   const size_t nqe = 70 * 4 * 16, nke = 70 * 2 * 16, nr = 4 * 70;

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/attention_cudnn.h"
 #include "core/internal.h"
 #include "model/attention.h"
 #include "model/attention_testutil.h"
@@ -102,18 +103,36 @@ static int cmp(const char *tag, const char *what, const void *got, pl_dtype dt, 
 }
 
 /* The kernel choices swept against SIMPLE; wg: needs d = 128 and sm_90a
- * device code.  AUTO's names depend on d and the build (checked apart). */
+ * device code; dnn: needs a cuDNN build.  AUTO's names depend on d, the
+ * build and whether cuDNN takes the shape (checked apart). */
 typedef struct choice {
   pl_attn_kernels k;
   const char *fwd, *bwd; /* what pl_attn_fwd_kernel / _bwd_kernel must say */
-  int wg;
+  int wg, dnn;
 } choice;
 static const choice choices[] = {
-    {{PL_ATTN_FWD_MMA, PL_ATTN_BWD_MMA}, "mma", "mma", 0},
-    {{PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_WGMMA}, "wgmma/ovtma", "wgmma/bulk", 1},
-    {{PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_SPLIT}, "wgmma/ovtma", "wgmma/split", 1},
-    {{PL_ATTN_FWD_AUTO, PL_ATTN_BWD_AUTO}, NULL, NULL, 0},
+    {{PL_ATTN_FWD_MMA, PL_ATTN_BWD_MMA}, "mma", "mma", 0, 0},
+    {{PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_WGMMA}, "wgmma/ovtma", "wgmma/bulk", 1, 0},
+    {{PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_SPLIT}, "wgmma/ovtma", "wgmma/split", 1, 0},
+    {{PL_ATTN_FWD_CUDNN, PL_ATTN_BWD_CUDNN}, "cudnn", "cudnn", 0, 1},
+    {{PL_ATTN_FWD_AUTO, PL_ATTN_BWD_AUTO}, NULL, NULL, 0, 0},
 };
+
+/* 1 when cuDNN takes sh forward and backward on the GPU (its plans build) */
+static int cudnn_takes(const pl_attn_shape *sh) {
+  const int ok = pl__cudnn_attn_ready(gs, sh, 0) == PL_OK && pl__cudnn_attn_ready(gs, sh, 1) == PL_OK;
+  if (!ok && PL_HAVE_CUDNN) printf("#   cuDNN refuses the shape: %s\n", pl_last_error());
+  pl_clear_error();
+  return ok;
+}
+
+/* The names AUTO must report for sh: cuDNN's where it takes the shape, else
+ * the wgmma kernels for d = 128 when built, else MMA. */
+static void auto_names(const pl_attn_shape *sh, int wg_avail, int dnn, const char **f,
+                       const char **b) {
+  *f = dnn ? "cudnn" : sh->head_dim == 128 && wg_avail ? "wgmma/ovtma" : "mma";
+  *b = dnn ? "cudnn" : sh->head_dim == 128 && wg_avail ? "wgmma/bulk" : "mma";
+}
 #define NCHOICE (sizeof choices / sizeof choices[0])
 
 /* run one choice on the GPU: poison, fwd, bwd; PL_OK or the first error */
@@ -186,9 +205,13 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
   ck_assert_msg(st == PL_OK, "simple: %s", pl_last_error());
   outs_get(&hs, &g, nqe, nke, nr);
   int wg_avail = d == 128; /* until a wgmma kind says PL_EUNSUPPORTED */
+  const int dnn = cudnn_takes(&sh);
+  /* cuDNN must take every shape of a few thousand tokens and more */
+  if (PL_HAVE_CUDNN && S >= 1000 && !dnn) ok = 0;
   for (size_t c = 0; c < NCHOICE; c++) {
     const choice *ch = &choices[c];
     if (ch->wg && !wg_avail) continue;
+    if (ch->dnn && !dnn) continue;
     sh.kernels = ch->k;
     const char *fn = pl_attn_fwd_kernel(gs, &sh), *bn = pl_attn_bwd_kernel(gs, &sh);
     char tag[40];
@@ -208,10 +231,7 @@ static int check_shape(int64_t B, int64_t S, int nq, int nkv, int d, int with_cp
     /* what runs is what the names say (AUTO: the wgmma kernels for d = 128
      * when they are built, else MMA) */
     const char *wf = ch->fwd, *wb = ch->bwd;
-    if (!wf) {
-      wf = d == 128 && wg_avail ? "wgmma/ovtma" : "mma";
-      wb = d == 128 && wg_avail ? "wgmma/bulk" : "mma";
-    }
+    if (!wf) auto_names(&sh, wg_avail, dnn, &wf, &wb);
     if (strcmp(fn, wf) || strcmp(bn, wb)) {
       printf("#   KERNEL NAMES %s+%s, expected %s+%s\n", fn, bn, wf, wb);
       ok = 0;
@@ -303,14 +323,19 @@ static int check_full(int64_t B, int64_t S, int nq, int nkv, int d, uint64_t see
   static const struct {
     pl_attn_kernels k;
     const char *tag, *fwd, *bwd; /* the names; NULL: AUTO's (below) */
-    int wg;
-  } ks[] = {{{PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE}, "simple", "simple", "simple", 0},
-            {{PL_ATTN_FWD_MMA, PL_ATTN_BWD_MMA}, "mma", "mma", "mma", 0},
-            {{PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_WGMMA}, "wgmma", "wgmma/ovtma", "wgmma/bulk", 1},
-            {{PL_ATTN_FWD_AUTO, PL_ATTN_BWD_AUTO}, "auto", NULL, NULL, 0}};
+    int wg, dnn;
+  } ks[] = {{{PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE}, "simple", "simple", "simple", 0, 0},
+            {{PL_ATTN_FWD_MMA, PL_ATTN_BWD_MMA}, "mma", "mma", "mma", 0, 0},
+            {{PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_WGMMA}, "wgmma", "wgmma/ovtma", "wgmma/bulk", 1, 0},
+            {{PL_ATTN_FWD_CUDNN, PL_ATTN_BWD_CUDNN}, "cudnn", "cudnn", "cudnn", 0, 1},
+            {{PL_ATTN_FWD_AUTO, PL_ATTN_BWD_AUTO}, "auto", NULL, NULL, 0, 0}};
   int ok = 1, wg_avail = d == 128; /* until the wgmma kinds say PL_EUNSUPPORTED */
+  const int dnn = cudnn_takes(&sh);
+  if (PL_HAVE_CUDNN && S >= 500 && !dnn) ok = 0;
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
     if (ks[i].wg && !wg_avail)
+      continue;
+    if (ks[i].dnn && !dnn)
       continue;
     sh.kernels = ks[i].k;
     const char *fn = pl_attn_fwd_kernel(gs, &sh), *bn = pl_attn_bwd_kernel(gs, &sh);
@@ -322,8 +347,8 @@ static int check_full(int64_t B, int64_t S, int nq, int nkv, int d, uint64_t see
       continue;
     }
     ck_assert_msg(st == PL_OK, "full mask %s: %s", ks[i].tag, pl_last_error());
-    const char *wf = ks[i].fwd ? ks[i].fwd : wg_avail ? "wgmma/ovtma" : "mma",
-               *wb = ks[i].bwd ? ks[i].bwd : wg_avail ? "wgmma/bulk" : "mma";
+    const char *wf = ks[i].fwd, *wb = ks[i].bwd;
+    if (!wf) auto_names(&sh, wg_avail, dnn, &wf, &wb);
     if (strcmp(fn, wf) || strcmp(bn, wb)) {
       printf("#   KERNEL NAMES %s+%s, expected %s+%s\n", fn, bn, wf, wb);
       ok = 0;
@@ -415,6 +440,48 @@ START_TEST(cuda_full_mask) {
 }
 END_TEST
 
+/* cuDNN's workspaces at the shapes the grid runs: the backward's fits the
+ * bytes pl_attn_bwd_workspace_bytes tells the planner (so the plan's
+ * attention term holds whichever kernel runs), the forward asks for none.
+ * Plans only: nothing of the shapes' size is allocated. */
+START_TEST(cuda_cudnn_workspace) {
+  if (pl_cuda_device_count() == 0 || !PL_HAVE_CUDNN) {
+    printf("skipped: %s\n", PL_HAVE_CUDNN ? "no CUDA device" : "no cuDNN in this build");
+    return;
+  }
+#if PL_HAVE_CUDA
+  setup();
+  /* B, S, n_q, n_kv, d, full: Ulysses groups of the 1M points (8, 16, 32
+   * ranks: 8, 4, 2 query heads, the key/value head replicated past n_kv),
+   * 128K and 32K whole, ring attention's blocks (S/CP, full and causal) */
+  static const int64_t shp[][6] = {
+      {1, 1 << 20, 8, 1, 128, 0},  {1, 1 << 20, 4, 1, 128, 0},  {1, 1 << 20, 2, 1, 128, 0},
+      {1, 1 << 17, 64, 8, 128, 0}, {1, 1 << 15, 64, 8, 128, 0}, {1, 1 << 15, 64, 8, 128, 1},
+      {1, 1 << 16, 64, 8, 128, 1}, {1, 4096, 64, 8, 128, 0},    {2, 1000, 8, 2, 64, 0},
+      {1, 129, 6, 3, 128, 1}};
+  int ok = 1;
+  for (size_t i = 0; i < sizeof shp / sizeof shp[0]; i++) {
+    pl_attn_shape sh = {.batch = shp[i][0], .seq = shp[i][1], .n_q = (int)shp[i][2],
+                        .n_kv = (int)shp[i][3], .head_dim = (int)shp[i][4], .dtype = PL_BF16,
+                        .mask = shp[i][5] ? PL_ATTN_FULL : PL_ATTN_CAUSAL};
+    const int takes = cudnn_takes(&sh);
+    const size_t nf = pl__cudnn_attn_need(gs, &sh, 0), nb = pl__cudnn_attn_need(gs, &sh, 1),
+                 ours = pl_attn_bwd_workspace_bytes(&sh, PL_BACKEND_CUDA);
+    const int good = takes && nf == 0 && nb <= ours;
+    printf("# cudnn workspace B=%lld S=%lld n_q=%d n_kv=%d d=%d %s: fwd %zu, bwd %zu "
+           "(planned %zu, %+.3f%%)%s\n",
+           (long long)sh.batch, (long long)sh.seq, sh.n_q, sh.n_kv, sh.head_dim,
+           sh.mask == PL_ATTN_FULL ? "full" : "causal", nf, nb, ours,
+           ours ? 100.0 * ((double)nb - (double)ours) / (double)ours : 0.0, good ? "" : "  BAD");
+    ok &= good;
+  }
+  fflush(stdout);
+  ck_assert_msg(ok, "cuDNN workspace beyond the plan's attention term (see above)");
+  teardown();
+#endif
+}
+END_TEST
+
 #if PL_HAVE_CUDA
 typedef struct tctx {
   pl_attn_shape sh;
@@ -459,7 +526,8 @@ START_TEST(cuda_tflops) {
   static const pl_attn_kernels timed[] = {{PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE},
                                           {PL_ATTN_FWD_MMA, PL_ATTN_BWD_MMA},
                                           {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_WGMMA},
-                                          {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_SPLIT}};
+                                          {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_SPLIT},
+                                          {PL_ATTN_FWD_CUDNN, PL_ATTN_BWD_CUDNN}};
   /* S, n_q, n_kv, d, full mask (ring attention's block at 128K, CP 4: the
    * full-mask kernels side by side; SIMPLE not timed there) */
   static const int shp[][5] = {{8192, 16, 2, 128, 0},
@@ -517,6 +585,7 @@ START_TEST(cuda_tflops) {
 END_TEST
 
 int main(void) {
-  const TTest *tests[] = {cuda_vs_cpu_and_simple, cuda_full_mask, cuda_tflops, NULL};
+  const TTest *tests[] = {cuda_vs_cpu_and_simple, cuda_full_mask, cuda_cudnn_workspace,
+                          cuda_tflops, NULL};
   return pl_check_suite("attention_cuda", 900, tests, NULL, NULL, CK_NOFORK, 0) ? 1 : 0;
 }

@@ -76,8 +76,8 @@ static int cmd_info(int argc, char **argv) {
   if (argc > 1) {
     if (is_help(argv[1])) {
       printf("usage: plateau info\n  Print the version, the backends built "
-             "into this binary, the CUDA devices\n  visible, the MPI and NCCL "
-             "versions, this launch's ranks, then the CPU device\n  (name, "
+             "into this binary, the CUDA devices\n  visible, the MPI, NCCL "
+             "and cuDNN versions, this launch's ranks, then the CPU device\n  (name, "
              "memory, cores, BLAS) and each GPU (name, memory, SMs, BLAS, "
              "driver and\n  CUDA runtime).\n");
       return 0;
@@ -97,6 +97,7 @@ static int cmd_info(int argc, char **argv) {
   printf("CUDA devices visible: %d\n", ncuda);
   printf("MPI: %s\n", pl_mpi_version());
   printf("NCCL: %s\n", pl_nccl_version());
+  printf("cuDNN: %s\n", pl_cudnn_version());
   if (st == PL_OK) printf("MPI ranks in this launch: %d\n", pl_world_size());
   printf("local rank: %d\n", pl_local_rank());
 

@@ -546,6 +546,7 @@ const char *const *pl_results_meta(struct pl_dev *dev, struct pl_comm *comm,
     PUT("device", "%s", "-");
   }
   PUT("nccl", "%s", pl_nccl_version());
+  PUT("cudnn", "%s", pl_cudnn_version());
   PUT("mpi", "%s", pl_mpi_version());
   PUT("ranks", "%d", comm ? pl_comm_size(comm) : pl_world_size());
   char host[256] = "-";

@@ -4,16 +4,21 @@
  * backend/attention_kernels.h declares.  Kernels and
  * their launches live in the kernel files (attention_common.cuh lists them):
  *
- *   forward    SIMPLE   attention_simple.cu     the device reference
+ *   forward    CUDNN    attention_cudnn.cpp      cuDNN's fused flash
+ *                                               attention (AUTO where built
+ *                                               and the shape runs there)
+ *              SIMPLE   attention_simple.cu     the device reference
  *              MMA      attention_mma.cu        sm_80+, d = 64 or 128
  *              WGMMA    attention_wgmma_fwd.cu  sm_90a, d = 128 (AUTO there)
- *   backward   SIMPLE   attention_simple.cu
+ *   backward   CUDNN    attention_cudnn.cpp      (AUTO as forward)
+ *              SIMPLE   attention_simple.cu
  *              MMA      attention_mma.cu        dQ by fp32 atomics
  *              WGMMA    attention_wgmma_bwd.cu  dQ by bulk reductions (AUTO)
  *              SPLIT    attention_wgmma_bwd.cu  dK/dV and dQ kernels, no
  *                                               atomics: bit-reproducible dQ
  *
- * Every backward first computes D = rowsum(dO∘O) (attention_simple.cu).  The
+ * Every backward of ours first computes D = rowsum(dO∘O) (attention_simple.cu);
+ * cuDNN's computes its own inside its workspace.  The
  * library reads no environment variable: the caller's pl_attn_kernels is the
  * only switch. */
 #include <stdio.h>
@@ -22,6 +27,7 @@
 
 #include "backend/attention_kernels.h"
 #include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/attention_cudnn.h"
 
 /* 1 when the device code was built for sm_90a (wgmma available) */
 static __global__ void wgmma_probe_kernel(int *out) {
@@ -31,6 +37,8 @@ static __global__ void wgmma_probe_kernel(int *out) {
 /* The CUDA kernels: bf16, d = 64 or 128 (the wgmma kernels 128 only),
  * S <= 2^30 (int indices), B and n_q within a grid dimension. */
 extern "C" pl_status pl__cuda_attn_check(const pl_attn_shape *sh) {
+  if (sh->kernels.fwd == PL_ATTN_FWD_CUDNN || sh->kernels.bwd == PL_ATTN_BWD_CUDNN)
+    PL_TRY(pl__cudnn_attn_check(sh));
   if (sh->dtype != PL_BF16)
     return pl_set_error(PL_EUNSUPPORTED,
                         "attention: dtype %s: CUDA takes bf16 only",
@@ -73,7 +81,11 @@ size_t pl__attn_dqacc_elems(const pl_attn_shape *sh) {
          (size_t)sh->n_q * (size_t)sh->head_dim;
 }
 
-/* the dQ accumulator, then D [B, n_q, S] */
+/* the dQ accumulator, then D [B, n_q, S].  cuDNN's backward takes its
+ * workspace from the same bytes (its need, the plan's, is of the same kind:
+ * an fp32 dQ accumulator and the row dots), so one size serves every kernel
+ * and the planner reads it without a GPU; pl__cuda_attn_bwd_workspace_on
+ * gives more should a cuDNN plan ever ask for more. */
 extern "C" size_t pl__cuda_attn_bwd_workspace_bytes(const pl_attn_shape *sh) {
   return (pl__attn_dqacc_elems(sh) +
           (size_t)sh->batch * (size_t)sh->n_q * (size_t)sh->seq) *
@@ -130,20 +142,47 @@ static int wgmma_built(pl_stream *s) {
   return 0;
 }
 
-/* The kinds that run for sh on s: AUTO is WGMMA (the bulk backward) for a
+/* 1 if cuDNN runs sh's forward (bwd 0) or backward (bwd 1) on s's device
+ * (quietly: 0 in a build without cuDNN, or when cuDNN builds no plan). */
+static int cudnn_runs(pl_stream *s, const pl_attn_shape *sh, int bwd) {
+  if (!PL_HAVE_CUDNN)
+    return 0;
+  if (pl__cudnn_attn_ready(s, sh, bwd) == PL_OK)
+    return 1;
+  pl_clear_error();
+  return 0;
+}
+
+/* The kinds that run for sh on s: AUTO is cuDNN where this build has it and
+ * cuDNN builds a plan for the shape, else WGMMA (the bulk backward) for a
  * d = 128 shape, causal or full, when the device code has sm_90a, else
  * MMA. */
 static pl_attn_fwd_kind fwd_kind(pl_stream *s, const pl_attn_shape *sh) {
   if (sh->kernels.fwd != PL_ATTN_FWD_AUTO)
     return sh->kernels.fwd;
+  if (cudnn_runs(s, sh, 0))
+    return PL_ATTN_FWD_CUDNN;
   return sh->head_dim == 128 && wgmma_built(s) ? PL_ATTN_FWD_WGMMA
                                                : PL_ATTN_FWD_MMA;
 }
 static pl_attn_bwd_kind bwd_kind(pl_stream *s, const pl_attn_shape *sh) {
   if (sh->kernels.bwd != PL_ATTN_BWD_AUTO)
     return sh->kernels.bwd;
+  if (cudnn_runs(s, sh, 1))
+    return PL_ATTN_BWD_CUDNN;
   return sh->head_dim == 128 && wgmma_built(s) ? PL_ATTN_BWD_WGMMA
                                                : PL_ATTN_BWD_MMA;
+}
+
+/* Bytes pl_attn_bwd allocates for sh on s: the shared size, or cuDNN's
+ * plan's need where that is larger. */
+extern "C" size_t pl__cuda_attn_bwd_workspace_on(pl_stream *s,
+                                                 const pl_attn_shape *sh) {
+  const size_t ours = pl__cuda_attn_bwd_workspace_bytes(sh);
+  if (sh->seq == 0 || sh->batch == 0 || bwd_kind(s, sh) != PL_ATTN_BWD_CUDNN)
+    return ours;
+  const size_t need = pl__cudnn_attn_need(s, sh, 1);
+  return need > ours ? need : ours;
 }
 
 extern "C" pl_status pl__cuda_attn_fwd(pl_stream *s, const pl_attn_shape *sh,
@@ -162,6 +201,8 @@ extern "C" pl_status pl__cuda_attn_fwd(pl_stream *s, const pl_attn_shape *sh,
   const unsigned B = (unsigned)sh->batch;
   const int d = sh->head_dim;
   switch (fwd_kind(s, sh)) {
+  case PL_ATTN_FWD_CUDNN:
+    return pl__cudnn_attn_fwd(s, sh, q, k, v, o, lse);
   case PL_ATTN_FWD_WGMMA:
     PL_TRY(wgmma_available(s));
     return pl__attn_wgmma_fwd(st, p, B);
@@ -200,6 +241,9 @@ extern "C" pl_status pl__cuda_attn_bwd(pl_stream *s, const pl_attn_shape *sh,
   const unsigned B = (unsigned)sh->batch;
   const int d = sh->head_dim;
   const pl_attn_bwd_kind kind = bwd_kind(s, sh);
+  if (kind == PL_ATTN_BWD_CUDNN)
+    return pl__cudnn_attn_bwd(s, sh, q, k, v, o, dout, lse, dq, dk, dv, ws,
+                              pl__cuda_attn_bwd_workspace_on(s, sh));
   if (kind == PL_ATTN_BWD_WGMMA || kind == PL_ATTN_BWD_SPLIT)
     PL_TRY(wgmma_available(s));
   PL_TRY(pl__attn_delta(st, p, d, B));
@@ -220,6 +264,8 @@ extern "C" pl_status pl__cuda_attn_bwd(pl_stream *s, const pl_attn_shape *sh,
 extern "C" const char *pl__cuda_attn_fwd_kernel(pl_stream *s,
                                                 const pl_attn_shape *sh) {
   switch (fwd_kind(s, sh)) {
+  case PL_ATTN_FWD_CUDNN:
+    return cudnn_runs(s, sh, 0) ? "cudnn" : "cudnn (unavailable)";
   case PL_ATTN_FWD_WGMMA:
     return wgmma_built(s) ? "wgmma/ovtma" : "wgmma (unavailable)";
   case PL_ATTN_FWD_MMA:
@@ -232,6 +278,8 @@ extern "C" const char *pl__cuda_attn_fwd_kernel(pl_stream *s,
 extern "C" const char *pl__cuda_attn_bwd_kernel(pl_stream *s,
                                                 const pl_attn_shape *sh) {
   switch (bwd_kind(s, sh)) {
+  case PL_ATTN_BWD_CUDNN:
+    return cudnn_runs(s, sh, 1) ? "cudnn" : "cudnn (unavailable)";
   case PL_ATTN_BWD_WGMMA:
     return wgmma_built(s) ? "wgmma/bulk" : "wgmma (unavailable)";
   case PL_ATTN_BWD_SPLIT:

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/internal_cuda.h"
 #include "backend/kernels.h"
 
@@ -117,6 +118,7 @@ static void cuda_fini(pl_dev *dev) {
     /* Give the pool's cached memory back: the next device starts clean. */
     (void)cudaMemPoolTrimTo(cd->pool, 0);
   (void)cudaGetLastError();
+  pl__cudnn_release(cd->cudnn);
   if (cd->blas) cublasDestroy(cd->blas);
   pthread_mutex_destroy(&cd->blas_lock);
   free(cd);

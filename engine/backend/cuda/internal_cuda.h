@@ -27,6 +27,8 @@ typedef struct pl__cuda_dev {
   pthread_mutex_t blas_lock; /* the handle's stream is per call: serialize */
   cudaMemPool_t pool;        /* the device's default pool                   */
   int sm_count;              /* sizes grid-stride launches                  */
+  void *cudnn; /* cuDNN handle and cached attention plans (attention_cudnn.cpp),
+                  made with the first cuDNN call; NULL until then            */
 } pl__cuda_dev;
 
 #define PL_CUDA_IMPL(dev) ((pl__cuda_dev *)(dev)->impl)

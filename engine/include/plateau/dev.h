@@ -55,6 +55,10 @@ const char *pl_backend_name(pl_backend be);
 /* Parse "cpu" | "cuda"; PL_EINVAL with a message otherwise. */
 pl_status pl_backend_parse(const char *s, pl_backend *out);
 
+/* The cuDNN library the attention calls run with ("cuDNN 9.19.0"), or "-"
+ * (a build without cuDNN: CUDNN=0, or no CUDA). */
+const char *pl_cudnn_version(void);
+
 /* Number of CUDA devices visible (0 in a CPU-only build or with no GPU).  Does
  * create no CUDA context. */
 int pl_cuda_device_count(void);

@@ -175,10 +175,10 @@ static pl_status attn_check(pl_bench_ctx *c, attn_run *r, pl_check *chk) {
 }
 
 /* indexed by pl_attn_fwd_kind, pl_attn_bwd_kind */
-static const char *const fwd_kernel_names[] = {"auto", "simple", "mma", "wgmma",
-                                               NULL};
-static const char *const bwd_kernel_names[] = {"auto",  "simple", "mma",
-                                               "wgmma", "split",  NULL};
+static const char *const fwd_kernel_names[] = {"auto",  "simple", "mma",
+                                               "wgmma", "cudnn",  NULL};
+static const char *const bwd_kernel_names[] = {"auto",  "simple", "mma", "wgmma",
+                                               "split", "cudnn",  NULL};
 static const char *const pass_names[] = {"fwd", "fwdbwd", "both", NULL};
 
 static const pl_opt attn_opts[] = {
@@ -188,13 +188,13 @@ static const pl_opt attn_opts[] = {
     {"kv-heads", 0, PL_OPT_INT, NULL, "key/value heads n_kv", 1, 65535, NULL},
     {"head-dim", 0, PL_OPT_INT, NULL, "head dimension d", 1, 512, NULL},
     {"fwd-kernel", 0, PL_OPT_ENUM, "auto",
-     "CUDA forward: auto | simple | mma | wgmma (auto: wgmma for d = 128 on an "
-     "sm_90a build, else mma; simple: the device reference)",
+     "CUDA forward: auto | simple | mma | wgmma | cudnn (auto: cudnn where "
+     "built and the shape runs there, else wgmma for d = 128 on an sm_90a "
+     "build, else mma; simple: the device reference)",
      0, 0, fwd_kernel_names},
     {"bwd-kernel", 0, PL_OPT_ENUM, "auto",
-     "CUDA backward: auto | simple | mma | wgmma | split (auto: wgmma for "
-     "d = 128 on an sm_90a build, else mma; split: bit-reproducible dQ, "
-     "d = 128 on sm_90a)",
+     "CUDA backward: auto | simple | mma | wgmma | split | cudnn (auto: as "
+     "the forward; split: bit-reproducible dQ, d = 128 on sm_90a)",
      0, 0, bwd_kernel_names},
     {"pass", 0, PL_OPT_ENUM, "both", "fwd | fwdbwd | both", 0, 0, pass_names},
     {"bwd-max", 0, PL_OPT_SIZE, "512Ki",
