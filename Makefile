@@ -135,7 +135,7 @@ ifeq ($(HAVE_CUDA),1)
   LDLIBS_CUDA := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
                  -lcublas -lcublasLt -lnccl -lcudart -lstdc++
   ifeq ($(HAVE_CUDNN),1)
-    LDLIBS_CUDA += -L$(CUDNN_LIBDIR) -Wl,-rpath,$(CUDNN_LIBDIR) -l:libcudnn.so.9
+    LDLIBS_CUDA += -L$(CUDNN_LIBDIR) -Wl,-rpath,$(CUDNN_LIBDIR) -l:libcudnn.so.9 -lnvrtc
   endif
 endif
 LDLIBS_ALL = $(LDLIBS_BASE) $(LDLIBS_CUDA)
