@@ -31,6 +31,25 @@ static inline float pl__attn_scale(const pl_attn_shape *sh) {
   return sh->scale != 0.f ? sh->scale : 1.f / sqrtf((float)sh->head_dim);
 }
 
+/* The backward workspace cuDNN's fused flash attention asks for (cuDNN 9.19
+ * on Hopper, measured over every shape of the CUDA test: causal and full,
+ * GQA, d 64 and 128, S from 129 to 2^20): two fp32 buffers of dQ's size,
+ * the fp32 row sums and 256 bytes. */
+static inline size_t pl__attn_cudnn_bwd_ws_bytes(const pl_attn_shape *sh) {
+  const size_t rows = (size_t)sh->batch * (size_t)sh->seq * (size_t)sh->n_q;
+  return rows * (size_t)sh->head_dim * 8 + rows * 4 + 256;
+}
+
+/* 1 when the CUDA backend's backward for sh is planned as cuDNN's: the
+ * kernel chosen is cuDNN's or AUTO, and the shape is one cuDNN takes (bf16,
+ * d 64 or 128, S >= 2).  The planner assumes a build with cuDNN, the default
+ * wherever cuDNN is installed; a build without it uses less (our kernels'
+ * workspace), so the plan's attention term is then an upper bound. */
+static inline int pl__attn_planned_cudnn(const pl_attn_shape *sh) {
+  return (sh->kernels.bwd == PL_ATTN_BWD_AUTO || sh->kernels.bwd == PL_ATTN_BWD_CUDNN) &&
+         sh->dtype == PL_BF16 && (sh->head_dim == 64 || sh->head_dim == 128) && sh->seq >= 2;
+}
+
 /* What the backend's kernels take beyond the rules every backend shares
  * (checked first by pl_attn_check): PL_OK, or PL_EINVAL / PL_EUNSUPPORTED
  * with a message naming the value. */

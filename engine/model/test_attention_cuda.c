@@ -440,10 +440,11 @@ START_TEST(cuda_full_mask) {
 }
 END_TEST
 
-/* cuDNN's workspaces at the shapes the grid runs: the backward's fits the
- * bytes pl_attn_bwd_workspace_bytes tells the planner (so the plan's
- * attention term holds whichever kernel runs), the forward asks for none.
- * Plans only: nothing of the shapes' size is allocated. */
+/* cuDNN's workspaces at the shapes the grid runs: the backward's is the
+ * bytes pl_attn_bwd_workspace_bytes tells the planner, to the byte (so the
+ * plan's attention term is cuDNN's; a cuDNN version that asks otherwise
+ * fails here), the forward's at most 256 bytes (a transient the plan leaves
+ * out).  Plans only: nothing of the shapes' size is allocated. */
 START_TEST(cuda_cudnn_workspace) {
   if (pl_cuda_device_count() == 0 || !PL_HAVE_CUDNN) {
     printf("skipped: %s\n", PL_HAVE_CUDNN ? "no CUDA device" : "no cuDNN in this build");
@@ -467,7 +468,7 @@ START_TEST(cuda_cudnn_workspace) {
     const int takes = cudnn_takes(&sh);
     const size_t nf = pl__cudnn_attn_need(gs, &sh, 0), nb = pl__cudnn_attn_need(gs, &sh, 1),
                  ours = pl_attn_bwd_workspace_bytes(&sh, PL_BACKEND_CUDA);
-    const int good = takes && nf == 0 && nb <= ours;
+    const int good = takes && nf <= 256 && nb == ours;
     printf("# cudnn workspace B=%lld S=%lld n_q=%d n_kv=%d d=%d %s: fwd %zu, bwd %zu "
            "(planned %zu, %+.3f%%)%s\n",
            (long long)sh.batch, (long long)sh.seq, sh.n_q, sh.n_kv, sh.head_dim,

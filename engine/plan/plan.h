@@ -82,8 +82,8 @@ typedef struct pl_plan_machine {
   double nvl_lat_us;    /* per message inside a node                     */
   double host_dram_gbs; /* host memory bandwidth per node                */
   /* kernel rates (measured result files override them) */
-  double attn_fwd_tflops;   /* our flash forward at long context          */
-  double attn_bwd_tflops;   /* our flash backward                         */
+  double attn_fwd_tflops;   /* the engine's attention forward, long context */
+  double attn_bwd_tflops;   /* the engine's attention backward              */
   double attn_half_seq;     /* context at which attention runs at half its
                                long-context rate (rate·S/(S+half))         */
   double expert_eff;        /* expert GEMMs / gemm_tflops                   */

@@ -81,15 +81,18 @@ size_t pl__attn_dqacc_elems(const pl_attn_shape *sh) {
          (size_t)sh->n_q * (size_t)sh->head_dim;
 }
 
-/* the dQ accumulator, then D [B, n_q, S].  cuDNN's backward takes its
- * workspace from the same bytes (its need, the plan's, is of the same kind:
- * an fp32 dQ accumulator and the row dots), so one size serves every kernel
- * and the planner reads it without a GPU; pl__cuda_attn_bwd_workspace_on
- * gives more should a cuDNN plan ever ask for more. */
-extern "C" size_t pl__cuda_attn_bwd_workspace_bytes(const pl_attn_shape *sh) {
+/* Our kernels' workspace: the dQ accumulator, then D [B, n_q, S]. */
+static size_t ours_bwd_workspace_bytes(const pl_attn_shape *sh) {
   return (pl__attn_dqacc_elems(sh) +
           (size_t)sh->batch * (size_t)sh->n_q * (size_t)sh->seq) *
          sizeof(float);
+}
+
+/* What the planner counts (no device at hand): cuDNN's workspace where the
+ * backward is planned as cuDNN's (pl__attn_planned_cudnn), else ours. */
+extern "C" size_t pl__cuda_attn_bwd_workspace_bytes(const pl_attn_shape *sh) {
+  return pl__attn_planned_cudnn(sh) ? pl__attn_cudnn_bwd_ws_bytes(sh)
+                                    : ours_bwd_workspace_bytes(sh);
 }
 
 AttnParams pl__attn_params(const pl_attn_shape *sh) {
@@ -142,12 +145,15 @@ static int wgmma_built(pl_stream *s) {
   return 0;
 }
 
-/* 1 if cuDNN runs sh's forward (bwd 0) or backward (bwd 1) on s's device
- * (quietly: 0 in a build without cuDNN, or when cuDNN builds no plan). */
-static int cudnn_runs(pl_stream *s, const pl_attn_shape *sh, int bwd) {
+/* 1 if cuDNN runs sh's forward and backward on s's device (quietly: 0 in a
+ * build without cuDNN, or when cuDNN builds no plan for either: AUTO keeps
+ * the two directions on one kernel family, so an LSE and a workspace never
+ * cross families by accident). */
+static int cudnn_runs(pl_stream *s, const pl_attn_shape *sh) {
   if (!PL_HAVE_CUDNN)
     return 0;
-  if (pl__cudnn_attn_ready(s, sh, bwd) == PL_OK)
+  if (pl__cudnn_attn_ready(s, sh, 0) == PL_OK &&
+      pl__cudnn_attn_ready(s, sh, 1) == PL_OK)
     return 1;
   pl_clear_error();
   return 0;
@@ -160,7 +166,7 @@ static int cudnn_runs(pl_stream *s, const pl_attn_shape *sh, int bwd) {
 static pl_attn_fwd_kind fwd_kind(pl_stream *s, const pl_attn_shape *sh) {
   if (sh->kernels.fwd != PL_ATTN_FWD_AUTO)
     return sh->kernels.fwd;
-  if (cudnn_runs(s, sh, 0))
+  if (cudnn_runs(s, sh))
     return PL_ATTN_FWD_CUDNN;
   return sh->head_dim == 128 && wgmma_built(s) ? PL_ATTN_FWD_WGMMA
                                                : PL_ATTN_FWD_MMA;
@@ -168,21 +174,22 @@ static pl_attn_fwd_kind fwd_kind(pl_stream *s, const pl_attn_shape *sh) {
 static pl_attn_bwd_kind bwd_kind(pl_stream *s, const pl_attn_shape *sh) {
   if (sh->kernels.bwd != PL_ATTN_BWD_AUTO)
     return sh->kernels.bwd;
-  if (cudnn_runs(s, sh, 1))
+  if (cudnn_runs(s, sh))
     return PL_ATTN_BWD_CUDNN;
   return sh->head_dim == 128 && wgmma_built(s) ? PL_ATTN_BWD_WGMMA
                                                : PL_ATTN_BWD_MMA;
 }
 
-/* Bytes pl_attn_bwd allocates for sh on s: the shared size, or cuDNN's
- * plan's need where that is larger. */
+/* Bytes pl_attn_bwd allocates for sh on s: those of the kernel that runs
+ * (cuDNN's: what the planner counts, or its plan's need should a cuDNN
+ * version ask for more). */
 extern "C" size_t pl__cuda_attn_bwd_workspace_on(pl_stream *s,
                                                  const pl_attn_shape *sh) {
-  const size_t ours = pl__cuda_attn_bwd_workspace_bytes(sh);
   if (sh->seq == 0 || sh->batch == 0 || bwd_kind(s, sh) != PL_ATTN_BWD_CUDNN)
-    return ours;
-  const size_t need = pl__cudnn_attn_need(s, sh, 1);
-  return need > ours ? need : ours;
+    return ours_bwd_workspace_bytes(sh);
+  const size_t planned = pl__attn_cudnn_bwd_ws_bytes(sh),
+               need = pl__cudnn_attn_need(s, sh, 1);
+  return need > planned ? need : planned;
 }
 
 extern "C" pl_status pl__cuda_attn_fwd(pl_stream *s, const pl_attn_shape *sh,
@@ -224,7 +231,7 @@ extern "C" pl_status pl__cuda_attn_bwd(pl_stream *s, const pl_attn_shape *sh,
   if (!ws)
     return pl_set_error(PL_EINVAL,
                         "attention bwd: workspace is NULL (need %zu bytes)",
-                        pl__cuda_attn_bwd_workspace_bytes(sh));
+                        pl__cuda_attn_bwd_workspace_on(s, sh));
   AttnParams p = pl__attn_params(sh);
   p.q = (const bf16 *)q;
   p.k = (const bf16 *)k;
@@ -265,7 +272,7 @@ extern "C" const char *pl__cuda_attn_fwd_kernel(pl_stream *s,
                                                 const pl_attn_shape *sh) {
   switch (fwd_kind(s, sh)) {
   case PL_ATTN_FWD_CUDNN:
-    return cudnn_runs(s, sh, 0) ? "cudnn" : "cudnn (unavailable)";
+    return cudnn_runs(s, sh) ? "cudnn" : "cudnn (unavailable)";
   case PL_ATTN_FWD_WGMMA:
     return wgmma_built(s) ? "wgmma/ovtma" : "wgmma (unavailable)";
   case PL_ATTN_FWD_MMA:
@@ -279,7 +286,7 @@ extern "C" const char *pl__cuda_attn_bwd_kernel(pl_stream *s,
                                                 const pl_attn_shape *sh) {
   switch (bwd_kind(s, sh)) {
   case PL_ATTN_BWD_CUDNN:
-    return cudnn_runs(s, sh, 1) ? "cudnn" : "cudnn (unavailable)";
+    return cudnn_runs(s, sh) ? "cudnn" : "cudnn (unavailable)";
   case PL_ATTN_BWD_WGMMA:
     return wgmma_built(s) ? "wgmma/bulk" : "wgmma (unavailable)";
   case PL_ATTN_BWD_SPLIT:
