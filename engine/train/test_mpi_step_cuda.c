@@ -9,7 +9,7 @@
  * tokens on both backends (the counter RNG gives the same bits).  Checked:
  * the loss of the first forward/backward and every parameter's gradient
  * gathered to the full tensor, normwise (max |a − b| / max |b|), within
- * bf16 tolerance: 3e-2 for the loss, 8e-2 for dense parameters, 0.2 for the
+ * bf16 tolerance: 3e-2 for the loss, 8e-2 for dense parameters, 0.12 for the embedding, 0.2 for the
  * router and the experts (a route near a top-k tie may go another way on
  * the other backend, moving a token between two experts); then three
  * training steps' losses within 3e-2.  Every error is printed.  Also with

@@ -12,9 +12,12 @@
  *   tt_grads_close  every parameter's gradient of the CUDA trainer gathered
  *                 to the full tensor against the CPU trainer's, normwise
  *                 (max |a − b| / max |b|) within bf16 tolerance: 8e-2 for
- *                 dense parameters, 0.2 for the router and the experts (a
- *                 route near a top-k tie may go another way on the other
- *                 backend); each printed on rank 0;
+ *                 dense parameters, 0.12 for the embedding (each of its
+ *                 rows is the sum of dx over every occurrence of a token:
+ *                 the rounding of every attention kernel upstream adds up
+ *                 there), 0.2 for the router and the experts (a route near
+ *                 a top-k tie may go another way on the other backend);
+ *                 each printed on rank 0;
  *   tt_ratio      the normwise closeness both trainers' reference tests
  *                 measure;
  *   tt_cuda_model the tiny model of CUDA shapes the CUDA-vs-CPU tests
@@ -126,7 +129,9 @@ static inline int tt_grads_close(const tt_trainer_ops *o, void *cpu, void *gpu,
       me = isnan(e) ? INFINITY : fmax(me, e);
     }
     const double tol =
-        strstr(in.name, "experts") || strstr(in.name, "router") ? 0.2 : 8e-2;
+        strstr(in.name, "experts") || strstr(in.name, "router") ? 0.2
+        : !strcmp(in.name, "embed")                              ? 0.12
+                                                                 : 8e-2;
     if (rank == 0)
       printf("#   %-22s normwise %.3g (tolerance %.2g)\n", in.name, me / sc,
              tol);
