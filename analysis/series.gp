@@ -8,8 +8,9 @@
 # series share a (colour, shape) pair, and neighbours differ in both.  The
 # colours are the Okabe–Ito set (told apart with the common colour-vision
 # deficiencies) less its yellow, which does not show on white, plus a brown
-# and a wine; all dark enough for a thin dashed line.
-pl_colors = "#0072b2 #d55e00 #009e73 #cc79a7 #e69f00 #56b4e9 #000000 #8c564b #882255"
+# and a wine; the first five far apart (a chart of five series has no two
+# alike), all dark enough for a thin dashed line.
+pl_colors = "#0072b2 #d55e00 #009e73 #cc79a7 #000000 #e69f00 #56b4e9 #8c564b #882255"
 pl_lc(i) = word(pl_colors, int(i - 1) % 9 + 1)
 # filled circle, square, triangle, inverted triangle, diamond; open = one less
 pl_shape(k) = k == 0 ? 7 : k == 1 ? 5 : k == 2 ? 9 : k == 3 ? 11 : 13
