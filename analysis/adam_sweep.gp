@@ -17,10 +17,17 @@ ncol = STATS_columns
 if (STATS_min == STATS_max) { set xrange [STATS_min / 2 : STATS_max * 2] } else { set xrange [STATS_min / 1.25 : STATS_max * 1.25] }
 stats in using ncol nooutput
 floor_s = STATS_max
-if (out[strlen(out)-3:] eq 'svg') {
+# the terminal follows the output's extension (the last three characters)
+ext = out[strlen(out)-2:strlen(out)]
+if (ext eq 'svg') {
   set terminal svg size 900,500 dynamic font 'Sans,12' background rgb "white"
 } else {
-  set terminal pngcairo size 900,500 font 'Sans,11' background rgb "white"
+  if (ext eq 'png') {
+    set terminal pngcairo size 900,500 font 'Sans,11' background rgb "white"
+  } else {
+    print "adam_sweep.gp: output must end in .svg or .png: ", out
+    exit status 2
+  }
 }
 set output out
 set title 'OffloadStreamAdamW: step time vs bucket size'

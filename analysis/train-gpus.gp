@@ -94,7 +94,7 @@ do for [c = 1:ncol] {
   set origin (c - 1.0) / ncol, strip + rowh
   set size 1.0 / ncol, rowh
   plot for [s in list] data using (mine(s) ? column("gpus") : NaN):(column("tok_s_gpu")) \
-         with linespoints lw lw_of(s) dt dt_of(s) pt pt_of(s) ps 1.3 lc rgb lc_of(s) title s
+         with linespoints lw lw_of(s) dt dt_of(s) pt pt_of(s) ps 1.3 lc rgb lc_of(s) title s noenhanced
   unset logscale y
   set yrange [0:*]
   # FLOP/s in the unit of the data (a CPU run's are a millionth of a GPU's)
@@ -105,7 +105,7 @@ do for [c = 1:ncol] {
   set origin (c - 1.0) / ncol, strip
   set size 1.0 / ncol, rowh
   plot for [s in list] data using (mine(s) ? column("gpus") : NaN):(column("tflops") * fs) \
-         with linespoints lw lw_of(s) dt dt_of(s) pt pt_of(s) ps 1.3 lc rgb lc_of(s) title s
+         with linespoints lw lw_of(s) dt dt_of(s) pt pt_of(s) ps 1.3 lc rgb lc_of(s) title s noenhanced
 }
 # the legends: a plot with nothing in range in the strip below each column
 unset border
@@ -125,6 +125,6 @@ do for [c = 1:ncol] {
   list = (c == 1 && words(series) > 0) ? series : others
   set origin (c - 1.0) / ncol, 0
   set size 1.0 / ncol, strip
-  plot for [s in list] -1 with linespoints lw lw_of(s) dt dt_of(s) pt pt_of(s) ps 1.3 lc rgb lc_of(s) title s
+  plot for [s in list] -1 with linespoints lw lw_of(s) dt dt_of(s) pt pt_of(s) ps 1.3 lc rgb lc_of(s) title s noenhanced
 }
 unset multiplot

@@ -70,7 +70,7 @@ do for [q = 1:2] {
     set size 1 / 3.0, (0.95 - strip) / 2
     plot for [s in series] data using (at(m, s) ? column("seq") : NaN):(column(ycol)) \
          with linespoints lw (is_paper(s) ? 1.5 : 2) dt 1+is_paper(s) pt pt_of(s) \
-         ps (is_paper(s) ? 1.5 : 1.3) lc rgb lc_of(s) title name(s)
+         ps (is_paper(s) ? 1.5 : 1.3) lc rgb lc_of(s) title name(s) noenhanced
   }
 }
 # the legend: a plot with nothing in range across the strip
