@@ -48,6 +48,9 @@ set logscale y 10
 set format x "%.0b%B"
 set format y "%g"
 set grid xtics ytics mxtics mytics lc rgb "#dddddd"
+# no point on the frame
+set autoscale xfix
+set offsets graph 0.03, graph 0.03, 0, 0
 set key outside right top box opaque
 set pointsize 1.0
 
