@@ -15,6 +15,8 @@ ttl = (ARGC >= 4) ? ARG4 : 'Causal GQA attention, bf16: TFLOP/s vs sequence leng
 cols = (ARGC >= 5) ? ARG5 : "ours_fwd ours_fwdbwd flash_fwd flash_fwdbwd cudnn_fwd cudnn_fwdbwd"
 if (strstrt(out, ".png") > 0) { set terminal pngcairo size 960,600 font ",11" } else { set terminal svg size 960,600 dynamic font ",11" }
 set output out
+dir = ""; do for [i = 1:strlen(ARG0)] { if (ARG0[i:i] eq "/") { dir = ARG0[1:i] } }
+load dir."series.gp"
 set datafile missing "nan"
 set datafile columnheaders
 # one S: a range around it (autoscale of a single value would warn)
@@ -24,24 +26,27 @@ set title sprintf("%s\n(fwd = 4·S²·d·n_q/2, bwd = 2.5·fwd)", ttl) noenhance
 set xlabel "sequence length S (tokens)"
 set ylabel "TFLOP/s"
 set logscale x 2
-set format x "%.0s%c"
+set format x "%.0b%B"
 set key outside right top
 set grid ytics
 set yrange [0:*]
+# the ceiling off the frame
+set offsets 0, 0, graph 0.06, 0
 name(c) = c eq "ours_fwd" ? "ours fwd" : c eq "ours_fwdbwd" ? "ours fwd+bwd" : \
           c eq "flash_fwd" ? "SDPA flash fwd" : c eq "flash_fwdbwd" ? "SDPA flash fwd+bwd" : \
           c eq "cudnn_fwd" ? "SDPA cuDNN fwd" : c eq "cudnn_fwdbwd" ? "SDPA cuDNN fwd+bwd" : c
 ptype(c) = c eq "ours_fwd" ? 7 : c eq "ours_fwdbwd" ? 5 : c eq "flash_fwd" ? 6 : \
            c eq "flash_fwdbwd" ? 4 : c eq "cudnn_fwd" ? 8 : 10
 dash(c) = strstrt(c, "ours") == 1 ? 1 : strstrt(c, "flash") == 1 ? 2 : 3
-width(c) = strstrt(c, "ours") == 1 ? 2 : 1
-color(c) = c eq "ours_fwd" ? 0x9400d3 : c eq "ours_fwdbwd" ? 0x009e73 : c eq "flash_fwd" ? 0x56b4e9 : \
-           c eq "flash_fwdbwd" ? 0xe69f00 : c eq "cudnn_fwd" ? 0xf0e442 : 0x0072b2
+width(c) = strstrt(c, "ours") == 1 ? 2 : 1.5
+# a column's colour is the same in every chart (its place in the full list)
+all = "ours_fwd ours_fwdbwd flash_fwd flash_fwdbwd cudnn_fwd cudnn_fwdbwd"
+color(c) = pl_lc(pl_index(all, c) > 0 ? pl_index(all, c) : 7)
 if (ceil > 0) {
   plot for [c in cols] in using (column("seq")):(column(c)) with linespoints lw width(c) dt dash(c) \
-       pt ptype(c) lc rgb color(c) title name(c), \
+       pt ptype(c) ps 1.5 lc rgb color(c) title name(c), \
        ceil with lines dt 4 lc rgb "gray" title sprintf("bf16 GEMM ceiling (%.0f)", ceil)
 } else {
   plot for [c in cols] in using (column("seq")):(column(c)) with linespoints lw width(c) dt dash(c) \
-       pt ptype(c) lc rgb color(c) title name(c)
+       pt ptype(c) ps 1.5 lc rgb color(c) title name(c)
 }

@@ -30,6 +30,8 @@ if (ext eq "svg") {
   }
 }
 set output out
+dir = ""; do for [i = 1:strlen(ARG0)] { if (ARG0[i:i] eq "/") { dir = ARG0[1:i] } }
+load dir."series.gp"
 set datafile separator "\t"
 set datafile missing "-"
 set datafile commentschars "#"
@@ -46,6 +48,9 @@ set logscale y 10
 set format x "%.0b%B"
 set format y "%g"
 set grid xtics ytics mxtics mytics lc rgb "#dddddd"
+# no point on the frame
+set autoscale xfix
+set offsets graph 0.03, graph 0.03, 0, 0
 set key outside right top box opaque
 set pointsize 1.0
 
@@ -62,7 +67,8 @@ name(l) = l eq "h2d" ? "host→device (pinned)" : l eq "d2h" ? "device→host (p
           l eq "sendrecv" ? "send/recv ring hop" : l
 ptype(l) = l eq "h2d" ? 7 : l eq "d2h" ? 5 : l eq "bidir" ? 9 : l eq "d2d" ? 11 : \
            l eq "allreduce" ? 13 : l eq "alltoall" ? 15 : 4
-color(l) = l eq "h2d" ? 0x9400d3 : l eq "d2h" ? 0x009e73 : l eq "bidir" ? 0x56b4e9 : \
-           l eq "d2d" ? 0xe69f00 : l eq "allreduce" ? 0xf0e442 : l eq "alltoall" ? 0x0072b2 : 0xe51e10
+# a link's colour is the same in every chart (its place in the full list)
+all = "h2d d2h bidir d2d allreduce alltoall sendrecv"
+color(l) = pl_lc(pl_index(all, l) > 0 ? pl_index(all, l) : 8)
 plot for [l in links] data using "bytes":(column(l)) with linespoints lw 2 pt ptype(l) \
-     lc rgb color(l) title name(l)
+     ps 1.3 lc rgb color(l) title name(l)

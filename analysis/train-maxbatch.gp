@@ -27,6 +27,8 @@ term = (ext eq "svg") ? 'svg size 900,560 dynamic enhanced font "Helvetica,13" b
                       : 'pngcairo size 1000,640 enhanced font "Helvetica,13" background rgb "white"'
 set terminal @term
 set output out
+dir = ""; do for [i = 1:strlen(ARG0)] { if (ARG0[i:i] eq "/") { dir = ARG0[1:i] } }
+load dir."series.gp"
 set datafile separator "\t"
 set datafile missing "-"
 set datafile commentschars "#"
@@ -45,5 +47,8 @@ set offsets graph 0.05, graph 0.05, 0, 0
 is_paper(s) = strstrt(s, "paper:") == 1
 mine(s) = strcol("series") eq s
 set title "Largest batch vs GPU count (ours)\n".label noenhanced
+# one style per series (its place in SERIES); the paper's open and dashed
+pt_of(s) = is_paper(s) ? pl_pt_open(pl_index(series, s)) : pl_pt(pl_index(series, s))
 plot for [s in series] data using (mine(s) ? column("gpus") : NaN):(column("tokens")) \
-       with linespoints lw (is_paper(s) ? 1 : 2) dt 1+is_paper(s) pt (is_paper(s) ? 6 : 7) ps 1.4 title s
+       with linespoints lw (is_paper(s) ? 1.5 : 2) dt 1+is_paper(s) pt pt_of(s) ps 1.4 \
+       lc rgb pl_lc(pl_index(series, s)) title s

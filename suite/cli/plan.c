@@ -123,8 +123,8 @@ static const pl_opt plan_opts[] = {
     {"table", 0, PL_OPT_ENUM, NULL,
      "paper: the projection of the paper's end-to-end points", 0, 0, tables},
     {"out", 'o', PL_OPT_STR, NULL,
-     "--table: directory for plan_paper.md, .tsv, plan_reach.tsv/.svg", 0, 0,
-     NULL},
+     "--table: directory for plan_paper.md, .tsv, plan_reach.tsv/.svg/.png",
+     0, 0, NULL},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL},
 };
 

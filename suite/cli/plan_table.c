@@ -427,9 +427,12 @@ static void write_reach(FILE *rc, const table *T) {
 
 /* ---- the output directory: checked first, files renamed into place ------ */
 
-enum { NOUT = 4 };
+/* three files written here, then the chart in two formats (gnuplot writes
+ * them) */
+enum { NFILE = 3, NOUT = 5 };
 static const char *const out_names[NOUT] = {"plan_paper.md", "plan_paper.tsv",
-                                            "plan_reach.tsv", "plan_reach.svg"};
+                                            "plan_reach.tsv", "plan_reach.svg",
+                                            "plan_reach.png"};
 
 pl_status pl_plan_table_check_out(const char *dir) {
   if (pl_results_dir_check(dir) != PL_OK) {
@@ -473,12 +476,12 @@ static int make_dirs(const char *dir) {
 /* the files under temporary names beside their targets, until renamed */
 typedef struct outs {
   char tmp[NOUT][PATH_MAX], dst[NOUT][PATH_MAX];
-  FILE *f[NOUT - 1];
+  FILE *f[NFILE];
 } outs;
 
 static void outs_drop(outs *o) {
   for (int k = 0; k < NOUT; k++) {
-    if (k < NOUT - 1 && o->f[k])
+    if (k < NFILE && o->f[k])
       fclose(o->f[k]);
     if (o->tmp[k][0])
       unlink(o->tmp[k]);
@@ -500,28 +503,28 @@ static int outs_open(outs *o, const char *dir) {
       outs_drop(o);
       return -1;
     }
-    if (k < NOUT - 1) {
+    if (k < NFILE) {
       o->f[k] = fdopen(fd, "w");
       if (!o->f[k])
         close(fd);
     } else {
-      close(fd); /* the chart: gnuplot writes it */
+      close(fd); /* a chart: gnuplot writes it */
     }
   }
   return 0;
 }
 
-/* close, mode 0666 less the umask, rename; the chart only when drawn */
+/* close, mode 0666 less the umask, rename; the charts only when drawn */
 static int outs_commit(outs *o, bool chart) {
   const mode_t um = umask(0);
   umask(um);
   int bad = 0;
-  for (int k = 0; k < NOUT - 1; k++) {
+  for (int k = 0; k < NFILE; k++) {
     bad |= !o->f[k] || ferror(o->f[k]) || fclose(o->f[k]) != 0;
     o->f[k] = NULL;
   }
   for (int k = 0; k < NOUT && !bad; k++) {
-    if (k == NOUT - 1 && !chart)
+    if (k >= NFILE && !chart)
       break;
     chmod(o->tmp[k], 0666 & ~um);
     if (rename(o->tmp[k], o->dst[k]) != 0) {
@@ -538,8 +541,8 @@ static int outs_commit(outs *o, bool chart) {
   return bad ? 3 : 0;
 }
 
-/* plan_reach.svg into the temporary file: drawn (1), skipped (0, a warning
- * says why), failed (-1) */
+/* plan_reach.svg and .png into their temporary files: drawn (1), skipped
+ * (0, a warning says why), failed (-1) */
 static int draw(const outs *o) {
   const char *ad = analysis_dir();
   if (!ad) {
@@ -549,16 +552,18 @@ static int draw(const outs *o) {
   }
   char script[4200];
   snprintf(script, sizeof script, "%s/plan_reach.gp", ad);
-  const int code = gnuplot(script, o->tmp[2], o->tmp[3]);
-  if (code == 127) {
-    fprintf(stderr,
-            "plateau plan: warning: gnuplot not found: chart skipped\n");
-    return 0;
-  }
-  if (code != 0) {
-    fprintf(stderr, "plateau plan: gnuplot -c %s %s %s: exit %d\n", script,
-            o->tmp[2], o->tmp[3], code);
-    return -1;
+  for (int k = NFILE; k < NOUT; k++) {
+    const int code = gnuplot(script, o->tmp[2], o->tmp[k]);
+    if (code == 127) {
+      fprintf(stderr,
+              "plateau plan: warning: gnuplot not found: chart skipped\n");
+      return 0;
+    }
+    if (code != 0) {
+      fprintf(stderr, "plateau plan: gnuplot -c %s %s %s: exit %d\n", script,
+              o->tmp[2], o->tmp[k], code);
+      return -1;
+    }
   }
   return 1;
 }
@@ -591,9 +596,8 @@ int pl_plan_table_paper(const pl_plan_machine *mc, const char *out_dir,
   }
   const int code = outs_commit(&o, drawn > 0);
   if (code == 0) {
-    printf("%s\n%s\n%s\n", o.dst[0], o.dst[1], o.dst[2]);
-    if (drawn > 0)
-      printf("%s\n", o.dst[3]);
+    for (int k = 0; k < (drawn > 0 ? NOUT : NFILE); k++)
+      printf("%s\n", o.dst[k]);
   }
   return code;
 }

@@ -17,10 +17,10 @@ pl_status pl_plan_table_check_out(const char *dir);
 /* 120B / 241B / 667B on 16 / 32 / 64 GPUs at 32K…1M for plateau and
  * FSDP2-best: Markdown on stdout (tsv: the rows), or with out_dir the files
  * plan_paper.md, plan_paper.tsv, plan_reach.tsv and, when gnuplot is
- * installed, plan_reach.svg (analysis/plan_reach.gp), each written under a
- * temporary name and renamed into place when all are complete.  Progress,
- * one line per point, on stderr.  Returns the exit code (0, or 3 when a
- * file cannot be written). */
+ * installed, plan_reach.svg and plan_reach.png (analysis/plan_reach.gp),
+ * each written under a temporary name and renamed into place when all are
+ * complete.  Progress, one line per point, on stderr.  Returns the exit
+ * code (0, or 3 when a file cannot be written). */
 int pl_plan_table_paper(const pl_plan_machine *mc, const char *out_dir,
                         bool tsv);
 

@@ -11,8 +11,8 @@
 # rate, a FIFO, empty list elements, a --table output that cannot be written
 # (refused before the work); --table paper -o DIR prints progress per point
 # on stderr and writes the Markdown, the TSVs and (with gnuplot) the reach
-# chart, renamed into place, and analysis/plan_reach.gp renders a small
-# reach file with its legend outside the panels.
+# chart as SVG and PNG, renamed into place, and analysis/plan_reach.gp
+# renders a small reach file with its legend outside the panels.
 # Usage: BUILD=build bash suite/cli/test_plan.sh
 set -uo pipefail
 PL_TEST=test_plan.sh
@@ -166,6 +166,10 @@ grep -q "| 241b | 32 | .* | 32K | .* | 1.8M (7×) |" "$md" && pass || fail "pape
 [[ $(grep -vc '^#' "$tmp/paper/plan_reach.tsv") -eq 19 ]] && pass || fail "plan_reach.tsv rows"
 if command -v gnuplot >/dev/null; then
   [[ -s $tmp/paper/plan_reach.svg ]] && pass || fail "no plan_reach.svg"
+  # a PNG beside the SVG, both paths printed
+  [[ $(head -c 8 "$tmp/paper/plan_reach.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] && pass ||
+    fail "no plan_reach.png"
+  [[ $(grep -c 'plan_reach\.\(svg\|png\)$' "$tmp/paper.out") -eq 2 ]] && pass || fail "chart paths not printed"
 fi
 
 echo "test_plan.sh: $npass passed, $nfail failed"

@@ -299,9 +299,22 @@ static void losses(FILE *md, const pl__train_pt *p, int n) {
   }
 }
 
+/* Is the '/'-separated part [a, a + na) of variant v one of v's parts? */
+static bool has_part(const char *v, const char *a, size_t na) {
+  for (const char *q = v; *q;) {
+    const size_t nq = strcspn(q, "/");
+    if (nq == na && !strncmp(q, a, na))
+      return true;
+    q += nq + (q[nq] == '/');
+  }
+  return false;
+}
+
 /* The chart's series of point i: model:system, :variant when the model and
- * system have several runs; model:fsdp2-best for every fsdp2 row (the chart
- * keeps the best ok row of a series per context). */
+ * system have several runs — only the variant's parts ('/'-separated) that
+ * not all of those runs share, so that a legend entry says what differs (the
+ * whole variant when nothing is left); model:fsdp2-best for every fsdp2 row
+ * (the chart keeps the best ok row of a series per context). */
 static void series_of(const pl__train_pt *p, int n, int i, char *s,
                       size_t len) {
   bool many = false;
@@ -312,8 +325,25 @@ static void series_of(const pl__train_pt *p, int n, int i, char *s,
   for (int j = 0; j < n; j++)
     many |= !strcmp(p[j].model, p[i].model) &&
             !strcmp(p[j].system, p[i].system) && !same_run(&p[i], &p[j]);
-  snprintf(s, len, "%s:%s%s%s", p[i].model, p[i].system, many ? ":" : "",
-           many ? p[i].variant : "");
+  if (!many) {
+    snprintf(s, len, "%s:%s", p[i].model, p[i].system);
+    return;
+  }
+  char v[192] = "";
+  for (const char *q = p[i].variant; *q;) {
+    const size_t nq = strcspn(q, "/");
+    bool shared = true;
+    for (int j = 0; j < n && shared; j++)
+      shared = strcmp(p[j].model, p[i].model) ||
+               strcmp(p[j].system, p[i].system) ||
+               has_part(p[j].variant, q, nq);
+    if (!shared && strlen(v) + nq + 2 < sizeof v)
+      snprintf(v + strlen(v), sizeof v - strlen(v), "%s%.*s", *v ? "/" : "",
+               (int)nq, q);
+    q += nq + (q[nq] == '/');
+  }
+  snprintf(s, len, "%s:%s:%s", p[i].model, p[i].system,
+           *v ? v : p[i].variant);
 }
 
 /* A point of the context chart: its series, x and y. */
@@ -330,11 +360,30 @@ static int cmp_chart(const void *a, const void *b) {
   return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
+/* Is model one the paper ran (120B, 241B, 667B)?  Its series are drawn
+ * with the paper's points; other models (peers, custom shapes) have their
+ * own panels, at their own scale. */
+static bool paper_model(const char *model) {
+  for (int k = 0; k < 3; k++)
+    if (!strcmp(model, pl__train_paper_vs[k].model))
+      return true;
+  return false;
+}
+
+/* Add s to the blank-separated list l (of size len) once. */
+static void list_add(char *l, size_t len, const char *s) {
+  char w[200];
+  snprintf(w, sizeof w, " %s ", s);
+  if (!strstr(l, w) && strlen(l) + strlen(s) + 2 < len)
+    strcat(strcat(l, s), " ");
+}
+
 /* Chart data: per series and context the best ok point (several files may
  * measure the same one), each series' points by context (gnuplot joins them
- * in file order), then the paper's points (paper:model). */
+ * in file order), then the paper's points (paper:model).  The chart draws
+ * the paper's models and the others in panels of their own. */
 static pl_status chart(pl_report_ctx *rc, const pl__train_pt *p, int n) {
-  char data[PATH_MAX], stem[PATH_MAX], series[4096] = " ";
+  char data[PATH_MAX], stem[PATH_MAX], series[4096] = " ", others[4096] = " ";
   chart_pt *c = calloc((size_t)n + 1, sizeof *c);
   PL_ASSERT(c != NULL);
   int nc = 0, norder = 0;
@@ -342,7 +391,7 @@ static pl_status chart(pl_report_ctx *rc, const pl__train_pt *p, int n) {
   for (int i = 0; i < n; i++) {
     if (strcmp(p[i].status, "ok"))
       continue;
-    char s[192], s2[192], w[200];
+    char s[192], s2[192];
     series_of(p, n, i, s, sizeof s);
     bool better = false; /* another row of the series at this S is faster */
     for (int j = 0; j < n && !better; j++) {
@@ -361,9 +410,10 @@ static pl_status chart(pl_report_ctx *rc, const pl__train_pt *p, int n) {
     norder += order == norder;
     c[nc] = (chart_pt){order, "", p[i].seq, p[i].tok, p[i].tflops};
     snprintf(c[nc++].s, sizeof c[0].s, "%s", s);
-    snprintf(w, sizeof w, " %s ", s);
-    if (!strstr(series, w) && strlen(series) + strlen(s) + 2 < sizeof series)
-      strcat(strcat(series, s), " ");
+    if (paper_model(p[i].model))
+      list_add(series, sizeof series, s);
+    else
+      list_add(others, sizeof others, s);
     for (int k = 0; k < 3; k++)
       models[k] |= !strcmp(p[i].model, pl__train_paper_vs[k].model);
   }
@@ -396,8 +446,8 @@ static pl_status chart(pl_report_ctx *rc, const pl__train_pt *p, int n) {
     printf("%s.svg: not drawn: no ok train row to show\n", stem);
     return PL_OK;
   }
-  const char *extra[] = {series + 1, LABEL};
-  return pl_rep_chart(rc, "train.gp", data, stem, extra, 2);
+  const char *extra[] = {series + 1, LABEL, others + 1};
+  return pl_rep_chart(rc, "train.gp", data, stem, extra, 3);
 }
 
 /* The row r of train table t, the report's file number run. */
@@ -434,10 +484,21 @@ static double gpus_of(const pl__train_pt *p) {
   return !isnan(p->wv) && p->wv > p->ranks ? p->wv : p->ranks;
 }
 
-/* Chart data vs GPU count: per (system, context[, proxy]) and GPU count the
- * best ok point, then the paper's points per context (paper:128K, paper:1M). */
+/* The GPU-count chart's series of a point: system:context[:proxy] for the
+ * paper's models (one model per GPU count, as in the paper), prefixed with
+ * the model for the others (drawn apart, at their own scale). */
+static void gpus_series(const pl__train_pt *p, char *s, size_t len) {
+  char c[16];
+  snprintf(s, len, "%s%s%s:%s%s", paper_model(p->model) ? "" : p->model,
+           paper_model(p->model) ? "" : ":", p->system,
+           pl__train_ctx(c, sizeof c, p->seq), p->wv > p->ranks ? ":proxy" : "");
+}
+
+/* Chart data vs GPU count: per series (gpus_series) and GPU count the best
+ * ok point, then the paper's points per context (paper:128K, paper:1M). */
 static pl_status chart_gpus(pl_report_ctx *rc, const pl__train_pt *p, int n) {
-  char data[PATH_MAX], stem[PATH_MAX], series[4096] = " ";
+  char data[PATH_MAX], stem[PATH_MAX], series[4096] = " ", others[4096] = " ";
+  bool other[64] = {false};
   snprintf(stem, sizeof stem, "%s/train-gpus", rc->out_dir);
   FILE *f = pl_rep_open(rc, "train-gpus.tsv", data, sizeof data);
   if (!f)
@@ -451,15 +512,15 @@ static pl_status chart_gpus(pl_report_ctx *rc, const pl__train_pt *p, int n) {
   for (int i = 0; i < n; i++) {
     if (strcmp(p[i].status, "ok"))
       continue;
-    char c[16], s[64];
-    snprintf(s, sizeof s, "%s:%s%s", p[i].system,
-             pl__train_ctx(c, sizeof c, p[i].seq),
-             p[i].wv > p[i].ranks ? ":proxy" : "");
+    char s[64];
+    gpus_series(&p[i], s, sizeof s);
     int k = 0;
     while (k < nn && strcmp(names[k], s))
       k++;
-    if (k == nn && nn < 64)
+    if (k == nn && nn < 64) {
+      other[nn] = !paper_model(p[i].model);
       snprintf(names[nn++], sizeof names[0], "%s", s);
+    }
   }
   for (int k = 0; k < nn; k++) {
     double last = -1;
@@ -467,12 +528,10 @@ static pl_status chart_gpus(pl_report_ctx *rc, const pl__train_pt *p, int n) {
       double g = INFINITY;
       const pl__train_pt *best = NULL;
       for (int i = 0; i < n; i++) {
-        char c[16], s[64];
+        char s[64];
         if (strcmp(p[i].status, "ok"))
           continue;
-        snprintf(s, sizeof s, "%s:%s%s", p[i].system,
-                 pl__train_ctx(c, sizeof c, p[i].seq),
-                 p[i].wv > p[i].ranks ? ":proxy" : "");
+        gpus_series(&p[i], s, sizeof s);
         if (strcmp(s, names[k]) || gpus_of(&p[i]) <= last)
           continue;
         if (gpus_of(&p[i]) < g || (gpus_of(&p[i]) == g && p[i].tok > best->tok))
@@ -484,10 +543,12 @@ static pl_status chart_gpus(pl_report_ctx *rc, const pl__train_pt *p, int n) {
               best->tflops);
       last = g;
     }
-    if (strlen(series) + strlen(names[k]) + 2 < sizeof series)
-      strcat(strcat(series, names[k]), " ");
+    if (other[k])
+      list_add(others, sizeof others, names[k]);
+    else
+      list_add(series, sizeof series, names[k]);
   }
-  if (nn) {
+  if (strlen(series) > 1) { /* beside the paper's models only */
     const double seqs[2] = {131072, 1048576};
     for (int q = 0; q < 2; q++) {
       char c[16], s[32];
@@ -504,8 +565,8 @@ static pl_status chart_gpus(pl_report_ctx *rc, const pl__train_pt *p, int n) {
     printf("%s.svg: not drawn: no ok train row to show\n", stem);
     return PL_OK;
   }
-  const char *extra[] = {series + 1, LABEL};
-  return pl_rep_chart(rc, "train-gpus.gp", data, stem, extra, 2);
+  const char *extra[] = {series + 1, LABEL, others + 1};
+  return pl_rep_chart(rc, "train-gpus.gp", data, stem, extra, 3);
 }
 
 /* Chart data of the max-batch searches: the largest global batch (largest
