@@ -23,7 +23,7 @@ set linetype 4 lc rgb '#9467bd' dt 4
 set linetype 5 lc rgb '#ff7f0e' dt 5
 set linetype 6 lc rgb '#8c564b' dt 6
 set linetype cycle 6
-set multiplot layout 2,1 title 'Training loss: the same model, data, initialization and hyperparameters'
+set multiplot layout 2,1 title 'Training loss per step, one curve per system'
 set grid
 set key outside right top
 set lmargin 10
@@ -40,6 +40,9 @@ set size 1,0.36
 set origin 0,0
 unset title
 if (ncol > 2) {
+  # curves equal at every step: a visible band around 0, not an empty range
+  stats in using (column(3) - column(2)) nooutput
+  if (ncol == 3 && STATS_min == STATS_max) { set yrange [STATS_min - 1 : STATS_max + 1] }
   plot for [i=3:ncol] in using 1:(column(i) - column(2)) title columnhead(i) \
        with lines lw 1.5 lt (i-1)
 } else {

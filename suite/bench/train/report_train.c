@@ -633,7 +633,10 @@ pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
   pl__report_train_peer(md, p, n, pe, npe);
   pl__report_train_grid(md, p, n);
   losses(md, p, n);
-  st = pl_rep_close(md, path);
+  st = pl__report_train_loss_chart(rc, md, p, n, pe, npe);
+  const pl_status cst = pl_rep_close(md, path);
+  if (st == PL_OK)
+    st = cst;
   if (st == PL_OK)
     st = chart(rc, p, n);
   if (st == PL_OK)

@@ -9,7 +9,9 @@
 # while the model learns (the last 20 steps' mean at least 1.5 nats below
 # the first loss).  The comparison can fail: the baseline on another seed
 # (other weights and data) is caught.  analysis/loss_curves.sh writes the
-# table and, where gnuplot is installed, analysis/loss_curves.gp charts it.
+# table and, where gnuplot is installed, analysis/loss_curves.gp charts it;
+# `plateau report` writes the same table (report/train-losses.csv), a line
+# in train.md and the chart.
 # About 20 s on one core.
 set -euo pipefail
 BUILD=${BUILD:-build}
@@ -68,6 +70,31 @@ if command -v gnuplot >/dev/null; then
   gnuplot -c analysis/loss_curves.gp "$tmp/curves.csv" "$tmp/curves.png" 2>/dev/null &&
     [ -s "$tmp/curves.png" ] && ok "chart drawn" || bad "chart"
 fi
+# the report's hook: the same table beside train.md, and the chart
+"$BIN" report "$tmp/run" >"$tmp/report.log" 2>&1 || { tail -5 "$tmp/report.log"; bad "report"; }
+cmp -s "$tmp/run/report/train-losses.csv" "$tmp/curves.csv" &&
+  grep -q '^Loss curves (`train-losses.svg`.*2 curves of 200 steps at most (plateau, fsdp2)' "$tmp/run/report/train.md" &&
+  ok "report: train-losses.csv as loss_curves.sh writes it, its line in train.md" ||
+  bad "report: $(head -2 "$tmp/run/report/train-losses.csv" 2>&1)"
+if command -v gnuplot >/dev/null; then
+  [ -s "$tmp/run/report/train-losses.svg" ] && [ -s "$tmp/run/report/train-losses.png" ] &&
+    ok "report: train-losses.svg and .png" || bad "report: no train-losses chart"
+fi
+# a PyTorch peer's row of the same shape joins the chart (its columns as
+# torch_fsdp2.py writes them; the losses here are fsdp2's, copied)
+awk -F'\t' -v out="$tmp/run/torch_fsdp2.test.tsv" '
+  /^#/ { next } !h { for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next }
+  $c["system"] == "fsdp2" {
+    print "# plateau-results: 1\n# bench: torch_fsdp2" > out
+    print "bench\tvariant\tranks\tdtype\tseq\ttokens\thidden\tlayers\tvocab\texperts\ttopk\ttime_ms\tdev_peak_bytes\tlosses\tstatus\tnote" > out
+    print "torch_fsdp2\t" $c["variant"] "\t1\tf32\t" $c["seq"] "\t" $c["tokens"] "\t" $c["hidden"] "\t" $c["layers"] "\t" \
+      $c["vocab"] "\t" $c["experts"] "\t" $c["topk"] "\t1\t1\t" $c["losses"] "\tok\tpoint tiny-curve" > out
+    print "# end: ok" > out }' "$tmp"/run/train.*.tsv
+rm -rf "$tmp/run/report"
+"$BIN" report "$tmp/run" >"$tmp/report.log" 2>&1 || { tail -5 "$tmp/report.log"; bad "report with a peer"; }
+[ "$(head -1 "$tmp/run/report/train-losses.csv")" = "step,plateau,fsdp2,torch_fsdp2" ] &&
+  ok "report: the peer's curve of the same shape joins" ||
+  bad "report with a peer: $(head -1 "$tmp/run/report/train-losses.csv" 2>&1)"
 rc=0
 bash analysis/loss_curves.sh "$tmp/none" 2>"$tmp/err" || rc=$?
 [ "$rc" -eq 2 ] && grep -q 'not a directory' "$tmp/err" && ok "no directory: exit 2" || bad "no directory (rc $rc)"
