@@ -40,11 +40,11 @@ POINTS=analysis/peers/curve_points.tsv
 SEED=${SEED:-1}
 
 stamp "1. plateau and fsdp2: $POINTS, 200 steps each, seed $SEED"
-bench 420 train --points "$POINTS" --system plateau,fsdp2 --optim-resident all --seed "$SEED" |
+bench 270 train --points "$POINTS" --system plateau,fsdp2 --optim-resident all --seed "$SEED" |
   grep -v '^\[train\] step'
 
 stamp "2. PyTorch FSDP2 on the same weights and tokens"
-peer 300 torch_fsdp2.py --out "$OUT" --points "$POINTS" --init plateau --data synthetic --seed "$SEED"
+peer 180 torch_fsdp2.py --out "$OUT" --points "$POINTS" --init plateau --data synthetic --seed "$SEED"
 
 stamp "3. the table"
 bash analysis/loss_curves.sh "$OUT" "$OUT/loss-curves.csv"
