@@ -11,7 +11,8 @@
 # (other weights and data) is caught.  analysis/loss_curves.sh writes the
 # table and, where gnuplot is installed, analysis/loss_curves.gp charts it;
 # `plateau report` writes the same table (report/train-losses.csv), a line
-# in train.md and the chart.
+# in train.md and the chart, and says under a proxy row's losses that they
+# are the tiled proxy model's.
 # About 20 s on one core.
 set -euo pipefail
 BUILD=${BUILD:-build}
@@ -95,6 +96,14 @@ rm -rf "$tmp/run/report"
 [ "$(head -1 "$tmp/run/report/train-losses.csv")" = "step,plateau,fsdp2,torch_fsdp2" ] &&
   ok "report: the peer's curve of the same shape joins" ||
   bad "report with a peer: $(head -1 "$tmp/run/report/train-losses.csv" 2>&1)"
+# a proxy's losses carry the note, a real run's do not
+! grep -q 'is a one-GPU proxy: its loss' "$tmp/run/report/train.md" && ok "real run: no proxy note" ||
+  bad "real run: proxy note"
+"$BIN" bench train --backend cpu --preset cpu --seq 64 --system plateau,fsdp2 --virtual-world 4 --ep 4 \
+  -w 0 -n 2 -o "$tmp/proxy" >"$tmp/log3" 2>&1 || { tail -5 "$tmp/log3"; bad "proxy bench"; }
+PLATEAU_GNUPLOT=/nonexistent "$BIN" report "$tmp/proxy" >/dev/null 2>&1
+grep -q 'is a one-GPU proxy: its loss is the tiled proxy model' "$tmp/proxy/report/train.md" &&
+  ok "proxy rows: the note on their losses" || bad "proxy rows: no note"
 rc=0
 bash analysis/loss_curves.sh "$tmp/none" 2>"$tmp/err" || rc=$?
 [ "$rc" -eq 2 ] && grep -q 'not a directory' "$tmp/err" && ok "no directory: exit 2" || bad "no directory (rc $rc)"
