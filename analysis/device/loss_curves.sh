@@ -36,12 +36,13 @@ set -uo pipefail
 PL_SCRIPT=loss_curves
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 pl_dev_begin "${1:-results/runs/loss-curves-$(date -u +%Y%m%dT%H%M%SZ)}"
-POINTS=analysis/peers/curve_points.tsv
+POINTS=${POINTS:-analysis/peers/curve_points.tsv}
 SEED=${SEED:-1}
 
-stamp "1. plateau and fsdp2: $POINTS, 200 steps each, seed $SEED"
+stamp "1. plateau and fsdp2: $POINTS (its steps), seed $SEED"
+# the raw rows (each with 200 losses) stay in the file; the table below has them
 bench 270 train --points "$POINTS" --system plateau,fsdp2 --optim-resident all --seed "$SEED" |
-  grep -v '^\[train\] step'
+  grep -v '^\[train\] step' | grep -v '^ *train ' | grep -v '^#  *bench '
 
 stamp "2. PyTorch FSDP2 on the same weights and tokens"
 peer 180 torch_fsdp2.py --out "$OUT" --points "$POINTS" --init plateau --data synthetic --seed "$SEED"
