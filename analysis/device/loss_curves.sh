@@ -24,6 +24,8 @@
 #   2. PyTorch FSDP2, --init plateau --data synthetic, 200 steps        ~90 s
 #   3. the table                                                          ~1 s
 # Each part has its own timeout; a part that fails leaves the others running.
+# POINTS (default analysis/peers/curve_points.tsv) and SEED (default 1) pick
+# another point file or seed for all three systems.
 #
 # What to expect: the three start from the same loss (the same weights and
 # tokens; bf16 rounding differs by implementation) and follow one curve; bf16
