@@ -56,6 +56,18 @@ columns (suite/results/schema.def; tokens = tokens per step of the one rank, var
 one TSV per run in --out, '#' metadata lines (torch version, CUDA, device),
 a closing '# end:' line.
 Without CUDA the script stops with an error (exit 2) and writes nothing.
+
+The loss of every step goes to the row's `losses` column (warm-ups first,
+comma-separated, as ours).  By default the weights are torchtitan-like
+(normal 0.02, residual outputs /sqrt(2L), norms 1) and every step trains on
+one batch of uniform random tokens drawn once (time and memory do not
+depend on the values).  For a loss curve to compare with ours, `--init
+plateau` starts from the engine's weights (the same fp32 values bit for
+bit: plateau_init.py's generator and parameter table, checked against the
+Python-integer reference before use) and `--data synthetic` reads the
+engine's synthetic stream (step t, micro-batch m, rank r: window
+(t·micro + m)·W + r), both seeded by `--seed` as `plateau bench train
+--seed`: the same model, data, initialization and hyperparameters.
 """
 import argparse
 import datetime
@@ -85,7 +97,8 @@ COLUMNS = ["bench", "variant", "kernel", "ranks", "dtype", "seq", "tokens",
            "batch", "hidden", "ffn", "n_q", "n_kv", "d", "vocab", "experts",
            "topk", "layers", "params", "flops", "time_ms", "time_p10_ms",
            "time_p90_ms", "tok_s_gpu", "tflops", "dev_peak_bytes",
-           "pool_peak_bytes", "host_peak_bytes", "status", "check", "note"]
+           "pool_peak_bytes", "host_peak_bytes", "losses", "status", "check",
+           "note"]
 
 INT_COLS = ["hidden", "layers", "n_q", "n_kv", "head_dim", "vocab", "experts",
             "topk", "expert_width", "shared_width", "dense_width",
@@ -383,6 +396,118 @@ def init_weights(torch, model, p):
                 w.normal_(0.0, 0.02)
 
 
+def init_plateau(torch, model, p, seed, rank, world):
+    """The engine's initial weights (plateau_init.py) in model's parameters:
+    each engine tensor generated on the GPU in chunks, cut and transposed
+    into torch's layout ([out, in] linears; QKV's columns q | k | v; the
+    SwiGLU's up columns gate | up), and this rank's dim-0 shard of each
+    (FSDP2's Shard(0)) copied into its local tensor."""
+    import plateau_init as pi
+    table = {t["name"]: t for t in pi.param_table(p)}
+    # the bulk generator against the Python-integer reference first
+    for t in list(table.values())[:3] + [table["head"]]:
+        n = t["rows"] * t["cols"]
+        idx = [0, 1, n // 2, n - 1]
+        ref = [pi.reference_values(seed, t, j, 1)[0] for j in idx]
+        got = [float(pi.tensor_values(torch, seed, t, j, 1, "cuda")[0])
+               for j in idx]
+        if ref != got:
+            raise RuntimeError("--init plateau: the tensor generator differs "
+                               "from the reference on %s: %r vs %r" %
+                               (t["name"], got, ref))
+
+    def full(name):
+        t = table[name]
+        n = t["rows"] * t["cols"]
+        out = torch.empty(n, device="cuda", dtype=torch.float32)
+        step = 1 << 24
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            out[a:b] = pi.tensor_values(torch, seed, t, a, b - a, "cuda")
+        return out.view(t["rows"], t["cols"])
+
+    H, d = p["hidden"], p["head_dim"]
+    nq, nk = p["n_q"] * d, p["n_kv"] * d
+
+    def swiglu(prefix, mod):
+        up = full(prefix + ".up")
+        I = up.shape[1] // 2
+        return {mod + ".w1.weight": up[:, :I].t(),
+                mod + ".w3.weight": up[:, I:].t(),
+                mod + ".w2.weight": full(prefix + ".down").t()}
+
+    def values(name):
+        """torch parameter name -> the engine tensor in torch's layout."""
+        if name == "tok_embeddings.weight":
+            return {name: full("embed")}
+        if name == "output.weight":
+            return {name: full("head").t()}
+        if name == "norm.weight":
+            return {name: full("final_norm").view(-1)}
+        parts = name.split(".")
+        l, rest = int(parts[1]), ".".join(parts[2:])
+        pre = "layer%d" % l
+        blk = "layers.%d." % l
+        if rest == "attention_norm.weight":
+            return {name: full(pre + ".attn_norm").view(-1)}
+        if rest == "ffn_norm.weight":
+            return {name: full(pre + ".ffn_norm").view(-1)}
+        if rest.startswith("attention.w") and rest[11] in "qkv":
+            w = full(pre + ".qkv")
+            return {blk + "attention.wq.weight": w[:, :nq].t(),
+                    blk + "attention.wk.weight": w[:, nq:nq + nk].t(),
+                    blk + "attention.wv.weight": w[:, nq + nk:].t()}
+        if rest == "attention.wo.weight":
+            return {name: full(pre + ".o").t()}
+        if rest == "ffn.router.weight":
+            return {name: full(pre + ".router").t()}
+        if rest.startswith("ffn.experts.w"):
+            E, Ie = p["experts"], p["expert_width"]
+            return {blk + "ffn.experts.w1": full(pre + ".experts.wg").view(E, H, Ie),
+                    blk + "ffn.experts.w3": full(pre + ".experts.wu").view(E, H, Ie),
+                    blk + "ffn.experts.w2": full(pre + ".experts.wd").view(E, Ie, H)}
+        if rest.startswith("ffn.shared."):
+            return swiglu(pre, blk + "ffn.shared")
+        if rest.startswith("ffn.w"):
+            return swiglu(pre, blk + "ffn")
+        raise RuntimeError("--init plateau: no engine tensor for %s" % name)
+
+    params = dict(model.named_parameters())
+    # checkpoint_wrapper inserts "_checkpoint_wrapped_module." in the names
+    canon = {k.replace("_checkpoint_wrapped_module.", ""): k for k in params}
+    done = set()
+    with torch.no_grad():
+        for name in canon:
+            if name in done:
+                continue
+            for tname, v in values(name).items():
+                w = params[canon[tname]]
+                local = w.to_local() if hasattr(w, "to_local") else w
+                shard = torch.chunk(v.contiguous(), world, dim=0)[rank] \
+                    if world > 1 else v
+                if tuple(local.shape) != tuple(shard.shape):
+                    raise RuntimeError("--init plateau: %s: local %s, engine "
+                                       "shard %s" % (tname, tuple(local.shape),
+                                                     tuple(shard.shape)))
+                local.copy_(shard)
+                done.add(tname)
+        torch.cuda.synchronize()
+    missing = set(canon) - done
+    if missing:
+        raise RuntimeError("--init plateau: not set: %s" %
+                           ", ".join(sorted(missing)))
+
+
+def synthetic_batch(torch, p, seed, step, rank, world):
+    """The engine's windows of this rank for step `step`: [micro, 1, S + 1]."""
+    import plateau_init as pi
+    S, micro = p["seq"], p["micro"]
+    rows = [pi.synthetic_window(seed, p["vocab"], (step * micro + m) * world +
+                                rank, S) for m in range(micro)]
+    return torch.tensor(rows, device="cuda", dtype=torch.int64).view(
+        micro, 1, S + 1)
+
+
 def max_over_ranks(torch, v):
     if torch.distributed.get_world_size() == 1:
         return int(v)
@@ -391,7 +516,7 @@ def max_over_ranks(torch, v):
     return int(t.item())
 
 
-def run_point(torch, Model, Experts, dist_mesh, p, grouped, row):
+def run_point(torch, Model, Experts, dist_mesh, p, grouped, row, a):
     fully_shard, MixedPrecisionPolicy, CPUOffloadPolicy = fsdp_api(torch)
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
         CheckpointImpl, checkpoint_wrapper)
@@ -428,7 +553,12 @@ def run_point(torch, Model, Experts, dist_mesh, p, grouped, row):
         fully_shard(model.output, reshard_after_forward=False, **kw)
     fully_shard(model, **kw)
     model.to_empty(device="cpu" if offload else "cuda")
-    init_weights(torch, model, p)
+    dist = torch.distributed
+    world = dist.get_world_size()
+    if a.init == "plateau":
+        init_plateau(torch, model, p, a.seed, dist.get_rank(), world)
+    else:
+        init_weights(torch, model, p)
     moes = [m for m in model.modules() if type(m).__name__ == "MoE"]
     for m in moes:
         m.bias = torch.zeros(m.E, device="cuda")
@@ -442,14 +572,16 @@ def run_point(torch, Model, Experts, dist_mesh, p, grouped, row):
         opt = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
                                 weight_decay=0.01, foreach=True)
         impl = "foreach"
-    dist = torch.distributed
-    world = dist.get_world_size()
     g = torch.Generator(device="cuda").manual_seed(7 + dist.get_rank())
     S, micro = p["seq"], p["micro"]
-    data = torch.randint(0, p["vocab"], (micro, 1, S + 1), generator=g,
-                         device="cuda")
+    if a.data == "random":
+        data = torch.randint(0, p["vocab"], (micro, 1, S + 1), generator=g,
+                             device="cuda")
     times, losses = [], []
     for it in range(p["warmup"] + p["steps"]):
+        if a.data == "synthetic":
+            data = synthetic_batch(torch, p, a.seed, it, dist.get_rank(),
+                                   world)
         if it == p["warmup"]:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -492,6 +624,7 @@ def run_point(torch, Model, Experts, dist_mesh, p, grouped, row):
                                              torch.cuda.max_memory_allocated()),
                pool_peak_bytes=max_over_ranks(torch,
                                               torch.cuda.max_memory_reserved()),
+               losses=",".join("%.6g" % x for x in losses),
                status="ok")
     row["note"] = "point %s; adamw %s; loss %.4f -> %.4f" % (
         p["point"], impl, losses[0], losses[-1])
@@ -512,6 +645,17 @@ def main():
                     "(auto: when present and it agrees with the loop)")
     ap.add_argument("--world", type=int, default=1,
                     help="GPUs of this host, one process each (default 1)")
+    ap.add_argument("--init", choices=["torchtitan", "plateau"],
+                    default="torchtitan", help="initial weights: "
+                    "torchtitan-like normal 0.02, or the engine's own "
+                    "(plateau_init.py: the same fp32 values as ours)")
+    ap.add_argument("--data", choices=["random", "synthetic"],
+                    default="random", help="tokens: one random batch drawn "
+                    "once and trained on every step, or the engine's "
+                    "synthetic stream (a new window each step, as ours)")
+    ap.add_argument("--seed", type=int, default=1,
+                    help="--init plateau and --data synthetic: the seed of "
+                    "`plateau bench train --seed` (default 1)")
     ap.add_argument("--list", action="store_true",
                     help="print the points and their parameter counts; no "
                     "torch, no GPU")
@@ -596,6 +740,7 @@ def worker(rank, world, port, a, pts):
             "host": socket.gethostname(),
             "argv": " ".join([repo_path(sys.argv[0])] + sys.argv[1:]),
             "points": repo_path(a.points), "experts": how, "world": world,
+            "init": a.init, "data": a.data, "seed": a.seed,
             "utc_start": datetime.datetime.utcnow().strftime(
                 "%Y-%m-%dT%H:%M:%SZ")}
     out = None
@@ -628,7 +773,7 @@ def worker(rank, world, port, a, pts):
         for c in COLUMNS:
             row.setdefault(c, "-")
         try:
-            run_point(torch, Model, Experts, mesh, p, grouped, row)
+            run_point(torch, Model, Experts, mesh, p, grouped, row, a)
         except torch.cuda.OutOfMemoryError as e:
             row["status"] = "oom"
             row["dev_peak_bytes"] = torch.cuda.max_memory_allocated()

@@ -291,12 +291,22 @@ static void losses(FILE *md, const pl__train_pt *p, int n) {
     return;
   }
   fprintf(md, PL__TRAIN_ROW_HEAD " losses |\n" PL__TRAIN_ROW_RULE "---|\n");
+  bool proxy = false;
   for (int i = 0; i < n; i++) {
     if (strcmp(p[i].status, "ok"))
       continue;
     pl__train_row_head(md, &p[i]);
     fprintf(md, " %s |\n", pl_cell(p[i].t, p[i].r, "losses"));
+    proxy |= !isnan(p[i].wv) && p[i].wv > p[i].ranks;
   }
+  /* a proxy's units are tiles of one shard: another model than the real
+   * one, and another for each system's unit layout */
+  if (proxy)
+    fprintf(md, "\nA row whose W_v exceeds its ranks is a one-GPU proxy: its "
+                "loss is the tiled proxy model's, not the real model's, and "
+                "two systems' proxies are two different models (README, "
+                "\"What a proxy's loss means\"); compare losses on real "
+                "runs.\n");
 }
 
 /* Is the '/'-separated part [a, a + na) of variant v one of v's parts? */
@@ -694,7 +704,10 @@ pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
   pl__report_train_peer(md, p, n, pe, npe);
   pl__report_train_grid(md, p, n);
   losses(md, p, n);
-  st = pl_rep_close(md, path);
+  st = pl__report_train_loss_chart(rc, md, p, n, pe, npe);
+  const pl_status cst = pl_rep_close(md, path);
+  if (st == PL_OK)
+    st = cst;
   if (st == PL_OK)
     st = chart(rc, p, n);
   if (st == PL_OK)

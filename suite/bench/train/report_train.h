@@ -78,4 +78,14 @@ void pl__report_train_grid(FILE *md, const pl__train_pt *p, int n);
 pl_status pl__report_train_grid_chart(pl_report_ctx *rc, const pl__train_pt *p,
                                       int n);
 
+/* ---- report_train_losses.c: the loss curves -------------------------------
+ * The point with the most loss curves (ok rows of at least 20 steps), with
+ * the torch_fsdp2 rows of its shape (pe[0..npe)): report/train-losses.csv
+ * (step, a column per system), its line in md (train.md, open), and
+ * report/train-losses.{svg,png} (analysis/loss_curves.gp).  Nothing when no
+ * row has a curve. */
+pl_status pl__report_train_loss_chart(pl_report_ctx *rc, FILE *md,
+                                      const pl__train_pt *p, int n,
+                                      pl_table *const *pe, int npe);
+
 #endif
