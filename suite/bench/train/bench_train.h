@@ -35,8 +35,8 @@
    0,                                                                            \
    PL_OPT_ENUM,                                                                  \
    "tiny",                                                                       \
-   "model preset (README: Training end to "                                      \
-   "end)",                                                                       \
+   "model preset (doc/guide/training.md: Training end "                          \
+   "to end)",                                                                    \
    0,                                                                            \
    0,                                                                            \
    pl_model_preset_names},                                                       \
