@@ -2,7 +2,7 @@
 # check_layers.sh — the include graph of the project against its layers, and
 # the length of its files and functions.
 #
-# Folders are layers (README "Layers"); an #include never runs up a floor:
+# Folders are layers (doc/guide/building.md, "Layers"); an #include never runs up a floor:
 #   L0 engine/core/ and the core's public headers   L7  baselines/
 #   L1 engine/backend/ (cpu/, cuda/)                 L8  suite/results/
 #   L2 engine/comm/                                  L9  suite/harness/

@@ -57,7 +57,8 @@ extern "C" {
 /* Rates and capacities of one node kind.  Bandwidths in GB/s (1e9 B/s),
  * rates in TFLOP/s, memory in bytes.  pl_plan_machine_default() is one
  * 8×H200 node on 400 Gb/s InfiniBand per GPU (the values are listed in
- * README "Planning a run" and printed by `plateau plan --machine`). */
+ * doc/guide/planner.md, "The machine", and printed by `plateau plan
+ * --machine`). */
 typedef struct pl_plan_machine {
   pl_backend backend; /* the target device: cuda (projections) or cpu */
   int gpus_per_node;

@@ -191,7 +191,8 @@ static void assumptions(FILE *f, const pl_plan_machine *mc) {
           "gradients, dense CE on full logits per CP shard, ring "
           "attention), PyTorch SDPA at %.0f "
           "TFLOP/s.  TFLOP/s count model FLOPs (6 × active parameters + "
-          "6·S·d·n_q per layer, README): about 1.14× the paper's measure at "
+          "6·S·d·n_q per layer, doc/guide/training.md): about 1.14× the "
+          "paper's measure at "
           "1M.  The paper's figures are its own runs on 16 / 32 / 64 H200.\n\n",
           mc->source, mc->gpus_per_node, mc->hbm_bytes / 1073741824.0,
           mc->hbm_reserve / 1073741824.0, mc->host_bytes / 1073741824.0,

@@ -76,9 +76,9 @@ awk '/^ model:$/ {g = 1} /^ layout:$/ {g = 2} g == 1 && /--experts=/ {m = 1} g =
 if "$BIN" info >"$tmp/stdout" 2>"$tmp/stderr"; then
   grep -q "^backends built: cpu" "$tmp/stdout" && grep -q "^MPI: " "$tmp/stdout" && pass ||
     { fail "info output"; cat "$tmp/stdout"; }
-  # the lines README's "plateau info" says: nine, three more per GPU
+  # the lines doc/guide/benches.md's "plateau info" says: nine, three more per GPU
   [[ $(wc -l <"$tmp/stdout") == $((9 + 3 * ncuda)) ]] && pass ||
-    fail "info prints $(wc -l <"$tmp/stdout") lines, README says $((9 + 3 * ncuda))"
+    fail "info prints $(wc -l <"$tmp/stdout") lines, doc/guide/benches.md says $((9 + 3 * ncuda))"
 else
   fail "plateau info -> exit $?"; cat "$tmp/stderr"
 fi

@@ -16,7 +16,7 @@ prefix=$tmp/prefix
 if make -s -C "$ROOT" --no-print-directory install PREFIX="$prefix" BUILD="$BUILD" CUDA=$cuda DEPS=0 \
   >"$tmp/install.log" 2>&1; then pass; else fail "make install"; tail -5 "$tmp/install.log"; fi
 # a no-op build stays one, whichever way BUILD is spelled (the tests give it
-# absolute, the README's commands relative): nothing is compiled or linked
+# absolute, the guides' commands relative): nothing is compiled or linked
 rel=$(realpath -m --relative-to="$ROOT" "$BUILD")
 for b in "$rel" "$BUILD" "$rel"; do
   out=$(make -C "$ROOT" --no-print-directory BUILD="$b" CUDA=$cuda DEPS=0 all 2>&1)

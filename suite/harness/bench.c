@@ -255,8 +255,8 @@ static void bench_usage(const pl_bench *b, const optset *o, FILE *f) {
   char *h = pl__rows_header();
   fprintf(f,
           "\nrows (--columns prints them): %s\n"
-          "  every column is in the README's result schema table "
-          "(`plateau schema`)\n"
+          "  every column is in the result schema table (`plateau "
+          "schema`) of doc/guide/results.md\n"
           "exit: 0 ok, 1 a check failed, 2 usage, 3 runtime error\n",
           h);
   free(h);

@@ -20,8 +20,8 @@ typedef struct pl_col_def {
 const pl_col_def *pl_schema_find(const char *name);
 int pl_schema_count(void);
 const pl_col_def *pl_schema_at(int i);
-/* The schema as a Markdown table (column | unit | meaning), as the README
- * shows it. */
+/* The schema as a Markdown table (column | unit | meaning), as
+ * doc/guide/results.md shows it. */
 void pl_schema_markdown(FILE *f);
 
 /* One entry of the v1 -> v2 mapping: in files of `bench` ("*": any bench

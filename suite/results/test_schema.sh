@@ -2,8 +2,8 @@
 # test_schema.sh — one result schema: every bench's header (`plateau bench
 # NAME --columns`, nothing run) and every peer script's columns
 # (analysis/peers/*.py) name only columns of the schema table (`plateau
-# schema`, from suite/results/schema.def), each once; the README carries exactly that
-# table; a bench's --help points to it.
+# schema`, from suite/results/schema.def), each once; doc/guide/results.md carries
+# exactly that table; a bench's --help points to it.
 # Usage: BUILD=build bash suite/results/test_schema.sh
 set -uo pipefail
 PL_TEST=test_schema.sh
@@ -59,11 +59,11 @@ EOF
   check_cols "$(basename "$py")" "${cols[@]}"
 done
 
-# the README carries the table once, as `plateau schema` prints it
-readme=$ROOT/README.md
-sed -n '/^<!-- schema: begin/,/^<!-- schema: end/p' "$readme" | sed '1d;$d' >"$tmp/readme.md"
-if diff -u "$tmp/schema.md" "$tmp/readme.md" >"$tmp/diff"; then pass; else
-  fail "README's schema table differs from 'plateau schema' (regenerate it between the markers):"
+# the results guide carries the table once, as `plateau schema` prints it
+guide=$ROOT/doc/guide/results.md
+sed -n '/^<!-- schema: begin/,/^<!-- schema: end/p' "$guide" | sed '1d;$d' >"$tmp/guide.md"
+if diff -u "$tmp/schema.md" "$tmp/guide.md" >"$tmp/diff"; then pass; else
+  fail "doc/guide/results.md's schema table differs from 'plateau schema' (regenerate it between the markers):"
   head -20 "$tmp/diff"
 fi
 

@@ -59,7 +59,7 @@ static const pl_opt maxbatch_opts[] = {
     {"trial-timeout", 0, PL_OPT_STR, "auto",
      "seconds before a trial is killed: auto (proportional to the trial's "
      "work: 120 s + its steps' FLOPs at a floor rate of 1e13 FLOP/s on cuda, "
-     "1e9 on cpu; README), a number, or 0 (never)",
+     "1e9 on cpu; doc/guide/benches.md), a number, or 0 (never)",
      0, 0, NULL},
     {"max-trials", 0, PL_OPT_INT, "64", "trials per budget at most", 1, 10000,
      NULL},

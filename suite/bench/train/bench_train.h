@@ -26,7 +26,7 @@
 
 /* The dense bf16 GEMM rate MFU is taken against when neither --gemm-tflops
  * nor --calib gives one: one H200's cuBLAS bf16 8192³ GEMM as
- * `plateau bench calib` measures it (results/reference/h200: 685–788). */
+ * `plateau bench calib` measures it (results/reference/h200x2: 685–788). */
 #define PL_TRAIN_H200_GEMM_TFLOPS 790.0
 
 /* Entries of the option table (no terminator). */
@@ -35,8 +35,8 @@
    0,                                                                            \
    PL_OPT_ENUM,                                                                  \
    "tiny",                                                                       \
-   "model preset (README: Training end to "                                      \
-   "end)",                                                                       \
+   "model preset (doc/guide/training.md: Training end "                          \
+   "to end)",                                                                    \
    0,                                                                            \
    0,                                                                            \
    pl_model_preset_names},                                                       \

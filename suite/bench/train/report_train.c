@@ -110,7 +110,7 @@ static void end_to_end(FILE *md, const pl__train_pt *p, int n,
   fprintf(md,
           "\n## End to end (the paper's layout)\n\n%s. Ours: `ranks` "
           "processes, each one rank of a `W_v`-rank run (W_v > ranks: the "
-          "one-GPU proxy, README); `run` is the file's number in the table "
+          "one-GPU proxy, doc/guide/training.md); `run` is the file's number in the table "
           "above.\n\n",
           LABEL);
   if (!n) {
@@ -145,7 +145,7 @@ static void end_to_end(FILE *md, const pl__train_pt *p, int n,
           "\nTFLOP/s = model FLOPs (6 × active parameters + 6·S·d·n_q "
           "per layer for causal attention, per token; recompute not "
           "counted) / step time. By this formula the paper's tok/s/GPU at "
-          "1M give 1.14× its printed TFLOP/s (README, FLOPs): divide ours "
+          "1M give 1.14× its printed TFLOP/s (doc/guide/training.md, FLOPs): divide ours "
           "by 1.14 to compare TFLOP/s with the paper's. MFU = TFLOP/s / the "
           "GEMM rate in the row's note. The paper's figure of an fsdp2 row "
           "is FSDP2-best's: at 120B/128K its plateau figure over its 7.6× "

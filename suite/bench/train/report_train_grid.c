@@ -5,7 +5,7 @@
  *   - per model and context tok/s/GPU and TFLOP/s/GPU with each cell
  *     labelled: measured (a run of W_v real ranks), projected (a one-GPU
  *     proxy's step_proj_ms: compute and memory measured, communication
- *     modelled — README, virtual groups), proxy (an older proxy row without
+ *     modelled — doc/guide/training.md, virtual groups), proxy (an older proxy row without
  *     the projection: no communication at all), infeasible (the plan's
  *     binding term) or oom; the paper's printed figures beside;
  *   - the reach (longest context ok, the first failing above) and the largest
@@ -289,7 +289,8 @@ void pl__report_train_grid(FILE *md, const pl__train_pt *p, int n) {
           "*projected* (a one-GPU proxy playing one rank of the W_v-rank run: "
           "compute and memory measured, communication modelled: step_proj_ms "
           "= the measured step less its virtual groups' stand-ins + the "
-          "planner's exposed communication of that run, README), *proxy (no "
+          "planner's exposed communication of that run, doc/guide/training.md), "
+          "*proxy (no "
           "communication)* for a proxy row without the projection, or why it "
           "did not run (the plan's binding term, or oom). FSDP2-best is the "
           "fastest fsdp2 row of the point, its knobs named. The paper's "

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_train_kill.sh — `plateau bench train` killed in the middle of a step
 # (CPU backend): SIGTERM and SIGKILL of the process, and SIGTERM of mpirun
-# over 2 ranks.  README's promise for a killed writer: the result file is
+# over 2 ranks.  The promise of doc/guide/results.md for a killed writer: the result file is
 # left unfinished (no `# end:` line), the rows written before the kill are
 # whole (every row as many fields as the header; at most one torn last line,
 # without its newline), nothing of the run is left running, and the readers
