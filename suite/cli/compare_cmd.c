@@ -4,15 +4,15 @@
  * tolerance specs are compare_rules.c.
  *
  *   plateau compare NEW REF [--tol [BENCH:]METRIC|KIND=VALUE]... [--tol-file F]
- *                   [--noise on|off] [--strict] [--brief] [--format
- * text|md|tsv]
+ *                   [--noise on|off] [--strict] [--allow-missing] [--brief]
+ *                   [--format text|md|tsv]
  *
  * NEW and REF are result files or run directories (every *.tsv in it and its
  * direct subdirectories except report/, as `plateau report` reads them; v1
  * files mapped to the current names).  Output: per matched configuration
- * the metrics (ref, new, new/ref, tolerance, PASS / FAIL), rows only in NEW
- * (NEW) and rows only in REF of a bench NEW ran (MISSING), then one summary
- * line.  Benches NEW did not run at all are not listed (a regression set is
+ * the metrics (ref, new, new/ref, tolerance, PASS / FAIL / SKIP / NO VALUE),
+ * rows only in NEW (NEW) and rows only in REF of a bench NEW ran (MISSING),
+ * then one summary line.  Benches NEW did not run at all are not listed (a regression set is
  * usually a subset of the reference). */
 #include "compare_cmd.h"
 
