@@ -360,6 +360,18 @@ void pl_rep_discard(FILE *f) {
   p->f = NULL;
 }
 
+pl_status pl_rep_no_rows(const pl_report_ctx *rc, const char *name,
+                         const char *title, pl_table *const *t, int n,
+                         const char *why) {
+  char path[PATH_MAX];
+  FILE *f = pl_rep_open(rc, name, path, sizeof path);
+  if (!f)
+    return PL_EIO;
+  pl_rep_md_head(f, rc, title, t, n);
+  fprintf(f, "No rows: %s.\n", why);
+  return pl_rep_close(f, path);
+}
+
 pl_status pl_rep_close(FILE *f, const char *path) {
   pending *p = pending_of(f);
   const bool bad = ferror(f) != 0;

@@ -81,6 +81,12 @@ FILE *pl_rep_open(const pl_report_ctx *rc, const char *name, char *path,
 /* Close f (from pl_rep_open), put it in place at path and print path (the
  * report lists what it wrote). */
 pl_status pl_rep_close(FILE *f, const char *path);
+/* RUN_DIR/report/<name> for a report with no row to show (a run killed in
+ * its first point: metadata and header, no complete row): the title, the
+ * files it came from, and "No rows: <why>."  Printed as pl_rep_close. */
+pl_status pl_rep_no_rows(const pl_report_ctx *rc, const char *name,
+                         const char *title, pl_table *const *t, int n,
+                         const char *why);
 /* Close f and remove its temporary file: the target is left as it was. */
 void pl_rep_discard(FILE *f);
 /* Rename the finished temporary file tmp over path (a link at path is

@@ -250,10 +250,9 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   if (D0 == 1)
     for (int i = 0; i < nt; i++)
       if (strcmp(t[i]->bench, "attention")) read_peer(t[i], pts, &n);
-  if (n == 0) {
-    printf("report attention: no attention rows in %s\n", run_dir);
-    return PL_OK;
-  }
+  if (n == 0) /* no ok row of ours (or of the peer's beside one D = 1 run) */
+    return pl_rep_no_rows(rc, "attention.md", "Causal GQA flash attention", t, nt,
+                          "no ok attention row to show (report/points.md lists each row that is not ok)");
   qsort(pts, (size_t)n, sizeof pts[0], cmp_pt);
 
   FILE *md = pl_rep_open(rc, "attention.md", path, sizeof path);
