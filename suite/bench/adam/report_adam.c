@@ -392,6 +392,8 @@ static pl_status write_sweep_chart(pl_report_ctx *rc, const sweep *g,
   PL_TRY(pl_rep_close(f, path));
   char stem[4096];
   snprintf(stem, sizeof stem, "%s/adam_sweep", rc->out_dir);
+  static const char *const panels[] = {"*", NULL};
+  if (!pl_rep_chart_shows(path, stem, "+bucket_m", panels)) return PL_OK;
   return pl_rep_chart(rc, "adam_sweep.gp", path, stem, NULL, 0);
 }
 

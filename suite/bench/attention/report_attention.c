@@ -210,6 +210,8 @@ static pl_status chart(pl_report_ctx *rc, const pt *pts, int n, int D0, bool gpu
   }
   /* the dashed bf16 GEMM ceiling is one H200's: on GPU runs only */
   const char *extra[] = {gpu ? "793" : "0", title, cols};
+  static const char *const panels[] = {"*", NULL};
+  if (!pl_rep_chart_shows(dat, stem, "+seq", panels)) return PL_OK;
   return pl_rep_chart(rc, "attention.gp", dat, stem, extra, 3);
 }
 
