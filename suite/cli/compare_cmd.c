@@ -12,8 +12,8 @@
  * files mapped to the current names).  Output: per matched configuration
  * the metrics (ref, new, new/ref, tolerance, PASS / FAIL / SKIP / NO VALUE),
  * rows only in NEW (NEW) and rows only in REF of a bench NEW ran (MISSING),
- * then one summary line.  Benches NEW did not run at all are not listed (a regression set is
- * usually a subset of the reference). */
+ * then one summary line.  Benches NEW did not run at all are not listed (a
+ * regression set is usually a subset of the reference). */
 #include "compare_cmd.h"
 
 #include <dirent.h>
