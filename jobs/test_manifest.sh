@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # jobs/test_manifest.sh — jobs/manifest, the file table of a reference
 # directory: a finished result file gives its row and passes --check once the
-# MANIFEST lists it; an unfinished one (no "# end:" line: a killed run) is
+# MANIFEST lists it; an unfinished one (no "# end:" line: a killed run; or
+# a row after it) is
 # refused by both forms, by name (the table: exit 2 and no table; --check:
 # exit 1), and so is a FIFO in place of a result file (exit 2, at once).
 # Usage: bash jobs/test_manifest.sh
@@ -38,6 +39,17 @@ rc=$?
 check "--check refuses it though the MANIFEST lists it (exit 1, got $rc)" \
   '[[ $rc == 1 ]] && grep -q "killed.tsv is unfinished" "$tmp/out"'
 rm "$d/killed.tsv"
+# a data row after the "# end:" line: not finished either
+{ cat "$src"; grep -v '^#' "$src" | sed -n 2p; } >"$d/after.tsv"
+jobs/manifest "$d" >"$tmp/table" 2>"$tmp/err"
+rc=$?
+check "a row after '# end:': the table refuses it (exit 2, got $rc), naming it" \
+  '[[ $rc == 2 && ! -s $tmp/table ]] && grep -q "after.tsv is unfinished (a line after its .# end:. line" "$tmp/err"'
+echo "| x | \`after.tsv\` |" >>"$d/MANIFEST.md"
+jobs/manifest --check "$d" >"$tmp/out" 2>&1
+rc=$?
+check "--check refuses it (exit 1, got $rc)" '[[ $rc == 1 ]] && grep -q "after.tsv is unfinished" "$tmp/out"'
+rm "$d/after.tsv"
 
 mkfifo "$d/fifo.tsv"
 timeout 10 jobs/manifest "$d" >"$tmp/table" 2>"$tmp/err"

@@ -2,10 +2,12 @@
 # jobs/test_regress.sh — `make regress` on the CPU backend, end to end: the
 # cpu points of jobs/sweeps/regress.tsv run through jobs/run and `plateau
 # compare` them with results/reference/cpu/ (times skipped by its
-# tolerances, memory exact): no regression (exit 0), its closing status
-# counting the points of other machine kinds apart.  Then the same run with
-# one tracked peak raised by a byte must fail (exit 1), and a machine kind
-# without a reference is refused (exit 2).
+# tolerances, memory exact): no regression (exit 0), every configuration of
+# the reference compared (none NEW or MISSING), its closing status counting
+# the points of other machine kinds apart.  Then the same run with one
+# tracked peak raised by a byte, made nan or "-" must fail (exit 1; the
+# reference against itself passes), and a machine kind without a reference
+# is refused (exit 2).
 # Usage: BUILD=build bash jobs/test_regress.sh
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -40,6 +42,38 @@ awk -F'\t' -v OFS='\t' '/^#/ {print; next} !h {for (i = 1; i <= NF; i++) if ($i 
 rc=$?
 [[ $rc == 1 ]] && grep -qE "dev_peak_bytes .* exact +FAIL +\+1" "$tmp/out2" && pass ||
   { fail "a peak one byte up: exit $rc (want 1)"; tail -5 "$tmp/out2"; }
+# every configuration of the reference is compared: none only in REF or in
+# NEW (the adam cpu row, written before its bucket and slots were filled, is
+# matched by its other key columns)
+if grep -qE "(NEW|MISSING) +(no reference row|not in NEW)" "$tmp/out"; then
+  fail "configurations not compared: $(grep -B1 -E "(NEW|MISSING) +(no reference row|not in NEW)" "$tmp/out" | head -6 | tr '\n' '|')"
+else
+  pass
+fi
+grep -qE "^== adam .*variant=cpu" "$tmp/out" && grep -qE "MATCHED +REF has no value in bucket, slots" "$tmp/out" && pass ||
+  fail "the adam cpu row is not matched to the reference's"
+# both directions on one metric: the reference against itself passes; the
+# run with one tracked peak made nan, or "-", fails (a metric NEW lacks is
+# never a silent PASS), and --allow-missing lists it without failing
+"$BIN" compare results/reference/cpu results/reference/cpu --brief >"$tmp/out4" 2>&1
+rc=$?
+[[ $rc == 0 ]] && grep -qE " 0 fail, [0-9]+ skipped, 0 without a value; 0 new, 0 missing -> PASS$" "$tmp/out4" && pass ||
+  { fail "the reference against itself: exit $rc (want 0)"; tail -3 "$tmp/out4"; }
+for bad in nan -; do
+  mkdir -p "$tmp/bad" && cp "results/runs/$sw"/*.tsv "$tmp/bad/"
+  awk -F'\t' -v OFS='\t' -v bad="$bad" '/^#/ {print; next} !h {for (i = 1; i <= NF; i++) if ($i == "dev_peak_bytes") c = i; h = 1; print; next}
+    {if (!done && c && $c != "-") {$c = bad; done = 1} print}' "$f" >"$tmp/bad/$(basename "$f")"
+  "$BIN" compare "$tmp/bad" results/reference/cpu --brief >"$tmp/out5" 2>&1
+  rc=$?
+  [[ $rc == 1 ]] && grep -qE "^   dev_peak_bytes +[0-9]+ +$bad .* FAIL +NEW has no value" "$tmp/out5" &&
+    grep -qE " 1 fail, .* -> REGRESSION$" "$tmp/out5" && pass ||
+    { fail "a peak made '$bad': exit $rc (want 1)"; tail -5 "$tmp/out5"; }
+  "$BIN" compare "$tmp/bad" results/reference/cpu --brief --allow-missing >"$tmp/out5" 2>&1
+  rc=$?
+  [[ $rc == 0 ]] && grep -qE "^   dev_peak_bytes +[0-9]+ +$bad .* NO VALUE NEW has no value" "$tmp/out5" &&
+    grep -qE " 0 fail, .* -> PASS$" "$tmp/out5" && pass ||
+    { fail "a peak made '$bad', --allow-missing: exit $rc (want 0)"; tail -5 "$tmp/out5"; }
+done
 jobs/regress --machine nosuchkind >"$tmp/out3" 2>&1
 rc=$?
 [[ $rc == 2 ]] && grep -q "no reference for machine kind 'nosuchkind'" "$tmp/out3" && pass ||

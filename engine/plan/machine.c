@@ -551,6 +551,22 @@ pl_status pl_plan_machine_load(pl_plan_machine *m, const char *path) {
                       path, t->bench[0] ? t->bench : "?");
   fclose(t->f);
   free(t);
+  /* what the file set is held to --set's bounds: a rate of 1e308 from a
+   * hand-edited file is no machine either */
+  for (size_t i = 0; st == PL_OK && i < NFIELDS; i++) {
+    const field *fd = &fields[i];
+    const double v = *(const double *)((const char *)&c + fd->off),
+                 was = *(const double *)((const char *)m + fd->off);
+    if (v == was)
+      continue;
+    const bool above = fd->lo_open ? v > fd->lo : v >= fd->lo;
+    if (!above || !(v <= fd->hi))
+      st = pl_set_error(PL_EINVAL,
+                        "machine: '%s': %s=%.6g from the file: out of range "
+                        "(allowed: %s%.16g up to %.16g %s: %s)",
+                        path, fd->key, v, fd->lo_open ? "above " : "", fd->lo,
+                        fd->hi, fd->unit, fd->meaning);
+  }
   if (st == PL_OK) {
     *m = c;
     note_source(m, path);

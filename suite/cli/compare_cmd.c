@@ -4,16 +4,16 @@
  * tolerance specs are compare_rules.c.
  *
  *   plateau compare NEW REF [--tol [BENCH:]METRIC|KIND=VALUE]... [--tol-file F]
- *                   [--noise on|off] [--strict] [--brief] [--format
- * text|md|tsv]
+ *                   [--noise on|off] [--strict] [--allow-missing] [--brief]
+ *                   [--format text|md|tsv]
  *
  * NEW and REF are result files or run directories (every *.tsv in it and its
  * direct subdirectories except report/, as `plateau report` reads them; v1
  * files mapped to the current names).  Output: per matched configuration
- * the metrics (ref, new, new/ref, tolerance, PASS / FAIL), rows only in NEW
- * (NEW) and rows only in REF of a bench NEW ran (MISSING), then one summary
- * line.  Benches NEW did not run at all are not listed (a regression set is
- * usually a subset of the reference). */
+ * the metrics (ref, new, new/ref, tolerance, PASS / FAIL / SKIP / NO VALUE),
+ * rows only in NEW (NEW) and rows only in REF of a bench NEW ran (MISSING),
+ * then one summary line.  Benches NEW did not run at all are not listed (a
+ * regression set is usually a subset of the reference). */
 #include "compare_cmd.h"
 
 #include <dirent.h>
@@ -44,6 +44,7 @@ typedef struct ent {
   char *key; /* "bench col=val ..." (key columns in name order, "-" left out) */
   pl_table *t; /* the row */
   int r;
+  char *relaxed; /* REF: the key columns it lacks, matched by the others */
 } ent;
 
 typedef struct side {
@@ -214,7 +215,7 @@ static void side_keys(side *s, kset *ks, int nks) {
     for (int r = 0; r < s->t[i]->nrows; r++) {
       s->e = realloc(s->e, sizeof *s->e * (size_t)(s->ne + 1));
       PL_ASSERT(s->e != NULL);
-      s->e[s->ne++] = (ent){row_key(s->t[i], r, k), s->t[i], r};
+      s->e[s->ne++] = (ent){row_key(s->t[i], r, k), s->t[i], r, NULL};
     }
   }
   if (s->ne > 1)
@@ -222,8 +223,10 @@ static void side_keys(side *s, kset *ks, int nks) {
 }
 
 static void side_free(side *s) {
-  for (int i = 0; i < s->ne; i++)
+  for (int i = 0; i < s->ne; i++) {
     free(s->e[i].key);
+    free(s->e[i].relaxed);
+  }
   for (int i = 0; i < s->nt; i++) {
     pl_table_free(s->t[i]);
     free(s->t[i]);
@@ -260,7 +263,7 @@ static val metric(const ent *e, int n, const char *col, pl_cmp_class c) {
   PL_ASSERT(x != NULL);
   for (int i = 0; i < n; i++) {
     double v = pl_cell_num(e[i].t, e[i].r, col);
-    if (isnan(v))
+    if (!isfinite(v))
       continue;
     x[out.n++] = v;
     double lo = v, hi = v;
@@ -297,8 +300,9 @@ typedef enum fmt { F_TEXT, F_MD, F_TSV } fmt;
 
 typedef struct out {
   fmt f;
-  bool brief;
-  int pass, noise, fail, nnew, missing, skipped, keys;
+  bool brief, allow_missing;
+  /* novalue: metrics with a value on one side only that did not fail */
+  int pass, noise, fail, nnew, missing, skipped, novalue, keys;
 } out;
 
 static void label(char *buf, size_t n, const char *key) {
@@ -379,6 +383,64 @@ static bool within_noise(val r, val n, pl_cmp_class k, bool noise,
   return noise && (overlap || tiny);
 }
 
+/* What a side's latest row holds instead of a number in column col: "no
+ * column", or its cell ("-", "nan", "inf", text). */
+static void no_value(char *b, size_t n, const ent *e, int ne,
+                     const char *col) {
+  const ent *l = &e[ne - 1];
+  if (pl_table_col(l->t, col) < 0)
+    snprintf(b, n, "no column");
+  else
+    snprintf(b, n, "%s", pl_cell(l->t, l->r, col));
+}
+
+/* A metric with a value on one side only (ra or nb_ the side without one,
+ * NULL the side with it): a visible row, counted.  NEW without a value
+ * fails (a bench that stopped filling a metric, a timer that returned NaN)
+ * unless --allow-missing; REF without one (a metric the reference predates)
+ * is not compared.  A skipped metric stays skipped. */
+static void one_sided(out *o, const char *key, const char *col, double tol,
+                      const ent *ra, int na, const ent *nb_, int nb, val r,
+                      val n, bool *shown) {
+  char rb[32], nbuf[32], note[160];
+  const pl_cmp_class k = pl__compare_class(col);
+  const bool bytes = k == PL_CMP_MEMORY || k == PL_CMP_CAPACITY;
+  if (ra)
+    no_value(rb, sizeof rb, ra, na, col);
+  else if (bytes) /* exact integers */
+    snprintf(rb, sizeof rb, "%.0f", r.v);
+  else
+    num(rb, sizeof rb, r.v);
+  if (nb_)
+    no_value(nbuf, sizeof nbuf, nb_, nb, col);
+  else if (bytes)
+    snprintf(nbuf, sizeof nbuf, "%.0f", n.v);
+  else
+    num(nbuf, sizeof nbuf, n.v);
+  const char *res;
+  if (tol < 0) {
+    res = "SKIP";
+    snprintf(note, sizeof note, "%s has no value", nb_ ? "NEW" : "REF");
+    o->skipped++;
+  } else if (nb_ && !o->allow_missing) {
+    res = "FAIL";
+    snprintf(note, sizeof note,
+             "NEW has no value: not compared (--allow-missing accepts it)");
+    o->fail++;
+  } else {
+    res = "NO VALUE";
+    snprintf(note, sizeof note, "%s has no value: not compared%s",
+             nb_ ? "NEW" : "REF", nb_ ? " (--allow-missing)" : "");
+    o->novalue++;
+  }
+  if (o->brief && tol < 0)
+    return;
+  if (!*shown)
+    group_head(o, key);
+  *shown = true;
+  line(o, key, col, rb, nbuf, "-", tol < 0 ? "skip" : "-", res, note);
+}
+
 /* Compare the rows of one key: a[0..na) of REF, b[0..nb) of NEW; a metric
  * beyond its tolerance fails unless within_noise. */
 static void compare_key(out *o, const pl__compare_tols *ts, bool noise,
@@ -421,17 +483,39 @@ static void compare_key(out *o, const pl__compare_tols *ts, bool noise,
          pl_cell(lb->t, lb->r, "note"));
     o->fail++;
   }
-  for (int c = 0; c < la->t->ncols; c++) {
-    const char *col = la->t->cols[c];
+  if (a->relaxed) {
+    HEAD();
+    line(o, key, "key", "-", "-", "-", "-", "MATCHED", a->relaxed);
+  }
+  /* every metric column of either side's rows, REF's first */
+  const char *cols[512];
+  int ncols = 0;
+  for (int s = 0; s < na + nb; s++) {
+    const pl_table *t = s < na ? a[s].t : b[s - na].t;
+    for (int c = 0; c < t->ncols && ncols < 512; c++) {
+      int j = 0;
+      while (j < ncols && strcmp(cols[j], t->cols[c]) != 0)
+        j++;
+      if (j == ncols)
+        cols[ncols++] = t->cols[c];
+    }
+  }
+  for (int c = 0; c < ncols; c++) {
+    const char *col = cols[c];
     pl_cmp_class k = pl__compare_class(col);
     if (k != PL_CMP_TIME && k != PL_CMP_RATE && k != PL_CMP_MEMORY &&
         k != PL_CMP_CAPACITY)
       continue;
     double t = pl__compare_tol_of(ts, bench, col, k);
     val r = metric(a, na, col, k), n = metric(b, nb, col, k);
-    if (!r.n || !n.n)
+    if (!r.n && !n.n) /* neither side measures it in this configuration */
       continue;
     char rb[32], nbuf[32], qb[32], tb[32], note[160] = "";
+    if (!r.n || !n.n) { /* a value on one side only: never a silent PASS */
+      one_sided(o, key, col, t, r.n ? NULL : a, na, n.n ? NULL : b, nb, r, n,
+                &shown);
+      continue;
+    }
     const bool bytes = k == PL_CMP_MEMORY || k == PL_CMP_CAPACITY;
     if (bytes) { /* exact integers */
       snprintf(rb, sizeof rb, "%.0f", r.v);
@@ -506,7 +590,12 @@ static void usage(FILE *f) {
       "the time\n"
       "  floor (a time without percentiles of its own), is within the "
       "noise.\n"
-      "  A status or check that got worse (ok -> oom, pass -> fail) fails.\n\n"
+      "  A status or check that got worse (ok -> oom, pass -> fail) fails.  "
+      "A metric with\n"
+      "  a value on one side only is listed: NEW without one fails, REF "
+      "without one is\n"
+      "  NO VALUE (not compared); both without one: not this "
+      "configuration's metric.\n\n"
       "options:\n"
       "  --tol [BENCH:]METRIC|KIND=VALUE  tolerance (5%%, 0.05, 0 = exact, "
       "skip); repeatable;\n"
@@ -526,6 +615,9 @@ static void usage(FILE *f) {
       "(default %g ms)\n"
       "  --strict                         a reference row missing from NEW "
       "fails too\n"
+      "  --allow-missing                  a metric NEW has no value for "
+      "(nan, -, no column)\n"
+      "                                   is NO VALUE, not a failure\n"
       "  --brief                          print only FAIL, within-noise, "
       "NEW and MISSING lines\n"
       "  --format text|md|tsv             the table's format (default "
@@ -536,11 +628,14 @@ static void usage(FILE *f) {
       "exit\n\n"
       "output: per configuration: metric, ref, new, new/ref, tolerance, "
       "PASS | FAIL |\n"
-      "  SKIP; rows only in NEW: NEW; rows of REF missing in NEW (benches NEW "
-      "ran): MISSING;\n"
-      "  then a summary line.\n"
-      "exit: 0 no regression, 1 regression, 2 usage, 3 I/O, 4 nothing to "
-      "compare\n",
+      "  SKIP | NO VALUE; rows only in NEW: NEW; rows of REF missing in NEW "
+      "(benches NEW\n"
+      "  ran): MISSING; a REF row without a value in some key columns matched "
+      "by the\n"
+      "  others to the one NEW row: MATCHED; then a summary line.\n"
+      "exit: 0 no regression, 1 regression, 2 usage, 3 I/O, 4 nothing "
+      "compared (no\n"
+      "  metric of a matched row passed or failed)\n",
       PL_CMP_TIME_FLOOR_MS);
 }
 
@@ -586,6 +681,10 @@ static int parse_args(int argc, char **argv, cmp_args *a, out *o) {
     }
     if (k < 0 && strcmp(arg, "--strict") == 0) {
       a->strict = true;
+      continue;
+    }
+    if (k < 0 && strcmp(arg, "--allow-missing") == 0) {
+      o->allow_missing = true;
       continue;
     }
     if (k < 0 && strcmp(arg, "--brief") == 0) {
@@ -663,6 +762,138 @@ static int load_tolerances(const cmp_args *a, pl__compare_tols *ts) {
   return 0;
 }
 
+/* The " col=val" tokens of a key after its bench (a value with a blank
+ * continues its token): up to max, each a copy; returns the count. */
+static int key_tokens(const char *key, char **tok, int max) {
+  int n = 0;
+  const char *p = strchr(key, ' ');
+  while (p && *p) {
+    const char *q = strchr(p + 1, ' ');
+    while (q && !memchr(q + 1, '=', strcspn(q + 1, " ")))
+      q = strchr(q + 1, ' ');
+    size_t len = q ? (size_t)(q - p) : strlen(p);
+    if (n < max)
+      tok[n++] = strndup(p, len);
+    p = q;
+  }
+  return n;
+}
+
+/* Is every token of key a (same bench) in key b, and b longer? */
+static bool key_within(const char *a, const char *b) {
+  size_t ba = strcspn(a, " "), bb = strcspn(b, " ");
+  if (ba != bb || strncmp(a, b, ba) != 0 || strlen(a) >= strlen(b))
+    return false;
+  char *ta[128], *tb[128];
+  int na = key_tokens(a, ta, 128), nb = key_tokens(b, tb, 128);
+  bool in = na < nb;
+  for (int i = 0; i < na && in; i++) {
+    bool f = false;
+    for (int j = 0; j < nb && !f; j++)
+      f = strcmp(ta[i], tb[j]) == 0;
+    in = f;
+  }
+  for (int i = 0; i < na; i++)
+    free(ta[i]);
+  for (int j = 0; j < nb; j++)
+    free(tb[j]);
+  return in;
+}
+
+static bool has_key(const side *s, const char *key) {
+  ent k = {(char *)key, NULL, 0, NULL};
+  for (int lo = 0, hi = s->ne; lo < hi;) { /* s->e sorted by key first */
+    int mid = (lo + hi) / 2, c = strcmp(s->e[mid].key, k.key);
+    if (c == 0)
+      return true;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return false;
+}
+
+/* A reference row written before a key column was filled for its
+ * configuration has "-" there, so its key lacks the column and no NEW row
+ * matches it: the configuration would be one NEW and one MISSING row, never
+ * compared.  Such a REF key is matched to the NEW key that has all its
+ * columns with the same values, when that pairing is one to one (no other
+ * NEW key contains it, no other REF key is contained in that NEW key); the
+ * comparison says which columns it matched without. */
+static void relax_keys(const side *n, side *r) {
+  const char **ro = NULL, **no = NULL; /* distinct keys of one side only */
+  int nro = 0, nno = 0;
+  for (int i = 0; i < r->ne; i++)
+    if ((i == 0 || strcmp(r->e[i].key, r->e[i - 1].key)) &&
+        !has_key(n, r->e[i].key)) {
+      ro = realloc(ro, sizeof *ro * (size_t)(nro + 1));
+      PL_ASSERT(ro != NULL);
+      ro[nro++] = r->e[i].key;
+    }
+  for (int j = 0; j < n->ne; j++)
+    if ((j == 0 || strcmp(n->e[j].key, n->e[j - 1].key)) &&
+        !has_key(r, n->e[j].key)) {
+      no = realloc(no, sizeof *no * (size_t)(nno + 1));
+      PL_ASSERT(no != NULL);
+      no[nno++] = n->e[j].key;
+    }
+  int *match = malloc(sizeof *match * (size_t)(nro + 1));
+  PL_ASSERT(match != NULL);
+  for (int i = 0; i < nro; i++) {
+    int cand = 0, back = 0;
+    match[i] = -1;
+    for (int j = 0; j < nno; j++)
+      if (key_within(ro[i], no[j]))
+        match[i] = j, cand++;
+    for (int k = 0; cand == 1 && k < nro; k++)
+      back += key_within(ro[k], no[match[i]]);
+    if (cand != 1 || back != 1)
+      match[i] = -1;
+  }
+  bool changed = false;
+  for (int i = 0; i < nro; i++) {
+    if (match[i] < 0)
+      continue;
+    const char *nk = no[match[i]];
+    /* the columns REF lacks, for the note */
+    char *tb[128], *ta[128], cols[512] = "";
+    int nb = key_tokens(nk, tb, 128), na = key_tokens(ro[i], ta, 128);
+    for (int q = 0; q < nb; q++) {
+      bool f = false;
+      for (int p = 0; p < na && !f; p++)
+        f = strcmp(ta[p], tb[q]) == 0;
+      size_t l = strlen(cols);
+      if (!f && l < sizeof cols - 1)
+        snprintf(cols + l, sizeof cols - l, "%s%.*s", l ? ", " : "",
+                 (int)strcspn(tb[q] + 1, "="), tb[q] + 1);
+    }
+    for (int q = 0; q < nb; q++)
+      free(tb[q]);
+    for (int p = 0; p < na; p++)
+      free(ta[p]);
+    char note[640];
+    snprintf(note, sizeof note,
+             "REF has no value in %s: matched by the other key columns", cols);
+    char *old = strdup(ro[i]);
+    PL_ASSERT(old != NULL);
+    for (int e = 0; e < r->ne; e++)
+      if (strcmp(r->e[e].key, old) == 0) {
+        free(r->e[e].key);
+        r->e[e].key = strdup(nk);
+        r->e[e].relaxed = strdup(note);
+        PL_ASSERT(r->e[e].key && r->e[e].relaxed);
+      }
+    free(old);
+    changed = true;
+  }
+  free(match);
+  free(ro);
+  free(no);
+  if (changed && r->ne > 1)
+    qsort(r->e, (size_t)r->ne, sizeof *r->e, cmp_ent);
+}
+
 /* Both sides' keys over the union of their tables' identity columns. */
 static void key_both(side *n, side *r) {
   enum { MAXB = 64 };
@@ -674,6 +905,7 @@ static void key_both(side *n, side *r) {
     kset_add(ks, &nks, MAXB, r->t[i]);
   side_keys(n, ks, nks);
   side_keys(r, ks, nks);
+  relax_keys(n, r);
 }
 
 /* Walk both sorted lists of keys: a key in both compared metric by metric,
@@ -763,20 +995,21 @@ int pl_compare_main(int argc, char **argv) {
            a.paths[0], a.paths[1]);
   walk(&o, &a, &ts, &n, &r);
   const bool regress = o.fail > 0 || (a.strict && o.missing > 0);
+  const int nm = o.pass + o.fail + o.novalue;
   printf("%scompare: %d configuration%s matched, %d metric%s: %d pass (%d "
-         "within the noise), %d fail, %d skipped; %d new, %d missing -> %s\n",
+         "within the noise), %d fail, %d skipped, %d without a value; %d new, "
+         "%d missing -> %s\n",
          o.f == F_TEXT ? "# "
          : o.f == F_MD ? "\n"
                        : "# ",
-         o.keys, o.keys == 1 ? "" : "s", o.pass + o.fail,
-         o.pass + o.fail == 1 ? "" : "s", o.pass, o.noise, o.fail, o.skipped,
-         o.nnew, o.missing,
+         o.keys, o.keys == 1 ? "" : "s", nm, nm == 1 ? "" : "s", o.pass,
+         o.noise, o.fail, o.skipped, o.novalue, o.nnew, o.missing,
          regress  ? "REGRESSION"
-         : o.keys ? "PASS"
+         : o.pass ? "PASS"
                   : "NOTHING COMPARED");
   side_free(&n);
   side_free(&r);
   free(a.cli.v);
   free(ts.v);
-  return regress ? 1 : o.keys ? 0 : 4;
+  return regress ? 1 : o.pass ? 0 : 4;
 }

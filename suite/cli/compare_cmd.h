@@ -24,7 +24,11 @@
  * percentiles of its own — that differs from the reference by less than
  * the time floor (--time-floor, PL_CMP_TIME_FLOOR_MS), is reported as
  * within the noise, not as a regression (--noise off: it is one).  A row whose
- * status or check got worse (ok -> oom, pass -> fail) fails. */
+ * status or check got worse (ok -> oom, pass -> fail) fails.  A metric with a
+ * value on one side only (nan, inf, "-", no such column) is a row of its own:
+ * NEW without one fails (--allow-missing: NO VALUE), REF without one is NO
+ * VALUE; both counted.  A REF row with "-" in key columns NEW's rows fill is
+ * matched to the one NEW row that agrees on all its other key columns. */
 #ifndef PLATEAU_SUITE_COMPARE_CMD_H
 #define PLATEAU_SUITE_COMPARE_CMD_H
 
@@ -79,8 +83,9 @@ double pl__compare_tol_of(const pl__compare_tols *ts, const char *bench,
 
 /* Entry for `plateau compare`; argv[0] is "compare".  Exit codes: 0 no
  * regression, 1 a regression (a FAIL; with --strict also a MISSING row), 2
- * usage, 3 I/O (unreadable input, no result files), 4 nothing to compare (no
- * row of NEW matches REF). */
+ * usage, 3 I/O (unreadable input, no result files), 4 nothing compared (no
+ * metric of a matched row passed or failed: no row of NEW matches REF, or
+ * every metric was skipped or without a value). */
 int pl_compare_main(int argc, char **argv);
 
 #endif

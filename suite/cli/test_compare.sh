@@ -98,6 +98,34 @@ awk -F'\t' -v OFS='\t' '/^#/ {print; next} !h {print; h = 1; next} NR % 2 {print
 cmpr 0 "$tmp/half.tsv" "$tmp/calibonly" && has "MISSING +not in NEW"
 cmpr 1 "$tmp/half.tsv" "$tmp/calibonly" --strict && has "REGRESSION"
 cmpr 0 "$tmp/calibonly" "$tmp/half.tsv" && has "NEW +no reference row"
+# a metric without a value is never a silent PASS: NEW's nan, "-" or no
+# such column fails (--allow-missing: NO VALUE, counted); REF's is NO VALUE;
+# every metric "-" fails, and with --allow-missing nothing was compared (4)
+transform "$tmp/ref" "$tmp/nan" 'if ($c["variant"] == "h2d" && $c["bytes"] == 4096) $c["time_ms"] = "nan"'
+cmpr 1 "$tmp/nan" "$tmp/ref" --brief && has "^   time_ms .* nan +- +- +FAIL +NEW has no value" &&
+  has " 1 fail, 0 skipped, 0 without a value; .* -> REGRESSION$"
+cmpr 0 "$tmp/nan" "$tmp/ref" --brief --allow-missing && has "^   time_ms .* nan .* NO VALUE NEW has no value" &&
+  has " 0 fail, 0 skipped, 1 without a value; .* -> PASS$"
+cmpr 0 "$tmp/ref" "$tmp/nan" --brief && has "^   time_ms +nan .* NO VALUE REF has no value" && has "1 without a value"
+cmpr 0 "$tmp/ref" "$tmp/nan" --brief --tol calib:time_ms=skip && has " 0 without a value"
+METRICS=$("$BIN" compare --classify $(grep -hv '^#' "$tmp/ref"/*.tsv | grep '^bench' | tr '\t' ' ') |
+  awk '$1 ~ /^(time|rate|memory|capacity)$/ {printf "%s ", $2}')
+transform "$tmp/ref" "$tmp/dash" "split(\"$METRICS\", M, \" \"); for (k in M) if (c[M[k]]) \$c[M[k]] = \"-\""
+cmpr 1 "$tmp/dash" "$tmp/ref" --brief && has " 0 pass .* -> REGRESSION$"
+cmpr 4 "$tmp/dash" "$tmp/ref" --allow-missing && has " 0 fail, .* -> NOTHING COMPARED$"
+cmpr 4 "$tmp/dash" "$tmp/dash" && has "0 metrics: .* -> NOTHING COMPARED$"
+mkdir -p "$tmp/nocol"
+for f in "$tmp/ref"/*.tsv; do # the column dev_peak_bytes cut out of every line
+  awk -F'\t' -v OFS='\t' '/^#/ {print; next} !h {for (i = 1; i <= NF; i++) if ($i == "dev_peak_bytes") d = i; h = 1}
+    {o = ""; for (i = 1; i <= NF; i++) if (i != d) o = o (o == "" ? "" : OFS) $i; print o}' "$f" >"$tmp/nocol/$(basename "$f")"
+done
+cmpr 1 "$tmp/nocol" "$tmp/ref" --brief && has "^   dev_peak_bytes +[0-9]+ +no column .*FAIL +NEW has no value"
+# a reference row written before a key column was filled for its
+# configuration ("-" there) is matched by its other key columns, and compared
+transform "$tmp/ref" "$tmp/oldkey" 'if ($c["variant"] == "h2d" && $c["bytes"] == 4096) $c["dtype"] = "-"'
+transform "$tmp/ref" "$tmp/slow1" 'if ($c["variant"] == "h2d" && $c["bytes"] == 4096) { $c["time_ms"] *= 3; $c["time_p10_ms"] *= 3; $c["time_p90_ms"] *= 3 }'
+cmpr 1 "$tmp/slow1" "$tmp/oldkey" --brief && has "key .* MATCHED +REF has no value in dtype: matched by the other key columns" &&
+  has "time_ms .* FAIL" && has " 0 new, 0 missing -> REGRESSION$"
 # the sco rows of REF are not MISSING when NEW has no sco at all
 cmpr 0 "$tmp/calibonly" "$tmp/ref" && ! grep -q "^== sco" "$tmp/out" && pass
 # usage, I/O, nothing compared

@@ -129,11 +129,17 @@ calib_file 2 nan >"$tmp/cnan.tsv"
 bad "line 4: column tflops is 'nan' (allowed: a finite number > 0" --calib "$tmp/cnan.tsv"
 calib_file 2 -3 >"$tmp/cneg.tsv"
 bad "line 4: column tflops is '-3'" --calib "$tmp/cneg.tsv"
+# a rate the file sets is held to --set's bounds (1e308 TFLOP/s is no GPU)
+calib_file 2 1e308 >"$tmp/chuge.tsv"
+bad "gemm_tflops=1e+308 from the file: out of range (allowed: above 0 up to 1000000 TFLOP/s" --calib "$tmp/chuge.tsv"
+bad "gemm_tflops=1e308: out of range (allowed: above 0 up to 1000000 TFLOP/s" --set gemm_tflops=1e308
 mkfifo "$tmp/fifo.tsv"
 bad "fifo.tsv: not a regular file" --calib "$tmp/fifo.tsv"
 # --table's output directory: checked before the half minute of work
 t0=$(date +%s)
-bad "--out=/dev/null: '/dev/null' exists and is not a directory" --table paper -o /dev/null
+echo keep >"$tmp/afile" # a file of ours, never a device node of the machine
+bad "--out=$tmp/afile: '$tmp/afile' exists and is not a directory" --table paper -o "$tmp/afile"
+[[ $(cat "$tmp/afile") == keep ]] && pass || fail "--out at a regular file changed it"
 mkdir -p "$tmp/tbl/plan_paper.md"
 bad "plan_paper.md exists and is not a regular file" --table paper -o "$tmp/tbl"
 [[ $(($(date +%s) - t0)) -le 10 ]] && pass || fail "a bad --out was refused only after the work"

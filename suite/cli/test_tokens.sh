@@ -9,7 +9,10 @@
 # at once and leave every file as it was; a write that fails midway exits 3,
 # leaves an existing OUT intact and no temporary file; a regular OUT is
 # replaced only when the shard is complete, through a symbolic link the
-# link's target.
+# link's target; an empty OUT is refused before anything is converted; a
+# SIGKILLed run's temporary file (.OUT.HOST.PID.XXXXXX beside OUT) is
+# removed by the next run for that OUT once its PID is gone, and nothing
+# else is.
 # Usage: BUILD=build bash suite/cli/test_tokens.sh
 set -uo pipefail
 PL_TEST=test_tokens.sh
@@ -116,6 +119,49 @@ echo old >"$k/target.tok"
 ln -s target.tok "$k/link.tok"
 "$BIN" tokens "$k/two.txt" "$k/link.tok" >/dev/null 2>&1 && [[ -L $k/link.tok && $(stat -c %s "$k/target.tok") -eq 28 ]] && pass ||
   fail "OUT through a symbolic link: the link or its target is wrong"
+
+# an empty OUT is refused before IN is read: exit 2, nothing converted or
+# written (in the working directory either)
+mkdir -p "$k/cwd" && before=$(sums)
+err=$(cd "$k/cwd" && "$BIN" tokens "$k/big.bin" '' 2>&1)
+rc=$?
+[[ $rc -eq 2 && $err == *"OUT='': an empty path"* && -z $(ls -A "$k/cwd") && $(sums) == "$before" ]] && pass ||
+  fail "tokens IN '': exit $rc '$err', cwd: $(ls -A "$k/cwd")"
+
+# a SIGKILLed run leaves its temporary file beside OUT (.OUT.HOST.PID.XXXXXX,
+# no handler runs); the next run for that OUT removes it once the PID is
+# gone, and leaves a live PID's, another host's and other names alone
+host=$(hostname | tr '/.' '__')
+[[ -n $host ]] || host=-
+mkdir -p "$k/kill"
+truncate -s 1G "$k/kill/huge.txt"
+"$BIN" tokens "$k/kill/huge.txt" "$k/kill/out.tok" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 200); do
+  [[ -n $(find "$k/kill" -name ".out.tok.$host.$pid.??????" -size +0 -print -quit) ]] && break
+  sleep 0.05
+done
+kill -KILL $pid 2>/dev/null
+wait $pid 2>/dev/null
+left=$(find "$k/kill" -name ".out.tok.$host.$pid.??????")
+[[ -n $left && ! -e $k/kill/out.tok ]] && pass || fail "a SIGKILLed run: temporary '$left', out.tok $(ls "$k/kill")"
+sleep 30 &
+live=$!
+: >"$k/kill/.out.tok.$host.$live.abcdef"      # a running PID's
+: >"$k/kill/.out.tok.otherhost.$pid.abcdef"   # another host's
+: >"$k/kill/.out.tok.$host.$pid.keep"         # not a temporary name
+printf 'ab' >"$k/kill/two.txt"
+err=$("$BIN" tokens "$k/kill/two.txt" "$k/kill/out.tok" 2>&1)
+rc=$?
+[[ $rc -eq 0 && ! -e $left && $(stat -c %s "$k/kill/out.tok") -eq 28 ]] && pass ||
+  fail "the next run: exit $rc, $(ls -A "$k/kill" | tr '\n' ' ')"
+[[ $err == *"removed $k/kill/.out.tok.$host.$pid."*"(PID $pid) that was killed"* ]] && pass ||
+  fail "the next run does not say what it removed: $err"
+[[ -e $k/kill/.out.tok.$host.$live.abcdef && -e $k/kill/.out.tok.otherhost.$pid.abcdef && -e $k/kill/.out.tok.$host.$pid.keep ]] &&
+  pass || fail "the next run removed a file that is not a dead run's: $(ls -A "$k/kill" | tr '\n' ' ')"
+kill $live 2>/dev/null
+wait $live 2>/dev/null
+rm -f "$k/kill/huge.txt"
 
 echo "$PL_TEST: $npass passed, $nfail failed"
 [[ $nfail -eq 0 ]]

@@ -9,7 +9,10 @@
  * device and inode, so a second path, a hard link or a symbolic link to IN
  * is refused); the shard is written to a temporary file beside OUT's target
  * and renamed over it only when complete, and a failure or a signal removes
- * only that temporary file. */
+ * only that temporary file.  A SIGKILL cannot be caught: its temporary file
+ * (.OUT.HOST.PID.XXXXXX beside OUT's target) stays until the next run for
+ * that target on that host removes it, once its PID is not running. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -37,15 +40,17 @@ static void usage(FILE *f) {
           "file or a\n"
           "  regular file other than IN, replaced only when the shard is "
           "complete\n"
-          "  (written beside it under a temporary name, then renamed).  Exit: "
-          "0 ok,\n"
+          "  (written beside it as .OUT.HOST.PID.XXXXXX, then renamed; one "
+          "left by a\n"
+          "  killed run is removed by the next run for OUT on that host).  "
+          "Exit: 0 ok,\n"
           "  2 bad arguments (nothing written), 3 a read or write failed.\n",
           (long long)PL_TOKENS_MAX_BYTES);
 }
 
 /* The temporary file while it exists, for the signal handler to remove
  * (it is ours: created by mkstemp). */
-static char tmp_path[PATH_MAX + 32];
+static char tmp_path[PATH_MAX + 128];
 static volatile sig_atomic_t tmp_live;
 
 static void on_signal(int sig) {
@@ -98,16 +103,68 @@ static int out_target(const char *out, const struct stat *in_sb, char *dest,
   return 0;
 }
 
+/* This host's name, as the temporary files name it ("-" unknown). */
+static void host_name(char *h, size_t n) {
+  if (gethostname(h, n) != 0 || !h[0])
+    snprintf(h, n, "-");
+  h[n - 1] = '\0';
+  for (char *c = h; *c; c++)
+    if (*c == '/' || *c == '.')
+      *c = '_';
+}
+
+/* Remove the temporary files of earlier runs for dest on this host whose
+ * process is gone (killed by a signal no handler sees): .BASE.HOST.PID.
+ * and six characters, a regular file of ours.  A PID still running, another
+ * host's file (a shared file system) or any other name is left alone. */
+static void clean_stale(const char *dir, const char *base, const char *host) {
+  char pre[NAME_MAX + 128];
+  const int pl = snprintf(pre, sizeof pre, ".%s.%s.", base, host);
+  DIR *d = opendir(dir);
+  if (!d || pl <= 0 || pl >= (int)sizeof pre) {
+    if (d)
+      closedir(d);
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, pre, (size_t)pl) != 0)
+      continue;
+    char *end;
+    errno = 0;
+    const long pid = strtol(e->d_name + pl, &end, 10);
+    if (errno || end == e->d_name + pl || pid <= 0 || *end != '.' ||
+        strlen(end + 1) != 6 || pid == (long)getpid())
+      continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+      continue; /* running (or not ours to ask): never touched */
+    char p[PATH_MAX + NAME_MAX + 2];
+    struct stat sb;
+    const size_t dl = strlen(dir);
+    snprintf(p, sizeof p, "%s%s%s", dir, dl && dir[dl - 1] == '/' ? "" : "/",
+             e->d_name);
+    if (lstat(p, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() &&
+        unlink(p) == 0)
+      fprintf(stderr,
+              "plateau tokens: removed %s, the temporary file of an earlier "
+              "run (PID %ld) that was killed\n",
+              p, pid);
+  }
+  closedir(d);
+}
+
 /* A temporary file in dest's directory: tmp_path, created (mode 0600). */
 static int make_tmp(const char *dest) {
   const char *slash = strrchr(dest, '/');
   const int dl = slash ? (int)(slash - dest) + 1 : 0;
-  snprintf(tmp_path, sizeof tmp_path, "%.*s.%s.XXXXXX", dl, dest,
-           slash ? slash + 1 : dest);
+  char host[64], dir[PATH_MAX];
+  host_name(host, sizeof host);
+  snprintf(dir, sizeof dir, "%.*s", dl ? dl : 1, dl ? dest : ".");
+  clean_stale(dir, slash ? slash + 1 : dest, host);
+  snprintf(tmp_path, sizeof tmp_path, "%.*s.%s.%s.%ld.XXXXXX", dl, dest,
+           slash ? slash + 1 : dest, host, (long)getpid());
   int fd = mkstemp(tmp_path);
   if (fd < 0) {
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%.*s", dl ? dl : 1, dl ? dest : ".");
     return refuse("cannot create a file in %s: %s", dir, strerror(errno));
   }
   tmp_live = 1;
@@ -174,6 +231,9 @@ int pl_tokens_main(int argc, char **argv) {
     return 2;
   }
   const char *in_path = argv[1], *out = argv[2];
+  if (!out[0]) /* before IN is read: nothing converted for nowhere */
+    return refuse("OUT='': an empty path (allowed: a new file or a regular "
+                  "file)");
   int in;
   if (pl_open_regular(in_path, &in) != PL_OK)
     return refuse("IN=%s (allowed: a regular file)", pl_last_error());

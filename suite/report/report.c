@@ -207,8 +207,10 @@ static void append_notes(const pl_report_ctx *rc, pl_table **group, int ng,
       if (pass == 0 && !group[i]->finished) {
         snprintf(buf, sizeof buf,
                  "- `%s`: unfinished (no `# end:` line: the run was killed "
-                 "or is still running); its rows are in the tables above",
-                 base_name(group[i]->path));
+                 "or is still running); %s",
+                 base_name(group[i]->path),
+                 group[i]->nrows ? "its rows are in the tables above"
+                                 : "no complete row");
         line = buf;
       } else if (pass == 1) {
         for (int g = 0; g < ng && !line; g++)
@@ -231,6 +233,9 @@ static void append_notes(const pl_report_ctx *rc, pl_table **group, int ng,
         continue;
       if (!f) { /* the report just renamed into place: never a link */
         const int fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT)
+          return; /* the hook wrote no report of this name (none of its
+                     rows were in these files): the notes are on stderr */
         f = fd >= 0 ? fdopen(fd, "a") : NULL;
         if (!f) {
           fprintf(stderr, "plateau report: notes of %s: %s\n", path,
@@ -258,7 +263,22 @@ static pl_status call(pl_report_ctx *rc, pl_report_fn *fn, const char *name,
   if (!ng)
     return PL_OK;
   rc->name = name;
-  pl_status st = fn(rc, group, ng);
+  /* every file of the report's own bench without a complete row (a run
+   * killed in its first point): the report still exists and says so */
+  bool own = false, rows = false;
+  for (int i = 0; i < ng; i++) {
+    const hook *k = hook_of(group[i]->bench);
+    own |= fn == pl_report_generic || (k && k->fn == fn);
+    rows |= group[i]->nrows > 0;
+  }
+  char file[128];
+  snprintf(file, sizeof file, "%s.md", name);
+  pl_status st =
+      own && !rows
+          ? pl_rep_no_rows(rc, file, name, group, ng,
+                           "no complete row was recorded (the run was killed "
+                           "before its first row, or is still running)")
+          : fn(rc, group, ng);
   if (st != PL_OK)
     fprintf(stderr, "plateau report: %s: %s\n", name, pl_last_error());
   else

@@ -360,6 +360,18 @@ void pl_rep_discard(FILE *f) {
   p->f = NULL;
 }
 
+pl_status pl_rep_no_rows(const pl_report_ctx *rc, const char *name,
+                         const char *title, pl_table *const *t, int n,
+                         const char *why) {
+  char path[PATH_MAX];
+  FILE *f = pl_rep_open(rc, name, path, sizeof path);
+  if (!f)
+    return PL_EIO;
+  pl_rep_md_head(f, rc, title, t, n);
+  fprintf(f, "No rows: %s.\n", why);
+  return pl_rep_close(f, path);
+}
+
 pl_status pl_rep_close(FILE *f, const char *path) {
   pending *p = pending_of(f);
   const bool bad = ferror(f) != 0;
@@ -447,6 +459,99 @@ static void skipped(pl_report_ctx *rc, const char *why) {
             "are written)\n",
             why, rc->name ? rc->name : "");
   rc->charts_skipped = 1;
+}
+
+/* A field that is a whole number, finite and within +-1e300 (and > 0 on a
+ * logarithmic axis). */
+static bool plottable(const char *s, bool log) {
+  char *end;
+  errno = 0;
+  const double v = strtod(s, &end);
+  return end != s && !*end && isfinite(v) && fabs(v) <= 1e300 &&
+         (!log || v > 0);
+}
+
+/* Does column name c belong to the panel spec (blank-separated names,
+ * "*suffix", "*" any but x)? */
+static bool in_panel(const char *spec, const char *c, const char *x) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", spec);
+  for (char *sv, *w = strtok_r(buf, " ", &sv); w; w = strtok_r(NULL, " ", &sv)) {
+    if (w[0] == '*') {
+      const size_t lw = strlen(w + 1), lc = strlen(c);
+      if (lc >= lw && strcmp(c + lc - lw, w + 1) == 0 &&
+          (!x || strcmp(c, x) != 0))
+        return true;
+    } else if (strcmp(w, c) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool pl_rep_chart_shows(const char *data, const char *out_stem, const char *x,
+                        const char *const *panels) {
+  enum { MAXC = 64, MAXP = 8 };
+  int np = 0;
+  while (panels[np] && np < MAXP)
+    np++;
+  bool found[MAXP] = {false};
+  const bool xlog = x && x[0] == '+';
+  if (xlog)
+    x++;
+  FILE *f = fopen(data, "r");
+  char *line = NULL;
+  size_t cap = 0;
+  bool head = false;
+  const char *sep = "\t";
+  int xc = -1, nc = 0;
+  unsigned pm[MAXC] = {0}; /* the panels each column belongs to (bits) */
+  while (f && getline(&line, &cap, f) > 0) {
+    line[strcspn(line, "\r\n")] = '\0';
+    if (line[0] == '#' || !line[0])
+      continue;
+    char *fld[MAXC];
+    int n = 0;
+    const char *s = head                 ? sep
+                    : strchr(line, '\t') ? "\t"
+                    : strchr(line, ',')  ? ","
+                                         : " ";
+    for (char *sv, *w = strtok_r(line, s, &sv); w && n < MAXC;
+         w = strtok_r(NULL, s, &sv))
+      fld[n++] = w;
+    if (!head) {
+      head = true;
+      sep = s;
+      nc = n;
+      for (int c = 0; c < n; c++) {
+        if (x && strcmp(fld[c], x) == 0)
+          xc = c;
+        for (int p = 0; p < np; p++)
+          if (in_panel(panels[p], fld[c], x))
+            pm[c] |= 1u << p;
+      }
+      if (x && xc < 0)
+        break;
+      continue;
+    }
+    if (xc >= 0 && (xc >= n || !plottable(fld[xc], xlog)))
+      continue;
+    for (int c = 0; c < n && c < nc; c++)
+      if (pm[c] && plottable(fld[c], false))
+        for (int p = 0; p < np; p++)
+          found[p] |= (pm[c] >> p) & 1u;
+  }
+  free(line);
+  if (f)
+    fclose(f);
+  for (int p = 0; p < np; p++)
+    if (!found[p]) {
+      printf("%s.svg: not drawn: nothing to show (no line with a finite "
+             "%s%s%s)\n",
+             out_stem, x ? x : "", x ? " and " : "", panels[p]);
+      return false;
+    }
+  return true;
 }
 
 pl_status pl_rep_chart(pl_report_ctx *rc, const char *script, const char *data,

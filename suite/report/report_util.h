@@ -81,6 +81,12 @@ FILE *pl_rep_open(const pl_report_ctx *rc, const char *name, char *path,
 /* Close f (from pl_rep_open), put it in place at path and print path (the
  * report lists what it wrote). */
 pl_status pl_rep_close(FILE *f, const char *path);
+/* RUN_DIR/report/<name> for a report with no row to show (a run killed in
+ * its first point: metadata and header, no complete row): the title, the
+ * files it came from, and "No rows: <why>."  Printed as pl_rep_close. */
+pl_status pl_rep_no_rows(const pl_report_ctx *rc, const char *name,
+                         const char *title, pl_table *const *t, int n,
+                         const char *why);
 /* Close f and remove its temporary file: the target is left as it was. */
 void pl_rep_discard(FILE *f);
 /* Rename the finished temporary file tmp over path (a link at path is
@@ -104,5 +110,17 @@ const char *pl_rep_analysis_dir(void);
 pl_status pl_rep_chart(pl_report_ctx *rc, const char *script, const char *data,
                        const char *out_stem, const char *const *extra,
                        int nextra);
+/* Has the chart data file (a header line of column names after '#' lines;
+ * fields split by tabs, else commas, else blanks, as the header is)
+ * something to show in every panel: for each entry of panels (NULL-
+ * terminated; blank-separated column names, "*_ms" any column ending in
+ * _ms, "*" any but x) a line whose column x (NULL: none, bars by line) and
+ * one of the panel's columns are numbers, finite and within +-1e300 (a
+ * script's range around them must stay finite; x written "+name": a
+ * logarithmic axis, x > 0 too)?  If not, "<out_stem>.svg: not drawn: ..."
+ * is printed (where the report lists what it wrote) and the answer is
+ * false: gnuplot, which fails on a panel without a point, is not run. */
+bool pl_rep_chart_shows(const char *data, const char *out_stem, const char *x,
+                        const char *const *panels);
 
 #endif

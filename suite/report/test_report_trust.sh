@@ -12,6 +12,11 @@
 #    "-" or "nan": NaN never equals itself, and a group loop that compared
 #    it never moved on, writing train.md until the disk was full) are left
 #    out with a warning naming file:line, the other rows reported, at once;
+#  - a run killed in its first point (each bench's file of the CPU reference
+#    cut after its header: metadata, header, no row, no `# end:`) still gets
+#    its report, saying no complete row was recorded, exit 0, and no note is
+#    appended to a report that does not exist; adam and attention runs whose
+#    every row failed likewise say so (exit 0);
 #  - nothing is written through a symbolic link: links in RUN_DIR/report
 #    (to a file outside the run, dangling) are replaced by the report's
 #    files and what they point to is untouched; the charts likewise.
@@ -147,6 +152,31 @@ if command -v gnuplot >/dev/null; then # a chart's link, through gnuplot
   [[ $rc == 0 && $(cat "$tmp/outside.svg") == "outside chart" && ! -L $d/report/train-context.svg ]] &&
     grep -q "<svg" "$d/report/train-context.svg" && pass || fail "chart link: exit $rc, $(cat "$tmp/err")"
 fi
+
+# 6. a run killed in its first point: a report per bench, saying so
+for f in "$ROOT"/results/reference/cpu/*.tsv; do
+  b=$(sed -n 's/^# bench: //p' "$f")
+  d=$tmp/killed-$b
+  mkdir -p "$d"
+  awk '/^# end:/ {next} /^#/ {print; next} {print; exit}' "$f" >"$d/$(basename "$f")"
+  report "$d"
+  [[ $rc == 0 ]] && pass || fail "killed $b: exit $rc: $(head -3 "$tmp/err")"
+  grep -q "notes of" "$tmp/err" && fail "killed $b: $(grep "notes of" "$tmp/err")" || pass
+  grep -q "^No rows: no complete row was recorded (the run was killed before its first row" "$d/report/$b.md" &&
+    grep -q "unfinished .*; no complete row$" "$d/report/$b.md" && pass ||
+    fail "killed $b: report/$b.md does not say no complete row was recorded: $(ls "$d/report" 2>&1)"
+done
+# every row failed: adam and attention still write their report (exit 0)
+for b in adam attention; do
+  f=$(ls "$ROOT"/results/reference/cpu/$b.*.tsv)
+  d=$tmp/allfail-$b
+  mkdir -p "$d"
+  awk -F'\t' -v OFS='\t' '/^#/ {print; next} !h {for (i = 1; i <= NF; i++) if ($i == "status") c = i; h = 1; print; next}
+    {$c = "oom"; print}' "$f" >"$d/$(basename "$f")"
+  report "$d"
+  [[ $rc == 0 ]] && grep -q "^No rows: no ok $b row" "$d/report/$b.md" && pass ||
+    fail "every $b row failed: exit $rc, $(head -2 "$tmp/err"), $(ls "$d/report" 2>&1)"
+done
 
 echo "test_report_trust.sh: $npass passed, $nfail failed"
 [[ $nfail -eq 0 ]]

@@ -392,6 +392,8 @@ static pl_status write_sweep_chart(pl_report_ctx *rc, const sweep *g,
   PL_TRY(pl_rep_close(f, path));
   char stem[4096];
   snprintf(stem, sizeof stem, "%s/adam_sweep", rc->out_dir);
+  static const char *const panels[] = {"*", NULL};
+  if (!pl_rep_chart_shows(path, stem, "+bucket_m", panels)) return PL_OK;
   return pl_rep_chart(rc, "adam_sweep.gp", path, stem, NULL, 0);
 }
 
@@ -399,9 +401,10 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
   acc *A = calloc(1, sizeof *A);
   if (!A) return pl_set_error(PL_ENOMEM, "report adam: accumulator");
   for (int i = 0; i < nt; i++) take(A, t[i], strcmp(t[i]->bench, "adam") != 0);
-  if (A->n == 0) {
+  if (A->n == 0) { /* every row failed (oom, error): still a report */
     free(A);
-    return pl_set_error(PL_EIO, "report adam: no ok rows in %s", rc->run_dir);
+    return pl_rep_no_rows(rc, "adam.md", "Optimizer step — OffloadStreamAdamW (paper Tables 4 and 14)", t, nt,
+                          "no ok adam row (report/points.md lists each row that is not ok)");
   }
   double P = 0;
   for (int i = 0; i < A->n; i++)

@@ -210,6 +210,8 @@ static pl_status chart(pl_report_ctx *rc, const pt *pts, int n, int D0, bool gpu
   }
   /* the dashed bf16 GEMM ceiling is one H200's: on GPU runs only */
   const char *extra[] = {gpu ? "793" : "0", title, cols};
+  static const char *const panels[] = {"*", NULL};
+  if (!pl_rep_chart_shows(dat, stem, "+seq", panels)) return PL_OK;
   return pl_rep_chart(rc, "attention.gp", dat, stem, extra, 3);
 }
 
@@ -250,10 +252,9 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
   if (D0 == 1)
     for (int i = 0; i < nt; i++)
       if (strcmp(t[i]->bench, "attention")) read_peer(t[i], pts, &n);
-  if (n == 0) {
-    printf("report attention: no attention rows in %s\n", run_dir);
-    return PL_OK;
-  }
+  if (n == 0) /* no ok row of ours (or of the peer's beside one D = 1 run) */
+    return pl_rep_no_rows(rc, "attention.md", "Causal GQA flash attention", t, nt,
+                          "no ok attention row to show (report/points.md lists each row that is not ok)");
   qsort(pts, (size_t)n, sizeof pts[0], cmp_pt);
 
   FILE *md = pl_rep_open(rc, "attention.md", path, sizeof path);

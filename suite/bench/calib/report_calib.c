@@ -217,14 +217,15 @@ pl_status pl_report_calib(pl_report_ctx *rc, pl_table *const *t, int n) {
       snprintf(ceil_l, sizeof ceil_l, "%s", colon + 1);
   }
   snprintf(stem, sizeof stem, "%s/calib-bandwidth", rc->out_dir);
-  if (nb > 0)
+  static const char *const bw[] = {"*", NULL}, *const gemm[] = {"tflops", NULL};
+  if (nb > 0 && pl_rep_chart_shows(data, stem, "+bytes", bw))
     PL_TRY(pl_rep_chart(rc, "calib.gp", data, stem, extra, nextra));
-  else
+  else if (nb == 0)
     printf("%s.svg: not drawn: no ok bandwidth row\n", stem);
   snprintf(stem, sizeof stem, "%s/calib-gemm", rc->out_dir);
-  if (ngemm > 0)
+  if (ngemm > 0 && pl_rep_chart_shows(gdata, stem, NULL, gemm))
     PL_TRY(pl_rep_chart(rc, "calib-gemm.gp", gdata, stem, NULL, 0));
-  else
+  else if (ngemm == 0)
     printf("%s.svg: not drawn: no ok gemm row\n", stem);
   return PL_OK;
 }

@@ -346,7 +346,9 @@ static pl_status write_charts(pl_report_ctx *rc, const drow *r, int nr,
       continue;
     }
     const char *extra[] = {unit, title, present};
-    st = pl_rep_chart(rc, "dispatch.gp", data, stem, extra, 3);
+    static const char *const panels[] = {"*_dev_peak", "*_time_ms", NULL};
+    if (pl_rep_chart_shows(data, stem, NULL, panels))
+      st = pl_rep_chart(rc, "dispatch.gp", data, stem, extra, 3);
   }
   return st;
 }

@@ -202,6 +202,8 @@ static pl_status write_sweep_chart(pl_report_ctx *rc, const pl_table *t, const s
   snprintf(ref_peak, sizeof ref_peak, "%.6g", isnan(base_peak) ? 0 : base_peak / YU * PAPER_HBM_GIB[1] / PAPER_HBM_GIB[0]);
   snprintf(ref_tok, sizeof ref_tok, "%.6f", isnan(base_tok) ? 0 : base_tok);
   const char *extra[] = {title, ref_peak, ref_tok, yunit, xunit};
+  static const char *const panels[] = {"dev_peak boundary", "tok_s_gpu", NULL};
+  if (!pl_rep_chart_shows(data, stem, "budget", panels)) return PL_OK;
   return pl_rep_chart(rc, "sco.gp", data, stem, extra, 5);
 }
 

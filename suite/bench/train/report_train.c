@@ -457,6 +457,9 @@ static pl_status chart(pl_report_ctx *rc, const pl__train_pt *p, int n) {
     return PL_OK;
   }
   const char *extra[] = {series + 1, LABEL, others + 1};
+  static const char *const panels[] = {"tok_s_gpu", "tflops", NULL};
+  if (!pl_rep_chart_shows(data, stem, "+seq", panels))
+    return PL_OK;
   return pl_rep_chart(rc, "train.gp", data, stem, extra, 3);
 }
 
@@ -576,6 +579,9 @@ static pl_status chart_gpus(pl_report_ctx *rc, const pl__train_pt *p, int n) {
     return PL_OK;
   }
   const char *extra[] = {series + 1, LABEL, others + 1};
+  static const char *const panels[] = {"tok_s_gpu", "tflops", NULL};
+  if (!pl_rep_chart_shows(data, stem, "+gpus", panels))
+    return PL_OK;
   return pl_rep_chart(rc, "train-gpus.gp", data, stem, extra, 3);
 }
 
@@ -640,6 +646,9 @@ static pl_status chart_maxbatch(pl_report_ctx *rc, pl_table *const *mb, int nmb,
   strcat(series, "paper:plateau paper:fsdp2 ");
   PL_TRY(pl_rep_close(f, data));
   const char *extra[] = {series + 1, LABEL};
+  static const char *const panels[] = {"tokens", NULL};
+  if (!pl_rep_chart_shows(data, stem, "+gpus", panels))
+    return PL_OK;
   return pl_rep_chart(rc, "train-maxbatch.gp", data, stem, extra, 2);
 }
 

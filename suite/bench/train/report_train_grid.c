@@ -346,5 +346,8 @@ pl_status pl__report_train_grid_chart(pl_report_ctx *rc, const pl__train_pt *p,
   fclose(f);
   printf("%s\n", data);
   const char *extra[] = {pl__train_scale};
+  static const char *const panels[] = {"tok_s_gpu", "tflops", NULL};
+  if (!pl_rep_chart_shows(data, stem, "+seq", panels))
+    return PL_OK;
   return pl_rep_chart(rc, "train-grid.gp", data, stem, extra, 1);
 }

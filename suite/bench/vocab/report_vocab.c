@@ -172,6 +172,8 @@ static pl_status chart(pl_report_ctx *rc, const vrow *rows, int nr,
     return PL_OK;
   }
   const char *extra[] = {unit, present, title};
+  static const char *const panels[] = {"*_dev_peak", "*_time_ms", NULL};
+  if (!pl_rep_chart_shows(data, stem, "+tokens", panels)) return PL_OK;
   return pl_rep_chart(rc, "vocab.gp", data, stem, extra, 3);
 }
 
