@@ -21,6 +21,7 @@ pl_plan_machine pl_plan_machine_default(void) {
   m.gpus_per_node = 8;
   m.hbm_bytes = 150109880320.0; /* H200: 139.8 GiB the driver reports     */
   m.hbm_reserve = 4 * GIB;
+  m.hbm_alloc = 0;
   m.fill_reserve = 4 * GIB;
   m.host_bytes = 2048 * GIB; /* an 8×H200 server's 2 TiB                    */
   m.host_reserve = 64 * GIB;
@@ -77,6 +78,9 @@ static const field fields[] = {
     FD(hbm_bytes, "B", 0, BYTES, true, "device memory per GPU"),
     FD(hbm_reserve, "B", 0, BYTES, false,
        "of which held back (context, NCCL, the pool's fragmentation)"),
+    FD(hbm_alloc, "B", 0, BYTES, false,
+       "allocatable ceiling measured (calib alloc; 0: not measured, "
+       "hbm_bytes - hbm_reserve)"),
     FD(fill_reserve, "B", 0, BYTES, false,
        "of the usable device memory, left free by the headroom fill"),
     FD(host_bytes, "B", 0, BYTES, true, "host RAM per node"),
@@ -364,7 +368,9 @@ static void note_source(pl_plan_machine *m, const char *path) {
 
 /* calib: the row of the largest bytes of each test that is ok.  mem_copy
  * (loads and stores of the host's memory by all cores, bytes counted read +
- * write) is the host memory bandwidth the optimizer's floor divides by. */
+ * write) is the host memory bandwidth the optimizer's floor divides by;
+ * alloc's bytes (the smallest of its rows: every rank's) the allocatable
+ * ceiling. */
 static pl_status load_calib(pl_plan_machine *m, tsv *t) {
   static const char *const tests[] = {
       "gemm",      "h2d",      "d2h",      "bidir",    "d2d",
@@ -373,6 +379,7 @@ static pl_status load_calib(pl_plan_machine *m, tsv *t) {
   double best[NT], size[NT];
   for (int i = 0; i < NT; i++)
     best[i] = NAN, size[i] = -1;
+  double ceiling = NAN;
   while (tsv_row(t)) {
     if (!row_ok(t))
       continue;
@@ -381,6 +388,13 @@ static pl_status load_calib(pl_plan_machine *m, tsv *t) {
       name = col(t, "test");
     if (!name)
       continue;
+    if (!strcmp(name, "alloc")) {
+      double b;
+      PL_TRY(num(t, "bytes", false, &b));
+      if (!isnan(b) && b > 0 && !(b >= ceiling))
+        ceiling = b;
+      continue;
+    }
     for (int i = 0; tests[i]; i++) {
       if (strcmp(name, tests[i]))
         continue;
@@ -403,6 +417,8 @@ static pl_status load_calib(pl_plan_machine *m, tsv *t) {
   for (int i = 0; i < NT; i++)
     if (!isnan(best[i]) && best[i] > 0)
       *dst[i] = best[i];
+  if (!isnan(ceiling))
+    m->hbm_alloc = ceiling;
   return PL_OK;
 }
 
@@ -559,8 +575,12 @@ pl_status pl_plan_machine_load(pl_plan_machine *m, const char *path) {
 /* ---- the machine's costs (plan_internal.h): usable memory, collectives
  * over a group, attention's rate at a context ---- */
 
+double pl_plan_hbm_usable(const pl_plan_machine *mc) {
+  return pl__hbm_usable(mc);
+}
 double pl__hbm_usable(const pl_plan_machine *mc) {
-  return mc->hbm_bytes - mc->hbm_reserve;
+  const double u = mc->hbm_bytes - mc->hbm_reserve;
+  return mc->hbm_alloc > 0 && mc->hbm_alloc < u ? mc->hbm_alloc : u;
 }
 double pl__host_usable(const pl_plan_machine *mc) {
   return mc->host_bytes - mc->host_reserve;

@@ -64,6 +64,10 @@ typedef struct pl_plan_machine {
   double hbm_bytes;    /* device memory per GPU a run may allocate      */
   double hbm_reserve;  /* of which held back (context, NCCL, the pool's
                           fragmentation)                               */
+  double hbm_alloc;    /* the allocatable ceiling `plateau bench calib`
+                          measured under a step's pattern (variant
+                          alloc); 0: not measured.  The usable HBM is
+                          the smaller of it and hbm_bytes − hbm_reserve */
   double fill_reserve; /* the headroom fill (pl_plan_free.resident, keep)
                           stops this far below the usable HBM: a peak
                           filled on purpose keeps a margin for the pool's
@@ -112,6 +116,9 @@ typedef struct pl_plan_machine {
 
 /* One 8×H200 node, NVLink, 400 Gb/s InfiniBand per GPU, CUDA target. */
 pl_plan_machine pl_plan_machine_default(void);
+/* The device bytes a point may peak at: hbm_bytes − hbm_reserve, or the
+ * measured allocatable ceiling hbm_alloc where it is smaller. */
+double pl_plan_hbm_usable(const pl_plan_machine *mc);
 
 /* Read a `plateau bench calib` result file (TSV: # metadata, a header,
  * rows; the test name in column `variant` or `test`): gemm (tflops), h2d,

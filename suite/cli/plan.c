@@ -538,7 +538,7 @@ static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
             c->system == PL_PLAN_FSDP2 ? pl_plan_fsdp2_term_formula(i)
                                        : pl_plan_term_formula(i));
   }
-  const double usable = mc->hbm_bytes - mc->hbm_reserve;
+  const double usable = pl_plan_hbm_usable(mc);
   fprintf(f, "  %-11s %12s of %s usable (HBM %s)\n", "total",
           hb((double)mem->dev_peak, a, sizeof a), hb(usable, b, sizeof b),
           hb(mc->hbm_bytes, cfg, sizeof cfg));
@@ -631,7 +631,7 @@ static void print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
           (long long)c->S, (long long)pl_plan_tokens_per_rank(c),
           (long long)pl_plan_tokens_per_step(c), cfg,
           v->fits ? "ok" : "infeasible", v->binding[0] ? v->binding : "-",
-          mem->dev_peak, mem->dev_worst, mc->hbm_bytes - mc->hbm_reserve,
+          mem->dev_peak, mem->dev_worst, pl_plan_hbm_usable(mc),
           mem->host_node, mc->host_bytes - mc->host_reserve);
   for (int i = 0; i < NSCHEMA; i++)
     fprintf(f, "%zu\t", pl_plan_mem_tag_peak(mem, schema_tags[i]));

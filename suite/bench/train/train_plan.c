@@ -134,6 +134,8 @@ pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
   double v[2] = {limit > 0 ? limit : (double)info.total_bytes, 0};
   if (limit > 0 || !c->cuda) /* exact: the tracked allocator's own limit */
     mc->hbm_reserve = 0, mc->fill_reserve = 0;
+  if (!c->cuda) /* a GPU's measured ceiling is no CPU arena's */
+    mc->hbm_alloc = 0;
   /* host: what is available now plus what the arena pins already, less
    * the 2 GiB the bench's own guard keeps (pl__train_host_limit below) */
   pl_mem_stats hs;
@@ -244,7 +246,7 @@ void pl__train_predict(const pl__train_args *a, const pl_train_system *sys,
              "plan: fits (device peak %s at %s; %s usable; step %.4g s "
              "predicted)",
              hb(p1, sizeof p1, (double)v->mem.dev_peak), v->mem.peak_phase,
-             hb(p2, sizeof p2, a->mc.hbm_bytes - a->mc.hbm_reserve),
+             hb(p2, sizeof p2, pl_plan_hbm_usable(&a->mc)),
              t.step_s);
   else
     snprintf(out->why, sizeof out->why,
