@@ -367,6 +367,15 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
  * offloaded shards' copies a proxy does perform), never below 0; *run (may
  * be NULL) the W_v-rank run's whole prediction.  A real run (W_v = W):
  * *comm_s 0.  PL_EINVAL as pl_plan_time_predict. */
+/* The projection's sensitivity to the network: the step predicted with the
+ * inter-node bandwidth ib_gbs scaled by 1 − frac (*lo, the slower network)
+ * and 1 + frac (*hi), everything else as mc.  0 < frac < 1, else
+ * PL_EINVAL; PL_EINVAL as pl_plan_time_predict.  Within one node
+ * (W ≤ gpus_per_node) both equal the step itself. */
+pl_status pl_plan_link_sensitivity(const pl_model_cfg *m, const pl_plan_cfg *c,
+                                   const pl_plan_machine *mc, double frac,
+                                   pl_plan_time *lo, pl_plan_time *hi);
+
 pl_status pl_plan_proxy_comm(const pl_model_cfg *m, const pl_plan_cfg *c,
                              const pl_plan_machine *mc, int gpus_per_node,
                              double *comm_s, pl_plan_time *run);

@@ -498,6 +498,30 @@ static void print_adversarial(FILE *f, const pl_plan_cfg *c,
   }
 }
 
+/* The link model's reach: the step with the inter-node bandwidth 30% lower
+ * and higher (a user's network may differ from the machine's ib_gbs). */
+#define LINK_FRAC 0.3
+static void print_link_sensitivity(FILE *f, const pl_model_cfg *m,
+                                   const pl_plan_cfg *c,
+                                   const pl_plan_machine *mc,
+                                   const pl_plan_time *t) {
+  if (c->W <= mc->gpus_per_node) {
+    fprintf(f, "  inter-node bandwidth: not used (%d GPU(s), nodes of %d)\n",
+            c->W, mc->gpus_per_node);
+    return;
+  }
+  pl_plan_time lo, hi;
+  if (pl_plan_link_sensitivity(m, c, mc, LINK_FRAC, &lo, &hi) != PL_OK)
+    return;
+  fprintf(f,
+          "  inter-node bandwidth -/+%.0f%% (ib_gbs %.4g / %.4g GB/s): step "
+          "%.3f / %.3f s, %.0f / %.0f tok/s/GPU (%+.1f%% / %+.1f%%)\n",
+          100 * LINK_FRAC, mc->ib_gbs * (1 - LINK_FRAC),
+          mc->ib_gbs * (1 + LINK_FRAC), lo.step_s, hi.step_s, lo.tok_s_gpu,
+          hi.tok_s_gpu, 100 * (lo.tok_s_gpu / t->tok_s_gpu - 1),
+          100 * (hi.tok_s_gpu / t->tok_s_gpu - 1));
+}
+
 static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
                         const pl_plan_machine *mc, const pl_plan_verdict *v,
                         const pl_plan_time *t, const pl_plan_search *s,
@@ -587,6 +611,7 @@ static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
     if (t->part_s[i] > 0 || t->hidden_s[i] > 0)
       fprintf(f, "  %-10s %10.3f %10.3f\n", pl_plan_tpart_name(i), t->part_s[i],
               t->hidden_s[i]);
+  print_link_sensitivity(f, m, c, mc, t);
   if (searched && s->why_ep[0])
     fprintf(f, "\nexpert groups: %s\n", s->why_ep);
   if (searched && s->have_runner_up)
