@@ -33,7 +33,7 @@ pl_plan_machine pl_plan_machine_default(void) {
   m.nvl_gbs = 390;  /* cudaMemcpyPeer                                 */
   m.nccl_gbs = 358; /* NCCL per direction                             */
   m.a2a_gbs = 325;  /* NCCL all-to-all bus bandwidth                  */
-  m.ib_gbs = 50;    /* 400 Gb/s per GPU                               */
+  m.ib_gbs = 47;    /* one 400 Gb/s NIC per GPU (doc/DESIGN.md)        */
   m.ib_lat_us = 5;
   m.nvl_lat_us = 3;
   m.host_dram_gbs = 450; /* two sockets of DDR5, achieved                  */
