@@ -372,6 +372,7 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
  * and 1 + frac (*hi), everything else as mc.  0 < frac < 1, else
  * PL_EINVAL; PL_EINVAL as pl_plan_time_predict.  Within one node
  * (W ≤ gpus_per_node) both equal the step itself. */
+#define PL_PLAN_LINK_FRAC 0.3 /* the ± fraction plan and report print */
 pl_status pl_plan_link_sensitivity(const pl_model_cfg *m, const pl_plan_cfg *c,
                                    const pl_plan_machine *mc, double frac,
                                    pl_plan_time *lo, pl_plan_time *hi);

@@ -500,7 +500,7 @@ static void print_adversarial(FILE *f, const pl_plan_cfg *c,
 
 /* The link model's reach: the step with the inter-node bandwidth 30% lower
  * and higher (a user's network may differ from the machine's ib_gbs). */
-#define LINK_FRAC 0.3
+#define LINK_FRAC PL_PLAN_LINK_FRAC
 static void print_link_sensitivity(FILE *f, const pl_model_cfg *m,
                                    const pl_plan_cfg *c,
                                    const pl_plan_machine *mc,

@@ -233,6 +233,17 @@ void pl__train_predict(const pl__train_args *a, const pl_train_system *sys,
     out->comm_ms = comm_s * 1e3;
     out->proj_run_ms = run.step_s * 1e3;
     out->proj_gpn = proj_gpn(Wv);
+    /* the network's reach: the same run on a slower and a faster one */
+    double *lh[2] = {&out->comm_lo_ms, &out->comm_hi_ms};
+    for (int k = 0; k < 2; k++) {
+      pl_plan_machine x = a->mc;
+      x.ib_gbs *= k ? 1 + PL_PLAN_LINK_FRAC : 1 - PL_PLAN_LINK_FRAC;
+      double cs;
+      *lh[k] = pl_plan_proxy_comm(&u->m, &cfg, &x, proj_gpn(Wv), &cs, NULL) ==
+                       PL_OK
+                   ? cs * 1e3
+                   : NAN;
+    }
   }
   pl_clear_error();
   out->fits = v->fits;
