@@ -309,6 +309,8 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
     const int g = proj_gpn(Wv), here = mc.gpus_per_node > 0 ? mc.gpus_per_node : 1;
     mc.host_bytes = a->mc.host_bytes / here * g;
     mc.host_reserve = a->mc.host_reserve / here * g;
+    /* each rank's share of the host's memory bandwidth, as the proxy has */
+    mc.host_dram_gbs = a->mc.host_dram_gbs / here * g;
     mc.gpus_per_node = g;
     /* the search takes only expert groups the W ranks present play */
     base.W = Wv, base.lc.W_v = Wv, base.present = W;
