@@ -6,9 +6,11 @@
  * planner's default reserve and a step's allocation pattern is replayed up
  * to exactly that usable figure: the forward's checkpoints (1.5 GiB each)
  * with a 3 GiB transient taken and freed between them, the backward's
- * release of every other checkpoint newest first, then the head's logits —
- * one block as large as a fifth of the usable memory, larger than any hole
- * — and blocks of 1 GiB and less up to the usable byte.  Every allocation
+ * release of every other checkpoint newest first, gradients of 2 GiB
+ * (larger than the holes) until only the logits fit, the head's logits —
+ * one block as large as a fifth of the usable memory, asked for last as
+ * the baseline's head does — and blocks of 1 GiB and less into the holes
+ * up to the usable byte.  Every allocation
  * must succeed (the pool's freed blocks must not keep the logits out).  The
  * allocatable ceiling under the probe's pattern (pl_mem_probe_ceiling) is
  * printed and must reach the usable figure too.  Without a GPU it prints
@@ -64,6 +66,10 @@ START_TEST(plan_peak_pattern_fits) {
   for (int i = n - 1; i >= 0; i -= 2)
     pl_free(dev, b[i]), b[i] = NULL;
   ck_assert_int_eq(pl_dev_sync(dev), PL_OK);
+  /* gradients of 2 GiB, larger than the holes, until only the logits fit,
+   * then the logits: both need memory the holes hold */
+  while (in_use(dev) + 2 * GIB + logits <= usable && n < MAXB)
+    take(dev, 2 * GIB, "grads", &b[n++]);
   void *lg;
   take(dev, logits, "logits", &lg);
   /* the rest up to the usable byte */
