@@ -296,12 +296,13 @@ pl_size_bytes() {
 pl_gib() { awk -v b="$1" 'BEGIN {printf "%.2f", b / 1073741824}'; }
 
 # pl_machine_caps KIND: KIND's row of $PL_MACHINES into PL_CAP_GPN,
-# PL_CAP_DEV, PL_CAP_DEV_RES, PL_CAP_HOST, PL_CAP_HOST_RES (bytes) and
-# PL_CAP_SRC; 1 when KIND is not listed, 2 (PL_ERR) when its row is malformed.
+# PL_CAP_DEV, PL_CAP_DEV_RES, PL_CAP_HOST, PL_CAP_HOST_RES (bytes),
+# PL_CAP_SET (its plan_set, empty for -) and PL_CAP_SRC; 1 when KIND is not
+# listed, 2 (PL_ERR) when its row is malformed.
 pl_machine_caps() {
-  local kind=$1 k gpn dev dres host hres src v x vals
+  local kind=$1 k gpn dev dres host hres pset src v x vals
   [[ -r $PL_MACHINES ]] || { PL_ERR="$PL_MACHINES: cannot read"; return 2; }
-  while IFS=$'\t' read -r k gpn dev dres host hres src; do
+  while IFS=$'\t' read -r k gpn dev dres host hres pset src; do
     [[ $k == "$kind" ]] || continue
     vals=()
     for v in "$dev" "$dres" "$host" "$hres"; do
@@ -311,7 +312,9 @@ pl_machine_caps() {
     done
     [[ $gpn =~ ^[1-9][0-9]*$ ]] ||
       { PL_ERR="$PL_MACHINES: kind $kind: gpus_per_node '$gpn' must be a positive integer"; return 2; }
-    PL_CAP_GPN=$gpn PL_CAP_SRC=$src
+    [[ $pset == - || $pset =~ ^[a-z_0-9]+=[^,[:space:]]+(,[a-z_0-9]+=[^,[:space:]]+)*$ ]] ||
+      { PL_ERR="$PL_MACHINES: kind $kind: plan_set '$pset' must be - or key=value,..."; return 2; }
+    PL_CAP_GPN=$gpn PL_CAP_SRC=$src PL_CAP_SET=${pset#-}
     PL_CAP_DEV=${vals[0]} PL_CAP_DEV_RES=${vals[1]} PL_CAP_HOST=${vals[2]} PL_CAP_HOST_RES=${vals[3]}
     return 0
   done < <(grep -v '^#' "$PL_MACHINES")
@@ -324,7 +327,7 @@ pl_host_caps() {
   local mib
   mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | sort -n | head -n 1)
   [[ $mib =~ ^[0-9]+$ ]] || return 1
-  PL_CAP_DEV=$((mib << 20)) PL_CAP_DEV_RES=$((4 << 30)) PL_CAP_HOST_RES=$((4 << 30))
+  PL_CAP_DEV=$((mib << 20)) PL_CAP_DEV_RES=$((4 << 30)) PL_CAP_HOST_RES=$((4 << 30)) PL_CAP_SET=
   PL_CAP_HOST=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) * 1024))
   PL_CAP_SRC="this host (nvidia-smi, /proc/meminfo)"
 }
@@ -378,7 +381,7 @@ pl_plan_caps() {
     ((rc == 0)) || { [[ -n $PL_ERR ]] || PL_ERR="$PL_MACHINES has no row 'default'"; return 2; }
     what="the planner's defaults ('${kind:-no kind}' is not in $PL_MACHINES)"
   fi
-  PL_PLAN_SET="host_bytes=$PL_CAP_HOST,host_reserve=$PL_CAP_HOST_RES,gpus_per_node=$rpn"
+  PL_PLAN_SET="host_bytes=$PL_CAP_HOST,host_reserve=$PL_CAP_HOST_RES,gpus_per_node=$rpn${PL_CAP_SET:+,$PL_CAP_SET}"
   local host="host $(pl_gib $((PL_CAP_HOST - PL_CAP_HOST_RES))) GiB usable per node of $(pl_gib "$PL_CAP_HOST"), $rpn rank(s) per node"
   pl_split_args "$args" || true
   if [[ " ${PL_ARGV[*]} " == *" --mem-limit "* || " ${PL_ARGV[*]} " == *" --mem-limit="* ]]; then

@@ -143,6 +143,31 @@ START_TEST(many_tags_overflow_bucket) {
 }
 END_TEST
 
+/* The probe under a limit L with w bytes already live: its ceiling is the
+ * whole arena within one grain (everything live counted), everything it
+ * took is freed, and a host arena without a limit is refused. */
+START_TEST(probe_finds_the_limit) {
+  const size_t L = 100u << 20, grain = 1u << 20;
+  void *w;
+  pl_mem_set_limit(dev, PL_ARENA_DEVICE, L);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 3000000, "weights", &w), PL_OK);
+  size_t c = 0;
+  ck_assert_int_eq(pl_mem_probe_ceiling(dev, PL_ARENA_DEVICE, 8 * grain, grain, &c),
+                   PL_OK);
+  ck_assert_msg(c <= L && c > L - grain, "ceiling %zu of limit %zu", c, L);
+  pl_mem_stats st;
+  pl_mem_stats_get(dev, PL_ARENA_DEVICE, &st);
+  ck_assert_uint_eq(st.current, 3000000);
+  pl_free(dev, w);
+  ck_assert_int_eq(pl_mem_probe_ceiling(dev, PL_ARENA_DEVICE, grain, 2 * grain, &c),
+                   PL_EINVAL);
+  pl_mem_set_limit(dev, PL_ARENA_DEVICE, 0);
+  ck_assert_int_eq(pl_mem_probe_ceiling(dev, PL_ARENA_DEVICE, 8 * grain, grain, &c),
+                   PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "pl_mem_set_limit"));
+}
+END_TEST
+
 START_TEST(untracked_free_aborts) {
   int x;
   pl_free(dev, &x); /* a bug, not bad input: PL_ASSERT aborts */
@@ -158,6 +183,7 @@ int main(void) {
   tcase_add_test(tc, limit_is_oom_status);
   tcase_add_test(tc, many_allocations_and_zero_bytes);
   tcase_add_test(tc, many_tags_overflow_bucket);
+  tcase_add_test(tc, probe_finds_the_limit);
   tcase_add_test_raise_signal(tc, untracked_free_aborts, 6);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

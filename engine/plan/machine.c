@@ -21,6 +21,7 @@ pl_plan_machine pl_plan_machine_default(void) {
   m.gpus_per_node = 8;
   m.hbm_bytes = 150109880320.0; /* H200: 139.8 GiB the driver reports     */
   m.hbm_reserve = 4 * GIB;
+  m.hbm_alloc = 0;
   m.fill_reserve = 4 * GIB;
   m.host_bytes = 2048 * GIB; /* an 8×H200 server's 2 TiB                    */
   m.host_reserve = 64 * GIB;
@@ -32,7 +33,7 @@ pl_plan_machine pl_plan_machine_default(void) {
   m.nvl_gbs = 390;  /* cudaMemcpyPeer                                 */
   m.nccl_gbs = 358; /* NCCL per direction                             */
   m.a2a_gbs = 325;  /* NCCL all-to-all bus bandwidth                  */
-  m.ib_gbs = 50;    /* 400 Gb/s per GPU                               */
+  m.ib_gbs = 47;    /* one 400 Gb/s NIC per GPU (doc/DESIGN.md)        */
   m.ib_lat_us = 5;
   m.nvl_lat_us = 3;
   m.host_dram_gbs = 450; /* two sockets of DDR5, achieved                  */
@@ -79,6 +80,9 @@ static const field fields[] = {
     FD(hbm_bytes, "B", 0, BYTES, true, "device memory per GPU"),
     FD(hbm_reserve, "B", 0, BYTES, false,
        "of which held back (context, NCCL, the pool's fragmentation)"),
+    FD(hbm_alloc, "B", 0, BYTES, false,
+       "allocatable ceiling measured (calib alloc; 0: not measured, "
+       "hbm_bytes - hbm_reserve)"),
     FD(fill_reserve, "B", 0, BYTES, false,
        "of the usable device memory, left free by the headroom fill"),
     FD(host_bytes, "B", 0, BYTES, true, "host RAM per node"),
@@ -366,7 +370,9 @@ static void note_source(pl_plan_machine *m, const char *path) {
 
 /* calib: the row of the largest bytes of each test that is ok.  mem_copy
  * (loads and stores of the host's memory by all cores, bytes counted read +
- * write) is the host memory bandwidth the optimizer's floor divides by. */
+ * write) is the host memory bandwidth the optimizer's floor divides by;
+ * alloc's bytes (the smallest of its rows: every rank's) the allocatable
+ * ceiling. */
 static pl_status load_calib(pl_plan_machine *m, tsv *t) {
   static const char *const tests[] = {
       "gemm",      "h2d",      "d2h",      "bidir",    "d2d",
@@ -375,6 +381,7 @@ static pl_status load_calib(pl_plan_machine *m, tsv *t) {
   double best[NT], size[NT];
   for (int i = 0; i < NT; i++)
     best[i] = NAN, size[i] = -1;
+  double ceiling = NAN;
   while (tsv_row(t)) {
     if (!row_ok(t))
       continue;
@@ -383,6 +390,13 @@ static pl_status load_calib(pl_plan_machine *m, tsv *t) {
       name = col(t, "test");
     if (!name)
       continue;
+    if (!strcmp(name, "alloc")) {
+      double b;
+      PL_TRY(num(t, "bytes", false, &b));
+      if (!isnan(b) && b > 0 && !(b >= ceiling))
+        ceiling = b;
+      continue;
+    }
     for (int i = 0; tests[i]; i++) {
       if (strcmp(name, tests[i]))
         continue;
@@ -405,6 +419,8 @@ static pl_status load_calib(pl_plan_machine *m, tsv *t) {
   for (int i = 0; i < NT; i++)
     if (!isnan(best[i]) && best[i] > 0)
       *dst[i] = best[i];
+  if (!isnan(ceiling))
+    m->hbm_alloc = ceiling;
   return PL_OK;
 }
 
@@ -577,8 +593,12 @@ pl_status pl_plan_machine_load(pl_plan_machine *m, const char *path) {
 /* ---- the machine's costs (plan_internal.h): usable memory, collectives
  * over a group, attention's rate at a context ---- */
 
+double pl_plan_hbm_usable(const pl_plan_machine *mc) {
+  return pl__hbm_usable(mc);
+}
 double pl__hbm_usable(const pl_plan_machine *mc) {
-  return mc->hbm_bytes - mc->hbm_reserve;
+  const double u = mc->hbm_bytes - mc->hbm_reserve;
+  return mc->hbm_alloc > 0 && mc->hbm_alloc < u ? mc->hbm_alloc : u;
 }
 double pl__host_usable(const pl_plan_machine *mc) {
   return mc->host_bytes - mc->host_reserve;

@@ -65,6 +65,10 @@ typedef struct pl_plan_machine {
   double hbm_bytes;    /* device memory per GPU a run may allocate      */
   double hbm_reserve;  /* of which held back (context, NCCL, the pool's
                           fragmentation)                               */
+  double hbm_alloc;    /* the allocatable ceiling `plateau bench calib`
+                          measured under a step's pattern (variant
+                          alloc); 0: not measured.  The usable HBM is
+                          the smaller of it and hbm_bytes − hbm_reserve */
   double fill_reserve; /* the headroom fill (pl_plan_free.resident, keep)
                           stops this far below the usable HBM: a peak
                           filled on purpose keeps a margin for the pool's
@@ -113,6 +117,9 @@ typedef struct pl_plan_machine {
 
 /* One 8×H200 node, NVLink, 400 Gb/s InfiniBand per GPU, CUDA target. */
 pl_plan_machine pl_plan_machine_default(void);
+/* The device bytes a point may peak at: hbm_bytes − hbm_reserve, or the
+ * measured allocatable ceiling hbm_alloc where it is smaller. */
+double pl_plan_hbm_usable(const pl_plan_machine *mc);
 
 /* Read a `plateau bench calib` result file (TSV: # metadata, a header,
  * rows; the test name in column `variant` or `test`): gemm (tflops), h2d,
@@ -361,6 +368,16 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
  * offloaded shards' copies a proxy does perform), never below 0; *run (may
  * be NULL) the W_v-rank run's whole prediction.  A real run (W_v = W):
  * *comm_s 0.  PL_EINVAL as pl_plan_time_predict. */
+/* The projection's sensitivity to the network: the step predicted with the
+ * inter-node bandwidth ib_gbs scaled by 1 − frac (*lo, the slower network)
+ * and 1 + frac (*hi), everything else as mc.  0 < frac < 1, else
+ * PL_EINVAL; PL_EINVAL as pl_plan_time_predict.  Within one node
+ * (W ≤ gpus_per_node) both equal the step itself. */
+#define PL_PLAN_LINK_FRAC 0.3 /* the ± fraction plan and report print */
+pl_status pl_plan_link_sensitivity(const pl_model_cfg *m, const pl_plan_cfg *c,
+                                   const pl_plan_machine *mc, double frac,
+                                   pl_plan_time *lo, pl_plan_time *hi);
+
 pl_status pl_plan_proxy_comm(const pl_model_cfg *m, const pl_plan_cfg *c,
                              const pl_plan_machine *mc, int gpus_per_node,
                              double *comm_s, pl_plan_time *run);

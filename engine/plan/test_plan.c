@@ -561,8 +561,48 @@ START_TEST(expert_groups) {
 }
 END_TEST
 
+/* The link model's sensitivity: inter-node bandwidth ±30% moves only the
+ * communication of a run that spans nodes (a slower network, a longer step;
+ * the compute parts unchanged), nothing within one node; the fraction is
+ * refused outside (0, 1). */
+START_TEST(link_sensitivity) {
+  pl_model_cfg m = preset("241b");
+  pl_plan_machine mc = pl_plan_machine_default();
+  pl_plan_cfg w = pl_plan_cfg_plateau(32, 128 << 10);
+  pl_plan_time t, lo, hi;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &w, &mc, &t), PL_OK);
+  ck_assert_int_eq(pl_plan_link_sensitivity(&m, &w, &mc, 0.3, &lo, &hi), PL_OK);
+  ck_assert_msg(lo.step_s > t.step_s && t.step_s > hi.step_s,
+                "steps %g / %g / %g s", lo.step_s, t.step_s, hi.step_s);
+  ck_assert_msg(lo.comm_s > t.comm_s && t.comm_s > hi.comm_s,
+                "comm %g / %g / %g s", lo.comm_s, t.comm_s, hi.comm_s);
+  const int compute[] = {PL_TPART_ATTN, PL_TPART_DENSE, PL_TPART_EXPERT,
+                         PL_TPART_HEAD, PL_TPART_OPTIM};
+  for (int i = 0; i < 5; i++)
+    ck_assert_double_eq(lo.part_s[compute[i]], t.part_s[compute[i]]);
+  /* the all-to-all alone: its inter-node share at 0.7x the bandwidth */
+  const double a2a = t.part_s[PL_TPART_A2A_MOE] + t.hidden_s[PL_TPART_A2A_MOE],
+               a2a_lo =
+                   lo.part_s[PL_TPART_A2A_MOE] + lo.hidden_s[PL_TPART_A2A_MOE];
+  ck_assert_msg(a2a_lo > a2a && a2a_lo <= a2a / 0.7 + 1e-9,
+                "a2a %g s, at 0.7x the bandwidth %g s", a2a, a2a_lo);
+  pl_plan_cfg one = pl_plan_cfg_plateau(8, 128 << 10);
+  m = preset("120b");
+  ck_assert_int_eq(pl_plan_time_predict(&m, &one, &mc, &t), PL_OK);
+  ck_assert_int_eq(pl_plan_link_sensitivity(&m, &one, &mc, 0.3, &lo, &hi),
+                   PL_OK);
+  ck_assert_double_eq(lo.step_s, t.step_s);
+  ck_assert_double_eq(hi.step_s, t.step_s);
+  ck_assert_int_eq(pl_plan_link_sensitivity(&m, &one, &mc, 0, &lo, &hi),
+                   PL_EINVAL);
+  ck_assert_int_eq(pl_plan_link_sensitivity(&m, &one, &mc, 1, &lo, &hi),
+                   PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "fraction 1"));
+}
+END_TEST
+
 int main(void) {
-  const TTest *tests[] = {
+  const TTest *tests[] = {link_sensitivity,
       machine_files,        machine_refusals,    eq6_terms_at_scale,
       fsdp2_model,          fsdp2_attention_time, fsdp2_optim_copies_time, check_names_binding,
       auto_choice,          expert_groups,        NULL};

@@ -454,3 +454,17 @@ pl_status pl_plan_proxy_comm(const pl_model_cfg *m, const pl_plan_cfg *c,
     *comm_s = full.comm_s > own.comm_s ? full.comm_s - own.comm_s : 0;
   return PL_OK;
 }
+
+pl_status pl_plan_link_sensitivity(const pl_model_cfg *m, const pl_plan_cfg *c,
+                                   const pl_plan_machine *mc, double frac,
+                                   pl_plan_time *lo, pl_plan_time *hi) {
+  if (!(frac > 0 && frac < 1))
+    return pl_set_error(PL_EINVAL,
+                        "link sensitivity: fraction %g: must be in (0, 1)",
+                        frac);
+  pl_plan_machine x = *mc;
+  x.ib_gbs = mc->ib_gbs * (1 - frac);
+  PL_TRY(pl_plan_time_predict(m, c, &x, lo));
+  x.ib_gbs = mc->ib_gbs * (1 + frac);
+  return pl_plan_time_predict(m, c, &x, hi);
+}

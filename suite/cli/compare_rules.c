@@ -111,6 +111,8 @@ static const cls classes[] = {
     {"step_proj_ms", PL_CMP_IGNORE},
     {"pred_proj_ms", PL_CMP_IGNORE},
     {"tok_s_gpu_proj", PL_CMP_IGNORE},
+    {"tok_s_gpu_proj_lo", PL_CMP_IGNORE},
+    {"tok_s_gpu_proj_hi", PL_CMP_IGNORE},
     {"tflops_proj", PL_CMP_IGNORE},
     {"gemm_tflops", PL_CMP_IGNORE}, /* the rate mfu is taken against */
     {"mfu", PL_CMP_IGNORE},         /* tflops decides */

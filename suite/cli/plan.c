@@ -498,6 +498,30 @@ static void print_adversarial(FILE *f, const pl_plan_cfg *c,
   }
 }
 
+/* The link model's reach: the step with the inter-node bandwidth 30% lower
+ * and higher (a user's network may differ from the machine's ib_gbs). */
+#define LINK_FRAC PL_PLAN_LINK_FRAC
+static void print_link_sensitivity(FILE *f, const pl_model_cfg *m,
+                                   const pl_plan_cfg *c,
+                                   const pl_plan_machine *mc,
+                                   const pl_plan_time *t) {
+  if (c->W <= mc->gpus_per_node) {
+    fprintf(f, "  inter-node bandwidth: not used (%d GPU(s), nodes of %d)\n",
+            c->W, mc->gpus_per_node);
+    return;
+  }
+  pl_plan_time lo, hi;
+  if (pl_plan_link_sensitivity(m, c, mc, LINK_FRAC, &lo, &hi) != PL_OK)
+    return;
+  fprintf(f,
+          "  inter-node bandwidth -/+%.0f%% (ib_gbs %.4g / %.4g GB/s): step "
+          "%.3f / %.3f s, %.0f / %.0f tok/s/GPU (%+.1f%% / %+.1f%%)\n",
+          100 * LINK_FRAC, mc->ib_gbs * (1 - LINK_FRAC),
+          mc->ib_gbs * (1 + LINK_FRAC), lo.step_s, hi.step_s, lo.tok_s_gpu,
+          hi.tok_s_gpu, 100 * (lo.tok_s_gpu / t->tok_s_gpu - 1),
+          100 * (hi.tok_s_gpu / t->tok_s_gpu - 1));
+}
+
 static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
                         const pl_plan_machine *mc, const pl_plan_verdict *v,
                         const pl_plan_time *t, const pl_plan_search *s,
@@ -538,7 +562,7 @@ static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
             c->system == PL_PLAN_FSDP2 ? pl_plan_fsdp2_term_formula(i)
                                        : pl_plan_term_formula(i));
   }
-  const double usable = mc->hbm_bytes - mc->hbm_reserve;
+  const double usable = pl_plan_hbm_usable(mc);
   fprintf(f, "  %-11s %12s of %s usable (HBM %s)\n", "total",
           hb((double)mem->dev_peak, a, sizeof a), hb(usable, b, sizeof b),
           hb(mc->hbm_bytes, cfg, sizeof cfg));
@@ -587,6 +611,7 @@ static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
     if (t->part_s[i] > 0 || t->hidden_s[i] > 0)
       fprintf(f, "  %-10s %10.3f %10.3f\n", pl_plan_tpart_name(i), t->part_s[i],
               t->hidden_s[i]);
+  print_link_sensitivity(f, m, c, mc, t);
   if (searched && s->why_ep[0])
     fprintf(f, "\nexpert groups: %s\n", s->why_ep);
   if (searched && s->have_runner_up)
@@ -631,7 +656,7 @@ static void print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
           (long long)c->S, (long long)pl_plan_tokens_per_rank(c),
           (long long)pl_plan_tokens_per_step(c), cfg,
           v->fits ? "ok" : "infeasible", v->binding[0] ? v->binding : "-",
-          mem->dev_peak, mem->dev_worst, mc->hbm_bytes - mc->hbm_reserve,
+          mem->dev_peak, mem->dev_worst, pl_plan_hbm_usable(mc),
           mem->host_node, mc->host_bytes - mc->host_reserve);
   for (int i = 0; i < NSCHEMA; i++)
     fprintf(f, "%zu\t", pl_plan_mem_tag_peak(mem, schema_tags[i]));

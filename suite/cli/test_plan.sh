@@ -74,6 +74,18 @@ calib_file() { # calib_file SCHEMA GEMM_TFLOPS > file
 calib_file 2 754.529 >"$cal"
 out=$("$BIN" plan --machine --calib "$cal" 2>&1)
 [[ $out == *"machine: $cal"* && $out == *"gemm_tflops=754.529"* && $out == *"h2d_gbs=55.44"* ]] && pass || fail "calib not read: $out"
+# calib's alloc row (the allocatable ceiling; the smallest of its ranks')
+# bounds the usable HBM below hbm_bytes - hbm_reserve: a point that fits the
+# 135.8 GiB of the defaults is refused against a 100 GiB ceiling
+{ calib_file 2 754.529 | sed '$d'
+  printf 'calib\talloc\t107374182400\t1\t-\t-\t-\t-\t-\tok\n'
+  printf 'calib\talloc\t117374182400\t1\t-\t-\t-\t-\t-\tok\n# end: ok\n'; } >"$tmp/calib_alloc.tsv"
+out=$("$BIN" plan --machine --calib "$tmp/calib_alloc.tsv" 2>&1)
+[[ $out == *"hbm_alloc=107374182400 "* ]] && pass || fail "calib alloc not read: $out"
+out=$("$BIN" plan --model 120b --gpus 16 --seq 128Ki --D 1 2>&1)
+[[ $out == *"of 135.80 GiB usable"* ]] && pass || fail "defaults' usable: $out"
+out=$("$BIN" plan --model 120b --gpus 16 --seq 128Ki --D 1 --calib "$tmp/calib_alloc.tsv" 2>&1)
+[[ $out == *"of 100.00 GiB usable"* ]] && pass || fail "the ceiling's usable: $out"
 out=$("$BIN" plan --machine --set ib_gbs=25,coll_us=5 2>&1)
 [[ $out == *"ib_gbs=25"* && $out == *"coll_us=5"* ]] && pass || fail "--set: $out"
 # --machine: every parameter with its unit and meaning

@@ -8,7 +8,10 @@
  * release threshold is UINT64_MAX so freed memory stays in the pool (no
  * cudaFree/cudaMalloc round trips between steps), and the pool's
  * used-memory high-water mark (cudaMemPoolAttrUsedMemHigh) is what pool_high
- * reports beside the tracked peak as the hardware-side check (DESIGN §2).  The
+ * reports beside the tracked peak as the hardware-side check (DESIGN §2).  An
+ * allocation the pool cannot serve is retried once after the pending frees
+ * complete and the pool's unused memory is trimmed (a large buffer needs
+ * fresh physical memory that cached free blocks would otherwise hold).  The
  * HOST arena is pinned memory (cudaHostAlloc, portable to every GPU of the
  * process).  A failed allocation is PL_ENOMEM with a message, never an abort.
  *
@@ -168,10 +171,40 @@ static pl_status cuda_raw_alloc(pl_dev *dev, pl_arena a, size_t bytes,
   void *p = NULL;
   cudaError_t e;
   const char *what;
+  char pool_state[160] = "";
   if (a == PL_ARENA_DEVICE) {
     what = "cudaMallocFromPoolAsync";
-    e = cudaMallocFromPoolAsync(&p, want, PL_CUDA_IMPL(dev)->pool,
-                                pl__cuda_stream_of(dev, s));
+    cudaMemPool_t pool = PL_CUDA_IMPL(dev)->pool;
+    cudaStream_t cs = pl__cuda_stream_of(dev, s);
+    e = cudaMallocFromPoolAsync(&p, want, pool, cs);
+    if (e == cudaErrorMemoryAllocation) {
+      /* The pool keeps every freed block (release threshold UINT64_MAX), so
+       * a buffer larger than any free block of it needs fresh physical
+       * memory while the cached blocks still hold theirs.  Wait for the
+       * pending frees, give the pool's unused memory back and try once more:
+       * only a failing allocation pays the synchronization. */
+      (void)cudaGetLastError();
+      uint64_t res = 0, used = 0;
+      (void)cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent,
+                                    &res);
+      (void)cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used);
+      e = cudaDeviceSynchronize();
+      if (e == cudaSuccess) e = cudaMemPoolTrimTo(pool, 0);
+      if (e == cudaSuccess) e = cudaMallocFromPoolAsync(&p, want, pool, cs);
+      if (e != cudaSuccess) {
+        /* where the memory was: the pool's share, and outside it */
+        size_t free_b = 0, total_b = 0;
+        (void)cudaGetLastError();
+        (void)cudaMemGetInfo(&free_b, &total_b);
+        (void)cudaGetLastError();
+        snprintf(pool_state, sizeof pool_state,
+                 "; pool reserved %llu, in use %llu bytes before a trim; "
+                 "after it %zu of %zu bytes free on the device",
+                 (unsigned long long)res, (unsigned long long)used, free_b,
+                 total_b);
+        e = cudaErrorMemoryAllocation;
+      }
+    }
   } else if (a == PL_ARENA_HOST) {
     what = "cudaHostAlloc";
     e = cudaHostAlloc(&p, want, cudaHostAllocPortable);
@@ -183,9 +216,10 @@ static pl_status cuda_raw_alloc(pl_dev *dev, pl_arena a, size_t bytes,
     /* Clear the error so it does not surface at the next launch check. */
     (void)cudaGetLastError();
     return pl_set_error(PL_ENOMEM, "%s of %zu bytes in the %s arena of CUDA "
-                        "device %d failed: %s (%s)", what, bytes,
+                        "device %d failed: %s (%s)%s", what, bytes,
                         a == PL_ARENA_DEVICE ? "device" : "host", dev->ordinal,
-                        cudaGetErrorName(e), cudaGetErrorString(e));
+                        cudaGetErrorName(e), cudaGetErrorString(e),
+                        pool_state);
   }
   *out = p;
   return PL_OK;

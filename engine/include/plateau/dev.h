@@ -167,6 +167,16 @@ void pl_mem_reset_peak(pl_dev *dev, pl_arena arena);
  * `current` past it fail with PL_ENOMEM — the same on both backends, so an OOM
  * search is reproducible on the CPU. */
 void pl_mem_set_limit(pl_dev *dev, pl_arena arena, size_t bytes);
+/* The most bytes `arena` holds at once (everything live in it counted)
+ * under a training step's pattern: blocks of `big` bytes taken until
+ * refused, then halving sizes down to `grain`; every other large block and
+ * the small ones freed, newest first; one block as large as the holes
+ * together taken into their place; then blocks again until refused.  *out
+ * the smaller of the two fills; everything the probe took is freed.  The
+ * CUDA device arena is probed against the hardware; a host arena (either
+ * backend) only under a limit (PL_EINVAL otherwise). */
+pl_status pl_mem_probe_ceiling(pl_dev *dev, pl_arena arena, size_t big,
+                               size_t grain, size_t *out);
 /* Write "dispatch=1.50GiB weights=2.00GiB" (the live set at the peak, largest
  * first) into buf. */
 void pl_mem_live_set_str(const pl_mem_stats *st, char *buf, size_t len);

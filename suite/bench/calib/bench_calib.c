@@ -18,6 +18,13 @@
  *   alltoall   S bytes per rank, equal counts through pl_alltoallv;
  *                                       busbw = algbw · (n−1)/n
  *   sendrecv   ring hop r -> r+1, S bytes each way; busbw = algbw
+ *   alloc      the device arena's allocatable ceiling under a step's
+ *              pattern (pl_mem_probe_ceiling: blocks of 1 GiB down to 64 MiB,
+ *              under --mem-limit L of L/16 down to L/256, until refused, every other one freed, one block as large as
+ *              the holes, blocks again); bytes = the smaller ceiling of two
+ *              probes before the timed loop, everything live in the arena
+ *              counted; nothing is timed.  The planner reads it as hbm_alloc
+ *              (the smallest of the ranks' rows)
  * algbw = bytes / time (nccl-tests' definitions).  The per-rank tests run on
  * every rank at once (each on its own GPU), as the optimizer and the offload
  * use the links; --solo runs them on rank 0 alone (one GPU's ceiling).
@@ -57,6 +64,7 @@ enum {
   T_ALLREDUCE,
   T_ALLTOALL,
   T_SENDRECV,
+  T_ALLOC, /* the device's allocatable ceiling        */
   T_COUNT
 };
 
@@ -82,11 +90,15 @@ typedef struct calib {
   pl_comm *comm;
   int rank, n;
   uint64_t seed;
+  size_t ceiling; /* alloc: the smallest ceiling of the runs (0: none yet) */
+  size_t before;  /* alloc: the arena's bytes in use before the probe    */
+  size_t pbig, pgrain; /* alloc: the probe's block and grain */
 } calib;
 
 static const char *const test_names[] = {
     "h2d",       "d2h",      "bidir",     "d2d",      "gemm",     "mem_read",
-    "mem_write", "mem_copy", "allreduce", "alltoall", "sendrecv", NULL};
+    "mem_write", "mem_copy", "allreduce", "alltoall", "sendrecv", "alloc",
+    NULL};
 /* per test: nccl-tests' bus factor (n: ranks; 0 = 1), the note on CUDA and
  * on the CPU */
 static const struct {
@@ -108,6 +120,8 @@ static const struct {
     {1, "pl_alltoallv equal counts; busbw = algbw*(n-1)/n",
      "pl_alltoallv equal counts; busbw = algbw*(n-1)/n"},
     {0, "ring hop; busbw = algbw", "ring hop; busbw = algbw"},
+    {0, "bytes: allocatable ceiling of the device arena (step pattern)",
+     "bytes: allocatable ceiling of the device arena under its limit"},
 };
 static const char *const gemm_dtypes[] = {"bf16", "f32", NULL};
 
@@ -134,18 +148,26 @@ static const pl_opt calib_opts[] = {
 static const pl_preset calib_presets[] = {
     {"cuda", "sizes=64Ki:256Mi:x4 gemm-size=8192 gemm-dtype=bf16 "
              "mem-size=2Gi tests=h2d,d2h,bidir,d2d,gemm,mem_read,mem_write,"
-             "mem_copy,allreduce,alltoall,sendrecv"},
+             "mem_copy,allreduce,alltoall,sendrecv,alloc"},
     {"cpu", "sizes=4Ki:16Mi:x4 gemm-size=512 gemm-dtype=f32 mem-size=64Mi"},
     {NULL, NULL},
 };
 
 static bool per_rank(int t) {
-  return t <= T_MCOPY;
+  return t <= T_MCOPY || t == T_ALLOC;
 }
 
 /* one point (not one per transfer size) */
 static bool single(int t) {
-  return t == T_GEMM || (t >= T_MREAD && t <= T_MCOPY);
+  return t == T_GEMM || (t >= T_MREAD && t <= T_MCOPY) || t == T_ALLOC;
+}
+
+#define PROBE_BIG ((size_t)1 << 30)
+#define PROBE_GRAIN ((size_t)64 << 20)
+
+static size_t dev_in_use(pl_dev *dev) {
+  pl_mem_stats s;
+  return pl_mem_stats_get(dev, PL_ARENA_DEVICE, &s) == PL_OK ? s.current : 0;
 }
 
 /* ---- the operations -------------------------------------------------------
@@ -267,6 +289,8 @@ static pl_status run(void *st) {
   case T_ALLTOALL:
     return pl_alltoallv(c->comm, c->src, c->counts, c->displs, c->dst,
                         c->counts, c->displs, PL_F32, c->s);
+  case T_ALLOC: /* probed once in setup: the timed loop has nothing to do */
+    return PL_OK;
   default: /* T_SENDRECV: ring hop */
     return pl_sendrecv(c->comm, c->src, c->ne, (c->rank + 1) % c->n, c->dst,
                        c->ne, (c->rank + c->n - 1) % c->n, PL_F32, c->s);
@@ -306,6 +330,26 @@ static pl_status setup(pl_bench_ctx *x, void *st, int p) {
   if (c->idle)
     return PL_OK;
   const int t = c->test;
+  if (t == T_ALLOC) { /* the probe takes and frees its own blocks */
+    pl_mem_stats ms;
+    PL_TRY(pl_mem_stats_get(x->dev, PL_ARENA_DEVICE, &ms));
+    c->ceiling = 0;
+    c->before = dev_in_use(x->dev);
+    /* under --mem-limit the blocks scale with it (a CPU run) */
+    c->pbig = ms.limit ? (ms.limit / 16 > 4096 ? ms.limit / 16 : 4096)
+                       : PROBE_BIG;
+    c->pgrain = ms.limit ? c->pbig / 16 : PROBE_GRAIN;
+    /* twice (the first also takes the pool's memory from the driver), the
+     * smaller ceiling kept; once per point, not per timed iteration */
+    for (int k = 0; k < 2; k++) {
+      size_t got;
+      PL_TRY(pl_mem_probe_ceiling(x->dev, PL_ARENA_DEVICE, c->pbig, c->pgrain,
+                                  &got));
+      if (!c->ceiling || got < c->ceiling)
+        c->ceiling = got;
+    }
+    return PL_OK;
+  }
   if (t == T_GEMM) {
     size_t el = (size_t)c->G * (size_t)c->G, b = el * pl_dtype_size(c->gdt);
     PL_TRY(alloc(x, true, b, &c->src));
@@ -425,6 +469,21 @@ static pl_status check(pl_bench_ctx *x, void *st, int p, pl_check *chk) {
     return PL_OK;
   if (t == T_GEMM)
     return check_gemm(c, chk);
+  if (t == T_ALLOC) {
+    pl_dev_info info;
+    PL_TRY(pl_dev_info_get(x->dev, &info));
+    const size_t after = dev_in_use(x->dev);
+    pl_check_that(chk, c->ceiling > c->before,
+                  "alloc: ceiling %zu bytes, not above the %zu in use before",
+                  c->ceiling, c->before);
+    pl_check_that(chk, !x->cuda || c->ceiling <= info.total_bytes,
+                  "alloc: ceiling %zu bytes beyond the device's %zu",
+                  c->ceiling, info.total_bytes);
+    pl_check_that(chk, after == c->before,
+                  "alloc: %zu bytes in use after the probe, %zu before", after,
+                  c->before);
+    return PL_OK;
+  }
   if (host_mem(t)) {
     const uint64_t *a = c->src, *b = c->dst;
     size_t words = c->ne / 2, bad = 0;
@@ -536,6 +595,11 @@ static pl_status point(pl_bench_ctx *x, void *st, int p, pl_row *row,
   bool alone = c->solo && per_rank(c->test);
   pl_row_str(row, "variant", test_names[c->test]);
   pl_row_i64(row, "ranks", alone ? 1 : x->size);
+  if (c->test == T_ALLOC) {
+    snprintf(label, n, "alloc ceiling");
+    pl_row_str(row, "dtype", "-");
+    return PL_OK;
+  }
   if (c->test == T_GEMM) {
     snprintf(label, n, "gemm %s %lld^3", pl_dtype_name(c->gdt),
              (long long)c->G);
@@ -563,6 +627,10 @@ static pl_status finish(pl_bench_ctx *x, void *st, int p, pl_row *row,
   const int t = c->test, n = x->size;
   if (t == T_GEMM) {
     w->flops = 2.0 * (double)c->G * c->G * c->G;
+  } else if (t == T_ALLOC) {
+    pl_row_i64(row, "bytes", (int64_t)c->ceiling);
+    pl_row_note(row, "blocks of %zu bytes down to %zu; nothing timed",
+                c->pbig, c->pgrain);
   } else {
     const double sec = x->meas->t.median * 1e-3;
     const size_t ne = t == T_ALLTOALL ? c->ne * (size_t)n : c->ne;

@@ -4,7 +4,7 @@
 # --mem-size bytes with status ok and check pass, copy counting read + write
 # (algbw = 2·bytes / time) and a thread count in the note; an injected fault
 # (PLATEAU_CALIB_INJECT_FAULT) fails every one of them (exit 1); the cuda
-# preset asks for them.
+# preset asks for them.  Also alloc, the allocatable ceiling, under a limit.
 # Usage: BUILD=build bash suite/bench/calib/test_bench_calib_mem.sh   (run from anywhere)
 set -uo pipefail
 PL_TEST=test_bench_calib_mem.sh
@@ -37,6 +37,22 @@ rc=$?
 f=$(ls "$tmp"/b/calib.*.tsv 2>/dev/null | head -1)
 [[ -n $f ]] && [[ $(awk -F'\t' '/^#/{next} !h{for(i=1;i<=NF;i++)c[$i]=i;h=1;next} $c["check"]=="fail"{n++} END{print n+0}' "$f") -eq 3 ]] ||
   fail "injected fault: want 3 failed checks"
+
+# alloc: the device arena's allocatable ceiling under a step's pattern; on
+# the CPU backend under --mem-limit it is the limit itself (within a grain
+# of L/256), and the planner reads it as hbm_alloc; without a limit the
+# probe is refused (it would take the host's memory)
+"$BIN" bench calib --backend cpu --tests alloc --mem-limit 96Mi -n 2 -w 1 -o "$tmp/c" >"$tmp/c.out" 2>&1 ||
+  fail "calib alloc exit $?: $(cat "$tmp/c.out")"
+f=$(ls "$tmp"/c/calib.*.tsv 2>/dev/null | head -1)
+[[ -n $f ]] && awk -F'\t' '/^#/{next} !h{for(i=1;i<=NF;i++)c[$i]=i;h=1;next}
+  $c["variant"] == "alloc" && $c["status"] == "ok" && $c["check"] == "pass" &&
+  $c["bytes"] <= 100663296 && $c["bytes"] > 100663296 - 393216 {n++}
+  END {exit n == 1 ? 0 : 1}' "$f" || fail "alloc row: $(grep -v '^#' "$f" 2>/dev/null)"
+"$BIN" plan --machine --calib "$f" 2>&1 | grep -q "hbm_alloc=100663296 " || fail "plan does not read the alloc row"
+"$BIN" bench calib --backend cpu --tests alloc -n 1 -w 0 -o "$tmp/d" >"$tmp/d.out" 2>&1
+f=$(ls "$tmp"/d/calib.*.tsv 2>/dev/null | head -1)
+[[ -n $f ]] && grep -q "without a limit" "$f" && pass || fail "alloc without a limit: $(cat "$tmp/d.out")"
 
 "$BIN" bench calib --help 2>&1 | grep -q "mem-size" || fail "--help lacks --mem-size"
 "$BIN" bench calib --backend cpu --preset cuda --columns -o "$tmp/x" >/dev/null 2>&1 || fail "cuda preset"

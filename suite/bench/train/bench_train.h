@@ -338,6 +338,8 @@ typedef struct pl__train_pred {
   bool have_proj;        /* a proxy whose W_v-rank run was predicted  */
   double comm_ms;        /* its exposed communication less the proxy's */
   double proj_run_ms;    /* its whole predicted step                  */
+  double comm_lo_ms, comm_hi_ms; /* comm_ms with ib_gbs scaled by 1 ∓
+                                    PL_PLAN_LINK_FRAC (NAN: none)     */
   int proj_gpn;          /* GPUs per node it was projected on         */
 } pl__train_pred;
 

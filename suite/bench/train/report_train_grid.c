@@ -101,10 +101,16 @@ static void cell_md(FILE *md, const pl__train_pt *x) {
   double tok, tfl;
   value(x, &tok, &tfl);
   char a[32], b[32], w[200];
-  if (!strcmp(x->status, "ok"))
-    fprintf(md, " %s | %s | %s |", pl_rep_fmt(a, sizeof a, "%.0f", tok, "-"),
-            pl_rep_fmt(b, sizeof b, "%.1f", tfl, "-"), label(x));
-  else {
+  if (!strcmp(x->status, "ok")) {
+    fprintf(md, " %s", pl_rep_fmt(a, sizeof a, "%.0f", tok, "-"));
+    /* a projection's reach: the inter-node bandwidth 30% lower / higher */
+    const double lo = pl_cell_num(x->t, x->r, "tok_s_gpu_proj_lo"),
+                 hi = pl_cell_num(x->t, x->r, "tok_s_gpu_proj_hi");
+    if (is_proxy(x) && !isnan(lo) && !isnan(hi))
+      fprintf(md, " (IB ∓30%%: %.0f–%.0f)", lo, hi);
+    fprintf(md, " | %s | %s |", pl_rep_fmt(b, sizeof b, "%.1f", tfl, "-"),
+            label(x));
+  } else {
     fprintf(md, " - | - | %s: ", x->status);
     pl_rep_md_text(md, why(w, sizeof w, x));
     fprintf(md, " |");
@@ -289,8 +295,9 @@ void pl__report_train_grid(FILE *md, const pl__train_pt *p, int n) {
           "*projected* (a one-GPU proxy playing one rank of the W_v-rank run: "
           "compute and memory measured, communication modelled: step_proj_ms "
           "= the measured step less its virtual groups' stand-ins + the "
-          "planner's exposed communication of that run, doc/guide/training.md), "
-          "*proxy (no "
+          "planner's exposed communication of that run, doc/guide/training.md; "
+          "in brackets the tok/s/GPU with the inter-node bandwidth 30%% lower "
+          "and higher), *proxy (no "
           "communication)* for a proxy row without the projection, or why it "
           "did not run (the plan's binding term, or oom). FSDP2-best is the "
           "fastest fsdp2 row of the point, its knobs named. The paper's "

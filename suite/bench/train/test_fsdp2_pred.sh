@@ -4,7 +4,10 @@
 # (results/reference/h200x1: the 120B and 241B proxies, our baseline with
 # virtual CP 4, EP 4, the optimizer offloaded) replayed by `plateau plan`
 # with their configuration and the machine measured beside them (that
-# directory's calib and adam files).  Asserted per row: the device peak
+# directory's calib and adam files), and again on the machine jobs/ plan
+# that kind against (the planner's defaults with jobs/machines.tsv's
+# plan_set for h200x1: without the host's measured memory bandwidth the
+# offloaded optimizer was predicted at a two-socket server's).  Asserted per row: the device peak
 # within 5%; the optimizer part within 15% of optimizer_ms; the step within
 # 15% of time_ms with the attention span (attention and the projections
 # around it: the plan's attention and dense parts) taken as measured, since
@@ -24,8 +27,16 @@ col() {
     { print $(c[k]); exit }' "$1"
 }
 
+# the machine as jobs/ plan it for the kind these rows ran on: the
+# planner's defaults with jobs/machines.tsv's plan_set for h200x1 (its
+# measured host memory bandwidth), no calib file
+kind_set=$(awk -F'\t' '$1 == "h200x1" { print $7 }' "$ROOT/jobs/machines.tsv")
+[[ $kind_set == *host_dram_gbs=* ]] && pass || fail "jobs/machines.tsv h200x1: plan_set '$kind_set' lacks host_dram_gbs"
+
 printf '%-5s %-26s %12s %12s %8s\n' model part predicted measured miss
+for mach in calib kind; do
 for row in train.20261203T213209Z.vm.11222.0.tsv train.20261203T213416Z.vm.11355.0.tsv; do
+  if [[ $mach == calib ]]; then machine=(--calib "$calib"); else machine=(--set "$kind_set"); fi
   f=$ref/$row
   [[ -s $f ]] || { fail "$row: missing"; continue; }
   [[ $(col "$f" system) == fsdp2 && $(col "$f" status) == ok ]] || { fail "$row: not an ok fsdp2 row"; continue; }
@@ -35,7 +46,7 @@ for row in train.20261203T213209Z.vm.11222.0.tsv train.20261203T213416Z.vm.11355
     --virtual "$(col "$f" virtual_world)" --seq "$(col "$f" seq)" \
     --cp "$(col "$f" cp)" --ep "$(col "$f" ep)" --ac "$(col "$f" ac)" \
     --offload on --mbs 1 --hbm "$(sed -n 's/^# device_memory_bytes: //p' "$f")" \
-    --calib "$calib" >"$tmp/p.tsv" 2>"$tmp/p.err" || { fail "$model: plan: $(cat "$tmp/p.err")"; continue; }
+    "${machine[@]}" >"$tmp/p.tsv" 2>"$tmp/p.err" || { fail "$model ($mach): plan: $(cat "$tmp/p.err")"; continue; }
   awk -F'\t' -v model="$model" '
     FNR == 1 { file++ }
     /^#/ { next }
@@ -61,7 +72,8 @@ for row in train.20261203T213209Z.vm.11222.0.tsv train.20261203T213416Z.vm.11355
       row("step, attention as measured", P["time_ms"] - P["attention_ms"] - P["dense_ms"] + M["attention_ms"], M["time_ms"], 0.15)
       row("device peak (MiB)", P["dev_peak_bytes"] / 1048576, M["dev_peak_bytes"] / 1048576, 0.05)
       exit bad > 0
-    }' "$f" "$tmp/p.tsv" && pass || fail "$model: the model misses (above)"
+    }' "$f" "$tmp/p.tsv" && pass || fail "$model ($mach): the model misses (above)"
+done
 done
 
 echo "test_fsdp2_pred.sh: $npass passed, $nfail failed"

@@ -3,7 +3,8 @@
 # (suite/bench/train/report_train_grid.c) from synthetic rows in the format `plateau
 # bench train` writes for one-GPU proxies (the GPU runs cannot happen here):
 # plateau proxies of 120B (W_v 16) at 128K and 1M with their projection
-# (tok_s_gpu_proj, tflops_proj, compute_ms, pred_*), a 667B point at 1M the
+# (tok_s_gpu_proj, tflops_proj, compute_ms, pred_*; at 128K also with the
+# inter-node bandwidth 30% lower and higher, printed beside it), a 667B point at 1M the
 # plan refused, FSDP2-best rows (two knob settings at 120B/128K: the faster
 # wins; 1M infeasible on the dense logits), a 241B row of 32 real ranks
 # (measured), and a 120B row on 8 GPUs (not the paper's count: not of the
@@ -20,17 +21,17 @@ run=$tmp/run
 mkdir -p "$run"
 {
   printf '# plateau-results: 2\n# bench: train\n# backend: cuda\n'
-  printf 'bench\tsystem\tmodel\tvariant\tkind\tranks\tvirtual_world\tseq\ttokens\tstep_tokens\ttime_ms\ttok_s_gpu\ttflops\tcompute_ms\tcomm_model_ms\tstep_proj_ms\ttok_s_gpu_proj\ttflops_proj\tdev_peak_bytes\thost_peak_bytes\tpred_dev_peak_bytes\tpred_host_bytes\tpred_time_ms\tstatus\tcheck\tnote\n'
-  r() { printf 'train\t%s\t%s\t%s\tauto\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\tskip\t%s\n' "$@"; }
-  #   system  model variant ranks wv seq tokens step_tok time tok tfl comp comm proj tokp tflp dev host pdev phost ptime status note
-  r plateau 120b pllep/fused 1 16 131072 131072 2097152 29000 4520 344 28990 1500 30490 4299 327 104000000000 92000000000 104000000000 92000000000 29000 ok "compute and memory measured, communication modelled"
-  r plateau 120b pllep/fused 1 16 1048576 262144 4194304 330000 794 311 329900 9000 338900 773 303 140000000000 110000000000 141000000000 110000000000 250000 ok "compute and memory measured, communication modelled"
-  r plateau 667b pllep/fused 1 64 1048576 131072 8388608 - - - - - - - - - - 152000000000 125000000000 905000 infeasible "plan: does not fit, binding term grads: device peak 141.90 GiB > 135.80 GiB usable (at backward layer 38 (moe)); largest term grads 38.96 GiB; step 904.6 s predicted"
-  r fsdp2 120b cp4/ep4/ac=none/opt=cpu/mb1 1 16 131072 32768 524288 6000 5461 410 6000 900 6900 4749 357 110000000000 120000000000 112000000000 120000000000 6100 ok "-"
-  r fsdp2 120b cp4/ep8/ac=none/opt=cpu/mb1 1 16 131072 32768 524288 7000 4681 351 7000 900 7900 4148 312 110000000000 120000000000 112000000000 120000000000 6100 ok "-"
-  r fsdp2 120b cp16/ep16/ac=full/opt=cpu/mb1 1 16 1048576 65536 1048576 - - - - - - - - - - 180000000000 120000000000 72000 infeasible "plan: does not fit, binding term logits: device peak 168.21 GiB > 135.80 GiB usable (at head (dense CE)); largest term logits 146.48 GiB; step 71.91 s predicted"
-  r plateau 241b pllep/ring 32 32 131072 131072 4194304 50000 2621 300 - - - - - 100000000000 90000000000 101000000000 90000000000 50000 ok "-"
-  r plateau 120b pllep/fused 1 8 131072 131072 1048576 29000 9999 999 - - - - - 1 1 1 1 1 ok "-"
+  printf 'bench\tsystem\tmodel\tvariant\tkind\tranks\tvirtual_world\tseq\ttokens\tstep_tokens\ttime_ms\ttok_s_gpu\ttflops\tcompute_ms\tcomm_model_ms\tstep_proj_ms\ttok_s_gpu_proj\ttflops_proj\ttok_s_gpu_proj_lo\ttok_s_gpu_proj_hi\tdev_peak_bytes\thost_peak_bytes\tpred_dev_peak_bytes\tpred_host_bytes\tpred_time_ms\tstatus\tcheck\tnote\n'
+  r() { printf 'train\t%s\t%s\t%s\tauto\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\tskip\t%s\n' "$@"; }
+  #   system  model variant ranks wv seq tokens step_tok time tok tfl comp comm proj tokp tflp lo hi dev host pdev phost ptime status note
+  r plateau 120b pllep/fused 1 16 131072 131072 2097152 29000 4520 344 28990 1500 30490 4299 327 3950 4480 104000000000 92000000000 104000000000 92000000000 29000 ok "compute and memory measured, communication modelled"
+  r plateau 120b pllep/fused 1 16 1048576 262144 4194304 330000 794 311 329900 9000 338900 773 303 - - 140000000000 110000000000 141000000000 110000000000 250000 ok "compute and memory measured, communication modelled"
+  r plateau 667b pllep/fused 1 64 1048576 131072 8388608 - - - - - - - - - - - - 152000000000 125000000000 905000 infeasible "plan: does not fit, binding term grads: device peak 141.90 GiB > 135.80 GiB usable (at backward layer 38 (moe)); largest term grads 38.96 GiB; step 904.6 s predicted"
+  r fsdp2 120b cp4/ep4/ac=none/opt=cpu/mb1 1 16 131072 32768 524288 6000 5461 410 6000 900 6900 4749 357 - - 110000000000 120000000000 112000000000 120000000000 6100 ok "-"
+  r fsdp2 120b cp4/ep8/ac=none/opt=cpu/mb1 1 16 131072 32768 524288 7000 4681 351 7000 900 7900 4148 312 - - 110000000000 120000000000 112000000000 120000000000 6100 ok "-"
+  r fsdp2 120b cp16/ep16/ac=full/opt=cpu/mb1 1 16 1048576 65536 1048576 - - - - - - - - - - - - 180000000000 120000000000 72000 infeasible "plan: does not fit, binding term logits: device peak 168.21 GiB > 135.80 GiB usable (at head (dense CE)); largest term logits 146.48 GiB; step 71.91 s predicted"
+  r plateau 241b pllep/ring 32 32 131072 131072 4194304 50000 2621 300 - - - - - - - 100000000000 90000000000 101000000000 90000000000 50000 ok "-"
+  r plateau 120b pllep/fused 1 8 131072 131072 1048576 29000 9999 999 - - - - - - - 1 1 1 1 1 ok "-"
   printf '# end: ok 2026-12-01T00:00:00Z\n'
 } >"$run/train.20261201T000000Z.vm.1.0.tsv"
 "$BIN" report "$run" >"$tmp/out" 2>&1 || { fail "report: exit $?"; cat "$tmp/out"; }
@@ -42,7 +43,7 @@ row() { grep -F "$1" <<<"$sec" | head -1; }
 [[ -n $sec ]] && pass || fail "no grid section"
 # 120B/128K: the projection (4299), the faster FSDP2-best (4749 of cp4/ep4), their ratio
 r128=$(sed -n "/^### 120b on 16 GPUs/,/^### /p" <<<"$sec" | grep "^| 128K ")
-[[ $r128 == *"| 4299 | 327.0 | projected |"* ]] && pass || fail "120b 128K plateau: $r128"
+[[ $r128 == *"| 4299 (IB ∓30%: 3950–4480) | 327.0 | projected |"* ]] && pass || fail "120b 128K plateau: $r128"
 [[ $r128 == *"| 4749 | 357.0 | projected | cp4/ep4/ac=none/opt=cpu/mb1 | 0.91× |"* ]] && pass ||
   fail "120b 128K FSDP2-best: $r128"
 [[ $r128 == *"| 1355 (91) | 178 (1355 / 7.6×) |"* ]] && pass || fail "120b 128K paper: $r128"

@@ -134,6 +134,8 @@ pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
   double v[2] = {limit > 0 ? limit : (double)info.total_bytes, 0};
   if (limit > 0 || !c->cuda) /* exact: the tracked allocator's own limit */
     mc->hbm_reserve = 0, mc->fill_reserve = 0;
+  if (!c->cuda) /* a GPU's measured ceiling is no CPU arena's */
+    mc->hbm_alloc = 0;
   /* host: what is available now plus what the arena pins already, less
    * the 2 GiB the bench's own guard keeps (pl__train_host_limit below) */
   pl_mem_stats hs;
@@ -231,6 +233,17 @@ void pl__train_predict(const pl__train_args *a, const pl_train_system *sys,
     out->comm_ms = comm_s * 1e3;
     out->proj_run_ms = run.step_s * 1e3;
     out->proj_gpn = proj_gpn(Wv);
+    /* the network's reach: the same run on a slower and a faster one */
+    double *lh[2] = {&out->comm_lo_ms, &out->comm_hi_ms};
+    for (int k = 0; k < 2; k++) {
+      pl_plan_machine x = a->mc;
+      x.ib_gbs *= k ? 1 + PL_PLAN_LINK_FRAC : 1 - PL_PLAN_LINK_FRAC;
+      double cs;
+      *lh[k] = pl_plan_proxy_comm(&u->m, &cfg, &x, proj_gpn(Wv), &cs, NULL) ==
+                       PL_OK
+                   ? cs * 1e3
+                   : NAN;
+    }
   }
   pl_clear_error();
   out->fits = v->fits;
@@ -244,7 +257,7 @@ void pl__train_predict(const pl__train_args *a, const pl_train_system *sys,
              "plan: fits (device peak %s at %s; %s usable; step %.4g s "
              "predicted)",
              hb(p1, sizeof p1, (double)v->mem.dev_peak), v->mem.peak_phase,
-             hb(p2, sizeof p2, a->mc.hbm_bytes - a->mc.hbm_reserve),
+             hb(p2, sizeof p2, pl_plan_hbm_usable(&a->mc)),
              t.step_s);
   else
     snprintf(out->why, sizeof out->why,
@@ -296,6 +309,8 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
     const int g = proj_gpn(Wv), here = mc.gpus_per_node > 0 ? mc.gpus_per_node : 1;
     mc.host_bytes = a->mc.host_bytes / here * g;
     mc.host_reserve = a->mc.host_reserve / here * g;
+    /* each rank's share of the host's memory bandwidth, as the proxy has */
+    mc.host_dram_gbs = a->mc.host_dram_gbs / here * g;
     mc.gpus_per_node = g;
     /* the search takes only expert groups the W ranks present play */
     base.W = Wv, base.lc.W_v = Wv, base.present = W;

@@ -28,9 +28,13 @@
  *                    cost; the exposed parts are the plan's against its own
  *                    compute prediction;
  *   tok_s_gpu_proj, tflops_proj   at step_proj_ms;
+ *   tok_s_gpu_proj_lo / _hi       at compute_ms + the communication with
+ *                    the inter-node bandwidth 30% lower / higher (how far a
+ *                    user's network may move the projection);
  *   pred_proj_ms     the planner's whole step of the W_v-rank run.
  * Without the profile the stand-ins are not timed: standin_ms is absent and
  * compute_ms is time_ms (the note says so). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -83,6 +87,12 @@ pl_status pl__train_proj_row(pl_bench_ctx *c, const pl__train_args *a,
   pl_row_f64(row, "step_proj_ms", proj);
   pl_row_f64(row, "pred_proj_ms", pr->proj_run_ms);
   pl_row_f64(row, "tok_s_gpu_proj", (double)tok / (proj * 1e-3));
+  if (!isnan(pr->comm_lo_ms) && !isnan(pr->comm_hi_ms)) {
+    pl_row_f64(row, "tok_s_gpu_proj_lo",
+               (double)tok / ((comp + pr->comm_lo_ms) * 1e-3));
+    pl_row_f64(row, "tok_s_gpu_proj_hi",
+               (double)tok / ((comp + pr->comm_hi_ms) * 1e-3));
+  }
   pl_row_f64(row, "tflops_proj",
              (double)tok * pl_model_flops_per_token(&u->m, u->S) /
                  (proj * 1e-3) / 1e12);
