@@ -296,7 +296,7 @@ static pl_status alloc_state(pl_trainer *t) {
   const pl_optim_opts *o = &t->c.oo;
   size_t R = 0;
   if (o->resident_all || o->resident_bytes) {
-    if (t->optim != &pl_optim_stream && t->optim != &pl_optim_hybrid)
+    if (!t->optim->resident_state)
       return pl_set_error(PL_EINVAL,
                           "trainer: optimizer '%s' keeps no state resident on "
                           "the device (resident state: stream or hybrid)",
