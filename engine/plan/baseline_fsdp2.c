@@ -471,13 +471,13 @@ static void micro_batch(f2rep *r, bool acc, f2saved *sv, pl__sym_buf *bnd) {
   const f2dims *d = &r->d;
   const int L = d->L, u_head = L + 1;
   const size_t NH = (size_t)(d->N * d->H) * d->es;
-  pl__sym_phase(t, "embedding");
+  pl__sym_phase(t, "embedding", -1, NULL);
   prefetch(r, 0);
   layer_prefetch(r, 0);
   bnd[0] = A("boundary", PL_TERM_RESIDENT, NH);
   release(r, 0);
   for (int l = 0; l < L; l++) {
-    pl__sym_phase(t, "forward layer %d (%s)", l,
+    pl__sym_phase(t, "forward", l,
                   pl_model_layer_is_moe(r->m, l) ? "moe" : "dense");
     if (l + 1 < L)
       layer_prefetch(r, l + 1);
@@ -492,7 +492,7 @@ static void micro_batch(f2rep *r, bool acc, f2saved *sv, pl__sym_buf *bnd) {
       layer_release(r, l);
   }
   /* the head */
-  pl__sym_phase(t, "head (dense CE)");
+  pl__sym_phase(t, "head (dense CE)", -1, NULL);
   grad_acquire(r, u_head);
   pl__sym_buf xf = A("activations", PL_TERM_ACTS, NH);
   pl__sym_buf dxf = A("activations", PL_TERM_ACTS, NH);
@@ -511,7 +511,7 @@ static void micro_batch(f2rep *r, bool acc, f2saved *sv, pl__sym_buf *bnd) {
   F(bnd[L]);
   /* the backward */
   for (int l = L - 1; l >= 0; l--) {
-    pl__sym_phase(t, "backward layer %d (%s)", l,
+    pl__sym_phase(t, "backward", l,
                   pl_model_layer_is_moe(r->m, l) ? "moe" : "dense");
     layer_prefetch(r, l); /* gathered already but at the last layer */
     if (l > 0)
@@ -529,7 +529,7 @@ static void micro_batch(f2rep *r, bool acc, f2saved *sv, pl__sym_buf *bnd) {
     grad_reduce(r, 1 + l, acc);
     grad_reduce(r, r->xunit[l], acc);
   }
-  pl__sym_phase(t, "embedding backward");
+  pl__sym_phase(t, "embedding backward", -1, NULL);
   prefetch(r, 0);
   grad_acquire(r, 0);
   release(r, 0);
@@ -587,7 +587,7 @@ static pl_status replay(const pl_model_cfg *m, const pl_plan_cfg *c,
   }
 
   /* the states (M1) */
-  pl__sym_phase(&t, "states");
+  pl__sym_phase(&t, "states", -1, NULL);
   if (!r.offload) {
     (void)pl__sym_alloc(&t, "weights", PL_TERM_WEIGHTS, sum_s * 4);
     (void)pl__sym_alloc(&t, "grads", PL_TERM_GRADS, sum_s * 4);
@@ -602,7 +602,7 @@ static pl_status replay(const pl_model_cfg *m, const pl_plan_cfg *c,
 
   for (int mi = 0; mi < c->sc.micro; mi++)
     micro_batch(&r, mi > 0, sv, bnd);
-  pl__sym_phase(&t, "optimizer"); /* M4: nothing on the device */
+  pl__sym_phase(&t, "optimizer", -1, NULL); /* M4: nothing on the device */
 
   pl__sym_export(&t, out);
   out->N = d->N;

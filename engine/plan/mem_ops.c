@@ -43,6 +43,8 @@ size_t pl__attn_ws(const pl_attn_shape *sh, pl_backend be) {
 /* ---- the MoE chunk pipeline ------------------------------------------------
  */
 
+static pl_status moe_record(pl__moe_replay *p);
+
 pl_status pl__moe_replay_make(const pl_moe_cfg *cfg, int Ep, int64_t N,
                               double imb, bool worst, pl__moe_replay *out) {
   memset(out, 0, sizeof *out);
@@ -86,12 +88,14 @@ pl_status pl__moe_replay_make(const pl_moe_cfg *cfg, int Ep, int64_t N,
     out->nmeta +=
         C->nt + C->nt * k + 2 * C->S + 2 * C->s_self + (Ep > 1 ? 2 * C->R : 0);
   }
-  return PL_OK;
+  return moe_record(out);
 }
 
 void pl__moe_replay_free(pl__moe_replay *p) {
   free(p->ch);
+  free(p->fwd);
   p->ch = NULL;
+  p->fwd = p->bwd = NULL;
 }
 
 /* dispatch_rows: the send rows, the receive buffer, the expert-major copy */
@@ -135,8 +139,8 @@ static void expert_fwd(pl__sym_track *t, const pl__moe_replay *p,
   F(Ab);
 }
 
-void pl__moe_replay_forward(pl__sym_track *t, const pl__moe_replay *p,
-                            pl__sym_buf *ctx) {
+static void moe_forward(pl__sym_track *t, const pl__moe_replay *p,
+                        pl__sym_buf *ctx) {
   const int K = p->K;
   *ctx = A("routing", PL_TERM_EXPERT, (size_t)p->nmeta * 4);
   pl__sym_buf *B = calloc((size_t)K, sizeof *B);
@@ -224,7 +228,7 @@ static void bwd_return(pl__sym_track *t, const pl__moe_replay *p,
   F(b->wr);
 }
 
-void pl__moe_replay_backward(pl__sym_track *t, const pl__moe_replay *p) {
+static void moe_backward(pl__sym_track *t, const pl__moe_replay *p) {
   const int K = p->K;
   bwd_bufs *b = calloc((size_t)K, sizeof *b);
   PL_ASSERT(b);
@@ -273,6 +277,31 @@ void pl__moe_replay_backward(pl__sym_track *t, const pl__moe_replay *p) {
   }
   F(hg);
   free(b);
+}
+
+/* The two schedules recorded once (pl__moe_replay_make). */
+static pl_status moe_record(pl__moe_replay *p) {
+  p->fwd = malloc(2 * sizeof *p->fwd);
+  if (!p->fwd)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  p->bwd = p->fwd + 1;
+  pl__sym_init(p->fwd);
+  pl__sym_init(p->bwd);
+  moe_forward(p->fwd, p, &p->fwd_ctx);
+  moe_backward(p->bwd, p);
+  return PL_OK;
+}
+
+void pl__moe_replay_forward(pl__sym_track *t, const pl__moe_replay *p,
+                            pl__sym_buf *ctx) {
+  int map[PL_PLAN_MAX_TAGS];
+  pl__sym_apply(t, p->fwd, map);
+  *ctx = p->fwd_ctx;
+  ctx->tag = map[ctx->tag];
+}
+
+void pl__moe_replay_backward(pl__sym_track *t, const pl__moe_replay *p) {
+  pl__sym_apply(t, p->bwd, NULL);
 }
 
 /* ---- the decoder layer ------------------------------------------------------
