@@ -13,18 +13,12 @@
 /* ---- parameters
  * ------------------------------------------------------------------ */
 
-static pl_status add_param(pl_trainer *t, const char *name, int64_t rows,
-                           int64_t cols, pl__param_kind kind, int unit,
-                           size_t off, int layer, int which, pl_dist dist,
-                           float a, float b) {
-  pl__tparam *p = &t->params[t->nparams++];
-  memset(p, 0, sizeof *p);
-  snprintf(p->info.name, sizeof p->info.name, "%s", name);
-  p->info.rows = rows, p->info.cols = cols;
-  p->kind = kind, p->unit = unit, p->off = off, p->layer = layer,
-  p->which = which;
-  p->dist = dist, p->a = a, p->b = b;
-  return PL_OK;
+/* Append a parameter to the table: p as given (fields left out are 0), named
+ * name. */
+static void add_param(pl_trainer *t, const char *name, pl__tparam p) {
+  pl__tparam *q = &t->params[t->nparams++];
+  *q = p;
+  snprintf(q->info.name, sizeof q->info.name, "%s", name);
 }
 
 /* Lay out the units and the parameter table (the same order for every
@@ -38,8 +32,13 @@ static pl_status plan_params(pl_trainer *t, size_t *unit_numel) {
     return pl_set_error(PL_ENOMEM, "trainer: host");
   char nm[40];
   unit_numel[0] = (size_t)(m->V * H);
-  add_param(t, "embed", m->V, H, PL__K_UNIT, t->u_emb, 0, -1, 0, PL_DIST_NORMAL,
-            0, 1.0f);
+  add_param(t, "embed",
+            (pl__tparam){.info = {.rows = m->V, .cols = H},
+                         .kind = PL__K_UNIT,
+                         .unit = t->u_emb,
+                         .layer = -1,
+                         .dist = PL_DIST_NORMAL,
+                         .b = 1.0f});
   const int64_t qkv = (int64_t)(m->n_q + 2 * m->n_kv) * m->d,
                 nq = (int64_t)m->n_q * m->d;
   static const char *const nms[PL__U_N] = {"attn_norm", "qkv",       "o",
@@ -74,8 +73,15 @@ static pl_status plan_params(pl_trainer *t, size_t *unit_numel) {
         snprintf(nm, sizeof nm, "final_norm");
       else
         snprintf(nm, sizeof nm, "layer%d.%s", l, nms[sl]);
-      add_param(t, nm, rows[sl], cols[sl], PL__K_UNIT, x->unit, x->off[sl], l,
-                0, dist[sl], da[sl], db[sl]);
+      add_param(t, nm,
+                (pl__tparam){.info = {.rows = rows[sl], .cols = cols[sl]},
+                             .kind = PL__K_UNIT,
+                             .unit = x->unit,
+                             .off = x->off[sl],
+                             .layer = l,
+                             .dist = dist[sl],
+                             .a = da[sl],
+                             .b = db[sl]});
     }
     if (x->moe) {
       const char *w3[3] = {"wg", "wu", "wd"};
@@ -84,14 +90,27 @@ static pl_status plan_params(pl_trainer *t, size_t *unit_numel) {
         const float sd =
             j < 2 ? 1.0f / sqrtf((float)H) : res / sqrtf((float)m->I);
         /* the full tensor: E experts, each H×I (wg, wu) or I×H (wd) */
-        add_param(t, nm, (int64_t)m->E * (j < 2 ? H : m->I), j < 2 ? m->I : H,
-                  PL__K_EXPERT, -1, 0, l, j, PL_DIST_NORMAL, 0, sd);
+        add_param(
+            t, nm,
+            (pl__tparam){.info = {.rows = (int64_t)m->E * (j < 2 ? H : m->I),
+                                  .cols = j < 2 ? m->I : H},
+                         .kind = PL__K_EXPERT,
+                         .unit = -1,
+                         .layer = l,
+                         .which = j,
+                         .dist = PL_DIST_NORMAL,
+                         .b = sd});
       }
     }
   }
-  add_param(t, "head", H, m->V, PL__K_UNIT, t->u_head, 0, -1, 0, PL_DIST_NORMAL,
-            0, 1.0f / sqrtf((float)H));
-  t->params[t->nparams - 1].head = 1;
+  add_param(t, "head",
+            (pl__tparam){.info = {.rows = H, .cols = m->V},
+                         .kind = PL__K_UNIT,
+                         .unit = t->u_head,
+                         .layer = -1,
+                         .head = 1,
+                         .dist = PL_DIST_NORMAL,
+                         .b = 1.0f / sqrtf((float)H)});
   unit_numel[t->u_head] = (size_t)(H * t->head_cols);
   return PL_OK;
 }
