@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "bench_train.h"
-#include "cli/plan.h"
+#include "cli/plan_cmd.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 

@@ -1,4 +1,4 @@
-/* plan.c — `plateau plan`: before spending an allocation, the per-rank
+/* plan_cmd.c — `plateau plan`: before spending an allocation, the per-rank
  * device budget of a training configuration term by term (Eq. 6 and the
  * transients our operators allocate), the host budget per node, whether it
  * fits and which term binds, the predicted step time and tok/s/GPU; with
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "harness/options.h"
-#include "plan.h"
+#include "plan_cmd.h"
 #include "plan/plan.h"
 #include "plan_table.h"
 #include "plateau/timer.h"
