@@ -56,6 +56,14 @@ int pl_status_exit_code(pl_status s);
     if (pl_try_s_ != PL_OK) return pl_try_s_;                                  \
   } while (0)
 
+/* Propagate a failing status through a function's cleanup: st = expr, and
+ * on failure jump to label (where the function frees what it holds and
+ * returns st).  Every name it uses is an argument. */
+#define PL_TRY_GOTO(st, label, expr)                                           \
+  do {                                                                         \
+    if (((st) = (expr)) != PL_OK) goto label;                                  \
+  } while (0)
+
 /* Broken invariant (a bug, never bad input): print file:line and abort. */
 void pl_assert_fail(const char *expr, const char *file, int line);
 #define PL_ASSERT(cond)                                                        \
