@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness/options.h"
 #include "plan_cmd.h"
@@ -661,8 +662,9 @@ static void print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
  */
 
 
-/* A line on stderr every 2 s while a search runs longer than that, so a
- * terminal and a job's log show it is working (stdout gets only the plan). */
+/* A line on stderr every 2 s while a search runs longer than that, when
+ * stderr is a terminal (a log or a file that also takes stdout, as
+ * `plan --format tsv ... 2>&1`, stays the plan alone). */
 typedef struct ticker {
   pthread_t th;
   pthread_mutex_t mu;
@@ -692,6 +694,8 @@ static void *ticker_main(void *p) {
 
 static bool ticker_start(ticker *t) {
   memset(t, 0, sizeof *t);
+  if (!isatty(STDERR_FILENO))
+    return false;
   t->t0 = pl_now_ns();
   pthread_mutex_init(&t->mu, NULL);
   pthread_cond_init(&t->cv, NULL);
