@@ -200,9 +200,7 @@ static pl_status each_item(const char *opt, const char *s, pl_plan_machine *mc,
 static pl_status load_calib(pl_plan_machine *mc, const char *path) {
   pl_table t;
   if (pl_table_read(path, &t) != PL_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", pl_last_error());
-    return pl_set_error(PL_EINVAL, "--calib: %s", msg);
+    return pl_error_prefix(PL_EINVAL, "--calib: ");
   }
   pl_table_free(&t);
   return pl_plan_machine_load(mc, path);

@@ -494,9 +494,7 @@ static const char *const out_names[NOUT] = {"plan_paper.md", "plan_paper.tsv",
 
 pl_status pl_plan_table_check_out(const char *dir) {
   if (pl_results_dir_check(dir) != PL_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", pl_last_error());
-    return pl_set_error(PL_EINVAL, "--out=%s: %s", dir, msg);
+    return pl_error_prefix(PL_EINVAL, "--out=%s: ", dir);
   }
   for (int k = 0; k < NOUT; k++) {
     char path[PATH_MAX];

@@ -41,6 +41,15 @@ pl_status pl_set_error(pl_status s, const char *fmt, ...)
 #endif
     ;
 
+/* Pass a failure up with what was being done: the last-error message
+ * becomes fmt's text followed by the message it held ("--out=x: " + why);
+ * returns s.  The one way to prefix an error. */
+pl_status pl_error_prefix(pl_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* Clear the last-error message of this thread. */
 void pl_clear_error(void);
 
