@@ -136,8 +136,8 @@ static size_t cpu_staging(void *o) {
 }
 
 static const char cpu_name[] = "cpu";
-const pl_optim_ops pl_optim_cpu = {cpu_name, cpu_create, cpu_destroy,
-                                   cpu_step, cpu_gscale, cpu_staging};
+const pl_optim_ops pl_optim_cpu = {
+    cpu_name, 1, 0, cpu_create, cpu_destroy, cpu_step, cpu_gscale, cpu_staging};
 
 const pl_head_ops *const pl_train_heads[] = {&pl_head_ring, &pl_head_fused,
                                              &pl_head_dense, &pl_head_vp, NULL};

@@ -21,52 +21,87 @@ pl_status pl_vocab_parallel_ce(pl_comm *c, pl_stream *s,
         *g = NULL, *dxacc = NULL;
   void *dy = NULL;
   pl_status st = PL_OK;
-  PL_CE_A(2 * sizeof(float), "ce_state", &stats);
-  PL_CE_A((size_t)n * 3 * sizeof(float), "ce_state", &st3);
-  PL_CE_A((size_t)n * sizeof(float), "ce_state", &lse);
-  if (pb->red != PL_CE_NONE) PL_CE_A((size_t)n * sizeof(float), "ce_state", &nll);
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE, 2 * sizeof(float),
+                             "ce_state", s, (void **)&stats));
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE,
+                             (size_t)n * 3 * sizeof(float), "ce_state", s,
+                             (void **)&st3));
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)n * sizeof(float),
+                             "ce_state", s, (void **)&lse));
+  if (pb->red != PL_CE_NONE)
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)n * sizeof(float),
+                               "ce_state", s, (void **)&nll));
   else nll = pb->loss;
-  PL_CE_A((size_t)n * (size_t)vs * sizeof(float), "logits", &logits);
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE,
+                             (size_t)n * (size_t)vs * sizeof(float), "logits",
+                             s, (void **)&logits));
   /* logits (n×vs) = X · W_r */
-  PL_CE_T(pl_gemm(s, false, false, n, vs, h, 1.0f, pb->x, h, pb->w, ld, 0.0f, logits,
-            ld, pb->dt, PL_F32));
+  PL_TRY_GOTO(st, done,
+              pl_gemm(s, false, false, n, vs, h, 1.0f, pb->x, h, pb->w, ld,
+                      0.0f, logits, ld, pb->dt, PL_F32));
   /* Max over the group: fold locally for m, all-reduce MAX. */
-  PL_CE_T(pl_ce_state_init(s, st3, n));
-  PL_CE_T(pl_ce_fold(s, logits, ld, n, vs, col0, pb->t, st3));
-  PL_CE_T(pl_allreduce(c, st3, st3, (size_t)n, PL_F32, PL_RED_MAX, s));
+  PL_TRY_GOTO(st, done, pl_ce_state_init(s, st3, n));
+  PL_TRY_GOTO(st, done, pl_ce_fold(s, logits, ld, n, vs, col0, pb->t, st3));
+  PL_TRY_GOTO(st, done,
+              pl_allreduce(c, st3, st3, (size_t)n, PL_F32, PL_RED_MAX, s));
   /* Σ e^(y − M) with the global max M preset, then all-reduce SUM of the sum
    * of exponentials and the target logit (held by one shard, 0 elsewhere). */
-  PL_CE_T(pl_fill(s, st3 + n, PL_F32, (size_t)(2 * n), 0.0));
-  PL_CE_T(pl_ce_fold(s, logits, ld, n, vs, col0, pb->t, st3));
-  PL_CE_T(pl_allreduce(c, st3 + n, st3 + n, (size_t)(2 * n), PL_F32, PL_RED_SUM, s));
-  PL_CE_T(pl_ce_finish(s, n, st3, pb->t, pb->ignore, nll, lse, stats));
-  if (pb->red != PL_CE_NONE) PL_CE_T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
+  PL_TRY_GOTO(st, done, pl_fill(s, st3 + n, PL_F32, (size_t)(2 * n), 0.0));
+  PL_TRY_GOTO(st, done, pl_ce_fold(s, logits, ld, n, vs, col0, pb->t, st3));
+  PL_TRY_GOTO(st, done,
+              pl_allreduce(c, st3 + n, st3 + n, (size_t)(2 * n), PL_F32,
+                           PL_RED_SUM, s));
+  PL_TRY_GOTO(st, done,
+              pl_ce_finish(s, n, st3, pb->t, pb->ignore, nll, lse, stats));
+  if (pb->red != PL_CE_NONE)
+    PL_TRY_GOTO(st, done, pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
   if (!pl_ce_problem_bwd(pb)) goto done;
   /* ---- backward ---- */
-  PL_CE_A((size_t)n * sizeof(float), "ce_state", &g);
-  PL_CE_T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats, pb->dloss, g));
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)n * sizeof(float),
+                             "ce_state", s, (void **)&g));
+  PL_TRY_GOTO(st, done,
+              pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats,
+                            pb->dloss, g));
   void *gy = logits;
   if (pb->dt == PL_BF16) {
-    PL_CE_A((size_t)n * (size_t)vs * 2, "logits", &dy);
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)n * (size_t)vs * 2,
+                               "logits", s, (void **)&dy));
     gy = dy;
   }
-  PL_CE_T(pl_ce_residual(s, logits, ld, n, vs, col0, pb->t, lse, g, gy, pb->dt, ld));
+  PL_TRY_GOTO(st, done,
+              pl_ce_residual(s, logits, ld, n, vs, col0, pb->t, lse, g, gy,
+                             pb->dt, ld));
   void *dx, *dw;
-  PL_CE_T(pl_ce_grads(s, pb, vs, &dx, &dw));
+  PL_TRY_GOTO(st, done, pl_ce_grads(s, pb, vs, &dx, &dw));
   /* dW_r (h×vs) = Xᵀ·dY_r */
-  PL_CE_T(pl_gemm(s, true, false, h, vs, n, 1.0f, pb->x, h, gy, ld, 0.0f, dw, ld,
-            pb->dt, pb->dt));
+  PL_TRY_GOTO(st, done,
+              pl_gemm(s, true, false, h, vs, n, 1.0f, pb->x, h, gy, ld, 0.0f,
+                      dw, ld, pb->dt, pb->dt));
   /* dX = Σ_r dY_r·W_rᵀ: f32 partial, all-reduce, then the output dtype. */
   float *dxp = pb->dt == PL_F32 ? (float *)dx : NULL;
   if (!dxp) {
-    PL_CE_A((size_t)n * h * sizeof(float), "grads", &dxacc);
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(dev, PL_ARENA_DEVICE,
+                               (size_t)n * h * sizeof(float), "grads", s,
+                               (void **)&dxacc));
     dxp = dxacc;
   }
-  PL_CE_T(pl_gemm(s, false, true, n, h, vs, 1.0f, gy, ld, pb->w, ld, 0.0f, dxp, h,
-            pb->dt, PL_F32));
-  PL_CE_T(pl_allreduce(c, dxp, dxp, (size_t)(n * h), PL_F32, PL_RED_SUM, s));
+  PL_TRY_GOTO(st, done,
+              pl_gemm(s, false, true, n, h, vs, 1.0f, gy, ld, pb->w, ld, 0.0f,
+                      dxp, h, pb->dt, PL_F32));
+  PL_TRY_GOTO(
+      st, done,
+      pl_allreduce(c, dxp, dxp, (size_t)(n * h), PL_F32, PL_RED_SUM, s));
   if (pb->dt == PL_BF16)
-    PL_CE_T(pl_convert(s, dx, PL_BF16, dxacc, PL_F32, (size_t)(n * h)));
+    PL_TRY_GOTO(st, done,
+                pl_convert(s, dx, PL_BF16, dxacc, PL_F32, (size_t)(n * h)));
 done:
   pl_free_async(dev, dxacc, s);
   pl_free_async(dev, dy, s);

@@ -15,8 +15,9 @@
 #                 gnuplot's output is not ours), and what it printed
 #   compare.txt   `plateau compare` of two committed result files of one bench
 # The first line of `--help` (the build's provenance) and the scratch folder's
-# name are replaced by fixed words and `plan --table paper`'s progress lines
-# (their times) left out, so two builds of other trees compare.
+# name are replaced by fixed words and the progress lines of `plan` and
+# `plan --table paper` (their times) left out, so two builds of other trees
+# compare.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -37,7 +38,8 @@ run() {
   "$@" >"$f" 2>&1 || rc=$?
   echo "exit $rc" >>"$f"
   sed -i -e "s|$work|WORK|g" -e 's/^plateau [0-9.]* (.*) — /plateau VERSION — /' \
-    -e '/^\[plan --table paper\] point .* elapsed /d' "$f"
+    -e '/^\[plan --table paper\] point .* elapsed /d' \
+    -e '/^\[plan\] searching the configurations: elapsed /d' "$f"
 }
 
 run "$out/help/plateau" "$bin" --help

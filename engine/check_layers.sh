@@ -26,6 +26,11 @@
 #   size      a file over 900 lines (generated files excepted)
 #   long      a function, or a multi-line macro, over 120 lines in engine/,
 #             baselines/ or suite/ (dev/ holds experiments and is left out)
+#   by-name   a comparison in engine/ (tests left out) of an ops table's
+#             name (x->name, x.name) with the name of one that baselines/
+#             defines (`static const char X_name[] = "NAME";`): the engine
+#             asks an object defined above it for a capability (a flag on
+#             its ops table), never for its name
 #   — size and long are warnings unless --strict.
 # A long function that is a kernel or a table (one pass or one list a reader
 # reads top to bottom) is listed in engine/layers_long.txt as
@@ -35,8 +40,8 @@
 # An allowed one is counted, a pending one printed as "pending long" (neither
 # fails the check); a line without its "# why" is a finding, and a listed
 # function that is no longer long (or gone) is printed as "stale".
-# Exit status: 1 when there is a back-up include, a misplaced file, a circle
-# or an unexplained allowance (with --strict, also a size or long finding),
+# Exit status: 1 when there is a back-up include, a misplaced file, a circle,
+# a comparison by a baseline's name or an unexplained allowance (with --strict, also a size or long finding),
 # 2 on usage errors, 0 otherwise.
 #
 #   engine/check_layers.sh [--strict] [--allow FILE] [ROOT]
@@ -327,6 +332,26 @@ longs=$(
 )
 lstrip() { echo "$longs" | awk -v k="$1" '$1 == k { $1 = ""; sub(/^ /, ""); print }' | LC_ALL=C sort -u; }
 backups=$(printf '%s\n%s\n' "$backups" "$(lstrip B)" | sed '/^$/d')
+
+# The names baselines/ gives its ops tables, then every strcmp-like call of
+# engine/ (tests left out) that holds an ops table's name and one of them.
+bnames=$(echo "$files" | grep -E '^baselines/.*\.c$' | xargs -r sed -n \
+  's/^[ \t]*\(static[ \t]\{1,\}\)\{0,1\}const char [A-Za-z0-9_]*_name\[\] = "\([^"]*\)";.*/\2/p' |
+  LC_ALL=C sort -u)
+engfiles=$(echo "$files" | grep -E '^engine/.*\.(c|h|cu|cuh)$' | grep -vE '(^|/)test_[^/]*$' || true)
+byname=""
+if [ -n "$bnames" ] && [ -n "$engfiles" ]; then
+  # shellcheck disable=SC2086
+  byname=$(awk -v names="$(echo "$bnames" | tr '\n' ' ')" '
+    BEGIN { n = split(names, nm, " ") }
+    /str(n)?(case)?cmp[ \t]*\(/ && /(->|\.)name[^A-Za-z0-9_]/ {
+      for (i = 1; i <= n; i++)
+        if (index($0, "\"" nm[i] "\"")) {
+          printf "by-name: %s:%d compares an ops table'"'"'s name with \"%s\", a name baselines/ defines (ask for a capability flag instead)\n", FILENAME, FNR, nm[i]
+          break
+        }
+    }' $engfiles | LC_ALL=C sort)
+fi
 longfns=$(lstrip G)
 pendlong=$(lstrip P)
 stale=$(printf '%s\n%s\n' "$stale" "$(lstrip S)" | sed '/^$/d')
@@ -337,9 +362,11 @@ nallowed=$(echo "$longs" | grep -c '^A$' || true)
 count() { [ -z "$1" ] && echo 0 || echo "$1" | wc -l; }
 nb=$(count "$backups")
 nc=$(count "$circles")
+nn=$(count "$byname")
 ns=$(count "$sizes")
 [ -n "$backups" ] && echo "$backups"
 [ -n "$circles" ] && echo "$circles"
+[ -n "$byname" ] && echo "$byname"
 [ -n "$pending" ] && echo "$pending"
 [ -n "$pendlong" ] && echo "$pendlong"
 [ -n "$stale" ] && echo "$stale" | sed 's/^/warning: /'
@@ -348,7 +375,7 @@ if [ -n "$sizes" ]; then
 fi
 np=$(count "$pending")
 npl=$(count "$pendlong")
-echo "check_layers: $(echo "$files" | wc -l) files, $nb back-up includes, $nc circles, $ns size findings$([ "$strict" = 1 ] || echo ' (warnings)')$([ -z "$allow" ] || echo ", $np pending"), $nallowed long functions allowed, $npl pending"
-[ "$nb" = 0 ] && [ "$nc" = 0 ] || exit 1
+echo "check_layers: $(echo "$files" | wc -l) files, $nb back-up includes, $nc circles, $nn by-name, $ns size findings$([ "$strict" = 1 ] || echo ' (warnings)')$([ -z "$allow" ] || echo ", $np pending"), $nallowed long functions allowed, $npl pending"
+[ "$nb" = 0 ] && [ "$nc" = 0 ] && [ "$nn" = 0 ] || exit 1
 [ "$strict" = 0 ] || [ "$ns" = 0 ] || exit 1
 exit 0

@@ -6,7 +6,9 @@
 # itself): an injected back-up include (in the engine, and within suite/: the
 # harness including a bench), an injected circle of two headers and one of two
 # benches' folders, an unlisted public header, a source file of suite/ outside
-# its layer folders, a pending pair that no longer occurs, --strict on the
+# its layer folders, a comparison of an ops table's name with a baseline's
+# name in engine/ (and not the same word compared with something else), a
+# pending pair that no longer occurs, --strict on the
 # tree (passes: no file or function over its length beyond layers_long.txt)
 # and on a long file, a long function and a long macro (fails), an entry of
 # layers_long.txt without its reason (fails) and one whose function is short
@@ -138,6 +140,18 @@ printf '#include "circ_a.h"\n' >"$tmp/circle/engine/ops/circ_b.h"
 expect "a circle of two headers is found" 1 \
   '^circle: engine/ops/circ_a\.h -> engine/ops/circ_b\.h -> engine/ops/circ_a\.h$' -- \
   --allow "$tmp/circle/pending.txt" "$tmp/circle"
+
+copy byname
+printf 'static int pl_injected_by_name(const pl_optim_ops *o) {\n  return !strcmp(o->name, "cpu");\n}\n' \
+  >>"$tmp/byname/engine/train/optim.c"
+expect "a comparison with a baseline's name in engine/ fails" 1 \
+  '^by-name: engine/train/optim\.c:[0-9]+ compares an ops table.s name with "cpu"' -- \
+  --allow "$tmp/byname/pending.txt" "$tmp/byname"
+copy byword
+printf 'static int pl_injected_backend(const char *v) { return !strcmp(v, "cpu"); }\n' \
+  >>"$tmp/byword/engine/train/optim.c"
+expect "the same word compared with no ops table's name passes" 0 ' 0 by-name' -- \
+  --allow "$tmp/byword/pending.txt" "$tmp/byword"
 
 copy public
 echo '/* new */' >"$tmp/public/engine/include/plateau/newapi.h"

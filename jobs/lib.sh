@@ -749,8 +749,8 @@ pl_validate_point() {
 }
 
 # pl_plan_check BENCH NTASKS GPN ARGS [SET]: the planner's feasibility of a
-# training point, when the build has `plateau plan` (suite/cli/plan.c: exit 0
-# fits, 1 does not fit, 2 bad input, 3 error).  For a `train` point with
+# training point, when the build has `plateau plan` (suite/cli/plan_cmd.c:
+# exit 0 fits, 1 does not fit, 2 bad input, 3 error).  For a `train` point with
 # --model given, each context of --seq is asked
 #   plateau plan --model M --gpus NTASKS [--gpus-per-node GPN] [--set SET]
 #                [--backend cpu] --seq S

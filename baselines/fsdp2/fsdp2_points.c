@@ -75,9 +75,7 @@ pl_status pl_fsdp2_points_read(const char *path, pl_fsdp2_point **out, int *n) {
   FILE *f;
   pl_status ost = pl_fopen_regular(path, &f); /* a FIFO would block */
   if (ost != PL_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", pl_last_error());
-    return pl_set_error(ost, "fsdp2 points: cannot open %s", msg);
+    return pl_error_prefix(ost, "fsdp2 points: cannot open ");
   }
   char buf[4096], *fl[64];
   int at[C_N], at_model = -1, have_hdr = 0, line = 0, cap = 0;
@@ -163,10 +161,7 @@ pl_status pl_fsdp2_points_read(const char *path, pl_fsdp2_point **out, int *n) {
     if (st == PL_OK)
       st = pl_model_cfg_check(m);
     if (st != PL_OK) {
-      char msg[400];
-      snprintf(msg, sizeof msg, "%s", pl_last_error());
-      st = pl_set_error(PL_EINVAL, "fsdp2 points: %s line %d: %s", path, line,
-                        msg);
+      st = pl_error_prefix(PL_EINVAL, "fsdp2 points: %s line %d: ", path, line);
       break;
     }
     (*n)++;

@@ -106,12 +106,9 @@ static pl_status track_alloc(pl_dev *dev, pl_arena arena, size_t bytes,
   st = dev->ops->raw_alloc(dev, arena, bytes ? bytes : ZERO_BYTES_RAW, s, &p);
   if (st != PL_OK) {
     a->n_failed++;
-    if (st == PL_ENOMEM) {
-      char prev[512];
-      snprintf(prev, sizeof prev, "%s", pl_last_error());
-      pl_set_error(PL_ENOMEM, "%s arena: %zu bytes for '%s' failed (%zu in use): %s",
-                   arena_name(arena), bytes, a->tags[ti], a->current, prev);
-    }
+    if (st == PL_ENOMEM)
+      pl_error_prefix(PL_ENOMEM, "%s arena: %zu bytes for '%s' failed (%zu in use): ",
+                      arena_name(arena), bytes, a->tags[ti], a->current);
     goto out;
   }
   size_t h = hash_ptr(p, dev->table_cap);

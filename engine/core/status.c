@@ -36,6 +36,18 @@ pl_status pl_set_error(pl_status s, const char *fmt, ...) {
   return s;
 }
 
+pl_status pl_error_prefix(pl_status s, const char *fmt, ...) {
+  char why[sizeof last_msg];
+  snprintf(why, sizeof why, "%s", last_msg);
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+  va_end(ap);
+  if (n >= 0 && (size_t)n < sizeof last_msg)
+    snprintf(last_msg + n, sizeof last_msg - (size_t)n, "%s", why);
+  return s;
+}
+
 int pl_status_exit_code(pl_status s) {
   switch (s) {
   case PL_OK: return 0;

@@ -22,6 +22,15 @@ START_TEST(status_names_and_exit_codes) {
   ck_assert_int_eq(pl_status_exit_code(PL_ENOMEM), 3);
   ck_assert_int_eq(pl_set_error(PL_EINVAL, "N=%d: bad", 7), PL_EINVAL);
   ck_assert_str_eq(pl_last_error(), "N=7: bad");
+  /* a failure passed up: what was being done, then why */
+  ck_assert_int_eq(pl_error_prefix(PL_EIO, "--out=%s: ", "x"), PL_EIO);
+  ck_assert_str_eq(pl_last_error(), "--out=x: N=7: bad");
+  /* a prefix that fills the buffer: cut, never overrun */
+  char big[2000];
+  memset(big, 'a', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  pl_error_prefix(PL_EIO, "%s", big);
+  ck_assert_uint_eq(strlen(pl_last_error()), 1023);
   pl_clear_error();
   ck_assert_str_eq(pl_last_error(), "");
 }

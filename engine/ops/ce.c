@@ -320,40 +320,55 @@ pl_status pl_ce_head3(pl_stream *s, const pl_ce_problem *pb) {
   float *stats = NULL, *g = NULL, *nll = NULL;
   void *y = NULL, *dx = NULL, *dw = NULL;
   pl_status st = PL_OK;
-  PL_CE_A(2 * sizeof(float), "ce_state", &stats);
-  if (bwd) PL_CE_A((size_t)n * sizeof(float), "ce_state", &g);
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE, 2 * sizeof(float),
+                             "ce_state", s, (void **)&stats));
+  if (bwd)
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)n * sizeof(float),
+                               "ce_state", s, (void **)&g));
   if (pb->red != PL_CE_NONE)
-    PL_CE_A((size_t)n * sizeof(float), "ce_state", &nll);
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)n * sizeof(float),
+                               "ce_state", s, (void **)&nll));
   else
     nll = pb->loss;
-  PL_CE_A((size_t)nc * (size_t)v * es, "logits", &y);
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)nc * (size_t)v * es,
+                             "logits", s, (void **)&y));
   if (bwd) {
     /* the mean's count before any gradient */
-    PL_CE_T(pl_ce_count(s, n, pb->t, pb->ignore, stats));
-    PL_CE_T(pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats,
-                          pb->dloss, g));
-    PL_CE_T(pl_ce_grads(s, pb, v, &dx, &dw));
-    if (n == 0) PL_CE_T(pl_fill(s, dw, dt, (size_t)(h * v), 0.0));
+    PL_TRY_GOTO(st, done, pl_ce_count(s, n, pb->t, pb->ignore, stats));
+    PL_TRY_GOTO(st, done,
+                pl_ce_rowgrad(s, n, pb->t, pb->ignore, (int)pb->red, stats,
+                              pb->dloss, g));
+    PL_TRY_GOTO(st, done, pl_ce_grads(s, pb, v, &dx, &dw));
+    if (n == 0)
+      PL_TRY_GOTO(st, done, pl_fill(s, dw, dt, (size_t)(h * v), 0.0));
   }
   for (int64_t r0 = 0; r0 < n; r0 += nc) {
     const int64_t m = n - r0 < nc ? n - r0 : nc;
     const void *xc = cptr(pb->x, dt, r0 * h);
     /* GEMM 1: Y (m×v) = X_c (m×h) · W (h×v), stored in dt */
-    PL_CE_T(pl_gemm(s, false, false, m, v, h, 1.0f, xc, h, pb->w, v, 0.0f, y,
-                    v, dt, dt));
-    PL_CE_T(pl_ce_rows(s, y, dt, v, m, v, pb->t + r0, pb->ignore,
-                       bwd ? g + r0 : NULL, nll + r0, NULL));
+    PL_TRY_GOTO(st, done,
+                pl_gemm(s, false, false, m, v, h, 1.0f, xc, h, pb->w, v, 0.0f,
+                        y, v, dt, dt));
+    PL_TRY_GOTO(st, done,
+                pl_ce_rows(s, y, dt, v, m, v, pb->t + r0, pb->ignore,
+                           bwd ? g + r0 : NULL, nll + r0, NULL));
     if (!bwd) continue;
     /* GEMM 2: dX_c (m×h) = dY (m×v) · Wᵀ, complete, straight in dt */
-    PL_CE_T(pl_gemm(s, false, true, m, h, v, 1.0f, y, v, pb->w, v, 0.0f,
-                    (char *)dx + (size_t)(r0 * h) * es, h, dt, dt));
+    PL_TRY_GOTO(st, done,
+                pl_gemm(s, false, true, m, h, v, 1.0f, y, v, pb->w, v, 0.0f,
+                        (char *)dx + (size_t)(r0 * h) * es, h, dt, dt));
     /* GEMM 3: dW (h×v) (+)= X_cᵀ (h×m) · dY (m×v) */
-    PL_CE_T(pl_gemm(s, true, false, h, v, m, 1.0f, xc, h, y, v,
-                    r0 == 0 ? 0.0f : 1.0f, dw, v, dt, dt));
+    PL_TRY_GOTO(st, done,
+                pl_gemm(s, true, false, h, v, m, 1.0f, xc, h, y, v,
+                        r0 == 0 ? 0.0f : 1.0f, dw, v, dt, dt));
   }
-  PL_CE_T(pl_ce_stats(s, n, nll, pb->t, pb->ignore, stats));
+  PL_TRY_GOTO(st, done, pl_ce_stats(s, n, nll, pb->t, pb->ignore, stats));
   if (pb->red != PL_CE_NONE)
-    PL_CE_T(pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
+    PL_TRY_GOTO(st, done, pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
 done:
   pl_free_async(dev, y, s);
   if (pb->red != PL_CE_NONE) pl_free_async(dev, nll, s);

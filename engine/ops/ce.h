@@ -200,17 +200,6 @@ pl_status pl_ce_problem_check(const pl_ce_problem *pb, const char *who);
  * exponentials, target logit) set to its start: −inf, 0, 0. */
 pl_status pl_ce_state_init(pl_stream *s, float *st, int64_t n);
 
-/* The heads' bail-out: inside a function with `pl_status st` and a `done:`
- * label, PL_CE_T runs x and jumps to done on failure; PL_CE_A allocates
- * `bytes` of device memory with tag on stream s of device dev (in scope). */
-#define PL_CE_T(x)                                                             \
-  do {                                                                         \
-    st = (x);                                                                  \
-    if (st != PL_OK) goto done;                                                \
-  } while (0)
-#define PL_CE_A(bytes, tag, p)                                                 \
-  PL_CE_T(pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), tag, s, (void **)(p)))
-
 /* Shard of a vocabulary of v columns for rank r of p: balanced, the first
  * v % p shards one column wider (V not divisible by P). */
 static inline void pl_ce_shard(int64_t v, int p, int r, int64_t *col0,

@@ -692,51 +692,67 @@ pl_status pl_dtp_forward(pl_dtp *d, pl_stream *s, const void *x,
   g.sent = &d->sent_fwd;
   float *home = NULL, *nll = NULL;
   pl_status st;
-  PL_CE_T(pl_alloc_async(d->dev, PL_ARENA_DEVICE, (size_t)(2 * n) * sizeof(float),
-                   "ce_state", s, (void **)&d->aux));
-  PL_CE_T(take(&a, (size_t)(3 * n) * sizeof(float), "ce_state", &home));
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(d->dev, PL_ARENA_DEVICE,
+                             (size_t)(2 * n) * sizeof(float), "ce_state", s,
+                             (void **)&d->aux));
+  PL_TRY_GOTO(st, done,
+              take(&a, (size_t)(3 * n) * sizeof(float), "ce_state", &home));
   if (d->o.red != PL_CE_NONE)
-    PL_CE_T(take(&a, (size_t)n * sizeof(float), "ce_state", &nll));
+    PL_TRY_GOTO(st, done,
+                take(&a, (size_t)n * sizeof(float), "ce_state", &nll));
   else
     nll = loss;
   if (d->mode == PL_DTP_MOVE_ACT || P == 1) {
     int64_t rows = P == 1 ? n : d->nmax;
-    PL_CE_T(take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
+    PL_TRY_GOTO(
+        st, done,
+        take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
     g.npart = 2;
     g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = x;
     g.pdt[1] = PL_I32, g.pmul[1] = 1, g.own[1] = t;
     for (int b = 0; b < 2 && P > 1; b++) {
       if (b == 0 && P == 2) continue; /* step 0 reads the inputs in place */
-      PL_CE_T(take(&a, (size_t)(d->nmax * h) * es, "ring", &g.pbuf[b][0]));
-      PL_CE_T(take(&a, (size_t)d->nmax * 4, "ring", &g.pbuf[b][1]));
+      PL_TRY_GOTO(st, done,
+                  take(&a, (size_t)(d->nmax * h) * es, "ring", &g.pbuf[b][0]));
+      PL_TRY_GOTO(st, done,
+                  take(&a, (size_t)d->nmax * 4, "ring", &g.pbuf[b][1]));
     }
     g.merge = MERGE_LSE;
     g.amul = 3;
     if (P > 1)
       for (int b = 0; b < 3; b++)
-        PL_CE_T(take(&a, (size_t)(3 * d->nmax) * sizeof(float), "ring", &g.abuf[b]));
+        PL_TRY_GOTO(st, done,
+                    take(&a, (size_t)(3 * d->nmax) * sizeof(float), "ring",
+                         &g.abuf[b]));
     g.home = home;
     g.units = units_rows;
     g.compute = fwd_act;
   } else {
-    PL_CE_T(take(&a, (size_t)(n * d->vb) * sizeof(float), "logits", &ps.strip));
+    PL_TRY_GOTO(
+        st, done,
+        take(&a, (size_t)(n * d->vb) * sizeof(float), "logits", &ps.strip));
     g.npart = 1;
     g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = w;
     for (int b = 0; b < 2; b++) {
       if (b == 0 && P == 2) continue;
-      PL_CE_T(take(&a, (size_t)(h * d->vmax) * es, "ring", &g.pbuf[b][0]));
+      PL_TRY_GOTO(st, done,
+                  take(&a, (size_t)(h * d->vmax) * es, "ring", &g.pbuf[b][0]));
     }
     g.merge = MERGE_NONE;
     g.units = units_cols;
     g.compute = fwd_w;
     ps.state = home;
-    PL_CE_T(pl_ce_state_init(s, home, n));
+    PL_TRY_GOTO(st, done, pl_ce_state_init(s, home, n));
   }
-  PL_CE_T(ring_run(&g));
-  PL_CE_T(pl_ce_finish(s, n, home, t, d->o.ignore, nll, d->aux, d->stats));
-  PL_CE_T(pl_allreduce(d->comm, d->stats, d->stats, 2, PL_F32, PL_RED_SUM, s));
+  PL_TRY_GOTO(st, done, ring_run(&g));
+  PL_TRY_GOTO(st, done,
+              pl_ce_finish(s, n, home, t, d->o.ignore, nll, d->aux, d->stats));
+  PL_TRY_GOTO(
+      st, done,
+      pl_allreduce(d->comm, d->stats, d->stats, 2, PL_F32, PL_RED_SUM, s));
   if (d->o.red != PL_CE_NONE)
-    PL_CE_T(pl_ce_lossout(s, (int)d->o.red, d->stats, loss));
+    PL_TRY_GOTO(st, done, pl_ce_lossout(s, (int)d->o.red, d->stats, loss));
   d->have_fwd = 1;
 done:
   release(&a);
@@ -765,12 +781,17 @@ pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
   g.sent = &d->sent_bwd;
   pl_status st;
   /* Row factors g (second half of aux) from the group's stats. */
-  PL_CE_T(pl_ce_rowgrad(s, n, t, d->o.ignore, (int)d->o.red, d->stats, dloss,
-                  d->aux + n));
+  PL_TRY_GOTO(st, done,
+              pl_ce_rowgrad(s, n, t, d->o.ignore, (int)d->o.red, d->stats,
+                            dloss, d->aux + n));
   if (d->mode == PL_DTP_MOVE_ACT || P == 1) {
     int64_t rows = P == 1 ? n : d->nmax;
-    PL_CE_T(take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
-    if (!f32) PL_CE_T(take(&a, (size_t)(rows * d->vb) * 2, "logits", &ps.dy));
+    PL_TRY_GOTO(
+        st, done,
+        take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
+    if (!f32)
+      PL_TRY_GOTO(st, done,
+                  take(&a, (size_t)(rows * d->vb) * 2, "logits", &ps.dy));
     /* stationary dW_r: the output itself, in its dtype (beta 0 at step 0) */
     ps.stat = dw;
     ps.stat_dt = d->dt;
@@ -780,15 +801,20 @@ pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
     g.pdt[2] = PL_F32, g.pmul[2] = 2, g.own[2] = d->aux;
     for (int b = 0; b < 2 && P > 1; b++) {
       if (b == 0 && P == 2) continue;
-      PL_CE_T(take(&a, (size_t)(d->nmax * h) * es, "ring", &g.pbuf[b][0]));
-      PL_CE_T(take(&a, (size_t)d->nmax * 4, "ring", &g.pbuf[b][1]));
-      PL_CE_T(take(&a, (size_t)d->nmax * 8, "ring", &g.pbuf[b][2]));
+      PL_TRY_GOTO(st, done,
+                  take(&a, (size_t)(d->nmax * h) * es, "ring", &g.pbuf[b][0]));
+      PL_TRY_GOTO(st, done,
+                  take(&a, (size_t)d->nmax * 4, "ring", &g.pbuf[b][1]));
+      PL_TRY_GOTO(st, done,
+                  take(&a, (size_t)d->nmax * 8, "ring", &g.pbuf[b][2]));
     }
     g.merge = MERGE_ADD;
     g.amul = h;
     if (P > 1)
       for (int b = 0; b < 2; b++)
-        PL_CE_T(take(&a, (size_t)(d->nmax * h) * sizeof(float), "ring", &g.abuf[b]));
+        PL_TRY_GOTO(st, done,
+                    take(&a, (size_t)(d->nmax * h) * sizeof(float), "ring",
+                         &g.abuf[b]));
     /* dX_r: at P > 1 the return hop lands in dx (bf16: rounded once before
      * it); at P = 1 the meeting's strips accumulate into it: f32 (dx itself
      * in f32 mode) */
@@ -796,37 +822,48 @@ pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
     if (f32 || P > 1)
       g.home = dx;
     else
-      PL_CE_T(take(&a, (size_t)(n * h) * sizeof(float), "grads", &g.home));
+      PL_TRY_GOTO(st, done,
+                  take(&a, (size_t)(n * h) * sizeof(float), "grads", &g.home));
     g.units = units_rows;
     g.compute = bwd_act;
-    PL_CE_T(ring_run(&g));
+    PL_TRY_GOTO(st, done, ring_run(&g));
     if (!f32 && P == 1)
-      PL_CE_T(pl_convert(s, dx, d->dt, g.home, PL_F32, (size_t)(n * h)));
+      PL_TRY_GOTO(st, done,
+                  pl_convert(s, dx, d->dt, g.home, PL_F32, (size_t)(n * h)));
   } else {
     /* stationary dX_r: every strip of every meeting adds to it; f32: dx
      * itself; bf16: dx, through an f32 accumulator of nc rows (bwd_w) */
     int64_t rows = f32 ? n : d->nc;
-    PL_CE_T(take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
-    if (!f32) PL_CE_T(take(&a, (size_t)(rows * d->vb) * 2, "logits", &ps.dy));
+    PL_TRY_GOTO(
+        st, done,
+        take(&a, (size_t)(rows * d->vb) * sizeof(float), "logits", &ps.strip));
+    if (!f32)
+      PL_TRY_GOTO(st, done,
+                  take(&a, (size_t)(rows * d->vb) * 2, "logits", &ps.dy));
     ps.stat = dx;
     ps.stat_dt = f32 ? PL_F32 : d->dt;
     if (!f32)
-      PL_CE_T(take(&a, (size_t)(d->nc * h) * sizeof(float), "grads", &ps.chunk));
+      PL_TRY_GOTO(
+          st, done,
+          take(&a, (size_t)(d->nc * h) * sizeof(float), "grads", &ps.chunk));
     g.npart = 1;
     g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = w;
     for (int b = 0; b < 2; b++) {
       if (b == 0 && P == 2) continue;
-      PL_CE_T(take(&a, (size_t)(h * d->vmax) * es, "ring", &g.pbuf[b][0]));
+      PL_TRY_GOTO(st, done,
+                  take(&a, (size_t)(h * d->vmax) * es, "ring", &g.pbuf[b][0]));
     }
     g.merge = MERGE_ADD;
     g.amul = h;
     for (int b = 0; b < 2; b++)
-      PL_CE_T(take(&a, (size_t)(h * d->vmax) * sizeof(float), "ring", &g.abuf[b]));
+      PL_TRY_GOTO(
+          st, done,
+          take(&a, (size_t)(h * d->vmax) * sizeof(float), "ring", &g.abuf[b]));
     g.home = dw; /* the return hop lands in dw (bf16: rounded once before) */
     g.home_dt = d->dt;
     g.units = units_cols;
     g.compute = bwd_w;
-    PL_CE_T(ring_run(&g));
+    PL_TRY_GOTO(st, done, ring_run(&g));
   }
 done:
   release(&a);

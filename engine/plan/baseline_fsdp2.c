@@ -211,9 +211,6 @@ static size_t shard_of(size_t numel, size_t vsize) {
  * --------------------------------------------------------------
  */
 
-#define A(tag, term, bytes) pl__sym_alloc(t, tag, term, (size_t)(bytes))
-#define F(b) pl__sym_free(t, &(b))
-
 typedef struct f2rep {
   pl__sym_track *t;
   const pl_model_cfg *m;
@@ -237,11 +234,12 @@ static void prefetch(f2rep *r, int u) {
   const size_t s = r->shard[u];
   pl__sym_buf stage = {0};
   if (r->offload)
-    stage = A("fsdp_ag", PL_TERM_UNITS, s * 4);
-  pl__sym_buf ag = A("fsdp_ag", PL_TERM_UNITS, r->vsize[u] * s * r->d.es);
-  F(stage);
-  r->full[u] = A("zero3", PL_TERM_UNITS, r->numel[u] * r->d.es);
-  F(ag);
+    stage = pl__sym_alloc(t, "fsdp_ag", PL_TERM_UNITS, s * 4);
+  pl__sym_buf ag =
+      pl__sym_alloc(t, "fsdp_ag", PL_TERM_UNITS, r->vsize[u] * s * r->d.es);
+  pl__sym_free(t, &stage);
+  r->full[u] = pl__sym_alloc(t, "zero3", PL_TERM_UNITS, r->numel[u] * r->d.es);
+  pl__sym_free(t, &ag);
 }
 
 static void release(f2rep *r, int u) {
@@ -252,30 +250,33 @@ static void release(f2rep *r, int u) {
 static void grad_acquire(f2rep *r, int u) {
   pl__sym_track *t = r->t;
   if (u >= 0 && !r->gfull[u].live)
-    r->gfull[u] =
-        A("zero3_grads", PL_TERM_UNIT_GRADS, r->vsize[u] * r->shard[u] * 4);
+    r->gfull[u] = pl__sym_alloc(t, "zero3_grads", PL_TERM_UNIT_GRADS,
+                                r->vsize[u] * r->shard[u] * 4);
 }
 
 static void grad_reduce(f2rep *r, int u, bool acc) {
   pl__sym_track *t = r->t;
   if (u < 0 || !r->gfull[u].live)
     return;
-  pl__sym_buf out = A("zero3_grads", PL_TERM_UNIT_GRADS, r->shard[u] * 4);
-  F(r->gfull[u]);
+  pl__sym_buf out =
+      pl__sym_alloc(t, "zero3_grads", PL_TERM_UNIT_GRADS, r->shard[u] * 4);
+  pl__sym_free(t, &r->gfull[u]);
   if (r->offload && acc) {
-    pl__sym_buf sum = A("zero3_grads", PL_TERM_UNIT_GRADS, r->shard[u] * 4);
-    F(sum);
+    pl__sym_buf sum =
+        pl__sym_alloc(t, "zero3_grads", PL_TERM_UNIT_GRADS, r->shard[u] * 4);
+    pl__sym_free(t, &sum);
   }
-  F(out);
+  pl__sym_free(t, &out);
 }
 
 /* ring_attn.c: the packed K, V and their all-gather over the group */
 static pl__sym_buf gather_kv(f2rep *r) {
   pl__sym_track *t = r->t;
   const size_t kv = 2 * (size_t)r->d.N * (size_t)r->d.nkd * r->d.es;
-  pl__sym_buf pack = A("cp_kv", PL_TERM_ATTN, kv);
-  pl__sym_buf all = A("cp_kv", PL_TERM_ATTN, (size_t)r->d.cp * kv);
-  F(pack);
+  pl__sym_buf pack = pl__sym_alloc(t, "cp_kv", PL_TERM_ATTN, kv);
+  pl__sym_buf all =
+      pl__sym_alloc(t, "cp_kv", PL_TERM_ATTN, (size_t)r->d.cp * kv);
+  pl__sym_free(t, &pack);
   return all;
 }
 
@@ -283,12 +284,14 @@ static void ring_fwd(f2rep *r) {
   pl__sym_track *t = r->t;
   const f2dims *d = &r->d;
   pl__sym_buf all = gather_kv(r);
-  pl__sym_buf oacc = A("cp_ring", PL_TERM_ATTN, (size_t)(d->N * d->nqd) * 4);
-  pl__sym_buf ob =
-      A("cp_ring", PL_TERM_ATTN, (size_t)(d->c_len * d->nqd) * d->es);
-  pl__sym_buf lb =
-      A("cp_ring", PL_TERM_ATTN, (size_t)d->c_len * (size_t)r->m->n_q * 4);
-  F(all), F(oacc), F(ob), F(lb);
+  pl__sym_buf oacc =
+      pl__sym_alloc(t, "cp_ring", PL_TERM_ATTN, (size_t)(d->N * d->nqd) * 4);
+  pl__sym_buf ob = pl__sym_alloc(t, "cp_ring", PL_TERM_ATTN,
+                                 (size_t)(d->c_len * d->nqd) * d->es);
+  pl__sym_buf lb = pl__sym_alloc(t, "cp_ring", PL_TERM_ATTN,
+                                 (size_t)d->c_len * (size_t)r->m->n_q * 4);
+  pl__sym_free(t, &all), pl__sym_free(t, &oacc), pl__sym_free(t, &ob),
+      pl__sym_free(t, &lb);
 }
 
 static size_t attn_ws(const f2rep *r, int64_t seq) {
@@ -308,17 +311,22 @@ static void ring_bwd(f2rep *r) {
   const size_t kv4 = 2 * (size_t)(d->N * d->nkd) * 4;
   pl__sym_buf b[8];
   b[0] = gather_kv(r);
-  b[1] = A("cp_ring", PL_TERM_ATTN, (size_t)(d->N * d->nqd) * 4);
-  b[2] = A("cp_ring", PL_TERM_ATTN, kv4); /* contribution, sent, received */
-  b[3] = A("cp_ring", PL_TERM_ATTN, kv4);
-  b[4] = A("cp_ring", PL_TERM_ATTN, kv4);
-  b[5] = A("cp_ring", PL_TERM_ATTN, (size_t)(d->c_len * d->nqd) * d->es);
-  b[6] = A("cp_ring", PL_TERM_ATTN, (size_t)(d->c_len * d->nkd) * d->es);
-  b[7] = A("cp_ring", PL_TERM_ATTN, (size_t)(d->c_len * d->nkd) * d->es);
-  pl__sym_buf ws = A("attention", PL_TERM_ATTN, attn_ws(r, d->c_len));
-  F(ws);
+  b[1] = pl__sym_alloc(t, "cp_ring", PL_TERM_ATTN, (size_t)(d->N * d->nqd) * 4);
+  b[2] = pl__sym_alloc(t, "cp_ring", PL_TERM_ATTN,
+                       kv4); /* contribution, sent, received */
+  b[3] = pl__sym_alloc(t, "cp_ring", PL_TERM_ATTN, kv4);
+  b[4] = pl__sym_alloc(t, "cp_ring", PL_TERM_ATTN, kv4);
+  b[5] = pl__sym_alloc(t, "cp_ring", PL_TERM_ATTN,
+                       (size_t)(d->c_len * d->nqd) * d->es);
+  b[6] = pl__sym_alloc(t, "cp_ring", PL_TERM_ATTN,
+                       (size_t)(d->c_len * d->nkd) * d->es);
+  b[7] = pl__sym_alloc(t, "cp_ring", PL_TERM_ATTN,
+                       (size_t)(d->c_len * d->nkd) * d->es);
+  pl__sym_buf ws =
+      pl__sym_alloc(t, "attention", PL_TERM_ATTN, attn_ws(r, d->c_len));
+  pl__sym_free(t, &ws);
   for (int i = 0; i < 8; i++)
-    F(b[i]);
+    pl__sym_free(t, &b[i]);
 }
 
 /* fsdp2_layer.h's kept set of one layer */
@@ -344,8 +352,8 @@ typedef struct f2saved {
 
 static void drop(pl__sym_track *t, f2saved *v) {
   for (int i = 0; i < S_N; i++)
-    F(v->b[i]);
-  F(v->ctx);
+    pl__sym_free(t, &v->b[i]);
+  pl__sym_free(t, &v->ctx);
 }
 
 /* fsdp2_layer.c fwd(): the set tagged tag (saved or activations) */
@@ -358,29 +366,30 @@ static void layer_fwd(f2rep *r, int l, bool keep, bool keep_ctx, f2saved *v) {
                q = (size_t)(d->N * d->nqd) * es,
                k = (size_t)(d->N * d->nkd) * es;
   memset(v, 0, sizeof *v);
-  v->b[S_H] = A(tag, term, NH);
-  v->b[S_Q] = A(tag, term, q);
-  v->b[S_K] = A(tag, term, k);
-  v->b[S_V] = A(tag, term, k);
-  v->b[S_O] = A(tag, term, q);
-  v->b[S_LSE] = A(tag, term, (size_t)r->m->n_q * (size_t)d->N * 4);
-  v->b[S_Y1] = A(tag, term, NH);
+  v->b[S_H] = pl__sym_alloc(t, tag, term, NH);
+  v->b[S_Q] = pl__sym_alloc(t, tag, term, q);
+  v->b[S_K] = pl__sym_alloc(t, tag, term, k);
+  v->b[S_V] = pl__sym_alloc(t, tag, term, k);
+  v->b[S_O] = pl__sym_alloc(t, tag, term, q);
+  v->b[S_LSE] =
+      pl__sym_alloc(t, tag, term, (size_t)r->m->n_q * (size_t)d->N * 4);
+  v->b[S_Y1] = pl__sym_alloc(t, tag, term, NH);
   if (d->cp > 1)
     ring_fwd(r);
-  v->b[S_H2] = A(tag, term, NH);
+  v->b[S_H2] = pl__sym_alloc(t, tag, term, NH);
   if (pl_model_layer_is_moe(r->m, l)) {
     const size_t nk = (size_t)d->N * (size_t)r->m->k * 4;
-    v->b[S_PR] = A(tag, term, (size_t)d->N * (size_t)d->E_r * 4);
-    v->b[S_IDX] = A(tag, term, nk);
-    v->b[S_W] = A(tag, term, nk);
+    v->b[S_PR] = pl__sym_alloc(t, tag, term, (size_t)d->N * (size_t)d->E_r * 4);
+    v->b[S_IDX] = pl__sym_alloc(t, tag, term, nk);
+    v->b[S_W] = pl__sym_alloc(t, tag, term, nk);
     pl__moe_replay_forward(t, &r->moe, &v->ctx);
     if (!keep_ctx)
-      F(v->ctx);
+      pl__sym_free(t, &v->ctx);
   }
   const int64_t I = swiglu_width(r->m, l);
   if (I > 0) {
-    v->b[S_GU] = A(tag, term, (size_t)(d->N * 2 * I) * es);
-    v->b[S_A] = A(tag, term, (size_t)(d->N * I) * es);
+    v->b[S_GU] = pl__sym_alloc(t, tag, term, (size_t)(d->N * 2 * I) * es);
+    v->b[S_A] = pl__sym_alloc(t, tag, term, (size_t)(d->N * I) * es);
   }
 }
 
@@ -392,39 +401,45 @@ static void layer_bwd(f2rep *r, int l, f2saved *v) {
                q = (size_t)(d->N * d->nqd) * es,
                k = (size_t)(d->N * d->nkd) * es;
   if (ckpt(r->c, l)) { /* its forward again, the context kept */
-    pl__sym_buf ytmp = A("activations", PL_TERM_ACTS, NH);
+    pl__sym_buf ytmp = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH);
     layer_fwd(r, l, false, true, v);
-    F(ytmp);
+    pl__sym_free(t, &ytmp);
   }
-  pl__sym_buf dh32 = A("activations", PL_TERM_ACTS, (size_t)(d->N * d->H) * 4);
+  pl__sym_buf dh32 =
+      pl__sym_alloc(t, "activations", PL_TERM_ACTS, (size_t)(d->N * d->H) * 4);
   pl__sym_buf dhe = {0}, dw = {0}, dlog = {0}, dhr = {0}, da = {0}, dgu = {0},
               scr = {0};
   if (pl_model_layer_is_moe(r->m, l)) {
-    dhe = A("activations", PL_TERM_ACTS, NH);
-    dw = A("router", PL_TERM_EXPERT, (size_t)d->N * (size_t)r->m->k * 4);
+    dhe = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH);
+    dw = pl__sym_alloc(t, "router", PL_TERM_EXPERT,
+                       (size_t)d->N * (size_t)r->m->k * 4);
     pl__moe_replay_backward(t, &r->moe);
-    F(v->ctx);
-    dlog = A("router", PL_TERM_EXPERT, (size_t)d->N * (size_t)d->E_r * es);
-    dhr = A("activations", PL_TERM_ACTS, NH);
+    pl__sym_free(t, &v->ctx);
+    dlog = pl__sym_alloc(t, "router", PL_TERM_EXPERT,
+                         (size_t)d->N * (size_t)d->E_r * es);
+    dhr = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH);
   }
   const int64_t I = swiglu_width(r->m, l);
   if (I > 0) {
-    da = A("activations", PL_TERM_ACTS, (size_t)(d->N * I) * es);
-    dgu = A("activations", PL_TERM_ACTS, (size_t)(d->N * 2 * I) * es);
+    da = pl__sym_alloc(t, "activations", PL_TERM_ACTS, (size_t)(d->N * I) * es);
+    dgu = pl__sym_alloc(t, "activations", PL_TERM_ACTS,
+                        (size_t)(d->N * 2 * I) * es);
   }
-  pl__sym_buf dh = A("activations", PL_TERM_ACTS, NH);
+  pl__sym_buf dh = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH);
   if (r->be == PL_BACKEND_CUDA)
-    scr = A("activations", PL_TERM_ACTS, pl__rms_scratch(d->N, d->H) * 4);
-  pl__sym_buf dy1 = A("activations", PL_TERM_ACTS, NH);
-  pl__sym_buf dO = A("activations", PL_TERM_ACTS, q);
-  pl__sym_buf dq = A("activations", PL_TERM_ACTS, q);
-  pl__sym_buf dk = A("activations", PL_TERM_ACTS, k);
-  pl__sym_buf dv = A("activations", PL_TERM_ACTS, k);
+    scr = pl__sym_alloc(t, "activations", PL_TERM_ACTS,
+                        pl__rms_scratch(d->N, d->H) * 4);
+  pl__sym_buf dy1 = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH);
+  pl__sym_buf dO = pl__sym_alloc(t, "activations", PL_TERM_ACTS, q);
+  pl__sym_buf dq = pl__sym_alloc(t, "activations", PL_TERM_ACTS, q);
+  pl__sym_buf dk = pl__sym_alloc(t, "activations", PL_TERM_ACTS, k);
+  pl__sym_buf dv = pl__sym_alloc(t, "activations", PL_TERM_ACTS, k);
   if (d->cp > 1) {
     ring_bwd(r);
   } else {
-    pl__sym_buf ws = A("attention", PL_TERM_ATTN, attn_ws(r, d->N));
-    F(ws);
+    pl__sym_buf ws =
+        pl__sym_alloc(t, "attention", PL_TERM_ATTN, attn_ws(r, d->N));
+    pl__sym_free(t, &ws);
   }
   pl__sym_buf *ps[] = {&dh, &dy1, &dhe, &dhr, &dlog, &da, &dgu,
                        &dO, &dq,  &dk,  &dv,  &dh32, &dw, &scr};
@@ -438,22 +453,24 @@ static void dense_ce(f2rep *r) {
   pl__sym_track *t = r->t;
   const size_t n = (size_t)r->d.N, nv = n * (size_t)r->d.V;
   const bool bf = r->c->sc.dt == PL_BF16;
-  pl__sym_buf stats = A("ce_state", PL_TERM_LOGITS, 8), lb = {0}, gb = {0};
+  pl__sym_buf stats = pl__sym_alloc(t, "ce_state", PL_TERM_LOGITS, 8), lb = {0},
+              gb = {0};
   if (bf)
-    lb = A("logits", PL_TERM_LOGITS, nv * 2);
-  pl__sym_buf lg = A("logits", PL_TERM_LOGITS, nv * 4);
-  F(lb);
-  pl__sym_buf lp = A("logits", PL_TERM_LOGITS, nv * 4);
-  F(lg);
-  pl__sym_buf g = A("ce_state", PL_TERM_LOGITS, n * 4);
-  pl__sym_buf gl = A("logits", PL_TERM_LOGITS, nv * 4);
-  pl__sym_buf gr = A("logits", PL_TERM_LOGITS, nv * 4);
-  F(gl), F(lp);
+    lb = pl__sym_alloc(t, "logits", PL_TERM_LOGITS, nv * 2);
+  pl__sym_buf lg = pl__sym_alloc(t, "logits", PL_TERM_LOGITS, nv * 4);
+  pl__sym_free(t, &lb);
+  pl__sym_buf lp = pl__sym_alloc(t, "logits", PL_TERM_LOGITS, nv * 4);
+  pl__sym_free(t, &lg);
+  pl__sym_buf g = pl__sym_alloc(t, "ce_state", PL_TERM_LOGITS, n * 4);
+  pl__sym_buf gl = pl__sym_alloc(t, "logits", PL_TERM_LOGITS, nv * 4);
+  pl__sym_buf gr = pl__sym_alloc(t, "logits", PL_TERM_LOGITS, nv * 4);
+  pl__sym_free(t, &gl), pl__sym_free(t, &lp);
   if (bf) {
-    gb = A("logits", PL_TERM_LOGITS, nv * 2);
-    F(gr);
+    gb = pl__sym_alloc(t, "logits", PL_TERM_LOGITS, nv * 2);
+    pl__sym_free(t, &gr);
   }
-  F(gb), F(gr), F(g), F(stats);
+  pl__sym_free(t, &gb), pl__sym_free(t, &gr), pl__sym_free(t, &g),
+      pl__sym_free(t, &stats);
 }
 
 static void layer_prefetch(f2rep *r, int l) {
@@ -471,19 +488,19 @@ static void micro_batch(f2rep *r, bool acc, f2saved *sv, pl__sym_buf *bnd) {
   const f2dims *d = &r->d;
   const int L = d->L, u_head = L + 1;
   const size_t NH = (size_t)(d->N * d->H) * d->es;
-  pl__sym_phase(t, "embedding");
+  pl__sym_phase(t, "embedding", -1, NULL);
   prefetch(r, 0);
   layer_prefetch(r, 0);
-  bnd[0] = A("boundary", PL_TERM_RESIDENT, NH);
+  bnd[0] = pl__sym_alloc(t, "boundary", PL_TERM_RESIDENT, NH);
   release(r, 0);
   for (int l = 0; l < L; l++) {
-    pl__sym_phase(t, "forward layer %d (%s)", l,
+    pl__sym_phase(t, "forward", l,
                   pl_model_layer_is_moe(r->m, l) ? "moe" : "dense");
     if (l + 1 < L)
       layer_prefetch(r, l + 1);
     else
       prefetch(r, u_head);
-    bnd[l + 1] = A("boundary", PL_TERM_RESIDENT, NH);
+    bnd[l + 1] = pl__sym_alloc(t, "boundary", PL_TERM_RESIDENT, NH);
     const bool keep = !ckpt(r->c, l);
     layer_fwd(r, l, keep, keep, &sv[l]);
     if (!keep)
@@ -492,26 +509,27 @@ static void micro_batch(f2rep *r, bool acc, f2saved *sv, pl__sym_buf *bnd) {
       layer_release(r, l);
   }
   /* the head */
-  pl__sym_phase(t, "head (dense CE)");
+  pl__sym_phase(t, "head (dense CE)", -1, NULL);
   grad_acquire(r, u_head);
-  pl__sym_buf xf = A("activations", PL_TERM_ACTS, NH);
-  pl__sym_buf dxf = A("activations", PL_TERM_ACTS, NH);
+  pl__sym_buf xf = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH);
+  pl__sym_buf dxf = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH);
   pl__sym_buf dwb = {0}, scr = {0};
   if (r->c->sc.dt != PL_F32)
-    dwb = A("zero3_grads", PL_TERM_UNIT_GRADS,
-            (size_t)d->H * (size_t)d->V * d->es);
+    dwb = pl__sym_alloc(t, "zero3_grads", PL_TERM_UNIT_GRADS,
+                        (size_t)d->H * (size_t)d->V * d->es);
   dense_ce(r);
-  F(dwb);
-  pl__sym_buf dcur = A("grads_act", PL_TERM_ACTS, NH);
+  pl__sym_free(t, &dwb);
+  pl__sym_buf dcur = pl__sym_alloc(t, "grads_act", PL_TERM_ACTS, NH);
   if (r->be == PL_BACKEND_CUDA)
-    scr = A("activations", PL_TERM_ACTS, pl__rms_scratch(d->N, d->H) * 4);
-  F(scr), F(xf), F(dxf);
+    scr = pl__sym_alloc(t, "activations", PL_TERM_ACTS,
+                        pl__rms_scratch(d->N, d->H) * 4);
+  pl__sym_free(t, &scr), pl__sym_free(t, &xf), pl__sym_free(t, &dxf);
   release(r, u_head);
   grad_reduce(r, u_head, acc);
-  F(bnd[L]);
+  pl__sym_free(t, &bnd[L]);
   /* the backward */
   for (int l = L - 1; l >= 0; l--) {
-    pl__sym_phase(t, "backward layer %d (%s)", l,
+    pl__sym_phase(t, "backward", l,
                   pl_model_layer_is_moe(r->m, l) ? "moe" : "dense");
     layer_prefetch(r, l); /* gathered already but at the last layer */
     if (l > 0)
@@ -520,21 +538,21 @@ static void micro_batch(f2rep *r, bool acc, f2saved *sv, pl__sym_buf *bnd) {
       prefetch(r, 0);
     grad_acquire(r, 1 + l);
     grad_acquire(r, r->xunit[l]);
-    pl__sym_buf dx = A("grads_act", PL_TERM_ACTS, NH);
+    pl__sym_buf dx = pl__sym_alloc(t, "grads_act", PL_TERM_ACTS, NH);
     layer_bwd(r, l, &sv[l]);
-    F(dcur);
+    pl__sym_free(t, &dcur);
     dcur = dx;
-    F(bnd[l]);
+    pl__sym_free(t, &bnd[l]);
     layer_release(r, l);
     grad_reduce(r, 1 + l, acc);
     grad_reduce(r, r->xunit[l], acc);
   }
-  pl__sym_phase(t, "embedding backward");
+  pl__sym_phase(t, "embedding backward", -1, NULL);
   prefetch(r, 0);
   grad_acquire(r, 0);
   release(r, 0);
   grad_reduce(r, 0, acc);
-  F(dcur);
+  pl__sym_free(t, &dcur);
 }
 
 /* One rank's step (ranks differ only by their routing). */
@@ -587,7 +605,7 @@ static pl_status replay(const pl_model_cfg *m, const pl_plan_cfg *c,
   }
 
   /* the states (M1) */
-  pl__sym_phase(&t, "states");
+  pl__sym_phase(&t, "states", -1, NULL);
   if (!r.offload) {
     (void)pl__sym_alloc(&t, "weights", PL_TERM_WEIGHTS, sum_s * 4);
     (void)pl__sym_alloc(&t, "grads", PL_TERM_GRADS, sum_s * 4);
@@ -602,7 +620,7 @@ static pl_status replay(const pl_model_cfg *m, const pl_plan_cfg *c,
 
   for (int mi = 0; mi < c->sc.micro; mi++)
     micro_batch(&r, mi > 0, sv, bnd);
-  pl__sym_phase(&t, "optimizer"); /* M4: nothing on the device */
+  pl__sym_phase(&t, "optimizer", -1, NULL); /* M4: nothing on the device */
 
   pl__sym_export(&t, out);
   out->N = d->N;

@@ -261,7 +261,7 @@ pl_status pl_plan_fill(const pl_model_cfg *m, const pl_plan_machine *mc,
   free(mem);
   PL_TRY(st);
   const pl_optim_ops *o = c->sc.optim ? c->sc.optim : &pl_optim_stream;
-  if (o != &pl_optim_stream && o != &pl_optim_hybrid)
+  if (!o->resident_state)
     resident = false; /* the CPU update needs its state on the host */
   f.resident = resident;
   f.beta = c->sc.oo.bucket ? c->sc.oo.bucket : 100000000;

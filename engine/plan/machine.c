@@ -288,9 +288,7 @@ static pl_status tsv_open(tsv *t, const char *path) {
   memset(t, 0, sizeof *t);
   t->path = path;
   if (pl_fopen_regular(path, &t->f) != PL_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", pl_last_error());
-    return pl_set_error(PL_EINVAL, "machine: cannot open %s", msg);
+    return pl_error_prefix(PL_EINVAL, "machine: cannot open ");
   }
   while (fgets(t->hbuf, sizeof t->hbuf, t->f)) {
     t->line++;

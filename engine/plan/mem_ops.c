@@ -19,9 +19,6 @@
 #include "ops/llep_plan.h"
 #include "plan/plan_internal.h"
 
-#define A(tag, term, bytes) pl__sym_alloc(t, tag, term, (size_t)(bytes))
-#define F(b) pl__sym_free(t, &(b))
-
 size_t pl__rms_scratch(int64_t N, int64_t H) {
   return pl__rmsnorm_bwd_scratch(N, H);
 }
@@ -45,6 +42,8 @@ size_t pl__attn_ws(const pl_attn_shape *sh, pl_backend be) {
 
 /* ---- the MoE chunk pipeline ------------------------------------------------
  */
+
+static pl_status moe_record(pl__moe_replay *p);
 
 pl_status pl__moe_replay_make(const pl_moe_cfg *cfg, int Ep, int64_t N,
                               double imb, bool worst, pl__moe_replay *out) {
@@ -89,24 +88,26 @@ pl_status pl__moe_replay_make(const pl_moe_cfg *cfg, int Ep, int64_t N,
     out->nmeta +=
         C->nt + C->nt * k + 2 * C->S + 2 * C->s_self + (Ep > 1 ? 2 * C->R : 0);
   }
-  return PL_OK;
+  return moe_record(out);
 }
 
 void pl__moe_replay_free(pl__moe_replay *p) {
   free(p->ch);
+  free(p->fwd);
   p->ch = NULL;
+  p->fwd = p->bwd = NULL;
 }
 
 /* dispatch_rows: the send rows, the receive buffer, the expert-major copy */
 static pl__sym_buf dispatch_rows(pl__sym_track *t, const pl__moe_replay *p,
                                  const pl__chunk_replay *C) {
   const size_t rb = (size_t)p->cfg->H * pl_dtype_size(p->cfg->dt);
-  pl__sym_buf xs = A("dispatch", PL_TERM_DISPATCH, C->S * rb);
-  pl__sym_buf rv = A("dispatch", PL_TERM_DISPATCH, C->R * rb);
-  F(xs);
+  pl__sym_buf xs = pl__sym_alloc(t, "dispatch", PL_TERM_DISPATCH, C->S * rb);
+  pl__sym_buf rv = pl__sym_alloc(t, "dispatch", PL_TERM_DISPATCH, C->R * rb);
+  pl__sym_free(t, &xs);
   if (C->em && C->R > 0) {
-    pl__sym_buf nb = A("dispatch", PL_TERM_DISPATCH, C->R * rb);
-    F(rv);
+    pl__sym_buf nb = pl__sym_alloc(t, "dispatch", PL_TERM_DISPATCH, C->R * rb);
+    pl__sym_free(t, &rv);
     rv = nb;
   }
   return rv;
@@ -117,12 +118,12 @@ static void return_combine(pl__sym_track *t, const pl__moe_replay *p,
                            const pl__chunk_replay *C, pl__sym_buf *rows) {
   const size_t rb = (size_t)p->cfg->H * pl_dtype_size(p->cfg->dt);
   if (C->em && C->R > 0) {
-    pl__sym_buf nb = A("dispatch", PL_TERM_DISPATCH, C->R * rb);
+    pl__sym_buf nb = pl__sym_alloc(t, "dispatch", PL_TERM_DISPATCH, C->R * rb);
     pl__sym_free(t, rows);
     *rows = nb;
   }
-  pl__sym_buf back = A("dispatch", PL_TERM_DISPATCH, C->S * rb);
-  F(back);
+  pl__sym_buf back = pl__sym_alloc(t, "dispatch", PL_TERM_DISPATCH, C->S * rb);
+  pl__sym_free(t, &back);
   pl__sym_free(t, rows);
 }
 
@@ -130,18 +131,18 @@ static void expert_fwd(pl__sym_track *t, const pl__moe_replay *p,
                        const pl__chunk_replay *C) {
   const size_t ib =
       (size_t)C->R * (size_t)p->cfg->I * pl_dtype_size(p->cfg->dt);
-  pl__sym_buf G = A("expert", PL_TERM_EXPERT, ib);
-  pl__sym_buf U = A("expert", PL_TERM_EXPERT, ib);
-  pl__sym_buf Ab = A("expert", PL_TERM_EXPERT, ib);
-  F(G);
-  F(U);
-  F(Ab);
+  pl__sym_buf G = pl__sym_alloc(t, "expert", PL_TERM_EXPERT, ib);
+  pl__sym_buf U = pl__sym_alloc(t, "expert", PL_TERM_EXPERT, ib);
+  pl__sym_buf Ab = pl__sym_alloc(t, "expert", PL_TERM_EXPERT, ib);
+  pl__sym_free(t, &G);
+  pl__sym_free(t, &U);
+  pl__sym_free(t, &Ab);
 }
 
-void pl__moe_replay_forward(pl__sym_track *t, const pl__moe_replay *p,
-                            pl__sym_buf *ctx) {
+static void moe_forward(pl__sym_track *t, const pl__moe_replay *p,
+                        pl__sym_buf *ctx) {
   const int K = p->K;
-  *ctx = A("routing", PL_TERM_EXPERT, (size_t)p->nmeta * 4);
+  *ctx = pl__sym_alloc(t, "routing", PL_TERM_EXPERT, (size_t)p->nmeta * 4);
   pl__sym_buf *B = calloc((size_t)K, sizeof *B);
   PL_ASSERT(B);
   const int64_t budget = 2 * (int64_t)p->Ep * p->cfg->k * p->c_eff;
@@ -182,15 +183,15 @@ typedef struct bwd_bufs {
 static void bwd_dispatch_x(pl__sym_track *t, const pl__moe_replay *p,
                            const pl__chunk_replay *C, bwd_bufs *b) {
   b->X = dispatch_rows(t, p, C);
-  pl__sym_buf ws = A("routing", PL_TERM_EXPERT, C->S * 4);
-  b->wr = A("routing", PL_TERM_EXPERT, C->R * 4);
-  F(ws);
+  pl__sym_buf ws = pl__sym_alloc(t, "routing", PL_TERM_EXPERT, C->S * 4);
+  b->wr = pl__sym_alloc(t, "routing", PL_TERM_EXPERT, C->R * 4);
+  pl__sym_free(t, &ws);
   if (C->em && C->R > 0) {
-    pl__sym_buf nb = A("routing", PL_TERM_EXPERT, C->R * 4);
-    F(b->wr);
+    pl__sym_buf nb = pl__sym_alloc(t, "routing", PL_TERM_EXPERT, C->R * 4);
+    pl__sym_free(t, &b->wr);
     b->wr = nb;
   }
-  b->dwr = A("routing", PL_TERM_EXPERT, C->R * 4);
+  b->dwr = pl__sym_alloc(t, "routing", PL_TERM_EXPERT, C->R * 4);
 }
 
 static void bwd_dispatch_d(pl__sym_track *t, const pl__moe_replay *p,
@@ -202,37 +203,37 @@ static void bwd_compute(pl__sym_track *t, const pl__moe_replay *p,
                         const pl__chunk_replay *C, bwd_bufs *b) {
   const size_t ib =
       (size_t)C->R * (size_t)p->cfg->I * pl_dtype_size(p->cfg->dt);
-  pl__sym_buf G = A("expert", PL_TERM_EXPERT, ib);
-  pl__sym_buf U = A("expert", PL_TERM_EXPERT, ib);
-  pl__sym_buf Ab = A("expert", PL_TERM_EXPERT, ib);
-  pl__sym_buf P = A("expert", PL_TERM_EXPERT, ib);
-  F(P);
-  F(b->X);
-  F(Ab);
-  F(G);
-  F(U);
+  pl__sym_buf G = pl__sym_alloc(t, "expert", PL_TERM_EXPERT, ib);
+  pl__sym_buf U = pl__sym_alloc(t, "expert", PL_TERM_EXPERT, ib);
+  pl__sym_buf Ab = pl__sym_alloc(t, "expert", PL_TERM_EXPERT, ib);
+  pl__sym_buf P = pl__sym_alloc(t, "expert", PL_TERM_EXPERT, ib);
+  pl__sym_free(t, &P);
+  pl__sym_free(t, &b->X);
+  pl__sym_free(t, &Ab);
+  pl__sym_free(t, &G);
+  pl__sym_free(t, &U);
 }
 
 static void bwd_return(pl__sym_track *t, const pl__moe_replay *p,
                        const pl__chunk_replay *C, bwd_bufs *b) {
   return_combine(t, p, C, &b->D);
   if (C->em && C->R > 0) {
-    pl__sym_buf nb = A("routing", PL_TERM_EXPERT, C->R * 4);
-    F(b->dwr);
+    pl__sym_buf nb = pl__sym_alloc(t, "routing", PL_TERM_EXPERT, C->R * 4);
+    pl__sym_free(t, &b->dwr);
     b->dwr = nb;
   }
-  pl__sym_buf dwb = A("routing", PL_TERM_EXPERT, C->S * 4);
-  F(dwb);
-  F(b->dwr);
-  F(b->wr);
+  pl__sym_buf dwb = pl__sym_alloc(t, "routing", PL_TERM_EXPERT, C->S * 4);
+  pl__sym_free(t, &dwb);
+  pl__sym_free(t, &b->dwr);
+  pl__sym_free(t, &b->wr);
 }
 
-void pl__moe_replay_backward(pl__sym_track *t, const pl__moe_replay *p) {
+static void moe_backward(pl__sym_track *t, const pl__moe_replay *p) {
   const int K = p->K;
   bwd_bufs *b = calloc((size_t)K, sizeof *b);
   PL_ASSERT(b);
   /* helper weight gradients: no spill under the modelled routing */
-  pl__sym_buf hg = A("llep_grads", PL_TERM_EXPERT, 0);
+  pl__sym_buf hg = pl__sym_alloc(t, "llep_grads", PL_TERM_EXPERT, 0);
   const int64_t budget = 2 * (int64_t)p->Ep * p->cfg->k * p->c_eff;
   bwd_dispatch_x(t, p, &p->ch[0], &b[0]);
   bwd_dispatch_d(t, p, &p->ch[0], &b[0]);
@@ -274,8 +275,33 @@ void pl__moe_replay_backward(pl__sym_track *t, const pl__moe_replay *p) {
       bwd_return(t, p, &p->ch[i], &b[i]);
     }
   }
-  F(hg);
+  pl__sym_free(t, &hg);
   free(b);
+}
+
+/* The two schedules recorded once (pl__moe_replay_make). */
+static pl_status moe_record(pl__moe_replay *p) {
+  p->fwd = malloc(2 * sizeof *p->fwd);
+  if (!p->fwd)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  p->bwd = p->fwd + 1;
+  pl__sym_init(p->fwd);
+  pl__sym_init(p->bwd);
+  moe_forward(p->fwd, p, &p->fwd_ctx);
+  moe_backward(p->bwd, p);
+  return PL_OK;
+}
+
+void pl__moe_replay_forward(pl__sym_track *t, const pl__moe_replay *p,
+                            pl__sym_buf *ctx) {
+  int map[PL_PLAN_MAX_TAGS];
+  pl__sym_apply(t, p->fwd, map);
+  *ctx = p->fwd_ctx;
+  ctx->tag = map[ctx->tag];
+}
+
+void pl__moe_replay_backward(pl__sym_track *t, const pl__moe_replay *p) {
+  pl__sym_apply(t, p->bwd, NULL);
 }
 
 /* ---- the decoder layer ------------------------------------------------------
@@ -295,16 +321,17 @@ static void ulysses_fwd(pl__sym_track *t, const pl__layer_replay *l) {
   const size_t qb = (size_t)l->N * l->n_q * l->d * l->es,
                kb = (size_t)l->N * l->n_kv * l->d * l->es,
                kh = kv_head_bytes(l);
-  pl__sym_buf b[4] = {
-      A("attention", PL_TERM_ATTN, qb), A("attention", PL_TERM_ATTN, kh),
-      A("attention", PL_TERM_ATTN, kh), A("attention", PL_TERM_ATTN, qb)};
+  pl__sym_buf b[4] = {pl__sym_alloc(t, "attention", PL_TERM_ATTN, qb),
+                      pl__sym_alloc(t, "attention", PL_TERM_ATTN, kh),
+                      pl__sym_alloc(t, "attention", PL_TERM_ATTN, kh),
+                      pl__sym_alloc(t, "attention", PL_TERM_ATTN, qb)};
   const size_t pk[4] = {qb, kb, kb, qb}; /* q k v to heads, o back */
   for (int i = 0; i < 4; i++) {
-    pl__sym_buf x = A("attention", PL_TERM_ATTN, pk[i]);
-    F(x);
+    pl__sym_buf x = pl__sym_alloc(t, "attention", PL_TERM_ATTN, pk[i]);
+    pl__sym_free(t, &x);
   }
   for (int i = 0; i < 4; i++)
-    F(b[i]);
+    pl__sym_free(t, &b[i]);
 }
 
 /* model/layer.c's attn_forward: the kept buffers under tag "kept" (keep:
@@ -317,16 +344,16 @@ static void attn_forward(pl__sym_track *t, const pl__layer_replay *l, acts *a,
                nk = (size_t)l->N * l->n_kv * l->d * l->es;
   const char *ta = keep == PL_LAYER_KEEP_ALL ? "kept" : "activations";
   const char *to = keep != PL_LAYER_KEEP_NONE ? "kept" : "activations";
-  a->h = A(ta, PL_TERM_ACTS, NH);
-  a->q = A(ta, PL_TERM_ACTS, nq);
-  a->k = A(ta, PL_TERM_ACTS, nk);
-  a->v = A(ta, PL_TERM_ACTS, nk);
+  a->h = pl__sym_alloc(t, ta, PL_TERM_ACTS, NH);
+  a->q = pl__sym_alloc(t, ta, PL_TERM_ACTS, nq);
+  a->k = pl__sym_alloc(t, ta, PL_TERM_ACTS, nk);
+  a->v = pl__sym_alloc(t, ta, PL_TERM_ACTS, nk);
   if (!have_o)
-    a->o = A(to, PL_TERM_ACTS, nq);
-  a->y1 = A(ta, PL_TERM_ACTS, NH);
+    a->o = pl__sym_alloc(t, to, PL_TERM_ACTS, nq);
+  a->y1 = pl__sym_alloc(t, ta, PL_TERM_ACTS, NH);
   if (!have_o)
-    a->lse = A(to, PL_TERM_ACTS,
-               (size_t)(l->n_q / l->D) * (size_t)(l->N * l->D) * 4);
+    a->lse = pl__sym_alloc(t, to, PL_TERM_ACTS,
+                           (size_t)(l->n_q / l->D) * (size_t)(l->N * l->D) * 4);
   if (l->D > 1 && !have_o)
     ulysses_fwd(t, l);
 }
@@ -340,27 +367,31 @@ static void acts_free(pl__sym_track *t, acts *a) {
 static void ffn_forward(pl__sym_track *t, const pl__layer_replay *l,
                         pl__sym_buf *ctx) {
   const size_t NH = (size_t)l->N * l->H * l->es;
-  pl__sym_buf h = A("activations", PL_TERM_ACTS, NH), gu = {0}, a = {0};
+  pl__sym_buf h = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH), gu = {0},
+              a = {0};
   pl__sym_buf probs = {0}, idx = {0}, w = {0};
   if (l->E_route > 0) {
     const size_t nk = (size_t)l->N * l->k * 4;
-    probs = A("router", PL_TERM_EXPERT, (size_t)l->N * l->E_route * 4);
-    idx = A("router", PL_TERM_EXPERT, nk);
-    w = A("router", PL_TERM_EXPERT, nk);
+    probs = pl__sym_alloc(t, "router", PL_TERM_EXPERT,
+                          (size_t)l->N * l->E_route * 4);
+    idx = pl__sym_alloc(t, "router", PL_TERM_EXPERT, nk);
+    w = pl__sym_alloc(t, "router", PL_TERM_EXPERT, nk);
     pl__moe_replay_forward(t, l->moe, ctx);
     if (!l->keep_ctx)
       pl__sym_free(t, ctx);
   }
   if (l->I_s > 0 && l->N > 0) {
-    gu = A("activations", PL_TERM_ACTS, (size_t)l->N * 2 * l->I_s * l->es);
-    a = A("activations", PL_TERM_ACTS, (size_t)l->N * l->I_s * l->es);
+    gu = pl__sym_alloc(t, "activations", PL_TERM_ACTS,
+                       (size_t)l->N * 2 * l->I_s * l->es);
+    a = pl__sym_alloc(t, "activations", PL_TERM_ACTS,
+                      (size_t)l->N * l->I_s * l->es);
   }
-  F(probs);
-  F(idx);
-  F(w);
-  F(h);
-  F(gu);
-  F(a);
+  pl__sym_free(t, &probs);
+  pl__sym_free(t, &idx);
+  pl__sym_free(t, &w);
+  pl__sym_free(t, &h);
+  pl__sym_free(t, &gu);
+  pl__sym_free(t, &a);
   if (l->ep_w) /* the slot releases the expert unit */
     pl__sym_free(t, l->ep_w);
 }
@@ -389,40 +420,43 @@ static void ffn_backward(pl__sym_track *t, const pl__layer_replay *l,
   const size_t NH = (size_t)l->N * l->H * l->es, nh4 = (size_t)l->N * l->H * 4;
   pl__sym_buf eg = {0};
   if (l->ep_w) /* the slot opens the expert unit's gradient */
-    eg = A("zero3_grads", PL_TERM_UNIT_GRADS, l->ep_full * 4);
-  pl__sym_buf h = A("activations", PL_TERM_ACTS, NH);
-  pl__sym_buf dh32 = A("activations", PL_TERM_ACTS, nh4);
+    eg = pl__sym_alloc(t, "zero3_grads", PL_TERM_UNIT_GRADS, l->ep_full * 4);
+  pl__sym_buf h = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH);
+  pl__sym_buf dh32 = pl__sym_alloc(t, "activations", PL_TERM_ACTS, nh4);
   pl__sym_buf probs = {0}, idx = {0}, w = {0}, tmp = {0}, dhe = {0}, dw = {0},
               dlog = {0}, dhr = {0}, gu = {0}, a = {0}, da = {0}, dgu = {0},
               scr = {0};
   if (l->E_route > 0) {
     const size_t nk = (size_t)l->N * l->k * 4;
-    probs = A("router", PL_TERM_EXPERT, (size_t)l->N * l->E_route * 4);
-    idx = A("router", PL_TERM_EXPERT, nk);
-    w = A("router", PL_TERM_EXPERT, nk);
+    probs = pl__sym_alloc(t, "router", PL_TERM_EXPERT,
+                          (size_t)l->N * l->E_route * 4);
+    idx = pl__sym_alloc(t, "router", PL_TERM_EXPERT, nk);
+    w = pl__sym_alloc(t, "router", PL_TERM_EXPERT, nk);
     if (!l->keep_ctx) {
-      tmp = A("activations", PL_TERM_ACTS, NH);
+      tmp = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH);
       pl__moe_replay_forward(t, l->moe, ctx);
-      F(tmp);
+      pl__sym_free(t, &tmp);
     }
-    dhe = A("activations", PL_TERM_ACTS, NH);
-    dw = A("router", PL_TERM_EXPERT, nk);
+    dhe = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH);
+    dw = pl__sym_alloc(t, "router", PL_TERM_EXPERT, nk);
     pl__moe_replay_backward(t, l->moe);
     pl__sym_free(t, ctx);
-    dlog = A("router", PL_TERM_EXPERT, (size_t)l->N * l->E_route * l->es);
-    dhr = A("activations", PL_TERM_ACTS, NH);
+    dlog = pl__sym_alloc(t, "router", PL_TERM_EXPERT,
+                         (size_t)l->N * l->E_route * l->es);
+    dhr = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH);
   }
   if (l->I_s > 0 && l->N > 0) {
     const size_t g2 = (size_t)l->N * 2 * l->I_s * l->es,
                  g1 = (size_t)l->N * l->I_s * l->es;
-    gu = A("activations", PL_TERM_ACTS, g2);
-    a = A("activations", PL_TERM_ACTS, g1);
-    da = A("activations", PL_TERM_ACTS, g1);
-    dgu = A("activations", PL_TERM_ACTS, g2);
+    gu = pl__sym_alloc(t, "activations", PL_TERM_ACTS, g2);
+    a = pl__sym_alloc(t, "activations", PL_TERM_ACTS, g1);
+    da = pl__sym_alloc(t, "activations", PL_TERM_ACTS, g1);
+    dgu = pl__sym_alloc(t, "activations", PL_TERM_ACTS, g2);
   }
-  pl__sym_buf dh = A("activations", PL_TERM_ACTS, NH);
+  pl__sym_buf dh = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH);
   if (l->be == PL_BACKEND_CUDA && l->N > 0)
-    scr = A("activations", PL_TERM_ACTS, pl__rms_scratch(l->N, l->H) * 4);
+    scr = pl__sym_alloc(t, "activations", PL_TERM_ACTS,
+                        pl__rms_scratch(l->N, l->H) * 4);
   pl__sym_buf *ps[] = {&probs, &idx, &w,    &h,  &gu,  &a,    &da, &dgu,
                        &dhe,   &dhr, &dlog, &dh, &tmp, &dh32, &dw, &scr};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
@@ -430,10 +464,11 @@ static void ffn_backward(pl__sym_track *t, const pl__layer_replay *l,
   if (l->ep_w) { /* released, its gradient reduce-scattered */
     pl__sym_free(t, l->ep_w);
     if (l->ep_acc) {
-      pl__sym_buf acc = A("zero3_grads", PL_TERM_UNIT_GRADS, l->ep_shard * 4);
-      F(acc);
+      pl__sym_buf acc =
+          pl__sym_alloc(t, "zero3_grads", PL_TERM_UNIT_GRADS, l->ep_shard * 4);
+      pl__sym_free(t, &acc);
     }
-    F(eg);
+    pl__sym_free(t, &eg);
   }
 }
 
@@ -446,8 +481,9 @@ static void attn_backward(pl__sym_track *t, const pl__layer_replay *l) {
                       .dtype = l->dt,
                       .kernels = l->ak};
   if (l->D <= 1) {
-    pl__sym_buf ws = A("attention", PL_TERM_ATTN, pl__attn_ws(&sh, l->be));
-    F(ws);
+    pl__sym_buf ws =
+        pl__sym_alloc(t, "attention", PL_TERM_ATTN, pl__attn_ws(&sh, l->be));
+    pl__sym_free(t, &ws);
     return;
   }
   const size_t qb = (size_t)l->N * l->n_q * l->d * l->es,
@@ -456,24 +492,25 @@ static void attn_backward(pl__sym_track *t, const pl__layer_replay *l) {
   const size_t bytes[8] = {qb, kh, kh, qb, qb, qb, kh, kh};
   pl__sym_buf b[8];
   for (int i = 0; i < 8; i++)
-    b[i] = A("attention", PL_TERM_ATTN, bytes[i]);
+    b[i] = pl__sym_alloc(t, "attention", PL_TERM_ATTN, bytes[i]);
   const size_t in[5] = {qb, kb, kb, qb, qb}, back[3] = {qb, kh, kh};
   for (int i = 0; i < 5; i++) {
-    pl__sym_buf x = A("attention", PL_TERM_ATTN, in[i]);
-    F(x);
+    pl__sym_buf x = pl__sym_alloc(t, "attention", PL_TERM_ATTN, in[i]);
+    pl__sym_free(t, &x);
   }
   pl_attn_shape hs = sh;
   hs.seq = l->N * l->D;
   hs.n_q = l->n_q / (int)l->D;
   hs.n_kv = pl_ulysses_heads_per_rank(l->n_kv, (int)l->D);
-  pl__sym_buf ws = A("attention", PL_TERM_ATTN, pl__attn_ws(&hs, l->be));
-  F(ws);
+  pl__sym_buf ws =
+      pl__sym_alloc(t, "attention", PL_TERM_ATTN, pl__attn_ws(&hs, l->be));
+  pl__sym_free(t, &ws);
   for (int i = 0; i < 3; i++) {
-    pl__sym_buf x = A("attention", PL_TERM_ATTN, back[i]);
-    F(x);
+    pl__sym_buf x = pl__sym_alloc(t, "attention", PL_TERM_ATTN, back[i]);
+    pl__sym_free(t, &x);
   }
   for (int i = 0; i < 8; i++)
-    F(b[i]);
+    pl__sym_free(t, &b[i]);
 }
 
 void pl__layer_replay_backward(pl__sym_track *t, const pl__layer_replay *l,
@@ -495,18 +532,19 @@ void pl__layer_replay_backward(pl__sym_track *t, const pl__layer_replay *l,
   }
   memset(kept, 0, sizeof *kept);
   pl__sym_buf g[8] = {
-      A("activations", PL_TERM_ACTS, NH),
-      A("activations", PL_TERM_ACTS, nq),
-      A("activations", PL_TERM_ACTS, nq),
-      A("activations", PL_TERM_ACTS, nk),
-      A("activations", PL_TERM_ACTS, nk),
-      A("activations", PL_TERM_ACTS, NH),
-      A("activations", PL_TERM_ACTS, (size_t)l->N * l->H * 4),
-      A("activations", PL_TERM_ACTS, pl__rms_scratch(l->N, l->H) * 4)};
+      pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH),
+      pl__sym_alloc(t, "activations", PL_TERM_ACTS, nq),
+      pl__sym_alloc(t, "activations", PL_TERM_ACTS, nq),
+      pl__sym_alloc(t, "activations", PL_TERM_ACTS, nk),
+      pl__sym_alloc(t, "activations", PL_TERM_ACTS, nk),
+      pl__sym_alloc(t, "activations", PL_TERM_ACTS, NH),
+      pl__sym_alloc(t, "activations", PL_TERM_ACTS, (size_t)l->N * l->H * 4),
+      pl__sym_alloc(t, "activations", PL_TERM_ACTS,
+                    pl__rms_scratch(l->N, l->H) * 4)};
   ffn_backward(t, l, ctx);
   attn_backward(t, l);
   for (int i = 0; i < 8; i++)
-    F(g[i]);
+    pl__sym_free(t, &g[i]);
   acts_free(t, &a);
 }
 
@@ -544,12 +582,12 @@ typedef struct hbufs {
 
 static void take(pl__sym_track *t, hbufs *a, const char *tag, size_t bytes) {
   PL_ASSERT(a->n < 16);
-  a->b[a->n++] = A(tag, PL_TERM_LOGITS, bytes);
+  a->b[a->n++] = pl__sym_alloc(t, tag, PL_TERM_LOGITS, bytes);
 }
 
 static void release(pl__sym_track *t, hbufs *a) {
   for (int i = a->n - 1; i >= 0; i--)
-    F(a->b[i]);
+    pl__sym_free(t, &a->b[i]);
   a->n = 0;
 }
 
@@ -572,7 +610,7 @@ void pl__head_replay_run(pl__sym_track *t, const pl__head_replay *h,
   }
   /* forward */
   pl__sym_free(t, aux);
-  *aux = A("ce_state", PL_TERM_LOGITS, (size_t)(2 * n) * 4);
+  *aux = pl__sym_alloc(t, "ce_state", PL_TERM_LOGITS, (size_t)(2 * n) * 4);
   take(t, &a, "ce_state", (size_t)(3 * n) * 4);
   if (act) {
     const int64_t rows = h->P == 1 ? n : nmax;

@@ -244,7 +244,7 @@ static pl_status layers_setup(rctx *x, bool worst, pl_plan_mem *out) {
 static void replay_states(rctx *x, pl_plan_mem *out) {
   pl__sym_track *t = &x->t;
   const pl_train_desc *d = x->d;
-  pl__sym_phase(t, "states");
+  pl__sym_phase(t, "states", -1, NULL);
   for (int i = 0; i < d->n; i++)
     if (d->item[i].arena == PL_ARENA_DEVICE && d->item[i].kind == PL_DESC_STATE)
       (void)pl__sym_alloc(t, d->item[i].tag, state_term(d->item[i].tag),
@@ -261,7 +261,7 @@ static void replay_forward(rctx *x) {
   replay *r = &x->r;
   const int L = x->L, sel = x->d->sco_layers;
   const size_t NHb = x->NHb;
-  pl__sym_phase(t, "embedding");
+  pl__sym_phase(t, "embedding", -1, NULL);
   acquire(r, 0);
   acquire(r, 1);
   x->x0 = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NHb);
@@ -271,7 +271,7 @@ static void replay_forward(rctx *x) {
   x->h[0] = pl__sym_alloc(t, "boundary", PL_TERM_RESIDENT, NHb);
   for (int l = 0; l < L; l++) {
     pl__layer_replay *ly = &x->ly[l];
-    pl__sym_phase(t, "forward layer %d (%s)", l, ly->E_route ? "moe" : "dense");
+    pl__sym_phase(t, "forward", l, ly->E_route ? "moe" : "dense");
     x->h[l + 1] = pl__sym_alloc(t, l + 1 < L ? "boundary" : "output",
                                 PL_TERM_RESIDENT, NHb);
     acquire(r, 1 + l);
@@ -294,7 +294,7 @@ static void replay_head(rctx *x, bool acc) {
   const pl_step_cfg *sc = x->sc;
   const int L = x->L;
   const size_t NHb = x->NHb;
-  pl__sym_phase(t, "head");
+  pl__sym_phase(t, "head", -1, NULL);
   x->g1 = pl__sym_alloc(t, "grads_act", PL_TERM_ACTS, NHb);
   pl__sym_buf xf = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NHb);
   pl__sym_buf dxf = pl__sym_alloc(t, "activations", PL_TERM_ACTS, NHb);
@@ -335,8 +335,7 @@ static void replay_backward(rctx *x, bool acc) {
   int restoring = -1;
   for (int l = L - 1; l >= 0; l--) {
     pl__layer_replay *ly = &x->ly[l];
-    pl__sym_phase(t, "backward layer %d (%s)", l,
-                  ly->E_route ? "moe" : "dense");
+    pl__sym_phase(t, "backward", l, ly->E_route ? "moe" : "dense");
     if (l < sel) {
       if (restoring != l)
         x->h[l] = pl__sym_alloc(t, "boundary", PL_TERM_RESTORED, NHb);
@@ -362,7 +361,7 @@ static void replay_backward(rctx *x, bool acc) {
   pl__sym_free(t, &x->g0);
   pl__sym_free(t, &x->g1);
   pl__sym_free(t, &x->x0);
-  pl__sym_phase(t, "embedding backward");
+  pl__sym_phase(t, "embedding backward", -1, NULL);
   grad_acquire(r, 0);
   grad_reduce(r, 0, acc);
   pl__sym_free(t, &x->dx0);
@@ -406,7 +405,7 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
       replay_head(x, mi > 0);
       replay_backward(x, mi > 0);
     }
-    pl__sym_phase(&x->t, "optimizer"); /* no device transients */
+    pl__sym_phase(&x->t, "optimizer", -1, NULL); /* no device transients */
     export_result(x, out);
   }
   close_replay(x);

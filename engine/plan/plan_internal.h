@@ -23,6 +23,8 @@ typedef struct pl__sym_buf {
   bool live;
 } pl__sym_buf;
 
+#define PL__SYM_HASH 64
+
 /* The symbolic allocator: current and peak bytes, each tag's current and
  * peak, the live set (by tag and by term) when the peak was set, and the
  * phase being replayed then. */
@@ -34,7 +36,14 @@ typedef struct pl__sym_track {
       tpeak[PL_PLAN_MAX_TAGS];
   size_t term_now[PL_TERM_COUNT], term_at_peak[PL_TERM_COUNT],
       term_peak[PL_TERM_COUNT];
-  char phase[48], peak_phase[48];
+  /* the phase: what, and the layer (< 0: none) and its kind; formatted
+   * only when exported (a search sets it millions of times) */
+  const char *what, *kind, *peak_what, *peak_kind;
+  int layer, peak_layer;
+  /* tag pointer -> index + 1 (0: empty), direct-mapped: a replay passes the
+   * same few static strings millions of times in a search */
+  const char *hkey[PL__SYM_HASH];
+  int hidx[PL__SYM_HASH];
 } pl__sym_track;
 
 void pl__sym_init(pl__sym_track *t);
@@ -43,9 +52,18 @@ pl__sym_buf pl__sym_alloc(pl__sym_track *t, const char *tag, int term,
 void pl__sym_free(pl__sym_track *t, pl__sym_buf *b);
 /* Peak := current (as pl_mem_reset_peak at the start of a step). */
 void pl__sym_reset_peak(pl__sym_track *t);
-void pl__sym_phase(pl__sym_track *t, const char *fmt, ...);
+/* The phase being replayed: "WHAT", or "WHAT layer LAYER (KIND)" when
+ * layer >= 0 (static strings). */
+void pl__sym_phase(pl__sym_track *t, const char *what, int layer,
+                   const char *kind);
 /* Copy the peak, the live set and the tag peaks into out. */
 void pl__sym_export(const pl__sym_track *t, pl_plan_mem *out);
+/* Replay on t what s recorded: s is a tracker that started empty and saw
+ * the allocations and frees of one schedule (no phase change, none of t's
+ * buffers freed); t ends as if that schedule had run on it: its peak, the
+ * live set at the peak, each tag's and term's peak, the new tags in the
+ * order they came.  map (may be NULL) gets each tag of s's index in t. */
+void pl__sym_apply(pl__sym_track *t, const pl__sym_track *s, int *map);
 
 /* ---- the MoE chunk pipeline (ops/moe_pipeline.c) ---- */
 
@@ -62,6 +80,11 @@ typedef struct pl__moe_replay {
   pl__chunk_replay *ch; /* K */
   int64_t nmeta;  /* int32 routing indices kept by the context */
   bool pipe;      /* pipelined with overlap */
+  /* The forward's and the backward's schedule, each replayed once on an
+   * empty tracker (every MoE layer of a step runs the same two), and the
+   * forward's context buffer there; a layer's replay applies them. */
+  pl__sym_track *fwd, *bwd;
+  pl__sym_buf fwd_ctx;
 } pl__moe_replay;
 
 /* Chunk sizes under balanced routing (imb scales the received rows) or

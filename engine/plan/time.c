@@ -333,7 +333,7 @@ static void optim_time(tctx *t) {
     double f = sc->oo.share > 0 ? sc->oo.share : r_cpu / (r_cpu + r_gpu);
     t_opt = fmax(th * (1 - f) / r_gpu, th * f / r_cpu);
     dram_b = 24 * (1 - f) + 30 * f;
-  } else if (!strcmp(opt->name, "cpu")) {
+  } else if (opt->host_update) {
     t_opt = th / r_cpu + 4 * th / (mc->d2h_gbs * 1e9) +
             2 * th / (mc->h2d_gbs * 1e9);
     dram_b = 36;

@@ -2,7 +2,7 @@
  * the same bookkeeping as engine/core/mem.c (current, peak, each tag's
  * current and peak, the live set by tag when the peak was set), without
  * memory, plus the Eq. 6 term of every byte and the phase of the peak. */
-#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,7 +12,7 @@ void pl__sym_init(pl__sym_track *t) {
   memset(t, 0, sizeof *t);
 }
 
-static int tag_index(pl__sym_track *t, const char *tag) {
+static int tag_lookup(pl__sym_track *t, const char *tag) {
   for (int i = 0; i < t->n; i++) /* the replays pass static strings */
     if (t->tag[i] == tag)
       return i;
@@ -22,6 +22,18 @@ static int tag_index(pl__sym_track *t, const char *tag) {
   PL_ASSERT(t->n < PL_PLAN_MAX_TAGS);
   t->tag[t->n] = tag; /* static strings only */
   return t->n++;
+}
+
+/* The index of tag: the pointer's slot first (a string literal has one
+ * address per translation unit, so one name may come with several). */
+static int tag_index(pl__sym_track *t, const char *tag) {
+  const unsigned h = (unsigned)(((uintptr_t)tag >> 3) ^ ((uintptr_t)tag >> 9)) &
+                     (PL__SYM_HASH - 1);
+  if (t->hkey[h] == tag)
+    return t->hidx[h] - 1;
+  const int i = tag_lookup(t, tag);
+  t->hkey[h] = tag, t->hidx[h] = i + 1;
+  return i;
 }
 
 pl__sym_buf pl__sym_alloc(pl__sym_track *t, const char *tag, int term,
@@ -39,7 +51,7 @@ pl__sym_buf pl__sym_alloc(pl__sym_track *t, const char *tag, int term,
     t->peak = t->cur;
     memcpy(t->at_peak, t->now, sizeof t->now);
     memcpy(t->term_at_peak, t->term_now, sizeof t->term_now);
-    memcpy(t->peak_phase, t->phase, sizeof t->phase);
+    t->peak_what = t->what, t->peak_kind = t->kind, t->peak_layer = t->layer;
   }
   return b;
 }
@@ -59,14 +71,12 @@ void pl__sym_reset_peak(pl__sym_track *t) {
   memcpy(t->tpeak, t->now, sizeof t->now);
   memcpy(t->term_at_peak, t->term_now, sizeof t->term_now);
   memcpy(t->term_peak, t->term_now, sizeof t->term_now);
-  memcpy(t->peak_phase, t->phase, sizeof t->phase);
+  t->peak_what = t->what, t->peak_kind = t->kind, t->peak_layer = t->layer;
 }
 
-void pl__sym_phase(pl__sym_track *t, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(t->phase, sizeof t->phase, fmt, ap);
-  va_end(ap);
+void pl__sym_phase(pl__sym_track *t, const char *what, int layer,
+                   const char *kind) {
+  t->what = what, t->layer = layer, t->kind = kind;
 }
 
 void pl__sym_export(const pl__sym_track *t, pl_plan_mem *out) {
@@ -78,7 +88,45 @@ void pl__sym_export(const pl__sym_track *t, pl_plan_mem *out) {
   }
   memcpy(out->term, t->term_at_peak, sizeof out->term);
   memcpy(out->term_peak, t->term_peak, sizeof out->term_peak);
-  snprintf(out->peak_phase, sizeof out->peak_phase, "%s", t->peak_phase);
+  char ph[48]; /* the phase as the replay's own buffer held it */
+  if (!t->peak_what)
+    ph[0] = 0;
+  else if (t->peak_layer >= 0)
+    snprintf(ph, sizeof ph, "%s layer %d (%s)", t->peak_what, t->peak_layer,
+             t->peak_kind);
+  else
+    snprintf(ph, sizeof ph, "%s", t->peak_what);
+  snprintf(out->peak_phase, sizeof out->peak_phase, "%s", ph);
+}
+
+void pl__sym_apply(pl__sym_track *t, const pl__sym_track *s, int *map) {
+  int m[PL_PLAN_MAX_TAGS];
+  for (int i = 0; i < s->n; i++)
+    m[i] = tag_lookup(t, s->tag[i]);
+  /* s's peak is its first highest point: where t's last new peak within
+   * the schedule would be taken */
+  if (s->peak > 0 && t->cur + s->peak > t->peak) {
+    t->peak = t->cur + s->peak;
+    memcpy(t->at_peak, t->now, sizeof t->now);
+    for (int i = 0; i < s->n; i++)
+      t->at_peak[m[i]] += s->at_peak[i];
+    for (int k = 0; k < PL_TERM_COUNT; k++)
+      t->term_at_peak[k] = t->term_now[k] + s->term_at_peak[k];
+    t->peak_what = t->what, t->peak_kind = t->kind, t->peak_layer = t->layer;
+  }
+  for (int i = 0; i < s->n; i++) {
+    if (t->now[m[i]] + s->tpeak[i] > t->tpeak[m[i]])
+      t->tpeak[m[i]] = t->now[m[i]] + s->tpeak[i];
+    t->now[m[i]] += s->now[i];
+  }
+  for (int k = 0; k < PL_TERM_COUNT; k++) {
+    if (t->term_now[k] + s->term_peak[k] > t->term_peak[k])
+      t->term_peak[k] = t->term_now[k] + s->term_peak[k];
+    t->term_now[k] += s->term_now[k];
+  }
+  t->cur += s->cur;
+  if (map)
+    memcpy(map, m, sizeof(int) * (size_t)s->n);
 }
 
 size_t pl_plan_mem_tag(const pl_plan_mem *m, const char *tag) {

@@ -53,9 +53,7 @@ pl_status pl_data_open(const char *path, int64_t V, pl_data **out) {
   int fd;
   pl_status ost = pl_open_regular(path, &fd); /* a FIFO would block */
   if (ost != PL_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", pl_last_error());
-    return pl_set_error(ost, "data: %s", msg);
+    return pl_error_prefix(ost, "data: ");
   }
   unsigned char h[PL_DATA_HEADER_BYTES];
   struct stat sb;

@@ -189,7 +189,7 @@ static void host_states(dctx *x) {
         pl_stream_adamw_hybrid_bytes(theta, &hc),
         "the CPU share's f32 gradients + bf16 weights (every bucket: auto)");
   }
-  if (!strcmp(x->optim->name, "cpu"))
+  if (x->optim->host_update)
     add(out, "optim_offload", PL_ARENA_HOST, PL_DESC_STATE, theta * (4 + 2),
         "host copies of the gradients and bf16 weights");
   const size_t bnd = x->NH * x->b;

@@ -59,9 +59,9 @@ const char pl_optim_name_stream[] = "stream";
 const char pl_optim_name_hybrid[] = "hybrid";
 
 const pl_optim_ops pl_optim_stream = {
-    pl_optim_name_stream, stream_create, destroy, step, gscale, staging};
+    pl_optim_name_stream, 0, 1, stream_create, destroy, step, gscale, staging};
 const pl_optim_ops pl_optim_hybrid = {
-    pl_optim_name_hybrid, hybrid_create, destroy, step, gscale, staging};
+    pl_optim_name_hybrid, 0, 1, hybrid_create, destroy, step, gscale, staging};
 
 const pl_optim_ops *const pl_optim_builtins[] = {&pl_optim_stream,
                                                  &pl_optim_hybrid, NULL};

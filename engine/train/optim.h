@@ -36,6 +36,14 @@ typedef struct pl_optim_opts {
 
 typedef struct pl_optim_ops {
   const char *name;
+  /* What the step and the planner ask of an optimizer (never its name):
+   * host_update 1: the whole update runs on the CPU over host copies of the
+   * f32 gradients and bf16 weights, moved over the link every step (4 + 2 B
+   * per parameter of pinned host memory); resident_state 1: it can update
+   * the last buckets' state kept in device memory (pl_optim_opts'
+   * residency; 0: the whole state must be on the host). */
+  int host_update;
+  int resident_state;
   pl_status (*create)(pl_dev *dev, const pl_adamw_hparams *hp,
                       const pl_optim_opts *o, int nparams,
                       const pl_adamw_param *params, const pl_adamw_state *state,

@@ -39,15 +39,16 @@ static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
   PL_TRY(pl_memcpy_async(s, t->d_tgt, tok + 1, (size_t)N * 4));
   /* the embedding: gathered, rows copied, freed (the first layer's unit
    * prefetched meanwhile) */
-  PL_TRY(pl_zero3_acquire(t->z, t->u_emb, s, &E));
-  PL_TRY(pl_zero3_prefetch(t->z, 1, s));
-  pl_status st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->es,
-                                "activations", s, &x0);
+  PL_TRY(pl_zero3_acquire(t->units, t->u_emb, s, &E));
+  PL_TRY(pl_zero3_prefetch(t->units, 1, s));
+  pl_status st =
+      pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->elem_bytes,
+                     "activations", s, &x0);
   if (st == PL_OK)
     st = pl__embedding_fwd(s, x0, E, t->d_tok, N, H, t->dt);
-  pl_zero3_release(t->z, t->u_emb, s);
+  pl_zero3_release(t->units, t->u_emb, s);
   if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->es,
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->elem_bytes,
                         "activations", s, &dx0);
   pl_ckpt_head head = {pl__step_head_run, t};
   if (st == PL_OK)
@@ -55,11 +56,11 @@ static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
   pl_free_async(dev, x0, s);
   /* the embedding's gradient: rows added into the unit's full f32 gradient */
   if (st == PL_OK)
-    st = pl_zero3_grad_acquire(t->z, t->u_emb, s, &gE);
+    st = pl_zero3_grad_acquire(t->units, t->u_emb, s, &gE);
   if (st == PL_OK)
     st = pl__embedding_bwd(s, gE, dx0, t->d_tok, N, H, t->dt);
   if (st == PL_OK)
-    st = pl_zero3_grad_reduce(t->z, t->u_emb, s, t->micro_i > 0);
+    st = pl_zero3_grad_reduce(t->units, t->u_emb, s, t->micro_i > 0);
   pl_free_async(dev, dx0, s);
   *nll_sum += loss;
   return st;
@@ -78,10 +79,10 @@ static pl_status take_parts(pl_trainer *t, pl_step_result *r) {
   PL_TRY(pl_timeline_take(&t->tline, part));
   part[PL_PART_ATTENTION] -= part[PL_PART_MOE];
   pl_zero3_stats zs;
-  PL_TRY(pl_zero3_take_stats(t->z, &zs));
+  PL_TRY(pl_zero3_take_stats(t->units, &zs));
   part[PL_PART_ZERO3] = zs.gather_ms + zs.reduce_ms;
-  if (t->ze) {
-    PL_TRY(pl_zero3_take_stats(t->ze, &zs));
+  if (t->expert_units) {
+    PL_TRY(pl_zero3_take_stats(t->expert_units, &zs));
     part[PL_PART_EXPERT_UNITS] = zs.gather_ms + zs.reduce_ms;
   }
   /* virtual groups: the stand-ins apart from the part they ran in */
@@ -111,11 +112,11 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
    * ignore index only where a token is a target and no input, the last of
    * a micro-batch's N + 1 */
   int64_t T = 0, bad = -1;
-  for (int mi = 0; mi < t->c.micro; mi++)
+  for (int mi = 0; mi < t->cfg.micro; mi++)
     for (int64_t i = 0; i < per; i++) {
       const int32_t v = tokens[mi * per + i];
       const int ok =
-          (v >= 0 && v < t->m.V) || (i == N && v == PL_CE_IGNORE_INDEX);
+          (v >= 0 && v < t->model.V) || (i == N && v == PL_CE_IGNORE_INDEX);
       if (!ok && bad < 0)
         bad = mi * per + i;
       if (i > 0 && v != PL_CE_IGNORE_INDEX)
@@ -132,7 +133,7 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
                               "ignore index %d only at position N=%lld, a "
                               "target and no input)",
                               (long long)(bad / per), (long long)(bad % per),
-                              tokens[bad], (long long)t->m.V,
+                              tokens[bad], (long long)t->model.V,
                               PL_CE_IGNORE_INDEX, (long long)N)
                : pl_set_error(PL_EINVAL,
                               "trainer: another rank passed an invalid token");
@@ -142,37 +143,38 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
   pl_mem_reset_peak(t->dev, PL_ARENA_HOST);
   pl_timeline_clear(&t->tline);
   pl_zero3_stats zs;
-  PL_TRY(pl_zero3_take_stats(t->z, &zs));
-  if (t->ze)
-    PL_TRY(pl_zero3_take_stats(t->ze, &zs));
-  for (int l = 0; l < t->m.L; l++)
-    for (int j = 0; t->tl[l].moe && !t->ze && j < 3; j++)
-      PL_TRY(pl_fill(s, t->tl[l].eg[j], PL_F32,
-                     (size_t)t->p.E_local * (size_t)(t->m.H * t->m.I), 0.0));
+  PL_TRY(pl_zero3_take_stats(t->units, &zs));
+  if (t->expert_units)
+    PL_TRY(pl_zero3_take_stats(t->expert_units, &zs));
+  for (int l = 0; l < t->model.L; l++)
+    for (int j = 0; t->layers[l].moe && !t->expert_units && j < 3; j++)
+      PL_TRY(pl_fill(
+          s, t->layers[l].eg[j], PL_F32,
+          (size_t)t->plan.E_local * (size_t)(t->model.H * t->model.I), 0.0));
   PL_TRY(
       pl_fill(s, t->d_dloss, PL_F32, (size_t)N, T > 0 ? 1.0 / (double)T : 0.0));
   double nll = 0, sco_ms = 0;
-  for (t->micro_i = 0; t->micro_i < t->c.micro; t->micro_i++) {
+  for (t->micro_i = 0; t->micro_i < t->cfg.micro; t->micro_i++) {
     PL_TRY(micro_batch(t, tokens + (int64_t)t->micro_i * per, &nll));
     double d2h, h2d;
     pl_ckpt_copy_ms(t->ckpt, &d2h, &h2d);
     sco_ms += d2h + h2d;
   }
-  PL_TRY(pl_zero3_sync(t->z, s));
-  if (t->ze)
-    PL_TRY(pl_zero3_sync(t->ze, s));
+  PL_TRY(pl_zero3_sync(t->units, s));
+  if (t->expert_units)
+    PL_TRY(pl_zero3_sync(t->expert_units, s));
   PL_TRY(pl_dev_sync(t->dev));
   PL_TRY(pl_host_allreduce_f64(t->world, &nll, 1, PL_RED_SUM));
   r->step = t->step_no + 1;
   r->loss = T > 0 ? nll / (double)T : NAN;
   r->tokens = T;
   r->sco_layers = pl_sco_count(t->sco);
-  for (int l = 0; l < t->m.L; l++) {
-    const pl__tlayer *x = &t->tl[l];
+  for (int l = 0; l < t->model.L; l++) {
+    const pl__tlayer *x = &t->layers[l];
     if (!x->moe)
       continue;
-    const size_t b = pl_moe_dispatch_bound(pl_moe_get_cfg(t->moe), t->p.ep_span,
-                                           x->ffn.stats.c_eff);
+    const size_t b = pl_moe_dispatch_bound(pl_moe_get_cfg(t->moe),
+                                           t->plan.ep_span, x->ffn.stats.c_eff);
     if (b > r->dispatch_bound)
       r->dispatch_bound = b;
     r->moe_K = x->ffn.stats.K;
@@ -180,7 +182,7 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
     if (x->ffn.stats.imb_native > r->moe_imbalance)
       r->moe_imbalance = x->ffn.stats.imb_native;
   }
-  if (t->c.profile) {
+  if (t->cfg.profile) {
     PL_TRY(take_parts(t, r));
     r->part_ms[PL_PART_SCO] = sco_ms;
   }
@@ -193,25 +195,25 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
 /* f32 weights from the fp32 master after an update. */
 static pl_status refresh_f32(pl_trainer *t) {
   pl_stream *s = pl_dev_stream(t->dev);
-  for (int i = 0; i < t->nap; i++)
-    PL_TRY(pl__step_master_get(t, s, t->ap_off[i], (float *)t->ap[i].weight,
-                               t->ap[i].numel));
+  for (int i = 0; i < t->nadam; i++)
+    PL_TRY(pl__step_master_get(t, s, t->adam_off[i], (float *)t->adam[i].weight,
+                               t->adam[i].numel));
   return pl_stream_sync(s);
 }
 
 /* The router biases from the step's global expert loads. */
 static pl_status bias_update(pl_trainer *t) {
-  pl_router_bias_slot *sl = malloc(((size_t)t->m.L + 1) * sizeof *sl);
+  pl_router_bias_slot *sl = malloc(((size_t)t->model.L + 1) * sizeof *sl);
   if (!sl)
     return pl_set_error(PL_ENOMEM, "trainer: host");
   int n = 0;
-  for (int l = 0; l < t->m.L; l++)
-    if (t->tl[l].moe)
-      sl[n++] = (pl_router_bias_slot){t->tl[l].ffn.counts, t->tl[l].hbias,
-                                      t->tl[l].bias};
+  for (int l = 0; l < t->model.L; l++)
+    if (t->layers[l].moe)
+      sl[n++] = (pl_router_bias_slot){t->layers[l].ffn.counts,
+                                      t->layers[l].hbias, t->layers[l].bias};
   /* every rank's loads (an expert group sees only its own tokens) */
   pl_status st = pl_router_bias_step(t->world, pl_dev_stream(t->dev), sl, n,
-                                     t->p.E_route, t->m.bias_gamma);
+                                     t->plan.E_route, t->model.bias_gamma);
   free(sl);
   return st;
 }
@@ -234,7 +236,7 @@ pl_status pl_trainer_update(pl_trainer *t, pl_step_result *res) {
   PL_TRY(bias_update(t));
   t->step_no++;
   r->gscale = t->optim->gscale(t->opt);
-  if (t->c.profile)
+  if (t->cfg.profile)
     PL_TRY(take_parts(t, r));
   mem_stats(t, r);
   r->time_ms += pl_elapsed_s(t0) * 1e3;
@@ -269,7 +271,7 @@ pl_status pl_trainer_step(pl_trainer *t, const int32_t *tokens,
   pl_step_result *r = res ? res : &local;
   PL_TRY(pl_trainer_forward_backward(t, tokens, r));
   PL_TRY(pl_trainer_update(t, r));
-  if (t->c.profile)
+  if (t->cfg.profile)
     pl_step_result_other(r);
   return PL_OK;
 }
@@ -278,7 +280,7 @@ pl_status pl_trainer_step(pl_trainer *t, const int32_t *tokens,
 static pl_status batch_of(const void *t, pl_data *data, int64_t step,
                           int32_t *tok) {
   const pl_trainer *x = t;
-  return pl_data_batch(data, &x->p, x->c.micro, step, tok);
+  return pl_data_batch(data, &x->plan, x->cfg.micro, step, tok);
 }
 static pl_status step_of(void *t, const int32_t *tok, pl_step_result *r) {
   return pl_trainer_step(t, tok, r);

@@ -56,49 +56,56 @@ typedef struct pl__tlayer {
 } pl__tlayer;
 
 struct pl_trainer {
-  pl_dev *dev;
-  pl_comm *world;
-  pl_layout *lay;
-  pl_layout_plan p;
-  pl_model_cfg m;
-  pl_step_cfg c;
-  pl_dtype dt;
-  size_t es;
-  int64_t N, H;
-  /* units: 0 embedding, 1..L layers, L+1 head */
-  pl_zero3 *z;
-  int nunits, u_emb, u_head;
-  pl_zero3 *ze; /* expert groups (Ep < W_v): one unit per MoE layer; NULL
-                   otherwise (train/epgroups.h)                        */
-  int64_t head_cols;
-  pl__tlayer *tl;
-  void **lp;
-  pl_moe *moe;
-  pl_ckpt_stack *ckpt;
-  pl_sco *sco;
-  const pl_head_ops *head;
-  void *hctx;
+  pl_dev *dev;         /* borrowed */
+  pl_comm *world;      /* borrowed: every rank of the step */
+  pl_layout *lay;      /* the rank groups of the layout */
+  pl_layout_plan plan; /* this rank's part of the layout */
+  pl_model_cfg model;  /* the model (a copy) */
+  pl_step_cfg cfg;     /* the step's configuration (a copy) */
+  pl_dtype dt;         /* the model's dtype (cfg.dt) */
+  size_t elem_bytes;   /* bytes per element of dt */
+  int64_t N;           /* tokens per rank of a micro-batch */
+  int64_t H;           /* hidden */
+  /* the ZeRO-3 units: 0 the embedding, 1..L the layers, L+1 the head */
+  pl_zero3 *units;
+  int nunits; /* L + 2 */
+  int u_emb;  /* the embedding's unit (0) */
+  int u_head; /* the head's unit (L + 1) */
+  /* expert groups (Ep < W_v): one unit per MoE layer; NULL otherwise
+   * (train/epgroups.h) */
+  pl_zero3 *expert_units;
+  int64_t head_cols;       /* this rank's head columns (V or |V_r|) */
+  pl__tlayer *layers;      /* L decoder layers */
+  void **layer_ctx;        /* L pointers into layers: the runner's */
+  pl_moe *moe;             /* the MoE layers' shared dispatch */
+  pl_ckpt_stack *ckpt;     /* the checkpoint runner */
+  pl_sco *sco;             /* the boundaries offloaded (SCO) */
+  const pl_head_ops *head; /* the vocabulary head */
+  void *hctx;              /* the head's context */
   /* optimizer */
-  const pl_optim_ops *optim;
-  void *opt;
-  pl_adamw_state st;
-  pl_adamw_param *ap;
-  size_t *ap_off; /* each optimizer tensor's first element in the state */
-  int nap;
-  pl_bf16 *shadow;
-  size_t theta;
-  /* parameters */
-  pl__tparam *pr;
-  int npr;
-  /* per micro-batch device buffers (tag "tokens") */
-  int32_t *d_tok, *d_tgt;
-  float *d_dloss, *d_nll, *h_nll;
+  const pl_optim_ops *optim; /* cfg.optim, or stream */
+  void *opt;                 /* its context */
+  pl_adamw_state state;      /* fp32 master, m, v (host; resident part) */
+  pl_adamw_param *adam;      /* the optimizer's tensors (nadam) */
+  size_t *adam_off; /* each optimizer tensor's first element in the state */
+  int nadam;        /* optimizer tensors */
+  pl_bf16 *shadow;  /* f32 mode: the bf16 shadow weights */
+  size_t theta;     /* parameters this rank updates */
+  /* parameters: the table of every tensor (nparams) */
+  pl__tparam *params;
+  int nparams;
+  /* per micro-batch device buffers (tag "tokens"), N each */
+  int32_t *d_tok; /* the tokens */
+  int32_t *d_tgt; /* their targets */
+  float *d_dloss; /* each token's loss weight, 1/T */
+  float *d_nll;   /* each token's NLL */
+  float *h_nll;   /* host: the NLL copied back (N + 1) */
   /* step state */
-  int64_t step_no;
-  int micro_i;
-  float *final_g; /* the final norm's gradient (the last layer's unit) */
+  int64_t step_no;   /* steps taken */
+  int micro_i;       /* the micro-batch being run */
+  float *final_g;    /* the final norm's gradient (the last layer's unit) */
   pl_timeline tline; /* profile: events and spans of the current step */
-  double fb_ms;
+  double fb_ms;      /* the last step's micro-batches (ms), before its update */
 };
 
 /* Elements of parameter p's full tensor. */
@@ -131,10 +138,10 @@ pl_status pl__step_master_get(pl_trainer *t, pl_stream *s, size_t i,
 int64_t pl__step_expert_first(const pl_trainer *t, const pl__tparam *p);
 int pl__step_expert_tensor(const pl_trainer *t, const pl__tparam *p);
 
-/* ---- epgroups.c (train/epgroups.h; no-ops unless t->ze) -------------------
+/* ---- epgroups.c (train/epgroups.h; no-ops unless t->expert_units) ---------
  */
-/* The expert units (after the layers are set up; t->ze stays NULL with
- * Ep = W_v). */
+/* The expert units (after the layers are set up; t->expert_units stays NULL
+ * with Ep = W_v). */
 pl_status pl__ep_create(pl_trainer *t);
 /* Issue the gather of the layer's expert unit behind the work issued on s. */
 pl_status pl__ep_layer_begin(pl_trainer *t, pl__tlayer *x, pl_stream *s);

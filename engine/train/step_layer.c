@@ -15,7 +15,7 @@
  * ------------------------------------------ */
 
 static void set_views(pl__tlayer *x, void *full, float *gfull) {
-  const size_t es = x->t->es;
+  const size_t es = x->t->elem_bytes;
   char *W = full;
   pl_layer *l = &x->layer;
   pl_moe_ffn *f = &x->ffn;
@@ -90,11 +90,11 @@ static pl_status tl_forward(void *layer, pl_stream *s, const void *x, void *y,
                             int64_t N) {
   pl__tlayer *tl = layer;
   pl_trainer *t = tl->t;
-  const int L = t->m.L;
+  const int L = t->model.L;
   void *full;
-  PL_TRY(pl_zero3_acquire(t->z, tl->unit, s, &full));
-  PL_TRY(
-      pl_zero3_prefetch(t->z, tl->index + 1 < L ? tl->unit + 1 : t->u_head, s));
+  PL_TRY(pl_zero3_acquire(t->units, tl->unit, s, &full));
+  PL_TRY(pl_zero3_prefetch(t->units,
+                           tl->index + 1 < L ? tl->unit + 1 : t->u_head, s));
   PL_TRY(pl__ep_layer_begin(t, tl, s));
   set_views(tl, full, NULL);
   int a, b;
@@ -104,7 +104,7 @@ static pl_status tl_forward(void *layer, pl_stream *s, const void *x, void *y,
   PL_TRY(timed(t, a, b));
   /* the last layer's unit stays for the final norm (the head releases it) */
   if (tl->index + 1 < L)
-    pl_zero3_release(t->z, tl->unit, s);
+    pl_zero3_release(t->units, tl->unit, s);
   return PL_OK;
 }
 
@@ -114,19 +114,19 @@ static pl_status tl_backward(void *layer, pl_stream *s, const void *x,
   pl_trainer *t = tl->t;
   void *full;
   float *gfull;
-  PL_TRY(pl_zero3_acquire(t->z, tl->unit, s, &full));
+  PL_TRY(pl_zero3_acquire(t->units, tl->unit, s, &full));
   if (tl->index > 0)
-    PL_TRY(pl_zero3_prefetch(t->z, tl->unit - 1, s));
+    PL_TRY(pl_zero3_prefetch(t->units, tl->unit - 1, s));
   PL_TRY(pl__ep_layer_begin(t, tl, s));
-  PL_TRY(pl_zero3_grad_acquire(t->z, tl->unit, s, &gfull));
+  PL_TRY(pl_zero3_grad_acquire(t->units, tl->unit, s, &gfull));
   set_views(tl, full, gfull);
   int a, b;
   PL_TRY(pl_timeline_mark(&t->tline, s, &a));
   PL_TRY(pl_layer_backward(&tl->layer, s, x, dy, dx, N));
   PL_TRY(pl_timeline_mark(&t->tline, s, &b));
   PL_TRY(timed(t, a, b));
-  pl_zero3_release(t->z, tl->unit, s);
-  return pl_zero3_grad_reduce(t->z, tl->unit, s, t->micro_i > 0);
+  pl_zero3_release(t->units, tl->unit, s);
+  return pl_zero3_grad_reduce(t->units, tl->unit, s, t->micro_i > 0);
 }
 
 const pl_layer_ops pl__step_layer_ops = {tl_forward, tl_backward};
@@ -137,7 +137,7 @@ const pl_layer_ops pl__step_layer_ops = {tl_forward, tl_backward};
 pl_status pl__step_head_run(void *ctx, pl_stream *s, const void *hL, void *dh,
                             int64_t N, double *loss) {
   pl_trainer *t = ctx;
-  pl__tlayer *last = &t->tl[t->m.L - 1];
+  pl__tlayer *last = &t->layers[t->model.L - 1];
   const int64_t H = t->H;
   const size_t nh = (size_t)(N * H);
   pl_dev *dev = t->dev;
@@ -145,41 +145,41 @@ pl_status pl__step_head_run(void *ctx, pl_stream *s, const void *hL, void *dh,
   float *gh, *glast, *scr = NULL;
   int a, b;
   PL_TRY(pl_timeline_mark(&t->tline, s, &a));
-  PL_TRY(pl_zero3_acquire(t->z, last->unit, s, &full));
-  const void *wf = (char *)full + last->off[PL__U_FINAL] * t->es;
-  pl_status st =
-      pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "activations", s, &xf);
+  PL_TRY(pl_zero3_acquire(t->units, last->unit, s, &full));
+  const void *wf = (char *)full + last->off[PL__U_FINAL] * t->elem_bytes;
+  pl_status st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->elem_bytes,
+                                "activations", s, &xf);
   if (st == PL_OK)
     st = pl__rmsnorm_fwd(s, hL, wf, xf, N, H, 1e-5f, t->dt);
   if (st == PL_OK)
-    st = pl_zero3_acquire(t->z, t->u_head, s, &wh);
+    st = pl_zero3_acquire(t->units, t->u_head, s, &wh);
   if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "activations", s,
-                        &dxf);
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->elem_bytes, "activations",
+                        s, &dxf);
   /* the head's weight gradient: straight into the unit's f32 gradient in
    * f32, through a bf16 buffer otherwise */
   const size_t nw = (size_t)H * (size_t)t->head_cols;
   if (st == PL_OK && t->dt == PL_F32)
-    st = pl_zero3_grad_acquire(t->z, t->u_head, s, &gh);
+    st = pl_zero3_grad_acquire(t->units, t->u_head, s, &gh);
   if (st == PL_OK && t->dt != PL_F32)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nw * t->es, "zero3_grads", s,
-                        &dwb);
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nw * t->elem_bytes, "zero3_grads",
+                        s, &dwb);
   if (st == PL_OK)
     st = t->head->run(t->hctx, s, xf, t->d_tgt, wh, t->d_dloss, t->d_nll, dxf,
                       t->dt == PL_F32 ? (void *)gh : dwb);
   if (st == PL_OK && t->dt != PL_F32) {
-    st = pl_zero3_grad_acquire(t->z, t->u_head, s, &gh);
+    st = pl_zero3_grad_acquire(t->units, t->u_head, s, &gh);
     if (st == PL_OK)
       st = pl_convert(s, gh, PL_F32, dwb, t->dt, nw);
   }
   pl_free_async(dev, dwb, s);
   if (st == PL_OK)
-    pl_zero3_release(t->z, t->u_head, s);
+    pl_zero3_release(t->units, t->u_head, s);
   if (st == PL_OK)
-    st = pl_zero3_grad_reduce(t->z, t->u_head, s, t->micro_i > 0);
+    st = pl_zero3_grad_reduce(t->units, t->u_head, s, t->micro_i > 0);
   /* the final norm's backward into the last layer's gradient */
   if (st == PL_OK)
-    st = pl_zero3_grad_acquire(t->z, last->unit, s, &glast);
+    st = pl_zero3_grad_acquire(t->units, last->unit, s, &glast);
   if (st == PL_OK && pl__on_cuda(s))
     st = pl_alloc_async(dev, PL_ARENA_DEVICE, pl__rmsnorm_bwd_scratch(N, H) * 4,
                         "activations", s, (void **)&scr);

@@ -13,28 +13,30 @@
  * ---------------------------------------------------- */
 
 int pl_trainer_nparams(const pl_trainer *t) {
-  return t->npr;
+  return t->nparams;
 }
 
 pl_status pl_trainer_param_info(const pl_trainer *t, int i,
                                 pl_param_info *out) {
-  if (i < 0 || i >= t->npr)
-    return pl_set_error(PL_EINVAL, "trainer: parameter %d of %d", i, t->npr);
-  *out = t->pr[i].info;
+  if (i < 0 || i >= t->nparams)
+    return pl_set_error(PL_EINVAL, "trainer: parameter %d of %d", i,
+                        t->nparams);
+  *out = t->params[i].info;
   return PL_OK;
 }
 
 const float *pl_trainer_router_bias(const pl_trainer *t, int l) {
-  return l >= 0 && l < t->m.L && t->tl[l].moe ? t->tl[l].hbias : NULL;
+  return l >= 0 && l < t->model.L && t->layers[l].moe ? t->layers[l].hbias
+                                                      : NULL;
 }
 
 pl_status pl_trainer_set_router_bias(pl_trainer *t, int l, const float *bias) {
-  if (l < 0 || l >= t->m.L || !t->tl[l].moe)
+  if (l < 0 || l >= t->model.L || !t->layers[l].moe)
     return pl_set_error(PL_EINVAL, "trainer: layer %d has no router", l);
-  pl__tlayer *x = &t->tl[l];
-  memcpy(x->hbias, bias, (size_t)t->p.E_route * 4);
+  pl__tlayer *x = &t->layers[l];
+  memcpy(x->hbias, bias, (size_t)t->plan.E_route * 4);
   pl_stream *s = pl_dev_stream(t->dev);
-  PL_TRY(pl_memcpy_async(s, x->bias, x->hbias, (size_t)t->p.E_route * 4));
+  PL_TRY(pl_memcpy_async(s, x->bias, x->hbias, (size_t)t->plan.E_route * 4));
   return pl_stream_sync(s);
 }
 
@@ -73,18 +75,19 @@ static pl_status gather_dev(pl_trainer *t, pl_comm *c, const void *src,
 }
 
 pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
-  if (i < 0 || i >= t->npr)
-    return pl_set_error(PL_EINVAL, "trainer: parameter %d of %d", i, t->npr);
-  if (t->p.W_v != t->p.W)
+  if (i < 0 || i >= t->nparams)
+    return pl_set_error(PL_EINVAL, "trainer: parameter %d of %d", i,
+                        t->nparams);
+  if (t->plan.W_v != t->plan.W)
     return pl_set_error(PL_EUNSUPPORTED,
                         "trainer: gather in a proxy (W_v=%d, W=%d): the full "
                         "tensors are not on the present ranks",
-                        t->p.W_v, t->p.W);
-  const pl__tparam *p = &t->pr[i];
+                        t->plan.W_v, t->plan.W);
+  const pl__tparam *p = &t->params[i];
   const pl_dtype dt = grad ? PL_F32 : t->dt;
   void *buf = NULL;
   pl_status st;
-  if (p->kind == PL__K_EXPERT && t->ze) {
+  if (p->kind == PL__K_EXPERT && t->expert_units) {
     /* the expert unit over its replica ranks, then the group's experts */
     void *w, *unit = NULL;
     float *g;
@@ -101,8 +104,8 @@ pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
     return st;
   }
   if (p->kind == PL__K_EXPERT) {
-    const pl__tlayer *x = &t->tl[p->layer];
-    const size_t n = (size_t)(pl__step_numel(p) / t->m.E * t->p.E_local);
+    const pl__tlayer *x = &t->layers[p->layer];
+    const size_t n = (size_t)(pl__step_numel(p) / t->model.E * t->plan.E_local);
     st = gather_dev(t, t->lay->ep,
                     grad ? (void *)x->eg[p->which] : x->ew[p->which], n, dt,
                     &buf);
@@ -114,7 +117,7 @@ pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
   void *w;
   float *g;
   size_t sh;
-  pl_zero3_shard(t->z, p->unit, &w, &g, &sh, NULL);
+  pl_zero3_shard(t->units, p->unit, &w, &g, &sh, NULL);
   const int head_vp = p->head && t->head->vocab_parallel;
   pl_comm *uc = head_vp ? t->lay->hrep : t->lay->zero;
   st = gather_dev(t, uc, grad ? (void *)g : w, sh, dt, &buf);
@@ -128,8 +131,8 @@ pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
   }
   /* the head's shard H×|V_r| of every rank of the P-group, padded to the
    * widest shard, gathered over the group and placed by columns */
-  const int P = t->p.P;
-  const int64_t H = t->H, V = t->m.V, vmax = (V + P - 1) / P;
+  const int P = t->plan.P;
+  const int64_t H = t->H, V = t->model.V, vmax = (V + P - 1) / P;
   float *mine = malloc((size_t)(H * vmax) * 4 + 4),
         *all = malloc((size_t)(P * H * vmax) * 4 + 4);
   void *dmine = NULL, *dall = NULL;
@@ -186,28 +189,29 @@ static pl_status put(pl_trainer *t, void *w, size_t flat, const float *v,
 }
 
 pl_status pl_trainer_set(pl_trainer *t, int i, const float *in) {
-  if (i < 0 || i >= t->npr)
-    return pl_set_error(PL_EINVAL, "trainer: parameter %d of %d", i, t->npr);
-  const pl__tparam *p = &t->pr[i];
-  if (p->kind == PL__K_EXPERT && t->ze) {
+  if (i < 0 || i >= t->nparams)
+    return pl_set_error(PL_EINVAL, "trainer: parameter %d of %d", i,
+                        t->nparams);
+  const pl__tparam *p = &t->params[i];
+  if (p->kind == PL__K_EXPERT && t->expert_units) {
     void *w;
     size_t sh, off, p0, n;
     pl__ep_param_shard(t, p, &w, NULL, &sh, &off, &p0, &n);
     const size_t lo = p0 > off ? p0 : off,
                  hi = p0 + n < off + sh ? p0 + n : off + sh;
-    return hi > lo ? put(t, (char *)w + (lo - off) * t->es,
-                         t->ap_off[pl__step_expert_tensor(t, p)] + (lo - off),
+    return hi > lo ? put(t, (char *)w + (lo - off) * t->elem_bytes,
+                         t->adam_off[pl__step_expert_tensor(t, p)] + (lo - off),
                          in + pl__step_expert_first(t, p) + (lo - p0), hi - lo)
                    : PL_OK;
   }
   if (p->kind == PL__K_EXPERT) {
     const int k = pl__step_expert_tensor(t, p);
-    return put(t, t->tl[p->layer].ew[p->which], t->ap_off[k],
-               in + pl__step_expert_first(t, p), t->ap[k].numel);
+    return put(t, t->layers[p->layer].ew[p->which], t->adam_off[k],
+               in + pl__step_expert_first(t, p), t->adam[k].numel);
   }
   void *w;
   size_t sh, off;
-  pl_zero3_shard(t->z, p->unit, &w, NULL, &sh, &off);
+  pl_zero3_shard(t->units, p->unit, &w, NULL, &sh, &off);
   const int head_vp = p->head && t->head->vocab_parallel;
   const size_t numel =
       head_vp ? (size_t)(t->H * t->head_cols) : (size_t)pl__step_numel(p);
@@ -218,7 +222,7 @@ pl_status pl_trainer_set(pl_trainer *t, int i, const float *in) {
     if (!packed)
       return pl_set_error(PL_ENOMEM, "trainer: host");
     for (int64_t r = 0; r < t->H; r++)
-      memcpy(packed + r * t->head_cols, in + r * t->m.V + t->p.v_col0,
+      memcpy(packed + r * t->head_cols, in + r * t->model.V + t->plan.v_col0,
              (size_t)t->head_cols * 4);
     src = packed;
   }
@@ -227,8 +231,8 @@ pl_status pl_trainer_set(pl_trainer *t, int i, const float *in) {
   const size_t hi = hi0 < hi1 ? hi0 : hi1;
   pl_status st = PL_OK;
   if (hi > lo)
-    st = put(t, (char *)w + (lo - off) * t->es,
-             t->ap_off[p->unit] + (lo - off), src + (lo - p->off), hi - lo);
+    st = put(t, (char *)w + (lo - off) * t->elem_bytes,
+             t->adam_off[p->unit] + (lo - off), src + (lo - p->off), hi - lo);
   free(packed);
   return st;
 }

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "harness/bench.h"
-#include "plan.h"
+#include "plan_cmd.h"
 #include "compare_cmd.h"
 #include "plateau/plateau.h"
 #include "report/report.h"

@@ -201,9 +201,12 @@ static void assumptions(FILE *f, const pl_plan_machine *mc) {
 }
 
 /* ---- the computation, with progress on stderr ---------------------------
- * About half a minute in all: one line per point on stderr (as the benches'
- * harness prints its points), so a terminal and a job's log both show where
- * it is; stdout and the files get only the tables. */
+ * Every point (a model, a GPU count, a context, a system) is its own search,
+ * and so is each largest-tokens search: they run on OpenMP's threads, each
+ * writing its own cell, so the tables do not depend on the order they end
+ * in.  One line per point on stderr (as the benches' harness prints its
+ * points), so a terminal and a job's log both show where it is; stdout and
+ * the files get only the tables. */
 
 typedef struct table {
   cell pc[NM][NG][NS], fc[NM][NG][NS]; /* plateau, FSDP2-best */
@@ -216,59 +219,118 @@ typedef struct progress {
 } progress;
 
 static void tick(progress *p, const char *model, int ngpu, const char *what) {
-  p->done++;
-  const double el = pl_elapsed_s(p->t0);
-  fprintf(stderr,
-          "[plan --table paper] point %d/%d  elapsed %.1fs  ETA %.0fs  %s "
-          "on %d GPUs, %s\n",
-          p->done, p->total, el, el / p->done * (p->total - p->done), model,
-          ngpu, what);
-  fflush(stderr);
+#pragma omp critical(plan_table_tick)
+  {
+    p->done++;
+    const double el = pl_elapsed_s(p->t0);
+    fprintf(stderr,
+            "[plan --table paper] point %d/%d  elapsed %.1fs  ETA %.0fs  %s "
+            "on %d GPUs, %s\n",
+            p->done, p->total, el, el / p->done * (p->total - p->done), model,
+            ngpu, what);
+    fflush(stderr);
+  }
 }
 
-/* one model on one GPU count: every context of the list, the reach beyond
- * it and the largest tokens per step */
-static pl_status compute_one(const pl_model_cfg *m, int i, int g,
-                             const pl_plan_machine *mc, table *T,
-                             progress *pg) {
+/* The first failure of the jobs in their order (its message copied from the
+ * thread that met it). */
+typedef struct failure {
+  int job; /* -1: none */
+  pl_status st;
+  char msg[1024];
+} failure;
+
+static void fail_at(failure *f, int job, pl_status st) {
+#pragma omp critical(plan_table_fail)
+  if (f->job < 0 || job < f->job) {
+    f->job = job, f->st = st;
+    snprintf(f->msg, sizeof f->msg, "%s", pl_last_error());
+  }
+}
+
+/* Jobs of the first stage: for each model and GPU count, every context of
+ * the list for both systems (NS·2), then the largest tokens per step of each
+ * system (2). */
+#define NJOB1 (NS * 2 + 2)
+
+static void job1(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
+                 progress *pg, failure *fl, int j) {
+  const int i = j / (NG * NJOB1), g = j / NJOB1 % NG, q = j % NJOB1;
   char a[32];
-  for (int s = 0; s < NS; s++) {
-    PL_TRY(best_of(m, PL_PLAN_PLATEAU, gpus[g], seqs[s], mc, &T->pc[i][g][s]));
-    PL_TRY(best_of(m, PL_PLAN_FSDP2, gpus[g], seqs[s], mc, &T->fc[i][g][s]));
-    if (T->pc[i][g][s].fits)
-      T->pr[i][g].max_seq = seqs[s];
-    if (T->fc[i][g][s].fits)
-      T->fr[i][g].max_seq = seqs[s];
-    seq_name(seqs[s], a, sizeof a);
-    tick(pg, models[i], gpus[g], a);
-  }
-  /* reach beyond the table's contexts: 2M, 4M, 8M while it fits */
-  for (int y = 0; y < 2; y++) {
+  if (q >= NS * 2) {
+    const int y = q - NS * 2;
     reach *r = y ? &T->fr[i][g] : &T->pr[i][g];
-    for (int64_t S = 2 * seqs[NS - 1]; r->max_seq == S / 2 && S <= MAX_REACH;
-         S *= 2) {
-      cell x;
-      PL_TRY(
-          best_of(m, y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU, gpus[g], S, mc, &x));
-      if (x.fits)
-        r->max_seq = S;
-    }
+    r->max_tokens = max_tokens(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU,
+                               gpus[g], mc);
+    tick(pg, models[i], gpus[g],
+         y ? "largest tokens per step, FSDP2-best"
+           : "largest tokens per step, plateau");
+    return;
   }
-  T->pr[i][g].max_tokens = max_tokens(m, PL_PLAN_PLATEAU, gpus[g], mc);
-  T->fr[i][g].max_tokens = max_tokens(m, PL_PLAN_FSDP2, gpus[g], mc);
-  tick(pg, models[i], gpus[g], "reach and largest tokens per step");
-  return PL_OK;
+  const int s = q / 2, y = q % 2;
+  cell *c = y ? &T->fc[i][g][s] : &T->pc[i][g][s];
+  const pl_status st = best_of(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU,
+                               gpus[g], seqs[s], mc, c);
+  if (st != PL_OK) {
+    fail_at(fl, j, st);
+    return;
+  }
+  seq_name(seqs[s], a, sizeof a);
+  char what[64];
+  snprintf(what, sizeof what, "%s, %s", a,
+           y ? PL_PLAN_NAME_FSDP2 : PL_PLAN_NAME_PLATEAU);
+  tick(pg, models[i], gpus[g], what);
+}
+
+/* The second stage, one job per model, GPU count and system: the reach
+ * beyond the table's contexts, 2M, 4M, 8M while it fits. */
+static void job2(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
+                 progress *pg, failure *fl, int j) {
+  const int i = j / (NG * 2), g = j / 2 % NG, y = j % 2;
+  reach *r = y ? &T->fr[i][g] : &T->pr[i][g];
+  for (int64_t S = 2 * seqs[NS - 1]; r->max_seq == S / 2 && S <= MAX_REACH;
+       S *= 2) {
+    cell x;
+    const pl_status st =
+        best_of(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU, gpus[g], S, mc, &x);
+    if (st != PL_OK) {
+      fail_at(fl, NM * NG * NJOB1 + j, st);
+      return;
+    }
+    if (x.fits)
+      r->max_seq = S;
+  }
+  tick(pg, models[i], gpus[g],
+       y ? "reach, FSDP2-best" : "reach, plateau");
 }
 
 static pl_status compute(const pl_plan_machine *mc, table *T) {
   memset(T, 0, sizeof *T);
-  progress pg = {0, NM * NG * (NS + 1), pl_now_ns()};
-  for (int i = 0; i < NM; i++) {
-    pl_model_cfg m;
-    PL_TRY(pl_model_preset(models[i], &m));
+  pl_model_cfg ms[NM];
+  for (int i = 0; i < NM; i++)
+    PL_TRY(pl_model_preset(models[i], &ms[i]));
+  const int n1 = NM * NG * NJOB1, n2 = NM * NG * 2;
+  progress pg = {0, n1 + n2, pl_now_ns()};
+  failure fl = {.job = -1};
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int j = 0; j < n1; j++)
+    job1(ms, mc, T, &pg, &fl, j);
+  if (fl.job >= 0)
+    return pl_set_error(fl.st, "%s", fl.msg);
+  /* the longest context of the list each fits */
+  for (int i = 0; i < NM; i++)
     for (int g = 0; g < NG; g++)
-      PL_TRY(compute_one(&m, i, g, mc, T, &pg));
-  }
+      for (int s = 0; s < NS; s++) {
+        if (T->pc[i][g][s].fits)
+          T->pr[i][g].max_seq = seqs[s];
+        if (T->fc[i][g][s].fits)
+          T->fr[i][g].max_seq = seqs[s];
+      }
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int j = 0; j < n2; j++)
+    job2(ms, mc, T, &pg, &fl, j);
+  if (fl.job >= 0)
+    return pl_set_error(fl.st, "%s", fl.msg);
   return PL_OK;
 }
 
@@ -437,9 +499,7 @@ static const char *const out_names[NOUT] = {"plan_paper.md", "plan_paper.tsv",
 
 pl_status pl_plan_table_check_out(const char *dir) {
   if (pl_results_dir_check(dir) != PL_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", pl_last_error());
-    return pl_set_error(PL_EINVAL, "--out=%s: %s", dir, msg);
+    return pl_error_prefix(PL_EINVAL, "--out=%s: ", dir);
   }
   for (int k = 0; k < NOUT; k++) {
     char path[PATH_MAX];

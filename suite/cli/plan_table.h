@@ -1,6 +1,6 @@
 /* plan_table.h — `plateau plan --table paper` (plan_table.c): the planner's
  * projection of the paper's end-to-end points beside its printed figures.
- * Used by plan.c only. */
+ * Used by plan_cmd.c only. */
 #ifndef PLATEAU_SUITE_PLAN_TABLE_H
 #define PLATEAU_SUITE_PLAN_TABLE_H
 

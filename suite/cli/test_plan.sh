@@ -172,7 +172,7 @@ fi
 # the paper's table: files, the paper's figures beside ours, the chart
 if "$BIN" plan --table paper -o "$tmp/paper" >"$tmp/paper.out" 2>"$tmp/paper.err"; then pass; else fail "table: $(cat "$tmp/paper.out" "$tmp/paper.err")"; fi
 # progress: a line per point on stderr, none in the outputs
-[[ $(grep -c '^\[plan --table paper\] point [0-9]*/63 .*ETA' "$tmp/paper.err") -eq 63 ]] && pass || fail "progress lines: $(head -3 "$tmp/paper.err")"
+[[ $(grep -c '^\[plan --table paper\] point [0-9]*/144 .*ETA' "$tmp/paper.err") -eq 144 ]] && pass || fail "progress lines: $(head -3 "$tmp/paper.err")"
 ! grep -q 'plan --table paper\] point' "$tmp/paper.out" "$tmp"/paper/*.md "$tmp"/paper/*.tsv && pass || fail "progress in the outputs"
 [[ -z $(find "$tmp/paper" -name '.*') ]] && pass || fail "temporary files left: $(ls -A "$tmp/paper")"
 md=$tmp/paper/plan_paper.md

@@ -200,10 +200,8 @@ pl_status pl_parse_size_list(const char *opt, const char *s, uint64_t *out,
     uint64_t lo, hi;
     if (pl_parse_size(opt, a, &lo) != PL_OK ||
         pl_parse_size(opt, b, &hi) != PL_OK) {
-      char why[512];
-      snprintf(why, sizeof why, "%s", pl_last_error());
-      return pl_set_error(PL_EINVAL, "%s=%s: range bound: %s", opt_name(opt), s,
-                          why);
+      return pl_error_prefix(PL_EINVAL, "%s=%s: range bound: ", opt_name(opt),
+                             s);
     }
     if (hi < lo)
       return pl_set_error(PL_EINVAL, "%s=%s: range end below its start", opt_name(opt), s);
@@ -232,10 +230,8 @@ pl_status pl_parse_size_list(const char *opt, const char *s, uint64_t *out,
     } else if (*c == '+') {
       uint64_t st;
       if (pl_parse_size(opt, c + 1, &st) != PL_OK) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", pl_last_error());
-        return pl_set_error(PL_EINVAL, "%s=%s: the step '%s': %s",
-                            opt_name(opt), s, c, why);
+        return pl_error_prefix(PL_EINVAL,
+                               "%s=%s: the step '%s': ", opt_name(opt), s, c);
       }
       if (st == 0)
         return pl_set_error(PL_EINVAL, "%s=%s: the step '%s' must be > 0",

@@ -41,6 +41,15 @@ pl_status pl_set_error(pl_status s, const char *fmt, ...)
 #endif
     ;
 
+/* Pass a failure up with what was being done: the last-error message
+ * becomes fmt's text followed by the message it held ("--out=x: " + why);
+ * returns s.  The one way to prefix an error. */
+pl_status pl_error_prefix(pl_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* Clear the last-error message of this thread. */
 void pl_clear_error(void);
 
@@ -54,6 +63,14 @@ int pl_status_exit_code(pl_status s);
   do {                                                                         \
     pl_status pl_try_s_ = (expr);                                              \
     if (pl_try_s_ != PL_OK) return pl_try_s_;                                  \
+  } while (0)
+
+/* Propagate a failing status through a function's cleanup: st = expr, and
+ * on failure jump to label (where the function frees what it holds and
+ * returns st).  Every name it uses is an argument. */
+#define PL_TRY_GOTO(st, label, expr)                                           \
+  do {                                                                         \
+    if (((st) = (expr)) != PL_OK) goto label;                                  \
   } while (0)
 
 /* Broken invariant (a bug, never bad input): print file:line and abort. */

@@ -282,18 +282,24 @@ pl_status pl__adam_hostmem(pl_bench_ctx *ctx, size_t bytes, double *gbs) {
   return st;
 }
 
-double pl__adam_joint_floor(int variant, double theta, double gsz,
-                            int grad_host, const double bw[3], double mem,
-                            double cpu_mem, double *share) {
+const char *const pl__adam_mode_names[] = {"cpu", "stream", "hybrid", "update",
+                                           NULL};
+
+double pl__adam_joint_floor(int mode, double theta, double gsz, int grad_host,
+                            const double bw[3], double mem, double cpu_mem,
+                            double *share) {
   /* bytes a parameter of each engine: link up, link down, host memory
    * (the DMA's: p, m, v read and written) */
   const double gpu_up = 12 + (grad_host ? gsz : 0), gpu_down = 12,
                gpu_mem = 24 + (grad_host ? gsz : 0);
-  const double cpu_up = variant == 3 ? 0 : 2,
-               cpu_down = variant == 3 || grad_host ? 0 : gsz;
+  const bool no_link = mode == PL_ADAM_UPDATE;
+  const double cpu_up = no_link ? 0 : 2,
+               cpu_down = no_link || grad_host ? 0 : gsz;
   double best = INFINITY, best_s = 0;
   for (int k = 0; k <= 1000; k++) {
-    double s = variant == 0 ? 0.0 : variant == 2 ? k / 1000.0 : 1.0;
+    double s = mode == PL_ADAM_STREAM   ? 0.0
+               : mode == PL_ADAM_HYBRID ? k / 1000.0
+                                        : 1.0;
     double up = (1 - s) * gpu_up + s * cpu_up;
     double down = (1 - s) * gpu_down + s * cpu_down;
     double mb = (1 - s) * gpu_mem + s * cpu_mem;
@@ -303,7 +309,7 @@ double pl__adam_joint_floor(int variant, double theta, double gsz,
       best = t;
       best_s = s;
     }
-    if (variant != 2)
+    if (mode != PL_ADAM_HYBRID)
       break;
   }
   if (share)

@@ -34,6 +34,17 @@ void pl__adam_shard_free(pl_adam_shard *S);
 pl_status pl__adam_shard_sumsq(const pl_adam_shard *S, pl_stream *s,
                                double *out);
 
+/* The variants (--mode), in the order of their names
+ * (pl__adam_mode_names, NULL-terminated). */
+enum {
+  PL_ADAM_CPU,
+  PL_ADAM_STREAM,
+  PL_ADAM_HYBRID,
+  PL_ADAM_UPDATE,
+  PL_ADAM_MODES
+};
+extern const char *const pl__adam_mode_names[];
+
 /* Pinned H2D, D2H and both at once, every rank at the same time: GB/s per
  * rank (bidir counts both directions); NaN when no size fits. */
 pl_status pl__adam_link(pl_bench_ctx *ctx, size_t bytes, double bw[3]);
@@ -42,17 +53,17 @@ pl_status pl__adam_link(pl_bench_ctx *ctx, size_t bytes, double bw[3]);
  * GB/s counting read + write; NaN when the buffers do not fit. */
 pl_status pl__adam_hostmem(pl_bench_ctx *ctx, size_t bytes, double *gbs);
 /* The floor of one step of Θ params from the host link and host memory
- * together, seconds: variant 0 the stream (share 0), 1 the classic step
- * (cpu), 2 the hybrid (the share that minimizes it, returned in *share), 3
- * the CPU update alone (no link): the larger of each direction's link bytes
- * over its rate, both directions' over the bidirectional rate, and the
- * host-memory bytes (the DMA's and the CPU update's) over the copy rate.
- * bw: link H2D, D2H, both (GB/s); mem: the copy rate (GB/s); gsz: gradient
- * bytes; grad_host: gradients in host memory; cpu_mem: host-memory bytes a
- * parameter of the CPU engine (its update and copies). */
-double pl__adam_joint_floor(int variant, double theta, double gsz,
-                            int grad_host, const double bw[3], double mem,
-                            double cpu_mem, double *share);
+ * together, seconds, for mode (PL_ADAM_*): the stream (share 0), the
+ * classic step (cpu), the hybrid (the share that minimizes it, returned in
+ * *share), the CPU update alone (update: no link): the larger of each
+ * direction's link bytes over its rate, both directions' over the bidirectional
+ * rate, and the host-memory bytes (the DMA's and the CPU update's) over the
+ * copy rate. bw: link H2D, D2H, both (GB/s); mem: the copy rate (GB/s); gsz:
+ * gradient bytes; grad_host: gradients in host memory; cpu_mem: host-memory
+ * bytes a parameter of the CPU engine (its update and copies). */
+double pl__adam_joint_floor(int mode, double theta, double gsz, int grad_host,
+                            const double bw[3], double mem, double cpu_mem,
+                            double *share);
 
 /* PL_ADAM_NSAMPLE elements spread over the shard: their state before a
  * point, and after it the reference AdamW replayed on them (steps steps,

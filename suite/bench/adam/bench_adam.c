@@ -51,10 +51,6 @@
 #include "ops/adamw.h"
 #include "ops/stream_adamw.h"
 
-/* The variants (--mode), in the order of their names. */
-enum { PL_ADAM_CPU, PL_ADAM_STREAM, PL_ADAM_HYBRID, PL_ADAM_UPDATE,
-       PL_ADAM_MODES };
-
 /* Steps of a point whose clip factors are kept (warm-ups + timed). */
 #define PL_ADAM_MAXSTEPS 4096
 
@@ -310,12 +306,8 @@ static pl_status adam_row(pl_bench_ctx *c, const adam_bench *A,
       (double)gsz, A->grad_host);
   double fshare = 0;
   const double joint =
-      pl__adam_joint_floor(q->mode == PL_ADAM_STREAM   ? 0
-                           : cpu                       ? 1
-                           : q->mode == PL_ADAM_HYBRID ? 2
-                                                       : 3,
-                           (double)P, (double)gsz, A->grad_host, A->bw, A->mem,
-                           cpu_mem, &fshare) *
+      pl__adam_joint_floor(q->mode, (double)P, (double)gsz, A->grad_host, A->bw,
+                           A->mem, cpu_mem, &fshare) *
       1e3;
   pl_row_f64(row, "mem_copy_gbs", A->mem);
   pl_row_f64(row, "joint_floor_ms", joint);
@@ -369,8 +361,6 @@ static pl_status adam_row(pl_bench_ctx *c, const adam_bench *A,
   return PL_OK;
 }
 
-static const char *const mode_names[] = {"cpu", "stream", "hybrid", "update",
-                                         NULL};
 static const char *const gdt_names[] = {"bf16", "f32", NULL};
 
 static const pl_opt adam_opts[] = {
@@ -379,7 +369,7 @@ static const pl_opt adam_opts[] = {
      NULL},
     {"slots", 0, PL_OPT_SIZE_LIST, NULL, "staging slots s", 1, 64, NULL},
     {"mode", 0, PL_OPT_ENUM_LIST, "cpu,stream,hybrid", "variants to run", 0, 0,
-     mode_names},
+     pl__adam_mode_names},
     {"cpu-staging", 0, PL_OPT_STR, "ring3",
      "cpu: staging of the gradients and weights, a comma list of full or "
      "ringS (a ring of S pieces), each with an optional :PIECE (elements a "
@@ -545,11 +535,11 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   else if (q->mode == PL_ADAM_UPDATE)
     snprintf(label, n, "update %zu params", A->P);
   else
-    snprintf(label, n, "%s %zu params beta=%zu s=%d%s%s", mode_names[q->mode],
-             A->P, q->beta, q->slots,
+    snprintf(label, n, "%s %zu params beta=%zu s=%d%s%s",
+             pl__adam_mode_names[q->mode], A->P, q->beta, q->slots,
              q->mode == PL_ADAM_HYBRID ? " share=" : "",
              q->mode == PL_ADAM_HYBRID ? A->share_txt[q->share] : "");
-  pl_row_str(row, "variant", mode_names[q->mode]);
+  pl_row_str(row, "variant", pl__adam_mode_names[q->mode]);
   pl_row_i64(row, "params", (int64_t)A->P);
   if (q->mode == PL_ADAM_CPU)
     pl_row_i64(row, "slots", q->slots);

@@ -33,8 +33,8 @@
 
 #include "harness/bench.h"
 #include "model/attention.h"
-#include "model/attention_testutil.h"
 #include "model/ulysses.h"
+#include "plateau/host_device.h"
 
 typedef struct attn_run {
   pl_attn_shape sh; /* this rank's: seq = S/D tokens, all heads */
@@ -118,6 +118,17 @@ static pl_status attn_alloc(pl_dev *dev, attn_run *r, int with_grads) {
   return pl_stream_sync(r->s);
 }
 
+/* n values of a host array of dtype dt (bf16 or f32) as double, for the
+ * double naive reference */
+static double *to_f64(const void *p, pl_dtype dt, size_t n) {
+  double *r = malloc(sizeof(double) * (n ? n : 1));
+  for (size_t i = 0; r && i < n; i++)
+    r[i] = dt == PL_F32    ? ((const float *)p)[i]
+           : dt == PL_BF16 ? pl_bf16_to_f32(((const pl_bf16 *)p)[i])
+                           : ((const double *)p)[i];
+  return r;
+}
+
 /* The kernel's O (and dQ, dK, dV) after one more run, against the SIMPLE
  * kernels (CUDA) or the double reference (CPU).  Reduction length: S keys per
  * query. */
@@ -151,13 +162,13 @@ static pl_status attn_check(pl_bench_ctx *c, attn_run *r, pl_check *chk) {
   if (sh->seq > 1024)
     return PL_OK;
   PL_TRY(attn_fwd_bwd(r));
-  double *qd = tu_to_f64(r->q, sh->dtype, n[0]);
-  double *kd = tu_to_f64(r->k, sh->dtype, n[2]);
-  double *vd = tu_to_f64(r->v, sh->dtype, n[2]);
+  double *qd = to_f64(r->q, sh->dtype, n[0]);
+  double *kd = to_f64(r->k, sh->dtype, n[2]);
+  double *vd = to_f64(r->v, sh->dtype, n[2]);
   double *want[4] = {malloc(sizeof(double) * n[0]), NULL, NULL, NULL};
   pl_attn_ref_fwd_f64(sh, qd, kd, vd, want[0], NULL);
   if (r->bwd) {
-    double *dod = tu_to_f64(r->dout, sh->dtype, n[0]);
+    double *dod = to_f64(r->dout, sh->dtype, n[0]);
     for (int i = 1; i < 4; i++)
       want[i] = malloc(sizeof(double) * n[i]);
     pl_attn_ref_bwd_f64(sh, qd, kd, vd, dod, want[1], want[2], want[3]);

@@ -365,9 +365,7 @@ static pl_status calib_rate(const char *arg, double *out, char *src, size_t n) {
   PL_TRY(calib_file(arg, path, sizeof path));
   pl_table t;
   if (pl_table_read(path, &t) != PL_OK) { /* the message names the file */
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", pl_last_error());
-    return pl_set_error(PL_EINVAL, "--calib: %s", msg);
+    return pl_error_prefix(PL_EINVAL, "--calib: ");
   }
   const int cv = pl_table_col(&t, "variant"), cs = pl_table_col(&t, "status"),
             cd = pl_table_col(&t, "dtype"), ct = pl_table_col(&t, "tflops");
@@ -439,9 +437,7 @@ static pl_status plan_of(pl_bench_ctx *c, const pl_args *a, bool tune,
     PL_TRY(calib_file(calib, path, sizeof path));
     pl_table tb;
     if (pl_table_read(path, &tb) != PL_OK) {
-      char msg[512];
-      snprintf(msg, sizeof msg, "%s", pl_last_error());
-      return pl_set_error(PL_EINVAL, "--calib: %s", msg);
+      return pl_error_prefix(PL_EINVAL, "--calib: ");
     }
     pl_table_free(&tb);
   }
@@ -576,9 +572,7 @@ static pl_status file_points(pl_bench_ctx *c, const pl_args *a, const char *arg,
   pl_fsdp2_point *fp = NULL;
   int n = 0;
   if (pl_fsdp2_points_read(path, &fp, &n) != PL_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", pl_last_error());
-    return pl_set_error(PL_EINVAL, "--points: %s", msg);
+    return pl_error_prefix(PL_EINVAL, "--points: ");
   }
   pl_status st =
       n ? PL_OK : pl_set_error(PL_EINVAL, "--points=%s: no points", path);
@@ -609,10 +603,8 @@ static pl_status file_points(pl_bench_ctx *c, const pl_args *a, const char *arg,
         pl_clear_error();
         st = PL_OK;
       } else if (st != PL_OK) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", pl_last_error());
-        st = pl_set_error(PL_EINVAL, "--points=%s: point %s: %s", path, q->name,
-                          msg);
+        st = pl_error_prefix(PL_EINVAL, "--points=%s: point %s: ", path,
+                             q->name);
         break;
       }
       st = add_point(t, cap, t->sys[k], &u,
@@ -675,9 +667,7 @@ pl_status pl__train_parse(pl_bench_ctx *c, pl__train_args *t) {
   for (int i = 0; st == PL_OK && i < t->npts; i++)
     st = pl_data_check(t->data, t->pts[i].u.S, t->pts[i].u.m.V);
   if (st != PL_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", pl_last_error());
-    return pl_set_error(PL_EINVAL, "--data: %s", msg);
+    return pl_error_prefix(PL_EINVAL, "--data: ");
   }
   return PL_OK;
 }

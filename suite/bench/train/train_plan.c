@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "bench_train.h"
-#include "cli/plan.h"
+#include "cli/plan_cmd.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -98,9 +98,7 @@ static pl_status plan_set(const char *s, pl_plan_machine *mc) {
                           "key=value[,key=value])",
                           s);
     if (pl_plan_machine_set(mc, p) != PL_OK) {
-      char msg[1400];
-      snprintf(msg, sizeof msg, "%s", pl_last_error());
-      return pl_set_error(PL_EINVAL, "--plan-set: %s", msg);
+      return pl_error_prefix(PL_EINVAL, "--plan-set: ");
     }
     if (!comma)
       break;
@@ -121,9 +119,7 @@ pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
   if (calib) { /* the file the GEMM rate came from (train_args.c) */
     pl_status st = pl_plan_machine_load(mc, calib);
     if (st != PL_OK) {
-      char msg[512];
-      snprintf(msg, sizeof msg, "%s", pl_last_error());
-      return pl_set_error(PL_EINVAL, "--calib: the plan's machine: %s", msg);
+      return pl_error_prefix(PL_EINVAL, "--calib: the plan's machine: ");
     }
   }
   /* device: --mem-limit is exact (the tracked allocator refuses beyond
@@ -297,9 +293,7 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
   pl_plan_cfg base;
   pl_status st = cfg_of(sys, u, W, &base);
   if (st != PL_OK) {
-    char msg[256];
-    snprintf(msg, sizeof msg, "%s", pl_last_error());
-    return pl_set_error(PL_EINVAL, "--config auto: %s: %s", sys->name, msg);
+    return pl_error_prefix(PL_EINVAL, "--config auto: %s: ", sys->name);
   }
   pl_plan_free fr;
   sys->plan_free(args, &fr);
@@ -359,10 +353,10 @@ pl_status pl__train_fill(const pl__train_args *a, const pl_train_system *sys,
     st = pl_plan_fill(&u->m, &a->mc, u->resident_auto, u->keep_auto, &c,
                       u->fill, sizeof u->fill);
   if (st != PL_OK) {
-    char msg[256];
-    snprintf(msg, sizeof msg, "%s", pl_last_error());
-    return pl_set_error(PL_EINVAL, "--optim-resident/--keep auto: %s at "
-                        "S=%lld: %s", sys->name, (long long)u->S, msg);
+    return pl_error_prefix(PL_EINVAL,
+                           "--optim-resident/--keep auto: %s at "
+                           "S=%lld: ",
+                           sys->name, (long long)u->S);
   }
   u->sc.oo.resident_all = c.sc.oo.resident_all;
   u->sc.oo.resident_bytes = c.sc.oo.resident_bytes;

@@ -107,7 +107,7 @@ typedef struct vocab {
   pl_dtp_sched sched;
   int overlap, tf32;
   vocab_pt *pts;
-  point p; /* the point being measured */
+  pl__vocab_point p; /* the point being measured */
 } vocab;
 
 static pl_status init(pl_bench_ctx *c, void *st) {
@@ -157,20 +157,20 @@ static pl_status point_of(pl_bench_ctx *c, void *st, int i, pl_row *row,
                           char *label, size_t n) {
   vocab *b = st;
   const vocab_pt *q = &b->pts[i];
-  point *p = &b->p;
-  *p = (point){.ctx = c,
-               .variant = q->variant,
-               .dt = q->dt,
-               .n = q->n,
-               .h = b->H,
-               .v = b->V,
-               .block = q->block,
-               .mode = b->mode,
-               .sched = b->sched,
-               .budget = q->budget,
-               .overlap = b->overlap,
-               .tf32 = b->tf32 && q->dt == PL_F32,
-               .s = c->stream};
+  pl__vocab_point *p = &b->p;
+  *p = (pl__vocab_point){.ctx = c,
+                         .variant = q->variant,
+                         .dt = q->dt,
+                         .n = q->n,
+                         .h = b->H,
+                         .v = b->V,
+                         .block = q->block,
+                         .mode = b->mode,
+                         .sched = b->sched,
+                         .budget = q->budget,
+                         .overlap = b->overlap,
+                         .tf32 = b->tf32 && q->dt == PL_F32,
+                         .s = c->stream};
   pl_stream_set_tf32(c->stream, p->tf32);
   snprintf(label, n, "%s N=%lld H=%lld V=%lld %s block=%lld",
            variant_names[q->variant], (long long)q->n, (long long)b->H,

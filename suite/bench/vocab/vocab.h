@@ -12,7 +12,7 @@ enum { V_DENSE, V_FUSED, V_BLOCKED, V_CHUNK, V_VP, V_RING, V_COUNT };
 
 /* ---- one point ----------------------------------------------------------- */
 
-typedef struct point {
+typedef struct pl__vocab_point {
   pl_bench_ctx *ctx;
   int variant;
   pl_dtype dt;
@@ -31,28 +31,28 @@ typedef struct point {
   float *loss;
   void *dx, *dw; /* gradients of the last iteration */
   pl_dtp *dtp;
-} point;
+} pl__vocab_point;
 
 /* The gradients of the last iteration, freed. */
-void pl__vocab_free_grads(point *p);
+void pl__vocab_free_grads(pl__vocab_point *p);
 /* One forward + backward of the point's variant (the timed unit). */
 pl_status pl__vocab_iter(void *p);
 /* W (h×v global, row-major) columns [col0, col0+vs): counter-RNG draws at
  * the global index k·v + col0 + q, so every shard is a slice of the same W. */
-pl_status pl__vocab_fill_w(point *p, void *w, int64_t col0, int64_t vs,
-                           uint64_t seed);
+pl_status pl__vocab_fill_w(pl__vocab_point *p, void *w, int64_t col0,
+                           int64_t vs, uint64_t seed);
 /* Loss and dX against the blocked fused head (f32 strips; in f32 math even
  * when the point ran TF32, then with bf16's tolerance) with sum reduction on
  * the same inputs (full W), rescaled by the count of targets the variant
  * averages over; reduction length V. */
-pl_status pl__vocab_check(point *p, pl_check *chk);
+pl_status pl__vocab_check(pl__vocab_point *p, pl_check *chk);
 /* The point's inputs: X (this rank's batch; vp: the same batch on every
  * rank), W or its shard, the targets (a few ignored); Ring-DTP's schedule. */
-pl_status pl__vocab_inputs(pl_bench_ctx *c, point *p);
+pl_status pl__vocab_inputs(pl_bench_ctx *c, pl__vocab_point *p);
 /* The columns of a measured point: the kernel, Ring-DTP's mode, hop and sent
  * bytes and analytic floor (bound_bytes), the note on each variant's batch. */
-pl_status pl__vocab_columns(pl_bench_ctx *c, point *p, pl_row *row);
+pl_status pl__vocab_columns(pl_bench_ctx *c, pl__vocab_point *p, pl_row *row);
 /* Free the point's inputs, gradients and schedule; the point zeroed. */
-void pl__vocab_free(pl_bench_ctx *c, point *p);
+void pl__vocab_free(pl_bench_ctx *c, pl__vocab_point *p);
 
 #endif

@@ -17,7 +17,7 @@
 /* One forward + backward; the previous iteration's gradients are freed first
  * (so they are not part of this iteration's peak). */
 pl_status pl__vocab_iter(void *arg) {
-  point *p = arg;
+  pl__vocab_point *p = arg;
   pl__vocab_free_grads(p);
   pl_ce_problem pb = {.dt = p->dt,
                       .n = p->n,
@@ -67,7 +67,7 @@ pl_status pl__vocab_iter(void *arg) {
 
 /* The code path that ran (the kernel column): the schedule of fused and
  * ring, the variant otherwise. */
-static const char *vocab_kernel(const point *p) {
+static const char *vocab_kernel(const pl__vocab_point *p) {
   static const char *const names[V_COUNT] = {"dense",  "fused", "blocked",
                                              "chunk",  "vp",    "ring"};
   if (p->variant == V_RING && p->dtp)
@@ -79,7 +79,7 @@ static const char *vocab_kernel(const point *p) {
   return names[p->variant];
 }
 
-void pl__vocab_free_grads(point *p) {
+void pl__vocab_free_grads(pl__vocab_point *p) {
   pl_dev *dev = p->ctx->dev;
   if (p->dx)
     pl_free(dev, p->dx);
@@ -90,8 +90,8 @@ void pl__vocab_free_grads(point *p) {
 
 /* W (h×v global, row-major) columns [col0, col0+vs): counter-RNG draws at the
  * global index k·v + col0 + q, so every shard is a slice of the same W. */
-pl_status pl__vocab_fill_w(point *p, void *w, int64_t col0, int64_t vs,
-                           uint64_t seed) {
+pl_status pl__vocab_fill_w(pl__vocab_point *p, void *w, int64_t col0,
+                           int64_t vs, uint64_t seed) {
   float a = 1.0f / sqrtf((float)p->h);
   size_t es = pl_dtype_size(p->dt);
   if (vs == p->v)
@@ -127,7 +127,7 @@ static pl_status download_f32(pl_dev *dev, pl_stream *s, const void *src,
 /* The check: loss and dX of the variant against the fused head with sum
  * reduction on the same inputs (full W), rescaled by the count of targets
  * the variant averages over; reduction length V. */
-pl_status pl__vocab_check(point *p, pl_check *chk) {
+pl_status pl__vocab_check(pl__vocab_point *p, pl_check *chk) {
   pl_bench_ctx *ctx = p->ctx;
   pl_dev *dev = ctx->dev;
   float *got_loss = NULL, *got_dx = NULL, *ref_dx = NULL, *ref_loss = NULL;
@@ -216,7 +216,7 @@ done:
  * scalars (8 bytes a row), and — an excess, reported as such — the f32
  * accumulator of nc = N/8 dX rows that bf16 move-W needs (every strip adds to
  * dX_r: pl_dtp_grads_scratch). */
-static double ring_floor(const point *p, const pl_dtp *d) {
+static double ring_floor(const pl__vocab_point *p, const pl_dtp *d) {
   double es = (double)pl_dtype_size(p->dt);
   double base =
       (double)(p->n * p->h) * es * 2 + (double)(p->h * p->vs) * es * 2;
@@ -239,7 +239,7 @@ static double ring_floor(const point *p, const pl_dtp *d) {
 
 /* Inputs: X (this rank's batch; vp: the same batch on every rank), W or its
  * shard, the targets (a few ignored); Ring-DTP's schedule. */
-pl_status pl__vocab_inputs(pl_bench_ctx *c, point *p) {
+pl_status pl__vocab_inputs(pl_bench_ctx *c, pl__vocab_point *p) {
   pl_dev *dev = c->dev;
   const size_t es = pl_dtype_size(p->dt);
   p->col0 = 0;
@@ -283,7 +283,7 @@ pl_status pl__vocab_inputs(pl_bench_ctx *c, point *p) {
 }
 
 /* Ring-DTP's schedule, hop bytes and floor; what each variant's batch is. */
-pl_status pl__vocab_columns(pl_bench_ctx *c, point *p, pl_row *row) {
+pl_status pl__vocab_columns(pl_bench_ctx *c, pl__vocab_point *p, pl_row *row) {
   const int P = c->size;
   pl_row_str(row, "kernel", vocab_kernel(p));
   if (p->variant == V_RING)
@@ -321,7 +321,7 @@ pl_status pl__vocab_columns(pl_bench_ctx *c, point *p, pl_row *row) {
   return PL_OK;
 }
 
-void pl__vocab_free(pl_bench_ctx *c, point *p) {
+void pl__vocab_free(pl_bench_ctx *c, pl__vocab_point *p) {
   pl__vocab_free_grads(p);
   if (p->dtp)
     pl_dtp_destroy(p->dtp);

@@ -1,4 +1,4 @@
-/* plan.c — `plateau plan`: before spending an allocation, the per-rank
+/* plan_cmd.c — `plateau plan`: before spending an allocation, the per-rank
  * device budget of a training configuration term by term (Eq. 6 and the
  * transients our operators allocate), the host budget per node, whether it
  * fits and which term binds, the predicted step time and tok/s/GPU; with
@@ -8,14 +8,17 @@
  * baseline; the machine from defaults, calib and kernel-rate result files.
  * Everything is computed by engine/plan; this file parses and prints. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness/options.h"
-#include "plan.h"
+#include "plan_cmd.h"
 #include "plan/plan.h"
 #include "plan_table.h"
+#include "plateau/timer.h"
 #include "results/results.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -197,9 +200,7 @@ static pl_status each_item(const char *opt, const char *s, pl_plan_machine *mc,
 static pl_status load_calib(pl_plan_machine *mc, const char *path) {
   pl_table t;
   if (pl_table_read(path, &t) != PL_OK) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", pl_last_error());
-    return pl_set_error(PL_EINVAL, "--calib: %s", msg);
+    return pl_error_prefix(PL_EINVAL, "--calib: ");
   }
   pl_table_free(&t);
   return pl_plan_machine_load(mc, path);
@@ -683,6 +684,61 @@ static void print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
 /* ---- main ------------------------------------------------------------------
  */
 
+
+/* A line on stderr every 2 s while a search runs longer than that, when
+ * stderr is a terminal (a log or a file that also takes stdout, as
+ * `plan --format tsv ... 2>&1`, stays the plan alone). */
+typedef struct ticker {
+  pthread_t th;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool done;
+  uint64_t t0;
+} ticker;
+
+static void *ticker_main(void *p) {
+  ticker *t = p;
+  pthread_mutex_lock(&t->mu);
+  while (!t->done) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 2;
+    while (!t->done && pthread_cond_timedwait(&t->cv, &t->mu, &ts) == 0)
+      ;
+    if (!t->done) {
+      fprintf(stderr, "[plan] searching the configurations: elapsed %.1fs\n",
+              pl_elapsed_s(t->t0));
+      fflush(stderr);
+    }
+  }
+  pthread_mutex_unlock(&t->mu);
+  return NULL;
+}
+
+static bool ticker_start(ticker *t) {
+  memset(t, 0, sizeof *t);
+  if (!isatty(STDERR_FILENO))
+    return false;
+  t->t0 = pl_now_ns();
+  pthread_mutex_init(&t->mu, NULL);
+  pthread_cond_init(&t->cv, NULL);
+  if (pthread_create(&t->th, NULL, ticker_main, t) == 0)
+    return true;
+  pthread_cond_destroy(&t->cv);
+  pthread_mutex_destroy(&t->mu);
+  return false; /* no progress lines: the plan is the same */
+}
+
+static void ticker_stop(ticker *t) {
+  pthread_mutex_lock(&t->mu);
+  t->done = true;
+  pthread_cond_signal(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+  pthread_join(t->th, NULL);
+  pthread_cond_destroy(&t->cv);
+  pthread_mutex_destroy(&t->mu);
+}
+
 int pl_plan_main(int argc, char **argv) {
   pl_args *a = NULL;
   bool help = false;
@@ -740,7 +796,11 @@ int pl_plan_main(int argc, char **argv) {
     goto out;
   }
   if (searched) {
+    ticker tk;
+    const bool ticking = ticker_start(&tk);
     st = pl_plan_auto(&m, &c, &fr, &mc, s);
+    if (ticking)
+      ticker_stop(&tk);
     if (st == PL_OK)
       c = s->best.cfg; /* the choice, or the closest to fitting */
   }

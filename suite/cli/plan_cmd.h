@@ -1,10 +1,10 @@
-/* plan.h — `plateau plan` (plan.c): the per-rank budget of a training
+/* plan_cmd.h — `plateau plan` (plan_cmd.c): the per-rank budget of a training
  * configuration before launch, its feasibility, the automatic choice and
  * the paper's projection table, on top of engine/plan.  main.c runs the
  * command; `bench train --describe` prints a budget with it; the benches
  * and jobs/submit call the engine's pl_plan_check (plan/plan.h). */
-#ifndef PLATEAU_SUITE_PLAN_H
-#define PLATEAU_SUITE_PLAN_H
+#ifndef PLATEAU_SUITE_PLAN_CMD_H
+#define PLATEAU_SUITE_PLAN_CMD_H
 
 #include <stdio.h>
 
