@@ -386,9 +386,12 @@ pl_status pl_report_run(const char *run_dir, int *charts_skipped) {
   pl_status st = PL_OK;
   char out_dir[PATH_MAX];
   snprintf(out_dir, sizeof out_dir, "%s/report", run_dir);
+  pl_rep_claims *claims = calloc(1, sizeof *claims);
+  PL_ASSERT(claims != NULL);
   pl_report_ctx rc = {.run_dir = run_dir,
                       .out_dir = out_dir,
-                      .analysis_dir = pl_rep_analysis_dir()};
+                      .analysis_dir = pl_rep_analysis_dir(),
+                      .claims = claims};
   /* a sweep whose every point failed has no result file but a status */
   char pstatus[PATH_MAX];
   snprintf(pstatus, sizeof pstatus, "%s/points.status", run_dir);
@@ -404,7 +407,12 @@ pl_status pl_report_run(const char *run_dir, int *charts_skipped) {
       fprintf(stderr, "plateau report: points: %s\n", pl_last_error());
       st = PL_ERUNTIME;
     }
+    if (pl__report_summary(&rc) != PL_OK) {
+      fprintf(stderr, "plateau report: summary: %s\n", pl_last_error());
+      st = PL_ERUNTIME;
+    }
   }
+  free(claims);
   for (int i = 0; i < nt; i++) {
     pl_table_free(t[i]);
     free(t[i]);

@@ -21,6 +21,8 @@ typedef struct pl_report_ctx {
   const char *analysis_dir; /* where the *.gp scripts are, or NULL */
   const char *name;         /* the report; for `generic`, the bench */
   int charts_skipped;       /* set by pl_rep_chart when a chart was skipped */
+  struct pl_rep_claims *claims; /* the summary's figures (pl_rep_claim), or
+                                   NULL: none are kept */
 } pl_report_ctx;
 
 /* A report hook: t[0..n) are the tables of every bench and peer whose
@@ -42,6 +44,12 @@ pl_report_fn pl_report_generic;
  * points.status, from jobs/status --write) and every row not ok
  * (report_points.c); nothing when there is neither. */
 pl_status pl__report_points(pl_report_ctx *rc, pl_table *const *t, int n);
+
+/* report/summary.md: the paper's claims, one row each (report/paper.h),
+ * with ours where a report hook gave it (pl_rep_claim) and "not run here"
+ * where none did, then links to the charts that answer them
+ * (report_summary.c).  Written after every hook. */
+pl_status pl__report_summary(pl_report_ctx *rc);
 
 /* The whole report of run_dir into run_dir/report; *charts_skipped (may be
  * NULL) says whether a chart was skipped.  PL_EIO when nothing was read. */

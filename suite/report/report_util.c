@@ -489,3 +489,35 @@ pl_status pl_rep_chart(pl_report_ctx *rc, const char *script, const char *data,
   }
   return PL_OK;
 }
+
+/* ---- the summary's claims ------------------------------------------------ */
+bool pl_rep_is_cpu(const pl_table *t) {
+  return t && strcmp(pl_rep_meta(t, "backend", ""), "cpu") == 0;
+}
+
+void pl_rep_claim(pl_report_ctx *rc, const char *id, double ours,
+                  const char *text, const pl_table *t, const char *basis) {
+  pl_rep_claims *c = rc->claims;
+  if (!c)
+    return;
+  int i = 0;
+  while (i < c->n && strcmp(c->v[i].id, id) != 0)
+    i++;
+  PL_ASSERT(i < PL_REP_MAX_CLAIMS);
+  if (i == c->n)
+    c->n++;
+  pl_rep_claim_t *x = &c->v[i];
+  memset(x, 0, sizeof *x);
+  snprintf(x->id, sizeof x->id, "%s", id);
+  x->ours = ours;
+  snprintf(x->text, sizeof x->text, "%s", text);
+  snprintf(x->basis, sizeof x->basis, "%s", basis);
+  x->cpu = pl_rep_is_cpu(t);
+  const char *ranks = pl_rep_meta(t, "ranks", "-");
+  if (x->cpu)
+    snprintf(x->hw, sizeof x->hw, "CPU backend, %s rank%s", ranks,
+             strcmp(ranks, "1") == 0 ? "" : "s");
+  else
+    snprintf(x->hw, sizeof x->hw, "%s× %s", ranks,
+             pl_rep_meta(t, "device", "?"));
+}
