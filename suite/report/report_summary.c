@@ -260,7 +260,13 @@ pl_status pl__report_summary(pl_report_ctx *rc) {
   fprintf(f, "\n%d of %d claims have a figure of ours in this run", run, n);
   if (cpu)
     fprintf(f, " (%d from the CPU backend, not judged)", cpu);
-  fprintf(f, ".\n\n## Charts\n\n");
+  fprintf(f, ".\n");
+  if (!ours_of(rc->claims, "tflops:120b:131072") &&
+      !ours_of(rc->claims, "reach:120b"))
+    fprintf(f, "The end-to-end claims need the paper's models on their GPU "
+               "counts: `jobs/sweeps/paper-grid.tsv` runs them, one rank of "
+               "each on one GPU (README, the paper's grid).\n");
+  fprintf(f, "\n## Charts\n\n");
   int nc = 0;
   for (size_t i = 0; i < sizeof CHARTS / sizeof CHARTS[0]; i++) {
     char stem[256];

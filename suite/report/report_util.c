@@ -166,8 +166,9 @@ void pl_rep_md_head(FILE *f, const pl_report_ctx *rc, const char *title,
 }
 
 /* A cell of a Markdown table: memory (unit B in the schema) in the binary
- * unit that keeps it >= 1, 4 significant digits; a time, rate or percentage
- * in pl_rep_q's one format; anything else as written. */
+ * unit that keeps it >= 1, 4 significant digits; FLOPs in the decimal unit
+ * that keeps them >= 1; a time, rate or percentage in pl_rep_q's one
+ * format; anything else as written. */
 static void cell_text(FILE *f, const char *col, const char *v) {
   static const char *const q_units[] = {"ms",    "GB/s", "Gparam/s", "TFLOP/s",
                                         "tok/s", "%",    NULL};
@@ -179,6 +180,17 @@ static void cell_text(FILE *f, const char *col, const char *v) {
   if (q && !isnan(x)) {
     char b[32];
     fputs(pl_rep_q(b, sizeof b, x, "-"), f);
+    return;
+  }
+  if (d && strcmp(d->unit, "FLOP") == 0 && !isnan(x)) {
+    /* a count of FLOPs in the decimal unit that keeps it >= 1, never an
+     * exponent ("27.26 MFLOP", not 2.7263e+07) */
+    static const char *const p[] = {"", "k", "M", "G", "T", "P", "E"};
+    int k = 0;
+    while (k < 6 && fabs(x) >= 1000.0)
+      x /= 1000.0, k++;
+    char b[32];
+    fprintf(f, "%s %sFLOP", pl_rep_q(b, sizeof b, x, "-"), p[k]);
     return;
   }
   if (!d || strcmp(d->unit, "B") != 0 || isnan(x)) {
