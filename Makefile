@@ -319,9 +319,14 @@ endif
 
 # The main job on the embedded default: CPU backend under mpirun, small sizes;
 # results, tables and charts are written and their paths printed.
+# The build in one line (its compiler lines go to a log, shown only when it
+# fails), then the main job, which ends with the summary of the paper's claims.
 run: $(DEPS_TARGET)
-	@$(MAKE) --no-print-directory all
-	NP=$(NP) BUILD=$(BUILD) jobs/main.sh
+	@mkdir -p $(BUILD)
+	@printf '# build: make all (log %s) ... ' $(BUILD)/make-run-build.log
+	@if $(MAKE) --no-print-directory all >$(BUILD)/make-run-build.log 2>&1; then \
+	  echo ok; else echo FAILED; tail -n 40 $(BUILD)/make-run-build.log; exit 1; fi
+	@NP=$(NP) BUILD=$(BUILD) jobs/main.sh
 
 test: $(DEPS_TARGET)
 	@$(MAKE) --no-print-directory all tests

@@ -2,8 +2,8 @@
 # jobs/main.sh — the main job that `make run` runs: the component sweep
 # jobs/sweeps/make-run.tsv on the CPU backend under mpirun at small sizes (no
 # GPU and no Slurm needed), through jobs/run — the same run path as every
-# sweep — then the tables and charts of that run and the paths of
-# everything written.
+# sweep — then the tables and charts of that run, the paths of
+# everything written and, last, report/summary.md (the paper's claims).
 #
 #   NP=2 jobs/main.sh            (make run NP=4 to change the rank count)
 #
@@ -44,3 +44,9 @@ echo "Charts:"
 find "$dir" -type f \( -name '*.svg' -o -name '*.png' \) | sort | sed 's/^/  /'
 echo "Note: CPU backend on this machine: time columns are CPU times (not GPU times);"
 echo "      memory columns are exact (every byte counted by the tracked allocator)."
+# the one page to read first: the paper's claims against this run
+if [[ -f $dir/report/summary.md ]]; then
+  echo
+  echo "== $dir/report/summary.md"
+  cat "$dir/report/summary.md"
+fi

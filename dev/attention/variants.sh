@@ -46,10 +46,11 @@ if [ "${DEV:-1}" = 1 ]; then
 fi
 for b in ${BWD-wgmma split}; do
   step "fwd+bwd, backward $b"
-  timeout 150 "$BIN" bench attention --backend cuda $SHAPE --bwd-kernel "$b" --seq "$SEQ" \
-    --pass both -w 1 -n 3 -o "$RUNS" 2>&1 | awk '
-      /^# +backend / {for (i = 2; i <= NF; i++) c[$i] = i - 1; next} /^#/ || !("pass" in c) {next}
-      $c["pass"] == "fwdbwd" {print $c["kernel"], "S=" $c["seq"], $c["ms"] " ms", $c["tflops"] " TFLOP/s"}' || fail=1
+  # the rows from the result file (its path is the bench's last line)
+  f=$(timeout 150 "$BIN" bench attention --backend cuda $SHAPE --bwd-kernel "$b" --seq "$SEQ" \
+    --pass both -w 1 -n 3 -o "$RUNS" 2>&1 | tail -n 1)
+  [ -f "$f" ] && awk -F'\t' '/^#/ {next} !h {for (i = 1; i <= NF; i++) c[$i] = i; h = 1; next}
+      $c["pass"] == "fwdbwd" {print $c["kernel"], "S=" $c["seq"], $c["time_ms"] " ms", $c["tflops"] " TFLOP/s"}' "$f" || fail=1
 done
 if [ "${PEER:-1}" = 1 ] && python3 -c "import torch" 2>/dev/null; then
   step "peer: PyTorch SDPA (flash, cuDNN)"

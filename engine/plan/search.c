@@ -78,6 +78,22 @@ static void human(double v, char *buf, size_t n) {
     snprintf(buf, n, "%.0f", v);
 }
 
+/* Bytes in the binary unit that keeps them >= 1: the configuration line's
+ * device and host budgets share one unit family (a count, β, stays
+ * decimal: human). */
+static void human_bytes(double v, char *buf, size_t n) {
+  if (v == 0)
+    snprintf(buf, n, "0");
+  else if (v >= GIB)
+    snprintf(buf, n, "%.1fGiB", v / GIB);
+  else if (v >= 1024 * 1024)
+    snprintf(buf, n, "%.1fMiB", v / (1024 * 1024));
+  else if (v >= 1024)
+    snprintf(buf, n, "%.1fKiB", v / 1024);
+  else
+    snprintf(buf, n, "%.0fB", v);
+}
+
 void pl_plan_cfg_str(const pl_plan_cfg *c, char *buf, size_t n) {
   if (c->system == PL_PLAN_FSDP2) {
     snprintf(buf, n, "cp=%d ep=%d dp=%d ac=%s offload=%s mbs=%d micro=%d",
@@ -91,7 +107,7 @@ void pl_plan_cfg_str(const pl_plan_cfg *c, char *buf, size_t n) {
   if (s->sco.all)
     snprintf(sco, sizeof sco, "all");
   else
-    human((double)s->sco.bytes, sco, sizeof sco);
+    human_bytes((double)s->sco.bytes, sco, sizeof sco);
   if (s->moe_c)
     snprintf(cc, sizeof cc, "%lld", (long long)s->moe_c);
   else
@@ -104,12 +120,12 @@ void pl_plan_cfg_str(const pl_plan_cfg *c, char *buf, size_t n) {
     if (s->oo.resident_all)
       snprintf(res, sizeof res, "all");
     else
-      human((double)s->oo.resident_bytes, res, sizeof res);
+      human_bytes((double)s->oo.resident_bytes, res, sizeof res);
     if (s->keep.mode != PL_KEEP_BYTES)
       snprintf(keep, sizeof keep, "%s",
                s->keep.mode == PL_KEEP_ATTN ? "attn" : "all");
     else
-      human((double)s->keep.bytes, keep, sizeof keep);
+      human_bytes((double)s->keep.bytes, keep, sizeof keep);
     snprintf(hr, sizeof hr, " resident=%s keep=%s", res, keep);
   }
   snprintf(buf, n,
@@ -527,8 +543,9 @@ static void why_lost(const cand *b, const cand *s, char *buf, size_t n) {
     else
       snprintf(buf, n,
                "%s: %.0f vs %.0f tok/s/GPU, within 0.5%%; the choice needs "
-               "%.2f GiB less at its peak (%.2f vs %.2f GiB)",
-               cfg, vs, vb, dp, b->mem.dev_peak / GIB, s->mem.dev_peak / GIB);
+               "%.2f GiB %s at its peak (%.2f vs %.2f GiB)",
+               cfg, vs, vb, fabs(dp), dp > 0 ? "less" : "more",
+               b->mem.dev_peak / GIB, s->mem.dev_peak / GIB);
     return;
   }
   int worst = 0;

@@ -55,7 +55,9 @@ static const pl_opt plan_opts[] = {
     {"hbm", 0, PL_OPT_SIZE, NULL, "device memory per GPU (default 139.8Gi)", 1,
      1e15, NULL},
     {"system", 0, PL_OPT_ENUM, PL_PLAN_NAME_PLATEAU,
-     PL_PLAN_NAME_PLATEAU " | " PL_PLAN_NAME_FSDP2, 0, 0, pl_plan_system_names},
+     PL_PLAN_NAME_PLATEAU " | " PL_PLAN_NAME_FSDP2 "; a comma list plans each "
+     "in turn, each with its own knobs",
+     0, 0, pl_plan_system_names},
     {"config", 0, PL_OPT_ENUM, "auto",
      "auto: knobs not given are searched; explicit: they take defaults", 0, 0,
      configs},
@@ -368,6 +370,15 @@ static pl_status plateau_config_of(const pl_args *a, int W, int64_t S,
   return PL_OK;
 }
 
+/* The knobs of one system only: given with the other, they are refused
+ * (and a --system list passes each system its own). */
+static const char *const plateau_only[] = {
+    "D",   "P",     "c",
+    "beta", "slots", "sco",
+    "optim", "optim-resident", "keep",
+    NULL};
+static const char *const fsdp2_only[] = {"cp", "ac", "offload", "mbs", NULL};
+
 /* base configuration and the free knobs from the options */
 static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
                            pl_plan_cfg *c, pl_plan_free *fr) {
@@ -376,12 +387,6 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
   const bool fsdp2 = pl_args_enum(a, "system") == 1;
   const bool autoc = pl_args_enum(a, "config") == 0;
   memset(fr, 0, sizeof *fr);
-  static const char *const plateau_only[] = {
-      "D",   "P",     "c",
-      "beta", "slots", "sco",
-      "optim", "optim-resident", "keep",
-      NULL};
-  static const char *const fsdp2_only[] = {"cp", "ac", "offload", "mbs", NULL};
   const char *const *wrong = fsdp2 ? plateau_only : fsdp2_only;
   for (int i = 0; wrong[i]; i++)
     if (pl_args_given(a, wrong[i]))
@@ -739,7 +744,7 @@ static void ticker_stop(ticker *t) {
   pthread_mutex_destroy(&t->mu);
 }
 
-int pl_plan_main(int argc, char **argv) {
+static int plan_one(int argc, char **argv) {
   pl_args *a = NULL;
   bool help = false;
   pl_status st = pl_args_parse(plan_opts, argc - 1, argv + 1, 0, &a, &help);
@@ -825,4 +830,103 @@ int pl_plan_main(int argc, char **argv) {
 out:
   pl_args_free(a);
   return code;
+}
+
+/* Is argv[i] option `--name` (as "--name=V" or "--name V")?  *v gets V and
+ * *used the argv entries it takes (1 or 2). */
+static bool opt_at(int argc, char **argv, int i, const char *name,
+                   const char **v, int *used) {
+  const size_t n = strlen(name);
+  if (strncmp(argv[i], "--", 2) || strncmp(argv[i] + 2, name, n))
+    return false;
+  const char *rest = argv[i] + 2 + n;
+  if (*rest == '=') {
+    *v = rest + 1, *used = 1;
+    return true;
+  }
+  if (*rest == '\0') {
+    *v = i + 1 < argc ? argv[i + 1] : NULL, *used = 2;
+    return true;
+  }
+  return false;
+}
+
+/* `--system plateau,fsdp2` (as `plateau bench train` takes it): the plan
+ * of each system in turn, each given its own knobs and the shared ones;
+ * the exit code is the worst of theirs (0 fits, 1 does not fit, 2, 3). */
+int pl_plan_main(int argc, char **argv) {
+  const char *list = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    int used;
+    if (!strcmp(argv[i], "--"))
+      break;
+    if (opt_at(argc, argv, i, "system", &v, &used) && v && strchr(v, ','))
+      list = v;
+  }
+  if (!list)
+    return plan_one(argc, argv);
+  const size_t ll = strlen(list);
+  if (list[0] == ',' || list[ll - 1] == ',' || strstr(list, ",,"))
+    return bad("--system: an empty element in the comma list");
+  char names[256];
+  snprintf(names, sizeof names, "%s", list);
+  const char *sys[8];
+  int ns = 0;
+  for (char *tok = strtok(names, ","); tok; tok = strtok(NULL, ",")) {
+    if (strcmp(tok, PL_PLAN_NAME_PLATEAU) && strcmp(tok, PL_PLAN_NAME_FSDP2))
+      return bad("--system: each of a comma list must be " PL_PLAN_NAME_PLATEAU
+                 " or " PL_PLAN_NAME_FSDP2);
+    for (int j = 0; j < ns; j++)
+      if (!strcmp(sys[j], tok))
+        return bad("--system: a system named twice in the list");
+    if (ns == 8)
+      return bad("--system: too many systems in the list");
+    sys[ns++] = tok;
+  }
+  if (ns == 0)
+    return bad("--system: an empty list");
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    int used;
+    if (opt_at(argc, argv, i, "format", &v, &used) && v && !strcmp(v, "tsv"))
+      return bad("--system with a list and --format=tsv: give one system "
+                 "(one TSV header per output)");
+    if (opt_at(argc, argv, i, "table", &v, &used))
+      return bad("--system with a list and --table: give one system");
+  }
+  char **av = calloc((size_t)argc + 2, sizeof *av);
+  if (!av)
+    return 3;
+  int worst = 0;
+  for (int k = 0; k < ns; k++) {
+    const bool fsdp2 = !strcmp(sys[k], PL_PLAN_NAME_FSDP2);
+    int n = 0;
+    av[n++] = argv[0];
+    for (int i = 1; i < argc;) {
+      const char *v;
+      int used = 1;
+      bool drop = opt_at(argc, argv, i, "system", &v, &used);
+      for (const char *const *l = fsdp2 ? plateau_only : fsdp2_only;
+           *l && !drop; l++)
+        drop = opt_at(argc, argv, i, *l, &v, &used);
+      if (!drop)
+        used = 1;
+      for (int j = 0; j < used && i + j < argc; j++)
+        if (!drop)
+          av[n++] = argv[i + j];
+      i += used;
+    }
+    char opt[64];
+    snprintf(opt, sizeof opt, "--system=%s", sys[k]);
+    av[n++] = opt;
+    av[n] = NULL;
+    printf("%s== plateau plan --system=%s\n", k ? "\n" : "", sys[k]);
+    fflush(stdout);
+    const int code = plan_one(n, av);
+    if (code > worst)
+      worst = code;
+  }
+  free(av);
+  return worst;
 }

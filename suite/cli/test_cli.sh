@@ -73,6 +73,11 @@ grep -q -- "--sizes" "$tmp/stdout" && grep -q -- "--iters" "$tmp/stdout" && pass
   fail "bench train --help groups: $(grep -E '^ [a-z]+:$' "$tmp/stdout" | tr '\n' ' ')"
 awk '/^ model:$/ {g = 1} /^ layout:$/ {g = 2} g == 1 && /--experts=/ {m = 1} g == 2 && /--virtual-world=/ {l = 1}
   END {exit !(m && l)}' "$tmp/stdout" && pass || fail "bench train --help: --experts not under model or --virtual-world not under layout"
+# --ep's help states its two defaults (fsdp2 1, plateau all W_v) and no
+# third "(default: 1)" against them
+ep=$(grep -- '--ep=' "$tmp/stdout")
+[[ $ep == *"not given: 1"* && $ep == *"not given: all W_v ranks"* && $ep != *"(default: "* ]] && pass ||
+  fail "bench train --help --ep: $ep"
 if "$BIN" info >"$tmp/stdout" 2>"$tmp/stderr"; then
   grep -q "^backends built: cpu" "$tmp/stdout" && grep -q "^MPI: " "$tmp/stdout" && pass ||
     { fail "info output"; cat "$tmp/stdout"; }

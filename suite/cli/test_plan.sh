@@ -190,5 +190,24 @@ if command -v gnuplot >/dev/null; then
   [[ $(grep -c 'plan_reach\.\(svg\|png\)$' "$tmp/paper.out") -eq 2 ]] && pass || fail "chart paths not printed"
 fi
 
+# --system as a list, as bench train takes it: each system planned in turn,
+# each given its own knobs (--D to plateau, --cp to fsdp2) and the shared ones
+out=$("$BIN" plan --system plateau,fsdp2 --model 120b --gpus 16 --seq 128Ki --D 4 --cp 2 2>&1); rc=$?
+[[ $rc -le 1 && $out == *"== plateau plan --system=plateau"*"== plateau plan --system=fsdp2"* ]] && pass ||
+  fail "--system plateau,fsdp2: exit $rc: ${out:0:300}"
+[[ $out == *"configuration"*"D=4 "*"configuration"*"cp=2 "* ]] && pass || fail "--system list: knobs not passed to their system"
+for bad in "plateau,nope" "plateau,plateau" "plateau,"; do
+  "$BIN" plan --system "$bad" >"$tmp/o" 2>"$tmp/e"; rc=$?
+  [[ $rc -eq 2 && ! -s $tmp/o ]] && grep -q -- "--system" "$tmp/e" && pass || fail "--system $bad: exit $rc: $(cat "$tmp/e")"
+done
+"$BIN" plan --system plateau,fsdp2 --format tsv >"$tmp/o" 2>"$tmp/e"; rc=$?
+[[ $rc -eq 2 && ! -s $tmp/o ]] && pass || fail "--system list with --format tsv: exit $rc"
+
+# the configuration line writes every byte budget in binary units (never
+# "keep=14560M" beside "resident=21.3GiB")
+out=$("$BIN" plan --model 120b --gpus 16 --seq 128Ki --keep 14560M --optim-resident 20G 2>&1)
+line=$(grep '^# configuration' <<<"$out")
+[[ $line == *" keep=13.6GiB"* && $line == *" resident=18.6GiB"* ]] && pass || fail "configuration units: $line"
+
 echo "test_plan.sh: $npass passed, $nfail failed"
 [[ $nfail -eq 0 ]]

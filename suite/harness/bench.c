@@ -473,8 +473,22 @@ static pl_status open_results(pl_bench_ctx *ctx, const char *dir,
   char *cols = pl__rows_header();
   pl_status st = pl_results_create(dir, b->name, cols, kv, &ctx->res);
   if (st == PL_OK) {
-    for (int i = 0; kv[i]; i += 2)
-      printf("# %s: %s\n", kv[i], kv[i + 1]);
+    /* the metadata is the file's; the terminal gets what ran where */
+    const char *dev = "-", *be = "-", *sha = "-", *dirty = "0";
+    for (int i = 0; kv[i]; i += 2) {
+      if (!strcmp(kv[i], "device"))
+        dev = kv[i + 1];
+      else if (!strcmp(kv[i], "backend"))
+        be = kv[i + 1];
+      else if (!strcmp(kv[i], "git_sha"))
+        sha = kv[i + 1];
+      else if (!strcmp(kv[i], "git_dirty"))
+        dirty = kv[i + 1];
+    }
+    printf("# plateau bench %s: backend %s (%s), %d rank%s, git %s%s%s%s\n",
+           b->name, be, dev, ctx->size, ctx->size == 1 ? "" : "s", sha,
+           strcmp(dirty, "1") ? "" : " (dirty)", point ? ", point " : "",
+           point ? point : "");
     printf("# result file: %s\n", pl_results_path(ctx->res));
     pl__rows_print_header();
   }

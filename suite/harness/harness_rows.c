@@ -1,7 +1,7 @@
 /* harness_rows.c — rows of the harness (bench.h): one per measurement, the
  * columns the bench lists between the harness's `bench` and its status,
  * check and note; written by rank 0 as a TSV line of the result file and a
- * human line on stdout.  One run per process: the columns live here from
+ * short human line on stdout (what ran, time, rates, peak, status).  One run per process: the columns live here from
  * pl__rows_begin to pl__rows_end. */
 #include <math.h>
 #include <stdarg.h>
@@ -17,7 +17,6 @@ static struct {
   const char *bench;
   int ncols;
   char **cols; /* bench, the bench's columns (status, check, note apart) */
-  int *widths; /* human table */
   int nfail, nrows;
 } H;
 
@@ -29,8 +28,7 @@ void pl__rows_begin(const char *bench, const char *columns) {
     if (*c == '\t')
       H.ncols++;
   H.cols = calloc((size_t)H.ncols, sizeof *H.cols);
-  H.widths = calloc((size_t)H.ncols, sizeof *H.widths);
-  PL_ASSERT(H.cols && H.widths);
+  PL_ASSERT(H.cols);
   H.cols[0] = strdup("bench");
   const char *s = columns;
   for (int i = 1; i < H.ncols; i++) {
@@ -39,17 +37,12 @@ void pl__rows_begin(const char *bench, const char *columns) {
     H.cols[i] = strndup(s, len);
     s = t ? t + 1 : s + len;
   }
-  for (int i = 0; i < H.ncols; i++) {
-    int len = (int)strlen(H.cols[i]);
-    H.widths[i] = len + 2 > 11 ? len + 2 : 11;
-  }
 }
 
 void pl__rows_end(void) {
   for (int i = 0; i < H.ncols; i++)
     free(H.cols[i]);
   free(H.cols);
-  free(H.widths);
   memset(&H, 0, sizeof H);
 }
 
@@ -74,11 +67,151 @@ char *pl__rows_header(void) {
 }
 
 void pl__rows_print_header(void) {
-  printf("#");
-  for (int i = 0; i < H.ncols; i++)
-    printf(" %*s", H.widths[i] - (i == 0 ? 2 : 1), H.cols[i]);
-  printf("  %-6s %-5s %s\n", "status", "check", "note");
+  printf("# one line per row: what ran: time, rates, device peak; status "
+         "check (every column is in the result file)\n");
   fflush(stdout);
+}
+
+/* ---- the human line ------------------------------------------------------
+ * What a person reads while a bench runs: what ran (the row's identity
+ * words and its sizes), its time, its rates, its device peak, status and
+ * check, the note cut short.  The row itself, every column, is the result
+ * file's line; nothing parses this one. */
+
+/* The value of column name in vals, or NULL when absent or "-". */
+static const char *val(char **vals, const char *name) {
+  for (int i = 0; i < H.ncols; i++)
+    if (!strcmp(H.cols[i], name))
+      return vals[i] && strcmp(vals[i], "-") ? vals[i] : NULL;
+  return NULL;
+}
+
+/* A count as a size: 131072 -> "128K", 1048576 -> "1M", else as written. */
+static void count_text(const char *v, char *b, size_t n) {
+  char *end;
+  const double x = strtod(v, &end);
+  if (*end || !isfinite(x) || x < 1024)
+    snprintf(b, n, "%s", v);
+  else if (fmod(x, 1048576) == 0)
+    snprintf(b, n, "%.0fM", x / 1048576);
+  else if (fmod(x, 1024) == 0)
+    snprintf(b, n, "%.0fK", x / 1024);
+  else
+    snprintf(b, n, "%s", v);
+}
+
+/* A measured number: 4 significant digits, no exponent. */
+static void q_text(const char *v, char *b, size_t n) {
+  char *end;
+  const double x = strtod(v, &end);
+  if (*end || !isfinite(x)) {
+    snprintf(b, n, "%s", v);
+    return;
+  }
+  const double a = fabs(x);
+  const int dec = a >= 1000 ? 0 : a >= 100 ? 1 : a >= 10 ? 2 : a >= 1 ? 3
+                  : a == 0  ? 0
+                            : 3 - (int)floor(log10(a));
+  snprintf(b, n, "%.*f", dec, x);
+}
+
+static void bytes_text(const char *v, char *b, size_t n) {
+  const double x = strtod(v, NULL);
+  if (x >= 1024.0 * 1024 * 1024)
+    snprintf(b, n, "%.2f GiB", x / (1024.0 * 1024 * 1024));
+  else if (x >= 1024.0 * 1024)
+    snprintf(b, n, "%.2f MiB", x / (1024.0 * 1024));
+  else if (x >= 1024)
+    snprintf(b, n, "%.2f KiB", x / 1024);
+  else
+    snprintf(b, n, "%.0f B", x);
+}
+
+static void human_line(char **vals, const char *status, const char *check,
+                       const char *note) {
+  /* identity words, then sizes as label=value */
+  static const char *const words[] = {"bench", "system", "model", "variant",
+                                      "profile", "gemm", "pass", "kind",
+                                      "dtype", "mode", NULL};
+  /* a named model implies its sizes: the context and the ranks say the rest */
+  const bool model = val(vals, "model") != NULL;
+  static const char *const model_sizes[] = {"hidden", "vocab", "experts",
+                                            "layers", "params", "budget", "K",
+                                            NULL};
+  static const char *const sizes[][2] = {
+      {"seq", "S"},         {"tokens", "N"},     {"hidden", "H"},
+      {"vocab", "V"},       {"experts", "E"},    {"layers", "L"},
+      {"params", "params"}, {"bytes", "bytes"},  {"budget", "budget"},
+      {"bucket", "bucket"}, {"slots", "slots"},  {"K", "K"},
+      {"ranks", "ranks"},   {"virtual_world", "W_v"}};
+  static const char *const rates[][2] = {
+      {"tok_s_gpu", "tok/s/GPU"}, {"tflops", "TFLOP/s"},
+      {"gparam_s", "Gparam/s"},   {"algbw_gbs", "GB/s"},
+      {"busbw_gbs", "GB/s bus"}};
+  char line[1024] = " ", b[64], c[160];
+  for (int i = 0; words[i]; i++) {
+    const char *v = val(vals, words[i]);
+    if (v && strlen(line) + strlen(v) + 2 < 200)
+      strcat(strcat(line, " "), v);
+  }
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    const char *v = val(vals, sizes[i][0]);
+    bool skip = !v;
+    for (int k = 0; model && !skip && model_sizes[k]; k++)
+      skip = !strcmp(sizes[i][0], model_sizes[k]);
+    /* N when it is not S; W_v when it is not the ranks */
+    if (!skip && !strcmp(sizes[i][0], "tokens") && val(vals, "seq"))
+      skip = !strcmp(v, val(vals, "seq"));
+    if (!skip && !strcmp(sizes[i][0], "virtual_world") && val(vals, "ranks"))
+      skip = !strcmp(v, val(vals, "ranks"));
+    if (skip)
+      continue;
+    count_text(v, b, sizeof b);
+    snprintf(c, sizeof c, " %s=%s", sizes[i][1], b);
+    if (strlen(line) + strlen(c) < 240)
+      strcat(line, c);
+  }
+  strcat(line, ":");
+  const char *t = val(vals, "time_ms");
+  int parts = 0;
+  if (t) {
+    q_text(t, b, sizeof b);
+    snprintf(c, sizeof c, " %s ms", b);
+    strcat(line, c), parts++;
+  }
+  for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
+    const char *v = val(vals, rates[i][0]);
+    if (!v)
+      continue;
+    q_text(v, b, sizeof b);
+    snprintf(c, sizeof c, "%s %s %s", parts++ ? "," : "", b, rates[i][1]);
+    strcat(line, c);
+  }
+  const char *pk = val(vals, "dev_peak_bytes");
+  if (pk) {
+    bytes_text(pk, b, sizeof b);
+    snprintf(c, sizeof c, "%s peak %s", parts++ ? "," : "", b);
+    strcat(line, c);
+  }
+  printf("%s  %s %s", line, status, check);
+  /* the backend's note is the file line's: the header says the backend */
+  char shown[1024];
+  snprintf(shown, sizeof shown, "%s", note ? note : "");
+  static const char cpu_note[] = "CPU backend: times are CPU times";
+  char *at = strstr(shown, cpu_note);
+  if (at) {
+    char *end = at + sizeof cpu_note - 1;
+    if (at >= shown + 2 && at[-2] == ';')
+      at -= 2;
+    else if (!strncmp(end, "; ", 2))
+      end += 2;
+    memmove(at, end, strlen(end) + 1);
+  }
+  if (*shown && strcmp(shown, "-")) {
+    const int len = (int)strlen(shown);
+    printf(": %.*s%s", len > 100 ? 97 : len, shown, len > 100 ? "..." : "");
+  }
+  printf("\n");
 }
 
 /* ---- rows ---------------------------------------------------------------- */
@@ -224,9 +357,7 @@ pl_status pl_row_emit(pl_row *r) {
     strcat(line, r->check);
     strcat(line, "\t");
     strcat(line, note);
-    for (int i = 0; i < H.ncols; i++) /* always one space between columns */
-      printf(" %*s", H.widths[i] - 1, r->vals[i] ? r->vals[i] : "-");
-    printf("  %-6s %-5s %s\n", r->status, r->check, note);
+    human_line(r->vals, r->status, r->check, note);
     fflush(stdout);
     if (r->ctx->res)
       st = pl_results_append(r->ctx->res, line);

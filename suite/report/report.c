@@ -363,6 +363,11 @@ static pl_status out_dir_make(const char *out_dir) {
 }
 
 pl_status pl_report_run(const char *run_dir, int *charts_skipped) {
+  return pl_report_run_as(run_dir, PL_REPORT_MD, charts_skipped);
+}
+
+pl_status pl_report_run_as(const char *run_dir, pl_report_format fmt,
+                           int *charts_skipped) {
   files fs = {0};
   scan(run_dir, 0, &fs);
   if (fs.n > 1)
@@ -406,9 +411,12 @@ pl_status pl_report_run(const char *run_dir, int *charts_skipped) {
   pl_status st = PL_OK;
   char out_dir[PATH_MAX];
   snprintf(out_dir, sizeof out_dir, "%s/report", run_dir);
+  pl_rep_claims *claims = calloc(1, sizeof *claims);
+  PL_ASSERT(claims != NULL);
   pl_report_ctx rc = {.run_dir = run_dir,
                       .out_dir = out_dir,
-                      .analysis_dir = pl_rep_analysis_dir()};
+                      .analysis_dir = pl_rep_analysis_dir(),
+                      .claims = claims};
   /* a sweep whose every point failed has no result file but a status */
   char pstatus[PATH_MAX];
   snprintf(pstatus, sizeof pstatus, "%s/points.status", run_dir);
@@ -418,13 +426,20 @@ pl_status pl_report_run(const char *run_dir, int *charts_skipped) {
     st = pl_set_error(PL_EIO, "no result files in %s", run_dir);
   else
     st = out_dir_make(out_dir);
-  if (st == PL_OK) {
+  if (st == PL_OK && fmt != PL_REPORT_MD) {
+    st = nt ? pl__report_export(&rc, t, nt, fmt == PL_REPORT_JSON) : PL_OK;
+  } else if (st == PL_OK) {
     st = nt ? report_tables(&rc, t, nt) : PL_OK;
     if (pl__report_points(&rc, t, nt) != PL_OK) {
       fprintf(stderr, "plateau report: points: %s\n", pl_last_error());
       st = PL_ERUNTIME;
     }
+    if (pl__report_summary(&rc) != PL_OK) {
+      fprintf(stderr, "plateau report: summary: %s\n", pl_last_error());
+      st = PL_ERUNTIME;
+    }
   }
+  free(claims);
   for (int i = 0; i < nt; i++) {
     pl_table_free(t[i]);
     free(t[i]);
@@ -443,7 +458,7 @@ pl_status pl_report_run(const char *run_dir, int *charts_skipped) {
  * -------------------------------------------------------------- */
 static void report_usage(FILE *f) {
   fprintf(f,
-          "usage: plateau report RUN_DIR\n"
+          "usage: plateau report RUN_DIR [--format md|csv|json]\n"
           "  Read every *.tsv result file in RUN_DIR and its direct "
           "subdirectories\n"
           "  (older schema versions mapped to the current column names), "
@@ -458,16 +473,50 @@ static void report_usage(FILE *f) {
           "<binary>/../share/plateau/analysis\n  (make install) or ./analysis.\n"
           "  Prints each path written.  Without gnuplot the tables are still "
           "written\n  (a warning says the charts were skipped; exit 0).\n"
+          "  RUN_DIR/report/summary.md: the paper's claims against this run, "
+          "one row each.\n"
+          "  --format csv|json: instead, every row of the same files as one "
+          "tidy table per\n  bench, RUN_DIR/report/<bench>.csv or .json: "
+          "metadata columns (file, machine,\n  device, backend, commit, date, "
+          "sweep, point, file_ranks, finished) then the bench's columns,\n  units in the "
+          "header (CSV: \"time_ms (ms)\"; JSON: \"columns\": "
+          "[{name, unit}]).\n"
           "  env: PLATEAU_GNUPLOT (program), PLATEAU_CALIB_CEILING=GBS[:label] "
           "(dashed line)\n");
 }
 
 int pl_report_main(int argc, char **argv) {
   const char *run_dir = NULL;
+  pl_report_format fmt = PL_REPORT_MD;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       report_usage(stdout);
       return 0;
+    }
+    const char *fv = NULL;
+    if (strncmp(argv[i], "--format=", 9) == 0)
+      fv = argv[i] + 9;
+    else if (strcmp(argv[i], "--format") == 0) {
+      if (i + 1 == argc) {
+        fprintf(stderr, "plateau report: --format needs a value: md, csv "
+                        "or json\n");
+        return 2;
+      }
+      fv = argv[++i];
+    }
+    if (fv) {
+      if (!strcmp(fv, "md"))
+        fmt = PL_REPORT_MD;
+      else if (!strcmp(fv, "csv"))
+        fmt = PL_REPORT_CSV;
+      else if (!strcmp(fv, "json"))
+        fmt = PL_REPORT_JSON;
+      else {
+        fprintf(stderr, "plateau report: --format '%s': allowed md, csv, "
+                        "json\n", fv);
+        return 2;
+      }
+      continue;
     }
     if (argv[i][0] == '-') {
       fprintf(stderr, "plateau report: unknown option '%s'\n", argv[i]);
@@ -490,7 +539,7 @@ int pl_report_main(int argc, char **argv) {
     return 2;
   }
   int skipped = 0;
-  pl_status st = pl_report_run(run_dir, &skipped);
+  pl_status st = pl_report_run_as(run_dir, fmt, &skipped);
   if (skipped)
     fprintf(stderr, "plateau report: warning: charts were skipped\n");
   if (st == PL_EINVAL || st == PL_EIO)

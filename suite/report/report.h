@@ -12,6 +12,8 @@
 #ifndef PLATEAU_SUITE_REPORT_H
 #define PLATEAU_SUITE_REPORT_H
 
+#include <stdbool.h>
+
 #include "plateau/status.h"
 #include "results/results.h"
 
@@ -21,6 +23,8 @@ typedef struct pl_report_ctx {
   const char *analysis_dir; /* where the *.gp scripts are, or NULL */
   const char *name;         /* the report; for `generic`, the bench */
   int charts_skipped;       /* set by pl_rep_chart when a chart was skipped */
+  struct pl_rep_claims *claims; /* the summary's figures (pl_rep_claim), or
+                                   NULL: none are kept */
 } pl_report_ctx;
 
 /* A report hook: t[0..n) are the tables of every bench and peer whose
@@ -43,9 +47,27 @@ pl_report_fn pl_report_generic;
  * (report_points.c); nothing when there is neither. */
 pl_status pl__report_points(pl_report_ctx *rc, pl_table *const *t, int n);
 
+/* report/summary.md: the paper's claims, one row each (report/paper.h),
+ * with ours where a report hook gave it (pl_rep_claim) and "not run here"
+ * where none did, then links to the charts that answer them
+ * (report_summary.c).  Written after every hook. */
+pl_status pl__report_summary(pl_report_ctx *rc);
+
+/* What `plateau report` writes: the Markdown tables, charts and summary, or
+ * the rows as one CSV or JSON table per bench (report_export.c). */
+typedef enum { PL_REPORT_MD, PL_REPORT_CSV, PL_REPORT_JSON } pl_report_format;
+
+/* Every row of the tables t[0..nt) as one table per bench,
+ * rc->out_dir/<bench>.csv or .json (report_export.c). */
+pl_status pl__report_export(pl_report_ctx *rc, pl_table *const *t, int nt,
+                            bool json);
+
 /* The whole report of run_dir into run_dir/report; *charts_skipped (may be
  * NULL) says whether a chart was skipped.  PL_EIO when nothing was read. */
 pl_status pl_report_run(const char *run_dir, int *charts_skipped);
+/* The same in the format asked for. */
+pl_status pl_report_run_as(const char *run_dir, pl_report_format fmt,
+                           int *charts_skipped);
 
 /* Entry for `plateau report RUN_DIR`; argv[0] is "report".  Returns the
  * process exit code (0 ok, also when charts were skipped for want of gnuplot;

@@ -166,8 +166,9 @@ void pl_rep_md_head(FILE *f, const pl_report_ctx *rc, const char *title,
 }
 
 /* A cell of a Markdown table: memory (unit B in the schema) in the binary
- * unit that keeps it >= 1, 4 significant digits; a time, rate or percentage
- * in pl_rep_q's one format; anything else as written. */
+ * unit that keeps it >= 1, 4 significant digits; FLOPs in the decimal unit
+ * that keeps them >= 1; a time, rate or percentage in pl_rep_q's one
+ * format; anything else as written. */
 static void cell_text(FILE *f, const char *col, const char *v) {
   static const char *const q_units[] = {"ms",    "GB/s", "Gparam/s", "TFLOP/s",
                                         "tok/s", "%",    NULL};
@@ -179,6 +180,17 @@ static void cell_text(FILE *f, const char *col, const char *v) {
   if (q && !isnan(x)) {
     char b[32];
     fputs(pl_rep_q(b, sizeof b, x, "-"), f);
+    return;
+  }
+  if (d && strcmp(d->unit, "FLOP") == 0 && !isnan(x)) {
+    /* a count of FLOPs in the decimal unit that keeps it >= 1, never an
+     * exponent ("27.26 MFLOP", not 2.7263e+07) */
+    static const char *const p[] = {"", "k", "M", "G", "T", "P", "E"};
+    int k = 0;
+    while (k < 6 && fabs(x) >= 1000.0)
+      x /= 1000.0, k++;
+    char b[32];
+    fprintf(f, "%s %sFLOP", pl_rep_q(b, sizeof b, x, "-"), p[k]);
     return;
   }
   if (!d || strcmp(d->unit, "B") != 0 || isnan(x)) {
@@ -593,4 +605,36 @@ pl_status pl_rep_chart(pl_report_ctx *rc, const char *script, const char *data,
     printf("%s\n", out);
   }
   return PL_OK;
+}
+
+/* ---- the summary's claims ------------------------------------------------ */
+bool pl_rep_is_cpu(const pl_table *t) {
+  return t && strcmp(pl_rep_meta(t, "backend", ""), "cpu") == 0;
+}
+
+void pl_rep_claim(pl_report_ctx *rc, const char *id, double ours,
+                  const char *text, const pl_table *t, const char *basis) {
+  pl_rep_claims *c = rc->claims;
+  if (!c)
+    return;
+  int i = 0;
+  while (i < c->n && strcmp(c->v[i].id, id) != 0)
+    i++;
+  PL_ASSERT(i < PL_REP_MAX_CLAIMS);
+  if (i == c->n)
+    c->n++;
+  pl_rep_claim_t *x = &c->v[i];
+  memset(x, 0, sizeof *x);
+  snprintf(x->id, sizeof x->id, "%s", id);
+  x->ours = ours;
+  snprintf(x->text, sizeof x->text, "%s", text);
+  snprintf(x->basis, sizeof x->basis, "%s", basis);
+  x->cpu = pl_rep_is_cpu(t);
+  const char *ranks = pl_rep_meta(t, "ranks", "-");
+  if (x->cpu)
+    snprintf(x->hw, sizeof x->hw, "CPU backend, %s rank%s", ranks,
+             strcmp(ranks, "1") == 0 ? "" : "s");
+  else
+    snprintf(x->hw, sizeof x->hw, "%s× %s", ranks,
+             pl_rep_meta(t, "device", "?"));
 }

@@ -94,6 +94,34 @@ void pl_rep_discard(FILE *f);
  * failure. */
 pl_status pl__rep_commit(const char *tmp, const char *path);
 
+/* ---- the summary's claims --------------------------------------------------
+ * A report hook that computes one of the paper's claimed quantities gives it
+ * to the summary (report_summary.c) under the claim's id ("reach:120b",
+ * "ratio:120b:131072", "dispatch", ...: the ids report_summary.c lists).
+ * A figure from a CPU-backend file is shown as what it is and never judged
+ * against the paper's GPU figure. */
+typedef struct pl_rep_claim_t {
+  char id[40];
+  double ours;     /* the figure compared with the paper's; NAN: none */
+  char text[200];  /* ours as the summary writes it */
+  char hw[128];    /* where it ran: device, ranks */
+  char basis[128]; /* measured per rank / projected (plan) / ... */
+  bool cpu;        /* from a CPU-backend file */
+} pl_rep_claim_t;
+#define PL_REP_MAX_CLAIMS 64
+typedef struct pl_rep_claims {
+  pl_rep_claim_t v[PL_REP_MAX_CLAIMS];
+  int n;
+} pl_rep_claims;
+/* Give claim `id` ours (NAN: no number) and its text, from table t (its
+ * device, backend and ranks make the hardware cell), measured or projected
+ * as basis says; a later call for the same id replaces an earlier one.  A
+ * no-op when rc keeps no claims. */
+void pl_rep_claim(pl_report_ctx *rc, const char *id, double ours,
+                  const char *text, const pl_table *t, const char *basis);
+/* Is t from the CPU backend (its times are not GPU times)? */
+bool pl_rep_is_cpu(const pl_table *t);
+
 /* ---- charts
  * ------------------------------------------------------------------ */
 /* The analysis/ directory holding the *.gp scripts: $PLATEAU_ROOT/analysis,

@@ -53,7 +53,7 @@ key $h/report/dispatch.md "| 32768, 4096, 128, 2 | 2 | 50/4 | 146.7 | 28.4 | 99.
 key $h/report/dispatch.md "| 32768, 4096, 128, 2 | 2 | 50/4 | 118.0 | 108.3 | 0.92x | 22.1 | 22.1 | 1.00 | 1.05 | 2.29 |"
 # SCO and max batch (Tables 3 and 13): device peaks, step times, the search
 key $h/report/sco.md "| device (HBM) peak per GPU | 139.79 GiB → 123.73 GiB | -11.5% | 15.64 GiB → 7.91 GiB | -49.4% |"
-key $h/report/sco.md "| 0 | 0 B | 0 | 15.64 GiB | +0.0% | 8.44 GiB | 9.14 GiB | 15.64 GiB | 0 B | 560.113 (538.113–564.684) | 117005 | 559 | +0.0% | pass | ok |"
+key $h/report/sco.md "| 0 | 0 B | 0 | 15.64 GiB | +0.0% | 8.44 GiB | 9.14 GiB | 15.64 GiB | 0 B | 560.1 (538.1–564.7) | 117005 | 559.0 | +0.0% | pass | ok |"
 key $h/report/sco.md "| ours (2 ranks, global) | 131,072 | 360,448 | +175.00% (target ≥ +17.65%) |"
 key $h/report/sco.md "| 0 | 65,536 | ok | 0 | 15.64 GiB | 0 B | 561.847 | 116644 | - |"
 # optimizer (Tables 4 and 14): step times (from step_ms), staging, targets

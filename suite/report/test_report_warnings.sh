@@ -48,6 +48,14 @@ if gnuplot_lines "$tmp/mr.out" >"$tmp/w"; then
 else
   pass
 fi
+# make run ends with the summary of the paper's claims, printed whole
+sum=$dir/report/summary.md
+if [[ -f $sum ]] && grep -q "^== $sum$" "$tmp/mr.out" &&
+  tail -n "$(wc -l <"$sum")" "$tmp/mr.out" | cmp -s - "$sum"; then
+  pass
+else
+  fail "make run does not end with $sum"
+fi
 for f in report/train.md report/train-context.svg report/attention.md report/vocab.svg; do
   grep -q "^  $dir/$f$" "$tmp/mr.out" && pass || fail "make run does not list $f"
 done

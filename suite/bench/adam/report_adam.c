@@ -20,17 +20,18 @@
 #include <sys/stat.h>
 
 #include "plateau/plateau.h"
+#include "report/paper.h"
 #include "report/report.h"
 #include "report/report_util.h"
 #include "results/results.h"
 
 /* Paper, Table 4 (DESIGN §1.4): 2.625B params per rank, 8×H200 sharing a
- * node, 100M buckets, 2 slots. */
-#define PAPER_PARAMS 2.625e9
-#define PAPER_CPU_S 3.95
-#define PAPER_STREAM_S 1.93
-#define PAPER_SPEEDUP 2.05
-#define PAPER_STAGING_GIB 4.23
+ * node, 100M buckets, 2 slots (report/paper.c). */
+#define PAPER_PARAMS pl_paper_op.adam_params
+#define PAPER_CPU_S pl_paper_op.adam_cpu_s
+#define PAPER_STREAM_S pl_paper_op.adam_stream_s
+#define PAPER_SPEEDUP pl_paper_op.adam_speedup
+#define PAPER_STAGING_GIB pl_paper_op.adam_staging_gib
 
 #define MAXR 512
 
@@ -41,6 +42,7 @@ typedef struct arow {
   double bpp, mem_gbs, update_ms; /* host-memory bytes/param, copy rate */
   double share_given; /* hybrid: the --share value, NAN for auto */
   int on_cpu; /* the file ran on the CPU backend */
+  const pl_table *t; /* the file it came from */
   char check[16], share[32], note[256];
 } arow;
 
@@ -63,6 +65,7 @@ static void take(acc *A, const pl_table *tp, int peer) {
     if (strcmp(cols(&t, i, "status"), "ok") != 0) continue;
     arow *r = &A->r[A->n];
     memset(r, 0, sizeof *r);
+    r->t = tp;
     const char *m = peer ? "peer" : cols(&t, i, "variant");
     r->mode = !strcmp(m, "cpu") ? 0 : !strcmp(m, "stream") ? 1
               : !strcmp(m, "hybrid") ? 2 : !strcmp(m, "update") ? 4 : 3;
@@ -338,10 +341,24 @@ static void write_t14(FILE *f, const sweep *g, double floor_ms) {
           floor_ms / 1e3);
 }
 
-/* The targets (doc/performance/README.md), met or not. */
+/* The targets (doc/performance/README.md), met or not: GPU targets, so a
+ * CPU-backend run is shown its figures and not judged. */
 static void write_targets(FILE *f, const picks *k) {
   char b1[32], b2[32];
+  const bool cpu = (k->cpu && k->cpu->on_cpu) || (k->sbest && k->sbest->on_cpu);
   fprintf(f, "## Targets\n\n");
+  if (cpu) {
+    fprintf(f, "GPU targets (stream ≥ 75%% of the host-link floor, ≥ 2.05× "
+               "the SIMD CPU baseline; hybrid ≥ 1.2× stream; the update ≤ "
+               "torch fused CPU AdamW): not judged on CPU backend rows.\n");
+    if (k->sbest && k->cpu)
+      fprintf(f, "\nFigures of this run: stream %.0f%% of the floor, %.2f× "
+                 "the SIMD CPU baseline.\n",
+              k->sbest->pct, k->cpu->step_ms / k->sbest->step_ms);
+    fprintf(f, "\nCPU backend run: times are CPU times and the \"link\" is "
+               "memcpy between arenas; memory figures are exact.\n");
+    return;
+  }
   if (k->sbest)
     fprintf(f, "- stream ≥ 75%% of the host-link floor: %.0f%% → %s\n",
             k->sbest->pct, k->sbest->pct >= 75 ? "met" : "NOT met");
@@ -366,9 +383,6 @@ static void write_targets(FILE *f, const picks *k) {
     fprintf(f, "- hybrid ≥ 1.0× torch fused CPU AdamW: %.2f× → %s\n",
             k->peer_ms / k->hbest->step_ms,
             k->peer_ms / k->hbest->step_ms >= 1.0 ? "met" : "NOT met");
-  if (k->cpu && k->cpu->on_cpu)
-    fprintf(f, "\nCPU backend run: times are CPU times and the \"link\" is "
-            "memcpy between arenas; memory figures are exact.\n");
 }
 
 /* adam_sweep.csv and its chart (adam_sweep.gp). */
@@ -444,6 +458,14 @@ pl_status pl_report_adam(pl_report_ctx *rc, pl_table *const *t, int nt) {
   roofline_table(f, k.cpu, k.cfull, k.upd, k.sbest, k.hbest,
                  k.npeer ? k.peer_ms : NAN, P);
   write_targets(f, &k);
+  if (k.sbest && k.cpu) { /* the summary's claim: the paper's Table 4 */
+    char x[200], a[32], b[32];
+    const double sp = k.cpu->step_ms / k.sbest->step_ms;
+    snprintf(x, sizeof x, "%.2f× (%s vs %s s%s, %s params/rank)", sp,
+             fmt_s(a, 32, k.cpu->step_ms), fmt_s(b, 32, k.sbest->step_ms),
+             k.sbest->on_cpu ? ", CPU times" : "", fmt_n(b1, 32, P));
+    pl_rep_claim(rc, "adam", sp, x, k.sbest->t, "measured per rank");
+  }
   pl_status st = pl_rep_close(f, path);
   if (st == PL_OK && g->nb) /* chart data */
     st = write_sweep_chart(rc, g, floor_ms);

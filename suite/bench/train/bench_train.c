@@ -122,20 +122,34 @@ static pl_status setup(pl_bench_ctx *c, void *st, int p) {
   return b->tok ? PL_OK : pl_set_error(PL_ENOMEM, "train: host tokens");
 }
 
-/* "[train] step i/n  t s  loss L  ETA s" on stderr (rank 0), so a step of
- * minutes at a long context shows it is alive; n counts the warm-ups and
- * timed steps asked ("n+" once the harness adds warm-ups that had not
- * converged).  Never in the result file. */
+/* "[train] step i/n  t s  loss L  R tok/s  peak P  ETA s" on stderr (rank
+ * 0), so a step of minutes at a long context shows it is alive and how fast
+ * and how full it runs; n counts the warm-ups and timed steps asked ("n+"
+ * once the harness adds warm-ups that had not converged); R is this step's
+ * tokens per rank over its time, P rank 0's device peak of the step.  Never
+ * in the result file (the row holds the median and the max over ranks). */
 static void progress(train_bench *b, const pl_step_result *r) {
   b->spent_ms += r->time_ms;
   if (b->rank != 0)
     return;
   const int i = (int)b->next, left = b->steps - i;
-  char eta[32] = "";
+  char eta[32] = "", peak[32];
   if (left > 0)
     snprintf(eta, sizeof eta, "  ETA %.1f s", b->spent_ms / i * left * 1e-3);
-  fprintf(stderr, "[train] step %d/%d%s  %.2f s  loss %.4f%s\n", i, b->steps,
-          i > b->steps ? "+" : "", r->time_ms * 1e-3, r->loss, eta);
+  const double tok = (double)b->u.sc.micro * (double)(b->u.S /
+                                                      b->sys->seq_ranks(&b->u)),
+               pk = (double)r->dev.peak;
+  if (pk >= 1024.0 * 1024 * 1024)
+    snprintf(peak, sizeof peak, "%.2f GiB", pk / (1024.0 * 1024 * 1024));
+  else if (pk >= 1024.0 * 1024)
+    snprintf(peak, sizeof peak, "%.2f MiB", pk / (1024.0 * 1024));
+  else
+    snprintf(peak, sizeof peak, "%.2f KiB", pk / 1024.0);
+  const double rate = r->time_ms > 0 ? tok / (r->time_ms * 1e-3) : 0.0;
+  fprintf(stderr, "[train] step %d/%d%s  %.2f s  loss %.4f  %.*f tok/s  peak "
+                  "%s%s\n",
+          i, b->steps, i > b->steps ? "+" : "", r->time_ms * 1e-3, r->loss,
+          rate >= 100 ? 0 : 2, rate, peak, eta);
   fflush(stderr);
 }
 

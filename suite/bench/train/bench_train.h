@@ -177,8 +177,9 @@
       {"ep",                                                                     \
        0,                                                                        \
        PL_OPT_INT,                                                               \
-       "1",                                                                      \
-       "expert parallelism: fsdp2's degree (divides W_v and E); plateau's "      \
+       NULL,                                                                     \
+       "expert parallelism: fsdp2's degree (divides W_v and E; not given: 1); "  \
+       "plateau's "                                                              \
        "expert group (not given: all W_v ranks; Ep < W: groups of Ep ranks, "    \
        "each holding all experts as ZeRO-3 units over the W/Ep groups)",        \
        1,                                                                        \

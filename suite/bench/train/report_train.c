@@ -38,9 +38,9 @@
 #include "report/report_util.h"
 
 /* ---- the paper's figures (report_train_cells.c) ------------------------- */
-typedef pl__train_paper_pt paper_pt;
-#define NPAPER pl__train_npaper /* report_train_cells.c */
-#define PAPER pl__train_paper
+typedef pl_paper_e2e_pt paper_pt;
+#define NPAPER pl_paper_ne2e /* report_train_cells.c */
+#define PAPER pl_paper_e2e
 static const char *const LABEL =
     "paper: 16–64 H200, different scale (120B on 16, 241B on 32, 667B on 64 "
     "GPUs)";
@@ -90,7 +90,7 @@ static void paper_cell(char *b, size_t n, const pl__train_pt *x) {
   if (strcmp(x->system, PL_PLAN_NAME_FSDP2))
     return;
   for (int k = 0; k < 3; k++) {
-    const pl__train_vs_fig *v = &pl__train_paper_vs[k];
+    const pl_paper_vs_fig *v = &pl_paper_vs[k];
     if (strcmp(v->model, x->model))
       continue;
     char c[16];
@@ -230,7 +230,7 @@ static void reach(FILE *md, const pl__train_pt *p, int n, pl_table *const *mb,
           "Paper: plateau trains 1M on every model; FSDP2-best runs out "
           "of memory past 128K / 32K / 64K (120B / 241B / 667B); largest "
           "global batch 1.5M / 1.8M / 3M tokens (%s).\n\n",
-          pl__train_scale);
+          pl_paper_scale);
   if (!n)
     fprintf(md, "No rows: the run has no `plateau bench train` rows.\n");
   else
@@ -425,7 +425,7 @@ static pl_status chart(pl_report_ctx *rc, const pl__train_pt *p, int n) {
     else
       list_add(others, sizeof others, s);
     for (int k = 0; k < 3; k++)
-      models[k] |= !strcmp(p[i].model, pl__train_paper_vs[k].model);
+      models[k] |= !strcmp(p[i].model, pl_paper_vs[k].model);
   }
   qsort(c, (size_t)nc, sizeof *c, cmp_chart);
   snprintf(stem, sizeof stem, "%s/train-context", rc->out_dir);
@@ -445,10 +445,10 @@ static pl_status chart(pl_report_ctx *rc, const pl__train_pt *p, int n) {
     if (!models[k])
       continue;
     for (int i = 0; i < NPAPER; i++)
-      if (!strcmp(PAPER[i].model, pl__train_paper_vs[k].model))
+      if (!strcmp(PAPER[i].model, pl_paper_vs[k].model))
         fprintf(f, "paper:%s\t%.0f\t%.0f\t%.0f\n", PAPER[i].model, PAPER[i].seq,
                 PAPER[i].tok, PAPER[i].tflops);
-    strcat(strcat(series, "paper:"), pl__train_paper_vs[k].model);
+    strcat(strcat(series, "paper:"), pl_paper_vs[k].model);
     strcat(series, " ");
   }
   PL_TRY(pl_rep_close(f, data));
@@ -639,10 +639,10 @@ static pl_status chart_maxbatch(pl_report_ctx *rc, pl_table *const *mb, int nmb,
   static const int paper_gpus[3] = {16, 32, 64};
   for (int k = 0; k < 3; k++)
     fprintf(f, "paper:plateau\t%d\t%.0f\t-\n", paper_gpus[k],
-            pl__train_paper_vs[k].batch);
+            pl_paper_vs[k].batch);
   for (int k = 0; k < 3; k++)
     fprintf(f, "paper:fsdp2\t%d\t%.0f\t-\n", paper_gpus[k],
-            pl__train_paper_vs[k].batch / pl__train_paper_vs[k].batch_ratio);
+            pl_paper_vs[k].batch / pl_paper_vs[k].batch_ratio);
   strcat(series, "paper:plateau paper:fsdp2 ");
   PL_TRY(pl_rep_close(f, data));
   const char *extra[] = {series + 1, LABEL};
@@ -712,6 +712,7 @@ pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
   pl__report_train_tuning(md, p, n);
   pl__report_train_peer(md, p, n, pe, npe);
   pl__report_train_grid(md, p, n);
+  pl__report_train_claims(rc, p, n);
   losses(md, p, n);
   st = pl__report_train_loss_chart(rc, md, p, n, pe, npe);
   const pl_status cst = pl_rep_close(md, path);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "report/paper.h"
 #include "report/report.h"
 #include "results/results.h"
 
@@ -22,15 +23,6 @@ typedef struct pl__train_pt {
   double seq, ranks, wv, tok, tflops, batch; /* batch: tokens · W_v */
 } pl__train_pt;
 
-/* The paper's figures of plateau: tok/s/GPU and TFLOP/s/GPU at 128K and 1M
- * on its GPU counts (pl__train_npaper points). */
-typedef struct pl__train_paper_pt {
-  const char *model;
-  int gpus;
-  double seq, tok, tflops;
-} pl__train_paper_pt;
-extern const pl__train_paper_pt pl__train_paper[];
-extern const int pl__train_npaper;
 /* "Prediction vs measurement": for the rows p[0..n), the planner's pred_*
  * columns beside the measured peaks and step, errors against the targets
  * (memory 5%, a GPU step 15%), the rows outside them flagged. */
@@ -43,16 +35,6 @@ void pl__report_train_pred(FILE *md, const pl__train_pt *p, int n);
 #define PL__TRAIN_ROW_RULE "|---|---|---|---|---|---|---|"
 void pl__train_row_head(FILE *md, const pl__train_pt *p);
 
-/* The paper's FSDP2-best figures per model (120b, 241b, 667b): its longest
- * context, the throughput ratio at 120B/128K, the largest global batch of
- * plateau and its ratio to FSDP2-best's. */
-typedef struct pl__train_vs_fig {
-  const char *model;
-  double fsdp2_reach, tok_ratio, batch, batch_ratio;
-} pl__train_vs_fig;
-extern const pl__train_vs_fig pl__train_paper_vs[];
-/* How the paper's figures are labelled: "16–64 H200, different scale". */
-extern const char *const pl__train_scale;
 /* Context length s as "128K", "1M" or the number; returns b. */
 const char *pl__train_ctx(char *b, size_t n, double s);
 
@@ -75,6 +57,10 @@ void pl__report_train_peer(FILE *md, const pl__train_pt *p, int n,
  * chart of the same, analysis/train-grid.gp).  Nothing when no row is of
  * the grid. */
 void pl__report_train_grid(FILE *md, const pl__train_pt *p, int n);
+/* The paper's end-to-end claims for report/summary.md (pl_rep_claim): per
+ * model of the grid, plateau's and FSDP2-best's reach, the throughput ratio
+ * and plateau's TFLOP/s at 128K and 1M, and the largest batch. */
+void pl__report_train_claims(pl_report_ctx *rc, const pl__train_pt *p, int n);
 pl_status pl__report_train_grid_chart(pl_report_ctx *rc, const pl__train_pt *p,
                                       int n);
 

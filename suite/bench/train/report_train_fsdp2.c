@@ -81,7 +81,7 @@ static reach_t reach_of(const pl__train_pt *p, int n, const pl__train_pt *q,
 
 static int paper_vs(const char *model) {
   for (int j = 0; j < 3; j++)
-    if (!strcmp(pl__train_paper_vs[j].model, model))
+    if (!strcmp(pl_paper_vs[j].model, model))
       return j;
   return -1;
 }
@@ -98,6 +98,15 @@ static const char *reach_cell(char *b, size_t n, reach_t r) {
   else
     snprintf(b, n, "%s (%s at %s)", pl__train_ctx(c1, sizeof c1, r.longest),
              r.fail_status, pl__train_ctx(c2, sizeof c2, r.first_fail));
+  return b;
+}
+
+/* Tokens per step as a context is written ("2M", "512K"), "-" for none. */
+static const char *batch_cell(char *b, size_t n, double tokens) {
+  if (isnan(tokens) || tokens <= 0)
+    snprintf(b, n, "-");
+  else
+    pl__train_ctx(b, n, tokens);
   return b;
 }
 
@@ -134,17 +143,21 @@ static void targets(FILE *md, const pl__train_pt *p, int n,
     head = true;
     char c1[16], c2[16];
     const double rr = ra.longest / rb.longest;
+    /* GPU targets: a CPU-backend row's times are CPU times (not judged) */
+    const bool cpu = pl_rep_is_cpu(p[i].t);
     fprintf(md, "- %s at %.0f / %.0f: reach ratio %s (%s); ", p[i].model,
             p[i].ranks, p[i].wv,
             isnan(rb.longest) ? "unbounded (FSDP2-best fits nothing)"
                               : pl_rep_fmt(c1, sizeof c1, "%.1f×", rr, "-"),
-            isnan(rb.longest) || rr >= 8 ? "met" : "missed");
+            cpu ? "CPU backend: not judged"
+            : isnan(rb.longest) || rr >= 8 ? "met"
+                                           : "missed");
     if (isnan(both))
       fprintf(md, "no context both fit\n");
     else
       fprintf(md, "TFLOP/s ratio %.2f× at %s (%s)\n", ratio,
               pl__train_ctx(c2, sizeof c2, both),
-              ratio >= 2 ? "met" : "missed");
+              cpu ? "CPU times: not judged" : ratio >= 2 ? "met" : "missed");
   }
 }
 
@@ -161,7 +174,7 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
           "one-GPU proxy when W_v > ranks). Paper (%s): 7.6× tok/s at "
           "120B/128K; FSDP2-best OOM past 128K / 32K / 64K while plateau "
           "trains 1M; max batch 12× / 7× / 3× (120B / 241B / 667B).\n\n",
-          pl__train_scale);
+          pl_paper_scale);
   bool any = false;
   for (int i = 0; i < n + nq && !any; i++)
     any = !strcmp(i < n ? p[i].system : q[i - n].system, PL_PLAN_NAME_FSDP2);
@@ -196,9 +209,9 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
               !strcmp(p[j].system, PL_PLAN_NAME_FSDP2) && is_ok(&p[j]);
     const int k = paper_vs(p[i].model);
     char c[16], t1[32], t2[32], t3[32], t4[32], r1[32], r2[32], pp[64] = "-";
-    if (k >= 0 && !isnan(pl__train_paper_vs[k].tok_ratio) && p[i].seq == 131072)
-      snprintf(pp, sizeof pp, "%.1f× (%s)", pl__train_paper_vs[k].tok_ratio,
-               pl__train_scale);
+    if (k >= 0 && !isnan(pl_paper_vs[k].tok_ratio) && p[i].seq == 131072)
+      snprintf(pp, sizeof pp, "%.1f× (%s)", pl_paper_vs[k].tok_ratio,
+               pl_paper_scale);
     const double na = NAN;
     fprintf(
         md,
@@ -214,9 +227,12 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
         : tf ? "none fits"
              : "not run",
         fits, tf,
-        pl_rep_fmt(r1, sizeof r1, "%.2f×", a && b ? a->tok / b->tok : na, "-"),
-        pl_rep_fmt(r2, sizeof r2, "%.2f×", a && b ? a->tflops / b->tflops : na,
-                   "-"),
+        pl_rep_fmt(r1, sizeof r1,
+                   pl_rep_is_cpu(p[i].t) ? "%.2f× (CPU times)" : "%.2f×",
+                   a && b ? a->tok / b->tok : na, "-"),
+        pl_rep_fmt(r2, sizeof r2,
+                   pl_rep_is_cpu(p[i].t) ? "%.2f× (CPU times)" : "%.2f×",
+                   a && b ? a->tflops / b->tflops : na, "-"),
         pp);
   }
   fprintf(md,
@@ -243,19 +259,19 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
                                                        q2[64] = "-";
     if (k >= 0) {
       snprintf(q1, sizeof q1, "%.0f× (1M vs OOM past %.0fK; %s)",
-               1048576 / pl__train_paper_vs[k].fsdp2_reach,
-               pl__train_paper_vs[k].fsdp2_reach / 1024, pl__train_scale);
+               1048576 / pl_paper_vs[k].fsdp2_reach,
+               pl_paper_vs[k].fsdp2_reach / 1024, pl_paper_scale);
       snprintf(q2, sizeof q2, "%.0f× (%.1fM tokens; %s)",
-               pl__train_paper_vs[k].batch_ratio,
-               pl__train_paper_vs[k].batch / 1e6, pl__train_scale);
+               pl_paper_vs[k].batch_ratio,
+               pl_paper_vs[k].batch / 1e6, pl_paper_scale);
     }
     fprintf(md,
             "| %s | %.0f / %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n",
             x->model, x->ranks, x->wv, reach_cell(a, sizeof a, ra),
             reach_cell(b, sizeof b, rb),
             pl_rep_fmt(r1, sizeof r1, "%.1f×", ra.longest / rb.longest, "-"),
-            q1, pl_rep_fmt(m1, sizeof m1, "%.0f", ra.batch, "-"),
-            pl_rep_fmt(m2, sizeof m2, "%.0f", rb.batch, "-"),
+            q1, batch_cell(m1, sizeof m1, ra.batch),
+            batch_cell(m2, sizeof m2, rb.batch),
             pl_rep_fmt(r2, sizeof r2, "%.1f×", ra.batch / rb.batch, "-"), q2);
   }
   targets(md, p, n, q, nq);

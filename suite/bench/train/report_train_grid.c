@@ -118,19 +118,19 @@ static void cell_md(FILE *md, const pl__train_pt *x) {
 }
 
 /* The paper's plateau figures at (model k, seq), or NULL. */
-static const pl__train_paper_pt *paper_at(int k, double seq) {
-  for (int i = 0; i < pl__train_npaper; i++)
-    if (!strcmp(pl__train_paper[i].model, MODELS[k]) &&
-        pl__train_paper[i].seq == seq)
-      return &pl__train_paper[i];
+static const pl_paper_e2e_pt *paper_at(int k, double seq) {
+  for (int i = 0; i < pl_paper_ne2e; i++)
+    if (!strcmp(pl_paper_e2e[i].model, MODELS[k]) &&
+        pl_paper_e2e[i].seq == seq)
+      return &pl_paper_e2e[i];
   return NULL;
 }
 
 /* The paper's FSDP2-best at (model k, seq): its tok/s/GPU where printed (the
  * 7.6× at 120B/128K), OOM past its reach, else "-". */
 static const char *paper_fsdp2(char *b, size_t n, int k, double seq) {
-  const pl__train_vs_fig *f = &pl__train_paper_vs[k];
-  const pl__train_paper_pt *q = paper_at(k, seq);
+  const pl_paper_vs_fig *f = &pl_paper_vs[k];
+  const pl_paper_e2e_pt *q = paper_at(k, seq);
   if (seq > f->fsdp2_reach)
     snprintf(b, n, "OOM (past %.0fK)", f->fsdp2_reach / 1024);
   else if (q && !isnan(f->tok_ratio))
@@ -162,7 +162,7 @@ static void model_table(FILE *md, const pl__train_pt *p, int n, int k) {
       value(a, &ta, &fa), value(b, &tb, &fb);
       pl_rep_fmt(r, sizeof r, "%.2f×", ta / tb, "-");
     }
-    const pl__train_paper_pt *q = paper_at(k, SEQS[s]);
+    const pl_paper_e2e_pt *q = paper_at(k, SEQS[s]);
     if (q)
       snprintf(pp, sizeof pp, "%.0f (%.0f)", q->tok, q->tflops);
     fprintf(md, " %s | %s | %s |\n", r, pp,
@@ -205,7 +205,8 @@ static void reach_table(FILE *md, const pl__train_pt *p, int n) {
     const char *ap, *af;
     reach_of(p, n, k, PL_PLAN_NAME_PLATEAU, &lp, &ap, &bp);
     reach_of(p, n, k, PL_PLAN_NAME_FSDP2, &lf, &af, &bf);
-    char c1[16] = "none", c2[16] = "none", r[32] = "-", br[32] = "-";
+    char c1[16] = "none", c2[16] = "none", r[32] = "-", br[32] = "-",
+         t1[16], t2[16];
     if (lp > 0)
       pl__train_ctx(c1, sizeof c1, lp);
     if (lf > 0)
@@ -214,11 +215,14 @@ static void reach_table(FILE *md, const pl__train_pt *p, int n) {
       snprintf(r, sizeof r, "%.0f×", lp / lf);
     if (bp > 0 && bf > 0)
       snprintf(br, sizeof br, "%.1f×", bp / bf);
-    const pl__train_vs_fig *f = &pl__train_paper_vs[k];
+    const pl_paper_vs_fig *f = &pl_paper_vs[k];
     fprintf(md,
-            "| %s | %s | %s | %s | %s | %s | %.0f | %.0f | %s | %.0fK | "
+            "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0fK | "
             "%.1fM (%.0f×) |\n",
-            MODELS[k], c1, ap, c2, af, r, bp, bf, br, f->fsdp2_reach / 1024,
+            MODELS[k], c1, ap, c2, af, r,
+            bp > 0 ? pl__train_ctx(t1, sizeof t1, bp) : "-",
+            bf > 0 ? pl__train_ctx(t2, sizeof t2, bf) : "-", br,
+            f->fsdp2_reach / 1024,
             f->batch / 1e6, f->batch_ratio);
   }
 }
@@ -302,11 +306,130 @@ void pl__report_train_grid(FILE *md, const pl__train_pt *p, int n) {
           "did not run (the plan's binding term, or oom). FSDP2-best is the "
           "fastest fsdp2 row of the point, its knobs named. The paper's "
           "figures: %s.\n",
-          pl__train_scale);
+          pl_paper_scale);
   for (int k = 0; k < 3; k++)
     model_table(md, p, n, k);
   reach_table(md, p, n);
   plan_table(md, p, n);
+}
+
+/* How a cell's figure was had, for the summary: a real run's measurement,
+ * a proxy's projection. */
+static const char *basis(char *b, size_t n, const pl__train_pt *x) {
+  const char *l = label(x);
+  if (!strcmp(l, "measured"))
+    snprintf(b, n, "measured (%.0f ranks)", x->ranks);
+  else if (!strcmp(l, "projected"))
+    snprintf(b, n, "projected (1 rank of %.0f)", x->wv);
+  else
+    snprintf(b, n, "%s (1 rank of %.0f)", l, x->wv);
+  return b;
+}
+
+/* The reach cell of the summary: the longest context ok and what the first
+ * grid context above it did; paper: the paper's reach of sys. */
+static void reach_claim(pl_report_ctx *rc, const pl__train_pt *p, int n,
+                        int k, const char *sys, const char *id, double paper) {
+  double longest, batch;
+  const char *above;
+  reach_of(p, n, k, sys, &longest, &above, &batch);
+  const pl__train_pt *x = NULL;
+  for (int s = 0; s < 4 && !x; s++)
+    x = cell_of(p, n, k, SEQS[s], sys);
+  if (!x)
+    return; /* no row of this model and system: not run here */
+  const pl__train_pt *at = longest > 0 ? cell_of(p, n, k, longest, sys) : x;
+  char c[16], c2[16], t[160], b[128];
+  if (longest > 0)
+    pl__train_ctx(c, sizeof c, longest);
+  else
+    snprintf(c, sizeof c, "none");
+  double next = NAN;
+  for (int s = 0; s < 4 && isnan(next); s++)
+    if (SEQS[s] > longest)
+      next = SEQS[s];
+  if (isnan(next))
+    snprintf(t, sizeof t, "%s", c);
+  else
+    snprintf(t, sizeof t, "%s (%s: %s)", c, pl__train_ctx(c2, sizeof c2, next),
+             above);
+  /* a ratio to the paper's reach only where ours is bounded: the context
+   * above failed, or ours already reaches the paper's */
+  const bool bounded = isnan(next) || longest >= paper ||
+                       (strcmp(above, "not run") && strcmp(above, "-"));
+  pl_rep_claim(rc, id, longest > 0 && bounded ? longest : NAN, t, at->t,
+               basis(b, sizeof b, at));
+}
+
+void pl__report_train_claims(pl_report_ctx *rc, const pl__train_pt *p,
+                             int n) {
+  static const double at[2] = {131072, 1048576};
+  char id[48], t[160], b[128], c[16];
+  for (int k = 0; k < 3; k++) {
+    snprintf(id, sizeof id, "reach:%s", MODELS[k]);
+    reach_claim(rc, p, n, k, PL_PLAN_NAME_PLATEAU, id, pl_paper_reach);
+    snprintf(id, sizeof id, "fsdp2_reach:%s", MODELS[k]);
+    reach_claim(rc, p, n, k, PL_PLAN_NAME_FSDP2, id,
+                pl_paper_vs[k].fsdp2_reach);
+    for (int s = 0; s < 2; s++) {
+      const pl__train_pt *a = cell_of(p, n, k, at[s], PL_PLAN_NAME_PLATEAU),
+                         *f = cell_of(p, n, k, at[s], PL_PLAN_NAME_FSDP2);
+      double ta = NAN, fa = NAN, tf = NAN, ff = NAN;
+      if (a && !strcmp(a->status, "ok"))
+        value(a, &ta, &fa);
+      if (f && !strcmp(f->status, "ok"))
+        value(f, &tf, &ff);
+      pl__train_ctx(c, sizeof c, at[s]);
+      if (a) { /* plateau's TFLOP/s, or why it has none */
+        snprintf(id, sizeof id, "tflops:%s:%.0f", MODELS[k], at[s]);
+        if (!isnan(fa))
+          snprintf(t, sizeof t, "%.0f (%.0f tok/s/GPU)", fa, ta);
+        else
+          snprintf(t, sizeof t, "%s", a->status);
+        pl_rep_claim(rc, id, fa, t, a->t, basis(b, sizeof b, a));
+      }
+      if (a) { /* the ratio where both ran, or who did not */
+        snprintf(id, sizeof id, "ratio:%s:%.0f", MODELS[k], at[s]);
+        const double r = ta / tf;
+        if (!isnan(r))
+          snprintf(t, sizeof t, "%.2f× (%.0f vs %.0f tok/s/GPU; FSDP2-best %s)",
+                   r, ta, tf, f->variant);
+        else
+          snprintf(t, sizeof t, "plateau %s, FSDP2-best %s",
+                   isnan(ta) ? a->status : "ok",
+                   !f ? "not run" : isnan(tf) ? f->status : "ok");
+        char b2[128];
+        snprintf(b, sizeof b, "plateau %s; FSDP2-best ",
+                 basis(b2, sizeof b2, a));
+        if (f)
+          basis(b2, sizeof b2, f);
+        else
+          snprintf(b2, sizeof b2, "not run");
+        strncat(b, b2, sizeof b - strlen(b) - 1);
+        pl_rep_claim(rc, id, r, t, a->t, b);
+      }
+    }
+    double lp, lf, bp, bf;
+    const char *ap, *af;
+    reach_of(p, n, k, PL_PLAN_NAME_PLATEAU, &lp, &ap, &bp);
+    reach_of(p, n, k, PL_PLAN_NAME_FSDP2, &lf, &af, &bf);
+    if (bp > 0) {
+      const pl__train_pt *x = cell_of(p, n, k, lp, PL_PLAN_NAME_PLATEAU);
+      char c2[16];
+      snprintf(id, sizeof id, "batch:%s", MODELS[k]);
+      if (bf > 0)
+        snprintf(t, sizeof t, "%s tokens (%.1f× FSDP2-best's %s)",
+                 pl__train_ctx(c, sizeof c, bp), bp / bf,
+                 pl__train_ctx(c2, sizeof c2, bf));
+      else
+        snprintf(t, sizeof t, "%s tokens (FSDP2-best: none ok)",
+                 pl__train_ctx(c, sizeof c, bp));
+      /* memory: a proxy holds one rank's share as the real run would */
+      pl_rep_claim(rc, id, bp, t, x->t,
+                   "largest ok row's tokens per step (memory, the same on "
+                   "a proxy)");
+    }
+  }
 }
 
 pl_status pl__report_train_grid_chart(pl_report_ctx *rc, const pl__train_pt *p,
@@ -339,20 +462,20 @@ pl_status pl__report_train_grid_chart(pl_report_ctx *rc, const pl__train_pt *p,
       }
   if (!f)
     return PL_OK;
-  for (int i = 0; i < pl__train_npaper; i++)
+  for (int i = 0; i < pl_paper_ne2e; i++)
     fprintf(f, "%s\tpaper:plateau\t%.0f\t%.0f\t%.0f\tpaper\n",
-            pl__train_paper[i].model, pl__train_paper[i].seq,
-            pl__train_paper[i].tok, pl__train_paper[i].tflops);
+            pl_paper_e2e[i].model, pl_paper_e2e[i].seq,
+            pl_paper_e2e[i].tok, pl_paper_e2e[i].tflops);
   for (int k = 0; k < 3; k++) {
-    const pl__train_paper_pt *q = paper_at(k, SEQS[0]);
-    const double r = pl__train_paper_vs[k].tok_ratio;
+    const pl_paper_e2e_pt *q = paper_at(k, SEQS[0]);
+    const double r = pl_paper_vs[k].tok_ratio;
     if (q && !isnan(r))
       fprintf(f, "%s\tpaper:fsdp2-best\t%.0f\t%.0f\t%.0f\tpaper\n", MODELS[k],
               q->seq, q->tok / r, q->tflops / r);
   }
   fclose(f);
   printf("%s\n", data);
-  const char *extra[] = {pl__train_scale};
+  const char *extra[] = {pl_paper_scale};
   static const char *const panels[] = {"tok_s_gpu", "tflops", NULL};
   if (!pl_rep_chart_shows(data, stem, "+seq", panels))
     return PL_OK;

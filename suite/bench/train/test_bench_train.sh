@@ -322,7 +322,7 @@ if [[ -f $md ]]; then
   [[ $(awk '/^## FSDP2-best: every configuration tried/ {on = 1} on && /\| tune \| [0-9]+ \/ [0-9]+ \| ok \|/' "$md" | grep -c .) -ge 16 &&
     $(awk '/^## FSDP2-best: every configuration tried/ {on = 1} /^## The FSDP2 baseline/ {on = 0} on && /\*\*best\*\*/' "$md" | grep -c .) -ge 1 ]] &&
     pass || fail "train.md: the tuning section lacks the tune rows or the best mark"
-  grep -q '^| tiny | 1 / 2 | 64 | [0-9.]* | [0-9.e-]* | pllep/ring/stream/sco=0/mb1 | [0-9.]* | [0-9.e-]* | cp[12]/ep[12]/ac=[a-z]*/opt=[a-z]*/mb[12] (20 / 20) | [0-9.]*× | [0-9.]*× | - |$' "$md" &&
+  grep -q '^| tiny | 1 / 2 | 64 | [0-9.]* | [0-9.e-]* | pllep/ring/stream/sco=0/mb1 | [0-9.]* | [0-9.e-]* | cp[12]/ep[12]/ac=[a-z]*/opt=[a-z]*/mb[12] (20 / 20) | [0-9.]*× (CPU times) | [0-9.]*× (CPU times) | - |$' "$md" &&
     pass || { fail "train.md: no plateau vs FSDP2-best row of the tune"; grep '^| tiny | 1 / 2' "$md"; }
 else
   fail "no report/train.md"; tail -5 "$tmp/report.out"
@@ -375,7 +375,7 @@ grep -qF '| 120b | 1 / 16 | 128K | 1500 | 114.0 | pllep/fused/stream/sco=0/mb1 |
   { fail "plateau vs FSDP2-best throughput row:"; grep '^| 120b | 1 / 16 | 128K' "$md"; }
 grep -qF '| 120b | 1 / 16 | 1M | 640.0 | 250.0 | pllep/fused/stream/sco=0/mb1 | oom | - | none fits (0 / 1) | - | - | - |' "$md" && pass ||
   { fail "plateau vs FSDP2-best at 1M:"; grep '^| 120b | 1 / 16 | 1M' "$md"; }
-grep -qF '| 120b | 1 / 16 | 1536K (oom at 1600K) | 128K (oom at 192K) | 12.0× | 8× (1M vs OOM past 128K; 16–64 H200, different scale) | 25165824 | 2097152 | 12.0× | 12× (1.5M tokens; 16–64 H200, different scale) |' "$md" && pass ||
+grep -qF '| 120b | 1 / 16 | 1536K (oom at 1600K) | 128K (oom at 192K) | 12.0× | 8× (1M vs OOM past 128K; 16–64 H200, different scale) | 24M | 2M | 12.0× | 12× (1.5M tokens; 16–64 H200, different scale) |' "$md" && pass ||
   { fail "plateau vs FSDP2-best reach and max batch:"; grep '^| 120b | 1 / 16 | [0-9]*K (' "$md"; }
 grep -q '^| [0-9]* | 120b | 128K | fsdp2 | cp1/ep16/ac=full/opt=cpu/mb1 | tune | 1 / 16 | ok | 200.0 | 15.20 | .* | \*\*best\*\* |$' "$md" &&
   grep -q '^| [0-9]* | 120b | 128K | fsdp2 | cp1/ep16/ac=full/opt=gpu/mb1 | tune | 1 / 16 | oom | .* | - |$' "$md" &&

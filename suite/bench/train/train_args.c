@@ -296,7 +296,7 @@ static pl_status systems_of(const pl_args *a, bool tune, bool points,
 static pl_status fsdp2_of(const pl_args *a, pl_train_setup *u) {
   u->f2 = pl_fsdp2_cfg_default();
   u->f2.cp = (int)pl_args_int(a, "cp");
-  u->f2.ep = (int)pl_args_int(a, "ep");
+  u->f2.ep = pl_args_given(a, "ep") ? (int)pl_args_int(a, "ep") : 1;
   u->f2.ac_freq = (int)pl_args_int(a, "ac-freq");
   PL_TRY(pl_fsdp2_ac_parse(pl_args_enum_name(a, "ac"), &u->f2.ac));
   return pl_fsdp2_optim_parse(pl_args_enum_name(a, "fsdp2-optim"),
