@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "plan/plan.h"
+#include "report/paper.h"
 #include "report/report.h"
 #include "report_train.h"
 #include "report/report_util.h"
@@ -375,7 +376,7 @@ static int cmp_chart(const void *a, const void *b) {
  * own panels, at their own scale. */
 static bool paper_model(const char *model) {
   for (int k = 0; k < 3; k++)
-    if (!strcmp(model, pl__train_paper_vs[k].model))
+    if (!strcmp(model, pl_paper_vs[k].model))
       return true;
   return false;
 }
