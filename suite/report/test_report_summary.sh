@@ -44,13 +44,15 @@ sum=$tmp/h200x1/report/summary.md
 n=$(grep -c '^| [^-]' "$sum")
 [[ $n == 27 ]] && pass || fail "h200x1: $n table lines (26 claims and the header expected)"
 has h200x1 "throughput plateau / FSDP2-best (tok/s/GPU), 120b at 128K" \
-  "7.6× | 2.03× (4853 vs 2389 tok/s/GPU; FSDP2-best cp4/ep4/ac=none/opt=cpu/mb1) | 0.27× | 1× NVIDIA H200 | plateau projected (1 rank of 16); FSDP2-best projected (1 rank of 16)"
+  "7.6× | 1.48× (5366 vs 3634 tok/s/GPU; FSDP2-best cp4/ep4/ac=none/opt=cpu/mb1) | 0.19× | 1× NVIDIA H200 | plateau projected (1 rank of 16); FSDP2-best projected (1 rank of 16)"
 has h200x1 "plateau TFLOP/s per GPU, 120b on 16 GPUs at 128K" \
-  "91 (1355 tok/s/GPU) | 369 (4853 tok/s/GPU) | 4.05× | 1× NVIDIA H200 | projected (1 rank of 16)"
-has h200x1 "plateau TFLOP/s per GPU, 120b on 16 GPUs at 1M" "221 (642 tok/s/GPU) | - | - | - | not run here"
-# ours reaches 128K with 256K not run: shown, but no ratio to the paper's 1M
+  "91 (1355 tok/s/GPU) | 408 (5366 tok/s/GPU) | 4.48× | 1× NVIDIA H200 | projected (1 rank of 16)"
+has h200x1 "plateau TFLOP/s per GPU, 120b on 16 GPUs at 1M" "221 (642 tok/s/GPU) | 461 (1178 tok/s/GPU) | 2.09× | 1× NVIDIA H200 | projected (1 rank of 16)"
 has h200x1 "plateau trains 1M tokens of context, 120b on 16 GPUs (longest context ok)" \
-  "1M | 128K (256K: not run) | - | 1× NVIDIA H200 | projected (1 rank of 16)"
+  "1M | 1M | 1.00× | 1× NVIDIA H200 | projected (1 rank of 16)"
+# ours reaches 128K with 256K not run: shown, but no ratio to the paper's 1M
+has h200x1 "plateau trains 1M tokens of context, 667b on 64 GPUs (longest context ok)" \
+  "1M | 128K (256K: not run) | - | 1× NVIDIA H200 | projected (1 rank of 64)"
 has h200x1 "plateau's largest global batch (tokens per step), 120b on 16 GPUs" \
   "1.5M (12× FSDP2-best) | 2M tokens (4.0× FSDP2-best's 512K) | 1.40× | 1× NVIDIA H200"
 has h200x1 "optimizer: OffloadStreamAdamW vs a host CPU Adam step (2.625B params/rank)" \
