@@ -35,16 +35,6 @@ typedef struct claim_row {
 
 #define MAX_ROWS 40
 
-static const char *ctx(char *b, size_t n, double s) {
-  if (s >= 1048576 && fmod(s, 1048576) == 0)
-    snprintf(b, n, "%.0fM", s / 1048576);
-  else if (s >= 1024 && fmod(s, 1024) == 0)
-    snprintf(b, n, "%.0fK", s / 1024);
-  else
-    snprintf(b, n, "%.0f", s);
-  return b;
-}
-
 static claim_row *add(claim_row *r, int *n, const char *id, double v, unit u) {
   PL_ASSERT(*n < MAX_ROWS);
   claim_row *x = &r[(*n)++];
@@ -68,7 +58,7 @@ static int claim_rows(claim_row *r) {
     snprintf(x->claim, sizeof x->claim,
              "plateau trains 1M tokens of context, %s on %d GPUs (longest "
              "context ok)", f->model, f->gpus);
-    snprintf(x->paper, sizeof x->paper, "%s", ctx(c, sizeof c, pl_paper_reach));
+    snprintf(x->paper, sizeof x->paper, "%s", pl_rep_ctx(c, sizeof c, pl_paper_reach));
   }
   for (int k = 0; k < 3; k++) {
     const pl_paper_vs_fig *f = &pl_paper_vs[k];
@@ -78,7 +68,7 @@ static int claim_rows(claim_row *r) {
              "FSDP2-best runs out of memory past its longest context, %s on "
              "%d GPUs", f->model, f->gpus);
     snprintf(x->paper, sizeof x->paper, "%s (OOM above)",
-             ctx(c, sizeof c, f->fsdp2_reach));
+             pl_rep_ctx(c, sizeof c, f->fsdp2_reach));
   }
   static const double seqs[2] = {131072, 1048576};
   for (int s = 0; s < 2; s++)
@@ -89,7 +79,7 @@ static int claim_rows(claim_row *r) {
       claim_row *x = add(r, &n, id, oom ? NAN : f->tok_ratio, U_X);
       snprintf(x->claim, sizeof x->claim,
                "throughput plateau / FSDP2-best (tok/s/GPU), %s at %s",
-               f->model, ctx(c, sizeof c, seqs[s]));
+               f->model, pl_rep_ctx(c, sizeof c, seqs[s]));
       if (oom)
         snprintf(x->paper, sizeof x->paper, "FSDP2-best OOM");
       else if (!isnan(f->tok_ratio))
@@ -106,7 +96,7 @@ static int claim_rows(claim_row *r) {
       claim_row *x = add(r, &n, id, q->tflops, U_TFLOPS);
       snprintf(x->claim, sizeof x->claim,
                "plateau TFLOP/s per GPU, %s on %d GPUs at %s", q->model,
-               q->gpus, ctx(c, sizeof c, q->seq));
+               q->gpus, pl_rep_ctx(c, sizeof c, q->seq));
       snprintf(x->paper, sizeof x->paper, "%.0f (%.0f tok/s/GPU)", q->tflops,
                q->tok);
     }

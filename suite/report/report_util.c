@@ -638,3 +638,13 @@ void pl_rep_claim(pl_report_ctx *rc, const char *id, double ours,
     snprintf(x->hw, sizeof x->hw, "%s× %s", ranks,
              pl_rep_meta(t, "device", "?"));
 }
+
+const char *pl_rep_ctx(char *b, size_t n, double s) {
+  if (s >= 1048576 && fmod(s, 1048576) == 0)
+    snprintf(b, n, "%.0fM", s / 1048576);
+  else if (s >= 1024 && fmod(s, 1024) == 0)
+    snprintf(b, n, "%.0fK", s / 1024);
+  else
+    snprintf(b, n, "%.0f", s);
+  return b;
+}

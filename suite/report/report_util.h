@@ -138,6 +138,10 @@ const char *pl_rep_analysis_dir(void);
 pl_status pl_rep_chart(pl_report_ctx *rc, const char *script, const char *data,
                        const char *out_stem, const char *const *extra,
                        int nextra);
+/* A context (token count) in binary units as the tables write it: "128K",
+ * "1M", or the plain number when it is no whole multiple; b of n. */
+const char *pl_rep_ctx(char *b, size_t n, double s);
+
 /* Has the chart data file (a header line of column names after '#' lines;
  * fields split by tabs, else commas, else blanks, as the header is)
  * something to show in every panel: for each entry of panels (NULL-

@@ -82,16 +82,30 @@ void set_bshd(const std::shared_ptr<fe::graph::Tensor_attributes> &t, int64_t ui
   t->set_output(true).set_uid(uid).set_dim({B, h, S, d}).set_stride({S * h * d, d, h * d, 1});
 }
 
-/* The forward graph: O and the LSE ("stats", f32 [B, n_q, S, 1]). */
-std::shared_ptr<fe::graph::Graph> fwd_graph(const pl_attn_shape *sh) {
+/* A graph of bf16 tensors computed in f32, with Q, K and V of sh. */
+struct Qkv {
+  std::shared_ptr<fe::graph::Graph> g;
+  std::shared_ptr<fe::graph::Tensor_attributes> q, k, v;
+};
+Qkv qkv_graph(const pl_attn_shape *sh) {
   const int64_t B = sh->batch, S = sh->seq, hq = sh->n_q, hk = sh->n_kv, d = sh->head_dim;
-  auto g = std::make_shared<fe::graph::Graph>();
-  g->set_io_data_type(fe::DataType_t::BFLOAT16)
+  Qkv r;
+  r.g = std::make_shared<fe::graph::Graph>();
+  r.g->set_io_data_type(fe::DataType_t::BFLOAT16)
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto q = bshd(*g, "Q", U_Q, B, S, hq, d);
-  auto k = bshd(*g, "K", U_K, B, S, hk, d);
-  auto v = bshd(*g, "V", U_V, B, S, hk, d);
+  r.q = bshd(*r.g, "Q", U_Q, B, S, hq, d);
+  r.k = bshd(*r.g, "K", U_K, B, S, hk, d);
+  r.v = bshd(*r.g, "V", U_V, B, S, hk, d);
+  return r;
+}
+
+/* The forward graph: O and the LSE ("stats", f32 [B, n_q, S, 1]). */
+std::shared_ptr<fe::graph::Graph> fwd_graph(const pl_attn_shape *sh) {
+  const int64_t B = sh->batch, S = sh->seq, hq = sh->n_q, d = sh->head_dim;
+  Qkv t = qkv_graph(sh);
+  auto g = t.g;
+  auto q = t.q, k = t.k, v = t.v;
   auto opt = fe::graph::SDPA_attributes()
                  .set_name("plateau_attn_fwd")
                  .set_generate_stats(true)
@@ -110,13 +124,9 @@ std::shared_ptr<fe::graph::Graph> fwd_graph(const pl_attn_shape *sh) {
 /* The backward graph: dQ, dK, dV from Q, K, V, O, dO and the LSE. */
 std::shared_ptr<fe::graph::Graph> bwd_graph(const pl_attn_shape *sh) {
   const int64_t B = sh->batch, S = sh->seq, hq = sh->n_q, hk = sh->n_kv, d = sh->head_dim;
-  auto g = std::make_shared<fe::graph::Graph>();
-  g->set_io_data_type(fe::DataType_t::BFLOAT16)
-      .set_intermediate_data_type(fe::DataType_t::FLOAT)
-      .set_compute_data_type(fe::DataType_t::FLOAT);
-  auto q = bshd(*g, "Q", U_Q, B, S, hq, d);
-  auto k = bshd(*g, "K", U_K, B, S, hk, d);
-  auto v = bshd(*g, "V", U_V, B, S, hk, d);
+  Qkv t = qkv_graph(sh);
+  auto g = t.g;
+  auto q = t.q, k = t.k, v = t.v;
   auto o = bshd(*g, "O", U_O, B, S, hq, d);
   auto dout = bshd(*g, "dO", U_DO, B, S, hq, d);
   auto stats = g->tensor(fe::graph::Tensor_attributes()

@@ -97,7 +97,7 @@ static void paper_cell(char *b, size_t n, const pl__train_pt *x) {
     char c[16];
     if (x->seq > v->fsdp2_reach)
       snprintf(b, n, "FSDP2-best: OOM (past %s)",
-               pl__train_ctx(c, sizeof c, v->fsdp2_reach));
+               pl_rep_ctx(c, sizeof c, v->fsdp2_reach));
     else if (q && !isnan(v->tok_ratio))
       snprintf(b, n, "FSDP2-best: %.0f (%.0f / %.1f×) on %d GPUs",
                q->tok / v->tok_ratio, q->tok, v->tok_ratio, q->gpus);
@@ -249,9 +249,9 @@ static void reach(FILE *md, const pl__train_pt *p, int n, pl_table *const *mb,
         bad = j;
     char a[16] = "-", b[16] = "-";
     if (ok >= 0)
-      pl__train_ctx(a, sizeof a, p[ok].seq);
+      pl_rep_ctx(a, sizeof a, p[ok].seq);
     if (bad >= 0)
-      pl__train_ctx(b, sizeof b, p[bad].seq);
+      pl_rep_ctx(b, sizeof b, p[bad].seq);
     fprintf(md, "| %s | %s | %s | %.0f / %.0f | %s | %s | %s |\n", p[i].model,
             p[i].system, p[i].variant, p[i].ranks, p[i].wv, a, b,
             bad >= 0 ? p[bad].status : "-");
@@ -505,7 +505,7 @@ static void gpus_series(const pl__train_pt *p, char *s, size_t len) {
   char c[16];
   snprintf(s, len, "%s%s%s:%s%s", paper_model(p->model) ? "" : p->model,
            paper_model(p->model) ? "" : ":", p->system,
-           pl__train_ctx(c, sizeof c, p->seq), p->wv > p->ranks ? ":proxy" : "");
+           pl_rep_ctx(c, sizeof c, p->seq), p->wv > p->ranks ? ":proxy" : "");
 }
 
 /* Chart data vs GPU count: per series (gpus_series) and GPU count the best
@@ -566,7 +566,7 @@ static pl_status chart_gpus(pl_report_ctx *rc, const pl__train_pt *p, int n) {
     const double seqs[2] = {131072, 1048576};
     for (int q = 0; q < 2; q++) {
       char c[16], s[32];
-      snprintf(s, sizeof s, "paper:%s", pl__train_ctx(c, sizeof c, seqs[q]));
+      snprintf(s, sizeof s, "paper:%s", pl_rep_ctx(c, sizeof c, seqs[q]));
       for (int i = 0; i < NPAPER; i++)
         if (PAPER[i].seq == seqs[q])
           fprintf(f, "%s\t%d\t%.0f\t%.0f\n", s, PAPER[i].gpus, PAPER[i].tok,

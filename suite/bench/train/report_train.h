@@ -35,8 +35,6 @@ void pl__report_train_pred(FILE *md, const pl__train_pt *p, int n);
 #define PL__TRAIN_ROW_RULE "|---|---|---|---|---|---|---|"
 void pl__train_row_head(FILE *md, const pl__train_pt *p);
 
-/* Context length s as "128K", "1M" or the number; returns b. */
-const char *pl__train_ctx(char *b, size_t n, double s);
 
 /* ---- report_train_fsdp2.c: sections of train.md -------------------------- */
 /* p[0..n): the points sorted by model, system, variant, W_v, context;

@@ -6,21 +6,12 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "report/report_util.h"
 #include "report_train.h"
-
-const char *pl__train_ctx(char *b, size_t n, double s) {
-  if (s >= 1048576 && fmod(s, 1048576) == 0)
-    snprintf(b, n, "%.0fM", s / 1048576);
-  else if (s >= 1024 && fmod(s, 1024) == 0)
-    snprintf(b, n, "%.0fK", s / 1024);
-  else
-    snprintf(b, n, "%.0f", s);
-  return b;
-}
 
 void pl__train_row_head(FILE *md, const pl__train_pt *p) {
   char c[16];
   fprintf(md, "| %d | %s | %s | %s | %s | %s | %.0f / %.0f |", p->run, p->model,
-          pl__train_ctx(c, sizeof c, p->seq), p->system, p->variant, p->kind,
+          pl_rep_ctx(c, sizeof c, p->seq), p->system, p->variant, p->kind,
           p->ranks, p->wv);
 }

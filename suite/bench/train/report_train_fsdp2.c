@@ -92,12 +92,12 @@ static const char *reach_cell(char *b, size_t n, reach_t r) {
     snprintf(b, n, "-");
   else if (isnan(r.longest))
     snprintf(b, n, "none (%s at %s)", r.fail_status,
-             pl__train_ctx(c2, sizeof c2, r.first_fail));
+             pl_rep_ctx(c2, sizeof c2, r.first_fail));
   else if (isnan(r.first_fail))
-    snprintf(b, n, "%s", pl__train_ctx(c1, sizeof c1, r.longest));
+    snprintf(b, n, "%s", pl_rep_ctx(c1, sizeof c1, r.longest));
   else
-    snprintf(b, n, "%s (%s at %s)", pl__train_ctx(c1, sizeof c1, r.longest),
-             r.fail_status, pl__train_ctx(c2, sizeof c2, r.first_fail));
+    snprintf(b, n, "%s (%s at %s)", pl_rep_ctx(c1, sizeof c1, r.longest),
+             r.fail_status, pl_rep_ctx(c2, sizeof c2, r.first_fail));
   return b;
 }
 
@@ -106,7 +106,7 @@ static const char *batch_cell(char *b, size_t n, double tokens) {
   if (isnan(tokens) || tokens <= 0)
     snprintf(b, n, "-");
   else
-    pl__train_ctx(b, n, tokens);
+    pl_rep_ctx(b, n, tokens);
   return b;
 }
 
@@ -156,7 +156,7 @@ static void targets(FILE *md, const pl__train_pt *p, int n,
       fprintf(md, "no context both fit\n");
     else
       fprintf(md, "TFLOP/s ratio %.2f× at %s (%s)\n", ratio,
-              pl__train_ctx(c2, sizeof c2, both),
+              pl_rep_ctx(c2, sizeof c2, both),
               cpu ? "CPU times: not judged" : ratio >= 2 ? "met" : "missed");
   }
 }
@@ -217,7 +217,7 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
         md,
         "| %s | %.0f / %.0f | %s | %s | %s | %s | %s | %s | %s (%d / %d) | "
         "%s | %s | %s |\n",
-        p[i].model, p[i].ranks, p[i].wv, pl__train_ctx(c, sizeof c, p[i].seq),
+        p[i].model, p[i].ranks, p[i].wv, pl_rep_ctx(c, sizeof c, p[i].seq),
         pl_rep_q(t1, sizeof t1, a ? a->tok : na, ta ? "oom" : "-"),
         pl_rep_q(t2, sizeof t2, a ? a->tflops : na, "-"),
         a ? a->variant : "-",
@@ -404,7 +404,7 @@ void pl__report_train_peer(FILE *md, const pl__train_pt *p, int n,
       fprintf(md,
               "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / "
               "%s |\n",
-              label, pl__train_ctx(c, sizeof c, pl_cell_num(t, r, "seq")),
+              label, pl_rep_ctx(c, sizeof c, pl_cell_num(t, r, "seq")),
               pl_cell(t, r, "variant"),
               pl_rep_q(q1, sizeof q1, o ? o->tok : NAN, "-"),
               pl_rep_q(q2, sizeof q2, pl_cell_num(t, r, "tok_s_gpu"), "-"),
@@ -427,7 +427,7 @@ void pl__report_train_peer(FILE *md, const pl__train_pt *p, int n,
     fprintf(md,
             "| %s | %s | %s | %s | - | - | - | %s | - | - | - | %s / "
             "not run |\n",
-            p[i].model, pl__train_ctx(c, sizeof c, p[i].seq), p[i].variant,
+            p[i].model, pl_rep_ctx(c, sizeof c, p[i].seq), p[i].variant,
             pl_rep_q(q1, sizeof q1, p[i].tok, "-"),
             pl_rep_bytes(b1, sizeof b1,
                          pl_cell_num(p[i].t, p[i].r, "dev_peak_bytes")),

@@ -153,7 +153,7 @@ static void model_table(FILE *md, const pl__train_pt *p, int n, int k) {
     const pl__train_pt *a = cell_of(p, n, k, SEQS[s], PL_PLAN_NAME_PLATEAU),
                        *b = cell_of(p, n, k, SEQS[s], PL_PLAN_NAME_FSDP2);
     char c[16], r[32] = "-", pp[48] = "-", pf[64];
-    fprintf(md, "| %s |", pl__train_ctx(c, sizeof c, SEQS[s]));
+    fprintf(md, "| %s |", pl_rep_ctx(c, sizeof c, SEQS[s]));
     cell_md(md, a);
     cell_md(md, b);
     fprintf(md, " %s |", b ? b->variant : "-");
@@ -208,9 +208,9 @@ static void reach_table(FILE *md, const pl__train_pt *p, int n) {
     char c1[16] = "none", c2[16] = "none", r[32] = "-", br[32] = "-",
          t1[16], t2[16];
     if (lp > 0)
-      pl__train_ctx(c1, sizeof c1, lp);
+      pl_rep_ctx(c1, sizeof c1, lp);
     if (lf > 0)
-      pl__train_ctx(c2, sizeof c2, lf);
+      pl_rep_ctx(c2, sizeof c2, lf);
     if (lp > 0 && lf > 0)
       snprintf(r, sizeof r, "%.0f×", lp / lf);
     if (bp > 0 && bf > 0)
@@ -220,8 +220,8 @@ static void reach_table(FILE *md, const pl__train_pt *p, int n) {
             "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0fK | "
             "%.1fM (%.0f×) |\n",
             MODELS[k], c1, ap, c2, af, r,
-            bp > 0 ? pl__train_ctx(t1, sizeof t1, bp) : "-",
-            bf > 0 ? pl__train_ctx(t2, sizeof t2, bf) : "-", br,
+            bp > 0 ? pl_rep_ctx(t1, sizeof t1, bp) : "-",
+            bf > 0 ? pl_rep_ctx(t2, sizeof t2, bf) : "-", br,
             f->fsdp2_reach / 1024,
             f->batch / 1e6, f->batch_ratio);
   }
@@ -266,7 +266,7 @@ static void plan_table(FILE *md, const pl__train_pt *p, int n) {
     fprintf(md,
             "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %s | "
             "%s | %s |\n",
-            p[i].model, pl__train_ctx(c, sizeof c, p[i].seq), p[i].system,
+            p[i].model, pl_rep_ctx(c, sizeof c, p[i].seq), p[i].system,
             p[i].variant, pl_rep_bytes(b[0], sizeof b[0], dv),
             pl_rep_bytes(b[1], sizeof b[1], dp),
             pl_rep_fmt(f[0], sizeof f[0], "%+.1f%%", e1, "-"),
@@ -341,7 +341,7 @@ static void reach_claim(pl_report_ctx *rc, const pl__train_pt *p, int n,
   const pl__train_pt *at = longest > 0 ? cell_of(p, n, k, longest, sys) : x;
   char c[16], c2[16], t[160], b[128];
   if (longest > 0)
-    pl__train_ctx(c, sizeof c, longest);
+    pl_rep_ctx(c, sizeof c, longest);
   else
     snprintf(c, sizeof c, "none");
   double next = NAN;
@@ -351,7 +351,7 @@ static void reach_claim(pl_report_ctx *rc, const pl__train_pt *p, int n,
   if (isnan(next))
     snprintf(t, sizeof t, "%s", c);
   else
-    snprintf(t, sizeof t, "%s (%s: %s)", c, pl__train_ctx(c2, sizeof c2, next),
+    snprintf(t, sizeof t, "%s (%s: %s)", c, pl_rep_ctx(c2, sizeof c2, next),
              above);
   /* a ratio to the paper's reach only where ours is bounded: the context
    * above failed, or ours already reaches the paper's */
@@ -379,7 +379,7 @@ void pl__report_train_claims(pl_report_ctx *rc, const pl__train_pt *p,
         value(a, &ta, &fa);
       if (f && !strcmp(f->status, "ok"))
         value(f, &tf, &ff);
-      pl__train_ctx(c, sizeof c, at[s]);
+      pl_rep_ctx(c, sizeof c, at[s]);
       if (a) { /* plateau's TFLOP/s, or why it has none */
         snprintf(id, sizeof id, "tflops:%s:%.0f", MODELS[k], at[s]);
         if (!isnan(fa))
@@ -419,11 +419,11 @@ void pl__report_train_claims(pl_report_ctx *rc, const pl__train_pt *p,
       snprintf(id, sizeof id, "batch:%s", MODELS[k]);
       if (bf > 0)
         snprintf(t, sizeof t, "%s tokens (%.1f× FSDP2-best's %s)",
-                 pl__train_ctx(c, sizeof c, bp), bp / bf,
-                 pl__train_ctx(c2, sizeof c2, bf));
+                 pl_rep_ctx(c, sizeof c, bp), bp / bf,
+                 pl_rep_ctx(c2, sizeof c2, bf));
       else
         snprintf(t, sizeof t, "%s tokens (FSDP2-best: none ok)",
-                 pl__train_ctx(c, sizeof c, bp));
+                 pl_rep_ctx(c, sizeof c, bp));
       /* memory: a proxy holds one rank's share as the real run would */
       pl_rep_claim(rc, id, bp, t, x->t,
                    "largest ok row's tokens per step (memory, the same on "

@@ -140,7 +140,7 @@ pl_status pl__report_train_loss_chart(pl_report_ctx *rc, FILE *md,
   fprintf(md,
           "\nLoss curves (`train-losses.svg`, data `train-losses.csv`): %s at "
           "%s, %.0f rank(s), %d curve%s of %d steps at most (",
-          x->model, pl__train_ctx(ctx, sizeof ctx, x->seq), x->ranks, nc,
+          x->model, pl_rep_ctx(ctx, sizeof ctx, x->seq), x->ranks, nc,
           nc == 1 ? "" : "s", steps);
   for (int k = 0; k < nc; k++)
     fprintf(md, "%s%s", k ? ", " : "", c[k].name);
