@@ -35,7 +35,7 @@
 # KEEP=1 keeps every run directory (results/runs/test-faults-*).
 # Usage: BUILD=build bash jobs/test_faults.sh
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 export BUILD=${BUILD:-build}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export BACKEND=cpu PL_KILL_WAIT=3
@@ -192,7 +192,7 @@ run_seed() {
     fail "point $target never started"
   else
     sleep "$(awk -v t="$wait_ds" 'BEGIN {print t / 10}')"
-    victims=($(ranks "$d" "$target"))
+    mapfile -t victims < <(ranks "$d" "$target")
     r=${victims[$((RANDOM % (${#victims[@]} > 0 ? ${#victims[@]} : 1)))]:-}
     case $kind in
       rank) [[ -n $r ]] && kill -KILL "$r" ;;
@@ -243,7 +243,7 @@ wait_jobs() {
 # submit D: jobs/submit the sweep into D; the array and report job ids in $job and $rep
 submit() {
   local out
-  job= rep=
+  job='' rep=''
   out=$(jobs/submit "$tmp/faults.tsv" --sweep "$(basename "$1")" 2>&1) || { fail "jobs/submit failed: $(tail -n 3 <<<"$out")"; return 1; }
   job=$(sed -n 's/^array job \([0-9]*\):.*/\1/p' <<<"$out")
   rep=$(sed -n 's/^report job \([0-9]*\).*/\1/p' <<<"$out")
@@ -271,7 +271,7 @@ slurm_seed() {
         scontrol update JobId="${job}_$idx" StartTime=now 2>/dev/null || true
         echo "# seed $seed: requeue of point $target (${job}_$idx) after ${wait_ds}/10 s" ;;
       srank)
-        victims=($(ranks "$d" "$target"))
+        mapfile -t victims < <(ranks "$d" "$target")
         r=${victims[$((RANDOM % (${#victims[@]} > 0 ? ${#victims[@]} : 1)))]:-}
         [[ -n $r ]] && kill -KILL "$r"
         echo "# seed $seed: srank on point $target after ${wait_ds}/10 s${r:+ (rank pid $r of ${victims[*]})}" ;;
