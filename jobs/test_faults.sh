@@ -261,8 +261,13 @@ slurm_seed() {
       requeue)
         # a requeued job waits for a begin time minutes ahead; a user in a
         # hurry (and this test) lets it start at once
-        rc=0
-        scontrol requeue "${job}_$idx" || rc=$?
+        # (refused while the task is completing: tried again for 5 s)
+        for _ in $(seq 50); do
+          rc=0
+          scontrol requeue "${job}_$idx" 2>/dev/null && break
+          rc=$?
+          sleep 0.1
+        done
         check "scontrol requeue ${job}_$idx works (exit $rc)" '[[ $rc == 0 ]]'
         for _ in $(seq 100); do
           scontrol -o show job "${job}_$idx" 2>/dev/null | grep -q ' JobState=PENDING ' && break
