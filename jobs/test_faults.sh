@@ -32,7 +32,8 @@
 # A failing seed keeps its run directory and prints how to rerun it alone.
 # Knobs: SEEDS (default 20: seeds 1..20; SEEDS=N: 1..N, SEEDS=A-B, SEEDS=7,12),
 # FAULT_SLURM=0 leaves out the Slurm kinds (CI runs them: make test is root),
-# KEEP=1 keeps every run directory (results/runs/test-faults-*).
+# KEEP=1 keeps every run directory (results/runs/test-faults-*).  The local
+# Slurm (jobs/local/up) is stopped at the end unless it was up already.
 # Usage: BUILD=build bash jobs/test_faults.sh
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -295,8 +296,9 @@ slurm_seed() {
 }
 
 if [[ $slurm == 1 ]]; then
-  started=1
   up=$(jobs/local/up) || { echo "FAIL: jobs/local/up failed"; exit 1; }
+  # a cluster that was up already is someone else's (another test): left up
+  [[ $up == *"already up"* ]] || started=1
   export SLURM_CONF
   SLURM_CONF=$(sed -n 's/^export SLURM_CONF=//p' <<<"$up")
 fi
