@@ -83,10 +83,11 @@ snapshot() {
 procs() { pgrep -f -- "-o $1 --point" || true; }
 # ranks D ID: the pids of the point's ranks (the plateau processes)
 ranks() { ps -e -o pid=,comm=,args= | awk -v d="-o $1 --point $2" '$2 == "plateau" && index($0, d) {print $1}'; }
-# wait_file D ID: until a result file records the point (its ranks run); 1 when none in 60 s
+# wait_file D ID: until a result file records the point (its ranks run); 1
+# when none in 180 s (a shared local Slurm may be busy with another test's jobs)
 wait_file() {
   local i
-  for ((i = 0; i < 600; i++)); do
+  for ((i = 0; i < 1800; i++)); do
     grep -qlxF -- "# point: $2" "$1"/*.tsv 2>/dev/null && return 0
     sleep 0.1
   done
@@ -187,7 +188,7 @@ run_seed() {
   # env execs jobs/run: $jp is the driver itself
   env "${env[@]}" jobs/run "$tmp/faults.tsv" --sweep "$(basename "$d")" --no-report >"$tmp/fault.out" 2>&1 &
   jp=$!
-  (sleep 120 && kill -TERM "$jp") 2>/dev/null & # a bound, should the fault hang the run
+  (sleep 240 && kill -TERM "$jp") 2>/dev/null & # a bound, should the fault hang the run
   guard=$!
   if ! wait_file "$d" "$target"; then
     fail "point $target never started"
@@ -228,10 +229,10 @@ run_seed() {
 }
 
 # ---- Slurm kinds --------------------------------------------------------------------------
-# wait_jobs ID...: until every record of the jobs is in a final state (120 s)
+# wait_jobs ID...: until every record of the jobs is in a final state (300 s)
 wait_jobs() {
   local i id busy
-  for ((i = 0; i < 600; i++)); do
+  for ((i = 0; i < 1500; i++)); do
     busy=0
     for id in "$@"; do
       scontrol -o show job "$id" 2>/dev/null | grep -qvE ' JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|PREEMPTED|BOOT_FAIL|DEADLINE) ' && busy=1
@@ -283,14 +284,14 @@ slurm_seed() {
         echo "# seed $seed: srank on point $target after ${wait_ds}/10 s${r:+ (rank pid $r of ${victims[*]})}" ;;
     esac
   fi
-  wait_jobs "$job" "$rep" || fail "the jobs did not end in 120 s"
+  wait_jobs "$job" "$rep" || fail "the jobs did not end in 300 s"
   echo "# [$((SECONDS - t0))s] fault run over"
   wait_quiet "$d" || fail "the run's processes did not end in 60 s: $(procs "$d" | tr '\n' ' ')"
   after_fault "$d"
   # resume: submit again when a point is left (only those are submitted)
   if [[ $(jobs/status "$d" --quiet) != *": $np points: $np done,"* ]]; then
     submit "$d" || return
-    wait_jobs ${job:+"$job"} "$rep" || fail "the resumed jobs did not end in 120 s"
+    wait_jobs ${job:+"$job"} "$rep" || fail "the resumed jobs did not end in 300 s"
   fi
   echo "# [$((SECONDS - t0))s] resumed"
 }
