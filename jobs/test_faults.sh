@@ -193,6 +193,7 @@ fi
 
 # ---- jobs/run kinds -----------------------------------------------------------------------
 run_seed() {
+  # shellcheck disable=SC2034 # killed: read by check (0: the run had ended before the kill)
   local d=$1 target=$2 wait_ds=$3 jp guard rc r victims killed=0
   local env=() f lim
   [[ $kind == hang ]] && env=(PLATEAU_COMM_TIMEOUT=4)
@@ -210,7 +211,6 @@ run_seed() {
     case $kind in
       rank) [[ -n $r ]] && kill -KILL "$r" ;;
       hang) [[ -n $r ]] && kill -STOP "$r" ;;
-      # shellcheck disable=SC2034 # (read by check, not when the run has ended already)
       driver) kill -KILL "$jp" 2>/dev/null && killed=1 ;;
       fsize)
         f=$(grep -lxF -- "# point: $target" "$d"/*.tsv 2>/dev/null | tail -n 1)
