@@ -11,7 +11,8 @@
 # with options, that a build may lack: checked with `plateau bench NAME
 # --columns`, or `--dry-run OPTIONS` when options are given; repeatable);
 # the first other line is the header naming the columns, in any order:
-#   point          id, [A-Za-z0-9][A-Za-z0-9._-]*, unique in the file (required)
+#   point          id, [A-Za-z0-9][A-Za-z0-9._-]*, at most 128 characters,
+#                  unique in the file (required)
 #   bench          a `plateau bench` name, or peer:NAME for analysis/peers/NAME.py
 #                  ($PL_PEERS_DIR/NAME.py when set) (required)
 #   ntasks         ranks of the point, in all (required)
@@ -129,6 +130,10 @@ pl_quote() { printf '%q ' "$@" | sed 's/ $//'; }
 
 # ---- the sweep file -----------------------------------------------------------------
 PL_COLUMNS="point bench ntasks nodes gpus_per_node time launch machine args"
+# The longest point id: a point's files are named after it (logs/ID.log,
+# .state, .lock), and a file name has at most 255 bytes on the usual file
+# systems; the margin leaves room for suffixes and temporary names.
+PL_ID_MAX=128
 
 # pl_sweep_read FILE: parse a sweep file (format above) into the arrays
 #   PL_P_ID PL_P_BENCH PL_P_NTASKS PL_P_NODES PL_P_GPN PL_P_TIME PL_P_LAUNCH
@@ -188,6 +193,8 @@ pl_sweep_read() {
     [[ -n ${col[args]:-} ]] && args=${f[${col[args]}]:-}
     local at="$file:$lineno: point '$p'"
     [[ $p =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || { PL_ERR="$file:$lineno: point id '$p' is not allowed (letters, digits, . _ -)"; return 1; }
+    ((${#p} <= PL_ID_MAX)) ||
+      { PL_ERR="$file:$lineno: point id '${p:0:40}...' is ${#p} characters long (allowed: at most $PL_ID_MAX)"; return 1; }
     [[ -z ${seen[$p]:-} ]] || { PL_ERR="$at repeats line ${seen[$p]}"; return 1; }
     [[ $b =~ ^(peer:)?[a-z0-9_]+$ ]] || { PL_ERR="$at: bench '$b' is not a bench name (or peer:NAME)"; return 1; }
     [[ $n =~ ^[1-9][0-9]*$ ]] || { PL_ERR="$at: ntasks '$n' must be a positive integer"; return 1; }

@@ -152,6 +152,25 @@ printf 'point\tbench\tntasks\targs\nx\tnosuch\t1\t\n' >"$tmp/unknown.tsv"
 jobs/submit "$tmp/unknown.tsv" --dry-run >"$tmp/ref3.out" 2>&1
 rc=$?
 check "jobs/submit refuses an unknown bench" '[[ $rc == 2 ]] && grep -q "unknown bench .nosuch." "$tmp/ref3.out"'
+# a point id too long for its file names (logs/ID.lock, .log, .state): refused
+# up front by every reader, dry runs included, with the line, the id and the
+# limit; the longest allowed id runs
+long=$(printf 'p%.0s' $(seq 300)) id128=$(printf 'q%.0s' $(seq 128))
+printf 'point\tbench\tntasks\targs\n%s\tcalib\t1\t--sizes 4Ki -n 1 -w 0\n' "$long" >"$tmp/longid.tsv"
+printf 'point\tbench\tntasks\targs\n%s\tcalib\t1\t--sizes 4Ki -n 1 -w 0\n' "$id128" >"$tmp/id128.tsv"
+sw3=test-sweeps-longid-$stamp
+runs+=("$sw3")
+for how in "jobs/run:" "jobs/run:--dry-run" "jobs/submit:--dry-run"; do
+  rc=0
+  ${how%%:*} "$tmp/longid.tsv" --sweep "$sw3" ${how#*:} >"$tmp/longid.out" 2>&1 || rc=$?
+  check "${how%%:*} ${how#*:}: a 300-character point id is refused (exit 2, got $rc) naming it and the limit" \
+    '[[ $rc == 2 ]] && grep -q "longid.tsv:2: point id .${long:0:40}\.\.\.. is 300 characters long (allowed: at most 128)" "$tmp/longid.out"'
+done
+check "... having written nothing" '[[ ! -e results/runs/$sw3 ]]'
+rc=0
+jobs/run "$tmp/id128.tsv" --sweep "$sw3" --no-report >"$tmp/id128.out" 2>&1 || rc=$?
+check "a 128-character point id runs and is recorded (exit $rc)" \
+  '[[ $rc == 0 ]] && pl_point_recorded "results/runs/$sw3" "$id128" calib && [[ -f results/runs/$sw3/logs/$id128.log ]]'
 
 # ---- 5. the shipped sweeps ------------------------------------------------------------
 for f in jobs/sweeps/*.tsv; do
