@@ -18,6 +18,7 @@
 #include "plan_cmd.h"
 #include "plan/plan.h"
 #include "plan_table.h"
+#include "ticker.h"
 #include "plateau/timer.h"
 #include "results/results.h"
 
@@ -690,60 +691,6 @@ static void print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
  */
 
 
-/* A line on stderr every 2 s while a search runs longer than that, when
- * stderr is a terminal (a log or a file that also takes stdout, as
- * `plan --format tsv ... 2>&1`, stays the plan alone). */
-typedef struct ticker {
-  pthread_t th;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  bool done;
-  uint64_t t0;
-} ticker;
-
-static void *ticker_main(void *p) {
-  ticker *t = p;
-  pthread_mutex_lock(&t->mu);
-  while (!t->done) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 2;
-    while (!t->done && pthread_cond_timedwait(&t->cv, &t->mu, &ts) == 0)
-      ;
-    if (!t->done) {
-      fprintf(stderr, "[plan] searching the configurations: elapsed %.1fs\n",
-              pl_elapsed_s(t->t0));
-      fflush(stderr);
-    }
-  }
-  pthread_mutex_unlock(&t->mu);
-  return NULL;
-}
-
-static bool ticker_start(ticker *t) {
-  memset(t, 0, sizeof *t);
-  if (!isatty(STDERR_FILENO))
-    return false;
-  t->t0 = pl_now_ns();
-  pthread_mutex_init(&t->mu, NULL);
-  pthread_cond_init(&t->cv, NULL);
-  if (pthread_create(&t->th, NULL, ticker_main, t) == 0)
-    return true;
-  pthread_cond_destroy(&t->cv);
-  pthread_mutex_destroy(&t->mu);
-  return false; /* no progress lines: the plan is the same */
-}
-
-static void ticker_stop(ticker *t) {
-  pthread_mutex_lock(&t->mu);
-  t->done = true;
-  pthread_cond_signal(&t->cv);
-  pthread_mutex_unlock(&t->mu);
-  pthread_join(t->th, NULL);
-  pthread_cond_destroy(&t->cv);
-  pthread_mutex_destroy(&t->mu);
-}
-
 static int plan_one(int argc, char **argv) {
   pl_args *a = NULL;
   bool help = false;
@@ -801,11 +748,11 @@ static int plan_one(int argc, char **argv) {
     goto out;
   }
   if (searched) {
-    ticker tk;
-    const bool ticking = ticker_start(&tk);
+    pl__ticker tk;
+    const bool ticking = pl__ticker_start(&tk, "[plan] searching the configurations");
     st = pl_plan_auto(&m, &c, &fr, &mc, s);
     if (ticking)
-      ticker_stop(&tk);
+      pl__ticker_stop(&tk);
     if (st == PL_OK)
       c = s->best.cfg; /* the choice, or the closest to fitting */
   }
