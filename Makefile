@@ -127,9 +127,6 @@ CFLAGS += -std=c11 $(OPT) -g $(WARN) -fopenmp -fPIC -march=x86-64-v2
 NVCCFLAGS += -std=c++17 -O3 -lineinfo -arch=sm_$(CUDA_ARCH) \
              -Xcompiler -fPIC,-Wall -Iengine/include -Iengine \
              -DPL_HAVE_CUDA=1 -DPL_HAVE_CUDNN=$(HAVE_CUDNN) -I$(CUDA_HOME)/include --expt-relaxed-constexpr
-ifeq ($(HAVE_CUDNN),1)
-  NVCCFLAGS += -isystem $(CUDNN_HOME)/include -isystem $(CUDNN_FE_HOME)/include
-endif
 LDLIBS_BASE = $(MPI_LIBS) $(BLAS_LIBS) -fopenmp -lpthread -lm
 ifeq ($(HAVE_CUDA),1)
   LDLIBS_CUDA := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
