@@ -51,6 +51,8 @@ peer 180 torch_fsdp2.py --out "$OUT" --points "$POINTS" --init plateau --data sy
 
 stamp "3. the table"
 bash analysis/loss_curves.sh "$OUT" "$OUT/loss-curves.csv"
+PL_GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+export PL_GPU_NAME
 pl_table '*.tsv' <<'EOF' | tee "$OUT/loss-curves-table.md"
 
 curves = {}
@@ -60,7 +62,9 @@ for r in rows:
     name = r.get("system") or r.get("bench")
     curves[name] = [float(x) for x in r["losses"].split(",")]
 print("# loss_curves.sh: %s\n" % out)
-print("## The same model, weights, tokens and AdamW: dense 2.0 B at 8K, bf16, one H200\n")
+import os
+print("## The same model, weights, tokens and AdamW: dense 2.0 B at 8K, bf16, one %s\n"
+      % (os.environ.get("PL_GPU_NAME") or "GPU"))
 print("| system | steps | step 1 | step 2 | step 10 | mean 1-20 | mean 91-110 | mean 181-200 | last |")
 print("|---|---|---|---|---|---|---|---|---|")
 mean = lambda c, a, b: sum(c[a - 1:b]) / len(c[a - 1:b]) if len(c) >= b else float("nan")
