@@ -8,7 +8,7 @@
 # analysis/peers/torch_sdpa.py) on the same shapes in the same run, and the
 # table of ratios.  From the repository root:
 #
-#   [SEQS=4Ki,...] [TESTS=0] bash analysis/device/attention.sh OUT_DIR
+#   [SEQS=4Ki,...] [TESTS=0] bash analysis/device/attention.sh [--budget S] [--deps DIR] OUT_DIR
 #
 # Expected time on one H200 (a build from scratch adds about two minutes):
 #   1. CUDA tests: attention (correctness of every kernel, cuDNN's
@@ -18,12 +18,14 @@
 #   3. PyTorch SDPA on the same shapes                                   ~60 s
 #   4. the table                                                          ~1 s
 # Each part has its own timeout; a part that fails leaves the others
-# running.  Results: OUT_DIR/*.tsv, attention-table.md, attention.log.
+# running; the CUDA tests of part 1's second half run only while the budget
+# (--budget: the seconds your allocation leaves it, default 540; 0 for no
+# limit) lasts.  Results: OUT_DIR/*.tsv, attention-table.md, attention.log.
 set -uo pipefail
 PL_SCRIPT=attention
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-OUT=${1:?usage: bash analysis/device/attention.sh OUT_DIR}
-DEPS_PREFIX=${DEPS_PREFIX:-.carry/deps}
+pl_dev_args 540 "$@"
+OUT=${PL_ARGS[0]:?usage: bash analysis/device/attention.sh [--budget S] [--deps DIR] OUT_DIR}
 SEQS=${SEQS:-4Ki,8Ki,16Ki,32Ki,64Ki,128Ki}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/attention.log") 2>&1
@@ -56,11 +58,11 @@ peer 120 torch_sdpa.py --seq "$SEQS" --heads 64 --kv-heads 8 --head-dim 128 \
   --backends cudnn,flash --iters 5 --warmup 1 --out "$OUT/peer_torch_sdpa.tsv"
 
 if [ "${TESTS:-1}" = 1 ]; then
-  stamp "3b. CUDA tests of what runs on the attention (the time left, DEADLINE=${DEADLINE:=540} s)"
+  stamp "3b. CUDA tests of what runs on the attention (the time left of --budget ${BUDGET} s)"
   for t in build/tests/engine/model/test_layer_cuda build/tests/engine/train/test_mpi_step_cuda \
     build/tests/baselines/fsdp2/test_mpi_fsdp2_cuda build/tests/engine/model/test_mpi_ulysses; do
-    left=$((DEADLINE - ($(date +%s) - PL_START) - 15))
-    if ((left < 20)); then echo "== $t: not run (deadline)"; continue; fi
+    left=$(($(pl_left) - 15))
+    if ((left < 20)); then echo "== $t: not run (budget spent)"; continue; fi
     CK_FORK=no timeout "$left" $MPIRUN -np 1 "$t" >"$OUT/$(basename "$t").txt" 2>&1
     echo "== $t: exit $? $(grep -E '^[0-9]+%: Checks' "$OUT/$(basename "$t").txt")"
     grep -E ':[FE]:' "$OUT/$(basename "$t").txt" | head -5

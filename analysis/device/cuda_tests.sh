@@ -5,7 +5,10 @@
 # and each test's whole output in OUT_DIR/<test>.txt.  From the repository
 # root:
 #
-#   [NP=1] bash analysis/device/cuda_tests.sh OUT_DIR
+#   [NP=1] bash analysis/device/cuda_tests.sh [--deps DIR] OUT_DIR
+
+# (--deps DIR: a prefix with Check's check.h and libcheck.a where the node
+# lacks the package: the test binaries need it.)
 #
 # The binaries: every test_*cuda* the build has, and the MPI tests whose
 # CUDA cases run where a GPU is (test_mpi_ulysses, test_mpi_layer), under
@@ -16,8 +19,8 @@
 set -uo pipefail
 PL_SCRIPT=cuda_tests
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-OUT=${1:?usage: bash analysis/device/cuda_tests.sh OUT_DIR}
-DEPS_PREFIX=${DEPS_PREFIX:-.carry/deps}
+pl_dev_args 0 "$@"
+OUT=${PL_ARGS[0]:?usage: bash analysis/device/cuda_tests.sh [--deps DIR] OUT_DIR}
 NP=${NP:-1}
 mkdir -p "$OUT"
 make -j"$(nproc)" DEPS=0 BLAS=none STATIC_DEPS=1 DEPS_PREFIX="$DEPS_PREFIX" WERROR=0 all tests \

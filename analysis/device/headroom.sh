@@ -10,11 +10,11 @@
 # headroom filled) side by side in one run, after the CUDA tests of the knobs
 # (bit identity on the GPU).  From the repository root:
 #
-#   bash analysis/device/headroom.sh OUT_DIR
+#   bash analysis/device/headroom.sh [--deps DIR] OUT_DIR
 #
 # It builds what is missing or stale first (analysis/device/run.sh's flags:
-# BLAS=none STATIC_DEPS=1 DEPS_PREFIX=${DEPS_PREFIX:-.carry/deps} WERROR=0;
-# the two CUDA test binaries need Check from DEPS_PREFIX and are skipped,
+# BLAS=none STATIC_DEPS=1 WERROR=0, DEPS_PREFIX from --deps DIR when Check is
+# not installed); the two CUDA test binaries need Check and are skipped,
 # with a line saying so, when it cannot build them), then writes every result
 # file into OUT_DIR with OUT_DIR/headroom-table.md (the comparison) and
 # OUT_DIR/headroom.log (everything printed).
@@ -41,15 +41,15 @@
 # knobbed runs keep the preset's layout and fill the headroom alone
 # (--optim-resident auto --keep auto); PLAN=1 lets the plan choose the SCO
 # budget as well.  SEQS="32Ki" or "128Ki" runs one context, N128 sets the
-# timed steps at 128K, TESTS=0 skips part 1 (a second call on a machine
+# timed steps at 128K, TESTS=0 skips part 1 (a second run on a node
 # that ran it).
 set -uo pipefail
 PL_SCRIPT=headroom
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-OUT=${1:?usage: bash analysis/device/headroom.sh OUT_DIR}
+pl_dev_args 0 "$@"
+OUT=${PL_ARGS[0]:?usage: bash analysis/device/headroom.sh [--deps DIR] OUT_DIR}
 BIN=${BIN:-build/bin/plateau}
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --bind-to none}
-DEPS_PREFIX=${DEPS_PREFIX:-.carry/deps}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/headroom.log") 2>&1
@@ -60,7 +60,7 @@ MK=(make -j"$(nproc)" BLAS=none STATIC_DEPS=1 DEPS_PREFIX="$DEPS_PREFIX" WERROR=
 "${MK[@]}" all >"$OUT/build.log" 2>&1 || { echo "build failed: see $OUT/build.log"; tail -5 "$OUT/build.log"; exit 2; }
 tests=(build/tests/engine/ops/test_adamw_cuda build/tests/engine/train/test_mpi_step_cuda)
 "${MK[@]}" "${tests[@]}" >>"$OUT/build.log" 2>&1 ||
-  echo "the CUDA test binaries did not build (Check missing from $DEPS_PREFIX?): part 1 skipped"
+  echo "the CUDA test binaries did not build (Check missing? --deps DIR names a prefix with it): part 1 skipped"
 
 stamp "1. CUDA tests of the knobs"
 [ "${TESTS:-1}" = 1 ] && [ -x build/tests/engine/ops/test_adamw_cuda ] &&

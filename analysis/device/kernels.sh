@@ -6,15 +6,16 @@
 # kernels (ours and cuDNN's).  It builds nothing: build first, as
 # analysis/device/run.sh does,
 #
-#   make -j$(nproc) BLAS=none STATIC_DEPS=1 DEPS_PREFIX=.carry/deps WERROR=0 all tests
-#   bash analysis/device/kernels.sh OUT_DIR
+#   make -j$(nproc) BLAS=none STATIC_DEPS=1 [DEPS_PREFIX=DIR] WERROR=0 all tests
+#   bash analysis/device/kernels.sh [--budget SECONDS] OUT_DIR
 #
 # from the repository root.  Every part writes its result files (the
 # harness's metadata in each) and logs into OUT_DIR, plus kernels-meta.txt
 # (the machine: plateau info, GPU, host CPU and its caches) and, last,
 # kernels-table.md (the comparison, also printed).  Expected time about 5.5
 # minutes; each part has a timeout, skips itself when less than its share of
-# DEADLINE (seconds from the start, default 350) is left (the profiles of
+# the budget (--budget: the seconds your allocation leaves it, default 350;
+# 0 for no limit) is left (the profiles of
 # part 6 share what is left), and a failing part leaves the others running:
 #   1. CUDA tests of the touched code, and the SIMD AdamW's tests on this
 #      host's AVX-512 (test_adamw_simd, test_cpu_adamw)                  ~40 s
@@ -34,16 +35,16 @@
 set -uo pipefail
 PL_SCRIPT=kernels
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ $# -eq 1 ] || { echo "usage: bash analysis/device/kernels.sh OUT_DIR"; exit 2; }
-pl_dev_begin "$1"
+pl_dev_args 350 "$@"
+[ ${#PL_ARGS[@]} -eq 1 ] || { echo "usage: bash analysis/device/kernels.sh [--budget S] OUT_DIR"; exit 2; }
+pl_dev_begin "${PL_ARGS[0]}"
 PARAMS=${PARAMS:-2625M}
-DEADLINE=${DEADLINE:-350}
 NCU=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)}
-# part NAME SECONDS: true when at least SECONDS of DEADLINE are left
+# part NAME SECONDS: true when at least SECONDS of the budget are left
 part() {
-  local left=$((DEADLINE - ($(date +%s) - PL_START)))
+  local left=$(pl_left)
   if ((left < $2)); then
-    stamp "$1: not run ($left s left of the deadline, needs $2)"
+    stamp "$1: not run ($left s left of the budget, needs $2)"
     return 1
   fi
   stamp "$1"
@@ -104,7 +105,7 @@ fi
 
 if part "6. ncu: attention at 32Ki, ours and cuDNN's" 90; then
   # three ncu calls share what is left of the deadline, 80 s each at most
-  per=$(((DEADLINE - ($(date +%s) - PL_START) - 10) / 3))
+  per=$((($(pl_left) - 10) / 3))
   RUNS="$OUT" SEQ=32Ki PEER=1 NCU="$NCU" NCU_TIMEOUT=$((per < 80 ? per : 80)) \
     bash dev/attention/profile.sh
 fi

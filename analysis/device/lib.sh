@@ -1,5 +1,5 @@
-# analysis/device/lib.sh — the pieces the one-call device scripts share
-# (speed.sh, kernels.sh, ringattn.sh, headroom.sh): sourced, not run.  After
+# analysis/device/lib.sh — the pieces the scripts for one GPU allocation share
+# (speed.sh, kernels.sh, ringattn.sh, headroom.sh, ...): sourced, not run.  After
 # `pl_dev_begin OUT` the caller has: $OUT (made), $BIN (checked), $MPIRUN,
 # $THREADS, the launch environment (root allowed for Open MPI, NVLink
 # multicast off) and
@@ -22,6 +22,36 @@
 # need only $PL_SCRIPT, $PL_START and $OUT.)
 # Each step has its own timeout, and a step that fails leaves the others
 # running: the scripts' `set -uo pipefail` has no -e.
+# pl_dev_args DEFAULT_BUDGET "$@" — the options every script of this folder
+# takes, for one allocation of a GPU node (an salloc shell, a reserved box, a
+# cloud VM): --budget SECONDS, the time the allocation leaves this script
+# (each part that would not finish inside it is skipped and says so; 0: no
+# limit); --deps DIR, a prefix with Check's check.h and libcheck.a for nodes
+# without the package (the test binaries need it; the benches do not).
+# Sets BUDGET and DEPS_PREFIX; the other words stay in PL_ARGS.  The
+# environment's BUDGET and DEPS_PREFIX are the defaults.
+pl_dev_args() {
+  BUDGET=${BUDGET:-$1}
+  DEPS_PREFIX=${DEPS_PREFIX:-}
+  shift
+  PL_ARGS=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --budget) [ $# -ge 2 ] || { echo "$PL_SCRIPT: --budget needs seconds"; exit 2; }; BUDGET=$2; shift ;;
+      --budget=*) BUDGET=${1#--budget=} ;;
+      --deps) [ $# -ge 2 ] || { echo "$PL_SCRIPT: --deps needs a directory"; exit 2; }; DEPS_PREFIX=$2; shift ;;
+      --deps=*) DEPS_PREFIX=${1#--deps=} ;;
+      *) PL_ARGS+=("$1") ;;
+    esac
+    shift
+  done
+  [[ $BUDGET =~ ^[0-9]+$ ]] || { echo "$PL_SCRIPT: --budget '$BUDGET' must be whole seconds (0: no limit)"; exit 2; }
+  [ "$BUDGET" != 0 ] || BUDGET=999999999
+}
+
+# pl_left: the seconds of BUDGET left since PL_START.
+pl_left() { echo $((BUDGET - ($(date +%s) - PL_START))); }
+
 pl_dev_begin() {
   OUT=$1
   BIN=${BIN:-build/bin/plateau}

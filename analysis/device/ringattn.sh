@@ -10,7 +10,7 @@
 # missing or stale first (analysis/device/run.sh's flags), so a machine that
 # already built this tree starts at part 1:
 #
-#   bash analysis/device/ringattn.sh OUT_DIR
+#   bash analysis/device/ringattn.sh [--budget SECONDS] [--deps DIR] OUT_DIR
 #
 # from the repository root.  Every result file, log and the table go into
 # OUT_DIR, and all of it into OUT_DIR/ringattn.tgz at the end.  Expected time
@@ -30,31 +30,30 @@
 #   5. f241-128k: the same with proxy241b, --ac selective (was 157 s)   ~130 s
 #   6. the table (ringattn-table.md) and the archive                      ~2 s
 # about 5.5 minutes of measurements in all; each part has a timeout, skips
-# itself when less than its share of DEADLINE (seconds from the start of part
-# 1, default 520) is left, and a failing part leaves the others running.
-# TESTS=0 skips parts 1-3 (a second call on a machine that ran them).
+# itself when less than its share of the budget (--budget: the seconds your
+# allocation leaves it, default 520; 0 for no limit) is left, and a failing part leaves the others running.
+# TESTS=0 skips parts 1-3 (a second run on a node that ran them).
 set -uo pipefail
 PL_SCRIPT=ringattn
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-[ $# -eq 1 ] || { echo "usage: bash analysis/device/ringattn.sh OUT_DIR"; exit 2; }
-OUT=$1
+pl_dev_args 520 "$@"
+[ ${#PL_ARGS[@]} -eq 1 ] || { echo "usage: bash analysis/device/ringattn.sh [--budget S] [--deps DIR] OUT_DIR"; exit 2; }
+OUT=${PL_ARGS[0]}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/ringattn.log") 2>&1
-DEPS_PREFIX=${DEPS_PREFIX:-.carry/deps}
 MK=(make -j"$(nproc)" BLAS=none STATIC_DEPS=1 DEPS_PREFIX="$DEPS_PREFIX" WERROR=0)
 tests=(build/tests/engine/model/test_attention_cuda build/tests/baselines/fsdp2/test_mpi_ring_attn)
 echo "## ringattn: 0. build (what is missing or stale)"
 "${MK[@]}" all >"$OUT/build.log" 2>&1 || { echo "build failed: see $OUT/build.log"; tail -5 "$OUT/build.log"; exit 2; }
 "${MK[@]}" "${tests[@]}" >>"$OUT/build.log" 2>&1 ||
-  echo "the CUDA test binaries did not build (Check missing from $DEPS_PREFIX?): parts 1-2 skipped"
+  echo "the CUDA test binaries did not build (Check missing? --deps DIR names a prefix with it): parts 1-2 skipped"
 pl_dev_begin "$OUT"
-DEADLINE=${DEADLINE:-520}
 REF=${REF:-results/reference/h200x1}
-# part NAME SECONDS: true when at least SECONDS of DEADLINE are left
+# part NAME SECONDS: true when at least SECONDS of the budget are left
 part() {
-  local left=$((DEADLINE - ($(date +%s) - PL_START)))
+  local left=$(pl_left)
   if ((left < $2)); then
-    stamp "$1: not run ($left s left of the deadline, needs $2)"
+    stamp "$1: not run ($left s left of the budget, needs $2)"
     return 1
   fi
   stamp "$1"

@@ -10,11 +10,11 @@
 # Every part writes its result files into OUT_DIR; the last part prints a short
 # comparison table (and writes it to OUT_DIR/speed-table.md).  Liger's peer
 # needs the liger-kernel package: when it is not importable and a wheel is in
-# .whl/ (carry it with the call), it is installed from there with pip
+# .whl/ (copy it to the node), it is installed from there with pip
 # --no-index --no-deps (Triton and PyTorch are on the machine); without either
 # the Liger row is missing and the table says so.
 #
-# Expected time on the H200 (about 4.5 minutes in all, under the 6-minute call):
+# Expected time on the H200 (about 4.5 minutes in all):
 #   1. CUDA tests of the new paths (test_ce, test_mpi_ring_dtp np 1,
 #      test_mpi_ce_heads np 1, test_cpu_adamw_cuda, test_adamw_cuda)     ~35 s
 #   2. vocab bf16, N 16K and 32K: dense, fused (three GEMMs), ring (P=1),
