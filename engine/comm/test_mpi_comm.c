@@ -13,16 +13,7 @@
  * inside a test (counted, asserted at its end) so every rank keeps issuing the
  * same collectives in step.
  *
- * Hidden modes for engine/comm/test_timeout.sh (env PLATEAU_TEST_MODE):
- *   hang  rank 0 skips one collective (PLATEAU_TEST_HANG_OP: barrier |
- *         allreduce; PLATEAU_TEST_BACKEND: cpu | cuda) under a 2 s timeout,
- *         so the watchdog of the other ranks must abort the job;
- *   init  only pl_init: prints its refusal and exits 2 (the SLURM_NTASKS
- *         check), or prints "init ok" and exits 0;
- *   stop  rank 0 stops itself (SIGSTOP) before a barrier; the others write
- *         their pid to PLATEAU_TEST_PIDFILE.<rank> and wait in the barrier
- *         under the default deadline (PLATEAU_COMM_TIMEOUT), so that the
- *         test can measure what a survivor costs while it waits. */
+ * Hidden modes for engine/comm/test_timeout.sh: comm_probe_testlib.h. */
 #include <check.h>
 #include <limits.h>
 #include <math.h>
@@ -34,20 +25,23 @@
 #include <unistd.h>
 
 #include "comm/check_mpi.h"
+#include "comm/comm_probe_testlib.h"
 #include "plateau/host_device.h"
 #include "plateau/plateau.h"
 
-static int g_nbe;               /* backends under test: CPU, then CUDA */
+static int g_nbe; /* backends under test: CPU, then CUDA */
 static pl_dev *g_dev[2];
 static pl_comm *g_world[2];
 static int g_rank, g_size;
 
-/* ---- soft checks ------------------------------------------------------------ */
+/* ---- soft checks ------------------------------------------------------------
+ */
 
 static int g_fails;
 static char g_first[1024];
 
-static void soft_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void soft_fail(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 static void soft_fail(const char *fmt, ...) {
   if (g_fails++ == 0) {
     va_list ap;
@@ -64,8 +58,8 @@ static void soft_fail(const char *fmt, ...) {
     if (s_ != PL_OK) {                                                         \
       char w_[256];                                                            \
       snprintf(w_, sizeof w_, __VA_ARGS__);                                    \
-      soft_fail("%s: %s returned %s (%s)", w_, #call, pl_strerror(s_),              \
-           pl_last_error());                                                   \
+      soft_fail("%s: %s returned %s (%s)", w_, #call, pl_strerror(s_),         \
+                pl_last_error());                                              \
     }                                                                          \
   } while (0)
 
@@ -73,10 +67,11 @@ static void begin(void) {
   g_fails = 0;
   g_first[0] = '\0';
 }
-#define END() ck_assert_msg(g_fails == 0, "%d failed checks; first: %s", g_fails, \
-                            g_first)
+#define END()                                                                  \
+  ck_assert_msg(g_fails == 0, "%d failed checks; first: %s", g_fails, g_first)
 
-/* ---- data -------------------------------------------------------------------- */
+/* ---- data
+ * -------------------------------------------------------------------- */
 
 static const char *be_name(int b) {
   return pl_backend_name(pl_dev_backend(g_dev[b]));
@@ -91,7 +86,9 @@ static void gen(void *h, pl_dtype dt, size_t n, uint64_t base, int rank) {
   uint64_t sd = seed_of(base, rank);
   for (size_t i = 0; i < n; i++) {
     switch (dt) {
-    case PL_F32: ((float *)h)[i] = pl_rng_uniform(sd, i, -1.0f, 1.0f); break;
+    case PL_F32:
+      ((float *)h)[i] = pl_rng_uniform(sd, i, -1.0f, 1.0f);
+      break;
     case PL_BF16:
       ((pl_bf16 *)h)[i] = pl_f32_to_bf16(pl_rng_uniform(sd, i, -1.0f, 1.0f));
       break;
@@ -113,7 +110,9 @@ static double getf(const void *h, pl_dtype dt, size_t i) {
 static int64_t geti(const void *h, pl_dtype dt, size_t i) {
   return dt == PL_I32 ? ((const int32_t *)h)[i] : ((const int64_t *)h)[i];
 }
-static int is_int(pl_dtype dt) { return dt == PL_I32 || dt == PL_I64; }
+static int is_int(pl_dtype dt) {
+  return dt == PL_I32 || dt == PL_I64;
+}
 
 static void *xmalloc(size_t bytes) {
   void *p = malloc(bytes ? bytes : 1);
@@ -152,11 +151,13 @@ static void check_exact(const char *what, const void *got, const void *want,
   size_t bad = 0, first = 0;
   for (size_t i = 0; i < n; i++)
     if (memcmp((const char *)got + i * es, (const char *)want + i * es, es)) {
-      if (!bad) first = i;
+      if (!bad)
+        first = i;
       bad++;
     }
   if (bad)
-    soft_fail("%s: %zu of %zu elements differ, first at %zu", what, bad, n, first);
+    soft_fail("%s: %zu of %zu elements differ, first at %zu", what, bad, n,
+              first);
 }
 
 /* Reduction result vs reference: ints exact (ref_i), floats within tol[i]. */
@@ -170,22 +171,27 @@ static void check_reduce(const char *what, pl_dtype dt, const void *got,
     if (is_int(dt)) {
       ok = geti(got, dt, i) == ref_i[i];
       double e = fabs((double)geti(got, dt, i) - (double)ref_i[i]);
-      if (e > max_abs) max_abs = e;
+      if (e > max_abs)
+        max_abs = e;
     } else {
       double g = getf(got, dt, i), e = fabs(g - ref_f[i]);
       ok = !isnan(g) && e <= tol[i];
-      if (e > max_abs || isnan(e)) max_abs = isnan(e) ? INFINITY : e;
+      if (e > max_abs || isnan(e))
+        max_abs = isnan(e) ? INFINITY : e;
       double r = e / (fabs(ref_f[i]) > 1e-30 ? fabs(ref_f[i]) : 1e-30);
-      if (r > max_rel || isnan(r)) max_rel = isnan(r) ? INFINITY : r;
+      if (r > max_rel || isnan(r))
+        max_rel = isnan(r) ? INFINITY : r;
     }
     if (!ok) {
-      if (!bad) first = i;
+      if (!bad)
+        first = i;
       bad++;
     }
   }
   if (bad)
-    soft_fail("%s: %zu of %zu bad, first at %zu; max abs err %g, max rel err %g",
-         what, bad, n, first, max_abs, max_rel);
+    soft_fail(
+        "%s: %zu of %zu bad, first at %zu; max abs err %g, max rel err %g",
+        what, bad, n, first, max_abs, max_rel);
 }
 
 /* Reference reduction over ranks `members` (count m) of block [off, off+n) of
@@ -200,10 +206,14 @@ static void ref_reduce(pl_dtype dt, pl_redop op, uint64_t base,
     for (size_t i = 0; i < n; i++) {
       if (is_int(dt)) {
         int64_t v = geti(tmp, dt, off + i);
-        if (k == 0) ref_i[i] = v;
-        else if (op == PL_RED_SUM) ref_i[i] += v;
-        else if (op == PL_RED_MAX) ref_i[i] = v > ref_i[i] ? v : ref_i[i];
-        else ref_i[i] = v < ref_i[i] ? v : ref_i[i];
+        if (k == 0)
+          ref_i[i] = v;
+        else if (op == PL_RED_SUM)
+          ref_i[i] += v;
+        else if (op == PL_RED_MAX)
+          ref_i[i] = v > ref_i[i] ? v : ref_i[i];
+        else
+          ref_i[i] = v < ref_i[i] ? v : ref_i[i];
       } else {
         double v = getf(tmp, dt, off + i);
         if (k == 0) {
@@ -211,9 +221,12 @@ static void ref_reduce(pl_dtype dt, pl_redop op, uint64_t base,
           absum[i] = fabs(v);
         } else {
           absum[i] += fabs(v);
-          if (op == PL_RED_SUM) ref_f[i] += v;
-          else if (op == PL_RED_MAX) ref_f[i] = v > ref_f[i] ? v : ref_f[i];
-          else ref_f[i] = v < ref_f[i] ? v : ref_f[i];
+          if (op == PL_RED_SUM)
+            ref_f[i] += v;
+          else if (op == PL_RED_MAX)
+            ref_f[i] = v > ref_f[i] ? v : ref_f[i];
+          else
+            ref_f[i] = v < ref_f[i] ? v : ref_f[i];
         }
       }
     }
@@ -233,7 +246,8 @@ static void ref_reduce(pl_dtype dt, pl_redop op, uint64_t base,
 static const pl_redop OPS[] = {PL_RED_SUM, PL_RED_MAX, PL_RED_MIN};
 static const char *OPN[] = {"sum", "max", "min"};
 
-/* ---- tests -------------------------------------------------------------------- */
+/* ---- tests
+ * -------------------------------------------------------------------- */
 
 START_TEST(test_versions_and_world) {
   begin();
@@ -245,9 +259,11 @@ START_TEST(test_versions_and_world) {
   if (strncmp(nv, "NCCL 2.", 7) != 0)
     soft_fail("pl_nccl_version() = \"%s\": want \"NCCL 2.x.y\"", nv);
 #else
-  if (strcmp(nv, "-") != 0) soft_fail("pl_nccl_version() = \"%s\": want -", nv);
+  if (strcmp(nv, "-") != 0)
+    soft_fail("pl_nccl_version() = \"%s\": want -", nv);
 #endif
-  if (g_rank == 0) printf("# %s, %s\n", mv, nv);
+  if (g_rank == 0)
+    printf("# %s, %s\n", mv, nv);
   /* the launch is on one node here: every rank is local (tests decide
    * whether NCCL can run by comparing this with the GPUs) */
   if (pl_local_size() != g_size)
@@ -257,9 +273,10 @@ START_TEST(test_versions_and_world) {
     if (pl_comm_rank(g_world[b]) != pl_world_rank() ||
         pl_comm_size(g_world[b]) != pl_world_size())
       soft_fail("%s: world comm rank/size %d/%d vs world %d/%d", be_name(b),
-           pl_comm_rank(g_world[b]), pl_comm_size(g_world[b]), pl_world_rank(),
-           pl_world_size());
-    if (pl_comm_dev(g_world[b]) != g_dev[b]) soft_fail("pl_comm_dev mismatch");
+                pl_comm_rank(g_world[b]), pl_comm_size(g_world[b]),
+                pl_world_rank(), pl_world_size());
+    if (pl_comm_dev(g_world[b]) != g_dev[b])
+      soft_fail("pl_comm_dev mismatch");
     SOFT_OK(pl_barrier(g_world[b]), "%s barrier", be_name(b));
   }
   END();
@@ -284,20 +301,24 @@ START_TEST(test_allreduce) {
                      inplace ? " in place" : "");
             void *h = xmalloc(n * es), *out = xmalloc(n * es);
             gen(h, dt, n, base, g_rank);
-            void *ds = dalloc(b, n * es), *dr = inplace ? ds : dalloc(b, n * es);
+            void *ds = dalloc(b, n * es),
+                 *dr = inplace ? ds : dalloc(b, n * es);
             h2d(b, ds, h, n * es);
-            if (!inplace) poison_dev(b, dr, n * es);
+            if (!inplace)
+              poison_dev(b, dr, n * es);
             SOFT_OK(pl_allreduce(g_world[b], ds, dr, n, dt, OPS[oi], NULL),
                     "%s", what);
             d2h(b, out, dr, n * es);
             int *mem = xmalloc(g_size * sizeof *mem);
-            for (int r = 0; r < g_size; r++) mem[r] = r;
+            for (int r = 0; r < g_size; r++)
+              mem[r] = r;
             int64_t *ri = xmalloc(n * 8);
             double *rf = xmalloc(n * 8), *tol = xmalloc(n * 8);
             ref_reduce(dt, OPS[oi], base, mem, g_size, n, 0, n, ri, rf, tol);
             check_reduce(what, dt, out, ri, rf, tol, n);
             pl_free(g_dev[b], ds);
-            if (!inplace) pl_free(g_dev[b], dr);
+            if (!inplace)
+              pl_free(g_dev[b], dr);
             free(h), free(out), free(mem), free(ri), free(rf), free(tol);
           }
   END();
@@ -336,7 +357,8 @@ START_TEST(test_allgather) {
           SOFT_OK(pl_allgather(g_world[b], ds, dr, n, dt, NULL), "%s", what);
           d2h(b, out, dr, P * n * es);
           check_exact(what, out, want, P * n, es);
-          if (!inplace) pl_free(g_dev[b], ds);
+          if (!inplace)
+            pl_free(g_dev[b], ds);
           pl_free(g_dev[b], dr);
           free(h), free(out), free(want);
         }
@@ -366,19 +388,22 @@ START_TEST(test_reduce_scatter) {
             h2d(b, ds, h, P * n * es);
             void *dr = inplace ? (char *)ds + (size_t)g_rank * n * es
                                : dalloc(b, n * es);
-            if (!inplace) poison_dev(b, dr, n * es);
+            if (!inplace)
+              poison_dev(b, dr, n * es);
             SOFT_OK(pl_reduce_scatter(g_world[b], ds, dr, n, dt, OPS[oi], NULL),
                     "%s", what);
             d2h(b, out, dr, n * es);
             int *mem = xmalloc(g_size * sizeof *mem);
-            for (int r = 0; r < g_size; r++) mem[r] = r;
+            for (int r = 0; r < g_size; r++)
+              mem[r] = r;
             int64_t *ri = xmalloc(n * 8);
             double *rf = xmalloc(n * 8), *tol = xmalloc(n * 8);
             ref_reduce(dt, OPS[oi], base, mem, g_size, P * n,
                        (size_t)g_rank * n, n, ri, rf, tol);
             check_reduce(what, dt, out, ri, rf, tol, n);
             pl_free(g_dev[b], ds);
-            if (!inplace) pl_free(g_dev[b], dr);
+            if (!inplace)
+              pl_free(g_dev[b], dr);
             free(h), free(out), free(mem), free(ri), free(rf), free(tol);
           }
   END();
@@ -388,8 +413,10 @@ END_TEST
 /* Elements rank r sends to rank d: uneven, with zeros (self included), and
  * the last rank (when P > 1) sends nothing at all.  pattern 1: all zero. */
 static size_t a2a_count(int pattern, int r, int d, int P) {
-  if (pattern == 1) return 0;
-  if (P > 1 && r == P - 1) return 0;
+  if (pattern == 1)
+    return 0;
+  if (P > 1 && r == P - 1)
+    return 0;
   return (size_t)((r * 7 + d * 3 + 1) % 5) * 13 + (d == 0 ? 1 : 0);
 }
 
@@ -398,8 +425,8 @@ static void a2a_layout(int pattern, int r, int P, int sending, size_t gap,
                        size_t *counts, size_t *displs, size_t *total) {
   size_t off = 0;
   for (int d = 0; d < P; d++) {
-    counts[d] = sending ? a2a_count(pattern, r, d, P)
-                        : a2a_count(pattern, d, r, P);
+    counts[d] =
+        sending ? a2a_count(pattern, r, d, P) : a2a_count(pattern, d, r, P);
     displs[d] = off;
     off += counts[d] + gap;
   }
@@ -482,11 +509,11 @@ START_TEST(test_sendrecv) {
       pl_dtype dt = dts[di];
       const char *bn = be_name(b), *dn = pl_dtype_name(dt);
       snprintf(what, sizeof what, "%s sendrecv ring %s", bn, dn);
-      ring_case(b, dt, dst, src, 3 + 11 * (size_t)g_rank,
-                3 + 11 * (size_t)src, 2000 + di, what);
+      ring_case(b, dt, dst, src, 3 + 11 * (size_t)g_rank, 3 + 11 * (size_t)src,
+                2000 + di, what);
       snprintf(what, sizeof what, "%s sendrecv reverse ring %s", bn, dn);
-      ring_case(b, dt, src, dst, 1000 + (size_t)g_rank,
-                1000 + (size_t)dst, 2010 + di, what);
+      ring_case(b, dt, src, dst, 1000 + (size_t)g_rank, 1000 + (size_t)dst,
+                2010 + di, what);
       snprintf(what, sizeof what, "%s sendrecv rank 0 sends nothing %s", bn,
                dn);
       ring_case(b, dt, dst, src, g_rank == 0 ? 0 : 17, src == 0 ? 0 : 17,
@@ -519,8 +546,10 @@ START_TEST(test_broadcast) {
           void *out = xmalloc(n * es), *want = xmalloc(n * es);
           gen(want, dt, n, base, root);
           void *d = dalloc(b, n * es);
-          if (g_rank == root) h2d(b, d, want, n * es);
-          else poison_dev(b, d, n * es);
+          if (g_rank == root)
+            h2d(b, d, want, n * es);
+          else
+            poison_dev(b, d, n * es);
           SOFT_OK(pl_broadcast(g_world[b], d, n, dt, root, NULL), "%s", what);
           d2h(b, out, d, n * es);
           check_exact(what, out, want, n, es);
@@ -573,14 +602,17 @@ START_TEST(test_split) {
     }
     int m = 0;
     for (int r = P - 1; r >= 0; r--)
-      if (r % 2 == g_rank % 2) mem[m++] = r; /* in group-rank order */
+      if (r % 2 == g_rank % 2)
+        mem[m++] = r; /* in group-rank order */
     int want_rank = -1;
     for (int k = 0; k < m; k++)
-      if (mem[k] == g_rank) want_rank = k;
+      if (mem[k] == g_rank)
+        want_rank = k;
     if (pl_comm_size(g) != m || pl_comm_rank(g) != want_rank)
       soft_fail("%s split even/odd: rank/size %d/%d, want %d/%d", be_name(b),
-           pl_comm_rank(g), pl_comm_size(g), want_rank, m);
-    if (pl_comm_dev(g) != g_dev[b]) soft_fail("split: dev differs");
+                pl_comm_rank(g), pl_comm_size(g), want_rank, m);
+    if (pl_comm_dev(g) != g_dev[b])
+      soft_fail("split: dev differs");
     group_allreduce(b, g, mem, m, 3000 + (uint64_t)(g_rank % 2) * 7,
                     "even/odd group");
     /* A sub-split of the group, and a move inside it. */
@@ -593,15 +625,17 @@ START_TEST(test_split) {
     SOFT_OK(pl_comm_split(g_world[b], color, g_rank, &h), "%s split -1",
             be_name(b));
     if (color < 0) {
-      if (h != NULL) soft_fail("%s split color -1: want NULL", be_name(b));
+      if (h != NULL)
+        soft_fail("%s split color -1: want NULL", be_name(b));
     } else if (!h) {
       soft_fail("%s split color 5: got NULL", be_name(b));
     } else {
       int m2 = P > 1 ? P - 1 : 1;
-      for (int k = 0; k < m2; k++) mem[k] = k;
+      for (int k = 0; k < m2; k++)
+        mem[k] = k;
       if (pl_comm_size(h) != m2 || pl_comm_rank(h) != g_rank)
         soft_fail("%s split -1: rank/size %d/%d", be_name(b), pl_comm_rank(h),
-             pl_comm_size(h));
+                  pl_comm_size(h));
       group_allreduce(b, h, mem, m2, 3100, "all-but-last group");
       pl_comm_destroy(h);
     }
@@ -628,7 +662,7 @@ START_TEST(test_host_collectives) {
     if (s[0] != tri * 1000000007ll + 5 * P || s[1] != -3 * tri ||
         s[2] != P * ((int64_t)1 << 40) + tri)
       soft_fail("host_allreduce_i64 sum: %lld %lld %lld", (long long)s[0],
-           (long long)s[1], (long long)s[2]);
+                (long long)s[1], (long long)s[2]);
     if (mx[0] != (int64_t)(P - 1) * 1000000007ll + 5 || mx[1] != 0 ||
         mn[1] != -3 * (int64_t)(P - 1) || mn[2] != ((int64_t)1 << 40))
       soft_fail("host_allreduce_i64 max/min wrong");
@@ -639,7 +673,8 @@ START_TEST(test_host_collectives) {
       soft_fail("host_allreduce_f64 sum: %g %g", f[0], f[1]);
     double fm = g_rank * 2.5;
     SOFT_OK(pl_host_allreduce_f64(c, &fm, 1, PL_RED_MAX), "host f64 max");
-    if (fm != 2.5 * (P - 1)) soft_fail("host_allreduce_f64 max: %g", fm);
+    if (fm != 2.5 * (P - 1))
+      soft_fail("host_allreduce_f64 max: %g", fm);
 
     int64_t ag_s[2] = {g_rank, -g_rank * 7};
     int64_t *ag = xmalloc(2 * P * sizeof *ag);
@@ -663,12 +698,15 @@ START_TEST(test_host_collectives) {
 
     char msg[40];
     int root = P - 1;
-    if (g_rank == root) snprintf(msg, sizeof msg, "plan from %d", root);
-    else memset(msg, 'x', sizeof msg);
+    if (g_rank == root)
+      snprintf(msg, sizeof msg, "plan from %d", root);
+    else
+      memset(msg, 'x', sizeof msg);
     SOFT_OK(pl_host_bcast(c, msg, sizeof msg, root), "host bcast");
     char want[40];
     snprintf(want, sizeof want, "plan from %d", root);
-    if (strcmp(msg, want) != 0) soft_fail("host_bcast: got \"%.39s\"", msg);
+    if (strcmp(msg, want) != 0)
+      soft_fail("host_bcast: got \"%.39s\"", msg);
     free(ag), free(a2s), free(a2r);
   }
   END();
@@ -705,7 +743,8 @@ START_TEST(test_bad_input) {
         soft_fail("allreduce count INT_MAX+1 not rejected on MPI");
     }
     pl_free(g_dev[b], d);
-    if (pl_comm_split(NULL, 0, 0, &c) != PL_EINVAL) soft_fail("split NULL");
+    if (pl_comm_split(NULL, 0, 0, &c) != PL_EINVAL)
+      soft_fail("split NULL");
     c = g_world[b];
     SOFT_OK(pl_barrier(c), "barrier after bad input");
   }
@@ -713,98 +752,15 @@ START_TEST(test_bad_input) {
 }
 END_TEST
 
-/* ---- hidden modes --------------------------------------------------------------- */
-
-static int mode_init(int *argc, char ***argv) {
-  pl_status s = pl_init(argc, argv);
-  if (s != PL_OK) {
-    fprintf(stderr, "[r%d error] %s\n", pl_world_rank(), pl_last_error());
-    pl_finalize();
-    return 2;
-  }
-  printf("init ok: world size %d\n", pl_world_size());
-  pl_finalize();
-  return 0;
-}
-
-static int mode_hang(int *argc, char ***argv) {
-  if (pl_init(argc, argv) != PL_OK) {
-    fprintf(stderr, "%s\n", pl_last_error());
-    return 2;
-  }
-  const char *bs = getenv("PLATEAU_TEST_BACKEND");
-  const char *op = getenv("PLATEAU_TEST_HANG_OP");
-  pl_backend be = PL_BACKEND_CPU;
-  if (bs && pl_backend_parse(bs, &be) != PL_OK) return 2;
-  pl_dev *dev = NULL;
-  pl_comm *c = NULL;
-  if (pl_dev_create(be, -1, &dev) != PL_OK ||
-      pl_comm_world(dev, &c) != PL_OK || pl_comm_set_timeout(c, 2.0) != PL_OK) {
-    fprintf(stderr, "hang probe set-up: %s\n", pl_last_error());
-    return 3;
-  }
-  fprintf(stderr, "hang probe: rank %d ready\n", pl_world_rank());
-  if (pl_world_rank() == 0) {
-    sleep(60); /* skips the collective; the others' watchdog must fire */
-    return 0;
-  }
-  if (op && strcmp(op, "allreduce") == 0) {
-    void *d = NULL;
-    if (pl_alloc(dev, PL_ARENA_DEVICE, 1024 * sizeof(float), "probe", &d) ||
-        pl_fill(pl_dev_stream(dev), d, PL_F32, 1024, 1.0) ||
-        pl_allreduce(c, d, d, 1024, PL_F32, PL_RED_SUM, NULL) ||
-        pl_stream_sync(pl_dev_stream(dev))) {
-      fprintf(stderr, "hang probe: %s\n", pl_last_error());
-      return 3;
-    }
-  } else {
-    pl_barrier(c);
-  }
-  fprintf(stderr, "hang probe: rank %d returned (watchdog did not fire)\n",
-          pl_world_rank());
-  return 0;
-}
-
-static int mode_stop(int *argc, char ***argv) {
-  if (pl_init(argc, argv) != PL_OK) {
-    fprintf(stderr, "%s\n", pl_last_error());
-    return 2;
-  }
-  pl_dev *dev = NULL;
-  pl_comm *c = NULL;
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &dev) != PL_OK ||
-      pl_comm_world(dev, &c) != PL_OK) {
-    fprintf(stderr, "stop probe set-up: %s\n", pl_last_error());
-    return 3;
-  }
-  pl_barrier(c); /* everyone is up */
-  if (pl_world_rank() == 0) {
-    fprintf(stderr, "stop probe: rank 0 stops\n");
-    raise(SIGSTOP);
-    return 0;
-  }
-  const char *pf = getenv("PLATEAU_TEST_PIDFILE");
-  if (pf) {
-    char path[512];
-    snprintf(path, sizeof path, "%s.%d", pf, pl_world_rank());
-    FILE *f = fopen(path, "w");
-    if (f) {
-      fprintf(f, "%ld\n", (long)getpid());
-      fclose(f);
-    }
-  }
-  pl_barrier(c);
-  fprintf(stderr, "stop probe: rank %d returned (watchdog did not fire)\n",
-          pl_world_rank());
-  return 0;
-}
-
-/* ---- main --------------------------------------------------------------------- */
+/* ---- main
+ * --------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
   const char *mode = getenv("PLATEAU_TEST_MODE");
-  if (mode && strcmp(mode, "init") == 0) return mode_init(&argc, &argv);
-  if (mode && strcmp(mode, "hang") == 0) return mode_hang(&argc, &argv);
+  if (mode && strcmp(mode, "init") == 0)
+    return mode_init(&argc, &argv);
+  if (mode && strcmp(mode, "hang") == 0)
+    return mode_hang(&argc, &argv);
   if (mode && strcmp(mode, "stop") == 0)
     return mode_stop(&argc, &argv);
 
@@ -830,17 +786,28 @@ int main(int argc, char **argv) {
     }
     g_nbe = 2;
   } else if (g_rank == 0) {
-    if (ngpu == 0) printf("# CUDA/NCCL checks skipped: no CUDA device\n");
-    else printf("# CUDA/NCCL checks skipped: %d ranks on %d GPUs (NCCL needs "
-                "one GPU per rank)\n", g_size, ngpu);
+    if (ngpu == 0)
+      printf("# CUDA/NCCL checks skipped: no CUDA device\n");
+    else
+      printf("# CUDA/NCCL checks skipped: %d ranks on %d GPUs (NCCL needs "
+             "one GPU per rank)\n",
+             g_size, ngpu);
   }
   /* A failing check must not leave the other ranks hanging for 300 s. */
-  for (int b = 0; b < g_nbe; b++) pl_comm_set_timeout(g_world[b], 60.0);
+  for (int b = 0; b < g_nbe; b++)
+    pl_comm_set_timeout(g_world[b], 60.0);
 
-  const TTest *tests[] = {test_versions_and_world, test_allreduce, test_allgather,
-                          test_reduce_scatter,     test_alltoallv, test_sendrecv,
-                          test_broadcast,          test_split,     test_host_collectives,
-                          test_bad_input,          NULL};
+  const TTest *tests[] = {test_versions_and_world,
+                          test_allreduce,
+                          test_allgather,
+                          test_reduce_scatter,
+                          test_alltoallv,
+                          test_sendrecv,
+                          test_broadcast,
+                          test_split,
+                          test_host_collectives,
+                          test_bad_input,
+                          NULL};
   /* every rank's verdict, so rank 0's summary line speaks for all */
   const int bad = pl_check_run("comm", 300, tests, g_rank, g_world[0]);
   for (int b = g_nbe - 1; b >= 0; b--) {

@@ -66,21 +66,27 @@ typedef struct tl_result {
 
 /* Bitwise comparison of n floats; on mismatch fills msg with the first bad
  * index and max abs/rel error, returns 0. */
-__attribute__((unused)) static int tl_cmp_f32(const char *what, const float *got, const float *want,
-                      size_t n, char *msg, size_t len) {
+__attribute__((unused)) static int tl_cmp_f32(const char *what,
+                                              const float *got,
+                                              const float *want, size_t n,
+                                              char *msg, size_t len) {
   size_t bad = 0, first = (size_t)-1;
   double maxabs = 0, maxrel = 0;
   for (size_t i = 0; i < n; i++) {
     if (memcmp(&got[i], &want[i], 4) != 0) {
-      if (first == (size_t)-1) first = i;
+      if (first == (size_t)-1)
+        first = i;
       bad++;
       double a = fabs((double)got[i] - (double)want[i]);
       double r = a / (fabs((double)want[i]) + 1e-30);
-      if (a > maxabs) maxabs = a;
-      if (r > maxrel) maxrel = r;
+      if (a > maxabs)
+        maxabs = a;
+      if (r > maxrel)
+        maxrel = r;
     }
   }
-  if (!bad) return 1;
+  if (!bad)
+    return 1;
   snprintf(msg, len,
            "%s: %zu/%zu differ; first bad index %zu (got %.9g want %.9g); "
            "max abs %.3g rel %.3g",
@@ -88,21 +94,27 @@ __attribute__((unused)) static int tl_cmp_f32(const char *what, const float *got
   return 0;
 }
 
-__attribute__((unused)) static int tl_cmp_bf16(const char *what, const pl_bf16 *got,
-                       const pl_bf16 *want, size_t n, char *msg, size_t len) {
+__attribute__((unused)) static int tl_cmp_bf16(const char *what,
+                                               const pl_bf16 *got,
+                                               const pl_bf16 *want, size_t n,
+                                               char *msg, size_t len) {
   for (size_t i = 0; i < n; i++)
     if (got[i] != want[i]) {
       size_t bad = 0;
-      for (size_t j = i; j < n; j++) bad += got[j] != want[j];
-      snprintf(msg, len, "%s: %zu/%zu differ; first bad index %zu (got 0x%04x "
-               "want 0x%04x)", what, bad, n, i, got[i], want[i]);
+      for (size_t j = i; j < n; j++)
+        bad += got[j] != want[j];
+      snprintf(msg, len,
+               "%s: %zu/%zu differ; first bad index %zu (got 0x%04x "
+               "want 0x%04x)",
+               what, bad, n, i, got[i], want[i]);
       return 0;
     }
   return 1;
 }
 
 /* Initial state of flat element i (never zero; v > 0). */
-__attribute__((unused)) static void tl_init(uint64_t seed, size_t i, float *p, float *m, float *v) {
+__attribute__((unused)) static void tl_init(uint64_t seed, size_t i, float *p,
+                                            float *m, float *v) {
   *p = pl_rng_normal(seed, 3 * i, 0.0f, 0.5f);
   *m = pl_rng_normal(seed, 3 * i + 1, 0.0f, 1e-2f);
   *v = pl_rng_uniform(seed, 3 * i + 2, 1e-6f, 1e-3f);
@@ -117,8 +129,10 @@ __attribute__((unused)) static float tl_grad(uint64_t seed, int t, size_t i) {
 
 /* The flat state as host arrays (fp[i], fm[i], fv[i] for every element):
  * the host part copied, the device-resident part read back. */
-__attribute__((unused)) static pl_status tl_state_get(pl_stream *s, const pl_adamw_state *S,
-                                                      float *fp, float *fm, float *fv) {
+__attribute__((unused)) static pl_status tl_state_get(pl_stream *s,
+                                                      const pl_adamw_state *S,
+                                                      float *fp, float *fm,
+                                                      float *fv) {
   const size_t lo = S->numel - S->resident;
   if (lo) { /* all resident: no host part (S->p may be NULL) */
     memcpy(fp, S->p, lo * 4);
@@ -134,9 +148,9 @@ __attribute__((unused)) static pl_status tl_state_get(pl_stream *s, const pl_ada
 }
 
 /* The other way: host arrays into the state (host part, device part). */
-__attribute__((unused)) static pl_status tl_state_put(pl_stream *s, const pl_adamw_state *S,
-                                                      const float *fp, const float *fm,
-                                                      const float *fv) {
+__attribute__((unused)) static pl_status
+tl_state_put(pl_stream *s, const pl_adamw_state *S, const float *fp,
+             const float *fm, const float *fv) {
   const size_t lo = S->numel - S->resident;
   if (lo) { /* all resident: no host part (S->p may be NULL) */
     memcpy(S->p, fp, lo * 4);
@@ -173,7 +187,8 @@ tl_global_sumsq(const tl_case *c, uint64_t seed0, int t, size_t total,
   void *og = malloc(total * gsz + 4);
   const void *ogp[TL_MAXT];
   PL_ASSERT(og);
-  for (int i = 0; i < c->nt; i++) ogp[i] = (char *)og + off[i] * gsz;
+  for (int i = 0; i < c->nt; i++)
+    ogp[i] = (char *)og + off[i] * gsz;
   double global = 0.0;
   for (int r = 0; r < nranks; r++) {
     tl_grads(og, seed0 + 7919u * (uint64_t)r, t, total, c->gdt);
@@ -214,9 +229,8 @@ tl_create_opt(pl_dev *dev, const tl_case *c, const pl_adamw_hparams *hp,
 /* The gradient scale the optimizer applied at its last step; for
  * OffloadStreamAdamW also its buckets on each side and the next share,
  * into R. */
-__attribute__((unused)) static float tl_last_step(const tl_case *c, void *co,
-                                                  pl_stream_adamw *so,
-                                                  tl_result *R) {
+__attribute__((unused)) static float
+tl_last_step(const tl_case *c, void *co, pl_stream_adamw *so, tl_result *R) {
   if (c->opt)
     return c->opt->gscale(co);
   pl_stream_adamw_last L;
@@ -228,25 +242,57 @@ __attribute__((unused)) static float tl_last_step(const tl_case *c, void *co,
   return L.gscale;
 }
 
+/* The reference state after a step: master weights, m, v and the bf16
+ * weights the update wrote. */
+typedef struct {
+  const float *p, *m, *v;
+  const pl_bf16 *w;
+} tl_ref;
+
+/* After step t: the optimizer's bf16 weights and state (read back into gw,
+ * fp, fm, fv) against the reference, bit for bit; R->ok cleared with the
+ * first difference in R->msg. */
+__attribute__((unused)) static pl_status
+tl_check_step(pl_stream *s, const tl_case *c, const pl_adamw_param *prm,
+              const size_t *off, size_t total, const pl_adamw_state *S,
+              const tl_ref *ref, pl_bf16 *gw, float *fp, float *fm, float *fv,
+              int t, tl_result *R) {
+  for (int i = 0; i < c->nt; i++)
+    if (c->numel[i])
+      PL_TRY(pl_memcpy_async(s, gw + off[i], prm[i].weight, c->numel[i] * 2));
+  PL_TRY(pl_stream_sync(s));
+  PL_TRY(tl_state_get(s, S, fp, fm, fv));
+  char m[400];
+  if (!tl_cmp_f32("master", fp, ref->p, total, m, sizeof m) ||
+      !tl_cmp_f32("m", fm, ref->m, total, m, sizeof m) ||
+      !tl_cmp_f32("v", fv, ref->v, total, m, sizeof m) ||
+      !tl_cmp_bf16("bf16 weights", gw, ref->w, total, m, sizeof m)) {
+    snprintf(R->msg, sizeof R->msg, "step %d: %s", t, m);
+    R->ok = 0;
+  }
+  return PL_OK;
+}
+
 /* tl_run with the last `resident` parameters' state kept on the device
  * (OffloadStreamAdamW only; whole buckets). */
-__attribute__((unused)) static pl_status tl_run_resident(pl_dev *dev, const tl_case *c,
-                                                         uint64_t seed, size_t resident,
-                                                         tl_result *R);
+__attribute__((unused)) static pl_status
+tl_run_resident(pl_dev *dev, const tl_case *c, uint64_t seed, size_t resident,
+                tl_result *R);
 
-__attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c, uint64_t seed,
-                        tl_result *R) {
+__attribute__((unused)) static pl_status tl_run(pl_dev *dev, const tl_case *c,
+                                                uint64_t seed, tl_result *R) {
   return tl_run_resident(dev, c, seed, 0, R);
 }
 
-__attribute__((unused)) static pl_status tl_run_resident(pl_dev *dev, const tl_case *c,
-                                                         uint64_t seed, size_t resident,
-                                                         tl_result *R) {
+__attribute__((unused)) static pl_status
+tl_run_resident(pl_dev *dev, const tl_case *c, uint64_t seed, size_t resident,
+                tl_result *R) {
   memset(R, 0, sizeof *R);
   pl_stream *s = pl_dev_stream(dev);
   int nranks = tl_comm ? pl_comm_size(tl_comm) : 1;
   uint64_t seed0 = seed;
-  if (tl_comm) seed = seed0 + 7919u * (uint64_t)pl_comm_rank(tl_comm);
+  if (tl_comm)
+    seed = seed0 + 7919u * (uint64_t)pl_comm_rank(tl_comm);
   size_t total = 0, off[TL_MAXT];
   for (int i = 0; i < c->nt; i++) {
     off[i] = total;
@@ -259,7 +305,8 @@ __attribute__((unused)) static pl_status tl_run_resident(pl_dev *dev, const tl_c
         *rv = malloc(total * 4);
   pl_bf16 *rw = malloc(total * 2 + 2), *gw = malloc(total * 2 + 2);
   void *hg = malloc(total * gsz + 4);
-  float *fp = malloc(total * 4 + 4), *fm = malloc(total * 4 + 4), *fv = malloc(total * 4 + 4);
+  float *fp = malloc(total * 4 + 4), *fm = malloc(total * 4 + 4),
+        *fv = malloc(total * 4 + 4);
   PL_ASSERT(rp && rm && rv && rw && gw && hg && fp && fm && fv);
   pl_status st = PL_OK;
   for (int i = 0; i < c->nt; i++) {
@@ -296,49 +343,42 @@ __attribute__((unused)) static pl_status tl_run_resident(pl_dev *dev, const tl_c
   for (int t = 1; t <= c->steps && R->ok; t++) {
     tl_grads(hg, seed, t, total, c->gdt);
     for (int i = 0; i < c->nt; i++) {
-      if (c->numel[i] == 0) continue;
+      if (c->numel[i] == 0)
+        continue;
       if ((st = pl_memcpy_async(s, prm[i].grad, rgp[i], c->numel[i] * gsz)) ||
           (st = pl_fill(s, prm[i].weight, PL_BF16, c->numel[i], NAN)))
         goto out;
     }
     st = c->opt ? c->opt->step(co, s) : pl_stream_adamw_step(so, s);
-    if (st || (st = pl_stream_sync(s))) goto out;
+    if (st || (st = pl_stream_sync(s)))
+      goto out;
     float gs_ref = 1.0f, gs_got = 1.0f;
     double global = 0.0;
     if (tl_comm)
       global = tl_global_sumsq(c, seed0, t, total, off, nranks);
-    if ((st = pl_adamw_ref_step(&hp, t, c->nt, c->numel, rpp, rmp, rvp, rgp,
-                                c->gdt, rwp, tl_comm ? &global : NULL,
-                                &gs_ref)))
+    if ((st =
+             pl_adamw_ref_step(&hp, t, c->nt, c->numel, rpp, rmp, rvp, rgp,
+                               c->gdt, rwp, tl_comm ? &global : NULL, &gs_ref)))
       goto out;
     gs_got = tl_last_step(c, co, so, R);
-    if (gs_ref < 1.0f) R->clipped_steps++;
+    if (gs_ref < 1.0f)
+      R->clipped_steps++;
     if (memcmp(&gs_ref, &gs_got, 4) != 0) {
       snprintf(R->msg, sizeof R->msg, "step %d: gscale %.9g, want %.9g", t,
                gs_got, gs_ref);
       R->ok = 0;
       break;
     }
-    for (int i = 0; i < c->nt; i++)
-      if (c->numel[i] &&
-          (st = pl_memcpy_async(s, gw + off[i], prm[i].weight,
-                                c->numel[i] * 2)))
-        goto out;
-    if ((st = pl_stream_sync(s))) goto out;
-    char m[400];
-    if ((st = tl_state_get(s, &S, fp, fm, fv))) goto out;
-    if (!tl_cmp_f32("master", fp, rp, total, m, sizeof m) ||
-        !tl_cmp_f32("m", fm, rm, total, m, sizeof m) ||
-        !tl_cmp_f32("v", fv, rv, total, m, sizeof m) ||
-        !tl_cmp_bf16("bf16 weights", gw, rw, total, m, sizeof m)) {
-      snprintf(R->msg, sizeof R->msg, "step %d: %s", t, m);
-      R->ok = 0;
-    }
+    const tl_ref ref = {rp, rm, rv, rw};
+    PL_TRY_GOTO(
+        st, out,
+        tl_check_step(s, c, prm, off, total, &S, &ref, gw, fp, fm, fv, t, R));
   }
   R->staging_peak = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "optim_staging");
 out:
   pl_stream_adamw_destroy(so);
-  if (co) c->opt->destroy(co);
+  if (co)
+    c->opt->destroy(co);
   for (int i = 0; i < c->nt; i++) {
     pl_free(dev, prm[i].weight);
     pl_free(dev, prm[i].grad);
