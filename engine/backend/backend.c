@@ -1,12 +1,12 @@
 /* backend.c — device creation: the one place a backend is chosen.  A device
- * gets the CPU or the CUDA ops table here, once; from then on the core
+ * gets the CPU, the CUDA or the dry ops table here, once; from then on the core
  * dispatches the shared kernels through that table and the operators test
  * pl__on_cuda(s) in front of their own kernels (core/internal.h). */
 #include "backend/backend.h"
 #include "backend/cuda/attention_cudnn.h"
 
 int pl_backend_available(pl_backend be) {
-  if (be == PL_BACKEND_CPU) return 1;
+  if (be == PL_BACKEND_CPU || be == PL_BACKEND_DRY) return 1;
   if (be == PL_BACKEND_CUDA) return PL_HAVE_CUDA;
   return 0;
 }
@@ -31,6 +31,8 @@ pl_status pl_dev_create(pl_backend be, int ordinal, pl_dev **out) {
   *out = NULL;
   const pl__backend_ops *ops = NULL;
   if (be == PL_BACKEND_CPU) ops = &pl__cpu_backend_ops;
+  else if (be == PL_BACKEND_DRY)
+    ops = &pl__dry_backend_ops;
 #if PL_HAVE_CUDA
   else if (be == PL_BACKEND_CUDA)
     ops = &pl__cuda_backend_ops;
@@ -40,7 +42,7 @@ pl_status pl_dev_create(pl_backend be, int ordinal, pl_dev **out) {
       return pl_set_error(PL_EUNSUPPORTED,
                           "backend cuda: not built (nvcc was not found at "
                           "build time; allowed here: cpu)");
-    return pl_set_error(PL_EINVAL, "backend %d: unknown (allowed: cpu, cuda)",
+    return pl_set_error(PL_EINVAL, "backend %d: unknown (allowed: cpu, cuda, dry)",
                         (int)be);
   }
   if (be == PL_BACKEND_CUDA) {

@@ -1,4 +1,4 @@
-/* backend/backend.h — the two backends' device halves as the backend layer's
+/* backend/backend.h — the backends' device halves as the backend layer's
  * device creation (backend.c) sees them: the ops tables the core dispatches
  * through, and the number of CUDA devices.  Not installed. */
 #ifndef PLATEAU_BACKEND_BACKEND_H
@@ -12,6 +12,8 @@ extern "C" {
 
 /* backend/cpu/cpu_backend.c */
 extern const pl__backend_ops pl__cpu_backend_ops;
+/* backend/dry/dry_backend.c */
+extern const pl__backend_ops pl__dry_backend_ops;
 #if PL_HAVE_CUDA
 /* backend/cuda/dev.cu */
 extern const pl__backend_ops pl__cuda_backend_ops;

@@ -15,7 +15,10 @@
  *    rank·count; reduce-scatter when recv == send + rank·count (NCCL's
  *    convention; on MPI the first block of send is used as scratch).
  *  - Every communicator holds an MPI_Comm_dup with MPI_ERRORS_RETURN, so MPI
- *    failures come back as PL_ECOMM with MPI's message. */
+ *    failures come back as PL_ECOMM with MPI's message.
+ *  - On a dry device (backend/dry) the data operations are counted and move
+ *    nothing (their buffers are not backed); the host collectives run as
+ *    always, since the counts they carry decide the step's sizes. */
 #include "comm/comm_internal.h"
 
 #include <errno.h>
@@ -436,6 +439,7 @@ pl_status pl_allreduce(pl_comm *c, const void *send, void *recv, size_t count,
   pl__count(c, PL_COMM_ALLREDUCE, 2 * (c->size - 1) * b / c->size,
             2 * (c->size - 1) * b / c->size);
   if (c->vsize) return pl__virt_allreduce(c, send, recv, count, dt, s);
+  if (pl__dev_dry(c->dev)) return PL_OK; /* dry: no data to move */
 #if PL_HAVE_CUDA
   if (c->nccl) WATCHED_NCCL(c, "allreduce", pl__nccl_allreduce(c, send, recv, count, dt, op, s));
 #endif
@@ -460,6 +464,7 @@ pl_status pl_allgather(pl_comm *c, const void *send, void *recv, size_t count,
   const uint64_t b = (uint64_t)count * esize(dt) * (uint64_t)(c->size - 1);
   pl__count(c, PL_COMM_ALLGATHER, b, b);
   if (c->vsize) return pl__virt_allgather(c, send, recv, count, dt, s);
+  if (pl__dev_dry(c->dev)) return PL_OK; /* dry: no data to move */
 #if PL_HAVE_CUDA
   if (c->nccl) WATCHED_NCCL(c, "allgather", pl__nccl_allgather(c, send, recv, count, dt, s));
 #endif
@@ -491,6 +496,7 @@ pl_status pl_reduce_scatter(pl_comm *c, const void *send, void *recv,
   const uint64_t b = (uint64_t)count * esize(dt) * (uint64_t)(c->size - 1);
   pl__count(c, PL_COMM_REDUCE_SCATTER, b, b);
   if (c->vsize) return pl__virt_reduce_scatter(c, send, recv, count, dt, s);
+  if (pl__dev_dry(c->dev)) return PL_OK; /* dry: no data to move */
 #if PL_HAVE_CUDA
   if (c->nccl) WATCHED_NCCL(c, "reduce_scatter", pl__nccl_reduce_scatter(c, send, recv, count, dt, op, s));
 #endif
@@ -542,6 +548,7 @@ pl_status pl_alltoallv(pl_comm *c, const void *send, const size_t *scounts,
   if (c->vsize)
     return pl__virt_alltoallv(c, send, scounts, sdispls, recv, rcounts,
                               rdispls, dt, s);
+  if (pl__dev_dry(c->dev)) return PL_OK; /* dry: no data to move */
 #if PL_HAVE_CUDA
   if (c->nccl)
     WATCHED_NCCL(c, "alltoallv", pl__nccl_alltoallv(c, send, scounts, sdispls, recv, rcounts,
@@ -594,6 +601,7 @@ pl_status pl_sendrecv(pl_comm *c, const void *send, size_t scount, int dst,
             src != c->rank ? (uint64_t)rcount * esize(dt) : 0);
   if (c->vsize)
     return pl__virt_sendrecv(c, send, scount, recv, rcount, dt, s);
+  if (pl__dev_dry(c->dev)) return PL_OK; /* dry: no data to move */
 #if PL_HAVE_CUDA
   if (c->nccl)
     WATCHED_NCCL(c, "sendrecv", pl__nccl_sendrecv(c, send, scount, dst, recv, rcount, src, dt, s));
@@ -635,6 +643,7 @@ pl_status pl_broadcast(pl_comm *c, void *buf, size_t count, pl_dtype dt,
             c->rank != (root - 1 + c->size) % c->size ? b : 0,
             c->rank != root ? b : 0);
   if (c->vsize) return PL_OK; /* the absent root's data: ours stands in */
+  if (pl__dev_dry(c->dev)) return PL_OK; /* dry: no data to move */
 #if PL_HAVE_CUDA
   if (c->nccl) WATCHED_NCCL(c, "broadcast", pl__nccl_broadcast(c, buf, count, dt, root, s));
 #endif

@@ -8,14 +8,18 @@
 #include "core/internal.h"
 
 const char *pl_backend_name(pl_backend be) {
-  return be == PL_BACKEND_CUDA ? "cuda" : be == PL_BACKEND_CPU ? "cpu" : "?";
+  return be == PL_BACKEND_CUDA  ? "cuda"
+         : be == PL_BACKEND_CPU ? "cpu"
+         : be == PL_BACKEND_DRY ? "dry"
+                                : "?";
 }
 
 pl_status pl_backend_parse(const char *s, pl_backend *out) {
   if (s && !strcmp(s, "cpu")) *out = PL_BACKEND_CPU;
   else if (s && !strcmp(s, "cuda")) *out = PL_BACKEND_CUDA;
+  else if (s && !strcmp(s, "dry")) *out = PL_BACKEND_DRY;
   else
-    return pl_set_error(PL_EINVAL, "backend '%s': not allowed (allowed: cpu | cuda)", s ? s : "");
+    return pl_set_error(PL_EINVAL, "backend '%s': not allowed (allowed: cpu | cuda | dry)", s ? s : "");
   return PL_OK;
 }
 

@@ -148,6 +148,21 @@ static inline bool pl__on_cuda(const pl_stream *s) {
   return s->dev->backend == PL_BACKEND_CUDA;
 }
 
+/* Is s a stream of a dry device (backend/dry/dry_backend.c)?  The test in
+ * front of every CPU twin an operator calls itself: on a dry device the
+ * kernel is skipped (its buffers are not backed), e.g.
+ *
+ *   if (pl__on_dry(s)) return PL_OK;
+ *   return pl__cpu_x(s, ...);
+ *
+ * pl__dev_dry is the same test for host code that reads a tracked buffer. */
+static inline bool pl__dev_dry(const pl_dev *dev) {
+  return dev && dev->backend == PL_BACKEND_DRY;
+}
+static inline bool pl__on_dry(const pl_stream *s) {
+  return s && pl__dev_dry(s->dev);
+}
+
 /* Element i of a host array of dtype dt (f32 or bf16) as f32, and back with
  * round-to-nearest-even: the CPU kernels' loads and stores. */
 static inline float pl__load_elem(const void *p, pl_dtype dt, size_t i) {

@@ -77,6 +77,7 @@ pl_status pl_attn_fwd(pl_stream *s, const pl_attn_shape *sh, const void *q, cons
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_attn_fwd(s, sh, q, k, v, o, lse);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_attn_fwd(s, sh, q, k, v, o, lse);
 }
 
@@ -92,12 +93,13 @@ pl_status pl_attn_bwd(pl_stream *s, const pl_attn_shape *sh, const void *q, cons
   if (pl__on_cuda(s)) ws_bytes = pl__cuda_attn_bwd_workspace_on(s, sh);
 #endif
   PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, ws_bytes, "attention", s, &ws));
-  pl_status st;
+  pl_status st = PL_OK;
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s))
     st = pl__cuda_attn_bwd(s, sh, q, k, v, o, dout, lse, dq, dk, dv, ws);
   else
 #endif
+  if (!pl__on_dry(s))
     st = pl__cpu_attn_bwd(s, sh, q, k, v, o, dout, lse, dq, dk, dv, ws);
   pl_free_async(dev, ws, s);
   return st;
@@ -126,6 +128,7 @@ pl_status pl_attn_merge(pl_stream *s, float *o_acc, float *lse_acc, const void *
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_attn_merge(s, o_acc, lse_acc, o_blk, lse_blk, rows, n_q, d, dt);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_attn_merge(s, o_acc, lse_acc, o_blk, lse_blk, rows, n_q, d, dt);
 }
 

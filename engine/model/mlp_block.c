@@ -16,6 +16,7 @@ pl_status pl__rmsnorm_fwd(pl_stream *s, const void *x, const void *w, void *n,
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_rmsnorm_fwd(s, x, w, n, N, H, eps, dt);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_rmsnorm_fwd(s, x, w, n, N, H, eps, dt);
 }
 
@@ -28,6 +29,7 @@ pl_status pl__rmsnorm_bwd(pl_stream *s, const void *x, const void *w,
     return pl__cuda_rmsnorm_bwd(s, x, w, dn, dres, dx, dw, scratch, N, H, eps,
                                 dt);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_rmsnorm_bwd(s, x, w, dn, dres, dx, dw, scratch, N, H, eps, dt);
 }
 
@@ -36,6 +38,7 @@ pl_status pl__swiglu_fwd(pl_stream *s, const void *gu, void *a, int64_t N,
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_swiglu_fwd(s, gu, a, N, I, dt);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_swiglu_fwd(s, gu, a, N, I, dt);
 }
 
@@ -44,6 +47,7 @@ pl_status pl__swiglu_bwd(pl_stream *s, const void *gu, const void *da,
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_swiglu_bwd(s, gu, da, dgu, N, I, dt);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_swiglu_bwd(s, gu, da, dgu, N, I, dt);
 }
 

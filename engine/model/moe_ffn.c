@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/dry/dry.h"
 #include "model/mlp_block.h"
 #include "model/mlp_block_internal.h"
 #include "model/router.h"
@@ -117,7 +118,11 @@ static pl_status route_fwd(pl_moe_ffn *f, pl_stream *s, const void *h,
     return pl_set_error(PL_ENOMEM, "moe ffn: host routes (N=%lld)",
                         (long long)N);
   PL_TRY(pl_memcpy_async(s, r->hidx, r->idx, nk * sizeof(int32_t)));
-  return pl_stream_sync(s);
+  PL_TRY(pl_stream_sync(s));
+  /* dry device: no router ran; the routes come from its route hook */
+  if (pl__on_dry(s))
+    return pl_dry_routes(f->dev, N, c->k, c->E, r->hidx);
+  return PL_OK;
 }
 
 /* The host routes onto the MoE layer's experts: slot e to e mod E_moe

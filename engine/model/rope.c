@@ -27,6 +27,7 @@ static pl_status rope(pl_stream *s, void *x, pl_dtype dt, int64_t B, int64_t S, 
   if (pl__on_cuda(s))
     return pl__cuda_rope(s, x, dt, B, S, n_h, d, pos0, theta, inverse);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_rope(s, x, dt, B, S, n_h, d, pos0, theta, inverse);
 }
 

@@ -19,6 +19,7 @@ static pl_status transpose01(pl_stream *s, void *dst, const void *src, int64_t A
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_transpose01(s, dst, src, A, B, C, es);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_transpose01(s, dst, src, A, B, C, es);
 }
 
@@ -63,6 +64,7 @@ static pl_status unpack_sum(pl_stream *s, void *dst, const void *src, int64_t G,
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_unpack_sum(s, dst, src, G, R, N, C, dt);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_unpack_sum(s, dst, src, G, R, N, C, dt);
 }
 

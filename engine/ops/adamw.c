@@ -152,6 +152,7 @@ pl_status pl__adamw_update(pl_stream *s, float *p, float *m, float *v,
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_adamw_update(s, p, m, v, g, gdt, w, n, k);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_adamw_update(s, p, m, v, g, gdt, w, n, k);
 }
 
@@ -162,6 +163,7 @@ pl_status pl__adamw_sumsq(pl_stream *s, const void *g, pl_dtype gdt, size_t n,
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_adamw_sumsq(s, g, gdt, n, partials);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_adamw_sumsq(s, g, gdt, n, partials);
 }
 

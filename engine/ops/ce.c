@@ -39,6 +39,7 @@ pl_status pl_ce_count(pl_stream *s, int64_t n, const int32_t *t, int32_t ignore,
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_ce_count(s, n, t, ignore, stats);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_ce_count(s, n, t, ignore, stats);
 }
 
@@ -48,6 +49,7 @@ pl_status pl_ce_fold(pl_stream *s, const float *y, int64_t ldy, int64_t n,
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_ce_fold(s, y, ldy, n, vb, col0, t, st);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_ce_fold(s, y, ldy, n, vb, col0, t, st);
 }
 
@@ -56,6 +58,7 @@ pl_status pl_ce_merge(pl_stream *s, int64_t n, float *st, const float *other) {
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_ce_merge(s, n, st, other);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_ce_merge(s, n, st, other);
 }
 
@@ -66,6 +69,7 @@ pl_status pl_ce_finish(pl_stream *s, int64_t n, const float *st,
   if (pl__on_cuda(s))
     return pl__cuda_ce_finish(s, n, st, t, ignore, nll, lse, stats);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_ce_finish(s, n, st, t, ignore, nll, lse, stats);
 }
 
@@ -77,6 +81,7 @@ pl_status pl_ce_rowgrad(pl_stream *s, int64_t n, const int32_t *t,
   if (pl__on_cuda(s))
     return pl__cuda_ce_rowgrad(s, n, t, ignore, red, stats, dloss, g);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_ce_rowgrad(s, n, t, ignore, red, stats, dloss, g);
 }
 
@@ -85,6 +90,7 @@ pl_status pl_ce_lossout(pl_stream *s, int red, const float *stats,
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_ce_lossout(s, red, stats, loss);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_ce_lossout(s, red, stats, loss);
 }
 
@@ -98,6 +104,7 @@ pl_status pl_ce_residual(pl_stream *s, const float *y, int64_t ldy, int64_t n,
     return pl__cuda_ce_residual(s, y, ldy, n, vb, col0, t, lse, g, dy, dy_dt,
                                 lddy);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_ce_residual(s, y, ldy, n, vb, col0, t, lse, g, dy, dy_dt,
                              lddy);
 }
@@ -110,6 +117,7 @@ pl_status pl_ce_rows(pl_stream *s, void *y, pl_dtype ydt, int64_t ldy,
   if (pl__on_cuda(s))
     return pl__cuda_ce_rows(s, y, ydt, ldy, n, v, t, ignore, g, nll, lse_out);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_ce_rows(s, y, ydt, ldy, n, v, t, ignore, g, nll, lse_out);
 }
 
@@ -118,6 +126,7 @@ pl_status pl_ce_stats(pl_stream *s, int64_t n, const float *nll,
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_ce_stats(s, n, nll, t, ignore, stats);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_ce_stats(s, n, nll, t, ignore, stats);
 }
 
@@ -127,6 +136,7 @@ pl_status pl_ce_logsoftmax(pl_stream *s, const float *y, float *logp, int64_t n,
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_ce_logsoftmax(s, y, logp, n, v);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_ce_logsoftmax(s, y, logp, n, v);
 }
 
@@ -136,6 +146,7 @@ pl_status pl_ce_nllgrad(pl_stream *s, int64_t n, int64_t v, const int32_t *t,
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) return pl__cuda_ce_nllgrad(s, n, v, t, g, grad_logp);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_ce_nllgrad(s, n, v, t, g, grad_logp);
 }
 
@@ -147,6 +158,7 @@ pl_status pl_ce_logsoftmax_bwd(pl_stream *s, const float *grad_logp,
   if (pl__on_cuda(s))
     return pl__cuda_ce_logsoftmax_bwd(s, grad_logp, logp, grad, n, v);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_ce_logsoftmax_bwd(s, grad_logp, logp, grad, n, v);
 }
 
@@ -157,6 +169,7 @@ pl_status pl_ce_gather(pl_stream *s, const float *logp, int64_t n, int64_t v,
   if (pl__on_cuda(s))
     return pl__cuda_ce_gather(s, logp, n, v, t, ignore, nll, stats);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_ce_gather(s, logp, n, v, t, ignore, nll, stats);
 }
 

@@ -31,6 +31,7 @@ static pl_status moe_swiglu_fwd(pl_stream *s, void *A, const void *G,
   if (pl__on_cuda(s))
     return pl__cuda_moe_swiglu_fwd(s, A, G, U, n, I, dt);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_moe_swiglu_fwd(s, A, G, U, n, I, dt);
 }
 static pl_status moe_swiglu_bwd(pl_stream *s, void *G, void *U, const void *P,
@@ -42,6 +43,7 @@ static pl_status moe_swiglu_bwd(pl_stream *s, void *G, void *U, const void *P,
   if (pl__on_cuda(s))
     return pl__cuda_moe_swiglu_bwd(s, G, U, P, A, w, dw, n, I, dt);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_moe_swiglu_bwd(s, G, U, P, A, w, dw, n, I, dt);
 }
 static pl_status moe_scale_rows(pl_stream *s, void *X, const float *w,
@@ -52,6 +54,7 @@ static pl_status moe_scale_rows(pl_stream *s, void *X, const float *w,
   if (pl__on_cuda(s))
     return pl__cuda_moe_scale_rows(s, X, w, n, H, dt);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_moe_scale_rows(s, X, w, n, H, dt);
 }
 pl_status pl__moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
@@ -65,6 +68,7 @@ pl_status pl__moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
     return pl__cuda_moe_gemm(s, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C,
                              ldc, ab_dt, c_dt);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_moe_gemm(s, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C,
                           ldc, ab_dt, c_dt);
 }

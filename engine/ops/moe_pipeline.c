@@ -43,6 +43,7 @@ static pl_status moe_gather(pl_stream *s, void *dst, const void *src,
   if (pl__on_cuda(s))
     return pl__cuda_moe_gather(s, dst, src, rows, n, H, dt);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_moe_gather(s, dst, src, rows, n, H, dt);
 }
 static pl_status moe_gather_f32(pl_stream *s, float *dst, const float *src,
@@ -53,6 +54,7 @@ static pl_status moe_gather_f32(pl_stream *s, float *dst, const float *src,
   if (pl__on_cuda(s))
     return pl__cuda_moe_gather_f32(s, dst, src, idx, n);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_moe_gather_f32(s, dst, src, idx, n);
 }
 static pl_status moe_combine(pl_stream *s, void *out, const int32_t *toks,
@@ -65,6 +67,7 @@ static pl_status moe_combine(pl_stream *s, void *out, const int32_t *toks,
   if (pl__on_cuda(s))
     return pl__cuda_moe_combine(s, out, toks, nt, slots, k, w, A, B, H, dt);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_moe_combine(s, out, toks, nt, slots, k, w, A, B, H, dt);
 }
 static pl_status moe_scatter_f32(pl_stream *s, float *dst, const int32_t *toks,
@@ -76,6 +79,7 @@ static pl_status moe_scatter_f32(pl_stream *s, float *dst, const int32_t *toks,
   if (pl__on_cuda(s))
     return pl__cuda_moe_scatter_f32(s, dst, toks, nt, slots, k, a, b);
 #endif
+  if (pl__on_dry(s)) return PL_OK;
   return pl__cpu_moe_scatter_f32(s, dst, toks, nt, slots, k, a, b);
 }
 

@@ -474,7 +474,8 @@ static pl_status clip_scale(pl_stream_adamw *o, pl_stream *s, float *gscale,
                             double *sumsq) {
   *gscale = 1.0f;
   *sumsq = 0.0;
-  if (!(o->hp.max_grad_norm > 0)) return PL_OK;
+  /* dry device: no gradients to measure (and no allocation depends on it) */
+  if (!(o->hp.max_grad_norm > 0) || pl__dev_dry(o->dev)) return PL_OK;
   size_t c = 0;
   if (o->cfg.grad_on_host) {
     /* Gradients in pinned host memory, produced in order on s. */
@@ -539,7 +540,9 @@ static pl_status cpu_run(cpu_job *J) {
      * gradients (each element read before it is written) */
     pl_bf16 *w = o->hw ? o->hw + i * o->slot_elems
                        : (pl_bf16 *)((char *)o->hg + i * o->slot_elems * o->gsz);
-    if (on_host) {
+    if (pl__dev_dry(o->dev)) {
+      /* dry device: the host state is tracked, not backed */
+    } else if (on_host) {
       for (size_t q = 0; q < B->nseg; q++) {
         seg *S = &o->segs[B->seg0 + q];
         size_t f = B->lo + S->boff;

@@ -25,138 +25,13 @@
 
 #include "comm/check_mpi.h"
 #include "plan/plan.h"
+#include "plan/plan_grid_testlib.h"
 #include "plan/plan_testlib.h"
 #include "train/data.h"
 
 static pl_dev *dev;
 static pl_comm *world;
 static int rank, size;
-
-typedef struct point {
-  char name[64];
-  pl_model_cfg m;
-  pl_plan_cfg c;
-} point;
-
-static point base(const char *name) {
-  point p;
-  memset(&p, 0, sizeof p);
-  snprintf(p.name, sizeof p.name, "%s", name);
-  ck_assert_int_eq(pl_model_preset("tiny", &p.m), PL_OK);
-  p.m.E = 12; /* divides by 1..4 ranks */
-  p.c = pl_plan_cfg_plateau(size, 256);
-  p.c.lc.P = size;
-  p.c.sc.head = &pl_head_ring;
-  p.c.sc.moe_c = 64;
-  p.c.sc.moe_lanes = 0;
-  p.c.sc.oo.bucket = 20000;
-  p.c.sc.oo.slots = 2;
-  return p;
-}
-
-/* The grid; every point valid for 1..4 ranks (D = 2 only when W is even).
- * Sized for CI: CPU steps of the MoE layer cost about one collective round
- * per chunk, so most points run a few chunks of a few hundred tokens. */
-static int grid(point *g) {
-  int n = 0;
-  g[n++] = base("base: ring, pllep K=4");
-  point p = base("fused, S=512, sco 1, hybrid");
-  p.c.lc.P = 1, p.c.sc.head = &pl_head_fused, p.c.S = 512;
-  p.c.sc.moe_c = 256;
-  p.c.sc.sco = (pl_sco_budget){false, (uint64_t)512 * p.m.H * 2};
-  p.c.sc.optim = &pl_optim_hybrid, p.c.sc.oo.share = 0.5;
-  g[n++] = p;
-  p = base("dispatch ep");
-  p.c.sc.dispatch = PL_MOE_EP;
-  g[n++] = p;
-  p = base("dispatch llep");
-  p.c.sc.dispatch = PL_MOE_LLEP;
-  g[n++] = p;
-  p = base("sco all, micro 2, K=2");
-  p.c.sc.sco = (pl_sco_budget){true, 0}, p.c.sc.micro = 2;
-  p.c.sc.moe_c = 128;
-  g[n++] = p;
-  if (size % 2 == 0) {
-    p = base("D=2 (Ulysses), S=512");
-    p.c.lc.D = 2, p.c.S = 512, p.c.sc.moe_c = 128;
-    g[n++] = p;
-  }
-  if (size % 2 == 0) { /* D past n_kv: the key/value head replicated */
-    p = base("D=2, n_kv=1 (kv replicated), S=512");
-    p.c.lc.D = 2, p.c.S = 512, p.c.sc.moe_c = 128, p.m.n_kv = 1;
-    g[n++] = p;
-  }
-  if (size == 4) {
-    p = base("D=4 > n_kv=2, keep attn, S=512");
-    p.c.lc.D = 4, p.c.S = 512, p.c.sc.moe_c = 128;
-    p.c.sc.keep = (pl_keep_budget){PL_KEEP_ATTN, 0};
-    g[n++] = p;
-    p = base("dense, D=4 > n_kv=1, S=2048, d=64");
-    p.c.lc.D = 4, p.c.S = 2048, p.m.dense_layers = p.m.L, p.m.n_kv = 1;
-    p.m.d = 64, p.c.lc.P = 1, p.c.sc.head = &pl_head_fused;
-    g[n++] = p;
-  }
-  p = base("E=24, k=4, all MoE");
-  p.m.E = 24, p.m.k = 4, p.m.dense_layers = 0;
-  p.c.sc.moe_c = 128;
-  g[n++] = p;
-  p = base("f32, V=509, H=96, recompute");
-  p.c.sc.dt = PL_F32, p.m.V = 509, p.m.H = 96, p.c.sc.moe_recompute = true;
-  g[n++] = p;
-  p = base("long: S=768, K=2");
-  p.c.S = 768, p.c.sc.moe_c = 384;
-  g[n++] = p;
-  p = base("proxy W_v = 2W, E=24");
-  p.m.E = 24;
-  p.c.lc.W_v = 2 * size, p.c.lc.P = 1, p.c.sc.head = &pl_head_fused;
-  g[n++] = p;
-  p = base("small c: K=16");
-  p.c.sc.moe_c = 16;
-  g[n++] = p;
-  /* the headroom knobs: optimizer state resident, kept activations */
-  p = base("resident half (12 B x 2 buckets)");
-  p.c.sc.oo.resident_bytes = 12 * 40000;
-  g[n++] = p;
-  p = base("resident all, keep attn");
-  p.c.sc.oo.resident_all = true;
-  p.c.sc.keep = (pl_keep_budget){PL_KEEP_ATTN, 0};
-  g[n++] = p;
-  p = base("keep all, sco all, micro 2");
-  p.c.sc.keep = (pl_keep_budget){PL_KEEP_ALL, 0};
-  p.c.sc.sco = (pl_sco_budget){true, 0}, p.c.sc.micro = 2;
-  g[n++] = p;
-  p = base("keep 200 KiB, hybrid, resident 1 bucket");
-  p.c.sc.keep = (pl_keep_budget){PL_KEEP_BYTES, 200 * 1024};
-  p.c.sc.optim = &pl_optim_hybrid, p.c.sc.oo.share = 0.5;
-  p.c.sc.oo.resident_bytes = 12 * 20000;
-  g[n++] = p;
-  if (size % 2 == 0) {
-    p = base("D=2, keep attn, resident all");
-    p.c.lc.D = 2, p.c.S = 512, p.c.sc.moe_c = 128;
-    p.c.sc.keep = (pl_keep_budget){PL_KEEP_ATTN, 0};
-    p.c.sc.oo.resident_all = true;
-    g[n++] = p;
-  }
-  /* expert groups smaller than the world (train/epgroups.h) */
-  if (size >= 2) {
-    p = base("Ep=1: expert units, micro 2");
-    p.c.lc.Ep = 1, p.c.sc.micro = 2;
-    g[n++] = p;
-  }
-  if (size == 4) {
-    p = base("Ep=2: expert units, bf16 E=24");
-    p.c.lc.Ep = 2, p.m.E = 24;
-    g[n++] = p;
-  }
-  if (size >= 2) {
-    p = base("Ep=W in a proxy W_v = 2W, E=24");
-    p.m.E = 24;
-    p.c.lc.W_v = 2 * size, p.c.lc.Ep = size, p.c.lc.P = 1;
-    p.c.sc.head = &pl_head_fused;
-    g[n++] = p;
-  }
-  return n;
-}
 
 /* Two steps of the real trainer; the second's memory. */
 static void measure(const point *p, pl_step_result *r) {
@@ -214,7 +89,7 @@ START_TEST(step_grid) {
   pl_plan_machine mc = pl_plan_machine_default();
   mc.backend = PL_BACKEND_CPU;
   point g[32];
-  const int n = grid(g);
+  const int n = grid(size, g);
   double worst = 0;
   if (rank == 0)
     printf("planner vs the tracked peaks, %d rank(s):\n", size);
@@ -237,7 +112,7 @@ START_TEST(wrong_model_fails) {
   /* the check can fail: predicting f32 for a bf16 step is far off */
   pl_plan_machine mc = pl_plan_machine_default();
   mc.backend = PL_BACKEND_CPU;
-  point p = base("wrong dtype");
+  point p = base(size, "wrong dtype");
   p.c.S = 1024;
   pl_plan_mem pm;
   pl_plan_cfg wrong = p.c;
@@ -253,7 +128,7 @@ END_TEST
 
 START_TEST(invalid_is_refused) {
   pl_plan_machine mc = pl_plan_machine_default();
-  point p = base("bad D");
+  point p = base(size, "bad D");
   p.c.lc.D = 3; /* n_q = 4 */
   pl_plan_mem pm;
   ck_assert_int_eq(pl_plan_memory(&p.m, &p.c, &mc, 0, &pm), PL_EINVAL);

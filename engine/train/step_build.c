@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/internal.h"
 #include "train/step_internal.h"
 
 /* ---- parameters
@@ -333,7 +334,8 @@ static pl_status alloc_state(pl_trainer *t) {
   for (int i = 0; i < 3; i++) {
     if (h) {
       PL_TRY(pl_alloc(t->dev, PL_ARENA_HOST, h, "optim", (void **)hs[i]));
-      memset(*hs[i], 0, h);
+      if (!pl__dev_dry(t->dev)) /* dry: tracked, not backed */
+        memset(*hs[i], 0, h);
     }
     if (d) {
       PL_TRY(pl_alloc(t->dev, PL_ARENA_DEVICE, d, "optim_resident",

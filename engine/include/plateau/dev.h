@@ -25,6 +25,9 @@ extern "C" {
 typedef enum pl_backend {
   PL_BACKEND_CPU = 0,
   PL_BACKEND_CUDA = 1,
+  /* tracks allocations without backing them and runs nothing: a step on it
+   * measures the step's memory (backend/dry/dry_backend.c) */
+  PL_BACKEND_DRY = 2,
 } pl_backend;
 
 /* Tracked arenas: device memory (HBM on CUDA) and pinned host memory. */
@@ -49,10 +52,11 @@ typedef struct pl_dev_info {
   char blas[64];            /* "cuBLAS 13.0.0" or "OpenBLAS 0.3.21"            */
 } pl_dev_info;
 
-/* Backends compiled into this build (CPU always; CUDA when nvcc was found). */
+/* Backends compiled into this build (CPU and dry always; CUDA when nvcc was
+ * found). */
 int pl_backend_available(pl_backend be);
 const char *pl_backend_name(pl_backend be);
-/* Parse "cpu" | "cuda"; PL_EINVAL with a message otherwise. */
+/* Parse "cpu" | "cuda" | "dry"; PL_EINVAL with a message otherwise. */
 pl_status pl_backend_parse(const char *s, pl_backend *out);
 
 /* The cuDNN library the attention calls run with ("cuDNN 9.19.0"), or "-"

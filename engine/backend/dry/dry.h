@@ -1,0 +1,40 @@
+/* backend/dry/dry.h — the dry device's one hook: where the MoE routes come
+ * from when there is no router output to read back.  Not installed.
+ *
+ * A dry device (backend "dry", dry_backend.c) tracks every allocation but
+ * backs none and runs no kernel, so a value the real step would copy back
+ * from the device to decide something is not there.  Only one such value
+ * changes what the step allocates: the router's top-k expert ids, whose
+ * per-expert counts size the MoE dispatch buffers.  The caller (the planner,
+ * or a test) supplies them through this hook; every other read-back yields
+ * zeros (a loss of 0, a gradient norm of 0), which changes no allocation. */
+#ifndef PLATEAU_BACKEND_DRY_DRY_H
+#define PLATEAU_BACKEND_DRY_DRY_H
+
+#include "core/internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Writes the N x k expert ids in [0, E) the router of this rank would have
+ * chosen for its N tokens (ctx: the caller's, as given to the setter). */
+typedef pl_status (*pl_dry_route_fn)(void *ctx, int64_t N, int k, int E,
+                                     int32_t *idx);
+
+/* Set (fn NULL: clear) the route source of dry device dev; PL_EINVAL when
+ * dev is not dry. */
+pl_status pl_dry_set_routes(pl_dev *dev, pl_dry_route_fn fn, void *ctx);
+
+/* The routes of N tokens on dry device dev through its hook; PL_EINVAL
+ * naming the missing hook when none was set. */
+pl_status pl_dry_routes(pl_dev *dev, int64_t N, int k, int E, int32_t *idx);
+
+/* Is p inside one of dev's unbacked ranges (an address the dry device handed
+ * out)?  False for every address on other backends. */
+bool pl_dry_owns(const pl_dev *dev, const void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
