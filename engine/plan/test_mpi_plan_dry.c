@@ -12,6 +12,7 @@
  * in the replay, the dry device, or a read-back the dry device answers
  * differently from the route profile; it is never loosened here. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,10 @@ static const char *tag_diff(const pl_plan_mem *pm, const pl_mem_stats *ms) {
   return NULL;
 }
 
+/* The largest relative distance of a device peak and whether a pinned host
+ * peak differed, over every rank and point checked so far. */
+static double g_dev_rel, g_host_ne;
+
 /* One point on every rank; returns 1 when every rank's peaks all match
  * (a rank whose do not prints how). */
 static int check_point(const point *p, const pl_plan_machine *mc) {
@@ -96,8 +101,13 @@ static int check_point(const point *p, const pl_plan_machine *mc) {
   const char *bad = tag_diff(&pm, &r.dev);
   const int ok =
       pm.dev_peak == r.dev.peak && pm.host_pinned == r.host.peak && !bad;
-  double all = ok ? 0 : 1;
-  ck_assert_int_eq(pl_host_allreduce_f64(world, &all, 1, PL_RED_MAX), PL_OK);
+  double v[3] = {ok ? 0 : 1, pm.host_pinned != r.host.peak,
+                 fabs((double)pm.dev_peak - (double)r.dev.peak) /
+                     (double)(r.dev.peak ? r.dev.peak : 1)};
+  ck_assert_int_eq(pl_host_allreduce_f64(world, v, 3, PL_RED_MAX), PL_OK);
+  const double all = v[0];
+  g_host_ne = fmax(g_host_ne, v[1]);
+  g_dev_rel = fmax(g_dev_rel, v[2]);
   if (rank == 0)
     printf("  %-36s dev %8zu / %8zu  host %8zu / %8zu  %s\n", p->name,
            pm.dev_peak, r.dev.peak, pm.host_pinned, r.host.peak,
@@ -138,12 +148,20 @@ START_TEST(dry_grid) {
    * balanced profile's chunks of N / K tokens are not whole cycles of the E
    * experts, so its per-chunk counts differ by a few routes (the "routing"
    * metadata by tens of bytes, the dispatch rows more at k = 4).  Not yet
-   * equal by construction: printed, not asserted (see doc/DESIGN.md, the
-   * dry device). */
+   * equal by construction: the pinned host peaks must be equal, the device
+   * peaks within the 5% test_mpi_plan holds the replay to against the real
+   * step (see doc/DESIGN.md, the dry device). */
   if (size > 1) {
-    if (rank == 0 && nf)
-      printf("  not asserted on %d ranks: %d of %d points differ (%s)\n", size,
-             nf, n, failed);
+    if (rank == 0)
+      printf("  on %d ranks: %d of %d points differ (%s); device peaks within "
+             "%.2f%%, host peaks %s\n",
+             size, nf, n, nf ? failed : "none", 100 * g_dev_rel,
+             g_host_ne ? "DIFFER" : "equal");
+    ck_assert_msg(g_host_ne == 0, "a pinned host peak differs on %d ranks",
+                  size);
+    ck_assert_msg(g_dev_rel <= 0.05,
+                  "a device peak differs by %.2f%% (> 5%%) on %d ranks",
+                  100 * g_dev_rel, size);
     return;
   }
   ck_assert_msg(nf == 0,
