@@ -6,8 +6,8 @@
  *   norm (clipping on): chunk partials of every gradient on CMP, copied to
  *        the host, one host wait, summed in the fixed order, ranks summed in
  *        rank order -> gscale.  This is the only host wait, before any update.
- *   GPU buckets b = 0 .. ns−ncpu−1 (ns: the streamed buckets), slot j = b mod s:
- *     H2D: wait ev_d2h[j] (slot free) ; master, m, v (+ gradient when it lives
+ *   GPU buckets b = 0 .. ns−ncpu−1 (ns: the streamed buckets), slot j = b mod
+ * s: H2D: wait ev_d2h[j] (slot free) ; master, m, v (+ gradient when it lives
  *          on the host) host -> slot j ; record ev_h2d[j]
  *     CMP: wait ev_h2d[j] ; fused AdamW + bf16 refresh per segment (a bucket
  *          may span tensors; one launch per tensor piece) ; record ev_cmp[j]
@@ -42,7 +42,7 @@
  * updated over its own time in that step (the CPU thread's wall time; the
  * GPU path from its first copy up to its last copy down), both measured
  * while the other engine ran: the split at which both finish together.  The
- * first steps converge it (a bench's warm-ups). 
+ * first steps converge it (a bench's warm-ups).
  * On the CPU backend every stream runs in issue order, so the same schedule
  * runs serialized (and the hybrid thread really runs concurrently). */
 #include "ops/stream_adamw.h"
@@ -57,10 +57,10 @@
 #include "ops/adamw_internal.h"
 
 typedef struct seg {
-  int param;    /* tensor index                          */
-  size_t off;   /* element offset inside the tensor      */
-  size_t len;   /* elements                              */
-  size_t boff;  /* element offset inside the bucket     */
+  int param;   /* tensor index                          */
+  size_t off;  /* element offset inside the tensor      */
+  size_t len;  /* elements                              */
+  size_t boff; /* element offset inside the bucket     */
 } seg;
 
 typedef struct bucket {
@@ -99,9 +99,9 @@ struct pl_stream_adamw {
   int hybrid;
   size_t cap;
   void *hg;
-  pl_bf16 *hw;         /* NULL: the weights go over the bf16 gradients */
-  pl_event **ev_bg;    /* cap: a CPU bucket's gradients are on the host */
-  pl_event *ev_up;     /* the CPU share's last weights are on the device */
+  pl_bf16 *hw;      /* NULL: the weights go over the bf16 gradients */
+  pl_event **ev_bg; /* cap: a CPU bucket's gradients are on the host */
+  pl_event *ev_up;  /* the CPU share's last weights are on the device */
   int simd_path;
   /* per step */
   int64_t t;
@@ -133,7 +133,8 @@ pl_status pl_adamw_global_sumsq(pl_comm *c, double local, double *out) {
   }
   int n = pl_comm_size(c);
   int64_t mine, *all = malloc(sizeof(int64_t) * (size_t)n);
-  if (!all) return pl_set_error(PL_ENOMEM, "adamw: norm gather buffer");
+  if (!all)
+    return pl_set_error(PL_ENOMEM, "adamw: norm gather buffer");
   memcpy(&mine, &local, sizeof mine);
   pl_status st = pl_host_allgather_i64(c, &mine, 1, all);
   if (st == PL_OK) {
@@ -150,35 +151,46 @@ pl_status pl_adamw_global_sumsq(pl_comm *c, double local, double *out) {
 }
 
 static void destroy_events(pl_event **e, int n) {
-  if (!e) return;
-  for (int i = 0; i < n; i++) pl_event_destroy(e[i]);
+  if (!e)
+    return;
+  for (int i = 0; i < n; i++)
+    pl_event_destroy(e[i]);
   free(e);
 }
 
 void pl_stream_adamw_destroy(pl_stream_adamw *o) {
-  if (!o) return;
+  if (!o)
+    return;
   pl_dev_sync(o->dev);
   if (o->slot)
-    for (int j = 0; j < o->nslots; j++) pl_free(o->dev, o->slot[j]);
+    for (int j = 0; j < o->nslots; j++)
+      pl_free(o->dev, o->slot[j]);
   free(o->slot);
   destroy_events(o->ev_h2d, o->nslots);
   destroy_events(o->ev_cmp, o->nslots);
   destroy_events(o->ev_d2h, o->nslots);
   free(o->slot_used);
   pl_event_destroy(o->ev_start);
-  for (int i = 0; i < 6; i++) pl_event_destroy(o->ev_end[i]);
+  for (int i = 0; i < 6; i++)
+    pl_event_destroy(o->ev_end[i]);
   pl_event_destroy(o->ev_gpu0);
   pl_event_destroy(o->ev_gpu1);
   pl_free(o->dev, o->hg);
   pl_free(o->dev, o->hw);
   destroy_events(o->ev_bg, (int)o->cap);
   pl_event_destroy(o->ev_up);
-  if (o->h2d) pl_stream_destroy(o->h2d);
-  if (o->cmp) pl_stream_destroy(o->cmp);
-  if (o->d2h) pl_stream_destroy(o->d2h);
-  if (o->hyb) pl_stream_destroy(o->hyb);
-  if (o->hyb_up) pl_stream_destroy(o->hyb_up);
-  if (o->res) pl_stream_destroy(o->res);
+  if (o->h2d)
+    pl_stream_destroy(o->h2d);
+  if (o->cmp)
+    pl_stream_destroy(o->cmp);
+  if (o->d2h)
+    pl_stream_destroy(o->d2h);
+  if (o->hyb)
+    pl_stream_destroy(o->hyb);
+  if (o->hyb_up)
+    pl_stream_destroy(o->hyb_up);
+  if (o->res)
+    pl_stream_destroy(o->res);
   if (o->own_state) {
     pl_free(o->dev, o->p);
     pl_free(o->dev, o->m);
@@ -219,7 +231,8 @@ static pl_status build_buckets(pl_stream_adamw *o) {
         poff = 0;
       }
       size_t take = o->params[pi].numel - poff;
-      if (take > need) take = need;
+      if (take > need)
+        take = need;
       seg *S = &o->segs[o->nsegs++];
       S->param = pi;
       S->off = poff;
@@ -237,15 +250,18 @@ static pl_status build_buckets(pl_stream_adamw *o) {
 /* The most CPU buckets a step can have: share·nb rounded (at least 1), or
  * every bucket when auto. */
 static size_t hybrid_cap(size_t nb, double share) {
-  if (share < 0) return nb;
+  if (share < 0)
+    return nb;
   double x = share * (double)nb + 0.5;
   return x < 1 ? 1 : (size_t)x < nb ? (size_t)x : nb;
 }
 
 size_t pl_stream_adamw_resident_elems(size_t theta, size_t beta, bool all,
                                       uint64_t bytes) {
-  if (theta == 0 || beta == 0) return 0;
-  if (all || bytes / 12 >= theta) return theta;
+  if (theta == 0 || beta == 0)
+    return 0;
+  if (all || bytes / 12 >= theta)
+    return theta;
   const size_t nb = (theta + beta - 1) / beta;
   /* the buckets that must stay streamed: theta − β·k <= bytes / 12 */
   const size_t k = (theta - (size_t)(bytes / 12) + beta - 1) / beta;
@@ -255,10 +271,11 @@ size_t pl_stream_adamw_resident_elems(size_t theta, size_t beta, bool all,
 size_t pl_stream_adamw_hybrid_bytes(size_t theta,
                                     const pl_stream_adamw_cfg *cfg) {
   theta = cfg->resident < theta ? theta - cfg->resident : 0;
-  if (cfg->share == 0 || theta == 0 || cfg->bucket == 0) return 0;
+  if (cfg->share == 0 || theta == 0 || cfg->bucket == 0)
+    return 0;
   size_t nb = (theta + cfg->bucket - 1) / cfg->bucket;
-  size_t elems = hybrid_cap(nb, cfg->share) *
-                 (cfg->bucket < theta ? cfg->bucket : theta);
+  size_t elems =
+      hybrid_cap(nb, cfg->share) * (cfg->bucket < theta ? cfg->bucket : theta);
   size_t gsz = pl_dtype_size(cfg->grad_dtype);
   return elems * ((cfg->grad_on_host ? 0 : gsz) +
                   (cfg->grad_on_host || cfg->grad_dtype != PL_BF16 ? 2 : 0));
@@ -276,9 +293,11 @@ static pl_status setup_state(pl_stream_adamw *o) {
                         "most all, in whole buckets of beta=%zu from the end",
                         R, total, cfg->bucket);
   if (R > 0 && cfg->grad_on_host)
-    return pl_set_error(PL_EINVAL, "stream_adamw: resident=%zu with the "
+    return pl_set_error(PL_EINVAL,
+                        "stream_adamw: resident=%zu with the "
                         "gradients in host memory: resident buckets update "
-                        "on the device from device gradients", R);
+                        "on the device from device gradients",
+                        R);
   o->res_lo = total - R;
   o->ns = (o->res_lo + cfg->bucket - 1) / cfg->bucket;
   if (cfg->state) {
@@ -286,9 +305,11 @@ static pl_status setup_state(pl_stream_adamw *o) {
     if (b->numel != total || b->resident != R ||
         (R < total && (!b->p || !b->m || !b->v)) ||
         (R > 0 && (!b->dp || !b->dm || !b->dv)))
-      return pl_set_error(PL_EINVAL, "stream_adamw: borrowed state of %zu "
+      return pl_set_error(PL_EINVAL,
+                          "stream_adamw: borrowed state of %zu "
                           "params (%zu resident): must hold all %zu (%zu "
-                          "resident)", b->numel, b->resident, total, R);
+                          "resident)",
+                          b->numel, b->resident, total, R);
     o->p = b->p, o->m = b->m, o->v = b->v;
     o->dp = b->dp, o->dm = b->dm, o->dv = b->dv;
     return PL_OK;
@@ -297,7 +318,8 @@ static pl_status setup_state(pl_stream_adamw *o) {
   const size_t h = o->res_lo * 4, d = R * 4;
   float **hs[3] = {&o->p, &o->m, &o->v}, **ds[3] = {&o->dp, &o->dm, &o->dv};
   for (int i = 0; i < 3; i++) {
-    if (h) PL_TRY(pl_alloc(o->dev, PL_ARENA_HOST, h, "optim", (void **)hs[i]));
+    if (h)
+      PL_TRY(pl_alloc(o->dev, PL_ARENA_HOST, h, "optim", (void **)hs[i]));
     if (d)
       PL_TRY(pl_alloc(o->dev, PL_ARENA_DEVICE, d, "optim_resident",
                       (void **)ds[i]));
@@ -311,7 +333,8 @@ static pl_status check_args(const pl_adamw_hparams *hp,
                             const pl_stream_adamw_cfg *cfg, int nparams,
                             const pl_adamw_param *params, size_t *total) {
   PL_TRY(pl_adamw_hparams_check(hp));
-  if (!cfg) return pl_set_error(PL_EINVAL, "stream_adamw: cfg is NULL");
+  if (!cfg)
+    return pl_set_error(PL_EINVAL, "stream_adamw: cfg is NULL");
   if (cfg->bucket < 1)
     return pl_set_error(PL_EINVAL, "stream_adamw: bucket=%zu: must be >= 1",
                         cfg->bucket);
@@ -319,11 +342,14 @@ static pl_status check_args(const pl_adamw_hparams *hp,
     return pl_set_error(PL_EINVAL, "stream_adamw: slots=%d: must be in 1..64",
                         cfg->slots);
   if (cfg->grad_dtype != PL_F32 && cfg->grad_dtype != PL_BF16)
-    return pl_set_error(PL_EINVAL, "stream_adamw: gradient dtype %s: must be "
-                        "f32 or bf16", pl_dtype_name(cfg->grad_dtype));
-  if (!(cfg->share <= 1.0) || (cfg->share < 0 && !(cfg->share_init >= 0 &&
-                                                   cfg->share_init <= 1)))
-    return pl_set_error(PL_EINVAL, "stream_adamw: share=%g (init %g): must "
+    return pl_set_error(PL_EINVAL,
+                        "stream_adamw: gradient dtype %s: must be "
+                        "f32 or bf16",
+                        pl_dtype_name(cfg->grad_dtype));
+  if (!(cfg->share <= 1.0) ||
+      (cfg->share < 0 && !(cfg->share_init >= 0 && cfg->share_init <= 1)))
+    return pl_set_error(PL_EINVAL,
+                        "stream_adamw: share=%g (init %g): must "
                         "be in [0, 1], or < 0 (auto) with init in [0, 1]",
                         cfg->share, cfg->share_init);
   if (nparams < 1 || !params)
@@ -332,8 +358,10 @@ static pl_status check_args(const pl_adamw_hparams *hp,
   *total = 0;
   for (int i = 0; i < nparams; i++) {
     if (params[i].numel > 0 && (!params[i].weight || !params[i].grad))
-      return pl_set_error(PL_EINVAL, "stream_adamw: param %d: NULL weight or "
-                          "gradient", i);
+      return pl_set_error(PL_EINVAL,
+                          "stream_adamw: param %d: NULL weight or "
+                          "gradient",
+                          i);
     *total += params[i].numel;
   }
   if (*total == 0)
@@ -376,7 +404,8 @@ static pl_status make_staging(pl_stream_adamw *o) {
       (st = pl_event_create(dev, &o->ev_gpu1)))
     return st;
   for (int i = 0; i < 6; i++)
-    if ((st = pl_event_create(dev, &o->ev_end[i]))) return st;
+    if ((st = pl_event_create(dev, &o->ev_end[i])))
+      return st;
   return PL_OK;
 }
 
@@ -391,15 +420,15 @@ static pl_status make_hybrid(pl_stream_adamw *o) {
   o->ev_bg = calloc(o->cap, sizeof(pl_event *));
   if (!o->ev_bg)
     return pl_set_error(PL_ENOMEM, "stream_adamw: hybrid events");
-  if ((!cfg->grad_on_host &&
-       (st = pl_alloc(dev, PL_ARENA_HOST, elems * o->gsz, "optim_hybrid",
-                      &o->hg))) ||
+  if ((!cfg->grad_on_host && (st = pl_alloc(dev, PL_ARENA_HOST, elems * o->gsz,
+                                            "optim_hybrid", &o->hg))) ||
       (wbuf && (st = pl_alloc(dev, PL_ARENA_HOST, elems * 2, "optim_hybrid",
                               (void **)&o->hw))) ||
       (st = pl_event_create(dev, &o->ev_up)))
     return st;
   for (size_t i = 0; i < o->cap; i++)
-    if ((st = pl_event_create(dev, &o->ev_bg[i]))) return st;
+    if ((st = pl_event_create(dev, &o->ev_bg[i])))
+      return st;
   return PL_OK;
 }
 
@@ -418,7 +447,8 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
   }
 
   pl_stream_adamw *o = calloc(1, sizeof *o);
-  if (!o) return pl_set_error(PL_ENOMEM, "stream_adamw: host struct");
+  if (!o)
+    return pl_set_error(PL_ENOMEM, "stream_adamw: host struct");
   o->dev = dev;
   o->hp = *hp;
   o->cfg = *cfg;
@@ -435,9 +465,11 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
     goto fail;
   }
   memcpy(o->params, params, sizeof(pl_adamw_param) * (size_t)nparams);
-  if ((st = build_buckets(o))) goto fail;
+  if ((st = build_buckets(o)))
+    goto fail;
 
-  if ((st = setup_state(o))) goto fail;
+  if ((st = setup_state(o)))
+    goto fail;
   /* norm partials */
   for (int i = 0; i < nparams; i++)
     o->npart += pl_adamw_norm_nchunks(params[i].numel);
@@ -446,11 +478,14 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
       (st = pl_alloc(dev, PL_ARENA_HOST, o->npart * 8, "optim_norm",
                      (void **)&o->hpart)))
     goto fail;
-  if ((st = make_staging(o))) goto fail;
-  if (o->hybrid && (st = make_hybrid(o))) goto fail;
+  if ((st = make_staging(o)))
+    goto fail;
+  if (o->hybrid && (st = make_hybrid(o)))
+    goto fail;
   /* device allocations are ordered on the default stream: make them
    * complete before other streams use them */
-  if ((st = pl_stream_sync(pl_dev_stream(dev)))) goto fail;
+  if ((st = pl_stream_sync(pl_dev_stream(dev))))
+    goto fail;
   *out = o;
   return PL_OK;
 fail:
@@ -459,23 +494,27 @@ fail:
 }
 
 pl_adamw_state pl_stream_adamw_state(pl_stream_adamw *o) {
-  pl_adamw_state s = {o->p,  o->m,  o->v,           o->total,
+  pl_adamw_state s = {o->p,  o->m,  o->v,  o->total,
                       o->dp, o->dm, o->dv, o->total - o->res_lo};
   return s;
 }
-size_t pl_stream_adamw_nbuckets(const pl_stream_adamw *o) { return o->nb; }
+size_t pl_stream_adamw_nbuckets(const pl_stream_adamw *o) {
+  return o->nb;
+}
 size_t pl_stream_adamw_staging_bytes(const pl_stream_adamw *o) {
   return (size_t)o->nslots * o->slot_bytes;
 }
 
-/* ---- the norm --------------------------------------------------------------- */
+/* ---- the norm ---------------------------------------------------------------
+ */
 
 static pl_status clip_scale(pl_stream_adamw *o, pl_stream *s, float *gscale,
                             double *sumsq) {
   *gscale = 1.0f;
   *sumsq = 0.0;
   /* dry device: no gradients to measure (and no allocation depends on it) */
-  if (!(o->hp.max_grad_norm > 0) || pl__dev_dry(o->dev)) return PL_OK;
+  if (!(o->hp.max_grad_norm > 0) || pl__dev_dry(o->dev))
+    return PL_OK;
   size_t c = 0;
   if (o->cfg.grad_on_host) {
     /* Gradients in pinned host memory, produced in order on s. */
@@ -501,7 +540,8 @@ static pl_status clip_scale(pl_stream_adamw *o, pl_stream *s, float *gscale,
   return PL_OK;
 }
 
-/* ---- the CPU share (hybrid) -------------------------------------------------- */
+/* ---- the CPU share (hybrid)
+ * -------------------------------------------------- */
 
 typedef struct cpu_job {
   pl_stream_adamw *o;
@@ -518,10 +558,10 @@ static pl_status cpu_fetch(pl_stream_adamw *o, size_t b, size_t i) {
   char *dst = (char *)o->hg + i * o->slot_elems * o->gsz;
   for (size_t q = 0; q < B->nseg; q++) {
     seg *S = &o->segs[B->seg0 + q];
-    PL_TRY(pl_memcpy_async(
-        o->hyb, dst + S->boff * o->gsz,
-        (const char *)o->params[S->param].grad + S->off * o->gsz,
-        S->len * o->gsz));
+    PL_TRY(pl_memcpy_async(o->hyb, dst + S->boff * o->gsz,
+                           (const char *)o->params[S->param].grad +
+                               S->off * o->gsz,
+                           S->len * o->gsz));
   }
   return pl_event_record(o->ev_bg[i], o->hyb);
 }
@@ -532,14 +572,16 @@ static pl_status cpu_run(cpu_job *J) {
   const int on_host = o->cfg.grad_on_host;
   /* every CPU bucket's gradients down first, in bucket order */
   if (!on_host)
-    for (size_t b = J->b0; b < J->b1; b++) PL_TRY(cpu_fetch(o, b, b - J->b0));
+    for (size_t b = J->b0; b < J->b1; b++)
+      PL_TRY(cpu_fetch(o, b, b - J->b0));
   for (size_t b = J->b0; b < J->b1; b++) {
     const size_t i = b - J->b0;
     bucket *B = &o->bk[b];
     /* the weights: into their own buffer, or over the bucket's bf16
      * gradients (each element read before it is written) */
-    pl_bf16 *w = o->hw ? o->hw + i * o->slot_elems
-                       : (pl_bf16 *)((char *)o->hg + i * o->slot_elems * o->gsz);
+    pl_bf16 *w = o->hw
+                     ? o->hw + i * o->slot_elems
+                     : (pl_bf16 *)((char *)o->hg + i * o->slot_elems * o->gsz);
     if (pl__dev_dry(o->dev)) {
       /* dry device: the host state is tracked, not backed */
     } else if (on_host) {
@@ -553,11 +595,11 @@ static pl_status cpu_run(cpu_job *J) {
       }
     } else {
       PL_TRY(pl_event_sync(o->ev_bg[i]));
-      PL_TRY(pl__cpu_adamw_simd((pl_simd_path)o->simd_path, o->cfg.cpu_threads,
-                                o->p + B->lo, o->m + B->lo, o->v + B->lo,
-                                (const char *)o->hg +
-                                    i * o->slot_elems * o->gsz,
-                                o->cfg.grad_dtype, w, B->n, &o->k));
+      PL_TRY(
+          pl__cpu_adamw_simd((pl_simd_path)o->simd_path, o->cfg.cpu_threads,
+                             o->p + B->lo, o->m + B->lo, o->v + B->lo,
+                             (const char *)o->hg + i * o->slot_elems * o->gsz,
+                             o->cfg.grad_dtype, w, B->n, &o->k));
     }
     for (size_t q = 0; q < B->nseg; q++) {
       seg *S = &o->segs[B->seg0 + q];
@@ -573,12 +615,14 @@ static void *cpu_thread(void *arg) {
   cpu_job *J = arg;
   uint64_t t0 = pl_now_ns();
   J->st = cpu_run(J);
-  if (J->st != PL_OK) snprintf(J->err, sizeof J->err, "%s", pl_last_error());
+  if (J->st != PL_OK)
+    snprintf(J->err, sizeof J->err, "%s", pl_last_error());
   J->ms = (double)(pl_now_ns() - t0) * 1e-6;
   return NULL;
 }
 
-/* ---- the step ------------------------------------------------------------------ */
+/* ---- the step
+ * ------------------------------------------------------------------ */
 
 /* The resident buckets: the fused update in place on their device master,
  * m and v, on RES (after the norm; beside the streamed buckets, whose
@@ -602,7 +646,8 @@ static pl_status update_resident(pl_stream_adamw *o) {
 /* Rates of the previous step (its events are complete by now in practice; the
  * wait is outside the bucket loop) -> the next share when auto. */
 static pl_status finish_timing(pl_stream_adamw *o) {
-  if (!o->timing_pending) return PL_OK;
+  if (!o->timing_pending)
+    return PL_OK;
   o->timing_pending = 0;
   pl_stream_adamw_last *L = &o->last;
   if (L->gpu_buckets > 0) {
@@ -611,7 +656,8 @@ static pl_status finish_timing(pl_stream_adamw *o) {
     PL_TRY(pl_event_elapsed_ms(o->ev_gpu0, o->ev_gpu1, &ms));
     L->gpu_ms = ms;
     size_t n = o->bk[L->gpu_buckets - 1].lo + o->bk[L->gpu_buckets - 1].n;
-    if (ms > 0) o->rate_gpu = (double)n / ms;
+    if (ms > 0)
+      o->rate_gpu = (double)n / ms;
   }
   if (L->cpu_buckets > 0 && L->cpu_ms > 0) {
     size_t n = o->res_lo - o->bk[o->ns - L->cpu_buckets].lo;
@@ -623,8 +669,56 @@ static pl_status finish_timing(pl_stream_adamw *o) {
   return PL_OK;
 }
 
+/* One streamed bucket b on the GPU: its state into slot b mod s (after the
+ * slot's last copy out), the gradients too when they live on the host, the
+ * update on CMP, the state back on D2H; events only, no host wait. */
+static pl_status gpu_bucket(pl_stream_adamw *o, size_t b,
+                            pl_stream_adamw_last *L) {
+  const int on_host = o->cfg.grad_on_host;
+  const size_t E = o->slot_elems;
+  const int j = (int)(b % (size_t)o->nslots);
+  const bucket *B = &o->bk[b];
+  float *sp = (float *)o->slot[j], *sm = sp + E, *sv = sm + E;
+  char *sg = (char *)(sv + E);
+  if (o->slot_used[j])
+    PL_TRY(pl_stream_wait(o->h2d, o->ev_d2h[j]));
+  PL_TRY(pl_memcpy_async(o->h2d, sp, o->p + B->lo, B->n * 4));
+  PL_TRY(pl_memcpy_async(o->h2d, sm, o->m + B->lo, B->n * 4));
+  PL_TRY(pl_memcpy_async(o->h2d, sv, o->v + B->lo, B->n * 4));
+  for (size_t q = 0; on_host && q < B->nseg; q++) {
+    const seg *S = &o->segs[B->seg0 + q];
+    PL_TRY(pl_memcpy_async(o->h2d, sg + S->boff * o->gsz,
+                           (const char *)o->params[S->param].grad +
+                               S->off * o->gsz,
+                           S->len * o->gsz));
+  }
+  PL_TRY(pl_event_record(o->ev_h2d[j], o->h2d));
+  PL_TRY(pl_stream_wait(o->cmp, o->ev_h2d[j]));
+  for (size_t q = 0; q < B->nseg; q++) {
+    const seg *S = &o->segs[B->seg0 + q];
+    const void *g =
+        on_host ? (const void *)(sg + S->boff * o->gsz)
+                : (const void *)((const char *)o->params[S->param].grad +
+                                 S->off * o->gsz);
+    PL_TRY(pl__adamw_update(
+        o->cmp, sp + S->boff, sm + S->boff, sv + S->boff, g, o->cfg.grad_dtype,
+        o->params[S->param].weight + S->off, S->len, &o->k));
+  }
+  PL_TRY(pl_event_record(o->ev_cmp[j], o->cmp));
+  PL_TRY(pl_stream_wait(o->d2h, o->ev_cmp[j]));
+  PL_TRY(pl_memcpy_async(o->d2h, o->p + B->lo, sp, B->n * 4));
+  PL_TRY(pl_memcpy_async(o->d2h, o->m + B->lo, sm, B->n * 4));
+  PL_TRY(pl_memcpy_async(o->d2h, o->v + B->lo, sv, B->n * 4));
+  PL_TRY(pl_event_record(o->ev_d2h[j], o->d2h));
+  o->slot_used[j] = 1;
+  L->h2d_bytes += B->n * (12 + (on_host ? o->gsz : 0));
+  L->d2h_bytes += B->n * 12;
+  return PL_OK;
+}
+
 pl_status pl_stream_adamw_step(pl_stream_adamw *o, pl_stream *s) {
-  if (!o || !s) return pl_set_error(PL_EINVAL, "stream_adamw_step: NULL");
+  if (!o || !s)
+    return pl_set_error(PL_EINVAL, "stream_adamw_step: NULL");
   PL_TRY(finish_timing(o));
   pl_stream_adamw_last L;
   memset(&L, 0, sizeof L);
@@ -648,7 +742,8 @@ pl_status pl_stream_adamw_step(pl_stream_adamw *o, pl_stream *s) {
   if (o->hybrid) {
     double x = o->share * (double)o->ns + 0.5;
     ncpu = x < 0 ? 0 : (size_t)x;
-    if (ncpu > o->cap) ncpu = o->cap;
+    if (ncpu > o->cap)
+      ncpu = o->cap;
   }
   size_t ngpu = o->ns - ncpu;
   L.share = o->ns ? (double)ncpu / (double)o->ns : 0;
@@ -669,52 +764,13 @@ pl_status pl_stream_adamw_step(pl_stream_adamw *o, pl_stream *s) {
 
   /* 3. the GPU buckets: three streams, events, no host wait */
   pl_status st = PL_OK;
-  int on_host = o->cfg.grad_on_host;
-  size_t E = o->slot_elems;
-  if (ngpu > 0) st = pl_event_record(o->ev_gpu0, o->h2d);
-  for (size_t b = 0; b < ngpu && st == PL_OK; b++) {
-    int j = (int)(b % (size_t)o->nslots);
-    bucket *B = &o->bk[b];
-    float *sp = (float *)o->slot[j], *sm = sp + E, *sv = sm + E;
-    char *sg = (char *)(sv + E);
-    if (o->slot_used[j] && (st = pl_stream_wait(o->h2d, o->ev_d2h[j]))) break;
-    if ((st = pl_memcpy_async(o->h2d, sp, o->p + B->lo, B->n * 4)) ||
-        (st = pl_memcpy_async(o->h2d, sm, o->m + B->lo, B->n * 4)) ||
-        (st = pl_memcpy_async(o->h2d, sv, o->v + B->lo, B->n * 4)))
-      break;
-    if (on_host)
-      for (size_t q = 0; q < B->nseg && st == PL_OK; q++) {
-        seg *S = &o->segs[B->seg0 + q];
-        st = pl_memcpy_async(
-            o->h2d, sg + S->boff * o->gsz,
-            (const char *)o->params[S->param].grad + S->off * o->gsz,
-            S->len * o->gsz);
-      }
-    if (st || (st = pl_event_record(o->ev_h2d[j], o->h2d)) ||
-        (st = pl_stream_wait(o->cmp, o->ev_h2d[j])))
-      break;
-    for (size_t q = 0; q < B->nseg && st == PL_OK; q++) {
-      seg *S = &o->segs[B->seg0 + q];
-      const void *g =
-          on_host ? (const void *)(sg + S->boff * o->gsz)
-                  : (const void *)((const char *)o->params[S->param].grad +
-                                   S->off * o->gsz);
-      st = pl__adamw_update(o->cmp, sp + S->boff, sm + S->boff, sv + S->boff, g,
-                            o->cfg.grad_dtype,
-                            o->params[S->param].weight + S->off, S->len, &o->k);
-    }
-    if (st || (st = pl_event_record(o->ev_cmp[j], o->cmp)) ||
-        (st = pl_stream_wait(o->d2h, o->ev_cmp[j])) ||
-        (st = pl_memcpy_async(o->d2h, o->p + B->lo, sp, B->n * 4)) ||
-        (st = pl_memcpy_async(o->d2h, o->m + B->lo, sm, B->n * 4)) ||
-        (st = pl_memcpy_async(o->d2h, o->v + B->lo, sv, B->n * 4)) ||
-        (st = pl_event_record(o->ev_d2h[j], o->d2h)))
-      break;
-    o->slot_used[j] = 1;
-    L.h2d_bytes += B->n * (12 + (on_host ? o->gsz : 0));
-    L.d2h_bytes += B->n * 12;
-  }
-  if (st == PL_OK && ngpu > 0) st = pl_event_record(o->ev_gpu1, o->d2h);
+  const int on_host = o->cfg.grad_on_host;
+  if (ngpu > 0)
+    st = pl_event_record(o->ev_gpu0, o->h2d);
+  for (size_t b = 0; b < ngpu && st == PL_OK; b++)
+    st = gpu_bucket(o, b, &L);
+  if (st == PL_OK && ngpu > 0)
+    st = pl_event_record(o->ev_gpu1, o->d2h);
 
   /* 4. join the CPU share */
   if (started) {
@@ -724,9 +780,11 @@ pl_status pl_stream_adamw_step(pl_stream_adamw *o, pl_stream *s) {
     L.cpu_ms = job.ms;
     size_t n = o->res_lo - o->bk[ngpu].lo;
     L.h2d_bytes += n * 2;
-    if (!on_host) L.d2h_bytes += n * o->gsz;
+    if (!on_host)
+      L.d2h_bytes += n * o->gsz;
   }
-  if (st != PL_OK) return st;
+  if (st != PL_OK)
+    return st;
 
   /* 5. S waits for everything */
   pl_stream *all[6] = {o->h2d, o->cmp, o->d2h, o->hyb, o->hyb_up, o->res};
