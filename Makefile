@@ -90,7 +90,7 @@ endif
 
 # Debian packages the project needs (make deps).
 DEB_PKGS := openmpi-bin libopenmpi-dev libpmix-dev libopenblas-dev check \
-            pkg-config gnuplot-nox slurm-wlm munge
+            pkg-config gnuplot-nox slurm-wlm munge clang-format
 
 # Lazily evaluated (=): valid only after `make deps` has run.
 MPI_CFLAGS = $(shell mpicc --showme:compile 2>/dev/null)
@@ -175,7 +175,7 @@ BIN := $(BUILD)/bin/plateau
 TEST_BINS := $(TEST_C:%.c=$(BUILD)/tests/%) $(TEST_MPI_C:%.c=$(BUILD)/tests/%)
 
 .PHONY: all config deps build run test test-unit test-mpi test-sh install \
-        report regress clean format dev asan cudnn-frontend
+        report regress clean format format-check dev asan cudnn-frontend
 
 all: config $(BIN) $(LIB) $(BASE_LIB) $(BUILD)/lib/pkgconfig/plateau.pc
 
@@ -390,8 +390,18 @@ report:
 regress: all
 	BUILD=$(BUILD) jobs/regress $(if $(MACHINE),--machine $(MACHINE))
 
+# Every C, CUDA and C++ source of the project in the style of .clang-format:
+# `make format` rewrites them, `make format-check` (part of `make test`)
+# fails naming each file that differs.
+FORMAT_SRC = $(shell find engine suite baselines \( -name '*.[ch]' -o -name '*.cu' -o -name '*.cpp' \) | sort)
 format:
-	clang-format -i $$(find engine suite baselines -name '*.[ch]' -o -name '*.cu')
+	clang-format -i $(FORMAT_SRC)
+
+format-check:
+	@command -v clang-format >/dev/null || { echo "format-check: clang-format not found (make deps installs it)"; exit 1; }
+	@bad=$$(for f in $(FORMAT_SRC); do clang-format --dry-run --Werror "$$f" >/dev/null 2>&1 || echo "$$f"; done); \
+	if [ -n "$$bad" ]; then echo "format-check: these files differ from .clang-format (make format rewrites them):"; \
+	  echo "$$bad" | sed 's/^/  /'; exit 1; fi; echo "# format-check: $(words $(FORMAT_SRC)) files as .clang-format says"
 
 clean:
 	rm -rf $(BUILD)
