@@ -31,7 +31,18 @@
 #             defines (`static const char X_name[] = "NAME";`): the engine
 #             asks an object defined above it for a capability (a flag on
 #             its ops table), never for its name
-#   — size and long are warnings unless --strict.
+#   umbrella  a header of a bench's folder (suite/bench/NAME/X.h) that
+#             declares functions defined in 3 or more .c files of that
+#             folder outside its own unit (X.c and X_*.c), counting what
+#             the folder's headers it includes declare: one header naming
+#             every helper of the bench, which each file then includes
+#             whatever it calls.  Each unit declares its functions in its
+#             own header (train_args.h for train_args.c; report_train.h for
+#             report_train.c and report_train_*.c); a header of shared
+#             types declares none, a header including two units' headers
+#             is no umbrella (a function is one defined at column 0, not
+#             static; a declaration is its name and "(" outside comments)
+#   — size, long and umbrella are warnings unless --strict.
 # A long function that is a kernel or a table (one pass or one list a reader
 # reads top to bottom) is listed in engine/layers_long.txt as
 #   allow   FILE NAME   # why it stays whole
@@ -41,7 +52,8 @@
 # fails the check); a line without its "# why" is a finding, and a listed
 # function that is no longer long (or gone) is printed as "stale".
 # Exit status: 1 when there is a back-up include, a misplaced file, a circle,
-# a comparison by a baseline's name or an unexplained allowance (with --strict, also a size or long finding),
+# a comparison by a baseline's name or an unexplained allowance (with
+# --strict, also a size, long or umbrella finding),
 # 2 on usage errors, 0 otherwise.
 #
 #   engine/check_layers.sh [--strict] [--allow FILE] [ROOT]
@@ -352,6 +364,87 @@ if [ -n "$bnames" ] && [ -n "$engfiles" ]; then
         }
     }' $engfiles | LC_ALL=C sort)
 fi
+# Umbrella headers of the benches' folders (suite/bench/NAME/): the
+# functions each .c file defines (not static, at column 0), then the names
+# each header declares and the folder's headers it includes.
+benchfiles=$(echo "$files" | grep -E '^suite/bench/[^/]+/[^/]+\.(c|h)$' || true)
+umbrellas=""
+if [ -n "$benchfiles" ]; then
+  # shellcheck disable=SC2086
+  umbrellas=$(awk '
+    function dirof(p) { return sub(/\/[^\/]*$/, "", p) ? p : "." }
+    function base(p) { sub(/^.*\//, "", p); return p }
+    function fname(s,    t) {
+      t = s; sub(/\(.*/, "", t); sub(/[ \t]+$/, "", t); sub(/.*[ \t*]/, "", t)
+      return t
+    }
+    FNR == 1 { sig = 0; incom = 0; isc = FILENAME ~ /\.c$/ }
+    isc {
+      line = $0
+      if (!sig && line ~ /^[A-Za-z_][A-Za-z0-9_ \t*]*\(/ && line !~ /=/ &&
+          line !~ /^(static|typedef|struct|enum|union|extern)[ \t]/) {
+        sig = 1; name = fname(line)
+      }
+      if (sig) {
+        if (line ~ /;[ \t]*$/) sig = 0
+        else if (line ~ /\{[ \t]*(\}[ \t]*)?$/) { sig = 0; def[name] = FILENAME }
+      }
+      next
+    }
+    {
+      line = $0
+      if (line ~ /^[ \t]*#[ \t]*include[ \t]*"/) {
+        inc = line; sub(/^[^"]*"/, "", inc); sub(/".*/, "", inc)
+        to = inc ~ /\// ? "suite/" inc : dirof(FILENAME) "/" inc
+        if (dirof(to) == dirof(FILENAME)) incs[FILENAME] = incs[FILENAME] " " to
+        next
+      }
+      # the code of the line: comments and strings left out
+      out = ""
+      while (line != "") {
+        if (incom) {
+          e = index(line, "*/"); if (!e) { line = ""; break }
+          line = substr(line, e + 2); incom = 0; continue
+        }
+        b = index(line, "/*"); l = index(line, "//")
+        if (l && (!b || l < b)) { out = out substr(line, 1, l - 1); line = ""; break }
+        if (!b) { out = out line; break }
+        out = out substr(line, 1, b - 1); line = substr(line, b + 2); incom = 1
+      }
+      gsub(/"([^"\\]|\\.)*"/, "", out)
+      while (match(out, /[A-Za-z_][A-Za-z0-9_]*[ \t]*\(/)) {
+        id = substr(out, RSTART, RLENGTH); sub(/[ \t]*\($/, "", id)
+        names[FILENAME] = names[FILENAME] " " id
+        out = substr(out, RSTART + RLENGTH)
+      }
+      hdr[FILENAME] = 1
+    }
+    END {
+      for (h in hdr) {
+        # the headers h reaches within its folder, h included
+        delete seen; delete files; n = 0; nq = 1; q[1] = h; seen[h] = 1
+        for (i = 1; i <= nq; i++) {
+          m = split(incs[q[i]], tl, " ")
+          for (j = 1; j <= m; j++) if (!(tl[j] in seen)) { seen[tl[j]] = 1; q[++nq] = tl[j] }
+        }
+        unit = base(h); sub(/\.h$/, "", unit)
+        list = ""
+        for (i = 1; i <= nq; i++) {
+          m = split(names[q[i]], ids, " ")
+          for (j = 1; j <= m; j++) {
+            if (!(ids[j] in def)) continue
+            f = def[ids[j]]
+            if (dirof(f) != dirof(h) || (f in files)) continue
+            b = base(f)
+            if (b == unit ".c" || index(b, unit "_") == 1) continue
+            files[f] = 1; n++; list = list (list == "" ? "" : ", ") b
+          }
+        }
+        if (n >= 3)
+          printf "umbrella: %s declares functions of %d files of its folder (%s): declare each unit'"'"'s in its own header\n", h, n, list
+      }
+    }' $benchfiles | LC_ALL=C sort)
+fi
 longfns=$(lstrip G)
 pendlong=$(lstrip P)
 stale=$(printf '%s\n%s\n' "$stale" "$(lstrip S)" | sed '/^$/d')
@@ -364,18 +457,20 @@ nb=$(count "$backups")
 nc=$(count "$circles")
 nn=$(count "$byname")
 ns=$(count "$sizes")
+nu=$(count "$umbrellas")
 [ -n "$backups" ] && echo "$backups"
 [ -n "$circles" ] && echo "$circles"
 [ -n "$byname" ] && echo "$byname"
 [ -n "$pending" ] && echo "$pending"
 [ -n "$pendlong" ] && echo "$pendlong"
 [ -n "$stale" ] && echo "$stale" | sed 's/^/warning: /'
-if [ -n "$sizes" ]; then
-  if [ "$strict" = 1 ]; then echo "$sizes"; else echo "$sizes" | sed 's/^/warning: /'; fi
-fi
+for findings in "$sizes" "$umbrellas"; do
+  [ -n "$findings" ] || continue
+  if [ "$strict" = 1 ]; then echo "$findings"; else echo "$findings" | sed 's/^/warning: /'; fi
+done
 np=$(count "$pending")
 npl=$(count "$pendlong")
-echo "check_layers: $(echo "$files" | wc -l) files, $nb back-up includes, $nc circles, $nn by-name, $ns size findings$([ "$strict" = 1 ] || echo ' (warnings)')$([ -z "$allow" ] || echo ", $np pending"), $nallowed long functions allowed, $npl pending"
+echo "check_layers: $(echo "$files" | wc -l) files, $nb back-up includes, $nc circles, $nn by-name, $ns size findings, $nu umbrella headers$([ "$strict" = 1 ] || echo ' (warnings)')$([ -z "$allow" ] || echo ", $np pending"), $nallowed long functions allowed, $npl pending"
 [ "$nb" = 0 ] && [ "$nc" = 0 ] && [ "$nn" = 0 ] || exit 1
-[ "$strict" = 0 ] || [ "$ns" = 0 ] || exit 1
+[ "$strict" = 0 ] || { [ "$ns" = 0 ] && [ "$nu" = 0 ]; } || exit 1
 exit 0

@@ -12,8 +12,10 @@
 # tree (passes: no file or function over its length beyond layers_long.txt)
 # and on a long file, a long function and a long macro (fails), an entry of
 # layers_long.txt without its reason (fails) and one whose function is short
-# (stale), and a pending pair that would close a circle each give the finding
-# and the exit status they must.
+# (stale), a pending pair that would close a circle, and a header of a bench
+# declaring the functions of three of its folder's files (an umbrella; not
+# when the header's name makes them its own unit) each give the finding and
+# the exit status they must.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 check=engine/check_layers.sh
@@ -174,6 +176,20 @@ printf '#include "ops/sco.h"\n' >"$tmp/hidden/engine/core/loop.h"
 expect "a listed pair does not hide another back-up include" 1 \
   '^back-up: engine/core/loop\.h:1 includes engine/ops/sco\.h' -- \
   --allow "$tmp/hidden/pending.txt" "$tmp/hidden"
+
+copy umbrella
+printf '/* all.h: every helper */\n%s\n%s\n%s\n' \
+  'void pl__train_check_losses(const pl_step_result *res, int n, pl_check *chk);' \
+  'void pl__train_identity(const pl_train_setup *u, int r, int Wv, int D, pl_row *row);' \
+  'void pl__train_host_limit(pl_bench_ctx *c, bool on);' >"$tmp/umbrella/suite/bench/train/all.h"
+expect "a bench header declaring three files' functions fails --strict" 1 \
+  '^umbrella: suite/bench/train/all\.h declares functions of 3 files of its folder' -- \
+  --strict --allow "$tmp/umbrella/pending.txt" "$tmp/umbrella"
+expect "without --strict an umbrella header is a warning" 0 '^warning: umbrella: ' -- \
+  --allow "$tmp/umbrella/pending.txt" "$tmp/umbrella"
+mv "$tmp/umbrella/suite/bench/train/all.h" "$tmp/umbrella/suite/bench/train/train.h"
+expect "a header whose unit holds the files (train.h: train_*.c) is none" 0 \
+  ' 0 umbrella headers' -- --strict --allow "$tmp/umbrella/pending.txt" "$tmp/umbrella"
 
 if grep -qv '^#' "$pending"; then
   expect "without the pending list the tree's pending pairs fail" 1 \

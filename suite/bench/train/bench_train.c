@@ -36,7 +36,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_train.h"
+#include "train_args.h"
+#include "train_check.h"
+#include "train_plan.h"
+#include "train_proj.h"
+#include "train_rows.h"
+#include "train_system.h"
 
 /* Its options, their --help groups and presets: train_args.c. */
 

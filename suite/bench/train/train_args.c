@@ -1,7 +1,7 @@
 /* train_args.c — `plateau bench train`'s command line: its option table
  * (with --help's groups and the presets) and the options into a
- * configuration (bench_train.h): the model (a preset and its overridden sizes), the
- * layout, the contexts, the step's switches, fsdp2's knobs, the data, the
+ * configuration (train_types.h): the model (a preset and its overridden sizes),
+ * the layout, the contexts, the step's switches, fsdp2's knobs, the data, the
  * systems and the GEMM rate MFU is taken against; the planner's machine
  * and options; the points of the run (every context × system; --tune:
  * fsdp2 at every knob setting of pl_fsdp2_tune_points per context;
@@ -16,10 +16,18 @@
 #include <string.h>
 
 #include "../baselines/train_baselines.h"
-#include "bench_train.h"
 #include "report/report_util.h"
 #include "results/results.h"
+#include "train_args.h"
+#include "train_plan.h"
+#include "train_system.h"
 
+
+/* The dense bf16 GEMM rate MFU is taken against when neither --gemm-tflops
+ * nor --calib gives one: one H200's cuBLAS bf16 8192³ GEMM as
+ * `plateau bench calib` measures it (the 8192³ gemm rows of
+ * results/reference/h200x2/calib.20261130T05*.tsv: 685–788). */
+#define PL_TRAIN_H200_GEMM_TFLOPS 790.0
 
 static const char *const dtypes[] = {"bf16", "f32", NULL};
 static const char *const configs[] = {"explicit", "auto", NULL};
@@ -81,7 +89,10 @@ const pl_opt pl__train_opts[] = {
     {"plan-set", 0, PL_OPT_STR, NULL,
      "the plan's machine, not this one's: K=V,... as `plateau plan --set`", 0,
      0, NULL},
-    PL_BENCH_TRAIN_OPTS,
+#define OPT(name, short_name, kind, defval, help, lo, hi, choices)             \
+  {name, short_name, kind, defval, help, lo, hi, choices},
+#include "train_options.def"
+#undef OPT
     {0},
 };
 

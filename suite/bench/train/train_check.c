@@ -1,4 +1,4 @@
-/* train_check.c — `plateau bench train --check` (bench_train.h): every
+/* train_check.c — `plateau bench train --check` (train_check.h): every
  * step's loss finite, and the reference step: one forward + backward of the
  * measured system against a single-rank, unsharded plateau trainer of the same
  * model — the reference of engine/train/test_mpi_step.c (one rank, D = P = 1,
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_train.h"
+#include "train_check.h"
 
 /* Parameters the reference may hold on every rank. */
 #define CHECK_MAX_PARAMS 20000000

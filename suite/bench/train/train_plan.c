@@ -1,5 +1,5 @@
 /* train_plan.c — `plateau bench train` consults the planner (engine/plan)
- * before it launches a point (bench_train.h): the run's machine (the
+ * before it launches a point (train_plan.h): the run's machine (the
  * device's memory or --mem-limit, the host's available RAM, a calib file;
  * or the machine --plan-set names instead), the prediction of a point
  * (pl_plan_check: device peak, pinned host bytes, fits or the binding term;
@@ -25,8 +25,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench_train.h"
 #include "cli/plan_cmd.h"
+#include "train_plan.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 

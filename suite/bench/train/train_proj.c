@@ -1,5 +1,5 @@
 /* train_proj.c — a proxy's projection of the W_v-rank run it plays
- * (bench_train.h): compute and memory measured, communication modelled.
+ * (train_proj.h): compute and memory measured, communication modelled.
  *
  * A proxy (W_v > W) measures one rank's compute and memory of the W_v-rank
  * run: its ZeRO-3 units are tiled from the present shards, its expert
@@ -38,7 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "bench_train.h"
+#include "train_proj.h"
 
 /* Median over the timed steps of a stand-in field, max over ranks. */
 static pl_status standins(pl_bench_ctx *c, const pl_step_result *res, int n,

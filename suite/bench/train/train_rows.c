@@ -1,5 +1,5 @@
 /* train_rows.c — the columns of a `plateau bench train` point
- * (bench_train.h): its identity (the layout and the model's sizes), and the
+ * (train_rows.h): its identity (the layout and the model's sizes), and the
  * measured columns from the results of its steps.
  *
  * The trainer resets the device and pinned-host peaks at the start of every
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_train.h"
+#include "train_rows.h"
 
 static const char *const tags[] = {"dispatch",  "logits",        "boundary",
                                    "attention", "optim_staging", "kept"};
