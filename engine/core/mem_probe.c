@@ -56,54 +56,45 @@ pl_status pl_mem_probe_ceiling(pl_dev *dev, pl_arena a, size_t big,
   void **blocks = calloc(PROBE_MAX_BLOCKS, sizeof *blocks);
   if (!blocks)
     return pl_set_error(PL_ENOMEM, "memory probe: out of host memory");
-  int n = 0, nbig;
+  int n = 0, nbig = 0;
   size_t first = 0, second = 0, large = 0;
+  void *lb = NULL;
+  pl_status st = PL_OK;
   /* 1. the forward: large blocks until refused, then smaller ones */
-  pl_status st = fill(dev, a, big, big, blocks, &n);
+  PL_TRY_GOTO(st, done, fill(dev, a, big, big, blocks, &n));
   nbig = n;
-  if (st == PL_OK)
-    st = fill(dev, a, big / 2, grain, blocks, &n);
-  if (st == PL_OK)
-    first = in_use(dev, a);
+  PL_TRY_GOTO(st, done, fill(dev, a, big / 2, grain, blocks, &n));
+  first = in_use(dev, a);
   /* 2. the backward frees every other large block, newest first, and the
    *    small ones: holes of one block each */
-  for (int i = n - 1; st == PL_OK && i >= nbig; i--)
+  for (int i = n - 1; i >= nbig; i--)
     pl_free(dev, blocks[i]), blocks[i] = NULL;
-  for (int i = nbig - 1; st == PL_OK && i >= 0; i -= 2)
+  for (int i = nbig - 1; i >= 0; i -= 2)
     pl_free(dev, blocks[i]), blocks[i] = NULL;
   n = nbig;
-  if (st == PL_OK)
-    st = pl_dev_sync(dev);
+  PL_TRY_GOTO(st, done, pl_dev_sync(dev));
   /* 3. the largest buffer, as large as the holes together (no hole holds
    *    it), halved until taken */
-  void *lb = NULL;
-  if (st == PL_OK) {
-    size_t want = (first - in_use(dev, a)) / grain * grain;
-    for (; want >= big; want = want / 2 / grain * grain) {
-      pl_status e = pl_alloc(dev, a, want, "probe", &lb);
-      if (e == PL_OK) {
-        large = want;
-        break;
-      }
-      if (e != PL_ENOMEM) {
-        st = e;
-        break;
-      }
+  size_t want = (first - in_use(dev, a)) / grain * grain;
+  for (; want >= big; want = want / 2 / grain * grain) {
+    pl_status e = pl_alloc(dev, a, want, "probe", &lb);
+    if (e == PL_OK) {
+      large = want;
+      break;
     }
+    if (e != PL_ENOMEM)
+      PL_TRY_GOTO(st, done, e);
   }
   /* 4. the rest of the step's blocks into what is left */
-  if (st == PL_OK)
-    st = fill(dev, a, big, grain, blocks, &n);
-  if (st == PL_OK)
-    second = in_use(dev, a);
+  PL_TRY_GOTO(st, done, fill(dev, a, big, grain, blocks, &n));
+  second = in_use(dev, a);
+done:
   pl_free(dev, lb);
   for (int i = 0; i < n; i++)
     pl_free(dev, blocks[i]);
   free(blocks);
-  if (st == PL_OK)
-    st = pl_dev_sync(dev);
-  if (st != PL_OK)
-    return st;
+  PL_TRY(st);
+  PL_TRY(pl_dev_sync(dev));
   if (large == 0)
     return pl_set_error(PL_ENOMEM,
                         "memory probe: after freeing half of %zu bytes no "

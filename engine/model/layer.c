@@ -12,24 +12,35 @@
 #include "model/rope.h"
 #include "model/ulysses.h"
 
-static int group_size(const pl_layer *l) { return l->sp ? pl_comm_size(l->sp) : 1; }
-static int group_rank(const pl_layer *l) { return l->sp ? pl_comm_rank(l->sp) : 0; }
-static int64_t qkv_cols(const pl_layer_cfg *c) { return (int64_t)(c->n_q + 2 * c->n_kv) * c->d; }
+static int group_size(const pl_layer *l) {
+  return l->sp ? pl_comm_size(l->sp) : 1;
+}
+static int group_rank(const pl_layer *l) {
+  return l->sp ? pl_comm_rank(l->sp) : 0;
+}
+static int64_t qkv_cols(const pl_layer_cfg *c) {
+  return (int64_t)(c->n_q + 2 * c->n_kv) * c->d;
+}
 
 int64_t pl_layer_params(const pl_layer_cfg *c) {
-  return c->H + c->H * qkv_cols(c) + (int64_t)c->n_q * c->d * c->H + pl_mlp_block_params(c->H, c->I);
+  return c->H + c->H * qkv_cols(c) + (int64_t)c->n_q * c->d * c->H +
+         pl_mlp_block_params(c->H, c->I);
 }
 
 void pl_layer_free(pl_layer *l) {
-  if (!l->dev) return;
-  void *kp[] = {l->kept.h, l->kept.q, l->kept.k, l->kept.v, l->kept.o, l->kept.y1, l->kept.lse};
-  for (int i = 0; i < 7; i++) pl_free(l->dev, kp[i]);
+  if (!l->dev)
+    return;
+  void *kp[] = {l->kept.h, l->kept.q,  l->kept.k,  l->kept.v,
+                l->kept.o, l->kept.y1, l->kept.lse};
+  for (int i = 0; i < 7; i++)
+    pl_free(l->dev, kp[i]);
   if (l->views) {
     memset(l, 0, sizeof *l);
     return;
   }
   void *ps[] = {l->w_n, l->w_qkv, l->w_o, l->g_n, l->g_qkv, l->g_o};
-  for (int i = 0; i < 6; i++) pl_free(l->dev, ps[i]);
+  for (int i = 0; i < 6; i++)
+    pl_free(l->dev, ps[i]);
   pl_mlp_block_free(&l->mlp);
   memset(l, 0, sizeof *l);
 }
@@ -38,33 +49,43 @@ pl_status pl_layer_zero_grad(pl_layer *l, pl_stream *s) {
   const pl_layer_cfg *c = &l->cfg;
   PL_TRY(pl_fill(s, l->g_n, PL_F32, (size_t)c->H, 0.0));
   PL_TRY(pl_fill(s, l->g_qkv, PL_F32, (size_t)(c->H * qkv_cols(c)), 0.0));
-  PL_TRY(pl_fill(s, l->g_o, PL_F32, (size_t)((int64_t)c->n_q * c->d * c->H), 0.0));
+  PL_TRY(
+      pl_fill(s, l->g_o, PL_F32, (size_t)((int64_t)c->n_q * c->d * c->H), 0.0));
   return pl_mlp_block_zero_grad(&l->mlp, s);
 }
 
 static pl_status check_cfg(pl_comm *sp, const pl_layer_cfg *cfg) {
   const int D = sp ? pl_comm_size(sp) : 1;
-  if (cfg->H < 1 || cfg->I < 1 || cfg->n_q < 1 || cfg->n_kv < 1 || cfg->d < 2 || cfg->d % 2 ||
-      cfg->n_q % cfg->n_kv)
+  if (cfg->H < 1 || cfg->I < 1 || cfg->n_q < 1 || cfg->n_kv < 1 || cfg->d < 2 ||
+      cfg->d % 2 || cfg->n_q % cfg->n_kv)
     return pl_set_error(PL_EINVAL,
-                        "layer: H=%lld I=%lld n_q=%d n_kv=%d d=%d: need positive sizes, n_kv | n_q, "
-                        "even d", (long long)cfg->H, (long long)cfg->I, cfg->n_q, cfg->n_kv, cfg->d);
+                        "layer: H=%lld I=%lld n_q=%d n_kv=%d d=%d: need "
+                        "positive sizes, n_kv | n_q, "
+                        "even d",
+                        (long long)cfg->H, (long long)cfg->I, cfg->n_q,
+                        cfg->n_kv, cfg->d);
   if (cfg->n_q % D || !pl_ulysses_heads_per_rank(cfg->n_kv, D))
-    return pl_set_error(PL_EINVAL, "layer: n_q=%d n_kv=%d over a Ulysses group of D=%d: n_q "
-                        "must divide by D, and n_kv by D or D by n_kv", cfg->n_q, cfg->n_kv, D);
+    return pl_set_error(
+        PL_EINVAL,
+        "layer: n_q=%d n_kv=%d over a Ulysses group of D=%d: n_q "
+        "must divide by D, and n_kv by D or D by n_kv",
+        cfg->n_q, cfg->n_kv, D);
   if (cfg->dt != PL_F32 && cfg->dt != PL_BF16)
-    return pl_set_error(PL_EINVAL, "layer: dtype %s: f32 or bf16", pl_dtype_name(cfg->dt));
+    return pl_set_error(PL_EINVAL, "layer: dtype %s: f32 or bf16",
+                        pl_dtype_name(cfg->dt));
   return PL_OK;
 }
 
-pl_status pl_layer_init_views(pl_dev *dev, pl_comm *sp, pl_layer *l, const pl_layer_cfg *cfg,
-                              const pl_ffn_ops *ffn, void *ffn_ctx) {
+pl_status pl_layer_init_views(pl_dev *dev, pl_comm *sp, pl_layer *l,
+                              const pl_layer_cfg *cfg, const pl_ffn_ops *ffn,
+                              void *ffn_ctx) {
   memset(l, 0, sizeof *l);
   PL_TRY(check_cfg(sp, cfg));
   l->dev = dev;
   l->sp = sp;
   l->cfg = *cfg;
-  if (l->cfg.rope_theta == 0) l->cfg.rope_theta = 10000.0;
+  if (l->cfg.rope_theta == 0)
+    l->cfg.rope_theta = 10000.0;
   l->eps = 1e-5f;
   l->ffn = ffn;
   l->ffn_ctx = ffn_ctx;
@@ -72,49 +93,64 @@ pl_status pl_layer_init_views(pl_dev *dev, pl_comm *sp, pl_layer *l, const pl_la
   return PL_OK;
 }
 
-pl_status pl_layer_init(pl_dev *dev, pl_comm *sp, pl_layer *l, const pl_layer_cfg *cfg,
-                        uint64_t seed, int index) {
+pl_status pl_layer_init(pl_dev *dev, pl_comm *sp, pl_layer *l,
+                        const pl_layer_cfg *cfg, uint64_t seed, int index) {
   memset(l, 0, sizeof *l);
   PL_TRY(check_cfg(sp, cfg));
   l->dev = dev;
   l->sp = sp;
   l->cfg = *cfg;
-  if (l->cfg.rope_theta == 0) l->cfg.rope_theta = 10000.0;
+  if (l->cfg.rope_theta == 0)
+    l->cfg.rope_theta = 10000.0;
   l->eps = 1e-5f;
   const pl_layer_cfg *c = &l->cfg;
   const size_t es = pl_dtype_size(c->dt);
-  const size_t nqkv = (size_t)(c->H * qkv_cols(c)), no = (size_t)c->n_q * c->d * (size_t)c->H;
+  const size_t nqkv = (size_t)(c->H * qkv_cols(c)),
+               no = (size_t)c->n_q * c->d * (size_t)c->H;
   pl_stream *s = pl_dev_stream(dev);
-  pl_status st;
-  if ((st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)c->H * es, "weights", &l->w_n)) ||
-      (st = pl_alloc(dev, PL_ARENA_DEVICE, nqkv * es, "weights", &l->w_qkv)) ||
-      (st = pl_alloc(dev, PL_ARENA_DEVICE, no * es, "weights", &l->w_o)) ||
-      (st = pl_alloc(dev, PL_ARENA_DEVICE, (size_t)c->H * 4, "grads", (void **)&l->g_n)) ||
-      (st = pl_alloc(dev, PL_ARENA_DEVICE, nqkv * 4, "grads", (void **)&l->g_qkv)) ||
-      (st = pl_alloc(dev, PL_ARENA_DEVICE, no * 4, "grads", (void **)&l->g_o)) ||
-      (st = pl_mlp_block_init(dev, &l->mlp, c->H, c->I, c->dt, seed, 2 * index + 1))) {
-    pl_layer_free(l);
-    l->dev = NULL;
-    return st;
-  }
   const uint64_t ls = seed * 1000003ull + (uint64_t)(2 * index) * 7919ull;
-  if ((st = pl_rng_fill(s, l->w_n, c->dt, (size_t)c->H, ls + 1, 0, PL_DIST_UNIFORM, 0.8f, 1.2f)) ||
-      (st = pl_rng_fill(s, l->w_qkv, c->dt, nqkv, ls + 2, 0, PL_DIST_NORMAL, 0,
-                        1.0f / sqrtf((float)c->H))) ||
-      (st = pl_rng_fill(s, l->w_o, c->dt, no, ls + 3, 0, PL_DIST_NORMAL, 0,
-                        1.0f / sqrtf((float)(c->n_q * c->d)))) ||
-      (st = pl_layer_zero_grad(l, s))) {
-    pl_layer_free(l);
-    return st;
-  }
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(
+      st, fail,
+      pl_alloc(dev, PL_ARENA_DEVICE, (size_t)c->H * es, "weights", &l->w_n));
+  PL_TRY_GOTO(st, fail,
+              pl_alloc(dev, PL_ARENA_DEVICE, nqkv * es, "weights", &l->w_qkv));
+  PL_TRY_GOTO(st, fail,
+              pl_alloc(dev, PL_ARENA_DEVICE, no * es, "weights", &l->w_o));
+  PL_TRY_GOTO(st, fail,
+              pl_alloc(dev, PL_ARENA_DEVICE, (size_t)c->H * 4, "grads",
+                       (void **)&l->g_n));
+  PL_TRY_GOTO(
+      st, fail,
+      pl_alloc(dev, PL_ARENA_DEVICE, nqkv * 4, "grads", (void **)&l->g_qkv));
+  PL_TRY_GOTO(
+      st, fail,
+      pl_alloc(dev, PL_ARENA_DEVICE, no * 4, "grads", (void **)&l->g_o));
+  PL_TRY_GOTO(
+      st, fail,
+      pl_mlp_block_init(dev, &l->mlp, c->H, c->I, c->dt, seed, 2 * index + 1));
+  PL_TRY_GOTO(st, fail,
+              pl_rng_fill(s, l->w_n, c->dt, (size_t)c->H, ls + 1, 0,
+                          PL_DIST_UNIFORM, 0.8f, 1.2f));
+  PL_TRY_GOTO(st, fail,
+              pl_rng_fill(s, l->w_qkv, c->dt, nqkv, ls + 2, 0, PL_DIST_NORMAL,
+                          0, 1.0f / sqrtf((float)c->H)));
+  PL_TRY_GOTO(st, fail,
+              pl_rng_fill(s, l->w_o, c->dt, no, ls + 3, 0, PL_DIST_NORMAL, 0,
+                          1.0f / sqrtf((float)(c->n_q * c->d))));
+  PL_TRY_GOTO(st, fail, pl_layer_zero_grad(l, s));
   return PL_OK;
+fail:
+  pl_layer_free(l); /* clears *l, l->dev included */
+  return st;
 }
 
 typedef pl_layer_acts acts;
 
 static void acts_free(pl_layer *l, pl_stream *s, acts *a) {
   void *ps[] = {a->h, a->q, a->k, a->v, a->o, a->y1, a->lse};
-  for (int i = 0; i < 7; i++) pl_free_async(l->dev, ps[i], s);
+  for (int i = 0; i < 7; i++)
+    pl_free_async(l->dev, ps[i], s);
   memset(a, 0, sizeof *a);
 }
 
@@ -125,18 +161,29 @@ static void drop_kept(pl_layer *l, pl_stream *s) {
   l->kept_N = 0;
 }
 
-size_t pl_layer_kept_bytes(const pl_layer_cfg *c, int64_t N, int D, pl_layer_keep k) {
-  if (k == PL_LAYER_KEEP_NONE || N <= 0) return 0;
+size_t pl_layer_kept_bytes(const pl_layer_cfg *c, int64_t N, int D,
+                           pl_layer_keep k) {
+  if (k == PL_LAYER_KEEP_NONE || N <= 0)
+    return 0;
   const size_t es = pl_dtype_size(c->dt), n = (size_t)N;
-  const size_t nq = (size_t)c->n_q * (size_t)c->d, nk = (size_t)c->n_kv * (size_t)c->d;
-  const size_t attn = n * nq * es + (size_t)(c->n_q / (D > 0 ? D : 1)) * n * (size_t)D * 4;
-  return k == PL_LAYER_KEEP_ATTN ? attn : attn + n * (2 * (size_t)c->H + nq + 2 * nk) * es;
+  const size_t nq = (size_t)c->n_q * (size_t)c->d,
+               nk = (size_t)c->n_kv * (size_t)c->d;
+  const size_t attn =
+      n * nq * es + (size_t)(c->n_q / (D > 0 ? D : 1)) * n * (size_t)D * 4;
+  return k == PL_LAYER_KEEP_ATTN
+             ? attn
+             : attn + n * (2 * (size_t)c->H + nq + 2 * nk) * es;
 }
 
 static pl_attn_shape attn_shape(const pl_layer *l, int64_t N) {
   const pl_layer_cfg *c = &l->cfg;
-  pl_attn_shape sh = {.batch = 1, .seq = N, .n_q = c->n_q, .n_kv = c->n_kv, .head_dim = c->d,
-                      .dtype = c->dt, .kernels = c->attn_kernels};
+  pl_attn_shape sh = {.batch = 1,
+                      .seq = N,
+                      .n_q = c->n_q,
+                      .n_kv = c->n_kv,
+                      .head_dim = c->d,
+                      .dtype = c->dt,
+                      .kernels = c->attn_kernels};
   return sh;
 }
 
@@ -144,36 +191,47 @@ static pl_attn_shape attn_shape(const pl_layer *l, int64_t N) {
  * buffers the layer keeps at level `keep` are allocated under tag "kept";
  * with `have_o` (a backward after an ATTN-keeping forward) a->o and a->lse
  * are already the forward's: no attention, y1 from that o. */
-static pl_status attn_forward(pl_layer *l, pl_stream *s, const void *x, int64_t N, acts *a,
-                              pl_layer_keep keep, bool have_o) {
+static pl_status attn_forward(pl_layer *l, pl_stream *s, const void *x,
+                              int64_t N, acts *a, pl_layer_keep keep,
+                              bool have_o) {
   const pl_layer_cfg *c = &l->cfg;
   const int D = group_size(l);
   const size_t es = pl_dtype_size(c->dt);
-  const int64_t nq = (int64_t)c->n_q * c->d, nk = (int64_t)c->n_kv * c->d, tot = qkv_cols(c);
-  if (!have_o) memset(a, 0, sizeof *a);
+  const int64_t nq = (int64_t)c->n_q * c->d, nk = (int64_t)c->n_kv * c->d,
+                tot = qkv_cols(c);
+  if (!have_o)
+    memset(a, 0, sizeof *a);
   pl_dev *dev = l->dev;
   const char *ta = keep == PL_LAYER_KEEP_ALL ? "kept" : "activations";
   const char *to = keep != PL_LAYER_KEEP_NONE ? "kept" : "activations";
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * c->H) * es, ta, s, &a->h));
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nq) * es, ta, s, &a->q));
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nk) * es, ta, s, &a->k));
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nk) * es, ta, s, &a->v));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * c->H) * es, ta, s,
+                        &a->h));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nq) * es, ta, s,
+                        &a->q));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nk) * es, ta, s,
+                        &a->k));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nk) * es, ta, s,
+                        &a->v));
   if (!have_o)
-    PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nq) * es, to, s, &a->o));
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * c->H) * es, ta, s, &a->y1));
+    PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * nq) * es, to, s,
+                          &a->o));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * c->H) * es, ta, s,
+                        &a->y1));
   if (!have_o) {
     void *lp = NULL;
-    PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(c->n_q / D) * (size_t)(N * D) * 4, to,
-                          s, &lp));
+    PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE,
+                          (size_t)(c->n_q / D) * (size_t)(N * D) * 4, to, s,
+                          &lp));
     a->lse = lp;
   }
   PL_TRY(pl__rmsnorm_fwd(s, x, l->w_n, a->h, N, c->H, l->eps, c->dt));
   const char *W = l->w_qkv;
-  PL_TRY(pl_gemm(s, false, false, N, nq, c->H, 1.f, a->h, c->H, W, tot, 0.f, a->q, nq, c->dt, c->dt));
-  PL_TRY(pl_gemm(s, false, false, N, nk, c->H, 1.f, a->h, c->H, W + nq * es, tot, 0.f, a->k, nk,
-                 c->dt, c->dt));
-  PL_TRY(pl_gemm(s, false, false, N, nk, c->H, 1.f, a->h, c->H, W + (nq + nk) * es, tot, 0.f, a->v,
-                 nk, c->dt, c->dt));
+  PL_TRY(pl_gemm(s, false, false, N, nq, c->H, 1.f, a->h, c->H, W, tot, 0.f,
+                 a->q, nq, c->dt, c->dt));
+  PL_TRY(pl_gemm(s, false, false, N, nk, c->H, 1.f, a->h, c->H, W + nq * es,
+                 tot, 0.f, a->k, nk, c->dt, c->dt));
+  PL_TRY(pl_gemm(s, false, false, N, nk, c->H, 1.f, a->h, c->H,
+                 W + (nq + nk) * es, tot, 0.f, a->v, nk, c->dt, c->dt));
   const int64_t pos0 = (int64_t)group_rank(l) * N;
   PL_TRY(pl_rope_fwd(s, a->q, c->dt, 1, N, c->n_q, c->d, pos0, c->rope_theta));
   PL_TRY(pl_rope_fwd(s, a->k, c->dt, 1, N, c->n_kv, c->d, pos0, c->rope_theta));
@@ -184,20 +242,24 @@ static pl_status attn_forward(pl_layer *l, pl_stream *s, const void *x, int64_t 
     PL_TRY(pl_attn_fwd(s, &sh, a->q, a->k, a->v, a->o, a->lse));
   /* y1 = x + o·W_o */
   PL_TRY(pl_memcpy_async(s, a->y1, x, (size_t)(N * c->H) * es));
-  return pl_gemm(s, false, false, N, c->H, nq, 1.f, a->o, nq, l->w_o, c->H, 1.f, a->y1, c->H,
-                 c->dt, c->dt);
+  return pl_gemm(s, false, false, N, c->H, nq, 1.f, a->o, nq, l->w_o, c->H, 1.f,
+                 a->y1, c->H, c->dt, c->dt);
 }
 
-pl_status pl_layer_forward(pl_layer *l, pl_stream *s, const void *x, void *y, int64_t N) {
-  if (N < 0) return pl_set_error(PL_EINVAL, "layer: N=%lld: must be >= 0", (long long)N);
+pl_status pl_layer_forward(pl_layer *l, pl_stream *s, const void *x, void *y,
+                           int64_t N) {
+  if (N < 0)
+    return pl_set_error(PL_EINVAL, "layer: N=%lld: must be >= 0", (long long)N);
   drop_kept(l, s);
-  if (N == 0) return PL_OK;
-  acts a;
-  pl_status st = attn_forward(l, s, x, N, &a, l->keep, false);
-  if (st == PL_OK)
-    st = l->ffn ? l->ffn->forward(l->ffn_ctx, s, a.y1, y, N)
-                : pl_mlp_block_forward(&l->mlp, s, a.y1, y, N);
-  if (st == PL_OK && l->keep != PL_LAYER_KEEP_NONE) {
+  if (N == 0)
+    return PL_OK;
+  acts a; /* cleared by attn_forward before it can fail */
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, attn_forward(l, s, x, N, &a, l->keep, false));
+  PL_TRY_GOTO(st, done,
+              l->ffn ? l->ffn->forward(l->ffn_ctx, s, a.y1, y, N)
+                     : pl_mlp_block_forward(&l->mlp, s, a.y1, y, N));
+  if (l->keep != PL_LAYER_KEEP_NONE) {
     /* the kept ones stay for the backward; the rest is freed below */
     if (l->keep == PL_LAYER_KEEP_ALL) {
       l->kept = a;
@@ -208,49 +270,71 @@ pl_status pl_layer_forward(pl_layer *l, pl_stream *s, const void *x, void *y, in
     l->kept_level = l->keep;
     l->kept_N = N;
   }
+done:
   acts_free(l, s, &a);
   return st;
 }
 
 /* Recompute from x into fresh buffers and compare with what the forward
  * kept, bit for bit (keep_verify: the forward's determinism asserted). */
-static pl_status verify_kept(pl_layer *l, pl_stream *s, const void *x, int64_t N) {
+static pl_status verify_kept(pl_layer *l, pl_stream *s, const void *x,
+                             int64_t N) {
   const pl_layer_cfg *c = &l->cfg;
   const size_t es = pl_dtype_size(c->dt), n = (size_t)N;
-  const size_t nq = n * (size_t)c->n_q * (size_t)c->d, nk = n * (size_t)c->n_kv * (size_t)c->d;
-  acts r;
-  pl_status st = attn_forward(l, s, x, N, &r, PL_LAYER_KEEP_NONE, false);
-  const void *got[7] = {l->kept.o, l->kept.lse, l->kept.h, l->kept.q, l->kept.k, l->kept.v,
-                        l->kept.y1};
+  const size_t nq = n * (size_t)c->n_q * (size_t)c->d,
+               nk = n * (size_t)c->n_kv * (size_t)c->d;
+  acts r; /* cleared by attn_forward before it can fail */
+  char *a = NULL, *b = NULL;
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done,
+              attn_forward(l, s, x, N, &r, PL_LAYER_KEEP_NONE, false));
+  const void *got[7] = {l->kept.o, l->kept.lse, l->kept.h, l->kept.q,
+                        l->kept.k, l->kept.v,   l->kept.y1};
   const void *ref[7] = {r.o, r.lse, r.h, r.q, r.k, r.v, r.y1};
-  const size_t bytes[7] = {nq * es, (size_t)c->n_q * n * 4, n * (size_t)c->H * es, nq * es,
-                           nk * es, nk * es, n * (size_t)c->H * es};
+  const size_t bytes[7] = {
+      nq * es, (size_t)c->n_q * n * 4, n * (size_t)c->H * es, nq * es, nk * es,
+      nk * es, n * (size_t)c->H * es};
   const int cmp = l->kept_level == PL_LAYER_KEEP_ALL ? 7 : 2;
-  for (int i = 0; i < cmp && st == PL_OK; i++) {
-    char *a = malloc(bytes[i] + 1), *b = malloc(bytes[i] + 1);
-    if (!a || !b) st = pl_set_error(PL_ENOMEM, "layer: keep_verify host buffers");
-    if (st == PL_OK) st = pl_memcpy_async(s, a, got[i], bytes[i]);
-    if (st == PL_OK) st = pl_memcpy_async(s, b, ref[i], bytes[i]);
-    if (st == PL_OK) st = pl_stream_sync(s);
-    if (st == PL_OK && memcmp(a, b, bytes[i]))
-      st = pl_set_error(PL_ERUNTIME, "layer: kept activation %d differs from its recompute "
-                        "(the forward is not deterministic)", i);
-    free(a);
-    free(b);
+  for (int i = 0; i < cmp; i++) {
+    a = malloc(bytes[i] + 1), b = malloc(bytes[i] + 1);
+    if (!a || !b)
+      PL_TRY_GOTO(st, done,
+                  pl_set_error(PL_ENOMEM, "layer: keep_verify host buffers"));
+    PL_TRY_GOTO(st, done, pl_memcpy_async(s, a, got[i], bytes[i]));
+    PL_TRY_GOTO(st, done, pl_memcpy_async(s, b, ref[i], bytes[i]));
+    PL_TRY_GOTO(st, done, pl_stream_sync(s));
+    if (memcmp(a, b, bytes[i]))
+      PL_TRY_GOTO(
+          st, done,
+          pl_set_error(PL_ERUNTIME,
+                       "layer: kept activation %d differs from its recompute "
+                       "(the forward is not deterministic)",
+                       i));
+    free(a), free(b);
+    a = b = NULL;
   }
+done:
+  free(a);
+  free(b);
   acts_free(l, s, &r);
   return st;
 }
 
 /* The activations the backward needs: the forward's kept ones, recomputed
  * around them (ATTN), or all recomputed; the recompute marked. */
-static pl_status backward_acts(pl_layer *l, pl_stream *s, const void *x, int64_t N, acts *a) {
+static pl_status backward_acts(pl_layer *l, pl_stream *s, const void *x,
+                               int64_t N, acts *a) {
   const pl_layer_keep k = l->kept_level;
   if (k != PL_LAYER_KEEP_NONE && l->kept_N != N)
-    return pl_set_error(PL_EINVAL, "layer: backward of N=%lld after a forward of N=%lld that "
-                        "kept its activations", (long long)N, (long long)l->kept_N);
-  if (k != PL_LAYER_KEEP_NONE && l->keep_verify) PL_TRY(verify_kept(l, s, x, N));
-  if (l->recompute_mark) PL_TRY(l->recompute_mark(l->mark_ctx, s, 0));
+    return pl_set_error(
+        PL_EINVAL,
+        "layer: backward of N=%lld after a forward of N=%lld that "
+        "kept its activations",
+        (long long)N, (long long)l->kept_N);
+  if (k != PL_LAYER_KEEP_NONE && l->keep_verify)
+    PL_TRY(verify_kept(l, s, x, N));
+  if (l->recompute_mark)
+    PL_TRY(l->recompute_mark(l->mark_ctx, s, 0));
   pl_status st = PL_OK;
   if (k == PL_LAYER_KEEP_ALL) {
     *a = l->kept;
@@ -263,70 +347,98 @@ static pl_status backward_acts(pl_layer *l, pl_stream *s, const void *x, int64_t
   }
   memset(&l->kept, 0, sizeof l->kept); /* now a's: freed with it */
   l->kept_level = PL_LAYER_KEEP_NONE, l->kept_N = 0;
-  if (st == PL_OK && l->recompute_mark) st = l->recompute_mark(l->mark_ctx, s, 1);
-  return st;
+  PL_TRY(st);
+  if (l->recompute_mark)
+    PL_TRY(l->recompute_mark(l->mark_ctx, s, 1));
+  return PL_OK;
 }
 
-pl_status pl_layer_backward(pl_layer *l, pl_stream *s, const void *x, const void *dy, void *dx,
-                            int64_t N) {
-  if (N < 0) return pl_set_error(PL_EINVAL, "layer: N=%lld: must be >= 0", (long long)N);
-  if (N == 0) return PL_OK;
+/* An activation buffer of the backward. */
+static pl_status act_alloc(pl_dev *dev, pl_stream *s, size_t bytes, void **p) {
+  return pl_alloc_async(dev, PL_ARENA_DEVICE, bytes, "activations", s, p);
+}
+
+/* Free n buffers on stream s, in order. */
+static void free_async_n(pl_dev *dev, pl_stream *s, void *const *ps, int n) {
+  for (int i = 0; i < n; i++)
+    pl_free_async(dev, ps[i], s);
+}
+
+pl_status pl_layer_backward(pl_layer *l, pl_stream *s, const void *x,
+                            const void *dy, void *dx, int64_t N) {
+  if (N < 0)
+    return pl_set_error(PL_EINVAL, "layer: N=%lld: must be >= 0", (long long)N);
+  if (N == 0)
+    return PL_OK;
   const pl_layer_cfg *c = &l->cfg;
   const int D = group_size(l);
   const size_t es = pl_dtype_size(c->dt);
-  const int64_t nq = (int64_t)c->n_q * c->d, nk = (int64_t)c->n_kv * c->d, tot = qkv_cols(c);
+  const int64_t nq = (int64_t)c->n_q * c->d, nk = (int64_t)c->n_kv * c->d,
+                tot = qkv_cols(c);
   pl_dev *dev = l->dev;
   acts a;
-  void *dy1 = NULL, *dO = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *dh = NULL, *scr = NULL;
+  memset(&a, 0, sizeof a); /* backward_acts may fail before it fills a */
+  void *dy1 = NULL, *dO = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *dh = NULL,
+       *scr = NULL;
   float *dh32 = NULL;
-  pl_status st = backward_acts(l, s, x, N, &a);
-#define ALLOC(p, bytes)                                                                        \
-  if (st == PL_OK) st = pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), "activations", s, (void **)&(p))
-  ALLOC(dy1, (size_t)(N * c->H) * es);
-  ALLOC(dO, (size_t)(N * nq) * es);
-  ALLOC(dq, (size_t)(N * nq) * es);
-  ALLOC(dk, (size_t)(N * nk) * es);
-  ALLOC(dv, (size_t)(N * nk) * es);
-  ALLOC(dh, (size_t)(N * c->H) * es);
-  ALLOC(dh32, (size_t)(N * c->H) * 4);
-  ALLOC(scr, pl__rmsnorm_bwd_scratch(N, c->H) * 4);
-#undef ALLOC
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, backward_acts(l, s, x, N, &a));
+  PL_TRY_GOTO(st, done, act_alloc(dev, s, (size_t)(N * c->H) * es, &dy1));
+  PL_TRY_GOTO(st, done, act_alloc(dev, s, (size_t)(N * nq) * es, &dO));
+  PL_TRY_GOTO(st, done, act_alloc(dev, s, (size_t)(N * nq) * es, &dq));
+  PL_TRY_GOTO(st, done, act_alloc(dev, s, (size_t)(N * nk) * es, &dk));
+  PL_TRY_GOTO(st, done, act_alloc(dev, s, (size_t)(N * nk) * es, &dv));
+  PL_TRY_GOTO(st, done, act_alloc(dev, s, (size_t)(N * c->H) * es, &dh));
+  PL_TRY_GOTO(st, done,
+              act_alloc(dev, s, (size_t)(N * c->H) * 4, (void **)&dh32));
+  PL_TRY_GOTO(st, done,
+              act_alloc(dev, s, pl__rmsnorm_bwd_scratch(N, c->H) * 4, &scr));
   /* MLP slot: dy1 = d(mlp)/dy1 from dy (recomputes from y1) */
-  if (st == PL_OK)
-    st = l->ffn ? l->ffn->backward(l->ffn_ctx, s, a.y1, dy, dy1, N)
-                : pl_mlp_block_backward(&l->mlp, s, a.y1, dy, dy1, N);
+  PL_TRY_GOTO(st, done,
+              l->ffn ? l->ffn->backward(l->ffn_ctx, s, a.y1, dy, dy1, N)
+                     : pl_mlp_block_backward(&l->mlp, s, a.y1, dy, dy1, N));
   /* y1 = x + o·W_o:  dO = dy1·W_oᵀ, g_o += oᵀ·dy1 */
-  if (st == PL_OK)
-    st = pl_gemm(s, false, true, N, nq, c->H, 1.f, dy1, c->H, l->w_o, c->H, 0.f, dO, nq, c->dt, c->dt);
-  if (st == PL_OK)
-    st = pl_gemm(s, true, false, nq, c->H, N, 1.f, a.o, nq, dy1, c->H, 1.f, l->g_o, c->H, c->dt,
-                 PL_F32);
+  PL_TRY_GOTO(st, done,
+              pl_gemm(s, false, true, N, nq, c->H, 1.f, dy1, c->H, l->w_o, c->H,
+                      0.f, dO, nq, c->dt, c->dt));
+  PL_TRY_GOTO(st, done,
+              pl_gemm(s, true, false, nq, c->H, N, 1.f, a.o, nq, dy1, c->H, 1.f,
+                      l->g_o, c->H, c->dt, PL_F32));
   /* attention */
   pl_attn_shape sh = attn_shape(l, N);
-  if (st == PL_OK)
-    st = D > 1 ? pl_ulysses_attn_bwd(l->sp, s, &sh, a.q, a.k, a.v, a.o, dO, a.lse, dq, dk, dv)
-               : pl_attn_bwd(s, &sh, a.q, a.k, a.v, a.o, dO, a.lse, dq, dk, dv);
+  PL_TRY_GOTO(
+      st, done,
+      D > 1 ? pl_ulysses_attn_bwd(l->sp, s, &sh, a.q, a.k, a.v, a.o, dO, a.lse,
+                                  dq, dk, dv)
+            : pl_attn_bwd(s, &sh, a.q, a.k, a.v, a.o, dO, a.lse, dq, dk, dv));
   const int64_t pos0 = (int64_t)group_rank(l) * N;
-  if (st == PL_OK) st = pl_rope_bwd(s, dq, c->dt, 1, N, c->n_q, c->d, pos0, c->rope_theta);
-  if (st == PL_OK) st = pl_rope_bwd(s, dk, c->dt, 1, N, c->n_kv, c->d, pos0, c->rope_theta);
+  PL_TRY_GOTO(
+      st, done,
+      pl_rope_bwd(s, dq, c->dt, 1, N, c->n_q, c->d, pos0, c->rope_theta));
+  PL_TRY_GOTO(
+      st, done,
+      pl_rope_bwd(s, dk, c->dt, 1, N, c->n_kv, c->d, pos0, c->rope_theta));
   /* dh = dq·W_qᵀ + dk·W_kᵀ + dv·W_vᵀ (f32), g_qkv += hᵀ·[dq|dk|dv] */
   const char *W = l->w_qkv;
   const void *dg[3] = {dq, dk, dv};
   const int64_t off[3] = {0, nq, nq + nk}, wid[3] = {nq, nk, nk};
-  for (int i = 0; i < 3 && st == PL_OK; i++) {
-    st = pl_gemm(s, false, true, N, c->H, wid[i], 1.f, dg[i], wid[i], W + off[i] * es, tot,
-                 i ? 1.f : 0.f, dh32, c->H, c->dt, PL_F32);
-    if (st == PL_OK)
-      st = pl_gemm(s, true, false, c->H, wid[i], N, 1.f, a.h, c->H, dg[i], wid[i], 1.f,
-                   l->g_qkv + off[i], tot, c->dt, PL_F32);
+  for (int i = 0; i < 3; i++) {
+    PL_TRY_GOTO(st, done,
+                pl_gemm(s, false, true, N, c->H, wid[i], 1.f, dg[i], wid[i],
+                        W + off[i] * es, tot, i ? 1.f : 0.f, dh32, c->H, c->dt,
+                        PL_F32));
+    PL_TRY_GOTO(st, done,
+                pl_gemm(s, true, false, c->H, wid[i], N, 1.f, a.h, c->H, dg[i],
+                        wid[i], 1.f, l->g_qkv + off[i], tot, c->dt, PL_F32));
   }
-  if (st == PL_OK) st = pl_convert(s, dh, c->dt, dh32, PL_F32, (size_t)(N * c->H));
+  PL_TRY_GOTO(st, done,
+              pl_convert(s, dh, c->dt, dh32, PL_F32, (size_t)(N * c->H)));
   /* dx = dy1 (residual) + rmsnorm_bwd(dh); g_n += ... */
-  if (st == PL_OK)
-    st = pl__rmsnorm_bwd(s, x, l->w_n, dh, dy1, dx, l->g_n, (float *)scr, N,
-                         c->H, l->eps, c->dt);
-  void *ps[] = {dy1, dO, dq, dk, dv, dh, dh32, scr};
-  for (int i = 0; i < 8; i++) pl_free_async(dev, ps[i], s);
+  PL_TRY_GOTO(st, done,
+              pl__rmsnorm_bwd(s, x, l->w_n, dh, dy1, dx, l->g_n, (float *)scr,
+                              N, c->H, l->eps, c->dt));
+done:
+  free_async_n(dev, s, (void *const[]){dy1, dO, dq, dk, dv, dh, dh32, scr}, 8);
   acts_free(l, s, &a);
   return st;
 }

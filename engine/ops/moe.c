@@ -14,7 +14,7 @@
 
 /* ---- configuration ------------------------------------------------------- */
 
-#define PL__MOE_DESC(id, name, short_name, plans, chunks)                     \
+#define PL__MOE_DESC(id, name, short_name, plans, chunks)                      \
   {id, name, short_name, plans, chunks},
 const pl_moe_variant_desc pl_moe_variants[PL_MOE_VARIANT_COUNT] = {
     PL_MOE_VARIANTS(PL__MOE_DESC, )};
@@ -133,28 +133,22 @@ pl_status pl_moe_create(pl_comm *ep, const pl_moe_cfg *cfg, pl_moe **out) {
   m->Ep = Ep;
   m->El = cfg->E / Ep;
   m->cs = pl_dev_stream(m->dev);
-  pl_status st = pl_stream_create(m->dev, &m->ms);
-  if (st == PL_OK)
-    pl_stream_set_grid_cap(m->ms, cfg->comm_blocks);
-  if (st == PL_OK)
-    st = pl_event_create(m->dev, &m->evf);
-  if (st == PL_OK)
-    st = pl_event_create(m->dev, &m->evp);
-  if (st == PL_OK)
-    st = pl_event_create(m->dev, &m->evq);
-  for (int l = 0; l < cfg->lanes && st == PL_OK; l++) {
-    st = pl_stream_create(m->dev, &m->ln[l]);
-    if (st == PL_OK)
-      st = pl_event_create(m->dev, &m->evj[l]);
-    if (st == PL_OK)
-      m->nl++;
-  }
-  if (st != PL_OK) {
-    pl_moe_destroy(m);
-    return st;
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, fail, pl_stream_create(m->dev, &m->ms));
+  pl_stream_set_grid_cap(m->ms, cfg->comm_blocks);
+  PL_TRY_GOTO(st, fail, pl_event_create(m->dev, &m->evf));
+  PL_TRY_GOTO(st, fail, pl_event_create(m->dev, &m->evp));
+  PL_TRY_GOTO(st, fail, pl_event_create(m->dev, &m->evq));
+  for (int l = 0; l < cfg->lanes; l++) {
+    PL_TRY_GOTO(st, fail, pl_stream_create(m->dev, &m->ln[l]));
+    PL_TRY_GOTO(st, fail, pl_event_create(m->dev, &m->evj[l]));
+    m->nl++;
   }
   *out = m;
   return PL_OK;
+fail:
+  pl_moe_destroy(m);
+  return st;
 }
 
 void pl_moe_destroy(pl_moe *m) {

@@ -23,39 +23,39 @@ pl_status pl_moe_reference_fwd(const pl_moe_cfg *cf, const void *wg,
   char *g = malloc(I * b), *u = malloc(I * b), *a = malloc(I * b);
   char *y = malloc((size_t)k * H * b);
   int32_t *slots = malloc((size_t)k * sizeof(int32_t));
-  if (!g || !u || !a || !y || !slots) {
-    free(g), free(u), free(a), free(y), free(slots);
-    return pl_set_error(PL_ENOMEM, "moe reference: host");
-  }
   pl_status st = PL_OK;
-  for (int64_t t = 0; t < N && st == PL_OK; t++) {
+  if (!g || !u || !a || !y || !slots)
+    PL_TRY_GOTO(st, done, pl_set_error(PL_ENOMEM, "moe reference: host"));
+  for (int64_t t = 0; t < N; t++) {
     const char *xt = (const char *)x + (size_t)t * H * b;
-    for (int j = 0; j < k && st == PL_OK; j++) {
+    for (int j = 0; j < k; j++) {
       int e = idx[t * k + j];
-      if (e < 0 || e >= cf->E) {
-        st = pl_set_error(PL_EINVAL, "moe reference: idx %d out of [0,%d)", e,
-                          cf->E);
-        break;
-      }
-      st = pl__cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H,
-                            (const char *)wg + e * HI * b, I, 0.0f, g, I, dt,
-                            dt);
-      if (st == PL_OK)
-        st = pl__cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H,
-                              (const char *)wu + e * HI * b, I, 0.0f, u, I, dt,
-                              dt);
-      if (st == PL_OK)
-        st = pl__cpu_moe_swiglu_fwd(NULL, a, g, u, 1, I, dt);
-      if (st == PL_OK)
-        st = pl__cpu_moe_gemm(NULL, false, false, 1, H, I, 1.0f, a, I,
-                              (const char *)wd + e * HI * b, H, 0.0f,
-                              y + (size_t)j * H * b, H, dt, dt);
+      if (e < 0 || e >= cf->E)
+        PL_TRY_GOTO(st, done,
+                    pl_set_error(PL_EINVAL,
+                                 "moe reference: idx %d out of [0,%d)", e,
+                                 cf->E));
+      PL_TRY_GOTO(st, done,
+                  pl__cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H,
+                                   (const char *)wg + e * HI * b, I, 0.0f, g, I,
+                                   dt, dt));
+      PL_TRY_GOTO(st, done,
+                  pl__cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H,
+                                   (const char *)wu + e * HI * b, I, 0.0f, u, I,
+                                   dt, dt));
+      PL_TRY_GOTO(st, done, pl__cpu_moe_swiglu_fwd(NULL, a, g, u, 1, I, dt));
+      PL_TRY_GOTO(st, done,
+                  pl__cpu_moe_gemm(NULL, false, false, 1, H, I, 1.0f, a, I,
+                                   (const char *)wd + e * HI * b, H, 0.0f,
+                                   y + (size_t)j * H * b, H, dt, dt));
       slots[j] = j;
     }
     int32_t tt = (int32_t)t;
-    if (st == PL_OK)
-      st = pl__cpu_moe_combine(NULL, out, &tt, 1, slots, k, w, y, NULL, H, dt);
+    PL_TRY_GOTO(
+        st, done,
+        pl__cpu_moe_combine(NULL, out, &tt, 1, slots, k, w, y, NULL, H, dt));
   }
+done:
   free(g), free(u), free(a), free(y), free(slots);
   return st;
 }
@@ -77,63 +77,65 @@ pl_status pl_moe_reference_bwd(const pl_moe_cfg *cf, const void *wg,
        *p = malloc(I * b), *d = malloc(H * b);
   char *dxr = malloc((size_t)k * H * b);
   int32_t *slots = malloc((size_t)k * sizeof(int32_t));
-  if (!g || !u || !a || !p || !d || !dxr || !slots) {
-    free(g), free(u), free(a), free(p), free(d), free(dxr), free(slots);
-    return pl_set_error(PL_ENOMEM, "moe reference: host");
-  }
   pl_status st = PL_OK;
-  for (int64_t t = 0; t < N && st == PL_OK; t++) {
+  if (!g || !u || !a || !p || !d || !dxr || !slots)
+    PL_TRY_GOTO(st, done, pl_set_error(PL_ENOMEM, "moe reference: host"));
+  for (int64_t t = 0; t < N; t++) {
     const char *xt = (const char *)x + (size_t)t * H * b;
-    for (int j = 0; j < k && st == PL_OK; j++) {
+    for (int j = 0; j < k; j++) {
       int e = idx[t * k + j];
-      if (e < 0 || e >= cf->E) {
-        st = pl_set_error(PL_EINVAL, "moe reference: idx %d out of [0,%d)", e,
-                          cf->E);
-        break;
-      }
+      if (e < 0 || e >= cf->E)
+        PL_TRY_GOTO(st, done,
+                    pl_set_error(PL_EINVAL,
+                                 "moe reference: idx %d out of [0,%d)", e,
+                                 cf->E));
       const char *Wg = (const char *)wg + e * HI * b;
       const char *Wu = (const char *)wu + e * HI * b;
       const char *Wd = (const char *)wd + e * HI * b;
       float wr = w[t * k + j], dwr = 0;
       memcpy(d, (const char *)dout + (size_t)t * H * b, H * b);
-      st = pl__cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H, Wg, I,
-                            0.0f, g, I, dt, dt);
-      if (st == PL_OK)
-        st = pl__cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H, Wu, I,
-                              0.0f, u, I, dt, dt);
-      if (st == PL_OK)
-        st = pl__cpu_moe_gemm(NULL, false, true, 1, I, H, 1.0f, d, H, Wd, H,
-                              0.0f, p, I, dt, dt);
-      if (st == PL_OK)
-        st = pl__cpu_moe_swiglu_fwd(NULL, a, g, u, 1, I, dt);
-      if (st == PL_OK)
-        st = pl__cpu_moe_swiglu_bwd(NULL, g, u, p, a, &wr, &dwr, 1, I, dt);
+      PL_TRY_GOTO(st, done,
+                  pl__cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H, Wg,
+                                   I, 0.0f, g, I, dt, dt));
+      PL_TRY_GOTO(st, done,
+                  pl__cpu_moe_gemm(NULL, false, false, 1, I, H, 1.0f, xt, H, Wu,
+                                   I, 0.0f, u, I, dt, dt));
+      PL_TRY_GOTO(st, done,
+                  pl__cpu_moe_gemm(NULL, false, true, 1, I, H, 1.0f, d, H, Wd,
+                                   H, 0.0f, p, I, dt, dt));
+      PL_TRY_GOTO(st, done, pl__cpu_moe_swiglu_fwd(NULL, a, g, u, 1, I, dt));
+      PL_TRY_GOTO(
+          st, done,
+          pl__cpu_moe_swiglu_bwd(NULL, g, u, p, a, &wr, &dwr, 1, I, dt));
       dw[t * k + j] = dwr;
-      if (st == PL_OK)
-        st = pl__cpu_moe_scale_rows(NULL, d, &wr, 1, H, dt);
-      if (st == PL_OK && gwd)
-        st = pl__cpu_moe_gemm(NULL, true, false, I, H, 1, 1.0f, a, I, d, H,
-                              1.0f, gwd + e * HI, H, dt, PL_F32);
-      if (st == PL_OK && gwg)
-        st = pl__cpu_moe_gemm(NULL, true, false, H, I, 1, 1.0f, xt, H, g, I,
-                              1.0f, gwg + e * HI, I, dt, PL_F32);
-      if (st == PL_OK && gwu)
-        st = pl__cpu_moe_gemm(NULL, true, false, H, I, 1, 1.0f, xt, H, u, I,
-                              1.0f, gwu + e * HI, I, dt, PL_F32);
+      PL_TRY_GOTO(st, done, pl__cpu_moe_scale_rows(NULL, d, &wr, 1, H, dt));
+      if (gwd)
+        PL_TRY_GOTO(st, done,
+                    pl__cpu_moe_gemm(NULL, true, false, I, H, 1, 1.0f, a, I, d,
+                                     H, 1.0f, gwd + e * HI, H, dt, PL_F32));
+      if (gwg)
+        PL_TRY_GOTO(st, done,
+                    pl__cpu_moe_gemm(NULL, true, false, H, I, 1, 1.0f, xt, H, g,
+                                     I, 1.0f, gwg + e * HI, I, dt, PL_F32));
+      if (gwu)
+        PL_TRY_GOTO(st, done,
+                    pl__cpu_moe_gemm(NULL, true, false, H, I, 1, 1.0f, xt, H, u,
+                                     I, 1.0f, gwu + e * HI, I, dt, PL_F32));
       char *dxj = dxr + (size_t)j * H * b;
-      if (st == PL_OK)
-        st = pl__cpu_moe_gemm(NULL, false, true, 1, H, I, 1.0f, g, I, Wg, I,
-                              0.0f, dxj, H, dt, dt);
-      if (st == PL_OK)
-        st = pl__cpu_moe_gemm(NULL, false, true, 1, H, I, 1.0f, u, I, Wu, I,
-                              1.0f, dxj, H, dt, dt);
+      PL_TRY_GOTO(st, done,
+                  pl__cpu_moe_gemm(NULL, false, true, 1, H, I, 1.0f, g, I, Wg,
+                                   I, 0.0f, dxj, H, dt, dt));
+      PL_TRY_GOTO(st, done,
+                  pl__cpu_moe_gemm(NULL, false, true, 1, H, I, 1.0f, u, I, Wu,
+                                   I, 1.0f, dxj, H, dt, dt));
       slots[j] = j;
     }
     int32_t tt = (int32_t)t;
-    if (st == PL_OK)
-      st = pl__cpu_moe_combine(NULL, dx, &tt, 1, slots, k, NULL, dxr, NULL, H,
-                               dt);
+    PL_TRY_GOTO(st, done,
+                pl__cpu_moe_combine(NULL, dx, &tt, 1, slots, k, NULL, dxr, NULL,
+                                    H, dt));
   }
+done:
   free(g), free(u), free(a), free(p), free(d), free(dxr), free(slots);
   return st;
 }

@@ -1,4 +1,5 @@
-/* ring_dtp.c — the Ring-DTP schedules (ring_dtp.h, DESIGN §1.2).
+/* ring_dtp.c — the Ring-DTP schedules (ring_dtp.h, DESIGN §1.2); the object,
+ * its options and create / destroy are in ring_dtp_create.c.
  *
  * One ring driver runs all four passes (forward/backward × move activations /
  * move weights).  At step s (0..P−1) rank r holds visitor j = (r − s) mod P:
@@ -37,186 +38,20 @@
  * stream waits for the comm stream's events before merging a received partial
  * or starting on a received payload.  On the CPU backend both "streams" run
  * in issue order. */
-#include "ops/ring_dtp.h"
-
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/internal.h"
-
-struct pl_dtp {
-  pl_comm *comm;
-  pl_dev *dev;
-  int p, r;
-  pl_dtype dt;
-  int64_t n, h, v;
-  pl_dtp_opts o;
-  pl_dtp_mode mode;
-  int64_t *ns;            /* tokens of every rank (host)                 */
-  int64_t *col0s, *vss;   /* shard of every rank                         */
-  int64_t nmax, vmax, vb;
-  int64_t nc;             /* rows per chunk of the bf16 move-W backward  */
-  pl_stream *cs;          /* comm stream (== compute stream if !overlap) */
-  pl_event *ev_go, *ev_pay, *ev_acc;
-  float *aux;             /* 2·n: lse | g (saved by the forward)         */
-  float *stats;           /* 2: the group's Σ nll, count                 */
-  int have_fwd;
-  size_t sent_fwd, sent_bwd;
-  pl_dtp_sched sched;     /* of pl_dtp_run (resolved)                    */
-  /* kept strips: slot s·ns + c is strip c of the meeting at step s */
-  int64_t nstrip;         /* strips per meeting, at most                 */
-  unsigned char *keep;    /* P·ns: the plan (1: kept)                    */
-  float **kept;           /* P·ns: the forward's buffers, or NULL        */
-  int64_t nkept;
-  size_t kept_bytes;
-};
-
-const char *const pl_dtp_mode_names[] = {"auto", "act", "weights", NULL};
-const char *const pl_dtp_sched_names[] = {"auto", "chunked", "blocked", NULL};
-
-const char *pl_dtp_mode_name(pl_dtp_mode m) {
-  return (unsigned)m <= PL_DTP_MOVE_W ? pl_dtp_mode_names[m] : "?";
-}
-
-pl_status pl_dtp_mode_parse(const char *s, pl_dtp_mode *out) {
-  for (int i = 0; s && pl_dtp_mode_names[i]; i++)
-    if (strcmp(s, pl_dtp_mode_names[i]) == 0) {
-      *out = (pl_dtp_mode)i;
-      return PL_OK;
-    }
-  return pl_set_error(PL_EINVAL, "ring mode '%s': must be auto, act or weights",
-                      s ? s : "(null)");
-}
-
-const char *pl_dtp_sched_name(pl_dtp_sched m) {
-  return (unsigned)m <= PL_DTP_SCHED_BLOCKED ? pl_dtp_sched_names[m] : "?";
-}
-
-pl_status pl_dtp_sched_parse(const char *s, pl_dtp_sched *out) {
-  for (int i = 0; s && pl_dtp_sched_names[i]; i++)
-    if (strcmp(s, pl_dtp_sched_names[i]) == 0) {
-      *out = (pl_dtp_sched)i;
-      return PL_OK;
-    }
-  return pl_set_error(PL_EINVAL,
-                      "schedule '%s': must be auto, chunked or blocked",
-                      s ? s : "(null)");
-}
-
-void pl_dtp_opts_default(pl_dtp_opts *o) {
-  memset(o, 0, sizeof *o);
-  o->mode = PL_DTP_AUTO;
-  o->block = 0;
-  o->red = PL_CE_MEAN;
-  o->ignore = PL_CE_IGNORE_INDEX;
-  o->overlap = 1;
-  o->sched = PL_DTP_SCHED_AUTO;
-  o->strip_budget = 0;
-}
-
-pl_dtp_mode pl_dtp_mode_of(const pl_dtp *d) { return d->mode; }
-void pl_dtp_shard(const pl_dtp *d, int64_t *col0, int64_t *width) {
-  *col0 = d->col0s[d->r];
-  *width = d->vss[d->r];
-}
-int64_t pl_dtp_block(const pl_dtp *d) { return d->vb; }
-pl_dtp_sched pl_dtp_sched_of(const pl_dtp *d) { return d->sched; }
-int64_t pl_dtp_kept_strips(const pl_dtp *d) { return d->nkept; }
-size_t pl_dtp_kept_bytes(const pl_dtp *d) { return d->kept_bytes; }
-void pl_dtp_bytes_sent(const pl_dtp *d, size_t *fwd, size_t *bwd) {
-  *fwd = d->sent_fwd;
-  *bwd = d->sent_bwd;
-}
-
-void pl_dtp_hop_bytes(const pl_dtp *d, size_t *fwd, size_t *bwd) {
-  size_t es = pl_dtype_size(d->dt);
-  if (d->p == 1) {
-    *fwd = *bwd = 0;
-  } else if (d->mode == PL_DTP_MOVE_ACT) {
-    size_t rows = (size_t)d->nmax;
-    *fwd = rows * ((size_t)d->h * es + 4 + 3 * 4);           /* X, t, state */
-    *bwd = rows * ((size_t)d->h * es + 4 + 2 * 4 + (size_t)d->h * 4); /* +dX */
-  } else {
-    size_t cols = (size_t)d->vmax;
-    *fwd = (size_t)d->h * cols * es;
-    *bwd = (size_t)d->h * cols * (es + 4); /* W and the dW partial */
-  }
-}
-
-size_t pl_dtp_logits_bound(const pl_dtp *d) {
-  int64_t rows = d->mode == PL_DTP_MOVE_ACT ? d->nmax : d->n;
-  if (d->p == 1) rows = d->n;
-  if (d->p > 1 && d->mode == PL_DTP_MOVE_W && d->dt == PL_BF16) {
-    /* forward: an n×vb f32 strip; backward: row chunks, nc×vb f32 + bf16 */
-    size_t f = (size_t)d->n * (size_t)d->vb * 4;
-    size_t b = (size_t)d->nc * (size_t)d->vb * 6;
-    return (f > b ? f : b) + d->kept_bytes;
-  }
-  return (size_t)rows * (size_t)d->vb * (d->dt == PL_BF16 ? 6 : 4) +
-         d->kept_bytes;
-}
-
-size_t pl_dtp_ring_bound(const pl_dtp *d) {
-  if (d->p == 1) return 0;
-  size_t es = pl_dtype_size(d->dt), nb = d->p == 2 ? 1 : 2;
-  size_t h = (size_t)d->h;
-  if (d->mode == PL_DTP_MOVE_ACT) {
-    size_t rows = (size_t)d->nmax;
-    size_t fwd = nb * rows * (h * es + 4) + 3 * rows * 3 * 4;
-    size_t bwd = nb * rows * (h * es + 4 + 8) + 2 * rows * h * 4;
-    return fwd > bwd ? fwd : bwd;
-  }
-  size_t cols = (size_t)d->vmax;
-  return nb * h * cols * es + 2 * h * cols * 4; /* backward; forward less */
-}
-
-int64_t pl_dtp_chunk_rows(const pl_dtp *d) { return d->nc; }
-
-size_t pl_dtp_grads_scratch(const pl_dtp *d) {
-  if (d->dt == PL_F32 || (d->p > 1 && d->mode == PL_DTP_MOVE_ACT)) return 0;
-  return (size_t)((d->p > 1 ? d->nc : d->n) * d->h) * sizeof(float);
-}
-
-/* Rows and shard width of the meeting at step s (visitor (r − s) mod P). */
-static void meeting_shape(const pl_dtp *d, int s, int64_t *rows,
-                          int64_t *width) {
-  int j = ((d->r - s) % d->p + d->p) % d->p;
-  const bool act = d->mode == PL_DTP_MOVE_ACT || d->p == 1;
-  *rows = act ? d->ns[j] : d->n;
-  *width = act ? d->vss[d->r] : d->vss[j];
-}
-
-/* The kept-strip plan: strips in meeting order, each kept when it still fits
- * the budget (first fit; the same strip shapes forward and backward). */
-static pl_status plan_kept(pl_dtp *d, size_t budget) {
-  d->nstrip = (d->vmax + d->vb - 1) / d->vb;
-  size_t slots = (size_t)d->p * (size_t)(d->nstrip > 0 ? d->nstrip : 1);
-  d->keep = calloc(slots, 1);
-  d->kept = calloc(slots, sizeof(float *));
-  if (!d->keep || !d->kept)
-    return pl_set_error(PL_ENOMEM, "ring_dtp: out of host memory");
-  for (int s = 0; s < d->p && budget > 0; s++) {
-    int64_t rows, width;
-    meeting_shape(d, s, &rows, &width);
-    for (int64_t c = 0; c * d->vb < width; c++) {
-      int64_t w = width - c * d->vb < d->vb ? width - c * d->vb : d->vb;
-      size_t bytes = (size_t)rows * (size_t)w * sizeof(float);
-      if (bytes == 0 || d->kept_bytes + bytes > budget) continue;
-      d->keep[(size_t)s * d->nstrip + c] = 1;
-      d->kept_bytes += bytes;
-      d->nkept++;
-    }
-  }
-  return PL_OK;
-}
+#include "ops/ring_dtp_internal.h"
 
 /* Free the kept strips of the meeting at step s (all steps: s < 0). */
 static void free_kept(pl_dtp *d, pl_stream *st, int s) {
   for (int q = s < 0 ? 0 : s; q < (s < 0 ? d->p : s + 1); q++)
     for (int64_t c = 0; c < d->nstrip; c++) {
       float **k = &d->kept[(size_t)q * d->nstrip + c];
-      if (*k) pl_free_async(d->dev, *k, st);
+      if (*k)
+        pl_free_async(d->dev, *k, st);
       *k = NULL;
     }
 }
@@ -224,152 +59,17 @@ static void free_kept(pl_dtp *d, pl_stream *st, int s) {
 /* Allocate the planned kept strips of the meeting at step s. */
 static pl_status alloc_kept(pl_dtp *d, pl_stream *st, int s) {
   int64_t rows, width;
-  meeting_shape(d, s, &rows, &width);
+  pl__dtp_meeting_shape(d, s, &rows, &width);
   for (int64_t c = 0; c < d->nstrip; c++) {
     size_t i = (size_t)s * d->nstrip + c;
-    if (!d->keep[i]) continue;
+    if (!d->keep[i])
+      continue;
     int64_t w = width - c * d->vb < d->vb ? width - c * d->vb : d->vb;
     PL_TRY(pl_alloc_async(d->dev, PL_ARENA_DEVICE,
                           (size_t)rows * (size_t)w * sizeof(float), "logits",
                           st, (void **)&d->kept[i]));
   }
   return PL_OK;
-}
-
-pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
-                        int64_t v, const pl_dtp_opts *o, pl_dtp **out) {
-  *out = NULL;
-  pl_dtp_opts def;
-  if (!o) {
-    pl_dtp_opts_default(&def);
-    o = &def;
-  }
-  /* Agree first (a rank that returns alone would hang the others). */
-  int bad = (dt != PL_F32 && dt != PL_BF16) || n < 0 || h < 1 || v < 1 ||
-            o->block < 0 || (unsigned)o->mode > PL_DTP_MOVE_W ||
-            (unsigned)o->red > PL_CE_NONE ||
-            (unsigned)o->sched > PL_DTP_SCHED_BLOCKED;
-  enum { NCFG = 10 };
-  int64_t cfg[NCFG] = {bad,      dt,       h,        v,
-                       o->mode,  o->block, o->red,   o->ignore,
-                       o->sched, (int64_t)o->strip_budget};
-  int64_t mx[NCFG], mn[NCFG];
-  memcpy(mx, cfg, sizeof cfg);
-  memcpy(mn, cfg, sizeof cfg);
-  PL_TRY(pl_host_allreduce_i64(c, mx, NCFG, PL_RED_MAX));
-  PL_TRY(pl_host_allreduce_i64(c, mn, NCFG, PL_RED_MIN));
-  if (bad)
-    return pl_set_error(PL_EINVAL,
-                        "ring_dtp: dt=%s n=%lld h=%lld v=%lld block=%lld: need "
-                        "f32|bf16, n >= 0, h >= 1, v >= 1, block >= 0",
-                        pl_dtype_name(dt), (long long)n, (long long)h,
-                        (long long)v, (long long)o->block);
-  if (mx[0])
-    return pl_set_error(PL_EINVAL, "ring_dtp: another rank passed bad input");
-  for (int i = 1; i < NCFG; i++)
-    if (mx[i] != mn[i])
-      return pl_set_error(PL_EINVAL,
-                          "ring_dtp: ranks disagree on dtype, H, V or options "
-                          "(field %d: %lld vs %lld)",
-                          i, (long long)mn[i], (long long)mx[i]);
-  if (o->sched == PL_DTP_SCHED_CHUNKED && pl_comm_size(c) > 1)
-    return pl_set_error(PL_EINVAL,
-                        "ring_dtp: schedule chunked at P=%d: needs the whole "
-                        "vocabulary on one rank (P = 1); use auto or blocked",
-                        pl_comm_size(c));
-  pl_dtp *d = calloc(1, sizeof *d);
-  if (!d) return pl_set_error(PL_ENOMEM, "ring_dtp: out of host memory");
-  d->comm = c;
-  d->dev = pl_comm_dev(c);
-  d->p = pl_comm_size(c);
-  d->r = pl_comm_rank(c);
-  d->dt = dt;
-  d->n = n;
-  d->h = h;
-  d->v = v;
-  d->o = *o;
-  d->ns = calloc((size_t)d->p, sizeof(int64_t));
-  d->col0s = calloc((size_t)d->p, sizeof(int64_t));
-  d->vss = calloc((size_t)d->p, sizeof(int64_t));
-  pl_status st = PL_OK;
-  if (!d->ns || !d->col0s || !d->vss) {
-    st = pl_set_error(PL_ENOMEM, "ring_dtp: out of host memory");
-    goto fail;
-  }
-  st = pl_host_allgather_i64(c, &n, 1, d->ns);
-  if (st) goto fail;
-  for (int q = 0; q < d->p; q++) {
-    pl_ce_shard(v, d->p, q, &d->col0s[q], &d->vss[q]);
-    if (d->ns[q] > d->nmax) d->nmax = d->ns[q];
-    if (d->vss[q] > d->vmax) d->vmax = d->vss[q];
-  }
-  /* Move the weights when a hop of activations (N·H) outweighs a hop of a
-   * weight shard (H·V/P): the same test on every rank (same inputs). */
-  d->mode = o->mode;
-  if (d->mode == PL_DTP_AUTO)
-    d->mode = d->nmax > d->vmax ? PL_DTP_MOVE_W : PL_DTP_MOVE_ACT;
-  /* bf16 move-W backward: dX_r is summed over every strip in f32 one row
-   * chunk at a time (an nc×H accumulator, an eighth of N×H), then added to
-   * dx in bf16 (one rounding per meeting). */
-  d->nc = d->n;
-  if (dt == PL_BF16 && d->p > 1 && d->mode == PL_DTP_MOVE_W)
-    d->nc = (d->n + 7) / 8;
-  d->vb = o->block > 0 ? o->block : pl_ce_default_block(dt);
-  if (d->vb > d->vmax) d->vb = d->vmax;
-  if (d->vb < 1) d->vb = 1;
-  /* pl_dtp_run's schedule: chunked at P = 1 when a row of V fits the strip
-   * bound (the same answer on the one rank there is) */
-  {
-    pl_ce_problem q = {.dt = dt, .n = n, .h = h, .v = v, .block = d->vb};
-    const int fits = d->p == 1 && pl_ce_head3_rows(&q) >= 1;
-    d->sched = o->sched == PL_DTP_SCHED_BLOCKED ? PL_DTP_SCHED_BLOCKED
-               : fits                           ? PL_DTP_SCHED_CHUNKED
-                                                : PL_DTP_SCHED_BLOCKED;
-    if (o->sched == PL_DTP_SCHED_CHUNKED && !fits) {
-      st = pl_set_error(PL_EINVAL,
-                        "ring_dtp: schedule chunked: n=%lld v=%lld block=%lld: "
-                        "no row of V fits the strip bound",
-                        (long long)n, (long long)v, (long long)d->vb);
-      goto fail;
-    }
-  }
-  if ((st = plan_kept(d, o->strip_budget))) goto fail;
-  if (o->overlap && d->p > 1) {
-    st = pl_stream_create(d->dev, &d->cs);
-    if (st) goto fail;
-  }
-  if ((st = pl_event_create(d->dev, &d->ev_go)) ||
-      (st = pl_event_create(d->dev, &d->ev_pay)) ||
-      (st = pl_event_create(d->dev, &d->ev_acc)))
-    goto fail;
-  st = pl_alloc(d->dev, PL_ARENA_DEVICE, 2 * sizeof(float), "ce_state",
-                (void **)&d->stats);
-  if (st) goto fail;
-  *out = d;
-  return PL_OK;
-fail:
-  pl_dtp_destroy(d);
-  return st;
-}
-
-void pl_dtp_destroy(pl_dtp *d) {
-  if (!d) return;
-  if (d->dev) pl_dev_sync(d->dev);
-  if (d->kept)
-    for (int64_t i = 0; i < (int64_t)d->p * d->nstrip; i++)
-      pl_free(d->dev, d->kept[i]);
-  free(d->kept);
-  free(d->keep);
-  if (d->aux) pl_free(d->dev, d->aux);
-  if (d->stats) pl_free(d->dev, d->stats);
-  if (d->ev_go) pl_event_destroy(d->ev_go);
-  if (d->ev_pay) pl_event_destroy(d->ev_pay);
-  if (d->ev_acc) pl_event_destroy(d->ev_acc);
-  if (d->cs) pl_stream_destroy(d->cs);
-  free(d->ns);
-  free(d->col0s);
-  free(d->vss);
-  free(d);
 }
 
 /* ---- the ring driver ----------------------------------------------------- */
@@ -383,15 +83,15 @@ struct ring {
   pl_stream *cs; /* comm    */
   int npart;
   pl_dtype pdt[3];
-  int64_t pmul[3];     /* elements per unit of a visitor                   */
-  const void *own[3];  /* step-0 payload: this rank's inputs               */
-  void *pbuf[2][3];    /* payload buffers (NULL when not needed)           */
-  int merge;           /* MERGE_*                                          */
-  int64_t amul;        /* partial f32 elements per unit                    */
-  float *abuf[3];      /* LSE: [0] receive, [1], [2] compute/send alternating;
-                          add: [0], [1] alternate (receive+accumulate / send) */
-  void *home;          /* where this rank's own total lands (dtype home_dt) */
-  pl_dtype home_dt;    /* add: f32, or bf16 (rounded once before the hop)   */
+  int64_t pmul[3];    /* elements per unit of a visitor                   */
+  const void *own[3]; /* step-0 payload: this rank's inputs               */
+  void *pbuf[2][3];   /* payload buffers (NULL when not needed)           */
+  int merge;          /* MERGE_*                                          */
+  int64_t amul;       /* partial f32 elements per unit                    */
+  float *abuf[3];     /* LSE: [0] receive, [1], [2] compute/send alternating;
+                         add: [0], [1] alternate (receive+accumulate / send) */
+  void *home;         /* where this rank's own total lands (dtype home_dt) */
+  pl_dtype home_dt;   /* add: f32, or bf16 (rounded once before the hop)   */
   /* set by the driver for each compute (add): accumulate into the partial
    * (beta 1) once this event (partial received) has been waited for; beta 0
    * and no event at step 0. */
@@ -405,8 +105,12 @@ struct ring {
   void *arg;
 };
 
-static int64_t units_rows(const pl_dtp *d, int j) { return d->ns[j]; }
-static int64_t units_cols(const pl_dtp *d, int j) { return d->vss[j]; }
+static int64_t units_rows(const pl_dtp *d, int j) {
+  return d->ns[j];
+}
+static int64_t units_cols(const pl_dtp *d, int j) {
+  return d->vss[j];
+}
 
 static pl_status hop(ring *g, const void *snd, size_t sc, void *rcv, size_t rc,
                      pl_dtype dt) {
@@ -444,14 +148,16 @@ static pl_status ring_run(ring *g) {
     if (acc) {
       PL_TRY(hop(g, cprev, (size_t)(g->units(d, jp) * g->amul), rcv,
                  (size_t)(g->units(d, j) * g->amul), PL_F32));
-      if (split) PL_TRY(pl_event_record(d->ev_acc, g->cs));
+      if (split)
+        PL_TRY(pl_event_record(d->ev_acc, g->cs));
     }
     if (pay) {
       for (int q = 0; q < g->npart; q++)
         PL_TRY(hop(g, cur[q], (size_t)(g->units(d, j) * g->pmul[q]),
                    g->pbuf[(s + 1) % 2][q],
                    (size_t)(g->units(d, jn) * g->pmul[q]), g->pdt[q]));
-      if (split) PL_TRY(pl_event_record(d->ev_pay, g->cs));
+      if (split)
+        PL_TRY(pl_event_record(d->ev_pay, g->cs));
     }
     g->step = s;
     g->c_beta = acc && add ? 1.0f : 0.0f;
@@ -460,14 +166,18 @@ static pl_status ring_run(ring *g) {
     if (acc) {
       /* (add: the meeting waited already, unless it wrote nothing; a second
        * wait is free and orders what follows in every case) */
-      if (split) PL_TRY(pl_stream_wait(g->s, d->ev_acc));
+      if (split)
+        PL_TRY(pl_stream_wait(g->s, d->ev_acc));
       int64_t u = g->units(d, j);
-      if (g->merge == MERGE_LSE) PL_TRY(pl_ce_merge(g->s, u, c, g->abuf[0]));
+      if (g->merge == MERGE_LSE)
+        PL_TRY(pl_ce_merge(g->s, u, c, g->abuf[0]));
     }
     cprev = c;
     if (pay) {
-      if (split) PL_TRY(pl_stream_wait(g->s, d->ev_pay));
-      for (int q = 0; q < g->npart; q++) cur[q] = g->pbuf[(s + 1) % 2][q];
+      if (split)
+        PL_TRY(pl_stream_wait(g->s, d->ev_pay));
+      for (int q = 0; q < g->npart; q++)
+        cur[q] = g->pbuf[(s + 1) % 2][q];
     }
   }
   if (g->merge != MERGE_NONE && P > 1) {
@@ -498,20 +208,20 @@ static pl_status ring_run(ring *g) {
 /* ---- per-pass work ------------------------------------------------------- */
 
 typedef struct pass {
-  const void *x;      /* this rank's X_r          */
-  const int32_t *t;   /* this rank's t_r          */
-  const void *w;      /* this rank's W_r          */
+  const void *x;    /* this rank's X_r          */
+  const int32_t *t; /* this rank's t_r          */
+  const void *w;    /* this rank's W_r          */
   float *strip;
   void *dy;
-  float *state;       /* move-W forward: home state (3·n) */
-  void *stat;         /* backward: the stationary gradient (dW_r or dX_r) */
-  pl_dtype stat_dt;   /* its dtype: dw's (move-act); f32 (move-W)          */
-  float *chunk;       /* bf16 move-W: nc×H f32 accumulator of dX rows      */
+  float *state;     /* move-W forward: home state (3·n) */
+  void *stat;       /* backward: the stationary gradient (dW_r or dX_r) */
+  pl_dtype stat_dt; /* its dtype: dw's (move-act); f32 (move-W)          */
+  float *chunk;     /* bf16 move-W: nc×H f32 accumulator of dX rows      */
 } pass;
 
 static pl_ce_meet meet_of(const pl_dtp *d, const pass *ps) {
-  pl_ce_meet mt = {.dt = d->dt, .h = d->h, .vb = d->vb, .strip = ps->strip,
-                   .dy = ps->dy};
+  pl_ce_meet mt = {
+      .dt = d->dt, .h = d->h, .vb = d->vb, .strip = ps->strip, .dy = ps->dy};
   return mt;
 }
 
@@ -609,9 +319,10 @@ static pl_status bwd_w(ring *g, int j, const void *const pay[3], float *c) {
   }
   /* a row chunk reads rows [r0, r0 + nc) of each kept n×w_c strip */
   float **kc = calloc((size_t)(d->nstrip > 0 ? d->nstrip : 1), sizeof(float *));
-  if (!kc) return pl_set_error(PL_ENOMEM, "ring_dtp: out of host memory");
+  if (!kc)
+    return pl_set_error(PL_ENOMEM, "ring_dtp: out of host memory");
   pl_status st = PL_OK;
-  for (int64_t r0 = 0; r0 < d->n && st == PL_OK; r0 += d->nc) {
+  for (int64_t r0 = 0; r0 < d->n; r0 += d->nc) {
     int64_t rows = d->n - r0 < d->nc ? d->n - r0 : d->nc;
     char *dxr = (char *)ps->stat + (size_t)(r0 * d->h) * es;
     size_t cnt = (size_t)(rows * d->h);
@@ -626,15 +337,17 @@ static pl_status bwd_w(ring *g, int j, const void *const pay[3], float *c) {
     }
     mc.kept = kc;
     if (dx_beta != 0.0f)
-      st = pl_convert(g->s, ps->chunk, PL_F32, dxr, d->dt, cnt);
-    if (st == PL_OK)
-      st = pl_ce_meet_bwd(g->s, &mc, d->aux + r0, d->aux + d->n + r0,
-                          ps->chunk, dx_beta, c, PL_F32, mt.vs,
-                          r0 == 0 ? g->c_beta : 1.0f);
-    if (st == PL_OK) st = pl_convert(g->s, dxr, d->dt, ps->chunk, PL_F32, cnt);
+      PL_TRY_GOTO(st, done,
+                  pl_convert(g->s, ps->chunk, PL_F32, dxr, d->dt, cnt));
+    PL_TRY_GOTO(st, done,
+                pl_ce_meet_bwd(g->s, &mc, d->aux + r0, d->aux + d->n + r0,
+                               ps->chunk, dx_beta, c, PL_F32, mt.vs,
+                               r0 == 0 ? g->c_beta : 1.0f));
+    PL_TRY_GOTO(st, done, pl_convert(g->s, dxr, d->dt, ps->chunk, PL_F32, cnt));
   }
+  free_kept(d, g->s, g->step);
+done:
   free(kc);
-  if (st == PL_OK) free_kept(d, g->s, g->step);
   return st;
 }
 
@@ -657,7 +370,8 @@ static pl_status take(allocs *a, size_t bytes, const char *tag, void *out) {
 }
 
 static void release(allocs *a) {
-  for (int i = a->n - 1; i >= 0; i--) pl_free_async(a->dev, a->p[i], a->s);
+  for (int i = a->n - 1; i >= 0; i--)
+    pl_free_async(a->dev, a->p[i], a->s);
   a->n = 0;
 }
 
@@ -669,7 +383,7 @@ static void ring_base(ring *g, pl_dtp *d, pl_stream *s, pass *ps) {
   g->arg = ps;
 }
 
-/* ---- forward -------------------------------------------------------------- */
+/* ---- forward ------------------------------------------------------------- */
 
 pl_status pl_dtp_forward(pl_dtp *d, pl_stream *s, const void *x,
                          const int32_t *t, const void *w, float *loss) {
@@ -712,7 +426,8 @@ pl_status pl_dtp_forward(pl_dtp *d, pl_stream *s, const void *x,
     g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = x;
     g.pdt[1] = PL_I32, g.pmul[1] = 1, g.own[1] = t;
     for (int b = 0; b < 2 && P > 1; b++) {
-      if (b == 0 && P == 2) continue; /* step 0 reads the inputs in place */
+      if (b == 0 && P == 2)
+        continue; /* step 0 reads the inputs in place */
       PL_TRY_GOTO(st, done,
                   take(&a, (size_t)(d->nmax * h) * es, "ring", &g.pbuf[b][0]));
       PL_TRY_GOTO(st, done,
@@ -735,7 +450,8 @@ pl_status pl_dtp_forward(pl_dtp *d, pl_stream *s, const void *x,
     g.npart = 1;
     g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = w;
     for (int b = 0; b < 2; b++) {
-      if (b == 0 && P == 2) continue;
+      if (b == 0 && P == 2)
+        continue;
       PL_TRY_GOTO(st, done,
                   take(&a, (size_t)(h * d->vmax) * es, "ring", &g.pbuf[b][0]));
     }
@@ -759,7 +475,7 @@ done:
   return st;
 }
 
-/* ---- backward ------------------------------------------------------------- */
+/* ---- backward ------------------------------------------------------------ */
 
 pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
                           const int32_t *t, const void *w, const float *dloss,
@@ -800,7 +516,8 @@ pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
     g.pdt[1] = PL_I32, g.pmul[1] = 1, g.own[1] = t;
     g.pdt[2] = PL_F32, g.pmul[2] = 2, g.own[2] = d->aux;
     for (int b = 0; b < 2 && P > 1; b++) {
-      if (b == 0 && P == 2) continue;
+      if (b == 0 && P == 2)
+        continue;
       PL_TRY_GOTO(st, done,
                   take(&a, (size_t)(d->nmax * h) * es, "ring", &g.pbuf[b][0]));
       PL_TRY_GOTO(st, done,
@@ -849,7 +566,8 @@ pl_status pl_dtp_backward(pl_dtp *d, pl_stream *s, const void *x,
     g.npart = 1;
     g.pdt[0] = d->dt, g.pmul[0] = h, g.own[0] = w;
     for (int b = 0; b < 2; b++) {
-      if (b == 0 && P == 2) continue;
+      if (b == 0 && P == 2)
+        continue;
       PL_TRY_GOTO(st, done,
                   take(&a, (size_t)(h * d->vmax) * es, "ring", &g.pbuf[b][0]));
     }
@@ -870,7 +588,7 @@ done:
   return st;
 }
 
-/* ---- forward + backward in one call ---------------------------------------- */
+/* ---- forward + backward in one call -------------------------------------- */
 
 pl_status pl_dtp_run(pl_dtp *d, pl_stream *s, const void *x, const int32_t *t,
                      const void *w, const float *dloss, float *loss, void *dx,
@@ -883,9 +601,19 @@ pl_status pl_dtp_run(pl_dtp *d, pl_stream *s, const void *x, const int32_t *t,
   d->sent_fwd = d->sent_bwd = 0;
   d->have_fwd = 0;
   free_kept(d, s, -1);
-  pl_ce_problem pb = {.dt = d->dt, .n = d->n, .h = d->h, .v = d->v,
-                      .red = d->o.red, .ignore = d->o.ignore, .block = d->vb,
-                      .x = x, .t = t, .w = w, .dloss = dloss, .loss = loss,
-                      .dx = dx, .dw = dw};
+  pl_ce_problem pb = {.dt = d->dt,
+                      .n = d->n,
+                      .h = d->h,
+                      .v = d->v,
+                      .red = d->o.red,
+                      .ignore = d->o.ignore,
+                      .block = d->vb,
+                      .x = x,
+                      .t = t,
+                      .w = w,
+                      .dloss = dloss,
+                      .loss = loss,
+                      .dx = dx,
+                      .dw = dw};
   return pl_ce_head3(s, &pb);
 }

@@ -11,8 +11,7 @@
 /* Is a group of G members (Ulysses D, Ring-DTP P) real (G divides W) or
  * virtual (each present rank alone with G − 1 absent members: W·G divides
  * W_v)?  PL_EINVAL naming the value otherwise. */
-static pl_status group_kind(const char *name, int G, int W, int Wv,
-                            int *virt) {
+static pl_status group_kind(const char *name, int G, int W, int Wv, int *virt) {
   *virt = 0;
   if (G < 1)
     return pl_set_error(PL_EINVAL, "layout: %s=%d: must be >= 1", name, G);
@@ -129,31 +128,26 @@ pl_status pl_layout_create(pl_comm *world, const pl_model_cfg *m,
   pl_comm *sp = NULL;
   pl_dev *dev = pl_comm_dev(world);
   if (plan.d_virtual) /* the same branch on every rank (W, D, W_v agree) */
-    st = pl_comm_virtual(dev, plan.D, &l->sp);
+    PL_TRY_GOTO(st, fail, pl_comm_virtual(dev, plan.D, &l->sp));
   else {
-    st = pl_comm_split(world, plan.d_group, r, &sp);
-    if (st == PL_OK && plan.D > 1)
+    PL_TRY_GOTO(st, fail, pl_comm_split(world, plan.d_group, r, &sp));
+    if (plan.D > 1)
       l->sp = sp;
-    else if (sp)
+    else
       pl_comm_destroy(sp);
   }
-  if (st == PL_OK)
-    st = pl_comm_split(world, plan.ep_group, r, &l->ep);
-  if (st == PL_OK)
-    st = plan.p_virtual ? pl_comm_virtual(dev, plan.P, &l->vp)
-                        : pl_comm_split(world, plan.p_group, r, &l->vp);
-  if (st == PL_OK)
-    st = pl_comm_split(world, 0, r, &l->zero);
-  if (st == PL_OK)
-    st = pl_comm_split(world, plan.p_rank, r, &l->hrep);
-  if (st == PL_OK)
-    st = pl_comm_split(world, r, 0, &l->self);
-  if (st == PL_OK && plan.ep_grouped)
-    st = pl_comm_split(world, plan.ep_rank, r, &l->erep);
-  if (st != PL_OK) {
-    pl_layout_destroy(l);
-    return st;
-  }
+  PL_TRY_GOTO(st, fail, pl_comm_split(world, plan.ep_group, r, &l->ep));
+  PL_TRY_GOTO(st, fail,
+              plan.p_virtual ? pl_comm_virtual(dev, plan.P, &l->vp)
+                             : pl_comm_split(world, plan.p_group, r, &l->vp));
+  PL_TRY_GOTO(st, fail, pl_comm_split(world, 0, r, &l->zero));
+  PL_TRY_GOTO(st, fail, pl_comm_split(world, plan.p_rank, r, &l->hrep));
+  PL_TRY_GOTO(st, fail, pl_comm_split(world, r, 0, &l->self));
+  if (plan.ep_grouped)
+    PL_TRY_GOTO(st, fail, pl_comm_split(world, plan.ep_rank, r, &l->erep));
   *out = l;
   return PL_OK;
+fail:
+  pl_layout_destroy(l);
+  return st;
 }

@@ -41,26 +41,33 @@ static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
    * prefetched meanwhile) */
   PL_TRY(pl_zero3_acquire(t->units, t->u_emb, s, &E));
   PL_TRY(pl_zero3_prefetch(t->units, 1, s));
-  pl_status st =
-      pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->elem_bytes,
-                     "activations", s, &x0);
-  if (st == PL_OK)
-    st = pl__embedding_fwd(s, x0, E, t->d_tok, N, H, t->dt);
-  pl_zero3_release(t->units, t->u_emb, s);
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->elem_bytes,
-                        "activations", s, &dx0);
+  pl_status st = PL_OK;
+  bool held = true; /* the embedding's unit, until its rows are copied */
   pl_ckpt_head head = {pl__step_head_run, t};
-  if (st == PL_OK)
-    st = pl_ckpt_step_head(t->ckpt, t->sco, x0, &head, dx0, N, &loss);
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE,
+                             (size_t)(N * H) * t->elem_bytes, "activations", s,
+                             &x0));
+  PL_TRY_GOTO(st, done, pl__embedding_fwd(s, x0, E, t->d_tok, N, H, t->dt));
+  pl_zero3_release(t->units, t->u_emb, s);
+  held = false;
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE,
+                             (size_t)(N * H) * t->elem_bytes, "activations", s,
+                             &dx0));
+  PL_TRY_GOTO(st, done,
+              pl_ckpt_step_head(t->ckpt, t->sco, x0, &head, dx0, N, &loss));
   pl_free_async(dev, x0, s);
+  x0 = NULL;
   /* the embedding's gradient: rows added into the unit's full f32 gradient */
-  if (st == PL_OK)
-    st = pl_zero3_grad_acquire(t->units, t->u_emb, s, &gE);
-  if (st == PL_OK)
-    st = pl__embedding_bwd(s, gE, dx0, t->d_tok, N, H, t->dt);
-  if (st == PL_OK)
-    st = pl_zero3_grad_reduce(t->units, t->u_emb, s, t->micro_i > 0);
+  PL_TRY_GOTO(st, done, pl_zero3_grad_acquire(t->units, t->u_emb, s, &gE));
+  PL_TRY_GOTO(st, done, pl__embedding_bwd(s, gE, dx0, t->d_tok, N, H, t->dt));
+  PL_TRY_GOTO(st, done,
+              pl_zero3_grad_reduce(t->units, t->u_emb, s, t->micro_i > 0));
+done:
+  if (held)
+    pl_zero3_release(t->units, t->u_emb, s);
+  pl_free_async(dev, x0, s);
   pl_free_async(dev, dx0, s);
   *nll_sum += loss;
   return st;
@@ -251,16 +258,16 @@ pl_status pl_step_run(void *trainer, int64_t tokens_per_rank,
   if (!tok)
     return pl_set_error(PL_ENOMEM, "trainer: host tokens");
   pl_status st = PL_OK;
-  for (int i = 0; i < steps && st == PL_OK; i++) {
+  for (int i = 0; i < steps; i++) {
     pl_step_result r;
-    st = batch(trainer, data, first + i, tok);
-    if (st == PL_OK)
-      st = step(trainer, tok, &r);
-    if (st == PL_OK && losses)
+    PL_TRY_GOTO(st, done, batch(trainer, data, first + i, tok));
+    PL_TRY_GOTO(st, done, step(trainer, tok, &r));
+    if (losses)
       losses[i] = r.loss;
-    if (st == PL_OK && res)
+    if (res)
       res[i] = r;
   }
+done:
   free(tok);
   return st;
 }

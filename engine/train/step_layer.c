@@ -147,54 +147,54 @@ pl_status pl__step_head_run(void *ctx, pl_stream *s, const void *hL, void *dh,
   PL_TRY(pl_timeline_mark(&t->tline, s, &a));
   PL_TRY(pl_zero3_acquire(t->units, last->unit, s, &full));
   const void *wf = (char *)full + last->off[PL__U_FINAL] * t->elem_bytes;
-  pl_status st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->elem_bytes,
-                                "activations", s, &xf);
-  if (st == PL_OK)
-    st = pl__rmsnorm_fwd(s, hL, wf, xf, N, H, 1e-5f, t->dt);
-  if (st == PL_OK)
-    st = pl_zero3_acquire(t->units, t->u_head, s, &wh);
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->elem_bytes, "activations",
-                        s, &dxf);
+  pl_status st = PL_OK;
   /* the head's weight gradient: straight into the unit's f32 gradient in
    * f32, through a bf16 buffer otherwise */
   const size_t nw = (size_t)H * (size_t)t->head_cols;
-  if (st == PL_OK && t->dt == PL_F32)
-    st = pl_zero3_grad_acquire(t->units, t->u_head, s, &gh);
-  if (st == PL_OK && t->dt != PL_F32)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nw * t->elem_bytes, "zero3_grads",
-                        s, &dwb);
-  if (st == PL_OK)
-    st = t->head->run(t->hctx, s, xf, t->d_tgt, wh, t->d_dloss, t->d_nll, dxf,
-                      t->dt == PL_F32 ? (void *)gh : dwb);
-  if (st == PL_OK && t->dt != PL_F32) {
-    st = pl_zero3_grad_acquire(t->units, t->u_head, s, &gh);
-    if (st == PL_OK)
-      st = pl_convert(s, gh, PL_F32, dwb, t->dt, nw);
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->elem_bytes,
+                             "activations", s, &xf));
+  PL_TRY_GOTO(st, done, pl__rmsnorm_fwd(s, hL, wf, xf, N, H, 1e-5f, t->dt));
+  PL_TRY_GOTO(st, done, pl_zero3_acquire(t->units, t->u_head, s, &wh));
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->elem_bytes,
+                             "activations", s, &dxf));
+  if (t->dt == PL_F32)
+    PL_TRY_GOTO(st, done, pl_zero3_grad_acquire(t->units, t->u_head, s, &gh));
+  else
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(dev, PL_ARENA_DEVICE, nw * t->elem_bytes,
+                               "zero3_grads", s, &dwb));
+  PL_TRY_GOTO(st, done,
+              t->head->run(t->hctx, s, xf, t->d_tgt, wh, t->d_dloss, t->d_nll,
+                           dxf, t->dt == PL_F32 ? (void *)gh : dwb));
+  if (t->dt != PL_F32) {
+    PL_TRY_GOTO(st, done, pl_zero3_grad_acquire(t->units, t->u_head, s, &gh));
+    PL_TRY_GOTO(st, done, pl_convert(s, gh, PL_F32, dwb, t->dt, nw));
   }
   pl_free_async(dev, dwb, s);
-  if (st == PL_OK)
-    pl_zero3_release(t->units, t->u_head, s);
-  if (st == PL_OK)
-    st = pl_zero3_grad_reduce(t->units, t->u_head, s, t->micro_i > 0);
+  dwb = NULL;
+  pl_zero3_release(t->units, t->u_head, s);
+  PL_TRY_GOTO(st, done,
+              pl_zero3_grad_reduce(t->units, t->u_head, s, t->micro_i > 0));
   /* the final norm's backward into the last layer's gradient */
-  if (st == PL_OK)
-    st = pl_zero3_grad_acquire(t->units, last->unit, s, &glast);
-  if (st == PL_OK && pl__on_cuda(s))
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, pl__rmsnorm_bwd_scratch(N, H) * 4,
-                        "activations", s, (void **)&scr);
-  if (st == PL_OK)
-    st = pl__rmsnorm_bwd(s, hL, wf, dxf, NULL, dh,
-                         glast + last->off[PL__U_FINAL], scr, N, H, 1e-5f,
-                         t->dt);
+  PL_TRY_GOTO(st, done, pl_zero3_grad_acquire(t->units, last->unit, s, &glast));
+  if (pl__on_cuda(s))
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(dev, PL_ARENA_DEVICE,
+                               pl__rmsnorm_bwd_scratch(N, H) * 4, "activations",
+                               s, (void **)&scr));
+  PL_TRY_GOTO(st, done,
+              pl__rmsnorm_bwd(s, hL, wf, dxf, NULL, dh,
+                              glast + last->off[PL__U_FINAL], scr, N, H, 1e-5f,
+                              t->dt));
+done:
+  pl_free_async(dev, dwb, s);
   pl_free_async(dev, scr, s);
   pl_free_async(dev, xf, s);
   pl_free_async(dev, dxf, s);
-  if (st == PL_OK)
-    st = pl_head_nll_sum(s, t->d_nll, t->h_nll, N, loss);
-  if (st == PL_OK)
-    st = pl_timeline_mark(&t->tline, s, &b);
-  if (st == PL_OK)
-    st = pl_timeline_span(&t->tline, PL_PART_HEAD, a, b);
-  return st;
+  PL_TRY(st);
+  PL_TRY(pl_head_nll_sum(s, t->d_nll, t->h_nll, N, loss));
+  PL_TRY(pl_timeline_mark(&t->tline, s, &b));
+  return pl_timeline_span(&t->tline, PL_PART_HEAD, a, b);
 }

@@ -47,12 +47,13 @@ static pl_status to_host_f32(pl_trainer *t, float *dst, const void *src,
   void *tmp = malloc(n * pl_dtype_size(dt) + 4);
   if (!tmp)
     return pl_set_error(PL_ENOMEM, "trainer: host");
-  pl_status st = pl_memcpy_async(s, tmp, src, n * pl_dtype_size(dt));
-  if (st == PL_OK)
-    st = pl_stream_sync(s);
-  for (size_t i = 0; st == PL_OK && i < n; i++)
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, pl_memcpy_async(s, tmp, src, n * pl_dtype_size(dt)));
+  PL_TRY_GOTO(st, done, pl_stream_sync(s));
+  for (size_t i = 0; i < n; i++)
     dst[i] =
         dt == PL_F32 ? ((float *)tmp)[i] : pl_bf16_to_f32(((pl_bf16 *)tmp)[i]);
+done:
   free(tmp);
   return st;
 }
@@ -65,12 +66,15 @@ static pl_status gather_dev(pl_trainer *t, pl_comm *c, const void *src,
   const int n = c ? pl_comm_size(c) : 1;
   PL_TRY(pl_alloc(t->dev, PL_ARENA_DEVICE,
                   (size_t)n * count * pl_dtype_size(dt) + 4, "gather", out));
-  pl_status st = c ? pl_allgather(c, src, *out, count, dt, s)
-                   : pl_memcpy_async(s, *out, src, count * pl_dtype_size(dt));
-  if (st == PL_OK)
-    st = pl_stream_sync(s);
-  if (st != PL_OK)
-    pl_free(t->dev, *out);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, fail,
+              c ? pl_allgather(c, src, *out, count, dt, s)
+                : pl_memcpy_async(s, *out, src, count * pl_dtype_size(dt)));
+  PL_TRY_GOTO(st, fail, pl_stream_sync(s));
+  return PL_OK;
+fail:
+  pl_free(t->dev, *out);
+  *out = NULL; /* the caller frees what it holds: nothing here */
   return st;
 }
 
@@ -85,34 +89,35 @@ pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
                         t->plan.W_v, t->plan.W);
   const pl__tparam *p = &t->params[i];
   const pl_dtype dt = grad ? PL_F32 : t->dt;
-  void *buf = NULL;
-  pl_status st;
+  void *buf = NULL, *unit = NULL, *dmine = NULL, *dall = NULL;
+  float *mine = NULL, *all = NULL;
+  pl_status st = PL_OK;
   if (p->kind == PL__K_EXPERT && t->expert_units) {
     /* the expert unit over its replica ranks, then the group's experts */
-    void *w, *unit = NULL;
+    void *w;
     float *g;
     size_t sh, off, p0, n;
     pl__ep_param_shard(t, p, &w, &g, &sh, &off, &p0, &n);
-    st = gather_dev(t, t->lay->erep, grad ? (void *)g : w, sh, dt, &unit);
-    if (st == PL_OK)
-      st = gather_dev(t, t->lay->ep, (char *)unit + p0 * pl_dtype_size(dt), n,
-                      dt, &buf);
-    if (st == PL_OK)
-      st = to_host_f32(t, out, buf, dt, (size_t)pl__step_numel(p));
-    pl_free(t->dev, buf);
-    pl_free(t->dev, unit);
-    return st;
+    PL_TRY_GOTO(
+        st, done,
+        gather_dev(t, t->lay->erep, grad ? (void *)g : w, sh, dt, &unit));
+    PL_TRY_GOTO(st, done,
+                gather_dev(t, t->lay->ep, (char *)unit + p0 * pl_dtype_size(dt),
+                           n, dt, &buf));
+    PL_TRY_GOTO(st, done,
+                to_host_f32(t, out, buf, dt, (size_t)pl__step_numel(p)));
+    goto done;
   }
   if (p->kind == PL__K_EXPERT) {
     const pl__tlayer *x = &t->layers[p->layer];
     const size_t n = (size_t)(pl__step_numel(p) / t->model.E * t->plan.E_local);
-    st = gather_dev(t, t->lay->ep,
-                    grad ? (void *)x->eg[p->which] : x->ew[p->which], n, dt,
-                    &buf);
-    if (st == PL_OK)
-      st = to_host_f32(t, out, buf, dt, (size_t)pl__step_numel(p));
-    pl_free(t->dev, buf);
-    return st;
+    PL_TRY_GOTO(st, done,
+                gather_dev(t, t->lay->ep,
+                           grad ? (void *)x->eg[p->which] : x->ew[p->which], n,
+                           dt, &buf));
+    PL_TRY_GOTO(st, done,
+                to_host_f32(t, out, buf, dt, (size_t)pl__step_numel(p)));
+    goto done;
   }
   void *w;
   float *g;
@@ -120,51 +125,50 @@ pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
   pl_zero3_shard(t->units, p->unit, &w, &g, &sh, NULL);
   const int head_vp = p->head && t->head->vocab_parallel;
   pl_comm *uc = head_vp ? t->lay->hrep : t->lay->zero;
-  st = gather_dev(t, uc, grad ? (void *)g : w, sh, dt, &buf);
-  if (st != PL_OK)
-    return st;
+  PL_TRY_GOTO(st, done, gather_dev(t, uc, grad ? (void *)g : w, sh, dt, &buf));
   if (!head_vp) {
-    st = to_host_f32(t, out, (char *)buf + p->off * pl_dtype_size(dt), dt,
-                     (size_t)pl__step_numel(p));
-    pl_free(t->dev, buf);
-    return st;
+    PL_TRY_GOTO(st, done,
+                to_host_f32(t, out, (char *)buf + p->off * pl_dtype_size(dt),
+                            dt, (size_t)pl__step_numel(p)));
+    goto done;
   }
   /* the head's shard H×|V_r| of every rank of the P-group, padded to the
    * widest shard, gathered over the group and placed by columns */
   const int P = t->plan.P;
   const int64_t H = t->H, V = t->model.V, vmax = (V + P - 1) / P;
-  float *mine = malloc((size_t)(H * vmax) * 4 + 4),
-        *all = malloc((size_t)(P * H * vmax) * 4 + 4);
-  void *dmine = NULL, *dall = NULL;
-  st = mine && all ? PL_OK : pl_set_error(PL_ENOMEM, "trainer: host");
-  if (st == PL_OK)
-    st = to_host_f32(t, mine, buf, dt, (size_t)(H * t->head_cols));
-  if (st == PL_OK) {
-    /* repack H×|V_r| to H×vmax */
-    for (int64_t r = H - 1; r >= 0; r--)
-      for (int64_t c = vmax - 1; c >= 0; c--)
-        mine[r * vmax + c] =
-            c < t->head_cols ? mine[r * t->head_cols + c] : 0.f;
-    st = pl_alloc(t->dev, PL_ARENA_DEVICE, (size_t)(H * vmax) * 4, "gather",
-                  &dmine);
-  }
+  mine = malloc((size_t)(H * vmax) * 4 + 4);
+  all = malloc((size_t)(P * H * vmax) * 4 + 4);
+  if (!mine || !all)
+    PL_TRY_GOTO(st, done, pl_set_error(PL_ENOMEM, "trainer: host"));
+  PL_TRY_GOTO(st, done,
+              to_host_f32(t, mine, buf, dt, (size_t)(H * t->head_cols)));
+  /* repack H×|V_r| to H×vmax */
+  for (int64_t r = H - 1; r >= 0; r--)
+    for (int64_t c = vmax - 1; c >= 0; c--)
+      mine[r * vmax + c] = c < t->head_cols ? mine[r * t->head_cols + c] : 0.f;
+  PL_TRY_GOTO(st, done,
+              pl_alloc(t->dev, PL_ARENA_DEVICE, (size_t)(H * vmax) * 4,
+                       "gather", &dmine));
   pl_stream *s = pl_dev_stream(t->dev);
-  if (st == PL_OK)
-    st = pl_memcpy_async(s, dmine, mine, (size_t)(H * vmax) * 4);
-  if (st == PL_OK)
-    st = gather_dev(t, t->lay->vp, dmine, (size_t)(H * vmax), PL_F32, &dall);
-  if (st == PL_OK)
-    st = to_host_f32(t, all, dall, PL_F32, (size_t)(P * H * vmax));
-  for (int q = 0; st == PL_OK && q < P; q++) {
+  PL_TRY_GOTO(st, done,
+              pl_memcpy_async(s, dmine, mine, (size_t)(H * vmax) * 4));
+  PL_TRY_GOTO(
+      st, done,
+      gather_dev(t, t->lay->vp, dmine, (size_t)(H * vmax), PL_F32, &dall));
+  PL_TRY_GOTO(st, done,
+              to_host_f32(t, all, dall, PL_F32, (size_t)(P * H * vmax)));
+  for (int q = 0; q < P; q++) {
     int64_t c0, w0;
     pl_ce_shard(V, P, q, &c0, &w0);
     for (int64_t r = 0; r < H; r++)
       memcpy(out + r * V + c0, all + ((size_t)q * H + r) * vmax,
              (size_t)w0 * 4);
   }
+done:
   pl_free(t->dev, dall);
   pl_free(t->dev, dmine);
   pl_free(t->dev, buf);
+  pl_free(t->dev, unit);
   free(mine);
   free(all);
   return st;
@@ -177,13 +181,12 @@ static pl_status put(pl_trainer *t, void *w, size_t flat, const float *v,
   pl_stream *s = pl_dev_stream(t->dev);
   void *tmp = NULL;
   PL_TRY(pl_alloc(t->dev, PL_ARENA_DEVICE, n * 4 + 4, "init", &tmp));
-  pl_status st = pl_memcpy_async(s, tmp, v, n * 4);
-  if (st == PL_OK)
-    st = pl__step_master_put(t, s, flat, tmp, n);
-  if (st == PL_OK)
-    st = pl_convert(s, w, t->dt, tmp, PL_F32, n);
-  if (st == PL_OK)
-    st = pl_stream_sync(s);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, pl_memcpy_async(s, tmp, v, n * 4));
+  PL_TRY_GOTO(st, done, pl__step_master_put(t, s, flat, tmp, n));
+  PL_TRY_GOTO(st, done, pl_convert(s, w, t->dt, tmp, PL_F32, n));
+  PL_TRY_GOTO(st, done, pl_stream_sync(s));
+done:
   pl_free(t->dev, tmp);
   return st;
 }

@@ -82,9 +82,11 @@ pl_status pl_zero3_create_opts(pl_dev *dev, pl_dtype wdt,
     return pl_set_error(PL_ENOMEM, "zero3: host");
   z->dev = dev, z->wdt = wdt, z->o = *o, z->n = nunits;
   z->u = calloc((size_t)nunits, sizeof(unit));
-  pl_status st = z->u ? PL_OK : pl_set_error(PL_ENOMEM, "zero3: host");
+  pl_status st = PL_OK;
   const pl_dtype sdt = o->fp32_master ? PL_F32 : wdt;
-  for (int i = 0; i < nunits && st == PL_OK; i++) {
+  if (!z->u)
+    PL_TRY_GOTO(st, fail, pl_set_error(PL_ENOMEM, "zero3: host"));
+  for (int i = 0; i < nunits; i++) {
     const pl_zero3_unit_cfg *c = &units[i];
     unit *u = &z->u[i];
     snprintf(u->name, sizeof u->name, "%s", c->name ? c->name : "unit");
@@ -92,38 +94,35 @@ pl_status pl_zero3_create_opts(pl_dev *dev, pl_dtype wdt,
     u->G = c->comm ? pl_comm_size(c->comm) : 1;
     u->r = c->comm ? pl_comm_rank(c->comm) : 0;
     u->Gv = c->vsize ? c->vsize : u->G;
-    if (c->numel < 1 || u->Gv < u->G || u->Gv % u->G) {
-      st = pl_set_error(
-          PL_EINVAL,
-          "zero3: unit %s: numel=%zu over G=%d ranks, virtual %d: need numel "
-          ">= 1 and a virtual group that is a multiple of G",
-          u->name, c->numel, u->G, u->Gv);
-      break;
-    }
+    if (c->numel < 1 || u->Gv < u->G || u->Gv % u->G)
+      PL_TRY_GOTO(st, fail,
+                  pl_set_error(PL_EINVAL,
+                               "zero3: unit %s: numel=%zu over G=%d ranks, "
+                               "virtual %d: need numel >= 1 and a virtual "
+                               "group that is a multiple of G",
+                               u->name, c->numel, u->G, u->Gv));
     u->numel = c->numel;
     u->s = (c->numel + (size_t)u->Gv - 1) / (size_t)u->Gv;
-    if ((st = shard_buf(z, u->s, sdt, "weights", &u->w)) ||
-        (st = shard_buf(z, u->s, PL_F32, "grads", (void **)&u->g)) ||
-        (o->fp32_master &&
-         ((st = shard_buf(z, u->s, PL_F32, "optim", (void **)&u->m)) ||
-          (st = shard_buf(z, u->s, PL_F32, "optim", (void **)&u->v)))) ||
-        (st = pl_event_create(dev, &u->ev)))
-      break;
+    PL_TRY_GOTO(st, fail, shard_buf(z, u->s, sdt, "weights", &u->w));
+    PL_TRY_GOTO(st, fail, shard_buf(z, u->s, PL_F32, "grads", (void **)&u->g));
+    if (o->fp32_master) {
+      PL_TRY_GOTO(st, fail,
+                  shard_buf(z, u->s, PL_F32, "optim", (void **)&u->m));
+      PL_TRY_GOTO(st, fail,
+                  shard_buf(z, u->s, PL_F32, "optim", (void **)&u->v));
+    }
+    PL_TRY_GOTO(st, fail, pl_event_create(dev, &u->ev));
   }
-  if (st == PL_OK)
-    st = pl_stream_create(dev, &z->cs);
-  if (st == PL_OK)
-    st = pl_event_create(dev, &z->ev_go);
-  if (st == PL_OK)
-    st = pl_event_create(dev, &z->ev_done);
-  if (st == PL_OK && o->fp32_master)
-    st = pl_dev_sync(dev);
-  if (st != PL_OK) {
-    pl_zero3_destroy(z);
-    return st;
-  }
+  PL_TRY_GOTO(st, fail, pl_stream_create(dev, &z->cs));
+  PL_TRY_GOTO(st, fail, pl_event_create(dev, &z->ev_go));
+  PL_TRY_GOTO(st, fail, pl_event_create(dev, &z->ev_done));
+  if (o->fp32_master)
+    PL_TRY_GOTO(st, fail, pl_dev_sync(dev));
   *out = z;
   return PL_OK;
+fail:
+  pl_zero3_destroy(z);
+  return st;
 }
 
 void pl_zero3_destroy(pl_zero3 *z) {
@@ -276,10 +275,9 @@ static pl_status cs_after(pl_zero3 *z, pl_stream *s) {
 /* The gathered block [0, G·s) of buf tiled over the absent ranks' blocks. */
 static pl_status tile(pl_zero3 *z, const unit *x, void *buf) {
   const size_t blk = (size_t)x->G * x->s * pl_dtype_size(z->wdt);
-  pl_status st = PL_OK;
-  for (int j = 1; st == PL_OK && j < x->Gv / x->G; j++)
-    st = pl_memcpy_async(z->cs, (char *)buf + (size_t)j * blk, buf, blk);
-  return st;
+  for (int j = 1; j < x->Gv / x->G; j++)
+    PL_TRY(pl_memcpy_async(z->cs, (char *)buf + (size_t)j * blk, buf, blk));
+  return PL_OK;
 }
 
 /* The trainer's gather: the shard (wdt) all-gathered into the unit. */
@@ -289,12 +287,11 @@ static pl_status gather_direct(pl_zero3 *z, unit *x) {
   PL_TRY(pl_alloc_async(z->dev, PL_ARENA_DEVICE, (size_t)x->Gv * x->s * es,
                         "zero3", z->cs, &full));
   x->full = full;
-  pl_status st;
   if (x->comm && x->G > 1)
-    st = pl_allgather(x->comm, x->w, x->full, x->s, z->wdt, z->cs);
+    PL_TRY(pl_allgather(x->comm, x->w, x->full, x->s, z->wdt, z->cs));
   else
-    st = pl_memcpy_async(z->cs, x->full, x->w, x->s * es);
-  return st == PL_OK ? tile(z, x, x->full) : st;
+    PL_TRY(pl_memcpy_async(z->cs, x->full, x->w, x->s * es));
+  return tile(z, x, x->full);
 }
 
 /* fp32_master's gather: the fp32 shard (staged to the device with
@@ -309,28 +306,28 @@ static pl_status gather_cast(pl_zero3 *z, unit *x) {
   const float *src = x->w;
   pl_status st = PL_OK;
   if (z->o.host_state) {
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, x->s * 4, "fsdp_ag", cs,
-                        (void **)&stage);
-    if (st == PL_OK)
-      st = pl_memcpy_async(cs, stage, x->w, x->s * 4);
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(dev, PL_ARENA_DEVICE, x->s * 4, "fsdp_ag", cs,
+                               (void **)&stage));
+    PL_TRY_GOTO(st, done, pl_memcpy_async(cs, stage, x->w, x->s * 4));
     src = stage;
   }
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)x->Gv * x->s * es,
-                        "fsdp_ag", cs, &ag);
-  char *mine = ag ? (char *)ag + (size_t)x->r * x->s * es : NULL;
-  if (st == PL_OK)
-    st = pl_convert(cs, mine, z->wdt, src, PL_F32, x->s);
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)x->Gv * x->s * es,
+                             "fsdp_ag", cs, &ag));
+  char *mine = (char *)ag + (size_t)x->r * x->s * es;
+  PL_TRY_GOTO(st, done, pl_convert(cs, mine, z->wdt, src, PL_F32, x->s));
   pl_free_async(dev, stage, cs);
-  if (st == PL_OK && x->comm && x->G > 1)
-    st = pl_allgather(x->comm, mine, ag, x->s, z->wdt, cs);
-  if (st == PL_OK)
-    st = tile(z, x, ag);
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, x->numel * es, "zero3", cs,
-                        &x->full);
-  if (st == PL_OK)
-    st = pl_memcpy_async(cs, x->full, ag, x->numel * es);
+  stage = NULL;
+  if (x->comm && x->G > 1)
+    PL_TRY_GOTO(st, done, pl_allgather(x->comm, mine, ag, x->s, z->wdt, cs));
+  PL_TRY_GOTO(st, done, tile(z, x, ag));
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE, x->numel * es, "zero3", cs,
+                             &x->full));
+  PL_TRY_GOTO(st, done, pl_memcpy_async(cs, x->full, ag, x->numel * es));
+done:
+  pl_free_async(dev, stage, cs);
   pl_free_async(dev, ag, cs);
   if (st != PL_OK && x->full) {
     pl_free_async(dev, x->full, cs);
@@ -356,14 +353,14 @@ pl_status pl_zero3_prefetch(pl_zero3 *z, int u, pl_stream *s) {
   pl_status st = z->o.fp32_master ? gather_cast(z, x) : gather_direct(z, x);
   if (x->full)
     z->resident++;
-  if (st == PL_OK && sp) {
+  PL_TRY(st);
+  if (sp) {
     st = pl_event_record(sp->b, z->cs);
     z->acc.gathers++;
     z->acc.gather_bytes += (size_t)x->G * x->s * pl_dtype_size(z->wdt);
+    PL_TRY(st);
   }
-  if (st == PL_OK)
-    st = pl_event_record(x->ev, z->cs);
-  return st;
+  return pl_event_record(x->ev, z->cs);
 }
 
 pl_status pl_zero3_acquire(pl_zero3 *z, int u, pl_stream *s, void **full) {
@@ -422,14 +419,16 @@ static pl_status reduce_direct(pl_zero3 *z, unit *x, bool accumulate) {
   float *dst = x->g, *tmp = NULL;
   pl_status st = PL_OK;
   if (accumulate) {
-    st = pl_alloc_async(z->dev, PL_ARENA_DEVICE, x->s * 4, "zero3_grads", z->cs,
-                        (void **)&tmp);
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(z->dev, PL_ARENA_DEVICE, x->s * 4, "zero3_grads",
+                               z->cs, (void **)&tmp));
     dst = tmp;
   }
-  if (st == PL_OK)
-    st = reduce_into(z, x, dst);
-  if (st == PL_OK && accumulate)
-    st = pl_axpy(z->cs, x->g, PL_F32, tmp, PL_F32, x->s, 1.0f);
+  PL_TRY_GOTO(st, done, reduce_into(z, x, dst));
+  if (accumulate)
+    PL_TRY_GOTO(st, done,
+                pl_axpy(z->cs, x->g, PL_F32, tmp, PL_F32, x->s, 1.0f));
+done:
   pl_free_async(z->dev, tmp, z->cs);
   pl_free_async(z->dev, x->gfull, z->cs);
   x->gfull = NULL;
@@ -443,30 +442,31 @@ static pl_status reduce_master(pl_zero3 *z, unit *x, bool accumulate) {
   pl_dev *dev = z->dev;
   pl_stream *cs = z->cs;
   float *out = NULL, *sum = NULL;
-  pl_status st = pl_alloc_async(dev, PL_ARENA_DEVICE, x->s * 4, "zero3_grads",
-                                cs, (void **)&out);
-  if (st == PL_OK)
-    st = reduce_into(z, x, out);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE, x->s * 4, "zero3_grads", cs,
+                             (void **)&out));
+  PL_TRY_GOTO(st, done, reduce_into(z, x, out));
   pl_free_async(dev, x->gfull, cs);
   x->gfull = NULL;
   if (!z->o.host_state) {
-    if (st == PL_OK)
-      st = accumulate ? pl_axpy(cs, x->g, PL_F32, out, PL_F32, x->s, 1.0f)
-                      : pl_memcpy_async(cs, x->g, out, x->s * 4);
+    PL_TRY_GOTO(st, done,
+                accumulate ? pl_axpy(cs, x->g, PL_F32, out, PL_F32, x->s, 1.0f)
+                           : pl_memcpy_async(cs, x->g, out, x->s * 4));
   } else if (!accumulate) {
-    if (st == PL_OK)
-      st = pl_memcpy_async(cs, x->g, out, x->s * 4);
+    PL_TRY_GOTO(st, done, pl_memcpy_async(cs, x->g, out, x->s * 4));
   } else { /* the host shard += the new one, summed on the device */
-    if (st == PL_OK)
-      st = pl_alloc_async(dev, PL_ARENA_DEVICE, x->s * 4, "zero3_grads", cs,
-                          (void **)&sum);
-    if (st == PL_OK)
-      st = pl_memcpy_async(cs, sum, x->g, x->s * 4);
-    if (st == PL_OK)
-      st = pl_axpy(cs, sum, PL_F32, out, PL_F32, x->s, 1.0f);
-    if (st == PL_OK)
-      st = pl_memcpy_async(cs, x->g, sum, x->s * 4);
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(dev, PL_ARENA_DEVICE, x->s * 4, "zero3_grads",
+                               cs, (void **)&sum));
+    PL_TRY_GOTO(st, done, pl_memcpy_async(cs, sum, x->g, x->s * 4));
+    PL_TRY_GOTO(st, done, pl_axpy(cs, sum, PL_F32, out, PL_F32, x->s, 1.0f));
+    PL_TRY_GOTO(st, done, pl_memcpy_async(cs, x->g, sum, x->s * 4));
   }
+done:
+  /* the unsharded gradient goes whatever failed (above when it did not) */
+  pl_free_async(dev, x->gfull, cs);
+  x->gfull = NULL;
   pl_free_async(dev, sum, cs);
   pl_free_async(dev, out, cs);
   return st;
@@ -482,13 +482,13 @@ pl_status pl_zero3_grad_reduce(pl_zero3 *z, int u, pl_stream *s,
   PL_TRY(cs_after(z, s));
   span *sp;
   PL_TRY(span_begin(z, 1, &sp));
-  pl_status st = z->o.fp32_master ? reduce_master(z, x, accumulate)
-                                  : reduce_direct(z, x, accumulate);
-  if (st == PL_OK && sp) {
-    st = pl_event_record(sp->b, z->cs);
-    z->acc.reduces++;
-    z->acc.reduce_bytes += (size_t)x->G * x->s * 4;
-  }
+  PL_TRY(z->o.fp32_master ? reduce_master(z, x, accumulate)
+                          : reduce_direct(z, x, accumulate));
+  if (!sp)
+    return PL_OK;
+  pl_status st = pl_event_record(sp->b, z->cs);
+  z->acc.reduces++;
+  z->acc.reduce_bytes += (size_t)x->G * x->s * 4;
   return st;
 }
 
