@@ -807,7 +807,7 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
     if (dry_ranks > 0)
       ctx.size = dry_ranks;
     code = dry_run(&ctx, S);
-    goto dry_done;
+    goto done; /* not inited: no fini */
   }
   pl_status st = b->init ? b->init(&ctx, S) : PL_OK;
   inited = true;
@@ -846,7 +846,6 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
 done:
   if (inited && b->fini)
     b->fini(&ctx, S);
-dry_done:
   if (ctx.res)
     pl_results_close(ctx.res, "error");
   if (comm)
