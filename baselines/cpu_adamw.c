@@ -197,10 +197,9 @@ pl_status pl_cpu_offload_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
   o->params = malloc(sizeof(pl_adamw_param) * (size_t)nparams);
   o->offset = malloc(sizeof(size_t) * (size_t)nparams);
   pl_status st = PL_OK;
-  if (!o->params || !o->offset) {
-    st = pl_set_error(PL_ENOMEM, "cpu_offload_adamw: host tables");
-    goto fail;
-  }
+  if (!o->params || !o->offset)
+    PL_TRY_GOTO(st, fail,
+                pl_set_error(PL_ENOMEM, "cpu_offload_adamw: host tables"));
   for (int i = 0; i < nparams; i++) {
     o->params[i] = params[i];
     o->offset[i] = o->total;
@@ -209,33 +208,38 @@ pl_status pl_cpu_offload_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
   }
   size_t n = o->total;
   if (state) {
-    if (state->numel != n || !state->p || !state->m || !state->v) {
-      st = pl_set_error(PL_EINVAL, "cpu_offload_adamw: borrowed state of "
-                        "%zu params: must hold all %zu", state->numel, n);
-      goto fail;
-    }
+    if (state->numel != n || !state->p || !state->m || !state->v)
+      PL_TRY_GOTO(st, fail,
+                  pl_set_error(PL_EINVAL,
+                               "cpu_offload_adamw: borrowed state of %zu "
+                               "params: must hold all %zu",
+                               state->numel, n));
     o->p = state->p;
     o->m = state->m;
     o->v = state->v;
   } else {
     o->own_state = 1;
-    if ((st = pl_alloc(dev, PL_ARENA_HOST, n * 4, "optim", (void **)&o->p)) ||
-        (st = pl_alloc(dev, PL_ARENA_HOST, n * 4, "optim", (void **)&o->m)) ||
-        (st = pl_alloc(dev, PL_ARENA_HOST, n * 4, "optim", (void **)&o->v)))
-      goto fail;
+    PL_TRY_GOTO(st, fail,
+                pl_alloc(dev, PL_ARENA_HOST, n * 4, "optim", (void **)&o->p));
+    PL_TRY_GOTO(st, fail,
+                pl_alloc(dev, PL_ARENA_HOST, n * 4, "optim", (void **)&o->m));
+    PL_TRY_GOTO(st, fail,
+                pl_alloc(dev, PL_ARENA_HOST, n * 4, "optim", (void **)&o->v));
   }
   size_t np = o->npartials ? o->npartials : 1;
-  if ((st = pl_alloc(dev, PL_ARENA_DEVICE, np * 8, "optim_norm",
-                     (void **)&o->dpart)) ||
-      (st = pl_alloc(dev, PL_ARENA_HOST, np * 8, "optim_norm",
-                     (void **)&o->hpart)) ||
-      (st = pl_stream_create(dev, &o->d2h)) ||
-      (st = pl_stream_create(dev, &o->h2d)) ||
-      (st = pl_event_create(dev, &o->ev_start)) ||
-      (st = pl_event_create(dev, &o->ev_up)) || (st = build_staging(o)))
-    goto fail;
+  PL_TRY_GOTO(
+      st, fail,
+      pl_alloc(dev, PL_ARENA_DEVICE, np * 8, "optim_norm", (void **)&o->dpart));
+  PL_TRY_GOTO(
+      st, fail,
+      pl_alloc(dev, PL_ARENA_HOST, np * 8, "optim_norm", (void **)&o->hpart));
+  PL_TRY_GOTO(st, fail, pl_stream_create(dev, &o->d2h));
+  PL_TRY_GOTO(st, fail, pl_stream_create(dev, &o->h2d));
+  PL_TRY_GOTO(st, fail, pl_event_create(dev, &o->ev_start));
+  PL_TRY_GOTO(st, fail, pl_event_create(dev, &o->ev_up));
+  PL_TRY_GOTO(st, fail, build_staging(o));
   /* device allocations are ordered on the default stream */
-  if ((st = pl_stream_sync(pl_dev_stream(dev)))) goto fail;
+  PL_TRY_GOTO(st, fail, pl_stream_sync(pl_dev_stream(dev)));
   *out = o;
   return PL_OK;
 fail:

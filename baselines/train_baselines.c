@@ -49,6 +49,12 @@ static pl_status dense_run(void *ctx, pl_stream *s, const void *x,
   return pl_dense_ce(s, &pb);
 }
 
+/* A gathered buffer of the vocab-parallel head (tag "head_gather") on s. */
+static pl_status gather_alloc(pl_stream *s, size_t bytes, void **p) {
+  return pl_alloc_async(pl_stream_dev(s), PL_ARENA_DEVICE, bytes, "head_gather",
+                        s, p);
+}
+
 static pl_status vp_run(void *ctx, pl_stream *s, const void *x,
                         const int32_t *t, const void *w, const float *dloss,
                         float *nll, void *dx, void *dw) {
@@ -61,33 +67,28 @@ static pl_status vp_run(void *ctx, pl_stream *s, const void *x,
   int32_t *ta = NULL;
   float *la = NULL, *nlla = NULL;
   pl_status st = PL_OK;
-  pl_dev *d = dev;
-#define A(p, bytes)                                                            \
-  if (st == PL_OK)                                                             \
-  st = pl_alloc_async(d, PL_ARENA_DEVICE, (bytes), "head_gather", s,           \
-                      (void **)&(p))
-  A(xa, (size_t)P * nh * es);
-  A(ta, (size_t)P * (size_t)n * 4);
-  A(la, (size_t)P * (size_t)n * 4);
-  A(nlla, (size_t)P * (size_t)n * 4);
-  A(dxa, (size_t)P * nh * es);
-#undef A
-  if (st == PL_OK)
-    st = pl_allgather(h->group, x, xa, nh, h->sh.dt, s);
-  if (st == PL_OK)
-    st = pl_allgather(h->group, t, ta, (size_t)n, PL_I32, s);
-  if (st == PL_OK)
-    st = pl_allgather(h->group, dloss, la, (size_t)n, PL_F32, s);
+  PL_TRY_GOTO(st, done, gather_alloc(s, (size_t)P * nh * es, &xa));
+  PL_TRY_GOTO(st, done,
+              gather_alloc(s, (size_t)P * (size_t)n * 4, (void **)&ta));
+  PL_TRY_GOTO(st, done,
+              gather_alloc(s, (size_t)P * (size_t)n * 4, (void **)&la));
+  PL_TRY_GOTO(st, done,
+              gather_alloc(s, (size_t)P * (size_t)n * 4, (void **)&nlla));
+  PL_TRY_GOTO(st, done, gather_alloc(s, (size_t)P * nh * es, &dxa));
+  PL_TRY_GOTO(st, done, pl_allgather(h->group, x, xa, nh, h->sh.dt, s));
+  PL_TRY_GOTO(st, done, pl_allgather(h->group, t, ta, (size_t)n, PL_I32, s));
+  PL_TRY_GOTO(st, done,
+              pl_allgather(h->group, dloss, la, (size_t)n, PL_F32, s));
   pl_ce_problem pb = problem(h, (int64_t)P * n, h->sh.v);
   pb.x = xa, pb.t = ta, pb.w = w, pb.dloss = la, pb.loss = nlla, pb.dx = dxa,
   pb.dw = dw;
-  if (st == PL_OK)
-    st = pl_vocab_parallel_ce(h->group, s, &pb);
+  PL_TRY_GOTO(st, done, pl_vocab_parallel_ce(h->group, s, &pb));
   /* this rank's rows */
-  if (st == PL_OK)
-    st = pl_memcpy_async(s, dx, (char *)dxa + (size_t)r * nh * es, nh * es);
-  if (st == PL_OK)
-    st = pl_memcpy_async(s, nll, nlla + (size_t)r * (size_t)n, (size_t)n * 4);
+  PL_TRY_GOTO(
+      st, done,
+      pl_memcpy_async(s, dx, (char *)dxa + (size_t)r * nh * es, nh * es));
+  st = pl_memcpy_async(s, nll, nlla + (size_t)r * (size_t)n, (size_t)n * 4);
+done:
   pl_free_async(dev, xa, s);
   pl_free_async(dev, ta, s);
   pl_free_async(dev, la, s);

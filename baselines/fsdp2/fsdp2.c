@@ -131,11 +131,10 @@ static pl_status make_units(pl_fsdp2 *t, const pl_model_cfg *m) {
   pl_zero3_unit_cfg *uc = calloc((size_t)t->nunits, sizeof *uc);
   pl_status st = PL_OK;
   if (!t->fl || !t->bnd || !numel || !uc)
-    st = pl_set_error(PL_ENOMEM, "fsdp2: host");
-  if (st == PL_OK)
-    st = pl__fsdp2_param_table(t, numel);
+    PL_TRY_GOTO(st, done, pl_set_error(PL_ENOMEM, "fsdp2: host"));
+  PL_TRY_GOTO(st, done, pl__fsdp2_param_table(t, numel));
   char names[3][16] = {"embed", "head", "layer"};
-  for (int u = 0; st == PL_OK && u < t->nunits; u++) {
+  for (int u = 0; u < t->nunits; u++) {
     const int x = u >= L + 2;
     uc[u] = (pl_zero3_unit_cfg){u == t->u_emb    ? names[0]
                                 : u == t->u_head ? names[1]
@@ -146,8 +145,8 @@ static pl_status make_units(pl_fsdp2 *t, const pl_model_cfg *m) {
   const pl_zero3_opts zo = {.fp32_master = true,
                             .host_state = t->c.optim == PL_FSDP2_OPTIM_CPU,
                             .max_resident = 0};
-  if (st == PL_OK)
-    st = pl_zero3_create_opts(t->dev, t->dt, &zo, t->nunits, uc, &t->f);
+  st = pl_zero3_create_opts(t->dev, t->dt, &zo, t->nunits, uc, &t->f);
+done:
   free(numel);
   free(uc);
   return st;
@@ -237,28 +236,22 @@ pl_status pl_fsdp2_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   set_shape(t, m, c, W, S);
   t->head = &pl_head_dense;
   t->tline = pl_timeline_make(dev, c->profile);
-  pl_status st = make_groups(t);
-  if (st == PL_OK)
-    st = make_units(t, m);
-  if (st == PL_OK) {
-    pl_zero3_set_profile(t->f, c->profile);
-    pl_comm_set_profile(t->cpc, c->profile);
-    st = make_ring_moe(t, m);
-  }
-  for (int l = 0; st == PL_OK && l < m->L; l++)
-    st = init_layer(t, m, l);
-  if (st == PL_OK)
-    st = make_head_buffers(t, m);
-  if (st == PL_OK)
-    st = pl__fsdp2_init_weights(t);
-  if (st == PL_OK)
-    st = pl_dev_sync(dev);
-  if (st != PL_OK) {
-    pl_fsdp2_destroy(t);
-    return st;
-  }
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, fail, make_groups(t));
+  PL_TRY_GOTO(st, fail, make_units(t, m));
+  pl_zero3_set_profile(t->f, c->profile);
+  pl_comm_set_profile(t->cpc, c->profile);
+  PL_TRY_GOTO(st, fail, make_ring_moe(t, m));
+  for (int l = 0; l < m->L; l++)
+    PL_TRY_GOTO(st, fail, init_layer(t, m, l));
+  PL_TRY_GOTO(st, fail, make_head_buffers(t, m));
+  PL_TRY_GOTO(st, fail, pl__fsdp2_init_weights(t));
+  PL_TRY_GOTO(st, fail, pl_dev_sync(dev));
   *out = t;
   return PL_OK;
+fail:
+  pl_fsdp2_destroy(t);
+  return st;
 }
 
 int64_t pl_fsdp2_tokens_per_rank(const pl_fsdp2 *t) {
@@ -352,46 +345,49 @@ static pl_status head(pl_fsdp2 *t, pl_stream *s, const void *hL, void **dh,
   PL_TRY(pl_zero3_acquire(t->f, t->u_head, s, &full));
   const void *wf = full;
   const void *wh = (const char *)full + pl__fsdp2_align((size_t)H) * t->es;
-  pl_status st = pl_zero3_grad_acquire(t->f, t->u_head, s, &g);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, pl_zero3_grad_acquire(t->f, t->u_head, s, &g));
   float *gf = g, *gh = g + pl__fsdp2_align((size_t)H);
-  if (st == PL_OK)
-    st =
-        pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "activations", s, &xf);
-  if (st == PL_OK)
-    st = pl__rmsnorm_fwd(s, hL, wf, xf, N, H, 1e-5f, t->dt);
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "activations", s,
-                        &dxf);
-  if (st == PL_OK && t->dt != PL_F32)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nw * t->es, "zero3_grads", s,
-                        &dwb);
-  if (st == PL_OK)
-    st = t->head->run(t->hctx, s, xf, t->d_tgt, wh, t->d_dloss, t->d_nll, dxf,
-                      t->dt == PL_F32 ? (void *)gh : dwb);
-  if (st == PL_OK && t->dt != PL_F32)
-    st = pl_convert(s, gh, PL_F32, dwb, t->dt, nw);
+  PL_TRY_GOTO(
+      st, done,
+      pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "activations", s, &xf));
+  PL_TRY_GOTO(st, done, pl__rmsnorm_fwd(s, hL, wf, xf, N, H, 1e-5f, t->dt));
+  PL_TRY_GOTO(
+      st, done,
+      pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "activations", s, &dxf));
+  if (t->dt != PL_F32)
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(dev, PL_ARENA_DEVICE, nw * t->es, "zero3_grads",
+                               s, &dwb));
+  PL_TRY_GOTO(st, done,
+              t->head->run(t->hctx, s, xf, t->d_tgt, wh, t->d_dloss, t->d_nll,
+                           dxf, t->dt == PL_F32 ? (void *)gh : dwb));
+  if (t->dt != PL_F32)
+    PL_TRY_GOTO(st, done, pl_convert(s, gh, PL_F32, dwb, t->dt, nw));
   pl_free_async(dev, dwb, s);
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "grads_act", s, dh);
-  if (st == PL_OK && pl__on_cuda(s))
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, pl__rmsnorm_bwd_scratch(N, H) * 4,
-                        "activations", s, (void **)&scr);
-  if (st == PL_OK)
-    st =
-        pl__rmsnorm_bwd(s, hL, wf, dxf, NULL, *dh, gf, scr, N, H, 1e-5f, t->dt);
+  dwb = NULL;
+  PL_TRY_GOTO(
+      st, done,
+      pl_alloc_async(dev, PL_ARENA_DEVICE, nh * t->es, "grads_act", s, dh));
+  if (pl__on_cuda(s))
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(dev, PL_ARENA_DEVICE,
+                               pl__rmsnorm_bwd_scratch(N, H) * 4, "activations",
+                               s, (void **)&scr));
+  PL_TRY_GOTO(
+      st, done,
+      pl__rmsnorm_bwd(s, hL, wf, dxf, NULL, *dh, gf, scr, N, H, 1e-5f, t->dt));
+done:
+  pl_free_async(dev, dwb, s);
   pl_free_async(dev, scr, s);
   pl_free_async(dev, xf, s);
   pl_free_async(dev, dxf, s);
   pl_zero3_release(t->f, t->u_head, s);
-  if (st == PL_OK)
-    st = pl_zero3_grad_reduce(t->f, t->u_head, s, t->micro_i > 0);
-  if (st == PL_OK)
-    st = pl_head_nll_sum(s, t->d_nll, t->h_nll, N, loss);
-  if (st == PL_OK)
-    st = pl_timeline_mark(&t->tline, s, &b);
-  if (st == PL_OK)
-    st = pl_timeline_span(&t->tline, PL_PART_HEAD, a, b);
-  return st;
+  PL_TRY(st);
+  PL_TRY(pl_zero3_grad_reduce(t->f, t->u_head, s, t->micro_i > 0));
+  PL_TRY(pl_head_nll_sum(s, t->d_nll, t->h_nll, N, loss));
+  PL_TRY(pl_timeline_mark(&t->tline, s, &b));
+  return pl_timeline_span(&t->tline, PL_PART_HEAD, a, b);
 }
 
 /* This rank's inputs and targets of one window (S + 1 tokens): its chunks. */
@@ -404,6 +400,61 @@ static void slice(pl_fsdp2 *t, const int32_t *win) {
     memcpy(t->h_tok + a * c, win + g0, (size_t)c * 4);
     memcpy(t->h_tgt + a * c, win + g0 + 1, (size_t)c * 4);
   }
+}
+
+/* Layer l's backward from *dcur (freed; *dcur becomes dL/dx), its
+ * gradients reduced. */
+static pl_status layer_bwd(pl_fsdp2 *t, int l, pl_stream *s, void **dcur,
+                           bool acc) {
+  pl_dev *dev = t->dev;
+  const size_t nh = (size_t)(t->N * t->m.H) * t->es;
+  flayer *x = &t->fl[l];
+  void *full = NULL, *xfull = NULL, *dx = NULL;
+  float *g = NULL, *xg = NULL;
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, pl_zero3_acquire(t->f, x->unit, s, &full));
+  if (x->moe)
+    PL_TRY_GOTO(st, done, pl_zero3_acquire(t->f, x->xunit, s, &xfull));
+  PL_TRY_GOTO(st, done,
+              l > 0 ? layer_prefetch(t, l - 1, s)
+                    : pl_zero3_prefetch(t->f, t->u_emb, s));
+  PL_TRY_GOTO(st, done, pl_zero3_grad_acquire(t->f, x->unit, s, &g));
+  if (x->moe)
+    PL_TRY_GOTO(st, done, pl_zero3_grad_acquire(t->f, x->xunit, s, &xg));
+  set_views(t, x, full, xfull, g, xg);
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE, nh, "grads_act", s, &dx));
+  PL_TRY_GOTO(st, done,
+              pl__fsdp2_layer_backward(&x->lay, s, t->bnd[l], *dcur, dx, t->N));
+done:
+  pl_free_async(dev, *dcur, s);
+  *dcur = dx;
+  pl_free_async(dev, t->bnd[l], s);
+  t->bnd[l] = NULL;
+  layer_release(t, l, s);
+  PL_TRY(st);
+  PL_TRY(pl_zero3_grad_reduce(t->f, x->unit, s, acc));
+  if (x->moe)
+    PL_TRY(pl_zero3_grad_reduce(t->f, x->xunit, s, acc));
+  return PL_OK;
+}
+
+/* The layers' backward from *dcur, then the embedding's: gathered again
+ * (FSDP2's pre-backward), its gradient reduced. */
+static pl_status backward(pl_fsdp2 *t, pl_stream *s, void **dcur, bool acc) {
+  void *E;
+  float *gE;
+  pl_status st = PL_OK;
+  for (int l = t->m.L - 1; l >= 0; l--)
+    PL_TRY_GOTO(st, done, layer_bwd(t, l, s, dcur, acc));
+  PL_TRY_GOTO(st, done, pl_zero3_acquire(t->f, t->u_emb, s, &E));
+  PL_TRY_GOTO(st, done, pl_zero3_grad_acquire(t->f, t->u_emb, s, &gE));
+  PL_TRY_GOTO(st, done,
+              pl__embedding_bwd(s, gE, *dcur, t->d_tok, t->N, t->m.H, t->dt));
+done:
+  pl_zero3_release(t->f, t->u_emb, s);
+  PL_TRY(st);
+  return pl_zero3_grad_reduce(t->f, t->u_emb, s, acc);
 }
 
 static pl_status micro_batch(pl_fsdp2 *t, const int32_t *win, double *nll) {
@@ -442,53 +493,13 @@ static pl_status micro_batch(pl_fsdp2 *t, const int32_t *win, double *nll) {
       layer_release(t, l, s);
   }
   /* head */
-  void *dcur = NULL, *dx = NULL;
+  void *dcur = NULL;
   double loss = 0;
   PL_TRY(head(t, s, t->bnd[L], &dcur, &loss));
   pl_free_async(dev, t->bnd[L], s);
   t->bnd[L] = NULL;
   /* backward */
-  pl_status st = PL_OK;
-  for (int l = L - 1; l >= 0 && st == PL_OK; l--) {
-    flayer *x = &t->fl[l];
-    float *g = NULL, *xg = NULL;
-    st = pl_zero3_acquire(t->f, x->unit, s, &full);
-    if (st == PL_OK && x->moe)
-      st = pl_zero3_acquire(t->f, x->xunit, s, &xfull);
-    if (st == PL_OK)
-      st = l > 0 ? layer_prefetch(t, l - 1, s)
-                 : pl_zero3_prefetch(t->f, t->u_emb, s);
-    if (st == PL_OK)
-      st = pl_zero3_grad_acquire(t->f, x->unit, s, &g);
-    if (st == PL_OK && x->moe)
-      st = pl_zero3_grad_acquire(t->f, x->xunit, s, &xg);
-    if (st == PL_OK)
-      set_views(t, x, full, xfull, g, xg);
-    if (st == PL_OK)
-      st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh, "grads_act", s, &dx);
-    if (st == PL_OK)
-      st = pl__fsdp2_layer_backward(&x->lay, s, t->bnd[l], dcur, dx, N);
-    pl_free_async(dev, dcur, s);
-    dcur = dx, dx = NULL;
-    pl_free_async(dev, t->bnd[l], s);
-    t->bnd[l] = NULL;
-    layer_release(t, l, s);
-    if (st == PL_OK)
-      st = pl_zero3_grad_reduce(t->f, x->unit, s, acc);
-    if (st == PL_OK && x->moe)
-      st = pl_zero3_grad_reduce(t->f, x->xunit, s, acc);
-  }
-  /* the embedding: gathered again (FSDP2's pre-backward), its gradient */
-  float *gE;
-  if (st == PL_OK)
-    st = pl_zero3_acquire(t->f, t->u_emb, s, &E);
-  if (st == PL_OK)
-    st = pl_zero3_grad_acquire(t->f, t->u_emb, s, &gE);
-  if (st == PL_OK)
-    st = pl__embedding_bwd(s, gE, dcur, t->d_tok, N, H, t->dt);
-  pl_zero3_release(t->f, t->u_emb, s);
-  if (st == PL_OK)
-    st = pl_zero3_grad_reduce(t->f, t->u_emb, s, acc);
+  pl_status st = backward(t, s, &dcur, acc);
   pl_free_async(dev, dcur, s);
   *nll += loss;
   return st;
@@ -541,19 +552,10 @@ pl_status pl_fsdp2_forward_backward(pl_fsdp2 *t, const int32_t *tokens,
                  T > 0 ? 1.0 / (double)T : 0));
   double nll = 0;
   pl_status st = PL_OK;
-  for (t->micro_i = 0; t->micro_i < t->c.micro && st == PL_OK; t->micro_i++)
-    st = micro_batch(t, tokens + t->micro_i * per, &nll);
-  if (st == PL_OK)
-    st = pl_zero3_sync(t->f, s);
-  if (st == PL_OK)
-    st = pl_dev_sync(t->dev);
-  if (st != PL_OK) {
-    mem_stats(t, r); /* the peak the failure reached */
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", pl_last_error());
-    abort_step(t);
-    return pl_set_error(st, "%s", msg);
-  }
+  for (t->micro_i = 0; t->micro_i < t->c.micro; t->micro_i++)
+    PL_TRY_GOTO(st, fail, micro_batch(t, tokens + t->micro_i * per, &nll));
+  PL_TRY_GOTO(st, fail, pl_zero3_sync(t->f, s));
+  PL_TRY_GOTO(st, fail, pl_dev_sync(t->dev));
   PL_TRY(pl_host_allreduce_f64(t->world, &nll, 1, PL_RED_SUM));
   r->step = t->step_no + 1;
   r->loss = T > 0 ? nll / (double)T : NAN;
@@ -569,6 +571,12 @@ pl_status pl_fsdp2_forward_backward(pl_fsdp2 *t, const int32_t *tokens,
   mem_stats(t, r);
   r->time_ms = pl_elapsed_s(t0) * 1e3;
   return PL_OK;
+fail:
+  mem_stats(t, r); /* the peak the failure reached */
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", pl_last_error());
+  abort_step(t);
+  return pl_set_error(st, "%s", msg);
 }
 
 /* AdamW over every unit's shard: the global norm first, then the update

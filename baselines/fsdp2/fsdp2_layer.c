@@ -67,110 +67,95 @@ static pl_attn_shape ashape(const pl__fsdp2_layer *l, int64_t N) {
   return sh;
 }
 
-#define ALLOC(p, bytes, tag)                                                   \
-  if (st == PL_OK)                                                             \
-  st = pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), (tag), s, (void **)&(p))
+/* A device buffer of the layer's, on s. */
+static pl_status dalloc(pl__fsdp2_layer *l, pl_stream *s, size_t bytes,
+                        const char *tag, void **p) {
+  return pl_alloc_async(l->dev, PL_ARENA_DEVICE, bytes, tag, s, p);
+}
+
+/* The FFN part of the forward: y = y1 + moe(h2) + swiglu(h2·W_up)·W_down. */
+static pl_status ffn_fwd(pl__fsdp2_layer *l, pl_stream *s, void *y, int64_t N,
+                         const char *tag, bool keep_ctx, bool count) {
+  pl__fsdp2_saved *v = &l->sv;
+  const int64_t H = l->H;
+  const size_t es = pl_dtype_size(l->dt), nh = (size_t)(N * H);
+  PL_TRY(dalloc(l, s, nh * es, tag, (void **)&v->h2));
+  PL_TRY(pl__rmsnorm_fwd(s, v->y1, l->w_n2, v->h2, N, H, l->eps, l->dt));
+  if (l->moe) {
+    const size_t nk2 = (size_t)N * (size_t)l->k;
+    PL_TRY(dalloc(l, s, (size_t)N * l->E * 4, tag, (void **)&v->probs));
+    PL_TRY(dalloc(l, s, nk2 * 4, tag, (void **)&v->idx));
+    PL_TRY(dalloc(l, s, nk2 * 4, tag, (void **)&v->w));
+    pl_router_shape rs = {
+        .N = N, .H = H, .E = l->E, .k = l->k, .renorm = l->renorm, .dt = l->dt};
+    PL_TRY(
+        pl_router_fwd(s, &rs, v->h2, l->w_r, l->bias, v->probs, v->idx, v->w));
+    v->hidx = malloc(nk2 * sizeof(int32_t) + 4);
+    if (!v->hidx)
+      return pl_set_error(PL_ENOMEM, "fsdp2 layer: host");
+    PL_TRY(pl_memcpy_async(s, v->hidx, v->idx, nk2 * 4));
+    PL_TRY(pl_stream_sync(s));
+    for (size_t i = 0; count && i < nk2; i++)
+      l->counts[v->hidx[i]]++;
+    PL_TRY(pl_moe_forward(l->moe, &l->ew, v->h2, N, v->hidx, v->w, y,
+                          keep_ctx ? &v->ctx : NULL, &l->stats));
+    PL_TRY(pl_axpy(s, y, l->dt, v->y1, l->dt, nh, 1.0f));
+  } else {
+    PL_TRY(pl_memcpy_async(s, y, v->y1, nh * es));
+  }
+  if (l->I_s > 0) {
+    const int64_t I = l->I_s;
+    PL_TRY(dalloc(l, s, (size_t)(N * 2 * I) * es, tag, (void **)&v->gu));
+    PL_TRY(dalloc(l, s, (size_t)(N * I) * es, tag, (void **)&v->a));
+    PL_TRY(pl_gemm(s, false, false, N, 2 * I, H, 1.f, v->h2, H, l->w_up, 2 * I,
+                   0.f, v->gu, 2 * I, l->dt, l->dt));
+    PL_TRY(pl__swiglu_fwd(s, v->gu, v->a, N, I, l->dt));
+    PL_TRY(pl_gemm(s, false, false, N, H, I, 1.f, v->a, I, l->w_down, H, 1.f, y,
+                   H, l->dt, l->dt));
+  }
+  return PL_OK;
+}
 
 /* Forward into *v (its buffers tagged tag) and y. */
 static pl_status fwd(pl__fsdp2_layer *l, pl_stream *s, const void *x, void *y,
                      int64_t N, const char *tag, bool keep_ctx, bool count) {
-  pl_dev *dev = l->dev;
   pl__fsdp2_saved *v = &l->sv;
   const int64_t H = l->H, nq = nqd(l), nk = nkd(l), tot = nq + 2 * nk;
   const size_t es = pl_dtype_size(l->dt), nh = (size_t)(N * H);
-  pl_status st = PL_OK;
   int m0, m1, m2;
   memset(v, 0, sizeof *v);
   v->valid = true;
   PL_TRY(mark(l, s, &m0));
   /* attention */
-  ALLOC(v->h, nh * es, tag);
-  ALLOC(v->q, (size_t)(N * nq) * es, tag);
-  ALLOC(v->k, (size_t)(N * nk) * es, tag);
-  ALLOC(v->v, (size_t)(N * nk) * es, tag);
-  ALLOC(v->o, (size_t)(N * nq) * es, tag);
-  ALLOC(v->lse, (size_t)l->n_q * (size_t)N * 4, tag);
-  ALLOC(v->y1, nh * es, tag);
-  if (st == PL_OK)
-    st = pl__rmsnorm_fwd(s, x, l->w_n, v->h, N, H, l->eps, l->dt);
+  PL_TRY(dalloc(l, s, nh * es, tag, (void **)&v->h));
+  PL_TRY(dalloc(l, s, (size_t)(N * nq) * es, tag, (void **)&v->q));
+  PL_TRY(dalloc(l, s, (size_t)(N * nk) * es, tag, (void **)&v->k));
+  PL_TRY(dalloc(l, s, (size_t)(N * nk) * es, tag, (void **)&v->v));
+  PL_TRY(dalloc(l, s, (size_t)(N * nq) * es, tag, (void **)&v->o));
+  PL_TRY(dalloc(l, s, (size_t)l->n_q * (size_t)N * 4, tag, (void **)&v->lse));
+  PL_TRY(dalloc(l, s, nh * es, tag, (void **)&v->y1));
+  PL_TRY(pl__rmsnorm_fwd(s, x, l->w_n, v->h, N, H, l->eps, l->dt));
   const char *W = l->w_qkv;
-  if (st == PL_OK)
-    st = pl_gemm(s, false, false, N, nq, H, 1.f, v->h, H, W, tot, 0.f, v->q, nq,
-                 l->dt, l->dt);
-  if (st == PL_OK)
-    st = pl_gemm(s, false, false, N, nk, H, 1.f, v->h, H, W + nq * es, tot, 0.f,
-                 v->k, nk, l->dt, l->dt);
-  if (st == PL_OK)
-    st = pl_gemm(s, false, false, N, nk, H, 1.f, v->h, H, W + (nq + nk) * es,
-                 tot, 0.f, v->v, nk, l->dt, l->dt);
-  if (st == PL_OK)
-    st = rope(l, s, v->q, l->n_q, N, 0);
-  if (st == PL_OK)
-    st = rope(l, s, v->k, l->n_kv, N, 0);
+  PL_TRY(pl_gemm(s, false, false, N, nq, H, 1.f, v->h, H, W, tot, 0.f, v->q, nq,
+                 l->dt, l->dt));
+  PL_TRY(pl_gemm(s, false, false, N, nk, H, 1.f, v->h, H, W + nq * es, tot, 0.f,
+                 v->k, nk, l->dt, l->dt));
+  PL_TRY(pl_gemm(s, false, false, N, nk, H, 1.f, v->h, H, W + (nq + nk) * es,
+                 tot, 0.f, v->v, nk, l->dt, l->dt));
+  PL_TRY(rope(l, s, v->q, l->n_q, N, 0));
+  PL_TRY(rope(l, s, v->k, l->n_kv, N, 0));
   pl_attn_shape sh = ashape(l, N);
-  if (st == PL_OK)
-    st = l->ring
+  PL_TRY(l->ring
              ? pl_ring_attn_fwd(l->ring, s, &sh, v->q, v->k, v->v, v->o, v->lse)
-             : pl_attn_fwd(s, &sh, v->q, v->k, v->v, v->o, v->lse);
-  if (st == PL_OK)
-    st = pl_memcpy_async(s, v->y1, x, nh * es);
-  if (st == PL_OK)
-    st = pl_gemm(s, false, false, N, H, nq, 1.f, v->o, nq, l->w_o, H, 1.f,
-                 v->y1, H, l->dt, l->dt);
-  if (st == PL_OK)
-    st = mark(l, s, &m1);
-  /* FFN: y = y1 + moe(h2) + swiglu(h2·W_up)·W_down */
-  ALLOC(v->h2, nh * es, tag);
-  if (st == PL_OK)
-    st = pl__rmsnorm_fwd(s, v->y1, l->w_n2, v->h2, N, H, l->eps, l->dt);
-  if (l->moe) {
-    const size_t nk2 = (size_t)N * (size_t)l->k;
-    ALLOC(v->probs, (size_t)N * l->E * 4, tag);
-    ALLOC(v->idx, nk2 * 4, tag);
-    ALLOC(v->w, nk2 * 4, tag);
-    pl_router_shape rs = {
-        .N = N, .H = H, .E = l->E, .k = l->k, .renorm = l->renorm, .dt = l->dt};
-    if (st == PL_OK)
-      st =
-          pl_router_fwd(s, &rs, v->h2, l->w_r, l->bias, v->probs, v->idx, v->w);
-    if (st == PL_OK) {
-      v->hidx = malloc(nk2 * sizeof(int32_t) + 4);
-      st = v->hidx ? PL_OK : pl_set_error(PL_ENOMEM, "fsdp2 layer: host");
-    }
-    if (st == PL_OK)
-      st = pl_memcpy_async(s, v->hidx, v->idx, nk2 * 4);
-    if (st == PL_OK)
-      st = pl_stream_sync(s);
-    for (size_t i = 0; st == PL_OK && count && i < nk2; i++)
-      l->counts[v->hidx[i]]++;
-    if (st == PL_OK)
-      st = pl_moe_forward(l->moe, &l->ew, v->h2, N, v->hidx, v->w, y,
-                          keep_ctx ? &v->ctx : NULL, &l->stats);
-    if (st == PL_OK)
-      st = pl_axpy(s, y, l->dt, v->y1, l->dt, nh, 1.0f);
-  } else if (st == PL_OK) {
-    st = pl_memcpy_async(s, y, v->y1, nh * es);
-  }
-  if (l->I_s > 0) {
-    const int64_t I = l->I_s;
-    ALLOC(v->gu, (size_t)(N * 2 * I) * es, tag);
-    ALLOC(v->a, (size_t)(N * I) * es, tag);
-    if (st == PL_OK)
-      st = pl_gemm(s, false, false, N, 2 * I, H, 1.f, v->h2, H, l->w_up, 2 * I,
-                   0.f, v->gu, 2 * I, l->dt, l->dt);
-    if (st == PL_OK)
-      st = pl__swiglu_fwd(s, v->gu, v->a, N, I, l->dt);
-    if (st == PL_OK)
-      st = pl_gemm(s, false, false, N, H, I, 1.f, v->a, I, l->w_down, H, 1.f, y,
-                   H, l->dt, l->dt);
-  }
-  if (st == PL_OK)
-    st = mark(l, s, &m2);
-  if (st == PL_OK)
-    st = span(l, PL_PART_ATTENTION, m0, m1);
-  if (st == PL_OK)
-    st = span(l, PL_PART_MOE, m1, m2);
-  return st;
+             : pl_attn_fwd(s, &sh, v->q, v->k, v->v, v->o, v->lse));
+  PL_TRY(pl_memcpy_async(s, v->y1, x, nh * es));
+  PL_TRY(pl_gemm(s, false, false, N, H, nq, 1.f, v->o, nq, l->w_o, H, 1.f,
+                 v->y1, H, l->dt, l->dt));
+  PL_TRY(mark(l, s, &m1));
+  PL_TRY(ffn_fwd(l, s, y, N, tag, keep_ctx, count));
+  PL_TRY(mark(l, s, &m2));
+  PL_TRY(span(l, PL_PART_ATTENTION, m0, m1));
+  return span(l, PL_PART_MOE, m1, m2);
 }
 
 pl_status pl__fsdp2_layer_forward(pl__fsdp2_layer *l, pl_stream *s,
@@ -193,14 +178,11 @@ typedef struct bwd_bufs {
 /* A checkpointed layer: its forward again, kept (tag "activations"). */
 static pl_status recompute(pl__fsdp2_layer *l, pl_stream *s, const void *x,
                            int64_t N) {
-  pl_dev *dev = l->dev;
   const size_t nh = (size_t)(N * l->H);
-  pl_status st = PL_OK;
   void *ytmp = NULL;
-  ALLOC(ytmp, nh * pl_dtype_size(l->dt), "activations");
-  if (st == PL_OK)
-    st = fwd(l, s, x, ytmp, N, "activations", true, false);
-  pl_free_async(dev, ytmp, s);
+  PL_TRY(dalloc(l, s, nh * pl_dtype_size(l->dt), "activations", &ytmp));
+  pl_status st = fwd(l, s, x, ytmp, N, "activations", true, false);
+  pl_free_async(l->dev, ytmp, s);
   return st;
 }
 
@@ -208,135 +190,114 @@ static pl_status recompute(pl__fsdp2_layer *l, pl_stream *s, const void *x,
  * their input gradients added to b->dh32. */
 static pl_status moe_bwd(pl__fsdp2_layer *l, pl_stream *s, const void *dy,
                          int64_t N, bwd_bufs *b) {
-  pl_dev *dev = l->dev;
   pl__fsdp2_saved *v = &l->sv;
   const size_t es = pl_dtype_size(l->dt), nh = (size_t)(N * l->H);
-  pl_status st = PL_OK;
-  ALLOC(b->dhe, nh * es, "activations");
-  ALLOC(b->dw, (size_t)N * l->k * 4, "router");
-  if (st == PL_OK)
-    st = pl_moe_backward(l->moe, v->ctx, &l->ew, v->h2, v->w, dy, b->dhe, b->dw,
-                         &l->eg);
+  PL_TRY(dalloc(l, s, nh * es, "activations", &b->dhe));
+  PL_TRY(dalloc(l, s, (size_t)N * l->k * 4, "router", (void **)&b->dw));
+  pl_status st = pl_moe_backward(l->moe, v->ctx, &l->ew, v->h2, v->w, dy,
+                                 b->dhe, b->dw, &l->eg);
   pl_moe_ctx_free(v->ctx);
   v->ctx = NULL;
-  if (st == PL_OK)
-    st = pl_axpy(s, b->dh32, PL_F32, b->dhe, l->dt, nh, 1.0f);
-  ALLOC(b->dlog, (size_t)N * l->E * es, "router");
-  ALLOC(b->dhr, nh * es, "activations");
+  PL_TRY(st);
+  PL_TRY(pl_axpy(s, b->dh32, PL_F32, b->dhe, l->dt, nh, 1.0f));
+  PL_TRY(dalloc(l, s, (size_t)N * l->E * es, "router", &b->dlog));
+  PL_TRY(dalloc(l, s, nh * es, "activations", &b->dhr));
   pl_router_shape rs = {.N = N,
                         .H = l->H,
                         .E = l->E,
                         .k = l->k,
                         .renorm = l->renorm,
                         .dt = l->dt};
-  if (st == PL_OK)
-    st = pl_router_bwd(s, &rs, v->h2, l->w_r, v->probs, v->idx, v->w, b->dw,
-                       b->dlog, b->dhr, l->g_r);
-  if (st == PL_OK)
-    st = pl_axpy(s, b->dh32, PL_F32, b->dhr, l->dt, nh, 1.0f);
-  return st;
+  PL_TRY(pl_router_bwd(s, &rs, v->h2, l->w_r, v->probs, v->idx, v->w, b->dw,
+                       b->dlog, b->dhr, l->g_r));
+  return pl_axpy(s, b->dh32, PL_F32, b->dhr, l->dt, nh, 1.0f);
 }
 
 /* The SwiGLU's backward (shared expert or dense FFN, width I_s): W_down's
  * and W_up's gradients, its input gradient added to b->dh32. */
 static pl_status swiglu_bwd(pl__fsdp2_layer *l, pl_stream *s, const void *dy,
                             int64_t N, bwd_bufs *b) {
-  pl_dev *dev = l->dev;
   pl__fsdp2_saved *v = &l->sv;
   const int64_t H = l->H, I = l->I_s;
   const size_t es = pl_dtype_size(l->dt);
-  pl_status st = pl_gemm(s, true, false, I, H, N, 1.f, v->a, I, dy, H, 1.f,
-                         l->g_down, H, l->dt, PL_F32);
-  ALLOC(b->da, (size_t)(N * I) * es, "activations");
-  if (st == PL_OK)
-    st = pl_gemm(s, false, true, N, I, H, 1.f, dy, H, l->w_down, H, 0.f, b->da,
-                 I, l->dt, l->dt);
-  ALLOC(b->dgu, (size_t)(N * 2 * I) * es, "activations");
-  if (st == PL_OK)
-    st = pl__swiglu_bwd(s, v->gu, b->da, b->dgu, N, I, l->dt);
-  if (st == PL_OK)
-    st = pl_gemm(s, true, false, H, 2 * I, N, 1.f, v->h2, H, b->dgu, 2 * I, 1.f,
-                 l->g_up, 2 * I, l->dt, PL_F32);
-  if (st == PL_OK)
-    st = pl_gemm(s, false, true, N, H, 2 * I, 1.f, b->dgu, 2 * I, l->w_up,
+  PL_TRY(pl_gemm(s, true, false, I, H, N, 1.f, v->a, I, dy, H, 1.f, l->g_down,
+                 H, l->dt, PL_F32));
+  PL_TRY(dalloc(l, s, (size_t)(N * I) * es, "activations", &b->da));
+  PL_TRY(pl_gemm(s, false, true, N, I, H, 1.f, dy, H, l->w_down, H, 0.f, b->da,
+                 I, l->dt, l->dt));
+  PL_TRY(dalloc(l, s, (size_t)(N * 2 * I) * es, "activations", &b->dgu));
+  PL_TRY(pl__swiglu_bwd(s, v->gu, b->da, b->dgu, N, I, l->dt));
+  PL_TRY(pl_gemm(s, true, false, H, 2 * I, N, 1.f, v->h2, H, b->dgu, 2 * I, 1.f,
+                 l->g_up, 2 * I, l->dt, PL_F32));
+  return pl_gemm(s, false, true, N, H, 2 * I, 1.f, b->dgu, 2 * I, l->w_up,
                  2 * I, 1.f, b->dh32, H, l->dt, PL_F32);
-  return st;
 }
 
 /* The FFN's backward: dh = dL/dh2 summed in f32 over the MoE part and the
  * SwiGLU, then the second norm's backward into b->dy1 = dL/dy1. */
 static pl_status ffn_bwd(pl__fsdp2_layer *l, pl_stream *s, const void *dy,
                          int64_t N, bwd_bufs *b) {
-  pl_dev *dev = l->dev;
   pl__fsdp2_saved *v = &l->sv;
   const int64_t H = l->H;
   const size_t es = pl_dtype_size(l->dt), nh = (size_t)(N * H);
-  pl_status st = PL_OK;
-  ALLOC(b->dh32, nh * 4, "activations");
-  if (st == PL_OK)
-    st = pl_fill(s, b->dh32, PL_F32, nh, 0.0);
-  if (st == PL_OK && l->moe)
-    st = moe_bwd(l, s, dy, N, b);
-  if (st == PL_OK && l->I_s > 0)
-    st = swiglu_bwd(l, s, dy, N, b);
-  ALLOC(b->dh, nh * es, "activations");
-  if (st == PL_OK)
-    st = pl_convert(s, b->dh, l->dt, b->dh32, PL_F32, nh);
+  PL_TRY(dalloc(l, s, nh * 4, "activations", (void **)&b->dh32));
+  PL_TRY(pl_fill(s, b->dh32, PL_F32, nh, 0.0));
+  if (l->moe)
+    PL_TRY(moe_bwd(l, s, dy, N, b));
+  if (l->I_s > 0)
+    PL_TRY(swiglu_bwd(l, s, dy, N, b));
+  PL_TRY(dalloc(l, s, nh * es, "activations", &b->dh));
+  PL_TRY(pl_convert(s, b->dh, l->dt, b->dh32, PL_F32, nh));
   if (pl_stream_backend(s) == PL_BACKEND_CUDA)
-    ALLOC(b->scr, pl__rmsnorm_bwd_scratch(N, H) * 4, "activations");
-  ALLOC(b->dy1, nh * es, "activations");
-  if (st == PL_OK)
-    st = pl__rmsnorm_bwd(s, v->y1, l->w_n2, b->dh, dy, b->dy1, l->g_n2, b->scr,
+    PL_TRY(dalloc(l, s, pl__rmsnorm_bwd_scratch(N, H) * 4, "activations",
+                  (void **)&b->scr));
+  PL_TRY(dalloc(l, s, nh * es, "activations", &b->dy1));
+  return pl__rmsnorm_bwd(s, v->y1, l->w_n2, b->dh, dy, b->dy1, l->g_n2, b->scr,
                          N, H, l->eps, l->dt);
-  return st;
 }
 
 /* The attention's backward from b->dy1: W_o, the attention (flash or
  * ring), RoPE, W_qkv, then the first norm's backward into dx. */
 static pl_status attention_bwd(pl__fsdp2_layer *l, pl_stream *s, const void *x,
                                void *dx, int64_t N, bwd_bufs *b) {
-  pl_dev *dev = l->dev;
   pl__fsdp2_saved *v = &l->sv;
   const int64_t H = l->H, nq = nqd(l), nk = nkd(l), tot = nq + 2 * nk;
   const size_t es = pl_dtype_size(l->dt), nh = (size_t)(N * H);
-  pl_status st = PL_OK;
-  ALLOC(b->dO, (size_t)(N * nq) * es, "activations");
-  ALLOC(b->dq, (size_t)(N * nq) * es, "activations");
-  ALLOC(b->dk, (size_t)(N * nk) * es, "activations");
-  ALLOC(b->dv, (size_t)(N * nk) * es, "activations");
-  if (st == PL_OK)
-    st = pl_gemm(s, false, true, N, nq, H, 1.f, b->dy1, H, l->w_o, H, 0.f,
-                 b->dO, nq, l->dt, l->dt);
-  if (st == PL_OK)
-    st = pl_gemm(s, true, false, nq, H, N, 1.f, v->o, nq, b->dy1, H, 1.f,
-                 l->g_o, H, l->dt, PL_F32);
+  PL_TRY(dalloc(l, s, (size_t)(N * nq) * es, "activations", &b->dO));
+  PL_TRY(dalloc(l, s, (size_t)(N * nq) * es, "activations", &b->dq));
+  PL_TRY(dalloc(l, s, (size_t)(N * nk) * es, "activations", &b->dk));
+  PL_TRY(dalloc(l, s, (size_t)(N * nk) * es, "activations", &b->dv));
+  PL_TRY(pl_gemm(s, false, true, N, nq, H, 1.f, b->dy1, H, l->w_o, H, 0.f,
+                 b->dO, nq, l->dt, l->dt));
+  PL_TRY(pl_gemm(s, true, false, nq, H, N, 1.f, v->o, nq, b->dy1, H, 1.f,
+                 l->g_o, H, l->dt, PL_F32));
   pl_attn_shape sh = ashape(l, N);
-  if (st == PL_OK)
-    st = l->ring ? pl_ring_attn_bwd(l->ring, s, &sh, v->q, v->k, v->v, v->o,
+  PL_TRY(l->ring ? pl_ring_attn_bwd(l->ring, s, &sh, v->q, v->k, v->v, v->o,
                                     b->dO, v->lse, b->dq, b->dk, b->dv)
                  : pl_attn_bwd(s, &sh, v->q, v->k, v->v, v->o, b->dO, v->lse,
-                               b->dq, b->dk, b->dv);
-  if (st == PL_OK)
-    st = rope(l, s, b->dq, l->n_q, N, 1);
-  if (st == PL_OK)
-    st = rope(l, s, b->dk, l->n_kv, N, 1);
+                               b->dq, b->dk, b->dv));
+  PL_TRY(rope(l, s, b->dq, l->n_q, N, 1));
+  PL_TRY(rope(l, s, b->dk, l->n_kv, N, 1));
   const char *W = l->w_qkv;
   const void *dg[3] = {b->dq, b->dk, b->dv};
   const int64_t off[3] = {0, nq, nq + nk}, wid[3] = {nq, nk, nk};
-  for (int i = 0; i < 3 && st == PL_OK; i++) {
-    st =
-        pl_gemm(s, false, true, N, H, wid[i], 1.f, dg[i], wid[i],
-                W + off[i] * es, tot, i ? 1.f : 0.f, b->dh32, H, l->dt, PL_F32);
-    if (st == PL_OK)
-      st = pl_gemm(s, true, false, H, wid[i], N, 1.f, v->h, H, dg[i], wid[i],
-                   1.f, l->g_qkv + off[i], tot, l->dt, PL_F32);
+  for (int i = 0; i < 3; i++) {
+    PL_TRY(pl_gemm(s, false, true, N, H, wid[i], 1.f, dg[i], wid[i],
+                   W + off[i] * es, tot, i ? 1.f : 0.f, b->dh32, H, l->dt,
+                   PL_F32));
+    PL_TRY(pl_gemm(s, true, false, H, wid[i], N, 1.f, v->h, H, dg[i], wid[i],
+                   1.f, l->g_qkv + off[i], tot, l->dt, PL_F32));
   }
-  if (st == PL_OK)
-    st = pl_convert(s, b->dh, l->dt, b->dh32, PL_F32, nh);
-  if (st == PL_OK)
-    st = pl__rmsnorm_bwd(s, x, l->w_n, b->dh, b->dy1, dx, l->g_n, b->scr, N, H,
+  PL_TRY(pl_convert(s, b->dh, l->dt, b->dh32, PL_F32, nh));
+  return pl__rmsnorm_bwd(s, x, l->w_n, b->dh, b->dy1, dx, l->g_n, b->scr, N, H,
                          l->eps, l->dt);
-  return st;
+}
+
+static void free_bwd(pl__fsdp2_layer *l, pl_stream *s, bwd_bufs *b) {
+  void *ps[] = {b->dh, b->dy1, b->dhe, b->dhr, b->dlog, b->da, b->dgu,
+                b->dO, b->dq,  b->dk,  b->dv,  b->dh32, b->dw, b->scr};
+  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+    pl_free_async(l->dev, ps[i], s);
 }
 
 pl_status pl__fsdp2_layer_backward(pl__fsdp2_layer *l, pl_stream *s,
@@ -349,23 +310,15 @@ pl_status pl__fsdp2_layer_backward(pl__fsdp2_layer *l, pl_stream *s,
   }
   bwd_bufs b = {0};
   int m0, m1, m2;
-  st = mark(l, s, &m0);
-  if (st == PL_OK)
-    st = ffn_bwd(l, s, dy, N, &b);
-  if (st == PL_OK)
-    st = mark(l, s, &m1);
-  if (st == PL_OK)
-    st = attention_bwd(l, s, x, dx, N, &b);
-  if (st == PL_OK)
-    st = mark(l, s, &m2);
-  if (st == PL_OK)
-    st = span(l, PL_PART_MOE, m0, m1);
-  if (st == PL_OK)
-    st = span(l, PL_PART_ATTENTION, m1, m2);
-  void *ps[] = {b.dh, b.dy1, b.dhe, b.dhr, b.dlog, b.da, b.dgu,
-                b.dO, b.dq,  b.dk,  b.dv,  b.dh32, b.dw, b.scr};
-  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
-    pl_free_async(l->dev, ps[i], s);
+  PL_TRY_GOTO(st, done, mark(l, s, &m0));
+  PL_TRY_GOTO(st, done, ffn_bwd(l, s, dy, N, &b));
+  PL_TRY_GOTO(st, done, mark(l, s, &m1));
+  PL_TRY_GOTO(st, done, attention_bwd(l, s, x, dx, N, &b));
+  PL_TRY_GOTO(st, done, mark(l, s, &m2));
+  PL_TRY_GOTO(st, done, span(l, PL_PART_MOE, m0, m1));
+  PL_TRY_GOTO(st, done, span(l, PL_PART_ATTENTION, m1, m2));
+done:
+  free_bwd(l, s, &b);
   pl__fsdp2_layer_drop(l, s);
   return st;
 }

@@ -131,23 +131,24 @@ pl_status pl__fsdp2_init_weights(pl_fsdp2 *t) {
   if (host)
     PL_TRY(pl_alloc(t->dev, PL_ARENA_DEVICE, chunk * 4, "init", (void **)&tmp));
   pl_status st = PL_OK;
-  for (int i = 0; i < t->npr && st == PL_OK; i++) {
+  for (int i = 0; i < t->npr; i++) {
     const param *p = &t->pr[i];
     size_t lo, hi, soff;
     float *w;
     in_shard(t, p, &lo, &hi, &w, &soff);
-    for (size_t e = lo; e < hi && st == PL_OK;) {
+    for (size_t e = lo; e < hi;) {
       const size_t n = hi - e < chunk ? hi - e : chunk;
       float *dst = host ? tmp : w + (e - soff);
-      st = pl_rng_fill(s, dst, PL_F32, n, param_seed(t, i),
-                       p->first + (e - p->off), p->dist, p->a, p->b);
-      if (st == PL_OK && host)
-        st = pl_memcpy_async(s, w + (e - soff), tmp, n * 4);
-      if (st == PL_OK)
-        st = pl_stream_sync(s);
+      PL_TRY_GOTO(st, done,
+                  pl_rng_fill(s, dst, PL_F32, n, param_seed(t, i),
+                              p->first + (e - p->off), p->dist, p->a, p->b));
+      if (host)
+        PL_TRY_GOTO(st, done, pl_memcpy_async(s, w + (e - soff), tmp, n * 4));
+      PL_TRY_GOTO(st, done, pl_stream_sync(s));
       e += n;
     }
   }
+done:
   pl_free(t->dev, tmp);
   return st;
 }
@@ -186,19 +187,19 @@ static pl_status gather_host(pl_fsdp2 *t, pl_comm *c, const float *src,
   pl_stream *s = pl_dev_stream(t->dev);
   const int n = c ? pl_comm_size(c) : 1;
   void *a = NULL, *b = NULL;
-  pl_status st = pl_alloc(t->dev, PL_ARENA_DEVICE, count * 4 + 4, "gather", &a);
-  if (st == PL_OK)
-    st = pl_alloc(t->dev, PL_ARENA_DEVICE, (size_t)n * count * 4 + 4, "gather",
-                  &b);
-  if (st == PL_OK)
-    st = pl_memcpy_async(s, a, src, count * 4);
-  if (st == PL_OK)
-    st = c ? pl_allgather(c, a, b, count, PL_F32, s)
-           : pl_memcpy_async(s, b, a, count * 4);
-  if (st == PL_OK)
-    st = pl_memcpy_async(s, out, b, (size_t)n * count * 4);
-  if (st == PL_OK)
-    st = pl_stream_sync(s);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done,
+              pl_alloc(t->dev, PL_ARENA_DEVICE, count * 4 + 4, "gather", &a));
+  PL_TRY_GOTO(st, done,
+              pl_alloc(t->dev, PL_ARENA_DEVICE, (size_t)n * count * 4 + 4,
+                       "gather", &b));
+  PL_TRY_GOTO(st, done, pl_memcpy_async(s, a, src, count * 4));
+  PL_TRY_GOTO(st, done,
+              c ? pl_allgather(c, a, b, count, PL_F32, s)
+                : pl_memcpy_async(s, b, a, count * 4));
+  PL_TRY_GOTO(st, done, pl_memcpy_async(s, out, b, (size_t)n * count * 4));
+  st = pl_stream_sync(s);
+done:
   pl_free(t->dev, a);
   pl_free(t->dev, b);
   return st;
@@ -220,11 +221,13 @@ pl_status pl_fsdp2_gather(pl_fsdp2 *t, int i, bool grad, float *out) {
   float *unit = malloc((size_t)G * s * 4 + 4);
   if (!unit)
     return pl_set_error(PL_ENOMEM, "fsdp2: host");
-  pl_status st = gather_host(t, uc, grad ? g : w, s, unit);
-  if (st == PL_OK && !p->expert)
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, gather_host(t, uc, grad ? g : w, s, unit));
+  if (!p->expert)
     memcpy(out, unit + p->off, (size_t)numel_of(p) * 4);
-  if (st == PL_OK && p->expert) /* this EP shard's experts, then the group's */
+  else /* this EP shard's experts, then the group's */
     st = gather_host(t, t->epc, unit + p->off, p->extent, out);
+done:
   free(unit);
   return st;
 }

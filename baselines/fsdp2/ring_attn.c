@@ -24,17 +24,15 @@ pl_status pl_ring_attn_create(pl_comm *cp, pl_dev *dev, pl_ring_attn **out) {
   ra->dev = dev;
   ra->size = cp ? pl_comm_size(cp) : 1;
   ra->rank = cp ? pl_comm_rank(cp) : 0;
-  pl_status st = pl_stream_create(dev, &ra->ms);
-  if (st == PL_OK)
-    st = pl_event_create(dev, &ra->ev_go);
-  if (st == PL_OK)
-    st = pl_event_create(dev, &ra->ev_ms);
-  if (st != PL_OK) {
-    pl_ring_attn_destroy(ra);
-    return st;
-  }
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, fail, pl_stream_create(dev, &ra->ms));
+  PL_TRY_GOTO(st, fail, pl_event_create(dev, &ra->ev_go));
+  PL_TRY_GOTO(st, fail, pl_event_create(dev, &ra->ev_ms));
   *out = ra;
   return PL_OK;
+fail:
+  pl_ring_attn_destroy(ra);
+  return st;
 }
 
 void pl_ring_attn_destroy(pl_ring_attn *ra) {
@@ -103,18 +101,17 @@ static pl_status gather_kv(pl_ring_attn *ra, pl_stream *s,
   *all = NULL;
   PL_TRY(
       pl_alloc_async(ra->dev, PL_ARENA_DEVICE, 2 * nk * es, "cp_kv", s, &pack));
-  pl_status st = pl_memcpy_async(s, pack, k, nk * es);
-  if (st == PL_OK)
-    st = pl_memcpy_async(s, (char *)pack + nk * es, v, nk * es);
-  if (st == PL_OK)
-    st = pl_alloc_async(ra->dev, PL_ARENA_DEVICE,
-                        (size_t)ra->size * 2 * nk * es, "cp_kv", s, all);
-  if (st == PL_OK)
-    st = ms_after_s(ra, s);
-  if (st == PL_OK)
-    st = ra->cp && ra->size > 1
-             ? pl_allgather(ra->cp, pack, *all, 2 * nk, sh->dtype, ra->ms)
-             : pl_memcpy_async(ra->ms, *all, pack, 2 * nk * es);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, pl_memcpy_async(s, pack, k, nk * es));
+  PL_TRY_GOTO(st, done, pl_memcpy_async(s, (char *)pack + nk * es, v, nk * es));
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(ra->dev, PL_ARENA_DEVICE,
+                             (size_t)ra->size * 2 * nk * es, "cp_kv", s, all));
+  PL_TRY_GOTO(st, done, ms_after_s(ra, s));
+  st = ra->cp && ra->size > 1
+           ? pl_allgather(ra->cp, pack, *all, 2 * nk, sh->dtype, ra->ms)
+           : pl_memcpy_async(ra->ms, *all, pack, 2 * nk * es);
+done:
   pl_free_async(ra->dev, pack, ra->ms);
   return st;
 }
@@ -125,6 +122,12 @@ static int block_mask(const pl_ring_attn *ra, int j, int a, int b) {
   const int gq = pl_ring_chunk(ra->size, ra->rank, a),
             gk = pl_ring_chunk(ra->size, j, b);
   return gq < gk ? -1 : gq == gk ? PL_ATTN_CAUSAL : PL_ATTN_FULL;
+}
+
+/* A transient of the ring (tag "cp_ring") on s. */
+static pl_status ring_alloc(pl_ring_attn *ra, pl_stream *s, size_t bytes,
+                            void **p) {
+  return pl_alloc_async(ra->dev, PL_ARENA_DEVICE, bytes, "cp_ring", s, p);
 }
 
 /* Pointers of one block: rows of query chunk a, keys of chunk b of source j
@@ -161,28 +164,22 @@ pl_status pl_ring_attn_fwd(pl_ring_attn *ra, pl_stream *s,
   pl_dev *dev = ra->dev;
   void *all = NULL, *ob = NULL;
   float *oacc = NULL, *lb = NULL;
-  pl_status st = gather_kv(ra, s, sh, k, v, &all);
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * x.rq * 4, "cp_ring",
-                        s, (void **)&oacc);
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)c * x.rq * x.es,
-                        "cp_ring", s, &ob);
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)nq * c * 4, "cp_ring", s,
-                        (void **)&lb);
-  if (st == PL_OK)
-    st = pl_fill(s, oacc, PL_F32, (size_t)N * x.rq, 0.0);
-  if (st == PL_OK)
-    st = pl_fill(s, lse, PL_F32, (size_t)nq * N, -INFINITY);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, gather_kv(ra, s, sh, k, v, &all));
+  PL_TRY_GOTO(st, done,
+              ring_alloc(ra, s, (size_t)N * x.rq * 4, (void **)&oacc));
+  PL_TRY_GOTO(st, done, ring_alloc(ra, s, (size_t)c * x.rq * x.es, &ob));
+  PL_TRY_GOTO(st, done, ring_alloc(ra, s, (size_t)nq * c * 4, (void **)&lb));
+  PL_TRY_GOTO(st, done, pl_fill(s, oacc, PL_F32, (size_t)N * x.rq, 0.0));
+  PL_TRY_GOTO(st, done, pl_fill(s, lse, PL_F32, (size_t)nq * N, -INFINITY));
   /* step i: the source j = r − i (mod CP); step 0 (own K, V) beside the
    * gather: its blocks read the caller's k, v */
-  for (int i = 0; i < ra->size && st == PL_OK; i++) {
+  for (int i = 0; i < ra->size; i++) {
     const int j = (ra->rank - i + ra->size) % ra->size;
     if (i == 1)
-      st = s_after_ms(ra, s);
-    for (int a = 0; a < 2 && st == PL_OK; a++)
-      for (int b = 0; b < 2 && st == PL_OK; b++) {
+      PL_TRY_GOTO(st, done, s_after_ms(ra, s));
+    for (int a = 0; a < 2; a++)
+      for (int b = 0; b < 2; b++) {
         const int m = block_mask(ra, j, a, b);
         if (m < 0)
           continue;
@@ -193,23 +190,56 @@ pl_status pl_ring_attn_fwd(pl_ring_attn *ra, pl_stream *s,
                            : (const char *)k + (size_t)b * c * x.rk * x.es;
         const char *vb = i ? kv_v(&x, all, j, b)
                            : (const char *)v + (size_t)b * c * x.rk * x.es;
-        st = pl_attn_fwd(s, &bs, (const char *)q + (size_t)a * c * x.rq * x.es,
-                         kb, vb, ob, lb);
-        if (st == PL_OK)
-          st = pl_attn_merge(s, oacc + (size_t)a * c * x.rq,
-                             lse + (size_t)a * nq * c, ob, lb, c, nq, d,
-                             sh->dtype);
+        PL_TRY_GOTO(st, done,
+                    pl_attn_fwd(s, &bs,
+                                (const char *)q + (size_t)a * c * x.rq * x.es,
+                                kb, vb, ob, lb));
+        PL_TRY_GOTO(st, done,
+                    pl_attn_merge(s, oacc + (size_t)a * c * x.rq,
+                                  lse + (size_t)a * nq * c, ob, lb, c, nq, d,
+                                  sh->dtype));
       }
   }
-  if (st == PL_OK && ra->size == 1)
-    st = s_after_ms(ra, s); /* the gather's copy, before the free on s */
-  if (st == PL_OK)
-    st = pl_convert(s, o, sh->dtype, oacc, PL_F32, (size_t)N * x.rq);
+  if (ra->size == 1) /* the gather's copy, before the free on s */
+    PL_TRY_GOTO(st, done, s_after_ms(ra, s));
+  st = pl_convert(s, o, sh->dtype, oacc, PL_F32, (size_t)N * x.rq);
+done:
   pl_free_async(dev, all, s);
   pl_free_async(dev, oacc, s);
   pl_free_async(dev, ob, s);
   pl_free_async(dev, lb, s);
   return st;
+}
+
+/* One block of the backward (query chunk a, key chunk b of source j at
+ * step i): dQ added to dqa, dK | dV to con. */
+static pl_status bwd_block(pl_ring_attn *ra, pl_stream *s,
+                           const pl_attn_shape *sh, const blk *x, int i, int j,
+                           int a, int b, const void *q, const void *k,
+                           const void *v, const void *o, const void *dout,
+                           const float *lse, const void *all, float *dqa,
+                           float *con, void *dqb, void *dkb, void *dvb) {
+  const int m = block_mask(ra, j, a, b);
+  if (m < 0)
+    return PL_OK;
+  const int64_t c = x->c;
+  pl_attn_shape bs = *sh;
+  bs.seq = c;
+  bs.mask = (pl_attn_mask)m;
+  const size_t qo = (size_t)a * c * x->rq;
+  const char *kb =
+      i ? kv_k(x, all, j, b) : (const char *)k + (size_t)b * c * x->rk * x->es;
+  const char *vb =
+      i ? kv_v(x, all, j, b) : (const char *)v + (size_t)b * c * x->rk * x->es;
+  PL_TRY(pl_attn_bwd(s, &bs, (const char *)q + qo * x->es, kb, vb,
+                     (const char *)o + qo * x->es,
+                     (const char *)dout + qo * x->es,
+                     lse + (size_t)a * sh->n_q * c, dqb, dkb, dvb));
+  PL_TRY(pl_axpy(s, dqa + qo, PL_F32, dqb, sh->dtype, (size_t)c * x->rq, 1.0f));
+  PL_TRY(pl_axpy(s, con + (size_t)b * c * x->rk, PL_F32, dkb, sh->dtype,
+                 (size_t)c * x->rk, 1.0f));
+  return pl_axpy(s, con + x->nk + (size_t)b * c * x->rk, PL_F32, dvb, sh->dtype,
+                 (size_t)c * x->rk, 1.0f);
 }
 
 pl_status pl_ring_attn_bwd(pl_ring_attn *ra, pl_stream *s,
@@ -220,97 +250,71 @@ pl_status pl_ring_attn_bwd(pl_ring_attn *ra, pl_stream *s,
   PL_TRY(pl_ring_attn_check(ra, sh, pl_stream_backend(s)));
   const blk x = blk_of(sh);
   const int64_t c = x.c, N = sh->seq;
-  const int nq = sh->n_q, CP = ra->size, r = ra->rank;
+  const int CP = ra->size, r = ra->rank;
   const size_t nkv2 = 2 * x.nk; /* f32 elements of a dK|dV buffer */
   pl_dev *dev = ra->dev;
   void *all = NULL, *dqb = NULL, *dkb = NULL, *dvb = NULL;
   float *dqa = NULL, *con = NULL, *snd = NULL, *rcv = NULL;
-  pl_status st = gather_kv(ra, s, sh, k, v, &all);
-#define ALLOC(p, bytes)                                                        \
-  if (st == PL_OK)                                                             \
-  st = pl_alloc_async(dev, PL_ARENA_DEVICE, (bytes), "cp_ring", s,             \
-                      (void **)&(p))
-  ALLOC(dqa, (size_t)N * x.rq * 4);
-  ALLOC(con, nkv2 * 4);
-  ALLOC(snd, nkv2 * 4);
-  ALLOC(rcv, nkv2 * 4);
-  ALLOC(dqb, (size_t)c * x.rq * x.es);
-  ALLOC(dkb, (size_t)c * x.rk * x.es);
-  ALLOC(dvb, (size_t)c * x.rk * x.es);
-#undef ALLOC
-  if (st == PL_OK)
-    st = pl_fill(s, dqa, PL_F32, (size_t)N * x.rq, 0.0);
-  for (int i = 0; i < CP && st == PL_OK; i++) {
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, gather_kv(ra, s, sh, k, v, &all));
+  PL_TRY_GOTO(st, done, ring_alloc(ra, s, (size_t)N * x.rq * 4, (void **)&dqa));
+  PL_TRY_GOTO(st, done, ring_alloc(ra, s, nkv2 * 4, (void **)&con));
+  PL_TRY_GOTO(st, done, ring_alloc(ra, s, nkv2 * 4, (void **)&snd));
+  PL_TRY_GOTO(st, done, ring_alloc(ra, s, nkv2 * 4, (void **)&rcv));
+  PL_TRY_GOTO(st, done, ring_alloc(ra, s, (size_t)c * x.rq * x.es, &dqb));
+  PL_TRY_GOTO(st, done, ring_alloc(ra, s, (size_t)c * x.rk * x.es, &dkb));
+  PL_TRY_GOTO(st, done, ring_alloc(ra, s, (size_t)c * x.rk * x.es, &dvb));
+  PL_TRY_GOTO(st, done, pl_fill(s, dqa, PL_F32, (size_t)N * x.rq, 0.0));
+  for (int i = 0; i < CP; i++) {
     const int j = (r - i + CP) % CP;
     /* the accumulated gradient of the previous step's K, V goes to r + 1
      * while the one of this step's K, V arrives from r − 1 */
-    if (i == 1)
-      st = s_after_ms(ra, s); /* the gathered K, V */
-    if (i > 0 && st == PL_OK) {
+    if (i == 1) /* the gathered K, V */
+      PL_TRY_GOTO(st, done, s_after_ms(ra, s));
+    if (i > 0) {
       float *t = snd;
       snd = con, con = t; /* con held step i−1's accumulated sum */
-      st = ms_after_s(ra, s);
-      if (st == PL_OK)
-        st = pl_sendrecv(ra->cp, snd, nkv2, (r + 1) % CP, rcv, nkv2,
-                         (r - 1 + CP) % CP, PL_F32, ra->ms);
+      PL_TRY_GOTO(st, done, ms_after_s(ra, s));
+      PL_TRY_GOTO(st, done,
+                  pl_sendrecv(ra->cp, snd, nkv2, (r + 1) % CP, rcv, nkv2,
+                              (r - 1 + CP) % CP, PL_F32, ra->ms));
     }
-    if (st == PL_OK)
-      st = pl_fill(s, con, PL_F32, nkv2, 0.0);
-    for (int a = 0; a < 2 && st == PL_OK; a++)
-      for (int b = 0; b < 2 && st == PL_OK; b++) {
-        const int m = block_mask(ra, j, a, b);
-        if (m < 0)
-          continue;
-        pl_attn_shape bs = *sh;
-        bs.seq = c;
-        bs.mask = (pl_attn_mask)m;
-        const size_t qo = (size_t)a * c * x.rq;
-        const char *kb = i ? kv_k(&x, all, j, b)
-                           : (const char *)k + (size_t)b * c * x.rk * x.es;
-        const char *vb = i ? kv_v(&x, all, j, b)
-                           : (const char *)v + (size_t)b * c * x.rk * x.es;
-        st = pl_attn_bwd(s, &bs, (const char *)q + qo * x.es, kb, vb,
-                         (const char *)o + qo * x.es,
-                         (const char *)dout + qo * x.es,
-                         lse + (size_t)a * nq * c, dqb, dkb, dvb);
-        if (st == PL_OK)
-          st = pl_axpy(s, dqa + qo, PL_F32, dqb, sh->dtype, (size_t)c * x.rq,
-                       1.0f);
-        if (st == PL_OK)
-          st = pl_axpy(s, con + (size_t)b * c * x.rk, PL_F32, dkb, sh->dtype,
-                       (size_t)c * x.rk, 1.0f);
-        if (st == PL_OK)
-          st = pl_axpy(s, con + x.nk + (size_t)b * c * x.rk, PL_F32, dvb,
-                       sh->dtype, (size_t)c * x.rk, 1.0f);
-      }
+    PL_TRY_GOTO(st, done, pl_fill(s, con, PL_F32, nkv2, 0.0));
+    for (int a = 0; a < 2; a++)
+      for (int b = 0; b < 2; b++)
+        PL_TRY_GOTO(st, done,
+                    bwd_block(ra, s, sh, &x, i, j, a, b, q, k, v, o, dout, lse,
+                              all, dqa, con, dqb, dkb, dvb));
     /* con += what ranks j .. r − 1 added for these K, V */
-    if (i > 0 && st == PL_OK) {
-      st = s_after_ms(ra, s);
-      if (st == PL_OK)
-        st = pl_axpy(s, con, PL_F32, rcv, PL_F32, nkv2, 1.0f);
+    if (i > 0) {
+      PL_TRY_GOTO(st, done, s_after_ms(ra, s));
+      PL_TRY_GOTO(st, done, pl_axpy(s, con, PL_F32, rcv, PL_F32, nkv2, 1.0f));
     }
   }
   /* the last hop: every buffer home (CP = 1: con is already this rank's) */
   float *home = con;
-  if (st == PL_OK && CP > 1) {
-    st = ms_after_s(ra, s);
-    if (st == PL_OK)
-      st = pl_sendrecv(ra->cp, con, nkv2, (r + 1) % CP, rcv, nkv2,
-                       (r - 1 + CP) % CP, PL_F32, ra->ms);
-    if (st == PL_OK)
-      st = s_after_ms(ra, s);
+  if (CP > 1) {
+    PL_TRY_GOTO(st, done, ms_after_s(ra, s));
+    PL_TRY_GOTO(st, done,
+                pl_sendrecv(ra->cp, con, nkv2, (r + 1) % CP, rcv, nkv2,
+                            (r - 1 + CP) % CP, PL_F32, ra->ms));
+    PL_TRY_GOTO(st, done, s_after_ms(ra, s));
     home = rcv;
   }
-  if (st == PL_OK && CP == 1)
-    st = s_after_ms(ra, s);
-  if (st == PL_OK)
-    st = pl_convert(s, dq, sh->dtype, dqa, PL_F32, (size_t)N * x.rq);
-  if (st == PL_OK)
-    st = pl_convert(s, dk, sh->dtype, home, PL_F32, x.nk);
-  if (st == PL_OK)
-    st = pl_convert(s, dv, sh->dtype, home + x.nk, PL_F32, x.nk);
-  void *ps[] = {all, dqa, con, snd, rcv, dqb, dkb, dvb};
-  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
-    pl_free_async(dev, ps[i], s);
+  if (CP == 1)
+    PL_TRY_GOTO(st, done, s_after_ms(ra, s));
+  PL_TRY_GOTO(st, done,
+              pl_convert(s, dq, sh->dtype, dqa, PL_F32, (size_t)N * x.rq));
+  PL_TRY_GOTO(st, done, pl_convert(s, dk, sh->dtype, home, PL_F32, x.nk));
+  st = pl_convert(s, dv, sh->dtype, home + x.nk, PL_F32, x.nk);
+done:
+  pl_free_async(dev, all, s);
+  pl_free_async(dev, dqa, s);
+  pl_free_async(dev, con, s);
+  pl_free_async(dev, snd, s);
+  pl_free_async(dev, rcv, s);
+  pl_free_async(dev, dqb, s);
+  pl_free_async(dev, dkb, s);
+  pl_free_async(dev, dvb, s);
   return st;
 }

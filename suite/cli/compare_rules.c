@@ -287,7 +287,7 @@ pl_status pl__compare_tol_file(const char *path, pl__compare_tols *ts) {
                         : S_ISFIFO(sb.st_mode) ? "a FIFO"
                                                : "a device or socket");
   if (!f)
-    return pl_set_error(PL_EIO, "tolerance file %s", pl_last_error());
+    return pl_error_prefix(PL_EIO, "tolerance file ");
   char line[512], where[PATH_MAX + 32];
   int n = 0;
   pl_status st = PL_OK;

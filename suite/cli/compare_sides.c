@@ -171,7 +171,7 @@ pl_status pl__cmp_side_read(const char *path, side *s) {
     if (!s->nt)
       return pl_set_error(PL_EIO, "%s: no result files", path);
   } else if (!add_file(s, path, false)) {
-    return pl_set_error(PL_EIO, "%s: %s", path, pl_last_error());
+    return pl_error_prefix(PL_EIO, "%s: ", path);
   }
   return PL_OK;
 }

@@ -691,6 +691,35 @@ static void print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
  */
 
 
+/* The model and the machine of the arguments. */
+static pl_status model_machine(const pl_args *a, pl_model_cfg *m,
+                               pl_plan_machine *mc) {
+  PL_TRY(model_of(a, m));
+  return machine_of(a, mc);
+}
+
+/* The plan of *c: searched first when a knob is free (*c becomes the
+ * choice, or the closest to fitting), checked, timed if it fits. */
+static pl_status plan_of(const pl_model_cfg *m, pl_plan_cfg *c,
+                         const pl_plan_free *fr, const pl_plan_machine *mc,
+                         bool searched, pl_plan_search *s, pl_plan_verdict *v,
+                         pl_plan_time *t) {
+  if (searched) {
+    pl__ticker tk;
+    const bool ticking =
+        pl__ticker_start(&tk, "[plan] searching the configurations");
+    pl_status st = pl_plan_auto(m, c, fr, mc, s);
+    if (ticking)
+      pl__ticker_stop(&tk);
+    PL_TRY(st);
+    *c = s->best.cfg;
+  }
+  PL_TRY(pl_plan_check(m, c, mc, v));
+  if (v->fits)
+    PL_TRY(pl_plan_time_predict(m, c, mc, t));
+  return PL_OK;
+}
+
 static int plan_one(int argc, char **argv) {
   pl_args *a = NULL;
   bool help = false;
@@ -707,7 +736,7 @@ static int plan_one(int argc, char **argv) {
   int code = 0;
   pl_model_cfg m;
   pl_plan_machine mc;
-  if ((st = model_of(a, &m)) || (st = machine_of(a, &mc))) {
+  if (model_machine(a, &m, &mc) != PL_OK) {
     code = bad(pl_last_error());
     goto out;
   }
@@ -718,7 +747,7 @@ static int plan_one(int argc, char **argv) {
   const bool tsv = pl_args_enum(a, "format") == 1;
   if (pl_args_given(a, "table")) {
     const char *dir = pl_args_str(a, "out");
-    if (dir && (st = pl_plan_table_check_out(dir))) {
+    if (dir && pl_plan_table_check_out(dir) != PL_OK) {
       code = bad(pl_last_error());
       goto out;
     }
@@ -731,7 +760,7 @@ static int plan_one(int argc, char **argv) {
   }
   pl_plan_cfg c;
   pl_plan_free fr;
-  if ((st = config_of(a, &m, &c, &fr))) {
+  if (config_of(a, &m, &c, &fr) != PL_OK) {
     code = bad(pl_last_error());
     goto out;
   }
@@ -747,19 +776,7 @@ static int plan_one(int argc, char **argv) {
     code = 3;
     goto out;
   }
-  if (searched) {
-    pl__ticker tk;
-    const bool ticking = pl__ticker_start(&tk, "[plan] searching the configurations");
-    st = pl_plan_auto(&m, &c, &fr, &mc, s);
-    if (ticking)
-      pl__ticker_stop(&tk);
-    if (st == PL_OK)
-      c = s->best.cfg; /* the choice, or the closest to fitting */
-  }
-  if (st == PL_OK)
-    st = pl_plan_check(&m, &c, &mc, v);
-  if (st == PL_OK && v->fits)
-    st = pl_plan_time_predict(&m, &c, &mc, &t);
+  st = plan_of(&m, &c, &fr, &mc, searched, s, v, &t);
   if (st == PL_EINVAL || st == PL_EUNSUPPORTED) {
     code = bad(pl_last_error());
   } else if (st != PL_OK) {

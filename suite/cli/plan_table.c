@@ -93,16 +93,18 @@ static pl_status best_of(const pl_model_cfg *m, pl_plan_system sys, int W,
   pl_plan_search *s = calloc(1, sizeof *s);
   if (!s)
     return pl_set_error(PL_ENOMEM, "plan: host");
-  pl_status st = pl_plan_auto(m, &base, &fr, mc, s);
-  if (st == PL_OK && s->have_best) {
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, pl_plan_auto(m, &base, &fr, mc, s));
+  if (s->have_best) {
     out->fits = true;
     out->tok = s->best.time.tok_s_gpu;
     out->tflops = s->best.time.tflops_gpu;
     out->peak = (double)s->best.mem.dev_peak;
     pl_plan_cfg_str(&s->best.cfg, out->cfg, sizeof out->cfg);
-  } else if (st == PL_OK) {
+  } else {
     snprintf(out->cfg, sizeof out->cfg, "none fits (%s)", s->binding);
   }
+done:
   free(s);
   return st;
 }

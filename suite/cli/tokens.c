@@ -172,44 +172,51 @@ static int make_tmp(const char *dest) {
   return 0;
 }
 
-/* IN's bytes as tokens into the temporary file, made durable (fsync). */
-static pl_status write_shard(int in, const char *in_path, int64_t *count) {
-  pl_data_writer *w;
-  pl_status st = pl_data_writer_open(tmp_path, 2, &w);
+/* The temporary file made durable (fsync). */
+static pl_status sync_tmp(void) {
+  pl_status st = PL_OK;
+  int fd = open(tmp_path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || fsync(fd) != 0)
+    st = pl_set_error(PL_EIO, "%s: sync failed: %s", tmp_path, strerror(errno));
+  if (fd >= 0)
+    close(fd);
+  return st;
+}
+
+/* IN's bytes as tokens into w, *count of them. */
+static pl_status copy_tokens(int in, const char *in_path, pl_data_writer *w,
+                             int64_t *count) {
   static unsigned char buf[65536];
   static uint32_t tok[65536];
   ssize_t n;
-  *count = 0;
-  while (st == PL_OK && (n = read(in, buf, sizeof buf)) != 0) {
+  while ((n = read(in, buf, sizeof buf)) != 0) {
     if (n < 0) {
       if (errno == EINTR)
         continue;
-      st =
-          pl_set_error(PL_EIO, "%s: read failed: %s", in_path, strerror(errno));
-      break;
+      return pl_set_error(PL_EIO, "%s: read failed: %s", in_path,
+                          strerror(errno));
     }
-    if (*count + n > PL_TOKENS_MAX_BYTES) { /* it grew while read */
-      st = pl_set_error(PL_EINVAL, "%s: more than %lld bytes (the limit)",
-                        in_path, (long long)PL_TOKENS_MAX_BYTES);
-      break;
-    }
+    if (*count + n > PL_TOKENS_MAX_BYTES) /* it grew while read */
+      return pl_set_error(PL_EINVAL, "%s: more than %lld bytes (the limit)",
+                          in_path, (long long)PL_TOKENS_MAX_BYTES);
     for (ssize_t i = 0; i < n; i++)
       tok[i] = buf[i];
-    st = pl_data_writer_put(w, tok, (int64_t)n);
     *count += (int64_t)n;
+    PL_TRY(pl_data_writer_put(w, tok, (int64_t)n));
   }
+  return PL_OK;
+}
+
+/* IN's bytes as tokens into the temporary file, made durable (fsync). */
+static pl_status write_shard(int in, const char *in_path, int64_t *count) {
+  pl_data_writer *w;
+  *count = 0;
+  PL_TRY(pl_data_writer_open(tmp_path, 2, &w));
+  pl_status st = copy_tokens(in, in_path, w, count);
   pl_status c = pl_data_writer_close(w);
-  if (st == PL_OK)
-    st = c;
-  if (st == PL_OK) {
-    int fd = open(tmp_path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) != 0)
-      st = pl_set_error(PL_EIO, "%s: sync failed: %s", tmp_path,
-                        strerror(errno));
-    if (fd >= 0)
-      close(fd);
-  }
-  return st;
+  PL_TRY(st);
+  PL_TRY(c);
+  return sync_tmp();
 }
 
 /* The temporary file's mode: what a new file gets (0666 less the umask). */
@@ -217,6 +224,20 @@ static void default_mode(void) {
   const mode_t um = umask(0);
   umask(um);
   chmod(tmp_path, 0666 & ~um);
+}
+
+/* IN's tokens into the temporary file (IN closed), then renamed to dest. */
+static pl_status convert(int in, const char *in_path, const char *dest,
+                         int64_t *count) {
+  pl_status st = write_shard(in, in_path, count);
+  close(in);
+  PL_TRY(st);
+  default_mode();
+  if (rename(tmp_path, dest) != 0)
+    return pl_set_error(PL_EIO, "rename %s to %s: %s", tmp_path, dest,
+                        strerror(errno));
+  tmp_live = 0;
+  return PL_OK;
 }
 
 int pl_tokens_main(int argc, char **argv) {
@@ -261,16 +282,7 @@ int pl_tokens_main(int argc, char **argv) {
     return code;
   }
   int64_t count = 0;
-  pl_status st = write_shard(in, in_path, &count);
-  close(in);
-  if (st == PL_OK) {
-    default_mode();
-    if (rename(tmp_path, dest) != 0)
-      st = pl_set_error(PL_EIO, "rename %s to %s: %s", tmp_path, dest,
-                        strerror(errno));
-    else
-      tmp_live = 0;
-  }
+  pl_status st = convert(in, in_path, dest, &count);
   if (st != PL_OK) {
     tmp_live = 0;
     unlink(tmp_path); /* ours; OUT itself is untouched */

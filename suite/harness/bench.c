@@ -682,12 +682,10 @@ static pl_status check_results_dir(const pl_bench_ctx *ctx, pl_status st,
     snprintf(dir, len, "%s", outdir);
   if (st == PL_OK && !ctx->done && ctx->rank == 0 &&
       pl_results_dir_check(dir) != PL_OK) {
-    char why[1024];
-    snprintf(why, sizeof why, "%s", pl_last_error());
     const bool longer = strlen(outdir) > 200; /* the message stays short */
-    st = pl_set_error(PL_EINVAL, "--out=%.*s%s%s%s: %s", longer ? 40 : 200,
-                      outdir, longer ? "..." : "", sweep ? " --sweep=" : "",
-                      sweep ? sweep : "", why);
+    st = pl_error_prefix(PL_EINVAL, "--out=%.*s%s%s%s: ", longer ? 40 : 200,
+                         outdir, longer ? "..." : "", sweep ? " --sweep=" : "",
+                         sweep ? sweep : "");
   }
   return st;
 }
@@ -807,7 +805,7 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
     if (dry_ranks > 0)
       ctx.size = dry_ranks;
     code = dry_run(&ctx, S);
-    goto dry_done;
+    goto done; /* not inited: no fini */
   }
   pl_status st = b->init ? b->init(&ctx, S) : PL_OK;
   inited = true;
@@ -846,7 +844,6 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
 done:
   if (inited && b->fini)
     b->fini(&ctx, S);
-dry_done:
   if (ctx.res)
     pl_results_close(ctx.res, "error");
   if (comm)

@@ -104,16 +104,16 @@ pl_status pl_check_device(pl_check *c, pl_stream *s, const char *what,
   char *hg = malloc(bytes + 1), *hr = malloc(bytes + 1);
   pl_status st = PL_OK;
   if (!hg || !hr)
-    st = pl_set_error(PL_ENOMEM, "check %s: host copies of %zu bytes", what,
-                      bytes);
-  if (st == PL_OK && bytes)
-    st = pl_memcpy_async(s, hg, got, bytes);
-  if (st == PL_OK && bytes)
-    st = pl_memcpy_async(s, hr, ref, bytes);
-  if (st == PL_OK)
-    st = pl_stream_sync(s);
-  if (st == PL_OK)
-    pl_check_arrays(c, what, hg, pl_elem_of(dt), hr, pl_elem_of(dt), n, dt, k);
+    PL_TRY_GOTO(st, done,
+                pl_set_error(PL_ENOMEM, "check %s: host copies of %zu bytes",
+                             what, bytes));
+  if (bytes) {
+    PL_TRY_GOTO(st, done, pl_memcpy_async(s, hg, got, bytes));
+    PL_TRY_GOTO(st, done, pl_memcpy_async(s, hr, ref, bytes));
+  }
+  PL_TRY_GOTO(st, done, pl_stream_sync(s));
+  pl_check_arrays(c, what, hg, pl_elem_of(dt), hr, pl_elem_of(dt), n, dt, k);
+done:
   free(hg);
   free(hr);
   return st;

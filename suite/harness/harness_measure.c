@@ -59,6 +59,22 @@ pl_status pl_bench_agree(pl_bench_ctx *ctx, pl_status *st) {
   return PL_OK;
 }
 
+/* Two events, *e0 and *e1. */
+static pl_status events(pl_dev *dev, pl_event **e0, pl_event **e1) {
+  PL_TRY(pl_event_create(dev, e0));
+  return pl_event_create(dev, e1);
+}
+
+/* fn once between e0 and e1 on s: *ms its time. */
+static pl_status one_run(pl_bench_fn fn, void *arg, pl_stream *s, pl_event *e0,
+                         pl_event *e1, float *ms) {
+  PL_TRY(pl_event_record(e0, s));
+  PL_TRY(call(fn, arg));
+  PL_TRY(pl_event_record(e1, s));
+  PL_TRY(pl_event_sync(e1));
+  return pl_event_elapsed_ms(e0, e1, ms);
+}
+
 /* Timed runs into t[0..iters): a barrier, fn between events, the elapsed
  * time, the slowest rank's.  A failing rank stops calling fn but keeps
  * entering the barriers, so the ranks' collectives stay matched; the
@@ -66,35 +82,24 @@ pl_status pl_bench_agree(pl_bench_ctx *ctx, pl_status *st) {
 static pl_status timed_runs(pl_bench_ctx *ctx, pl_bench_fn fn, void *arg,
                             pl_stream *s, int iters, double *t) {
   pl_event *e0 = NULL, *e1 = NULL;
-  pl_status st = pl_event_create(ctx->dev, &e0);
-  if (st == PL_OK)
-    st = pl_event_create(ctx->dev, &e1);
+  pl_status st = events(ctx->dev, &e0, &e1);
   pl_status comm = PL_OK;
   for (int i = 0; i < iters && comm == PL_OK; i++) {
     comm = pl_barrier(ctx->comm);
-    if (st == PL_OK)
-      st = pl_event_record(e0, s);
-    if (st == PL_OK)
-      st = call(fn, arg);
-    if (st == PL_OK)
-      st = pl_event_record(e1, s);
-    if (st == PL_OK)
-      st = pl_event_sync(e1);
     float ms = 0;
-    if (st == PL_OK)
-      st = pl_event_elapsed_ms(e0, e1, &ms);
+    if (st == PL_OK) /* a failing rank only enters the barriers */
+      st = one_run(fn, arg, s, e0, e1, &ms);
     t[i] = ms;
   }
   if (e0)
     pl_event_destroy(e0);
   if (e1)
     pl_event_destroy(e1);
-  if (comm == PL_OK)
-    comm = pl_bench_agree(ctx, &st);
+  PL_TRY(comm);
+  PL_TRY(pl_bench_agree(ctx, &st));
+  PL_TRY(st);
   /* An iteration lasts as long as its slowest rank. */
-  if (comm == PL_OK && st == PL_OK)
-    comm = pl_host_allreduce_f64(ctx->comm, t, (size_t)iters, PL_RED_MAX);
-  return comm != PL_OK ? comm : st;
+  return pl_host_allreduce_f64(ctx->comm, t, (size_t)iters, PL_RED_MAX);
 }
 
 static double median_of(const double *x, int n) {
@@ -115,18 +120,19 @@ static pl_status timed(pl_bench_ctx *ctx, pl_bench_fn fn, void *arg,
                        double *slow, pl_stats *out) {
   double *t = calloc((size_t)iters + 1, sizeof *t);
   PL_ASSERT(t != NULL);
-  pl_status st = timed_runs(ctx, fn, arg, s, iters, t);
-  while (st == PL_OK && converge && iters >= 2 && *extra < EXTRA_MAX) {
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, timed_runs(ctx, fn, arg, s, iters, t));
+  while (converge && iters >= 2 && *extra < EXTRA_MAX) {
     const double rest = median_of(t + 1, iters - 1);
     if (!(t[0] > SLOW_RATIO * rest)) /* every rank sees the same times */
       break;
     *slow = fmax(*slow, t[0] / rest);
     memmove(t, t + 1, sizeof *t * (size_t)(iters - 1));
     ++*extra;
-    st = timed_runs(ctx, fn, arg, s, 1, &t[iters - 1]);
+    PL_TRY_GOTO(st, done, timed_runs(ctx, fn, arg, s, 1, &t[iters - 1]));
   }
-  if (st == PL_OK)
-    *out = pl_stats_of(t, iters);
+  *out = pl_stats_of(t, iters);
+done:
   free(t);
   return st;
 }
@@ -136,22 +142,24 @@ static bool may_extend(const pl_bench_ctx *ctx) {
   return !(ctx->bench && ctx->bench->stateful && !ctx->cuda);
 }
 
+/* fn once, then s drained. */
+static pl_status run_sync(pl_bench_fn fn, void *arg, pl_stream *s) {
+  PL_TRY(call(fn, arg));
+  return pl_stream_sync(s);
+}
+
 /* n warm-ups, then more while the last was more than SLOW_RATIO x slower
  * than the one before (each timed on the host after a stream sync, the
  * slowest rank's, so every rank decides alike); ++*extra for each more. */
 static pl_status warmups(pl_bench_ctx *ctx, pl_bench_fn fn, void *arg,
                          pl_stream *s, int n, int *extra, double *slow) {
-  pl_status st = PL_OK;
   double prev = 0;
-  for (int i = 0; i < n + *extra && st == PL_OK; i++) {
+  for (int i = 0; i < n + *extra; i++) {
     const uint64_t t0 = pl_now_ns();
-    st = call(fn, arg);
-    if (st == PL_OK)
-      st = pl_stream_sync(s);
+    pl_status st = run_sync(fn, arg, s);
     double ms = (double)(pl_now_ns() - t0) * 1e-6;
     PL_TRY(pl_bench_agree(ctx, &st));
-    if (st != PL_OK)
-      break;
+    PL_TRY(st);
     PL_TRY(pl_host_allreduce_f64(ctx->comm, &ms, 1, PL_RED_MAX));
     if (i == n + *extra - 1 && i > 0 && ms > SLOW_RATIO * prev &&
         *extra < EXTRA_MAX && may_extend(ctx)) { /* the last was slower: not converged */
@@ -160,7 +168,7 @@ static pl_status warmups(pl_bench_ctx *ctx, pl_bench_fn fn, void *arg,
     }
     prev = ms;
   }
-  return st;
+  return PL_OK;
 }
 
 pl_status pl_bench_time_n(pl_bench_ctx *ctx, pl_bench_fn fn, void *arg,

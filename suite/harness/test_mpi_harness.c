@@ -274,6 +274,13 @@ START_TEST(clean_run_and_usage) {
 }
 END_TEST
 
+/* The device, the world, and rank 0's chars (its directory's name). */
+static pl_status setup(int64_t *chars, size_t bytes) {
+  PL_TRY(pl_dev_create(PL_BACKEND_CPU, 0, &g_dev));
+  PL_TRY(pl_comm_world(g_dev, &g_comm));
+  return pl_host_bcast(g_comm, chars, bytes, 0);
+}
+
 int main(int argc, char **argv) {
   if (pl_init(&argc, &argv) != PL_OK) {
     fprintf(stderr, "%s\n", pl_last_error());
@@ -289,11 +296,7 @@ int main(int argc, char **argv) {
   /* every rank writes under the same directory name (rank 0's) */
   int64_t chars[32] = {0};
   memcpy(chars, g_dir, strlen(g_dir) + 1);
-  pl_status st = pl_dev_create(PL_BACKEND_CPU, 0, &g_dev);
-  if (st == PL_OK)
-    st = pl_comm_world(g_dev, &g_comm);
-  if (st == PL_OK)
-    st = pl_host_bcast(g_comm, chars, sizeof chars, 0);
+  pl_status st = setup(chars, sizeof chars);
   memcpy(g_dir, chars, sizeof g_dir);
   const TTest *tests[] = {rows_and_exit_codes, clean_run_and_usage, NULL};
   int nf = st == PL_OK ? pl_check_suite("harness", 0, tests, NULL, NULL,

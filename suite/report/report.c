@@ -423,12 +423,12 @@ pl_status pl_report_run_as(const char *run_dir, pl_report_format fmt,
   struct stat sb;
   const bool points = stat(pstatus, &sb) == 0;
   if (nt == 0 && !points)
-    st = pl_set_error(PL_EIO, "no result files in %s", run_dir);
-  else
-    st = out_dir_make(out_dir);
-  if (st == PL_OK && fmt != PL_REPORT_MD) {
+    PL_TRY_GOTO(st, done,
+                pl_set_error(PL_EIO, "no result files in %s", run_dir));
+  PL_TRY_GOTO(st, done, out_dir_make(out_dir));
+  if (fmt != PL_REPORT_MD) {
     st = nt ? pl__report_export(&rc, t, nt, fmt == PL_REPORT_JSON) : PL_OK;
-  } else if (st == PL_OK) {
+  } else {
     st = nt ? report_tables(&rc, t, nt) : PL_OK;
     if (pl__report_points(&rc, t, nt) != PL_OK) {
       fprintf(stderr, "plateau report: points: %s\n", pl_last_error());
@@ -439,6 +439,7 @@ pl_status pl_report_run_as(const char *run_dir, pl_report_format fmt,
       st = PL_ERUNTIME;
     }
   }
+done:
   free(claims);
   for (int i = 0; i < nt; i++) {
     pl_table_free(t[i]);

@@ -175,20 +175,22 @@ static pl_status locked_append(int fd, const char *path, const char *buf,
   }
   pl_status st = PL_OK;
   struct stat sst;
-  if (fstat(fd, &sst) != 0) {
-    st = pl_set_error(PL_EIO, "fstat %s: %s", path, strerror(errno));
-  } else if (sst.st_size > 0) {
+  if (fstat(fd, &sst) != 0)
+    PL_TRY_GOTO(st, done,
+                pl_set_error(PL_EIO, "fstat %s: %s", path, strerror(errno)));
+  if (sst.st_size > 0) {
     char last = '\n';
     ssize_t r = pread(fd, &last, 1, sst.st_size - 1);
-    if (r != 1) {
-      st = pl_set_error(PL_EIO, "read %s: %s", path,
-                        r < 0 ? strerror(errno) : "short read");
-    } else if (last != '\n') {
-      static const char mark[] = "\t" PL__TORN_MARK "\n";
-      st = write_all(fd, mark, sizeof mark - 1, path);
-    }
+    if (r != 1)
+      PL_TRY_GOTO(st, done,
+                  pl_set_error(PL_EIO, "read %s: %s", path,
+                               r < 0 ? strerror(errno) : "short read"));
+    static const char mark[] = "\t" PL__TORN_MARK "\n";
+    if (last != '\n')
+      PL_TRY_GOTO(st, done, write_all(fd, mark, sizeof mark - 1, path));
   }
-  if (st == PL_OK) st = write_all(fd, buf, len, path);
+  st = write_all(fd, buf, len, path);
+done:
   flock(fd, LOCK_UN);
   return st;
 }

@@ -87,20 +87,21 @@ pl_status pl__adam_shard_alloc(pl_adam_shard *S, pl_stream *s) {
     return pl_stream_sync(s);
   }
   pl_status st = PL_OK;
-  for (int a = 0; a < 3 && st == PL_OK; a++) {
+  for (int a = 0; a < 3; a++) {
     float *dst = a == 0 ? S->st.p : a == 1 ? S->st.m : S->st.v;
-    for (size_t off = 0; off < n && st == PL_OK; off += chunk) {
+    for (size_t off = 0; off < n; off += chunk) {
       size_t len = off + chunk < n ? chunk : n - off;
-      st = a == 2 ? pl_rng_fill(s, scr, PL_F32, len, sd + 2, off,
-                                PL_DIST_UNIFORM, 1e-9f, 1e-8f)
-                  : pl_rng_fill(s, scr, PL_F32, len, sd + (uint64_t)a, off,
-                                PL_DIST_NORMAL, 0.0f, a == 0 ? 0.02f : 1e-4f);
-      if (st == PL_OK)
-        st = pl_memcpy_async(s, dst + off, scr, len * 4);
+      PL_TRY_GOTO(st, done,
+                  a == 2 ? pl_rng_fill(s, scr, PL_F32, len, sd + 2, off,
+                                       PL_DIST_UNIFORM, 1e-9f, 1e-8f)
+                         : pl_rng_fill(s, scr, PL_F32, len, sd + (uint64_t)a,
+                                       off, PL_DIST_NORMAL, 0.0f,
+                                       a == 0 ? 0.02f : 1e-4f));
+      PL_TRY_GOTO(st, done, pl_memcpy_async(s, dst + off, scr, len * 4));
     }
   }
-  if (st == PL_OK)
-    st = pl_stream_sync(s);
+  st = pl_stream_sync(s);
+done:
   pl_free(S->dev, scr);
   return st;
 }
@@ -125,22 +126,22 @@ pl_status pl__adam_shard_sumsq(const pl_adam_shard *S, pl_stream *s,
   PL_ASSERT(part);
   double total = 0;
   pl_status st = PL_OK;
-  for (int t = 0; t < S->nt && st == PL_OK; t++) {
+  for (int t = 0; t < S->nt; t++) {
     size_t n = S->prm[t].numel;
-    for (size_t off = 0; off < n && st == PL_OK; off += piece) {
+    for (size_t off = 0; off < n; off += piece) {
       size_t len = off + piece < n ? piece : n - off;
-      st = pl_memcpy_async(s, buf, (const char *)S->prm[t].grad + off * gsz,
-                           len * gsz);
-      if (st == PL_OK)
-        st = pl_stream_sync(s);
-      if (st != PL_OK)
-        break;
+      PL_TRY_GOTO(st, done,
+                  pl_memcpy_async(s, buf,
+                                  (const char *)S->prm[t].grad + off * gsz,
+                                  len * gsz));
+      PL_TRY_GOTO(st, done, pl_stream_sync(s));
       size_t nc = pl_adamw_norm_nchunks(len);
       pl_adamw_ref_sumsq_partials(buf, S->gdt, len, part);
       for (size_t c = 0; c < nc; c++)
         total = total + part[c];
     }
   }
+done:
   free(part);
   pl_free(S->dev, buf);
   *out = total;
@@ -167,6 +168,16 @@ static pl_status link_fn(void *arg) {
   return pl_stream_wait(j->s, j->e1);
 }
 
+/* The link's buffers of bytes each: two pinned on the host, two on the
+ * device. */
+static pl_status link_bufs(pl_dev *dev, size_t bytes, void **h1, void **h2,
+                           void **d1, void **d2) {
+  PL_TRY(pl_alloc(dev, PL_ARENA_HOST, bytes, "calib", h1));
+  PL_TRY(pl_alloc(dev, PL_ARENA_HOST, bytes, "calib", h2));
+  PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, bytes, "calib", d1));
+  return pl_alloc(dev, PL_ARENA_DEVICE, bytes, "calib", d2);
+}
+
 /* Pinned H2D, D2H and both at once, every rank at the same time: GB/s per
  * rank (bidir counts both directions).  Collective: if any rank cannot
  * allocate the buffers (an arena limit), every rank halves the size and tries
@@ -179,25 +190,18 @@ pl_status pl__adam_link(pl_bench_ctx *ctx, size_t bytes, double bw[3]) {
   link_job j;
   memset(&j, 0, sizeof j);
   bw[0] = bw[1] = bw[2] = NAN;
-  pl_status st = pl_stream_create(dev, &s2);
-  if (!st)
-    st = pl_event_create(dev, &j.e0);
-  if (!st)
-    st = pl_event_create(dev, &j.e1);
-  for (; st == PL_OK && bytes >= ((size_t)1 << 20); bytes /= 2) {
-    pl_status a = pl_alloc(dev, PL_ARENA_HOST, bytes, "calib", &h1);
-    if (!a)
-      a = pl_alloc(dev, PL_ARENA_HOST, bytes, "calib", &h2);
-    if (!a)
-      a = pl_alloc(dev, PL_ARENA_DEVICE, bytes, "calib", &d1);
-    if (!a)
-      a = pl_alloc(dev, PL_ARENA_DEVICE, bytes, "calib", &d2);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, pl_stream_create(dev, &s2));
+  PL_TRY_GOTO(st, done, pl_event_create(dev, &j.e0));
+  PL_TRY_GOTO(st, done, pl_event_create(dev, &j.e1));
+  for (; bytes >= ((size_t)1 << 20); bytes /= 2) {
+    pl_status a = link_bufs(dev, bytes, &h1, &h2, &d1, &d2);
     if (a != PL_OK && a != PL_ENOMEM)
-      st = a;
+      PL_TRY_GOTO(st, done, a);
     int64_t bad = a != PL_OK;
-    if (st == PL_OK)
-      st = pl_host_allreduce_i64(ctx->comm, &bad, 1, PL_RED_MAX);
-    if (st == PL_OK && !bad)
+    PL_TRY_GOTO(st, done,
+                pl_host_allreduce_i64(ctx->comm, &bad, 1, PL_RED_MAX));
+    if (!bad)
       break;
     pl_free(dev, h1);
     pl_free(dev, h2);
@@ -205,25 +209,25 @@ pl_status pl__adam_link(pl_bench_ctx *ctx, size_t bytes, double bw[3]) {
     pl_free(dev, d2);
     h1 = h2 = d1 = d2 = NULL;
   }
-  if (st == PL_OK && d2) {
+  if (d2) {
     memset(h1, 0x3c, bytes);
     memset(h2, 0x3c, bytes);
 
     j.s = s;
     j.s2 = s2;
     j.bytes = bytes;
-    for (int k = 0; k < 3 && st == PL_OK; k++) {
+    for (int k = 0; k < 3; k++) {
       pl_stats t;
       j.both = k == 2;
       j.dst = k == 1 ? h1 : d1;
       j.src = k == 1 ? d1 : h1;
       j.dst2 = h2;
       j.src2 = d2;
-      st = pl_bench_time_n(ctx, link_fn, &j, s, 1, 5, &t);
-      if (st == PL_OK)
-        bw[k] = (double)bytes * (k == 2 ? 2 : 1) / (t.median * 1e-3) / 1e9;
+      PL_TRY_GOTO(st, done, pl_bench_time_n(ctx, link_fn, &j, s, 1, 5, &t));
+      bw[k] = (double)bytes * (k == 2 ? 2 : 1) / (t.median * 1e-3) / 1e9;
     }
   }
+done:
   pl_dev_sync(dev);
   if (j.e0)
     pl_event_destroy(j.e0);
@@ -254,28 +258,32 @@ static pl_status mem_fn(void *arg) {
   return PL_OK;
 }
 
+/* Two host buffers of bytes each. */
+static pl_status host_pair(pl_dev *dev, size_t bytes, void **a, void **b) {
+  PL_TRY(pl_alloc(dev, PL_ARENA_HOST, bytes, "calib", a));
+  return pl_alloc(dev, PL_ARENA_HOST, bytes, "calib", b);
+}
+
 pl_status pl__adam_hostmem(pl_bench_ctx *ctx, size_t bytes, double *gbs) {
   pl_dev *dev = ctx->dev;
   void *a = NULL, *b = NULL;
   *gbs = NAN;
   bytes = bytes / 4096 * 4096;
-  pl_status st = pl_alloc(dev, PL_ARENA_HOST, bytes, "calib", &a);
-  if (st == PL_OK)
-    st = pl_alloc(dev, PL_ARENA_HOST, bytes, "calib", &b);
+  pl_status st = host_pair(dev, bytes, &a, &b);
   int64_t bad = st != PL_OK;
-  if (st == PL_ENOMEM)
-    st = PL_OK;
-  if (st == PL_OK)
-    st = pl_host_allreduce_i64(ctx->comm, &bad, 1, PL_RED_MAX);
-  if (st == PL_OK && !bad) {
+  if (st != PL_OK && st != PL_ENOMEM) /* not a size that does not fit */
+    goto done;
+  PL_TRY_GOTO(st, done, pl_host_allreduce_i64(ctx->comm, &bad, 1, PL_RED_MAX));
+  if (!bad) {
     mem_job j = {b, a, bytes};
     memset(b, 0x5a, bytes); /* touched, so the copy measures no faults */
     (void)mem_fn(&(mem_job){a, b, bytes});
     pl_stats t;
-    st = pl_bench_time_n(ctx, mem_fn, &j, pl_dev_stream(dev), 1, 5, &t);
-    if (st == PL_OK)
-      *gbs = 2.0 * (double)bytes / (t.median * 1e-3) / 1e9;
+    PL_TRY_GOTO(st, done,
+                pl_bench_time_n(ctx, mem_fn, &j, pl_dev_stream(dev), 1, 5, &t));
+    *gbs = 2.0 * (double)bytes / (t.median * 1e-3) / 1e9;
   }
+done:
   pl_free(dev, a);
   pl_free(dev, b);
   pl_clear_error();

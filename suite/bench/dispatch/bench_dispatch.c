@@ -172,21 +172,22 @@ static pl_status routes(pl_bench_ctx *c, dispatch *d, int profile,
   void *Wr = NULL, *probs = NULL, *didx = NULL;
   const pl_router_shape rsh = {
       .N = j->N, .H = g->H, .E = g->E, .k = g->k, .renorm = 1, .dt = g->dt};
-  pl_status st = alloc_fill(c, (size_t)g->H * g->E, g->dt, "router",
-                            c->seed ? c->seed + 21 : 22, 0,
-                            1.0f / sqrtf((float)g->H), &Wr);
-  if (st == PL_OK)
-    st = pl_alloc(c->dev, PL_ARENA_DEVICE, (size_t)j->N * g->E * sizeof(float),
-                  "router", &probs);
-  if (st == PL_OK)
-    st = pl_alloc(c->dev, PL_ARENA_DEVICE, Nk * sizeof(int32_t), "router",
-                  &didx);
-  if (st == PL_OK)
-    st = pl_router_fwd(s, &rsh, j->x, Wr, NULL, probs, didx, j->w);
-  if (st == PL_OK)
-    st = pl_memcpy_async(s, j->idx, didx, Nk * sizeof(int32_t));
-  if (st == PL_OK)
-    st = pl_stream_sync(s);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done,
+              alloc_fill(c, (size_t)g->H * g->E, g->dt, "router",
+                         c->seed ? c->seed + 21 : 22, 0,
+                         1.0f / sqrtf((float)g->H), &Wr));
+  PL_TRY_GOTO(st, done,
+              pl_alloc(c->dev, PL_ARENA_DEVICE,
+                       (size_t)j->N * g->E * sizeof(float), "router", &probs));
+  PL_TRY_GOTO(
+      st, done,
+      pl_alloc(c->dev, PL_ARENA_DEVICE, Nk * sizeof(int32_t), "router", &didx));
+  PL_TRY_GOTO(st, done,
+              pl_router_fwd(s, &rsh, j->x, Wr, NULL, probs, didx, j->w));
+  PL_TRY_GOTO(st, done, pl_memcpy_async(s, j->idx, didx, Nk * sizeof(int32_t)));
+  st = pl_stream_sync(s);
+done:
   pl_free(c->dev, didx);
   pl_free(c->dev, probs);
   pl_free(c->dev, Wr);
@@ -200,20 +201,18 @@ static pl_status reference(pl_bench_ctx *c, dispatch *d) {
   rc.variant = PL_MOE_EP;
   rc.lanes = 0;
   const size_t bytes = (size_t)d->j.N * d->cfg.H * pl_dtype_size(d->cfg.dt);
-  pl_status rs = pl_moe_create(c->comm, &rc, &m);
-  if (rs == PL_OK) {
-    d->j.m = m;
-    d->j.bwd = true;
-    rs = dispatch_job(&d->j);
-    if (rs == PL_OK)
-      rs = pl_memcpy_async(c->stream, d->ref_out, d->j.out, bytes);
-    if (rs == PL_OK)
-      rs = pl_memcpy_async(c->stream, d->ref_dx, d->j.dx, bytes);
-    if (rs == PL_OK)
-      rs = pl_stream_sync(c->stream);
-    pl_moe_destroy(m);
-    d->j.m = NULL;
-  }
+  PL_TRY(pl_moe_create(c->comm, &rc, &m));
+  d->j.m = m;
+  d->j.bwd = true;
+  pl_status rs = PL_OK;
+  PL_TRY_GOTO(rs, done, dispatch_job(&d->j));
+  PL_TRY_GOTO(rs, done,
+              pl_memcpy_async(c->stream, d->ref_out, d->j.out, bytes));
+  PL_TRY_GOTO(rs, done, pl_memcpy_async(c->stream, d->ref_dx, d->j.dx, bytes));
+  rs = pl_stream_sync(c->stream);
+done:
+  pl_moe_destroy(m);
+  d->j.m = NULL;
   return rs;
 }
 

@@ -328,8 +328,7 @@ static void write_all_rows(FILE *f, const drow *r, int nr, const char *unit) {
 /* The chart data, one file per shape, and its chart (dispatch.gp). */
 static pl_status write_charts(pl_report_ctx *rc, const drow *r, int nr,
                               const dshape *sh, int nsh, const char *unit) {
-  pl_status st = PL_OK;
-  for (int s = 0; s < nsh && st == PL_OK; s++) {
+  for (int s = 0; s < nsh; s++) {
     char data[PATH_MAX + 64], stem[PATH_MAX + 64];
     /* file names: the paper's E and lanes 0 (or an old file's "-") keep
      * the plain name; others add them */
@@ -347,10 +346,8 @@ static pl_status write_charts(pl_report_ctx *rc, const drow *r, int nr,
     snprintf(stem, sizeof stem, "%s/dispatch-%s-%s%s", rc->out_dir, sh[s].t,
              sh[s].h, sfx);
     FILE *d = pl_rep_open(rc, name, data, sizeof data);
-    if (!d) {
-      st = PL_EIO;
-      break;
-    }
+    if (!d)
+      return PL_EIO;
     fprintf(d, "# dispatch N/rank=%s H=%s E=%s lanes=%s ranks=%s; peaks in "
                "%s; from plateau report %s\n"
                "profile\tep_dev_peak\tllep_dev_peak\tpllep_dev_peak\t"
@@ -373,8 +370,7 @@ static pl_status write_charts(pl_report_ctx *rc, const drow *r, int nr,
       for (int q = 0; q < 3; q++) fprintf(d, "\t%.6g", v[q] ? v[q]->time : NAN);
       fprintf(d, "\n");
     }
-    if ((st = pl_rep_close(d, data)) != PL_OK)
-      break;
+    PL_TRY(pl_rep_close(d, data));
     char title[256];
     snprintf(title, sizeof title,
              "ep vs LLEP vs PipelinedLLEP (strided): N = %s/rank, H = %s, "
@@ -393,9 +389,9 @@ static pl_status write_charts(pl_report_ctx *rc, const drow *r, int nr,
     const char *extra[] = {unit, title, present};
     static const char *const panels[] = {"*_dev_peak", "*_time_ms", NULL};
     if (pl_rep_chart_shows(data, stem, NULL, panels))
-      st = pl_rep_chart(rc, "dispatch.gp", data, stem, extra, 3);
+      PL_TRY(pl_rep_chart(rc, "dispatch.gp", data, stem, extra, 3));
   }
-  return st;
+  return PL_OK;
 }
 
 static pl_status tables(pl_report_ctx *rc, pl_table *const *t, int n) {

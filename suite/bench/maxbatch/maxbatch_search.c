@@ -104,26 +104,28 @@ pl_status pl__maxbatch_run(pl_bench_ctx *c, pl__maxbatch_search *s,
   pl_status st = PL_OK;
   bool capped = false;
   char tst[16] = "", hi_status[16] = "-"; /* the status of the trial at hi */
-  while (!hi && st == PL_OK) {
+  pl_row *r;
+  while (!hi) {
     if (N > max_tokens || s->ntrials >= s->max_trials) {
       capped = true;
       break;
     }
-    st = trial_at(c, s, N, tst, sizeof tst);
-    if (st == PL_OK && !strcmp(tst, "ok"))
+    PL_TRY_GOTO(st, done, trial_at(c, s, N, tst, sizeof tst));
+    if (!strcmp(tst, "ok"))
       lo = N, N *= 2;
-    else if (st == PL_OK)
+    else
       hi = N, memcpy(hi_status, tst, sizeof hi_status);
   }
-  while (st == PL_OK && hi && hi - lo > step && s->ntrials < s->max_trials) {
+  while (hi && hi - lo > step && s->ntrials < s->max_trials) {
     int64_t mid = lo + (hi - lo) / step / 2 * step;
-    st = trial_at(c, s, mid, tst, sizeof tst);
-    if (st == PL_OK && !strcmp(tst, "ok"))
+    PL_TRY_GOTO(st, done, trial_at(c, s, mid, tst, sizeof tst));
+    if (!strcmp(tst, "ok"))
       lo = mid;
-    else if (st == PL_OK)
+    else
       hi = mid, memcpy(hi_status, tst, sizeof hi_status);
   }
-  pl_row *r = pl_row_new(c);
+done:
+  r = pl_row_new(c);
   pl_row_str(r, "kind", "summary");
   pl_row_str(r, "target", s->target->name);
   pl_row_str(r, "budget", s->budget);

@@ -124,6 +124,14 @@ static pl_status download_f32(pl_dev *dev, pl_stream *s, const void *src,
   return PL_OK;
 }
 
+/* The fused head on pb in f32 math (TF32 off, then back as it was). */
+static pl_status reference_f32(pl__vocab_point *p, pl_ce_problem *pb) {
+  pl_stream_set_tf32(p->s, 0);
+  pl_status st = pl_fused_ce_blocked(p->s, pb);
+  pl_stream_set_tf32(p->s, p->tf32);
+  return st;
+}
+
 /* The check: loss and dX of the variant against the fused head with sum
  * reduction on the same inputs (full W), rescaled by the count of targets
  * the variant averages over; reduction length V. */
@@ -133,26 +141,24 @@ pl_status pl__vocab_check(pl__vocab_point *p, pl_check *chk) {
   float *got_loss = NULL, *got_dx = NULL, *ref_dx = NULL, *ref_loss = NULL;
   void *wfull = NULL, *rdx = NULL, *rdw = NULL;
   float *rl = NULL;
-  pl_status st;
-#define T(e)                                                                   \
-  do {                                                                         \
-    st = (e);                                                                  \
-    if (st != PL_OK)                                                           \
-      goto done;                                                               \
-  } while (0)
-  T(download_f32(dev, p->s, p->loss, PL_F32, 1, &got_loss));
-  T(download_f32(dev, p->s, p->dx, p->dt, (size_t)(p->n * p->h), &got_dx));
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, download_f32(dev, p->s, p->loss, PL_F32, 1, &got_loss));
+  PL_TRY_GOTO(
+      st, done,
+      download_f32(dev, p->s, p->dx, p->dt, (size_t)(p->n * p->h), &got_dx));
   pl__vocab_free_grads(p);
   if (p->variant == V_VP || p->variant == V_RING) {
     pl_free(dev, p->w);
     p->w = NULL;
-    T(pl_alloc(dev, PL_ARENA_DEVICE,
-               (size_t)(p->h * p->v) * pl_dtype_size(p->dt), "weights",
-               &wfull));
-    T(pl__vocab_fill_w(p, wfull, 0, p->v, ctx->seed + 1));
+    PL_TRY_GOTO(st, done,
+                pl_alloc(dev, PL_ARENA_DEVICE,
+                         (size_t)(p->h * p->v) * pl_dtype_size(p->dt),
+                         "weights", &wfull));
+    PL_TRY_GOTO(st, done, pl__vocab_fill_w(p, wfull, 0, p->v, ctx->seed + 1));
   }
-  T(pl_alloc(dev, PL_ARENA_DEVICE, 2 * sizeof(float), "ce_state",
-             (void **)&rl));
+  PL_TRY_GOTO(st, done,
+              pl_alloc(dev, PL_ARENA_DEVICE, 2 * sizeof(float), "ce_state",
+                       (void **)&rl));
   pl_ce_problem pb = {.dt = p->dt,
                       .n = p->n,
                       .h = p->h,
@@ -166,13 +172,11 @@ pl_status pl__vocab_check(pl__vocab_point *p, pl_check *chk) {
                       .loss = rl,
                       .dx_alloc = &rdx,
                       .dw_alloc = &rdw};
-  pl_stream_set_tf32(p->s, 0); /* the reference in f32 math */
-  st = pl_fused_ce_blocked(p->s, &pb);
-  pl_stream_set_tf32(p->s, p->tf32);
-  if (st != PL_OK)
-    goto done;
-  T(download_f32(dev, p->s, rl, PL_F32, 1, &ref_loss));
-  T(download_f32(dev, p->s, rdx, p->dt, (size_t)(p->n * p->h), &ref_dx));
+  PL_TRY_GOTO(st, done, reference_f32(p, &pb));
+  PL_TRY_GOTO(st, done, download_f32(dev, p->s, rl, PL_F32, 1, &ref_loss));
+  PL_TRY_GOTO(
+      st, done,
+      download_f32(dev, p->s, rdx, p->dt, (size_t)(p->n * p->h), &ref_dx));
   /* The count the variant averages over: the group's targets for ring, this
    * rank's batch otherwise (vp: the same batch everywhere). */
   int64_t cnt = 0;
@@ -180,7 +184,8 @@ pl_status pl__vocab_check(pl__vocab_point *p, pl_check *chk) {
     cnt += p->th[i] != PL_CE_IGNORE_INDEX;
   double sums[2] = {ref_loss[0], (double)cnt};
   if (p->variant == V_RING)
-    T(pl_host_allreduce_f64(ctx->comm, sums, 2, PL_RED_SUM));
+    PL_TRY_GOTO(st, done,
+                pl_host_allreduce_f64(ctx->comm, sums, 2, PL_RED_SUM));
   double want_loss = sums[0] / sums[1];
   /* TF32 operands carry 10 mantissa bits: judged with bf16's tolerance */
   pl_dtype tol = p->tf32 && p->dt == PL_F32 ? PL_BF16 : p->dt;
@@ -188,7 +193,6 @@ pl_status pl__vocab_check(pl__vocab_point *p, pl_check *chk) {
                   1, tol, p->v);
   pl_check_scaled(chk, "dX", got_dx, PL_ELEM_F32, ref_dx, PL_ELEM_F32,
                   1.0 / sums[1], (size_t)(p->n * p->h), tol, p->v);
-#undef T
 done:
   free(got_loss), free(got_dx), free(ref_dx), free(ref_loss);
   if (rdx)
