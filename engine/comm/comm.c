@@ -33,9 +33,9 @@
 
 #define PL_SENDRECV_TAG 0x504c /* "PL" */
 
-/* ---- process state -------------------------------------------------------- */
+/* ---- process state ------------------------------------------------------- */
 
-static int g_inited;           /* pl_init ran                              */
+static int g_inited;            /* pl_init ran                              */
 static pl_status g_init_status; /* its result (pl_init is idempotent)      */
 static char g_init_msg[512];    /* its message when it failed              */
 static int g_we_init_mpi;       /* pl_init called MPI_Init_thread          */
@@ -47,15 +47,17 @@ double pl__bytes_per_s = 1e8;
 static MPI_Op g_bf16_op[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
 
 static pl_status mpi_check(int rc, const char *what) {
-  if (rc == MPI_SUCCESS) return PL_OK;
+  if (rc == MPI_SUCCESS)
+    return PL_OK;
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
-  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
+    len = 0;
   msg[len] = '\0';
   return pl_set_error(PL_ECOMM, "%s: MPI error %d: %s", what, rc, msg);
 }
 
-/* ---- bf16 reductions for MPI ------------------------------------------------ */
+/* ---- bf16 reductions for MPI --------------------------------------------- */
 
 static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {
   (void)dt;
@@ -70,7 +72,8 @@ static void bf16_max(void *in, void *inout, int *len, MPI_Datatype *dt) {
   const pl_bf16 *a = in;
   pl_bf16 *b = inout;
   for (int i = 0; i < *len; i++)
-    if (pl_bf16_to_f32(a[i]) > pl_bf16_to_f32(b[i])) b[i] = a[i];
+    if (pl_bf16_to_f32(a[i]) > pl_bf16_to_f32(b[i]))
+      b[i] = a[i];
 }
 
 static void bf16_min(void *in, void *inout, int *len, MPI_Datatype *dt) {
@@ -78,10 +81,12 @@ static void bf16_min(void *in, void *inout, int *len, MPI_Datatype *dt) {
   const pl_bf16 *a = in;
   pl_bf16 *b = inout;
   for (int i = 0; i < *len; i++)
-    if (pl_bf16_to_f32(a[i]) < pl_bf16_to_f32(b[i])) b[i] = a[i];
+    if (pl_bf16_to_f32(a[i]) < pl_bf16_to_f32(b[i]))
+      b[i] = a[i];
 }
 
-/* ---- start-up ----------------------------------------------------------------- */
+/* ---- start-up
+ * ----------------------------------------------------------------- */
 
 static pl_status init_fail(pl_status s) {
   snprintf(g_init_msg, sizeof g_init_msg, "%s", pl_last_error());
@@ -106,10 +111,11 @@ pl_status pl_init(int *argc, char ***argv) {
   MPI_Initialized(&flag);
   if (!flag) {
     int provided = 0;
-    pl_status st = mpi_check(
-        MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
-        "pl_init: MPI_Init_thread");
-    if (st != PL_OK) return init_fail(st);
+    pl_status st =
+        mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
+                  "pl_init: MPI_Init_thread");
+    if (st != PL_OK)
+      return init_fail(st);
     g_we_init_mpi = 1;
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &pl__world_rank);
@@ -120,7 +126,8 @@ pl_status pl_init(int *argc, char ***argv) {
   for (int i = 0; i < 3; i++) {
     pl_status st = mpi_check(MPI_Op_create(fns[i], 1, &g_bf16_op[i]),
                              "pl_init: MPI_Op_create (bf16)");
-    if (st != PL_OK) return init_fail(st);
+    if (st != PL_OK)
+      return init_fail(st);
   }
 
   const char *t = getenv("PLATEAU_COMM_TIMEOUT");
@@ -159,9 +166,11 @@ pl_status pl_init(int *argc, char ***argv) {
 }
 
 void pl_finalize(void) {
-  if (!g_inited) return;
+  if (!g_inited)
+    return;
   for (int i = 0; i < 3; i++)
-    if (g_bf16_op[i] != MPI_OP_NULL) MPI_Op_free(&g_bf16_op[i]);
+    if (g_bf16_op[i] != MPI_OP_NULL)
+      MPI_Op_free(&g_bf16_op[i]);
   int fin = 0;
   MPI_Finalized(&fin);
   if (g_we_init_mpi && !fin) {
@@ -175,8 +184,12 @@ void pl_finalize(void) {
   g_we_init_mpi = 0;
 }
 
-int pl_world_rank(void) { return pl__world_rank; }
-int pl_world_size(void) { return pl__world_size; }
+int pl_world_rank(void) {
+  return pl__world_rank;
+}
+int pl_world_size(void) {
+  return pl__world_size;
+}
 
 const char *pl_mpi_version(void) {
   static char buf[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -200,14 +213,16 @@ const char *pl_mpi_version(void) {
 const char *pl_nccl_version(void) {
 #if PL_HAVE_CUDA
   static char buf[64];
-  if (!buf[0]) pl__nccl_version_str(buf, sizeof buf);
+  if (!buf[0])
+    pl__nccl_version_str(buf, sizeof buf);
   return buf;
 #else
   return "-";
 #endif
 }
 
-/* ---- communicators ------------------------------------------------------------- */
+/* ---- communicators
+ * ------------------------------------------------------------- */
 
 /* NCCL refuses two ranks on one GPU with "invalid usage" deep in its
  * set-up: count the group's ranks on each node against the GPUs visible
@@ -278,9 +293,11 @@ static pl_status comm_make(MPI_Comm m, pl_dev *dev, double timeout_s,
 }
 
 pl_status pl_comm_world(pl_dev *dev, pl_comm **out) {
-  if (!out) return pl_set_error(PL_EINVAL, "pl_comm_world: out is NULL");
+  if (!out)
+    return pl_set_error(PL_EINVAL, "pl_comm_world: out is NULL");
   *out = NULL;
-  if (!dev) return pl_set_error(PL_EINVAL, "pl_comm_world: dev is NULL");
+  if (!dev)
+    return pl_set_error(PL_EINVAL, "pl_comm_world: dev is NULL");
   if (!g_inited || g_init_status != PL_OK)
     return pl_set_error(PL_EINVAL,
                         "pl_comm_world: call pl_init first (and check it)");
@@ -294,9 +311,11 @@ pl_status pl_comm_world(pl_dev *dev, pl_comm **out) {
 }
 
 pl_status pl_comm_split(pl_comm *c, int color, int key, pl_comm **out) {
-  if (!out) return pl_set_error(PL_EINVAL, "pl_comm_split: out is NULL");
+  if (!out)
+    return pl_set_error(PL_EINVAL, "pl_comm_split: out is NULL");
   *out = NULL;
-  if (!c) return pl_set_error(PL_EINVAL, "pl_comm_split: c is NULL");
+  if (!c)
+    return pl_set_error(PL_EINVAL, "pl_comm_split: c is NULL");
   if (c->vsize)
     return pl_set_error(PL_EUNSUPPORTED,
                         "pl_comm_split: a virtual group of %d (one member "
@@ -309,7 +328,8 @@ pl_status pl_comm_split(pl_comm *c, int color, int key, pl_comm **out) {
       "pl_comm_split: MPI_Comm_split");
   pl__watch_end(w);
   PL_TRY(st);
-  if (m == MPI_COMM_NULL) return PL_OK;
+  if (m == MPI_COMM_NULL)
+    return PL_OK;
   pl_status st2 = comm_make(m, c->dev, c->timeout_s, out);
   if (st2 == PL_OK)
     (*out)->bytes_per_s = c->bytes_per_s;
@@ -317,7 +337,8 @@ pl_status pl_comm_split(pl_comm *c, int color, int key, pl_comm **out) {
 }
 
 void pl_comm_destroy(pl_comm *c) {
-  if (!c) return;
+  if (!c)
+    return;
 #if PL_HAVE_CUDA
   if (c->nccl) {
     pl__watch_drain(c);
@@ -329,12 +350,19 @@ void pl_comm_destroy(pl_comm *c) {
   free(c);
 }
 
-int pl_comm_rank(const pl_comm *c) { return c ? c->rank : -1; }
-int pl_comm_size(const pl_comm *c) { return c ? c->size : 0; }
-pl_dev *pl_comm_dev(const pl_comm *c) { return c ? c->dev : NULL; }
+int pl_comm_rank(const pl_comm *c) {
+  return c ? c->rank : -1;
+}
+int pl_comm_size(const pl_comm *c) {
+  return c ? c->size : 0;
+}
+pl_dev *pl_comm_dev(const pl_comm *c) {
+  return c ? c->dev : NULL;
+}
 
 pl_status pl_comm_set_timeout(pl_comm *c, double seconds) {
-  if (!c) return pl_set_error(PL_EINVAL, "pl_comm_set_timeout: c is NULL");
+  if (!c)
+    return pl_set_error(PL_EINVAL, "pl_comm_set_timeout: c is NULL");
   if (!isfinite(seconds) || seconds <= 0)
     return pl_set_error(PL_EINVAL,
                         "pl_comm_set_timeout: seconds=%g: must be finite "
@@ -345,17 +373,23 @@ pl_status pl_comm_set_timeout(pl_comm *c, double seconds) {
   return PL_OK;
 }
 
-/* ---- argument checks shared by both transports ---------------------------------- */
+/* ---- argument checks shared by both transports
+ * ---------------------------------- */
 
 static pl_status check_common(const char *fn, const pl_comm *c, pl_dtype dt,
                               const pl_stream *s) {
-  if (!c) return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
+  if (!c)
+    return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
   if ((int)dt < PL_F32 || (int)dt > PL_I64)
-    return pl_set_error(PL_EINVAL, "%s: dtype %d: must be f32, bf16, i32 or "
-                        "i64", fn, (int)dt);
+    return pl_set_error(PL_EINVAL,
+                        "%s: dtype %d: must be f32, bf16, i32 or "
+                        "i64",
+                        fn, (int)dt);
   if (s && s->dev != c->dev)
-    return pl_set_error(PL_EINVAL, "%s: the stream belongs to another device "
-                        "than the communicator's", fn);
+    return pl_set_error(PL_EINVAL,
+                        "%s: the stream belongs to another device "
+                        "than the communicator's",
+                        fn);
   return PL_OK;
 }
 
@@ -369,39 +403,46 @@ static pl_status check_op(const char *fn, pl_redop op) {
 static pl_status check_buf(const char *fn, const char *name, const void *p,
                            size_t count) {
   if (!p && count > 0)
-    return pl_set_error(PL_EINVAL, "%s: %s is NULL with %zu elements", fn,
-                        name, count);
+    return pl_set_error(PL_EINVAL, "%s: %s is NULL with %zu elements", fn, name,
+                        count);
   return PL_OK;
 }
 
 static pl_status check_rank(const char *fn, const char *name, int r,
                             const pl_comm *c) {
   if (r < 0 || r >= c->size)
-    return pl_set_error(PL_EINVAL, "%s: %s=%d: must be in [0, %d)", fn, name,
-                        r, c->size);
+    return pl_set_error(PL_EINVAL, "%s: %s=%d: must be in [0, %d)", fn, name, r,
+                        c->size);
   return PL_OK;
 }
 
 /* MPI path only: counts are int. */
 static pl_status check_int(const char *fn, const char *name, size_t v) {
   if (v > (size_t)INT_MAX)
-    return pl_set_error(PL_EINVAL, "%s: %s=%zu: the MPI path takes at most "
-                        "INT_MAX (%d) elements", fn, name, v, INT_MAX);
+    return pl_set_error(PL_EINVAL,
+                        "%s: %s=%zu: the MPI path takes at most "
+                        "INT_MAX (%d) elements",
+                        fn, name, v, INT_MAX);
   return PL_OK;
 }
 
 static MPI_Datatype mpi_type(pl_dtype dt) {
   switch (dt) {
-  case PL_F32: return MPI_FLOAT;
-  case PL_BF16: return MPI_UINT16_T;
-  case PL_I32: return MPI_INT32_T;
-  case PL_I64: return MPI_INT64_T;
+  case PL_F32:
+    return MPI_FLOAT;
+  case PL_BF16:
+    return MPI_UINT16_T;
+  case PL_I32:
+    return MPI_INT32_T;
+  case PL_I64:
+    return MPI_INT64_T;
   }
   return MPI_DATATYPE_NULL;
 }
 
 static MPI_Op mpi_op(pl_dtype dt, pl_redop op) {
-  if (dt == PL_BF16) return g_bf16_op[op];
+  if (dt == PL_BF16)
+    return g_bf16_op[op];
   return op == PL_RED_SUM ? MPI_SUM : op == PL_RED_MAX ? MPI_MAX : MPI_MIN;
 }
 
@@ -415,16 +456,17 @@ static pl_status need_init(const char *fn) {
   return PL_OK;
 }
 
-/* ---- data operations ------------------------------------------------------------- */
+/* ---- data operations
+ * ------------------------------------------------------------- */
 
 /* An NCCL operation is watched twice: on the host while it is being enqueued
  * (NCCL can block there, e.g. connecting to a peer that never arrives on the
  * first operation) and on the device until its completion event fires. */
 #define WATCHED_NCCL(c, name, call)                                            \
   do {                                                                         \
-    int w_ = pl__watch_begin((c), name);                                        \
+    int w_ = pl__watch_begin((c), name);                                       \
     pl_status st_ = (call);                                                    \
-    pl__watch_end(w_);                                                          \
+    pl__watch_end(w_);                                                         \
     return st_;                                                                \
   } while (0)
 
@@ -438,10 +480,14 @@ pl_status pl_allreduce(pl_comm *c, const void *send, void *recv, size_t count,
   const uint64_t b = (uint64_t)count * esize(dt);
   pl__count(c, PL_COMM_ALLREDUCE, 2 * (c->size - 1) * b / c->size,
             2 * (c->size - 1) * b / c->size);
-  if (c->vsize) return pl__virt_allreduce(c, send, recv, count, dt, s);
-  if (pl__dev_dry(c->dev)) return PL_OK; /* dry: no data to move */
+  if (c->vsize)
+    return pl__virt_allreduce(c, send, recv, count, dt, s);
+  if (pl__dev_dry(c->dev))
+    return PL_OK; /* dry: no data to move */
 #if PL_HAVE_CUDA
-  if (c->nccl) WATCHED_NCCL(c, "allreduce", pl__nccl_allreduce(c, send, recv, count, dt, op, s));
+  if (c->nccl)
+    WATCHED_NCCL(c, "allreduce",
+                 pl__nccl_allreduce(c, send, recv, count, dt, op, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
@@ -463,16 +509,19 @@ pl_status pl_allgather(pl_comm *c, const void *send, void *recv, size_t count,
   PL_TRY(check_buf(fn, "recv", recv, count));
   const uint64_t b = (uint64_t)count * esize(dt) * (uint64_t)(c->size - 1);
   pl__count(c, PL_COMM_ALLGATHER, b, b);
-  if (c->vsize) return pl__virt_allgather(c, send, recv, count, dt, s);
-  if (pl__dev_dry(c->dev)) return PL_OK; /* dry: no data to move */
+  if (c->vsize)
+    return pl__virt_allgather(c, send, recv, count, dt, s);
+  if (pl__dev_dry(c->dev))
+    return PL_OK; /* dry: no data to move */
 #if PL_HAVE_CUDA
-  if (c->nccl) WATCHED_NCCL(c, "allgather", pl__nccl_allgather(c, send, recv, count, dt, s));
+  if (c->nccl)
+    WATCHED_NCCL(c, "allgather",
+                 pl__nccl_allgather(c, send, recv, count, dt, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
   const void *sb = send;
-  if (count && send == (const char *)recv + (size_t)c->rank * count *
-                                                esize(dt))
+  if (count && send == (const char *)recv + (size_t)c->rank * count * esize(dt))
     sb = MPI_IN_PLACE;
   int w =
       pl__watch_begin_n(c, "allgather", (double)count * esize(dt) * c->size);
@@ -495,10 +544,14 @@ pl_status pl_reduce_scatter(pl_comm *c, const void *send, void *recv,
   PL_TRY(check_buf(fn, "recv", recv, count));
   const uint64_t b = (uint64_t)count * esize(dt) * (uint64_t)(c->size - 1);
   pl__count(c, PL_COMM_REDUCE_SCATTER, b, b);
-  if (c->vsize) return pl__virt_reduce_scatter(c, send, recv, count, dt, s);
-  if (pl__dev_dry(c->dev)) return PL_OK; /* dry: no data to move */
+  if (c->vsize)
+    return pl__virt_reduce_scatter(c, send, recv, count, dt, s);
+  if (pl__dev_dry(c->dev))
+    return PL_OK; /* dry: no data to move */
 #if PL_HAVE_CUDA
-  if (c->nccl) WATCHED_NCCL(c, "reduce_scatter", pl__nccl_reduce_scatter(c, send, recv, count, dt, op, s));
+  if (c->nccl)
+    WATCHED_NCCL(c, "reduce_scatter",
+                 pl__nccl_reduce_scatter(c, send, recv, count, dt, op, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
@@ -515,7 +568,8 @@ pl_status pl_reduce_scatter(pl_comm *c, const void *send, void *recv,
                                    mpi_type(dt), mpi_op(dt, op), c->mpi, &rq);
     if (rc == MPI_SUCCESS)
       rc = pl__mpi_wait(1, &rq, NULL);
-    if (rc == MPI_SUCCESS && c->rank != 0) memmove(recv, send, bytes);
+    if (rc == MPI_SUCCESS && c->rank != 0)
+      memmove(recv, send, bytes);
   } else {
     rc = MPI_Ireduce_scatter_block(send, recv, (int)count, mpi_type(dt),
                                    mpi_op(dt, op), c->mpi, &rq);
@@ -527,14 +581,15 @@ pl_status pl_reduce_scatter(pl_comm *c, const void *send, void *recv,
 }
 
 pl_status pl_alltoallv(pl_comm *c, const void *send, const size_t *scounts,
-                       const size_t *sdispls, void *recv,
-                       const size_t *rcounts, const size_t *rdispls,
-                       pl_dtype dt, pl_stream *s) {
+                       const size_t *sdispls, void *recv, const size_t *rcounts,
+                       const size_t *rdispls, pl_dtype dt, pl_stream *s) {
   const char *fn = "pl_alltoallv";
   PL_TRY(check_common(fn, c, dt, s));
   if (!scounts || !sdispls || !rcounts || !rdispls)
-    return pl_set_error(PL_EINVAL, "%s: a count or displacement array is "
-                        "NULL", fn);
+    return pl_set_error(PL_EINVAL,
+                        "%s: a count or displacement array is "
+                        "NULL",
+                        fn);
   size_t stot = 0, rtot = 0;
   for (int d = 0; d < c->size; d++) {
     stot += scounts[d];
@@ -546,43 +601,45 @@ pl_status pl_alltoallv(pl_comm *c, const void *send, const size_t *scounts,
             (uint64_t)(stot - scounts[c->rank]) * esize(dt),
             (uint64_t)(rtot - rcounts[c->rank]) * esize(dt));
   if (c->vsize)
-    return pl__virt_alltoallv(c, send, scounts, sdispls, recv, rcounts,
-                              rdispls, dt, s);
-  if (pl__dev_dry(c->dev)) return PL_OK; /* dry: no data to move */
+    return pl__virt_alltoallv(c, send, scounts, sdispls, recv, rcounts, rdispls,
+                              dt, s);
+  if (pl__dev_dry(c->dev))
+    return PL_OK; /* dry: no data to move */
 #if PL_HAVE_CUDA
   if (c->nccl)
-    WATCHED_NCCL(c, "alltoallv", pl__nccl_alltoallv(c, send, scounts, sdispls, recv, rcounts,
-                             rdispls, dt, s));
+    WATCHED_NCCL(c, "alltoallv",
+                 pl__nccl_alltoallv(c, send, scounts, sdispls, recv, rcounts,
+                                    rdispls, dt, s));
 #endif
   PL_TRY(need_init(fn));
   int P = c->size;
   int *iv = malloc(4 * (size_t)P * sizeof *iv); /* counts, not tensor data */
-  if (!iv) return pl_set_error(PL_ENOMEM, "%s: no host memory for %d counts",
-                               fn, 4 * P);
+  if (!iv)
+    return pl_set_error(PL_ENOMEM, "%s: no host memory for %d counts", fn,
+                        4 * P);
   pl_status st = PL_OK;
   const size_t *src[4] = {scounts, sdispls, rcounts, rdispls};
   const char *names[4] = {"scounts", "sdispls", "rcounts", "rdispls"};
-  for (int a = 0; a < 4 && st == PL_OK; a++)
-    for (int d = 0; d < P && st == PL_OK; d++) {
+  for (int a = 0; a < 4; a++)
+    for (int d = 0; d < P; d++) {
       if (src[a][d] > (size_t)INT_MAX) {
-        st = pl_set_error(PL_EINVAL, "%s: %s[%d]=%zu: the MPI path takes at "
-                          "most INT_MAX (%d) elements", fn, names[a], d,
-                          src[a][d], INT_MAX);
-        break;
+        st = pl_set_error(PL_EINVAL,
+                          "%s: %s[%d]=%zu: the MPI path takes at "
+                          "most INT_MAX (%d) elements",
+                          fn, names[a], d, src[a][d], INT_MAX);
+        goto done;
       }
       iv[a * P + d] = (int)src[a][d];
     }
-  if (st == PL_OK) {
-    int w =
-        pl__watch_begin_n(c, "alltoallv", (double)(stot + rtot) * esize(dt));
-    MPI_Request rq;
-    int rc = MPI_Ialltoallv(send, iv, iv + P, mpi_type(dt), recv, iv + 2 * P,
-                            iv + 3 * P, mpi_type(dt), c->mpi, &rq);
-    if (rc == MPI_SUCCESS)
-      rc = pl__mpi_wait(1, &rq, NULL);
-    pl__watch_end(w);
-    st = mpi_check(rc, fn);
-  }
+  int w = pl__watch_begin_n(c, "alltoallv", (double)(stot + rtot) * esize(dt));
+  MPI_Request rq;
+  int rc = MPI_Ialltoallv(send, iv, iv + P, mpi_type(dt), recv, iv + 2 * P,
+                          iv + 3 * P, mpi_type(dt), c->mpi, &rq);
+  if (rc == MPI_SUCCESS)
+    rc = pl__mpi_wait(1, &rq, NULL);
+  pl__watch_end(w);
+  st = mpi_check(rc, fn);
+done:
   free(iv);
   return st;
 }
@@ -601,10 +658,13 @@ pl_status pl_sendrecv(pl_comm *c, const void *send, size_t scount, int dst,
             src != c->rank ? (uint64_t)rcount * esize(dt) : 0);
   if (c->vsize)
     return pl__virt_sendrecv(c, send, scount, recv, rcount, dt, s);
-  if (pl__dev_dry(c->dev)) return PL_OK; /* dry: no data to move */
+  if (pl__dev_dry(c->dev))
+    return PL_OK; /* dry: no data to move */
 #if PL_HAVE_CUDA
   if (c->nccl)
-    WATCHED_NCCL(c, "sendrecv", pl__nccl_sendrecv(c, send, scount, dst, recv, rcount, src, dt, s));
+    WATCHED_NCCL(
+        c, "sendrecv",
+        pl__nccl_sendrecv(c, send, scount, dst, recv, rcount, src, dt, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "scount", scount));
@@ -627,8 +687,10 @@ pl_status pl_sendrecv(pl_comm *c, const void *send, size_t scount, int dst,
   int got = 0;
   MPI_Get_count(&status[0], mpi_type(dt), &got);
   if ((size_t)got != rcount)
-    return pl_set_error(PL_ECOMM, "%s: expected %zu elements from rank %d, "
-                        "received %d", fn, rcount, src, got);
+    return pl_set_error(PL_ECOMM,
+                        "%s: expected %zu elements from rank %d, "
+                        "received %d",
+                        fn, rcount, src, got);
   return PL_OK;
 }
 
@@ -642,10 +704,14 @@ pl_status pl_broadcast(pl_comm *c, void *buf, size_t count, pl_dtype dt,
   pl__count(c, PL_COMM_BROADCAST,
             c->rank != (root - 1 + c->size) % c->size ? b : 0,
             c->rank != root ? b : 0);
-  if (c->vsize) return PL_OK; /* the absent root's data: ours stands in */
-  if (pl__dev_dry(c->dev)) return PL_OK; /* dry: no data to move */
+  if (c->vsize)
+    return PL_OK; /* the absent root's data: ours stands in */
+  if (pl__dev_dry(c->dev))
+    return PL_OK; /* dry: no data to move */
 #if PL_HAVE_CUDA
-  if (c->nccl) WATCHED_NCCL(c, "broadcast", pl__nccl_broadcast(c, buf, count, dt, root, s));
+  if (c->nccl)
+    WATCHED_NCCL(c, "broadcast",
+                 pl__nccl_broadcast(c, buf, count, dt, root, s));
 #endif
   PL_TRY(need_init(fn));
   PL_TRY(check_int(fn, "count", count));
@@ -659,8 +725,10 @@ pl_status pl_broadcast(pl_comm *c, void *buf, size_t count, pl_dtype dt,
 }
 
 pl_status pl_barrier(pl_comm *c) {
-  if (!c) return pl_set_error(PL_EINVAL, "pl_barrier: c is NULL");
-  if (c->vsize) return PL_OK;
+  if (!c)
+    return pl_set_error(PL_EINVAL, "pl_barrier: c is NULL");
+  if (c->vsize)
+    return PL_OK;
   int w = pl__watch_begin(c, "barrier");
   MPI_Request rq;
   int rc = MPI_Ibarrier(c->mpi, &rq);
@@ -670,16 +738,19 @@ pl_status pl_barrier(pl_comm *c) {
   return mpi_check(rc, "pl_barrier");
 }
 
-/* ---- host collectives (MPI whatever the backend) --------------------------------- */
+/* ---- host collectives (MPI whatever the backend)
+ * --------------------------------- */
 
-static pl_status host_allreduce(const char *fn, const char *op_name,
-                                pl_comm *c, void *vals, size_t n,
-                                MPI_Datatype t, pl_redop op) {
-  if (!c) return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
+static pl_status host_allreduce(const char *fn, const char *op_name, pl_comm *c,
+                                void *vals, size_t n, MPI_Datatype t,
+                                pl_redop op) {
+  if (!c)
+    return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
   PL_TRY(check_op(fn, op));
   PL_TRY(check_buf(fn, "vals", vals, n));
   PL_TRY(check_int(fn, "n", n));
-  if (c->vsize) return PL_OK; /* the absent members add nothing */
+  if (c->vsize)
+    return PL_OK; /* the absent members add nothing */
   MPI_Op o = op == PL_RED_SUM ? MPI_SUM : op == PL_RED_MAX ? MPI_MAX : MPI_MIN;
   int w = pl__watch_begin(c, op_name);
   MPI_Request rq;
@@ -692,20 +763,21 @@ static pl_status host_allreduce(const char *fn, const char *op_name,
 
 pl_status pl_host_allreduce_i64(pl_comm *c, int64_t *vals, size_t n,
                                 pl_redop op) {
-  return host_allreduce("pl_host_allreduce_i64", "host_allreduce_i64", c,
-                        vals, n, MPI_INT64_T, op);
+  return host_allreduce("pl_host_allreduce_i64", "host_allreduce_i64", c, vals,
+                        n, MPI_INT64_T, op);
 }
 
 pl_status pl_host_allreduce_f64(pl_comm *c, double *vals, size_t n,
                                 pl_redop op) {
-  return host_allreduce("pl_host_allreduce_f64", "host_allreduce_f64", c,
-                        vals, n, MPI_DOUBLE, op);
+  return host_allreduce("pl_host_allreduce_f64", "host_allreduce_f64", c, vals,
+                        n, MPI_DOUBLE, op);
 }
 
 pl_status pl_host_allgather_i64(pl_comm *c, const int64_t *send, size_t n,
                                 int64_t *recv) {
   const char *fn = "pl_host_allgather_i64";
-  if (!c) return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
+  if (!c)
+    return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
   PL_TRY(check_buf(fn, "send", send, n));
   PL_TRY(check_buf(fn, "recv", recv, n));
   PL_TRY(check_int(fn, "n", n));
@@ -727,7 +799,8 @@ pl_status pl_host_allgather_i64(pl_comm *c, const int64_t *send, size_t n,
 pl_status pl_host_alltoall_i64(pl_comm *c, const int64_t *send, size_t n,
                                int64_t *recv) {
   const char *fn = "pl_host_alltoall_i64";
-  if (!c) return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
+  if (!c)
+    return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
   PL_TRY(check_buf(fn, "send", send, n));
   PL_TRY(check_buf(fn, "recv", recv, n));
   PL_TRY(check_int(fn, "n", n));
@@ -747,11 +820,13 @@ pl_status pl_host_alltoall_i64(pl_comm *c, const int64_t *send, size_t n,
 
 pl_status pl_host_bcast(pl_comm *c, void *buf, size_t bytes, int root) {
   const char *fn = "pl_host_bcast";
-  if (!c) return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
+  if (!c)
+    return pl_set_error(PL_EINVAL, "%s: c is NULL", fn);
   PL_TRY(check_rank(fn, "root", root, c));
   PL_TRY(check_buf(fn, "buf", buf, bytes));
   PL_TRY(check_int(fn, "bytes", bytes));
-  if (c->vsize) return PL_OK;
+  if (c->vsize)
+    return PL_OK;
   int w = pl__watch_begin_n(c, "host_bcast", (double)bytes);
   MPI_Request rq;
   int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, c->mpi, &rq);

@@ -68,9 +68,8 @@ pl_status pl_comm_virtual(pl_dev *dev, int vsize, pl_comm **out) {
   if (!dev)
     return pl_set_error(PL_EINVAL, "pl_comm_virtual: dev is NULL");
   if (vsize < 1)
-    return pl_set_error(PL_EINVAL,
-                        "pl_comm_virtual: vsize=%d: a group has >= 1 member",
-                        vsize);
+    return pl_set_error(
+        PL_EINVAL, "pl_comm_virtual: vsize=%d: a group has >= 1 member", vsize);
   pl_comm *c = calloc(1, sizeof *c);
   struct pl__vprof *v = calloc(1, sizeof *v);
   if (!c || !v) {
@@ -136,7 +135,7 @@ pl_status pl_comm_take_standin_ms(pl_comm *c, const pl_stream *on,
   return PL_OK;
 }
 
-/* ---- the stand-ins -------------------------------------------------------- */
+/* ---- the stand-ins ------------------------------------------------------- */
 
 /* One stand-in operation: events around its copies when profiling. */
 typedef struct vop {
@@ -173,12 +172,9 @@ static pl_status vop_begin(pl_comm *c, pl_stream *s, vop *o) {
 }
 
 static pl_status vop_end(vop *o, pl_status st) {
-  if (o->span) {
-    pl_status e = pl_event_record(o->span->b, o->s);
-    if (st == PL_OK)
-      st = e;
-  }
-  return st;
+  /* the span's end is recorded also after a failed op */
+  pl_status e = o->span ? pl_event_record(o->span->b, o->s) : PL_OK;
+  return st != PL_OK ? st : e;
 }
 
 /* dst ← src (bytes), counted as a stand-in */
@@ -230,8 +226,7 @@ pl_status pl__virt_reduce_scatter(pl_comm *c, const void *send, void *recv,
 pl_status pl__virt_alltoallv(pl_comm *c, const void *send,
                              const size_t *scounts, const size_t *sdispls,
                              void *recv, const size_t *rcounts,
-                             const size_t *rdispls, pl_dtype dt,
-                             pl_stream *s) {
+                             const size_t *rdispls, pl_dtype dt, pl_stream *s) {
   vop o;
   PL_TRY(vop_begin(c, s, &o));
   const size_t es = pl_dtype_size(dt);

@@ -14,105 +14,133 @@
 #include "backend/ulysses_kernels.h"
 #include "core/internal.h"
 
-static pl_status transpose01(pl_stream *s, void *dst, const void *src, int64_t A, int64_t B,
-                             int64_t C, size_t es) {
+static pl_status transpose01(pl_stream *s, void *dst, const void *src,
+                             int64_t A, int64_t B, int64_t C, size_t es) {
 #if PL_HAVE_CUDA
-  if (pl__on_cuda(s)) return pl__cuda_transpose01(s, dst, src, A, B, C, es);
+  if (pl__on_cuda(s))
+    return pl__cuda_transpose01(s, dst, src, A, B, C, es);
 #endif
-  if (pl__on_dry(s)) return PL_OK;
+  if (pl__on_dry(s))
+    return PL_OK;
   return pl__cpu_transpose01(s, dst, src, A, B, C, es);
 }
 
 int pl_ulysses_heads_per_rank(int h, int D) {
-  if (h < 1 || D < 1) return 0;
-  if (h % D == 0) return h / D;
+  if (h < 1 || D < 1)
+    return 0;
+  if (h % D == 0)
+    return h / D;
   return D % h == 0 ? 1 : 0;
 }
 
 /* h heads over the group: *hl per rank, each replicated to *R ranks */
-static pl_status check(pl_comm *c, int64_t N, int h, int d, pl_dtype dt, int *hl, int *R) {
+static pl_status check(pl_comm *c, int64_t N, int h, int d, pl_dtype dt,
+                       int *hl, int *R) {
   const int D = pl_comm_size(c);
   if (N < 0 || h < 1 || d < 1)
-    return pl_set_error(PL_EINVAL, "ulysses: N=%lld h=%d d=%d: need N >= 0, h, d >= 1",
+    return pl_set_error(PL_EINVAL,
+                        "ulysses: N=%lld h=%d d=%d: need N >= 0, h, d >= 1",
                         (long long)N, h, d);
   *hl = pl_ulysses_heads_per_rank(h, D);
   if (!*hl)
-    return pl_set_error(PL_EINVAL, "ulysses: %d heads over D=%d ranks: heads must divide by D "
-                        "(or D by the heads: replicated)", h, D);
+    return pl_set_error(
+        PL_EINVAL,
+        "ulysses: %d heads over D=%d ranks: heads must divide by D "
+        "(or D by the heads: replicated)",
+        h, D);
   *R = h % D ? D / h : 1;
   if (((size_t)*hl * d * pl_dtype_size(dt)) % 4)
-    return pl_set_error(PL_EINVAL, "ulysses: (h/D)·d·%zu = %zu bytes per block row: need a "
-                        "multiple of 4", pl_dtype_size(dt), (size_t)*hl * d * pl_dtype_size(dt));
+    return pl_set_error(
+        PL_EINVAL,
+        "ulysses: (h/D)·d·%zu = %zu bytes per block row: need a "
+        "multiple of 4",
+        pl_dtype_size(dt), (size_t)*hl * d * pl_dtype_size(dt));
   return PL_OK;
 }
 
 /* block p of the D received ones comes from rank p; the block sent to rank p
  * starts at block p / R of send (R > 1: replicas read the same block) */
-static pl_status a2a(pl_comm *c, pl_stream *s, const void *send, void *recv, size_t blk, int R,
-                     pl_dtype dt) {
+static pl_status a2a(pl_comm *c, pl_stream *s, const void *send, void *recv,
+                     size_t blk, int R, pl_dtype dt) {
   enum { MAXD = 1024 };
   const int D = pl_comm_size(c);
-  if (D > MAXD) return pl_set_error(PL_EINVAL, "ulysses: D=%d > %d", D, MAXD);
+  if (D > MAXD)
+    return pl_set_error(PL_EINVAL, "ulysses: D=%d > %d", D, MAXD);
   size_t cnt[MAXD], sdis[MAXD], rdis[MAXD];
   for (int p = 0; p < D; p++)
     cnt[p] = blk, sdis[p] = (size_t)(p / R) * blk, rdis[p] = (size_t)p * blk;
   return pl_alltoallv(c, send, cnt, sdis, recv, cnt, rdis, dt, s);
 }
 
-static pl_status unpack_sum(pl_stream *s, void *dst, const void *src, int64_t G, int64_t R,
-                            int64_t N, int64_t C, pl_dtype dt) {
+static pl_status unpack_sum(pl_stream *s, void *dst, const void *src, int64_t G,
+                            int64_t R, int64_t N, int64_t C, pl_dtype dt) {
 #if PL_HAVE_CUDA
-  if (pl__on_cuda(s)) return pl__cuda_unpack_sum(s, dst, src, G, R, N, C, dt);
+  if (pl__on_cuda(s))
+    return pl__cuda_unpack_sum(s, dst, src, G, R, N, C, dt);
 #endif
-  if (pl__on_dry(s)) return PL_OK;
+  if (pl__on_dry(s))
+    return PL_OK;
   return pl__cpu_unpack_sum(s, dst, src, G, R, N, C, dt);
 }
 
-pl_status pl_ulysses_seq_to_head(pl_comm *c, pl_stream *s, const void *x, void *y, int64_t N,
-                                 int h, int d, pl_dtype dt) {
+pl_status pl_ulysses_seq_to_head(pl_comm *c, pl_stream *s, const void *x,
+                                 void *y, int64_t N, int h, int d,
+                                 pl_dtype dt) {
   int hl, R;
   PL_TRY(check(c, N, h, d, dt, &hl, &R));
   const int D = pl_comm_size(c);
   const size_t es = pl_dtype_size(dt), blk = (size_t)N * hl * d;
-  if (D == 1) return pl_memcpy_async(s, y, x, blk * es);
+  if (D == 1)
+    return pl_memcpy_async(s, y, x, blk * es);
   pl_dev *dev = pl_stream_dev(s);
   void *pk = NULL; /* x's N·h·d elements, head-major */
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * h * d * es, "attention", s, &pk));
-  pl_status st = transpose01(s, pk, x, N, D / R, (int64_t)hl * d, es);
-  if (st == PL_OK) st = a2a(c, s, pk, y, blk, R, dt);
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * h * d * es,
+                        "attention", s, &pk));
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, transpose01(s, pk, x, N, D / R, (int64_t)hl * d, es));
+  st = a2a(c, s, pk, y, blk, R, dt);
+done:
   pl_free_async(dev, pk, s);
   return st;
 }
 
-pl_status pl_ulysses_head_to_seq(pl_comm *c, pl_stream *s, const void *y, void *x, int64_t N,
-                                 int h, int d, pl_dtype dt) {
+pl_status pl_ulysses_head_to_seq(pl_comm *c, pl_stream *s, const void *y,
+                                 void *x, int64_t N, int h, int d,
+                                 pl_dtype dt) {
   int hl, R;
   PL_TRY(check(c, N, h, d, dt, &hl, &R));
   const int D = pl_comm_size(c);
   const size_t es = pl_dtype_size(dt), blk = (size_t)N * hl * d;
-  if (D == 1) return pl_memcpy_async(s, x, y, blk * es);
+  if (D == 1)
+    return pl_memcpy_async(s, x, y, blk * es);
   pl_dev *dev = pl_stream_dev(s);
   void *rv = NULL;
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, blk * D * es, "attention", s, &rv));
-  pl_status st = a2a(c, s, y, rv, blk, 1, dt);
-  if (st == PL_OK)
-    st = R == 1 ? transpose01(s, x, rv, D, N, (int64_t)hl * d, es)
-                : unpack_sum(s, x, rv, h, R, N, d, dt);
+  PL_TRY(
+      pl_alloc_async(dev, PL_ARENA_DEVICE, blk * D * es, "attention", s, &rv));
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, a2a(c, s, y, rv, blk, 1, dt));
+  st = R == 1 ? transpose01(s, x, rv, D, N, (int64_t)hl * d, es)
+              : unpack_sum(s, x, rv, h, R, N, d, dt);
+done:
   pl_free_async(dev, rv, s);
   return st;
 }
 
-static pl_status shard_shape(pl_comm *c, const pl_attn_shape *sh, pl_attn_shape *out) {
+static pl_status shard_shape(pl_comm *c, const pl_attn_shape *sh,
+                             pl_attn_shape *out) {
   const int D = pl_comm_size(c);
   if (sh->batch != 1)
-    return pl_set_error(PL_EINVAL, "ulysses attention: batch=%lld: one sequence per group",
+    return pl_set_error(PL_EINVAL,
+                        "ulysses attention: batch=%lld: one sequence per group",
                         (long long)sh->batch);
   const int kvl = pl_ulysses_heads_per_rank(sh->n_kv, D);
   if (sh->n_q % D || !kvl || sh->n_q % sh->n_kv)
-    return pl_set_error(PL_EINVAL,
-                        "ulysses attention: n_q=%d n_kv=%d over D=%d ranks: n_q must divide by D, "
-                        "and n_kv by D or D by n_kv (key/value heads replicated)",
-                        sh->n_q, sh->n_kv, D);
+    return pl_set_error(
+        PL_EINVAL,
+        "ulysses attention: n_q=%d n_kv=%d over D=%d ranks: n_q must divide by "
+        "D, "
+        "and n_kv by D or D by n_kv (key/value heads replicated)",
+        sh->n_q, sh->n_kv, D);
   *out = *sh;
   out->seq = sh->seq * D;
   out->n_q = sh->n_q / D;
@@ -121,42 +149,60 @@ static pl_status shard_shape(pl_comm *c, const pl_attn_shape *sh, pl_attn_shape 
 }
 
 /* allocate n tracked buffers of the given element counts (tag "attention") */
-static pl_status alloc_n(pl_dev *dev, pl_stream *s, int n, const size_t *bytes, void **p) {
-  for (int i = 0; i < n; i++) p[i] = NULL;
-  for (int i = 0; i < n; i++) PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, bytes[i], "attention", s, &p[i]));
+static pl_status alloc_n(pl_dev *dev, pl_stream *s, int n, const size_t *bytes,
+                         void **p) {
+  for (int i = 0; i < n; i++)
+    p[i] = NULL;
+  for (int i = 0; i < n; i++)
+    PL_TRY(
+        pl_alloc_async(dev, PL_ARENA_DEVICE, bytes[i], "attention", s, &p[i]));
   return PL_OK;
 }
 static void free_n(pl_dev *dev, pl_stream *s, int n, void **p) {
-  for (int i = 0; i < n; i++) pl_free_async(dev, p[i], s);
+  for (int i = 0; i < n; i++)
+    pl_free_async(dev, p[i], s);
 }
 
-pl_status pl_ulysses_attn_fwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh, const void *q,
-                              const void *k, const void *v, void *o, float *lse) {
+pl_status pl_ulysses_attn_fwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh,
+                              const void *q, const void *k, const void *v,
+                              void *o, float *lse) {
   pl_attn_shape hs;
   PL_TRY(shard_shape(c, sh, &hs));
   PL_TRY(pl_attn_check(&hs, pl_stream_backend(s)));
-  const size_t es = pl_dtype_size(sh->dtype), d = (size_t)sh->head_dim, S = (size_t)hs.seq;
+  const size_t es = pl_dtype_size(sh->dtype), d = (size_t)sh->head_dim,
+               S = (size_t)hs.seq;
   const size_t qb = S * hs.n_q * d * es, kb = S * hs.n_kv * d * es;
   const size_t bytes[4] = {qb, kb, kb, qb};
   void *b[4];
   pl_dev *dev = pl_stream_dev(s);
-  pl_status st = alloc_n(dev, s, 4, bytes, b);
-  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, q, b[0], sh->seq, sh->n_q, sh->head_dim, sh->dtype);
-  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, k, b[1], sh->seq, sh->n_kv, sh->head_dim, sh->dtype);
-  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, v, b[2], sh->seq, sh->n_kv, sh->head_dim, sh->dtype);
-  if (st == PL_OK) st = pl_attn_fwd(s, &hs, b[0], b[1], b[2], b[3], lse);
-  if (st == PL_OK) st = pl_ulysses_head_to_seq(c, s, b[3], o, sh->seq, sh->n_q, sh->head_dim, sh->dtype);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, alloc_n(dev, s, 4, bytes, b));
+  PL_TRY_GOTO(st, done,
+              pl_ulysses_seq_to_head(c, s, q, b[0], sh->seq, sh->n_q,
+                                     sh->head_dim, sh->dtype));
+  PL_TRY_GOTO(st, done,
+              pl_ulysses_seq_to_head(c, s, k, b[1], sh->seq, sh->n_kv,
+                                     sh->head_dim, sh->dtype));
+  PL_TRY_GOTO(st, done,
+              pl_ulysses_seq_to_head(c, s, v, b[2], sh->seq, sh->n_kv,
+                                     sh->head_dim, sh->dtype));
+  PL_TRY_GOTO(st, done, pl_attn_fwd(s, &hs, b[0], b[1], b[2], b[3], lse));
+  st = pl_ulysses_head_to_seq(c, s, b[3], o, sh->seq, sh->n_q, sh->head_dim,
+                              sh->dtype);
+done:
   free_n(dev, s, 4, b);
   return st;
 }
 
-pl_status pl_ulysses_attn_bwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh, const void *q,
-                              const void *k, const void *v, const void *o, const void *dout,
-                              const float *lse, void *dq, void *dk, void *dv) {
+pl_status pl_ulysses_attn_bwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh,
+                              const void *q, const void *k, const void *v,
+                              const void *o, const void *dout, const float *lse,
+                              void *dq, void *dk, void *dv) {
   pl_attn_shape hs;
   PL_TRY(shard_shape(c, sh, &hs));
   PL_TRY(pl_attn_check(&hs, pl_stream_backend(s)));
-  const size_t es = pl_dtype_size(sh->dtype), d = (size_t)sh->head_dim, S = (size_t)hs.seq;
+  const size_t es = pl_dtype_size(sh->dtype), d = (size_t)sh->head_dim,
+               S = (size_t)hs.seq;
   const size_t qb = S * hs.n_q * d * es, kb = S * hs.n_kv * d * es;
   /* q k v o dout | dq dk dv, head-sharded */
   const size_t bytes[8] = {qb, kb, kb, qb, qb, qb, kb, kb};
@@ -164,16 +210,28 @@ pl_status pl_ulysses_attn_bwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh,
   pl_dev *dev = pl_stream_dev(s);
   const int H = sh->head_dim;
   const pl_dtype dt = sh->dtype;
-  pl_status st = alloc_n(dev, s, 8, bytes, b);
-  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, q, b[0], sh->seq, sh->n_q, H, dt);
-  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, k, b[1], sh->seq, sh->n_kv, H, dt);
-  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, v, b[2], sh->seq, sh->n_kv, H, dt);
-  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, o, b[3], sh->seq, sh->n_q, H, dt);
-  if (st == PL_OK) st = pl_ulysses_seq_to_head(c, s, dout, b[4], sh->seq, sh->n_q, H, dt);
-  if (st == PL_OK) st = pl_attn_bwd(s, &hs, b[0], b[1], b[2], b[3], b[4], lse, b[5], b[6], b[7]);
-  if (st == PL_OK) st = pl_ulysses_head_to_seq(c, s, b[5], dq, sh->seq, sh->n_q, H, dt);
-  if (st == PL_OK) st = pl_ulysses_head_to_seq(c, s, b[6], dk, sh->seq, sh->n_kv, H, dt);
-  if (st == PL_OK) st = pl_ulysses_head_to_seq(c, s, b[7], dv, sh->seq, sh->n_kv, H, dt);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, alloc_n(dev, s, 8, bytes, b));
+  PL_TRY_GOTO(st, done,
+              pl_ulysses_seq_to_head(c, s, q, b[0], sh->seq, sh->n_q, H, dt));
+  PL_TRY_GOTO(st, done,
+              pl_ulysses_seq_to_head(c, s, k, b[1], sh->seq, sh->n_kv, H, dt));
+  PL_TRY_GOTO(st, done,
+              pl_ulysses_seq_to_head(c, s, v, b[2], sh->seq, sh->n_kv, H, dt));
+  PL_TRY_GOTO(st, done,
+              pl_ulysses_seq_to_head(c, s, o, b[3], sh->seq, sh->n_q, H, dt));
+  PL_TRY_GOTO(
+      st, done,
+      pl_ulysses_seq_to_head(c, s, dout, b[4], sh->seq, sh->n_q, H, dt));
+  PL_TRY_GOTO(
+      st, done,
+      pl_attn_bwd(s, &hs, b[0], b[1], b[2], b[3], b[4], lse, b[5], b[6], b[7]));
+  PL_TRY_GOTO(st, done,
+              pl_ulysses_head_to_seq(c, s, b[5], dq, sh->seq, sh->n_q, H, dt));
+  PL_TRY_GOTO(st, done,
+              pl_ulysses_head_to_seq(c, s, b[6], dk, sh->seq, sh->n_kv, H, dt));
+  st = pl_ulysses_head_to_seq(c, s, b[7], dv, sh->seq, sh->n_kv, H, dt);
+done:
   free_n(dev, s, 8, b);
   return st;
 }

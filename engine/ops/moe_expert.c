@@ -14,8 +14,8 @@
  * results do not depend on the lanes. */
 #include <stdlib.h>
 
-#include "core/internal.h"
 #include "backend/moe_kernels.h"
+#include "core/internal.h"
 #include "ops/moe_internal.h"
 
 /* ---- kernel dispatch ----------------------------------------------------- */
@@ -31,7 +31,8 @@ static pl_status moe_swiglu_fwd(pl_stream *s, void *A, const void *G,
   if (pl__on_cuda(s))
     return pl__cuda_moe_swiglu_fwd(s, A, G, U, n, I, dt);
 #endif
-  if (pl__on_dry(s)) return PL_OK;
+  if (pl__on_dry(s))
+    return PL_OK;
   return pl__cpu_moe_swiglu_fwd(s, A, G, U, n, I, dt);
 }
 static pl_status moe_swiglu_bwd(pl_stream *s, void *G, void *U, const void *P,
@@ -43,7 +44,8 @@ static pl_status moe_swiglu_bwd(pl_stream *s, void *G, void *U, const void *P,
   if (pl__on_cuda(s))
     return pl__cuda_moe_swiglu_bwd(s, G, U, P, A, w, dw, n, I, dt);
 #endif
-  if (pl__on_dry(s)) return PL_OK;
+  if (pl__on_dry(s))
+    return PL_OK;
   return pl__cpu_moe_swiglu_bwd(s, G, U, P, A, w, dw, n, I, dt);
 }
 static pl_status moe_scale_rows(pl_stream *s, void *X, const float *w,
@@ -54,7 +56,8 @@ static pl_status moe_scale_rows(pl_stream *s, void *X, const float *w,
   if (pl__on_cuda(s))
     return pl__cuda_moe_scale_rows(s, X, w, n, H, dt);
 #endif
-  if (pl__on_dry(s)) return PL_OK;
+  if (pl__on_dry(s))
+    return PL_OK;
   return pl__cpu_moe_scale_rows(s, X, w, n, H, dt);
 }
 pl_status pl__moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
@@ -68,7 +71,8 @@ pl_status pl__moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
     return pl__cuda_moe_gemm(s, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C,
                              ldc, ab_dt, c_dt);
 #endif
-  if (pl__on_dry(s)) return PL_OK;
+  if (pl__on_dry(s))
+    return PL_OK;
   return pl__cpu_moe_gemm(s, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C,
                           ldc, ab_dt, c_dt);
 }
@@ -177,44 +181,48 @@ pl_status pl__moe_expert_fwd(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
   mg *g2 = malloc((size_t)(2 * ng + 1) * sizeof *g2);
   if (!g2)
     return pl_set_error(PL_ENOMEM, "moe: host");
-  pl_status st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * I * b,
-                                "expert", s, &G);
-  if (st == PL_OK)
-    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * I * b, "expert",
-                        s, &U);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * I * b,
+                             "expert", s, &G));
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * I * b,
+                             "expert", s, &U));
 #define ROWS(base, w) ((char *)(base) + (size_t)gr->row0 * (w)*b)
-  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
+  for (int gi = 0; gi < ng; gi++) {
     const pl__moe_group *gr = &C->g[gi];
     const void *wg, *wu, *wd;
     slot_weights(m, c, W, gr->slot, &wg, &wu, &wd);
     g2[2 * gi] = (mg){gr->rows, I, H, ROWS(X, H), wg, ROWS(G, I), H, I, I};
     g2[2 * gi + 1] = (mg){gr->rows, I, H, ROWS(X, H), wu, ROWS(U, I), H, I, I};
   }
-  if (st == PL_OK)
-    st = run_gemms(m, s, g2, 2 * ng, false, false, 0.0f, dt, SPREAD);
-  if (st == PL_OK)
-    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * I * b, "expert",
-                        s, &A);
-  if (st == PL_OK)
-    st = moe_swiglu_fwd(s, A, G, U, C->R, I, dt);
+  PL_TRY_GOTO(st, done,
+              run_gemms(m, s, g2, 2 * ng, false, false, 0.0f, dt, SPREAD));
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * I * b,
+                             "expert", s, &A));
+  PL_TRY_GOTO(st, done, moe_swiglu_fwd(s, A, G, U, C->R, I, dt));
   pl_free_async(m->dev, G, s);
   pl_free_async(m->dev, U, s);
   G = U = NULL;
-  if (st == PL_OK)
-    st = pl__moe_mark(c, PL_MOE_ST_FWD_UP, s);
-  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
+  PL_TRY_GOTO(st, done, pl__moe_mark(c, PL_MOE_ST_FWD_UP, s));
+  for (int gi = 0; gi < ng; gi++) {
     const pl__moe_group *gr = &C->g[gi];
     const void *wg, *wu, *wd;
     slot_weights(m, c, W, gr->slot, &wg, &wu, &wd);
     g2[gi] = (mg){gr->rows, H, I, ROWS(A, I), wd, ROWS(X, H), I, H, H};
   }
-  if (st == PL_OK)
-    st = run_gemms(m, s, g2, ng, false, false, 0.0f, dt, SPREAD);
+  PL_TRY_GOTO(st, done,
+              run_gemms(m, s, g2, ng, false, false, 0.0f, dt, SPREAD));
 #undef ROWS
   pl_free_async(m->dev, A, s);
+  A = NULL;
+  st = pl__moe_mark(c, PL_MOE_ST_FWD_DOWN, s);
+done:
+  pl_free_async(m->dev, G, s);
+  pl_free_async(m->dev, U, s);
+  pl_free_async(m->dev, A, s);
   free(g2);
-  if (st == PL_OK)
-    st = pl__moe_mark(c, PL_MOE_ST_FWD_DOWN, s);
   return st;
 }
 
@@ -263,104 +271,100 @@ pl_status pl__moe_expert_bwd(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
   const size_t b = pl_dtype_size(dt);
   const int ng = C->ng;
   void *X = *Xp;
+  pl_stream *xs = m->nl ? m->ln[0] : s; /* where X's last use ends */
   void *G = NULL, *U = NULL, *A = NULL, *P = NULL;
   size_t ib = (size_t)C->R * I * b;
   mg *g2 = malloc((size_t)(2 * ng + 1) * sizeof *g2);
   if (!g2)
     return pl_set_error(PL_ENOMEM, "moe: host");
-  pl_status st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &G);
-  if (st == PL_OK)
-    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &U);
-  if (st == PL_OK)
-    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &A);
-  if (st == PL_OK)
-    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &P);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &G));
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &U));
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &A));
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(m->dev, PL_ARENA_DEVICE, ib, "expert", s, &P));
 #define ROWS(base, w) ((char *)(base) + (size_t)gr->row0 * (w)*b)
   /* recompute G, U, A (X only: the dout rows may still be arriving, evDD) */
-  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
+  for (int gi = 0; gi < ng; gi++) {
     const pl__moe_group *gr = &C->g[gi];
     const void *wg, *wu, *wd;
     slot_weights(m, c, W, gr->slot, &wg, &wu, &wd);
     g2[2 * gi] = (mg){gr->rows, I, H, ROWS(X, H), wg, ROWS(G, I), H, I, I};
     g2[2 * gi + 1] = (mg){gr->rows, I, H, ROWS(X, H), wu, ROWS(U, I), H, I, I};
   }
-  if (st == PL_OK)
-    st = run_gemms(m, s, g2, 2 * ng, false, false, 0.0f, dt, SPREAD);
-  if (st == PL_OK)
-    st = moe_swiglu_fwd(s, A, G, U, C->R, I, dt);
-  if (st == PL_OK)
-    st = pl__moe_mark(c, PL_MOE_ST_BWD_RECOMPUTE, s);
-  if (st == PL_OK && evDD)
-    st = pl_stream_wait(s, evDD);
+  PL_TRY_GOTO(st, done,
+              run_gemms(m, s, g2, 2 * ng, false, false, 0.0f, dt, SPREAD));
+  PL_TRY_GOTO(st, done, moe_swiglu_fwd(s, A, G, U, C->R, I, dt));
+  PL_TRY_GOTO(st, done, pl__moe_mark(c, PL_MOE_ST_BWD_RECOMPUTE, s));
+  if (evDD)
+    PL_TRY_GOTO(st, done, pl_stream_wait(s, evDD));
   /* P = dout * Wd^T */
-  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
+  for (int gi = 0; gi < ng; gi++) {
     const pl__moe_group *gr = &C->g[gi];
     const void *wg, *wu, *wd;
     slot_weights(m, c, W, gr->slot, &wg, &wu, &wd);
     g2[gi] = (mg){gr->rows, I, H, ROWS(D, H), wd, ROWS(P, I), H, H, I};
   }
-  if (st == PL_OK)
-    st = run_gemms(m, s, g2, ng, false, true, 0.0f, dt, SPREAD);
+  PL_TRY_GOTO(st, done, run_gemms(m, s, g2, ng, false, true, 0.0f, dt, SPREAD));
   /* dw = <P, A>; G <- dG, U <- dU */
-  if (st == PL_OK)
-    st = moe_swiglu_bwd(s, G, U, P, A, wr, dwr, C->R, I, dt);
+  PL_TRY_GOTO(st, done, moe_swiglu_bwd(s, G, U, P, A, wr, dwr, C->R, I, dt));
   pl_free_async(m->dev, P, s);
   P = NULL;
-  if (st == PL_OK)
-    st = pl__moe_mark(c, PL_MOE_ST_BWD_DACT, s);
+  PL_TRY_GOTO(st, done, pl__moe_mark(c, PL_MOE_ST_BWD_DACT, s));
   /* dWg += X^T dG; dWu += X^T dU: the last uses of X (on the lanes if any,
    * where X is freed and evX recorded; joined after dX) */
-  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
+  for (int gi = 0; gi < ng; gi++) {
     const pl__moe_group *gr = &C->g[gi];
     float *gg, *gu, *gd;
     slot_grads(m, Gw, hg, gr->slot, &gg, &gu, &gd);
     g2[2 * gi] = (mg){H, I, gr->rows, ROWS(X, H), ROWS(G, I), gg, H, I, I};
     g2[2 * gi + 1] = (mg){H, I, gr->rows, ROWS(X, H), ROWS(U, I), gu, H, I, I};
   }
-  pl_stream *xs = m->nl ? m->ln[0] : s; /* where X's last use ends */
-  if (st == PL_OK)
-    /* a source-major chunk has several groups per slot: one lane, in order */
-    st = run_gemms(m, s, g2, 2 * ng, true, false, 1.0f, PL_F32,
-                   C->em ? LANES : LANE0);
+  /* a source-major chunk has several groups per slot: one lane, in order */
+  PL_TRY_GOTO(st, done,
+              run_gemms(m, s, g2, 2 * ng, true, false, 1.0f, PL_F32,
+                        C->em ? LANES : LANE0));
   /* lane 0 frees X after the other lanes' uses of it */
-  for (int l = 1; l < m->nl && st == PL_OK; l++) {
-    st = pl_event_record(m->evj[l], m->ln[l]);
-    if (st == PL_OK)
-      st = pl_stream_wait(xs, m->evj[l]);
+  for (int l = 1; l < m->nl; l++) {
+    PL_TRY_GOTO(st, done, pl_event_record(m->evj[l], m->ln[l]));
+    PL_TRY_GOTO(st, done, pl_stream_wait(xs, m->evj[l]));
   }
   pl_free_async(m->dev, X, xs);
   *Xp = NULL;
-  if (st == PL_OK && evX)
-    st = pl_event_record(evX, xs);
+  if (evX)
+    PL_TRY_GOTO(st, done, pl_event_record(evX, xs));
   /* dY = w * dout; dWd += A^T dY */
-  if (st == PL_OK)
-    st = moe_scale_rows(s, D, wr, C->R, H, dt);
-  for (int gi = 0; gi < ng && st == PL_OK; gi++) {
+  PL_TRY_GOTO(st, done, moe_scale_rows(s, D, wr, C->R, H, dt));
+  for (int gi = 0; gi < ng; gi++) {
     const pl__moe_group *gr = &C->g[gi];
     float *gg, *gu, *gd;
     slot_grads(m, Gw, hg, gr->slot, &gg, &gu, &gd);
     g2[gi] = (mg){I, H, gr->rows, ROWS(A, I), ROWS(D, H), gd, I, H, H};
   }
   /* on s alone when lanes carry dWg, dWu */
-  if (st == PL_OK)
-    st = run_gemms(m, s, g2, ng, true, false, 1.0f, PL_F32, SOLO);
+  PL_TRY_GOTO(st, done,
+              run_gemms(m, s, g2, ng, true, false, 1.0f, PL_F32, SOLO));
   pl_free_async(m->dev, A, s);
   A = NULL;
-  if (st == PL_OK)
-    st = pl__moe_mark(c, PL_MOE_ST_BWD_WGRAD, s);
+  PL_TRY_GOTO(st, done, pl__moe_mark(c, PL_MOE_ST_BWD_WGRAD, s));
   /* dX = dG Wg^T + dU Wu^T, into D (after dWd's reads of D: same stream) */
-  if (st == PL_OK)
-    st = expert_dx(m, c, C, W, g2, G, U, D, s);
+  PL_TRY_GOTO(st, done, expert_dx(m, c, C, W, g2, G, U, D, s));
   /* the lanes' dWg, dWu (lane 0 waited for the others) done before G and U
    * are freed */
-  if (st == PL_OK && m->nl) {
-    st = pl_event_record(m->evj[0], m->ln[0]);
-    if (st == PL_OK)
-      st = pl_stream_wait(s, m->evj[0]);
+  if (m->nl) {
+    PL_TRY_GOTO(st, done, pl_event_record(m->evj[0], m->ln[0]));
+    PL_TRY_GOTO(st, done, pl_stream_wait(s, m->evj[0]));
   }
 #undef ROWS
-  if (st == PL_OK)
-    st = pl__moe_mark(c, PL_MOE_ST_BWD_DX, s);
+  st = pl__moe_mark(c, PL_MOE_ST_BWD_DX, s);
+done:
+  if (*Xp) { /* after a failure before X's last use */
+    pl_free_async(m->dev, X, xs);
+    *Xp = NULL;
+  }
   pl_free_async(m->dev, G, s);
   pl_free_async(m->dev, U, s);
   pl_free_async(m->dev, P, s);

@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
 #include "backend/moe_kernels.h"
+#include "core/internal.h"
 #include "ops/moe_internal.h"
 
 /* ---- kernel dispatch ----------------------------------------------------- */
@@ -43,7 +43,8 @@ static pl_status moe_gather(pl_stream *s, void *dst, const void *src,
   if (pl__on_cuda(s))
     return pl__cuda_moe_gather(s, dst, src, rows, n, H, dt);
 #endif
-  if (pl__on_dry(s)) return PL_OK;
+  if (pl__on_dry(s))
+    return PL_OK;
   return pl__cpu_moe_gather(s, dst, src, rows, n, H, dt);
 }
 static pl_status moe_gather_f32(pl_stream *s, float *dst, const float *src,
@@ -54,7 +55,8 @@ static pl_status moe_gather_f32(pl_stream *s, float *dst, const float *src,
   if (pl__on_cuda(s))
     return pl__cuda_moe_gather_f32(s, dst, src, idx, n);
 #endif
-  if (pl__on_dry(s)) return PL_OK;
+  if (pl__on_dry(s))
+    return PL_OK;
   return pl__cpu_moe_gather_f32(s, dst, src, idx, n);
 }
 static pl_status moe_combine(pl_stream *s, void *out, const int32_t *toks,
@@ -67,7 +69,8 @@ static pl_status moe_combine(pl_stream *s, void *out, const int32_t *toks,
   if (pl__on_cuda(s))
     return pl__cuda_moe_combine(s, out, toks, nt, slots, k, w, A, B, H, dt);
 #endif
-  if (pl__on_dry(s)) return PL_OK;
+  if (pl__on_dry(s))
+    return PL_OK;
   return pl__cpu_moe_combine(s, out, toks, nt, slots, k, w, A, B, H, dt);
 }
 static pl_status moe_scatter_f32(pl_stream *s, float *dst, const int32_t *toks,
@@ -79,7 +82,8 @@ static pl_status moe_scatter_f32(pl_stream *s, float *dst, const int32_t *toks,
   if (pl__on_cuda(s))
     return pl__cuda_moe_scatter_f32(s, dst, toks, nt, slots, k, a, b);
 #endif
-  if (pl__on_dry(s)) return PL_OK;
+  if (pl__on_dry(s))
+    return PL_OK;
   return pl__cpu_moe_scatter_f32(s, dst, toks, nt, slots, k, a, b);
 }
 
@@ -173,36 +177,75 @@ static pl_status agree(pl_moe *m, pl_status st) {
                       f == 1 ? "out of memory" : "error");
 }
 
+/* The group agrees on st; then, only where every rank is fine, the
+ * all-to-all-v whose four count arrays (send counts and displacements,
+ * receive counts and displacements, in elements) lie one after another in p.
+ * Every rank calls it, whatever its status: a rank that failed earlier makes
+ * every rank skip the collective together. */
+static pl_status agreed_a2a(pl_moe *m, pl_status st, const void *send,
+                            void *recv, const size_t *p, pl_dtype dt,
+                            pl_stream *s) {
+  PL_TRY(agree(m, st));
+  const int Ep = m->Ep;
+  return pl_alltoallv(m->comm, send, p, p + Ep, recv, p + 2 * Ep, p + 3 * Ep,
+                      dt, s);
+}
+
+/* The counts of a weight-set exchange (agreed_a2a's layout): we elements to
+ * each rank of to[], from each rank of from[]. */
+static pl_status set_counts(int Ep, const int *to, int nto, const int *from,
+                            int nfrom, size_t we, size_t **out) {
+  size_t *sc = calloc((size_t)Ep * 4, sizeof(size_t));
+  *out = sc;
+  if (!sc)
+    return pl_set_error(PL_ENOMEM, "moe: host counts");
+  size_t *sd = sc + Ep, *rcn = sd + Ep, *rd = rcn + Ep;
+  for (int i = 0; i < nto; i++)
+    sc[to[i]] += we;
+  for (int i = 0; i < nfrom; i++)
+    rcn[from[i]] += we;
+  for (int d = 1; d < Ep; d++) {
+    sd[d] = sd[d - 1] + sc[d - 1];
+    rd[d] = rd[d - 1] + rcn[d - 1];
+  }
+  return PL_OK;
+}
+
 /* One all-to-all-v of whole weight sets (we elements each): send[i] goes to
  * rank to[i], recv[j] comes from rank from[j], both lists in buffer order.
- * The group agrees on st first, so a rank that failed earlier makes every
- * rank skip the collective together. */
+ * Called by every rank; st is the status so far (see agree). */
 static pl_status exchange_sets(pl_moe *m, const void *send, const int *to,
                                int nto, void *recv, const int *from, int nfrom,
                                size_t we, pl_dtype dt, pl_stream *s,
                                pl_status st) {
-  const int Ep = m->Ep;
-  size_t *sc = NULL;
-  if (st == PL_OK) {
-    sc = calloc((size_t)Ep * 4, sizeof(size_t));
-    if (!sc)
-      st = pl_set_error(PL_ENOMEM, "moe: host counts");
-  }
-  st = agree(m, st);
-  if (st == PL_OK) {
-    size_t *sd = sc + Ep, *rcn = sd + Ep, *rd = rcn + Ep;
-    for (int i = 0; i < nto; i++)
-      sc[to[i]] += we;
-    for (int i = 0; i < nfrom; i++)
-      rcn[from[i]] += we;
-    for (int d = 1; d < Ep; d++) {
-      sd[d] = sd[d - 1] + sc[d - 1];
-      rd[d] = rd[d - 1] + rcn[d - 1];
-    }
-    st = pl_alltoallv(m->comm, send, sc, sd, recv, rcn, rd, dt, s);
-  }
-  free(sc);
+  size_t *p = NULL;
+  if (st == PL_OK) /* a failed rank skips its own part, never the collective */
+    st = set_counts(m->Ep, to, nto, from, nfrom, we, &p);
+  st = agreed_a2a(m, st, send, recv, p, dt, s);
+  free(p);
   return st;
+}
+
+/* The local part of transfer_weights: *sbuf (tag llep_weights) gets the
+ * (Wg | Wu | Wd) of each expert this rank sends, c->hw the receive buffer. */
+static pl_status pack_weights(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
+                              void **sbuf, pl_stream *s) {
+  size_t we = wset_elems(m), HI = (size_t)m->cfg.H * m->cfg.I;
+  size_t b = pl_dtype_size(m->cfg.dt);
+  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)c->ns * we * b,
+                        "llep_weights", s, sbuf));
+  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)c->nh * we * b,
+                        "llep_weights", s, &c->hw));
+  for (int i = 0; i < c->ns; i++) {
+    size_t li = (size_t)(c->s_exp[i] - m->rank * m->El);
+    char *dst = (char *)*sbuf + (size_t)i * we * b;
+    PL_TRY(pl_memcpy_async(s, dst, (char *)W->wg + li * HI * b, HI * b));
+    PL_TRY(
+        pl_memcpy_async(s, dst + HI * b, (char *)W->wu + li * HI * b, HI * b));
+    PL_TRY(pl_memcpy_async(s, dst + 2 * HI * b, (char *)W->wd + li * HI * b,
+                           HI * b));
+  }
+  return PL_OK;
 }
 
 /* Owners send each spilled expert's (Wg | Wu | Wd) to its helpers (one
@@ -216,28 +259,11 @@ static pl_status transfer_weights(pl_moe *m, pl_moe_ctx *c,
     return st != PL_OK ? st : hs;
   if (tot == 0)
     return st;
-  size_t we = wset_elems(m), HI = (size_t)m->cfg.H * m->cfg.I;
-  size_t b = pl_dtype_size(m->cfg.dt);
   void *sbuf = NULL;
-  if (st == PL_OK)
-    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)c->ns * we * b,
-                        "llep_weights", s, &sbuf);
-  if (st == PL_OK)
-    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)c->nh * we * b,
-                        "llep_weights", s, &c->hw);
-  for (int i = 0; st == PL_OK && i < c->ns; i++) {
-    size_t li = (size_t)(c->s_exp[i] - m->rank * m->El);
-    char *dst = (char *)sbuf + (size_t)i * we * b;
-    st = pl_memcpy_async(s, dst, (char *)W->wg + li * HI * b, HI * b);
-    if (st == PL_OK)
-      st =
-          pl_memcpy_async(s, dst + HI * b, (char *)W->wu + li * HI * b, HI * b);
-    if (st == PL_OK)
-      st = pl_memcpy_async(s, dst + 2 * HI * b, (char *)W->wd + li * HI * b,
-                           HI * b);
-  }
-  st = exchange_sets(m, sbuf, c->s_dst, c->ns, c->hw, c->h_src, c->nh, we,
-                     m->cfg.dt, s, st);
+  if (st == PL_OK) /* a failed rank skips its own part, never the exchange */
+    st = pack_weights(m, c, W, &sbuf, s);
+  st = exchange_sets(m, sbuf, c->s_dst, c->ns, c->hw, c->h_src, c->nh,
+                     wset_elems(m), m->cfg.dt, s, st);
   pl_free_async(m->dev, sbuf, s);
   return st;
 }
@@ -254,21 +280,26 @@ static pl_status return_wgrads(pl_moe *m, pl_moe_ctx *c, float *hg,
     return st;
   size_t we = wset_elems(m), HI = (size_t)m->cfg.H * m->cfg.I;
   float *rbuf = NULL;
-  if (st == PL_OK)
+  if (st == PL_OK) /* a failed rank skips its own part, never the exchange */
     st = pl_alloc_async(m->dev, PL_ARENA_DEVICE,
                         (size_t)c->ns * we * sizeof(float), "llep_grads", s,
                         (void **)&rbuf);
-  st = exchange_sets(m, hg, c->h_src, c->nh, rbuf, c->s_dst, c->ns, we, PL_F32,
-                     s, st);
-  for (int i = 0; i < c->ns && st == PL_OK; i++) {
+  PL_TRY_GOTO(st, done,
+              exchange_sets(m, hg, c->h_src, c->nh, rbuf, c->s_dst, c->ns, we,
+                            PL_F32, s, st));
+  for (int i = 0; i < c->ns; i++) {
     size_t li = (size_t)(c->s_exp[i] - m->rank * m->El);
     const float *src = rbuf + (size_t)i * we;
-    st = pl_axpy(s, G->wg + li * HI, PL_F32, src, PL_F32, HI, 1.0f);
-    if (st == PL_OK)
-      st = pl_axpy(s, G->wu + li * HI, PL_F32, src + HI, PL_F32, HI, 1.0f);
-    if (st == PL_OK)
-      st = pl_axpy(s, G->wd + li * HI, PL_F32, src + 2 * HI, PL_F32, HI, 1.0f);
+    PL_TRY_GOTO(st, done,
+                pl_axpy(s, G->wg + li * HI, PL_F32, src, PL_F32, HI, 1.0f));
+    PL_TRY_GOTO(
+        st, done,
+        pl_axpy(s, G->wu + li * HI, PL_F32, src + HI, PL_F32, HI, 1.0f));
+    PL_TRY_GOTO(
+        st, done,
+        pl_axpy(s, G->wd + li * HI, PL_F32, src + 2 * HI, PL_F32, HI, 1.0f));
   }
+done:
   pl_free_async(m->dev, rbuf, s);
   return st;
 }
@@ -310,56 +341,66 @@ static pl_status permute_rows(pl_moe *m, const int32_t *idx, int64_t n,
   if (st != PL_OK || n == 0)
     return st;
   void *nb = NULL;
-  st = pl_alloc_async(m->dev, PL_ARENA_DEVICE,
-                      (size_t)n * (size_t)width * pl_dtype_size(dt), tag, s,
-                      &nb);
-  if (st == PL_OK && width == 1 && dt == PL_F32) /* route scalars */
-    st = moe_gather_f32(s, nb, *buf, idx, n);
-  else if (st == PL_OK)
-    st = moe_gather(s, nb, *buf, idx, n, width, dt);
-  if (st != PL_OK) {
-    pl_free_async(m->dev, nb, s);
-    return st;
-  }
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(m->dev, PL_ARENA_DEVICE,
+                             (size_t)n * (size_t)width * pl_dtype_size(dt), tag,
+                             s, &nb));
+  if (width == 1 && dt == PL_F32) /* route scalars */
+    PL_TRY_GOTO(st, done, moe_gather_f32(s, nb, *buf, idx, n));
+  else
+    PL_TRY_GOTO(st, done, moe_gather(s, nb, *buf, idx, n, width, dt));
   pl_free_async(m->dev, *buf, s);
-  *buf = nb;
-  return PL_OK;
+  *buf = nb, nb = NULL;
+done:
+  pl_free_async(m->dev, nb, s);
+  return st;
+}
+
+/* The local part of a dispatch of chunk C from src: *xs gets the send rows
+ * (S, tag tag), *recv the receive buffer (R) with this rank's own routes in
+ * place, *p the counts.  scal: the route scalars (width 1, f32, by route);
+ * else rows of H (by token). */
+static pl_status dispatch_local(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
+                                const void *src, bool scal, void **xs,
+                                void **recv, size_t **p, pl_stream *s) {
+  const int64_t H = scal ? 1 : m->cfg.H;
+  const pl_dtype dt = scal ? PL_F32 : m->cfg.dt;
+  const char *tag = scal ? "routing" : "dispatch";
+  const size_t rb = (size_t)H * pl_dtype_size(dt);
+  const int32_t *snd = meta(c, scal ? C->o_send_route : C->o_send_tok);
+  const int32_t *own = meta(c, scal ? C->o_self_route : C->o_self_tok);
+  PL_TRY(
+      pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->S * rb, tag, s, xs));
+  PL_TRY(scal ? moe_gather_f32(s, *xs, src, snd, C->S)
+              : moe_gather(s, *xs, src, snd, C->S, H, dt));
+  PL_TRY(
+      pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * rb, tag, s, recv));
+  char *mine = (char *)*recv + (size_t)C->self_off * rb;
+  PL_TRY(scal ? moe_gather_f32(s, (float *)mine, src, own, C->s_self)
+              : moe_gather(s, mine, src, own, C->s_self, H, dt));
+  return a2a_counts(m, C, (size_t)H, false, p);
 }
 
 /* Source rows (src: N x H) of chunk C to their computing ranks: *recv gets
- * R x H (tag dispatch), blocks by source, own routes gathered directly.
- * Called by every rank; st is the status so far (see agree). */
-static pl_status dispatch_rows(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
-                               const void *src, void **recv, pl_stream *s,
-                               pl_status st) {
-  const int64_t H = m->cfg.H;
-  const pl_dtype dt = m->cfg.dt;
-  const size_t rb = (size_t)H * pl_dtype_size(dt);
+ * R x H (tag dispatch), blocks by source, own routes gathered directly; with
+ * scal, the per-route scalars (src: N*k, f32) instead: R floats (tag
+ * routing).  Called by every rank; st is the status so far (see agree). */
+static pl_status dispatch(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
+                          const void *src, bool scal, void **recv, pl_stream *s,
+                          pl_status st) {
+  const int64_t H = scal ? 1 : m->cfg.H;
+  const pl_dtype dt = scal ? PL_F32 : m->cfg.dt;
   void *xs = NULL;
   size_t *p = NULL;
   *recv = NULL;
-  if (st == PL_OK)
-    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->S * rb, "dispatch",
-                        s, &xs);
-  if (st == PL_OK)
-    st = moe_gather(s, xs, src, meta(c, C->o_send_tok), C->S, H, dt);
-  if (st == PL_OK)
-    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * rb, "dispatch",
-                        s, recv);
-  if (st == PL_OK)
-    st = moe_gather(s, (char *)*recv + (size_t)C->self_off * rb, src,
-                    meta(c, C->o_self_tok), C->s_self, H, dt);
-  if (st == PL_OK)
-    st = a2a_counts(m, C, (size_t)H, false, &p);
-  st = agree(m, st);
-  if (st == PL_OK)
-    st = pl_alltoallv(m->comm, xs, p, p + m->Ep, *recv, p + 2 * m->Ep,
-                      p + 3 * m->Ep, dt, s);
+  if (st == PL_OK) /* a failed rank skips its own part, never the collective */
+    st = dispatch_local(m, c, C, src, scal, &xs, recv, &p, s);
+  st = agreed_a2a(m, st, xs, *recv, p, dt, s);
   free(p);
   pl_free_async(m->dev, xs, s);
   if (C->em)
-    st = permute_rows(m, meta(c, C->o_perm), C->R, H, dt, "dispatch", recv, s,
-                      st);
+    st = permute_rows(m, meta(c, C->o_perm), C->R, H, dt,
+                      scal ? "routing" : "dispatch", recv, s, st);
   if (st != PL_OK && *recv) {
     pl_free_async(m->dev, *recv, s);
     *recv = NULL;
@@ -367,59 +408,26 @@ static pl_status dispatch_rows(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
   return st;
 }
 
-/* Per-route scalars w (N*k, f32) of chunk C to the computing ranks: R floats
- * (tag routing). */
-static pl_status dispatch_scalars(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
-                                  const float *w, float **recv, pl_stream *s,
-                                  pl_status st) {
-  float *ws = NULL;
-  size_t *p = NULL;
-  *recv = NULL;
-  if (st == PL_OK)
-    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->S * sizeof(float),
-                        "routing", s, (void **)&ws);
-  if (st == PL_OK)
-    st = moe_gather_f32(s, ws, w, meta(c, C->o_send_route), C->S);
-  if (st == PL_OK)
-    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * sizeof(float),
-                        "routing", s, (void **)recv);
-  if (st == PL_OK)
-    st = moe_gather_f32(s, *recv + C->self_off, w, meta(c, C->o_self_route),
-                        C->s_self);
-  if (st == PL_OK)
-    st = a2a_counts(m, C, 1, false, &p);
-  st = agree(m, st);
-  if (st == PL_OK)
-    st = pl_alltoallv(m->comm, ws, p, p + m->Ep, *recv, p + 2 * m->Ep,
-                      p + 3 * m->Ep, PL_F32, s);
-  free(p);
-  pl_free_async(m->dev, ws, s);
-  if (C->em)
-    st = permute_rows(m, meta(c, C->o_perm), C->R, 1, PL_F32, "routing",
-                      (void **)recv, s, st);
-  if (st != PL_OK && *recv) {
-    pl_free_async(m->dev, *recv, s);
-    *recv = NULL;
-  }
-  return st;
+/* The local part of return_rows: *back (S rows) and the counts *p. */
+static pl_status return_local(pl_moe *m, pl__moe_chunk *C, size_t width,
+                              pl_dtype dt, const char *tag, void **back,
+                              size_t **p, pl_stream *s) {
+  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE,
+                        (size_t)C->S * width * pl_dtype_size(dt), tag, s,
+                        back));
+  return a2a_counts(m, C, width, true, p);
 }
 
 /* Rows computed here (R x width, blocks by source) back to their sources:
- * *back gets S x width (remote routes only). */
+ * *back gets S x width (remote routes only).  Called by every rank. */
 static pl_status return_rows(pl_moe *m, pl__moe_chunk *C, const void *Y,
                              size_t width, pl_dtype dt, const char *tag,
                              void **back, pl_stream *s, pl_status st) {
   size_t *p = NULL;
   *back = NULL;
-  if (st == PL_OK)
-    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE,
-                        (size_t)C->S * width * pl_dtype_size(dt), tag, s, back);
-  if (st == PL_OK)
-    st = a2a_counts(m, C, width, true, &p);
-  st = agree(m, st);
-  if (st == PL_OK)
-    st = pl_alltoallv(m->comm, Y, p, p + m->Ep, *back, p + 2 * m->Ep,
-                      p + 3 * m->Ep, dt, s);
+  if (st == PL_OK) /* a failed rank skips its own part, never the collective */
+    st = return_local(m, C, width, dt, tag, back, &p, s);
+  st = agreed_a2a(m, st, Y, *back, p, dt, s);
   free(p);
   return st;
 }
@@ -431,24 +439,31 @@ static bool pipelined(const pl_moe *m) {
 }
 
 /* The stream a pass issues its communication on: the pipelined variant's
- * comm stream, started after everything issued on the compute stream so far;
- * the other variants issue everything on the compute stream. */
-static pl_stream *pass_begin(pl_moe *m, pl_status *st) {
-  if (!pipelined(m))
-    return m->cs;
-  if (*st == PL_OK)
-    *st = pl_event_record(m->evp, m->cs);
-  if (*st == PL_OK)
-    *st = pl_stream_wait(m->ms, m->evp);
-  return m->ms;
+ * comm stream; the other variants issue everything on the compute stream. */
+static pl_stream *comm_stream(pl_moe *m) {
+  return pipelined(m) ? m->ms : m->cs;
+}
+
+/* The comm stream starts after everything issued on the compute stream so
+ * far (st: the status so far; a failed rank issues nothing). */
+static pl_status pass_begin(pl_moe *m, pl_status st) {
+  if (st != PL_OK || !pipelined(m))
+    return st;
+  PL_TRY(pl_event_record(m->evp, m->cs));
+  return pl_stream_wait(m->ms, m->evp);
 }
 
 /* The compute stream continues after the comm stream's work. */
 static pl_status pass_join(pl_moe *m, pl_status st) {
   if (st != PL_OK || !pipelined(m))
     return st;
-  st = pl_event_record(m->evq, m->ms);
-  return st == PL_OK ? pl_stream_wait(m->cs, m->evq) : st;
+  PL_TRY(pl_event_record(m->evq, m->ms));
+  return pl_stream_wait(m->cs, m->evq);
+}
+
+/* s waits for e, unless the rank has failed already (st). */
+static pl_status wait_event(pl_stream *s, pl_event *e, pl_status st) {
+  return st != PL_OK ? st : pl_stream_wait(s, e);
 }
 
 /* The end of a pass, also after a failure: both streams drained. */
@@ -467,22 +482,23 @@ typedef struct fwd_state {
 } fwd_state;
 
 /* Chunk C's expert rows *rows (R x H, computed on the compute stream up to
- * event done) back to their sources on s and combined into out (weighted by
+ * event ready) back to their sources on s and combined into out (weighted by
  * w, or unweighted when w is NULL: the backward's dX); *rows freed. */
 static pl_status return_combine(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
-                                pl_event *done, void **rows, const float *w,
+                                pl_event *ready, void **rows, const float *w,
                                 void *out, pl_stream *s, pl_status st) {
   void *back = NULL;
-  if (st == PL_OK && s != m->cs)
-    st = pl_stream_wait(s, done);
+  if (s != m->cs)
+    st = wait_event(s, ready, st);
   if (C->em) /* back to blocks by source for the return trip */
     st = permute_rows(m, meta(c, C->o_inv), C->R, m->cfg.H, m->cfg.dt,
                       "dispatch", rows, s, st);
-  st = return_rows(m, C, *rows, (size_t)m->cfg.H, m->cfg.dt, "dispatch", &back,
-                   s, st);
-  if (st == PL_OK)
-    st = moe_combine(s, out, meta(c, C->o_toks), C->nt, meta(c, C->o_slots),
-                     m->cfg.k, w, back, *rows, m->cfg.H, m->cfg.dt);
+  PL_TRY_GOTO(st, done,
+              return_rows(m, C, *rows, (size_t)m->cfg.H, m->cfg.dt, "dispatch",
+                          &back, s, st));
+  st = moe_combine(s, out, meta(c, C->o_toks), C->nt, meta(c, C->o_slots),
+                   m->cfg.k, w, back, *rows, m->cfg.H, m->cfg.dt);
+done:
   pl_free_async(m->dev, back, s);
   pl_free_async(m->dev, *rows, s);
   *rows = NULL;
@@ -499,10 +515,8 @@ static pl_status fwd_combine(pl_moe *m, pl_moe_ctx *c, int i, const float *w,
 
 static pl_status fwd_dispatch(pl_moe *m, pl_moe_ctx *c, int i, const void *x,
                               pl_stream *s, fwd_state *fs, pl_status st) {
-  st = dispatch_rows(m, c, &c->ch[i], x, &fs->B[i], s, st);
-  if (st == PL_OK)
-    st = pl_event_record(fs->evD[i], s);
-  return st;
+  PL_TRY(dispatch(m, c, &c->ch[i], x, false, &fs->B[i], s, st));
+  return pl_event_record(fs->evD[i], s);
 }
 
 static pl_status fwd_compute(pl_moe *m, pl_moe_ctx *c, int i,
@@ -534,6 +548,14 @@ static void free_events(int n, pl_event **e) {
   free(e);
 }
 
+static pl_status fwd_state_init(pl_moe *m, int K, fwd_state *fs) {
+  fs->B = calloc((size_t)K, sizeof(void *));
+  if (!fs->B)
+    return pl_set_error(PL_ENOMEM, "moe: host");
+  PL_TRY(make_events(m->dev, K, &fs->evD));
+  return make_events(m->dev, K, &fs->evC);
+}
+
 pl_status pl_moe_forward(pl_moe *m, const pl_moe_weights *W, const void *x,
                          int64_t N, const int32_t *idx, const float *w,
                          void *out, pl_moe_ctx **ctxp, pl_moe_stats *stats) {
@@ -548,20 +570,12 @@ pl_status pl_moe_forward(pl_moe *m, const pl_moe_weights *W, const void *x,
   }
   const int K = c->K;
   fwd_state fs = {0};
-  fs.B = calloc((size_t)K, sizeof(void *));
-  if (!fs.B)
-    st = pl_set_error(PL_ENOMEM, "moe: host");
-  if (st == PL_OK)
-    st = make_events(m->dev, K, &fs.evD);
-  if (st == PL_OK)
-    st = make_events(m->dev, K, &fs.evC);
-  st = agree(m, st);
-  if (st != PL_OK)
-    goto out;
+  PL_TRY_GOTO(st, done, agree(m, fwd_state_init(m, K, &fs)));
   st = transfer_weights(m, c, W, m->cs, st);
 
   const bool pipe = pipelined(m);
-  pl_stream *ms = pass_begin(m, &st);
+  pl_stream *ms = comm_stream(m);
+  st = pass_begin(m, st);
   /* The sequence of stages depends only on group-wide data, so every rank
    * runs the same one, also after a failure (st carries it). */
   const int64_t budget = pl__moe_row_budget(m, c->c_eff);
@@ -597,7 +611,7 @@ pl_status pl_moe_forward(pl_moe *m, const pl_moe_weights *W, const void *x,
     }
   }
   st = pass_join(m, st);
-out:
+done:
   st = pass_drain(m, st);
   for (int i = 0; fs.B && i < K; i++) /* after a failure: what is still held */
     if (fs.B[i])
@@ -636,14 +650,11 @@ static pl_status bwd_dispatch_x(pl_moe *m, pl_moe_ctx *c, int i, const void *x,
                                 const float *w, pl_stream *s, bwd_state *bs,
                                 pl_status st) {
   pl__moe_chunk *C = &c->ch[i];
-  st = dispatch_rows(m, c, C, x, &bs->X[i], s, st);
-  st = dispatch_scalars(m, c, C, w, &bs->wr[i], s, st);
-  if (st == PL_OK)
-    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * sizeof(float),
-                        "routing", s, (void **)&bs->dwr[i]);
-  if (st == PL_OK)
-    st = pl_event_record(bs->evD[i], s);
-  return st;
+  st = dispatch(m, c, C, x, false, &bs->X[i], s, st);
+  PL_TRY(dispatch(m, c, C, w, true, (void **)&bs->wr[i], s, st));
+  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE, (size_t)C->R * sizeof(float),
+                        "routing", s, (void **)&bs->dwr[i]));
+  return pl_event_record(bs->evD[i], s);
 }
 
 /* Its dout rows; evDD[i] after them (the compute waits for them only before
@@ -651,10 +662,8 @@ static pl_status bwd_dispatch_x(pl_moe *m, pl_moe_ctx *c, int i, const void *x,
 static pl_status bwd_dispatch_d(pl_moe *m, pl_moe_ctx *c, int i,
                                 const void *dout, pl_stream *s, bwd_state *bs,
                                 pl_status st) {
-  st = dispatch_rows(m, c, &c->ch[i], dout, &bs->D[i], s, st);
-  if (st == PL_OK)
-    st = pl_event_record(bs->evDD[i], s);
-  return st;
+  PL_TRY(dispatch(m, c, &c->ch[i], dout, false, &bs->D[i], s, st));
+  return pl_event_record(bs->evDD[i], s);
 }
 
 static pl_status bwd_dispatch(pl_moe *m, pl_moe_ctx *c, int i, const void *x,
@@ -687,16 +696,40 @@ static pl_status bwd_return(pl_moe *m, pl_moe_ctx *c, int i, void *dx,
   if (C->em)
     st = permute_rows(m, meta(c, C->o_inv), C->R, 1, PL_F32, "routing",
                       (void **)&bs->dwr[i], s, st);
-  st =
-      return_rows(m, C, bs->dwr[i], 1, PL_F32, "routing", (void **)&dwb, s, st);
-  if (st == PL_OK)
-    st = moe_scatter_f32(s, dw, meta(c, C->o_toks), C->nt, meta(c, C->o_slots),
-                         m->cfg.k, dwb, bs->dwr[i]);
+  PL_TRY_GOTO(st, done,
+              return_rows(m, C, bs->dwr[i], 1, PL_F32, "routing", (void **)&dwb,
+                          s, st));
+  st = moe_scatter_f32(s, dw, meta(c, C->o_toks), C->nt, meta(c, C->o_slots),
+                       m->cfg.k, dwb, bs->dwr[i]);
+done:
   pl_free_async(m->dev, dwb, s);
   pl_free_async(m->dev, bs->dwr[i], s);
   pl_free_async(m->dev, bs->wr[i], s);
   bs->dwr[i] = bs->wr[i] = NULL;
   return st;
+}
+
+/* The backward's buffers and events, and the helpers' gradient sums *hg
+ * (tag llep_grads, zeroed). */
+static pl_status bwd_state_init(pl_moe *m, pl_moe_ctx *c, bwd_state *bs,
+                                float **hg) {
+  const int K = c->K;
+  bs->X = calloc((size_t)K, sizeof(void *));
+  bs->D = calloc((size_t)K, sizeof(void *));
+  bs->wr = calloc((size_t)K, sizeof(float *));
+  bs->dwr = calloc((size_t)K, sizeof(float *));
+  if (!bs->X || !bs->D || !bs->wr || !bs->dwr)
+    return pl_set_error(PL_ENOMEM, "moe: host");
+  PL_TRY(make_events(m->dev, K, &bs->evD));
+  PL_TRY(make_events(m->dev, K, &bs->evDD));
+  PL_TRY(make_events(m->dev, K, &bs->evC));
+  PL_TRY(make_events(m->dev, K, &bs->evX));
+  size_t hgn = (size_t)c->nh * wset_elems(m);
+  PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE, hgn * sizeof(float),
+                        "llep_grads", m->cs, (void **)hg));
+  if (hgn)
+    PL_TRY(pl_fill(m->cs, *hg, PL_F32, hgn, 0.0));
+  return PL_OK;
 }
 
 pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
@@ -708,32 +741,11 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
   bwd_state bs = {0};
   float *hg = NULL;
   pl_status st = PL_OK;
-  bs.X = calloc((size_t)K, sizeof(void *));
-  bs.D = calloc((size_t)K, sizeof(void *));
-  bs.wr = calloc((size_t)K, sizeof(float *));
-  bs.dwr = calloc((size_t)K, sizeof(float *));
-  if (!bs.X || !bs.D || !bs.wr || !bs.dwr)
-    st = pl_set_error(PL_ENOMEM, "moe: host");
-  if (st == PL_OK)
-    st = make_events(m->dev, K, &bs.evD);
-  if (st == PL_OK)
-    st = make_events(m->dev, K, &bs.evDD);
-  if (st == PL_OK)
-    st = make_events(m->dev, K, &bs.evC);
-  if (st == PL_OK)
-    st = make_events(m->dev, K, &bs.evX);
-  size_t hgn = (size_t)c->nh * wset_elems(m);
-  if (st == PL_OK)
-    st = pl_alloc_async(m->dev, PL_ARENA_DEVICE, hgn * sizeof(float),
-                        "llep_grads", m->cs, (void **)&hg);
-  if (st == PL_OK && hgn)
-    st = pl_fill(m->cs, hg, PL_F32, hgn, 0.0);
-  st = agree(m, st);
-  if (st != PL_OK)
-    goto out;
+  PL_TRY_GOTO(st, done, agree(m, bwd_state_init(m, c, &bs, &hg)));
 
   const bool pipe = pipelined(m);
-  pl_stream *ms = pass_begin(m, &st);
+  pl_stream *ms = comm_stream(m);
+  st = pass_begin(m, st);
   const int64_t budget = pl__moe_row_budget(m, c->c_eff);
   st = bwd_dispatch(m, c, 0, x, dout, w, ms, &bs, st);
   int pending = -1;   /* chunk whose return follows the next compute        */
@@ -769,15 +781,13 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
       int64_t need3 = R[i] + R[i + 1] + (t0 > t1 ? t0 : t1);
       int64_t need4 = 2 * R[i + 1] + t1;
       if (pipe && need1 <= budget && need2 <= budget) {
-        if (st == PL_OK)
-          st = pl_stream_wait(ms, bs.evX[i]);
+        st = wait_event(ms, bs.evX[i], st);
         st = bwd_dispatch(m, c, i + 1, x, dout, w, ms, &bs, st);
         pending = i;
         if (st == PL_OK)
           c->overlapped++;
       } else if (pipe && need3 <= budget && need4 <= budget) {
-        if (st == PL_OK)
-          st = pl_stream_wait(ms, bs.evX[i]);
+        st = wait_event(ms, bs.evX[i], st);
         st = bwd_dispatch_x(m, c, i + 1, x, w, ms, &bs, st);
         split = true;
         if (st == PL_OK)
@@ -792,7 +802,7 @@ pl_status pl_moe_backward(pl_moe *m, pl_moe_ctx *c, const pl_moe_weights *W,
   }
   st = pass_join(m, st);
   st = return_wgrads(m, c, hg, G, m->cs, st);
-out:
+done:
   st = pass_drain(m, st);
   for (int i = 0; bs.X && i < K; i++) {
     if (bs.X[i])

@@ -130,7 +130,7 @@ static int expert_major(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
  * before their upload. */
 typedef struct plan_scratch {
   int E, Ep, K;
-  int64_t *mine, *all;       /* local counts (+ N, validity); all ranks' */
+  int64_t *mine, *all;        /* local counts (+ N, validity); all ranks' */
   int64_t *gcount, *cum, *li; /* group counts; routes of lower ranks; placed */
   int64_t N_max;
   int64_t *cnt3, *off3, *snd3, *rc3;
@@ -187,9 +187,9 @@ static pl_status gather_counts(pl_moe *m, int64_t N, const int32_t *idx,
         return pl_set_error(PL_EINVAL, "moe: N=%lld: must be >= 0",
                             (long long)N);
       if (r == me)
-        return pl_set_error(PL_EINVAL,
-                            "moe: idx[%lld]=%d: expert ids must be in [0, E=%d)",
-                            (long long)(bad - 1), idx[bad - 1], E);
+        return pl_set_error(
+            PL_EINVAL, "moe: idx[%lld]=%d: expert ids must be in [0, E=%d)",
+            (long long)(bad - 1), idx[bad - 1], E);
       return pl_set_error(PL_EINVAL, "moe: rank %d passed invalid routes", r);
     }
   x->gcount = calloc((size_t)E, sizeof(int64_t));
@@ -218,8 +218,8 @@ static pl_status plan_and_chunks(pl_moe *m, pl_moe_ctx *c, plan_scratch *x) {
   if (!pl_moe_variant_desc_of(cf->variant)->plans)
     kn.native = true;
   PL_TRY(pl_llep_plan_build(x->gcount, x->E, x->Ep, kn, &c->plan));
-  PL_TRY(pl_moe_variant_chunking(cf->variant, x->N_max, cf->c, cf->K_max,
-                                 &c->K, &c->c_eff));
+  PL_TRY(pl_moe_variant_chunking(cf->variant, x->N_max, cf->c, cf->K_max, &c->K,
+                                 &c->c_eff));
   x->K = c->K;
   return PL_OK;
 }
@@ -384,8 +384,8 @@ static pl_status chunk_layout(pl_moe *m, pl_moe_ctx *c, int ch, int64_t N,
 
 /* 6. Per-chunk layouts, the tokens of each chunk and the offsets of its
  * index arrays in the one host buffer (x->nmeta entries in all). */
-static pl_status chunk_layouts(pl_moe *m, pl_moe_ctx *c, int64_t N,
-                               bool contig, plan_scratch *x) {
+static pl_status chunk_layouts(pl_moe *m, pl_moe_ctx *c, int64_t N, bool contig,
+                               plan_scratch *x) {
   const int K = x->K, Ep = x->Ep, k = m->cfg.k;
   c->ch = calloc((size_t)K, sizeof(pl__moe_chunk));
   c->ibuf = calloc((size_t)K * 4 * Ep, sizeof(int64_t));
@@ -488,23 +488,23 @@ static pl_status group_maxima(pl_moe *m, pl_moe_ctx *c, int64_t N) {
     rk[ch] = c->ch[ch].R;
     rk[K + ch] = c->ch[ch].S;
   }
-  pl_status st = pl_host_allgather_i64(m->comm, rk, (size_t)2 * K, ra);
-  if (st == PL_OK) {
-    int64_t mx = 0, sum = 0;
-    for (int r = 0; r < Ep; r++)
-      for (int ch = 0; ch < K; ch++) {
-        int64_t R = ra[(size_t)r * 2 * K + ch],
-                S = ra[(size_t)r * 2 * K + K + ch];
-        sum += R;
-        if (R > mx)
-          mx = R;
-        if (R > c->Rmax[ch])
-          c->Rmax[ch] = R;
-        if (S > c->Smax[ch])
-          c->Smax[ch] = S;
-      }
-    c->max_send_ratio = sum > 0 ? (double)mx * K * Ep / (double)sum : 1.0;
-  }
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, pl_host_allgather_i64(m->comm, rk, (size_t)2 * K, ra));
+  int64_t mx = 0, sum = 0;
+  for (int r = 0; r < Ep; r++)
+    for (int ch = 0; ch < K; ch++) {
+      int64_t R = ra[(size_t)r * 2 * K + ch],
+              S = ra[(size_t)r * 2 * K + K + ch];
+      sum += R;
+      if (R > mx)
+        mx = R;
+      if (R > c->Rmax[ch])
+        c->Rmax[ch] = R;
+      if (S > c->Smax[ch])
+        c->Smax[ch] = S;
+    }
+  c->max_send_ratio = sum > 0 ? (double)mx * K * Ep / (double)sum : 1.0;
+done:
   free(rk);
   free(ra);
   return st;
@@ -540,8 +540,7 @@ static pl_status plan_steps(pl_moe *m, pl_moe_ctx *c, int64_t N,
   if (!cf->source_major && m->Ep > 1) {
     const int64_t budget = pl__moe_row_budget(m, c->c_eff);
     for (int ch = 0; ch < c->K; ch++)
-      if (3 * c->Rmax[ch] <= budget &&
-          expert_major(m, c, &c->ch[ch], x->hmeta))
+      if (3 * c->Rmax[ch] <= budget && expert_major(m, c, &c->ch[ch], x->hmeta))
         return host_oom(N);
   }
   return upload_meta(m, c, x);

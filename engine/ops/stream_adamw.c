@@ -136,16 +136,16 @@ pl_status pl_adamw_global_sumsq(pl_comm *c, double local, double *out) {
   if (!all)
     return pl_set_error(PL_ENOMEM, "adamw: norm gather buffer");
   memcpy(&mine, &local, sizeof mine);
-  pl_status st = pl_host_allgather_i64(c, &mine, 1, all);
-  if (st == PL_OK) {
-    double s = 0.0;
-    for (int r = 0; r < n; r++) {
-      double x;
-      memcpy(&x, &all[r], sizeof x);
-      s = s + x;
-    }
-    *out = s;
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, pl_host_allgather_i64(c, &mine, 1, all));
+  double s = 0.0;
+  for (int r = 0; r < n; r++) {
+    double x;
+    memcpy(&x, &all[r], sizeof x);
+    s = s + x;
   }
+  *out = s;
+done:
   free(all);
   return st;
 }
@@ -374,7 +374,6 @@ static pl_status check_args(const pl_adamw_hparams *hp,
 static pl_status make_staging(pl_stream_adamw *o) {
   pl_dev *dev = o->dev;
   const pl_stream_adamw_cfg *cfg = &o->cfg;
-  pl_status st = PL_OK;
   o->slot_elems = cfg->bucket < o->res_lo ? cfg->bucket : o->res_lo;
   o->nslots = (size_t)cfg->slots < o->ns ? cfg->slots : (int)o->ns;
   o->slot_bytes = o->slot_elems * (12 + (cfg->grad_on_host ? o->gsz : 0));
@@ -386,26 +385,23 @@ static pl_status make_staging(pl_stream_adamw *o) {
   if (!o->slot || !o->ev_h2d || !o->ev_cmp || !o->ev_d2h || !o->slot_used)
     return pl_set_error(PL_ENOMEM, "stream_adamw: slot tables");
   for (int j = 0; j < o->nslots; j++) {
-    if ((st = pl_alloc(dev, PL_ARENA_DEVICE, o->slot_bytes, "optim_staging",
-                       (void **)&o->slot[j])) ||
-        (st = pl_event_create(dev, &o->ev_h2d[j])) ||
-        (st = pl_event_create(dev, &o->ev_cmp[j])) ||
-        (st = pl_event_create(dev, &o->ev_d2h[j])))
-      return st;
+    PL_TRY(pl_alloc(dev, PL_ARENA_DEVICE, o->slot_bytes, "optim_staging",
+                    (void **)&o->slot[j]));
+    PL_TRY(pl_event_create(dev, &o->ev_h2d[j]));
+    PL_TRY(pl_event_create(dev, &o->ev_cmp[j]));
+    PL_TRY(pl_event_create(dev, &o->ev_d2h[j]));
   }
-  if ((st = pl_stream_create(dev, &o->h2d)) ||
-      (st = pl_stream_create(dev, &o->cmp)) ||
-      (st = pl_stream_create(dev, &o->d2h)) ||
-      (st = pl_stream_create(dev, &o->hyb)) ||
-      (st = pl_stream_create(dev, &o->hyb_up)) ||
-      (st = pl_stream_create(dev, &o->res)) ||
-      (st = pl_event_create(dev, &o->ev_start)) ||
-      (st = pl_event_create(dev, &o->ev_gpu0)) ||
-      (st = pl_event_create(dev, &o->ev_gpu1)))
-    return st;
+  PL_TRY(pl_stream_create(dev, &o->h2d));
+  PL_TRY(pl_stream_create(dev, &o->cmp));
+  PL_TRY(pl_stream_create(dev, &o->d2h));
+  PL_TRY(pl_stream_create(dev, &o->hyb));
+  PL_TRY(pl_stream_create(dev, &o->hyb_up));
+  PL_TRY(pl_stream_create(dev, &o->res));
+  PL_TRY(pl_event_create(dev, &o->ev_start));
+  PL_TRY(pl_event_create(dev, &o->ev_gpu0));
+  PL_TRY(pl_event_create(dev, &o->ev_gpu1));
   for (int i = 0; i < 6; i++)
-    if ((st = pl_event_create(dev, &o->ev_end[i])))
-      return st;
+    PL_TRY(pl_event_create(dev, &o->ev_end[i]));
   return PL_OK;
 }
 
@@ -413,22 +409,21 @@ static pl_status make_staging(pl_stream_adamw *o) {
 static pl_status make_hybrid(pl_stream_adamw *o) {
   pl_dev *dev = o->dev;
   const pl_stream_adamw_cfg *cfg = &o->cfg;
-  pl_status st = PL_OK;
   o->cap = hybrid_cap(o->ns, cfg->share);
   size_t elems = o->cap * o->slot_elems;
   const int wbuf = cfg->grad_on_host || cfg->grad_dtype != PL_BF16;
   o->ev_bg = calloc(o->cap, sizeof(pl_event *));
   if (!o->ev_bg)
     return pl_set_error(PL_ENOMEM, "stream_adamw: hybrid events");
-  if ((!cfg->grad_on_host && (st = pl_alloc(dev, PL_ARENA_HOST, elems * o->gsz,
-                                            "optim_hybrid", &o->hg))) ||
-      (wbuf && (st = pl_alloc(dev, PL_ARENA_HOST, elems * 2, "optim_hybrid",
-                              (void **)&o->hw))) ||
-      (st = pl_event_create(dev, &o->ev_up)))
-    return st;
+  if (!cfg->grad_on_host)
+    PL_TRY(
+        pl_alloc(dev, PL_ARENA_HOST, elems * o->gsz, "optim_hybrid", &o->hg));
+  if (wbuf)
+    PL_TRY(pl_alloc(dev, PL_ARENA_HOST, elems * 2, "optim_hybrid",
+                    (void **)&o->hw));
+  PL_TRY(pl_event_create(dev, &o->ev_up));
   for (size_t i = 0; i < o->cap; i++)
-    if ((st = pl_event_create(dev, &o->ev_bg[i])))
-      return st;
+    PL_TRY(pl_event_create(dev, &o->ev_bg[i]));
   return PL_OK;
 }
 
@@ -465,27 +460,23 @@ pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
     goto fail;
   }
   memcpy(o->params, params, sizeof(pl_adamw_param) * (size_t)nparams);
-  if ((st = build_buckets(o)))
-    goto fail;
-
-  if ((st = setup_state(o)))
-    goto fail;
+  PL_TRY_GOTO(st, fail, build_buckets(o));
+  PL_TRY_GOTO(st, fail, setup_state(o));
   /* norm partials */
   for (int i = 0; i < nparams; i++)
     o->npart += pl_adamw_norm_nchunks(params[i].numel);
-  if ((st = pl_alloc(dev, PL_ARENA_DEVICE, o->npart * 8, "optim_norm",
-                     (void **)&o->dpart)) ||
-      (st = pl_alloc(dev, PL_ARENA_HOST, o->npart * 8, "optim_norm",
-                     (void **)&o->hpart)))
-    goto fail;
-  if ((st = make_staging(o)))
-    goto fail;
-  if (o->hybrid && (st = make_hybrid(o)))
-    goto fail;
+  PL_TRY_GOTO(st, fail,
+              pl_alloc(dev, PL_ARENA_DEVICE, o->npart * 8, "optim_norm",
+                       (void **)&o->dpart));
+  PL_TRY_GOTO(st, fail,
+              pl_alloc(dev, PL_ARENA_HOST, o->npart * 8, "optim_norm",
+                       (void **)&o->hpart));
+  PL_TRY_GOTO(st, fail, make_staging(o));
+  if (o->hybrid)
+    PL_TRY_GOTO(st, fail, make_hybrid(o));
   /* device allocations are ordered on the default stream: make them
    * complete before other streams use them */
-  if ((st = pl_stream_sync(pl_dev_stream(dev))))
-    goto fail;
+  PL_TRY_GOTO(st, fail, pl_stream_sync(pl_dev_stream(dev)));
   *out = o;
   return PL_OK;
 fail:
@@ -505,8 +496,7 @@ size_t pl_stream_adamw_staging_bytes(const pl_stream_adamw *o) {
   return (size_t)o->nslots * o->slot_bytes;
 }
 
-/* ---- the norm ---------------------------------------------------------------
- */
+/* ---- the norm ------------------------------------------------------------ */
 
 static pl_status clip_scale(pl_stream_adamw *o, pl_stream *s, float *gscale,
                             double *sumsq) {

@@ -33,12 +33,12 @@ enum { IT_ATTN, IT_RES, IT_ALL, IT_N };
 
 typedef struct item {
   int kind;
-  int max;       /* units: layers, or buckets */
-  double bytes;  /* the whole item's device bytes */
-  double saved;  /* step seconds the whole item saves (time model) */
-  double dens;   /* saved / bytes */
-  int taken;     /* units taken */
-  bool free;     /* the caller lets the fill choose it */
+  int max;      /* units: layers, or buckets */
+  double bytes; /* the whole item's device bytes */
+  double saved; /* step seconds the whole item saves (time model) */
+  double dens;  /* saved / bytes */
+  int taken;    /* units taken */
+  bool free;    /* the caller lets the fill choose it */
 } item;
 
 typedef struct fillctx {
@@ -109,10 +109,10 @@ static pl_status items_of(fillctx *f, item *it) {
   PL_TRY(step_s(f, L, L, 0, &tw));
   PL_TRY(step_s(f, 0, 0, (int)f->nb, &tr));
   it[IT_ATTN] = (item){IT_ATTN, L, (double)L * f->a, t0 - ta, 0, 0, false};
-  it[IT_ALL] = (item){IT_ALL, L, (double)L * (f->w - f->a), ta - tw, 0, 0,
-                      false};
-  it[IT_RES] = (item){IT_RES, (int)f->nb, 12.0 * f->theta, t0 - tr, 0, 0,
-                      false};
+  it[IT_ALL] =
+      (item){IT_ALL, L, (double)L * (f->w - f->a), ta - tw, 0, 0, false};
+  it[IT_RES] =
+      (item){IT_RES, (int)f->nb, 12.0 * f->theta, t0 - tr, 0, 0, false};
   for (int i = 0; i < IT_N; i++)
     it[i].dens = it[i].bytes > 0 ? it[i].saved / it[i].bytes : 0;
   return PL_OK;
@@ -136,8 +136,9 @@ static double resident_delta(const fillctx *f, int n) {
   double add = 0, stage[2];
   for (int i = 0; i < 2; i++) {
     const size_t k = i ? (size_t)n : 0;
-    const size_t el = k == 0 ? 0 : k >= f->nb ? f->theta
-                                              : f->theta - f->beta * (f->nb - k);
+    const size_t el = k == 0       ? 0
+                      : k >= f->nb ? f->theta
+                                   : f->theta - f->beta * (f->nb - k);
     const size_t str = f->theta - el, nbs = f->nb - k;
     stage[i] = 12.0 * (double)(s < nbs ? s : nbs) *
                (double)(f->beta < str ? f->beta : str);
@@ -215,8 +216,8 @@ static const char *hb(double v, char *buf, size_t n) {
 static void describe(const fillctx *f, const item *it, const int *order,
                      double left, char *why, size_t n) {
   char b1[24], b2[24];
-  size_t k = (size_t)snprintf(why, n, "headroom fill below %s:",
-                              hb(limit_of(f->mc), b1, sizeof b1));
+  size_t k = (size_t)snprintf(
+      why, n, "headroom fill below %s:", hb(limit_of(f->mc), b1, sizeof b1));
   for (int j = 0; j < IT_N && k < n; j++) {
     const item *x = &it[order[j]];
     const double per = x->dens * GIB * 1e3; /* ms per GiB */
@@ -228,7 +229,8 @@ static void describe(const fillctx *f, const item *it, const int *order,
             ? 12.0 * f->theta
             : 12.0 * (f->theta - f->beta * (f->nb - (size_t)x->taken));
     if (x->taken > 0)
-      k += (size_t)snprintf(why + k, n - k, " kept %d/%d %s of %s (%s, "
+      k += (size_t)snprintf(why + k, n - k,
+                            " kept %d/%d %s of %s (%s, "
                             "%.0f ms/GiB);",
                             x->taken, x->max, unit[x->kind], what[x->kind],
                             hb(bytes, b2, sizeof b2), per);
@@ -266,8 +268,8 @@ pl_status pl_plan_fill(const pl_model_cfg *m, const pl_plan_machine *mc,
   f.resident = resident;
   f.beta = c->sc.oo.bucket ? c->sc.oo.bucket : 100000000;
   f.nb = (f.theta + f.beta - 1) / f.beta;
-  const pl_layer_cfg lc = {.H = m->H, .n_q = m->n_q, .n_kv = m->n_kv,
-                           .d = m->d, .dt = c->sc.dt};
+  const pl_layer_cfg lc = {
+      .H = m->H, .n_q = m->n_q, .n_kv = m->n_kv, .d = m->d, .dt = c->sc.dt};
   f.a = pl_layer_kept_bytes(&lc, f.N, c->lc.D, PL_LAYER_KEEP_ATTN);
   f.w = pl_layer_kept_bytes(&lc, f.N, c->lc.D, PL_LAYER_KEEP_ALL);
   item it[IT_N];
@@ -294,9 +296,9 @@ pl_status pl_plan_fill(const pl_model_cfg *m, const pl_plan_machine *mc,
     pl_plan_mem *pm = malloc(sizeof *pm);
     if (!pm)
       return pl_set_error(PL_ENOMEM, "plan: host");
-    st = pl__plan_memory(m, c, mc, -1, false, pm);
-    if (st == PL_OK)
-      describe(&f, it, order, limit_of(mc) - (double)pm->dev_peak, why, n);
+    PL_TRY_GOTO(st, done, pl__plan_memory(m, c, mc, -1, false, pm));
+    describe(&f, it, order, limit_of(mc) - (double)pm->dev_peak, why, n);
+  done:
     free(pm);
   }
   return st;

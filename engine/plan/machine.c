@@ -105,7 +105,8 @@ static const field fields[] = {
        "host memory bandwidth per node (calib mem_copy)"),
     FD(attn_fwd_tflops, "TFLOP/s", 0, RATE, true,
        "the engine's attention forward at long context (cuDNN's where built)"),
-    FD(attn_bwd_tflops, "TFLOP/s", 0, RATE, true, "the engine's attention backward"),
+    FD(attn_bwd_tflops, "TFLOP/s", 0, RATE, true,
+       "the engine's attention backward"),
     FD(attn_half_seq, "tokens", 0, 1e12, false,
        "context at which attention runs at half its long-context rate"),
     FD(expert_eff, "x gemm", 0, 2, true,
@@ -567,7 +568,8 @@ pl_status pl_plan_machine_load(pl_plan_machine *m, const char *path) {
   free(t);
   /* what the file set is held to --set's bounds: a rate of 1e308 from a
    * hand-edited file is no machine either */
-  for (size_t i = 0; st == PL_OK && i < NFIELDS; i++) {
+  PL_TRY(st);
+  for (size_t i = 0; i < NFIELDS; i++) {
     const field *fd = &fields[i];
     const double v = *(const double *)((const char *)&c + fd->off),
                  was = *(const double *)((const char *)m + fd->off);
@@ -575,17 +577,15 @@ pl_status pl_plan_machine_load(pl_plan_machine *m, const char *path) {
       continue;
     const bool above = fd->lo_open ? v > fd->lo : v >= fd->lo;
     if (!above || !(v <= fd->hi))
-      st = pl_set_error(PL_EINVAL,
-                        "machine: '%s': %s=%.6g from the file: out of range "
-                        "(allowed: %s%.16g up to %.16g %s: %s)",
-                        path, fd->key, v, fd->lo_open ? "above " : "", fd->lo,
-                        fd->hi, fd->unit, fd->meaning);
+      return pl_set_error(PL_EINVAL,
+                          "machine: '%s': %s=%.6g from the file: out of range "
+                          "(allowed: %s%.16g up to %.16g %s: %s)",
+                          path, fd->key, v, fd->lo_open ? "above " : "", fd->lo,
+                          fd->hi, fd->unit, fd->meaning);
   }
-  if (st == PL_OK) {
-    *m = c;
-    note_source(m, path);
-  }
-  return st;
+  *m = c;
+  note_source(m, path);
+  return PL_OK;
 }
 
 /* ---- the machine's costs (plan_internal.h): usable memory, collectives

@@ -33,13 +33,12 @@
  *               next dense unit's behind the layer's forward, in backward
  *               its gather and f32 reduce-scatter beside the dense ones
  *               behind the layer's backward; 3 calls each;
- *   Ulysses     8·(n_q + max(n_kv, D))·N·d·b per layer through all-to-alls over D,
- *               exposed (on the compute stream);
- *   Ring-DTP    P − 1 hops forward and backward beside the strips;
- *   SCO         each selected boundary's copy beside its layer (D2H in the
- *               forward, H2D in the backward), exposed beyond the layer.
- * A virtual D- or P-group (a proxy, train/layout.h) has no all-to-all, hop
- * or call: its stand-ins are local.  comm_s sums the exposed communication
+ *   Ulysses     8·(n_q + max(n_kv, D))·N·d·b per layer through all-to-alls over
+ * D, exposed (on the compute stream); Ring-DTP    P − 1 hops forward and
+ * backward beside the strips; SCO         each selected boundary's copy beside
+ * its layer (D2H in the forward, H2D in the backward), exposed beyond the
+ * layer. A virtual D- or P-group (a proxy, train/layout.h) has no all-to-all,
+ * hop or call: its stand-ins are local.  comm_s sums the exposed communication
  * (dispatch, Ulysses, units, Ring-DTP's exposed hops, the calls);
  * pl_plan_proxy_comm predicts the W_v-rank run a proxy plays and gives its
  * communication less the proxy's own.
@@ -226,7 +225,8 @@ static void layers_time(tctx *t) {
        * 8·(n_q + n_kv')·N·d·b in all, n_kv' = max(n_kv, D) (key/value
        * heads replicated past D = n_kv); 12 when the attention is kept */
       t->t_seq += (k_attn ? 12.0 : 16.0) *
-                  pl__t_a2a(mc, t->D, (m->n_q + fmax(m->n_kv, t->D)) * N * m->d * b / 2);
+                  pl__t_a2a(mc, t->D,
+                            (m->n_q + fmax(m->n_kv, t->D)) * N * m->d * b / 2);
   }
 }
 
@@ -276,7 +276,8 @@ static void units_time(tctx *t) {
   const double b = t->b;
   const int Gz = W;
   const double g_emb = pl__t_ring(mc, Gz, (double)numel[0] * b);
-  t->t_units += g_emb + pl__t_ring(mc, Gz, (double)numel[0] * 4); /* first, last */
+  t->t_units +=
+      g_emb + pl__t_ring(mc, Gz, (double)numel[0] * 4); /* first, last */
   /* expert units (expert groups): over the W / Ep replica ranks */
   const int Gr = t->Gr = p->ep_grouped ? W / p->Ep : 1;
   double eu_full = 0;
@@ -421,16 +422,16 @@ pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
   if (c->system == PL_PLAN_FSDP2)
     return pl__fsdp2_time(m, c, mc, out);
   tctx t;
-  pl_status st = open_ctx(m, c, mc, &t);
-  if (st == PL_OK) {
-    layers_time(&t);
-    head_time(&t);
-    units_time(&t);
-    host_time(&t);
-    optim_time(&t);
-    assemble(&t, out);
-    out->flops_rank = flops_rank(&t);
-  }
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, open_ctx(m, c, mc, &t));
+  layers_time(&t);
+  head_time(&t);
+  units_time(&t);
+  host_time(&t);
+  optim_time(&t);
+  assemble(&t, out);
+  out->flops_rank = flops_rank(&t);
+done:
   free_ctx(&t);
   return st;
 }
@@ -459,9 +460,8 @@ pl_status pl_plan_link_sensitivity(const pl_model_cfg *m, const pl_plan_cfg *c,
                                    const pl_plan_machine *mc, double frac,
                                    pl_plan_time *lo, pl_plan_time *hi) {
   if (!(frac > 0 && frac < 1))
-    return pl_set_error(PL_EINVAL,
-                        "link sensitivity: fraction %g: must be in (0, 1)",
-                        frac);
+    return pl_set_error(
+        PL_EINVAL, "link sensitivity: fraction %g: must be in (0, 1)", frac);
   pl_plan_machine x = *mc;
   x.ib_gbs = mc->ib_gbs * (1 - frac);
   PL_TRY(pl_plan_time_predict(m, c, &x, lo));

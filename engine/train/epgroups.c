@@ -34,11 +34,13 @@ pl_status pl__ep_create(pl_trainer *t) {
         t->lay->erep, t->plan.ep_vsize};
     u++;
   }
-  pl_status st = pl_zero3_create(t->dev, t->dt, n, uc, &t->expert_units);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done,
+              pl_zero3_create(t->dev, t->dt, n, uc, &t->expert_units));
+  pl_zero3_set_profile(t->expert_units, t->cfg.profile);
+done:
   free(uc);
   free(names);
-  if (st == PL_OK)
-    pl_zero3_set_profile(t->expert_units, t->cfg.profile);
   return st;
 }
 

@@ -16,17 +16,21 @@
 #include "backend/kernels.h"
 #include "plateau/host_device.h"
 
-/* ---- device helpers --------------------------------------------------------- */
+/* ---- device helpers ------------------------------------------------------ */
 
 /* V consecutive elements, aligned so one access moves sizeof(T)·V bytes. */
-template <typename T, int V> struct alignas(sizeof(T) * V) pack {
-  T v[V];
-};
+template <typename T, int V> struct alignas(sizeof(T) * V) pack { T v[V]; };
 
-__device__ __forceinline__ float ld_f(float x) { return x; }
-__device__ __forceinline__ float ld_f(pl_bf16 x) { return pl_bf16_to_f32(x); }
+__device__ __forceinline__ float ld_f(float x) {
+  return x;
+}
+__device__ __forceinline__ float ld_f(pl_bf16 x) {
+  return pl_bf16_to_f32(x);
+}
 template <typename T> __device__ __forceinline__ T st_f(float v);
-template <> __device__ __forceinline__ float st_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ float st_f<float>(float v) {
+  return v;
+}
 template <> __device__ __forceinline__ pl_bf16 st_f<pl_bf16>(float v) {
   return pl_f32_to_bf16(v);
 }
@@ -44,7 +48,7 @@ __device__ __forceinline__ float rng_draw(uint64_t seed, uint64_t i, int dist,
                                  : pl_rng_normal(seed, i, a, b);
 }
 
-/* ---- kernels ---------------------------------------------------------------- */
+/* ---- kernels ------------------------------------------------------------- */
 /* Each processes n elements: n / V packs in a grid-stride loop, then the
  * n % V tail (V == 1: no tail). */
 
@@ -71,10 +75,12 @@ static __global__ void fill_kernel(U *dst, size_t n, U v) {
   size_t np = n / V;
   pack<U, V> r;
 #pragma unroll
-  for (int j = 0; j < V; j++) r.v[j] = v;
+  for (int j = 0; j < V; j++)
+    r.v[j] = v;
   for (size_t p = grid_tid(); p < np; p += grid_stride())
     reinterpret_cast<pack<U, V> *>(dst)[p] = r;
-  for (size_t i = np * V + grid_tid(); i < n; i += grid_stride()) dst[i] = v;
+  for (size_t i = np * V + grid_tid(); i < n; i += grid_stride())
+    dst[i] = v;
 }
 
 /* dst[i] = D(src[i]) through f32 (f32 -> bf16 rounds to nearest even). */
@@ -85,7 +91,8 @@ static __global__ void convert_kernel(D *dst, const S *src, size_t n) {
     pack<S, V> x = reinterpret_cast<const pack<S, V> *>(src)[p];
     pack<D, V> r;
 #pragma unroll
-    for (int j = 0; j < V; j++) r.v[j] = st_f<D>(ld_f(x.v[j]));
+    for (int j = 0; j < V; j++)
+      r.v[j] = st_f<D>(ld_f(x.v[j]));
     reinterpret_cast<pack<D, V> *>(dst)[p] = r;
   }
   for (size_t i = np * V + grid_tid(); i < n; i += grid_stride())
@@ -99,7 +106,8 @@ static __global__ void scale_kernel(T *x, size_t n, float alpha) {
   for (size_t p = grid_tid(); p < np; p += grid_stride()) {
     pack<T, V> r = reinterpret_cast<pack<T, V> *>(x)[p];
 #pragma unroll
-    for (int j = 0; j < V; j++) r.v[j] = st_f<T>(PL_FMUL(ld_f(r.v[j]), alpha));
+    for (int j = 0; j < V; j++)
+      r.v[j] = st_f<T>(PL_FMUL(ld_f(r.v[j]), alpha));
     reinterpret_cast<pack<T, V> *>(x)[p] = r;
   }
   for (size_t i = np * V + grid_tid(); i < n; i += grid_stride())
@@ -122,7 +130,7 @@ static __global__ void axpy_kernel(Y *y, const X *x, size_t n, float alpha) {
     y[i] = st_f<Y>(PL_FADD(ld_f(y[i]), PL_FMUL(alpha, ld_f(x[i]))));
 }
 
-/* ---- launchers -------------------------------------------------------------- */
+/* ---- launchers ----------------------------------------------------------- */
 
 static inline bool aligned(const void *p, size_t a) {
   return ((uintptr_t)p % a) == 0;
@@ -132,31 +140,35 @@ static inline bool aligned(const void *p, size_t a) {
 static pl_status begin(pl_stream *s, const char *op, cudaStream_t *cs,
                        pl_dev **dev) {
   if (!s || !s->dev)
-    return pl_set_error(PL_EINVAL, "%s: stream is NULL (pass a stream of a "
-                        "CUDA device)", op);
+    return pl_set_error(PL_EINVAL,
+                        "%s: stream is NULL (pass a stream of a "
+                        "CUDA device)",
+                        op);
   PL_TRY(pl__cuda_use(s->dev));
   *cs = (cudaStream_t)s->native;
   *dev = s->dev;
   return PL_OK;
 }
 
-static bool float_dtype(pl_dtype dt) { return dt == PL_F32 || dt == PL_BF16; }
+static bool float_dtype(pl_dtype dt) {
+  return dt == PL_F32 || dt == PL_BF16;
+}
 
 /* Launch kernel<..., V> when `ok` (all pointers aligned for V), else <..., 1>.
  * Blocks are sized by the vector pack count. */
-#define PL_LAUNCH_VEC(ok, V, kname, kvec, kone, dev, cs, n, ...)              \
+#define PL_LAUNCH_VEC(ok, V, kname, kvec, kone, dev, cs, n, ...)               \
   do {                                                                         \
     if (ok)                                                                    \
-      kvec<<<pl__cuda_blocks(dev, (n) / (V) + 1), PL_CUDA_THREADS, 0, cs>>>(    \
+      kvec<<<pl__cuda_blocks(dev, (n) / (V) + 1), PL_CUDA_THREADS, 0, cs>>>(   \
           __VA_ARGS__);                                                        \
     else                                                                       \
-      kone<<<pl__cuda_blocks(dev, n), PL_CUDA_THREADS, 0, cs>>>(__VA_ARGS__);   \
+      kone<<<pl__cuda_blocks(dev, n), PL_CUDA_THREADS, 0, cs>>>(__VA_ARGS__);  \
     PL_CUDA_CHECK_LAUNCH(kname);                                               \
   } while (0)
 
 extern "C" pl_status pl__cuda_rng_fill(pl_stream *s, void *dst, pl_dtype dt,
-                                      size_t n, uint64_t seed, uint64_t offset,
-                                      pl_dist dist, float a, float b) {
+                                       size_t n, uint64_t seed, uint64_t offset,
+                                       pl_dist dist, float a, float b) {
   cudaStream_t cs = 0;
   pl_dev *dev = NULL;
   PL_TRY(begin(s, "pl_rng_fill", &cs, &dev));
@@ -164,24 +176,26 @@ extern "C" pl_status pl__cuda_rng_fill(pl_stream *s, void *dst, pl_dtype dt,
     return pl_set_error(PL_EINVAL, "pl_rng_fill: dtype %s: must be f32 or bf16",
                         pl_dtype_name(dt));
   if (dist != PL_DIST_UNIFORM && dist != PL_DIST_NORMAL)
-    return pl_set_error(PL_EINVAL, "pl_rng_fill: dist %d: must be "
-                        "PL_DIST_UNIFORM or PL_DIST_NORMAL", (int)dist);
-  if (n == 0) return PL_OK;
+    return pl_set_error(PL_EINVAL,
+                        "pl_rng_fill: dist %d: must be "
+                        "PL_DIST_UNIFORM or PL_DIST_NORMAL",
+                        (int)dist);
+  if (n == 0)
+    return PL_OK;
   bool ok = aligned(dst, 16);
   if (dt == PL_F32)
     PL_LAUNCH_VEC(ok, 4, "rng_fill_kernel<f32>", (rng_fill_kernel<float, 4>),
                   (rng_fill_kernel<float, 1>), dev, cs, n, (float *)dst, n,
                   seed, offset, (int)dist, a, b);
   else
-    PL_LAUNCH_VEC(ok, 8, "rng_fill_kernel<bf16>",
-                  (rng_fill_kernel<pl_bf16, 8>), (rng_fill_kernel<pl_bf16, 1>),
-                  dev, cs, n, (pl_bf16 *)dst, n, seed, offset, (int)dist, a,
-                  b);
+    PL_LAUNCH_VEC(ok, 8, "rng_fill_kernel<bf16>", (rng_fill_kernel<pl_bf16, 8>),
+                  (rng_fill_kernel<pl_bf16, 1>), dev, cs, n, (pl_bf16 *)dst, n,
+                  seed, offset, (int)dist, a, b);
   return PL_OK;
 }
 
 extern "C" pl_status pl__cuda_fill(pl_stream *s, void *dst, pl_dtype dt,
-                                  size_t n, double value) {
+                                   size_t n, double value) {
   cudaStream_t cs = 0;
   pl_dev *dev = NULL;
   PL_TRY(begin(s, "pl_fill", &cs, &dev));
@@ -233,13 +247,15 @@ extern "C" pl_status pl__cuda_fill(pl_stream *s, void *dst, pl_dtype dt,
     return PL_OK;
   }
   }
-  return pl_set_error(PL_EINVAL, "pl_fill: dtype %d: must be f32, bf16, i32 "
-                      "or i64", (int)dt);
+  return pl_set_error(PL_EINVAL,
+                      "pl_fill: dtype %d: must be f32, bf16, i32 "
+                      "or i64",
+                      (int)dt);
 }
 
 extern "C" pl_status pl__cuda_convert(pl_stream *s, void *dst, pl_dtype dst_dt,
-                                     const void *src, pl_dtype src_dt,
-                                     size_t n) {
+                                      const void *src, pl_dtype src_dt,
+                                      size_t n) {
   cudaStream_t cs = 0;
   pl_dev *dev = NULL;
   PL_TRY(begin(s, "pl_convert", &cs, &dev));
@@ -253,10 +269,12 @@ extern "C" pl_status pl__cuda_convert(pl_stream *s, void *dst, pl_dtype dst_dt,
     return PL_OK;
   }
   if (!float_dtype(dst_dt) || !float_dtype(src_dt))
-    return pl_set_error(PL_EINVAL, "pl_convert: %s -> %s: only f32 <-> bf16 "
+    return pl_set_error(PL_EINVAL,
+                        "pl_convert: %s -> %s: only f32 <-> bf16 "
                         "(or a copy between equal dtypes)",
                         pl_dtype_name(src_dt), pl_dtype_name(dst_dt));
-  if (n == 0) return PL_OK;
+  if (n == 0)
+    return PL_OK;
   /* 4 elements per pack: 16 bytes of f32, 8 of bf16. */
   bool ok = aligned(dst, 16) && aligned(src, 16);
   if (dst_dt == PL_BF16)
@@ -267,20 +285,21 @@ extern "C" pl_status pl__cuda_convert(pl_stream *s, void *dst, pl_dtype dst_dt,
   else
     PL_LAUNCH_VEC(ok, 4, "convert_kernel<f32,bf16>",
                   (convert_kernel<float, pl_bf16, 4>),
-                  (convert_kernel<float, pl_bf16, 1>), dev, cs, n,
-                  (float *)dst, (const pl_bf16 *)src, n);
+                  (convert_kernel<float, pl_bf16, 1>), dev, cs, n, (float *)dst,
+                  (const pl_bf16 *)src, n);
   return PL_OK;
 }
 
 extern "C" pl_status pl__cuda_scale(pl_stream *s, void *x, pl_dtype dt,
-                                   size_t n, float alpha) {
+                                    size_t n, float alpha) {
   cudaStream_t cs = 0;
   pl_dev *dev = NULL;
   PL_TRY(begin(s, "pl_scale", &cs, &dev));
   if (!float_dtype(dt))
     return pl_set_error(PL_EINVAL, "pl_scale: dtype %s: must be f32 or bf16",
                         pl_dtype_name(dt));
-  if (n == 0) return PL_OK;
+  if (n == 0)
+    return PL_OK;
   bool ok = aligned(x, 16);
   if (dt == PL_F32)
     PL_LAUNCH_VEC(ok, 4, "scale_kernel<f32>", (scale_kernel<float, 4>),
@@ -293,8 +312,8 @@ extern "C" pl_status pl__cuda_scale(pl_stream *s, void *x, pl_dtype dt,
 }
 
 extern "C" pl_status pl__cuda_axpy(pl_stream *s, void *y, pl_dtype y_dt,
-                                  const void *x, pl_dtype x_dt, size_t n,
-                                  float alpha) {
+                                   const void *x, pl_dtype x_dt, size_t n,
+                                   float alpha) {
   cudaStream_t cs = 0;
   pl_dev *dev = NULL;
   PL_TRY(begin(s, "pl_axpy", &cs, &dev));
@@ -310,8 +329,8 @@ extern "C" pl_status pl__cuda_axpy(pl_stream *s, void *y, pl_dtype y_dt,
     bool ok = aligned(y, 16) && aligned(x, 16);
     PL_LAUNCH_VEC(ok, 8, "axpy_kernel<bf16,bf16>",
                   (axpy_kernel<pl_bf16, pl_bf16, 8>),
-                  (axpy_kernel<pl_bf16, pl_bf16, 1>), dev, cs, n,
-                  (pl_bf16 *)y, (const pl_bf16 *)x, n, alpha);
+                  (axpy_kernel<pl_bf16, pl_bf16, 1>), dev, cs, n, (pl_bf16 *)y,
+                  (const pl_bf16 *)x, n, alpha);
   } else if (y_dt == PL_F32 && x_dt == PL_BF16) {
     bool ok = aligned(y, 16) && aligned(x, 8);
     PL_LAUNCH_VEC(ok, 4, "axpy_kernel<f32,bf16>",
@@ -319,21 +338,23 @@ extern "C" pl_status pl__cuda_axpy(pl_stream *s, void *y, pl_dtype y_dt,
                   (axpy_kernel<float, pl_bf16, 1>), dev, cs, n, (float *)y,
                   (const pl_bf16 *)x, n, alpha);
   } else {
-    return pl_set_error(PL_EINVAL, "pl_axpy: y %s, x %s: allowed are f32/f32, "
+    return pl_set_error(PL_EINVAL,
+                        "pl_axpy: y %s, x %s: allowed are f32/f32, "
                         "bf16/bf16 and y f32 with x bf16",
                         pl_dtype_name(y_dt), pl_dtype_name(x_dt));
   }
   return PL_OK;
 }
 
-/* ---- copies ----------------------------------------------------------------- */
+/* ---- copies -------------------------------------------------------------- */
 
 extern "C" pl_status pl__cuda_memcpy_async(pl_stream *s, void *dst,
-                                          const void *src, size_t bytes) {
+                                           const void *src, size_t bytes) {
   cudaStream_t cs = 0;
   pl_dev *dev = NULL;
   PL_TRY(begin(s, "pl_memcpy_async", &cs, &dev));
-  if (bytes == 0) return PL_OK;
+  if (bytes == 0)
+    return PL_OK;
   /* cudaMemcpyDefault: the direction comes from unified addressing. */
   PL_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cs));
   return PL_OK;
@@ -352,7 +373,8 @@ static unsigned char peer_done[PL_CUDA_MAX_PEERS][PL_CUDA_MAX_PEERS];
 static pl_status enable_peer(const pl_dev *from, const pl_dev *to) {
   int can = 0;
   PL_CUDA_TRY(cudaDeviceCanAccessPeer(&can, from->ordinal, to->ordinal));
-  if (!can) return PL_OK;
+  if (!can)
+    return PL_OK;
   PL_TRY(pl__cuda_use(from));
   cudaError_t e = cudaDeviceEnablePeerAccess(to->ordinal, 0);
   if (e == cudaErrorPeerAccessAlreadyEnabled)
@@ -373,28 +395,29 @@ static pl_status ensure_peers(const pl_dev *a, const pl_dev *b) {
   pl_status st = PL_OK;
   pthread_mutex_lock(&peer_lock);
   if (!peer_done[a->ordinal][b->ordinal]) {
-    st = enable_peer(a, b);
-    if (st == PL_OK) st = enable_peer(b, a);
-    if (st == PL_OK)
-      peer_done[a->ordinal][b->ordinal] = peer_done[b->ordinal][a->ordinal] = 1;
+    PL_TRY_GOTO(st, done, enable_peer(a, b));
+    PL_TRY_GOTO(st, done, enable_peer(b, a));
+    peer_done[a->ordinal][b->ordinal] = peer_done[b->ordinal][a->ordinal] = 1;
   }
+done:
   pthread_mutex_unlock(&peer_lock);
   return st;
 }
 
 extern "C" pl_status pl__cuda_memcpy_peer_async(pl_stream *s, void *dst,
-                                               const pl_dev *dst_dev,
-                                               const void *src,
-                                               const pl_dev *src_dev,
-                                               size_t bytes) {
+                                                const pl_dev *dst_dev,
+                                                const void *src,
+                                                const pl_dev *src_dev,
+                                                size_t bytes) {
   cudaStream_t cs = 0;
   pl_dev *dev = NULL;
   PL_TRY(begin(s, "pl_memcpy_peer_async", &cs, &dev));
   if (!dst_dev || !src_dev || dst_dev->backend != PL_BACKEND_CUDA ||
       src_dev->backend != PL_BACKEND_CUDA)
     return pl_set_error(PL_EINVAL, "pl_memcpy_peer_async: both devices must be "
-                        "CUDA devices of this process");
-  if (bytes == 0) return PL_OK;
+                                   "CUDA devices of this process");
+  if (bytes == 0)
+    return PL_OK;
   if (dst_dev->ordinal == src_dev->ordinal) {
     PL_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cs));
     return PL_OK;

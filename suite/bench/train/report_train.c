@@ -35,8 +35,8 @@
 #include "plan/plan.h"
 #include "report/paper.h"
 #include "report/report.h"
-#include "report_train.h"
 #include "report/report_util.h"
+#include "report_train.h"
 
 /* ---- the paper's figures (report_train_cells.c) ------------------------- */
 typedef pl_paper_e2e_pt paper_pt;
@@ -104,14 +104,14 @@ static void paper_cell(char *b, size_t n, const pl__train_pt *x) {
   }
 }
 
-/* ---- sections -------------------------------------------------------------
- */
+/* ---- sections ------------------------------------------------------------ */
 static void end_to_end(FILE *md, const pl__train_pt *p, int n,
                        bool *cuda_proxy) {
   fprintf(md,
           "\n## End to end (the paper's layout)\n\n%s. Ours: `ranks` "
           "processes, each one rank of a `W_v`-rank run (W_v > ranks: the "
-          "one-GPU proxy, doc/guide/training.md); `run` is the file's number in the table "
+          "one-GPU proxy, doc/guide/training.md); `run` is the file's number "
+          "in the table "
           "above.\n\n",
           LABEL);
   if (!n) {
@@ -146,7 +146,8 @@ static void end_to_end(FILE *md, const pl__train_pt *p, int n,
           "\nTFLOP/s = model FLOPs (6 × active parameters + 6·S·d·n_q "
           "per layer for causal attention, per token; recompute not "
           "counted) / step time. By this formula the paper's tok/s/GPU at "
-          "1M give 1.14× its printed TFLOP/s (doc/guide/training.md, FLOPs): divide ours "
+          "1M give 1.14× its printed TFLOP/s (doc/guide/training.md, FLOPs): "
+          "divide ours "
           "by 1.14 to compare TFLOP/s with the paper's. MFU = TFLOP/s / the "
           "GEMM rate in the row's note. The paper's figure of an fsdp2 row "
           "is FSDP2-best's: at 120B/128K its plateau figure over its 7.6× "
@@ -353,8 +354,7 @@ static void series_of(const pl__train_pt *p, int n, int i, char *s,
                (int)nq, q);
     q += nq + (q[nq] == '/');
   }
-  snprintf(s, len, "%s:%s:%s", p[i].model, p[i].system,
-           *v ? v : p[i].variant);
+  snprintf(s, len, "%s:%s:%s", p[i].model, p[i].system, *v ? v : p[i].variant);
 }
 
 /* A point of the context chart: its series, x and y. */
@@ -686,14 +686,14 @@ pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
   }
   pl_status st = PL_OK;
   if (n + nq + nmb + npe + nskip == 0) /* only other benches' maxbatch files */
-    goto out;
+    goto done;
   if (n)
     qsort(p, (size_t)n, sizeof *p, cmp_pt);
   char path[PATH_MAX];
   FILE *md = pl_rep_open(rc, "train.md", path, sizeof path);
   if (!md) {
     st = PL_EIO;
-    goto out;
+    goto done;
   }
   pl_rep_md_head(md, rc,
                  "End-to-end training: tok/s/GPU, TFLOP/s/GPU, MFU, "
@@ -716,18 +716,14 @@ pl_status pl_report_train(pl_report_ctx *rc, pl_table *const *tabs, int nt) {
   pl__report_train_claims(rc, p, n);
   losses(md, p, n);
   st = pl__report_train_loss_chart(rc, md, p, n, pe, npe);
-  const pl_status cst = pl_rep_close(md, path);
-  if (st == PL_OK)
-    st = cst;
-  if (st == PL_OK)
-    st = chart(rc, p, n);
-  if (st == PL_OK)
-    st = chart_gpus(rc, p, n);
-  if (st == PL_OK && nmb)
-    st = chart_maxbatch(rc, mb, nmb, tabs, nt);
-  if (st == PL_OK)
-    st = pl__report_train_grid_chart(rc, p, n);
-out:
+  const pl_status cst = pl_rep_close(md, path); /* closed whatever st is */
+  PL_TRY_GOTO(st, done, st != PL_OK ? st : cst);
+  PL_TRY_GOTO(st, done, chart(rc, p, n));
+  PL_TRY_GOTO(st, done, chart_gpus(rc, p, n));
+  if (nmb)
+    PL_TRY_GOTO(st, done, chart_maxbatch(rc, mb, nmb, tabs, nt));
+  st = pl__report_train_grid_chart(rc, p, n);
+done:
   free(p);
   free(q);
   free(mb);

@@ -61,6 +61,22 @@ static double normwise(const float *a, const float *b, size_t n) {
   return sc > 0 ? me / sc : me;
 }
 
+/* Parameter i of the system (gathered to the full tensor) into ref. */
+static pl_status copy_param(const pl_train_system *sys, void *h, int i,
+                            pl_trainer *ref) {
+  pl_param_info in;
+  PL_TRY(sys->param_info(h, i, &in));
+  float *w = malloc((size_t)(in.rows * in.cols) * 4 + 4);
+  if (!w)
+    return pl_set_error(PL_ENOMEM, "check: host");
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, sys->gather(h, i, false, w));
+  st = pl_trainer_set(ref, i, w);
+done:
+  free(w);
+  return st;
+}
+
 /* The reference trainer with the system's weights and router biases. */
 static pl_status make_reference(pl_bench_ctx *c, const pl_train_system *sys,
                                 void *h, const pl_train_setup *u, int nseq,
@@ -74,21 +90,27 @@ static pl_status make_reference(pl_bench_ctx *c, const pl_train_system *sys,
   const pl_layout_cfg lc = {1, 1, 0, 0};
   pl_status st = pl_trainer_create(c->dev, self, &u->m, &lc, u->S, &sc, out);
   PL_TRY(pl_bench_agree(c, &st)); /* the gathers below are collective */
-  for (int i = 0; st == PL_OK && i < sys->nparams(h); i++) {
-    pl_param_info in;
-    st = sys->param_info(h, i, &in);
-    float *w = st == PL_OK ? malloc((size_t)(in.rows * in.cols) * 4 + 4) : NULL;
-    if (st == PL_OK && !w)
-      st = pl_set_error(PL_ENOMEM, "check: host");
-    if (st == PL_OK)
-      st = sys->gather(h, i, false, w);
-    if (st == PL_OK)
-      st = pl_trainer_set(*out, i, w);
-    free(w);
-  }
-  for (int l = 0; st == PL_OK && l < u->m.L; l++)
+  for (int i = 0; i < sys->nparams(h); i++)
+    PL_TRY(copy_param(sys, h, i, *out));
+  for (int l = 0; l < u->m.L; l++)
     if (sys->router_bias(h, l))
-      st = pl_trainer_set_router_bias(*out, l, sys->router_bias(h, l));
+      PL_TRY(pl_trainer_set_router_bias(*out, l, sys->router_bias(h, l)));
+  return PL_OK;
+}
+
+/* *e: the normwise error of parameter i's gradient (n elements) against the
+ * reference's. */
+static pl_status grad_error(const pl_train_system *sys, void *h,
+                            pl_trainer *ref, int i, size_t n, double *e) {
+  float *g = malloc(n * 4 + 4), *gr = malloc(n * 4 + 4);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done,
+              g && gr ? PL_OK : pl_set_error(PL_ENOMEM, "check: host"));
+  PL_TRY_GOTO(st, done, sys->gather(h, i, true, g));
+  PL_TRY_GOTO(st, done, pl_trainer_gather(ref, i, true, gr));
+  *e = normwise(g, gr, n);
+done:
+  free(g), free(gr);
   return st;
 }
 
@@ -103,21 +125,11 @@ static pl_status compare(pl_bench_ctx *c, const pl_train_system *sys, void *h,
                     in.name, ir.name);
       return PL_OK;
     }
-    const size_t n = (size_t)(in.rows * in.cols);
-    float *g = malloc(n * 4 + 4), *gr = malloc(n * 4 + 4);
-    pl_status st = g && gr ? PL_OK : pl_set_error(PL_ENOMEM, "check: host");
-    if (st == PL_OK)
-      st = sys->gather(h, i, true, g);
-    if (st == PL_OK)
-      st = pl_trainer_gather(ref, i, true, gr);
-    if (st == PL_OK) {
-      const double e = normwise(g, gr, n);
-      chk->max_rel = fmax(chk->max_rel, e);
-      pl_check_that(chk, e <= 1e-4,
-                    "gradient of %s: normwise error %.3g > 1e-4", in.name, e);
-    }
-    free(g), free(gr);
-    PL_TRY(st);
+    double e = 0;
+    PL_TRY(grad_error(sys, h, ref, i, (size_t)(in.rows * in.cols), &e));
+    chk->max_rel = fmax(chk->max_rel, e);
+    pl_check_that(chk, e <= 1e-4, "gradient of %s: normwise error %.3g > 1e-4",
+                  in.name, e);
   }
   return PL_OK;
 }
@@ -137,28 +149,25 @@ pl_status pl__train_check_reference(pl_bench_ctx *c, const pl_train_system *sys,
   pl_mem_stats ms;
   pl_mem_stats_get(c->dev, PL_ARENA_DEVICE, &ms);
   pl_mem_set_limit(c->dev, PL_ARENA_DEVICE, 0);
-  pl_status st = tok && rtok ? PL_OK : pl_set_error(PL_ENOMEM, "check: host");
-  if (st == PL_OK)
-    st = pl_comm_split(c->comm, c->rank, 0, &self);
-  if (st == PL_OK)
-    st = make_reference(c, sys, h, u, q, self, &ref);
-  if (st == PL_OK)
-    st = sys->batch(h, data, st_index, tok);
-  for (int i = 0; st == PL_OK && i < q; i++)
-    st = pl_data_read(data, st_index * q + i, S, 0, S + 1,
-                      rtok + (size_t)i * (size_t)(S + 1));
-  if (st == PL_OK)
-    st = sys->forward_backward(h, tok, &ra);
-  if (st == PL_OK)
-    st = pl_trainer_forward_backward(ref, rtok, &rr);
-  if (st == PL_OK) {
-    const double e = fabs(ra.loss - rr.loss) / fmax(fabs(rr.loss), 1e-30);
-    chk->max_rel = fmax(chk->max_rel, e);
-    pl_check_that(chk, e <= 1e-5 && ra.tokens == rr.tokens,
-                  "loss %.9g vs the reference's %.9g (%lld vs %lld targets)",
-                  ra.loss, rr.loss, (long long)ra.tokens, (long long)rr.tokens);
-    st = compare(c, sys, h, ref, chk);
-  }
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done,
+              tok && rtok ? PL_OK : pl_set_error(PL_ENOMEM, "check: host"));
+  PL_TRY_GOTO(st, done, pl_comm_split(c->comm, c->rank, 0, &self));
+  PL_TRY_GOTO(st, done, make_reference(c, sys, h, u, q, self, &ref));
+  PL_TRY_GOTO(st, done, sys->batch(h, data, st_index, tok));
+  for (int i = 0; i < q; i++)
+    PL_TRY_GOTO(st, done,
+                pl_data_read(data, st_index * q + i, S, 0, S + 1,
+                             rtok + (size_t)i * (size_t)(S + 1)));
+  PL_TRY_GOTO(st, done, sys->forward_backward(h, tok, &ra));
+  PL_TRY_GOTO(st, done, pl_trainer_forward_backward(ref, rtok, &rr));
+  const double e = fabs(ra.loss - rr.loss) / fmax(fabs(rr.loss), 1e-30);
+  chk->max_rel = fmax(chk->max_rel, e);
+  pl_check_that(chk, e <= 1e-5 && ra.tokens == rr.tokens,
+                "loss %.9g vs the reference's %.9g (%lld vs %lld targets)",
+                ra.loss, rr.loss, (long long)ra.tokens, (long long)rr.tokens);
+  st = compare(c, sys, h, ref, chk);
+done:
   pl_trainer_destroy(ref);
   if (self)
     pl_comm_destroy(self);

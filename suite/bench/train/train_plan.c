@@ -65,14 +65,15 @@ static pl_status local_ranks(pl_bench_ctx *c, int *out) {
   if (!all)
     return pl_set_error(PL_ENOMEM, "train: host");
   all[c->rank] = (int64_t)(h >> 1);
-  pl_status st =
-      pl_host_allreduce_i64(c->comm, all, (size_t)c->size, PL_RED_SUM);
   int64_t n = 0;
-  for (int i = 0; st == PL_OK && i < c->size; i++)
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done,
+              pl_host_allreduce_i64(c->comm, all, (size_t)c->size, PL_RED_SUM));
+  for (int i = 0; i < c->size; i++)
     n += all[i] == all[c->rank];
+  st = pl_host_allreduce_i64(c->comm, &n, 1, PL_RED_MAX);
+done:
   free(all);
-  if (st == PL_OK)
-    st = pl_host_allreduce_i64(c->comm, &n, 1, PL_RED_MAX);
   *out = (int)n;
   return st;
 }
@@ -154,9 +155,9 @@ pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
            : limit > 0 ? " (--mem-limit)"
                        : "",
            mc->host_bytes / GIB,
-           set           ? "(--plan-set)"
-           : given > 0   ? "available (--host-mem)"
-                         : "available");
+           set         ? "(--plan-set)"
+           : given > 0 ? "available (--host-mem)"
+                       : "available");
   snprintf(mc->source, sizeof mc->source, "%s", src);
   return PL_OK;
 }
@@ -200,18 +201,25 @@ static pl_status cfg_of(const pl_train_system *sys, const pl_train_setup *u,
   return sys->plan(u, W, cfg);
 }
 
+/* The point's configuration, the planner's verdict on it and its predicted
+ * step time (v: NULL when it could not be allocated). */
+static pl_status plan_point(const pl__train_args *a, const pl_train_system *sys,
+                            const pl_train_setup *u, int W, pl_plan_cfg *cfg,
+                            pl_plan_verdict *v, pl_plan_time *t) {
+  if (!v)
+    return pl_set_error(PL_ENOMEM, "train: host");
+  PL_TRY(cfg_of(sys, u, W, cfg));
+  PL_TRY(pl_plan_check(&u->m, cfg, &a->mc, v));
+  return pl_plan_time_predict(&u->m, cfg, &a->mc, t);
+}
+
 void pl__train_predict(const pl__train_args *a, const pl_train_system *sys,
                        const pl_train_setup *u, int W, pl__train_pred *out) {
   memset(out, 0, sizeof *out);
   pl_plan_cfg cfg;
   pl_plan_verdict *v = malloc(sizeof *v);
   pl_plan_time t;
-  pl_status st =
-      v ? cfg_of(sys, u, W, &cfg) : pl_set_error(PL_ENOMEM, "train: host");
-  if (st == PL_OK)
-    st = pl_plan_check(&u->m, &cfg, &a->mc, v);
-  if (st == PL_OK)
-    st = pl_plan_time_predict(&u->m, &cfg, &a->mc, &t);
+  pl_status st = plan_point(a, sys, u, W, &cfg, v, &t);
   if (st != PL_OK) {
     snprintf(out->why, sizeof out->why, "plan: no prediction (%s)",
              pl_last_error());
@@ -235,10 +243,10 @@ void pl__train_predict(const pl__train_args *a, const pl_train_system *sys,
       pl_plan_machine x = a->mc;
       x.ib_gbs *= k ? 1 + PL_PLAN_LINK_FRAC : 1 - PL_PLAN_LINK_FRAC;
       double cs;
-      *lh[k] = pl_plan_proxy_comm(&u->m, &cfg, &x, proj_gpn(Wv), &cs, NULL) ==
-                       PL_OK
-                   ? cs * 1e3
-                   : NAN;
+      *lh[k] =
+          pl_plan_proxy_comm(&u->m, &cfg, &x, proj_gpn(Wv), &cs, NULL) == PL_OK
+              ? cs * 1e3
+              : NAN;
     }
   }
   pl_clear_error();
@@ -253,8 +261,7 @@ void pl__train_predict(const pl__train_args *a, const pl_train_system *sys,
              "plan: fits (device peak %s at %s; %s usable; step %.4g s "
              "predicted)",
              hb(p1, sizeof p1, (double)v->mem.dev_peak), v->mem.peak_phase,
-             hb(p2, sizeof p2, pl_plan_hbm_usable(&a->mc)),
-             t.step_s);
+             hb(p2, sizeof p2, pl_plan_hbm_usable(&a->mc)), t.step_s);
   else
     snprintf(out->why, sizeof out->why,
              "plan: does not fit, binding term %s: %s; step %.4g s predicted",
@@ -273,8 +280,10 @@ pl_status pl__train_plan_point(pl_bench_ctx *c, const pl__train_args *a,
     pl_row_f64(row, "pred_time_ms", pr->time_ms);
   }
   if (pr->have && !pr->fits && !a->verify)
-    return pl_set_error(PL_EINFEASIBLE, "%s%s%s (not launched; --verify runs "
-                        "it)", u->fill, u->fill[0] ? "; " : "", pr->why);
+    return pl_set_error(PL_EINFEASIBLE,
+                        "%s%s%s (not launched; --verify runs "
+                        "it)",
+                        u->fill, u->fill[0] ? "; " : "", pr->why);
   pl_row_note(row, "%s%s", pr->why,
               pr->have && !pr->fits ? " (run by --verify)" : "");
   return PL_OK;
@@ -291,16 +300,15 @@ pl_status pl__train_plan_fail(const pl__train_pred *pr, pl_status st) {
 pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
                          const pl_train_system *sys, pl_train_setup *u, int W) {
   pl_plan_cfg base;
-  pl_status st = cfg_of(sys, u, W, &base);
-  if (st != PL_OK) {
+  if (cfg_of(sys, u, W, &base) != PL_OK)
     return pl_error_prefix(PL_EINVAL, "--config auto: %s: ", sys->name);
-  }
   pl_plan_free fr;
   sys->plan_free(args, &fr);
   const int Wv = base.lc.W_v > base.W ? base.lc.W_v : base.W;
   pl_plan_machine mc = a->mc;
   if (Wv > W) { /* the W_v-rank run the proxy plays: groups real there */
-    const int g = proj_gpn(Wv), here = mc.gpus_per_node > 0 ? mc.gpus_per_node : 1;
+    const int g = proj_gpn(Wv),
+              here = mc.gpus_per_node > 0 ? mc.gpus_per_node : 1;
     mc.host_bytes = a->mc.host_bytes / here * g;
     mc.host_reserve = a->mc.host_reserve / here * g;
     /* each rank's share of the host's memory bandwidth, as the proxy has */
@@ -314,13 +322,10 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
   pl_plan_search *s = calloc(1, sizeof *s);
   if (!s)
     return pl_set_error(PL_ENOMEM, "train: host");
-  st = pl_plan_auto(&u->m, &base, &fr, &mc, s);
-  if (st != PL_OK) {
-    char msg[256];
-    snprintf(msg, sizeof msg, "%s", pl_last_error());
+  if (pl_plan_auto(&u->m, &base, &fr, &mc, s) != PL_OK) {
     free(s);
-    return pl_set_error(PL_EINVAL, "--config auto: %s at S=%lld: %s", sys->name,
-                        (long long)u->S, msg);
+    return pl_error_prefix(
+        PL_EINVAL, "--config auto: %s at S=%lld: ", sys->name, (long long)u->S);
   }
   char cfg[200], run[48] = "";
   pl_plan_cfg_str(&s->best.cfg, cfg, sizeof cfg);
@@ -348,16 +353,12 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
 pl_status pl__train_fill(const pl__train_args *a, const pl_train_system *sys,
                          pl_train_setup *u, int W) {
   pl_plan_cfg c;
-  pl_status st = cfg_of(sys, u, W, &c);
-  if (st == PL_OK)
-    st = pl_plan_fill(&u->m, &a->mc, u->resident_auto, u->keep_auto, &c,
-                      u->fill, sizeof u->fill);
-  if (st != PL_OK) {
-    return pl_error_prefix(PL_EINVAL,
-                           "--optim-resident/--keep auto: %s at "
-                           "S=%lld: ",
-                           sys->name, (long long)u->S);
-  }
+  if (cfg_of(sys, u, W, &c) != PL_OK ||
+      pl_plan_fill(&u->m, &a->mc, u->resident_auto, u->keep_auto, &c, u->fill,
+                   sizeof u->fill) != PL_OK)
+    return pl_error_prefix(
+        PL_EINVAL, "--optim-resident/--keep auto: %s at S=%lld: ", sys->name,
+        (long long)u->S);
   u->sc.oo.resident_all = c.sc.oo.resident_all;
   u->sc.oo.resident_bytes = c.sc.oo.resident_bytes;
   u->sc.keep = c.sc.keep;
@@ -371,12 +372,7 @@ void pl__train_plan_describe(const pl__train_args *a,
   pl_plan_verdict *v = malloc(sizeof *v);
   pl_plan_time t;
   memset(&t, 0, sizeof t);
-  pl_status st =
-      v ? cfg_of(sys, u, W, &cfg) : pl_set_error(PL_ENOMEM, "train: host");
-  if (st == PL_OK)
-    st = pl_plan_check(&u->m, &cfg, &a->mc, v);
-  if (st == PL_OK)
-    st = pl_plan_time_predict(&u->m, &cfg, &a->mc, &t);
+  pl_status st = plan_point(a, sys, u, W, &cfg, v, &t);
   if (st != PL_OK) {
     fprintf(f, "# plan: no prediction: %s\n", pl_last_error());
     pl_clear_error();
