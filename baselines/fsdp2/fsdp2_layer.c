@@ -282,7 +282,7 @@ static pl_status ffn_bwd(pl__fsdp2_layer *l, pl_stream *s, const void *dy,
   ALLOC(b->dh, nh * es, "activations");
   if (st == PL_OK)
     st = pl_convert(s, b->dh, l->dt, b->dh32, PL_F32, nh);
-  if (pl_stream_backend(s) == PL_BACKEND_CUDA)
+  if (pl__allocs_as_cuda(s))
     ALLOC(b->scr, pl__rmsnorm_bwd_scratch(N, H) * 4, "activations");
   ALLOC(b->dy1, nh * es, "activations");
   if (st == PL_OK)

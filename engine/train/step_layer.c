@@ -180,7 +180,7 @@ pl_status pl__step_head_run(void *ctx, pl_stream *s, const void *hL, void *dh,
   /* the final norm's backward into the last layer's gradient */
   if (st == PL_OK)
     st = pl_zero3_grad_acquire(t->units, last->unit, s, &glast);
-  if (st == PL_OK && pl__on_cuda(s))
+  if (st == PL_OK && pl__allocs_as_cuda(s))
     st = pl_alloc_async(dev, PL_ARENA_DEVICE, pl__rmsnorm_bwd_scratch(N, H) * 4,
                         "activations", s, (void **)&scr);
   if (st == PL_OK)

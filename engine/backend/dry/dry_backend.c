@@ -21,9 +21,10 @@
  *
  * What it does not do: compute any value.  The one read-back that decides
  * allocation sizes, the router's top-k expert ids, comes from the route hook
- * of dry.h.  Allocation decisions follow the CPU backend's paths (an operator
- * that tests pl__on_cuda takes its CPU branch), so the dry step's peaks are
- * those the CPU backend tracks, not the CUDA-only scratch and workspaces. */
+ * of dry.h.  Allocation decisions follow the backend the device plays, its
+ * flavour (dry.h): the CPU backend's by default; under cuda, the code that
+ * allocates only on a GPU (a scratch, a workspace) tests pl__allocs_as_cuda
+ * and makes those allocations too, sized as planned for a GPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,7 @@ typedef struct dry_state {
   size_t next;
   pl_dry_route_fn routes;
   void *routes_ctx;
+  size_t total_bytes; /* what info reports: the played GPU's memory */
 } dry_state;
 
 static pl_status dry_init(pl_dev *dev, int ordinal) {
@@ -73,8 +75,10 @@ static void dry_fini(pl_dev *dev) {
 }
 
 static pl_status dry_info(const pl_dev *dev, pl_dev_info *out) {
-  snprintf(out->name, sizeof out->name, "dry (tracking only)");
-  out->total_bytes = 0;
+  const dry_state *d = dev->impl;
+  snprintf(out->name, sizeof out->name, "dry (tracking only, as %s)",
+           pl_backend_name(dev->flavour));
+  out->total_bytes = d->total_bytes;
   out->sm_count = 0;
   snprintf(out->driver, sizeof out->driver, "-");
   snprintf(out->runtime, sizeof out->runtime, "-");
@@ -191,6 +195,18 @@ pl_status pl_dry_set_routes(pl_dev *dev, pl_dry_route_fn fn, void *ctx) {
   dry_state *d = dev->impl;
   d->routes = fn;
   d->routes_ctx = ctx;
+  return PL_OK;
+}
+
+pl_status pl_dry_set_flavour(pl_dev *dev, pl_backend be, size_t total_bytes) {
+  if (!dev || dev->backend != PL_BACKEND_DRY)
+    return pl_set_error(PL_EINVAL, "pl_dry_set_flavour: not a dry device");
+  if (be != PL_BACKEND_CPU && be != PL_BACKEND_CUDA)
+    return pl_set_error(PL_EINVAL,
+                        "pl_dry_set_flavour: a dry device plays cpu or cuda");
+  dry_state *d = dev->impl;
+  dev->flavour = be;
+  d->total_bytes = total_bytes;
   return PL_OK;
 }
 
