@@ -1,9 +1,11 @@
 /* test_mpi_plan_dry.c — the dry device against the planner's replay: for
  * the grid of test_mpi_plan.c (plan_grid_testlib.h) every rank builds the
  * trainer on a dry device (backend/dry: allocations tracked, never backed;
- * kernels, copies and the data collectives do nothing), runs its step with
- * the routes of LLEP's balanced profile (the routing the replay assumes),
- * and compares the tracker with pl_plan_memory for the same rank: the
+ * kernels, copies and the data collectives do nothing), runs two steps
+ * with the routes of LLEP's balanced profile (the routing the replay
+ * assumes; the second step starts from what the first left, as the replay
+ * does), and compares the last step's tracker with pl_plan_memory for the
+ * same rank: the
  * device peak, the pinned host peak, every tag's bytes in the live set
  * at the device peak and every tag's own peak must be equal to the byte. Twice:
  * the replay of the CPU backend (mc.backend = cpu) against the dry device as it
