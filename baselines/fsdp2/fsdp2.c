@@ -584,6 +584,10 @@ fail:
 static pl_status optimizer(pl_fsdp2 *t, float *gscale) {
   pl_stream *s = pl_dev_stream(t->dev);
   const bool host = t->c.optim == PL_FSDP2_OPTIM_CPU;
+  if (host && pl__dev_dry(t->dev)) { /* host shards not backed; no allocs */
+    *gscale = 1.f;
+    return PL_OK;
+  }
   double sumsq = 0;
   if (t->c.hp.max_grad_norm > 0) {
     for (int u = 0; u < t->nunits; u++) {

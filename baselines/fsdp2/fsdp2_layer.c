@@ -248,7 +248,7 @@ static pl_status ffn_bwd(pl__fsdp2_layer *l, pl_stream *s, const void *dy,
     PL_TRY(swiglu_bwd(l, s, dy, N, b));
   PL_TRY(dalloc(l, s, nh * es, "activations", &b->dh));
   PL_TRY(pl_convert(s, b->dh, l->dt, b->dh32, PL_F32, nh));
-  if (pl_stream_backend(s) == PL_BACKEND_CUDA)
+  if (pl__allocs_as_cuda(s))
     PL_TRY(dalloc(l, s, pl__rmsnorm_bwd_scratch(N, H) * 4, "activations",
                   (void **)&b->scr));
   PL_TRY(dalloc(l, s, nh * es, "activations", &b->dy1));

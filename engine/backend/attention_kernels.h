@@ -50,6 +50,21 @@ static inline int pl__attn_planned_cudnn(const pl_attn_shape *sh) {
          sh->dtype == PL_BF16 && (sh->head_dim == 64 || sh->head_dim == 128) && sh->seq >= 2;
 }
 
+/* The backward workspace the CUDA backend is planned to allocate for sh,
+ * with no device at hand (the planner, a dry device of the CUDA flavour):
+ * cuDNN's where the backward is planned as cuDNN's, else our kernels': the
+ * fp32 dQ accumulator of B·n_q·d rows of S rounded up to 64 (the wgmma
+ * backward's tiles), then D [B, n_q, S] in fp32.  The CUDA backend's
+ * pl__cuda_attn_bwd_workspace_bytes is the same; what a GPU allocates can
+ * be more where cuDNN's plan asks for more (pl__cuda_attn_bwd_workspace_on). */
+static inline size_t pl__attn_cuda_bwd_ws_planned(const pl_attn_shape *sh) {
+  if (pl__attn_planned_cudnn(sh)) return pl__attn_cudnn_bwd_ws_bytes(sh);
+  const size_t B = (size_t)sh->batch, S = (size_t)sh->seq;
+  return (B * ((S + 63) / 64 * 64) * (size_t)sh->n_q * (size_t)sh->head_dim +
+          B * (size_t)sh->n_q * S) *
+         4;
+}
+
 /* What the backend's kernels take beyond the rules every backend shares
  * (checked first by pl_attn_check): PL_OK, or PL_EINVAL / PL_EUNSUPPORTED
  * with a message naming the value. */

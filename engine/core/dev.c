@@ -61,6 +61,7 @@ pl_status pl__dev_open(pl_backend be, int ordinal, const pl__backend_ops *ops,
   if (!dev)
     return pl_set_error(PL_ENOMEM, "out of host memory creating a device");
   dev->backend = be;
+  dev->flavour = be;
   dev->ordinal = ordinal;
   dev->ops = ops;
   pthread_mutex_init(&dev->mem_lock, NULL);

@@ -125,6 +125,9 @@ typedef struct pl__backend_ops {
 
 struct pl_dev {
   pl_backend backend;
+  /* the backend whose allocation decisions the code takes on this device:
+   * its own, or the one a dry device plays (pl_dry_set_flavour) */
+  pl_backend flavour;
   int ordinal;
   const pl__backend_ops *ops;
   void *impl; /* backend-private state (cuBLAS handle, pool, ...) */
@@ -146,6 +149,18 @@ void pl__mem_fini(pl_dev *dev);
 /* Is s a stream of a CUDA device?  The test in front of every CUDA twin. */
 static inline bool pl__on_cuda(const pl_stream *s) {
   return s->dev->backend == PL_BACKEND_CUDA;
+}
+
+/* Does s allocate as a CUDA device does?  True on a CUDA device and on a
+ * dry device of the CUDA flavour (backend/dry/dry.h).  The test in front of
+ * an allocation only the CUDA path makes (a kernel's scratch, a workspace),
+ * never in front of a kernel: a dry device runs none.  pl__alloc_backend is
+ * the backend to size such a buffer for. */
+static inline pl_backend pl__alloc_backend(const pl_stream *s) {
+  return s->dev->flavour;
+}
+static inline bool pl__allocs_as_cuda(const pl_stream *s) {
+  return pl__alloc_backend(s) == PL_BACKEND_CUDA;
 }
 
 /* Is s a stream of a dry device (backend/dry/dry_backend.c)?  The test in

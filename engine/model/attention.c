@@ -65,7 +65,7 @@ size_t pl_attn_bwd_workspace_bytes(const pl_attn_shape *sh, pl_backend be) {
 #if PL_HAVE_CUDA
     return pl__cuda_attn_bwd_workspace_bytes(sh);
 #else
-    return 0;
+    return pl__attn_cuda_bwd_ws_planned(sh); /* a dry device's, the plan's */
 #endif
   }
   return pl__cpu_attn_bwd_workspace_bytes(sh);
@@ -88,7 +88,7 @@ pl_status pl_attn_bwd(pl_stream *s, const pl_attn_shape *sh, const void *q, cons
   if (sh->seq == 0 || sh->batch == 0) return PL_OK;
   pl_dev *dev = pl_stream_dev(s);
   void *ws = NULL;
-  size_t ws_bytes = pl_attn_bwd_workspace_bytes(sh, pl_stream_backend(s));
+  size_t ws_bytes = pl_attn_bwd_workspace_bytes(sh, pl__alloc_backend(s));
 #if PL_HAVE_CUDA
   if (pl__on_cuda(s)) ws_bytes = pl__cuda_attn_bwd_workspace_on(s, sh);
 #endif

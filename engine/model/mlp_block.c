@@ -226,7 +226,7 @@ pl_status pl_mlp_block_backward(pl_mlp_block *b, pl_stream *s, const void *x,
               pl_gemm(s, false, true, N, H, 2 * I, 1.0f, dgu, 2 * I, b->w_up,
                       2 * I, 0.0f, dn, H, b->dt, b->dt));
   pl_free_async(b->dev, dgu, s), dgu = NULL;
-  if (pl__on_cuda(s))
+  if (pl__allocs_as_cuda(s))
     PL_TRY_GOTO(st, done,
                 pl_alloc_async(b->dev, PL_ARENA_DEVICE,
                                pl__rmsnorm_bwd_scratch(N, H) * 4, "activations",

@@ -325,7 +325,7 @@ pl_status pl_moe_ffn_backward(pl_moe_ffn *f, pl_stream *s, const void *x,
     st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &dh);
   if (st == PL_OK && N > 0)
     st = pl_convert(s, dh, c->dt, dh32, PL_F32, nh);
-  if (st == PL_OK && N > 0 && pl_stream_backend(s) == PL_BACKEND_CUDA)
+  if (st == PL_OK && N > 0 && pl__allocs_as_cuda(s))
     st = pl_alloc_async(dev, PL_ARENA_DEVICE, pl__rmsnorm_bwd_scratch(N, H) * 4,
                         "activations", s, (void **)&scr);
   if (st == PL_OK && N > 0)

@@ -24,20 +24,7 @@ size_t pl__rms_scratch(int64_t N, int64_t H) {
 }
 
 size_t pl__attn_ws(const pl_attn_shape *sh, pl_backend be) {
-#if PL_HAVE_CUDA
   return pl_attn_bwd_workspace_bytes(sh, be);
-#else
-  if (be != PL_BACKEND_CUDA)
-    return pl_attn_bwd_workspace_bytes(sh, be);
-  if (pl__attn_planned_cudnn(sh))
-    return pl__attn_cudnn_bwd_ws_bytes(sh);
-  /* our kernels' layout (model/attention.h): the fp32 dQ accumulator of
-   * B·n_q·d rows of S rounded up to 64, then D [B, n_q, S] */
-  const size_t B = (size_t)sh->batch, S = (size_t)sh->seq;
-  return (B * ((S + 63) / 64 * 64) * (size_t)sh->n_q * (size_t)sh->head_dim +
-          B * (size_t)sh->n_q * S) *
-         4;
-#endif
 }
 
 /* ---- the MoE chunk pipeline ------------------------------------------------

@@ -107,7 +107,7 @@ typedef struct rctx {
   size_t es, NHb;
   pl__sym_track t;
   replay r;
-  pl_moe_cfg mcfg;    /* the MoE layer's configuration (moe holds it) */
+  pl_moe_cfg mcfg; /* the MoE layer's configuration (moe holds it) */
   pl__moe_replay moe;
   pl__layer_replay *ly;
   pl__sym_buf *ctx, *h;
@@ -116,7 +116,7 @@ typedef struct rctx {
   size_t *numel;
   int *vsize;
   pl__head_replay hd;
-  pl__sym_buf aux;            /* the head's saved (m, log z)             */
+  pl__sym_buf aux;             /* the head's saved (m, log z)             */
   pl__sym_buf x0, dx0, g1, g0; /* the embedding's output and gradient, the
                                   runner's dx buffers                    */
 } rctx;
@@ -195,8 +195,8 @@ static pl_status layers_setup(rctx *x, bool worst, pl_plan_mem *out) {
   for (int l = 0; l < L; l++)
     x->nmoe += pl_model_layer_is_moe(m, l);
   if (x->nmoe) {
-    PL_TRY(pl__moe_replay_make(mcfg, p->ep_span, x->N, x->c->imb, worst,
-                               &x->moe));
+    PL_TRY(
+        pl__moe_replay_make(mcfg, p->ep_span, x->N, x->c->imb, worst, &x->moe));
     out->K = x->moe.K;
     out->c_eff = x->moe.c_eff;
     if (pl_moe_variant_desc_of(sc->dispatch)->chunks)
@@ -229,8 +229,7 @@ static pl_status layers_setup(rctx *x, bool worst, pl_plan_mem *out) {
       size_t eoff[3];
       const size_t eu = pl__ep_unit(m->H, m->I, p->E_local, eoff);
       x->ly[l].ep_w = &x->ew[l];
-      x->ly[l].ep_shard =
-          (eu + (size_t)p->ep_vsize - 1) / (size_t)p->ep_vsize;
+      x->ly[l].ep_shard = (eu + (size_t)p->ep_vsize - 1) / (size_t)p->ep_vsize;
       x->ly[l].ep_full = (size_t)p->ep_vsize * x->ly[l].ep_shard;
     }
   }
@@ -250,7 +249,9 @@ static void replay_states(rctx *x, pl_plan_mem *out) {
       (void)pl__sym_alloc(t, d->item[i].tag, state_term(d->item[i].tag),
                           d->item[i].bytes);
   (void)pl__sym_alloc(t, "activations", PL_TERM_OTHER, sizeof(float));
-  x->aux = pl__sym_alloc(t, "ce_state", PL_TERM_LOGITS, (size_t)x->N * 8);
+  if (x->hd.chunk == 0) /* Ring-DTP's saved (m, log z); the three-GEMM
+                          head (chunk > 0) saves nothing */
+    x->aux = pl__sym_alloc(t, "ce_state", PL_TERM_LOGITS, (size_t)x->N * 8);
   out->state = t->cur;
   pl__sym_reset_peak(t);
 }
@@ -302,9 +303,9 @@ static void replay_head(rctx *x, bool acc) {
   if (sc->dt == PL_F32)
     grad_acquire(r, L + 1);
   else
-    dwb = pl__sym_alloc(
-        t, "zero3_grads", PL_TERM_UNIT_GRADS,
-        (size_t)x->H * (size_t)(x->vp ? x->p->v_cols : x->m->V) * x->es);
+    dwb = pl__sym_alloc(t, "zero3_grads", PL_TERM_UNIT_GRADS,
+                        (size_t)x->H *
+                            (size_t)(x->vp ? x->p->v_cols : x->m->V) * x->es);
   pl__head_replay_run(t, &x->hd, &x->aux);
   if (sc->dt != PL_F32) {
     grad_acquire(r, L + 1);

@@ -274,6 +274,13 @@ size_t pl_plan_mem_tag_peak(const pl_plan_mem *m, const char *tag);
  * pl_layout_plan_make and pl_trainer_create refuse, naming the value. */
 pl_status pl_plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                          const pl_plan_machine *mc, int rank, pl_plan_mem *out);
+/* A dry device (backend/dry/dry.h) playing backend flavour (cpu or cuda)
+ * with total_bytes of memory (what pl_dev_info reports; 0: none), whose MoE
+ * routers route by LLEP's balanced profile of route_rank (seed 0): the
+ * routing pl_plan_memory assumes.  A trainer built on it and stepped
+ * tracks the peaks its step has on that backend (dry_dev.c). */
+pl_status pl_plan_dry_device(pl_backend flavour, size_t total_bytes,
+                             int route_rank, pl_dev **out);
 /* The FSDP2 baseline's, replayed (dev_worst: every EP route to the rank). */
 pl_status pl_plan_fsdp2_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                                const pl_plan_machine *mc, pl_plan_mem *out);

@@ -1,16 +1,21 @@
 /* test_mpi_plan_dry.c — the dry device against the planner's replay: for
  * the grid of test_mpi_plan.c (plan_grid_testlib.h) every rank builds the
  * trainer on a dry device (backend/dry: allocations tracked, never backed;
- * kernels, copies and the data collectives do nothing), runs its step with
- * the routes of LLEP's balanced profile (the routing the replay assumes),
- * and compares the tracker with pl_plan_memory for the same rank: the
- * device peak, the pinned host peak and every tag's bytes in the live set
- * at the device peak must be equal to the byte.  The replay models the CPU
- * backend here (mc.backend = cpu), as the dry device takes the CPU
- * backend's branches.  A failure names the configuration, the rank, the
- * peaks and the tag that differs the most.  A point that differs is a bug
- * in the replay, the dry device, or a read-back the dry device answers
- * differently from the route profile; it is never loosened here. */
+ * kernels, copies and the data collectives do nothing), runs two steps
+ * with the routes of LLEP's balanced profile (the routing the replay
+ * assumes; the second step starts from what the first left, as the replay
+ * does), and compares the last step's tracker with pl_plan_memory for the
+ * same rank: the
+ * device peak, the pinned host peak, every tag's bytes in the live set
+ * at the device peak and every tag's own peak must be equal to the byte. Twice:
+ * the replay of the CPU backend (mc.backend = cpu) against the dry device as it
+ * is (it takes the CPU backend's allocation decisions), and the replay of the
+ * CUDA backend against the dry device playing cuda (pl_dry_set_flavour: the
+ * CUDA-only scratch and workspaces are allocated, nothing runs).  A failure
+ * names the configuration, the rank, the peaks and the tag that differs the
+ * most.  A point that differs is a bug in the replay, the dry device, or a
+ * read-back the dry device answers differently from the route profile; it is
+ * never loosened here. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,29 +34,15 @@ static pl_dev *dev;
 static pl_comm *world;
 static int rank, size;
 
-/* The route hook: LLEP's balanced profile of this rank, seed 0. */
-static pl_status balanced_routes(void *ctx, int64_t N, int k, int E,
-                                 int32_t *idx) {
-  const int *r = ctx;
-  pl_route_profile p;
-  PL_TRY(pl_route_profile_parse("balanced", &p));
-  float *w = malloc((size_t)(N > 0 ? N : 1) * (size_t)k * sizeof *w);
-  if (!w)
-    return pl_set_error(PL_ENOMEM, "dry routes: host");
-  pl_status st = pl_route_profile_fill(&p, N, k, E, 0, *r, idx, w);
-  free(w);
-  return st;
-}
-
-/* steps steps of the trainer on a fresh dry device *dd (on its world *dw);
+/* steps steps of the trainer on a fresh dry device *dd (on its world *dw)
+ * playing backend flavour;
  * the last one's memory.  The caller destroys both after reading r (its tag
  * names are the device's). */
-static void measure_dry(const point *p, int steps, pl_dev **dd_out,
-                        pl_comm **dw_out, pl_step_result *r) {
+static void measure_dry(const point *p, pl_backend flavour, int steps,
+                        pl_dev **dd_out, pl_comm **dw_out, pl_step_result *r) {
   pl_dev *dd = NULL;
   pl_comm *dw = NULL;
-  ck_assert_int_eq(pl_dev_create(PL_BACKEND_DRY, 0, &dd), PL_OK);
-  ck_assert_int_eq(pl_dry_set_routes(dd, balanced_routes, &rank), PL_OK);
+  ck_assert_int_eq(pl_plan_dry_device(flavour, 0, rank, &dd), PL_OK);
   ck_assert_int_eq(pl_comm_world(dd, &dw), PL_OK);
   pl_trainer *t = NULL;
   pl_status st =
@@ -84,6 +75,30 @@ static const char *tag_diff(const pl_plan_mem *pm, const pl_mem_stats *ms) {
   return NULL;
 }
 
+/* The first tag whose own peak differs (by name), or NULL; *pp, *pm: its
+ * predicted and measured peaks. */
+static const char *tag_peak_diff(const pl_plan_mem *pm, const pl_mem_stats *ms,
+                                 size_t *pp, size_t *pmeas) {
+  for (int i = 0; i < ms->n_tags; i++) {
+    const size_t p = pl_plan_mem_tag_peak(pm, ms->tag_peak[i].tag);
+    if (p != ms->tag_peak[i].bytes) {
+      *pp = p, *pmeas = ms->tag_peak[i].bytes;
+      return ms->tag_peak[i].tag;
+    }
+  }
+  for (int i = 0; i < pm->n_tags; i++) {
+    size_t m = 0;
+    for (int j = 0; j < ms->n_tags; j++)
+      if (!strcmp(ms->tag_peak[j].tag, pm->tag_peak[i].tag))
+        m = ms->tag_peak[j].bytes;
+    if (m != pm->tag_peak[i].bytes) {
+      *pp = pm->tag_peak[i].bytes, *pmeas = m;
+      return pm->tag_peak[i].tag;
+    }
+  }
+  return NULL;
+}
+
 /* The largest relative distance of a device peak and whether a pinned host
  * peak differed, over every rank and point checked so far. */
 static double g_dev_rel, g_host_ne;
@@ -97,10 +112,12 @@ static int check_point(const point *p, const pl_plan_machine *mc) {
   pl_step_result r;
   pl_dev *dd;
   pl_comm *dw;
-  measure_dry(p, 1, &dd, &dw, &r);
+  measure_dry(p, mc->backend, 2, &dd, &dw, &r);
   const char *bad = tag_diff(&pm, &r.dev);
-  const int ok =
-      pm.dev_peak == r.dev.peak && pm.host_pinned == r.host.peak && !bad;
+  size_t tp = 0, tm = 0;
+  const char *bad_peak = tag_peak_diff(&pm, &r.dev, &tp, &tm);
+  const int ok = pm.dev_peak == r.dev.peak && pm.host_pinned == r.host.peak &&
+                 !bad && !bad_peak;
   double v[3] = {ok ? 0 : 1, pm.host_pinned != r.host.peak,
                  fabs((double)pm.dev_peak - (double)r.dev.peak) /
                      (double)(r.dev.peak ? r.dev.peak : 1)};
@@ -112,27 +129,35 @@ static int check_point(const point *p, const pl_plan_machine *mc) {
     printf("  %-36s dev %8zu / %8zu  host %8zu / %8zu  %s\n", p->name,
            pm.dev_peak, r.dev.peak, pm.host_pinned, r.host.peak,
            all == 0 ? "equal on every rank" : "DIFFERS");
-  char why[160], bad_tag[64];
+  char why[160], bad_tag[64], own[112];
   pt_worst_tag(&pm, &r.dev, why, sizeof why);
   snprintf(bad_tag, sizeof bad_tag, "%s", bad ? bad : "-");
+  snprintf(own, sizeof own, "%.40s (predicted %zu, measured %zu)",
+           bad_peak ? bad_peak : "-", tp, tm);
   pl_comm_destroy(dw);
   pl_dev_destroy(dd);
   if (!ok)
     fprintf(stderr,
-            "    %s, rank %d of %d: replay dev %zu host %zu, dry dev %zu "
-            "host %zu; tag %s differs; worst: %s\n",
-            p->name, rank, size, pm.dev_peak, pm.host_pinned, r.dev.peak,
-            r.host.peak, bad_tag, why);
+            "    %s, rank %d of %d: replay dev %zu host %zu (peak at %s), "
+            "dry dev %zu host %zu; tag %s differs; worst: %s; own peak of "
+            "%s\n",
+            p->name, rank, size, pm.dev_peak, pm.host_pinned, pm.peak_phase,
+            r.dev.peak, r.host.peak, bad_tag, why, own);
   return all == 0;
 }
 
-START_TEST(dry_grid) {
+/* The grid with the replay of machine backend be against the dry device
+ * playing be. */
+static void run_grid(pl_backend be) {
   pl_plan_machine mc = pl_plan_machine_default();
-  mc.backend = PL_BACKEND_CPU;
+  mc.backend = be;
+  g_dev_rel = g_host_ne = 0;
   point g[32];
   const int n = grid(size, g);
   if (rank == 0)
-    printf("the replay vs one step on the dry device, %d rank(s):\n", size);
+    printf("the replay (%s) vs one step on the dry device as %s, %d "
+           "rank(s):\n",
+           pl_backend_name(be), pl_backend_name(be), size);
   const char *only = getenv("PLAN_DRY_ONLY"); /* debugging: one point */
   char failed[32 * 72] = "";
   int nf = 0;
@@ -169,6 +194,18 @@ START_TEST(dry_grid) {
                 "device on %d rank(s): %s",
                 nf, n, size, failed);
 }
+
+START_TEST(dry_grid) {
+  run_grid(PL_BACKEND_CPU);
+}
+END_TEST
+
+/* The dry device as a GPU: the CUDA-only allocations (the RMSNorm
+ * backward's scratch, the attention backward's workspace as planned for a
+ * GPU) are made, and the replay of machine backend cuda counts them. */
+START_TEST(dry_grid_cuda) {
+  run_grid(PL_BACKEND_CUDA);
+}
 END_TEST
 
 START_TEST(dry_backend_basics) {
@@ -196,6 +233,31 @@ START_TEST(dry_backend_basics) {
   ck_assert_int_eq(pl_memcpy_async(s, back, b, sizeof back), PL_OK);
   ck_assert_int_eq(back[0] | back[3], 0); /* a read-back reads zeros */
   ck_assert_int_eq(pl_dry_routes(dd, 4, 1, 2, back), PL_EINVAL);
+  /* the flavour: cpu by default; cuda allocates as a GPU, runs nothing */
+  ck_assert(!pl__allocs_as_cuda(s) && !pl__on_cuda(s));
+  ck_assert_int_eq(pl_dry_set_flavour(dev, PL_BACKEND_CUDA, 0), PL_EINVAL);
+  ck_assert_int_eq(pl_dry_set_flavour(dd, PL_BACKEND_DRY, 0), PL_EINVAL);
+  ck_assert_int_eq(pl_dry_set_flavour(dd, PL_BACKEND_CUDA, 1000), PL_OK);
+  ck_assert(pl__allocs_as_cuda(s) && !pl__on_cuda(s) && pl__on_dry(s));
+  pl_dev_info info;
+  ck_assert_int_eq(pl_dev_info_get(dd, &info), PL_OK);
+  ck_assert_uint_eq(info.total_bytes, 1000);
+  /* terabytes over a run (a long-context step allocates that much in all):
+   * a freed block is handed out again, a live one never */
+  void *keep, *t0 = NULL;
+  ck_assert_int_eq(
+      pl_alloc(dd, PL_ARENA_DEVICE, (size_t)1 << 30, "keep", &keep), PL_OK);
+  for (int i = 0; i < 4096; i++) {
+    void *t;
+    ck_assert_int_eq(pl_alloc(dd, PL_ARENA_DEVICE, (size_t)1 << 30, "t", &t),
+                     PL_OK);
+    ck_assert_ptr_ne(t, keep);
+    if (i == 0)
+      t0 = t;
+    ck_assert_ptr_eq(t, t0);
+    pl_free(dd, t);
+  }
+  pl_free(dd, keep);
   pl_free(dd, a);
   pl_free(dd, b);
   pl_free(dd, h);
@@ -208,7 +270,7 @@ int main(int argc, char **argv) {
       pl_check_world_open(&argc, &argv, "plan_dry", &dev, &world, &rank, &size);
   if (e)
     return e;
-  const TTest *tests[] = {dry_backend_basics, dry_grid, NULL};
+  const TTest *tests[] = {dry_backend_basics, dry_grid, dry_grid_cuda, NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("plan_dry", 300, tests, rank, world));
 }

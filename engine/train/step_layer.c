@@ -179,7 +179,7 @@ pl_status pl__step_head_run(void *ctx, pl_stream *s, const void *hL, void *dh,
               pl_zero3_grad_reduce(t->units, t->u_head, s, t->micro_i > 0));
   /* the final norm's backward into the last layer's gradient */
   PL_TRY_GOTO(st, done, pl_zero3_grad_acquire(t->units, last->unit, s, &glast));
-  if (pl__on_cuda(s))
+  if (pl__allocs_as_cuda(s))
     PL_TRY_GOTO(st, done,
                 pl_alloc_async(dev, PL_ARENA_DEVICE,
                                pl__rmsnorm_bwd_scratch(N, H) * 4, "activations",

@@ -51,7 +51,8 @@ static pl_status shard_buf(pl_zero3 *z, size_t n, pl_dtype dt, const char *tag,
   const size_t b = n * pl_dtype_size(dt);
   if (z->o.host_state) {
     PL_TRY(pl_alloc(z->dev, PL_ARENA_HOST, b, tag, out));
-    memset(*out, 0, b);
+    if (pl_dev_backend(z->dev) != PL_BACKEND_DRY) /* dry: not backed */
+      memset(*out, 0, b);
     return PL_OK;
   }
   PL_TRY(pl_alloc(z->dev, PL_ARENA_DEVICE, b, tag, out));

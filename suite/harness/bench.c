@@ -58,11 +58,11 @@ const pl_bench *pl_bench_find(const char *name) {
 }
 
 /* ---- options ------------------------------------------------------------- */
-static const char *const backend_names[] = {"cpu", "cuda", NULL};
+static const char *const backend_names[] = {"cpu", "cuda", "dry", NULL};
 
 static const pl_opt common_opts[] = {
     {"backend", 0, PL_OPT_ENUM, NULL,
-     "device backend (cuda when a GPU is present, else cpu)", 0, 0,
+     "device backend (cuda when a GPU is present, else cpu; dry: memory)", 0, 0,
      backend_names},
     {"iters", 'n', PL_OPT_INT, "20", "timed iterations per point", 1, 1e9,
      NULL},
@@ -307,7 +307,7 @@ static int parse(const pl_bench *b, optset *o, int argc, char **argv, int rank,
     return 0;
   const char *name = pl_args_enum_name(*args, "preset");
   if (strcmp(name, "auto") == 0)
-    name = strcmp(pl_args_enum_name(*args, "backend"), "cuda") == 0
+    name = strcmp(pl_args_enum_name(*args, "backend"), "cpu") != 0
                ? b->preset_cuda
                : b->preset_cpu;
   if (!name)
@@ -377,8 +377,8 @@ static void fill(pl_bench_ctx *ctx, pl_row *row, const pl_meas *m,
                 "slower than the one before or the ones after; %d more run "
                 "as warm-ups)",
                 m->warmups, ctx->warmup, m->slow, m->warmups - ctx->warmup);
-  if (!ctx->cuda)
-    pl_row_note(row, "CPU backend: times are CPU times");
+  if (!ctx->cuda || pl_dev_backend(ctx->dev) == PL_BACKEND_DRY)
+    pl_row_note(row, "%s", pl__bench_dev_note(ctx->dev));
 }
 
 static pl_status run_point(pl_bench_ctx *ctx, void *S, int p) {
@@ -632,8 +632,9 @@ static int parse_run_args(const pl_bench *b, optset *o, int argc, char **argv,
                           ? "no CUDA device visible"
                           : "this build has no CUDA backend",
                       "");
-  else if (st != PL_OK)
-    code = usage_exit(rank, "%s%s", pl_last_error(), "");
+  else if (st != PL_OK || (*be == PL_BACKEND_DRY && !b->dry))
+    code = usage_exit(rank, "%s%s", st ? pl_last_error() : "--backend=dry: ",
+                      st ? "" : "this bench measures time, a dry device none");
   else if (!outdir || !*outdir)
     code = usage_exit(rank, "--out: empty directory name%s%s", "", "");
   else if (sweep && (!*sweep || strchr(sweep, '/') ||
@@ -654,7 +655,7 @@ static int parse_run_args(const pl_bench *b, optset *o, int argc, char **argv,
 static int open_device(const pl_bench *b, pl_backend be, bool dry,
                        size_t mem_limit, int rank, pl_dev **dev,
                        pl_comm **comm) {
-  pl_status st = pl_dev_create(dry ? PL_BACKEND_CPU : be, -1, dev);
+  pl_status st = pl__bench_dev_create(dry ? PL_BACKEND_CPU : be, rank, dev);
   if (st != PL_OK) {
     fprintf(stderr, "plateau bench %s: rank %d: device: %s\n", b->name, rank,
             pl_last_error());
@@ -782,7 +783,7 @@ int pl_bench_run(const pl_bench *b, int argc, char **argv, int record_argc,
   ctx.seed = (uint64_t)pl_args_int(args, "seed");
   ctx.check = pl_args_flag(args, "check");
   ctx.preset = preset;
-  ctx.cuda = be == PL_BACKEND_CUDA;
+  ctx.cuda = be == PL_BACKEND_CUDA || be == PL_BACKEND_DRY; /* dry plays one */
   ctx.start_ns = pl_now_ns();
   void *S = calloc(1, b->state ? b->state : 1);
   PL_ASSERT(S != NULL);

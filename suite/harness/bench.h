@@ -101,7 +101,7 @@ typedef struct pl_bench_ctx {
   pl_comm *comm;     /* world */
   pl_stream *stream; /* the device's stream: events of the timed unit */
   int rank, size;
-  bool cuda;     /* the CUDA backend */
+  bool cuda;     /* the CUDA backend, or a dry device playing it */
   pl_args *args; /* the bench's own options plus the common ones */
   int iters, warmup;
   uint64_t seed;
@@ -143,6 +143,10 @@ typedef struct pl_bench {
    * warm-ups, so the measured steps, and their exact memory, are those of
    * -w (harness_measure.c). */
   bool stateful;
+  /* Takes --backend dry: a dry device playing a GPU (backend/dry/dry.h),
+   * whose rows carry what the step allocates (the memory columns), no
+   * time. */
+  bool dry;
 
   /* Parse the bench's options, validate (PL_EINVAL: a usage error, nothing
    * written), enumerate the points: set c->npoints. */

@@ -30,6 +30,15 @@ pl_status pl_dry_set_routes(pl_dev *dev, pl_dry_route_fn fn, void *ctx);
  * naming the missing hook when none was set. */
 pl_status pl_dry_routes(pl_dev *dev, int64_t N, int k, int E, int32_t *idx);
 
+/* The backend dry device dev plays (be: cpu, the default, or cuda): the
+ * code takes that backend's allocation decisions on dev — under cuda the
+ * RMSNorm backward's scratch and the attention backward's workspace as
+ * planned for a GPU (pl__allocs_as_cuda, core/internal.h) — while it still
+ * runs nothing.  total_bytes: the device memory pl_dev_info reports (0:
+ * none, as before), so that code sizing itself by the device (a bench's
+ * plan) sees the GPU's.  PL_EINVAL when dev is not dry or be is dry. */
+pl_status pl_dry_set_flavour(pl_dev *dev, pl_backend be, size_t total_bytes);
+
 /* Is p inside one of dev's unbacked ranges (an address the dry device handed
  * out)?  False for every address on other backends. */
 bool pl_dry_owns(const pl_dev *dev, const void *p);

@@ -9,8 +9,9 @@
  *
  * What it does: raw allocations of both arenas (device, pinned host) are
  * addresses handed out from one reserved, never-mapped range per device
- * (mmap PROT_NONE), distinct while live, so a stray dereference faults at
- * once instead of reading or corrupting anything.  Streams, events, syncs,
+ * (mmap PROT_NONE), distinct while live (freed blocks are reused by size
+ * class), so a stray dereference faults at once instead of reading or
+ * corrupting anything.  Streams, events, syncs,
  * the shared kernels and device-to-device copies do nothing.  A copy into
  * memory the device did not hand out (a malloc'd host buffer the step reads
  * back) writes zeros there, so a read-back is defined: zero counts, a loss
@@ -21,9 +22,10 @@
  *
  * What it does not do: compute any value.  The one read-back that decides
  * allocation sizes, the router's top-k expert ids, comes from the route hook
- * of dry.h.  Allocation decisions follow the CPU backend's paths (an operator
- * that tests pl__on_cuda takes its CPU branch), so the dry step's peaks are
- * those the CPU backend tracks, not the CUDA-only scratch and workspaces. */
+ * of dry.h.  Allocation decisions follow the backend the device plays, its
+ * flavour (dry.h): the CPU backend's by default; under cuda, the code that
+ * allocates only on a GPU (a scratch, a workspace) tests pl__allocs_as_cuda
+ * and makes those allocations too, sized as planned for a GPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,17 +34,33 @@
 #include "backend/backend.h"
 #include "backend/dry/dry.h"
 
-/* Address space reserved per device.  Allocations take consecutive
- * addresses (rounded to ALIGN) and wrap to the start when the range is
- * spent; 1 TiB of addresses outlasts any step this engine takes. */
-#define RANGE ((size_t)1 << 40)
-#define ALIGN ((size_t)256)
+/* Address space reserved per device: one sub-range of SUB bytes per size
+ * class, class c holding blocks of 2^c bytes (c from MIN_C to MAX_C), so
+ * that an address tells its block's class.  A freed block goes on its
+ * class's free stack and is handed out again before the class's sub-range
+ * grows: addresses stay distinct while live however many bytes a run
+ * allocates in all (a long-context step allocates terabytes over its
+ * lifetime; a wrapping counter would hand out live addresses again).  The
+ * reservation is address space only (PROT_NONE, MAP_NORESERVE): 32 classes
+ * of 512 GiB, 16 TiB of the 128 TiB a process may address. */
+#define MIN_C 8 /* 256-byte blocks: the alignment the GPU pool gives */
+#define MAX_C 39
+#define NCLASS (MAX_C - MIN_C + 1)
+#define SUB ((size_t)1 << MAX_C)
+#define RANGE (SUB * NCLASS)
+
+typedef struct dry_class {
+  size_t next;  /* blocks handed out from the sub-range so far */
+  size_t *free; /* freed blocks' indices, a stack */
+  size_t nfree, cap;
+} dry_class;
 
 typedef struct dry_state {
   char *base; /* PROT_NONE, never mapped readable */
-  size_t next;
+  dry_class cls[NCLASS];
   pl_dry_route_fn routes;
   void *routes_ctx;
+  size_t total_bytes; /* what info reports: the played GPU's memory */
 } dry_state;
 
 static pl_status dry_init(pl_dev *dev, int ordinal) {
@@ -68,13 +86,17 @@ static void dry_fini(pl_dev *dev) {
   if (!d)
     return;
   munmap(d->base, RANGE);
+  for (int c = 0; c < NCLASS; c++)
+    free(d->cls[c].free);
   free(d);
   dev->impl = NULL;
 }
 
 static pl_status dry_info(const pl_dev *dev, pl_dev_info *out) {
-  snprintf(out->name, sizeof out->name, "dry (tracking only)");
-  out->total_bytes = 0;
+  const dry_state *d = dev->impl;
+  snprintf(out->name, sizeof out->name, "dry (tracking only, as %s)",
+           pl_backend_name(dev->flavour));
+  out->total_bytes = d->total_bytes;
   out->sm_count = 0;
   snprintf(out->driver, sizeof out->driver, "-");
   snprintf(out->runtime, sizeof out->runtime, "-");
@@ -89,18 +111,43 @@ static pl_status dry_ok_dev(pl_dev *dev) {
 static pl_status dry_raw_alloc(pl_dev *dev, pl_arena a, size_t bytes,
                                pl_stream *s, void **out) {
   dry_state *d = dev->impl;
-  const size_t r = (bytes + ALIGN - 1) & ~(ALIGN - 1);
-  if (r > RANGE)
-    return pl_set_error(
-        PL_ENOMEM, "dry device: %zu bytes exceed its address range", bytes);
-  if (d->next + r > RANGE)
-    d->next = 0;
-  *out = d->base + d->next;
-  d->next += r;
+  int c = MIN_C;
+  while (c <= MAX_C && ((size_t)1 << c) < bytes)
+    c++;
+  if (c > MAX_C)
+    return pl_set_error(PL_ENOMEM,
+                        "dry device: %zu bytes exceed its largest block (%zu)",
+                        bytes, SUB);
+  dry_class *k = &d->cls[c - MIN_C];
+  size_t i;
+  if (k->nfree)
+    i = k->free[--k->nfree];
+  else if (k->next < SUB >> c)
+    i = k->next++;
+  else
+    return pl_set_error(PL_ENOMEM,
+                        "dry device: more than %zu blocks of %zu bytes live",
+                        SUB >> c, (size_t)1 << c);
+  *out = d->base + (size_t)(c - MIN_C) * SUB + (i << c);
   return PL_OK;
 }
 
-static void dry_raw_free(pl_dev *dev, pl_arena a, void *p, pl_stream *s) {}
+/* The block goes back on its class's stack (the class from the address). */
+static void dry_raw_free(pl_dev *dev, pl_arena a, void *p, pl_stream *s) {
+  dry_state *d = dev->impl;
+  const size_t off = (size_t)((char *)p - d->base);
+  const int c = (int)(off / SUB) + MIN_C;
+  dry_class *k = &d->cls[c - MIN_C];
+  if (k->nfree == k->cap) {
+    const size_t cap = k->cap ? 2 * k->cap : 64;
+    size_t *f = realloc(k->free, cap * sizeof *f);
+    if (!f) /* the block is lost to reuse, not to tracking */
+      return;
+    k->free = f;
+    k->cap = cap;
+  }
+  k->free[k->nfree++] = (off % SUB) >> c;
+}
 
 static pl_status dry_stream_create(pl_dev *dev, pl_stream *s) {
   s->native = NULL;
@@ -191,6 +238,18 @@ pl_status pl_dry_set_routes(pl_dev *dev, pl_dry_route_fn fn, void *ctx) {
   dry_state *d = dev->impl;
   d->routes = fn;
   d->routes_ctx = ctx;
+  return PL_OK;
+}
+
+pl_status pl_dry_set_flavour(pl_dev *dev, pl_backend be, size_t total_bytes) {
+  if (!dev || dev->backend != PL_BACKEND_DRY)
+    return pl_set_error(PL_EINVAL, "pl_dry_set_flavour: not a dry device");
+  if (be != PL_BACKEND_CPU && be != PL_BACKEND_CUDA)
+    return pl_set_error(PL_EINVAL,
+                        "pl_dry_set_flavour: a dry device plays cpu or cuda");
+  dry_state *d = dev->impl;
+  dev->flavour = be;
+  d->total_bytes = total_bytes;
   return PL_OK;
 }
 

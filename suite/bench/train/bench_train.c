@@ -236,6 +236,7 @@ const pl_bench pl_bench_train = {
                "pred_time_ms\tloss\tlosses\tmax_err",
     .state = sizeof(train_bench),
     .stateful = true,
+    .dry = true,
     .init = init,
     .point = point,
     .setup = setup,

@@ -170,7 +170,9 @@ pl_status pl__train_machine(pl_bench_ctx *c, const char *calib,
  * is not known here: no limit. */
 void pl__train_host_limit(pl_bench_ctx *c, bool on) {
   size_t lim = 0;
-  FILE *f = on && c->size == 1 ? fopen("/proc/meminfo", "r") : NULL;
+  FILE *f = on && c->size == 1 && pl_dev_backend(c->dev) != PL_BACKEND_DRY
+                ? fopen("/proc/meminfo", "r")
+                : NULL; /* a dry device's pinned host is not backed */
   char line[256];
   unsigned long long kb = 0;
   while (f && fgets(line, sizeof line, f))

@@ -1,0 +1,46 @@
+/* dry_dev.c — a dry device set up as the planner sees a GPU: the device
+ * that one step of a trainer runs on to measure what it allocates.
+ *
+ * Why here: a dry device (backend/dry) needs two things from above its
+ * layer to stand for a real one — the backend whose allocations it makes
+ * (its flavour, with that device's memory for code that sizes itself by
+ * it) and the routes its MoE routers would read back.  The planner owns the
+ * routing assumption (LLEP's balanced profile, ops/llep_plan.h, the one
+ * pl_plan_memory replays), so the tests and `plateau bench train --backend
+ * dry` take their dry device from here and agree with the replay. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "backend/dry/dry.h"
+#include "ops/llep_plan.h"
+#include "plan/plan.h"
+
+/* The route hook: the balanced profile of the rank ctx encodes, seed 0. */
+static pl_status balanced_routes(void *ctx, int64_t N, int k, int E,
+                                 int32_t *idx) {
+  pl_route_profile p;
+  PL_TRY(pl_route_profile_parse("balanced", &p));
+  float *w = malloc((size_t)(N > 0 ? N : 1) * (size_t)k * sizeof *w);
+  if (!w)
+    return pl_set_error(PL_ENOMEM, "dry routes: host");
+  const int rank = (int)(intptr_t)ctx;
+  pl_status st = pl_route_profile_fill(&p, N, k, E, 0, rank, idx, w);
+  free(w);
+  return st;
+}
+
+pl_status pl_plan_dry_device(pl_backend flavour, size_t total_bytes,
+                             int route_rank, pl_dev **out) {
+  *out = NULL;
+  pl_dev *dev = NULL;
+  PL_TRY(pl_dev_create(PL_BACKEND_DRY, 0, &dev));
+  pl_status st = pl_dry_set_flavour(dev, flavour, total_bytes);
+  if (st == PL_OK)
+    st = pl_dry_set_routes(dev, balanced_routes, (void *)(intptr_t)route_rank);
+  if (st != PL_OK) {
+    pl_dev_destroy(dev);
+    return st;
+  }
+  *out = dev;
+  return PL_OK;
+}
