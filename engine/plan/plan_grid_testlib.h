@@ -8,9 +8,11 @@
 
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "plan/plan.h"
+#include "train/data.h"
 
 typedef struct point {
   char name[64];
@@ -136,6 +138,29 @@ static inline int grid(int size, point *g) {
     g[n++] = p;
   }
   return n;
+}
+
+/* steps steps of point p's trainer on dev (its world w, the synthetic token
+ * stream); r holds the last step's result. */
+static inline void pt_train(pl_dev *dev, pl_comm *w, const point *p, int steps,
+                            pl_step_result *r) {
+  pl_trainer *t = NULL;
+  pl_status st =
+      pl_trainer_create(dev, w, &p->m, &p->c.lc, p->c.S, &p->c.sc, &t);
+  ck_assert_msg(st == PL_OK, "%s: %s", p->name, pl_last_error());
+  pl_data *data;
+  ck_assert_int_eq(pl_data_synthetic(p->m.V, 9, &data), PL_OK);
+  int32_t *tok = malloc((size_t)pl_trainer_tokens_per_rank(t) * 4);
+  ck_assert_ptr_nonnull(tok);
+  for (int s = 0; s < steps; s++) {
+    ck_assert_int_eq(
+        pl_data_batch(data, pl_trainer_plan(t), p->c.sc.micro, s, tok), PL_OK);
+    st = pl_trainer_step(t, tok, r);
+    ck_assert_msg(st == PL_OK, "%s: %s", p->name, pl_last_error());
+  }
+  free(tok);
+  pl_data_close(data);
+  pl_trainer_destroy(t);
 }
 
 #endif

@@ -35,22 +35,7 @@ static int rank, size;
 
 /* Two steps of the real trainer; the second's memory. */
 static void measure(const point *p, pl_step_result *r) {
-  pl_trainer *t = NULL;
-  pl_status st =
-      pl_trainer_create(dev, world, &p->m, &p->c.lc, p->c.S, &p->c.sc, &t);
-  ck_assert_msg(st == PL_OK, "%s: %s", p->name, pl_last_error());
-  pl_data *data;
-  ck_assert_int_eq(pl_data_synthetic(p->m.V, 9, &data), PL_OK);
-  int32_t *tok = malloc((size_t)pl_trainer_tokens_per_rank(t) * 4);
-  for (int s = 0; s < 2; s++) {
-    ck_assert_int_eq(
-        pl_data_batch(data, pl_trainer_plan(t), p->c.sc.micro, s, tok), PL_OK);
-    st = pl_trainer_step(t, tok, r);
-    ck_assert_msg(st == PL_OK, "%s: %s", p->name, pl_last_error());
-  }
-  free(tok);
-  pl_data_close(data);
-  pl_trainer_destroy(t);
+  pt_train(dev, world, p, 2, r);
 }
 
 /* One point: predicted vs measured on every rank; returns the max errors. */

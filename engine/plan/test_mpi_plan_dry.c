@@ -44,22 +44,7 @@ static void measure_dry(const point *p, pl_backend flavour, int steps,
   pl_comm *dw = NULL;
   ck_assert_int_eq(pl_plan_dry_device(flavour, 0, rank, &dd), PL_OK);
   ck_assert_int_eq(pl_comm_world(dd, &dw), PL_OK);
-  pl_trainer *t = NULL;
-  pl_status st =
-      pl_trainer_create(dd, dw, &p->m, &p->c.lc, p->c.S, &p->c.sc, &t);
-  ck_assert_msg(st == PL_OK, "%s: %s", p->name, pl_last_error());
-  pl_data *data;
-  ck_assert_int_eq(pl_data_synthetic(p->m.V, 9, &data), PL_OK);
-  int32_t *tok = malloc((size_t)pl_trainer_tokens_per_rank(t) * 4);
-  for (int s = 0; s < steps; s++) {
-    ck_assert_int_eq(
-        pl_data_batch(data, pl_trainer_plan(t), p->c.sc.micro, s, tok), PL_OK);
-    st = pl_trainer_step(t, tok, r);
-    ck_assert_msg(st == PL_OK, "%s: %s", p->name, pl_last_error());
-  }
-  free(tok);
-  pl_data_close(data);
-  pl_trainer_destroy(t);
+  pt_train(dd, dw, p, steps, r);
   *dd_out = dd;
   *dw_out = dw;
 }
