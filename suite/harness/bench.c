@@ -344,9 +344,13 @@ static void fill_f64(pl_row *r, const char *col, double v) {
 static void fill(pl_bench_ctx *ctx, pl_row *row, const pl_meas *m,
                  const pl_check *chk, const pl_work *w) {
   const pl_bench *b = ctx->bench;
-  fill_f64(row, "time_ms", m->t.median);
-  fill_f64(row, "time_p10_ms", m->t.p10);
-  fill_f64(row, "time_p90_ms", m->t.p90);
+  /* a dry device computes nothing: its times are not the step's */
+  const bool timed = pl_dev_backend(ctx->dev) != PL_BACKEND_DRY;
+  if (timed) {
+    fill_f64(row, "time_ms", m->t.median);
+    fill_f64(row, "time_p10_ms", m->t.p10);
+    fill_f64(row, "time_p90_ms", m->t.p90);
+  }
   fill_i64(row, "dev_peak_bytes", (int64_t)m->dev_peak);
   fill_i64(row, "op_peak_bytes", (int64_t)(m->dev_peak - m->dev_resident));
   fill_i64(row, "host_peak_bytes", (int64_t)m->host_peak);
@@ -358,7 +362,7 @@ static void fill(pl_bench_ctx *ctx, pl_row *row, const pl_meas *m,
     snprintf(col, sizeof col, "%s_bytes", b->tags[i]);
     fill_i64(row, col, (int64_t)m->tag_peak[i]);
   }
-  double sec = m->t.median * 1e-3;
+  double sec = timed ? m->t.median * 1e-3 : 0;
   if (w->flops > 0 && sec > 0)
     fill_f64(row, "tflops", w->flops / sec / 1e12);
   if (b->rate && w->bytes > 0 && sec > 0)

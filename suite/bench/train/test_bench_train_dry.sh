@@ -9,7 +9,8 @@
 # (this host's memory is not the GPU host's; the plan of --config auto reads
 # it) and, where the GPU host's memory is what made --config auto take the
 # stream optimizer, --optim stream (the row's note names the choice).
-# Also: a bench that measures time refuses --backend dry (exit 2).
+# Its time columns and rates are empty ("-"): a dry device computes
+# nothing.  Also: a bench that measures time refuses --backend dry (exit 2).
 # Usage: BUILD=build bash suite/bench/train/test_bench_train_dry.sh
 set -uo pipefail
 PL_TEST=test_bench_train_dry.sh
@@ -42,6 +43,10 @@ for g in "$ref"/train.*.tsv; do
   for c in "${cols[@]}"; do
     [[ $(col "$f" "$c") == "$(col "$g" "$c")" ]] ||
       bad+=" $c (GPU $(col "$g" "$c"), dry $(col "$f" "$c"))"
+  done
+  # a dry device computes nothing: no time, no rate in its row
+  for c in time_ms tok_s_gpu tflops mfu; do
+    [[ $(col "$f" "$c") == - ]] || bad+=" $c (dry $(col "$f" "$c"), want -)"
   done
   [[ $(col "$f" status) == ok && -z $bad ]] && pass ||
     fail "$name: status $(col "$f" status), differs:$bad"

@@ -136,15 +136,17 @@ pl_status pl__train_row(pl_bench_ctx *c, const pl__train_args *a,
   const int warm = nw < n ? nw : 0;
   const pl_step_result *timed = res + warm;
   const int nt = n - warm;
+  /* no times or rates from a dry device: it computes nothing */
+  const bool dry = pl_dev_backend(c->dev) == PL_BACKEND_DRY;
   PL_TRY(memory(c, timed, nt, row));
-  if (u->sc.profile)
+  if (u->sc.profile && !dry)
     PL_TRY(parts(c, timed, nt, !strcmp(sys->name, PL_PLAN_NAME_PLATEAU), row));
   losses(res, n, row);
   if (sys->result && n)
     sys->result(h, &res[n - 1], row);
   /* rates */
   const int64_t N = u->S / sys->seq_ranks(u), tok = (int64_t)u->sc.micro * N;
-  const double sec = c->meas ? c->meas->t.median * 1e-3 : 0;
+  const double sec = c->meas && !dry ? c->meas->t.median * 1e-3 : 0;
   w->flops = (double)tok * pl_model_flops_per_token(&u->m, u->S);
   pl_row_f64(row, "flops", w->flops);
   if (sec > 0)
