@@ -36,8 +36,7 @@ pl_status pl_moe_ffn_init(pl_dev *dev, pl_moe_ffn *f, const pl_moe_ffn_cfg *cfg,
                         cfg->E_moe, cfg->E);
   if (moe) {
     const pl_moe_cfg *mc = pl_moe_get_cfg(moe);
-    if (mc->H != cfg->H || mc->E != Em || mc->k != cfg->k ||
-        mc->dt != cfg->dt)
+    if (mc->H != cfg->H || mc->E != Em || mc->k != cfg->k || mc->dt != cfg->dt)
       return pl_set_error(
           PL_EINVAL,
           "moe ffn: H=%lld E=%d k=%d %s against the MoE layer's "
@@ -151,43 +150,45 @@ pl_status pl_moe_ffn_forward(pl_moe_ffn *f, pl_stream *s, const void *x,
   f->ctx = NULL;
   void *h = NULL, *gu = NULL, *a = NULL;
   route r = {0};
-  pl_status st = pl_alloc_async(f->dev, PL_ARENA_DEVICE, (size_t)(N * H) * es,
-                                "activations", s, &h);
-  if (st == PL_OK && N > 0)
-    st = pl__rmsnorm_fwd(s, x, f->w_n, h, N, H, f->eps, c->dt);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(f->dev, PL_ARENA_DEVICE, (size_t)(N * H) * es,
+                             "activations", s, &h));
+  if (N > 0)
+    PL_TRY_GOTO(st, done,
+                pl__rmsnorm_fwd(s, x, f->w_n, h, N, H, f->eps, c->dt));
   if (f->moe) {
     /* every rank of the EP group enters the MoE layer, also with N = 0 */
-    if (st == PL_OK)
-      st = route_fwd(f, s, h, N, true, &r);
-    if (st == PL_OK)
-      for (int64_t i = 0; i < N * c->k; i++)
-        f->counts[r.hidx[i]]++;
-    if (st == PL_OK)
-      land(f, &r, N);
-    if (st == PL_OK)
-      st = pl_moe_forward(f->moe, &f->ew, h, N, r.hidx, r.w, y,
-                          c->keep_ctx ? &f->ctx : NULL, &f->stats);
-    if (st == PL_OK && N > 0)
-      st = pl_axpy(s, y, c->dt, x, c->dt, (size_t)(N * H), 1.0f);
-  } else if (st == PL_OK && N > 0) {
-    st = pl_memcpy_async(s, y, x, (size_t)(N * H) * es);
+    PL_TRY_GOTO(st, done, route_fwd(f, s, h, N, true, &r));
+    for (int64_t i = 0; i < N * c->k; i++)
+      f->counts[r.hidx[i]]++;
+    land(f, &r, N);
+    PL_TRY_GOTO(st, done,
+                pl_moe_forward(f->moe, &f->ew, h, N, r.hidx, r.w, y,
+                               c->keep_ctx ? &f->ctx : NULL, &f->stats));
+    if (N > 0)
+      PL_TRY_GOTO(st, done,
+                  pl_axpy(s, y, c->dt, x, c->dt, (size_t)(N * H), 1.0f));
+  } else if (N > 0) {
+    PL_TRY_GOTO(st, done, pl_memcpy_async(s, y, x, (size_t)(N * H) * es));
   }
   if (I > 0 && N > 0) {
-    if (st == PL_OK)
-      st = pl_alloc_async(f->dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
-                          "activations", s, &gu);
-    if (st == PL_OK)
-      st = pl_gemm(s, false, false, N, 2 * I, H, 1.f, h, H, f->w_up, 2 * I, 0.f,
-                   gu, 2 * I, c->dt, c->dt);
-    if (st == PL_OK)
-      st = pl_alloc_async(f->dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
-                          "activations", s, &a);
-    if (st == PL_OK)
-      st = pl__swiglu_fwd(s, gu, a, N, I, c->dt);
-    if (st == PL_OK)
-      st = pl_gemm(s, false, false, N, H, I, 1.f, a, I, f->w_down, H, 1.f, y, H,
-                   c->dt, c->dt);
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(f->dev, PL_ARENA_DEVICE,
+                               (size_t)(N * 2 * I) * es, "activations", s,
+                               &gu));
+    PL_TRY_GOTO(st, done,
+                pl_gemm(s, false, false, N, 2 * I, H, 1.f, h, H, f->w_up, 2 * I,
+                        0.f, gu, 2 * I, c->dt, c->dt));
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(f->dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
+                               "activations", s, &a));
+    PL_TRY_GOTO(st, done, pl__swiglu_fwd(s, gu, a, N, I, c->dt));
+    PL_TRY_GOTO(st, done,
+                pl_gemm(s, false, false, N, H, I, 1.f, a, I, f->w_down, H, 1.f,
+                        y, H, c->dt, c->dt));
   }
+done:
   route_free(f, s, &r);
   pl_free_async(f->dev, h, s);
   pl_free_async(f->dev, gu, s);
@@ -201,51 +202,37 @@ pl_status pl_moe_ffn_forward(pl_moe_ffn *f, pl_stream *s, const void *x,
 /* The shared expert's backward (I > 0, N > 0): the SwiGLU again (gu =
  * h·W_up, a = swiglu(gu)), g_down += aᵀ·dy, g_up += hᵀ·dgu and dh32 +=
  * dgu·W_upᵀ.  Its buffers are allocated into *gu, *a, *da, *dgu, which the
- * caller frees with the rest; st: the status so far (nothing runs unless
- * PL_OK), returned updated. */
-static pl_status shared_bwd(pl_moe_ffn *f, pl_stream *s, pl_status st,
-                            const void *h, const void *dy, float *dh32,
-                            int64_t N, void **gu, void **a, void **da,
-                            void **dgu) {
+ * caller frees with the rest, also after a failure. */
+static pl_status shared_bwd(pl_moe_ffn *f, pl_stream *s, const void *h,
+                            const void *dy, float *dh32, int64_t N, void **gu,
+                            void **a, void **da, void **dgu) {
   const pl_moe_ffn_cfg *c = &f->cfg;
   const int64_t H = c->H, I = c->I_s;
   const size_t es = pl_dtype_size(c->dt);
   pl_dev *dev = f->dev;
   /* the SwiGLU again: gu = h·W_up, a = swiglu(gu) */
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
-                        "activations", s, gu);
-  if (st == PL_OK)
-    st = pl_gemm(s, false, false, N, 2 * I, H, 1.f, h, H, f->w_up, 2 * I, 0.f,
-                 *gu, 2 * I, c->dt, c->dt);
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
-                        "activations", s, a);
-  if (st == PL_OK)
-    st = pl__swiglu_fwd(s, *gu, *a, N, I, c->dt);
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
+                        "activations", s, gu));
+  PL_TRY(pl_gemm(s, false, false, N, 2 * I, H, 1.f, h, H, f->w_up, 2 * I, 0.f,
+                 *gu, 2 * I, c->dt, c->dt));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
+                        "activations", s, a));
+  PL_TRY(pl__swiglu_fwd(s, *gu, *a, N, I, c->dt));
   /* g_down += aᵀ·dy;  da = dy·W_downᵀ;  dgu = pl__swiglu_bwd(gu, da) */
-  if (st == PL_OK)
-    st = pl_gemm(s, true, false, I, H, N, 1.f, *a, I, dy, H, 1.f, f->g_down, H,
-                 c->dt, PL_F32);
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
-                        "activations", s, da);
-  if (st == PL_OK)
-    st = pl_gemm(s, false, true, N, I, H, 1.f, dy, H, f->w_down, H, 0.f, *da,
-                 I, c->dt, c->dt);
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
-                        "activations", s, dgu);
-  if (st == PL_OK)
-    st = pl__swiglu_bwd(s, *gu, *da, *dgu, N, I, c->dt);
+  PL_TRY(pl_gemm(s, true, false, I, H, N, 1.f, *a, I, dy, H, 1.f, f->g_down, H,
+                 c->dt, PL_F32));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * I) * es,
+                        "activations", s, da));
+  PL_TRY(pl_gemm(s, false, true, N, I, H, 1.f, dy, H, f->w_down, H, 0.f, *da, I,
+                 c->dt, c->dt));
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * 2 * I) * es,
+                        "activations", s, dgu));
+  PL_TRY(pl__swiglu_bwd(s, *gu, *da, *dgu, N, I, c->dt));
   /* g_up += hᵀ·dgu;  dh += dgu·W_upᵀ (f32) */
-  if (st == PL_OK)
-    st = pl_gemm(s, true, false, H, 2 * I, N, 1.f, h, H, *dgu, 2 * I, 1.f,
-                 f->g_up, 2 * I, c->dt, PL_F32);
-  if (st == PL_OK)
-    st = pl_gemm(s, false, true, N, H, 2 * I, 1.f, *dgu, 2 * I, f->w_up, 2 * I,
+  PL_TRY(pl_gemm(s, true, false, H, 2 * I, N, 1.f, h, H, *dgu, 2 * I, 1.f,
+                 f->g_up, 2 * I, c->dt, PL_F32));
+  return pl_gemm(s, false, true, N, H, 2 * I, 1.f, *dgu, 2 * I, f->w_up, 2 * I,
                  1.f, dh32, H, c->dt, PL_F32);
-  return st;
 }
 
 pl_status pl_moe_ffn_backward(pl_moe_ffn *f, pl_stream *s, const void *x,
@@ -263,74 +250,84 @@ pl_status pl_moe_ffn_backward(pl_moe_ffn *f, pl_stream *s, const void *x,
   void *dlog = NULL, *dh = NULL, *tmp = NULL;
   float *dh32 = NULL, *dw = NULL, *scr = NULL;
   route r = {0};
-  pl_status st =
-      pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &h);
-  if (st == PL_OK && N > 0)
-    st = pl__rmsnorm_fwd(s, x, f->w_n, h, N, H, f->eps, c->dt);
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * 4, "activations", s,
-                        (void **)&dh32);
-  if (st == PL_OK && N > 0)
-    st = pl_fill(s, dh32, PL_F32, nh, 0.0);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(
+      st, done,
+      pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &h));
+  if (N > 0)
+    PL_TRY_GOTO(st, done,
+                pl__rmsnorm_fwd(s, x, f->w_n, h, N, H, f->eps, c->dt));
+  PL_TRY_GOTO(st, done,
+              pl_alloc_async(dev, PL_ARENA_DEVICE, nh * 4, "activations", s,
+                             (void **)&dh32));
+  if (N > 0)
+    PL_TRY_GOTO(st, done, pl_fill(s, dh32, PL_F32, nh, 0.0));
   if (f->moe) {
     /* the route weights again (same routes); the forward's context, or a
      * new forward on them when it was not kept */
     const bool need_ctx = f->ctx == NULL;
-    if (st == PL_OK)
-      st = route_fwd(f, s, h, N, need_ctx, &r);
+    PL_TRY_GOTO(st, done, route_fwd(f, s, h, N, need_ctx, &r));
     if (need_ctx) {
-      if (st == PL_OK)
-        st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s,
-                            &tmp);
+      PL_TRY_GOTO(st, done,
+                  pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations",
+                                 s, &tmp));
       pl_moe_stats scratch_stats;
-      if (st == PL_OK)
-        land(f, &r, N);
-      if (st == PL_OK)
-        st = pl_moe_forward(f->moe, &f->ew, h, N, r.hidx, r.w, tmp, &f->ctx,
-                            &scratch_stats);
+      land(f, &r, N);
+      PL_TRY_GOTO(st, done,
+                  pl_moe_forward(f->moe, &f->ew, h, N, r.hidx, r.w, tmp,
+                                 &f->ctx, &scratch_stats));
       pl_free_async(dev, tmp, s);
       tmp = NULL;
     }
-    if (st == PL_OK)
-      st =
-          pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &dhe);
-    if (st == PL_OK)
-      st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * c->k * 4, "router",
-                          s, (void **)&dw);
-    if (st == PL_OK)
-      st = pl_moe_backward(f->moe, f->ctx, &f->ew, h, r.w, dy, dhe, dw, &f->eg);
+    PL_TRY_GOTO(
+        st, done,
+        pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &dhe));
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * c->k * 4,
+                               "router", s, (void **)&dw));
+    PL_TRY_GOTO(
+        st, done,
+        pl_moe_backward(f->moe, f->ctx, &f->ew, h, r.w, dy, dhe, dw, &f->eg));
     pl_moe_ctx_free(f->ctx);
     f->ctx = NULL;
-    if (st == PL_OK && N > 0)
-      st = pl_axpy(s, dh32, PL_F32, dhe, c->dt, nh, 1.0f);
+    if (N > 0)
+      PL_TRY_GOTO(st, done, pl_axpy(s, dh32, PL_F32, dhe, c->dt, nh, 1.0f));
     /* the router: dw -> dlogits -> dh_router, dW_r */
-    if (st == PL_OK)
-      st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * c->E * es, "router",
-                          s, &dlog);
-    if (st == PL_OK)
-      st =
-          pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &dhr);
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * c->E * es,
+                               "router", s, &dlog));
+    PL_TRY_GOTO(
+        st, done,
+        pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &dhr));
     pl_router_shape rs = {
         .N = N, .H = H, .E = c->E, .k = c->k, .renorm = c->renorm, .dt = c->dt};
-    if (st == PL_OK)
-      st = pl_router_bwd(s, &rs, h, f->w_r, r.probs, r.idx, r.w, dw, dlog, dhr,
-                         f->g_r);
-    if (st == PL_OK && N > 0)
-      st = pl_axpy(s, dh32, PL_F32, dhr, c->dt, nh, 1.0f);
+    PL_TRY_GOTO(st, done,
+                pl_router_bwd(s, &rs, h, f->w_r, r.probs, r.idx, r.w, dw, dlog,
+                              dhr, f->g_r));
+    if (N > 0)
+      PL_TRY_GOTO(st, done, pl_axpy(s, dh32, PL_F32, dhr, c->dt, nh, 1.0f));
   }
   if (I > 0 && N > 0)
-    st = shared_bwd(f, s, st, h, dy, dh32, N, &gu, &a, &da, &dgu);
+    PL_TRY_GOTO(st, done, shared_bwd(f, s, h, dy, dh32, N, &gu, &a, &da, &dgu));
   /* dx = dy + pl__rmsnorm_bwd(x, w_n, dh);  g_n += ... */
-  if (st == PL_OK)
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &dh);
-  if (st == PL_OK && N > 0)
-    st = pl_convert(s, dh, c->dt, dh32, PL_F32, nh);
-  if (st == PL_OK && N > 0 && pl__allocs_as_cuda(s))
-    st = pl_alloc_async(dev, PL_ARENA_DEVICE, pl__rmsnorm_bwd_scratch(N, H) * 4,
-                        "activations", s, (void **)&scr);
-  if (st == PL_OK && N > 0)
-    st =
-        pl__rmsnorm_bwd(s, x, f->w_n, dh, dy, dx, f->g_n, scr, N, H, f->eps, c->dt);
+  PL_TRY_GOTO(
+      st, done,
+      pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &dh));
+  if (N > 0)
+    PL_TRY_GOTO(st, done, pl_convert(s, dh, c->dt, dh32, PL_F32, nh));
+  if (N > 0 && pl__allocs_as_cuda(s))
+    PL_TRY_GOTO(st, done,
+                pl_alloc_async(dev, PL_ARENA_DEVICE,
+                               pl__rmsnorm_bwd_scratch(N, H) * 4, "activations",
+                               s, (void **)&scr));
+  if (N > 0)
+    PL_TRY_GOTO(st, done,
+                pl__rmsnorm_bwd(s, x, f->w_n, dh, dy, dx, f->g_n, scr, N, H,
+                                f->eps, c->dt));
+done:
+  /* after a failure: the MoE layer's context too (freed above otherwise) */
+  pl_moe_ctx_free(f->ctx);
+  f->ctx = NULL;
   route_free(f, s, &r);
   void *ps[] = {h, gu, a, da, dgu, dhe, dhr, dlog, dh, tmp, dh32, dw, scr};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)

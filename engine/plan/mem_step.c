@@ -396,19 +396,18 @@ static pl_status replay_rank(const pl_model_cfg *m, const pl_plan_cfg *c,
   rctx *x = calloc(1, sizeof *x);
   if (!x)
     return pl_set_error(PL_ENOMEM, "plan: host");
-  pl_status st = open_replay(m, c, mc, rank, x);
-  if (st == PL_OK)
-    st = layers_setup(x, worst, out);
-  if (st == PL_OK) {
-    replay_states(x, out);
-    for (int mi = 0; mi < c->sc.micro; mi++) {
-      replay_forward(x);
-      replay_head(x, mi > 0);
-      replay_backward(x, mi > 0);
-    }
-    pl__sym_phase(&x->t, "optimizer", -1, NULL); /* no device transients */
-    export_result(x, out);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, open_replay(m, c, mc, rank, x));
+  PL_TRY_GOTO(st, done, layers_setup(x, worst, out));
+  replay_states(x, out);
+  for (int mi = 0; mi < c->sc.micro; mi++) {
+    replay_forward(x);
+    replay_head(x, mi > 0);
+    replay_backward(x, mi > 0);
   }
+  pl__sym_phase(&x->t, "optimizer", -1, NULL); /* no device transients */
+  export_result(x, out);
+done:
   close_replay(x);
   free(x);
   return st;
@@ -432,9 +431,10 @@ pl_status pl__plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
   pl_plan_mem *w = malloc(sizeof *w);
   if (!w)
     return pl_set_error(PL_ENOMEM, "plan: host");
-  pl_status st = replay_rank(m, c, mc, rank, true, w);
-  if (st == PL_OK)
-    out->dev_worst = w->dev_peak;
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, replay_rank(m, c, mc, rank, true, w));
+  out->dev_worst = w->dev_peak;
+done:
   free(w);
   return st;
 }

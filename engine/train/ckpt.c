@@ -35,24 +35,37 @@ struct pl_ckpt_stack {
   double d2h_ms, h2d_ms;                  /* the last step's copies */
 };
 
-pl_status pl_ckpt_create(pl_dev *dev, int L, void *const *layers, const pl_layer_ops *ops, int64_t H,
-                         pl_dtype dt, pl_ckpt_stack **out) {
+pl_status pl_ckpt_create(pl_dev *dev, int L, void *const *layers,
+                         const pl_layer_ops *ops, int64_t H, pl_dtype dt,
+                         pl_ckpt_stack **out) {
   *out = NULL;
-  if (L < 1) return pl_set_error(PL_EINVAL, "checkpoint stack: L=%d (must be >= 1)", L);
-  if (H <= 0) return pl_set_error(PL_EINVAL, "checkpoint stack: H=%lld (must be > 0)", (long long)H);
+  if (L < 1)
+    return pl_set_error(PL_EINVAL, "checkpoint stack: L=%d (must be >= 1)", L);
+  if (H <= 0)
+    return pl_set_error(PL_EINVAL, "checkpoint stack: H=%lld (must be > 0)",
+                        (long long)H);
   pl_ckpt_stack *st = calloc(1, sizeof *st);
-  if (!st) return pl_set_error(PL_ENOMEM, "checkpoint stack: out of host memory");
-  st->dev = dev, st->L = L, st->layers = layers, st->ops = ops, st->H = H, st->dt = dt;
-  pl_event ***sets[] = {&st->produced, &st->fwd_done, &st->offloaded, &st->restored};
+  if (!st)
+    return pl_set_error(PL_ENOMEM, "checkpoint stack: out of host memory");
+  st->dev = dev, st->L = L, st->layers = layers, st->ops = ops, st->H = H,
+  st->dt = dt;
+  pl_event ***sets[] = {&st->produced, &st->fwd_done, &st->offloaded,
+                        &st->restored};
   pl_status s = PL_OK;
   for (int k = 0; k < 4 && s == PL_OK; k++) {
     *sets[k] = calloc((size_t)L + 1, sizeof(pl_event *));
-    if (!*sets[k]) s = pl_set_error(PL_ENOMEM, "checkpoint stack: out of host memory");
-    for (int l = 0; l <= L && s == PL_OK; l++) s = pl_event_create(dev, &(*sets[k])[l]);
+    if (!*sets[k])
+      s = pl_set_error(PL_ENOMEM, "checkpoint stack: out of host memory");
+    for (int l = 0; l <= L && s == PL_OK; l++)
+      s = pl_event_create(dev, &(*sets[k])[l]);
   }
-  if (s == PL_OK) s = pl_stream_create(dev, &st->copy);
-  if (s == PL_OK) s = pl_stream_create(dev, &st->restore);
-  if (s == PL_OK) s = pl_alloc(dev, PL_ARENA_DEVICE, sizeof(float), "activations", (void **)&st->loss_dev);
+  if (s == PL_OK)
+    s = pl_stream_create(dev, &st->copy);
+  if (s == PL_OK)
+    s = pl_stream_create(dev, &st->restore);
+  if (s == PL_OK)
+    s = pl_alloc(dev, PL_ARENA_DEVICE, sizeof(float), "activations",
+                 (void **)&st->loss_dev);
   if (s != PL_OK) {
     pl_ckpt_destroy(st);
     return s;
@@ -62,13 +75,15 @@ pl_status pl_ckpt_create(pl_dev *dev, int L, void *const *layers, const pl_layer
 }
 
 void pl_ckpt_destroy(pl_ckpt_stack *st) {
-  if (!st) return;
+  if (!st)
+    return;
   pl_dev_sync(st->dev);
   pl_event **sets[] = {st->produced, st->fwd_done,   st->offloaded,
                        st->restored, st->copy_start, st->restore_start};
   for (int k = 0; k < 6; k++) {
     for (int l = 0; sets[k] && l <= st->L; l++)
-      if (sets[k][l]) pl_event_destroy(sets[k][l]);
+      if (sets[k][l])
+        pl_event_destroy(sets[k][l]);
     free(sets[k]);
   }
   pl_stream_destroy(st->copy);
@@ -77,7 +92,9 @@ void pl_ckpt_destroy(pl_ckpt_stack *st) {
   free(st);
 }
 
-void pl_ckpt_set_profile(pl_ckpt_stack *st, bool on) { st->profile = on; }
+void pl_ckpt_set_profile(pl_ckpt_stack *st, bool on) {
+  st->profile = on;
+}
 
 void pl_ckpt_copy_ms(const pl_ckpt_stack *st, double *d2h_ms, double *h2d_ms) {
   *d2h_ms = st->d2h_ms;
@@ -85,17 +102,22 @@ void pl_ckpt_copy_ms(const pl_ckpt_stack *st, double *d2h_ms, double *h2d_ms) {
 }
 
 /* The profile's start event of layer l's copy (created on first use). */
-static pl_status start_event(pl_ckpt_stack *st, pl_event ***set, int l, pl_stream *s) {
-  if (!st->profile) return PL_OK;
+static pl_status start_event(pl_ckpt_stack *st, pl_event ***set, int l,
+                             pl_stream *s) {
+  if (!st->profile)
+    return PL_OK;
   if (!*set && !(*set = calloc((size_t)st->L + 1, sizeof(pl_event *))))
     return pl_set_error(PL_ENOMEM, "checkpoint stack: out of host memory");
-  if (!(*set)[l]) PL_TRY(pl_event_create(st->dev, &(*set)[l]));
+  if (!(*set)[l])
+    PL_TRY(pl_event_create(st->dev, &(*set)[l]));
   return pl_event_record((*set)[l], s);
 }
 
 /* Start bringing h_ℓ back from its pinned slot (restore stream). */
-static pl_status issue_restore(pl_ckpt_stack *st, pl_sco *sco, int l, void **h, size_t bytes) {
-  PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "boundary", st->restore, &h[l]));
+static pl_status issue_restore(pl_ckpt_stack *st, pl_sco *sco, int l, void **h,
+                               size_t bytes) {
+  PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "boundary",
+                        st->restore, &h[l]));
   PL_TRY(pl_stream_wait(st->restore, st->offloaded[l]));
   PL_TRY(start_event(st, &st->restore_start, l, st->restore));
   PL_TRY(pl_memcpy_async(st->restore, h[l], pl_sco_slot(sco, l), bytes));
@@ -105,9 +127,11 @@ static pl_status issue_restore(pl_ckpt_stack *st, pl_sco *sco, int l, void **h, 
 /* After the step: the copies' times from the profile's events. */
 static pl_status copy_times(pl_ckpt_stack *st, pl_sco *sco) {
   st->d2h_ms = st->h2d_ms = 0;
-  if (!st->profile) return PL_OK;
+  if (!st->profile)
+    return PL_OK;
   for (int l = 0; l < st->L; l++) {
-    if (!pl_sco_selected(sco, l)) continue;
+    if (!pl_sco_selected(sco, l))
+      continue;
     float a = 0, b = 0;
     PL_TRY(pl_event_elapsed_ms(st->copy_start[l], st->offloaded[l], &a));
     PL_TRY(pl_event_elapsed_ms(st->restore_start[l], st->restored[l], &b));
@@ -116,23 +140,133 @@ static pl_status copy_times(pl_ckpt_stack *st, pl_sco *sco) {
   return PL_OK;
 }
 
-static pl_status step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const void *g,
-                      const pl_ckpt_head *head, void *dx0, int64_t N, double *loss);
+static pl_status step(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
+                      const void *g, const pl_ckpt_head *head, void *dx0,
+                      int64_t N, double *loss);
 
-pl_status pl_ckpt_step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const void *g, void *dx0,
-                       int64_t N, double *loss) {
+pl_status pl_ckpt_step(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
+                       const void *g, void *dx0, int64_t N, double *loss) {
   return step(st, sco, x0, g, NULL, dx0, N, loss);
 }
 
 pl_status pl_ckpt_step_head(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
-                            const pl_ckpt_head *head, void *dx0, int64_t N, double *loss) {
-  if (!head || !head->run) return pl_set_error(PL_EINVAL, "checkpoint step: no head");
+                            const pl_ckpt_head *head, void *dx0, int64_t N,
+                            double *loss) {
+  if (!head || !head->run)
+    return pl_set_error(PL_EINVAL, "checkpoint step: no head");
   return step(st, sco, x0, NULL, head, dx0, N, loss);
 }
 
-static pl_status step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const void *g,
-                      const pl_ckpt_head *head, void *dx0, int64_t N, double *loss) {
-  if (N < 0) return pl_set_error(PL_EINVAL, "checkpoint step: N=%lld (must be >= 0)", (long long)N);
+/* The forward: h_0 = x0, the layers (a selected boundary offloaded on the copy
+ * stream and freed there), then the head (dL/dh_L into gbuf[1]) or the loss
+ * GEMM; h_L freed.  step frees what h and gbuf hold, also after a failure. */
+static pl_status step_fwd(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
+                          const void *g, const pl_ckpt_head *head, void **h,
+                          void **gbuf, size_t bytes, int64_t N,
+                          double *head_loss) {
+  const int L = st->L;
+  pl_stream *cs = pl_dev_stream(st->dev);
+  PL_TRY(
+      pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "boundary", cs, &h[0]));
+  PL_TRY(pl_memcpy_async(cs, h[0], x0, bytes));
+  PL_TRY(pl_event_record(st->produced[0], cs));
+  for (int l = 0; l < L; l++) {
+    PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes,
+                          l + 1 < L ? "boundary" : "output", cs, &h[l + 1]));
+    PL_TRY(st->ops->forward(st->layers[l], cs, h[l], h[l + 1], N));
+    PL_TRY(pl_event_record(st->fwd_done[l], cs));
+    PL_TRY(pl_event_record(st->produced[l + 1], cs));
+    if (pl_sco_selected(sco, l)) {
+      /* the copy may start as soon as h_ℓ exists (it runs beside f_ℓ, which
+       * only reads h_ℓ); the free waits for both the copy and f_ℓ */
+      PL_TRY(pl_stream_wait(st->copy, st->produced[l]));
+      PL_TRY(start_event(st, &st->copy_start, l, st->copy));
+      PL_TRY(pl_memcpy_async(st->copy, pl_sco_slot(sco, l), h[l], bytes));
+      PL_TRY(pl_event_record(st->offloaded[l], st->copy));
+      PL_TRY(pl_stream_wait(st->copy, st->fwd_done[l]));
+      pl_free_async(st->dev, h[l], st->copy);
+      h[l] = NULL;
+    }
+  }
+  if (head) {
+    /* the head writes dL/dh_L into gbuf[1], which layer L−1 reads */
+    PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs,
+                          &gbuf[1]));
+    PL_TRY(head->run(head->ctx, cs, h[L], gbuf[1], N, head_loss));
+  } else if (N > 0) {
+    /* loss = Σ h_L ⊙ g: a 1×1×(N·H) GEMM with fp32 accumulation */
+    PL_TRY(pl_gemm(cs, false, false, 1, 1, N * st->H, 1.0f, h[L], N * st->H, g,
+                   1, 0.0f, st->loss_dev, 1, st->dt, PL_F32));
+  }
+  pl_free_async(st->dev, h[L], cs);
+  h[L] = NULL;
+  return PL_OK;
+}
+
+/* The backward from dy = dL/dh_L: per layer (descending) wait for the restore
+ * of h_ℓ, start the one of h_{ℓ−1}, recompute and backpropagate f_ℓ, free
+ * h_ℓ.  step frees what h and gbuf hold, also after a failure. */
+static pl_status step_bwd(pl_ckpt_stack *st, pl_sco *sco, const void *dy,
+                          void *dx0, void **h, void **gbuf, size_t bytes,
+                          int64_t N) {
+  const int L = st->L;
+  pl_stream *cs = pl_dev_stream(st->dev);
+  int restoring =
+      -1; /* layer whose restore has been issued, not yet consumed */
+  PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs,
+                        &gbuf[0]));
+  if (!gbuf[1])
+    PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs,
+                          &gbuf[1]));
+  for (int l = L - 1; l >= 0; l--) {
+    if (pl_sco_selected(sco, l)) {
+      if (restoring != l)
+        PL_TRY(issue_restore(st, sco, l, h, bytes));
+      PL_TRY(pl_stream_wait(cs, st->restored[l]));
+      restoring = -1;
+    }
+    if (l > 0 && pl_sco_selected(sco, l - 1)) { /* one-layer prefetch */
+      PL_TRY(issue_restore(st, sco, l - 1, h, bytes));
+      restoring = l - 1;
+    }
+    void *dx = l == 0 ? dx0 : gbuf[(L - 1 - l) % 2];
+    PL_TRY(st->ops->backward(st->layers[l], cs, h[l], dy, dx, N));
+    pl_free_async(st->dev, h[l], cs);
+    h[l] = NULL;
+    dy = dx;
+  }
+  return PL_OK;
+}
+
+/* After the step's frees: wait for everything, the copies' times, the loss. */
+static pl_status step_end(pl_ckpt_stack *st, pl_sco *sco,
+                          const pl_ckpt_head *head, double head_loss, int64_t N,
+                          double *loss) {
+  pl_stream *cs = pl_dev_stream(st->dev);
+  PL_TRY(pl_dev_sync(st->dev));
+  PL_TRY(copy_times(st, sco));
+  if (head) {
+    *loss = head_loss;
+    return PL_OK;
+  }
+  if (N <= 0)
+    return PL_OK;
+  /* read the loss once everything has run */
+  float lhost = 0;
+  pl_status s = PL_OK;
+  PL_TRY_GOTO(s, done, pl_memcpy_async(cs, &lhost, st->loss_dev, sizeof lhost));
+  PL_TRY_GOTO(s, done, pl_stream_sync(cs));
+done:
+  *loss = lhost;
+  return s;
+}
+
+static pl_status step(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
+                      const void *g, const pl_ckpt_head *head, void *dx0,
+                      int64_t N, double *loss) {
+  if (N < 0)
+    return pl_set_error(PL_EINVAL, "checkpoint step: N=%lld (must be >= 0)",
+                        (long long)N);
   *loss = 0;
   const int L = st->L;
   pl_stream *cs = pl_dev_stream(st->dev);
@@ -140,106 +274,49 @@ static pl_status step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const void
   void **h = calloc((size_t)L + 1, sizeof *h);
   void *gbuf[2] = {NULL, NULL};
   double head_loss = 0;
-  int restoring = -1; /* layer whose restore has been issued, not yet consumed */
-  if (!h) return pl_set_error(PL_ENOMEM, "checkpoint step: out of host memory");
+  if (!h)
+    return pl_set_error(PL_ENOMEM, "checkpoint step: out of host memory");
   pl_status s = pl_sco_begin_step(sco);
   if (s != PL_OK) {
     free(h);
     return s;
   }
-
-  /* ---- forward ---- */
-  if ((s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "boundary", cs, &h[0])) ||
-      (s = pl_memcpy_async(cs, h[0], x0, bytes)) || (s = pl_event_record(st->produced[0], cs)))
-    goto out;
-  for (int l = 0; l < L; l++) {
-    if ((s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, l + 1 < L ? "boundary" : "output", cs, &h[l + 1])) ||
-        (s = st->ops->forward(st->layers[l], cs, h[l], h[l + 1], N)) ||
-        (s = pl_event_record(st->fwd_done[l], cs)) || (s = pl_event_record(st->produced[l + 1], cs)))
-      goto out;
-    if (pl_sco_selected(sco, l)) {
-      /* the copy may start as soon as h_ℓ exists (it runs beside f_ℓ, which
-       * only reads h_ℓ); the free waits for both the copy and f_ℓ */
-      if ((s = pl_stream_wait(st->copy, st->produced[l])) ||
-          (s = start_event(st, &st->copy_start, l, st->copy)) ||
-          (s = pl_memcpy_async(st->copy, pl_sco_slot(sco, l), h[l], bytes)) ||
-          (s = pl_event_record(st->offloaded[l], st->copy)) ||
-          (s = pl_stream_wait(st->copy, st->fwd_done[l])))
-        goto out;
-      pl_free_async(st->dev, h[l], st->copy);
-      h[l] = NULL;
-    }
-  }
-  const void *dy = g;
-  if (head) {
-    /* the head writes dL/dh_L into gbuf[1], which layer L−1 reads */
-    if ((s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs, &gbuf[1])) ||
-        (s = head->run(head->ctx, cs, h[L], gbuf[1], N, &head_loss)))
-      goto out;
-    dy = gbuf[1];
-  } else if (N > 0 && (s = pl_gemm(cs, false, false, 1, 1, N * st->H, 1.0f, h[L], N * st->H, g, 1,
-                                   0.0f, st->loss_dev, 1, st->dt, PL_F32))) {
-    /* loss = Σ h_L ⊙ g: a 1×1×(N·H) GEMM with fp32 accumulation */
-    goto out;
-  }
-  pl_free_async(st->dev, h[L], cs);
-  h[L] = NULL;
-
-  /* ---- backward ---- */
-  if ((s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs, &gbuf[0])) ||
-      (!gbuf[1] && (s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs, &gbuf[1]))))
-    goto out;
-  for (int l = L - 1; l >= 0; l--) {
-    if (pl_sco_selected(sco, l)) {
-      if (restoring != l && (s = issue_restore(st, sco, l, h, bytes))) goto out;
-      if ((s = pl_stream_wait(cs, st->restored[l]))) goto out;
-      restoring = -1;
-    }
-    if (l > 0 && pl_sco_selected(sco, l - 1)) { /* one-layer prefetch */
-      if ((s = issue_restore(st, sco, l - 1, h, bytes))) goto out;
-      restoring = l - 1;
-    }
-    void *dx = l == 0 ? dx0 : gbuf[(L - 1 - l) % 2];
-    if ((s = st->ops->backward(st->layers[l], cs, h[l], dy, dx, N))) goto out;
-    pl_free_async(st->dev, h[l], cs);
-    h[l] = NULL;
-    dy = dx;
-  }
+  PL_TRY_GOTO(s, out,
+              step_fwd(st, sco, x0, g, head, h, gbuf, bytes, N, &head_loss));
+  PL_TRY_GOTO(s, out,
+              step_bwd(st, sco, head ? gbuf[1] : g, dx0, h, gbuf, bytes, N));
 out:
   /* on failure, let every stream drain before freeing what they may use */
-  if (s != PL_OK) pl_dev_sync(st->dev);
-  for (int l = 0; l <= L; l++) pl_free_async(st->dev, h[l], cs);
+  if (s != PL_OK)
+    pl_dev_sync(st->dev);
+  for (int l = 0; l <= L; l++)
+    pl_free_async(st->dev, h[l], cs);
   pl_free_async(st->dev, gbuf[0], cs);
   pl_free_async(st->dev, gbuf[1], cs);
   free(h);
-  if (s == PL_OK) s = pl_dev_sync(st->dev);
-  if (s == PL_OK) s = copy_times(st, sco);
-  if (s == PL_OK && head) {
-    *loss = head_loss;
-  } else if (s == PL_OK && N > 0) { /* read the loss once everything has run */
-    float lhost = 0;
-    s = pl_memcpy_async(cs, &lhost, st->loss_dev, sizeof lhost);
-    if (s == PL_OK) s = pl_stream_sync(cs);
-    *loss = lhost;
-  }
+  if (s == PL_OK)
+    s = step_end(st, sco, head, head_loss, N, loss); /* after the frees */
   pl_status e = pl_sco_end_step(sco);
   return s != PL_OK ? s : e;
 }
 
 /* ---- the model's layers as runner layers ---- */
-static pl_status mlp_fwd(void *layer, pl_stream *s, const void *x, void *y, int64_t N) {
+static pl_status mlp_fwd(void *layer, pl_stream *s, const void *x, void *y,
+                         int64_t N) {
   return pl_mlp_block_forward(layer, s, x, y, N);
 }
-static pl_status mlp_bwd(void *layer, pl_stream *s, const void *x, const void *dy, void *dx, int64_t N) {
+static pl_status mlp_bwd(void *layer, pl_stream *s, const void *x,
+                         const void *dy, void *dx, int64_t N) {
   return pl_mlp_block_backward(layer, s, x, dy, dx, N);
 }
 const pl_layer_ops pl_mlp_block_layer_ops = {mlp_fwd, mlp_bwd};
 
-static pl_status layer_fwd(void *layer, pl_stream *s, const void *x, void *y, int64_t N) {
+static pl_status layer_fwd(void *layer, pl_stream *s, const void *x, void *y,
+                           int64_t N) {
   return pl_layer_forward(layer, s, x, y, N);
 }
-static pl_status layer_bwd(void *layer, pl_stream *s, const void *x, const void *dy, void *dx,
-                           int64_t N) {
+static pl_status layer_bwd(void *layer, pl_stream *s, const void *x,
+                           const void *dy, void *dx, int64_t N) {
   return pl_layer_backward(layer, s, x, dy, dx, N);
 }
 const pl_layer_ops pl_decoder_layer_ops = {layer_fwd, layer_bwd};

@@ -136,8 +136,8 @@ pl_status pl__step_master_put(pl_trainer *t, pl_stream *s, size_t i,
 }
 
 /* The master's flat elements [i, i + n) into dst (stream-ordered on s). */
-pl_status pl__step_master_get(pl_trainer *t, pl_stream *s, size_t i,
-                              float *dst, size_t n) {
+pl_status pl__step_master_get(pl_trainer *t, pl_stream *s, size_t i, float *dst,
+                              size_t n) {
   const size_t lo = t->state.numel - t->state.resident;
   if (i < lo && n > 0) {
     const size_t k = n < lo - i ? n : lo - i;
@@ -158,18 +158,18 @@ static pl_status init_range(pl_trainer *t, int pi, void *dst, size_t flat,
   PL_TRY(pl_alloc(t->dev, PL_ARENA_DEVICE, (n < chunk ? n : chunk) * 4 + 4,
                   "init", (void **)&tmp));
   pl_status st = PL_OK;
-  for (size_t d = 0; d < n && st == PL_OK; d += chunk) {
+  for (size_t d = 0; d < n; d += chunk) {
     const size_t k = n - d < chunk ? n - d : chunk;
-    st = pl_rng_fill(s, tmp, PL_F32, k, param_seed(t, pi), first + d, p->dist,
-                     p->a, p->b);
-    if (st == PL_OK)
-      st =
-          pl_convert(s, (char *)dst + d * t->elem_bytes, t->dt, tmp, PL_F32, k);
-    if (st == PL_OK)
-      st = pl__step_master_put(t, s, flat + d, tmp, k);
-    if (st == PL_OK)
-      st = pl_stream_sync(s);
+    PL_TRY_GOTO(st, done,
+                pl_rng_fill(s, tmp, PL_F32, k, param_seed(t, pi), first + d,
+                            p->dist, p->a, p->b));
+    PL_TRY_GOTO(
+        st, done,
+        pl_convert(s, (char *)dst + d * t->elem_bytes, t->dt, tmp, PL_F32, k));
+    PL_TRY_GOTO(st, done, pl__step_master_put(t, s, flat + d, tmp, k));
+    PL_TRY_GOTO(st, done, pl_stream_sync(s));
   }
+done:
   pl_free(t->dev, tmp);
   return st;
 }
@@ -371,11 +371,10 @@ static pl_status make_units(pl_trainer *t) {
   pl_zero3_unit_cfg *uc = calloc((size_t)t->nunits, sizeof *uc);
   pl_status st = PL_OK;
   if (!t->layers || !t->layer_ctx || !unit_numel || !uc)
-    st = pl_set_error(PL_ENOMEM, "trainer: host");
-  if (st == PL_OK)
-    st = plan_params(t, unit_numel);
+    PL_TRY_GOTO(st, done, pl_set_error(PL_ENOMEM, "trainer: host"));
+  PL_TRY_GOTO(st, done, plan_params(t, unit_numel));
   char names[64][24];
-  for (int u = 0; st == PL_OK && u < t->nunits; u++) {
+  for (int u = 0; u < t->nunits; u++) {
     const char *nm = u == t->u_emb ? "embed" : u == t->u_head ? "head" : NULL;
     if (!nm && u < 64) {
       snprintf(names[u], sizeof names[u], "layer%d", u - 1);
@@ -386,8 +385,8 @@ static pl_status make_units(pl_trainer *t) {
         nm ? nm : "layer", unit_numel[u], head_vp ? t->lay->hrep : t->lay->zero,
         head_vp ? t->plan.head_vsize : t->plan.zero_vsize};
   }
-  if (st == PL_OK)
-    st = pl_zero3_create(t->dev, t->dt, t->nunits, uc, &t->units);
+  st = pl_zero3_create(t->dev, t->dt, t->nunits, uc, &t->units);
+done:
   free(unit_numel);
   free(uc);
   if (st != PL_OK)
@@ -590,38 +589,26 @@ pl_status pl_trainer_create(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
   t->dt = sc->dt, t->elem_bytes = pl_dtype_size(sc->dt);
   t->head = sc->head ? sc->head : &pl_head_ring;
   t->optim = sc->optim ? sc->optim : &pl_optim_stream;
-  pl_status st = pl_layout_create(world, m, lc, S, &t->lay);
-  if (st == PL_OK) {
-    t->plan = t->lay->plan;
-    t->N = t->plan.N, t->H = m->H;
-    t->head_cols = t->head->vocab_parallel ? t->plan.v_cols : m->V;
-    st = make_units(t);
-  }
-  if (st == PL_OK)
-    st = make_moe(t);
-  if (st == PL_OK)
-    st = make_layers(t);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, fail, pl_layout_create(world, m, lc, S, &t->lay));
+  t->plan = t->lay->plan;
+  t->N = t->plan.N, t->H = m->H;
+  t->head_cols = t->head->vocab_parallel ? t->plan.v_cols : m->V;
+  PL_TRY_GOTO(st, fail, make_units(t));
+  PL_TRY_GOTO(st, fail, make_moe(t));
+  PL_TRY_GOTO(st, fail, make_layers(t));
   /* expert groups smaller than the world: the expert units */
-  if (st == PL_OK)
-    st = pl__ep_create(t);
-  if (st == PL_OK)
-    st = make_runners(t);
-  if (st == PL_OK)
-    st = alloc_batch(t);
-  if (st == PL_OK)
-    st = list_optim_params(t);
-  if (st == PL_OK)
-    st = alloc_state(t);
-  if (st == PL_OK)
-    st = init_weights(t);
-  if (st == PL_OK)
-    st = make_optimizer(t);
-  if (st == PL_OK)
-    st = pl_dev_sync(dev);
-  if (st != PL_OK) {
-    pl_trainer_destroy(t);
-    return st;
-  }
+  PL_TRY_GOTO(st, fail, pl__ep_create(t));
+  PL_TRY_GOTO(st, fail, make_runners(t));
+  PL_TRY_GOTO(st, fail, alloc_batch(t));
+  PL_TRY_GOTO(st, fail, list_optim_params(t));
+  PL_TRY_GOTO(st, fail, alloc_state(t));
+  PL_TRY_GOTO(st, fail, init_weights(t));
+  PL_TRY_GOTO(st, fail, make_optimizer(t));
+  PL_TRY_GOTO(st, fail, pl_dev_sync(dev));
   *out = t;
   return PL_OK;
+fail:
+  pl_trainer_destroy(t);
+  return st;
 }

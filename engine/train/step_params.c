@@ -78,66 +78,17 @@ fail:
   return st;
 }
 
-pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
-  if (i < 0 || i >= t->nparams)
-    return pl_set_error(PL_EINVAL, "trainer: parameter %d of %d", i,
-                        t->nparams);
-  if (t->plan.W_v != t->plan.W)
-    return pl_set_error(PL_EUNSUPPORTED,
-                        "trainer: gather in a proxy (W_v=%d, W=%d): the full "
-                        "tensors are not on the present ranks",
-                        t->plan.W_v, t->plan.W);
-  const pl__tparam *p = &t->params[i];
-  const pl_dtype dt = grad ? PL_F32 : t->dt;
-  void *buf = NULL, *unit = NULL, *dmine = NULL, *dall = NULL;
-  float *mine = NULL, *all = NULL;
-  pl_status st = PL_OK;
-  if (p->kind == PL__K_EXPERT && t->expert_units) {
-    /* the expert unit over its replica ranks, then the group's experts */
-    void *w;
-    float *g;
-    size_t sh, off, p0, n;
-    pl__ep_param_shard(t, p, &w, &g, &sh, &off, &p0, &n);
-    PL_TRY_GOTO(
-        st, done,
-        gather_dev(t, t->lay->erep, grad ? (void *)g : w, sh, dt, &unit));
-    PL_TRY_GOTO(st, done,
-                gather_dev(t, t->lay->ep, (char *)unit + p0 * pl_dtype_size(dt),
-                           n, dt, &buf));
-    PL_TRY_GOTO(st, done,
-                to_host_f32(t, out, buf, dt, (size_t)pl__step_numel(p)));
-    goto done;
-  }
-  if (p->kind == PL__K_EXPERT) {
-    const pl__tlayer *x = &t->layers[p->layer];
-    const size_t n = (size_t)(pl__step_numel(p) / t->model.E * t->plan.E_local);
-    PL_TRY_GOTO(st, done,
-                gather_dev(t, t->lay->ep,
-                           grad ? (void *)x->eg[p->which] : x->ew[p->which], n,
-                           dt, &buf));
-    PL_TRY_GOTO(st, done,
-                to_host_f32(t, out, buf, dt, (size_t)pl__step_numel(p)));
-    goto done;
-  }
-  void *w;
-  float *g;
-  size_t sh;
-  pl_zero3_shard(t->units, p->unit, &w, &g, &sh, NULL);
-  const int head_vp = p->head && t->head->vocab_parallel;
-  pl_comm *uc = head_vp ? t->lay->hrep : t->lay->zero;
-  PL_TRY_GOTO(st, done, gather_dev(t, uc, grad ? (void *)g : w, sh, dt, &buf));
-  if (!head_vp) {
-    PL_TRY_GOTO(st, done,
-                to_host_f32(t, out, (char *)buf + p->off * pl_dtype_size(dt),
-                            dt, (size_t)pl__step_numel(p)));
-    goto done;
-  }
-  /* the head's shard H×|V_r| of every rank of the P-group, padded to the
-   * widest shard, gathered over the group and placed by columns */
+/* The vocabulary-parallel head's full tensor into out (f32, host): buf holds
+ * this rank's shard H×|V_r| (dt, device); every rank's, padded to the widest
+ * shard, gathered over the P-group and placed by columns. */
+static pl_status gather_head(pl_trainer *t, const void *buf, pl_dtype dt,
+                             float *out) {
   const int P = t->plan.P;
   const int64_t H = t->H, V = t->model.V, vmax = (V + P - 1) / P;
-  mine = malloc((size_t)(H * vmax) * 4 + 4);
-  all = malloc((size_t)(P * H * vmax) * 4 + 4);
+  void *dmine = NULL, *dall = NULL;
+  float *mine = malloc((size_t)(H * vmax) * 4 + 4);
+  float *all = malloc((size_t)(P * H * vmax) * 4 + 4);
+  pl_status st = PL_OK;
   if (!mine || !all)
     PL_TRY_GOTO(st, done, pl_set_error(PL_ENOMEM, "trainer: host"));
   PL_TRY_GOTO(st, done,
@@ -167,10 +118,66 @@ pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
 done:
   pl_free(t->dev, dall);
   pl_free(t->dev, dmine);
-  pl_free(t->dev, buf);
-  pl_free(t->dev, unit);
   free(mine);
   free(all);
+  return st;
+}
+
+pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
+  if (i < 0 || i >= t->nparams)
+    return pl_set_error(PL_EINVAL, "trainer: parameter %d of %d", i,
+                        t->nparams);
+  if (t->plan.W_v != t->plan.W)
+    return pl_set_error(PL_EUNSUPPORTED,
+                        "trainer: gather in a proxy (W_v=%d, W=%d): the full "
+                        "tensors are not on the present ranks",
+                        t->plan.W_v, t->plan.W);
+  const pl__tparam *p = &t->params[i];
+  const pl_dtype dt = grad ? PL_F32 : t->dt;
+  void *buf = NULL, *unit = NULL;
+  pl_status st = PL_OK;
+  if (p->kind == PL__K_EXPERT && t->expert_units) {
+    /* the expert unit over its replica ranks, then the group's experts */
+    void *w;
+    float *g;
+    size_t sh, off, p0, n;
+    pl__ep_param_shard(t, p, &w, &g, &sh, &off, &p0, &n);
+    PL_TRY_GOTO(
+        st, done,
+        gather_dev(t, t->lay->erep, grad ? (void *)g : w, sh, dt, &unit));
+    PL_TRY_GOTO(st, done,
+                gather_dev(t, t->lay->ep, (char *)unit + p0 * pl_dtype_size(dt),
+                           n, dt, &buf));
+    PL_TRY_GOTO(st, done,
+                to_host_f32(t, out, buf, dt, (size_t)pl__step_numel(p)));
+  } else if (p->kind == PL__K_EXPERT) {
+    const pl__tlayer *x = &t->layers[p->layer];
+    const size_t n = (size_t)(pl__step_numel(p) / t->model.E * t->plan.E_local);
+    PL_TRY_GOTO(st, done,
+                gather_dev(t, t->lay->ep,
+                           grad ? (void *)x->eg[p->which] : x->ew[p->which], n,
+                           dt, &buf));
+    PL_TRY_GOTO(st, done,
+                to_host_f32(t, out, buf, dt, (size_t)pl__step_numel(p)));
+  } else {
+    void *w;
+    float *g;
+    size_t sh;
+    pl_zero3_shard(t->units, p->unit, &w, &g, &sh, NULL);
+    const int head_vp = p->head && t->head->vocab_parallel;
+    pl_comm *uc = head_vp ? t->lay->hrep : t->lay->zero;
+    PL_TRY_GOTO(st, done,
+                gather_dev(t, uc, grad ? (void *)g : w, sh, dt, &buf));
+    if (!head_vp)
+      PL_TRY_GOTO(st, done,
+                  to_host_f32(t, out, (char *)buf + p->off * pl_dtype_size(dt),
+                              dt, (size_t)pl__step_numel(p)));
+    else
+      PL_TRY_GOTO(st, done, gather_head(t, buf, dt, out));
+  }
+done:
+  pl_free(t->dev, buf);
+  pl_free(t->dev, unit);
   return st;
 }
 
