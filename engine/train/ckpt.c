@@ -52,26 +52,25 @@ pl_status pl_ckpt_create(pl_dev *dev, int L, void *const *layers,
   pl_event ***sets[] = {&st->produced, &st->fwd_done, &st->offloaded,
                         &st->restored};
   pl_status s = PL_OK;
-  for (int k = 0; k < 4 && s == PL_OK; k++) {
+  for (int k = 0; k < 4; k++) {
     *sets[k] = calloc((size_t)L + 1, sizeof(pl_event *));
     if (!*sets[k])
-      s = pl_set_error(PL_ENOMEM, "checkpoint stack: out of host memory");
-    for (int l = 0; l <= L && s == PL_OK; l++)
-      s = pl_event_create(dev, &(*sets[k])[l]);
+      PL_TRY_GOTO(
+          s, fail,
+          pl_set_error(PL_ENOMEM, "checkpoint stack: out of host memory"));
+    for (int l = 0; l <= L; l++)
+      PL_TRY_GOTO(s, fail, pl_event_create(dev, &(*sets[k])[l]));
   }
-  if (s == PL_OK)
-    s = pl_stream_create(dev, &st->copy);
-  if (s == PL_OK)
-    s = pl_stream_create(dev, &st->restore);
-  if (s == PL_OK)
-    s = pl_alloc(dev, PL_ARENA_DEVICE, sizeof(float), "activations",
-                 (void **)&st->loss_dev);
-  if (s != PL_OK) {
-    pl_ckpt_destroy(st);
-    return s;
-  }
+  PL_TRY_GOTO(s, fail, pl_stream_create(dev, &st->copy));
+  PL_TRY_GOTO(s, fail, pl_stream_create(dev, &st->restore));
+  PL_TRY_GOTO(s, fail,
+              pl_alloc(dev, PL_ARENA_DEVICE, sizeof(float), "activations",
+                       (void **)&st->loss_dev));
   *out = st;
   return PL_OK;
+fail:
+  pl_ckpt_destroy(st);
+  return s;
 }
 
 void pl_ckpt_destroy(pl_ckpt_stack *st) {

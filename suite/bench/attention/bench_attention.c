@@ -147,15 +147,16 @@ static pl_status attn_check(pl_bench_ctx *c, attn_run *r, pl_check *chk) {
     ref.sh.kernels = (pl_attn_kernels){PL_ATTN_FWD_SIMPLE, PL_ATTN_BWD_SIMPLE};
     ref.q = ref.k = ref.v = ref.o = ref.dout = ref.dq = ref.dk = ref.dv = NULL;
     ref.lse = NULL;
-    pl_status s = attn_alloc(c->dev, &ref, r->bwd);
-    if (s == PL_OK)
-      s = attn_fwd_bwd(r);
-    if (s == PL_OK)
-      s = attn_fwd_bwd(&ref);
+    pl_status s = PL_OK;
+    PL_TRY_GOTO(s, done, attn_alloc(c->dev, &ref, r->bwd));
+    PL_TRY_GOTO(s, done, attn_fwd_bwd(r));
+    PL_TRY_GOTO(s, done, attn_fwd_bwd(&ref));
     const void *want[4] = {ref.o, ref.dq, ref.dk, ref.dv};
-    for (int i = 0; i < nout && s == PL_OK; i++)
-      s = pl_check_device(chk, r->s, what[i], got[i], want[i], sh->dtype, n[i],
-                          sh->seq);
+    for (int i = 0; i < nout; i++)
+      PL_TRY_GOTO(s, done,
+                  pl_check_device(chk, r->s, what[i], got[i], want[i],
+                                  sh->dtype, n[i], sh->seq));
+  done:
     attn_free(c->dev, &ref);
     return s;
   }

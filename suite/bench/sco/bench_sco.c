@@ -121,12 +121,15 @@ static pl_status step(void *st) {
   return pl_ckpt_step(b->stack, b->sco, b->x0, b->g, b->dx0, b->N, &b->loss);
 }
 
+/* The budget-0 step on this rank: zeroed gradients, one step, its dx0. */
+static pl_status reference_step(pl_bench_ctx *c, sco_bench *b) {
+  PL_TRY(pl__sco_zero_grads(c, b));
+  PL_TRY(step(b));
+  return pl__sco_fetch_dx0(c, b, &b->ref_dx);
+}
+
 static void reference(pl_bench_ctx *c, sco_bench *b) {
-  pl_status s = pl__sco_zero_grads(c, b);
-  if (s == PL_OK)
-    s = step(b);
-  if (s == PL_OK)
-    s = pl__sco_fetch_dx0(c, b, &b->ref_dx);
+  pl_status s = reference_step(c, b); /* every rank then agrees on it */
   if (pl_bench_agree(c, &s) == PL_OK && s == PL_OK) {
     b->ref_loss = b->loss;
     return;
