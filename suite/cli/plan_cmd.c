@@ -140,14 +140,18 @@ static const pl_opt plan_opts[] = {
 };
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: plateau plan [options]\n"
-          "  The per-rank memory budget, feasibility and predicted throughput "
-          "of a\n  training configuration, before launch (engine/plan).  Knobs "
-          "not given are\n  chosen to maximize predicted tok/s/GPU among "
-          "configurations that fit\n  (--config explicit: defaults instead).  "
-          "--table paper projects the\n  paper's points.  Exit: 0 fits, 1 does "
-          "not fit, 2 bad input, 3 error.\n\n");
+  fprintf(
+      f,
+      "usage: plateau plan [options]\n"
+      "  The per-rank memory budget, feasibility and predicted throughput "
+      "of a\n  training configuration, before launch (engine/plan).  Knobs "
+      "not given are\n  chosen to maximize predicted tok/s/GPU among "
+      "configurations that fit\n  (--config explicit: defaults instead).  "
+      "--table paper projects the\n  paper's points.  --memory dry: the chosen "
+      "configuration's peaks measured\n  by a step on a dry device (one "
+      "rank; a multi-GPU run as its one-GPU\n  proxy); --memory both: "
+      "set beside the replay's, tag by tag.\n  Exit: 0 fits, 1 does "
+      "not fit, 2 bad input, 3 error.\n\n");
   pl_args_usage(plan_opts, f);
 }
 
