@@ -87,23 +87,23 @@ typedef struct pl_plan_machine {
   double nvl_lat_us;    /* per message inside a node                     */
   double host_dram_gbs; /* host memory bandwidth per node                */
   /* kernel rates (measured result files override them) */
-  double attn_fwd_tflops;   /* the engine's attention forward, long context */
-  double attn_bwd_tflops;   /* the engine's attention backward              */
-  double attn_half_seq;     /* context at which attention runs at half its
-                               long-context rate (rate·S/(S+half))         */
-  double expert_eff;        /* expert GEMMs / gemm_tflops                   */
-  double dense_eff;         /* dense layer GEMMs / gemm_tflops              */
-  double head_eff;          /* vocabulary head GEMMs / gemm_tflops          */
-  double mem_passes;        /* elementwise passes over N·H·b per layer and
-                               step (norms, SwiGLU, RoPE, residuals, casts) */
-  double optim_gparam_s;    /* streamed optimizer per GPU; 0: from the link */
-  double cpu_adam_gparam_s; /* SIMD CPU AdamW per node (all cores)          */
+  double attn_fwd_tflops;     /* the engine's attention forward, long context */
+  double attn_bwd_tflops;     /* the engine's attention backward              */
+  double attn_half_seq;       /* context at which attention runs at half its
+                                 long-context rate (rate·S/(S+half))         */
+  double expert_eff;          /* expert GEMMs / gemm_tflops                   */
+  double dense_eff;           /* dense layer GEMMs / gemm_tflops              */
+  double head_eff;            /* vocabulary head GEMMs / gemm_tflops          */
+  double mem_passes;          /* elementwise passes over N·H·b per layer and
+                                 step (norms, SwiGLU, RoPE, residuals, casts) */
+  double optim_gparam_s;      /* streamed optimizer per GPU; 0: from the link */
+  double cpu_adam_gparam_s;   /* SIMD CPU AdamW per node (all cores)          */
   double cpu_update_gparam_s; /* the SIMD update alone per node, no staging
                                  (bench adam's update rows): the FSDP2
                                  baseline's offloaded optimizer; 0: the
                                  rate of cpu_adam_gparam_s               */
-  double step_overhead_ms;  /* per step: host waits, launches, small ops    */
-  double layer_overhead_ms; /* per layer and pass                           */
+  double step_overhead_ms;    /* per step: host waits, launches, small ops    */
+  double layer_overhead_ms;   /* per layer and pass                           */
   double coll_us; /* per collective call: launch, host agreement, the wait
                      for the slowest rank                                  */
   /* the FSDP2 baseline's kernels (PyTorch) */
@@ -164,12 +164,12 @@ const char *pl_plan_ac_name(pl_plan_ac a);
 
 typedef struct pl_plan_cfg {
   pl_plan_system system;
-  int W;     /* ranks of the run (one GPU each)                       */
+  int W;       /* ranks of the run (one GPU each)                       */
   int present; /* ranks present (0: all W): fewer where a one-GPU proxy
                   is planned as the W-rank run it plays; the search takes
                   only expert groups they play (train/epgroups.h: Ep
                   dividing them; FSDP2's ep dividing them or a multiple) */
-  int64_t S; /* sequence length                                       */
+  int64_t S;   /* sequence length                                       */
   /* plateau: the layout and the step (the trainer's own structs) */
   pl_layout_cfg lc; /* D, P, W_v (W_v > W: the one-GPU proxy)              */
   pl_step_cfg sc;   /* dtype, dispatch, c, K_max, head, optimizer, β, s, SCO,
@@ -281,6 +281,32 @@ pl_status pl_plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
  * tracks the peaks its step has on that backend (dry_dev.c). */
 pl_status pl_plan_dry_device(pl_backend flavour, size_t total_bytes,
                              int route_rank, pl_dev **out);
+/* The memory of configuration c measured instead of replayed: the trainer
+ * built on a dry device (pl_plan_dry_device: mc's backend as the flavour,
+ * mc's device memory, the balanced routes of rank 0) and stepped twice (the
+ * second step starts from what the first left, as the replay does); the
+ * peaks and tags of the last step.  One process builds one rank: a
+ * configuration of W > 1 ranks is built as the one-GPU proxy of that run
+ * (*built: W = 1, W_v = the run's, train/layout.h's virtual groups), the
+ * configuration whose replay the measurement equals.  Plateau's trainer
+ * only (PL_EUNSUPPORTED for FSDP2, for imb != 1: the dry routes are
+ * balanced); a configuration the trainer refuses is its error, prefixed
+ * "the dry device: ".  Uses MPI (pl_init) with a world of one process. */
+typedef struct pl_plan_dry_mem {
+  size_t dev_peak;  /* tracked device peak of the last step           */
+  size_t host_peak; /* tracked pinned host peak of the last step      */
+  int n_tags;
+  struct {
+    char tag[32];
+    size_t at_peak; /* bytes in the live set at the device peak */
+    size_t peak;    /* the tag's own peak                      */
+  } tags[PL_PLAN_MAX_TAGS];
+  int steps;
+  double seconds; /* building and stepping, wall clock              */
+} pl_plan_dry_mem;
+pl_status pl_plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
+                             const pl_plan_machine *mc, pl_plan_cfg *built,
+                             pl_plan_dry_mem *out);
 /* The FSDP2 baseline's, replayed (dev_worst: every EP route to the rank). */
 pl_status pl_plan_fsdp2_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                                const pl_plan_machine *mc, pl_plan_mem *out);

@@ -15,12 +15,13 @@
 #include <unistd.h>
 
 #include "harness/options.h"
-#include "plan_cmd.h"
 #include "plan/plan.h"
+#include "plan_cmd.h"
+#include "plan_mem.h"
 #include "plan_table.h"
-#include "ticker.h"
 #include "plateau/timer.h"
 #include "results/results.h"
+#include "ticker.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -32,6 +33,7 @@ static const char *const onoff[] = {"off", "on", NULL};
 static const char *const dtypes[] = {"bf16", "f32", NULL};
 static const char *const backends[] = {"cuda", "cpu", NULL};
 static const char *const tables[] = {"paper", NULL};
+static const char *const memories[] = {"replay", "dry", "both", NULL};
 
 static const pl_opt plan_opts[] = {
     {"model", 0, PL_OPT_ENUM, "120b", "model preset", 0, 0,
@@ -57,7 +59,7 @@ static const pl_opt plan_opts[] = {
      1e15, NULL},
     {"system", 0, PL_OPT_ENUM, PL_PLAN_NAME_PLATEAU,
      PL_PLAN_NAME_PLATEAU " | " PL_PLAN_NAME_FSDP2 "; a comma list plans each "
-     "in turn, each with its own knobs",
+                          "in turn, each with its own knobs",
      0, 0, pl_plan_system_names},
     {"config", 0, PL_OPT_ENUM, "auto",
      "auto: knobs not given are searched; explicit: they take defaults", 0, 0,
@@ -98,8 +100,7 @@ static const pl_opt plan_opts[] = {
     {"ep", 0, PL_OPT_INT, NULL,
      "expert-parallel degree (plateau: the expert group, W_v or a divisor "
      "of gpus: groups of Ep ranks each holding all experts as ZeRO-3 units)",
-     1, 65536,
-     NULL},
+     1, 65536, NULL},
     {"tokens", 0, PL_OPT_SIZE, NULL,
      "tokens per step (micro-batches accumulated); default one pass", 1, 1e15,
      NULL},
@@ -124,25 +125,33 @@ static const pl_opt plan_opts[] = {
     {"backend", 0, PL_OPT_ENUM, "cuda", "the target device: cuda | cpu", 0, 0,
      backends},
     {"machine", 0, PL_OPT_FLAG, NULL, "print the machine and exit", 0, 0, NULL},
+    {"memory", 0, PL_OPT_ENUM, "replay",
+     "the chosen configuration's memory: replay (the allocation schedule), "
+     "dry (one rank built and stepped on a dry device), both (compared)",
+     0, 0, memories},
     /* output */
     {"format", 0, PL_OPT_ENUM, "table", "table | tsv", 0, 0, formats},
     {"table", 0, PL_OPT_ENUM, NULL,
      "paper: the projection of the paper's end-to-end points", 0, 0, tables},
     {"out", 'o', PL_OPT_STR, NULL,
-     "--table: directory for plan_paper.md, .tsv, plan_reach.tsv/.svg/.png",
-     0, 0, NULL},
+     "--table: directory for plan_paper.md, .tsv, plan_reach.tsv/.svg/.png", 0,
+     0, NULL},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL},
 };
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: plateau plan [options]\n"
-          "  The per-rank memory budget, feasibility and predicted throughput "
-          "of a\n  training configuration, before launch (engine/plan).  Knobs "
-          "not given are\n  chosen to maximize predicted tok/s/GPU among "
-          "configurations that fit\n  (--config explicit: defaults instead).  "
-          "--table paper projects the\n  paper's points.  Exit: 0 fits, 1 does "
-          "not fit, 2 bad input, 3 error.\n\n");
+  fprintf(
+      f,
+      "usage: plateau plan [options]\n"
+      "  The per-rank memory budget, feasibility and predicted throughput "
+      "of a\n  training configuration, before launch (engine/plan).  Knobs "
+      "not given are\n  chosen to maximize predicted tok/s/GPU among "
+      "configurations that fit\n  (--config explicit: defaults instead).  "
+      "--table paper projects the\n  paper's points.  --memory dry: the chosen "
+      "configuration's peaks measured\n  by a step on a dry device (one "
+      "rank; a multi-GPU run as its one-GPU\n  proxy); --memory both: "
+      "set beside the replay's, tag by tag.\n  Exit: 0 fits, 1 does "
+      "not fit, 2 bad input, 3 error.\n\n");
   pl_args_usage(plan_opts, f);
 }
 
@@ -256,8 +265,7 @@ static pl_status headroom_of(const pl_args *a, bool autoc, pl_plan_cfg *c,
   fr->resident = autoc, fr->keep = autoc;
   if (pl_args_given(a, "optim-resident")) {
     PL_TRY(pl_headroom_parse("--optim-resident",
-                             pl_args_str(a, "optim-resident"), false, &md,
-                             &b));
+                             pl_args_str(a, "optim-resident"), false, &md, &b));
     fr->resident = md == PL_HEADROOM_AUTO;
     c->sc.oo.resident_all = md == PL_HEADROOM_ALL;
     c->sc.oo.resident_bytes = b;
@@ -275,8 +283,8 @@ static pl_status headroom_of(const pl_args *a, bool autoc, pl_plan_cfg *c,
 
 /* FSDP2's configuration and free knobs (--cp, --ep, --ac, --offload, --mbs,
  * --virtual) at W GPUs and context S. */
-static pl_status fsdp2_config_of(const pl_args *a, const pl_model_cfg *m,
-                                 int W, int64_t S, bool autoc, pl_plan_cfg *c,
+static pl_status fsdp2_config_of(const pl_args *a, const pl_model_cfg *m, int W,
+                                 int64_t S, bool autoc, pl_plan_cfg *c,
                                  pl_plan_free *fr) {
   *c = pl_plan_cfg_fsdp2(m, W, S);
   fr->cp = autoc && !pl_args_given(a, "cp");
@@ -374,10 +382,8 @@ static pl_status plateau_config_of(const pl_args *a, int W, int64_t S,
 /* The knobs of one system only: given with the other, they are refused
  * (and a --system list passes each system its own). */
 static const char *const plateau_only[] = {
-    "D",   "P",     "c",
-    "beta", "slots", "sco",
-    "optim", "optim-resident", "keep",
-    NULL};
+    "D",    "P", "c", "beta", "slots", "sco", "optim", "optim-resident",
+    "keep", NULL};
 static const char *const fsdp2_only[] = {"cp", "ac", "offload", "mbs", NULL};
 
 /* base configuration and the free knobs from the options */
@@ -434,47 +440,6 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
 
 /* ---- printing ------------------------------------------------------------ */
 
-static const char *hb(double v, char *buf, size_t n) {
-  if (v >= GIB)
-    snprintf(buf, n, "%.2f GiB", v / GIB);
-  else if (v >= 1024.0 * 1024)
-    snprintf(buf, n, "%.2f MiB", v / (1024.0 * 1024));
-  else if (v >= 1024.0)
-    snprintf(buf, n, "%.2f KiB", v / 1024.0);
-  else
-    snprintf(buf, n, "%.0f B", v);
-  return buf;
-}
-
-/* The live set at the peak, largest first: "tag=36.64 GiB ..." for the
- * table; compact, as the result files' live_set column writes it
- * ("tag=36.64GiB", items separated by single spaces, no tab or comma in a
- * value), for --format tsv. */
-static void live_set(const pl_plan_mem *mem, bool compact, char *buf,
-                     size_t n) {
-  int order[PL_PLAN_MAX_TAGS], k = 0;
-  for (int i = 0; i < mem->n_tags; i++)
-    if (mem->at_peak[i].bytes)
-      order[k++] = i;
-  for (int i = 0; i < k; i++) /* largest first */
-    for (int j = i + 1; j < k; j++)
-      if (mem->at_peak[order[j]].bytes > mem->at_peak[order[i]].bytes) {
-        int t = order[i];
-        order[i] = order[j], order[j] = t;
-      }
-  buf[0] = 0;
-  for (int i = 0; i < k; i++) {
-    char item[64], h[24];
-    hb((double)mem->at_peak[order[i]].bytes, h, sizeof h);
-    char *sp = compact ? strchr(h, ' ') : NULL;
-    if (sp) /* "36.64 GiB" -> "36.64GiB" */
-      memmove(sp, sp + 1, strlen(sp));
-    snprintf(item, sizeof item, "%s%s=%s", i ? " " : "",
-             mem->at_peak[order[i]].tag, h);
-    strncat(buf, item, n - strlen(buf) - 1);
-  }
-}
-
 /* The peak if every route went to one rank, and whether it fits, in words
  * (the verdict assumes balanced routing). */
 static void print_adversarial(FILE *f, const pl_plan_cfg *c,
@@ -482,11 +447,12 @@ static void print_adversarial(FILE *f, const pl_plan_cfg *c,
   char a[32], b[32];
   const double over = (double)mem->dev_worst - usable;
   fprintf(f, "  adversarial routing (every route to one rank): %s: ",
-          hb((double)mem->dev_worst, a, sizeof a));
+          pl__plan_hb((double)mem->dev_worst, a, sizeof a));
   if (over <= 0)
-    fprintf(f, "fits (%s headroom)", hb(-over, b, sizeof b));
+    fprintf(f, "fits (%s headroom)", pl__plan_hb(-over, b, sizeof b));
   else
-    fprintf(f, "DOES NOT FIT (%s over the usable)", hb(over, b, sizeof b));
+    fprintf(f, "DOES NOT FIT (%s over the usable)",
+            pl__plan_hb(over, b, sizeof b));
   if (!pl_moe_variant_desc_of(c->sc.dispatch)->chunks) {
     /* the variants without chunks ("ep / llep") */
     fprintf(f, "; ");
@@ -564,41 +530,42 @@ static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
     if (!mem->term[i] && !mem->term_peak[i])
       continue;
     fprintf(f, "  %-11s %12s %12s  %s\n", pl_plan_term_name(i),
-            hb((double)mem->term[i], a, sizeof a),
-            hb((double)mem->term_peak[i], b, sizeof b),
+            pl__plan_hb((double)mem->term[i], a, sizeof a),
+            pl__plan_hb((double)mem->term_peak[i], b, sizeof b),
             c->system == PL_PLAN_FSDP2 ? pl_plan_fsdp2_term_formula(i)
                                        : pl_plan_term_formula(i));
   }
   const double usable = pl_plan_hbm_usable(mc);
   fprintf(f, "  %-11s %12s of %s usable (HBM %s)\n", "total",
-          hb((double)mem->dev_peak, a, sizeof a), hb(usable, b, sizeof b),
-          hb(mc->hbm_bytes, cfg, sizeof cfg));
+          pl__plan_hb((double)mem->dev_peak, a, sizeof a),
+          pl__plan_hb(usable, b, sizeof b),
+          pl__plan_hb(mc->hbm_bytes, cfg, sizeof cfg));
   if (c->system == PL_PLAN_PLATEAU) {
     print_adversarial(f, c, mem, usable);
     if (mem->dispatch_bound)
       fprintf(f,
               "  dispatch bound 2·Ep·k·c_eff·H·b = %s (K = %d, c_eff = %lld)\n",
-              hb((double)mem->dispatch_bound, a, sizeof a), mem->K,
+              pl__plan_hb((double)mem->dispatch_bound, a, sizeof a), mem->K,
               (long long)mem->c_eff);
   }
   char live[1024];
-  live_set(mem, false, live, sizeof live);
+  pl__plan_live_set(mem, false, live, sizeof live);
   fprintf(f, "  live set by allocator tag: %s\n", live);
   fprintf(f, "\nhost memory per node (%d ranks):\n", gpn);
   fprintf(f, "  optimizer state   %s per rank\n",
-          hb((double)mem->host_optim, a, sizeof a));
+          pl__plan_hb((double)mem->host_optim, a, sizeof a));
   if (mem->host_sco)
     fprintf(f, "  SCO boundaries    %s per rank (|S| = %d)\n",
-            hb((double)mem->host_sco, a, sizeof a), mem->sco_layers);
+            pl__plan_hb((double)mem->host_sco, a, sizeof a), mem->sco_layers);
   fprintf(f, "  total             %s of %s usable\n",
-          hb((double)mem->host_node, a, sizeof a),
-          hb(mc->host_bytes - mc->host_reserve, b, sizeof b));
+          pl__plan_hb((double)mem->host_node, a, sizeof a),
+          pl__plan_hb(mc->host_bytes - mc->host_reserve, b, sizeof b));
   fprintf(f, "\n%s", v->fits ? "fits" : "DOES NOT FIT");
   if (!v->fits)
     fprintf(f, " — binding term: %s (%s)", v->binding, v->why);
   else
     fprintf(f, ": %s device headroom",
-            hb(usable - (double)mem->dev_peak, a, sizeof a));
+            pl__plan_hb(usable - (double)mem->dev_peak, a, sizeof a));
   if (v->fits && c->system == PL_PLAN_PLATEAU)
     fprintf(f, " with balanced routing%s",
             v->fits_worst ? " (and with adversarial routing)"
@@ -631,65 +598,8 @@ void pl_plan_print_budget(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
   print_table(f, m, c, mc, v, t, NULL, false);
 }
 
-/* the tags the result schema has a <tag>_bytes column for (each tag's own
- * peak); the terms follow as term_<term>_bytes */
-static const char *const schema_tags[] = {"dispatch", "logits", "boundary",
-                                          "attention", "optim_staging"};
-#define NSCHEMA 5
-
-/* the result schema's names where they apply */
-static void print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
-                      const pl_plan_machine *mc, const pl_plan_verdict *v,
-                      const pl_plan_time *t) {
-  const pl_plan_mem *mem = &v->mem;
-  fprintf(f, "bench\tvariant\tmodel\tranks\tgpus_per_node\tseq\ttokens\t"
-             "tokens_step\tconfig\tstatus\tbinding\tdev_peak_bytes\t"
-             "dev_worst_bytes\thbm_bytes\thost_node_bytes\thost_bytes\t");
-  for (int i = 0; i < NSCHEMA; i++)
-    fprintf(f, "%s_bytes\t", schema_tags[i]);
-  for (int i = 0; i < PL_TERM_COUNT; i++)
-    fprintf(f, "term_%s_bytes\t", pl_plan_term_name(i));
-  fprintf(f, "time_ms\ttok_s_gpu\ttflops\tmfu\t");
-  for (int i = 0; i < PL_TPART_COUNT; i++)
-    fprintf(f, "%s_ms\t", pl_plan_tpart_name(i));
-  fprintf(f, "live_set\tnote\n");
-  char cfg[256], live[1024];
-  pl_plan_cfg_str(c, cfg, sizeof cfg);
-  live_set(mem, true, live, sizeof live);
-  fprintf(f,
-          "plan\t%s\t%s\t%d\t%d\t%lld\t%lld\t%lld\t%s\t%s\t%s\t%zu\t%zu\t%.0f\t"
-          "%zu\t%.0f\t",
-          pl_plan_system_name(c->system), m->name, c->W, mc->gpus_per_node,
-          (long long)c->S, (long long)pl_plan_tokens_per_rank(c),
-          (long long)pl_plan_tokens_per_step(c), cfg,
-          v->fits ? "ok" : "infeasible", v->binding[0] ? v->binding : "-",
-          mem->dev_peak, mem->dev_worst, pl_plan_hbm_usable(mc),
-          mem->host_node, mc->host_bytes - mc->host_reserve);
-  for (int i = 0; i < NSCHEMA; i++)
-    fprintf(f, "%zu\t", pl_plan_mem_tag_peak(mem, schema_tags[i]));
-  for (int i = 0; i < PL_TERM_COUNT; i++)
-    fprintf(f, "%zu\t", mem->term_peak[i]);
-  if (v->fits)
-    fprintf(f, "%.3f\t%.1f\t%.1f\t%.4f\t", t->step_s * 1e3, t->tok_s_gpu,
-            t->tflops_gpu, t->mfu);
-  else
-    fprintf(f, "-\t-\t-\t-\t");
-  for (int i = 0; i < PL_TPART_COUNT; i++) {
-    if (v->fits)
-      fprintf(f, "%.3f\t", t->part_s[i] * 1e3);
-    else
-      fprintf(f, "-\t");
-  }
-  fprintf(f, "%s\tprojection; peak at %s%s\n", live[0] ? live : "-",
-          mem->peak_phase,
-          c->system == PL_PLAN_PLATEAU && v->fits && !v->fits_worst
-              ? "; adversarial routing does not fit (dev_worst_bytes)"
-              : "");
-}
-
 /* ---- main ------------------------------------------------------------------
  */
-
 
 /* The model and the machine of the arguments. */
 static pl_status model_machine(const pl_args *a, pl_model_cfg *m,
@@ -745,6 +655,22 @@ static int plan_one(int argc, char **argv) {
     goto out;
   }
   const bool tsv = pl_args_enum(a, "format") == 1;
+  const int memory = (int)pl_args_enum(a, "memory");
+  const char *mwhy = !memory                      ? NULL
+                     : pl_args_given(a, "table")  ? "--table"
+                     : pl_args_enum(a, "system")  ? "--system=fsdp2"
+                     : pl_args_f64(a, "imb") != 1 ? "--imb other than 1"
+                     : memory == 2 && tsv         ? "--format=tsv"
+                                                  : NULL;
+  if (mwhy) { /* the dry device builds plateau's trainer, routes balanced */
+    fprintf(stderr,
+            "plateau plan: --memory=%s with %s (allowed: plateau's "
+            "configuration, balanced routing (--imb 1), both: the table "
+            "format)\n",
+            memories[memory], mwhy);
+    code = 2;
+    goto out;
+  }
   if (pl_args_given(a, "table")) {
     const char *dir = pl_args_str(a, "out");
     if (dir && pl_plan_table_check_out(dir) != PL_OK) {
@@ -769,10 +695,12 @@ static int plan_one(int argc, char **argv) {
                         fr.resident || fr.keep;
   pl_plan_search *s = calloc(1, sizeof *s);
   pl_plan_verdict *v = calloc(1, sizeof *v);
+  pl_plan_dry_mem *dm = calloc(1, sizeof *dm);
+  pl_plan_cfg built;
   pl_plan_time t;
   memset(&t, 0, sizeof t);
-  if (!s || !v) {
-    free(s), free(v);
+  if (!s || !v || !dm) {
+    free(s), free(v), free(dm);
     code = 3;
     goto out;
   }
@@ -782,15 +710,19 @@ static int plan_one(int argc, char **argv) {
   } else if (st != PL_OK) {
     fprintf(stderr, "plateau plan: %s\n", pl_last_error());
     code = 3;
-  } else {
+  } else if (!memory ||
+             !(code = pl__plan_dry(&m, &c, &mc, memory == 1, v, dm, &built))) {
     if (tsv)
-      print_tsv(stdout, &m, &c, &mc, v, &t);
+      pl__plan_print_tsv(stdout, &m, &c, &mc, v, &t);
     else
       print_table(stdout, &m, &c, &mc, v, &t, s, searched);
+    if (memory && !tsv)
+      pl__plan_dry_print(stdout, &m, &c, &built, &mc, v, dm, memory == 2);
     code = v->fits ? 0 : 1;
   }
   free(s);
   free(v);
+  free(dm);
 out:
   pl_args_free(a);
   return code;
@@ -828,8 +760,11 @@ int pl_plan_main(int argc, char **argv) {
     if (opt_at(argc, argv, i, "system", &v, &used) && v && strchr(v, ','))
       list = v;
   }
-  if (!list)
-    return plan_one(argc, argv);
+  if (!list) {
+    const int code = plan_one(argc, argv);
+    pl_finalize(); /* --memory dry|both started MPI (a world of one) */
+    return code;
+  }
   const size_t ll = strlen(list);
   if (list[0] == ',' || list[ll - 1] == ',' || strstr(list, ",,"))
     return bad("--system: an empty element in the comma list");
@@ -892,5 +827,6 @@ int pl_plan_main(int argc, char **argv) {
       worst = code;
   }
   free(av);
+  pl_finalize();
   return worst;
 }
