@@ -50,24 +50,24 @@ struct pl_cpu_offload_adamw {
   pl_dtype gdt;
   pl_simd_path path;
   int nthreads;
-  float *p, *m, *v;    /* host, pinned, "optim"         */
+  float *p, *m, *v; /* host, pinned, "optim"         */
   int own_state;
-  void *hgrad;         /* host, pinned, "optim_offload" */
-  pl_bf16 *hw;         /* host, pinned, "optim_offload" */
-  double *dpart;       /* device, "optim_norm": the norm's chunk partials */
-  double *hpart;       /* host, pinned, "optim_norm"                       */
+  void *hgrad;   /* host, pinned, "optim_offload" */
+  pl_bf16 *hw;   /* host, pinned, "optim_offload" */
+  double *dpart; /* device, "optim_norm": the norm's chunk partials */
+  double *hpart; /* host, pinned, "optim_norm"                       */
   size_t npartials;
-  size_t bucket;       /* elements per piece at most                       */
-  int slots;           /* ring slots; 0: full staging                      */
-  int cached;          /* the ring fits PL_CPU_OFFLOAD_CACHED_BYTES        */
-  size_t slot;         /* ring: elements a slot (the longest piece, whole
-                          64-element blocks)                               */
+  size_t bucket; /* elements per piece at most                       */
+  int slots;     /* ring slots; 0: full staging                      */
+  int cached;    /* the ring fits PL_CPU_OFFLOAD_CACHED_BYTES        */
+  size_t slot;   /* ring: elements a slot (the longest piece, whole
+                    64-element blocks)                               */
   piece *pieces;
   size_t npieces;
   pl_stream *d2h, *h2d;
-  size_t nev;          /* events: per piece (full) or per slot (ring)      */
-  pl_event **ev_g;     /* its gradient is on the host                      */
-  pl_event **ev_w;     /* ring: the weights' copy out of the slot is done  */
+  size_t nev;      /* events: per piece (full) or per slot (ring)      */
+  pl_event **ev_g; /* its gradient is on the host                      */
+  pl_event **ev_w; /* ring: the weights' copy out of the slot is done  */
   pl_event *ev_start, *ev_up;
   int64_t t;
   float last_gscale;
@@ -76,7 +76,8 @@ struct pl_cpu_offload_adamw {
 
 static void free_events(pl_event **ev, size_t n) {
   if (ev)
-    for (size_t q = 0; q < n; q++) pl_event_destroy(ev[q]);
+    for (size_t q = 0; q < n; q++)
+      pl_event_destroy(ev[q]);
   free(ev);
 }
 
@@ -108,13 +109,14 @@ static pl_status build_pieces(pl_cpu_offload_adamw *o) {
       P->param = i;
       P->off = off;
       P->len = o->params[i].numel - off < o->bucket ? o->params[i].numel - off
-                                                     : o->bucket;
+                                                    : o->bucket;
       P->flat = o->offset[i] + off;
     }
   /* counted before they exist: free_pieces destroys what was made */
   for (o->nev = nev; nev-- > 0;) {
     PL_TRY(pl_event_create(o->dev, &o->ev_g[nev]));
-    if (o->ev_w) PL_TRY(pl_event_create(o->dev, &o->ev_w[nev]));
+    if (o->ev_w)
+      PL_TRY(pl_event_create(o->dev, &o->ev_w[nev]));
   }
   return PL_OK;
 }
@@ -132,7 +134,8 @@ static pl_status build_staging(pl_cpu_offload_adamw *o) {
    * starts as aligned as the buffer (the weights' vector stores) */
   o->slot = 0;
   for (size_t q = 0; q < o->npieces; q++)
-    if (o->pieces[q].len > o->slot) o->slot = o->pieces[q].len;
+    if (o->pieces[q].len > o->slot)
+      o->slot = o->pieces[q].len;
   o->slot = (o->slot + 63) / 64 * 64;
   size_t n = o->total;
   if (o->slots)
@@ -147,8 +150,10 @@ static pl_status build_staging(pl_cpu_offload_adamw *o) {
 }
 
 void pl_cpu_offload_adamw_destroy(pl_cpu_offload_adamw *o) {
-  if (!o) return;
-  if (o->dev) pl_dev_sync(o->dev);
+  if (!o)
+    return;
+  if (o->dev)
+    pl_dev_sync(o->dev);
   free_pieces(o);
   if (o->own_state) {
     pl_free(o->dev, o->p);
@@ -161,16 +166,17 @@ void pl_cpu_offload_adamw_destroy(pl_cpu_offload_adamw *o) {
   pl_free(o->dev, o->hpart);
   pl_event_destroy(o->ev_start);
   pl_event_destroy(o->ev_up);
-  if (o->d2h) pl_stream_destroy(o->d2h);
-  if (o->h2d) pl_stream_destroy(o->h2d);
+  if (o->d2h)
+    pl_stream_destroy(o->d2h);
+  if (o->h2d)
+    pl_stream_destroy(o->h2d);
   free(o->params);
   free(o->offset);
   free(o);
 }
 
 pl_status pl_cpu_offload_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
-                                      int nparams,
-                                      const pl_adamw_param *params,
+                                      int nparams, const pl_adamw_param *params,
                                       pl_dtype gdt, pl_simd_path path,
                                       int nthreads, pl_comm *comm,
                                       const pl_adamw_state *state,
@@ -178,13 +184,16 @@ pl_status pl_cpu_offload_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
   *out = NULL;
   PL_TRY(pl_adamw_hparams_check(hp));
   if (nparams < 1 || !params)
-    return pl_set_error(PL_EINVAL, "cpu_offload_adamw: nparams=%d: must be "
-                        ">= 1", nparams);
+    return pl_set_error(PL_EINVAL,
+                        "cpu_offload_adamw: nparams=%d: must be "
+                        ">= 1",
+                        nparams);
   PL_TRY(pl_adamw_gdt_check(gdt, "cpu_offload_adamw"));
   pl_simd_path rp;
   PL_TRY(pl_simd_path_resolve(path, &rp));
   pl_cpu_offload_adamw *o = calloc(1, sizeof *o);
-  if (!o) return pl_set_error(PL_ENOMEM, "cpu_offload_adamw: host struct");
+  if (!o)
+    return pl_set_error(PL_ENOMEM, "cpu_offload_adamw: host struct");
   o->dev = dev;
   o->hp = *hp;
   o->comm = comm;
@@ -250,16 +259,20 @@ fail:
 pl_status pl_cpu_offload_adamw_set_bucket(pl_cpu_offload_adamw *o,
                                           size_t bucket) {
   if (bucket < 1)
-    return pl_set_error(PL_EINVAL, "cpu_offload_adamw: bucket=%zu: must be "
-                        ">= 1", bucket);
+    return pl_set_error(PL_EINVAL,
+                        "cpu_offload_adamw: bucket=%zu: must be "
+                        ">= 1",
+                        bucket);
   return pl_cpu_offload_adamw_set_staging(o, o->slots, bucket);
 }
 
 pl_status pl_cpu_offload_adamw_set_staging(pl_cpu_offload_adamw *o, int slots,
                                            size_t bucket) {
   if (slots < 0 || slots > 64)
-    return pl_set_error(PL_EINVAL, "cpu_offload_adamw: slots=%d: must be 0 "
-                        "(full staging) or a ring of 1 to 64", slots);
+    return pl_set_error(PL_EINVAL,
+                        "cpu_offload_adamw: slots=%d: must be 0 "
+                        "(full staging) or a ring of 1 to 64",
+                        slots);
   PL_TRY(pl_dev_sync(o->dev));
   o->slots = slots;
   o->bucket = bucket ? bucket : PL_CPU_OFFLOAD_BUCKET;
@@ -294,25 +307,25 @@ static pl_status fetch_grad(pl_cpu_offload_adamw *o, size_t q) {
   const piece *P = &o->pieces[q];
   size_t at = o->slots ? (q % (size_t)o->slots) * o->slot : P->flat;
   PL_TRY(pl_memcpy_async(o->d2h, (char *)o->hgrad + at * gsz,
-                         (const char *)o->params[P->param].grad +
-                             P->off * gsz,
+                         (const char *)o->params[P->param].grad + P->off * gsz,
                          P->len * gsz));
-  return pl_event_record(o->ev_g[o->slots ? q % (size_t)o->slots : q],
-                         o->d2h);
+  return pl_event_record(o->ev_g[o->slots ? q % (size_t)o->slots : q], o->d2h);
 }
 
 /* The clipping factor from the device gradients, in the fixed order. */
 static pl_status clip_scale(pl_cpu_offload_adamw *o, pl_stream *s,
                             float *gscale) {
   *gscale = 1.0f;
-  if (o->hp.max_grad_norm <= 0) return PL_OK;
+  if (o->hp.max_grad_norm <= 0)
+    return PL_OK;
   size_t c = 0;
   for (int i = 0; i < o->nparams; i++) {
-    PL_TRY(pl_adamw_sumsq_dev(s, o->params[i].grad, o->gdt,
-                              o->params[i].numel, o->dpart + c));
+    PL_TRY(pl_adamw_sumsq_dev(s, o->params[i].grad, o->gdt, o->params[i].numel,
+                              o->dpart + c));
     c += pl_adamw_norm_nchunks(o->params[i].numel);
   }
-  if (c) PL_TRY(pl_memcpy_async(s, o->hpart, o->dpart, c * 8));
+  if (c)
+    PL_TRY(pl_memcpy_async(s, o->hpart, o->dpart, c * 8));
   PL_TRY(pl_stream_sync(s));
   double ss = pl_adamw_sum_partials(o->hpart, c);
   PL_TRY(pl_adamw_global_sumsq(o->comm, ss, &ss));
@@ -329,15 +342,16 @@ static pl_status update_piece(pl_cpu_offload_adamw *o, size_t q,
   const piece *P = &o->pieces[q];
   const size_t at = S ? (q % S) * o->slot : P->flat;
   PL_TRY(pl_event_sync(o->ev_g[S ? q % S : q]));
-  if (S && q >= S) PL_TRY(pl_event_sync(o->ev_w[q % S]));
-  PL_TRY(pl__cpu_adamw_simd_ex(o->path, o->nthreads, o->p + P->flat,
-                               o->m + P->flat, o->v + P->flat,
-                               (const char *)o->hgrad + at * gsz, o->gdt,
-                               o->hw + at, P->len, k,
-                               o->cached ? PL_SIMD_W_CACHED : 0));
+  if (S && q >= S)
+    PL_TRY(pl_event_sync(o->ev_w[q % S]));
+  PL_TRY(pl__cpu_adamw_simd_ex(
+      o->path, o->nthreads, o->p + P->flat, o->m + P->flat, o->v + P->flat,
+      (const char *)o->hgrad + at * gsz, o->gdt, o->hw + at, P->len, k,
+      o->cached ? PL_SIMD_W_CACHED : 0));
   PL_TRY(pl_memcpy_async(o->h2d, o->params[P->param].weight + P->off,
                          o->hw + at, P->len * 2));
-  if (!S) return PL_OK;
+  if (!S)
+    return PL_OK;
   PL_TRY(pl_event_record(o->ev_w[q % S], o->h2d));
   return q + S < o->npieces ? fetch_grad(o, q + S) : PL_OK;
 }
@@ -349,9 +363,10 @@ pl_status pl_cpu_offload_adamw_step(pl_cpu_offload_adamw *o, pl_stream *s) {
   /* 1. the gradients device -> host (a ring: as many pieces as slots), an
    * event after each; the previous step's weight copies are done before
    * these start (s waited for them), so every slot is free */
-  size_t first = o->slots && (size_t)o->slots < o->npieces ? (size_t)o->slots
-                                                           : o->npieces;
-  for (size_t q = 0; q < first; q++) PL_TRY(fetch_grad(o, q));
+  size_t first =
+      o->slots && (size_t)o->slots < o->npieces ? (size_t)o->slots : o->npieces;
+  for (size_t q = 0; q < first; q++)
+    PL_TRY(fetch_grad(o, q));
   /* 2. clipping norm on the device, in the fixed order, before any update */
   float gscale;
   PL_TRY(clip_scale(o, s, &gscale));
@@ -359,7 +374,8 @@ pl_status pl_cpu_offload_adamw_step(pl_cpu_offload_adamw *o, pl_stream *s) {
   o->t++;
   pl_adamw_scalars k = pl_adamw_scalars_make(&o->hp, o->t, gscale);
   uint64_t t0 = pl_now_ns();
-  for (size_t q = 0; q < o->npieces; q++) PL_TRY(update_piece(o, q, &k));
+  for (size_t q = 0; q < o->npieces; q++)
+    PL_TRY(update_piece(o, q, &k));
   o->last_update_ms = (double)(pl_now_ns() - t0) * 1e-6;
   o->last_gscale = gscale;
   /* 4. the last weights in flight: s orders itself after them */
@@ -369,6 +385,8 @@ pl_status pl_cpu_offload_adamw_step(pl_cpu_offload_adamw *o, pl_stream *s) {
 
 void pl_cpu_offload_adamw_last(const pl_cpu_offload_adamw *o, float *gscale,
                                double *update_ms) {
-  if (gscale) *gscale = o->last_gscale;
-  if (update_ms) *update_ms = o->last_update_ms;
+  if (gscale)
+    *gscale = o->last_gscale;
+  if (update_ms)
+    *update_ms = o->last_update_ms;
 }

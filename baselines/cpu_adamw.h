@@ -54,8 +54,7 @@ typedef struct pl_cpu_offload_adamw pl_cpu_offload_adamw;
  * comm: clipping norm over its ranks (NULL: this rank alone).  state: borrowed
  * host master/m/v (numel = total params), or NULL to allocate them. */
 pl_status pl_cpu_offload_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
-                                      int nparams,
-                                      const pl_adamw_param *params,
+                                      int nparams, const pl_adamw_param *params,
                                       pl_dtype gdt, pl_simd_path path,
                                       int nthreads, pl_comm *comm,
                                       const pl_adamw_state *state,

@@ -17,7 +17,8 @@ static pl_status dalloc(dbuf *b, size_t bytes, const char *tag, void **out) {
   return pl_alloc_async(b->dev, PL_ARENA_DEVICE, bytes, tag, b->s, out);
 }
 static void dfree(dbuf *b, void *p) {
-  if (p) pl_free_async(b->dev, p, b->s);
+  if (p)
+    pl_free_async(b->dev, p, b->s);
 }
 
 pl_status pl_dense_ce(pl_stream *s, const pl_ce_problem *pb) {
@@ -66,7 +67,8 @@ pl_status pl_dense_ce(pl_stream *s, const pl_ce_problem *pb) {
               pl_ce_gather(s, logp, n, v, pb->t, pb->ignore, nll, stats));
   if (pb->red != PL_CE_NONE)
     PL_TRY_GOTO(st, done, pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
-  if (!pl_ce_problem_bwd(pb)) goto done;
+  if (!pl_ce_problem_bwd(pb))
+    goto done;
   /* ---- backward ---- */
   PL_TRY_GOTO(st, done,
               dalloc(&b, (size_t)n * sizeof(float), "ce_state", (void **)&g));
@@ -106,7 +108,8 @@ done:
   dfree(&b, grad);
   dfree(&b, grad_bf);
   dfree(&b, g);
-  if (pb->red != PL_CE_NONE) dfree(&b, nll);
+  if (pb->red != PL_CE_NONE)
+    dfree(&b, nll);
   dfree(&b, stats);
   return st;
 }

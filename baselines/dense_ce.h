@@ -6,9 +6,9 @@
  * each N×V f32; bf16: the bf16 logits upcast to f32 first, as the peer script
  * does with `.float()`), in the same order and with the same lifetimes, so its
  * tracked peak is X + W + 3·N·V·4 bytes: 42.40 / 79.46 GiB at H = 7168,
- * V = 200,000, N = 16,384 / 32,768 in fp32, 0.06 GiB under the 42.46 / 79.52 GiB
- * of the paper's Table 2 and PyTorch's peak (doc/performance/README.md), which
- * also hold the caching allocator's rounding and cuBLAS workspace. */
+ * V = 200,000, N = 16,384 / 32,768 in fp32, 0.06 GiB under the 42.46 / 79.52
+ * GiB of the paper's Table 2 and PyTorch's peak (doc/performance/README.md),
+ * which also hold the caching allocator's rounding and cuBLAS workspace. */
 #ifndef PLATEAU_BASELINES_DENSE_CE_H
 #define PLATEAU_BASELINES_DENSE_CE_H
 

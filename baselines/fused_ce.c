@@ -11,18 +11,19 @@
 
 static int64_t eff_block(const pl_ce_problem *pb) {
   int64_t vb = pb->block > 0 ? pb->block : pl_ce_default_block(pb->dt);
-  if (vb > pb->v) vb = pb->v;
+  if (vb > pb->v)
+    vb = pb->v;
   return vb < 1 ? 1 : vb;
 }
 
 size_t pl_fused_ce_logits_bound(const pl_ce_problem *pb) {
-  return (size_t)pb->n * (size_t)eff_block(pb) *
-         (pb->dt == PL_BF16 ? 6 : 4);
+  return (size_t)pb->n * (size_t)eff_block(pb) * (pb->dt == PL_BF16 ? 6 : 4);
 }
 
 pl_status pl_fused_ce(pl_stream *s, const pl_ce_problem *pb) {
   PL_TRY(pl_ce_problem_check(pb, "fused_ce"));
-  if (pb->v >= 1 && pl_ce_head3_rows(pb) >= 1) return pl_ce_head3(s, pb);
+  if (pb->v >= 1 && pl_ce_head3_rows(pb) >= 1)
+    return pl_ce_head3(s, pb);
   return pl_fused_ce_blocked(s, pb);
 }
 
@@ -51,16 +52,26 @@ pl_status pl_fused_ce_blocked(pl_stream *s, const pl_ce_problem *pb) {
     PL_TRY_GOTO(st, done,
                 pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)n * sizeof(float),
                                "ce_state", s, (void **)&nll));
-  else nll = pb->loss;
+  else
+    nll = pb->loss;
   PL_TRY_GOTO(st, done,
               pl_alloc_async(dev, PL_ARENA_DEVICE,
                              (size_t)n * vb * sizeof(float), "logits", s,
                              (void **)&strip));
   /* ---- forward: fold every strip ---- */
   PL_TRY_GOTO(st, done, pl_ce_state_init(s, st3, n));
-  pl_ce_meet mt = {.dt = pb->dt, .n = n, .h = h, .x = pb->x, .t = pb->t,
-                   .w = pb->w, .ldw = v, .vs = v, .col0 = 0, .vb = vb,
-                   .strip = strip, .dy = NULL};
+  pl_ce_meet mt = {.dt = pb->dt,
+                   .n = n,
+                   .h = h,
+                   .x = pb->x,
+                   .t = pb->t,
+                   .w = pb->w,
+                   .ldw = v,
+                   .vs = v,
+                   .col0 = 0,
+                   .vb = vb,
+                   .strip = strip,
+                   .dy = NULL};
   PL_TRY_GOTO(st, done, pl_ce_meet_fwd(s, &mt, st3));
   PL_TRY_GOTO(st, done,
               pl_ce_finish(s, n, st3, pb->t, pb->ignore, nll, lse, stats));
@@ -68,7 +79,8 @@ pl_status pl_fused_ce_blocked(pl_stream *s, const pl_ce_problem *pb) {
     PL_TRY_GOTO(st, done, pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
   pl_free_async(dev, st3, s);
   st3 = NULL;
-  if (!pl_ce_problem_bwd(pb)) goto done;
+  if (!pl_ce_problem_bwd(pb))
+    goto done;
   /* ---- backward: replay the strips from lse ---- */
   PL_TRY_GOTO(st, done,
               pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)n * sizeof(float),
@@ -100,7 +112,8 @@ done:
   pl_free_async(dev, dxacc, s);
   pl_free_async(dev, dy, s);
   pl_free_async(dev, g, s);
-  if (pb->red != PL_CE_NONE) pl_free_async(dev, nll, s);
+  if (pb->red != PL_CE_NONE)
+    pl_free_async(dev, nll, s);
   pl_free_async(dev, strip, s);
   pl_free_async(dev, lse, s);
   pl_free_async(dev, st3, s);
@@ -108,13 +121,16 @@ done:
   return st;
 }
 
-/* ---- token-chunked variant (Liger-style) ---------------------------------- */
+/* ---- token-chunked variant (Liger-style) ----------------------------------
+ */
 
 int64_t pl_fused_ce_chunk_rows(const pl_ce_problem *pb) {
   int64_t vb = eff_block(pb);
   int64_t nc = pb->v > 0 ? (pb->n * vb) / pb->v : pb->n;
-  if (nc < 1) nc = 1;
-  if (nc > pb->n && pb->n > 0) nc = pb->n;
+  if (nc < 1)
+    nc = 1;
+  if (nc > pb->n && pb->n > 0)
+    nc = pb->n;
   return nc;
 }
 
@@ -157,7 +173,8 @@ pl_status pl_fused_ce_chunked(pl_stream *s, const pl_ce_problem *pb) {
     PL_TRY_GOTO(st, done,
                 pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)n * sizeof(float),
                                "ce_state", s, (void **)&nll));
-  else nll = pb->loss;
+  else
+    nll = pb->loss;
   PL_TRY_GOTO(st, done,
               pl_alloc_async(dev, PL_ARENA_DEVICE,
                              (size_t)nc * (size_t)v * sizeof(float), "logits",
@@ -198,7 +215,8 @@ pl_status pl_fused_ce_chunked(pl_stream *s, const pl_ce_problem *pb) {
     PL_TRY_GOTO(
         st, done,
         pl_axpy(s, stats, PL_F32, cstats, PL_F32, 1, 1.0f)); /* Σ nll only */
-    if (!bwd) continue;
+    if (!bwd)
+      continue;
     void *gy = pb->dt == PL_F32 ? (void *)logits : dy;
     PL_TRY_GOTO(
         st, done,
@@ -218,10 +236,12 @@ pl_status pl_fused_ce_chunked(pl_stream *s, const pl_ce_problem *pb) {
     PL_TRY_GOTO(st, done,
                 pl_convert(s, dw, PL_BF16, dwacc, PL_F32, (size_t)(h * v)));
 done:
-  if (pb->dt == PL_BF16) pl_free_async(dev, dwacc, s);
+  if (pb->dt == PL_BF16)
+    pl_free_async(dev, dwacc, s);
   pl_free_async(dev, dy, s);
   pl_free_async(dev, logits, s);
-  if (pb->red != PL_CE_NONE) pl_free_async(dev, nll, s);
+  if (pb->red != PL_CE_NONE)
+    pl_free_async(dev, nll, s);
   pl_free_async(dev, g, s);
   pl_free_async(dev, lse, s);
   pl_free_async(dev, st3, s);

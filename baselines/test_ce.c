@@ -26,13 +26,13 @@ typedef struct shape {
 } shape;
 
 static const shape shapes[] = {
-    {13, 8, 37, 5, 4, 0, 0, 1.0f},    /* non-multiples, ignored rows       */
-    {1, 3, 1, 0, 0, 0, 0, 1.0f},      /* N = 1, V = 1                      */
-    {0, 8, 10, 4, 0, 0, 0, 1.0f},     /* N = 0                             */
-    {17, 16, 64, 64, 3, 10, 12, 4.0f},/* targets in one block, peaked      */
-    {5, 4, 9, 4, 1, 0, 0, 1.0f},      /* every row ignored                 */
-    {48, 32, 300, 128, 7, 0, 0, 2.0f},/* several blocks, last one partial  */
-    {9, 5, 40, 1, 0, 0, 0, 8.0f},     /* block 1, very peaked              */
+    {13, 8, 37, 5, 4, 0, 0, 1.0f},     /* non-multiples, ignored rows       */
+    {1, 3, 1, 0, 0, 0, 0, 1.0f},       /* N = 1, V = 1                      */
+    {0, 8, 10, 4, 0, 0, 0, 1.0f},      /* N = 0                             */
+    {17, 16, 64, 64, 3, 10, 12, 4.0f}, /* targets in one block, peaked      */
+    {5, 4, 9, 4, 1, 0, 0, 1.0f},       /* every row ignored                 */
+    {48, 32, 300, 128, 7, 0, 0, 2.0f}, /* several blocks, last one partial  */
+    {9, 5, 40, 1, 0, 0, 0, 8.0f},      /* block 1, very peaked              */
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
@@ -57,11 +57,20 @@ static int run_case(pl_dev *dev, head_fn fn, const char *name, pl_dtype dt,
   void *loss = dev_poison(dev, nl, PL_F32, "outputs");
   void *dx = dev_poison(dev, (size_t)(p.n * p.h), dt, "grads");
   void *dw = dev_poison(dev, (size_t)(p.h * p.v), dt, "grads");
-  pl_ce_problem pb = {.dt = dt, .n = p.n, .h = p.h, .v = p.v, .red = red,
-                      .ignore = PL_CE_IGNORE_INDEX, .block = sh->block,
-                      .x = x, .t = t, .w = w,
+  pl_ce_problem pb = {.dt = dt,
+                      .n = p.n,
+                      .h = p.h,
+                      .v = p.v,
+                      .red = red,
+                      .ignore = PL_CE_IGNORE_INDEX,
+                      .block = sh->block,
+                      .x = x,
+                      .t = t,
+                      .w = w,
                       .dloss = red == PL_CE_NONE ? dl : NULL,
-                      .loss = loss, .dx = dx, .dw = dw};
+                      .loss = loss,
+                      .dx = dx,
+                      .dw = dw};
   pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
   pl_status st = fn(s, &pb);
   ck_assert_msg(st == PL_OK, "%s: %s", name, pl_last_error());
@@ -82,7 +91,8 @@ static int run_case(pl_dev *dev, head_fn fn, const char *name, pl_dtype dt,
            pl_backend_name(be), pl_dtype_name(dt), pl_ce_reduction_name(red),
            (long long)p.n, (long long)p.v);
   int64_t cnt = 0;
-  for (int64_t i = 0; i < p.n; i++) cnt += p.t[i] != PL_CE_IGNORE_INDEX;
+  for (int64_t i = 0; i < p.n; i++)
+    cnt += p.t[i] != PL_CE_IGNORE_INDEX;
   if (red == PL_CE_MEAN && cnt == 0) {
     /* mean over no targets: NaN, as PyTorch */
     if (!isnan(gl[0])) {
@@ -120,9 +130,13 @@ static void run_all(pl_backend be, head_fn fn, const char *name) {
                 name, pl_backend_name(be), bad);
 }
 
-START_TEST(dense_cpu) { run_all(PL_BACKEND_CPU, pl_dense_ce, "dense"); }
+START_TEST(dense_cpu) {
+  run_all(PL_BACKEND_CPU, pl_dense_ce, "dense");
+}
 END_TEST
-START_TEST(fused_cpu) { run_all(PL_BACKEND_CPU, pl_fused_ce, "fused"); }
+START_TEST(fused_cpu) {
+  run_all(PL_BACKEND_CPU, pl_fused_ce, "fused");
+}
 END_TEST
 START_TEST(blocked_cpu) {
   run_all(PL_BACKEND_CPU, pl_fused_ce_blocked, "blocked");
@@ -137,8 +151,8 @@ END_TEST
  * logits (Nc·V values of dt) fit the blocked strip bound N·Vb·(6|4) bytes;
  * 0 when not one row fits (the blocked schedule runs then). */
 START_TEST(head3_rows) {
-  pl_ce_problem pb = {.dt = PL_BF16, .n = 16384, .h = 7168, .v = 200000,
-                      .block = 4096};
+  pl_ce_problem pb = {
+      .dt = PL_BF16, .n = 16384, .h = 7168, .v = 200000, .block = 4096};
   /* bound 16384·4096·6 B; a row 400,000 B: ≤ 1006 rows, 17 chunks of 976 */
   ck_assert_uint_eq(pl_ce_strip_bound(&pb), (size_t)16384 * 4096 * 6);
   ck_assert_int_eq(pl_ce_head3_rows(&pb), 976);
@@ -200,18 +214,27 @@ static void bound_case(pl_backend be, pl_dtype dt) {
   void *loss = dev_poison(dev, 1, PL_F32, "outputs");
   void *dx = dev_poison(dev, (size_t)(p.n * p.h), dt, "grads");
   void *dw = dev_poison(dev, (size_t)(p.h * p.v), dt, "grads");
-  pl_ce_problem pb = {.dt = dt, .n = p.n, .h = p.h, .v = p.v,
-                      .red = PL_CE_MEAN, .ignore = PL_CE_IGNORE_INDEX,
-                      .block = 64, .x = x, .t = t, .w = w, .loss = loss,
-                      .dx = dx, .dw = dw};
+  pl_ce_problem pb = {.dt = dt,
+                      .n = p.n,
+                      .h = p.h,
+                      .v = p.v,
+                      .red = PL_CE_MEAN,
+                      .ignore = PL_CE_IGNORE_INDEX,
+                      .block = 64,
+                      .x = x,
+                      .t = t,
+                      .w = w,
+                      .loss = loss,
+                      .dx = dx,
+                      .dw = dw};
   pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
   ck_assert_int_eq(pl_fused_ce_blocked(s, &pb), PL_OK);
   ck_assert_int_eq(pl_dev_sync(dev), PL_OK);
   size_t fused = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "logits");
   size_t bound = pl_fused_ce_logits_bound(&pb);
   ck_assert_uint_eq(bound, (size_t)40 * 64 * (dt == PL_BF16 ? 6 : 4));
-  ck_assert_msg(fused <= bound && fused > 0, "fused logits peak %zu > bound %zu",
-                fused, bound);
+  ck_assert_msg(fused <= bound && fused > 0,
+                "fused logits peak %zu > bound %zu", fused, bound);
   /* the three-GEMM head, several chunks (bf16: 7 rows of 1000, f32: 2):
    * its logits within the same bound, and its whole peak above what was live
    * (inputs, the caller's gradients) at most that strip + 8 bytes a row + the
@@ -224,10 +247,10 @@ static void bound_case(pl_backend be, pl_dtype dt) {
   ck_assert_int_eq(pl_dev_sync(dev), PL_OK);
   ck_assert_int_eq(pl_mem_stats_get(dev, PL_ARENA_DEVICE, &m1), PL_OK);
   size_t head3 = pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "logits");
-  ck_assert_uint_eq(head3, (size_t)pl_ce_head3_rows(&pb) * 1000 *
-                               pl_dtype_size(dt));
-  ck_assert_msg(head3 <= bound, "three-GEMM logits peak %zu > bound %zu",
-                head3, bound);
+  ck_assert_uint_eq(head3,
+                    (size_t)pl_ce_head3_rows(&pb) * 1000 * pl_dtype_size(dt));
+  ck_assert_msg(head3 <= bound, "three-GEMM logits peak %zu > bound %zu", head3,
+                bound);
   ck_assert_msg(m1.peak - m0.current <= bound + 8 * (size_t)p.n + 8,
                 "three-GEMM peak above its inputs %zu > %zu",
                 m1.peak - m0.current, bound + 8 * (size_t)p.n + 8);
@@ -311,8 +334,8 @@ START_TEST(bad_input) {
 END_TEST
 
 int main(void) {
-  const TTest *tests[] = {dense_cpu,  fused_cpu,  blocked_cpu, chunked_cpu,
-                          head3_rows, bound_cpu,  bad_input,   heads_cuda,
+  const TTest *tests[] = {dense_cpu,  fused_cpu, blocked_cpu, chunked_cpu,
+                          head3_rows, bound_cpu, bad_input,   heads_cuda,
                           bound_cuda, NULL};
   return pl_check_suite("ce", 300, tests, NULL, NULL, CK_NOFORK, 0)
              ? 1

@@ -24,8 +24,19 @@ START_TEST(offload_step_equals_reference) {
   /* pieces of 600: 1001 -> 2, 17 -> 1, 5000 -> 9 (the pipeline); staging
    * full (slots 0) or a ring of 1..4 slots */
   for (int slots = 0; slots <= 4; slots++) {
-    tl_case c = {"offload", 3, {1001, 17, 5000}, 600, slots, 1.0, 0.01,
-                 _i % 2 ? PL_F32 : PL_BF16, 0, 0, 6, &tl_offload, (int)path};
+    tl_case c = {"offload",
+                 3,
+                 {1001, 17, 5000},
+                 600,
+                 slots,
+                 1.0,
+                 0.01,
+                 _i % 2 ? PL_F32 : PL_BF16,
+                 0,
+                 0,
+                 6,
+                 &tl_offload,
+                 (int)path};
     tl_result R;
     pl_status st = tl_run(dev, &c, 99, &R);
     ck_assert_msg(st == PL_OK, "%s", pl_last_error());
@@ -54,9 +65,11 @@ START_TEST(offload_pieces) {
   for (int i = 0; i < 3; i++) {
     prm[i].numel = numel[i];
     ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, numel[i] * 2, "weights",
-                              (void **)&prm[i].weight), PL_OK);
-    ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, numel[i] * 2, "grads",
-                              &prm[i].grad), PL_OK);
+                              (void **)&prm[i].weight),
+                     PL_OK);
+    ck_assert_int_eq(
+        pl_alloc(dev, PL_ARENA_DEVICE, numel[i] * 2, "grads", &prm[i].grad),
+        PL_OK);
   }
   pl_adamw_hparams hp = pl_adamw_hparams_default();
   pl_cpu_offload_adamw *o;
@@ -98,8 +111,7 @@ START_TEST(offload_pieces) {
   ck_assert_ptr_nonnull(strstr(pl_last_error(), "slots=-1"));
   ck_assert_int_eq(pl_cpu_offload_adamw_set_staging(o, 65, 0), PL_EINVAL);
   pl_cpu_offload_adamw_destroy(o);
-  ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_HOST, "optim_offload"),
-                    0);
+  ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_HOST, "optim_offload"), 0);
   for (int i = 0; i < 3; i++) {
     pl_free(dev, prm[i].weight);
     pl_free(dev, prm[i].grad);

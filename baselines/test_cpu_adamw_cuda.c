@@ -12,7 +12,8 @@
 
 START_TEST(offload_on_cuda_equals_reference) {
   pl_dev *cuda, *cpu;
-  if (!pl_check_cpu_and_gpu(&cpu, &cuda)) return;
+  if (!pl_check_cpu_and_gpu(&cpu, &cuda))
+    return;
   static const int rings[] = {0, 1, 3};
   for (int r = 0; r < 3; r++) {
     const tl_case c = {.name = "offload baseline",

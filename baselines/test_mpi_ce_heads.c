@@ -26,7 +26,8 @@ static int agree(int ok) {
  * same meetings in the same order, so the same bits (f32 and bf16); the fused
  * call pl_dtp_run is the three-GEMM fused head, bit for bit. */
 START_TEST(ring_p1_is_fused) {
-  if (P != 1) return;
+  if (P != 1)
+    return;
   const int64_t n = 23, h = 9, v = 71, block = 8;
   for (int dt = 0; dt < 2; dt++) {
     pl_dtype dty = dt ? PL_BF16 : PL_F32;
@@ -49,9 +50,19 @@ START_TEST(ring_p1_is_fused) {
     pl_stream *s = pl_dev_stream(dev);
     ck_assert_int_eq(pl_dtp_forward(d, s, x, t, w, l1), PL_OK);
     ck_assert_int_eq(pl_dtp_backward(d, s, x, t, w, NULL, dx1, dw1), PL_OK);
-    pl_ce_problem pb = {.dt = dty, .n = n, .h = h, .v = v, .red = PL_CE_MEAN,
-                        .ignore = PL_CE_IGNORE_INDEX, .block = block, .x = x,
-                        .t = t, .w = w, .loss = l2, .dx = dx2, .dw = dw2};
+    pl_ce_problem pb = {.dt = dty,
+                        .n = n,
+                        .h = h,
+                        .v = v,
+                        .red = PL_CE_MEAN,
+                        .ignore = PL_CE_IGNORE_INDEX,
+                        .block = block,
+                        .x = x,
+                        .t = t,
+                        .w = w,
+                        .loss = l2,
+                        .dx = dx2,
+                        .dw = dw2};
     ck_assert_int_eq(pl_fused_ce_blocked(s, &pb), PL_OK);
     double *a, *b;
     a = dev_down(dev, l1, 1, PL_F32), b = dev_down(dev, l2, 1, PL_F32);
@@ -122,11 +133,19 @@ START_TEST(vocab_parallel) {
         void *loss = dev_poison(dev, nl, PL_F32, "outputs");
         void *dx = dev_poison(dev, (size_t)(n * h), dty, "grads");
         void *dw = dev_poison(dev, (size_t)(h * vs), dty, "grads");
-        pl_ce_problem pb = {.dt = dty, .n = n, .h = h, .v = v,
+        pl_ce_problem pb = {.dt = dty,
+                            .n = n,
+                            .h = h,
+                            .v = v,
                             .red = (pl_ce_reduction)red,
-                            .ignore = PL_CE_IGNORE_INDEX, .x = x, .t = t,
-                            .w = w, .dloss = red == PL_CE_NONE ? dl : NULL,
-                            .loss = loss, .dx = dx, .dw = dw};
+                            .ignore = PL_CE_IGNORE_INDEX,
+                            .x = x,
+                            .t = t,
+                            .w = w,
+                            .dloss = red == PL_CE_NONE ? dl : NULL,
+                            .loss = loss,
+                            .dx = dx,
+                            .dw = dw};
         pl_status st = pl_vocab_parallel_ce(comm, pl_dev_stream(dev), &pb);
         ck_assert_msg(st == PL_OK, "vocab_parallel: %s", pl_last_error());
         double *gl = dev_down(dev, loss, nl, PL_F32);
@@ -137,7 +156,8 @@ START_TEST(vocab_parallel) {
         double tol = f32 ? (cpu ? 1e-6 : 1e-5) : 2e-2;
         char what[160];
         snprintf(what, sizeof what, "vp r%d/%d case %d %s %s", R, P, ci,
-                 pl_dtype_name(dty), pl_ce_reduction_name((pl_ce_reduction)red));
+                 pl_dtype_name(dty),
+                 pl_ce_reduction_name((pl_ce_reduction)red));
         int ok = ref_close(what, gl, rl, nl, f32 ? tol : 2e-5) &&
                  ref_close(what, gdx, rdx, (size_t)(n * h), tol) &&
                  ref_close(what, gdw, rdw_s, (size_t)(h * vs), tol);
@@ -154,5 +174,6 @@ END_TEST
 
 int main(int argc, char **argv) {
   const TTest *tests[] = {ring_p1_is_fused, vocab_parallel, NULL};
-  return ref_mpi_main(argc, argv, "ce_heads", "ce head", 600, tests, &dev, &comm, &P, &R);
+  return ref_mpi_main(argc, argv, "ce_heads", "ce head", 600, tests, &dev,
+                      &comm, &P, &R);
 }

@@ -36,7 +36,8 @@ START_TEST(offload_global_norm_equals_reference) {
 END_TEST
 
 int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK) return 1;
+  if (pl_init(&argc, &argv) != PL_OK)
+    return 1;
   const TTest *tests[] = {offload_global_norm_equals_reference, NULL};
   const int failed =
       pl_check_run("mpi_cpu_adamw", 120, tests, pl_world_rank(), NULL);

@@ -35,7 +35,8 @@ pl_status pl_vocab_parallel_ce(pl_comm *c, pl_stream *s,
     PL_TRY_GOTO(st, done,
                 pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)n * sizeof(float),
                                "ce_state", s, (void **)&nll));
-  else nll = pb->loss;
+  else
+    nll = pb->loss;
   PL_TRY_GOTO(st, done,
               pl_alloc_async(dev, PL_ARENA_DEVICE,
                              (size_t)n * (size_t)vs * sizeof(float), "logits",
@@ -60,7 +61,8 @@ pl_status pl_vocab_parallel_ce(pl_comm *c, pl_stream *s,
               pl_ce_finish(s, n, st3, pb->t, pb->ignore, nll, lse, stats));
   if (pb->red != PL_CE_NONE)
     PL_TRY_GOTO(st, done, pl_ce_lossout(s, (int)pb->red, stats, pb->loss));
-  if (!pl_ce_problem_bwd(pb)) goto done;
+  if (!pl_ce_problem_bwd(pb))
+    goto done;
   /* ---- backward ---- */
   PL_TRY_GOTO(st, done,
               pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)n * sizeof(float),
@@ -107,7 +109,8 @@ done:
   pl_free_async(dev, dy, s);
   pl_free_async(dev, g, s);
   pl_free_async(dev, logits, s);
-  if (pb->red != PL_CE_NONE) pl_free_async(dev, nll, s);
+  if (pb->red != PL_CE_NONE)
+    pl_free_async(dev, nll, s);
   pl_free_async(dev, lse, s);
   pl_free_async(dev, st3, s);
   pl_free_async(dev, stats, s);

@@ -110,8 +110,7 @@ pl_status pl_fsdp2_check(const pl_model_cfg *m, const pl_fsdp2_cfg *c, int W,
                         "fsdp2: ep=%d on W=%d ranks: the router chooses among "
                         "the %d experts present (E/ep·min(W, ep)), fewer than "
                         "k=%d",
-                        c->ep, W, m->E / c->ep * (W < c->ep ? W : c->ep),
-                        m->k);
+                        c->ep, W, m->E / c->ep * (W < c->ep ? W : c->ep), m->k);
   if (c->ac < PL_FSDP2_AC_FULL || c->ac > PL_FSDP2_AC_NONE || c->ac_freq < 0)
     return pl_set_error(PL_EINVAL, "fsdp2: AC mode %d (freq %d)", (int)c->ac,
                         c->ac_freq);

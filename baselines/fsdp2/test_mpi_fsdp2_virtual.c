@@ -76,8 +76,7 @@ START_TEST(as_real) {
   }
   if (size < 2)
     return;
-  ck_assert_int_eq(pl_comm_split(world, rank < 2 ? 0 : -1, rank, &pair),
-                   PL_OK);
+  ck_assert_int_eq(pl_comm_split(world, rank < 2 ? 0 : -1, rank, &pair), PL_OK);
   if (!pair)
     return;
   run(pair, &m, &c, S, &r);
@@ -96,17 +95,15 @@ START_TEST(as_real) {
                     a->tag_peak[i].bytes, tag_peak(b, a->tag_peak[i].tag));
   }
   for (int op = 0; op < PL_COMM_NOPS; op++)
-    ck_assert_msg(r.cp.calls[op] == v.cp.calls[op] &&
-                      r.cp.sent[op] == v.cp.sent[op] &&
-                      r.cp.recv[op] == v.cp.recv[op],
-                  "CP %s: real %llu calls %llu/%llu B, virtual %llu calls "
-                  "%llu/%llu B",
-                  pl_comm_op_name(op), (unsigned long long)r.cp.calls[op],
-                  (unsigned long long)r.cp.sent[op],
-                  (unsigned long long)r.cp.recv[op],
-                  (unsigned long long)v.cp.calls[op],
-                  (unsigned long long)v.cp.sent[op],
-                  (unsigned long long)v.cp.recv[op]);
+    ck_assert_msg(
+        r.cp.calls[op] == v.cp.calls[op] && r.cp.sent[op] == v.cp.sent[op] &&
+            r.cp.recv[op] == v.cp.recv[op],
+        "CP %s: real %llu calls %llu/%llu B, virtual %llu calls "
+        "%llu/%llu B",
+        pl_comm_op_name(op), (unsigned long long)r.cp.calls[op],
+        (unsigned long long)r.cp.sent[op], (unsigned long long)r.cp.recv[op],
+        (unsigned long long)v.cp.calls[op], (unsigned long long)v.cp.sent[op],
+        (unsigned long long)v.cp.recv[op]);
   ck_assert(r.cp.calls[PL_COMM_ALLGATHER] > 0 &&
             r.cp.calls[PL_COMM_SENDRECV] > 0);
 }

@@ -4,14 +4,14 @@
  * sequence (every rank computes it itself from the counter RNG), f32 and
  * bf16, chunks shorter and longer than the kernels' 64-token tile and of odd
  * lengths, GQA 1, 2 and 4 (np 2 and 4: the load-balanced split's CP 2 and 4,
- * every rank's 2 causal and 2·CP − 1 full blocks); the CP group the whole world and, at np 4, two groups of 2 side by side;
- * the memory of a call accounted under its tags and freed; a sequence that
- * does not split into 2·CP equal chunks, a second sequence per call and a
- * non-causal mask refused.  With a GPU per rank, the same on CUDA (bf16, d
- * 128 and 64, whole and partial 128-token tiles, GQA 4) against the
- * whole-sequence CUDA attention: the full blocks on the kernels AUTO picks
- * for them (the wgmma ones for d = 128 on sm_90a), named in the log; without
- * one it says "skipped" and passes. */
+ * every rank's 2 causal and 2·CP − 1 full blocks); the CP group the whole world
+ * and, at np 4, two groups of 2 side by side; the memory of a call accounted
+ * under its tags and freed; a sequence that does not split into 2·CP equal
+ * chunks, a second sequence per call and a non-causal mask refused.  With a GPU
+ * per rank, the same on CUDA (bf16, d 128 and 64, whole and partial 128-token
+ * tiles, GQA 4) against the whole-sequence CUDA attention: the full blocks on
+ * the kernels AUTO picks for them (the wgmma ones for d = 128 on sm_90a), named
+ * in the log; without one it says "skipped" and passes. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -193,8 +193,13 @@ START_TEST(cuda_equals_whole_sequence) {
   pl_comm *gw;
   ck_assert_int_eq(pl_comm_world(gpu_dev, &gw), PL_OK);
   dev = gpu_dev;
-  pl_attn_shape full = {.batch = 1, .seq = 128, .n_q = 8, .n_kv = 2,
-                        .head_dim = 128, .dtype = PL_BF16, .mask = PL_ATTN_FULL};
+  pl_attn_shape full = {.batch = 1,
+                        .seq = 128,
+                        .n_q = 8,
+                        .n_kv = 2,
+                        .head_dim = 128,
+                        .dtype = PL_BF16,
+                        .mask = PL_ATTN_FULL};
   if (rank == 0)
     printf("# CUDA full blocks, d 128: %s + %s\n",
            pl_attn_fwd_kernel(pl_dev_stream(dev), &full),
@@ -261,8 +266,7 @@ int main(int argc, char **argv) {
     return 3;
   }
   const TTest *tests[] = {equals_whole_sequence, groups_side_by_side,
-                          bad_shapes_refused, cuda_equals_whole_sequence,
-                          NULL};
+                          bad_shapes_refused, cuda_equals_whole_sequence, NULL};
   const int nf = pl_check_run("ring_attn", 300, tests, rank, world);
   pl_comm_destroy(world);
   if (gpu_dev)

@@ -1,9 +1,9 @@
 /* attention_kernels.h — the GQA flash-attention kernels: the shape, mask and
  * CPU and CUDA twins (the shape, mask and kernel choice of one call are
- * public types: plateau/optypes.h), same signatures, that the model layer dispatches to
- * (backend/cpu/attention_cpu.c, backend/cuda/attention.cu), plus the merge of
- * two partial attention outputs by their log-sum-exp (ring attention).
- * Layouts and formulas: model/attention.h.  Not installed; the pl__
+ * public types: plateau/optypes.h), same signatures, that the model layer
+ * dispatches to (backend/cpu/attention_cpu.c, backend/cuda/attention.cu), plus
+ * the merge of two partial attention outputs by their log-sum-exp (ring
+ * attention). Layouts and formulas: model/attention.h.  Not installed; the pl__
  * functions are not part of the public API. */
 #ifndef PLATEAU_BACKEND_ATTENTION_KERNELS_H
 #define PLATEAU_BACKEND_ATTENTION_KERNELS_H
@@ -25,7 +25,6 @@ extern "C" {
 #define PL_HAVE_CUDA 0
 #endif
 
-
 /* The softmax scale used: sh->scale, or 1/sqrt(d) when 0. */
 static inline float pl__attn_scale(const pl_attn_shape *sh) {
   return sh->scale != 0.f ? sh->scale : 1.f / sqrtf((float)sh->head_dim);
@@ -46,8 +45,10 @@ static inline size_t pl__attn_cudnn_bwd_ws_bytes(const pl_attn_shape *sh) {
  * wherever cuDNN is installed; a build without it uses less (our kernels'
  * workspace), so the plan's attention term is then an upper bound. */
 static inline int pl__attn_planned_cudnn(const pl_attn_shape *sh) {
-  return (sh->kernels.bwd == PL_ATTN_BWD_AUTO || sh->kernels.bwd == PL_ATTN_BWD_CUDNN) &&
-         sh->dtype == PL_BF16 && (sh->head_dim == 64 || sh->head_dim == 128) && sh->seq >= 2;
+  return (sh->kernels.bwd == PL_ATTN_BWD_AUTO ||
+          sh->kernels.bwd == PL_ATTN_BWD_CUDNN) &&
+         sh->dtype == PL_BF16 && (sh->head_dim == 64 || sh->head_dim == 128) &&
+         sh->seq >= 2;
 }
 
 /* The backward workspace the CUDA backend is planned to allocate for sh,
@@ -58,7 +59,8 @@ static inline int pl__attn_planned_cudnn(const pl_attn_shape *sh) {
  * pl__cuda_attn_bwd_workspace_bytes is the same; what a GPU allocates can
  * be more where cuDNN's plan asks for more (pl__cuda_attn_bwd_workspace_on). */
 static inline size_t pl__attn_cuda_bwd_ws_planned(const pl_attn_shape *sh) {
-  if (pl__attn_planned_cudnn(sh)) return pl__attn_cudnn_bwd_ws_bytes(sh);
+  if (pl__attn_planned_cudnn(sh))
+    return pl__attn_cudnn_bwd_ws_bytes(sh);
   const size_t B = (size_t)sh->batch, S = (size_t)sh->seq;
   return (B * ((S + 63) / 64 * 64) * (size_t)sh->n_q * (size_t)sh->head_dim +
           B * (size_t)sh->n_q * S) *

@@ -6,8 +6,10 @@
 #include "backend/cuda/attention_cudnn.h"
 
 int pl_backend_available(pl_backend be) {
-  if (be == PL_BACKEND_CPU || be == PL_BACKEND_DRY) return 1;
-  if (be == PL_BACKEND_CUDA) return PL_HAVE_CUDA;
+  if (be == PL_BACKEND_CPU || be == PL_BACKEND_DRY)
+    return 1;
+  if (be == PL_BACKEND_CUDA)
+    return PL_HAVE_CUDA;
   return 0;
 }
 
@@ -30,7 +32,8 @@ int pl_cuda_device_count(void) {
 pl_status pl_dev_create(pl_backend be, int ordinal, pl_dev **out) {
   *out = NULL;
   const pl__backend_ops *ops = NULL;
-  if (be == PL_BACKEND_CPU) ops = &pl__cpu_backend_ops;
+  if (be == PL_BACKEND_CPU)
+    ops = &pl__cpu_backend_ops;
   else if (be == PL_BACKEND_DRY)
     ops = &pl__dry_backend_ops;
 #if PL_HAVE_CUDA
@@ -42,8 +45,8 @@ pl_status pl_dev_create(pl_backend be, int ordinal, pl_dev **out) {
       return pl_set_error(PL_EUNSUPPORTED,
                           "backend cuda: not built (nvcc was not found at "
                           "build time; allowed here: cpu)");
-    return pl_set_error(PL_EINVAL, "backend %d: unknown (allowed: cpu, cuda, dry)",
-                        (int)be);
+    return pl_set_error(
+        PL_EINVAL, "backend %d: unknown (allowed: cpu, cuda, dry)", (int)be);
   }
   if (be == PL_BACKEND_CUDA) {
     int n = pl_cuda_device_count();
@@ -51,7 +54,8 @@ pl_status pl_dev_create(pl_backend be, int ordinal, pl_dev **out) {
       return pl_set_error(PL_EUNSUPPORTED,
                           "backend cuda: no CUDA device visible on this "
                           "machine (use --backend cpu)");
-    if (ordinal < 0) ordinal = pl_local_rank() % n;
+    if (ordinal < 0)
+      ordinal = pl_local_rank() % n;
     if (ordinal >= n)
       return pl_set_error(PL_EINVAL,
                           "CUDA device %d: only %d visible (allowed: 0..%d)",

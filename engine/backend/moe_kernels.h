@@ -115,7 +115,6 @@ pl_status pl__cuda_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m,
                             pl_dtype c_dt);
 #endif
 
-
 #ifdef __cplusplus
 }
 #endif

@@ -27,29 +27,37 @@
  * count set; rank 0 prints it, so that a log says what ran. */
 static inline int pl_check_mpi_threads(int rank) {
   cpu_set_t set;
-  int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
-                                                           : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  int cores = sched_getaffinity(0, sizeof set, &set) == 0
+                  ? CPU_COUNT(&set)
+                  : (int)sysconf(_SC_NPROCESSORS_ONLN);
   const int local = pl_local_size() > 0 ? pl_local_size() : 1;
   int per = cores / local;
-  if (per < 1) per = 1;
-  if (per > omp_get_max_threads()) per = omp_get_max_threads();
+  if (per < 1)
+    per = 1;
+  if (per > omp_get_max_threads())
+    per = omp_get_max_threads();
   omp_set_num_threads(per);
   if (rank == 0)
-    printf("# OpenMP: %d thread(s) per rank (%d rank(s) on this node, %d core(s))\n", per, local, cores);
+    printf("# OpenMP: %d thread(s) per rank (%d rank(s) on this node, %d "
+           "core(s))\n",
+           per, local, cores);
   return per;
 }
 
 /* Runs tests (NULL-terminated) as suite `name` (timeout_s > 0: each test's
  * limit); returns the failed tests: this rank's, or all ranks' when
  * verdict != NULL (a failed reduction counts as one failure). */
-static inline int pl_check_run(const char *name, double timeout_s, const TTest *const *tests,
-                               int rank, pl_comm *verdict) {
+static inline int pl_check_run(const char *name, double timeout_s,
+                               const TTest *const *tests, int rank,
+                               pl_comm *verdict) {
   pl_check_mpi_threads(rank);
   int nf = pl_check_suite(name, timeout_s, tests, NULL, NULL, CK_NOFORK, rank);
   if (verdict) {
     int64_t bad = nf;
-    if (pl_host_allreduce_i64(verdict, &bad, 1, PL_RED_SUM) != PL_OK) return nf ? nf : 1;
-    if (rank == 0 && bad > nf) fprintf(stderr, "%lld failed tests over all ranks\n", (long long)bad);
+    if (pl_host_allreduce_i64(verdict, &bad, 1, PL_RED_SUM) != PL_OK)
+      return nf ? nf : 1;
+    if (rank == 0 && bad > nf)
+      fprintf(stderr, "%lld failed tests over all ranks\n", (long long)bad);
     nf = (int)bad;
   }
   return nf;

@@ -18,16 +18,16 @@ extern "C" {
 #endif
 
 struct pl_comm {
-  MPI_Comm mpi;     /* a duplicate: our traffic never matches the user's */
-  int rank, size;   /* in this group                                      */
-  pl_dev *dev;      /* borrowed; must outlive the communicator           */
-  double timeout_s; /* watchdog deadline (floor) of each later operation */
-  double bytes_per_s; /* + bytes / this (0: the deadline is timeout_s)   */
-  void *nccl;       /* ncclComm_t when dev is CUDA, else NULL            */
-  int vsize;        /* > 0: a virtual group (comm_virtual.c): the caller
-                       alone at seat 0 of vsize; 0: a real group          */
-  pl_comm_stats stats;      /* bytes moved (every group)                  */
-  struct pl__vprof *vprof;  /* stand-in spans of a virtual group          */
+  MPI_Comm mpi;        /* a duplicate: our traffic never matches the user's */
+  int rank, size;      /* in this group                                      */
+  pl_dev *dev;         /* borrowed; must outlive the communicator           */
+  double timeout_s;    /* watchdog deadline (floor) of each later operation */
+  double bytes_per_s;  /* + bytes / this (0: the deadline is timeout_s)   */
+  void *nccl;          /* ncclComm_t when dev is CUDA, else NULL            */
+  int vsize;           /* > 0: a virtual group (comm_virtual.c): the caller
+                          alone at seat 0 of vsize; 0: a real group          */
+  pl_comm_stats stats; /* bytes moved (every group)                  */
+  struct pl__vprof *vprof; /* stand-in spans of a virtual group          */
 };
 
 /* ---- process state (comm.c) --------------------------------------------

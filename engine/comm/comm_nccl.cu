@@ -3,8 +3,9 @@
  *
  * Set-up: group rank 0 draws an ncclUniqueId, MPI broadcasts it over the
  * group's communicator, every rank selects its GPU (the device's ordinal,
- * chosen from the local rank at pl_dev_create) and calls ncclCommInitRankConfig.
- * Both blocking steps are watched, so a rank that never arrives aborts the job.
+ * chosen from the local rank at pl_dev_create) and calls
+ * ncclCommInitRankConfig. Both blocking steps are watched, so a rank that never
+ * arrives aborts the job.
  *
  * Two environment variables shape the communicator (NCCL's own NCCL_* variables
  * still apply): PLATEAU_NCCL_CTA_POLICY = default | efficiency | zero (NCCL's
@@ -45,21 +46,27 @@ static pl_status cuda_err(cudaError_t e, const char *what) {
 #define NCCL_TRY(call, comm, what)                                             \
   do {                                                                         \
     ncclResult_t r_ = (call);                                                  \
-    if (r_ != ncclSuccess) return nccl_err(r_, (comm), (what));                \
+    if (r_ != ncclSuccess)                                                     \
+      return nccl_err(r_, (comm), (what));                                     \
   } while (0)
 
 #define CUDA_TRY(call, what)                                                   \
   do {                                                                         \
     cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess) return cuda_err(e_, (what));                        \
+    if (e_ != cudaSuccess)                                                     \
+      return cuda_err(e_, (what));                                             \
   } while (0)
 
 static ncclDataType_t nccl_type(pl_dtype dt) {
   switch (dt) {
-  case PL_F32: return ncclFloat32;
-  case PL_BF16: return ncclBfloat16;
-  case PL_I32: return ncclInt32;
-  case PL_I64: return ncclInt64;
+  case PL_F32:
+    return ncclFloat32;
+  case PL_BF16:
+    return ncclBfloat16;
+  case PL_I32:
+    return ncclInt32;
+  case PL_I64:
+    return ncclInt64;
   }
   return ncclFloat32;
 }
@@ -68,10 +75,13 @@ static ncclRedOp_t nccl_op(pl_redop op) {
   return op == PL_RED_SUM ? ncclSum : op == PL_RED_MAX ? ncclMax : ncclMin;
 }
 
-static size_t esize(pl_dtype dt) { return pl_dtype_size(dt); }
+static size_t esize(pl_dtype dt) {
+  return pl_dtype_size(dt);
+}
 
 static cudaStream_t stream_of(pl_comm *c, pl_stream *s) {
-  if (!s) s = pl_dev_stream(c->dev);
+  if (!s)
+    s = pl_dev_stream(c->dev);
   return (cudaStream_t)pl_stream_native(s);
 }
 
@@ -136,16 +146,20 @@ static pl_status nccl_config(ncclConfig_t *cfg) {
     else if (strcmp(p, "zero") == 0)
       cfg->CTAPolicy = NCCL_CTA_POLICY_ZERO;
     else
-      return pl_set_error(PL_EINVAL, "PLATEAU_NCCL_CTA_POLICY=%s: allowed "
-                          "default, efficiency, zero", p);
+      return pl_set_error(PL_EINVAL,
+                          "PLATEAU_NCCL_CTA_POLICY=%s: allowed "
+                          "default, efficiency, zero",
+                          p);
   }
   const char *m = getenv("PLATEAU_NCCL_MAX_CTAS");
   if (m && *m) {
     char *end = NULL;
     long v = strtol(m, &end, 10);
     if (*end || v < 1 || v > 64)
-      return pl_set_error(PL_EINVAL, "PLATEAU_NCCL_MAX_CTAS=%s: must be an "
-                          "integer in [1, 64]", m);
+      return pl_set_error(PL_EINVAL,
+                          "PLATEAU_NCCL_MAX_CTAS=%s: must be an "
+                          "integer in [1, 64]",
+                          m);
     cfg->maxCTAs = (int)v;
   }
   return PL_OK;
@@ -159,20 +173,24 @@ extern "C" pl_status pl__nccl_create(pl_comm *c) {
     ncclUniqueId id;
   } msg;
   memset(&msg, 0, sizeof msg);
-  if (c->rank == 0) msg.ok = ncclGetUniqueId(&msg.id) == ncclSuccess;
+  if (c->rank == 0)
+    msg.ok = ncclGetUniqueId(&msg.id) == ncclSuccess;
   int w = pl__watch_begin(c, "nccl_init");
   int rc = MPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, c->mpi);
   pl__watch_end(w);
   if (rc != MPI_SUCCESS)
-    return pl_set_error(PL_ECOMM, "pl_comm: MPI_Bcast of the NCCL id failed "
-                        "(MPI error %d)", rc);
+    return pl_set_error(PL_ECOMM,
+                        "pl_comm: MPI_Bcast of the NCCL id failed "
+                        "(MPI error %d)",
+                        rc);
   if (!msg.ok)
     return pl_set_error(PL_ECOMM, "pl_comm: ncclGetUniqueId failed on group "
-                        "rank 0");
+                                  "rank 0");
   CUDA_TRY(cudaSetDevice(c->dev->ordinal), "pl_comm: cudaSetDevice");
   ncclComm_t comm = NULL;
   w = pl__watch_begin(c, "nccl_init");
-  ncclResult_t r = ncclCommInitRankConfig(&comm, c->size, msg.id, c->rank, &cfg);
+  ncclResult_t r =
+      ncclCommInitRankConfig(&comm, c->size, msg.id, c->rank, &cfg);
   pl__watch_end(w);
   if (r != ncclSuccess)
     return nccl_err(r, NULL, "pl_comm: ncclCommInitRankConfig");
@@ -194,7 +212,8 @@ static void pool_flush(int ordinal) {
 }
 
 extern "C" void pl__nccl_destroy(pl_comm *c) {
-  if (!c->nccl) return;
+  if (!c->nccl)
+    return;
   pool_flush(c->dev->ordinal); /* the caller drained c: all complete */
   void *comm = c->nccl;
   c->nccl = NULL; /* the watch below must not abort a half-destroyed comm */
@@ -204,14 +223,17 @@ extern "C" void pl__nccl_destroy(pl_comm *c) {
 }
 
 extern "C" void pl__nccl_abort(void *nccl) {
-  if (nccl) ncclCommAbort((ncclComm_t)nccl);
+  if (nccl)
+    ncclCommAbort((ncclComm_t)nccl);
 }
 
 extern "C" int pl__nccl_event_query(void *event, int ordinal) {
   cudaSetDevice(ordinal); /* the watchdog thread has no current device */
   cudaError_t e = cudaEventQuery((cudaEvent_t)event);
-  if (e == cudaSuccess) return 1;
-  if (e == cudaErrorNotReady) return 0;
+  if (e == cudaSuccess)
+    return 1;
+  if (e == cudaErrorNotReady)
+    return 0;
   fprintf(stderr, "[r? error] pl_comm: cudaEventQuery: %s (%s)\n",
           cudaGetErrorString(e), cudaGetErrorName(e));
   return -1;
@@ -233,21 +255,23 @@ extern "C" void pl__nccl_event_destroy(void *event, int ordinal) {
 }
 
 extern "C" pl_status pl__nccl_allreduce(pl_comm *c, const void *send,
-                                       void *recv, size_t count, pl_dtype dt,
-                                       pl_redop op, pl_stream *s) {
-  if (count == 0) return PL_OK;
+                                        void *recv, size_t count, pl_dtype dt,
+                                        pl_redop op, pl_stream *s) {
+  if (count == 0)
+    return PL_OK;
   ncclComm_t comm = (ncclComm_t)c->nccl;
   cudaStream_t st = stream_of(c, s);
-  NCCL_TRY(ncclAllReduce(send, recv, count, nccl_type(dt), nccl_op(op), comm,
-                         st),
-           comm, "pl_allreduce: ncclAllReduce");
+  NCCL_TRY(
+      ncclAllReduce(send, recv, count, nccl_type(dt), nccl_op(op), comm, st),
+      comm, "pl_allreduce: ncclAllReduce");
   return watch_after(c, "allreduce", st);
 }
 
 extern "C" pl_status pl__nccl_allgather(pl_comm *c, const void *send,
-                                       void *recv, size_t count, pl_dtype dt,
-                                       pl_stream *s) {
-  if (count == 0) return PL_OK;
+                                        void *recv, size_t count, pl_dtype dt,
+                                        pl_stream *s) {
+  if (count == 0)
+    return PL_OK;
   ncclComm_t comm = (ncclComm_t)c->nccl;
   cudaStream_t st = stream_of(c, s);
   NCCL_TRY(ncclAllGather(send, recv, count, nccl_type(dt), comm, st), comm,
@@ -256,10 +280,11 @@ extern "C" pl_status pl__nccl_allgather(pl_comm *c, const void *send,
 }
 
 extern "C" pl_status pl__nccl_reduce_scatter(pl_comm *c, const void *send,
-                                            void *recv, size_t count,
-                                            pl_dtype dt, pl_redop op,
-                                            pl_stream *s) {
-  if (count == 0) return PL_OK;
+                                             void *recv, size_t count,
+                                             pl_dtype dt, pl_redop op,
+                                             pl_stream *s) {
+  if (count == 0)
+    return PL_OK;
   ncclComm_t comm = (ncclComm_t)c->nccl;
   cudaStream_t st = stream_of(c, s);
   NCCL_TRY(ncclReduceScatter(send, recv, count, nccl_type(dt), nccl_op(op),
@@ -269,12 +294,10 @@ extern "C" pl_status pl__nccl_reduce_scatter(pl_comm *c, const void *send,
 }
 
 /* Grouped point-to-point: ncclGroupEnd runs even after a failed post. */
-extern "C" pl_status pl__nccl_alltoallv(pl_comm *c, const void *send,
-                                       const size_t *scounts,
-                                       const size_t *sdispls, void *recv,
-                                       const size_t *rcounts,
-                                       const size_t *rdispls, pl_dtype dt,
-                                       pl_stream *s) {
+extern "C" pl_status
+pl__nccl_alltoallv(pl_comm *c, const void *send, const size_t *scounts,
+                   const size_t *sdispls, void *recv, const size_t *rcounts,
+                   const size_t *rdispls, pl_dtype dt, pl_stream *s) {
   ncclComm_t comm = (ncclComm_t)c->nccl;
   cudaStream_t st = stream_of(c, s);
   ncclDataType_t t = nccl_type(dt);
@@ -289,45 +312,51 @@ extern "C" pl_status pl__nccl_alltoallv(pl_comm *c, const void *send,
       posted++;
     }
     if (rcounts[d] && first == ncclSuccess) {
-      first = ncclRecv((char *)recv + rdispls[d] * es, rcounts[d], t, d, comm,
-                       st);
+      first =
+          ncclRecv((char *)recv + rdispls[d] * es, rcounts[d], t, d, comm, st);
       posted++;
     }
   }
   ncclResult_t end = ncclGroupEnd();
   if (first != ncclSuccess)
     return nccl_err(first, comm, "pl_alltoallv: ncclSend/ncclRecv");
-  if (end != ncclSuccess) return nccl_err(end, comm, "pl_alltoallv: group");
-  if (!posted) return PL_OK;
+  if (end != ncclSuccess)
+    return nccl_err(end, comm, "pl_alltoallv: group");
+  if (!posted)
+    return PL_OK;
   return watch_after(c, "alltoallv", st);
 }
 
 extern "C" pl_status pl__nccl_sendrecv(pl_comm *c, const void *send,
-                                      size_t scount, int dst, void *recv,
-                                      size_t rcount, int src, pl_dtype dt,
-                                      pl_stream *s) {
-  if (scount == 0 && rcount == 0) return PL_OK;
+                                       size_t scount, int dst, void *recv,
+                                       size_t rcount, int src, pl_dtype dt,
+                                       pl_stream *s) {
+  if (scount == 0 && rcount == 0)
+    return PL_OK;
   ncclComm_t comm = (ncclComm_t)c->nccl;
   cudaStream_t st = stream_of(c, s);
   ncclDataType_t t = nccl_type(dt);
   NCCL_TRY(ncclGroupStart(), comm, "pl_sendrecv: ncclGroupStart");
   ncclResult_t first = ncclSuccess;
-  if (scount) first = ncclSend(send, scount, t, dst, comm, st);
+  if (scount)
+    first = ncclSend(send, scount, t, dst, comm, st);
   if (rcount && first == ncclSuccess)
     first = ncclRecv(recv, rcount, t, src, comm, st);
   ncclResult_t end = ncclGroupEnd();
   if (first != ncclSuccess)
     return nccl_err(first, comm, "pl_sendrecv: ncclSend/ncclRecv");
-  if (end != ncclSuccess) return nccl_err(end, comm, "pl_sendrecv: group");
+  if (end != ncclSuccess)
+    return nccl_err(end, comm, "pl_sendrecv: group");
   return watch_after(c, "sendrecv", st);
 }
 
 extern "C" pl_status pl__nccl_broadcast(pl_comm *c, void *buf, size_t count,
-                                       pl_dtype dt, int root, pl_stream *s) {
-  if (count == 0) return PL_OK;
+                                        pl_dtype dt, int root, pl_stream *s) {
+  if (count == 0)
+    return PL_OK;
   ncclComm_t comm = (ncclComm_t)c->nccl;
   cudaStream_t st = stream_of(c, s);
-  NCCL_TRY(ncclBroadcast(buf, buf, count, nccl_type(dt), root, comm, st),
-           comm, "pl_broadcast: ncclBroadcast");
+  NCCL_TRY(ncclBroadcast(buf, buf, count, nccl_type(dt), root, comm, st), comm,
+           "pl_broadcast: ncclBroadcast");
   return watch_after(c, "broadcast", st);
 }

@@ -66,15 +66,14 @@ static void counted(pl_comm *c, pl_comm_op op, uint64_t calls, uint64_t sent,
                     uint64_t recv) {
   pl_comm_stats st;
   pl_comm_stats_get(c, &st);
-  ck_assert_msg(st.calls[op] == calls && st.sent[op] == sent &&
-                    st.recv[op] == recv,
-                "%s over %d: calls %llu sent %llu recv %llu, want %llu %llu "
-                "%llu",
-                pl_comm_op_name(op), pl_comm_size(c),
-                (unsigned long long)st.calls[op],
-                (unsigned long long)st.sent[op],
-                (unsigned long long)st.recv[op], (unsigned long long)calls,
-                (unsigned long long)sent, (unsigned long long)recv);
+  ck_assert_msg(
+      st.calls[op] == calls && st.sent[op] == sent && st.recv[op] == recv,
+      "%s over %d: calls %llu sent %llu recv %llu, want %llu %llu "
+      "%llu",
+      pl_comm_op_name(op), pl_comm_size(c), (unsigned long long)st.calls[op],
+      (unsigned long long)st.sent[op], (unsigned long long)st.recv[op],
+      (unsigned long long)calls, (unsigned long long)sent,
+      (unsigned long long)recv);
 }
 
 static void check_group(pl_dev *d, int G, pl_dtype dt) {
@@ -121,8 +120,8 @@ static void check_group(pl_dev *d, int G, pl_dtype dt) {
   hy = host(d, ya, rt * es);
   for (int q = 0; q < G; q++) {
     const size_t k = sc[q] < rc[q] ? sc[q] : rc[q];
-    same("alltoallv", (char *)hy + rd[q] * es, (char *)hx + sd[q] * es,
-         k * es, rc[q] * es);
+    same("alltoallv", (char *)hy + rd[q] * es, (char *)hx + sd[q] * es, k * es,
+         rc[q] * es);
   }
   counted(c, PL_COMM_ALLTOALLV, 1, so * es, ro * es);
   free(hy);
@@ -182,8 +181,7 @@ START_TEST(standins) {
       check_group(g_dev[b], Gs[i], PL_F32);
       check_group(g_dev[b], Gs[i], PL_BF16);
     }
-  ck_assert_int_eq(pl_comm_virtual(g_dev[0], 0, &(pl_comm *){NULL}),
-                   PL_EINVAL);
+  ck_assert_int_eq(pl_comm_virtual(g_dev[0], 0, &(pl_comm *){NULL}), PL_EINVAL);
   pl_clear_error();
 }
 END_TEST
@@ -232,12 +230,11 @@ static void ops(pl_comm *c, pl_dev *d, void *x, void *y) {
   ck_assert_int_eq(pl_allgather(c, x, y, 16, PL_BF16, s), PL_OK);
   ck_assert_int_eq(pl_reduce_scatter(c, x, y, 16, PL_F32, PL_RED_SUM, s),
                    PL_OK);
-  ck_assert_int_eq(pl_alltoallv(c, x, cnt, dis, y, cnt, dis, PL_F32, s),
-                   PL_OK);
+  ck_assert_int_eq(pl_alltoallv(c, x, cnt, dis, y, cnt, dis, PL_F32, s), PL_OK);
   const int r = pl_comm_rank(c);
-  ck_assert_int_eq(pl_sendrecv(c, x, 24, (r + 1) % G, y, 24, (r - 1 + G) % G,
-                               PL_BF16, s),
-                   PL_OK);
+  ck_assert_int_eq(
+      pl_sendrecv(c, x, 24, (r + 1) % G, y, 24, (r - 1 + G) % G, PL_BF16, s),
+      PL_OK);
   ck_assert_int_eq(pl_broadcast(c, x, 32, PL_F32, 0, s), PL_OK);
   ck_assert_int_eq(pl_stream_sync(s), PL_OK);
 }
@@ -259,15 +256,14 @@ START_TEST(as_real) {
     pl_comm_stats_get(v, &b);
     if (g_rank == 0)
       for (int op = 0; op < PL_COMM_NOPS; op++)
-        ck_assert_msg(a.calls[op] == b.calls[op] && a.sent[op] == b.sent[op] &&
-                          a.recv[op] == b.recv[op],
-                      "%s over %d: real %llu/%llu/%llu, virtual %llu/%llu/%llu",
-                      pl_comm_op_name(op), G, (unsigned long long)a.calls[op],
-                      (unsigned long long)a.sent[op],
-                      (unsigned long long)a.recv[op],
-                      (unsigned long long)b.calls[op],
-                      (unsigned long long)b.sent[op],
-                      (unsigned long long)b.recv[op]);
+        ck_assert_msg(
+            a.calls[op] == b.calls[op] && a.sent[op] == b.sent[op] &&
+                a.recv[op] == b.recv[op],
+            "%s over %d: real %llu/%llu/%llu, virtual %llu/%llu/%llu",
+            pl_comm_op_name(op), G, (unsigned long long)a.calls[op],
+            (unsigned long long)a.sent[op], (unsigned long long)a.recv[op],
+            (unsigned long long)b.calls[op], (unsigned long long)b.sent[op],
+            (unsigned long long)b.recv[op]);
     ck_assert(a.standins == 0);
     pl_comm_destroy(v);
     pl_comm_destroy(real);
@@ -281,8 +277,7 @@ START_TEST(present) {
   pl_comm *self, *v;
   ck_assert_int_eq(pl_comm_split(g_world, g_rank, 0, &self), PL_OK);
   ck_assert_int_eq(pl_comm_virtual(d, 1, &v), PL_OK);
-  void *x = rnd(d, PL_BF16, 256, 9), *y1 = dalloc(d, 512),
-       *y2 = dalloc(d, 512);
+  void *x = rnd(d, PL_BF16, 256, 9), *y1 = dalloc(d, 512), *y2 = dalloc(d, 512);
   pl_comm *cs[2] = {self, v};
   void *ys[2] = {y1, y2};
   for (int k = 0; k < 2; k++) {

@@ -15,16 +15,22 @@
  * CK_FORK, or CK_NOFORK (CUDA and MPI state must not be inherited across
  * fork).  The full report on rank 0; another rank prints only its own
  * failures.  Returns the number of failed tests. */
-static inline int pl_check_suite(const char *name, double timeout_s, const TTest *const *tests,
-                                 SFun setup, SFun teardown, enum fork_status fork, int rank) {
+static inline int pl_check_suite(const char *name, double timeout_s,
+                                 const TTest *const *tests, SFun setup,
+                                 SFun teardown, enum fork_status fork,
+                                 int rank) {
   Suite *su = suite_create(name);
   TCase *tc = tcase_create(name);
-  if (setup || teardown) tcase_add_checked_fixture(tc, setup, teardown);
-  if (timeout_s > 0) tcase_set_timeout(tc, timeout_s);
-  for (; *tests; tests++) tcase_add_test(tc, *tests);
+  if (setup || teardown)
+    tcase_add_checked_fixture(tc, setup, teardown);
+  if (timeout_s > 0)
+    tcase_set_timeout(tc, timeout_s);
+  for (; *tests; tests++)
+    tcase_add_test(tc, *tests);
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);
-  if (fork != CK_FORK_GETENV) srunner_set_fork_status(sr, fork);
+  if (fork != CK_FORK_GETENV)
+    srunner_set_fork_status(sr, fork);
   srunner_run_all(sr, rank == 0 ? CK_NORMAL : CK_SILENT);
   const int nf = srunner_ntests_failed(sr);
   if (rank != 0 && nf) {

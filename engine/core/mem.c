@@ -27,12 +27,16 @@ static size_t hash_ptr(const void *p, size_t cap) {
 static pl_status table_grow(pl_dev *dev) {
   size_t ncap = dev->table_cap ? dev->table_cap * 2 : 1024;
   pl__mem_entry *nt = calloc(ncap, sizeof *nt);
-  if (!nt) return pl_set_error(PL_ENOMEM, "out of host memory for the allocation table");
+  if (!nt)
+    return pl_set_error(PL_ENOMEM,
+                        "out of host memory for the allocation table");
   for (size_t i = 0; i < dev->table_cap; i++) {
     pl__mem_entry *e = &dev->table[i];
-    if (e->used != 1) continue;
+    if (e->used != 1)
+      continue;
     size_t h = hash_ptr(e->ptr, ncap);
-    while (nt[h].used) h = (h + 1) & (ncap - 1);
+    while (nt[h].used)
+      h = (h + 1) & (ncap - 1);
     nt[h] = *e;
   }
   free(dev->table);
@@ -40,37 +44,45 @@ static pl_status table_grow(pl_dev *dev) {
   dev->table_cap = ncap;
   /* tombstones are dropped by the rehash */
   size_t live = 0;
-  for (size_t i = 0; i < ncap; i++) live += nt[i].used == 1;
+  for (size_t i = 0; i < ncap; i++)
+    live += nt[i].used == 1;
   dev->table_used = live;
   return PL_OK;
 }
 
 static pl__mem_entry *table_find(pl_dev *dev, const void *p) {
-  if (!dev->table_cap) return NULL;
+  if (!dev->table_cap)
+    return NULL;
   size_t h = hash_ptr(p, dev->table_cap);
   for (size_t n = 0; n < dev->table_cap; n++) {
     pl__mem_entry *e = &dev->table[h];
-    if (!e->used) return NULL;
-    if (e->used == 1 && e->ptr == p) return e;
+    if (!e->used)
+      return NULL;
+    if (e->used == 1 && e->ptr == p)
+      return e;
     h = (h + 1) & (dev->table_cap - 1);
   }
   return NULL;
 }
 
 static int tag_index(pl__mem_arena *a, const char *tag) {
-  if (!tag || !*tag) tag = "untagged";
+  if (!tag || !*tag)
+    tag = "untagged";
   for (int i = 0; i < a->n_tags; i++)
-    if (!strcmp(a->tags[i], tag)) return i;
+    if (!strcmp(a->tags[i], tag))
+      return i;
   if (a->n_tags < PL_MEM_MAX_TAGS - 1) {
     char *copy = strdup(tag);
-    if (!copy) return -1;
+    if (!copy)
+      return -1;
     a->tags[a->n_tags] = copy;
     return a->n_tags++;
   }
   /* overflow bucket: the last slot */
   if (a->n_tags == PL_MEM_MAX_TAGS - 1) {
     a->tags[a->n_tags] = strdup("other");
-    if (!a->tags[a->n_tags]) return -1;
+    if (!a->tags[a->n_tags])
+      return -1;
     a->n_tags++;
   }
   return PL_MEM_MAX_TAGS - 1;
@@ -84,7 +96,8 @@ static pl_status track_alloc(pl_dev *dev, pl_arena arena, size_t bytes,
                              const char *tag, pl_stream *s, void **out) {
   *out = NULL;
   if ((int)arena < 0 || arena >= PL_ARENA_COUNT)
-    return pl_set_error(PL_EINVAL, "arena %d (allowed: device, host)", (int)arena);
+    return pl_set_error(PL_EINVAL, "arena %d (allowed: device, host)",
+                        (int)arena);
   pthread_mutex_lock(&dev->mem_lock);
   pl__mem_arena *a = &dev->arenas[arena];
   int ti = tag_index(a, tag);
@@ -96,29 +109,36 @@ static pl_status track_alloc(pl_dev *dev, pl_arena arena, size_t bytes,
   if (a->limit && (bytes > a->limit || a->current > a->limit - bytes)) {
     a->n_failed++;
     st = pl_set_error(PL_ENOMEM,
-                      "%s arena: %zu bytes for '%s' would exceed the limit (%zu in use of %zu)",
-                      arena_name(arena), bytes, a->tags[ti], a->current, a->limit);
+                      "%s arena: %zu bytes for '%s' would exceed the limit "
+                      "(%zu in use of %zu)",
+                      arena_name(arena), bytes, a->tags[ti], a->current,
+                      a->limit);
     goto out;
   }
-  if ((dev->table_used + 1) * 2 > dev->table_cap && (st = table_grow(dev)) != PL_OK)
+  if ((dev->table_used + 1) * 2 > dev->table_cap &&
+      (st = table_grow(dev)) != PL_OK)
     goto out;
   void *p = NULL;
   st = dev->ops->raw_alloc(dev, arena, bytes ? bytes : ZERO_BYTES_RAW, s, &p);
   if (st != PL_OK) {
     a->n_failed++;
     if (st == PL_ENOMEM)
-      pl_error_prefix(PL_ENOMEM, "%s arena: %zu bytes for '%s' failed (%zu in use): ",
+      pl_error_prefix(PL_ENOMEM,
+                      "%s arena: %zu bytes for '%s' failed (%zu in use): ",
                       arena_name(arena), bytes, a->tags[ti], a->current);
     goto out;
   }
   size_t h = hash_ptr(p, dev->table_cap);
-  while (dev->table[h].used == 1) h = (h + 1) & (dev->table_cap - 1);
-  if (!dev->table[h].used) dev->table_used++;
+  while (dev->table[h].used == 1)
+    h = (h + 1) & (dev->table_cap - 1);
+  if (!dev->table[h].used)
+    dev->table_used++;
   dev->table[h] = (pl__mem_entry){p, bytes, ti, (unsigned char)arena, 1};
   a->current += bytes;
   a->n_alloc++;
   a->tag_now[ti] += bytes;
-  if (a->tag_now[ti] > a->tag_peak[ti]) a->tag_peak[ti] = a->tag_now[ti];
+  if (a->tag_now[ti] > a->tag_peak[ti])
+    a->tag_peak[ti] = a->tag_now[ti];
   if (a->current > a->peak) {
     a->peak = a->current;
     memcpy(a->tag_at_peak, a->tag_now, sizeof a->tag_now);
@@ -140,12 +160,15 @@ pl_status pl_alloc_async(pl_dev *dev, pl_arena arena, size_t bytes,
 }
 
 static void track_free(pl_dev *dev, void *p, pl_stream *s) {
-  if (!p) return;
+  if (!p)
+    return;
   pthread_mutex_lock(&dev->mem_lock);
   pl__mem_entry *e = table_find(dev, p);
   if (!e) {
     pthread_mutex_unlock(&dev->mem_lock);
-    fprintf(stderr, "plateau: pl_free of a pointer the tracker does not know (%p)\n", p);
+    fprintf(stderr,
+            "plateau: pl_free of a pointer the tracker does not know (%p)\n",
+            p);
     PL_ASSERT(!"pl_free of an untracked pointer");
     return;
   }
@@ -160,13 +183,18 @@ static void track_free(pl_dev *dev, void *p, pl_stream *s) {
   dev->ops->raw_free(dev, arena, p, s);
 }
 
-void pl_free(pl_dev *dev, void *p) { track_free(dev, p, NULL); }
-void pl_free_async(pl_dev *dev, void *p, pl_stream *s) { track_free(dev, p, s); }
+void pl_free(pl_dev *dev, void *p) {
+  track_free(dev, p, NULL);
+}
+void pl_free_async(pl_dev *dev, void *p, pl_stream *s) {
+  track_free(dev, p, s);
+}
 
 pl_status pl_mem_stats_get(pl_dev *dev, pl_arena arena, pl_mem_stats *out) {
   memset(out, 0, sizeof *out);
   if ((int)arena < 0 || arena >= PL_ARENA_COUNT)
-    return pl_set_error(PL_EINVAL, "arena %d (allowed: device, host)", (int)arena);
+    return pl_set_error(PL_EINVAL, "arena %d (allowed: device, host)",
+                        (int)arena);
   pthread_mutex_lock(&dev->mem_lock);
   pl__mem_arena *a = &dev->arenas[arena];
   out->current = a->current;
@@ -182,17 +210,21 @@ pl_status pl_mem_stats_get(pl_dev *dev, pl_arena arena, pl_mem_stats *out) {
     out->tag_peak[i] = (pl_tag_bytes){a->tags[i], a->tag_peak[i]};
   }
   pthread_mutex_unlock(&dev->mem_lock);
-  size_t hw = (arena == PL_ARENA_DEVICE && dev->ops->pool_high) ? dev->ops->pool_high(dev) : 0;
+  size_t hw = (arena == PL_ARENA_DEVICE && dev->ops->pool_high)
+                  ? dev->ops->pool_high(dev)
+                  : 0;
   out->pool_high = hw ? hw : out->peak;
   return PL_OK;
 }
 
-static size_t tag_lookup(pl_dev *dev, pl_arena arena, const char *tag, int peak) {
+static size_t tag_lookup(pl_dev *dev, pl_arena arena, const char *tag,
+                         int peak) {
   size_t v = 0;
   pthread_mutex_lock(&dev->mem_lock);
   pl__mem_arena *a = &dev->arenas[arena];
   for (int i = 0; i < a->n_tags; i++)
-    if (!strcmp(a->tags[i], tag)) v = peak ? a->tag_peak[i] : a->tag_now[i];
+    if (!strcmp(a->tags[i], tag))
+      v = peak ? a->tag_peak[i] : a->tag_now[i];
   pthread_mutex_unlock(&dev->mem_lock);
   return v;
 }
@@ -212,7 +244,8 @@ void pl_mem_reset_peak(pl_dev *dev, pl_arena arena) {
   memcpy(a->tag_at_peak, a->tag_now, sizeof a->tag_now);
   memcpy(a->tag_peak, a->tag_now, sizeof a->tag_now);
   pthread_mutex_unlock(&dev->mem_lock);
-  if (arena == PL_ARENA_DEVICE && dev->ops->pool_reset) dev->ops->pool_reset(dev);
+  if (arena == PL_ARENA_DEVICE && dev->ops->pool_reset)
+    dev->ops->pool_reset(dev);
 }
 
 void pl_mem_set_limit(pl_dev *dev, pl_arena arena, size_t bytes) {
@@ -222,18 +255,25 @@ void pl_mem_set_limit(pl_dev *dev, pl_arena arena, size_t bytes) {
 }
 
 static void human_bytes(size_t b, char *buf, size_t len) {
-  if (b >= (1ull << 30)) snprintf(buf, len, "%.2fGiB", b / 1073741824.0);
-  else if (b >= (1ull << 20)) snprintf(buf, len, "%.2fMiB", b / 1048576.0);
-  else if (b >= 1024) snprintf(buf, len, "%.2fKiB", b / 1024.0);
-  else snprintf(buf, len, "%zuB", b);
+  if (b >= (1ull << 30))
+    snprintf(buf, len, "%.2fGiB", b / 1073741824.0);
+  else if (b >= (1ull << 20))
+    snprintf(buf, len, "%.2fMiB", b / 1048576.0);
+  else if (b >= 1024)
+    snprintf(buf, len, "%.2fKiB", b / 1024.0);
+  else
+    snprintf(buf, len, "%zuB", b);
 }
 
 void pl_mem_live_set_str(const pl_mem_stats *st, char *buf, size_t len) {
   int order[PL_MEM_MAX_TAGS], n = 0;
   for (int i = 0; i < st->n_tags; i++)
-    if (st->at_peak[i].bytes) order[n++] = i;
+    if (st->at_peak[i].bytes)
+      order[n++] = i;
   for (int i = 1; i < n; i++) /* insertion sort, largest first */
-    for (int j = i; j > 0 && st->at_peak[order[j]].bytes > st->at_peak[order[j - 1]].bytes; j--) {
+    for (int j = i;
+         j > 0 && st->at_peak[order[j]].bytes > st->at_peak[order[j - 1]].bytes;
+         j--) {
       int t = order[j];
       order[j] = order[j - 1];
       order[j - 1] = t;
@@ -249,7 +289,8 @@ void pl_mem_live_set_str(const pl_mem_stats *st, char *buf, size_t len) {
     human_bytes(st->at_peak[order[k]].bytes, hb, sizeof hb);
     int w = snprintf(buf + used, len - used, "%s%s=%s", k ? " " : "",
                      st->at_peak[order[k]].tag, hb);
-    if (w < 0) break;
+    if (w < 0)
+      break;
     used += (size_t)w;
   }
 }
@@ -261,12 +302,14 @@ void pl__mem_fini(pl_dev *dev) {
     if (a->current)
       PL_WARN("device destroyed with %zu bytes still allocated in the %s arena",
               a->current, arena_name((pl_arena)ar));
-    for (int i = 0; i < a->n_tags; i++) free((void *)a->tags[i]);
+    for (int i = 0; i < a->n_tags; i++)
+      free((void *)a->tags[i]);
     a->n_tags = 0;
   }
   for (size_t i = 0; i < dev->table_cap; i++)
     if (dev->table[i].used == 1)
-      dev->ops->raw_free(dev, (pl_arena)dev->table[i].arena, dev->table[i].ptr, NULL);
+      dev->ops->raw_free(dev, (pl_arena)dev->table[i].arena, dev->table[i].ptr,
+                         NULL);
   free(dev->table);
   dev->table = NULL;
   dev->table_cap = dev->table_used = 0;

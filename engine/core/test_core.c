@@ -39,8 +39,10 @@ END_TEST
 START_TEST(rng_counter_based) {
   /* value i is a pure function of (seed, i): slices agree with the whole */
   float whole[1000];
-  for (int i = 0; i < 1000; i++) whole[i] = pl_rng_uniform(42, (uint64_t)i, -1, 1);
-  for (int i = 500; i < 1000; i++) ck_assert(whole[i] == pl_rng_uniform(42, (uint64_t)i, -1, 1));
+  for (int i = 0; i < 1000; i++)
+    whole[i] = pl_rng_uniform(42, (uint64_t)i, -1, 1);
+  for (int i = 500; i < 1000; i++)
+    ck_assert(whole[i] == pl_rng_uniform(42, (uint64_t)i, -1, 1));
   /* different seeds differ; uniform stays in range with mean ~0 */
   int same = 0;
   double mean = 0, var = 0;
@@ -60,7 +62,8 @@ START_TEST(rng_counter_based) {
   }
   mean /= 100000;
   var = var / 100000 - mean * mean;
-  ck_assert_msg(fabs(mean) < 0.02 && fabs(sqrt(var) - 1) < 0.02, "mean %g std %g", mean, sqrt(var));
+  ck_assert_msg(fabs(mean) < 0.02 && fabs(sqrt(var) - 1) < 0.02,
+                "mean %g std %g", mean, sqrt(var));
 }
 END_TEST
 
@@ -103,7 +106,9 @@ START_TEST(tensors) {
   ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &dev), PL_OK);
   pl_tensor t;
   int64_t shape[3] = {2, 3, 5};
-  ck_assert_int_eq(pl_tensor_alloc(dev, PL_ARENA_DEVICE, PL_BF16, 3, shape, "weights", &t), PL_OK);
+  ck_assert_int_eq(
+      pl_tensor_alloc(dev, PL_ARENA_DEVICE, PL_BF16, 3, shape, "weights", &t),
+      PL_OK);
   ck_assert_int_eq(pl_tensor_numel(&t), 30);
   ck_assert_uint_eq(pl_tensor_bytes(&t), 60);
   ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "weights"), 60);
@@ -111,10 +116,15 @@ START_TEST(tensors) {
   ck_assert_ptr_null(t.data);
   ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "weights"), 0);
   int64_t neg[2] = {2, -1};
-  ck_assert_int_eq(pl_tensor_alloc(dev, PL_ARENA_DEVICE, PL_F32, 2, neg, "x", &t), PL_EINVAL);
-  ck_assert_int_eq(pl_tensor_alloc(dev, PL_ARENA_DEVICE, PL_F32, 5, shape, "x", &t), PL_EINVAL);
+  ck_assert_int_eq(
+      pl_tensor_alloc(dev, PL_ARENA_DEVICE, PL_F32, 2, neg, "x", &t),
+      PL_EINVAL);
+  ck_assert_int_eq(
+      pl_tensor_alloc(dev, PL_ARENA_DEVICE, PL_F32, 5, shape, "x", &t),
+      PL_EINVAL);
   int64_t empty[2] = {0, 7};
-  ck_assert_int_eq(pl_tensor_alloc(dev, PL_ARENA_HOST, PL_I64, 2, empty, "x", &t), PL_OK);
+  ck_assert_int_eq(
+      pl_tensor_alloc(dev, PL_ARENA_HOST, PL_I64, 2, empty, "x", &t), PL_OK);
   ck_assert_ptr_nonnull(t.data);
   ck_assert_int_eq(pl_tensor_numel(&t), 0);
   pl_tensor_free(&t);
@@ -130,11 +140,9 @@ START_TEST(tensors) {
 END_TEST
 
 int main(void) {
-  const TTest *tests[] = {status_names_and_exit_codes,
-                          rng_counter_based,
-                          bf16_rounding,
-                          stats_median_spread,
-                          tensors,
-                          NULL};
-  return pl_check_suite("core", 0, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
+  const TTest *tests[] = {
+      status_names_and_exit_codes, rng_counter_based, bf16_rounding,
+      stats_median_spread,         tensors,           NULL};
+  return pl_check_suite("core", 0, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1
+                                                                         : 0;
 }

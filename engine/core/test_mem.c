@@ -12,12 +12,17 @@
 
 static pl_dev *dev;
 
-static void setup(void) { ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &dev), PL_OK); }
-static void teardown(void) { pl_dev_destroy(dev); }
+static void setup(void) {
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &dev), PL_OK);
+}
+static void teardown(void) {
+  pl_dev_destroy(dev);
+}
 
 static size_t at_peak(const pl_mem_stats *st, const char *tag) {
   for (int i = 0; i < st->n_tags; i++)
-    if (!strcmp(st->at_peak[i].tag, tag)) return st->at_peak[i].bytes;
+    if (!strcmp(st->at_peak[i].tag, tag))
+      return st->at_peak[i].bytes;
   return 0;
 }
 
@@ -46,7 +51,8 @@ START_TEST(peak_and_live_set) {
   ck_assert_uint_eq(pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "grads"), 900);
   char buf[256];
   pl_mem_live_set_str(&st, buf, sizeof buf);
-  ck_assert_msg(strstr(buf, "dispatch=1.17KiB") == buf, "largest first: %s", buf);
+  ck_assert_msg(strstr(buf, "dispatch=1.17KiB") == buf, "largest first: %s",
+                buf);
   ck_assert_ptr_nonnull(strstr(buf, "weights=1000B"));
   /* a new higher peak replaces the snapshot */
   void *big;
@@ -90,9 +96,11 @@ START_TEST(limit_is_oom_status) {
   pl_mem_set_limit(dev, PL_ARENA_DEVICE, 10000);
   void *a, *b = (void *)0x1;
   ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 6000, "dispatch", &a), PL_OK);
-  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 6000, "dispatch", &b), PL_ENOMEM);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 6000, "dispatch", &b),
+                   PL_ENOMEM);
   ck_assert_ptr_null(b);
-  ck_assert_msg(strstr(pl_last_error(), "6000 bytes for 'dispatch'") != NULL, "%s", pl_last_error());
+  ck_assert_msg(strstr(pl_last_error(), "6000 bytes for 'dispatch'") != NULL,
+                "%s", pl_last_error());
   pl_mem_stats st;
   pl_mem_stats_get(dev, PL_ARENA_DEVICE, &st);
   ck_assert_uint_eq(st.current, 6000);
@@ -102,7 +110,8 @@ START_TEST(limit_is_oom_status) {
   pl_free(dev, b);
   pl_mem_set_limit(dev, PL_ARENA_DEVICE, 0);
   /* a hardware failure is a status too (absurd size) */
-  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, SIZE_MAX / 2, "huge", &a), PL_ENOMEM);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, SIZE_MAX / 2, "huge", &a),
+                   PL_ENOMEM);
   ck_assert_ptr_null(a);
 }
 END_TEST
@@ -111,15 +120,21 @@ START_TEST(many_allocations_and_zero_bytes) {
   enum { N = 5000 };
   static void *p[N];
   for (int i = 0; i < N; i++)
-    ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, (size_t)(i % 7) * 8, i % 2 ? "a" : "b", &p[i]), PL_OK);
-  for (int i = 0; i < N; i++) ck_assert_ptr_nonnull(p[i]);
+    ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, (size_t)(i % 7) * 8,
+                              i % 2 ? "a" : "b", &p[i]),
+                     PL_OK);
+  for (int i = 0; i < N; i++)
+    ck_assert_ptr_nonnull(p[i]);
   size_t expect = 0;
-  for (int i = 0; i < N; i++) expect += (size_t)(i % 7) * 8;
+  for (int i = 0; i < N; i++)
+    expect += (size_t)(i % 7) * 8;
   pl_mem_stats st;
   pl_mem_stats_get(dev, PL_ARENA_DEVICE, &st);
   ck_assert_uint_eq(st.current, expect);
-  for (int i = 0; i < N; i += 2) pl_free(dev, p[i]);
-  for (int i = 1; i < N; i += 2) pl_free(dev, p[i]);
+  for (int i = 0; i < N; i += 2)
+    pl_free(dev, p[i]);
+  for (int i = 1; i < N; i += 2)
+    pl_free(dev, p[i]);
   pl_mem_stats_get(dev, PL_ARENA_DEVICE, &st);
   ck_assert_uint_eq(st.current, 0);
   ck_assert_uint_eq(st.n_free, N);
@@ -132,14 +147,17 @@ START_TEST(many_tags_overflow_bucket) {
   char names[40][16];
   for (int i = 0; i < 40; i++) {
     snprintf(names[i], sizeof names[i], "tag%d", i);
-    ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 10, names[i], &p[i]), PL_OK);
+    ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 10, names[i], &p[i]),
+                     PL_OK);
   }
   pl_mem_stats st;
   pl_mem_stats_get(dev, PL_ARENA_DEVICE, &st);
   ck_assert_int_eq(st.n_tags, PL_MEM_MAX_TAGS);
   ck_assert_uint_eq(st.current, 400);
-  ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "other"), 10 * (40 - (PL_MEM_MAX_TAGS - 1)));
-  for (int i = 0; i < 40; i++) pl_free(dev, p[i]);
+  ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "other"),
+                    10 * (40 - (PL_MEM_MAX_TAGS - 1)));
+  for (int i = 0; i < 40; i++)
+    pl_free(dev, p[i]);
 }
 END_TEST
 
@@ -150,20 +168,23 @@ START_TEST(probe_finds_the_limit) {
   const size_t L = 100u << 20, grain = 1u << 20;
   void *w;
   pl_mem_set_limit(dev, PL_ARENA_DEVICE, L);
-  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 3000000, "weights", &w), PL_OK);
-  size_t c = 0;
-  ck_assert_int_eq(pl_mem_probe_ceiling(dev, PL_ARENA_DEVICE, 8 * grain, grain, &c),
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 3000000, "weights", &w),
                    PL_OK);
+  size_t c = 0;
+  ck_assert_int_eq(
+      pl_mem_probe_ceiling(dev, PL_ARENA_DEVICE, 8 * grain, grain, &c), PL_OK);
   ck_assert_msg(c <= L && c > L - grain, "ceiling %zu of limit %zu", c, L);
   pl_mem_stats st;
   pl_mem_stats_get(dev, PL_ARENA_DEVICE, &st);
   ck_assert_uint_eq(st.current, 3000000);
   pl_free(dev, w);
-  ck_assert_int_eq(pl_mem_probe_ceiling(dev, PL_ARENA_DEVICE, grain, 2 * grain, &c),
-                   PL_EINVAL);
+  ck_assert_int_eq(
+      pl_mem_probe_ceiling(dev, PL_ARENA_DEVICE, grain, 2 * grain, &c),
+      PL_EINVAL);
   pl_mem_set_limit(dev, PL_ARENA_DEVICE, 0);
-  ck_assert_int_eq(pl_mem_probe_ceiling(dev, PL_ARENA_DEVICE, 8 * grain, grain, &c),
-                   PL_EINVAL);
+  ck_assert_int_eq(
+      pl_mem_probe_ceiling(dev, PL_ARENA_DEVICE, 8 * grain, grain, &c),
+      PL_EINVAL);
   ck_assert_ptr_nonnull(strstr(pl_last_error(), "pl_mem_set_limit"));
 }
 END_TEST

@@ -29,22 +29,26 @@ static int cmp_double(const void *a, const void *b) {
 /* Nearest-rank percentile of sorted samples. */
 static double pct(const double *s, int n, double p) {
   int i = (int)(p * (n - 1) + 0.5);
-  if (i < 0) i = 0;
-  if (i >= n) i = n - 1;
+  if (i < 0)
+    i = 0;
+  if (i >= n)
+    i = n - 1;
   return s[i];
 }
 
 pl_stats pl_stats_of(double *samples, int n) {
   pl_stats st = {0};
-  if (n <= 0) return st;
+  if (n <= 0)
+    return st;
   qsort(samples, (size_t)n, sizeof *samples, cmp_double);
   st.n = n;
   st.min = samples[0];
   st.max = samples[n - 1];
-  st.median = (n % 2) ? samples[n / 2]
-                      : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  st.median =
+      (n % 2) ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
   double sum = 0;
-  for (int i = 0; i < n; i++) sum += samples[i];
+  for (int i = 0; i < n; i++)
+    sum += samples[i];
   st.mean = sum / n;
   st.p10 = pct(samples, n, 0.10);
   st.p90 = pct(samples, n, 0.90);

@@ -11,7 +11,8 @@ pl_status pl__embedding_fwd(pl_stream *s, void *x, const void *E,
   if (pl__on_cuda(s))
     return pl__cuda_embed_fwd(s, x, E, tok, N, H, dt);
 #endif
-  if (pl__on_dry(s)) return PL_OK;
+  if (pl__on_dry(s))
+    return PL_OK;
   return pl__cpu_embed_fwd(s, x, E, tok, N, H, dt);
 }
 
@@ -22,6 +23,7 @@ pl_status pl__embedding_bwd(pl_stream *s, float *dE, const void *dx,
   if (pl__on_cuda(s))
     return pl__cuda_embed_bwd(s, dE, dx, tok, N, H, dt);
 #endif
-  if (pl__on_dry(s)) return PL_OK;
+  if (pl__on_dry(s))
+    return PL_OK;
   return pl__cpu_embed_bwd(s, dE, dx, tok, N, H, dt);
 }

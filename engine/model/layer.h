@@ -44,10 +44,10 @@ extern "C" {
 #endif
 
 typedef struct pl_layer_cfg {
-  int64_t H, I;      /* hidden, dense FFN width                  */
-  int n_q, n_kv, d;  /* heads and head dim                       */
-  double rope_theta; /* 0 = 10000                                */
-  pl_dtype dt;       /* f32 or bf16 (CUDA attention: bf16 only)  */
+  int64_t H, I;                 /* hidden, dense FFN width                  */
+  int n_q, n_kv, d;             /* heads and head dim                       */
+  double rope_theta;            /* 0 = 10000                                */
+  pl_dtype dt;                  /* f32 or bf16 (CUDA attention: bf16 only)  */
   pl_attn_kernels attn_kernels; /* attention kernel choice ({0}: AUTO) */
 } pl_layer_cfg;
 
@@ -56,9 +56,10 @@ typedef struct pl_layer_cfg {
  * contract (backward recomputes from x and accumulates weight grads; dx and
  * dy distinct).  NULL in pl_layer: the layer's own dense MLP block. */
 typedef struct pl_ffn_ops {
-  pl_status (*forward)(void *ffn, pl_stream *s, const void *x, void *y, int64_t N);
-  pl_status (*backward)(void *ffn, pl_stream *s, const void *x, const void *dy, void *dx,
-                        int64_t N);
+  pl_status (*forward)(void *ffn, pl_stream *s, const void *x, void *y,
+                       int64_t N);
+  pl_status (*backward)(void *ffn, pl_stream *s, const void *x, const void *dy,
+                        void *dx, int64_t N);
 } pl_ffn_ops;
 
 typedef enum pl_layer_keep {
@@ -78,16 +79,16 @@ typedef struct pl_layer {
   pl_comm *sp; /* Ulysses group (borrowed); NULL = D = 1 */
   pl_layer_cfg cfg;
   float eps;
-  void *w_n, *w_qkv, *w_o;    /* dt, "weights" */
-  float *g_n, *g_qkv, *g_o;   /* f32, "grads"  */
+  void *w_n, *w_qkv, *w_o;  /* dt, "weights" */
+  float *g_n, *g_qkv, *g_o; /* f32, "grads"  */
   pl_mlp_block mlp;
-  const pl_ffn_ops *ffn;      /* NULL: mlp; else ffn->*(ffn_ctx, ...) */
+  const pl_ffn_ops *ffn; /* NULL: mlp; else ffn->*(ffn_ctx, ...) */
   void *ffn_ctx;
-  int views;                  /* 1: w_* and g_* are the caller's (never freed) */
+  int views; /* 1: w_* and g_* are the caller's (never freed) */
   /* kept activations (set by the caller; NONE after init) */
   pl_layer_keep keep;
   bool keep_verify;
-  pl_layer_acts kept;         /* what the last forward kept (tag "kept") */
+  pl_layer_acts kept; /* what the last forward kept (tag "kept") */
   pl_layer_keep kept_level;
   int64_t kept_N;
   /* Optional: called on the stream at the start (end = 0) and end (end = 1)
@@ -105,24 +106,26 @@ size_t pl_layer_kept_bytes(const pl_layer_cfg *cfg, int64_t N, int D,
 
 /* Weights from the counter RNG (seed, index): identical on every rank and
  * backend.  Refuses heads not divisible by the group size. */
-pl_status pl_layer_init(pl_dev *dev, pl_comm *sp, pl_layer *l, const pl_layer_cfg *cfg,
-                        uint64_t seed, int index);
+pl_status pl_layer_init(pl_dev *dev, pl_comm *sp, pl_layer *l,
+                        const pl_layer_cfg *cfg, uint64_t seed, int index);
 /* The attention half of a layer whose weights and gradients live elsewhere
  * (ZeRO-3 gathered units): checks cfg (the same messages as pl_layer_init),
  * allocates nothing; the caller points w_n, w_qkv, w_o (dt) and g_n, g_qkv,
  * g_o (f32, accumulated) at its buffers before each call and sets the FFN
  * slot.  pl_layer_free only clears it. */
-pl_status pl_layer_init_views(pl_dev *dev, pl_comm *sp, pl_layer *l, const pl_layer_cfg *cfg,
-                              const pl_ffn_ops *ffn, void *ffn_ctx);
+pl_status pl_layer_init_views(pl_dev *dev, pl_comm *sp, pl_layer *l,
+                              const pl_layer_cfg *cfg, const pl_ffn_ops *ffn,
+                              void *ffn_ctx);
 void pl_layer_free(pl_layer *l);
 pl_status pl_layer_zero_grad(pl_layer *l, pl_stream *s);
 int64_t pl_layer_params(const pl_layer_cfg *cfg);
 
 /* y = layer(x), N tokens on this rank (x, y: N×H, distinct). */
-pl_status pl_layer_forward(pl_layer *l, pl_stream *s, const void *x, void *y, int64_t N);
+pl_status pl_layer_forward(pl_layer *l, pl_stream *s, const void *x, void *y,
+                           int64_t N);
 /* Recompute from x; dx from dy (distinct buffers); accumulate weight grads. */
-pl_status pl_layer_backward(pl_layer *l, pl_stream *s, const void *x, const void *dy, void *dx,
-                            int64_t N);
+pl_status pl_layer_backward(pl_layer *l, pl_stream *s, const void *x,
+                            const void *dy, void *dx, int64_t N);
 
 #ifdef __cplusplus
 }

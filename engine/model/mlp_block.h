@@ -22,8 +22,8 @@ typedef struct pl_mlp_block {
   int64_t H, I;
   pl_dtype dt;
   float eps;
-  void *w_norm, *w_up, *w_down;    /* dt, tag "weights"          */
-  float *g_norm, *g_up, *g_down;   /* f32, tag "grads"           */
+  void *w_norm, *w_up, *w_down;  /* dt, tag "weights"          */
+  float *g_norm, *g_up, *g_down; /* f32, tag "grads"           */
 } pl_mlp_block;
 
 /* Weights drawn from the counter RNG (seed, layer) so every rank and backend

@@ -18,10 +18,10 @@
 extern "C" {
 #endif
 
-pl_status pl_rope_fwd(pl_stream *s, void *x, pl_dtype dt, int64_t B, int64_t S, int n_h, int d,
-                      int64_t pos0, double theta);
-pl_status pl_rope_bwd(pl_stream *s, void *dx, pl_dtype dt, int64_t B, int64_t S, int n_h, int d,
-                      int64_t pos0, double theta);
+pl_status pl_rope_fwd(pl_stream *s, void *x, pl_dtype dt, int64_t B, int64_t S,
+                      int n_h, int d, int64_t pos0, double theta);
+pl_status pl_rope_bwd(pl_stream *s, void *dx, pl_dtype dt, int64_t B, int64_t S,
+                      int n_h, int d, int64_t pos0, double theta);
 
 #ifdef __cplusplus
 }

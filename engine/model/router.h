@@ -50,17 +50,20 @@ typedef struct pl_router_shape {
 pl_status pl_router_check(const pl_router_shape *sh);
 
 /* probs: [N, E] f32 output (kept for backward); bias may be NULL. */
-pl_status pl_router_fwd(pl_stream *s, const pl_router_shape *sh, const void *x, const void *W,
-                        const float *bias, float *probs, int32_t *idx, float *w);
+pl_status pl_router_fwd(pl_stream *s, const pl_router_shape *sh, const void *x,
+                        const void *W, const float *bias, float *probs,
+                        int32_t *idx, float *w);
 /* dlogits: [N, E] of dt, scratch (the caller's, e.g. tag "activations");
  * dx [N, H] dt (overwritten); dW [H, E] f32 (accumulated). */
-pl_status pl_router_bwd(pl_stream *s, const pl_router_shape *sh, const void *x, const void *W,
-                        const float *probs, const int32_t *idx, const float *w, const float *dw,
-                        void *dlogits, void *dx, float *dW);
+pl_status pl_router_bwd(pl_stream *s, const pl_router_shape *sh, const void *x,
+                        const void *W, const float *probs, const int32_t *idx,
+                        const float *w, const float *dw, void *dlogits,
+                        void *dx, float *dW);
 
 /* Host side, after the step's per-expert routed counts are known (summed over
  * ranks): b_e += gamma · sign(mean − counts_e). */
-void pl_router_bias_update(float *bias, const int64_t *counts, int E, float gamma);
+void pl_router_bias_update(float *bias, const int64_t *counts, int E,
+                           float gamma);
 
 /* One MoE layer's balancing state: this rank's routed counts of the step
  * (E), the host bias and its device copy (E, f32). */

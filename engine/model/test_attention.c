@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/check_run.h"
 #include "core/internal.h"
 #include "model/attention.h"
 #include "model/attention_testutil.h"
-#include "core/check_run.h"
 
 static pl_dev *dev;
 static pl_stream *st;
@@ -24,7 +24,9 @@ static void setup(void) {
   ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &dev), PL_OK);
   st = pl_dev_stream(dev);
 }
-static void teardown(void) { pl_dev_destroy(dev); }
+static void teardown(void) {
+  pl_dev_destroy(dev);
+}
 
 static void *dalloc(size_t bytes, const char *tag) {
   void *p = NULL;
@@ -32,35 +34,53 @@ static void *dalloc(size_t bytes, const char *tag) {
   return p;
 }
 
-static void expect(const char *what, const pl_attn_shape *sh, const void *got, pl_dtype dt,
-                   const double *ref, size_t n, double tol) {
+static void expect(const char *what, const pl_attn_shape *sh, const void *got,
+                   pl_dtype dt, const double *ref, size_t n, double tol) {
   attn_err e = tu_compare(got, dt, ref, n, tol);
   ck_assert_msg(e.first_bad < 0,
-                "%s (B=%lld S=%lld nq=%d nkv=%d d=%d %s): max abs %.3g normwise %.3g > %.3g, "
+                "%s (B=%lld S=%lld nq=%d nkv=%d d=%d %s): max abs %.3g "
+                "normwise %.3g > %.3g, "
                 "first bad index %ld",
-                what, (long long)sh->batch, (long long)sh->seq, sh->n_q, sh->n_kv, sh->head_dim,
-                pl_dtype_name(dt), e.max_abs, e.norm_err, tol, e.first_bad);
+                what, (long long)sh->batch, (long long)sh->seq, sh->n_q,
+                sh->n_kv, sh->head_dim, pl_dtype_name(dt), e.max_abs,
+                e.norm_err, tol, e.first_bad);
 }
 
 /* Run fwd+bwd on the CPU backend and compare with the double reference. */
-static void run_case_mask(int64_t B, int64_t S, int nq, int nkv, int d, pl_dtype dt,
-                          uint64_t seed, int do_bwd, pl_attn_mask mask) {
-  pl_attn_shape sh = {.batch = B, .seq = S, .n_q = nq, .n_kv = nkv, .head_dim = d,
-                      .scale = 0.f, .dtype = dt, .mask = mask};
+static void run_case_mask(int64_t B, int64_t S, int nq, int nkv, int d,
+                          pl_dtype dt, uint64_t seed, int do_bwd,
+                          pl_attn_mask mask) {
+  pl_attn_shape sh = {.batch = B,
+                      .seq = S,
+                      .n_q = nq,
+                      .n_kv = nkv,
+                      .head_dim = d,
+                      .scale = 0.f,
+                      .dtype = dt,
+                      .mask = mask};
   const size_t nqe = (size_t)(B * S * nq * d), nke = (size_t)(B * S * nkv * d);
   const size_t nr = (size_t)(B * nq * S), es = pl_dtype_size(dt);
-  void *q = dalloc(nqe * es, "act"), *k = dalloc(nke * es, "act"), *v = dalloc(nke * es, "act");
+  void *q = dalloc(nqe * es, "act"), *k = dalloc(nke * es, "act"),
+       *v = dalloc(nke * es, "act");
   void *o = dalloc(nqe * es, "act"), *dout = dalloc(nqe * es, "act");
   float *lse = dalloc(nr * sizeof(float), "act");
   /* never zeros: N(0,1) for Q, K (×1.5 to sharpen the softmax), V and dO */
-  ck_assert_int_eq(pl_rng_fill(st, q, dt, nqe, seed, 0, PL_DIST_NORMAL, 0.f, 1.5f), PL_OK);
-  ck_assert_int_eq(pl_rng_fill(st, k, dt, nke, seed + 1, 0, PL_DIST_NORMAL, 0.f, 1.5f), PL_OK);
-  ck_assert_int_eq(pl_rng_fill(st, v, dt, nke, seed + 2, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
-  ck_assert_int_eq(pl_rng_fill(st, dout, dt, nqe, seed + 3, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
+  ck_assert_int_eq(
+      pl_rng_fill(st, q, dt, nqe, seed, 0, PL_DIST_NORMAL, 0.f, 1.5f), PL_OK);
+  ck_assert_int_eq(
+      pl_rng_fill(st, k, dt, nke, seed + 1, 0, PL_DIST_NORMAL, 0.f, 1.5f),
+      PL_OK);
+  ck_assert_int_eq(
+      pl_rng_fill(st, v, dt, nke, seed + 2, 0, PL_DIST_NORMAL, 0.f, 1.f),
+      PL_OK);
+  ck_assert_int_eq(
+      pl_rng_fill(st, dout, dt, nqe, seed + 3, 0, PL_DIST_NORMAL, 0.f, 1.f),
+      PL_OK);
   ck_assert_int_eq(pl_fill(st, o, dt, nqe, NAN), PL_OK);
   ck_assert_int_eq(pl_fill(st, lse, PL_F32, nr, NAN), PL_OK);
 
-  double *qd = tu_to_f64(q, dt, nqe), *kd = tu_to_f64(k, dt, nke), *vd = tu_to_f64(v, dt, nke);
+  double *qd = tu_to_f64(q, dt, nqe), *kd = tu_to_f64(k, dt, nke),
+         *vd = tu_to_f64(v, dt, nke);
   double *dod = tu_to_f64(dout, dt, nqe);
   double *oref = malloc(sizeof(double) * (nqe ? nqe : 1));
   double *lref = malloc(sizeof(double) * (nr ? nr : 1));
@@ -78,10 +98,13 @@ static void run_case_mask(int64_t B, int64_t S, int nq, int nkv, int d, pl_dtype
     ck_assert_int_eq(pl_fill(st, dk, dt, nke, NAN), PL_OK);
     ck_assert_int_eq(pl_fill(st, dv, dt, nke, NAN), PL_OK);
     pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
-    ck_assert_int_eq(pl_attn_bwd(st, &sh, q, k, v, o, dout, lse, dq, dk, dv), PL_OK);
+    ck_assert_int_eq(pl_attn_bwd(st, &sh, q, k, v, o, dout, lse, dq, dk, dv),
+                     PL_OK);
     /* the only memory backward adds is its workspace, O(S·n·d), tagged */
     ck_assert_uint_eq(pl_mem_tag_peak(dev, PL_ARENA_DEVICE, "attention"),
-                      (B > 0 && S > 0) ? pl_attn_bwd_workspace_bytes(&sh, PL_BACKEND_CPU) : 0);
+                      (B > 0 && S > 0)
+                          ? pl_attn_bwd_workspace_bytes(&sh, PL_BACKEND_CPU)
+                          : 0);
     ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "attention"), 0);
     double *dqr = malloc(sizeof(double) * (nqe ? nqe : 1));
     double *dkr = malloc(sizeof(double) * (nke ? nke : 1));
@@ -113,8 +136,8 @@ static void run_case_mask(int64_t B, int64_t S, int nq, int nkv, int d, pl_dtype
   pl_free(dev, lse);
 }
 
-static void run_case(int64_t B, int64_t S, int nq, int nkv, int d, pl_dtype dt, uint64_t seed,
-                     int do_bwd) {
+static void run_case(int64_t B, int64_t S, int nq, int nkv, int d, pl_dtype dt,
+                     uint64_t seed, int do_bwd) {
   run_case_mask(B, S, nq, nkv, d, dt, seed, do_bwd, PL_ATTN_CAUSAL);
 }
 
@@ -127,8 +150,8 @@ START_TEST(small_shapes_f32_and_bf16) {
     for (size_t gi = 0; gi < 4; gi++)
       for (size_t di = 0; di < 2; di++)
         for (int bf = 0; bf < 2; bf++)
-          run_case(si % 2 ? 2 : 1, Ss[si], gqa[gi][0], gqa[gi][1], ds[di], bf ? PL_BF16 : PL_F32,
-                   seed++, 1);
+          run_case(si % 2 ? 2 : 1, Ss[si], gqa[gi][0], gqa[gi][1], ds[di],
+                   bf ? PL_BF16 : PL_F32, seed++, 1);
 }
 END_TEST
 
@@ -146,8 +169,9 @@ START_TEST(full_mask_shapes) {
   for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++)
     for (size_t gi = 0; gi < 2; gi++)
       for (int bf = 0; bf < 2; bf++)
-        run_case_mask(si % 2 ? 2 : 1, Ss[si], gqa[gi][0], gqa[gi][1], si % 2 ? 16 : 64,
-                      bf ? PL_BF16 : PL_F32, seed++, 1, PL_ATTN_FULL);
+        run_case_mask(si % 2 ? 2 : 1, Ss[si], gqa[gi][0], gqa[gi][1],
+                      si % 2 ? 16 : 64, bf ? PL_BF16 : PL_F32, seed++, 1,
+                      PL_ATTN_FULL);
   run_case_mask(1, 129, 2, 1, 128, PL_BF16, seed++, 1, PL_ATTN_FULL);
 }
 END_TEST
@@ -162,47 +186,61 @@ START_TEST(merge_of_blocks_is_whole) {
     const pl_dtype dt = bf ? PL_BF16 : PL_F32;
     const int64_t c = 37, S = 2 * c;
     const int nq = 4, nkv = 2, d = 16;
-    const size_t es = pl_dtype_size(dt), rq = (size_t)nq * d, rk = (size_t)nkv * d;
-    pl_attn_shape whole = {.batch = 1, .seq = S, .n_q = nq, .n_kv = nkv, .head_dim = d,
+    const size_t es = pl_dtype_size(dt), rq = (size_t)nq * d,
+                 rk = (size_t)nkv * d;
+    pl_attn_shape whole = {.batch = 1,
+                           .seq = S,
+                           .n_q = nq,
+                           .n_kv = nkv,
+                           .head_dim = d,
                            .dtype = dt};
     void *q = dalloc(S * rq * es, "act"), *k = dalloc(S * rk * es, "act");
     void *v = dalloc(S * rk * es, "act"), *ob = dalloc(c * rq * es, "act");
     float *lb = dalloc(nq * c * 4, "act"), *oacc = dalloc(S * rq * 4, "act");
     float *lacc = dalloc(2 * nq * c * 4, "act"); /* [chunk][n_q][c] */
-    ck_assert_int_eq(pl_rng_fill(st, q, dt, S * rq, 11, 0, PL_DIST_NORMAL, 0.f, 1.5f), PL_OK);
-    ck_assert_int_eq(pl_rng_fill(st, k, dt, S * rk, 12, 0, PL_DIST_NORMAL, 0.f, 1.5f), PL_OK);
-    ck_assert_int_eq(pl_rng_fill(st, v, dt, S * rk, 13, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
+    ck_assert_int_eq(
+        pl_rng_fill(st, q, dt, S * rq, 11, 0, PL_DIST_NORMAL, 0.f, 1.5f),
+        PL_OK);
+    ck_assert_int_eq(
+        pl_rng_fill(st, k, dt, S * rk, 12, 0, PL_DIST_NORMAL, 0.f, 1.5f),
+        PL_OK);
+    ck_assert_int_eq(
+        pl_rng_fill(st, v, dt, S * rk, 13, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
     ck_assert_int_eq(pl_fill(st, oacc, PL_F32, S * rq, 0.0), PL_OK);
     ck_assert_int_eq(pl_fill(st, lacc, PL_F32, 2 * nq * c, -INFINITY), PL_OK);
     /* blocks (query chunk, key chunk, mask) */
-    const int blk[3][3] = {{0, 0, PL_ATTN_CAUSAL}, {1, 1, PL_ATTN_CAUSAL}, {1, 0, PL_ATTN_FULL}};
+    const int blk[3][3] = {
+        {0, 0, PL_ATTN_CAUSAL}, {1, 1, PL_ATTN_CAUSAL}, {1, 0, PL_ATTN_FULL}};
     for (int b = 0; b < 3; b++) {
       pl_attn_shape sh = whole;
       sh.seq = c;
       sh.mask = (pl_attn_mask)blk[b][2];
       const int a = blk[b][0], kc = blk[b][1];
       ck_assert_int_eq(pl_attn_fwd(st, &sh, (char *)q + a * c * rq * es,
-                                   (char *)k + kc * c * rk * es, (char *)v + kc * c * rk * es,
-                                   ob, lb),
+                                   (char *)k + kc * c * rk * es,
+                                   (char *)v + kc * c * rk * es, ob, lb),
                        PL_OK);
-      ck_assert_int_eq(pl_attn_merge(st, oacc + a * c * rq, lacc + a * nq * c, ob, lb, c, nq, d,
-                                     dt),
+      ck_assert_int_eq(pl_attn_merge(st, oacc + a * c * rq, lacc + a * nq * c,
+                                     ob, lb, c, nq, d, dt),
                        PL_OK);
     }
     double *qd = tu_to_f64(q, dt, S * rq), *kd = tu_to_f64(k, dt, S * rk);
     double *vd = tu_to_f64(v, dt, S * rk);
-    double *oref = malloc(sizeof(double) * S * rq), *lref = malloc(sizeof(double) * nq * S);
+    double *oref = malloc(sizeof(double) * S * rq),
+           *lref = malloc(sizeof(double) * nq * S);
     pl_attn_ref_fwd_f64(&whole, qd, kd, vd, oref, lref);
     /* the reference's LSE [n_q][S] in the accumulator's [chunk][n_q][c] */
     double *lre = malloc(sizeof(double) * nq * S);
     for (int a = 0; a < 2; a++)
       for (int h = 0; h < nq; h++)
-        for (int64_t i = 0; i < c; i++) lre[(a * nq + h) * c + i] = lref[h * S + a * c + i];
+        for (int64_t i = 0; i < c; i++)
+          lre[(a * nq + h) * c + i] = lref[h * S + a * c + i];
     expect("merged O", &whole, oacc, PL_F32, oref, S * rq, tu_tol(dt));
     expect("merged LSE", &whole, lacc, PL_F32, lre, nq * S, 1e-5);
     free(qd), free(kd), free(vd), free(oref), free(lref), free(lre);
     void *ps[] = {q, k, v, ob, lb, oacc, lacc};
-    for (int i = 0; i < 7; i++) pl_free(dev, ps[i]);
+    for (int i = 0; i < 7; i++)
+      pl_free(dev, ps[i]);
   }
 }
 END_TEST
@@ -220,7 +258,11 @@ START_TEST(empty_is_ok) {
 END_TEST
 
 START_TEST(bad_shapes_refused) {
-  pl_attn_shape sh = {.batch = 1, .seq = 8, .n_q = 6, .n_kv = 4, .head_dim = 64,
+  pl_attn_shape sh = {.batch = 1,
+                      .seq = 8,
+                      .n_q = 6,
+                      .n_kv = 4,
+                      .head_dim = 64,
                       .dtype = PL_BF16};
   ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_EINVAL);
   ck_assert_ptr_nonnull(strstr(pl_last_error(), "n_kv"));
@@ -247,7 +289,8 @@ START_TEST(bad_shapes_refused) {
   ck_assert_ptr_nonnull(strstr(pl_last_error(), "mask=2"));
   sh.mask = PL_ATTN_FULL;
   ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CPU), PL_OK);
-  /* the wgmma kernels are causal only: an explicit choice with FULL is refused */
+  /* the wgmma kernels are causal only: an explicit choice with FULL is refused
+   */
   sh.kernels.fwd = PL_ATTN_FWD_WGMMA;
   ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CUDA), PL_EUNSUPPORTED);
   sh.kernels.fwd = PL_ATTN_FWD_AUTO;
@@ -274,7 +317,8 @@ START_TEST(bad_shapes_refused) {
   sh.head_dim = 64;
 #else
   ck_assert_int_eq(pl_attn_check(&sh, PL_BACKEND_CUDA), PL_EUNSUPPORTED);
-  ck_assert_ptr_nonnull(strstr(pl_last_error(), PL_HAVE_CUDA ? "cuDNN" : "CUDA"));
+  ck_assert_ptr_nonnull(
+      strstr(pl_last_error(), PL_HAVE_CUDA ? "cuDNN" : "CUDA"));
 #endif
   sh.kernels = (pl_attn_kernels){PL_ATTN_FWD_AUTO, PL_ATTN_BWD_AUTO};
   sh.kernels.fwd = PL_ATTN_FWD_AUTO;
@@ -306,24 +350,36 @@ START_TEST(kernel_choice_on_cpu) {
                                 {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_WGMMA},
                                 {PL_ATTN_FWD_WGMMA, PL_ATTN_BWD_SPLIT},
                                 {PL_ATTN_FWD_CUDNN, PL_ATTN_BWD_CUDNN}};
-  pl_attn_shape sh = {.batch = 1, .seq = 70, .n_q = 4, .n_kv = 2, .head_dim = 16,
+  pl_attn_shape sh = {.batch = 1,
+                      .seq = 70,
+                      .n_q = 4,
+                      .n_kv = 2,
+                      .head_dim = 16,
                       .dtype = PL_F32};
   const size_t nqe = 70 * 4 * 16, nke = 70 * 2 * 16, nr = 4 * 70;
-  void *q = dalloc(nqe * 4, "act"), *k = dalloc(nke * 4, "act"), *v = dalloc(nke * 4, "act");
-  void *o = dalloc(nqe * 4, "act"), *dout = dalloc(nqe * 4, "act"), *dq = dalloc(nqe * 4, "grads");
+  void *q = dalloc(nqe * 4, "act"), *k = dalloc(nke * 4, "act"),
+       *v = dalloc(nke * 4, "act");
+  void *o = dalloc(nqe * 4, "act"), *dout = dalloc(nqe * 4, "act"),
+       *dq = dalloc(nqe * 4, "grads");
   void *dk = dalloc(nke * 4, "grads"), *dv = dalloc(nke * 4, "grads");
   float *lse = dalloc(nr * 4, "act");
-  ck_assert_int_eq(pl_rng_fill(st, q, PL_F32, nqe, 5, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
-  ck_assert_int_eq(pl_rng_fill(st, k, PL_F32, nke, 6, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
-  ck_assert_int_eq(pl_rng_fill(st, v, PL_F32, nke, 7, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
-  ck_assert_int_eq(pl_rng_fill(st, dout, PL_F32, nqe, 8, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
+  ck_assert_int_eq(
+      pl_rng_fill(st, q, PL_F32, nqe, 5, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
+  ck_assert_int_eq(
+      pl_rng_fill(st, k, PL_F32, nke, 6, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
+  ck_assert_int_eq(
+      pl_rng_fill(st, v, PL_F32, nke, 7, 0, PL_DIST_NORMAL, 0.f, 1.f), PL_OK);
+  ck_assert_int_eq(
+      pl_rng_fill(st, dout, PL_F32, nqe, 8, 0, PL_DIST_NORMAL, 0.f, 1.f),
+      PL_OK);
   float *first = malloc(sizeof(float) * nqe);
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
     sh.kernels = ks[i];
     ck_assert_str_eq(pl_attn_fwd_kernel(st, &sh), "cpu");
     ck_assert_str_eq(pl_attn_bwd_kernel(st, &sh), "cpu");
     ck_assert_int_eq(pl_attn_fwd(st, &sh, q, k, v, o, lse), PL_OK);
-    ck_assert_int_eq(pl_attn_bwd(st, &sh, q, k, v, o, dout, lse, dq, dk, dv), PL_OK);
+    ck_assert_int_eq(pl_attn_bwd(st, &sh, q, k, v, o, dout, lse, dq, dk, dv),
+                     PL_OK);
     if (i == 0)
       memcpy(first, dq, sizeof(float) * nqe);
     else
@@ -331,17 +387,21 @@ START_TEST(kernel_choice_on_cpu) {
   }
   free(first);
   void *ps[] = {q, k, v, o, dout, dq, dk, dv, lse};
-  for (int i = 0; i < 9; i++) pl_free(dev, ps[i]);
+  for (int i = 0; i < 9; i++)
+    pl_free(dev, ps[i]);
 }
 END_TEST
 
 START_TEST(flop_formula) {
-  pl_attn_shape sh = {.batch = 1, .seq = 32768, .n_q = 64, .n_kv = 8, .head_dim = 128};
+  pl_attn_shape sh = {
+      .batch = 1, .seq = 32768, .n_q = 64, .n_kv = 8, .head_dim = 128};
   /* 4·S²·d·n_q / 2 */
-  ck_assert(fabs(pl_attn_flops_fwd(&sh) - 4.0 * 32768.0 * 32768.0 * 128 * 64 / 2) < 1);
+  ck_assert(fabs(pl_attn_flops_fwd(&sh) -
+                 4.0 * 32768.0 * 32768.0 * 128 * 64 / 2) < 1);
   ck_assert(fabs(pl_attn_flops_bwd(&sh) - 2.5 * pl_attn_flops_fwd(&sh)) < 1);
   sh.mask = PL_ATTN_FULL; /* every key: twice the causal work */
-  ck_assert(fabs(pl_attn_flops_fwd(&sh) - 4.0 * 32768.0 * 32768.0 * 128 * 64) < 1);
+  ck_assert(fabs(pl_attn_flops_fwd(&sh) - 4.0 * 32768.0 * 32768.0 * 128 * 64) <
+            1);
 }
 END_TEST
 
@@ -356,5 +416,8 @@ int main(void) {
                           kernel_choice_on_cpu,
                           flop_formula,
                           NULL};
-  return pl_check_suite("attention", 600, tests, setup, teardown, CK_FORK_GETENV, 0) ? 1 : 0;
+  return pl_check_suite("attention", 600, tests, setup, teardown,
+                        CK_FORK_GETENV, 0)
+             ? 1
+             : 0;
 }

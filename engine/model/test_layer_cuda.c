@@ -15,11 +15,13 @@
 #include "plateau/host_device.h"
 
 static double getv(const void *p, pl_dtype dt, size_t i) {
-  return dt == PL_F32 ? ((const float *)p)[i] : pl_bf16_to_f32(((const pl_bf16 *)p)[i]);
+  return dt == PL_F32 ? ((const float *)p)[i]
+                      : pl_bf16_to_f32(((const pl_bf16 *)p)[i]);
 }
 
 /* normwise error of a (device, copied to host) against b (CPU) */
-static double nerr(pl_stream *gs, const void *a_dev, const void *b, pl_dtype dt, size_t n) {
+static double nerr(pl_stream *gs, const void *a_dev, const void *b, pl_dtype dt,
+                   size_t n) {
   const size_t bytes = n * pl_dtype_size(dt);
   void *h = malloc(bytes);
   ck_assert_int_eq(pl_memcpy_async(gs, h, a_dev, bytes), PL_OK);
@@ -36,12 +38,18 @@ static double nerr(pl_stream *gs, const void *a_dev, const void *b, pl_dtype dt,
 
 START_TEST(cuda_layer_matches_cpu) {
   pl_dev *c, *g;
-  if (!pl_check_cpu_and_gpu(&c, &g)) return;
+  if (!pl_check_cpu_and_gpu(&c, &g))
+    return;
   pl_stream *cs = pl_dev_stream(c), *gs = pl_dev_stream(g);
   static const int dims[2] = {128, 64};
   for (int di = 0; di < 2; di++) {
-    const pl_layer_cfg cfg = {.H = 256, .I = 512, .n_q = 8, .n_kv = 2, .d = dims[di],
-                              .rope_theta = 10000.0, .dt = PL_BF16};
+    const pl_layer_cfg cfg = {.H = 256,
+                              .I = 512,
+                              .n_q = 8,
+                              .n_kv = 2,
+                              .d = dims[di],
+                              .rope_theta = 10000.0,
+                              .dt = PL_BF16};
     const int64_t N = 300, H = cfg.H;
     pl_layer lc, lg;
     ck_assert_int_eq(pl_layer_init(c, NULL, &lc, &cfg, 7, 0), PL_OK);
@@ -50,12 +58,22 @@ START_TEST(cuda_layer_matches_cpu) {
     pl_dev *devs[2] = {c, g};
     for (int b = 0; b < 2; b++) {
       pl_stream *s = pl_dev_stream(devs[b]);
-      ck_assert_int_eq(pl_alloc(devs[b], PL_ARENA_DEVICE, (size_t)(N * H) * 2, "act", &x[b]), PL_OK);
-      ck_assert_int_eq(pl_alloc(devs[b], PL_ARENA_DEVICE, (size_t)(N * H) * 2, "act", &dy[b]), PL_OK);
-      ck_assert_int_eq(pl_alloc(devs[b], PL_ARENA_DEVICE, (size_t)(N * H) * 2, "act", &y[b]), PL_OK);
-      ck_assert_int_eq(pl_alloc(devs[b], PL_ARENA_DEVICE, (size_t)(N * H) * 2, "act", &dx[b]), PL_OK);
-      pl_rng_fill(s, x[b], PL_BF16, (size_t)(N * H), 11, 0, PL_DIST_NORMAL, 0.f, 1.f);
-      pl_rng_fill(s, dy[b], PL_BF16, (size_t)(N * H), 12, 0, PL_DIST_NORMAL, 0.f, 1.f);
+      ck_assert_int_eq(
+          pl_alloc(devs[b], PL_ARENA_DEVICE, (size_t)(N * H) * 2, "act", &x[b]),
+          PL_OK);
+      ck_assert_int_eq(pl_alloc(devs[b], PL_ARENA_DEVICE, (size_t)(N * H) * 2,
+                                "act", &dy[b]),
+                       PL_OK);
+      ck_assert_int_eq(
+          pl_alloc(devs[b], PL_ARENA_DEVICE, (size_t)(N * H) * 2, "act", &y[b]),
+          PL_OK);
+      ck_assert_int_eq(pl_alloc(devs[b], PL_ARENA_DEVICE, (size_t)(N * H) * 2,
+                                "act", &dx[b]),
+                       PL_OK);
+      pl_rng_fill(s, x[b], PL_BF16, (size_t)(N * H), 11, 0, PL_DIST_NORMAL, 0.f,
+                  1.f);
+      pl_rng_fill(s, dy[b], PL_BF16, (size_t)(N * H), 12, 0, PL_DIST_NORMAL,
+                  0.f, 1.f);
     }
     ck_assert_int_eq(pl_layer_forward(&lc, cs, x[0], y[0], N), PL_OK);
     ck_assert_int_eq(pl_layer_backward(&lc, cs, x[0], dy[0], dx[0], N), PL_OK);
@@ -67,9 +85,11 @@ START_TEST(cuda_layer_matches_cpu) {
     const double ey = nerr(gs, y[1], y[0], PL_BF16, (size_t)(N * H));
     const double ex = nerr(gs, dx[1], dx[0], PL_BF16, (size_t)(N * H));
     const double eq = nerr(gs, lg.g_qkv, lc.g_qkv, PL_F32, nqkv);
-    const double eo = nerr(gs, lg.g_o, lc.g_o, PL_F32, (size_t)(cfg.n_q * cfg.d * H));
+    const double eo =
+        nerr(gs, lg.g_o, lc.g_o, PL_F32, (size_t)(cfg.n_q * cfg.d * H));
     const double en = nerr(gs, lg.g_n, lc.g_n, PL_F32, (size_t)H);
-    printf("# layer cuda vs cpu d=%d: y %.3g dx %.3g g_qkv %.3g g_o %.3g g_norm %.3g (normwise)\n",
+    printf("# layer cuda vs cpu d=%d: y %.3g dx %.3g g_qkv %.3g g_o %.3g "
+           "g_norm %.3g (normwise)\n",
            cfg.d, ey, ex, eq, eo, en);
     fflush(stdout);
     ck_assert_msg(ey < 3e-2 && ex < 5e-2 && eq < 5e-2 && eo < 5e-2 && en < 5e-2,
@@ -90,5 +110,6 @@ END_TEST
 
 int main(void) {
   const TTest *tests[] = {cuda_layer_matches_cpu, NULL};
-  return pl_check_suite("layer_cuda", 300, tests, NULL, NULL, CK_NOFORK, 0) ? 1 : 0;
+  return pl_check_suite("layer_cuda", 300, tests, NULL, NULL, CK_NOFORK, 0) ? 1
+                                                                            : 0;
 }

@@ -36,21 +36,23 @@ extern "C" {
 int pl_ulysses_heads_per_rank(int h, int D);
 
 /* x [N, h, d] -> y [D·N, h/D or 1, d] */
-pl_status pl_ulysses_seq_to_head(pl_comm *c, pl_stream *s, const void *x, void *y, int64_t N,
-                                 int h, int d, pl_dtype dt);
+pl_status pl_ulysses_seq_to_head(pl_comm *c, pl_stream *s, const void *x,
+                                 void *y, int64_t N, int h, int d, pl_dtype dt);
 /* y [D·N, h/D or 1, d] -> x [N, h, d] (replicas summed) */
-pl_status pl_ulysses_head_to_seq(pl_comm *c, pl_stream *s, const void *y, void *x, int64_t N,
-                                 int h, int d, pl_dtype dt);
+pl_status pl_ulysses_head_to_seq(pl_comm *c, pl_stream *s, const void *y,
+                                 void *x, int64_t N, int h, int d, pl_dtype dt);
 
 /* Causal GQA attention of one sequence sharded over the group: sh->seq = N
  * (local tokens), sh->batch = 1, heads as in the model.  q, o, dout, dq
  * [N, n_q, d]; k, v, dk, dv [N, n_kv, d] (this rank's tokens); lse
  * [n_q/D, D·N] f32: the head-sharded LSE this rank's attention saved. */
-pl_status pl_ulysses_attn_fwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh, const void *q,
-                              const void *k, const void *v, void *o, float *lse);
-pl_status pl_ulysses_attn_bwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh, const void *q,
-                              const void *k, const void *v, const void *o, const void *dout,
-                              const float *lse, void *dq, void *dk, void *dv);
+pl_status pl_ulysses_attn_fwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh,
+                              const void *q, const void *k, const void *v,
+                              void *o, float *lse);
+pl_status pl_ulysses_attn_bwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh,
+                              const void *q, const void *k, const void *v,
+                              const void *o, const void *dout, const float *lse,
+                              void *dq, void *dk, void *dv);
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,8 @@ pl_adamw_hparams pl_adamw_hparams_default(void) {
 }
 
 pl_status pl_adamw_hparams_check(const pl_adamw_hparams *hp) {
-  if (!hp) return pl_set_error(PL_EINVAL, "adamw: hparams is NULL");
+  if (!hp)
+    return pl_set_error(PL_EINVAL, "adamw: hparams is NULL");
   if (!(hp->lr > 0) || !isfinite(hp->lr))
     return pl_set_error(PL_EINVAL, "adamw: lr=%g: must be finite and > 0",
                         hp->lr);
@@ -63,7 +64,8 @@ pl_adamw_scalars pl_adamw_scalars_make(const pl_adamw_hparams *hp, int64_t t,
 }
 
 float pl_adamw_clip_scale(const pl_adamw_hparams *hp, double sumsq) {
-  if (!(hp->max_grad_norm > 0)) return 1.0f;
+  if (!(hp->max_grad_norm > 0))
+    return 1.0f;
   double norm = sqrt(sumsq);
   double c = hp->max_grad_norm / (norm + 1e-6);
   return c < 1.0 ? (float)c : 1.0f;
@@ -80,7 +82,8 @@ void pl_adamw_ref_sumsq_partials(const void *g, pl_dtype gdt, size_t n,
 
 double pl_adamw_sum_partials(const double *partials, size_t n) {
   double s = 0.0;
-  for (size_t i = 0; i < n; i++) s = s + partials[i];
+  for (size_t i = 0; i < n; i++)
+    s = s + partials[i];
   return s;
 }
 
@@ -92,7 +95,8 @@ void pl_adamw_ref_update(float *p, float *m, float *v, const void *g,
     float pn =
         pl__adamw_elem(p[i], &m[i], &v[i], pl__adamw_load_g(g, is_bf16, i), k);
     p[i] = pn;
-    if (w) w[i] = pl_f32_to_bf16(pn);
+    if (w)
+      w[i] = pl_f32_to_bf16(pn);
   }
 }
 
@@ -101,11 +105,13 @@ double pl_adamw_ref_sumsq(int ntensors, const size_t *numel,
   double total = 0.0;
   for (int t = 0; t < ntensors; t++) {
     size_t nc = pl_adamw_norm_nchunks(numel[t]);
-    if (nc == 0) continue;
+    if (nc == 0)
+      continue;
     double *part = (double *)calloc(nc, sizeof(double));
     PL_ASSERT(part);
     pl_adamw_ref_sumsq_partials(g[t], gdt, numel[t], part);
-    for (size_t c = 0; c < nc; c++) total = total + part[c];
+    for (size_t c = 0; c < nc; c++)
+      total = total + part[c];
     free(part);
   }
   return total;
@@ -113,19 +119,20 @@ double pl_adamw_ref_sumsq(int ntensors, const size_t *numel,
 
 pl_status pl_adamw_gdt_check(pl_dtype gdt, const char *who) {
   if (gdt != PL_F32 && gdt != PL_BF16)
-    return pl_set_error(PL_EINVAL, "%s: gradient dtype %s: must be f32 or bf16", who,
-                        pl_dtype_name(gdt));
+    return pl_set_error(PL_EINVAL, "%s: gradient dtype %s: must be f32 or bf16",
+                        who, pl_dtype_name(gdt));
   return PL_OK;
 }
 
-pl_status pl_adamw_ref_step(const pl_adamw_hparams *hp, int64_t t,
-                            int ntensors, const size_t *numel, float **p,
-                            float **m, float **v, const void *const *g,
-                            pl_dtype gdt, pl_bf16 **w,
-                            const double *global_sumsq, float *gscale_out) {
+pl_status pl_adamw_ref_step(const pl_adamw_hparams *hp, int64_t t, int ntensors,
+                            const size_t *numel, float **p, float **m,
+                            float **v, const void *const *g, pl_dtype gdt,
+                            pl_bf16 **w, const double *global_sumsq,
+                            float *gscale_out) {
   PL_TRY(pl_adamw_hparams_check(hp));
-  if (t < 1) return pl_set_error(PL_EINVAL, "adamw: step t=%lld: must be >= 1",
-                                 (long long)t);
+  if (t < 1)
+    return pl_set_error(PL_EINVAL, "adamw: step t=%lld: must be >= 1",
+                        (long long)t);
   PL_TRY(pl_adamw_gdt_check(gdt, "adamw"));
   float gscale = 1.0f;
   if (hp->max_grad_norm > 0) {
@@ -135,9 +142,10 @@ pl_status pl_adamw_ref_step(const pl_adamw_hparams *hp, int64_t t,
   }
   pl_adamw_scalars k = pl_adamw_scalars_make(hp, t, gscale);
   for (int i = 0; i < ntensors; i++)
-    pl_adamw_ref_update(p[i], m[i], v[i], g[i], gdt, w ? w[i] : NULL,
-                        numel[i], &k);
-  if (gscale_out) *gscale_out = gscale;
+    pl_adamw_ref_update(p[i], m[i], v[i], g[i], gdt, w ? w[i] : NULL, numel[i],
+                        &k);
+  if (gscale_out)
+    *gscale_out = gscale;
   return PL_OK;
 }
 
@@ -148,22 +156,28 @@ pl_status pl__adamw_update(pl_stream *s, float *p, float *m, float *v,
                            const void *g, pl_dtype gdt, pl_bf16 *w, size_t n,
                            const pl_adamw_scalars *k) {
   PL_TRY(pl_adamw_gdt_check(gdt, "adamw"));
-  if (n == 0) return PL_OK;
+  if (n == 0)
+    return PL_OK;
 #if PL_HAVE_CUDA
-  if (pl__on_cuda(s)) return pl__cuda_adamw_update(s, p, m, v, g, gdt, w, n, k);
+  if (pl__on_cuda(s))
+    return pl__cuda_adamw_update(s, p, m, v, g, gdt, w, n, k);
 #endif
-  if (pl__on_dry(s)) return PL_OK;
+  if (pl__on_dry(s))
+    return PL_OK;
   return pl__cpu_adamw_update(s, p, m, v, g, gdt, w, n, k);
 }
 
 pl_status pl__adamw_sumsq(pl_stream *s, const void *g, pl_dtype gdt, size_t n,
                           double *partials) {
   PL_TRY(pl_adamw_gdt_check(gdt, "adamw"));
-  if (n == 0) return PL_OK;
+  if (n == 0)
+    return PL_OK;
 #if PL_HAVE_CUDA
-  if (pl__on_cuda(s)) return pl__cuda_adamw_sumsq(s, g, gdt, n, partials);
+  if (pl__on_cuda(s))
+    return pl__cuda_adamw_sumsq(s, g, gdt, n, partials);
 #endif
-  if (pl__on_dry(s)) return PL_OK;
+  if (pl__on_dry(s))
+    return PL_OK;
   return pl__cpu_adamw_sumsq(s, g, gdt, n, partials);
 }
 
@@ -174,7 +188,8 @@ pl_status pl_adamw_sumsq_dev(pl_stream *s, const void *g, pl_dtype gdt,
 
 pl_status pl__adamw_bind_thread(pl_dev *dev) {
 #if PL_HAVE_CUDA
-  if (pl__on_cuda(pl_dev_stream(dev))) return pl__cuda_adamw_bind_thread(dev);
+  if (pl__on_cuda(pl_dev_stream(dev)))
+    return pl__cuda_adamw_bind_thread(dev);
 #endif
   (void)dev;
   return PL_OK;

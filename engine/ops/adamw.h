@@ -66,7 +66,8 @@ pl_adamw_scalars pl_adamw_scalars_make(const pl_adamw_hparams *hp, int64_t t,
 /* gscale from the global sum of squares (clipping on), or 1.0f (off). */
 float pl_adamw_clip_scale(const pl_adamw_hparams *hp, double sumsq);
 
-/* ---- the fixed-order sum of squares --------------------------------------- */
+/* ---- the fixed-order sum of squares ---------------------------------------
+ */
 /* Number of chunk partials of a tensor of n elements: ceil(n / CHUNK). */
 size_t pl_adamw_norm_nchunks(size_t n);
 /* partials[c] for c < nchunks(n), in the fixed order above (host memory;
@@ -95,11 +96,11 @@ void pl_adamw_ref_update(float *p, float *m, float *v, const void *g,
  * global_sumsq: NULL = this process's tensors are all the parameters;
  * otherwise the global sum (ranks' sums added in rank order) to clip with.
  * *gscale_out (may be NULL) gets the factor used. */
-pl_status pl_adamw_ref_step(const pl_adamw_hparams *hp, int64_t t,
-                            int ntensors, const size_t *numel, float **p,
-                            float **m, float **v, const void *const *g,
-                            pl_dtype gdt, pl_bf16 **w,
-                            const double *global_sumsq, float *gscale_out);
+pl_status pl_adamw_ref_step(const pl_adamw_hparams *hp, int64_t t, int ntensors,
+                            const size_t *numel, float **p, float **m,
+                            float **v, const void *const *g, pl_dtype gdt,
+                            pl_bf16 **w, const double *global_sumsq,
+                            float *gscale_out);
 /* This process's fixed-order sum of squares over its tensors. */
 double pl_adamw_ref_sumsq(int ntensors, const size_t *numel,
                           const void *const *g, pl_dtype gdt);

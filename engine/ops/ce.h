@@ -13,8 +13,8 @@
  * softmax residual dY = g·(softmax − onehot(t)) restricted to the strip.  Each
  * kernel has a CPU reference (backend/cpu/ce_cpu.c) and a CUDA twin
  * (backend/cuda/ce.cu) with the same signature; pl_ce_<kernel> dispatches on
- * the stream's backend.  On top of the kernels: "meetings" — one activation batch
- * X_j meeting one weight shard W_r, strip by strip, in forward (fold) and
+ * the stream's backend.  On top of the kernels: "meetings" — one activation
+ * batch X_j meeting one weight shard W_r, strip by strip, in forward (fold) and
  * backward (recompute the strip, residual, two GEMMs) — which Ring-DTP and the
  * blocked fused head both run.
  *
@@ -82,18 +82,19 @@ pl_status pl_ce_gather(pl_stream *s, const float *logp, int64_t n, int64_t v,
                        float *stats);
 
 /* ---- meetings: one batch X_j (n×h) meets one shard (h×vs, columns
- * [col0, col0+vs) of W) strip by strip, block vb columns at a time ---------- */
+ * [col0, col0+vs) of W) strip by strip, block vb columns at a time ----------
+ */
 
 typedef struct pl_ce_meet {
-  pl_dtype dt;       /* of x, w, and the residual for the GEMMs             */
-  int64_t n, h;      /* rows of the batch, hidden                            */
-  const void *x;     /* n×h                                                  */
-  const int32_t *t;  /* n                                                    */
-  const void *w;     /* h×vs shard, row stride ldw (>= vs)                   */
+  pl_dtype dt;      /* of x, w, and the residual for the GEMMs             */
+  int64_t n, h;     /* rows of the batch, hidden                            */
+  const void *x;    /* n×h                                                  */
+  const int32_t *t; /* n                                                    */
+  const void *w;    /* h×vs shard, row stride ldw (>= vs)                   */
   int64_t ldw, vs, col0;
-  int64_t vb;        /* block: columns per strip (>= 1)                      */
-  float *strip;      /* workspace n×vb f32 (tag "logits")                    */
-  void *dy;          /* bf16: workspace n×vb bf16 (tag "logits"); f32: NULL  */
+  int64_t vb;   /* block: columns per strip (>= 1)                      */
+  float *strip; /* workspace n×vb f32 (tag "logits")                    */
+  void *dy;     /* bf16: workspace n×vb bf16 (tag "logits"); f32: NULL  */
   /* Optional (NULL: none): per strip c (columns [c·vb, c·vb + w_c)), a
    * buffer of n×w_c f32 (row stride w_c) that holds this strip's logits
    * from the forward to the backward, or NULL.  The forward's GEMM writes a
@@ -128,14 +129,14 @@ pl_status pl_ce_meet_bwd(pl_stream *s, const pl_ce_meet *mt, const float *lse,
  * one value (mean, sum) or n values (none).  dloss (none only; device, n
  * values, NULL = ones) is the upstream gradient of the per-token losses. */
 typedef struct pl_ce_problem {
-  pl_dtype dt;          /* f32 or bf16: x, w, dx, dw                          */
-  int64_t n, h, v;      /* tokens, hidden, vocabulary (of w: see each head)   */
+  pl_dtype dt;     /* f32 or bf16: x, w, dx, dw                          */
+  int64_t n, h, v; /* tokens, hidden, vocabulary (of w: see each head)   */
   pl_ce_reduction red;
-  int32_t ignore;       /* PL_CE_IGNORE_INDEX                                 */
-  int64_t block;        /* vocabulary block (columns per strip); 0: default  */
-  const void *x;        /* n×h                                                */
-  const int32_t *t;     /* n, in [0, v) or == ignore                          */
-  const void *w;        /* h×v (or the rank's shard h×|V_r|)                  */
+  int32_t ignore;   /* PL_CE_IGNORE_INDEX                                 */
+  int64_t block;    /* vocabulary block (columns per strip); 0: default  */
+  const void *x;    /* n×h                                                */
+  const int32_t *t; /* n, in [0, v) or == ignore                          */
+  const void *w;    /* h×v (or the rank's shard h×|V_r|)                  */
   const float *dloss;
   float *loss;
   void *dx, *dw;
@@ -147,7 +148,8 @@ typedef struct pl_ce_problem {
   void **dx_alloc, **dw_alloc;
 } pl_ce_problem;
 
-/* Does pb ask for the backward?  (dx and dw given, or dx_alloc and dw_alloc.) */
+/* Does pb ask for the backward?  (dx and dw given, or dx_alloc and dw_alloc.)
+ */
 static inline int pl_ce_problem_bwd(const pl_ce_problem *pb) {
   return (pb->dx && pb->dw) || (pb->dx_alloc && pb->dw_alloc);
 }
@@ -167,10 +169,11 @@ static inline int pl_ce_problem_bwd(const pl_ce_problem *pb) {
  * values of dt (bf16: 2 bytes, f32: 4), and Nc is the largest row count with
  * Nc·V·(2|4) <= N·Vb·(6|4) bytes — the blocked schedule's strip bound (an
  * N×Vb f32 strip, plus its bf16 residual in bf16 mode; Vb = the problem's
- * block, default pl_ce_default_block(dt), at most V): the same bound, three GEMMs
- * instead of four.  Chunks are balanced (K = ceil(N/Nc_max), Nc = ceil(N/K)
- * rounded up to 16 within the bound).  Beyond the strip: the row factors and
- * per-token losses (8 bytes a row, "ce_state") and the caller's dX, dW.
+ * block, default pl_ce_default_block(dt), at most V): the same bound, three
+ * GEMMs instead of four.  Chunks are balanced (K = ceil(N/Nc_max), Nc =
+ * ceil(N/K) rounded up to 16 within the bound).  Beyond the strip: the row
+ * factors and per-token losses (8 bytes a row, "ce_state") and the caller's dX,
+ * dW.
  *
  * Numerics: the logits are stored in dt — in bf16 rounded once (the GEMM's
  * output, as PyTorch's bf16 linear and Liger's head), so the loss's tolerance

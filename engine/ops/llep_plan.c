@@ -19,7 +19,8 @@ pl_llep_knobs pl_llep_knobs_default(void) {
 }
 
 void pl_llep_plan_free(pl_llep_plan *p) {
-  if (!p) return;
+  if (!p)
+    return;
   free(p->pieces);
   free(p->piece_off);
   free(p->load_native);
@@ -28,10 +29,12 @@ void pl_llep_plan_free(pl_llep_plan *p) {
 }
 
 static double imbalance(const int64_t *load, int Ep, int64_t total) {
-  if (total <= 0) return 1.0;
+  if (total <= 0)
+    return 1.0;
   int64_t mx = 0;
   for (int r = 0; r < Ep; r++)
-    if (load[r] > mx) mx = load[r];
+    if (load[r] > mx)
+      mx = load[r];
   return (double)mx * Ep / (double)total;
 }
 
@@ -44,7 +47,8 @@ typedef struct by_count {
 } by_count;
 static int cmp_count_desc(const void *a, const void *b) {
   const by_count *x = a, *y = b;
-  if (x->count != y->count) return x->count > y->count ? -1 : 1;
+  if (x->count != y->count)
+    return x->count > y->count ? -1 : 1;
   return x->e - y->e;
 }
 
@@ -57,7 +61,8 @@ static int push_piece(piece_vec *pv, int e, int r, int64_t s, int64_t t) {
   if (pv->n == pv->cap) {
     int nc = pv->cap ? 2 * pv->cap : 64;
     pl_llep_piece *nv = realloc(pv->v, (size_t)nc * sizeof *nv);
-    if (!nv) return -1;
+    if (!nv)
+      return -1;
     pv->v = nv;
     pv->cap = nc;
   }
@@ -69,7 +74,8 @@ static int push_piece(piece_vec *pv, int e, int r, int64_t s, int64_t t) {
  * value. */
 static pl_status check_args(const int64_t *counts, int E, int Ep,
                             pl_llep_knobs kn) {
-  if (Ep < 1) return pl_set_error(PL_EINVAL, "Ep=%d: must be >= 1", Ep);
+  if (Ep < 1)
+    return pl_set_error(PL_EINVAL, "Ep=%d: must be >= 1", Ep);
   if (E < 1 || E % Ep != 0)
     return pl_set_error(PL_EINVAL,
                         "E=%d experts over Ep=%d ranks: E must be a positive "
@@ -77,8 +83,8 @@ static pl_status check_args(const int64_t *counts, int E, int Ep,
                         E, Ep);
   if (!(kn.alpha > 0))
     return pl_set_error(PL_EINVAL, "alpha=%g: must be > 0", kn.alpha);
-  if (kn.m < 0) return pl_set_error(PL_EINVAL, "m=%lld: must be >= 0",
-                                    (long long)kn.m);
+  if (kn.m < 0)
+    return pl_set_error(PL_EINVAL, "m=%lld: must be >= 0", (long long)kn.m);
   if (kn.lambda < 0)
     return pl_set_error(PL_EINVAL, "lambda=%g: must be >= 0", kn.lambda);
   for (int e = 0; e < E; e++)
@@ -98,13 +104,15 @@ static int spill_expert(piece_vec *pv, int e, int o, int64_t cnt, int64_t M,
                         const int64_t *pending) {
   int64_t avail = M - (assigned[o] + pending[o]);
   if (avail >= cnt) {
-    if (push_piece(pv, e, o, 0, cnt)) return 1;
+    if (push_piece(pv, e, o, 0, cnt))
+      return 1;
     assigned[o] += cnt;
     return 0;
   }
   int64_t off = 0, rem = cnt;
   if (avail > 0) {
-    if (push_piece(pv, e, o, 0, avail)) return 1;
+    if (push_piece(pv, e, o, 0, avail))
+      return 1;
     assigned[o] += avail;
     off = avail;
     rem -= avail;
@@ -115,16 +123,19 @@ static int spill_expert(piece_vec *pv, int e, int o, int64_t cnt, int64_t M,
     int best = -1, least = -1;
     int64_t best_eff = 0, least_eff = 0;
     for (int g = 0; g < Ep; g++) {
-      if (g == o) continue;
+      if (g == o)
+        continue;
       int64_t eff = assigned[g] + pending[g];
       if (least < 0 || eff < least_eff) {
         least = g;
         least_eff = eff;
       }
       int64_t room = M - eff;
-      if (room <= 0) continue;
+      if (room <= 0)
+        continue;
       int64_t chunk = rem < room ? rem : room;
-      if (chunk < m && rem > chunk) continue;
+      if (chunk < m && rem > chunk)
+        continue;
       if (best < 0 || eff < best_eff) {
         best = g;
         best_eff = eff;
@@ -140,7 +151,8 @@ static int spill_expert(piece_vec *pv, int e, int o, int64_t cnt, int64_t M,
       g = least;
       chunk = rem;
     }
-    if (push_piece(pv, e, g, off, off + chunk)) return 1;
+    if (push_piece(pv, e, g, off, off + chunk))
+      return 1;
     assigned[g] += chunk;
     off += chunk;
     rem -= chunk;
@@ -154,12 +166,16 @@ static int group_pieces(pl_llep_plan *out, const piece_vec *pv) {
   const int E = out->E, Ep = out->Ep;
   out->n_pieces = pv->n;
   out->pieces = malloc((size_t)(pv->n ? pv->n : 1) * sizeof(pl_llep_piece));
-  if (!out->pieces) return 1;
-  for (int i = 0; i < pv->n; i++) out->piece_off[pv->v[i].expert + 1]++;
-  for (int e = 0; e < E; e++) out->piece_off[e + 1] += out->piece_off[e];
+  if (!out->pieces)
+    return 1;
+  for (int i = 0; i < pv->n; i++)
+    out->piece_off[pv->v[i].expert + 1]++;
+  for (int e = 0; e < E; e++)
+    out->piece_off[e + 1] += out->piece_off[e];
   {
     int *fill = calloc((size_t)E, sizeof(int));
-    if (!fill) return 1;
+    if (!fill)
+      return 1;
     for (int i = 0; i < pv->n; i++) {
       int e = pv->v[i].expert;
       out->pieces[out->piece_off[e] + fill[e]++] = pv->v[i];
@@ -169,7 +185,8 @@ static int group_pieces(pl_llep_plan *out, const piece_vec *pv) {
   for (int i = 0; i < pv->n; i++) {
     const pl_llep_piece *p = &out->pieces[i];
     out->load_planned[p->rank] += p->end - p->start;
-    if (p->rank != pl_llep_native_rank(p->expert, E, Ep)) out->n_spilled++;
+    if (p->rank != pl_llep_native_rank(p->expert, E, Ep))
+      out->n_spilled++;
   }
   return 0;
 }
@@ -198,7 +215,8 @@ pl_status pl_llep_plan_build(const int64_t *counts, int E, int Ep,
   }
   out->total = total;
   int64_t M = (int64_t)floor(kn.alpha * (double)(total / Ep));
-  if (M < 1) M = 1;
+  if (M < 1)
+    M = 1;
   out->capacity = M;
   out->imb_native = imbalance(out->load_native, Ep, total);
   bool skip = kn.native || total == 0 || Ep == 1 ||
@@ -214,12 +232,14 @@ pl_status pl_llep_plan_build(const int64_t *counts, int E, int Ep,
         goto oom;
   } else {
     memcpy(pending, out->load_native, (size_t)Ep * sizeof(int64_t));
-    for (int e = 0; e < E; e++) order[e] = (by_count){counts[e], e};
+    for (int e = 0; e < E; e++)
+      order[e] = (by_count){counts[e], e};
     qsort(order, (size_t)E, sizeof *order, cmp_count_desc);
     for (int oi = 0; oi < E; oi++) {
       int e = order[oi].e;
       int64_t cnt = counts[e];
-      if (cnt == 0) break;
+      if (cnt == 0)
+        break;
       int o = pl_llep_native_rank(e, E, Ep);
       pending[o] -= cnt; /* e is visited: no longer pending native load */
       if (spill_expert(&pv, e, o, cnt, M, kn.m, Ep, assigned, pending))
@@ -241,14 +261,14 @@ oom:
   free(assigned);
   free(order);
   pl_llep_plan_free(out);
-  return pl_set_error(PL_ENOMEM, "llep plan: host allocation failed (E=%d)",
-                      E);
+  return pl_set_error(PL_ENOMEM, "llep plan: host allocation failed (E=%d)", E);
 }
 
 int pl_llep_plan_dest(const pl_llep_plan *p, int e, int64_t pos) {
   int lo = p->piece_off[e], hi = p->piece_off[e + 1];
   for (int i = lo; i < hi; i++)
-    if (pos < p->pieces[i].end) return p->pieces[i].rank;
+    if (pos < p->pieces[i].end)
+      return p->pieces[i].rank;
   PL_ASSERT(!"route position beyond the expert's pieces");
   return -1;
 }
@@ -264,8 +284,10 @@ pl_status pl_llep_chunking(int64_t N_max, int64_t c, int K_max, int *K,
     return pl_set_error(PL_EINVAL, "N=%lld: must be >= 0", (long long)N_max);
   /* ceilings without forming N_max + c - 1: c may be INT64_MAX (no cap) */
   int64_t kk = N_max / c + (N_max % c != 0);
-  if (kk > K_max) kk = K_max;
-  if (kk < 1) kk = 1;
+  if (kk > K_max)
+    kk = K_max;
+  if (kk < 1)
+    kk = 1;
   *K = (int)kk;
   *c_eff = N_max / kk + (N_max % kk != 0);
   return PL_OK;
@@ -288,9 +310,11 @@ pl_status pl_route_profile_parse(const char *s, pl_route_profile *out) {
     goto bad;
   const char *h = end + 1;
   long hot = strtol(h, &end, 10);
-  if (end == h || hot < 1 || hot > 1000000) goto bad;
+  if (end == h || hot < 1 || hot > 1000000)
+    goto bad;
   out->shuffled = *end == 's';
-  if (*end && !(out->shuffled && end[1] == '\0')) goto bad;
+  if (*end && !(out->shuffled && end[1] == '\0'))
+    goto bad;
   out->r = (double)pct / 100.0;
   out->h = (int)hot;
   snprintf(out->name, sizeof out->name, "%ld/%ld%s", pct, hot,
@@ -318,19 +342,22 @@ pl_status pl_route_profile_fill(const pl_route_profile *p, int64_t N, int k,
   int64_t nhot = p->balanced ? 0 : (int64_t)floor(p->r * (double)N);
   int64_t rot = 0;
   if (seed != 0 && N > 0)
-    rot = (int64_t)(pl_rng_mix64(seed * 0x9e3779b97f4a7c15ull + (uint64_t)rank) %
-                    (uint64_t)N);
+    rot =
+        (int64_t)(pl_rng_mix64(seed * 0x9e3779b97f4a7c15ull + (uint64_t)rank) %
+                  (uint64_t)N);
   int64_t *perm = NULL; /* shuffled: position -> pattern index */
   if (p->shuffled && N > 0) {
     perm = malloc((size_t)N * sizeof *perm);
     if (!perm)
-      return pl_set_error(PL_ENOMEM, "profile %s: a permutation of %lld "
-                          "positions", p->name, (long long)N);
+      return pl_set_error(PL_ENOMEM,
+                          "profile %s: a permutation of %lld "
+                          "positions",
+                          p->name, (long long)N);
     for (int64_t t = 0; t < N; t++)
       perm[t] = t;
     for (int64_t t = N - 1; t > 0; t--) { /* Fisher-Yates, a fixed seed */
-      const uint64_t z = pl_rng_mix64(0x6c6c6570ull * 0x9e3779b97f4a7c15ull +
-                                      (uint64_t)t);
+      const uint64_t z =
+          pl_rng_mix64(0x6c6c6570ull * 0x9e3779b97f4a7c15ull + (uint64_t)t);
       const int64_t u = (int64_t)(z % (uint64_t)(t + 1)), x = perm[t];
       perm[t] = perm[u], perm[u] = x;
     }

@@ -30,8 +30,8 @@ typedef struct pl_llep_piece {
 } pl_llep_piece;
 
 typedef struct pl_llep_knobs {
-  double alpha;  /* capacity factor: M = alpha * floor(total / Ep) (1.0 paper) */
-  int64_t m;     /* minimum spilled piece (tokens) unless final (1024)        */
+  double alpha; /* capacity factor: M = alpha * floor(total / Ep) (1.0 paper) */
+  int64_t m;    /* minimum spilled piece (tokens) unless final (1024)        */
   double lambda; /* skip planning when max/mean native load < lambda (1.3);
                     0 never skips                                            */
   bool native;   /* plain EP: every expert stays on its native rank          */
@@ -42,17 +42,17 @@ pl_llep_knobs pl_llep_knobs_default(void);
 
 typedef struct pl_llep_plan {
   int E, Ep;
-  int64_t total;      /* sum of counts                                        */
-  int64_t capacity;   /* M                                                    */
-  bool planned;       /* false: native placement (skipped by lambda, or EP)   */
+  int64_t total;    /* sum of counts                                        */
+  int64_t capacity; /* M                                                    */
+  bool planned;     /* false: native placement (skipped by lambda, or EP)   */
   int n_pieces;
-  pl_llep_piece *pieces;   /* grouped by expert, each expert's by start       */
-  int *piece_off;          /* E + 1 offsets into pieces                       */
-  int64_t *load_native;    /* Ep: routes per rank under native placement      */
-  int64_t *load_planned;   /* Ep: routes per rank under the plan              */
-  double imb_native;       /* max / mean of load_native (1 when total == 0)   */
-  double imb_planned;      /* max / mean of load_planned                      */
-  int n_spilled;           /* pieces not on their expert's native rank        */
+  pl_llep_piece *pieces; /* grouped by expert, each expert's by start       */
+  int *piece_off;        /* E + 1 offsets into pieces                       */
+  int64_t *load_native;  /* Ep: routes per rank under native placement      */
+  int64_t *load_planned; /* Ep: routes per rank under the plan              */
+  double imb_native;     /* max / mean of load_native (1 when total == 0)   */
+  double imb_planned;    /* max / mean of load_planned                      */
+  int n_spilled;         /* pieces not on their expert's native rank        */
 } pl_llep_plan;
 
 /* Build the plan from global per-expert counts (E values >= 0).  E must be a
@@ -81,12 +81,14 @@ pl_status pl_llep_chunking(int64_t N_max, int64_t c, int K_max, int *K,
 /* Chunk of token position t (0 <= t < N) among K chunks of a rank holding N
  * tokens: strided (t mod K) or contiguous (t / ceil(N/K)). */
 static inline int pl_chunk_of(int64_t t, int64_t N, int K, bool contiguous) {
-  if (!contiguous) return (int)(t % K);
+  if (!contiguous)
+    return (int)(t % K);
   int64_t ce = (N + K - 1) / K;
   return ce > 0 ? (int)(t / ce) : 0;
 }
 
-/* ---- routing profiles (DESIGN §1.1, LLEP's benchmark) --------------------- */
+/* ---- routing profiles (DESIGN §1.1, LLEP's benchmark) ---------------------
+ */
 
 typedef struct pl_route_profile {
   char name[16]; /* "balanced" or "r/h[s]" as given, e.g. "95/16", "95/16s" */

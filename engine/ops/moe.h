@@ -1,12 +1,11 @@
 /* moe.h — the MoE layer with three dispatch variants behind one interface:
  *   ep              standard expert parallelism (baselines/ep.h): every route
- *                   goes to its expert's native rank, one all-to-all-v each way;
- *   llep            the LLEP plan (ops/llep_plan.h): overloaded experts spill
- *                   pieces of their global token list to least-loaded helper
- *                   ranks, which receive the expert's weights point-to-point and
- *                   return its weight gradient in backward; unchunked;
- *   pipelined_llep  the same plan, with the routes cut into K chunks of token
- *                   positions (Eq. 1, strided or contiguous) so a destination
+ *                   goes to its expert's native rank, one all-to-all-v each
+ * way; llep            the LLEP plan (ops/llep_plan.h): overloaded experts
+ * spill pieces of their global token list to least-loaded helper ranks, which
+ * receive the expert's weights point-to-point and return its weight gradient in
+ * backward; unchunked; pipelined_llep  the same plan, with the routes cut into
+ * K chunks of token positions (Eq. 1, strided or contiguous) so a destination
  *                   receives at most Ep*k*c_eff routes per chunk; dispatch(i+1)
  *                   and combine(i-1) run on a comm stream while chunk i's
  *                   expert GEMMs run on the compute stream, within the bound;
@@ -67,10 +66,10 @@ extern "C" {
  * here (enum values follow the lines) and, when it does what no flag says,
  * its code in moe_plan.c / moe_pipeline.c and its tests in test_mpi_moe.c
  * (DESIGN.md §3.7). */
-#define PL_MOE_VARIANTS(X, S)                                                 \
-  X(PL_MOE_EP, "ep", "ep", false, false) S                                    \
-  X(PL_MOE_LLEP, "llep", "llep", true, false) S                               \
-  X(PL_MOE_PIPELINED, "pipelined_llep", "pllep", true, true)
+#define PL_MOE_VARIANTS(X, S)                                                  \
+  X(PL_MOE_EP, "ep", "ep", false, false)                                       \
+  S X(PL_MOE_LLEP, "llep", "llep", true, false) S X(                           \
+      PL_MOE_PIPELINED, "pipelined_llep", "pllep", true, true)
 
 #define PL__MOE_ENUM(id, name, short_name, plans, chunks) id,
 #define PL__MOE_NAME(id, name, short_name, plans, chunks) name
@@ -114,33 +113,33 @@ const char *pl_moe_variant_short_name(pl_moe_variant v);
 pl_status pl_moe_variant_parse(const char *s, pl_moe_variant *out);
 
 typedef struct pl_moe_cfg {
-  int64_t H, I;       /* hidden, expert FFN width                          */
-  int E, k;           /* experts (global), routes per token (k may exceed
-                         E: a token's routes may repeat an expert)        */
-  pl_dtype dt;        /* storage of activations and weights: f32 | bf16    */
+  int64_t H, I; /* hidden, expert FFN width                          */
+  int E, k;     /* experts (global), routes per token (k may exceed
+                   E: a token's routes may repeat an expert)        */
+  pl_dtype dt;  /* storage of activations and weights: f32 | bf16    */
   pl_moe_variant variant;
-  pl_llep_knobs knobs;/* alpha, m, lambda (ignored by ep)                  */
-  int64_t c;          /* per-source token cap (pipelined)                  */
-  int K_max;          /* Eq. 1 chunk ceiling (pipelined)                   */
-  bool contiguous;    /* contiguous chunks instead of strided (Table 8)    */
-  bool overlap;       /* pipelined: overlap on a comm stream (default on)  */
-  bool source_major;  /* group the expert GEMMs per (source rank, expert)
-                         segment of the receive buffer instead of per expert
-                         (for comparison with the expert-major layout;
-                         default off)                                      */
-  int lanes;          /* extra compute streams for the expert GEMMs, 0..
-                         PL_MOE_MAX_LANES (default 2): a projection's
-                         per-slot GEMMs are spread over the compute stream
-                         and the lanes (small groups fill the GPU
-                         together), and in backward the gate/up weight
-                         gradients run on the lanes beside dWd and dX */
-  bool profile;       /* time the compute stream's stages (events; see
-                         pl_moe_ctx_stage_ms)                              */
-  int comm_blocks;    /* pipelined: grid cap of the comm stream's gathers,
-                         combines and scatters (pl_stream_set_grid_cap), so
-                         they take fewer SMs from the expert GEMMs they run
-                         beside; 0 (default): uncapped, as a cap slows them
-                         more than it frees the GEMMs                      */
+  pl_llep_knobs knobs; /* alpha, m, lambda (ignored by ep)                  */
+  int64_t c;           /* per-source token cap (pipelined)                  */
+  int K_max;           /* Eq. 1 chunk ceiling (pipelined)                   */
+  bool contiguous;     /* contiguous chunks instead of strided (Table 8)    */
+  bool overlap;        /* pipelined: overlap on a comm stream (default on)  */
+  bool source_major;   /* group the expert GEMMs per (source rank, expert)
+                          segment of the receive buffer instead of per expert
+                          (for comparison with the expert-major layout;
+                          default off)                                      */
+  int lanes;           /* extra compute streams for the expert GEMMs, 0..
+                          PL_MOE_MAX_LANES (default 2): a projection's
+                          per-slot GEMMs are spread over the compute stream
+                          and the lanes (small groups fill the GPU
+                          together), and in backward the gate/up weight
+                          gradients run on the lanes beside dWd and dX */
+  bool profile;        /* time the compute stream's stages (events; see
+                          pl_moe_ctx_stage_ms)                              */
+  int comm_blocks;     /* pipelined: grid cap of the comm stream's gathers,
+                          combines and scatters (pl_stream_set_grid_cap), so
+                          they take fewer SMs from the expert GEMMs they run
+                          beside; 0 (default): uncapped, as a cap slows them
+                          more than it frees the GEMMs                      */
 } pl_moe_cfg;
 
 #define PL_MOE_MAX_LANES 4
@@ -184,27 +183,27 @@ typedef struct pl_moe_wgrads {
 
 /* What one forward measured about its dispatch (this rank, unless noted). */
 typedef struct pl_moe_stats {
-  int K;                 /* chunks                                          */
-  int64_t c_eff;         /* ceil(N_max / K)                                 */
-  bool planned;          /* the LLEP plan ran (not skipped by lambda)       */
+  int K;         /* chunks                                          */
+  int64_t c_eff; /* ceil(N_max / K)                                 */
+  bool planned;  /* the LLEP plan ran (not skipped by lambda)       */
   int n_pieces, n_spilled;
   double imb_native, imb_planned; /* max/mean rank load before/after       */
-  int64_t routes_sent;   /* routes sent to other ranks (tokens moved)       */
-  int64_t routes_recv;   /* routes computed here (incl. own)                */
-  int64_t max_chunk_recv;/* largest per-chunk receive of this rank          */
-  double max_send_ratio; /* group-wide: max over (chunk, dest) of routes
-                            received / mean over (chunk, dest)              */
-  int64_t weights_moved; /* expert weight sets received from owners        */
-  double gemm_flops_fwd; /* expert GEMM FLOPs of this rank, forward         */
-  int overlapped;        /* chunks whose next dispatch was overlapped       */
-  int64_t gemms;         /* expert GEMM launches of the busiest chunk, fwd
-                            + bwd with recompute (11 per group: 3 forward,
-                            3 recompute, 3 weight-gradient, 2 dX)           */
-  int em_chunks;         /* chunks computed expert-major (rows of all
-                            sources of an expert contiguous)                */
-  int64_t groups;        /* GEMM groups summed over the chunks: each one
-                            weight-gradient GEMM per projection in backward,
-                            a pass over its expert's fp32 gradients         */
+  int64_t routes_sent;    /* routes sent to other ranks (tokens moved)       */
+  int64_t routes_recv;    /* routes computed here (incl. own)                */
+  int64_t max_chunk_recv; /* largest per-chunk receive of this rank          */
+  double max_send_ratio;  /* group-wide: max over (chunk, dest) of routes
+                             received / mean over (chunk, dest)              */
+  int64_t weights_moved;  /* expert weight sets received from owners        */
+  double gemm_flops_fwd;  /* expert GEMM FLOPs of this rank, forward         */
+  int overlapped;         /* chunks whose next dispatch was overlapped       */
+  int64_t gemms;          /* expert GEMM launches of the busiest chunk, fwd
+                             + bwd with recompute (11 per group: 3 forward,
+                             3 recompute, 3 weight-gradient, 2 dX)           */
+  int em_chunks;          /* chunks computed expert-major (rows of all
+                             sources of an expert contiguous)                */
+  int64_t groups;         /* GEMM groups summed over the chunks: each one
+                             weight-gradient GEMM per projection in backward,
+                             a pass over its expert's fp32 gradients         */
 } pl_moe_stats;
 
 typedef struct pl_moe pl_moe;

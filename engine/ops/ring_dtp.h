@@ -61,7 +61,7 @@ pl_status pl_dtp_sched_parse(const char *s, pl_dtp_sched *out);
 
 typedef struct pl_dtp_opts {
   pl_dtp_mode mode;
-  int64_t block;       /* columns per strip; 0: pl_ce_default_block(dt)      */
+  int64_t block; /* columns per strip; 0: pl_ce_default_block(dt)      */
   pl_ce_reduction red;
   int32_t ignore;      /* PL_CE_IGNORE_INDEX                                 */
   int overlap;         /* 1: comm stream + events (default); 0: in-line      */

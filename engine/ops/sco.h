@@ -28,8 +28,8 @@
 typedef struct pl_sco pl_sco;
 
 typedef struct pl_sco_budget {
-  bool all;        /* every boundary (B = "all")   */
-  uint64_t bytes;  /* otherwise the budget, bytes */
+  bool all;       /* every boundary (B = "all")   */
+  uint64_t bytes; /* otherwise the budget, bytes */
 } pl_sco_budget;
 
 typedef enum pl_sco_release {

@@ -44,18 +44,18 @@ typedef struct pl_adamw_state {
 } pl_adamw_state;
 
 typedef struct pl_stream_adamw_cfg {
-  size_t bucket;      /* β: params per bucket, >= 1                          */
-  int slots;          /* s: device staging slots, 1..64                      */
-  pl_dtype grad_dtype;/* f32 or bf16                                         */
-  bool grad_on_host;  /* gradients live in pinned host memory: H2D them too */
+  size_t bucket; /* β: params per bucket, >= 1                          */
+  int slots;     /* s: device staging slots, 1..64                      */
+  pl_dtype grad_dtype; /* f32 or bf16                                         */
+  bool grad_on_host;   /* gradients live in pinned host memory: H2D them too */
   /* Hybrid: fraction of the buckets updated on the CPU, in [0, 1]; < 0 means
    * auto (start at share_init, then after every step set it from the measured
    * rates of the two engines: r_cpu / (r_cpu + r_gpu)). */
   double share;
-  double share_init;  /* first share when auto (e.g. 0.25)                 */
-  int simd_path;      /* pl_simd_path of backend/adamw_kernels.h (0 = auto)      */
-  int cpu_threads;    /* OpenMP threads of the CPU share (<= 0: default)     */
-  pl_comm *comm;      /* clipping norm over its ranks (NULL: this rank)      */
+  double share_init; /* first share when auto (e.g. 0.25)                 */
+  int simd_path;   /* pl_simd_path of backend/adamw_kernels.h (0 = auto)      */
+  int cpu_threads; /* OpenMP threads of the CPU share (<= 0: default)     */
+  pl_comm *comm;   /* clipping norm over its ranks (NULL: this rank)      */
   /* Borrowed host state (pinned, numel = Θ) instead of allocating it: lets a
    * benchmark switch schedules without re-pinning 12Θ bytes.  NULL: own. */
   const pl_adamw_state *state;
@@ -78,11 +78,11 @@ typedef struct pl_stream_adamw pl_stream_adamw;
  * "optim_resident"; contents undefined until the caller initializes them
  * through pl_stream_adamw_state), the device staging slots (tag
  * "optim_staging", min(s, streamed buckets) slots of min(β, Θ − resident)
- * params × (12 + gradient bytes if grad_on_host) <= s·β·16 bytes), the norm partials, and for the hybrid two host slots of
- * β gradients + β bf16 weights (pinned, tag "optim_hybrid").  Buckets are
- * built once here from the parameter order: bucket b is the flat range
- * [b·β, min((b+1)·β, Θ)), possibly spanning several tensors or part of one.
- * Out of memory: PL_ENOMEM, nothing leaked. */
+ * params × (12 + gradient bytes if grad_on_host) <= s·β·16 bytes), the norm
+ * partials, and for the hybrid two host slots of β gradients + β bf16 weights
+ * (pinned, tag "optim_hybrid").  Buckets are built once here from the parameter
+ * order: bucket b is the flat range [b·β, min((b+1)·β, Θ)), possibly spanning
+ * several tensors or part of one. Out of memory: PL_ENOMEM, nothing leaked. */
 pl_status pl_stream_adamw_create(pl_dev *dev, const pl_adamw_hparams *hp,
                                  const pl_stream_adamw_cfg *cfg, int nparams,
                                  const pl_adamw_param *params,
@@ -116,14 +116,14 @@ pl_status pl_stream_adamw_step(pl_stream_adamw *o, pl_stream *s);
 
 /* What the last step did. */
 typedef struct pl_stream_adamw_last {
-  int64_t t;          /* step number (1-based)                       */
-  float gscale;       /* clip factor used                            */
-  double sumsq;       /* global sum of squares (0 when not clipping) */
+  int64_t t;    /* step number (1-based)                       */
+  float gscale; /* clip factor used                            */
+  double sumsq; /* global sum of squares (0 when not clipping) */
   size_t gpu_buckets, cpu_buckets;
-  size_t resident_buckets; /* updated in device memory, no link traffic */
-  double share;       /* share used this step                        */
-  double gpu_ms, cpu_ms; /* time of the stream part and the CPU part  */
-  double next_share;  /* share for the next step (auto)              */
+  size_t resident_buckets;     /* updated in device memory, no link traffic */
+  double share;                /* share used this step                        */
+  double gpu_ms, cpu_ms;       /* time of the stream part and the CPU part  */
+  double next_share;           /* share for the next step (auto)              */
   size_t h2d_bytes, d2h_bytes; /* bytes over the host link           */
 } pl_stream_adamw_last;
 void pl_stream_adamw_last_get(const pl_stream_adamw *o,

@@ -37,24 +37,28 @@ START_TEST(reference_is_adamw) {
   double maxrel = 0;
   size_t worst = 0;
   for (int t = 1; t <= 10; t++) {
-    for (size_t i = 0; i < n; i++) g[i] = tl_grad(5, t, i);
+    for (size_t i = 0; i < n; i++)
+      g[i] = tl_grad(5, t, i);
     pl_adamw_scalars k = pl_adamw_scalars_make(&hp, t, 1.0f);
     pl_adamw_ref_update(p, m, v, g, PL_F32, NULL, n, &k);
     double bc1 = 1 - pow(hp.beta1, t), bc2 = 1 - pow(hp.beta2, t);
     for (size_t i = 0; i < n; i++) {
       M[i] = hp.beta1 * M[i] + (1 - hp.beta1) * g[i];
       V[i] = hp.beta2 * V[i] + (1 - hp.beta2) * (double)g[i] * g[i];
-      double u = (M[i] / bc1) / (sqrt(V[i] / bc2) + hp.eps) +
-                 hp.weight_decay * P[i];
+      double u =
+          (M[i] / bc1) / (sqrt(V[i] / bc2) + hp.eps) + hp.weight_decay * P[i];
       P[i] = P[i] - hp.lr * u;
     }
   }
   for (size_t i = 0; i < n; i++) {
     double r = fabs(p[i] - P[i]) / fabs(P[i]);
-    if (r > maxrel) maxrel = r, worst = i;
+    if (r > maxrel)
+      maxrel = r, worst = i;
   }
-  ck_assert_msg(maxrel < 1e-6, "max rel err %.3g at index %zu (got %.9g want "
-                "%.9g)", maxrel, worst, p[worst], P[worst]);
+  ck_assert_msg(maxrel < 1e-6,
+                "max rel err %.3g at index %zu (got %.9g want "
+                "%.9g)",
+                maxrel, worst, p[worst], P[worst]);
 }
 END_TEST
 
@@ -80,13 +84,30 @@ static void adversarial(float *p, float *m, float *v, float *g, size_t n) {
     tl_init(11, i, &p[i], &m[i], &v[i]);
     g[i] = tl_grad(11, 1, i);
     switch (i % 11) {
-    case 0: p[i] = 1.00390625f; break;  /* bf16 tie region */
-    case 1: p[i] = 3e38f; g[i] = -1e30f; break;
-    case 2: p[i] = 1e-39f; m[i] = 1e-40f; v[i] = 1e-44f; g[i] = 1e-41f; break;
-    case 3: p[i] = NAN; break;
-    case 4: p[i] = -INFINITY; break;
-    case 5: g[i] = 65504.0f; break;
-    default: break;
+    case 0:
+      p[i] = 1.00390625f;
+      break; /* bf16 tie region */
+    case 1:
+      p[i] = 3e38f;
+      g[i] = -1e30f;
+      break;
+    case 2:
+      p[i] = 1e-39f;
+      m[i] = 1e-40f;
+      v[i] = 1e-44f;
+      g[i] = 1e-41f;
+      break;
+    case 3:
+      p[i] = NAN;
+      break;
+    case 4:
+      p[i] = -INFINITY;
+      break;
+    case 5:
+      g[i] = 65504.0f;
+      break;
+    default:
+      break;
     }
   }
 }
@@ -98,7 +119,8 @@ START_TEST(cpu_kernel_equals_reference) {
         *rv = malloc(n * 4);
   pl_bf16 *w = malloc(n * 2), *rw = malloc(n * 2), *gb = malloc(n * 2);
   adversarial(p, m, v, g, n);
-  for (size_t i = 0; i < n; i++) gb[i] = pl_f32_to_bf16(g[i]);
+  for (size_t i = 0; i < n; i++)
+    gb[i] = pl_f32_to_bf16(g[i]);
   memcpy(rp, p, n * 4);
   memcpy(rm, m, n * 4);
   memcpy(rv, v, n * 4);
@@ -117,8 +139,9 @@ START_TEST(cpu_kernel_equals_reference) {
       memcpy(cp, p, n * 4);
       memcpy(cm, m, n * 4);
       memcpy(cv, v, n * 4);
-      ck_assert_int_eq(pl__adamw_update(pl_dev_stream(dev), cp, cm, cv, gg, gdt,
-                                       w, n, &k), PL_OK);
+      ck_assert_int_eq(
+          pl__adamw_update(pl_dev_stream(dev), cp, cm, cv, gg, gdt, w, n, &k),
+          PL_OK);
       memcpy(rp, p, n * 4);
       memcpy(rm, m, n * 4);
       memcpy(rv, v, n * 4);
@@ -136,8 +159,16 @@ START_TEST(cpu_kernel_equals_reference) {
   ck_assert(isnan(rp[3]));
   ck_assert_uint_eq(rw[3] & 0x7fc0, 0x7fc0);
   pl_dev_destroy(dev);
-  free(p); free(m); free(v); free(g); free(rp); free(rm); free(rv);
-  free(w); free(rw); free(gb);
+  free(p);
+  free(m);
+  free(v);
+  free(g);
+  free(rp);
+  free(rm);
+  free(rv);
+  free(w);
+  free(rw);
+  free(gb);
 }
 END_TEST
 
@@ -150,7 +181,8 @@ static double sumsq_documented(const float *g, size_t n) {
     for (size_t i = lo; i < hi; i++)
       lane[(i - lo) % 32] += (double)g[i] * (double)g[i];
     for (int off = 16; off >= 1; off /= 2)
-      for (int l = 0; l < off; l++) lane[l] += lane[l + off];
+      for (int l = 0; l < off; l++)
+        lane[l] += lane[l + off];
     total += lane[0];
   }
   return total;
@@ -159,11 +191,13 @@ static double sumsq_documented(const float *g, size_t n) {
 START_TEST(norm_fixed_order) {
   const size_t n = 3 * PL_ADAMW_NORM_CHUNK + 1237;
   float *g = malloc(n * 4);
-  for (size_t i = 0; i < n; i++) g[i] = tl_grad(3, 1, i);
+  for (size_t i = 0; i < n; i++)
+    g[i] = tl_grad(3, 1, i);
   size_t nc = pl_adamw_norm_nchunks(n);
   ck_assert_uint_eq(nc, 4);
   double want = sumsq_documented(g, n), naive = 0;
-  for (size_t i = 0; i < n; i++) naive += (double)g[i] * g[i];
+  for (size_t i = 0; i < n; i++)
+    naive += (double)g[i] * g[i];
   double *part = malloc(nc * 8);
   for (int nt = 1; nt <= 3; nt++) {
     omp_set_num_threads(nt);
@@ -185,8 +219,8 @@ END_TEST
 
 START_TEST(clip_rule) {
   pl_adamw_hparams hp = hp_with(0, 2.0);
-  ck_assert(pl_adamw_clip_scale(&hp, 1.0) == 1.0f);   /* norm 1 < 2 */
-  float c = pl_adamw_clip_scale(&hp, 16.0);           /* norm 4 */
+  ck_assert(pl_adamw_clip_scale(&hp, 1.0) == 1.0f); /* norm 1 < 2 */
+  float c = pl_adamw_clip_scale(&hp, 16.0);         /* norm 4 */
   ck_assert(c == (float)(2.0 / (4.0 + 1e-6)));
   hp.max_grad_norm = 0;
   ck_assert(pl_adamw_clip_scale(&hp, 1e30) == 1.0f);
@@ -214,9 +248,11 @@ START_TEST(bad_hparams) {
   float *xp = &x, *yp = &y, *zp = &z;
   const void *gp = &x;
   ck_assert_int_eq(pl_adamw_ref_step(&hp, 0, 1, &one, &xp, &yp, &zp, &gp,
-                                     PL_F32, NULL, NULL, NULL), PL_EINVAL);
+                                     PL_F32, NULL, NULL, NULL),
+                   PL_EINVAL);
   ck_assert_int_eq(pl_adamw_ref_step(&hp, 1, 1, &one, &xp, &yp, &zp, &gp,
-                                     PL_I32, NULL, NULL, NULL), PL_EINVAL);
+                                     PL_I32, NULL, NULL, NULL),
+                   PL_EINVAL);
 }
 END_TEST
 

@@ -67,7 +67,8 @@ static void check_aligned(pl_simd_path path, const pl_adamw_hparams *hpp,
   const pl_adamw_hparams hp = *hpp;
   char msg[400];
   /* C11: an aligned_alloc size is a multiple of the alignment */
-  const size_t fb = (N * 4 + 64 + 63) / 64 * 64, wb = (N * 2 + 128 + 63) / 64 * 64;
+  const size_t fb = (N * 4 + 64 + 63) / 64 * 64,
+               wb = (N * 2 + 128 + 63) / 64 * 64;
   float *ap = aligned_alloc(64, fb), *am = aligned_alloc(64, fb),
         *av = aligned_alloc(64, fb);
   pl_bf16 *aw = aligned_alloc(64, wb);
@@ -93,8 +94,8 @@ static void check_aligned(pl_simd_path path, const pl_adamw_hparams *hpp,
           memset(aw, 0xff, N * 2 + 128);
         }
         ck_assert_int_eq(pl__cpu_adamw_simd_ex(path, nt, ap + off, am + off,
-                                               av + off, gg, PL_BF16,
-                                               aw + off, n, &k, flags),
+                                               av + off, gg, PL_BF16, aw + off,
+                                               n, &k, flags),
                          PL_OK);
         ck_assert_msg(tl_cmp_f32("p", ap + off, rp, n, msg, sizeof msg) &&
                           tl_cmp_f32("m", am + off, rm, n, msg, sizeof msg) &&
@@ -108,9 +109,9 @@ static void check_aligned(pl_simd_path path, const pl_adamw_hparams *hpp,
   /* an unknown flag is refused, naming the flags allowed */
   {
     pl_adamw_scalars k = pl_adamw_scalars_make(&hp, 1, 1.0f);
-    ck_assert_int_eq(pl__cpu_adamw_simd_ex(path, 1, ap, am, av, gb, PL_BF16,
-                                           aw, 16, &k, 2u),
-                     PL_EINVAL);
+    ck_assert_int_eq(
+        pl__cpu_adamw_simd_ex(path, 1, ap, am, av, gb, PL_BF16, aw, 16, &k, 2u),
+        PL_EINVAL);
     ck_assert_ptr_nonnull(strstr(pl_last_error(), "PL_SIMD_W_CACHED"));
   }
   free(ap);
@@ -139,7 +140,8 @@ static void check_path(pl_simd_path path) {
         *rp = malloc(N * 4), *rm = malloc(N * 4), *rv = malloc(N * 4);
   pl_bf16 *gb = malloc(N * 2), *sw = malloc(N * 2 + 2), *rw = malloc(N * 2);
   fill(p, m, v, g, N);
-  for (size_t i = 0; i < N; i++) gb[i] = pl_f32_to_bf16(g[i]);
+  for (size_t i = 0; i < N; i++)
+    gb[i] = pl_f32_to_bf16(g[i]);
   char msg[400];
   int checked = 0;
   for (int si = 0; si < NSIZES; si++)

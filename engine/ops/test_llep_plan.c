@@ -3,13 +3,13 @@
  * routing profiles; plans built on several threads at once equal the same
  * plans built alone. */
 #include <check.h>
-#include <pthread.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/llep_plan.h"
 #include "core/check_run.h"
+#include "ops/llep_plan.h"
 
 /* Every expert's pieces tile [0, count) in order; loads add up. */
 static void check_cover(const pl_llep_plan *p, const int64_t *counts) {
@@ -27,17 +27,19 @@ static void check_cover(const pl_llep_plan *p, const int64_t *counts) {
     tot += counts[e];
   }
   int64_t sl = 0;
-  for (int r = 0; r < p->Ep; r++) sl += p->load_planned[r];
+  for (int r = 0; r < p->Ep; r++)
+    sl += p->load_planned[r];
   ck_assert_int_eq(sl, tot);
   ck_assert_int_eq(p->total, tot);
 }
 
 START_TEST(balanced_skips) {
   int64_t counts[16];
-  for (int e = 0; e < 16; e++) counts[e] = 1000;
+  for (int e = 0; e < 16; e++)
+    counts[e] = 1000;
   pl_llep_plan p;
-  ck_assert_int_eq(pl_llep_plan_build(counts, 16, 4, pl_llep_knobs_default(), &p),
-                   PL_OK);
+  ck_assert_int_eq(
+      pl_llep_plan_build(counts, 16, 4, pl_llep_knobs_default(), &p), PL_OK);
   ck_assert(!p.planned);
   ck_assert_int_eq(p.n_spilled, 0);
   ck_assert_int_eq(p.n_pieces, 16);
@@ -59,7 +61,8 @@ START_TEST(hot_expert_spills) {
   ck_assert_int_gt(p.n_spilled, 0);
   /* capacity M = floor(10000/4) = 2500: nobody above it (nothing forced) */
   ck_assert_int_eq(p.capacity, 2500);
-  for (int r = 0; r < 4; r++) ck_assert_int_le(p.load_planned[r], 2500);
+  for (int r = 0; r < 4; r++)
+    ck_assert_int_le(p.load_planned[r], 2500);
   ck_assert(p.imb_planned < p.imb_native);
   ck_assert_double_eq_tol(p.imb_planned, 1.0, 1e-12);
   /* the native rank keeps the head of the global list */
@@ -150,7 +153,8 @@ START_TEST(edges) {
   kn.m = 0;
   ck_assert_int_eq(pl_llep_plan_build(c2, 6, 3, kn, &p), PL_OK);
   check_cover(&p, c2);
-  for (int r = 0; r < 3; r++) ck_assert_int_eq(p.load_planned[r], 333);
+  for (int r = 0; r < 3; r++)
+    ck_assert_int_eq(p.load_planned[r], 333);
   pl_llep_plan_free(&p);
 }
 END_TEST
@@ -182,7 +186,8 @@ START_TEST(eq1) {
       ck_assert(ch >= 0 && ch < K);
       cnt[ch]++;
     }
-    for (int i = 0; i < K; i++) ck_assert_int_le(cnt[i], ce);
+    for (int i = 0; i < K; i++)
+      ck_assert_int_le(cnt[i], ce);
     ck_assert_int_eq(pl_chunk_of(5, N, K, false), 5 % K);
     ck_assert_int_eq(pl_chunk_of(5, N, K, true), 0);
   }
@@ -221,7 +226,8 @@ typedef struct plan_job {
 } plan_job;
 
 static bool same_plan(const pl_llep_plan *a, const pl_llep_plan *b) {
-  if (a->n_pieces != b->n_pieces || a->planned != b->planned) return false;
+  if (a->n_pieces != b->n_pieces || a->planned != b->planned)
+    return false;
   for (int i = 0; i < a->n_pieces; i++)
     if (a->pieces[i].expert != b->pieces[i].expert ||
         a->pieces[i].rank != b->pieces[i].rank ||
@@ -257,15 +263,15 @@ START_TEST(plans_on_threads) {
       jobs[t].counts[e] = 100 + ((e * (2 * t + 3) + 7 * t) % T_E) * 37 +
                           (e % (t + 2) == 0 ? 5000 : 0);
     jobs[t].mismatches = 0;
-    ck_assert_int_eq(pl_llep_plan_build(jobs[t].counts, T_E, T_EP, kn,
-                                        &jobs[t].ref),
-                     PL_OK);
+    ck_assert_int_eq(
+        pl_llep_plan_build(jobs[t].counts, T_E, T_EP, kn, &jobs[t].ref), PL_OK);
     check_cover(&jobs[t].ref, jobs[t].counts);
   }
   pthread_t th[T_THREADS];
   for (int t = 0; t < T_THREADS; t++)
     ck_assert_int_eq(pthread_create(&th[t], NULL, plan_loop, &jobs[t]), 0);
-  for (int t = 0; t < T_THREADS; t++) pthread_join(th[t], NULL);
+  for (int t = 0; t < T_THREADS; t++)
+    pthread_join(th[t], NULL);
   for (int t = 0; t < T_THREADS; t++) {
     ck_assert_msg(jobs[t].mismatches == 0,
                   "thread %d: %d of %d plans differ from the plan built alone",
@@ -293,16 +299,20 @@ START_TEST(profiles) {
   pl_route_profile_parse("balanced", &p);
   ck_assert_int_eq(pl_route_profile_fill(&p, N, k, E, 0, 0, idx, w), PL_OK);
   memset(cnt, 0, sizeof cnt);
-  for (int i = 0; i < N * k; i++) cnt[idx[i]]++;
-  for (int e = 0; e < E; e++) ck_assert_int_eq(cnt[e], 128);
+  for (int i = 0; i < N * k; i++)
+    cnt[idx[i]]++;
+  for (int e = 0; e < E; e++)
+    ck_assert_int_eq(cnt[e], 128);
   ck_assert_int_eq(idx[7 * k + 2], 9);
   ck_assert(w[3] == 0.25f);
 
   pl_route_profile_parse("80/4", &p);
   ck_assert_int_eq(pl_route_profile_fill(&p, N, k, E, 0, 0, idx, w), PL_OK);
   memset(cnt, 0, sizeof cnt);
-  for (int i = 0; i < N * k; i++) cnt[idx[i]]++;
-  for (int e = 0; e < 4; e++) ck_assert_int_ge(cnt[e], 819);
+  for (int i = 0; i < N * k; i++)
+    cnt[idx[i]]++;
+  for (int e = 0; e < 4; e++)
+    ck_assert_int_ge(cnt[e], 819);
   ck_assert_int_eq(idx[0], 0);
   ck_assert_int_eq(idx[3], 3);
   ck_assert_int_eq(idx[900 * k + 1], 4 + (900 + 1) % 28);
@@ -311,15 +321,19 @@ START_TEST(profiles) {
   ck_assert_int_eq(pl_route_profile_fill(&p, N, k, E, 7, 1, idx2, w), PL_OK);
   int64_t cnt2[E];
   memset(cnt2, 0, sizeof cnt2);
-  for (int i = 0; i < N * k; i++) cnt2[idx2[i]]++;
-  for (int e = 0; e < E; e++) ck_assert_int_eq(cnt2[e], cnt[e]);
+  for (int i = 0; i < N * k; i++)
+    cnt2[idx2[i]]++;
+  for (int e = 0; e < E; e++)
+    ck_assert_int_eq(cnt2[e], cnt[e]);
   /* shuffled: the same routes at other positions, every run a sample */
   ck_assert_int_eq(pl_route_profile_parse("80/4s", &p), PL_OK);
   ck_assert(p.shuffled && p.h == 4 && !strcmp(p.name, "80/4s"));
   ck_assert_int_eq(pl_route_profile_fill(&p, N, k, E, 0, 0, idx2, w), PL_OK);
   memset(cnt2, 0, sizeof cnt2);
-  for (int i = 0; i < N * k; i++) cnt2[idx2[i]]++;
-  for (int e = 0; e < E; e++) ck_assert_int_eq(cnt2[e], cnt[e]);
+  for (int i = 0; i < N * k; i++)
+    cnt2[idx2[i]]++;
+  for (int e = 0; e < E; e++)
+    ck_assert_int_eq(cnt2[e], cnt[e]);
   int32_t idx3[N * k];
   ck_assert_int_eq(pl_route_profile_fill(&p, N, k, E, 0, 1, idx3, w), PL_OK);
   ck_assert(!memcmp(idx2, idx3, sizeof idx2)); /* fixed: every rank alike */
@@ -355,8 +369,12 @@ START_TEST(profiles) {
 END_TEST
 
 int main(void) {
-  const TTest *tests[] = {balanced_skips, hot_expert_spills, min_piece_rule,
-                          lambda_and_native, edges, eq1, eq1_large,
-                          plans_on_threads, profiles, NULL};
-  return pl_check_suite("llep_plan", 0, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
+  const TTest *tests[] = {balanced_skips, hot_expert_spills,
+                          min_piece_rule, lambda_and_native,
+                          edges,          eq1,
+                          eq1_large,      plans_on_threads,
+                          profiles,       NULL};
+  return pl_check_suite("llep_plan", 0, tests, NULL, NULL, CK_FORK_GETENV, 0)
+             ? 1
+             : 0;
 }

@@ -38,7 +38,8 @@ static int me, np;
 
 /* Host <-> device copies that work on both backends. */
 static void to_host(void *dst, const void *src, size_t bytes) {
-  if (!bytes) return;
+  if (!bytes)
+    return;
   pl_stream *s = pl_dev_stream(dev);
   ck_assert_int_eq(pl_memcpy_async(s, dst, src, bytes), PL_OK);
   ck_assert_int_eq(pl_stream_sync(s), PL_OK);
@@ -54,10 +55,13 @@ typedef struct tcase_cfg {
   uint64_t seed;
 } tcase_cfg;
 
-static int64_t N_of(const tcase_cfg *t, int r) { return t->Nr[r % 8]; }
+static int64_t N_of(const tcase_cfg *t, int r) {
+  return t->Nr[r % 8];
+}
 static int64_t off_of(const tcase_cfg *t, int r) {
   int64_t o = 0;
-  for (int q = 0; q < r; q++) o += N_of(t, q);
+  for (int q = 0; q < r; q++)
+    o += N_of(t, q);
   return o;
 }
 
@@ -86,24 +90,26 @@ static void gen_inputs(const tcase_cfg *t, int r, inputs *in) {
                                t->seed + 2, (uint64_t)(off * c->H),
                                PL_DIST_NORMAL, 0, 1),
                    PL_OK);
-  ck_assert_int_eq(pl_rng_fill(s, in->w, PL_F32, (size_t)(N * c->k), t->seed + 3,
-                               (uint64_t)(off * c->k), PL_DIST_UNIFORM, 0.1f,
-                               1.0f),
+  ck_assert_int_eq(pl_rng_fill(s, in->w, PL_F32, (size_t)(N * c->k),
+                               t->seed + 3, (uint64_t)(off * c->k),
+                               PL_DIST_UNIFORM, 0.1f, 1.0f),
                    PL_OK);
   if (t->rk == R_PROFILE) {
     pl_route_profile p;
     ck_assert_int_eq(pl_route_profile_parse(t->profile, &p), PL_OK);
     float *tmpw = malloc((size_t)(N * c->k + 1) * sizeof(float));
-    ck_assert_int_eq(pl_route_profile_fill(&p, N, c->k, c->E, 0, r, in->idx,
-                                           tmpw),
-                     PL_OK);
+    ck_assert_int_eq(
+        pl_route_profile_fill(&p, N, c->k, c->E, 0, r, in->idx, tmpw), PL_OK);
     free(tmpw);
   } else {
     for (int64_t i = 0; i < N * c->k; i++) {
       uint32_t u = pl_rng_u32(t->seed + 4, (uint64_t)(off * c->k + i));
-      if (t->rk == R_RANDOM) in->idx[i] = (int32_t)(u % (uint32_t)c->E);
-      else if (t->rk == R_ONE_EXPERT) in->idx[i] = c->E - 1;
-      else in->idx[i] = (int32_t)(2 * (u % (uint32_t)(c->E / 2)));
+      if (t->rk == R_RANDOM)
+        in->idx[i] = (int32_t)(u % (uint32_t)c->E);
+      else if (t->rk == R_ONE_EXPERT)
+        in->idx[i] = c->E - 1;
+      else
+        in->idx[i] = (int32_t)(2 * (u % (uint32_t)(c->E / 2)));
     }
   }
 }
@@ -118,12 +124,14 @@ static void gen_weights(const tcase_cfg *t, void **wg, void **wu, void **wd) {
   *wg = malloc(n * b), *wu = malloc(n * b), *wd = malloc(n * b);
   float sd = 1.0f / sqrtf((float)c->H);
   pl_stream *s = pl_dev_stream(hdev);
-  ck_assert_int_eq(pl_rng_fill(s, *wg, c->dt, n, t->seed + 5, 0,
-                               PL_DIST_NORMAL, 0, sd), PL_OK);
-  ck_assert_int_eq(pl_rng_fill(s, *wu, c->dt, n, t->seed + 6, 0,
-                               PL_DIST_NORMAL, 0, sd), PL_OK);
-  ck_assert_int_eq(pl_rng_fill(s, *wd, c->dt, n, t->seed + 7, 0,
-                               PL_DIST_NORMAL, 0, 1.0f / sqrtf((float)c->I)),
+  ck_assert_int_eq(
+      pl_rng_fill(s, *wg, c->dt, n, t->seed + 5, 0, PL_DIST_NORMAL, 0, sd),
+      PL_OK);
+  ck_assert_int_eq(
+      pl_rng_fill(s, *wu, c->dt, n, t->seed + 6, 0, PL_DIST_NORMAL, 0, sd),
+      PL_OK);
+  ck_assert_int_eq(pl_rng_fill(s, *wd, c->dt, n, t->seed + 7, 0, PL_DIST_NORMAL,
+                               0, 1.0f / sqrtf((float)c->I)),
                    PL_OK);
 }
 
@@ -159,7 +167,8 @@ static pl_status run_variant(const tcase_cfg *t, const inputs *in, void *wg,
   size_t HI = (size_t)c->H * c->I, N = (size_t)in->N;
   pl_moe *m = NULL;
   pl_status s = pl_moe_create(world, c, &m);
-  if (s != PL_OK) return s;
+  if (s != PL_OK)
+    return s;
   pl_moe_weights W = {
       dev_copy((char *)wg + (size_t)me * El * HI * b, El * HI * b, "weights"),
       dev_copy((char *)wu + (size_t)me * El * HI * b, El * HI * b, "weights"),
@@ -174,16 +183,17 @@ static pl_status run_variant(const tcase_cfg *t, const inputs *in, void *wg,
                    PL_OK);
   ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, N * c->H * b, "act", &dx),
                    PL_OK);
-  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, N * c->k * 4, "act",
-                            (void **)&dw), PL_OK);
+  ck_assert_int_eq(
+      pl_alloc(dev, PL_ARENA_DEVICE, N * c->k * 4, "act", (void **)&dw), PL_OK);
   pl_stream *ps = pl_dev_stream(dev);
   ck_assert_int_eq(pl_fill(ps, out, c->dt, N * c->H, NAN), PL_OK); /* poison */
   ck_assert_int_eq(pl_fill(ps, dx, c->dt, N * c->H, NAN), PL_OK);
   ck_assert_int_eq(pl_fill(ps, dw, PL_F32, N * c->k, NAN), PL_OK);
   for (int i = 0; i < 3; i++) {
     float **g = i == 0 ? &G.wg : i == 1 ? &G.wu : &G.wd;
-    ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, El * HI * 4, "grads",
-                              (void **)g), PL_OK);
+    ck_assert_int_eq(
+        pl_alloc(dev, PL_ARENA_DEVICE, El * HI * 4, "grads", (void **)g),
+        PL_OK);
     ck_assert_int_eq(pl_fill(ps, *g, PL_F32, El * HI, 0.0), PL_OK);
   }
   pl_moe_ctx *ctx = NULL;
@@ -233,19 +243,24 @@ static float getv(const void *p, pl_dtype dt, size_t i) {
 static void expect_same(const char *what, const void *a, const void *b,
                         size_t n, pl_dtype dt) {
   size_t bytes = n * pl_dtype_size(dt);
-  if (bytes == 0 || memcmp(a, b, bytes) == 0) return;
+  if (bytes == 0 || memcmp(a, b, bytes) == 0)
+    return;
   double mx = 0;
   long first = -1;
   for (size_t i = 0; i < n; i++) {
     float x = getv(a, dt, i), y = getv(b, dt, i);
     if (memcmp((const char *)a + i * pl_dtype_size(dt),
                (const char *)b + i * pl_dtype_size(dt), pl_dtype_size(dt))) {
-      if (first < 0) first = (long)i;
+      if (first < 0)
+        first = (long)i;
       double d = fabs((double)x - y);
-      if (d > mx || isnan(d)) mx = d;
+      if (d > mx || isnan(d))
+        mx = d;
     }
   }
-  fprintf(stderr, "rank %d: %s not bit-exact: first bad index %ld, max abs err %.3g\n", me, what, first, mx);
+  fprintf(stderr,
+          "rank %d: %s not bit-exact: first bad index %ld, max abs err %.3g\n",
+          me, what, first, mx);
   ck_abort_msg("rank %d: %s not bit-exact: first bad index %ld, max abs err "
                "%.3g",
                me, what, first, mx);
@@ -256,14 +271,19 @@ static void expect_close(const char *what, const float *a, const float *b,
                          size_t n, double tol) {
   double scale = 1e-30, mx = 0;
   long first = -1;
-  for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(b[i]));
+  for (size_t i = 0; i < n; i++)
+    scale = fmax(scale, fabs(b[i]));
   for (size_t i = 0; i < n; i++) {
     double e = fabs((double)a[i] - b[i]) / scale;
-    if (!(e <= tol) && first < 0) first = (long)i;
-    if (e > mx || isnan(e)) mx = e;
+    if (!(e <= tol) && first < 0)
+      first = (long)i;
+    if (e > mx || isnan(e))
+      mx = e;
   }
   if (first >= 0)
-    fprintf(stderr, "rank %d: %s: max normwise err %.3g > %.3g, first bad index %ld\n", me, what, mx, tol, first);
+    fprintf(stderr,
+            "rank %d: %s: max normwise err %.3g > %.3g, first bad index %ld\n",
+            me, what, mx, tol, first);
   ck_assert_msg(first < 0,
                 "rank %d: %s: max normwise err %.3g > %.3g, first bad index "
                 "%ld",
@@ -318,7 +338,8 @@ static void compare(const char *label, const tcase_cfg *t, const inputs *in,
   if (MOE_TEST_CUDA && !exact_grads) {
     /* cuBLAS sums in its own order: compare normwise, dtype-scaled */
     double t2 = c->dt == PL_F32 ? 1e-4 : 3e-2;
-    const void *ga[3] = {got->out, got->dx, got->dw}, *gb[3] = {ref->out, ref->dx, ref->dw};
+    const void *ga[3] = {got->out, got->dx, got->dw},
+               *gb[3] = {ref->out, ref->dx, ref->dw};
     size_t nn[3] = {N * c->H, N * c->H, N * c->k};
     const char *nm2[3] = {"out", "dx", "dw"};
     for (int i = 0; i < 3; i++) {
@@ -366,7 +387,8 @@ static tcase_cfg base_case(pl_dtype dt) {
   t.cfg.c = 7;
   t.cfg.K_max = 16;
   t.rk = R_RANDOM;
-  for (int r = 0; r < 8; r++) t.Nr[r] = 24 + 5 * r;
+  for (int r = 0; r < 8; r++)
+    t.Nr[r] = 24 + 5 * r;
   t.seed = 1234;
   return t;
 }
@@ -536,8 +558,8 @@ START_TEST(expert_major_vs_source_major) {
     memcpy(gs, g, sizeof g);
     if (np > 1) {
       ck_assert_msg(gs[0] > 0, "%s: no chunk expert-major", l);
-      ck_assert_msg(gs[2] < gs[1], "%s: gemms per chunk %lld not below %lld",
-                    l, (long long)gs[2], (long long)gs[1]);
+      ck_assert_msg(gs[2] < gs[1], "%s: gemms per chunk %lld not below %lld", l,
+                    (long long)gs[2], (long long)gs[1]);
     } else {
       ck_assert_int_eq(gs[0], 0);
       ck_assert_int_eq(gs[2], gs[1]);
@@ -636,13 +658,18 @@ START_TEST(refusals) {
   ck_assert_int_eq(pl_moe_create(world, &c, &m), PL_OK);
   int64_t N = 4;
   int32_t idx[12];
-  for (int i = 0; i < 12; i++) idx[i] = i % c.E;
-  if (me == np - 1) idx[5] = c.E;
+  for (int i = 0; i < 12; i++)
+    idx[i] = i % c.E;
+  if (me == np - 1)
+    idx[5] = c.E;
   float *w = NULL;
   void *x = NULL, *out = NULL;
-  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 12 * 4, "act", (void **)&w), PL_OK);
-  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, N * c.H * 4, "act", &x), PL_OK);
-  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, N * c.H * 4, "act", &out), PL_OK);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 12 * 4, "act", (void **)&w),
+                   PL_OK);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, N * c.H * 4, "act", &x),
+                   PL_OK);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, N * c.H * 4, "act", &out),
+                   PL_OK);
   pl_moe_weights W = {x, x, x};
   ck_assert_int_eq(pl_moe_forward(m, &W, x, N, idx, w, out, NULL, NULL),
                    PL_EINVAL);
@@ -652,7 +679,8 @@ START_TEST(refusals) {
    * reads the weights of an expert beyond E (room for one is allocated, so
    * a reference that did not check would read valid memory and pass) */
   int32_t bad[12];
-  for (int i = 0; i < 12; i++) bad[i] = i % c.E;
+  for (int i = 0; i < 12; i++)
+    bad[i] = i % c.E;
   bad[5] = c.E;
   size_t nw = (size_t)(c.E + 1) * c.H * c.I, nx = (size_t)N * c.H;
   float *hw = calloc(nw, sizeof(float)), *hx = calloc(nx, sizeof(float));
@@ -685,16 +713,18 @@ START_TEST(oom_on_one_rank) {
     /* exactly what run_variant allocates before the forward (f32) plus the
      * layer's route indices: the first dispatch buffer fails */
     size_t HI = (size_t)t.cfg.H * t.cfg.I, El = t.cfg.E / np;
-    size_t pre = 6 * El * HI * 4 + (size_t)in.N * (4 * t.cfg.H + 2 * t.cfg.k) * 4 +
+    size_t pre = 6 * El * HI * 4 +
+                 (size_t)in.N * (4 * t.cfg.H + 2 * t.cfg.k) * 4 +
                  (size_t)in.N * (1 + 3 * t.cfg.k) * 4 + 16;
     pl_mem_stats s0;
     ck_assert_int_eq(pl_mem_stats_get(dev, PL_ARENA_DEVICE, &s0), PL_OK);
-    if (me == np - 1) pl_mem_set_limit(dev, PL_ARENA_DEVICE, s0.current + pre);
+    if (me == np - 1)
+      pl_mem_set_limit(dev, PL_ARENA_DEVICE, s0.current + pre);
     pl_status s = run_variant(&t, &in, wg, wu, wd, &r);
     pl_mem_set_limit(dev, PL_ARENA_DEVICE, 0);
-    ck_assert_msg(s == PL_ENOMEM, "%s: got %s (%s), want PL_ENOMEM on every rank",
-                  pl_moe_variant_name(t.cfg.variant), pl_strerror(s),
-                  pl_last_error());
+    ck_assert_msg(
+        s == PL_ENOMEM, "%s: got %s (%s), want PL_ENOMEM on every rank",
+        pl_moe_variant_name(t.cfg.variant), pl_strerror(s), pl_last_error());
     free_result(&r);
     pl_mem_stats s1;
     ck_assert_int_eq(pl_mem_stats_get(dev, PL_ARENA_DEVICE, &s1), PL_OK);
@@ -726,7 +756,8 @@ START_TEST(bound_grid) {
           t.profile = profs[p];
           t.cfg.k = ks[ki];
           t.cfg.c = cs[ci];
-          for (int r = 0; r < 8; r++) t.Nr[r] = Ns[ni] + (r % 2) * 3;
+          for (int r = 0; r < 8; r++)
+            t.Nr[r] = Ns[ni] + (r % 2) * 3;
           inputs in;
           gen_inputs(&t, me, &in);
           void *wg, *wu, *wd;
@@ -753,7 +784,8 @@ START_TEST(bound_grid) {
             dev = hdev, world = hworld;
             ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &cp), PL_OK);
             dev = d0, world = w0;
-            ck_assert_msg(cp.peak_fwd == a.peak_fwd && cp.peak_bwd == a.peak_bwd,
+            ck_assert_msg(cp.peak_fwd == a.peak_fwd &&
+                              cp.peak_bwd == a.peak_bwd,
                           "dispatch peaks differ: CUDA %zu/%zu, CPU %zu/%zu",
                           a.peak_fwd, a.peak_bwd, cp.peak_fwd, cp.peak_bwd);
             free_result(&cp);
@@ -792,7 +824,8 @@ int main(int argc, char **argv) {
       return 0;
     }
   }
-  if (pl_dev_create(PL_BACKEND_CPU, 0, &hdev) != PL_OK) return 3;
+  if (pl_dev_create(PL_BACKEND_CPU, 0, &hdev) != PL_OK)
+    return 3;
   if (pl_dev_create(MOE_TEST_CUDA ? PL_BACKEND_CUDA : PL_BACKEND_CPU,
                     MOE_TEST_CUDA ? -1 : 0, &dev) != PL_OK ||
       pl_comm_world(dev, &world) != PL_OK ||
@@ -805,14 +838,23 @@ int main(int argc, char **argv) {
   /* Ranks share the machine's cores: idle OpenMP teams spinning next to
    * MPI's polling take the cores the ranks need; the sizes here need no
    * threads. */
-  if (np > 1 && !MOE_TEST_CUDA) omp_set_num_threads(1);
-  const TTest *tests[] = {refusals,       exact_random_f32,  exact_random_bf16,
-                          exact_profiles, exact_edges,       k1_equals_llep,
-                          expert_major_vs_source_major, lanes_and_profile,
-                          bound_grid,     oom_on_one_rank,   NULL};
+  if (np > 1 && !MOE_TEST_CUDA)
+    omp_set_num_threads(1);
+  const TTest *tests[] = {refusals,
+                          exact_random_f32,
+                          exact_random_bf16,
+                          exact_profiles,
+                          exact_edges,
+                          k1_equals_llep,
+                          expert_major_vs_source_major,
+                          lanes_and_profile,
+                          bound_grid,
+                          oom_on_one_rank,
+                          NULL};
   const int fail = pl_check_run("mpi_moe", 300, tests, me, world);
   pl_comm_destroy(world);
-  if (hworld) pl_comm_destroy(hworld);
+  if (hworld)
+    pl_comm_destroy(hworld);
   pl_dev_destroy(dev);
   pl_dev_destroy(hdev);
   pl_finalize();

@@ -26,7 +26,8 @@ static pl_comm *comm;
 static int P, R;
 
 static int64_t n_of(const rcase *c, int r) {
-  if (c->zero_last && r == P - 1 && P > 1) return 0;
+  if (c->zero_last && r == P - 1 && P > 1)
+    return 0;
   return c->n_base + (int64_t)r * c->n_step;
 }
 
@@ -63,7 +64,8 @@ static void run_reference(ring_trial *r) {
   const rcase *c = r->c;
   r->ntot = 0, r->off = 0;
   for (int q = 0; q < P; q++) {
-    if (q == R) r->off = r->ntot;
+    if (q == R)
+      r->off = r->ntot;
     r->ntot += n_of(c, q);
   }
   r->n = n_of(c, R), r->h = c->h, r->v = c->v;
@@ -98,8 +100,10 @@ static void run_create(ring_trial *r, pl_dtp_mode mode) {
   for (int q = 0; q < P; q++) {
     int64_t c0, w;
     pl_ce_shard(r->v, P, q, &c0, &w);
-    if (n_of(c, q) > nmax) nmax = n_of(c, q);
-    if (w > vmax) vmax = w;
+    if (n_of(c, q) > nmax)
+      nmax = n_of(c, q);
+    if (w > vmax)
+      vmax = w;
   }
   pl_dtp_mode want = mode != PL_DTP_AUTO ? mode
                      : nmax > vmax       ? PL_DTP_MOVE_W
@@ -116,8 +120,8 @@ static void run_upload(ring_trial *r) {
       r->ws[k * vs + q] = r->p.w[k * v + r->col0 + q];
   r->x = dev_up(dev, r->p.x + r->off * h, (size_t)(n * h), r->dt, "inputs");
   r->w = dev_up(dev, r->ws, (size_t)(h * vs), r->dt, "weights");
-  r->t = dev_up_raw(dev, r->p.t + r->off, sizeof(int32_t) * (size_t)n,
-                    "inputs");
+  r->t =
+      dev_up_raw(dev, r->p.t + r->off, sizeof(int32_t) * (size_t)n, "inputs");
   r->dl = dev_up(dev, r->p.dl + r->off, (size_t)n, PL_F32, "inputs");
   r->nl = r->red == PL_CE_NONE ? (size_t)n : 1;
   r->loss = dev_poison(dev, r->nl, PL_F32, "outputs");
@@ -137,8 +141,9 @@ static void run_measure(ring_trial *r) {
   /* pl_dtp_run runs the three-GEMM schedule at P = 1 (a row of V fits the
    * strip bound in every case here but the tiny-block one) */
   r->chunked = r->api && pl_dtp_sched_of(d) == PL_DTP_SCHED_CHUNKED;
-  ck_assert_int_eq(pl_dtp_sched_of(d) == PL_DTP_SCHED_CHUNKED,
-                   P == 1 && (int64_t)pl_dtp_block(d) * n * (dt == PL_BF16 ? 3 : 1) >= r->v);
+  ck_assert_int_eq(
+      pl_dtp_sched_of(d) == PL_DTP_SCHED_CHUNKED,
+      P == 1 && (int64_t)pl_dtp_block(d) * n * (dt == PL_BF16 ? 3 : 1) >= r->v);
   pl_status st;
   if (r->api) {
     st = pl_dtp_run(d, s, r->x, r->t, r->w, dl, r->loss, r->dx, r->dw);
@@ -182,7 +187,8 @@ static int run_values_ok(const ring_trial *r, const char *what) {
   char buf[260];
   int ok = 1;
   int64_t cnt = 0;
-  for (int64_t i = 0; i < r->ntot; i++) cnt += r->p.t[i] != PL_CE_IGNORE_INDEX;
+  for (int64_t i = 0; i < r->ntot; i++)
+    cnt += r->p.t[i] != PL_CE_IGNORE_INDEX;
   snprintf(buf, sizeof buf, "%s loss", what);
   if (r->red == PL_CE_MEAN && cnt == 0)
     ok &= isnan(r->gl[0]);
@@ -257,8 +263,12 @@ static void run_free(ring_trial *r) {
 static int run_ring_x(const rcase *c, pl_dtype dt, pl_ce_reduction red,
                       pl_dtp_mode mode, int overlap, int api, size_t budget,
                       double **out, size_t *nout) {
-  ring_trial r = {.c = c, .dt = dt, .red = red, .overlap = overlap,
-                .api = api, .budget = budget};
+  ring_trial r = {.c = c,
+                  .dt = dt,
+                  .red = red,
+                  .overlap = overlap,
+                  .api = api,
+                  .budget = budget};
   run_reference(&r);
   run_create(&r, mode);
   run_upload(&r);
@@ -351,13 +361,14 @@ START_TEST(ring_kept_exact) {
                        (size_t)(c->block ? c->block : 4096) * 4;
         const size_t budgets[] = {strip / 2, 3 * strip, (size_t)1 << 40};
         for (int b = 0; b < 3; b++) {
-          ok &= run_ring_x(c, dty, PL_CE_MEAN, (pl_dtp_mode)m, 1, 0,
-                           budgets[b], &got, &ngot);
+          ok &= run_ring_x(c, dty, PL_CE_MEAN, (pl_dtp_mode)m, 1, 0, budgets[b],
+                           &got, &ngot);
           ok &= ngot == nref && memcmp(got, ref, sizeof(double) * nref) == 0;
           if (ngot == nref && memcmp(got, ref, sizeof(double) * nref) != 0)
-            fprintf(stderr, "r%d/%d case %d %s mode %d budget %zu: results "
-                    "differ from budget 0\n", R, P, ci, pl_dtype_name(dty), m,
-                    budgets[b]);
+            fprintf(stderr,
+                    "r%d/%d case %d %s mode %d budget %zu: results "
+                    "differ from budget 0\n",
+                    R, P, ci, pl_dtype_name(dty), m, budgets[b]);
           free(got);
         }
         free(ref);
@@ -425,5 +436,6 @@ END_TEST
 int main(int argc, char **argv) {
   const TTest *tests[] = {ring_all,        ring_no_overlap, ring_run,
                           ring_kept_exact, ring_bad_input,  NULL};
-  return ref_mpi_main(argc, argv, "ring_dtp", "ring_dtp", 600, tests, &dev, &comm, &P, &R);
+  return ref_mpi_main(argc, argv, "ring_dtp", "ring_dtp", 600, tests, &dev,
+                      &comm, &P, &R);
 }

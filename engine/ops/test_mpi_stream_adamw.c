@@ -6,13 +6,49 @@
  * mpirun -np 1..4 (CK_NOFORK). */
 #include <check.h>
 
-#include "ops/adamw_testlib.h"
 #include "comm/check_mpi.h"
+#include "ops/adamw_testlib.h"
 
 static const tl_case cases[] = {
-    {"stream clip", 3, {999, 1001, 3}, 333, 2, 1.0, 0.01, PL_BF16, 0, 0, 5, 0, 0},
-    {"stream clip grads on host", 2, {2049, 77}, 500, 3, 1.0, 0.0, PL_F32, 1, 0, 4, 0, 0},
-    {"hybrid clip", 3, {999, 1001, 3}, 250, 2, 1.0, 0.01, PL_BF16, 0, 0.5, 4, 0, 0},
+    {"stream clip",
+     3,
+     {999, 1001, 3},
+     333,
+     2,
+     1.0,
+     0.01,
+     PL_BF16,
+     0,
+     0,
+     5,
+     0,
+     0},
+    {"stream clip grads on host",
+     2,
+     {2049, 77},
+     500,
+     3,
+     1.0,
+     0.0,
+     PL_F32,
+     1,
+     0,
+     4,
+     0,
+     0},
+    {"hybrid clip",
+     3,
+     {999, 1001, 3},
+     250,
+     2,
+     1.0,
+     0.01,
+     PL_BF16,
+     0,
+     0.5,
+     4,
+     0,
+     0},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -34,7 +70,8 @@ START_TEST(global_norm_equals_reference) {
   double mine = 1.0 + pl_comm_rank(world) * 1e-17, got;
   ck_assert_int_eq(pl_adamw_global_sumsq(world, mine, &got), PL_OK);
   double want = 0;
-  for (int r = 0; r < pl_comm_size(world); r++) want = want + (1.0 + r * 1e-17);
+  for (int r = 0; r < pl_comm_size(world); r++)
+    want = want + (1.0 + r * 1e-17);
   ck_assert(memcmp(&got, &want, 8) == 0);
   tl_comm = NULL;
   pl_comm_destroy(world);
@@ -43,9 +80,11 @@ START_TEST(global_norm_equals_reference) {
 END_TEST
 
 int main(int argc, char **argv) {
-  if (pl_init(&argc, &argv) != PL_OK) return 1;
+  if (pl_init(&argc, &argv) != PL_OK)
+    return 1;
   const TTest *tests[] = {global_norm_equals_reference, NULL};
-  const int failed = pl_check_run("mpi_stream_adamw", 120, tests, pl_world_rank(), NULL);
+  const int failed =
+      pl_check_run("mpi_stream_adamw", 120, tests, pl_world_rank(), NULL);
   pl_finalize();
   return failed ? 1 : 0;
 }

@@ -15,26 +15,160 @@ static pl_dev *dev;
 static void setup(void) {
   ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &dev), PL_OK);
 }
-static void teardown(void) { pl_dev_destroy(dev); }
+static void teardown(void) {
+  pl_dev_destroy(dev);
+}
 
 /* name, nt, numel[], β, s, max_norm, wd, gdt, grad_on_host, share, steps */
 static const tl_case cases[] = {
-    {"one tensor, beta divides", 1, {4096}, 1024, 2, 0, 0.01, PL_BF16, 0, 0, 4, 0, 0},
-    {"odd sizes, spanning", 4, {1, 1000, 77, 3333}, 997, 2, 0, 0.01, PL_BF16, 0, 0, 5, 0, 0},
+    {"one tensor, beta divides",
+     1,
+     {4096},
+     1024,
+     2,
+     0,
+     0.01,
+     PL_BF16,
+     0,
+     0,
+     4,
+     0,
+     0},
+    {"odd sizes, spanning",
+     4,
+     {1, 1000, 77, 3333},
+     997,
+     2,
+     0,
+     0.01,
+     PL_BF16,
+     0,
+     0,
+     5,
+     0,
+     0},
     {"beta > tensor", 3, {17, 5, 129}, 100, 3, 0, 0.0, PL_BF16, 0, 0, 3, 0, 0},
-    {"beta > all params", 2, {300, 211}, 100000, 4, 0, 0.01, PL_BF16, 0, 0, 3, 0, 0},
-    {"empty tensor inside", 3, {513, 0, 1025}, 256, 1, 0, 0.01, PL_F32, 0, 0, 3, 0, 0},
+    {"beta > all params",
+     2,
+     {300, 211},
+     100000,
+     4,
+     0,
+     0.01,
+     PL_BF16,
+     0,
+     0,
+     3,
+     0,
+     0},
+    {"empty tensor inside",
+     3,
+     {513, 0, 1025},
+     256,
+     1,
+     0,
+     0.01,
+     PL_F32,
+     0,
+     0,
+     3,
+     0,
+     0},
     {"s=1 clip", 2, {2049, 4097}, 1000, 1, 1.0, 0.01, PL_BF16, 0, 0, 6, 0, 0},
-    {"s=2 clip wd0", 2, {2049, 4097}, 1000, 2, 1.0, 0.0, PL_BF16, 0, 0, 6, 0, 0},
+    {"s=2 clip wd0",
+     2,
+     {2049, 4097},
+     1000,
+     2,
+     1.0,
+     0.0,
+     PL_BF16,
+     0,
+     0,
+     6,
+     0,
+     0},
     {"s=3 clip f32", 2, {2049, 4097}, 1000, 3, 1.0, 0.1, PL_F32, 0, 0, 6, 0, 0},
     {"s=4", 3, {999, 1001, 3}, 333, 4, 0, 0.01, PL_BF16, 0, 0, 5, 0, 0},
     {"s=5 clip", 3, {999, 1001, 3}, 333, 5, 1.0, 0.01, PL_BF16, 0, 0, 5, 0, 0},
-    {"grads on host", 3, {1023, 17, 2000}, 500, 2, 1.0, 0.01, PL_BF16, 1, 0, 4, 0, 0},
-    {"grads on host f32", 2, {1023, 2000}, 700, 3, 0, 0.01, PL_F32, 1, 0, 4, 0, 0},
-    {"hybrid 0.5", 4, {1, 1000, 77, 3333}, 500, 2, 1.0, 0.01, PL_BF16, 0, 0.5, 5, 0, 0},
-    {"hybrid all cpu", 3, {999, 1001, 3}, 250, 2, 1.0, 0.01, PL_F32, 0, 1.0, 4, 0, 0},
-    {"hybrid auto", 3, {4999, 1001, 3}, 300, 3, 1.0, 0.01, PL_BF16, 0, -1, 6, 0, 0},
-    {"hybrid grads on host", 2, {3001, 999}, 400, 2, 1.0, 0.0, PL_BF16, 1, 0.3, 4, 0, 0},
+    {"grads on host",
+     3,
+     {1023, 17, 2000},
+     500,
+     2,
+     1.0,
+     0.01,
+     PL_BF16,
+     1,
+     0,
+     4,
+     0,
+     0},
+    {"grads on host f32",
+     2,
+     {1023, 2000},
+     700,
+     3,
+     0,
+     0.01,
+     PL_F32,
+     1,
+     0,
+     4,
+     0,
+     0},
+    {"hybrid 0.5",
+     4,
+     {1, 1000, 77, 3333},
+     500,
+     2,
+     1.0,
+     0.01,
+     PL_BF16,
+     0,
+     0.5,
+     5,
+     0,
+     0},
+    {"hybrid all cpu",
+     3,
+     {999, 1001, 3},
+     250,
+     2,
+     1.0,
+     0.01,
+     PL_F32,
+     0,
+     1.0,
+     4,
+     0,
+     0},
+    {"hybrid auto",
+     3,
+     {4999, 1001, 3},
+     300,
+     3,
+     1.0,
+     0.01,
+     PL_BF16,
+     0,
+     -1,
+     6,
+     0,
+     0},
+    {"hybrid grads on host",
+     2,
+     {3001, 999},
+     400,
+     2,
+     1.0,
+     0.0,
+     PL_BF16,
+     1,
+     0.3,
+     4,
+     0,
+     0},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -52,8 +186,10 @@ START_TEST(stream_equals_reference) {
   ck_assert_uint_eq(R.staging_peak, R.staging_bytes);
   /* the split: share 0 all on the stream, 1 all on the CPU, in between both */
   ck_assert_uint_eq(R.gpu_buckets + R.cpu_buckets, R.nbuckets);
-  if (c->share == 0) ck_assert_uint_eq(R.cpu_buckets, 0);
-  if (c->share == 1) ck_assert_uint_eq(R.gpu_buckets, 0);
+  if (c->share == 0)
+    ck_assert_uint_eq(R.cpu_buckets, 0);
+  if (c->share == 1)
+    ck_assert_uint_eq(R.gpu_buckets, 0);
   if (c->share > 0 && c->share < 1)
     ck_assert_msg(R.cpu_buckets > 0 && R.gpu_buckets > 0, "%s: split %zu/%zu",
                   c->name, R.gpu_buckets, R.cpu_buckets);
@@ -71,8 +207,8 @@ END_TEST
 START_TEST(staging_bytes_exact) {
   pl_bf16 *w;
   void *g;
-  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 10000 * 2, "weights",
-                            (void **)&w), PL_OK);
+  ck_assert_int_eq(
+      pl_alloc(dev, PL_ARENA_DEVICE, 10000 * 2, "weights", (void **)&w), PL_OK);
   ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 10000 * 2, "grads", &g),
                    PL_OK);
   pl_adamw_param prm = {w, g, 10000};
@@ -105,8 +241,8 @@ END_TEST
 START_TEST(bad_input_and_oom) {
   pl_bf16 *w;
   void *g;
-  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 1000 * 2, "weights",
-                            (void **)&w), PL_OK);
+  ck_assert_int_eq(
+      pl_alloc(dev, PL_ARENA_DEVICE, 1000 * 2, "weights", (void **)&w), PL_OK);
   ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 1000 * 2, "grads", &g),
                    PL_OK);
   pl_adamw_param prm = {w, g, 1000};
@@ -182,8 +318,8 @@ END_TEST
 START_TEST(hybrid_host_bytes) {
   pl_bf16 *w;
   void *g;
-  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 4400 * 2, "weights",
-                            (void **)&w), PL_OK);
+  ck_assert_int_eq(
+      pl_alloc(dev, PL_ARENA_DEVICE, 4400 * 2, "weights", (void **)&w), PL_OK);
   ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 4400 * 4, "grads", &g),
                    PL_OK);
   pl_adamw_param prm = {w, g, 4400};
@@ -194,7 +330,7 @@ START_TEST(hybrid_host_bytes) {
     pl_dtype gdt;
     double share;
     size_t bytes;
-  } want[] = {{PL_BF16, 0.5, 5 * 500 * 2},     /* round(4.5 + 0.5) = 5 */
+  } want[] = {{PL_BF16, 0.5, 5 * 500 * 2}, /* round(4.5 + 0.5) = 5 */
               {PL_F32, 0.5, 5 * 500 * (4 + 2)},
               {PL_BF16, -1, 9 * 500 * 2},
               {PL_BF16, 0, 0}};
@@ -222,13 +358,50 @@ END_TEST
  * from the streamed buckets. */
 START_TEST(resident_equals_reference) {
   const tl_case c[] = {
-      {"spanning, clip", 4, {1, 1000, 77, 3333}, 500, 2, 1.0, 0.01, PL_BF16, 0, 0, 4, 0, 0},
-      {"f32 grads, s=3", 2, {2049, 4097}, 1000, 3, 1.0, 0.1, PL_F32, 0, 0, 4, 0, 0},
-      {"hybrid 0.5", 4, {1, 1000, 77, 3333}, 500, 2, 1.0, 0.01, PL_BF16, 0, 0.5, 4, 0, 0},
+      {"spanning, clip",
+       4,
+       {1, 1000, 77, 3333},
+       500,
+       2,
+       1.0,
+       0.01,
+       PL_BF16,
+       0,
+       0,
+       4,
+       0,
+       0},
+      {"f32 grads, s=3",
+       2,
+       {2049, 4097},
+       1000,
+       3,
+       1.0,
+       0.1,
+       PL_F32,
+       0,
+       0,
+       4,
+       0,
+       0},
+      {"hybrid 0.5",
+       4,
+       {1, 1000, 77, 3333},
+       500,
+       2,
+       1.0,
+       0.01,
+       PL_BF16,
+       0,
+       0.5,
+       4,
+       0,
+       0},
   };
   for (int k = 0; k < 3; k++) {
     size_t total = 0;
-    for (int i = 0; i < c[k].nt; i++) total += c[k].numel[i];
+    for (int i = 0; i < c[k].nt; i++)
+      total += c[k].numel[i];
     const size_t nb = (total + c[k].bucket - 1) / c[k].bucket;
     const size_t res[4] = {0, total - c[k].bucket * (nb - 1),
                            total - c[k].bucket * (nb / 2), total};
@@ -255,16 +428,23 @@ END_TEST
  * refused. */
 START_TEST(resident_elems_and_refusals) {
   ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 0), 0);
-  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 49), 0);
-  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 50), 50);
-  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 149), 50);
-  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 150), 150);
-  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 250), 250);
+  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 49),
+                    0);
+  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 50),
+                    50);
+  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 149),
+                    50);
+  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 150),
+                    150);
+  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, false, 12 * 250),
+                    250);
   ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 100, true, 0), 250);
-  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 1000, false, 12 * 249), 0);
+  ck_assert_uint_eq(pl_stream_adamw_resident_elems(250, 1000, false, 12 * 249),
+                    0);
   pl_bf16 *w;
   void *g;
-  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 250 * 2, "weights", (void **)&w), PL_OK);
+  ck_assert_int_eq(
+      pl_alloc(dev, PL_ARENA_DEVICE, 250 * 2, "weights", (void **)&w), PL_OK);
   ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 250 * 2, "grads", &g), PL_OK);
   pl_adamw_param prm = {w, g, 250};
   pl_adamw_hparams hp = pl_adamw_hparams_default();
@@ -274,14 +454,17 @@ START_TEST(resident_elems_and_refusals) {
   const size_t bad[2] = {60, 251};
   for (int i = 0; i < 2; i++) {
     cfg.resident = bad[i];
-    ck_assert_int_eq(pl_stream_adamw_create(dev, &hp, &cfg, 1, &prm, &o), PL_EINVAL);
+    ck_assert_int_eq(pl_stream_adamw_create(dev, &hp, &cfg, 1, &prm, &o),
+                     PL_EINVAL);
     ck_assert_ptr_null(o);
     ck_assert_ptr_nonnull(strstr(pl_last_error(), "resident="));
   }
   cfg.resident = 150;
   cfg.grad_on_host = true;
-  ck_assert_int_eq(pl_stream_adamw_create(dev, &hp, &cfg, 1, &prm, &o), PL_EINVAL);
-  ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "optim_resident"), 0);
+  ck_assert_int_eq(pl_stream_adamw_create(dev, &hp, &cfg, 1, &prm, &o),
+                   PL_EINVAL);
+  ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "optim_resident"),
+                    0);
   pl_free(dev, w);
   pl_free(dev, g);
 }

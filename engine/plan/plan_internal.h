@@ -78,8 +78,8 @@ typedef struct pl__moe_replay {
   int Ep, K;
   int64_t N, c_eff;
   pl__chunk_replay *ch; /* K */
-  int64_t nmeta;  /* int32 routing indices kept by the context */
-  bool pipe;      /* pipelined with overlap */
+  int64_t nmeta;        /* int32 routing indices kept by the context */
+  bool pipe;            /* pipelined with overlap */
   /* The forward's and the backward's schedule, each replayed once on an
    * empty tracker (every MoE layer of a step runs the same two), and the
    * forward's context buffer there; a layer's replay applies them. */

@@ -132,8 +132,8 @@ void pl_plan_cfg_str(const pl_plan_cfg *c, char *buf, size_t n) {
            "D=%d P=%d Ep=%d c=%s beta=%s s=%d sco=%s head=%s optim=%s "
            "dispatch=%s micro=%d%s%s",
            c->lc.D, c->lc.P, c->lc.Ep ? c->lc.Ep : c->W, cc, beta,
-           s->oo.slots ? s->oo.slots : 2, sco,
-           h->name, o->name, pl_moe_variant_name(s->dispatch), c->sc.micro, hr,
+           s->oo.slots ? s->oo.slots : 2, sco, h->name, o->name,
+           pl_moe_variant_name(s->dispatch), c->sc.micro, hr,
            c->lc.W_v > c->W ? " (proxy)" : "");
 }
 
@@ -368,9 +368,9 @@ static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
     else
       lo = mid + 1;
   }
-  y.cfg.sc.sco = found < 0 ? (pl_sco_budget){true, 0}
-                           : (pl_sco_budget){found == m->L,
-                                             (uint64_t)found * nhb};
+  y.cfg.sc.sco = found < 0
+                     ? (pl_sco_budget){true, 0}
+                     : (pl_sco_budget){found == m->L, (uint64_t)found * nhb};
   PL_TRY(eval(m, mc, &y, true));
   PL_TRY(rank_filled(m, mc, &y, fr, r));
   if (found < 0 || found == m->L || !(fr->resident || fr->keep))
@@ -441,29 +441,29 @@ static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
       cs[nc++] = base->sc.moe_c;
     }
     for (int ei = 0; ei < nEp; ei++)
-    for (int pi = 0; pi < nP; pi++)
-      for (int ci = 0; ci < nc; ci++)
-        for (int bi = 0; bi < nbeta; bi++)
-          for (int oi = 0; oi < nopt; oi++) {
-            cand x;
-            memset(&x, 0, sizeof x);
-            x.cfg = *base;
-            x.cfg.lc.D = Ds[di];
-            x.cfg.lc.Ep = Eps[ei];
-            x.cfg.sc.micro = micro;
-            x.cfg.lc.P = Ps[pi];
-            if (fr->P)
-              x.cfg.sc.head = Ps[pi] > 1 ? &pl_head_ring : &pl_head_fused;
-            x.cfg.sc.moe_c = cs[ci];
-            if (fr->beta)
-              x.cfg.sc.oo.bucket = betas[bi];
-            if (fr->optim)
-              x.cfg.sc.optim = opts[oi];
-            pl_status st = sco_search(m, mc, &x, fr, r);
-            if (st == PL_EINVAL || st == PL_EUNSUPPORTED)
-              continue; /* a knob the layout refuses */
-            PL_TRY(st);
-          }
+      for (int pi = 0; pi < nP; pi++)
+        for (int ci = 0; ci < nc; ci++)
+          for (int bi = 0; bi < nbeta; bi++)
+            for (int oi = 0; oi < nopt; oi++) {
+              cand x;
+              memset(&x, 0, sizeof x);
+              x.cfg = *base;
+              x.cfg.lc.D = Ds[di];
+              x.cfg.lc.Ep = Eps[ei];
+              x.cfg.sc.micro = micro;
+              x.cfg.lc.P = Ps[pi];
+              if (fr->P)
+                x.cfg.sc.head = Ps[pi] > 1 ? &pl_head_ring : &pl_head_fused;
+              x.cfg.sc.moe_c = cs[ci];
+              if (fr->beta)
+                x.cfg.sc.oo.bucket = betas[bi];
+              if (fr->optim)
+                x.cfg.sc.optim = opts[oi];
+              pl_status st = sco_search(m, mc, &x, fr, r);
+              if (st == PL_EINVAL || st == PL_EUNSUPPORTED)
+                continue; /* a knob the layout refuses */
+              PL_TRY(st);
+            }
   }
   return PL_OK;
 }
@@ -575,8 +575,7 @@ static pl_status why_ep(const pl_model_cfg *m, const pl_plan_machine *mc,
   const bool node_ok = c->W % gpn == 0 && m->E % gpn == 0;
   const int alt = ep == Wv && gpn < Wv && node_ok && ep_plays(c, gpn) ? gpn : 0;
   if (ep == Wv && !alt) {
-    snprintf(buf, n,
-             "Ep=%d: the world (%s)", Wv,
+    snprintf(buf, n, "Ep=%d: the world (%s)", Wv,
              Wv <= gpn ? "inside a node: a group would only add the expert "
                          "units' traffic and memory"
              : node_ok ? "a node's worth of ranks does not divide the ranks "
@@ -602,7 +601,8 @@ static pl_status why_ep(const pl_model_cfg *m, const pl_plan_machine *mc,
            "Ep=%d%s chosen over Ep=%d: Ep=%d would change the exposed unit "
            "gathers/reduce-scatters by %+.3f s and the expert all-to-all by "
            "%+.3f s per step, the peak by %+.2f GiB (%.0f vs %.0f tok/s/GPU%s)",
-           ep, ep < Wv ? " (expert groups, ZeRO-3 expert units)" : " (the world)",
+           ep,
+           ep < Wv ? " (expert groups, ZeRO-3 expert units)" : " (the world)",
            ya, ya, du, da, dp, y.time.tok_s_gpu, b->time.tok_s_gpu,
            y.fits ? "" : "; it does not fit");
   return PL_OK;
@@ -666,8 +666,8 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
       verdict_of(mc, &v);
       snprintf(out->why_none, sizeof out->why_none, "closest: %s: %s", cfg,
                v.why);
-      out->best = (pl_plan_choice){r->closest.cfg, r->closest.mem,
-                                   r->closest.time, ""};
+      out->best =
+          (pl_plan_choice){r->closest.cfg, r->closest.mem, r->closest.time, ""};
     }
   }
   free(r);

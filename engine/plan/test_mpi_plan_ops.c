@@ -161,8 +161,8 @@ START_TEST(moe_layer) {
     moe_case(&cs[i]);
   /* every variant of ops/moe.h at one shape (K = 5 where it chunks) */
   for (int v = 0; v < PL_MOE_VARIANT_COUNT; v++) {
-    const mcase each = {pl_moe_variants[v].name, (pl_moe_variant)v, 120, 24,
-                        PL_BF16, false};
+    const mcase each = {
+        pl_moe_variants[v].name, (pl_moe_variant)v, 120, 24, PL_BF16, false};
     moe_case(&each);
   }
 }

@@ -85,9 +85,9 @@ START_TEST(plan_peak_pattern_fits) {
     pl_free(dev, b[i]);
   free(b);
   size_t ceiling = 0;
-  ck_assert_int_eq(pl_mem_probe_ceiling(dev, PL_ARENA_DEVICE, GIB, 64u << 20,
-                                        &ceiling),
-                   PL_OK);
+  ck_assert_int_eq(
+      pl_mem_probe_ceiling(dev, PL_ARENA_DEVICE, GIB, 64u << 20, &ceiling),
+      PL_OK);
   printf("# allocatable ceiling (probe): %zu bytes, %.2f GiB (%.2f GiB held "
          "back)\n",
          ceiling, (double)ceiling / GIB,
@@ -103,5 +103,5 @@ END_TEST
 int main(void) {
   const TTest *tests[] = {plan_peak_pattern_fits, NULL};
   return pl_check_suite("peak_cuda", 600, tests, NULL, NULL, CK_NOFORK, 0) ? 1
-                                                                          : 0;
+                                                                           : 0;
 }

@@ -360,18 +360,21 @@ START_TEST(fsdp2_attention_time) {
   ck_assert(!c.sdpa); /* the default: the baseline itself */
   const double fa = 2.0 * S * S * m.d * m.n_q / c.cp, len = S / 8.0;
   const double h = mc.attn_half_seq;
-  const double ours = m.L * (fa / (mc.attn_fwd_tflops * 1e12 * len / (len + h)) +
-                             2.5 * fa / (mc.attn_bwd_tflops * 1e12 * len / (len + h)));
+  const double ours =
+      m.L * (fa / (mc.attn_fwd_tflops * 1e12 * len / (len + h)) +
+             2.5 * fa / (mc.attn_bwd_tflops * 1e12 * len / (len + h)));
   pl_plan_time t;
   ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &t), PL_OK);
   const double a = t.part_s[PL_TPART_ATTN];
   /* the kernels' time and a merge traffic of at most a few percent */
-  ck_assert_msg(a > ours && a < 1.05 * ours, "attention %.4f s, kernels %.4f s", a, ours);
+  ck_assert_msg(a > ours && a < 1.05 * ours, "attention %.4f s, kernels %.4f s",
+                a, ours);
   /* PyTorch's SDPA */
   pl_plan_cfg x = c;
   x.sdpa = true;
   const double q = S / 4.0;
-  const double sdpa = m.L * 3.5 * fa / (mc.fsdp2_attn_tflops * 1e12 * q / (q + h));
+  const double sdpa =
+      m.L * 3.5 * fa / (mc.fsdp2_attn_tflops * 1e12 * q / (q + h));
   pl_plan_time ts;
   ck_assert_int_eq(pl_plan_time_predict(&m, &x, &mc, &ts), PL_OK);
   ck_assert_double_eq_tol(ts.part_s[PL_TPART_ATTN], sdpa, 1e-9 * sdpa);
@@ -382,7 +385,8 @@ START_TEST(fsdp2_attention_time) {
   ck_assert_int_eq(pl_plan_time_predict(&m, &c, &slow, &t2), PL_OK);
   ck_assert_int_eq(pl_plan_time_predict(&m, &x, &slow, &ts2), PL_OK);
   ck_assert(t2.part_s[PL_TPART_ATTN] > 1.9 * a);
-  ck_assert_double_eq_tol(ts2.part_s[PL_TPART_ATTN], ts.part_s[PL_TPART_ATTN], 1e-12);
+  ck_assert_double_eq_tol(ts2.part_s[PL_TPART_ATTN], ts.part_s[PL_TPART_ATTN],
+                          1e-12);
   slow = mc;
   slow.fsdp2_attn_tflops /= 2;
   ck_assert_int_eq(pl_plan_time_predict(&m, &c, &slow, &t2), PL_OK);
@@ -391,13 +395,15 @@ START_TEST(fsdp2_attention_time) {
   c.ac = PL_PLAN_AC_FULL;
   ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &t2), PL_OK);
   const double tf = m.L * fa / (mc.attn_fwd_tflops * 1e12 * len / (len + h));
-  ck_assert(t2.part_s[PL_TPART_ATTN] > a + tf && t2.part_s[PL_TPART_ATTN] < a + 1.05 * tf);
+  ck_assert(t2.part_s[PL_TPART_ATTN] > a + tf &&
+            t2.part_s[PL_TPART_ATTN] < a + 1.05 * tf);
   /* CP = 1: one flash call of S tokens, no merges */
   c.ac = PL_PLAN_AC_NONE, c.cp = 1;
   ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &t2), PL_OK);
   const double f1 = 2.0 * S * S * m.d * m.n_q;
-  const double one = m.L * (f1 / (mc.attn_fwd_tflops * 1e12 * S / (S + h)) +
-                            2.5 * f1 / (mc.attn_bwd_tflops * 1e12 * S / (S + h)));
+  const double one =
+      m.L * (f1 / (mc.attn_fwd_tflops * 1e12 * S / (S + h)) +
+             2.5 * f1 / (mc.attn_bwd_tflops * 1e12 * S / (S + h)));
   ck_assert_double_eq_tol(t2.part_s[PL_TPART_ATTN], one, 1e-9 * one);
 }
 END_TEST
@@ -603,9 +609,16 @@ END_TEST
 
 int main(void) {
   const TTest *tests[] = {link_sensitivity,
-      machine_files,        machine_refusals,    eq6_terms_at_scale,
-      fsdp2_model,          fsdp2_attention_time, fsdp2_optim_copies_time, check_names_binding,
-      auto_choice,          expert_groups,        NULL};
+                          machine_files,
+                          machine_refusals,
+                          eq6_terms_at_scale,
+                          fsdp2_model,
+                          fsdp2_attention_time,
+                          fsdp2_optim_copies_time,
+                          check_names_binding,
+                          auto_choice,
+                          expert_groups,
+                          NULL};
   return pl_check_suite("plan", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1
                                                                            : 0;
 }

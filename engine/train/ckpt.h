@@ -15,38 +15,42 @@
 
 typedef struct pl_layer_ops {
   /* y = f(x), x and y N×H of the stack's dtype, distinct buffers */
-  pl_status (*forward)(void *layer, pl_stream *s, const void *x, void *y, int64_t N);
+  pl_status (*forward)(void *layer, pl_stream *s, const void *x, void *y,
+                       int64_t N);
   /* recompute from x; dx = dL/dx from dy; accumulate weight grads.  dx and dy
    * are distinct buffers. */
-  pl_status (*backward)(void *layer, pl_stream *s, const void *x, const void *dy, void *dx,
-                        int64_t N);
+  pl_status (*backward)(void *layer, pl_stream *s, const void *x,
+                        const void *dy, void *dx, int64_t N);
 } pl_layer_ops;
 
 typedef struct pl_ckpt_stack pl_ckpt_stack;
 
 /* layers[ℓ] is passed to ops; borrowed for the life of the stack. */
-pl_status pl_ckpt_create(pl_dev *dev, int L, void *const *layers, const pl_layer_ops *ops,
-                         int64_t H, pl_dtype dt, pl_ckpt_stack **out);
+pl_status pl_ckpt_create(pl_dev *dev, int L, void *const *layers,
+                         const pl_layer_ops *ops, int64_t H, pl_dtype dt,
+                         pl_ckpt_stack **out);
 void pl_ckpt_destroy(pl_ckpt_stack *st);
 
 /* One step: forward through L layers from x0 (N×H), loss = Σ h_L ⊙ g
  * (fp32 accumulation; g plays the loss gradient), backward to dx0 (N×H).
  * sco may be NULL (every boundary stays on the device).  *loss on the host. */
-pl_status pl_ckpt_step(pl_ckpt_stack *st, pl_sco *sco, const void *x0, const void *g, void *dx0,
-                       int64_t N, double *loss);
+pl_status pl_ckpt_step(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
+                       const void *g, void *dx0, int64_t N, double *loss);
 
 /* The loss at the top of a stack (a model's head): from the last layer's
  * output h_L (N×H) compute the loss (*loss, on the host) and write dL/dh_L
  * into dh (N×H, the runner's buffer, tag "grads_act").  Runs on the compute
  * stream (the device's default) between the forward and the backward. */
 typedef struct pl_ckpt_head {
-  pl_status (*run)(void *ctx, pl_stream *s, const void *hL, void *dh, int64_t N, double *loss);
+  pl_status (*run)(void *ctx, pl_stream *s, const void *hL, void *dh, int64_t N,
+                   double *loss);
   void *ctx;
 } pl_ckpt_head;
 
 /* pl_ckpt_step with a head instead of the dot product with g. */
 pl_status pl_ckpt_step_head(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
-                            const pl_ckpt_head *head, void *dx0, int64_t N, double *loss);
+                            const pl_ckpt_head *head, void *dx0, int64_t N,
+                            double *loss);
 
 /* Time SCO's copies with events (off by default): after a step,
  * pl_ckpt_copy_ms gives the milliseconds of its boundary offloads (D2H) and

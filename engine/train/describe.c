@@ -82,8 +82,8 @@ static void units_and_experts(dctx *x) {
   /* expert groups (train/epgroups.h): per MoE layer one unit of the three
    * tensors over the ep_vsize replica ranks, its shard se */
   size_t eoff[3];
-  const size_t eu = p->ep_grouped ? pl__ep_unit(m->H, m->I, p->E_local, eoff)
-                                  : 0;
+  const size_t eu =
+      p->ep_grouped ? pl__ep_unit(m->H, m->I, p->E_local, eoff) : 0;
   x->se = p->ep_grouped ? cdiv(eu, (size_t)p->ep_vsize) : 0;
   for (int i = 0; i < x->nmoe; i++) {
     if (p->ep_grouped)
@@ -130,10 +130,10 @@ static void optimizer_states(dctx *x) {
       x->optim == &pl_optim_stream || x->optim == &pl_optim_hybrid;
   const size_t beta = x->beta = sc->oo.bucket ? sc->oo.bucket : 100000000;
   /* optimizer-state residency (the last buckets, train/optim.h) */
-  const size_t R = x->R = stream ? pl_stream_adamw_resident_elems(
-                                       theta, beta, sc->oo.resident_all,
-                                       sc->oo.resident_bytes)
-                                 : 0;
+  const size_t R = x->R =
+      stream ? pl_stream_adamw_resident_elems(theta, beta, sc->oo.resident_all,
+                                              sc->oo.resident_bytes)
+             : 0;
   const size_t streamed = x->streamed = theta - R,
                slot = beta < streamed ? beta : streamed;
   const size_t nb = cdiv(streamed, beta);
@@ -463,8 +463,8 @@ void pl_train_desc_print(const pl_train_desc *d, FILE *f) {
           human(d->host_state, c, sizeof c));
 }
 
-void pl_train_units(const pl_model_cfg *m, const pl_layout_plan *p,
-                    int head_vp, size_t *numel, int *vsize) {
+void pl_train_units(const pl_model_cfg *m, const pl_layout_plan *p, int head_vp,
+                    size_t *numel, int *vsize) {
   size_t off[PL__U_N];
   numel[0] = (size_t)(m->V * m->H);
   vsize[0] = p->zero_vsize;

@@ -53,11 +53,11 @@ typedef struct pl_desc_item {
 typedef struct pl_train_desc {
   pl_model_params params; /* the whole model                                 */
   pl_layout_plan plan;
-  int64_t params_rank;    /* parameters this rank updates: its unit shards and
-                             experts (padding included)                      */
-  size_t unit_max_bytes;  /* the largest gathered unit (weights)            */
-  double flops_per_token; /* pl_model_flops_per_token at S (D = 1 context)   */
-  int sco_layers;         /* |S|                                             */
+  int64_t params_rank;     /* parameters this rank updates: its unit shards and
+                              experts (padding included)                      */
+  size_t unit_max_bytes;   /* the largest gathered unit (weights)            */
+  double flops_per_token;  /* pl_model_flops_per_token at S (D = 1 context)   */
+  int sco_layers;          /* |S|                                             */
   int64_t resident_params; /* parameters whose optimizer state is resident
                               on the device (tag optim_resident)            */
   int keep_attn, keep_all; /* layers keeping o+lse / the whole attention
@@ -87,8 +87,8 @@ size_t pl_train_desc_state(const pl_train_desc *d, const char *tag,
  * vsize) of them, a gathered unit is vsize times that).  head_vp: the head
  * is vocabulary-parallel (its unit is this rank's H×|V_r| columns over the
  * W_v / P holders of the shard). */
-void pl_train_units(const pl_model_cfg *m, const pl_layout_plan *p,
-                    int head_vp, size_t *numel, int *vsize);
+void pl_train_units(const pl_model_cfg *m, const pl_layout_plan *p, int head_vp,
+                    size_t *numel, int *vsize);
 
 /* A human table (one line per item, GiB/MiB/KiB by magnitude) with the
  * counts, the layout and the totals. */

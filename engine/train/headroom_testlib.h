@@ -59,8 +59,8 @@ static void hr_run_free(hr_run *r) {
 
 /* sc with variant v's knobs at W ranks, this rank (half: 12 bytes times
  * half the parameters this rank updates, whole buckets). */
-static pl_step_cfg hr_cfg(const pl_model_cfg *m, const pl_layout_cfg *lc,
-                          int W, int rank, int64_t S, const pl_step_cfg *base,
+static pl_step_cfg hr_cfg(const pl_model_cfg *m, const pl_layout_cfg *lc, int W,
+                          int rank, int64_t S, const pl_step_cfg *base,
                           const hr_variant *v, pl_backend be) {
   pl_step_cfg sc = *base;
   sc.keep = v->keep;
@@ -172,9 +172,8 @@ static void hr_diff(const hr_run *a, const hr_run *b, pl_trainer *t, char *msg,
  * prints one line per variant; returns the steps the base clipped.
  * Collective. */
 static int hr_check(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
-                     const pl_layout_cfg *lc, int64_t S,
-                     const pl_step_cfg *base, const hr_variant *v, int nv,
-                     int steps, const char *what) {
+                    const pl_layout_cfg *lc, int64_t S, const pl_step_cfg *base,
+                    const hr_variant *v, int nv, int steps, const char *what) {
   const int W = pl_comm_size(world), rank = pl_comm_rank(world);
   const pl_backend be = pl_dev_backend(dev);
   hr_run ref;
@@ -195,8 +194,7 @@ static int hr_check(pl_dev *dev, pl_comm *world, const pl_model_cfg *m,
       if (rank == 0)
         printf("# %s: %-34s losses %.6f ... %.6f, clipped %d of %d steps "
                "(the base)\n",
-               what, v[k].name, r.loss[0], r.loss[steps - 1], r.clipped,
-               steps);
+               what, v[k].name, r.loss[0], r.loss[steps - 1], r.clipped, steps);
       continue;
     }
     hr_diff(&ref, &r, t, msg, sizeof msg);

@@ -31,8 +31,8 @@
  * are present (667B on one process of 64: 6 of them, k = 8) the router
  * chooses among slots, a multiple of them, each slot landing on present
  * expert slot mod E·W/W_v, so a token still makes k routes (some to the same
- * expert twice) and the experts' rows are the real run's.  Shapes, FLOPs and per-rank
- * memory are those of the W_v-rank run; what the proxy is not: no
+ * expert twice) and the experts' rows are the real run's.  Shapes, FLOPs and
+ * per-rank memory are those of the W_v-rank run; what the proxy is not: no
  * communication with the absent ranks (the time of the W_v-rank run's
  * all-gathers, reduce-scatters and all-to-alls is not measured), and
  * numerically a different model (the tiled units repeat the present shards;
@@ -94,15 +94,15 @@ typedef struct pl_layout_plan {
                           W_v / P (a head over the full vocabulary: W_v)  */
   int64_t v_col0, v_cols; /* this rank's vocabulary shard at P           */
   /* expert groups (train/epgroups.h) */
-  int Ep;          /* ranks of an expert group: W_v, or a divisor of W      */
-  int ep_grouped;  /* 1: Ep < W_v, each group holds all E experts, their
-                      weights ZeRO-3 units over the W_v / Ep groups        */
-  int ep_rank;     /* rank inside its expert group (its experts
-                      [ep_rank·E_local, (ep_rank+1)·E_local))             */
-  int ep_group;    /* expert group index (rank / Ep)                        */
-  int ep_vsize;    /* virtual group of an expert unit: W_v / Ep (grouped)  */
-  int ep_span;     /* ranks the dispatch spans: Ep (grouped), else the W
-                      present ranks                                       */
+  int Ep;         /* ranks of an expert group: W_v, or a divisor of W      */
+  int ep_grouped; /* 1: Ep < W_v, each group holds all E experts, their
+                     weights ZeRO-3 units over the W_v / Ep groups        */
+  int ep_rank;    /* rank inside its expert group (its experts
+                     [ep_rank·E_local, (ep_rank+1)·E_local))             */
+  int ep_group;   /* expert group index (rank / Ep)                        */
+  int ep_vsize;   /* virtual group of an expert unit: W_v / Ep (grouped)  */
+  int ep_span;    /* ranks the dispatch spans: Ep (grouped), else the W
+                     present ranks                                       */
 } pl_layout_plan;
 
 /* PL_EINVAL naming the values when: D (or P) is < 1, or neither divides W

@@ -144,8 +144,8 @@ pl_step_cfg pl_step_cfg_default(void);
 void pl_step_keep_layers(const pl_model_cfg *m, int64_t N, int D, pl_dtype dt,
                          pl_keep_budget kb, int *n_attn, int *n_all);
 /* Device bytes the layers keep at that plan (the budget actually used). */
-size_t pl_step_keep_bytes(const pl_model_cfg *m, int64_t N, int D,
-                          pl_dtype dt, int n_attn, int n_all);
+size_t pl_step_keep_bytes(const pl_model_cfg *m, int64_t N, int D, pl_dtype dt,
+                          int n_attn, int n_all);
 
 typedef enum pl_part {
   PL_PART_ATTENTION,
@@ -155,8 +155,8 @@ typedef enum pl_part {
   PL_PART_ZERO3,
   PL_PART_SCO,
   PL_PART_OTHER,
-  PL_PART_RECOMPUTE, /* of attention: the backward's recompute of the
-                        attention half (what kept activations remove)   */
+  PL_PART_RECOMPUTE,    /* of attention: the backward's recompute of the
+                           attention half (what kept activations remove)   */
   PL_PART_EXPERT_UNITS, /* expert groups (Ep < W_v): the expert units'
                            gathers and reduce-scatters (their comm
                            stream, beside the compute; 0 otherwise)     */

@@ -131,8 +131,8 @@ pl_status pl__step_head_run(void *ctx, pl_stream *s, const void *hL, void *dh,
  * memory, wherever its part lives (host; past Θ − resident, the device). */
 pl_status pl__step_master_put(pl_trainer *t, pl_stream *s, size_t i,
                               const float *src, size_t n);
-pl_status pl__step_master_get(pl_trainer *t, pl_stream *s, size_t i,
-                              float *dst, size_t n);
+pl_status pl__step_master_get(pl_trainer *t, pl_stream *s, size_t i, float *dst,
+                              size_t n);
 /* The first element of expert parameter p's full tensor this rank's shard
  * holds, and its optimizer tensor (they follow the units). */
 int64_t pl__step_expert_first(const pl_trainer *t, const pl__tparam *p);
@@ -150,13 +150,11 @@ pl_status pl__ep_layer_begin(pl_trainer *t, pl__tlayer *x, pl_stream *s);
  * (bwd: the gradient reduce-scattered over the replica ranks). */
 pl_status pl__ep_slot_begin(pl_trainer *t, pl__tlayer *x, pl_stream *s,
                             bool bwd);
-pl_status pl__ep_slot_end(pl_trainer *t, pl__tlayer *x, pl_stream *s,
-                          bool bwd);
+pl_status pl__ep_slot_end(pl_trainer *t, pl__tlayer *x, pl_stream *s, bool bwd);
 /* The shard of an expert parameter p: its weights, gradient, length and
  * first element in the unit, and the range [*p0, *p0 + n) the parameter's
  * E_local experts take in the unit. */
-void pl__ep_param_shard(pl_trainer *t, const pl__tparam *p, void **w,
-                        float **g, size_t *s, size_t *off, size_t *p0,
-                        size_t *n);
+void pl__ep_param_shard(pl_trainer *t, const pl__tparam *p, void **w, float **g,
+                        size_t *s, size_t *off, size_t *p0, size_t *n);
 
 #endif

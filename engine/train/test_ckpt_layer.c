@@ -58,7 +58,8 @@ START_TEST(in_checkpoint_runner) {
   ck_assert_int_eq(pl_layer_forward(&l[0], s, x, h1, N), PL_OK);
   ck_assert_int_eq(pl_layer_forward(&l[1], s, h1, h2, N), PL_OK);
   double lm = 0;
-  for (int64_t i = 0; i < N * H; i++) lm += (double)h2[i] * g[i];
+  for (int64_t i = 0; i < N * H; i++)
+    lm += (double)h2[i] * g[i];
   ck_assert_msg(fabs(lm - loss) <= 1e-5 * fabs(lm) + 1e-6,
                 "loss %.9g vs by hand %.9g", loss, lm);
   ck_assert_int_eq(pl_layer_backward(&l[1], s, h1, g, dh1, N), PL_OK);
@@ -70,8 +71,10 @@ START_TEST(in_checkpoint_runner) {
                   "layer %d g_qkv differs", i);
   pl_ckpt_destroy(st);
   void *ps[] = {x, g, dx, h1, h2, dh1, dxm, gq[0], gq[1]};
-  for (int i = 0; i < 9; i++) pl_free(dev, ps[i]);
-  for (int i = 0; i < 2; i++) pl_layer_free(&l[i]);
+  for (int i = 0; i < 9; i++)
+    pl_free(dev, ps[i]);
+  for (int i = 0; i < 2; i++)
+    pl_layer_free(&l[i]);
 }
 END_TEST
 

@@ -9,8 +9,8 @@
  * included (the clip is active at these sizes).  CPU backend, f32 (the
  * weights then equal the fp32 master bit for bit) and bf16, mpirun -np 1 and
  * 2 (at 3 and 4 ranks it says skipped: the layouts are those of 2 ranks, at
- * CPU cost): every layout the world allows (D = 1; D = 2 with Ulysses; P over the
- * ranks with Ring-DTP).  The kept runs assert on the path itself that each
+ * CPU cost): every layout the world allows (D = 1; D = 2 with Ulysses; P over
+ * the ranks with Ring-DTP).  The kept runs assert on the path itself that each
  * kept activation equals its recompute (keep_verify). */
 #include <check.h>
 #include <math.h>
@@ -69,8 +69,10 @@ static void layouts(pl_dtype dt) {
              names[i], size);
     const int clipped =
         hr_check(dev, world, &m, &lcs[i], 64, &c, variants, NV, 3, what);
-    ck_assert_msg(clipped > 0, "%s: the gradient norm was never clipped: the "
-                  "test would not cover the clip", what);
+    ck_assert_msg(clipped > 0,
+                  "%s: the gradient norm was never clipped: the "
+                  "test would not cover the clip",
+                  what);
   }
 }
 
@@ -113,8 +115,8 @@ END_TEST
  * ATTN and ALL every layer. */
 START_TEST(keep_plan) {
   const pl_model_cfg m = model();
-  const pl_layer_cfg lc = {.H = m.H, .n_q = m.n_q, .n_kv = m.n_kv, .d = m.d,
-                           .dt = PL_BF16};
+  const pl_layer_cfg lc = {
+      .H = m.H, .n_q = m.n_q, .n_kv = m.n_kv, .d = m.d, .dt = PL_BF16};
   const size_t a = pl_layer_kept_bytes(&lc, 64, 1, PL_LAYER_KEEP_ATTN),
                w = pl_layer_kept_bytes(&lc, 64, 1, PL_LAYER_KEEP_ALL);
   ck_assert_uint_eq(a, (size_t)64 * m.n_q * m.d * 2 + (size_t)64 * m.n_q * 4);
@@ -123,8 +125,8 @@ START_TEST(keep_plan) {
                                 2 * (size_t)m.n_kv * m.d) *
                                2);
   int na, nw;
-  pl_step_keep_layers(&m, 64, 1, PL_BF16, (pl_keep_budget){PL_KEEP_BYTES, a - 1},
-                      &na, &nw);
+  pl_step_keep_layers(&m, 64, 1, PL_BF16,
+                      (pl_keep_budget){PL_KEEP_BYTES, a - 1}, &na, &nw);
   ck_assert_int_eq(na, 0);
   pl_step_keep_layers(&m, 64, 1, PL_BF16,
                       (pl_keep_budget){PL_KEEP_BYTES, 2 * a + 7}, &na, &nw);
@@ -141,8 +143,8 @@ START_TEST(keep_plan) {
                       &na, &nw);
   ck_assert_int_eq(na, m.L);
   ck_assert_int_eq(nw, 0);
-  pl_step_keep_layers(&m, 64, 1, PL_BF16, (pl_keep_budget){PL_KEEP_ALL, 0},
-                      &na, &nw);
+  pl_step_keep_layers(&m, 64, 1, PL_BF16, (pl_keep_budget){PL_KEEP_ALL, 0}, &na,
+                      &nw);
   ck_assert_int_eq(na, m.L);
   ck_assert_int_eq(nw, m.L);
 }
@@ -158,11 +160,13 @@ START_TEST(resident_bytes_as_described) {
   sc.oo.share = 0.5;
   const pl_layout_cfg lc = {1, 1, 0, 0};
   pl_train_desc *d = malloc(sizeof *d);
-  ck_assert_int_eq(pl_train_describe(&m, &lc, size, rank, 64, &sc,
-                                     PL_BACKEND_CPU, d), PL_OK);
+  ck_assert_int_eq(
+      pl_train_describe(&m, &lc, size, rank, 64, &sc, PL_BACKEND_CPU, d),
+      PL_OK);
   sc.oo.resident_bytes = (uint64_t)d->params_rank * 12 / 3;
-  ck_assert_int_eq(pl_train_describe(&m, &lc, size, rank, 64, &sc,
-                                     PL_BACKEND_CPU, d), PL_OK);
+  ck_assert_int_eq(
+      pl_train_describe(&m, &lc, size, rank, 64, &sc, PL_BACKEND_CPU, d),
+      PL_OK);
   const size_t R = (size_t)d->resident_params, theta = (size_t)d->params_rank;
   ck_assert_uint_eq((theta - R) % sc.oo.bucket, 0);
   ck_assert(R > 0 && R * 12 <= sc.oo.resident_bytes &&
@@ -190,8 +194,8 @@ int main(int argc, char **argv) {
       printf("skipped: the headroom knobs are checked on 1 and 2 ranks\n");
     return pl_check_world_close(dev, world, 0);
   }
-  const TTest *tests[] = {f32_bit_identical, bf16_bit_identical,
-                          check_detects_a_change, keep_plan,
+  const TTest *tests[] = {f32_bit_identical,           bf16_bit_identical,
+                          check_detects_a_change,      keep_plan,
                           resident_bytes_as_described, NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("headroom", 600, tests, rank, world));

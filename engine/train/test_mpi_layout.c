@@ -29,7 +29,7 @@ START_TEST(groups) {
   pl_model_cfg m;
   ck_assert_int_eq(pl_model_preset("tiny", &m), PL_OK);
   m.n_q = 24, m.n_kv = 12; /* divisible by every D of W <= 4 */
-  m.E = 12;              /* divisible by W = 1..4 */
+  m.E = 12;                /* divisible by W = 1..4 */
   for (int D = 1; D <= size; D++)
     for (int P = 1; P <= size; P++) {
       if (size % D || size % P)
@@ -111,14 +111,16 @@ START_TEST(refusals) {
   m.E = 16, m.k = 4;
   pl_layout_plan q;
   ck_assert_int_eq(
-      pl_layout_plan_make(&m, &(pl_layout_cfg){1, 1, 8, 0}, 1, 0, 64, &q), PL_OK);
+      pl_layout_plan_make(&m, &(pl_layout_cfg){1, 1, 8, 0}, 1, 0, 64, &q),
+      PL_OK);
   ck_assert_int_eq(q.E_moe, 2);
   ck_assert_int_eq(q.E_route, 4);
   /* all layers dense: no expert constraint */
   m.E = 12, m.k = 2, m.dense_layers = m.L;
   pl_layout_plan p;
   ck_assert_int_eq(
-      pl_layout_plan_make(&m, &(pl_layout_cfg){1, 1, 0, 0}, 8, 3, 64, &p), PL_OK);
+      pl_layout_plan_make(&m, &(pl_layout_cfg){1, 1, 0, 0}, 8, 3, 64, &p),
+      PL_OK);
   ck_assert_int_eq(p.E_local, 0);
 }
 END_TEST
@@ -161,9 +163,9 @@ START_TEST(virtual_groups) {
   /* the 667B proxy of a 64-rank run at 1M: D 8, P 8 on one process */
   ck_assert_int_eq(pl_model_preset("667b", &m), PL_OK);
   pl_layout_plan q;
-  ck_assert_int_eq(pl_layout_plan_make(&m, &(pl_layout_cfg){8, 8, 64, 0}, 1, 0,
-                                       1 << 20, &q),
-                   PL_OK);
+  ck_assert_int_eq(
+      pl_layout_plan_make(&m, &(pl_layout_cfg){8, 8, 64, 0}, 1, 0, 1 << 20, &q),
+      PL_OK);
   ck_assert(q.d_virtual && q.p_virtual);
   ck_assert_int_eq(q.N, 131072);
   ck_assert_int_eq(q.E_local, 6);

@@ -342,7 +342,8 @@ START_TEST(router_bias_step_sums_over_ranks) {
     }
     pl_router_bias_update(want[l], sum, E, 0.25f);
     ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, E * sizeof(float), "test",
-                              (void **)&db[l]), PL_OK);
+                              (void **)&db[l]),
+                     PL_OK);
     sl[l] = (pl_router_bias_slot){cnt[l], hb[l], db[l]};
   }
   pl_stream *s = pl_dev_stream(dev);

@@ -44,14 +44,15 @@ static void *host_copy(const void *d, size_t bytes) {
 /* One step of an L-layer stack on this rank's N tokens; gradients of the
  * last layer block are returned (every block is compared through dx, which
  * depends on all of them, and block 0's weight grads). */
-static result run(int L, int64_t N, pl_dtype dt, const pl_sco_budget *budget, pl_sco_release rel,
-                  pl_status *status) {
+static result run(int L, int64_t N, pl_dtype dt, const pl_sco_budget *budget,
+                  pl_sco_release rel, pl_status *status) {
   result r = {0};
   pl_stream *s = pl_dev_stream(dev);
   pl_mlp_block *blocks = calloc((size_t)L, sizeof *blocks);
   void **layers = calloc((size_t)L, sizeof *layers);
   for (int l = 0; l < L; l++) {
-    ck_assert_int_eq(pl_mlp_block_init(dev, &blocks[l], H, I, dt, 1234, l), PL_OK);
+    ck_assert_int_eq(pl_mlp_block_init(dev, &blocks[l], H, I, dt, 1234, l),
+                     PL_OK);
     layers[l] = &blocks[l];
   }
   size_t bytes = (size_t)N * H * pl_dtype_size(dt);
@@ -59,14 +60,21 @@ static result run(int L, int64_t N, pl_dtype dt, const pl_sco_budget *budget, pl
   ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, bytes, "input", &x0), PL_OK);
   ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, bytes, "input", &g), PL_OK);
   ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, bytes, "input", &dx0), PL_OK);
-  ck_assert_int_eq(pl_rng_fill(s, x0, dt, (size_t)N * H, 99, (uint64_t)rank << 32, PL_DIST_NORMAL, 0, 1), PL_OK);
-  ck_assert_int_eq(pl_rng_fill(s, g, dt, (size_t)N * H, 77, (uint64_t)rank << 32, PL_DIST_NORMAL, 0, 1), PL_OK);
+  ck_assert_int_eq(pl_rng_fill(s, x0, dt, (size_t)N * H, 99,
+                               (uint64_t)rank << 32, PL_DIST_NORMAL, 0, 1),
+                   PL_OK);
+  ck_assert_int_eq(pl_rng_fill(s, g, dt, (size_t)N * H, 77,
+                               (uint64_t)rank << 32, PL_DIST_NORMAL, 0, 1),
+                   PL_OK);
   ck_assert_int_eq(pl_fill(s, dx0, dt, (size_t)N * H, NAN), PL_OK); /* poison */
   pl_ckpt_stack *stack;
-  ck_assert_int_eq(pl_ckpt_create(dev, L, layers, &pl_mlp_block_layer_ops, H, dt, &stack), PL_OK);
+  ck_assert_int_eq(
+      pl_ckpt_create(dev, L, layers, &pl_mlp_block_layer_ops, H, dt, &stack),
+      PL_OK);
   pl_sco *sco = NULL;
   *status = PL_OK;
-  if (budget) *status = pl_sco_create(dev, world, L, N, H, dt, *budget, rel, &sco);
+  if (budget)
+    *status = pl_sco_create(dev, world, L, N, H, dt, *budget, rel, &sco);
   pl_mem_reset_peak(dev, PL_ARENA_DEVICE);
   pl_mem_reset_peak(dev, PL_ARENA_HOST);
   if (*status == PL_OK) {
@@ -79,29 +87,40 @@ static result run(int L, int64_t N, pl_dtype dt, const pl_sco_budget *budget, pl
     r.host_boundary_peak = pl_mem_tag_peak(dev, PL_ARENA_HOST, "boundary");
     int S = pl_sco_count(sco);
     size_t nhb = bytes;
-    ck_assert_msg(r.dev_boundary_peak <= 2 * nhb + (size_t)(L - S) * nhb,
-                  "device boundary peak %zu > 2·NHb + (L−|S|)·NHb = %zu (L=%d |S|=%d)", r.dev_boundary_peak,
-                  2 * nhb + (size_t)(L - S) * nhb, L, S);
-    ck_assert_msg(pl_mem_tag_current(dev, PL_ARENA_HOST, "boundary") <= (size_t)S * nhb, "host boundary");
+    ck_assert_msg(
+        r.dev_boundary_peak <= 2 * nhb + (size_t)(L - S) * nhb,
+        "device boundary peak %zu > 2·NHb + (L−|S|)·NHb = %zu (L=%d |S|=%d)",
+        r.dev_boundary_peak, 2 * nhb + (size_t)(L - S) * nhb, L, S);
+    ck_assert_msg(pl_mem_tag_current(dev, PL_ARENA_HOST, "boundary") <=
+                      (size_t)S * nhb,
+                  "host boundary");
     ck_assert_msg(r.host_boundary_peak <= (size_t)S * nhb,
-                  "host boundary peak %zu > |S|·NHb %zu", r.host_boundary_peak, (size_t)S * nhb);
+                  "host boundary peak %zu > |S|·NHb %zu", r.host_boundary_peak,
+                  (size_t)S * nhb);
     ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "boundary"), 0);
-    ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "activations"), sizeof(float));
+    ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "activations"),
+                      sizeof(float));
   }
   pl_sco_destroy(sco);
   pl_ckpt_destroy(stack);
   pl_free(dev, x0), pl_free(dev, g), pl_free(dev, dx0);
-  for (int l = 0; l < L; l++) pl_mlp_block_free(&blocks[l]);
+  for (int l = 0; l < L; l++)
+    pl_mlp_block_free(&blocks[l]);
   free(blocks), free(layers);
   return r;
 }
 
-static void expect_identical(const result *a, const result *b, size_t dx_bytes, const char *what) {
-  ck_assert_msg(memcmp(&a->loss, &b->loss, sizeof a->loss) == 0, "%s: loss %.9g vs %.9g", what, a->loss, b->loss);
+static void expect_identical(const result *a, const result *b, size_t dx_bytes,
+                             const char *what) {
+  ck_assert_msg(memcmp(&a->loss, &b->loss, sizeof a->loss) == 0,
+                "%s: loss %.9g vs %.9g", what, a->loss, b->loss);
   ck_assert_msg(memcmp(a->dx, b->dx, dx_bytes) == 0, "%s: dx differs", what);
-  ck_assert_msg(memcmp(a->gn, b->gn, H * 4) == 0, "%s: norm grads differ", what);
-  ck_assert_msg(memcmp(a->gu, b->gu, (size_t)H * 2 * I * 4) == 0, "%s: up grads differ", what);
-  ck_assert_msg(memcmp(a->gd, b->gd, (size_t)I * H * 4) == 0, "%s: down grads differ", what);
+  ck_assert_msg(memcmp(a->gn, b->gn, H * 4) == 0, "%s: norm grads differ",
+                what);
+  ck_assert_msg(memcmp(a->gu, b->gu, (size_t)H * 2 * I * 4) == 0,
+                "%s: up grads differ", what);
+  ck_assert_msg(memcmp(a->gd, b->gd, (size_t)I * H * 4) == 0,
+                "%s: down grads differ", what);
 }
 
 START_TEST(sco_is_bit_exact_and_bounded) {
@@ -117,23 +136,31 @@ START_TEST(sco_is_bit_exact_and_bounded) {
       ck_assert_int_eq(st, PL_OK);
       ck_assert(isfinite(ref.loss) && ref.loss != 0);
       for (int64_t i = 0; i < N * H; i++) {
-        float v = dt == PL_F32 ? ref.dx[i] : pl_bf16_to_f32(((const pl_bf16 *)ref.dx)[i]);
+        float v = dt == PL_F32 ? ref.dx[i]
+                               : pl_bf16_to_f32(((const pl_bf16 *)ref.dx)[i]);
         ck_assert_msg(isfinite(v), "dx[%lld] not written", (long long)i);
       }
       /* 0, 2 boundaries on the largest N, all, more than needed */
-      const pl_sco_budget budgets[] = {{false, 0}, {false, 2 * nhb + nhb / 2}, {true, 0},
+      const pl_sco_budget budgets[] = {{false, 0},
+                                       {false, 2 * nhb + nhb / 2},
+                                       {true, 0},
                                        {false, 100 * nhb}};
       const char *names[] = {"0", "partial", "all", "more"};
       for (int bi = 0; bi < 4; bi++)
         for (int rel = 0; rel < 2; rel++) {
           result r = run(L, N, dt, &budgets[bi], (pl_sco_release)rel, &st);
-          ck_assert_msg(st == PL_OK, "budget %s: %s", names[bi], pl_last_error());
+          ck_assert_msg(st == PL_OK, "budget %s: %s", names[bi],
+                        pl_last_error());
           char what[96];
-          snprintf(what, sizeof what, "L=%d %s budget=%s release=%d", L, pl_dtype_name(dt), names[bi], rel);
+          snprintf(what, sizeof what, "L=%d %s budget=%s release=%d", L,
+                   pl_dtype_name(dt), names[bi], rel);
           expect_identical(&ref, &r, nhb, what);
-          if (bi == 2 || bi == 3) /* all offloaded: at most two restored boundaries */
-            ck_assert_msg(r.dev_boundary_peak <= 2 * nhb, "%s: dev peak %zu", what, r.dev_boundary_peak);
-          if (bi == 0) ck_assert_uint_eq(r.host_boundary_peak, 0);
+          if (bi == 2 ||
+              bi == 3) /* all offloaded: at most two restored boundaries */
+            ck_assert_msg(r.dev_boundary_peak <= 2 * nhb, "%s: dev peak %zu",
+                          what, r.dev_boundary_peak);
+          if (bi == 0)
+            ck_assert_uint_eq(r.host_boundary_peak, 0);
           result_free(&r);
         }
       /* with everything on the device the peak holds every boundary */
@@ -149,7 +176,9 @@ START_TEST(selection_agrees_across_ranks) {
   size_t nhb = (size_t)N * H * 4;
   pl_sco_budget b = {false, (uint64_t)(rank + 1) * nhb};
   pl_sco *sco;
-  ck_assert_int_eq(pl_sco_create(dev, world, 6, N, H, PL_F32, b, PL_SCO_RELEASE_CONTEXT, &sco), PL_OK);
+  ck_assert_int_eq(pl_sco_create(dev, world, 6, N, H, PL_F32, b,
+                                 PL_SCO_RELEASE_CONTEXT, &sco),
+                   PL_OK);
   ck_assert_int_eq(pl_sco_count(sco), 1);
   ck_assert(pl_sco_selected(sco, 0) && !pl_sco_selected(sco, 1));
   ck_assert_uint_eq(pl_sco_pinned_bytes(sco), nhb);
@@ -162,10 +191,12 @@ START_TEST(n_zero_on_a_rank) {
   pl_status st;
   result ref = run(3, N, PL_F32, NULL, PL_SCO_RELEASE_CONTEXT, &st);
   ck_assert_int_eq(st, PL_OK);
-  result r = run(3, N, PL_F32, &(pl_sco_budget){true, 0}, PL_SCO_RELEASE_CONTEXT, &st);
+  result r =
+      run(3, N, PL_F32, &(pl_sco_budget){true, 0}, PL_SCO_RELEASE_CONTEXT, &st);
   ck_assert_int_eq(st, PL_OK);
   expect_identical(&ref, &r, (size_t)N * H * 4, "N=0 on the last rank");
-  if (N == 0) ck_assert(ref.loss == 0);
+  if (N == 0)
+    ck_assert(ref.loss == 0);
   result_free(&ref), result_free(&r);
 }
 END_TEST
@@ -175,28 +206,40 @@ START_TEST(refusals_reach_every_rank) {
   pl_sco *sco = (pl_sco *)0x1;
   /* only rank 0 asks for the impossible: every rank refuses */
   pl_sco_budget mine = rank == 0 ? huge : (pl_sco_budget){true, 0};
-  ck_assert_int_eq(pl_sco_create(dev, world, 4, 8, H, PL_F32, mine, PL_SCO_RELEASE_CONTEXT, &sco), PL_EINVAL);
+  ck_assert_int_eq(pl_sco_create(dev, world, 4, 8, H, PL_F32, mine,
+                                 PL_SCO_RELEASE_CONTEXT, &sco),
+                   PL_EINVAL);
   ck_assert_ptr_null(sco);
-  ck_assert_msg(strstr(pl_last_error(), "exceeds physical host RAM") != NULL, "%s", pl_last_error());
+  ck_assert_msg(strstr(pl_last_error(), "exceeds physical host RAM") != NULL,
+                "%s", pl_last_error());
   /* "all" on a rank whose boundaries outgrow host RAM (N = 2^40 tokens there):
    * refused up front on every rank, nothing pinned */
   int64_t bigN = rank == size - 1 ? (int64_t)1 << 40 : 8;
-  ck_assert_int_eq(pl_sco_create(dev, world, 4, bigN, H, PL_F32, (pl_sco_budget){true, 0}, PL_SCO_RELEASE_CONTEXT, &sco),
+  ck_assert_int_eq(pl_sco_create(dev, world, 4, bigN, H, PL_F32,
+                                 (pl_sco_budget){true, 0},
+                                 PL_SCO_RELEASE_CONTEXT, &sco),
                    PL_EINVAL);
   ck_assert_ptr_null(sco);
-  ck_assert_msg(strstr(pl_last_error(), "exceed physical host RAM") != NULL, "%s", pl_last_error());
+  ck_assert_msg(strstr(pl_last_error(), "exceed physical host RAM") != NULL,
+                "%s", pl_last_error());
   ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_HOST, "boundary"), 0);
   /* the last rank cannot pin (host arena limit): every rank gets PL_ENOMEM */
-  if (rank == size - 1) pl_mem_set_limit(dev, PL_ARENA_HOST, 100);
-  pl_status st = pl_sco_create(dev, world, 4, 8, H, PL_F32, (pl_sco_budget){true, 0}, PL_SCO_RELEASE_CONTEXT, &sco);
+  if (rank == size - 1)
+    pl_mem_set_limit(dev, PL_ARENA_HOST, 100);
+  pl_status st =
+      pl_sco_create(dev, world, 4, 8, H, PL_F32, (pl_sco_budget){true, 0},
+                    PL_SCO_RELEASE_CONTEXT, &sco);
   pl_mem_set_limit(dev, PL_ARENA_HOST, 0);
   ck_assert_int_eq(st, PL_ENOMEM);
   ck_assert_ptr_null(sco);
   ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_HOST, "boundary"), 0);
   /* per-step pinning: refused at the step, on every rank, nothing run */
-  ck_assert_int_eq(pl_sco_create(dev, world, 4, 8, H, PL_F32, (pl_sco_budget){true, 0}, PL_SCO_RELEASE_STEP, &sco),
+  ck_assert_int_eq(pl_sco_create(dev, world, 4, 8, H, PL_F32,
+                                 (pl_sco_budget){true, 0}, PL_SCO_RELEASE_STEP,
+                                 &sco),
                    PL_OK);
-  if (rank == 0) pl_mem_set_limit(dev, PL_ARENA_HOST, 100);
+  if (rank == 0)
+    pl_mem_set_limit(dev, PL_ARENA_HOST, 100);
   ck_assert_int_eq(pl_sco_begin_step(sco), PL_ENOMEM);
   pl_mem_set_limit(dev, PL_ARENA_HOST, 0);
   ck_assert_int_eq(pl_sco_begin_step(sco), PL_OK);
@@ -206,7 +249,8 @@ START_TEST(refusals_reach_every_rank) {
 END_TEST
 
 /* Finite differences in double on f32 storage: d(loss)/dx and d/dW_up. */
-static double loss_of(pl_mlp_block *b, const float *x, const float *g, int64_t N) {
+static double loss_of(pl_mlp_block *b, const float *x, const float *g,
+                      int64_t N) {
   pl_stream *s = pl_dev_stream(dev);
   size_t bytes = (size_t)N * H * 4;
   float *xd, *yd;
@@ -215,13 +259,15 @@ static double loss_of(pl_mlp_block *b, const float *x, const float *g, int64_t N
   memcpy(xd, x, bytes); /* CPU backend: device memory is host-addressable */
   ck_assert_int_eq(pl_mlp_block_forward(b, s, xd, yd, N), PL_OK);
   double l = 0;
-  for (int64_t i = 0; i < N * H; i++) l += (double)yd[i] * g[i];
+  for (int64_t i = 0; i < N * H; i++)
+    l += (double)yd[i] * g[i];
   pl_free(dev, xd), pl_free(dev, yd);
   return l;
 }
 
 START_TEST(block_gradients_by_finite_differences) {
-  if (pl_dev_backend(dev) != PL_BACKEND_CPU) return;
+  if (pl_dev_backend(dev) != PL_BACKEND_CPU)
+    return;
   int64_t N = 3;
   pl_mlp_block b;
   ck_assert_int_eq(pl_mlp_block_init(dev, &b, H, I, PL_F32, 5, 0), PL_OK);
@@ -245,7 +291,8 @@ START_TEST(block_gradients_by_finite_differences) {
     double lm = loss_of(&b, x, g, N);
     x[i] = keep;
     double fd = (lp - lm) / (2 * eps);
-    ck_assert_msg(fabs(fd - dx[i]) <= 2e-2 * (1 + fabs(fd)), "dx[%d]: analytic %g vs fd %g", i, dx[i], fd);
+    ck_assert_msg(fabs(fd - dx[i]) <= 2e-2 * (1 + fabs(fd)),
+                  "dx[%d]: analytic %g vs fd %g", i, dx[i], fd);
   }
   float *wu = b.w_up;
   for (int i = 0; i < H * 2 * I; i += 97) {
@@ -256,7 +303,8 @@ START_TEST(block_gradients_by_finite_differences) {
     double lm = loss_of(&b, x, g, N);
     wu[i] = keep;
     double fd = (lp - lm) / (2 * eps);
-    ck_assert_msg(fabs(fd - b.g_up[i]) <= 2e-2 * (1 + fabs(fd)), "dW_up[%d]: analytic %g vs fd %g", i, b.g_up[i], fd);
+    ck_assert_msg(fabs(fd - b.g_up[i]) <= 2e-2 * (1 + fabs(fd)),
+                  "dW_up[%d]: analytic %g vs fd %g", i, b.g_up[i], fd);
   }
   pl_free(dev, xd), pl_free(dev, gd), pl_free(dev, dxd);
   pl_mlp_block_free(&b);
@@ -277,14 +325,18 @@ int main(int argc, char **argv) {
     printf("# CUDA skipped: %d ranks on this node, %d GPU(s) (NCCL needs one "
            "GPU per rank): the CPU backend\n",
            nlocal, ngpu);
-  if (pl_dev_create(be, -1, &dev) != PL_OK || pl_comm_world(dev, &world) != PL_OK) {
+  if (pl_dev_create(be, -1, &dev) != PL_OK ||
+      pl_comm_world(dev, &world) != PL_OK) {
     fprintf(stderr, "setup: %s\n", pl_last_error());
     return 3;
   }
   rank = pl_comm_rank(world), size = pl_comm_size(world);
-  const TTest *tests[] = {sco_is_bit_exact_and_bounded, selection_agrees_across_ranks,
-                          n_zero_on_a_rank, refusals_reach_every_rank,
-                          block_gradients_by_finite_differences, NULL};
+  const TTest *tests[] = {sco_is_bit_exact_and_bounded,
+                          selection_agrees_across_ranks,
+                          n_zero_on_a_rank,
+                          refusals_reach_every_rank,
+                          block_gradients_by_finite_differences,
+                          NULL};
   const int failed = pl_check_run("sco", 0, tests, rank, world);
   pl_comm_destroy(world);
   pl_dev_destroy(dev);

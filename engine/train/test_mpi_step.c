@@ -17,8 +17,8 @@
  *    (embedding, every layer's norms, QKV, O, router, shared expert, dense
  *    FFN, experts, final norm, head), for the tiny model and adversarial
  *    variants (also D past n_kv: key/value heads replicated over the
- *    Ulysses group): uneven routing (a hot expert, so LLEP spills), a dense first
- *    layer, N not a multiple of the MoE chunk, V not divisible by P, two
+ *    Ulysses group): uneven routing (a hot expert, so LLEP spills), a dense
+ * first layer, N not a multiple of the MoE chunk, V not divisible by P, two
  *    micro-batches;
  *  - the check fails when one weight of the composed model is perturbed;
  *  - 20-step loss curves with each operator on against its baseline (the

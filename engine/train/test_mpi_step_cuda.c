@@ -9,11 +9,11 @@
  * tokens on both backends (the counter RNG gives the same bits).  Checked:
  * the loss of the first forward/backward and every parameter's gradient
  * gathered to the full tensor, normwise (max |a − b| / max |b|), within
- * bf16 tolerance: 3e-2 for the loss, 8e-2 for dense parameters, 0.12 for the embedding, 0.2 for the
- * router and the experts (a route near a top-k tie may go another way on
- * the other backend, moving a token between two experts); then three
- * training steps' losses within 3e-2.  Every error is printed.  Also with
- * expert groups of one rank (train/epgroups.h: the expert units gathered
+ * bf16 tolerance: 3e-2 for the loss, 8e-2 for dense parameters, 0.12 for the
+ * embedding, 0.2 for the router and the experts (a route near a top-k tie may
+ * go another way on the other backend, moving a token between two experts);
+ * then three training steps' losses within 3e-2.  Every error is printed.  Also
+ * with expert groups of one rank (train/epgroups.h: the expert units gathered
  * and reduce-scattered over NCCL sub-communicators) on 2+ ranks, and on one
  * rank a virtual Ulysses group of D = 4 past n_kv = 2 (key/value heads
  * replicated, their gradient partials summed by the CUDA unpack): a proxy
@@ -78,8 +78,8 @@ static void check_layout(int d, const pl_layout_cfg *lcp) {
                   "%s: %s", b ? "cuda" : "cpu", pl_last_error());
   const double el = fabs(r[1].loss - r[0].loss) / fabs(r[0].loss);
   if (rank == 0)
-    printf("# d=%d D=%d Ep=%d loss cpu %.6f cuda %.6f (rel %.3g)\n", d,
-           lc.D, Ep ? Ep : size, r[0].loss, r[1].loss, el);
+    printf("# d=%d D=%d Ep=%d loss cpu %.6f cuda %.6f (rel %.3g)\n", d, lc.D,
+           Ep ? Ep : size, r[0].loss, r[1].loss, el);
   /* A proxy (W_v past the present ranks) holds only its share of the
    * experts: gather refuses there by contract (train/step.h), so its
    * gradients are checked through the losses of the steps that apply them. */
@@ -88,8 +88,7 @@ static void check_layout(int d, const pl_layout_cfg *lcp) {
   if (proxy)
     for (int b = 0; b < 2; b++) {
       float one;
-      ck_assert_int_eq(pl_trainer_gather(t[b], 0, true, &one),
-                       PL_EUNSUPPORTED);
+      ck_assert_int_eq(pl_trainer_gather(t[b], 0, true, &one), PL_EUNSUPPORTED);
     }
   else
     ok = tt_grads_close(&tt_step_ops, t[0], t[1], rank) && ok;

@@ -133,9 +133,8 @@ static void same_tags(const char *what, const pl_mem_stats *a,
                 a->peak, b->peak);
   for (int i = 0; i < a->n_tags; i++)
     ck_assert_msg(a->tag_peak[i].bytes == tag_peak(b, a->tag_peak[i].tag),
-                  "%s tag %s: real %zu, virtual %zu", what,
-                  a->tag_peak[i].tag, a->tag_peak[i].bytes,
-                  tag_peak(b, a->tag_peak[i].tag));
+                  "%s tag %s: real %zu, virtual %zu", what, a->tag_peak[i].tag,
+                  a->tag_peak[i].bytes, tag_peak(b, a->tag_peak[i].tag));
   for (int i = 0; i < b->n_tags; i++)
     ck_assert_msg(b->tag_peak[i].bytes == tag_peak(a, b->tag_peak[i].tag),
                   "%s tag %s only in the virtual run", what,
@@ -145,16 +144,15 @@ static void same_tags(const char *what, const pl_mem_stats *a,
 static void same_bytes(const char *group, const pl_comm_stats *a,
                        const pl_comm_stats *b) {
   for (int op = 0; op < PL_COMM_NOPS; op++)
-    ck_assert_msg(a->calls[op] == b->calls[op] && a->sent[op] == b->sent[op] &&
-                      a->recv[op] == b->recv[op],
-                  "%s %s: real %llu calls %llu/%llu B, virtual %llu calls "
-                  "%llu/%llu B",
-                  group, pl_comm_op_name(op), (unsigned long long)a->calls[op],
-                  (unsigned long long)a->sent[op],
-                  (unsigned long long)a->recv[op],
-                  (unsigned long long)b->calls[op],
-                  (unsigned long long)b->sent[op],
-                  (unsigned long long)b->recv[op]);
+    ck_assert_msg(
+        a->calls[op] == b->calls[op] && a->sent[op] == b->sent[op] &&
+            a->recv[op] == b->recv[op],
+        "%s %s: real %llu calls %llu/%llu B, virtual %llu calls "
+        "%llu/%llu B",
+        group, pl_comm_op_name(op), (unsigned long long)a->calls[op],
+        (unsigned long long)a->sent[op], (unsigned long long)a->recv[op],
+        (unsigned long long)b->calls[op], (unsigned long long)b->sent[op],
+        (unsigned long long)b->recv[op]);
 }
 
 START_TEST(as_real) {
@@ -172,8 +170,7 @@ START_TEST(as_real) {
   }
   if (size < 2)
     return;
-  ck_assert_int_eq(pl_comm_split(world, rank < 2 ? 0 : -1, rank, &pair),
-                   PL_OK);
+  ck_assert_int_eq(pl_comm_split(world, rank < 2 ? 0 : -1, rank, &pair), PL_OK);
   if (!pair)
     return;
   run(pair, &c, false, &r);

@@ -128,10 +128,10 @@ static inline int tt_grads_close(const tt_trainer_ops *o, void *cpu, void *gpu,
       const double e = fabs((double)a[j] - c[j]);
       me = isnan(e) ? INFINITY : fmax(me, e);
     }
-    const double tol =
-        strstr(in.name, "experts") || strstr(in.name, "router") ? 0.2
-        : !strcmp(in.name, "embed")                              ? 0.12
-                                                                 : 8e-2;
+    const double tol = strstr(in.name, "experts") || strstr(in.name, "router")
+                           ? 0.2
+                       : !strcmp(in.name, "embed") ? 0.12
+                                                   : 8e-2;
     if (rank == 0)
       printf("#   %-22s normwise %.3g (tolerance %.2g)\n", in.name, me / sc,
              tol);

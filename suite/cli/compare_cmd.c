@@ -188,8 +188,7 @@ static bool within_noise(val r, val n, pl_cmp_class k, bool noise,
 
 /* What a side's latest row holds instead of a number in column col: "no
  * column", or its cell ("-", "nan", "inf", text). */
-static void no_value(char *b, size_t n, const ent *e, int ne,
-                     const char *col) {
+static void no_value(char *b, size_t n, const ent *e, int ne, const char *col) {
   const ent *l = &e[ne - 1];
   if (pl_table_col(l->t, col) < 0)
     snprintf(b, n, "no column");
@@ -555,8 +554,7 @@ static int load_tolerances(const cmp_args *a, pl__compare_tols *ts) {
   char own[PATH_MAX];
   snprintf(own, sizeof own, "%s/tolerances", a->paths[1]);
   pl_status st = PL_OK;
-  if (stat(a->paths[1], &sb) == 0 && S_ISDIR(sb.st_mode) &&
-      stat(own, &sb) == 0)
+  if (stat(a->paths[1], &sb) == 0 && S_ISDIR(sb.st_mode) && stat(own, &sb) == 0)
     st = pl__compare_tol_file(own, ts);
   for (int i = 0; st == PL_OK && i < a->ntf; i++)
     st = pl__compare_tol_file(a->tolfiles[i], ts);
@@ -579,9 +577,7 @@ static void walk(out *o, const cmp_args *a, const pl__compare_tols *ts,
   int i = 0, j = 0;
   while (i < r->ne || j < n->ne) {
     int ia = i, jb = j;
-    int c = i >= r->ne   ? 1
-            : j >= n->ne ? -1
-                         : strcmp(r->e[i].key, n->e[j].key);
+    int c = i >= r->ne ? 1 : j >= n->ne ? -1 : strcmp(r->e[i].key, n->e[j].key);
     const char *key = c <= 0 ? r->e[i].key : n->e[j].key;
     while (ia < r->ne && strcmp(r->e[ia].key, key) == 0)
       ia++;
@@ -637,7 +633,8 @@ int pl_compare_main(int argc, char **argv) {
   }
 
   side n = {0}, r = {0};
-  if (pl__cmp_side_read(a.paths[0], &n) != PL_OK || pl__cmp_side_read(a.paths[1], &r) != PL_OK) {
+  if (pl__cmp_side_read(a.paths[0], &n) != PL_OK ||
+      pl__cmp_side_read(a.paths[1], &r) != PL_OK) {
     fprintf(stderr, "plateau compare: %s\n", pl_last_error());
     pl__cmp_side_free(&n);
     pl__cmp_side_free(&r);

@@ -100,7 +100,7 @@ static const cls classes[] = {
     {"zero3_ms", PL_CMP_TIME},
     {"expert_units_ms", PL_CMP_TIME},
     {"sco_ms", PL_CMP_TIME},
-    {"other_ms", PL_CMP_IGNORE},    /* a difference of the others */
+    {"other_ms", PL_CMP_IGNORE}, /* a difference of the others */
     /* a proxy's stand-ins (copies, not a metric), its measured step without
      * them, and what the planner's link model adds to it (the projection
      * follows compute_ms and the machine's calibration) */
@@ -181,7 +181,7 @@ static const cls classes[] = {
     {"mem_copy_gbs", PL_CMP_RATE},
     {"joint_floor_ms", PL_CMP_IGNORE}, /* from the measured rates */
     {"pct_joint_floor", PL_CMP_IGNORE},
-    {"host_bpp", PL_CMP_IGNORE}, /* analytic, from the variant */
+    {"host_bpp", PL_CMP_IGNORE},    /* analytic, from the variant */
     {"mem_roof_ms", PL_CMP_IGNORE}, /* from the measured copy rate */
     {"pct_mem_roof", PL_CMP_IGNORE},
     {"pct_update_roof", PL_CMP_IGNORE},

@@ -21,7 +21,6 @@
  * ------------------------------------------------------------
  */
 
-
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }

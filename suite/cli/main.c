@@ -13,49 +13,48 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/bench.h"
-#include "plan_cmd.h"
 #include "compare_cmd.h"
+#include "harness/bench.h"
+#include "harness/trial.h"
+#include "plan_cmd.h"
 #include "plateau/plateau.h"
 #include "report/report.h"
 #include "results/schema.h"
 #include "tokens.h"
-#include "harness/trial.h"
 
 #include "plateau_git.h" /* generated: build/gen (jobs/provenance header) */
 
 /* "sha", "sha-dirty" or "none" (built without git), then the tree hash */
-#define PL_SOURCES                                                             \
-  PL_GIT_SHA, PL_GIT_DIRTY == 1 ? "-dirty" : "", PL_TREE_HASH
+#define PL_SOURCES PL_GIT_SHA, PL_GIT_DIRTY == 1 ? "-dirty" : "", PL_TREE_HASH
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "plateau %s (%s%s, tree %s) — bounded-memory long-context MoE training: "
-          "engine benchmarks\n\n"
-          "usage: plateau <command> [options]\n\n"
-          "commands:\n"
-          "  info                  backends built, devices, driver/CUDA/NCCL/MPI "
-          "versions\n"
-          "  bench <name> [opts]   run one benchmark; results go to a new file "
-          "under -o DIR\n"
-          "  report RUN_DIR        Markdown tables and charts from the result "
-          "files in RUN_DIR\n"
-          "  compare NEW REF       NEW's rows against REF's, metric by metric "
-          "(regressions)\n"
-          "  tokens IN OUT         a token shard of IN's bytes (byte-level, "
-          "V 256)\n"
-          "  schema                the columns of result files (name, unit, "
-          "meaning)\n"
-          "  plan [opts]           per-rank memory budget, feasibility and "
-          "throughput before launch\n\n",
-          PLATEAU_VERSION, PL_SOURCES);
+  fprintf(
+      f,
+      "plateau %s (%s%s, tree %s) — bounded-memory long-context MoE training: "
+      "engine benchmarks\n\n"
+      "usage: plateau <command> [options]\n\n"
+      "commands:\n"
+      "  info                  backends built, devices, driver/CUDA/NCCL/MPI "
+      "versions\n"
+      "  bench <name> [opts]   run one benchmark; results go to a new file "
+      "under -o DIR\n"
+      "  report RUN_DIR        Markdown tables and charts from the result "
+      "files in RUN_DIR\n"
+      "  compare NEW REF       NEW's rows against REF's, metric by metric "
+      "(regressions)\n"
+      "  tokens IN OUT         a token shard of IN's bytes (byte-level, "
+      "V 256)\n"
+      "  schema                the columns of result files (name, unit, "
+      "meaning)\n"
+      "  plan [opts]           per-rank memory budget, feasibility and "
+      "throughput before launch\n\n",
+      PLATEAU_VERSION, PL_SOURCES);
   fprintf(f, "benches:\n");
   for (int i = 0; i < pl_bench_count(); i++)
     fprintf(f, "  %-10s %s\n", pl_bench_at(i)->name, pl_bench_at(i)->summary);
-  fprintf(f,
-          "\n'plateau <command> --help' and 'plateau bench <name> --help' "
-          "describe each.\n"
-          "exit codes: 0 ok, 1 a check failed, 2 usage, 3 runtime error\n");
+  fprintf(f, "\n'plateau <command> --help' and 'plateau bench <name> --help' "
+             "describe each.\n"
+             "exit codes: 0 ok, 1 a check failed, 2 usage, 3 runtime error\n");
 }
 
 static int is_help(const char *a) {
@@ -77,7 +76,8 @@ static int cmd_info(int argc, char **argv) {
     if (is_help(argv[1])) {
       printf("usage: plateau info\n  Print the version, the backends built "
              "into this binary, the CUDA devices\n  visible, the MPI, NCCL "
-             "and cuDNN versions, this launch's ranks, then the CPU device\n  (name, "
+             "and cuDNN versions, this launch's ranks, then the CPU device\n  "
+             "(name, "
              "memory, cores, BLAS) and each GPU (name, memory, SMs, BLAS, "
              "driver and\n  CUDA runtime).\n");
       return 0;
@@ -98,7 +98,8 @@ static int cmd_info(int argc, char **argv) {
   printf("MPI: %s\n", pl_mpi_version());
   printf("NCCL: %s\n", pl_nccl_version());
   printf("cuDNN: %s\n", pl_cudnn_version());
-  if (st == PL_OK) printf("MPI ranks in this launch: %d\n", pl_world_size());
+  if (st == PL_OK)
+    printf("MPI ranks in this launch: %d\n", pl_world_size());
   printf("local rank: %d\n", pl_local_rank());
 
   pl_dev *dev = NULL;
@@ -110,7 +111,8 @@ static int cmd_info(int argc, char **argv) {
     fprintf(stderr, "plateau info: cpu device: %s\n", pl_last_error());
     code = 3;
   }
-  if (dev) pl_dev_destroy(dev);
+  if (dev)
+    pl_dev_destroy(dev);
   for (int i = 0; i < ncuda; i++) {
     dev = NULL;
     char label[32];
@@ -122,9 +124,11 @@ static int cmd_info(int argc, char **argv) {
       fprintf(stderr, "plateau info: %s: %s\n", label, pl_last_error());
       code = 3;
     }
-    if (dev) pl_dev_destroy(dev);
+    if (dev)
+      pl_dev_destroy(dev);
   }
-  if (st == PL_OK) pl_finalize();
+  if (st == PL_OK)
+    pl_finalize();
   return code;
 }
 
@@ -162,13 +166,20 @@ int main(int argc, char **argv) {
     printf("plateau %s (%s%s, tree %s)\n", PLATEAU_VERSION, PL_SOURCES);
     return 0;
   }
-  if (strcmp(cmd, "info") == 0) return cmd_info(argc - 1, argv + 1);
-  if (strcmp(cmd, "bench") == 0) return pl_bench_main(argc, argv);
-  if (strcmp(cmd, "report") == 0) return pl_report_main(argc - 1, argv + 1);
-  if (strcmp(cmd, "compare") == 0) return pl_compare_main(argc - 1, argv + 1);
-  if (strcmp(cmd, "tokens") == 0) return pl_tokens_main(argc - 1, argv + 1);
-  if (strcmp(cmd, "schema") == 0) return cmd_schema(argc - 1, argv + 1);
-  if (strcmp(cmd, "plan") == 0) return pl_plan_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "info") == 0)
+    return cmd_info(argc - 1, argv + 1);
+  if (strcmp(cmd, "bench") == 0)
+    return pl_bench_main(argc, argv);
+  if (strcmp(cmd, "report") == 0)
+    return pl_report_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "compare") == 0)
+    return pl_compare_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "tokens") == 0)
+    return pl_tokens_main(argc - 1, argv + 1);
+  if (strcmp(cmd, "schema") == 0)
+    return cmd_schema(argc - 1, argv + 1);
+  if (strcmp(cmd, "plan") == 0)
+    return pl_plan_main(argc - 1, argv + 1);
   if (cmd[0] == '-')
     fprintf(stderr, "plateau: unknown option '%s'\n", cmd);
   else

@@ -262,8 +262,8 @@ static void job1(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
   if (q >= NS * 2) {
     const int y = q - NS * 2;
     reach *r = y ? &T->fr[i][g] : &T->pr[i][g];
-    r->max_tokens = max_tokens(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU,
-                               gpus[g], mc);
+    r->max_tokens =
+        max_tokens(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU, gpus[g], mc);
     tick(pg, models[i], gpus[g],
          y ? "largest tokens per step, FSDP2-best"
            : "largest tokens per step, plateau");
@@ -293,8 +293,8 @@ static void job2(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
   for (int64_t S = 2 * seqs[NS - 1]; r->max_seq == S / 2 && S <= MAX_REACH;
        S *= 2) {
     cell x;
-    const pl_status st =
-        best_of(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU, gpus[g], S, mc, &x);
+    const pl_status st = best_of(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU,
+                                 gpus[g], S, mc, &x);
     if (st != PL_OK) {
       fail_at(fl, NM * NG * NJOB1 + j, st);
       return;
@@ -302,8 +302,7 @@ static void job2(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
     if (x.fits)
       r->max_seq = S;
   }
-  tick(pg, models[i], gpus[g],
-       y ? "reach, FSDP2-best" : "reach, plateau");
+  tick(pg, models[i], gpus[g], y ? "reach, FSDP2-best" : "reach, plateau");
 }
 
 static pl_status compute(const pl_plan_machine *mc, table *T) {

@@ -509,7 +509,8 @@ static void assert_schema(const pl_bench *b) {
   const char *seen[256];
   for (char *c = strtok_r(h, "\t", &save); c; c = strtok_r(NULL, "\t", &save)) {
     if (!pl_schema_find(c))
-      fprintf(stderr, "bench %s: column '%s' is not in suite/results/schema.def\n",
+      fprintf(stderr,
+              "bench %s: column '%s' is not in suite/results/schema.def\n",
               b->name, c);
     PL_ASSERT(pl_schema_find(c) != NULL);
     for (int i = 0; i < n; i++)
@@ -569,8 +570,8 @@ static int dry_run(pl_bench_ctx *ctx, void *S) {
         infeasible++;
       if (ctx->rank == 0) {
         if (ps == PL_OK && *pl_row_note_text(row)) /* e.g. the plan's verdict */
-          printf("# dry run: point %d/%d %s: %s\n", p + 1, ctx->npoints,
-                 label, pl_row_note_text(row));
+          printf("# dry run: point %d/%d %s: %s\n", p + 1, ctx->npoints, label,
+                 pl_row_note_text(row));
         else if (ps == PL_OK)
           printf("# dry run: point %d/%d %s\n", p + 1, ctx->npoints, label);
         else

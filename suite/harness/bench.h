@@ -4,8 +4,8 @@
  *
  * A bench describes itself in a `const pl_bench pl_bench_<name>` (one
  * BENCH(name, report) line in suite/harness/benches.def): its options and named
- * presets, its result columns (names from suite/results/schema.def), the points it
- * enumerates, and per point its setup, the timed unit (run), the reference
+ * presets, its result columns (names from suite/results/schema.def), the points
+ * it enumerates, and per point its setup, the timed unit (run), the reference
  * comparison (check), the work (FLOPs, bytes) and teardown.  The harness does
  * the rest, the same way for every bench:
  *
@@ -105,11 +105,11 @@ typedef struct pl_bench_ctx {
   pl_args *args; /* the bench's own options plus the common ones */
   int iters, warmup;
   uint64_t seed;
-  bool check;          /* --check: compare with the reference (default on) */
-  const char *preset;  /* the preset applied, or NULL */
-  int npoints;         /* init() sets it */
-  bool npoints_bound;  /* npoints is an upper bound (a search), not a count */
-  bool dry_run;        /* --dry-run: validation only, maybe on another machine */
+  bool check;         /* --check: compare with the reference (default on) */
+  const char *preset; /* the preset applied, or NULL */
+  int npoints;        /* init() sets it */
+  bool npoints_bound; /* npoints is an upper bound (a search), not a count */
+  bool dry_run;       /* --dry-run: validation only, maybe on another machine */
   bool done; /* init() did the whole command (--describe): exit 0, no file */
   const pl_meas *meas; /* during check() and finish(): this point's */
   /* the harness's own */
@@ -122,8 +122,8 @@ typedef struct pl_row pl_row;
 
 typedef struct pl_bench {
   const char *name;
-  const char *summary;                  /* one line for `plateau --help` */
-  const pl_opt *opts;                   /* the bench's own options, or NULL */
+  const char *summary; /* one line for `plateau --help` */
+  const pl_opt *opts;  /* the bench's own options, or NULL */
   /* --help lists opts in these groups, each "title: name name ..." (long
    * names without dashes), in this order; an option no group names is
    * listed under "other" (a new option shows even before it is grouped).

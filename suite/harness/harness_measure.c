@@ -162,7 +162,8 @@ static pl_status warmups(pl_bench_ctx *ctx, pl_bench_fn fn, void *arg,
     PL_TRY(st);
     PL_TRY(pl_host_allreduce_f64(ctx->comm, &ms, 1, PL_RED_MAX));
     if (i == n + *extra - 1 && i > 0 && ms > SLOW_RATIO * prev &&
-        *extra < EXTRA_MAX && may_extend(ctx)) { /* the last was slower: not converged */
+        *extra < EXTRA_MAX &&
+        may_extend(ctx)) { /* the last was slower: not converged */
       *slow = fmax(*slow, ms / prev);
       ++*extra;
     }

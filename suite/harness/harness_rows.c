@@ -1,8 +1,8 @@
 /* harness_rows.c — rows of the harness (bench.h): one per measurement, the
  * columns the bench lists between the harness's `bench` and its status,
  * check and note; written by rank 0 as a TSV line of the result file and a
- * short human line on stdout (what ran, time, rates, peak, status).  One run per process: the columns live here from
- * pl__rows_begin to pl__rows_end. */
+ * short human line on stdout (what ran, time, rates, peak, status).  One run
+ * per process: the columns live here from pl__rows_begin to pl__rows_end. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -109,9 +109,12 @@ static void q_text(const char *v, char *b, size_t n) {
     return;
   }
   const double a = fabs(x);
-  const int dec = a >= 1000 ? 0 : a >= 100 ? 1 : a >= 10 ? 2 : a >= 1 ? 3
-                  : a == 0  ? 0
-                            : 3 - (int)floor(log10(a));
+  const int dec = a >= 1000  ? 0
+                  : a >= 100 ? 1
+                  : a >= 10  ? 2
+                  : a >= 1   ? 3
+                  : a == 0   ? 0
+                             : 3 - (int)floor(log10(a));
   snprintf(b, n, "%.*f", dec, x);
 }
 
@@ -130,24 +133,24 @@ static void bytes_text(const char *v, char *b, size_t n) {
 static void human_line(char **vals, const char *status, const char *check,
                        const char *note) {
   /* identity words, then sizes as label=value */
-  static const char *const words[] = {"bench", "system", "model", "variant",
-                                      "profile", "gemm", "pass", "kind",
-                                      "dtype", "mode", NULL};
+  static const char *const words[] = {"bench",   "system", "model", "variant",
+                                      "profile", "gemm",   "pass",  "kind",
+                                      "dtype",   "mode",   NULL};
   /* a named model implies its sizes: the context and the ranks say the rest */
   const bool model = val(vals, "model") != NULL;
-  static const char *const model_sizes[] = {"hidden", "vocab", "experts",
-                                            "layers", "params", "budget", "K",
-                                            NULL};
+  static const char *const model_sizes[] = {
+      "hidden", "vocab", "experts", "layers", "params", "budget", "K", NULL};
   static const char *const sizes[][2] = {
-      {"seq", "S"},         {"tokens", "N"},     {"hidden", "H"},
-      {"vocab", "V"},       {"experts", "E"},    {"layers", "L"},
-      {"params", "params"}, {"bytes", "bytes"},  {"budget", "budget"},
-      {"bucket", "bucket"}, {"slots", "slots"},  {"K", "K"},
+      {"seq", "S"},         {"tokens", "N"},         {"hidden", "H"},
+      {"vocab", "V"},       {"experts", "E"},        {"layers", "L"},
+      {"params", "params"}, {"bytes", "bytes"},      {"budget", "budget"},
+      {"bucket", "bucket"}, {"slots", "slots"},      {"K", "K"},
       {"ranks", "ranks"},   {"virtual_world", "W_v"}};
-  static const char *const rates[][2] = {
-      {"tok_s_gpu", "tok/s/GPU"}, {"tflops", "TFLOP/s"},
-      {"gparam_s", "Gparam/s"},   {"algbw_gbs", "GB/s"},
-      {"busbw_gbs", "GB/s bus"}};
+  static const char *const rates[][2] = {{"tok_s_gpu", "tok/s/GPU"},
+                                         {"tflops", "TFLOP/s"},
+                                         {"gparam_s", "Gparam/s"},
+                                         {"algbw_gbs", "GB/s"},
+                                         {"busbw_gbs", "GB/s bus"}};
   char line[1024] = " ", b[64], c[160];
   for (int i = 0; words[i]; i++) {
     const char *v = val(vals, words[i]);
@@ -299,7 +302,9 @@ void pl_row_note(pl_row *r, const char *fmt, ...) {
   va_end(ap);
 }
 
-const char *pl_row_note_text(const pl_row *r) { return r->note; }
+const char *pl_row_note_text(const pl_row *r) {
+  return r->note;
+}
 
 void pl_row_status(pl_row *r, const char *status, const char *note) {
   PL_ASSERT(status &&

@@ -13,7 +13,9 @@
 
 #include "ops/sco.h"
 
-static const char *opt_name(const char *opt) { return opt ? opt : "value"; }
+static const char *opt_name(const char *opt) {
+  return opt ? opt : "value";
+}
 
 /* Sizes are parsed in exact integer arithmetic (no double: 2^53 + 1 and
  * 2^64 - 1 must not round, 2^64 must not wrap to 0): the mantissa's digits
@@ -24,10 +26,12 @@ typedef unsigned __int128 pl_u128;
 
 pl_status pl_parse_size(const char *opt, const char *s, uint64_t *out) {
   if (!s || !*s)
-    return pl_set_error(PL_EINVAL, "%s: empty size (expected e.g. 4096, 64Ki, 1G)",
+    return pl_set_error(PL_EINVAL,
+                        "%s: empty size (expected e.g. 4096, 64Ki, 1G)",
                         opt_name(opt));
   if (*s == '-' || *s == '+' || isspace((unsigned char)*s))
-    return pl_set_error(PL_EINVAL, "%s=%s: a size must be a plain non-negative number",
+    return pl_set_error(PL_EINVAL,
+                        "%s=%s: a size must be a plain non-negative number",
                         opt_name(opt), s);
   const char *p = s;
   pl_u128 m = 0;
@@ -49,7 +53,9 @@ pl_status pl_parse_size(const char *opt, const char *s, uint64_t *out) {
       m = m * 10 + (pl_u128)(*p - '0');
   }
   if (ndig == 0)
-    return pl_set_error(PL_EINVAL, "%s=%s: not a size (digits with an optional suffix K M G T Ki Mi Gi Ti)",
+    return pl_set_error(PL_EINVAL,
+                        "%s=%s: not a size (digits with an optional suffix K M "
+                        "G T Ki Mi Gi Ti)",
                         opt_name(opt), s);
   if (dec < 0)
     dec = 0;
@@ -74,8 +80,10 @@ pl_status pl_parse_size(const char *opt, const char *s, uint64_t *out) {
       e = 4;
       break;
     default:
-      return pl_set_error(PL_EINVAL, "%s=%s: unknown size suffix '%s' (allowed: K M G T, Ki Mi Gi Ti)",
-                          opt_name(opt), s, suf);
+      return pl_set_error(
+          PL_EINVAL,
+          "%s=%s: unknown size suffix '%s' (allowed: K M G T, Ki Mi Gi Ti)",
+          opt_name(opt), s, suf);
     }
     suf++;
     unsigned base = 1000;
@@ -83,7 +91,8 @@ pl_status pl_parse_size(const char *opt, const char *s, uint64_t *out) {
       base = 1024;
       suf++;
     }
-    if (*suf == 'B') suf++; /* tolerate "GiB" */
+    if (*suf == 'B')
+      suf++; /* tolerate "GiB" */
     if (*suf)
       return pl_set_error(
           PL_EINVAL,
@@ -108,7 +117,8 @@ pl_status pl_parse_size(const char *opt, const char *s, uint64_t *out) {
   for (int i = 0; i < dec; i++)
     pow10 *= 10;
   if (v % pow10 != 0)
-    return pl_set_error(PL_EINVAL, "%s=%s: not a whole number of units", opt_name(opt), s);
+    return pl_set_error(PL_EINVAL, "%s=%s: not a whole number of units",
+                        opt_name(opt), s);
   v /= pow10;
   if (v > (pl_u128)INT64_MAX)
     return pl_set_error(PL_EINVAL,
@@ -121,13 +131,15 @@ pl_status pl_parse_size(const char *opt, const char *s, uint64_t *out) {
 pl_status pl_parse_i64(const char *opt, const char *s, int64_t lo, int64_t hi,
                        int64_t *out) {
   if (!s || !*s)
-    return pl_set_error(PL_EINVAL, "%s: empty value (allowed: an integer %lld..%lld)",
+    return pl_set_error(PL_EINVAL,
+                        "%s: empty value (allowed: an integer %lld..%lld)",
                         opt_name(opt), (long long)lo, (long long)hi);
   errno = 0;
   char *end = NULL;
   long long v = strtoll(s, &end, 10);
   if (*end || end == s || isspace((unsigned char)*s))
-    return pl_set_error(PL_EINVAL, "%s=%s: not an integer (allowed: %lld..%lld)",
+    return pl_set_error(PL_EINVAL,
+                        "%s=%s: not an integer (allowed: %lld..%lld)",
                         opt_name(opt), s, (long long)lo, (long long)hi);
   if (errno == ERANGE)
     return pl_set_error(PL_EINVAL, "%s=%s: out of range (allowed: %lld..%lld)",
@@ -163,7 +175,8 @@ pl_status pl_parse_f64(const char *opt, const char *s, double lo, double hi,
 static void join_names(const char *const *names, char *buf, size_t len) {
   buf[0] = '\0';
   for (int i = 0; names && names[i]; i++) {
-    if (i) strncat(buf, " | ", len - strlen(buf) - 1);
+    if (i)
+      strncat(buf, " | ", len - strlen(buf) - 1);
     strncat(buf, names[i], len - strlen(buf) - 1);
   }
 }
@@ -195,7 +208,8 @@ pl_status pl_parse_size_list(const char *opt, const char *s, uint64_t *out,
     *b++ = '\0';
     char *c = strchr(b, ':');
     if (!c || strchr(c + 1, ':'))
-      return pl_set_error(PL_EINVAL, "%s=%s: a range is lo:hi:xF or lo:hi:+S", opt_name(opt), s);
+      return pl_set_error(PL_EINVAL, "%s=%s: a range is lo:hi:xF or lo:hi:+S",
+                          opt_name(opt), s);
     *c++ = '\0';
     uint64_t lo, hi;
     if (pl_parse_size(opt, a, &lo) != PL_OK ||
@@ -204,7 +218,8 @@ pl_status pl_parse_size_list(const char *opt, const char *s, uint64_t *out,
                              s);
     }
     if (hi < lo)
-      return pl_set_error(PL_EINVAL, "%s=%s: range end below its start", opt_name(opt), s);
+      return pl_set_error(PL_EINVAL, "%s=%s: range end below its start",
+                          opt_name(opt), s);
     if (*c == 'x') {
       /* the factor is its own number: a bad one is named as the factor */
       char *end = NULL;
@@ -217,12 +232,15 @@ pl_status pl_parse_size_list(const char *opt, const char *s, uint64_t *out,
             "%s=%s: the factor '%s' is not allowed (allowed: x2..x1024)",
             opt_name(opt), s, c);
       if (lo == 0)
-        return pl_set_error(PL_EINVAL, "%s=%s: a geometric range cannot start at 0", opt_name(opt), s);
+        return pl_set_error(PL_EINVAL,
+                            "%s=%s: a geometric range cannot start at 0",
+                            opt_name(opt), s);
       /* v <= hi <= INT64_MAX and f <= 1024: v * f never wraps before the
        * v > hi / f test stops the walk */
       for (uint64_t v = lo; v <= hi; v *= f) {
         if (*n >= max)
-          return pl_set_error(PL_EINVAL, "%s=%s: more than %d values", opt_name(opt), s, max);
+          return pl_set_error(PL_EINVAL, "%s=%s: more than %d values",
+                              opt_name(opt), s, max);
         out[(*n)++] = v;
         if (v > hi / f)
           break;
@@ -239,11 +257,14 @@ pl_status pl_parse_size_list(const char *opt, const char *s, uint64_t *out,
       /* v, st <= INT64_MAX: v + st never wraps a uint64 */
       for (uint64_t v = lo; v <= hi; v += st) {
         if (*n >= max)
-          return pl_set_error(PL_EINVAL, "%s=%s: more than %d values", opt_name(opt), s, max);
+          return pl_set_error(PL_EINVAL, "%s=%s: more than %d values",
+                              opt_name(opt), s, max);
         out[(*n)++] = v;
       }
     } else {
-      return pl_set_error(PL_EINVAL, "%s=%s: range step must be xF (times) or +S (plus)", opt_name(opt), s);
+      return pl_set_error(PL_EINVAL,
+                          "%s=%s: range step must be xF (times) or +S (plus)",
+                          opt_name(opt), s);
     }
     return PL_OK;
   }
@@ -251,13 +272,16 @@ pl_status pl_parse_size_list(const char *opt, const char *s, uint64_t *out,
     return pl_set_error(PL_EINVAL, "%s=%s: empty list element", opt_name(opt),
                         s);
   char *save = NULL;
-  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+  for (char *tok = strtok_r(buf, ",", &save); tok;
+       tok = strtok_r(NULL, ",", &save)) {
     if (*n >= max)
-      return pl_set_error(PL_EINVAL, "%s=%s: more than %d values", opt_name(opt), s, max);
+      return pl_set_error(PL_EINVAL, "%s=%s: more than %d values",
+                          opt_name(opt), s, max);
     PL_TRY(pl_parse_size(opt, tok, &out[(*n)++]));
   }
   if (*n == 0)
-    return pl_set_error(PL_EINVAL, "%s=%s: empty list element", opt_name(opt), s);
+    return pl_set_error(PL_EINVAL, "%s=%s: empty list element", opt_name(opt),
+                        s);
   return PL_OK;
 }
 
@@ -265,22 +289,26 @@ pl_status pl_parse_enum_list(const char *opt, const char *s,
                              const char *const *names, int *out, int max,
                              int *n) {
   if (!s || !*s || s[0] == ',' || s[strlen(s) - 1] == ',' || strstr(s, ",,"))
-    return pl_set_error(PL_EINVAL, "%s=%s: empty list element", opt_name(opt), s ? s : "");
+    return pl_set_error(PL_EINVAL, "%s=%s: empty list element", opt_name(opt),
+                        s ? s : "");
   char buf[1024];
   if (strlen(s) >= sizeof buf)
     return pl_set_error(PL_EINVAL, "%s: list too long", opt_name(opt));
   strcpy(buf, s);
   *n = 0;
   char *save = NULL;
-  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+  for (char *tok = strtok_r(buf, ",", &save); tok;
+       tok = strtok_r(NULL, ",", &save)) {
     if (*n >= max)
-      return pl_set_error(PL_EINVAL, "%s=%s: more than %d values", opt_name(opt), s, max);
+      return pl_set_error(PL_EINVAL, "%s=%s: more than %d values",
+                          opt_name(opt), s, max);
     PL_TRY(pl_parse_enum(opt, tok, names, &out[(*n)++]));
   }
   return PL_OK;
 }
 
-/* ---- tables --------------------------------------------------------------- */
+/* ---- tables ---------------------------------------------------------------
+ */
 
 typedef struct pl_argval {
   int set, given;
@@ -324,7 +352,9 @@ static pl_status set_value(const pl_opt *o, pl_argval *v, const char *text) {
   snprintf(name, sizeof name, "--%s", o->name);
   const uint64_t slo = bound_size(o->lo), shi = bound_size(o->hi);
   switch (o->kind) {
-  case PL_OPT_FLAG: v->i = 1; break;
+  case PL_OPT_FLAG:
+    v->i = 1;
+    break;
   case PL_OPT_INT:
     PL_TRY(pl_parse_i64(name, text, bound_i64(o->lo), bound_i64(o->hi), &v->i));
     break;
@@ -335,14 +365,20 @@ static pl_status set_value(const pl_opt *o, pl_argval *v, const char *text) {
           PL_EINVAL, "%s=%s: out of range (allowed: %llu..%llu)", name, text,
           (unsigned long long)slo, (unsigned long long)shi);
     break;
-  case PL_OPT_F64: PL_TRY(pl_parse_f64(name, text, o->lo, o->hi, &v->f)); break;
-  case PL_OPT_ENUM: PL_TRY(pl_parse_enum(name, text, o->choices, &v->e)); break;
+  case PL_OPT_F64:
+    PL_TRY(pl_parse_f64(name, text, o->lo, o->hi, &v->f));
+    break;
+  case PL_OPT_ENUM:
+    PL_TRY(pl_parse_enum(name, text, o->choices, &v->e));
+    break;
   case PL_OPT_STR:
-    if (!text || !*text) return pl_set_error(PL_EINVAL, "%s: empty value", name);
+    if (!text || !*text)
+      return pl_set_error(PL_EINVAL, "%s: empty value", name);
     v->s = text;
     break;
   case PL_OPT_SIZE_LIST:
-    PL_TRY(pl_parse_size_list(name, text, v->ulist, PL_OPT_LIST_MAX, &v->nlist));
+    PL_TRY(
+        pl_parse_size_list(name, text, v->ulist, PL_OPT_LIST_MAX, &v->nlist));
     for (int i = 0; i < v->nlist; i++)
       if (v->ulist[i] < slo || v->ulist[i] > shi)
         return pl_set_error(
@@ -351,7 +387,8 @@ static pl_status set_value(const pl_opt *o, pl_argval *v, const char *text) {
             (unsigned long long)slo, (unsigned long long)shi);
     break;
   case PL_OPT_ENUM_LIST:
-    PL_TRY(pl_parse_enum_list(name, text, o->choices, v->elist, PL_OPT_LIST_MAX, &v->nlist));
+    PL_TRY(pl_parse_enum_list(name, text, o->choices, v->elist, PL_OPT_LIST_MAX,
+                              &v->nlist));
     break;
   }
   v->set = 1;
@@ -375,11 +412,14 @@ static int find_long(const pl_opt *opts, const char *name, size_t len) {
 pl_status pl_args_parse(const pl_opt *opts, int argc, char **argv,
                         int max_positional, pl_args **out, bool *help) {
   *out = NULL;
-  if (help) *help = false;
+  if (help)
+    *help = false;
   pl_args *a = calloc(1, sizeof *a);
-  if (!a) return pl_set_error(PL_ENOMEM, "out of host memory parsing options");
+  if (!a)
+    return pl_set_error(PL_ENOMEM, "out of host memory parsing options");
   a->opts = opts;
-  while (opts[a->nopts].name) a->nopts++;
+  while (opts[a->nopts].name)
+    a->nopts++;
   a->vals = calloc((size_t)a->nopts + 1, sizeof *a->vals);
   a->pos = calloc((size_t)argc + 1, sizeof *a->pos);
   if (!a->vals || !a->pos) {
@@ -390,12 +430,14 @@ pl_status pl_args_parse(const pl_opt *opts, int argc, char **argv,
   for (int i = 0; i < a->nopts && st == PL_OK; i++)
     if (opts[i].defval) {
       st = set_value(&opts[i], &a->vals[i], opts[i].defval);
-      if (st != PL_OK) PL_ASSERT(!"bad default in an option table");
+      if (st != PL_OK)
+        PL_ASSERT(!"bad default in an option table");
     }
   for (int i = 0; i < argc && st == PL_OK; i++) {
     const char *arg = argv[i];
     if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-      if (help) *help = true;
+      if (help)
+        *help = true;
       continue;
     }
     int idx = -1;
@@ -418,24 +460,30 @@ pl_status pl_args_parse(const pl_opt *opts, int argc, char **argv,
         }
       }
       if (idx < 0) {
-        st = pl_set_error(PL_EINVAL, "unknown option '--%.*s' (see --help)", (int)len, name);
+        st = pl_set_error(PL_EINVAL, "unknown option '--%.*s' (see --help)",
+                          (int)len, name);
         break;
       }
-      if (eq) val = eq + 1;
+      if (eq)
+        val = eq + 1;
       if (opts[idx].kind == PL_OPT_FLAG && val) {
-        st = pl_set_error(PL_EINVAL, "option --%s takes no value", opts[idx].name);
+        st = pl_set_error(PL_EINVAL, "option --%s takes no value",
+                          opts[idx].name);
         break;
       }
-    } else if (arg[0] == '-' && arg[1] && !arg[2] && !isdigit((unsigned char)arg[1])) {
+    } else if (arg[0] == '-' && arg[1] && !arg[2] &&
+               !isdigit((unsigned char)arg[1])) {
       for (int j = 0; opts[j].name; j++)
-        if (opts[j].short_name == arg[1]) idx = j;
+        if (opts[j].short_name == arg[1])
+          idx = j;
       if (idx < 0) {
         st = pl_set_error(PL_EINVAL, "unknown option '%s' (see --help)", arg);
         break;
       }
     } else {
       if (a->npos >= max_positional) {
-        st = pl_set_error(PL_EINVAL, "unexpected argument '%s' (see --help)", arg);
+        st = pl_set_error(PL_EINVAL, "unexpected argument '%s' (see --help)",
+                          arg);
         break;
       }
       a->pos[a->npos++] = argv[i];
@@ -443,7 +491,8 @@ pl_status pl_args_parse(const pl_opt *opts, int argc, char **argv,
     }
     if (opts[idx].kind != PL_OPT_FLAG && !val) {
       if (i + 1 >= argc) {
-        st = pl_set_error(PL_EINVAL, "option --%s needs a value", opts[idx].name);
+        st = pl_set_error(PL_EINVAL, "option --%s needs a value",
+                          opts[idx].name);
         break;
       }
       if (looks_like_option(argv[i + 1])) {
@@ -468,7 +517,8 @@ pl_status pl_args_parse(const pl_opt *opts, int argc, char **argv,
 }
 
 void pl_args_free(pl_args *a) {
-  if (!a) return;
+  if (!a)
+    return;
   free(a->vals);
   free(a->pos);
   free(a);
@@ -476,7 +526,8 @@ void pl_args_free(pl_args *a) {
 
 void pl_args_usage(const pl_opt *opts, void *file) {
   FILE *f = file ? (FILE *)file : stdout;
-  static const char *kinds[] = {"", "INT", "SIZE", "X", "CHOICE", "TEXT", "SIZES", "CHOICES"};
+  static const char *kinds[] = {"",       "INT",  "SIZE",  "X",
+                                "CHOICE", "TEXT", "SIZES", "CHOICES"};
   for (int i = 0; opts && opts[i].name; i++) {
     const pl_opt *o = &opts[i];
     char left[96];
@@ -492,7 +543,8 @@ void pl_args_usage(const pl_opt *opts, void *file) {
       join_names(o->choices, allowed, sizeof allowed);
       fprintf(f, " [%s]", allowed);
     }
-    if (o->defval) fprintf(f, " (default: %s)", o->defval);
+    if (o->defval)
+      fprintf(f, " (default: %s)", o->defval);
     fputc('\n', f);
   }
 }
@@ -535,28 +587,34 @@ const char *pl_args_str(const pl_args *a, const char *name) {
 int pl_args_size_list(const pl_args *a, const char *name, uint64_t *out,
                       int max) {
   const pl_argval *v = get(a, name, PL_OPT_SIZE_LIST);
-  for (int i = 0; i < v->nlist && i < max; i++) out[i] = v->ulist[i];
+  for (int i = 0; i < v->nlist && i < max; i++)
+    out[i] = v->ulist[i];
   return v->nlist;
 }
 int pl_args_enum_list(const pl_args *a, const char *name, int *out, int max) {
   const pl_argval *v = get(a, name, PL_OPT_ENUM_LIST);
-  for (int i = 0; i < v->nlist && i < max; i++) out[i] = v->elist[i];
+  for (int i = 0; i < v->nlist && i < max; i++)
+    out[i] = v->elist[i];
   return v->nlist;
 }
 bool pl_args_given(const pl_args *a, const char *name) {
   for (int i = 0; i < a->nopts; i++)
-    if (!strcmp(a->opts[i].name, name)) return a->vals[i].given != 0;
+    if (!strcmp(a->opts[i].name, name))
+      return a->vals[i].given != 0;
   pl_assert_fail(name, __FILE__, __LINE__);
   return false;
 }
-int pl_args_npositional(const pl_args *a) { return a->npos; }
+int pl_args_npositional(const pl_args *a) {
+  return a->npos;
+}
 const char *pl_args_positional(const pl_args *a, int i) {
   return (i >= 0 && i < a->npos) ? a->pos[i] : NULL;
 }
 
 /* ---- engine values from option strings ---------------------------------- */
 
-pl_status pl_sco_parse_budget(const char *opt, const char *s, pl_sco_budget *out) {
+pl_status pl_sco_parse_budget(const char *opt, const char *s,
+                              pl_sco_budget *out) {
   memset(out, 0, sizeof *out);
   if (s && !strcmp(s, "all")) {
     out->all = true;
@@ -586,8 +644,10 @@ pl_status pl_headroom_parse(const char *opt, const char *s, bool attn_ok,
   if (st != PL_OK) {
     char why[512];
     snprintf(why, sizeof why, "%s", pl_last_error());
-    return pl_set_error(PL_EINVAL, "%s (allowed: 0, %sall, auto, or a device "
-                        "budget such as 24Gi)", why, attn_ok ? "attn, " : "");
+    return pl_set_error(PL_EINVAL,
+                        "%s (allowed: 0, %sall, auto, or a device "
+                        "budget such as 24Gi)",
+                        why, attn_ok ? "attn, " : "");
   }
   return PL_OK;
 }

@@ -51,26 +51,26 @@ pl_status pl_parse_enum_list(const char *opt, const char *s,
 /* ---- declarative option tables ----------------------------------------- */
 
 typedef enum pl_opt_kind {
-  PL_OPT_FLAG = 0,   /* no value; present = 1                              */
-  PL_OPT_INT,        /* integer in [lo, hi]                                */
-  PL_OPT_SIZE,       /* size with suffixes in [lo, hi]                     */
-  PL_OPT_F64,        /* real in [lo, hi]                                   */
-  PL_OPT_ENUM,       /* one of choices                                     */
-  PL_OPT_STR,        /* free string                                        */
-  PL_OPT_SIZE_LIST,  /* list or range of sizes, each in [lo, hi]           */
-  PL_OPT_ENUM_LIST,  /* comma-separated choices                            */
+  PL_OPT_FLAG = 0,  /* no value; present = 1                              */
+  PL_OPT_INT,       /* integer in [lo, hi]                                */
+  PL_OPT_SIZE,      /* size with suffixes in [lo, hi]                     */
+  PL_OPT_F64,       /* real in [lo, hi]                                   */
+  PL_OPT_ENUM,      /* one of choices                                     */
+  PL_OPT_STR,       /* free string                                        */
+  PL_OPT_SIZE_LIST, /* list or range of sizes, each in [lo, hi]           */
+  PL_OPT_ENUM_LIST, /* comma-separated choices                            */
 } pl_opt_kind;
 
 #define PL_OPT_LIST_MAX 64
 
 typedef struct pl_opt {
-  const char *name;             /* long name without dashes: "tokens"       */
-  char short_name;              /* 'n', or 0                                 */
+  const char *name; /* long name without dashes: "tokens"       */
+  char short_name;  /* 'n', or 0                                 */
   pl_opt_kind kind;
-  const char *defval;           /* default as text (NULL: no default)        */
+  const char *defval; /* default as text (NULL: no default)        */
   const char *help;
-  double lo, hi;                /* range for INT, SIZE, F64 and SIZE_LIST    */
-  const char *const *choices;   /* NULL-terminated, for ENUM and ENUM_LIST   */
+  double lo, hi;              /* range for INT, SIZE, F64 and SIZE_LIST    */
+  const char *const *choices; /* NULL-terminated, for ENUM and ENUM_LIST   */
 } pl_opt;
 
 /* Parsed values of one table; query by long name. */

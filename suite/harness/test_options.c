@@ -14,32 +14,47 @@ START_TEST(sizes_accept) {
   static const struct {
     const char *s;
     uint64_t v;
-  } ok[] = {{"0", 0},         {"4096", 4096},          {"1K", 1000},
-            {"1Ki", 1024},    {"64Ki", 65536},         {"1.5Ki", 1536},
-            {"2M", 2000000},  {"3Mi", 3u << 20},       {"1G", 1000000000ull},
-            {"1Gi", 1ull << 30}, {"2Ti", 2ull << 40},   {"16GiB", 16ull << 30},
+  } ok[] = {{"0", 0},
+            {"4096", 4096},
+            {"1K", 1000},
+            {"1Ki", 1024},
+            {"64Ki", 65536},
+            {"1.5Ki", 1536},
+            {"2M", 2000000},
+            {"3Mi", 3u << 20},
+            {"1G", 1000000000ull},
+            {"1Gi", 1ull << 30},
+            {"2Ti", 2ull << 40},
+            {"16GiB", 16ull << 30},
             {"65536", 65536}};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     uint64_t v = 12345;
-    ck_assert_msg(pl_parse_size("--x", ok[i].s, &v) == PL_OK, "%s: %s", ok[i].s, pl_last_error());
+    ck_assert_msg(pl_parse_size("--x", ok[i].s, &v) == PL_OK, "%s: %s", ok[i].s,
+                  pl_last_error());
     ck_assert_msg(v == ok[i].v, "%s -> %llu", ok[i].s, (unsigned long long)v);
   }
 }
 END_TEST
 
 START_TEST(sizes_reject) {
-  static const char *bad[] = {"", "-1", "+5", " 5", "12Q", "1.3", "1.0001Ki", "0x10", "1e3",
-                              "inf", "nan", "K", "5Kib", "5 K", "1Kii", "99999999999999999999999"};
+  static const char *bad[] = {
+      "",     "-1",  "+5",       " 5",
+      "12Q",  "1.3", "1.0001Ki", "0x10",
+      "1e3",  "inf", "nan",      "K",
+      "5Kib", "5 K", "1Kii",     "99999999999999999999999"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     uint64_t v = 7;
     pl_status st = pl_parse_size("--tokens", bad[i], &v);
-    ck_assert_msg(st == PL_EINVAL, "'%s' accepted as %llu", bad[i], (unsigned long long)v);
+    ck_assert_msg(st == PL_EINVAL, "'%s' accepted as %llu", bad[i],
+                  (unsigned long long)v);
     ck_assert_msg(v == 7, "'%s' wrote the output on failure", bad[i]);
-    ck_assert_msg(strstr(pl_last_error(), "--tokens") != NULL, "message names the option: %s", pl_last_error());
+    ck_assert_msg(strstr(pl_last_error(), "--tokens") != NULL,
+                  "message names the option: %s", pl_last_error());
   }
   pl_parse_size("--tokens", "12Q", &(uint64_t){0});
   ck_assert_msg(strstr(pl_last_error(), "12Q") && strstr(pl_last_error(), "Ki"),
-                "message names the value and what is allowed: %s", pl_last_error());
+                "message names the value and what is allowed: %s",
+                pl_last_error());
 }
 END_TEST
 
@@ -198,34 +213,45 @@ START_TEST(ints_floats_enums) {
   ck_assert_int_eq(pl_parse_enum("--variant", "llep", names, &e), PL_OK);
   ck_assert_int_eq(e, 1);
   ck_assert_int_eq(pl_parse_enum("--variant", "LLEP", names, &e), PL_EINVAL);
-  ck_assert_msg(strstr(pl_last_error(), "ep | llep | pipelined_llep") != NULL, "%s", pl_last_error());
+  ck_assert_msg(strstr(pl_last_error(), "ep | llep | pipelined_llep") != NULL,
+                "%s", pl_last_error());
   int el[8], n;
-  ck_assert_int_eq(pl_parse_enum_list("--variant", "ep,pipelined_llep", names, el, 8, &n), PL_OK);
+  ck_assert_int_eq(
+      pl_parse_enum_list("--variant", "ep,pipelined_llep", names, el, 8, &n),
+      PL_OK);
   ck_assert_int_eq(n, 2);
   ck_assert_int_eq(el[1], 2);
-  ck_assert_int_eq(pl_parse_enum_list("--variant", "ep,,llep", names, el, 8, &n), PL_EINVAL);
-  ck_assert_int_eq(pl_parse_enum_list("--variant", "ep,x", names, el, 8, &n), PL_EINVAL);
+  ck_assert_int_eq(
+      pl_parse_enum_list("--variant", "ep,,llep", names, el, 8, &n), PL_EINVAL);
+  ck_assert_int_eq(pl_parse_enum_list("--variant", "ep,x", names, el, 8, &n),
+                   PL_EINVAL);
 }
 END_TEST
 
 START_TEST(size_lists) {
   uint64_t v[64];
   int n;
-  ck_assert_int_eq(pl_parse_size_list("--sizes", "4Ki:64Ki:x2", v, 64, &n), PL_OK);
+  ck_assert_int_eq(pl_parse_size_list("--sizes", "4Ki:64Ki:x2", v, 64, &n),
+                   PL_OK);
   ck_assert_int_eq(n, 5);
   ck_assert_uint_eq(v[0], 4096);
   ck_assert_uint_eq(v[4], 65536);
-  ck_assert_int_eq(pl_parse_size_list("--sizes", "1K,2K,16Ki", v, 64, &n), PL_OK);
+  ck_assert_int_eq(pl_parse_size_list("--sizes", "1K,2K,16Ki", v, 64, &n),
+                   PL_OK);
   ck_assert_int_eq(n, 3);
   ck_assert_uint_eq(v[2], 16384);
   ck_assert_int_eq(pl_parse_size_list("--sizes", "0:10:+5", v, 64, &n), PL_OK);
   ck_assert_int_eq(n, 3);
   ck_assert_uint_eq(v[2], 10);
-  ck_assert_int_eq(pl_parse_size_list("--sizes", "64:4:x2", v, 64, &n), PL_EINVAL);
-  ck_assert_int_eq(pl_parse_size_list("--sizes", "0:4:x2", v, 64, &n), PL_EINVAL);
-  ck_assert_int_eq(pl_parse_size_list("--sizes", "1:4:y2", v, 64, &n), PL_EINVAL);
+  ck_assert_int_eq(pl_parse_size_list("--sizes", "64:4:x2", v, 64, &n),
+                   PL_EINVAL);
+  ck_assert_int_eq(pl_parse_size_list("--sizes", "0:4:x2", v, 64, &n),
+                   PL_EINVAL);
+  ck_assert_int_eq(pl_parse_size_list("--sizes", "1:4:y2", v, 64, &n),
+                   PL_EINVAL);
   ck_assert_int_eq(pl_parse_size_list("--sizes", "1,,2", v, 64, &n), PL_EINVAL);
-  ck_assert_int_eq(pl_parse_size_list("--sizes", "1:1G:+1", v, 64, &n), PL_EINVAL);
+  ck_assert_int_eq(pl_parse_size_list("--sizes", "1:1G:+1", v, 64, &n),
+                   PL_EINVAL);
   ck_assert_int_eq(pl_parse_size_list("--sizes", "1,2Q", v, 64, &n), PL_EINVAL);
 }
 END_TEST
@@ -242,8 +268,9 @@ static const pl_opt table[] = {
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL}};
 
 START_TEST(option_tables) {
-  char *argv[] = {"--iters=7", "--tokens", "32Ki", "-o", "dir", "--mode=hybrid",
-                  "--check", "--sizes=4Ki:16Ki:x2"};
+  char *argv[] = {
+      "--iters=7", "--tokens",      "32Ki",    "-o",
+      "dir",       "--mode=hybrid", "--check", "--sizes=4Ki:16Ki:x2"};
   pl_args *a = NULL;
   bool help = true;
   ck_assert_int_eq(pl_args_parse(table, 8, argv, 0, &a, &help), PL_OK);
@@ -263,13 +290,14 @@ START_TEST(option_tables) {
   pl_args_free(a);
 
   /* every kind of bad input is refused, nothing is returned */
-  char *bad1[] = {"--iters=0"}, *bad2[] = {"--tokens=12Q"}, *bad3[] = {"--mode=gpu"},
-       *bad4[] = {"--nope"}, *bad5[] = {"--iters"}, *bad6[] = {"stray"},
-       *bad7[] = {"--check=1"}, *bad8[] = {"--alpha=5"};
+  char *bad1[] = {"--iters=0"}, *bad2[] = {"--tokens=12Q"},
+       *bad3[] = {"--mode=gpu"}, *bad4[] = {"--nope"}, *bad5[] = {"--iters"},
+       *bad6[] = {"stray"}, *bad7[] = {"--check=1"}, *bad8[] = {"--alpha=5"};
   char **bads[] = {bad1, bad2, bad3, bad4, bad5, bad6, bad7, bad8};
   for (int i = 0; i < 8; i++) {
     a = (pl_args *)0x1;
-    ck_assert_msg(pl_args_parse(table, 1, bads[i], 0, &a, &help) == PL_EINVAL, "accepted %s", bads[i][0]);
+    ck_assert_msg(pl_args_parse(table, 1, bads[i], 0, &a, &help) == PL_EINVAL,
+                  "accepted %s", bads[i][0]);
     ck_assert_ptr_null(a);
     ck_assert_msg(strlen(pl_last_error()) > 0, "no message for %s", bads[i][0]);
   }
@@ -303,5 +331,6 @@ int main(void) {
   const TTest *tests[] = {sizes_accept,  sizes_reject,      sizes_limits,
                           table_limits,  ints_floats_enums, size_lists,
                           option_tables, sco_budgets,       NULL};
-  return pl_check_suite("options", 0, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
+  return pl_check_suite("options", 0, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1
+                                                                            : 0;
 }

@@ -42,8 +42,7 @@ typedef struct pl_paper_ops {
   double sco_hbm_gib[2], sco_ram_gib[2], sco_tok_s[2], sco_maxbatch[2];
   /* OffloadStreamAdamW vs ZeRO-Offload's CPU Adam, 2.625B params/rank:
    * step seconds, the speed-up, the staging GiB */
-  double adam_params, adam_cpu_s, adam_stream_s, adam_speedup,
-      adam_staging_gib;
+  double adam_params, adam_cpu_s, adam_stream_s, adam_speedup, adam_staging_gib;
 } pl_paper_ops;
 extern const pl_paper_ops pl_paper_op;
 

@@ -357,8 +357,7 @@ static pl_status out_dir_make(const char *out_dir) {
     return PL_OK;
   }
   if (mkdir(out_dir, 0775) != 0)
-    return pl_set_error(PL_EIO, "cannot make %s: %s", out_dir,
-                        strerror(errno));
+    return pl_set_error(PL_EIO, "cannot make %s: %s", out_dir, strerror(errno));
   return PL_OK;
 }
 
@@ -458,32 +457,34 @@ done:
 /* ---- the command
  * -------------------------------------------------------------- */
 static void report_usage(FILE *f) {
-  fprintf(f,
-          "usage: plateau report RUN_DIR [--format md|csv|json]\n"
-          "  Read every *.tsv result file in RUN_DIR and its direct "
-          "subdirectories\n"
-          "  (older schema versions mapped to the current column names), "
-          "group the\n"
-          "  rows by the report their bench names (suite/harness/benches.def) and "
-          "write\n"
-          "  RUN_DIR/report/<report>.md (Markdown tables with where each "
-          "number came\n"
-          "  from, the paper's printed values beside ours) and the charts, "
-          "drawn by\n"
-          "  gnuplot from $PLATEAU_ROOT/analysis, <binary>/../../analysis, "
-          "<binary>/../share/plateau/analysis\n  (make install) or ./analysis.\n"
-          "  Prints each path written.  Without gnuplot the tables are still "
-          "written\n  (a warning says the charts were skipped; exit 0).\n"
-          "  RUN_DIR/report/summary.md: the paper's claims against this run, "
-          "one row each.\n"
-          "  --format csv|json: instead, every row of the same files as one "
-          "tidy table per\n  bench, RUN_DIR/report/<bench>.csv or .json: "
-          "metadata columns (file, machine,\n  device, backend, commit, date, "
-          "sweep, point, file_ranks, finished) then the bench's columns,\n  units in the "
-          "header (CSV: \"time_ms (ms)\"; JSON: \"columns\": "
-          "[{name, unit}]).\n"
-          "  env: PLATEAU_GNUPLOT (program), PLATEAU_CALIB_CEILING=GBS[:label] "
-          "(dashed line)\n");
+  fprintf(
+      f,
+      "usage: plateau report RUN_DIR [--format md|csv|json]\n"
+      "  Read every *.tsv result file in RUN_DIR and its direct "
+      "subdirectories\n"
+      "  (older schema versions mapped to the current column names), "
+      "group the\n"
+      "  rows by the report their bench names (suite/harness/benches.def) and "
+      "write\n"
+      "  RUN_DIR/report/<report>.md (Markdown tables with where each "
+      "number came\n"
+      "  from, the paper's printed values beside ours) and the charts, "
+      "drawn by\n"
+      "  gnuplot from $PLATEAU_ROOT/analysis, <binary>/../../analysis, "
+      "<binary>/../share/plateau/analysis\n  (make install) or ./analysis.\n"
+      "  Prints each path written.  Without gnuplot the tables are still "
+      "written\n  (a warning says the charts were skipped; exit 0).\n"
+      "  RUN_DIR/report/summary.md: the paper's claims against this run, "
+      "one row each.\n"
+      "  --format csv|json: instead, every row of the same files as one "
+      "tidy table per\n  bench, RUN_DIR/report/<bench>.csv or .json: "
+      "metadata columns (file, machine,\n  device, backend, commit, date, "
+      "sweep, point, file_ranks, finished) then the bench's columns,\n  units "
+      "in the "
+      "header (CSV: \"time_ms (ms)\"; JSON: \"columns\": "
+      "[{name, unit}]).\n"
+      "  env: PLATEAU_GNUPLOT (program), PLATEAU_CALIB_CEILING=GBS[:label] "
+      "(dashed line)\n");
 }
 
 int pl_report_main(int argc, char **argv) {
@@ -513,8 +514,10 @@ int pl_report_main(int argc, char **argv) {
       else if (!strcmp(fv, "json"))
         fmt = PL_REPORT_JSON;
       else {
-        fprintf(stderr, "plateau report: --format '%s': allowed md, csv, "
-                        "json\n", fv);
+        fprintf(stderr,
+                "plateau report: --format '%s': allowed md, csv, "
+                "json\n",
+                fv);
         return 2;
       }
       continue;

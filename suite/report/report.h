@@ -5,10 +5,10 @@
  * The run directory is read once (report.c): every *.tsv in RUN_DIR and its
  * direct subdirectories (not RUN_DIR/report) that the reader accepts, v1 files
  * mapped to the current column names.  The tables are grouped by the report
- * that suite/harness/benches.def names for their `bench` metadata, and each report's
- * hook is called once with its group.  A hook writes under rc->out_dir, prints
- * each path it writes, and reads cells through the accessors of
- * report_util.h. */
+ * that suite/harness/benches.def names for their `bench` metadata, and each
+ * report's hook is called once with its group.  A hook writes under
+ * rc->out_dir, prints each path it writes, and reads cells through the
+ * accessors of report_util.h. */
 #ifndef PLATEAU_SUITE_REPORT_H
 #define PLATEAU_SUITE_REPORT_H
 

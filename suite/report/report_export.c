@@ -32,8 +32,8 @@
 
 #define NMETA 10
 static const char *const META[NMETA] = {
-    "file",  "machine", "device", "backend", "commit",
-    "date",  "sweep",   "point",  "file_ranks", "finished"};
+    "file", "machine", "device", "backend",    "commit",
+    "date", "sweep",   "point",  "file_ranks", "finished"};
 
 /* The metadata cell k of table t. */
 static const char *meta_of(const pl_table *t, int k, char *b, size_t n) {
@@ -51,7 +51,7 @@ static const char *meta_of(const pl_table *t, int k, char *b, size_t n) {
   case 4:
     snprintf(b, n, "%s%s", pl_rep_meta(t, "git_sha", "-"),
              strcmp(pl_rep_meta(t, "git_dirty", "0"), "1") == 0 ? "+dirty"
-                                                               : "");
+                                                                : "");
     return b;
   case 5:
     return pl_rep_meta(t, "start_utc", "-");
@@ -191,8 +191,8 @@ static pl_status export_one(pl_report_ctx *rc, const char *name,
     json_str(f, rc->run_dir);
     fputs(",\n \"columns\": [", f);
     for (int k = 0; k < NMETA + nc; k++) {
-      const char *c = k < NMETA ? meta_name(k, cols, nc, mb, sizeof mb)
-                                : cols[k - NMETA];
+      const char *c =
+          k < NMETA ? meta_name(k, cols, nc, mb, sizeof mb) : cols[k - NMETA];
       const char *u = k < NMETA ? NULL : unit_of(c);
       fputs(k ? ",\n  {\"name\": " : "\n  {\"name\": ", f);
       json_str(f, c);
@@ -206,8 +206,8 @@ static pl_status export_one(pl_report_ctx *rc, const char *name,
     fputs("],\n \"rows\": [", f);
   } else {
     for (int k = 0; k < NMETA + nc; k++) {
-      const char *c = k < NMETA ? meta_name(k, cols, nc, mb, sizeof mb)
-                                : cols[k - NMETA];
+      const char *c =
+          k < NMETA ? meta_name(k, cols, nc, mb, sizeof mb) : cols[k - NMETA];
       const char *u = k < NMETA ? NULL : unit_of(c);
       char h[256];
       snprintf(h, sizeof h, u ? "%s (%s)" : "%s", c, u);
@@ -223,10 +223,10 @@ static pl_status export_one(pl_report_ctx *rc, const char *name,
       if (json)
         fputs(nr ? ",\n  {" : "\n  {", f);
       for (int k = 0; k < NMETA + nc; k++) {
-        const char *c = k < NMETA ? meta_name(k, cols, nc, mb, sizeof mb)
-                                  : cols[k - NMETA];
-        const char *v = k < NMETA ? meta_of(t[i], k, b, sizeof b)
-                                  : pl_cell(t[i], r, c);
+        const char *c =
+            k < NMETA ? meta_name(k, cols, nc, mb, sizeof mb) : cols[k - NMETA];
+        const char *v =
+            k < NMETA ? meta_of(t[i], k, b, sizeof b) : pl_cell(t[i], r, c);
         if (json) {
           if (k)
             fputs(", ", f);

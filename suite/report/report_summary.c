@@ -57,8 +57,10 @@ static int claim_rows(claim_row *r) {
     claim_row *x = add(r, &n, id, pl_paper_reach, U_CTX);
     snprintf(x->claim, sizeof x->claim,
              "plateau trains 1M tokens of context, %s on %d GPUs (longest "
-             "context ok)", f->model, f->gpus);
-    snprintf(x->paper, sizeof x->paper, "%s", pl_rep_ctx(c, sizeof c, pl_paper_reach));
+             "context ok)",
+             f->model, f->gpus);
+    snprintf(x->paper, sizeof x->paper, "%s",
+             pl_rep_ctx(c, sizeof c, pl_paper_reach));
   }
   for (int k = 0; k < 3; k++) {
     const pl_paper_vs_fig *f = &pl_paper_vs[k];
@@ -66,7 +68,8 @@ static int claim_rows(claim_row *r) {
     claim_row *x = add(r, &n, id, f->fsdp2_reach, U_CTX);
     snprintf(x->claim, sizeof x->claim,
              "FSDP2-best runs out of memory past its longest context, %s on "
-             "%d GPUs", f->model, f->gpus);
+             "%d GPUs",
+             f->model, f->gpus);
     snprintf(x->paper, sizeof x->paper, "%s (OOM above)",
              pl_rep_ctx(c, sizeof c, f->fsdp2_reach));
   }
@@ -122,15 +125,15 @@ static int claim_rows(claim_row *r) {
            "V 200,000, N 16K)");
   snprintf(x->paper, sizeof x->paper, "%+.1f%% at %+.1f%% time (8×H200)",
            op->vocab_peak_pct[0], op->vocab_time_pct[0]);
-  const double sco = 100 * (op->sco_hbm_gib[1] - op->sco_hbm_gib[0]) /
-                     op->sco_hbm_gib[0];
+  const double sco =
+      100 * (op->sco_hbm_gib[1] - op->sco_hbm_gib[0]) / op->sco_hbm_gib[0];
   x = add(r, &n, "sco", sco, U_PCT);
   snprintf(x->claim, sizeof x->claim,
            "SCO: device peak, host budget 0 → all (gpt-oss-20b)");
   snprintf(x->paper, sizeof x->paper, "%+.1f%% (%.2f → %.2f GiB, 8×H200)", sco,
            op->sco_hbm_gib[0], op->sco_hbm_gib[1]);
-  const double scob = 100 * (op->sco_maxbatch[1] - op->sco_maxbatch[0]) /
-                      op->sco_maxbatch[0];
+  const double scob =
+      100 * (op->sco_maxbatch[1] - op->sco_maxbatch[0]) / op->sco_maxbatch[0];
   x = add(r, &n, "sco_batch", scob, U_PCT);
   snprintf(x->claim, sizeof x->claim,
            "SCO: largest batch, host budget 0 → all (gpt-oss-20b)");

@@ -488,7 +488,8 @@ static bool plottable(const char *s, bool log) {
 static bool in_panel(const char *spec, const char *c, const char *x) {
   char buf[512];
   snprintf(buf, sizeof buf, "%s", spec);
-  for (char *sv, *w = strtok_r(buf, " ", &sv); w; w = strtok_r(NULL, " ", &sv)) {
+  for (char *sv, *w = strtok_r(buf, " ", &sv); w;
+       w = strtok_r(NULL, " ", &sv)) {
     if (w[0] == '*') {
       const size_t lw = strlen(w + 1), lc = strlen(c);
       if (lc >= lw && strcmp(c + lc - lw, w + 1) == 0 &&

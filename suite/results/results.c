@@ -126,7 +126,8 @@ static pl_status write_all(int fd, const char *buf, size_t len,
   while (len > 0) {
     ssize_t w = write(fd, buf, len);
     if (w < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR)
+        continue;
       return pl_set_error(PL_EIO, "write %s: %s", path, strerror(errno));
     }
     buf += w;
@@ -144,7 +145,8 @@ typedef struct sbuf {
 static void sb_putn(sbuf *b, const char *s, size_t n) {
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n + 1) cap *= 2;
+    while (cap < b->len + n + 1)
+      cap *= 2;
     char *p = realloc(b->p, cap);
     PL_ASSERT(p != NULL);
     b->p = p;
@@ -154,7 +156,9 @@ static void sb_putn(sbuf *b, const char *s, size_t n) {
   b->len += n;
   b->p[b->len] = '\0';
 }
-static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+static void sb_puts(sbuf *b, const char *s) {
+  sb_putn(b, s, strlen(s));
+}
 
 /* Metadata values live on one "# key: value" line: newlines and tabs become
  * spaces. */
@@ -220,7 +224,8 @@ pl_status pl_results_create(const char *dir, const char *stem,
   gethostname(host, sizeof host - 1);
   host[sizeof host - 1] = '\0';
   for (char *c = host; *c; c++)
-    if (*c == '/' || *c == '.' || *c == ' ') *c = '_';
+    if (*c == '/' || *c == '.' || *c == ' ')
+      *c = '_';
   char stamp[32];
   time_t now = time(NULL);
   struct tm tm;
@@ -235,10 +240,11 @@ pl_status pl_results_create(const char *dir, const char *stem,
     snprintf(path, plen, "%s/%s.%s.%s.%ld.%d.tsv", dir, stem, stamp, host,
              (long)getpid(), n);
     fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0664);
-    if (fd >= 0) break;
+    if (fd >= 0)
+      break;
     if (errno != EEXIST) {
-      pl_status st = pl_set_error(PL_EIO, "create %s: %s", path,
-                                  strerror(errno));
+      pl_status st =
+          pl_set_error(PL_EIO, "create %s: %s", path, strerror(errno));
       free(path);
       free(made);
       return st;
@@ -285,14 +291,17 @@ pl_status pl_results_create(const char *dir, const char *stem,
 static pl_status read_header(const char *path, char **header) {
   pl_status ost;
   FILE *f = pl__results_open_regular(path, &ost);
-  if (!f) return ost;
+  if (!f)
+    return ost;
   char *line = NULL;
   size_t cap = 0;
   ssize_t n;
   pl_status st = pl_set_error(PL_EINVAL, "%s: no header line", path);
   while ((n = getline(&line, &cap, f)) > 0) {
-    if (line[0] == '#') continue;
-    if (line[n - 1] != '\n') break;
+    if (line[0] == '#')
+      continue;
+    if (line[n - 1] != '\n')
+      break;
     line[n - 1] = '\0';
     *header = line;
     line = NULL;
@@ -311,15 +320,16 @@ pl_status pl_results_open_append(const char *path, const char *columns,
   char *header = NULL;
   PL_TRY(read_header(path, &header));
   if (strcmp(header, columns) != 0) {
-    pl_status st = pl_set_error(PL_EINVAL,
-                                "%s: header '%s' differs from columns '%s'",
-                                path, header, columns);
+    pl_status st =
+        pl_set_error(PL_EINVAL, "%s: header '%s' differs from columns '%s'",
+                     path, header, columns);
     free(header);
     return st;
   }
   free(header);
   int fd = open(path, O_RDWR | O_APPEND | O_CLOEXEC);
-  if (fd < 0) return pl_set_error(PL_EIO, "open %s: %s", path, strerror(errno));
+  if (fd < 0)
+    return pl_set_error(PL_EIO, "open %s: %s", path, strerror(errno));
   pl_results *r = calloc(1, sizeof *r);
   PL_ASSERT(r != NULL);
   r->fd = fd;
@@ -330,11 +340,14 @@ pl_status pl_results_open_append(const char *path, const char *columns,
 }
 
 pl_status pl_results_append(pl_results *r, const char *line) {
-  if (!r || !line) return pl_set_error(PL_EINVAL, "pl_results_append: NULL");
+  if (!r || !line)
+    return pl_set_error(PL_EINVAL, "pl_results_append: NULL");
   size_t len = strlen(line);
   if (memchr(line, '\n', len) || line[0] == '#')
-    return pl_set_error(PL_EINVAL, "%s: a row must be one line not starting "
-                        "with '#'", r->path);
+    return pl_set_error(PL_EINVAL,
+                        "%s: a row must be one line not starting "
+                        "with '#'",
+                        r->path);
   int nf = pl__results_count_fields(line, len);
   if (nf != r->ncols)
     return pl_set_error(PL_EINVAL, "%s: row has %d fields, header has %d",
@@ -349,7 +362,8 @@ pl_status pl_results_append(pl_results *r, const char *line) {
 }
 
 pl_status pl_results_close(pl_results *r, const char *end_status) {
-  if (!r) return PL_OK;
+  if (!r)
+    return PL_OK;
   char stamp[32], line[128];
   pl_utc_stamp(stamp, sizeof stamp);
   snprintf(line, sizeof line, "# end: %s %s\n",
@@ -383,7 +397,9 @@ void pl_results_discard(pl_results *r) {
   free(r);
 }
 
-const char *pl_results_path(const pl_results *r) { return r ? r->path : NULL; }
+const char *pl_results_path(const pl_results *r) {
+  return r ? r->path : NULL;
+}
 
 /* ---- metadata ------------------------------------------------------------ */
 

@@ -64,17 +64,17 @@ const char *pl_results_path(const pl_results *r);
 /* ---- reading ------------------------------------------------------------- */
 typedef struct pl_table {
   char *path;
-  char *bench;        /* the `bench` metadata value ("unknown" if none) */
-  int version;        /* schema version of the file */
+  char *bench; /* the `bench` metadata value ("unknown" if none) */
+  int version; /* schema version of the file */
   int ncols;
-  char **cols;        /* header names                                */
+  char **cols; /* header names                                */
   int nrows;
-  char ***rows;       /* rows[i][j]                                  */
-  int *lines;         /* lines[i]: row i's line number in the file   */
+  char ***rows; /* rows[i][j]                                  */
+  int *lines;   /* lines[i]: row i's line number in the file   */
   int nmeta;
   char **meta_keys, **meta_vals;
-  int nbad;           /* malformed lines skipped (torn rows)          */
-  int finished;       /* 1 if an "# end:" line is present            */
+  int nbad;     /* malformed lines skipped (torn rows)          */
+  int finished; /* 1 if an "# end:" line is present            */
 } pl_table;
 
 /* Read a result file (version-1 files mapped to the current names); an

@@ -22,7 +22,8 @@
 int pl__results_count_fields(const char *line, size_t len) {
   int n = 1;
   for (size_t i = 0; i < len; i++)
-    if (line[i] == '\t') n++;
+    if (line[i] == '\t')
+      n++;
   return n;
 }
 

@@ -13,9 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/check_run.h"
 #include "plateau/plateau.h"
 #include "results.h"
-#include "core/check_run.h"
 
 static char tmpdir[256];
 
@@ -26,11 +26,13 @@ static void mk_tmp(void) {
 
 static void rm_tmp(void) {
   DIR *d = opendir(tmpdir);
-  if (!d) return;
+  if (!d)
+    return;
   struct dirent *e;
   char p[600];
   while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
+    if (e->d_name[0] == '.')
+      continue;
     snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
     unlink(p);
   }
@@ -47,7 +49,8 @@ static int list_tsv(char paths[][600], int max) {
   while ((e = readdir(d)) != NULL) {
     size_t l = strlen(e->d_name);
     if (l > 4 && strcmp(e->d_name + l - 4, ".tsv") == 0) {
-      if (n < max) snprintf(paths[n], 600, "%s/%s", tmpdir, e->d_name);
+      if (n < max)
+        snprintf(paths[n], 600, "%s/%s", tmpdir, e->d_name);
       n++;
     }
   }
@@ -179,22 +182,28 @@ START_TEST(concurrent_writers) {
       char line[1200], pay[1000];
       if (c < NCHILD) { /* append to the shared file */
         pl_results *w = NULL;
-        if (pl_results_open_append(shared, COLS, &w) != PL_OK) _exit(10);
+        if (pl_results_open_append(shared, COLS, &w) != PL_OK)
+          _exit(10);
         for (int s = 0; s < NROWS; s++) {
           payload(pay, sizeof pay, c, s);
           snprintf(line, sizeof line, "%d\t%d\t%s", c, s, pay);
-          if (pl_results_append(w, line) != PL_OK) bad++;
+          if (pl_results_append(w, line) != PL_OK)
+            bad++;
         }
-        if (pl_results_close(w, "ok") != PL_OK) bad++;
+        if (pl_results_close(w, "ok") != PL_OK)
+          bad++;
       } else { /* each its own file, same dir, same stem, same second */
         pl_results *w = NULL;
-        if (pl_results_create(tmpdir, "own", COLS, NULL, &w) != PL_OK) _exit(11);
+        if (pl_results_create(tmpdir, "own", COLS, NULL, &w) != PL_OK)
+          _exit(11);
         for (int s = 0; s < NOWN; s++) {
           payload(pay, sizeof pay, c, s);
           snprintf(line, sizeof line, "%d\t%d\t%s", c, s, pay);
-          if (pl_results_append(w, line) != PL_OK) bad++;
+          if (pl_results_append(w, line) != PL_OK)
+            bad++;
         }
-        if (pl_results_close(w, "ok") != PL_OK) bad++;
+        if (pl_results_close(w, "ok") != PL_OK)
+          bad++;
       }
       _exit(bad ? 12 : 0);
     }
@@ -232,7 +241,8 @@ START_TEST(concurrent_writers) {
         seen[c][s] = 1;
       } else {
         ck_assert(c >= NCHILD && c < 2 * NCHILD);
-        if (owner < 0) owner = c;
+        if (owner < 0)
+          owner = c;
         ck_assert_int_eq(c, owner);
         ck_assert_int_eq(s, k);
       }
@@ -340,7 +350,8 @@ START_TEST(meta_whitelist) {
         strstr(kv[i], "TEST_KEY") || strstr(kv[i + 1], "hidden") ||
         strstr(kv[i + 1], "tok-123") || strstr(kv[i + 1], "pw-456"))
       found_other = 1;
-    if (!strcmp(kv[i], "slurm_job_id") && !strcmp(kv[i + 1], "4242")) found_job = 1;
+    if (!strcmp(kv[i], "slurm_job_id") && !strcmp(kv[i + 1], "4242"))
+      found_job = 1;
     if (!strcmp(kv[i], "argv") &&
         !strcmp(kv[i + 1], "plateau bench calib '--note=a b'"))
       found_argv = 1;
@@ -383,7 +394,6 @@ START_TEST(meta_whitelist) {
 }
 END_TEST
 
-
 /* Write `text` to tmpdir/name; returns the path (static). */
 static const char *put(const char *name, const char *text) {
   static char path[700];
@@ -398,9 +408,11 @@ static const char *put(const char *name, const char *text) {
 START_TEST(unknown_version_refused) {
   mk_tmp();
   pl_table t;
-  const char *p = put("v9.tsv", "# plateau-results: 9\n# bench: x\na\tb\n1\t2\n");
+  const char *p =
+      put("v9.tsv", "# plateau-results: 9\n# bench: x\na\tb\n1\t2\n");
   ck_assert_int_eq(pl_table_read(p, &t), PL_EINVAL);
-  ck_assert_msg(strstr(pl_last_error(), "version 9") != NULL, "%s", pl_last_error());
+  ck_assert_msg(strstr(pl_last_error(), "version 9") != NULL, "%s",
+                pl_last_error());
   p = put("v0.tsv", "# plateau-results: x\n# bench: x\na\tb\n1\t2\n");
   ck_assert_int_eq(pl_table_read(p, &t), PL_EINVAL);
   p = put("v2.tsv", "# plateau-results: 2\n# bench: x\na\tb\n1\t2\n");
@@ -417,10 +429,11 @@ START_TEST(v1_mapped) {
   pl_table t;
   /* vocab: peak_gib -> dev_peak_bytes (x 2^30), floor_gib -> bound_bytes,
    * `bench` added first; "-" stays "-" */
-  const char *p = put("vocab.tsv",
-                      "# plateau-results: 1\n# bench: vocab\n"
-                      "variant\ttime_ms\tpeak_gib\tfloor_gib\tstatus\tcheck\tnote\n"
-                      "ring\t2.5\t1.5\t-\tok\tpass\t-\n");
+  const char *p =
+      put("vocab.tsv",
+          "# plateau-results: 1\n# bench: vocab\n"
+          "variant\ttime_ms\tpeak_gib\tfloor_gib\tstatus\tcheck\tnote\n"
+          "ring\t2.5\t1.5\t-\tok\tpass\t-\n");
   ck_assert_int_eq(pl_table_read(p, &t), PL_OK);
   ck_assert_int_eq(t.ncols, 8);
   ck_assert_str_eq(t.cols[0], "bench");
@@ -432,19 +445,21 @@ START_TEST(v1_mapped) {
   ck_assert_str_eq(t.rows[0][pl_table_col(&t, "bound_bytes")], "-");
   pl_table_free(&t);
   /* attention: backend dropped, algo -> variant, kernel from the note */
-  p = put("attention.tsv",
-          "# plateau-results: 1\n# bench: attention\n"
-          "backend\tseq\talgo\tpass\tms\ta2a_gbps\tstatus\tcheck\tnote\n"
-          "cuda\t4096\tauto\tfwd\t1\t-\tok\tpass\tfwd kernel wgmma/ovtma\n"
-          "cuda\t4096\tauto\tfwdbwd\t3\t-\tok\tpass\tfwd kernel A, bwd kernel B\n"
-          "cuda\t4096\tauto\tfwdbwd\t3\t-\tok\tpass\t-\n");
+  p = put(
+      "attention.tsv",
+      "# plateau-results: 1\n# bench: attention\n"
+      "backend\tseq\talgo\tpass\tms\ta2a_gbps\tstatus\tcheck\tnote\n"
+      "cuda\t4096\tauto\tfwd\t1\t-\tok\tpass\tfwd kernel wgmma/ovtma\n"
+      "cuda\t4096\tauto\tfwdbwd\t3\t-\tok\tpass\tfwd kernel A, bwd kernel B\n"
+      "cuda\t4096\tauto\tfwdbwd\t3\t-\tok\tpass\t-\n");
   ck_assert_int_eq(pl_table_read(p, &t), PL_OK);
   ck_assert_int_eq(pl_table_col(&t, "backend"), -1);
   ck_assert_int_ge(pl_table_col(&t, "variant"), 0);
   ck_assert_int_ge(pl_table_col(&t, "time_ms"), 0);
   ck_assert_int_ge(pl_table_col(&t, "a2a_gbs"), 0);
   int k = pl_table_col(&t, "kernel");
-  ck_assert_int_eq(k + 1, pl_table_col(&t, "status")); /* derived: before status */
+  ck_assert_int_eq(k + 1,
+                   pl_table_col(&t, "status")); /* derived: before status */
   ck_assert_str_eq(t.rows[0][k], "wgmma/ovtma");
   ck_assert_str_eq(t.rows[1][k], "A+B");
   ck_assert_str_eq(t.rows[2][k], "?+?");
@@ -463,10 +478,9 @@ START_TEST(v1_mapped) {
   ck_assert_str_eq(t.rows[1][pl_table_col(&t, "cpu_share")], "-");
   ck_assert_int_ge(pl_table_col(&t, "optim_staging_bytes"), 0);
   pl_table_free(&t);
-  p = put("maxbatch.tsv",
-          "# plateau-results: 1\n# bench: maxbatch\n"
-          "kind\tbench\tms_median\tstatus\tcheck\tnote\n"
-          "trial\tsco\t4\tok\tskip\t-\n");
+  p = put("maxbatch.tsv", "# plateau-results: 1\n# bench: maxbatch\n"
+                          "kind\tbench\tms_median\tstatus\tcheck\tnote\n"
+                          "trial\tsco\t4\tok\tskip\t-\n");
   ck_assert_int_eq(pl_table_read(p, &t), PL_OK);
   ck_assert_str_eq(t.rows[0][pl_table_col(&t, "bench")], "maxbatch");
   ck_assert_str_eq(t.rows[0][pl_table_col(&t, "target")], "sco");
@@ -485,15 +499,18 @@ START_TEST(untrusted_files) {
   snprintf(fifo, sizeof fifo, "%s/fifo.tsv", tmpdir);
   ck_assert_int_eq(mkfifo(fifo, 0600), 0);
   ck_assert_int_eq(pl_table_read(fifo, &t), PL_EINVAL); /* hangs before */
-  ck_assert_msg(strstr(pl_last_error(), "not a regular file"), "%s", pl_last_error());
+  ck_assert_msg(strstr(pl_last_error(), "not a regular file"), "%s",
+                pl_last_error());
   unlink(fifo);
-  const char *p = put("v2x.tsv", "# plateau-results: 2x\n# bench: x\na\tb\n1\t2\n");
+  const char *p =
+      put("v2x.tsv", "# plateau-results: 2x\n# bench: x\na\tb\n1\t2\n");
   ck_assert_int_eq(pl_table_read(p, &t), PL_EINVAL);
   ck_assert_msg(strstr(pl_last_error(), "version '2x'"), "%s", pl_last_error());
   p = put("v2sp.tsv", "# plateau-results: 2 \n# bench: x\na\tb\n1\t2\n");
   ck_assert_int_eq(pl_table_read(p, &t), PL_OK);
   pl_table_free(&t);
-  p = put("vbig.tsv", "# plateau-results: 99999999999\n# bench: x\na\tb\n1\t2\n");
+  p = put("vbig.tsv",
+          "# plateau-results: 99999999999\n# bench: x\na\tb\n1\t2\n");
   ck_assert_int_eq(pl_table_read(p, &t), PL_EINVAL);
   ck_assert_msg(strstr(pl_last_error(), "99999999999"), "%s", pl_last_error());
   rm_tmp();
@@ -501,8 +518,11 @@ START_TEST(untrusted_files) {
 END_TEST
 
 int main(void) {
-  const TTest *tests[] = {round_trip,     never_overwritten,       concurrent_writers,
-                          killed_mid_row, meta_whitelist,          unknown_version_refused,
-                          v1_mapped,      untrusted_files, NULL};
-  return pl_check_suite("results", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
+  const TTest *tests[] = {
+      round_trip,     never_overwritten, concurrent_writers,
+      killed_mid_row, meta_whitelist,    unknown_version_refused,
+      v1_mapped,      untrusted_files,   NULL};
+  return pl_check_suite("results", 120, tests, NULL, NULL, CK_FORK_GETENV, 0)
+             ? 1
+             : 0;
 }

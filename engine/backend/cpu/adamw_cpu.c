@@ -17,7 +17,8 @@ pl_status pl__cpu_adamw_update(pl_stream *s, float *p, float *m, float *v,
     float pn = pl__adamw_elem(p[i], &m[i], &v[i],
                               pl__adamw_load_g(g, is_bf16, i), &kk);
     p[i] = pn;
-    if (w) w[i] = pl_f32_to_bf16(pn);
+    if (w)
+      w[i] = pl_f32_to_bf16(pn);
   }
   return PL_OK;
 }
@@ -39,7 +40,8 @@ static double chunk_sumsq(const void *g, int is_bf16, size_t lo, size_t hi) {
     lane[l] = lane[l] + x * x;
   }
   for (int off = PL_ADAMW_NORM_LANES / 2; off >= 1; off /= 2)
-    for (int l = 0; l < off; l++) lane[l] = lane[l] + lane[l + off];
+    for (int l = 0; l < off; l++)
+      lane[l] = lane[l] + lane[l + off];
   return lane[0];
 }
 

@@ -38,13 +38,15 @@
  * 1 KiB of f32 state, 16 cache lines in flight per stream. */
 #define PL_SIMD_PREFETCH 256
 
-/* ---- paths ------------------------------------------------------------------ */
+/* ---- paths ------------------------------------------------------------------
+ */
 
 const char *const pl_simd_path_names[] = {"auto", "scalar", "avx2", "avx512",
                                           NULL};
 
 const char *pl_simd_path_name(pl_simd_path p) {
-  if ((int)p < 0 || (int)p > PL_SIMD_AVX512) return "?";
+  if ((int)p < 0 || (int)p > PL_SIMD_AVX512)
+    return "?";
   return pl_simd_path_names[p];
 }
 
@@ -95,7 +97,8 @@ pl_status pl_simd_path_resolve(pl_simd_path p, pl_simd_path *out) {
   return PL_OK;
 }
 
-/* ---- kernels ---------------------------------------------------------------- */
+/* ---- kernels ----------------------------------------------------------------
+ */
 
 typedef void (*kernel_fn)(float *p, float *m, float *v, const void *g,
                           int is_bf16, pl_bf16 *w, int w_nt, size_t n,
@@ -104,8 +107,8 @@ typedef void (*kernel_fn)(float *p, float *m, float *v, const void *g,
 /* Prefetch element i + PL_SIMD_PREFETCH of every stream (a prefetch never
  * faults, past the end included). */
 static inline void prefetch_streams(const float *p, const float *m,
-                                    const float *v, const void *g,
-                                    int is_bf16, size_t i) {
+                                    const float *v, const void *g, int is_bf16,
+                                    size_t i) {
   size_t j = i + PL_SIMD_PREFETCH;
   _mm_prefetch((const char *)(p + j), _MM_HINT_T0);
   _mm_prefetch((const char *)(m + j), _MM_HINT_T0);
@@ -113,15 +116,16 @@ static inline void prefetch_streams(const float *p, const float *m,
   _mm_prefetch((const char *)g + j * (is_bf16 ? 2 : 4), _MM_HINT_T0);
 }
 
-static void upd_scalar(float *p, float *m, float *v, const void *g,
-                       int is_bf16, pl_bf16 *w, int w_nt, size_t n,
+static void upd_scalar(float *p, float *m, float *v, const void *g, int is_bf16,
+                       pl_bf16 *w, int w_nt, size_t n,
                        const pl_adamw_scalars *k) {
   (void)w_nt;
   for (size_t i = 0; i < n; i++) {
-    float pn = pl__adamw_elem(p[i], &m[i], &v[i],
-                             pl__adamw_load_g(g, is_bf16, i), k);
+    float pn =
+        pl__adamw_elem(p[i], &m[i], &v[i], pl__adamw_load_g(g, is_bf16, i), k);
     p[i] = pn;
-    if (w) w[i] = pl_f32_to_bf16(pn);
+    if (w)
+      w[i] = pl_f32_to_bf16(pn);
   }
 }
 
@@ -143,12 +147,12 @@ upd_avx2(float *p, float *m, float *v, const void *g, int is_bf16, pl_bf16 *w,
   const int nt = w && w_nt && ((uintptr_t)w % 16) == 0;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    if (i % 16 == 0) prefetch_streams(p, m, v, g, is_bf16, i);
+    if (i % 16 == 0)
+      prefetch_streams(p, m, v, g, is_bf16, i);
     __m256 gr;
     if (is_bf16) {
       __m128i h = _mm_loadu_si128((const __m128i *)(gb + i));
-      gr = _mm256_castsi256_ps(
-          _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+      gr = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     } else {
       gr = _mm256_loadu_ps(gf + i);
     }
@@ -168,10 +172,10 @@ upd_avx2(float *p, float *m, float *v, const void *g, int is_bf16, pl_bf16 *w,
     if (w) {
       __m256i x = _mm256_castps_si256(pp);
       __m256i hi16 = _mm256_srli_epi32(x, 16);
-      __m256i r = _mm256_srli_epi32(
-          _mm256_add_epi32(_mm256_add_epi32(x, r7fff),
-                           _mm256_and_si256(hi16, one)),
-          16);
+      __m256i r =
+          _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, r7fff),
+                                             _mm256_and_si256(hi16, one)),
+                            16);
       __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, absm), inf);
       r = _mm256_blendv_epi8(r, _mm256_or_si256(hi16, q), nan);
       __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r),
@@ -182,7 +186,8 @@ upd_avx2(float *p, float *m, float *v, const void *g, int is_bf16, pl_bf16 *w,
         _mm_storeu_si128((__m128i *)(w + i), packed);
     }
   }
-  if (nt) _mm_sfence();
+  if (nt)
+    _mm_sfence();
   if (i < n)
     upd_scalar(p + i, m + i, v + i,
                is_bf16 ? (const void *)(gb + i) : (const void *)(gf + i),
@@ -190,8 +195,8 @@ upd_avx2(float *p, float *m, float *v, const void *g, int is_bf16, pl_bf16 *w,
 }
 
 __attribute__((target("avx512f"))) static void
-upd_avx512(float *p, float *m, float *v, const void *g, int is_bf16,
-           pl_bf16 *w, int w_nt, size_t n, const pl_adamw_scalars *k) {
+upd_avx512(float *p, float *m, float *v, const void *g, int is_bf16, pl_bf16 *w,
+           int w_nt, size_t n, const pl_adamw_scalars *k) {
   const __m512 gs = _mm512_set1_ps(k->gscale), b1 = _mm512_set1_ps(k->b1),
                omb1 = _mm512_set1_ps(k->omb1), b2 = _mm512_set1_ps(k->b2),
                omb2 = _mm512_set1_ps(k->omb2), bc1 = _mm512_set1_ps(k->bc1),
@@ -212,8 +217,7 @@ upd_avx512(float *p, float *m, float *v, const void *g, int is_bf16,
     __m512 gr;
     if (is_bf16) {
       __m256i h = _mm256_loadu_si256((const __m256i *)(gb + i));
-      gr = _mm512_castsi512_ps(
-          _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+      gr = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     } else {
       gr = _mm512_loadu_ps(gf + i);
     }
@@ -233,10 +237,10 @@ upd_avx512(float *p, float *m, float *v, const void *g, int is_bf16,
     if (w) {
       __m512i x = _mm512_castps_si512(pp);
       __m512i hi16 = _mm512_srli_epi32(x, 16);
-      __m512i r = _mm512_srli_epi32(
-          _mm512_add_epi32(_mm512_add_epi32(x, r7fff),
-                           _mm512_and_si512(hi16, one)),
-          16);
+      __m512i r =
+          _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, r7fff),
+                                             _mm512_and_si512(hi16, one)),
+                            16);
       __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, absm), inf);
       r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(hi16, q));
       if (nt)
@@ -245,7 +249,8 @@ upd_avx512(float *p, float *m, float *v, const void *g, int is_bf16,
         _mm256_storeu_si256((__m256i *)(w + i), _mm512_cvtepi32_epi16(r));
     }
   }
-  if (nt) _mm_sfence();
+  if (nt)
+    _mm_sfence();
   if (i < n)
     upd_scalar(p + i, m + i, v + i,
                is_bf16 ? (const void *)(gb + i) : (const void *)(gf + i),
@@ -260,20 +265,22 @@ static size_t range_unit(size_t n, int nt) {
 }
 
 pl_status pl__cpu_adamw_simd_ex(pl_simd_path path, int nthreads, float *p,
-                                float *m, float *v, const void *g,
-                                pl_dtype gdt, pl_bf16 *w, size_t n,
-                                const pl_adamw_scalars *k, unsigned flags) {
+                                float *m, float *v, const void *g, pl_dtype gdt,
+                                pl_bf16 *w, size_t n, const pl_adamw_scalars *k,
+                                unsigned flags) {
   if (gdt != PL_F32 && gdt != PL_BF16)
     return pl_set_error(PL_EINVAL,
                         "cpu_adamw: gradient dtype %s: must be f32 or bf16",
                         pl_dtype_name(gdt));
   if (flags & ~(unsigned)PL_SIMD_W_CACHED)
-    return pl_set_error(PL_EINVAL, "cpu_adamw: flags 0x%x: only "
-                        "PL_SIMD_W_CACHED (0x%x) is defined", flags,
-                        (unsigned)PL_SIMD_W_CACHED);
+    return pl_set_error(PL_EINVAL,
+                        "cpu_adamw: flags 0x%x: only "
+                        "PL_SIMD_W_CACHED (0x%x) is defined",
+                        flags, (unsigned)PL_SIMD_W_CACHED);
   pl_simd_path rp;
   PL_TRY(pl_simd_path_resolve(path, &rp));
-  if (n == 0) return PL_OK;
+  if (n == 0)
+    return PL_OK;
   kernel_fn fn = rp == PL_SIMD_AVX512 ? upd_avx512
                  : rp == PL_SIMD_AVX2 ? upd_avx2
                                       : upd_scalar;
@@ -285,7 +292,8 @@ pl_status pl__cpu_adamw_simd_ex(pl_simd_path path, int nthreads, float *p,
    * tail. */
   const size_t unit = range_unit(n, nt);
   size_t blocks = (n + unit - 1) / unit;
-  if ((size_t)nt > blocks) nt = (int)blocks;
+  if ((size_t)nt > blocks)
+    nt = (int)blocks;
 #pragma omp parallel num_threads(nt)
   {
     int t = omp_get_thread_num(), T = omp_get_num_threads();

@@ -20,7 +20,8 @@ pl_status pl__cpu_ce_count(pl_stream *s, int64_t n, const int32_t *t,
                            int32_t ignore, float *stats) {
   (void)s;
   int64_t c = 0;
-  for (int64_t i = 0; i < n; i++) c += t[i] != ignore;
+  for (int64_t i = 0; i < n; i++)
+    c += t[i] != ignore;
   stats[0] = 0.0f;
   stats[1] = (float)c;
   return PL_OK;
@@ -36,14 +37,18 @@ pl_status pl__cpu_ce_fold(pl_stream *s, const float *y, int64_t ldy, int64_t n,
     const float *row = y + i * ldy;
     float mx = m[i];
     for (int64_t c = 0; c < vb; c++)
-      if (row[c] > mx) mx = row[c];
-    if (mx == -INFINITY) continue; /* nothing finite yet */
+      if (row[c] > mx)
+        mx = row[c];
+    if (mx == -INFINITY)
+      continue; /* nothing finite yet */
     double acc = 0.0;
-    for (int64_t c = 0; c < vb; c++) acc += exp((double)row[c] - mx);
+    for (int64_t c = 0; c < vb; c++)
+      acc += exp((double)row[c] - mx);
     z[i] = (float)((double)z[i] * exp((double)m[i] - mx) + acc);
     m[i] = mx;
     int64_t tc = (int64_t)t[i] - col0;
-    if (tc >= 0 && tc < vb) yt[i] = row[tc];
+    if (tc >= 0 && tc < vb)
+      yt[i] = row[tc];
   }
   return PL_OK;
 }
@@ -84,7 +89,8 @@ pl_status pl__cpu_ce_finish(pl_stream *s, int64_t n, const float *st,
       sum += v;
       cnt += 1.0;
     }
-    if (nll) nll[i] = v;
+    if (nll)
+      nll[i] = v;
   }
   stats[0] = (float)sum;
   stats[1] = (float)cnt;
@@ -135,7 +141,8 @@ pl_status pl__cpu_ce_residual(pl_stream *s, const float *y, int64_t ldy,
     } else {
       pl_bf16 *o = (pl_bf16 *)dy + i * lddy;
       for (int64_t c = 0; c < vb; c++)
-        o[c] = pl_f32_to_bf16(gi * (expf(row[c] - l) - (c == tc ? 1.0f : 0.0f)));
+        o[c] =
+            pl_f32_to_bf16(gi * (expf(row[c] - l) - (c == tc ? 1.0f : 0.0f)));
     }
   }
   return PL_OK;
@@ -152,7 +159,8 @@ pl_status pl__cpu_ce_rows(pl_stream *s, void *y, pl_dtype ydt, int64_t ldy,
     float mx = -INFINITY;
     for (int64_t c = 0; c < v; c++) {
       float a = pl__load_elem(row, ydt, (size_t)c);
-      if (a > mx) mx = a;
+      if (a > mx)
+        mx = a;
     }
     double acc = 0.0;
     for (int64_t c = 0; c < v; c++)
@@ -160,8 +168,10 @@ pl_status pl__cpu_ce_rows(pl_stream *s, void *y, pl_dtype ydt, int64_t ldy,
     float l = (float)((double)mx + log(acc));
     int ign = t[i] == ignore;
     nll[i] = ign ? 0.0f : l - pl__load_elem(row, ydt, (size_t)t[i]);
-    if (lse_out) lse_out[i] = l;
-    if (!g) continue;
+    if (lse_out)
+      lse_out[i] = l;
+    if (!g)
+      continue;
     float gi = g[i];
     int64_t tc = ign ? -1 : (int64_t)t[i];
     for (int64_t c = 0; c < v; c++)
@@ -195,11 +205,14 @@ pl_status pl__cpu_ce_logsoftmax(pl_stream *s, const float *y, float *logp,
     float *o = logp + i * v;
     float mx = -INFINITY;
     for (int64_t c = 0; c < v; c++)
-      if (row[c] > mx) mx = row[c];
+      if (row[c] > mx)
+        mx = row[c];
     double acc = 0.0;
-    for (int64_t c = 0; c < v; c++) acc += exp((double)row[c] - mx);
+    for (int64_t c = 0; c < v; c++)
+      acc += exp((double)row[c] - mx);
     float l = (float)((double)mx + log(acc));
-    for (int64_t c = 0; c < v; c++) o[c] = row[c] - l;
+    for (int64_t c = 0; c < v; c++)
+      o[c] = row[c] - l;
   }
   return PL_OK;
 }
@@ -212,7 +225,8 @@ pl_status pl__cpu_ce_nllgrad(pl_stream *s, int64_t n, int64_t v,
   for (int64_t i = 0; i < n; i++) {
     float *o = grad_logp + i * v;
     memset(o, 0, (size_t)v * sizeof(float));
-    if (t[i] >= 0 && t[i] < v) o[t[i]] = -g[i];
+    if (t[i] >= 0 && t[i] < v)
+      o[t[i]] = -g[i];
   }
   return PL_OK;
 }
@@ -226,9 +240,11 @@ pl_status pl__cpu_ce_logsoftmax_bwd(pl_stream *s, const float *grad_logp,
     const float *gl = grad_logp + i * v, *lp = logp + i * v;
     float *o = grad + i * v;
     double sum = 0.0;
-    for (int64_t c = 0; c < v; c++) sum += gl[c];
+    for (int64_t c = 0; c < v; c++)
+      sum += gl[c];
     float sf = (float)sum;
-    for (int64_t c = 0; c < v; c++) o[c] = gl[c] - expf(lp[c]) * sf;
+    for (int64_t c = 0; c < v; c++)
+      o[c] = gl[c] - expf(lp[c]) * sf;
   }
   return PL_OK;
 }
@@ -245,7 +261,8 @@ pl_status pl__cpu_ce_gather(pl_stream *s, const float *logp, int64_t n,
       sum += val;
       cnt += 1.0;
     }
-    if (nll) nll[i] = val;
+    if (nll)
+      nll[i] = val;
   }
   stats[0] = (float)sum;
   stats[1] = (float)cnt;

@@ -29,25 +29,31 @@ char *openblas_get_config(void);
 #else
 /* BLAS=none builds (machines without OpenBLAS): a plain OpenMP loop with the
  * same row-major semantics as cblas_sgemm. */
-static void plain_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                        const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-                        float *c, int64_t ldc) {
+static void plain_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                        float alpha, const float *a, int64_t lda,
+                        const float *b, int64_t ldb, float beta, float *c,
+                        int64_t ldc) {
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < m; i++) {
     float *ci = c + i * ldc;
-    for (int64_t j = 0; j < n; j++) ci[j] = beta == 0.0f ? 0.0f : beta * ci[j];
+    for (int64_t j = 0; j < n; j++)
+      ci[j] = beta == 0.0f ? 0.0f : beta * ci[j];
     for (int64_t p = 0; p < k; p++) {
       float av = alpha * (ta ? a[p * lda + i] : a[i * lda + p]);
       if (tb)
-        for (int64_t j = 0; j < n; j++) ci[j] += av * b[j * ldb + p];
+        for (int64_t j = 0; j < n; j++)
+          ci[j] += av * b[j * ldb + p];
       else
-        for (int64_t j = 0; j < n; j++) ci[j] += av * b[p * ldb + j];
+        for (int64_t j = 0; j < n; j++)
+          ci[j] += av * b[p * ldb + j];
     }
   }
 }
 #endif
 
-static pl_status cpu_init(pl_dev *dev, int ordinal) { return PL_OK; }
+static pl_status cpu_init(pl_dev *dev, int ordinal) {
+  return PL_OK;
+}
 static void cpu_fini(pl_dev *dev) {}
 
 static pl_status cpu_info(const pl_dev *dev, pl_dev_info *out) {
@@ -60,7 +66,8 @@ static pl_status cpu_info(const pl_dev *dev, pl_dev_info *out) {
         char *c = strchr(line, ':');
         if (c) {
           c++;
-          while (*c == ' ') c++;
+          while (*c == ' ')
+            c++;
           c[strcspn(c, "\n")] = '\0';
           snprintf(out->name, sizeof out->name, "%s", c);
         }
@@ -78,43 +85,60 @@ static pl_status cpu_info(const pl_dev *dev, pl_dev_info *out) {
 #else
   const char *cfg = "none (BLAS=none build: plain loops)";
 #endif
-  /* "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." -> "OpenBLAS 0.3.21"; "none (...)" -> "none" */
+  /* "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." -> "OpenBLAS 0.3.21"; "none (...)" ->
+   * "none" */
   /* sized so that "name num" always fits out->blas (64): 39 + 1 + 15 */
   char name[40] = "OpenBLAS", num[16] = "";
-  if (cfg) sscanf(cfg, "%39[^ (] %15[0-9.]", name, num);
+  if (cfg)
+    sscanf(cfg, "%39[^ (] %15[0-9.]", name, num);
   snprintf(out->blas, sizeof out->blas, "%s%s%s", name, num[0] ? " " : "", num);
   return PL_OK;
 }
 
-static pl_status cpu_sync(pl_dev *dev) { return PL_OK; }
+static pl_status cpu_sync(pl_dev *dev) {
+  return PL_OK;
+}
 
 static pl_status cpu_raw_alloc(pl_dev *dev, pl_arena a, size_t bytes,
                                pl_stream *s, void **out) {
   size_t rounded = (bytes + 63) & ~(size_t)63;
   void *p = aligned_alloc(64, rounded ? rounded : 64);
   if (!p)
-    return pl_set_error(PL_ENOMEM, "host allocation of %zu bytes failed", bytes);
+    return pl_set_error(PL_ENOMEM, "host allocation of %zu bytes failed",
+                        bytes);
   *out = p;
   return PL_OK;
 }
 
-static void cpu_raw_free(pl_dev *dev, pl_arena a, void *p, pl_stream *s) { free(p); }
+static void cpu_raw_free(pl_dev *dev, pl_arena a, void *p, pl_stream *s) {
+  free(p);
+}
 
 static pl_status cpu_stream_create(pl_dev *dev, pl_stream *s) {
   s->native = NULL;
   return PL_OK;
 }
 static void cpu_stream_destroy(pl_stream *s) {}
-static pl_status cpu_stream_sync(pl_stream *s) { return PL_OK; }
-static pl_status cpu_event_create(pl_dev *dev, pl_event *e) { return PL_OK; }
+static pl_status cpu_stream_sync(pl_stream *s) {
+  return PL_OK;
+}
+static pl_status cpu_event_create(pl_dev *dev, pl_event *e) {
+  return PL_OK;
+}
 static void cpu_event_destroy(pl_event *e) {}
 static pl_status cpu_event_record(pl_event *e, pl_stream *s) {
   e->stamp_ns = pl_now_ns();
   return PL_OK;
 }
-static pl_status cpu_stream_wait(pl_stream *s, pl_event *e) { return PL_OK; }
-static pl_status cpu_event_sync(pl_event *e) { return PL_OK; }
-static int cpu_event_done(pl_event *e) { return 1; }
+static pl_status cpu_stream_wait(pl_stream *s, pl_event *e) {
+  return PL_OK;
+}
+static pl_status cpu_event_sync(pl_event *e) {
+  return PL_OK;
+}
+static int cpu_event_done(pl_event *e) {
+  return 1;
+}
 static pl_status cpu_event_elapsed_ms(pl_event *a, pl_event *b, float *ms) {
   *ms = (float)((double)((int64_t)(b->stamp_ns - a->stamp_ns)) * 1e-6);
   return PL_OK;
@@ -147,19 +171,23 @@ pl_status pl__cpu_fill(pl_stream *s, void *dst, pl_dtype dt, size_t n,
   switch (dt) {
   case PL_F32: {
     float *d = dst, v = (float)value;
-    for (size_t i = 0; i < n; i++) d[i] = v;
+    for (size_t i = 0; i < n; i++)
+      d[i] = v;
   } break;
   case PL_BF16: {
     pl_bf16 *d = dst, v = pl_f32_to_bf16((float)value);
-    for (size_t i = 0; i < n; i++) d[i] = v;
+    for (size_t i = 0; i < n; i++)
+      d[i] = v;
   } break;
   case PL_I32: {
     int32_t *d = dst, v = (int32_t)value;
-    for (size_t i = 0; i < n; i++) d[i] = v;
+    for (size_t i = 0; i < n; i++)
+      d[i] = v;
   } break;
   case PL_I64: {
     int64_t *d = dst, v = (int64_t)value;
-    for (size_t i = 0; i < n; i++) d[i] = v;
+    for (size_t i = 0; i < n; i++)
+      d[i] = v;
   } break;
   }
   return PL_OK;
@@ -173,12 +201,14 @@ pl_status pl__cpu_convert(pl_stream *s, void *dst, pl_dtype dst_dt,
     const float *x = src;
     pl_bf16 *y = dst;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) y[i] = pl_f32_to_bf16(x[i]);
+    for (size_t i = 0; i < n; i++)
+      y[i] = pl_f32_to_bf16(x[i]);
   } else {
     const pl_bf16 *x = src;
     float *y = dst;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) y[i] = pl_bf16_to_f32(x[i]);
+    for (size_t i = 0; i < n; i++)
+      y[i] = pl_bf16_to_f32(x[i]);
   }
   return PL_OK;
 }
@@ -188,11 +218,13 @@ pl_status pl__cpu_scale(pl_stream *s, void *x, pl_dtype dt, size_t n,
   if (dt == PL_F32) {
     float *v = x;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) v[i] *= alpha;
+    for (size_t i = 0; i < n; i++)
+      v[i] *= alpha;
   } else {
     pl_bf16 *v = x;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) v[i] = pl_f32_to_bf16(pl_bf16_to_f32(v[i]) * alpha);
+    for (size_t i = 0; i < n; i++)
+      v[i] = pl_f32_to_bf16(pl_bf16_to_f32(v[i]) * alpha);
   }
   return PL_OK;
 }
@@ -203,28 +235,34 @@ pl_status pl__cpu_axpy(pl_stream *s, void *y, pl_dtype y_dt, const void *x,
     float *yy = y;
     const float *xx = x;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) yy[i] = yy[i] + alpha * xx[i];
+    for (size_t i = 0; i < n; i++)
+      yy[i] = yy[i] + alpha * xx[i];
   } else if (y_dt == PL_F32) {
     float *yy = y;
     const pl_bf16 *xx = x;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) yy[i] = yy[i] + alpha * pl_bf16_to_f32(xx[i]);
+    for (size_t i = 0; i < n; i++)
+      yy[i] = yy[i] + alpha * pl_bf16_to_f32(xx[i]);
   } else {
     pl_bf16 *yy = y;
     const pl_bf16 *xx = x;
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++)
-      yy[i] = pl_f32_to_bf16(pl_bf16_to_f32(yy[i]) + alpha * pl_bf16_to_f32(xx[i]));
+      yy[i] =
+          pl_f32_to_bf16(pl_bf16_to_f32(yy[i]) + alpha * pl_bf16_to_f32(xx[i]));
   }
   return PL_OK;
 }
 
 /* Widen a rows×cols bf16 matrix (leading dimension ld) into a dense f32 one. */
-static float *widen(const pl_bf16 *src, int64_t rows, int64_t cols, int64_t ld) {
+static float *widen(const pl_bf16 *src, int64_t rows, int64_t cols,
+                    int64_t ld) {
   float *d = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof *d);
-  if (!d) return NULL;
+  if (!d)
+    return NULL;
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t c = 0; c < cols; c++) d[r * cols + c] = pl_bf16_to_f32(src[r * ld + c]);
+    for (int64_t c = 0; c < cols; c++)
+      d[r * cols + c] = pl_bf16_to_f32(src[r * ld + c]);
   return d;
 }
 
@@ -233,7 +271,8 @@ static float *widen(const pl_bf16 *src, int64_t rows, int64_t cols, int64_t ld) 
 static float to_tf32(float x) {
   uint32_t u;
   memcpy(&u, &x, 4);
-  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & ~0x1fffu;
+  if ((u & 0x7f800000u) != 0x7f800000u)
+    u = (u + 0x1000u) & ~0x1fffu;
   memcpy(&x, &u, 4);
   return x;
 }
@@ -242,18 +281,21 @@ static float to_tf32(float x) {
 static float *round_tf32(const float *src, int64_t rows, int64_t cols,
                          int64_t ld) {
   float *d = malloc((size_t)(rows * cols > 0 ? rows * cols : 1) * sizeof *d);
-  if (!d) return NULL;
+  if (!d)
+    return NULL;
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t c = 0; c < cols; c++) d[r * cols + c] = to_tf32(src[r * ld + c]);
+    for (int64_t c = 0; c < cols; c++)
+      d[r * cols + c] = to_tf32(src[r * ld + c]);
   return d;
 }
 
 /* One row-major GEMM on f32 (A, B possibly widened, or rounded to TF32 when
  * tf32) into C (f32 or bf16). */
 static pl_status gemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                          float alpha, const void *A, int64_t lda, const void *B,
-                          int64_t ldb, float beta, void *C, int64_t ldc,
-                          pl_dtype ab_dt, pl_dtype c_dt, bool tf32) {
+                          float alpha, const void *A, int64_t lda,
+                          const void *B, int64_t ldb, float beta, void *C,
+                          int64_t ldc, pl_dtype ab_dt, pl_dtype c_dt,
+                          bool tf32) {
   const float *a = A, *b = B;
   float *wa = NULL, *wb = NULL, *wc = NULL;
   int64_t la = lda, lb = ldb;
@@ -263,7 +305,8 @@ static pl_status gemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
     wa = ab_dt == PL_BF16 ? widen(A, ar, ac, lda) : round_tf32(A, ar, ac, lda);
     wb = ab_dt == PL_BF16 ? widen(B, br, bc, ldb) : round_tf32(B, br, bc, ldb);
     if (!wa || !wb) {
-      st = pl_set_error(PL_ENOMEM, "cpu gemm: out of host memory widening bf16 operands");
+      st = pl_set_error(PL_ENOMEM,
+                        "cpu gemm: out of host memory widening bf16 operands");
       goto out;
     }
     a = wa, b = wb, la = ac, lb = bc;
@@ -273,7 +316,8 @@ static pl_status gemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   if (c_dt == PL_BF16) {
     wc = malloc((size_t)(m * n) * sizeof *wc);
     if (!wc) {
-      st = pl_set_error(PL_ENOMEM, "cpu gemm: out of host memory for a bf16 result");
+      st = pl_set_error(PL_ENOMEM,
+                        "cpu gemm: out of host memory for a bf16 result");
       goto out;
     }
     const pl_bf16 *cb = C;
@@ -299,7 +343,8 @@ static pl_status gemm_one(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   if (c_dt == PL_BF16) {
     pl_bf16 *cb = C;
     for (int64_t r = 0; r < m; r++)
-      for (int64_t q = 0; q < n; q++) cb[r * ldc + q] = pl_f32_to_bf16(wc[r * n + q]);
+      for (int64_t q = 0; q < n; q++)
+        cb[r * ldc + q] = pl_f32_to_bf16(wc[r * n + q]);
   }
 out:
   free(wa);
@@ -317,7 +362,8 @@ pl_status pl__cpu_gemm_strided_batched(pl_stream *s, bool ta, bool tb,
                                        pl_dtype ab_dt, pl_dtype c_dt) {
   size_t esz = pl_dtype_size(ab_dt), csz = pl_dtype_size(c_dt);
   for (int64_t i = 0; i < batch; i++)
-    PL_TRY(gemm_one(ta, tb, m, n, k, alpha, (const char *)A + (size_t)(i * sa) * esz, lda,
+    PL_TRY(gemm_one(ta, tb, m, n, k, alpha,
+                    (const char *)A + (size_t)(i * sa) * esz, lda,
                     (const char *)B + (size_t)(i * sb) * esz, ldb, beta,
                     (char *)C + (size_t)(i * sc) * csz, ldc, ab_dt, c_dt,
                     ab_dt == PL_F32 && s->tf32));
@@ -359,8 +405,10 @@ pl_status pl__cpu_gemm_ref(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
         old = c_dt == PL_F32 ? ((float *)C)[i * ldc + j]
                              : pl_bf16_to_f32(((pl_bf16 *)C)[i * ldc + j]);
       double v = alpha * acc + beta * old;
-      if (c_dt == PL_F32) ((float *)C)[i * ldc + j] = (float)v;
-      else ((pl_bf16 *)C)[i * ldc + j] = pl_f32_to_bf16((float)v);
+      if (c_dt == PL_F32)
+        ((float *)C)[i * ldc + j] = (float)v;
+      else
+        ((pl_bf16 *)C)[i * ldc + j] = pl_f32_to_bf16((float)v);
     }
   return PL_OK;
 }

@@ -9,10 +9,12 @@
 #include "backend/mlp_block_kernels.h"
 
 size_t pl__rmsnorm_bwd_scratch(int64_t N, int64_t H) {
-  return (size_t)N + (size_t)((N + 63) / 64) * (size_t)H; /* rstd + partial sums */
+  return (size_t)N +
+         (size_t)((N + 63) / 64) * (size_t)H; /* rstd + partial sums */
 }
 
-static float row_rstd(const void *x, size_t base, int64_t H, float eps, pl_dtype dt) {
+static float row_rstd(const void *x, size_t base, int64_t H, float eps,
+                      pl_dtype dt) {
   float ss = 0.0f;
   for (int64_t j = 0; j < H; j++) {
     float v = pl__load_elem(x, dt, base + (size_t)j);
@@ -62,8 +64,10 @@ pl_status pl__cpu_rmsnorm_bwd(pl_stream *s, const void *x, const void *w,
   }
   /* dw_j += Σ_r dn_rj · x_rj · rstd_r, rows in order (deterministic) */
   float *rs = malloc(sizeof(float) * (size_t)(N > 0 ? N : 1));
-  if (!rs) return pl_set_error(PL_ENOMEM, "rmsnorm_bwd: out of host memory");
-  for (int64_t r = 0; r < N; r++) rs[r] = row_rstd(x, (size_t)(r * H), H, eps, dt);
+  if (!rs)
+    return pl_set_error(PL_ENOMEM, "rmsnorm_bwd: out of host memory");
+  for (int64_t r = 0; r < N; r++)
+    rs[r] = row_rstd(x, (size_t)(r * H), H, eps, dt);
 #pragma omp parallel for schedule(static)
   for (int64_t j = 0; j < H; j++) {
     float acc = 0.0f;
@@ -76,7 +80,9 @@ pl_status pl__cpu_rmsnorm_bwd(pl_stream *s, const void *x, const void *w,
   return PL_OK;
 }
 
-static inline float silu(float g) { return g / (1.0f + expf(-g)); }
+static inline float silu(float g) {
+  return g / (1.0f + expf(-g));
+}
 
 pl_status pl__cpu_swiglu_fwd(pl_stream *s, const void *gu, void *a, int64_t N,
                              int64_t I, pl_dtype dt) {

@@ -45,7 +45,8 @@ pl_status pl__cpu_moe_gather(pl_stream *s, void *dst, const void *src,
 pl_status pl__cpu_moe_gather_f32(pl_stream *s, float *dst, const float *src,
                                  const int32_t *idx, int64_t n) {
   (void)s;
-  for (int64_t i = 0; i < n; i++) dst[i] = src[idx[i]];
+  for (int64_t i = 0; i < n; i++)
+    dst[i] = src[idx[i]];
   return PL_OK;
 }
 
@@ -61,7 +62,8 @@ pl_status pl__cpu_moe_combine(pl_stream *s, void *out, const int32_t *toks,
 #pragma omp for schedule(static)
     for (int64_t q = 0; q < nt; q++) {
       int64_t t = toks[q];
-      for (int64_t h = 0; h < H; h++) acc[h] = 0.0f;
+      for (int64_t h = 0; h < H; h++)
+        acc[h] = 0.0f;
       for (int j = 0; j < k; j++) {
         int32_t v = slots[q * k + j];
         const void *base = v >= 0 ? A : B;
@@ -90,7 +92,9 @@ pl_status pl__cpu_moe_scatter_f32(pl_stream *s, float *dst, const int32_t *toks,
   return PL_OK;
 }
 
-static inline float sigm(float g) { return 1.0f / (1.0f + expf(-g)); }
+static inline float sigm(float g) {
+  return 1.0f / (1.0f + expf(-g));
+}
 
 pl_status pl__cpu_moe_swiglu_fwd(pl_stream *s, void *A, const void *G,
                                  const void *U, int64_t n, int64_t I,
@@ -152,13 +156,16 @@ pl_status pl__cpu_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
   PL_TRY(check_dt(ab_dt, "moe_gemm A/B"));
   PL_TRY(check_dt(c_dt, "moe_gemm C"));
   if (m < 0 || n < 0 || k < 0)
-    return pl_set_error(PL_EINVAL, "moe_gemm: m=%lld n=%lld k=%lld must be >= 0",
+    return pl_set_error(PL_EINVAL,
+                        "moe_gemm: m=%lld n=%lld k=%lld must be >= 0",
                         (long long)m, (long long)n, (long long)k);
-  if (m == 0 || n == 0) return PL_OK;
+  if (m == 0 || n == 0)
+    return PL_OK;
   /* op(B) as fp32, k x n row-major (converts bf16 once, transposes if tb). */
   float *Bf = malloc((size_t)(k > 0 ? k : 1) * (size_t)n * sizeof(float));
-  if (!Bf) return pl_set_error(PL_ENOMEM, "moe_gemm: scratch %lld x %lld",
-                               (long long)k, (long long)n);
+  if (!Bf)
+    return pl_set_error(PL_ENOMEM, "moe_gemm: scratch %lld x %lld",
+                        (long long)k, (long long)n);
   const bool par = m * n * k > 64 * PAR_MIN;
 #pragma omp parallel for schedule(static) if (par)
   for (int64_t kk = 0; kk < k; kk++)
@@ -175,13 +182,16 @@ pl_status pl__cpu_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
     }
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < m; r++) {
-      if (!acc) continue;
-      for (int64_t j = 0; j < n; j++) acc[j] = 0.0f;
+      if (!acc)
+        continue;
+      for (int64_t j = 0; j < n; j++)
+        acc[j] = 0.0f;
       for (int64_t kk = 0; kk < k; kk++) {
         float a = ta ? pl__load_elem(A, ab_dt, kk * lda + r)
                      : pl__load_elem(A, ab_dt, r * lda + kk);
         const float *b = Bf + kk * n;
-        for (int64_t j = 0; j < n; j++) acc[j] += a * b[j];
+        for (int64_t j = 0; j < n; j++)
+          acc[j] += a * b[j];
       }
       for (int64_t j = 0; j < n; j++) {
         float v = alpha * acc[j];
@@ -193,6 +203,7 @@ pl_status pl__cpu_moe_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
     free(acc);
   }
   free(Bf);
-  if (rc != PL_OK) return pl_set_error(rc, "moe_gemm: row scratch");
+  if (rc != PL_OK)
+    return pl_set_error(rc, "moe_gemm: row scratch");
   return PL_OK;
 }

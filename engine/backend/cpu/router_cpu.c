@@ -18,7 +18,8 @@ static inline int before(float sa, int ia, float sb, int ib) {
 }
 
 /* the k first of sc[e] (+ bias[e]) in the order above, into id[0..k) */
-static void select_topk(const float *sc, const float *bias, int E, int k, int32_t *id) {
+static void select_topk(const float *sc, const float *bias, int E, int k,
+                        int32_t *id) {
   float ps = INFINITY;
   int pi = -1;
   for (int j = 0; j < k; j++) {
@@ -45,17 +46,21 @@ pl_status pl__cpu_router_topk(pl_stream *s, float *probs, const float *bias,
   for (int64_t n = 0; n < N; n++) {
     float *p = probs + n * E;
     int32_t *id = idx + n * k;
-    if (!bias) select_topk(p, NULL, E, k, id); /* on the logits */
+    if (!bias)
+      select_topk(p, NULL, E, k, id); /* on the logits */
     float mx = -INFINITY;
-    for (int e = 0; e < E; e++) mx = fmaxf(mx, p[e]);
+    for (int e = 0; e < E; e++)
+      mx = fmaxf(mx, p[e]);
     float z = 0.f;
     for (int e = 0; e < E; e++) {
       p[e] = expf(p[e] - mx);
       z += p[e];
     }
     const float iz = 1.f / z;
-    for (int e = 0; e < E; e++) p[e] *= iz;
-    if (bias) select_topk(p, bias, E, k, id); /* on p + b */
+    for (int e = 0; e < E; e++)
+      p[e] *= iz;
+    if (bias)
+      select_topk(p, bias, E, k, id); /* on p + b */
     float wsum = 0.f;
     for (int j = 0; j < k; j++) {
       w[n * k + j] = p[id[j]];
@@ -63,7 +68,8 @@ pl_status pl__cpu_router_topk(pl_stream *s, float *probs, const float *bias,
     }
     if (renorm) {
       const float iw = 1.f / wsum;
-      for (int j = 0; j < k; j++) w[n * k + j] *= iw;
+      for (int j = 0; j < k; j++)
+        w[n * k + j] *= iw;
     }
   }
   return PL_OK;
@@ -81,11 +87,13 @@ pl_status pl__cpu_router_dlogits(pl_stream *s, const float *probs,
     const int32_t *id = idx + n * k;
     const float *wn = w + n * k, *g = dw + n * k;
     float dot = 0.f;
-    for (int j = 0; j < k; j++) dot += wn[j] * g[j];
+    for (int j = 0; j < k; j++)
+      dot += wn[j] * g[j];
     for (int e = 0; e < E; e++) {
       float v = renorm ? 0.f : -p[e] * dot;
       for (int j = 0; j < k; j++)
-        if (id[j] == e) v = renorm ? wn[j] * (g[j] - dot) : p[e] * (g[j] - dot);
+        if (id[j] == e)
+          v = renorm ? wn[j] * (g[j] - dot) : p[e] * (g[j] - dot);
       if (bf)
         ((pl_bf16 *)dlogits)[n * E + e] = pl_f32_to_bf16(v);
       else

@@ -22,14 +22,16 @@ static float getf(const void *p, pl_dtype dt, size_t i) {
 static void fill(void *p, pl_dtype dt, size_t n, uint64_t seed) {
   for (size_t i = 0; i < n; i++) {
     float v = pl_rng_normal(seed, i, 0.0f, 1.0f);
-    if (dt == PL_F32) ((float *)p)[i] = v;
-    else ((pl_bf16 *)p)[i] = pl_f32_to_bf16(v);
+    if (dt == PL_F32)
+      ((float *)p)[i] = v;
+    else
+      ((pl_bf16 *)p)[i] = pl_f32_to_bf16(v);
   }
 }
 
 START_TEST(gemm_vs_reference) {
-  static const int64_t shapes[][3] = {{1, 1, 1}, {17, 33, 65}, {5, 8, 3},
-                                      {64, 16, 31}, {3, 7, 0}};
+  static const int64_t shapes[][3] = {
+      {1, 1, 1}, {17, 33, 65}, {5, 8, 3}, {64, 16, 31}, {3, 7, 0}};
   static const int tt[][2] = {{0, 0}, {0, 1}, {1, 0}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
     for (int d = 0; d < 2; d++)
@@ -38,7 +40,8 @@ START_TEST(gemm_vs_reference) {
         int64_t m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
         bool ta = tt[ti][0], tb = tt[ti][1];
         int64_t lda = (ta ? m : k) + 2, ldb = (tb ? k : n) + 1, ldc = n + 3;
-        size_t na = (size_t)(ta ? k : m) * lda + 1, nb = (size_t)(tb ? n : k) * ldb + 1;
+        size_t na = (size_t)(ta ? k : m) * lda + 1,
+               nb = (size_t)(tb ? n : k) * ldb + 1;
         size_t nc = (size_t)m * ldc + 1, es = pl_dtype_size(dt);
         void *A = malloc(na * es), *B = malloc(nb * es);
         float *C = malloc(nc * 4), *R = malloc(nc * 4);
@@ -49,20 +52,26 @@ START_TEST(gemm_vs_reference) {
                                           B, ldb, 0.5f, C, ldc, dt, PL_F32),
                          PL_OK);
         ck_assert_int_eq(pl__cpu_gemm_ref(ta, tb, m, n, k, 1.5f, A, lda, B, ldb,
-                                         0.5f, R, ldc, dt, PL_F32), PL_OK);
+                                          0.5f, R, ldc, dt, PL_F32),
+                         PL_OK);
         double scale = 1e-30, mx = 0;
         for (int64_t i = 0; i < m; i++)
-          for (int64_t j = 0; j < n; j++) scale = fmax(scale, fabs(R[i * ldc + j]));
+          for (int64_t j = 0; j < n; j++)
+            scale = fmax(scale, fabs(R[i * ldc + j]));
         long bad = -1;
         for (int64_t i = 0; i < m; i++)
           for (int64_t j = 0; j < n; j++) {
             double e = fabs((double)C[i * ldc + j] - R[i * ldc + j]) / scale;
-            if (e > mx) mx = e;
-            if (!(e <= 1e-5) && bad < 0) bad = (long)(i * ldc + j);
+            if (e > mx)
+              mx = e;
+            if (!(e <= 1e-5) && bad < 0)
+              bad = (long)(i * ldc + j);
           }
-        ck_assert_msg(bad < 0, "m=%lld n=%lld k=%lld ta=%d tb=%d %s: max err %.3g, first bad %ld",
-                      (long long)m, (long long)n, (long long)k, ta, tb,
-                      pl_dtype_name(dt), mx, bad);
+        ck_assert_msg(
+            bad < 0,
+            "m=%lld n=%lld k=%lld ta=%d tb=%d %s: max err %.3g, first bad %ld",
+            (long long)m, (long long)n, (long long)k, ta, tb, pl_dtype_name(dt),
+            mx, bad);
         free(A), free(B), free(C), free(R);
       }
 }
@@ -106,11 +115,13 @@ START_TEST(gather_combine_scatter) {
     for (int i = 0; i < 7; i++)
       ck_assert(memcmp(dst + i * H * es, src + rows[i] * H * es, H * es) == 0);
     /* combine: tokens {2, 7, 4}, slots mixing A and B rows */
-    char *A = malloc(nA * H * es), *B = malloc(nB * H * es), *out = malloc(N * H * es);
+    char *A = malloc(nA * H * es), *B = malloc(nB * H * es),
+         *out = malloc(N * H * es);
     fill(A, dt, nA * H, 12), fill(B, dt, nB * H, 13);
     memset(out, 0x55, N * H * es);
     float w[N * k];
-    for (int i = 0; i < N * k; i++) w[i] = 0.1f * (float)(i % 7) + 0.05f;
+    for (int i = 0; i < N * k; i++)
+      w[i] = 0.1f * (float)(i % 7) + 0.05f;
     int32_t toks[3] = {2, 7, 4};
     int32_t slots[9] = {0, -1, 19, -9, 5, 6, 2, -3, 1};
     ck_assert_int_eq(
@@ -121,7 +132,8 @@ START_TEST(gather_combine_scatter) {
         float acc = 0.0f;
         for (int j = 0; j < k; j++) {
           int32_t v = slots[q * k + j];
-          float x = v >= 0 ? getf(A, dt, (size_t)v * H + h) : getf(B, dt, (size_t)(-1 - v) * H + h);
+          float x = v >= 0 ? getf(A, dt, (size_t)v * H + h)
+                           : getf(B, dt, (size_t)(-1 - v) * H + h);
           acc += w[toks[q] * k + j] * x;
         }
         float want = dt == PL_F32 ? acc : pl_bf16_to_f32(pl_f32_to_bf16(acc));
@@ -131,8 +143,10 @@ START_TEST(gather_combine_scatter) {
     /* untouched rows keep the poison */
     ck_assert(((unsigned char *)out)[0] == 0x55);
     float a[nA], b[nB], dw[N * k];
-    for (int i = 0; i < nA; i++) a[i] = (float)i;
-    for (int i = 0; i < nB; i++) b[i] = -(float)i - 1;
+    for (int i = 0; i < nA; i++)
+      a[i] = (float)i;
+    for (int i = 0; i < nB; i++)
+      b[i] = -(float)i - 1;
     ck_assert_int_eq(pl__cpu_moe_scatter_f32(NULL, dw, toks, 3, slots, k, a, b),
                      PL_OK);
     for (int q = 0; q < 3; q++)
@@ -147,8 +161,10 @@ END_TEST
 
 START_TEST(swiglu_bwd_derivatives) {
   enum { n = 4, I = 9 };
-  float G[n * I], U[n * I], P[n * I], A[n * I], w[n] = {0.3f, 1.0f, 0.7f, 0.1f}, dw[n];
-  fill(G, PL_F32, n * I, 21), fill(U, PL_F32, n * I, 22), fill(P, PL_F32, n * I, 23);
+  float G[n * I], U[n * I], P[n * I], A[n * I], w[n] = {0.3f, 1.0f, 0.7f, 0.1f},
+                                                dw[n];
+  fill(G, PL_F32, n * I, 21), fill(U, PL_F32, n * I, 22),
+      fill(P, PL_F32, n * I, 23);
   float G0[n * I], U0[n * I];
   memcpy(G0, G, sizeof G), memcpy(U0, U, sizeof U);
   ck_assert_int_eq(pl__cpu_moe_swiglu_fwd(NULL, A, G, U, n, I, PL_F32), PL_OK);
@@ -164,11 +180,14 @@ START_TEST(swiglu_bwd_derivatives) {
       sdw += P[o] * a;
       /* d/dg [g*sig(g)*u] and d/du, times w*P */
       double h = 1e-4;
-      double fp = (g + h) / (1 + exp(-(g + h))) * u, fm = (g - h) / (1 + exp(-(g - h))) * u;
+      double fp = (g + h) / (1 + exp(-(g + h))) * u,
+             fm = (g - h) / (1 + exp(-(g - h))) * u;
       double dg = w[r] * P[o] * (fp - fm) / (2 * h);
       double du = w[r] * P[o] * g * sg;
-      ck_assert_msg(fabs(G[o] - dg) <= 1e-4 * (1 + fabs(dg)), "dG %d: %g vs %g", o, G[o], dg);
-      ck_assert_msg(fabs(U[o] - du) <= 1e-5 * (1 + fabs(du)), "dU %d: %g vs %g", o, U[o], du);
+      ck_assert_msg(fabs(G[o] - dg) <= 1e-4 * (1 + fabs(dg)), "dG %d: %g vs %g",
+                    o, G[o], dg);
+      ck_assert_msg(fabs(U[o] - du) <= 1e-5 * (1 + fabs(du)), "dU %d: %g vs %g",
+                    o, U[o], du);
     }
     ck_assert_msg(fabs(dw[r] - sdw) <= 1e-5 * (1 + fabs(sdw)), "dw %d", r);
   }
@@ -176,12 +195,14 @@ START_TEST(swiglu_bwd_derivatives) {
   float X[n * I];
   memcpy(X, P, sizeof X);
   ck_assert_int_eq(pl__cpu_moe_scale_rows(NULL, X, w, n, I, PL_F32), PL_OK);
-  for (int o = 0; o < n * I; o++) ck_assert(X[o] == w[o / I] * P[o]);
+  for (int o = 0; o < n * I; o++)
+    ck_assert(X[o] == w[o / I] * P[o]);
 }
 END_TEST
 
 int main(void) {
-  const TTest *tests[] = {gemm_vs_reference, gemm_rows_independent, gather_combine_scatter,
-                          swiglu_bwd_derivatives, NULL};
-  return pl_check_suite("moe_cpu", 0, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1 : 0;
+  const TTest *tests[] = {gemm_vs_reference, gemm_rows_independent,
+                          gather_combine_scatter, swiglu_bwd_derivatives, NULL};
+  return pl_check_suite("moe_cpu", 0, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1
+                                                                            : 0;
 }

@@ -12,8 +12,8 @@ pl_status pl__cpu_transpose01(pl_stream *s, void *dst, const void *src,
 #pragma omp parallel for schedule(static)
   for (int64_t a = 0; a < A; a++)
     for (int64_t b = 0; b < B; b++)
-      memcpy((char *)dst + ((size_t)b * A + a) * row, (const char *)src + ((size_t)a * B + b) * row,
-             row);
+      memcpy((char *)dst + ((size_t)b * A + a) * row,
+             (const char *)src + ((size_t)a * B + b) * row, row);
   return PL_OK;
 }
 
@@ -27,7 +27,8 @@ pl_status pl__cpu_unpack_sum(pl_stream *s, void *dst, const void *src,
       for (int64_t c = 0; c < C; c++) {
         float acc = 0.f;
         for (int64_t r = 0; r < R; r++)
-          acc += pl__load_elem(src, dt, (size_t)(((g * R + r) * N + n) * C + c));
+          acc +=
+              pl__load_elem(src, dt, (size_t)(((g * R + r) * N + n) * C + c));
         pl__store_elem(dst, dt, (size_t)((n * G + g) * C + c), acc);
       }
   return PL_OK;

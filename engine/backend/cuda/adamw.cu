@@ -15,14 +15,14 @@
 #include "backend/adamw_kernels.h"
 #include "backend/cuda/internal_cuda.h"
 
-/* ---- kernels ---------------------------------------------------------------- */
+/* ---- kernels ----------------------------------------------------------------
+ */
 
 template <bool BF16>
-__global__ void adamw_update_kernel(float *__restrict__ p, float *__restrict__ m,
-                                    float *__restrict__ v,
-                                    const void *__restrict__ g,
-                                    pl_bf16 *__restrict__ w, size_t n,
-                                    pl_adamw_scalars k) {
+__global__ void
+adamw_update_kernel(float *__restrict__ p, float *__restrict__ m,
+                    float *__restrict__ v, const void *__restrict__ g,
+                    pl_bf16 *__restrict__ w, size_t n, pl_adamw_scalars k) {
   size_t stride = (size_t)gridDim.x * blockDim.x;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -31,7 +31,8 @@ __global__ void adamw_update_kernel(float *__restrict__ p, float *__restrict__ m
     p[i] = pn;
     m[i] = mi;
     v[i] = vi;
-    if (w) w[i] = pl_f32_to_bf16(pn);
+    if (w)
+      w[i] = pl_f32_to_bf16(pn);
   }
 }
 
@@ -40,7 +41,8 @@ __global__ void adamw_sumsq_kernel(const void *__restrict__ g, size_t n,
                                    size_t nchunks, double *__restrict__ part) {
   size_t chunk = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   int lane = threadIdx.x % 32;
-  if (chunk >= nchunks) return; /* whole warps leave together */
+  if (chunk >= nchunks)
+    return; /* whole warps leave together */
   size_t lo = chunk * PL_ADAMW_NORM_CHUNK;
   size_t hi = lo + PL_ADAMW_NORM_CHUNK < n ? lo + PL_ADAMW_NORM_CHUNK : n;
   double acc = 0.0;
@@ -50,17 +52,19 @@ __global__ void adamw_sumsq_kernel(const void *__restrict__ g, size_t n,
   }
   for (int off = 16; off >= 1; off /= 2)
     acc = __dadd_rn(acc, __shfl_down_sync(0xffffffffu, acc, off));
-  if (lane == 0) part[chunk] = acc;
+  if (lane == 0)
+    part[chunk] = acc;
 }
 
-/* ---- launchers --------------------------------------------------------------- */
-
+/* ---- launchers
+ * --------------------------------------------------------------- */
 
 extern "C" pl_status pl__cuda_adamw_update(pl_stream *s, float *p, float *m,
-                                          float *v, const void *g,
-                                          pl_dtype gdt, pl_bf16 *w, size_t n,
-                                          const pl_adamw_scalars *k) {
-  if (n == 0) return PL_OK;
+                                           float *v, const void *g,
+                                           pl_dtype gdt, pl_bf16 *w, size_t n,
+                                           const pl_adamw_scalars *k) {
+  if (n == 0)
+    return PL_OK;
   pl_dev *dev = pl_stream_dev(s);
   PL_TRY(pl__cuda_use(dev));
   cudaStream_t cs = pl__cuda_stream_of(dev, s);
@@ -69,16 +73,17 @@ extern "C" pl_status pl__cuda_adamw_update(pl_stream *s, float *p, float *m,
   if (gdt == PL_BF16)
     adamw_update_kernel<true><<<blocks, threads, 0, cs>>>(p, m, v, g, w, n, *k);
   else
-    adamw_update_kernel<false><<<blocks, threads, 0, cs>>>(p, m, v, g, w, n,
-                                                           *k);
+    adamw_update_kernel<false>
+        <<<blocks, threads, 0, cs>>>(p, m, v, g, w, n, *k);
   PL_CUDA_CHECK_LAUNCH("adamw_update_kernel");
   return PL_OK;
 }
 
 extern "C" pl_status pl__cuda_adamw_sumsq(pl_stream *s, const void *g,
-                                         pl_dtype gdt, size_t n,
-                                         double *partials) {
-  if (n == 0) return PL_OK;
+                                          pl_dtype gdt, size_t n,
+                                          double *partials) {
+  if (n == 0)
+    return PL_OK;
   pl_dev *dev = pl_stream_dev(s);
   PL_TRY(pl__cuda_use(dev));
   cudaStream_t cs = pl__cuda_stream_of(dev, s);

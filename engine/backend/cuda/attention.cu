@@ -37,7 +37,8 @@ static __global__ void wgmma_probe_kernel(int *out) {
 /* The CUDA kernels: bf16, d = 64 or 128 (the wgmma kernels 128 only),
  * S <= 2^30 (int indices), B and n_q within a grid dimension. */
 extern "C" pl_status pl__cuda_attn_check(const pl_attn_shape *sh) {
-  if (sh->kernels.fwd == PL_ATTN_FWD_CUDNN || sh->kernels.bwd == PL_ATTN_BWD_CUDNN)
+  if (sh->kernels.fwd == PL_ATTN_FWD_CUDNN ||
+      sh->kernels.bwd == PL_ATTN_BWD_CUDNN)
     PL_TRY(pl__cudnn_attn_check(sh));
   if (sh->dtype != PL_BF16)
     return pl_set_error(PL_EUNSUPPORTED,

@@ -41,8 +41,8 @@ size_t pl__cudnn_attn_need(pl_stream *s, const pl_attn_shape *sh, int bwd);
 pl_status pl__cudnn_attn_fwd(pl_stream *s, const pl_attn_shape *sh,
                              const void *q, const void *k, const void *v,
                              void *o, float *lse);
-/* dq, dk, dv; ws of ws_bytes >= pl__cudnn_attn_need(s, sh, 1) (the caller's, from
- * the tracked allocator). */
+/* dq, dk, dv; ws of ws_bytes >= pl__cudnn_attn_need(s, sh, 1) (the caller's,
+ * from the tracked allocator). */
 pl_status pl__cudnn_attn_bwd(pl_stream *s, const pl_attn_shape *sh,
                              const void *q, const void *k, const void *v,
                              const void *o, const void *dout, const float *lse,

@@ -31,7 +31,8 @@ static __global__ void attn_dq_convert_kernel(const float *acc, bf16 *dq,
     *reinterpret_cast<__nv_bfloat162 *>(dq + i) = lo;
     *reinterpret_cast<__nv_bfloat162 *>(dq + i + 2) = hi;
   } else {
-    for (; i < n; ++i) dq[i] = __float2bfloat16(acc[i] * scale);
+    for (; i < n; ++i)
+      dq[i] = __float2bfloat16(acc[i] * scale);
   }
 }
 
@@ -40,17 +41,18 @@ static __global__ void attn_dq_convert_kernel(const float *acc, bf16 *dq,
 /* ======================================================================== */
 
 /* grid (ceil(S/BM), n_q, B), NW·32 threads; BM = 32·NW query rows, BN keys
- * per step (double-buffered), consumed BNS keys at a time.  Shared: Q [BM][LD], K and V [2][BN][LD] (LD = D + 8: rows 16 B
- * apart in the bank space, so ldmatrix and cp.async are conflict-free). */
+ * per step (double-buffered), consumed BNS keys at a time.  Shared: Q [BM][LD],
+ * K and V [2][BN][LD] (LD = D + 8: rows 16 B apart in the bank space, so
+ * ldmatrix and cp.async are conflict-free). */
 template <int D, int NW, int BN, int BNS, bool FULL>
 static __global__ void __launch_bounds__(NW * 32)
     attn_fwd_mma_kernel(AttnParams p) {
-  constexpr int MT = 2;              /* 16-row m-tiles per warp */
+  constexpr int MT = 2; /* 16-row m-tiles per warp */
   constexpr int BM = 16 * MT * NW;
   constexpr int LD = D + 8;
   constexpr int NT = NW * 32;
-  constexpr int NN = BNS / 8;        /* n-tiles of a score sub-tile */
-  constexpr int ND = D / 8;          /* n-tiles of the output     */
+  constexpr int NN = BNS / 8; /* n-tiles of a score sub-tile */
+  constexpr int ND = D / 8;   /* n-tiles of the output     */
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16 *sQ = reinterpret_cast<bf16 *>(smem_raw);
   bf16 *sK = sQ + BM * LD;
@@ -82,7 +84,8 @@ static __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
     for (int dt = 0; dt < ND; ++dt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.f;
+      for (int e = 0; e < 4; ++e)
+        o[mt][dt][e] = 0.f;
     mrow[mt][0] = mrow[mt][1] = -INFINITY;
     lrow[mt][0] = lrow[mt][1] = 0.f;
   }
@@ -103,126 +106,130 @@ static __global__ void __launch_bounds__(NW * 32)
      * keys fit in registers next to the output accumulator (d = 128) */
 #pragma unroll 1
     for (int sb = 0; sb < BN / BNS; ++sb) {
-    const bf16 *sKb = sK + buf * BN * LD + sb * BNS * LD;
-    const bf16 *sVb = sV + buf * BN * LD + sb * BNS * LD;
-    const int k0 = kb * BN + sb * BNS;
-    /* a warp whose rows all precede this key sub-tile has nothing to add (no
-     * barrier inside, so the warp may skip alone) */
-    if (FULL || k0 <= q0 + wrow0 + MT * 16 - 1) {
+      const bf16 *sKb = sK + buf * BN * LD + sb * BNS * LD;
+      const bf16 *sVb = sV + buf * BN * LD + sb * BNS * LD;
+      const int k0 = kb * BN + sb * BNS;
+      /* a warp whose rows all precede this key sub-tile has nothing to add (no
+       * barrier inside, so the warp may skip alone) */
+      if (FULL || k0 <= q0 + wrow0 + MT * 16 - 1) {
 
-    /* ---- S = Q K^T (raw scores, fp32) ---- */
-    float s[MT][NN][4];
+        /* ---- S = Q K^T (raw scores, fp32) ---- */
+        float s[MT][NN][4];
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < NN; ++nt)
+          for (int nt = 0; nt < NN; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+            for (int e = 0; e < 4; ++e)
+              s[mt][nt][e] = 0.f;
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t a[MT][4];
+        for (int kk = 0; kk < D / 16; ++kk) {
+          uint32_t a[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-        ldsm_x4(a[mt], sQ + (wrow0 + mt * 16 + (lane & 15)) * LD + kk * 16 +
-                           (lane >> 4) * 8);
+          for (int mt = 0; mt < MT; ++mt)
+            ldsm_x4(a[mt], sQ + (wrow0 + mt * 16 + (lane & 15)) * LD + kk * 16 +
+                               (lane >> 4) * 8);
 #pragma unroll
-      for (int nt = 0; nt < NN; nt += 2) {
-        uint32_t bb[4];
-        ldsm_x4(bb, sKb + (nt * 8 + (lane >> 4) * 8 + (lane & 7)) * LD +
-                        kk * 16 + ((lane >> 3) & 1) * 8);
+          for (int nt = 0; nt < NN; nt += 2) {
+            uint32_t bb[4];
+            ldsm_x4(bb, sKb + (nt * 8 + (lane >> 4) * 8 + (lane & 7)) * LD +
+                            kk * 16 + ((lane >> 3) & 1) * 8);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              mma_bf16(s[mt][nt], a[mt], bb[0], bb[1]);
+              mma_bf16(s[mt][nt + 1], a[mt], bb[2], bb[3]);
+            }
+          }
+        }
+
+        /* ---- causal mask on blocks that reach past the tile's first row
+         * (FULL: keys past S, which the tile loads zero-filled) ---- */
+        if (FULL && k0 + BNS > S) {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NN; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                int col = k0 + nt * 8 + 2 * t + (e & 1);
+                if (col >= S)
+                  s[mt][nt][e] = -INFINITY;
+              }
+        }
+        if (!FULL && k0 + BNS - 1 > q0) {
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < NN; ++nt)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                int row = q0 + wrow0 + mt * 16 + g + (e >> 1) * 8;
+                int col = k0 + nt * 8 + 2 * t + (e & 1);
+                if (col > row)
+                  s[mt][nt][e] = -INFINITY;
+              }
+        }
+
+        /* ---- online softmax (rows g and g+8 of each m-tile; a row lives in
+         *      the 4 threads of a quad) ---- */
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma_bf16(s[mt][nt], a[mt], bb[0], bb[1]);
-          mma_bf16(s[mt][nt + 1], a[mt], bb[2], bb[3]);
-        }
-      }
-    }
-
-    /* ---- causal mask on blocks that reach past the tile's first row (FULL:
-     *      keys past S, which the tile loads zero-filled) ---- */
-    if (FULL && k0 + BNS > S) {
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+          for (int hf = 0; hf < 2; ++hf) {
+            float mx = mrow[mt][hf];
 #pragma unroll
-        for (int nt = 0; nt < NN; ++nt)
+            for (int nt = 0; nt < NN; ++nt)
+              mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float msc = (mx == -INFINITY) ? 0.f : mx * p.scale_log2;
+            const float alpha = exp2f(mrow[mt][hf] * p.scale_log2 - msc);
+            mrow[mt][hf] = mx;
+            float rs = 0.f;
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            int col = k0 + nt * 8 + 2 * t + (e & 1);
-            if (col >= S) s[mt][nt][e] = -INFINITY;
-          }
-    }
-    if (!FULL && k0 + BNS - 1 > q0) {
+            for (int nt = 0; nt < NN; ++nt) {
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+              for (int e = 0; e < 2; ++e) {
+                float pv = exp2f(s[mt][nt][2 * hf + e] * p.scale_log2 - msc);
+                s[mt][nt][2 * hf + e] = pv;
+                rs += pv;
+              }
+            }
+            lrow[mt][hf] = lrow[mt][hf] * alpha + rs; /* this thread's part */
 #pragma unroll
-        for (int nt = 0; nt < NN; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            int row = q0 + wrow0 + mt * 16 + g + (e >> 1) * 8;
-            int col = k0 + nt * 8 + 2 * t + (e & 1);
-            if (col > row) s[mt][nt][e] = -INFINITY;
-          }
-    }
-
-    /* ---- online softmax (rows g and g+8 of each m-tile; a row lives in
-     *      the 4 threads of a quad) ---- */
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-      for (int hf = 0; hf < 2; ++hf) {
-        float mx = mrow[mt][hf];
-#pragma unroll
-        for (int nt = 0; nt < NN; ++nt)
-          mx = fmaxf(mx, fmaxf(s[mt][nt][2 * hf], s[mt][nt][2 * hf + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float msc = (mx == -INFINITY) ? 0.f : mx * p.scale_log2;
-        const float alpha = exp2f(mrow[mt][hf] * p.scale_log2 - msc);
-        mrow[mt][hf] = mx;
-        float rs = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < NN; ++nt) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float pv = exp2f(s[mt][nt][2 * hf + e] * p.scale_log2 - msc);
-            s[mt][nt][2 * hf + e] = pv;
-            rs += pv;
+            for (int dt = 0; dt < ND; ++dt) {
+              o[mt][dt][2 * hf] *= alpha;
+              o[mt][dt][2 * hf + 1] *= alpha;
+            }
           }
         }
-        lrow[mt][hf] = lrow[mt][hf] * alpha + rs; /* this thread's part */
-#pragma unroll
-        for (int dt = 0; dt < ND; ++dt) {
-          o[mt][dt][2 * hf] *= alpha;
-          o[mt][dt][2 * hf + 1] *= alpha;
-        }
-      }
-    }
 
-    /* ---- O += P V (P from the score registers, rounded to bf16) ---- */
+        /* ---- O += P V (P from the score registers, rounded to bf16) ---- */
 #pragma unroll
-    for (int kk = 0; kk < BNS / 16; ++kk) {
-      uint32_t a[MT][4];
+        for (int kk = 0; kk < BNS / 16; ++kk) {
+          uint32_t a[MT][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-      }
+          for (int mt = 0; mt < MT; ++mt) {
+            a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+            a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+            a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+            a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+          }
 #pragma unroll
-      for (int dt = 0; dt < ND; dt += 2) {
-        uint32_t bb[4];
-        ldsm_x4_t(bb, sVb + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD +
-                          dt * 8 + (lane >> 4) * 8);
+          for (int dt = 0; dt < ND; dt += 2) {
+            uint32_t bb[4];
+            ldsm_x4_t(
+                bb, sVb + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD +
+                        dt * 8 + (lane >> 4) * 8);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          mma_bf16(o[mt][dt], a[mt], bb[0], bb[1]);
-          mma_bf16(o[mt][dt + 1], a[mt], bb[2], bb[3]);
+            for (int mt = 0; mt < MT; ++mt) {
+              mma_bf16(o[mt][dt], a[mt], bb[0], bb[1]);
+              mma_bf16(o[mt][dt + 1], a[mt], bb[2], bb[3]);
+            }
+          }
         }
-      }
-    }
-    } /* warp has rows at or past k0 */
-    } /* sub-tiles */
+      }              /* warp has rows at or past k0 */
+    }                /* sub-tiles */
     __syncthreads(); /* this buffer is refilled two steps on */
   }
   cp_async_wait<0>();
@@ -243,11 +250,12 @@ static __global__ void __launch_bounds__(NW * 32)
         bf16 *orow = gO + (int64_t)row * qstride;
 #pragma unroll
         for (int dt = 0; dt < ND; ++dt) {
-          __nv_bfloat162 v2 = __floats2bfloat162_rn(o[mt][dt][2 * hf] * inv,
-                                                    o[mt][dt][2 * hf + 1] * inv);
+          __nv_bfloat162 v2 = __floats2bfloat162_rn(
+              o[mt][dt][2 * hf] * inv, o[mt][dt][2 * hf + 1] * inv);
           *reinterpret_cast<__nv_bfloat162 *>(orow + dt * 8 + 2 * t) = v2;
         }
-        if (t == 0) gL[row] = mrow[mt][hf] * p.scale + logf(l);
+        if (t == 0)
+          gL[row] = mrow[mt][hf] * p.scale + logf(l);
       }
     }
   }
@@ -273,14 +281,14 @@ static __global__ void __launch_bounds__(NW * 32)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16 *sK = reinterpret_cast<bf16 *>(smem_raw);
   bf16 *sV = sK + BN * LD;
-  bf16 *sQ = sV + BN * LD;       /* [2][BM][LD] */
-  bf16 *sdO = sQ + 2 * BM * LD;  /* [2][BM][LD] */
+  bf16 *sQ = sV + BN * LD;      /* [2][BM][LD] */
+  bf16 *sdO = sQ + 2 * BM * LD; /* [2][BM][LD] */
   /* dS^T [BN][LDS] lives in the current step's Q buffer: Q is dead once
    * dK += dS^T Q is done (a barrier separates the two), and dropping a
    * separate dS tile keeps d = 128 at two blocks per SM */
   static_assert(BN * LDS <= BM * LD, "dS^T must fit in a Q buffer");
   float *sL = reinterpret_cast<float *>(sdO + 2 * BM * LD); /* [2][BM] */
-  float *sD = sL + 2 * BM;                               /* [2][BM] */
+  float *sD = sL + 2 * BM;                                  /* [2][BM] */
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -296,8 +304,10 @@ static __global__ void __launch_bounds__(NW * 32)
   auto issue = [&](int it, int buf) {
     const int h = walk.head(it);
     const int qs = walk.qs(it);
-    load_tile<BM, D, LD, NT>(sQ + buf * BM * LD, blk.q(p, h), qs, S, qstride, tid);
-    load_tile<BM, D, LD, NT>(sdO + buf * BM * LD, blk.dout(p, h), qs, S, qstride, tid);
+    load_tile<BM, D, LD, NT>(sQ + buf * BM * LD, blk.q(p, h), qs, S, qstride,
+                             tid);
+    load_tile<BM, D, LD, NT>(sdO + buf * BM * LD, blk.dout(p, h), qs, S,
+                             qstride, tid);
     const int64_t r0 = ((int64_t)b * p.nq + h) * S;
     for (int i = tid; i < BM; i += NT) {
       const int q = qs + i;
@@ -315,13 +325,15 @@ static __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
   for (int dt = 0; dt < ND; ++dt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) dk[dt][e] = dv[dt][e] = 0.f;
+    for (int e = 0; e < 4; ++e)
+      dk[dt][e] = dv[dt][e] = 0.f;
 
   const int wk0 = warp * 16; /* this warp's first key in the tile */
 
   for (int it = 0; it < niter; ++it) {
     const int buf = it & 1;
-    if (it + 1 < niter) issue(it + 1, buf ^ 1);
+    if (it + 1 < niter)
+      issue(it + 1, buf ^ 1);
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
@@ -335,7 +347,8 @@ static __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
     for (int nt = 0; nt < NQ; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.f;
+      for (int e = 0; e < 4; ++e)
+        st[nt][e] = dpt[nt][e] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t ak[4], av[4];
@@ -356,7 +369,8 @@ static __global__ void __launch_bounds__(NW * 32)
     }
 
     /* ---- P^T = exp2(S^T·scale·log2e − LSE·log2e), masked; dS^T ---- */
-    const bool need_mask = FULL ? (qs + BM > S) : (qs < k0 + BN - 1) || (qs + BM > S);
+    const bool need_mask =
+        FULL ? (qs + BM > S) : (qs < k0 + BN - 1) || (qs + BM > S);
 #pragma unroll
     for (int nt = 0; nt < NQ; ++nt) {
 #pragma unroll
@@ -366,7 +380,8 @@ static __global__ void __launch_bounds__(NW * 32)
         if (need_mask) {
           const int key = k0 + wk0 + g + (e >> 1) * 8;
           const int q = qs + ql;
-          if ((!FULL && key > q) || q >= S) pr = 0.f;
+          if ((!FULL && key > q) || q >= S)
+            pr = 0.f;
         }
         st[nt][e] = pr;
         dpt[nt][e] = pr * (dpt[nt][e] - cD[ql]); /* dS^T */
@@ -422,7 +437,8 @@ static __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+          for (int e = 0; e < 4; ++e)
+            acc[j][e] = 0.f;
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
           uint32_t a[4];
@@ -431,8 +447,9 @@ static __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
           for (int j = 0; j < 4; j += 2) {
             uint32_t bk[4];
-            ldsm_x4_t(bk, sK + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD +
-                              dc * 32 + j * 8 + (lane >> 4) * 8);
+            ldsm_x4_t(bk,
+                      sK + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD +
+                          dc * 32 + j * 8 + (lane >> 4) * 8);
             mma_bf16(acc[j], a, bk[0], bk[1]);
             mma_bf16(acc[j + 1], a, bk[2], bk[3]);
           }
@@ -458,7 +475,6 @@ static __global__ void __launch_bounds__(NW * 32)
   blk.store_dkdv(p, k0 + wk0 + g, t, &dk[0][0], &dv[0][0]);
 }
 
-
 /* ======================================================================== */
 /* launch                                                                   */
 /* ======================================================================== */
@@ -472,15 +488,13 @@ static __global__ void __launch_bounds__(NW * 32)
 #define FWD_BNS(D) ((D) == 128 ? 32 : 64)
 #define BWD_NW 4
 
-template <int D>
-static constexpr size_t fwd_smem_bytes() {
+template <int D> static constexpr size_t fwd_smem_bytes() {
   return (size_t)(32 * FWD_NW + 4 * FWD_BN(D)) * (D + 8) * sizeof(bf16);
 }
-template <int D>
-static constexpr size_t bwd_smem_bytes() {
+template <int D> static constexpr size_t bwd_smem_bytes() {
   return (size_t)(16 * BWD_NW) * (D + 8) * 2 * sizeof(bf16) + /* K, V       */
          (size_t)(16 * BWD_NW) * (D + 8) * 4 * sizeof(bf16) + /* Q, dO ×2   */
-         (size_t)4 * (16 * BWD_NW) * sizeof(float);            /* LSE, D ×2 */
+         (size_t)4 * (16 * BWD_NW) * sizeof(float);           /* LSE, D ×2 */
 }
 
 template <int D, bool FULL>
@@ -488,9 +502,11 @@ static pl_status mma_fwd(cudaStream_t st, const AttnParams &p, unsigned B) {
   constexpr int BM = 32 * FWD_NW;
   constexpr size_t smem = fwd_smem_bytes<D>();
   auto kern = attn_fwd_mma_kernel<D, FWD_NW, FWD_BN(D), FWD_BNS(D), FULL>;
-  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  cudaError_t e = cudaFuncSetAttribute(
+      kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e != cudaSuccess)
-    return pl_set_error(PL_ERUNTIME, "attention fwd: smem %zu B: %s", smem, cudaGetErrorString(e));
+    return pl_set_error(PL_ERUNTIME, "attention fwd: smem %zu B: %s", smem,
+                        cudaGetErrorString(e));
   dim3 grid((unsigned)((p.S + BM - 1) / BM), (unsigned)p.nq, B);
   kern<<<grid, FWD_NW * 32, smem, st>>>(p);
   return pl__attn_launched("fwd mma launch");
@@ -501,32 +517,41 @@ static pl_status mma_fwd(cudaStream_t st, const AttnParams &p, unsigned B) {
 template <int D, bool FULL>
 static pl_status mma_bwd(cudaStream_t st, const AttnParams &p, unsigned B) {
   const int64_t nq_el = (int64_t)B * p.S * (int64_t)p.nq * D;
-  cudaError_t e = cudaMemsetAsync(p.dqacc, 0, (size_t)nq_el * sizeof(float), st);
+  cudaError_t e =
+      cudaMemsetAsync(p.dqacc, 0, (size_t)nq_el * sizeof(float), st);
   if (e != cudaSuccess)
-    return pl_set_error(PL_ERUNTIME, "attention bwd: memset: %s", cudaGetErrorString(e));
+    return pl_set_error(PL_ERUNTIME, "attention bwd: memset: %s",
+                        cudaGetErrorString(e));
   constexpr int BN = 16 * BWD_NW;
   constexpr size_t smem = bwd_smem_bytes<D>();
   auto kern = attn_bwd_mma_kernel<D, BWD_NW, FULL>;
-  e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           (int)smem);
   if (e != cudaSuccess)
-    return pl_set_error(PL_ERUNTIME, "attention bwd: smem %zu B: %s", smem, cudaGetErrorString(e));
+    return pl_set_error(PL_ERUNTIME, "attention bwd: smem %zu B: %s", smem,
+                        cudaGetErrorString(e));
   dim3 grid((unsigned)((p.S + BN - 1) / BN), (unsigned)p.nkv, B);
   kern<<<grid, BWD_NW * 32, smem, st>>>(p);
   PL_TRY(pl__attn_launched("bwd mma launch"));
   return pl__attn_dq_convert(st, p.dqacc, p.dq, nq_el, p.scale);
 }
 
-pl_status pl__attn_mma_fwd(cudaStream_t st, const AttnParams &p, int d, unsigned B) {
-  if (p.full) return d == 64 ? mma_fwd<64, true>(st, p, B) : mma_fwd<128, true>(st, p, B);
+pl_status pl__attn_mma_fwd(cudaStream_t st, const AttnParams &p, int d,
+                           unsigned B) {
+  if (p.full)
+    return d == 64 ? mma_fwd<64, true>(st, p, B) : mma_fwd<128, true>(st, p, B);
   return d == 64 ? mma_fwd<64, false>(st, p, B) : mma_fwd<128, false>(st, p, B);
 }
-pl_status pl__attn_mma_bwd(cudaStream_t st, const AttnParams &p, int d, unsigned B) {
-  if (p.full) return d == 64 ? mma_bwd<64, true>(st, p, B) : mma_bwd<128, true>(st, p, B);
+pl_status pl__attn_mma_bwd(cudaStream_t st, const AttnParams &p, int d,
+                           unsigned B) {
+  if (p.full)
+    return d == 64 ? mma_bwd<64, true>(st, p, B) : mma_bwd<128, true>(st, p, B);
   return d == 64 ? mma_bwd<64, false>(st, p, B) : mma_bwd<128, false>(st, p, B);
 }
-pl_status pl__attn_dq_convert(cudaStream_t st, const float *acc, bf16 *dq, int64_t n,
-                              float scale) {
+pl_status pl__attn_dq_convert(cudaStream_t st, const float *acc, bf16 *dq,
+                              int64_t n, float scale) {
   const int64_t nthr = (n + 3) / 4;
-  attn_dq_convert_kernel<<<(unsigned)((nthr + 255) / 256), 256, 0, st>>>(acc, dq, n, scale);
+  attn_dq_convert_kernel<<<(unsigned)((nthr + 255) / 256), 256, 0, st>>>(
+      acc, dq, n, scale);
   return pl__attn_launched("bwd dq convert launch");
 }

@@ -15,17 +15,18 @@
 
 static __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  for (int o = 16; o > 0; o >>= 1)
+    x += __shfl_xor_sync(0xffffffffu, x, o);
   return x;
 }
 
 /* grid (ceil(S/4), n_q, B), 128 threads: warp w handles query row 4·bx + w. */
-template <int D>
-static __global__ void attn_fwd_simple_kernel(AttnParams p) {
+template <int D> static __global__ void attn_fwd_simple_kernel(AttnParams p) {
   constexpr int E = D / 32;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int i = blockIdx.x * 4 + warp;
-  if (i >= p.S) return;
+  if (i >= p.S)
+    return;
   const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
   const int64_t qrow = (int64_t)p.nq * D, krow = (int64_t)p.nkv * D;
   const bf16 *qi = p.q + ((int64_t)b * p.S + i) * qrow + (int64_t)h * D;
@@ -43,7 +44,8 @@ static __global__ void attn_fwd_simple_kernel(AttnParams p) {
     const bf16 *kj = kb + (int64_t)j * krow, *vj = vb + (int64_t)j * krow;
     float s = 0.f;
 #pragma unroll
-    for (int e = 0; e < E; ++e) s += qv[e] * __bfloat162float(kj[lane + 32 * e]);
+    for (int e = 0; e < E; ++e)
+      s += qv[e] * __bfloat162float(kj[lane + 32 * e]);
     s = warp_sum(s) * p.scale;
     float mn = fmaxf(m, s);
     float a = expf(m - mn); /* m = -inf on the first key: 0 */
@@ -57,17 +59,19 @@ static __global__ void attn_fwd_simple_kernel(AttnParams p) {
   bf16 *oi = p.out + ((int64_t)b * p.S + i) * qrow + (int64_t)h * D;
   float inv = 1.f / l;
 #pragma unroll
-  for (int e = 0; e < E; ++e) oi[lane + 32 * e] = __float2bfloat16(acc[e] * inv);
-  if (lane == 0) p.lse[((int64_t)b * p.nq + h) * p.S + i] = m + logf(l);
+  for (int e = 0; e < E; ++e)
+    oi[lane + 32 * e] = __float2bfloat16(acc[e] * inv);
+  if (lane == 0)
+    p.lse[((int64_t)b * p.nq + h) * p.S + i] = m + logf(l);
 }
 
 /* D[b,h,i] = Σ_d dO[b,i,h,d]·O[b,i,h,d].  grid (ceil(S/4), n_q, B), 128 thr. */
-template <int D>
-static __global__ void attn_delta_kernel(AttnParams p) {
+template <int D> static __global__ void attn_delta_kernel(AttnParams p) {
   constexpr int E = D / 32;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int i = blockIdx.x * 4 + warp;
-  if (i >= p.S) return;
+  if (i >= p.S)
+    return;
   const int h = blockIdx.y, b = blockIdx.z;
   const int64_t off = ((int64_t)b * p.S + i) * p.nq * D + (int64_t)h * D;
   float s = 0.f;
@@ -76,7 +80,8 @@ static __global__ void attn_delta_kernel(AttnParams p) {
     s += __bfloat162float(p.o[off + lane + 32 * e]) *
          __bfloat162float(p.dout[off + lane + 32 * e]);
   s = warp_sum(s);
-  if (lane == 0) p.delta[((int64_t)b * p.nq + h) * p.S + i] = s;
+  if (lane == 0)
+    p.delta[((int64_t)b * p.nq + h) * p.S + i] = s;
 }
 
 /* dQ_i = scale · Σ_{j<=i} P_ij (dP_ij − D_i) k_j, P_ij = exp(s_ij − LSE_i),
@@ -86,7 +91,8 @@ static __global__ void attn_bwd_dq_simple_kernel(AttnParams p) {
   constexpr int E = D / 32;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int i = blockIdx.x * 4 + warp;
-  if (i >= p.S) return;
+  if (i >= p.S)
+    return;
   const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
   const int64_t qrow = (int64_t)p.nq * D, krow = (int64_t)p.nkv * D;
   const int64_t qoff = ((int64_t)b * p.S + i) * qrow + (int64_t)h * D;
@@ -115,7 +121,8 @@ static __global__ void attn_bwd_dq_simple_kernel(AttnParams p) {
     float pr = expf(s * p.scale - lse);
     float ds = pr * (dp - dlt);
 #pragma unroll
-    for (int e = 0; e < E; ++e) acc[e] += ds * __bfloat162float(kj[lane + 32 * e]);
+    for (int e = 0; e < E; ++e)
+      acc[e] += ds * __bfloat162float(kj[lane + 32 * e]);
   }
 #pragma unroll
   for (int e = 0; e < E; ++e)
@@ -129,7 +136,8 @@ static __global__ void attn_bwd_dkdv_simple_kernel(AttnParams p) {
   constexpr int E = D / 32;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int j = blockIdx.x * 4 + warp;
-  if (j >= p.S) return;
+  if (j >= p.S)
+    return;
   const int hk = blockIdx.y, b = blockIdx.z;
   const int64_t qrow = (int64_t)p.nq * D, krow = (int64_t)p.nkv * D;
   const int64_t koff = ((int64_t)b * p.S + j) * krow + (int64_t)hk * D;
@@ -172,46 +180,58 @@ static __global__ void attn_bwd_dkdv_simple_kernel(AttnParams p) {
   }
 }
 
-
 /* o_acc, lse_acc merged with o_blk, lse_blk (backend/attention_kernels.h):
  * one warp per (row, head), lanes over the head dimension. */
-static __device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
-static __device__ __forceinline__ float to_f32(float x) { return x; }
+static __device__ __forceinline__ float to_f32(bf16 x) {
+  return __bfloat162float(x);
+}
+static __device__ __forceinline__ float to_f32(float x) {
+  return x;
+}
 
 template <typename T>
-static __global__ void attn_merge_kernel(float *o_acc, float *lse_acc, const T *o_blk,
-                                         const float *lse_blk, int64_t rows, int nq, int d) {
+static __global__ void attn_merge_kernel(float *o_acc, float *lse_acc,
+                                         const T *o_blk, const float *lse_blk,
+                                         int64_t rows, int nq, int d) {
   const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
-  if (w >= rows * nq) return;
+  if (w >= rows * nq)
+    return;
   const int64_t r = w / nq;
   const int h = (int)(w % nq);
-  const float la = lse_acc[(int64_t)h * rows + r], lb = lse_blk[(int64_t)h * rows + r];
+  const float la = lse_acc[(int64_t)h * rows + r],
+              lb = lse_blk[(int64_t)h * rows + r];
   const float m = fmaxf(la, lb);
-  if (m == -INFINITY) return;
+  if (m == -INFINITY)
+    return;
   const float ea = expf(la - m), eb = expf(lb - m), z = ea + eb;
   const float wa = ea / z, wb = eb / z;
   float *oa = o_acc + w * d;
   const T *ob = o_blk + w * d;
-  for (int c = lane; c < d; c += 32) oa[c] = oa[c] * wa + to_f32(ob[c]) * wb;
-  if (lane == 0) lse_acc[(int64_t)h * rows + r] = m + logf(z);
+  for (int c = lane; c < d; c += 32)
+    oa[c] = oa[c] * wa + to_f32(ob[c]) * wb;
+  if (lane == 0)
+    lse_acc[(int64_t)h * rows + r] = m + logf(z);
 }
 
-extern "C" pl_status pl__cuda_attn_merge(pl_stream *s, float *o_acc, float *lse_acc,
-                                         const void *o_blk, const float *lse_blk, int64_t rows,
+extern "C" pl_status pl__cuda_attn_merge(pl_stream *s, float *o_acc,
+                                         float *lse_acc, const void *o_blk,
+                                         const float *lse_blk, int64_t rows,
                                          int n_q, int d, pl_dtype dt) {
   if (dt != PL_F32 && dt != PL_BF16)
-    return pl_set_error(PL_EINVAL, "attention merge: dtype %s: f32 or bf16", pl_dtype_name(dt));
+    return pl_set_error(PL_EINVAL, "attention merge: dtype %s: f32 or bf16",
+                        pl_dtype_name(dt));
   const int64_t warps = rows * n_q;
-  if (warps == 0) return PL_OK;
+  if (warps == 0)
+    return PL_OK;
   cudaStream_t st = (cudaStream_t)pl_stream_native(s);
   const unsigned grid = (unsigned)((warps * 32 + 255) / 256);
   if (dt == PL_BF16)
-    attn_merge_kernel<bf16><<<grid, 256, 0, st>>>(o_acc, lse_acc, (const bf16 *)o_blk, lse_blk,
-                                                  rows, n_q, d);
+    attn_merge_kernel<bf16><<<grid, 256, 0, st>>>(
+        o_acc, lse_acc, (const bf16 *)o_blk, lse_blk, rows, n_q, d);
   else
-    attn_merge_kernel<float><<<grid, 256, 0, st>>>(o_acc, lse_acc, (const float *)o_blk,
-                                                   lse_blk, rows, n_q, d);
+    attn_merge_kernel<float><<<grid, 256, 0, st>>>(
+        o_acc, lse_acc, (const float *)o_blk, lse_blk, rows, n_q, d);
   return pl__attn_launched("merge launch");
 }
 
@@ -243,12 +263,15 @@ static pl_status simple_bwd(cudaStream_t st, const AttnParams &p, unsigned B) {
   return pl__attn_launched("bwd dkdv simple launch");
 }
 
-pl_status pl__attn_simple_fwd(cudaStream_t st, const AttnParams &p, int d, unsigned B) {
+pl_status pl__attn_simple_fwd(cudaStream_t st, const AttnParams &p, int d,
+                              unsigned B) {
   return d == 64 ? simple_fwd<64>(st, p, B) : simple_fwd<128>(st, p, B);
 }
-pl_status pl__attn_delta(cudaStream_t st, const AttnParams &p, int d, unsigned B) {
+pl_status pl__attn_delta(cudaStream_t st, const AttnParams &p, int d,
+                         unsigned B) {
   return d == 64 ? delta<64>(st, p, B) : delta<128>(st, p, B);
 }
-pl_status pl__attn_simple_bwd(cudaStream_t st, const AttnParams &p, int d, unsigned B) {
+pl_status pl__attn_simple_bwd(cudaStream_t st, const AttnParams &p, int d,
+                              unsigned B) {
   return d == 64 ? simple_bwd<64>(st, p, B) : simple_bwd<128>(st, p, B);
 }

@@ -87,7 +87,8 @@
 
 #include "backend/cuda/attention_common.cuh"
 
-#define WGB_NB 3 /* Q, dO, LSE, D buffers of the dK/dV kernel (two steps ahead) */
+#define WGB_NB                                                                 \
+  3 /* Q, dO, LSE, D buffers of the dK/dV kernel (two steps ahead) */
 
 /* K, V [2][128][64] + Q, dO [3 buf][2][64][64] swizzled; with DQ dS^T [2
  * buf][128][64] swizzled and the dQ stage [2][8][128][4] f32; LSE, D [3
@@ -95,10 +96,12 @@
  * 232,000 B (bulk; the opt-in limit is 232,448). */
 static constexpr size_t wgb_dkdv_smem_bytes(bool dq) {
   return (size_t)2 * WGB_BN * 128 * 2 + (size_t)WGB_NB * 2 * WGB_BM * 128 * 2 +
-         (dq ? (size_t)2 * WGB_BN * WGB_BM * 2 : 0) + (dq ? (size_t)WGB_BM * 128 * 4 : 0) +
-         (size_t)WGB_NB * 2 * WGB_BM * 4 + 64 + 1024;
+         (dq ? (size_t)2 * WGB_BN * WGB_BM * 2 : 0) +
+         (dq ? (size_t)WGB_BM * 128 * 4 : 0) + (size_t)WGB_NB * 2 * WGB_BM * 4 +
+         64 + 1024;
 }
-static_assert(wgb_dkdv_smem_bytes(true) <= 232448, "the dK/dV kernel's shared memory");
+static_assert(wgb_dkdv_smem_bytes(true) <= 232448,
+              "the dK/dV kernel's shared memory");
 /* Q, dO [2][128][64] + K, V [2 buf][2][64][64] swizzled; 1024 B to align:
  * 132,096 B */
 static constexpr size_t wgb_dq_smem_bytes() {
@@ -112,10 +115,13 @@ static constexpr size_t wgb_dq_smem_bytes() {
  * i.e. rows r, r + 8 (r = 16·wq + g) at columns c, c + 1 (c = 64·wg + 8j +
  * 2t), T' = 32·wq + 4·g + t.  One thread per float4; ntiles =
  * B·n_q·ceil(S/64). */
-static __global__ void attn_dq_convert_tiled_kernel(const float *acc, bf16 *dq, int S, int nq,
-                                                    int64_t ntiles, float scale) {
+static __global__ void attn_dq_convert_tiled_kernel(const float *acc, bf16 *dq,
+                                                    int S, int nq,
+                                                    int64_t ntiles,
+                                                    float scale) {
   const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= ntiles * 2048) return;
+  if (idx >= ntiles * 2048)
+    return;
   const int64_t tile = idx >> 11;
   const int w = (int)(idx & 2047), wg = w >> 10, j = (w >> 7) & 7, T = w & 127;
   const int nqt = (S + 63) / 64;
@@ -127,7 +133,8 @@ static __global__ void attn_dq_convert_tiled_kernel(const float *acc, bf16 *dq, 
   const float4 a = reinterpret_cast<const float4 *>(acc)[idx];
   bf16 *base = dq + (((int64_t)b * S + row) * nq + h) * 128 + col;
   if (row < S)
-    *reinterpret_cast<__nv_bfloat162 *>(base) = __floats2bfloat162_rn(a.x * scale, a.y * scale);
+    *reinterpret_cast<__nv_bfloat162 *>(base) =
+        __floats2bfloat162_rn(a.x * scale, a.y * scale);
   if (row + 8 < S)
     *reinterpret_cast<__nv_bfloat162 *>(base + (int64_t)8 * nq * 128) =
         __floats2bfloat162_rn(a.z * scale, a.w * scale);
@@ -140,24 +147,28 @@ static __global__ void attn_dq_convert_tiled_kernel(const float *acc, bf16 *dq, 
  * so the causal instantiations are the code they were). */
 template <bool DQ, bool FULL>
 static __global__ void __launch_bounds__(256, 1)
-    attn_bwd_dkdv_wgmma_kernel(AttnParams p, const __grid_constant__ AttnTma tm) {
+    attn_bwd_dkdv_wgmma_kernel(AttnParams p,
+                               const __grid_constant__ AttnTma tm) {
 #if PL_WGMMA_OK
   constexpr int D = 128, BN = WGB_BN, BM = WGB_BM, NT = 256, NB = WGB_NB;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  unsigned char *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  bf16 *sK = reinterpret_cast<bf16 *>(base);                       /* [2][BN][64]         */
-  bf16 *sV = sK + BN * 128;                                        /* [2][BN][64]         */
-  bf16 *sQ = sV + BN * 128;                                        /* [NB buf][2][BM][64] */
-  bf16 *sdO = sQ + NB * BM * 128;                                  /* [NB buf][2][BM][64] */
-  bf16 *sdS = sdO + NB * BM * 128; /* [2 buf][BN][64] (DQ) */
-  float *sdQ = reinterpret_cast<float *>(sdS + (DQ ? 2 * BN * BM : 0)); /* [2][8][128][4] */
+  unsigned char *base =
+      smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  bf16 *sK = reinterpret_cast<bf16 *>(base); /* [2][BN][64]         */
+  bf16 *sV = sK + BN * 128;                  /* [2][BN][64]         */
+  bf16 *sQ = sV + BN * 128;                  /* [NB buf][2][BM][64] */
+  bf16 *sdO = sQ + NB * BM * 128;            /* [NB buf][2][BM][64] */
+  bf16 *sdS = sdO + NB * BM * 128;           /* [2 buf][BN][64] (DQ) */
+  float *sdQ = reinterpret_cast<float *>(
+      sdS + (DQ ? 2 * BN * BM : 0));     /* [2][8][128][4] */
   float *sL = sdQ + (DQ ? BM * 128 : 0); /* [NB buf][BM] LSE */
   float *sDl = sL + NB * BM;             /* [NB buf][BM] D   */
   uint64_t *full = reinterpret_cast<uint64_t *>(sDl + NB * BM); /* [NB] */
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = warp >> 2, wq = warp & 3, g = lane >> 2, t = lane & 3;
-  const bool leader = (tid & 127) == 0; /* issues its warpgroup's bulk reductions */
+  const bool leader =
+      (tid & 127) == 0;         /* issues its warpgroup's bulk reductions */
   const BwdBlock<D> blk(p, BN); /* longest key blocks (most queries) first */
   const int hk = blk.hk, b = blk.b, S = blk.S, k0 = blk.k0;
   const int kw0 = k0 + wg * 64; /* this warpgroup's first key */
@@ -174,28 +185,34 @@ static __global__ void __launch_bounds__(256, 1)
     const int h = walk.head(it);
     const int qs = walk.qs(it);
     if (tid == 0)
-      tma_load_pair<BM>(sQ + buf * BM * 128, sdO + buf * BM * 128, tm, h, qs, b, full + buf);
+      tma_load_pair<BM>(sQ + buf * BM * 128, sdO + buf * BM * 128, tm, h, qs, b,
+                        full + buf);
     if (tid < 2 * BM) {
       const int i = tid & (BM - 1), q = qs + i;
-      const float *src = (tid < BM ? p.lse : p.delta) + ((int64_t)b * p.nq + h) * S;
+      const float *src =
+          (tid < BM ? p.lse : p.delta) + ((int64_t)b * p.nq + h) * S;
       float *dst = (tid < BM ? sL : sDl) + buf * BM + i;
       cp_async4(dst, src + (q < S ? q : S - 1), q < S ? 4 : 0);
     }
   };
 
-  if (tid == 0) mbar_init_n(full, NB);
+  if (tid == 0)
+    mbar_init_n(full, NB);
   load_tile_sw128<BN, NT>(sK, gK, k0, S, kstride, tid);
   load_tile_sw128<BN, NT>(sV, gV, k0, S, kstride, tid);
   issue(0, 0);
   cp_async_commit();
   /* two steps ahead: step 1 now, step it + 2 after step it's barrier */
-  if (niter > 1) issue(1, 1);
+  if (niter > 1)
+    issue(1, 1);
   cp_async_commit();
 
   float dk[64], dv[64];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) dk[i] = dv[i] = 0.f;
-  const int key_r = kw0 + wq * 16 + g; /* this thread's keys: key_r, key_r + 8 */
+  for (int i = 0; i < 64; ++i)
+    dk[i] = dv[i] = 0.f;
+  const int key_r =
+      kw0 + wq * 16 + g; /* this thread's keys: key_r, key_r + 8 */
   /* DQ: the dQ tile of a step (query tile pend_q of head pend_h; -1: none)
    * stays in flight over the barrier into the next step, which stores it to
    * the stage sdQ, from which each warpgroup's leader adds its 16 KB half to
@@ -209,7 +226,8 @@ static __global__ void __launch_bounds__(256, 1)
     float4 *s4 = reinterpret_cast<float4 *>(sdQ) + wg * 1024 + (tid & 127);
 #pragma unroll
     for (int j = 0; j < 8; ++j)
-      s4[j * 128] = make_float4(dqp[4 * j], dqp[4 * j + 1], dqp[4 * j + 2], dqp[4 * j + 3]);
+      s4[j * 128] = make_float4(dqp[4 * j], dqp[4 * j + 1], dqp[4 * j + 2],
+                                dqp[4 * j + 3]);
   };
   /* after a warpgroup barrier past dq_stage: by the leader of warpgroup
    * `half`.  (half < 0, the whole tile by one thread, is never asked for
@@ -221,7 +239,8 @@ static __global__ void __launch_bounds__(256, 1)
     if (half < 0)
       bulk_add_f32(p.dqacc + off, sdQ, BM * D * 4);
     else
-      bulk_add_f32(p.dqacc + off + half * (BM * D / 2), sdQ + half * (BM * D / 2), BM * D * 2);
+      bulk_add_f32(p.dqacc + off + half * (BM * D / 2),
+                   sdQ + half * (BM * D / 2), BM * D * 2);
     bulk_commit();
   };
 
@@ -235,8 +254,9 @@ static __global__ void __launch_bounds__(256, 1)
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk)
-      wg_m64n64_ss<1, 1>(dqp, wg_desc_mn(sdS + dsb * BN * BM + kk * 16 * 64, BM * 128),
-                           wg_desc_mn(sK + wg * (BN * 64) + kk * 16 * 64, BN * 128), kk > 0);
+      wg_m64n64_ss<1, 1>(
+          dqp, wg_desc_mn(sdS + dsb * BN * BM + kk * 16 * 64, BM * 128),
+          wg_desc_mn(sK + wg * (BN * 64) + kk * 16 * 64, BN * 128), kk > 0);
     wg_commit();
   };
 
@@ -265,7 +285,8 @@ static __global__ void __launch_bounds__(256, 1)
         /* this warpgroup's half, reduced at once by its leader */
         fence_proxy_async();
         named_bar_sync(1 + wg, 128);
-        if (leader) dq_bulk(pend_q, pend_h, wg);
+        if (leader)
+          dq_bulk(pend_q, pend_h, wg);
       }
     }
     /* step it's Q, dO landed; waited for after the previous dQ's
@@ -288,23 +309,27 @@ static __global__ void __launch_bounds__(256, 1)
     /* P^T: element 4j + e is key key_r + 8·(e>>1), query qs + 8j + 2t +
      * (e&1); LSE and D of that query from shared memory */
     const float *cL = sL + buf * BM, *cD = sDl + buf * BM;
-    const bool need_mask =
-        FULL ? (qs + BM > S) || (kw0 + 64 > S) : (qs < kw0 + 63) || (qs + BM > S);
+    const bool need_mask = FULL ? (qs + BM > S) || (kw0 + 64 > S)
+                                : (qs < kw0 + 63) || (qs + BM > S);
 #pragma unroll
     for (int j = 0; j < BM / 8; ++j) {
       const float2 l2 = *reinterpret_cast<const float2 *>(cL + 8 * j + 2 * t);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float pr = exp2f(st[4 * j + e] * p.scale_log2 - ((e & 1) ? l2.y : l2.x) * LOG2E_F);
+        float pr = exp2f(st[4 * j + e] * p.scale_log2 -
+                         ((e & 1) ? l2.y : l2.x) * LOG2E_F);
         if (need_mask) {
-          const int key = key_r + 8 * (e >> 1), q = qs + 8 * j + 2 * t + (e & 1);
-          if ((FULL ? key >= S : key > q) || q >= S) pr = 0.f;
+          const int key = key_r + 8 * (e >> 1),
+                    q = qs + 8 * j + 2 * t + (e & 1);
+          if ((FULL ? key >= S : key > q) || q >= S)
+            pr = 0.f;
         }
         st[4 * j + e] = pr;
       }
     }
     /* dV += P^T dO: A from registers (16 queries per fragment), B = the dO
-     * tile as MN-major (rows = queries = K index; LBO = one d half, BM·128 B) */
+     * tile as MN-major (rows = queries = K index; LBO = one d half, BM·128 B)
+     */
     wg_pack_p<BM>(ap, st);
     wg_issue_rs_mn<BM>(dv, ap, cdO);
     wg_wait1(); /* dP^T done; dV may still run */
@@ -315,7 +340,8 @@ static __global__ void __launch_bounds__(256, 1)
       const float2 d2 = *reinterpret_cast<const float2 *>(cD + 8 * j + 2 * t);
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        dpt[4 * j + e] = st[4 * j + e] * (dpt[4 * j + e] - ((e & 1) ? d2.y : d2.x));
+        dpt[4 * j + e] =
+            st[4 * j + e] * (dpt[4 * j + e] - ((e & 1) ? d2.y : d2.x));
     }
     wg_pack_p<BM>(as, dpt);
     if (DQ) {
@@ -327,8 +353,8 @@ static __global__ void __launch_bounds__(256, 1)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int key = key_r - k0 + 8 * (i & 1), ch = 2 * kk + (i >> 1);
-          *reinterpret_cast<uint32_t *>(cdS + key * 64 + ((ch ^ (key & 7)) * 8) + 2 * t) =
-              as[kk][i];
+          *reinterpret_cast<uint32_t *>(
+              cdS + key * 64 + ((ch ^ (key & 7)) * 8) + 2 * t) = as[kk][i];
         }
     }
     /* dK += dS^T Q: B = the Q tile as MN-major */
@@ -343,10 +369,13 @@ static __global__ void __launch_bounds__(256, 1)
      * step it-1 done with buffer (it+2) % 3, refilled right after; a
      * leader's last bulk reduction has read its stage (rewritten next step) */
     cp_async_wait<0>();
-    if (DQ && leader) bulk_wait_read<0>();
-    fence_proxy_async(); /* (DQ: also the stage's stores before the bulk read) */
+    if (DQ && leader)
+      bulk_wait_read<0>();
+    fence_proxy_async(); /* (DQ: also the stage's stores before the bulk read)
+                          */
     __syncthreads();
-    if (it + 2 < niter) issue(it + 2, (it + 2) % NB);
+    if (it + 2 < niter)
+      issue(it + 2, (it + 2) % NB);
     cp_async_commit();
     if (DQ) {
       /* dQ of this step (both warpgroups' dS^T halves: hence the barrier
@@ -368,11 +397,13 @@ static __global__ void __launch_bounds__(256, 1)
                leaders waited for their last read before the last barrier) */
     wg_wait0();
     wg_hold(dqp);
-    if (pend_q >= 0) dq_stage();
+    if (pend_q >= 0)
+      dq_stage();
     fence_proxy_async();
     named_bar_sync(1 + wg, 128);
     if (leader) {
-      if (pend_q >= 0) dq_bulk(pend_q, pend_h, wg);
+      if (pend_q >= 0)
+        dq_bulk(pend_q, pend_h, wg);
       bulk_wait0();
     }
   }
@@ -385,19 +416,22 @@ static __global__ void __launch_bounds__(256, 1)
 }
 
 /* grid (ceil(S/128), n_q, B), 256 threads (two warpgroups). */
-static __global__ void __launch_bounds__(256, 1) attn_bwd_dq_wgmma_kernel(AttnParams p) {
+static __global__ void __launch_bounds__(256, 1)
+    attn_bwd_dq_wgmma_kernel(AttnParams p) {
 #if PL_WGMMA_OK
   constexpr int D = 128, BM = WGQ_BM, BN = WGQ_BN, NT = 256;
   static_assert(BM == WG_BM, "wg_block's query tiles");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  unsigned char *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  unsigned char *base =
+      smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   bf16 *sQ = reinterpret_cast<bf16 *>(base); /* [2][BM][64]         */
   bf16 *sdO = sQ + BM * 128;                 /* [2][BM][64]         */
   bf16 *sK = sdO + BM * 128;                 /* [2 buf][2][BN][64]  */
   bf16 *sV = sK + 2 * BN * 128;              /* [2 buf][2][BN][64]  */
 
   const WgBlock w = wg_block<BN>(p); /* query tiles last to first */
-  const int tid = w.tid, wg = w.wg, wq = w.wq, g = w.g, t = w.t, h = w.h, b = w.b;
+  const int tid = w.tid, wg = w.wg, wq = w.wq, g = w.g, t = w.t, h = w.h,
+            b = w.b;
   const int S = p.S, q0 = w.q0, nkb = w.nkb;
   const int64_t qstride = w.qstride, kstride = w.kstride;
   const bf16 *gK = w.gK, *gV = w.gV;
@@ -421,7 +455,8 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dq_wgmma_kernel(AttnPa
   }
   float dq[64];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) dq[i] = 0.f;
+  for (int i = 0; i < 64; ++i)
+    dq[i] = 0.f;
 
   for (int kb = 0; kb < nkb; ++kb) {
     const int buf = kb & 1;
@@ -430,12 +465,15 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dq_wgmma_kernel(AttnPa
     fence_proxy_async();
     __syncthreads();
     if (kb + 1 < nkb) {
-      load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S, kstride, tid);
-      load_tile_sw128<BN, NT>(sV + (buf ^ 1) * BN * 128, gV, (kb + 1) * BN, S, kstride, tid);
+      load_tile_sw128<BN, NT>(sK + (buf ^ 1) * BN * 128, gK, (kb + 1) * BN, S,
+                              kstride, tid);
+      load_tile_sw128<BN, NT>(sV + (buf ^ 1) * BN * 128, gV, (kb + 1) * BN, S,
+                              kstride, tid);
       cp_async_commit();
     }
     const int k0 = kb * BN;
-    if (k0 > q0 + wg * 64 + 63) continue; /* every key after every row of this warpgroup */
+    if (k0 > q0 + wg * 64 + 63)
+      continue; /* every key after every row of this warpgroup */
     const bf16 *cK = sK + buf * BN * 128, *cV = sV + buf * BN * 128;
 
     /* S = Q K^T, dP = dO V^T for this warpgroup's 64 rows */
@@ -449,7 +487,8 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dq_wgmma_kernel(AttnPa
     wg_hold(dp);
 
     /* causal mask (−inf: P = exp2(−inf) = 0), P, dS in place of dP */
-    if (k0 + BN - 1 > q0 + wrow0) wg_mask<BN>(s, k0, q0 + wrow0, g, t);
+    if (k0 + BN - 1 > q0 + wrow0)
+      wg_mask<BN>(s, k0, q0 + wrow0, g, t);
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       const int hf = (i >> 1) & 1; /* row g + 8·hf */
@@ -475,8 +514,9 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dq_wgmma_kernel(AttnPa
       bf16 *qr = gdQ + (int64_t)r * qstride;
 #pragma unroll
       for (int jd = 0; jd < D / 8; ++jd)
-        *reinterpret_cast<__nv_bfloat162 *>(qr + jd * 8 + 2 * t) = __floats2bfloat162_rn(
-            dq[4 * jd + 2 * hf] * p.scale, dq[4 * jd + 2 * hf + 1] * p.scale);
+        *reinterpret_cast<__nv_bfloat162 *>(qr + jd * 8 + 2 * t) =
+            __floats2bfloat162_rn(dq[4 * jd + 2 * hf] * p.scale,
+                                  dq[4 * jd + 2 * hf + 1] * p.scale);
     }
   }
 #else
@@ -488,22 +528,23 @@ static __global__ void __launch_bounds__(256, 1) attn_bwd_dq_wgmma_kernel(AttnPa
 /* launch                                                                   */
 /* ======================================================================== */
 
-pl_status pl__attn_dq_convert_tiled(cudaStream_t st, const float *acc, bf16 *dq, int S, int nq,
-                                    unsigned B, float scale) {
+pl_status pl__attn_dq_convert_tiled(cudaStream_t st, const float *acc, bf16 *dq,
+                                    int S, int nq, unsigned B, float scale) {
   const int64_t ntiles = (int64_t)B * nq * ((S + WGB_BM - 1) / WGB_BM);
-  attn_dq_convert_tiled_kernel<<<(unsigned)(ntiles * 2048 / 256), 256, 0, st>>>(acc, dq, S, nq,
-                                                                               ntiles, scale);
+  attn_dq_convert_tiled_kernel<<<(unsigned)(ntiles * 2048 / 256), 256, 0, st>>>(
+      acc, dq, S, nq, ntiles, scale);
   return pl__attn_launched("bwd dq convert (tiled) launch");
 }
 
 /* the dQ kernel alone (split's second half) */
 pl_status pl__attn_wgmma_dq(cudaStream_t st, const AttnParams &p, unsigned B) {
   constexpr size_t smem = wgb_dq_smem_bytes();
-  cudaError_t e = cudaFuncSetAttribute(attn_bwd_dq_wgmma_kernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  cudaError_t e = cudaFuncSetAttribute(
+      attn_bwd_dq_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      (int)smem);
   if (e != cudaSuccess)
-    return pl_set_error(PL_ERUNTIME, "attention bwd dq wgmma: smem %zu B: %s", smem,
-                        cudaGetErrorString(e));
+    return pl_set_error(PL_ERUNTIME, "attention bwd dq wgmma: smem %zu B: %s",
+                        smem, cudaGetErrorString(e));
   dim3 gq((unsigned)((p.S + WGQ_BM - 1) / WGQ_BM), (unsigned)p.nq, B);
   attn_bwd_dq_wgmma_kernel<<<gq, 256, smem, st>>>(p);
   return pl__attn_launched("bwd dq wgmma launch");
@@ -512,8 +553,8 @@ pl_status pl__attn_wgmma_dq(cudaStream_t st, const AttnParams &p, unsigned B) {
 /* split: the dK/dV kernel, then the dQ kernel (independent; both read D and
  * LSE; dQ written directly).  bulk: dQacc (acc_el floats) zeroed, the dK/dV
  * kernel adding dS K into its tiles, then the bf16 conversion. */
-pl_status pl__attn_wgmma_bwd(cudaStream_t st, const AttnParams &p, unsigned B, size_t acc_el,
-                             bool split) {
+pl_status pl__attn_wgmma_bwd(cudaStream_t st, const AttnParams &p, unsigned B,
+                             size_t acc_el, bool split) {
   const size_t smem_kv = wgb_dkdv_smem_bytes(!split);
   auto kv = split    ? attn_bwd_dkdv_wgmma_kernel<false, false>
             : p.full ? attn_bwd_dkdv_wgmma_kernel<true, true>
@@ -522,16 +563,18 @@ pl_status pl__attn_wgmma_bwd(cudaStream_t st, const AttnParams &p, unsigned B, s
   memset(&tm, 0, sizeof tm);
   PL_TRY(pl__attn_tma_map_bshd(&tm.a, p.q, p.nq, p.S, B, WGB_BM));
   PL_TRY(pl__attn_tma_map_bshd(&tm.b, p.dout, p.nq, p.S, B, WGB_BM));
-  cudaError_t e =
-      cudaFuncSetAttribute(kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
+  cudaError_t e = cudaFuncSetAttribute(
+      kv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
   if (e == cudaSuccess && !split)
     e = cudaMemsetAsync(p.dqacc, 0, acc_el * sizeof(float), st);
   if (e != cudaSuccess)
-    return pl_set_error(PL_ERUNTIME, "attention bwd wgmma: smem %zu B, memset: %s", smem_kv,
+    return pl_set_error(PL_ERUNTIME,
+                        "attention bwd wgmma: smem %zu B, memset: %s", smem_kv,
                         cudaGetErrorString(e));
   dim3 gkv((unsigned)((p.S + WGB_BN - 1) / WGB_BN), (unsigned)p.nkv, B);
   kv<<<gkv, 256, smem_kv, st>>>(p, tm);
   PL_TRY(pl__attn_launched("bwd dkdv wgmma launch"));
-  if (!split) return pl__attn_dq_convert_tiled(st, p.dqacc, p.dq, p.S, p.nq, B, p.scale);
+  if (!split)
+    return pl__attn_dq_convert_tiled(st, p.dqacc, p.dq, p.S, p.nq, B, p.scale);
   return pl__attn_wgmma_dq(st, p, B);
 }

@@ -42,8 +42,8 @@
  * [64] swizzled; 2 mbarriers (64 B); 1024 B of slack to align the base:
  * 164,928 B (an sm_90 block may have 227 KB). */
 static constexpr size_t wgf_smem_bytes() {
-  return (size_t)WG_BM * 128 * 2 + (size_t)2 * WGF_BN * 128 * 2 + (size_t)2 * WGF_BN * 128 * 2 +
-         64 + 1024;
+  return (size_t)WG_BM * 128 * 2 + (size_t)2 * WGF_BN * 128 * 2 +
+         (size_t)2 * WGF_BN * 128 * 2 + 64 + 1024;
 }
 
 /* grid (ceil(S/128), n_q, B), 256 threads; tm: K (a) and V (b), rows 128.
@@ -56,29 +56,34 @@ static __global__ void __launch_bounds__(256, 1)
   constexpr int D = 128, BM = WG_BM, BN = WGF_BN, NT = 256;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   /* swizzled tiles need 1024-byte alignment (of the shared-window address) */
-  unsigned char *base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  unsigned char *base =
+      smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   bf16 *sQ = reinterpret_cast<bf16 *>(base); /* [2][BM][64]        */
   bf16 *sK = sQ + BM * 128;                  /* [2 buf][2][BN][64] */
   bf16 *sV = sK + 2 * BN * 128;              /* [2 buf][2][BN][64] */
   uint64_t *full = reinterpret_cast<uint64_t *>(sV + 2 * BN * 128); /* [2] */
 
   const WgBlock w = wg_block<BN, FULL>(p);
-  const int tid = w.tid, wg = w.wg, wq = w.wq, g = w.g, t = w.t, h = w.h, b = w.b;
+  const int tid = w.tid, wg = w.wg, wq = w.wq, g = w.g, t = w.t, h = w.h,
+            b = w.b;
   const int S = p.S, q0 = w.q0, nkb = w.nkb;
 
-  if (tid == 0) mbar_init_n(full, 2);
+  if (tid == 0)
+    mbar_init_n(full, 2);
   load_tile_sw128<BM, NT>(sQ, w.gQ, q0, S, w.qstride, tid);
   if (tid == 0) { /* L_{-1}: K_0, K_1, V_0 onto full[0] */
     mbar_expect_tx(full, (nkb > 1 ? 3 : 2) * BN * 128 * 2);
     tma_load_tile<BN>(sK, &tm.a, h / p.group, 0, b, full);
-    if (nkb > 1) tma_load_tile<BN>(sK + BN * 128, &tm.a, h / p.group, BN, b, full);
+    if (nkb > 1)
+      tma_load_tile<BN>(sK + BN * 128, &tm.a, h / p.group, BN, b, full);
     tma_load_tile<BN>(sV, &tm.b, h / p.group, 0, b, full);
   }
   cp_async_commit();
 
   float o[64];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  for (int i = 0; i < 64; ++i)
+    o[i] = 0.f;
   float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
   const int wrow0 = wg * 64 + wq * 16; /* this warp's first row in the tile */
 
@@ -100,7 +105,8 @@ static __global__ void __launch_bounds__(256, 1)
   wg_wait0();
   wg_hold(s);
   if (FULL) {
-    if (BN > S) wg_mask_tail<BN>(s, 0, S, t);
+    if (BN > S)
+      wg_mask_tail<BN>(s, 0, S, t);
   } else if (BN - 1 > q0 + wrow0) {
     wg_mask<BN>(s, 0, q0 + wrow0, g, t);
   }
@@ -112,17 +118,22 @@ static __global__ void __launch_bounds__(256, 1)
     if (tid == 0) { /* L_kb */
       uint64_t *bar = full + ((kb + 1) & 1);
       mbar_expect_tx(bar, (kb + 2 < nkb ? 2 : 1) * BN * 128 * 2);
-      if (kb + 2 < nkb) tma_load_tile<BN>(sK + buf * BN * 128, &tm.a, hk, (kb + 2) * BN, b, bar);
-      tma_load_tile<BN>(sV + (buf ^ 1) * BN * 128, &tm.b, hk, (kb + 1) * BN, b, bar);
+      if (kb + 2 < nkb)
+        tma_load_tile<BN>(sK + buf * BN * 128, &tm.a, hk, (kb + 2) * BN, b,
+                          bar);
+      tma_load_tile<BN>(sV + (buf ^ 1) * BN * 128, &tm.b, hk, (kb + 1) * BN, b,
+                        bar);
     }
-    mbar_wait(full + buf, (uint32_t)(kb >> 1) & 1u); /* L_{kb-1}: K_{kb+1}, V_kb */
+    mbar_wait(full + buf,
+              (uint32_t)(kb >> 1) & 1u); /* L_{kb-1}: K_{kb+1}, V_kb */
     issue_s(sK + (buf ^ 1) * BN * 128);
     wg_issue_rs_mn<BN>(o, a, sV + buf * BN * 128);
     wg_wait1(); /* S_{kb+1} done; PV_kb may still run */
     wg_hold(s);
     const int k1 = (kb + 1) * BN;
     if (FULL) {
-      if (k1 + BN > S) wg_mask_tail<BN>(s, k1, S, t);
+      if (k1 + BN > S)
+        wg_mask_tail<BN>(s, k1, S, t);
     } else if (k1 + BN - 1 > q0 + wrow0) {
       wg_mask<BN>(s, k1, q0 + wrow0, g, t);
     }
@@ -133,7 +144,8 @@ static __global__ void __launch_bounds__(256, 1)
     wg_rescale<D>(o, alpha);
     wg_pack_p<BN>(a, s);
   }
-  mbar_wait(full + ((nkb - 1) & 1), (uint32_t)((nkb - 1) >> 1) & 1u); /* V_{nkb-1} */
+  mbar_wait(full + ((nkb - 1) & 1),
+            (uint32_t)((nkb - 1) >> 1) & 1u); /* V_{nkb-1} */
   wg_issue_rs_mn<BN>(o, a, sV + ((nkb - 1) & 1) * BN * 128);
   wg_wait0();
   wg_hold(o);
@@ -149,12 +161,13 @@ static __global__ void __launch_bounds__(256, 1)
 
 pl_status pl__attn_wgmma_fwd(cudaStream_t st, const AttnParams &p, unsigned B) {
   constexpr size_t smem = wgf_smem_bytes();
-  auto kern = p.full ? attn_fwd_wgmma_kernel<true> : attn_fwd_wgmma_kernel<false>;
-  cudaError_t e = cudaFuncSetAttribute(kern,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  auto kern =
+      p.full ? attn_fwd_wgmma_kernel<true> : attn_fwd_wgmma_kernel<false>;
+  cudaError_t e = cudaFuncSetAttribute(
+      kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (e != cudaSuccess)
-    return pl_set_error(PL_ERUNTIME, "attention fwd wgmma: smem %zu B: %s", smem,
-                        cudaGetErrorString(e));
+    return pl_set_error(PL_ERUNTIME, "attention fwd wgmma: smem %zu B: %s",
+                        smem, cudaGetErrorString(e));
   AttnTma tm;
   memset(&tm, 0, sizeof tm);
   PL_TRY(pl__attn_tma_map_bshd(&tm.a, p.k, p.nkv, p.S, B, WGF_BN));

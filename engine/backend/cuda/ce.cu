@@ -21,12 +21,14 @@
 #define CE_THREADS 256
 #define CE_ROWS_MAX 65535u
 
-/* ---- device helpers ------------------------------------------------------- */
+/* ---- device helpers -------------------------------------------------------
+ */
 
 /* Merge two online-LSE pairs (m, s): the pair of the union. */
 __device__ __forceinline__ void lse_combine(float &m, float &s, float m2,
                                             float s2) {
-  if (m2 == -INFINITY) return;
+  if (m2 == -INFINITY)
+    return;
   if (m == -INFINITY) {
     m = m2;
     s = s2;
@@ -46,7 +48,8 @@ __device__ __forceinline__ void block_lse(float &m, float &s) {
     lse_combine(m, s, m2, s2);
   }
   int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-  if (lane == 0) sm[wid] = m, ss[wid] = s;
+  if (lane == 0)
+    sm[wid] = m, ss[wid] = s;
   __syncthreads();
   if (wid == 0) {
     m = lane < (int)(blockDim.x >> 5) ? sm[lane] : -INFINITY;
@@ -60,16 +63,20 @@ __device__ __forceinline__ void block_lse(float &m, float &s) {
   __syncthreads();
 }
 
-/* Block-wide sum (double accumulators for the statistics); valid in thread 0. */
+/* Block-wide sum (double accumulators for the statistics); valid in thread 0.
+ */
 template <typename T> __device__ __forceinline__ T block_sum(T v) {
   __shared__ T sh[1024 / 32];
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_down_sync(0xffffffffu, v, o);
   int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-  if (lane == 0) sh[wid] = v;
+  if (lane == 0)
+    sh[wid] = v;
   __syncthreads();
   if (wid == 0) {
     v = lane < (int)(blockDim.x >> 5) ? sh[lane] : (T)0;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    for (int o = 16; o > 0; o >>= 1)
+      v += __shfl_down_sync(0xffffffffu, v, o);
   }
   __syncthreads();
   return v;
@@ -77,7 +84,8 @@ template <typename T> __device__ __forceinline__ T block_sum(T v) {
 
 /* stats[0], stats[1] = the block's sums of sum and cnt (the loss total and
  * the count of target rows) */
-static __device__ __forceinline__ void block_stats(double sum, double cnt, float *stats) {
+static __device__ __forceinline__ void block_stats(double sum, double cnt,
+                                                   float *stats) {
   sum = block_sum(sum);
   cnt = block_sum(cnt);
   if (threadIdx.x == 0) {
@@ -86,7 +94,8 @@ static __device__ __forceinline__ void block_stats(double sum, double cnt, float
   }
 }
 
-/* ---- kernels ---------------------------------------------------------------- */
+/* ---- kernels ----------------------------------------------------------------
+ */
 
 static __global__ void ce_fold_kernel(const float *y, int64_t ldy, int64_t n,
                                       int64_t vb, int64_t col0,
@@ -103,7 +112,8 @@ static __global__ void ce_fold_kernel(const float *y, int64_t ldy, int64_t n,
       } else {
         s += expf(v - m);
       }
-      if (c == tc) st[2 * n + i] = v;
+      if (c == tc)
+        st[2 * n + i] = v;
     }
     block_lse(m, s);
     if (threadIdx.x == 0) {
@@ -118,7 +128,8 @@ static __global__ void ce_fold_kernel(const float *y, int64_t ldy, int64_t n,
 static __global__ void ce_count_kernel(int64_t n, const int32_t *t,
                                        int32_t ignore, float *stats) {
   double c = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) c += t[i] != ignore;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    c += t[i] != ignore;
   c = block_sum(c);
   if (threadIdx.x == 0) {
     stats[0] = 0.0f;
@@ -151,15 +162,16 @@ static __global__ void ce_finish_kernel(int64_t n, const float *st,
       sum += v;
       cnt += 1.0;
     }
-    if (nll) nll[i] = v;
+    if (nll)
+      nll[i] = v;
   }
   block_stats(sum, cnt, stats);
 }
 
 static __global__ void ce_rowgrad_kernel(int64_t n, const int32_t *t,
                                          int32_t ignore, int red,
-                                         const float *stats,
-                                         const float *dloss, float *g) {
+                                         const float *stats, const float *dloss,
+                                         float *g) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     float v;
@@ -184,8 +196,7 @@ template <typename D>
 static __global__ void ce_residual_kernel(const float *y, int64_t ldy,
                                           int64_t n, int64_t vb, int64_t col0,
                                           const int32_t *t, const float *lse,
-                                          const float *g, D *dy,
-                                          int64_t lddy) {
+                                          const float *g, D *dy, int64_t lddy) {
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     const float *row = y + i * ldy;
     D *o = dy + i * lddy;
@@ -229,10 +240,9 @@ __device__ __forceinline__ void lse_add(float &m, float &s, float v) {
  * the residual in place, both reading 16-byte vectors (VEC elements) when the
  * row is 16-byte aligned, else one element per thread per step. */
 template <typename Y>
-static __global__ void ce_rows_kernel(Y *y, int64_t ldy, int64_t n, int64_t v,
-                                      const int32_t *t, int32_t ignore,
-                                      const float *g, float *nll,
-                                      float *lse_out) {
+static __global__ void
+ce_rows_kernel(Y *y, int64_t ldy, int64_t n, int64_t v, const int32_t *t,
+               int32_t ignore, const float *g, float *nll, float *lse_out) {
   constexpr int VEC = 16 / sizeof(Y);
   __shared__ float lse_sh;
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
@@ -244,7 +254,8 @@ static __global__ void ce_rows_kernel(Y *y, int64_t ldy, int64_t n, int64_t v,
       uint4 u = reinterpret_cast<const uint4 *>(row)[q];
       const Y *e = reinterpret_cast<const Y *>(&u);
 #pragma unroll
-      for (int k = 0; k < VEC; k++) lse_add(m, s, ld_logit(e, k));
+      for (int k = 0; k < VEC; k++)
+        lse_add(m, s, ld_logit(e, k));
     }
     for (int64_t c = nv * VEC + threadIdx.x; c < v; c += blockDim.x)
       lse_add(m, s, ld_logit(row, c));
@@ -253,7 +264,8 @@ static __global__ void ce_rows_kernel(Y *y, int64_t ldy, int64_t n, int64_t v,
       float l = m + logf(s);
       int ign = t[i] == ignore;
       nll[i] = ign ? 0.0f : l - ld_logit(row, (int64_t)t[i]);
-      if (lse_out) lse_out[i] = l;
+      if (lse_out)
+        lse_out[i] = l;
       lse_sh = l;
     }
     __syncthreads();
@@ -309,7 +321,8 @@ static __global__ void ce_logsoftmax_kernel(const float *y, float *logp,
       }
     }
     block_lse(m, s);
-    if (threadIdx.x == 0) lse_sh = m + logf(s);
+    if (threadIdx.x == 0)
+      lse_sh = m + logf(s);
     __syncthreads();
     float l = lse_sh;
     for (int64_t c = threadIdx.x; c < v; c += blockDim.x)
@@ -318,9 +331,8 @@ static __global__ void ce_logsoftmax_kernel(const float *y, float *logp,
   }
 }
 
-static __global__ void ce_nllgrad_kernel(int64_t n, int64_t v,
-                                         const int32_t *t, const float *g,
-                                         float *gl) {
+static __global__ void ce_nllgrad_kernel(int64_t n, int64_t v, const int32_t *t,
+                                         const float *g, float *gl) {
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     int32_t ti = t[i];
     for (int64_t c = threadIdx.x; c < v; c += blockDim.x)
@@ -334,9 +346,11 @@ static __global__ void ce_logsoftmax_bwd_kernel(const float *gl,
   __shared__ float sum_sh;
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
     float s = 0.0f;
-    for (int64_t c = threadIdx.x; c < v; c += blockDim.x) s += gl[i * v + c];
+    for (int64_t c = threadIdx.x; c < v; c += blockDim.x)
+      s += gl[i * v + c];
     s = block_sum(s);
-    if (threadIdx.x == 0) sum_sh = s;
+    if (threadIdx.x == 0)
+      sum_sh = s;
     __syncthreads();
     float sf = sum_sh;
     for (int64_t c = threadIdx.x; c < v; c += blockDim.x)
@@ -345,10 +359,9 @@ static __global__ void ce_logsoftmax_bwd_kernel(const float *gl,
   }
 }
 
-static __global__ void ce_gather_kernel(const float *logp, int64_t n,
-                                        int64_t v, const int32_t *t,
-                                        int32_t ignore, float *nll,
-                                        float *stats) {
+static __global__ void ce_gather_kernel(const float *logp, int64_t n, int64_t v,
+                                        const int32_t *t, int32_t ignore,
+                                        float *nll, float *stats) {
   double sum = 0.0, cnt = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     float val = 0.0f;
@@ -357,12 +370,14 @@ static __global__ void ce_gather_kernel(const float *logp, int64_t n,
       sum += val;
       cnt += 1.0;
     }
-    if (nll) nll[i] = val;
+    if (nll)
+      nll[i] = val;
   }
   block_stats(sum, cnt, stats);
 }
 
-/* ---- launchers ---------------------------------------------------------------- */
+/* ---- launchers
+ * ---------------------------------------------------------------- */
 
 static pl_status begin(pl_stream *s, const char *op, cudaStream_t *cs) {
   if (!s || !s->dev)
@@ -381,7 +396,9 @@ static unsigned elem_grid(pl_stream *s, int64_t n) {
   return (unsigned)(b > 0 ? b : 1);
 }
 
-extern "C" pl_status pl__cuda_ce_count(pl_stream *s, int64_t n, const int32_t *t, int32_t ignore, float *stats) {
+extern "C" pl_status pl__cuda_ce_count(pl_stream *s, int64_t n,
+                                       const int32_t *t, int32_t ignore,
+                                       float *stats) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_count", &cs));
   ce_count_kernel<<<1, 1024, 0, cs>>>(n, t, ignore, stats);
@@ -389,26 +406,34 @@ extern "C" pl_status pl__cuda_ce_count(pl_stream *s, int64_t n, const int32_t *t
   return PL_OK;
 }
 
-extern "C" pl_status pl__cuda_ce_fold(pl_stream *s, const float *y, int64_t ldy, int64_t n, int64_t vb, int64_t col0, const int32_t *t, float *st) {
+extern "C" pl_status pl__cuda_ce_fold(pl_stream *s, const float *y, int64_t ldy,
+                                      int64_t n, int64_t vb, int64_t col0,
+                                      const int32_t *t, float *st) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_fold", &cs));
-  if (n == 0 || vb == 0) return PL_OK;
+  if (n == 0 || vb == 0)
+    return PL_OK;
   ce_fold_kernel<<<rows_grid(n), CE_THREADS, 0, cs>>>(y, ldy, n, vb, col0, t,
                                                       st);
   PL_CUDA_CHECK_LAUNCH("ce_fold_kernel");
   return PL_OK;
 }
 
-extern "C" pl_status pl__cuda_ce_merge(pl_stream *s, int64_t n, float *st, const float *other) {
+extern "C" pl_status pl__cuda_ce_merge(pl_stream *s, int64_t n, float *st,
+                                       const float *other) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_merge", &cs));
-  if (n == 0) return PL_OK;
+  if (n == 0)
+    return PL_OK;
   ce_merge_kernel<<<elem_grid(s, n), PL_CUDA_THREADS, 0, cs>>>(n, st, other);
   PL_CUDA_CHECK_LAUNCH("ce_merge_kernel");
   return PL_OK;
 }
 
-extern "C" pl_status pl__cuda_ce_finish(pl_stream *s, int64_t n, const float *st, const int32_t *t, int32_t ignore, float *nll, float *lse, float *stats) {
+extern "C" pl_status pl__cuda_ce_finish(pl_stream *s, int64_t n,
+                                        const float *st, const int32_t *t,
+                                        int32_t ignore, float *nll, float *lse,
+                                        float *stats) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_finish", &cs));
   ce_finish_kernel<<<1, 1024, 0, cs>>>(n, st, t, ignore, nll, lse, stats);
@@ -416,17 +441,22 @@ extern "C" pl_status pl__cuda_ce_finish(pl_stream *s, int64_t n, const float *st
   return PL_OK;
 }
 
-extern "C" pl_status pl__cuda_ce_rowgrad(pl_stream *s, int64_t n, const int32_t *t, int32_t ignore, int red, const float *stats, const float *dloss, float *g) {
+extern "C" pl_status pl__cuda_ce_rowgrad(pl_stream *s, int64_t n,
+                                         const int32_t *t, int32_t ignore,
+                                         int red, const float *stats,
+                                         const float *dloss, float *g) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_rowgrad", &cs));
-  if (n == 0) return PL_OK;
+  if (n == 0)
+    return PL_OK;
   ce_rowgrad_kernel<<<elem_grid(s, n), PL_CUDA_THREADS, 0, cs>>>(
       n, t, ignore, red, stats, dloss, g);
   PL_CUDA_CHECK_LAUNCH("ce_rowgrad_kernel");
   return PL_OK;
 }
 
-extern "C" pl_status pl__cuda_ce_lossout(pl_stream *s, int red, const float *stats, float *loss) {
+extern "C" pl_status pl__cuda_ce_lossout(pl_stream *s, int red,
+                                         const float *stats, float *loss) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_lossout", &cs));
   ce_lossout_kernel<<<1, 1, 0, cs>>>(red, stats, loss);
@@ -434,10 +464,16 @@ extern "C" pl_status pl__cuda_ce_lossout(pl_stream *s, int red, const float *sta
   return PL_OK;
 }
 
-extern "C" pl_status pl__cuda_ce_residual(pl_stream *s, const float *y, int64_t ldy, int64_t n, int64_t vb, int64_t col0, const int32_t *t, const float *lse, const float *g, void *dy, pl_dtype dy_dt, int64_t lddy) {
+extern "C" pl_status pl__cuda_ce_residual(pl_stream *s, const float *y,
+                                          int64_t ldy, int64_t n, int64_t vb,
+                                          int64_t col0, const int32_t *t,
+                                          const float *lse, const float *g,
+                                          void *dy, pl_dtype dy_dt,
+                                          int64_t lddy) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_residual", &cs));
-  if (n == 0 || vb == 0) return PL_OK;
+  if (n == 0 || vb == 0)
+    return PL_OK;
   if (dy_dt == PL_F32)
     ce_residual_kernel<float><<<rows_grid(n), CE_THREADS, 0, cs>>>(
         y, ldy, n, vb, col0, t, lse, g, (float *)dy, lddy);
@@ -453,10 +489,15 @@ extern "C" pl_status pl__cuda_ce_residual(pl_stream *s, const float *y, int64_t 
 
 #define CE_ROWS_THREADS 512
 
-extern "C" pl_status pl__cuda_ce_rows(pl_stream *s, void *y, pl_dtype ydt, int64_t ldy, int64_t n, int64_t v, const int32_t *t, int32_t ignore, const float *g, float *nll, float *lse_out) {
+extern "C" pl_status pl__cuda_ce_rows(pl_stream *s, void *y, pl_dtype ydt,
+                                      int64_t ldy, int64_t n, int64_t v,
+                                      const int32_t *t, int32_t ignore,
+                                      const float *g, float *nll,
+                                      float *lse_out) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_rows", &cs));
-  if (n == 0 || v == 0) return PL_OK;
+  if (n == 0 || v == 0)
+    return PL_OK;
   if (ydt == PL_F32)
     ce_rows_kernel<float><<<rows_grid(n), CE_ROWS_THREADS, 0, cs>>>(
         (float *)y, ldy, n, v, t, ignore, g, nll, lse_out);
@@ -470,7 +511,9 @@ extern "C" pl_status pl__cuda_ce_rows(pl_stream *s, void *y, pl_dtype ydt, int64
   return PL_OK;
 }
 
-extern "C" pl_status pl__cuda_ce_stats(pl_stream *s, int64_t n, const float *nll, const int32_t *t, int32_t ignore, float *stats) {
+extern "C" pl_status pl__cuda_ce_stats(pl_stream *s, int64_t n,
+                                       const float *nll, const int32_t *t,
+                                       int32_t ignore, float *stats) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_stats", &cs));
   ce_stats_kernel<<<1, 1024, 0, cs>>>(n, nll, t, ignore, stats);
@@ -478,36 +521,47 @@ extern "C" pl_status pl__cuda_ce_stats(pl_stream *s, int64_t n, const float *nll
   return PL_OK;
 }
 
-extern "C" pl_status pl__cuda_ce_logsoftmax(pl_stream *s, const float *y, float *logp, int64_t n, int64_t v) {
+extern "C" pl_status pl__cuda_ce_logsoftmax(pl_stream *s, const float *y,
+                                            float *logp, int64_t n, int64_t v) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_logsoftmax", &cs));
-  if (n == 0 || v == 0) return PL_OK;
+  if (n == 0 || v == 0)
+    return PL_OK;
   ce_logsoftmax_kernel<<<rows_grid(n), CE_THREADS, 0, cs>>>(y, logp, n, v);
   PL_CUDA_CHECK_LAUNCH("ce_logsoftmax_kernel");
   return PL_OK;
 }
 
-extern "C" pl_status pl__cuda_ce_nllgrad(pl_stream *s, int64_t n, int64_t v, const int32_t *t, const float *g, float *grad_logp) {
+extern "C" pl_status pl__cuda_ce_nllgrad(pl_stream *s, int64_t n, int64_t v,
+                                         const int32_t *t, const float *g,
+                                         float *grad_logp) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_nllgrad", &cs));
-  if (n == 0 || v == 0) return PL_OK;
-  ce_nllgrad_kernel<<<rows_grid(n), CE_THREADS, 0, cs>>>(n, v, t, g,
-                                                         grad_logp);
+  if (n == 0 || v == 0)
+    return PL_OK;
+  ce_nllgrad_kernel<<<rows_grid(n), CE_THREADS, 0, cs>>>(n, v, t, g, grad_logp);
   PL_CUDA_CHECK_LAUNCH("ce_nllgrad_kernel");
   return PL_OK;
 }
 
-extern "C" pl_status pl__cuda_ce_logsoftmax_bwd(pl_stream *s, const float *grad_logp, const float *logp, float *grad, int64_t n, int64_t v) {
+extern "C" pl_status pl__cuda_ce_logsoftmax_bwd(pl_stream *s,
+                                                const float *grad_logp,
+                                                const float *logp, float *grad,
+                                                int64_t n, int64_t v) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_logsoftmax_bwd", &cs));
-  if (n == 0 || v == 0) return PL_OK;
-  ce_logsoftmax_bwd_kernel<<<rows_grid(n), CE_THREADS, 0, cs>>>(
-      grad_logp, logp, grad, n, v);
+  if (n == 0 || v == 0)
+    return PL_OK;
+  ce_logsoftmax_bwd_kernel<<<rows_grid(n), CE_THREADS, 0, cs>>>(grad_logp, logp,
+                                                                grad, n, v);
   PL_CUDA_CHECK_LAUNCH("ce_logsoftmax_bwd_kernel");
   return PL_OK;
 }
 
-extern "C" pl_status pl__cuda_ce_gather(pl_stream *s, const float *logp, int64_t n, int64_t v, const int32_t *t, int32_t ignore, float *nll, float *stats) {
+extern "C" pl_status pl__cuda_ce_gather(pl_stream *s, const float *logp,
+                                        int64_t n, int64_t v, const int32_t *t,
+                                        int32_t ignore, float *nll,
+                                        float *stats) {
   cudaStream_t cs;
   PL_TRY(begin(s, "ce_gather", &cs));
   ce_gather_kernel<<<1, 1024, 0, cs>>>(logp, n, v, t, ignore, nll, stats);

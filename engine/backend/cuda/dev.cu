@@ -26,18 +26,22 @@
 #include "backend/cuda/internal_cuda.h"
 #include "backend/kernels.h"
 
-/* ---- helpers shared with kernels.cu / gemm.cu ----------------------------- */
+/* ---- helpers shared with kernels.cu / gemm.cu -----------------------------
+ */
 
 extern "C" cudaStream_t pl__cuda_stream_of(pl_dev *dev, pl_stream *s) {
-  if (s) return (cudaStream_t)s->native;
-  if (dev->default_stream) return (cudaStream_t)dev->default_stream->native;
+  if (s)
+    return (cudaStream_t)s->native;
+  if (dev->default_stream)
+    return (cudaStream_t)dev->default_stream->native;
   return (cudaStream_t)0;
 }
 
 extern "C" pl_status pl__cuda_use(const pl_dev *dev) {
   int cur = -1;
   PL_CUDA_TRY(cudaGetDevice(&cur));
-  if (cur != dev->ordinal) PL_CUDA_TRY(cudaSetDevice(dev->ordinal));
+  if (cur != dev->ordinal)
+    PL_CUDA_TRY(cudaSetDevice(dev->ordinal));
   return PL_OK;
 }
 
@@ -45,11 +49,13 @@ extern "C" unsigned pl__cuda_blocks(const pl_dev *dev, size_t items) {
   size_t want = (items + PL_CUDA_THREADS - 1) / PL_CUDA_THREADS;
   int sms = dev->impl ? PL_CUDA_IMPL(dev)->sm_count : 0;
   size_t cap = (size_t)(sms > 0 ? sms : 16) * 32; /* grid-stride beyond this */
-  if (want > cap) want = cap;
+  if (want > cap)
+    want = cap;
   return want ? (unsigned)want : 1u;
 }
 
-/* ---- device ---------------------------------------------------------------- */
+/* ---- device ----------------------------------------------------------------
+ */
 
 extern "C" int pl__cuda_count_devices(void) {
   int n = 0;
@@ -78,11 +84,13 @@ static pl_status cuda_init(pl_dev *dev, int ordinal) {
   pl_status st = PL_OK;
   do {
     cudaError_t e = cudaSetDevice(ordinal);
-    if (e == cudaSuccess) e = cudaFree(0); /* create the context now */
+    if (e == cudaSuccess)
+      e = cudaFree(0); /* create the context now */
     if (e == cudaSuccess)
       e = cudaDeviceGetAttribute(&cd->sm_count, cudaDevAttrMultiProcessorCount,
                                  ordinal);
-    if (e == cudaSuccess) e = cudaDeviceGetDefaultMemPool(&cd->pool, ordinal);
+    if (e == cudaSuccess)
+      e = cudaDeviceGetDefaultMemPool(&cd->pool, ordinal);
     if (e == cudaSuccess) {
       uint64_t thr = UINT64_MAX;
       e = cudaMemPoolSetAttribute(cd->pool, cudaMemPoolAttrReleaseThreshold,
@@ -98,9 +106,10 @@ static pl_status cuda_init(pl_dev *dev, int ordinal) {
     if (b == CUBLAS_STATUS_SUCCESS)
       /* fp32 accumulation everywhere: no TF32, and no split-K reduction in
        * the output type (bf16) — the CPU reference rounds once at the end. */
-      b = cublasSetMathMode(cd->blas,
-                            (cublasMath_t)(CUBLAS_DEFAULT_MATH |
-                                           CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+      b = cublasSetMathMode(
+          cd->blas,
+          (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                         CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
     if (b != CUBLAS_STATUS_SUCCESS) {
       (void)cudaGetLastError();
       st = pl_set_error(PL_ERUNTIME, "cuBLAS set-up on CUDA device %d: %s (%s)",
@@ -109,20 +118,23 @@ static pl_status cuda_init(pl_dev *dev, int ordinal) {
       break;
     }
   } while (0);
-  if (st != PL_OK) cuda_fini(dev);
+  if (st != PL_OK)
+    cuda_fini(dev);
   return st;
 }
 
 static void cuda_fini(pl_dev *dev) {
   pl__cuda_dev *cd = PL_CUDA_IMPL(dev);
-  if (!cd) return;
+  if (!cd)
+    return;
   if (cudaSetDevice(dev->ordinal) == cudaSuccess &&
       cudaDeviceSynchronize() == cudaSuccess && cd->pool)
     /* Give the pool's cached memory back: the next device starts clean. */
     (void)cudaMemPoolTrimTo(cd->pool, 0);
   (void)cudaGetLastError();
   pl__cudnn_release(cd->cudnn);
-  if (cd->blas) cublasDestroy(cd->blas);
+  if (cd->blas)
+    cublasDestroy(cd->blas);
   pthread_mutex_destroy(&cd->blas_lock);
   free(cd);
   dev->impl = NULL;
@@ -160,7 +172,8 @@ static pl_status cuda_sync(pl_dev *dev) {
   return PL_OK;
 }
 
-/* ---- raw memory ------------------------------------------------------------- */
+/* ---- raw memory -------------------------------------------------------------
+ */
 
 static pl_status cuda_raw_alloc(pl_dev *dev, pl_arena a, size_t bytes,
                                 pl_stream *s, void **out) {
@@ -189,8 +202,10 @@ static pl_status cuda_raw_alloc(pl_dev *dev, pl_arena a, size_t bytes,
                                     &res);
       (void)cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used);
       e = cudaDeviceSynchronize();
-      if (e == cudaSuccess) e = cudaMemPoolTrimTo(pool, 0);
-      if (e == cudaSuccess) e = cudaMallocFromPoolAsync(&p, want, pool, cs);
+      if (e == cudaSuccess)
+        e = cudaMemPoolTrimTo(pool, 0);
+      if (e == cudaSuccess)
+        e = cudaMallocFromPoolAsync(&p, want, pool, cs);
       if (e != cudaSuccess) {
         /* where the memory was: the pool's share, and outside it */
         size_t free_b = 0, total_b = 0;
@@ -209,25 +224,30 @@ static pl_status cuda_raw_alloc(pl_dev *dev, pl_arena a, size_t bytes,
     what = "cudaHostAlloc";
     e = cudaHostAlloc(&p, want, cudaHostAllocPortable);
   } else {
-    return pl_set_error(PL_EINVAL, "arena %d: must be PL_ARENA_DEVICE or "
-                        "PL_ARENA_HOST", (int)a);
+    return pl_set_error(PL_EINVAL,
+                        "arena %d: must be PL_ARENA_DEVICE or "
+                        "PL_ARENA_HOST",
+                        (int)a);
   }
   if (e != cudaSuccess || !p) {
     /* Clear the error so it does not surface at the next launch check. */
     (void)cudaGetLastError();
-    return pl_set_error(PL_ENOMEM, "%s of %zu bytes in the %s arena of CUDA "
-                        "device %d failed: %s (%s)%s", what, bytes,
-                        a == PL_ARENA_DEVICE ? "device" : "host", dev->ordinal,
-                        cudaGetErrorName(e), cudaGetErrorString(e),
-                        pool_state);
+    return pl_set_error(PL_ENOMEM,
+                        "%s of %zu bytes in the %s arena of CUDA "
+                        "device %d failed: %s (%s)%s",
+                        what, bytes, a == PL_ARENA_DEVICE ? "device" : "host",
+                        dev->ordinal, cudaGetErrorName(e),
+                        cudaGetErrorString(e), pool_state);
   }
   *out = p;
   return PL_OK;
 }
 
 static void cuda_raw_free(pl_dev *dev, pl_arena a, void *p, pl_stream *s) {
-  if (!p) return;
-  if (pl__cuda_use(dev) != PL_OK) return;
+  if (!p)
+    return;
+  if (pl__cuda_use(dev) != PL_OK)
+    return;
   cudaError_t e = a == PL_ARENA_DEVICE
                       ? cudaFreeAsync(p, pl__cuda_stream_of(dev, s))
                       : cudaFreeHost(p);
@@ -253,8 +273,7 @@ static void cuda_pool_reset(pl_dev *dev) {
   /* Setting the high-water attribute to 0 resets it to the current use. */
   uint64_t zero = 0;
   if (cudaMemPoolSetAttribute(PL_CUDA_IMPL(dev)->pool,
-                              cudaMemPoolAttrUsedMemHigh,
-                              &zero) != cudaSuccess)
+                              cudaMemPoolAttrUsedMemHigh, &zero) != cudaSuccess)
     (void)cudaGetLastError();
   zero = 0;
   if (cudaMemPoolSetAttribute(PL_CUDA_IMPL(dev)->pool,
@@ -263,7 +282,8 @@ static void cuda_pool_reset(pl_dev *dev) {
     (void)cudaGetLastError();
 }
 
-/* ---- streams and events ---------------------------------------------------- */
+/* ---- streams and events ----------------------------------------------------
+ */
 
 static pl_status cuda_stream_create(pl_dev *dev, pl_stream *s) {
   PL_TRY(pl__cuda_use(dev));
@@ -275,11 +295,13 @@ static pl_status cuda_stream_create(pl_dev *dev, pl_stream *s) {
 }
 
 static void cuda_stream_destroy(pl_stream *s) {
-  if (!s->native) return;
+  if (!s->native)
+    return;
   if (pl__cuda_use(s->dev) == PL_OK) {
     cudaError_t e = cudaStreamDestroy((cudaStream_t)s->native);
     /* cudaFree waits for the device: the stream's GEMMs are done */
-    if (e == cudaSuccess && s->blas_ws) e = cudaFree(s->blas_ws);
+    if (e == cudaSuccess && s->blas_ws)
+      e = cudaFree(s->blas_ws);
     if (e != cudaSuccess) {
       (void)cudaGetLastError();
       PL_ERROR("cudaStreamDestroy failed: %s", cudaGetErrorString(e));
@@ -303,7 +325,8 @@ static pl_status cuda_event_create(pl_dev *dev, pl_event *e) {
 }
 
 static void cuda_event_destroy(pl_event *e) {
-  if (!e->native) return;
+  if (!e->native)
+    return;
   cudaError_t r = cudaEventDestroy((cudaEvent_t)e->native);
   if (r != cudaSuccess) {
     (void)cudaGetLastError();
@@ -314,16 +337,15 @@ static void cuda_event_destroy(pl_event *e) {
 
 static pl_status cuda_event_record(pl_event *e, pl_stream *s) {
   PL_TRY(pl__cuda_use(s->dev));
-  PL_CUDA_TRY(cudaEventRecord((cudaEvent_t)e->native,
-                              (cudaStream_t)s->native));
+  PL_CUDA_TRY(cudaEventRecord((cudaEvent_t)e->native, (cudaStream_t)s->native));
   e->recorded = 1;
   return PL_OK;
 }
 
 static pl_status cuda_stream_wait(pl_stream *s, pl_event *e) {
   PL_TRY(pl__cuda_use(s->dev));
-  PL_CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)s->native,
-                                  (cudaEvent_t)e->native, 0));
+  PL_CUDA_TRY(
+      cudaStreamWaitEvent((cudaStream_t)s->native, (cudaEvent_t)e->native, 0));
   return PL_OK;
 }
 
@@ -337,8 +359,10 @@ static pl_status cuda_event_sync(pl_event *e) {
  * forever; the error surfaces again at the next synchronizing call. */
 static int cuda_event_done(pl_event *e) {
   cudaError_t r = cudaEventQuery((cudaEvent_t)e->native);
-  if (r == cudaSuccess) return 1;
-  if (r == cudaErrorNotReady) return 0;
+  if (r == cudaSuccess)
+    return 1;
+  if (r == cudaErrorNotReady)
+    return 0;
   (void)cudaGetLastError();
   pl_set_error(PL_ERUNTIME, "cudaEventQuery failed: %s (%s)",
                cudaGetErrorName(r), cudaGetErrorString(r));
@@ -347,12 +371,13 @@ static int cuda_event_done(pl_event *e) {
 }
 
 static pl_status cuda_event_elapsed_ms(pl_event *a, pl_event *b, float *ms) {
-  PL_CUDA_TRY(cudaEventElapsedTime(ms, (cudaEvent_t)a->native,
-                                   (cudaEvent_t)b->native));
+  PL_CUDA_TRY(
+      cudaEventElapsedTime(ms, (cudaEvent_t)a->native, (cudaEvent_t)b->native));
   return PL_OK;
 }
 
-/* ---- the table ------------------------------------------------------------- */
+/* ---- the table -------------------------------------------------------------
+ */
 
 extern "C" const pl__backend_ops pl__cuda_backend_ops = {
     /* init */ cuda_init,

@@ -32,27 +32,31 @@
 #include "backend/moe_kernels.h"
 #include "plateau/host_device.h"
 
-/* ---- kernel ----------------------------------------------------------------- */
+/* ---- kernel -----------------------------------------------------------------
+ */
 
-__device__ __forceinline__ float gload(const float *p) { return *p; }
+__device__ __forceinline__ float gload(const float *p) {
+  return *p;
+}
 __device__ __forceinline__ float gload(const pl_bf16 *p) {
   return pl_bf16_to_f32(*p);
 }
-__device__ __forceinline__ void gstore(float *p, float v) { *p = v; }
+__device__ __forceinline__ void gstore(float *p, float v) {
+  *p = v;
+}
 __device__ __forceinline__ void gstore(pl_bf16 *p, float v) {
   *p = pl_f32_to_bf16(v);
 }
 
 /* One thread per C element (grid-stride over batch·m·n):
- *   C[b][i][j] = alpha · Σ_p op(A)[b][i][p] · op(B)[b][p][j] + beta · C[b][i][j]
- * with C not read when beta == 0, and alpha ignored when k == 0. */
+ *   C[b][i][j] = alpha · Σ_p op(A)[b][i][p] · op(B)[b][p][j] + beta ·
+ * C[b][i][j] with C not read when beta == 0, and alpha ignored when k == 0. */
 template <typename TAB, typename TC>
-static __global__ void gemm_plain_kernel(bool ta, bool tb, int64_t m,
-                                         int64_t n, int64_t k, float alpha,
-                                         const TAB *A, int64_t lda, int64_t sa,
-                                         const TAB *B, int64_t ldb, int64_t sb,
-                                         float beta, TC *C, int64_t ldc,
-                                         int64_t sc, int64_t batch) {
+static __global__ void
+gemm_plain_kernel(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                  float alpha, const TAB *A, int64_t lda, int64_t sa,
+                  const TAB *B, int64_t ldb, int64_t sb, float beta, TC *C,
+                  int64_t ldc, int64_t sc, int64_t batch) {
   size_t total = (size_t)batch * (size_t)m * (size_t)n;
   for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
        idx += (size_t)gridDim.x * blockDim.x) {
@@ -68,12 +72,14 @@ static __global__ void gemm_plain_kernel(bool ta, bool tb, int64_t m,
     }
     TC *c = C + b * sc + i * ldc + j;
     float v = k > 0 ? __fmul_rn(alpha, acc) : 0.0f;
-    if (beta != 0.0f) v = __fadd_rn(v, __fmul_rn(beta, gload(c)));
+    if (beta != 0.0f)
+      v = __fadd_rn(v, __fmul_rn(beta, gload(c)));
     gstore(c, v);
   }
 }
 
-/* ---- launcher --------------------------------------------------------------- */
+/* ---- launcher ---------------------------------------------------------------
+ */
 
 static cudaDataType cuda_type(pl_dtype dt) {
   return dt == PL_BF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -114,7 +120,8 @@ static pl_status launch_plain(pl_stream *s, bool ta, bool tb, int64_t m,
 #define PL_CUBLAS_WS_BYTES ((size_t)32 << 20)
 
 static pl_status stream_workspace(pl_stream *s) {
-  if (s->blas_ws) return PL_OK;
+  if (s->blas_ws)
+    return PL_OK;
   PL_CUDA_TRY(cudaMalloc(&s->blas_ws, PL_CUBLAS_WS_BYTES));
   return PL_OK;
 }
@@ -136,9 +143,8 @@ static pl_status call_cublas(pl_stream *s, bool ta, bool tb, int64_t m,
   cublasComputeType_t ct = ab_dt == PL_F32 && s->tf32
                                ? CUBLAS_COMPUTE_32F_FAST_TF32
                                : CUBLAS_COMPUTE_32F;
-  bool small = m <= INT_MAX && n <= INT_MAX && k <= INT_MAX &&
-               lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX &&
-               batch <= INT_MAX;
+  bool small = m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX &&
+               ldb <= INT_MAX && ldc <= INT_MAX && batch <= INT_MAX;
   cublasStatus_t st;
   PL_TRY(stream_workspace(s));
   pthread_mutex_lock(&cd->blas_lock);
@@ -149,35 +155,34 @@ static pl_status call_cublas(pl_stream *s, bool ta, bool tb, int64_t m,
     /* Column-major: Cᵀ (n×m) = op(B)ᵀ (n×k) · op(A)ᵀ (k×m). */
     if (batch == 1 && small)
       st = cublasGemmEx(cd->blas, opB, opA, (int)n, (int)m, (int)k, &alpha, B,
-                        tab, (int)ldb, A, tab, (int)lda, &beta, C, tc,
-                        (int)ldc, ct, CUBLAS_GEMM_DEFAULT);
+                        tab, (int)ldb, A, tab, (int)lda, &beta, C, tc, (int)ldc,
+                        ct, CUBLAS_GEMM_DEFAULT);
     else if (batch == 1)
-      st = cublasGemmEx_64(cd->blas, opB, opA, n, m, k, &alpha, B, tab, ldb, A,
-                           tab, lda, &beta, C, tc, ldc, ct,
-                           CUBLAS_GEMM_DEFAULT);
+      st =
+          cublasGemmEx_64(cd->blas, opB, opA, n, m, k, &alpha, B, tab, ldb, A,
+                          tab, lda, &beta, C, tc, ldc, ct, CUBLAS_GEMM_DEFAULT);
     else if (small)
       st = cublasGemmStridedBatchedEx(
-          cd->blas, opB, opA, (int)n, (int)m, (int)k, &alpha, B, tab,
-          (int)ldb, (long long)sb, A, tab, (int)lda, (long long)sa, &beta, C,
-          tc, (int)ldc, (long long)sc, (int)batch, ct,
-          CUBLAS_GEMM_DEFAULT);
+          cd->blas, opB, opA, (int)n, (int)m, (int)k, &alpha, B, tab, (int)ldb,
+          (long long)sb, A, tab, (int)lda, (long long)sa, &beta, C, tc,
+          (int)ldc, (long long)sc, (int)batch, ct, CUBLAS_GEMM_DEFAULT);
     else
       st = cublasGemmStridedBatchedEx_64(
           cd->blas, opB, opA, n, m, k, &alpha, B, tab, ldb, (long long)sb, A,
-          tab, lda, (long long)sa, &beta, C, tc, ldc, (long long)sc, batch,
-          ct, CUBLAS_GEMM_DEFAULT);
+          tab, lda, (long long)sa, &beta, C, tc, ldc, (long long)sc, batch, ct,
+          CUBLAS_GEMM_DEFAULT);
   }
   pthread_mutex_unlock(&cd->blas_lock);
   if (st != CUBLAS_STATUS_SUCCESS) {
     (void)cudaGetLastError();
-    return pl_set_error(PL_ERUNTIME,
-                        "%s (m=%lld n=%lld k=%lld batch=%lld, %s in, %s out, "
-                        "ta=%d tb=%d) failed: %s (%s)",
-                        batch == 1 ? "cublasGemmEx" : "cublasGemmStridedBatchedEx",
-                        (long long)m, (long long)n, (long long)k,
-                        (long long)batch, pl_dtype_name(ab_dt),
-                        pl_dtype_name(c_dt), (int)ta, (int)tb,
-                        cublasGetStatusName(st), cublasGetStatusString(st));
+    return pl_set_error(
+        PL_ERUNTIME,
+        "%s (m=%lld n=%lld k=%lld batch=%lld, %s in, %s out, "
+        "ta=%d tb=%d) failed: %s (%s)",
+        batch == 1 ? "cublasGemmEx" : "cublasGemmStridedBatchedEx",
+        (long long)m, (long long)n, (long long)k, (long long)batch,
+        pl_dtype_name(ab_dt), pl_dtype_name(c_dt), (int)ta, (int)tb,
+        cublasGetStatusName(st), cublasGetStatusString(st));
   }
   PL_CUDA_CHECK_LAUNCH("cuBLAS GEMM");
   return PL_OK;
@@ -192,29 +197,36 @@ extern "C" pl_status pl__cuda_gemm_strided_batched(
     return pl_set_error(PL_EINVAL, "pl_gemm: stream is NULL");
   if ((ab_dt != PL_F32 && ab_dt != PL_BF16) ||
       (c_dt != PL_F32 && c_dt != PL_BF16))
-    return pl_set_error(PL_EINVAL, "pl_gemm: ab_dt %s, c_dt %s: each must be "
-                        "f32 or bf16", pl_dtype_name(ab_dt),
-                        pl_dtype_name(c_dt));
+    return pl_set_error(PL_EINVAL,
+                        "pl_gemm: ab_dt %s, c_dt %s: each must be "
+                        "f32 or bf16",
+                        pl_dtype_name(ab_dt), pl_dtype_name(c_dt));
   if (m < 0 || n < 0 || k < 0 || batch < 0)
-    return pl_set_error(PL_EINVAL, "pl_gemm: m=%lld n=%lld k=%lld batch=%lld: "
-                        "must all be >= 0", (long long)m, (long long)n,
-                        (long long)k, (long long)batch);
-  if (m == 0 || n == 0 || batch == 0) return PL_OK;
+    return pl_set_error(PL_EINVAL,
+                        "pl_gemm: m=%lld n=%lld k=%lld batch=%lld: "
+                        "must all be >= 0",
+                        (long long)m, (long long)n, (long long)k,
+                        (long long)batch);
+  if (m == 0 || n == 0 || batch == 0)
+    return PL_OK;
   int64_t need_a = ta ? m : k, need_b = tb ? k : n;
   if (lda < need_a || ldb < need_b || ldc < n)
-    return pl_set_error(PL_EINVAL, "pl_gemm: lda=%lld ldb=%lld ldc=%lld: need "
+    return pl_set_error(PL_EINVAL,
+                        "pl_gemm: lda=%lld ldb=%lld ldc=%lld: need "
                         "lda >= %lld (%s), ldb >= %lld (%s), ldc >= n = %lld",
                         (long long)lda, (long long)ldb, (long long)ldc,
                         (long long)need_a, ta ? "m, A transposed" : "k",
                         (long long)need_b, tb ? "k, B transposed" : "n",
                         (long long)n);
   if (batch > 1 && (sa < 0 || sb < 0 || sc < 0))
-    return pl_set_error(PL_EINVAL, "pl_gemm: strides %lld %lld %lld: must be "
-                        ">= 0", (long long)sa, (long long)sb, (long long)sc);
+    return pl_set_error(PL_EINVAL,
+                        "pl_gemm: strides %lld %lld %lld: must be "
+                        ">= 0",
+                        (long long)sa, (long long)sb, (long long)sc);
   PL_TRY(pl__cuda_use(s->dev));
   if (k == 0 || (ab_dt == PL_F32 && c_dt == PL_BF16))
-    return launch_plain(s, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb,
-                        beta, C, ldc, sc, batch, ab_dt, c_dt);
-  return call_cublas(s, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta,
-                     C, ldc, sc, batch, ab_dt, c_dt);
+    return launch_plain(s, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta,
+                        C, ldc, sc, batch, ab_dt, c_dt);
+  return call_cublas(s, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C,
+                     ldc, sc, batch, ab_dt, c_dt);
 }

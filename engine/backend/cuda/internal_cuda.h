@@ -131,16 +131,20 @@ static __device__ __forceinline__ void pl__cuda_st(void *p, pl_dtype dt,
 static __device__ __forceinline__ float pl__cuda_block_sum(float v) {
   __shared__ float warp_sums[32];
   __shared__ float total;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __syncthreads();
-  if (lane == 0) warp_sums[warp] = v;
+  if (lane == 0)
+    warp_sums[warp] = v;
   __syncthreads();
   int nw = blockDim.x >> 5;
   v = lane < nw ? warp_sums[lane] : 0.0f;
   if (warp == 0)
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (threadIdx.x == 0) total = v;
+    for (int o = 16; o > 0; o >>= 1)
+      v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x == 0)
+    total = v;
   __syncthreads();
   return total;
 }

@@ -24,17 +24,17 @@
 
 namespace {
 
-
-
 /* One block per destination row; 16-byte words when the row allows. */
 __global__ void moe_gather_kernel(void *dst, const void *src,
                                   const int32_t *rows, int64_t n,
                                   size_t row_bytes) {
   for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
-    const char *s = static_cast<const char *>(src) + (size_t)rows[i] * row_bytes;
+    const char *s =
+        static_cast<const char *>(src) + (size_t)rows[i] * row_bytes;
     char *d = static_cast<char *>(dst) + (size_t)i * row_bytes;
-    if ((row_bytes & 15) == 0 && ((reinterpret_cast<uintptr_t>(s) |
-                                   reinterpret_cast<uintptr_t>(d)) & 15) == 0) {
+    if ((row_bytes & 15) == 0 &&
+        ((reinterpret_cast<uintptr_t>(s) | reinterpret_cast<uintptr_t>(d)) &
+         15) == 0) {
       const uint4 *__restrict__ s4 = reinterpret_cast<const uint4 *>(s);
       uint4 *__restrict__ d4 = reinterpret_cast<uint4 *>(d);
       const size_t nw = row_bytes / 16, step = blockDim.x;
@@ -44,9 +44,11 @@ __global__ void moe_gather_kernel(void *dst, const void *src,
               e = s4[w + 3 * step];
         d4[w] = a, d4[w + step] = b, d4[w + 2 * step] = c, d4[w + 3 * step] = e;
       }
-      for (; w < nw; w += step) d4[w] = s4[w];
+      for (; w < nw; w += step)
+        d4[w] = s4[w];
     } else {
-      for (size_t b = threadIdx.x; b < row_bytes; b += blockDim.x) d[b] = s[b];
+      for (size_t b = threadIdx.x; b < row_bytes; b += blockDim.x)
+        d[b] = s[b];
     }
   }
 }
@@ -72,7 +74,8 @@ __global__ void moe_combine_kernel(void *out, const int32_t *toks, int64_t nt,
         const void *base = v >= 0 ? A : B;
         int64_t r = v >= 0 ? v : -1 - (int64_t)v;
         float wj = w ? w[t * k + j] : 1.0f;
-        acc = __fadd_rn(acc, __fmul_rn(wj, pl__cuda_ld(base, dt, (size_t)(r * H + h))));
+        acc = __fadd_rn(
+            acc, __fmul_rn(wj, pl__cuda_ld(base, dt, (size_t)(r * H + h))));
       }
       pl__cuda_st(out, dt, (size_t)(t * H + h), acc);
     }
@@ -93,7 +96,8 @@ __global__ void moe_combine_bf16x8_kernel(__nv_bfloat16 *out,
     for (int64_t v = threadIdx.x; v < nv; v += blockDim.x) {
       float acc[8];
 #pragma unroll
-      for (int e = 0; e < 8; e++) acc[e] = 0.0f;
+      for (int e = 0; e < 8; e++)
+        acc[e] = 0.0f;
       for (int j = 0; j < k; j++) {
         int32_t s = slots[q * k + j];
         const void *base = s >= 0 ? A : B;
@@ -108,7 +112,8 @@ __global__ void moe_combine_bf16x8_kernel(__nv_bfloat16 *out,
       uint4 o;
       __nv_bfloat16 *y = reinterpret_cast<__nv_bfloat16 *>(&o);
 #pragma unroll
-      for (int e = 0; e < 8; e++) y[e] = __float2bfloat16_rn(acc[e]);
+      for (int e = 0; e < 8; e++)
+        y[e] = __float2bfloat16_rn(acc[e]);
       reinterpret_cast<uint4 *>(out)[t * nv + v] = o;
     }
   }
@@ -126,8 +131,9 @@ __global__ void moe_scatter_f32_kernel(float *dst, const int32_t *toks,
   }
 }
 
-__device__ __forceinline__ float sigm(float g) { return 1.0f / (1.0f + expf(-g)); }
-
+__device__ __forceinline__ float sigm(float g) {
+  return 1.0f / (1.0f + expf(-g));
+}
 
 template <typename T>
 __global__ void swiglu_fwd_t(T *A, const T *G, const T *U, size_t n) {
@@ -149,7 +155,8 @@ __global__ void swiglu_bwd_t(T *G, T *U, const T *P, const T *A, const float *w,
     for (int64_t i = threadIdx.x; i < I; i += blockDim.x)
       acc += pl__cuda_ldt(P, base + i) * pl__cuda_ldt(A, base + i);
     float s = pl__cuda_block_sum(acc);
-    if (threadIdx.x == 0) dw[r] = s;
+    if (threadIdx.x == 0)
+      dw[r] = s;
     float wr = w[r];
     for (int64_t i = threadIdx.x; i < I; i += blockDim.x) {
       size_t o = base + i;
@@ -175,8 +182,10 @@ __global__ void scale_rows_t(T *X, const float *w, int64_t n, int64_t H) {
 
 unsigned grid_of(size_t items, unsigned per_block) {
   size_t b = (items + per_block - 1) / per_block;
-  if (b < 1) b = 1;
-  if (b > 65535u * 8) b = 65535u * 8;
+  if (b < 1)
+    b = 1;
+  if (b > 65535u * 8)
+    b = 65535u * 8;
   return (unsigned)b;
 }
 
@@ -197,16 +206,17 @@ unsigned capped(pl_stream *s, unsigned g) {
   return c > 0 && g > (unsigned)c ? (unsigned)c : g;
 }
 
-}  // namespace
+} // namespace
 
 extern "C" pl_status pl__cuda_moe_gather(pl_stream *s, void *dst,
                                          const void *src, const int32_t *rows,
                                          int64_t n, int64_t H, pl_dtype dt) {
   PL_TRY(dtype_ok(dt, "moe_gather"));
-  if (n == 0 || H == 0) return PL_OK;
+  if (n == 0 || H == 0)
+    return PL_OK;
   unsigned g = n > 65535 * 4 ? 65535u * 4 : (unsigned)n;
-  moe_gather_kernel<<<capped(s, g), 128, 0, native(s)>>>(dst, src, rows, n,
-                                              (size_t)H * pl_dtype_size(dt));
+  moe_gather_kernel<<<capped(s, g), 128, 0, native(s)>>>(
+      dst, src, rows, n, (size_t)H * pl_dtype_size(dt));
   PL_CUDA_CHECK_LAUNCH("moe_gather_kernel");
   return PL_OK;
 }
@@ -214,9 +224,10 @@ extern "C" pl_status pl__cuda_moe_gather(pl_stream *s, void *dst,
 extern "C" pl_status pl__cuda_moe_gather_f32(pl_stream *s, float *dst,
                                              const float *src,
                                              const int32_t *idx, int64_t n) {
-  if (n == 0) return PL_OK;
-  moe_gather_f32_kernel<<<capped(s, grid_of((size_t)n, 256)), 256, 0, native(s)>>>(dst, src,
-                                                                       idx, n);
+  if (n == 0)
+    return PL_OK;
+  moe_gather_f32_kernel<<<capped(s, grid_of((size_t)n, 256)), 256, 0,
+                          native(s)>>>(dst, src, idx, n);
   PL_CUDA_CHECK_LAUNCH("moe_gather_f32_kernel");
   return PL_OK;
 }
@@ -226,7 +237,8 @@ pl__cuda_moe_combine(pl_stream *s, void *out, const int32_t *toks, int64_t nt,
                      const int32_t *slots, int k, const float *w, const void *A,
                      const void *B, int64_t H, pl_dtype dt) {
   PL_TRY(dtype_ok(dt, "moe_combine"));
-  if (nt == 0) return PL_OK;
+  if (nt == 0)
+    return PL_OK;
   unsigned g = nt > 65535 * 4 ? 65535u * 4 : (unsigned)nt;
   const uintptr_t al = reinterpret_cast<uintptr_t>(out) |
                        reinterpret_cast<uintptr_t>(A) |
@@ -238,8 +250,8 @@ pl__cuda_moe_combine(pl_stream *s, void *out, const int32_t *toks, int64_t nt,
     PL_CUDA_CHECK_LAUNCH("moe_combine_bf16x8_kernel");
     return PL_OK;
   }
-  moe_combine_kernel<<<capped(s, g), 256, 0, native(s)>>>(out, toks, nt, slots, k, w, A, B,
-                                               H, dt);
+  moe_combine_kernel<<<capped(s, g), 256, 0, native(s)>>>(out, toks, nt, slots,
+                                                          k, w, A, B, H, dt);
   PL_CUDA_CHECK_LAUNCH("moe_combine_kernel");
   return PL_OK;
 }
@@ -248,9 +260,10 @@ extern "C" pl_status pl__cuda_moe_scatter_f32(pl_stream *s, float *dst,
                                               const int32_t *toks, int64_t nt,
                                               const int32_t *slots, int k,
                                               const float *a, const float *b) {
-  if (nt == 0) return PL_OK;
-  moe_scatter_f32_kernel<<<capped(s, grid_of((size_t)nt * k, 256)), 256, 0, native(s)>>>(
-      dst, toks, nt, slots, k, a, b);
+  if (nt == 0)
+    return PL_OK;
+  moe_scatter_f32_kernel<<<capped(s, grid_of((size_t)nt * k, 256)), 256, 0,
+                           native(s)>>>(dst, toks, nt, slots, k, a, b);
   PL_CUDA_CHECK_LAUNCH("moe_scatter_f32_kernel");
   return PL_OK;
 }
@@ -261,7 +274,8 @@ extern "C" pl_status pl__cuda_moe_swiglu_fwd(pl_stream *s, void *A,
                                              pl_dtype dt) {
   PL_TRY(dtype_ok(dt, "moe_swiglu_fwd"));
   size_t tot = (size_t)n * I;
-  if (tot == 0) return PL_OK;
+  if (tot == 0)
+    return PL_OK;
   if (dt == PL_F32)
     swiglu_fwd_t<float><<<grid_of(tot, 256), 256, 0, native(s)>>>(
         static_cast<float *>(A), static_cast<const float *>(G),
@@ -280,12 +294,14 @@ extern "C" pl_status pl__cuda_moe_swiglu_bwd(pl_stream *s, void *G, void *U,
                                              int64_t n, int64_t I,
                                              pl_dtype dt) {
   PL_TRY(dtype_ok(dt, "moe_swiglu_bwd"));
-  if (n == 0) return PL_OK;
+  if (n == 0)
+    return PL_OK;
   unsigned g = n > 65535 * 4 ? 65535u * 4 : (unsigned)n;
   if (dt == PL_F32)
     swiglu_bwd_t<float><<<g, 256, 0, native(s)>>>(
         static_cast<float *>(G), static_cast<float *>(U),
-        static_cast<const float *>(P), static_cast<const float *>(A), w, dw, n, I);
+        static_cast<const float *>(P), static_cast<const float *>(A), w, dw, n,
+        I);
   else
     swiglu_bwd_t<__nv_bfloat16><<<g, 256, 0, native(s)>>>(
         static_cast<__nv_bfloat16 *>(G), static_cast<__nv_bfloat16 *>(U),
@@ -300,7 +316,8 @@ extern "C" pl_status pl__cuda_moe_scale_rows(pl_stream *s, void *X,
                                              int64_t H, pl_dtype dt) {
   PL_TRY(dtype_ok(dt, "moe_scale_rows"));
   size_t tot = (size_t)n * H;
-  if (tot == 0) return PL_OK;
+  if (tot == 0)
+    return PL_OK;
   if (dt == PL_F32)
     scale_rows_t<float><<<grid_of(tot, 256), 256, 0, native(s)>>>(
         static_cast<float *>(X), w, n, H);

@@ -47,7 +47,8 @@ static void teardown(void) {
   gpu = cpu = NULL;
 }
 
-/* ---- helpers ---------------------------------------------------------------- */
+/* ---- helpers ----------------------------------------------------------------
+ */
 
 #define OK(expr)                                                               \
   do {                                                                         \
@@ -110,23 +111,27 @@ static void check_close(const char *what, const void *got, const void *ref,
     double g = elem(got, dt, i), r = elem(ref, dt, i), e = fabs(g - r);
     double tol = rtol * fmax(fabs(r), fabs(g)) + atol * (bound ? bound[i] : 1);
     if (!(e <= tol)) {
-      if (!bad) first = i;
+      if (!bad)
+        first = i;
       bad++;
     }
-    if (e > max_abs || isnan(e)) max_abs = e;
-    if (r != 0 && e / fabs(r) > max_rel) max_rel = e / fabs(r);
+    if (e > max_abs || isnan(e))
+      max_abs = e;
+    if (r != 0 && e / fabs(r) > max_rel)
+      max_rel = e / fabs(r);
   }
   printf("  %s: n=%zu max_abs=%.3g max_rel=%.3g bad=%zu", what, n, max_abs,
          max_rel, bad);
   if (bad)
-    printf(" first_bad=%zu (got %.9g, ref %.9g)", first,
-           elem(got, dt, first), elem(ref, dt, first));
+    printf(" first_bad=%zu (got %.9g, ref %.9g)", first, elem(got, dt, first),
+           elem(ref, dt, first));
   printf("\n");
   ck_assert_msg(bad == 0, "%s: %zu of %zu out of tolerance, first at %zu", what,
                 bad, n, first);
 }
 
-/* ---- RNG, fill, convert --------------------------------------------------- */
+/* ---- RNG, fill, convert ---------------------------------------------------
+ */
 
 START_TEST(test_info) {
   pl_dev_info in;
@@ -182,8 +187,10 @@ START_TEST(test_rng) {
         }
         for (size_t i = 0; i + 1 < n; i++)
           differ += memcmp(v + i * es, v + (i + 1) * es, es) != 0;
-        ck_assert_msg(differ > n / 5 * 4, "%s: only %zu of %zu neighbours "
-                      "differ", what, differ, n - 1);
+        ck_assert_msg(differ > n / 5 * 4,
+                      "%s: only %zu of %zu neighbours "
+                      "differ",
+                      what, differ, n - 1);
         pl_free(gpu, g);
         pl_free(cpu, h);
         pl_free(cpu, r);
@@ -261,7 +268,8 @@ START_TEST(test_convert) {
 }
 END_TEST
 
-/* ---- scale, axpy ------------------------------------------------------------ */
+/* ---- scale, axpy ------------------------------------------------------------
+ */
 
 /* Both backends compute y + alpha·x (and x·alpha) as separately rounded f32
  * operations (no FMA: __f*_rn on the device, ISO C without contraction on the
@@ -269,8 +277,8 @@ END_TEST
  * element before the misaligned range must stay untouched. */
 START_TEST(test_scale_axpy) {
   const size_t n = 123461;
-  const pl_dtype pairs[3][2] = {{PL_F32, PL_F32}, {PL_BF16, PL_BF16},
-                                {PL_F32, PL_BF16}}; /* {y, x} */
+  const pl_dtype pairs[3][2] = {
+      {PL_F32, PL_F32}, {PL_BF16, PL_BF16}, {PL_F32, PL_BF16}}; /* {y, x} */
   for (int p = 0; p < 3; p++)
     for (int mis = 0; mis < 2; mis++) {
       pl_dtype ydt = pairs[p][0], xdt = pairs[p][1];
@@ -309,7 +317,8 @@ START_TEST(test_scale_axpy) {
 }
 END_TEST
 
-/* ---- GEMM ------------------------------------------------------------------- */
+/* ---- GEMM -------------------------------------------------------------------
+ */
 
 typedef struct gemm_shape {
   int64_t m, n, k, batch;
@@ -352,8 +361,8 @@ static void gemm_case(bool ta, bool tb, gemm_shape sh, pl_dtype ab,
     OK(pl_gemm(cs, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, ab,
                cdt));
   } else {
-    OK(pl_gemm_strided_batched(gs, ta, tb, m, n, k, alpha, gA, lda, sa, gB,
-                               ldb, sb, beta, gC, ldc, sc, batch, ab, cdt));
+    OK(pl_gemm_strided_batched(gs, ta, tb, m, n, k, alpha, gA, lda, sa, gB, ldb,
+                               sb, beta, gC, ldc, sc, batch, ab, cdt));
     OK(pl_gemm_strided_batched(cs, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb,
                                sb, beta, C, ldc, sc, batch, ab, cdt));
   }
@@ -424,8 +433,10 @@ static void gemm_case(bool ta, bool tb, gemm_shape sh, pl_dtype ab,
 }
 
 START_TEST(test_gemm) {
-  const pl_dtype combos[4][2] = {
-      {PL_F32, PL_F32}, {PL_BF16, PL_F32}, {PL_BF16, PL_BF16}, {PL_F32, PL_BF16}};
+  const pl_dtype combos[4][2] = {{PL_F32, PL_F32},
+                                 {PL_BF16, PL_F32},
+                                 {PL_BF16, PL_BF16},
+                                 {PL_F32, PL_BF16}};
   uint64_t seed = 100;
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
     for (int c = 0; c < 4; c++)
@@ -445,14 +456,16 @@ START_TEST(test_gemm_large) {
 }
 END_TEST
 
-/* ---- copies, streams, events ------------------------------------------------ */
+/* ---- copies, streams, events ------------------------------------------------
+ */
 
 START_TEST(test_copies) {
   const size_t bytes = (64u << 20) + 13;
   unsigned char *hsrc = NULL, *hdst = NULL;
   OK(pl_alloc(gpu, PL_ARENA_HOST, bytes, "test", (void **)&hsrc));
   OK(pl_alloc(gpu, PL_ARENA_HOST, bytes, "test", (void **)&hdst));
-  for (size_t i = 0; i < bytes; i++) hsrc[i] = (unsigned char)pl_rng_u32(5, i);
+  for (size_t i = 0; i < bytes; i++)
+    hsrc[i] = (unsigned char)pl_rng_u32(5, i);
   memset(hdst, 0xab, bytes);
   pl_stream *s1, *s2;
   pl_event *e0, *e1, *e2;
@@ -479,7 +492,8 @@ START_TEST(test_copies) {
   ck_assert(ms > 0);
   size_t bad = bytes;
   for (size_t i = 0; i < bytes && bad == bytes; i++)
-    if (hsrc[i] != hdst[i]) bad = i;
+    if (hsrc[i] != hdst[i])
+      bad = i;
   ck_assert_msg(bad == bytes, "copy round trip: first bad byte %zu", bad);
 
   if (pl_cuda_device_count() >= 2) { /* peer copy to a second GPU and back */
@@ -494,7 +508,8 @@ START_TEST(test_copies) {
     OK(pl_memcpy_async(s2, hdst, da, bytes));
     OK(pl_stream_sync(s2));
     for (size_t i = 0; i < bytes && bad == bytes; i++)
-      if (hsrc[i] != hdst[i]) bad = i;
+      if (hsrc[i] != hdst[i])
+        bad = i;
     ck_assert_msg(bad == bytes, "peer round trip: first bad byte %zu", bad);
     printf("  peer copy GPU0 -> GPU1 -> GPU0: %zu bytes identical\n", bytes);
     pl_free(g1, dc);
@@ -513,7 +528,8 @@ START_TEST(test_copies) {
 }
 END_TEST
 
-/* ---- memory: pool high-water mark, OOM -------------------------------------- */
+/* ---- memory: pool high-water mark, OOM --------------------------------------
+ */
 
 START_TEST(test_pool_high) {
   pl_dev_info in;
@@ -572,8 +588,8 @@ START_TEST(test_bad_input) {
   ck_assert_int_eq(pl_rng_fill(gs, p, PL_I32, 4, 1, 0, PL_DIST_UNIFORM, 0, 1),
                    PL_EINVAL);
   ck_assert_int_eq(pl_axpy(gs, p, PL_BF16, p, PL_F32, 4, 1.0f), PL_EINVAL);
-  ck_assert_int_eq(pl_gemm(gs, false, false, 2, 2, 2, 1.0f, p, 1, p, 2, 0.0f,
-                           p, 2, PL_F32, PL_F32),
+  ck_assert_int_eq(pl_gemm(gs, false, false, 2, 2, 2, 1.0f, p, 1, p, 2, 0.0f, p,
+                           2, PL_F32, PL_F32),
                    PL_EINVAL); /* lda 1 < k 2 */
   OK(pl_dev_sync(gpu));
   pl_free(gpu, p);
@@ -595,10 +611,12 @@ int main(void) {
     printf("skipped: no CUDA device\n");
     return 0;
   }
-  const TTest *tests[] = {test_info,       test_rng,  test_fill,       test_convert,
-                          test_scale_axpy, test_gemm, test_gemm_large, test_copies,
-                          test_pool_high,  test_oom,  test_bad_input,  NULL};
-  return pl_check_suite("cuda_backend", 600, tests, setup, teardown, CK_NOFORK, 0)
+  const TTest *tests[] = {test_info,       test_rng,        test_fill,
+                          test_convert,    test_scale_axpy, test_gemm,
+                          test_gemm_large, test_copies,     test_pool_high,
+                          test_oom,        test_bad_input,  NULL};
+  return pl_check_suite("cuda_backend", 600, tests, setup, teardown, CK_NOFORK,
+                        0)
              ? 1
              : 0; /* CUDA: no fork after a context */
 }

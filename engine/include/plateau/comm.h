@@ -80,9 +80,8 @@ pl_status pl_reduce_scatter(pl_comm *c, const void *send, void *recv,
  * to rank d, and receives rcounts[q] elements from rank q at recv + rdispls[q].
  * Zero counts are allowed; the count arrays live in host memory. */
 pl_status pl_alltoallv(pl_comm *c, const void *send, const size_t *scounts,
-                       const size_t *sdispls, void *recv,
-                       const size_t *rcounts, const size_t *rdispls,
-                       pl_dtype dt, pl_stream *s);
+                       const size_t *sdispls, void *recv, const size_t *rcounts,
+                       const size_t *rdispls, pl_dtype dt, pl_stream *s);
 /* One ring hop: send `scount` to rank dst while receiving `rcount` from src
  * (either count may be 0; dst/src may be the caller itself). */
 pl_status pl_sendrecv(pl_comm *c, const void *send, size_t scount, int dst,

@@ -2,11 +2,11 @@
  *
  * A pl_dev is either the CPU backend (a reference device: the "device" arena is
  * ordinary memory kept apart from the host arena, copies are memcpy, and work
- * issued on a stream runs at once, in issue order — a valid serialization of the
- * same schedule) or the CUDA backend (one GPU, a stream-ordered memory pool,
- * cuBLAS).  Because both backends account memory through the same tracker, the
- * tracked device peak of a schedule is the same on both for the same
- * configuration: every memory figure is reproducible without a GPU.
+ * issued on a stream runs at once, in issue order — a valid serialization of
+ * the same schedule) or the CUDA backend (one GPU, a stream-ordered memory
+ * pool, cuBLAS).  Because both backends account memory through the same
+ * tracker, the tracked device peak of a schedule is the same on both for the
+ * same configuration: every memory figure is reproducible without a GPU.
  *
  * Ownership: pl_dev_create/pl_dev_destroy; streams and events belong to their
  * device and must be destroyed before it. */
@@ -43,13 +43,13 @@ typedef struct pl_event pl_event;
 
 typedef struct pl_dev_info {
   pl_backend backend;
-  int ordinal;              /* GPU index on this node; 0 on the CPU backend    */
-  char name[128];           /* "NVIDIA H200" or the CPU model name            */
-  size_t total_bytes;       /* device memory (CUDA) or physical RAM (CPU)      */
-  int sm_count;             /* multiprocessors (CUDA) or online cores (CPU)    */
-  char driver[64];          /* CUDA driver version, or "-"                    */
-  char runtime[64];         /* CUDA runtime version, or "-"                   */
-  char blas[64];            /* "cuBLAS 13.0.0" or "OpenBLAS 0.3.21"            */
+  int ordinal;        /* GPU index on this node; 0 on the CPU backend    */
+  char name[128];     /* "NVIDIA H200" or the CPU model name            */
+  size_t total_bytes; /* device memory (CUDA) or physical RAM (CPU)      */
+  int sm_count;       /* multiprocessors (CUDA) or online cores (CPU)    */
+  char driver[64];    /* CUDA driver version, or "-"                    */
+  char runtime[64];   /* CUDA runtime version, or "-"                   */
+  char blas[64];      /* "cuBLAS 13.0.0" or "OpenBLAS 0.3.21"            */
 } pl_dev_info;
 
 /* Backends compiled into this build (CPU and dry always; CUDA when nvcc was
@@ -131,23 +131,23 @@ typedef struct pl_tag_bytes {
 } pl_tag_bytes;
 
 typedef struct pl_mem_stats {
-  size_t current;     /* bytes live now                                     */
-  size_t peak;        /* high-water mark of `current` since the last reset  */
-  size_t limit;       /* capacity (0 = unlimited, up to the hardware)       */
+  size_t current; /* bytes live now                                     */
+  size_t peak;    /* high-water mark of `current` since the last reset  */
+  size_t limit;   /* capacity (0 = unlimited, up to the hardware)       */
   uint64_t n_alloc, n_free, n_failed;
   int n_tags;
-  pl_tag_bytes at_peak[PL_MEM_MAX_TAGS]; /* the live set when `peak` was set */
-  pl_tag_bytes now[PL_MEM_MAX_TAGS];     /* bytes per tag now                */
-  pl_tag_bytes tag_peak[PL_MEM_MAX_TAGS];/* each tag's own high-water mark   */
-  size_t pool_high;   /* CUDA pool used-memory high-water mark; on the CPU
-                         backend the same as `peak` (no separate pool)      */
+  pl_tag_bytes at_peak[PL_MEM_MAX_TAGS];  /* the live set when `peak` was set */
+  pl_tag_bytes now[PL_MEM_MAX_TAGS];      /* bytes per tag now                */
+  pl_tag_bytes tag_peak[PL_MEM_MAX_TAGS]; /* each tag's own high-water mark   */
+  size_t pool_high; /* CUDA pool used-memory high-water mark; on the CPU
+                       backend the same as `peak` (no separate pool)      */
 } pl_mem_stats;
 
 /* Allocate `bytes` in `arena`, tracked under `tag` (a short static string such
  * as "dispatch", "logits", "boundary", "optim", "weights", "grads").  On CUDA
  * device memory comes from the stream-ordered pool, ordered on the device's
- * default stream; pinned host memory from cudaHostAlloc (portable).  Failure (the
- * hardware, or the arena's limit) returns PL_ENOMEM with a message; never
+ * default stream; pinned host memory from cudaHostAlloc (portable).  Failure
+ * (the hardware, or the arena's limit) returns PL_ENOMEM with a message; never
  * aborts.  bytes == 0 returns a unique non-NULL pointer that must be freed. */
 pl_status pl_alloc(pl_dev *dev, pl_arena arena, size_t bytes, const char *tag,
                    void **out);

@@ -4,9 +4,9 @@
  * async copies.  They take a stream; the backend is the stream's.
  *
  * Pointers are raw device (or pinned host, for copies) memory of the stream's
- * device.  Counts are elements.  On the CPU backend each call runs to completion
- * before it returns (issue order); on CUDA it is enqueued on the stream and the
- * launch is checked. */
+ * device.  Counts are elements.  On the CPU backend each call runs to
+ * completion before it returns (issue order); on CUDA it is enqueued on the
+ * stream and the launch is checked. */
 #ifndef PLATEAU_KERNELS_H
 #define PLATEAU_KERNELS_H
 
@@ -32,8 +32,7 @@ pl_status pl_rng_fill(pl_stream *s, void *dst, pl_dtype dt, size_t n,
                       uint64_t seed, uint64_t offset, pl_dist dist, float a,
                       float b);
 /* dst[i] = value (f32, bf16, i32, i64). */
-pl_status pl_fill(pl_stream *s, void *dst, pl_dtype dt, size_t n,
-                  double value);
+pl_status pl_fill(pl_stream *s, void *dst, pl_dtype dt, size_t n, double value);
 /* dst = convert(src): f32<->bf16 (round to nearest even), or a copy when the
  * dtypes match. */
 pl_status pl_convert(pl_stream *s, void *dst, pl_dtype dst_dt, const void *src,
@@ -56,7 +55,8 @@ pl_status pl_gemm(pl_stream *s, bool ta, bool tb, int64_t m, int64_t n,
                   int64_t k, float alpha, const void *A, int64_t lda,
                   const void *B, int64_t ldb, float beta, void *C, int64_t ldc,
                   pl_dtype ab_dt, pl_dtype c_dt);
-/* `batch` independent GEMMs with element strides between consecutive A, B, C. */
+/* `batch` independent GEMMs with element strides between consecutive A, B, C.
+ */
 pl_status pl_gemm_strided_batched(pl_stream *s, bool ta, bool tb, int64_t m,
                                   int64_t n, int64_t k, float alpha,
                                   const void *A, int64_t lda, int64_t stride_a,

@@ -57,8 +57,8 @@ pl_status pl_simd_path_resolve(pl_simd_path p, pl_simd_path *out);
 /* Which forward kernel runs on CUDA (the CPU backend has one kernel and
  * ignores the choice).  Zero is AUTO. */
 typedef enum pl_attn_fwd_kind {
-  PL_ATTN_FWD_AUTO = 0, /* CUDNN where built and the shape runs there, else
-                           WGMMA for d = 128 on an sm_90a build, else MMA   */
+  PL_ATTN_FWD_AUTO = 0,   /* CUDNN where built and the shape runs there, else
+                             WGMMA for d = 128 on an sm_90a build, else MMA   */
   PL_ATTN_FWD_SIMPLE = 1, /* one warp per query row: the device reference */
   PL_ATTN_FWD_MMA = 2,   /* mma.sync tensor cores (sm_80+, d = 64 or 128)     */
   PL_ATTN_FWD_WGMMA = 3, /* Hopper wgmma, K and V by TMA (d = 128, sm_90a)    */
@@ -67,8 +67,8 @@ typedef enum pl_attn_fwd_kind {
 
 /* Which backward kernels run on CUDA.  Zero is AUTO. */
 typedef enum pl_attn_bwd_kind {
-  PL_ATTN_BWD_AUTO = 0, /* CUDNN where built and the shape runs there, else
-                           WGMMA for d = 128 on an sm_90a build, else MMA   */
+  PL_ATTN_BWD_AUTO = 0,   /* CUDNN where built and the shape runs there, else
+                             WGMMA for d = 128 on an sm_90a build, else MMA   */
   PL_ATTN_BWD_SIMPLE = 1, /* one warp per query row (dQ) and per key (dK, dV) */
   PL_ATTN_BWD_MMA = 2,   /* mma.sync, by key blocks; dQ by fp32 atomics       */
   PL_ATTN_BWD_WGMMA = 3, /* wgmma, by key blocks; dQ by TMA bulk reductions   */

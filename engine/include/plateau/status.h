@@ -15,15 +15,15 @@ extern "C" {
 
 typedef enum pl_status {
   PL_OK = 0,
-  PL_EINVAL = -1,      /* bad input: a value outside what is allowed       */
-  PL_ENOMEM = -2,      /* out of memory in a tracked arena (a result: oom) */
-  PL_ERUNTIME = -3,    /* a backend call failed (CUDA, cuBLAS, BLAS)       */
-  PL_ECOMM = -4,       /* a communicator call failed (MPI, NCCL)           */
-  PL_ETIMEOUT = -5,    /* a collective or wait did not finish in time      */
-  PL_EUNSUPPORTED = -6,/* not available in this build or on this machine   */
-  PL_EIO = -7,         /* file system error                                */
-  PL_ECHECK = -8,      /* a correctness check failed                       */
-  PL_EINFEASIBLE = -9, /* the configuration cannot fit (a result)          */
+  PL_EINVAL = -1,       /* bad input: a value outside what is allowed       */
+  PL_ENOMEM = -2,       /* out of memory in a tracked arena (a result: oom) */
+  PL_ERUNTIME = -3,     /* a backend call failed (CUDA, cuBLAS, BLAS)       */
+  PL_ECOMM = -4,        /* a communicator call failed (MPI, NCCL)           */
+  PL_ETIMEOUT = -5,     /* a collective or wait did not finish in time      */
+  PL_EUNSUPPORTED = -6, /* not available in this build or on this machine   */
+  PL_EIO = -7,          /* file system error                                */
+  PL_ECHECK = -8,       /* a correctness check failed                       */
+  PL_EINFEASIBLE = -9,  /* the configuration cannot fit (a result)          */
 } pl_status;
 
 /* Short constant name of a status ("PL_ENOMEM"); never NULL. */
@@ -62,7 +62,8 @@ int pl_status_exit_code(pl_status s);
 #define PL_TRY(expr)                                                           \
   do {                                                                         \
     pl_status pl_try_s_ = (expr);                                              \
-    if (pl_try_s_ != PL_OK) return pl_try_s_;                                  \
+    if (pl_try_s_ != PL_OK)                                                    \
+      return pl_try_s_;                                                        \
   } while (0)
 
 /* Propagate a failing status through a function's cleanup: st = expr, and
@@ -70,14 +71,16 @@ int pl_status_exit_code(pl_status s);
  * returns st).  Every name it uses is an argument. */
 #define PL_TRY_GOTO(st, label, expr)                                           \
   do {                                                                         \
-    if (((st) = (expr)) != PL_OK) goto label;                                  \
+    if (((st) = (expr)) != PL_OK)                                              \
+      goto label;                                                              \
   } while (0)
 
 /* Broken invariant (a bug, never bad input): print file:line and abort. */
 void pl_assert_fail(const char *expr, const char *file, int line);
 #define PL_ASSERT(cond)                                                        \
   do {                                                                         \
-    if (!(cond)) pl_assert_fail(#cond, __FILE__, __LINE__);                    \
+    if (!(cond))                                                               \
+      pl_assert_fail(#cond, __FILE__, __LINE__);                               \
   } while (0)
 
 #ifdef __cplusplus

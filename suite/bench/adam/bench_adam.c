@@ -28,7 +28,8 @@
  * host-memory bytes a parameter of the variant (host_bpp, counted from the
  * algorithm) and the step's share of the host-memory roofline (mem_roof_ms
  * = host_bpp·Θ / mem_copy_gbs, pct_mem_roof; the cpu and update rows also
- * of their update alone, pct_update_roof); the device staging peak beside its bound s·β·16, the SIMD path that ran
+ * of their update alone, pct_update_roof); the device staging peak beside its
+ * bound s·β·16, the SIMD path that ran
  * (`kernel`) and the CPU share a hybrid step converged to (auto: from 0.5,
  * then each step r_cpu / (r_cpu + r_gpu) of the step before, so the
  * warm-ups converge it).
@@ -86,8 +87,8 @@ typedef struct adam_bench {
   pl_stream *s;
   pl_stream_adamw *so;
   pl_cpu_offload_adamw *co;
-  void *ug;       /* update: the gradients in pinned host memory      */
-  pl_bf16 *uw;    /* update: the bf16 weights it writes (host)        */
+  void *ug;    /* update: the gradients in pinned host memory      */
+  pl_bf16 *uw; /* update: the bf16 weights it writes (host)        */
   int nsteps;
   float gscale[PL_ADAM_MAXSTEPS];
   double update_ms;
@@ -95,8 +96,8 @@ typedef struct adam_bench {
 
 /* ---- the variants ---------------------------------------------------------
  * The drivers of the variants
- * (the bench's state above): the reference state every point of a run shares (the
- * host link and host memory measured once, the shard, its samples and the
+ * (the bench's state above): the reference state every point of a run shares
+ * (the host link and host memory measured once, the shard, its samples and the
  * reference clip factor), a point's optimizer as its variant makes it (cpu:
  * the ZeRO-Offload-style step of baselines/cpu_adamw.c with its staging;
  * stream and hybrid: OffloadStreamAdamW over β × s, the hybrid with its CPU
@@ -107,8 +108,7 @@ typedef struct adam_bench {
 /* The update variant's step: the whole shard in one call, the reference
  * clip factor (the peer's opt.step() clips nothing either). */
 static pl_status update_step(adam_bench *A) {
-  pl_adamw_scalars k =
-      pl_adamw_scalars_make(&A->hp, A->nsteps + 1, A->gs_ref);
+  pl_adamw_scalars k = pl_adamw_scalars_make(&A->hp, A->nsteps + 1, A->gs_ref);
   return pl__cpu_adamw_simd(A->simd, A->threads, A->S.st.p, A->S.st.m,
                             A->S.st.v, A->ug, A->gdt, A->uw, A->P, &k);
 }
@@ -162,8 +162,7 @@ static pl_status adam_prepare(pl_bench_ctx *c, adam_bench *A) {
  * tensor) and weights, tag "optim_offload". */
 static pl_status update_create(pl_bench_ctx *c, adam_bench *A) {
   const size_t gsz = pl_dtype_size(A->gdt);
-  PL_TRY(pl_alloc(c->dev, PL_ARENA_HOST, A->P * gsz, "optim_offload",
-                  &A->ug));
+  PL_TRY(pl_alloc(c->dev, PL_ARENA_HOST, A->P * gsz, "optim_offload", &A->ug));
   PL_TRY(pl_alloc(c->dev, PL_ARENA_HOST, A->P * 2, "optim_offload",
                   (void **)&A->uw));
   for (int i = 0; i < A->S.nt; i++)
@@ -185,8 +184,7 @@ static pl_status update_publish(pl_bench_ctx *c, adam_bench *A) {
 
 /* The optimizer of point q over the prepared shard: the classic CPU step
  * (cpu) or OffloadStreamAdamW (stream; hybrid with its CPU share). */
-static pl_status adam_create(pl_bench_ctx *c, adam_bench *A,
-                          const adam_pt *q) {
+static pl_status adam_create(pl_bench_ctx *c, adam_bench *A, const adam_pt *q) {
   if (q->mode == PL_ADAM_UPDATE) {
     PL_TRY(update_create(c, A));
   } else if (q->mode == PL_ADAM_CPU) {
@@ -228,9 +226,9 @@ static void adam_destroy(adam_bench *A) {
 
 /* ---- the columns ----------------------------------------------------------
  * The columns of a measured point
- * (the bench's state above): Gparam/s, the achieved H2D/D2H GB/s, the host-link floor
- * (Eq. 5) and the joint floor of link and host memory with the step as % of
- * each, the host-memory bytes a parameter and the step's share of the
+ * (the bench's state above): Gparam/s, the achieved H2D/D2H GB/s, the host-link
+ * floor (Eq. 5) and the joint floor of link and host memory with the step as %
+ * of each, the host-memory bytes a parameter and the step's share of the
  * host-memory roofline (those bytes over the copy rate measured in the run),
  * the SIMD path that ran, the GPU and CPU parts of a step and the CPU share a
  * hybrid converged to (max over ranks), and the host bytes. */
@@ -240,7 +238,7 @@ static void adam_destroy(adam_bench *A) {
  * the DMA's, a cpu ring kept in cache (cached) counting none for its slots;
  * the hybrid at CPU share `share`. */
 static double host_bpp(int mode, int cached, double share, double gsz,
-                         int grad_host) {
+                       int grad_host) {
   const double state = 24; /* p, m, v read and written */
   /* the CPU update over full host copies: the state, g read and w written
    * by the update, g landed by the DMA (from the device, or copied from the
@@ -262,7 +260,7 @@ static double host_bpp(int mode, int cached, double share, double gsz,
  * host-memory roofline, the parts, the host bytes.  Collective (max over
  * ranks). */
 static pl_status adam_row(pl_bench_ctx *c, const adam_bench *A,
-                       const adam_pt *q, pl_row *row) {
+                          const adam_pt *q, pl_row *row) {
   const size_t P = A->P, gsz = pl_dtype_size(A->gdt);
   PL_TRY(pl_stream_sync(c->stream));
   pl_stream_adamw_last L;
@@ -287,8 +285,7 @@ static pl_status adam_row(pl_bench_ctx *c, const adam_bench *A,
              q->mode == PL_ADAM_STREAM ? "-" : pl_simd_path_name(used));
   pl_row_f64(row, "gparam_s", (double)P / sec / 1e9);
   if (!upd) {
-    pl_row_f64(row, "h2d_gbs",
-               (double)(cpu ? P * 2 : L.h2d_bytes) / sec / 1e9);
+    pl_row_f64(row, "h2d_gbs", (double)(cpu ? P * 2 : L.h2d_bytes) / sec / 1e9);
     pl_row_f64(row, "d2h_gbs",
                (double)(cpu ? P * gsz : L.d2h_bytes) / sec / 1e9);
     pl_row_f64(row, "floor_ms", floor_ms);
@@ -301,9 +298,9 @@ static pl_status adam_row(pl_bench_ctx *c, const adam_bench *A,
    * CPU share (full host buffers) */
   const double share = q->mode == PL_ADAM_HYBRID ? ms[3] : 0;
   const int cached = cpu && pl_cpu_offload_adamw_cached(A->co);
-  const double cpu_mem = host_bpp(
-      q->mode == PL_ADAM_HYBRID ? PL_ADAM_CPU : q->mode, cached, 1.0,
-      (double)gsz, A->grad_host);
+  const double cpu_mem =
+      host_bpp(q->mode == PL_ADAM_HYBRID ? PL_ADAM_CPU : q->mode, cached, 1.0,
+               (double)gsz, A->grad_host);
   double fshare = 0;
   const double joint =
       pl__adam_joint_floor(q->mode, (double)P, (double)gsz, A->grad_host, A->bw,
@@ -313,8 +310,8 @@ static pl_status adam_row(pl_bench_ctx *c, const adam_bench *A,
   pl_row_f64(row, "joint_floor_ms", joint);
   pl_row_f64(row, "pct_joint_floor", 100.0 * joint / t);
   /* the host-memory roofline: the step's bytes over the copy rate */
-  const double bpp = host_bpp(q->mode, cached, share, (double)gsz,
-                                       A->grad_host);
+  const double bpp =
+      host_bpp(q->mode, cached, share, (double)gsz, A->grad_host);
   const double roof = (double)P * bpp / (A->mem * 1e9) * 1e3;
   pl_row_f64(row, "host_bpp", bpp);
   pl_row_f64(row, "mem_roof_ms", roof);
@@ -327,8 +324,8 @@ static pl_status adam_row(pl_bench_ctx *c, const adam_bench *A,
     pl_row_f64(row, "pct_update_roof", 100.0 * roof / ms[2]);
     pl_row_str(row, "optim_staging_bytes", "-");
     pl_row_note(row, "%s",
-                cached    ? "staging: a ring kept in cache (host_bpp counts "
-                            "its slots as cached)"
+                cached     ? "staging: a ring kept in cache (host_bpp counts "
+                             "its slots as cached)"
                 : q->slots ? "staging: a ring of pieces"
                            : "staging: full host copies");
   } else if (upd) {
@@ -423,8 +420,10 @@ static pl_status parse_staging(const char *spec, int *slots, uint64_t *piece,
       *colon = 0;
       PL_TRY(pl_parse_size("--cpu-staging", colon + 1, &piece[*n]));
       if (piece[*n] == 0)
-        return pl_set_error(PL_EINVAL, "--cpu-staging=%s: a piece of 0 "
-                            "elements (allowed: >= 1)", spec);
+        return pl_set_error(PL_EINVAL,
+                            "--cpu-staging=%s: a piece of 0 "
+                            "elements (allowed: >= 1)",
+                            spec);
     }
     char *end = NULL;
     long sl = strncmp(tok, "ring", 4) == 0 ? strtol(tok + 4, &end, 10) : -1;
@@ -433,14 +432,16 @@ static pl_status parse_staging(const char *spec, int *slots, uint64_t *piece,
     else if (end && end != tok + 4 && *end == 0 && sl >= 1 && sl <= 64)
       slots[*n] = (int)sl;
     else
-      return pl_set_error(PL_EINVAL, "--cpu-staging=%s: '%s': allowed full "
+      return pl_set_error(PL_EINVAL,
+                          "--cpu-staging=%s: '%s': allowed full "
                           "or ringS (S in 1..64), each with an optional "
-                          ":PIECE", spec, tok);
+                          ":PIECE",
+                          spec, tok);
     (*n)++;
   }
   if (*n == 0)
     return pl_set_error(PL_EINVAL, "--cpu-staging: empty (full or ringS, "
-                        "comma-separated)");
+                                   "comma-separated)");
   return PL_OK;
 }
 
@@ -515,8 +516,7 @@ static pl_status init(pl_bench_ctx *c, void *st) {
     for (int bi = 0; bi < nbeta; bi++)
       for (int si = 0; si < nslot; si++)
         for (int hi = 0; hi < (m == PL_ADAM_HYBRID ? nshare : 1); hi++)
-          A->pts[np++] =
-              (adam_pt){m, (int)slots[si], hi, (size_t)betas[bi]};
+          A->pts[np++] = (adam_pt){m, (int)slots[si], hi, (size_t)betas[bi]};
   }
   c->npoints = np;
   return PL_OK;
@@ -530,8 +530,7 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
     snprintf(label, n, "cpu %zu params ring=%d piece=%zu", A->P, q->slots,
              q->beta);
   else if (q->mode == PL_ADAM_CPU)
-    snprintf(label, n, "cpu %zu params full staging piece=%zu", A->P,
-             q->beta);
+    snprintf(label, n, "cpu %zu params full staging piece=%zu", A->P, q->beta);
   else if (q->mode == PL_ADAM_UPDATE)
     snprintf(label, n, "update %zu params", A->P);
   else

@@ -189,8 +189,8 @@ static pl_status attn_check(pl_bench_ctx *c, attn_run *r, pl_check *chk) {
 /* indexed by pl_attn_fwd_kind, pl_attn_bwd_kind */
 static const char *const fwd_kernel_names[] = {"auto",  "simple", "mma",
                                                "wgmma", "cudnn",  NULL};
-static const char *const bwd_kernel_names[] = {"auto",  "simple", "mma", "wgmma",
-                                               "split", "cudnn",  NULL};
+static const char *const bwd_kernel_names[] = {
+    "auto", "simple", "mma", "wgmma", "split", "cudnn", NULL};
 static const char *const pass_names[] = {"fwd", "fwdbwd", "both", NULL};
 
 static const pl_opt attn_opts[] = {
@@ -253,17 +253,15 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   b->npass = pass == 2 ? 2 : 1;
   b->pass0 = pass == 1;
   b->bwd_max = pl_args_size(c->args, "bwd-max");
-  b->base =
-      (pl_attn_shape){.batch = pl_args_int(c->args, "batch"),
-                      .seq = 1,
-                      .n_q = (int)pl_args_int(c->args, "heads"),
-                      .n_kv = (int)pl_args_int(c->args, "kv-heads"),
-                      .head_dim = (int)pl_args_int(c->args, "head-dim"),
-                      .dtype = PL_BF16,
-                      .kernels = {(pl_attn_fwd_kind)pl_args_enum(
-                                      c->args, "fwd-kernel"),
-                                  (pl_attn_bwd_kind)pl_args_enum(
-                                      c->args, "bwd-kernel")}};
+  b->base = (pl_attn_shape){
+      .batch = pl_args_int(c->args, "batch"),
+      .seq = 1,
+      .n_q = (int)pl_args_int(c->args, "heads"),
+      .n_kv = (int)pl_args_int(c->args, "kv-heads"),
+      .head_dim = (int)pl_args_int(c->args, "head-dim"),
+      .dtype = PL_BF16,
+      .kernels = {(pl_attn_fwd_kind)pl_args_enum(c->args, "fwd-kernel"),
+                  (pl_attn_bwd_kind)pl_args_enum(c->args, "bwd-kernel")}};
   c->npoints = b->nseq * b->npass;
   /* The kernel choice exists only on CUDA: a CPU row must never be labelled
    * with a CUDA kernel it did not run. */

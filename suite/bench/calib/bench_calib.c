@@ -20,14 +20,14 @@
  *   sendrecv   ring hop r -> r+1, S bytes each way; busbw = algbw
  *   alloc      the device arena's allocatable ceiling under a step's
  *              pattern (pl_mem_probe_ceiling: blocks of 1 GiB down to 64 MiB,
- *              under --mem-limit L of L/16 down to L/256, until refused, every other one freed, one block as large as
- *              the holes, blocks again); bytes = the smaller ceiling of two
- *              probes before the timed loop, everything live in the arena
- *              counted; nothing is timed.  The planner reads it as hbm_alloc
- *              (the smallest of the ranks' rows)
- * algbw = bytes / time (nccl-tests' definitions).  The per-rank tests run on
- * every rank at once (each on its own GPU), as the optimizer and the offload
- * use the links; --solo runs them on rank 0 alone (one GPU's ceiling).
+ *              under --mem-limit L of L/16 down to L/256, until refused, every
+ * other one freed, one block as large as the holes, blocks again); bytes = the
+ * smaller ceiling of two probes before the timed loop, everything live in the
+ * arena counted; nothing is timed.  The planner reads it as hbm_alloc (the
+ * smallest of the ranks' rows) algbw = bytes / time (nccl-tests' definitions).
+ * The per-rank tests run on every rank at once (each on its own GPU), as the
+ * optimizer and the offload use the links; --solo runs them on rank 0 alone
+ * (one GPU's ceiling).
  *
  * Every transfer is verified: inputs are counter-RNG draws (never zeros),
  * outputs poisoned before the run, and after timing each received buffer is
@@ -96,9 +96,9 @@ typedef struct calib {
 } calib;
 
 static const char *const test_names[] = {
-    "h2d",       "d2h",      "bidir",     "d2d",      "gemm",     "mem_read",
-    "mem_write", "mem_copy", "allreduce", "alltoall", "sendrecv", "alloc",
-    NULL};
+    "h2d",      "d2h",       "bidir",    "d2d",       "gemm",
+    "mem_read", "mem_write", "mem_copy", "allreduce", "alltoall",
+    "sendrecv", "alloc",     NULL};
 /* per test: nccl-tests' bus factor (n: ranks; 0 = 1), the note on CUDA and
  * on the CPU */
 static const struct {
@@ -336,8 +336,8 @@ static pl_status setup(pl_bench_ctx *x, void *st, int p) {
     c->ceiling = 0;
     c->before = dev_in_use(x->dev);
     /* under --mem-limit the blocks scale with it (a CPU run) */
-    c->pbig = ms.limit ? (ms.limit / 16 > 4096 ? ms.limit / 16 : 4096)
-                       : PROBE_BIG;
+    c->pbig =
+        ms.limit ? (ms.limit / 16 > 4096 ? ms.limit / 16 : 4096) : PROBE_BIG;
     c->pgrain = ms.limit ? c->pbig / 16 : PROBE_GRAIN;
     /* twice (the first also takes the pool's memory from the driver), the
      * smaller ceiling kept; once per point, not per timed iteration */
@@ -543,7 +543,8 @@ static pl_status check(pl_bench_ctx *x, void *st, int p, pl_check *chk) {
   return PL_OK;
 }
 
-/* ---- the bench ------------------------------------------------------------ */
+/* ---- the bench ------------------------------------------------------------
+ */
 
 static pl_status init(pl_bench_ctx *x, void *st) {
   calib *c = st;
@@ -629,8 +630,8 @@ static pl_status finish(pl_bench_ctx *x, void *st, int p, pl_row *row,
     w->flops = 2.0 * (double)c->G * c->G * c->G;
   } else if (t == T_ALLOC) {
     pl_row_i64(row, "bytes", (int64_t)c->ceiling);
-    pl_row_note(row, "blocks of %zu bytes down to %zu; nothing timed",
-                c->pbig, c->pgrain);
+    pl_row_note(row, "blocks of %zu bytes down to %zu; nothing timed", c->pbig,
+                c->pgrain);
   } else {
     const double sec = x->meas->t.median * 1e-3;
     const size_t ne = t == T_ALLTOALL ? c->ne * (size_t)n : c->ne;

@@ -182,10 +182,10 @@ pl_status pl_report_calib(pl_report_ctx *rc, pl_table *const *t, int n) {
   pl_rep_md_head(f, rc, "Machine ceilings (calib)", t, n);
   ceilings(f, t, n);
   static const char *const cols[] = {
-      "variant",   "bytes",       "ranks",       "dtype",     "mnk",
-      "time_ms",   "time_p10_ms", "time_p90_ms", "algbw_gbs", "busbw_gbs",
-      "tflops",    "max_err",     "status",      "check",     "note",
-      NULL};
+      "variant",   "bytes",     "ranks",       "dtype",
+      "mnk",       "time_ms",   "time_p10_ms", "time_p90_ms",
+      "algbw_gbs", "busbw_gbs", "tflops",      "max_err",
+      "status",    "check",     "note",        NULL};
   pl_rep_md_rows(f, t, n, cols);
   PL_TRY(pl_rep_close(f, path));
 

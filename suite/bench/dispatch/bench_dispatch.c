@@ -67,7 +67,6 @@ typedef struct dispatch {
   bool have_ref;
 } dispatch;
 
-
 /* ---- the inputs ----------------------------------------------------------
  * The layer shapes it refuses, the tensors every point shares, the routes of
  * a routing profile (synthetic or the real router of model/router.h), the ep
@@ -220,7 +219,7 @@ done:
  * oom at a paper shape, is every row's), and on a change of profile its
  * routes and, with --check, its reference. */
 static pl_status make_inputs(pl_bench_ctx *c, dispatch *d, int profile,
-                              const char *name) {
+                             const char *name) {
   if (!d->resident) { /* a failure here (oom at a paper shape): every row */
     d->res_st = residents(c, d);
     PL_TRY(pl_bench_agree(c, &d->res_st));
@@ -328,9 +327,9 @@ static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
   return PL_OK;
 }
 
-static const char *const profile_names[] = {
-    "balanced", "95/16", "80/16", "50/4", "95/16s", "80/16s", "50/4s",
-    "router",   NULL};
+static const char *const profile_names[] = {"balanced", "95/16",  "80/16",
+                                            "50/4",     "95/16s", "80/16s",
+                                            "50/4s",    "router", NULL};
 enum { N_PROFILES = 8 };
 static const char *const chunk_names[] = {"strided", "contiguous", NULL};
 static const char *const dtype_names[] = {"bf16", "f32", NULL};
@@ -502,20 +501,22 @@ static void fini(pl_bench_ctx *c, void *st) {
 
 const pl_bench pl_bench_dispatch = {
     .name = "dispatch",
-    .summary = "MoE expert dispatch: " PL_MOE_NAMES_JOINED(" vs ") " over "
-               "routing profiles (time, peak memory, max-send ratio; Tables "
-               "6-9)",
+    .summary = "MoE expert dispatch: " PL_MOE_NAMES_JOINED(
+        " vs ") " over "
+                "routing profiles (time, peak memory, max-send ratio; Tables "
+                "6-9)",
     .opts = dispatch_opts,
     .presets = dispatch_presets,
     .preset_cpu = "small",
     .preset_cuda = "small",
-    .columns = "variant\tprofile\tchunking\tlanes\tcomm_blocks\tranks\ttokens\t"
-               "hidden\tffn\texperts\ttopk\tcap\tK\tc_eff\tdtype\ttime_ms\t"
-               "time_p10_ms\ttime_p90_ms\tfwd_ms\tdev_peak_bytes\t"
-               "op_peak_bytes\tdispatch_bytes\tbound_bytes\tpool_peak_bytes\t"
-               "live_set\tmax_send_ratio\troutes_moved\ta2a_gbs\ttflops\t"
-               "planned\tpieces\tspilled\timb_before\timb_after\toverlapped\t"
-               "overlapped_bwd\tgemms\tem_chunks\twgrad_passes\tstages\tmax_err",
+    .columns =
+        "variant\tprofile\tchunking\tlanes\tcomm_blocks\tranks\ttokens\t"
+        "hidden\tffn\texperts\ttopk\tcap\tK\tc_eff\tdtype\ttime_ms\t"
+        "time_p10_ms\ttime_p90_ms\tfwd_ms\tdev_peak_bytes\t"
+        "op_peak_bytes\tdispatch_bytes\tbound_bytes\tpool_peak_bytes\t"
+        "live_set\tmax_send_ratio\troutes_moved\ta2a_gbs\ttflops\t"
+        "planned\tpieces\tspilled\timb_before\timb_after\toverlapped\t"
+        "overlapped_bwd\tgemms\tem_chunks\twgrad_passes\tstages\tmax_err",
     .tags = (const char *const[]){"dispatch", NULL},
     .rate = "a2a_gbs",
     .state = sizeof(dispatch),

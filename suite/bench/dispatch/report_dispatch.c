@@ -36,9 +36,8 @@ static const char *const profiles[] = {"balanced", "95/16", "80/16", "50/4"};
 /* Table 8's rows: the profiles above, then the skewed ones at shuffled
  * positions (the same routes as LLEP's layout, every chunk a sample of
  * them), with the paper's strided max-send ratios (none for those: "-"). */
-static const char *const t8_profiles[] = {"balanced", "95/16",  "80/16",
-                                          "50/4",     "95/16s", "80/16s",
-                                          "50/4s"};
+static const char *const t8_profiles[] = {"balanced", "95/16",  "80/16", "50/4",
+                                          "95/16s",   "80/16s", "50/4s"};
 static const char *const t8_paper_msr[] = {"1.00", "1.35", "2.40", "2.29",
                                            "-",    "-",    "-"};
 
@@ -64,8 +63,7 @@ static const drow *find(const drow *r, int n, const dshape *sh,
   for (int i = 0; i < n; i++)
     if (strcmp(r[i].tokens, sh->t) == 0 && strcmp(r[i].hidden, sh->h) == 0 &&
         strcmp(r[i].experts, sh->e) == 0 && strcmp(r[i].lanes, sh->l) == 0 &&
-        strcmp(r[i].ranks, sh->r) == 0 &&
-        strcmp(r[i].variant, variant) == 0 &&
+        strcmp(r[i].ranks, sh->r) == 0 && strcmp(r[i].variant, variant) == 0 &&
         strcmp(r[i].profile, profile) == 0 &&
         (!chunking || strcmp(r[i].chunking, chunking) == 0) &&
         strcmp(r[i].status, "ok") == 0)
@@ -80,8 +78,10 @@ static const char *paper_t6(const dshape *sh, const char *profile) {
     /* 16 experts per rank on 2 ranks: the per-rank load of Ep = 8, E = 128 */
     return strcmp(profile, "balanced") == 0
                ? "Ep = 8 stand-in (16 experts/rank): paper 1.10x, -59.3%"
-               : "Ep = 8 stand-in (16 experts/rank): paper 1.01-1.05x, -56.9...-57.0%";
-  if (strcmp(sh->e, "128") != 0) return "- (not a paper shape: E)";
+               : "Ep = 8 stand-in (16 experts/rank): paper 1.01-1.05x, "
+                 "-56.9...-57.0%";
+  if (strcmp(sh->e, "128") != 0)
+    return "- (not a paper shape: E)";
   if (strcmp(tokens, "65536") == 0 && strcmp(hidden, "7168") == 0)
     return strcmp(profile, "balanced") == 0
                ? "177.8 ms / 52.66 GiB -> 161.0 ms / 21.43 GiB (1.10x, -59.3%)"
@@ -97,7 +97,8 @@ static int read_rows(pl_table *const *t, int n, drow *r, bool *cpu) {
   int nr = 0;
   for (int i = 0; i < n; i++) {
     const char *be = pl_table_meta(t[i], "backend");
-    if (be && strcmp(be, "cpu") == 0) *cpu = true;
+    if (be && strcmp(be, "cpu") == 0)
+      *cpu = true;
     for (int j = 0; j < t[i]->nrows; j++) {
       drow *d = &r[nr++];
       d->t = t[i];
@@ -142,8 +143,8 @@ static int distinct_shapes(const drow *r, int nr, dshape sh[32]) {
           !strcmp(sh[s].r, r[i].ranks))
         seen = true;
     if (!seen && strcmp(r[i].tokens, "-") != 0)
-      sh[nsh++] = (dshape){r[i].tokens, r[i].hidden, r[i].experts,
-                           r[i].lanes, r[i].ranks};
+      sh[nsh++] = (dshape){r[i].tokens, r[i].hidden, r[i].experts, r[i].lanes,
+                           r[i].ranks};
   }
   return nsh;
 }
@@ -155,11 +156,12 @@ static void write_t6(FILE *f, const drow *r, int nr, const dshape *sh, int nsh,
   fprintf(f, "## Table 6 layout: EP vs LLEP vs PipelinedLLEP (strided)\n\n"
              "Speed-up and peak change: PipelinedLLEP against LLEP (the "
              "paper's comparison); plain EP beside them.\n\n");
-  fprintf(f, "| shape (N/rank, H, E, lanes) | ranks | profile | EP ms | EP %s | "
-             "LLEP ms | LLEP %s | "
-             "PLLEP ms | PLLEP %s | K | speed-up | peak change | op peak LLEP -> "
-             "PLLEP (%s) | dispatch peak / bound (%s) | paper |\n|---|---|---|"
-             "---|---|---|---|---|---|---|---|---|---|---|---|\n",
+  fprintf(f,
+          "| shape (N/rank, H, E, lanes) | ranks | profile | EP ms | EP %s | "
+          "LLEP ms | LLEP %s | "
+          "PLLEP ms | PLLEP %s | K | speed-up | peak change | op peak LLEP -> "
+          "PLLEP (%s) | dispatch peak / bound (%s) | paper |\n|---|---|---|"
+          "---|---|---|---|---|---|---|---|---|---|---|---|\n",
           unit, unit, unit, unit, unit);
   for (int s = 0; s < nsh; s++)
     for (int p = 0; p < 4; p++) {
@@ -169,15 +171,22 @@ static void write_t6(FILE *f, const drow *r, int nr, const dshape *sh, int nsh,
                            profiles[p], NULL);
       const drow *b = find(r, nr, &sh[s], pl_moe_variant_name(PL_MOE_PIPELINED),
                            profiles[p], "strided");
-      if (!e && !a && !b) continue;
+      if (!e && !a && !b)
+        continue;
       fprintf(f, "| %s, %s, %s, %s | %s | %s | ", sh[s].t, sh[s].h, sh[s].e,
               sh[s].l, sh[s].r, profiles[p]);
-      if (e) fprintf(f, "%.1f | %.3g | ", e->time, e->peak);
-      else fprintf(f, "- | - | ");
-      if (a) fprintf(f, "%.1f | %.3g | ", a->time, a->peak);
-      else fprintf(f, "- | - | ");
-      if (b) fprintf(f, "%.1f | %.3g | %s | ", b->time, b->peak, b->K);
-      else fprintf(f, "- | - | - | ");
+      if (e)
+        fprintf(f, "%.1f | %.3g | ", e->time, e->peak);
+      else
+        fprintf(f, "- | - | ");
+      if (a)
+        fprintf(f, "%.1f | %.3g | ", a->time, a->peak);
+      else
+        fprintf(f, "- | - | ");
+      if (b)
+        fprintf(f, "%.1f | %.3g | %s | ", b->time, b->peak, b->K);
+      else
+        fprintf(f, "- | - | - | ");
       if (a && b)
         fprintf(f, "%.2fx | %+.1f%% | %.3g -> %.3g (%+.1f%%) | %.3g / %.3g | ",
                 a->time / b->time, 100.0 * (b->peak - a->peak) / a->peak,
@@ -206,9 +215,10 @@ static void give_claim(pl_report_ctx *rc, const drow *r, int nr,
     if (!x || !y)
       continue;
     const bool shape = !strcmp(sh[s].t, "65536") && !strcmp(sh[s].h, "7168");
-    const int k = shape && !strcmp(sh[s].e, "128")                        ? 2
-                  : shape && !strcmp(sh[s].e, "32") && !strcmp(sh[s].r, "2") ? 1
-                                                                           : 0;
+    const int k = shape && !strcmp(sh[s].e, "128") ? 2
+                  : shape && !strcmp(sh[s].e, "32") && !strcmp(sh[s].r, "2")
+                      ? 1
+                      : 0;
     const double z = atof(sh[s].t) * atof(sh[s].h);
     if (k > rank || (k == rank && z > size))
       a = x, b = y, rank = k, size = z;
@@ -221,9 +231,10 @@ static void give_claim(pl_report_ctx *rc, const drow *r, int nr,
     snprintf(t, sizeof t, "%+.1f%% peak (N/rank %s, H %s, E %s, %s ranks)", pc,
              b->tokens, b->hidden, b->experts, b->ranks);
   else
-    snprintf(t, sizeof t, "%+.1f%% peak at %.2f× speed (N/rank %s, H %s, E %s, "
-                          "%s ranks)", pc, a->time / b->time, b->tokens,
-             b->hidden, b->experts, b->ranks);
+    snprintf(t, sizeof t,
+             "%+.1f%% peak at %.2f× speed (N/rank %s, H %s, E %s, "
+             "%s ranks)",
+             pc, a->time / b->time, b->tokens, b->hidden, b->experts, b->ranks);
   snprintf(bs, sizeof bs, "%s",
            rank == 2   ? "measured per rank"
            : rank == 1 ? "measured per rank (Ep = 8 stand-in: 16 experts per "
@@ -245,10 +256,12 @@ static void write_t8(FILE *f, const drow *r, int nr, const dshape *sh, int nsh,
             find(r, nr, &sh[s], pl_moe_variant_name(PL_MOE_PIPELINED),
                  t8_profiles[p], "contiguous");
   if (n8)
-    fprintf(f, "| shape (N/rank, H, E, lanes) | ranks | profile | strided ms | contiguous ms | "
-               "speed-up | strided %s | contiguous %s | max-send strided | "
-               "max-send contiguous | paper max-send strided |\n|---|---|---|"
-               "---|---|---|---|---|---|---|---|\n",
+    fprintf(f,
+            "| shape (N/rank, H, E, lanes) | ranks | profile | strided ms | "
+            "contiguous ms | "
+            "speed-up | strided %s | contiguous %s | max-send strided | "
+            "max-send contiguous | paper max-send strided |\n|---|---|---|"
+            "---|---|---|---|---|---|---|---|\n",
             unit, unit);
   else
     fprintf(f, "No rows: no profile ran PipelinedLLEP with both chunkings "
@@ -260,12 +273,15 @@ static void write_t8(FILE *f, const drow *r, int nr, const dshape *sh, int nsh,
                            t8_profiles[p], "strided");
       const drow *b = find(r, nr, &sh[s], pl_moe_variant_name(PL_MOE_PIPELINED),
                            t8_profiles[p], "contiguous");
-      if (!a || !b) continue;
-      fprintf(f, "| %s, %s, %s, %s | %s | %s | %.1f | %.1f | %.2fx | %.3g | %.3g | "
-                 "%.2f | %.2f | %s |\n",
-              sh[s].t, sh[s].h, sh[s].e, sh[s].l, sh[s].r, t8_profiles[p], a->time, b->time,
-              b->time / a->time, a->peak, b->peak, a->msr, b->msr,
-              t8_paper_msr[p]);
+      if (!a || !b)
+        continue;
+      fprintf(
+          f,
+          "| %s, %s, %s, %s | %s | %s | %.1f | %.1f | %.2fx | %.3g | %.3g | "
+          "%.2f | %.2f | %s |\n",
+          sh[s].t, sh[s].h, sh[s].e, sh[s].l, sh[s].r, t8_profiles[p], a->time,
+          b->time, b->time / a->time, a->peak, b->peak, a->msr, b->msr,
+          t8_paper_msr[p]);
     }
   fprintf(f, "\nPaper (Table 8): strided 1.03-1.35x faster, up to 1.37 GiB "
              "less; contiguous max-send 1.02-6.00.  Max-send ratio here: max "
@@ -287,23 +303,25 @@ static void write_all_rows(FILE *f, const drow *r, int nr, const char *unit) {
              "per (source, expert) segment otherwise); em chunks: chunks "
              "computed expert-major ('-': a file without these "
              "columns).\n\n");
-  fprintf(f, "| variant | profile | chunking | lanes | N | H | I | E | k "
-             "| ranks | K | ms | fwd ms | peak %s | dispatch %s | bound %s "
-             "| max-send | GEMMs/chunk | em chunks | status | check |\n"
-             "|---|---|---|---|---|---|---|---|---|---|"
-             "---|---|---|---|---|---|---|---|---|---|---|\n",
+  fprintf(f,
+          "| variant | profile | chunking | lanes | N | H | I | E | k "
+          "| ranks | K | ms | fwd ms | peak %s | dispatch %s | bound %s "
+          "| max-send | GEMMs/chunk | em chunks | status | check |\n"
+          "|---|---|---|---|---|---|---|---|---|---|"
+          "---|---|---|---|---|---|---|---|---|---|---|\n",
           unit, unit, unit);
   for (int i = 0; i < nr; i++)
-    fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | "
-               "%.2f | %.2f | %.3g | %.3g | %.3g | %.3g | %s | %s | %s | %s |\n",
-            r[i].variant, r[i].profile, r[i].chunking, r[i].lanes,
-            r[i].tokens, r[i].hidden, r[i].ffn, r[i].experts, r[i].topk,
-            r[i].ranks, r[i].K, r[i].time,
-            r[i].fwd, r[i].peak, r[i].dpeak, r[i].bound, r[i].msr, r[i].gemms,
-            r[i].em, r[i].status, r[i].check);
+    fprintf(f,
+            "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | "
+            "%.2f | %.2f | %.3g | %.3g | %.3g | %.3g | %s | %s | %s | %s |\n",
+            r[i].variant, r[i].profile, r[i].chunking, r[i].lanes, r[i].tokens,
+            r[i].hidden, r[i].ffn, r[i].experts, r[i].topk, r[i].ranks, r[i].K,
+            r[i].time, r[i].fwd, r[i].peak, r[i].dpeak, r[i].bound, r[i].msr,
+            r[i].gemms, r[i].em, r[i].status, r[i].check);
   bool any_stages = false;
   for (int i = 0; i < nr; i++)
-    if (strcmp(r[i].stages, "-") != 0) any_stages = true;
+    if (strcmp(r[i].stages, "-") != 0)
+      any_stages = true;
   if (any_stages) {
     fprintf(f, "\n## Where the compute stream's time goes\n\nRank 0's "
                "compute-stream time per stage of the last timed fwd+bwd, "
@@ -338,20 +356,19 @@ static pl_status write_charts(pl_report_ctx *rc, const drow *r, int nr,
     if (strcmp(sh[s].l, "0") != 0 && strcmp(sh[s].l, "-") != 0)
       snprintf(sfx + strlen(sfx), sizeof sfx - strlen(sfx), "-lanes%s",
                sh[s].l);
-    snprintf(sfx + strlen(sfx), sizeof sfx - strlen(sfx), "-%sranks",
-             sh[s].r);
+    snprintf(sfx + strlen(sfx), sizeof sfx - strlen(sfx), "-%sranks", sh[s].r);
     char name[192];
-    snprintf(name, sizeof name, "dispatch-%s-%s%s.tsv", sh[s].t, sh[s].h,
-             sfx);
+    snprintf(name, sizeof name, "dispatch-%s-%s%s.tsv", sh[s].t, sh[s].h, sfx);
     snprintf(stem, sizeof stem, "%s/dispatch-%s-%s%s", rc->out_dir, sh[s].t,
              sh[s].h, sfx);
     FILE *d = pl_rep_open(rc, name, data, sizeof data);
     if (!d)
       return PL_EIO;
-    fprintf(d, "# dispatch N/rank=%s H=%s E=%s lanes=%s ranks=%s; peaks in "
-               "%s; from plateau report %s\n"
-               "profile\tep_dev_peak\tllep_dev_peak\tpllep_dev_peak\t"
-               "ep_time_ms\tllep_time_ms\tpllep_time_ms\n",
+    fprintf(d,
+            "# dispatch N/rank=%s H=%s E=%s lanes=%s ranks=%s; peaks in "
+            "%s; from plateau report %s\n"
+            "profile\tep_dev_peak\tllep_dev_peak\tpllep_dev_peak\t"
+            "ep_time_ms\tllep_time_ms\tpllep_time_ms\n",
             sh[s].t, sh[s].h, sh[s].e, sh[s].l, sh[s].r, unit, rc->run_dir);
     bool any[3] = {false, false, false};
     for (int p = 0; p < 4; p++) {
@@ -362,12 +379,15 @@ static pl_status write_charts(pl_report_ctx *rc, const drow *r, int nr,
                           find(r, nr, &sh[s],
                                pl_moe_variant_name(PL_MOE_PIPELINED),
                                profiles[p], "strided")};
-      if (!v[0] && !v[1] && !v[2]) continue;
+      if (!v[0] && !v[1] && !v[2])
+        continue;
       for (int q = 0; q < 3; q++)
         any[q] |= v[q] && !isnan(v[q]->peak) && !isnan(v[q]->time);
       fprintf(d, "%s", profiles[p]);
-      for (int q = 0; q < 3; q++) fprintf(d, "\t%.6g", v[q] ? v[q]->peak : NAN);
-      for (int q = 0; q < 3; q++) fprintf(d, "\t%.6g", v[q] ? v[q]->time : NAN);
+      for (int q = 0; q < 3; q++)
+        fprintf(d, "\t%.6g", v[q] ? v[q]->peak : NAN);
+      for (int q = 0; q < 3; q++)
+        fprintf(d, "\t%.6g", v[q] ? v[q]->time : NAN);
       fprintf(d, "\n");
     }
     PL_TRY(pl_rep_close(d, data));
@@ -396,9 +416,11 @@ static pl_status write_charts(pl_report_ctx *rc, const drow *r, int nr,
 
 static pl_status tables(pl_report_ctx *rc, pl_table *const *t, int n) {
   int total = 0;
-  for (int i = 0; i < n; i++) total += t[i]->nrows;
+  for (int i = 0; i < n; i++)
+    total += t[i]->nrows;
   drow *r = calloc((size_t)(total > 0 ? total : 1), sizeof *r);
-  if (!r) return pl_set_error(PL_ENOMEM, "report dispatch: rows");
+  if (!r)
+    return pl_set_error(PL_ENOMEM, "report dispatch: rows");
   bool cpu = false;
   int nr = read_rows(t, n, r, &cpu);
   /* one memory unit for the tables: the largest peak's */
@@ -415,18 +437,19 @@ static pl_status tables(pl_report_ctx *rc, pl_table *const *t, int n) {
     free(r);
     return PL_EIO;
   }
-  fprintf(f, "# Expert dispatch — ep vs LLEP vs PipelinedLLEP (paper Tables 6 "
-             "and 8)\n\nGenerated by "
-             "`plateau report %s` from %d result file%s.  Times are fwd+bwd "
-             "medians (ms); peaks are the tracked device peak of one fwd+bwd "
-             "(%s, max over ranks); the op peak is that peak above what was "
-             "resident before the call (weights, fp32 gradients, activations), "
-             "i.e. the operator's own live set.  Paper: 8xH200, Ep = 8; with "
-             "Ep = 2 each rank holds E/2 experts' weights and fp32 gradients, "
-             "so the resident share of the whole peak is larger than the "
-             "paper's and the whole-peak reduction smaller.  A shape is "
-             "(N/rank, H, E, lanes) at one rank count: runs of different "
-             "rank counts are never merged.\n\n",
+  fprintf(f,
+          "# Expert dispatch — ep vs LLEP vs PipelinedLLEP (paper Tables 6 "
+          "and 8)\n\nGenerated by "
+          "`plateau report %s` from %d result file%s.  Times are fwd+bwd "
+          "medians (ms); peaks are the tracked device peak of one fwd+bwd "
+          "(%s, max over ranks); the op peak is that peak above what was "
+          "resident before the call (weights, fp32 gradients, activations), "
+          "i.e. the operator's own live set.  Paper: 8xH200, Ep = 8; with "
+          "Ep = 2 each rank holds E/2 experts' weights and fp32 gradients, "
+          "so the resident share of the whole peak is larger than the "
+          "paper's and the whole-peak reduction smaller.  A shape is "
+          "(N/rank, H, E, lanes) at one rank count: runs of different "
+          "rank counts are never merged.\n\n",
           rc->run_dir, n, n == 1 ? "" : "s", unit);
   if (cpu)
     fprintf(f, "> CPU backend rows: memory columns are exact; times are CPU "
@@ -457,7 +480,8 @@ pl_status pl_report_dispatch(pl_report_ctx *rc, pl_table *const *all,
   PL_ASSERT(t != NULL);
   int n = 0;
   for (int i = 0; i < nall; i++)
-    if (pl_has_col(all[i], "max_send_ratio")) t[n++] = all[i];
+    if (pl_has_col(all[i], "max_send_ratio"))
+      t[n++] = all[i];
   pl_status st = PL_OK;
   if (n == 0)
     st = pl_set_error(PL_EIO, "%s: no dispatch result files", rc->run_dir);

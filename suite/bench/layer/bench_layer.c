@@ -84,8 +84,7 @@ static pl_status init(pl_bench_ctx *c, void *st) {
    * own point infeasible (point) */
   pl_layer probe;
   PL_TRY(pl_layer_init_views(c->dev, NULL, &probe, &b->cfg, NULL, NULL));
-  if (b->cfg.n_q % c->size ||
-      !pl_ulysses_heads_per_rank(b->cfg.n_kv, c->size))
+  if (b->cfg.n_q % c->size || !pl_ulysses_heads_per_rank(b->cfg.n_kv, c->size))
     return pl_set_error(PL_EINVAL,
                         "--heads=%d --kv-heads=%d over %d ranks: --heads "
                         "must divide by the ranks, and --kv-heads by the "

@@ -64,7 +64,7 @@ static const pl_opt maxbatch_opts[] = {
     {"max-trials", 0, PL_OPT_INT, "64", "trials per budget at most", 1, 10000,
      NULL},
     PL_BENCH_SCO_OPTS,
-    /* train's entries (its layers, hidden, dtype: sco's entries above) */
+/* train's entries (its layers, hidden, dtype: sco's entries above) */
 #define OPT(name, short_name, kind, defval, help, lo, hi, choices)             \
   {name, short_name, kind, defval, help, lo, hi, choices},
 #include "bench/train/train_options.def"

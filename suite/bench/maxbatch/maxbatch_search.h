@@ -7,10 +7,10 @@
 #ifndef PLATEAU_SUITE_MAXBATCH_SEARCH_H
 #define PLATEAU_SUITE_MAXBATCH_SEARCH_H
 
-#include "harness/bench.h"
 #include "bench/train/bench_train.h"
-#include "results/results.h"
+#include "harness/bench.h"
 #include "harness/trial.h"
+#include "results/results.h"
 
 /* The search: its budgets (train: one per system), the trials' command and
  * timeout, and the state of the budget being searched. */

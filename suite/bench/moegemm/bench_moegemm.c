@@ -1,9 +1,9 @@
 /* bench_moegemm.c — `plateau bench moegemm`: the MoE layer's grouped expert
  * GEMM against a dense GEMM of equal FLOPs.
  *
- * The grouped GEMM is what ops/moe_expert.c issues per chunk: one GEMM per group of
- * rows of the receive buffer, each with its own expert's weight, through
- * pl__moe_gemm (cublasGemmEx on CUDA, the row-deterministic kernel on
+ * The grouped GEMM is what ops/moe_expert.c issues per chunk: one GEMM per
+ * group of rows of the receive buffer, each with its own expert's weight,
+ * through pl__moe_gemm (cublasGemmEx on CUDA, the row-deterministic kernel on
  * the CPU).  Groups are uniform here: balanced routes of N tokens per rank
  * over K chunks give m = k*N / (E*K) rows per (source rank, expert) segment,
  * so a point is (GEMM kind, K, layout, lanes).  Kinds (`gemm`): "up"
@@ -116,8 +116,7 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   if (m->mmax < 1)
     m->mmax = 1;
   /* K outermost, then lanes, layout, kind */
-  m->pts = calloc((size_t)(m->nK * m->nL * m->nl * m->nk) + 1,
-                  sizeof *m->pts);
+  m->pts = calloc((size_t)(m->nK * m->nL * m->nl * m->nk) + 1, sizeof *m->pts);
   if (!m->pts)
     return pl_set_error(PL_ENOMEM, "moegemm: point table");
   int np = 0;
@@ -227,7 +226,8 @@ const pl_bench pl_bench_moegemm = {
     .presets = moegemm_presets,
     .preset_cpu = "small",
     .preset_cuda = "small",
-    .columns = "gemm\tgemm_api\tvariant\tkernel\tlanes\tranks\tep\ttokens\thidden\tffn\t"
+    .columns = "gemm\tgemm_"
+               "api\tvariant\tkernel\tlanes\tranks\tep\ttokens\thidden\tffn\t"
                "experts\ttopk\tK\tgroups\trows\tdtype\ttime_ms\ttime_p10_ms\t"
                "time_p90_ms\tdense_ms\ttflops\tdense_tflops\tratio\tacc_gbs",
     .rate = "acc_gbs",

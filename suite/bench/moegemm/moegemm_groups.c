@@ -28,14 +28,20 @@ static gemm_desc gemm_of(const gjob *j, int g) {
   const size_t r0 = j->dense ? 0 : (size_t)g * (size_t)j->m;
   const char *X = (const char *)j->X, *C = (const char *)j->C;
   if (j->kind == 0)
-    return (gemm_desc){rows, I, H, X + r0 * H * b, Wg,
-                               (char *)C + r0 * I * b, H, I, I};
+    return (gemm_desc){rows, I, H, X + r0 * H * b, Wg, (char *)C + r0 * I * b,
+                       H,    I, I};
   if (j->kind == 1)
-    return (gemm_desc){rows, H, I, X + r0 * I * b, Wg,
-                               (char *)C + r0 * H * b, I, H, H};
-  return (gemm_desc){
-      H, I, rows, X + r0 * H * b, C + r0 * I * b,
-      (float *)j->W + (j->dense ? 0 : (size_t)g * H * I), H, I, I};
+    return (gemm_desc){rows, H, I, X + r0 * I * b, Wg, (char *)C + r0 * H * b,
+                       I,    H, H};
+  return (gemm_desc){H,
+                     I,
+                     rows,
+                     X + r0 * H * b,
+                     C + r0 * I * b,
+                     (float *)j->W + (j->dense ? 0 : (size_t)g * H * I),
+                     H,
+                     I,
+                     I};
 }
 
 pl_status pl__moegemm_run(void *arg) {

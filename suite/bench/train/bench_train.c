@@ -141,8 +141,8 @@ static void progress(train_bench *b, const pl_step_result *r) {
   char eta[32] = "", peak[32];
   if (left > 0)
     snprintf(eta, sizeof eta, "  ETA %.1f s", b->spent_ms / i * left * 1e-3);
-  const double tok = (double)b->u.sc.micro * (double)(b->u.S /
-                                                      b->sys->seq_ranks(&b->u)),
+  const double tok = (double)b->u.sc.micro *
+                     (double)(b->u.S / b->sys->seq_ranks(&b->u)),
                pk = (double)r->dev.peak;
   if (pk >= 1024.0 * 1024 * 1024)
     snprintf(peak, sizeof peak, "%.2f GiB", pk / (1024.0 * 1024 * 1024));
@@ -151,8 +151,9 @@ static void progress(train_bench *b, const pl_step_result *r) {
   else
     snprintf(peak, sizeof peak, "%.2f KiB", pk / 1024.0);
   const double rate = r->time_ms > 0 ? tok / (r->time_ms * 1e-3) : 0.0;
-  fprintf(stderr, "[train] step %d/%d%s  %.2f s  loss %.4f  %.*f tok/s  peak "
-                  "%s%s\n",
+  fprintf(stderr,
+          "[train] step %d/%d%s  %.2f s  loss %.4f  %.*f tok/s  peak "
+          "%s%s\n",
           i, b->steps, i > b->steps ? "+" : "", r->time_ms * 1e-3, r->loss,
           rate >= 100 ? 0 : 2, rate, peak, eta);
   fflush(stderr);
@@ -185,8 +186,8 @@ static pl_status finish(pl_bench_ctx *c, void *st, int p, pl_row *row,
                         pl_work *w) {
   train_bench *b = st;
   PL_TRY(pl__train_row(c, &b->a, b->sys, b->h, &b->u, b->res, b->nres, row, w));
-  PL_TRY(pl__train_proj_row(c, &b->a, b->sys, &b->u, &b->pred, b->res,
-                            b->nres, row));
+  PL_TRY(pl__train_proj_row(c, &b->a, b->sys, &b->u, &b->pred, b->res, b->nres,
+                            row));
   if (b->why[0])
     pl_row_note(row, "%s", b->why);
   if (c->check && strncmp(b->why, "reference step compared", 23))
@@ -222,7 +223,8 @@ const pl_bench pl_bench_train = {
                "vocab\texperts\ttopk\tparams\tparams_total\tparams_active\t"
                "dispatch\thead\toptim\tcap\tK\tbudget\tselected\t"
                "optim_resident\tresident_params\tkeep\tkept_attn\t"
-               "kept_full\tcp\tep\tac\ttime_ms\ttime_p10_ms\ttime_p90_ms\ttok_s_gpu\tflops\t"
+               "kept_full\tcp\tep\tac\ttime_ms\ttime_p10_ms\ttime_p90_ms\ttok_"
+               "s_gpu\tflops\t"
                "tflops\tgemm_tflops\tmfu\tattention_ms\tmoe_ms\thead_ms\t"
                "optimizer_ms\tzero3_ms\tsco_ms\tother_ms\trecompute_ms\t"
                "expert_units_ms\t"
@@ -232,7 +234,8 @@ const pl_bench pl_bench_train = {
                "dev_peak_bytes\t"
                "host_peak_bytes\tpool_peak_bytes\tbound_bytes\tlive_set\t"
                "dispatch_bytes\tlogits_bytes\tboundary_bytes\tattention_bytes\t"
-               "optim_staging_bytes\tkept_bytes\tpred_dev_peak_bytes\tpred_host_bytes\t"
+               "optim_staging_bytes\tkept_bytes\tpred_dev_peak_bytes\tpred_"
+               "host_bytes\t"
                "pred_time_ms\tloss\tlosses\tmax_err",
     .state = sizeof(train_bench),
     .stateful = true,

@@ -35,7 +35,6 @@ void pl__report_train_pred(FILE *md, const pl__train_pt *p, int n);
 #define PL__TRAIN_ROW_RULE "|---|---|---|---|---|---|---|"
 void pl__train_row_head(FILE *md, const pl__train_pt *p);
 
-
 /* ---- report_train_fsdp2.c: sections of train.md -------------------------- */
 /* p[0..n): the points sorted by model, system, variant, W_v, context;
  * q[0..nq): the maxbatch trials' rows; pe[0..npe): torch_fsdp2 tables. */

@@ -2,10 +2,10 @@
  * plateau with FSDP2: plateau against FSDP2-best — the fastest fsdp2 row that
  * fits at the same model, scale (ranks, W_v) and context, whichever knobs it
  * ran with, beside plateau's fastest row there (its configuration named: the
- * headroom knobs in its variant) — per context both fit, the longest context and the largest
- * tokens per step each fits, beside the paper's figures, and the targets of
- * the comparison; every fsdp2 configuration tried, the winner marked; our
- * FSDP2 baseline against PyTorch's on the points both ran. */
+ * headroom knobs in its variant) — per context both fit, the longest context
+ * and the largest tokens per step each fits, beside the paper's figures, and
+ * the targets of the comparison; every fsdp2 configuration tried, the winner
+ * marked; our FSDP2 baseline against PyTorch's on the points both ran. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "plan/plan.h"
-#include "report_train.h"
 #include "report/report_util.h"
+#include "report_train.h"
 
 /* ---- plateau vs FSDP2-best ------------------------------------------------
  * A scale: one model at ranks processes of a W_v-rank run. */
@@ -149,7 +149,7 @@ static void targets(FILE *md, const pl__train_pt *p, int n,
             p[i].ranks, p[i].wv,
             isnan(rb.longest) ? "unbounded (FSDP2-best fits nothing)"
                               : pl_rep_fmt(c1, sizeof c1, "%.1f×", rr, "-"),
-            cpu ? "CPU backend: not judged"
+            cpu                            ? "CPU backend: not judged"
             : isnan(rb.longest) || rr >= 8 ? "met"
                                            : "missed");
     if (isnan(both))
@@ -157,7 +157,9 @@ static void targets(FILE *md, const pl__train_pt *p, int n,
     else
       fprintf(md, "TFLOP/s ratio %.2f× at %s (%s)\n", ratio,
               pl_rep_ctx(c2, sizeof c2, both),
-              cpu ? "CPU times: not judged" : ratio >= 2 ? "met" : "missed");
+              cpu          ? "CPU times: not judged"
+              : ratio >= 2 ? "met"
+                           : "missed");
   }
 }
 
@@ -170,7 +172,8 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
           "placement a torchtitan user would: the paper's definition); "
           "plateau likewise its fastest ok row there, its configuration "
           "named (with `--optim-resident auto --keep auto`, or `--config "
-          "auto`, the plan's headroom fill). Ours: `ranks` processes, each one rank of a `W_v`-rank run (the "
+          "auto`, the plan's headroom fill). Ours: `ranks` processes, each one "
+          "rank of a `W_v`-rank run (the "
           "one-GPU proxy when W_v > ranks). Paper (%s): 7.6× tok/s at "
           "120B/128K; FSDP2-best OOM past 128K / 32K / 64K while plateau "
           "trains 1M; max batch 12× / 7× / 3× (120B / 241B / 667B).\n\n",
@@ -213,27 +216,26 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
       snprintf(pp, sizeof pp, "%.1f× (%s)", pl_paper_vs[k].tok_ratio,
                pl_paper_scale);
     const double na = NAN;
-    fprintf(
-        md,
-        "| %s | %.0f / %.0f | %s | %s | %s | %s | %s | %s | %s (%d / %d) | "
-        "%s | %s | %s |\n",
-        p[i].model, p[i].ranks, p[i].wv, pl_rep_ctx(c, sizeof c, p[i].seq),
-        pl_rep_q(t1, sizeof t1, a ? a->tok : na, ta ? "oom" : "-"),
-        pl_rep_q(t2, sizeof t2, a ? a->tflops : na, "-"),
-        a ? a->variant : "-",
-        pl_rep_q(t3, sizeof t3, b ? b->tok : na, tf ? "oom" : "-"),
-        pl_rep_q(t4, sizeof t4, b ? b->tflops : na, "-"),
-        b    ? b->variant
-        : tf ? "none fits"
-             : "not run",
-        fits, tf,
-        pl_rep_fmt(r1, sizeof r1,
-                   pl_rep_is_cpu(p[i].t) ? "%.2f× (CPU times)" : "%.2f×",
-                   a && b ? a->tok / b->tok : na, "-"),
-        pl_rep_fmt(r2, sizeof r2,
-                   pl_rep_is_cpu(p[i].t) ? "%.2f× (CPU times)" : "%.2f×",
-                   a && b ? a->tflops / b->tflops : na, "-"),
-        pp);
+    fprintf(md,
+            "| %s | %.0f / %.0f | %s | %s | %s | %s | %s | %s | %s (%d / %d) | "
+            "%s | %s | %s |\n",
+            p[i].model, p[i].ranks, p[i].wv, pl_rep_ctx(c, sizeof c, p[i].seq),
+            pl_rep_q(t1, sizeof t1, a ? a->tok : na, ta ? "oom" : "-"),
+            pl_rep_q(t2, sizeof t2, a ? a->tflops : na, "-"),
+            a ? a->variant : "-",
+            pl_rep_q(t3, sizeof t3, b ? b->tok : na, tf ? "oom" : "-"),
+            pl_rep_q(t4, sizeof t4, b ? b->tflops : na, "-"),
+            b    ? b->variant
+            : tf ? "none fits"
+                 : "not run",
+            fits, tf,
+            pl_rep_fmt(r1, sizeof r1,
+                       pl_rep_is_cpu(p[i].t) ? "%.2f× (CPU times)" : "%.2f×",
+                       a && b ? a->tok / b->tok : na, "-"),
+            pl_rep_fmt(r2, sizeof r2,
+                       pl_rep_is_cpu(p[i].t) ? "%.2f× (CPU times)" : "%.2f×",
+                       a && b ? a->tflops / b->tflops : na, "-"),
+            pp);
   }
   fprintf(md,
           "\nReach and max batch: the longest context each fits (and the "
@@ -262,8 +264,8 @@ void pl__report_train_versus(FILE *md, const pl__train_pt *p, int n,
                1048576 / pl_paper_vs[k].fsdp2_reach,
                pl_paper_vs[k].fsdp2_reach / 1024, pl_paper_scale);
       snprintf(q2, sizeof q2, "%.0f× (%.1fM tokens; %s)",
-               pl_paper_vs[k].batch_ratio,
-               pl_paper_vs[k].batch / 1e6, pl_paper_scale);
+               pl_paper_vs[k].batch_ratio, pl_paper_vs[k].batch / 1e6,
+               pl_paper_scale);
     }
     fprintf(md,
             "| %s | %.0f / %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n",

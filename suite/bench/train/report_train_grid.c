@@ -5,8 +5,8 @@
  *   - per model and context tok/s/GPU and TFLOP/s/GPU with each cell
  *     labelled: measured (a run of W_v real ranks), projected (a one-GPU
  *     proxy's step_proj_ms: compute and memory measured, communication
- *     modelled — doc/guide/training.md, virtual groups), proxy (an older proxy row without
- *     the projection: no communication at all), infeasible (the plan's
+ *     modelled — doc/guide/training.md, virtual groups), proxy (an older proxy
+ * row without the projection: no communication at all), infeasible (the plan's
  *     binding term) or oom; the paper's printed figures beside;
  *   - the reach (longest context ok, the first failing above) and the largest
  *     tokens per step among the ok rows of each system, beside the paper's
@@ -24,8 +24,8 @@
 #include <string.h>
 
 #include "plan/plan.h"
-#include "report_train.h"
 #include "report/report_util.h"
+#include "report_train.h"
 
 static const char *const MODELS[3] = {"120b", "241b", "667b"};
 static const int GPUS[3] = {16, 32, 64};
@@ -120,8 +120,7 @@ static void cell_md(FILE *md, const pl__train_pt *x) {
 /* The paper's plateau figures at (model k, seq), or NULL. */
 static const pl_paper_e2e_pt *paper_at(int k, double seq) {
   for (int i = 0; i < pl_paper_ne2e; i++)
-    if (!strcmp(pl_paper_e2e[i].model, MODELS[k]) &&
-        pl_paper_e2e[i].seq == seq)
+    if (!strcmp(pl_paper_e2e[i].model, MODELS[k]) && pl_paper_e2e[i].seq == seq)
       return &pl_paper_e2e[i];
   return NULL;
 }
@@ -205,8 +204,8 @@ static void reach_table(FILE *md, const pl__train_pt *p, int n) {
     const char *ap, *af;
     reach_of(p, n, k, PL_PLAN_NAME_PLATEAU, &lp, &ap, &bp);
     reach_of(p, n, k, PL_PLAN_NAME_FSDP2, &lf, &af, &bf);
-    char c1[16] = "none", c2[16] = "none", r[32] = "-", br[32] = "-",
-         t1[16], t2[16];
+    char c1[16] = "none", c2[16] = "none", r[32] = "-", br[32] = "-", t1[16],
+         t2[16];
     if (lp > 0)
       pl_rep_ctx(c1, sizeof c1, lp);
     if (lf > 0)
@@ -222,8 +221,7 @@ static void reach_table(FILE *md, const pl__train_pt *p, int n) {
             MODELS[k], c1, ap, c2, af, r,
             bp > 0 ? pl_rep_ctx(t1, sizeof t1, bp) : "-",
             bf > 0 ? pl_rep_ctx(t2, sizeof t2, bf) : "-", br,
-            f->fsdp2_reach / 1024,
-            f->batch / 1e6, f->batch_ratio);
+            f->fsdp2_reach / 1024, f->batch / 1e6, f->batch_ratio);
   }
 }
 
@@ -328,8 +326,8 @@ static const char *basis(char *b, size_t n, const pl__train_pt *x) {
 
 /* The reach cell of the summary: the longest context ok and what the first
  * grid context above it did; paper: the paper's reach of sys. */
-static void reach_claim(pl_report_ctx *rc, const pl__train_pt *p, int n,
-                        int k, const char *sys, const char *id, double paper) {
+static void reach_claim(pl_report_ctx *rc, const pl__train_pt *p, int n, int k,
+                        const char *sys, const char *id, double paper) {
   double longest, batch;
   const char *above;
   reach_of(p, n, k, sys, &longest, &above, &batch);
@@ -361,8 +359,7 @@ static void reach_claim(pl_report_ctx *rc, const pl__train_pt *p, int n,
                basis(b, sizeof b, at));
 }
 
-void pl__report_train_claims(pl_report_ctx *rc, const pl__train_pt *p,
-                             int n) {
+void pl__report_train_claims(pl_report_ctx *rc, const pl__train_pt *p, int n) {
   static const double at[2] = {131072, 1048576};
   char id[48], t[160], b[128], c[16];
   for (int k = 0; k < 3; k++) {
@@ -397,7 +394,9 @@ void pl__report_train_claims(pl_report_ctx *rc, const pl__train_pt *p,
         else
           snprintf(t, sizeof t, "plateau %s, FSDP2-best %s",
                    isnan(ta) ? a->status : "ok",
-                   !f ? "not run" : isnan(tf) ? f->status : "ok");
+                   !f          ? "not run"
+                   : isnan(tf) ? f->status
+                               : "ok");
         char b2[128];
         snprintf(b, sizeof b, "plateau %s; FSDP2-best ",
                  basis(b2, sizeof b2, a));
@@ -464,8 +463,8 @@ pl_status pl__report_train_grid_chart(pl_report_ctx *rc, const pl__train_pt *p,
     return PL_OK;
   for (int i = 0; i < pl_paper_ne2e; i++)
     fprintf(f, "%s\tpaper:plateau\t%.0f\t%.0f\t%.0f\tpaper\n",
-            pl_paper_e2e[i].model, pl_paper_e2e[i].seq,
-            pl_paper_e2e[i].tok, pl_paper_e2e[i].tflops);
+            pl_paper_e2e[i].model, pl_paper_e2e[i].seq, pl_paper_e2e[i].tok,
+            pl_paper_e2e[i].tflops);
   for (int k = 0; k < 3; k++) {
     const pl_paper_e2e_pt *q = paper_at(k, SEQS[0]);
     const double r = pl_paper_vs[k].tok_ratio;

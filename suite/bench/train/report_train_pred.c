@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "report_train.h"
 #include "report/report_util.h"
+#include "report_train.h"
 
 #define MEM_TARGET 0.05
 #define TIME_TARGET 0.15

@@ -22,7 +22,6 @@
 #include "train_plan.h"
 #include "train_system.h"
 
-
 /* The dense bf16 GEMM rate MFU is taken against when neither --gemm-tflops
  * nor --calib gives one: one H200's cuBLAS bf16 8192³ GEMM as
  * `plateau bench calib` measures it (the 8192³ gemm rows of
@@ -214,12 +213,9 @@ static pl_status step_of(pl_bench_ctx *c, const pl_args *a, pl_train_setup *u) {
  * a setting no point would use. */
 static const char *const f2_only[] = {"cp", "ac", "ac-freq", "fsdp2-optim",
                                       NULL};
-static const char *const pl_only[] = {"D",         "P",
-                                      "head",      "dispatch",
-                                      "sco-budget", "optim",
-                                      "chunk-cap", "bucket",
-                                      "slots",     "optim-resident",
-                                      "keep",      NULL};
+static const char *const pl_only[] = {
+    "D",         "P",      "head",  "dispatch",       "sco-budget", "optim",
+    "chunk-cap", "bucket", "slots", "optim-resident", "keep",       NULL};
 
 const char *pl__train_knob_owner(const char *name) {
   for (int i = 0; f2_only[i]; i++)
@@ -320,8 +316,8 @@ static pl_status modes_check(const pl_args *a, bool tune, const char *points) {
     return pl_set_error(PL_EINVAL, "give --tune (fsdp2's knobs swept at the "
                                    "contexts) or --points (the file's "
                                    "points), not both");
-  static const char *const tune_opts[] = {"tune-micro", "tune-ep", "tune-cp",
-                                          "tune-ac", "tune-optim", NULL};
+  static const char *const tune_opts[] = {"tune-micro", "tune-ep",    "tune-cp",
+                                          "tune-ac",    "tune-optim", NULL};
   for (int i = 0; !tune && tune_opts[i]; i++)
     if (pl_args_given(a, tune_opts[i]))
       return pl_set_error(PL_EINVAL, "--%s: only with --tune", tune_opts[i]);
@@ -519,8 +515,7 @@ static pl_status tune_list(pl_bench_ctx *c, const pl_args *a,
   int k = 0;
   for (int j = 0; j < n; j++)
     if (listed_int(eps, neps, cf[j].ep) && listed_int(cps, ncps, cf[j].cp) &&
-        listed_int(acs, nac, cf[j].ac) &&
-        listed_int(opts, nopt, cf[j].optim))
+        listed_int(acs, nac, cf[j].ac) && listed_int(opts, nopt, cf[j].optim))
       cf[k++] = cf[j];
   *out = cf, *nout = k;
   return PL_OK;
@@ -639,10 +634,10 @@ pl_status pl__train_parse(pl_bench_ctx *c, pl__train_args *t) {
   PL_TRY(fsdp2_of(a, u));
   u->kind = "run";
   /* --ep: fsdp2's degree, plateau's expert group (not given: the world) */
-  u->lc = (pl_layout_cfg){
-      (int)pl_args_int(a, "D"), (int)pl_args_int(a, "P"),
-      (int)pl_args_int(a, "virtual-world"),
-      pl_args_given(a, "ep") ? (int)pl_args_int(a, "ep") : 0};
+  u->lc =
+      (pl_layout_cfg){(int)pl_args_int(a, "D"), (int)pl_args_int(a, "P"),
+                      (int)pl_args_int(a, "virtual-world"),
+                      pl_args_given(a, "ep") ? (int)pl_args_int(a, "ep") : 0};
   PL_TRY(systems_of(a, tune, points != NULL, t));
   t->describe = pl_args_flag(a, "describe");
   PL_TRY(gemm_of(c, a, t));

@@ -76,8 +76,9 @@ pl_status pl__train_proj_row(pl_bench_ctx *c, const pl__train_args *a,
   const double comp = t - si[0];
   pl_row_f64(row, "compute_ms", comp);
   if (!pr->have_proj) {
-    pl_row_note(row, "compute and memory measured; the W_v-rank run's "
-                     "communication not modelled (%s)",
+    pl_row_note(row,
+                "compute and memory measured; the W_v-rank run's "
+                "communication not modelled (%s)",
                 pr->have ? "the planner could not predict that run" : pr->why);
     return PL_OK;
   }

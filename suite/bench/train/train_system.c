@@ -217,8 +217,8 @@ pl_fsdp2_cfg pl__train_fsdp2_cfg(const pl_train_setup *u) {
 static pl_status fsdp2_validate(const pl_train_setup *u, int W) {
   const pl_fsdp2_cfg c = pl__train_fsdp2_cfg(u);
   const int Wv = c.W_v ? c.W_v : W;
-  const bool cp_ok = c.cp > 1 && (W % c.cp == 0 || (Wv % W == 0 &&
-                                                     Wv % (W * c.cp) == 0));
+  const bool cp_ok =
+      c.cp > 1 && (W % c.cp == 0 || (Wv % W == 0 && Wv % (W * c.cp) == 0));
   if (cp_ok && u->S >= 1 && u->S % (2 * c.cp))
     return pl_set_error(PL_EINFEASIBLE,
                         "fsdp2: S=%lld over cp=%d: the load-balanced split "

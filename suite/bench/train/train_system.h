@@ -22,12 +22,12 @@
 /* What the bench asks of a system at one point. */
 typedef struct pl_train_setup {
   pl_model_cfg m;
-  char model[32];       /* the preset's name, or "custom" (a size overridden) */
-  pl_layout_cfg lc;     /* D, P, W_v (0: the real world)                    */
-  int64_t S;            /* the context: N = S / D tokens per rank           */
-  pl_step_cfg sc;       /* plateau's step; dt, micro, seed and profile are
-                           every system's                                   */
-  char sco_text[32];    /* --sco-budget as given                        */
+  char model[32];    /* the preset's name, or "custom" (a size overridden) */
+  pl_layout_cfg lc;  /* D, P, W_v (0: the real world)                    */
+  int64_t S;         /* the context: N = S / D tokens per rank           */
+  pl_step_cfg sc;    /* plateau's step; dt, micro, seed and profile are
+                        every system's                                   */
+  char sco_text[32]; /* --sco-budget as given                        */
   char resident_text[32]; /* --optim-resident as given (0, all, auto, a size) */
   char keep_text[32];     /* --keep as given (0, attn, all, auto, a size)     */
   bool resident_auto, keep_auto; /* auto: the planner fills them            */

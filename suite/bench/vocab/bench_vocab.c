@@ -46,8 +46,8 @@
 #include "ops/ring_dtp.h"
 #include "vocab.h"
 
-static const char *const variant_names[] = {"dense", "fused", "blocked", "chunk",
-                                            "vp",    "ring",  NULL};
+static const char *const variant_names[] = {
+    "dense", "fused", "blocked", "chunk", "vp", "ring", NULL};
 static const char *const dtype_names[] = {"f32", "bf16", NULL};
 
 static const pl_opt vocab_opts[] = {
@@ -126,8 +126,9 @@ static pl_status init(pl_bench_ctx *c, void *st) {
   b->overlap = !pl_args_flag(a, "no-overlap");
   b->sched = (pl_dtp_sched)pl_args_enum(a, "schedule");
   if (b->sched == PL_DTP_SCHED_CHUNKED && c->size > 1)
-    return pl_set_error(PL_EINVAL, "--schedule chunked: needs the whole "
-                                   "vocabulary on one rank (1 rank, not %d)",
+    return pl_set_error(PL_EINVAL,
+                        "--schedule chunked: needs the whole "
+                        "vocabulary on one rank (1 rank, not %d)",
                         c->size);
   b->tf32 = pl_args_flag(a, "tf32");
   b->pts = calloc((size_t)(nd * nn * nv * nb * nbud) + 1, sizeof *b->pts);
@@ -139,8 +140,7 @@ static pl_status init(pl_bench_ctx *c, void *st) {
         /* dense and vp have no vocabulary blocks */
         int blocked = vars[vi] != V_DENSE && vars[vi] != V_VP;
         for (int bi = 0; bi < (blocked ? nb : 1); bi++)
-          for (int ui = 0; ui < (vars[vi] == V_RING ? nbud : 1); ui++)
-          {
+          for (int ui = 0; ui < (vars[vi] == V_RING ? nbud : 1); ui++) {
             const pl_dtype dt = dts[di] ? PL_BF16 : PL_F32;
             const int64_t vb = !blocked     ? 0
                                : blocks[bi] ? (int64_t)blocks[bi]

@@ -10,9 +10,10 @@
  * ≤ 1.05×, within 10% of the floor; fused ≤ 1.1× dense time; the one-rank
  * head ≤ Liger's time at ≤ its memory above the inputs, when the Liger peer's
  * rows are in the run) as met / missed, and the blocked schedule's budget →
- * time curve with its overhead over the three-GEMM head.  Paper values are printed constants (DESIGN §1.2,
- * §5).  Entry: pl_report_vocab(run_dir, out_dir) (report_vocab.h), which
- * `plateau report` calls for the bench "vocab".
+ * time curve with its overhead over the three-GEMM head.  Paper values are
+ * printed constants (DESIGN §1.2, §5).  Entry: pl_report_vocab(run_dir,
+ * out_dir) (report_vocab.h), which `plateau report` calls for the bench
+ * "vocab".
  *
  * Chart: analysis/vocab.gp (peak GiB and time ms vs N, one line per variant,
  * f32 and the first backend seen), written as out_dir/vocab.{svg,png} from
@@ -41,14 +42,17 @@ static const struct {
     {16384, 42.46, 7.32, 5.1, "act"},
     {32768, 79.52, 10.62, 4.4, "weights"},
 };
-/* PyTorch 2.11 dense linear + cross_entropy on one H200 (doc/performance/README.md). */
+/* PyTorch 2.11 dense linear + cross_entropy on one H200
+ * (doc/performance/README.md). */
 static const struct {
   long n;
   const char *dtype;
   double gib, ms;
 } torch_peer[] = {
-    {16384, "f32", 42.46, 2830}, {32768, "f32", 79.52, 5489},
-    {16384, "bf16", 39.57, 246}, {32768, "bf16", 76.41, 500},
+    {16384, "f32", 42.46, 2830},
+    {32768, "f32", 79.52, 5489},
+    {16384, "bf16", 39.57, 246},
+    {32768, "bf16", 76.41, 500},
 };
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -73,21 +77,32 @@ static double inputs_gib(const vrow *r) {
 static int cmp_rows(const void *a, const void *b) {
   const vrow *x = a, *y = b;
   int c = strcmp(x->backend, y->backend);
-  if (c) return c;
-  if ((c = strcmp(x->dtype, y->dtype))) return c;
-  if (x->h != y->h) return x->h < y->h ? -1 : 1;
-  if (x->v != y->v) return x->v < y->v ? -1 : 1;
-  if (x->n != y->n) return x->n < y->n ? -1 : 1;
-  if ((c = strcmp(x->math, y->math))) return c;
-  static const char *order[] = {"dense", "torch", "torch-tf32", "liger",
-                                "fused", "blocked", "chunk", "vp", "ring"};
+  if (c)
+    return c;
+  if ((c = strcmp(x->dtype, y->dtype)))
+    return c;
+  if (x->h != y->h)
+    return x->h < y->h ? -1 : 1;
+  if (x->v != y->v)
+    return x->v < y->v ? -1 : 1;
+  if (x->n != y->n)
+    return x->n < y->n ? -1 : 1;
+  if ((c = strcmp(x->math, y->math)))
+    return c;
+  static const char *order[] = {"dense", "torch", "torch-tf32",
+                                "liger", "fused", "blocked",
+                                "chunk", "vp",    "ring"};
   int ox = 9, oy = 9;
   for (int i = 0; i < 9; i++) {
-    if (!strcmp(x->variant, order[i])) ox = i;
-    if (!strcmp(y->variant, order[i])) oy = i;
+    if (!strcmp(x->variant, order[i]))
+      ox = i;
+    if (!strcmp(y->variant, order[i]))
+      oy = i;
   }
-  if (ox != oy) return ox - oy;
-  if (x->block != y->block) return x->block < y->block ? -1 : 1;
+  if (ox != oy)
+    return ox - oy;
+  if (x->block != y->block)
+    return x->block < y->block ? -1 : 1;
   return x->budget < y->budget ? -1 : x->budget > y->budget;
 }
 
@@ -140,21 +155,26 @@ static pl_status chart(pl_report_ctx *rc, const vrow *rows, int nr,
   char file[192];
   snprintf(file, sizeof file, "%s%s.tsv", name, plain ? "-chart" : "");
   FILE *d = pl_rep_open(rc, file, data, sizeof data);
-  if (!d) return PL_EIO;
-  fprintf(d, "# vocab: peak (%s) and time ms vs N per variant (%s; best "
-             "block); from plateau report\ntokens", unit, title);
-  for (int q = 0; q < 5; q++) fprintf(d, "\t%s_dev_peak\t%s_time_ms", vars[q], vars[q]);
+  if (!d)
+    return PL_EIO;
+  fprintf(d,
+          "# vocab: peak (%s) and time ms vs N per variant (%s; best "
+          "block); from plateau report\ntokens",
+          unit, title);
+  for (int q = 0; q < 5; q++)
+    fprintf(d, "\t%s_dev_peak\t%s_time_ms", vars[q], vars[q]);
   fprintf(d, "\n");
   for (int i = 0; i < nr;) { /* rows are sorted by N within a chart */
     int j = i;
-    while (j < nr && (j == i || same_group(&rows[i], &rows[j]))) j++;
+    while (j < nr && (j == i || same_group(&rows[i], &rows[j])))
+      j++;
     if (same_chart(&rows[i], g)) {
       fprintf(d, "%ld", rows[i].n);
       for (int q = 0; q < 5; q++) {
         const vrow *b = NULL;
         for (int k = i; k < j; k++)
-          if (!strcmp(rows[k].variant, vars[q]) && !strcmp(rows[k].status, "ok") &&
-              (!b || rows[k].peak < b->peak))
+          if (!strcmp(rows[k].variant, vars[q]) &&
+              !strcmp(rows[k].status, "ok") && (!b || rows[k].peak < b->peak))
             b = &rows[k];
         if (b)
           fprintf(d, "\t%.6g\t%.6g", b->peak * GIB / U, b->ms);
@@ -174,7 +194,8 @@ static pl_status chart(pl_report_ctx *rc, const vrow *rows, int nr,
   }
   const char *extra[] = {unit, present, title};
   static const char *const panels[] = {"*_dev_peak", "*_time_ms", NULL};
-  if (!pl_rep_chart_shows(data, stem, "+tokens", panels)) return PL_OK;
+  if (!pl_rep_chart_shows(data, stem, "+tokens", panels))
+    return PL_OK;
   return pl_rep_chart(rc, "vocab.gp", data, stem, extra, 3);
 }
 
@@ -186,7 +207,8 @@ static int read_rows(pl_table *const *tables, int ntables, vrow *rows) {
     const char *be = pl_table_meta(t, "backend");
     for (int r = 0; r < t->nrows; r++) {
       static const char *const keys[] = {"tokens", "hidden", "vocab", NULL};
-      if (!pl_rep_keys_ok("vocab", t, r, keys)) continue;
+      if (!pl_rep_keys_ok("vocab", t, r, keys))
+        continue;
       vrow *v = &rows[nr++];
       v->t = t;
       v->backend = be ? be : "?";
@@ -199,8 +221,10 @@ static int read_rows(pl_table *const *tables, int ntables, vrow *rows) {
       v->kernel = pl_cell(t, r, "kernel");
       v->math = pl_cell(t, r, "math");
       /* torch's TF32 row is the f32 group in TF32 math */
-      if (!strcmp(v->variant, "torch-tf32")) v->math = "tf32";
-      else if (!strcmp(v->dtype, "f32") && !strcmp(v->math, "-")) v->math = "fp32";
+      if (!strcmp(v->variant, "torch-tf32"))
+        v->math = "tf32";
+      else if (!strcmp(v->dtype, "f32") && !strcmp(v->math, "-"))
+        v->math = "fp32";
       v->budget = pl_cell_num(t, r, "strip_budget_bytes");
       v->kept = pl_cell_num(t, r, "kept_strips");
       v->n = (long)pl_cell_num(t, r, "tokens");
@@ -217,7 +241,8 @@ static int read_rows(pl_table *const *tables, int ntables, vrow *rows) {
       v->logits = pl_cell_num(t, r, "logits_bytes") / GIB;
       v->floor_gib = pl_cell_num(t, r, "bound_bytes") / GIB;
       v->err = pl_cell_num(t, r, "max_err");
-      double hop = pl_cell_num(t, r, "hop_bytes"), sent = pl_cell_num(t, r, "sent_bytes");
+      double hop = pl_cell_num(t, r, "hop_bytes"),
+             sent = pl_cell_num(t, r, "sent_bytes");
       v->hop = isnan(hop) ? -1 : (long long)hop;
       v->sent = isnan(sent) ? -1 : (long long)sent;
     }
@@ -247,20 +272,22 @@ static void write_group_table(FILE *f, const vrow *rows, int i, int j,
     else
       snprintf(t, sizeof t, "%.1f (%.1f–%.1f)", r->ms, r->p10, r->p90);
     pl_rep_fmt(tr, sizeof tr, "%.3f×",
-        dense && !isnan(r->ms) ? r->ms / dense->ms : NAN, "-");
+               dense && !isnan(r->ms) ? r->ms / dense->ms : NAN, "-");
     pl_rep_fmt(pk, sizeof pk, "%.4g", r->peak, "-");
     pl_rep_fmt(pr, sizeof pr, "%+.1f%%",
-        dense ? 100.0 * (r->peak / dense->peak - 1.0) : NAN, "-");
+               dense ? 100.0 * (r->peak / dense->peak - 1.0) : NAN, "-");
     pl_rep_fmt(lg, sizeof lg, "%.4g", r->logits, "-");
     pl_rep_fmt(fl, sizeof fl, "%.4g", r->floor_gib, "-");
-    pl_rep_fmt(hop, sizeof hop, "%.1f", r->hop >= 0 ? r->hop / 1048576.0 : NAN, "-");
+    pl_rep_fmt(hop, sizeof hop, "%.1f", r->hop >= 0 ? r->hop / 1048576.0 : NAN,
+               "-");
     char bud[32], kept[32];
     pl_rep_fmt(bud, sizeof bud, "%.3g", r->budget / GIB, "-");
     pl_rep_fmt(kept, sizeof kept, "%.0f", r->kept, "-");
-    fprintf(f, "| %s | %ld | %ld | %s | %s | %s | %s | %s | %s | %s | %s | "
-               "%s | %s | %s | %s | %s | %s |\n",
-            r->variant, r->ranks, r->block, r->mode, t, tr, pk, pr, lg, fl,
-            hop, r->check, r->status, r->live, r->kernel, bud, kept);
+    fprintf(f,
+            "| %s | %ld | %ld | %s | %s | %s | %s | %s | %s | %s | %s | "
+            "%s | %s | %s | %s | %s | %s |\n",
+            r->variant, r->ranks, r->block, r->mode, t, tr, pk, pr, lg, fl, hop,
+            r->check, r->status, r->live, r->kernel, bud, kept);
   }
 }
 
@@ -270,18 +297,19 @@ static void write_paper_rows(FILE *f, const vrow *g) {
   if (g->h == 7168 && g->v == 200000) {
     for (size_t q = 0; q < sizeof paper_t2 / sizeof paper_t2[0]; q++)
       if (paper_t2[q].n == g->n && !strcmp(g->dtype, "f32"))
-        fprintf(f, "| *paper dense* | 8 | - | - | - | - | %.2f | - | - | - | "
-                   "- | - | printed | Table 2 |\n"
-                   "| *paper Ring-DTP* | 8 | - | %s | - | +%.1f%% | %.2f | "
-                   "%+.1f%% | - | - | - | - | printed | Table 2 |\n",
+        fprintf(f,
+                "| *paper dense* | 8 | - | - | - | - | %.2f | - | - | - | "
+                "- | - | printed | Table 2 |\n"
+                "| *paper Ring-DTP* | 8 | - | %s | - | +%.1f%% | %.2f | "
+                "%+.1f%% | - | - | - | - | printed | Table 2 |\n",
                 paper_t2[q].dense_gib, paper_t2[q].mode, paper_t2[q].time_pct,
                 paper_t2[q].ring_gib,
                 100.0 * (paper_t2[q].ring_gib / paper_t2[q].dense_gib - 1));
     for (size_t q = 0; q < sizeof torch_peer / sizeof torch_peer[0]; q++)
-      if (torch_peer[q].n == g->n &&
-          !strcmp(torch_peer[q].dtype, g->dtype))
-        fprintf(f, "| *PyTorch dense (peer)* | 1 | - | - | %.0f | - | %.2f "
-                   "| - | - | - | - | - | measured | doc/performance, H200 |\n",
+      if (torch_peer[q].n == g->n && !strcmp(torch_peer[q].dtype, g->dtype))
+        fprintf(f,
+                "| *PyTorch dense (peer)* | 1 | - | - | %.0f | - | %.2f "
+                "| - | - | - | - | - | measured | doc/performance, H200 |\n",
                 torch_peer[q].ms, torch_peer[q].gib);
   }
 }
@@ -301,13 +329,16 @@ static void write_targets(FILE *f, const vrow *rows, int i, int j,
   const vrow *ring = NULL, *fused = NULL, *chunk = NULL, *liger = NULL,
              *blocked = NULL, *ring1 = NULL;
   for (int k = i; k < j; k++) {
-    if (strcmp(rows[k].status, "ok")) continue;
-    if (!strcmp(rows[k].variant, "liger")) liger = &rows[k];
+    if (strcmp(rows[k].status, "ok"))
+      continue;
+    if (!strcmp(rows[k].variant, "liger"))
+      liger = &rows[k];
     if (!strcmp(rows[k].variant, "blocked") &&
         (!blocked || rows[k].ms < blocked->ms))
       blocked = &rows[k];
     if (!strcmp(rows[k].variant, "ring") && rows[k].ranks == 1 &&
-        !strcmp(rows[k].kernel, "chunked") && (!ring1 || rows[k].ms < ring1->ms))
+        !strcmp(rows[k].kernel, "chunked") &&
+        (!ring1 || rows[k].ms < ring1->ms))
       ring1 = &rows[k];
     if (!strcmp(rows[k].variant, "ring") && !strcmp(rows[k].status, "ok") &&
         (!ring || rows[k].peak < ring->peak))
@@ -323,11 +354,13 @@ static void write_targets(FILE *f, const vrow *rows, int i, int j,
   if (dense && ring) {
     double pr = ring->peak / dense->peak, tr = ring->ms / dense->ms,
            fr = ring->peak / ring->floor_gib;
-    fprintf(f, "- Ring-DTP (P=%ld, block %ld, %s): peak %.1f%% of dense "
-               "(target ≤ 20%%: %s), time %.3f× dense (target ≤ 1.05×: %s), "
-               "peak %.3f× its floor (target ≤ 1.10×: %s).\n",
-            ring->ranks, ring->block, ring->mode, 100 * pr, verdict(cpu, pr <= 0.20), tr, verdict(cpu, tr <= 1.05),
-            fr, verdict(cpu, fr <= 1.10));
+    fprintf(f,
+            "- Ring-DTP (P=%ld, block %ld, %s): peak %.1f%% of dense "
+            "(target ≤ 20%%: %s), time %.3f× dense (target ≤ 1.05×: %s), "
+            "peak %.3f× its floor (target ≤ 1.10×: %s).\n",
+            ring->ranks, ring->block, ring->mode, 100 * pr,
+            verdict(cpu, pr <= 0.20), tr, verdict(cpu, tr <= 1.05), fr,
+            verdict(cpu, fr <= 1.10));
     if (tr > 1.05 && strcmp(ring->kernel, "chunked"))
       fprintf(f, "  Why the time: Ring-DTP recomputes each strip's logits in "
                  "the backward (4 GEMMs of 2·N·H·V FLOPs against dense's 3), "
@@ -336,26 +369,33 @@ static void write_targets(FILE *f, const vrow *rows, int i, int j,
                  "passes are what the recompute can hide (bf16).\n");
   }
   if (dense && fused)
-    fprintf(f, "- Fused head (%s, block %ld): time %.3f× dense (target ≤ "
-               "1.1×: %s), peak %.1f%% of dense.\n",
+    fprintf(f,
+            "- Fused head (%s, block %ld): time %.3f× dense (target ≤ "
+            "1.1×: %s), peak %.1f%% of dense.\n",
             !strcmp(fused->kernel, "chunked") ? "three GEMMs" : "blocked",
-            fused->block, fused->ms / dense->ms, verdict(cpu, fused->ms / dense->ms <= 1.1),
+            fused->block, fused->ms / dense->ms,
+            verdict(cpu, fused->ms / dense->ms <= 1.1),
             100 * fused->peak / dense->peak);
   if (dense && blocked)
-    fprintf(f, "- Blocked fused head (four GEMMs, block %ld): time %.3f× "
-               "dense, peak %.1f%% of dense.\n",
+    fprintf(f,
+            "- Blocked fused head (four GEMMs, block %ld): time %.3f× "
+            "dense, peak %.1f%% of dense.\n",
             blocked->block, blocked->ms / dense->ms,
             100 * blocked->peak / dense->peak);
   /* the one-rank head against Liger's fused linear cross-entropy */
   const vrow *one = fused;
-  if (ring1 && (!one || ring1->ms < one->ms)) one = ring1;
+  if (ring1 && (!one || ring1->ms < one->ms))
+    one = ring1;
   if (liger && one) {
     double ta = one->ms / liger->ms;
-    double ma = one->peak - inputs_gib(one), ml = liger->peak - inputs_gib(liger);
-    fprintf(f, "- One-rank head (%s, %s) vs Liger fused linear CE: time "
-               "%.1f vs %.1f ms (%.3f×), above the inputs %.3f vs %.3f "
-               "GiB — target ≤ Liger's time at ≤ its memory: %s.\n",
-            one->variant, one->kernel, one->ms, liger->ms, ta, ma, ml, verdict(cpu, ta <= 1.0 && ma <= ml));
+    double ma = one->peak - inputs_gib(one),
+           ml = liger->peak - inputs_gib(liger);
+    fprintf(f,
+            "- One-rank head (%s, %s) vs Liger fused linear CE: time "
+            "%.1f vs %.1f ms (%.3f×), above the inputs %.3f vs %.3f "
+            "GiB — target ≤ Liger's time at ≤ its memory: %s.\n",
+            one->variant, one->kernel, one->ms, liger->ms, ta, ma, ml,
+            verdict(cpu, ta <= 1.0 && ma <= ml));
   }
   /* the blocked schedule's budget → time curve (ring rows, one per
    * budget), and what it costs over the three-GEMM head */
@@ -375,20 +415,24 @@ static void write_targets(FILE *f, const vrow *rows, int i, int j,
       const vrow *b0 = NULL;
       for (int k = i; k < j; k++)
         if (!strcmp(rows[k].variant, "ring") && !strcmp(rows[k].status, "ok") &&
-            !strcmp(rows[k].kernel, "blocked") && (!b0 || rows[k].budget < b0->budget))
+            !strcmp(rows[k].kernel, "blocked") &&
+            (!b0 || rows[k].budget < b0->budget))
           b0 = &rows[k];
-      fprintf(f, " three-GEMM head %.1f ms: the blocked schedule's overhead "
-                 "over it %.1f ms at budget %.3g GiB (%.3f×).",
+      fprintf(f,
+              " three-GEMM head %.1f ms: the blocked schedule's overhead "
+              "over it %.1f ms at budget %.3g GiB (%.3f×).",
               three->ms, b0->ms - three->ms, b0->budget / GIB,
               b0->ms / three->ms);
     }
     fprintf(f, "\n");
   }
   if (dense && chunk)
-    fprintf(f, "- Token-chunked fused head (block %ld): time %.3f× dense "
-               "(target of the blocked head ≤ 1.1×: %s), peak %.1f%% of "
-               "dense — 3 GEMMs, no recompute; P = 1 only.\n",
-            chunk->block, chunk->ms / dense->ms, verdict(cpu, chunk->ms / dense->ms <= 1.1),
+    fprintf(f,
+            "- Token-chunked fused head (block %ld): time %.3f× dense "
+            "(target of the blocked head ≤ 1.1×: %s), peak %.1f%% of "
+            "dense — 3 GEMMs, no recompute; P = 1 only.\n",
+            chunk->block, chunk->ms / dense->ms,
+            verdict(cpu, chunk->ms / dense->ms <= 1.1),
             100 * chunk->peak / dense->peak);
 }
 
@@ -402,13 +446,16 @@ static pl_status write_charts(pl_report_ctx *rc, vrow *rows, int nr) {
     if (!strcmp(rows[k].dtype, "f32") && !strcmp(rows[k].math, "fp32") &&
         !strcmp(rows[k].backend, rows[0].backend))
       first = k;
-  if (first < 0) first = 0;
+  if (first < 0)
+    first = 0;
   pl_status st = PL_OK;
   for (int pass = 0; pass < 2 && st == PL_OK; pass++)
     for (int k = 0; k < nr && st == PL_OK; k++) {
       bool seen = false; /* the first row of its chart group only */
-      for (int j = 0; j < k && !seen; j++) seen = same_chart(&rows[j], &rows[k]);
-      if (seen || (pass == 0) != same_chart(&rows[k], &rows[first])) continue;
+      for (int j = 0; j < k && !seen; j++)
+        seen = same_chart(&rows[j], &rows[k]);
+      if (seen || (pass == 0) != same_chart(&rows[k], &rows[first]))
+        continue;
       st = chart(rc, rows, nr, &rows[k], pass == 0);
     }
   return st;
@@ -448,9 +495,10 @@ static void give_claim(pl_report_ctx *rc, const vrow *ring, const vrow *dense) {
     snprintf(t, sizeof t, "%+.1f%% peak (P %ld, N %ld, H %ld, V %ld, %s)", pp,
              ring->ranks, ring->n, ring->h, ring->v, ring->dtype);
   else
-    snprintf(t, sizeof t, "%+.1f%% peak at %+.1f%% time (P %ld, N %ld, H %ld, "
-                          "V %ld, %s)", pp, tp, ring->ranks, ring->n, ring->h,
-             ring->v, ring->dtype);
+    snprintf(t, sizeof t,
+             "%+.1f%% peak at %+.1f%% time (P %ld, N %ld, H %ld, "
+             "V %ld, %s)",
+             pp, tp, ring->ranks, ring->n, ring->h, ring->v, ring->dtype);
   pl_rep_claim(rc, "vocab", paper_shape(ring) ? pp : NAN, t, ring->t,
                paper_shape(ring) ? "measured per rank"
                                  : "measured per rank, not the paper's shape "
@@ -460,9 +508,11 @@ static void give_claim(pl_report_ctx *rc, const vrow *ring, const vrow *dense) {
 pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
                           int ntables) {
   int cap = 0;
-  for (int i = 0; i < ntables; i++) cap += tables[i]->nrows;
+  for (int i = 0; i < ntables; i++)
+    cap += tables[i]->nrows;
   vrow *rows = calloc((size_t)cap + 1, sizeof *rows);
-  if (!rows) return pl_set_error(PL_ENOMEM, "report vocab: host memory");
+  if (!rows)
+    return pl_set_error(PL_ENOMEM, "report vocab: host memory");
   int nr = read_rows(tables, ntables, rows);
   qsort(rows, (size_t)nr, sizeof *rows, cmp_rows);
 
@@ -473,11 +523,13 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
     return PL_EIO;
   }
   fprintf(f, "# Vocabulary head (fwd+bwd): Table 2\n\n");
-  fprintf(f, "From `plateau report %s`. Peak = tracked device peak of one "
-             "fwd+bwd, max over ranks, inputs X and W included, gradients "
-             "allocated where autograd would. N = tokens per rank. ratios vs "
-             "the dense baseline of the same group. On the cpu backend memory "
-             "is exact and times are CPU times.\n\n", rc->run_dir);
+  fprintf(f,
+          "From `plateau report %s`. Peak = tracked device peak of one "
+          "fwd+bwd, max over ranks, inputs X and W included, gradients "
+          "allocated where autograd would. N = tokens per rank. ratios vs "
+          "the dense baseline of the same group. On the cpu backend memory "
+          "is exact and times are CPU times.\n\n",
+          rc->run_dir);
   fprintf(f, "Paper (Table 2, 8 GPUs, P=8, H=7168, V=200,000, fp32): N=16,384 "
              "42.46 → 7.32 GiB (−82.8%%) at +5.1%% time (moves activations); "
              "N=32,768 79.52 → 10.62 GiB (−86.6%%) at +4.4%% (moves "
@@ -485,7 +537,8 @@ pl_status pl_report_vocab(pl_report_ctx *rc, pl_table *const *tables,
   const vrow *claim = NULL, *claim_dense = NULL;
   for (int i = 0; i < nr;) {
     int j = i;
-    while (j < nr && (j == i || same_group(&rows[i], &rows[j]))) j++;
+    while (j < nr && (j == i || same_group(&rows[i], &rows[j])))
+      j++;
     const vrow *dense = NULL;
     for (int k = i; k < j; k++)
       if (!strcmp(rows[k].variant, "dense") && !strcmp(rows[k].status, "ok"))

@@ -18,10 +18,10 @@ typedef struct pl__vocab_point {
   pl_dtype dt;
   int64_t n, h, v, block;
   pl_dtp_mode mode;
-  pl_dtp_sched sched;  /* ring: what pl_dtp_run runs (asked)              */
-  size_t budget;       /* ring: strip budget (bytes of kept logit strips) */
+  pl_dtp_sched sched; /* ring: what pl_dtp_run runs (asked)              */
+  size_t budget;      /* ring: strip budget (bytes of kept logit strips) */
   int overlap;
-  int tf32;            /* f32 GEMMs in TF32 math (--tf32)                 */
+  int tf32; /* f32 GEMMs in TF32 math (--tf32)                 */
   pl_stream *s;
   /* inputs */
   void *x, *w;

@@ -59,8 +59,7 @@ pl_status pl__vocab_iter(void *arg) {
   PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(p->h * p->vs) * es,
                         "grads", p->s, &p->dw));
   if (apart)
-    return pl_dtp_backward(p->dtp, p->s, p->x, p->t, p->w, NULL, p->dx,
-                           p->dw);
+    return pl_dtp_backward(p->dtp, p->s, p->x, p->t, p->w, NULL, p->dx, p->dw);
   return pl_dtp_run(p->dtp, p->s, p->x, p->t, p->w, NULL, p->loss, p->dx,
                     p->dw);
 }
@@ -68,8 +67,8 @@ pl_status pl__vocab_iter(void *arg) {
 /* The code path that ran (the kernel column): the schedule of fused and
  * ring, the variant otherwise. */
 static const char *vocab_kernel(const pl__vocab_point *p) {
-  static const char *const names[V_COUNT] = {"dense",  "fused", "blocked",
-                                             "chunk",  "vp",    "ring"};
+  static const char *const names[V_COUNT] = {"dense", "fused", "blocked",
+                                             "chunk", "vp",    "ring"};
   if (p->variant == V_RING && p->dtp)
     return pl_dtp_sched_name(pl_dtp_sched_of(p->dtp));
   if (p->variant == V_FUSED) {
