@@ -326,6 +326,7 @@ run: $(DEPS_TARGET)
 	@NP=$(NP) BUILD=$(BUILD) jobs/main.sh
 
 test: $(DEPS_TARGET)
+	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory all tests
 	@$(MAKE) --no-print-directory test-unit test-mpi test-sh
 
@@ -391,8 +392,8 @@ regress: all
 	BUILD=$(BUILD) jobs/regress $(if $(MACHINE),--machine $(MACHINE))
 
 # Every C, CUDA and C++ source of the project in the style of .clang-format:
-# `make format` rewrites them, `make format-check` (part of `make test`)
-# fails naming each file that differs.
+# `make format` rewrites them, `make format-check` (the first step of
+# `make test`) fails naming each file that differs.
 FORMAT_SRC = $(shell find engine suite baselines \( -name '*.[ch]' -o -name '*.cu' -o -name '*.cpp' \) | sort)
 format:
 	clang-format -i $(FORMAT_SRC)
