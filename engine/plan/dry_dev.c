@@ -34,13 +34,14 @@ pl_status pl_plan_dry_device(pl_backend flavour, size_t total_bytes,
   *out = NULL;
   pl_dev *dev = NULL;
   PL_TRY(pl_dev_create(PL_BACKEND_DRY, 0, &dev));
-  pl_status st = pl_dry_set_flavour(dev, flavour, total_bytes);
-  if (st == PL_OK)
-    st = pl_dry_set_routes(dev, balanced_routes, (void *)(intptr_t)route_rank);
-  if (st != PL_OK) {
-    pl_dev_destroy(dev);
-    return st;
-  }
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, fail, pl_dry_set_flavour(dev, flavour, total_bytes));
+  PL_TRY_GOTO(
+      st, fail,
+      pl_dry_set_routes(dev, balanced_routes, (void *)(intptr_t)route_rank));
   *out = dev;
   return PL_OK;
+fail:
+  pl_dev_destroy(dev);
+  return st;
 }
