@@ -3,9 +3,7 @@
  * a key column existed matched to NEW's (compare_sides.h). */
 #include "compare_sides.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +13,7 @@
 #include "compare_cmd.h"
 #include "harness/options.h"
 #include "report/report_util.h"
+#include "results/results.h"
 #include "results/schema.h"
 
 /* ---- rows and keys
@@ -125,48 +124,18 @@ static bool add_file(side *s, const char *path, bool quiet_fail) {
   return true;
 }
 
-static void scan(const char *dir, int depth, char ***v, int *n) {
-  DIR *d = opendir(dir);
-  if (!d)
-    return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.')
-      continue;
-    char p[PATH_MAX];
-    int len = snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    if (len <= 0 || len >= (int)sizeof p)
-      continue;
-    struct stat st;
-    size_t nl = strlen(e->d_name);
-    if (stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-      if (depth == 0 && strcmp(e->d_name, "report") != 0)
-        scan(p, 1, v, n);
-    } else if (nl > 4 && strcmp(e->d_name + nl - 4, ".tsv") == 0) {
-      *v = realloc(*v, sizeof **v * (size_t)(*n + 1));
-      PL_ASSERT(*v != NULL);
-      (*v)[(*n)++] = strdup(p);
-    }
-  }
-  closedir(d);
-}
-
 /* Read NEW or REF: a file (must be a result file) or a directory. */
 pl_status pl__cmp_side_read(const char *path, side *s) {
   struct stat st;
   if (stat(path, &st) != 0)
     return pl_set_error(PL_EIO, "%s: %s", path, strerror(errno));
   if (S_ISDIR(st.st_mode)) {
-    char **v = NULL;
-    int n = 0;
-    scan(path, 0, &v, &n);
-    if (n > 1) /* v is NULL when the directory holds no *.tsv */
-      qsort(v, (size_t)n, sizeof *v, cmp_str);
-    for (int i = 0; i < n; i++) {
+    char **v;
+    int n;
+    pl_results_scan(path, &v, &n);
+    for (int i = 0; i < n; i++)
       add_file(s, v[i], true);
-      free(v[i]);
-    }
-    free(v);
+    pl_results_scan_free(v, n);
     if (!s->nt)
       return pl_set_error(PL_EIO, "%s: no result files", path);
   } else if (!add_file(s, path, false)) {

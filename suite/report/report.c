@@ -16,7 +16,6 @@
  * list. */
 #include "report.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -77,48 +76,6 @@ pl_status pl_report_generic(pl_report_ctx *rc, pl_table *const *t, int n) {
   pl_rep_md_head(f, rc, rc->name, t, n);
   pl_rep_md_rows(f, t, n, NULL);
   return pl_rep_close(f, path);
-}
-
-/* ---- the run directory, read once
- * -------------------------------------------- */
-typedef struct files {
-  char **v;
-  int n, cap;
-} files;
-
-static void scan(const char *dir, int depth, files *fs) {
-  DIR *d = opendir(dir);
-  if (!d)
-    return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.')
-      continue;
-    char p[PATH_MAX];
-    int len = snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    if (len <= 0 || len >= (int)sizeof p)
-      continue;
-    size_t nl = strlen(e->d_name);
-    struct stat st;
-    if (depth == 0 && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
-      if (strcmp(e->d_name, "report") != 0)
-        scan(p, 1, fs);
-    } else if (nl > 4 && strcmp(e->d_name + nl - 4, ".tsv") == 0) {
-      /* whatever it is (a FIFO, a directory, a dangling or looping link):
-       * the reader opens it without blocking and says why it is skipped */
-      if (fs->n == fs->cap) {
-        fs->cap = fs->cap ? 2 * fs->cap : 16;
-        fs->v = realloc(fs->v, (size_t)fs->cap * sizeof *fs->v);
-        PL_ASSERT(fs->v != NULL);
-      }
-      fs->v[fs->n++] = strdup(p);
-    }
-  }
-  closedir(d);
-}
-
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* ---- files the reports must not trust blindly ----------------------------
@@ -367,10 +324,11 @@ pl_status pl_report_run(const char *run_dir, int *charts_skipped) {
 
 pl_status pl_report_run_as(const char *run_dir, pl_report_format fmt,
                            int *charts_skipped) {
-  files fs = {0};
-  scan(run_dir, 0, &fs);
-  if (fs.n > 1)
-    qsort(fs.v, (size_t)fs.n, sizeof *fs.v, cmp_str);
+  struct {
+    char **v;
+    int n;
+  } fs; /* the run directory's result files, read once */
+  pl_results_scan(run_dir, &fs.v, &fs.n);
   pl_table **t = calloc((size_t)fs.n + 1, sizeof *t);
   PL_ASSERT(t != NULL);
   int nt = 0;
@@ -390,9 +348,7 @@ pl_status pl_report_run_as(const char *run_dir, pl_report_format fmt,
               fs.v[i], x->nbad, x->nbad == 1 ? "" : "s");
     t[nt++] = x;
   }
-  for (int i = 0; i < fs.n; i++)
-    free(fs.v[i]);
-  free(fs.v);
+  pl_results_scan_free(fs.v, fs.n);
   memset(&R, 0, sizeof R);
   R.sup = calloc((size_t)nt + 1, sizeof *R.sup);
   PL_ASSERT(R.sup != NULL);

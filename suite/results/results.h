@@ -87,6 +87,14 @@ int pl_table_col(const pl_table *t, const char *name);
 /* Metadata value by key, or NULL. */
 const char *pl_table_meta(const pl_table *t, const char *key);
 
+/* The result files of a run directory, sorted by path: every *.tsv in dir
+ * and in its subdirectories one level down, report/ left out.  An entry
+ * named *.tsv that is not a regular file is listed too (the reader says
+ * why it is skipped).  *paths (malloc'd strings, NULL when none) and *n;
+ * free with pl_results_scan_free. */
+void pl_results_scan(const char *dir, char ***paths, int *n);
+void pl_results_scan_free(char **paths, int n);
+
 /* Metadata the harness records for every run: fills a NULL-terminated kv
  * array (static storage, valid until the next call) from the device, the
  * communicator, argv (whole, quoted so that a shell reads it back into the

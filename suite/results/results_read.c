@@ -4,8 +4,10 @@
  * fields and no torn marker (results.c's head comment says why); every
  * other line is counted in nbad.  The writer is results.c (which uses
  * this file's field count and regular-file open, never the other way). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,4 +368,55 @@ const char *pl_table_meta(const pl_table *t, const char *key) {
     if (strcmp(t->meta_keys[i], key) == 0)
       return t->meta_vals[i];
   return NULL;
+}
+
+/* ---- the result files of a run directory ---------------------------------
+ */
+static void scan_dir(const char *dir, int depth, char ***v, int *n, int *cap) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.')
+      continue;
+    char p[PATH_MAX];
+    int len = snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (len <= 0 || len >= (int)sizeof p)
+      continue;
+    size_t nl = strlen(e->d_name);
+    struct stat st;
+    if (depth == 0 && stat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+      if (strcmp(e->d_name, "report") != 0)
+        scan_dir(p, 1, v, n, cap);
+    } else if (nl > 4 && strcmp(e->d_name + nl - 4, ".tsv") == 0) {
+      if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        *v = realloc(*v, (size_t)*cap * sizeof **v);
+        PL_ASSERT(*v != NULL);
+      }
+      (*v)[(*n)++] = strdup(p);
+      PL_ASSERT((*v)[*n - 1] != NULL);
+    }
+  }
+  closedir(d);
+}
+
+static int cmp_path(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void pl_results_scan(const char *dir, char ***paths, int *n) {
+  int cap = 0;
+  *paths = NULL;
+  *n = 0;
+  scan_dir(dir, 0, paths, n, &cap);
+  if (*n > 1)
+    qsort(*paths, (size_t)*n, sizeof **paths, cmp_path);
+}
+
+void pl_results_scan_free(char **paths, int n) {
+  for (int i = 0; i < n; i++)
+    free(paths[i]);
+  free(paths);
 }
