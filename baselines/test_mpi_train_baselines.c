@@ -108,7 +108,7 @@ static pl_step_cfg f32(void) {
 START_TEST(dense_equals_fused) {
   pl_step_cfg a = f32(), b = f32();
   a.head = &pl_head_dense, b.head = &pl_head_fused;
-  pl_layout_cfg lc = {1, 1, 0, 0};
+  pl_layout_cfg lc = {1, 1, 0, 0, 0};
   run_out ra = run(&a, &lc, 1, 1), rb = run(&b, &lc, 1, 1);
   ck_assert_msg(ra.logits_peak >= 3 * 16 * 301 * 4, "dense logits peak %zu",
                 ra.logits_peak);
@@ -121,7 +121,7 @@ END_TEST
 START_TEST(vp_equals_ring) {
   pl_step_cfg a = f32(), b = f32();
   a.head = &pl_head_vp, b.head = &pl_head_ring;
-  pl_layout_cfg lc = {1, size, 0, 0};
+  pl_layout_cfg lc = {1, size, 0, 0, 0};
   run_out ra = run(&a, &lc, 1, 1), rb = run(&b, &lc, 1, 1);
   same_grads(&ra, &rb, "vp vs ring");
 }
@@ -130,7 +130,7 @@ END_TEST
 START_TEST(cpu_equals_stream) {
   pl_step_cfg a = f32(), b = f32();
   a.optim = &pl_optim_cpu, b.optim = &pl_optim_stream;
-  pl_layout_cfg lc = {1, size, 0, 0};
+  pl_layout_cfg lc = {1, size, 0, 0, 0};
   run_out ra = run(&a, &lc, 5, 0), rb = run(&b, &lc, 5, 0);
   for (int s = 0; s < 5; s++)
     ck_assert_msg(ra.loss[s] == rb.loss[s], "step %d: cpu %.9g vs stream %.9g",

@@ -104,7 +104,7 @@ static pl_fsdp2 *make(const setup *u, pl_comm *c) {
 
 static pl_trainer *make_ref(const setup *u, int micro) {
   pl_step_cfg sc = ref_cfg(u, micro);
-  pl_layout_cfg lc = {1, 1, 0, 0};
+  pl_layout_cfg lc = {1, 1, 0, 0, 0};
   pl_trainer *t = NULL;
   pl_status st = pl_trainer_create(dev, self, &u->m, &lc, u->S, &sc, &t);
   ck_assert_msg(st == PL_OK, "reference: %s", pl_last_error());

@@ -804,8 +804,15 @@ pl_status pl_host_alltoall_i64(pl_comm *c, const int64_t *send, size_t n,
   PL_TRY(check_buf(fn, "send", send, n));
   PL_TRY(check_buf(fn, "recv", recv, n));
   PL_TRY(check_int(fn, "n", n));
-  if (c->vsize) { /* what went to member q comes back as q's */
-    memmove(recv, send, n * (size_t)c->vsize * sizeof *send);
+  if (c->vsize) { /* each absent member sends what the caller sends itself */
+    const int64_t *self = send; /* block 0: the caller's own */
+    int64_t *tmp = malloc(n * sizeof *tmp);
+    if (!tmp)
+      return pl_set_error(PL_ENOMEM, "%s: host", fn);
+    memcpy(tmp, self, n * sizeof *tmp);
+    for (int q = 0; q < c->vsize; q++)
+      memcpy(recv + (size_t)q * n, tmp, n * sizeof *tmp);
+    free(tmp);
     return PL_OK;
   }
   int w = pl__watch_begin(c, "host_alltoall_i64");

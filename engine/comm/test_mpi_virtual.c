@@ -160,7 +160,7 @@ static void check_group(pl_dev *d, int G, pl_dtype dt) {
     v[q] = 100 + q;
   ck_assert_int_eq(pl_host_alltoall_i64(c, v, 1, w), PL_OK);
   for (int q = 0; q < G; q++)
-    ck_assert(w[q] == 100 + q);
+    ck_assert(w[q] == 100);
   ck_assert_int_eq(pl_host_bcast(c, v, 8, G - 1), PL_OK);
   ck_assert(v[0] == 100);
   ck_assert_int_eq(pl_barrier(c), PL_OK);

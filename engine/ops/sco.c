@@ -16,7 +16,12 @@ struct pl_sco {
   void *pinned; /* count · slot_bytes, host arena, tag "boundary" */
 };
 
-static uint64_t host_ram(void) {
+/* The host RAM boundaries may take: this host's physical RAM, or no limit
+ * on a dry device (its pinned allocations are never backed; the planner
+ * checks the host of the machine it plans for). */
+static uint64_t host_ram(const pl_dev *dev) {
+  if (pl_dev_backend(dev) == PL_BACKEND_DRY)
+    return UINT64_MAX;
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   return (pages > 0 && psz > 0) ? (uint64_t)pages * (uint64_t)psz : UINT64_MAX;
 }
@@ -62,7 +67,7 @@ pl_status pl_sco_create(pl_dev *dev, pl_comm *comm, int L, int64_t N, int64_t H,
   if (N < 0 || H <= 0)
     return pl_set_error(PL_EINVAL, "SCO: N=%lld H=%lld (N >= 0, H > 0)",
                         (long long)N, (long long)H);
-  uint64_t ram = host_ram();
+  uint64_t ram = host_ram(dev);
   /* refuse a budget this host cannot hold, on every rank alike */
   int64_t over = !budget.all && budget.bytes > ram;
   if (comm)

@@ -7,9 +7,9 @@
  * time of a replay per step.  `plateau plan --memory dry|both` asks this
  * for the configuration its search chose, so the two answers can be set
  * side by side before the replay is retired.  One process builds one rank,
- * so a configuration of several ranks is built as the one-GPU proxy of its
- * run (virtual groups, train/layout.h), as `plateau bench train --backend
- * dry --preset proxy120b` does. */
+ * so a configuration of several ranks is built as the rank view of its run's
+ * rank 0 (every group virtual, the expert group too: train/layout.h), as
+ * `plateau bench train --backend dry --preset proxy120b --rank-view` does. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +24,12 @@
 #define DRY_STEPS 2
 
 /* The configuration one process builds for c: c itself on one rank, else
- * the one-GPU proxy of c's run (W = 1, W_v = the run's ranks). */
+ * the rank view of c's run (W = 1, W_v = the run's ranks). */
 static pl_plan_cfg proxy_of(const pl_plan_cfg *c) {
   pl_plan_cfg b = *c;
   if (c->W > 1) {
     b.lc.W_v = c->lc.W_v > c->W ? c->lc.W_v : c->W;
+    b.lc.rank_view = 1;
     b.W = 1;
     b.present = 0;
     b.tokens_step = 0;

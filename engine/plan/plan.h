@@ -286,9 +286,10 @@ pl_status pl_plan_dry_device(pl_backend flavour, size_t total_bytes,
  * mc's device memory, the balanced routes of rank 0) and stepped twice (the
  * second step starts from what the first left, as the replay does); the
  * peaks and tags of the last step.  One process builds one rank: a
- * configuration of W > 1 ranks is built as the one-GPU proxy of that run
- * (*built: W = 1, W_v = the run's, train/layout.h's virtual groups), the
- * configuration whose replay the measurement equals.  Plateau's trainer
+ * configuration of W > 1 ranks is built as the rank view of that run's
+ * rank 0 (*built: W = 1, W_v = the run's, lc.rank_view: every group
+ * virtual, the expert group too, train/layout.h), which holds what rank 0
+ * of the real run holds under the balanced routes.  Plateau's trainer
  * only (PL_EUNSUPPORTED for FSDP2, for imb != 1: the dry routes are
  * balanced); a configuration the trainer refuses is its error, prefixed
  * "the dry device: ".  Uses MPI (pl_init) with a world of one process. */

@@ -31,7 +31,7 @@ pl_plan_cfg pl_plan_cfg_plateau(int W, int64_t S) {
   memset(&c, 0, sizeof c);
   c.system = PL_PLAN_PLATEAU;
   c.W = W, c.S = S;
-  c.lc = (pl_layout_cfg){1, 1, 0, 0};
+  c.lc = (pl_layout_cfg){1, 1, 0, 0, 0};
   c.sc = pl_step_cfg_default();
   c.sc.head = &pl_head_fused;
   c.imb = 1;

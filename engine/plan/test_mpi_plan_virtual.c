@@ -64,7 +64,7 @@ START_TEST(virtual) {
   pl_model_cfg m;
   ck_assert_int_eq(pl_model_preset("tiny", &m), PL_OK);
   m.dense_layers = m.L, m.V = 511;
-  const pl_layout_cfg lc = {2, 2, 2, 0};
+  const pl_layout_cfg lc = {2, 2, 2, 0, 0};
   pl_step_cfg sc = pl_step_cfg_default();
   sc.dt = PL_F32, sc.oo.bucket = 5000;
   const pl_step_result r = measure(self, &m, &lc, &sc, 64);
@@ -96,7 +96,7 @@ START_TEST(slots) {
     return;
   pl_model_cfg m;
   ck_assert_int_eq(pl_model_preset("tiny", &m), PL_OK); /* E 8, k 2 */
-  const pl_layout_cfg lc = {2, 1, 8, 0};
+  const pl_layout_cfg lc = {2, 1, 8, 0, 0};
   pl_step_cfg sc = pl_step_cfg_default();
   sc.dt = PL_F32, sc.oo.bucket = 5000, sc.moe_lanes = 0;
   const pl_step_result r = measure(self, &m, &lc, &sc, 64);

@@ -58,13 +58,25 @@ pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
         (long long)S, D);
   const int moe = m->dense_layers < m->L && m->E > 0;
   const int Ep = c->Ep ? c->Ep : Wv;
-  if (Ep < 1 || Ep > Wv || (Ep < Wv && W % Ep))
+  /* an expert group smaller than the world is real when it divides the
+   * ranks present, virtual when each present rank can play member 0 of its
+   * own (W·Ep divides W_v), as D and P */
+  if (Ep < 1 || Ep > Wv || (Ep < Wv && W % Ep && Wv % ((int64_t)W * Ep) != 0))
     return pl_set_error(
         PL_EINVAL,
         "layout: Ep=%d: an expert group is the whole world (Ep=W_v=%d) or a "
         "divisor of the W=%d ranks present",
         Ep, Wv, W);
   const int grouped = moe && Ep < Wv;
+  /* the rank view: the whole world's expert group virtual (one present
+   * rank playing rank 0 of the W_v-rank run, its router over all E) */
+  const int world_virtual = moe && !grouped && c->rank_view && Wv > W;
+  if (c->rank_view && Wv > W && W != 1)
+    return pl_set_error(
+        PL_EINVAL,
+        "layout: the rank view plays one rank of the W_v=%d-rank run: W=%d "
+        "processes (must be 1)",
+        Wv, W);
   if (grouped && m->E % Ep)
     return pl_set_error(
         PL_EINVAL,
@@ -78,7 +90,9 @@ pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
         "of ranks (each holds E/W of them)",
         m->E, Wv > W ? "a virtual world of W_v=" : "W=", Wv);
   /* grouped: every group is Ep present ranks holding all E experts */
-  const int64_t present = !moe ? 0 : grouped ? m->E : (int64_t)m->E * W / Wv;
+  const int64_t present = !moe                       ? 0
+                          : grouped || world_virtual ? m->E
+                                                     : (int64_t)m->E * W / Wv;
   out->W = W, out->W_v = Wv, out->rank = rank, out->D = D, out->P = P;
   out->d_virtual = dv, out->p_virtual = pv;
   out->d_rank = dv ? 0 : rank % D, out->d_group = dv ? rank : rank / D;
@@ -91,10 +105,11 @@ pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
   out->E_route = moe ? (int)(present * ((m->k + present - 1) / present)) : 0;
   out->E_local = moe ? m->E / (grouped ? Ep : Wv) : 0;
   out->Ep = Ep, out->ep_grouped = grouped;
-  out->ep_rank = grouped ? rank % Ep : rank;
-  out->ep_group = grouped ? rank / Ep : 0;
+  out->e_virtual = world_virtual || (grouped && W % Ep != 0);
+  out->ep_rank = out->e_virtual ? 0 : grouped ? rank % Ep : rank;
+  out->ep_group = out->e_virtual ? rank : grouped ? rank / Ep : 0;
   out->ep_vsize = grouped ? Wv / Ep : 1;
-  out->ep_span = grouped ? Ep : W;
+  out->ep_span = grouped ? Ep : world_virtual ? Wv : W;
   out->zero_vsize = Wv;
   out->head_vsize = Wv / P;
   pl_ce_shard(m->V, P, out->p_rank, &out->v_col0, &out->v_cols);
@@ -136,7 +151,9 @@ pl_status pl_layout_create(pl_comm *world, const pl_model_cfg *m,
     else
       pl_comm_destroy(sp);
   }
-  PL_TRY_GOTO(st, fail, pl_comm_split(world, plan.ep_group, r, &l->ep));
+  PL_TRY_GOTO(st, fail,
+              plan.e_virtual ? pl_comm_virtual(dev, plan.Ep, &l->ep)
+                             : pl_comm_split(world, plan.ep_group, r, &l->ep));
   PL_TRY_GOTO(st, fail,
               plan.p_virtual ? pl_comm_virtual(dev, plan.P, &l->vp)
                              : pl_comm_split(world, plan.p_group, r, &l->vp));

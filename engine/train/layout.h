@@ -52,7 +52,21 @@
  * and the communication of the W_v-rank run is the planner's to model.
  * Each present rank is its own sequence (n_groups = W) and its own head
  * shard's holder (the replica group: all W present ranks, W_v / P virtual
- * holders). */
+ * holders).  An expert group (Ep < W_v) is virtual likewise when Ep does
+ * not divide W and W·Ep divides W_v: the rank is member 0 of its group
+ * (experts [0, E/Ep)), its dispatch goes through a virtual group whose
+ * absent members send it what it sends itself (plateau/comm.h), and the
+ * MoE plan counts what each absent member would send as that member would,
+ * routing as the rank does (ops/moe_plan.c).
+ *
+ * The rank view (lc.rank_view, W = 1): the proxy above keeps the world's
+ * expert group to the ranks present, so its router chooses among fewer
+ * experts than a real rank's; the rank view makes that group virtual too
+ * (E_moe = E_route = E, E/W_v local experts, the dispatch over W_v
+ * members), so one process holds exactly what rank 0 of the W_v-rank run
+ * holds when every rank routes alike (LLEP's balanced profile does): the
+ * planner's dry measurement of a run it cannot start
+ * (plan/test_mpi_plan_rank.c checks it against real ranks). */
 #ifndef PLATEAU_TRAIN_LAYOUT_H
 #define PLATEAU_TRAIN_LAYOUT_H
 
@@ -64,11 +78,17 @@ extern "C" {
 #endif
 
 typedef struct pl_layout_cfg {
-  int D;   /* Ulysses group size (>= 1)                               */
-  int P;   /* Ring-DTP group size (>= 1)                              */
-  int W_v; /* virtual world (0: W, a real run)                        */
-  int Ep;  /* expert group size (0: W_v, every rank one expert group;
-              train/epgroups.h for Ep < W_v)                        */
+  int D;         /* Ulysses group size (>= 1)                               */
+  int P;         /* Ring-DTP group size (>= 1)                              */
+  int W_v;       /* virtual world (0: W, a real run)                        */
+  int Ep;        /* expert group size (0: W_v, every rank one expert group;
+                    train/epgroups.h for Ep < W_v)                        */
+  int rank_view; /* 1: with W = 1 < W_v, play rank 0 of the W_v-rank run
+                    whole — the world's expert group virtual too (the
+                    router over all E experts, the dispatch through a
+                    virtual group): a real rank's memory, as the planner
+                    measures it; 0: a proxy's experts are those of the
+                    ranks present (the local routing a GPU proxy times) */
 } pl_layout_cfg;
 
 /* Everything but the communicators: a pure function of the model, the
@@ -81,6 +101,8 @@ typedef struct pl_layout_plan {
                           D-group is virtual)                             */
   int d_virtual;       /* 1: the D-group is virtual (D does not divide W) */
   int p_virtual;       /* 1: the P-group is virtual (P does not divide W) */
+  int e_virtual;       /* 1: the expert group is virtual: Ep < W_v does
+                          not divide W, or the rank view's whole world    */
   int64_t S, N;        /* sequence length, tokens per rank (S / D)         */
   int E_route;         /* experts the router chooses among: E·W / W_v, or
                           in a proxy with fewer than k of them present
@@ -101,15 +123,17 @@ typedef struct pl_layout_plan {
                      [ep_rank·E_local, (ep_rank+1)·E_local))             */
   int ep_group;   /* expert group index (rank / Ep)                        */
   int ep_vsize;   /* virtual group of an expert unit: W_v / Ep (grouped)  */
-  int ep_span;    /* ranks the dispatch spans: Ep (grouped), else the W
-                     present ranks                                       */
+  int ep_span;    /* ranks the dispatch spans: Ep (grouped), W_v (the
+                     rank view), else the W present ranks                */
 } pl_layout_plan;
 
 /* PL_EINVAL naming the values when: D (or P) is < 1, or neither divides W
  * (a real group) nor, times W, divides W_v (a virtual one); W_v is not a
  * multiple of W; n_q or n_kv does not divide by D; S does not divide by D
  * (or S < D); E does not divide by W_v (MoE layers); the model is invalid;
- * Ep < 1, Ep > W_v, Ep < W_v not dividing W or E (train/epgroups.h). */
+ * Ep < 1, Ep > W_v, Ep < W_v not dividing E, or neither dividing W nor,
+ * times W, W_v (train/epgroups.h); rank_view with W > 1 processes in a
+ * virtual world (W_v > W). */
 pl_status pl_layout_plan_make(const pl_model_cfg *m, const pl_layout_cfg *c,
                               int W, int rank, int64_t S, pl_layout_plan *out);
 

@@ -52,9 +52,9 @@ static void check_layout(pl_data *d, int D, int64_t count, int micro) {
     m.n_q = 6, m.n_kv = 3;
   pl_layout_plan p;
   const int64_t S = 10 * D;
-  ck_assert_int_eq(
-      pl_layout_plan_make(&m, &(pl_layout_cfg){D, 1, 0, 0}, size, rank, S, &p),
-      PL_OK);
+  ck_assert_int_eq(pl_layout_plan_make(&m, &(pl_layout_cfg){D, 1, 0, 0, 0},
+                                       size, rank, S, &p),
+                   PL_OK);
   const int64_t N = p.N, nwin = (count - 1) / S;
   for (int64_t step = 0; step < 5; step++) {
     int32_t *b = malloc((size_t)(micro * (N + 1)) * 4);

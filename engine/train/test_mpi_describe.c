@@ -36,7 +36,7 @@ static int rank, size;
 static tt_cfg base(void) {
   tt_cfg c = tt_cfg_tiny();
   c.m.E = 24;
-  c.lc = (pl_layout_cfg){1, size, 0, 0};
+  c.lc = (pl_layout_cfg){1, size, 0, 0, 0};
   c.sc.moe_lanes = 0;
   c.sc.oo.bucket = 5000;
   c.sc.oo.slots = 3;

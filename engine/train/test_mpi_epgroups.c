@@ -52,7 +52,7 @@ static pl_step_cfg step_cfg(pl_moe_variant v) {
 
 static pl_trainer *make(const pl_model_cfg *m, int Ep, int Wv,
                         const pl_step_cfg *sc, int hot) {
-  pl_layout_cfg lc = {1, 1, Wv, Ep};
+  pl_layout_cfg lc = {1, 1, Wv, Ep, 0};
   pl_trainer *t = NULL;
   const pl_status st = pl_trainer_create(dev, world, m, &lc, 16, sc, &t);
   ck_assert_msg(st == PL_OK, "trainer Ep=%d: %s", Ep, pl_last_error());
@@ -233,7 +233,7 @@ END_TEST
 static void refused(const pl_model_cfg *m, int W, int Wv, int Ep,
                     const char *want) {
   pl_layout_plan p;
-  const pl_layout_cfg lc = {1, 1, Wv, Ep};
+  const pl_layout_cfg lc = {1, 1, Wv, Ep, 0};
   ck_assert_int_eq(pl_layout_plan_make(m, &lc, W, 0, 64, &p), PL_EINVAL);
   ck_assert_msg(strstr(pl_last_error(), want), "'%s' does not name '%s'",
                 pl_last_error(), want);
@@ -244,22 +244,31 @@ START_TEST(bad_values_refused) {
   refused(&m, 4, 0, 3, "Ep=3");   /* does not divide W */
   refused(&m, 4, 0, -1, "Ep=-1"); /* < 1 */
   refused(&m, 4, 0, 8, "Ep=8");   /* > W_v */
-  refused(&m, 2, 8, 4, "Ep=4");   /* a proxy's group must be present ranks */
+  refused(&m, 2, 8, 3, "Ep=3");   /* neither present ranks nor virtual */
   m.E = 6;
   refused(&m, 8, 0, 4, "Ep=4"); /* does not divide E = 6 */
   /* accepted: a proxy with real groups */
   pl_layout_plan p;
   m = model();
-  const pl_layout_cfg lc = {1, 1, 8, 2};
+  const pl_layout_cfg lc = {1, 1, 8, 2, 0};
   ck_assert_int_eq(pl_layout_plan_make(&m, &lc, 2, 1, 64, &p), PL_OK);
   ck_assert_int_eq(p.ep_grouped, 1);
   ck_assert_int_eq(p.E_local, 6);
   ck_assert_int_eq(p.E_moe, 12);
   ck_assert_int_eq(p.ep_vsize, 4);
   ck_assert_int_eq(p.ep_rank, 1);
+  /* a proxy's group of absent members: virtual, the rank its member 0 */
+  const pl_layout_cfg lv = {1, 1, 8, 4, 0};
+  ck_assert_int_eq(pl_layout_plan_make(&m, &lv, 2, 1, 64, &p), PL_OK);
+  ck_assert_int_eq(p.ep_grouped, 1);
+  ck_assert_int_eq(p.e_virtual, 1);
+  ck_assert_int_eq(p.ep_rank, 0);
+  ck_assert_int_eq(p.ep_group, 1);
+  ck_assert_int_eq(p.ep_vsize, 2);
+  ck_assert_int_eq(p.E_local, 3);
   /* Ep = W_v is the default layout */
   m.E = 16;
-  const pl_layout_cfg lw = {1, 1, 8, 8};
+  const pl_layout_cfg lw = {1, 1, 8, 8, 0};
   ck_assert_int_eq(pl_layout_plan_make(&m, &lw, 2, 1, 64, &p), PL_OK);
   ck_assert_int_eq(p.ep_grouped, 0);
   ck_assert_int_eq(p.E_local, 2);

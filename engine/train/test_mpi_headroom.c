@@ -57,7 +57,8 @@ static pl_step_cfg step_cfg(pl_dtype dt) {
 static void layouts(pl_dtype dt) {
   const pl_model_cfg m = model();
   const pl_step_cfg sc = step_cfg(dt);
-  const pl_layout_cfg lcs[3] = {{1, size, 0, 0}, {2, 1, 0, 0}, {1, 1, 0, 0}};
+  const pl_layout_cfg lcs[3] = {
+      {1, size, 0, 0, 0}, {2, 1, 0, 0, 0}, {1, 1, 0, 0, 0}};
   const char *names[3] = {"D=1, P=W (ring)", "D=2 (Ulysses), P=1", "D=1 P=1"};
   for (int i = 0; i < 3; i++) {
     if ((i == 1 && size % 2) || (i == 0 && size == 1))
@@ -91,7 +92,7 @@ END_TEST
 START_TEST(check_detects_a_change) {
   const pl_model_cfg m = model();
   pl_step_cfg sc = step_cfg(PL_F32);
-  const pl_layout_cfg lc = {1, 1, 0, 0};
+  const pl_layout_cfg lc = {1, 1, 0, 0, 0};
   hr_run r[2];
   pl_trainer *t[2];
   for (int k = 0; k < 2; k++) {
@@ -158,7 +159,7 @@ START_TEST(resident_bytes_as_described) {
   pl_step_cfg sc = step_cfg(PL_F32);
   sc.optim = &pl_optim_hybrid;
   sc.oo.share = 0.5;
-  const pl_layout_cfg lc = {1, 1, 0, 0};
+  const pl_layout_cfg lc = {1, 1, 0, 0, 0};
   pl_train_desc *d = malloc(sizeof *d);
   ck_assert_int_eq(
       pl_train_describe(&m, &lc, size, rank, 64, &sc, PL_BACKEND_CPU, d),

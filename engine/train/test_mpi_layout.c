@@ -89,29 +89,29 @@ static void refused(const pl_model_cfg *m, pl_layout_cfg c, int W, int64_t S,
 START_TEST(refusals) {
   pl_model_cfg m;
   ck_assert_int_eq(pl_model_preset("tiny", &m), PL_OK); /* n_q 4, n_kv 2, E 8 */
-  refused(&m, (pl_layout_cfg){8, 1, 0, 0}, 8, 64,
+  refused(&m, (pl_layout_cfg){8, 1, 0, 0, 0}, 8, 64,
           "n_q=4 and n_kv=2 heads over a Ulysses group of D=8");
-  refused(&m, (pl_layout_cfg){3, 1, 0, 0}, 4, 60,
+  refused(&m, (pl_layout_cfg){3, 1, 0, 0, 0}, 4, 60,
           "D=3: a real group must divide the W=4 ranks");
-  refused(&m, (pl_layout_cfg){1, 3, 0, 0}, 4, 60,
+  refused(&m, (pl_layout_cfg){1, 3, 0, 0, 0}, 4, 60,
           "P=3: a real group must divide the W=4 ranks");
   /* a virtual group: W_v a multiple of D·W (P·W) */
-  refused(&m, (pl_layout_cfg){4, 1, 4, 0}, 2, 64,
+  refused(&m, (pl_layout_cfg){4, 1, 4, 0, 0}, 2, 64,
           "W_v=4 to be a multiple of D·W=8");
-  refused(&m, (pl_layout_cfg){1, 4, 6, 0}, 2, 64,
+  refused(&m, (pl_layout_cfg){1, 4, 6, 0, 0}, 2, 64,
           "W_v=6 to be a multiple of P·W=8");
-  refused(&m, (pl_layout_cfg){1, 1, 3, 0}, 2, 60,
+  refused(&m, (pl_layout_cfg){1, 1, 3, 0, 0}, 2, 60,
           "W_v=3: must be a multiple of W=2");
-  refused(&m, (pl_layout_cfg){2, 1, 0, 0}, 2, 61, "S=61 over D=2");
-  refused(&m, (pl_layout_cfg){1, 1, 16, 0}, 1, 64,
+  refused(&m, (pl_layout_cfg){2, 1, 0, 0, 0}, 2, 61, "S=61 over D=2");
+  refused(&m, (pl_layout_cfg){1, 1, 16, 0, 0}, 1, 64,
           "E=8 experts over a virtual world of W_v=16");
   m.E = 12;
-  refused(&m, (pl_layout_cfg){1, 1, 0, 0}, 8, 64, "E=12 experts over W=8");
+  refused(&m, (pl_layout_cfg){1, 1, 0, 0, 0}, 8, 64, "E=12 experts over W=8");
   /* fewer than k experts present: the router's slots, 2 per expert */
   m.E = 16, m.k = 4;
   pl_layout_plan q;
   ck_assert_int_eq(
-      pl_layout_plan_make(&m, &(pl_layout_cfg){1, 1, 8, 0}, 1, 0, 64, &q),
+      pl_layout_plan_make(&m, &(pl_layout_cfg){1, 1, 8, 0, 0}, 1, 0, 64, &q),
       PL_OK);
   ck_assert_int_eq(q.E_moe, 2);
   ck_assert_int_eq(q.E_route, 4);
@@ -119,7 +119,7 @@ START_TEST(refusals) {
   m.E = 12, m.k = 2, m.dense_layers = m.L;
   pl_layout_plan p;
   ck_assert_int_eq(
-      pl_layout_plan_make(&m, &(pl_layout_cfg){1, 1, 0, 0}, 8, 3, 64, &p),
+      pl_layout_plan_make(&m, &(pl_layout_cfg){1, 1, 0, 0, 0}, 8, 3, 64, &p),
       PL_OK);
   ck_assert_int_eq(p.E_local, 0);
 }
@@ -163,9 +163,9 @@ START_TEST(virtual_groups) {
   /* the 667B proxy of a 64-rank run at 1M: D 8, P 8 on one process */
   ck_assert_int_eq(pl_model_preset("667b", &m), PL_OK);
   pl_layout_plan q;
-  ck_assert_int_eq(
-      pl_layout_plan_make(&m, &(pl_layout_cfg){8, 8, 64, 0}, 1, 0, 1 << 20, &q),
-      PL_OK);
+  ck_assert_int_eq(pl_layout_plan_make(&m, &(pl_layout_cfg){8, 8, 64, 0, 0}, 1,
+                                       0, 1 << 20, &q),
+                   PL_OK);
   ck_assert(q.d_virtual && q.p_virtual);
   ck_assert_int_eq(q.N, 131072);
   ck_assert_int_eq(q.E_local, 6);
@@ -180,9 +180,9 @@ START_TEST(proxy_120b) {
   pl_model_cfg m;
   ck_assert_int_eq(pl_model_preset("120b", &m), PL_OK);
   pl_layout_plan p;
-  ck_assert_int_eq(
-      pl_layout_plan_make(&m, &(pl_layout_cfg){1, 1, 16, 0}, 1, 0, 131072, &p),
-      PL_OK);
+  ck_assert_int_eq(pl_layout_plan_make(&m, &(pl_layout_cfg){1, 1, 16, 0, 0}, 1,
+                                       0, 131072, &p),
+                   PL_OK);
   ck_assert_int_eq(p.E_local, 24);
   ck_assert_int_eq(p.E_route, 24);
   ck_assert_int_eq(p.zero_vsize, 16);
@@ -190,9 +190,9 @@ START_TEST(proxy_120b) {
   ck_assert_int_eq(p.N, 131072);
   ck_assert_int_eq(p.v_cols, 200000);
   /* two processes of a 16-rank run: the router sees both ranks' experts */
-  ck_assert_int_eq(
-      pl_layout_plan_make(&m, &(pl_layout_cfg){2, 2, 16, 0}, 2, 1, 131072, &p),
-      PL_OK);
+  ck_assert_int_eq(pl_layout_plan_make(&m, &(pl_layout_cfg){2, 2, 16, 0, 0}, 2,
+                                       1, 131072, &p),
+                   PL_OK);
   ck_assert_int_eq(p.E_route, 48);
   ck_assert_int_eq(p.E_local, 24);
   ck_assert_int_eq(p.head_vsize, 8);

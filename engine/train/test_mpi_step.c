@@ -63,7 +63,7 @@ static setup base(void) {
   memset(&u, 0, sizeof u);
   ck_assert_int_eq(pl_model_preset("tiny", &u.m), PL_OK);
   u.m.E = 12; /* E divisible by W = 1..4 */
-  u.lc = (pl_layout_cfg){1, 1, 0, 0};
+  u.lc = (pl_layout_cfg){1, 1, 0, 0, 0};
   u.sc = pl_step_cfg_default();
   u.sc.dt = PL_F32;
   u.sc.moe_lanes = 0;
@@ -110,7 +110,7 @@ static pl_trainer *make_reference(const setup *u, int micro) {
   sc.head = &pl_head_fused;
   sc.sco = (pl_sco_budget){false, 0};
   sc.micro = micro;
-  pl_layout_cfg lc = {1, 1, 0, 0};
+  pl_layout_cfg lc = {1, 1, 0, 0, 0};
   return make(u, self, &lc, &sc);
 }
 
@@ -205,7 +205,7 @@ START_TEST(reference_every_layout) {
       static const int nq[5] = {0, 4, 4, 6, 8},
                        nkv[5] = {0, 2, 2, 3, 4}; /* divisible by D */
       u.m.n_q = nq[D], u.m.n_kv = nkv[D];
-      u.lc = (pl_layout_cfg){D, P, 0, 0};
+      u.lc = (pl_layout_cfg){D, P, 0, 0, 0};
       u.S = 12 * D;
       char what[64];
       snprintf(what, sizeof what, "D=%d P=%d", D, P);
@@ -220,7 +220,7 @@ START_TEST(reference_every_layout) {
       continue;
     setup u = base();
     u.m.n_q = size == 3 ? 6 : 4, u.m.n_kv = k ? 2 : 1;
-    u.lc = (pl_layout_cfg){size, 1, 0, 0};
+    u.lc = (pl_layout_cfg){size, 1, 0, 0, 0};
     u.S = 12 * size;
     char what[64];
     snprintf(what, sizeof what, "D=%d n_kv=%d (replicated)", size, u.m.n_kv);
@@ -237,7 +237,7 @@ START_TEST(reference_adversarial) {
   u.hot = 1;
   u.m.V = 511;
   u.S = 13;
-  u.lc = (pl_layout_cfg){1, size, 0, 0};
+  u.lc = (pl_layout_cfg){1, size, 0, 0, 0};
   u.sc.dispatch = PL_MOE_PIPELINED;
   u.sc.moe_c = 4;
   u.sc.knobs.m = 1, u.sc.knobs.lambda = 0;
@@ -255,7 +255,7 @@ END_TEST
 
 START_TEST(perturbed_weight_fails) {
   setup u = base();
-  u.lc = (pl_layout_cfg){1, size, 0, 0};
+  u.lc = (pl_layout_cfg){1, size, 0, 0, 0};
   ck_assert_msg(run_pair(&u, 0, "unperturbed"),
                 "the unperturbed pair must agree");
   u.perturb = 1;
@@ -304,7 +304,7 @@ static void curves(const setup *u, const pl_step_cfg *sa, const pl_step_cfg *sb,
 
 START_TEST(curves_each_operator) {
   setup u = base();
-  u.lc = (pl_layout_cfg){1, size, 0, 0};
+  u.lc = (pl_layout_cfg){1, size, 0, 0, 0};
   pl_step_cfg a = u.sc, b = u.sc;
   a.dispatch = PL_MOE_PIPELINED, a.moe_c = 5;
   b.dispatch = PL_MOE_EP;
@@ -329,7 +329,7 @@ END_TEST
  * compute-stream parts within the step's time */
 START_TEST(profile_parts) {
   setup u = base();
-  u.lc = (pl_layout_cfg){1, size, 0, 0};
+  u.lc = (pl_layout_cfg){1, size, 0, 0, 0};
   pl_step_cfg sc = u.sc;
   sc.profile = true;
   sc.sco = (pl_sco_budget){true, 0};
@@ -380,7 +380,7 @@ static pl_status step_with(pl_trainer *t, const setup *u, int64_t at,
 
 START_TEST(token_ids) {
   setup u = base();
-  u.lc = (pl_layout_cfg){1, size, 0, 0};
+  u.lc = (pl_layout_cfg){1, size, 0, 0, 0};
   u.sc.micro = 2;
   pl_trainer *t = make(&u, world, &u.lc, &u.sc);
   const int64_t per = pl_trainer_plan(t)->N + 1;

@@ -115,7 +115,7 @@ static void check_layout(int d, const pl_layout_cfg *lcp) {
 }
 
 static void check_head_dim(int d, int Ep) {
-  const pl_layout_cfg lc = {1, size, 0, Ep};
+  const pl_layout_cfg lc = {1, size, 0, Ep, 0};
   check_layout(d, &lc);
 }
 
@@ -139,7 +139,7 @@ static void headroom_head_dim(int d) {
   sc.hp.lr = 3e-3;
   sc.oo.bucket = 100000;
   sc.attn.bwd = d == 128 ? PL_ATTN_BWD_SPLIT : PL_ATTN_BWD_SIMPLE;
-  const pl_layout_cfg lc = {1, size, 0, 0};
+  const pl_layout_cfg lc = {1, size, 0, 0, 0};
   hr_distinct = true;
   char what[48];
   snprintf(what, sizeof what, "cuda d=%d, %d rank(s)", d, size);
@@ -164,7 +164,7 @@ START_TEST(cuda_step_matches_cpu) {
     check_head_dim(64, 1);
   if (size == 1) { /* a virtual Ulysses group of 4 past n_kv = 2: the
                     * key/value heads replicated, their gradients summed */
-    const pl_layout_cfg lc = {4, 1, 4, 0};
+    const pl_layout_cfg lc = {4, 1, 4, 0, 0};
     check_layout(128, &lc);
   }
 }

@@ -95,7 +95,7 @@ START_TEST(present) {
   tt_cfg c = dense_model();
   c.m.dense_layers = 1; /* MoE layers too: every rank present, routing real */
   c.m.V = 512;
-  c.lc = (pl_layout_cfg){2, 2, 0, 0};
+  c.lc = (pl_layout_cfg){2, 2, 0, 0, 0};
   run_out a, b;
   run(world, &c, true, &a);
   c.lc.W_v = size;
@@ -157,7 +157,7 @@ static void same_bytes(const char *group, const pl_comm_stats *a,
 
 START_TEST(as_real) {
   tt_cfg c = dense_model();
-  c.lc = (pl_layout_cfg){2, 2, 2, 0};
+  c.lc = (pl_layout_cfg){2, 2, 2, 0, 0};
   run_out v = {0}, r = {0};
   pl_comm *self = NULL, *pair = NULL;
   ck_assert_int_eq(pl_comm_split(world, rank == 0 ? 0 : -1, 0, &self), PL_OK);
@@ -208,7 +208,7 @@ START_TEST(slots) {
   tt_cfg c = dense_model();
   c.m.dense_layers = 1; /* layers 1, 2: MoE, 8 experts, k = 2 */
   c.m.V = 512;
-  c.lc = (pl_layout_cfg){2, 1, 8, 0};
+  c.lc = (pl_layout_cfg){2, 1, 8, 0, 0};
   c.sc.moe_lanes = 0;
   pl_layout_plan lp;
   ck_assert_int_eq(pl_layout_plan_make(&c.m, &c.lc, 1, 0, c.S, &lp), PL_OK);

@@ -149,7 +149,8 @@ static void usage(FILE *f) {
       "configurations that fit\n  (--config explicit: defaults instead).  "
       "--table paper projects the\n  paper's points.  --memory dry: the chosen "
       "configuration's peaks measured\n  by a step on a dry device (one "
-      "rank; a multi-GPU run as its one-GPU\n  proxy); --memory both: "
+      "rank; a multi-GPU run as its rank 0,\n  every group virtual); --memory "
+      "both: "
       "set beside the replay's, tag by tag.\n  Exit: 0 fits, 1 does "
       "not fit, 2 bad input, 3 error.\n\n");
   pl_args_usage(plan_opts, f);

@@ -111,7 +111,10 @@ pl_status pl_barrier(pl_comm *c);
  *   send/recv       recv = send, likewise
  *   broadcast       buf unchanged
  *   host ops        all-reduce and broadcast leave the values, all-gather
- *                   tiles them, all-to-all returns them; barrier: nothing.
+ *                   tiles them, all-to-all gives every member's block the
+ *                   caller's block to itself (each absent member sends the
+ *                   caller what the caller sends itself: members that act
+ *                   alike, as ranks routing alike do); barrier: nothing.
  * So shapes, buffers and tracked memory are those of a run with every member
  * present, and nothing waits for anyone.  pl_comm_split of a virtual group
  * is refused (PL_EUNSUPPORTED).  vsize >= 1; vsize 1 is a group of one. */

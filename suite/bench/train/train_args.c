@@ -103,7 +103,7 @@ const pl_preset pl__train_presets[] = {PL_BENCH_TRAIN_AUTO_PRESETS,
 const char *const pl__train_groups[] = {
     "model: model layers hidden heads kv-heads head-dim experts topk "
     "expert-ffn shared-ffn dense-layers dense-ffn vocab dtype",
-    "layout: system seq tokens micro virtual-world D P cp ep",
+    "layout: system seq tokens micro virtual-world rank-view D P cp ep",
     "operators: dispatch chunk-cap lanes head sco-budget optim bucket slots "
     "optim-resident keep "
     "ac ac-freq fsdp2-optim",
@@ -637,7 +637,8 @@ pl_status pl__train_parse(pl_bench_ctx *c, pl__train_args *t) {
   u->lc =
       (pl_layout_cfg){(int)pl_args_int(a, "D"), (int)pl_args_int(a, "P"),
                       (int)pl_args_int(a, "virtual-world"),
-                      pl_args_given(a, "ep") ? (int)pl_args_int(a, "ep") : 0};
+                      pl_args_given(a, "ep") ? (int)pl_args_int(a, "ep") : 0,
+                      pl_args_flag(a, "rank-view")};
   PL_TRY(systems_of(a, tune, points != NULL, t));
   t->describe = pl_args_flag(a, "describe");
   PL_TRY(gemm_of(c, a, t));

@@ -87,7 +87,7 @@ static pl_status make_reference(pl_bench_ctx *c, const pl_train_system *sys,
   sc.sco = (pl_sco_budget){false, 0};
   sc.micro = nseq;
   sc.profile = false;
-  const pl_layout_cfg lc = {1, 1, 0, 0};
+  const pl_layout_cfg lc = {1, 1, 0, 0, 0};
   pl_status st = pl_trainer_create(c->dev, self, &u->m, &lc, u->S, &sc, out);
   PL_TRY(pl_bench_agree(c, &st)); /* the gathers below are collective */
   for (int i = 0; i < sys->nparams(h); i++)
