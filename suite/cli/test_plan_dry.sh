@@ -5,7 +5,9 @@
 # configurations (the tiny model, a small MoE of 16 experts over 4 and 8
 # GPUs with D and P, gpt-oss-20b on 8 GPUs, SCO with two micro-batches;
 # machines cuda and cpu) `--memory both` must report the replay and the dry
-# device equal: device peak, pinned host peak and every tag.  The paper's
+# device equal: device peak, pinned host peak, every tag and every other
+# field of the memory (terms, phase of the peak, worst case, host, facts).
+# The paper's
 # 120B on 16 GPUs at 128K, planned as the committed H200 row p120-128k of
 # results/reference/h200x1/grid-cudnn was (the H200's memory; the 16-rank
 # expert group and the stream optimizer the proxy's host had chosen, as
@@ -26,7 +28,7 @@ while read -r args; do
   out=$("$BIN" plan $args --memory both 2>&1)
   rc=$?
   if [[ $rc -eq 0 && $out == *"memory: the replay and the dry device are equal"* &&
-    $out == *"tags: all "*" equal"* ]]; then
+    $out == *"tags: all "*" equal"* && $out == *"every field equal: "* ]]; then
     pass
   else
     fail "plan $args --memory both: exit $rc: $(grep -A8 '^memory replayed' <<<"$out")"
