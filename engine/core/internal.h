@@ -63,7 +63,10 @@ typedef struct pl__mem_entry {
   int tag; /* index into pl__mem_arena.tags */
   unsigned char arena;
   unsigned char used; /* 0 empty, 1 live, 2 tombstone */
+  unsigned char cls;  /* class (pl_mem_set_classes); PL__MEM_NO_CLASS */
 } pl__mem_entry;
+
+#define PL__MEM_NO_CLASS 255
 
 typedef struct pl__mem_arena {
   size_t current, peak, limit;
@@ -73,6 +76,14 @@ typedef struct pl__mem_arena {
   size_t tag_now[PL_MEM_MAX_TAGS];
   size_t tag_peak[PL_MEM_MAX_TAGS];
   size_t tag_at_peak[PL_MEM_MAX_TAGS]; /* snapshot when peak was set */
+  /* the phase when the peak was set (pl_mem_phase) */
+  pl_mem_phase peak_phase;
+  /* the classes (pl_mem_set_classes): none while n_classes is 0 */
+  int n_classes;
+  pl_mem_class_fn classify;
+  void *classify_ctx;
+  size_t class_now[PL_MEM_MAX_CLASSES], class_peak[PL_MEM_MAX_CLASSES],
+      class_at_peak[PL_MEM_MAX_CLASSES];
 } pl__mem_arena;
 
 /* What a backend provides: raw memory, streams, events, and the shared
@@ -133,6 +144,7 @@ struct pl_dev {
   void *impl; /* backend-private state (cuBLAS handle, pool, ...) */
   pl_stream *default_stream;
   pthread_mutex_t mem_lock;
+  pl_mem_phase phase; /* what the device's work is doing (pl_mem_phase) */
   pl__mem_arena arenas[PL_ARENA_COUNT];
   pl__mem_entry *table; /* live allocations of both arenas */
   size_t table_cap, table_used;

@@ -92,6 +92,14 @@ static const char *arena_name(pl_arena a) {
   return a == PL_ARENA_DEVICE ? "device" : "pinned host";
 }
 
+/* The class of an allocation of tag ti in the device's phase now. */
+static int class_of(pl_dev *dev, const pl__mem_arena *a, int ti) {
+  if (!a->n_classes)
+    return PL__MEM_NO_CLASS;
+  const int c = a->classify(a->classify_ctx, a->tags[ti], &dev->phase);
+  return c >= 0 && c < a->n_classes ? c : PL__MEM_NO_CLASS;
+}
+
 static pl_status track_alloc(pl_dev *dev, pl_arena arena, size_t bytes,
                              const char *tag, pl_stream *s, void **out) {
   *out = NULL;
@@ -133,15 +141,24 @@ static pl_status track_alloc(pl_dev *dev, pl_arena arena, size_t bytes,
     h = (h + 1) & (dev->table_cap - 1);
   if (!dev->table[h].used)
     dev->table_used++;
-  dev->table[h] = (pl__mem_entry){p, bytes, ti, (unsigned char)arena, 1};
+  const int cls = class_of(dev, a, ti);
+  dev->table[h] = (pl__mem_entry){
+      p, bytes, ti, (unsigned char)arena, 1, (unsigned char)cls};
   a->current += bytes;
   a->n_alloc++;
   a->tag_now[ti] += bytes;
   if (a->tag_now[ti] > a->tag_peak[ti])
     a->tag_peak[ti] = a->tag_now[ti];
+  if (cls != PL__MEM_NO_CLASS) {
+    a->class_now[cls] += bytes;
+    if (a->class_now[cls] > a->class_peak[cls])
+      a->class_peak[cls] = a->class_now[cls];
+  }
   if (a->current > a->peak) {
     a->peak = a->current;
     memcpy(a->tag_at_peak, a->tag_now, sizeof a->tag_now);
+    memcpy(a->class_at_peak, a->class_now, sizeof a->class_now);
+    a->peak_phase = dev->phase;
   }
   *out = p;
 out:
@@ -175,6 +192,8 @@ static void track_free(pl_dev *dev, void *p, pl_stream *s) {
   pl__mem_arena *a = &dev->arenas[e->arena];
   a->current -= e->bytes;
   a->tag_now[e->tag] -= e->bytes;
+  if (e->cls != PL__MEM_NO_CLASS)
+    a->class_now[e->cls] -= e->bytes;
   a->n_free++;
   pl_arena arena = (pl_arena)e->arena;
   e->used = 2;
@@ -209,6 +228,10 @@ pl_status pl_mem_stats_get(pl_dev *dev, pl_arena arena, pl_mem_stats *out) {
     out->now[i] = (pl_tag_bytes){a->tags[i], a->tag_now[i]};
     out->tag_peak[i] = (pl_tag_bytes){a->tags[i], a->tag_peak[i]};
   }
+  out->peak_phase = a->peak_phase;
+  out->n_classes = a->n_classes;
+  memcpy(out->class_at_peak, a->class_at_peak, sizeof a->class_at_peak);
+  memcpy(out->class_peak, a->class_peak, sizeof a->class_peak);
   pthread_mutex_unlock(&dev->mem_lock);
   size_t hw = (arena == PL_ARENA_DEVICE && dev->ops->pool_high)
                   ? dev->ops->pool_high(dev)
@@ -243,9 +266,52 @@ void pl_mem_reset_peak(pl_dev *dev, pl_arena arena) {
   a->peak = a->current;
   memcpy(a->tag_at_peak, a->tag_now, sizeof a->tag_now);
   memcpy(a->tag_peak, a->tag_now, sizeof a->tag_now);
+  memcpy(a->class_at_peak, a->class_now, sizeof a->class_now);
+  memcpy(a->class_peak, a->class_now, sizeof a->class_now);
+  a->peak_phase = dev->phase;
   pthread_mutex_unlock(&dev->mem_lock);
   if (arena == PL_ARENA_DEVICE && dev->ops->pool_reset)
     dev->ops->pool_reset(dev);
+}
+
+void pl_mem_phase_set(pl_dev *dev, const char *what, int layer,
+                      const char *kind) {
+  pthread_mutex_lock(&dev->mem_lock);
+  dev->phase = (pl_mem_phase){what, kind, layer};
+  pthread_mutex_unlock(&dev->mem_lock);
+}
+
+void pl_mem_phase_str(const pl_mem_phase *ph, char *buf, size_t len) {
+  if (!ph->what)
+    snprintf(buf, len, "%s", "");
+  else if (ph->layer >= 0)
+    snprintf(buf, len, "%s layer %d (%s)", ph->what, ph->layer,
+             ph->kind ? ph->kind : "?");
+  else
+    snprintf(buf, len, "%s", ph->what);
+}
+
+pl_status pl_mem_set_classes(pl_dev *dev, pl_arena arena, int n,
+                             pl_mem_class_fn classify, void *ctx) {
+  if ((int)arena < 0 || arena >= PL_ARENA_COUNT)
+    return pl_set_error(PL_EINVAL, "arena %d (allowed: device, host)",
+                        (int)arena);
+  if (classify ? n < 1 || n > PL_MEM_MAX_CLASSES : n != 0)
+    return pl_set_error(PL_EINVAL,
+                        "memory classes: n=%d (1..%d with a classifier, 0 "
+                        "without)",
+                        n, PL_MEM_MAX_CLASSES);
+  pthread_mutex_lock(&dev->mem_lock);
+  pl__mem_arena *a = &dev->arenas[arena];
+  a->n_classes = n, a->classify = classify, a->classify_ctx = ctx;
+  memset(a->class_now, 0, sizeof a->class_now);
+  memset(a->class_peak, 0, sizeof a->class_peak);
+  memset(a->class_at_peak, 0, sizeof a->class_at_peak);
+  for (size_t i = 0; i < dev->table_cap; i++) /* counted in none */
+    if (dev->table[i].used == 1 && dev->table[i].arena == (unsigned)arena)
+      dev->table[i].cls = PL__MEM_NO_CLASS;
+  pthread_mutex_unlock(&dev->mem_lock);
+  return PL_OK;
 }
 
 void pl_mem_set_limit(pl_dev *dev, pl_arena arena, size_t bytes) {

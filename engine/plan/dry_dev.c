@@ -9,6 +9,7 @@
  * pl_plan_memory replays), so the tests and `plateau bench train --backend
  * dry` take their dry device from here and agree with the replay. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "backend/dry/dry.h"
@@ -29,16 +30,45 @@ static pl_status balanced_routes(void *ctx, int64_t N, int k, int E,
   return st;
 }
 
+/* The adversarial hook: every token's k routes to the experts 0..k-1 (the
+ * lowest rank's, the rank the planner measures), so that rank receives all
+ * of its sources' routes; k = E: no choice, the balanced routes. */
+static pl_status adversarial_routes(void *ctx, int64_t N, int k, int E,
+                                    int32_t *idx) {
+  if (k >= E)
+    return balanced_routes(ctx, N, k, E, idx);
+  char name[24];
+  snprintf(name, sizeof name, "100/%d", k);
+  pl_route_profile p;
+  PL_TRY(pl_route_profile_parse(name, &p));
+  float *w = malloc((size_t)(N > 0 ? N : 1) * (size_t)k * sizeof *w);
+  if (!w)
+    return pl_set_error(PL_ENOMEM, "dry routes: host");
+  pl_status st = pl_route_profile_fill(&p, N, k, E, 0, 0, idx, w);
+  free(w);
+  return st;
+}
+
 pl_status pl_plan_dry_device(pl_backend flavour, size_t total_bytes,
                              int route_rank, pl_dev **out) {
+  return pl_plan_dry_device_routed(flavour, total_bytes, route_rank,
+                                   PL_PLAN_ROUTES_BALANCED, out);
+}
+
+pl_status pl_plan_dry_device_routed(pl_backend flavour, size_t total_bytes,
+                                    int route_rank, pl_plan_routes routes,
+                                    pl_dev **out) {
   *out = NULL;
   pl_dev *dev = NULL;
   PL_TRY(pl_dev_create(PL_BACKEND_DRY, 0, &dev));
   pl_status st = PL_OK;
   PL_TRY_GOTO(st, fail, pl_dry_set_flavour(dev, flavour, total_bytes));
-  PL_TRY_GOTO(
-      st, fail,
-      pl_dry_set_routes(dev, balanced_routes, (void *)(intptr_t)route_rank));
+  PL_TRY_GOTO(st, fail,
+              pl_dry_set_routes(dev,
+                                routes == PL_PLAN_ROUTES_ADVERSARIAL
+                                    ? adversarial_routes
+                                    : balanced_routes,
+                                (void *)(intptr_t)route_rank));
   *out = dev;
   return PL_OK;
 fail:

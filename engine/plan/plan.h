@@ -292,8 +292,16 @@ pl_status pl_plan_dry_device(pl_backend flavour, size_t total_bytes,
  * of the real run holds under the balanced routes.  Plateau's trainer
  * only (PL_EUNSUPPORTED for FSDP2, for imb != 1: the dry routes are
  * balanced); a configuration the trainer refuses is its error, prefixed
- * "the dry device: ".  Uses MPI (pl_init) with a world of one process. */
+ * "the dry device: ".  Uses MPI (pl_init) with a world of one process.
+ * with_worst: the trainer built and stepped again with adversarial routes
+ * (pl_plan_dry_device_routed), its device peak mem.dev_worst. */
 typedef struct pl_plan_dry_mem {
+  /* the whole memory of the configuration built, measured: the peaks, tags,
+   * terms (each allocation's PL_TERM_* from its tag and the step's phase
+   * when it was made), the phase of the peak, the states, the host, the
+   * step's facts; dev_worst the device peak of a second measurement under
+   * adversarial routes (with_worst; 0 without) */
+  pl_plan_mem mem;
   size_t dev_peak;  /* tracked device peak of the last step           */
   size_t host_peak; /* tracked pinned host peak of the last step      */
   int n_tags;
@@ -306,8 +314,27 @@ typedef struct pl_plan_dry_mem {
   double seconds; /* building and stepping, wall clock              */
 } pl_plan_dry_mem;
 pl_status pl_plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
-                             const pl_plan_machine *mc, pl_plan_cfg *built,
-                             pl_plan_dry_mem *out);
+                             const pl_plan_machine *mc, bool with_worst,
+                             pl_plan_cfg *built, pl_plan_dry_mem *out);
+/* The routes of a planner's dry device: LLEP's balanced profile (what
+ * pl_plan_memory assumes), or adversarial — every token's k routes to
+ * experts 0..k-1, so the lowest rank (the one measured) receives every
+ * source's routes (what pl_plan_memory's dev_worst assumes). */
+typedef enum pl_plan_routes {
+  PL_PLAN_ROUTES_BALANCED,
+  PL_PLAN_ROUTES_ADVERSARIAL
+} pl_plan_routes;
+/* pl_plan_dry_device with the routes chosen. */
+pl_status pl_plan_dry_device_routed(pl_backend flavour, size_t total_bytes,
+                                    int route_rank, pl_plan_routes routes,
+                                    pl_dev **out);
+/* The fields of two memories that differ, as "field: A / B" lines (at most
+ * max into lines, each of PL_PLAN_DIFF_LEN chars); returns how many differ.
+ * Tags are compared by name (absent: 0 bytes; a tag of 0 bytes at the peak
+ * and at its own peak is as absent), every other field as it is. */
+#define PL_PLAN_DIFF_LEN 112
+int pl_plan_mem_diff(const pl_plan_mem *a, const pl_plan_mem *b,
+                     char (*lines)[PL_PLAN_DIFF_LEN], int max);
 /* The FSDP2 baseline's, replayed (dev_worst: every EP route to the rank). */
 pl_status pl_plan_fsdp2_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                                const pl_plan_machine *mc, pl_plan_mem *out);

@@ -176,6 +176,13 @@ double pl__host_usable(const pl_plan_machine *mc);
 pl_status pl__plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                           const pl_plan_machine *mc, int rank, bool with_worst,
                           pl_plan_mem *out);
+/* pl__plan_memory measured (mem_dry.c): the trainer of c (c itself on one
+ * rank, else its one-GPU proxy) stepped on a dry device with balanced
+ * routes; with_worst: again with adversarial ones for dev_worst.  rank < 0
+ * measures rank 0.  Plateau's trainer only, imb 1 (PL_EUNSUPPORTED). */
+pl_status pl__plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
+                              const pl_plan_machine *mc, int rank,
+                              bool with_worst, pl_plan_mem *out);
 pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
                          const pl_plan_machine *mc, pl_plan_time *out);
 pl_status pl__fsdp2_check(const pl_model_cfg *m, const pl_plan_cfg *c);

@@ -25,8 +25,8 @@
 #include "backend/dry/dry.h"
 #include "comm/check_mpi.h"
 #include "ops/llep_plan.h"
-#include "plan/plan.h"
 #include "plan/plan_grid_testlib.h"
+#include "plan/plan_internal.h"
 #include "plan/plan_testlib.h"
 #include "train/data.h"
 
@@ -193,6 +193,59 @@ START_TEST(dry_grid_cuda) {
 }
 END_TEST
 
+/* ---- the whole pl_plan_mem ----------------------------------------------
+ * One rank: pl__plan_memory_dry (the step on a dry device, balanced routes,
+ * then adversarial ones for dev_worst) against the replay's pl__plan_memory
+ * with the worst case, every field of pl_plan_mem: the peaks, the phase of
+ * the peak, every tag, every term at the peak and at its own peak, the
+ * states, the host, the facts.  A failure lists the fields that differ. */
+
+static int full_point(const point *p, const pl_plan_machine *mc) {
+  pl_plan_mem pm, dm;
+  ck_assert_msg(pl__plan_memory(&p->m, &p->c, mc, 0, true, &pm) == PL_OK,
+                "%s: %s", p->name, pl_last_error());
+  ck_assert_msg(pl__plan_memory_dry(&p->m, &p->c, mc, 0, true, &dm) == PL_OK,
+                "%s: %s", p->name, pl_last_error());
+  char lines[24][PL_PLAN_DIFF_LEN];
+  const int nd = pl_plan_mem_diff(&pm, &dm, lines, 24);
+  pl_plan_mem x = dm; /* the comparison sees one field changed */
+  x.term_peak[PL_TERM_ACTS]++;
+  ck_assert_int_eq(pl_plan_mem_diff(&dm, &x, NULL, 0), 1);
+  printf("  %-40s dev %8zu worst %8zu  %-26s %s\n", p->name, dm.dev_peak,
+         dm.dev_worst, dm.peak_phase, nd ? "DIFFERS" : "every field equal");
+  for (int i = 0; i < nd && i < 24; i++)
+    fprintf(stderr, "    %s: replay / dry  %s\n", p->name, lines[i]);
+  return nd == 0;
+}
+
+static void run_full(pl_backend be) {
+  if (size != 1)
+    return; /* one process measures one rank (pl__plan_memory_dry) */
+  pl_plan_machine mc = pl_plan_machine_default();
+  mc.backend = be;
+  point g[32];
+  const int n = grid(size, g);
+  printf("pl_plan_mem, the replay (%s) vs measured on the dry device:\n",
+         pl_backend_name(be));
+  const char *only = getenv("PLAN_DRY_ONLY");
+  int nf = 0;
+  for (int i = 0; i < n; i++)
+    if (!only || strstr(g[i].name, only))
+      nf += !full_point(&g[i], &mc);
+  ck_assert_msg(nf == 0, "%d of %d points: a field of pl_plan_mem differs", nf,
+                n);
+}
+
+START_TEST(dry_full_grid) {
+  run_full(PL_BACKEND_CPU);
+}
+END_TEST
+
+START_TEST(dry_full_grid_cuda) {
+  run_full(PL_BACKEND_CUDA);
+}
+END_TEST
+
 START_TEST(dry_backend_basics) {
   /* tracked, unbacked, named; a route hook is required */
   pl_backend be;
@@ -255,7 +308,8 @@ int main(int argc, char **argv) {
       pl_check_world_open(&argc, &argv, "plan_dry", &dev, &world, &rank, &size);
   if (e)
     return e;
-  const TTest *tests[] = {dry_backend_basics, dry_grid, dry_grid_cuda, NULL};
+  const TTest *tests[] = {dry_backend_basics, dry_grid,           dry_grid_cuda,
+                          dry_full_grid,      dry_full_grid_cuda, NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("plan_dry", 300, tests, rank, world));
 }

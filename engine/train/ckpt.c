@@ -31,6 +31,7 @@ struct pl_ckpt_stack {
   pl_event **produced, **fwd_done, **offloaded, **restored;
   float *loss_dev; /* 1 float, tag "activations" */
   bool profile;
+  const char **kind; /* L: each layer's kind for the phase (NULL: none) */
   pl_event **copy_start, **restore_start; /* profile: L + 1 each */
   double d2h_ms, h2d_ms;                  /* the last step's copies */
 };
@@ -88,11 +89,25 @@ void pl_ckpt_destroy(pl_ckpt_stack *st) {
   pl_stream_destroy(st->copy);
   pl_stream_destroy(st->restore);
   pl_free(st->dev, st->loss_dev);
+  free(st->kind);
   free(st);
 }
 
 void pl_ckpt_set_profile(pl_ckpt_stack *st, bool on) {
   st->profile = on;
+}
+
+pl_status pl_ckpt_set_kinds(pl_ckpt_stack *st, const char *const *kind) {
+  if (!st->kind && !(st->kind = calloc((size_t)st->L, sizeof *st->kind)))
+    return pl_set_error(PL_ENOMEM, "checkpoint stack: out of host memory");
+  for (int l = 0; l < st->L; l++)
+    st->kind[l] = kind[l];
+  return PL_OK;
+}
+
+/* The tracker's phase: WHAT of layer l (its kind when set). */
+static void phase(pl_ckpt_stack *st, const char *what, int l) {
+  pl_mem_phase_set(st->dev, what, l, st->kind ? st->kind[l] : NULL);
 }
 
 void pl_ckpt_copy_ms(const pl_ckpt_stack *st, double *d2h_ms, double *h2d_ms) {
@@ -170,6 +185,7 @@ static pl_status step_fwd(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
   PL_TRY(pl_memcpy_async(cs, h[0], x0, bytes));
   PL_TRY(pl_event_record(st->produced[0], cs));
   for (int l = 0; l < L; l++) {
+    phase(st, "forward", l);
     PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes,
                           l + 1 < L ? "boundary" : "output", cs, &h[l + 1]));
     PL_TRY(st->ops->forward(st->layers[l], cs, h[l], h[l + 1], N));
@@ -189,6 +205,7 @@ static pl_status step_fwd(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
   }
   if (head) {
     /* the head writes dL/dh_L into gbuf[1], which layer L−1 reads */
+    pl_mem_phase_set(st->dev, "head", -1, NULL);
     PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs,
                           &gbuf[1]));
     PL_TRY(head->run(head->ctx, cs, h[L], gbuf[1], N, head_loss));
@@ -218,6 +235,7 @@ static pl_status step_bwd(pl_ckpt_stack *st, pl_sco *sco, const void *dy,
     PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs,
                           &gbuf[1]));
   for (int l = L - 1; l >= 0; l--) {
+    phase(st, "backward", l);
     if (pl_sco_selected(sco, l)) {
       if (restoring != l)
         PL_TRY(issue_restore(st, sco, l, h, bytes));

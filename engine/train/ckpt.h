@@ -56,6 +56,11 @@ pl_status pl_ckpt_step_head(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
  * pl_ckpt_copy_ms gives the milliseconds of its boundary offloads (D2H) and
  * restores (H2D), each summed over layers (they run beside the compute). */
 void pl_ckpt_set_profile(pl_ckpt_stack *st, bool on);
+/* Each layer's kind ("moe", "dense": L static strings, copied) for the
+ * tracker's phase (pl_mem_phase_set): the runner marks "forward layer l
+ * (kind)", "head" and "backward layer l (kind)" as it goes; without kinds
+ * the layers' phases name no kind. */
+pl_status pl_ckpt_set_kinds(pl_ckpt_stack *st, const char *const *kind);
 void pl_ckpt_copy_ms(const pl_ckpt_stack *st, double *d2h_ms, double *h2d_ms);
 
 /* The model's layers as runner layers (the runner sits above the model, so

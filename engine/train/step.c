@@ -35,6 +35,7 @@ static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
   void *x0 = NULL, *dx0 = NULL, *E;
   float *gE;
   double loss = 0;
+  pl_mem_phase_set(dev, "embedding", -1, NULL);
   PL_TRY(pl_memcpy_async(s, t->d_tok, tok, (size_t)N * 4));
   PL_TRY(pl_memcpy_async(s, t->d_tgt, tok + 1, (size_t)N * 4));
   /* the embedding: gathered, rows copied, freed (the first layer's unit
@@ -60,6 +61,7 @@ static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
   pl_free_async(dev, x0, s);
   x0 = NULL;
   /* the embedding's gradient: rows added into the unit's full f32 gradient */
+  pl_mem_phase_set(dev, "embedding backward", -1, NULL);
   PL_TRY_GOTO(st, done, pl_zero3_grad_acquire(t->units, t->u_emb, s, &gE));
   PL_TRY_GOTO(st, done, pl__embedding_bwd(s, gE, dx0, t->d_tok, N, H, t->dt));
   PL_TRY_GOTO(st, done,
@@ -146,6 +148,7 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
                               "trainer: another rank passed an invalid token");
   T = flags[1];
   PL_TRY(pl_dev_sync(t->dev));
+  pl_mem_phase_set(t->dev, "states", -1, NULL); /* what the step starts on */
   pl_mem_reset_peak(t->dev, PL_ARENA_DEVICE);
   pl_mem_reset_peak(t->dev, PL_ARENA_HOST);
   pl_timeline_clear(&t->tline);
@@ -185,6 +188,7 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
     if (b > r->dispatch_bound)
       r->dispatch_bound = b;
     r->moe_K = x->ffn.stats.K;
+    r->moe_c_eff = x->ffn.stats.c_eff;
     r->moe_spilled += x->ffn.stats.n_spilled;
     if (x->ffn.stats.imb_native > r->moe_imbalance)
       r->moe_imbalance = x->ffn.stats.imb_native;
@@ -233,6 +237,7 @@ pl_status pl_trainer_update(pl_trainer *t, pl_step_result *res) {
   const uint64_t t0 = pl_now_ns();
   pl_stream *s = pl_dev_stream(t->dev);
   int a, b;
+  pl_mem_phase_set(t->dev, "optimizer", -1, NULL);
   PL_TRY(pl_timeline_mark(&t->tline, s, &a));
   PL_TRY(t->optim->step(t->opt, s));
   PL_TRY(pl_timeline_mark(&t->tline, s, &b));

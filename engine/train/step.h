@@ -181,6 +181,7 @@ typedef struct pl_step_result {
   size_t dispatch_bound; /* max over MoE layers of 2·Ep·k·c_eff·H·b (forward
                             stats); 0 without MoE layers                     */
   int moe_K;             /* chunks of the last MoE layer's forward          */
+  int64_t moe_c_eff;     /* its chunk capacity c_eff (Eq. 1)                */
   int moe_spilled;       /* LLEP pieces spilled to helpers, over the MoE
                             layers' forwards of the last micro-batch          */
   double moe_imbalance;  /* max over those of max/mean native rank load     */

@@ -492,6 +492,14 @@ static pl_status make_runners(pl_trainer *t) {
   PL_TRY(pl_ckpt_create(t->dev, m->L, t->layer_ctx, &pl__step_layer_ops, m->H,
                         t->dt, &t->ckpt));
   pl_ckpt_set_profile(t->ckpt, sc->profile);
+  const char **kind = malloc((size_t)m->L * sizeof *kind);
+  if (!kind)
+    return pl_set_error(PL_ENOMEM, "trainer: host");
+  for (int l = 0; l < m->L; l++)
+    kind[l] = t->layers[l].moe ? "moe" : "dense";
+  const pl_status sk = pl_ckpt_set_kinds(t->ckpt, kind);
+  free(kind);
+  PL_TRY(sk);
   PL_TRY(pl_sco_create(t->dev, t->world, m->L, t->N, m->H, t->dt, sc->sco,
                        sc->sco_release, &t->sco));
   pl_head_shape hs = {.dt = t->dt,

@@ -117,7 +117,7 @@ void pl__plan_print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
 int pl__plan_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                  const pl_plan_machine *mc, bool replace, pl_plan_verdict *v,
                  pl_plan_dry_mem *dm, pl_plan_cfg *built) {
-  if (pl_plan_memory_dry(m, c, mc, built, dm) != PL_OK) {
+  if (pl_plan_memory_dry(m, c, mc, true, built, dm) != PL_OK) {
     char cfg[256];
     pl_plan_cfg_str(built, cfg, sizeof cfg);
     fprintf(stderr,
@@ -129,16 +129,13 @@ int pl__plan_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
   if (!replace)
     return 0;
   pl_plan_mem *mem = &v->mem;
+  /* all of it measured, the worst case too (the rank view's absent
+   * members send what it sends itself: all their routes to its experts) */
+  const int rank = mem->peak_rank;
+  *mem = dm->mem;
+  mem->peak_rank = rank;
   const int gpn = mc->gpus_per_node < c->W ? mc->gpus_per_node : c->W;
-  mem->host_node += (dm->host_peak - mem->host_pinned) * (size_t)gpn;
-  mem->host_pinned = dm->host_peak;
-  mem->dev_peak = dm->dev_peak;
-  mem->n_tags = dm->n_tags;
-  for (int i = 0; i < dm->n_tags; i++) {
-    mem->at_peak[i] = (pl_tag_bytes){dm->tags[i].tag, dm->tags[i].at_peak};
-    mem->tag_peak[i] = (pl_tag_bytes){dm->tags[i].tag, dm->tags[i].peak};
-  }
-  snprintf(mem->peak_phase, sizeof mem->peak_phase, "a step on a dry device");
+  mem->host_node = (size_t)gpn * mem->host_rank; /* c's node, not the proxy's */
   char a[32], b[32];
   const double usable = pl_plan_hbm_usable(mc),
                host = mc->host_bytes - mc->host_reserve;
@@ -226,6 +223,27 @@ static int print_tag_diffs(FILE *f, const pl_plan_mem *pm,
   return nd;
 }
 
+/* Every field of the replay pm and the measurement dm (pl_plan_mem_diff:
+ * the terms, the phase, the worst case, the host, the facts, the tags);
+ * at most PL_DRY_FIELDS of those that differ printed. */
+#define PL_DRY_FIELDS 12
+static int print_field_diffs(FILE *f, const pl_plan_mem *pm,
+                             const pl_plan_mem *dm) {
+  char lines[PL_DRY_FIELDS][PL_PLAN_DIFF_LEN];
+  const int n = pl_plan_mem_diff(pm, dm, lines, PL_DRY_FIELDS);
+  if (!n) {
+    fprintf(f,
+            "  every field equal: terms, phase of the peak (%s), worst case, "
+            "states, host, facts\n",
+            dm->peak_phase);
+    return 0;
+  }
+  fprintf(f, "  fields that differ (%d; replay / dry):\n", n);
+  for (int i = 0; i < n && i < PL_DRY_FIELDS; i++)
+    fprintf(f, "    %s\n", lines[i]);
+  return n;
+}
+
 void pl__plan_dry_print(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
                         const pl_plan_cfg *built, const pl_plan_machine *mc,
                         const pl_plan_verdict *v, const pl_plan_dry_mem *dm,
@@ -239,15 +257,16 @@ void pl__plan_dry_print(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
           dm->steps, dm->seconds);
   if (built->W != c->W)
     fprintf(f,
-            "  built as the one-GPU proxy of the %d-GPU run (W_v = %d, "
-            "virtual groups)\n",
+            "  built as rank 0 of the %d-GPU run in one process (the rank "
+            "view: W_v = %d, every group virtual)\n",
             c->W, built->lc.W_v);
   if (!both) {
     fprintf(f,
-            "  device peak %zu B (%s), pinned host %zu B (%s); the terms "
-            "are the replay's attribution\n",
+            "  device peak %zu B (%s), pinned host %zu B (%s); the terms and "
+            "the phase measured too (the peak at %s)\n",
             dm->dev_peak, pl__plan_hb((double)dm->dev_peak, a, sizeof a),
-            dm->host_peak, pl__plan_hb((double)dm->host_peak, b, sizeof b));
+            dm->host_peak, pl__plan_hb((double)dm->host_peak, b, sizeof b),
+            dm->mem.peak_phase);
     return;
   }
   pl_plan_verdict *vb = NULL;
@@ -273,8 +292,9 @@ void pl__plan_dry_print(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
           pm->host_pinned, dm->host_peak,
           (double)dm->host_peak - (double)pm->host_pinned);
   const int nd = print_tag_diffs(f, pm, dm);
-  const bool equal =
-      !nd && pm->dev_peak == dm->dev_peak && pm->host_pinned == dm->host_peak;
+  const int nf = print_field_diffs(f, pm, &dm->mem);
+  const bool equal = !nd && !nf && pm->dev_peak == dm->dev_peak &&
+                     pm->host_pinned == dm->host_peak;
   fprintf(f, "memory: the replay and the dry device %s\n",
           equal ? "are equal" : "DIFFER");
   free(vb);

@@ -24,19 +24,23 @@ void pl__plan_print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
 /* --memory dry|both on the configuration c the plan chose (v: its replayed
  * verdict): the peaks of one rank measured on a dry device
  * (pl_plan_memory_dry) into *dm, *built the configuration built (c, or the
- * one-GPU proxy of c's run).  replace: v->mem's device peak, live set,
- * tags' own peaks and pinned host bytes become the measured ones (the terms
- * stay the replay's attribution) and a measured peak that does not fit
- * makes the verdict not fit.  0, or 3 with the reason on stderr (the
- * configuration cannot be built or stepped on a dry device). */
+ * one-GPU proxy of c's run), measured twice (balanced routes, then
+ * adversarial ones for the worst case).  replace: v->mem becomes the
+ * measured one (peaks, live set, tags, terms, phase, states, host, facts;
+ * the host per node of c's node) but for dev_worst, which stays the
+ * replay's (one process is not sent every other rank's routes), and a
+ * measured peak that does not fit makes the verdict not fit.  0, or 3 with the
+ * reason on stderr (the configuration cannot be built or stepped on a dry
+ * device). */
 int pl__plan_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                  const pl_plan_machine *mc, bool replace, pl_plan_verdict *v,
                  pl_plan_dry_mem *dm, pl_plan_cfg *built);
 /* After the table: how the memory above was measured (--memory dry), or
  * (both) the replay of *built against the measurement: the device and
  * pinned host peaks and the tags that differ most, at the peak and each
- * tag's own peak.  A proxy's replay is set beside that of the real run's
- * rank (c). */
+ * tag's own peak, then every field of the two pl_plan_mem
+ * (pl_plan_mem_diff: terms, phase, worst case, host, facts).  A proxy's replay
+ * is set beside that of the real run's rank (c). */
 void pl__plan_dry_print(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
                         const pl_plan_cfg *built, const pl_plan_machine *mc,
                         const pl_plan_verdict *v, const pl_plan_dry_mem *dm,

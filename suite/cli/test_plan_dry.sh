@@ -5,8 +5,9 @@
 # replay.  On small configurations (the tiny model, a small MoE of 16
 # experts over 4 and 8 GPUs with D and P, SCO with two micro-batches;
 # machines cuda and cpu) `--memory both` must report the replay and the dry
-# device equal: device peak, pinned host peak and every tag.  On gpt-oss-20b
-# over 8 GPUs the device and pinned host peaks must be equal while the
+# device equal: device peak, pinned host peak, every tag and every other
+# field of the memory (terms, phase of the peak, worst case, host, facts).
+# On gpt-oss-20b over 8 GPUs the device and pinned host peaks must be equal while the
 # routing-sized tags may differ at their own peaks: the replay routes every
 # chunk as if a rank received what it sends, the real step (and the rank
 # view) each chunk's own counts.  The paper's 120B on 16 GPUs at 128K,
@@ -32,7 +33,7 @@ while read -r args; do
   out=$("$BIN" plan $args --memory both 2>&1)
   rc=$?
   if [[ $rc -eq 0 && $out == *"memory: the replay and the dry device are equal"* &&
-    $out == *"tags: all "*" equal"* ]]; then
+    $out == *"tags: all "*" equal"* && $out == *"every field equal: "* ]]; then
     pass
   else
     fail "plan $args --memory both: exit $rc: $(grep -A8 '^memory replayed' <<<"$out")"
@@ -41,15 +42,24 @@ done <<'CASES'
 --model tiny --gpus 1 --seq 4Ki
 --model tiny --gpus 1 --seq 4Ki --backend cpu
 --model tiny --experts 16 --topk 4 --gpus 4 --seq 16Ki
---model tiny --experts 16 --topk 4 --gpus 8 --seq 16Ki --D 2 --P 2 --ep 8
 --model tiny --gpus 2 --seq 8Ki --sco all --micro 2 --backend cpu
 CASES
+
+# fewer experts on a rank than routes per token (E/W_v = 2 < k = 4): the
+# replay's worst case is the cap's bound (all k routes of every token to
+# this rank), the dry device's the worst routes can do (2 of the 4): lower
+out=$("$BIN" plan --model tiny --experts 16 --topk 4 --gpus 8 --seq 16Ki --D 2 --P 2 --ep 8 \
+  --memory both 2>&1)
+diffs=$(awk '/^  fields that differ/ {on = 1; next} on && /^    / {print} /^memory:/ {on = 0}' <<<"$out")
+worst=$(awk '/^    dev_worst:/ {print ($4 < $2)}' <<<"$diffs")
+[[ $out == *"tags: all "*" equal"* && $(wc -l <<<"$diffs") -eq 1 && $worst == 1 ]] && pass ||
+  fail "E/W_v < k --memory both: $(grep -A10 '^memory replayed' <<<"$out")"
 
 # routing-sized tags aside, equal
 out=$("$BIN" plan --model gpt-oss-20b --gpus 8 --seq 32Ki --memory both 2>&1)
 dev=$(awk '/^  device peak  replay/ {print ($4 == $6)}' <<<"$out")
 host=$(awk '/^  pinned host  replay/ {print ($4 == $6)}' <<<"$out")
-others=$(awk '/^  tags that differ/ {on = 1; next} on && /^    / {print $1} /^memory:/ {on = 0}' <<<"$out" |
+others=$(awk '/^  tags that differ/ {on = 1; next} /^  [a-z]/ {on = 0} on && /^    / {print $1}' <<<"$out" |
   grep -cvE '^(dispatch|expert|routing)$')
 [[ $dev == 1 && $host == 1 && $others == 0 ]] && pass ||
   fail "gpt-oss-20b 8 GPUs --memory both: $(grep -A8 '^memory replayed' <<<"$out")"

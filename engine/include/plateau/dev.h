@@ -124,6 +124,15 @@ pl_status pl_event_elapsed_ms(pl_event *start, pl_event *end, float *ms);
 /* ---- tracked memory ----------------------------------------------------- */
 
 #define PL_MEM_MAX_TAGS 32
+#define PL_MEM_MAX_CLASSES 16
+
+/* What the work on a device is doing (pl_mem_phase): "WHAT", or "WHAT layer
+ * LAYER (KIND)" when layer >= 0.  Static strings only (what may be NULL:
+ * no phase yet); formatted by pl_mem_phase_str. */
+typedef struct pl_mem_phase {
+  const char *what, *kind;
+  int layer;
+} pl_mem_phase;
 
 typedef struct pl_tag_bytes {
   const char *tag; /* interned: valid for the life of the device */
@@ -139,8 +148,14 @@ typedef struct pl_mem_stats {
   pl_tag_bytes at_peak[PL_MEM_MAX_TAGS];  /* the live set when `peak` was set */
   pl_tag_bytes now[PL_MEM_MAX_TAGS];      /* bytes per tag now                */
   pl_tag_bytes tag_peak[PL_MEM_MAX_TAGS]; /* each tag's own high-water mark   */
-  size_t pool_high; /* CUDA pool used-memory high-water mark; on the CPU
-                       backend the same as `peak` (no separate pool)      */
+  size_t pool_high;        /* CUDA pool used-memory high-water mark; on the CPU
+                              backend the same as `peak` (no separate pool)      */
+  pl_mem_phase peak_phase; /* the phase when `peak` was set                */
+  /* the classes (pl_mem_set_classes; n_classes 0: none): each class's bytes
+   * in the live set when `peak` was set and its own high-water mark */
+  int n_classes;
+  size_t class_at_peak[PL_MEM_MAX_CLASSES];
+  size_t class_peak[PL_MEM_MAX_CLASSES];
 } pl_mem_stats;
 
 /* Allocate `bytes` in `arena`, tracked under `tag` (a short static string such
@@ -184,6 +199,26 @@ pl_status pl_mem_probe_ceiling(pl_dev *dev, pl_arena arena, size_t big,
 /* Write "dispatch=1.50GiB weights=2.00GiB" (the live set at the peak, largest
  * first) into buf. */
 void pl_mem_live_set_str(const pl_mem_stats *st, char *buf, size_t len);
+
+/* The phase the device's work is in from now on (a training step marks its
+ * embedding, each layer's forward and backward, the head, ...): recorded
+ * with each arena's peak, so the peak says where it was set.  Three stores:
+ * cheap enough to call per layer; the strings must be static. */
+void pl_mem_phase_set(pl_dev *dev, const char *what, int layer,
+                      const char *kind);
+/* "WHAT layer LAYER (KIND)", "WHAT", or "" (no phase) into buf. */
+void pl_mem_phase_str(const pl_mem_phase *ph, char *buf, size_t len);
+/* A class of an allocation from its tag and the phase it was made in: in
+ * [0, n) of pl_mem_set_classes, or < 0 for none. */
+typedef int (*pl_mem_class_fn)(void *ctx, const char *tag,
+                               const pl_mem_phase *ph);
+/* Count arena's allocations also by class (classify, called under the
+ * tracker's lock on every allocation from now on; an allocation made before
+ * counts in none): each class's current bytes, its peak and its bytes at the
+ * arena's peak, as for tags (pl_mem_stats).  n in 1..PL_MEM_MAX_CLASSES;
+ * NULL classify (n 0) turns the classes off. */
+pl_status pl_mem_set_classes(pl_dev *dev, pl_arena arena, int n,
+                             pl_mem_class_fn classify, void *ctx);
 
 #ifdef __cplusplus
 }
