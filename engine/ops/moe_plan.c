@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/dry/dry.h"
+#include "core/internal.h"
 #include "ops/moe_internal.h"
 
 void pl_moe_ctx_free(pl_moe_ctx *c) {
@@ -91,6 +93,7 @@ static int helper_index(const pl_moe_ctx *c, int e) {
  * rank and the overlap gates agree); otherwise it keeps the segment groups.
  * Row values do not depend on the grouping (row-deterministic GEMMs); the
  * weight gradients sum an expert's rows in one GEMM instead of per segment.
+ * hmeta NULL (a dry device): the groups without the permutations' values.
  * Returns nonzero on host OOM. */
 static int expert_major(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
                         int32_t *hmeta) {
@@ -107,6 +110,10 @@ static int expert_major(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
       const pl__moe_group *g = &C->g[gi];
       if (g->slot != sl)
         continue;
+      if (!hmeta) { /* dry device: the groups only, no index values */
+        r += g->rows;
+        continue;
+      }
       for (int64_t q = 0; q < g->rows; q++, r++) {
         hmeta[C->o_perm + r] = (int32_t)(g->row0 + q);
         hmeta[C->o_inv + g->row0 + q] = (int32_t)r;
@@ -136,7 +143,128 @@ typedef struct plan_scratch {
   int64_t *cnt3, *off3, *snd3, *rc3;
   int32_t *dest, *hmeta;
   int64_t nmeta;
+  struct plan_memo *memo; /* dry device: its memo of these routes, or NULL */
 } plan_scratch;
+
+/* The dry device's memo of the plan's two passes over the routes (dry.h):
+ * every MoE layer of a step on a dry device plans the same routes, so the
+ * local counts (a function of N, k, E and the routes) and the block counts
+ * cnt3 (of those, the group's lower-rank counts cum, the plan's pieces, Ep,
+ * K and the chunking) are those of the last plan when these compare equal. */
+typedef struct plan_memo {
+  int64_t N;
+  int k, E;
+  int32_t *idx;  /* N * k routes */
+  int64_t *mine; /* E + 2: gather_counts' local part, valid routes */
+  bool has_cnt;  /* the block counts below are set */
+  int Ep, K;
+  bool contig;
+  int np;
+  int64_t *cum;   /* E */
+  int *piece_off; /* E + 1 */
+  int *prank;     /* np pieces' ranks */
+  int64_t *pend;  /* np pieces' ends */
+  int64_t *cnt3;  /* K * Ep * E */
+} plan_memo;
+
+static void memo_drop_cnt(plan_memo *mm) {
+  free(mm->cum);
+  free(mm->piece_off);
+  free(mm->prank);
+  free(mm->pend);
+  free(mm->cnt3);
+  mm->cum = mm->pend = mm->cnt3 = NULL;
+  mm->piece_off = mm->prank = NULL;
+  mm->has_cnt = false;
+}
+
+static void memo_free(void *p) {
+  plan_memo *mm = p;
+  if (!mm)
+    return;
+  memo_drop_cnt(mm);
+  free(mm->idx);
+  free(mm->mine);
+  free(mm);
+}
+
+/* The memo of dev if its routes are idx (N x k over E experts), else NULL. */
+static plan_memo *memo_find(pl_dev *dev, int64_t N, int k, int E,
+                            const int32_t *idx) {
+  plan_memo *mm = pl_dry_memo(dev, PL_DRY_MEMO_MOE_PLAN);
+  if (!mm || mm->N != N || mm->k != k || mm->E != E)
+    return NULL;
+  const size_t n = (size_t)N * (size_t)k;
+  return n == 0 || !memcmp(mm->idx, idx, n * sizeof *idx) ? mm : NULL;
+}
+
+/* A new memo of routes idx with local counts mine on dry device dev; NULL
+ * when the host has no room (the plan then goes on without one). */
+static plan_memo *memo_keep(pl_dev *dev, int64_t N, int k, int E,
+                            const int32_t *idx, const int64_t *mine) {
+  const size_t n = (size_t)N * (size_t)k;
+  plan_memo *mm = calloc(1, sizeof *mm);
+  if (!mm)
+    return NULL;
+  mm->idx = malloc(n ? n * sizeof *idx : 1);
+  mm->mine = malloc(((size_t)E + 2) * sizeof *mine);
+  if (!mm->idx || !mm->mine) {
+    memo_free(mm);
+    return NULL;
+  }
+  if (n)
+    memcpy(mm->idx, idx, n * sizeof *idx);
+  memcpy(mm->mine, mine, ((size_t)E + 2) * sizeof *mine);
+  mm->N = N;
+  mm->k = k;
+  mm->E = E;
+  if (pl_dry_memo_set(dev, PL_DRY_MEMO_MOE_PLAN, mm, memo_free) != PL_OK)
+    return NULL; /* freed by the setter */
+  return mm;
+}
+
+/* Are the memo's block counts those of this plan's inputs? */
+static bool memo_cnt_match(const plan_memo *mm, const plan_scratch *x,
+                           const pl_llep_plan *p, bool contig) {
+  if (!mm->has_cnt || mm->Ep != x->Ep || mm->K != x->K ||
+      mm->contig != contig || mm->np != p->n_pieces ||
+      memcmp(mm->cum, x->cum, (size_t)x->E * sizeof *x->cum) ||
+      memcmp(mm->piece_off, p->piece_off, ((size_t)x->E + 1) * sizeof(int)))
+    return false;
+  for (int i = 0; i < p->n_pieces; i++)
+    if (mm->prank[i] != p->pieces[i].rank || mm->pend[i] != p->pieces[i].end)
+      return false;
+  return true;
+}
+
+/* Keep this plan's block counts in the memo (nothing when out of room). */
+static void memo_keep_cnt(plan_memo *mm, const plan_scratch *x,
+                          const pl_llep_plan *p, bool contig) {
+  memo_drop_cnt(mm);
+  const int E = x->E, np = p->n_pieces;
+  const size_t n3 = (size_t)x->K * x->Ep * E;
+  mm->cum = malloc((size_t)E * sizeof *mm->cum);
+  mm->piece_off = malloc(((size_t)E + 1) * sizeof *mm->piece_off);
+  mm->prank = malloc((size_t)(np > 0 ? np : 1) * sizeof *mm->prank);
+  mm->pend = malloc((size_t)(np > 0 ? np : 1) * sizeof *mm->pend);
+  mm->cnt3 = malloc(n3 * sizeof *mm->cnt3);
+  if (!mm->cum || !mm->piece_off || !mm->prank || !mm->pend || !mm->cnt3) {
+    memo_drop_cnt(mm);
+    return;
+  }
+  memcpy(mm->cum, x->cum, (size_t)E * sizeof *mm->cum);
+  memcpy(mm->piece_off, p->piece_off, ((size_t)E + 1) * sizeof(int));
+  for (int i = 0; i < np; i++) {
+    mm->prank[i] = p->pieces[i].rank;
+    mm->pend[i] = p->pieces[i].end;
+  }
+  memcpy(mm->cnt3, x->cnt3, n3 * sizeof *mm->cnt3);
+  mm->Ep = x->Ep;
+  mm->K = x->K;
+  mm->contig = contig;
+  mm->np = np;
+  mm->has_cnt = true;
+}
 
 static size_t i3(const plan_scratch *x, int ch, int d, int e) {
   return ((size_t)ch * x->Ep + d) * x->E + e;
@@ -172,14 +300,22 @@ static pl_status gather_counts(pl_moe *m, int64_t N, const int32_t *idx,
   if (!x->mine || !x->all)
     return host_oom(N);
   int64_t bad = N < 0 ? 1 : 0;
-  for (int64_t r = 0; r < N * k && !bad; r++) {
-    if (idx[r] < 0 || idx[r] >= E)
-      bad = 1 + r;
-    else
-      x->mine[idx[r]]++;
+  const bool dry = pl__dev_dry(m->dev) && N >= 0;
+  x->memo = dry ? memo_find(m->dev, N, k, E, idx) : NULL;
+  if (x->memo) { /* the same routes as the last plan on this dry device */
+    memcpy(x->mine, x->memo->mine, ((size_t)E + 2) * sizeof *x->mine);
+  } else {
+    for (int64_t r = 0; r < N * k && !bad; r++) {
+      if (idx[r] < 0 || idx[r] >= E)
+        bad = 1 + r;
+      else
+        x->mine[idx[r]]++;
+    }
+    x->mine[E] = N < 0 ? 0 : N;
+    x->mine[E + 1] = bad;
+    if (dry && !bad)
+      x->memo = memo_keep(m->dev, N, k, E, idx, x->mine);
   }
-  x->mine[E] = N < 0 ? 0 : N;
-  x->mine[E + 1] = bad;
   PL_TRY(pl_host_allgather_i64(m->comm, x->mine, (size_t)E + 2, x->all));
   for (int r = 0; r < Ep; r++)
     if (x->all[(size_t)r * (E + 2) + E + 1]) {
@@ -224,36 +360,119 @@ static pl_status plan_and_chunks(pl_moe *m, pl_moe_ctx *c, plan_scratch *x) {
   return PL_OK;
 }
 
+/* Are the pieces of every expert of p in increasing order of their ends?
+ * Then the piece of an expert's next position is at or after the piece of
+ * its previous one, and a cursor per expert finds what pl_llep_plan_dest
+ * would without rescanning. */
+static bool ends_ordered(const pl_llep_plan *p) {
+  for (int e = 0; e < p->E; e++)
+    for (int i = p->piece_off[e] + 1; i < p->piece_off[e + 1]; i++)
+      if (p->pieces[i].end < p->pieces[i - 1].end)
+        return false;
+  return true;
+}
+
+/* pl_llep_plan_dest(p, e, pos) for positions of e that only grow, from
+ * cursor *cur (the piece of e's previous position, first its first piece);
+ * the pieces' ends ordered (ends_ordered). */
+static inline int dest_from(const pl_llep_plan *p, int e, int64_t pos,
+                            int *cur) {
+  int i = *cur;
+  const int hi = p->piece_off[e + 1];
+  while (i < hi && pos >= p->pieces[i].end)
+    i++;
+  PL_ASSERT(i < hi && "route position beyond the expert's pieces");
+  *cur = i;
+  return p->pieces[i].rank;
+}
+
+/* The chunks of tokens 0..N-1 in order (pl_chunk_of) without a division
+ * per token: strided chunks cycle through 0..K-1, contiguous ones step at
+ * each multiple of ceil(N/K). */
+typedef struct chunk_walk {
+  int K, ch;
+  bool contig;
+  int64_t ce, next;
+} chunk_walk;
+
+static chunk_walk chunk_walk_start(int64_t N, int K, bool contig) {
+  const int64_t ce = (N + K - 1) / K;
+  return (chunk_walk){K, 0, contig, ce, ce};
+}
+
+/* The chunk of the next token t (called for t = 0, 1, ...). */
+static inline int chunk_walk_next(chunk_walk *w, int64_t t) {
+  if (!w->contig) {
+    const int ch = w->ch;
+    w->ch = ch + 1 == w->K ? 0 : ch + 1;
+    return ch;
+  }
+  while (w->ce > 0 && t >= w->next) {
+    w->ch++;
+    w->next += w->ce;
+  }
+  return w->ch;
+}
+
+/* The offset of expert e inside block (ch, d), from the counts. */
+static void fill_offsets(plan_scratch *x) {
+  for (int ch = 0; ch < x->K; ch++)
+    for (int d = 0; d < x->Ep; d++) {
+      int64_t o = 0;
+      for (int e = 0; e < x->E; e++) {
+        x->off3[i3(x, ch, d, e)] = o;
+        o += x->cnt3[i3(x, ch, d, e)];
+      }
+    }
+}
+
 /* 3. The destination of every route by its global position; the counts per
- * (chunk, destination, expert) and each expert's offset in its block. */
+ * (chunk, destination, expert) and each expert's offset in its block.  On a
+ * dry device the routes' destinations are not kept: only fill_meta, which
+ * writes index values nothing reads there, needs them. */
 static pl_status route_destinations(pl_moe *m, pl_moe_ctx *c, int64_t N,
                                     const int32_t *idx, bool contig,
                                     plan_scratch *x) {
   const int E = x->E, Ep = x->Ep, K = x->K, k = m->cfg.k;
   const size_t n3 = (size_t)K * Ep * E;
+  const bool keep = !pl__dev_dry(m->dev);
   x->cnt3 = calloc(n3, sizeof(int64_t));
   x->off3 = calloc(n3, sizeof(int64_t));
-  x->dest = malloc((size_t)(N * k > 0 ? N * k : 1) * sizeof(int32_t));
-  if (!x->cnt3 || !x->off3 || !x->dest)
+  if (keep)
+    x->dest = malloc((size_t)(N * k > 0 ? N * k : 1) * sizeof(int32_t));
+  int *cur = malloc((size_t)E * sizeof(int));
+  if (!x->cnt3 || !x->off3 || (keep && !x->dest) || !cur) {
+    free(cur);
     return host_oom(N);
+  }
+  const pl_llep_plan *p = &c->plan;
+  if (x->memo && memo_cnt_match(x->memo, x, p, contig)) {
+    free(cur); /* dry: the last plan's counts (dest is not kept there) */
+    memcpy(x->cnt3, x->memo->cnt3, n3 * sizeof *x->cnt3);
+    fill_offsets(x);
+    return PL_OK;
+  }
+  const bool walk = ends_ordered(p);
+  for (int e = 0; e < E; e++)
+    cur[e] = p->piece_off[e];
+  chunk_walk cw = chunk_walk_start(N, K, contig);
   for (int64_t t = 0; t < N; t++) {
-    int ch = pl_chunk_of(t, N, K, contig);
+    int64_t *cnt = x->cnt3 + (size_t)chunk_walk_next(&cw, t) * Ep * E;
+    const int32_t *it = idx + t * k;
     for (int j = 0; j < k; j++) {
-      int e = idx[t * k + j];
-      int d = pl_llep_plan_dest(&c->plan, e, x->cum[e] + x->li[e]++);
-      x->dest[t * k + j] = d;
-      x->cnt3[i3(x, ch, d, e)]++;
+      const int e = it[j];
+      const int64_t pos = x->cum[e] + x->li[e]++;
+      const int d =
+          walk ? dest_from(p, e, pos, &cur[e]) : pl_llep_plan_dest(p, e, pos);
+      if (keep)
+        x->dest[t * k + j] = d;
+      cnt[(size_t)d * E + e]++;
     }
   }
-  /* offsets of expert e inside block (ch, d) */
-  for (int ch = 0; ch < K; ch++)
-    for (int d = 0; d < Ep; d++) {
-      int64_t o = 0;
-      for (int e = 0; e < E; e++) {
-        x->off3[i3(x, ch, d, e)] = o;
-        o += x->cnt3[i3(x, ch, d, e)];
-      }
-    }
+  free(cur);
+  if (x->memo)
+    memo_keep_cnt(x->memo, x, p, contig);
+  fill_offsets(x);
   return PL_OK;
 }
 
@@ -398,9 +617,15 @@ static pl_status chunk_layouts(pl_moe *m, pl_moe_ctx *c, int64_t N, bool contig,
     if (c->ch[ch].R > c->max_chunk_recv)
       c->max_chunk_recv = c->ch[ch].R;
   }
-  /* tokens per chunk */
-  for (int64_t t = 0; t < N; t++)
-    c->ch[pl_chunk_of(t, N, K, contig)].nt++;
+  /* tokens per chunk: what pl_chunk_of gives each, counted in closed form */
+  for (int ch = 0; ch < K && N > 0; ch++) {
+    if (!contig) {
+      c->ch[ch].nt = N / K + (ch < N % K);
+    } else {
+      const int64_t ce = (N + K - 1) / K, lo = (int64_t)ch * ce;
+      c->ch[ch].nt = lo >= N ? 0 : (N - lo < ce ? N - lo : ce);
+    }
+  }
   int64_t nmeta = 0;
   for (int ch = 0; ch < K; ch++) {
     pl__moe_chunk *C = &c->ch[ch];
@@ -443,8 +668,9 @@ static pl_status fill_meta(pl_moe *m, pl_moe_ctx *c, int64_t N,
     return host_oom(N);
   }
   int32_t *hmeta = x->hmeta;
+  chunk_walk cw = chunk_walk_start(N, K, contig);
   for (int64_t t = 0; t < N; t++) {
-    int ch = pl_chunk_of(t, N, K, contig);
+    int ch = chunk_walk_next(&cw, t);
     pl__moe_chunk *C = &c->ch[ch];
     int64_t q = ntq[ch]++;
     hmeta[C->o_toks + q] = (int32_t)t;
@@ -515,7 +741,7 @@ static pl_status upload_meta(pl_moe *m, pl_moe_ctx *c, const plan_scratch *x) {
   const size_t bytes = (size_t)x->nmeta * sizeof(int32_t);
   PL_TRY(pl_alloc_async(m->dev, PL_ARENA_DEVICE, bytes, "routing", m->cs,
                         (void **)&c->dmeta));
-  if (x->nmeta > 0) {
+  if (x->nmeta > 0 && x->hmeta) { /* no values on a dry device */
     PL_TRY(pl_memcpy_async(m->cs, c->dmeta, x->hmeta, bytes));
     PL_TRY(pl_stream_sync(m->cs)); /* hmeta is freed next */
   }
@@ -535,7 +761,11 @@ static pl_status plan_steps(pl_moe *m, pl_moe_ctx *c, int64_t N,
   PL_TRY(exchange_counts(m, N, x));
   PL_TRY(helper_sets(m, c, N));
   PL_TRY(chunk_layouts(m, c, N, contig, x));
-  PL_TRY(fill_meta(m, c, N, idx, contig, x));
+  /* On a dry device the index arrays' values are never read (their upload
+   * lands nowhere and no kernel runs): only their sizes, set above, count. */
+  const bool dry = pl__dev_dry(m->dev);
+  if (!dry)
+    PL_TRY(fill_meta(m, c, N, idx, contig, x));
   PL_TRY(group_maxima(m, c, N));
   if (!cf->source_major && m->Ep > 1) {
     const int64_t budget = pl__moe_row_budget(m, c->c_eff);

@@ -60,6 +60,11 @@ typedef struct dry_state {
   dry_class cls[NCLASS];
   pl_dry_route_fn routes;
   void *routes_ctx;
+  int32_t *last_idx; /* the hook's last answer, for last_N, last_k, last_E */
+  int64_t last_N;
+  int last_k, last_E;
+  void *memo[PL_DRY_MEMO_N];
+  void (*memo_free[PL_DRY_MEMO_N])(void *);
   size_t total_bytes; /* what info reports: the played GPU's memory */
 } dry_state;
 
@@ -88,6 +93,10 @@ static void dry_fini(pl_dev *dev) {
   munmap(d->base, RANGE);
   for (int c = 0; c < NCLASS; c++)
     free(d->cls[c].free);
+  free(d->last_idx);
+  for (int i = 0; i < PL_DRY_MEMO_N; i++)
+    if (d->memo[i] && d->memo_free[i])
+      d->memo_free[i](d->memo[i]);
   free(d);
   dev->impl = NULL;
 }
@@ -238,6 +247,8 @@ pl_status pl_dry_set_routes(pl_dev *dev, pl_dry_route_fn fn, void *ctx) {
   dry_state *d = dev->impl;
   d->routes = fn;
   d->routes_ctx = ctx;
+  free(d->last_idx);
+  d->last_idx = NULL;
   return PL_OK;
 }
 
@@ -261,7 +272,48 @@ pl_status pl_dry_routes(pl_dev *dev, int64_t N, int k, int E, int32_t *idx) {
     return pl_set_error(PL_EINVAL,
                         "dry device: the step needs the router's routes and "
                         "no route source was set (pl_dry_set_routes)");
-  return d->routes(d->routes_ctx, N, k, E, idx);
+  const size_t n = N > 0 && k > 0 ? (size_t)N * (size_t)k : 0;
+  if (d->last_idx && N == d->last_N && k == d->last_k && E == d->last_E) {
+    memcpy(idx, d->last_idx, n * sizeof *idx);
+    return PL_OK;
+  }
+  PL_TRY(d->routes(d->routes_ctx, N, k, E, idx));
+  free(d->last_idx);
+  d->last_idx = malloc(n ? n * sizeof *idx : 1);
+  if (d->last_idx) { /* without a copy the hook is asked again next time */
+    memcpy(d->last_idx, idx, n * sizeof *idx);
+    d->last_N = N;
+    d->last_k = k;
+    d->last_E = E;
+  }
+  return PL_OK;
+}
+
+void *pl_dry_memo(const pl_dev *dev, pl_dry_memo_slot slot) {
+  if (!dev || dev->backend != PL_BACKEND_DRY || !dev->impl ||
+      (unsigned)slot >= PL_DRY_MEMO_N)
+    return NULL;
+  const dry_state *d = dev->impl;
+  return d->memo[slot];
+}
+
+pl_status pl_dry_memo_set(pl_dev *dev, pl_dry_memo_slot slot, void *p,
+                          void (*free_fn)(void *)) {
+  if (!dev || dev->backend != PL_BACKEND_DRY || !dev->impl ||
+      (unsigned)slot >= PL_DRY_MEMO_N) {
+    if (p && free_fn)
+      free_fn(p);
+    return pl_set_error(PL_EINVAL,
+                        "pl_dry_memo_set: not a dry device (or "
+                        "slot %d beyond the memo slots)",
+                        (int)slot);
+  }
+  dry_state *d = dev->impl;
+  if (d->memo[slot] && d->memo_free[slot])
+    d->memo_free[slot](d->memo[slot]);
+  d->memo[slot] = p;
+  d->memo_free[slot] = free_fn;
+  return PL_OK;
 }
 
 const pl__backend_ops pl__dry_backend_ops = {
