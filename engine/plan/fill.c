@@ -29,6 +29,85 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
+/* ---- the memory evaluations, counted and memoized --------------------- */
+
+static _Atomic long mem_evals;
+
+long pl__plan_mem_evals(void) {
+  return mem_evals;
+}
+
+/* an open-addressing table of the configurations evaluated (the bytes of
+ * pl_plan_cfg: two equal keys are one configuration, and a key that differs
+ * in padding alone is only a miss) */
+#define MEMO_CAP 4096
+typedef struct memo_ent {
+  bool used, worst;
+  pl_plan_cfg cfg;
+  pl_plan_mem mem;
+} memo_ent;
+struct pl__plan_memo {
+  const pl_model_cfg *m; /* the model and machine its entries are of */
+  const pl_plan_machine *mc;
+  int n;
+  memo_ent e[MEMO_CAP];
+};
+
+pl__plan_memo *pl__plan_memo_new(void) {
+  return calloc(1, sizeof(pl__plan_memo));
+}
+
+void pl__plan_memo_free(pl__plan_memo *mm) {
+  free(mm);
+}
+
+static size_t memo_hash(const pl_plan_cfg *c) {
+  const unsigned char *p = (const unsigned char *)c;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < sizeof *c; i++)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return (size_t)(h % MEMO_CAP);
+}
+
+/* The entry of c (its slot when absent: !used), NULL when the table is
+ * full. */
+static memo_ent *memo_find(pl__plan_memo *mm, const pl_plan_cfg *c) {
+  for (size_t i = memo_hash(c), k = 0; k < MEMO_CAP;
+       k++, i = (i + 1) % MEMO_CAP)
+    if (!mm->e[i].used || !memcmp(&mm->e[i].cfg, c, sizeof *c))
+      return &mm->e[i];
+  return NULL;
+}
+
+pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
+                            const pl_plan_cfg *c, const pl_plan_machine *mc,
+                            bool with_worst, pl_plan_mem *out) {
+  if (mm && (mm->m != m || mm->mc != mc) && mm->n == 0)
+    mm->m = m, mm->mc = mc;
+  memo_ent *e = mm && mm->m == m && mm->mc == mc ? memo_find(mm, c) : NULL;
+  if (e && e->used && (e->worst || !with_worst)) {
+    *out = e->mem;
+    if (!with_worst) /* as the replay without the adversarial routing */
+      out->dev_worst = 0;
+    return PL_OK;
+  }
+  mem_evals++;
+  PL_TRY(pl__plan_memory(m, c, mc, -1, with_worst, out));
+  if (e && !e->used && mm->n >= MEMO_CAP * 3 / 4) {
+    /* full: start again (the repeats are of recent configurations) */
+    memset(mm->e, 0, sizeof mm->e);
+    mm->n = 0;
+    e = memo_find(mm, c);
+  }
+  if (e) {
+    mm->n += !e->used;
+    e->used = true, e->worst = with_worst, e->cfg = *c, e->mem = *out;
+  }
+  return PL_OK;
+}
+
+/* ---- the fill ----------------------------------------------------------- */
+
 enum { IT_ATTN, IT_RES, IT_ALL, IT_N };
 
 typedef struct item {
@@ -44,6 +123,7 @@ typedef struct item {
 typedef struct fillctx {
   const pl_model_cfg *m;
   const pl_plan_machine *mc;
+  pl__plan_memo *mm;
   pl_plan_cfg c; /* the configuration being filled */
   int64_t N;
   size_t theta, beta, nb, a, w; /* params; bucket; buckets; kept bytes */
@@ -81,7 +161,7 @@ static pl_status fits(fillctx *f, const pl_plan_cfg *c, bool *dev, bool *host) {
    * keeps that promise, so the adversarial routing's peak must fit too (the
    * others, ep and llep, have no such bound to keep) */
   const bool worst = pl_moe_variant_desc_of(c->sc.dispatch)->chunks;
-  pl_status st = pl__plan_memory(f->m, c, f->mc, -1, worst, mem);
+  pl_status st = pl__plan_mem_eval(f->mm, f->m, c, f->mc, worst, mem);
   const size_t peak =
       worst && mem->dev_worst > mem->dev_peak ? mem->dev_worst : mem->dev_peak;
   *dev = st == PL_OK && (double)peak <= limit_of(f->mc);
@@ -158,7 +238,7 @@ static pl_status bisect(fillctx *f, item *it, int k) {
   pl_plan_mem *mem = malloc(sizeof *mem);
   if (!mem)
     return pl_set_error(PL_ENOMEM, "plan: host");
-  pl_status st = pl__plan_memory(f->m, &c, f->mc, -1, false, mem);
+  pl_status st = pl__plan_mem_eval(f->mm, f->m, &c, f->mc, false, mem);
   const double room = limit_of(f->mc) - (double)mem->dev_peak;
   free(mem);
   PL_TRY(st);
@@ -249,15 +329,21 @@ static void describe(const fillctx *f, const item *it, const int *order,
 pl_status pl_plan_fill(const pl_model_cfg *m, const pl_plan_machine *mc,
                        bool resident, bool keep, pl_plan_cfg *c, char *why,
                        size_t n) {
+  return pl__plan_fill_memo(NULL, m, mc, resident, keep, c, why, n);
+}
+
+pl_status pl__plan_fill_memo(pl__plan_memo *mm, const pl_model_cfg *m,
+                             const pl_plan_machine *mc, bool resident,
+                             bool keep, pl_plan_cfg *c, char *why, size_t n) {
   if (why && n)
     why[0] = '\0';
   if (c->system != PL_PLAN_PLATEAU || (!resident && !keep))
     return PL_OK;
-  fillctx f = {.m = m, .mc = mc, .c = *c, .keep = keep};
+  fillctx f = {.m = m, .mc = mc, .mm = mm, .c = *c, .keep = keep};
   pl_plan_mem *mem = malloc(sizeof *mem);
   if (!mem)
     return pl_set_error(PL_ENOMEM, "plan: host");
-  pl_status st = pl__plan_memory(m, c, mc, -1, false, mem);
+  pl_status st = pl__plan_mem_eval(mm, m, c, mc, false, mem);
   f.N = mem->N;
   f.theta = (size_t)mem->params_rank;
   free(mem);
@@ -296,7 +382,7 @@ pl_status pl_plan_fill(const pl_model_cfg *m, const pl_plan_machine *mc,
     pl_plan_mem *pm = malloc(sizeof *pm);
     if (!pm)
       return pl_set_error(PL_ENOMEM, "plan: host");
-    PL_TRY_GOTO(st, done, pl__plan_memory(m, c, mc, -1, false, pm));
+    PL_TRY_GOTO(st, done, pl__plan_mem_eval(mm, m, c, mc, false, pm));
     describe(&f, it, order, limit_of(mc) - (double)pm->dev_peak, why, n);
   done:
     free(pm);
