@@ -153,7 +153,8 @@ static void set_amounts(fillctx *f, pl_plan_cfg *c, int na, int nw, int nr) {
 /* Does c fit the device below the fill limit (*dev), and the host (*host)?
  * More kept or resident bytes never lower the device peak; residency lowers
  * the host's, so the fill bisects on the device alone. */
-static pl_status fits(fillctx *f, const pl_plan_cfg *c, bool *dev, bool *host) {
+static pl_status fits(fillctx *f, const pl_plan_cfg *c, bool *dev, bool *host,
+                      double *peak_out) {
   pl_plan_mem *mem = malloc(sizeof *mem);
   if (!mem)
     return pl_set_error(PL_ENOMEM, "plan: host");
@@ -165,6 +166,8 @@ static pl_status fits(fillctx *f, const pl_plan_cfg *c, bool *dev, bool *host) {
   const size_t peak =
       worst && mem->dev_worst > mem->dev_peak ? mem->dev_worst : mem->dev_peak;
   *dev = st == PL_OK && (double)peak <= limit_of(f->mc);
+  if (peak_out)
+    *peak_out = (double)peak;
   if (host)
     *host = st == PL_OK && (double)mem->host_node <= pl__host_usable(f->mc);
   free(mem);
@@ -199,13 +202,13 @@ static pl_status items_of(fillctx *f, item *it) {
 }
 
 /* Does item k at `units` fit beside what is taken already? */
-static pl_status fits_at(fillctx *f, const item *it, int k, int units,
-                         bool *ok) {
+static pl_status fits_at(fillctx *f, const item *it, int k, int units, bool *ok,
+                         double *peak) {
   int am[IT_N] = {it[IT_ATTN].taken, it[IT_RES].taken, it[IT_ALL].taken};
   am[k] = units;
   pl_plan_cfg c = f->c;
   set_amounts(f, &c, am[IT_ATTN], am[IT_ALL], am[IT_RES]);
-  return fits(f, &c, ok, NULL);
+  return fits(f, &c, ok, NULL, peak);
 }
 
 /* Device bytes of the optimizer state that n resident buckets add: their
@@ -228,47 +231,53 @@ static double resident_delta(const fillctx *f, int n) {
   return add - (stage[0] - stage[1]);
 }
 
-/* The most units of item k that fit beside what is taken already: a first
- * guess from the room left (residency: its exact state bytes; kept
- * activations: a layer adds at most its kept bytes to any phase), checked
- * with the replay, then a bisection over what the guess leaves open. */
+/* The count where the line through (ua, pa) and (ub, pb) meets the limit,
+ * kept inside (lo, hi]; the midpoint when the line does not rise. */
+static int secant(double limit, int ua, double pa, int ub, double pb, int lo,
+                  int hi) {
+  const double slope = ua != ub ? (pb - pa) / (double)(ub - ua) : 0;
+  if (!(slope > 0))
+    return (lo + hi + 1) / 2;
+  const double g = ub + floor((limit - pb) / slope);
+  return g <= lo ? lo + 1 : g >= hi ? hi : (int)g;
+}
+
+/* The most units of item k that fit beside what is taken already (more
+ * never lower the peak: the largest count that fits, 0 when none does).
+ * The peak is close to linear in the count (a kept layer or a resident
+ * bucket adds its bytes to the phase that binds), so the count tried is
+ * where the line through the last two counts replayed meets the limit —
+ * the first from the room left (residency: its exact state bytes; kept
+ * activations: a layer's kept bytes) — and the search ends when a count
+ * fits and the next does not: two replays where the peak is linear; a
+ * step that does not halve what is open is followed by a bisection's. */
 static pl_status bisect(fillctx *f, item *it, int k) {
-  pl_plan_cfg c = f->c;
-  set_amounts(f, &c, it[IT_ATTN].taken, it[IT_ALL].taken, it[IT_RES].taken);
-  pl_plan_mem *mem = malloc(sizeof *mem);
-  if (!mem)
-    return pl_set_error(PL_ENOMEM, "plan: host");
-  pl_status st = pl__plan_mem_eval(f->mm, f->m, &c, f->mc, false, mem);
-  const double room = limit_of(f->mc) - (double)mem->dev_peak;
-  free(mem);
-  PL_TRY(st);
+  const double limit = limit_of(f->mc);
+  double pa = 0, pb = 0;
+  bool ok = false;
+  PL_TRY(fits_at(f, it, k, it[k].taken, &ok, &pa));
+  const double room = limit - pa;
   int guess = 0;
   if (room > 0 && k == IT_RES)
     while (guess < it[k].max && resident_delta(f, guess + 1) <= room)
       guess++;
   else if (room > 0)
     guess = (int)fmin(it[k].max, floor(room / (it[k].bytes / it[k].max)));
-  int lo = 0, hi = it[k].max; /* lo fits, hi + 1 does not */
-  bool ok = false;
-  if (guess > 0) {
-    PL_TRY(fits_at(f, it, k, guess, &ok));
-    if (ok)
-      lo = guess;
-    else
-      hi = guess - 1;
-  }
-  if (ok && guess < hi) {
-    PL_TRY(fits_at(f, it, k, guess + 1, &ok));
-    hi = ok ? hi : guess;
-    lo = ok ? guess + 1 : lo;
-  }
+  int lo = 0, hi = it[k].max; /* lo fits (or is 0), hi + 1 does not */
+  int ua = it[k].taken, u = guess > lo ? guess : lo + 1;
+  bool slow = false;
   while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    PL_TRY(fits_at(f, it, k, mid, &ok));
+    const int open = hi - lo;
+    PL_TRY(fits_at(f, it, k, u, &ok, &pb));
     if (ok)
-      lo = mid;
+      lo = u;
     else
-      hi = mid - 1;
+      hi = u - 1;
+    const bool halved = 2 * (hi - lo) <= open;
+    const int next = slow && !halved ? (lo + hi + 1) / 2
+                                     : secant(limit, ua, pa, u, pb, lo, hi);
+    slow = !halved;
+    ua = u, pa = pb, u = next;
   }
   it[k].taken = lo;
   return PL_OK;

@@ -380,16 +380,37 @@ static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
     PL_TRY(eval(m, mc, r->mm, &y, true));
     return y.fits ? rank_filled(m, mc, &y, fr, r) : PL_OK;
   }
-  int lo = 1, hi = m->L, found = -1;
-  while (lo <= hi) {
-    const int mid = (lo + hi) / 2;
-    y.cfg.sc.sco = (pl_sco_budget){mid == m->L, (uint64_t)mid * nhb};
+  /* the smallest count that fits the device: each boundary offloaded
+   * takes its N·H·b off the peak, so the count tried is where the line
+   * through the last two counts replayed meets the usable HBM; a step that
+   * does not halve what is open is followed by a bisection's */
+  const double lim = pl__hbm_usable(mc);
+  int bad = 0, good = m->L + 1, ua = 0, u = 0, found = -1;
+  double pa = (double)x->mem.dev_peak, pb = pa - (double)nhb;
+  bool slow = false;
+  u = (int)fmin(m->L, fmax(1, ceil((pa - lim) / (double)nhb)));
+  while (good - bad > 1) {
+    const int open = good - bad;
+    y.cfg.sc.sco = (pl_sco_budget){u == m->L, (uint64_t)u * nhb};
     PL_TRY(eval(m, mc, r->mm, &y, false));
-    if ((double)y.mem.dev_peak <= pl__hbm_usable(mc))
-      found = mid, hi = mid - 1;
+    pb = (double)y.mem.dev_peak;
+    if (pb <= lim)
+      good = u;
     else
-      lo = mid + 1;
+      bad = u;
+    if (good - bad <= 1)
+      break;
+    const double slope = (pb - pa) / (double)(u - ua);
+    int next = (bad + good) / 2;
+    if (!(slow && 2 * (good - bad) > open) && slope < 0) {
+      const double g = u + ceil((lim - pb) / slope);
+      next = g <= bad ? bad + 1 : g >= good ? good - 1 : (int)g;
+    }
+    slow = 2 * (good - bad) > open;
+    ua = u, pa = pb, u = next;
   }
+  if (good <= m->L)
+    found = good;
   y.cfg.sc.sco = found < 0
                      ? (pl_sco_budget){true, 0}
                      : (pl_sco_budget){found == m->L, (uint64_t)found * nhb};
