@@ -29,6 +29,85 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
+/* ---- the memory evaluations, counted and memoized --------------------- */
+
+static _Atomic long mem_evals;
+
+long pl__plan_mem_evals(void) {
+  return mem_evals;
+}
+
+/* an open-addressing table of the configurations evaluated (the bytes of
+ * pl_plan_cfg: two equal keys are one configuration, and a key that differs
+ * in padding alone is only a miss) */
+#define MEMO_CAP 4096
+typedef struct memo_ent {
+  bool used, worst;
+  pl_plan_cfg cfg;
+  pl_plan_mem mem;
+} memo_ent;
+struct pl__plan_memo {
+  const pl_model_cfg *m; /* the model and machine its entries are of */
+  const pl_plan_machine *mc;
+  int n;
+  memo_ent e[MEMO_CAP];
+};
+
+pl__plan_memo *pl__plan_memo_new(void) {
+  return calloc(1, sizeof(pl__plan_memo));
+}
+
+void pl__plan_memo_free(pl__plan_memo *mm) {
+  free(mm);
+}
+
+static size_t memo_hash(const pl_plan_cfg *c) {
+  const unsigned char *p = (const unsigned char *)c;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < sizeof *c; i++)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return (size_t)(h % MEMO_CAP);
+}
+
+/* The entry of c (its slot when absent: !used), NULL when the table is
+ * full. */
+static memo_ent *memo_find(pl__plan_memo *mm, const pl_plan_cfg *c) {
+  for (size_t i = memo_hash(c), k = 0; k < MEMO_CAP;
+       k++, i = (i + 1) % MEMO_CAP)
+    if (!mm->e[i].used || !memcmp(&mm->e[i].cfg, c, sizeof *c))
+      return &mm->e[i];
+  return NULL;
+}
+
+pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
+                            const pl_plan_cfg *c, const pl_plan_machine *mc,
+                            bool with_worst, pl_plan_mem *out) {
+  if (mm && (mm->m != m || mm->mc != mc) && mm->n == 0)
+    mm->m = m, mm->mc = mc;
+  memo_ent *e = mm && mm->m == m && mm->mc == mc ? memo_find(mm, c) : NULL;
+  if (e && e->used && (e->worst || !with_worst)) {
+    *out = e->mem;
+    if (!with_worst) /* as the replay without the adversarial routing */
+      out->dev_worst = 0;
+    return PL_OK;
+  }
+  mem_evals++;
+  PL_TRY(pl__plan_memory(m, c, mc, -1, with_worst, out));
+  if (e && !e->used && mm->n >= MEMO_CAP * 3 / 4) {
+    /* full: start again (the repeats are of recent configurations) */
+    memset(mm->e, 0, sizeof mm->e);
+    mm->n = 0;
+    e = memo_find(mm, c);
+  }
+  if (e) {
+    mm->n += !e->used;
+    e->used = true, e->worst = with_worst, e->cfg = *c, e->mem = *out;
+  }
+  return PL_OK;
+}
+
+/* ---- the fill ----------------------------------------------------------- */
+
 enum { IT_ATTN, IT_RES, IT_ALL, IT_N };
 
 typedef struct item {
@@ -44,6 +123,7 @@ typedef struct item {
 typedef struct fillctx {
   const pl_model_cfg *m;
   const pl_plan_machine *mc;
+  pl__plan_memo *mm;
   pl_plan_cfg c; /* the configuration being filled */
   int64_t N;
   size_t theta, beta, nb, a, w; /* params; bucket; buckets; kept bytes */
@@ -73,7 +153,8 @@ static void set_amounts(fillctx *f, pl_plan_cfg *c, int na, int nw, int nr) {
 /* Does c fit the device below the fill limit (*dev), and the host (*host)?
  * More kept or resident bytes never lower the device peak; residency lowers
  * the host's, so the fill bisects on the device alone. */
-static pl_status fits(fillctx *f, const pl_plan_cfg *c, bool *dev, bool *host) {
+static pl_status fits(fillctx *f, const pl_plan_cfg *c, bool *dev, bool *host,
+                      double *peak_out) {
   pl_plan_mem *mem = malloc(sizeof *mem);
   if (!mem)
     return pl_set_error(PL_ENOMEM, "plan: host");
@@ -81,10 +162,12 @@ static pl_status fits(fillctx *f, const pl_plan_cfg *c, bool *dev, bool *host) {
    * keeps that promise, so the adversarial routing's peak must fit too (the
    * others, ep and llep, have no such bound to keep) */
   const bool worst = pl_moe_variant_desc_of(c->sc.dispatch)->chunks;
-  pl_status st = pl__plan_memory(f->m, c, f->mc, -1, worst, mem);
+  pl_status st = pl__plan_mem_eval(f->mm, f->m, c, f->mc, worst, mem);
   const size_t peak =
       worst && mem->dev_worst > mem->dev_peak ? mem->dev_worst : mem->dev_peak;
   *dev = st == PL_OK && (double)peak <= limit_of(f->mc);
+  if (peak_out)
+    *peak_out = (double)peak;
   if (host)
     *host = st == PL_OK && (double)mem->host_node <= pl__host_usable(f->mc);
   free(mem);
@@ -119,13 +202,13 @@ static pl_status items_of(fillctx *f, item *it) {
 }
 
 /* Does item k at `units` fit beside what is taken already? */
-static pl_status fits_at(fillctx *f, const item *it, int k, int units,
-                         bool *ok) {
+static pl_status fits_at(fillctx *f, const item *it, int k, int units, bool *ok,
+                         double *peak) {
   int am[IT_N] = {it[IT_ATTN].taken, it[IT_RES].taken, it[IT_ALL].taken};
   am[k] = units;
   pl_plan_cfg c = f->c;
   set_amounts(f, &c, am[IT_ATTN], am[IT_ALL], am[IT_RES]);
-  return fits(f, &c, ok, NULL);
+  return fits(f, &c, ok, NULL, peak);
 }
 
 /* Device bytes of the optimizer state that n resident buckets add: their
@@ -148,47 +231,53 @@ static double resident_delta(const fillctx *f, int n) {
   return add - (stage[0] - stage[1]);
 }
 
-/* The most units of item k that fit beside what is taken already: a first
- * guess from the room left (residency: its exact state bytes; kept
- * activations: a layer adds at most its kept bytes to any phase), checked
- * with the replay, then a bisection over what the guess leaves open. */
+/* The count where the line through (ua, pa) and (ub, pb) meets the limit,
+ * kept inside (lo, hi]; the midpoint when the line does not rise. */
+static int secant(double limit, int ua, double pa, int ub, double pb, int lo,
+                  int hi) {
+  const double slope = ua != ub ? (pb - pa) / (double)(ub - ua) : 0;
+  if (!(slope > 0))
+    return (lo + hi + 1) / 2;
+  const double g = ub + floor((limit - pb) / slope);
+  return g <= lo ? lo + 1 : g >= hi ? hi : (int)g;
+}
+
+/* The most units of item k that fit beside what is taken already (more
+ * never lower the peak: the largest count that fits, 0 when none does).
+ * The peak is close to linear in the count (a kept layer or a resident
+ * bucket adds its bytes to the phase that binds), so the count tried is
+ * where the line through the last two counts replayed meets the limit —
+ * the first from the room left (residency: its exact state bytes; kept
+ * activations: a layer's kept bytes) — and the search ends when a count
+ * fits and the next does not: two replays where the peak is linear; a
+ * step that does not halve what is open is followed by a bisection's. */
 static pl_status bisect(fillctx *f, item *it, int k) {
-  pl_plan_cfg c = f->c;
-  set_amounts(f, &c, it[IT_ATTN].taken, it[IT_ALL].taken, it[IT_RES].taken);
-  pl_plan_mem *mem = malloc(sizeof *mem);
-  if (!mem)
-    return pl_set_error(PL_ENOMEM, "plan: host");
-  pl_status st = pl__plan_memory(f->m, &c, f->mc, -1, false, mem);
-  const double room = limit_of(f->mc) - (double)mem->dev_peak;
-  free(mem);
-  PL_TRY(st);
+  const double limit = limit_of(f->mc);
+  double pa = 0, pb = 0;
+  bool ok = false;
+  PL_TRY(fits_at(f, it, k, it[k].taken, &ok, &pa));
+  const double room = limit - pa;
   int guess = 0;
   if (room > 0 && k == IT_RES)
     while (guess < it[k].max && resident_delta(f, guess + 1) <= room)
       guess++;
   else if (room > 0)
     guess = (int)fmin(it[k].max, floor(room / (it[k].bytes / it[k].max)));
-  int lo = 0, hi = it[k].max; /* lo fits, hi + 1 does not */
-  bool ok = false;
-  if (guess > 0) {
-    PL_TRY(fits_at(f, it, k, guess, &ok));
-    if (ok)
-      lo = guess;
-    else
-      hi = guess - 1;
-  }
-  if (ok && guess < hi) {
-    PL_TRY(fits_at(f, it, k, guess + 1, &ok));
-    hi = ok ? hi : guess;
-    lo = ok ? guess + 1 : lo;
-  }
+  int lo = 0, hi = it[k].max; /* lo fits (or is 0), hi + 1 does not */
+  int ua = it[k].taken, u = guess > lo ? guess : lo + 1;
+  bool slow = false;
   while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    PL_TRY(fits_at(f, it, k, mid, &ok));
+    const int open = hi - lo;
+    PL_TRY(fits_at(f, it, k, u, &ok, &pb));
     if (ok)
-      lo = mid;
+      lo = u;
     else
-      hi = mid - 1;
+      hi = u - 1;
+    const bool halved = 2 * (hi - lo) <= open;
+    const int next = slow && !halved ? (lo + hi + 1) / 2
+                                     : secant(limit, ua, pa, u, pb, lo, hi);
+    slow = !halved;
+    ua = u, pa = pb, u = next;
   }
   it[k].taken = lo;
   return PL_OK;
@@ -249,15 +338,21 @@ static void describe(const fillctx *f, const item *it, const int *order,
 pl_status pl_plan_fill(const pl_model_cfg *m, const pl_plan_machine *mc,
                        bool resident, bool keep, pl_plan_cfg *c, char *why,
                        size_t n) {
+  return pl__plan_fill_memo(NULL, m, mc, resident, keep, c, why, n);
+}
+
+pl_status pl__plan_fill_memo(pl__plan_memo *mm, const pl_model_cfg *m,
+                             const pl_plan_machine *mc, bool resident,
+                             bool keep, pl_plan_cfg *c, char *why, size_t n) {
   if (why && n)
     why[0] = '\0';
   if (c->system != PL_PLAN_PLATEAU || (!resident && !keep))
     return PL_OK;
-  fillctx f = {.m = m, .mc = mc, .c = *c, .keep = keep};
+  fillctx f = {.m = m, .mc = mc, .mm = mm, .c = *c, .keep = keep};
   pl_plan_mem *mem = malloc(sizeof *mem);
   if (!mem)
     return pl_set_error(PL_ENOMEM, "plan: host");
-  pl_status st = pl__plan_memory(m, c, mc, -1, false, mem);
+  pl_status st = pl__plan_mem_eval(mm, m, c, mc, false, mem);
   f.N = mem->N;
   f.theta = (size_t)mem->params_rank;
   free(mem);
@@ -296,7 +391,7 @@ pl_status pl_plan_fill(const pl_model_cfg *m, const pl_plan_machine *mc,
     pl_plan_mem *pm = malloc(sizeof *pm);
     if (!pm)
       return pl_set_error(PL_ENOMEM, "plan: host");
-    PL_TRY_GOTO(st, done, pl__plan_memory(m, c, mc, -1, false, pm));
+    PL_TRY_GOTO(st, done, pl__plan_mem_eval(mm, m, c, mc, false, pm));
     describe(&f, it, order, limit_of(mc) - (double)pm->dev_peak, why, n);
   done:
     free(pm);

@@ -177,12 +177,35 @@ pl_status pl__plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                           const pl_plan_machine *mc, int rank, bool with_worst,
                           pl_plan_mem *out);
 /* pl__plan_memory measured (mem_dry.c): the trainer of c (c itself on one
- * rank, else its one-GPU proxy) stepped on a dry device with balanced
+ * rank, else the rank view of its rank 0) stepped on a dry device with balanced
  * routes; with_worst: again with adversarial ones for dev_worst.  rank < 0
  * measures rank 0.  Plateau's trainer only, imb 1 (PL_EUNSUPPORTED). */
 pl_status pl__plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, int rank,
                               bool with_worst, pl_plan_mem *out);
+/* ---- the search's memory evaluations (fill.c) ----
+ * Every memory evaluation of the search and the fill goes through
+ * pl__plan_mem_eval: it counts them (pl__plan_mem_evals: the evaluations
+ * made since the process began, over every thread) and, given a memo
+ * (pl__plan_memo_new; NULL: none), answers a configuration evaluated before
+ * from it (the replay is a pure function of the configuration).  The upper
+ * bound of tok/s/GPU over the knobs the memory decides (time.c: SCO budget
+ * 0, every layer kept for the parts that shrink with it and none for those
+ * that grow, the optimizer at its best resident split) lets the search skip
+ * the memory of a candidate that cannot change its choice. */
+typedef struct pl__plan_memo pl__plan_memo;
+pl__plan_memo *pl__plan_memo_new(void);
+void pl__plan_memo_free(pl__plan_memo *mm);
+pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
+                            const pl_plan_cfg *c, const pl_plan_machine *mc,
+                            bool with_worst, pl_plan_mem *out);
+long pl__plan_mem_evals(void);
+pl_status pl__plan_fill_memo(pl__plan_memo *mm, const pl_model_cfg *m,
+                             const pl_plan_machine *mc, bool resident,
+                             bool keep, pl_plan_cfg *c, char *why, size_t n);
+pl_status pl__plan_time_bound(const pl_model_cfg *m, const pl_plan_cfg *c,
+                              const pl_plan_machine *mc, double *tok_s_max);
+
 pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
                          const pl_plan_machine *mc, pl_plan_time *out);
 pl_status pl__fsdp2_check(const pl_model_cfg *m, const pl_plan_cfg *c);

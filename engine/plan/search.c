@@ -200,7 +200,7 @@ static void verdict_of(const pl_plan_machine *mc, pl_plan_verdict *v) {
 pl_status pl_plan_check(const pl_model_cfg *m, const pl_plan_cfg *c,
                         const pl_plan_machine *mc, pl_plan_verdict *v) {
   memset(v, 0, sizeof *v);
-  PL_TRY(pl__plan_memory(m, c, mc, -1, true, &v->mem));
+  PL_TRY(pl__plan_mem_eval(NULL, m, c, mc, true, &v->mem));
   verdict_of(mc, v);
   return PL_OK;
 }
@@ -218,13 +218,13 @@ typedef struct cand {
 } cand;
 
 /* memory (no worst replay) and fit; time only when it fits */
-static pl_status eval(const pl_model_cfg *m, const pl_plan_machine *mc, cand *x,
-                      bool with_time) {
+static pl_status eval(const pl_model_cfg *m, const pl_plan_machine *mc,
+                      pl__plan_memo *mm, cand *x, bool with_time) {
   pl_plan_verdict *v = malloc(sizeof *v);
   if (!v)
     return pl_set_error(PL_ENOMEM, "plan: host");
   memset(v, 0, sizeof *v);
-  pl_status st = pl__plan_memory(m, &x->cfg, mc, -1, false, &v->mem);
+  pl_status st = pl__plan_mem_eval(mm, m, &x->cfg, mc, false, &v->mem);
   if (st == PL_OK) {
     v->mem.dev_worst = v->mem.dev_peak;
     verdict_of(mc, v);
@@ -245,6 +245,7 @@ typedef struct ranking {
   bool have_best, have_second;
   cand closest; /* infeasible, smallest over */
   bool have_closest;
+  pl__plan_memo *mm; /* the memory evaluations of this search */
 } ranking;
 
 /* Two candidates of one kind differ only in knobs that barely move the time
@@ -292,6 +293,27 @@ static void rank_in(ranking *r, const cand *x) {
   }
 }
 
+/* Can a candidate whose every ranked form (its SCO budget and headroom
+ * filled or not) makes at most tok_s_max tok/s/GPU change the ranking?
+ * Not when a best and a runner-up are held and it is slower than both by
+ * more than better()'s 0.1%: better() is false against each, so rank_in
+ * would only count it (and an infeasible one only matters as the closest
+ * while nothing fits).  Its memory is then not evaluated: it is counted as
+ * tried, not as feasible. */
+static bool pruned(ranking *r, const pl_model_cfg *m, const pl_plan_machine *mc,
+                   const pl_plan_cfg *c) {
+  if (!r->have_best || !r->have_second)
+    return false;
+  double u = 0;
+  if (pl__plan_time_bound(m, c, mc, &u) != PL_OK)
+    return false; /* the evaluation says what it refuses */
+  if (!(u * 1.001 < r->best.time.tok_s_gpu &&
+        u * 1.001 < r->second.time.tok_s_gpu))
+    return false;
+  r->tried++;
+  return true;
+}
+
 static void divisors(int W, int *out, int *n, int max) {
   *n = 0;
   for (int d = 1; d <= W && *n < max; d++)
@@ -327,9 +349,9 @@ static pl_status rank_filled(const pl_model_cfg *m, const pl_plan_machine *mc,
     }
   }
   if (x->fits && (fr->resident || fr->keep)) {
-    PL_TRY(pl_plan_fill(m, mc, fr->resident, fr->keep, &x->cfg, x->fill,
-                        sizeof x->fill));
-    PL_TRY(eval(m, mc, x, true));
+    PL_TRY(pl__plan_fill_memo(r->mm, m, mc, fr->resident, fr->keep, &x->cfg,
+                              x->fill, sizeof x->fill));
+    PL_TRY(eval(m, mc, r->mm, x, true));
   }
   rank_in(r, x);
   return PL_OK;
@@ -341,7 +363,7 @@ static pl_status rank_filled(const pl_model_cfg *m, const pl_plan_machine *mc,
 static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
                             cand *x, const pl_plan_free *fr, ranking *r) {
   if (!fr->sco) {
-    PL_TRY(eval(m, mc, x, true));
+    PL_TRY(eval(m, mc, r->mm, x, true));
     return rank_filled(m, mc, x, fr, r);
   }
   const int64_t N = pl_plan_tokens_per_rank(&x->cfg);
@@ -349,35 +371,56 @@ static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
       (uint64_t)N * (uint64_t)m->H * pl_dtype_size(x->cfg.sc.dt);
   x->cfg.sc.sco = (pl_sco_budget){false, 0};
   cand y = *x;
-  PL_TRY(eval(m, mc, x, true));
+  PL_TRY(eval(m, mc, r->mm, x, true));
   if (x->fits || strncmp(x->binding, "host", 4) == 0) {
     PL_TRY(rank_filled(m, mc, x, fr, r));
     if (!x->fits || !(fr->resident || fr->keep))
       return PL_OK;
     y.cfg.sc.sco = (pl_sco_budget){true, 0};
-    PL_TRY(eval(m, mc, &y, true));
+    PL_TRY(eval(m, mc, r->mm, &y, true));
     return y.fits ? rank_filled(m, mc, &y, fr, r) : PL_OK;
   }
-  int lo = 1, hi = m->L, found = -1;
-  while (lo <= hi) {
-    const int mid = (lo + hi) / 2;
-    y.cfg.sc.sco = (pl_sco_budget){mid == m->L, (uint64_t)mid * nhb};
-    PL_TRY(eval(m, mc, &y, false));
-    if ((double)y.mem.dev_peak <= pl__hbm_usable(mc))
-      found = mid, hi = mid - 1;
+  /* the smallest count that fits the device: each boundary offloaded
+   * takes its N·H·b off the peak, so the count tried is where the line
+   * through the last two counts replayed meets the usable HBM; a step that
+   * does not halve what is open is followed by a bisection's */
+  const double lim = pl__hbm_usable(mc);
+  int bad = 0, good = m->L + 1, ua = 0, u = 0, found = -1;
+  double pa = (double)x->mem.dev_peak, pb = pa - (double)nhb;
+  bool slow = false;
+  u = (int)fmin(m->L, fmax(1, ceil((pa - lim) / (double)nhb)));
+  while (good - bad > 1) {
+    const int open = good - bad;
+    y.cfg.sc.sco = (pl_sco_budget){u == m->L, (uint64_t)u * nhb};
+    PL_TRY(eval(m, mc, r->mm, &y, false));
+    pb = (double)y.mem.dev_peak;
+    if (pb <= lim)
+      good = u;
     else
-      lo = mid + 1;
+      bad = u;
+    if (good - bad <= 1)
+      break;
+    const double slope = (pb - pa) / (double)(u - ua);
+    int next = (bad + good) / 2;
+    if (!(slow && 2 * (good - bad) > open) && slope < 0) {
+      const double g = u + ceil((lim - pb) / slope);
+      next = g <= bad ? bad + 1 : g >= good ? good - 1 : (int)g;
+    }
+    slow = 2 * (good - bad) > open;
+    ua = u, pa = pb, u = next;
   }
+  if (good <= m->L)
+    found = good;
   y.cfg.sc.sco = found < 0
                      ? (pl_sco_budget){true, 0}
                      : (pl_sco_budget){found == m->L, (uint64_t)found * nhb};
-  PL_TRY(eval(m, mc, &y, true));
+  PL_TRY(eval(m, mc, r->mm, &y, true));
   PL_TRY(rank_filled(m, mc, &y, fr, r));
   if (found < 0 || found == m->L || !(fr->resident || fr->keep))
     return PL_OK;
   y = *x; /* every boundary offloaded: the device bytes go to the fill */
   y.cfg.sc.sco = (pl_sco_budget){true, 0};
-  PL_TRY(eval(m, mc, &y, true));
+  PL_TRY(eval(m, mc, r->mm, &y, true));
   return y.fits ? rank_filled(m, mc, &y, fr, r) : PL_OK;
 }
 
@@ -459,6 +502,8 @@ static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
                 x.cfg.sc.oo.bucket = betas[bi];
               if (fr->optim)
                 x.cfg.sc.optim = opts[oi];
+              if (pruned(r, m, mc, &x.cfg))
+                continue;
               pl_status st = sco_search(m, mc, &x, fr, r);
               if (st == PL_EINVAL || st == PL_EUNSUPPORTED)
                 continue; /* a knob the layout refuses */
@@ -519,7 +564,9 @@ static pl_status search_fsdp2(const pl_model_cfg *m, const pl_plan_cfg *base,
               x.cfg.offload = o == 1;
             if (fr->mbs)
               x.cfg.mbs = mbss[q];
-            pl_status st = eval(m, mc, &x, true);
+            if (pruned(r, m, mc, &x.cfg))
+              continue;
+            pl_status st = eval(m, mc, r->mm, &x, true);
             if (st == PL_EINVAL)
               continue;
             PL_TRY(st);
@@ -566,7 +613,7 @@ static void why_lost(const cand *b, const cand *s, char *buf, size_t n) {
  * W and E) when the world was chosen, the world when groups were; the
  * rest of the choice kept. */
 static pl_status why_ep(const pl_model_cfg *m, const pl_plan_machine *mc,
-                        const cand *b, char *buf, size_t n) {
+                        pl__plan_memo *mm, const cand *b, char *buf, size_t n) {
   buf[0] = 0;
   const pl_plan_cfg *c = &b->cfg;
   const int Wv = c->lc.W_v > c->W ? c->lc.W_v : c->W;
@@ -587,7 +634,7 @@ static pl_status why_ep(const pl_model_cfg *m, const pl_plan_machine *mc,
   memset(&y, 0, sizeof y);
   y.cfg = *c;
   y.cfg.lc.Ep = ep == Wv ? alt : 0;
-  const pl_status st = eval(m, mc, &y, true);
+  const pl_status st = eval(m, mc, mm, &y, true);
   if (st == PL_EINVAL)
     return PL_OK;
   PL_TRY(st);
@@ -613,13 +660,17 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
                        pl_plan_search *out) {
   memset(out, 0, sizeof *out);
   ranking *r = calloc(1, sizeof *r);
-  if (!r)
+  pl__plan_memo *mm = pl__plan_memo_new();
+  if (!r || !mm) {
+    free(r), pl__plan_memo_free(mm);
     return pl_set_error(PL_ENOMEM, "plan: host");
+  }
+  r->mm = mm;
   pl_status st = base->system == PL_PLAN_FSDP2
                      ? search_fsdp2(m, base, fr, mc, r)
                      : search_plateau(m, base, fr, mc, r);
   if (st == PL_OK && r->tried == 0 && base->tokens_step > 0) {
-    free(r);
+    free(r), pl__plan_memo_free(mm);
     return pl_set_error(PL_EINVAL,
                         "tokens per step %lld: no %s makes it a whole number "
                         "of passes of %lld-token sequences over %d GPUs",
@@ -632,7 +683,7 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
     cand x;
     memset(&x, 0, sizeof x);
     x.cfg = *base;
-    st = eval(m, mc, &x, true);
+    st = eval(m, mc, r->mm, &x, true);
     if (st == PL_OK)
       rank_in(r, &x);
   }
@@ -646,7 +697,7 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
       if (pl_plan_check(m, &out->best.cfg, mc, &v) == PL_OK)
         out->best.mem.dev_worst = v.mem.dev_worst;
       if (base->system == PL_PLAN_PLATEAU && fr->ep && m->E > 0)
-        st = why_ep(m, mc, &r->best, out->why_ep, sizeof out->why_ep);
+        st = why_ep(m, mc, r->mm, &r->best, out->why_ep, sizeof out->why_ep);
     }
     if (r->have_second) {
       out->have_runner_up = true;
@@ -670,7 +721,7 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
           (pl_plan_choice){r->closest.cfg, r->closest.mem, r->closest.time, ""};
     }
   }
-  free(r);
+  free(r), pl__plan_memo_free(mm);
   return st;
 }
 
@@ -683,7 +734,7 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
  * smaller bucket; FSDP2 cp = 1, the largest ep, full AC, offload. */
 static pl_status fits_frugal(const pl_model_cfg *m, const pl_plan_cfg *base,
                              const pl_plan_free *fr, const pl_plan_machine *mc,
-                             int64_t N, bool *fits) {
+                             pl__plan_memo *mm, int64_t N, bool *fits) {
   cand x;
   memset(&x, 0, sizeof x);
   x.cfg = *base;
@@ -702,7 +753,7 @@ static pl_status fits_frugal(const pl_model_cfg *m, const pl_plan_cfg *base,
     for (int o = 0; o < (fr->offload ? 2 : 1) && !*fits; o++) {
       if (fr->offload)
         x.cfg.offload = o == 0;
-      pl_status st = eval(m, mc, &x, false);
+      pl_status st = eval(m, mc, mm, &x, false);
       if (st == PL_EINVAL)
         return PL_OK;
       PL_TRY(st);
@@ -729,6 +780,7 @@ static pl_status fits_frugal(const pl_model_cfg *m, const pl_plan_cfg *base,
     x.cfg.sc.optim = &pl_optim_stream;
   ranking r;
   memset(&r, 0, sizeof r);
+  r.mm = mm;
   pl_plan_free nofill = *fr; /* the least memory: nothing kept or resident */
   nofill.resident = nofill.keep = false;
   if (fr->resident)
@@ -743,9 +795,9 @@ static pl_status fits_frugal(const pl_model_cfg *m, const pl_plan_cfg *base,
   return PL_OK;
 }
 
-int64_t pl_plan_max_tokens(const pl_model_cfg *m, const pl_plan_cfg *base,
-                           const pl_plan_free *fr, const pl_plan_machine *mc,
-                           int64_t quantum, int64_t n_max) {
+static int64_t max_tokens(const pl_model_cfg *m, const pl_plan_cfg *base,
+                          const pl_plan_free *fr, const pl_plan_machine *mc,
+                          pl__plan_memo *mm, int64_t quantum, int64_t n_max) {
   if (quantum < 1)
     quantum = 1;
   int64_t lo = 0, hi = n_max / quantum; /* in quanta; lo fits (0: none) */
@@ -753,7 +805,7 @@ int64_t pl_plan_max_tokens(const pl_model_cfg *m, const pl_plan_cfg *base,
   /* grow to bracket, then bisect */
   int64_t step = 1;
   while (lo + step <= hi) {
-    if (fits_frugal(m, base, fr, mc, (lo + step) * quantum, &f) != PL_OK)
+    if (fits_frugal(m, base, fr, mc, mm, (lo + step) * quantum, &f) != PL_OK)
       return 0;
     if (!f)
       break;
@@ -763,7 +815,7 @@ int64_t pl_plan_max_tokens(const pl_model_cfg *m, const pl_plan_cfg *base,
   int64_t a = lo, b = lo + step <= hi ? lo + step : hi + 1; /* b fails */
   while (b - a > 1) {
     const int64_t mid = (a + b) / 2;
-    if (fits_frugal(m, base, fr, mc, mid * quantum, &f) != PL_OK)
+    if (fits_frugal(m, base, fr, mc, mm, mid * quantum, &f) != PL_OK)
       return 0;
     if (f)
       a = mid;
@@ -771,4 +823,15 @@ int64_t pl_plan_max_tokens(const pl_model_cfg *m, const pl_plan_cfg *base,
       b = mid;
   }
   return a * quantum;
+}
+
+int64_t pl_plan_max_tokens(const pl_model_cfg *m, const pl_plan_cfg *base,
+                           const pl_plan_free *fr, const pl_plan_machine *mc,
+                           int64_t quantum, int64_t n_max) {
+  pl__plan_memo *mm = pl__plan_memo_new();
+  if (!mm)
+    return 0;
+  const int64_t n = max_tokens(m, base, fr, mc, mm, quantum, n_max);
+  pl__plan_memo_free(mm);
+  return n;
 }

@@ -16,6 +16,7 @@
 
 #include "core/check_run.h"
 #include "plan/plan.h"
+#include "plan/plan_internal.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -436,6 +437,54 @@ START_TEST(check_names_binding) {
 }
 END_TEST
 
+/* The search's cost: a memo answers a configuration evaluated before
+ * without a replay, the time bound holds over the knobs the memory decides,
+ * and the search of 120b on 16 GPUs at 128K stays within its evaluations. */
+START_TEST(search_cost) {
+  pl_model_cfg m = preset("120b");
+  pl_plan_machine mc = pl_plan_machine_default();
+  pl_plan_cfg c = pl_plan_cfg_plateau(16, 131072);
+  c.lc.Ep = 8;
+  pl__plan_memo *mm = pl__plan_memo_new();
+  ck_assert_ptr_nonnull(mm);
+  pl_plan_mem a, b;
+  const long e0 = pl__plan_mem_evals();
+  ck_assert_int_eq(pl__plan_mem_eval(mm, &m, &c, &mc, false, &a), PL_OK);
+  ck_assert_int_eq(pl__plan_mem_eval(mm, &m, &c, &mc, false, &b), PL_OK);
+  ck_assert_int_eq(pl__plan_mem_evals() - e0, 1);
+  ck_assert_int_eq(a.dev_peak, b.dev_peak);
+  pl__plan_memo_free(mm);
+  double u = 0;
+  ck_assert_int_eq(pl__plan_time_bound(&m, &c, &mc, &u), PL_OK);
+  const uint64_t nhb = 131072ull * (uint64_t)m.H * 2;
+  for (int s = 0; s <= m.L; s += 9)
+    for (int k = 0; k <= 2; k++)
+      for (int r = 0; r <= 4; r++) {
+        pl_plan_cfg y = c;
+        y.sc.sco = (pl_sco_budget){s == m.L, (uint64_t)s * nhb};
+        y.sc.keep = (pl_keep_budget){(pl_keep_mode)k, 0};
+        y.sc.oo.resident_bytes = (uint64_t)r * 40000000000ull;
+        pl_plan_time t;
+        ck_assert_int_eq(pl_plan_time_predict(&m, &y, &mc, &t), PL_OK);
+        ck_assert(t.tok_s_gpu <= u);
+      }
+  pl_plan_free fr = {.D = true,
+                     .P = true,
+                     .c = true,
+                     .beta = true,
+                     .sco = true,
+                     .optim = true,
+                     .ep = true,
+                     .resident = true,
+                     .keep = true};
+  pl_plan_search s;
+  const long e1 = pl__plan_mem_evals();
+  ck_assert_int_eq(pl_plan_auto(&m, &c, &fr, &mc, &s), PL_OK);
+  ck_assert(s.have_best && s.have_runner_up);
+  ck_assert_int_lt(pl__plan_mem_evals() - e1, 6000);
+}
+END_TEST
+
 START_TEST(auto_choice) {
   pl_model_cfg m = preset("120b");
   pl_plan_machine mc = pl_plan_machine_default();
@@ -617,6 +666,7 @@ int main(void) {
                           fsdp2_optim_copies_time,
                           check_names_binding,
                           auto_choice,
+                          search_cost,
                           expert_groups,
                           NULL};
   return pl_check_suite("plan", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1

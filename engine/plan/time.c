@@ -436,6 +436,54 @@ done:
   return st;
 }
 
+/* An upper bound of c's tok/s/GPU over the knobs its memory decides (the
+ * SCO budget, the kept activations, the resident optimizer state): the step
+ * is a sum of parts, each bounded below on its own — the SCO copies' at
+ * budget 0 (none), attention, dense, memory and Ulysses parts at every
+ * layer kept (each kept layer only takes from them), the units' exposure at
+ * none kept (keeping shortens the backward that hides it), and the
+ * optimizer at its best split: max(a·(Θ − r), 30·r/hbm) over the resident
+ * parameters r, the streamed part linear in its parameters (a = its time
+ * with none resident / Θ), is at least its value where the two meet. */
+pl_status pl__plan_time_bound(const pl_model_cfg *m, const pl_plan_cfg *c,
+                              const pl_plan_machine *mc, double *tok_s_max) {
+  *tok_s_max = 0;
+  if (c->system == PL_PLAN_FSDP2) { /* its time has no such knob */
+    pl_plan_time t;
+    PL_TRY(pl_plan_time_predict(m, c, mc, &t));
+    *tok_s_max = t.tok_s_gpu;
+    return PL_OK;
+  }
+  pl_plan_cfg a = *c, z;
+  a.sc.sco = (pl_sco_budget){false, 0};
+  a.sc.oo.resident_all = false, a.sc.oo.resident_bytes = 0;
+  z = a;
+  a.sc.keep = (pl_keep_budget){PL_KEEP_ALL, 0};
+  z.sc.keep = (pl_keep_budget){PL_KEEP_BYTES, 0};
+  tctx t, u;
+  pl_plan_time out;
+  memset(&out, 0, sizeof out);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done_t, open_ctx(m, &a, mc, &t));
+  PL_TRY_GOTO(st, done_u, open_ctx(m, &z, mc, &u));
+  layers_time(&t), head_time(&t), units_time(&t), host_time(&t);
+  optim_time(&t), assemble(&t, &out);
+  layers_time(&u), units_time(&u);
+  const double mic = c->sc.micro, t0 = t.t_opt,
+               g = 30.0 * (double)t.d->params_rank / t.hbm;
+  const double opt = t0 > 0 && g > 0 ? t0 * g / (t0 + g) : 0;
+  const double step = out.step_s - out.part_s[PL_TPART_OPTIM] + opt -
+                      out.part_s[PL_TPART_UNITS] + mic * u.t_units -
+                      out.part_s[PL_TPART_HOST];
+  /* a margin for the rounding of the sums the prediction itself adds */
+  *tok_s_max = step > 0 ? mic * t.N / step * (1 + 1e-9) : INFINITY;
+done_u:
+  free_ctx(&u);
+done_t:
+  free_ctx(&t);
+  return st;
+}
+
 pl_status pl_plan_proxy_comm(const pl_model_cfg *m, const pl_plan_cfg *c,
                              const pl_plan_machine *mc, int gpus_per_node,
                              double *comm_s, pl_plan_time *run) {
