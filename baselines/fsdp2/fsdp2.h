@@ -260,6 +260,22 @@ int pl_fsdp2_tune_points(const pl_model_cfg *m, int W, int64_t S,
 pl_plan_cfg pl_fsdp2_plan_cfg(const pl_model_cfg *m, const pl_fsdp2_cfg *c,
                               int W, int64_t S);
 
+/* The planner's memory of FSDP2 configuration c measured instead of
+ * replayed (fsdp2_dry.c): the baseline built for c on a dry device
+ * (pl_plan_dry_device: mc's backend as its flavour, mc's device memory, the
+ * balanced routes) — for W > 1 the one-GPU proxy of c's run (W = 1, W_v =
+ * the run's) — and stepped twice; *out filled as pl_plan_fsdp2_memory fills
+ * it, from the second step (peak_phase: "a step on a dry device"; the terms'
+ * own peaks of several tags and the unpinned host bytes as fsdp2_dry.c
+ * says).  PL_EUNSUPPORTED for mbs != 1 and imb > 1; the baseline's refusals
+ * prefixed "the dry device: ".  Uses MPI (pl_init); collective over the MPI
+ * world (each process measures on a world of its own). */
+pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
+                              const pl_plan_machine *mc, pl_plan_mem *out);
+/* Registers pl_fsdp2_dry_memory as the planner's dry measurement of the
+ * fsdp2 system (pl_plan_set_dry_measure); `plateau` calls it at its start. */
+void pl_fsdp2_register_dry(void);
+
 /* ---- the shared points with the PyTorch peer ------------------------------
  * analysis/peers/fsdp2_points.tsv lists the configurations this baseline and
  * analysis/peers/torch_fsdp2.py both run (one GPU; shapes, context, knobs).

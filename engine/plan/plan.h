@@ -338,6 +338,21 @@ int pl_plan_mem_diff(const pl_plan_mem *a, const pl_plan_mem *b,
 /* The FSDP2 baseline's, replayed (dev_worst: every EP route to the rank). */
 pl_status pl_plan_fsdp2_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                                const pl_plan_machine *mc, pl_plan_mem *out);
+/* The memory of configuration c of a system whose trainer lives above the
+ * planner, measured on a dry device by that trainer's layer (mem_hook.c):
+ * the layer registers fn for system s at the program's start (FSDP2:
+ * pl_fsdp2_register_dry, baselines/fsdp2/fsdp2.h; fn NULL: none).
+ * pl_plan_dry_measure calls the one registered for c->system, which builds
+ * c's one-GPU proxy when W > 1 (as pl_plan_memory_dry) and fills *out as
+ * that system's replay does; PL_EUNSUPPORTED naming the system when none is
+ * registered. */
+typedef pl_status (*pl_plan_dry_measure_fn)(const pl_model_cfg *m,
+                                            const pl_plan_cfg *c,
+                                            const pl_plan_machine *mc,
+                                            pl_plan_mem *out);
+void pl_plan_set_dry_measure(pl_plan_system s, pl_plan_dry_measure_fn fn);
+pl_status pl_plan_dry_measure(const pl_model_cfg *m, const pl_plan_cfg *c,
+                              const pl_plan_machine *mc, pl_plan_mem *out);
 
 /* ---- components (the component benches' peaks, same replay) ------------ */
 

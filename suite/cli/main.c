@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../baselines/fsdp2/fsdp2.h"
 #include "compare_cmd.h"
 #include "harness/bench.h"
 #include "harness/trial.h"
@@ -153,6 +154,8 @@ int main(int argc, char **argv) {
   /* maxbatch's trial guard (trial.c): no MPI, nothing else */
   if (argc > 1 && strcmp(argv[1], "__trial-guard") == 0)
     return pl_trial_guard_main(argc, argv);
+  /* the planner measures the FSDP2 baseline through this (plan.h) */
+  pl_fsdp2_register_dry();
   if (argc < 2) {
     usage(stderr);
     return 2;

@@ -1,0 +1,251 @@
+/* fsdp2_dry.c — the FSDP2 baseline's memory for the planner measured on a
+ * dry device (pl_fsdp2_dry_memory, registered as the planner's dry
+ * measurement of the fsdp2 system: plan.h, pl_plan_set_dry_measure).
+ *
+ * Why here: the planner sits below the baselines and cannot build this
+ * trainer, and its FSDP2 memory is a replay of this trainer's allocations
+ * (engine/plan/baseline_fsdp2.c) that the project retires in favour of the
+ * step itself.  The baseline is built for the configuration on a dry device
+ * (engine/plan/dry_dev.c: the planner's backend as its flavour, its device
+ * memory, the balanced routes) and stepped twice; the second step's tracked
+ * peaks fill the planner's pl_plan_mem as the replay fills it.  One process
+ * plays one rank: a configuration of W > 1 ranks is built as the one-GPU
+ * proxy of its run (W = 1, W_v = the run's), as pl_plan_memory_dry builds
+ * plateau's.  What the tracker cannot see is taken from the replay's model
+ * and named where it is filled. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsdp2_internal.h"
+#include "ops/moe.h"
+#include "plan/plan.h"
+#include "train/data.h"
+
+/* The configuration one process builds for c: c itself on one rank, else
+ * the one-GPU proxy of c's run (mem_dry.c's proxy_of). */
+static pl_plan_cfg proxy_of(const pl_plan_cfg *c) {
+  pl_plan_cfg b = *c;
+  if (c->W > 1) {
+    b.lc.W_v = c->lc.W_v > c->W ? c->lc.W_v : c->W;
+    b.W = 1;
+    b.present = 0;
+    b.tokens_step = 0;
+  }
+  return b;
+}
+
+/* The baseline's knobs of planner configuration b (pl_fsdp2_plan_cfg
+ * inverted); PL_EUNSUPPORTED for what the baseline or the dry device does
+ * not run. */
+static pl_status knobs_of(const pl_plan_cfg *b, pl_fsdp2_cfg *out) {
+  if (b->mbs != 1)
+    return pl_set_error(PL_EUNSUPPORTED,
+                        "the dry device: mbs=%d: the FSDP2 baseline runs one "
+                        "sequence per CP group per micro-batch (mbs 1)",
+                        b->mbs);
+  if (b->imb > 1)
+    return pl_set_error(PL_EUNSUPPORTED,
+                        "imb=%g: the dry device routes by the balanced "
+                        "profile (imb 1)",
+                        b->imb);
+  pl_fsdp2_cfg c = pl_fsdp2_cfg_default();
+  c.cp = b->cp, c.ep = b->ep, c.W_v = b->lc.W_v;
+  c.ac = b->ac == PL_PLAN_AC_FULL        ? PL_FSDP2_AC_FULL
+         : b->ac == PL_PLAN_AC_SELECTIVE ? PL_FSDP2_AC_SELECTIVE
+                                         : PL_FSDP2_AC_NONE;
+  c.ac_freq = b->ac_freq;
+  c.optim = b->offload ? PL_FSDP2_OPTIM_CPU : PL_FSDP2_OPTIM_GPU;
+  c.micro = b->sc.micro;
+  c.dt = b->sc.dt;
+  c.attn = b->sc.attn;
+  c.moe_lanes = b->sc.moe_lanes;
+  *out = c;
+  return PL_OK;
+}
+
+/* The budget term of each tag the baseline allocates: the term the replay
+ * (baseline_fsdp2.c, mem_ops.c) books it under; any other tag is "other". */
+static const struct {
+  const char *tag;
+  int term;
+} tag_terms[] = {
+    {"weights", PL_TERM_WEIGHTS},
+    {"grads", PL_TERM_GRADS},
+    {"optim", PL_TERM_OPTIM},
+    {"tokens", PL_TERM_OTHER},
+    {"fsdp_ag", PL_TERM_UNITS},
+    {"zero3", PL_TERM_UNITS},
+    {"zero3_grads", PL_TERM_UNIT_GRADS},
+    {"cp_kv", PL_TERM_ATTN},
+    {"cp_ring", PL_TERM_ATTN},
+    {"attention", PL_TERM_ATTN},
+    {"saved", PL_TERM_RESIDENT},
+    {"boundary", PL_TERM_RESIDENT},
+    {"activations", PL_TERM_ACTS},
+    {"grads_act", PL_TERM_ACTS},
+    {"router", PL_TERM_EXPERT},
+    {"routing", PL_TERM_EXPERT},
+    {"expert", PL_TERM_EXPERT},
+    {"llep_grads", PL_TERM_EXPERT},
+    {"dispatch", PL_TERM_DISPATCH},
+    {"logits", PL_TERM_LOGITS},
+    {"ce_state", PL_TERM_LOGITS},
+};
+#define N_TAG_TERMS (int)(sizeof tag_terms / sizeof tag_terms[0])
+
+/* A tag name that outlives the device (pl_plan_mem keeps pointers): the
+ * table's, else one interned here for the process's life. */
+static const char *static_tag(const char *tag, int *term) {
+  for (int i = 0; i < N_TAG_TERMS; i++)
+    if (!strcmp(tag_terms[i].tag, tag)) {
+      *term = tag_terms[i].term;
+      return tag_terms[i].tag;
+    }
+  *term = PL_TERM_OTHER;
+  static char pool[PL_PLAN_MAX_TAGS][32];
+  static int n;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(pool[i], tag))
+      return pool[i];
+  if (n == PL_PLAN_MAX_TAGS)
+    return "other";
+  snprintf(pool[n], sizeof pool[n], "%s", tag);
+  return pool[n++];
+}
+
+static size_t stat_tag(const pl_tag_bytes *l, int n, const char *tag) {
+  for (int i = 0; i < n; i++)
+    if (l[i].tag && !strcmp(l[i].tag, tag))
+      return l[i].bytes;
+  return 0;
+}
+
+/* The device tags of step r into out: each tag's bytes at the peak and own
+ * peak (tags the step never held left out), the terms at the peak (exact:
+ * each tag is one term) and each term's own peak.  The tracker keeps peaks
+ * by tag, not by term: a term of one tag has its tag's peak; one of several
+ * tags gets the sum of their own peaks, an upper bound that is exact when
+ * they peak together (and never below the term at the device peak). */
+static void fill_tags(const pl_mem_stats *d, pl_plan_mem *out) {
+  int n = 0;
+  for (int i = 0; i < d->n_tags && n < PL_PLAN_MAX_TAGS; i++) {
+    const char *name = d->tag_peak[i].tag;
+    const size_t pk = d->tag_peak[i].bytes,
+                 at = stat_tag(d->at_peak, d->n_tags, name);
+    if (!pk && !at)
+      continue;
+    int term;
+    const char *tag = static_tag(name, &term);
+    out->at_peak[n] = (pl_tag_bytes){tag, at};
+    out->tag_peak[n] = (pl_tag_bytes){tag, pk};
+    out->term[term] += at;
+    out->term_peak[term] += pk;
+    n++;
+  }
+  out->n_tags = n;
+}
+
+/* Everything but the tags from the built trainer t, its configuration c
+ * (the run's) and the second step r; state: the device bytes between the
+ * steps. */
+static void fill_facts(const pl_fsdp2 *t, const pl_plan_cfg *c,
+                       const pl_plan_machine *mc, const pl_step_result *r,
+                       size_t state, pl_plan_mem *out) {
+  out->dev_peak = r->dev.peak;
+  /* one rank of the proxy: every route local (its EP group has one
+   * present member), so adversarial routing is the balanced */
+  out->dev_worst = r->dev.peak;
+  snprintf(out->peak_phase, sizeof out->peak_phase, "a step on a dry device");
+  out->state = state;
+  out->host_pinned = r->host.peak;
+  const pl_mem_stats *ar =
+      t->c.optim == PL_FSDP2_OPTIM_CPU ? &r->host : &r->dev;
+  out->host_optim = t->c.optim == PL_FSDP2_OPTIM_CPU
+                        ? stat_tag(ar->now, ar->n_tags, "weights") +
+                              stat_tag(ar->now, ar->n_tags, "grads") +
+                              stat_tag(ar->now, ar->n_tags, "optim")
+                        : 0;
+  /* the fp32 gradient shards: one element per parameter the rank updates */
+  out->params_rank = (int64_t)(stat_tag(ar->now, ar->n_tags, "grads") / 4);
+  out->N = t->N;
+  int nmoe = 0;
+  for (int l = 0; l < t->m.L; l++)
+    nmoe += t->fl[l].moe;
+  /* the standard dispatch: one chunk of all N tokens (ops/moe.h) */
+  int K = 0;
+  int64_t c_eff = 0;
+  out->K = nmoe ? r->moe_K : 0;
+  if (nmoe &&
+      pl_moe_variant_chunking(PL_MOE_EP, t->N, 0, 0, &K, &c_eff) == PL_OK)
+    out->c_eff = c_eff;
+  /* unpinned host bytes are not tracked: the replay's model of them
+   * (per-token loss and batch, router biases and counts) */
+  out->host_rank =
+      out->host_pinned + (size_t)t->N * 12 + (size_t)nmoe * (size_t)t->E_r * 12;
+  const int gpn = mc->gpus_per_node < c->W ? mc->gpus_per_node : c->W;
+  out->host_node = (size_t)gpn * out->host_rank;
+}
+
+/* Two steps of the baseline f on its dry device; the device bytes between
+ * them into *state, the second step's result into *r. */
+static pl_status two_steps(pl_fsdp2 *f, const pl_model_cfg *m, size_t *state,
+                           pl_step_result *r) {
+  pl_data *data = NULL;
+  PL_TRY(pl_data_synthetic(m->V, 9, &data));
+  pl_status st = pl_fsdp2_run(f, data, 0, 1, NULL, NULL);
+  if (st == PL_OK) {
+    pl_mem_stats ms;
+    st = pl_mem_stats_get(f->dev, PL_ARENA_DEVICE, &ms);
+    *state = ms.current;
+  }
+  if (st == PL_OK)
+    st = pl_fsdp2_run(f, data, 1, 1, NULL, r);
+  if (st != PL_OK)
+    pl_error_prefix(st, "the dry device: a step: ");
+  pl_data_close(data);
+  return st;
+}
+
+pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
+                              const pl_plan_machine *mc, pl_plan_mem *out) {
+  memset(out, 0, sizeof *out);
+  const pl_plan_cfg b = proxy_of(c);
+  pl_fsdp2_cfg k;
+  PL_TRY(knobs_of(&b, &k));
+  PL_TRY(pl_init(NULL, NULL));
+  pl_dev *dd = NULL;
+  pl_comm *world = NULL, *self = NULL;
+  pl_fsdp2 *f = NULL;
+  pl_step_result *r = calloc(1, sizeof *r);
+  if (!r)
+    return pl_set_error(PL_ENOMEM, "the dry device: host");
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done,
+              pl_plan_dry_device(mc->backend, (size_t)mc->hbm_bytes, 0, &dd));
+  /* one rank of its own whatever the MPI world (a test runs one per rank) */
+  PL_TRY_GOTO(st, done, pl_comm_world(dd, &world));
+  PL_TRY_GOTO(st, done, pl_comm_split(world, pl_world_rank(), 0, &self));
+  st = pl_fsdp2_create(dd, self, m, &k, b.S, &f);
+  if (st != PL_OK) {
+    pl_error_prefix(st, "the dry device: building the FSDP2 baseline: ");
+    goto done;
+  }
+  size_t state = 0;
+  PL_TRY_GOTO(st, done, two_steps(f, m, &state, r));
+  fill_facts(f, c, mc, r, state, out);
+  fill_tags(&r->dev, out); /* before the device (its tag names) goes */
+done:
+  free(r);
+  pl_fsdp2_destroy(f);
+  if (self)
+    pl_comm_destroy(self);
+  if (world)
+    pl_comm_destroy(world);
+  pl_dev_destroy(dd);
+  return st;
+}
+
+void pl_fsdp2_register_dry(void) {
+  pl_plan_set_dry_measure(PL_PLAN_FSDP2, pl_fsdp2_dry_memory);
+}

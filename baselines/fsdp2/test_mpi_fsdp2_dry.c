@@ -1,0 +1,249 @@
+/* test_mpi_fsdp2_dry.c — the planner's dry measurement of the FSDP2
+ * baseline (fsdp2_dry.c, reached through the planner's hook:
+ * pl_plan_dry_measure) against the planner's replay of it
+ * (pl_plan_fsdp2_memory, engine/plan/baseline_fsdp2.c): for the grid of
+ * test_mpi_fsdp2_plan.c (fsdp2_grid_testlib.h) at the ranks of mpirun, every
+ * rank measures the configuration of the run (a W > 1 run as its one-GPU
+ * proxy: W = 1, W_v = W, the configuration the measurement is of) and
+ * compares it with the replay of that configuration, field by field and to
+ * the byte: the device peak, the adversarial one, the pinned host bytes and
+ * their optimizer part, the host bytes per rank and per node (the run's
+ * ranks on a node), the persistent state, N, K, c_eff, the parameters the
+ * rank updates, every tag's bytes at the peak and own peak, every term at
+ * the peak, and the own peak of every term of one tag (a term of several
+ * tags is measured as the sum of its tags' own peaks: it must not be below
+ * the replay's).  Twice: the replay of the CPU backend against the dry
+ * device as it is, the replay of CUDA against the dry device playing cuda.
+ * A failure names the configuration and every field that differs.  Also:
+ * the hook refuses a system nothing registered, the measurement refuses
+ * what the baseline does not run, and it can fail (an AC-full replay of an
+ * AC-none step differs). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/check_mpi.h"
+#include "fsdp2.h"
+#include "fsdp2_grid_testlib.h"
+#include "plan/plan.h"
+
+static pl_dev *dev;
+static pl_comm *world;
+static int rank, size;
+
+/* The configuration one process measures for c (fsdp2_dry.c's). */
+static pl_plan_cfg proxy_of(const pl_plan_cfg *c) {
+  pl_plan_cfg b = *c;
+  if (c->W > 1) {
+    b.lc.W_v = c->lc.W_v > c->W ? c->lc.W_v : c->W;
+    b.W = 1;
+    b.present = 0;
+    b.tokens_step = 0;
+  }
+  return b;
+}
+
+/* Appends "name replay X dry Y" to why when x != y; counts it. */
+static int field(char *why, size_t n, const char *name, long long x,
+                 long long y) {
+  if (x == y)
+    return 0;
+  const size_t l = strlen(why);
+  if (l + 1 < n)
+    snprintf(why + l, n - l, " %s (replay %lld, dry %lld);", name, x, y);
+  return 1;
+}
+
+/* The tags of both lists, by name: bytes at the peak and own peaks. */
+static int tags(const pl_plan_mem *rp, const pl_plan_mem *dm, char *why,
+                size_t n) {
+  int bad = 0;
+  char f[64];
+  for (int s = 0; s < 2; s++) {
+    const pl_plan_mem *a = s ? dm : rp;
+    for (int i = 0; i < a->n_tags; i++) {
+      const char *t = a->tag_peak[i].tag;
+      bool seen = false; /* the replay's tags were compared already */
+      for (int j = 0; s && j < rp->n_tags; j++)
+        seen = seen || !strcmp(rp->tag_peak[j].tag, t);
+      if (seen)
+        continue;
+      snprintf(f, sizeof f, "tag %s at the peak", t);
+      bad += field(why, n, f, (long long)pl_plan_mem_tag(rp, t),
+                   (long long)pl_plan_mem_tag(dm, t));
+      snprintf(f, sizeof f, "tag %s own peak", t);
+      bad += field(why, n, f, (long long)pl_plan_mem_tag_peak(rp, t),
+                   (long long)pl_plan_mem_tag_peak(dm, t));
+    }
+  }
+  return bad;
+}
+
+/* Does term k hold more than one of the replay's tags?  (The FSDP2 replay's
+ * terms of several tags: units, attention, resident, acts, expert,
+ * logits.) */
+static bool multi_tag_term(int k) {
+  return k == PL_TERM_UNITS || k == PL_TERM_ATTN || k == PL_TERM_RESIDENT ||
+         k == PL_TERM_ACTS || k == PL_TERM_EXPERT || k == PL_TERM_LOGITS;
+}
+
+/* Every field of the replay rp and the measurement dm; host_node: the
+ * replay's rank times the run's ranks on a node.  The differences into
+ * why; their count. */
+static int compare(const pl_plan_mem *rp, const pl_plan_mem *dm,
+                   size_t host_node, char *why, size_t n) {
+  why[0] = 0;
+  int bad = 0;
+  bad += field(why, n, "dev_peak", (long long)rp->dev_peak,
+               (long long)dm->dev_peak);
+  bad += field(why, n, "dev_worst", (long long)rp->dev_worst,
+               (long long)dm->dev_worst);
+  bad += field(why, n, "host_pinned", (long long)rp->host_pinned,
+               (long long)dm->host_pinned);
+  bad += field(why, n, "host_optim", (long long)rp->host_optim,
+               (long long)dm->host_optim);
+  bad += field(why, n, "host_rank", (long long)rp->host_rank,
+               (long long)dm->host_rank);
+  bad += field(why, n, "host_node", (long long)host_node,
+               (long long)dm->host_node);
+  bad += field(why, n, "state", (long long)rp->state, (long long)dm->state);
+  bad += field(why, n, "N", rp->N, dm->N);
+  bad += field(why, n, "K", rp->K, dm->K);
+  bad += field(why, n, "c_eff", rp->c_eff, dm->c_eff);
+  bad += field(why, n, "params_rank", rp->params_rank, dm->params_rank);
+  bad += field(why, n, "sco_layers", rp->sco_layers, dm->sco_layers);
+  bad += field(why, n, "dispatch_bound", (long long)rp->dispatch_bound,
+               (long long)dm->dispatch_bound);
+  bad += tags(rp, dm, why, n);
+  char f[64];
+  for (int k = 0; k < PL_TERM_COUNT; k++) {
+    snprintf(f, sizeof f, "term %s at the peak", pl_plan_term_name(k));
+    bad += field(why, n, f, (long long)rp->term[k], (long long)dm->term[k]);
+    snprintf(f, sizeof f, "term %s own peak", pl_plan_term_name(k));
+    if (!multi_tag_term(k))
+      bad += field(why, n, f, (long long)rp->term_peak[k],
+                   (long long)dm->term_peak[k]);
+    else if (dm->term_peak[k] < rp->term_peak[k])
+      bad += field(why, n, f, (long long)rp->term_peak[k],
+                   (long long)dm->term_peak[k]);
+  }
+  return bad;
+}
+
+/* The multi-tag terms whose measured own peak (the bound) is above the
+ * replay's, for the log: "units +6144 acts +512". */
+static void term_peak_slack(const pl_plan_mem *rp, const pl_plan_mem *dm,
+                            char *buf, size_t n) {
+  snprintf(buf, n, "-");
+  size_t l = 0;
+  for (int k = 0; k < PL_TERM_COUNT; k++)
+    if (dm->term_peak[k] > rp->term_peak[k] && l + 1 < n)
+      l += (size_t)snprintf(buf + l, n - l, "%s%s +%zu", l ? " " : "",
+                            pl_plan_term_name(k),
+                            dm->term_peak[k] - rp->term_peak[k]);
+}
+
+/* Point p on backend be: 0 when every field agrees, else 1 with the
+ * differences in why. */
+static int check_point(const point *p, pl_backend be, char *why, size_t n) {
+  pl_plan_machine mc = pl_plan_machine_default();
+  mc.backend = be;
+  const pl_plan_cfg c = pl_fsdp2_plan_cfg(&p->m, &p->c, size, p->S);
+  const pl_plan_cfg b = proxy_of(&c);
+  pl_plan_mem *rp = malloc(sizeof *rp), *dm = malloc(sizeof *dm);
+  ck_assert(rp && dm);
+  pl_status st = pl_plan_fsdp2_memory(&p->m, &b, &mc, rp);
+  ck_assert_msg(st == PL_OK, "%s: replay: %s", p->name, pl_last_error());
+  st = pl_plan_dry_measure(&p->m, &c, &mc, dm);
+  ck_assert_msg(st == PL_OK, "%s: dry: %s", p->name, pl_last_error());
+  const int gpn = mc.gpus_per_node < c.W ? mc.gpus_per_node : c.W;
+  const int bad = compare(rp, dm, (size_t)gpn * rp->host_rank, why, n) > 0;
+  char slack[160];
+  term_peak_slack(rp, dm, slack, sizeof slack);
+  if (rank == 0)
+    printf("  %-4s %-42s dev %9zu / %9zu  host %8zu / %8zu  %s; own peaks "
+           "bounded above: %s\n",
+           pl_backend_name(be), p->name, rp->dev_peak, dm->dev_peak,
+           rp->host_pinned, dm->host_pinned, bad ? "DIFFERS" : "equal", slack);
+  free(rp);
+  free(dm);
+  return bad;
+}
+
+START_TEST(dry_equals_replay) {
+  point g[32];
+  const int n = grid(g, size);
+  int bad = 0;
+  char first[1024] = "", why[900];
+  if (rank == 0)
+    printf("FSDP2 replay vs the dry measurement (W=%d measured as W=1, "
+           "W_v=%d), replay / dry:\n",
+           size, size);
+  const pl_backend bes[2] = {PL_BACKEND_CPU, PL_BACKEND_CUDA};
+  for (int b = 0; b < 2; b++)
+    for (int i = 0; i < n; i++)
+      if (check_point(&g[i], bes[b], why, sizeof why) && !bad++)
+        snprintf(first, sizeof first, "%.60s (%s):%.900s", g[i].name,
+                 pl_backend_name(bes[b]), why);
+  ck_assert_msg(!bad,
+                "%d of %d measurements differ from the replay; the "
+                "first: %s",
+                bad, 2 * n, first);
+}
+END_TEST
+
+START_TEST(hook_refusals) {
+  /* nothing registered for plateau: refused, naming the system */
+  pl_model_cfg m;
+  ck_assert_int_eq(pl_model_preset("tiny", &m), PL_OK);
+  const pl_plan_machine mc = pl_plan_machine_default();
+  pl_plan_cfg c = pl_plan_cfg_plateau(1, 256);
+  pl_plan_mem out;
+  ck_assert_int_eq(pl_plan_dry_measure(&m, &c, &mc, &out), PL_EUNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "plateau"));
+  /* what the baseline does not run */
+  point p = base("mbs 2");
+  c = pl_fsdp2_plan_cfg(&p.m, &p.c, size, p.S);
+  c.mbs = 2;
+  ck_assert_int_eq(pl_plan_dry_measure(&p.m, &c, &mc, &out), PL_EUNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "mbs=2"));
+  /* unregistered, fsdp2 is refused too */
+  pl_plan_set_dry_measure(PL_PLAN_FSDP2, NULL);
+  c.mbs = 1;
+  ck_assert_int_eq(pl_plan_dry_measure(&p.m, &c, &mc, &out), PL_EUNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "fsdp2"));
+  pl_fsdp2_register_dry();
+}
+END_TEST
+
+START_TEST(wrong_ac_differs) {
+  /* the comparison can fail: an AC-full replay of an AC-none step */
+  point p = base("wrong AC");
+  p.c.ac = PL_FSDP2_AC_NONE, p.S = 1024;
+  const pl_plan_machine mc = pl_plan_machine_default();
+  const pl_plan_cfg c = pl_fsdp2_plan_cfg(&p.m, &p.c, size, p.S);
+  pl_plan_cfg wrong = proxy_of(&c);
+  wrong.ac = PL_PLAN_AC_FULL;
+  pl_plan_mem rp, dm;
+  ck_assert_int_eq(pl_plan_fsdp2_memory(&p.m, &wrong, &mc, &rp), PL_OK);
+  ck_assert_int_eq(pl_plan_dry_measure(&p.m, &c, &mc, &dm), PL_OK);
+  char why[900];
+  ck_assert_int_gt(compare(&rp, &dm, rp.host_node, why, sizeof why), 0);
+  ck_assert_msg(dm.dev_peak > rp.dev_peak,
+                "AC none measured %zu, AC full replayed %zu", dm.dev_peak,
+                rp.dev_peak);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  const int e = pl_check_world_open(&argc, &argv, "fsdp2 dry", &dev, &world,
+                                    &rank, &size);
+  if (e)
+    return e;
+  pl_fsdp2_register_dry();
+  const TTest *tests[] = {dry_equals_replay, hook_refusals, wrong_ac_differs,
+                          NULL};
+  return pl_check_world_close(
+      dev, world, pl_check_run("fsdp2_dry", 300, tests, rank, world));
+}
