@@ -139,4 +139,16 @@ pl_status pl__moe_mark(pl_moe_ctx *c, int stage, pl_stream *s);
 #ifdef __cplusplus
 }
 #endif
+/* The counts a real expert group exchanges, computed for a virtual one
+ * (moe_plan_virtual.c): every absent member routes as this one (member me)
+ * does, each from its place in the experts' global order.  cnt_e[ch][e]:
+ * this rank's routes per chunk and expert; mine[e]: its routes of e.  Out:
+ * rc3[q][ch][e], what member q sends member me (Ep·K·E), and RS[q], member
+ * q's received rows per chunk then its rows sent to others (Ep·2K). */
+pl_status pl__moe_virtual_counts(const pl_llep_plan *p, int E, int Ep, int K,
+                                 int me, int64_t N, int k, const int32_t *idx,
+                                 bool contig, const int64_t *cnt_e,
+                                 const int64_t *mine, int64_t *rc3,
+                                 int64_t *RS);
+
 #endif

@@ -144,6 +144,7 @@ typedef struct plan_scratch {
   int32_t *dest, *hmeta;
   int64_t nmeta;
   struct plan_memo *memo; /* dry device: its memo of these routes, or NULL */
+  int64_t *vrs; /* a virtual group: every member's R, S per chunk (Ep·2K) */
 } plan_scratch;
 
 /* The dry device's memo of the plan's two passes over the routes (dry.h):
@@ -282,6 +283,7 @@ static void scratch_free(plan_scratch *x) {
   free(x->rc3);
   free(x->dest);
   free(x->hmeta);
+  free(x->vrs);
 }
 
 static pl_status host_oom(int64_t N) {
@@ -476,14 +478,41 @@ static pl_status route_destinations(pl_moe *m, pl_moe_ctx *c, int64_t N,
   return PL_OK;
 }
 
+/* 4b. A virtual group (train/layout.h): what the absent members would send,
+ * computed (moe_plan_virtual.c), and every member's rows for the maxima. */
+static pl_status virtual_counts(pl_moe *m, pl_moe_ctx *c, int64_t N,
+                                const int32_t *idx, bool contig,
+                                plan_scratch *x) {
+  const int E = x->E, Ep = x->Ep, K = x->K;
+  int64_t *cnt_e = calloc((size_t)K * E, sizeof *cnt_e);
+  x->vrs = malloc((size_t)Ep * 2 * K * sizeof *x->vrs);
+  if (!cnt_e || !x->vrs) {
+    free(cnt_e);
+    return host_oom(N);
+  }
+  for (int ch = 0; ch < K; ch++)
+    for (int d = 0; d < Ep; d++)
+      for (int e = 0; e < E; e++)
+        cnt_e[(size_t)ch * E + e] += x->cnt3[i3(x, ch, d, e)];
+  const pl_status st =
+      pl__moe_virtual_counts(&c->plan, E, Ep, K, m->rank, N, m->cfg.k, idx,
+                             contig, cnt_e, x->mine, x->rc3, x->vrs);
+  free(cnt_e);
+  return st;
+}
+
 /* 4. What every source sends me: rc3[src][ch][e] (a host all-to-all). */
-static pl_status exchange_counts(pl_moe *m, int64_t N, plan_scratch *x) {
+static pl_status exchange_counts(pl_moe *m, pl_moe_ctx *c, int64_t N,
+                                 const int32_t *idx, bool contig,
+                                 plan_scratch *x) {
   const int E = x->E, Ep = x->Ep, K = x->K;
   const size_t n3 = (size_t)K * Ep * E;
   x->snd3 = malloc(n3 * sizeof(int64_t));
   x->rc3 = malloc(n3 * sizeof(int64_t));
   if (!x->snd3 || !x->rc3)
     return host_oom(N);
+  if (Ep > 1 && pl_comm_is_virtual(m->comm))
+    return virtual_counts(m, c, N, idx, contig, x);
   for (int d = 0; d < Ep; d++)
     for (int ch = 0; ch < K; ch++)
       for (int e = 0; e < E; e++)
@@ -699,7 +728,8 @@ static pl_status fill_meta(pl_moe *m, pl_moe_ctx *c, int64_t N,
 /* 7. Group-wide per-chunk maxima (the overlap gate must decide the same on
  * every rank, or the collectives' order would differ) and the max-send
  * ratio over (chunk, destination). */
-static pl_status group_maxima(pl_moe *m, pl_moe_ctx *c, int64_t N) {
+static pl_status group_maxima(pl_moe *m, pl_moe_ctx *c, int64_t N,
+                              const plan_scratch *x) {
   const int K = c->K, Ep = m->Ep;
   int64_t *rk = malloc((size_t)2 * K * sizeof(int64_t));
   int64_t *ra = malloc((size_t)2 * K * Ep * sizeof(int64_t));
@@ -715,7 +745,11 @@ static pl_status group_maxima(pl_moe *m, pl_moe_ctx *c, int64_t N) {
     rk[K + ch] = c->ch[ch].S;
   }
   pl_status st = PL_OK;
-  PL_TRY_GOTO(st, done, pl_host_allgather_i64(m->comm, rk, (size_t)2 * K, ra));
+  if (x->vrs) /* a virtual group: every member's, computed */
+    memcpy(ra, x->vrs, (size_t)2 * K * Ep * sizeof *ra);
+  else
+    PL_TRY_GOTO(st, done,
+                pl_host_allgather_i64(m->comm, rk, (size_t)2 * K, ra));
   int64_t mx = 0, sum = 0;
   for (int r = 0; r < Ep; r++)
     for (int ch = 0; ch < K; ch++) {
@@ -758,7 +792,7 @@ static pl_status plan_steps(pl_moe *m, pl_moe_ctx *c, int64_t N,
   const bool contig =
       pl_moe_variant_desc_of(cf->variant)->chunks && cf->contiguous;
   PL_TRY(route_destinations(m, c, N, idx, contig, x));
-  PL_TRY(exchange_counts(m, N, x));
+  PL_TRY(exchange_counts(m, c, N, idx, contig, x));
   PL_TRY(helper_sets(m, c, N));
   PL_TRY(chunk_layouts(m, c, N, contig, x));
   /* On a dry device the index arrays' values are never read (their upload
@@ -766,7 +800,7 @@ static pl_status plan_steps(pl_moe *m, pl_moe_ctx *c, int64_t N,
   const bool dry = pl__dev_dry(m->dev);
   if (!dry)
     PL_TRY(fill_meta(m, c, N, idx, contig, x));
-  PL_TRY(group_maxima(m, c, N));
+  PL_TRY(group_maxima(m, c, N, x));
   if (!cf->source_major && m->Ep > 1) {
     const int64_t budget = pl__moe_row_budget(m, c->c_eff);
     for (int ch = 0; ch < c->K; ch++)
