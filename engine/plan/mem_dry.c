@@ -323,12 +323,38 @@ pl_status pl__plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
   return measure_all(m, c, &b, mc, rank < 0 ? 0 : rank, with_worst, out, NULL);
 }
 
+/* A system the engine does not own (the FSDP2 baseline): its measurement
+ * through the hook it registered (mem_hook.c), the raw peaks from it. */
+static pl_status measure_hooked(const pl_model_cfg *m, const pl_plan_cfg *c,
+                                const pl_plan_machine *mc,
+                                pl_plan_dry_mem *out) {
+  PL_TRY(pl_plan_dry_measure(m, c, mc, &out->mem));
+  const pl_plan_mem *pm = &out->mem;
+  out->dev_peak = pm->dev_peak;
+  out->host_peak = pm->host_pinned;
+  out->n_tags = pm->n_tags;
+  for (int i = 0; i < pm->n_tags; i++) {
+    snprintf(out->tags[i].tag, sizeof out->tags[i].tag, "%s",
+             pm->tag_peak[i].tag);
+    out->tags[i].peak = pm->tag_peak[i].bytes;
+    out->tags[i].at_peak = pl_plan_mem_tag(pm, pm->tag_peak[i].tag);
+  }
+  return PL_OK;
+}
+
 pl_status pl_plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                              const pl_plan_machine *mc, bool with_worst,
                              pl_plan_cfg *built, pl_plan_dry_mem *out) {
   memset(out, 0, sizeof *out);
   *built = proxy_of(c);
   const uint64_t t0 = pl_now_ns();
+  if (c->system != PL_PLAN_PLATEAU) {
+    pl_status st = measure_hooked(m, c, mc, out);
+    if (st == PL_OK)
+      out->steps = DRY_STEPS;
+    out->seconds = pl_elapsed_s(t0);
+    return st;
+  }
   PL_TRY(check_dry(c));
   pl_status st =
       measure_all(m, built, built, mc, 0, with_worst, &out->mem, out);

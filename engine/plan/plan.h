@@ -289,12 +289,14 @@ pl_status pl_plan_dry_device(pl_backend flavour, size_t total_bytes,
  * configuration of W > 1 ranks is built as the rank view of that run's
  * rank 0 (*built: W = 1, W_v = the run's, lc.rank_view: every group
  * virtual, the expert group too, train/layout.h), which holds what rank 0
- * of the real run holds under the balanced routes.  Plateau's trainer
- * only (PL_EUNSUPPORTED for FSDP2, for imb != 1: the dry routes are
- * balanced); a configuration the trainer refuses is its error, prefixed
- * "the dry device: ".  Uses MPI (pl_init) with a world of one process.
- * with_worst: the trainer built and stepped again with adversarial routes
- * (pl_plan_dry_device_routed), its device peak mem.dev_worst. */
+ * of the real run holds under the balanced routes.  Another system (the
+ * FSDP2 baseline) is measured by the function it registered
+ * (pl_plan_set_dry_measure; PL_EUNSUPPORTED when none); imb != 1 is
+ * refused (PL_EUNSUPPORTED: the dry routes are balanced); a configuration the
+ * trainer refuses is its error, prefixed "the dry device: ".  Uses MPI
+ * (pl_init) with a world of one process. with_worst: the trainer built and
+ * stepped again with adversarial routes (pl_plan_dry_device_routed), its device
+ * peak mem.dev_worst. */
 typedef struct pl_plan_dry_mem {
   /* the whole memory of the configuration built, measured: the peaks, tags,
    * terms (each allocation's PL_TERM_* from its tag and the step's phase

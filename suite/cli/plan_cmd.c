@@ -659,13 +659,12 @@ static int plan_one(int argc, char **argv) {
   const int memory = (int)pl_args_enum(a, "memory");
   const char *mwhy = !memory                      ? NULL
                      : pl_args_given(a, "table")  ? "--table"
-                     : pl_args_enum(a, "system")  ? "--system=fsdp2"
                      : pl_args_f64(a, "imb") != 1 ? "--imb other than 1"
                      : memory == 2 && tsv         ? "--format=tsv"
                                                   : NULL;
   if (mwhy) { /* the dry device builds plateau's trainer, routes balanced */
     fprintf(stderr,
-            "plateau plan: --memory=%s with %s (allowed: plateau's "
+            "plateau plan: --memory=%s with %s (allowed: one "
             "configuration, balanced routing (--imb 1), both: the table "
             "format)\n",
             memories[memory], mwhy);
