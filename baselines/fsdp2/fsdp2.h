@@ -68,6 +68,17 @@
  * those of the W_v-rank run; its communication with absent ranks is not
  * measured.
  *
+ * The rank view (rank_view, W = 1 < W_v; train/layout.h's rank view): the
+ * proxy keeps the EP group to the ranks present, so its router chooses
+ * among fewer experts than a real rank's and its dispatch receives from no
+ * one; the rank view makes the EP group virtual too (a virtual group of ep
+ * members, this rank member 0: the router over all E experts, E / EP of
+ * them here, the dispatch over ep members, ops/moe_plan.c counting what the
+ * absent members send as they route alike), so one process holds exactly
+ * what rank 0 of the W_v-rank run holds under routing every rank shares
+ * (the dry device's balanced profile): the planner's dry measurement of a
+ * run it cannot start (test_mpi_fsdp2_rank.c checks it against real ranks).
+ *
  * Memory by allocator tag (b = bytes of the model dtype; s_u = ⌈n_u / G_u⌉
  * the shard of unit u of n_u parameters over its virtual group G_u: W_v for
  * the embedding (V·H), each layer's dense unit (its norms, W_qkv, W_o, the
@@ -153,6 +164,12 @@ typedef struct pl_fsdp2_cfg {
   int ep;  /* expert-parallel degree (of the virtual world; divides W_v
               and E)                                                     */
   int W_v; /* virtual world (0: W, a real run)                          */
+  int rank_view; /* 1: with W = 1 < W_v, play rank 0 of the W_v-rank run
+                    whole — the EP group virtual too (the router over all
+                    E experts, the dispatch over ep members): a real rank's
+                    memory, as the planner measures it; 0: a proxy's
+                    experts are those of the ranks present (the local
+                    routing a GPU proxy times)                           */
   pl_fsdp2_ac ac;
   int ac_freq; /* selective: layer l checkpointed iff (l+1) % ac_freq == 0
                   (0: 2)                                                   */
@@ -176,9 +193,9 @@ void pl_fsdp2_cfg_name(const pl_fsdp2_cfg *c, char *buf, size_t len);
 
 /* PL_EINVAL naming the value unless: cp >= 1 divides W (or W·cp divides W_v:
  * a virtual group); the router sees at least k present experts
- * (E/ep·min(W, ep) >= k); ep >= 1 divides W_v
+ * (E/ep·min(W, ep) >= k; E with rank_view); ep >= 1 divides W_v
  * (and E, with MoE layers) and W and ep divide one another; W_v is a
- * multiple of W; S >= 1, and S divisible by 2·cp when cp > 1 (the
+ * multiple of W; rank_view with W_v > W only on W = 1; S >= 1, and S divisible by 2·cp when cp > 1 (the
  * load-balanced split: uneven splits are refused); micro >= 1; the AC mode,
  * optimizer, dtype, hyper-parameters and model are valid.  No device, no
  * MPI: the bench and the tuner check a point before launching it. */

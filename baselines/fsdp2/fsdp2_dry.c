@@ -9,10 +9,13 @@
  * (engine/plan/dry_dev.c: the planner's backend as its flavour, its device
  * memory, the balanced routes) and stepped twice; the second step's tracked
  * peaks fill the planner's pl_plan_mem as the replay fills it.  One process
- * plays one rank: a configuration of W > 1 ranks is built as the one-GPU
- * proxy of its run (W = 1, W_v = the run's), as pl_plan_memory_dry builds
- * plateau's.  What the tracker cannot see is taken from the replay's model
- * and named where it is filled. */
+ * plays one rank: a configuration of W > 1 ranks is built as the rank view
+ * of its run's rank 0 (W = 1, W_v = the run's, rank_view: the CP and EP
+ * groups virtual, the router over all E experts; fsdp2.h), as
+ * pl_plan_memory_dry builds plateau's: what rank 0 of the real run holds
+ * under the balanced routes (test_mpi_fsdp2_rank.c), not the GPU proxy's
+ * local routing.  What the tracker cannot see is taken from the replay's
+ * model and named where it is filled. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,11 +26,13 @@
 #include "train/data.h"
 
 /* The configuration one process builds for c: c itself on one rank, else
- * the one-GPU proxy of c's run (mem_dry.c's proxy_of). */
+ * the rank view of c's run's rank 0 (W = 1, W_v = the run's, rank_view:
+ * the EP group virtual too; mem_dry.c's proxy_of). */
 static pl_plan_cfg proxy_of(const pl_plan_cfg *c) {
   pl_plan_cfg b = *c;
   if (c->W > 1) {
     b.lc.W_v = c->lc.W_v > c->W ? c->lc.W_v : c->W;
+    b.lc.rank_view = 1;
     b.W = 1;
     b.present = 0;
     b.tokens_step = 0;
@@ -50,7 +55,7 @@ static pl_status knobs_of(const pl_plan_cfg *b, pl_fsdp2_cfg *out) {
                         "profile (imb 1)",
                         b->imb);
   pl_fsdp2_cfg c = pl_fsdp2_cfg_default();
-  c.cp = b->cp, c.ep = b->ep, c.W_v = b->lc.W_v;
+  c.cp = b->cp, c.ep = b->ep, c.W_v = b->lc.W_v, c.rank_view = b->lc.rank_view;
   c.ac = b->ac == PL_PLAN_AC_FULL        ? PL_FSDP2_AC_FULL
          : b->ac == PL_PLAN_AC_SELECTIVE ? PL_FSDP2_AC_SELECTIVE
                                          : PL_FSDP2_AC_NONE;
