@@ -159,11 +159,11 @@ pl_status pl_fsdp2_ac_parse(const char *s, pl_fsdp2_ac *out);
 pl_status pl_fsdp2_optim_parse(const char *s, pl_fsdp2_optim *out);
 
 typedef struct pl_fsdp2_cfg {
-  int cp;  /* context-parallel degree: real groups of cp consecutive
-              ranks (divides W), or virtual ones (W·cp divides W_v)    */
-  int ep;  /* expert-parallel degree (of the virtual world; divides W_v
-              and E)                                                     */
-  int W_v; /* virtual world (0: W, a real run)                          */
+  int cp;        /* context-parallel degree: real groups of cp consecutive
+                    ranks (divides W), or virtual ones (W·cp divides W_v) */
+  int ep;        /* expert-parallel degree (of the virtual world; divides
+                    W_v and E)                                           */
+  int W_v;       /* virtual world (0: W, a real run)                     */
   int rank_view; /* 1: with W = 1 < W_v, play rank 0 of the W_v-rank run
                     whole — the EP group virtual too (the router over all
                     E experts, the dispatch over ep members): a real rank's
@@ -195,10 +195,11 @@ void pl_fsdp2_cfg_name(const pl_fsdp2_cfg *c, char *buf, size_t len);
  * a virtual group); the router sees at least k present experts
  * (E/ep·min(W, ep) >= k; E with rank_view); ep >= 1 divides W_v
  * (and E, with MoE layers) and W and ep divide one another; W_v is a
- * multiple of W; rank_view with W_v > W only on W = 1; S >= 1, and S divisible by 2·cp when cp > 1 (the
- * load-balanced split: uneven splits are refused); micro >= 1; the AC mode,
- * optimizer, dtype, hyper-parameters and model are valid.  No device, no
- * MPI: the bench and the tuner check a point before launching it. */
+ * multiple of W; rank_view with W_v > W only on W = 1; S >= 1, and S divisible
+ * by 2·cp when cp > 1 (the load-balanced split: uneven splits are refused);
+ * micro >= 1; the AC mode, optimizer, dtype, hyper-parameters and model are
+ * valid.  No device, no MPI: the bench and the tuner check a point before
+ * launching it. */
 pl_status pl_fsdp2_check(const pl_model_cfg *m, const pl_fsdp2_cfg *c, int W,
                          int64_t S);
 
@@ -280,13 +281,16 @@ pl_plan_cfg pl_fsdp2_plan_cfg(const pl_model_cfg *m, const pl_fsdp2_cfg *c,
 /* The planner's memory of FSDP2 configuration c measured instead of
  * replayed (fsdp2_dry.c): the baseline built for c on a dry device
  * (pl_plan_dry_device: mc's backend as its flavour, mc's device memory, the
- * balanced routes) — for W > 1 the one-GPU proxy of c's run (W = 1, W_v =
- * the run's) — and stepped twice; *out filled as pl_plan_fsdp2_memory fills
- * it, from the second step (peak_phase: "a step on a dry device"; the terms'
- * own peaks of several tags and the unpinned host bytes as fsdp2_dry.c
- * says).  PL_EUNSUPPORTED for mbs != 1 and imb > 1; the baseline's refusals
- * prefixed "the dry device: ".  Uses MPI (pl_init); collective over the MPI
- * world (each process measures on a world of its own). */
+ * balanced routes) — for W > 1 the rank view of c's run's rank 0 (W = 1,
+ * W_v = the run's, rank_view) — and stepped twice; *out filled as
+ * pl_plan_fsdp2_memory fills it, from the second step (peak_phase: "a step
+ * on a dry device"; the terms' own peaks of several tags and the unpinned
+ * host bytes as fsdp2_dry.c says; dev_worst: with an EP group of several
+ * members, the device peak of the same built and stepped again under the dry
+ * device's adversarial routes, else the peak).  PL_EUNSUPPORTED for mbs != 1
+ * and imb > 1; the baseline's refusals prefixed "the dry device: ".  Uses MPI
+ * (pl_init); collective over the MPI world (each process measures on a world of
+ * its own). */
 pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, pl_plan_mem *out);
 /* Registers pl_fsdp2_dry_memory as the planner's dry measurement of the

@@ -115,10 +115,11 @@ pl_status pl_fsdp2_check(const pl_model_cfg *m, const pl_fsdp2_cfg *c, int W,
                         "fsdp2: ep=%d: the E=%d experts must divide by it",
                         c->ep, m->E);
   if (c->rank_view && Wv > W && W != 1)
-    return pl_set_error(PL_EINVAL,
-                        "fsdp2: the rank view plays one rank of the W_v=%d-rank "
-                        "run on one process, not on W=%d",
-                        Wv, W);
+    return pl_set_error(
+        PL_EINVAL,
+        "fsdp2: the rank view plays one rank of the W_v=%d-rank "
+        "run on one process, not on W=%d",
+        Wv, W);
   if (pl__fsdp2_any_moe(m) && pl__fsdp2_routed(m, c, W) < m->k)
     return pl_set_error(PL_EINVAL,
                         "fsdp2: ep=%d on W=%d ranks: the router chooses among "

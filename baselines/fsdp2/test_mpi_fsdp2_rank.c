@@ -35,17 +35,17 @@ static pl_comm *world;
 static int rank, size;
 
 /* Two steps of (m, c, S) over world w of dry device dd; *r: the last. */
-static void train(pl_dev *dd, pl_comm *w, const point *p,
-                  const pl_fsdp2_cfg *c, pl_step_result *r) {
+static void train(pl_dev *dd, pl_comm *w, const point *p, const pl_fsdp2_cfg *c,
+                  pl_step_result *r) {
   pl_fsdp2 *t = NULL;
-  ck_assert_msg(pl_fsdp2_create(dd, w, &p->m, c, p->S, &t) == PL_OK,
-                "%s: %s", p->name, pl_last_error());
+  ck_assert_msg(pl_fsdp2_create(dd, w, &p->m, c, p->S, &t) == PL_OK, "%s: %s",
+                p->name, pl_last_error());
   pl_data *d = NULL;
   ck_assert_int_eq(pl_data_synthetic(p->m.V, 9, &d), PL_OK);
   ck_assert_msg(pl_fsdp2_run(t, d, 0, 1, NULL, NULL) == PL_OK, "%s: %s",
                 p->name, pl_last_error());
-  ck_assert_msg(pl_fsdp2_run(t, d, 1, 1, NULL, r) == PL_OK, "%s: %s",
-                p->name, pl_last_error());
+  ck_assert_msg(pl_fsdp2_run(t, d, 1, 1, NULL, r) == PL_OK, "%s: %s", p->name,
+                pl_last_error());
   pl_data_close(d);
   pl_fsdp2_destroy(t);
 }
@@ -107,13 +107,14 @@ static bool same(const pl_step_result *a, const pl_step_result *b,
 }
 
 static void print_point(const point *p, const pl_step_result *real,
-                        const pl_step_result *view,
-                        const pl_step_result *proxy, bool ok,
-                        const char *bad) {
+                        const pl_step_result *view, const pl_step_result *proxy,
+                        bool ok, const char *bad) {
   printf("  %-42s dev %9zu / %9zu (proxy %9zu)  host %8zu / %8zu  %s%s\n",
          p->name, real->dev.peak, view->dev.peak, proxy->dev.peak,
          real->host.peak, view->host.peak, ok ? "equal" : "DIFFERS, tag ",
-         ok ? "" : bad ? bad : "-");
+         ok    ? ""
+         : bad ? bad
+               : "-");
   if (ok)
     return;
   for (int q = 0; q < real->dev.n_tags; q++) {
@@ -198,15 +199,13 @@ START_TEST(rank_view_check) {
   ck_assert_msg(strstr(pl_last_error(), "fewer than k=4"), "%s",
                 pl_last_error());
   c.rank_view = 1; /* the rank view: all 8 */
-  ck_assert_msg(pl_fsdp2_check(&m, &c, 1, 256) == PL_OK, "%s",
-                pl_last_error());
+  ck_assert_msg(pl_fsdp2_check(&m, &c, 1, 256) == PL_OK, "%s", pl_last_error());
   /* more than one process: refused */
   ck_assert_int_eq(pl_fsdp2_check(&m, &c, 2, 256), PL_EINVAL);
   ck_assert_msg(strstr(pl_last_error(), "rank view"), "%s", pl_last_error());
   /* a real run (W_v = W): the flag changes nothing */
   c.W_v = 0;
-  ck_assert_msg(pl_fsdp2_check(&m, &c, 8, 256) == PL_OK, "%s",
-                pl_last_error());
+  ck_assert_msg(pl_fsdp2_check(&m, &c, 8, 256) == PL_OK, "%s", pl_last_error());
   const pl_plan_cfg pc = pl_fsdp2_plan_cfg(&m, &c, 8, 256);
   ck_assert_int_eq(pc.lc.rank_view, 1);
 }
