@@ -93,12 +93,14 @@ static void set_shape(pl_fsdp2 *t, const pl_model_cfg *m, const pl_fsdp2_cfg *c,
   t->cp_rank = t->cp_virtual ? 0 : t->rank % c->cp;
   t->cp_group = t->cp_virtual ? t->rank : t->rank / c->cp;
   t->n_groups = t->cp_virtual ? W : W / c->cp;
-  /* EP: virtual degree ep; real groups of min(W, ep) ranks; the expert
-   * FSDP group: the ranks of the same expert shard (W / ep of them, or one
-   * in a proxy with W < ep), virtually W_v / ep */
+  /* EP: virtual degree ep; real groups of min(W, ep) ranks (in the rank
+   * view a virtual group of ep); the expert FSDP group: the ranks of the
+   * same expert shard (W / ep of them, or one in a proxy with W < ep),
+   * virtually W_v / ep */
   const int ep = c->ep;
   t->ep_idx = t->rank % ep;
-  t->ep_real = W < ep ? W : ep;
+  t->ep_virtual = pl__fsdp2_rank_view(c, W) && ep > 1;
+  t->ep_real = W < ep && !t->ep_virtual ? W : ep;
   t->El = pl__fsdp2_any_moe(m) ? m->E / ep : 0;
   t->E_r = t->El * t->ep_real;
 }
@@ -110,7 +112,10 @@ static pl_status make_groups(pl_fsdp2 *t) {
   PL_TRY(pl_comm_split(world, 0, t->rank, &t->dense));
   PL_TRY(t->cp_virtual ? pl_comm_virtual(t->dev, t->c.cp, &t->cpc)
                        : pl_comm_split(world, t->cp_group, t->rank, &t->cpc));
-  PL_TRY(pl_comm_split(world, W < ep ? 0 : t->rank / ep, t->rank, &t->epc));
+  /* the rank view: member 0 of a virtual EP group, the others absent */
+  PL_TRY(t->ep_virtual ? pl_comm_virtual(t->dev, ep, &t->epc)
+                       : pl_comm_split(world, W < ep ? 0 : t->rank / ep,
+                                       t->rank, &t->epc));
   PL_TRY(pl_comm_split(world, t->ep_idx, t->rank, &t->xfsdp));
   return pl_comm_split(world, t->rank, 0, &t->self);
 }

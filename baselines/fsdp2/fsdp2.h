@@ -68,6 +68,17 @@
  * those of the W_v-rank run; its communication with absent ranks is not
  * measured.
  *
+ * The rank view (rank_view, W = 1 < W_v; train/layout.h's rank view): the
+ * proxy keeps the EP group to the ranks present, so its router chooses
+ * among fewer experts than a real rank's and its dispatch receives from no
+ * one; the rank view makes the EP group virtual too (a virtual group of ep
+ * members, this rank member 0: the router over all E experts, E / EP of
+ * them here, the dispatch over ep members, ops/moe_plan.c counting what the
+ * absent members send as they route alike), so one process holds exactly
+ * what rank 0 of the W_v-rank run holds under routing every rank shares
+ * (the dry device's balanced profile): the planner's dry measurement of a
+ * run it cannot start (test_mpi_fsdp2_rank.c checks it against real ranks).
+ *
  * Memory by allocator tag (b = bytes of the model dtype; s_u = ⌈n_u / G_u⌉
  * the shard of unit u of n_u parameters over its virtual group G_u: W_v for
  * the embedding (V·H), each layer's dense unit (its norms, W_qkv, W_o, the
@@ -148,11 +159,17 @@ pl_status pl_fsdp2_ac_parse(const char *s, pl_fsdp2_ac *out);
 pl_status pl_fsdp2_optim_parse(const char *s, pl_fsdp2_optim *out);
 
 typedef struct pl_fsdp2_cfg {
-  int cp;  /* context-parallel degree: real groups of cp consecutive
-              ranks (divides W), or virtual ones (W·cp divides W_v)    */
-  int ep;  /* expert-parallel degree (of the virtual world; divides W_v
-              and E)                                                     */
-  int W_v; /* virtual world (0: W, a real run)                          */
+  int cp;        /* context-parallel degree: real groups of cp consecutive
+                    ranks (divides W), or virtual ones (W·cp divides W_v) */
+  int ep;        /* expert-parallel degree (of the virtual world; divides
+                    W_v and E)                                           */
+  int W_v;       /* virtual world (0: W, a real run)                     */
+  int rank_view; /* 1: with W = 1 < W_v, play rank 0 of the W_v-rank run
+                    whole — the EP group virtual too (the router over all
+                    E experts, the dispatch over ep members): a real rank's
+                    memory, as the planner measures it; 0: a proxy's
+                    experts are those of the ranks present (the local
+                    routing a GPU proxy times)                           */
   pl_fsdp2_ac ac;
   int ac_freq; /* selective: layer l checkpointed iff (l+1) % ac_freq == 0
                   (0: 2)                                                   */
@@ -176,12 +193,13 @@ void pl_fsdp2_cfg_name(const pl_fsdp2_cfg *c, char *buf, size_t len);
 
 /* PL_EINVAL naming the value unless: cp >= 1 divides W (or W·cp divides W_v:
  * a virtual group); the router sees at least k present experts
- * (E/ep·min(W, ep) >= k); ep >= 1 divides W_v
+ * (E/ep·min(W, ep) >= k; E with rank_view); ep >= 1 divides W_v
  * (and E, with MoE layers) and W and ep divide one another; W_v is a
- * multiple of W; S >= 1, and S divisible by 2·cp when cp > 1 (the
- * load-balanced split: uneven splits are refused); micro >= 1; the AC mode,
- * optimizer, dtype, hyper-parameters and model are valid.  No device, no
- * MPI: the bench and the tuner check a point before launching it. */
+ * multiple of W; rank_view with W_v > W only on W = 1; S >= 1, and S divisible
+ * by 2·cp when cp > 1 (the load-balanced split: uneven splits are refused);
+ * micro >= 1; the AC mode, optimizer, dtype, hyper-parameters and model are
+ * valid.  No device, no MPI: the bench and the tuner check a point before
+ * launching it. */
 pl_status pl_fsdp2_check(const pl_model_cfg *m, const pl_fsdp2_cfg *c, int W,
                          int64_t S);
 
@@ -263,13 +281,16 @@ pl_plan_cfg pl_fsdp2_plan_cfg(const pl_model_cfg *m, const pl_fsdp2_cfg *c,
 /* The planner's memory of FSDP2 configuration c measured instead of
  * replayed (fsdp2_dry.c): the baseline built for c on a dry device
  * (pl_plan_dry_device: mc's backend as its flavour, mc's device memory, the
- * balanced routes) — for W > 1 the one-GPU proxy of c's run (W = 1, W_v =
- * the run's) — and stepped twice; *out filled as pl_plan_fsdp2_memory fills
- * it, from the second step (peak_phase: "a step on a dry device"; the terms'
- * own peaks of several tags and the unpinned host bytes as fsdp2_dry.c
- * says).  PL_EUNSUPPORTED for mbs != 1 and imb > 1; the baseline's refusals
- * prefixed "the dry device: ".  Uses MPI (pl_init); collective over the MPI
- * world (each process measures on a world of its own). */
+ * balanced routes) — for W > 1 the rank view of c's run's rank 0 (W = 1,
+ * W_v = the run's, rank_view) — and stepped twice; *out filled as
+ * pl_plan_fsdp2_memory fills it, from the second step (peak_phase: "a step
+ * on a dry device"; the terms' own peaks of several tags and the unpinned
+ * host bytes as fsdp2_dry.c says; dev_worst: with an EP group of several
+ * members, the device peak of the same built and stepped again under the dry
+ * device's adversarial routes, else the peak).  PL_EUNSUPPORTED for mbs != 1
+ * and imb > 1; the baseline's refusals prefixed "the dry device: ".  Uses MPI
+ * (pl_init); collective over the MPI world (each process measures on a world of
+ * its own). */
 pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, pl_plan_mem *out);
 /* Registers pl_fsdp2_dry_memory as the planner's dry measurement of the

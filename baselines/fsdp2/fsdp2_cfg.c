@@ -75,6 +75,15 @@ int pl__fsdp2_any_moe(const pl_model_cfg *m) {
   return 0;
 }
 
+int pl__fsdp2_rank_view(const pl_fsdp2_cfg *c, int W) {
+  return c->rank_view && c->W_v > W;
+}
+
+int pl__fsdp2_routed(const pl_model_cfg *m, const pl_fsdp2_cfg *c, int W) {
+  const int ep_real = pl__fsdp2_rank_view(c, W) || W >= c->ep ? c->ep : W;
+  return m->E / c->ep * ep_real;
+}
+
 pl_status pl_fsdp2_check(const pl_model_cfg *m, const pl_fsdp2_cfg *c, int W,
                          int64_t S) {
   PL_TRY(pl_model_cfg_check(m));
@@ -105,12 +114,18 @@ pl_status pl_fsdp2_check(const pl_model_cfg *m, const pl_fsdp2_cfg *c, int W,
     return pl_set_error(PL_EINVAL,
                         "fsdp2: ep=%d: the E=%d experts must divide by it",
                         c->ep, m->E);
-  if (pl__fsdp2_any_moe(m) && m->E / c->ep * (W < c->ep ? W : c->ep) < m->k)
+  if (c->rank_view && Wv > W && W != 1)
+    return pl_set_error(
+        PL_EINVAL,
+        "fsdp2: the rank view plays one rank of the W_v=%d-rank "
+        "run on one process, not on W=%d",
+        Wv, W);
+  if (pl__fsdp2_any_moe(m) && pl__fsdp2_routed(m, c, W) < m->k)
     return pl_set_error(PL_EINVAL,
                         "fsdp2: ep=%d on W=%d ranks: the router chooses among "
                         "the %d experts present (E/ep·min(W, ep)), fewer than "
                         "k=%d",
-                        c->ep, W, m->E / c->ep * (W < c->ep ? W : c->ep), m->k);
+                        c->ep, W, pl__fsdp2_routed(m, c, W), m->k);
   if (c->ac < PL_FSDP2_AC_FULL || c->ac > PL_FSDP2_AC_NONE || c->ac_freq < 0)
     return pl_set_error(PL_EINVAL, "fsdp2: AC mode %d (freq %d)", (int)c->ac,
                         c->ac_freq);

@@ -9,10 +9,13 @@
  * (engine/plan/dry_dev.c: the planner's backend as its flavour, its device
  * memory, the balanced routes) and stepped twice; the second step's tracked
  * peaks fill the planner's pl_plan_mem as the replay fills it.  One process
- * plays one rank: a configuration of W > 1 ranks is built as the one-GPU
- * proxy of its run (W = 1, W_v = the run's), as pl_plan_memory_dry builds
- * plateau's.  What the tracker cannot see is taken from the replay's model
- * and named where it is filled. */
+ * plays one rank: a configuration of W > 1 ranks is built as the rank view
+ * of its run's rank 0 (W = 1, W_v = the run's, rank_view: the CP and EP
+ * groups virtual, the router over all E experts; fsdp2.h), as
+ * pl_plan_memory_dry builds plateau's: what rank 0 of the real run holds
+ * under the balanced routes (test_mpi_fsdp2_rank.c), not the GPU proxy's
+ * local routing.  What the tracker cannot see is taken from the replay's
+ * model and named where it is filled. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,11 +26,13 @@
 #include "train/data.h"
 
 /* The configuration one process builds for c: c itself on one rank, else
- * the one-GPU proxy of c's run (mem_dry.c's proxy_of). */
+ * the rank view of c's run's rank 0 (W = 1, W_v = the run's, rank_view:
+ * the EP group virtual too; mem_dry.c's proxy_of). */
 static pl_plan_cfg proxy_of(const pl_plan_cfg *c) {
   pl_plan_cfg b = *c;
   if (c->W > 1) {
     b.lc.W_v = c->lc.W_v > c->W ? c->lc.W_v : c->W;
+    b.lc.rank_view = 1;
     b.W = 1;
     b.present = 0;
     b.tokens_step = 0;
@@ -50,7 +55,7 @@ static pl_status knobs_of(const pl_plan_cfg *b, pl_fsdp2_cfg *out) {
                         "profile (imb 1)",
                         b->imb);
   pl_fsdp2_cfg c = pl_fsdp2_cfg_default();
-  c.cp = b->cp, c.ep = b->ep, c.W_v = b->lc.W_v;
+  c.cp = b->cp, c.ep = b->ep, c.W_v = b->lc.W_v, c.rank_view = b->lc.rank_view;
   c.ac = b->ac == PL_PLAN_AC_FULL        ? PL_FSDP2_AC_FULL
          : b->ac == PL_PLAN_AC_SELECTIVE ? PL_FSDP2_AC_SELECTIVE
                                          : PL_FSDP2_AC_NONE;
@@ -153,8 +158,8 @@ static void fill_facts(const pl_fsdp2 *t, const pl_plan_cfg *c,
                        const pl_plan_machine *mc, const pl_step_result *r,
                        size_t state, pl_plan_mem *out) {
   out->dev_peak = r->dev.peak;
-  /* one rank of the proxy: every route local (its EP group has one
-   * present member), so adversarial routing is the balanced */
+  /* every route local (an EP group of one member): adversarial routing is
+   * the balanced; a virtual EP group's is measured apart (worst_peak) */
   out->dev_worst = r->dev.peak;
   snprintf(out->peak_phase, sizeof out->peak_phase, "a step on a dry device");
   out->state = state;
@@ -207,13 +212,13 @@ static pl_status two_steps(pl_fsdp2 *f, const pl_model_cfg *m, size_t *state,
   return st;
 }
 
-pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
-                              const pl_plan_machine *mc, pl_plan_mem *out) {
-  memset(out, 0, sizeof *out);
-  const pl_plan_cfg b = proxy_of(c);
-  pl_fsdp2_cfg k;
-  PL_TRY(knobs_of(&b, &k));
-  PL_TRY(pl_init(NULL, NULL));
+/* The baseline k built for b on a fresh dry device with routes `routes`
+ * and stepped twice; with facts, *out filled from the second step (else
+ * only its device peak into *peak). */
+static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
+                         const pl_plan_cfg *b, const pl_fsdp2_cfg *k,
+                         const pl_plan_machine *mc, pl_plan_routes routes,
+                         pl_plan_mem *out, size_t *peak, int *ep_virtual) {
   pl_dev *dd = NULL;
   pl_comm *world = NULL, *self = NULL;
   pl_fsdp2 *f = NULL;
@@ -222,19 +227,24 @@ pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
     return pl_set_error(PL_ENOMEM, "the dry device: host");
   pl_status st = PL_OK;
   PL_TRY_GOTO(st, done,
-              pl_plan_dry_device(mc->backend, (size_t)mc->hbm_bytes, 0, &dd));
+              pl_plan_dry_device_routed(mc->backend, (size_t)mc->hbm_bytes, 0,
+                                        routes, &dd));
   /* one rank of its own whatever the MPI world (a test runs one per rank) */
   PL_TRY_GOTO(st, done, pl_comm_world(dd, &world));
   PL_TRY_GOTO(st, done, pl_comm_split(world, pl_world_rank(), 0, &self));
-  st = pl_fsdp2_create(dd, self, m, &k, b.S, &f);
+  st = pl_fsdp2_create(dd, self, m, k, b->S, &f);
   if (st != PL_OK) {
     pl_error_prefix(st, "the dry device: building the FSDP2 baseline: ");
     goto done;
   }
   size_t state = 0;
   PL_TRY_GOTO(st, done, two_steps(f, m, &state, r));
-  fill_facts(f, c, mc, r, state, out);
-  fill_tags(&r->dev, out); /* before the device (its tag names) goes */
+  *peak = r->dev.peak;
+  *ep_virtual = f->ep_virtual;
+  if (out) {
+    fill_facts(f, c, mc, r, state, out);
+    fill_tags(&r->dev, out); /* before the device (its tag names) goes */
+  }
 done:
   free(r);
   pl_fsdp2_destroy(f);
@@ -244,6 +254,28 @@ done:
     pl_comm_destroy(world);
   pl_dev_destroy(dd);
   return st;
+}
+
+pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
+                              const pl_plan_machine *mc, pl_plan_mem *out) {
+  memset(out, 0, sizeof *out);
+  const pl_plan_cfg b = proxy_of(c);
+  pl_fsdp2_cfg k;
+  PL_TRY(knobs_of(&b, &k));
+  PL_TRY(pl_init(NULL, NULL));
+  size_t peak = 0;
+  int ep_virtual = 0;
+  PL_TRY(measure(m, c, &b, &k, mc, PL_PLAN_ROUTES_BALANCED, out, &peak,
+                 &ep_virtual));
+  if (!ep_virtual)
+    return PL_OK;
+  /* the rank view's EP group spans absent members: the worst case the
+   * replay's dev_worst describes, every member's routes to this rank's
+   * experts (the dry device's adversarial routes: experts 0..k-1), built
+   * and stepped again */
+  int unused;
+  return measure(m, c, &b, &k, mc, PL_PLAN_ROUTES_ADVERSARIAL, NULL,
+                 &out->dev_worst, &unused);
 }
 
 void pl_fsdp2_register_dry(void) {

@@ -49,6 +49,7 @@ struct pl_fsdp2 {
   int cp_rank, cp_group, n_groups;
   int cp_virtual; /* 1: the CP group is virtual (cp does not divide W)  */
   int ep_idx, ep_real, El, E_r;
+  int ep_virtual; /* 1: the EP group is virtual (the rank view)         */
   pl_comm *dense, *cpc, *epc, *xfsdp, *self;
   pl_ring_attn *ring;
   pl_moe *moe;
@@ -74,6 +75,12 @@ struct pl_fsdp2 {
 
 /* 1 if the model has a MoE layer. */
 int pl__fsdp2_any_moe(const pl_model_cfg *m);
+/* 1 when c on W ranks is the rank view (W = 1 < W_v, rank_view): the EP
+ * group virtual, the router over all E experts. */
+int pl__fsdp2_rank_view(const pl_fsdp2_cfg *c, int W);
+/* The experts the router chooses among: E / ep of each of the EP group's
+ * members present (min(W, ep)), or of all ep in the rank view. */
+int pl__fsdp2_routed(const pl_model_cfg *m, const pl_fsdp2_cfg *c, int W);
 /* The units' sizes (numel[u]) and the parameter table: the composed step's
  * parameters in its order (their seeds are their indices), distributions
  * and names; t->fl's units and offsets. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/dry/dry.h"
 #include "core/internal.h"
 #include "model/mlp_block_internal.h"
 #include "model/rope.h"
@@ -95,6 +96,10 @@ static pl_status ffn_fwd(pl__fsdp2_layer *l, pl_stream *s, void *y, int64_t N,
       return pl_set_error(PL_ENOMEM, "fsdp2 layer: host");
     PL_TRY(pl_memcpy_async(s, v->hidx, v->idx, nk2 * 4));
     PL_TRY(pl_stream_sync(s));
+    /* dry device: no router ran (the copy moved nothing); the routes come
+     * from its route hook, as the composed step's (model/moe_ffn.c) */
+    if (pl__on_dry(s))
+      PL_TRY(pl_dry_routes(l->dev, N, l->k, l->E, v->hidx));
     for (size_t i = 0; count && i < nk2; i++)
       l->counts[v->hidx[i]]++;
     PL_TRY(pl_moe_forward(l->moe, &l->ew, v->h2, N, v->hidx, v->w, y,

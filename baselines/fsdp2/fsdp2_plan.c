@@ -20,5 +20,6 @@ pl_plan_cfg pl_fsdp2_plan_cfg(const pl_model_cfg *m, const pl_fsdp2_cfg *c,
   p.sc.attn = c->attn;
   p.sc.moe_lanes = c->moe_lanes;
   p.lc.W_v = c->W_v;
+  p.lc.rank_view = c->rank_view;
   return p;
 }

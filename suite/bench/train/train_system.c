@@ -205,6 +205,7 @@ pl_fsdp2_cfg pl__train_fsdp2_cfg(const pl_train_setup *u) {
   c.optim = u->f2.optim;
   c.micro = u->sc.micro;
   c.W_v = u->lc.W_v;
+  c.rank_view = u->lc.rank_view; /* --rank-view: the EP group virtual too */
   c.dt = u->sc.dt;
   c.seed = u->sc.seed;
   c.profile = u->sc.profile;
