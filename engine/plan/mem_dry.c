@@ -356,8 +356,7 @@ pl_status pl_plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
     return st;
   }
   PL_TRY(check_dry(c));
-  pl_status st =
-      measure_all(m, built, built, mc, 0, with_worst, &out->mem, out);
+  pl_status st = measure_all(m, c, built, mc, 0, with_worst, &out->mem, out);
   if (st == PL_OK)
     out->steps = DRY_STEPS;
   out->seconds = pl_elapsed_s(t0);

@@ -296,6 +296,24 @@ START_TEST(dry_backend_basics) {
     pl_free(dd, t);
   }
   pl_free(dd, keep);
+  /* more live blocks of a class than its first range holds (512 GiB):
+   * the class continues in another range; distinct, owned, freed */
+  void *big[20];
+  for (int i = 0; i < 20; i++) {
+    ck_assert_int_eq(
+        pl_alloc(dd, PL_ARENA_DEVICE, (size_t)1 << 35, "big32", &big[i]),
+        PL_OK);
+    ck_assert(pl_dry_owns(dd, big[i]));
+    for (int j = 0; j < i; j++)
+      ck_assert_ptr_ne(big[i], big[j]);
+  }
+  for (int i = 0; i < 20; i++)
+    pl_free(dd, big[i]);
+  void *again;
+  ck_assert_int_eq(
+      pl_alloc(dd, PL_ARENA_DEVICE, (size_t)1 << 35, "big32", &again), PL_OK);
+  ck_assert(pl_dry_owns(dd, again));
+  pl_free(dd, again);
   pl_free(dd, a);
   pl_free(dd, b);
   pl_free(dd, h);

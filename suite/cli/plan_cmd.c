@@ -125,9 +125,10 @@ static const pl_opt plan_opts[] = {
     {"backend", 0, PL_OPT_ENUM, "cuda", "the target device: cuda | cpu", 0, 0,
      backends},
     {"machine", 0, PL_OPT_FLAG, NULL, "print the machine and exit", 0, 0, NULL},
-    {"memory", 0, PL_OPT_ENUM, "replay",
-     "the chosen configuration's memory: replay (the allocation schedule), "
-     "dry (one rank built and stepped on a dry device), both (compared)",
+    {"memory", 0, PL_OPT_ENUM, NULL,
+     "the chosen configuration's memory: dry (the default: its rank 0 "
+     "built and stepped on a dry device), replay (the search's allocation "
+     "schedule; the default with --table or --imb), both (compared)",
      0, 0, memories},
     /* output */
     {"format", 0, PL_OPT_ENUM, "table", "table | tsv", 0, 0, formats},
@@ -141,18 +142,17 @@ static const pl_opt plan_opts[] = {
 
 static void usage(FILE *f) {
   fprintf(
-      f,
-      "usage: plateau plan [options]\n"
-      "  The per-rank memory budget, feasibility and predicted throughput "
-      "of a\n  training configuration, before launch (engine/plan).  Knobs "
-      "not given are\n  chosen to maximize predicted tok/s/GPU among "
-      "configurations that fit\n  (--config explicit: defaults instead).  "
-      "--table paper projects the\n  paper's points.  --memory dry: the chosen "
-      "configuration's peaks measured\n  by a step on a dry device (one "
-      "rank; a multi-GPU run as its rank 0,\n  every group virtual); --memory "
-      "both: "
-      "set beside the replay's, tag by tag.\n  Exit: 0 fits, 1 does "
-      "not fit, 2 bad input, 3 error.\n\n");
+      f, "usage: plateau plan [options]\n"
+         "  The per-rank memory budget, feasibility and predicted throughput "
+         "of a\n  training configuration, before launch (engine/plan).  Knobs "
+         "not given are\n  chosen to maximize predicted tok/s/GPU among "
+         "configurations that fit\n  (--config explicit: defaults instead).  "
+         "--table paper projects the\n  paper's points.  The search estimates "
+         "memory by a replay of the step's\n  allocations; the chosen "
+         "configuration's memory is then measured by a\n  step on a dry device "
+         "(its rank 0 in one process, every group virtual;\n  --memory replay: "
+         "the estimate; both: side by side, field by field).\n  Exit: 0 fits, "
+         "1 does not fit, 2 bad input, 3 error.\n\n");
   pl_args_usage(plan_opts, f);
 }
 
@@ -656,7 +656,12 @@ static int plan_one(int argc, char **argv) {
     goto out;
   }
   const bool tsv = pl_args_enum(a, "format") == 1;
-  const int memory = (int)pl_args_enum(a, "memory");
+  /* measured unless the dry device cannot stand for it: a table of many
+   * points (the search's replay, for speed), routes other than balanced */
+  const bool imb = pl_args_f64(a, "imb") != 1;
+  const int memory = pl_args_given(a, "memory") ? (int)pl_args_enum(a, "memory")
+                     : pl_args_given(a, "table") || imb ? 0
+                                                        : 1;
   const char *mwhy = !memory                      ? NULL
                      : pl_args_given(a, "table")  ? "--table"
                      : pl_args_f64(a, "imb") != 1 ? "--imb other than 1"
@@ -718,6 +723,9 @@ static int plan_one(int argc, char **argv) {
       print_table(stdout, &m, &c, &mc, v, &t, s, searched);
     if (memory && !tsv)
       pl__plan_dry_print(stdout, &m, &c, &built, &mc, v, dm, memory == 2);
+    else if (!tsv && imb && !pl_args_given(a, "memory"))
+      printf("\nmemory above: replayed (--imb: a dry device routes by the "
+             "balanced profile)\n");
     code = v->fits ? 0 : 1;
   }
   free(s);

@@ -269,22 +269,8 @@ void pl__plan_dry_print(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
             dm->mem.peak_phase);
     return;
   }
-  pl_plan_verdict *vb = NULL;
+  /* the rank view is the run's rank 0: against that rank's replay */
   const pl_plan_mem *pm = &v->mem;
-  if (built->W != c->W) { /* the replay of what was built: the proxy */
-    vb = calloc(1, sizeof *vb);
-    if (!vb || pl_plan_check(m, built, mc, vb) != PL_OK) {
-      fprintf(f, "  the proxy's replay: %s\n",
-              vb ? pl_last_error() : "out of host memory");
-      free(vb);
-      return;
-    }
-    pm = &vb->mem;
-    fprintf(f,
-            "  (the replay of the %d-GPU run's rank: device peak %zu B, "
-            "pinned host %zu B)\n",
-            c->W, v->mem.dev_peak, v->mem.host_pinned);
-  }
   fprintf(f, "  %-12s replay %14zu  dry %14zu  (%+.0f B)\n", "device peak",
           pm->dev_peak, dm->dev_peak,
           (double)dm->dev_peak - (double)pm->dev_peak);
@@ -297,5 +283,4 @@ void pl__plan_dry_print(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
                      pm->host_pinned == dm->host_peak;
   fprintf(f, "memory: the replay and the dry device %s\n",
           equal ? "are equal" : "DIFFER");
-  free(vb);
 }

@@ -18,7 +18,7 @@
 # --memory dry what `bench train --backend dry --rank-view` measures for
 # that row's arguments — the row's own (proxy) peaks plus the router of a
 # real rank (over all E experts, not E/W_v: above the row), in seconds.
-# Also: the default prints no measurement, --memory dry with --format tsv
+# Also: the default measures (--memory replay and --imb do not), --memory dry with --format tsv
 # writes the measured peak, and a 16-GPU run of expert groups of 8 (a
 # virtual expert group in one process) is measured.
 # Usage: BUILD=build bash suite/cli/test_plan_dry.sh
@@ -64,9 +64,16 @@ others=$(awk '/^  tags that differ/ {on = 1; next} /^  [a-z]/ {on = 0} on && /^ 
 [[ $dev == 1 && $host == 1 && $others == 0 ]] && pass ||
   fail "gpt-oss-20b 8 GPUs --memory both: $(grep -A8 '^memory replayed' <<<"$out")"
 
-# the default is the replay alone
+# the default measures; --memory replay and --imb (balanced routes only)
+# keep the replay, --imb saying so
 out=$("$BIN" plan --model tiny --gpus 1 --seq 4Ki 2>&1)
-[[ $out != *"dry device"* ]] && pass || fail "the default printed a dry measurement"
+[[ $out == *"memory above: measured by one step on a dry device"* ]] && pass ||
+  fail "the default printed no dry measurement"
+out=$("$BIN" plan --model tiny --gpus 1 --seq 4Ki --memory replay 2>&1)
+[[ $out != *"dry device"* ]] && pass || fail "--memory replay printed a dry measurement"
+out=$("$BIN" plan --model tiny --gpus 2 --seq 4Ki --imb 1.5 2>&1)
+[[ $out == *"memory above: replayed (--imb"* && $out != *"measured by"* ]] && pass ||
+  fail "--imb 1.5: $(tail -3 <<<"$out")"
 
 # the committed H200 row p120-128k, planned the way that row was
 ref=$ROOT/results/reference/h200x1/grid-cudnn

@@ -42,15 +42,21 @@
  * allocates in all (a long-context step allocates terabytes over its
  * lifetime; a wrapping counter would hand out live addresses again).  The
  * reservation is address space only (PROT_NONE, MAP_NORESERVE): 32 classes
- * of 512 GiB, 16 TiB of the 128 TiB a process may address. */
+ * of 512 GiB, 16 TiB of the 128 TiB a process may address.  A class whose
+ * sub-range is full of live blocks (a 120B model's gradients on one GPU:
+ * more than 512 GiB of 32 GiB blocks) continues in extra ranges of SUB
+ * bytes reserved as needed (MAX_EXTRA in all), so a plan that does not fit
+ * is measured rather than refused. */
 #define MIN_C 8 /* 256-byte blocks: the alignment the GPU pool gives */
 #define MAX_C 39
 #define NCLASS (MAX_C - MIN_C + 1)
 #define SUB ((size_t)1 << MAX_C)
 #define RANGE (SUB * NCLASS)
 
+#define MAX_EXTRA 64
+
 typedef struct dry_class {
-  size_t next;  /* blocks handed out from the sub-range so far */
+  size_t next;  /* blocks handed out from the class's ranges so far */
   size_t *free; /* freed blocks' indices, a stack */
   size_t nfree, cap;
 } dry_class;
@@ -58,6 +64,10 @@ typedef struct dry_class {
 typedef struct dry_state {
   char *base; /* PROT_NONE, never mapped readable */
   dry_class cls[NCLASS];
+  /* extra ranges of SUB bytes: the class and the range's number within it
+   * (its first block is number * (SUB >> c)) */
+  char *extra[MAX_EXTRA];
+  int extra_c[MAX_EXTRA], extra_n[MAX_EXTRA], nextra;
   pl_dry_route_fn routes;
   void *routes_ctx;
   int32_t *last_idx; /* the hook's last answer, for last_N, last_k, last_E */
@@ -91,6 +101,8 @@ static void dry_fini(pl_dev *dev) {
   if (!d)
     return;
   munmap(d->base, RANGE);
+  for (int i = 0; i < d->nextra; i++)
+    munmap(d->extra[i], SUB);
   for (int c = 0; c < NCLASS; c++)
     free(d->cls[c].free);
   free(d->last_idx);
@@ -128,24 +140,66 @@ static pl_status dry_raw_alloc(pl_dev *dev, pl_arena a, size_t bytes,
                         "dry device: %zu bytes exceed its largest block (%zu)",
                         bytes, SUB);
   dry_class *k = &d->cls[c - MIN_C];
+  const size_t per = SUB >> c; /* blocks per range */
   size_t i;
   if (k->nfree)
     i = k->free[--k->nfree];
-  else if (k->next < SUB >> c)
-    i = k->next++;
   else
+    i = k->next++;
+  if (i < per) {
+    *out = d->base + (size_t)(c - MIN_C) * SUB + (i << c);
+    return PL_OK;
+  }
+  const int n = (int)(i / per); /* the class's range n >= 1 */
+  for (int x = 0; x < d->nextra; x++)
+    if (d->extra_c[x] == c && d->extra_n[x] == n) {
+      *out = d->extra[x] + ((i % per) << c);
+      return PL_OK;
+    }
+  void *p = d->nextra < MAX_EXTRA
+                ? mmap(NULL, SUB, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                : MAP_FAILED;
+  if (p == MAP_FAILED) {
+    k->next--; /* i was the class's next: not handed out */
     return pl_set_error(PL_ENOMEM,
-                        "dry device: more than %zu blocks of %zu bytes live",
-                        SUB >> c, (size_t)1 << c);
-  *out = d->base + (size_t)(c - MIN_C) * SUB + (i << c);
+                        "dry device: %zu blocks of %zu bytes live: no more "
+                        "address space to reserve",
+                        i + 1, (size_t)1 << c);
+  }
+  d->extra[d->nextra] = p;
+  d->extra_c[d->nextra] = c, d->extra_n[d->nextra] = n;
+  d->nextra++;
+  *out = (char *)p + ((i % per) << c);
   return PL_OK;
+}
+
+/* The class and the block number of address p (in the base range or an
+ * extra one). */
+static void block_of(const dry_state *d, const void *p, int *c, size_t *i) {
+  const char *q = p;
+  if (q >= d->base && q < d->base + RANGE) {
+    const size_t off = (size_t)(q - d->base);
+    *c = (int)(off / SUB) + MIN_C;
+    *i = (off % SUB) >> *c;
+    return;
+  }
+  for (int x = 0; x < d->nextra; x++)
+    if (q >= d->extra[x] && q < d->extra[x] + SUB) {
+      *c = d->extra_c[x];
+      *i = (size_t)d->extra_n[x] * (SUB >> *c) +
+           ((size_t)(q - d->extra[x]) >> *c);
+      return;
+    }
+  PL_ASSERT(!"a dry device's free of an address it did not hand out");
 }
 
 /* The block goes back on its class's stack (the class from the address). */
 static void dry_raw_free(pl_dev *dev, pl_arena a, void *p, pl_stream *s) {
   dry_state *d = dev->impl;
-  const size_t off = (size_t)((char *)p - d->base);
-  const int c = (int)(off / SUB) + MIN_C;
+  int c = MIN_C;
+  size_t bi = 0;
+  block_of(d, p, &c, &bi);
   dry_class *k = &d->cls[c - MIN_C];
   if (k->nfree == k->cap) {
     const size_t cap = k->cap ? 2 * k->cap : 64;
@@ -155,7 +209,7 @@ static void dry_raw_free(pl_dev *dev, pl_arena a, void *p, pl_stream *s) {
     k->free = f;
     k->cap = cap;
   }
-  k->free[k->nfree++] = (off % SUB) >> c;
+  k->free[k->nfree++] = bi;
 }
 
 static pl_status dry_stream_create(pl_dev *dev, pl_stream *s) {
@@ -222,7 +276,12 @@ bool pl_dry_owns(const pl_dev *dev, const void *p) {
     return false;
   const dry_state *d = dev->impl;
   const char *c = p;
-  return c >= d->base && c < d->base + RANGE;
+  if (c >= d->base && c < d->base + RANGE)
+    return true;
+  for (int x = 0; x < d->nextra; x++)
+    if (c >= d->extra[x] && c < d->extra[x] + SUB)
+      return true;
+  return false;
 }
 
 /* A copy moves nothing, except that real host memory it lands in (a
