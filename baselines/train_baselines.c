@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agree.h"
 #include "cpu_adamw.h"
 #include "dense_ce.h"
 #include "vocab_parallel_ce.h"
@@ -66,15 +67,20 @@ static pl_status vp_run(void *ctx, pl_stream *s, const void *x,
   void *xa = NULL, *dxa = NULL;
   int32_t *ta = NULL;
   float *la = NULL, *nlla = NULL;
-  pl_status st = PL_OK;
-  PL_TRY_GOTO(st, done, gather_alloc(s, (size_t)P * nh * es, &xa));
+  /* a rank that failed skips its own part but never the agreement before
+   * the gathers */
+  pl_status st = gather_alloc(s, (size_t)P * nh * es, &xa);
+  if (st == PL_OK)
+    st = gather_alloc(s, (size_t)P * (size_t)n * 4, (void **)&ta);
+  if (st == PL_OK)
+    st = gather_alloc(s, (size_t)P * (size_t)n * 4, (void **)&la);
+  if (st == PL_OK)
+    st = gather_alloc(s, (size_t)P * (size_t)n * 4, (void **)&nlla);
+  if (st == PL_OK)
+    st = gather_alloc(s, (size_t)P * nh * es, &dxa);
   PL_TRY_GOTO(st, done,
-              gather_alloc(s, (size_t)P * (size_t)n * 4, (void **)&ta));
-  PL_TRY_GOTO(st, done,
-              gather_alloc(s, (size_t)P * (size_t)n * 4, (void **)&la));
-  PL_TRY_GOTO(st, done,
-              gather_alloc(s, (size_t)P * (size_t)n * 4, (void **)&nlla));
-  PL_TRY_GOTO(st, done, gather_alloc(s, (size_t)P * nh * es, &dxa));
+              pl_bl_agree(h->group, st, "vocab-parallel head",
+                          "all-gathers of the rows"));
   PL_TRY_GOTO(st, done, pl_allgather(h->group, x, xa, nh, h->sh.dt, s));
   PL_TRY_GOTO(st, done, pl_allgather(h->group, t, ta, (size_t)n, PL_I32, s));
   PL_TRY_GOTO(st, done,

@@ -134,6 +134,30 @@ static void land(const pl_moe_ffn *f, route *r, int64_t N) {
     r->hidx[i] %= Em;
 }
 
+/* Failure agreement before the MoE layer.  A rank whose own steps failed
+ * (a tracked allocation over the arena's limit, the RMSNorm, the router)
+ * must not leave the other ranks of the EP group waiting in the layer's
+ * collectives until the watchdog ends the job: the group agrees on the
+ * status first (one host all-reduce of an int64, as ops/moe_pipeline.c's
+ * agree does inside the layer), so every rank enters the layer or none
+ * does.  Every rank calls it, whatever its status; a failed rank keeps its
+ * own message, its peers get PL_ENOMEM or PL_ECOMM naming the cause. */
+static pl_status agree_before_moe(const pl_moe_ffn *f, pl_status st,
+                                  const char *pass) {
+  int64_t v = st == PL_OK ? 0 : st == PL_ENOMEM ? 1 : 2;
+  pl_status cs = pl_host_allreduce_i64(pl_moe_comm(f->moe), &v, 1, PL_RED_MAX);
+  if (cs != PL_OK)
+    return st != PL_OK ? st : cs;
+  if (v == 0)
+    return PL_OK;
+  if (st != PL_OK)
+    return st;
+  return pl_set_error(v == 1 ? PL_ENOMEM : PL_ECOMM,
+                      "moe ffn: another rank of the expert group failed (%s) "
+                      "before the MoE layer's %s, which no rank entered",
+                      v == 1 ? "out of memory" : "error", pass);
+}
+
 /* ---- forward ---------------------------------------------------------------
  */
 
@@ -150,16 +174,17 @@ pl_status pl_moe_ffn_forward(pl_moe_ffn *f, pl_stream *s, const void *x,
   f->ctx = NULL;
   void *h = NULL, *gu = NULL, *a = NULL;
   route r = {0};
-  pl_status st = PL_OK;
-  PL_TRY_GOTO(st, done,
-              pl_alloc_async(f->dev, PL_ARENA_DEVICE, (size_t)(N * H) * es,
-                             "activations", s, &h));
-  if (N > 0)
-    PL_TRY_GOTO(st, done,
-                pl__rmsnorm_fwd(s, x, f->w_n, h, N, H, f->eps, c->dt));
+  /* a rank that failed skips its own part but never the agreement before
+   * the MoE layer, which every rank of the EP group enters (also with
+   * N = 0) or none does */
+  pl_status st = pl_alloc_async(f->dev, PL_ARENA_DEVICE, (size_t)(N * H) * es,
+                                "activations", s, &h);
+  if (st == PL_OK && N > 0)
+    st = pl__rmsnorm_fwd(s, x, f->w_n, h, N, H, f->eps, c->dt);
   if (f->moe) {
-    /* every rank of the EP group enters the MoE layer, also with N = 0 */
-    PL_TRY_GOTO(st, done, route_fwd(f, s, h, N, true, &r));
+    if (st == PL_OK)
+      st = route_fwd(f, s, h, N, true, &r);
+    PL_TRY_GOTO(st, done, agree_before_moe(f, st, "forward"));
     for (int64_t i = 0; i < N * c->k; i++)
       f->counts[r.hidx[i]]++;
     land(f, &r, N);
@@ -169,9 +194,11 @@ pl_status pl_moe_ffn_forward(pl_moe_ffn *f, pl_stream *s, const void *x,
     if (N > 0)
       PL_TRY_GOTO(st, done,
                   pl_axpy(s, y, c->dt, x, c->dt, (size_t)(N * H), 1.0f));
-  } else if (N > 0) {
-    PL_TRY_GOTO(st, done, pl_memcpy_async(s, y, x, (size_t)(N * H) * es));
+  } else if (st == PL_OK && N > 0) {
+    st = pl_memcpy_async(s, y, x, (size_t)(N * H) * es);
   }
+  if (st != PL_OK)
+    goto done;
   if (I > 0 && N > 0) {
     PL_TRY_GOTO(st, done,
                 pl_alloc_async(f->dev, PL_ARENA_DEVICE,
@@ -235,6 +262,76 @@ static pl_status shared_bwd(pl_moe_ffn *f, pl_stream *s, const void *h,
                  1.f, dh32, H, c->dt, PL_F32);
 }
 
+/* The MoE part's buffers of one backward (freed by the caller, also after
+ * a failure). */
+typedef struct moe_bufs {
+  route r;
+  void *tmp, *dhe, *dhr, *dlog;
+  float *dw;
+} moe_bufs;
+
+/* The routed experts' and the router's backward: dh32 += the MoE layer's
+ * dx and the router's dh; the experts' and W_r's gradients accumulate.
+ * Every rank of the EP group calls it, whatever st (the status so far): a
+ * rank that failed skips its own part but never an agreement, and each of
+ * the MoE layer's calls comes after one (agree_before_moe). */
+static pl_status moe_bwd(pl_moe_ffn *f, pl_stream *s, const void *h,
+                         const void *dy, float *dh32, int64_t N, moe_bufs *b,
+                         pl_status st) {
+  const pl_moe_ffn_cfg *c = &f->cfg;
+  const size_t es = pl_dtype_size(c->dt), nh = (size_t)(N * c->H);
+  pl_dev *dev = f->dev;
+  /* the route weights again (same routes); the forward's context, or a new
+   * forward on them when it was not kept (keep_ctx is the group's, so the
+   * same branch on every rank) */
+  const bool need_ctx = f->ctx == NULL;
+  if (st == PL_OK)
+    st = route_fwd(f, s, h, N, need_ctx, &b->r);
+  if (need_ctx) {
+    if (st == PL_OK)
+      st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s,
+                          &b->tmp);
+    PL_TRY(agree_before_moe(f, st, "forward (recomputed for the backward)"));
+    pl_moe_stats scratch_stats;
+    land(f, &b->r, N);
+    /* its status goes to the next agreement: the layer may fail on one
+     * rank after its last collective */
+    st = pl_moe_forward(f->moe, &f->ew, h, N, b->r.hidx, b->r.w, b->tmp,
+                        &f->ctx, &scratch_stats);
+    pl_free_async(dev, b->tmp, s);
+    b->tmp = NULL;
+  }
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s,
+                        &b->dhe);
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * c->k * 4, "router", s,
+                        (void **)&b->dw);
+  PL_TRY(agree_before_moe(f, st, "backward"));
+  PL_TRY(pl_moe_backward(f->moe, f->ctx, &f->ew, h, b->r.w, dy, b->dhe, b->dw,
+                         &f->eg));
+  pl_moe_ctx_free(f->ctx);
+  f->ctx = NULL;
+  if (N > 0)
+    PL_TRY(pl_axpy(s, dh32, PL_F32, b->dhe, c->dt, nh, 1.0f));
+  /* the router: dw -> dlogits -> dh_router, dW_r */
+  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * c->E * es, "router",
+                        s, &b->dlog));
+  PL_TRY(
+      pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &b->dhr));
+  pl_router_shape rs = {.N = N,
+                        .H = c->H,
+                        .E = c->E,
+                        .k = c->k,
+                        .renorm = c->renorm,
+                        .dt = c->dt};
+  PL_TRY(pl_router_bwd(s, &rs, h, f->w_r, b->r.probs, b->r.idx, b->r.w, b->dw,
+                       b->dlog, b->dhr, f->g_r));
+  if (N > 0)
+    PL_TRY(pl_axpy(s, dh32, PL_F32, b->dhr, c->dt, nh, 1.0f));
+  return PL_OK;
+}
+
 pl_status pl_moe_ffn_backward(pl_moe_ffn *f, pl_stream *s, const void *x,
                               const void *dy, void *dx, int64_t N) {
   if (N < 0)
@@ -245,68 +342,24 @@ pl_status pl_moe_ffn_backward(pl_moe_ffn *f, pl_stream *s, const void *x,
   const int64_t H = c->H, I = c->I_s;
   const size_t es = pl_dtype_size(c->dt), nh = (size_t)(N * H);
   pl_dev *dev = f->dev;
-  void *h = NULL, *gu = NULL, *a = NULL, *da = NULL, *dgu = NULL, *dhe = NULL,
-       *dhr = NULL;
-  void *dlog = NULL, *dh = NULL, *tmp = NULL;
-  float *dh32 = NULL, *dw = NULL, *scr = NULL;
-  route r = {0};
-  pl_status st = PL_OK;
-  PL_TRY_GOTO(
-      st, done,
-      pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &h));
-  if (N > 0)
-    PL_TRY_GOTO(st, done,
-                pl__rmsnorm_fwd(s, x, f->w_n, h, N, H, f->eps, c->dt));
-  PL_TRY_GOTO(st, done,
-              pl_alloc_async(dev, PL_ARENA_DEVICE, nh * 4, "activations", s,
-                             (void **)&dh32));
-  if (N > 0)
-    PL_TRY_GOTO(st, done, pl_fill(s, dh32, PL_F32, nh, 0.0));
-  if (f->moe) {
-    /* the route weights again (same routes); the forward's context, or a
-     * new forward on them when it was not kept */
-    const bool need_ctx = f->ctx == NULL;
-    PL_TRY_GOTO(st, done, route_fwd(f, s, h, N, need_ctx, &r));
-    if (need_ctx) {
-      PL_TRY_GOTO(st, done,
-                  pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations",
-                                 s, &tmp));
-      pl_moe_stats scratch_stats;
-      land(f, &r, N);
-      PL_TRY_GOTO(st, done,
-                  pl_moe_forward(f->moe, &f->ew, h, N, r.hidx, r.w, tmp,
-                                 &f->ctx, &scratch_stats));
-      pl_free_async(dev, tmp, s);
-      tmp = NULL;
-    }
-    PL_TRY_GOTO(
-        st, done,
-        pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &dhe));
-    PL_TRY_GOTO(st, done,
-                pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * c->k * 4,
-                               "router", s, (void **)&dw));
-    PL_TRY_GOTO(
-        st, done,
-        pl_moe_backward(f->moe, f->ctx, &f->ew, h, r.w, dy, dhe, dw, &f->eg));
-    pl_moe_ctx_free(f->ctx);
-    f->ctx = NULL;
-    if (N > 0)
-      PL_TRY_GOTO(st, done, pl_axpy(s, dh32, PL_F32, dhe, c->dt, nh, 1.0f));
-    /* the router: dw -> dlogits -> dh_router, dW_r */
-    PL_TRY_GOTO(st, done,
-                pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * c->E * es,
-                               "router", s, &dlog));
-    PL_TRY_GOTO(
-        st, done,
-        pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &dhr));
-    pl_router_shape rs = {
-        .N = N, .H = H, .E = c->E, .k = c->k, .renorm = c->renorm, .dt = c->dt};
-    PL_TRY_GOTO(st, done,
-                pl_router_bwd(s, &rs, h, f->w_r, r.probs, r.idx, r.w, dw, dlog,
-                              dhr, f->g_r));
-    if (N > 0)
-      PL_TRY_GOTO(st, done, pl_axpy(s, dh32, PL_F32, dhr, c->dt, nh, 1.0f));
-  }
+  void *h = NULL, *gu = NULL, *a = NULL, *da = NULL, *dgu = NULL, *dh = NULL;
+  float *dh32 = NULL, *scr = NULL;
+  moe_bufs mb = {0};
+  /* a rank that failed skips its own part but never the MoE part's
+   * agreements (moe_bwd) */
+  pl_status st =
+      pl_alloc_async(dev, PL_ARENA_DEVICE, nh * es, "activations", s, &h);
+  if (st == PL_OK && N > 0)
+    st = pl__rmsnorm_fwd(s, x, f->w_n, h, N, H, f->eps, c->dt);
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, nh * 4, "activations", s,
+                        (void **)&dh32);
+  if (st == PL_OK && N > 0)
+    st = pl_fill(s, dh32, PL_F32, nh, 0.0);
+  if (f->moe)
+    st = moe_bwd(f, s, h, dy, dh32, N, &mb, st);
+  if (st != PL_OK)
+    goto done;
   if (I > 0 && N > 0)
     PL_TRY_GOTO(st, done, shared_bwd(f, s, h, dy, dh32, N, &gu, &a, &da, &dgu));
   /* dx = dy + pl__rmsnorm_bwd(x, w_n, dh);  g_n += ... */
@@ -328,8 +381,9 @@ done:
   /* after a failure: the MoE layer's context too (freed above otherwise) */
   pl_moe_ctx_free(f->ctx);
   f->ctx = NULL;
-  route_free(f, s, &r);
-  void *ps[] = {h, gu, a, da, dgu, dhe, dhr, dlog, dh, tmp, dh32, dw, scr};
+  route_free(f, s, &mb.r);
+  void *ps[] = {h,   gu,     a,      da,     dgu,     dh,   dh32,
+                scr, mb.tmp, mb.dhe, mb.dhr, mb.dlog, mb.dw};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
     pl_free_async(dev, ps[i], s);
   return st;

@@ -174,3 +174,6 @@ void pl_moe_destroy(pl_moe *m) {
 const pl_moe_cfg *pl_moe_get_cfg(const pl_moe *m) {
   return &m->cfg;
 }
+pl_comm *pl_moe_comm(const pl_moe *m) {
+  return m->comm;
+}

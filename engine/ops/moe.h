@@ -215,6 +215,10 @@ typedef struct pl_moe_ctx pl_moe_ctx;
 pl_status pl_moe_create(pl_comm *ep, const pl_moe_cfg *cfg, pl_moe **out);
 void pl_moe_destroy(pl_moe *m);
 const pl_moe_cfg *pl_moe_get_cfg(const pl_moe *m);
+/* The EP group the layer was created on (borrowed): a caller whose own steps
+ * before the layer can fail agrees on its status over it first, so that every
+ * rank enters the layer's collectives or none does. */
+pl_comm *pl_moe_comm(const pl_moe *m);
 
 /* Forward on this rank's N tokens.  x: N x H (dt, device); idx: N x k expert
  * ids (host, int32, each in [0, E)); w: N x k route weights (f32, device);

@@ -11,7 +11,12 @@
  *  (3) the dense form (E = 0) against the layer's own dense MLP block
  *      (model/mlp_block.h) with the same weights, bit for bit;
  *  (4) the decoder layer with the MoE FFN in its slot runs in the
- *      checkpoint runner and equals the hand-chained layer bit for bit. */
+ *      checkpoint runner and equals the hand-chained layer bit for bit;
+ *  (5) a device memory limit on one rank, at every size from the first
+ *      allocation on: forward and backward (kept context and recomputed)
+ *      return on every rank well before the collectives' watchdog, the
+ *      failing rank with its own PL_ENOMEM and every other rank that fails
+ *      with a message naming another rank; nothing leaks. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +30,7 @@
 
 static pl_dev *dev;
 static pl_comm *world;
+static pl_comm *ep; /* the rigs' EP group: world, or a copy of it */
 static int rank, size;
 
 enum { H = 16, E = 12, K = 3, I = 8, IS = 8 };
@@ -58,7 +64,7 @@ static void rig_init(rig *r, pl_moe_variant v, bool keep, uint64_t seed) {
   mc.c = 3, mc.K_max = 4;              /* several chunks at N ~ 10 */
   mc.knobs.m = 1, mc.knobs.lambda = 0; /* plan always, small pieces allowed */
   mc.lanes = 0;
-  ck_assert_int_eq(pl_moe_create(world, &mc, &r->moe), PL_OK);
+  ck_assert_int_eq(pl_moe_create(ep ? ep : world, &mc, &r->moe), PL_OK);
   pl_moe_ffn_cfg fc = {.H = H,
                        .dt = PL_F32,
                        .E = E,
@@ -368,6 +374,92 @@ START_TEST(router_bias_step_sums_over_ranks) {
 }
 END_TEST
 
+/* One call of `pass` (0 forward, 1 backward) with this rank's device limit
+ * `extra` bytes above what it holds (0: none); every rank's status. */
+static void limited_call(rig *r, int pass, size_t extra, pl_status *mine,
+                         int64_t *nfail, double *secs) {
+  pl_stream *s = pl_dev_stream(dev);
+  pl_mem_stats s0, s1;
+  ck_assert_int_eq(pl_mem_stats_get(dev, PL_ARENA_DEVICE, &s0), PL_OK);
+  if (extra)
+    pl_mem_set_limit(dev, PL_ARENA_DEVICE, s0.current + extra);
+  const uint64_t t0 = pl_now_ns();
+  *mine = pass == 0 ? pl_moe_ffn_forward(&r->f, s, r->x, r->y, r->N)
+                    : pl_moe_ffn_backward(&r->f, s, r->x, r->g, r->dx, r->N);
+  *secs = pl_elapsed_s(t0);
+  pl_mem_set_limit(dev, PL_ARENA_DEVICE, 0);
+  ck_assert_int_eq(pl_stream_sync(s), PL_OK);
+  /* no leak: after a backward the context is gone; after a failed forward
+   * nothing was kept */
+  ck_assert_int_eq(pl_mem_stats_get(dev, PL_ARENA_DEVICE, &s1), PL_OK);
+  if (*mine != PL_OK || pass == 1)
+    ck_assert_uint_le(s1.current, s0.current);
+  *nfail = *mine != PL_OK;
+  ck_assert_int_eq(pl_host_allreduce_i64(world, nfail, 1, PL_RED_SUM), PL_OK);
+}
+
+/* The failing rank is the last; its limit runs from 1 byte (the first
+ * allocation fails) up to where every call succeeds. */
+static void one_rank_limited(int pass, bool keep) {
+  const int bad = size - 1;
+  pl_comm *c = NULL;
+  ck_assert_int_eq(pl_comm_split(world, 0, rank, &c), PL_OK);
+  /* a hang would end in the watchdog's abort of the job after 30 s, far
+   * beyond the 5 s a call may take */
+  ck_assert_int_eq(pl_comm_set_timeout(c, 30), PL_OK);
+  ep = c;
+  rig r;
+  rig_init(&r, PL_MOE_PIPELINED, keep, 404);
+  ep = NULL;
+  int all_failed = 0, passed = 0;
+  for (size_t extra = 1; !passed; extra = extra * 3 / 2 + 1) {
+    ck_assert_uint_lt(extra, (size_t)1 << 24);
+    pl_status mine;
+    int64_t nfail;
+    double secs;
+    if (pass == 1) {
+      zero_grads(&r);
+      ck_assert_int_eq(
+          pl_moe_ffn_forward(&r.f, pl_dev_stream(dev), r.x, r.y, r.N), PL_OK);
+    }
+    limited_call(&r, pass, rank == bad ? extra : 0, &mine, &nfail, &secs);
+    ck_assert_msg(secs < 5, "pass %d, limit +%zu: %.1f s", pass, extra, secs);
+    if (rank == bad && mine != PL_OK)
+      ck_assert_msg(mine == PL_ENOMEM && !strstr(pl_last_error(), "another"),
+                    "failing rank: %s (%s)", pl_strerror(mine),
+                    pl_last_error());
+    if (rank != bad && mine != PL_OK)
+      ck_assert_msg(strstr(pl_last_error(), "another rank"), "rank %d: %s (%s)",
+                    rank, pl_strerror(mine), pl_last_error());
+    if (extra == 1) /* the first allocation: nobody enters the MoE layer */
+      ck_assert_msg(nfail == size, "pass %d: %lld of %d ranks failed", pass,
+                    (long long)nfail, size);
+    if (extra == 1 && rank != bad)
+      ck_assert_msg(strstr(pl_last_error(),
+                           "another rank of the expert group failed (out of "
+                           "memory) before the MoE layer's"),
+                    "%s", pl_last_error());
+    all_failed += nfail == size;
+    passed = nfail == 0;
+  }
+  ck_assert_int_ge(all_failed, 1);
+  rig_free(&r);
+  pl_comm_destroy(c);
+}
+
+START_TEST(one_rank_oom_forward) {
+  one_rank_limited(0, false);
+}
+END_TEST
+START_TEST(one_rank_oom_backward_kept) {
+  one_rank_limited(1, true);
+}
+END_TEST
+START_TEST(one_rank_oom_backward_recomputed) {
+  one_rank_limited(1, false);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   const int e =
       pl_check_world_open(&argc, &argv, "moe ffn", &dev, &world, &rank, &size);
@@ -379,6 +471,9 @@ int main(int argc, char **argv) {
                           dense_equals_mlp_block,
                           layer_slot_in_runner,
                           router_bias_step_sums_over_ranks,
+                          one_rank_oom_forward,
+                          one_rank_oom_backward_kept,
+                          one_rank_oom_backward_recomputed,
                           NULL};
   return pl_check_world_close(dev, world,
                               pl_check_run("moe_ffn", 300, tests, rank, world));
