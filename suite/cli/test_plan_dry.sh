@@ -19,8 +19,11 @@
 # that row's arguments — the row's own (proxy) peaks plus the router of a
 # real rank (over all E experts, not E/W_v: above the row), in seconds.
 # Also: the default measures (--memory replay and --imb do not), --memory dry with --format tsv
-# writes the measured peak, and a 16-GPU run of expert groups of 8 (a
-# virtual expert group in one process) is measured.
+# writes the measured peak, a 16-GPU run of expert groups of 8 (a virtual
+# expert group in one process) is measured, and on the paper's points of
+# every model at 128K and 1M, both systems (analysis/plan_measured.sh), the
+# search's replay and the measurement give the same verdicts, device peaks
+# within 0.01% and equal pinned host peaks.
 # Usage: BUILD=build bash suite/cli/test_plan_dry.sh
 set -uo pipefail
 PL_TEST=test_plan_dry.sh
@@ -115,6 +118,17 @@ out=$("$BIN" plan --model 120b --gpus 16 --seq 128Ki --ep 8 --memory dry 2>&1)
 rc=$?
 [[ $rc -eq 0 && $out == *"Ep=8"* && $out == *"memory above: measured by one step on a dry device"* ]] &&
   pass || fail "--ep 8 of a 16-GPU run: exit $rc: $(tail -5 <<<"$out")"
+
+# the search's estimate against the measurement on paper points of every
+# model and system (analysis/plan_measured.sh): the same verdicts, device
+# peaks within 0.01%, pinned host equal
+sum=$(BUILD=$BUILD bash "$ROOT/analysis/plan_measured.sh" --models 120b,241b,667b --gpus 16,32,64 \
+  --seqs 128Ki,1Mi "$tmp/pm.tsv" 2>&1)
+bad=$(awk -F'\t' 'NR > 1 && ($6 == "-" || $6 != $7 || $14 != $13 ||
+  ($9 - $8) * ($9 - $8) > (1e-4 * $8) * (1e-4 * $8)) {print $1 "/" $2 "/" $3 "/" $4}' "$tmp/pm.tsv")
+n=$(($(wc -l <"$tmp/pm.tsv") - 1))
+[[ $n -eq 36 && -z $bad ]] && pass || fail "plan_measured.sh: $n points, differ: ${bad:-none}; $sum"
+echo "  $(head -1 <<<"$sum")"
 
 if [[ $nfail -eq 0 ]]; then echo "$PL_TEST: all $npass passed"; exit 0; fi
 echo "$PL_TEST: $nfail failed, $npass passed"
