@@ -25,21 +25,6 @@
 #include "plan/plan.h"
 #include "train/data.h"
 
-/* The configuration one process builds for c: c itself on one rank, else
- * the rank view of c's run's rank 0 (W = 1, W_v = the run's, rank_view:
- * the EP group virtual too; mem_dry.c's proxy_of). */
-static pl_plan_cfg proxy_of(const pl_plan_cfg *c) {
-  pl_plan_cfg b = *c;
-  if (c->W > 1) {
-    b.lc.W_v = c->lc.W_v > c->W ? c->lc.W_v : c->W;
-    b.lc.rank_view = 1;
-    b.W = 1;
-    b.present = 0;
-    b.tokens_step = 0;
-  }
-  return b;
-}
-
 /* The baseline's knobs of planner configuration b (pl_fsdp2_plan_cfg
  * inverted); PL_EUNSUPPORTED for what the baseline or the dry device does
  * not run. */
@@ -259,7 +244,7 @@ done:
 pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, pl_plan_mem *out) {
   memset(out, 0, sizeof *out);
-  const pl_plan_cfg b = proxy_of(c);
+  const pl_plan_cfg b = pl_plan_rank_view_cfg(c);
   pl_fsdp2_cfg k;
   PL_TRY(knobs_of(&b, &k));
   PL_TRY(pl_init(NULL, NULL));

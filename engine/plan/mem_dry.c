@@ -32,9 +32,7 @@
  * optimizer's state, the kept buffers), the state the replay assumes. */
 #define DRY_STEPS 2
 
-/* The configuration one process builds for c: c itself on one rank, else
- * the rank view of c's run (W = 1, W_v = the run's ranks). */
-static pl_plan_cfg proxy_of(const pl_plan_cfg *c) {
+pl_plan_cfg pl_plan_rank_view_cfg(const pl_plan_cfg *c) {
   pl_plan_cfg b = *c;
   if (c->W > 1) {
     b.lc.W_v = c->lc.W_v > c->W ? c->lc.W_v : c->W;
@@ -319,7 +317,7 @@ pl_status pl__plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                               bool with_worst, pl_plan_mem *out) {
   memset(out, 0, sizeof *out);
   PL_TRY(check_dry(c));
-  const pl_plan_cfg b = proxy_of(c);
+  const pl_plan_cfg b = pl_plan_rank_view_cfg(c);
   return measure_all(m, c, &b, mc, rank < 0 ? 0 : rank, with_worst, out, NULL);
 }
 
@@ -346,7 +344,7 @@ pl_status pl_plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                              const pl_plan_machine *mc, bool with_worst,
                              pl_plan_cfg *built, pl_plan_dry_mem *out) {
   memset(out, 0, sizeof *out);
-  *built = proxy_of(c);
+  *built = pl_plan_rank_view_cfg(c);
   const uint64_t t0 = pl_now_ns();
   if (c->system != PL_PLAN_PLATEAU) {
     pl_status st = measure_hooked(m, c, mc, out);

@@ -281,6 +281,10 @@ pl_status pl_plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
  * tracks the peaks its step has on that backend (dry_dev.c). */
 pl_status pl_plan_dry_device(pl_backend flavour, size_t total_bytes,
                              int route_rank, pl_dev **out);
+/* The configuration one process builds to measure c: c itself on one rank,
+ * else the rank view of its run's rank 0 (W = 1, W_v = the run's ranks,
+ * lc.rank_view: every group virtual, train/layout.h). */
+pl_plan_cfg pl_plan_rank_view_cfg(const pl_plan_cfg *c);
 /* The memory of configuration c measured instead of replayed: the trainer
  * built on a dry device (pl_plan_dry_device: mc's backend as the flavour,
  * mc's device memory, the balanced routes of rank 0) and stepped twice (the
