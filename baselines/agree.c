@@ -1,18 +1,12 @@
-/* agree.c — failure agreement before a collective (agree.h). */
+/* agree.c — failure agreement before a collective (agree.h): the engine's
+ * pl_agree, the collective named without its article. */
 #include "agree.h"
+
+#include <stdio.h>
 
 pl_status pl_bl_agree(pl_comm *c, pl_status st, const char *who,
                       const char *what) {
-  int64_t v = st == PL_OK ? 0 : st == PL_ENOMEM ? 1 : 2;
-  pl_status cs = pl_host_allreduce_i64(c, &v, 1, PL_RED_MAX);
-  if (cs != PL_OK)
-    return st != PL_OK ? st : cs;
-  if (v == 0)
-    return PL_OK;
-  if (st != PL_OK)
-    return st;
-  return pl_set_error(v == 1 ? PL_ENOMEM : PL_ECOMM,
-                      "%s: another rank of the group failed (%s) before the "
-                      "%s, which no rank entered",
-                      who, v == 1 ? "out of memory" : "error", what);
+  char the[160];
+  snprintf(the, sizeof the, "the %s", what);
+  return pl_agree(c, st, who, the);
 }

@@ -83,47 +83,73 @@ static pl_status unpack_sum(pl_stream *s, void *dst, const void *src, int64_t G,
   return pl__cpu_unpack_sum(s, dst, src, G, R, N, C, dt);
 }
 
-pl_status pl_ulysses_seq_to_head(pl_comm *c, pl_stream *s, const void *x,
-                                 void *y, int64_t N, int h, int d,
-                                 pl_dtype dt) {
+/* Failure agreement before an all-to-all (plateau/comm.h pl_agree): every
+ * rank of the group calls it, whatever st (its status so far), so a rank that
+ * failed locally (its pack buffer over the arena's limit, the attention
+ * kernel) stops its peers before the collective instead of leaving them in
+ * it until the watchdog. */
+static pl_status agree(pl_comm *c, pl_status st) {
+  return pl_agree(c, st, "ulysses", "the all-to-all");
+}
+
+/* seq_to_head after st (the status so far; a failed rank skips its own part,
+ * never the agreement). */
+static pl_status s2h(pl_comm *c, pl_stream *s, const void *x, void *y,
+                     int64_t N, int h, int d, pl_dtype dt, pl_status st) {
   int hl, R;
   PL_TRY(check(c, N, h, d, dt, &hl, &R));
   const int D = pl_comm_size(c);
   const size_t es = pl_dtype_size(dt), blk = (size_t)N * hl * d;
   if (D == 1)
-    return pl_memcpy_async(s, y, x, blk * es);
+    return st != PL_OK ? st : pl_memcpy_async(s, y, x, blk * es);
   pl_dev *dev = pl_stream_dev(s);
   void *pk = NULL; /* x's N·h·d elements, head-major */
-  PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * h * d * es,
-                        "attention", s, &pk));
-  pl_status st = PL_OK;
-  PL_TRY_GOTO(st, done, transpose01(s, pk, x, N, D / R, (int64_t)hl * d, es));
-  st = a2a(c, s, pk, y, blk, R, dt);
-done:
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)N * h * d * es,
+                        "attention", s, &pk);
+  if (st == PL_OK)
+    st = transpose01(s, pk, x, N, D / R, (int64_t)hl * d, es);
+  st = agree(c, st);
+  if (st == PL_OK)
+    st = a2a(c, s, pk, y, blk, R, dt);
   pl_free_async(dev, pk, s);
   return st;
+}
+
+/* head_to_seq after st, likewise. */
+static pl_status h2s(pl_comm *c, pl_stream *s, const void *y, void *x,
+                     int64_t N, int h, int d, pl_dtype dt, pl_status st) {
+  int hl, R;
+  PL_TRY(check(c, N, h, d, dt, &hl, &R));
+  const int D = pl_comm_size(c);
+  const size_t es = pl_dtype_size(dt), blk = (size_t)N * hl * d;
+  if (D == 1)
+    return st != PL_OK ? st : pl_memcpy_async(s, x, y, blk * es);
+  pl_dev *dev = pl_stream_dev(s);
+  void *rv = NULL;
+  if (st == PL_OK)
+    st =
+        pl_alloc_async(dev, PL_ARENA_DEVICE, blk * D * es, "attention", s, &rv);
+  st = agree(c, st);
+  if (st == PL_OK)
+    st = a2a(c, s, y, rv, blk, 1, dt);
+  if (st == PL_OK)
+    st = R == 1 ? transpose01(s, x, rv, D, N, (int64_t)hl * d, es)
+                : unpack_sum(s, x, rv, h, R, N, d, dt);
+  pl_free_async(dev, rv, s);
+  return st;
+}
+
+pl_status pl_ulysses_seq_to_head(pl_comm *c, pl_stream *s, const void *x,
+                                 void *y, int64_t N, int h, int d,
+                                 pl_dtype dt) {
+  return s2h(c, s, x, y, N, h, d, dt, PL_OK);
 }
 
 pl_status pl_ulysses_head_to_seq(pl_comm *c, pl_stream *s, const void *y,
                                  void *x, int64_t N, int h, int d,
                                  pl_dtype dt) {
-  int hl, R;
-  PL_TRY(check(c, N, h, d, dt, &hl, &R));
-  const int D = pl_comm_size(c);
-  const size_t es = pl_dtype_size(dt), blk = (size_t)N * hl * d;
-  if (D == 1)
-    return pl_memcpy_async(s, x, y, blk * es);
-  pl_dev *dev = pl_stream_dev(s);
-  void *rv = NULL;
-  PL_TRY(
-      pl_alloc_async(dev, PL_ARENA_DEVICE, blk * D * es, "attention", s, &rv));
-  pl_status st = PL_OK;
-  PL_TRY_GOTO(st, done, a2a(c, s, y, rv, blk, 1, dt));
-  st = R == 1 ? transpose01(s, x, rv, D, N, (int64_t)hl * d, es)
-              : unpack_sum(s, x, rv, h, R, N, d, dt);
-done:
-  pl_free_async(dev, rv, s);
-  return st;
+  return h2s(c, s, y, x, N, h, d, dt, PL_OK);
 }
 
 static pl_status shard_shape(pl_comm *c, const pl_attn_shape *sh,
@@ -163,6 +189,10 @@ static void free_n(pl_dev *dev, pl_stream *s, int n, void **p) {
     pl_free_async(dev, p[i], s);
 }
 
+/* The attention's all-to-alls, each after an agreement (s2h, h2s): a rank
+ * whose buffers or attention kernel failed goes on through the remaining
+ * agreements with its status (skipping its own work), so every rank of the
+ * group stops at the same collective, none entered. */
 pl_status pl_ulysses_attn_fwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh,
                               const void *q, const void *k, const void *v,
                               void *o, float *lse) {
@@ -175,21 +205,15 @@ pl_status pl_ulysses_attn_fwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh,
   const size_t bytes[4] = {qb, kb, kb, qb};
   void *b[4];
   pl_dev *dev = pl_stream_dev(s);
-  pl_status st = PL_OK;
-  PL_TRY_GOTO(st, done, alloc_n(dev, s, 4, bytes, b));
-  PL_TRY_GOTO(st, done,
-              pl_ulysses_seq_to_head(c, s, q, b[0], sh->seq, sh->n_q,
-                                     sh->head_dim, sh->dtype));
-  PL_TRY_GOTO(st, done,
-              pl_ulysses_seq_to_head(c, s, k, b[1], sh->seq, sh->n_kv,
-                                     sh->head_dim, sh->dtype));
-  PL_TRY_GOTO(st, done,
-              pl_ulysses_seq_to_head(c, s, v, b[2], sh->seq, sh->n_kv,
-                                     sh->head_dim, sh->dtype));
-  PL_TRY_GOTO(st, done, pl_attn_fwd(s, &hs, b[0], b[1], b[2], b[3], lse));
-  st = pl_ulysses_head_to_seq(c, s, b[3], o, sh->seq, sh->n_q, sh->head_dim,
-                              sh->dtype);
-done:
+  const int H = sh->head_dim;
+  const pl_dtype dt = sh->dtype;
+  pl_status st = alloc_n(dev, s, 4, bytes, b);
+  st = s2h(c, s, q, b[0], sh->seq, sh->n_q, H, dt, st);
+  st = s2h(c, s, k, b[1], sh->seq, sh->n_kv, H, dt, st);
+  st = s2h(c, s, v, b[2], sh->seq, sh->n_kv, H, dt, st);
+  if (st == PL_OK)
+    st = pl_attn_fwd(s, &hs, b[0], b[1], b[2], b[3], lse);
+  st = h2s(c, s, b[3], o, sh->seq, sh->n_q, H, dt, st);
   free_n(dev, s, 4, b);
   return st;
 }
@@ -210,28 +234,19 @@ pl_status pl_ulysses_attn_bwd(pl_comm *c, pl_stream *s, const pl_attn_shape *sh,
   pl_dev *dev = pl_stream_dev(s);
   const int H = sh->head_dim;
   const pl_dtype dt = sh->dtype;
-  pl_status st = PL_OK;
-  PL_TRY_GOTO(st, done, alloc_n(dev, s, 8, bytes, b));
-  PL_TRY_GOTO(st, done,
-              pl_ulysses_seq_to_head(c, s, q, b[0], sh->seq, sh->n_q, H, dt));
-  PL_TRY_GOTO(st, done,
-              pl_ulysses_seq_to_head(c, s, k, b[1], sh->seq, sh->n_kv, H, dt));
-  PL_TRY_GOTO(st, done,
-              pl_ulysses_seq_to_head(c, s, v, b[2], sh->seq, sh->n_kv, H, dt));
-  PL_TRY_GOTO(st, done,
-              pl_ulysses_seq_to_head(c, s, o, b[3], sh->seq, sh->n_q, H, dt));
-  PL_TRY_GOTO(
-      st, done,
-      pl_ulysses_seq_to_head(c, s, dout, b[4], sh->seq, sh->n_q, H, dt));
-  PL_TRY_GOTO(
-      st, done,
-      pl_attn_bwd(s, &hs, b[0], b[1], b[2], b[3], b[4], lse, b[5], b[6], b[7]));
-  PL_TRY_GOTO(st, done,
-              pl_ulysses_head_to_seq(c, s, b[5], dq, sh->seq, sh->n_q, H, dt));
-  PL_TRY_GOTO(st, done,
-              pl_ulysses_head_to_seq(c, s, b[6], dk, sh->seq, sh->n_kv, H, dt));
-  st = pl_ulysses_head_to_seq(c, s, b[7], dv, sh->seq, sh->n_kv, H, dt);
-done:
+  const int64_t N = sh->seq;
+  pl_status st = alloc_n(dev, s, 8, bytes, b);
+  st = s2h(c, s, q, b[0], N, sh->n_q, H, dt, st);
+  st = s2h(c, s, k, b[1], N, sh->n_kv, H, dt, st);
+  st = s2h(c, s, v, b[2], N, sh->n_kv, H, dt, st);
+  st = s2h(c, s, o, b[3], N, sh->n_q, H, dt, st);
+  st = s2h(c, s, dout, b[4], N, sh->n_q, H, dt, st);
+  if (st == PL_OK)
+    st = pl_attn_bwd(s, &hs, b[0], b[1], b[2], b[3], b[4], lse, b[5], b[6],
+                     b[7]);
+  st = h2s(c, s, b[5], dq, N, sh->n_q, H, dt, st);
+  st = h2s(c, s, b[6], dk, N, sh->n_kv, H, dt, st);
+  st = h2s(c, s, b[7], dv, N, sh->n_kv, H, dt, st);
   free_n(dev, s, 8, b);
   return st;
 }

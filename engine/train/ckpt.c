@@ -13,6 +13,7 @@
  * recomputed and backpropagated, h_ℓ is freed.  At most two restored
  * boundaries are live at a time, so device boundary bytes stay within
  * 2·N·H·b + (L − |S|)·N·H·b (Eq. 4). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,7 @@ struct pl_ckpt_stack {
   const char **kind; /* L: each layer's kind for the phase (NULL: none) */
   pl_event **copy_start, **restore_start; /* profile: L + 1 each */
   double d2h_ms, h2d_ms;                  /* the last step's copies */
+  pl_comm *agree; /* borrowed: the group agreeing at layer boundaries   */
 };
 
 pl_status pl_ckpt_create(pl_dev *dev, int L, void *const *layers,
@@ -95,6 +97,28 @@ void pl_ckpt_destroy(pl_ckpt_stack *st) {
 
 void pl_ckpt_set_profile(pl_ckpt_stack *st, bool on) {
   st->profile = on;
+}
+
+void pl_ckpt_set_agree(pl_ckpt_stack *st, pl_comm *c) {
+  st->agree = c;
+}
+
+/* The agreement before layer l's PASS (l = L: the head), over the group set
+ * (none: s as is).  Every rank calls it with its status so far (a failed
+ * rank skips its own work up to here, never an agreement), so a failure in
+ * layer l − 1 after its last collective, or in the runner's own allocations
+ * between layers, ends the step on every rank before any enters the next
+ * layer's collectives. */
+static pl_status agree(pl_ckpt_stack *st, pl_status s, const char *pass,
+                       int l) {
+  if (!st->agree)
+    return s;
+  char what[64];
+  if (l == st->L)
+    snprintf(what, sizeof what, "the head");
+  else
+    snprintf(what, sizeof what, "layer %d's %s", l, pass);
+  return pl_agree(st->agree, s, "checkpoint step", what);
 }
 
 pl_status pl_ckpt_set_kinds(pl_ckpt_stack *st, const char *const *kind) {
@@ -171,88 +195,121 @@ pl_status pl_ckpt_step_head(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
   return step(st, sco, x0, NULL, head, dx0, N, loss);
 }
 
-/* The forward: h_0 = x0, the layers (a selected boundary offloaded on the copy
- * stream and freed there), then the head (dL/dh_L into gbuf[1]) or the loss
- * GEMM; h_L freed.  step frees what h and gbuf hold, also after a failure. */
+/* After layer l's forward: its events, and a selected boundary offloaded on
+ * the copy stream and freed there. */
+static pl_status fwd_after(pl_ckpt_stack *st, pl_sco *sco, void **h, int l,
+                           size_t bytes) {
+  pl_stream *cs = pl_dev_stream(st->dev);
+  PL_TRY(pl_event_record(st->fwd_done[l], cs));
+  PL_TRY(pl_event_record(st->produced[l + 1], cs));
+  if (!pl_sco_selected(sco, l))
+    return PL_OK;
+  /* the copy may start as soon as h_ℓ exists (it runs beside f_ℓ, which
+   * only reads h_ℓ); the free waits for both the copy and f_ℓ */
+  PL_TRY(pl_stream_wait(st->copy, st->produced[l]));
+  PL_TRY(start_event(st, &st->copy_start, l, st->copy));
+  PL_TRY(pl_memcpy_async(st->copy, pl_sco_slot(sco, l), h[l], bytes));
+  PL_TRY(pl_event_record(st->offloaded[l], st->copy));
+  PL_TRY(pl_stream_wait(st->copy, st->fwd_done[l]));
+  pl_free_async(st->dev, h[l], st->copy);
+  h[l] = NULL;
+  return PL_OK;
+}
+
+/* The forward after s (the status so far): h_0 = x0, the layers, then the
+ * head (dL/dh_L into gbuf[1]) or the loss GEMM; h_L freed.  Each layer and
+ * the head come after an agreement (agree): a failed rank skips its own work
+ * up to the next one, and returns from a failed agreement (as every rank
+ * does; *past false) or past the layers (*past true) with the status of the
+ * last layer and the head, which goes on to the backward's first agreement.
+ * step frees what h and gbuf hold, also after a failure. */
 static pl_status step_fwd(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
                           const void *g, const pl_ckpt_head *head, void **h,
                           void **gbuf, size_t bytes, int64_t N,
-                          double *head_loss) {
+                          double *head_loss, pl_status s, bool *past) {
   const int L = st->L;
+  *past = false;
   pl_stream *cs = pl_dev_stream(st->dev);
-  PL_TRY(
-      pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "boundary", cs, &h[0]));
-  PL_TRY(pl_memcpy_async(cs, h[0], x0, bytes));
-  PL_TRY(pl_event_record(st->produced[0], cs));
+  if (s == PL_OK)
+    s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "boundary", cs, &h[0]);
+  if (s == PL_OK)
+    s = pl_memcpy_async(cs, h[0], x0, bytes);
+  if (s == PL_OK)
+    s = pl_event_record(st->produced[0], cs);
   for (int l = 0; l < L; l++) {
     phase(st, "forward", l);
-    PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes,
-                          l + 1 < L ? "boundary" : "output", cs, &h[l + 1]));
-    PL_TRY(st->ops->forward(st->layers[l], cs, h[l], h[l + 1], N));
-    PL_TRY(pl_event_record(st->fwd_done[l], cs));
-    PL_TRY(pl_event_record(st->produced[l + 1], cs));
-    if (pl_sco_selected(sco, l)) {
-      /* the copy may start as soon as h_ℓ exists (it runs beside f_ℓ, which
-       * only reads h_ℓ); the free waits for both the copy and f_ℓ */
-      PL_TRY(pl_stream_wait(st->copy, st->produced[l]));
-      PL_TRY(start_event(st, &st->copy_start, l, st->copy));
-      PL_TRY(pl_memcpy_async(st->copy, pl_sco_slot(sco, l), h[l], bytes));
-      PL_TRY(pl_event_record(st->offloaded[l], st->copy));
-      PL_TRY(pl_stream_wait(st->copy, st->fwd_done[l]));
-      pl_free_async(st->dev, h[l], st->copy);
-      h[l] = NULL;
-    }
+    if (s == PL_OK)
+      s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes,
+                         l + 1 < L ? "boundary" : "output", cs, &h[l + 1]);
+    PL_TRY(agree(st, s, "forward", l));
+    s = st->ops->forward(st->layers[l], cs, h[l], h[l + 1], N);
+    if (s == PL_OK)
+      s = fwd_after(st, sco, h, l, bytes);
   }
   if (head) {
     /* the head writes dL/dh_L into gbuf[1], which layer L−1 reads */
     pl_mem_phase_set(st->dev, "head", -1, NULL);
-    PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs,
-                          &gbuf[1]));
-    PL_TRY(head->run(head->ctx, cs, h[L], gbuf[1], N, head_loss));
-  } else if (N > 0) {
-    /* loss = Σ h_L ⊙ g: a 1×1×(N·H) GEMM with fp32 accumulation */
-    PL_TRY(pl_gemm(cs, false, false, 1, 1, N * st->H, 1.0f, h[L], N * st->H, g,
-                   1, 0.0f, st->loss_dev, 1, st->dt, PL_F32));
+    if (s == PL_OK)
+      s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs,
+                         &gbuf[1]);
+    PL_TRY(agree(st, s, "forward", L));
+    s = head->run(head->ctx, cs, h[L], gbuf[1], N, head_loss);
   }
-  pl_free_async(st->dev, h[L], cs);
-  h[L] = NULL;
-  return PL_OK;
+  *past = true;
+  if (!head && s == PL_OK && N > 0) {
+    /* loss = Σ h_L ⊙ g: a 1×1×(N·H) GEMM with fp32 accumulation */
+    s = pl_gemm(cs, false, false, 1, 1, N * st->H, 1.0f, h[L], N * st->H, g, 1,
+                0.0f, st->loss_dev, 1, st->dt, PL_F32);
+  }
+  if (s == PL_OK) {
+    pl_free_async(st->dev, h[L], cs);
+    h[L] = NULL;
+  }
+  return s;
 }
 
-/* The backward from dy = dL/dh_L: per layer (descending) wait for the restore
- * of h_ℓ, start the one of h_{ℓ−1}, recompute and backpropagate f_ℓ, free
- * h_ℓ.  step frees what h and gbuf hold, also after a failure. */
+/* The backward from dy = dL/dh_L after s (the status so far): per layer
+ * (descending) wait for the restore of h_ℓ, start the one of h_{ℓ−1},
+ * agree, recompute and backpropagate f_ℓ, free h_ℓ.  A failed rank goes on
+ * to the next agreement, as in step_fwd; layer 0's status is returned (the
+ * caller agrees before its next collective).  step frees what h and gbuf
+ * hold, also after a failure. */
 static pl_status step_bwd(pl_ckpt_stack *st, pl_sco *sco, const void *dy,
                           void *dx0, void **h, void **gbuf, size_t bytes,
-                          int64_t N) {
+                          int64_t N, pl_status s) {
   const int L = st->L;
   pl_stream *cs = pl_dev_stream(st->dev);
   int restoring =
       -1; /* layer whose restore has been issued, not yet consumed */
-  PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs,
-                        &gbuf[0]));
-  if (!gbuf[1])
-    PL_TRY(pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs,
-                          &gbuf[1]));
+  if (s == PL_OK)
+    s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs,
+                       &gbuf[0]);
+  if (s == PL_OK && !gbuf[1])
+    s = pl_alloc_async(st->dev, PL_ARENA_DEVICE, bytes, "grads_act", cs,
+                       &gbuf[1]);
   for (int l = L - 1; l >= 0; l--) {
     phase(st, "backward", l);
-    if (pl_sco_selected(sco, l)) {
+    if (s == PL_OK && pl_sco_selected(sco, l)) {
       if (restoring != l)
-        PL_TRY(issue_restore(st, sco, l, h, bytes));
-      PL_TRY(pl_stream_wait(cs, st->restored[l]));
+        s = issue_restore(st, sco, l, h, bytes);
+      if (s == PL_OK)
+        s = pl_stream_wait(cs, st->restored[l]);
       restoring = -1;
     }
-    if (l > 0 && pl_sco_selected(sco, l - 1)) { /* one-layer prefetch */
-      PL_TRY(issue_restore(st, sco, l - 1, h, bytes));
+    if (s == PL_OK && l > 0 && pl_sco_selected(sco, l - 1)) {
+      s = issue_restore(st, sco, l - 1, h, bytes); /* one-layer prefetch */
       restoring = l - 1;
     }
+    PL_TRY(agree(st, s, "backward", l));
     void *dx = l == 0 ? dx0 : gbuf[(L - 1 - l) % 2];
-    PL_TRY(st->ops->backward(st->layers[l], cs, h[l], dy, dx, N));
-    pl_free_async(st->dev, h[l], cs);
-    h[l] = NULL;
+    s = st->ops->backward(st->layers[l], cs, h[l], dy, dx, N);
+    if (s == PL_OK) {
+      pl_free_async(st->dev, h[l], cs);
+      h[l] = NULL;
+    }
     dy = dx;
   }
-  return PL_OK;
+  return s;
 }
 
 /* After the step's frees: wait for everything, the copies' times, the loss. */
@@ -291,28 +348,30 @@ static pl_status step(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
   void **h = calloc((size_t)L + 1, sizeof *h);
   void *gbuf[2] = {NULL, NULL};
   double head_loss = 0;
-  if (!h)
-    return pl_set_error(PL_ENOMEM, "checkpoint step: out of host memory");
-  pl_status s = pl_sco_begin_step(sco);
-  if (s != PL_OK) {
-    free(h);
-    return s;
-  }
-  PL_TRY_GOTO(s, out,
-              step_fwd(st, sco, x0, g, head, h, gbuf, bytes, N, &head_loss));
-  PL_TRY_GOTO(s, out,
-              step_bwd(st, sco, head ? gbuf[1] : g, dx0, h, gbuf, bytes, N));
-out:
+  /* a failure here still reaches the first agreement (h is not touched
+   * before it); sco's step is ended only where it began */
+  pl_status s =
+      h ? PL_OK
+        : pl_set_error(PL_ENOMEM, "checkpoint step: out of host memory");
+  const bool begun = s == PL_OK && (s = pl_sco_begin_step(sco)) == PL_OK;
+  bool past;
+  s = step_fwd(st, sco, x0, g, head, h, gbuf, bytes, N, &head_loss, s, &past);
+  /* past the layers, the status goes on to the backward's first agreement;
+   * a failed agreement ended the forward on every rank */
+  if (past)
+    s = step_bwd(st, sco, head ? gbuf[1] : g, dx0, h, gbuf, bytes, N, s);
   /* on failure, let every stream drain before freeing what they may use */
   if (s != PL_OK)
     pl_dev_sync(st->dev);
-  for (int l = 0; l <= L; l++)
+  for (int l = 0; h && l <= L; l++)
     pl_free_async(st->dev, h[l], cs);
   pl_free_async(st->dev, gbuf[0], cs);
   pl_free_async(st->dev, gbuf[1], cs);
   free(h);
   if (s == PL_OK)
     s = step_end(st, sco, head, head_loss, N, loss); /* after the frees */
+  if (!begun)
+    return s;
   pl_status e = pl_sco_end_step(sco);
   return s != PL_OK ? s : e;
 }

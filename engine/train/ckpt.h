@@ -56,6 +56,16 @@ pl_status pl_ckpt_step_head(pl_ckpt_stack *st, pl_sco *sco, const void *x0,
  * pl_ckpt_copy_ms gives the milliseconds of its boundary offloads (D2H) and
  * restores (H2D), each summed over layers (they run beside the compute). */
 void pl_ckpt_set_profile(pl_ckpt_stack *st, bool on);
+
+/* Agree over c (borrowed; NULL: none, the default) at the layer boundaries:
+ * before each layer's forward, the head, and each layer's backward, every
+ * rank passes its status so far (plateau/comm.h pl_agree), so a rank that
+ * failed in a layer after its last collective, or in the runner's own
+ * allocations, ends the step on every rank of c before any enters the next
+ * layer's collectives.  The ranks of c run their steps together (the same
+ * layers, in order).  A failure in layer 0's backward or after it is
+ * returned as is: the caller agrees before its next collective. */
+void pl_ckpt_set_agree(pl_ckpt_stack *st, pl_comm *c);
 /* Each layer's kind ("moe", "dense": L static strings, copied) for the
  * tracker's phase (pl_mem_phase_set): the runner marks "forward layer l
  * (kind)", "head" and "backward layer l (kind)" as it goes; without kinds

@@ -27,6 +27,11 @@ void pl_step_result_other(pl_step_result *r) {
 /* ---- the step
  * ---------------------------------------------------------------------- */
 
+/* One micro-batch.  Between the embedding's collectives and the runner's
+ * layers, a rank that failed skips its own part up to the next agreement
+ * (pl__step_agree), never the agreement: before the layers, before the
+ * embedding's gradient reduction, and at the end (the next micro-batch's or
+ * the step's collectives follow). */
 static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
                              double *nll_sum) {
   pl_stream *s = pl_dev_stream(t->dev);
@@ -42,30 +47,35 @@ static pl_status micro_batch(pl_trainer *t, const int32_t *tok,
    * prefetched meanwhile) */
   PL_TRY(pl_zero3_acquire(t->units, t->u_emb, s, &E));
   PL_TRY(pl_zero3_prefetch(t->units, 1, s));
-  pl_status st = PL_OK;
   bool held = true; /* the embedding's unit, until its rows are copied */
   pl_ckpt_head head = {pl__step_head_run, t};
-  PL_TRY_GOTO(st, done,
-              pl_alloc_async(dev, PL_ARENA_DEVICE,
-                             (size_t)(N * H) * t->elem_bytes, "activations", s,
-                             &x0));
-  PL_TRY_GOTO(st, done, pl__embedding_fwd(s, x0, E, t->d_tok, N, H, t->dt));
-  pl_zero3_release(t->units, t->u_emb, s);
-  held = false;
-  PL_TRY_GOTO(st, done,
-              pl_alloc_async(dev, PL_ARENA_DEVICE,
-                             (size_t)(N * H) * t->elem_bytes, "activations", s,
-                             &dx0));
-  PL_TRY_GOTO(st, done,
-              pl_ckpt_step_head(t->ckpt, t->sco, x0, &head, dx0, N, &loss));
-  pl_free_async(dev, x0, s);
-  x0 = NULL;
+  pl_status st =
+      pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->elem_bytes,
+                     "activations", s, &x0);
+  if (st == PL_OK)
+    st = pl__embedding_fwd(s, x0, E, t->d_tok, N, H, t->dt);
+  if (st == PL_OK) {
+    pl_zero3_release(t->units, t->u_emb, s);
+    held = false;
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)(N * H) * t->elem_bytes,
+                        "activations", s, &dx0);
+  }
+  PL_TRY_GOTO(st, done, pl__step_agree(t, st, "the layers", -1));
+  st = pl_ckpt_step_head(t->ckpt, t->sco, x0, &head, dx0, N, &loss);
+  if (st == PL_OK) {
+    pl_free_async(dev, x0, s);
+    x0 = NULL;
+  }
   /* the embedding's gradient: rows added into the unit's full f32 gradient */
   pl_mem_phase_set(dev, "embedding backward", -1, NULL);
-  PL_TRY_GOTO(st, done, pl_zero3_grad_acquire(t->units, t->u_emb, s, &gE));
-  PL_TRY_GOTO(st, done, pl__embedding_bwd(s, gE, dx0, t->d_tok, N, H, t->dt));
+  if (st == PL_OK)
+    st = pl_zero3_grad_acquire(t->units, t->u_emb, s, &gE);
+  if (st == PL_OK)
+    st = pl__embedding_bwd(s, gE, dx0, t->d_tok, N, H, t->dt);
   PL_TRY_GOTO(st, done,
-              pl_zero3_grad_reduce(t->units, t->u_emb, s, t->micro_i > 0));
+              pl__step_agree(t, st, "the embedding's gradient reduction", -1));
+  st = pl_zero3_grad_reduce(t->units, t->u_emb, s, t->micro_i > 0);
+  st = pl__step_agree(t, st, "the end of the micro-batch", -1);
 done:
   if (held)
     pl_zero3_release(t->units, t->u_emb, s);
@@ -170,10 +180,12 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
     pl_ckpt_copy_ms(t->ckpt, &d2h, &h2d);
     sco_ms += d2h + h2d;
   }
-  PL_TRY(pl_zero3_sync(t->units, s));
-  if (t->expert_units)
-    PL_TRY(pl_zero3_sync(t->expert_units, s));
-  PL_TRY(pl_dev_sync(t->dev));
+  pl_status st = pl_zero3_sync(t->units, s);
+  if (st == PL_OK && t->expert_units)
+    st = pl_zero3_sync(t->expert_units, s);
+  if (st == PL_OK)
+    st = pl_dev_sync(t->dev);
+  PL_TRY(pl__step_agree(t, st, "the loss's all-reduce", -1));
   PL_TRY(pl_host_allreduce_f64(t->world, &nll, 1, PL_RED_SUM));
   r->step = t->step_no + 1;
   r->loss = T > 0 ? nll / (double)T : NAN;

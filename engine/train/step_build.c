@@ -492,6 +492,9 @@ static pl_status make_runners(pl_trainer *t) {
   PL_TRY(pl_ckpt_create(t->dev, m->L, t->layer_ctx, &pl__step_layer_ops, m->H,
                         t->dt, &t->ckpt));
   pl_ckpt_set_profile(t->ckpt, sc->profile);
+  /* a failure in one layer ends the step on every rank at the next layer
+   * boundary (the layers' collectives span the D-, EP- and ZeRO groups) */
+  pl_ckpt_set_agree(t->ckpt, t->world);
   const char **kind = malloc((size_t)m->L * sizeof *kind);
   if (!kind)
     return pl_set_error(PL_ENOMEM, "trainer: host");

@@ -121,6 +121,9 @@ pl_status pl__step_recompute_mark(void *ctx, pl_stream *s, int end);
 /* The decoder layer in the checkpoint runner, and its FFN slot (timed). */
 extern const pl_layer_ops pl__step_layer_ops;
 extern const pl_ffn_ops pl__step_slot_ops;
+/* Failure agreement over the world before layer l's WHAT (l < 0: before
+ * WHAT); every rank calls it with its status so far (plateau/comm.h). */
+pl_status pl__step_agree(pl_trainer *t, pl_status st, const char *what, int l);
 /* The runner's head (train/ckpt.h): final norm, vocabulary head, loss. */
 pl_status pl__step_head_run(void *ctx, pl_stream *s, const void *hL, void *dh,
                             int64_t N, double *loss);

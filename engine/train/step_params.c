@@ -59,14 +59,21 @@ done:
 }
 
 /* All-gather count elements of dt from every rank of c into a new device
- * buffer (size·count). */
+ * buffer (size·count), after st (the status so far): every rank of c calls
+ * it, a rank that failed (here or before) skips its own part but never the
+ * agreement before the all-gather (plateau/comm.h pl_agree), so no rank is
+ * left in the collective until the watchdog. */
 static pl_status gather_dev(pl_trainer *t, pl_comm *c, const void *src,
-                            size_t count, pl_dtype dt, void **out) {
+                            size_t count, pl_dtype dt, void **out,
+                            pl_status st) {
   pl_stream *s = pl_dev_stream(t->dev);
   const int n = c ? pl_comm_size(c) : 1;
-  PL_TRY(pl_alloc(t->dev, PL_ARENA_DEVICE,
-                  (size_t)n * count * pl_dtype_size(dt) + 4, "gather", out));
-  pl_status st = PL_OK;
+  *out = NULL;
+  if (st == PL_OK)
+    st = pl_alloc(t->dev, PL_ARENA_DEVICE,
+                  (size_t)n * count * pl_dtype_size(dt) + 4, "gather", out);
+  PL_TRY_GOTO(st, fail,
+              pl_agree(c, st, "trainer", "the all-gather of a parameter"));
   PL_TRY_GOTO(st, fail,
               c ? pl_allgather(c, src, *out, count, dt, s)
                 : pl_memcpy_async(s, *out, src, count * pl_dtype_size(dt)));
@@ -88,24 +95,25 @@ static pl_status gather_head(pl_trainer *t, const void *buf, pl_dtype dt,
   void *dmine = NULL, *dall = NULL;
   float *mine = malloc((size_t)(H * vmax) * 4 + 4);
   float *all = malloc((size_t)(P * H * vmax) * 4 + 4);
+  /* a rank that fails before the gather still reaches its agreement */
   pl_status st = PL_OK;
   if (!mine || !all)
-    PL_TRY_GOTO(st, done, pl_set_error(PL_ENOMEM, "trainer: host"));
-  PL_TRY_GOTO(st, done,
-              to_host_f32(t, mine, buf, dt, (size_t)(H * t->head_cols)));
+    st = pl_set_error(PL_ENOMEM, "trainer: host");
+  if (st == PL_OK)
+    st = to_host_f32(t, mine, buf, dt, (size_t)(H * t->head_cols));
   /* repack H×|V_r| to H×vmax */
-  for (int64_t r = H - 1; r >= 0; r--)
+  for (int64_t r = H - 1; st == PL_OK && r >= 0; r--)
     for (int64_t c = vmax - 1; c >= 0; c--)
       mine[r * vmax + c] = c < t->head_cols ? mine[r * t->head_cols + c] : 0.f;
-  PL_TRY_GOTO(st, done,
-              pl_alloc(t->dev, PL_ARENA_DEVICE, (size_t)(H * vmax) * 4,
-                       "gather", &dmine));
+  if (st == PL_OK)
+    st = pl_alloc(t->dev, PL_ARENA_DEVICE, (size_t)(H * vmax) * 4, "gather",
+                  &dmine);
   pl_stream *s = pl_dev_stream(t->dev);
-  PL_TRY_GOTO(st, done,
-              pl_memcpy_async(s, dmine, mine, (size_t)(H * vmax) * 4));
+  if (st == PL_OK)
+    st = pl_memcpy_async(s, dmine, mine, (size_t)(H * vmax) * 4);
   PL_TRY_GOTO(
       st, done,
-      gather_dev(t, t->lay->vp, dmine, (size_t)(H * vmax), PL_F32, &dall));
+      gather_dev(t, t->lay->vp, dmine, (size_t)(H * vmax), PL_F32, &dall, st));
   PL_TRY_GOTO(st, done,
               to_host_f32(t, all, dall, PL_F32, (size_t)(P * H * vmax)));
   for (int q = 0; q < P; q++) {
@@ -142,12 +150,13 @@ pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
     float *g;
     size_t sh, off, p0, n;
     pl__ep_param_shard(t, p, &w, &g, &sh, &off, &p0, &n);
-    PL_TRY_GOTO(
-        st, done,
-        gather_dev(t, t->lay->erep, grad ? (void *)g : w, sh, dt, &unit));
+    /* the second gather's group meets its agreement also where the first
+     * failed on some rank (unit NULL: no source read) */
+    st = gather_dev(t, t->lay->erep, grad ? (void *)g : w, sh, dt, &unit, st);
     PL_TRY_GOTO(st, done,
-                gather_dev(t, t->lay->ep, (char *)unit + p0 * pl_dtype_size(dt),
-                           n, dt, &buf));
+                gather_dev(t, t->lay->ep,
+                           unit ? (char *)unit + p0 * pl_dtype_size(dt) : NULL,
+                           n, dt, &buf, st));
     PL_TRY_GOTO(st, done,
                 to_host_f32(t, out, buf, dt, (size_t)pl__step_numel(p)));
   } else if (p->kind == PL__K_EXPERT) {
@@ -156,7 +165,7 @@ pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
     PL_TRY_GOTO(st, done,
                 gather_dev(t, t->lay->ep,
                            grad ? (void *)x->eg[p->which] : x->ew[p->which], n,
-                           dt, &buf));
+                           dt, &buf, st));
     PL_TRY_GOTO(st, done,
                 to_host_f32(t, out, buf, dt, (size_t)pl__step_numel(p)));
   } else {
@@ -167,7 +176,7 @@ pl_status pl_trainer_gather(pl_trainer *t, int i, bool grad, float *out) {
     const int head_vp = p->head && t->head->vocab_parallel;
     pl_comm *uc = head_vp ? t->lay->hrep : t->lay->zero;
     PL_TRY_GOTO(st, done,
-                gather_dev(t, uc, grad ? (void *)g : w, sh, dt, &buf));
+                gather_dev(t, uc, grad ? (void *)g : w, sh, dt, &buf, st));
     if (!head_vp)
       PL_TRY_GOTO(st, done,
                   to_host_f32(t, out, (char *)buf + p->off * pl_dtype_size(dt),

@@ -281,12 +281,29 @@ static pl_status tile(pl_zero3 *z, const unit *x, void *buf) {
   return PL_OK;
 }
 
-/* The trainer's gather: the shard (wdt) all-gathered into the unit. */
-static pl_status gather_direct(pl_zero3 *z, unit *x) {
+/* Failure agreement over the unit's group before its collective
+ * (plateau/comm.h pl_agree; none alone): every member calls it, whatever st
+ * (its status so far), so a member whose buffer allocation or conversion
+ * failed stops the others before the collective instead of leaving them in
+ * it until the watchdog. */
+static pl_status agree(const unit *x, pl_status st, const char *what) {
+  return x->comm && x->G > 1 ? pl_agree(x->comm, st, "zero3", what) : st;
+}
+
+/* The trainer's gather: the shard (wdt) all-gathered into the unit, after
+ * st (the status so far: a failed rank skips its own part, never the
+ * agreement). */
+static pl_status gather_direct(pl_zero3 *z, unit *x, pl_status st) {
   const size_t es = pl_dtype_size(z->wdt);
   void *full = NULL;
-  PL_TRY(pl_alloc_async(z->dev, PL_ARENA_DEVICE, (size_t)x->Gv * x->s * es,
-                        "zero3", z->cs, &full));
+  if (st == PL_OK)
+    st = pl_alloc_async(z->dev, PL_ARENA_DEVICE, (size_t)x->Gv * x->s * es,
+                        "zero3", z->cs, &full);
+  st = agree(x, st, "the all-gather of a unit");
+  if (st != PL_OK) {
+    pl_free_async(z->dev, full, z->cs);
+    return st;
+  }
   x->full = full;
   if (x->comm && x->G > 1)
     PL_TRY(pl_allgather(x->comm, x->w, x->full, x->s, z->wdt, z->cs));
@@ -298,28 +315,31 @@ static pl_status gather_direct(pl_zero3 *z, unit *x) {
 /* fp32_master's gather: the fp32 shard (staged to the device with
  * host_state) cast into this rank's block of the all-gather buffer,
  * gathered in place, tiled, and copied out into the unit's parameters. */
-static pl_status gather_cast(pl_zero3 *z, unit *x) {
+static pl_status gather_cast(pl_zero3 *z, unit *x, pl_status st) {
   const size_t es = pl_dtype_size(z->wdt);
   pl_dev *dev = z->dev;
   pl_stream *cs = z->cs;
   void *ag = NULL;
   float *stage = NULL;
   const float *src = x->w;
-  pl_status st = PL_OK;
-  if (z->o.host_state) {
-    PL_TRY_GOTO(st, done,
-                pl_alloc_async(dev, PL_ARENA_DEVICE, x->s * 4, "fsdp_ag", cs,
-                               (void **)&stage));
-    PL_TRY_GOTO(st, done, pl_memcpy_async(cs, stage, x->w, x->s * 4));
+  char *mine = NULL;
+  if (st == PL_OK && z->o.host_state) {
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, x->s * 4, "fsdp_ag", cs,
+                        (void **)&stage);
+    if (st == PL_OK)
+      st = pl_memcpy_async(cs, stage, x->w, x->s * 4);
     src = stage;
   }
-  PL_TRY_GOTO(st, done,
-              pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)x->Gv * x->s * es,
-                             "fsdp_ag", cs, &ag));
-  char *mine = (char *)ag + (size_t)x->r * x->s * es;
-  PL_TRY_GOTO(st, done, pl_convert(cs, mine, z->wdt, src, PL_F32, x->s));
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, (size_t)x->Gv * x->s * es,
+                        "fsdp_ag", cs, &ag);
+  if (st == PL_OK) {
+    mine = (char *)ag + (size_t)x->r * x->s * es;
+    st = pl_convert(cs, mine, z->wdt, src, PL_F32, x->s);
+  }
   pl_free_async(dev, stage, cs);
   stage = NULL;
+  PL_TRY_GOTO(st, done, agree(x, st, "the all-gather of a unit"));
   if (x->comm && x->G > 1)
     PL_TRY_GOTO(st, done, pl_allgather(x->comm, mine, ag, x->s, z->wdt, cs));
   PL_TRY_GOTO(st, done, tile(z, x, ag));
@@ -348,10 +368,11 @@ pl_status pl_zero3_prefetch(pl_zero3 *z, int u, pl_stream *s) {
         PL_EINVAL,
         "zero3: gathering unit %s would hold %d gathered units (at most %d)",
         x->name, z->resident + 1, z->o.max_resident);
-  PL_TRY(cs_after(z, s));
-  span *sp;
-  PL_TRY(span_begin(z, 0, &sp));
-  pl_status st = z->o.fp32_master ? gather_cast(z, x) : gather_direct(z, x);
+  span *sp = NULL;
+  pl_status st = cs_after(z, s);
+  if (st == PL_OK)
+    st = span_begin(z, 0, &sp);
+  st = z->o.fp32_master ? gather_cast(z, x, st) : gather_direct(z, x, st);
   if (x->full)
     z->resident++;
   PL_TRY(st);
@@ -406,8 +427,10 @@ pl_status pl_zero3_grad_acquire(pl_zero3 *z, int u, pl_stream *s,
 }
 
 /* The open gradient's reduce-scatter (sum, f32) over the real group into
- * dst (s elements); alone, this rank's block. */
-static pl_status reduce_into(pl_zero3 *z, const unit *x, float *dst) {
+ * dst (s elements), after st and the agreement; alone, this rank's block. */
+static pl_status reduce_into(pl_zero3 *z, const unit *x, float *dst,
+                             pl_status st) {
+  PL_TRY(agree(x, st, "the reduce-scatter of a unit's gradient"));
   if (x->comm && x->G > 1)
     return pl_reduce_scatter(x->comm, x->gfull, dst, x->s, PL_F32, PL_RED_SUM,
                              z->cs);
@@ -416,16 +439,15 @@ static pl_status reduce_into(pl_zero3 *z, const unit *x, float *dst) {
 
 /* The trainer's reduction: straight into the shard, or into a transient
  * shard added to it (accumulate). */
-static pl_status reduce_direct(pl_zero3 *z, unit *x, bool accumulate) {
+static pl_status reduce_direct(pl_zero3 *z, unit *x, bool accumulate,
+                               pl_status st) {
   float *dst = x->g, *tmp = NULL;
-  pl_status st = PL_OK;
-  if (accumulate) {
-    PL_TRY_GOTO(st, done,
-                pl_alloc_async(z->dev, PL_ARENA_DEVICE, x->s * 4, "zero3_grads",
-                               z->cs, (void **)&tmp));
+  if (st == PL_OK && accumulate) {
+    st = pl_alloc_async(z->dev, PL_ARENA_DEVICE, x->s * 4, "zero3_grads", z->cs,
+                        (void **)&tmp);
     dst = tmp;
   }
-  PL_TRY_GOTO(st, done, reduce_into(z, x, dst));
+  PL_TRY_GOTO(st, done, reduce_into(z, x, dst, st));
   if (accumulate)
     PL_TRY_GOTO(st, done,
                 pl_axpy(z->cs, x->g, PL_F32, tmp, PL_F32, x->s, 1.0f));
@@ -439,15 +461,15 @@ done:
 /* fp32_master's reduction: into its own f32 output, the unsharded gradient
  * freed, then copied or added into the shard (host_state: the host shard,
  * an accumulation summed on the device). */
-static pl_status reduce_master(pl_zero3 *z, unit *x, bool accumulate) {
+static pl_status reduce_master(pl_zero3 *z, unit *x, bool accumulate,
+                               pl_status st) {
   pl_dev *dev = z->dev;
   pl_stream *cs = z->cs;
   float *out = NULL, *sum = NULL;
-  pl_status st = PL_OK;
-  PL_TRY_GOTO(st, done,
-              pl_alloc_async(dev, PL_ARENA_DEVICE, x->s * 4, "zero3_grads", cs,
-                             (void **)&out));
-  PL_TRY_GOTO(st, done, reduce_into(z, x, out));
+  if (st == PL_OK)
+    st = pl_alloc_async(dev, PL_ARENA_DEVICE, x->s * 4, "zero3_grads", cs,
+                        (void **)&out);
+  PL_TRY_GOTO(st, done, reduce_into(z, x, out, st));
   pl_free_async(dev, x->gfull, cs);
   x->gfull = NULL;
   if (!z->o.host_state) {
@@ -480,14 +502,15 @@ pl_status pl_zero3_grad_reduce(pl_zero3 *z, int u, pl_stream *s,
   unit *x = &z->u[u];
   if (!x->gfull)
     return PL_OK;
-  PL_TRY(cs_after(z, s));
-  span *sp;
-  PL_TRY(span_begin(z, 1, &sp));
-  PL_TRY(z->o.fp32_master ? reduce_master(z, x, accumulate)
-                          : reduce_direct(z, x, accumulate));
+  span *sp = NULL;
+  pl_status st = cs_after(z, s);
+  if (st == PL_OK)
+    st = span_begin(z, 1, &sp);
+  PL_TRY(z->o.fp32_master ? reduce_master(z, x, accumulate, st)
+                          : reduce_direct(z, x, accumulate, st));
   if (!sp)
     return PL_OK;
-  pl_status st = pl_event_record(sp->b, z->cs);
+  st = pl_event_record(sp->b, z->cs);
   z->acc.reduces++;
   z->acc.reduce_bytes += (size_t)x->G * x->s * 4;
   return st;

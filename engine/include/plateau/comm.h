@@ -178,6 +178,21 @@ pl_status pl_host_alltoall_i64(pl_comm *c, const int64_t *send, size_t n,
                                int64_t *recv);
 pl_status pl_host_bcast(pl_comm *c, void *buf, size_t bytes, int root);
 
+/* Failure agreement before a collective (or a layer of them).  A rank that
+ * failed locally (a tracked allocation over its arena's limit, a kernel)
+ * must not leave the other members of c waiting in the next collective
+ * until the watchdog ends the job.  Every member calls pl_agree with its
+ * status so far right before the collective, whatever happened before (a
+ * failed rank skips its own work but never an agreement): one host
+ * all-reduce of an int64 (MAX of 0 ok, 1 out of memory, 2 other error), no
+ * device sync, nothing allocated.  Where every member is fine it returns
+ * PL_OK and the collective runs; otherwise no member enters it.  A failed
+ * member keeps its own status and message; the others get PL_ENOMEM or
+ * PL_ECOMM: "WHO: another rank of the group failed (out of memory|error)
+ * before WHAT, which no rank entered" (WHAT with its article: "the
+ * all-gather", "layer 3's forward").  c NULL or of one member: st as is. */
+pl_status pl_agree(pl_comm *c, pl_status st, const char *who, const char *what);
+
 #ifdef __cplusplus
 }
 #endif
