@@ -187,20 +187,20 @@ static pl_attn_shape attn_shape(const pl_layer *l, int64_t N) {
   return sh;
 }
 
-/* Forward up to y1 = x + o·W_o, keeping what backward needs in *a.  The
- * buffers the layer keeps at level `keep` are allocated under tag "kept";
- * with `have_o` (a backward after an ATTN-keeping forward) a->o and a->lse
- * are already the forward's: no attention, y1 from that o. */
-static pl_status attn_forward(pl_layer *l, pl_stream *s, const void *x,
-                              int64_t N, acts *a, pl_layer_keep keep,
-                              bool have_o) {
+/* The members' agreement before WHAT (l->agree; none: st as is). */
+static pl_status agree(const pl_layer *l, pl_status st, const char *what) {
+  return pl_agree(l->agree, st, "layer", what);
+}
+
+/* The attention's local prefix: its buffers, the norm, Q, K, V and RoPE. */
+static pl_status attn_prefix(pl_layer *l, pl_stream *s, const void *x,
+                             int64_t N, acts *a, pl_layer_keep keep,
+                             bool have_o) {
   const pl_layer_cfg *c = &l->cfg;
   const int D = group_size(l);
   const size_t es = pl_dtype_size(c->dt);
   const int64_t nq = (int64_t)c->n_q * c->d, nk = (int64_t)c->n_kv * c->d,
                 tot = qkv_cols(c);
-  if (!have_o)
-    memset(a, 0, sizeof *a);
   pl_dev *dev = l->dev;
   const char *ta = keep == PL_LAYER_KEEP_ALL ? "kept" : "activations";
   const char *to = keep != PL_LAYER_KEEP_NONE ? "kept" : "activations";
@@ -234,7 +234,24 @@ static pl_status attn_forward(pl_layer *l, pl_stream *s, const void *x,
                  W + (nq + nk) * es, tot, 0.f, a->v, nk, c->dt, c->dt));
   const int64_t pos0 = (int64_t)group_rank(l) * N;
   PL_TRY(pl_rope_fwd(s, a->q, c->dt, 1, N, c->n_q, c->d, pos0, c->rope_theta));
-  PL_TRY(pl_rope_fwd(s, a->k, c->dt, 1, N, c->n_kv, c->d, pos0, c->rope_theta));
+  return pl_rope_fwd(s, a->k, c->dt, 1, N, c->n_kv, c->d, pos0, c->rope_theta);
+}
+
+/* Forward up to y1 = x + o·W_o, keeping what backward needs in *a.  The
+ * buffers the layer keeps at level `keep` are allocated under tag "kept";
+ * with `have_o` (a backward after an ATTN-keeping forward) a->o and a->lse
+ * are already the forward's: no attention, y1 from that o.  Every member
+ * agrees after the local prefix (the attention's collectives next). */
+static pl_status attn_forward(pl_layer *l, pl_stream *s, const void *x,
+                              int64_t N, acts *a, pl_layer_keep keep,
+                              bool have_o) {
+  const pl_layer_cfg *c = &l->cfg;
+  const int D = group_size(l);
+  const size_t es = pl_dtype_size(c->dt);
+  const int64_t nq = (int64_t)c->n_q * c->d;
+  if (!have_o)
+    memset(a, 0, sizeof *a);
+  PL_TRY(agree(l, attn_prefix(l, s, x, N, a, keep, have_o), "the attention"));
   pl_attn_shape sh = attn_shape(l, N);
   if (!have_o && D > 1)
     PL_TRY(pl_ulysses_attn_fwd(l->sp, s, &sh, a->q, a->k, a->v, a->o, a->lse));
@@ -255,7 +272,8 @@ pl_status pl_layer_forward(pl_layer *l, pl_stream *s, const void *x, void *y,
     return PL_OK;
   acts a; /* cleared by attn_forward before it can fail */
   pl_status st = PL_OK;
-  PL_TRY_GOTO(st, done, attn_forward(l, s, x, N, &a, l->keep, false));
+  st = attn_forward(l, s, x, N, &a, l->keep, false);
+  PL_TRY_GOTO(st, done, agree(l, st, "the FFN slot"));
   PL_TRY_GOTO(st, done,
               l->ffn ? l->ffn->forward(l->ffn_ctx, s, a.y1, y, N)
                      : pl_mlp_block_forward(&l->mlp, s, a.y1, y, N));
@@ -364,6 +382,29 @@ static void free_async_n(pl_dev *dev, pl_stream *s, void *const *ps, int n) {
     pl_free_async(dev, ps[i], s);
 }
 
+/* The backward's buffers (tag "activations"). */
+typedef struct bwd_bufs {
+  void **dy1, **dO, **dq, **dk, **dv, **dh;
+  float **dh32;
+  void **scr;
+} bwd_bufs;
+
+static pl_status bwd_buffers(pl_layer *l, pl_stream *s, int64_t N,
+                             const bwd_bufs *b) {
+  const pl_layer_cfg *c = &l->cfg;
+  const size_t es = pl_dtype_size(c->dt);
+  const int64_t nq = (int64_t)c->n_q * c->d, nk = (int64_t)c->n_kv * c->d;
+  pl_dev *dev = l->dev;
+  PL_TRY(act_alloc(dev, s, (size_t)(N * c->H) * es, b->dy1));
+  PL_TRY(act_alloc(dev, s, (size_t)(N * nq) * es, b->dO));
+  PL_TRY(act_alloc(dev, s, (size_t)(N * nq) * es, b->dq));
+  PL_TRY(act_alloc(dev, s, (size_t)(N * nk) * es, b->dk));
+  PL_TRY(act_alloc(dev, s, (size_t)(N * nk) * es, b->dv));
+  PL_TRY(act_alloc(dev, s, (size_t)(N * c->H) * es, b->dh));
+  PL_TRY(act_alloc(dev, s, (size_t)(N * c->H) * 4, (void **)b->dh32));
+  return act_alloc(dev, s, pl__rmsnorm_bwd_scratch(N, c->H) * 4, b->scr);
+}
+
 pl_status pl_layer_backward(pl_layer *l, pl_stream *s, const void *x,
                             const void *dy, void *dx, int64_t N) {
   if (N < 0)
@@ -381,31 +422,27 @@ pl_status pl_layer_backward(pl_layer *l, pl_stream *s, const void *x,
   void *dy1 = NULL, *dO = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *dh = NULL,
        *scr = NULL;
   float *dh32 = NULL;
-  pl_status st = PL_OK;
-  PL_TRY_GOTO(st, done, backward_acts(l, s, x, N, &a));
-  PL_TRY_GOTO(st, done, act_alloc(dev, s, (size_t)(N * c->H) * es, &dy1));
-  PL_TRY_GOTO(st, done, act_alloc(dev, s, (size_t)(N * nq) * es, &dO));
-  PL_TRY_GOTO(st, done, act_alloc(dev, s, (size_t)(N * nq) * es, &dq));
-  PL_TRY_GOTO(st, done, act_alloc(dev, s, (size_t)(N * nk) * es, &dk));
-  PL_TRY_GOTO(st, done, act_alloc(dev, s, (size_t)(N * nk) * es, &dv));
-  PL_TRY_GOTO(st, done, act_alloc(dev, s, (size_t)(N * c->H) * es, &dh));
-  PL_TRY_GOTO(st, done,
-              act_alloc(dev, s, (size_t)(N * c->H) * 4, (void **)&dh32));
-  PL_TRY_GOTO(st, done,
-              act_alloc(dev, s, pl__rmsnorm_bwd_scratch(N, c->H) * 4, &scr));
+  /* a failed rank skips its own part up to the next agreement, never one:
+   * the recompute's (in attn_forward), the slot's, the attention's */
+  pl_status st = backward_acts(l, s, x, N, &a);
+  if (st == PL_OK)
+    st = bwd_buffers(l, s, N,
+                     &(bwd_bufs){&dy1, &dO, &dq, &dk, &dv, &dh, &dh32, &scr});
+  PL_TRY_GOTO(st, done, agree(l, st, "the FFN slot's backward"));
   /* MLP slot: dy1 = d(mlp)/dy1 from dy (recomputes from y1) */
-  PL_TRY_GOTO(st, done,
-              l->ffn ? l->ffn->backward(l->ffn_ctx, s, a.y1, dy, dy1, N)
-                     : pl_mlp_block_backward(&l->mlp, s, a.y1, dy, dy1, N));
-  /* y1 = x + o·W_o:  dO = dy1·W_oᵀ, g_o += oᵀ·dy1 */
-  PL_TRY_GOTO(st, done,
-              pl_gemm(s, false, true, N, nq, c->H, 1.f, dy1, c->H, l->w_o, c->H,
-                      0.f, dO, nq, c->dt, c->dt));
-  PL_TRY_GOTO(st, done,
-              pl_gemm(s, true, false, nq, c->H, N, 1.f, a.o, nq, dy1, c->H, 1.f,
-                      l->g_o, c->H, c->dt, PL_F32));
+  st = l->ffn ? l->ffn->backward(l->ffn_ctx, s, a.y1, dy, dy1, N)
+              : pl_mlp_block_backward(&l->mlp, s, a.y1, dy, dy1, N);
+  /* y1 = x + o·W_o:  dO = dy1·W_oᵀ, g_o += oᵀ·dy1 (up to the attention's
+   * agreement a failure is carried, not returned) */
+  if (st == PL_OK)
+    st = pl_gemm(s, false, true, N, nq, c->H, 1.f, dy1, c->H, l->w_o, c->H, 0.f,
+                 dO, nq, c->dt, c->dt);
+  if (st == PL_OK)
+    st = pl_gemm(s, true, false, nq, c->H, N, 1.f, a.o, nq, dy1, c->H, 1.f,
+                 l->g_o, c->H, c->dt, PL_F32);
   /* attention */
   pl_attn_shape sh = attn_shape(l, N);
+  PL_TRY_GOTO(st, done, agree(l, st, "the attention's backward"));
   PL_TRY_GOTO(
       st, done,
       D > 1 ? pl_ulysses_attn_bwd(l->sp, s, &sh, a.q, a.k, a.v, a.o, dO, a.lse,

@@ -96,6 +96,13 @@ typedef struct pl_layer {
    * NULL: none. */
   pl_status (*recompute_mark)(void *ctx, pl_stream *s, int end);
   void *mark_ctx;
+  /* Optional (borrowed; NULL: none): the group whose members run this
+   * layer together (the trainer's world).  They agree on their status
+   * (plateau/comm.h pl_agree) before the attention's collectives and before
+   * the FFN slot, forward and backward, so a rank that failed locally in
+   * one part never leaves the others waiting in the next part's
+   * collectives. */
+  pl_comm *agree;
 } pl_layer;
 
 /* Bytes a layer keeps for its backward at level k, N tokens, a Ulysses

@@ -456,6 +456,7 @@ static pl_status init_layer(pl_trainer *t, int l, int n_attn, int n_all) {
                       .attn_kernels = sc->attn};
   PL_TRY(pl_layer_init_views(t->dev, t->lay->sp, &x->layer, &lcf,
                              &pl__step_slot_ops, x));
+  x->layer.agree = t->world; /* a failure in one part ends the others */
   x->layer.keep = l < n_all    ? PL_LAYER_KEEP_ALL
                   : l < n_attn ? PL_LAYER_KEEP_ATTN
                                : PL_LAYER_KEEP_NONE;
