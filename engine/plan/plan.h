@@ -509,6 +509,8 @@ typedef struct pl_plan_choice {
 
 typedef struct pl_plan_search {
   int tried, feasible;
+  int skipped; /* of tried: not evaluated, slower than the choice even with
+                  their memory-decided knobs at their best (time bound) */
   pl_plan_choice best, runner_up; /* by predicted tok/s/GPU               */
   bool have_best, have_runner_up;
   char why_lost[400]; /* why the runner-up lost: its largest time part's

@@ -240,7 +240,7 @@ static pl_status eval(const pl_model_cfg *m, const pl_plan_machine *mc,
 }
 
 typedef struct ranking {
-  int tried, feasible;
+  int tried, feasible, skipped;
   cand best, second;
   bool have_best, have_second;
   cand closest; /* infeasible, smallest over */
@@ -311,6 +311,7 @@ static bool pruned(ranking *r, const pl_model_cfg *m, const pl_plan_machine *mc,
         u * 1.001 < r->second.time.tok_s_gpu))
     return false;
   r->tried++;
+  r->skipped++;
   return true;
 }
 
@@ -689,6 +690,7 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
   }
   if (st == PL_OK) {
     out->tried = r->tried, out->feasible = r->feasible;
+    out->skipped = r->skipped;
     if (r->have_best) {
       out->have_best = true;
       out->best = (pl_plan_choice){r->best.cfg, r->best.mem, r->best.time, ""};

@@ -518,8 +518,10 @@ static void print_table(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
           mc->backend == PL_BACKEND_CUDA ? "cuda" : "cpu");
   pl_plan_cfg_str(c, cfg, sizeof cfg);
   if (searched)
-    fprintf(f, "# configuration (chosen: %d tried, %d fit): %s\n", s->tried,
-            s->feasible, cfg);
+    fprintf(f,
+            "# configuration (chosen: %d tried, %d fit, %d skipped as slower "
+            "at best): %s\n",
+            s->tried, s->feasible, s->skipped, cfg);
   else
     fprintf(f, "# configuration: %s\n", cfg);
   if (searched && s->have_best && s->best.fill[0])

@@ -338,9 +338,10 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
   if (s->have_best) {
     sys->plan_apply(&s->best.cfg, u);
     snprintf(u->chosen, sizeof u->chosen,
-             "--config auto%s: %.120s (%d tried, %d fit; %.0f tok/s/GPU "
-             "predicted)",
-             run, cfg, s->tried, s->feasible, s->best.time.tok_s_gpu);
+             "--config auto%s: %.120s (%d tried, %d fit, %d skipped as "
+             "slower at best; %.0f tok/s/GPU predicted)",
+             run, cfg, s->tried, s->feasible, s->skipped,
+             s->best.time.tok_s_gpu);
   } else { /* the closest: its row is the infeasible one, binding named */
     sys->plan_apply(&s->best.cfg, u);
     snprintf(u->chosen, sizeof u->chosen,
