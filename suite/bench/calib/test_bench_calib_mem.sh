@@ -49,12 +49,15 @@ f=$(ls "$tmp"/c/calib.*.tsv 2>/dev/null | head -1)
   $c["variant"] == "alloc" && $c["status"] == "ok" && $c["check"] == "pass" &&
   $c["bytes"] <= 100663296 && $c["bytes"] > 100663296 - 393216 {n++}
   END {exit n == 1 ? 0 : 1}' "$f" || fail "alloc row: $(grep -v '^#' "$f" 2>/dev/null)"
-"$BIN" plan --machine --calib "$f" 2>&1 | grep -q "hbm_alloc=100663296 " || fail "plan does not read the alloc row"
+# whole outputs first: grep -q stops at the match (SIGPIPE under pipefail)
+out=$("$BIN" plan --machine --calib "$f" 2>&1)
+grep -q "hbm_alloc=100663296 " <<<"$out" || fail "plan does not read the alloc row"
 "$BIN" bench calib --backend cpu --tests alloc -n 1 -w 0 -o "$tmp/d" >"$tmp/d.out" 2>&1
 f=$(ls "$tmp"/d/calib.*.tsv 2>/dev/null | head -1)
 [[ -n $f ]] && grep -q "without a limit" "$f" && pass || fail "alloc without a limit: $(cat "$tmp/d.out")"
 
-"$BIN" bench calib --help 2>&1 | grep -q "mem-size" || fail "--help lacks --mem-size"
+out=$("$BIN" bench calib --help 2>&1)
+grep -q "mem-size" <<<"$out" || fail "--help lacks --mem-size"
 "$BIN" bench calib --backend cpu --preset cuda --columns -o "$tmp/x" >/dev/null 2>&1 || fail "cuda preset"
 
 if [[ $nfail -eq 0 ]]; then echo "test_bench_calib_mem.sh: all passed"; exit 0; fi
