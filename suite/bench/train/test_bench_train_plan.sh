@@ -83,7 +83,7 @@ bad=$(rows "$f" '($c["status"] == "oom" && $c["pred_dev_peak_bytes"] > 6 * 10485
 echo "== --config auto: the planner's choice"
 run auto "${B[@]}" --system plateau,fsdp2 --seq 128,256 --config auto
 within auto 4
-bad=$(rows "$f" '$c["kind"] == "auto" && $c["note"] ~ /^--config auto: .* \([0-9]+ tried, [0-9]+ fit, [0-9]+ skipped as slower at best; [0-9]+ tok\/s\/GPU predicted\); (headroom fill below .*; )?plan: fits/ ? "" : $0' | grep .)
+bad=$(rows "$f" '$c["kind"] == "auto" && $c["note"] ~ /^--config auto: .* \([0-9]+ tried, [0-9]+ fit, [0-9]+ skipped; [0-9]+ tok\/s\/GPU predicted\); (headroom fill below .*; )?plan: fits/ ? "" : $0' | grep .)
 [[ -z $bad ]] && pass || { fail "auto: kind or note"; echo "$bad"; }
 # the choice is in the knob columns: plateau's head and optim as the note says
 rows "$f" '$c["system"] != "plateau" ? "" : (index($c["note"], "head=" $c["head"] " optim=" $c["optim"]) ? "y" : "n")' | grep -q n &&

@@ -337,11 +337,13 @@ pl_status pl__train_auto(const pl__train_args *a, const pl_args *args,
   snprintf(u->fill, sizeof u->fill, "%s", s->best.fill);
   if (s->have_best) {
     sys->plan_apply(&s->best.cfg, u);
-    snprintf(u->chosen, sizeof u->chosen,
-             "--config auto%s: %.120s (%d tried, %d fit, %d skipped as "
-             "slower at best; %.0f tok/s/GPU predicted)",
-             run, cfg, s->tried, s->feasible, s->skipped,
-             s->best.time.tok_s_gpu);
+    const int n = snprintf(u->chosen, sizeof u->chosen,
+                           "--config auto%s: %.120s (%d tried, %d fit, %d "
+                           "skipped; %.0f tok/s/GPU predicted)",
+                           run, cfg, s->tried, s->feasible, s->skipped,
+                           s->best.time.tok_s_gpu);
+    if (n < 0 || (size_t)n >= sizeof u->chosen) /* a note cut, not lost */
+      u->chosen[sizeof u->chosen - 1] = '\0';
   } else { /* the closest: its row is the infeasible one, binding named */
     sys->plan_apply(&s->best.cfg, u);
     snprintf(u->chosen, sizeof u->chosen,
