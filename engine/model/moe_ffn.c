@@ -3,6 +3,7 @@
  * pl_gemm, the router (model/router.h) and the MoE layer (ops/moe.h). */
 #include "model/moe_ffn.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,28 +135,17 @@ static void land(const pl_moe_ffn *f, route *r, int64_t N) {
     r->hidx[i] %= Em;
 }
 
-/* Failure agreement before the MoE layer.  A rank whose own steps failed
- * (a tracked allocation over the arena's limit, the RMSNorm, the router)
- * must not leave the other ranks of the EP group waiting in the layer's
- * collectives until the watchdog ends the job: the group agrees on the
- * status first (one host all-reduce of an int64, as ops/moe_pipeline.c's
- * agree does inside the layer), so every rank enters the layer or none
- * does.  Every rank calls it, whatever its status; a failed rank keeps its
- * own message, its peers get PL_ENOMEM or PL_ECOMM naming the cause. */
+/* Failure agreement before the MoE layer (pl_agree over the EP group): a
+ * rank whose own steps failed (a tracked allocation over the arena's
+ * limit, the RMSNorm, the router) must not leave the other ranks waiting in
+ * the layer's collectives until the watchdog ends the job, so every rank
+ * enters the layer or none does.  Every rank calls it, whatever its status;
+ * pass names the layer's pass in the peers' message. */
 static pl_status agree_before_moe(const pl_moe_ffn *f, pl_status st,
                                   const char *pass) {
-  int64_t v = st == PL_OK ? 0 : st == PL_ENOMEM ? 1 : 2;
-  pl_status cs = pl_host_allreduce_i64(pl_moe_comm(f->moe), &v, 1, PL_RED_MAX);
-  if (cs != PL_OK)
-    return st != PL_OK ? st : cs;
-  if (v == 0)
-    return PL_OK;
-  if (st != PL_OK)
-    return st;
-  return pl_set_error(v == 1 ? PL_ENOMEM : PL_ECOMM,
-                      "moe ffn: another rank of the expert group failed (%s) "
-                      "before the MoE layer's %s, which no rank entered",
-                      v == 1 ? "out of memory" : "error", pass);
+  char what[96];
+  snprintf(what, sizeof what, "the MoE layer's %s", pass);
+  return pl_agree(pl_moe_comm(f->moe), st, "moe ffn", what);
 }
 
 /* ---- forward ---------------------------------------------------------------

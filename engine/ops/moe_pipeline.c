@@ -161,20 +161,9 @@ static size_t wset_elems(const pl_moe *m) {
  * next collective: every helper that runs a collective first agrees on the
  * status over the group (one small host all-reduce, no device sync), and is
  * called by every rank in the same sequence whatever happened before (the
- * sequence depends only on group-wide data).  A failed rank keeps its own
- * message; its peers get PL_ENOMEM or PL_ECOMM naming the cause. */
+ * sequence depends only on group-wide data): pl_agree over the EP group. */
 static pl_status agree(pl_moe *m, pl_status st) {
-  int64_t f = st == PL_OK ? 0 : st == PL_ENOMEM ? 1 : 2;
-  pl_status cs = pl_host_allreduce_i64(m->comm, &f, 1, PL_RED_MAX);
-  if (cs != PL_OK)
-    return st != PL_OK ? st : cs;
-  if (f == 0)
-    return PL_OK;
-  if (st != PL_OK)
-    return st;
-  return pl_set_error(f == 1 ? PL_ENOMEM : PL_ECOMM,
-                      "moe: another rank of the EP group failed (%s)",
-                      f == 1 ? "out of memory" : "error");
+  return pl_agree(m->comm, st, "moe", "the MoE layer's next exchange");
 }
 
 /* The group agrees on st; then, only where every rank is fine, the

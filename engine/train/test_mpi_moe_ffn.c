@@ -436,7 +436,7 @@ static void one_rank_limited(int pass, bool keep) {
                     (long long)nfail, size);
     if (extra == 1 && rank != bad)
       ck_assert_msg(strstr(pl_last_error(),
-                           "another rank of the expert group failed (out of "
+                           "another rank of the group failed (out of "
                            "memory) before the MoE layer's"),
                     "%s", pl_last_error());
     all_failed += nfail == size;
