@@ -450,8 +450,11 @@ static pl_status backward(pl_fsdp2 *t, pl_stream *s, void **dcur, bool acc) {
   void *E;
   float *gE;
   pl_status st = PL_OK;
-  for (int l = t->m.L - 1; l >= 0; l--)
+  for (int l = t->m.L - 1; l >= 0; l--) {
+    pl_mem_phase_set(t->dev, "backward", l, t->fl[l].moe ? "moe" : "dense");
     PL_TRY_GOTO(st, done, layer_bwd(t, l, s, dcur, acc));
+  }
+  pl_mem_phase_set(t->dev, "embedding backward", -1, NULL);
   PL_TRY_GOTO(st, done, pl_zero3_acquire(t->f, t->u_emb, s, &E));
   PL_TRY_GOTO(st, done, pl_zero3_grad_acquire(t->f, t->u_emb, s, &gE));
   PL_TRY_GOTO(st, done,
@@ -474,6 +477,7 @@ static pl_status micro_batch(pl_fsdp2 *t, const int32_t *win, double *nll) {
   PL_TRY(pl_memcpy_async(s, t->d_tgt, t->h_tgt, (size_t)N * 4));
   /* embedding: gathered, rows copied, resharded (layer 0 prefetched) */
   void *E, *full, *xfull = NULL;
+  pl_mem_phase_set(dev, "embedding", -1, NULL);
   PL_TRY(pl_zero3_acquire(t->f, t->u_emb, s, &E));
   PL_TRY(layer_prefetch(t, 0, s));
   PL_TRY(pl_alloc_async(dev, PL_ARENA_DEVICE, nh, "boundary", s, &t->bnd[0]));
@@ -482,6 +486,7 @@ static pl_status micro_batch(pl_fsdp2 *t, const int32_t *win, double *nll) {
   /* layers */
   for (int l = 0; l < L; l++) {
     flayer *x = &t->fl[l];
+    pl_mem_phase_set(dev, "forward", l, x->moe ? "moe" : "dense");
     PL_TRY(pl_zero3_acquire(t->f, x->unit, s, &full));
     if (x->moe)
       PL_TRY(pl_zero3_acquire(t->f, x->xunit, s, &xfull));
@@ -500,6 +505,7 @@ static pl_status micro_batch(pl_fsdp2 *t, const int32_t *win, double *nll) {
   /* head */
   void *dcur = NULL;
   double loss = 0;
+  pl_mem_phase_set(dev, "head (dense CE)", -1, NULL);
   PL_TRY(head(t, s, t->bnd[L], &dcur, &loss));
   pl_free_async(dev, t->bnd[L], s);
   t->bnd[L] = NULL;
@@ -548,6 +554,7 @@ pl_status pl_fsdp2_forward_backward(pl_fsdp2 *t, const int32_t *tokens,
                               "fsdp2: another rank passed an invalid token");
   T = flags[1];
   PL_TRY(pl_dev_sync(t->dev));
+  pl_mem_phase_set(t->dev, "states", -1, NULL); /* what the step starts on */
   pl_mem_reset_peak(t->dev, PL_ARENA_DEVICE);
   pl_mem_reset_peak(t->dev, PL_ARENA_HOST);
   pl_timeline_clear(&t->tline);
@@ -652,6 +659,7 @@ pl_status pl_fsdp2_update(pl_fsdp2 *t, pl_step_result *res) {
     memset(r, 0, sizeof *r);
   const uint64_t t0 = pl_now_ns();
   PL_TRY(pl_dev_sync(t->dev));
+  pl_mem_phase_set(t->dev, "optimizer", -1, NULL);
   float gs = 1;
   PL_TRY(optimizer(t, &gs));
   const double opt_ms = pl_elapsed_s(t0) * 1e3;

@@ -146,7 +146,7 @@ static void fill_facts(const pl_fsdp2 *t, const pl_plan_cfg *c,
   /* every route local (an EP group of one member): adversarial routing is
    * the balanced; a virtual EP group's is measured apart (worst_peak) */
   out->dev_worst = r->dev.peak;
-  snprintf(out->peak_phase, sizeof out->peak_phase, "a step on a dry device");
+  pl_mem_phase_str(&r->dev.peak_phase, out->peak_phase, sizeof out->peak_phase);
   out->state = state;
   out->host_pinned = r->host.peak;
   const pl_mem_stats *ar =

@@ -165,6 +165,16 @@ static int compare(const pl_plan_mem *rp, const pl_plan_mem *hi,
   else
     bad += within(why, n, "dev_worst", (long long)dm->dev_peak,
                   (long long)rp->dev_worst, (long long)dm->dev_worst);
+  /* the step marks the replay's phases: the same phase of the peak where
+   * the peaks are the same */
+  if ((!hi || rp->dev_peak == dm->dev_peak) &&
+      strcmp(rp->peak_phase, dm->peak_phase)) {
+    const size_t l = strlen(why);
+    if (l + 1 < n)
+      snprintf(why + l, n - l, " peak_phase (replay %s, dry %s);",
+               rp->peak_phase, dm->peak_phase);
+    bad++;
+  }
   bad += field(why, n, "host_pinned", (long long)rp->host_pinned,
                (long long)dm->host_pinned);
   bad += field(why, n, "host_optim", (long long)rp->host_optim,
