@@ -3,8 +3,10 @@
 # composed step), our FSDP2 baseline and PyTorch FSDP2 train the same real
 # model (analysis/peers/curve_points.tsv: the dense 2.0 B model at 8K, bf16,
 # no proxy) from the same fp32 weights on the same synthetic token stream
-# with the same AdamW (lr 1e-3, wd 0.01, clipping 1.0, no warm-up) for 200
-# steps each; the three loss curves side by side.  It builds nothing: build
+# with the same AdamW (peak lr 1e-3, wd 0.01, clipping 1.0) and the same
+# schedule (by default a linear warm-up over 20 steps, then a cosine down to
+# 1e-4 at the last step) for 200 steps each; the three loss curves side by
+# side.  It builds nothing: build
 # first (analysis/device/run.sh's build, or `make` with the machine's flags),
 # then from the repository root:
 #
@@ -25,7 +27,9 @@
 #   3. the table                                                          ~1 s
 # Each part has its own timeout; a part that fails leaves the others running.
 # POINTS (default analysis/peers/curve_points.tsv) and SEED (default 1) pick
-# another point file or seed for all three systems.
+# another point file or seed for all three systems; LR the learning rate's
+# options, the same for all three (default "--lr 1e-3 --lr-warmup 20
+# --lr-decay cosine --lr-min 1e-4"; "--lr 1e-3": constant, no warm-up).
 #
 # What to expect: the three start from the same loss (the same weights and
 # tokens; bf16 rounding differs by implementation) and follow one curve; bf16
@@ -40,14 +44,17 @@ PL_SCRIPT=loss_curves
 pl_dev_begin "${1:-results/runs/loss-curves-$(date -u +%Y%m%dT%H%M%SZ)}"
 POINTS=${POINTS:-analysis/peers/curve_points.tsv}
 SEED=${SEED:-1}
+LR=${LR:---lr 1e-3 --lr-warmup 20 --lr-decay cosine --lr-min 1e-4}
+read -r -a lr <<<"$LR"
+export PL_LR="$LR"
 
-stamp "1. plateau and fsdp2: $POINTS (its steps), seed $SEED"
+stamp "1. plateau and fsdp2: $POINTS (its steps), seed $SEED, $LR"
 # the raw rows (each with 200 losses) stay in the file; the table below has them
-bench 270 train --points "$POINTS" --system plateau,fsdp2 --optim-resident all --seed "$SEED" |
+bench 270 train --points "$POINTS" --system plateau,fsdp2 --optim-resident all --seed "$SEED" "${lr[@]}" |
   grep -v '^\[train\] step' | grep -v '^ *train ' | grep -v '^#  *bench '
 
 stamp "2. PyTorch FSDP2 on the same weights and tokens"
-peer 180 torch_fsdp2.py --out "$OUT" --points "$POINTS" --init plateau --data synthetic --seed "$SEED"
+peer 180 torch_fsdp2.py --out "$OUT" --points "$POINTS" --init plateau --data synthetic --seed "$SEED" "${lr[@]}"
 
 stamp "3. the table"
 bash analysis/loss_curves.sh "$OUT" "$OUT/loss-curves.csv"
@@ -65,6 +72,7 @@ print("# loss_curves.sh: %s\n" % out)
 import os
 print("## The same model, weights, tokens and AdamW: dense 2.0 B at 8K, bf16, one %s\n"
       % (os.environ.get("PL_GPU_NAME") or "GPU"))
+print("AdamW's learning rate, the same for all three: `%s`.\n" % os.environ.get("PL_LR", "-"))
 print("| system | steps | step 1 | step 2 | step 10 | mean 1-20 | mean 91-110 | mean 181-200 | last |")
 print("|---|---|---|---|---|---|---|---|---|")
 mean = lambda c, a, b: sum(c[a - 1:b]) / len(c[a - 1:b]) if len(c) >= b else float("nan")

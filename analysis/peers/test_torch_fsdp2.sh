@@ -29,6 +29,31 @@ grep -q $'^moe-32k\tmoe3b\tseq 32768\t.*params 2921893888\tactive 676855808\tflo
   ok "moe3b counts" || bad "moe3b counts"
 grep -q $'^moe-8k-off\t.*ac=full/opt=cpu' <<<"$list" && ok "offload point" || bad "offload point"
 
+# the learning rate's schedule: engine/ops/test_adamw.c's values of
+# pl_adamw_lr_at (warm-up 4, lr 2e-3 down to 2e-4 at step 14)
+python3 - <<'PY' && ok "lr schedule: the engine's values" || bad "lr schedule"
+import argparse, math, sys
+sys.path.insert(0, "analysis/peers")
+import torch_fsdp2 as t
+a = argparse.Namespace(lr=2e-3, lr_warmup=4, lr_decay="constant", lr_min=2e-4,
+                       lr_steps=14)
+ok = t.lr_at(a, 99, 1) == 2e-3 / 4 and t.lr_at(a, 99, 4) == 2e-3
+ok = ok and t.lr_at(a, 99, 50) == 2e-3
+for d in ("linear", "cosine"):
+    a.lr_decay = d
+    ok = ok and abs(t.lr_at(a, 99, 9) - (2e-4 + 1.8e-3 * 0.5)) < 1e-15
+    ok = ok and abs(t.lr_at(a, 99, 14) - 2e-4) < 1e-15
+    ok = ok and abs(t.lr_at(a, 99, 20) - 2e-4) < 1e-15
+ok = ok and abs(t.lr_at(a, 99, 6) -
+                (2e-4 + 1.8e-3 * 0.5 * (1 + math.cos(math.pi * 0.2)))) < 1e-15
+a.lr_steps = 0  # the point's steps: 14 here
+ok = ok and abs(t.lr_at(a, 14, 14) - 2e-4) < 1e-15
+sys.exit(0 if ok else 1)
+PY
+out=$(python3 "$peer" --list --lr-decay cosine --lr-warmup 300 2>&1) && rc=0 || rc=$?
+[ "$rc" = 2 ] && grep -q "lr-warmup=300: the cosine decay needs steps after the warm-up" <<<"$out" &&
+  ok "a decay that ends inside the warm-up: exit 2" || bad "lr-warmup 300: rc $rc: $out"
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # the generator: the C header's values against the Python integers'

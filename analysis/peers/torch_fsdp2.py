@@ -36,7 +36,10 @@ embedding, every layer (reshard_after_forward except the last), [final
 norm, head] (not resharded after forward) and the root, with
 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) and, for optim
 "cpu", CPUOffloadPolicy(pin_memory=True).  AdamW (lr 1e-3, betas 0.9/0.999,
-eps 1e-8, weight decay 0.01; fused, else foreach), clip_grad_norm_ 1.0.
+eps 1e-8, weight decay 0.01; fused, else foreach), clip_grad_norm_ 1.0; the
+learning rate's schedule as `plateau bench train`'s (--lr, --lr-warmup,
+--lr-decay, --lr-min, --lr-steps: lr_at, the engine's pl_adamw_lr_at), set
+on the optimizer's groups before each step.
 cp and ep must be 1 here (no context or expert parallelism in the peer).
 
 Measured per point: `warmup` steps, then `steps` timed steps (a step:
@@ -593,6 +596,8 @@ def run_point(torch, Model, Experts, dist_mesh, p, grouped, row, a):
             loss.backward()
             loss_sum += loss.detach()
         torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
+        for grp in opt.param_groups:  # the schedule, step it + 1
+            grp["lr"] = lr_at(a, p["warmup"] + p["steps"], it + 1)
         opt.step()
         opt.zero_grad(set_to_none=True)
         with torch.no_grad():
@@ -633,6 +638,41 @@ def run_point(torch, Model, Experts, dist_mesh, p, grouped, row, a):
         row["note"] = "non-finite loss: " + row["note"]
 
 
+def lr_at(a, steps, t):
+    """The learning rate of step t (>= 1) of a point of `steps` steps:
+    engine/ops/adamw.h's pl_adamw_lr_at with --lr-steps 0 as the point's
+    steps (warm-ups + timed), as `plateau bench train` takes it."""
+    if a.lr_warmup > 0 and t <= a.lr_warmup:
+        return a.lr * t / a.lr_warmup
+    end = a.lr_steps or steps
+    if a.lr_decay == "constant" or end <= a.lr_warmup:
+        return a.lr
+    p = min(1.0, (t - a.lr_warmup) / (end - a.lr_warmup))
+    f = 1 - p if a.lr_decay == "linear" else 0.5 * (1 + math.cos(math.pi * p))
+    return a.lr_min + (a.lr - a.lr_min) * f
+
+
+def lr_check(a, pts):
+    """The schedule's bad values, as the bench says them (None: fine)."""
+    if not 1e-12 <= a.lr <= 10:
+        return "--lr=%g: out of range (allowed: 1e-12..10)" % a.lr
+    if a.lr_warmup < 0 or a.lr_steps < 0:
+        return "--lr-warmup and --lr-steps: steps >= 0"
+    if a.lr_decay == "constant":
+        return None
+    if a.lr_min < 0 or a.lr_min > a.lr:
+        return "--lr-min=%g: above --lr=%g (allowed: 0..%g)" % (
+            a.lr_min, a.lr, a.lr)
+    for p in pts:
+        end = a.lr_steps or p["warmup"] + p["steps"]
+        if end <= a.lr_warmup:
+            return ("--lr-warmup=%d: the %s decay needs steps after the "
+                    "warm-up, and point %s runs %d (allowed: --lr-steps "
+                    "above %d)" % (a.lr_warmup, a.lr_decay, p["point"], end,
+                                   a.lr_warmup))
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", help="directory of the result file")
@@ -656,6 +696,18 @@ def main():
     ap.add_argument("--seed", type=int, default=1,
                     help="--init plateau and --data synthetic: the seed of "
                     "`plateau bench train --seed` (default 1)")
+    ap.add_argument("--lr", type=float, default=1e-3,
+                    help="AdamW's (peak) learning rate (default 1e-3)")
+    ap.add_argument("--lr-warmup", type=int, default=0,
+                    help="linear warm-up steps: step t <= N at lr*t/N")
+    ap.add_argument("--lr-decay", choices=["constant", "linear", "cosine"],
+                    default="constant", help="the lr after the warm-up, "
+                    "down to --lr-min at step --lr-steps")
+    ap.add_argument("--lr-min", type=float, default=0.0,
+                    help="the decay's last lr")
+    ap.add_argument("--lr-steps", type=int, default=0,
+                    help="the step the decay reaches --lr-min (0: the "
+                    "point's warm-ups + timed steps)")
     ap.add_argument("--list", action="store_true",
                     help="print the points and their parameter counts; no "
                     "torch, no GPU")
@@ -670,6 +722,10 @@ def main():
                   (",".join(bad), ",".join(names)), file=sys.stderr)
             return 2
         pts = [p for p in pts if p["point"] in want]
+    bad = lr_check(a, pts)
+    if bad:
+        print("torch_fsdp2: " + bad, file=sys.stderr)
+        return 2
     if a.list:
         for p in pts:
             tot, act = count_params(p)

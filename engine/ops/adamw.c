@@ -15,9 +15,53 @@
 #include "core/internal.h"
 #include "ops/adamw_internal.h"
 
+const char *const pl_lr_decay_names[] = {"constant", "linear", "cosine", NULL};
+
 pl_adamw_hparams pl_adamw_hparams_default(void) {
-  pl_adamw_hparams hp = {1e-3, 0.9, 0.999, 1e-8, 0.01, 0.0};
+  pl_adamw_hparams hp = {.lr = 1e-3,
+                         .beta1 = 0.9,
+                         .beta2 = 0.999,
+                         .eps = 1e-8,
+                         .weight_decay = 0.01,
+                         .max_grad_norm = 0.0,
+                         .decay = PL_LR_CONSTANT};
   return hp;
+}
+
+double pl_adamw_lr_at(const pl_adamw_hparams *hp, int64_t t) {
+  if (hp->warmup > 0 && t <= hp->warmup)
+    return hp->lr * (double)t / (double)hp->warmup;
+  if (hp->decay == PL_LR_CONSTANT || hp->steps <= hp->warmup)
+    return hp->lr;
+  double p = (double)(t - hp->warmup) / (double)(hp->steps - hp->warmup);
+  p = p > 1 ? 1 : p;
+  const double f = hp->decay == PL_LR_LINEAR
+                       ? 1 - p
+                       : 0.5 * (1 + cos(3.14159265358979323846 * p));
+  return hp->lr_min + (hp->lr - hp->lr_min) * f;
+}
+
+/* The schedule's fields (pl_adamw_hparams_check). */
+static pl_status schedule_check(const pl_adamw_hparams *hp) {
+  if (hp->warmup < 0)
+    return pl_set_error(PL_EINVAL, "adamw: warmup=%lld: must be >= 0 steps",
+                        (long long)hp->warmup);
+  if ((unsigned)hp->decay > PL_LR_COSINE)
+    return pl_set_error(PL_EINVAL,
+                        "adamw: decay=%d: must be constant, linear or cosine",
+                        (int)hp->decay);
+  if (hp->decay == PL_LR_CONSTANT)
+    return PL_OK;
+  if (hp->steps <= hp->warmup)
+    return pl_set_error(PL_EINVAL,
+                        "adamw: steps=%lld: a %s decay needs more steps than "
+                        "the warm-up's %lld",
+                        (long long)hp->steps, pl_lr_decay_names[hp->decay],
+                        (long long)hp->warmup);
+  if (!(hp->lr_min >= 0 && hp->lr_min <= hp->lr))
+    return pl_set_error(PL_EINVAL, "adamw: lr_min=%g: must be in [0, lr=%g]",
+                        hp->lr_min, hp->lr);
+  return PL_OK;
 }
 
 pl_status pl_adamw_hparams_check(const pl_adamw_hparams *hp) {
@@ -43,14 +87,14 @@ pl_status pl_adamw_hparams_check(const pl_adamw_hparams *hp) {
     return pl_set_error(PL_EINVAL,
                         "adamw: max_grad_norm=nan: must be > 0 (clip) or <= 0 "
                         "(off)");
-  return PL_OK;
+  return schedule_check(hp);
 }
 
 pl_adamw_scalars pl_adamw_scalars_make(const pl_adamw_hparams *hp, int64_t t,
                                        float gscale) {
   PL_ASSERT(t >= 1);
   pl_adamw_scalars k;
-  k.lr = (float)hp->lr;
+  k.lr = (float)pl_adamw_lr_at(hp, t);
   k.b1 = (float)hp->beta1;
   k.omb1 = (float)(1.0 - hp->beta1);
   k.b2 = (float)hp->beta2;

@@ -45,22 +45,47 @@
 extern "C" {
 #endif
 
+/* The learning rate's schedule after its warm-up. */
+typedef enum pl_lr_decay {
+  PL_LR_CONSTANT, /* lr from the end of the warm-up on                 */
+  PL_LR_LINEAR,   /* straight down to lr_min at step `steps`          */
+  PL_LR_COSINE,   /* half a cosine down to lr_min at step `steps`     */
+} pl_lr_decay;
+
+/* "constant", "linear", "cosine", NULL-terminated (pl_lr_decay order). */
+extern const char *const pl_lr_decay_names[];
+
 typedef struct pl_adamw_hparams {
-  double lr;            /* > 0                                          */
+  double lr;            /* > 0: the peak learning rate                  */
   double beta1, beta2;  /* in [0, 1)                                    */
   double eps;           /* > 0                                          */
   double weight_decay;  /* >= 0 (decoupled)                             */
   double max_grad_norm; /* > 0: clip the global norm to it; <= 0: off  */
+  /* the schedule (pl_adamw_lr_at): a linear warm-up over the first
+   * `warmup` steps, then `decay` down to lr_min at step `steps` */
+  int64_t warmup;    /* >= 0 (0: none)                                   */
+  pl_lr_decay decay; /* PL_LR_CONSTANT: steps and lr_min unused         */
+  int64_t steps;     /* decay: the step lr_min is reached (> warmup)     */
+  double lr_min;     /* decay: in [0, lr]                                */
 } pl_adamw_hparams;
 
-/* lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0.01, no clipping. */
+/* lr 1e-3 constant, betas (0.9, 0.999), eps 1e-8, wd 0.01, no clipping. */
 pl_adamw_hparams pl_adamw_hparams_default(void);
+/* The learning rate of step t (>= 1):
+ *   t <= warmup:             lr · t / warmup
+ *   then, with p = (t − warmup) / (steps − warmup) capped at 1,
+ *   constant:                lr
+ *   linear:                  lr_min + (lr − lr_min) · (1 − p)
+ *   cosine:                  lr_min + (lr − lr_min) · (1 + cos(π·p)) / 2
+ * (PyTorch: LambdaLR with the same factor of step t = scheduler step + 1). */
+double pl_adamw_lr_at(const pl_adamw_hparams *hp, int64_t t);
 /* PL_EINVAL naming the bad field. */
 pl_status pl_adamw_hparams_check(const pl_adamw_hparams *hp);
 /* PL_EINVAL unless the gradient dtype gdt is f32 or bf16 (who names the
  * caller in the message). */
 pl_status pl_adamw_gdt_check(pl_dtype gdt, const char *who);
-/* Scalars of step t (>= 1) with clip factor gscale (1.0f when not clipping). */
+/* Scalars of step t (>= 1) with clip factor gscale (1.0f when not clipping);
+ * lr is pl_adamw_lr_at(hp, t). */
 pl_adamw_scalars pl_adamw_scalars_make(const pl_adamw_hparams *hp, int64_t t,
                                        float gscale);
 /* gscale from the global sum of squares (clipping on), or 1.0f (off). */

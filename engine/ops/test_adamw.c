@@ -227,6 +227,39 @@ START_TEST(clip_rule) {
 }
 END_TEST
 
+/* The schedule against its formulas, by hand: the warm-up's ramp, the
+ * constant, linear and cosine decays (their ends, middles and what comes
+ * after), and the step's scalars carrying the scheduled lr. */
+START_TEST(lr_schedule) {
+  pl_adamw_hparams hp = pl_adamw_hparams_default();
+  hp.lr = 2e-3;
+  ck_assert(pl_adamw_lr_at(&hp, 1) == 2e-3); /* no warm-up, constant */
+  ck_assert(pl_adamw_lr_at(&hp, 1000) == 2e-3);
+  hp.warmup = 4;
+  ck_assert(pl_adamw_lr_at(&hp, 1) == 2e-3 * 1 / 4.0);
+  ck_assert(pl_adamw_lr_at(&hp, 3) == 2e-3 * 3 / 4.0);
+  ck_assert(pl_adamw_lr_at(&hp, 4) == 2e-3);
+  ck_assert(pl_adamw_lr_at(&hp, 5) == 2e-3);
+  hp.decay = PL_LR_LINEAR, hp.steps = 14, hp.lr_min = 2e-4;
+  ck_assert(pl_adamw_lr_at(&hp, 4) == 2e-3); /* the warm-up's end */
+  ck_assert_double_eq_tol(pl_adamw_lr_at(&hp, 9), 2e-4 + 1.8e-3 * 0.5, 1e-15);
+  ck_assert_double_eq_tol(pl_adamw_lr_at(&hp, 14), 2e-4, 1e-15);
+  ck_assert_double_eq_tol(pl_adamw_lr_at(&hp, 99), 2e-4, 1e-15);
+  hp.decay = PL_LR_COSINE;
+  ck_assert_double_eq_tol(pl_adamw_lr_at(&hp, 9), 2e-4 + 1.8e-3 * 0.5, 1e-15);
+  ck_assert_double_eq_tol(pl_adamw_lr_at(&hp, 6),
+                          2e-4 + 1.8e-3 * 0.5 * (1 + cos(acos(-1.0) * 0.2)),
+                          1e-15);
+  ck_assert_double_eq_tol(pl_adamw_lr_at(&hp, 14), 2e-4, 1e-15);
+  ck_assert_double_eq_tol(pl_adamw_lr_at(&hp, 15), 2e-4, 1e-15);
+  for (int64_t t = 5; t < 14; t++) /* strictly down after the warm-up */
+    ck_assert(pl_adamw_lr_at(&hp, t + 1) < pl_adamw_lr_at(&hp, t));
+  ck_assert_int_eq(pl_adamw_hparams_check(&hp), PL_OK);
+  const pl_adamw_scalars k = pl_adamw_scalars_make(&hp, 2, 1.0f);
+  ck_assert(k.lr == (float)(2e-3 * 2 / 4.0));
+}
+END_TEST
+
 START_TEST(bad_hparams) {
   pl_adamw_hparams hp = pl_adamw_hparams_default();
   ck_assert_int_eq(pl_adamw_hparams_check(&hp), PL_OK);
@@ -242,6 +275,19 @@ START_TEST(bad_hparams) {
   hp = pl_adamw_hparams_default();
   hp.max_grad_norm = NAN;
   ck_assert_int_eq(pl_adamw_hparams_check(&hp), PL_EINVAL);
+  hp = pl_adamw_hparams_default();
+  hp.warmup = -1;
+  ck_assert_int_eq(pl_adamw_hparams_check(&hp), PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "warmup=-1"));
+  hp = pl_adamw_hparams_default();
+  hp.decay = PL_LR_COSINE, hp.warmup = 10, hp.steps = 10;
+  ck_assert_int_eq(pl_adamw_hparams_check(&hp), PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "steps=10"));
+  hp.steps = 11, hp.lr_min = 2 * hp.lr;
+  ck_assert_int_eq(pl_adamw_hparams_check(&hp), PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "lr_min="));
+  hp.lr_min = 0;
+  ck_assert_int_eq(pl_adamw_hparams_check(&hp), PL_OK);
   hp = pl_adamw_hparams_default();
   float x = 1, y = 0, z = 0;
   size_t one = 1;
@@ -262,6 +308,7 @@ int main(void) {
                           cpu_kernel_equals_reference,
                           norm_fixed_order,
                           clip_rule,
+                          lr_schedule,
                           bad_hparams,
                           NULL};
   return pl_check_suite("adamw", 60, tests, NULL, NULL, CK_FORK, 0) ? 1 : 0;

@@ -56,6 +56,23 @@ awk -F, 'NR == 2 { first = $2 } NR > 181 { s += $2; n++ }
   END { exit !(n == 20 && s / n < first - 1.5) }' "$tmp/curves.csv" &&
   ok "the model learns (last 20 steps' mean < first loss - 1.5)" || bad "no learning"
 
+# a schedule (--lr-warmup, --lr-decay): both systems' AdamW follow it step
+# by step (equal curves), and it is applied (step 2 differs from the
+# constant lr's, whose step 1 it shares: the first update is the first
+# difference)
+"$BIN" bench train --backend cpu --points "$tmp/points.tsv" --system plateau,fsdp2 --dtype f32 -n 40 \
+  --lr-warmup 10 --lr-decay cosine --lr-min 1e-4 -o "$tmp/sched" >"$tmp/log3" 2>&1 ||
+  { tail -5 "$tmp/log3"; bad "schedule bench"; }
+bash analysis/loss_curves.sh "$tmp/sched" "$tmp/sched.csv" >/dev/null
+r=$(check "$tmp/sched.csv" 1e-5)
+[ "$r" = equal ] && [ "$(wc -l <"$tmp/sched.csv")" -eq 41 ] &&
+  ok "warm-up + cosine: plateau and fsdp2 equal over 40 steps" || bad "schedule curves: $r"
+awk -F, 'NR == FNR { if (FNR <= 3) c[FNR] = $2; next }
+  FNR == 2 && $2 != c[2] { bad = 1 } FNR == 3 && $2 == c[3] { bad = 1 }
+  END { exit bad }' "$tmp/curves.csv" "$tmp/sched.csv" &&
+  ok "the schedule is applied: step 1 as the constant lr's, step 2 not" ||
+  bad "schedule vs constant: $(sed -n 2,3p "$tmp/sched.csv" | tr '\n' ' ')"
+
 # the comparison can fail: fsdp2 on seed 2 (other weights and data)
 "$BIN" bench train --backend cpu --points "$tmp/points.tsv" --system fsdp2 --dtype f32 -n 20 \
   --seed 2 -o "$tmp/other" >"$tmp/log2" 2>&1 || { tail -5 "$tmp/log2"; bad "seed-2 bench"; }

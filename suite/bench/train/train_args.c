@@ -105,7 +105,7 @@ const char *const pl__train_groups[] = {
     "expert-ffn shared-ffn dense-layers dense-ffn vocab dtype",
     "layout: system seq tokens micro virtual-world rank-view D P cp ep",
     "operators: dispatch chunk-cap lanes head sco-budget optim bucket slots "
-    "optim-resident keep "
+    "optim-resident keep lr lr-warmup lr-decay lr-min lr-steps "
     "ac ac-freq fsdp2-optim",
     "run: preset data profile gemm-tflops calib describe verify config "
     "step-tokens host-mem plan-set tune tune-micro tune-ep tune-cp tune-ac "
@@ -182,9 +182,64 @@ static pl_status headroom_of(const pl_args *a, pl_train_setup *u) {
   return PL_OK;
 }
 
+/* AdamW's learning rate and its schedule (both systems' optimizers);
+ * --lr-steps 0 stays 0 here: each point's steps (lr_steps_of). */
+static pl_status lr_of(const pl_args *a, pl_adamw_hparams *hp) {
+  hp->lr = pl_args_f64(a, "lr");
+  hp->warmup = pl_args_int(a, "lr-warmup");
+  hp->decay = (pl_lr_decay)pl_args_enum(a, "lr-decay");
+  hp->lr_min = pl_args_f64(a, "lr-min");
+  hp->steps = pl_args_int(a, "lr-steps");
+  if (hp->decay == PL_LR_CONSTANT) {
+    static const char *const decay_only[] = {"lr-min", "lr-steps", NULL};
+    for (int i = 0; decay_only[i]; i++)
+      if (pl_args_given(a, decay_only[i]))
+        return pl_set_error(PL_EINVAL,
+                            "--%s: a setting of the decay, and --lr-decay is "
+                            "constant (allowed: --lr-decay linear or cosine, "
+                            "or drop --%s)",
+                            decay_only[i], decay_only[i]);
+    hp->lr_min = 0, hp->steps = 0;
+    return PL_OK;
+  }
+  if (hp->steps && hp->steps <= hp->warmup)
+    return pl_set_error(PL_EINVAL,
+                        "--lr-steps=%lld: the %s decay needs more steps than "
+                        "--lr-warmup=%lld",
+                        (long long)hp->steps, pl_lr_decay_names[hp->decay],
+                        (long long)hp->warmup);
+  if (hp->lr_min > hp->lr)
+    return pl_set_error(PL_EINVAL,
+                        "--lr-min=%g: above --lr=%g (allowed: 0..%g)",
+                        hp->lr_min, hp->lr, hp->lr);
+  return PL_OK;
+}
+
+/* A decay without --lr-steps ends at the point's last step: its warm-ups
+ * and timed steps (a --points point's own, else the command line's). */
+static pl_status lr_steps_of(pl_adamw_hparams *hp, bool given, int64_t steps,
+                             const char *point) {
+  if (hp->decay == PL_LR_CONSTANT || given)
+    return PL_OK;
+  hp->steps = steps;
+  if (steps > hp->warmup)
+    return PL_OK;
+  return pl_set_error(PL_EINVAL,
+                      "--lr-warmup=%lld: the %s decay needs steps after the "
+                      "warm-up, and %s%s runs %lld (warm-ups + timed; "
+                      "allowed: --lr-steps above %lld)",
+                      (long long)hp->warmup, pl_lr_decay_names[hp->decay],
+                      point[0] ? "point " : "the point", point,
+                      (long long)steps, (long long)hp->warmup);
+}
+
 static pl_status step_of(pl_bench_ctx *c, const pl_args *a, pl_train_setup *u) {
   pl_step_cfg *sc = &u->sc;
   *sc = pl_step_cfg_default();
+  PL_TRY(lr_of(a, &sc->hp));
+  PL_TRY(lr_steps_of(&sc->hp,
+                     pl_args_given(a, "lr-steps") || pl_args_given(a, "points"),
+                     (int64_t)c->warmup + c->iters, ""));
   sc->dt = strcmp(pl_args_enum_name(a, "dtype"), "f32") ? PL_BF16 : PL_F32;
   sc->dispatch = (pl_moe_variant)pl_args_enum(a, "dispatch");
   sc->moe_c = (int64_t)pl_args_size(a, "chunk-cap");
@@ -603,6 +658,11 @@ static pl_status file_points(pl_bench_ctx *c, const pl_args *a, const char *arg,
                         path, q->name, q->warmup, q->steps);
       break;
     }
+    st = lr_steps_of(
+        &u.sc.hp, pl_args_given(a, "lr-steps"),
+        (int64_t)(pl_args_given(a, "warmup") ? c->warmup : q->warmup) +
+            (pl_args_given(a, "iters") ? c->iters : q->steps),
+        q->name);
     for (int k = 0; k < t->nsys && st == PL_OK; k++) {
       st = t->sys[k]->validate(&u, c->size);
       if (st == PL_EINFEASIBLE) { /* this point's row says it */

@@ -200,6 +200,7 @@ typedef struct f2_handle {
 
 pl_fsdp2_cfg pl__train_fsdp2_cfg(const pl_train_setup *u) {
   pl_fsdp2_cfg c = pl_fsdp2_cfg_default();
+  c.hp = u->sc.hp; /* --lr and its schedule: one AdamW for both systems */
   c.cp = u->f2.cp, c.ep = u->f2.ep;
   c.ac = u->f2.ac, c.ac_freq = u->f2.ac_freq;
   c.optim = u->f2.optim;
