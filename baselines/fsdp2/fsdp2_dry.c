@@ -104,6 +104,16 @@ static const char *static_tag(const char *tag, int *term) {
   return pool[n++];
 }
 
+/* The tracker's class of an allocation: its tag's term (every allocation,
+ * from the device's creation on). */
+static int term_of(void *ctx, const char *tag, const pl_mem_phase *ph) {
+  (void)ctx, (void)ph;
+  for (int i = 0; i < N_TAG_TERMS; i++)
+    if (!strcmp(tag_terms[i].tag, tag))
+      return tag_terms[i].term;
+  return PL_TERM_OTHER;
+}
+
 static size_t stat_tag(const pl_tag_bytes *l, int n, const char *tag) {
   for (int i = 0; i < n; i++)
     if (l[i].tag && !strcmp(l[i].tag, tag))
@@ -112,11 +122,9 @@ static size_t stat_tag(const pl_tag_bytes *l, int n, const char *tag) {
 }
 
 /* The device tags of step r into out: each tag's bytes at the peak and own
- * peak (tags the step never held left out), the terms at the peak (exact:
- * each tag is one term) and each term's own peak.  The tracker keeps peaks
- * by tag, not by term: a term of one tag has its tag's peak; one of several
- * tags gets the sum of their own peaks, an upper bound that is exact when
- * they peak together (and never below the term at the device peak). */
+ * peak (tags the step never held left out), and each term's bytes at the
+ * peak and own peak from the tracker's classes (term_of: each tag is one
+ * term). */
 static void fill_tags(const pl_mem_stats *d, pl_plan_mem *out) {
   int n = 0;
   for (int i = 0; i < d->n_tags && n < PL_PLAN_MAX_TAGS; i++) {
@@ -127,13 +135,16 @@ static void fill_tags(const pl_mem_stats *d, pl_plan_mem *out) {
       continue;
     int term;
     const char *tag = static_tag(name, &term);
+    (void)term;
     out->at_peak[n] = (pl_tag_bytes){tag, at};
     out->tag_peak[n] = (pl_tag_bytes){tag, pk};
-    out->term[term] += at;
-    out->term_peak[term] += pk;
     n++;
   }
   out->n_tags = n;
+  for (int k = 0; k < PL_TERM_COUNT && k < d->n_classes; k++) {
+    out->term[k] = d->class_at_peak[k];
+    out->term_peak[k] = d->class_peak[k];
+  }
 }
 
 /* Everything but the tags from the built trainer t, its configuration c
@@ -214,6 +225,9 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
   PL_TRY_GOTO(st, done,
               pl_plan_dry_device_routed(mc->backend, (size_t)mc->hbm_bytes, 0,
                                         routes, &dd));
+  PL_TRY_GOTO(
+      st, done,
+      pl_mem_set_classes(dd, PL_ARENA_DEVICE, PL_TERM_COUNT, term_of, NULL));
   /* one rank of its own whatever the MPI world (a test runs one per rank) */
   PL_TRY_GOTO(st, done, pl_comm_world(dd, &world));
   PL_TRY_GOTO(st, done, pl_comm_split(world, pl_world_rank(), 0, &self));

@@ -134,14 +134,6 @@ static int tags(const pl_plan_mem *rp, const pl_plan_mem *hi,
   return bad;
 }
 
-/* Does term k hold more than one of the replay's tags?  (The FSDP2 replay's
- * terms of several tags: units, attention, resident, acts, expert,
- * logits.) */
-static bool multi_tag_term(int k) {
-  return k == PL_TERM_UNITS || k == PL_TERM_ATTN || k == PL_TERM_RESIDENT ||
-         k == PL_TERM_ACTS || k == PL_TERM_EXPERT || k == PL_TERM_LOGITS;
-}
-
 /* Every field of the replay rp and the measurement dm; host_node: the
  * replay's rank times the run's ranks on a node.  hi (NULL: every field
  * exact): rank 0 of an EP group of several members, whose routes the dry
@@ -200,12 +192,8 @@ static int compare(const pl_plan_mem *rp, const pl_plan_mem *hi,
                route_term(k), (long long)dm->term[k]);
     snprintf(f, sizeof f, "term %s own peak", pl_plan_term_name(k));
     const long long hp = hi ? (long long)hi->term_peak[k] : 0;
-    if (!multi_tag_term(k))
-      bad += cmp(why, n, f, (long long)rp->term_peak[k], hi ? &hp : NULL,
-                 route_term(k), (long long)dm->term_peak[k]);
-    else if (dm->term_peak[k] < rp->term_peak[k])
-      bad += field(why, n, f, (long long)rp->term_peak[k],
-                   (long long)dm->term_peak[k]);
+    bad += cmp(why, n, f, (long long)rp->term_peak[k], hi ? &hp : NULL,
+               route_term(k), (long long)dm->term_peak[k]);
   }
   return bad;
 }
@@ -227,19 +215,6 @@ static double rank0_imbalance(const pl_model_cfg *m, int ep, int64_t N) {
   free(idx);
   free(w);
   return (double)ep * (double)mine / ((double)N * m->k);
-}
-
-/* The multi-tag terms whose measured own peak (the bound) is above the
- * replay's, for the log: "units +6144 acts +512". */
-static void term_peak_slack(const pl_plan_mem *rp, const pl_plan_mem *dm,
-                            char *buf, size_t n) {
-  snprintf(buf, n, "-");
-  size_t l = 0;
-  for (int k = 0; k < PL_TERM_COUNT; k++)
-    if (dm->term_peak[k] > rp->term_peak[k] && l + 1 < n)
-      l += (size_t)snprintf(buf + l, n - l, "%s%s +%zu", l ? " " : "",
-                            pl_plan_term_name(k),
-                            dm->term_peak[k] - rp->term_peak[k]);
 }
 
 /* Point p on backend be: 0 when every field agrees, else 1 with the
@@ -269,17 +244,14 @@ static int check_point(const point *p, pl_backend be, char *why, size_t n) {
   const bool worst_exact = p->m.k <= p->m.E / b.ep;
   const int bad = compare(rp, routed ? hi : NULL, worst_exact, dm,
                           (size_t)gpn * rp->host_rank, why, n) > 0;
-  char slack[160];
-  term_peak_slack(rp, dm, slack, sizeof slack);
   if (rank == 0)
     printf("  %-4s %-42s dev %9zu / %9zu  host %8zu / %8zu  worst %9zu / "
-           "%9zu  %s; own peaks bounded above: %s\n",
+           "%9zu  %s\n",
            pl_backend_name(be), p->name, rp->dev_peak, dm->dev_peak,
            rp->host_pinned, dm->host_pinned, rp->dev_worst, dm->dev_worst,
            bad                                      ? "DIFFERS"
            : routed && rp->dev_peak != dm->dev_peak ? "routes"
-                                                    : "equal",
-           slack);
+                                                    : "equal");
   if (rank == 0 && routed)
     printf("       rank 0's exact receive (imb %.4f): replay dev %zu\n", imb,
            hi->dev_peak);
