@@ -98,7 +98,10 @@ pl_status pl__report_train_loss_chart(pl_report_ctx *rc, FILE *md,
   if (best < 0)
     return PL_OK;
   const pl__train_pt *x = &p[best];
-  curve *c = calloc((size_t)(n + 1), sizeof *c);
+  int cap = n; /* every row of ours and of the peer's files can be a curve */
+  for (int k = 0; k < npe; k++)
+    cap += pe[k]->nrows;
+  curve *c = calloc((size_t)cap + 1, sizeof *c);
   int nc = 0;
   PL_ASSERT(c != NULL);
   /* plateau's curves first: the lower panel is the others' distance from

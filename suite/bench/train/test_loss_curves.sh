@@ -113,6 +113,17 @@ rm -rf "$tmp/run/report"
 [ "$(head -1 "$tmp/run/report/train-losses.csv")" = "step,plateau,fsdp2,torch_fsdp2" ] &&
   ok "report: the peer's curve of the same shape joins" ||
   bad "report with a peer: $(head -1 "$tmp/run/report/train-losses.csv" 2>&1)"
+# more peer curves than rows of ours (three peer files, two rows): every one
+# is a column, labelled by repeat
+for k in 2 3; do cp "$tmp/run/torch_fsdp2.test.tsv" "$tmp/run/torch_fsdp2.test$k.tsv"; done
+rm -rf "$tmp/run/report"
+"$BIN" report "$tmp/run" >"$tmp/report.log" 2>&1 || { tail -5 "$tmp/report.log"; bad "report with three peers"; }
+[ "$(head -1 "$tmp/run/report/train-losses.csv")" = "step,plateau,fsdp2,torch_fsdp2,torch_fsdp2#2,torch_fsdp2#3" ] &&
+  ok "report: three peer curves beside two of ours" ||
+  bad "report with three peers: $(head -1 "$tmp/run/report/train-losses.csv" 2>&1)"
+rm -f "$tmp/run/torch_fsdp2.test2.tsv" "$tmp/run/torch_fsdp2.test3.tsv"
+rm -rf "$tmp/run/report"
+"$BIN" report "$tmp/run" >"$tmp/report.log" 2>&1 || bad "report again with one peer"
 # a proxy's losses carry the note, a real run's do not
 ! grep -q 'is a one-GPU proxy: its loss' "$tmp/run/report/train.md" && ok "real run: no proxy note" ||
   bad "real run: proxy note"
