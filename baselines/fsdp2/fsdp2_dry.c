@@ -86,13 +86,10 @@ static const struct {
 
 /* A tag name that outlives the device (pl_plan_mem keeps pointers): the
  * table's, else one interned here for the process's life. */
-static const char *static_tag(const char *tag, int *term) {
+static const char *static_tag(const char *tag) {
   for (int i = 0; i < N_TAG_TERMS; i++)
-    if (!strcmp(tag_terms[i].tag, tag)) {
-      *term = tag_terms[i].term;
+    if (!strcmp(tag_terms[i].tag, tag))
       return tag_terms[i].tag;
-    }
-  *term = PL_TERM_OTHER;
   static char pool[PL_PLAN_MAX_TAGS][32];
   static int n;
   for (int i = 0; i < n; i++)
@@ -133,9 +130,7 @@ static void fill_tags(const pl_mem_stats *d, pl_plan_mem *out) {
                  at = stat_tag(d->at_peak, d->n_tags, name);
     if (!pk && !at)
       continue;
-    int term;
-    const char *tag = static_tag(name, &term);
-    (void)term;
+    const char *tag = static_tag(name);
     out->at_peak[n] = (pl_tag_bytes){tag, at};
     out->tag_peak[n] = (pl_tag_bytes){tag, pk};
     n++;
