@@ -81,14 +81,16 @@ typedef struct route {
   float *probs;  /* N×E */
   int32_t *idx;  /* N×k device */
   float *w;      /* N×k */
-  int32_t *hidx; /* N×k host */
+  const int32_t *hidx; /* N×k host: own, or a dry device's routes */
+  int32_t *own;        /* hidx when this call allocated it */
+  const int64_t *slot_counts; /* a dry device's: routes per router slot */
 } route;
 
 static void route_free(pl_moe_ffn *f, pl_stream *s, route *r) {
   pl_free_async(f->dev, r->probs, s);
   pl_free_async(f->dev, r->idx, s);
   pl_free_async(f->dev, r->w, s);
-  free(r->hidx);
+  free(r->own);
   memset(r, 0, sizeof *r);
 }
 
@@ -113,26 +115,45 @@ static pl_status route_fwd(pl_moe_ffn *f, pl_stream *s, const void *h,
   PL_TRY(pl_router_fwd(s, &rs, h, f->w_r, f->bias, r->probs, r->idx, r->w));
   if (!with_host)
     return PL_OK;
-  r->hidx = malloc(nk * sizeof(int32_t) + 1);
-  if (!r->hidx)
+  /* dry device: no router ran; its route hook's answer is read in place,
+   * already landed (land) */
+  if (pl__on_dry(s)) {
+    pl_dry_route_view v;
+    PL_TRY(pl_dry_routes_view(f->dev, N, c->k, c->E,
+                              c->E_moe ? c->E_moe : c->E, &v));
+    r->hidx = v.idx;
+    r->slot_counts = v.counts;
+    return PL_OK;
+  }
+  r->own = malloc(nk * sizeof(int32_t) + 1);
+  if (!r->own)
     return pl_set_error(PL_ENOMEM, "moe ffn: host routes (N=%lld)",
                         (long long)N);
-  PL_TRY(pl_memcpy_async(s, r->hidx, r->idx, nk * sizeof(int32_t)));
-  PL_TRY(pl_stream_sync(s));
-  /* dry device: no router ran; the routes come from its route hook */
-  if (pl__on_dry(s))
-    return pl_dry_routes(f->dev, N, c->k, c->E, r->hidx);
-  return PL_OK;
+  r->hidx = r->own;
+  PL_TRY(pl_memcpy_async(s, r->own, r->idx, nk * sizeof(int32_t)));
+  return pl_stream_sync(s);
+}
+
+/* The routes per router slot into the layer's counts. */
+static void count_routes(pl_moe_ffn *f, const route *r, int64_t N) {
+  if (r->slot_counts) {
+    for (int e = 0; e < f->cfg.E; e++)
+      f->counts[e] += r->slot_counts[e];
+    return;
+  }
+  for (int64_t i = 0; i < N * f->cfg.k; i++)
+    f->counts[r->hidx[i]]++;
 }
 
 /* The host routes onto the MoE layer's experts: slot e to e mod E_moe
- * (nothing when the router's slots are the experts). */
+ * (nothing when the router's slots are the experts; a dry device's come
+ * landed). */
 static void land(const pl_moe_ffn *f, route *r, int64_t N) {
   const int Em = f->cfg.E_moe;
-  if (!Em || Em == f->cfg.E || !r->hidx)
+  if (!Em || Em == f->cfg.E || !r->own)
     return;
   for (int64_t i = 0; i < N * f->cfg.k; i++)
-    r->hidx[i] %= Em;
+    r->own[i] %= Em;
 }
 
 /* Failure agreement before the MoE layer (pl_agree over the EP group): a
@@ -175,8 +196,7 @@ pl_status pl_moe_ffn_forward(pl_moe_ffn *f, pl_stream *s, const void *x,
     if (st == PL_OK)
       st = route_fwd(f, s, h, N, true, &r);
     PL_TRY_GOTO(st, done, agree_before_moe(f, st, "forward"));
-    for (int64_t i = 0; i < N * c->k; i++)
-      f->counts[r.hidx[i]]++;
+    count_routes(f, &r, N);
     land(f, &r, N);
     PL_TRY_GOTO(st, done,
                 pl_moe_forward(f->moe, &f->ew, h, N, r.hidx, r.w, y,

@@ -144,18 +144,27 @@ typedef struct plan_scratch {
   int32_t *dest, *hmeta;
   int64_t nmeta;
   struct plan_memo *memo; /* dry device: its memo of these routes, or NULL */
+  uint64_t stamp; /* the dry device's stamp of idx (dry.h), or 0 */
+  /* dry: cnt3 and off3 (lent3), rc3 and vrs (lent_virt) are the memo's,
+   * read only, not freed with the scratch */
+  bool lent3, lent_virt;
   int64_t *vrs; /* a virtual group: every member's R, S per chunk (Ep·2K) */
 } plan_scratch;
 
-/* The dry device's memo of the plan's two passes over the routes (dry.h):
+/* The dry device's memo of the plan's passes over the routes (dry.h):
  * every MoE layer of a step on a dry device plans the same routes, so the
- * local counts (a function of N, k, E and the routes) and the block counts
- * cnt3 (of those, the group's lower-rank counts cum, the plan's pieces, Ep,
- * K and the chunking) are those of the last plan when these compare equal. */
+ * local counts (a function of N, k, E and the routes), the block counts
+ * cnt3 and their offsets off3 (of those, the group's lower-rank counts cum,
+ * the plan's pieces, Ep, K and the chunking) and, in a virtual group, what
+ * every member sends this rank (of those and the rank) are those of the
+ * last plan when these compare equal.  Routes read in place from the dry
+ * device (pl_dry_routes_view) are recognised by their stamp; others by
+ * their values. */
 typedef struct plan_memo {
   int64_t N;
   int k, E;
-  int32_t *idx;  /* N * k routes */
+  uint64_t stamp; /* the routes' stamp (idx NULL), or 0 */
+  int32_t *idx;   /* N * k routes (stamp 0) */
   int64_t *mine; /* E + 2: gather_counts' local part, valid routes */
   bool has_cnt;  /* the block counts below are set */
   int Ep, K;
@@ -166,17 +175,40 @@ typedef struct plan_memo {
   int *prank;     /* np pieces' ranks */
   int64_t *pend;  /* np pieces' ends */
   int64_t *cnt3;  /* K * Ep * E */
+  int64_t *off3;  /* K * Ep * E */
+  bool has_virt;  /* a virtual group's counts below, of rank virt_me */
+  int virt_me;
+  int64_t *rc3, *vrs; /* Ep * K * E; Ep * 2K */
+  /* with them, the chunks' layouts (chunk_layout: of the counts above and
+   * the helper sets, a function of the plan and the rank): K chunks, their
+   * groups and count arrays (ibuf, K * 4 * Ep) */
+  pl__moe_chunk *lay;
+  int64_t *lay_ibuf;
 } plan_memo;
 
+static void memo_drop_lay(plan_memo *mm) {
+  if (mm->lay)
+    for (int i = 0; i < mm->K; i++)
+      free(mm->lay[i].g);
+  free(mm->lay);
+  free(mm->lay_ibuf);
+  mm->lay = NULL;
+  mm->lay_ibuf = NULL;
+}
+
 static void memo_drop_cnt(plan_memo *mm) {
+  memo_drop_lay(mm);
   free(mm->cum);
   free(mm->piece_off);
   free(mm->prank);
   free(mm->pend);
   free(mm->cnt3);
-  mm->cum = mm->pend = mm->cnt3 = NULL;
+  free(mm->off3);
+  free(mm->rc3);
+  free(mm->vrs);
+  mm->cum = mm->pend = mm->cnt3 = mm->off3 = mm->rc3 = mm->vrs = NULL;
   mm->piece_off = mm->prank = NULL;
-  mm->has_cnt = false;
+  mm->has_cnt = mm->has_virt = false;
 }
 
 static void memo_free(void *p) {
@@ -189,33 +221,39 @@ static void memo_free(void *p) {
   free(mm);
 }
 
-/* The memo of dev if its routes are idx (N x k over E experts), else NULL. */
+/* The memo of dev if its routes are idx (N x k over E experts; stamp: the
+ * dry device's stamp of idx, or 0), else NULL. */
 static plan_memo *memo_find(pl_dev *dev, int64_t N, int k, int E,
-                            const int32_t *idx) {
+                            const int32_t *idx, uint64_t stamp) {
   plan_memo *mm = pl_dry_memo(dev, PL_DRY_MEMO_MOE_PLAN);
   if (!mm || mm->N != N || mm->k != k || mm->E != E)
     return NULL;
+  if (mm->stamp || stamp)
+    return mm->stamp == stamp ? mm : NULL;
   const size_t n = (size_t)N * (size_t)k;
   return n == 0 || !memcmp(mm->idx, idx, n * sizeof *idx) ? mm : NULL;
 }
 
-/* A new memo of routes idx with local counts mine on dry device dev; NULL
- * when the host has no room (the plan then goes on without one). */
+/* A new memo of routes idx (stamp as memo_find's) with local counts mine
+ * on dry device dev; NULL when the host has no room (the plan then goes on
+ * without one). */
 static plan_memo *memo_keep(pl_dev *dev, int64_t N, int k, int E,
-                            const int32_t *idx, const int64_t *mine) {
-  const size_t n = (size_t)N * (size_t)k;
+                            const int32_t *idx, uint64_t stamp,
+                            const int64_t *mine) {
+  const size_t n = stamp ? 0 : (size_t)N * (size_t)k;
   plan_memo *mm = calloc(1, sizeof *mm);
   if (!mm)
     return NULL;
-  mm->idx = malloc(n ? n * sizeof *idx : 1);
+  mm->idx = stamp ? NULL : malloc(n ? n * sizeof *idx : 1);
   mm->mine = malloc(((size_t)E + 2) * sizeof *mine);
-  if (!mm->idx || !mm->mine) {
+  if ((!stamp && !mm->idx) || !mm->mine) {
     memo_free(mm);
     return NULL;
   }
   if (n)
     memcpy(mm->idx, idx, n * sizeof *idx);
   memcpy(mm->mine, mine, ((size_t)E + 2) * sizeof *mine);
+  mm->stamp = stamp;
   mm->N = N;
   mm->k = k;
   mm->E = E;
@@ -249,7 +287,9 @@ static void memo_keep_cnt(plan_memo *mm, const plan_scratch *x,
   mm->prank = malloc((size_t)(np > 0 ? np : 1) * sizeof *mm->prank);
   mm->pend = malloc((size_t)(np > 0 ? np : 1) * sizeof *mm->pend);
   mm->cnt3 = malloc(n3 * sizeof *mm->cnt3);
-  if (!mm->cum || !mm->piece_off || !mm->prank || !mm->pend || !mm->cnt3) {
+  mm->off3 = malloc(n3 * sizeof *mm->off3);
+  if (!mm->cum || !mm->piece_off || !mm->prank || !mm->pend || !mm->cnt3 ||
+      !mm->off3) {
     memo_drop_cnt(mm);
     return;
   }
@@ -260,6 +300,7 @@ static void memo_keep_cnt(plan_memo *mm, const plan_scratch *x,
     mm->pend[i] = p->pieces[i].end;
   }
   memcpy(mm->cnt3, x->cnt3, n3 * sizeof *mm->cnt3);
+  memcpy(mm->off3, x->off3, n3 * sizeof *mm->off3);
   mm->Ep = x->Ep;
   mm->K = x->K;
   mm->contig = contig;
@@ -277,13 +318,17 @@ static void scratch_free(plan_scratch *x) {
   free(x->gcount);
   free(x->cum);
   free(x->li);
-  free(x->cnt3);
-  free(x->off3);
+  if (!x->lent3) {
+    free(x->cnt3);
+    free(x->off3);
+  }
   free(x->snd3);
-  free(x->rc3);
+  if (!x->lent_virt) {
+    free(x->rc3);
+    free(x->vrs);
+  }
   free(x->dest);
   free(x->hmeta);
-  free(x->vrs);
 }
 
 static pl_status host_oom(int64_t N) {
@@ -303,7 +348,8 @@ static pl_status gather_counts(pl_moe *m, int64_t N, const int32_t *idx,
     return host_oom(N);
   int64_t bad = N < 0 ? 1 : 0;
   const bool dry = pl__dev_dry(m->dev) && N >= 0;
-  x->memo = dry ? memo_find(m->dev, N, k, E, idx) : NULL;
+  x->stamp = dry ? pl_dry_routes_stamp(m->dev, idx, N, k, E) : 0;
+  x->memo = dry ? memo_find(m->dev, N, k, E, idx, x->stamp) : NULL;
   if (x->memo) { /* the same routes as the last plan on this dry device */
     memcpy(x->mine, x->memo->mine, ((size_t)E + 2) * sizeof *x->mine);
   } else {
@@ -316,7 +362,7 @@ static pl_status gather_counts(pl_moe *m, int64_t N, const int32_t *idx,
     x->mine[E] = N < 0 ? 0 : N;
     x->mine[E + 1] = bad;
     if (dry && !bad)
-      x->memo = memo_keep(m->dev, N, k, E, idx, x->mine);
+      x->memo = memo_keep(m->dev, N, k, E, idx, x->stamp, x->mine);
   }
   PL_TRY(pl_host_allgather_i64(m->comm, x->mine, (size_t)E + 2, x->all));
   for (int r = 0; r < Ep; r++)
@@ -438,6 +484,13 @@ static pl_status route_destinations(pl_moe *m, pl_moe_ctx *c, int64_t N,
   const int E = x->E, Ep = x->Ep, K = x->K, k = m->cfg.k;
   const size_t n3 = (size_t)K * Ep * E;
   const bool keep = !pl__dev_dry(m->dev);
+  const pl_llep_plan *p = &c->plan;
+  if (x->memo && memo_cnt_match(x->memo, x, p, contig)) {
+    x->cnt3 = x->memo->cnt3; /* dry: the last plan's (dest is not kept) */
+    x->off3 = x->memo->off3;
+    x->lent3 = true;
+    return PL_OK;
+  }
   x->cnt3 = calloc(n3, sizeof(int64_t));
   x->off3 = calloc(n3, sizeof(int64_t));
   if (keep)
@@ -446,13 +499,6 @@ static pl_status route_destinations(pl_moe *m, pl_moe_ctx *c, int64_t N,
   if (!x->cnt3 || !x->off3 || (keep && !x->dest) || !cur) {
     free(cur);
     return host_oom(N);
-  }
-  const pl_llep_plan *p = &c->plan;
-  if (x->memo && memo_cnt_match(x->memo, x, p, contig)) {
-    free(cur); /* dry: the last plan's counts (dest is not kept there) */
-    memcpy(x->cnt3, x->memo->cnt3, n3 * sizeof *x->cnt3);
-    fill_offsets(x);
-    return PL_OK;
   }
   const bool walk = ends_ordered(p);
   for (int e = 0; e < E; e++)
@@ -472,9 +518,9 @@ static pl_status route_destinations(pl_moe *m, pl_moe_ctx *c, int64_t N,
     }
   }
   free(cur);
+  fill_offsets(x);
   if (x->memo)
     memo_keep_cnt(x->memo, x, p, contig);
-  fill_offsets(x);
   return PL_OK;
 }
 
@@ -484,12 +530,21 @@ static pl_status virtual_counts(pl_moe *m, pl_moe_ctx *c, int64_t N,
                                 const int32_t *idx, bool contig,
                                 plan_scratch *x) {
   const int E = x->E, Ep = x->Ep, K = x->K;
-  int64_t *cnt_e = calloc((size_t)K * E, sizeof *cnt_e);
-  x->vrs = malloc((size_t)Ep * 2 * K * sizeof *x->vrs);
-  if (!cnt_e || !x->vrs) {
-    free(cnt_e);
-    return host_oom(N);
+  const size_t n3 = (size_t)K * Ep * E, nrs = (size_t)Ep * 2 * K;
+  plan_memo *mm = x->memo && x->memo->has_cnt ? x->memo : NULL;
+  if (mm && mm->has_virt && mm->virt_me == m->rank) { /* dry: the last's */
+    x->rc3 = mm->rc3;
+    x->vrs = mm->vrs;
+    x->lent_virt = true;
+    return PL_OK;
   }
+  x->rc3 = malloc(n3 * sizeof *x->rc3);
+  x->vrs = malloc(nrs * sizeof *x->vrs);
+  if (!x->rc3 || !x->vrs)
+    return host_oom(N);
+  int64_t *cnt_e = calloc((size_t)K * E, sizeof *cnt_e);
+  if (!cnt_e)
+    return host_oom(N);
   for (int ch = 0; ch < K; ch++)
     for (int d = 0; d < Ep; d++)
       for (int e = 0; e < E; e++)
@@ -498,6 +553,19 @@ static pl_status virtual_counts(pl_moe *m, pl_moe_ctx *c, int64_t N,
       pl__moe_virtual_counts(&c->plan, E, Ep, K, m->rank, N, m->cfg.k, idx,
                              contig, cnt_e, x->mine, x->rc3, x->vrs);
   free(cnt_e);
+  if (st == PL_OK && mm) { /* the memo's block counts are this plan's */
+    memo_drop_lay(mm);
+    free(mm->rc3);
+    free(mm->vrs);
+    mm->rc3 = malloc(n3 * sizeof *mm->rc3);
+    mm->vrs = malloc(nrs * sizeof *mm->vrs);
+    mm->has_virt = mm->rc3 && mm->vrs;
+    if (mm->has_virt) {
+      memcpy(mm->rc3, x->rc3, n3 * sizeof *mm->rc3);
+      memcpy(mm->vrs, x->vrs, nrs * sizeof *mm->vrs);
+      mm->virt_me = m->rank;
+    }
+  }
   return st;
 }
 
@@ -507,12 +575,12 @@ static pl_status exchange_counts(pl_moe *m, pl_moe_ctx *c, int64_t N,
                                  plan_scratch *x) {
   const int E = x->E, Ep = x->Ep, K = x->K;
   const size_t n3 = (size_t)K * Ep * E;
+  if (Ep > 1 && pl_comm_is_virtual(m->comm))
+    return virtual_counts(m, c, N, idx, contig, x);
   x->snd3 = malloc(n3 * sizeof(int64_t));
   x->rc3 = malloc(n3 * sizeof(int64_t));
   if (!x->snd3 || !x->rc3)
     return host_oom(N);
-  if (Ep > 1 && pl_comm_is_virtual(m->comm))
-    return virtual_counts(m, c, N, idx, contig, x);
   for (int d = 0; d < Ep; d++)
     for (int ch = 0; ch < K; ch++)
       for (int e = 0; e < E; e++)
@@ -630,6 +698,31 @@ static pl_status chunk_layout(pl_moe *m, pl_moe_ctx *c, int ch, int64_t N,
   return PL_OK;
 }
 
+/* K chunk layouts src (count arrays in sibuf) into dst (zeroed; dibuf):
+ * each chunk's fields, its count arrays re-pointed into dibuf, its groups
+ * copied.  On failure the groups copied so far stay in dst (freed with
+ * it). */
+static pl_status layouts_copy(pl__moe_chunk *dst, int64_t *dibuf,
+                              const pl__moe_chunk *src, const int64_t *sibuf,
+                              int K, int Ep, int64_t N) {
+  memcpy(dibuf, sibuf, (size_t)K * 4 * Ep * sizeof *dibuf);
+  for (int ch = 0; ch < K; ch++) {
+    const pl__moe_chunk *a = &src[ch];
+    pl__moe_chunk *b = &dst[ch];
+    *b = *a;
+    b->scnt = dibuf + (a->scnt - sibuf);
+    b->sdsp = dibuf + (a->sdsp - sibuf);
+    b->rcnt = dibuf + (a->rcnt - sibuf);
+    b->rdsp = dibuf + (a->rdsp - sibuf);
+    const size_t bytes = (size_t)(a->ng > 0 ? a->ng : 1) * sizeof *a->g;
+    b->g = malloc(bytes);
+    if (!b->g)
+      return host_oom(N);
+    memcpy(b->g, a->g, bytes);
+  }
+  return PL_OK;
+}
+
 /* 6. Per-chunk layouts, the tokens of each chunk and the offsets of its
  * index arrays in the one host buffer (x->nmeta entries in all). */
 static pl_status chunk_layouts(pl_moe *m, pl_moe_ctx *c, int64_t N, bool contig,
@@ -640,11 +733,25 @@ static pl_status chunk_layouts(pl_moe *m, pl_moe_ctx *c, int64_t N, bool contig,
   if (!c->ch || !c->ibuf)
     return host_oom(N);
   int64_t tot_R = 0;
+  plan_memo *mm = x->lent_virt ? x->memo : NULL; /* dry, virtual: memo'd */
+  if (mm && mm->lay)
+    PL_TRY(layouts_copy(c->ch, c->ibuf, mm->lay, mm->lay_ibuf, K, Ep, N));
+  else
+    for (int ch = 0; ch < K; ch++)
+      PL_TRY(chunk_layout(m, c, ch, N, x));
   for (int ch = 0; ch < K; ch++) {
-    PL_TRY(chunk_layout(m, c, ch, N, x));
     tot_R += c->ch[ch].R;
     if (c->ch[ch].R > c->max_chunk_recv)
       c->max_chunk_recv = c->ch[ch].R;
+  }
+  mm = x->memo;
+  if (x->vrs && mm && mm->has_virt && mm->virt_me == m->rank && !mm->lay) {
+    /* a virtual group's, with the memo's counts: keep them (none: no room) */
+    mm->lay = calloc((size_t)K, sizeof *mm->lay);
+    mm->lay_ibuf = malloc((size_t)K * 4 * Ep * sizeof *mm->lay_ibuf);
+    if (!mm->lay || !mm->lay_ibuf ||
+        layouts_copy(mm->lay, mm->lay_ibuf, c->ch, c->ibuf, K, Ep, N) != PL_OK)
+      memo_drop_lay(mm);
   }
   /* tokens per chunk: what pl_chunk_of gives each, counted in closed form */
   for (int ch = 0; ch < K && N > 0; ch++) {

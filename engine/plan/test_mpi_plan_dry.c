@@ -321,12 +321,86 @@ START_TEST(dry_backend_basics) {
 }
 END_TEST
 
+/* A route hook for the view's test: token t's j-th route to expert
+ * (3t + j) mod E, or to expert E (out of range) when ctx says so; counts
+ * its calls in ctx. */
+typedef struct hook_ctx {
+  int calls;
+  bool bad;
+} hook_ctx;
+
+static pl_status cyclic_routes(void *ctx, int64_t N, int k, int E,
+                               int32_t *idx) {
+  hook_ctx *h = ctx;
+  h->calls++;
+  for (int64_t t = 0; t < N; t++)
+    for (int j = 0; j < k; j++)
+      idx[t * k + j] = h->bad && t == N - 1 ? E : (int32_t)((3 * t + j) % E);
+  return PL_OK;
+}
+
+/* The routes read in place: the hook asked once per shape, the answer
+ * landed and counted per router slot, a stamp that names one answer and
+ * no other memory, pl_dry_routes' copy equal to the view. */
+START_TEST(dry_route_view) {
+  pl_dev *dd;
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_DRY, 0, &dd), PL_OK);
+  hook_ctx h = {0, false};
+  ck_assert_int_eq(pl_dry_set_routes(dd, cyclic_routes, &h), PL_OK);
+  enum { N = 7, K = 2, E = 8 };
+  pl_dry_route_view v, w;
+  ck_assert_int_eq(pl_dry_routes_view(dd, N, K, E, E, &v), PL_OK);
+  ck_assert_int_eq(h.calls, 1);
+  ck_assert(v.stamp != 0);
+  int64_t want[E] = {0};
+  for (int t = 0; t < N; t++)
+    for (int j = 0; j < K; j++) {
+      ck_assert_int_eq(v.idx[t * K + j], (3 * t + j) % E);
+      want[(3 * t + j) % E]++;
+    }
+  for (int e = 0; e < E; e++)
+    ck_assert_int_eq(v.counts[e], want[e]);
+  ck_assert_uint_eq(pl_dry_routes_stamp(dd, v.idx, N, K, E), v.stamp);
+  /* the same shape: the same answer, not asked again */
+  ck_assert_int_eq(pl_dry_routes_view(dd, N, K, E, E, &w), PL_OK);
+  ck_assert_int_eq(h.calls, 1);
+  ck_assert_ptr_eq(w.idx, v.idx);
+  ck_assert_uint_eq(w.stamp, v.stamp);
+  /* a copy has the values, not the stamp; nor has another shape */
+  int32_t copy[N * K];
+  ck_assert_int_eq(pl_dry_routes(dd, N, K, E, copy), PL_OK);
+  ck_assert_int_eq(memcmp(copy, v.idx, sizeof copy), 0);
+  ck_assert_uint_eq(pl_dry_routes_stamp(dd, copy, N, K, E), 0);
+  ck_assert_uint_eq(pl_dry_routes_stamp(dd, v.idx, N - 1, K, E), 0);
+  ck_assert_uint_eq(pl_dry_routes_stamp(dd, v.idx, N, K, E / 2), 0);
+  ck_assert_uint_eq(pl_dry_routes_stamp(dev, v.idx, N, K, E), 0);
+  const uint64_t first = v.stamp;
+  /* landed on E/2 experts: e mod E/2, counted per router slot before */
+  ck_assert_int_eq(pl_dry_routes_view(dd, N, K, E, E / 2, &v), PL_OK);
+  ck_assert_int_eq(h.calls, 2);
+  ck_assert(v.stamp != 0 && v.stamp != first);
+  for (int i = 0; i < N * K; i++)
+    ck_assert_int_eq(v.idx[i], copy[i] % (E / 2));
+  for (int e = 0; e < E; e++)
+    ck_assert_int_eq(v.counts[e], want[e]);
+  ck_assert_int_eq(pl_dry_routes_view(dd, N, K, E, 3, &v), PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "E_land=3"));
+  /* a new hook: a new answer; a hook's id out of range: an error */
+  h.bad = true;
+  ck_assert_int_eq(pl_dry_set_routes(dd, cyclic_routes, &h), PL_OK);
+  ck_assert_int_eq(pl_dry_routes_view(dd, N, K, E, E, &v), PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "gave expert 8"));
+  pl_dev_destroy(dd);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   const int e =
       pl_check_world_open(&argc, &argv, "plan_dry", &dev, &world, &rank, &size);
   if (e)
     return e;
-  const TTest *tests[] = {dry_backend_basics, dry_grid,           dry_grid_cuda,
+  const TTest *tests[] = {dry_backend_basics, dry_route_view,
+                          dry_grid,           dry_grid_cuda,
                           dry_full_grid,      dry_full_grid_cuda, NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("plan_dry", 300, tests, rank, world));

@@ -33,6 +33,31 @@ pl_status pl_dry_set_routes(pl_dev *dev, pl_dry_route_fn fn, void *ctx);
  * routes of every layer and step are the same; setting a hook drops it). */
 pl_status pl_dry_routes(pl_dev *dev, int64_t N, int k, int E, int32_t *idx);
 
+/* The same answer read in place, landed on E_land experts (dividing E):
+ * route e becomes e mod E_land, as a proxy's MoE layer takes a router over
+ * more slots (model/moe_ffn.h); E_land = E leaves them.  idx stays valid and
+ * unchanged until the hook or (N, k, E, E_land) changes; counts[e] are the
+ * hook's routes to router slot e (E entries, before the landing); stamp is
+ * an answer's number, never the same for two answers of any dry devices.
+ * Why: a step's every MoE layer reads the same routes, and the code that
+ * keeps a memo of what it derives from them (ops/moe_plan.c) recognises
+ * them by their stamp (pl_dry_routes_stamp) instead of comparing N·k ids.
+ * PL_EINVAL when a hook's expert id is outside [0, E). */
+typedef struct pl_dry_route_view {
+  const int32_t *idx;    /* N x k, in [0, E_land) */
+  const int64_t *counts; /* E */
+  uint64_t stamp;
+} pl_dry_route_view;
+
+pl_status pl_dry_routes_view(pl_dev *dev, int64_t N, int k, int E, int E_land,
+                             pl_dry_route_view *v);
+
+/* The stamp of routes idx (N x k, landed on E_land experts) when idx is dry
+ * device dev's answer read in place (pl_dry_routes_view); 0 otherwise (other
+ * memory, another device or backend, another shape). */
+uint64_t pl_dry_routes_stamp(const pl_dev *dev, const int32_t *idx, int64_t N,
+                             int k, int E_land);
+
 /* The backend dry device dev plays (be: cpu, the default, or cuda): the
  * code takes that backend's allocation decisions on dev — under cuda the
  * RMSNorm backward's scratch and the attention backward's workspace as

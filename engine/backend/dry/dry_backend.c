@@ -70,9 +70,14 @@ typedef struct dry_state {
   int extra_c[MAX_EXTRA], extra_n[MAX_EXTRA], nextra;
   pl_dry_route_fn routes;
   void *routes_ctx;
-  int32_t *last_idx; /* the hook's last answer, for last_N, last_k, last_E */
+  /* the hook's last answer, for (last_N, last_k, last_E) landed on
+   * last_land experts: the routes, the hook's routes per router slot
+   * (last_E, before the landing) and the answer's stamp */
+  int32_t *last_idx;
+  int64_t *last_counts;
   int64_t last_N;
-  int last_k, last_E;
+  int last_k, last_E, last_land;
+  uint64_t last_stamp;
   void *memo[PL_DRY_MEMO_N];
   void (*memo_free[PL_DRY_MEMO_N])(void *);
   size_t total_bytes; /* what info reports: the played GPU's memory */
@@ -106,6 +111,7 @@ static void dry_fini(pl_dev *dev) {
   for (int c = 0; c < NCLASS; c++)
     free(d->cls[c].free);
   free(d->last_idx);
+  free(d->last_counts);
   for (int i = 0; i < PL_DRY_MEMO_N; i++)
     if (d->memo[i] && d->memo_free[i])
       d->memo_free[i](d->memo[i]);
@@ -300,14 +306,21 @@ static pl_status dry_memcpy_peer(pl_stream *s, void *dst, const pl_dev *dd,
   return PL_OK;
 }
 
+static void drop_answer(dry_state *d) {
+  free(d->last_idx);
+  free(d->last_counts);
+  d->last_idx = NULL;
+  d->last_counts = NULL;
+  d->last_stamp = 0;
+}
+
 pl_status pl_dry_set_routes(pl_dev *dev, pl_dry_route_fn fn, void *ctx) {
   if (!dev || dev->backend != PL_BACKEND_DRY)
     return pl_set_error(PL_EINVAL, "pl_dry_set_routes: not a dry device");
   dry_state *d = dev->impl;
   d->routes = fn;
   d->routes_ctx = ctx;
-  free(d->last_idx);
-  d->last_idx = NULL;
+  drop_answer(d);
   return PL_OK;
 }
 
@@ -323,7 +336,13 @@ pl_status pl_dry_set_flavour(pl_dev *dev, pl_backend be, size_t total_bytes) {
   return PL_OK;
 }
 
-pl_status pl_dry_routes(pl_dev *dev, int64_t N, int k, int E, int32_t *idx) {
+/* Stamps of answers: process-wide, so that no two answers of any dry
+ * devices share one (a freed answer's address may come back). */
+static uint64_t g_stamp;
+
+/* Ask the hook for (N, k, E), landed on E_land experts, unless that is the
+ * answer held. */
+static pl_status answer(pl_dev *dev, int64_t N, int k, int E, int E_land) {
   if (!dev || dev->backend != PL_BACKEND_DRY)
     return pl_set_error(PL_EINVAL, "pl_dry_routes: not a dry device");
   dry_state *d = dev->impl;
@@ -331,21 +350,78 @@ pl_status pl_dry_routes(pl_dev *dev, int64_t N, int k, int E, int32_t *idx) {
     return pl_set_error(PL_EINVAL,
                         "dry device: the step needs the router's routes and "
                         "no route source was set (pl_dry_set_routes)");
-  const size_t n = N > 0 && k > 0 ? (size_t)N * (size_t)k : 0;
-  if (d->last_idx && N == d->last_N && k == d->last_k && E == d->last_E) {
-    memcpy(idx, d->last_idx, n * sizeof *idx);
+  if (E_land <= 0 || E <= 0 || E % E_land)
+    return pl_set_error(PL_EINVAL,
+                        "pl_dry_routes: E_land=%d: must divide E=%d", E_land,
+                        E);
+  if (d->last_idx && N == d->last_N && k == d->last_k && E == d->last_E &&
+      E_land == d->last_land)
     return PL_OK;
+  drop_answer(d);
+  const size_t n = N > 0 && k > 0 ? (size_t)N * (size_t)k : 0;
+  int32_t *idx = malloc(n ? n * sizeof *idx : 1);
+  int64_t *cnt = calloc((size_t)E, sizeof *cnt);
+  if (!idx || !cnt) {
+    free(idx);
+    free(cnt);
+    return pl_set_error(PL_ENOMEM, "dry device: the routes of N=%lld, k=%d",
+                        (long long)N, k);
   }
-  PL_TRY(d->routes(d->routes_ctx, N, k, E, idx));
-  free(d->last_idx);
-  d->last_idx = malloc(n ? n * sizeof *idx : 1);
-  if (d->last_idx) { /* without a copy the hook is asked again next time */
-    memcpy(d->last_idx, idx, n * sizeof *idx);
-    d->last_N = N;
-    d->last_k = k;
-    d->last_E = E;
+  pl_status st = d->routes(d->routes_ctx, N, k, E, idx);
+  for (size_t i = 0; st == PL_OK && i < n; i++) {
+    if (idx[i] < 0 || idx[i] >= E) {
+      st = pl_set_error(PL_EINVAL,
+                        "dry device: the route hook gave expert %d for route "
+                        "%zu: must be in [0, E=%d)",
+                        idx[i], i, E);
+      break;
+    }
+    cnt[idx[i]]++;
+    if (E_land != E)
+      idx[i] %= E_land;
   }
+  if (st != PL_OK) {
+    free(idx);
+    free(cnt);
+    return st;
+  }
+  d->last_idx = idx;
+  d->last_counts = cnt;
+  d->last_N = N;
+  d->last_k = k;
+  d->last_E = E;
+  d->last_land = E_land;
+  d->last_stamp = __atomic_add_fetch(&g_stamp, 1, __ATOMIC_RELAXED);
   return PL_OK;
+}
+
+pl_status pl_dry_routes(pl_dev *dev, int64_t N, int k, int E, int32_t *idx) {
+  PL_TRY(answer(dev, N, k, E, E));
+  const dry_state *d = dev->impl;
+  const size_t n = N > 0 && k > 0 ? (size_t)N * (size_t)k : 0;
+  if (n)
+    memcpy(idx, d->last_idx, n * sizeof *idx);
+  return PL_OK;
+}
+
+pl_status pl_dry_routes_view(pl_dev *dev, int64_t N, int k, int E, int E_land,
+                             pl_dry_route_view *v) {
+  memset(v, 0, sizeof *v);
+  PL_TRY(answer(dev, N, k, E, E_land));
+  const dry_state *d = dev->impl;
+  *v = (pl_dry_route_view){d->last_idx, d->last_counts, d->last_stamp};
+  return PL_OK;
+}
+
+uint64_t pl_dry_routes_stamp(const pl_dev *dev, const int32_t *idx, int64_t N,
+                             int k, int E_land) {
+  if (!dev || dev->backend != PL_BACKEND_DRY || !dev->impl || !idx)
+    return 0;
+  const dry_state *d = dev->impl;
+  return d->last_idx == idx && d->last_N == N && d->last_k == k &&
+                 d->last_land == E_land
+             ? d->last_stamp
+             : 0;
 }
 
 void *pl_dry_memo(const pl_dev *dev, pl_dry_memo_slot slot) {
