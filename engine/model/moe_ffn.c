@@ -78,11 +78,11 @@ static pl_status check_stream(const pl_moe_ffn *f, pl_stream *s) {
 
 /* Router buffers of one call (tag "router"). */
 typedef struct route {
-  float *probs;  /* N×E */
-  int32_t *idx;  /* N×k device */
-  float *w;      /* N×k */
-  const int32_t *hidx; /* N×k host: own, or a dry device's routes */
-  int32_t *own;        /* hidx when this call allocated it */
+  float *probs;               /* N×E */
+  int32_t *idx;               /* N×k device */
+  float *w;                   /* N×k */
+  const int32_t *hidx;        /* N×k host: own, or a dry device's routes */
+  int32_t *own;               /* hidx when this call allocated it */
   const int64_t *slot_counts; /* a dry device's: routes per router slot */
 } route;
 
@@ -119,8 +119,8 @@ static pl_status route_fwd(pl_moe_ffn *f, pl_stream *s, const void *h,
    * already landed (land) */
   if (pl__on_dry(s)) {
     pl_dry_route_view v;
-    PL_TRY(pl_dry_routes_view(f->dev, N, c->k, c->E,
-                              c->E_moe ? c->E_moe : c->E, &v));
+    PL_TRY(pl_dry_routes_view(f->dev, N, c->k, c->E, c->E_moe ? c->E_moe : c->E,
+                              &v));
     r->hidx = v.idx;
     r->slot_counts = v.counts;
     return PL_OK;

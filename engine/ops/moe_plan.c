@@ -144,7 +144,7 @@ typedef struct plan_scratch {
   int32_t *dest, *hmeta;
   int64_t nmeta;
   struct plan_memo *memo; /* dry device: its memo of these routes, or NULL */
-  uint64_t stamp; /* the dry device's stamp of idx (dry.h), or 0 */
+  uint64_t stamp;         /* the dry device's stamp of idx (dry.h), or 0 */
   /* dry: cnt3 and off3 (lent3), rc3 and vrs (lent_virt) are the memo's,
    * read only, not freed with the scratch */
   bool lent3, lent_virt;
@@ -165,8 +165,8 @@ typedef struct plan_memo {
   int k, E;
   uint64_t stamp; /* the routes' stamp (idx NULL), or 0 */
   int32_t *idx;   /* N * k routes (stamp 0) */
-  int64_t *mine; /* E + 2: gather_counts' local part, valid routes */
-  bool has_cnt;  /* the block counts below are set */
+  int64_t *mine;  /* E + 2: gather_counts' local part, valid routes */
+  bool has_cnt;   /* the block counts below are set */
   int Ep, K;
   bool contig;
   int np;

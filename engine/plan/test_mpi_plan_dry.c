@@ -399,9 +399,9 @@ int main(int argc, char **argv) {
       pl_check_world_open(&argc, &argv, "plan_dry", &dev, &world, &rank, &size);
   if (e)
     return e;
-  const TTest *tests[] = {dry_backend_basics, dry_route_view,
-                          dry_grid,           dry_grid_cuda,
-                          dry_full_grid,      dry_full_grid_cuda, NULL};
+  const TTest *tests[] = {
+      dry_backend_basics, dry_route_view,     dry_grid, dry_grid_cuda,
+      dry_full_grid,      dry_full_grid_cuda, NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("plan_dry", 300, tests, rank, world));
 }

@@ -351,9 +351,8 @@ static pl_status answer(pl_dev *dev, int64_t N, int k, int E, int E_land) {
                         "dry device: the step needs the router's routes and "
                         "no route source was set (pl_dry_set_routes)");
   if (E_land <= 0 || E <= 0 || E % E_land)
-    return pl_set_error(PL_EINVAL,
-                        "pl_dry_routes: E_land=%d: must divide E=%d", E_land,
-                        E);
+    return pl_set_error(PL_EINVAL, "pl_dry_routes: E_land=%d: must divide E=%d",
+                        E_land, E);
   if (d->last_idx && N == d->last_N && k == d->last_k && E == d->last_E &&
       E_land == d->last_land)
     return PL_OK;
