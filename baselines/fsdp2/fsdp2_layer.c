@@ -34,7 +34,7 @@ void pl__fsdp2_layer_drop(pl__fsdp2_layer *l, pl_stream *s) {
                 v->gu, v->a, v->lse, v->probs, v->w, v->idx};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
     pl_free_async(l->dev, ps[i], s);
-  free(v->hidx);
+  free(v->own);
   pl_moe_ctx_free(v->ctx);
   memset(v, 0, sizeof *v);
 }
@@ -91,17 +91,24 @@ static pl_status ffn_fwd(pl__fsdp2_layer *l, pl_stream *s, void *y, int64_t N,
         .N = N, .H = H, .E = l->E, .k = l->k, .renorm = l->renorm, .dt = l->dt};
     PL_TRY(
         pl_router_fwd(s, &rs, v->h2, l->w_r, l->bias, v->probs, v->idx, v->w));
-    v->hidx = malloc(nk2 * sizeof(int32_t) + 4);
-    if (!v->hidx)
-      return pl_set_error(PL_ENOMEM, "fsdp2 layer: host");
-    PL_TRY(pl_memcpy_async(s, v->hidx, v->idx, nk2 * 4));
-    PL_TRY(pl_stream_sync(s));
-    /* dry device: no router ran (the copy moved nothing); the routes come
-     * from its route hook, as the composed step's (model/moe_ffn.c) */
-    if (pl__on_dry(s))
-      PL_TRY(pl_dry_routes(l->dev, N, l->k, l->E, v->hidx));
-    for (size_t i = 0; count && i < nk2; i++)
-      l->counts[v->hidx[i]]++;
+    if (pl__on_dry(s)) {
+      /* dry device: no router ran; its route hook's answer is read in
+       * place, as the composed step's (model/moe_ffn.c) */
+      pl_dry_route_view dv;
+      PL_TRY(pl_dry_routes_view(l->dev, N, l->k, l->E, l->E, &dv));
+      v->hidx = dv.idx;
+      for (int e = 0; count && e < l->E; e++)
+        l->counts[e] += dv.counts[e];
+    } else {
+      v->own = malloc(nk2 * sizeof(int32_t) + 4);
+      if (!v->own)
+        return pl_set_error(PL_ENOMEM, "fsdp2 layer: host");
+      v->hidx = v->own;
+      PL_TRY(pl_memcpy_async(s, v->own, v->idx, nk2 * 4));
+      PL_TRY(pl_stream_sync(s));
+      for (size_t i = 0; count && i < nk2; i++)
+        l->counts[v->hidx[i]]++;
+    }
     PL_TRY(pl_moe_forward(l->moe, &l->ew, v->h2, N, v->hidx, v->w, y,
                           keep_ctx ? &v->ctx : NULL, &l->stats));
     PL_TRY(pl_axpy(s, y, l->dt, v->y1, l->dt, nh, 1.0f));

@@ -54,7 +54,9 @@ typedef struct pl__fsdp2_saved {
   bool valid;
   void *h, *q, *k, *v, *o, *y1, *h2, *gu, *a;
   float *lse, *probs, *w;
-  int32_t *idx, *hidx;
+  int32_t *idx;
+  const int32_t *hidx; /* N×k host: own, or a dry device's routes */
+  int32_t *own;        /* hidx when the forward allocated it */
   pl_moe_ctx *ctx;
 } pl__fsdp2_saved;
 
