@@ -314,6 +314,24 @@ START_TEST(dry_backend_basics) {
       pl_alloc(dd, PL_ARENA_DEVICE, (size_t)1 << 35, "big32", &again), PL_OK);
   ck_assert(pl_dry_owns(dd, again));
   pl_free(dd, again);
+  /* one block larger than a class's range (a plan far beyond any machine:
+   * 546 GiB of pinned boundaries): a range of its own, tracked, freed */
+  void *huge[2];
+  const size_t hb = ((size_t)1 << 39) + ((size_t)1 << 35);
+  ck_assert_int_eq(pl_alloc(dd, PL_ARENA_HOST, hb, "huge", &huge[0]), PL_OK);
+  ck_assert_int_eq(pl_alloc(dd, PL_ARENA_HOST, 2 * hb, "huge", &huge[1]),
+                   PL_OK);
+  ck_assert(pl_dry_owns(dd, huge[0]) && pl_dry_owns(dd, huge[1]));
+  ck_assert(pl_dry_owns(dd, (char *)huge[1] + 2 * hb - 1));
+  ck_assert_ptr_ne(huge[0], huge[1]);
+  ck_assert_int_eq(pl_mem_stats_get(dd, PL_ARENA_HOST, &st), PL_OK);
+  ck_assert_uint_eq(st.current, 4096 + 3 * hb);
+  pl_free(dd, huge[0]);
+  ck_assert(!pl_dry_owns(dd, (char *)huge[0] + 1));
+  pl_free(dd, huge[1]);
+  ck_assert_int_eq(pl_mem_stats_get(dd, PL_ARENA_HOST, &st), PL_OK);
+  ck_assert_uint_eq(st.current, 4096);
+  ck_assert_uint_eq(st.peak, 4096 + 3 * hb);
   pl_free(dd, a);
   pl_free(dd, b);
   pl_free(dd, h);

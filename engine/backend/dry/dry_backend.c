@@ -45,8 +45,9 @@
  * of 512 GiB, 16 TiB of the 128 TiB a process may address.  A class whose
  * sub-range is full of live blocks (a 120B model's gradients on one GPU:
  * more than 512 GiB of 32 GiB blocks) continues in extra ranges of SUB
- * bytes reserved as needed (MAX_EXTRA in all), so a plan that does not fit
- * is measured rather than refused. */
+ * bytes reserved as needed (MAX_EXTRA in all), and a block larger than a
+ * range (SUB) gets a range of its own, so a plan that does not fit is
+ * measured rather than refused. */
 #define MIN_C 8 /* 256-byte blocks: the alignment the GPU pool gives */
 #define MAX_C 39
 #define NCLASS (MAX_C - MIN_C + 1)
@@ -68,6 +69,10 @@ typedef struct dry_state {
    * (its first block is number * (SUB >> c)) */
   char *extra[MAX_EXTRA];
   int extra_c[MAX_EXTRA], extra_n[MAX_EXTRA], nextra;
+  /* blocks larger than a class's range, each a range of its own */
+  char **huge;
+  size_t *huge_bytes;
+  int nhuge, huge_cap;
   pl_dry_route_fn routes;
   void *routes_ctx;
   /* the hook's last answer, for (last_N, last_k, last_E) landed on
@@ -108,6 +113,10 @@ static void dry_fini(pl_dev *dev) {
   munmap(d->base, RANGE);
   for (int i = 0; i < d->nextra; i++)
     munmap(d->extra[i], SUB);
+  for (int i = 0; i < d->nhuge; i++)
+    munmap(d->huge[i], d->huge_bytes[i]);
+  free(d->huge);
+  free(d->huge_bytes);
   for (int c = 0; c < NCLASS; c++)
     free(d->cls[c].free);
   free(d->last_idx);
@@ -135,6 +144,36 @@ static pl_status dry_ok_dev(pl_dev *dev) {
   return PL_OK;
 }
 
+/* A block larger than a class's range (a plan far beyond any machine: the
+ * pinned boundaries of a million tokens on every layer, say): an unbacked
+ * range of its own, unmapped when freed, so the step is measured rather
+ * than refused. */
+static pl_status huge_alloc(dry_state *d, size_t bytes, void **out) {
+  if (d->nhuge == d->huge_cap) {
+    const int cap = d->huge_cap ? 2 * d->huge_cap : 8;
+    char **h = realloc(d->huge, (size_t)cap * sizeof *h);
+    if (!h)
+      return pl_set_error(PL_ENOMEM, "dry device: host");
+    d->huge = h;
+    size_t *b = realloc(d->huge_bytes, (size_t)cap * sizeof *b);
+    if (!b)
+      return pl_set_error(PL_ENOMEM, "dry device: host");
+    d->huge_bytes = b;
+    d->huge_cap = cap;
+  }
+  void *p = mmap(NULL, bytes, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return pl_set_error(PL_ENOMEM,
+                        "dry device: a block of %zu bytes: no address space "
+                        "left to reserve it",
+                        bytes);
+  d->huge[d->nhuge] = p;
+  d->huge_bytes[d->nhuge++] = bytes;
+  *out = p;
+  return PL_OK;
+}
+
 static pl_status dry_raw_alloc(pl_dev *dev, pl_arena a, size_t bytes,
                                pl_stream *s, void **out) {
   dry_state *d = dev->impl;
@@ -142,9 +181,7 @@ static pl_status dry_raw_alloc(pl_dev *dev, pl_arena a, size_t bytes,
   while (c <= MAX_C && ((size_t)1 << c) < bytes)
     c++;
   if (c > MAX_C)
-    return pl_set_error(PL_ENOMEM,
-                        "dry device: %zu bytes exceed its largest block (%zu)",
-                        bytes, SUB);
+    return huge_alloc(d, bytes, out);
   dry_class *k = &d->cls[c - MIN_C];
   const size_t per = SUB >> c; /* blocks per range */
   size_t i;
@@ -203,6 +240,14 @@ static void block_of(const dry_state *d, const void *p, int *c, size_t *i) {
 /* The block goes back on its class's stack (the class from the address). */
 static void dry_raw_free(pl_dev *dev, pl_arena a, void *p, pl_stream *s) {
   dry_state *d = dev->impl;
+  for (int x = 0; x < d->nhuge; x++)
+    if (d->huge[x] == p) { /* a block of its own range: the range goes */
+      munmap(d->huge[x], d->huge_bytes[x]);
+      d->nhuge--;
+      d->huge[x] = d->huge[d->nhuge];
+      d->huge_bytes[x] = d->huge_bytes[d->nhuge];
+      return;
+    }
   int c = MIN_C;
   size_t bi = 0;
   block_of(d, p, &c, &bi);
@@ -286,6 +331,9 @@ bool pl_dry_owns(const pl_dev *dev, const void *p) {
     return true;
   for (int x = 0; x < d->nextra; x++)
     if (c >= d->extra[x] && c < d->extra[x] + SUB)
+      return true;
+  for (int x = 0; x < d->nhuge; x++)
+    if (c >= d->huge[x] && c < d->huge[x] + d->huge_bytes[x])
       return true;
   return false;
 }
