@@ -705,6 +705,7 @@ static int plan_one(int argc, char **argv) {
   pl_plan_dry_mem *dm = calloc(1, sizeof *dm);
   pl_plan_cfg built;
   pl_plan_time t;
+  char why_not[400] = "";
   memset(&t, 0, sizeof t);
   if (!s || !v || !dm) {
     free(s), free(v), free(dm);
@@ -718,13 +719,15 @@ static int plan_one(int argc, char **argv) {
     fprintf(stderr, "plateau plan: %s\n", pl_last_error());
     code = 3;
   } else if (!memory ||
-             !(code = pl__plan_dry(&m, &c, &mc, memory == 1, v, dm, &built))) {
+             !(code = pl__plan_dry(&m, &c, &mc, memory == 1, v, dm, &built,
+                                   why_not, sizeof why_not))) {
     if (tsv)
       pl__plan_print_tsv(stdout, &m, &c, &mc, v, &t);
     else
       print_table(stdout, &m, &c, &mc, v, &t, s, searched);
     if (memory && !tsv)
-      pl__plan_dry_print(stdout, &m, &c, &built, &mc, v, dm, memory == 2);
+      pl__plan_dry_print(stdout, &m, &c, &built, &mc, v, dm, memory == 2,
+                         why_not);
     else if (!tsv && imb && !pl_args_given(a, "memory"))
       printf("\nmemory above: replayed (--imb: a dry device routes by the "
              "balanced profile)\n");

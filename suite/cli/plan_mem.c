@@ -116,8 +116,17 @@ void pl__plan_print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
 
 int pl__plan_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                  const pl_plan_machine *mc, bool replace, pl_plan_verdict *v,
-                 pl_plan_dry_mem *dm, pl_plan_cfg *built) {
-  if (pl_plan_memory_dry(m, c, mc, true, built, dm) != PL_OK) {
+                 pl_plan_dry_mem *dm, pl_plan_cfg *built, char *why_not,
+                 size_t n) {
+  const pl_status st = pl_plan_memory_dry(m, c, mc, true, built, dm);
+  if (st == PL_ENOMEM && !v->fits) {
+    /* beyond what even a dry device reserves (address space, host memory
+     * for its bookkeeping): the replay's "does not fit" stands, said so */
+    dm->steps = 0;
+    snprintf(why_not, n, "%s", pl_last_error());
+    return 0;
+  }
+  if (st != PL_OK) {
     char cfg[256];
     pl_plan_cfg_str(built, cfg, sizeof cfg);
     fprintf(stderr,
@@ -247,9 +256,16 @@ static int print_field_diffs(FILE *f, const pl_plan_mem *pm,
 void pl__plan_dry_print(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
                         const pl_plan_cfg *built, const pl_plan_machine *mc,
                         const pl_plan_verdict *v, const pl_plan_dry_mem *dm,
-                        bool both) {
+                        bool both, const char *why_not) {
   const char *fl = pl_backend_name(mc->backend);
   char a[32], b[32];
+  if (dm->steps == 0) {
+    fprintf(f,
+            "\nmemory above: replayed; a dry device could not build this "
+            "configuration, which does not fit by far: %s\n",
+            why_not);
+    return;
+  }
   fprintf(f,
           "\nmemory %s one step on a dry device (%s, %d steps, the last "
           "measured; %.2f s)\n",

@@ -31,19 +31,23 @@ void pl__plan_print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
  * replay's (one process is not sent every other rank's routes), and a
  * measured peak that does not fit makes the verdict not fit.  0, or 3 with the
  * reason on stderr (the configuration cannot be built or stepped on a dry
- * device). */
+ * device).  One the replay already finds too large that a dry device cannot
+ * even hold (out of address space or host memory) gives 0 with dm->steps 0
+ * and the reason in why_not (n bytes): the replay's verdict stands. */
 int pl__plan_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                  const pl_plan_machine *mc, bool replace, pl_plan_verdict *v,
-                 pl_plan_dry_mem *dm, pl_plan_cfg *built);
+                 pl_plan_dry_mem *dm, pl_plan_cfg *built, char *why_not,
+                 size_t n);
 /* After the table: how the memory above was measured (--memory dry), or
  * (both) the replay of *built against the measurement: the device and
  * pinned host peaks and the tags that differ most, at the peak and each
  * tag's own peak, then every field of the two pl_plan_mem
  * (pl_plan_mem_diff: terms, phase, worst case, host, facts).  A proxy's replay
- * is set beside that of the real run's rank (c). */
+ * is set beside that of the real run's rank (c).  dm->steps 0: that the
+ * memory above is the replay's, and why_not. */
 void pl__plan_dry_print(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
                         const pl_plan_cfg *built, const pl_plan_machine *mc,
                         const pl_plan_verdict *v, const pl_plan_dry_mem *dm,
-                        bool both);
+                        bool both, const char *why_not);
 
 #endif

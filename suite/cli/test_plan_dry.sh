@@ -72,6 +72,13 @@ others=$(awk '/^  tags that differ/ {on = 1; next} /^  [a-z]/ {on = 0} on && /^ 
 out=$("$BIN" plan --model tiny --gpus 1 --seq 4Ki 2>&1)
 [[ $out == *"memory above: measured by one step on a dry device"* ]] && pass ||
   fail "the default printed no dry measurement"
+
+# a context no dry device can hold (petabytes of pinned boundaries): the
+# replay's "does not fit" stands (exit 1), and the output says why
+out=$("$BIN" plan --seq 1Ti 2>&1)
+rc=$?
+[[ $rc -eq 1 && $out == *"memory above: replayed; a dry device could not build"*"address space"* ]] &&
+  pass || fail "plan --seq 1Ti: exit $rc: $(tail -2 <<<"$out")"
 out=$("$BIN" plan --model tiny --gpus 1 --seq 4Ki --memory replay 2>&1)
 [[ $out != *"dry device"* ]] && pass || fail "--memory replay printed a dry measurement"
 out=$("$BIN" plan --model tiny --gpus 2 --seq 4Ki --imb 1.5 2>&1)
