@@ -43,15 +43,37 @@ long pl__plan_mem_evals(void) {
 #define MEMO_CAP 4096
 typedef struct memo_ent {
   bool used, worst;
+  bool unbuilt; /* a dry device cannot build it: why */
+  char why[200];
   pl_plan_cfg cfg;
   pl_plan_mem mem;
 } memo_ent;
 struct pl__plan_memo {
   const pl_model_cfg *m; /* the model and machine its entries are of */
   const pl_plan_machine *mc;
+  bool dry;    /* evaluations measured on a dry device */
+  int unbuilt; /* of those, configurations it cannot build */
   int n;
   memo_ent e[MEMO_CAP];
 };
+
+void pl__plan_memo_dry(pl__plan_memo *mm, bool dry) {
+  mm->dry = dry;
+}
+
+int pl__plan_memo_unbuilt(const pl__plan_memo *mm) {
+  return mm->unbuilt;
+}
+
+/* c's memory measured on a dry device: plateau's trainer (one rank, the
+ * rank view), or the measurement the system's code registered. */
+static pl_status measure_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
+                             const pl_plan_machine *mc, bool with_worst,
+                             pl_plan_mem *out) {
+  if (c->system == PL_PLAN_PLATEAU)
+    return pl__plan_memory_dry(m, c, mc, -1, with_worst, out);
+  return pl_plan_dry_measure(m, c, mc, out);
+}
 
 pl__plan_memo *pl__plan_memo_new(void) {
   return calloc(1, sizeof(pl__plan_memo));
@@ -85,6 +107,8 @@ pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
   if (mm && (mm->m != m || mm->mc != mc) && mm->n == 0)
     mm->m = m, mm->mc = mc;
   memo_ent *e = mm && mm->m == m && mm->mc == mc ? memo_find(mm, c) : NULL;
+  if (e && e->used && e->unbuilt)
+    return pl_set_error(PL_EUNSUPPORTED, "%s", e->why);
   if (e && e->used && (e->worst || !with_worst)) {
     *out = e->mem;
     if (!with_worst) /* as the replay without the adversarial routing */
@@ -92,7 +116,13 @@ pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
     return PL_OK;
   }
   mem_evals++;
-  PL_TRY(pl__plan_memory(m, c, mc, -1, with_worst, out));
+  pl_status st = mm && mm->dry ? measure_dry(m, c, mc, with_worst, out)
+                               : pl__plan_memory(m, c, mc, -1, with_worst, out);
+  const bool unbuilt = mm && mm->dry && st == PL_EUNSUPPORTED;
+  if (st != PL_OK && !unbuilt)
+    return st;
+  if (unbuilt)
+    mm->unbuilt++;
   if (e && !e->used && mm->n >= MEMO_CAP * 3 / 4) {
     /* full: start again (the repeats are of recent configurations) */
     memset(mm->e, 0, sizeof mm->e);
@@ -101,9 +131,14 @@ pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
   }
   if (e) {
     mm->n += !e->used;
-    e->used = true, e->worst = with_worst, e->cfg = *c, e->mem = *out;
+    e->used = true, e->worst = with_worst, e->cfg = *c;
+    e->unbuilt = unbuilt;
+    if (unbuilt)
+      snprintf(e->why, sizeof e->why, "%s", pl_last_error());
+    else
+      e->mem = *out;
   }
-  return PL_OK;
+  return st;
 }
 
 /* ---- the fill ----------------------------------------------------------- */

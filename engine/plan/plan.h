@@ -498,6 +498,9 @@ typedef struct pl_plan_free {
    * (sc.oo.resident_*) and the kept activations (sc.keep), filled below
    * the usable HBM less fill_reserve in the order of time saved per byte */
   bool resident, keep;
+  /* not a knob: every candidate's memory measured by steps on a dry device
+   * (pl_plan_memory_dry's way, tens of ms each) instead of replayed */
+  bool dry;
 } pl_plan_free;
 
 typedef struct pl_plan_choice {
@@ -511,6 +514,8 @@ typedef struct pl_plan_search {
   int tried, feasible;
   int skipped; /* of tried: not evaluated, slower than the choice even with
                   their memory-decided knobs at their best (time bound) */
+  int unbuilt; /* pl_plan_free.dry: left out, a dry device cannot build them
+                  (not counted in tried) */
   pl_plan_choice best, runner_up; /* by predicted tok/s/GPU               */
   bool have_best, have_runner_up;
   char why_lost[400]; /* why the runner-up lost: its largest time part's

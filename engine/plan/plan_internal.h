@@ -195,6 +195,11 @@ pl_status pl__plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
  * the memory of a candidate that cannot change its choice. */
 typedef struct pl__plan_memo pl__plan_memo;
 pl__plan_memo *pl__plan_memo_new(void);
+/* The memo's evaluations measured on a dry device (pl_plan_free.dry);
+ * how many configurations it could not build (PL_EUNSUPPORTED: a knob
+ * the code measured does not run, as the FSDP2 baseline's mbs > 1). */
+void pl__plan_memo_dry(pl__plan_memo *mm, bool dry);
+int pl__plan_memo_unbuilt(const pl__plan_memo *mm);
 void pl__plan_memo_free(pl__plan_memo *mm);
 pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
                             const pl_plan_cfg *c, const pl_plan_machine *mc,

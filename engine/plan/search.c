@@ -568,8 +568,8 @@ static pl_status search_fsdp2(const pl_model_cfg *m, const pl_plan_cfg *base,
             if (pruned(r, m, mc, &x.cfg))
               continue;
             pl_status st = eval(m, mc, r->mm, &x, true);
-            if (st == PL_EINVAL)
-              continue;
+            if (st == PL_EINVAL || (fr->dry && st == PL_EUNSUPPORTED))
+              continue; /* refused; or (dry) the baseline does not run it */
             PL_TRY(st);
             rank_in(r, &x);
           }
@@ -667,6 +667,7 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
     return pl_set_error(PL_ENOMEM, "plan: host");
   }
   r->mm = mm;
+  pl__plan_memo_dry(mm, fr->dry);
   pl_status st = base->system == PL_PLAN_FSDP2
                      ? search_fsdp2(m, base, fr, mc, r)
                      : search_plateau(m, base, fr, mc, r);
@@ -691,6 +692,7 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
   if (st == PL_OK) {
     out->tried = r->tried, out->feasible = r->feasible;
     out->skipped = r->skipped;
+    out->unbuilt = pl__plan_memo_unbuilt(mm);
     if (r->have_best) {
       out->have_best = true;
       out->best = (pl_plan_choice){r->best.cfg, r->best.mem, r->best.time, ""};
@@ -833,6 +835,7 @@ int64_t pl_plan_max_tokens(const pl_model_cfg *m, const pl_plan_cfg *base,
   pl__plan_memo *mm = pl__plan_memo_new();
   if (!mm)
     return 0;
+  pl__plan_memo_dry(mm, fr->dry);
   const int64_t n = max_tokens(m, base, fr, mc, mm, quantum, n_max);
   pl__plan_memo_free(mm);
   return n;

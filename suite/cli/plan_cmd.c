@@ -34,6 +34,7 @@ static const char *const dtypes[] = {"bf16", "f32", NULL};
 static const char *const backends[] = {"cuda", "cpu", NULL};
 static const char *const tables[] = {"paper", NULL};
 static const char *const memories[] = {"replay", "dry", "both", NULL};
+static const char *const searches[] = {"replay", "dry", NULL};
 
 static const pl_opt plan_opts[] = {
     {"model", 0, PL_OPT_ENUM, "120b", "model preset", 0, 0,
@@ -130,6 +131,11 @@ static const pl_opt plan_opts[] = {
      "built and stepped on a dry device), replay (the search's allocation "
      "schedule; the default with --table or --imb), both (compared)",
      0, 0, memories},
+    {"search", 0, PL_OPT_ENUM, "replay",
+     "the search's memory of each candidate: replay (the step's allocation "
+     "schedule, about 20 us) or dry (steps on a dry device, tens of ms "
+     "each: a default search takes minutes; one point, balanced routing)",
+     0, 0, searches},
     /* output */
     {"format", 0, PL_OPT_ENUM, "table", "table | tsv", 0, 0, formats},
     {"table", 0, PL_OPT_ENUM, NULL,
@@ -141,18 +147,19 @@ static const pl_opt plan_opts[] = {
 };
 
 static void usage(FILE *f) {
-  fprintf(
-      f, "usage: plateau plan [options]\n"
-         "  The per-rank memory budget, feasibility and predicted throughput "
-         "of a\n  training configuration, before launch (engine/plan).  Knobs "
-         "not given are\n  chosen to maximize predicted tok/s/GPU among "
-         "configurations that fit\n  (--config explicit: defaults instead).  "
-         "--table paper projects the\n  paper's points.  The search estimates "
-         "memory by a replay of the step's\n  allocations; the chosen "
-         "configuration's memory is then measured by a\n  step on a dry device "
-         "(its rank 0 in one process, every group virtual;\n  --memory replay: "
-         "the estimate; both: side by side, field by field).\n  Exit: 0 fits, "
-         "1 does not fit, 2 bad input, 3 error.\n\n");
+  fprintf(f,
+          "usage: plateau plan [options]\n"
+          "  The per-rank memory budget, feasibility and predicted throughput "
+          "of a\n  training configuration, before launch (engine/plan).  Knobs "
+          "not given are\n  chosen to maximize predicted tok/s/GPU among "
+          "configurations that fit\n  (--config explicit: defaults instead).  "
+          "--table paper projects the\n  paper's points.  The search estimates "
+          "memory by a replay of the step's\n  allocations (--search dry: "
+          "by steps on a dry device, minutes); the chosen\n  configuration's "
+          "memory is then measured by a step on a dry device\n  (its rank 0 in "
+          "one process, every group virtual; --memory replay:\n  the estimate; "
+          "both: side by side, field by field).\n  Exit: 0 fits, "
+          "1 does not fit, 2 bad input, 3 error.\n\n");
   pl_args_usage(plan_opts, f);
 }
 
@@ -633,6 +640,45 @@ static pl_status plan_of(const pl_model_cfg *m, pl_plan_cfg *c,
   return PL_OK;
 }
 
+/* What the dry device measures: *memory (0 replay, 1 dry, 2 both) the
+ * chosen configuration's, *sdry the search's every candidate.  Measured
+ * unless the dry device cannot stand for it: a table of many points (the
+ * search's replay, for speed), routes other than balanced.  0, or 2 with
+ * the reason on stderr. */
+static int dry_options(const pl_args *a, bool tsv, int *memory, bool *sdry) {
+  const bool imb = pl_args_f64(a, "imb") != 1,
+             table = pl_args_given(a, "table");
+  *memory = pl_args_given(a, "memory") ? (int)pl_args_enum(a, "memory")
+            : table || imb             ? 0
+                                       : 1;
+  *sdry = pl_args_enum(a, "search") == 1;
+  const char *swhy = !*sdry  ? NULL
+                     : table ? "--table"
+                     : imb   ? "--imb other than 1"
+                             : NULL;
+  if (swhy) {
+    fprintf(stderr,
+            "plateau plan: --search=dry with %s (allowed: one point, "
+            "balanced routing (--imb 1))\n",
+            swhy);
+    return 2;
+  }
+  const char *mwhy = !*memory              ? NULL
+                     : table               ? "--table"
+                     : imb                 ? "--imb other than 1"
+                     : *memory == 2 && tsv ? "--format=tsv"
+                                           : NULL;
+  if (mwhy) { /* the dry device builds plateau's trainer, routes balanced */
+    fprintf(stderr,
+            "plateau plan: --memory=%s with %s (allowed: one "
+            "configuration, balanced routing (--imb 1), both: the table "
+            "format)\n",
+            memories[*memory], mwhy);
+    return 2;
+  }
+  return 0;
+}
+
 static int plan_one(int argc, char **argv) {
   pl_args *a = NULL;
   bool help = false;
@@ -658,26 +704,11 @@ static int plan_one(int argc, char **argv) {
     goto out;
   }
   const bool tsv = pl_args_enum(a, "format") == 1;
-  /* measured unless the dry device cannot stand for it: a table of many
-   * points (the search's replay, for speed), routes other than balanced */
   const bool imb = pl_args_f64(a, "imb") != 1;
-  const int memory = pl_args_given(a, "memory") ? (int)pl_args_enum(a, "memory")
-                     : pl_args_given(a, "table") || imb ? 0
-                                                        : 1;
-  const char *mwhy = !memory                      ? NULL
-                     : pl_args_given(a, "table")  ? "--table"
-                     : pl_args_f64(a, "imb") != 1 ? "--imb other than 1"
-                     : memory == 2 && tsv         ? "--format=tsv"
-                                                  : NULL;
-  if (mwhy) { /* the dry device builds plateau's trainer, routes balanced */
-    fprintf(stderr,
-            "plateau plan: --memory=%s with %s (allowed: one "
-            "configuration, balanced routing (--imb 1), both: the table "
-            "format)\n",
-            memories[memory], mwhy);
-    code = 2;
+  int memory = 0;
+  bool sdry = false;
+  if ((code = dry_options(a, tsv, &memory, &sdry)))
     goto out;
-  }
   if (pl_args_given(a, "table")) {
     const char *dir = pl_args_str(a, "out");
     if (dir && pl_plan_table_check_out(dir) != PL_OK) {
@@ -697,6 +728,7 @@ static int plan_one(int argc, char **argv) {
     code = bad(pl_last_error());
     goto out;
   }
+  fr.dry = sdry;
   const bool searched = fr.D || fr.P || fr.c || fr.beta || fr.sco || fr.optim ||
                         fr.cp || fr.ep || fr.ac || fr.offload || fr.mbs ||
                         fr.resident || fr.keep;
@@ -712,7 +744,9 @@ static int plan_one(int argc, char **argv) {
     code = 3;
     goto out;
   }
+  const uint64_t t0 = pl_now_ns();
   st = plan_of(&m, &c, &fr, &mc, searched, s, v, &t);
+  const double search_s = pl_elapsed_s(t0);
   if (st == PL_EINVAL || st == PL_EUNSUPPORTED) {
     code = bad(pl_last_error());
   } else if (st != PL_OK) {
@@ -731,6 +765,10 @@ static int plan_one(int argc, char **argv) {
     else if (!tsv && imb && !pl_args_given(a, "memory"))
       printf("\nmemory above: replayed (--imb: a dry device routes by the "
              "balanced profile)\n");
+    if (!tsv && sdry && searched)
+      printf("\nsearch: every candidate's memory measured on a dry device "
+             "(%d tried, %d left out that it cannot build; %.1f s)\n",
+             s->tried, s->unbuilt, search_s);
     code = v->fits ? 0 : 1;
   }
   free(s);

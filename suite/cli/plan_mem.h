@@ -31,9 +31,11 @@ void pl__plan_print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
  * replay's (one process is not sent every other rank's routes), and a
  * measured peak that does not fit makes the verdict not fit.  0, or 3 with the
  * reason on stderr (the configuration cannot be built or stepped on a dry
- * device).  One the replay already finds too large that a dry device cannot
- * even hold (out of address space or host memory) gives 0 with dm->steps 0
- * and the reason in why_not (n bytes): the replay's verdict stands. */
+ * device).  One the measured code does not run (PL_EUNSUPPORTED: the FSDP2
+ * baseline's mbs > 1), or one the replay already finds too large that a
+ * dry device cannot even hold (out of address space or host memory), gives
+ * 0 with dm->steps 0 and the reason in why_not (n bytes): the replay's
+ * verdict stands. */
 int pl__plan_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                  const pl_plan_machine *mc, bool replace, pl_plan_verdict *v,
                  pl_plan_dry_mem *dm, pl_plan_cfg *built, char *why_not,

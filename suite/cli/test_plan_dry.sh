@@ -79,6 +79,30 @@ out=$("$BIN" plan --seq 1Ti 2>&1)
 rc=$?
 [[ $rc -eq 1 && $out == *"memory above: replayed; a dry device could not build"*"address space"* ]] &&
   pass || fail "plan --seq 1Ti: exit $rc: $(tail -2 <<<"$out")"
+# the FSDP2 plan's choice of mbs > 1, which the baseline does not run: the
+# replay's memory and verdict stand, said so (exit 0, not an error)
+out=$("$BIN" plan --model tiny --gpus 4 --seq 16Ki --system fsdp2 2>&1)
+rc=$?
+[[ $rc -eq 0 && $out == *"memory above: replayed; a dry device could not build"*"mbs="* ]] &&
+  pass || fail "plan --system fsdp2 (mbs > 1 chosen): exit $rc: $(tail -2 <<<"$out")"
+
+# --search dry: every candidate measured on a dry device; on these points
+# the same output as the replayed search but for the search's line (the
+# same choice, fill, memory and verdict)
+for args in "--gpus 4 --seq 16Ki" "--gpus 8 --seq 32Ki --model gpt-oss-20b"; do
+  r=$("$BIN" plan --model tiny $args 2>&1)
+  d=$("$BIN" plan --model tiny $args --search dry 2>&1)
+  rc=$?
+  [[ $rc -eq 0 && $d == *"search: every candidate's memory measured on a dry device ("*" tried, 0 left out"* &&
+    $(diff <(echo "$r") <(echo "$d") | grep -E '^[<>] .' | grep -vc '^> search: ') -eq 0 ]] && pass ||
+    fail "plan $args --search dry: exit $rc: $(diff <(echo "$r") <(echo "$d") | head -8)"
+done
+# the FSDP2 baseline's candidates it does not run (mbs > 1) are left out
+# and counted; the choice then runs one sequence per micro-batch
+d=$("$BIN" plan --model tiny --gpus 4 --seq 16Ki --system fsdp2 --search dry 2>&1)
+[[ $d == *"left out that it cannot build"* && $d != *" 0 left out"* &&
+  $(grep '^# configuration' <<<"$d") == *"mbs=1 "* && $d == *"memory above: measured by"* ]] &&
+  pass || fail "plan --system fsdp2 --search dry: $(grep -E '^# configuration|^search' <<<"$d")"
 out=$("$BIN" plan --model tiny --gpus 1 --seq 4Ki --memory replay 2>&1)
 [[ $out != *"dry device"* ]] && pass || fail "--memory replay printed a dry measurement"
 out=$("$BIN" plan --model tiny --gpus 2 --seq 4Ki --imb 1.5 2>&1)
