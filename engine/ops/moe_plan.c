@@ -19,6 +19,7 @@
 #include "backend/dry/dry.h"
 #include "core/internal.h"
 #include "ops/moe_internal.h"
+#include "ops/moe_plan_memo.h"
 
 void pl_moe_ctx_free(pl_moe_ctx *c) {
   if (!c)
@@ -143,170 +144,13 @@ typedef struct plan_scratch {
   int64_t *cnt3, *off3, *snd3, *rc3;
   int32_t *dest, *hmeta;
   int64_t nmeta;
-  struct plan_memo *memo; /* dry device: its memo of these routes, or NULL */
-  uint64_t stamp;         /* the dry device's stamp of idx (dry.h), or 0 */
+  pl__moe_plan_memo *memo; /* dry device: its memo of these routes, or NULL */
+  uint64_t stamp;          /* the dry device's stamp of idx (dry.h), or 0 */
   /* dry: cnt3 and off3 (lent3), rc3 and vrs (lent_virt) are the memo's,
    * read only, not freed with the scratch */
   bool lent3, lent_virt;
   int64_t *vrs; /* a virtual group: every member's R, S per chunk (Ep·2K) */
 } plan_scratch;
-
-/* The dry device's memo of the plan's passes over the routes (dry.h):
- * every MoE layer of a step on a dry device plans the same routes, so the
- * local counts (a function of N, k, E and the routes), the block counts
- * cnt3 and their offsets off3 (of those, the group's lower-rank counts cum,
- * the plan's pieces, Ep, K and the chunking) and, in a virtual group, what
- * every member sends this rank (of those and the rank) are those of the
- * last plan when these compare equal.  Routes read in place from the dry
- * device (pl_dry_routes_view) are recognised by their stamp; others by
- * their values. */
-typedef struct plan_memo {
-  int64_t N;
-  int k, E;
-  uint64_t stamp; /* the routes' stamp (idx NULL), or 0 */
-  int32_t *idx;   /* N * k routes (stamp 0) */
-  int64_t *mine;  /* E + 2: gather_counts' local part, valid routes */
-  bool has_cnt;   /* the block counts below are set */
-  int Ep, K;
-  bool contig;
-  int np;
-  int64_t *cum;   /* E */
-  int *piece_off; /* E + 1 */
-  int *prank;     /* np pieces' ranks */
-  int64_t *pend;  /* np pieces' ends */
-  int64_t *cnt3;  /* K * Ep * E */
-  int64_t *off3;  /* K * Ep * E */
-  bool has_virt;  /* a virtual group's counts below, of rank virt_me */
-  int virt_me;
-  int64_t *rc3, *vrs; /* Ep * K * E; Ep * 2K */
-  /* with them, the chunks' layouts (chunk_layout: of the counts above and
-   * the helper sets, a function of the plan and the rank): K chunks, their
-   * groups and count arrays (ibuf, K * 4 * Ep) */
-  pl__moe_chunk *lay;
-  int64_t *lay_ibuf;
-} plan_memo;
-
-static void memo_drop_lay(plan_memo *mm) {
-  if (mm->lay)
-    for (int i = 0; i < mm->K; i++)
-      free(mm->lay[i].g);
-  free(mm->lay);
-  free(mm->lay_ibuf);
-  mm->lay = NULL;
-  mm->lay_ibuf = NULL;
-}
-
-static void memo_drop_cnt(plan_memo *mm) {
-  memo_drop_lay(mm);
-  free(mm->cum);
-  free(mm->piece_off);
-  free(mm->prank);
-  free(mm->pend);
-  free(mm->cnt3);
-  free(mm->off3);
-  free(mm->rc3);
-  free(mm->vrs);
-  mm->cum = mm->pend = mm->cnt3 = mm->off3 = mm->rc3 = mm->vrs = NULL;
-  mm->piece_off = mm->prank = NULL;
-  mm->has_cnt = mm->has_virt = false;
-}
-
-static void memo_free(void *p) {
-  plan_memo *mm = p;
-  if (!mm)
-    return;
-  memo_drop_cnt(mm);
-  free(mm->idx);
-  free(mm->mine);
-  free(mm);
-}
-
-/* The memo of dev if its routes are idx (N x k over E experts; stamp: the
- * dry device's stamp of idx, or 0), else NULL. */
-static plan_memo *memo_find(pl_dev *dev, int64_t N, int k, int E,
-                            const int32_t *idx, uint64_t stamp) {
-  plan_memo *mm = pl_dry_memo(dev, PL_DRY_MEMO_MOE_PLAN);
-  if (!mm || mm->N != N || mm->k != k || mm->E != E)
-    return NULL;
-  if (mm->stamp || stamp)
-    return mm->stamp == stamp ? mm : NULL;
-  const size_t n = (size_t)N * (size_t)k;
-  return n == 0 || !memcmp(mm->idx, idx, n * sizeof *idx) ? mm : NULL;
-}
-
-/* A new memo of routes idx (stamp as memo_find's) with local counts mine
- * on dry device dev; NULL when the host has no room (the plan then goes on
- * without one). */
-static plan_memo *memo_keep(pl_dev *dev, int64_t N, int k, int E,
-                            const int32_t *idx, uint64_t stamp,
-                            const int64_t *mine) {
-  const size_t n = stamp ? 0 : (size_t)N * (size_t)k;
-  plan_memo *mm = calloc(1, sizeof *mm);
-  if (!mm)
-    return NULL;
-  mm->idx = stamp ? NULL : malloc(n ? n * sizeof *idx : 1);
-  mm->mine = malloc(((size_t)E + 2) * sizeof *mine);
-  if ((!stamp && !mm->idx) || !mm->mine) {
-    memo_free(mm);
-    return NULL;
-  }
-  if (n)
-    memcpy(mm->idx, idx, n * sizeof *idx);
-  memcpy(mm->mine, mine, ((size_t)E + 2) * sizeof *mine);
-  mm->stamp = stamp;
-  mm->N = N;
-  mm->k = k;
-  mm->E = E;
-  if (pl_dry_memo_set(dev, PL_DRY_MEMO_MOE_PLAN, mm, memo_free) != PL_OK)
-    return NULL; /* freed by the setter */
-  return mm;
-}
-
-/* Are the memo's block counts those of this plan's inputs? */
-static bool memo_cnt_match(const plan_memo *mm, const plan_scratch *x,
-                           const pl_llep_plan *p, bool contig) {
-  if (!mm->has_cnt || mm->Ep != x->Ep || mm->K != x->K ||
-      mm->contig != contig || mm->np != p->n_pieces ||
-      memcmp(mm->cum, x->cum, (size_t)x->E * sizeof *x->cum) ||
-      memcmp(mm->piece_off, p->piece_off, ((size_t)x->E + 1) * sizeof(int)))
-    return false;
-  for (int i = 0; i < p->n_pieces; i++)
-    if (mm->prank[i] != p->pieces[i].rank || mm->pend[i] != p->pieces[i].end)
-      return false;
-  return true;
-}
-
-/* Keep this plan's block counts in the memo (nothing when out of room). */
-static void memo_keep_cnt(plan_memo *mm, const plan_scratch *x,
-                          const pl_llep_plan *p, bool contig) {
-  memo_drop_cnt(mm);
-  const int E = x->E, np = p->n_pieces;
-  const size_t n3 = (size_t)x->K * x->Ep * E;
-  mm->cum = malloc((size_t)E * sizeof *mm->cum);
-  mm->piece_off = malloc(((size_t)E + 1) * sizeof *mm->piece_off);
-  mm->prank = malloc((size_t)(np > 0 ? np : 1) * sizeof *mm->prank);
-  mm->pend = malloc((size_t)(np > 0 ? np : 1) * sizeof *mm->pend);
-  mm->cnt3 = malloc(n3 * sizeof *mm->cnt3);
-  mm->off3 = malloc(n3 * sizeof *mm->off3);
-  if (!mm->cum || !mm->piece_off || !mm->prank || !mm->pend || !mm->cnt3 ||
-      !mm->off3) {
-    memo_drop_cnt(mm);
-    return;
-  }
-  memcpy(mm->cum, x->cum, (size_t)E * sizeof *mm->cum);
-  memcpy(mm->piece_off, p->piece_off, ((size_t)E + 1) * sizeof(int));
-  for (int i = 0; i < np; i++) {
-    mm->prank[i] = p->pieces[i].rank;
-    mm->pend[i] = p->pieces[i].end;
-  }
-  memcpy(mm->cnt3, x->cnt3, n3 * sizeof *mm->cnt3);
-  memcpy(mm->off3, x->off3, n3 * sizeof *mm->off3);
-  mm->Ep = x->Ep;
-  mm->K = x->K;
-  mm->contig = contig;
-  mm->np = np;
-  mm->has_cnt = true;
-}
 
 static size_t i3(const plan_scratch *x, int ch, int d, int e) {
   return ((size_t)ch * x->Ep + d) * x->E + e;
@@ -349,7 +193,7 @@ static pl_status gather_counts(pl_moe *m, int64_t N, const int32_t *idx,
   int64_t bad = N < 0 ? 1 : 0;
   const bool dry = pl__dev_dry(m->dev) && N >= 0;
   x->stamp = dry ? pl_dry_routes_stamp(m->dev, idx, N, k, E) : 0;
-  x->memo = dry ? memo_find(m->dev, N, k, E, idx, x->stamp) : NULL;
+  x->memo = dry ? pl__moe_memo_find(m->dev, N, k, E, idx, x->stamp) : NULL;
   if (x->memo) { /* the same routes as the last plan on this dry device */
     memcpy(x->mine, x->memo->mine, ((size_t)E + 2) * sizeof *x->mine);
   } else {
@@ -362,7 +206,7 @@ static pl_status gather_counts(pl_moe *m, int64_t N, const int32_t *idx,
     x->mine[E] = N < 0 ? 0 : N;
     x->mine[E + 1] = bad;
     if (dry && !bad)
-      x->memo = memo_keep(m->dev, N, k, E, idx, x->stamp, x->mine);
+      x->memo = pl__moe_memo_keep(m->dev, N, k, E, idx, x->stamp, x->mine);
   }
   PL_TRY(pl_host_allgather_i64(m->comm, x->mine, (size_t)E + 2, x->all));
   for (int r = 0; r < Ep; r++)
@@ -485,7 +329,8 @@ static pl_status route_destinations(pl_moe *m, pl_moe_ctx *c, int64_t N,
   const size_t n3 = (size_t)K * Ep * E;
   const bool keep = !pl__dev_dry(m->dev);
   const pl_llep_plan *p = &c->plan;
-  if (x->memo && memo_cnt_match(x->memo, x, p, contig)) {
+  if (x->memo &&
+      pl__moe_memo_cnt_match(x->memo, x->E, x->Ep, x->K, x->cum, p, contig)) {
     x->cnt3 = x->memo->cnt3; /* dry: the last plan's (dest is not kept) */
     x->off3 = x->memo->off3;
     x->lent3 = true;
@@ -520,7 +365,8 @@ static pl_status route_destinations(pl_moe *m, pl_moe_ctx *c, int64_t N,
   free(cur);
   fill_offsets(x);
   if (x->memo)
-    memo_keep_cnt(x->memo, x, p, contig);
+    pl__moe_memo_keep_cnt(x->memo, x->E, x->Ep, x->K, x->cum, x->cnt3, x->off3,
+                          p, contig);
   return PL_OK;
 }
 
@@ -531,7 +377,7 @@ static pl_status virtual_counts(pl_moe *m, pl_moe_ctx *c, int64_t N,
                                 plan_scratch *x) {
   const int E = x->E, Ep = x->Ep, K = x->K;
   const size_t n3 = (size_t)K * Ep * E, nrs = (size_t)Ep * 2 * K;
-  plan_memo *mm = x->memo && x->memo->has_cnt ? x->memo : NULL;
+  pl__moe_plan_memo *mm = x->memo && x->memo->has_cnt ? x->memo : NULL;
   if (mm && mm->has_virt && mm->virt_me == m->rank) { /* dry: the last's */
     x->rc3 = mm->rc3;
     x->vrs = mm->vrs;
@@ -553,19 +399,8 @@ static pl_status virtual_counts(pl_moe *m, pl_moe_ctx *c, int64_t N,
       pl__moe_virtual_counts(&c->plan, E, Ep, K, m->rank, N, m->cfg.k, idx,
                              contig, cnt_e, x->mine, x->rc3, x->vrs);
   free(cnt_e);
-  if (st == PL_OK && mm) { /* the memo's block counts are this plan's */
-    memo_drop_lay(mm);
-    free(mm->rc3);
-    free(mm->vrs);
-    mm->rc3 = malloc(n3 * sizeof *mm->rc3);
-    mm->vrs = malloc(nrs * sizeof *mm->vrs);
-    mm->has_virt = mm->rc3 && mm->vrs;
-    if (mm->has_virt) {
-      memcpy(mm->rc3, x->rc3, n3 * sizeof *mm->rc3);
-      memcpy(mm->vrs, x->vrs, nrs * sizeof *mm->vrs);
-      mm->virt_me = m->rank;
-    }
-  }
+  if (st == PL_OK && mm) /* the memo's block counts are this plan's */
+    pl__moe_memo_keep_virt(mm, m->rank, x->rc3, n3, x->vrs, nrs);
   return st;
 }
 
@@ -698,31 +533,6 @@ static pl_status chunk_layout(pl_moe *m, pl_moe_ctx *c, int ch, int64_t N,
   return PL_OK;
 }
 
-/* K chunk layouts src (count arrays in sibuf) into dst (zeroed; dibuf):
- * each chunk's fields, its count arrays re-pointed into dibuf, its groups
- * copied.  On failure the groups copied so far stay in dst (freed with
- * it). */
-static pl_status layouts_copy(pl__moe_chunk *dst, int64_t *dibuf,
-                              const pl__moe_chunk *src, const int64_t *sibuf,
-                              int K, int Ep, int64_t N) {
-  memcpy(dibuf, sibuf, (size_t)K * 4 * Ep * sizeof *dibuf);
-  for (int ch = 0; ch < K; ch++) {
-    const pl__moe_chunk *a = &src[ch];
-    pl__moe_chunk *b = &dst[ch];
-    *b = *a;
-    b->scnt = dibuf + (a->scnt - sibuf);
-    b->sdsp = dibuf + (a->sdsp - sibuf);
-    b->rcnt = dibuf + (a->rcnt - sibuf);
-    b->rdsp = dibuf + (a->rdsp - sibuf);
-    const size_t bytes = (size_t)(a->ng > 0 ? a->ng : 1) * sizeof *a->g;
-    b->g = malloc(bytes);
-    if (!b->g)
-      return host_oom(N);
-    memcpy(b->g, a->g, bytes);
-  }
-  return PL_OK;
-}
-
 /* 6. Per-chunk layouts, the tokens of each chunk and the offsets of its
  * index arrays in the one host buffer (x->nmeta entries in all). */
 static pl_status chunk_layouts(pl_moe *m, pl_moe_ctx *c, int64_t N, bool contig,
@@ -733,9 +543,11 @@ static pl_status chunk_layouts(pl_moe *m, pl_moe_ctx *c, int64_t N, bool contig,
   if (!c->ch || !c->ibuf)
     return host_oom(N);
   int64_t tot_R = 0;
-  plan_memo *mm = x->lent_virt ? x->memo : NULL; /* dry, virtual: memo'd */
+  pl__moe_plan_memo *mm =
+      x->lent_virt ? x->memo : NULL; /* dry, virtual: memo'd */
   if (mm && mm->lay)
-    PL_TRY(layouts_copy(c->ch, c->ibuf, mm->lay, mm->lay_ibuf, K, Ep, N));
+    PL_TRY(
+        pl__moe_layouts_copy(c->ch, c->ibuf, mm->lay, mm->lay_ibuf, K, Ep, N));
   else
     for (int ch = 0; ch < K; ch++)
       PL_TRY(chunk_layout(m, c, ch, N, x));
@@ -745,14 +557,9 @@ static pl_status chunk_layouts(pl_moe *m, pl_moe_ctx *c, int64_t N, bool contig,
       c->max_chunk_recv = c->ch[ch].R;
   }
   mm = x->memo;
-  if (x->vrs && mm && mm->has_virt && mm->virt_me == m->rank && !mm->lay) {
-    /* a virtual group's, with the memo's counts: keep them (none: no room) */
-    mm->lay = calloc((size_t)K, sizeof *mm->lay);
-    mm->lay_ibuf = malloc((size_t)K * 4 * Ep * sizeof *mm->lay_ibuf);
-    if (!mm->lay || !mm->lay_ibuf ||
-        layouts_copy(mm->lay, mm->lay_ibuf, c->ch, c->ibuf, K, Ep, N) != PL_OK)
-      memo_drop_lay(mm);
-  }
+  if (x->vrs && mm && mm->has_virt && mm->virt_me == m->rank && !mm->lay)
+    pl__moe_memo_keep_lay(mm, c->ch, c->ibuf, K, Ep, N); /* a virtual
+                                                          group's */
   /* tokens per chunk: what pl_chunk_of gives each, counted in closed form */
   for (int ch = 0; ch < K && N > 0; ch++) {
     if (!contig) {

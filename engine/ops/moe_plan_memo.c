@@ -1,0 +1,172 @@
+/* moe_plan_memo.c — the dry device's memo of the MoE plan (moe_plan_memo.h).
+ */
+#include "ops/moe_plan_memo.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/dry/dry.h"
+
+static void memo_drop_lay(pl__moe_plan_memo *mm) {
+  if (mm->lay)
+    for (int i = 0; i < mm->K; i++)
+      free(mm->lay[i].g);
+  free(mm->lay);
+  free(mm->lay_ibuf);
+  mm->lay = NULL;
+  mm->lay_ibuf = NULL;
+}
+
+static void memo_drop_cnt(pl__moe_plan_memo *mm) {
+  memo_drop_lay(mm);
+  free(mm->cum);
+  free(mm->piece_off);
+  free(mm->prank);
+  free(mm->pend);
+  free(mm->cnt3);
+  free(mm->off3);
+  free(mm->rc3);
+  free(mm->vrs);
+  mm->cum = mm->pend = mm->cnt3 = mm->off3 = mm->rc3 = mm->vrs = NULL;
+  mm->piece_off = mm->prank = NULL;
+  mm->has_cnt = mm->has_virt = false;
+}
+
+static void memo_free(void *p) {
+  pl__moe_plan_memo *mm = p;
+  if (!mm)
+    return;
+  memo_drop_cnt(mm);
+  free(mm->idx);
+  free(mm->mine);
+  free(mm);
+}
+
+pl__moe_plan_memo *pl__moe_memo_find(pl_dev *dev, int64_t N, int k, int E,
+                                     const int32_t *idx, uint64_t stamp) {
+  pl__moe_plan_memo *mm = pl_dry_memo(dev, PL_DRY_MEMO_MOE_PLAN);
+  if (!mm || mm->N != N || mm->k != k || mm->E != E)
+    return NULL;
+  if (mm->stamp || stamp)
+    return mm->stamp == stamp ? mm : NULL;
+  const size_t n = (size_t)N * (size_t)k;
+  return n == 0 || !memcmp(mm->idx, idx, n * sizeof *idx) ? mm : NULL;
+}
+
+pl__moe_plan_memo *pl__moe_memo_keep(pl_dev *dev, int64_t N, int k, int E,
+                                     const int32_t *idx, uint64_t stamp,
+                                     const int64_t *mine) {
+  const size_t n = stamp ? 0 : (size_t)N * (size_t)k;
+  pl__moe_plan_memo *mm = calloc(1, sizeof *mm);
+  if (!mm)
+    return NULL;
+  mm->idx = stamp ? NULL : malloc(n ? n * sizeof *idx : 1);
+  mm->mine = malloc(((size_t)E + 2) * sizeof *mine);
+  if ((!stamp && !mm->idx) || !mm->mine) {
+    memo_free(mm);
+    return NULL;
+  }
+  if (n)
+    memcpy(mm->idx, idx, n * sizeof *idx);
+  memcpy(mm->mine, mine, ((size_t)E + 2) * sizeof *mine);
+  mm->stamp = stamp;
+  mm->N = N;
+  mm->k = k;
+  mm->E = E;
+  if (pl_dry_memo_set(dev, PL_DRY_MEMO_MOE_PLAN, mm, memo_free) != PL_OK)
+    return NULL; /* freed by the setter */
+  return mm;
+}
+
+bool pl__moe_memo_cnt_match(const pl__moe_plan_memo *mm, int E, int Ep, int K,
+                            const int64_t *cum, const pl_llep_plan *p,
+                            bool contig) {
+  if (!mm->has_cnt || mm->Ep != Ep || mm->K != K || mm->contig != contig ||
+      mm->np != p->n_pieces || memcmp(mm->cum, cum, (size_t)E * sizeof *cum) ||
+      memcmp(mm->piece_off, p->piece_off, ((size_t)E + 1) * sizeof(int)))
+    return false;
+  for (int i = 0; i < p->n_pieces; i++)
+    if (mm->prank[i] != p->pieces[i].rank || mm->pend[i] != p->pieces[i].end)
+      return false;
+  return true;
+}
+
+void pl__moe_memo_keep_cnt(pl__moe_plan_memo *mm, int E, int Ep, int K,
+                           const int64_t *cum, const int64_t *cnt3,
+                           const int64_t *off3, const pl_llep_plan *p,
+                           bool contig) {
+  memo_drop_cnt(mm);
+  const int np = p->n_pieces;
+  const size_t n3 = (size_t)K * Ep * E;
+  mm->cum = malloc((size_t)E * sizeof *mm->cum);
+  mm->piece_off = malloc(((size_t)E + 1) * sizeof *mm->piece_off);
+  mm->prank = malloc((size_t)(np > 0 ? np : 1) * sizeof *mm->prank);
+  mm->pend = malloc((size_t)(np > 0 ? np : 1) * sizeof *mm->pend);
+  mm->cnt3 = malloc(n3 * sizeof *mm->cnt3);
+  mm->off3 = malloc(n3 * sizeof *mm->off3);
+  if (!mm->cum || !mm->piece_off || !mm->prank || !mm->pend || !mm->cnt3 ||
+      !mm->off3) {
+    memo_drop_cnt(mm);
+    return;
+  }
+  memcpy(mm->cum, cum, (size_t)E * sizeof *mm->cum);
+  memcpy(mm->piece_off, p->piece_off, ((size_t)E + 1) * sizeof(int));
+  for (int i = 0; i < np; i++) {
+    mm->prank[i] = p->pieces[i].rank;
+    mm->pend[i] = p->pieces[i].end;
+  }
+  memcpy(mm->cnt3, cnt3, n3 * sizeof *mm->cnt3);
+  memcpy(mm->off3, off3, n3 * sizeof *mm->off3);
+  mm->Ep = Ep;
+  mm->K = K;
+  mm->contig = contig;
+  mm->np = np;
+  mm->has_cnt = true;
+}
+
+void pl__moe_memo_keep_virt(pl__moe_plan_memo *mm, int me, const int64_t *rc3,
+                            size_t n3, const int64_t *vrs, size_t nrs) {
+  memo_drop_lay(mm);
+  free(mm->rc3);
+  free(mm->vrs);
+  mm->rc3 = malloc(n3 * sizeof *mm->rc3);
+  mm->vrs = malloc(nrs * sizeof *mm->vrs);
+  mm->has_virt = mm->rc3 && mm->vrs;
+  if (!mm->has_virt)
+    return;
+  memcpy(mm->rc3, rc3, n3 * sizeof *mm->rc3);
+  memcpy(mm->vrs, vrs, nrs * sizeof *mm->vrs);
+  mm->virt_me = me;
+}
+
+void pl__moe_memo_keep_lay(pl__moe_plan_memo *mm, const pl__moe_chunk *ch,
+                           const int64_t *ibuf, int K, int Ep, int64_t N) {
+  memo_drop_lay(mm);
+  mm->lay = calloc((size_t)K, sizeof *mm->lay);
+  mm->lay_ibuf = malloc((size_t)K * 4 * Ep * sizeof *mm->lay_ibuf);
+  if (!mm->lay || !mm->lay_ibuf ||
+      pl__moe_layouts_copy(mm->lay, mm->lay_ibuf, ch, ibuf, K, Ep, N) != PL_OK)
+    memo_drop_lay(mm);
+}
+
+pl_status pl__moe_layouts_copy(pl__moe_chunk *dst, int64_t *dibuf,
+                               const pl__moe_chunk *src, const int64_t *sibuf,
+                               int K, int Ep, int64_t N) {
+  memcpy(dibuf, sibuf, (size_t)K * 4 * Ep * sizeof *dibuf);
+  for (int ch = 0; ch < K; ch++) {
+    const pl__moe_chunk *a = &src[ch];
+    pl__moe_chunk *b = &dst[ch];
+    *b = *a;
+    b->scnt = dibuf + (a->scnt - sibuf);
+    b->sdsp = dibuf + (a->sdsp - sibuf);
+    b->rcnt = dibuf + (a->rcnt - sibuf);
+    b->rdsp = dibuf + (a->rdsp - sibuf);
+    const size_t bytes = (size_t)(a->ng > 0 ? a->ng : 1) * sizeof *a->g;
+    b->g = malloc(bytes);
+    if (!b->g)
+      return pl_set_error(PL_ENOMEM, "moe: host metadata allocation (N=%lld)",
+                          (long long)N);
+    memcpy(b->g, a->g, bytes);
+  }
+  return PL_OK;
+}

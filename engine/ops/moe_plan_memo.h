@@ -1,0 +1,89 @@
+/* ops/moe_plan_memo.h — the dry device's memo of the MoE plan (moe_plan.c).
+ * Internal.
+ *
+ * Why: every MoE layer of a step on a dry device (backend/dry/dry.h) plans
+ * the same routes, so the plan's passes over them give the same counts
+ * layer after layer.  The memo keeps what they gave and each layer's plan
+ * reads it when its inputs compare equal:
+ *   - the local counts per expert (a function of N, k, E and the routes);
+ *   - the block counts cnt3 and their offsets off3 (of those, the group's
+ *     lower-rank counts cum, the LLEP plan's pieces, Ep, K, the chunking);
+ *   - in a virtual group, what every member sends this rank (rc3, vrs: of
+ *     those and the rank) and the chunks' layouts (of those and the helper
+ *     sets, a function of the plan and the rank).
+ * Routes read in place from the dry device (pl_dry_routes_view) are known by
+ * their stamp; others by their values.  One memo per dry device, in its
+ * slot PL_DRY_MEMO_MOE_PLAN, freed with it.  No memo on other backends. */
+#ifndef PLATEAU_OPS_MOE_PLAN_MEMO_H
+#define PLATEAU_OPS_MOE_PLAN_MEMO_H
+
+#include "ops/llep_plan.h"
+#include "ops/moe_internal.h"
+
+typedef struct pl__moe_plan_memo {
+  int64_t N;
+  int k, E;
+  uint64_t stamp; /* the routes' stamp (idx NULL), or 0 */
+  int32_t *idx;   /* N * k routes (stamp 0) */
+  int64_t *mine;  /* E + 2: the local counts, N, a validity flag */
+  bool has_cnt;   /* the block counts below are set */
+  int Ep, K;
+  bool contig;
+  int np;
+  int64_t *cum;   /* E */
+  int *piece_off; /* E + 1 */
+  int *prank;     /* np pieces' ranks */
+  int64_t *pend;  /* np pieces' ends */
+  int64_t *cnt3;  /* K * Ep * E */
+  int64_t *off3;  /* K * Ep * E */
+  bool has_virt;  /* a virtual group's counts below, of rank virt_me */
+  int virt_me;
+  int64_t *rc3, *vrs; /* Ep * K * E; Ep * 2K */
+  pl__moe_chunk *lay; /* with them: K chunks' layouts, their groups */
+  int64_t *lay_ibuf;  /* and count arrays (K * 4 * Ep) */
+} pl__moe_plan_memo;
+
+/* The memo of dry device dev if its routes are idx (N x k over E experts;
+ * stamp: the dry device's stamp of idx, or 0), else NULL. */
+pl__moe_plan_memo *pl__moe_memo_find(pl_dev *dev, int64_t N, int k, int E,
+                                     const int32_t *idx, uint64_t stamp);
+
+/* A new memo of routes idx (stamp as find's) with local counts mine (E + 2)
+ * on dry device dev, replacing its last; NULL when the host has no room
+ * (the plan then goes on without one). */
+pl__moe_plan_memo *pl__moe_memo_keep(pl_dev *dev, int64_t N, int k, int E,
+                                     const int32_t *idx, uint64_t stamp,
+                                     const int64_t *mine);
+
+/* Are the memo's block counts those of a plan with these inputs? */
+bool pl__moe_memo_cnt_match(const pl__moe_plan_memo *mm, int E, int Ep, int K,
+                            const int64_t *cum, const pl_llep_plan *p,
+                            bool contig);
+
+/* Keep a plan's block counts cnt3 and offsets off3 (K * Ep * E each) with
+ * their inputs, dropping the memo's older counts, virtual counts and
+ * layouts (nothing kept when out of room). */
+void pl__moe_memo_keep_cnt(pl__moe_plan_memo *mm, int E, int Ep, int K,
+                           const int64_t *cum, const int64_t *cnt3,
+                           const int64_t *off3, const pl_llep_plan *p,
+                           bool contig);
+
+/* Keep a virtual group's counts of rank me (rc3: n3, vrs: nrs entries) for
+ * the block counts held, dropping the layouts (nothing when out of room). */
+void pl__moe_memo_keep_virt(pl__moe_plan_memo *mm, int me, const int64_t *rc3,
+                            size_t n3, const int64_t *vrs, size_t nrs);
+
+/* Keep the K chunk layouts ch (count arrays in ibuf, K * 4 * Ep) for the
+ * virtual counts held (nothing when out of room). */
+void pl__moe_memo_keep_lay(pl__moe_plan_memo *mm, const pl__moe_chunk *ch,
+                           const int64_t *ibuf, int K, int Ep, int64_t N);
+
+/* K chunk layouts src (count arrays in sibuf) into dst (zeroed; dibuf):
+ * each chunk's fields, its count arrays re-pointed into dibuf, its groups
+ * copied.  PL_ENOMEM (naming N) when the host has no room; the groups
+ * copied so far stay in dst (freed with it). */
+pl_status pl__moe_layouts_copy(pl__moe_chunk *dst, int64_t *dibuf,
+                               const pl__moe_chunk *src, const int64_t *sibuf,
+                               int K, int Ep, int64_t N);
+
+#endif
