@@ -26,21 +26,19 @@ typedef pl_status (*pl_dry_route_fn)(void *ctx, int64_t N, int k, int E,
  * dev is not dry. */
 pl_status pl_dry_set_routes(pl_dev *dev, pl_dry_route_fn fn, void *ctx);
 
-/* The routes of N tokens on dry device dev through its hook; PL_EINVAL
- * naming the missing hook when none was set.  The hook is asked once per
- * (N, k, E): the device keeps its last answer and copies it out again while
- * (N, k, E) stay the same (a hook is a function of them and its ctx, as the
- * routes of every layer and step are the same; setting a hook drops it). */
-pl_status pl_dry_routes(pl_dev *dev, int64_t N, int k, int E, int32_t *idx);
-
-/* The same answer read in place, landed on E_land experts (dividing E):
- * route e becomes e mod E_land, as a proxy's MoE layer takes a router over
+/* The routes of N tokens on dry device dev through its hook, read in place
+ * (PL_EINVAL naming the missing hook when none was set).  The hook is asked
+ * once per shape: the device keeps its last answer while (N, k, E, E_land)
+ * stay the same (a hook is a function of them and its ctx, as the routes of
+ * every layer and step are the same; setting a hook drops it).  The
+ * answer is landed on E_land experts (dividing E): route e becomes e mod
+ * E_land, as a proxy's MoE layer takes a router over
  * more slots (model/moe_ffn.h); E_land = E leaves them.  idx stays valid and
  * unchanged until the hook or (N, k, E, E_land) changes; counts[e] are the
  * hook's routes to router slot e (E entries, before the landing); stamp is
  * an answer's number, never the same for two answers of any dry devices.
  * Why: a step's every MoE layer reads the same routes, and the code that
- * keeps a memo of what it derives from them (ops/moe_plan.c) recognises
+ * keeps a memo of what it derives from them (ops/moe_plan_memo.h) recognises
  * them by their stamp (pl_dry_routes_stamp) instead of comparing N·k ids.
  * PL_EINVAL when a hook's expert id is outside [0, E). */
 typedef struct pl_dry_route_view {

@@ -392,14 +392,15 @@ static uint64_t g_stamp;
  * answer held. */
 static pl_status answer(pl_dev *dev, int64_t N, int k, int E, int E_land) {
   if (!dev || dev->backend != PL_BACKEND_DRY)
-    return pl_set_error(PL_EINVAL, "pl_dry_routes: not a dry device");
+    return pl_set_error(PL_EINVAL, "pl_dry_routes_view: not a dry device");
   dry_state *d = dev->impl;
   if (!d->routes)
     return pl_set_error(PL_EINVAL,
                         "dry device: the step needs the router's routes and "
                         "no route source was set (pl_dry_set_routes)");
   if (E_land <= 0 || E <= 0 || E % E_land)
-    return pl_set_error(PL_EINVAL, "pl_dry_routes: E_land=%d: must divide E=%d",
+    return pl_set_error(PL_EINVAL,
+                        "pl_dry_routes_view: E_land=%d: must divide E=%d",
                         E_land, E);
   if (d->last_idx && N == d->last_N && k == d->last_k && E == d->last_E &&
       E_land == d->last_land)
@@ -439,15 +440,6 @@ static pl_status answer(pl_dev *dev, int64_t N, int k, int E, int E_land) {
   d->last_E = E;
   d->last_land = E_land;
   d->last_stamp = __atomic_add_fetch(&g_stamp, 1, __ATOMIC_RELAXED);
-  return PL_OK;
-}
-
-pl_status pl_dry_routes(pl_dev *dev, int64_t N, int k, int E, int32_t *idx) {
-  PL_TRY(answer(dev, N, k, E, E));
-  const dry_state *d = dev->impl;
-  const size_t n = N > 0 && k > 0 ? (size_t)N * (size_t)k : 0;
-  if (n)
-    memcpy(idx, d->last_idx, n * sizeof *idx);
   return PL_OK;
 }
 
