@@ -294,19 +294,15 @@ static void rank_in(ranking *r, const cand *x) {
 }
 
 /* Can a candidate whose every ranked form (its SCO budget and headroom
- * filled or not) makes at most tok_s_max tok/s/GPU change the ranking?
+ * filled or not) makes at most u tok/s/GPU change the ranking?
  * Not when a best and a runner-up are held and it is slower than both by
  * more than better()'s 0.1%: better() is false against each, so rank_in
  * would only count it (and an infeasible one only matters as the closest
  * while nothing fits).  Its memory is then not evaluated: it is counted as
  * tried, not as feasible. */
-static bool pruned(ranking *r, const pl_model_cfg *m, const pl_plan_machine *mc,
-                   const pl_plan_cfg *c) {
+static bool pruned(ranking *r, double u) {
   if (!r->have_best || !r->have_second)
     return false;
-  double u = 0;
-  if (pl__plan_time_bound(m, c, mc, &u) != PL_OK)
-    return false; /* the evaluation says what it refuses */
   if (!(u * 1.001 < r->best.time.tok_s_gpu &&
         u * 1.001 < r->second.time.tok_s_gpu))
     return false;
@@ -425,9 +421,55 @@ static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
   return y.fits ? rank_filled(m, mc, &y, fr, r) : PL_OK;
 }
 
+/* The candidates of one search, evaluated fastest bound first: once a best
+ * and a runner-up are held, every candidate whose bound (pl__plan_time_bound)
+ * is slower than both by more than better()'s 0.1% is counted as tried and
+ * left unevaluated (pruned()), and in this order that is every one after
+ * the first such. */
+typedef struct qent {
+  pl_plan_cfg cfg;
+  double u; /* the time bound: tok/s/GPU at most (INFINITY: none) */
+  int seq;  /* the enumeration's order, for ties */
+} qent;
+typedef struct cqueue {
+  qent *e;
+  int n, cap;
+} cqueue;
+
+static pl_status q_push(cqueue *q, const pl_plan_cfg *c) {
+  if (q->n == q->cap) {
+    const int cap = q->cap ? 2 * q->cap : 256;
+    qent *e = realloc(q->e, (size_t)cap * sizeof *e);
+    if (!e)
+      return pl_set_error(PL_ENOMEM, "plan: host");
+    q->e = e, q->cap = cap;
+  }
+  q->e[q->n] = (qent){*c, INFINITY, q->n};
+  q->n++;
+  return PL_OK;
+}
+
+static int q_cmp(const void *pa, const void *pb) {
+  const qent *a = pa, *b = pb;
+  if (a->u != b->u)
+    return a->u > b->u ? -1 : 1;
+  return a->seq - b->seq;
+}
+
+static void q_sort(cqueue *q, const pl_model_cfg *m,
+                   const pl_plan_machine *mc) {
+  for (int i = 0; i < q->n; i++) {
+    double u = 0;
+    if (pl__plan_time_bound(m, &q->e[i].cfg, mc, &u) == PL_OK)
+      q->e[i].u = u;
+  }
+  qsort(q->e, (size_t)q->n, sizeof *q->e, q_cmp);
+}
+
 static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
                                 const pl_plan_free *fr,
-                                const pl_plan_machine *mc, ranking *r) {
+                                const pl_plan_machine *mc, ranking *r,
+                                cqueue *q) {
   int Ds[64], nD = 0;
   if (fr->D) {
     int dv[64], n;
@@ -503,20 +545,27 @@ static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
                 x.cfg.sc.oo.bucket = betas[bi];
               if (fr->optim)
                 x.cfg.sc.optim = opts[oi];
-              if (pruned(r, m, mc, &x.cfg))
-                continue;
-              pl_status st = sco_search(m, mc, &x, fr, r);
-              if (st == PL_EINVAL || st == PL_EUNSUPPORTED)
-                continue; /* a knob the layout refuses */
-              PL_TRY(st);
+              PL_TRY(q_push(q, &x.cfg));
             }
+  }
+  q_sort(q, m, mc);
+  for (int i = 0; i < q->n; i++) {
+    if (pruned(r, q->e[i].u))
+      continue;
+    cand x;
+    memset(&x, 0, sizeof x);
+    x.cfg = q->e[i].cfg;
+    pl_status st = sco_search(m, mc, &x, fr, r);
+    if (st == PL_EINVAL || st == PL_EUNSUPPORTED)
+      continue; /* a knob the layout refuses */
+    PL_TRY(st);
   }
   return PL_OK;
 }
 
 static pl_status search_fsdp2(const pl_model_cfg *m, const pl_plan_cfg *base,
                               const pl_plan_free *fr, const pl_plan_machine *mc,
-                              ranking *r) {
+                              ranking *r, cqueue *cq) {
   int cps[64], ncp = 0, eps[64], nep = 0, dv[64], n;
   divisors(base->W, dv, &n, 64);
   for (int i = 0; i < n; i++)
@@ -565,14 +614,21 @@ static pl_status search_fsdp2(const pl_model_cfg *m, const pl_plan_cfg *base,
               x.cfg.offload = o == 1;
             if (fr->mbs)
               x.cfg.mbs = mbss[q];
-            if (pruned(r, m, mc, &x.cfg))
-              continue;
-            pl_status st = eval(m, mc, r->mm, &x, true);
-            if (st == PL_EINVAL || (fr->dry && st == PL_EUNSUPPORTED))
-              continue; /* refused; or (dry) the baseline does not run it */
-            PL_TRY(st);
-            rank_in(r, &x);
+            PL_TRY(q_push(cq, &x.cfg));
           }
+  q_sort(cq, m, mc);
+  for (int i = 0; i < cq->n; i++) {
+    if (pruned(r, cq->e[i].u))
+      continue;
+    cand x;
+    memset(&x, 0, sizeof x);
+    x.cfg = cq->e[i].cfg;
+    pl_status st = eval(m, mc, r->mm, &x, true);
+    if (st == PL_EINVAL || (fr->dry && st == PL_EUNSUPPORTED))
+      continue; /* refused; or (dry) the baseline does not run it */
+    PL_TRY(st);
+    rank_in(r, &x);
+  }
   return PL_OK;
 }
 
@@ -668,9 +724,11 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
   }
   r->mm = mm;
   pl__plan_memo_dry(mm, fr->dry);
+  cqueue q = {0};
   pl_status st = base->system == PL_PLAN_FSDP2
-                     ? search_fsdp2(m, base, fr, mc, r)
-                     : search_plateau(m, base, fr, mc, r);
+                     ? search_fsdp2(m, base, fr, mc, r, &q)
+                     : search_plateau(m, base, fr, mc, r, &q);
+  free(q.e);
   if (st == PL_OK && r->tried == 0 && base->tokens_step > 0) {
     free(r), pl__plan_memo_free(mm);
     return pl_set_error(PL_EINVAL,
