@@ -73,6 +73,9 @@ typedef struct pl__mem_arena {
   uint64_t n_alloc, n_free, n_failed;
   int n_tags;
   const char *tags[PL_MEM_MAX_TAGS]; /* interned copies            */
+  /* the tag last found for a caller's string at this hash of its address
+   * (a hint: tag_index checks the name) */
+  unsigned char tag_hint[256];
   size_t tag_now[PL_MEM_MAX_TAGS];
   size_t tag_peak[PL_MEM_MAX_TAGS];
   size_t tag_at_peak[PL_MEM_MAX_TAGS]; /* snapshot when peak was set */

@@ -68,9 +68,16 @@ static pl__mem_entry *table_find(pl_dev *dev, const void *p) {
 static int tag_index(pl__mem_arena *a, const char *tag) {
   if (!tag || !*tag)
     tag = "untagged";
+  /* most tags are literals: the same address, call after call */
+  const uintptr_t u = (uintptr_t)tag;
+  unsigned char *hint = &a->tag_hint[(u ^ (u >> 8) ^ (u >> 16)) & 255];
+  if (*hint < a->n_tags && !strcmp(a->tags[*hint], tag))
+    return *hint;
   for (int i = 0; i < a->n_tags; i++)
-    if (!strcmp(a->tags[i], tag))
+    if (!strcmp(a->tags[i], tag)) {
+      *hint = (unsigned char)i;
       return i;
+    }
   if (a->n_tags < PL_MEM_MAX_TAGS - 1) {
     char *copy = strdup(tag);
     if (!copy)

@@ -176,7 +176,7 @@ pl_status pl__moe_expert_fwd(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
   const int64_t H = m->cfg.H, I = m->cfg.I;
   const pl_dtype dt = m->cfg.dt;
   const size_t b = pl_dtype_size(dt);
-  const int ng = C->ng;
+  const int ng = pl__on_dry(s) ? 0 : C->ng; /* a dry device issues none */
   void *G = NULL, *U = NULL, *A = NULL;
   mg *g2 = malloc((size_t)(2 * ng + 1) * sizeof *g2);
   if (!g2)
@@ -234,7 +234,7 @@ static pl_status expert_dx(pl_moe *m, pl_moe_ctx *c, const pl__moe_chunk *C,
   const int64_t H = m->cfg.H, I = m->cfg.I;
   const pl_dtype dt = m->cfg.dt;
   const size_t b = pl_dtype_size(dt);
-  const int ng = C->ng;
+  const int ng = pl__on_dry(s) ? 0 : C->ng; /* a dry device issues none */
 #define ROWS(base, w) ((char *)(base) + (size_t)gr->row0 * (w)*b)
   for (int gi = 0; gi < ng; gi++) {
     const pl__moe_group *gr = &C->g[gi];
@@ -269,7 +269,7 @@ pl_status pl__moe_expert_bwd(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
   const int64_t H = m->cfg.H, I = m->cfg.I;
   const pl_dtype dt = m->cfg.dt;
   const size_t b = pl_dtype_size(dt);
-  const int ng = C->ng;
+  const int ng = pl__on_dry(s) ? 0 : C->ng; /* a dry device issues none */
   void *X = *Xp;
   pl_stream *xs = m->nl ? m->ln[0] : s; /* where X's last use ends */
   void *G = NULL, *U = NULL, *A = NULL, *P = NULL;

@@ -98,19 +98,30 @@ static int helper_index(const pl_moe_ctx *c, int e) {
  * Returns nonzero on host OOM. */
 static int expert_major(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
                         int32_t *hmeta) {
-  const int nslot = m->El + c->nh;
+  const int nslot = m->El + c->nh, ng = C->ng_src;
   pl__moe_group *ge =
       malloc((size_t)(nslot > 0 ? nslot : 1) * sizeof(pl__moe_group));
-  if (!ge)
+  /* the groups of each slot in their order: a counting sort by slot */
+  int *first = calloc((size_t)nslot + 1, sizeof *first);
+  int *order = malloc((size_t)(ng > 0 ? ng : 1) * sizeof *order);
+  if (!ge || !first || !order) {
+    free(ge);
+    free(first);
+    free(order);
     return 1;
+  }
+  for (int gi = 0; gi < ng; gi++)
+    first[C->g[gi].slot + 1]++;
+  for (int sl = 0; sl < nslot; sl++)
+    first[sl + 1] += first[sl];
+  for (int gi = 0; gi < ng; gi++)
+    order[first[C->g[gi].slot]++] = gi;
   int nge = 0;
   int64_t r = 0;
-  for (int sl = 0; sl < nslot; sl++) {
-    int64_t r0 = r;
-    for (int gi = 0; gi < C->ng_src; gi++) {
-      const pl__moe_group *g = &C->g[gi];
-      if (g->slot != sl)
-        continue;
+  for (int sl = 0, i = 0; sl < nslot; sl++) {
+    const int64_t r0 = r;
+    for (; i < first[sl]; i++) {
+      const pl__moe_group *g = &C->g[order[i]];
       if (!hmeta) { /* dry device: the groups only, no index values */
         r += g->rows;
         continue;
@@ -123,6 +134,8 @@ static int expert_major(pl_moe *m, pl_moe_ctx *c, pl__moe_chunk *C,
     if (r > r0)
       ge[nge++] = (pl__moe_group){r0, r - r0, sl};
   }
+  free(first);
+  free(order);
   PL_ASSERT(r == C->R);
   free(C->g);
   C->g = ge;
@@ -193,8 +206,8 @@ static pl_status gather_counts(pl_moe *m, int64_t N, const int32_t *idx,
   int64_t bad = N < 0 ? 1 : 0;
   const bool dry = pl__dev_dry(m->dev) && N >= 0;
   x->stamp = dry ? pl_dry_routes_stamp(m->dev, idx, N, k, E) : 0;
-  x->memo = dry ? pl__moe_memo_find(m->dev, N, k, E, idx, x->stamp) : NULL;
-  if (x->memo) { /* the same routes as the last plan on this dry device */
+  x->memo = dry ? pl__moe_memo_find(N, k, E, idx, x->stamp) : NULL;
+  if (x->memo) { /* routes a plan on a dry device has counted */
     memcpy(x->mine, x->memo->mine, ((size_t)E + 2) * sizeof *x->mine);
   } else {
     for (int64_t r = 0; r < N * k && !bad; r++) {
@@ -206,7 +219,7 @@ static pl_status gather_counts(pl_moe *m, int64_t N, const int32_t *idx,
     x->mine[E] = N < 0 ? 0 : N;
     x->mine[E + 1] = bad;
     if (dry && !bad)
-      x->memo = pl__moe_memo_keep(m->dev, N, k, E, idx, x->stamp, x->mine);
+      x->memo = pl__moe_memo_keep(N, k, E, idx, x->stamp, x->mine);
   }
   PL_TRY(pl_host_allgather_i64(m->comm, x->mine, (size_t)E + 2, x->all));
   for (int r = 0; r < Ep; r++)
@@ -329,10 +342,14 @@ static pl_status route_destinations(pl_moe *m, pl_moe_ctx *c, int64_t N,
   const size_t n3 = (size_t)K * Ep * E;
   const bool keep = !pl__dev_dry(m->dev);
   const pl_llep_plan *p = &c->plan;
-  if (x->memo &&
-      pl__moe_memo_cnt_match(x->memo, x->E, x->Ep, x->K, x->cum, p, contig)) {
-    x->cnt3 = x->memo->cnt3; /* dry: the last plan's (dest is not kept) */
-    x->off3 = x->memo->off3;
+  pl__moe_plan_memo *mm =
+      x->memo
+          ? pl__moe_memo_find_cnt(x->memo, x->E, x->Ep, x->K, x->cum, p, contig)
+          : NULL;
+  if (mm) { /* dry: an earlier plan's (dest is not kept) */
+    x->memo = mm;
+    x->cnt3 = mm->cnt3;
+    x->off3 = mm->off3;
     x->lent3 = true;
     return PL_OK;
   }
@@ -365,8 +382,8 @@ static pl_status route_destinations(pl_moe *m, pl_moe_ctx *c, int64_t N,
   free(cur);
   fill_offsets(x);
   if (x->memo)
-    pl__moe_memo_keep_cnt(x->memo, x->E, x->Ep, x->K, x->cum, x->cnt3, x->off3,
-                          p, contig);
+    x->memo = pl__moe_memo_keep_cnt(x->memo, x->E, x->Ep, x->K, x->cum, x->cnt3,
+                                    x->off3, p, contig);
   return PL_OK;
 }
 

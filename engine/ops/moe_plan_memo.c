@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/dry/dry.h"
-
 static void memo_drop_lay(pl__moe_plan_memo *mm) {
   if (mm->lay)
     for (int i = 0; i < mm->K; i++)
@@ -32,8 +30,7 @@ static void memo_drop_cnt(pl__moe_plan_memo *mm) {
   mm->has_cnt = mm->has_virt = false;
 }
 
-static void memo_free(void *p) {
-  pl__moe_plan_memo *mm = p;
+static void memo_free(pl__moe_plan_memo *mm) {
   if (!mm)
     return;
   memo_drop_cnt(mm);
@@ -42,18 +39,44 @@ static void memo_free(void *p) {
   free(mm);
 }
 
-pl__moe_plan_memo *pl__moe_memo_find(pl_dev *dev, int64_t N, int k, int E,
-                                     const int32_t *idx, uint64_t stamp) {
-  pl__moe_plan_memo *mm = pl_dry_memo(dev, PL_DRY_MEMO_MOE_PLAN);
-  if (!mm || mm->N != N || mm->k != k || mm->E != E)
-    return NULL;
-  if (mm->stamp || stamp)
-    return mm->stamp == stamp ? mm : NULL;
-  const size_t n = (size_t)N * (size_t)k;
-  return n == 0 || !memcmp(mm->idx, idx, n * sizeof *idx) ? mm : NULL;
+/* This thread's memos, the most recent first. */
+#define MEMOS 8
+static _Thread_local pl__moe_plan_memo *t_memo[MEMOS];
+
+static void to_front(int i) {
+  pl__moe_plan_memo *mm = t_memo[i];
+  memmove(t_memo + 1, t_memo, (size_t)i * sizeof *t_memo);
+  t_memo[0] = mm;
 }
 
-pl__moe_plan_memo *pl__moe_memo_keep(pl_dev *dev, int64_t N, int k, int E,
+static bool same_routes(const pl__moe_plan_memo *mm, int64_t N, int k, int E,
+                        const int32_t *idx, uint64_t stamp) {
+  if (!mm || mm->N != N || mm->k != k || mm->E != E)
+    return false;
+  if (mm->stamp || stamp)
+    return mm->stamp == stamp;
+  const size_t n = (size_t)N * (size_t)k;
+  return n == 0 || !memcmp(mm->idx, idx, n * sizeof *idx);
+}
+
+pl__moe_plan_memo *pl__moe_memo_find(int64_t N, int k, int E,
+                                     const int32_t *idx, uint64_t stamp) {
+  for (int i = 0; i < MEMOS; i++)
+    if (same_routes(t_memo[i], N, k, E, idx, stamp)) {
+      to_front(i);
+      return t_memo[0];
+    }
+  return NULL;
+}
+
+/* mm in front of this thread's memos, the last dropped. */
+static void push(pl__moe_plan_memo *mm) {
+  memo_free(t_memo[MEMOS - 1]);
+  memmove(t_memo + 1, t_memo, (MEMOS - 1) * sizeof *t_memo);
+  t_memo[0] = mm;
+}
+
+pl__moe_plan_memo *pl__moe_memo_keep(int64_t N, int k, int E,
                                      const int32_t *idx, uint64_t stamp,
                                      const int64_t *mine) {
   const size_t n = stamp ? 0 : (size_t)N * (size_t)k;
@@ -73,14 +96,12 @@ pl__moe_plan_memo *pl__moe_memo_keep(pl_dev *dev, int64_t N, int k, int E,
   mm->N = N;
   mm->k = k;
   mm->E = E;
-  if (pl_dry_memo_set(dev, PL_DRY_MEMO_MOE_PLAN, mm, memo_free) != PL_OK)
-    return NULL; /* freed by the setter */
+  push(mm);
   return mm;
 }
 
-bool pl__moe_memo_cnt_match(const pl__moe_plan_memo *mm, int E, int Ep, int K,
-                            const int64_t *cum, const pl_llep_plan *p,
-                            bool contig) {
+static bool cnt_match(const pl__moe_plan_memo *mm, int E, int Ep, int K,
+                      const int64_t *cum, const pl_llep_plan *p, bool contig) {
   if (!mm->has_cnt || mm->Ep != Ep || mm->K != K || mm->contig != contig ||
       mm->np != p->n_pieces || memcmp(mm->cum, cum, (size_t)E * sizeof *cum) ||
       memcmp(mm->piece_off, p->piece_off, ((size_t)E + 1) * sizeof(int)))
@@ -91,11 +112,30 @@ bool pl__moe_memo_cnt_match(const pl__moe_plan_memo *mm, int E, int Ep, int K,
   return true;
 }
 
-void pl__moe_memo_keep_cnt(pl__moe_plan_memo *mm, int E, int Ep, int K,
-                           const int64_t *cum, const int64_t *cnt3,
-                           const int64_t *off3, const pl_llep_plan *p,
-                           bool contig) {
-  memo_drop_cnt(mm);
+pl__moe_plan_memo *pl__moe_memo_find_cnt(const pl__moe_plan_memo *mm, int E,
+                                         int Ep, int K, const int64_t *cum,
+                                         const pl_llep_plan *p, bool contig) {
+  for (int i = 0; i < MEMOS; i++) {
+    const pl__moe_plan_memo *o = t_memo[i];
+    if (o && same_routes(o, mm->N, mm->k, mm->E, mm->idx, mm->stamp) &&
+        cnt_match(o, E, Ep, K, cum, p, contig)) {
+      to_front(i);
+      return t_memo[0];
+    }
+  }
+  return NULL;
+}
+
+pl__moe_plan_memo *pl__moe_memo_keep_cnt(pl__moe_plan_memo *mm, int E, int Ep,
+                                         int K, const int64_t *cum,
+                                         const int64_t *cnt3,
+                                         const int64_t *off3,
+                                         const pl_llep_plan *p, bool contig) {
+  if (mm->has_cnt) { /* another plan's counts of these routes: a new memo */
+    mm = pl__moe_memo_keep(mm->N, mm->k, mm->E, mm->idx, mm->stamp, mm->mine);
+    if (!mm)
+      return NULL;
+  }
   const int np = p->n_pieces;
   const size_t n3 = (size_t)K * Ep * E;
   mm->cum = malloc((size_t)E * sizeof *mm->cum);
@@ -107,7 +147,7 @@ void pl__moe_memo_keep_cnt(pl__moe_plan_memo *mm, int E, int Ep, int K,
   if (!mm->cum || !mm->piece_off || !mm->prank || !mm->pend || !mm->cnt3 ||
       !mm->off3) {
     memo_drop_cnt(mm);
-    return;
+    return NULL;
   }
   memcpy(mm->cum, cum, (size_t)E * sizeof *mm->cum);
   memcpy(mm->piece_off, p->piece_off, ((size_t)E + 1) * sizeof(int));
@@ -122,6 +162,7 @@ void pl__moe_memo_keep_cnt(pl__moe_plan_memo *mm, int E, int Ep, int K,
   mm->contig = contig;
   mm->np = np;
   mm->has_cnt = true;
+  return mm;
 }
 
 void pl__moe_memo_keep_virt(pl__moe_plan_memo *mm, int me, const int64_t *rc3,

@@ -3,17 +3,21 @@
  *
  * Why: every MoE layer of a step on a dry device (backend/dry/dry.h) plans
  * the same routes, so the plan's passes over them give the same counts
- * layer after layer.  The memo keeps what they gave and each layer's plan
- * reads it when its inputs compare equal:
+ * layer after layer; and a planner measures configuration after
+ * configuration on new dry devices that read the same routes (a pure route
+ * hook's shared answer, pl_dry_set_routes_pure).  The memo keeps what the
+ * passes gave and each plan reads it when its inputs compare equal:
  *   - the local counts per expert (a function of N, k, E and the routes);
  *   - the block counts cnt3 and their offsets off3 (of those, the group's
  *     lower-rank counts cum, the LLEP plan's pieces, Ep, K, the chunking);
  *   - in a virtual group, what every member sends this rank (rc3, vrs: of
  *     those and the rank) and the chunks' layouts (of those and the helper
  *     sets, a function of the plan and the rank).
- * Routes read in place from the dry device (pl_dry_routes_view) are known by
- * their stamp; others by their values.  One memo per dry device, in its
- * slot PL_DRY_MEMO_MOE_PLAN, freed with it.  No memo on other backends. */
+ * Nothing in it depends on the device: only on those inputs.  Routes read
+ * in place from a dry device (pl_dry_routes_view) are known by their stamp;
+ * others by their values.  Each thread keeps its eight most recent memos
+ * (one per routes and block counts); a plan reads them only on a dry
+ * device. */
 #ifndef PLATEAU_OPS_MOE_PLAN_MEMO_H
 #define PLATEAU_OPS_MOE_PLAN_MEMO_H
 
@@ -43,30 +47,32 @@ typedef struct pl__moe_plan_memo {
   int64_t *lay_ibuf;  /* and count arrays (K * 4 * Ep) */
 } pl__moe_plan_memo;
 
-/* The memo of dry device dev if its routes are idx (N x k over E experts;
- * stamp: the dry device's stamp of idx, or 0), else NULL. */
-pl__moe_plan_memo *pl__moe_memo_find(pl_dev *dev, int64_t N, int k, int E,
+/* The calling thread's most recent memo of routes idx (N x k over E
+ * experts; stamp: a dry device's stamp of idx, or 0), else NULL. */
+pl__moe_plan_memo *pl__moe_memo_find(int64_t N, int k, int E,
                                      const int32_t *idx, uint64_t stamp);
 
-/* A new memo of routes idx (stamp as find's) with local counts mine (E + 2)
- * on dry device dev, replacing its last; NULL when the host has no room
- * (the plan then goes on without one). */
-pl__moe_plan_memo *pl__moe_memo_keep(pl_dev *dev, int64_t N, int k, int E,
+/* A new memo of routes idx (stamp as find's) with local counts mine (E + 2),
+ * the thread's most recent (its oldest dropped); NULL when the host has no
+ * room (the plan then goes on without one). */
+pl__moe_plan_memo *pl__moe_memo_keep(int64_t N, int k, int E,
                                      const int32_t *idx, uint64_t stamp,
                                      const int64_t *mine);
 
-/* Are the memo's block counts those of a plan with these inputs? */
-bool pl__moe_memo_cnt_match(const pl__moe_plan_memo *mm, int E, int Ep, int K,
-                            const int64_t *cum, const pl_llep_plan *p,
-                            bool contig);
+/* The thread's memo of mm's routes whose block counts are those of a plan
+ * with these inputs, made the most recent; NULL when none. */
+pl__moe_plan_memo *pl__moe_memo_find_cnt(const pl__moe_plan_memo *mm, int E,
+                                         int Ep, int K, const int64_t *cum,
+                                         const pl_llep_plan *p, bool contig);
 
 /* Keep a plan's block counts cnt3 and offsets off3 (K * Ep * E each) with
- * their inputs, dropping the memo's older counts, virtual counts and
- * layouts (nothing kept when out of room). */
-void pl__moe_memo_keep_cnt(pl__moe_plan_memo *mm, int E, int Ep, int K,
-                           const int64_t *cum, const int64_t *cnt3,
-                           const int64_t *off3, const pl_llep_plan *p,
-                           bool contig);
+ * their inputs: in mm when it holds none, else in a new memo of mm's
+ * routes.  The memo that holds them; NULL when out of room. */
+pl__moe_plan_memo *pl__moe_memo_keep_cnt(pl__moe_plan_memo *mm, int E, int Ep,
+                                         int K, const int64_t *cum,
+                                         const int64_t *cnt3,
+                                         const int64_t *off3,
+                                         const pl_llep_plan *p, bool contig);
 
 /* Keep a virtual group's counts of rank me (rc3: n3, vrs: nrs entries) for
  * the block counts held, dropping the layouts (nothing when out of room). */

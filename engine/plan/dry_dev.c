@@ -64,11 +64,11 @@ pl_status pl_plan_dry_device_routed(pl_backend flavour, size_t total_bytes,
   pl_status st = PL_OK;
   PL_TRY_GOTO(st, fail, pl_dry_set_flavour(dev, flavour, total_bytes));
   PL_TRY_GOTO(st, fail,
-              pl_dry_set_routes(dev,
-                                routes == PL_PLAN_ROUTES_ADVERSARIAL
-                                    ? adversarial_routes
-                                    : balanced_routes,
-                                (void *)(intptr_t)route_rank));
+              pl_dry_set_routes_pure(dev,
+                                     routes == PL_PLAN_ROUTES_ADVERSARIAL
+                                         ? adversarial_routes
+                                         : balanced_routes,
+                                     (void *)(intptr_t)route_rank));
   *out = dev;
   return PL_OK;
 fail:

@@ -26,6 +26,16 @@ typedef pl_status (*pl_dry_route_fn)(void *ctx, int64_t N, int k, int E,
  * dev is not dry. */
 pl_status pl_dry_set_routes(pl_dev *dev, pl_dry_route_fn fn, void *ctx);
 
+/* pl_dry_set_routes for a pure hook: one whose answer is a function of
+ * (N, k, E) and of the value ctx alone, never of what ctx points to.  Its
+ * answers are shared by every dry device of the calling thread set with the
+ * same fn and ctx: each is asked for once (the thread keeps its last four
+ * answers), and devices reading the same answer read the same stamp, so a
+ * memo keyed by the stamp (ops/moe_plan_memo.h) serves them all.  Why: a
+ * planner measures many configurations in a row, each on a new device,
+ * most with the routes of the one before. */
+pl_status pl_dry_set_routes_pure(pl_dev *dev, pl_dry_route_fn fn, void *ctx);
+
 /* The routes of N tokens on dry device dev through its hook, read in place
  * (PL_EINVAL naming the missing hook when none was set).  The hook is asked
  * once per shape: the device keeps its last answer while (N, k, E, E_land)
@@ -64,25 +74,6 @@ uint64_t pl_dry_routes_stamp(const pl_dev *dev, const int32_t *idx, int64_t N,
  * none, as before), so that code sizing itself by the device (a bench's
  * plan) sees the GPU's.  PL_EINVAL when dev is not dry or be is dry. */
 pl_status pl_dry_set_flavour(pl_dev *dev, pl_backend be, size_t total_bytes);
-
-/* Host memos: host work that a dry device makes the same on every call (a
- * step's layers see the same routes, so each MoE layer's host plan counts
- * the same routes) may keep its last answer with the device and reuse it
- * when its inputs compare equal, instead of recomputing it per layer.  One
- * slot per user; a memo is the user's, freed with free_fn when replaced or
- * when the device goes. */
-typedef enum pl_dry_memo_slot {
-  PL_DRY_MEMO_MOE_PLAN, /* ops/moe_plan.c: routes -> counts per block */
-  PL_DRY_MEMO_N
-} pl_dry_memo_slot;
-
-/* The memo in slot of dev; NULL when none was set or dev is not dry. */
-void *pl_dry_memo(const pl_dev *dev, pl_dry_memo_slot slot);
-
-/* Keep memo p (NULL: none) in slot of dev, freeing the one there; PL_EINVAL
- * (p freed with free_fn) when dev is not dry. */
-pl_status pl_dry_memo_set(pl_dev *dev, pl_dry_memo_slot slot, void *p,
-                          void (*free_fn)(void *));
 
 /* Is p inside one of dev's unbacked ranges (an address the dry device handed
  * out)?  False for every address on other backends. */

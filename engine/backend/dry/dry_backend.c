@@ -62,6 +62,40 @@ typedef struct dry_class {
   size_t nfree, cap;
 } dry_class;
 
+/* A route hook's answer for (N, k, E) landed on `land` experts: the routes,
+ * the hook's routes per router slot (E, before the landing) and the
+ * answer's stamp.  Counted references: the devices holding it and, for a
+ * pure hook's (fn set), the calling thread's cache of recent answers. */
+typedef struct dry_answer {
+  int refs;
+  pl_dry_route_fn fn; /* the pure hook and ctx it came from; NULL: private */
+  void *ctx;
+  int64_t N;
+  int k, E, land;
+  int32_t *idx;
+  int64_t *counts;
+  uint64_t stamp;
+} dry_answer;
+
+static void answer_put(dry_answer *a) {
+  if (a && __atomic_sub_fetch(&a->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+    free(a->idx);
+    free(a->counts);
+    free(a);
+  }
+}
+
+static dry_answer *answer_get(dry_answer *a) {
+  __atomic_add_fetch(&a->refs, 1, __ATOMIC_RELAXED);
+  return a;
+}
+
+/* The answers of pure hooks this thread asked for last, the most recent
+ * first: a planner builds many dry devices in a row, and each would ask
+ * for the same routes again. */
+#define SHARED_ANSWERS 4
+static _Thread_local dry_answer *t_shared[SHARED_ANSWERS];
+
 typedef struct dry_state {
   char *base; /* PROT_NONE, never mapped readable */
   dry_class cls[NCLASS];
@@ -75,17 +109,9 @@ typedef struct dry_state {
   int nhuge, huge_cap;
   pl_dry_route_fn routes;
   void *routes_ctx;
-  /* the hook's last answer, for (last_N, last_k, last_E) landed on
-   * last_land experts: the routes, the hook's routes per router slot
-   * (last_E, before the landing) and the answer's stamp */
-  int32_t *last_idx;
-  int64_t *last_counts;
-  int64_t last_N;
-  int last_k, last_E, last_land;
-  uint64_t last_stamp;
-  void *memo[PL_DRY_MEMO_N];
-  void (*memo_free[PL_DRY_MEMO_N])(void *);
-  size_t total_bytes; /* what info reports: the played GPU's memory */
+  bool routes_pure;       /* its answers are shared (pl_dry_set_routes_pure) */
+  struct dry_answer *ans; /* the hook's last answer, or NULL */
+  size_t total_bytes;     /* what info reports: the played GPU's memory */
 } dry_state;
 
 static pl_status dry_init(pl_dev *dev, int ordinal) {
@@ -119,11 +145,7 @@ static void dry_fini(pl_dev *dev) {
   free(d->huge_bytes);
   for (int c = 0; c < NCLASS; c++)
     free(d->cls[c].free);
-  free(d->last_idx);
-  free(d->last_counts);
-  for (int i = 0; i < PL_DRY_MEMO_N; i++)
-    if (d->memo[i] && d->memo_free[i])
-      d->memo_free[i](d->memo[i]);
+  answer_put(d->ans);
   free(d);
   dev->impl = NULL;
 }
@@ -354,21 +376,21 @@ static pl_status dry_memcpy_peer(pl_stream *s, void *dst, const pl_dev *dd,
   return PL_OK;
 }
 
-static void drop_answer(dry_state *d) {
-  free(d->last_idx);
-  free(d->last_counts);
-  d->last_idx = NULL;
-  d->last_counts = NULL;
-  d->last_stamp = 0;
-}
-
 pl_status pl_dry_set_routes(pl_dev *dev, pl_dry_route_fn fn, void *ctx) {
   if (!dev || dev->backend != PL_BACKEND_DRY)
     return pl_set_error(PL_EINVAL, "pl_dry_set_routes: not a dry device");
   dry_state *d = dev->impl;
   d->routes = fn;
   d->routes_ctx = ctx;
-  drop_answer(d);
+  d->routes_pure = false;
+  answer_put(d->ans);
+  d->ans = NULL;
+  return PL_OK;
+}
+
+pl_status pl_dry_set_routes_pure(pl_dev *dev, pl_dry_route_fn fn, void *ctx) {
+  PL_TRY(pl_dry_set_routes(dev, fn, ctx));
+  ((dry_state *)dev->impl)->routes_pure = fn != NULL;
   return PL_OK;
 }
 
@@ -388,28 +410,44 @@ pl_status pl_dry_set_flavour(pl_dev *dev, pl_backend be, size_t total_bytes) {
  * devices share one (a freed answer's address may come back). */
 static uint64_t g_stamp;
 
-/* Ask the hook for (N, k, E), landed on E_land experts, unless that is the
- * answer held. */
-static pl_status answer(pl_dev *dev, int64_t N, int k, int E, int E_land) {
-  if (!dev || dev->backend != PL_BACKEND_DRY)
-    return pl_set_error(PL_EINVAL, "pl_dry_routes_view: not a dry device");
-  dry_state *d = dev->impl;
-  if (!d->routes)
-    return pl_set_error(PL_EINVAL,
-                        "dry device: the step needs the router's routes and "
-                        "no route source was set (pl_dry_set_routes)");
-  if (E_land <= 0 || E <= 0 || E % E_land)
-    return pl_set_error(PL_EINVAL,
-                        "pl_dry_routes_view: E_land=%d: must divide E=%d",
-                        E_land, E);
-  if (d->last_idx && N == d->last_N && k == d->last_k && E == d->last_E &&
-      E_land == d->last_land)
-    return PL_OK;
-  drop_answer(d);
+static bool answer_is(const dry_answer *a, int64_t N, int k, int E,
+                      int E_land) {
+  return a && a->N == N && a->k == k && a->E == E && a->land == E_land;
+}
+
+/* A pure hook's answer this thread holds, moved to the front; NULL when
+ * none. */
+static dry_answer *shared_find(const dry_state *d, int64_t N, int k, int E,
+                               int E_land) {
+  for (int i = 0; i < SHARED_ANSWERS; i++) {
+    dry_answer *a = t_shared[i];
+    if (!a || a->fn != d->routes || a->ctx != d->routes_ctx ||
+        !answer_is(a, N, k, E, E_land))
+      continue;
+    memmove(t_shared + 1, t_shared, (size_t)i * sizeof *t_shared);
+    t_shared[0] = a;
+    return a;
+  }
+  return NULL;
+}
+
+static void shared_keep(dry_answer *a) {
+  answer_put(t_shared[SHARED_ANSWERS - 1]);
+  memmove(t_shared + 1, t_shared, (SHARED_ANSWERS - 1) * sizeof *t_shared);
+  t_shared[0] = answer_get(a);
+}
+
+/* The hook's answer for (N, k, E), landed on E_land experts: a new one
+ * (*out, one reference), or NULL with the hook's error. */
+static pl_status ask_hook(const dry_state *d, int64_t N, int k, int E,
+                          int E_land, dry_answer **out) {
+  *out = NULL;
   const size_t n = N > 0 && k > 0 ? (size_t)N * (size_t)k : 0;
+  dry_answer *a = calloc(1, sizeof *a);
   int32_t *idx = malloc(n ? n * sizeof *idx : 1);
   int64_t *cnt = calloc((size_t)E, sizeof *cnt);
-  if (!idx || !cnt) {
+  if (!a || !idx || !cnt) {
+    free(a);
     free(idx);
     free(cnt);
     return pl_set_error(PL_ENOMEM, "dry device: the routes of N=%lld, k=%d",
@@ -429,17 +467,51 @@ static pl_status answer(pl_dev *dev, int64_t N, int k, int E, int E_land) {
       idx[i] %= E_land;
   }
   if (st != PL_OK) {
+    free(a);
     free(idx);
     free(cnt);
     return st;
   }
-  d->last_idx = idx;
-  d->last_counts = cnt;
-  d->last_N = N;
-  d->last_k = k;
-  d->last_E = E;
-  d->last_land = E_land;
-  d->last_stamp = __atomic_add_fetch(&g_stamp, 1, __ATOMIC_RELAXED);
+  *a = (dry_answer){1,
+                    d->routes_pure ? d->routes : NULL,
+                    d->routes_pure ? d->routes_ctx : NULL,
+                    N,
+                    k,
+                    E,
+                    E_land,
+                    idx,
+                    cnt,
+                    __atomic_add_fetch(&g_stamp, 1, __ATOMIC_RELAXED)};
+  *out = a;
+  return PL_OK;
+}
+
+/* Ask the hook for (N, k, E), landed on E_land experts, unless that is the
+ * answer held (or, for a pure hook, one this thread holds). */
+static pl_status answer(pl_dev *dev, int64_t N, int k, int E, int E_land) {
+  if (!dev || dev->backend != PL_BACKEND_DRY)
+    return pl_set_error(PL_EINVAL, "pl_dry_routes_view: not a dry device");
+  dry_state *d = dev->impl;
+  if (!d->routes)
+    return pl_set_error(PL_EINVAL,
+                        "dry device: the step needs the router's routes and "
+                        "no route source was set (pl_dry_set_routes)");
+  if (E_land <= 0 || E <= 0 || E % E_land)
+    return pl_set_error(PL_EINVAL,
+                        "pl_dry_routes_view: E_land=%d: must divide E=%d",
+                        E_land, E);
+  if (answer_is(d->ans, N, k, E, E_land))
+    return PL_OK;
+  dry_answer *a = d->routes_pure ? shared_find(d, N, k, E, E_land) : NULL;
+  if (a) {
+    answer_get(a);
+  } else {
+    PL_TRY(ask_hook(d, N, k, E, E_land, &a));
+    if (d->routes_pure)
+      shared_keep(a);
+  }
+  answer_put(d->ans);
+  d->ans = a;
   return PL_OK;
 }
 
@@ -448,7 +520,7 @@ pl_status pl_dry_routes_view(pl_dev *dev, int64_t N, int k, int E, int E_land,
   memset(v, 0, sizeof *v);
   PL_TRY(answer(dev, N, k, E, E_land));
   const dry_state *d = dev->impl;
-  *v = (pl_dry_route_view){d->last_idx, d->last_counts, d->last_stamp};
+  *v = (pl_dry_route_view){d->ans->idx, d->ans->counts, d->ans->stamp};
   return PL_OK;
 }
 
@@ -457,37 +529,10 @@ uint64_t pl_dry_routes_stamp(const pl_dev *dev, const int32_t *idx, int64_t N,
   if (!dev || dev->backend != PL_BACKEND_DRY || !dev->impl || !idx)
     return 0;
   const dry_state *d = dev->impl;
-  return d->last_idx == idx && d->last_N == N && d->last_k == k &&
-                 d->last_land == E_land
-             ? d->last_stamp
+  const dry_answer *a = d->ans;
+  return a && a->idx == idx && a->N == N && a->k == k && a->land == E_land
+             ? a->stamp
              : 0;
-}
-
-void *pl_dry_memo(const pl_dev *dev, pl_dry_memo_slot slot) {
-  if (!dev || dev->backend != PL_BACKEND_DRY || !dev->impl ||
-      (unsigned)slot >= PL_DRY_MEMO_N)
-    return NULL;
-  const dry_state *d = dev->impl;
-  return d->memo[slot];
-}
-
-pl_status pl_dry_memo_set(pl_dev *dev, pl_dry_memo_slot slot, void *p,
-                          void (*free_fn)(void *)) {
-  if (!dev || dev->backend != PL_BACKEND_DRY || !dev->impl ||
-      (unsigned)slot >= PL_DRY_MEMO_N) {
-    if (p && free_fn)
-      free_fn(p);
-    return pl_set_error(PL_EINVAL,
-                        "pl_dry_memo_set: not a dry device (or "
-                        "slot %d beyond the memo slots)",
-                        (int)slot);
-  }
-  dry_state *d = dev->impl;
-  if (d->memo[slot] && d->memo_free[slot])
-    d->memo_free[slot](d->memo[slot]);
-  d->memo[slot] = p;
-  d->memo_free[slot] = free_fn;
-  return PL_OK;
 }
 
 const pl__backend_ops pl__dry_backend_ops = {
