@@ -413,14 +413,62 @@ START_TEST(dry_route_view) {
 }
 END_TEST
 
+/* A pure hook's answers are shared by the dry devices of a thread: asked
+ * once per (hook, ctx, shape), one stamp, alive while a device holds it;
+ * a hook set as not pure, or another ctx, is asked anew; the thread keeps
+ * its last four answers. */
+START_TEST(dry_route_share) {
+  enum { N = 5, K = 2, E = 8, ND = 4 };
+  pl_dev *d[ND];
+  for (int i = 0; i < ND; i++)
+    ck_assert_int_eq(pl_dev_create(PL_BACKEND_DRY, 0, &d[i]), PL_OK);
+  hook_ctx h = {0, false}, g = {0, false};
+  ck_assert_int_eq(pl_dry_set_routes_pure(d[0], cyclic_routes, &h), PL_OK);
+  ck_assert_int_eq(pl_dry_set_routes_pure(d[1], cyclic_routes, &h), PL_OK);
+  ck_assert_int_eq(pl_dry_set_routes(d[2], cyclic_routes, &h), PL_OK);
+  ck_assert_int_eq(pl_dry_set_routes_pure(d[3], cyclic_routes, &g), PL_OK);
+  pl_dry_route_view v[ND];
+  for (int i = 0; i < ND; i++)
+    ck_assert_int_eq(pl_dry_routes_view(d[i], N, K, E, E, &v[i]), PL_OK);
+  ck_assert_int_eq(h.calls, 2); /* d[0] and d[2]; d[1] shares d[0]'s */
+  ck_assert_int_eq(g.calls, 1);
+  ck_assert_ptr_eq(v[1].idx, v[0].idx);
+  ck_assert_uint_eq(v[1].stamp, v[0].stamp);
+  ck_assert(v[2].stamp != v[0].stamp && v[3].stamp != v[0].stamp);
+  ck_assert_uint_eq(pl_dry_routes_stamp(d[1], v[0].idx, N, K, E), v[0].stamp);
+  /* the answer outlives the device that asked for it */
+  pl_dev_destroy(d[0]);
+  for (int i = 0; i < N * K; i++)
+    ck_assert_int_eq(v[1].idx[i], (3 * (i / K) + i % K) % E);
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_DRY, 0, &d[0]), PL_OK);
+  ck_assert_int_eq(pl_dry_set_routes_pure(d[0], cyclic_routes, &h), PL_OK);
+  ck_assert_int_eq(pl_dry_routes_view(d[0], N, K, E, E, &v[0]), PL_OK);
+  ck_assert_int_eq(h.calls, 2);
+  ck_assert_uint_eq(v[0].stamp, v[1].stamp);
+  /* four other shapes later the first is asked for again */
+  for (int n = 1; n <= 4; n++)
+    ck_assert_int_eq(pl_dry_routes_view(d[0], N + n, K, E, E, &v[0]), PL_OK);
+  ck_assert_int_eq(h.calls, 6);
+  pl_dev *e;
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_DRY, 0, &e), PL_OK);
+  ck_assert_int_eq(pl_dry_set_routes_pure(e, cyclic_routes, &h), PL_OK);
+  ck_assert_int_eq(pl_dry_routes_view(e, N, K, E, E, &v[0]), PL_OK);
+  ck_assert_int_eq(h.calls, 7);
+  ck_assert(v[0].stamp != v[1].stamp); /* d[1] holds the old answer */
+  pl_dev_destroy(e);
+  for (int i = 0; i < ND; i++)
+    pl_dev_destroy(d[i]);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   const int e =
       pl_check_world_open(&argc, &argv, "plan_dry", &dev, &world, &rank, &size);
   if (e)
     return e;
   const TTest *tests[] = {
-      dry_backend_basics, dry_route_view,     dry_grid, dry_grid_cuda,
-      dry_full_grid,      dry_full_grid_cuda, NULL};
+      dry_backend_basics, dry_route_view, dry_route_share,    dry_grid,
+      dry_grid_cuda,      dry_full_grid,  dry_full_grid_cuda, NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("plan_dry", 300, tests, rank, world));
 }
