@@ -456,20 +456,11 @@ static int q_cmp(const void *pa, const void *pb) {
   return a->seq - b->seq;
 }
 
-static void q_sort(cqueue *q, const pl_model_cfg *m,
-                   const pl_plan_machine *mc) {
-  for (int i = 0; i < q->n; i++) {
-    double u = 0;
-    if (pl__plan_time_bound(m, &q->e[i].cfg, mc, &u) == PL_OK)
-      q->e[i].u = u;
-  }
-  qsort(q->e, (size_t)q->n, sizeof *q->e, q_cmp);
-}
-
-static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
-                                const pl_plan_free *fr,
-                                const pl_plan_machine *mc, ranking *r,
-                                cqueue *q) {
+/* plateau's candidates of the free knobs into q. */
+static pl_status plateau_candidates(const pl_model_cfg *m,
+                                    const pl_plan_cfg *base,
+                                    const pl_plan_free *fr,
+                                    const pl_plan_machine *mc, cqueue *q) {
   int Ds[64], nD = 0;
   if (fr->D) {
     int dv[64], n;
@@ -548,24 +539,14 @@ static pl_status search_plateau(const pl_model_cfg *m, const pl_plan_cfg *base,
               PL_TRY(q_push(q, &x.cfg));
             }
   }
-  q_sort(q, m, mc);
-  for (int i = 0; i < q->n; i++) {
-    if (pruned(r, q->e[i].u))
-      continue;
-    cand x;
-    memset(&x, 0, sizeof x);
-    x.cfg = q->e[i].cfg;
-    pl_status st = sco_search(m, mc, &x, fr, r);
-    if (st == PL_EINVAL || st == PL_EUNSUPPORTED)
-      continue; /* a knob the layout refuses */
-    PL_TRY(st);
-  }
   return PL_OK;
 }
 
-static pl_status search_fsdp2(const pl_model_cfg *m, const pl_plan_cfg *base,
-                              const pl_plan_free *fr, const pl_plan_machine *mc,
-                              ranking *r, cqueue *cq) {
+/* The FSDP2 baseline's candidates of the free knobs into cq. */
+static pl_status fsdp2_candidates(const pl_model_cfg *m,
+                                  const pl_plan_cfg *base,
+                                  const pl_plan_free *fr,
+                                  const pl_plan_machine *mc, cqueue *cq) {
   int cps[64], ncp = 0, eps[64], nep = 0, dv[64], n;
   divisors(base->W, dv, &n, 64);
   for (int i = 0; i < n; i++)
@@ -616,18 +597,35 @@ static pl_status search_fsdp2(const pl_model_cfg *m, const pl_plan_cfg *base,
               x.cfg.mbs = mbss[q];
             PL_TRY(q_push(cq, &x.cfg));
           }
-  q_sort(cq, m, mc);
-  for (int i = 0; i < cq->n; i++) {
-    if (pruned(r, cq->e[i].u))
+  return PL_OK;
+}
+
+/* Rank the candidates of q, fastest bound first (plateau's each with its
+ * SCO count searched; a candidate refused by a knob of its layout, or by
+ * the dry device for a baseline's configuration it does not run, is left
+ * out). */
+static pl_status rank_queue(const pl_model_cfg *m, const pl_plan_free *fr,
+                            const pl_plan_machine *mc, ranking *r, cqueue *q,
+                            bool plateau) {
+  for (int i = 0; i < q->n; i++) {
+    double u = 0;
+    if (pl__plan_time_bound(m, &q->e[i].cfg, mc, &u) == PL_OK)
+      q->e[i].u = u; /* else INFINITY: evaluated, to say what it refuses */
+  }
+  qsort(q->e, (size_t)q->n, sizeof *q->e, q_cmp);
+  for (int i = 0; i < q->n; i++) {
+    if (pruned(r, q->e[i].u))
       continue;
     cand x;
     memset(&x, 0, sizeof x);
-    x.cfg = cq->e[i].cfg;
-    pl_status st = eval(m, mc, r->mm, &x, true);
-    if (st == PL_EINVAL || (fr->dry && st == PL_EUNSUPPORTED))
-      continue; /* refused; or (dry) the baseline does not run it */
+    x.cfg = q->e[i].cfg;
+    pl_status st =
+        plateau ? sco_search(m, mc, &x, fr, r) : eval(m, mc, r->mm, &x, true);
+    if (st == PL_EINVAL || ((plateau || fr->dry) && st == PL_EUNSUPPORTED))
+      continue;
     PL_TRY(st);
-    rank_in(r, &x);
+    if (!plateau)
+      rank_in(r, &x);
   }
   return PL_OK;
 }
@@ -725,9 +723,11 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
   r->mm = mm;
   pl__plan_memo_dry(mm, fr->dry);
   cqueue q = {0};
-  pl_status st = base->system == PL_PLAN_FSDP2
-                     ? search_fsdp2(m, base, fr, mc, r, &q)
-                     : search_plateau(m, base, fr, mc, r, &q);
+  const bool plateau = base->system != PL_PLAN_FSDP2;
+  pl_status st = plateau ? plateau_candidates(m, base, fr, mc, &q)
+                         : fsdp2_candidates(m, base, fr, mc, &q);
+  if (st == PL_OK)
+    st = rank_queue(m, fr, mc, r, &q, plateau);
   free(q.e);
   if (st == PL_OK && r->tried == 0 && base->tokens_step > 0) {
     free(r), pl__plan_memo_free(mm);
