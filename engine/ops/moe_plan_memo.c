@@ -2,6 +2,7 @@
  */
 #include "ops/moe_plan_memo.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,22 @@ static void memo_free(pl__moe_plan_memo *mm) {
 #define MEMOS 8
 static _Thread_local pl__moe_plan_memo *t_memo[MEMOS];
 
+/* A thread that ends frees its memos (its key's destructor). */
+static pthread_key_t memo_key;
+static pthread_once_t memo_once = PTHREAD_ONCE_INIT;
+
+static void memos_drop(void *unused) {
+  (void)unused;
+  for (int i = 0; i < MEMOS; i++) {
+    memo_free(t_memo[i]);
+    t_memo[i] = NULL;
+  }
+}
+
+static void memo_key_make(void) {
+  (void)pthread_key_create(&memo_key, memos_drop);
+}
+
 static void to_front(int i) {
   pl__moe_plan_memo *mm = t_memo[i];
   memmove(t_memo + 1, t_memo, (size_t)i * sizeof *t_memo);
@@ -71,6 +88,8 @@ pl__moe_plan_memo *pl__moe_memo_find(int64_t N, int k, int E,
 
 /* mm in front of this thread's memos, the last dropped. */
 static void push(pl__moe_plan_memo *mm) {
+  pthread_once(&memo_once, memo_key_make);
+  (void)pthread_setspecific(memo_key, t_memo); /* non-NULL: free at exit */
   memo_free(t_memo[MEMOS - 1]);
   memmove(t_memo + 1, t_memo, (MEMOS - 1) * sizeof *t_memo);
   t_memo[0] = mm;

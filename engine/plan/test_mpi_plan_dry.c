@@ -18,6 +18,7 @@
  * never loosened here. */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,6 +414,20 @@ START_TEST(dry_route_view) {
 }
 END_TEST
 
+/* Another thread's dry device reading a pure hook's routes: its own
+ * answer (the thread's cache), let go of when the thread ends. */
+static void *route_share_thread(void *arg) {
+  hook_ctx *h = arg;
+  pl_dev *d = NULL;
+  pl_dry_route_view v;
+  if (pl_dev_create(PL_BACKEND_DRY, 0, &d) != PL_OK ||
+      pl_dry_set_routes_pure(d, cyclic_routes, h) != PL_OK ||
+      pl_dry_routes_view(d, 5, 2, 8, 8, &v) != PL_OK)
+    h->bad = true;
+  pl_dev_destroy(d);
+  return NULL;
+}
+
 /* A pure hook's answers are shared by the dry devices of a thread: asked
  * once per (hook, ctx, shape), one stamp, alive while a device holds it;
  * a hook set as not pure, or another ctx, is asked anew; the thread keeps
@@ -456,6 +471,13 @@ START_TEST(dry_route_share) {
   ck_assert_int_eq(h.calls, 7);
   ck_assert(v[0].stamp != v[1].stamp); /* d[1] holds the old answer */
   pl_dev_destroy(e);
+  /* another thread asks for its own (and frees it when it ends: the
+   * sanitizer's leak check) */
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, route_share_thread, &h), 0);
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  ck_assert(!h.bad);
+  ck_assert_int_eq(h.calls, 8);
   for (int i = 0; i < ND; i++)
     pl_dev_destroy(d[i]);
 }
