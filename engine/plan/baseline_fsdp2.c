@@ -678,13 +678,14 @@ static double pos(double x) {
  * CP > 1 ring attention (ring_attn.h) per sequence: 2·CP − 1 full and 2
  * causal blocks of c = S/(2·CP) (their FLOPs sum to fa: the load-balanced
  * split runs exactly the causal work), each on the flash kernels at their
- * rate for length c, and in HBM the forward's merge of each block into the
- * f32 accumulator (o_blk read, o_acc read and written: c·n_q·d·(b + 8)) and
- * the backward's per block: its delta pass (O, dO: 2·c·n_q·d·b), dQ
- * workspace (zeroed, converted: c·n_q·d·(8 + b)), the dQ and dK, dV
- * accumulations (c·(n_q + 2·n_kv)·d·(b + 8)), and per step the received
- * dK|dV added (2·N·n_kv·d·12).  sdpa: PyTorch's SDPA at fsdp2_attn_tflops
- * (fwd+bwd) on chunks of S/CP. */
+ * rate for length c (the full blocks', (2·CP − 1)/(2·CP) of fa, at the full
+ * mask's attn_full_* rates where the machine has them), and in HBM the
+ * forward's merge of each block into the f32 accumulator (o_blk read, o_acc
+ * read and written: c·n_q·d·(b + 8)) and the backward's per block: its delta
+ * pass (O, dO: 2·c·n_q·d·b), dQ workspace (zeroed, converted: c·n_q·d·(8 + b)),
+ * the dQ and dK, dV accumulations (c·(n_q + 2·n_kv)·d·(b + 8)), and per step
+ * the received dK|dV added (2·N·n_kv·d·12).  sdpa: PyTorch's SDPA at
+ * fsdp2_attn_tflops (fwd+bwd) on chunks of S/CP. */
 static void attn_times(const pl_model_cfg *m, const pl_plan_cfg *c,
                        const pl_plan_machine *mc, double fa, double *tf,
                        double *tb) {
@@ -700,6 +701,14 @@ static void attn_times(const pl_model_cfg *m, const pl_plan_cfg *c,
   *tb = 2.5 * fa / (pl__attn_rate(mc, mc->attn_bwd_tflops, len) * 1e12);
   if (c->cp == 1)
     return;
+  if (mc->attn_full_fwd_tflops > 0 && mc->attn_full_bwd_tflops > 0) {
+    /* the 2·CP − 1 full blocks, (2·CP − 1)/(2·CP) of the FLOPs, at the
+     * full mask's rates; the 2 causal blocks' 1/(2·CP) at the causal ones */
+    const double x = (2.0 * c->cp - 1) / (2.0 * c->cp), /* full's share */
+        rf = mc->attn_full_fwd_tflops, rb = mc->attn_full_bwd_tflops;
+    *tf = (1 - x) * *tf + x * fa / (pl__attn_rate(mc, rf, len) * 1e12);
+    *tb = (1 - x) * *tb + x * 2.5 * fa / (pl__attn_rate(mc, rb, len) * 1e12);
+  }
   const double b = (double)pl_dtype_size(c->sc.dt), cl = (double)len,
                nq = (double)m->n_q * m->d, nk = (double)m->n_kv * m->d,
                blocks = 2.0 * c->cp + 1, hbm = mc->hbm_gbs * 1e9, seqs = c->mbs;

@@ -109,6 +109,11 @@ static const field fields[] = {
        "the engine's attention backward"),
     FD(attn_half_seq, "tokens", 0, 1e12, false,
        "context at which attention runs at half its long-context rate"),
+    FD(attn_full_fwd_tflops, "TFLOP/s", 0, RATE, false,
+       "the full mask's forward, every score counted (ring attention's "
+       "off-diagonal blocks; 0, or either 0: the causal rates)"),
+    FD(attn_full_bwd_tflops, "TFLOP/s", 0, RATE, false,
+       "the full mask's backward (0, or either 0: the causal rates)"),
     FD(expert_eff, "x gemm", 0, 2, true,
        "expert GEMMs as a fraction of gemm_tflops"),
     FD(dense_eff, "x gemm", 0, 2, true,
@@ -423,38 +428,46 @@ static pl_status load_calib(pl_plan_machine *m, tsv *t) {
   return PL_OK;
 }
 
-/* attention: long-context rates from the longest seq's fwd and fwdbwd
- * rows; the half-rate context from the shortest fwd row */
+/* attention: long-context rates from the longest seq's causal fwd and
+ * fwdbwd rows, the half-rate context from the shortest causal fwd row; the
+ * full mask's rates (rows with mask full) from its longest rows alike */
 static pl_status load_attention(pl_plan_machine *m, tsv *t) {
-  double sf = -1, rf = NAN, sb = -1, rb = NAN, s0 = 1e30, r0 = NAN;
+  /* [causal, full]: longest fwd seq and rate, longest fwdbwd seq and rate */
+  double sf[2] = {-1, -1}, rf[2] = {NAN, NAN}, sb[2] = {-1, -1},
+         rb[2] = {NAN, NAN}, s0 = 1e30, r0 = NAN;
   while (tsv_row(t)) {
     if (!row_ok(t))
       continue;
-    const char *pass = col(t, "pass");
+    const char *pass = col(t, "pass"), *mask = col(t, "mask");
+    const int k = mask && !strcmp(mask, "full");
     double s, r;
     PL_TRY(num(t, "seq", false, &s));
     PL_TRY(num(t, "tflops", true, &r));
     if (!pass || isnan(s) || isnan(r))
       continue;
     if (!strcmp(pass, "fwd")) {
-      if (s > sf)
-        sf = s, rf = r;
-      if (s < s0)
+      if (s > sf[k])
+        sf[k] = s, rf[k] = r;
+      if (!k && s < s0)
         s0 = s, r0 = r;
-    } else if (!strcmp(pass, "fwdbwd") && s > sb) {
-      sb = s, rb = r;
+    } else if (!strcmp(pass, "fwdbwd") && s > sb[k]) {
+      sb[k] = s, rb[k] = r;
     }
   }
-  if (!isnan(rf) && rf > 0)
-    m->attn_fwd_tflops = rf;
-  if (!isnan(rb) && rb > 0 && !isnan(rf)) {
-    /* fwd+bwd = 3.5 F at rb; the backward's 2.5 F in the rest */
-    double tb = 3.5 / rb - 1.0 / rf;
-    if (tb > 0)
-      m->attn_bwd_tflops = 2.5 / tb;
+  double *fwd[2] = {&m->attn_fwd_tflops, &m->attn_full_fwd_tflops},
+         *bwd[2] = {&m->attn_bwd_tflops, &m->attn_full_bwd_tflops};
+  for (int k = 0; k < 2; k++) {
+    if (!isnan(rf[k]) && rf[k] > 0)
+      *fwd[k] = rf[k];
+    if (!isnan(rb[k]) && rb[k] > 0 && !isnan(rf[k])) {
+      /* fwd+bwd = 3.5 F at rb; the backward's 2.5 F in the rest */
+      double tb = 3.5 / rb[k] - 1.0 / rf[k];
+      if (tb > 0)
+        *bwd[k] = 2.5 / tb;
+    }
   }
-  if (!isnan(r0) && !isnan(rf) && s0 < sf && r0 < rf)
-    m->attn_half_seq = s0 * (rf / r0 - 1);
+  if (!isnan(r0) && !isnan(rf[0]) && s0 < sf[0] && r0 < rf[0])
+    m->attn_half_seq = s0 * (rf[0] / r0 - 1);
   return PL_OK;
 }
 

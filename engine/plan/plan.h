@@ -87,10 +87,14 @@ typedef struct pl_plan_machine {
   double nvl_lat_us;    /* per message inside a node                     */
   double host_dram_gbs; /* host memory bandwidth per node                */
   /* kernel rates (measured result files override them) */
-  double attn_fwd_tflops;     /* the engine's attention forward, long context */
-  double attn_bwd_tflops;     /* the engine's attention backward              */
-  double attn_half_seq;       /* context at which attention runs at half its
-                                 long-context rate (rate·S/(S+half))         */
+  double attn_fwd_tflops; /* the engine's attention forward, long context */
+  double attn_bwd_tflops; /* the engine's attention backward              */
+  double attn_half_seq;   /* context at which attention runs at half its
+                             long-context rate (rate·S/(S+half))         */
+  double attn_full_fwd_tflops; /* the full mask's forward (every score
+                                  counted): ring attention's off-diagonal
+                                  blocks; either 0: the causal rates     */
+  double attn_full_bwd_tflops; /* the full mask's backward; 0: causal's   */
   double expert_eff;          /* expert GEMMs / gemm_tflops                   */
   double dense_eff;           /* dense layer GEMMs / gemm_tflops              */
   double head_eff;            /* vocabulary head GEMMs / gemm_tflops          */

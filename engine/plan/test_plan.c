@@ -86,6 +86,25 @@ START_TEST(machine_files) {
   ck_assert_double_eq_tol(3.5 / 436, 1.0 / 540 + 2.5 / m.attn_bwd_tflops,
                           1e-12);
   ck_assert_double_eq_tol(m.attn_half_seq, 4096, 1e-6); /* 540 = 2 × 270 */
+  /* the full mask's rows (mask full) set the full rates alone: the causal
+   * rates and the half-rate context stay the causal rows' */
+  ck_assert_double_eq(m.attn_full_fwd_tflops, 0); /* default: causal's */
+  const char *fm = "# bench: attention\n"
+                   "ranks\tseq\tpass\tmask\ttime_ms\ttflops\tstatus\n"
+                   "1\t4096\tfwd\tcausal\t1\t270\tok\n"
+                   "1\t131072\tfwd\tcausal\t1\t540\tok\n"
+                   "1\t131072\tfwdbwd\tcausal\t1\t436\tok\n"
+                   "1\t1024\tfwd\tfull\t1\t100\tok\n"
+                   "1\t65536\tfwd\tfull\t1\t660\tok\n"
+                   "1\t65536\tfwdbwd\tfull\t1\t600\tok\n";
+  p = write_tmp(fm);
+  ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_OK);
+  unlink(p);
+  ck_assert_double_eq_tol(m.attn_fwd_tflops, 540, 1e-9);
+  ck_assert_double_eq_tol(m.attn_half_seq, 4096, 1e-6);
+  ck_assert_double_eq_tol(m.attn_full_fwd_tflops, 660, 1e-9);
+  ck_assert_double_eq_tol(3.5 / 600, 1.0 / 660 + 2.5 / m.attn_full_bwd_tflops,
+                          1e-12);
   const char *ad = "# bench: adam\nvariant\tparams\tranks\tgparam_s\tstatus\n"
                    "stream\t2625000000\t2\t3.9\tok\n"
                    "cpu\t2625000000\t2\t1.4\tok\n"
@@ -398,6 +417,20 @@ START_TEST(fsdp2_attention_time) {
   const double tf = m.L * fa / (mc.attn_fwd_tflops * 1e12 * len / (len + h));
   ck_assert(t2.part_s[PL_TPART_ATTN] > a + tf &&
             t2.part_s[PL_TPART_ATTN] < a + 1.05 * tf);
+  /* the full mask's rates move the 2·CP − 1 full blocks' share of the
+   * FLOPs, (2·CP − 1)/(2·CP), alone: twice the rate there takes away half of
+   * that share's kernel time, forward and backward */
+  c.ac = PL_PLAN_AC_NONE;
+  pl_plan_machine fast = mc;
+  fast.attn_full_fwd_tflops = 2 * mc.attn_fwd_tflops;
+  fast.attn_full_bwd_tflops = 2 * mc.attn_bwd_tflops;
+  ck_assert_int_eq(pl_plan_time_predict(&m, &c, &fast, &t2), PL_OK);
+  const double share = (2.0 * c.cp - 1) / (2.0 * c.cp);
+  ck_assert_double_eq_tol(t2.part_s[PL_TPART_ATTN], a - share * ours / 2,
+                          1e-9 * a);
+  fast.attn_full_bwd_tflops = 0; /* either 0: the causal rates */
+  ck_assert_int_eq(pl_plan_time_predict(&m, &c, &fast, &t2), PL_OK);
+  ck_assert_double_eq_tol(t2.part_s[PL_TPART_ATTN], a, 1e-12);
   /* CP = 1: one flash call of S tokens, no merges */
   c.ac = PL_PLAN_AC_NONE, c.cp = 1;
   ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &t2), PL_OK);

@@ -1,11 +1,14 @@
-/* bench_attention.c — `plateau bench attention`: causal GQA flash attention,
- * forward and forward+backward, over a sequence-length sweep.
+/* bench_attention.c — `plateau bench attention`: GQA flash attention, causal
+ * or with the full mask (--mask full: ring attention's off-diagonal blocks,
+ * the rate the planner's ring-attention model takes for them), forward and
+ * forward+backward, over a sequence-length sweep.
  *
  * One row per (S, pass): the timed unit is one forward (or forward +
  * backward); FLOPs counted with the causal formula
  *     fwd = 4·S²·d·n_q/2 per sequence,  bwd = 2.5·fwd,  fwd+bwd = 3.5·fwd
  * (the usual FlashAttention count: QK^T and PV in forward; in backward the
- * recomputed QK^T plus dV, dP, dQ, dK — 5 GEMMs against 2); the tracked
+ * recomputed QK^T plus dV, dP, dQ, dK — 5 GEMMs against 2; the full mask
+ * computes every score: fwd = 4·S²·d·n_q, the row's `mask` full); the tracked
  * device peak (inputs, outputs and the attention workspace) with the
  * workspace's own peak (tag "attention"): memory linear in S; `kernel` the
  * kernels that ran (AUTO resolves per build and shape).
@@ -192,6 +195,8 @@ static const char *const fwd_kernel_names[] = {"auto",  "simple", "mma",
 static const char *const bwd_kernel_names[] = {
     "auto", "simple", "mma", "wgmma", "split", "cudnn", NULL};
 static const char *const pass_names[] = {"fwd", "fwdbwd", "both", NULL};
+/* indexed by pl_attn_mask */
+static const char *const mask_names[] = {"causal", "full", NULL};
 
 static const pl_opt attn_opts[] = {
     {"seq", 0, PL_OPT_SIZE_LIST, NULL, "sequence lengths S", 1, 1 << 30, NULL},
@@ -209,6 +214,10 @@ static const pl_opt attn_opts[] = {
      "the forward; split: bit-reproducible dQ, d = 128 on sm_90a)",
      0, 0, bwd_kernel_names},
     {"pass", 0, PL_OPT_ENUM, "both", "fwd | fwdbwd | both", 0, 0, pass_names},
+    {"mask", 0, PL_OPT_ENUM, "causal",
+     "causal | full (every query sees every key: ring attention's "
+     "off-diagonal blocks; FLOPs counted whole, twice the causal's)",
+     0, 0, mask_names},
     {"bwd-max", 0, PL_OPT_SIZE, "512Ki",
      "largest S that also runs forward+backward", 1, 1 << 30, NULL},
     {NULL, 0, 0, NULL, NULL, 0, 0, NULL},
@@ -260,6 +269,7 @@ static pl_status init(pl_bench_ctx *c, void *st) {
       .n_kv = (int)pl_args_int(c->args, "kv-heads"),
       .head_dim = (int)pl_args_int(c->args, "head-dim"),
       .dtype = PL_BF16,
+      .mask = (pl_attn_mask)pl_args_enum(c->args, "mask"),
       .kernels = {(pl_attn_fwd_kind)pl_args_enum(c->args, "fwd-kernel"),
                   (pl_attn_bwd_kind)pl_args_enum(c->args, "bwd-kernel")}};
   c->npoints = b->nseq * b->npass;
@@ -292,8 +302,9 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
   r->s = c->stream;
   r->sp = D > 1 ? c->comm : NULL;
   r->off = (uint64_t)c->rank * (uint64_t)r->sh.seq * (uint64_t)b->base.head_dim;
-  snprintf(label, n, "S=%llu %s", (unsigned long long)b->S,
-           r->bwd ? "fwd+bwd" : "fwd");
+  snprintf(label, n, "S=%llu %s%s", (unsigned long long)b->S,
+           r->bwd ? "fwd+bwd" : "fwd",
+           r->sh.mask == PL_ATTN_FULL ? " full" : "");
   pl_row_i64(row, "batch", r->sh.batch);
   pl_row_i64(row, "ranks", D);
   pl_row_i64(row, "seq", (int64_t)b->S);
@@ -306,6 +317,7 @@ static pl_status point(pl_bench_ctx *c, void *st, int p, pl_row *row,
            bwd_kernel_names[r->sh.kernels.bwd]);
   pl_row_str(row, "variant", variant);
   pl_row_str(row, "pass", r->bwd ? "fwdbwd" : "fwd");
+  pl_row_str(row, "mask", mask_names[r->sh.mask]);
   pl_attn_shape whole = b->base; /* this rank's FLOPs: S tokens, n_q/D heads */
   whole.seq = (int64_t)b->S;
   whole.n_q = nq / D;
@@ -371,13 +383,13 @@ static void teardown(pl_bench_ctx *c, void *st, int p) {
 
 const pl_bench pl_bench_attention = {
     .name = "attention",
-    .summary = "causal GQA flash attention fwd and fwd+bwd TFLOP/s and peak "
-               "memory vs S",
+    .summary = "GQA flash attention (causal, or --mask full) fwd and fwd+bwd "
+               "TFLOP/s and peak memory vs S",
     .opts = attn_opts,
     .presets = attn_presets,
     .preset_cpu = "cpu",
     .preset_cuda = "cuda",
-    .columns = "ranks\tbatch\tseq\tn_q\tn_kv\td\tvariant\tpass\ttime_ms\t"
+    .columns = "ranks\tbatch\tseq\tn_q\tn_kv\td\tvariant\tpass\tmask\ttime_ms\t"
                "time_p10_ms\ttime_p90_ms\ttflops\tflops\tdev_peak_bytes\t"
                "attention_bytes\ta2a_ms\ta2a_gbs\tkernel\tmax_err",
     .tags = (const char *const[]){"attention", NULL},

@@ -69,8 +69,13 @@ static int row_ranks(const pl_table *t, int i) {
   return !isfinite(d) || d < 1 || d > 1 << 20 ? 1 : (int)d;
 }
 
-/* our rows on D ranks (ranks absent: 1), status ok; keep the best (over the
- * run's files: AUTO and any variant runs), with its kernels, and the best
+/* row i ran the full mask (a file without the mask column ran causal rows) */
+static bool row_full(const pl_table *t, int i) {
+  return pl_has_col(t, "mask") && !strcmp(pl_cell(t, i, "mask"), "full");
+}
+
+/* our causal rows on D ranks (ranks absent: 1), status ok; keep the best (over
+ * the run's files: AUTO and any variant runs), with its kernels, and the best
  * AUTO row apart */
 static void read_ours(const pl_table *t, int D, pt *pts, int *n) {
   const int af = auto_file(t);
@@ -79,7 +84,8 @@ static void read_ours(const pl_table *t, int D, pt *pts, int *n) {
     return;
   static const char *const keys[] = {"seq", NULL};
   for (int i = 0; i < t->nrows; i++) {
-    if (strcmp(pl_cell(t, i, "status"), "ok") || row_ranks(t, i) != D)
+    if (strcmp(pl_cell(t, i, "status"), "ok") || row_ranks(t, i) != D ||
+        row_full(t, i))
       continue;
     if (!pl_rep_keys_ok("attention", t, i, keys))
       continue;
@@ -188,7 +194,8 @@ static void ulysses_table(FILE *md, pl_table *const *t, int nt, int D) {
     if (strcmp(t[i]->bench, "attention") || !pl_has_col(t[i], "tflops"))
       continue;
     for (int r = 0; r < t[i]->nrows; r++) {
-      if (row_ranks(t[i], r) != D || strcmp(pl_cell(t[i], r, "status"), "ok"))
+      if (row_ranks(t[i], r) != D || strcmp(pl_cell(t[i], r, "status"), "ok") ||
+          row_full(t[i], r))
         continue;
       char ms[32], tf[32], am[32], ag[32];
       fprintf(md, "| %s | %s | %s | %s | %s | %s | ", pl_cell(t[i], r, "seq"),
@@ -200,6 +207,49 @@ static void ulysses_table(FILE *md, pl_table *const *t, int nt, int D) {
       pl_rep_md_text(md, pl_cell(t[i], r, "kernel"));
       fprintf(md, " | ");
       pl_rep_md_text(md, pl_cell(t[i], r, "variant"));
+      fprintf(md, " |\n");
+    }
+  }
+}
+
+/* The full mask's rows (--mask full), one rank: per S and pass, TFLOP/s
+ * (every score counted) beside the causal row of the same S and pass (the
+ * fastest, pts) and their ratio: how much faster ring attention's
+ * off-diagonal blocks run than its causal ones. */
+static void full_table(FILE *md, pl_table *const *t, int nt, const pt *pts,
+                       int n) {
+  bool head = false;
+  for (int i = 0; i < nt; i++) {
+    if (strcmp(t[i]->bench, "attention") || !pl_has_col(t[i], "tflops") ||
+        !pl_has_col(t[i], "seq") || !pl_has_col(t[i], "pass"))
+      continue;
+    for (int r = 0; r < t[i]->nrows; r++) {
+      if (!row_full(t[i], r) || row_ranks(t[i], r) != 1 ||
+          strcmp(pl_cell(t[i], r, "status"), "ok"))
+        continue;
+      if (!head)
+        fprintf(md,
+                "\n## The full mask (ring attention's off-diagonal blocks)\n\n"
+                "FLOPs: fwd = 4·S²·d·n_q (every score), bwd = 2.5·fwd; the "
+                "causal column is the table above's fastest row of the same S "
+                "and pass (– without one).\n\n"
+                "| S | pass | full TFLOP/s | causal TFLOP/s | full / causal | "
+                "kernels |\n|---:|---|---:|---:|---:|---|\n");
+      head = true;
+      const long long S = atoll(pl_cell(t[i], r, "seq"));
+      const int j = strcmp(pl_cell(t[i], r, "pass"), "fwd") ? 1 : 0;
+      const double v = pl_cell_num(t[i], r, "tflops");
+      double cv = NAN;
+      for (int k = 0; k < n; k++)
+        if (pts[k].seq == S)
+          cv = pts[k].v[j];
+      char a[32], b[32], q[32];
+      fprintf(md, "| %lld | %s | %s | %s | %s | ", S, pl_cell(t[i], r, "pass"),
+              pl_rep_q(a, sizeof a, v, "–"), pl_rep_q(b, sizeof b, cv, "–"),
+              isnan(cv) || !(cv > 0)
+                  ? "–"
+                  : (snprintf(q, sizeof q, "%.3f×", v / cv), q));
+      pl_rep_md_text(md, pl_cell(t[i], r, "kernel"));
       fprintf(md, " |\n");
     }
   }
@@ -258,15 +308,9 @@ static pl_status chart(pl_report_ctx *rc, const pt *pts, int n, int D0,
   return pl_rep_chart(rc, "attention.gp", dat, stem, extra, 3);
 }
 
-pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
-  pt pts[MAXS];
-  int n = 0;
-  const char *run_dir = rc->run_dir;
-  char path[4096];
-  /* the rank counts of our rows: D = 1 is the single-GPU table (with the
-   * peer); each D > 1 a Ulysses table.  Without single-rank rows the first
-   * table and the chart are the smallest D's, and say so. */
-  int Ds[16], nD = 0;
+/* The rank counts D of the attention rows, ascending (at most 16). */
+static int rank_counts(pl_table *const *t, int nt, int *Ds) {
+  int nD = 0;
   for (int i = 0; i < nt; i++)
     if (!strcmp(t[i]->bench, "attention"))
       for (int r = 0; r < t[i]->nrows; r++) {
@@ -284,6 +328,34 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
         Ds[a] = Ds[b];
         Ds[b] = x;
       }
+  return nD;
+}
+
+/* A run of the full mask alone: its table, nothing causal to set it by. */
+static pl_status full_only(pl_report_ctx *rc, pl_table *const *t, int nt,
+                           const char *where) {
+  char path[4096];
+  FILE *md = pl_rep_open(rc, "attention.md", path, sizeof path);
+  if (!md)
+    return PL_EIO;
+  fprintf(md,
+          "# GQA flash attention with the full mask on one %s\n\nRun: "
+          "`%s`.\n",
+          where, rc->run_dir);
+  full_table(md, t, nt, NULL, 0);
+  return pl_rep_close(md, path);
+}
+
+pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
+  pt pts[MAXS];
+  int n = 0;
+  const char *run_dir = rc->run_dir;
+  char path[4096];
+  /* the rank counts of our rows: D = 1 is the single-GPU table (with the
+   * peer); each D > 1 a Ulysses table.  Without single-rank rows the first
+   * table and the chart are the smallest D's, and say so. */
+  int Ds[16];
+  const int nD = rank_counts(t, nt, Ds);
   const int D0 = nD ? Ds[0] : 1;
   /* a GPU run has GPU figures (bf16, the ceiling, the targets); the CPU
    * backend's are CPU times (f32 math) */
@@ -300,6 +372,13 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
     for (int i = 0; i < nt; i++)
       if (strcmp(t[i]->bench, "attention"))
         read_peer(t[i], pts, &n);
+  bool any_full = false; /* ok full-mask rows of one rank */
+  for (int i = 0; i < nt; i++)
+    for (int r = 0; !strcmp(t[i]->bench, "attention") && r < t[i]->nrows; r++)
+      any_full |= row_full(t[i], r) && row_ranks(t[i], r) == 1 &&
+                  !strcmp(pl_cell(t[i], r, "status"), "ok");
+  if (n == 0 && any_full) /* a run of the full mask alone */
+    return full_only(rc, t, nt, where);
   if (n == 0) /* no ok row of ours (or of the peer's beside one D = 1 run) */
     return pl_rep_no_rows(rc, "attention.md", "Causal GQA flash attention", t,
                           nt,
@@ -371,6 +450,8 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
                 "32K–128K): "
                 "GPU targets, not judged on CPU backend rows.\n");
   }
+  if (D0 == 1)
+    full_table(md, t, nt, pts, n);
   for (int k = 0; k < nD; k++)
     if (Ds[k] > 1)
       ulysses_table(md, t, nt, Ds[k]);

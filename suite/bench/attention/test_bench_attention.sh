@@ -50,6 +50,34 @@ if [[ -f $md ]]; then
 else
   fail "report: no $md"; cat "$tmp/report.out"
 fi
+# the full mask (--mask full): rows ok, the first point checked against the
+# double reference (it honours the mask), FLOPs twice the causal count at the
+# same S; in the same run directory as attn1 the report sets each full row
+# beside the causal one; a bad mask value is a usage error naming the value
+EXPECT=4 run full1 "$BIN" bench attention --backend cpu -n 1 -w 0 --seq 64,130 --mask full
+ff=$(ls "$tmp"/full1/*.tsv 2>/dev/null | head -1)
+fc=$(ls "$tmp"/attn1/*.tsv 2>/dev/null | head -1)
+if [[ -n $ff && -n $fc ]]; then
+  grep -q "pass" "$ff" || fail "full1: first point not checked"
+  awk -F'\t' '/^#/{next} !h{for(i=1;i<=NF;i++)c[$i]=i;h=1;next} {n++} $c["mask"]!="full"{exit 1} END{exit n!=4}' "$ff" ||
+    fail "full1: rows not labelled mask full"
+  flops() { awk -F'\t' '/^#/{next} !h{for(i=1;i<=NF;i++)c[$i]=i;h=1;next} $c["seq"]==130 && $c["pass"]=="fwd"{print $c["flops"]}' "$1"; }
+  awk -v f="$(flops "$ff")" -v c="$(flops "$fc")" 'BEGIN{exit !(c > 0 && f == 2 * c)}' ||
+    fail "full1: fwd FLOPs $(flops "$ff") not twice the causal $(flops "$fc")"
+  cp "$ff" "$tmp/attn1/"
+  "$BIN" report "$tmp/attn1" >"$tmp/report2.out" 2>&1 || fail "report with full rows: exit $?"
+  grep -q "^## The full mask" "$md" || fail "report: no full-mask section"
+  grep -qE "^\| 130 \| fwdbwd \| [0-9.]+ \| [0-9.]+ \| [0-9.]+× \| cpu\+cpu \|\$" "$md" ||
+    fail "report: no full-mask row beside the causal one for S = 130"
+  # the causal table keeps only causal rows: one row per S
+  [[ $(grep -c "^| 130 | [0-9.]* | [0-9.]* |" "$md") -eq 1 ]] || fail "report: full rows in the causal table"
+  rm -f "$tmp/attn1/$(basename "$ff")"
+fi
+"$BIN" bench attention --backend cpu --seq 64 --mask diagonal -o "$tmp/badmask" >"$tmp/badmask.out" 2>&1
+rc=$?
+[[ $rc -eq 2 ]] && grep -q "diagonal" "$tmp/badmask.out" && grep -q "causal" "$tmp/badmask.out" ||
+  fail "bad mask: exit $rc, $(head -2 "$tmp/badmask.out")"
+
 # the verdicts on a synthetic run at S = 32768 (attn1's S = 64 rows relabelled
 # as a GPU run's, TFLOP/s set): AUTO 400 fwd / 430 fwd+bwd, a variant file (a PLATEAU_ATTN_*
 # variable in its metadata) 450 fwd+bwd, the peer's best fwd+bwd 550: the
