@@ -161,6 +161,12 @@ pl_status pl__dev_open(pl_backend be, int ordinal, const pl__backend_ops *ops,
 /* Frees every allocation still live (device destroy, core/mem.c). */
 void pl__mem_fini(pl_dev *dev);
 
+/* Run release() when this thread ends (thread_exit.c: one thread key whose
+ * destructor runs every release registered): a per-thread cache calls it
+ * when it first keeps something; calling it again costs a lookup.  At most
+ * 8 distinct releases in a process. */
+void pl__at_thread_exit(void (*release)(void));
+
 /* Is s a stream of a CUDA device?  The test in front of every CUDA twin. */
 static inline bool pl__on_cuda(const pl_stream *s) {
   return s->dev->backend == PL_BACKEND_CUDA;

@@ -2,9 +2,10 @@
  */
 #include "ops/moe_plan_memo.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/internal.h"
 
 static void memo_drop_lay(pl__moe_plan_memo *mm) {
   if (mm->lay)
@@ -44,20 +45,12 @@ static void memo_free(pl__moe_plan_memo *mm) {
 #define MEMOS 8
 static _Thread_local pl__moe_plan_memo *t_memo[MEMOS];
 
-/* A thread that ends frees its memos (its key's destructor). */
-static pthread_key_t memo_key;
-static pthread_once_t memo_once = PTHREAD_ONCE_INIT;
-
-static void memos_drop(void *unused) {
-  (void)unused;
+/* A thread that ends frees its memos (pl__at_thread_exit). */
+static void memos_drop(void) {
   for (int i = 0; i < MEMOS; i++) {
     memo_free(t_memo[i]);
     t_memo[i] = NULL;
   }
-}
-
-static void memo_key_make(void) {
-  (void)pthread_key_create(&memo_key, memos_drop);
 }
 
 static void to_front(int i) {
@@ -88,8 +81,7 @@ pl__moe_plan_memo *pl__moe_memo_find(int64_t N, int k, int E,
 
 /* mm in front of this thread's memos, the last dropped. */
 static void push(pl__moe_plan_memo *mm) {
-  pthread_once(&memo_once, memo_key_make);
-  (void)pthread_setspecific(memo_key, t_memo); /* non-NULL: free at exit */
+  pl__at_thread_exit(memos_drop);
   memo_free(t_memo[MEMOS - 1]);
   memmove(t_memo + 1, t_memo, (MEMOS - 1) * sizeof *t_memo);
   t_memo[0] = mm;

@@ -26,7 +26,6 @@
  * flavour (dry.h): the CPU backend's by default; under cuda, the code that
  * allocates only on a GPU (a scratch, a workspace) tests pl__allocs_as_cuda
  * and makes those allocations too, sized as planned for a GPU. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,20 +96,12 @@ static dry_answer *answer_get(dry_answer *a) {
 #define SHARED_ANSWERS 4
 static _Thread_local dry_answer *t_shared[SHARED_ANSWERS];
 
-/* A thread that ends lets go of its answers (its key's destructor). */
-static pthread_key_t shared_key;
-static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
-
-static void shared_drop(void *unused) {
-  (void)unused;
+/* A thread that ends lets go of its answers (pl__at_thread_exit). */
+static void shared_drop(void) {
   for (int i = 0; i < SHARED_ANSWERS; i++) {
     answer_put(t_shared[i]);
     t_shared[i] = NULL;
   }
-}
-
-static void shared_key_make(void) {
-  (void)pthread_key_create(&shared_key, shared_drop);
 }
 
 typedef struct dry_state {
@@ -449,8 +440,7 @@ static dry_answer *shared_find(const dry_state *d, int64_t N, int k, int E,
 }
 
 static void shared_keep(dry_answer *a) {
-  pthread_once(&shared_once, shared_key_make);
-  (void)pthread_setspecific(shared_key, t_shared); /* non-NULL: drop at exit */
+  pl__at_thread_exit(shared_drop);
   answer_put(t_shared[SHARED_ANSWERS - 1]);
   memmove(t_shared + 1, t_shared, (SHARED_ANSWERS - 1) * sizeof *t_shared);
   t_shared[0] = answer_get(a);
