@@ -231,7 +231,7 @@ static void full_table(FILE *md, pl_table *const *t, int nt, const pt *pts,
         fprintf(md,
                 "\n## The full mask (ring attention's off-diagonal blocks)\n\n"
                 "FLOPs: fwd = 4·S²·d·n_q (every score), bwd = 2.5·fwd; the "
-                "causal column is the table above's fastest row of the same S "
+                "causal column is the causal table's fastest row of the same S "
                 "and pass (– without one).\n\n"
                 "| S | pass | full TFLOP/s | causal TFLOP/s | full / causal | "
                 "kernels |\n|---:|---|---:|---:|---:|---|\n");
