@@ -14,7 +14,8 @@
  * kept or resident bytes never lower the peak.  With the pipelined
  * dispatch the peak checked is also the adversarial routing's: the fill
  * never spends the room that keeps the dispatch bound whatever the router
- * does.  Residency also lowers the
+ * does (a measured search measures the adversarial routing only where
+ * the balanced peak fits).  Residency also lowers the
  * pinned host state (12 bytes per resident parameter): a configuration the
  * host alone refuses may fit once the fill has moved state to the device
  * (the caller checks the result). */
@@ -116,6 +117,13 @@ pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
     return PL_OK;
   }
   mem_evals++;
+  if (e && e->used && mm->dry && c->system == PL_PLAN_PLATEAU) {
+    /* measured under balanced routes before: the adversarial ones alone */
+    PL_TRY(pl__plan_memory_dry_worst(m, c, mc, -1, &e->mem.dev_worst));
+    e->worst = true;
+    *out = e->mem;
+    return PL_OK;
+  }
   pl_status st = mm && mm->dry ? measure_dry(m, c, mc, with_worst, out)
                                : pl__plan_memory(m, c, mc, -1, with_worst, out);
   const bool unbuilt = mm && mm->dry && st == PL_EUNSUPPORTED;
@@ -197,7 +205,11 @@ static pl_status fits(fillctx *f, const pl_plan_cfg *c, bool *dev, bool *host,
    * keeps that promise, so the adversarial routing's peak must fit too (the
    * others, ep and llep, have no such bound to keep) */
   const bool worst = pl_moe_variant_desc_of(c->sc.dispatch)->chunks;
-  pl_status st = pl__plan_mem_eval(f->mm, f->m, c, f->mc, worst, mem);
+  /* measured: the adversarial routes only where the balanced peak fits */
+  const bool first = worst && f->mm && f->mm->dry;
+  pl_status st = pl__plan_mem_eval(f->mm, f->m, c, f->mc, worst && !first, mem);
+  if (st == PL_OK && first && (double)mem->dev_peak <= limit_of(f->mc))
+    st = pl__plan_mem_eval(f->mm, f->m, c, f->mc, true, mem);
   const size_t peak =
       worst && mem->dev_worst > mem->dev_peak ? mem->dev_worst : mem->dev_peak;
   *dev = st == PL_OK && (double)peak <= limit_of(f->mc);

@@ -183,6 +183,10 @@ pl_status pl__plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
 pl_status pl__plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, int rank,
                               bool with_worst, pl_plan_mem *out);
+/* Its dev_worst alone: the adversarial routes' measurement. */
+pl_status pl__plan_memory_dry_worst(const pl_model_cfg *m, const pl_plan_cfg *c,
+                                    const pl_plan_machine *mc, int rank,
+                                    size_t *dev_worst);
 /* ---- the search's memory evaluations (fill.c) ----
  * Every memory evaluation of the search and the fill goes through
  * pl__plan_mem_eval: it counts them (pl__plan_mem_evals: the evaluations
