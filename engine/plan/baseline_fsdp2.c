@@ -679,7 +679,8 @@ static double pos(double x) {
  * causal blocks of c = S/(2·CP) (their FLOPs sum to fa: the load-balanced
  * split runs exactly the causal work), each on the flash kernels at their
  * rate for length c (the full blocks', (2·CP − 1)/(2·CP) of fa, at the full
- * mask's attn_full_* rates where the machine has them), and in HBM the
+ * mask's attn_full_* rates, flat in c: a full block has no diagonal to
+ * waste, and the rates are measured at the ring's block length), and in HBM the
  * forward's merge of each block into the f32 accumulator (o_blk read, o_acc
  * read and written: c·n_q·d·(b + 8)) and the backward's per block: its delta
  * pass (O, dO: 2·c·n_q·d·b), dQ workspace (zeroed, converted: c·n_q·d·(8 + b)),
@@ -703,11 +704,11 @@ static void attn_times(const pl_model_cfg *m, const pl_plan_cfg *c,
     return;
   if (mc->attn_full_fwd_tflops > 0 && mc->attn_full_bwd_tflops > 0) {
     /* the 2·CP − 1 full blocks, (2·CP − 1)/(2·CP) of the FLOPs, at the
-     * full mask's rates; the 2 causal blocks' 1/(2·CP) at the causal ones */
-    const double x = (2.0 * c->cp - 1) / (2.0 * c->cp), /* full's share */
-        rf = mc->attn_full_fwd_tflops, rb = mc->attn_full_bwd_tflops;
-    *tf = (1 - x) * *tf + x * fa / (pl__attn_rate(mc, rf, len) * 1e12);
-    *tb = (1 - x) * *tb + x * 2.5 * fa / (pl__attn_rate(mc, rb, len) * 1e12);
+     * full mask's rates (measured at a block's length: no ramp); the 2
+     * causal blocks' 1/(2·CP) at the causal ones */
+    const double x = (2.0 * c->cp - 1) / (2.0 * c->cp); /* full's share */
+    *tf = (1 - x) * *tf + x * fa / (mc->attn_full_fwd_tflops * 1e12);
+    *tb = (1 - x) * *tb + x * 2.5 * fa / (mc->attn_full_bwd_tflops * 1e12);
   }
   const double b = (double)pl_dtype_size(c->sc.dt), cl = (double)len,
                nq = (double)m->n_q * m->d, nk = (double)m->n_kv * m->d,

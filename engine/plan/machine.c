@@ -42,6 +42,10 @@ pl_plan_machine pl_plan_machine_default(void) {
   m.attn_fwd_tflops = 554;
   m.attn_bwd_tflops = 537;
   m.attn_half_seq = 1024;
+  /* cuDNN's full mask at 16K (the ring's block length at the paper's
+   * points), GQA 16/2 heads, d 128, H200 (test_attention_cuda) */
+  m.attn_full_fwd_tflops = 678.5;
+  m.attn_full_bwd_tflops = 593.7;
   m.expert_eff = 0.85;
   m.dense_eff = 0.9;
   m.head_eff = 0.85;
@@ -430,7 +434,9 @@ static pl_status load_calib(pl_plan_machine *m, tsv *t) {
 
 /* attention: long-context rates from the longest seq's causal fwd and
  * fwdbwd rows, the half-rate context from the shortest causal fwd row; the
- * full mask's rates (rows with mask full) from its longest rows alike */
+ * full mask's rates (rows with mask full: measure them at the ring's block
+ * length) from its longest rows alike, or, causal rows without full ones,
+ * 0 (the causal rates: the defaults' are another kernel's) */
 static pl_status load_attention(pl_plan_machine *m, tsv *t) {
   /* [causal, full]: longest fwd seq and rate, longest fwdbwd seq and rate */
   double sf[2] = {-1, -1}, rf[2] = {NAN, NAN}, sb[2] = {-1, -1},
@@ -466,6 +472,8 @@ static pl_status load_attention(pl_plan_machine *m, tsv *t) {
         *bwd[k] = 2.5 / tb;
     }
   }
+  if (!isnan(rf[0]) && isnan(rf[1])) /* the defaults' full rates are not */
+    m->attn_full_fwd_tflops = m->attn_full_bwd_tflops = 0; /* this kernel's */
   if (!isnan(r0) && !isnan(rf[0]) && s0 < sf[0] && r0 < rf[0])
     m->attn_half_seq = s0 * (rf[0] / r0 - 1);
   return PL_OK;

@@ -162,6 +162,7 @@ static void attn_rates(const pl_model_cfg *m, int64_t S, pl_plan_machine *mc) {
   a.bwd = 1;
   mc->attn_bwd_tflops = 2.5 * fa / timeit(attn_op, &a, 2) / 1e12;
   mc->attn_half_seq = 0;
+  mc->attn_full_fwd_tflops = mc->attn_full_bwd_tflops = 0; /* causal's */
   void *ps[] = {a.q, a.o, a.dq, a.k, a.v, a.dk, a.dv, a.lse};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
     pl_free(dev, ps[i]);

@@ -88,7 +88,11 @@ START_TEST(machine_files) {
   ck_assert_double_eq_tol(m.attn_half_seq, 4096, 1e-6); /* 540 = 2 × 270 */
   /* the full mask's rows (mask full) set the full rates alone: the causal
    * rates and the half-rate context stay the causal rows' */
-  ck_assert_double_eq(m.attn_full_fwd_tflops, 0); /* default: causal's */
+  /* causal rows alone: the defaults' full rates (another kernel's) go, the
+   * causal ones serve (0) */
+  ck_assert_double_gt(pl_plan_machine_default().attn_full_fwd_tflops, 0);
+  ck_assert_double_eq(m.attn_full_fwd_tflops, 0);
+  ck_assert_double_eq(m.attn_full_bwd_tflops, 0);
   const char *fm = "# bench: attention\n"
                    "ranks\tseq\tpass\tmask\ttime_ms\ttflops\tstatus\n"
                    "1\t4096\tfwd\tcausal\t1\t270\tok\n"
@@ -374,6 +378,8 @@ END_TEST
 START_TEST(fsdp2_attention_time) {
   pl_model_cfg m = preset("120b");
   pl_plan_machine mc = pl_plan_machine_default();
+  /* every block at the causal rates first (the full mask's: below) */
+  mc.attn_full_fwd_tflops = mc.attn_full_bwd_tflops = 0;
   const int64_t S = 131072;
   pl_plan_cfg c = pl_plan_cfg_fsdp2(&m, 16, S);
   c.cp = 4, c.ep = 4, c.ac = PL_PLAN_AC_NONE, c.offload = true;
@@ -417,17 +423,19 @@ START_TEST(fsdp2_attention_time) {
   const double tf = m.L * fa / (mc.attn_fwd_tflops * 1e12 * len / (len + h));
   ck_assert(t2.part_s[PL_TPART_ATTN] > a + tf &&
             t2.part_s[PL_TPART_ATTN] < a + 1.05 * tf);
-  /* the full mask's rates move the 2·CP − 1 full blocks' share of the
-   * FLOPs, (2·CP − 1)/(2·CP), alone: twice the rate there takes away half of
-   * that share's kernel time, forward and backward */
+  /* the full mask's rates (flat in the block's length) time the 2·CP − 1
+   * full blocks' share of the FLOPs, (2·CP − 1)/(2·CP), alone, forward and
+   * backward; the merges' traffic is unchanged */
   c.ac = PL_PLAN_AC_NONE;
   pl_plan_machine fast = mc;
   fast.attn_full_fwd_tflops = 2 * mc.attn_fwd_tflops;
   fast.attn_full_bwd_tflops = 2 * mc.attn_bwd_tflops;
   ck_assert_int_eq(pl_plan_time_predict(&m, &c, &fast, &t2), PL_OK);
-  const double share = (2.0 * c.cp - 1) / (2.0 * c.cp);
-  ck_assert_double_eq_tol(t2.part_s[PL_TPART_ATTN], a - share * ours / 2,
-                          1e-9 * a);
+  const double share = (2.0 * c.cp - 1) / (2.0 * c.cp),
+               full = m.L * (fa / (fast.attn_full_fwd_tflops * 1e12) +
+                             2.5 * fa / (fast.attn_full_bwd_tflops * 1e12));
+  ck_assert_double_eq_tol(t2.part_s[PL_TPART_ATTN],
+                          a - share * ours + share * full, 1e-9 * a);
   fast.attn_full_bwd_tflops = 0; /* either 0: the causal rates */
   ck_assert_int_eq(pl_plan_time_predict(&m, &c, &fast, &t2), PL_OK);
   ck_assert_double_eq_tol(t2.part_s[PL_TPART_ATTN], a, 1e-12);
