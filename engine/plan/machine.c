@@ -114,10 +114,11 @@ static const field fields[] = {
     FD(attn_half_seq, "tokens", 0, 1e12, false,
        "context at which attention runs at half its long-context rate"),
     FD(attn_full_fwd_tflops, "TFLOP/s", 0, RATE, false,
-       "the full mask's forward, every score counted (ring attention's "
-       "off-diagonal blocks; 0, or either 0: the causal rates)"),
+       "the full mask's forward, every score counted, flat in the block "
+       "length (ring attention's full blocks; 0 here or in the backward's: "
+       "the causal rates)"),
     FD(attn_full_bwd_tflops, "TFLOP/s", 0, RATE, false,
-       "the full mask's backward (0, or either 0: the causal rates)"),
+       "the full mask's backward (0: the causal rates)"),
     FD(expert_eff, "x gemm", 0, 2, true,
        "expert GEMMs as a fraction of gemm_tflops"),
     FD(dense_eff, "x gemm", 0, 2, true,
@@ -140,7 +141,7 @@ static const field fields[] = {
     FD(layer_overhead_ms, "ms", 0, RATE, false, "per layer and pass"),
     FD(fsdp2_attn_tflops, "TFLOP/s", 0, RATE, true,
        "PyTorch's FSDP2 (plan --table paper): SDPA forward + backward; "
-       "our baseline's ring attention runs at attn_fwd/bwd_tflops"),
+       "our baseline's ring attention runs at attn_(full_)fwd/bwd_tflops"),
     FD(fsdp2_expert_eff, "x gemm", 0, 2, true,
        "FSDP2: grouped expert GEMMs as a fraction of gemm_tflops"),
     FD(fsdp2_cpu_adam_gparam_s, "Gparam/s", 0, RATE, true,

@@ -93,7 +93,8 @@ typedef struct pl_plan_machine {
                              long-context rate (rate·S/(S+half))         */
   double attn_full_fwd_tflops; /* the full mask's forward (every score
                                   counted): ring attention's off-diagonal
-                                  blocks; either 0: the causal rates     */
+                                  blocks, flat in the block length);
+                                  either 0: the causal rates            */
   double attn_full_bwd_tflops; /* the full mask's backward; 0: causal's   */
   double expert_eff;          /* expert GEMMs / gemm_tflops                   */
   double dense_eff;           /* dense layer GEMMs / gemm_tflops              */
@@ -113,7 +114,7 @@ typedef struct pl_plan_machine {
   /* the FSDP2 baseline's kernels (PyTorch) */
   double fsdp2_attn_tflops; /* SDPA fwd+bwd (cuDNN): PyTorch's FSDP2 only
                                (pl_plan_cfg.sdpa); our baseline's ring
-                               attention runs at attn_fwd/bwd_tflops     */
+                               attention runs at attn_(full_)fwd/bwd     */
   double fsdp2_expert_eff;  /* grouped expert GEMMs / gemm_tflops         */
   double fsdp2_cpu_adam_gparam_s; /* torch fused CPU AdamW per node         */
   char source[160]; /* "defaults" or the files read                 */
