@@ -91,9 +91,9 @@ typedef struct pl_plan_machine {
   double attn_bwd_tflops; /* the engine's attention backward              */
   double attn_half_seq;   /* context at which attention runs at half its
                              long-context rate (rate·S/(S+half))         */
-  double attn_full_fwd_tflops; /* the full mask's forward (every score
-                                  counted): ring attention's off-diagonal
-                                  blocks, flat in the block length);
+  double attn_full_fwd_tflops; /* the full mask's forward, every score
+                                  counted (ring attention's off-diagonal
+                                  blocks), flat in the block length;
                                   either 0: the causal rates            */
   double attn_full_bwd_tflops; /* the full mask's backward; 0: causal's   */
   double expert_eff;          /* expert GEMMs / gemm_tflops                   */
