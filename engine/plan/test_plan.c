@@ -37,6 +37,13 @@ static char *write_tmp(const char *text) {
   return path;
 }
 
+/* text loaded into m as a result file (PL_OK asserted) */
+static void load_ok(pl_plan_machine *m, const char *text) {
+  char *p = write_tmp(text);
+  ck_assert_int_eq(pl_plan_machine_load(m, p), PL_OK);
+  unlink(p);
+}
+
 START_TEST(machine_files) {
   pl_plan_machine m = pl_plan_machine_default();
   /* schema 1: the test name in `test` */
@@ -66,9 +73,7 @@ START_TEST(machine_files) {
                    "mem_read\t2147483648\t1\t-\t-\t26\t80.9\t80.9\t-\tok\n"
                    "mem_copy\t2147483648\t1\t-\t-\t41\t105.5\t105.5\t-\tok\n";
   const double dram0 = m.host_dram_gbs;
-  p = write_tmp(v2);
-  ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_OK);
-  unlink(p);
+  load_ok(&m, v2);
   ck_assert_double_eq_tol(m.bidir_gbs, 99, 1e-9);
   /* the host memory: mem_copy (read + write), not mem_read */
   ck_assert_double_ne_tol(dram0, 105.5, 1e-9);
@@ -78,9 +83,7 @@ START_TEST(machine_files) {
                    "1\t4096\tfwd\t1\t270\tok\n"
                    "1\t131072\tfwd\t1\t540\tok\n"
                    "1\t131072\tfwdbwd\t1\t436\tok\n";
-  p = write_tmp(at);
-  ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_OK);
-  unlink(p);
+  load_ok(&m, at);
   ck_assert_double_eq_tol(m.attn_fwd_tflops, 540, 1e-9);
   /* 3.5/436 = 1/540 + 2.5/bwd */
   ck_assert_double_eq_tol(3.5 / 436, 1.0 / 540 + 2.5 / m.attn_bwd_tflops,
@@ -97,9 +100,7 @@ START_TEST(machine_files) {
       "# bench: attention\nranks\tseq\tpass\tmask\ttflops\tstatus\n"
       "1\t1024\tfwd\tfull\t100\tok\n1\t65536\tfwd\tfull\t660\tok\n"
       "1\t65536\tfwdbwd\tfull\t600\tok\n";
-  p = write_tmp(fm);
-  ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_OK);
-  unlink(p);
+  load_ok(&m, fm);
   ck_assert_double_eq_tol(m.attn_fwd_tflops, 540, 1e-9);
   ck_assert_double_eq_tol(m.attn_half_seq, 4096, 1e-6);
   ck_assert_double_eq_tol(m.attn_full_fwd_tflops, 660, 1e-9);
@@ -111,9 +112,7 @@ START_TEST(machine_files) {
                    "update\t1000000\t2\t9.5\tok\n"
                    "update\t2625000000\t2\t2.35\tok\n";
   ck_assert_double_eq(m.cpu_update_gparam_s, 0); /* default: cpu_adam's */
-  p = write_tmp(ad);
-  ck_assert_int_eq(pl_plan_machine_load(&m, p), PL_OK);
-  unlink(p);
+  load_ok(&m, ad);
   ck_assert_double_eq_tol(m.optim_gparam_s, 3.9, 1e-9);
   ck_assert_double_eq_tol(m.cpu_adam_gparam_s, 2.8, 1e-9); /* 2 ranks */
   /* the largest params' update row, times its ranks */
