@@ -49,6 +49,7 @@ static const cls classes[] = {
     {"n_kv", PL_CMP_KEY},
     {"d", PL_CMP_KEY},
     {"pass", PL_CMP_KEY},
+    {"mask", PL_CMP_KEY},
     {"params", PL_CMP_KEY},
     {"bytes", PL_CMP_KEY},
     {"mnk", PL_CMP_KEY},
