@@ -436,8 +436,9 @@ static pl_status load_calib(pl_plan_machine *m, tsv *t) {
 /* attention: long-context rates from the longest seq's causal fwd and
  * fwdbwd rows, the half-rate context from the shortest causal fwd row; the
  * full mask's rates (rows with mask full: measure them at the ring's block
- * length) from its longest rows alike, or, causal rows without full ones,
- * 0 (the causal rates: the defaults' are another kernel's) */
+ * length) from its longest rows alike, or, causal rows without full ones
+ * in any file read, 0 (the causal rates: the defaults' are another
+ * kernel's) */
 static pl_status load_attention(pl_plan_machine *m, tsv *t) {
   /* [causal, full]: longest fwd seq and rate, longest fwdbwd seq and rate */
   double sf[2] = {-1, -1}, rf[2] = {NAN, NAN}, sb[2] = {-1, -1},
@@ -473,8 +474,10 @@ static pl_status load_attention(pl_plan_machine *m, tsv *t) {
         *bwd[k] = 2.5 / tb;
     }
   }
-  if (!isnan(rf[0]) && isnan(rf[1])) /* the defaults' full rates are not */
-    m->attn_full_fwd_tflops = m->attn_full_bwd_tflops = 0; /* this kernel's */
+  if (!isnan(rf[1]))
+    m->attn_full_read = true;
+  else if (!isnan(rf[0]) && !m->attn_full_read) /* the defaults' full rates */
+    m->attn_full_fwd_tflops = m->attn_full_bwd_tflops = 0; /* are another's */
   if (!isnan(r0) && !isnan(rf[0]) && s0 < sf[0] && r0 < rf[0])
     m->attn_half_seq = s0 * (rf[0] / r0 - 1);
   return PL_OK;

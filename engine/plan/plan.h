@@ -117,7 +117,8 @@ typedef struct pl_plan_machine {
                                attention runs at attn_(full_)fwd/bwd     */
   double fsdp2_expert_eff;  /* grouped expert GEMMs / gemm_tflops         */
   double fsdp2_cpu_adam_gparam_s; /* torch fused CPU AdamW per node         */
-  char source[160]; /* "defaults" or the files read                 */
+  bool attn_full_read; /* the full mask's rates came from a result file */
+  char source[160];    /* "defaults" or the files read                 */
 } pl_plan_machine;
 
 /* One 8×H200 node, NVLink, 400 Gb/s InfiniBand per GPU, CUDA target. */

@@ -106,6 +106,9 @@ START_TEST(machine_files) {
   ck_assert_double_eq_tol(m.attn_full_fwd_tflops, 660, 1e-9);
   ck_assert_double_eq_tol(3.5 / 600, 1.0 / 660 + 2.5 / m.attn_full_bwd_tflops,
                           1e-12);
+  /* causal rows read after full ones (two files of one run) keep them */
+  load_ok(&m, at);
+  ck_assert_double_eq_tol(m.attn_full_fwd_tflops, 660, 1e-9);
   const char *ad = "# bench: adam\nvariant\tparams\tranks\tgparam_s\tstatus\n"
                    "stream\t2625000000\t2\t3.9\tok\n"
                    "cpu\t2625000000\t2\t1.4\tok\n"
