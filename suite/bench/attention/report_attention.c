@@ -74,6 +74,18 @@ static bool row_full(const pl_table *t, int i) {
   return pl_has_col(t, "mask") && !strcmp(pl_cell(t, i, "mask"), "full");
 }
 
+/* row i is one the full-mask table shows: full mask, one rank, status ok,
+ * a numeric S as the causal rows are checked for (pl_rep_keys_ok, which
+ * says on stderr why a row is left out: warn, once per row) */
+static bool full_row_ok(const pl_table *t, int i, bool warn) {
+  static const char *const keys[] = {"seq", NULL};
+  if (!row_full(t, i) || row_ranks(t, i) != 1 ||
+      strcmp(pl_cell(t, i, "status"), "ok"))
+    return false;
+  return warn ? pl_rep_keys_ok("attention", t, i, keys)
+              : isfinite(pl_cell_num(t, i, "seq"));
+}
+
 /* our causal rows on D ranks (ranks absent: 1), status ok; keep the best (over
  * the run's files: AUTO and any variant runs), with its kernels, and the best
  * AUTO row apart */
@@ -224,8 +236,7 @@ static void full_table(FILE *md, pl_table *const *t, int nt, const pt *pts,
         !pl_has_col(t[i], "seq") || !pl_has_col(t[i], "pass"))
       continue;
     for (int r = 0; r < t[i]->nrows; r++) {
-      if (!row_full(t[i], r) || row_ranks(t[i], r) != 1 ||
-          strcmp(pl_cell(t[i], r, "status"), "ok"))
+      if (!full_row_ok(t[i], r, true))
         continue;
       if (!head)
         fprintf(md,
@@ -372,11 +383,10 @@ pl_status pl_report_attention(pl_report_ctx *rc, pl_table *const *t, int nt) {
     for (int i = 0; i < nt; i++)
       if (strcmp(t[i]->bench, "attention"))
         read_peer(t[i], pts, &n);
-  bool any_full = false; /* ok full-mask rows of one rank */
+  bool any_full = false; /* rows the full-mask table shows */
   for (int i = 0; i < nt; i++)
     for (int r = 0; !strcmp(t[i]->bench, "attention") && r < t[i]->nrows; r++)
-      any_full |= row_full(t[i], r) && row_ranks(t[i], r) == 1 &&
-                  !strcmp(pl_cell(t[i], r, "status"), "ok");
+      any_full |= full_row_ok(t[i], r, false);
   if (n == 0 && any_full) /* a run of the full mask alone */
     return full_only(rc, t, nt, where);
   if (n == 0) /* no ok row of ours (or of the peer's beside one D = 1 run) */

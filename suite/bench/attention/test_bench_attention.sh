@@ -71,6 +71,17 @@ if [[ -n $ff && -n $fc ]]; then
     fail "report: no full-mask row beside the causal one for S = 130"
   # the causal table keeps only causal rows: one row per S
   [[ $(grep -c "^| 130 | [0-9.]* | [0-9.]* |" "$md") -eq 1 ]] || fail "report: full rows in the causal table"
+  # a full row whose S is not a number is left out of the full-mask table,
+  # said once on stderr (the causal rows' shape check)
+  awk -F'\t' -v OFS='\t' '/^#/{print;next} !h{for(i=1;i<=NF;i++)c[$i]=i;h=1;print;next}
+    $c["seq"]==130{$c["seq"]="13O"} {print}' "$ff" >"$tmp/attn1/$(basename "$ff")"
+  "$BIN" report "$tmp/attn1" >"$tmp/report3.out" 2>&1 || fail "report with a bad full row: exit $?"
+  grep -qE "^\| 13O? \| fwdbwd \| [0-9.]+ \| [0-9.–]+ \| [0-9.–]+×? \|" "$md" &&
+    fail "report: a full row with S '13O' shown"
+  grep -q "^| 64 | fwdbwd | [0-9.]* | [0-9.]* | [0-9.]*× |" "$md" ||
+    fail "report: the good full row (S = 64) left out"
+  [[ $(grep -c "seq is '13O'" "$tmp/report3.out") -eq 2 ]] ||
+    fail "report: the bad full rows (fwd, fwdbwd) not said once each: $(grep -c "13O" "$tmp/report3.out")"
   rm -f "$tmp/attn1/$(basename "$ff")"
 fi
 "$BIN" bench attention --backend cpu --seq 64 --mask diagonal -o "$tmp/badmask" >"$tmp/badmask.out" 2>&1
