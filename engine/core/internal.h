@@ -148,6 +148,11 @@ struct pl_dev {
   pl_stream *default_stream;
   pthread_mutex_t mem_lock;
   pl_mem_phase phase; /* what the device's work is doing (pl_mem_phase) */
+  /* the device arena's most bytes since the phase began, and who is told
+   * when it ends (pl_mem_watch_phases) */
+  size_t phase_high;
+  pl_mem_phase_fn phase_fn;
+  void *phase_ctx;
   pl__mem_arena arenas[PL_ARENA_COUNT];
   pl__mem_entry *table; /* live allocations of both arenas */
   size_t table_cap, table_used;

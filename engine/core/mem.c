@@ -161,6 +161,8 @@ static pl_status track_alloc(pl_dev *dev, pl_arena arena, size_t bytes,
     if (a->class_now[cls] > a->class_peak[cls])
       a->class_peak[cls] = a->class_now[cls];
   }
+  if (arena == PL_ARENA_DEVICE && a->current > dev->phase_high)
+    dev->phase_high = a->current;
   if (a->current > a->peak) {
     a->peak = a->current;
     memcpy(a->tag_at_peak, a->tag_now, sizeof a->tag_now);
@@ -284,7 +286,21 @@ void pl_mem_reset_peak(pl_dev *dev, pl_arena arena) {
 void pl_mem_phase_set(pl_dev *dev, const char *what, int layer,
                       const char *kind) {
   pthread_mutex_lock(&dev->mem_lock);
+  const pl_mem_phase ended = dev->phase;
+  const size_t high = dev->phase_high;
+  const pl_mem_phase_fn fn = dev->phase_fn;
+  void *ctx = dev->phase_ctx;
   dev->phase = (pl_mem_phase){what, kind, layer};
+  dev->phase_high = dev->arenas[PL_ARENA_DEVICE].current;
+  pthread_mutex_unlock(&dev->mem_lock);
+  if (fn)
+    fn(ctx, &ended, high);
+}
+
+void pl_mem_watch_phases(pl_dev *dev, pl_mem_phase_fn fn, void *ctx) {
+  pthread_mutex_lock(&dev->mem_lock);
+  dev->phase_fn = fn, dev->phase_ctx = ctx;
+  dev->phase_high = dev->arenas[PL_ARENA_DEVICE].current;
   pthread_mutex_unlock(&dev->mem_lock);
 }
 

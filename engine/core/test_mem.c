@@ -1,5 +1,6 @@
 /* test_mem.c — the tracked allocator: current/peak per arena, the live set at
- * the peak, per-tag peaks, frees, limits as OOM statuses, arenas kept apart. */
+ * the peak, per-tag peaks, frees, limits as OOM statuses, arenas kept apart,
+ * the device's most bytes per phase. */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -195,6 +196,51 @@ START_TEST(untracked_free_aborts) {
 }
 END_TEST
 
+/* pl_mem_watch_phases: each phase that ends is told with the device
+ * arena's most bytes during it (from what was live when it began), host
+ * allocations not counted; no call once the watch stops. */
+typedef struct seen {
+  int n;
+  const char *what[4];
+  int layer[4];
+  size_t high[4];
+} seen;
+
+static void note_phase(void *ctx, const pl_mem_phase *ended, size_t high) {
+  seen *s = ctx;
+  if (s->n < 4) {
+    s->what[s->n] = ended->what, s->layer[s->n] = ended->layer;
+    s->high[s->n] = high;
+  }
+  s->n++;
+}
+
+START_TEST(phase_highs) {
+  seen s = {0};
+  void *a, *b, *h;
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 100, "weights", &a), PL_OK);
+  pl_mem_watch_phases(dev, note_phase, &s);
+  pl_mem_phase_set(dev, "forward", 0, "dense");
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_DEVICE, 50, "acts", &b), PL_OK);
+  ck_assert_int_eq(pl_alloc(dev, PL_ARENA_HOST, 5000, "boundary", &h), PL_OK);
+  pl_free(dev, b);
+  pl_mem_phase_set(dev, "backward", 0, "dense"); /* forward 0 ends: 150 */
+  pl_mem_phase_set(dev, "head", -1, NULL);       /* nothing made: 100 */
+  pl_mem_watch_phases(dev, NULL, NULL);
+  pl_mem_phase_set(dev, "optimizer", -1, NULL); /* not watched */
+  ck_assert_int_eq(s.n, 3);
+  ck_assert_ptr_null(s.what[0]); /* the phase before the first mark */
+  ck_assert_uint_eq(s.high[0], 100);
+  ck_assert_str_eq(s.what[1], "forward");
+  ck_assert_int_eq(s.layer[1], 0);
+  ck_assert_uint_eq(s.high[1], 150);
+  ck_assert_str_eq(s.what[2], "backward");
+  ck_assert_uint_eq(s.high[2], 100);
+  pl_free(dev, a);
+  pl_free(dev, h);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("mem");
   TCase *tc = tcase_create("mem");
@@ -205,6 +251,7 @@ int main(void) {
   tcase_add_test(tc, many_allocations_and_zero_bytes);
   tcase_add_test(tc, many_tags_overflow_bucket);
   tcase_add_test(tc, probe_finds_the_limit);
+  tcase_add_test(tc, phase_highs);
   tcase_add_test_raise_signal(tc, untracked_free_aborts, 6);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

@@ -247,6 +247,11 @@ static pl_status check_dry(const pl_plan_cfg *c) {
   return PL_OK;
 }
 
+/* A phase of the dry step ended: gathered into its bin. */
+static void watch(void *ctx, const pl_mem_phase *ended, size_t high) {
+  pl__bins_phase(ctx, ended->what, ended->layer, high);
+}
+
 /* One measurement of b (built for c) on a dry device with routes: the
  * pl_plan_mem of rank into *mem, the raw peaks and tags into *dm (NULL:
  * not wanted). */
@@ -260,6 +265,9 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
                                    routes, &dd));
   pl_status st =
       pl_mem_set_classes(dd, PL_ARENA_DEVICE, PL_TERM_COUNT, term_of, NULL);
+  pl__bins bins;
+  pl__bins_init(&bins, m->L);
+  pl_mem_watch_phases(dd, watch, &bins);
   if (st == PL_OK)
     st = pl_comm_world(dd, &dw);
   pl_step_result *r = calloc(1, sizeof *r);
@@ -270,6 +278,8 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
     st = run_steps(dd, dw, m, b, r, &f);
   if (st == PL_OK) /* before the device (its tag names) goes */
     st = fill_mem(m, c, b, mc, rank, r, &f, mem);
+  if (st == PL_OK)
+    memcpy(mem->layer_high, bins.high, sizeof mem->layer_high);
   if (st == PL_OK && dm)
     copy_stats(r, dm);
   free(r);

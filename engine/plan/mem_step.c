@@ -106,6 +106,7 @@ typedef struct rctx {
   int64_t N, H;
   size_t es, NHb;
   pl__sym_track t;
+  pl__bins bins; /* the phases' highs (pl_plan_mem.layer_high) */
   replay r;
   pl_moe_cfg mcfg; /* the MoE layer's configuration (moe holds it) */
   pl__moe_replay moe;
@@ -154,6 +155,8 @@ static pl_status open_replay(const pl_model_cfg *m, const pl_plan_cfg *c,
   x->es = pl_dtype_size(x->sc->dt);
   x->NHb = (size_t)x->N * (size_t)x->H * x->es;
   pl__sym_init(&x->t);
+  pl__bins_init(&x->bins, m->L);
+  x->t.bins = &x->bins;
   x->r = (replay){&x->t, {0}, x->es};
   const int nu = x->L + 2, L = x->L;
   x->numel = calloc((size_t)nu, sizeof *x->numel);
@@ -372,6 +375,7 @@ static void replay_backward(rctx *x, bool acc) {
 static void export_result(rctx *x, pl_plan_mem *out) {
   const pl_train_desc *d = x->d;
   pl__sym_export(&x->t, out);
+  memcpy(out->layer_high, x->bins.high, sizeof out->layer_high);
   out->N = x->N;
   out->sco_layers = d->sco_layers;
   out->params_rank = d->params_rank;

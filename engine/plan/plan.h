@@ -239,6 +239,7 @@ const char *pl_plan_term_formula(int t); /* "4Θ/W: bf16 ...", Eq. 6's form */
 const char *pl_plan_fsdp2_term_formula(int t);
 
 #define PL_PLAN_MAX_TAGS 32
+#define PL_PLAN_BINS 32
 
 typedef struct pl_plan_mem {
   /* device (the rank with the highest peak) */
@@ -254,6 +255,12 @@ typedef struct pl_plan_mem {
   size_t term[PL_TERM_COUNT];              /* live set at the peak by term */
   size_t term_peak[PL_TERM_COUNT];         /* each term's own peak        */
   size_t state; /* persistent device bytes (before the step)      */
+  /* layer_high[i]: the most device bytes live at once in the forward and
+   * backward passes of the layers l with ⌊l·PL_PLAN_BINS/L⌋ = i, and
+   * [PL_PLAN_BINS] in the head: what those phases hold beside the kept
+   * activations of the layers below them (plateau; the search's pruning
+   * reads it) */
+  size_t layer_high[PL_PLAN_BINS + 1];
   /* host */
   size_t host_pinned; /* tracked pinned host bytes per rank             */
   size_t host_optim;  /* of it: the optimizer's state (fp32 master, m, v;
@@ -343,7 +350,8 @@ pl_status pl_plan_dry_device_routed(pl_backend flavour, size_t total_bytes,
 /* The fields of two memories that differ, as "field: A / B" lines (at most
  * max into lines, each of PL_PLAN_DIFF_LEN chars); returns how many differ.
  * Tags are compared by name (absent: 0 bytes; a tag of 0 bytes at the peak
- * and at its own peak is as absent), every other field as it is. */
+ * and at its own peak is as absent), every other field as it is but the
+ * search's layer_high. */
 #define PL_PLAN_DIFF_LEN 112
 int pl_plan_mem_diff(const pl_plan_mem *a, const pl_plan_mem *b,
                      char (*lines)[PL_PLAN_DIFF_LEN], int max);

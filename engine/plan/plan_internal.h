@@ -28,6 +28,20 @@ typedef struct pl__sym_buf {
 /* The symbolic allocator: current and peak bytes, each tag's current and
  * peak, the live set (by tag and by term) when the peak was set, and the
  * phase being replayed then. */
+/* The most bytes live at once per phase of a step, gathered into
+ * pl_plan_mem.layer_high: layer l's forward and backward into bin
+ * ⌊l·PL_PLAN_BINS/L⌋, the head apart. */
+typedef struct pl__bins {
+  int L;
+  size_t high[PL_PLAN_BINS + 1];
+} pl__bins;
+void pl__bins_init(pl__bins *b, int L);
+/* A phase ended with `high` bytes at most: "forward" or "backward" of a
+ * layer, or "head"; any other is not gathered. */
+void pl__bins_phase(pl__bins *b, const char *what, int layer, size_t high);
+/* The first layer of bin i (< PL_PLAN_BINS) of L layers. */
+int pl__bins_first(int L, int i);
+
 typedef struct pl__sym_track {
   size_t cur, peak;
   int n;
@@ -44,6 +58,10 @@ typedef struct pl__sym_track {
    * same few static strings millions of times in a search */
   const char *hkey[PL__SYM_HASH];
   int hidx[PL__SYM_HASH];
+  /* the most bytes since the phase began, and where a phase that ends is
+   * gathered (NULL: nowhere) */
+  size_t phase_high;
+  pl__bins *bins;
 } pl__sym_track;
 
 void pl__sym_init(pl__sym_track *t);
@@ -214,6 +232,66 @@ pl_status pl__plan_fill_memo(pl__plan_memo *mm, const pl_model_cfg *m,
                              bool keep, pl_plan_cfg *c, char *why, size_t n);
 pl_status pl__plan_time_bound(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, double *tok_s_max);
+/* What memory leaves a configuration's knobs (pl__plan_time_bound_room):
+ * res, the resident optimizer state's bytes (12 per parameter) at most;
+ * keep(ctx, r), the kept activations' bytes at most beside r bytes of
+ * resident state (-1: no form with r fits; NULL: every layer kept). */
+typedef struct pl__plan_room {
+  double res;
+  double (*keep)(void *ctx, double r);
+  void *ctx;
+} pl__plan_room;
+/* The same bound within room (NULL: pl__plan_time_bound); 0 when no form
+ * fits. */
+pl_status pl__plan_time_bound_room(const pl_model_cfg *m, const pl_plan_cfg *c,
+                                   const pl_plan_machine *mc,
+                                   const pl__plan_room *room,
+                                   double *tok_s_max);
+/* What the least form of a candidate leaves its knobs (room.c): mem is c
+ * with the knobs the search frees at their least (sco_free: every boundary
+ * offloaded too, and c's SCO count free). */
+typedef struct pl__room {
+  const pl_model_cfg *m;
+  double peak;        /* the least form's device peak                    */
+  double slack;       /* SCO's two restore buffers (0: the count fixed)  */
+  double stage;       /* the staging resident state may save             */
+  double a, w;        /* a layer's kept bytes: attention, the whole half */
+  const size_t *high; /* the least form's layer_high                     */
+} pl__room;
+void pl__plan_room_of(const pl_model_cfg *m, const pl_plan_free *fr,
+                      const pl_plan_cfg *c, const pl_plan_mem *mem,
+                      bool sco_free, pl__room *out);
+/* The least device peak a form of c can have with the first na layers'
+ * attention and the first nw layers' whole halves kept and r bytes (12 per
+ * parameter) of optimizer state resident. */
+double pl__plan_room_need(const pl__room *x, int na, int nw, double r);
+/* The bound of c (pl__plan_time_bound_room) over its forms whose need fits
+ * the usable HBM. */
+pl_status pl__plan_room_bound(const pl_model_cfg *m, const pl_plan_free *fr,
+                              const pl_plan_machine *mc, const pl_plan_cfg *c,
+                              const pl_plan_mem *mem, bool sco_free, double *u);
+
+/* A search's candidates (candidates.c): each with its time bound u
+ * (INFINITY until set) and its place in the enumeration. */
+typedef struct pl__qent {
+  pl_plan_cfg cfg;
+  double u;
+  int seq;
+} pl__qent;
+typedef struct pl__cqueue {
+  pl__qent *e;
+  int n, cap;
+} pl__cqueue;
+pl_status pl__cqueue_push(pl__cqueue *q, const pl_plan_cfg *c);
+/* The candidates of base's system over the knobs fr leaves free, appended
+ * to q in enumeration order. */
+pl_status pl__plan_candidates(const pl_model_cfg *m, const pl_plan_cfg *base,
+                              const pl_plan_free *fr, const pl_plan_machine *mc,
+                              pl__cqueue *q);
+/* Expert groups of ep ranks (ep < W_v) a run plays: real ones, ep dividing
+ * its ranks present (train/epgroups.h; a proxy's replica group is the
+ * virtual part). */
+bool pl__plan_ep_plays(const pl_plan_cfg *c, int ep);
 
 pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
                          const pl_plan_machine *mc, pl_plan_time *out);

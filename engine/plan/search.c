@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/layer.h"
 #include "model/ulysses.h"
 #include "plan/plan_internal.h"
 
@@ -311,25 +312,21 @@ static bool pruned(ranking *r, double u) {
   return true;
 }
 
-static void divisors(int W, int *out, int *n, int max) {
-  *n = 0;
-  for (int d = 1; d <= W && *n < max; d++)
-    if (W % d == 0)
-      out[(*n)++] = d;
-}
-
-/* Expert groups of ep ranks (ep < W_v) a run plays: real ones, ep dividing
- * its ranks present (train/epgroups.h; a proxy's replica group is the
- * virtual part). */
-static bool ep_plays(const pl_plan_cfg *c, int ep) {
-  const int here = c->present > 0 ? c->present : c->W;
-  return ep > 0 && here % ep == 0;
-}
-
 /* Rank x; one that fits has its headroom filled first when the fill is
  * free (fr->resident, fr->keep), and is evaluated again. */
 static pl_status rank_filled(const pl_model_cfg *m, const pl_plan_machine *mc,
                              cand *x, const pl_plan_free *fr, ranking *r) {
+  if (x->fits && (fr->resident || fr->keep) && r->have_best && r->have_second) {
+    /* one slower than the best and the runner-up however it fills the
+     * room its form leaves changes nothing ranked as it is */
+    double u = 0;
+    PL_TRY(pl__plan_room_bound(m, fr, mc, &x->cfg, &x->mem, false, &u));
+    if (u * 1.001 < r->best.time.tok_s_gpu &&
+        u * 1.001 < r->second.time.tok_s_gpu) {
+      rank_in(r, x);
+      return PL_OK;
+    }
+  }
   if (x->fits && (fr->resident || fr->keep) && r->have_best) {
     /* one that could not win even with every knob at its most (memory
      * aside) is ranked as it is: the fill's replays are the search's cost */
@@ -426,177 +423,49 @@ static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
  * is slower than both by more than better()'s 0.1% is counted as tried and
  * left unevaluated (pruned()), and in this order that is every one after
  * the first such. */
-typedef struct qent {
-  pl_plan_cfg cfg;
-  double u; /* the time bound: tok/s/GPU at most (INFINITY: none) */
-  int seq;  /* the enumeration's order, for ties */
-} qent;
-typedef struct cqueue {
-  qent *e;
-  int n, cap;
-} cqueue;
-
-static pl_status q_push(cqueue *q, const pl_plan_cfg *c) {
-  if (q->n == q->cap) {
-    const int cap = q->cap ? 2 * q->cap : 256;
-    qent *e = realloc(q->e, (size_t)cap * sizeof *e);
-    if (!e)
-      return pl_set_error(PL_ENOMEM, "plan: host");
-    q->e = e, q->cap = cap;
-  }
-  q->e[q->n] = (qent){*c, INFINITY, q->n};
-  q->n++;
-  return PL_OK;
-}
-
 static int q_cmp(const void *pa, const void *pb) {
-  const qent *a = pa, *b = pb;
+  const pl__qent *a = pa, *b = pb;
   if (a->u != b->u)
     return a->u > b->u ? -1 : 1;
   return a->seq - b->seq;
 }
 
-/* plateau's candidates of the free knobs into q. */
-static pl_status plateau_candidates(const pl_model_cfg *m,
-                                    const pl_plan_cfg *base,
-                                    const pl_plan_free *fr,
-                                    const pl_plan_machine *mc, cqueue *q) {
-  int Ds[64], nD = 0;
-  if (fr->D) {
-    int dv[64], n;
-    divisors(base->W, dv, &n, 64);
-    for (int i = 0; i < n; i++)
-      if (m->n_q % dv[i] == 0 && pl_ulysses_heads_per_rank(m->n_kv, dv[i]) &&
-          base->S % dv[i] == 0)
-        Ds[nD++] = dv[i];
-  } else {
-    Ds[nD++] = base->lc.D;
-  }
-  int Ps[8], nP = 0;
-  if (fr->P) {
-    for (int p = 1; p <= 8 && p <= mc->gpus_per_node; p *= 2)
-      if (base->W % p == 0)
-        Ps[nP++] = p;
-  } else {
-    Ps[nP++] = base->lc.P;
-  }
-  /* expert groups (train/epgroups.h): the whole world, or, when the
-   * world's dispatch leaves a node, groups of a node (the dispatch on
-   * NVLink) if they divide W and E; inside a node a group only adds the
-   * expert units' traffic and memory.  A proxy plays only groups that
-   * divide its ranks present (base->present). */
-  int Eps[2], nEp = 0;
-  Eps[nEp++] = base->lc.Ep;
-  const int Wv = base->lc.W_v > base->W ? base->lc.W_v : base->W,
-            gpn = mc->gpus_per_node;
-  if (fr->ep && m->E > 0 && Wv > gpn && base->W % gpn == 0 &&
-      ep_plays(base, gpn) && m->E % gpn == 0 && gpn != base->lc.Ep)
-    Eps[nEp++] = gpn;
-  const pl_optim_ops *opts[2] = {&pl_optim_stream, &pl_optim_hybrid};
-  const int nopt = fr->optim ? 2 : 1;
-  const size_t betas[2] = {100000000, 25000000};
-  const int nbeta = fr->beta ? 2 : 1;
-  for (int di = 0; di < nD; di++) {
-    const int64_t N = base->S / Ds[di];
-    int micro = base->sc.micro;
-    if (base->tokens_step > 0) { /* the micro-batches of this layout */
-      const int64_t per = (int64_t)base->W * N;
-      if (base->tokens_step % per)
-        continue;
-      micro = (int)(base->tokens_step / per);
+/* plateau: can candidate c change the ranking once its least form is
+ * measured (every boundary offloaded where SCO is free, nothing kept, no
+ * optimizer state resident where those are free)?  Not when that form
+ * does not fit the device (no form does), nor when its bound within the
+ * room that form leaves (pl__plan_room_bound) is slower than the best and the
+ * runner-up: counted as tried (pruned()). */
+static pl_status room_pruned(const pl_model_cfg *m, const pl_plan_free *fr,
+                             const pl_plan_machine *mc, ranking *r,
+                             const pl_plan_cfg *c, bool *gone) {
+  *gone = false;
+  cand y;
+  memset(&y, 0, sizeof y);
+  y.cfg = *c;
+  if (fr->sco)
+    y.cfg.sc.sco = (pl_sco_budget){true, 0};
+  if (fr->keep)
+    y.cfg.sc.keep = (pl_keep_budget){PL_KEEP_BYTES, 0};
+  if (fr->resident)
+    y.cfg.sc.oo.resident_all = false, y.cfg.sc.oo.resident_bytes = 0;
+  pl_status st = eval(m, mc, r->mm, &y, false);
+  if (st != PL_OK) /* refused: rank_queue says so as before */
+    return st == PL_EINVAL || st == PL_EUNSUPPORTED ? PL_OK : st;
+  if ((double)y.mem.dev_peak > pl__hbm_usable(mc)) { /* no form fits */
+    pl_plan_cfg last = *c; /* the form sco_search would rank */
+    if (fr->sco)
+      last.sc.sco = (pl_sco_budget){true, 0};
+    *gone = pruned(r, 0);
+    if (!*gone && !memcmp(&last, &y.cfg, sizeof last)) {
+      rank_in(r, &y); /* the closest it can be, as sco_search ranks it */
+      *gone = true;
     }
-    /* c: chunk counts K = 1, 2, 4, ... 64 */
-    int64_t cs[8];
-    int nc = 0;
-    if (fr->c) {
-      for (int K = 1; K <= 64 && nc < 8; K *= 2) {
-        const int64_t c = (N + K - 1) / K;
-        if (c >= 1 && (nc == 0 || c != cs[nc - 1]))
-          cs[nc++] = c;
-      }
-    } else {
-      cs[nc++] = base->sc.moe_c;
-    }
-    for (int ei = 0; ei < nEp; ei++)
-      for (int pi = 0; pi < nP; pi++)
-        for (int ci = 0; ci < nc; ci++)
-          for (int bi = 0; bi < nbeta; bi++)
-            for (int oi = 0; oi < nopt; oi++) {
-              cand x;
-              memset(&x, 0, sizeof x);
-              x.cfg = *base;
-              x.cfg.lc.D = Ds[di];
-              x.cfg.lc.Ep = Eps[ei];
-              x.cfg.sc.micro = micro;
-              x.cfg.lc.P = Ps[pi];
-              if (fr->P)
-                x.cfg.sc.head = Ps[pi] > 1 ? &pl_head_ring : &pl_head_fused;
-              x.cfg.sc.moe_c = cs[ci];
-              if (fr->beta)
-                x.cfg.sc.oo.bucket = betas[bi];
-              if (fr->optim)
-                x.cfg.sc.optim = opts[oi];
-              PL_TRY(q_push(q, &x.cfg));
-            }
+    return PL_OK;
   }
-  return PL_OK;
-}
-
-/* The FSDP2 baseline's candidates of the free knobs into cq. */
-static pl_status fsdp2_candidates(const pl_model_cfg *m,
-                                  const pl_plan_cfg *base,
-                                  const pl_plan_free *fr,
-                                  const pl_plan_machine *mc, cqueue *cq) {
-  int cps[64], ncp = 0, eps[64], nep = 0, dv[64], n;
-  divisors(base->W, dv, &n, 64);
-  for (int i = 0; i < n; i++)
-    if (fr->cp ? base->S % (2 * dv[i]) == 0 : dv[i] == base->cp)
-      cps[ncp++] = dv[i];
-  /* ep divides W_v (a proxy's virtual world) and divides or is a multiple
-   * of the ranks present, as the baseline takes it */
-  const int Wv = base->lc.W_v > base->W ? base->lc.W_v : base->W,
-            here = base->present > 0 ? base->present : base->W;
-  divisors(Wv, dv, &n, 64);
-  for (int i = 0; i < n; i++)
-    if (fr->ep ? (m->E > 0 ? m->E % dv[i] == 0 : dv[i] == 1) &&
-                     (dv[i] % here == 0 || here % dv[i] == 0)
-               : dv[i] == base->ep)
-      eps[nep++] = dv[i];
-  const pl_plan_ac acs[3] = {PL_PLAN_AC_FULL, PL_PLAN_AC_SELECTIVE,
-                             PL_PLAN_AC_NONE};
-  const int nac = fr->ac ? 3 : 1;
-  const int noff = fr->offload ? 2 : 1;
-  const int mbss[4] = {1, 2, 4, 8};
-  const int nmbs = fr->mbs ? 4 : 1;
-  for (int a = 0; a < ncp; a++)
-    for (int b = 0; b < nep; b++)
-      for (int c = 0; c < nac; c++)
-        for (int o = 0; o < noff; o++)
-          for (int q = 0; q < nmbs; q++) {
-            /* torchtitan borrows EP from dp_shard × cp: ep 1 or a
-             * multiple of cp (as pl_fsdp2_tune_points lists them) */
-            if (fr->cp && fr->ep && eps[b] > 1 && eps[b] % cps[a])
-              continue;
-            cand x;
-            memset(&x, 0, sizeof x);
-            x.cfg = *base;
-            x.cfg.cp = cps[a];
-            x.cfg.ep = eps[b];
-            if (base->tokens_step > 0) { /* the micro-batches of this mix */
-              const int64_t per = (int64_t)base->W / cps[a] *
-                                  (fr->mbs ? mbss[q] : base->mbs) * base->S;
-              if (base->tokens_step % per)
-                continue;
-              x.cfg.sc.micro = (int)(base->tokens_step / per);
-            }
-            if (fr->ac)
-              x.cfg.ac = acs[c];
-            if (fr->offload)
-              x.cfg.offload = o == 1;
-            if (fr->mbs)
-              x.cfg.mbs = mbss[q];
-            PL_TRY(q_push(cq, &x.cfg));
-          }
+  double u = 0;
+  PL_TRY(pl__plan_room_bound(m, fr, mc, c, &y.mem, fr->sco, &u));
+  *gone = pruned(r, u);
   return PL_OK;
 }
 
@@ -605,8 +474,8 @@ static pl_status fsdp2_candidates(const pl_model_cfg *m,
  * the dry device for a baseline's configuration it does not run, is left
  * out). */
 static pl_status rank_queue(const pl_model_cfg *m, const pl_plan_free *fr,
-                            const pl_plan_machine *mc, ranking *r, cqueue *q,
-                            bool plateau) {
+                            const pl_plan_machine *mc, ranking *r,
+                            pl__cqueue *q, bool plateau) {
   for (int i = 0; i < q->n; i++) {
     double u = 0;
     if (pl__plan_time_bound(m, &q->e[i].cfg, mc, &u) == PL_OK)
@@ -616,6 +485,12 @@ static pl_status rank_queue(const pl_model_cfg *m, const pl_plan_free *fr,
   for (int i = 0; i < q->n; i++) {
     if (pruned(r, q->e[i].u))
       continue;
+    if (plateau) {
+      bool gone = false;
+      PL_TRY(room_pruned(m, fr, mc, r, &q->e[i].cfg, &gone));
+      if (gone)
+        continue;
+    }
     cand x;
     memset(&x, 0, sizeof x);
     x.cfg = q->e[i].cfg;
@@ -675,7 +550,8 @@ static pl_status why_ep(const pl_model_cfg *m, const pl_plan_machine *mc,
   const int ep = c->lc.Ep ? c->lc.Ep : Wv;
   const int gpn = mc->gpus_per_node;
   const bool node_ok = c->W % gpn == 0 && m->E % gpn == 0;
-  const int alt = ep == Wv && gpn < Wv && node_ok && ep_plays(c, gpn) ? gpn : 0;
+  const int alt =
+      ep == Wv && gpn < Wv && node_ok && pl__plan_ep_plays(c, gpn) ? gpn : 0;
   if (ep == Wv && !alt) {
     snprintf(buf, n, "Ep=%d: the world (%s)", Wv,
              Wv <= gpn ? "inside a node: a group would only add the expert "
@@ -722,10 +598,9 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
   }
   r->mm = mm;
   pl__plan_memo_dry(mm, fr->dry);
-  cqueue q = {0};
+  pl__cqueue q = {0};
   const bool plateau = base->system != PL_PLAN_FSDP2;
-  pl_status st = plateau ? plateau_candidates(m, base, fr, mc, &q)
-                         : fsdp2_candidates(m, base, fr, mc, &q);
+  pl_status st = pl__plan_candidates(m, base, fr, mc, &q);
   if (st == PL_OK)
     st = rank_queue(m, fr, mc, r, &q, plateau);
   free(q.e);

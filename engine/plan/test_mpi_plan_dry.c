@@ -199,7 +199,8 @@ END_TEST
  * then adversarial ones for dev_worst) against the replay's pl__plan_memory
  * with the worst case, every field of pl_plan_mem: the peaks, the phase of
  * the peak, every tag, every term at the peak and at its own peak, the
- * states, the host, the facts.  A failure lists the fields that differ. */
+ * states, the host, the facts, the most bytes of each layer's passes and
+ * of the head (layer_high).  A failure lists the fields that differ. */
 
 static int full_point(const point *p, const pl_plan_machine *mc) {
   pl_plan_mem pm, dm;
@@ -208,7 +209,13 @@ static int full_point(const point *p, const pl_plan_machine *mc) {
   ck_assert_msg(pl__plan_memory_dry(&p->m, &p->c, mc, 0, true, &dm) == PL_OK,
                 "%s: %s", p->name, pl_last_error());
   char lines[24][PL_PLAN_DIFF_LEN];
-  const int nd = pl_plan_mem_diff(&pm, &dm, lines, 24);
+  int nd = pl_plan_mem_diff(&pm, &dm, lines, 24);
+  for (int i = 0; i <= PL_PLAN_BINS; i++) /* the phases' highs too */
+    if (pm.layer_high[i] != dm.layer_high[i] && nd++ < 24)
+      snprintf(lines[nd - 1], PL_PLAN_DIFF_LEN, "layer_high[%d]: %zu / %zu", i,
+               pm.layer_high[i], dm.layer_high[i]);
+  ck_assert_msg(dm.layer_high[0] > 0 && dm.layer_high[PL_PLAN_BINS] > 0,
+                "%s: no layer or head phase seen", p->name);
   pl_plan_mem x = dm; /* the comparison sees one field changed */
   x.term_peak[PL_TERM_ACTS]++;
   ck_assert_int_eq(pl_plan_mem_diff(&dm, &x, NULL, 0), 1);
@@ -244,6 +251,57 @@ END_TEST
 
 START_TEST(dry_full_grid_cuda) {
   run_full(PL_BACKEND_CUDA);
+}
+END_TEST
+
+/* The room the least form leaves (room.c) on the dry device: every form of
+ * 120b/16/128K (Ep = 8, β = 25M) measured — SCO none, half and all, keep
+ * prefixes of attention and whole halves, resident buckets none to all —
+ * peaks at least at pl__plan_room_need of the least form measured. */
+START_TEST(dry_room_need) {
+  if (size != 1)
+    return;
+  pl_model_cfg m;
+  ck_assert_int_eq(pl_model_preset("120b", &m), PL_OK);
+  const pl_plan_machine mc = pl_plan_machine_default();
+  const pl_plan_free fr = {.sco = true, .resident = true, .keep = true};
+  pl_plan_cfg c = pl_plan_cfg_plateau(16, 128 << 10);
+  c.lc.Ep = 8;
+  const size_t beta = c.sc.oo.bucket = 25000000;
+  pl_plan_mem *y = malloc(2 * sizeof *y), *mem = y + 1;
+  ck_assert_ptr_nonnull(y);
+  pl_plan_cfg least = c;
+  least.sc.sco = (pl_sco_budget){true, 0};
+  ck_assert_msg(pl__plan_memory_dry(&m, &least, &mc, 0, false, y) == PL_OK,
+                "%s", pl_last_error());
+  pl__room room;
+  pl__plan_room_of(&m, &fr, &c, y, true, &room);
+  const size_t th = (size_t)y->params_rank, nb = (th + beta - 1) / beta;
+  const double nhb = (double)y->N * m.H * 2;
+  const int L = m.L, ts[] = {0, L / 2, L, L + L / 2, 2 * L};
+  for (int s = 0; s <= 2; s++)
+    for (int ti = 0; ti < 5; ti++)
+      for (int q = 0; q <= 4; q += 2) {
+        pl_plan_cfg x = c;
+        x.sc.sco = s == 2 ? (pl_sco_budget){true, 0}
+                          : (pl_sco_budget){false, (uint64_t)(s * L / 2 * nhb)};
+        const int t = ts[ti], na = t < L ? t : L, nw = t > L ? t - L : 0;
+        x.sc.keep = (pl_keep_budget){
+            PL_KEEP_BYTES, pl_step_keep_bytes(&m, y->N, 1, c.sc.dt, na, nw)};
+        const size_t n = nb * (size_t)q / 4, el = n == 0 ? 0
+                                                  : n >= nb
+                                                      ? th
+                                                      : th - beta * (nb - n);
+        x.sc.oo.resident_bytes = 12 * (uint64_t)el;
+        ck_assert_msg(pl__plan_memory_dry(&m, &x, &mc, 0, false, mem) == PL_OK,
+                      "%s", pl_last_error());
+        const double need = pl__plan_room_need(&room, na, nw, 12.0 * el);
+        ck_assert_msg((double)mem->dev_peak >= need,
+                      "sco %d keep %d+%d resident %zu/%zu buckets: measured "
+                      "peak %zu below the room's least %.0f",
+                      s, na, nw, n, nb, mem->dev_peak, need);
+      }
+  free(y);
 }
 END_TEST
 
@@ -488,9 +546,9 @@ int main(int argc, char **argv) {
       pl_check_world_open(&argc, &argv, "plan_dry", &dev, &world, &rank, &size);
   if (e)
     return e;
-  const TTest *tests[] = {
-      dry_backend_basics, dry_route_view, dry_route_share,    dry_grid,
-      dry_grid_cuda,      dry_full_grid,  dry_full_grid_cuda, NULL};
+  const TTest *tests[] = {dry_backend_basics, dry_route_view, dry_route_share,
+                          dry_grid,           dry_grid_cuda,  dry_full_grid,
+                          dry_full_grid_cuda, dry_room_need,  NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("plan_dry", 300, tests, rank, world));
 }

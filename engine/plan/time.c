@@ -436,6 +436,43 @@ done:
   return st;
 }
 
+/* The optimizer's least time with at most r parameters resident, t0 its
+ * time with none, g with every one (pl__plan_time_bound). */
+static double optim_least(double t0, double g, double th, double r) {
+  if (!(t0 > 0 && g > 0))
+    return 0;
+  const double meet = t0 * th / (t0 + g);
+  return r < meet ? t0 * (th - fmax(r, 0)) / th : t0 * g / (t0 + g);
+}
+
+/* The bound's step at a keep budget (keep < 0: every layer whole) with the
+ * optimizer's time opt(t0) for t0 its time with none resident, the units'
+ * exposure `units` and no host part; *N the tokens of a micro-batch. */
+static pl_status bound_step(const pl_model_cfg *m, const pl_plan_cfg *c,
+                            const pl_plan_machine *mc, double keep,
+                            double units, double g, double th, double r,
+                            double *step, double *N) {
+  pl_plan_cfg a = *c;
+  a.sc.sco = (pl_sco_budget){false, 0};
+  a.sc.oo.resident_all = false, a.sc.oo.resident_bytes = 0;
+  a.sc.keep = keep < 0 ? (pl_keep_budget){PL_KEEP_ALL, 0}
+                       : (pl_keep_budget){PL_KEEP_BYTES, (uint64_t)keep};
+  tctx t;
+  pl_plan_time out;
+  memset(&out, 0, sizeof out);
+  pl_status st = PL_OK;
+  PL_TRY_GOTO(st, done, open_ctx(m, &a, mc, &t));
+  layers_time(&t), head_time(&t), units_time(&t), host_time(&t);
+  optim_time(&t), assemble(&t, &out);
+  *step = out.step_s - out.part_s[PL_TPART_OPTIM] +
+          optim_least(t.t_opt, g, th, r) - out.part_s[PL_TPART_UNITS] + units -
+          out.part_s[PL_TPART_HOST];
+  *N = t.N;
+done:
+  free_ctx(&t);
+  return st;
+}
+
 /* An upper bound of c's tok/s/GPU over the knobs its memory decides (the
  * SCO budget, the kept activations, the resident optimizer state): the step
  * is a sum of parts, each bounded below on its own — the SCO copies' at
@@ -447,6 +484,20 @@ done:
  * with none resident / Θ), is at least its value where the two meet. */
 pl_status pl__plan_time_bound(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, double *tok_s_max) {
+  return pl__plan_time_bound_room(m, c, mc, NULL, tok_s_max);
+}
+
+/* With room: r parameters resident take 12·r bytes, at most room->res, and
+ * leave room->keep(12·r) bytes to kept activations.  Over r in [0, r_max]
+ * cut into 8 intervals: on [r_i, r_i+1] the step is at least the rest at
+ * the keep budget r_i leaves (more resident leaves no more kept, and less
+ * kept is slower) plus the optimizer at r_i+1 (more resident is faster):
+ * the least of those over the intervals that fit is a bound over every
+ * split; none fitting: no bound (0). */
+pl_status pl__plan_time_bound_room(const pl_model_cfg *m, const pl_plan_cfg *c,
+                                   const pl_plan_machine *mc,
+                                   const pl__plan_room *room,
+                                   double *tok_s_max) {
   *tok_s_max = 0;
   if (c->system == PL_PLAN_FSDP2) { /* its time has no such knob */
     pl_plan_time t;
@@ -454,34 +505,39 @@ pl_status pl__plan_time_bound(const pl_model_cfg *m, const pl_plan_cfg *c,
     *tok_s_max = t.tok_s_gpu;
     return PL_OK;
   }
-  pl_plan_cfg a = *c, z;
-  a.sc.sco = (pl_sco_budget){false, 0};
-  a.sc.oo.resident_all = false, a.sc.oo.resident_bytes = 0;
-  z = a;
-  a.sc.keep = (pl_keep_budget){PL_KEEP_ALL, 0};
+  pl_plan_cfg z = *c;
+  z.sc.sco = (pl_sco_budget){false, 0};
+  z.sc.oo.resident_all = false, z.sc.oo.resident_bytes = 0;
   z.sc.keep = (pl_keep_budget){PL_KEEP_BYTES, 0};
-  tctx t, u;
-  pl_plan_time out;
-  memset(&out, 0, sizeof out);
-  pl_status st = PL_OK;
-  PL_TRY_GOTO(st, done_t, open_ctx(m, &a, mc, &t));
-  PL_TRY_GOTO(st, done_u, open_ctx(m, &z, mc, &u));
-  layers_time(&t), head_time(&t), units_time(&t), host_time(&t);
-  optim_time(&t), assemble(&t, &out);
-  layers_time(&u), units_time(&u);
-  const double mic = c->sc.micro, t0 = t.t_opt,
-               g = 30.0 * (double)t.d->params_rank / t.hbm;
-  const double opt = t0 > 0 && g > 0 ? t0 * g / (t0 + g) : 0;
-  const double step = out.step_s - out.part_s[PL_TPART_OPTIM] + opt -
-                      out.part_s[PL_TPART_UNITS] + mic * u.t_units -
-                      out.part_s[PL_TPART_HOST];
-  /* a margin for the rounding of the sums the prediction itself adds */
-  *tok_s_max = step > 0 ? mic * t.N / step * (1 + 1e-9) : INFINITY;
-done_u:
+  tctx u;
+  pl_status st = open_ctx(m, &z, mc, &u);
+  if (st == PL_OK)
+    layers_time(&u), units_time(&u);
+  const double mic = c->sc.micro, units = st ? 0 : mic * u.t_units,
+               th = st ? 0 : (double)u.d->params_rank, g = 30.0 * th / u.hbm;
   free_ctx(&u);
-done_t:
-  free_ctx(&t);
-  return st;
+  PL_TRY(st);
+  double N = 0, step = INFINITY;
+  if (!room) {
+    PL_TRY(bound_step(m, c, mc, -1, units, g, th, INFINITY, &step, &N));
+  } else {
+    const double rmax = fmax(0, fmin(th, room->res / 12.0));
+    const int G = rmax > 0 ? 32 : 1;
+    for (int i = 0; i < G; i++) {
+      const double ri = rmax * i / G, rj = rmax * (i + 1) / G;
+      const double kb = room->keep ? room->keep(room->ctx, 12.0 * ri) : -2;
+      if (kb == -1)
+        break; /* nothing fits with r_i resident, nor with more */
+      double si = 0;
+      PL_TRY(bound_step(m, c, mc, kb, units, g, th, rj, &si, &N));
+      step = fmin(step, si);
+    }
+  }
+  /* a margin for the rounding of the sums the prediction itself adds */
+  *tok_s_max = !isfinite(step) ? 0
+               : step > 0      ? mic * N / step * (1 + 1e-9)
+                               : INFINITY;
+  return PL_OK;
 }
 
 pl_status pl_plan_proxy_comm(const pl_model_cfg *m, const pl_plan_cfg *c,

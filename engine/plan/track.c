@@ -47,6 +47,8 @@ pl__sym_buf pl__sym_alloc(pl__sym_track *t, const char *tag, int term,
   t->term_now[term] += bytes;
   if (t->term_now[term] > t->term_peak[term])
     t->term_peak[term] = t->term_now[term];
+  if (t->cur > t->phase_high)
+    t->phase_high = t->cur;
   if (t->cur > t->peak) {
     t->peak = t->cur;
     memcpy(t->at_peak, t->now, sizeof t->now);
@@ -76,7 +78,30 @@ void pl__sym_reset_peak(pl__sym_track *t) {
 
 void pl__sym_phase(pl__sym_track *t, const char *what, int layer,
                    const char *kind) {
+  if (t->bins && t->what)
+    pl__bins_phase(t->bins, t->what, t->layer, t->phase_high);
   t->what = what, t->layer = layer, t->kind = kind;
+  t->phase_high = t->cur;
+}
+
+void pl__bins_init(pl__bins *b, int L) {
+  memset(b, 0, sizeof *b);
+  b->L = L;
+}
+
+void pl__bins_phase(pl__bins *b, const char *what, int layer, size_t high) {
+  int i = -1;
+  if (what && !strcmp(what, "head"))
+    i = PL_PLAN_BINS;
+  else if (what && layer >= 0 && layer < b->L &&
+           (!strcmp(what, "forward") || !strcmp(what, "backward")))
+    i = (int)((int64_t)layer * PL_PLAN_BINS / b->L);
+  if (i >= 0 && high > b->high[i])
+    b->high[i] = high;
+}
+
+int pl__bins_first(int L, int i) {
+  return (int)(((int64_t)i * L + PL_PLAN_BINS - 1) / PL_PLAN_BINS);
 }
 
 void pl__sym_export(const pl__sym_track *t, pl_plan_mem *out) {
@@ -105,6 +130,8 @@ void pl__sym_apply(pl__sym_track *t, const pl__sym_track *s, int *map) {
     m[i] = tag_lookup(t, s->tag[i]);
   /* s's peak is its first highest point: where t's last new peak within
    * the schedule would be taken */
+  if (t->cur + s->peak > t->phase_high)
+    t->phase_high = t->cur + s->peak;
   if (s->peak > 0 && t->cur + s->peak > t->peak) {
     t->peak = t->cur + s->peak;
     memcpy(t->at_peak, t->now, sizeof t->now);

@@ -206,6 +206,13 @@ void pl_mem_live_set_str(const pl_mem_stats *st, char *buf, size_t len);
  * cheap enough to call per layer; the strings must be static. */
 void pl_mem_phase_set(pl_dev *dev, const char *what, int layer,
                       const char *kind);
+/* Told when a phase ends (pl_mem_phase_set starts the next): the phase
+ * that ended and the device arena's most bytes live at once during it.
+ * Called outside the tracker's lock. */
+typedef void (*pl_mem_phase_fn)(void *ctx, const pl_mem_phase *ended,
+                                size_t high);
+/* Watch the device arena's phases with fn (NULL: stop watching). */
+void pl_mem_watch_phases(pl_dev *dev, pl_mem_phase_fn fn, void *ctx);
 /* "WHAT layer LAYER (KIND)", "WHAT", or "" (no phase) into buf. */
 void pl_mem_phase_str(const pl_mem_phase *ph, char *buf, size_t len);
 /* A class of an allocation from its tag and the phase it was made in: in
