@@ -453,7 +453,7 @@ static bool has_piece(const pl_llep_plan *p, int e, int d) {
  * expert). */
 static pl_status helper_sets(pl_moe *m, pl_moe_ctx *c, int64_t N) {
   const pl_llep_plan *p = &c->plan;
-  const int E = m->cfg.E, Ep = m->Ep, me = m->rank;
+  const int Ep = m->Ep, me = m->rank;
   const int np = p->n_pieces;
   c->s_exp = malloc((size_t)(np + 1) * sizeof(int));
   c->s_dst = malloc((size_t)(np + 1) * sizeof(int));
@@ -461,15 +461,14 @@ static pl_status helper_sets(pl_moe *m, pl_moe_ctx *c, int64_t N) {
   c->h_src = malloc((size_t)(np + 1) * sizeof(int));
   if (!c->s_exp || !c->s_dst || !c->h_exp || !c->h_src)
     return host_oom(N);
+  /* this rank sends only its native experts (rank me holds experts
+   * [me·El, (me+1)·El), pl_llep_native_rank) */
   for (int d = 0; d < Ep; d++)
-    for (int e = 0; e < E; e++) {
-      int o = pl_llep_native_rank(e, E, Ep);
-      if (o == d || !has_piece(p, e, d))
+    for (int e = me * m->El; e < (me + 1) * m->El && d != me; e++) {
+      if (!has_piece(p, e, d))
         continue;
-      if (o == me) {
-        c->s_exp[c->ns] = e;
-        c->s_dst[c->ns++] = d;
-      }
+      c->s_exp[c->ns] = e;
+      c->s_dst[c->ns++] = d;
     }
   for (int src = 0; src < Ep; src++)
     for (int e = src * m->El; e < (src + 1) * m->El; e++) {
