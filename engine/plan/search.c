@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/layer.h"
-#include "model/ulysses.h"
 #include "plan/plan_internal.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -312,11 +310,21 @@ static bool pruned(ranking *r, double u) {
   return true;
 }
 
+/* Are the headroom knobs the search frees at their least in c (nothing
+ * kept, nothing resident: the form pl__plan_room_bound reads)? */
+static bool least_knobs(const pl_plan_cfg *c, const pl_plan_free *fr) {
+  return (!fr->keep ||
+          (c->sc.keep.mode == PL_KEEP_BYTES && c->sc.keep.bytes == 0)) &&
+         (!fr->resident ||
+          (!c->sc.oo.resident_all && c->sc.oo.resident_bytes == 0));
+}
+
 /* Rank x; one that fits has its headroom filled first when the fill is
  * free (fr->resident, fr->keep), and is evaluated again. */
 static pl_status rank_filled(const pl_model_cfg *m, const pl_plan_machine *mc,
                              cand *x, const pl_plan_free *fr, ranking *r) {
-  if (x->fits && (fr->resident || fr->keep) && r->have_best && r->have_second) {
+  if (x->fits && (fr->resident || fr->keep) && r->have_best && r->have_second &&
+      least_knobs(&x->cfg, fr)) {
     /* one slower than the best and the runner-up however it fills the
      * room its form leaves changes nothing ranked as it is */
     double u = 0;
