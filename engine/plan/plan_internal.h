@@ -235,7 +235,7 @@ pl_status pl__plan_time_bound(const pl_model_cfg *m, const pl_plan_cfg *c,
 /* What memory leaves a configuration's knobs (pl__plan_time_bound_room):
  * res, the resident optimizer state's bytes (12 per parameter) at most;
  * keep(ctx, r), the kept activations' bytes at most beside r bytes of
- * resident state (-1: no form with r fits; NULL: every layer kept). */
+ * resident state (< 0: no form with r fits; NULL: every layer kept). */
 typedef struct pl__plan_room {
   double res;
   double (*keep)(void *ctx, double r);

@@ -489,7 +489,7 @@ pl_status pl__plan_time_bound(const pl_model_cfg *m, const pl_plan_cfg *c,
 
 /* With room: r parameters resident take 12·r bytes, at most room->res, and
  * leave room->keep(12·r) bytes to kept activations.  Over r in [0, r_max]
- * cut into 8 intervals: on [r_i, r_i+1] the step is at least the rest at
+ * cut into 32 intervals: on [r_i, r_i+1] the step is at least the rest at
  * the keep budget r_i leaves (more resident leaves no more kept, and less
  * kept is slower) plus the optimizer at r_i+1 (more resident is faster):
  * the least of those over the intervals that fit is a bound over every
@@ -525,8 +525,8 @@ pl_status pl__plan_time_bound_room(const pl_model_cfg *m, const pl_plan_cfg *c,
     const int G = rmax > 0 ? 32 : 1;
     for (int i = 0; i < G; i++) {
       const double ri = rmax * i / G, rj = rmax * (i + 1) / G;
-      const double kb = room->keep ? room->keep(room->ctx, 12.0 * ri) : -2;
-      if (kb == -1)
+      double kb = -1; /* no keep budget to fill: every layer whole */
+      if (room->keep && (kb = room->keep(room->ctx, 12.0 * ri)) < 0)
         break; /* nothing fits with r_i resident, nor with more */
       double si = 0;
       PL_TRY(bound_step(m, c, mc, kb, units, g, th, rj, &si, &N));
