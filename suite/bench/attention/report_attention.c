@@ -224,46 +224,69 @@ static void ulysses_table(FILE *md, pl_table *const *t, int nt, int D) {
   }
 }
 
-/* The full mask's rows (--mask full), one rank: per S and pass, TFLOP/s
+/* A full-mask row to show: its table, row, S and pass (0 fwd, 1 fwd+bwd). */
+typedef struct full_row {
+  const pl_table *t;
+  int r, j;
+  long long S;
+} full_row;
+
+static int full_row_cmp(const void *pa, const void *pb) {
+  const full_row *a = pa, *b = pb;
+  if (a->S != b->S)
+    return a->S < b->S ? -1 : 1;
+  return a->j - b->j;
+}
+
+/* The full mask's rows (--mask full), one rank, by S and pass: TFLOP/s
  * (every score counted) beside the causal row of the same S and pass (the
  * fastest, pts) and their ratio: how much faster ring attention's
  * off-diagonal blocks run than its causal ones. */
 static void full_table(FILE *md, pl_table *const *t, int nt, const pt *pts,
                        int n) {
-  bool head = false;
+  int nr = 0;
+  for (int i = 0; i < nt; i++)
+    if (!strcmp(t[i]->bench, "attention"))
+      nr += t[i]->nrows;
+  full_row *rows = malloc((size_t)(nr > 0 ? nr : 1) * sizeof *rows);
+  if (!rows)
+    return;
+  nr = 0;
   for (int i = 0; i < nt; i++) {
     if (strcmp(t[i]->bench, "attention") || !pl_has_col(t[i], "tflops") ||
         !pl_has_col(t[i], "seq") || !pl_has_col(t[i], "pass"))
       continue;
-    for (int r = 0; r < t[i]->nrows; r++) {
-      if (!full_row_ok(t[i], r, true))
-        continue;
-      if (!head)
-        fprintf(md,
-                "\n## The full mask (ring attention's off-diagonal blocks)\n\n"
+    for (int r = 0; r < t[i]->nrows; r++)
+      if (full_row_ok(t[i], r, true))
+        rows[nr++] =
+            (full_row){t[i], r, strcmp(pl_cell(t[i], r, "pass"), "fwd") ? 1 : 0,
+                       atoll(pl_cell(t[i], r, "seq"))};
+  }
+  qsort(rows, (size_t)nr, sizeof *rows, full_row_cmp); /* by S, then pass */
+  if (nr)
+    fprintf(md, "\n## The full mask (ring attention's off-diagonal blocks)\n\n"
                 "FLOPs: fwd = 4·S²·d·n_q (every score), bwd = 2.5·fwd; the "
                 "causal column is the causal table's fastest row of the same S "
                 "and pass (– without one).\n\n"
                 "| S | pass | full TFLOP/s | causal TFLOP/s | full / causal | "
                 "kernels |\n|---:|---|---:|---:|---:|---|\n");
-      head = true;
-      const long long S = atoll(pl_cell(t[i], r, "seq"));
-      const int j = strcmp(pl_cell(t[i], r, "pass"), "fwd") ? 1 : 0;
-      const double v = pl_cell_num(t[i], r, "tflops");
-      double cv = NAN;
-      for (int k = 0; k < n; k++)
-        if (pts[k].seq == S)
-          cv = pts[k].v[j];
-      char a[32], b[32], q[32];
-      fprintf(md, "| %lld | %s | %s | %s | %s | ", S, pl_cell(t[i], r, "pass"),
-              pl_rep_q(a, sizeof a, v, "–"), pl_rep_q(b, sizeof b, cv, "–"),
-              isnan(cv) || !(cv > 0)
-                  ? "–"
-                  : (snprintf(q, sizeof q, "%.3f×", v / cv), q));
-      pl_rep_md_text(md, pl_cell(t[i], r, "kernel"));
-      fprintf(md, " |\n");
-    }
+  for (int k = 0; k < nr; k++) {
+    const full_row *x = &rows[k];
+    const double v = pl_cell_num(x->t, x->r, "tflops");
+    double cv = NAN;
+    for (int p = 0; p < n; p++)
+      if (pts[p].seq == x->S)
+        cv = pts[p].v[x->j];
+    char a[32], b[32], q[32];
+    fprintf(
+        md, "| %lld | %s | %s | %s | %s | ", x->S, pl_cell(x->t, x->r, "pass"),
+        pl_rep_q(a, sizeof a, v, "–"), pl_rep_q(b, sizeof b, cv, "–"),
+        isnan(cv) || !(cv > 0) ? "–"
+                               : (snprintf(q, sizeof q, "%.3f×", v / cv), q));
+    pl_rep_md_text(md, pl_cell(x->t, x->r, "kernel"));
+    fprintf(md, " |\n");
   }
+  free(rows);
 }
 
 /* The chart's data (attention_tflops.dat) and the chart: the columns with

@@ -82,6 +82,12 @@ if [[ -n $ff && -n $fc ]]; then
     fail "report: the good full row (S = 64) left out"
   [[ $(grep -c "seq is '13O'" "$tmp/report3.out") -eq 2 ]] ||
     fail "report: the bad full rows (fwd, fwdbwd) not said once each: $(grep -c "13O" "$tmp/report3.out")"
+  # rows listed by S then pass whatever their order in the files
+  awk '/^#/{print;next} !h{h=1;print;next} {r[n++]=$0} END{for(i=n-1;i>=0;i--)print r[i]}' "$ff" \
+    >"$tmp/attn1/$(basename "$ff")"
+  "$BIN" report "$tmp/attn1" >"$tmp/report4.out" 2>&1 || fail "report with reversed full rows: exit $?"
+  order=$(sed -n '/^## The full mask/,$p' "$md" | awk -F' [|] ' '/^[|] [0-9]/{printf "%s/%s ", substr($1, 3), $2}')
+  [[ $order == "64/fwd 64/fwdbwd 130/fwd 130/fwdbwd " ]] || fail "report: full rows in the order '$order'"
   rm -f "$tmp/attn1/$(basename "$ff")"
 fi
 "$BIN" bench attention --backend cpu --seq 64 --mask diagonal -o "$tmp/badmask" >"$tmp/badmask.out" 2>&1
