@@ -25,9 +25,6 @@ typedef struct pl__sym_buf {
 
 #define PL__SYM_HASH 64
 
-/* The symbolic allocator: current and peak bytes, each tag's current and
- * peak, the live set (by tag and by term) when the peak was set, and the
- * phase being replayed then. */
 /* The most bytes live at once per phase of a step, gathered into
  * pl_plan_mem.layer_high: layer l's forward and backward into bin
  * ⌊l·PL_PLAN_BINS/L⌋, the head apart. */
@@ -42,6 +39,9 @@ void pl__bins_phase(pl__bins *b, const char *what, int layer, size_t high);
 /* The first layer of bin i (< PL_PLAN_BINS) of L layers. */
 int pl__bins_first(int L, int i);
 
+/* The symbolic allocator: current and peak bytes, each tag's current and
+ * peak, the live set (by tag and by term) when the peak was set, and the
+ * phase being replayed then. */
 typedef struct pl__sym_track {
   size_t cur, peak;
   int n;
