@@ -28,6 +28,18 @@ static void divisors(int W, int *out, int *n, int max) {
       out[(*n)++] = d;
 }
 
+const size_t pl__plan_buckets[2] = {100000000, 25000000};
+
+int pl__plan_chunk_caps(int64_t N, int64_t *cs) {
+  int nc = 0;
+  for (int K = 1; K <= 64 && nc < PL__PLAN_CAPS; K *= 2) {
+    const int64_t c = (N + K - 1) / K;
+    if (c >= 1 && (nc == 0 || c != cs[nc - 1]))
+      cs[nc++] = c;
+  }
+  return nc;
+}
+
 bool pl__plan_ep_plays(const pl_plan_cfg *c, int ep) {
   const int here = c->present > 0 ? c->present : c->W;
   return ep > 0 && here % ep == 0;
@@ -71,7 +83,7 @@ static pl_status plateau_candidates(const pl_model_cfg *m,
     Eps[nEp++] = gpn;
   const pl_optim_ops *opts[2] = {&pl_optim_stream, &pl_optim_hybrid};
   const int nopt = fr->optim ? 2 : 1;
-  const size_t betas[2] = {100000000, 25000000};
+  const size_t *betas = pl__plan_buckets;
   const int nbeta = fr->beta ? 2 : 1;
   for (int di = 0; di < nD; di++) {
     const int64_t N = base->S / Ds[di];
@@ -82,18 +94,12 @@ static pl_status plateau_candidates(const pl_model_cfg *m,
         continue;
       micro = (int)(base->tokens_step / per);
     }
-    /* c: chunk counts K = 1, 2, 4, ... 64 */
-    int64_t cs[8];
+    int64_t cs[PL__PLAN_CAPS];
     int nc = 0;
-    if (fr->c) {
-      for (int K = 1; K <= 64 && nc < 8; K *= 2) {
-        const int64_t c = (N + K - 1) / K;
-        if (c >= 1 && (nc == 0 || c != cs[nc - 1]))
-          cs[nc++] = c;
-      }
-    } else {
+    if (fr->c)
+      nc = pl__plan_chunk_caps(N, cs);
+    else
       cs[nc++] = base->sc.moe_c;
-    }
     for (int ei = 0; ei < nEp; ei++)
       for (int pi = 0; pi < nP; pi++)
         for (int ci = 0; ci < nc; ci++)

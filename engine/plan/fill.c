@@ -102,6 +102,18 @@ static memo_ent *memo_find(pl__plan_memo *mm, const pl_plan_cfg *c) {
   return NULL;
 }
 
+bool pl__plan_mem_known(pl__plan_memo *mm, const pl_model_cfg *m,
+                        const pl_plan_cfg *c, const pl_plan_machine *mc,
+                        pl_plan_mem *out) {
+  if (!mm || mm->m != m || mm->mc != mc)
+    return false;
+  const memo_ent *e = memo_find(mm, c);
+  if (!e || !e->used || e->unbuilt)
+    return false;
+  *out = e->mem;
+  return true;
+}
+
 pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
                             const pl_plan_cfg *c, const pl_plan_machine *mc,
                             bool with_worst, pl_plan_mem *out) {
@@ -171,6 +183,8 @@ typedef struct fillctx {
   int64_t N;
   size_t theta, beta, nb, a, w; /* params; bucket; buckets; kept bytes */
   bool resident, keep;          /* the knobs the fill may set */
+  bool has_room;                /* room: what the least form leaves */
+  pl__room room;
 } fillctx;
 
 static double limit_of(const pl_plan_machine *mc) {
@@ -255,6 +269,14 @@ static pl_status fits_at(fillctx *f, const item *it, int k, int units, bool *ok,
   am[k] = units;
   pl_plan_cfg c = f->c;
   set_amounts(f, &c, am[IT_ATTN], am[IT_ALL], am[IT_RES]);
+  if (f->has_room) { /* the least the form can need, before measuring it */
+    const double need = pl__plan_room_need(&f->room, am[IT_ATTN], am[IT_ALL],
+                                           (double)c.sc.oo.resident_bytes);
+    if (need > limit_of(f->mc)) {
+      *ok = false, *peak = need;
+      return PL_OK;
+    }
+  }
   return fits(f, &c, ok, NULL, peak);
 }
 
@@ -303,6 +325,8 @@ static pl_status bisect(fillctx *f, item *it, int k) {
   double pa = 0, pb = 0;
   bool ok = false;
   PL_TRY(fits_at(f, it, k, it[k].taken, &ok, &pa));
+  if (!ok) /* what is taken already does not fit: more cannot */
+    return PL_OK;
   const double room = limit - pa;
   int guess = 0;
   if (room > 0 && k == IT_RES)
@@ -385,12 +409,13 @@ static void describe(const fillctx *f, const item *it, const int *order,
 pl_status pl_plan_fill(const pl_model_cfg *m, const pl_plan_machine *mc,
                        bool resident, bool keep, pl_plan_cfg *c, char *why,
                        size_t n) {
-  return pl__plan_fill_memo(NULL, m, mc, resident, keep, c, why, n);
+  return pl__plan_fill_memo(NULL, m, mc, resident, keep, NULL, c, why, n);
 }
 
 pl_status pl__plan_fill_memo(pl__plan_memo *mm, const pl_model_cfg *m,
                              const pl_plan_machine *mc, bool resident,
-                             bool keep, pl_plan_cfg *c, char *why, size_t n) {
+                             bool keep, const pl_plan_mem *least,
+                             pl_plan_cfg *c, char *why, size_t n) {
   if (why && n)
     why[0] = '\0';
   if (c->system != PL_PLAN_PLATEAU || (!resident && !keep))
@@ -408,6 +433,11 @@ pl_status pl__plan_fill_memo(pl__plan_memo *mm, const pl_model_cfg *m,
   if (!o->resident_state)
     resident = false; /* the CPU update needs its state on the host */
   f.resident = resident;
+  if (least) {
+    const pl_plan_free fr = {.resident = resident, .keep = keep};
+    pl__plan_room_of(m, &fr, c, least, false, &f.room);
+    f.has_room = true;
+  }
   f.beta = c->sc.oo.bucket ? c->sc.oo.bucket : 100000000;
   f.nb = (f.theta + f.beta - 1) / f.beta;
   const pl_layer_cfg lc = {

@@ -226,10 +226,19 @@ void pl__plan_memo_free(pl__plan_memo *mm);
 pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
                             const pl_plan_cfg *c, const pl_plan_machine *mc,
                             bool with_worst, pl_plan_mem *out);
+/* c's memory when the memo holds it (evaluated before, and built): no
+ * evaluation. */
+bool pl__plan_mem_known(pl__plan_memo *mm, const pl_model_cfg *m,
+                        const pl_plan_cfg *c, const pl_plan_machine *mc,
+                        pl_plan_mem *out);
 long pl__plan_mem_evals(void);
+/* pl_plan_fill with the search's memo; least (NULL: none): c's memory with
+ * nothing kept and nothing resident, whose room (pl__plan_room_need)
+ * settles without an evaluation the counts it shows cannot fit. */
 pl_status pl__plan_fill_memo(pl__plan_memo *mm, const pl_model_cfg *m,
                              const pl_plan_machine *mc, bool resident,
-                             bool keep, pl_plan_cfg *c, char *why, size_t n);
+                             bool keep, const pl_plan_mem *least,
+                             pl_plan_cfg *c, char *why, size_t n);
 pl_status pl__plan_time_bound(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, double *tok_s_max);
 /* What memory leaves a configuration's knobs (pl__plan_time_bound_room):
@@ -270,6 +279,20 @@ double pl__plan_room_need(const pl__room *x, int na, int nw, double r);
 pl_status pl__plan_room_bound(const pl_model_cfg *m, const pl_plan_free *fr,
                               const pl_plan_machine *mc, const pl_plan_cfg *c,
                               const pl_plan_mem *mem, bool sco_free, double *u);
+/* A floor of the memory of least (a candidate's least form) from its
+ * siblings: the same form with a smaller chunk cap c or bucket β where the
+ * search frees them.  No device buffer grows as c or β shrinks (the
+ * dispatch's and the expert GEMMs' are sized by the chunk, the optimizer's
+ * staging by the bucket; the routing's index arrays by N·k), so each
+ * sibling's device peak and layer_high are at most least's, and so is their
+ * most.  From the siblings the memo holds; with measure, also the sibling
+ * of the smallest c and β evaluated when no known one gives the floor.
+ * *have: a floor was found (lb's dev_peak and layer_high hold it; its other
+ * fields are a sibling's).  Tested: test_plan.c room_floor_holds. */
+pl_status pl__plan_room_floor(pl__plan_memo *mm, const pl_model_cfg *m,
+                              const pl_plan_machine *mc, const pl_plan_free *fr,
+                              const pl_plan_cfg *least, bool measure,
+                              bool *have, pl_plan_mem *lb);
 
 /* A search's candidates (candidates.c): each with its time bound u
  * (INFINITY until set) and its place in the enumeration. */
@@ -292,6 +315,12 @@ pl_status pl__plan_candidates(const pl_model_cfg *m, const pl_plan_cfg *base,
  * its ranks present (train/epgroups.h; a proxy's replica group is the
  * virtual part). */
 bool pl__plan_ep_plays(const pl_plan_cfg *c, int ep);
+/* The chunk caps a search tries at N tokens per rank (K = 1, 2, 4, ... 64
+ * chunks, each distinct cap once, largest first) into cs; their count. */
+#define PL__PLAN_CAPS 8
+int pl__plan_chunk_caps(int64_t N, int64_t *cs);
+/* The optimizer buckets β a search tries, largest first. */
+extern const size_t pl__plan_buckets[2];
 
 pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
                          const pl_plan_machine *mc, pl_plan_time *out);

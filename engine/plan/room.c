@@ -20,6 +20,8 @@
  * test_mpi_plan_dry.c, measured). */
 #include <math.h>
 #include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "model/layer.h"
 #include "plan/plan_internal.h"
@@ -106,4 +108,65 @@ pl_status pl__plan_room_bound(const pl_model_cfg *m, const pl_plan_free *fr,
   const pl__plan_room room = {fr->resident ? lim - x.peak + x.stage : INFINITY,
                               fr->keep ? room_keep : NULL, &k};
   return pl__plan_time_bound_room(m, c, mc, &room, u);
+}
+
+/* Fold a sibling's device peak and layer_high into the floor. */
+static void floor_in(const pl_plan_mem *s, bool *have, pl_plan_mem *lb) {
+  if (!*have) {
+    *lb = *s;
+    *have = true;
+    return;
+  }
+  if (s->dev_peak > lb->dev_peak)
+    lb->dev_peak = s->dev_peak;
+  for (int i = 0; i <= PL_PLAN_BINS; i++)
+    if (s->layer_high[i] > lb->layer_high[i])
+      lb->layer_high[i] = s->layer_high[i];
+}
+
+pl_status pl__plan_room_floor(pl__plan_memo *mm, const pl_model_cfg *m,
+                              const pl_plan_machine *mc, const pl_plan_free *fr,
+                              const pl_plan_cfg *least, bool measure,
+                              bool *have, pl_plan_mem *lb) {
+  *have = false;
+  int64_t cs[PL__PLAN_CAPS];
+  int nc = 1;
+  cs[0] = least->sc.moe_c;
+  if (fr->c)
+    nc = pl__plan_chunk_caps(pl_plan_tokens_per_rank(least), cs);
+  const size_t beta = least->sc.oo.bucket;
+  const int nb = fr->beta ? 2 : 1;
+  pl_plan_cfg s = *least;
+  pl_plan_mem *mem = malloc(sizeof *mem);
+  if (!mem)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  for (int i = 0; i < nc; i++)
+    for (int j = 0; j < nb; j++) {
+      s.sc.moe_c = cs[i];
+      if (fr->beta)
+        s.sc.oo.bucket = pl__plan_buckets[j];
+      if (s.sc.moe_c > least->sc.moe_c || s.sc.oo.bucket > beta ||
+          !memcmp(&s, least, sizeof s))
+        continue;
+      if (pl__plan_mem_known(mm, m, &s, mc, mem))
+        floor_in(mem, have, lb);
+    }
+  if (!*have && measure) {
+    /* the smallest cap and bucket: the floor of every sibling */
+    s.sc.moe_c = cs[nc - 1] < least->sc.moe_c ? cs[nc - 1] : least->sc.moe_c;
+    s.sc.oo.bucket =
+        fr->beta && pl__plan_buckets[1] < beta ? pl__plan_buckets[1] : beta;
+    if (memcmp(&s, least, sizeof s)) {
+      const pl_status st = pl__plan_mem_eval(mm, m, &s, mc, false, mem);
+      if (st == PL_OK)
+        floor_in(mem, have, lb);
+      else if (st != PL_EINVAL && st != PL_EUNSUPPORTED) {
+        free(mem);
+        return st;
+      }
+      pl_clear_error();
+    }
+  }
+  free(mem);
+  return PL_OK;
 }

@@ -351,8 +351,9 @@ static pl_status rank_filled(const pl_model_cfg *m, const pl_plan_machine *mc,
     }
   }
   if (x->fits && (fr->resident || fr->keep)) {
-    PL_TRY(pl__plan_fill_memo(r->mm, m, mc, fr->resident, fr->keep, &x->cfg,
-                              x->fill, sizeof x->fill));
+    PL_TRY(pl__plan_fill_memo(r->mm, m, mc, fr->resident, fr->keep,
+                              least_knobs(&x->cfg, fr) ? &x->mem : NULL,
+                              &x->cfg, x->fill, sizeof x->fill));
     PL_TRY(eval(m, mc, r->mm, x, true));
   }
   rank_in(r, x);
@@ -438,6 +439,32 @@ static int q_cmp(const void *pa, const void *pb) {
   return a->seq - b->seq;
 }
 
+/* Does a floor lb of candidate c's least form (pl__plan_room_floor) settle
+ * it as its measurement would?  Where lb does not fit the device neither
+ * does the form: pruned as the form would be, or, where the form itself
+ * would be ranked as the closest (ranks_least), counted as tried when it
+ * cannot be closer than the closest held (its need is at least lb's).
+ * Where lb fits, more room than the form leaves bounds c from above. */
+static pl_status floor_prunes(const pl_model_cfg *m, const pl_plan_free *fr,
+                              const pl_plan_machine *mc, ranking *r,
+                              const pl_plan_cfg *c, const pl_plan_mem *lb,
+                              bool ranks_least, bool *gone) {
+  const double usable = pl__hbm_usable(mc);
+  if ((double)lb->dev_peak > usable) {
+    *gone = pruned(r, 0);
+    if (!*gone && ranks_least && r->have_closest &&
+        (double)lb->dev_peak / (double)(size_t)usable >= r->closest.over) {
+      r->tried++;
+      *gone = true;
+    }
+    return PL_OK;
+  }
+  double u = 0;
+  PL_TRY(pl__plan_room_bound(m, fr, mc, c, lb, fr->sco, &u));
+  *gone = pruned(r, u);
+  return PL_OK;
+}
+
 /* plateau: can candidate c change the ranking once its least form is
  * measured (every boundary offloaded where SCO is free, nothing kept, no
  * optimizer state resident where those are free)?  Not when that form
@@ -457,15 +484,26 @@ static pl_status room_pruned(const pl_model_cfg *m, const pl_plan_free *fr,
     y.cfg.sc.keep = (pl_keep_budget){PL_KEEP_BYTES, 0};
   if (fr->resident)
     y.cfg.sc.oo.resident_all = false, y.cfg.sc.oo.resident_bytes = 0;
+  pl_plan_cfg last = *c; /* the form sco_search would rank */
+  if (fr->sco)
+    last.sc.sco = (pl_sco_budget){true, 0};
+  const bool ranks_least = !memcmp(&last, &y.cfg, sizeof last);
+  /* the floor its siblings give first: the ones measured, then the least */
+  for (int k = 0; k < 2 && (fr->c || fr->beta); k++) {
+    bool have = false;
+    PL_TRY(
+        pl__plan_room_floor(r->mm, m, mc, fr, &y.cfg, k == 1, &have, &y.mem));
+    if (have)
+      PL_TRY(floor_prunes(m, fr, mc, r, c, &y.mem, ranks_least, gone));
+    if (*gone)
+      return PL_OK;
+  }
   pl_status st = eval(m, mc, r->mm, &y, false);
   if (st != PL_OK) /* refused: rank_queue says so as before */
     return st == PL_EINVAL || st == PL_EUNSUPPORTED ? PL_OK : st;
   if ((double)y.mem.dev_peak > pl__hbm_usable(mc)) { /* no form fits */
-    pl_plan_cfg last = *c; /* the form sco_search would rank */
-    if (fr->sco)
-      last.sc.sco = (pl_sco_budget){true, 0};
     *gone = pruned(r, 0);
-    if (!*gone && !memcmp(&last, &y.cfg, sizeof last)) {
+    if (!*gone && ranks_least) {
       rank_in(r, &y); /* the closest it can be, as sco_search ranks it */
       *gone = true;
     }

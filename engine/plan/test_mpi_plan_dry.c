@@ -305,6 +305,51 @@ START_TEST(dry_room_need) {
 }
 END_TEST
 
+/* The siblings' floor (pl__plan_room_floor) measured: at 120b/16/128K
+ * (Ep = 8, every boundary offloaded, both optimizers) a smaller chunk cap
+ * or bucket never peaks higher, nor in any bin of layers. */
+START_TEST(dry_room_floor) {
+  if (size != 1)
+    return;
+  pl_model_cfg m;
+  ck_assert_int_eq(pl_model_preset("120b", &m), PL_OK);
+  const pl_plan_machine mc = pl_plan_machine_default();
+  pl_plan_mem *mem = malloc(2 * PL__PLAN_CAPS * sizeof *mem);
+  ck_assert_ptr_nonnull(mem);
+  const pl_optim_ops *opts[2] = {&pl_optim_stream, &pl_optim_hybrid};
+  for (int o = 0; o < 2; o++) {
+    pl_plan_cfg c = pl_plan_cfg_plateau(16, 128 << 10);
+    c.lc.Ep = 8;
+    c.sc.optim = opts[o];
+    c.sc.sco = (pl_sco_budget){true, 0};
+    int64_t cs[PL__PLAN_CAPS];
+    const int nc = pl__plan_chunk_caps(128 << 10, cs);
+    for (int i = 0; i < nc; i++)
+      for (int j = 0; j < 2; j++) {
+        pl_plan_cfg x = c;
+        x.sc.moe_c = cs[i], x.sc.oo.bucket = pl__plan_buckets[j];
+        pl_plan_mem *me = &mem[2 * i + j];
+        ck_assert_msg(pl__plan_memory_dry(&m, &x, &mc, 0, false, me) == PL_OK,
+                      "%s", pl_last_error());
+        for (int i2 = 0; i2 <= i; i2++) /* larger caps and buckets: above */
+          for (int j2 = 0; j2 <= j; j2++) {
+            const pl_plan_mem *a = &mem[2 * i2 + j2];
+            bool below = me->dev_peak <= a->dev_peak;
+            for (int b = 0; b <= PL_PLAN_BINS; b++)
+              below = below && me->layer_high[b] <= a->layer_high[b];
+            ck_assert_msg(below,
+                          "%s: c %lld beta %zu peaks %zu, above c %lld "
+                          "beta %zu's %zu (or a bin does)",
+                          opts[o]->name, (long long)cs[i], pl__plan_buckets[j],
+                          me->dev_peak, (long long)cs[i2], pl__plan_buckets[j2],
+                          a->dev_peak);
+          }
+      }
+  }
+  free(mem);
+}
+END_TEST
+
 START_TEST(dry_backend_basics) {
   /* tracked, unbacked, named; a route hook is required */
   pl_backend be;
@@ -546,9 +591,11 @@ int main(int argc, char **argv) {
       pl_check_world_open(&argc, &argv, "plan_dry", &dev, &world, &rank, &size);
   if (e)
     return e;
-  const TTest *tests[] = {dry_backend_basics, dry_route_view, dry_route_share,
-                          dry_grid,           dry_grid_cuda,  dry_full_grid,
-                          dry_full_grid_cuda, dry_room_need,  NULL};
+  const TTest *tests[] = {dry_backend_basics, dry_route_view,
+                          dry_route_share,    dry_grid,
+                          dry_grid_cuda,      dry_full_grid,
+                          dry_full_grid_cuda, dry_room_need,
+                          dry_room_floor,     NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("plan_dry", 300, tests, rank, world));
 }

@@ -524,84 +524,6 @@ START_TEST(search_cost) {
 }
 END_TEST
 
-/* The room a candidate's least form leaves (room.c, the search's pruning):
- * every form of the candidate — SCO counts, keep prefixes (attention, then
- * whole halves), resident buckets from none to all — peaks at least at
- * pl__plan_room_need, and the bound within that room (pl__plan_room_bound)
- * holds over the forms that fit the device; at 120b/16/128K (7 layers, the
- * fill partial), 241b/32/256K with D = 2, and 667b/64/1M (39 layers: bins
- * of two layers).  It is tighter than the bound without memory. */
-START_TEST(room_need_holds) {
-  const struct {
-    const char *model;
-    int W, D, Ep;
-    int64_t S;
-  } pts[] = {{"120b", 16, 1, 8, 128 << 10},
-             {"241b", 32, 2, 8, 256 << 10},
-             {"667b", 64, 32, 8, 1 << 20}};
-  const pl_plan_machine mc = pl_plan_machine_default();
-  const pl_plan_free fr = {.sco = true, .resident = true, .keep = true};
-  pl_plan_mem *mem = malloc(2 * sizeof *mem), *y = mem + 1;
-  ck_assert_ptr_nonnull(mem);
-  for (size_t k = 0; k < sizeof pts / sizeof pts[0]; k++) {
-    const pl_model_cfg m = preset(pts[k].model);
-    pl_plan_cfg c = pl_plan_cfg_plateau(pts[k].W, pts[k].S);
-    c.lc.D = pts[k].D, c.lc.Ep = pts[k].Ep;
-    const size_t beta = c.sc.oo.bucket = 25000000;
-    pl_plan_cfg least = c;
-    least.sc.sco = (pl_sco_budget){true, 0};
-    ck_assert_int_eq(pl__plan_memory(&m, &least, &mc, -1, false, y), PL_OK);
-    pl__room room;
-    pl__plan_room_of(&m, &fr, &c, y, true, &room);
-    double u = 0, u0 = 0;
-    ck_assert_int_eq(pl__plan_room_bound(&m, &fr, &mc, &c, y, true, &u), PL_OK);
-    ck_assert_int_eq(pl__plan_time_bound(&m, &c, &mc, &u0), PL_OK);
-    ck_assert_msg(u > 0 && u < u0, "%s: room bound %g, plain %g", pts[k].model,
-                  u, u0);
-    const int64_t N = y->N;
-    const size_t th = (size_t)y->params_rank, nb = (th + beta - 1) / beta;
-    const double nhb = (double)N * m.H * 2;
-    int fit = 0, tight = 0;
-    for (int s = 0; s <= 2; s++)
-      for (int t = 0; t <= 2 * m.L; t += m.L > 8 ? 3 : 1)
-        for (int q = 0; q <= 4; q++) {
-          pl_plan_cfg x = c;
-          x.sc.sco =
-              s == 2 ? (pl_sco_budget){true, 0}
-                     : (pl_sco_budget){false, (uint64_t)(s * m.L / 2 * nhb)};
-          const int na = t < m.L ? t : m.L, nw = t > m.L ? t - m.L : 0;
-          x.sc.keep = (pl_keep_budget){
-              PL_KEEP_BYTES,
-              pl_step_keep_bytes(&m, N, c.lc.D, c.sc.dt, na, nw)};
-          const size_t n = nb * (size_t)q / 4, /* whole resident buckets */
-              el = n == 0    ? 0
-                   : n >= nb ? th
-                             : th - beta * (nb - n);
-          x.sc.oo.resident_bytes = 12 * (uint64_t)el;
-          ck_assert_int_eq(pl__plan_memory(&m, &x, &mc, -1, false, mem), PL_OK);
-          const double need = pl__plan_room_need(&room, na, nw, 12.0 * el);
-          ck_assert_msg((double)mem->dev_peak >= need,
-                        "%s: sco %d keep %d+%d resident %zu/%zu buckets "
-                        "peaks at %zu, below the room's least %.0f",
-                        pts[k].model, s, na, nw, n, nb, mem->dev_peak, need);
-          tight += (double)mem->dev_peak < need * 1.01;
-          if ((double)mem->dev_peak > pl__hbm_usable(&mc))
-            continue;
-          fit++;
-          pl_plan_time tm;
-          ck_assert_int_eq(pl_plan_time_predict(&m, &x, &mc, &tm), PL_OK);
-          ck_assert_msg(tm.tok_s_gpu <= u,
-                        "%s: sco %d keep %d+%d resident %zu/%zu fits at %.0f "
-                        "tok/s/GPU above the room bound %.0f",
-                        pts[k].model, s, na, nw, n, nb, tm.tok_s_gpu, u);
-        }
-    ck_assert_msg(fit > 0 && tight > 0, "%s: %d forms fit, %d within 1%%",
-                  pts[k].model, fit, tight);
-  }
-  free(mem);
-}
-END_TEST
-
 START_TEST(auto_choice) {
   pl_model_cfg m = preset("120b");
   pl_plan_machine mc = pl_plan_machine_default();
@@ -784,7 +706,6 @@ int main(void) {
                           check_names_binding,
                           auto_choice,
                           search_cost,
-                          room_need_holds,
                           expert_groups,
                           NULL};
   return pl_check_suite("plan", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1

@@ -1,0 +1,219 @@
+/* test_plan_room.c — the room a candidate's least form leaves
+ * (plan/room.c), against the forms' own replayed peaks: the least peak of
+ * any keep prefix and resident amount (pl__plan_room_need), the bound
+ * within it, and the floor a form takes from its siblings of a smaller
+ * chunk cap or bucket (pl__plan_room_floor). */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/check_run.h"
+#include "ops/stream_adamw.h"
+#include "plan/plan.h"
+#include "plan/plan_internal.h"
+#include "train/step.h"
+
+static pl_model_cfg preset(const char *n) {
+  pl_model_cfg m;
+  ck_assert_int_eq(pl_model_preset(n, &m), PL_OK);
+  return m;
+}
+
+/* The room a candidate's least form leaves (room.c, the search's pruning):
+ * every form of the candidate — SCO counts, keep prefixes (attention, then
+ * whole halves), resident buckets from none to all — peaks at least at
+ * pl__plan_room_need, and the bound within that room (pl__plan_room_bound)
+ * holds over the forms that fit the device; at 120b/16/128K (7 layers, the
+ * fill partial), 241b/32/256K with D = 2, and 667b/64/1M (39 layers: bins
+ * of two layers).  It is tighter than the bound without memory. */
+START_TEST(room_need_holds) {
+  const struct {
+    const char *model;
+    int W, D, Ep;
+    int64_t S;
+  } pts[] = {{"120b", 16, 1, 8, 128 << 10},
+             {"241b", 32, 2, 8, 256 << 10},
+             {"667b", 64, 32, 8, 1 << 20}};
+  const pl_plan_machine mc = pl_plan_machine_default();
+  const pl_plan_free fr = {.sco = true, .resident = true, .keep = true};
+  pl_plan_mem *mem = malloc(2 * sizeof *mem), *y = mem + 1;
+  ck_assert_ptr_nonnull(mem);
+  for (size_t k = 0; k < sizeof pts / sizeof pts[0]; k++) {
+    const pl_model_cfg m = preset(pts[k].model);
+    pl_plan_cfg c = pl_plan_cfg_plateau(pts[k].W, pts[k].S);
+    c.lc.D = pts[k].D, c.lc.Ep = pts[k].Ep;
+    const size_t beta = c.sc.oo.bucket = 25000000;
+    pl_plan_cfg least = c;
+    least.sc.sco = (pl_sco_budget){true, 0};
+    ck_assert_int_eq(pl__plan_memory(&m, &least, &mc, -1, false, y), PL_OK);
+    pl__room room;
+    pl__plan_room_of(&m, &fr, &c, y, true, &room);
+    double u = 0, u0 = 0;
+    ck_assert_int_eq(pl__plan_room_bound(&m, &fr, &mc, &c, y, true, &u), PL_OK);
+    ck_assert_int_eq(pl__plan_time_bound(&m, &c, &mc, &u0), PL_OK);
+    ck_assert_msg(u > 0 && u < u0, "%s: room bound %g, plain %g", pts[k].model,
+                  u, u0);
+    const int64_t N = y->N;
+    const size_t th = (size_t)y->params_rank, nb = (th + beta - 1) / beta;
+    const double nhb = (double)N * m.H * 2;
+    int fit = 0, tight = 0;
+    for (int s = 0; s <= 2; s++)
+      for (int t = 0; t <= 2 * m.L; t += m.L > 8 ? 3 : 1)
+        for (int q = 0; q <= 4; q++) {
+          pl_plan_cfg x = c;
+          x.sc.sco =
+              s == 2 ? (pl_sco_budget){true, 0}
+                     : (pl_sco_budget){false, (uint64_t)(s * m.L / 2 * nhb)};
+          const int na = t < m.L ? t : m.L, nw = t > m.L ? t - m.L : 0;
+          x.sc.keep = (pl_keep_budget){
+              PL_KEEP_BYTES,
+              pl_step_keep_bytes(&m, N, c.lc.D, c.sc.dt, na, nw)};
+          const size_t n = nb * (size_t)q / 4, /* whole resident buckets */
+              el = n == 0    ? 0
+                   : n >= nb ? th
+                             : th - beta * (nb - n);
+          x.sc.oo.resident_bytes = 12 * (uint64_t)el;
+          ck_assert_int_eq(pl__plan_memory(&m, &x, &mc, -1, false, mem), PL_OK);
+          const double need = pl__plan_room_need(&room, na, nw, 12.0 * el);
+          ck_assert_msg((double)mem->dev_peak >= need,
+                        "%s: sco %d keep %d+%d resident %zu/%zu buckets "
+                        "peaks at %zu, below the room's least %.0f",
+                        pts[k].model, s, na, nw, n, nb, mem->dev_peak, need);
+          tight += (double)mem->dev_peak < need * 1.01;
+          if ((double)mem->dev_peak > pl__hbm_usable(&mc))
+            continue;
+          fit++;
+          pl_plan_time tm;
+          ck_assert_int_eq(pl_plan_time_predict(&m, &x, &mc, &tm), PL_OK);
+          ck_assert_msg(tm.tok_s_gpu <= u,
+                        "%s: sco %d keep %d+%d resident %zu/%zu fits at %.0f "
+                        "tok/s/GPU above the room bound %.0f",
+                        pts[k].model, s, na, nw, n, nb, tm.tok_s_gpu, u);
+        }
+    ck_assert_msg(fit > 0 && tight > 0, "%s: %d forms fit, %d within 1%%",
+                  pts[k].model, fit, tight);
+  }
+  free(mem);
+}
+END_TEST
+
+/* The floor a candidate's least form takes from its siblings
+ * (pl__plan_room_floor): a smaller chunk cap c or bucket β never raises
+ * the device peak nor any layer_high.  Checked over every cap, bucket,
+ * optimizer and P the search tries, at every D of 120b/16 at 128K and 1M
+ * and of 241b/32/256K and 667b/64/1M's D = 32, Ep both ways; the floor the
+ * search reads (measured sibling or not) is at most the form's own; and the
+ * fill settled by the room (least given) equals the fill without it. */
+static bool mem_below(const pl_plan_mem *a, const pl_plan_mem *b) {
+  if (a->dev_peak > b->dev_peak)
+    return false;
+  for (int i = 0; i <= PL_PLAN_BINS; i++)
+    if (a->layer_high[i] > b->layer_high[i])
+      return false;
+  return true;
+}
+
+START_TEST(room_floor_holds) {
+  const struct {
+    const char *model;
+    int W;
+    int64_t S;
+    int D; /* 0: every D the search tries */
+  } pts[] = {{"120b", 16, 128 << 10, 0},
+             {"120b", 16, 1 << 20, 0},
+             {"241b", 32, 256 << 10, 2},
+             {"667b", 64, 1 << 20, 32}};
+  const pl_plan_machine mc = pl_plan_machine_default();
+  const pl_plan_free fr = {
+      .sco = true, .resident = true, .keep = true, .c = true, .beta = true};
+  pl_plan_mem *mem = malloc(3 * sizeof *mem), *sib = mem + 1, *lb = mem + 2;
+  ck_assert_ptr_nonnull(mem);
+  const pl_optim_ops *opts[2] = {&pl_optim_stream, &pl_optim_hybrid};
+  int checked = 0, floors = 0, fills = 0;
+  for (size_t k = 0; k < sizeof pts / sizeof pts[0]; k++) {
+    const pl_model_cfg m = preset(pts[k].model);
+    for (int D = 1; D <= pts[k].W; D *= 2) {
+      if (pts[k].D && D != pts[k].D)
+        continue;
+      for (int P = 1; P <= 4; P *= 4)
+        for (int e = 0; e < 2; e++)
+          for (int o = 0; o < 2; o++) {
+            pl_plan_cfg c = pl_plan_cfg_plateau(pts[k].W, pts[k].S);
+            c.lc.D = D, c.lc.P = P, c.lc.Ep = e ? pts[k].W : 8;
+            c.sc.keep = (pl_keep_budget){PL_KEEP_BYTES, 0};
+            c.sc.oo.resident_all = false, c.sc.oo.resident_bytes = 0;
+            c.sc.head = P > 1 ? &pl_head_ring : &pl_head_fused;
+            c.sc.optim = opts[o];
+            c.sc.sco = (pl_sco_budget){true, 0};
+            int64_t cs[PL__PLAN_CAPS];
+            const int nc = pl__plan_chunk_caps(pts[k].S / D, cs);
+            pl__plan_memo *mm = pl__plan_memo_new();
+            ck_assert_ptr_nonnull(mm);
+            for (int i = 0; i < nc; i++)
+              for (int j = 0; j < 2; j++) {
+                pl_plan_cfg x = c;
+                x.sc.moe_c = cs[i], x.sc.oo.bucket = pl__plan_buckets[j];
+                if (pl__plan_memory(&m, &x, &mc, -1, false, mem) != PL_OK) {
+                  pl_clear_error();
+                  continue;
+                }
+                /* every sibling of a smaller cap or bucket lies below */
+                for (int i2 = i; i2 < nc; i2++)
+                  for (int j2 = j; j2 < 2; j2++) {
+                    pl_plan_cfg y = x;
+                    y.sc.moe_c = cs[i2], y.sc.oo.bucket = pl__plan_buckets[j2];
+                    if ((i2 == i && j2 == j) ||
+                        pl__plan_memory(&m, &y, &mc, -1, false, sib) != PL_OK) {
+                      pl_clear_error();
+                      continue;
+                    }
+                    ck_assert_msg(mem_below(sib, mem),
+                                  "%s D %d P %d Ep %d %s: c %lld beta %zu "
+                                  "peaks %zu, above c %lld beta %zu's %zu",
+                                  pts[k].model, D, P, c.lc.Ep, opts[o]->name,
+                                  (long long)cs[i2], pl__plan_buckets[j2],
+                                  sib->dev_peak, (long long)cs[i],
+                                  pl__plan_buckets[j], mem->dev_peak);
+                    checked++;
+                  }
+                /* the search's floor: from the memo, else measured */
+                bool have = false;
+                ck_assert_int_eq(
+                    pl__plan_room_floor(mm, &m, &mc, &fr, &x, true, &have, lb),
+                    PL_OK);
+                if (have) {
+                  floors++;
+                  ck_assert(mem_below(lb, mem));
+                }
+                ck_assert_int_eq(pl__plan_mem_eval(mm, &m, &x, &mc, false, sib),
+                                 PL_OK);
+                /* the fill with the room settles what it did without */
+                if ((i + j) % 5 || (double)mem->dev_peak > pl__hbm_usable(&mc))
+                  continue;
+                pl_plan_cfg f1 = x, f2 = x;
+                ck_assert_int_eq(pl__plan_fill_memo(NULL, &m, &mc, true, true,
+                                                    NULL, &f1, NULL, 0),
+                                 PL_OK);
+                ck_assert_int_eq(pl__plan_fill_memo(NULL, &m, &mc, true, true,
+                                                    mem, &f2, NULL, 0),
+                                 PL_OK);
+                ck_assert(!memcmp(&f1, &f2, sizeof f1));
+                fills++;
+              }
+            pl__plan_memo_free(mm);
+          }
+    }
+  }
+  ck_assert_msg(checked > 500 && floors > 100 && fills > 10,
+                "%d sibling pairs, %d floors, %d fills", checked, floors,
+                fills);
+  free(mem);
+}
+END_TEST
+
+int main(void) {
+  const TTest *tests[] = {room_need_holds, room_floor_holds, NULL};
+  return pl_check_suite("plan_room", 120, tests, NULL, NULL, CK_FORK_GETENV, 0)
+             ? 1
+             : 0;
+}
