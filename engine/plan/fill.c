@@ -54,6 +54,7 @@ struct pl__plan_memo {
   const pl_plan_machine *mc;
   bool dry;    /* evaluations measured on a dry device */
   int unbuilt; /* of those, configurations it cannot build */
+  long evals;  /* evaluations made (not answered from the table) */
   int n;
   memo_ent e[MEMO_CAP];
 };
@@ -64,6 +65,10 @@ void pl__plan_memo_dry(pl__plan_memo *mm, bool dry) {
 
 int pl__plan_memo_unbuilt(const pl__plan_memo *mm) {
   return mm->unbuilt;
+}
+
+long pl__plan_memo_evals(const pl__plan_memo *mm) {
+  return mm->evals;
 }
 
 /* c's memory measured on a dry device: plateau's trainer (one rank, the
@@ -124,14 +129,18 @@ pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
     return pl_set_error(PL_EUNSUPPORTED, "%s", e->why);
   if (e && e->used && (e->worst || !with_worst)) {
     *out = e->mem;
-    if (!with_worst) /* as the replay without the adversarial routing */
+    if (!with_worst) { /* as the replay without the adversarial routing */
       out->dev_worst = 0;
+      memset(out->layer_high_worst, 0, sizeof out->layer_high_worst);
+    }
     return PL_OK;
   }
   mem_evals++;
+  if (mm)
+    mm->evals++;
   if (e && e->used && mm->dry && c->system == PL_PLAN_PLATEAU) {
     /* measured under balanced routes before: the adversarial ones alone */
-    PL_TRY(pl__plan_memory_dry_worst(m, c, mc, -1, &e->mem.dev_worst));
+    PL_TRY(pl__plan_memory_dry_worst(m, c, mc, -1, &e->mem));
     e->worst = true;
     *out = e->mem;
     return PL_OK;
@@ -183,8 +192,11 @@ typedef struct fillctx {
   int64_t N;
   size_t theta, beta, nb, a, w; /* params; bucket; buckets; kept bytes */
   bool resident, keep;          /* the knobs the fill may set */
-  bool has_room;                /* room: what the least form leaves */
-  pl__room room;
+  /* what the least form leaves (has_room): under balanced routes, and
+   * (has_worst) under adversarial ones where the dispatch bounds them */
+  bool has_room, has_worst;
+  pl__room room, room_w;
+  size_t high_w[PL_PLAN_BINS + 1];
 } fillctx;
 
 static double limit_of(const pl_plan_machine *mc) {
@@ -262,24 +274,6 @@ static pl_status items_of(fillctx *f, item *it) {
   return PL_OK;
 }
 
-/* Does item k at `units` fit beside what is taken already? */
-static pl_status fits_at(fillctx *f, const item *it, int k, int units, bool *ok,
-                         double *peak) {
-  int am[IT_N] = {it[IT_ATTN].taken, it[IT_RES].taken, it[IT_ALL].taken};
-  am[k] = units;
-  pl_plan_cfg c = f->c;
-  set_amounts(f, &c, am[IT_ATTN], am[IT_ALL], am[IT_RES]);
-  if (f->has_room) { /* the least the form can need, before measuring it */
-    const double need = pl__plan_room_need(&f->room, am[IT_ATTN], am[IT_ALL],
-                                           (double)c.sc.oo.resident_bytes);
-    if (need > limit_of(f->mc)) {
-      *ok = false, *peak = need;
-      return PL_OK;
-    }
-  }
-  return fits(f, &c, ok, NULL, peak);
-}
-
 /* Device bytes of the optimizer state that n resident buckets add: their
  * 12 B per parameter, less the staging slots the streamed buckets no longer
  * need (min(s, streamed buckets) slots of min(β, streamed) parameters). */
@@ -298,6 +292,31 @@ static double resident_delta(const fillctx *f, int n) {
       add = 12.0 * (double)el;
   }
   return add - (stage[0] - stage[1]);
+}
+
+/* Does item k at `units` fit beside what is taken already? */
+static pl_status fits_at(fillctx *f, const item *it, int k, int units, bool *ok,
+                         double *peak) {
+  int am[IT_N] = {it[IT_ATTN].taken, it[IT_RES].taken, it[IT_ALL].taken};
+  am[k] = units;
+  pl_plan_cfg c = f->c;
+  set_amounts(f, &c, am[IT_ATTN], am[IT_ALL], am[IT_RES]);
+  if (f->has_room) { /* the least the form can need, before measuring it */
+    /* its resident bytes less the staging they save, exactly (the room
+     * takes off the most they can save) */
+    const double r = f->resident ? resident_delta(f, am[IT_RES]) + f->room.stage
+                                 : (double)c.sc.oo.resident_bytes,
+                 need = fmax(
+                     pl__plan_room_need(&f->room, am[IT_ATTN], am[IT_ALL], r),
+                     f->has_worst ? pl__plan_room_need(&f->room_w, am[IT_ATTN],
+                                                       am[IT_ALL], r)
+                                  : 0);
+    if (need > limit_of(f->mc)) {
+      *ok = false, *peak = need;
+      return PL_OK;
+    }
+  }
+  return fits(f, &c, ok, NULL, peak);
 }
 
 /* The count where the line through (ua, pa) and (ub, pb) meets the limit,
@@ -406,6 +425,31 @@ static void describe(const fillctx *f, const item *it, const int *order,
              hb(-left, b1, sizeof b1));
 }
 
+/* The rooms the least form (c with nothing kept or resident) leaves:
+ * under adversarial routes too where the fill must keep the dispatch's
+ * bound and the balanced form fits (as fits() measures them). */
+static pl_status rooms_of(fillctx *f, const pl_plan_mem *least) {
+  const pl_plan_free fr = {.resident = f->resident, .keep = f->keep};
+  pl__plan_room_of(f->m, &fr, &f->c, least, false, &f->room);
+  f->has_room = true;
+  if (!pl_moe_variant_desc_of(f->c.sc.dispatch)->chunks ||
+      (double)least->dev_peak > limit_of(f->mc))
+    return PL_OK;
+  pl_plan_mem *w = malloc(sizeof *w);
+  if (!w)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  const pl_status st = pl__plan_mem_eval(f->mm, f->m, &f->c, f->mc, true, w);
+  if (st == PL_OK) {
+    memcpy(f->high_w, w->layer_high_worst, sizeof f->high_w);
+    f->room_w = f->room;
+    f->room_w.peak = (double)w->dev_worst;
+    f->room_w.high = f->high_w;
+    f->has_worst = true;
+  }
+  free(w);
+  return st;
+}
+
 pl_status pl_plan_fill(const pl_model_cfg *m, const pl_plan_machine *mc,
                        bool resident, bool keep, pl_plan_cfg *c, char *why,
                        size_t n) {
@@ -433,11 +477,8 @@ pl_status pl__plan_fill_memo(pl__plan_memo *mm, const pl_model_cfg *m,
   if (!o->resident_state)
     resident = false; /* the CPU update needs its state on the host */
   f.resident = resident;
-  if (least) {
-    const pl_plan_free fr = {.resident = resident, .keep = keep};
-    pl__plan_room_of(m, &fr, c, least, false, &f.room);
-    f.has_room = true;
-  }
+  if (least)
+    PL_TRY(rooms_of(&f, least));
   f.beta = c->sc.oo.bucket ? c->sc.oo.bucket : 100000000;
   f.nb = (f.theta + f.beta - 1) / f.beta;
   const pl_layer_cfg lc = {

@@ -289,13 +289,13 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
   return st;
 }
 
-/* dev_worst: the device peak of c measured under adversarial routes, the
- * worst case the bound describes: every source's routes to this rank's
- * experts and kept there (LLEP would spread them: its plan is what the
- * routes do, the bound what any routes could). */
+/* dev_worst and layer_high_worst: the device peak of c measured under
+ * adversarial routes, the worst case the bound describes: every source's
+ * routes to this rank's experts and kept there (LLEP would spread them: its
+ * plan is what the routes do, the bound what any routes could). */
 static pl_status measure_worst(const pl_model_cfg *m, const pl_plan_cfg *c,
                                const pl_plan_cfg *b, const pl_plan_machine *mc,
-                               int rank, size_t *dev_worst) {
+                               int rank, pl_plan_mem *out) {
   pl_plan_mem *w = malloc(sizeof *w);
   if (!w)
     return pl_set_error(PL_ENOMEM, "the dry device: host");
@@ -303,8 +303,10 @@ static pl_status measure_worst(const pl_model_cfg *m, const pl_plan_cfg *c,
   bw.sc.knobs.native = true;
   pl_status st =
       measure(m, c, &bw, mc, rank, PL_PLAN_ROUTES_ADVERSARIAL, w, NULL);
-  if (st == PL_OK)
-    *dev_worst = w->dev_peak;
+  if (st == PL_OK) {
+    out->dev_worst = w->dev_peak;
+    memcpy(out->layer_high_worst, w->layer_high, sizeof out->layer_high_worst);
+  }
   free(w);
   return st;
 }
@@ -316,15 +318,15 @@ static pl_status measure_all(const pl_model_cfg *m, const pl_plan_cfg *c,
                              int rank, bool with_worst, pl_plan_mem *out,
                              pl_plan_dry_mem *dm) {
   PL_TRY(measure(m, c, b, mc, rank, PL_PLAN_ROUTES_BALANCED, out, dm));
-  return with_worst ? measure_worst(m, c, b, mc, rank, &out->dev_worst) : PL_OK;
+  return with_worst ? measure_worst(m, c, b, mc, rank, out) : PL_OK;
 }
 
 pl_status pl__plan_memory_dry_worst(const pl_model_cfg *m, const pl_plan_cfg *c,
                                     const pl_plan_machine *mc, int rank,
-                                    size_t *dev_worst) {
+                                    pl_plan_mem *out) {
   PL_TRY(check_dry(c));
   const pl_plan_cfg b = pl_plan_rank_view_cfg(c);
-  return measure_worst(m, c, &b, mc, rank < 0 ? 0 : rank, dev_worst);
+  return measure_worst(m, c, &b, mc, rank < 0 ? 0 : rank, out);
 }
 
 pl_status pl__plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,

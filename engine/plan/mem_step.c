@@ -430,6 +430,7 @@ pl_status pl__plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
   PL_TRY(replay_rank(m, c, mc, rank, false, out));
   out->peak_rank = rank;
   out->dev_worst = 0;
+  memset(out->layer_high_worst, 0, sizeof out->layer_high_worst);
   if (!with_worst)
     return PL_OK;
   pl_plan_mem *w = malloc(sizeof *w);
@@ -438,6 +439,7 @@ pl_status pl__plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
   pl_status st = PL_OK;
   PL_TRY_GOTO(st, done, replay_rank(m, c, mc, rank, true, w));
   out->dev_worst = w->dev_peak;
+  memcpy(out->layer_high_worst, w->layer_high, sizeof out->layer_high_worst);
 done:
   free(w);
   return st;

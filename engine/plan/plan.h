@@ -261,6 +261,9 @@ typedef struct pl_plan_mem {
    * activations of the layers below them (plateau; the search's pruning
    * reads it) */
   size_t layer_high[PL_PLAN_BINS + 1];
+  /* the same under adversarial routing, measured with dev_worst (zeros
+   * where dev_worst is not) */
+  size_t layer_high_worst[PL_PLAN_BINS + 1];
   /* host */
   size_t host_pinned; /* tracked pinned host bytes per rank             */
   size_t host_optim;  /* of it: the optimizer's state (fp32 master, m, v;
@@ -530,6 +533,8 @@ typedef struct pl_plan_search {
                   their memory-decided knobs at their best (time bound) */
   int unbuilt; /* pl_plan_free.dry: left out, a dry device cannot build them
                   (not counted in tried) */
+  long evals;  /* memory evaluations made (replays, or with pl_plan_free.dry
+                  measurements; a configuration once)                     */
   pl_plan_choice best, runner_up; /* by predicted tok/s/GPU               */
   bool have_best, have_runner_up;
   char why_lost[400]; /* why the runner-up lost: its largest time part's

@@ -201,10 +201,11 @@ pl_status pl__plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
 pl_status pl__plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, int rank,
                               bool with_worst, pl_plan_mem *out);
-/* Its dev_worst alone: the adversarial routes' measurement. */
+/* Its adversarial routes' measurement alone: out's dev_worst and
+ * layer_high_worst (its other fields untouched). */
 pl_status pl__plan_memory_dry_worst(const pl_model_cfg *m, const pl_plan_cfg *c,
                                     const pl_plan_machine *mc, int rank,
-                                    size_t *dev_worst);
+                                    pl_plan_mem *out);
 /* ---- the search's memory evaluations (fill.c) ----
  * Every memory evaluation of the search and the fill goes through
  * pl__plan_mem_eval: it counts them (pl__plan_mem_evals: the evaluations
@@ -222,6 +223,8 @@ pl__plan_memo *pl__plan_memo_new(void);
  * the code measured does not run, as the FSDP2 baseline's mbs > 1). */
 void pl__plan_memo_dry(pl__plan_memo *mm, bool dry);
 int pl__plan_memo_unbuilt(const pl__plan_memo *mm);
+/* The evaluations made through the memo (its answers not counted). */
+long pl__plan_memo_evals(const pl__plan_memo *mm);
 void pl__plan_memo_free(pl__plan_memo *mm);
 pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
                             const pl_plan_cfg *c, const pl_plan_machine *mc,

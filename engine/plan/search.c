@@ -672,6 +672,7 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
     out->tried = r->tried, out->feasible = r->feasible;
     out->skipped = r->skipped;
     out->unbuilt = pl__plan_memo_unbuilt(mm);
+    out->evals = pl__plan_memo_evals(mm);
     if (r->have_best) {
       out->have_best = true;
       out->best = (pl_plan_choice){r->best.cfg, r->best.mem, r->best.time, ""};

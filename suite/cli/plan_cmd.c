@@ -767,8 +767,9 @@ static int plan_one(int argc, char **argv) {
              "balanced profile)\n");
     if (!tsv && sdry && searched)
       printf("\nsearch: every candidate's memory measured on a dry device "
-             "(%d tried, %d left out that it cannot build; %.1f s)\n",
-             s->tried, s->unbuilt, search_s);
+             "(%d tried, %ld measured, %d left out that it cannot build; "
+             "%.1f s)\n",
+             s->tried, s->evals, s->unbuilt, search_s);
     code = v->fits ? 0 : 1;
   }
   free(s);

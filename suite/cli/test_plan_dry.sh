@@ -96,7 +96,7 @@ for args in "--gpus 4 --seq 16Ki" "--gpus 8 --seq 32Ki --model gpt-oss-20b"; do
   d=$("$BIN" plan --model tiny $args --search dry 2>&1)
   rc=$?
   d=$(untimed <<<"$d")
-  [[ $rc -eq 0 && $d == *"search: every candidate's memory measured on a dry device ("*" tried, 0 left out"* &&
+  [[ $rc -eq 0 && $d == *"search: every candidate's memory measured on a dry device ("*" tried, "*" measured, 0 left out"* &&
     $(diff <(echo "$r") <(echo "$d") | grep -E '^[<>] .' | grep -vc '^> search: ') -eq 0 ]] && pass ||
     fail "plan $args --search dry: exit $rc: $(diff <(echo "$r") <(echo "$d") | head -8)"
 done
