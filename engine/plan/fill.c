@@ -197,6 +197,8 @@ typedef struct fillctx {
   bool has_room, has_worst;
   pl__room room, room_w;
   size_t high_w[PL_PLAN_BINS + 1];
+  bool chunks;                    /* the fill keeps the dispatch's bound */
+  double least_peak, least_worst; /* the least form's device peaks */
 } fillctx;
 
 static double limit_of(const pl_plan_machine *mc) {
@@ -313,6 +315,15 @@ static pl_status fits_at(fillctx *f, const item *it, int k, int units, bool *ok,
                                   : 0);
     if (need > limit_of(f->mc)) {
       *ok = false, *peak = need;
+      return PL_OK;
+    }
+    /* and the most: the least form's peak with every kept and resident
+     * byte added (none saved) */
+    const double add = (f->keep ? (double)c.sc.keep.bytes : 0) +
+                       (f->resident ? (double)c.sc.oo.resident_bytes : 0),
+                 most = fmax(f->least_peak, f->least_worst) + add;
+    if ((f->has_worst || !f->chunks) && most <= limit_of(f->mc)) {
+      *ok = true, *peak = most;
       return PL_OK;
     }
   }
@@ -432,8 +443,9 @@ static pl_status rooms_of(fillctx *f, const pl_plan_mem *least) {
   const pl_plan_free fr = {.resident = f->resident, .keep = f->keep};
   pl__plan_room_of(f->m, &fr, &f->c, least, false, &f->room);
   f->has_room = true;
-  if (!pl_moe_variant_desc_of(f->c.sc.dispatch)->chunks ||
-      (double)least->dev_peak > limit_of(f->mc))
+  f->least_peak = (double)least->dev_peak;
+  f->chunks = pl_moe_variant_desc_of(f->c.sc.dispatch)->chunks;
+  if (!f->chunks || (double)least->dev_peak > limit_of(f->mc))
     return PL_OK;
   pl_plan_mem *w = malloc(sizeof *w);
   if (!w)
@@ -444,6 +456,7 @@ static pl_status rooms_of(fillctx *f, const pl_plan_mem *least) {
     f->room_w = f->room;
     f->room_w.peak = (double)w->dev_worst;
     f->room_w.high = f->high_w;
+    f->least_worst = (double)w->dev_worst;
     f->has_worst = true;
   }
   free(w);

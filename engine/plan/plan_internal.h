@@ -236,8 +236,11 @@ bool pl__plan_mem_known(pl__plan_memo *mm, const pl_model_cfg *m,
                         pl_plan_mem *out);
 long pl__plan_mem_evals(void);
 /* pl_plan_fill with the search's memo; least (NULL: none): c's memory with
- * nothing kept and nothing resident, whose room (pl__plan_room_need)
- * settles without an evaluation the counts it shows cannot fit. */
+ * nothing kept and nothing resident.  It settles a count without an
+ * evaluation where its room's need (pl__plan_room_need) is above the limit,
+ * or where its peak with every kept and resident byte added (none saved) is
+ * within it: no moment of a form holds more than the least form's same
+ * moment, its kept activations and its resident state (test_plan_room.c). */
 pl_status pl__plan_fill_memo(pl__plan_memo *mm, const pl_model_cfg *m,
                              const pl_plan_machine *mc, bool resident,
                              bool keep, const pl_plan_mem *least,

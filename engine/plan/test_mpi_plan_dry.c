@@ -300,6 +300,11 @@ START_TEST(dry_room_need) {
                       "sco %d keep %d+%d resident %zu/%zu buckets: measured "
                       "peak %zu below the room's least %.0f",
                       s, na, nw, n, nb, mem->dev_peak, need);
+        /* at the least form's SCO count, at most its peak with every kept
+         * and resident byte added */
+        ck_assert(s != 2 || (double)mem->dev_peak <=
+                                (double)y->dev_peak + (double)x.sc.keep.bytes +
+                                    12.0 * el);
       }
   free(y);
 }

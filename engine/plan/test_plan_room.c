@@ -95,6 +95,17 @@ START_TEST(room_need_holds) {
                         "adversarial peak %zu, below the room's least %.0f",
                         pts[k].model, s, na, nw, n, nb, mem->dev_worst, need_w);
           tight_w += (double)mem->dev_worst < need_w * 1.01;
+          if (s == 2) { /* the least form's SCO count: the fill's most */
+            const double add = (double)x.sc.keep.bytes + 12.0 * el;
+            ck_assert_msg((double)mem->dev_peak <= (double)y->dev_peak + add &&
+                              (double)mem->dev_worst <=
+                                  (double)y->dev_worst + add,
+                          "%s: keep %d+%d resident %zu/%zu buckets peaks at "
+                          "%zu (adversarial %zu), above the least form's "
+                          "%zu (%zu) + %.0f kept and resident",
+                          pts[k].model, na, nw, n, nb, mem->dev_peak,
+                          mem->dev_worst, y->dev_peak, y->dev_worst, add);
+          }
           tight += (double)mem->dev_peak < need * 1.01;
           if ((double)mem->dev_peak > pl__hbm_usable(&mc))
             continue;
