@@ -29,6 +29,8 @@ static void divisors(int W, int *out, int *n, int max) {
 }
 
 const size_t pl__plan_buckets[2] = {100000000, 25000000};
+const pl_optim_ops *const pl__plan_optims[2] = {&pl_optim_stream,
+                                                &pl_optim_hybrid};
 
 int pl__plan_chunk_caps(int64_t N, int64_t *cs) {
   int nc = 0;
@@ -81,7 +83,7 @@ static pl_status plateau_candidates(const pl_model_cfg *m,
   if (fr->ep && m->E > 0 && Wv > gpn && base->W % gpn == 0 &&
       pl__plan_ep_plays(base, gpn) && m->E % gpn == 0 && gpn != base->lc.Ep)
     Eps[nEp++] = gpn;
-  const pl_optim_ops *opts[2] = {&pl_optim_stream, &pl_optim_hybrid};
+  const pl_optim_ops *const *opts = pl__plan_optims;
   const int nopt = fr->optim ? 2 : 1;
   const size_t *betas = pl__plan_buckets;
   const int nbeta = fr->beta ? 2 : 1;

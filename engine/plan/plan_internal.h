@@ -286,15 +286,17 @@ pl_status pl__plan_room_bound(const pl_model_cfg *m, const pl_plan_free *fr,
                               const pl_plan_machine *mc, const pl_plan_cfg *c,
                               const pl_plan_mem *mem, bool sco_free, double *u);
 /* A floor of the memory of least (a candidate's least form) from its
- * siblings: the same form with a smaller chunk cap c or bucket β where the
- * search frees them.  No device buffer grows as c or β shrinks (the
- * dispatch's and the expert GEMMs' are sized by the chunk, the optimizer's
- * staging by the bucket; the routing's index arrays by N·k), so each
- * sibling's device peak and layer_high are at most least's, and so is their
- * most.  From the siblings the memo holds; with measure, also the sibling
- * of the smallest c and β evaluated when no known one gives the floor.
- * *have: a floor was found (lb's dev_peak and layer_high hold it; its other
- * fields are a sibling's).  Tested: test_plan.c room_floor_holds. */
+ * siblings: the same form with a smaller chunk cap c or bucket β, or the
+ * other optimizer, where the search frees them.  No device buffer grows as
+ * c or β shrinks (the dispatch's and the expert GEMMs' are sized by the
+ * chunk, the optimizer's staging by the bucket; the routing's index arrays
+ * by N·k), and with none of their state resident the streamed and the
+ * hybrid optimizer hold the same device bytes, so each sibling's device
+ * peak and layer_high are at most least's, and so is their most.  From the
+ * siblings the memo holds; with measure, also the sibling of the smallest c and
+ * β evaluated when no known one gives the floor. *have: a floor was found (lb's
+ * dev_peak and layer_high hold it; its other fields are a sibling's).  Tested:
+ * test_plan.c room_floor_holds. */
 pl_status pl__plan_room_floor(pl__plan_memo *mm, const pl_model_cfg *m,
                               const pl_plan_machine *mc, const pl_plan_free *fr,
                               const pl_plan_cfg *least, bool measure,
@@ -325,8 +327,10 @@ bool pl__plan_ep_plays(const pl_plan_cfg *c, int ep);
  * chunks, each distinct cap once, largest first) into cs; their count. */
 #define PL__PLAN_CAPS 8
 int pl__plan_chunk_caps(int64_t N, int64_t *cs);
-/* The optimizer buckets β a search tries, largest first. */
+/* The optimizer buckets β a search tries, largest first, and its
+ * optimizers. */
 extern const size_t pl__plan_buckets[2];
+extern const pl_optim_ops *const pl__plan_optims[2];
 
 pl_status pl__fsdp2_time(const pl_model_cfg *m, const pl_plan_cfg *c,
                          const pl_plan_machine *mc, pl_plan_time *out);

@@ -140,17 +140,25 @@ pl_status pl__plan_room_floor(pl__plan_memo *mm, const pl_model_cfg *m,
   pl_plan_mem *mem = malloc(sizeof *mem);
   if (!mem)
     return pl_set_error(PL_ENOMEM, "plan: host");
-  for (int i = 0; i < nc; i++)
-    for (int j = 0; j < nb; j++) {
-      s.sc.moe_c = cs[i];
-      if (fr->beta)
-        s.sc.oo.bucket = pl__plan_buckets[j];
-      if (s.sc.moe_c > least->sc.moe_c || s.sc.oo.bucket > beta ||
-          !memcmp(&s, least, sizeof s))
-        continue;
-      if (pl__plan_mem_known(mm, m, &s, mc, mem))
-        floor_in(mem, have, lb);
-    }
+  /* the optimizers the search tries update the same device bytes where
+   * none of their state is resident: either one's form floors the other's */
+  const pl_optim_ops *own = least->sc.optim;
+  const bool either =
+      fr->optim && (own == pl__plan_optims[0] || own == pl__plan_optims[1]);
+  for (int o = 0; o < (either ? 2 : 1); o++)
+    for (int i = 0; i < nc; i++)
+      for (int j = 0; j < nb; j++) {
+        s.sc.optim = either ? pl__plan_optims[o] : own;
+        s.sc.moe_c = cs[i];
+        if (fr->beta)
+          s.sc.oo.bucket = pl__plan_buckets[j];
+        if (s.sc.moe_c > least->sc.moe_c || s.sc.oo.bucket > beta ||
+            !memcmp(&s, least, sizeof s))
+          continue;
+        if (pl__plan_mem_known(mm, m, &s, mc, mem))
+          floor_in(mem, have, lb);
+      }
+  s.sc.optim = own;
   if (!*have && measure) {
     /* the smallest cap and bucket: the floor of every sibling */
     s.sc.moe_c = cs[nc - 1] < least->sc.moe_c ? cs[nc - 1] : least->sc.moe_c;

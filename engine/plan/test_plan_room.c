@@ -126,12 +126,12 @@ START_TEST(room_need_holds) {
 END_TEST
 
 /* The floor a candidate's least form takes from its siblings
- * (pl__plan_room_floor): a smaller chunk cap c or bucket β never raises
- * the device peak nor any layer_high.  Checked over every cap, bucket,
- * optimizer and P the search tries, at every D of 120b/16 at 128K and 1M
- * and of 241b/32/256K and 667b/64/1M's D = 32, Ep both ways; the floor the
- * search reads (measured sibling or not) is at most the form's own; and the
- * fill settled by the room (least given) equals the fill without it. */
+ * (pl__plan_room_floor): a smaller chunk cap c or bucket β, or the other
+ * optimizer, never raises the device peak nor any layer_high.  Checked over
+ * every cap, bucket, optimizer and P the search tries, at every D of 120b/16 at
+ * 128K and 1M and of 241b/32/256K and 667b/64/1M's D = 32, Ep both ways; the
+ * floor the search reads (measured sibling or not) is at most the form's own;
+ * and the fill settled by the room (least given) equals the fill without it. */
 static bool mem_below(const pl_plan_mem *a, const pl_plan_mem *b) {
   if (a->dev_peak > b->dev_peak)
     return false;
@@ -152,8 +152,12 @@ START_TEST(room_floor_holds) {
              {"241b", 32, 256 << 10, 2},
              {"667b", 64, 1 << 20, 32}};
   const pl_plan_machine mc = pl_plan_machine_default();
-  const pl_plan_free fr = {
-      .sco = true, .resident = true, .keep = true, .c = true, .beta = true};
+  const pl_plan_free fr = {.sco = true,
+                           .resident = true,
+                           .keep = true,
+                           .c = true,
+                           .beta = true,
+                           .optim = true};
   pl_plan_mem *mem = malloc(3 * sizeof *mem), *sib = mem + 1, *lb = mem + 2;
   ck_assert_ptr_nonnull(mem);
   const pl_optim_ops *opts[2] = {&pl_optim_stream, &pl_optim_hybrid};
@@ -204,6 +208,16 @@ START_TEST(room_floor_holds) {
                                   pl__plan_buckets[j], mem->dev_peak);
                     checked++;
                   }
+                /* the other optimizer's form lies below too */
+                pl_plan_cfg z = x;
+                z.sc.optim = opts[1 - o];
+                ck_assert_int_eq(pl__plan_memory(&m, &z, &mc, -1, false, sib),
+                                 PL_OK);
+                ck_assert_msg(mem_below(sib, mem),
+                              "%s D %d P %d: %s's form peaks %zu, above %s's "
+                              "%zu",
+                              pts[k].model, D, P, opts[1 - o]->name,
+                              sib->dev_peak, opts[o]->name, mem->dev_peak);
                 /* the search's floor: from the memo, else measured */
                 bool have = false;
                 ck_assert_int_eq(
