@@ -515,6 +515,52 @@ static pl_status room_pruned(const pl_model_cfg *m, const pl_plan_free *fr,
   return PL_OK;
 }
 
+/* FSDP2: a sibling of candidate c with lighter activation checkpointing
+ * (full below selective below none) or its optimizer state offloaded peaks
+ * no higher on the device (test_plan_room.c fsdp2_floor_holds).  A
+ * candidate that cannot fit, once a best is held or where it cannot be
+ * closer than the closest held, is only counted as tried (rank_in): one
+ * whose siblings the memo holds — or, failing those, the lightest one,
+ * evaluated — show so is counted so, unevaluated. */
+static pl_status fsdp2_floored(const pl_model_cfg *m, const pl_plan_free *fr,
+                               const pl_plan_machine *mc, ranking *r,
+                               const pl_plan_cfg *c, bool *gone) {
+  *gone = false;
+  if ((!r->have_best && !r->have_closest) || (!fr->ac && !fr->offload))
+    return PL_OK;
+  pl_plan_mem *mem = malloc(sizeof *mem);
+  if (!mem)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  size_t lb = 0;
+  pl_plan_cfg s = *c;
+  for (int a = PL_PLAN_AC_FULL; a <= (int)c->ac; a++)
+    for (int o = 1; o >= (c->offload ? 1 : 0); o--) {
+      s.ac = (pl_plan_ac)a, s.offload = o == 1;
+      if (memcmp(&s, c, sizeof s) &&
+          pl__plan_mem_known(r->mm, m, &s, mc, mem) && mem->dev_peak > lb)
+        lb = mem->dev_peak;
+    }
+  pl_status st = PL_OK;
+  s.ac = fr->ac ? PL_PLAN_AC_FULL : c->ac;
+  s.offload = fr->offload || c->offload;
+  if (!lb && memcmp(&s, c, sizeof s)) {
+    st = pl__plan_mem_eval(r->mm, m, &s, mc, false, mem);
+    if (st == PL_OK)
+      lb = mem->dev_peak;
+    else if (st == PL_EINVAL || st == PL_EUNSUPPORTED)
+      st = PL_OK, pl_clear_error();
+  }
+  free(mem);
+  const double usable = pl__hbm_usable(mc);
+  if ((double)lb > usable &&
+      (r->have_best ||
+       (double)lb / (double)(size_t)usable >= r->closest.over)) {
+    r->tried++; /* as rank_in counts it: it cannot be the closest either */
+    *gone = true;
+  }
+  return st;
+}
+
 /* Rank the candidates of q, fastest bound first (plateau's each with its
  * SCO count searched; a candidate refused by a knob of its layout, or by
  * the dry device for a baseline's configuration it does not run, is left
@@ -531,12 +577,11 @@ static pl_status rank_queue(const pl_model_cfg *m, const pl_plan_free *fr,
   for (int i = 0; i < q->n; i++) {
     if (pruned(r, q->e[i].u))
       continue;
-    if (plateau) {
-      bool gone = false;
-      PL_TRY(room_pruned(m, fr, mc, r, &q->e[i].cfg, &gone));
-      if (gone)
-        continue;
-    }
+    bool gone = false;
+    PL_TRY(plateau ? room_pruned(m, fr, mc, r, &q->e[i].cfg, &gone)
+                   : fsdp2_floored(m, fr, mc, r, &q->e[i].cfg, &gone));
+    if (gone)
+      continue;
     cand x;
     memset(&x, 0, sizeof x);
     x.cfg = q->e[i].cfg;
