@@ -280,6 +280,12 @@ void pl__plan_room_of(const pl_model_cfg *m, const pl_plan_free *fr,
  * attention and the first nw layers' whole halves kept and r bytes (12 per
  * parameter) of optimizer state resident. */
 double pl__plan_room_need(const pl__room *x, int na, int nw, double r);
+/* The least device peak a form of c can have with the first u boundaries
+ * offloaded by SCO (first layers first; x: the form with every one), and in
+ * *most the highest: each boundary left on the device adds its nhb bytes
+ * to the moments of the layers above it and of the head, and the form
+ * needs at most SCO's two restore buffers less (test_plan_room.c). */
+double pl__plan_room_sco(const pl__room *x, double nhb, int u, double *most);
 /* The bound of c (pl__plan_time_bound_room) over its forms whose need fits
  * the usable HBM. */
 pl_status pl__plan_room_bound(const pl_model_cfg *m, const pl_plan_free *fr,

@@ -64,6 +64,19 @@ double pl__plan_room_need(const pl__room *x, int na, int nw, double r) {
   return fmax(need, x->peak) + r - x->stage;
 }
 
+double pl__plan_room_sco(const pl__room *x, double nhb, int u, double *most) {
+  const int L = x->m->L;
+  const double on = (double)(L > u ? L - u : 0); /* boundaries on device */
+  double need = (double)x->high[PL_PLAN_BINS] + on * nhb;
+  for (int i = 0; i < PL_PLAN_BINS; i++) {
+    const int below = pl__bins_first(L, i) - u; /* of them, below the bin */
+    if (x->high[i])
+      need = fmax(need, (double)x->high[i] + (below > 0 ? below : 0) * nhb);
+  }
+  *most = x->peak + on * nhb;
+  return fmax(need, x->peak) - 2 * nhb;
+}
+
 typedef struct keep_ctx {
   const pl__room *x;
   double lim;

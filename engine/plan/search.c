@@ -374,8 +374,27 @@ static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
       (uint64_t)N * (uint64_t)m->H * pl_dtype_size(x->cfg.sc.dt);
   x->cfg.sc.sco = (pl_sco_budget){false, 0};
   cand y = *x;
-  PL_TRY(eval(m, mc, r->mm, x, true));
-  if (x->fits || strncmp(x->binding, "host", 4) == 0) {
+  /* the room the form with every boundary offloaded leaves (measured first
+   * by room_pruned) settles the counts it shows fit or not */
+  pl__room room;
+  pl_plan_mem *least = malloc(sizeof *least);
+  if (!least)
+    return pl_set_error(PL_ENOMEM, "plan: host");
+  pl_plan_cfg lc = x->cfg;
+  lc.sc.sco = (pl_sco_budget){true, 0};
+  const bool roomy =
+      least_knobs(&x->cfg, fr) && pl__plan_mem_known(r->mm, m, &lc, mc, least);
+  if (roomy)
+    pl__plan_room_of(m, fr, &lc, least, false, &room);
+  const double lim = pl__hbm_usable(mc);
+  double most = 0, need0 = 0;
+  if (roomy)
+    need0 = pl__plan_room_sco(&room, (double)nhb, 0, &most);
+  pl_status st = roomy && need0 > lim ? PL_OK : eval(m, mc, r->mm, x, true);
+  if (st != PL_OK || (!(roomy && need0 > lim) &&
+                      (x->fits || strncmp(x->binding, "host", 4) == 0))) {
+    free(least);
+    PL_TRY(st);
     PL_TRY(rank_filled(m, mc, x, fr, r));
     if (!x->fits || !(fr->resident || fr->keep))
       return PL_OK;
@@ -387,16 +406,26 @@ static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
    * takes its N·H·b off the peak, so the count tried is where the line
    * through the last two counts replayed meets the usable HBM; a step that
    * does not halve what is open is followed by a bisection's */
-  const double lim = pl__hbm_usable(mc);
   int bad = 0, good = m->L + 1, ua = 0, u = 0, found = -1;
-  double pa = (double)x->mem.dev_peak, pb = pa - (double)nhb;
+  double pa = roomy && need0 > lim ? need0 : (double)x->mem.dev_peak,
+         pb = pa - (double)nhb;
   bool slow = false;
   u = (int)fmin(m->L, fmax(1, ceil((pa - lim) / (double)nhb)));
   while (good - bad > 1) {
     const int open = good - bad;
     y.cfg.sc.sco = (pl_sco_budget){u == m->L, (uint64_t)u * nhb};
-    PL_TRY(eval(m, mc, r->mm, &y, false));
-    pb = (double)y.mem.dev_peak;
+    const double need =
+        roomy ? pl__plan_room_sco(&room, (double)nhb, u, &most) : 0;
+    if (roomy && (need > lim || most <= lim))
+      pb = need > lim ? need : most; /* settled by the room */
+    else {
+      st = eval(m, mc, r->mm, &y, false);
+      if (st != PL_OK) {
+        free(least);
+        return st;
+      }
+      pb = (double)y.mem.dev_peak;
+    }
     if (pb <= lim)
       good = u;
     else
@@ -412,6 +441,7 @@ static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
     slow = 2 * (good - bad) > open;
     ua = u, pa = pb, u = next;
   }
+  free(least);
   if (good <= m->L)
     found = good;
   y.cfg.sc.sco = found < 0

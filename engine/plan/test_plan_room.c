@@ -254,6 +254,64 @@ START_TEST(room_floor_holds) {
 }
 END_TEST
 
+/* The SCO counts' room (pl__plan_room_sco): every count of boundaries
+ * offloaded peaks between the least and the most the form with all of them
+ * offloaded gives, at 120b/16 and 241b/32 at 128K and 1M over D, P and Ep,
+ * and 667b/64/1M at D = 32; the least within 3% at some count of each. */
+START_TEST(room_sco_holds) {
+  const struct {
+    const char *model;
+    int W, D;
+    int64_t S;
+  } pts[] = {{"120b", 16, 1, 128 << 10},
+             {"120b", 16, 8, 1 << 20},
+             {"241b", 32, 2, 128 << 10},
+             {"241b", 32, 16, 1 << 20},
+             {"667b", 64, 32, 1 << 20}};
+  const pl_plan_machine mc = pl_plan_machine_default();
+  const pl_plan_free fr = {.sco = true, .resident = true, .keep = true};
+  pl_plan_mem *y = malloc(2 * sizeof *y), *mem = y + 1;
+  ck_assert_ptr_nonnull(y);
+  for (size_t k = 0; k < sizeof pts / sizeof pts[0]; k++)
+    for (int P = 1; P <= 4; P *= 4)
+      for (int e = 0; e < 2; e++) {
+        const pl_model_cfg m = preset(pts[k].model);
+        pl_plan_cfg c = pl_plan_cfg_plateau(pts[k].W, pts[k].S);
+        c.lc.D = pts[k].D, c.lc.P = P, c.lc.Ep = e ? pts[k].W : 8;
+        c.sc.head = P > 1 ? &pl_head_ring : &pl_head_fused;
+        c.sc.keep = (pl_keep_budget){PL_KEEP_BYTES, 0};
+        c.sc.oo.resident_all = false, c.sc.oo.resident_bytes = 0;
+        pl_plan_cfg least = c;
+        least.sc.sco = (pl_sco_budget){true, 0};
+        if (pl__plan_memory(&m, &least, &mc, -1, false, y) != PL_OK) {
+          pl_clear_error();
+          continue;
+        }
+        pl__room room;
+        pl__plan_room_of(&m, &fr, &least, y, false, &room);
+        const double nhb = (double)y->N * m.H * 2;
+        int tight = 0;
+        for (int u = 0; u<m.L; u += m.L> 8 ? 3 : 1) {
+          pl_plan_cfg x = c;
+          x.sc.sco = (pl_sco_budget){false, (uint64_t)(u * nhb)};
+          ck_assert_int_eq(pl__plan_memory(&m, &x, &mc, -1, false, mem), PL_OK);
+          double most = 0;
+          const double need = pl__plan_room_sco(&room, nhb, u, &most);
+          ck_assert_msg((double)mem->dev_peak >= need &&
+                            (double)mem->dev_peak <= most,
+                        "%s D %d P %d Ep %d: %d of %d boundaries offloaded "
+                        "peaks at %zu, outside [%.0f, %.0f]",
+                        pts[k].model, pts[k].D, P, c.lc.Ep, u, m.L,
+                        mem->dev_peak, need, most);
+          tight += (double)mem->dev_peak < need * 1.03;
+        }
+        ck_assert_msg(tight > 0, "%s D %d: the least never within 3%%",
+                      pts[k].model, pts[k].D);
+      }
+  free(y);
+}
+END_TEST
+
 /* The FSDP2 search's floor (search.c fsdp2_floored): lighter activation
  * checkpointing (full below selective below none) or the optimizer state
  * offloaded never raises the device peak — over 120b and 667b on 16 and 64
@@ -310,8 +368,8 @@ START_TEST(fsdp2_floor_holds) {
 END_TEST
 
 int main(void) {
-  const TTest *tests[] = {room_need_holds, room_floor_holds, fsdp2_floor_holds,
-                          NULL};
+  const TTest *tests[] = {room_need_holds, room_floor_holds, room_sco_holds,
+                          fsdp2_floor_holds, NULL};
   return pl_check_suite("plan_room", 120, tests, NULL, NULL, CK_FORK_GETENV, 0)
              ? 1
              : 0;
