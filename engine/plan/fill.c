@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/layer.h"
 #include "ops/stream_adamw.h"
 #include "plan/plan_internal.h"
 
@@ -494,10 +493,7 @@ pl_status pl__plan_fill_memo(pl__plan_memo *mm, const pl_model_cfg *m,
     PL_TRY(rooms_of(&f, least));
   f.beta = c->sc.oo.bucket ? c->sc.oo.bucket : 100000000;
   f.nb = (f.theta + f.beta - 1) / f.beta;
-  const pl_layer_cfg lc = {
-      .H = m->H, .n_q = m->n_q, .n_kv = m->n_kv, .d = m->d, .dt = c->sc.dt};
-  f.a = pl_layer_kept_bytes(&lc, f.N, c->lc.D, PL_LAYER_KEEP_ATTN);
-  f.w = pl_layer_kept_bytes(&lc, f.N, c->lc.D, PL_LAYER_KEEP_ALL);
+  pl_step_kept_layer(m, f.N, c->lc.D, c->sc.dt, &f.a, &f.w);
   item it[IT_N];
   PL_TRY(items_of(&f, it));
   it[IT_ATTN].free = it[IT_ALL].free = keep;

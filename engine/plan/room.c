@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/layer.h"
 #include "plan/plan_internal.h"
 
 void pl__plan_room_of(const pl_model_cfg *m, const pl_plan_free *fr,
@@ -33,18 +32,14 @@ void pl__plan_room_of(const pl_model_cfg *m, const pl_plan_free *fr,
                th = (double)mem->params_rank,
                slots = c->sc.oo.slots ? c->sc.oo.slots : 2,
                nhb = (double)mem->N * m->H * pl_dtype_size(c->sc.dt);
-  const pl_layer_cfg lc = {
-      .H = m->H, .n_q = m->n_q, .n_kv = m->n_kv, .d = m->d, .dt = c->sc.dt};
-  const double a =
-      (double)pl_layer_kept_bytes(&lc, mem->N, c->lc.D, PL_LAYER_KEEP_ATTN);
+  size_t a, all;
+  pl_step_kept_layer(m, mem->N, c->lc.D, c->sc.dt, &a, &all);
   *out = (pl__room){.m = m,
                     .peak = (double)mem->dev_peak,
                     .slack = sco_free ? 2 * nhb : 0,
                     .stage = fr->resident ? 12.0 * slots * fmin(beta, th) : 0,
-                    .a = a,
-                    .w = (double)pl_layer_kept_bytes(&lc, mem->N, c->lc.D,
-                                                     PL_LAYER_KEEP_ALL) -
-                         a,
+                    .a = (double)a,
+                    .w = (double)(all - a),
                     .high = mem->layer_high};
 }
 

@@ -143,6 +143,10 @@ pl_step_cfg pl_step_cfg_default(void);
  * rest nothing (*n_all <= *n_attn <= L). */
 void pl_step_keep_layers(const pl_model_cfg *m, int64_t N, int D, pl_dtype dt,
                          pl_keep_budget kb, int *n_attn, int *n_all);
+/* A layer's kept bytes at N tokens per rank: its attention output and LSE
+ * (*attn), and its whole attention half (*all, *attn included). */
+void pl_step_kept_layer(const pl_model_cfg *m, int64_t N, int D, pl_dtype dt,
+                        size_t *attn, size_t *all);
 /* Device bytes the layers keep at that plan (the budget actually used). */
 size_t pl_step_keep_bytes(const pl_model_cfg *m, int64_t N, int D, pl_dtype dt,
                           int n_attn, int n_all);

@@ -36,10 +36,9 @@ void pl_step_keep_layers(const pl_model_cfg *m, int64_t N, int D, pl_dtype dt,
     *n_all = kb.mode == PL_KEEP_ALL ? m->L : 0;
     return;
   }
-  const pl_layer_cfg lc = {
-      .H = m->H, .n_q = m->n_q, .n_kv = m->n_kv, .d = m->d, .dt = dt};
-  const size_t a = pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ATTN),
-               w = pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ALL) - a;
+  size_t a, all;
+  pl_step_kept_layer(m, N, D, dt, &a, &all);
+  const size_t w = all - a;
   if (a == 0)
     return;
   uint64_t left = kb.bytes;
@@ -49,13 +48,19 @@ void pl_step_keep_layers(const pl_model_cfg *m, int64_t N, int D, pl_dtype dt,
     (*n_all)++, left -= w;
 }
 
-size_t pl_step_keep_bytes(const pl_model_cfg *m, int64_t N, int D, pl_dtype dt,
-                          int n_attn, int n_all) {
+void pl_step_kept_layer(const pl_model_cfg *m, int64_t N, int D, pl_dtype dt,
+                        size_t *attn, size_t *all) {
   const pl_layer_cfg lc = {
       .H = m->H, .n_q = m->n_q, .n_kv = m->n_kv, .d = m->d, .dt = dt};
-  return (size_t)(n_attn - n_all) *
-             pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ATTN) +
-         (size_t)n_all * pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ALL);
+  *attn = pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ATTN);
+  *all = pl_layer_kept_bytes(&lc, N, D, PL_LAYER_KEEP_ALL);
+}
+
+size_t pl_step_keep_bytes(const pl_model_cfg *m, int64_t N, int D, pl_dtype dt,
+                          int n_attn, int n_all) {
+  size_t a, all;
+  pl_step_kept_layer(m, N, D, dt, &a, &all);
+  return (size_t)(n_attn - n_all) * a + (size_t)n_all * all;
 }
 
 const char *pl_part_name(int p) {
