@@ -196,8 +196,7 @@ typedef struct fillctx {
   bool has_room, has_worst;
   pl__room room, room_w;
   size_t high_w[PL_PLAN_BINS + 1];
-  bool chunks;                    /* the fill keeps the dispatch's bound */
-  double least_peak, least_worst; /* the least form's device peaks */
+  bool chunks; /* the fill keeps the dispatch's bound */
 } fillctx;
 
 static double limit_of(const pl_plan_machine *mc) {
@@ -304,9 +303,10 @@ static pl_status fits_at(fillctx *f, const item *it, int k, int units, bool *ok,
   set_amounts(f, &c, am[IT_ATTN], am[IT_ALL], am[IT_RES]);
   if (f->has_room) { /* the least the form can need, before measuring it */
     /* its resident bytes less the staging they save, exactly (the room
-     * takes off the most they can save) */
+     * takes off the most they can save); a fixed amount is in the least
+     * form already */
     const double r = f->resident ? resident_delta(f, am[IT_RES]) + f->room.stage
-                                 : (double)c.sc.oo.resident_bytes,
+                                 : 0,
                  need = fmax(
                      pl__plan_room_need(&f->room, am[IT_ATTN], am[IT_ALL], r),
                      f->has_worst ? pl__plan_room_need(&f->room_w, am[IT_ATTN],
@@ -320,7 +320,8 @@ static pl_status fits_at(fillctx *f, const item *it, int k, int units, bool *ok,
      * byte added (none saved) */
     const double add = (f->keep ? (double)c.sc.keep.bytes : 0) +
                        (f->resident ? (double)c.sc.oo.resident_bytes : 0),
-                 most = fmax(f->least_peak, f->least_worst) + add;
+                 most = fmax(f->room.peak, f->has_worst ? f->room_w.peak : 0) +
+                        add;
     if ((f->has_worst || !f->chunks) && most <= limit_of(f->mc)) {
       *ok = true, *peak = most;
       return PL_OK;
@@ -442,7 +443,6 @@ static pl_status rooms_of(fillctx *f, const pl_plan_mem *least) {
   const pl_plan_free fr = {.resident = f->resident, .keep = f->keep};
   pl__plan_room_of(f->m, &fr, &f->c, least, false, &f->room);
   f->has_room = true;
-  f->least_peak = (double)least->dev_peak;
   f->chunks = pl_moe_variant_desc_of(f->c.sc.dispatch)->chunks;
   if (!f->chunks || (double)least->dev_peak > limit_of(f->mc))
     return PL_OK;
@@ -455,7 +455,6 @@ static pl_status rooms_of(fillctx *f, const pl_plan_mem *least) {
     f->room_w = f->room;
     f->room_w.peak = (double)w->dev_worst;
     f->room_w.high = f->high_w;
-    f->least_worst = (double)w->dev_worst;
     f->has_worst = true;
   }
   free(w);

@@ -298,7 +298,9 @@ pl_status pl__plan_room_bound(const pl_model_cfg *m, const pl_plan_free *fr,
  * chunk, the optimizer's staging by the bucket; the routing's index arrays
  * by N·k), and with none of their state resident the streamed and the
  * hybrid optimizer hold the same device bytes, so each sibling's device
- * peak and layer_high are at most least's, and so is their most.  From the
+ * peak and layer_high are at most least's, and so is their most.  Only
+ * where least holds no resident state (a fixed amount comes in whole
+ * buckets of β: a smaller β may hold more of it).  From the
  * siblings the memo holds; with measure, also the sibling of the smallest c and
  * β evaluated when no known one gives the floor. *have: a floor was found (lb's
  * dev_peak and layer_high hold it; its other fields are a sibling's).  Tested:

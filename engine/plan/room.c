@@ -137,6 +137,10 @@ pl_status pl__plan_room_floor(pl__plan_memo *mm, const pl_model_cfg *m,
                               const pl_plan_cfg *least, bool measure,
                               bool *have, pl_plan_mem *lb) {
   *have = false;
+  /* resident state comes in whole buckets of β: a fixed amount makes a
+   * smaller β hold more of it; the siblings floor none-resident forms */
+  if (least->sc.oo.resident_all || least->sc.oo.resident_bytes)
+    return PL_OK;
   int64_t cs[PL__PLAN_CAPS];
   int nc = 1;
   cs[0] = least->sc.moe_c;

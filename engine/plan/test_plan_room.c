@@ -142,6 +142,21 @@ static bool mem_below(const pl_plan_mem *a, const pl_plan_mem *b) {
   return true;
 }
 
+/* The fill of c (keep free; resident too where resident) settles the same
+ * with the room of its least form mem as without. */
+static void fills_agree(const pl_model_cfg *m, const pl_plan_machine *mc,
+                        const pl_plan_cfg *c, const pl_plan_mem *mem,
+                        bool resident) {
+  pl_plan_cfg f1 = *c, f2 = *c;
+  ck_assert_int_eq(
+      pl__plan_fill_memo(NULL, m, mc, resident, true, NULL, &f1, NULL, 0),
+      PL_OK);
+  ck_assert_int_eq(
+      pl__plan_fill_memo(NULL, m, mc, resident, true, mem, &f2, NULL, 0),
+      PL_OK);
+  ck_assert(!memcmp(&f1, &f2, sizeof f1));
+}
+
 START_TEST(room_floor_holds) {
   const struct {
     const char *model;
@@ -233,14 +248,18 @@ START_TEST(room_floor_holds) {
                 /* the fill with the room settles what it did without */
                 if ((i + j) % 5 || (double)mem->dev_peak > pl__hbm_usable(&mc))
                   continue;
-                pl_plan_cfg f1 = x, f2 = x;
-                ck_assert_int_eq(pl__plan_fill_memo(NULL, &m, &mc, true, true,
-                                                    NULL, &f1, NULL, 0),
+                fills_agree(&m, &mc, &x, mem, true);
+                /* and with a fixed amount resident, the keep alone filled;
+                 * a form holding resident state takes no floor */
+                pl_plan_cfg g1 = x;
+                g1.sc.oo.resident_bytes = (uint64_t)8 << 30;
+                ck_assert_int_eq(pl__plan_memory(&m, &g1, &mc, -1, false, sib),
                                  PL_OK);
-                ck_assert_int_eq(pl__plan_fill_memo(NULL, &m, &mc, true, true,
-                                                    mem, &f2, NULL, 0),
-                                 PL_OK);
-                ck_assert(!memcmp(&f1, &f2, sizeof f1));
+                fills_agree(&m, &mc, &g1, sib, false);
+                ck_assert_int_eq(
+                    pl__plan_room_floor(mm, &m, &mc, &fr, &g1, true, &have, lb),
+                    PL_OK);
+                ck_assert(!have);
                 fills++;
               }
             pl__plan_memo_free(mm);
