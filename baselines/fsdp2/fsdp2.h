@@ -288,9 +288,9 @@ pl_plan_cfg pl_fsdp2_plan_cfg(const pl_model_cfg *m, const pl_fsdp2_cfg *c,
  * host bytes as fsdp2_dry.c says; dev_worst: with an EP group of several
  * members, the device peak of the same built and stepped again under the dry
  * device's adversarial routes, else the peak).  PL_EUNSUPPORTED for mbs != 1
- * and imb > 1; the baseline's refusals prefixed "the dry device: ".  Uses MPI
- * (pl_init); collective over the MPI world (each process measures on a world of
- * its own). */
+ * and imb > 1; the baseline's refusals prefixed "the dry device: ".  No MPI
+ * (the baseline's world is a virtual group of one, plateau/comm.h): any
+ * thread may measure, each its own configuration. */
 pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, pl_plan_mem *out);
 /* Registers pl_fsdp2_dry_memory as the planner's dry measurement of the

@@ -223,9 +223,10 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
   PL_TRY_GOTO(
       st, done,
       pl_mem_set_classes(dd, PL_ARENA_DEVICE, PL_TERM_COUNT, term_of, NULL));
-  /* one rank of its own whatever the MPI world (a test runs one per rank) */
-  PL_TRY_GOTO(st, done, pl_comm_world(dd, &world));
-  PL_TRY_GOTO(st, done, pl_comm_split(world, pl_world_rank(), 0, &self));
+  /* one rank of its own whatever the MPI world, and no MPI: a world of one
+   * (a virtual group of one member), so any thread may measure */
+  PL_TRY_GOTO(st, done, pl_comm_virtual(dd, 1, &world));
+  PL_TRY_GOTO(st, done, pl_comm_split(world, 0, 0, &self));
   st = pl_fsdp2_create(dd, self, m, k, b->S, &f);
   if (st != PL_OK) {
     pl_error_prefix(st, "the dry device: building the FSDP2 baseline: ");
@@ -256,7 +257,6 @@ pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
   const pl_plan_cfg b = pl_plan_rank_view_cfg(c);
   pl_fsdp2_cfg k;
   PL_TRY(knobs_of(&b, &k));
-  PL_TRY(pl_init(NULL, NULL));
   size_t peak = 0;
   int ep_virtual = 0;
   PL_TRY(measure(m, c, &b, &k, mc, PL_PLAN_ROUTES_BALANCED, out, &peak,

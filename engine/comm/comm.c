@@ -316,6 +316,14 @@ pl_status pl_comm_split(pl_comm *c, int color, int key, pl_comm **out) {
   *out = NULL;
   if (!c)
     return pl_set_error(PL_EINVAL, "pl_comm_split: c is NULL");
+  if (c->vsize == 1) { /* a group of one splits into a group of one */
+    if (color < 0)
+      return PL_OK;
+    pl_status st = pl_comm_virtual(c->dev, 1, out);
+    if (st == PL_OK)
+      (*out)->timeout_s = c->timeout_s, (*out)->bytes_per_s = c->bytes_per_s;
+    return st;
+  }
   if (c->vsize)
     return pl_set_error(PL_EUNSUPPORTED,
                         "pl_comm_split: a virtual group of %d (one member "
@@ -346,7 +354,8 @@ void pl_comm_destroy(pl_comm *c) {
   }
 #endif
   pl__virt_free(c);
-  MPI_Comm_free(&c->mpi);
+  if (c->mpi != MPI_COMM_NULL)
+    MPI_Comm_free(&c->mpi);
   free(c);
 }
 

@@ -76,12 +76,9 @@ pl_status pl_comm_virtual(pl_dev *dev, int vsize, pl_comm **out) {
     free(c), free(v);
     return pl_set_error(PL_ENOMEM, "pl_comm_virtual: host");
   }
-  /* MPI_COMM_SELF's duplicate: the watchdog and the messages name a group;
-   * no operation of a virtual group calls MPI or NCCL */
-  if (MPI_Comm_dup(MPI_COMM_SELF, &c->mpi) != MPI_SUCCESS) {
-    free(c), free(v);
-    return pl_set_error(PL_ECOMM, "pl_comm_virtual: MPI_Comm_dup");
-  }
+  /* no MPI communicator behind it: no operation of a virtual group calls
+   * MPI or NCCL, so threads other than MPI's may make and use one */
+  c->mpi = MPI_COMM_NULL;
   c->rank = 0, c->size = vsize, c->vsize = vsize;
   c->dev = dev;
   c->timeout_s = pl__default_timeout;

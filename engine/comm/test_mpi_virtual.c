@@ -6,15 +6,19 @@
  *              members against its specification, bit for bit on random
  *              data (uneven all-to-all and send/recv counts: the minimum
  *              copied, the rest zeroed), its counted calls, bytes and
- *              stand-in copies, the host collectives, a refused split;
+ *              stand-in copies, the host collectives, the split of a
+ *              group of one, a refused split of a larger group;
  *   profile    stand-in spans by stream: none without the profile, those of
  *              a side stream apart from the compute stream's, reset by take;
  *   as_real    a virtual group of G counts, per operation, the calls and
  *              bytes a real group of G counts on its rank 0 for the same
  *              calls (G up to the ranks of the run);
  *   present    a virtual group of one (no absent member) gives the real
- *              one-rank group's outputs bit for bit. */
+ *              one-rank group's outputs bit for bit;
+ *   threads    threads other than MPI's each make, split, use and destroy
+ *              groups of one at once (no virtual group calls MPI). */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,10 +169,23 @@ static void check_group(pl_dev *d, int G, pl_dtype dt) {
   ck_assert(v[0] == 100);
   ck_assert_int_eq(pl_barrier(c), PL_OK);
   pl_comm *sub = NULL;
-  ck_assert_int_eq(pl_comm_split(c, 0, 0, &sub), PL_EUNSUPPORTED);
-  ck_assert_msg(strstr(pl_last_error(), "virtual group"), "%s",
-                pl_last_error());
-  pl_clear_error();
+  if (G == 1) { /* a group of one splits into a group of one, or none */
+    ck_assert_int_eq(pl_comm_split(c, 3, 0, &sub), PL_OK);
+    ck_assert(sub && pl_comm_is_virtual(sub));
+    ck_assert_int_eq(pl_comm_size(sub), 1);
+    ck_assert_int_eq(pl_comm_rank(sub), 0);
+    ck_assert_int_eq(pl_host_allreduce_i64(sub, v, 1, PL_RED_SUM), PL_OK);
+    ck_assert(v[0] == 100);
+    pl_comm_destroy(sub);
+    sub = (pl_comm *)1;
+    ck_assert_int_eq(pl_comm_split(c, -1, 0, &sub), PL_OK);
+    ck_assert_ptr_null(sub);
+  } else {
+    ck_assert_int_eq(pl_comm_split(c, 0, 0, &sub), PL_EUNSUPPORTED);
+    ck_assert_msg(strstr(pl_last_error(), "virtual group"), "%s",
+                  pl_last_error());
+    pl_clear_error();
+  }
   free(hx);
   pl_free(d, x), pl_free(d, y), pl_free(d, ya);
   pl_comm_destroy(c);
@@ -294,6 +311,53 @@ START_TEST(present) {
 }
 END_TEST
 
+typedef struct worker {
+  pl_dev *d;
+  int ok, done;
+} worker;
+
+static void *work(void *arg) {
+  worker *w = arg;
+  void *x = NULL, *y = NULL;
+  if (pl_alloc(w->d, PL_ARENA_DEVICE, 512 * 4, "x", &x) != PL_OK ||
+      pl_alloc(w->d, PL_ARENA_DEVICE, 512 * 4, "y", &y) != PL_OK)
+    return NULL;
+  for (int i = 0; i < 50; i++) {
+    pl_comm *one = NULL, *sub = NULL;
+    int64_t v[2] = {i, -i};
+    if (pl_comm_virtual(w->d, 1, &one) != PL_OK)
+      break;
+    if (pl_comm_split(one, i % 3, 0, &sub) == PL_OK && sub &&
+        pl_host_allreduce_i64(sub, v, 2, PL_RED_MAX) == PL_OK && v[0] == i &&
+        v[1] == -i && pl_barrier(sub) == PL_OK) {
+      ops(sub, w->d, x, y);
+      w->ok++;
+    }
+    pl_comm_destroy(sub);
+    pl_comm_destroy(one);
+  }
+  pl_free(w->d, x), pl_free(w->d, y);
+  w->done = 1;
+  return NULL;
+}
+
+START_TEST(threads) {
+  enum { T = 4 };
+  worker w[T] = {{0}};
+  pthread_t th[T];
+  for (int i = 0; i < T; i++) {
+    ck_assert_int_eq(pl_dev_create(PL_BACKEND_CPU, 0, &w[i].d), PL_OK);
+    ck_assert_int_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
+  }
+  for (int i = 0; i < T; i++) {
+    ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+    ck_assert_msg(w[i].done && w[i].ok == 50, "thread %d: %d of 50", i,
+                  w[i].ok);
+    pl_dev_destroy(w[i].d);
+  }
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (pl_init(&argc, &argv) != PL_OK)
     return 2;
@@ -312,7 +376,7 @@ int main(int argc, char **argv) {
     g_nbe = 2;
   }
   pl_comm_set_timeout(g_world, 60.0);
-  const TTest *tests[] = {standins, profile, as_real, present, NULL};
+  const TTest *tests[] = {standins, profile, as_real, present, threads, NULL};
   const int nf = pl_check_run("virtual groups", 120, tests, g_rank, g_world);
   pl_comm_destroy(g_world);
   for (int b = g_nbe - 1; b >= 0; b--)

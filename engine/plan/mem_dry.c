@@ -238,12 +238,6 @@ static pl_status check_dry(const pl_plan_cfg *c) {
                         "imb=%g: the dry device routes by the balanced "
                         "profile (imb 1)",
                         c->imb);
-  PL_TRY(pl_init(NULL, NULL));
-  if (pl_world_size() != 1)
-    return pl_set_error(PL_EUNSUPPORTED,
-                        "the dry device: one process builds one rank (this "
-                        "is one of %d MPI ranks)",
-                        pl_world_size());
   return PL_OK;
 }
 
@@ -268,8 +262,8 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
   pl__bins bins;
   pl__bins_init(&bins, m->L);
   pl_mem_watch_phases(dd, watch, &bins);
-  if (st == PL_OK)
-    st = pl_comm_world(dd, &dw);
+  if (st == PL_OK) /* a world of one without MPI: any thread may measure */
+    st = pl_comm_virtual(dd, 1, &dw);
   pl_step_result *r = calloc(1, sizeof *r);
   dry_facts f = {0};
   if (st == PL_OK && !r)
@@ -362,9 +356,6 @@ pl_status pl_plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                              pl_plan_cfg *built, pl_plan_dry_mem *out) {
   memset(out, 0, sizeof *out);
   *built = pl_plan_rank_view_cfg(c);
-  /* the process's MPI world started before the clock (the first pl_init
-   * does it, a few hundred ms): the time is the measurement's */
-  PL_TRY(pl_init(NULL, NULL));
   const uint64_t t0 = pl_now_ns();
   if (c->system != PL_PLAN_PLATEAU) {
     pl_status st = measure_hooked(m, c, mc, out);

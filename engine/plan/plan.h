@@ -313,8 +313,10 @@ pl_plan_cfg pl_plan_rank_view_cfg(const pl_plan_cfg *c);
  * FSDP2 baseline) is measured by the function it registered
  * (pl_plan_set_dry_measure; PL_EUNSUPPORTED when none); imb != 1 is
  * refused (PL_EUNSUPPORTED: the dry routes are balanced); a configuration the
- * trainer refuses is its error, prefixed "the dry device: ".  Uses MPI
- * (pl_init) with a world of one process. with_worst: the trainer built and
+ * trainer refuses is its error, prefixed "the dry device: ".  No MPI (the
+ * step's world is a virtual group of one, plateau/comm.h): any thread may
+ * measure, each its own configuration, before pl_init too.  with_worst: the
+ * trainer built and
  * stepped again with adversarial routes (pl_plan_dry_device_routed), its device
  * peak mem.dev_worst. */
 typedef struct pl_plan_dry_mem {

@@ -591,16 +591,77 @@ START_TEST(dry_route_share) {
 }
 END_TEST
 
+/* ---- measured on several threads at once ------------------------------
+ * A dry measurement calls no MPI (its world is a virtual group of one), so
+ * threads measure at once, each its own configuration, on every rank of
+ * the run: each thread's pl_plan_mem equals, field by field and phase by
+ * phase, the same configuration measured alone on this thread. */
+
+typedef struct thread_job {
+  const point *p;
+  const pl_plan_machine *mc;
+  pl_plan_mem mem;
+  pl_status st;
+} thread_job;
+
+static void *measure_job(void *arg) {
+  thread_job *j = arg;
+  j->st = pl__plan_memory_dry(&j->p->m, &j->p->c, j->mc, 0, true, &j->mem);
+  return NULL;
+}
+
+START_TEST(dry_threads) {
+  enum { T = 4 };
+  pl_plan_machine mc = pl_plan_machine_default();
+  mc.backend = PL_BACKEND_CUDA;
+  point g[32];
+  const int n = grid(1, g);
+  ck_assert_int_ge(n, T);
+  static thread_job alone[T], many[T];
+  pthread_t th[T];
+  for (int i = 0; i < T; i++) {
+    const point *p = &g[i * (n / T)];
+    alone[i] = (thread_job){p, &mc, {0}, PL_OK};
+    many[i] = alone[i];
+    measure_job(&alone[i]);
+    ck_assert_msg(alone[i].st == PL_OK, "%s: %s", p->name, pl_last_error());
+  }
+  for (int i = 0; i < T; i++)
+    ck_assert_int_eq(pthread_create(&th[i], NULL, measure_job, &many[i]), 0);
+  for (int i = 0; i < T; i++)
+    ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+  for (int i = 0; i < T; i++) {
+    ck_assert_msg(many[i].st == PL_OK, "%s on a thread: status %d",
+                  many[i].p->name, many[i].st);
+    char lines[4][PL_PLAN_DIFF_LEN];
+    const int nd = pl_plan_mem_diff(&alone[i].mem, &many[i].mem, lines, 4);
+    ck_assert_msg(nd == 0, "%s: %d fields differ on threads, first %s",
+                  many[i].p->name, nd, lines[0]);
+    ck_assert(!memcmp(alone[i].mem.layer_high, many[i].mem.layer_high,
+                      sizeof alone[i].mem.layer_high));
+    ck_assert(!memcmp(alone[i].mem.layer_high_worst,
+                      many[i].mem.layer_high_worst,
+                      sizeof alone[i].mem.layer_high_worst));
+  }
+}
+END_TEST
+
 int main(int argc, char **argv) {
   const int e =
       pl_check_world_open(&argc, &argv, "plan_dry", &dev, &world, &rank, &size);
   if (e)
     return e;
-  const TTest *tests[] = {dry_backend_basics, dry_route_view,
-                          dry_route_share,    dry_grid,
-                          dry_grid_cuda,      dry_full_grid,
-                          dry_full_grid_cuda, dry_room_need,
-                          dry_room_floor,     NULL};
+  const TTest *tests[] = {dry_backend_basics,
+                          dry_route_view,
+                          dry_route_share,
+                          dry_grid,
+                          dry_grid_cuda,
+                          dry_full_grid,
+                          dry_full_grid_cuda,
+                          dry_room_need,
+                          dry_room_floor,
+                          dry_threads,
+                          NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("plan_dry", 300, tests, rank, world));
 }

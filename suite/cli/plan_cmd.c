@@ -133,8 +133,9 @@ static const pl_opt plan_opts[] = {
      0, 0, memories},
     {"search", 0, PL_OPT_ENUM, "replay",
      "the search's memory of each candidate: replay (the step's allocation "
-     "schedule, about 20 us) or dry (steps on a dry device, tens of ms "
-     "each: a default search takes minutes; one point, balanced routing)",
+     "schedule, about 20 us) or dry (steps on a dry device, ms each: a "
+     "default search about a second, --table paper minutes on every core; "
+     "balanced routing)",
      0, 0, searches},
     /* output */
     {"format", 0, PL_OPT_ENUM, "table", "table | tsv", 0, 0, formats},
@@ -155,7 +156,7 @@ static void usage(FILE *f) {
           "configurations that fit\n  (--config explicit: defaults instead).  "
           "--table paper projects the\n  paper's points.  The search estimates "
           "memory by a replay of the step's\n  allocations (--search dry: "
-          "by steps on a dry device, minutes); the chosen\n  configuration's "
+          "by steps on a dry device); the chosen\n  configuration's "
           "memory is then measured by a step on a dry device\n  (its rank 0 in "
           "one process, every group virtual; --memory replay:\n  the estimate; "
           "both: side by side, field by field).\n  Exit: 0 fits, "
@@ -652,14 +653,11 @@ static int dry_options(const pl_args *a, bool tsv, int *memory, bool *sdry) {
             : table || imb             ? 0
                                        : 1;
   *sdry = pl_args_enum(a, "search") == 1;
-  const char *swhy = !*sdry  ? NULL
-                     : table ? "--table"
-                     : imb   ? "--imb other than 1"
-                             : NULL;
+  const char *swhy = *sdry && imb ? "--imb other than 1" : NULL;
   if (swhy) {
     fprintf(stderr,
-            "plateau plan: --search=dry with %s (allowed: one point, "
-            "balanced routing (--imb 1))\n",
+            "plateau plan: --search=dry with %s (allowed: balanced routing "
+            "(--imb 1))\n",
             swhy);
     return 2;
   }
@@ -715,7 +713,7 @@ static int plan_one(int argc, char **argv) {
       code = bad(pl_last_error());
       goto out;
     }
-    code = pl_plan_table_paper(&mc, dir, tsv);
+    code = pl_plan_table_paper(&mc, dir, tsv, sdry);
     goto out;
   }
   if (pl_args_given(a, "out")) {

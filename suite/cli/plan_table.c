@@ -70,7 +70,8 @@ static void tokens_name(double t, char *buf, size_t n) {
 }
 
 static pl_status best_of(const pl_model_cfg *m, pl_plan_system sys, int W,
-                         int64_t S, const pl_plan_machine *mc, cell *out) {
+                         int64_t S, const pl_plan_machine *mc, bool dry,
+                         cell *out) {
   memset(out, 0, sizeof *out);
   pl_plan_cfg base = sys == PL_PLAN_FSDP2 ? pl_plan_cfg_fsdp2(m, W, S)
                                           : pl_plan_cfg_plateau(W, S);
@@ -89,7 +90,8 @@ static pl_status best_of(const pl_model_cfg *m, pl_plan_system sys, int W,
                      .offload = true,
                      .mbs = false,
                      .resident = true,
-                     .keep = true};
+                     .keep = true,
+                     .dry = dry};
   pl_plan_search *s = calloc(1, sizeof *s);
   if (!s)
     return pl_set_error(PL_ENOMEM, "plan: host");
@@ -110,7 +112,7 @@ done:
 }
 
 static int64_t max_tokens(const pl_model_cfg *m, pl_plan_system sys, int W,
-                          const pl_plan_machine *mc) {
+                          const pl_plan_machine *mc, bool dry) {
   pl_plan_cfg base = sys == PL_PLAN_FSDP2 ? pl_plan_cfg_fsdp2(m, W, 8192)
                                           : pl_plan_cfg_plateau(W, 8192);
   base.sdpa = true;
@@ -124,7 +126,8 @@ static int64_t max_tokens(const pl_model_cfg *m, pl_plan_system sys, int W,
                      .ep = true,
                      .ac = true,
                      .offload = true,
-                     .mbs = true};
+                     .mbs = true,
+                     .dry = dry};
   return (int64_t)W * pl_plan_max_tokens(m, &base, &fr, mc, 4096, 8 << 20);
 }
 
@@ -211,6 +214,7 @@ static void assumptions(FILE *f, const pl_plan_machine *mc) {
  * the files get only the tables. */
 
 typedef struct table {
+  bool dry; /* every candidate's memory measured on a dry device */
   cell pc[NM][NG][NS], fc[NM][NG][NS]; /* plateau, FSDP2-best */
   reach pr[NM][NG], fr[NM][NG];
 } table;
@@ -262,8 +266,8 @@ static void job1(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
   if (q >= NS * 2) {
     const int y = q - NS * 2;
     reach *r = y ? &T->fr[i][g] : &T->pr[i][g];
-    r->max_tokens =
-        max_tokens(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU, gpus[g], mc);
+    r->max_tokens = max_tokens(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU,
+                               gpus[g], mc, T->dry);
     tick(pg, models[i], gpus[g],
          y ? "largest tokens per step, FSDP2-best"
            : "largest tokens per step, plateau");
@@ -272,7 +276,7 @@ static void job1(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
   const int s = q / 2, y = q % 2;
   cell *c = y ? &T->fc[i][g][s] : &T->pc[i][g][s];
   const pl_status st = best_of(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU,
-                               gpus[g], seqs[s], mc, c);
+                               gpus[g], seqs[s], mc, T->dry, c);
   if (st != PL_OK) {
     fail_at(fl, j, st);
     return;
@@ -294,7 +298,7 @@ static void job2(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
        S *= 2) {
     cell x;
     const pl_status st = best_of(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU,
-                                 gpus[g], S, mc, &x);
+                                 gpus[g], S, mc, T->dry, &x);
     if (st != PL_OK) {
       fail_at(fl, NM * NG * NJOB1 + j, st);
       return;
@@ -305,8 +309,9 @@ static void job2(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
   tick(pg, models[i], gpus[g], y ? "reach, FSDP2-best" : "reach, plateau");
 }
 
-static pl_status compute(const pl_plan_machine *mc, table *T) {
+static pl_status compute(const pl_plan_machine *mc, bool dry, table *T) {
   memset(T, 0, sizeof *T);
+  T->dry = dry;
   pl_model_cfg ms[NM];
   for (int i = 0; i < NM; i++)
     PL_TRY(pl_model_preset(models[i], &ms[i]));
@@ -631,9 +636,9 @@ static int draw(const outs *o) {
 }
 
 int pl_plan_table_paper(const pl_plan_machine *mc, const char *out_dir,
-                        bool tsv) {
+                        bool tsv, bool dry) {
   static table T;
-  if (compute(mc, &T) != PL_OK) {
+  if (compute(mc, dry, &T) != PL_OK) {
     fprintf(stderr, "plateau plan: %s\n", pl_last_error());
     return 3;
   }

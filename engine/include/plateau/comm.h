@@ -116,8 +116,12 @@ pl_status pl_barrier(pl_comm *c);
  *                   caller what the caller sends itself: members that act
  *                   alike, as ranks routing alike do); barrier: nothing.
  * So shapes, buffers and tracked memory are those of a run with every member
- * present, and nothing waits for anyone.  pl_comm_split of a virtual group
- * is refused (PL_EUNSUPPORTED).  vsize >= 1; vsize 1 is a group of one. */
+ * present, and nothing waits for anyone.  No virtual group calls MPI (not
+ * even to be made or destroyed), so any thread may make and use its own,
+ * before pl_init too.  vsize >= 1; vsize 1 is a group of one: a world for
+ * one thread (a dry device's step), whose pl_comm_split gives a group of
+ * one again (color >= 0; else NULL).  pl_comm_split of a larger virtual
+ * group is refused (PL_EUNSUPPORTED). */
 pl_status pl_comm_virtual(pl_dev *dev, int vsize, pl_comm **out);
 /* 1 for a virtual group, 0 for a real one. */
 int pl_comm_is_virtual(const pl_comm *c);
