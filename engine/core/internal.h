@@ -87,6 +87,10 @@ typedef struct pl__mem_arena {
   void *classify_ctx;
   size_t class_now[PL_MEM_MAX_CLASSES], class_peak[PL_MEM_MAX_CLASSES],
       class_at_peak[PL_MEM_MAX_CLASSES];
+  /* each tag's class in the phase now, once asked: 1 + the class
+   * (PL__MEM_NO_CLASS + 1 wraps to 0: asked again), 0 not yet asked;
+   * cleared when a phase starts or the classes change */
+  unsigned char class_memo[PL_MEM_MAX_TAGS];
 } pl__mem_arena;
 
 /* What a backend provides: raw memory, streams, events, and the shared

@@ -99,12 +99,18 @@ static const char *arena_name(pl_arena a) {
   return a == PL_ARENA_DEVICE ? "device" : "pinned host";
 }
 
-/* The class of an allocation of tag ti in the device's phase now. */
-static int class_of(pl_dev *dev, const pl__mem_arena *a, int ti) {
+/* The class of an allocation of tag ti in the device's phase now: the
+ * classifier asked once per tag and phase (an allocator's hot path makes
+ * thousands of allocations a phase, of a few tags). */
+static int class_of(pl_dev *dev, pl__mem_arena *a, int ti) {
   if (!a->n_classes)
     return PL__MEM_NO_CLASS;
-  const int c = a->classify(a->classify_ctx, a->tags[ti], &dev->phase);
-  return c >= 0 && c < a->n_classes ? c : PL__MEM_NO_CLASS;
+  if (a->class_memo[ti])
+    return a->class_memo[ti] - 1;
+  int c = a->classify(a->classify_ctx, a->tags[ti], &dev->phase);
+  c = c >= 0 && c < a->n_classes ? c : PL__MEM_NO_CLASS;
+  a->class_memo[ti] = (unsigned char)(c + 1);
+  return c;
 }
 
 static pl_status track_alloc(pl_dev *dev, pl_arena arena, size_t bytes,
@@ -292,6 +298,8 @@ void pl_mem_phase_set(pl_dev *dev, const char *what, int layer,
   void *ctx = dev->phase_ctx;
   dev->phase = (pl_mem_phase){what, kind, layer};
   dev->phase_high = dev->arenas[PL_ARENA_DEVICE].current;
+  for (int i = 0; i < PL_ARENA_COUNT; i++) /* classes are per phase */
+    memset(dev->arenas[i].class_memo, 0, sizeof dev->arenas[i].class_memo);
   pthread_mutex_unlock(&dev->mem_lock);
   if (fn)
     fn(ctx, &ended, high);
@@ -327,6 +335,7 @@ pl_status pl_mem_set_classes(pl_dev *dev, pl_arena arena, int n,
   pthread_mutex_lock(&dev->mem_lock);
   pl__mem_arena *a = &dev->arenas[arena];
   a->n_classes = n, a->classify = classify, a->classify_ctx = ctx;
+  memset(a->class_memo, 0, sizeof a->class_memo);
   memset(a->class_now, 0, sizeof a->class_now);
   memset(a->class_peak, 0, sizeof a->class_peak);
   memset(a->class_at_peak, 0, sizeof a->class_at_peak);

@@ -220,8 +220,10 @@ void pl_mem_phase_str(const pl_mem_phase *ph, char *buf, size_t len);
 typedef int (*pl_mem_class_fn)(void *ctx, const char *tag,
                                const pl_mem_phase *ph);
 /* Count arena's allocations also by class (classify, called under the
- * tracker's lock on every allocation from now on; an allocation made before
- * counts in none): each class's current bytes, its peak and its bytes at the
+ * tracker's lock for each tag's first allocation of every phase from now
+ * on, its answer kept for the tag's later allocations of the phase, so it
+ * depends on the tag and the phase alone; an allocation made before counts
+ * in none): each class's current bytes, its peak and its bytes at the
  * arena's peak, as for tags (pl_mem_stats).  n in 1..PL_MEM_MAX_CLASSES;
  * NULL classify (n 0) turns the classes off. */
 pl_status pl_mem_set_classes(pl_dev *dev, pl_arena arena, int n,
