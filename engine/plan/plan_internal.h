@@ -335,6 +335,9 @@ bool pl__plan_ep_plays(const pl_plan_cfg *c, int ep);
  * chunks, each distinct cap once, largest first) into cs; their count. */
 #define PL__PLAN_CAPS 8
 int pl__plan_chunk_caps(int64_t N, int64_t *cs);
+/* The largest expert-parallel degree dividing both W and E (1 without
+ * experts): FSDP2's default EP (cfg.c). */
+int pl__plan_largest_ep(const pl_model_cfg *m, int W);
 /* The optimizer buckets β a search tries, largest first, and its
  * optimizers. */
 extern const size_t pl__plan_buckets[2];

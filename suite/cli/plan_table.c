@@ -318,9 +318,11 @@ static pl_status compute(const pl_plan_machine *mc, bool dry, table *T) {
   const int n1 = NM * NG * NJOB1, n2 = NM * NG * 2;
   progress pg = {0, n1 + n2, pl_now_ns()};
   failure fl = {.job = -1};
+  /* the largest model's jobs first (the longest searches), so that no
+   * long one starts last while the other threads idle */
 #pragma omp parallel for schedule(dynamic, 1)
   for (int j = 0; j < n1; j++)
-    job1(ms, mc, T, &pg, &fl, j);
+    job1(ms, mc, T, &pg, &fl, n1 - 1 - j);
   if (fl.job >= 0)
     return pl_set_error(fl.st, "%s", fl.msg);
   /* the longest context of the list each fits */
@@ -334,7 +336,7 @@ static pl_status compute(const pl_plan_machine *mc, bool dry, table *T) {
       }
 #pragma omp parallel for schedule(dynamic, 1)
   for (int j = 0; j < n2; j++)
-    job2(ms, mc, T, &pg, &fl, j);
+    job2(ms, mc, T, &pg, &fl, n2 - 1 - j);
   if (fl.job >= 0)
     return pl_set_error(fl.st, "%s", fl.msg);
   return PL_OK;
