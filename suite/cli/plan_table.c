@@ -176,11 +176,10 @@ static int gnuplot(const char *script, const char *data, const char *out) {
   return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
 }
 
-static void assumptions(FILE *f, const pl_plan_machine *mc) {
+static void assumptions(FILE *f, const pl_plan_machine *mc, bool dry) {
   fprintf(f,
           "These are **projections**, not measurements: engine/plan's memory "
-          "model (the step's allocations replayed by tag; checked against the "
-          "tracked peaks within 5%% in CI) and time model on the machine `%s` "
+          "%s and time model on the machine `%s` "
           "(`plateau plan --machine` lists every rate).  Assumptions: one "
           "rank per GPU, %d GPUs per node, %.1f GiB of HBM per GPU "
           "(%.1f GiB held back), %.0f GiB of host RAM per node; balanced "
@@ -190,19 +189,25 @@ static void assumptions(FILE *f, const pl_plan_machine *mc) {
           "TFLOP/s; inter-node %.0f GB/s per GPU with %.0f us latency; "
           "FSDP2-best = torchtitan's FSDP2 + full/selective AC + EP + CP + "
           "optional CPU offload as baselines/fsdp2 runs it, its allocations "
-          "replayed (engine/plan/baseline_fsdp2.c; held within 5%% of the "
-          "baseline's "
-          "tracked peaks in CI: fp32 sharded state, fp32 unsharded "
+          "%s fp32 sharded state, fp32 unsharded "
           "gradients, dense CE on full logits per CP shard, ring "
           "attention), PyTorch SDPA at %.0f "
           "TFLOP/s.  TFLOP/s count model FLOPs (6 × active parameters + "
           "6·S·d·n_q per layer, doc/guide/training.md): about 1.14× the "
           "paper's measure at "
           "1M.  The paper's figures are its own runs on 16 / 32 / 64 H200.\n\n",
+          dry ? "(every candidate of every search measured by steps on a dry "
+                "device, `--search dry`)"
+              : "model (the step's allocations replayed by tag; checked "
+                "against the tracked peaks within 5% in CI)",
           mc->source, mc->gpus_per_node, mc->hbm_bytes / 1073741824.0,
           mc->hbm_reserve / 1073741824.0, mc->host_bytes / 1073741824.0,
           mc->attn_fwd_tflops, mc->attn_bwd_tflops, 100 * mc->expert_eff,
-          mc->gemm_tflops, mc->ib_gbs, mc->ib_lat_us, mc->fsdp2_attn_tflops);
+          mc->gemm_tflops, mc->ib_gbs, mc->ib_lat_us,
+          dry ? "measured by the baseline's steps on a dry device ("
+              : "replayed (engine/plan/baseline_fsdp2.c; held within 5% of "
+                "the baseline's tracked peaks in CI:",
+          mc->fsdp2_attn_tflops);
 }
 
 /* ---- the computation, with progress on stderr ---------------------------
@@ -347,8 +352,9 @@ static pl_status compute(const pl_plan_machine *mc, bool dry, table *T) {
 static void write_tsv(FILE *ts, const pl_plan_machine *mc, const table *T) {
   fprintf(ts,
           "# plateau plan --table paper: projections (engine/plan) on "
-          "the machine %s\n",
-          mc->source);
+          "the machine %s%s\n",
+          mc->source,
+          T->dry ? "; every candidate's memory measured on a dry device" : "");
   fprintf(ts, "bench\tvariant\tmodel\tranks\tseq\tstatus\ttok_s_gpu\t"
               "tflops\tdev_peak_bytes\tconfig\tpaper_tok_s_gpu\t"
               "paper_tflops\tnote\n");
@@ -466,7 +472,7 @@ static void md_reach(FILE *md, const table *T) {
 static void write_md(FILE *md, const pl_plan_machine *mc, const table *T) {
   fprintf(md,
           "# The paper's end-to-end points, projected by `plateau plan`\n\n");
-  assumptions(md, mc);
+  assumptions(md, mc, T->dry);
   md_throughput(md, T);
   md_reach(md, T);
 }
