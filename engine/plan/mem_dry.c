@@ -27,9 +27,16 @@
 #include "plateau/timer.h"
 #include "train/describe.h"
 
-/* Steps of the trainer: the second starts from what the first left (the
- * optimizer's state, the kept buffers), the state the replay assumes. */
-#define DRY_STEPS 2
+/* Steps of the trainer measured: one.  The trainer allocates its state
+ * (the optimizer's, the resident buckets, SCO's host budget) when it is
+ * built, so its first step starts from what every later step starts from:
+ * a second step's memory equals the first's, field by field, on every
+ * configuration of the planner's grid (test_mpi_plan_dry.c dry_one_step). */
+#define DRY_STEPS 1
+/* Steps of a system measured through its hook (mem_hook.c): the FSDP2
+ * baseline's measurement steps twice, the second measured
+ * (pl_fsdp2_dry_memory). */
+#define HOOK_STEPS 2
 
 pl_plan_cfg pl_plan_rank_view_cfg(const pl_plan_cfg *c) {
   pl_plan_cfg b = *c;
@@ -197,10 +204,10 @@ static pl_status fill_mem(const pl_model_cfg *m, const pl_plan_cfg *c,
   return st;
 }
 
-/* DRY_STEPS steps of the trainer of b on dd (world dw); the last step's
+/* steps steps of the trainer of b on dd (world dw); the last step's
  * result into *r, the trainer's facts into *f. */
 static pl_status run_steps(pl_dev *dd, pl_comm *dw, const pl_model_cfg *m,
-                           const pl_plan_cfg *b, pl_step_result *r,
+                           const pl_plan_cfg *b, int steps, pl_step_result *r,
                            dry_facts *f) {
   pl_trainer *t = NULL;
   pl_status st = pl_trainer_create(dd, dw, m, &b->lc, b->S, &b->sc, &t);
@@ -216,7 +223,7 @@ static pl_status run_steps(pl_dev *dd, pl_comm *dw, const pl_model_cfg *m,
   int32_t *tok = calloc((size_t)pl_trainer_tokens_per_rank(t), sizeof *tok);
   if (!tok)
     st = pl_set_error(PL_ENOMEM, "the dry device: host tokens");
-  for (int s = 0; s < DRY_STEPS && st == PL_OK; s++) {
+  for (int s = 0; s < steps && st == PL_OK; s++) {
     st = pl_trainer_step(t, tok, r);
     if (st != PL_OK)
       st = pl_error_prefix(st, "the dry device: step %d: ", s + 1);
@@ -246,13 +253,13 @@ static void watch(void *ctx, const pl_mem_phase *ended, size_t high) {
   pl__bins_phase(ctx, ended->what, ended->layer, high);
 }
 
-/* One measurement of b (built for c) on a dry device with routes: the
- * pl_plan_mem of rank into *mem, the raw peaks and tags into *dm (NULL:
- * not wanted). */
+/* One measurement of b (built for c) on a dry device with routes, the
+ * last of steps steps: the pl_plan_mem of rank into *mem, the raw peaks and
+ * tags into *dm (NULL: not wanted). */
 static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
                          const pl_plan_cfg *b, const pl_plan_machine *mc,
-                         int rank, pl_plan_routes routes, pl_plan_mem *mem,
-                         pl_plan_dry_mem *dm) {
+                         int rank, pl_plan_routes routes, int steps,
+                         pl_plan_mem *mem, pl_plan_dry_mem *dm) {
   pl_dev *dd = NULL;
   pl_comm *dw = NULL;
   PL_TRY(pl_plan_dry_device_routed(mc->backend, (size_t)mc->hbm_bytes, rank,
@@ -269,7 +276,7 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
   if (st == PL_OK && !r)
     st = pl_set_error(PL_ENOMEM, "the dry device: host");
   if (st == PL_OK)
-    st = run_steps(dd, dw, m, b, r, &f);
+    st = run_steps(dd, dw, m, b, steps, r, &f);
   if (st == PL_OK) /* before the device (its tag names) goes */
     st = fill_mem(m, c, b, mc, rank, r, &f, mem);
   if (st == PL_OK)
@@ -289,14 +296,14 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
  * plan is what the routes do, the bound what any routes could). */
 static pl_status measure_worst(const pl_model_cfg *m, const pl_plan_cfg *c,
                                const pl_plan_cfg *b, const pl_plan_machine *mc,
-                               int rank, pl_plan_mem *out) {
+                               int rank, int steps, pl_plan_mem *out) {
   pl_plan_mem *w = malloc(sizeof *w);
   if (!w)
     return pl_set_error(PL_ENOMEM, "the dry device: host");
   pl_plan_cfg bw = *b;
   bw.sc.knobs.native = true;
   pl_status st =
-      measure(m, c, &bw, mc, rank, PL_PLAN_ROUTES_ADVERSARIAL, w, NULL);
+      measure(m, c, &bw, mc, rank, PL_PLAN_ROUTES_ADVERSARIAL, steps, w, NULL);
   if (st == PL_OK) {
     out->dev_worst = w->dev_peak;
     memcpy(out->layer_high_worst, w->layer_high, sizeof out->layer_high_worst);
@@ -309,10 +316,10 @@ static pl_status measure_worst(const pl_model_cfg *m, const pl_plan_cfg *c,
  * again under adversarial ones. */
 static pl_status measure_all(const pl_model_cfg *m, const pl_plan_cfg *c,
                              const pl_plan_cfg *b, const pl_plan_machine *mc,
-                             int rank, bool with_worst, pl_plan_mem *out,
-                             pl_plan_dry_mem *dm) {
-  PL_TRY(measure(m, c, b, mc, rank, PL_PLAN_ROUTES_BALANCED, out, dm));
-  return with_worst ? measure_worst(m, c, b, mc, rank, out) : PL_OK;
+                             int rank, bool with_worst, int steps,
+                             pl_plan_mem *out, pl_plan_dry_mem *dm) {
+  PL_TRY(measure(m, c, b, mc, rank, PL_PLAN_ROUTES_BALANCED, steps, out, dm));
+  return with_worst ? measure_worst(m, c, b, mc, rank, steps, out) : PL_OK;
 }
 
 pl_status pl__plan_memory_dry_worst(const pl_model_cfg *m, const pl_plan_cfg *c,
@@ -320,16 +327,24 @@ pl_status pl__plan_memory_dry_worst(const pl_model_cfg *m, const pl_plan_cfg *c,
                                     pl_plan_mem *out) {
   PL_TRY(check_dry(c));
   const pl_plan_cfg b = pl_plan_rank_view_cfg(c);
-  return measure_worst(m, c, &b, mc, rank < 0 ? 0 : rank, out);
+  return measure_worst(m, c, &b, mc, rank < 0 ? 0 : rank, DRY_STEPS, out);
+}
+
+pl_status pl__plan_memory_dry_steps(const pl_model_cfg *m, const pl_plan_cfg *c,
+                                    const pl_plan_machine *mc, int rank,
+                                    bool with_worst, int steps,
+                                    pl_plan_mem *out) {
+  memset(out, 0, sizeof *out);
+  PL_TRY(check_dry(c));
+  const pl_plan_cfg b = pl_plan_rank_view_cfg(c);
+  return measure_all(m, c, &b, mc, rank < 0 ? 0 : rank, with_worst, steps, out,
+                     NULL);
 }
 
 pl_status pl__plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, int rank,
                               bool with_worst, pl_plan_mem *out) {
-  memset(out, 0, sizeof *out);
-  PL_TRY(check_dry(c));
-  const pl_plan_cfg b = pl_plan_rank_view_cfg(c);
-  return measure_all(m, c, &b, mc, rank < 0 ? 0 : rank, with_worst, out, NULL);
+  return pl__plan_memory_dry_steps(m, c, mc, rank, with_worst, DRY_STEPS, out);
 }
 
 /* A system the engine does not own (the FSDP2 baseline): its measurement
@@ -360,12 +375,13 @@ pl_status pl_plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
   if (c->system != PL_PLAN_PLATEAU) {
     pl_status st = measure_hooked(m, c, mc, out);
     if (st == PL_OK)
-      out->steps = DRY_STEPS;
+      out->steps = HOOK_STEPS;
     out->seconds = pl_elapsed_s(t0);
     return st;
   }
   PL_TRY(check_dry(c));
-  pl_status st = measure_all(m, c, built, mc, 0, with_worst, &out->mem, out);
+  pl_status st =
+      measure_all(m, c, built, mc, 0, with_worst, DRY_STEPS, &out->mem, out);
   if (st == PL_OK)
     out->steps = DRY_STEPS;
   out->seconds = pl_elapsed_s(t0);

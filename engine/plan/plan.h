@@ -303,9 +303,11 @@ pl_status pl_plan_dry_device(pl_backend flavour, size_t total_bytes,
 pl_plan_cfg pl_plan_rank_view_cfg(const pl_plan_cfg *c);
 /* The memory of configuration c measured instead of replayed: the trainer
  * built on a dry device (pl_plan_dry_device: mc's backend as the flavour,
- * mc's device memory, the balanced routes of rank 0) and stepped twice (the
- * second step starts from what the first left, as the replay does); the
- * peaks and tags of the last step.  One process builds one rank: a
+ * mc's device memory, the balanced routes of rank 0) and stepped once (the
+ * trainer allocates its state when built, so its first step starts from
+ * what every later one does: a second step measures the same, field by
+ * field, test_mpi_plan_dry.c dry_one_step); the peaks and tags of that
+ * step.  One process builds one rank: a
  * configuration of W > 1 ranks is built as the rank view of that run's
  * rank 0 (*built: W = 1, W_v = the run's, lc.rank_view: every group
  * virtual, the expert group too, train/layout.h), which holds what rank 0

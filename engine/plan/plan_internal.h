@@ -201,6 +201,12 @@ pl_status pl__plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
 pl_status pl__plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, int rank,
                               bool with_worst, pl_plan_mem *out);
+/* The same, the last of steps steps measured (pl__plan_memory_dry: one;
+ * the tests hold more to it). */
+pl_status pl__plan_memory_dry_steps(const pl_model_cfg *m, const pl_plan_cfg *c,
+                                    const pl_plan_machine *mc, int rank,
+                                    bool with_worst, int steps,
+                                    pl_plan_mem *out);
 /* Its adversarial routes' measurement alone: out's dev_worst and
  * layer_high_worst (its other fields untouched). */
 pl_status pl__plan_memory_dry_worst(const pl_model_cfg *m, const pl_plan_cfg *c,

@@ -15,7 +15,9 @@
  * names the configuration, the rank, the peaks and the tag that differs the
  * most.  A point that differs is a bug in the replay, the dry device, or a
  * read-back the dry device answers differently from the route profile; it is
- * never loosened here. */
+ * never loosened here.  Also: the planner's measurement of one step equals
+ * that of a second step after it (dry_one_step), and measurements on four
+ * threads at once equal each made alone (dry_threads). */
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
@@ -591,6 +593,48 @@ START_TEST(dry_route_share) {
 }
 END_TEST
 
+/* ---- one step measures what a later one does -------------------------
+ * pl__plan_memory_dry measures one step: the trainer allocates its state
+ * when it is built.  On every point of the grid and both flavours, with
+ * the worst case, a second step's pl_plan_mem (the one measured after a
+ * first) equals the first's, field by field and phase by phase. */
+
+START_TEST(dry_one_step) {
+  if (size != 1)
+    return; /* one process measures one rank */
+  point g[32];
+  const int n = grid(size, g);
+  int nf = 0;
+  for (int b = 0; b < 2; b++) {
+    pl_plan_machine mc = pl_plan_machine_default();
+    mc.backend = b ? PL_BACKEND_CUDA : PL_BACKEND_CPU;
+    for (int i = 0; i < n; i++) {
+      static pl_plan_mem one, two;
+      ck_assert_msg(pl__plan_memory_dry_steps(&g[i].m, &g[i].c, &mc, 0, true, 1,
+                                              &one) == PL_OK,
+                    "%s: %s", g[i].name, pl_last_error());
+      ck_assert_msg(pl__plan_memory_dry_steps(&g[i].m, &g[i].c, &mc, 0, true, 2,
+                                              &two) == PL_OK,
+                    "%s: %s", g[i].name, pl_last_error());
+      char lines[4][PL_PLAN_DIFF_LEN];
+      const int nd = pl_plan_mem_diff(&one, &two, lines, 4);
+      const bool same =
+          nd == 0 &&
+          !memcmp(one.layer_high, two.layer_high, sizeof one.layer_high) &&
+          !memcmp(one.layer_high_worst, two.layer_high_worst,
+                  sizeof one.layer_high_worst);
+      if (!same)
+        fprintf(stderr, "  %s (%s): one step / two: %d fields differ%s%s\n",
+                g[i].name, pl_backend_name(mc.backend), nd, nd ? ", " : "",
+                nd ? lines[0] : " (a phase's high)");
+      nf += !same;
+    }
+  }
+  ck_assert_msg(nf == 0, "%d of %d points: a second step measures otherwise",
+                nf, 2 * n);
+}
+END_TEST
+
 /* ---- measured on several threads at once ------------------------------
  * A dry measurement calls no MPI (its world is a virtual group of one), so
  * threads measure at once, each its own configuration, on every rank of
@@ -651,17 +695,10 @@ int main(int argc, char **argv) {
       pl_check_world_open(&argc, &argv, "plan_dry", &dev, &world, &rank, &size);
   if (e)
     return e;
-  const TTest *tests[] = {dry_backend_basics,
-                          dry_route_view,
-                          dry_route_share,
-                          dry_grid,
-                          dry_grid_cuda,
-                          dry_full_grid,
-                          dry_full_grid_cuda,
-                          dry_room_need,
-                          dry_room_floor,
-                          dry_threads,
-                          NULL};
+  const TTest *tests[] = {dry_backend_basics, dry_route_view, dry_route_share,
+                          dry_grid,           dry_grid_cuda,  dry_full_grid,
+                          dry_full_grid_cuda, dry_room_need,  dry_room_floor,
+                          dry_threads,        dry_one_step,   NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("plan_dry", 300, tests, rank, world));
 }

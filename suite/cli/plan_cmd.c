@@ -134,7 +134,7 @@ static const pl_opt plan_opts[] = {
     {"search", 0, PL_OPT_ENUM, "replay",
      "the search's memory of each candidate: replay (the step's allocation "
      "schedule, about 20 us) or dry (steps on a dry device, ms each: a "
-     "default search about a second, --table paper minutes on every core; "
+     "default search under a second, --table paper minutes on every core; "
      "balanced routing)",
      0, 0, searches},
     /* output */

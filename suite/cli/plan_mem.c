@@ -269,10 +269,10 @@ void pl__plan_dry_print(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
     return;
   }
   fprintf(f,
-          "\nmemory %s one step on a dry device (%s, %d steps, the last "
+          "\nmemory %s one step on a dry device (%s, %d step%s, the last "
           "measured; %.2f s)\n",
           both ? "replayed, and measured by" : "above: measured by", fl,
-          dm->steps, dm->seconds);
+          dm->steps, dm->steps == 1 ? "" : "s", dm->seconds);
   if (built->W != c->W)
     fprintf(f,
             "  built as rank 0 of the %d-GPU run in one process (the rank "
