@@ -7,7 +7,11 @@
  * changes what the step allocates: the router's top-k expert ids, whose
  * per-expert counts size the MoE dispatch buffers.  The caller (the planner,
  * or a test) supplies them through this hook; every other read-back yields
- * zeros (a loss of 0, a gradient norm of 0), which changes no allocation. */
+ * zeros (a loss of 0, a gradient norm of 0), which changes no allocation.
+ *
+ * One thread at a time drives a dry device: its tracker (core/mem.c) takes
+ * no lock.  Threads measure at once each on a device of its own (the
+ * planner's searches do). */
 #ifndef PLATEAU_BACKEND_DRY_DRY_H
 #define PLATEAU_BACKEND_DRY_DRY_H
 
