@@ -23,7 +23,6 @@
 #include "fsdp2_internal.h"
 #include "ops/moe.h"
 #include "plan/plan.h"
-#include "train/data.h"
 
 /* The baseline's knobs of planner configuration b (pl_fsdp2_plan_cfg
  * inverted); PL_EUNSUPPORTED for what the baseline or the dry device does
@@ -184,22 +183,24 @@ static void fill_facts(const pl_fsdp2 *t, const pl_plan_cfg *c,
 }
 
 /* Two steps of the baseline f on its dry device; the device bytes between
- * them into *state, the second step's result into *r. */
-static pl_status two_steps(pl_fsdp2 *f, const pl_model_cfg *m, size_t *state,
-                           pl_step_result *r) {
-  pl_data *data = NULL;
-  PL_TRY(pl_data_synthetic(m->V, 9, &data));
-  pl_status st = pl_fsdp2_run(f, data, 0, 1, NULL, NULL);
+ * them into *state, the second step's result into *r.  Token 0 everywhere:
+ * a dry device computes nothing, so no allocation depends on the tokens'
+ * values (the routes come from its hook). */
+static pl_status two_steps(pl_fsdp2 *f, size_t *state, pl_step_result *r) {
+  int32_t *tok = calloc((size_t)pl_fsdp2_tokens_per_rank(f), sizeof *tok);
+  if (!tok)
+    return pl_set_error(PL_ENOMEM, "the dry device: host tokens");
+  pl_status st = pl_fsdp2_step(f, tok, NULL);
   if (st == PL_OK) {
     pl_mem_stats ms;
     st = pl_mem_stats_get(f->dev, PL_ARENA_DEVICE, &ms);
     *state = ms.current;
   }
   if (st == PL_OK)
-    st = pl_fsdp2_run(f, data, 1, 1, NULL, r);
+    st = pl_fsdp2_step(f, tok, r);
   if (st != PL_OK)
     pl_error_prefix(st, "the dry device: a step: ");
-  pl_data_close(data);
+  free(tok);
   return st;
 }
 
@@ -233,7 +234,7 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
     goto done;
   }
   size_t state = 0;
-  PL_TRY_GOTO(st, done, two_steps(f, m, &state, r));
+  PL_TRY_GOTO(st, done, two_steps(f, &state, r));
   *peak = r->dev.peak;
   *ep_virtual = f->ep_virtual;
   if (out) {

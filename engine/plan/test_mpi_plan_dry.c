@@ -541,7 +541,7 @@ static void *route_share_thread(void *arg) {
 /* A pure hook's answers are shared by the dry devices of a thread: asked
  * once per (hook, ctx, shape), one stamp, alive while a device holds it;
  * a hook set as not pure, or another ctx, is asked anew; the thread keeps
- * its last four answers. */
+ * its last eight answers. */
 START_TEST(dry_route_share) {
   enum { N = 5, K = 2, E = 8, ND = 4 };
   pl_dev *d[ND];
@@ -570,15 +570,22 @@ START_TEST(dry_route_share) {
   ck_assert_int_eq(pl_dry_routes_view(d[0], N, K, E, E, &v[0]), PL_OK);
   ck_assert_int_eq(h.calls, 2);
   ck_assert_uint_eq(v[0].stamp, v[1].stamp);
-  /* four other shapes later the first is asked for again */
-  for (int n = 1; n <= 4; n++)
+  /* seven other shapes later the first is still kept, eight later it is
+   * asked for again */
+  for (int n = 1; n <= 7; n++)
     ck_assert_int_eq(pl_dry_routes_view(d[0], N + n, K, E, E, &v[0]), PL_OK);
-  ck_assert_int_eq(h.calls, 6);
+  ck_assert_int_eq(h.calls, 9);
+  ck_assert_int_eq(pl_dry_routes_view(d[0], N, K, E, E, &v[0]), PL_OK);
+  ck_assert_int_eq(h.calls, 9);
+  for (int n = 1; n <= 8; n++)
+    ck_assert_int_eq(pl_dry_routes_view(d[0], N + 10 + n, K, E, E, &v[0]),
+                     PL_OK);
+  ck_assert_int_eq(h.calls, 17);
   pl_dev *e;
   ck_assert_int_eq(pl_dev_create(PL_BACKEND_DRY, 0, &e), PL_OK);
   ck_assert_int_eq(pl_dry_set_routes_pure(e, cyclic_routes, &h), PL_OK);
   ck_assert_int_eq(pl_dry_routes_view(e, N, K, E, E, &v[0]), PL_OK);
-  ck_assert_int_eq(h.calls, 7);
+  ck_assert_int_eq(h.calls, 18);
   ck_assert(v[0].stamp != v[1].stamp); /* d[1] holds the old answer */
   pl_dev_destroy(e);
   /* another thread asks for its own (and frees it when it ends: the
@@ -587,7 +594,7 @@ START_TEST(dry_route_share) {
   ck_assert_int_eq(pthread_create(&th, NULL, route_share_thread, &h), 0);
   ck_assert_int_eq(pthread_join(th, NULL), 0);
   ck_assert(!h.bad);
-  ck_assert_int_eq(h.calls, 8);
+  ck_assert_int_eq(h.calls, 19);
   for (int i = 0; i < ND; i++)
     pl_dev_destroy(d[i]);
 }

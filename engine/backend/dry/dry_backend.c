@@ -92,8 +92,10 @@ static dry_answer *answer_get(dry_answer *a) {
 
 /* The answers of pure hooks this thread asked for last, the most recent
  * first: a planner builds many dry devices in a row, and each would ask
- * for the same routes again. */
-#define SHARED_ANSWERS 4
+ * for the same routes again.  Eight: a search's candidates take routes of
+ * a handful of token counts (one per Ulysses group D) and both routings
+ * (balanced, adversarial); at 1M tokens and k = 8 an answer holds 32 MiB. */
+#define SHARED_ANSWERS 8
 static _Thread_local dry_answer *t_shared[SHARED_ANSWERS];
 
 /* A thread that ends lets go of its answers (pl__at_thread_exit). */
