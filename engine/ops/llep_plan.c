@@ -366,17 +366,21 @@ pl_status pl_route_profile_fill(const pl_route_profile *p, int64_t N, int k,
     int64_t i = (t + rot) % (N > 0 ? N : 1); /* pattern index of position t */
     if (perm)
       i = perm[i];
-    for (int j = 0; j < k; j++) {
-      int e;
-      if (p->balanced)
-        e = (int)((i + j) % E);
-      else if (i < nhot)
-        e = j % p->h;
-      else
-        e = p->h + (int)((i + j) % (E - p->h));
-      idx[t * k + j] = e;
-      weights[t * k + j] = 1.0f / (float)k;
+    int32_t *it = idx + t * k;
+    if (p->balanced || i >= nhot) { /* (i + j) mod n from h, by steps */
+      const int h = p->balanced ? 0 : p->h, n = E - h;
+      int e = (int)(i % n);
+      for (int j = 0; j < k; j++) {
+        it[j] = h + e;
+        e = e + 1 == n ? 0 : e + 1;
+      }
+    } else {
+      for (int j = 0; j < k; j++)
+        it[j] = j % p->h;
     }
+    if (weights)
+      for (int j = 0; j < k; j++)
+        weights[t * k + j] = 1.0f / (float)k;
   }
   free(perm);
   return PL_OK;

@@ -103,7 +103,8 @@ typedef struct pl_route_profile {
  * positions); PL_EINVAL otherwise. */
 pl_status pl_route_profile_parse(const char *s, pl_route_profile *out);
 
-/* Fill idx (N x k) and weights (N x k, 1/k each) of a rank's N tokens:
+/* Fill idx (N x k) and weights (N x k, 1/k each; NULL: none written) of a
+ * rank's N tokens:
  * balanced: pattern index i picks (i + j) mod E; r/h: the first floor(r*N)
  * indices pick hot experts j mod h, the others h + ((i + j) mod (E - h)).
  * Position t holds index t (LLEP's layout) or, `shuffled`, index pi(t) of a

@@ -316,6 +316,19 @@ START_TEST(profiles) {
   ck_assert_int_eq(idx[0], 0);
   ck_assert_int_eq(idx[3], 3);
   ck_assert_int_eq(idx[900 * k + 1], 4 + (900 + 1) % 28);
+  /* every route by the formula, balanced and r/h; weights not wanted */
+  const int nhot = (int)floor(0.8 * N);
+  for (int t = 0; t < N; t++)
+    for (int j = 0; j < k; j++)
+      ck_assert_int_eq(idx[t * k + j],
+                       t < nhot ? j % 4 : 4 + (t + j) % (E - 4));
+  pl_route_profile b;
+  pl_route_profile_parse("balanced", &b);
+  int32_t idxb[N * k];
+  ck_assert_int_eq(pl_route_profile_fill(&b, N, k, E, 0, 0, idxb, NULL), PL_OK);
+  for (int t = 0; t < N; t++)
+    for (int j = 0; j < k; j++)
+      ck_assert_int_eq(idxb[t * k + j], (t + j) % E);
   /* seeded: same multiset of routes, rotated positions */
   int32_t idx2[N * k];
   ck_assert_int_eq(pl_route_profile_fill(&p, N, k, E, 7, 1, idx2, w), PL_OK);

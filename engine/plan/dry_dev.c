@@ -10,7 +10,6 @@
  * dry` take their dry device from here and agree with the replay. */
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "backend/dry/dry.h"
 #include "ops/llep_plan.h"
@@ -21,13 +20,8 @@ static pl_status balanced_routes(void *ctx, int64_t N, int k, int E,
                                  int32_t *idx) {
   pl_route_profile p;
   PL_TRY(pl_route_profile_parse("balanced", &p));
-  float *w = malloc((size_t)(N > 0 ? N : 1) * (size_t)k * sizeof *w);
-  if (!w)
-    return pl_set_error(PL_ENOMEM, "dry routes: host");
   const int rank = (int)(intptr_t)ctx;
-  pl_status st = pl_route_profile_fill(&p, N, k, E, 0, rank, idx, w);
-  free(w);
-  return st;
+  return pl_route_profile_fill(&p, N, k, E, 0, rank, idx, NULL);
 }
 
 /* The adversarial hook: every token's k routes to the experts 0..k-1 (the
@@ -41,12 +35,7 @@ static pl_status adversarial_routes(void *ctx, int64_t N, int k, int E,
   snprintf(name, sizeof name, "100/%d", k);
   pl_route_profile p;
   PL_TRY(pl_route_profile_parse(name, &p));
-  float *w = malloc((size_t)(N > 0 ? N : 1) * (size_t)k * sizeof *w);
-  if (!w)
-    return pl_set_error(PL_ENOMEM, "dry routes: host");
-  pl_status st = pl_route_profile_fill(&p, N, k, E, 0, 0, idx, w);
-  free(w);
-  return st;
+  return pl_route_profile_fill(&p, N, k, E, 0, 0, idx, NULL);
 }
 
 pl_status pl_plan_dry_device(pl_backend flavour, size_t total_bytes,
