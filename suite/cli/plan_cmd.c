@@ -131,11 +131,11 @@ static const pl_opt plan_opts[] = {
      "built and stepped on a dry device), replay (the search's allocation "
      "schedule; the default with --table or --imb), both (compared)",
      0, 0, memories},
-    {"search", 0, PL_OPT_ENUM, "replay",
-     "the search's memory of each candidate: replay (the step's allocation "
-     "schedule, about 20 us) or dry (steps on a dry device, ms each: a "
-     "default search under a second, --table paper minutes on every core; "
-     "balanced routing)",
+    {"search", 0, PL_OPT_ENUM, NULL,
+     "the search's memory of each candidate: dry (the default: a step on a "
+     "dry device, ms each, a search seconds at most; --table paper minutes "
+     "on every core) or replay (the step's allocation schedule, about 20 "
+     "us; the default with --table or --imb)",
      0, 0, searches},
     /* output */
     {"format", 0, PL_OPT_ENUM, "table", "table | tsv", 0, 0, formats},
@@ -154,12 +154,13 @@ static void usage(FILE *f) {
           "of a\n  training configuration, before launch (engine/plan).  Knobs "
           "not given are\n  chosen to maximize predicted tok/s/GPU among "
           "configurations that fit\n  (--config explicit: defaults instead).  "
-          "--table paper projects the\n  paper's points.  The search estimates "
-          "memory by a replay of the step's\n  allocations (--search dry: "
-          "by steps on a dry device); the chosen\n  configuration's "
-          "memory is then measured by a step on a dry device\n  (its rank 0 in "
-          "one process, every group virtual; --memory replay:\n  the estimate; "
-          "both: side by side, field by field).\n  Exit: 0 fits, "
+          "--table paper projects the\n  paper's points.  The search measures "
+          "each candidate's memory by a step\n  on a dry device (its rank 0 "
+          "in one process, every group virtual;\n  --search replay, and with "
+          "--table or --imb: a replay of the step's\n  allocations); the "
+          "chosen configuration's memory is measured so too\n  (--memory "
+          "replay: the estimate; both: side by side, field by field).\n  "
+          "Exit: 0 fits, "
           "1 does not fit, 2 bad input, 3 error.\n\n");
   pl_args_usage(plan_opts, f);
 }
@@ -643,16 +644,17 @@ static pl_status plan_of(const pl_model_cfg *m, pl_plan_cfg *c,
 
 /* What the dry device measures: *memory (0 replay, 1 dry, 2 both) the
  * chosen configuration's, *sdry the search's every candidate.  Measured
- * unless the dry device cannot stand for it: a table of many points (the
- * search's replay, for speed), routes other than balanced.  0, or 2 with
- * the reason on stderr. */
+ * unless the dry device cannot stand for it (routes other than balanced)
+ * or a table of many points is asked for (replayed for speed unless
+ * --search dry).  0, or 2 with the reason on stderr. */
 static int dry_options(const pl_args *a, bool tsv, int *memory, bool *sdry) {
   const bool imb = pl_args_f64(a, "imb") != 1,
              table = pl_args_given(a, "table");
   *memory = pl_args_given(a, "memory") ? (int)pl_args_enum(a, "memory")
             : table || imb             ? 0
                                        : 1;
-  *sdry = pl_args_enum(a, "search") == 1;
+  *sdry = pl_args_given(a, "search") ? pl_args_enum(a, "search") == 1
+                                     : !table && !imb;
   const char *swhy = *sdry && imb ? "--imb other than 1" : NULL;
   if (swhy) {
     fprintf(stderr,
@@ -744,6 +746,19 @@ static int plan_one(int argc, char **argv) {
   }
   const uint64_t t0 = pl_now_ns();
   st = plan_of(&m, &c, &fr, &mc, searched, s, v, &t);
+  /* the measured search by default: where a dry device builds none of the
+   * candidates (a point beyond any machine's address space), the replay's
+   * answer stands, said so */
+  char sdry_why[400] = "";
+  if (sdry && searched && !pl_args_given(a, "search") && st != PL_EINVAL &&
+      (st != PL_OK || (s->unbuilt > 0 && s->evals == s->unbuilt))) {
+    snprintf(sdry_why, sizeof sdry_why, "%s",
+             st != PL_OK ? pl_last_error() : "every candidate left out");
+    pl_clear_error();
+    fr.dry = sdry = false;
+    memset(s, 0, sizeof *s), memset(v, 0, sizeof *v), memset(&t, 0, sizeof t);
+    st = plan_of(&m, &c, &fr, &mc, searched, s, v, &t);
+  }
   const double search_s = pl_elapsed_s(t0);
   if (st == PL_EINVAL || st == PL_EUNSUPPORTED) {
     code = bad(pl_last_error());
@@ -768,6 +783,10 @@ static int plan_one(int argc, char **argv) {
              "(%d tried, %ld measured, %d left out that it cannot build; "
              "%.1f s)\n",
              s->tried, s->evals, s->unbuilt, search_s);
+    else if (!tsv && sdry_why[0])
+      printf("\nsearch: replayed; a dry device could not build its "
+             "candidates: %s\n",
+             sdry_why);
     code = v->fits ? 0 : 1;
   }
   free(s);

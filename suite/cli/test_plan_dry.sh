@@ -76,25 +76,33 @@ out=$("$BIN" plan --model tiny --gpus 1 --seq 4Ki 2>&1)
   fail "the default printed no dry measurement"
 
 # a context no dry device can hold (petabytes of pinned boundaries): the
-# replay's "does not fit" stands (exit 1), and the output says why
+# search and the memory fall back to the replay, whose "does not fit"
+# stands (exit 1), and the output says why
 out=$("$BIN" plan --seq 1Ti 2>&1)
 rc=$?
-[[ $rc -eq 1 && $out == *"memory above: replayed; a dry device could not build"*"address space"* ]] &&
-  pass || fail "plan --seq 1Ti: exit $rc: $(tail -2 <<<"$out")"
-# the FSDP2 plan's choice of mbs > 1, which the baseline does not run: the
-# replay's memory and verdict stand, said so (exit 0, not an error)
-out=$("$BIN" plan --model tiny --gpus 4 --seq 16Ki --system fsdp2 2>&1)
+[[ $rc -eq 1 && $out == *"memory above: replayed; a dry device could not build"*"address space"* &&
+  $out == *"search: replayed; a dry device could not build its candidates: "*"address space"* ]] &&
+  pass || fail "plan --seq 1Ti: exit $rc: $(tail -4 <<<"$out")"
+# the replayed search's FSDP2 choice of mbs > 1, which the baseline does not
+# run: the replay's memory and verdict stand, said so (exit 0, not an error)
+out=$("$BIN" plan --model tiny --gpus 4 --seq 16Ki --system fsdp2 --search replay 2>&1)
 rc=$?
 [[ $rc -eq 0 && $out == *"memory above: replayed; a dry device could not build"*"mbs="* ]] &&
-  pass || fail "plan --system fsdp2 (mbs > 1 chosen): exit $rc: $(tail -2 <<<"$out")"
+  pass || fail "plan --system fsdp2 --search replay (mbs > 1 chosen): exit $rc: $(tail -2 <<<"$out")"
+# by default the search measures, so it chooses what the baseline runs
+out=$("$BIN" plan --model tiny --gpus 4 --seq 16Ki --system fsdp2 2>&1)
+rc=$?
+[[ $rc -eq 0 && $(grep '^# configuration' <<<"$out") == *"mbs=1 "* &&
+  $out == *"memory above: measured by"* && $out == *"left out that it cannot build"* ]] &&
+  pass || fail "plan --system fsdp2 (default search): exit $rc: $(grep -E '^# configuration|^search' <<<"$out")"
 
-# --search dry: every candidate measured on a dry device; on these points
-# the same output as the replayed search but for the search's line (the
-# same choice, fill, memory and verdict)
+# --search dry (the default): every candidate measured on a dry device; on
+# these points the same output as --search replay but for the search's line
+# (the same choice, fill, memory and verdict)
 # (the measurement's own time, on the "memory above" line, left out)
 untimed() { sed -E 's/; [0-9.]+ s\)$/; T s)/'; }
 for args in "--gpus 4 --seq 16Ki" "--gpus 8 --seq 32Ki --model gpt-oss-20b"; do
-  r=$("$BIN" plan --model tiny $args 2>&1 | untimed)
+  r=$("$BIN" plan --model tiny $args --search replay 2>&1 | untimed)
   d=$("$BIN" plan --model tiny $args --search dry 2>&1)
   rc=$?
   d=$(untimed <<<"$d")
@@ -108,8 +116,8 @@ d=$("$BIN" plan --model tiny --gpus 4 --seq 16Ki --system fsdp2 --search dry 2>&
 [[ $d == *"left out that it cannot build"* && $d != *" 0 left out"* &&
   $(grep '^# configuration' <<<"$d") == *"mbs=1 "* && $d == *"memory above: measured by"* ]] &&
   pass || fail "plan --system fsdp2 --search dry: $(grep -E '^# configuration|^search' <<<"$d")"
-out=$("$BIN" plan --model tiny --gpus 1 --seq 4Ki --memory replay 2>&1)
-[[ $out != *"dry device"* ]] && pass || fail "--memory replay printed a dry measurement"
+out=$("$BIN" plan --model tiny --gpus 1 --seq 4Ki --memory replay --search replay 2>&1)
+[[ $out != *"dry device"* ]] && pass || fail "--memory replay --search replay printed a dry measurement"
 out=$("$BIN" plan --model tiny --gpus 2 --seq 4Ki --imb 1.5 2>&1)
 [[ $out == *"memory above: replayed (--imb"* && $out != *"measured by"* ]] && pass ||
   fail "--imb 1.5: $(tail -3 <<<"$out")"
