@@ -643,10 +643,9 @@ static pl_status plan_of(const pl_model_cfg *m, pl_plan_cfg *c,
 }
 
 /* What the dry device measures: *memory (0 replay, 1 dry, 2 both) the
- * chosen configuration's, *sdry the search's every candidate.  Measured
- * unless the dry device cannot stand for it (routes other than balanced)
- * or a table of many points is asked for (replayed for speed unless
- * --search dry).  0, or 2 with the reason on stderr. */
+ * chosen configuration's, *sdry the search's every candidate; by default
+ * all but with --imb (balanced routes only) or --table (replayed for
+ * speed).  0, or 2 with the reason on stderr. */
 static int dry_options(const pl_args *a, bool tsv, int *memory, bool *sdry) {
   const bool imb = pl_args_f64(a, "imb") != 1,
              table = pl_args_given(a, "table");
@@ -746,9 +745,8 @@ static int plan_one(int argc, char **argv) {
   }
   const uint64_t t0 = pl_now_ns();
   st = plan_of(&m, &c, &fr, &mc, searched, s, v, &t);
-  /* the measured search by default: where a dry device builds none of the
-   * candidates (a point beyond any machine's address space), the replay's
-   * answer stands, said so */
+  /* measured by default; where a dry device builds no candidate (beyond
+   * any address space), the replay's answer stands, said so */
   char sdry_why[400] = "";
   if (sdry && searched && !pl_args_given(a, "search") && st != PL_EINVAL &&
       (st != PL_OK || (s->unbuilt > 0 && s->evals == s->unbuilt))) {
