@@ -313,11 +313,17 @@ static pl_status measure_worst(const pl_model_cfg *m, const pl_plan_cfg *c,
 }
 
 /* c's memory measured (balanced routes), with_worst: dev_worst measured
- * again under adversarial ones. */
+ * again under adversarial ones.  c's layout is checked on its own ranks
+ * first: the rank view (b) has one, so its refusal of a group would name
+ * W=1 where the run has W. */
 static pl_status measure_all(const pl_model_cfg *m, const pl_plan_cfg *c,
                              const pl_plan_cfg *b, const pl_plan_machine *mc,
                              int rank, bool with_worst, int steps,
                              pl_plan_mem *out, pl_plan_dry_mem *dm) {
+  if (b->W != c->W) {
+    pl_layout_plan lp;
+    PL_TRY(pl_layout_plan_make(m, &c->lc, c->W, 0, c->S, &lp));
+  }
   PL_TRY(measure(m, c, b, mc, rank, PL_PLAN_ROUTES_BALANCED, steps, out, dm));
   return with_worst ? measure_worst(m, c, b, mc, rank, steps, out) : PL_OK;
 }
