@@ -11,7 +11,8 @@
 # lacks the package: the test binaries need it.)
 #
 # The binaries: every test_*cuda* the build has, and the MPI tests whose
-# CUDA cases run where a GPU is (test_mpi_ulysses, test_mpi_layer), under
+# CUDA cases run where a GPU is (test_mpi_ulysses, test_mpi_layer,
+# test_mpi_virtual), under
 # mpirun -np NP (1 by default: a one-GPU machine; a test needing more GPUs
 # than the node has says "skipped").  Each has its own timeout (TEST_TIMEOUT,
 # 300 s).  Exit 0 when every line reads 100%, 1 otherwise, 2 when the build
@@ -33,7 +34,7 @@ pl_dev_begin "$OUT"
 } | sed 's/^/# /' >"$OUT/cuda-tests.txt"
 rc=0
 for t in $(find build/tests -type f -perm -u+x \( -name 'test_*cuda*' -o -name test_mpi_ulysses \
-  -o -name test_mpi_layer \) | sort); do
+  -o -name test_mpi_layer -o -name test_mpi_virtual \) | sort); do
   name=${t#build/tests/}
   log="$OUT/$(basename "$t").txt"
   CK_FORK=no timeout "${TEST_TIMEOUT:-300}" $MPIRUN -np "$NP" "$t" >"$log" 2>&1
