@@ -522,6 +522,10 @@ typedef struct pl_plan_free {
   /* not a knob: every candidate's memory measured by steps on a dry device
    * (pl_plan_memory_dry's way, tens of ms each) instead of replayed */
   bool dry;
+  /* not a knob: whether any configuration fits, not which is best — the
+   * search stops at the first that fits (fastest bound first) and fills no
+   * headroom (have_best: that one; runner_up and the fill left empty) */
+  bool first_fit;
 } pl_plan_free;
 
 typedef struct pl_plan_choice {

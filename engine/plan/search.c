@@ -348,7 +348,8 @@ static int q_cmp(const void *pa, const void *pb) {
  * it as its measurement would?  Where lb does not fit the device neither
  * does the form: pruned as the form would be, or, where the form itself
  * would be ranked as the closest (ranks_least), counted as tried when it
- * cannot be closer than the closest held (its need is at least lb's).
+ * cannot be closer than the closest held (its need is at least lb's) or
+ * the search wants the first fit only (no closest kept).
  * Where lb fits, more room than the form leaves bounds c from above. */
 static pl_status floor_prunes(const pl_model_cfg *m, const pl_plan_free *fr,
                               const pl_plan_machine *mc, ranking *r,
@@ -357,8 +358,10 @@ static pl_status floor_prunes(const pl_model_cfg *m, const pl_plan_free *fr,
   const double usable = pl__hbm_usable(mc);
   if ((double)lb->dev_peak > usable) {
     *gone = pruned(r, 0);
-    if (!*gone && ranks_least && r->have_closest &&
-        (double)lb->dev_peak / (double)(size_t)usable >= r->closest.over) {
+    if (!*gone &&
+        (fr->first_fit ||
+         (ranks_least && r->have_closest &&
+          (double)lb->dev_peak / (double)(size_t)usable >= r->closest.over))) {
       r->tried++;
       *gone = true;
     }
@@ -407,7 +410,7 @@ static pl_status room_pruned(const pl_model_cfg *m, const pl_plan_free *fr,
   if (st != PL_OK) /* refused: rank_queue says so as before */
     return st == PL_EINVAL || st == PL_EUNSUPPORTED ? PL_OK : st;
   if ((double)y.mem.dev_peak > pl__hbm_usable(mc)) { /* no form fits */
-    *gone = pruned(r, 0);
+    *gone = pruned(r, 0) || fr->first_fit;
     if (!*gone && ranks_least) {
       rank_in(r, &y); /* the closest it can be, as sco_search ranks it */
       *gone = true;
@@ -423,15 +426,17 @@ static pl_status room_pruned(const pl_model_cfg *m, const pl_plan_free *fr,
 /* FSDP2: a sibling of candidate c with lighter activation checkpointing
  * (full below selective below none) or its optimizer state offloaded peaks
  * no higher on the device (test_plan_room.c fsdp2_floor_holds).  A
- * candidate that cannot fit, once a best is held or where it cannot be
- * closer than the closest held, is only counted as tried (rank_in): one
+ * candidate that cannot fit, once a best is held, where it cannot be
+ * closer than the closest held, or in a first-fit search (which keeps no
+ * closest), is only counted as tried (rank_in): one
  * whose siblings the memo holds — or, failing those, the lightest one,
  * evaluated — show so is counted so, unevaluated. */
 static pl_status fsdp2_floored(const pl_model_cfg *m, const pl_plan_free *fr,
                                const pl_plan_machine *mc, ranking *r,
                                const pl_plan_cfg *c, bool *gone) {
   *gone = false;
-  if ((!r->have_best && !r->have_closest) || (!fr->ac && !fr->offload))
+  if ((!r->have_best && !r->have_closest && !fr->first_fit) ||
+      (!fr->ac && !fr->offload))
     return PL_OK;
   pl_plan_mem *mem = malloc(sizeof *mem);
   if (!mem)
@@ -458,7 +463,7 @@ static pl_status fsdp2_floored(const pl_model_cfg *m, const pl_plan_free *fr,
   free(mem);
   const double usable = pl__hbm_usable(mc);
   if ((double)lb > usable &&
-      (r->have_best ||
+      (r->have_best || fr->first_fit ||
        (double)lb / (double)(size_t)usable >= r->closest.over)) {
     r->tried++; /* as rank_in counts it: it cannot be the closest either */
     *gone = true;
@@ -479,7 +484,7 @@ static pl_status rank_queue(const pl_model_cfg *m, const pl_plan_free *fr,
       q->e[i].u = u; /* else INFINITY: evaluated, to say what it refuses */
   }
   qsort(q->e, (size_t)q->n, sizeof *q->e, q_cmp);
-  for (int i = 0; i < q->n; i++) {
+  for (int i = 0; i < q->n && !(fr->first_fit && r->have_best); i++) {
     if (pruned(r, q->e[i].u))
       continue;
     bool gone = false;
@@ -596,6 +601,10 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
   pl__plan_memo_dry(mm, fr->dry);
   pl__cqueue q = {0};
   const bool plateau = base->system != PL_PLAN_FSDP2;
+  pl_plan_free ff = *fr; /* first fit: the fill changes no verdict */
+  if (fr->first_fit)
+    ff.resident = ff.keep = false;
+  fr = &ff;
   pl_status st = pl__plan_candidates(m, base, fr, mc, &q);
   if (st == PL_OK)
     st = rank_queue(m, fr, mc, r, &q, plateau);

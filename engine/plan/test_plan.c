@@ -576,6 +576,57 @@ START_TEST(auto_choice) {
 }
 END_TEST
 
+/* A first-fit search (pl_plan_free.first_fit: whether any configuration
+ * fits, as the table's reach asks) answers as the full search does, from at
+ * most its evaluations: at contexts where each system fits and where
+ * neither does, every knob free as `plan --table` frees them; what it
+ * chose fits. */
+START_TEST(first_fit_agrees) {
+  const char *models[] = {"120b", "667b"};
+  const int gpus[] = {16, 64};
+  int fit = 0, none = 0;
+  for (int i = 0; i < 2; i++)
+    for (int g = 0; g < 2; g++)
+      for (int64_t S = 1 << 20; S <= 8 << 20; S *= 4)
+        for (int y = 0; y < 2; y++) {
+          pl_model_cfg m = preset(models[i]);
+          pl_plan_machine mc = pl_plan_machine_default();
+          pl_plan_cfg base = y ? pl_plan_cfg_fsdp2(&m, gpus[g], S)
+                               : pl_plan_cfg_plateau(gpus[g], S);
+          pl_plan_free fr = {.D = true,
+                             .P = true,
+                             .c = true,
+                             .beta = true,
+                             .sco = true,
+                             .optim = true,
+                             .cp = true,
+                             .ep = true,
+                             .ac = true,
+                             .offload = true,
+                             .resident = true,
+                             .keep = true};
+          pl_plan_search *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+          ck_assert_int_eq(pl_plan_auto(&m, &base, &fr, &mc, a), PL_OK);
+          fr.first_fit = true;
+          ck_assert_int_eq(pl_plan_auto(&m, &base, &fr, &mc, b), PL_OK);
+          ck_assert_msg(a->have_best == b->have_best && b->evals <= a->evals,
+                        "%s W=%d S=%lld %s: full search fits %d (%ld "
+                        "evaluations), first fit %d (%ld)",
+                        models[i], gpus[g], (long long)S,
+                        y ? "fsdp2" : "plateau", a->have_best, a->evals,
+                        b->have_best, b->evals);
+          if (b->have_best) {
+            pl_plan_verdict v;
+            ck_assert_int_eq(pl_plan_check(&m, &b->best.cfg, &mc, &v), PL_OK);
+            ck_assert(v.fits);
+          }
+          fit += b->have_best, none += !b->have_best;
+          free(a), free(b);
+        }
+  ck_assert(fit > 0 && none > 0);
+}
+END_TEST
+
 /* Expert groups (train/epgroups.h) at the paper's scale: 120B on 64 GPUs
  * (8 nodes).  Groups of a node move the dispatch onto NVLink (less
  * all-to-all time, exposed + hidden) for the expert units' gathers and
@@ -706,6 +757,7 @@ int main(void) {
                           check_names_binding,
                           auto_choice,
                           search_cost,
+                          first_fit_agrees,
                           expert_groups,
                           NULL};
   return pl_check_suite("plan", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1

@@ -71,7 +71,7 @@ static void tokens_name(double t, char *buf, size_t n) {
 
 static pl_status best_of(const pl_model_cfg *m, pl_plan_system sys, int W,
                          int64_t S, const pl_plan_machine *mc, bool dry,
-                         cell *out) {
+                         bool first_fit, cell *out) {
   memset(out, 0, sizeof *out);
   pl_plan_cfg base = sys == PL_PLAN_FSDP2 ? pl_plan_cfg_fsdp2(m, W, S)
                                           : pl_plan_cfg_plateau(W, S);
@@ -91,7 +91,8 @@ static pl_status best_of(const pl_model_cfg *m, pl_plan_system sys, int W,
                      .mbs = false,
                      .resident = true,
                      .keep = true,
-                     .dry = dry};
+                     .dry = dry,
+                     .first_fit = first_fit};
   pl_plan_search *s = calloc(1, sizeof *s);
   if (!s)
     return pl_set_error(PL_ENOMEM, "plan: host");
@@ -281,7 +282,7 @@ static void job1(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
   const int s = q / 2, y = q % 2;
   cell *c = y ? &T->fc[i][g][s] : &T->pc[i][g][s];
   const pl_status st = best_of(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU,
-                               gpus[g], seqs[s], mc, T->dry, c);
+                               gpus[g], seqs[s], mc, T->dry, false, c);
   if (st != PL_OK) {
     fail_at(fl, j, st);
     return;
@@ -301,9 +302,9 @@ static void job2(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
   reach *r = y ? &T->fr[i][g] : &T->pr[i][g];
   for (int64_t S = 2 * seqs[NS - 1]; r->max_seq == S / 2 && S <= MAX_REACH;
        S *= 2) {
-    cell x;
+    cell x; /* whether any configuration fits: the first that does */
     const pl_status st = best_of(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU,
-                                 gpus[g], S, mc, T->dry, &x);
+                                 gpus[g], S, mc, T->dry, true, &x);
     if (st != PL_OK) {
       fail_at(fl, NM * NG * NJOB1 + j, st);
       return;
