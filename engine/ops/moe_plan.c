@@ -210,7 +210,9 @@ static pl_status gather_counts(pl_moe *m, int64_t N, const int32_t *idx,
   if (x->memo) { /* routes a plan on a dry device has counted */
     memcpy(x->mine, x->memo->mine, ((size_t)E + 2) * sizeof *x->mine);
   } else {
-    for (int64_t r = 0; r < N * k && !bad; r++) {
+    /* read in place from a dry device: counted (and checked) there */
+    const bool counted = pl_dry_routes_counts(m->dev, idx, N, k, E, x->mine);
+    for (int64_t r = 0; r < N * k && !bad && !counted; r++) {
       if (idx[r] < 0 || idx[r] >= E)
         bad = 1 + r;
       else
@@ -331,16 +333,65 @@ static void fill_offsets(plan_scratch *x) {
     }
 }
 
+/* The counts per (chunk, destination, expert) on a dry device, where no
+ * route's destination is kept: an expert in one piece sends every route of
+ * a chunk to that piece's rank, so its counts are its routes per chunk
+ * (one pass that only counts); the routes of an expert split over ranks are
+ * walked by position as route_destinations does. */
+static void dry_counts(const pl_llep_plan *p, int64_t N, int k,
+                       const int32_t *idx, bool contig, plan_scratch *x,
+                       int64_t *cnt_ce, int *cur) {
+  const int E = x->E, K = x->K;
+  chunk_walk cw = chunk_walk_start(N, K, contig);
+  if (K == 1) /* one chunk: the local counts */
+    memcpy(cnt_ce, x->mine, (size_t)E * sizeof *cnt_ce);
+  for (int64_t t = 0; t < N && K > 1; t++) {
+    int64_t *c = cnt_ce + (size_t)chunk_walk_next(&cw, t) * E;
+    const int32_t *it = idx + t * k;
+    for (int j = 0; j < k; j++)
+      c[it[j]]++;
+  }
+  bool split = false;
+  for (int e = 0; e < E; e++) {
+    const int n = p->piece_off[e + 1] - p->piece_off[e];
+    split = split || n > 1;
+    if (n != 1)
+      continue; /* split, or no routes (no pieces) */
+    const int d = p->pieces[p->piece_off[e]].rank;
+    for (int ch = 0; ch < K; ch++)
+      x->cnt3[i3(x, ch, d, e)] = cnt_ce[(size_t)ch * E + e];
+  }
+  if (!split)
+    return;
+  const bool walk = ends_ordered(p);
+  for (int e = 0; e < E; e++)
+    cur[e] = p->piece_off[e];
+  cw = chunk_walk_start(N, K, contig);
+  for (int64_t t = 0; t < N; t++) {
+    const int ch = chunk_walk_next(&cw, t);
+    const int32_t *it = idx + t * k;
+    for (int j = 0; j < k; j++) {
+      const int e = it[j];
+      if (p->piece_off[e + 1] - p->piece_off[e] < 2)
+        continue;
+      const int64_t pos = x->cum[e] + x->li[e]++;
+      const int d =
+          walk ? dest_from(p, e, pos, &cur[e]) : pl_llep_plan_dest(p, e, pos);
+      x->cnt3[i3(x, ch, d, e)]++;
+    }
+  }
+}
+
 /* 3. The destination of every route by its global position; the counts per
  * (chunk, destination, expert) and each expert's offset in its block.  On a
- * dry device the routes' destinations are not kept: only fill_meta, which
- * writes index values nothing reads there, needs them. */
+ * dry device the routes' destinations are not kept (dry_counts): only
+ * fill_meta, which writes index values nothing reads there, needs them. */
 static pl_status route_destinations(pl_moe *m, pl_moe_ctx *c, int64_t N,
                                     const int32_t *idx, bool contig,
                                     plan_scratch *x) {
   const int E = x->E, Ep = x->Ep, K = x->K, k = m->cfg.k;
   const size_t n3 = (size_t)K * Ep * E;
-  const bool keep = !pl__dev_dry(m->dev);
+  const bool dry = pl__dev_dry(m->dev);
   const pl_llep_plan *p = &c->plan;
   pl__moe_plan_memo *mm =
       x->memo
@@ -355,30 +406,36 @@ static pl_status route_destinations(pl_moe *m, pl_moe_ctx *c, int64_t N,
   }
   x->cnt3 = calloc(n3, sizeof(int64_t));
   x->off3 = calloc(n3, sizeof(int64_t));
-  if (keep)
+  if (!dry)
     x->dest = malloc((size_t)(N * k > 0 ? N * k : 1) * sizeof(int32_t));
   int *cur = malloc((size_t)E * sizeof(int));
-  if (!x->cnt3 || !x->off3 || (keep && !x->dest) || !cur) {
+  int64_t *cnt_ce = dry ? calloc((size_t)K * E, sizeof *cnt_ce) : NULL;
+  if (!x->cnt3 || !x->off3 || !cur || (dry ? !cnt_ce : !x->dest)) {
     free(cur);
+    free(cnt_ce);
     return host_oom(N);
   }
-  const bool walk = ends_ordered(p);
-  for (int e = 0; e < E; e++)
-    cur[e] = p->piece_off[e];
-  chunk_walk cw = chunk_walk_start(N, K, contig);
-  for (int64_t t = 0; t < N; t++) {
-    int64_t *cnt = x->cnt3 + (size_t)chunk_walk_next(&cw, t) * Ep * E;
-    const int32_t *it = idx + t * k;
-    for (int j = 0; j < k; j++) {
-      const int e = it[j];
-      const int64_t pos = x->cum[e] + x->li[e]++;
-      const int d =
-          walk ? dest_from(p, e, pos, &cur[e]) : pl_llep_plan_dest(p, e, pos);
-      if (keep)
+  if (dry) {
+    dry_counts(p, N, k, idx, contig, x, cnt_ce, cur);
+  } else {
+    const bool walk = ends_ordered(p);
+    for (int e = 0; e < E; e++)
+      cur[e] = p->piece_off[e];
+    chunk_walk cw = chunk_walk_start(N, K, contig);
+    for (int64_t t = 0; t < N; t++) {
+      int64_t *cnt = x->cnt3 + (size_t)chunk_walk_next(&cw, t) * Ep * E;
+      const int32_t *it = idx + t * k;
+      for (int j = 0; j < k; j++) {
+        const int e = it[j];
+        const int64_t pos = x->cum[e] + x->li[e]++;
+        const int d =
+            walk ? dest_from(p, e, pos, &cur[e]) : pl_llep_plan_dest(p, e, pos);
         x->dest[t * k + j] = d;
-      cnt[(size_t)d * E + e]++;
+        cnt[(size_t)d * E + e]++;
+      }
     }
   }
+  free(cnt_ce);
   free(cur);
   fill_offsets(x);
   if (x->memo)

@@ -809,6 +809,43 @@ START_TEST(bound_grid) {
 }
 END_TEST
 
+/* A dry device's plan (unsplit experts counted per chunk, split ones walked)
+ * on LLEP's profiles: the CPU plan's dispatch peaks and stats, bit for bit. */
+START_TEST(dry_plans_alike) {
+  const char *profs[] = {"balanced", "95/4", "80/4", "50/2"};
+  pl_dev *const d0 = dev, *dd = NULL;
+  pl_comm *const w0 = world, *dw = NULL;
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_DRY, 0, &dd), PL_OK);
+  ck_assert_int_eq(pl_comm_world(dd, &dw), PL_OK);
+  int split = 0;
+  for (int q = 0; q < 16; q++) {
+    tcase_cfg t = base_case(PL_BF16);
+    t.rk = R_PROFILE, t.profile = profs[q / 4], t.cfg.knobs.lambda = 1.0;
+    t.cfg.variant = PL_MOE_PIPELINED, t.cfg.c = q % 2 ? 9 : 4;
+    t.cfg.contiguous = q % 4 >= 2;
+    inputs in;
+    gen_inputs(&t, me, &in);
+    void *wg, *wu, *wd;
+    gen_weights(&t, &wg, &wu, &wd);
+    result a = {0}, b = {0};
+    dev = MOE_TEST_CUDA ? hdev : d0, world = MOE_TEST_CUDA ? hworld : w0;
+    ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &a), PL_OK);
+    dev = dd, world = dw;
+    ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &b), PL_OK);
+    dev = d0, world = w0;
+    ck_assert_msg(a.peak_fwd == b.peak_fwd && a.peak_bwd == b.peak_bwd &&
+                      !memcmp(&a.st, &b.st, sizeof a.st),
+                  "rank %d, case %d: dispatch %zu/%zu vs dry %zu/%zu", me, q,
+                  a.peak_fwd, a.peak_bwd, b.peak_fwd, b.peak_bwd);
+    split += a.st.n_spilled > 0;
+    free_result(&a), free_result(&b), free_inputs(&in);
+    free(wg), free(wu), free(wd);
+  }
+  ck_assert_msg(np == 1 || split > 0, "no profile split an expert");
+  pl_comm_destroy(dw), pl_dev_destroy(dd);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (pl_init(&argc, &argv) != PL_OK) {
     fprintf(stderr, "pl_init: %s\n", pl_last_error());
@@ -849,6 +886,7 @@ int main(int argc, char **argv) {
                           expert_major_vs_source_major,
                           lanes_and_profile,
                           bound_grid,
+                          dry_plans_alike,
                           oom_on_one_rank,
                           NULL};
   const int fail = pl_check_run("mpi_moe", 300, tests, me, world);

@@ -70,6 +70,14 @@ pl_status pl_dry_routes_view(pl_dev *dev, int64_t N, int k, int E, int E_land,
 uint64_t pl_dry_routes_stamp(const pl_dev *dev, const int32_t *idx, int64_t N,
                              int k, int E_land);
 
+/* The routes per expert of idx (counts: E_land entries) when idx is dry
+ * device dev's answer read in place (pl_dry_routes_stamp nonzero): what
+ * the device counted when its hook answered, landed; false otherwise
+ * (counts untouched).  Why: a plan counting the routes again would pass
+ * over N·k ids the device has already counted. */
+bool pl_dry_routes_counts(const pl_dev *dev, const int32_t *idx, int64_t N,
+                          int k, int E_land, int64_t *counts);
+
 /* The backend dry device dev plays (be: cpu, the default, or cuda): the
  * code takes that backend's allocation decisions on dev — under cuda the
  * RMSNorm backward's scratch and the attention backward's workspace as

@@ -546,6 +546,17 @@ uint64_t pl_dry_routes_stamp(const pl_dev *dev, const int32_t *idx, int64_t N,
              : 0;
 }
 
+bool pl_dry_routes_counts(const pl_dev *dev, const int32_t *idx, int64_t N,
+                          int k, int E_land, int64_t *counts) {
+  if (!pl_dry_routes_stamp(dev, idx, N, k, E_land))
+    return false;
+  const dry_answer *a = ((const dry_state *)dev->impl)->ans;
+  memset(counts, 0, (size_t)E_land * sizeof *counts);
+  for (int e = 0; e < a->E; e++)
+    counts[e % E_land] += a->counts[e];
+  return true;
+}
+
 const pl__backend_ops pl__dry_backend_ops = {
     .init = dry_init,
     .fini = dry_fini,
