@@ -407,6 +407,27 @@ static void slice(pl_fsdp2 *t, const int32_t *win) {
   }
 }
 
+/* The tokens of one window this rank uses (its chunks, as slice takes
+ * them) checked in place: inputs in [0, V), targets too or ignored; the
+ * first bad one into *bad / *badv, the targets counted into *T. */
+static void check_window(const pl_fsdp2 *t, const int32_t *win, int *bad,
+                         int64_t *badv, int64_t *T) {
+  const int nch = t->c.cp > 1 ? 2 : 1;
+  const int64_t c = t->c_len, V = t->m.V;
+  for (int a = 0; a < nch; a++) {
+    const int32_t *w =
+        win + (t->c.cp > 1 ? pl_ring_chunk(t->c.cp, t->cp_rank, a) : 0) * c;
+    for (int64_t i = 0; i < c; i++) {
+      const int32_t x = w[i], y = w[i + 1];
+      if (!*bad && (x < 0 || x >= V))
+        *bad = 1, *badv = x;
+      if (!*bad && y != PL_CE_IGNORE_INDEX && (y < 0 || y >= V))
+        *bad = 1, *badv = y;
+      *T += y != PL_CE_IGNORE_INDEX;
+    }
+  }
+}
+
 /* Layer l's backward from *dcur (freed; *dcur becomes dL/dx), its
  * gradients reduced. */
 static pl_status layer_bwd(pl_fsdp2 *t, int l, pl_stream *s, void **dcur,
@@ -472,7 +493,8 @@ static pl_status micro_batch(pl_fsdp2 *t, const int32_t *win, double *nll) {
   const int64_t N = t->N, H = t->m.H;
   const size_t nh = (size_t)(N * H) * t->es;
   const bool acc = t->micro_i > 0;
-  slice(t, win);
+  if (!pl__dev_dry(dev)) /* a dry device's copy reads no values */
+    slice(t, win);
   PL_TRY(pl_memcpy_async(s, t->d_tok, t->h_tok, (size_t)N * 4));
   PL_TRY(pl_memcpy_async(s, t->d_tgt, t->h_tgt, (size_t)N * 4));
   /* embedding: gathered, rows copied, resharded (layer 0 prefetched) */
@@ -532,17 +554,8 @@ pl_status pl_fsdp2_forward_backward(pl_fsdp2 *t, const int32_t *tokens,
   /* the tokens this rank uses: inputs in [0, V), targets too or ignored */
   int64_t T = 0, badv = 0;
   int bad = 0;
-  for (int mi = 0; mi < t->c.micro; mi++) {
-    slice(t, tokens + mi * per);
-    for (int64_t i = 0; i < t->N; i++) {
-      const int32_t a = t->h_tok[i], b = t->h_tgt[i];
-      if (!bad && (a < 0 || a >= t->m.V))
-        bad = 1, badv = a;
-      if (!bad && b != PL_CE_IGNORE_INDEX && (b < 0 || b >= t->m.V))
-        bad = 1, badv = b;
-      T += b != PL_CE_IGNORE_INDEX;
-    }
-  }
+  for (int mi = 0; mi < t->c.micro; mi++)
+    check_window(t, tokens + mi * per, &bad, &badv, &T);
   int64_t flags[2] = {bad, T};
   PL_TRY(pl_host_allreduce_i64(t->world, flags, 1, PL_RED_MAX));
   PL_TRY(pl_host_allreduce_i64(t->world, flags + 1, 1, PL_RED_SUM));

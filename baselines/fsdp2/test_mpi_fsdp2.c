@@ -472,6 +472,45 @@ START_TEST(oom_is_clean) {
 }
 END_TEST
 
+/* A token outside [0, V) is refused before the step allocates, naming it:
+ * an input or a target of the chunks this rank uses (with CP over the
+ * world, the last input sits in rank 0's second chunk: the others name
+ * another rank), a target of PL_CE_IGNORE_INDEX passes; the trainer then
+ * steps as before. */
+START_TEST(bad_tokens_refused) {
+  for (int cp = 1; cp <= (size == 2 ? 2 : 1); cp++) {
+    setup u = base();
+    u.fc.cp = cp;
+    pl_fsdp2 *a = make(&u, cp > 1 ? world : self);
+    int32_t *tok = own_tokens(&u, a, 0);
+    const int64_t S = u.S, V = u.m.V;
+    const int32_t keep_in = tok[S - 1], keep_tgt = tok[S];
+    const size_t m0 = pl_mem_tag_current(dev, PL_ARENA_DEVICE, "boundary");
+    pl_step_result r;
+    const int32_t bad_in[] = {(int32_t)V, -1};
+    for (int i = 0; i < 2; i++) { /* the last input, then the last target */
+      tok[S - 1] = i ? keep_in : bad_in[0];
+      tok[S] = i ? bad_in[1] : keep_tgt;
+      ck_assert_int_eq(pl_fsdp2_step(a, tok, &r), PL_EINVAL);
+      char want[64];
+      snprintf(want, sizeof want, "token %d: must be in [0, V=%lld)",
+               i ? bad_in[1] : bad_in[0], (long long)V);
+      const char *e = pl_last_error();
+      ck_assert_msg(cp == 1 || rank == 0 ? strstr(e, want) != NULL
+                                         : strstr(e, "another rank") != NULL,
+                    "rank %d, cp %d: %s", rank, cp, e);
+      ck_assert_uint_eq(pl_mem_tag_current(dev, PL_ARENA_DEVICE, "boundary"),
+                        m0);
+    }
+    tok[S - 1] = keep_in, tok[S] = PL_CE_IGNORE_INDEX;
+    ck_assert_msg(pl_fsdp2_step(a, tok, &r) == PL_OK, "%s", pl_last_error());
+    ck_assert(isfinite(r.loss));
+    free(tok);
+    pl_fsdp2_destroy(a);
+  }
+}
+END_TEST
+
 START_TEST(bad_configs_refused) {
   setup u = base();
   u.fc.cp = 2;
@@ -597,6 +636,7 @@ int main(int argc, char **argv) {
                           persistent_memory_formula,
                           proxy_runs,
                           oom_is_clean,
+                          bad_tokens_refused,
                           bad_configs_refused,
                           tune_points,
                           peer_points,
