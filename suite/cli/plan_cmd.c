@@ -133,9 +133,9 @@ static const pl_opt plan_opts[] = {
      0, 0, memories},
     {"search", 0, PL_OPT_ENUM, NULL,
      "the search's memory of each candidate: dry (the default: a step on a "
-     "dry device, ms each, a search seconds at most; --table paper minutes "
-     "on every core) or replay (the step's allocation schedule, about 20 "
-     "us; the default with --table or --imb)",
+     "dry device, ms each, a search seconds at most; --table paper under a "
+     "minute on two cores) or replay (the step's allocation schedule, about "
+     "20 us; the default with --imb)",
      0, 0, searches},
     /* output */
     {"format", 0, PL_OPT_ENUM, "table", "table | tsv", 0, 0, formats},
@@ -157,7 +157,7 @@ static void usage(FILE *f) {
           "--table paper projects the\n  paper's points.  The search measures "
           "each candidate's memory by a step\n  on a dry device (its rank 0 "
           "in one process, every group virtual;\n  --search replay, and with "
-          "--table or --imb: a replay of the step's\n  allocations); the "
+          "--imb: a replay of the step's allocations);\n  the "
           "chosen configuration's memory is measured so too\n  (--memory "
           "replay: the estimate; both: side by side, field by field).\n  "
           "Exit: 0 fits, "
@@ -643,17 +643,16 @@ static pl_status plan_of(const pl_model_cfg *m, pl_plan_cfg *c,
 }
 
 /* What the dry device measures: *memory (0 replay, 1 dry, 2 both) the
- * chosen configuration's, *sdry the search's every candidate; by default
- * all but with --imb (balanced routes only) or --table (replayed for
- * speed).  0, or 2 with the reason on stderr. */
+ * chosen configuration's (not a table's), *sdry the search's every
+ * candidate; by default all but with --imb (balanced routes only).  0, or
+ * 2 with the reason on stderr. */
 static int dry_options(const pl_args *a, bool tsv, int *memory, bool *sdry) {
   const bool imb = pl_args_f64(a, "imb") != 1,
              table = pl_args_given(a, "table");
   *memory = pl_args_given(a, "memory") ? (int)pl_args_enum(a, "memory")
             : table || imb             ? 0
                                        : 1;
-  *sdry = pl_args_given(a, "search") ? pl_args_enum(a, "search") == 1
-                                     : !table && !imb;
+  *sdry = pl_args_given(a, "search") ? pl_args_enum(a, "search") == 1 : !imb;
   const char *swhy = *sdry && imb ? "--imb other than 1" : NULL;
   if (swhy) {
     fprintf(stderr,

@@ -198,9 +198,9 @@ static void assumptions(FILE *f, const pl_plan_machine *mc, bool dry) {
           "paper's measure at "
           "1M.  The paper's figures are its own runs on 16 / 32 / 64 H200.\n\n",
           dry ? "(every candidate of every search measured by steps on a dry "
-                "device, `--search dry`)"
-              : "model (the step's allocations replayed by tag; checked "
-                "against the tracked peaks within 5% in CI)",
+                "device, the default)"
+              : "model (the step's allocations replayed by tag, `--search "
+                "replay`; checked against the tracked peaks within 5% in CI)",
           mc->source, mc->gpus_per_node, mc->hbm_bytes / 1073741824.0,
           mc->hbm_reserve / 1073741824.0, mc->host_bytes / 1073741824.0,
           mc->attn_fwd_tflops, mc->attn_bwd_tflops, 100 * mc->expert_eff,
