@@ -24,6 +24,21 @@ const char *pl_plan_ac_name(pl_plan_ac a) {
   return (unsigned)a <= PL_PLAN_AC_NONE ? pl_plan_ac_names[a] : "?";
 }
 
+pl_plan_free pl_plan_free_every(void) {
+  return (pl_plan_free){.D = true,
+                        .P = true,
+                        .c = true,
+                        .beta = true,
+                        .sco = true,
+                        .optim = true,
+                        .cp = true,
+                        .ep = true,
+                        .ac = true,
+                        .offload = true,
+                        .resident = true,
+                        .keep = true};
+}
+
 pl_plan_cfg pl_plan_cfg_plateau(int W, int64_t S) {
   pl_plan_cfg c;
   memset(&c, 0, sizeof c);

@@ -528,6 +528,12 @@ typedef struct pl_plan_free {
   bool first_fit;
 } pl_plan_free;
 
+/* Every knob of both systems free but FSDP2's mbs (one sequence per
+ * data-parallel group, as plateau runs one per D-group), the headroom
+ * filled; replayed, the full search: what `plateau plan --table paper`
+ * frees at each point (with its dry and first_fit). */
+pl_plan_free pl_plan_free_every(void);
+
 typedef struct pl_plan_choice {
   pl_plan_cfg cfg;
   pl_plan_mem mem;

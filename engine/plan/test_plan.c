@@ -593,18 +593,7 @@ START_TEST(first_fit_agrees) {
           pl_plan_machine mc = pl_plan_machine_default();
           pl_plan_cfg base = y ? pl_plan_cfg_fsdp2(&m, gpus[g], S)
                                : pl_plan_cfg_plateau(gpus[g], S);
-          pl_plan_free fr = {.D = true,
-                             .P = true,
-                             .c = true,
-                             .beta = true,
-                             .sco = true,
-                             .optim = true,
-                             .cp = true,
-                             .ep = true,
-                             .ac = true,
-                             .offload = true,
-                             .resident = true,
-                             .keep = true};
+          pl_plan_free fr = pl_plan_free_every();
           pl_plan_search *a = malloc(sizeof *a), *b = malloc(sizeof *b);
           ck_assert_int_eq(pl_plan_auto(&m, &base, &fr, &mc, a), PL_OK);
           fr.first_fit = true;

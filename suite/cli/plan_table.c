@@ -78,21 +78,8 @@ static pl_status best_of(const pl_model_cfg *m, pl_plan_system sys, int W,
   base.sdpa = true; /* PyTorch's FSDP2: attention at SDPA's rate */
   /* mbs stays 1: one sequence per data-parallel group, as plateau runs one
    * per D-group (more would raise the tokens per step at a context) */
-  pl_plan_free fr = {.D = true,
-                     .P = true,
-                     .c = true,
-                     .beta = true,
-                     .sco = true,
-                     .optim = true,
-                     .cp = true,
-                     .ep = true,
-                     .ac = true,
-                     .offload = true,
-                     .mbs = false,
-                     .resident = true,
-                     .keep = true,
-                     .dry = dry,
-                     .first_fit = first_fit};
+  pl_plan_free fr = pl_plan_free_every();
+  fr.dry = dry, fr.first_fit = first_fit;
   pl_plan_search *s = calloc(1, sizeof *s);
   if (!s)
     return pl_set_error(PL_ENOMEM, "plan: host");
