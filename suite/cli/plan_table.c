@@ -104,18 +104,8 @@ static int64_t max_tokens(const pl_model_cfg *m, pl_plan_system sys, int W,
   pl_plan_cfg base = sys == PL_PLAN_FSDP2 ? pl_plan_cfg_fsdp2(m, W, 8192)
                                           : pl_plan_cfg_plateau(W, 8192);
   base.sdpa = true;
-  pl_plan_free fr = {.D = true,
-                     .P = true,
-                     .c = true,
-                     .beta = true,
-                     .sco = true,
-                     .optim = true,
-                     .cp = true,
-                     .ep = true,
-                     .ac = true,
-                     .offload = true,
-                     .mbs = true,
-                     .dry = dry};
+  pl_plan_free fr = pl_plan_free_every(); /* the frugal forms: no fill */
+  fr.mbs = true, fr.resident = fr.keep = false, fr.dry = dry;
   return (int64_t)W * pl_plan_max_tokens(m, &base, &fr, mc, 4096, 8 << 20);
 }
 
