@@ -282,9 +282,10 @@ pl_plan_cfg pl_fsdp2_plan_cfg(const pl_model_cfg *m, const pl_fsdp2_cfg *c,
  * replayed (fsdp2_dry.c): the baseline built for c on a dry device
  * (pl_plan_dry_device: mc's backend as its flavour, mc's device memory, the
  * balanced routes) — for W > 1 the rank view of c's run's rank 0 (W = 1,
- * W_v = the run's, rank_view) — and stepped twice; *out filled as
- * pl_plan_fsdp2_memory fills it, from the second step (peak_phase: "a step
- * on a dry device"; the terms' own peaks of several tags and the unpinned
+ * W_v = the run's, rank_view) — and stepped once (the baseline allocates
+ * its state when built: a second step measures the same, field by field);
+ * *out filled as pl_plan_fsdp2_memory fills it, from that step (peak_phase: "a
+ * step on a dry device"; the terms' own peaks of several tags and the unpinned
  * host bytes as fsdp2_dry.c says; dev_worst: with an EP group of several
  * members, the device peak of the same built and stepped again under the dry
  * device's adversarial routes, else the peak).  PL_EUNSUPPORTED for mbs != 1
@@ -293,6 +294,11 @@ pl_plan_cfg pl_fsdp2_plan_cfg(const pl_model_cfg *m, const pl_fsdp2_cfg *c,
  * thread may measure, each its own configuration. */
 pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, pl_plan_mem *out);
+/* The same measured at the last of steps (>= 1) steps, state after the
+ * first (PL_EINVAL naming steps below 1). */
+pl_status pl_fsdp2_dry_memory_steps(const pl_model_cfg *m, const pl_plan_cfg *c,
+                                    const pl_plan_machine *mc, int steps,
+                                    pl_plan_mem *out);
 /* Registers pl_fsdp2_dry_memory as the planner's dry measurement of the
  * fsdp2 system (pl_plan_set_dry_measure); `plateau` calls it at its start. */
 void pl_fsdp2_register_dry(void);

@@ -7,8 +7,10 @@
  * (engine/plan/baseline_fsdp2.c) that the project retires in favour of the
  * step itself.  The baseline is built for the configuration on a dry device
  * (engine/plan/dry_dev.c: the planner's backend as its flavour, its device
- * memory, the balanced routes) and stepped twice; the second step's tracked
- * peaks fill the planner's pl_plan_mem as the replay fills it.  One process
+ * memory, the balanced routes) and stepped once (the baseline allocates its
+ * state when it is built, so a second step measures the same, field by
+ * field: test_mpi_fsdp2_dry.c one_step); that step's tracked peaks fill the
+ * planner's pl_plan_mem as the replay fills it.  One process
  * plays one rank: a configuration of W > 1 ranks is built as the rank view
  * of its run's rank 0 (W = 1, W_v = the run's, rank_view: the CP and EP
  * groups virtual, the router over all E experts; fsdp2.h), as
@@ -142,8 +144,8 @@ static void fill_tags(const pl_mem_stats *d, pl_plan_mem *out) {
 }
 
 /* Everything but the tags from the built trainer t, its configuration c
- * (the run's) and the second step r; state: the device bytes between the
- * steps. */
+ * (the run's) and the last step r; state: the device bytes after the first
+ * step. */
 static void fill_facts(const pl_fsdp2 *t, const pl_plan_cfg *c,
                        const pl_plan_machine *mc, const pl_step_result *r,
                        size_t state, pl_plan_mem *out) {
@@ -182,22 +184,24 @@ static void fill_facts(const pl_fsdp2 *t, const pl_plan_cfg *c,
   out->host_node = (size_t)gpn * out->host_rank;
 }
 
-/* Two steps of the baseline f on its dry device; the device bytes between
- * them into *state, the second step's result into *r.  Token 0 everywhere:
- * a dry device computes nothing, so no allocation depends on the tokens'
- * values (the routes come from its hook). */
-static pl_status two_steps(pl_fsdp2 *f, size_t *state, pl_step_result *r) {
+/* steps steps of the baseline f on its dry device; the device bytes after
+ * the first (what every later step starts from) into *state, the last
+ * step's result into *r.  Token 0 everywhere: a dry device computes
+ * nothing, so no allocation depends on the tokens' values (the routes come
+ * from its hook). */
+static pl_status run_steps(pl_fsdp2 *f, int steps, size_t *state,
+                           pl_step_result *r) {
   int32_t *tok = calloc((size_t)pl_fsdp2_tokens_per_rank(f), sizeof *tok);
   if (!tok)
     return pl_set_error(PL_ENOMEM, "the dry device: host tokens");
-  pl_status st = pl_fsdp2_step(f, tok, NULL);
-  if (st == PL_OK) {
+  pl_status st = PL_OK;
+  for (int i = 0; i < steps && st == PL_OK; i++) {
+    st = pl_fsdp2_step(f, tok, i + 1 == steps ? r : NULL);
     pl_mem_stats ms;
-    st = pl_mem_stats_get(f->dev, PL_ARENA_DEVICE, &ms);
-    *state = ms.current;
+    if (st == PL_OK && i == 0 &&
+        (st = pl_mem_stats_get(f->dev, PL_ARENA_DEVICE, &ms)) == PL_OK)
+      *state = ms.current;
   }
-  if (st == PL_OK)
-    st = pl_fsdp2_step(f, tok, r);
   if (st != PL_OK)
     pl_error_prefix(st, "the dry device: a step: ");
   free(tok);
@@ -205,12 +209,13 @@ static pl_status two_steps(pl_fsdp2 *f, size_t *state, pl_step_result *r) {
 }
 
 /* The baseline k built for b on a fresh dry device with routes `routes`
- * and stepped twice; with facts, *out filled from the second step (else
+ * and stepped steps times; with facts, *out filled from the last step (else
  * only its device peak into *peak). */
 static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
                          const pl_plan_cfg *b, const pl_fsdp2_cfg *k,
                          const pl_plan_machine *mc, pl_plan_routes routes,
-                         pl_plan_mem *out, size_t *peak, int *ep_virtual) {
+                         int steps, pl_plan_mem *out, size_t *peak,
+                         int *ep_virtual) {
   pl_dev *dd = NULL;
   pl_comm *world = NULL, *self = NULL;
   pl_fsdp2 *f = NULL;
@@ -234,7 +239,7 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
     goto done;
   }
   size_t state = 0;
-  PL_TRY_GOTO(st, done, two_steps(f, &state, r));
+  PL_TRY_GOTO(st, done, run_steps(f, steps, &state, r));
   *peak = r->dev.peak;
   *ep_virtual = f->ep_virtual;
   if (out) {
@@ -254,13 +259,21 @@ done:
 
 pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, pl_plan_mem *out) {
+  return pl_fsdp2_dry_memory_steps(m, c, mc, 1, out);
+}
+
+pl_status pl_fsdp2_dry_memory_steps(const pl_model_cfg *m, const pl_plan_cfg *c,
+                                    const pl_plan_machine *mc, int steps,
+                                    pl_plan_mem *out) {
   memset(out, 0, sizeof *out);
+  if (steps < 1)
+    return pl_set_error(PL_EINVAL, "steps=%d: must be >= 1", steps);
   const pl_plan_cfg b = pl_plan_rank_view_cfg(c);
   pl_fsdp2_cfg k;
   PL_TRY(knobs_of(&b, &k));
   size_t peak = 0;
   int ep_virtual = 0;
-  PL_TRY(measure(m, c, &b, &k, mc, PL_PLAN_ROUTES_BALANCED, out, &peak,
+  PL_TRY(measure(m, c, &b, &k, mc, PL_PLAN_ROUTES_BALANCED, steps, out, &peak,
                  &ep_virtual));
   if (!ep_virtual)
     return PL_OK;
@@ -269,7 +282,7 @@ pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
    * experts (the dry device's adversarial routes: experts 0..k-1), built
    * and stepped again */
   int unused;
-  return measure(m, c, &b, &k, mc, PL_PLAN_ROUTES_ADVERSARIAL, NULL,
+  return measure(m, c, &b, &k, mc, PL_PLAN_ROUTES_ADVERSARIAL, steps, NULL,
                  &out->dev_worst, &unused);
 }
 

@@ -283,6 +283,39 @@ START_TEST(dry_equals_replay) {
 }
 END_TEST
 
+/* One step measures what two do: the baseline allocates its state when it
+ * is built, so the second step starts from what the first did (the state
+ * after the first is what both report) — every field of the grid's
+ * measurements, both flavours. */
+START_TEST(one_step) {
+  point g[32];
+  const int n = grid(g, size);
+  const pl_backend bes[2] = {PL_BACKEND_CPU, PL_BACKEND_CUDA};
+  pl_plan_mem *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+  ck_assert(a && b);
+  for (int f = 0; f < 2; f++)
+    for (int i = 0; i < n; i++) {
+      pl_plan_machine mc = pl_plan_machine_default();
+      mc.backend = bes[f];
+      const pl_plan_cfg c = pl_fsdp2_plan_cfg(&g[i].m, &g[i].c, size, g[i].S);
+      ck_assert_int_eq(pl_fsdp2_dry_memory_steps(&g[i].m, &c, &mc, 1, a),
+                       PL_OK);
+      ck_assert_int_eq(pl_fsdp2_dry_memory_steps(&g[i].m, &c, &mc, 2, b),
+                       PL_OK);
+      char d[4][PL_PLAN_DIFF_LEN];
+      const int nd = pl_plan_mem_diff(a, b, d, 4);
+      ck_assert_msg(nd == 0, "%s (%s): one step / two differ in %d fields: %s",
+                    g[i].name, pl_backend_name(bes[f]), nd, d[0]);
+    }
+  pl_plan_machine mc = pl_plan_machine_default();
+  const pl_plan_cfg c = pl_fsdp2_plan_cfg(&g[0].m, &g[0].c, size, g[0].S);
+  ck_assert_int_eq(pl_fsdp2_dry_memory_steps(&g[0].m, &c, &mc, 0, a),
+                   PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "steps=0"));
+  free(a), free(b);
+}
+END_TEST
+
 START_TEST(hook_refusals) {
   /* nothing registered for plateau: refused, naming the system */
   pl_model_cfg m;
@@ -333,8 +366,8 @@ int main(int argc, char **argv) {
   if (e)
     return e;
   pl_fsdp2_register_dry();
-  const TTest *tests[] = {dry_equals_replay, hook_refusals, wrong_ac_differs,
-                          NULL};
+  const TTest *tests[] = {dry_equals_replay, one_step, hook_refusals,
+                          wrong_ac_differs, NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("fsdp2_dry", 300, tests, rank, world));
 }

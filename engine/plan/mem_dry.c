@@ -34,9 +34,8 @@
  * configuration of the planner's grid (test_mpi_plan_dry.c dry_one_step). */
 #define DRY_STEPS 1
 /* Steps of a system measured through its hook (mem_hook.c): the FSDP2
- * baseline's measurement steps twice, the second measured
- * (pl_fsdp2_dry_memory). */
-#define HOOK_STEPS 2
+ * baseline's measurement steps once too (pl_fsdp2_dry_memory). */
+#define HOOK_STEPS 1
 
 pl_plan_cfg pl_plan_rank_view_cfg(const pl_plan_cfg *c) {
   pl_plan_cfg b = *c;
