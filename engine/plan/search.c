@@ -410,7 +410,9 @@ static pl_status room_pruned(const pl_model_cfg *m, const pl_plan_free *fr,
   if (st != PL_OK) /* refused: rank_queue says so as before */
     return st == PL_EINVAL || st == PL_EUNSUPPORTED ? PL_OK : st;
   if ((double)y.mem.dev_peak > pl__hbm_usable(mc)) { /* no form fits */
-    *gone = pruned(r, 0) || fr->first_fit;
+    *gone = pruned(r, 0);
+    if (!*gone && fr->first_fit) /* counted as tried, as floor_prunes does */
+      r->tried++, *gone = true;
     if (!*gone && ranks_least) {
       rank_in(r, &y); /* the closest it can be, as sco_search ranks it */
       *gone = true;
