@@ -5,9 +5,11 @@
  * layer to stand for a real one — the backend whose allocations it makes
  * (its flavour, with that device's memory for code that sizes itself by
  * it) and the routes its MoE routers would read back.  The planner owns the
- * routing assumption (LLEP's balanced profile, ops/llep_plan.h, the one
- * pl_plan_memory replays), so the tests and `plateau bench train --backend
- * dry` take their dry device from here and agree with the replay. */
+ * routing assumption (LLEP's balanced profile, ops/llep_plan.h; a skew
+ * toward the rank measured; the adversarial routes of the worst case), so
+ * the tests and `plateau bench train --backend dry` take their dry device
+ * from here and route as the planner does. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -36,6 +38,55 @@ static pl_status adversarial_routes(void *ctx, int64_t N, int k, int E,
   pl_route_profile p;
   PL_TRY(pl_route_profile_parse(name, &p));
   return pl_route_profile_fill(&p, N, k, E, 0, 0, idx, NULL);
+}
+
+/* The skewed hook's ctx is a value (a pure hook's answers are shared by
+ * value): the expert group's size Ep in bits 0..19 and the share of every
+ * source's routes sent to the rank measured, in millionths, from bit 20. */
+#define SKEW_EP_BITS 20
+
+/* The skewed hook: a share r of every token's routes (the first r·N tokens,
+ * all k routes) to the lowest experts, those of the rank measured (its E/Ep
+ * experts, the lowest rank's), the rest balanced over the other ranks'
+ * experts: that rank receives r·Ep times its balanced share.  One expert
+ * group (E/Ep = E): nothing to skew, the balanced routes. */
+static pl_status skewed_routes(void *ctx, int64_t N, int k, int E,
+                               int32_t *idx) {
+  const uintptr_t v = (uintptr_t)ctx;
+  const int Ep = (int)(v & ((1u << SKEW_EP_BITS) - 1));
+  const int h = Ep > 0 ? E / Ep : E;
+  if (h < 1 || h >= E)
+    return balanced_routes((void *)(intptr_t)0, N, k, E, idx);
+  pl_route_profile p = {.balanced = false,
+                        .r = (double)(v >> SKEW_EP_BITS) / 1e6,
+                        .h = h,
+                        .shuffled = false};
+  snprintf(p.name, sizeof p.name, "imb/%d", h);
+  return pl_route_profile_fill(&p, N, k, E, 0, 0, idx, NULL);
+}
+
+pl_status pl_plan_dry_device_skewed(pl_backend flavour, size_t total_bytes,
+                                    int Ep, double imb, pl_dev **out) {
+  *out = NULL;
+  if (Ep < 1 || Ep >= (1 << SKEW_EP_BITS) || !(imb >= 1))
+    return pl_set_error(PL_EINVAL,
+                        "the dry device: Ep=%d imb=%g: need 1 <= Ep < %d and "
+                        "imb >= 1",
+                        Ep, imb, 1 << SKEW_EP_BITS);
+  const double r = imb / Ep < 1 ? imb / Ep : 1;
+  const uintptr_t ctx = (uintptr_t)Ep | (uintptr_t)llround(r * 1e6)
+                                            << SKEW_EP_BITS;
+  pl_dev *dev = NULL;
+  PL_TRY(pl_dev_create(PL_BACKEND_DRY, 0, &dev));
+  pl_status st = pl_dry_set_flavour(dev, flavour, total_bytes);
+  if (st == PL_OK)
+    st = pl_dry_set_routes_pure(dev, skewed_routes, (void *)ctx);
+  if (st != PL_OK) {
+    pl_dev_destroy(dev);
+    return st;
+  }
+  *out = dev;
+  return PL_OK;
 }
 
 pl_status pl_plan_dry_device(pl_backend flavour, size_t total_bytes,

@@ -43,7 +43,8 @@ long pl__plan_mem_evals(void) {
 #define MEMO_CAP 4096
 typedef struct memo_ent {
   bool used, worst;
-  bool unbuilt; /* a dry device cannot build it: why */
+  bool unbuilt; /* a dry device cannot build it: why, and the status */
+  pl_status ust;
   char why[200];
   pl_plan_cfg cfg;
   pl_plan_mem mem;
@@ -51,16 +52,11 @@ typedef struct memo_ent {
 struct pl__plan_memo {
   const pl_model_cfg *m; /* the model and machine its entries are of */
   const pl_plan_machine *mc;
-  bool dry;    /* evaluations measured on a dry device */
-  int unbuilt; /* of those, configurations it cannot build */
+  int unbuilt; /* configurations a dry device cannot build */
   long evals;  /* evaluations made (not answered from the table) */
   int n;
   memo_ent e[MEMO_CAP];
 };
-
-void pl__plan_memo_dry(pl__plan_memo *mm, bool dry) {
-  mm->dry = dry;
-}
 
 int pl__plan_memo_unbuilt(const pl__plan_memo *mm) {
   return mm->unbuilt;
@@ -68,16 +64,6 @@ int pl__plan_memo_unbuilt(const pl__plan_memo *mm) {
 
 long pl__plan_memo_evals(const pl__plan_memo *mm) {
   return mm->evals;
-}
-
-/* c's memory measured on a dry device: plateau's trainer (one rank, the
- * rank view), or the measurement the system's code registered. */
-static pl_status measure_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
-                             const pl_plan_machine *mc, bool with_worst,
-                             pl_plan_mem *out) {
-  if (c->system == PL_PLAN_PLATEAU)
-    return pl__plan_memory_dry(m, c, mc, -1, with_worst, out);
-  return pl_plan_dry_measure(m, c, mc, out);
 }
 
 pl__plan_memo *pl__plan_memo_new(void) {
@@ -125,10 +111,10 @@ pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
     mm->m = m, mm->mc = mc;
   memo_ent *e = mm && mm->m == m && mm->mc == mc ? memo_find(mm, c) : NULL;
   if (e && e->used && e->unbuilt)
-    return pl_set_error(PL_EUNSUPPORTED, "%s", e->why);
+    return pl_set_error(e->ust, "%s", e->why);
   if (e && e->used && (e->worst || !with_worst)) {
     *out = e->mem;
-    if (!with_worst) { /* as the replay without the adversarial routing */
+    if (!with_worst) { /* as measured without the adversarial routes */
       out->dev_worst = 0;
       memset(out->layer_high_worst, 0, sizeof out->layer_high_worst);
     }
@@ -137,16 +123,15 @@ pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
   mem_evals++;
   if (mm)
     mm->evals++;
-  if (e && e->used && mm->dry && c->system == PL_PLAN_PLATEAU) {
+  if (e && e->used && c->system == PL_PLAN_PLATEAU) {
     /* measured under balanced routes before: the adversarial ones alone */
     PL_TRY(pl__plan_memory_dry_worst(m, c, mc, -1, &e->mem));
     e->worst = true;
     *out = e->mem;
     return PL_OK;
   }
-  pl_status st = mm && mm->dry ? measure_dry(m, c, mc, with_worst, out)
-                               : pl__plan_memory(m, c, mc, -1, with_worst, out);
-  const bool unbuilt = mm && mm->dry && st == PL_EUNSUPPORTED;
+  pl_status st = pl__plan_memory(m, c, mc, -1, with_worst, out);
+  const bool unbuilt = mm && (st == PL_EUNSUPPORTED || st == PL_EINFEASIBLE);
   if (st != PL_OK && !unbuilt)
     return st;
   if (unbuilt)
@@ -160,7 +145,7 @@ pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
   if (e) {
     mm->n += !e->used;
     e->used = true, e->worst = with_worst, e->cfg = *c;
-    e->unbuilt = unbuilt;
+    e->unbuilt = unbuilt, e->ust = st;
     if (unbuilt)
       snprintf(e->why, sizeof e->why, "%s", pl_last_error());
     else
@@ -232,7 +217,7 @@ static pl_status fits(fillctx *f, const pl_plan_cfg *c, bool *dev, bool *host,
    * others, ep and llep, have no such bound to keep) */
   const bool worst = pl_moe_variant_desc_of(c->sc.dispatch)->chunks;
   /* measured: the adversarial routes only where the balanced peak fits */
-  const bool first = worst && f->mm && f->mm->dry;
+  const bool first = worst;
   pl_status st = pl__plan_mem_eval(f->mm, f->m, c, f->mc, worst && !first, mem);
   if (st == PL_OK && first && (double)mem->dev_peak <= limit_of(f->mc))
     st = pl__plan_mem_eval(f->mm, f->m, c, f->mc, true, mem);

@@ -232,24 +232,67 @@ static pl_status run_steps(pl_dev *dd, pl_comm *dw, const pl_model_cfg *m,
   return st;
 }
 
-/* What the dry device refuses to measure of c. */
+/* What the planner refuses of c before building it (the trainer's own
+ * checks, train/step.c, then name the rest). */
 static pl_status check_dry(const pl_plan_cfg *c) {
   if (c->system != PL_PLAN_PLATEAU)
     return pl_set_error(PL_EUNSUPPORTED,
                         "the dry device builds plateau's trainer only (not "
                         "the %s baseline)",
                         pl_plan_system_name(c->system));
-  if (c->imb > 1)
+  const pl_step_cfg *s = &c->sc;
+  if (s->dt != PL_F32 && s->dt != PL_BF16)
+    return pl_set_error(PL_EINVAL, "plan: dtype %s: f32 or bf16",
+                        pl_dtype_name(s->dt));
+  if (s->micro < 1)
+    return pl_set_error(PL_EINVAL, "plan: micro=%d: must be >= 1", s->micro);
+  if (s->moe_c < 0 || s->moe_K_max < 1)
+    return pl_set_error(PL_EINVAL,
+                        "plan: moe c=%lld K_max=%d: c >= 0 (0: N), K_max >= 1",
+                        (long long)s->moe_c, s->moe_K_max);
+  if (c->W < 1)
+    return pl_set_error(PL_EINVAL, "plan: W=%d GPUs: must be >= 1", c->W);
+  if (s->oo.slots < 0 || s->oo.slots > 64)
+    return pl_set_error(PL_EINVAL, "plan: slots s=%d: 1..64", s->oo.slots);
+  const pl_head_ops *h = s->head ? s->head : &pl_head_ring;
+  if (h != &pl_head_ring && h != &pl_head_fused)
     return pl_set_error(PL_EUNSUPPORTED,
-                        "imb=%g: the dry device routes by the balanced "
-                        "profile (imb 1)",
-                        c->imb);
+                        "plan: head '%s': the planner models the built-in "
+                        "heads ring and fused",
+                        h->name);
   return PL_OK;
 }
 
 /* A phase of the dry step ended: gathered into its bin. */
 static void watch(void *ctx, const pl_mem_phase *ended, size_t high) {
   pl__bins_phase(ctx, ended->what, ended->layer, high);
+}
+
+/* Out of memory while a configuration is built or stepped on a dry device
+ * (which reserves address space only, with no limit of its own): the step
+ * asks for more than any device or host could hold — a verdict. */
+static pl_status beyond_reach(pl_status st) {
+  return st == PL_ENOMEM
+             ? pl_error_prefix(PL_EINFEASIBLE,
+                               "does not fit: its step asks for more than a "
+                               "dry device can even reserve: ")
+             : st;
+}
+
+/* The dry device of a measurement: its routes balanced, skewed by c's imb
+ * toward the rank measured (the router's imbalance: what the dispatch makes
+ * of it is measured), or adversarial. */
+static pl_status dry_device(const pl_model_cfg *m, const pl_plan_cfg *c,
+                            const pl_plan_cfg *b, const pl_plan_machine *mc,
+                            int rank, pl_plan_routes routes, pl_dev **dd) {
+  if (routes == PL_PLAN_ROUTES_BALANCED && c->imb > 1 && m->E > 0) {
+    pl_layout_plan lp;
+    PL_TRY(pl_layout_plan_make(m, &b->lc, b->W, 0, b->S, &lp));
+    return pl_plan_dry_device_skewed(mc->backend, (size_t)mc->hbm_bytes, lp.Ep,
+                                     c->imb, dd);
+  }
+  return pl_plan_dry_device_routed(mc->backend, (size_t)mc->hbm_bytes, rank,
+                                   routes, dd);
 }
 
 /* One measurement of b (built for c) on a dry device with routes, the
@@ -261,8 +304,7 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
                          pl_plan_mem *mem, pl_plan_dry_mem *dm) {
   pl_dev *dd = NULL;
   pl_comm *dw = NULL;
-  PL_TRY(pl_plan_dry_device_routed(mc->backend, (size_t)mc->hbm_bytes, rank,
-                                   routes, &dd));
+  PL_TRY(dry_device(m, c, b, mc, rank, routes, &dd));
   pl_status st =
       pl_mem_set_classes(dd, PL_ARENA_DEVICE, PL_TERM_COUNT, term_of, NULL);
   pl__bins bins;
@@ -276,6 +318,7 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
     st = pl_set_error(PL_ENOMEM, "the dry device: host");
   if (st == PL_OK)
     st = run_steps(dd, dw, m, b, steps, r, &f);
+  st = beyond_reach(st);
   if (st == PL_OK) /* before the device (its tag names) goes */
     st = fill_mem(m, c, b, mc, rank, r, &f, mem);
   if (st == PL_OK)
@@ -350,6 +393,29 @@ pl_status pl__plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, int rank,
                               bool with_worst, pl_plan_mem *out) {
   return pl__plan_memory_dry_steps(m, c, mc, rank, with_worst, DRY_STEPS, out);
+}
+
+/* Ranks differ only in their vocabulary shard (pl_ce_shard: rank 0's is
+ * the widest, so its head unit and gradient are the largest): the rank
+ * measured is rank 0, the others refused. */
+pl_status pl__plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
+                          const pl_plan_machine *mc, int rank, bool with_worst,
+                          pl_plan_mem *out) {
+  memset(out, 0, sizeof *out);
+  if (rank > 0)
+    return pl_set_error(PL_EUNSUPPORTED,
+                        "plan: rank %d: the planner measures rank 0 (the "
+                        "widest vocabulary shard, the peak)",
+                        rank);
+  if (c->system != PL_PLAN_PLATEAU)
+    return beyond_reach(pl_plan_dry_measure(m, c, mc, out));
+  return pl__plan_memory_dry(m, c, mc, 0, with_worst, out);
+}
+
+pl_status pl_plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
+                         const pl_plan_machine *mc, int rank,
+                         pl_plan_mem *out) {
+  return pl__plan_memory(m, c, mc, rank, true, out);
 }
 
 /* A system the engine does not own (the FSDP2 baseline): its measurement

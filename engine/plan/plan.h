@@ -3,28 +3,24 @@
  * and for the FSDP2-equivalent baseline (torchtitan's FSDP2 + activation
  * checkpointing + EP + CP + optional CPU offload), and the choice of the
  * configuration that maximizes predicted throughput among those that fit.
- * Pure functions: no device, no MPI.
+ * Pure functions: no device (a dry one stands in), no MPI.
  *
- * Memory, plateau (pl_plan_memory).  The step's schedule is replayed on a
- * symbolic tracked allocator: every pl_alloc / pl_free of the step's path
- * (units, layers, attention and Ulysses, the MoE FFN and the chunk pipeline,
- * the head, the checkpoint runner with SCO, the optimizer) in the host's
- * issue order, with the same byte counts and the same tags, so the
- * predicted peak is the max over the step's phases (forward, head, each
- * layer's backward, optimizer) and the live set at the peak is by tag, as
- * the tracked allocator reports it.  The one assumption is the routing: the
- * expert dispatch sizes are those of balanced routing (every route to a
- * uniformly chosen expert: a rank receives as many routes per chunk as it
- * sends), scaled by cfg `imb` for the received rows; `worst` replays the
- * adversarial routing (every source sends all its routes to this rank) and
- * is the bound the pipelined variant guarantees.  States (shards, staging,
- * pinned host) are exact (train/describe.h).  Each live byte is also
- * attributed to a term of Eq. 6 (pl_plan_term) for the budget table.
- *
- * Memory, FSDP2 (pl_plan_fsdp2_memory): the FSDP2 baseline
- * (baselines/fsdp2) replayed the same way from the allocation schedule its
- * header documents, with the assumptions listed in baseline_fsdp2.c's header;
- * the same result struct, the baseline's tags.
+ * Memory (pl_plan_memory): measured, not modelled.  The configuration's
+ * trainer is built on a dry device (backend/dry: every allocation tracked
+ * with its tag, none backed, no kernel run) and stepped once; the peak, the
+ * live set at the peak by tag, the phase of the peak and the states are the
+ * tracker's (mem_dry.c).  A run of several ranks is built as the rank view
+ * of its rank 0 (the widest vocabulary shard), every other group virtual.
+ * The one assumption is the routing, set on the dry device: LLEP's balanced
+ * profile (a rank receives as many routes as it sends), skewed by cfg
+ * `imb` toward the rank measured (the router's imbalance; what the dispatch
+ * makes of it is measured); dev_worst is a second step under adversarial
+ * routes (every source sends all its routes to this rank), the bound the
+ * chunked dispatch guarantees.  Each live byte is attributed to a term of
+ * Eq. 6 (pl_plan_term) for the budget table.  Another system's trainer
+ * (the FSDP2 baseline, baselines/fsdp2) is measured the same way by the
+ * layer that owns it, through the hook it registers
+ * (pl_plan_set_dry_measure).
  *
  * Time (pl_plan_time): FLOPs of every component (recomputation included) at
  * calibrated rates, communication at the calibrated bandwidths with stated
@@ -284,16 +280,17 @@ typedef struct pl_plan_mem {
 size_t pl_plan_mem_tag(const pl_plan_mem *m, const char *tag);
 size_t pl_plan_mem_tag_peak(const pl_plan_mem *m, const char *tag);
 
-/* plateau's memory for one rank: rank < 0 gives the rank with the highest
- * peak (ranks differ only in their vocabulary shard; rank 0's is the
- * widest).  PL_EINVAL as
+/* c's memory, measured (pl_plan_memory_dry's measurement, dev_worst
+ * included; another system's through its hook): rank <= 0 is rank 0, the
+ * rank with the highest peak (ranks differ only in their vocabulary shard;
+ * rank 0's is the widest); another rank PL_EUNSUPPORTED.  PL_EINVAL as
  * pl_layout_plan_make and pl_trainer_create refuse, naming the value. */
 pl_status pl_plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                          const pl_plan_machine *mc, int rank, pl_plan_mem *out);
 /* A dry device (backend/dry/dry.h) playing backend flavour (cpu or cuda)
  * with total_bytes of memory (what pl_dev_info reports; 0: none), whose MoE
  * routers route by LLEP's balanced profile of route_rank (seed 0): the
- * routing pl_plan_memory assumes.  A trainer built on it and stepped
+ * routing pl_plan_memory assumes (imb 1).  A trainer built on it and stepped
  * tracks the peaks its step has on that backend (dry_dev.c). */
 pl_status pl_plan_dry_device(pl_backend flavour, size_t total_bytes,
                              int route_rank, pl_dev **out);
@@ -301,9 +298,10 @@ pl_status pl_plan_dry_device(pl_backend flavour, size_t total_bytes,
  * else the rank view of its run's rank 0 (W = 1, W_v = the run's ranks,
  * lc.rank_view: every group virtual, train/layout.h). */
 pl_plan_cfg pl_plan_rank_view_cfg(const pl_plan_cfg *c);
-/* The memory of configuration c measured instead of replayed: the trainer
+/* The memory of configuration c measured: the trainer
  * built on a dry device (pl_plan_dry_device: mc's backend as the flavour,
- * mc's device memory, the balanced routes of rank 0) and stepped once (the
+ * mc's device memory, the balanced routes of rank 0, skewed by c's imb:
+ * pl_plan_dry_device_skewed) and stepped once (the
  * trainer allocates its state when built, so its first step starts from
  * what every later one does: a second step measures the same, field by
  * field, test_mpi_plan_dry.c dry_one_step); the peaks and tags of that
@@ -313,8 +311,7 @@ pl_plan_cfg pl_plan_rank_view_cfg(const pl_plan_cfg *c);
  * virtual, the expert group too, train/layout.h), which holds what rank 0
  * of the real run holds under the balanced routes.  Another system (the
  * FSDP2 baseline) is measured by the function it registered
- * (pl_plan_set_dry_measure; PL_EUNSUPPORTED when none); imb != 1 is
- * refused (PL_EUNSUPPORTED: the dry routes are balanced); a configuration the
+ * (pl_plan_set_dry_measure; PL_EUNSUPPORTED when none); a configuration the
  * trainer refuses is its error, prefixed "the dry device: ".  No MPI (the
  * step's world is a virtual group of one, plateau/comm.h): any thread may
  * measure, each its own configuration, before pl_init too.  with_worst: the
@@ -354,6 +351,13 @@ typedef enum pl_plan_routes {
 pl_status pl_plan_dry_device_routed(pl_backend flavour, size_t total_bytes,
                                     int route_rank, pl_plan_routes routes,
                                     pl_dev **out);
+/* A planner's dry device whose routers skew toward the rank measured: that
+ * rank (the lowest of an expert group of Ep ranks, experts [0, E/Ep))
+ * receives imb times its balanced share of every source's routes (at most
+ * Ep times: every route), the rest balanced over the others — a router's
+ * imbalance, before any dispatch spreads it (`plan --imb`). */
+pl_status pl_plan_dry_device_skewed(pl_backend flavour, size_t total_bytes,
+                                    int Ep, double imb, pl_dev **out);
 /* The fields of two memories that differ, as "field: A / B" lines (at most
  * max into lines, each of PL_PLAN_DIFF_LEN chars); returns how many differ.
  * Tags are compared by name (absent: 0 bytes; a tag of 0 bytes at the peak
@@ -380,44 +384,6 @@ typedef pl_status (*pl_plan_dry_measure_fn)(const pl_model_cfg *m,
 void pl_plan_set_dry_measure(pl_plan_system s, pl_plan_dry_measure_fn fn);
 pl_status pl_plan_dry_measure(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, pl_plan_mem *out);
-
-/* ---- components (the component benches' peaks, same replay) ------------ */
-
-/* One MoE layer forward + backward on a rank (ops/moe.h), N tokens per rank,
- * Ep ranks, balanced routing (`worst`: all routes to this rank): the peaks
- * of the tags "dispatch", "expert", "routing" and the operator's peak above
- * its inputs. */
-typedef struct pl_plan_moe_peaks {
-  size_t dispatch, expert, routing, op_peak;
-  int K;
-  int64_t c_eff;
-} pl_plan_moe_peaks;
-pl_status pl_plan_moe_layer(const pl_moe_cfg *mc, int Ep, int64_t N,
-                            bool keep_ctx, bool worst, pl_plan_moe_peaks *out);
-/* One Ring-DTP forward + backward (pl_dtp_run of ops/ring_dtp.h, reduction
- * none: the three-GEMM schedule at P = 1 when a row of V fits the strip
- * bound, the meetings beyond) of rank r of a P-group, every rank n tokens:
- * the peaks of "logits", "ring",
- * "grads" (the head's scratch) and "ce_state" (with the context's 8 bytes
- * of group statistics), and the op's peak above its inputs and context. */
-typedef struct pl_plan_head_peaks {
-  size_t logits, ring, grads, ce_state, op_peak;
-  bool moves_weights;
-} pl_plan_head_peaks;
-pl_status pl_plan_head(pl_dtype dt, int64_t n, int64_t h, int64_t v, int P,
-                       int r, int64_t block, pl_plan_head_peaks *out);
-
-/* The checkpoint runner's boundaries (train/ckpt.h, SCO) for L layers of
- * N×H, the first `selected` offloaded: the device peak of the tag
- * "boundary" (within Eq. 4's 2·N·H·b + (L − |S|)·N·H·b) and the pinned host
- * bytes (|S|·N·H·b). */
-void pl_plan_sco_boundaries(int L, int64_t N, int64_t H, pl_dtype dt,
-                            int selected, size_t *dev_peak, size_t *host);
-/* OffloadStreamAdamW's device staging for Θ parameters (stream_adamw.h):
- * min(s, ⌈Θ/β⌉) slots of min(β, Θ) parameters × (12 + the gradient's bytes
- * when gradients live on the host) — within s·β·16. */
-size_t pl_plan_optim_staging(size_t theta, size_t beta, int slots,
-                             size_t host_grad_bytes);
 
 /* ---- time --------------------------------------------------------------- */
 
@@ -519,9 +485,6 @@ typedef struct pl_plan_free {
    * (sc.oo.resident_*) and the kept activations (sc.keep), filled below
    * the usable HBM less fill_reserve in the order of time saved per byte */
   bool resident, keep;
-  /* not a knob: every candidate's memory measured by steps on a dry device
-   * (pl_plan_memory_dry's way, tens of ms each) instead of replayed */
-  bool dry;
   /* not a knob: whether any configuration fits, not which is best — the
    * search stops at the first that fits (fastest bound first) and fills no
    * headroom (have_best: that one; runner_up and the fill left empty) */
@@ -530,8 +493,8 @@ typedef struct pl_plan_free {
 
 /* Every knob of both systems free but FSDP2's mbs (one sequence per
  * data-parallel group, as plateau runs one per D-group), the headroom
- * filled; replayed, the full search: what `plateau plan --table paper`
- * frees at each point (with its dry and first_fit). */
+ * filled, the full search: what `plateau plan --table paper` frees at each
+ * point (with first_fit for its reach). */
 pl_plan_free pl_plan_free_every(void);
 
 typedef struct pl_plan_choice {
@@ -545,10 +508,9 @@ typedef struct pl_plan_search {
   int tried, feasible;
   int skipped; /* of tried: not evaluated, slower than the choice even with
                   their memory-decided knobs at their best (time bound) */
-  int unbuilt; /* pl_plan_free.dry: left out, a dry device cannot build them
-                  (not counted in tried) */
-  long evals;  /* memory evaluations made (replays, or with pl_plan_free.dry
-                  measurements; a configuration once)                     */
+  int unbuilt; /* left out: a dry device cannot build them (not counted in
+                  tried) */
+  long evals;  /* memory measurements made (a configuration once)        */
   pl_plan_choice best, runner_up; /* by predicted tok/s/GPU               */
   bool have_best, have_runner_up;
   char why_lost[400]; /* why the runner-up lost: its largest time part's

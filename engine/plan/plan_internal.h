@@ -1,9 +1,10 @@
 /* plan_internal.h — what the files of the planner share; not installed.
- *   track.c     the symbolic tracked allocator the schedules are replayed on;
- *   mem_ops.c   the operators' allocation schedules (attention, Ulysses, the
- *               MoE FFN and the chunk pipeline, Ring-DTP);
- *   mem_step.c  the training step's schedule (units, checkpoint runner, SCO,
- *               head) and the states; pl_plan_memory;
+ *   mem_dry.c   plateau's memory: the trainer stepped on a dry device
+ *               (pl_plan_memory); mem_hook.c: another system's, through
+ *               the measurement its code registered;
+ *   track.c     the phase bins; the symbolic allocator the FSDP2 replay
+ *               runs on;
+ *   mem_ops.c   the MoE chunk pipeline's schedule, for that replay;
  *   baseline_fsdp2.c  the FSDP2 baseline's memory (its schedule replayed)
  *               and time;
  *   time.c      plateau's time model;
@@ -116,58 +117,6 @@ void pl__moe_replay_forward(pl__sym_track *t, const pl__moe_replay *p,
                             pl__sym_buf *ctx);
 void pl__moe_replay_backward(pl__sym_track *t, const pl__moe_replay *p);
 
-/* ---- layers ---- */
-
-/* What one decoder layer's replay needs. */
-typedef struct pl__layer_replay {
-  int64_t N, H, D; /* tokens per rank, hidden, Ulysses group            */
-  int n_q, n_kv, d;
-  size_t es; /* bytes per activation value                        */
-  pl_dtype dt;
-  pl_backend be;
-  pl_attn_kernels ak;
-  int64_t I_s;    /* the always-on SwiGLU width (shared or dense; 0)   */
-  int E_route, k; /* MoE (E_route 0: dense FFN)                        */
-  bool keep_ctx;
-  const pl__moe_replay *moe;
-  int keep; /* pl_layer_keep: what the forward keeps for the backward */
-  /* expert groups (train/epgroups.h): the layer's gathered expert unit,
-   * issued by the step before the layer and freed after the FFN slot
-   * (NULL: none); in backward its f32 gradient of ep_full elements opened
-   * at the slot and reduce-scattered after it (+= a shard: ep_acc) */
-  pl__sym_buf *ep_w;
-  size_t ep_full, ep_shard;
-  bool ep_acc;
-} pl__layer_replay;
-
-/* The attention half's activations of a layer (h, q, k, v, o, y1, lse): a
- * forward's kept ones, alive until the layer's backward. */
-typedef struct pl__acts_replay {
-  pl__sym_buf h, q, k, v, o, y1, lse;
-} pl__acts_replay;
-
-void pl__layer_replay_forward(pl__sym_track *t, const pl__layer_replay *l,
-                              pl__sym_buf *ctx, pl__acts_replay *kept);
-void pl__layer_replay_backward(pl__sym_track *t, const pl__layer_replay *l,
-                               pl__sym_buf *ctx, pl__acts_replay *kept);
-
-/* ---- Ring-DTP (ops/ring_dtp.c) ---- */
-
-typedef struct pl__head_replay {
-  pl_dtype dt;
-  int64_t n, h, v, nmax, vmax, vb, nc;
-  int64_t chunk; /* P = 1: rows of the three-GEMM schedule's chunk (pl_dtp_run
-                    runs it); 0: the blocked meetings */
-  int P;
-  bool move_w;
-} pl__head_replay;
-
-void pl__head_replay_make(pl_dtype dt, int64_t n, int64_t h, int64_t v, int P,
-                          int64_t block, pl__head_replay *out);
-/* Forward + backward; *aux (ce_state 2n floats) is freed and re-made. */
-void pl__head_replay_run(pl__sym_track *t, const pl__head_replay *h,
-                         pl__sym_buf *aux);
-
 /* The RMSNorm backward scratch (floats) the layer code allocates. */
 size_t pl__rms_scratch(int64_t N, int64_t H);
 /* The attention backward's workspace on backend be (CUDA computed from its
@@ -191,13 +140,17 @@ double pl__attn_rate(const pl_plan_machine *mc, double rate, int64_t S);
 double pl__hbm_usable(const pl_plan_machine *mc);
 double pl__host_usable(const pl_plan_machine *mc);
 
+/* c's memory (pl_plan_memory; with_worst: dev_worst too): plateau's
+ * measured (pl__plan_memory_dry), another system's through its hook
+ * (mem_hook.c).  rank <= 0: rank 0; another rank PL_EUNSUPPORTED. */
 pl_status pl__plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                           const pl_plan_machine *mc, int rank, bool with_worst,
                           pl_plan_mem *out);
-/* pl__plan_memory measured (mem_dry.c): the trainer of c (c itself on one
- * rank, else the rank view of its rank 0) stepped on a dry device with balanced
- * routes; with_worst: again with adversarial ones for dev_worst.  rank < 0
- * measures rank 0.  Plateau's trainer only, imb 1 (PL_EUNSUPPORTED). */
+/* Plateau's measured (mem_dry.c): the trainer of c (c itself on one rank,
+ * else the rank view of its rank 0) stepped on a dry device with balanced
+ * routes (skewed by c's imb toward rank 0: pl_plan_dry_device_skewed);
+ * with_worst: again with adversarial ones for dev_worst.  rank < 0
+ * measures rank 0.  Plateau's trainer only (PL_EUNSUPPORTED). */
 pl_status pl__plan_memory_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, int rank,
                               bool with_worst, pl_plan_mem *out);
@@ -217,17 +170,16 @@ pl_status pl__plan_memory_dry_worst(const pl_model_cfg *m, const pl_plan_cfg *c,
  * pl__plan_mem_eval: it counts them (pl__plan_mem_evals: the evaluations
  * made since the process began, over every thread) and, given a memo
  * (pl__plan_memo_new; NULL: none), answers a configuration evaluated before
- * from it (the replay is a pure function of the configuration).  The upper
+ * from it (the measurement is a pure function of the configuration).  The upper
  * bound of tok/s/GPU over the knobs the memory decides (time.c: SCO budget
  * 0, every layer kept for the parts that shrink with it and none for those
  * that grow, the optimizer at its best resident split) lets the search skip
  * the memory of a candidate that cannot change its choice. */
 typedef struct pl__plan_memo pl__plan_memo;
 pl__plan_memo *pl__plan_memo_new(void);
-/* The memo's evaluations measured on a dry device (pl_plan_free.dry);
- * how many configurations it could not build (PL_EUNSUPPORTED: a knob
- * the code measured does not run, as the FSDP2 baseline's mbs > 1). */
-void pl__plan_memo_dry(pl__plan_memo *mm, bool dry);
+/* How many configurations the memo's dry device could not build
+ * (PL_EUNSUPPORTED: a knob the code measured does not run, as the FSDP2
+ * baseline's mbs > 1). */
 int pl__plan_memo_unbuilt(const pl__plan_memo *mm);
 /* The evaluations made through the memo (its answers not counted). */
 long pl__plan_memo_evals(const pl__plan_memo *mm);

@@ -180,7 +180,8 @@ pl_status pl__plan_room_floor(pl__plan_memo *mm, const pl_model_cfg *m,
       const pl_status st = pl__plan_mem_eval(mm, m, &s, mc, false, mem);
       if (st == PL_OK)
         floor_in(mem, have, lb);
-      else if (st != PL_EINVAL && st != PL_EUNSUPPORTED) {
+      else if (st != PL_EINVAL && st != PL_EUNSUPPORTED &&
+               st != PL_EINFEASIBLE) {
         free(mem);
         return st;
       }

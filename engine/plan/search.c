@@ -408,7 +408,9 @@ static pl_status room_pruned(const pl_model_cfg *m, const pl_plan_free *fr,
   }
   pl_status st = eval(m, mc, r->mm, &y, false);
   if (st != PL_OK) /* refused: rank_queue says so as before */
-    return st == PL_EINVAL || st == PL_EUNSUPPORTED ? PL_OK : st;
+    return st == PL_EINVAL || st == PL_EUNSUPPORTED || st == PL_EINFEASIBLE
+               ? PL_OK
+               : st;
   if ((double)y.mem.dev_peak > pl__hbm_usable(mc)) { /* no form fits */
     *gone = pruned(r, 0);
     if (!*gone && fr->first_fit) /* counted as tried, as floor_prunes does */
@@ -459,7 +461,7 @@ static pl_status fsdp2_floored(const pl_model_cfg *m, const pl_plan_free *fr,
     st = pl__plan_mem_eval(r->mm, m, &s, mc, false, mem);
     if (st == PL_OK)
       lb = mem->dev_peak;
-    else if (st == PL_EINVAL || st == PL_EUNSUPPORTED)
+    else if (st == PL_EINVAL || st == PL_EUNSUPPORTED || st == PL_EINFEASIBLE)
       st = PL_OK, pl_clear_error();
   }
   free(mem);
@@ -499,7 +501,7 @@ static pl_status rank_queue(const pl_model_cfg *m, const pl_plan_free *fr,
     x.cfg = q->e[i].cfg;
     pl_status st =
         plateau ? sco_search(m, mc, &x, fr, r) : eval(m, mc, r->mm, &x, true);
-    if (st == PL_EINVAL || ((plateau || fr->dry) && st == PL_EUNSUPPORTED))
+    if (st == PL_EINVAL || st == PL_EUNSUPPORTED || st == PL_EINFEASIBLE)
       continue;
     PL_TRY(st);
     if (!plateau)
@@ -569,7 +571,7 @@ static pl_status why_ep(const pl_model_cfg *m, const pl_plan_machine *mc,
   y.cfg = *c;
   y.cfg.lc.Ep = ep == Wv ? alt : 0;
   const pl_status st = eval(m, mc, mm, &y, true);
-  if (st == PL_EINVAL)
+  if (st == PL_EINVAL || st == PL_EINFEASIBLE)
     return PL_OK;
   PL_TRY(st);
   const int ya = y.cfg.lc.Ep ? y.cfg.lc.Ep : Wv;
@@ -600,7 +602,6 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
     return pl_set_error(PL_ENOMEM, "plan: host");
   }
   r->mm = mm;
-  pl__plan_memo_dry(mm, fr->dry);
   pl__cqueue q = {0};
   const bool plateau = base->system != PL_PLAN_FSDP2;
   pl_plan_free ff = *fr; /* first fit: the fill changes no verdict */
@@ -699,7 +700,7 @@ static pl_status fits_frugal(const pl_model_cfg *m, const pl_plan_cfg *base,
       if (fr->offload)
         x.cfg.offload = o == 0;
       pl_status st = eval(m, mc, mm, &x, false);
-      if (st == PL_EINVAL)
+      if (st == PL_EINVAL || st == PL_EINFEASIBLE)
         return PL_OK;
       PL_TRY(st);
       *fits = x.fits;
@@ -733,7 +734,7 @@ static pl_status fits_frugal(const pl_model_cfg *m, const pl_plan_cfg *base,
   if (fr->keep)
     x.cfg.sc.keep = (pl_keep_budget){PL_KEEP_BYTES, 0};
   pl_status st = sco_search(m, mc, &x, &nofill, &r);
-  if (st == PL_EINVAL || st == PL_EUNSUPPORTED)
+  if (st == PL_EINVAL || st == PL_EUNSUPPORTED || st == PL_EINFEASIBLE)
     return PL_OK;
   PL_TRY(st);
   *fits = r.have_best;
@@ -776,7 +777,6 @@ int64_t pl_plan_max_tokens(const pl_model_cfg *m, const pl_plan_cfg *base,
   pl__plan_memo *mm = pl__plan_memo_new();
   if (!mm)
     return 0;
-  pl__plan_memo_dry(mm, fr->dry);
   const int64_t n = max_tokens(m, base, fr, mc, mm, quantum, n_max);
   pl__plan_memo_free(mm);
   return n;

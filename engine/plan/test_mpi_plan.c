@@ -1,4 +1,4 @@
-/* test_mpi_plan.c — the planner's memory model against the real step: for
+/* test_mpi_plan.c — the planner's memory against the real step: for
  * a grid of small configurations (tiny-like models: layers, experts, top-k,
  * tokens, D and P over the ranks of mpirun -np 1..4, SCO budgets, ring and
  * fused heads, dispatch ep / llep / pipelined_llep, micro-batches, f32 and
@@ -9,14 +9,14 @@
  * group past the key/value heads) every rank
  * runs the
  * trainer (engine/train) on the CPU backend and compares the tracked device
- * peak and pinned host peak of its second step with pl_plan_memory's for
- * the same rank: |predicted − measured| <= 5% of measured, on every rank.
- * The CPU backend's tracked peak is the one a GPU records for the same
- * configuration (the CUDA-only RMSNorm scratch and attention workspace
- * aside, which the planner models for the target it is given).  A failure
- * names the configuration, the rank and the tag whose bytes at the peak
- * were mis-predicted the most.  The last test shows the check can fail: a
- * model with the wrong dtype under-predicts. */
+ * peak and pinned host peak of its second step with pl_plan_memory's (rank
+ * 0 of the run stepped on a dry device, the other ranks virtual, balanced
+ * routes): within 5% of rank 0's measured peaks, and no rank's above them
+ * by more than 5%.  The real step routes each chunk by its own counts, the
+ * dry one by the balanced profile: the difference is the routing-sized
+ * tags.  A failure names the configuration, the rank and the tag whose
+ * bytes at the peak were mis-predicted the most.  The last test shows the
+ * check can fail: a plan with the wrong dtype under-predicts. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -38,57 +38,45 @@ static void measure(const point *p, pl_step_result *r) {
   pt_train(dev, world, p, 2, r);
 }
 
-/* One point: predicted vs measured on every rank; returns the max errors. */
+/* One point: the planner's answer (rank 0 measured on a dry device, every
+ * other rank of the run virtual) against the real step of every rank:
+ * within 5% of rank 0's, and no rank's peak above it by more than 5% (rank
+ * 0 holds the widest vocabulary shard: the peak).  Returns the max errors. */
 static void check_point(const point *p, const pl_plan_machine *mc,
                         double *dev_err, double *host_err) {
   pl_plan_mem pm;
-  pl_status st = pl_plan_memory(&p->m, &p->c, mc, rank, &pm);
+  pl_status st = pl_plan_memory(&p->m, &p->c, mc, 0, &pm);
   ck_assert_msg(st == PL_OK, "%s: %s", p->name, pl_last_error());
   pl_step_result r;
   measure(p, &r);
-  double e[2] = {pt_rel(pm.dev_peak, r.dev.peak),
-                 pt_rel(pm.host_pinned, r.host.peak)};
   char why[160];
   pt_worst_tag(&pm, &r.dev, why, sizeof why);
-  double all[2] = {e[0], e[1]};
-  ck_assert_int_eq(pl_host_allreduce_f64(world, all, 2, PL_RED_MAX), PL_OK);
+  /* rank 0: both ways; every rank: how far its peak is above the answer */
+  double e[4] = {rank == 0 ? pt_rel(pm.dev_peak, r.dev.peak) : 0,
+                 rank == 0 ? pt_rel(pm.host_pinned, r.host.peak) : 0,
+                 ((double)r.dev.peak - (double)pm.dev_peak) /
+                     (double)r.dev.peak,
+                 ((double)r.host.peak - (double)pm.host_pinned) /
+                     (r.host.peak ? (double)r.host.peak : 1)};
+  double all[4] = {e[0], e[1], e[2], e[3]};
+  ck_assert_int_eq(pl_host_allreduce_f64(world, all, 4, PL_RED_MAX), PL_OK);
   if (rank == 0)
-    printf("  %-36s dev %8zu / %8zu (%5.2f%%, max over ranks %5.2f%%)  host "
-           "%5.2f%%  peak at %s\n",
-           p->name, pm.dev_peak, r.dev.peak, 100 * e[0], 100 * all[0],
+    printf("  %-36s dev %8zu / %8zu (%5.2f%%, any rank above by %5.2f%%)  "
+           "host %5.2f%%  peak at %s\n",
+           p->name, pm.dev_peak, r.dev.peak, 100 * all[0], 100 * all[2],
            100 * all[1], pm.peak_phase);
   /* every rank sees the same maxima, so every rank fails together */
-  ck_assert_msg(all[0] <= 0.05,
-                "%s, rank %d of %d: device peak predicted %zu, measured %zu "
-                "(%.2f%%; max over ranks %.2f%%); most mis-predicted tag: %s",
-                p->name, rank, size, pm.dev_peak, r.dev.peak, 100 * e[0],
-                100 * all[0], why);
-  ck_assert_msg(all[1] <= 0.05,
-                "%s, rank %d: pinned host predicted %zu, measured %zu", p->name,
+  ck_assert_msg(all[0] <= 0.05 && all[2] <= 0.05,
+                "%s, rank %d of %d: device peak planned %zu, measured %zu; "
+                "rank 0 %.2f%% off, a rank %.2f%% above; most mis-predicted "
+                "tag: %s",
+                p->name, rank, size, pm.dev_peak, r.dev.peak, 100 * all[0],
+                100 * all[2], why);
+  ck_assert_msg(all[1] <= 0.05 && all[3] <= 0.05,
+                "%s, rank %d: pinned host planned %zu, measured %zu", p->name,
                 rank, pm.host_pinned, r.host.peak);
-  /* the measurement the planner takes (rank 0's view on a dry device, the
-   * routes balanced) against rank 0's real step, to the same bound */
-  double d[2] = {0, 0};
-  if (rank == 0) {
-    pl_plan_cfg built;
-    pl_plan_dry_mem *dm = malloc(sizeof *dm);
-    ck_assert_ptr_nonnull(dm);
-    st = pl_plan_memory_dry(&p->m, &p->c, mc, false, &built, dm);
-    ck_assert_msg(st == PL_OK, "%s: dry: %s", p->name, pl_last_error());
-    d[0] = pt_rel(dm->dev_peak, r.dev.peak);
-    d[1] = pt_rel(dm->host_peak, r.host.peak);
-    if (d[0] > 0.05 || d[1] > 0.05)
-      printf("  %s: dry device %zu / host %zu, rank 0 measured %zu / %zu\n",
-             p->name, dm->dev_peak, dm->host_peak, r.dev.peak, r.host.peak);
-    free(dm);
-  }
-  ck_assert_int_eq(pl_host_allreduce_f64(world, d, 2, PL_RED_MAX), PL_OK);
-  ck_assert_msg(d[0] <= 0.05 && d[1] <= 0.05,
-                "%s: the dry measurement is %.2f%% (device) and %.2f%% (host) "
-                "off rank 0's real step",
-                p->name, 100 * d[0], 100 * d[1]);
-  *dev_err = all[0] > d[0] ? all[0] : d[0];
-  *host_err = all[1] > d[1] ? all[1] : d[1];
+  *dev_err = all[0] > all[2] ? all[0] : all[2];
+  *host_err = all[1] > all[3] ? all[1] : all[3];
 }
 
 START_TEST(step_grid) {
@@ -123,7 +111,7 @@ START_TEST(wrong_model_fails) {
   pl_plan_mem pm;
   pl_plan_cfg wrong = p.c;
   wrong.sc.dt = PL_F32;
-  ck_assert_int_eq(pl_plan_memory(&p.m, &wrong, &mc, rank, &pm), PL_OK);
+  ck_assert_int_eq(pl_plan_memory(&p.m, &wrong, &mc, 0, &pm), PL_OK);
   pl_step_result r;
   measure(&p, &r);
   double e = pt_rel(pm.dev_peak, r.dev.peak);

@@ -1,23 +1,22 @@
-/* test_mpi_plan_dry.c — the dry device against the planner's replay: for
- * the grid of test_mpi_plan.c (plan_grid_testlib.h) every rank builds the
- * trainer on a dry device (backend/dry: allocations tracked, never backed;
- * kernels, copies and the data collectives do nothing), runs two steps
- * with the routes of LLEP's balanced profile (the routing the replay
- * assumes; the second step starts from what the first left, as the replay
- * does), and compares the last step's tracker with pl_plan_memory for the
- * same rank: the
- * device peak, the pinned host peak, every tag's bytes in the live set
- * at the device peak and every tag's own peak must be equal to the byte. Twice:
- * the replay of the CPU backend (mc.backend = cpu) against the dry device as it
- * is (it takes the CPU backend's allocation decisions), and the replay of the
- * CUDA backend against the dry device playing cuda (pl_dry_set_flavour: the
- * CUDA-only scratch and workspaces are allocated, nothing runs).  A failure
- * names the configuration, the rank, the peaks and the tag that differs the
- * most.  A point that differs is a bug in the replay, the dry device, or a
- * read-back the dry device answers differently from the route profile; it is
- * never loosened here.  Also: the planner's measurement of one step equals
- * that of a second step after it (dry_one_step), and measurements on four
- * threads at once equal each made alone (dry_threads). */
+/* test_mpi_plan_dry.c — the planner's measurement against the dry step of
+ * every rank of a real run: for the grid of test_mpi_plan.c
+ * (plan_grid_testlib.h) every rank builds the trainer on a dry device
+ * (backend/dry: allocations tracked, never backed; kernels, copies and the
+ * data collectives do nothing), runs two steps with the routes of LLEP's
+ * balanced profile, and compares the last step's tracker with
+ * pl_plan_memory (rank 0 of the run built in one process, every other rank
+ * virtual): on one rank the device peak, the pinned host peak, every tag's
+ * bytes in the live set at the device peak and every tag's own peak must
+ * be equal to the byte; on more, no rank's pinned host peak above the
+ * plan's (rank 0's within 5%), the device peaks within 5%.  Twice: the CPU
+ * backend (mc.backend = cpu) against the dry device as it is (it takes the CPU
+ * backend's allocation decisions), and the CUDA backend against the dry device
+ * playing cuda (pl_dry_set_flavour: the CUDA-only scratch and workspaces are
+ * allocated, nothing runs).  A failure names the configuration, the rank, the
+ * peaks and the tag that differs the most.  Also: the planner's measurement of
+ * one step equals that of a second step after it, field by field, and sees
+ * every phase (dry_one_step), and measurements on four threads at once
+ * equal each made alone (dry_threads). */
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
@@ -95,7 +94,7 @@ static double g_dev_rel, g_host_ne;
  * (a rank whose do not prints how). */
 static int check_point(const point *p, const pl_plan_machine *mc) {
   pl_plan_mem pm;
-  pl_status st = pl_plan_memory(&p->m, &p->c, mc, rank, &pm);
+  pl_status st = pl_plan_memory(&p->m, &p->c, mc, 0, &pm);
   ck_assert_msg(st == PL_OK, "%s: %s", p->name, pl_last_error());
   pl_step_result r;
   pl_dev *dd;
@@ -106,7 +105,13 @@ static int check_point(const point *p, const pl_plan_machine *mc) {
   const char *bad_peak = tag_peak_diff(&pm, &r.dev, &tp, &tm);
   const int ok = pm.dev_peak == r.dev.peak && pm.host_pinned == r.host.peak &&
                  !bad && !bad_peak;
-  double v[3] = {ok ? 0 : 1, pm.host_pinned != r.host.peak,
+  /* host: no rank's above the plan (rank 0 holds the widest vocabulary
+   * shard; a proxy's plan is of the run it plays, above the proxy), rank
+   * 0's within 5% */
+  double v[3] = {ok ? 0 : 1,
+                 r.host.peak > pm.host_pinned ||
+                     (rank == 0 && (double)(pm.host_pinned - r.host.peak) >
+                                       0.05 * (double)r.host.peak),
                  fabs((double)pm.dev_peak - (double)r.dev.peak) /
                      (double)(r.dev.peak ? r.dev.peak : 1)};
   ck_assert_int_eq(pl_host_allreduce_f64(world, v, 3, PL_RED_MAX), PL_OK);
@@ -126,7 +131,7 @@ static int check_point(const point *p, const pl_plan_machine *mc) {
   pl_dev_destroy(dd);
   if (!ok)
     fprintf(stderr,
-            "    %s, rank %d of %d: replay dev %zu host %zu (peak at %s), "
+            "    %s, rank %d of %d: planned dev %zu host %zu (peak at %s), "
             "dry dev %zu host %zu; tag %s differs; worst: %s; own peak of "
             "%s\n",
             p->name, rank, size, pm.dev_peak, pm.host_pinned, pm.peak_phase,
@@ -134,8 +139,8 @@ static int check_point(const point *p, const pl_plan_machine *mc) {
   return all == 0;
 }
 
-/* The grid with the replay of machine backend be against the dry device
- * playing be. */
+/* The grid planned for machine backend be against the dry device playing
+ * be. */
 static void run_grid(pl_backend be) {
   pl_plan_machine mc = pl_plan_machine_default();
   mc.backend = be;
@@ -143,7 +148,7 @@ static void run_grid(pl_backend be) {
   point g[32];
   const int n = grid(size, g);
   if (rank == 0)
-    printf("the replay (%s) vs one step on the dry device as %s, %d "
+    printf("the plan (%s) vs one step on the dry device as %s, %d "
            "rank(s):\n",
            pl_backend_name(be), pl_backend_name(be), size);
   const char *only = getenv("PLAN_DRY_ONLY"); /* debugging: one point */
@@ -156,29 +161,28 @@ static void run_grid(pl_backend be) {
       snprintf(failed + u, sizeof failed - u, "%s'%.63s'", u ? ", " : "",
                g[i].name);
     }
-  /* More than one rank: the replay routes every chunk as if a rank received
-   * what it sends (s_self = routes / Ep rounded, R = routes), while the
-   * balanced profile's chunks of N / K tokens are not whole cycles of the E
-   * experts, so its per-chunk counts differ by a few routes (the "routing"
-   * metadata by tens of bytes, the dispatch rows more at k = 4).  Not yet
-   * equal by construction: the pinned host peaks must be equal, the device
-   * peaks within the 5% test_mpi_plan holds the replay to against the real
-   * step (see doc/DESIGN.md, the dry device). */
+  /* More than one rank: the plan is rank 0's view, each rank's step its
+   * own (its vocabulary shard; the balanced profile's chunks of N / K
+   * tokens are not whole cycles of the E experts, so the per-chunk counts
+   * another rank sends differ by a few routes from what the view assumes):
+   * no rank's pinned host peak above the plan's and rank 0's within 5%,
+   * the device peaks within the 5% test_mpi_plan holds the plan to against
+   * the real step. */
   if (size > 1) {
     if (rank == 0)
       printf("  on %d ranks: %d of %d points differ (%s); device peaks within "
              "%.2f%%, host peaks %s\n",
              size, nf, n, nf ? failed : "none", 100 * g_dev_rel,
-             g_host_ne ? "DIFFER" : "equal");
-    ck_assert_msg(g_host_ne == 0, "a pinned host peak differs on %d ranks",
-                  size);
+             g_host_ne ? "DIFFER" : "none above the plan");
+    ck_assert_msg(g_host_ne == 0,
+                  "a pinned host peak is off the plan's on %d ranks", size);
     ck_assert_msg(g_dev_rel <= 0.05,
                   "a device peak differs by %.2f%% (> 5%%) on %d ranks",
                   100 * g_dev_rel, size);
     return;
   }
   ck_assert_msg(nf == 0,
-                "%d of %d points differ between the replay and the dry "
+                "%d of %d points differ between the plan and the dry "
                 "device on %d rank(s): %s",
                 nf, n, size, failed);
 }
@@ -190,69 +194,9 @@ END_TEST
 
 /* The dry device as a GPU: the CUDA-only allocations (the RMSNorm
  * backward's scratch, the attention backward's workspace as planned for a
- * GPU) are made, and the replay of machine backend cuda counts them. */
+ * GPU) are made, and the plan for machine backend cuda counts them. */
 START_TEST(dry_grid_cuda) {
   run_grid(PL_BACKEND_CUDA);
-}
-END_TEST
-
-/* ---- the whole pl_plan_mem ----------------------------------------------
- * One rank: pl__plan_memory_dry (the step on a dry device, balanced routes,
- * then adversarial ones for dev_worst) against the replay's pl__plan_memory
- * with the worst case, every field of pl_plan_mem: the peaks, the phase of
- * the peak, every tag, every term at the peak and at its own peak, the
- * states, the host, the facts, the most bytes of each layer's passes and
- * of the head (layer_high).  A failure lists the fields that differ. */
-
-static int full_point(const point *p, const pl_plan_machine *mc) {
-  pl_plan_mem pm, dm;
-  ck_assert_msg(pl__plan_memory(&p->m, &p->c, mc, 0, true, &pm) == PL_OK,
-                "%s: %s", p->name, pl_last_error());
-  ck_assert_msg(pl__plan_memory_dry(&p->m, &p->c, mc, 0, true, &dm) == PL_OK,
-                "%s: %s", p->name, pl_last_error());
-  char lines[24][PL_PLAN_DIFF_LEN];
-  int nd = pl_plan_mem_diff(&pm, &dm, lines, 24);
-  for (int i = 0; i <= PL_PLAN_BINS; i++) /* the phases' highs too */
-    if (pm.layer_high[i] != dm.layer_high[i] && nd++ < 24)
-      snprintf(lines[nd - 1], PL_PLAN_DIFF_LEN, "layer_high[%d]: %zu / %zu", i,
-               pm.layer_high[i], dm.layer_high[i]);
-  ck_assert_msg(dm.layer_high[0] > 0 && dm.layer_high[PL_PLAN_BINS] > 0,
-                "%s: no layer or head phase seen", p->name);
-  pl_plan_mem x = dm; /* the comparison sees one field changed */
-  x.term_peak[PL_TERM_ACTS]++;
-  ck_assert_int_eq(pl_plan_mem_diff(&dm, &x, NULL, 0), 1);
-  printf("  %-40s dev %8zu worst %8zu  %-26s %s\n", p->name, dm.dev_peak,
-         dm.dev_worst, dm.peak_phase, nd ? "DIFFERS" : "every field equal");
-  for (int i = 0; i < nd && i < 24; i++)
-    fprintf(stderr, "    %s: replay / dry  %s\n", p->name, lines[i]);
-  return nd == 0;
-}
-
-static void run_full(pl_backend be) {
-  if (size != 1)
-    return; /* one process measures one rank (pl__plan_memory_dry) */
-  pl_plan_machine mc = pl_plan_machine_default();
-  mc.backend = be;
-  point g[32];
-  const int n = grid(size, g);
-  printf("pl_plan_mem, the replay (%s) vs measured on the dry device:\n",
-         pl_backend_name(be));
-  const char *only = getenv("PLAN_DRY_ONLY");
-  int nf = 0;
-  for (int i = 0; i < n; i++)
-    if (!only || strstr(g[i].name, only))
-      nf += !full_point(&g[i], &mc);
-  ck_assert_msg(nf == 0, "%d of %d points: a field of pl_plan_mem differs", nf,
-                n);
-}
-
-START_TEST(dry_full_grid) {
-  run_full(PL_BACKEND_CPU);
-}
-END_TEST
-
-START_TEST(dry_full_grid_cuda) {
-  run_full(PL_BACKEND_CUDA);
 }
 END_TEST
 
@@ -604,7 +548,9 @@ END_TEST
  * pl__plan_memory_dry measures one step: the trainer allocates its state
  * when it is built.  On every point of the grid and both flavours, with
  * the worst case, a second step's pl_plan_mem (the one measured after a
- * first) equals the first's, field by field and phase by phase. */
+ * first) equals the first's, field by field and phase by phase; the
+ * layers' phases and the head's are seen; and the comparison sees a field
+ * changed. */
 
 START_TEST(dry_one_step) {
   if (size != 1)
@@ -635,6 +581,11 @@ START_TEST(dry_one_step) {
                 g[i].name, pl_backend_name(mc.backend), nd, nd ? ", " : "",
                 nd ? lines[0] : " (a phase's high)");
       nf += !same;
+      ck_assert_msg(one.layer_high[0] > 0 && one.layer_high[PL_PLAN_BINS] > 0,
+                    "%s: no layer or head phase seen", g[i].name);
+      pl_plan_mem x = one;
+      x.term_peak[PL_TERM_ACTS]++;
+      ck_assert_int_eq(pl_plan_mem_diff(&one, &x, NULL, 0), 1);
     }
   }
   ck_assert_msg(nf == 0, "%d of %d points: a second step measures otherwise",
@@ -702,10 +653,11 @@ int main(int argc, char **argv) {
       pl_check_world_open(&argc, &argv, "plan_dry", &dev, &world, &rank, &size);
   if (e)
     return e;
-  const TTest *tests[] = {dry_backend_basics, dry_route_view, dry_route_share,
-                          dry_grid,           dry_grid_cuda,  dry_full_grid,
-                          dry_full_grid_cuda, dry_room_need,  dry_room_floor,
-                          dry_threads,        dry_one_step,   NULL};
+  const TTest *tests[] = {dry_backend_basics, dry_route_view,
+                          dry_route_share,    dry_grid,
+                          dry_grid_cuda,      dry_room_need,
+                          dry_room_floor,     dry_threads,
+                          dry_one_step,       NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("plan_dry", 300, tests, rank, world));
 }

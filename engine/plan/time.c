@@ -66,6 +66,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/ce.h"
 #include "plan/plan_internal.h"
 #include "train/describe.h"
 #include "train/epgroups.h"
@@ -234,14 +235,40 @@ static void layers_time(tctx *t) {
  * strips) and the strips' passes; at P = 1 three GEMMs (pl_dtp_run's token
  * chunks), the chunk's logit passes and dW read and written once per chunk;
  * Ring-DTP's hops beside the strips. */
+/* What Ring-DTP runs for a head of n rows (ops/ring_dtp.h, ops/ce.h): the
+ * widest vocabulary shard (pl_ce_shard: the first), whether the weights
+ * move (auto mode: P > 1 and more rows than that shard's columns), and at
+ * P = 1 the rows of the three-GEMM schedule's chunk (0: the blocked
+ * meetings). */
+typedef struct head_shape {
+  int64_t vmax, chunk;
+  bool move_w;
+} head_shape;
+
+static head_shape head_shape_of(pl_dtype dt, int64_t n, int64_t h, int64_t v,
+                                int P, int64_t block) {
+  head_shape o = {0};
+  int64_t c0;
+  pl_ce_shard(v, P, 0, &c0, &o.vmax);
+  o.move_w = P > 1 && n > o.vmax;
+  if (P == 1) {
+    int64_t vb = block > 0 ? block : pl_ce_default_block(dt);
+    vb = vb > o.vmax ? o.vmax : vb;
+    pl_ce_problem q = {
+        .dt = dt, .n = n, .h = h, .v = v, .block = vb < 1 ? 1 : vb};
+    o.chunk = pl_ce_head3_rows(&q);
+  }
+  return o;
+}
+
 static void head_time(tctx *t) {
   const pl_model_cfg *m = t->m;
   const pl_plan_machine *mc = t->mc;
   const pl_step_cfg *sc = t->sc;
   const double N = t->N, H = t->H, b = t->b;
   const int P = t->P;
-  pl__head_replay h1;
-  pl__head_replay_make(sc->dt, t->p->N, m->H, m->V, P, sc->head_block, &h1);
+  const head_shape h1 =
+      head_shape_of(sc->dt, t->p->N, m->H, m->V, P, sc->head_block);
   t->t_head_c = 8.0 * N * H * m->V / (t->gemm * mc->head_eff) +
                 16.0 * N * (double)m->V / t->hbm;
   if (h1.chunk > 0) {
@@ -251,13 +278,11 @@ static void head_time(tctx *t) {
         (6.0 * b * N * (double)m->V + K * 2 * b * H * (double)m->V) / t->hbm;
   }
   if (t->p_comm) {
-    pl__head_replay hd;
-    pl__head_replay_make(sc->dt, t->p->N, m->H, m->V, P, sc->head_block, &hd);
     double hf, hb;
-    if (!hd.move_w)
+    if (!h1.move_w)
       hf = N * (H * b + 16), hb = N * (H * b + 12 + H * 4);
     else
-      hf = H * hd.vmax * b, hb = H * hd.vmax * (b + 4);
+      hf = H * h1.vmax * b, hb = H * h1.vmax * (b + 4);
     double bw, lat;
     pl__link_of(mc, P, mc->nvl_gbs, &bw, &lat);
     t->t_ring = (P - 1) * ((hf + hb) / bw + 2 * lat);

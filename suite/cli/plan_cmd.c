@@ -33,8 +33,6 @@ static const char *const onoff[] = {"off", "on", NULL};
 static const char *const dtypes[] = {"bf16", "f32", NULL};
 static const char *const backends[] = {"cuda", "cpu", NULL};
 static const char *const tables[] = {"paper", NULL};
-static const char *const memories[] = {"replay", "dry", "both", NULL};
-static const char *const searches[] = {"replay", "dry", NULL};
 
 static const pl_opt plan_opts[] = {
     {"model", 0, PL_OPT_ENUM, "120b", "model preset", 0, 0,
@@ -95,8 +93,10 @@ static const pl_opt plan_opts[] = {
      "the virtual world W_v of a one-GPU proxy (a multiple of gpus)", 1, 65536,
      NULL},
     {"dtype", 0, PL_OPT_ENUM, "bf16", "bf16 | f32", 0, 0, dtypes},
-    {"imb", 0, PL_OPT_F64, "1", "received expert rows / balanced (>= 1)", 1,
-     1e6, NULL},
+    {"imb", 0, PL_OPT_F64, "1",
+     "router skew: the measured rank's experts get imb x their balanced "
+     "share of routes (>= 1; at most Ep: every route)",
+     1, 1e6, NULL},
     /* both */
     {"ep", 0, PL_OPT_INT, NULL,
      "expert-parallel degree (plateau: the expert group, W_v or a divisor "
@@ -126,17 +126,6 @@ static const pl_opt plan_opts[] = {
     {"backend", 0, PL_OPT_ENUM, "cuda", "the target device: cuda | cpu", 0, 0,
      backends},
     {"machine", 0, PL_OPT_FLAG, NULL, "print the machine and exit", 0, 0, NULL},
-    {"memory", 0, PL_OPT_ENUM, NULL,
-     "the chosen configuration's memory: dry (the default: its rank 0 "
-     "built and stepped on a dry device), replay (the search's allocation "
-     "schedule; the default with --table or --imb), both (compared)",
-     0, 0, memories},
-    {"search", 0, PL_OPT_ENUM, NULL,
-     "the search's memory of each candidate: dry (the default: a step on a "
-     "dry device, ms each, a search seconds at most; --table paper under a "
-     "minute on two cores) or replay (the step's allocation schedule, about "
-     "20 us; the default with --imb)",
-     0, 0, searches},
     /* output */
     {"format", 0, PL_OPT_ENUM, "table", "table | tsv", 0, 0, formats},
     {"table", 0, PL_OPT_ENUM, NULL,
@@ -154,12 +143,10 @@ static void usage(FILE *f) {
           "of a\n  training configuration, before launch (engine/plan).  Knobs "
           "not given are\n  chosen to maximize predicted tok/s/GPU among "
           "configurations that fit\n  (--config explicit: defaults instead).  "
-          "--table paper projects the\n  paper's points.  The search measures "
-          "each candidate's memory by a step\n  on a dry device (its rank 0 "
-          "in one process, every group virtual;\n  --search replay, and with "
-          "--imb: a replay of the step's allocations);\n  the "
-          "chosen configuration's memory is measured so too\n  (--memory "
-          "replay: the estimate; both: side by side, field by field).\n  "
+          "--table paper projects the\n  paper's points.  Memory is measured: "
+          "each candidate's trainer is\n  built and stepped once on a dry "
+          "device (its rank 0 in one process, every\n  group virtual; "
+          "allocations tracked, none backed, no kernel run).\n  "
           "Exit: 0 fits, "
           "1 does not fit, 2 bad input, 3 error.\n\n");
   pl_args_usage(plan_opts, f);
@@ -642,41 +629,6 @@ static pl_status plan_of(const pl_model_cfg *m, pl_plan_cfg *c,
   return PL_OK;
 }
 
-/* What the dry device measures: *memory (0 replay, 1 dry, 2 both) the
- * chosen configuration's (not a table's), *sdry the search's every
- * candidate; by default all but with --imb (balanced routes only).  0, or
- * 2 with the reason on stderr. */
-static int dry_options(const pl_args *a, bool tsv, int *memory, bool *sdry) {
-  const bool imb = pl_args_f64(a, "imb") != 1,
-             table = pl_args_given(a, "table");
-  *memory = pl_args_given(a, "memory") ? (int)pl_args_enum(a, "memory")
-            : table || imb             ? 0
-                                       : 1;
-  *sdry = pl_args_given(a, "search") ? pl_args_enum(a, "search") == 1 : !imb;
-  const char *swhy = *sdry && imb ? "--imb other than 1" : NULL;
-  if (swhy) {
-    fprintf(stderr,
-            "plateau plan: --search=dry with %s (allowed: balanced routing "
-            "(--imb 1))\n",
-            swhy);
-    return 2;
-  }
-  const char *mwhy = !*memory              ? NULL
-                     : table               ? "--table"
-                     : imb                 ? "--imb other than 1"
-                     : *memory == 2 && tsv ? "--format=tsv"
-                                           : NULL;
-  if (mwhy) { /* the dry device builds plateau's trainer, routes balanced */
-    fprintf(stderr,
-            "plateau plan: --memory=%s with %s (allowed: one "
-            "configuration, balanced routing (--imb 1), both: the table "
-            "format)\n",
-            memories[*memory], mwhy);
-    return 2;
-  }
-  return 0;
-}
-
 static int plan_one(int argc, char **argv) {
   pl_args *a = NULL;
   bool help = false;
@@ -702,18 +654,13 @@ static int plan_one(int argc, char **argv) {
     goto out;
   }
   const bool tsv = pl_args_enum(a, "format") == 1;
-  const bool imb = pl_args_f64(a, "imb") != 1;
-  int memory = 0;
-  bool sdry = false;
-  if ((code = dry_options(a, tsv, &memory, &sdry)))
-    goto out;
   if (pl_args_given(a, "table")) {
     const char *dir = pl_args_str(a, "out");
     if (dir && pl_plan_table_check_out(dir) != PL_OK) {
       code = bad(pl_last_error());
       goto out;
     }
-    code = pl_plan_table_paper(&mc, dir, tsv, sdry);
+    code = pl_plan_table_paper(&mc, dir, tsv);
     goto out;
   }
   if (pl_args_given(a, "out")) {
@@ -726,69 +673,40 @@ static int plan_one(int argc, char **argv) {
     code = bad(pl_last_error());
     goto out;
   }
-  fr.dry = sdry;
   const bool searched = fr.D || fr.P || fr.c || fr.beta || fr.sco || fr.optim ||
                         fr.cp || fr.ep || fr.ac || fr.offload || fr.mbs ||
                         fr.resident || fr.keep;
   pl_plan_search *s = calloc(1, sizeof *s);
   pl_plan_verdict *v = calloc(1, sizeof *v);
-  pl_plan_dry_mem *dm = calloc(1, sizeof *dm);
-  pl_plan_cfg built;
   pl_plan_time t;
-  char why_not[400] = "";
   memset(&t, 0, sizeof t);
-  if (!s || !v || !dm) {
-    free(s), free(v), free(dm);
+  if (!s || !v) {
+    free(s), free(v);
     code = 3;
     goto out;
   }
   const uint64_t t0 = pl_now_ns();
   st = plan_of(&m, &c, &fr, &mc, searched, s, v, &t);
-  /* measured by default; where a dry device builds no candidate (beyond
-   * any address space), the replay's answer stands, said so */
-  char sdry_why[400] = "";
-  if (sdry && searched && !pl_args_given(a, "search") && st != PL_EINVAL &&
-      (st != PL_OK || (s->unbuilt > 0 && s->evals == s->unbuilt))) {
-    snprintf(sdry_why, sizeof sdry_why, "%s",
-             st != PL_OK ? pl_last_error() : "every candidate left out");
-    pl_clear_error();
-    fr.dry = sdry = false;
-    memset(s, 0, sizeof *s), memset(v, 0, sizeof *v), memset(&t, 0, sizeof t);
-    st = plan_of(&m, &c, &fr, &mc, searched, s, v, &t);
-  }
   const double search_s = pl_elapsed_s(t0);
   if (st == PL_EINVAL || st == PL_EUNSUPPORTED) {
     code = bad(pl_last_error());
+  } else if (st == PL_EINFEASIBLE) { /* beyond any device: a verdict */
+    printf("plateau plan: %s\n", pl_last_error());
+    code = 1;
   } else if (st != PL_OK) {
     fprintf(stderr, "plateau plan: %s\n", pl_last_error());
     code = 3;
-  } else if (!memory ||
-             !(code = pl__plan_dry(&m, &c, &mc, memory == 1, v, dm, &built,
-                                   why_not, sizeof why_not))) {
+  } else {
     if (tsv)
       pl__plan_print_tsv(stdout, &m, &c, &mc, v, &t);
     else
       print_table(stdout, &m, &c, &mc, v, &t, s, searched);
-    if (memory && !tsv)
-      pl__plan_dry_print(stdout, &m, &c, &built, &mc, v, dm, memory == 2,
-                         why_not);
-    else if (!tsv && imb && !pl_args_given(a, "memory"))
-      printf("\nmemory above: replayed (--imb: a dry device routes by the "
-             "balanced profile)\n");
-    if (!tsv && sdry && searched)
-      printf("\nsearch: every candidate's memory measured on a dry device "
-             "(%d tried, %ld measured, %d left out that it cannot build; "
-             "%.1f s)\n",
-             s->tried, s->evals, s->unbuilt, search_s);
-    else if (!tsv && sdry_why[0])
-      printf("\nsearch: replayed; a dry device could not build its "
-             "candidates: %s\n",
-             sdry_why);
+    if (!tsv)
+      pl__plan_measured_print(stdout, &c, &mc, searched ? s : NULL, search_s);
     code = v->fits ? 0 : 1;
   }
   free(s);
   free(v);
-  free(dm);
 out:
   pl_args_free(a);
   return code;
@@ -828,7 +746,7 @@ int pl_plan_main(int argc, char **argv) {
   }
   if (!list) {
     const int code = plan_one(argc, argv);
-    pl_finalize(); /* --memory dry|both started MPI (a world of one) */
+    pl_finalize();
     return code;
   }
   const size_t ll = strlen(list);

@@ -70,8 +70,8 @@ static void tokens_name(double t, char *buf, size_t n) {
 }
 
 static pl_status best_of(const pl_model_cfg *m, pl_plan_system sys, int W,
-                         int64_t S, const pl_plan_machine *mc, bool dry,
-                         bool first_fit, cell *out) {
+                         int64_t S, const pl_plan_machine *mc, bool first_fit,
+                         cell *out) {
   memset(out, 0, sizeof *out);
   pl_plan_cfg base = sys == PL_PLAN_FSDP2 ? pl_plan_cfg_fsdp2(m, W, S)
                                           : pl_plan_cfg_plateau(W, S);
@@ -79,7 +79,7 @@ static pl_status best_of(const pl_model_cfg *m, pl_plan_system sys, int W,
   /* mbs stays 1: one sequence per data-parallel group, as plateau runs one
    * per D-group (more would raise the tokens per step at a context) */
   pl_plan_free fr = pl_plan_free_every();
-  fr.dry = dry, fr.first_fit = first_fit;
+  fr.first_fit = first_fit;
   pl_plan_search *s = calloc(1, sizeof *s);
   if (!s)
     return pl_set_error(PL_ENOMEM, "plan: host");
@@ -100,12 +100,12 @@ done:
 }
 
 static int64_t max_tokens(const pl_model_cfg *m, pl_plan_system sys, int W,
-                          const pl_plan_machine *mc, bool dry) {
+                          const pl_plan_machine *mc) {
   pl_plan_cfg base = sys == PL_PLAN_FSDP2 ? pl_plan_cfg_fsdp2(m, W, 8192)
                                           : pl_plan_cfg_plateau(W, 8192);
   base.sdpa = true;
   pl_plan_free fr = pl_plan_free_every(); /* the frugal forms: no fill */
-  fr.mbs = true, fr.resident = fr.keep = false, fr.dry = dry;
+  fr.mbs = true, fr.resident = fr.keep = false;
   return (int64_t)W * pl_plan_max_tokens(m, &base, &fr, mc, 4096, 8 << 20);
 }
 
@@ -154,7 +154,7 @@ static int gnuplot(const char *script, const char *data, const char *out) {
   return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
 }
 
-static void assumptions(FILE *f, const pl_plan_machine *mc, bool dry) {
+static void assumptions(FILE *f, const pl_plan_machine *mc) {
   fprintf(f,
           "These are **projections**, not measurements: engine/plan's memory "
           "%s and time model on the machine `%s` "
@@ -167,25 +167,20 @@ static void assumptions(FILE *f, const pl_plan_machine *mc, bool dry) {
           "TFLOP/s; inter-node %.0f GB/s per GPU with %.0f us latency; "
           "FSDP2-best = torchtitan's FSDP2 + full/selective AC + EP + CP + "
           "optional CPU offload as baselines/fsdp2 runs it, its allocations "
-          "%s fp32 sharded state, fp32 unsharded "
+          "measured by the baseline's steps on a dry device (fp32 sharded "
+          "state, fp32 unsharded "
           "gradients, dense CE on full logits per CP shard, ring "
           "attention), PyTorch SDPA at %.0f "
           "TFLOP/s.  TFLOP/s count model FLOPs (6 × active parameters + "
           "6·S·d·n_q per layer, doc/guide/training.md): about 1.14× the "
           "paper's measure at "
           "1M.  The paper's figures are its own runs on 16 / 32 / 64 H200.\n\n",
-          dry ? "(every candidate of every search measured by steps on a dry "
-                "device, the default)"
-              : "model (the step's allocations replayed by tag, `--search "
-                "replay`; checked against the tracked peaks within 5% in CI)",
+          "(every candidate of every search measured by a step on a dry "
+          "device)",
           mc->source, mc->gpus_per_node, mc->hbm_bytes / 1073741824.0,
           mc->hbm_reserve / 1073741824.0, mc->host_bytes / 1073741824.0,
           mc->attn_fwd_tflops, mc->attn_bwd_tflops, 100 * mc->expert_eff,
-          mc->gemm_tflops, mc->ib_gbs, mc->ib_lat_us,
-          dry ? "measured by the baseline's steps on a dry device ("
-              : "replayed (engine/plan/baseline_fsdp2.c; held within 5% of "
-                "the baseline's tracked peaks in CI:",
-          mc->fsdp2_attn_tflops);
+          mc->gemm_tflops, mc->ib_gbs, mc->ib_lat_us, mc->fsdp2_attn_tflops);
 }
 
 /* ---- the computation, with progress on stderr ---------------------------
@@ -197,7 +192,6 @@ static void assumptions(FILE *f, const pl_plan_machine *mc, bool dry) {
  * the files get only the tables. */
 
 typedef struct table {
-  bool dry; /* every candidate's memory measured on a dry device */
   cell pc[NM][NG][NS], fc[NM][NG][NS]; /* plateau, FSDP2-best */
   reach pr[NM][NG], fr[NM][NG];
 } table;
@@ -249,8 +243,8 @@ static void job1(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
   if (q >= NS * 2) {
     const int y = q - NS * 2;
     reach *r = y ? &T->fr[i][g] : &T->pr[i][g];
-    r->max_tokens = max_tokens(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU,
-                               gpus[g], mc, T->dry);
+    r->max_tokens =
+        max_tokens(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU, gpus[g], mc);
     tick(pg, models[i], gpus[g],
          y ? "largest tokens per step, FSDP2-best"
            : "largest tokens per step, plateau");
@@ -259,7 +253,7 @@ static void job1(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
   const int s = q / 2, y = q % 2;
   cell *c = y ? &T->fc[i][g][s] : &T->pc[i][g][s];
   const pl_status st = best_of(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU,
-                               gpus[g], seqs[s], mc, T->dry, false, c);
+                               gpus[g], seqs[s], mc, false, c);
   if (st != PL_OK) {
     fail_at(fl, j, st);
     return;
@@ -281,7 +275,7 @@ static void job2(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
        S *= 2) {
     cell x; /* whether any configuration fits: the first that does */
     const pl_status st = best_of(&ms[i], y ? PL_PLAN_FSDP2 : PL_PLAN_PLATEAU,
-                                 gpus[g], S, mc, T->dry, true, &x);
+                                 gpus[g], S, mc, true, &x);
     if (st != PL_OK) {
       fail_at(fl, NM * NG * NJOB1 + j, st);
       return;
@@ -292,9 +286,8 @@ static void job2(const pl_model_cfg *ms, const pl_plan_machine *mc, table *T,
   tick(pg, models[i], gpus[g], y ? "reach, FSDP2-best" : "reach, plateau");
 }
 
-static pl_status compute(const pl_plan_machine *mc, bool dry, table *T) {
+static pl_status compute(const pl_plan_machine *mc, table *T) {
   memset(T, 0, sizeof *T);
-  T->dry = dry;
   pl_model_cfg ms[NM];
   for (int i = 0; i < NM; i++)
     PL_TRY(pl_model_preset(models[i], &ms[i]));
@@ -330,9 +323,9 @@ static pl_status compute(const pl_plan_machine *mc, bool dry, table *T) {
 static void write_tsv(FILE *ts, const pl_plan_machine *mc, const table *T) {
   fprintf(ts,
           "# plateau plan --table paper: projections (engine/plan) on "
-          "the machine %s%s\n",
-          mc->source,
-          T->dry ? "; every candidate's memory measured on a dry device" : "");
+          "the machine %s; every candidate's memory measured on a dry "
+          "device\n",
+          mc->source);
   fprintf(ts, "bench\tvariant\tmodel\tranks\tseq\tstatus\ttok_s_gpu\t"
               "tflops\tdev_peak_bytes\tconfig\tpaper_tok_s_gpu\t"
               "paper_tflops\tnote\n");
@@ -450,7 +443,7 @@ static void md_reach(FILE *md, const table *T) {
 static void write_md(FILE *md, const pl_plan_machine *mc, const table *T) {
   fprintf(md,
           "# The paper's end-to-end points, projected by `plateau plan`\n\n");
-  assumptions(md, mc, T->dry);
+  assumptions(md, mc);
   md_throughput(md, T);
   md_reach(md, T);
 }
@@ -622,9 +615,9 @@ static int draw(const outs *o) {
 }
 
 int pl_plan_table_paper(const pl_plan_machine *mc, const char *out_dir,
-                        bool tsv, bool dry) {
+                        bool tsv) {
   static table T;
-  if (compute(mc, dry, &T) != PL_OK) {
+  if (compute(mc, &T) != PL_OK) {
     fprintf(stderr, "plateau plan: %s\n", pl_last_error());
     return 3;
   }

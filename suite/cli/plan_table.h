@@ -19,11 +19,11 @@ pl_status pl_plan_table_check_out(const char *dir);
  * plan_paper.md, plan_paper.tsv, plan_reach.tsv and, when gnuplot is
  * installed, plan_reach.svg and plan_reach.png (analysis/plan_reach.gp),
  * each written under a temporary name and renamed into place when all are
- * complete.  Progress, one line per point, on stderr.  dry: every
- * candidate's memory measured by steps on a dry device (pl_plan_free.dry,
- * the points' searches on OpenMP's threads) instead of replayed.  Returns
- * the exit code (0, or 3 when a file cannot be written). */
+ * complete.  Progress, one line per point, on stderr.  Every candidate's
+ * memory is measured by a step on a dry device (the points' searches on
+ * OpenMP's threads).  Returns the exit code (0, or 3 when a file cannot be
+ * written). */
 int pl_plan_table_paper(const pl_plan_machine *mc, const char *out_dir,
-                        bool tsv, bool dry);
+                        bool tsv);
 
 #endif
