@@ -424,7 +424,7 @@ pl_status pl__plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                           const pl_plan_machine *mc, int rank, bool with_worst,
                           pl_plan_mem *out) {
   if (c->system != PL_PLAN_PLATEAU)
-    return pl_plan_fsdp2_memory(m, c, mc, out);
+    return pl_plan_dry_measure(m, c, mc, out);
   if (rank < 0)
     rank = 0;
   PL_TRY(replay_rank(m, c, mc, rank, false, out));

@@ -4,8 +4,8 @@
  *               MoE FFN and the chunk pipeline, Ring-DTP);
  *   mem_step.c  the training step's schedule (units, checkpoint runner, SCO,
  *               head) and the states; pl_plan_memory;
- *   baseline_fsdp2.c  the FSDP2 baseline's memory (its schedule replayed)
- *               and time;
+ *   fsdp2_time.c  the FSDP2 baseline's time model and configuration check
+ *               (its memory is the baseline's dry measurement, mem_hook.c);
  *   time.c      plateau's time model;
  *   machine.c   the machine: defaults, calibration and rate files, and its
  *               costs (usable memory, a collective's seconds, attention's
@@ -225,8 +225,8 @@ pl_status pl__plan_memory_dry_worst(const pl_model_cfg *m, const pl_plan_cfg *c,
 typedef struct pl__plan_memo pl__plan_memo;
 pl__plan_memo *pl__plan_memo_new(void);
 /* The memo's evaluations measured on a dry device (pl_plan_free.dry);
- * how many configurations it could not build (PL_EUNSUPPORTED: a knob
- * the code measured does not run, as the FSDP2 baseline's mbs > 1). */
+ * how many configurations it could not build (PL_EUNSUPPORTED: what the
+ * dry device does not measure, as imb above 1). */
 void pl__plan_memo_dry(pl__plan_memo *mm, bool dry);
 int pl__plan_memo_unbuilt(const pl__plan_memo *mm);
 /* The evaluations made through the memo (its answers not counted). */

@@ -171,23 +171,23 @@ size_t pl_plan_mem_tag_peak(const pl_plan_mem *m, const char *tag) {
 }
 
 /* Each term's name, its formula in plateau's budget (Eq. 6) and in the FSDP2
- * baseline's replay (baseline_fsdp2.c, M1-M5). */
+ * baseline (its allocation schedule, baselines/fsdp2/fsdp2.h). */
 static const struct {
   const char *name, *formula, *fsdp2;
 } terms[PL_TERM_COUNT] = {
     {"weights", "4Θ/W (bf16 half): weights of the shards and experts",
-     "fp32 shards Σ s_u·4, router biases (M1; shards on the host with "
+     "fp32 shards Σ s_u·4, router biases (shards on the host with "
      "offload)"},
     {"grads", "4Θ/W (f32 half): gradients of the shards and experts",
-     "fp32 gradient shards Σ s_u·4 (M1; host with offload)"},
+     "fp32 gradient shards Σ s_u·4 (host with offload)"},
     {"optim", "s·β·16: optimizer staging (s·β·12) and norm partials",
-     "AdamW m, v Σ s_u·8 and the norm's partials (M1; host with offload)"},
+     "AdamW m, v Σ s_u·8 and the norm's partials (host with offload)"},
     {"attention", "O(N·H·b): attention workspace (+ Ulysses buffers)",
      "attention workspace; ring attention's K/V and fp32 accumulators"},
     {"dispatch", "2·Ep·k·c_eff·H·b: dispatch buffers",
-     "the EP dispatch's send and receive rows (M3)"},
+     "the EP dispatch's send and receive rows"},
     {"logits", "O(N·V·b/P): logit strips, ring hops, CE state",
-     "dense CE on full logits: bf16 N·V·2, then 3·N·V·4 (M2)"},
+     "dense CE on full logits: bf16 N·V·2, then 3·N·V·4"},
     {"restored", "2·N·H·b: boundaries restored by SCO", "-"},
     {"resident", "(L−|S|)·N·H·b: boundaries kept on the device",
      "boundaries (L + 1)·N·H·b and the saved sets of layers without AC"},

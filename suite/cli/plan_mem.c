@@ -120,10 +120,9 @@ int pl__plan_dry(const pl_model_cfg *m, const pl_plan_cfg *c,
                  size_t n) {
   const pl_status st = pl_plan_memory_dry(m, c, mc, true, built, dm);
   if (st == PL_EUNSUPPORTED || (st == PL_ENOMEM && !v->fits)) {
-    /* what the code measured does not run (the FSDP2 baseline's mbs > 1,
-     * a world of several processes), or beyond what even a dry device
-     * reserves (address space, host memory for its bookkeeping) when the
-     * replay finds it too large: the replay's verdict stands, said so */
+    /* what the dry device does not measure (imb above 1), or beyond what even a
+     * dry device reserves (address space, host memory for its bookkeeping) when
+     * the replay finds it too large: the replay's verdict stands, said so */
     dm->steps = 0;
     snprintf(why_not, n, "%s", pl_last_error());
     return 0;

@@ -31,8 +31,8 @@ void pl__plan_print_tsv(FILE *f, const pl_model_cfg *m, const pl_plan_cfg *c,
  * replay's (one process is not sent every other rank's routes), and a
  * measured peak that does not fit makes the verdict not fit.  0, or 3 with the
  * reason on stderr (the configuration cannot be built or stepped on a dry
- * device).  One the measured code does not run (PL_EUNSUPPORTED: the FSDP2
- * baseline's mbs > 1), or one the replay already finds too large that a
+ * device).  One the dry device does not measure (PL_EUNSUPPORTED: imb
+ * above 1), or one the replay already finds too large that a
  * dry device cannot even hold (out of address space or host memory), gives
  * 0 with dm->steps 0 and the reason in why_not (n bytes): the replay's
  * verdict stands. */

@@ -83,17 +83,21 @@ rc=$?
 [[ $rc -eq 1 && $out == *"memory above: replayed; a dry device could not build"*"address space"* &&
   $out == *"search: replayed; a dry device could not build its candidates: "*"address space"* ]] &&
   pass || fail "plan --seq 1Ti: exit $rc: $(tail -4 <<<"$out")"
-# the replayed search's FSDP2 choice of mbs > 1, which the baseline does not
-# run: the replay's memory and verdict stand, said so (exit 0, not an error)
-out=$("$BIN" plan --model tiny --gpus 4 --seq 16Ki --system fsdp2 --search replay 2>&1)
+# FSDP2 has no replay: under --search replay too its candidates are the
+# baseline's dry measurements, one sequence per CP group per micro-batch
+# (no mbs knob), and the choice's memory is measured
+r=$("$BIN" plan --model tiny --gpus 4 --seq 16Ki --system fsdp2 --search replay 2>&1)
 rc=$?
-[[ $rc -eq 0 && $out == *"memory above: replayed; a dry device could not build"*"mbs="* ]] &&
-  pass || fail "plan --system fsdp2 --search replay (mbs > 1 chosen): exit $rc: $(tail -2 <<<"$out")"
-# by default the search measures, so it chooses what the baseline runs
+[[ $rc -eq 0 && $(grep '^# configuration' <<<"$r") == *" micro=1"* &&
+  $(grep '^# configuration' <<<"$r") != *"mbs="* &&
+  $r == *"memory above: measured by"* && $r != *"could not build"* ]] &&
+  pass || fail "plan --system fsdp2 --search replay: exit $rc: $(grep -E '^# configuration|^memory' <<<"$r")"
+# by default the search measures every candidate, none left out, and
+# chooses what --search replay chooses
 out=$("$BIN" plan --model tiny --gpus 4 --seq 16Ki --system fsdp2 2>&1)
 rc=$?
-[[ $rc -eq 0 && $(grep '^# configuration' <<<"$out") == *"mbs=1 "* &&
-  $out == *"memory above: measured by"* && $out == *"left out that it cannot build"* ]] &&
+[[ $rc -eq 0 && $(grep '^# configuration' <<<"$out") == "$(grep '^# configuration' <<<"$r")" &&
+  $out == *"memory above: measured by"* && $out == *" 0 left out that it cannot build"* ]] &&
   pass || fail "plan --system fsdp2 (default search): exit $rc: $(grep -E '^# configuration|^search' <<<"$out")"
 
 # --search dry (the default): every candidate measured on a dry device; on
@@ -110,12 +114,6 @@ for args in "--gpus 4 --seq 16Ki" "--gpus 8 --seq 32Ki --model gpt-oss-20b"; do
     $(diff <(echo "$r") <(echo "$d") | grep -E '^[<>] .' | grep -vc '^> search: ') -eq 0 ]] && pass ||
     fail "plan $args --search dry: exit $rc: $(diff <(echo "$r") <(echo "$d") | head -8)"
 done
-# the FSDP2 baseline's candidates it does not run (mbs > 1) are left out
-# and counted; the choice then runs one sequence per micro-batch
-d=$("$BIN" plan --model tiny --gpus 4 --seq 16Ki --system fsdp2 --search dry 2>&1)
-[[ $d == *"left out that it cannot build"* && $d != *" 0 left out"* &&
-  $(grep '^# configuration' <<<"$d") == *"mbs=1 "* && $d == *"memory above: measured by"* ]] &&
-  pass || fail "plan --system fsdp2 --search dry: $(grep -E '^# configuration|^search' <<<"$d")"
 out=$("$BIN" plan --model tiny --gpus 1 --seq 4Ki --memory replay --search replay 2>&1)
 [[ $out != *"dry device"* ]] && pass || fail "--memory replay --search replay printed a dry measurement"
 out=$("$BIN" plan --model tiny --gpus 2 --seq 4Ki --imb 1.5 2>&1)

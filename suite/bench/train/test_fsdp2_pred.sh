@@ -45,7 +45,7 @@ for row in train.20261203T213209Z.vm.11222.0.tsv train.20261203T213416Z.vm.11355
     --layers "$(col "$f" layers)" --gpus 1 --gpus-per-node 1 \
     --virtual "$(col "$f" virtual_world)" --seq "$(col "$f" seq)" \
     --cp "$(col "$f" cp)" --ep "$(col "$f" ep)" --ac "$(col "$f" ac)" \
-    --offload on --mbs 1 --hbm "$(sed -n 's/^# device_memory_bytes: //p' "$f")" \
+    --offload on --hbm "$(sed -n 's/^# device_memory_bytes: //p' "$f")" \
     "${machine[@]}" >"$tmp/p.tsv" 2>"$tmp/p.err" || { fail "$model ($mach): plan: $(cat "$tmp/p.err")"; continue; }
   awk -F'\t' -v model="$model" '
     FNR == 1 { file++ }
