@@ -271,27 +271,27 @@ int pl_fsdp2_tune_points(const pl_model_cfg *m, int W, int64_t S,
  * The point (c at W real ranks and context S) as the planner's configuration
  * (plan/plan.h: system fsdp2, its cp, ep, AC mode and frequency, offload =
  * the CPU optimizer, one sequence per CP group per micro-batch, the
- * micro-batches, dtype, attention kernels and W_v): pl_plan_check predicts
- * its device peak and pinned host bytes (engine/plan/baseline_fsdp2.c replays
- * this baseline's allocations; test_mpi_fsdp2_plan.c holds them within 5%) and
- * pl_plan_time_predict its step. */
+ * micro-batches, dtype, attention kernels and W_v): pl_plan_check gives its
+ * device peak and pinned host bytes (this baseline's dry measurement,
+ * pl_fsdp2_dry_memory, once pl_fsdp2_register_dry has registered it;
+ * test_mpi_fsdp2_plan.c holds them within 5% of the real steps) and
+ * pl_plan_time_predict its step (engine/plan/fsdp2_time.c). */
 pl_plan_cfg pl_fsdp2_plan_cfg(const pl_model_cfg *m, const pl_fsdp2_cfg *c,
                               int W, int64_t S);
 
-/* The planner's memory of FSDP2 configuration c measured instead of
- * replayed (fsdp2_dry.c): the baseline built for c on a dry device
- * (pl_plan_dry_device: mc's backend as its flavour, mc's device memory, the
- * balanced routes) — for W > 1 the rank view of c's run's rank 0 (W = 1,
- * W_v = the run's, rank_view) — and stepped once (the baseline allocates
- * its state when built: a second step measures the same, field by field);
- * *out filled as pl_plan_fsdp2_memory fills it, from that step (peak_phase: "a
- * step on a dry device"; the terms' own peaks of several tags and the unpinned
- * host bytes as fsdp2_dry.c says; dev_worst: with an EP group of several
- * members, the device peak of the same built and stepped again under the dry
- * device's adversarial routes, else the peak).  PL_EUNSUPPORTED for mbs != 1
- * and imb > 1; the baseline's refusals prefixed "the dry device: ".  No MPI
- * (the baseline's world is a virtual group of one, plateau/comm.h): any
- * thread may measure, each its own configuration. */
+/* The planner's memory of FSDP2 configuration c, measured (fsdp2_dry.c): the
+ * baseline built for c on a dry device (pl_plan_dry_device: mc's backend as its
+ * flavour, mc's device memory, the balanced routes) — for W > 1 the rank view
+ * of c's run's rank 0 (W = 1, W_v = the run's, rank_view) — and stepped once
+ * (the baseline allocates its state when built: a second step measures the
+ * same, field by field); *out filled as pl_plan_memory fills plateau's, from
+ * that step (peak_phase: "a step on a dry device"; the terms' own peaks of
+ * several tags and the unpinned host bytes as fsdp2_dry.c says; dev_worst: with
+ * an EP group of several members, the device peak of the same built and stepped
+ * again under the dry device's adversarial routes, else the peak).
+ * PL_EUNSUPPORTED for imb > 1; the baseline's refusals prefixed "the dry
+ * device: ".  No MPI (the baseline's world is a virtual group of one,
+ * plateau/comm.h): any thread may measure, each its own configuration. */
 pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, pl_plan_mem *out);
 /* The same measured at the last of steps (>= 1) steps, state after the

@@ -3,21 +3,20 @@
  * measurement of the fsdp2 system: plan.h, pl_plan_set_dry_measure).
  *
  * Why here: the planner sits below the baselines and cannot build this
- * trainer, and its FSDP2 memory is a replay of this trainer's allocations
- * (engine/plan/baseline_fsdp2.c) that the project retires in favour of the
- * step itself.  The baseline is built for the configuration on a dry device
- * (engine/plan/dry_dev.c: the planner's backend as its flavour, its device
- * memory, the balanced routes) and stepped once (the baseline allocates its
- * state when it is built, so a second step measures the same, field by
- * field: test_mpi_fsdp2_dry.c one_step); that step's tracked peaks fill the
- * planner's pl_plan_mem as the replay fills it.  One process
- * plays one rank: a configuration of W > 1 ranks is built as the rank view
- * of its run's rank 0 (W = 1, W_v = the run's, rank_view: the CP and EP
- * groups virtual, the router over all E experts; fsdp2.h), as
- * pl_plan_memory_dry builds plateau's: what rank 0 of the real run holds
- * under the balanced routes (test_mpi_fsdp2_rank.c), not the GPU proxy's
- * local routing.  What the tracker cannot see is taken from the replay's
- * model and named where it is filled. */
+ * trainer, and its FSDP2 memory is this measurement of the step itself
+ * (the planner has no model of the baseline's allocations).  The baseline is
+ * built for the configuration on a dry device (engine/plan/dry_dev.c: the
+ * planner's backend as its flavour, its device memory, the balanced routes) and
+ * stepped once (the baseline allocates its state when it is built, so a second
+ * step measures the same, field by field: test_mpi_fsdp2_dry.c one_step); that
+ * step's tracked peaks fill the planner's pl_plan_mem as pl_plan_memory fills
+ * plateau's.  One process plays one rank: a configuration of W > 1 ranks is
+ * built as the rank view of its run's rank 0 (W = 1, W_v = the run's,
+ * rank_view: the CP and EP groups virtual, the router over all E experts;
+ * fsdp2.h), as pl_plan_memory_dry builds plateau's: what rank 0 of the real run
+ * holds under the balanced routes (test_mpi_fsdp2_rank.c), not the GPU proxy's
+ * local routing.  What the tracker cannot see is modelled and named where
+ * it is filled. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +29,6 @@
  * inverted); PL_EUNSUPPORTED for what the baseline or the dry device does
  * not run. */
 static pl_status knobs_of(const pl_plan_cfg *b, pl_fsdp2_cfg *out) {
-  if (b->mbs != 1)
-    return pl_set_error(PL_EUNSUPPORTED,
-                        "the dry device: mbs=%d: the FSDP2 baseline runs one "
-                        "sequence per CP group per micro-batch (mbs 1)",
-                        b->mbs);
   if (b->imb > 1)
     return pl_set_error(PL_EUNSUPPORTED,
                         "imb=%g: the dry device routes by the balanced "
@@ -55,8 +49,9 @@ static pl_status knobs_of(const pl_plan_cfg *b, pl_fsdp2_cfg *out) {
   return PL_OK;
 }
 
-/* The budget term of each tag the baseline allocates: the term the replay
- * (baseline_fsdp2.c, mem_ops.c) books it under; any other tag is "other". */
+/* The budget term of each tag the baseline allocates (the terms
+ * pl_plan_fsdp2_term_formula describes, as plateau's replay books the same
+ * tags: mem_ops.c); any other tag is "other". */
 static const struct {
   const char *tag;
   int term;
@@ -176,8 +171,8 @@ static void fill_facts(const pl_fsdp2 *t, const pl_plan_cfg *c,
   if (nmoe &&
       pl_moe_variant_chunking(PL_MOE_EP, t->N, 0, 0, &K, &c_eff) == PL_OK)
     out->c_eff = c_eff;
-  /* unpinned host bytes are not tracked: the replay's model of them
-   * (per-token loss and batch, router biases and counts) */
+  /* unpinned host bytes are not tracked: a model of them (per-token loss
+   * and batch, router biases and counts, 12 B each) */
   out->host_rank =
       out->host_pinned + (size_t)t->N * 12 + (size_t)nmoe * (size_t)t->E_r * 12;
   const int gpn = mc->gpus_per_node < c->W ? mc->gpus_per_node : c->W;
@@ -277,8 +272,8 @@ pl_status pl_fsdp2_dry_memory_steps(const pl_model_cfg *m, const pl_plan_cfg *c,
                  &ep_virtual));
   if (!ep_virtual)
     return PL_OK;
-  /* the rank view's EP group spans absent members: the worst case the
-   * replay's dev_worst describes, every member's routes to this rank's
+  /* the rank view's EP group spans absent members: the worst case
+   * (dev_worst), every member's routes to this rank's
    * experts (the dry device's adversarial routes: experts 0..k-1), built
    * and stepped again */
   int unused;

@@ -1,9 +1,9 @@
 /* fsdp2_grid_testlib.h — the grid of small FSDP2 configurations the
  * planner's memory of the baseline is checked on (tiny-like models over the
  * ranks of mpirun -np 1..4: see test_mpi_fsdp2_plan.c for what each point
- * exercises), shared by the check of the replay against the real CPU step
- * (test_mpi_fsdp2_plan.c) and the one of the dry measurement against the
- * replay (test_mpi_fsdp2_dry.c).  Included by test files only. */
+ * exercises), shared by the check of the dry measurement against the real
+ * CPU step (test_mpi_fsdp2_plan.c) and the one of one measured step against
+ * two (test_mpi_fsdp2_dry.c).  Included by test files only. */
 #ifndef PLATEAU_BASELINES_FSDP2_FSDP2_GRID_TESTLIB_H
 #define PLATEAU_BASELINES_FSDP2_FSDP2_GRID_TESTLIB_H
 

@@ -14,7 +14,6 @@ pl_plan_cfg pl_fsdp2_plan_cfg(const pl_model_cfg *m, const pl_fsdp2_cfg *c,
                                           : PL_PLAN_AC_NONE;
   p.ac_freq = c->ac_freq;
   p.offload = c->optim == PL_FSDP2_OPTIM_CPU;
-  p.mbs = 1; /* one sequence per CP group per micro-batch */
   p.sc.micro = c->micro;
   p.sc.dt = c->dt;
   p.sc.attn = c->attn;

@@ -1,19 +1,19 @@
-/* test_mpi_fsdp2_plan.c — the planner's FSDP2 memory model
- * (engine/plan/baseline_fsdp2.c) against the FSDP2 baseline it models: for a
- * grid of small configurations (tiny-like models: layers, experts, top-k, dense
- * and MoE layers, tokens; cp and ep over the ranks of mpirun -np 1..4; AC full,
- * selective and none; the optimizer on the device and offloaded; micro-
- * batches; bf16 and f32; a one-GPU proxy) every rank runs the real baseline
- * (baselines/fsdp2) on the CPU backend and compares the tracked device peak
- * and pinned host peak of its second step with pl_plan_check's prediction
- * for the point (pl_fsdp2_plan_cfg): |predicted − measured| <= 5% of
- * measured, on every rank.  The planner cannot include the baseline (it is
- * below it), so this test, above both, is where a change of the baseline's
- * allocations that the model does not follow fails.  A failure names the
- * configuration, the rank and the tag whose bytes at the peak were
- * mis-predicted the most.  The last tests show the check can fail (a
- * prediction for the wrong AC mode is far off) and that the predicted time
- * is a positive step. */
+/* test_mpi_fsdp2_plan.c — the planner's FSDP2 memory (the baseline's dry
+ * measurement, fsdp2_dry.c, registered as the planner's: pl_plan_check
+ * reaches it through pl_plan_dry_measure) against the FSDP2 baseline's real
+ * steps: for a grid of small configurations (tiny-like models: layers,
+ * experts, top-k, dense and MoE layers, tokens; cp and ep over the ranks of
+ * mpirun -np 1..4; AC full, selective and none; the optimizer on the device
+ * and offloaded; micro-batches; bf16 and f32; a one-GPU proxy) every rank
+ * runs the real baseline (baselines/fsdp2) on the CPU backend and compares
+ * the tracked device peak and pinned host peak of its second step with
+ * pl_plan_check's prediction for the point (pl_fsdp2_plan_cfg): |predicted
+ * − measured| <= 5% of measured, on every rank (the measurement builds rank
+ * 0's view of the run under balanced routes; a real rank's routes differ).
+ * A failure names the configuration, the rank and the tag whose bytes at
+ * the peak were mis-predicted the most.  The last tests show the check can
+ * fail (a prediction for the wrong AC mode is far off) and that the
+ * predicted time is a positive step. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -104,7 +104,9 @@ START_TEST(baseline_grid) {
   int bad = 0;
   char first[600] = "", fail[512];
   if (rank == 0)
-    printf("FSDP2 model vs the baseline's tracked peaks, %d rank(s):\n", size);
+    printf("FSDP2 dry measurement vs the baseline's tracked peaks, %d "
+           "rank(s):\n",
+           size);
   for (int i = 0; i < n; i++) {
     double de, he;
     check_point(&g[i], &de, &he, fail, sizeof fail);
@@ -132,7 +134,7 @@ START_TEST(wrong_ac_fails) {
   const pl_plan_machine mc = cpu_machine();
   const pl_plan_cfg pc = pl_fsdp2_plan_cfg(&p.m, &wrong, size, p.S);
   pl_plan_mem pm;
-  ck_assert_int_eq(pl_plan_fsdp2_memory(&p.m, &pc, &mc, &pm), PL_OK);
+  ck_assert_int_eq(pl_plan_dry_measure(&p.m, &pc, &mc, &pm), PL_OK);
   pl_step_result r;
   measure(&p, &r);
   double e = pt_rel(pm.dev_peak, r.dev.peak);
@@ -161,6 +163,7 @@ int main(int argc, char **argv) {
                                     &rank, &size);
   if (e)
     return e;
+  pl_fsdp2_register_dry();
   const TTest *tests[] = {baseline_grid, wrong_ac_fails, time_is_a_step, NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("fsdp2_plan", 300, tests, rank, world));

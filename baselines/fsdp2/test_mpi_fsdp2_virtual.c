@@ -5,7 +5,8 @@
  * per rank, the same tracked device peaks tag by tag (ring attention's
  * gathered K/V and its gradient ring included), per collective of the CP
  * group the same calls and bytes, stand-ins counted only in the virtual run;
- * and the virtual run's device peak equal to the planner's replay. */
+ * and the virtual run's device peak equal to the planner's dry measurement
+ * of it (fsdp2_dry.c). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,12 +64,12 @@ START_TEST(as_real) {
     run(self, &m, &c, S, &v);
     ck_assert(v.cp.standins > 0);
     ck_assert_int_eq(v.N, S / 2);
-    /* the planner's replay of the virtual proxy */
+    /* the planner's dry measurement of the virtual proxy */
     pl_plan_cfg pc = pl_fsdp2_plan_cfg(&m, &c, 1, S);
     pl_plan_machine mc = pl_plan_machine_default();
     mc.backend = PL_BACKEND_CPU;
     pl_plan_mem pm;
-    ck_assert_int_eq(pl_plan_fsdp2_memory(&m, &pc, &mc, &pm), PL_OK);
+    ck_assert_int_eq(pl_fsdp2_dry_memory(&m, &pc, &mc, &pm), PL_OK);
     ck_assert_msg(pm.dev_peak == v.r[1].dev.peak,
                   "device peak: plan %zu, measured %zu", pm.dev_peak,
                   v.r[1].dev.peak);

@@ -1,6 +1,7 @@
 /* candidates.c — the configurations a search visits: plateau's layouts
  * (D, P, Ep, c, β, the optimizer) and the FSDP2 baseline's (cp, ep, AC,
- * offload, mbs) over the knobs a plan leaves free, in enumeration order. */
+ * offload; one sequence per CP group per micro-batch) over the knobs a plan
+ * leaves free, in enumeration order. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,36 +151,32 @@ static pl_status fsdp2_candidates(const pl_model_cfg *m,
                              PL_PLAN_AC_NONE};
   const int nac = fr->ac ? 3 : 1;
   const int noff = fr->offload ? 2 : 1;
-  const int mbss[4] = {1, 2, 4, 8};
-  const int nmbs = fr->mbs ? 4 : 1;
   for (int a = 0; a < ncp; a++)
     for (int b = 0; b < nep; b++)
       for (int c = 0; c < nac; c++)
-        for (int o = 0; o < noff; o++)
-          for (int q = 0; q < nmbs; q++) {
-            /* torchtitan borrows EP from dp_shard × cp: ep 1 or a
-             * multiple of cp (as pl_fsdp2_tune_points lists them) */
-            if (fr->cp && fr->ep && eps[b] > 1 && eps[b] % cps[a])
+        for (int o = 0; o < noff; o++) {
+          /* torchtitan borrows EP from dp_shard × cp: ep 1 or a
+           * multiple of cp (as pl_fsdp2_tune_points lists them) */
+          if (fr->cp && fr->ep && eps[b] > 1 && eps[b] % cps[a])
+            continue;
+          pl_plan_cfg x;
+          memcpy(&x, base, sizeof x);
+          x.cp = cps[a];
+          x.ep = eps[b];
+          if (base->tokens_step > 0) {
+            /* the micro-batches of this cp: a pass is W/cp sequences (the
+             * baseline runs one per CP group per micro-batch) */
+            const int64_t per = (int64_t)base->W / cps[a] * base->S;
+            if (base->tokens_step % per)
               continue;
-            pl_plan_cfg x;
-            memcpy(&x, base, sizeof x);
-            x.cp = cps[a];
-            x.ep = eps[b];
-            if (base->tokens_step > 0) { /* the micro-batches of this mix */
-              const int64_t per = (int64_t)base->W / cps[a] *
-                                  (fr->mbs ? mbss[q] : base->mbs) * base->S;
-              if (base->tokens_step % per)
-                continue;
-              x.sc.micro = (int)(base->tokens_step / per);
-            }
-            if (fr->ac)
-              x.ac = acs[c];
-            if (fr->offload)
-              x.offload = o == 1;
-            if (fr->mbs)
-              x.mbs = mbss[q];
-            PL_TRY(pl__cqueue_push(cq, &x));
+            x.sc.micro = (int)(base->tokens_step / per);
           }
+          if (fr->ac)
+            x.ac = acs[c];
+          if (fr->offload)
+            x.offload = o == 1;
+          PL_TRY(pl__cqueue_push(cq, &x));
+        }
   return PL_OK;
 }
 

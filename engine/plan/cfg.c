@@ -48,7 +48,7 @@ pl_plan_cfg pl_plan_cfg_plateau(int W, int64_t S) {
   c.sc = pl_step_cfg_default();
   c.sc.head = &pl_head_fused;
   c.imb = 1;
-  c.cp = 1, c.ep = W, c.ac = PL_PLAN_AC_FULL, c.mbs = 1;
+  c.cp = 1, c.ep = W, c.ac = PL_PLAN_AC_FULL;
   return c;
 }
 
@@ -70,7 +70,7 @@ pl_plan_cfg pl_plan_cfg_fsdp2(const pl_model_cfg *m, int W, int64_t S) {
 
 int64_t pl_plan_tokens_per_rank(const pl_plan_cfg *c) {
   if (c->system == PL_PLAN_FSDP2)
-    return c->cp > 0 ? (int64_t)c->mbs * c->S / c->cp : 0;
+    return c->cp > 0 ? c->S / c->cp : 0;
   return c->lc.D > 0 ? c->S / c->lc.D : c->S;
 }
 
@@ -109,9 +109,9 @@ static void human_bytes(double v, char *buf, size_t n) {
 
 void pl_plan_cfg_str(const pl_plan_cfg *c, char *buf, size_t n) {
   if (c->system == PL_PLAN_FSDP2) {
-    snprintf(buf, n, "cp=%d ep=%d dp=%d ac=%s offload=%s mbs=%d micro=%d",
-             c->cp, c->ep, c->cp ? c->W / c->cp : 0, pl_plan_ac_name(c->ac),
-             c->offload ? "on" : "off", c->mbs, c->sc.micro);
+    snprintf(buf, n, "cp=%d ep=%d dp=%d ac=%s offload=%s micro=%d", c->cp,
+             c->ep, c->cp ? c->W / c->cp : 0, pl_plan_ac_name(c->ac),
+             c->offload ? "on" : "off", c->sc.micro);
     return;
   }
   const pl_step_cfg *s = &c->sc;

@@ -7,8 +7,10 @@
  * project keeps (the replays are being retired).  The layer that owns a
  * trainer registers its measurement once at the program's start; the
  * planner calls it through here and refuses, naming what is missing, where
- * nothing was registered. */
-#include "plan/plan.h"
+ * nothing was registered.  A configuration the planner can tell is not
+ * valid (FSDP2: pl__fsdp2_check, fsdp2_time.c) is refused before the
+ * measurement, PL_EINVAL naming the value, as the time model refuses it. */
+#include "plan/plan_internal.h"
 
 static pl_plan_dry_measure_fn measure_fns[PL_PLAN_FSDP2 + 1];
 
@@ -20,6 +22,8 @@ void pl_plan_set_dry_measure(pl_plan_system s, pl_plan_dry_measure_fn fn) {
 pl_status pl_plan_dry_measure(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, pl_plan_mem *out) {
   const pl_plan_system s = c->system;
+  if (s == PL_PLAN_FSDP2)
+    PL_TRY(pl__fsdp2_check(m, c));
   if ((unsigned)s > PL_PLAN_FSDP2 || !measure_fns[s])
     return pl_set_error(
         PL_EUNSUPPORTED,

@@ -188,7 +188,6 @@ typedef struct pl_plan_cfg {
                    == 0 (0: 2, the baseline's default)                */
   bool offload; /* FSDP2 CPUOffloadPolicy: fp32 params, grads and the
                    optimizer on the host, AdamW on the CPU             */
-  int mbs;      /* sequences per data-parallel group per micro-batch   */
   bool sdpa;    /* time PyTorch's FSDP2 (attention at fsdp2_attn_tflops,
                    SDPA on chunks of S/CP: plan --table paper) instead of
                    this baseline (ring attention's blocks on our flash
@@ -198,7 +197,8 @@ typedef struct pl_plan_cfg {
 /* plateau's trainer defaults (pl_step_cfg_default, D = P = 1) at W, S. */
 pl_plan_cfg pl_plan_cfg_plateau(int W, int64_t S);
 /* FSDP2: cp = 1, ep = W (or the largest divisor of E), full AC, no
- * offload, mbs 1. */
+ * offload.  The baseline runs one sequence per CP group per micro-batch:
+ * more tokens per step are more micro-batches (sc.micro). */
 pl_plan_cfg pl_plan_cfg_fsdp2(const pl_model_cfg *m, int W, int64_t S);
 
 /* Tokens per rank N and tokens per step of a configuration. */
@@ -230,8 +230,8 @@ typedef enum pl_plan_term {
 } pl_plan_term;
 const char *pl_plan_term_name(int t);    /* "weights", ... */
 const char *pl_plan_term_formula(int t); /* "4Θ/W: bf16 ...", Eq. 6's form */
-/* What each term holds in the FSDP2 model (baseline_fsdp2.c's assumptions
- * M1-M5). */
+/* What each term holds in the FSDP2 baseline (the tags its measurement
+ * books under each term). */
 const char *pl_plan_fsdp2_term_formula(int t);
 
 #define PL_PLAN_MAX_TAGS 32
@@ -366,17 +366,16 @@ pl_status pl_plan_dry_device_skewed(pl_backend flavour, size_t total_bytes,
 #define PL_PLAN_DIFF_LEN 112
 int pl_plan_mem_diff(const pl_plan_mem *a, const pl_plan_mem *b,
                      char (*lines)[PL_PLAN_DIFF_LEN], int max);
-/* The FSDP2 baseline's, replayed (dev_worst: every EP route to the rank). */
-pl_status pl_plan_fsdp2_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
-                               const pl_plan_machine *mc, pl_plan_mem *out);
 /* The memory of configuration c of a system whose trainer lives above the
  * planner, measured on a dry device by that trainer's layer (mem_hook.c):
  * the layer registers fn for system s at the program's start (FSDP2:
  * pl_fsdp2_register_dry, baselines/fsdp2/fsdp2.h; fn NULL: none).
  * pl_plan_dry_measure calls the one registered for c->system, which builds
- * c's one-GPU proxy when W > 1 (as pl_plan_memory_dry) and fills *out as
- * that system's replay does; PL_EUNSUPPORTED naming the system when none is
- * registered. */
+ * c's rank view when W > 1 (as pl_plan_memory_dry) and fills *out as
+ * pl_plan_memory fills plateau's.  PL_EINVAL naming the value for a
+ * configuration the planner knows is not valid (FSDP2: as
+ * pl_plan_time_predict refuses it), checked first; PL_EUNSUPPORTED naming
+ * the system when none is registered. */
 typedef pl_status (*pl_plan_dry_measure_fn)(const pl_model_cfg *m,
                                             const pl_plan_cfg *c,
                                             const pl_plan_machine *mc,
@@ -425,7 +424,7 @@ typedef struct pl_plan_time {
  * pipelined dispatch behind the expert GEMMs of the other chunks (ep, llep:
  * exposed); Ring-DTP hops behind the strips; SCO copies behind the layers;
  * Ulysses all-to-alls exposed; the optimizer after the backward, exposed.
- * FSDP2: see baseline_fsdp2.c (FSDP comm behind the layer compute; CP ring
+ * FSDP2: see fsdp2_time.c (FSDP comm behind the layer compute; CP ring
  * behind attention; EP all-to-all exposed; optimizer exposed). */
 pl_status pl_plan_time_predict(const pl_model_cfg *m, const pl_plan_cfg *c,
                                const pl_plan_machine *mc, pl_plan_time *out);
@@ -478,7 +477,7 @@ pl_status pl_plan_check(const pl_model_cfg *m, const pl_plan_cfg *c,
  * one is taken from the configuration given. */
 typedef struct pl_plan_free {
   bool D, P, c, beta, sco, optim; /* plateau            */
-  bool cp, ep, ac, offload, mbs;  /* fsdp2 (ep: plateau's too — its
+  bool cp, ep, ac, offload;       /* fsdp2 (ep: plateau's too — its
                                      expert groups, lc.Ep: the world or,
                                      past a node, a node's ranks)      */
   /* plateau's headroom: the optimizer state resident in HBM
@@ -491,10 +490,9 @@ typedef struct pl_plan_free {
   bool first_fit;
 } pl_plan_free;
 
-/* Every knob of both systems free but FSDP2's mbs (one sequence per
- * data-parallel group, as plateau runs one per D-group), the headroom
- * filled, the full search: what `plateau plan --table paper` frees at each
- * point (with first_fit for its reach). */
+/* Every knob of both systems free, the headroom filled, the full search:
+ * what `plateau plan --table paper` frees at each point (with first_fit
+ * for its reach). */
 pl_plan_free pl_plan_free_every(void);
 
 typedef struct pl_plan_choice {
@@ -533,8 +531,9 @@ typedef struct pl_plan_search {
  * such configuration that fits its headroom filled
  * (free.resident, free.keep: pl_plan_fill; with the SCO budget free, also
  * with every boundary offloaded, which moves device bytes to the host);
- * FSDP2 over CP, EP, AC, offload and mbs.  Maximizes predicted tok/s/GPU
- * among the configurations that fit. */
+ * FSDP2 over CP, EP, AC and offload (one sequence per CP group per
+ * micro-batch, as the baseline runs).  Maximizes predicted tok/s/GPU among
+ * the configurations that fit. */
 pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
                        const pl_plan_free *free, const pl_plan_machine *mc,
                        pl_plan_search *out);

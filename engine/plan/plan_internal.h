@@ -2,11 +2,9 @@
  *   mem_dry.c   plateau's memory: the trainer stepped on a dry device
  *               (pl_plan_memory); mem_hook.c: another system's, through
  *               the measurement its code registered;
- *   track.c     the phase bins; the symbolic allocator the FSDP2 replay
- *               runs on;
- *   mem_ops.c   the MoE chunk pipeline's schedule, for that replay;
- *   baseline_fsdp2.c  the FSDP2 baseline's memory (its schedule replayed)
- *               and time;
+ *   track.c     the phase bins, a memory's tags, the terms' names;
+ *   fsdp2_time.c  the FSDP2 baseline's time model and configuration check
+ *               (its memory is the baseline's dry measurement, mem_hook.c);
  *   time.c      plateau's time model;
  *   machine.c   the machine: defaults, calibration and rate files, and its
  *               costs (usable memory, a collective's seconds, attention's
@@ -16,15 +14,6 @@
 #define PLATEAU_PLAN_INTERNAL_H
 
 #include "plan/plan.h"
-
-/* A replayed allocation: freeing it twice is a no-op. */
-typedef struct pl__sym_buf {
-  int tag, term;
-  size_t bytes;
-  bool live;
-} pl__sym_buf;
-
-#define PL__SYM_HASH 64
 
 /* The most bytes live at once per phase of a step, gathered into
  * pl_plan_mem.layer_high: layer l's forward and backward into bin
@@ -39,89 +28,6 @@ void pl__bins_init(pl__bins *b, int L);
 void pl__bins_phase(pl__bins *b, const char *what, int layer, size_t high);
 /* The first layer of bin i (< PL_PLAN_BINS) of L layers. */
 int pl__bins_first(int L, int i);
-
-/* The symbolic allocator: current and peak bytes, each tag's current and
- * peak, the live set (by tag and by term) when the peak was set, and the
- * phase being replayed then. */
-typedef struct pl__sym_track {
-  size_t cur, peak;
-  int n;
-  const char *tag[PL_PLAN_MAX_TAGS];
-  size_t now[PL_PLAN_MAX_TAGS], at_peak[PL_PLAN_MAX_TAGS],
-      tpeak[PL_PLAN_MAX_TAGS];
-  size_t term_now[PL_TERM_COUNT], term_at_peak[PL_TERM_COUNT],
-      term_peak[PL_TERM_COUNT];
-  /* the phase: what, and the layer (< 0: none) and its kind; formatted
-   * only when exported (a search sets it millions of times) */
-  const char *what, *kind, *peak_what, *peak_kind;
-  int layer, peak_layer;
-  /* tag pointer -> index + 1 (0: empty), direct-mapped: a replay passes the
-   * same few static strings millions of times in a search */
-  const char *hkey[PL__SYM_HASH];
-  int hidx[PL__SYM_HASH];
-  /* the most bytes since the phase began, and where a phase that ends is
-   * gathered (NULL: nowhere) */
-  size_t phase_high;
-  pl__bins *bins;
-} pl__sym_track;
-
-void pl__sym_init(pl__sym_track *t);
-pl__sym_buf pl__sym_alloc(pl__sym_track *t, const char *tag, int term,
-                          size_t bytes);
-void pl__sym_free(pl__sym_track *t, pl__sym_buf *b);
-/* Peak := current (as pl_mem_reset_peak at the start of a step). */
-void pl__sym_reset_peak(pl__sym_track *t);
-/* The phase being replayed: "WHAT", or "WHAT layer LAYER (KIND)" when
- * layer >= 0 (static strings). */
-void pl__sym_phase(pl__sym_track *t, const char *what, int layer,
-                   const char *kind);
-/* Copy the peak, the live set and the tag peaks into out. */
-void pl__sym_export(const pl__sym_track *t, pl_plan_mem *out);
-/* Replay on t what s recorded: s is a tracker that started empty and saw
- * the allocations and frees of one schedule (no phase change, none of t's
- * buffers freed); t ends as if that schedule had run on it: its peak, the
- * live set at the peak, each tag's and term's peak, the new tags in the
- * order they came.  map (may be NULL) gets each tag of s's index in t. */
-void pl__sym_apply(pl__sym_track *t, const pl__sym_track *s, int *map);
-
-/* ---- the MoE chunk pipeline (ops/moe_pipeline.c) ---- */
-
-/* The sizes of one chunk on this rank (rows) and the group's maxima. */
-typedef struct pl__chunk_replay {
-  int64_t nt, R, S, s_self, Rmax, Smax;
-  bool em; /* expert-major (the permutation copies) */
-} pl__chunk_replay;
-
-typedef struct pl__moe_replay {
-  const pl_moe_cfg *cfg;
-  int Ep, K;
-  int64_t N, c_eff;
-  pl__chunk_replay *ch; /* K */
-  int64_t nmeta;        /* int32 routing indices kept by the context */
-  bool pipe;            /* pipelined with overlap */
-  /* The forward's and the backward's schedule, each replayed once on an
-   * empty tracker (every MoE layer of a step runs the same two), and the
-   * forward's context buffer there; a layer's replay applies them. */
-  pl__sym_track *fwd, *bwd;
-  pl__sym_buf fwd_ctx;
-} pl__moe_replay;
-
-/* Chunk sizes under balanced routing (imb scales the received rows) or
- * adversarial routing (worst: every source's routes to this rank). */
-pl_status pl__moe_replay_make(const pl_moe_cfg *cfg, int Ep, int64_t N,
-                              double imb, bool worst, pl__moe_replay *out);
-void pl__moe_replay_free(pl__moe_replay *p);
-/* pl_moe_forward / pl_moe_backward; the routing indices (*ctx, tag
- * "routing") are allocated by forward and freed by the caller. */
-void pl__moe_replay_forward(pl__sym_track *t, const pl__moe_replay *p,
-                            pl__sym_buf *ctx);
-void pl__moe_replay_backward(pl__sym_track *t, const pl__moe_replay *p);
-
-/* The RMSNorm backward scratch (floats) the layer code allocates. */
-size_t pl__rms_scratch(int64_t N, int64_t H);
-/* The attention backward's workspace on backend be (CUDA computed from its
- * documented layout when this build has no CUDA). */
-size_t pl__attn_ws(const pl_attn_shape *sh, pl_backend be);
 
 /* ---- the machine's costs (machine.c) ---- */
 
@@ -178,8 +84,7 @@ pl_status pl__plan_memory_dry_worst(const pl_model_cfg *m, const pl_plan_cfg *c,
 typedef struct pl__plan_memo pl__plan_memo;
 pl__plan_memo *pl__plan_memo_new(void);
 /* How many configurations the memo's dry device could not build
- * (PL_EUNSUPPORTED: a knob the code measured does not run, as the FSDP2
- * baseline's mbs > 1). */
+ * (PL_EUNSUPPORTED: a knob the code measured does not run). */
 int pl__plan_memo_unbuilt(const pl__plan_memo *mm);
 /* The evaluations made through the memo (its answers not counted). */
 long pl__plan_memo_evals(const pl__plan_memo *mm);

@@ -128,7 +128,7 @@ static bool same_kind(const cand *a, const cand *b) {
   const pl_plan_cfg *x = &a->cfg, *y = &b->cfg;
   if (x->system == PL_PLAN_FSDP2)
     return x->cp == y->cp && x->ep == y->ep && x->ac == y->ac &&
-           x->offload == y->offload && x->mbs == y->mbs;
+           x->offload == y->offload;
   return x->lc.D == y->lc.D && x->lc.Ep == y->lc.Ep && a->mem.K == b->mem.K &&
          x->sc.optim == y->sc.optim && a->mem.sco_layers == b->mem.sco_layers;
 }
@@ -614,12 +614,16 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
   free(q.e);
   if (st == PL_OK && r->tried == 0 && base->tokens_step > 0) {
     free(r), pl__plan_memo_free(mm);
+    const char *g = base->system == PL_PLAN_FSDP2 ? "cp" : "D";
     return pl_set_error(PL_EINVAL,
                         "tokens per step %lld: no %s makes it a whole number "
-                        "of passes of %lld-token sequences over %d GPUs",
-                        (long long)base->tokens_step,
-                        base->system == PL_PLAN_FSDP2 ? "cp and mbs" : "D",
-                        (long long)base->S, base->W);
+                        "of passes of %lld-token sequences over %d GPUs "
+                        "(allowed: a multiple of %lld·%d/%s for a %s the "
+                        "search may take: one sequence per %s group per "
+                        "micro-batch)",
+                        (long long)base->tokens_step, g, (long long)base->S,
+                        base->W, (long long)base->S, base->W, g, g,
+                        base->system == PL_PLAN_FSDP2 ? "CP" : "D");
   }
   if (st == PL_OK && r->tried == 0) {
     /* every candidate refused: the base itself says why */
@@ -689,13 +693,11 @@ static pl_status fits_frugal(const pl_model_cfg *m, const pl_plan_cfg *base,
   if (base->system == PL_PLAN_FSDP2) {
     if (fr->cp)
       x.cfg.cp = 1;
-    if (fr->mbs)
-      x.cfg.mbs = 1;
     if (fr->ep)
       x.cfg.ep = pl__plan_largest_ep(m, base->W);
     if (fr->ac)
       x.cfg.ac = PL_PLAN_AC_FULL;
-    x.cfg.S = N * x.cfg.cp / x.cfg.mbs;
+    x.cfg.S = N * x.cfg.cp;
     for (int o = 0; o < (fr->offload ? 2 : 1) && !*fits; o++) {
       if (fr->offload)
         x.cfg.offload = o == 0;

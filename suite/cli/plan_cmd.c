@@ -113,8 +113,6 @@ static const pl_opt plan_opts[] = {
      pl_plan_ac_names},
     {"offload", 0, PL_OPT_ENUM, NULL, "fsdp2: CPU offload on | off", 0, 0,
      onoff},
-    {"mbs", 0, PL_OPT_INT, NULL, "fsdp2: sequences per DP group per micro", 1,
-     4096, NULL},
     /* the machine */
     {"calib", 0, PL_OPT_STR, NULL,
      "result files (calib, attention, adam, moegemm, torch_adamw), "
@@ -278,8 +276,9 @@ static pl_status headroom_of(const pl_args *a, bool autoc, pl_plan_cfg *c,
   return PL_OK;
 }
 
-/* FSDP2's configuration and free knobs (--cp, --ep, --ac, --offload, --mbs,
- * --virtual) at W GPUs and context S. */
+/* FSDP2's configuration and free knobs (--cp, --ep, --ac, --offload,
+ * --virtual) at W GPUs and context S: one sequence per CP group per
+ * micro-batch, as the baseline runs. */
 static pl_status fsdp2_config_of(const pl_args *a, const pl_model_cfg *m, int W,
                                  int64_t S, bool autoc, pl_plan_cfg *c,
                                  pl_plan_free *fr) {
@@ -288,7 +287,6 @@ static pl_status fsdp2_config_of(const pl_args *a, const pl_model_cfg *m, int W,
   fr->ep = autoc && !pl_args_given(a, "ep");
   fr->ac = autoc && !pl_args_given(a, "ac");
   fr->offload = autoc && !pl_args_given(a, "offload");
-  fr->mbs = autoc && !pl_args_given(a, "mbs") && !pl_args_given(a, "tokens");
   if (pl_args_given(a, "cp"))
     c->cp = (int)pl_args_int(a, "cp");
   if (pl_args_given(a, "ep"))
@@ -297,8 +295,6 @@ static pl_status fsdp2_config_of(const pl_args *a, const pl_model_cfg *m, int W,
     c->ac = (pl_plan_ac)pl_args_enum(a, "ac");
   if (pl_args_given(a, "offload"))
     c->offload = pl_args_enum(a, "offload") == 1;
-  if (pl_args_given(a, "mbs"))
-    c->mbs = (int)pl_args_int(a, "mbs");
   if (pl_args_given(a, "virtual"))
     c->lc.W_v = (int)pl_args_int(a, "virtual");
   const int Wv = c->lc.W_v ? c->lc.W_v : W;
@@ -381,7 +377,7 @@ static pl_status plateau_config_of(const pl_args *a, int W, int64_t S,
 static const char *const plateau_only[] = {
     "D",    "P", "c", "beta", "slots", "sco", "optim", "optim-resident",
     "keep", NULL};
-static const char *const fsdp2_only[] = {"cp", "ac", "offload", "mbs", NULL};
+static const char *const fsdp2_only[] = {"cp", "ac", "offload", NULL};
 
 /* base configuration and the free knobs from the options */
 static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
@@ -415,7 +411,7 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
      * that do (sc.micro follows) */
     const int64_t t = (int64_t)pl_args_size(a, "tokens");
     c->tokens_step = t;
-    const bool layout_fixed = fsdp2 ? !fr->cp && !fr->mbs : !fr->D;
+    const bool layout_fixed = fsdp2 ? !fr->cp : !fr->D;
     const int64_t per = pl_plan_tokens_per_step(c) / c->sc.micro;
     if (per <= 0 || t % per) {
       if (layout_fixed)
@@ -423,7 +419,7 @@ static pl_status config_of(const pl_args *a, const pl_model_cfg *m,
                             "--tokens=%lld: must be a multiple of one pass's "
                             "%lld tokens (W/%s sequences of S%s)",
                             (long long)t, (long long)per, fsdp2 ? "cp" : "D",
-                            fsdp2 ? ", times mbs" : "");
+                            fsdp2 ? ": one per CP group per micro-batch" : "");
     } else {
       c->sc.micro = (int)(t / per);
     }
@@ -674,8 +670,8 @@ static int plan_one(int argc, char **argv) {
     goto out;
   }
   const bool searched = fr.D || fr.P || fr.c || fr.beta || fr.sco || fr.optim ||
-                        fr.cp || fr.ep || fr.ac || fr.offload || fr.mbs ||
-                        fr.resident || fr.keep;
+                        fr.cp || fr.ep || fr.ac || fr.offload || fr.resident ||
+                        fr.keep;
   pl_plan_search *s = calloc(1, sizeof *s);
   pl_plan_verdict *v = calloc(1, sizeof *v);
   pl_plan_time t;

@@ -76,8 +76,8 @@ static pl_status best_of(const pl_model_cfg *m, pl_plan_system sys, int W,
   pl_plan_cfg base = sys == PL_PLAN_FSDP2 ? pl_plan_cfg_fsdp2(m, W, S)
                                           : pl_plan_cfg_plateau(W, S);
   base.sdpa = true; /* PyTorch's FSDP2: attention at SDPA's rate */
-  /* mbs stays 1: one sequence per data-parallel group, as plateau runs one
-   * per D-group (more would raise the tokens per step at a context) */
+  /* one sequence per data-parallel group, as plateau runs one per D-group
+   * and the FSDP2 baseline one per CP group */
   pl_plan_free fr = pl_plan_free_every();
   fr.first_fit = first_fit;
   pl_plan_search *s = calloc(1, sizeof *s);
@@ -105,7 +105,7 @@ static int64_t max_tokens(const pl_model_cfg *m, pl_plan_system sys, int W,
                                           : pl_plan_cfg_plateau(W, 8192);
   base.sdpa = true;
   pl_plan_free fr = pl_plan_free_every(); /* the frugal forms: no fill */
-  fr.mbs = true, fr.resident = fr.keep = false;
+  fr.resident = fr.keep = false;
   return (int64_t)W * pl_plan_max_tokens(m, &base, &fr, mc, 4096, 8 << 20);
 }
 

@@ -60,6 +60,11 @@ out=$("$BIN" plan --model 120b --gpus 16 --seq 128Ki 2>&1)
 # fsdp2: fits at 32K on 16 GPUs, its own formulas
 out=$("$BIN" plan --system fsdp2 --seq 32Ki 2>&1); rc=$?
 [[ $rc -eq 0 && $out == *"cp="* && $out == *"dense CE"* ]] && pass || fail "fsdp2: exit $rc: $out"
+# fsdp2 --tokens: 3 sequences of 32K per step over 16 GPUs is one CP group
+# of 16 (cp=16) with 3 micro-batches
+out=$("$BIN" plan --system fsdp2 --seq 32Ki --tokens 96Ki 2>&1); rc=$?
+[[ $rc -eq 0 && $(grep '^# configuration' <<<"$out") == *"cp=16 "*" micro=3" ]] && pass ||
+  fail "fsdp2 --tokens 96Ki: exit $rc: $(grep '^# configuration' <<<"$out")"
 out=$("$BIN" plan --system fsdp2 --seq 1Mi 2>&1); rc=$?
 [[ $rc -eq 1 && $out == *"no configuration fits"* ]] && pass || fail "fsdp2 1M: exit $rc: $out"
 
@@ -117,6 +122,11 @@ bad "Ep=3: an expert group is the whole world" --ep 3
 bad "--sco=lots" --sco lots
 bad "unknown key 'warp'" --set warp=9
 bad "--tokens=1000" --tokens 1000 --D 1
+# FSDP2 runs one sequence per CP group per micro-batch: no --mbs; tokens per
+# step are made whole by cp and micro-batches
+bad "unknown option '--mbs'" --system fsdp2 --mbs 2
+bad "--tokens=1000: must be a multiple of one pass's 524288 tokens (W/cp sequences of S: one per CP group" --system fsdp2 --config explicit --seq 32Ki --tokens 1000
+bad "tokens per step 1000: no cp makes it a whole number of passes" --system fsdp2 --seq 32Ki --tokens 1000
 bad "/nonexistent" --calib /nonexistent/calib.tsv
 # the machine's values: each in the range its model accepts
 bad "gemm_tflops=0: out of range (allowed: above 0 up to 1000000 TFLOP/s" --set gemm_tflops=0
@@ -172,7 +182,7 @@ fi
 # the paper's table: files, the paper's figures beside ours, the chart (the
 # replayed search's, seconds: the files of the measured default are the same
 # but for its numbers, test_plan_dry.sh)
-if "$BIN" plan --table paper --search replay -o "$tmp/paper" >"$tmp/paper.out" 2>"$tmp/paper.err"; then pass; else fail "table: $(cat "$tmp/paper.out" "$tmp/paper.err")"; fi
+if "$BIN" plan --table paper -o "$tmp/paper" >"$tmp/paper.out" 2>"$tmp/paper.err"; then pass; else fail "table: $(cat "$tmp/paper.out" "$tmp/paper.err")"; fi
 # progress: a line per point on stderr, none in the outputs
 [[ $(grep -c '^\[plan --table paper\] point [0-9]*/144 .*ETA' "$tmp/paper.err") -eq 144 ]] && pass || fail "progress lines: $(head -3 "$tmp/paper.err")"
 ! grep -q 'plan --table paper\] point' "$tmp/paper.out" "$tmp"/paper/*.md "$tmp"/paper/*.tsv && pass || fail "progress in the outputs"

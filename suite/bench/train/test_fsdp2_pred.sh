@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# test_fsdp2_pred.sh — the planner's FSDP2-baseline model against recorded
-# GPU rows: the committed one-GPU rows of the paper's grid at 128K
+# test_fsdp2_pred.sh — the planner's FSDP2-baseline prediction (its time model,
+# the baseline's dry-measured memory) against recorded GPU rows: the committed
+# one-GPU rows of the paper's grid at 128K
 # (results/reference/h200x1: the 120B and 241B proxies, our baseline with
-# virtual CP 4, EP 4, the optimizer offloaded) replayed by `plateau plan`
+# virtual CP 4, EP 4, the optimizer offloaded) planned by `plateau plan`
 # with their configuration and the machine measured beside them (that
 # directory's calib and adam files), and again on the machine jobs/ plan
 # that kind against (the planner's defaults with jobs/machines.tsv's
@@ -45,7 +46,7 @@ for row in train.20261203T213209Z.vm.11222.0.tsv train.20261203T213416Z.vm.11355
     --layers "$(col "$f" layers)" --gpus 1 --gpus-per-node 1 \
     --virtual "$(col "$f" virtual_world)" --seq "$(col "$f" seq)" \
     --cp "$(col "$f" cp)" --ep "$(col "$f" ep)" --ac "$(col "$f" ac)" \
-    --offload on --mbs 1 --hbm "$(sed -n 's/^# device_memory_bytes: //p' "$f")" \
+    --offload on --hbm "$(sed -n 's/^# device_memory_bytes: //p' "$f")" \
     "${machine[@]}" >"$tmp/p.tsv" 2>"$tmp/p.err" || { fail "$model ($mach): plan: $(cat "$tmp/p.err")"; continue; }
   awk -F'\t' -v model="$model" '
     FNR == 1 { file++ }
