@@ -288,10 +288,11 @@ pl_plan_cfg pl_fsdp2_plan_cfg(const pl_model_cfg *m, const pl_fsdp2_cfg *c,
  * that step (peak_phase: "a step on a dry device"; the terms' own peaks of
  * several tags and the unpinned host bytes as fsdp2_dry.c says; dev_worst: with
  * an EP group of several members, the device peak of the same built and stepped
- * again under the dry device's adversarial routes, else the peak).
- * PL_EUNSUPPORTED for imb > 1; the baseline's refusals prefixed "the dry
- * device: ".  No MPI (the baseline's world is a virtual group of one,
- * plateau/comm.h): any thread may measure, each its own configuration. */
+ * again under the dry device's adversarial routes, else the peak); imb > 1
+ * skews the routes toward the rank measured (pl_plan_dry_device_skewed over
+ * the EP group).  The baseline's refusals prefixed "the dry device: ".  No MPI
+ * (the baseline's world is a virtual group of one, plateau/comm.h): any thread
+ * may measure, each its own configuration. */
 pl_status pl_fsdp2_dry_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, pl_plan_mem *out);
 /* The same measured at the last of steps (>= 1) steps, state after the

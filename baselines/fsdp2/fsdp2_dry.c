@@ -29,11 +29,6 @@
  * inverted); PL_EUNSUPPORTED for what the baseline or the dry device does
  * not run. */
 static pl_status knobs_of(const pl_plan_cfg *b, pl_fsdp2_cfg *out) {
-  if (b->imb > 1)
-    return pl_set_error(PL_EUNSUPPORTED,
-                        "imb=%g: the dry device routes by the balanced "
-                        "profile (imb 1)",
-                        b->imb);
   pl_fsdp2_cfg c = pl_fsdp2_cfg_default();
   c.cp = b->cp, c.ep = b->ep, c.W_v = b->lc.W_v, c.rank_view = b->lc.rank_view;
   c.ac = b->ac == PL_PLAN_AC_FULL        ? PL_FSDP2_AC_FULL
@@ -50,8 +45,8 @@ static pl_status knobs_of(const pl_plan_cfg *b, pl_fsdp2_cfg *out) {
 }
 
 /* The budget term of each tag the baseline allocates (the terms
- * pl_plan_fsdp2_term_formula describes, as plateau's replay books the same
- * tags: mem_ops.c); any other tag is "other". */
+ * pl_plan_fsdp2_term_formula describes, as plateau's measurement books the
+ * same tags: mem_dry.c); any other tag is "other". */
 static const struct {
   const char *tag;
   int term;
@@ -218,9 +213,16 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
   if (!r)
     return pl_set_error(PL_ENOMEM, "the dry device: host");
   pl_status st = PL_OK;
-  PL_TRY_GOTO(st, done,
-              pl_plan_dry_device_routed(mc->backend, (size_t)mc->hbm_bytes, 0,
-                                        routes, &dd));
+  /* balanced routes skewed by imb toward the rank measured (the router's
+   * imbalance, which plain EP receives), or adversarial */
+  if (routes == PL_PLAN_ROUTES_BALANCED && b->imb > 1 && m->E > 0 && b->ep > 1)
+    st = pl_plan_dry_device_skewed(mc->backend, (size_t)mc->hbm_bytes, b->ep,
+                                   b->imb, &dd);
+  else
+    st = pl_plan_dry_device_routed(mc->backend, (size_t)mc->hbm_bytes, 0,
+                                   routes, &dd);
+  if (st != PL_OK)
+    goto done;
   PL_TRY_GOTO(
       st, done,
       pl_mem_set_classes(dd, PL_ARENA_DEVICE, PL_TERM_COUNT, term_of, NULL));

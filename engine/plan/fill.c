@@ -9,7 +9,7 @@
  * item taken whole against without it, per byte it adds.  Items are taken
  * in the order of that density (whole attention halves never before every
  * layer's attention: the keep budget fills them in that order), each as far
- * as the replayed device peak stays within the usable HBM less
+ * as the measured device peak stays within the usable HBM less
  * fill_reserve — a bisection over its count (layers, buckets), since more
  * kept or resident bytes never lower the peak.  With the pipelined
  * dispatch the peak checked is also the adversarial routing's: the fill
@@ -330,10 +330,10 @@ static int secant(double limit, int ua, double pa, int ub, double pb, int lo,
  * never lower the peak: the largest count that fits, 0 when none does).
  * The peak is close to linear in the count (a kept layer or a resident
  * bucket adds its bytes to the phase that binds), so the count tried is
- * where the line through the last two counts replayed meets the limit —
+ * where the line through the last two counts measured meets the limit —
  * the first from the room left (residency: its exact state bytes; kept
  * activations: a layer's kept bytes) — and the search ends when a count
- * fits and the next does not: two replays where the peak is linear; a
+ * fits and the next does not: two measurements where the peak is linear; a
  * step that does not halve what is open is followed by a bisection's. */
 static pl_status bisect(fillctx *f, item *it, int k) {
   const double limit = limit_of(f->mc);

@@ -1,18 +1,15 @@
-/* mem_dry.c — the planner's memory of a configuration measured by the step
- * itself (pl_plan_memory_dry): the trainer built on a dry device and run.
+/* mem_dry.c — the planner's memory of a configuration (pl_plan_memory,
+ * pl_plan_memory_dry): the trainer built on a dry device and stepped.
  *
- * Why: the replay (mem_step.c, mem_ops.c) copies, allocation by allocation,
- * what the step does; a dry device (backend/dry, dry_dev.c) tracks what the
- * step really allocates without backing or running any of it, in about the
- * time of a replay per step.  Everything pl_plan_mem says comes from the
- * step and the trainer: the peaks, tags and phase of the peak from the
- * tracker (the step marks its phases, pl_mem_phase_set), the terms from
+ * Why: a copy of the step's allocation schedule would be a second source of
+ * truth to keep in step with the code; a dry device (backend/dry,
+ * dry_dev.c) tracks what the step really allocates without backing or
+ * running any of it, in milliseconds.  Everything pl_plan_mem says comes
+ * from the step and the trainer: the peaks, tags and phase of the peak from
+ * the tracker (the step marks its phases, pl_mem_phase_set), the terms from
  * the tracker's classes (term_of below), dev_worst from a second step
  * under adversarial routes, the facts from the step's result and the
- * trainer's description (pl__plan_memory_dry, the replay's equal on one
- * rank field by field).  `plateau plan --memory dry|both` asks this
- * for the configuration its search chose, so the two answers can be set
- * side by side before the replay is retired.  One process builds one rank,
+ * trainer's description.  One process builds one rank,
  * so a configuration of several ranks is built as the rank view of its run's
  * rank 0 (every group virtual, the expert group too: train/layout.h), as
  * `plateau bench train --backend dry --preset proxy120b --rank-view` does. */
@@ -94,10 +91,9 @@ static int term_of(void *ctx, const char *tag, const pl_mem_phase *ph) {
 }
 
 /* ---- tag names that outlive the device ---------------------------------
- * A measurement's pl_plan_mem names its tags as the replay's does, by
- * pointers that stay valid: the device's interned names die with it, so
- * they are interned once more here, for the life of the process (a few
- * dozen names at most). */
+ * A measurement's pl_plan_mem names its tags by pointers that stay valid: the
+ * device's interned names die with it, so they are interned once more here, for
+ * the life of the process (a few dozen names at most). */
 
 #define DRY_NAMES 128
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -4,7 +4,7 @@
  *
  * Why a hook: the planner sits below baselines/ and cannot build their
  * trainers, yet a dry step of the real trainer is the memory answer the
- * project keeps (the replays are being retired).  The layer that owns a
+ * project keeps (the planner replays no schedule).  The layer that owns a
  * trainer registers its measurement once at the program's start; the
  * planner calls it through here and refuses, naming what is missing, where
  * nothing was registered.  A configuration the planner can tell is not

@@ -544,7 +544,7 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
  * attention halves kept — in the order of step time saved per byte (the
  * time model's: pl_plan_time_predict of each item at its whole), each taken
  * as far as the device peak stays within the usable HBM less fill_reserve
- * (the replay decides: a bisection per item).  Writes the budgets into c
+ * (measured: a bisection per item).  Writes the budgets into c
  * (sc.oo.resident_bytes, sc.keep {BYTES, ...}) and into why what was kept,
  * its bytes and time saved per GiB, and what was not and why. */
 pl_status pl_plan_fill(const pl_model_cfg *m, const pl_plan_machine *mc,

@@ -16,8 +16,8 @@
  * most bytes of each bin of layers' passes and of the head).  A form with
  * fewer boundaries offloaded holds at least the least form's peak, and at a
  * moment at most SCO's two restore buffers less.  The claim is tested
- * against the forms' own peaks (test_plan.c room_need_holds, replayed;
- * test_mpi_plan_dry.c, measured). */
+ * against the forms' own measured peaks (test_plan_room.c,
+ * test_mpi_plan_dry.c dry_room_need). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>

@@ -91,7 +91,7 @@ typedef struct cand {
   double over; /* need / have of the binding resource (closest to fit) */
 } cand;
 
-/* memory (no worst replay) and fit; time only when it fits */
+/* memory (without the worst case) and fit; time only when it fits */
 static pl_status eval(const pl_model_cfg *m, const pl_plan_machine *mc,
                       pl__plan_memo *mm, cand *x, bool with_time) {
   pl_plan_verdict *v = malloc(sizeof *v);
@@ -212,7 +212,8 @@ static pl_status rank_filled(const pl_model_cfg *m, const pl_plan_machine *mc,
   }
   if (x->fits && (fr->resident || fr->keep) && r->have_best) {
     /* one that could not win even with every knob at its most (memory
-     * aside) is ranked as it is: the fill's replays are the search's cost */
+     * aside) is ranked as it is: the fill's measurements are the search's cost
+     */
     pl_plan_cfg y = x->cfg;
     if (fr->resident)
       y.sc.oo.resident_all = true;
@@ -279,7 +280,7 @@ static pl_status sco_search(const pl_model_cfg *m, const pl_plan_machine *mc,
   }
   /* the smallest count that fits the device: each boundary offloaded
    * takes its N·H·b off the peak, so the count tried is where the line
-   * through the last two counts replayed meets the usable HBM; a step that
+   * through the last two counts measured meets the usable HBM; a step that
    * does not halve what is open is followed by a bisection's */
   int bad = 0, good = m->L + 1, ua = 0, u = 0, found = -1;
   double pa = roomy && need0 > lim ? need0 : (double)x->mem.dev_peak,

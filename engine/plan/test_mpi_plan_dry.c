@@ -544,6 +544,47 @@ START_TEST(dry_route_share) {
 }
 END_TEST
 
+/* The skewed routes (pl_plan_dry_device_skewed, `plan --imb`): of N tokens'
+ * k routes over E experts in expert groups of Ep, the measured rank's E/Ep
+ * experts get min(imb/Ep, 1) of them, imb times the balanced share, and
+ * the others the rest; with one expert group, or imb 1 in effect, the
+ * balanced routes; a bad Ep or imb refused, naming them. */
+START_TEST(dry_route_skew) {
+  enum { N = 4000, K = 4, E = 32 };
+  const struct {
+    int Ep;
+    double imb, share; /* routes to experts [0, E/Ep) */
+  } cases[] = {{8, 1, 1.0 / 8}, {8, 2, 2.0 / 8},   {8, 3.5, 3.5 / 8}, {8, 8, 1},
+               {8, 50, 1},      {4, 1.5, 1.5 / 4}, {1, 3, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pl_dev *d = NULL;
+    ck_assert_int_eq(pl_plan_dry_device_skewed(PL_BACKEND_CUDA, 0, cases[i].Ep,
+                                               cases[i].imb, &d),
+                     PL_OK);
+    pl_dry_route_view v;
+    ck_assert_int_eq(pl_dry_routes_view(d, N, K, E, E, &v), PL_OK);
+    int64_t hot = 0;
+    for (int64_t j = 0; j < (int64_t)N * K; j++) {
+      ck_assert(v.idx[j] >= 0 && v.idx[j] < E);
+      hot += v.idx[j] < E / cases[i].Ep;
+    }
+    const double got = (double)hot / ((double)N * K);
+    ck_assert_msg(fabs(got - cases[i].share) <= 1.0 / N,
+                  "Ep %d imb %g: share %.4f to the measured rank, want %.4f",
+                  cases[i].Ep, cases[i].imb, got, cases[i].share);
+    pl_dev_destroy(d);
+  }
+  pl_dev *d = NULL;
+  ck_assert_int_eq(pl_plan_dry_device_skewed(PL_BACKEND_CPU, 0, 8, 0.5, &d),
+                   PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "imb=0.5"));
+  ck_assert_int_eq(pl_plan_dry_device_skewed(PL_BACKEND_CPU, 0, 0, 2, &d),
+                   PL_EINVAL);
+  ck_assert_ptr_nonnull(strstr(pl_last_error(), "Ep=0"));
+  ck_assert_ptr_null(d);
+}
+END_TEST
+
 /* ---- one step measures what a later one does -------------------------
  * pl__plan_memory_dry measures one step: the trainer allocates its state
  * when it is built.  On every point of the grid and both flavours, with
@@ -653,11 +694,17 @@ int main(int argc, char **argv) {
       pl_check_world_open(&argc, &argv, "plan_dry", &dev, &world, &rank, &size);
   if (e)
     return e;
-  const TTest *tests[] = {dry_backend_basics, dry_route_view,
-                          dry_route_share,    dry_grid,
-                          dry_grid_cuda,      dry_room_need,
-                          dry_room_floor,     dry_threads,
-                          dry_one_step,       NULL};
+  const TTest *tests[] = {dry_backend_basics,
+                          dry_route_view,
+                          dry_route_share,
+                          dry_route_skew,
+                          dry_grid,
+                          dry_grid_cuda,
+                          dry_room_need,
+                          dry_room_floor,
+                          dry_threads,
+                          dry_one_step,
+                          NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("plan_dry", 300, tests, rank, world));
 }

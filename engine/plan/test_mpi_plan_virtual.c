@@ -3,13 +3,13 @@
  * mpirun -np 1..4 alone (the others idle):
  *   virtual  a virtual D = 2 and P = 2 on one rank (W_v 2, a dense model,
  *            V not divisible by P): the measured device peak and pinned host
- *            of two steps equal pl_plan_memory's replay; the time model gives
+ *            of two steps equal pl_plan_memory's; the time model gives
  *            the virtual groups no communication (no Ulysses all-to-all, no
  *            Ring-DTP hop, comm_s 0) while pl_plan_proxy_comm gives the
  *            two-rank run's, above 0, with its Ulysses part;
  *   slots    a proxy with fewer experts present than k (tiny at W_v 8: one
  *            of its 8 experts, k = 2; two router slots per present expert):
- *            the measured peaks equal the replay's, whose MoE layer takes k
+ *            the measured peaks equal the plan's, whose MoE layer takes k
  *            routes per token. */
 #include <check.h>
 #include <stdio.h>

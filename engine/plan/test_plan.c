@@ -453,8 +453,9 @@ START_TEST(check_names_binding) {
 END_TEST
 
 /* The search's cost: a memo answers a configuration evaluated before
- * without a replay, the time bound holds over the knobs the memory decides,
- * and the search of 120b on 16 GPUs at 128K stays within its evaluations. */
+ * without measuring it again, the time bound holds over the knobs the memory
+ * decides, and the search of 120b on 16 GPUs at 128K stays within its
+ * evaluations. */
 START_TEST(search_cost) {
   pl_model_cfg m = preset("120b");
   pl_plan_machine mc = pl_plan_machine_default();

@@ -1,5 +1,5 @@
 /* test_plan_room.c — the room a candidate's least form leaves
- * (plan/room.c), against the forms' own replayed peaks: the least peak of
+ * (plan/room.c), against the forms' own measured peaks: the least peak of
  * any keep prefix and resident amount (pl__plan_room_need), the bound
  * within it, and the floor a form takes from its siblings of a smaller
  * chunk cap or bucket (pl__plan_room_floor).  The FSDP2 search's floor

@@ -179,9 +179,7 @@ if command -v gnuplot >/dev/null; then
   [[ $(grep -c 'FSDP2-best' "$tmp/r.svg") -gt 0 ]] && pass || fail "chart lacks its titles"
 fi
 
-# the paper's table: files, the paper's figures beside ours, the chart (the
-# replayed search's, seconds: the files of the measured default are the same
-# but for its numbers, test_plan_dry.sh)
+# the paper's table: files, the paper's figures beside ours, the chart
 if "$BIN" plan --table paper -o "$tmp/paper" >"$tmp/paper.out" 2>"$tmp/paper.err"; then pass; else fail "table: $(cat "$tmp/paper.out" "$tmp/paper.err")"; fi
 # progress: a line per point on stderr, none in the outputs
 [[ $(grep -c '^\[plan --table paper\] point [0-9]*/144 .*ETA' "$tmp/paper.err") -eq 144 ]] && pass || fail "progress lines: $(head -3 "$tmp/paper.err")"

@@ -6,8 +6,8 @@
 #    the FSDP2 plan too, none of its candidates left out.
 #  - A context no dry device can even reserve is a verdict: exit 1, "does
 #    not fit", not an error.
-#  - --imb skews the routes toward the rank measured: plain EP's dispatch
-#    receives the skew, LLEP's spreads it; the plan says so.
+#  - --imb skews the routes toward the rank measured: plain EP's dispatch (the
+#    FSDP2 baseline's too) receives the skew, LLEP's spreads it; the plan says so.
 #  - The paper's 120B on 16 GPUs at 128K, planned as the committed H200 row
 #    p120-128k of results/reference/h200x1/grid-cudnn was (the H200's
 #    memory; the 16-rank expert group and the stream optimizer the proxy's
@@ -66,6 +66,13 @@ echo "  --imb 1.9: ep dispatch ${e1:-?} -> ${e2:-?} B, pllep ${l1:-?} -> ${l2:-?
 [[ -n $e1 && -n $e2 && $(awk -v a="$e1" -v b="$e2" 'BEGIN {print (b >= 1.2 * a)}') == 1 &&
   -n $l1 && $l1 == "$l2" ]] && pass ||
   fail "--imb 1.9: ep dispatch ${e1:-none} -> ${e2:-none}, pllep ${l1:-none} -> ${l2:-none}"
+# the FSDP2 baseline's plain EP receives it too
+f1=$("$BIN" plan --model tiny --gpus 4 --seq 16Ki --system fsdp2 --config explicit --ep 4 --imb 1 \
+  --format tsv 2>&1 >"$tmp/f1.tsv" && col "$tmp/f1.tsv" dispatch_bytes)
+f2=$("$BIN" plan --model tiny --gpus 4 --seq 16Ki --system fsdp2 --config explicit --ep 4 --imb 1.5 \
+  --format tsv 2>&1 >"$tmp/f2.tsv" && col "$tmp/f2.tsv" dispatch_bytes)
+[[ -n $f1 && -n $f2 && $(awk -v a="$f1" -v b="$f2" 'BEGIN {print (b >= 1.4 * a)}') == 1 ]] && pass ||
+  fail "fsdp2 --imb 1.5: dispatch ${f1:-none} -> ${f2:-none}"
 out=$("$BIN" plan --model tiny --gpus 2 --seq 4Ki --imb 1.5 2>&1)
 rc=$?
 [[ $rc -eq 0 && $out == *"routes skewed: rank 0's experts sent 1.5 x their balanced share (--imb)"* ]] &&
