@@ -345,6 +345,34 @@ START_TEST(fsdp2_optim_copies_time) {
 }
 END_TEST
 
+/* --imb is the router's skew: the MoE layers run at the pace of the rank it
+ * skews toward — imb× under plain EP and under LLEP below its threshold λ
+ * (1.3: the native placement kept), balanced once LLEP spreads it. */
+START_TEST(imb_rank_load) {
+  pl_model_cfg m = preset("120b");
+  pl_plan_machine mc = pl_plan_machine_default();
+  const pl_moe_variant vs[] = {PL_MOE_EP, PL_MOE_LLEP, PL_MOE_PIPELINED};
+  for (size_t v = 0; v < sizeof vs / sizeof vs[0]; v++) {
+    double t[3];
+    const double imbs[3] = {1, 1.2, 2};
+    for (int i = 0; i < 3; i++) {
+      pl_plan_cfg c = pl_plan_cfg_plateau(16, 131072);
+      c.sc.dispatch = vs[v], c.imb = imbs[i];
+      pl_plan_time pt;
+      ck_assert_int_eq(pl_plan_time_predict(&m, &c, &mc, &pt), PL_OK);
+      t[i] = pt.step_s;
+    }
+    ck_assert_msg(t[1] > t[0], "%s: imb 1.2 not slower",
+                  pl_moe_variant_desc_of(vs[v])->name);
+    if (vs[v] == PL_MOE_EP)
+      ck_assert_msg(t[2] > t[1], "ep: imb 2 not slower than 1.2");
+    else
+      ck_assert_msg(t[2] == t[0], "%s: imb 2 (spread) %g s, imb 1 %g s",
+                    pl_moe_variant_desc_of(vs[v])->name, t[2], t[0]);
+  }
+}
+END_TEST
+
 /* T1's attention: the baseline's ring attention on our kernels (blocks of
  * S/(2·CP) at attn_fwd/bwd_tflops, plus its merges' HBM traffic) unless
  * sdpa (PyTorch's FSDP2 at fsdp2_attn_tflops for chunks of S/CP); each rate
@@ -688,19 +716,13 @@ START_TEST(link_sensitivity) {
 END_TEST
 
 int main(void) {
-  const TTest *tests[] = {link_sensitivity,
-                          machine_files,
-                          machine_refusals,
-                          eq6_terms_at_scale,
-                          fsdp2_model,
-                          fsdp2_attention_time,
-                          fsdp2_optim_copies_time,
-                          check_names_binding,
-                          auto_choice,
-                          search_cost,
-                          first_fit_agrees,
-                          expert_groups,
-                          NULL};
+  const TTest *tests[] = {link_sensitivity,     imb_rank_load,
+                          machine_files,        machine_refusals,
+                          eq6_terms_at_scale,   fsdp2_model,
+                          fsdp2_attention_time, fsdp2_optim_copies_time,
+                          check_names_binding,  auto_choice,
+                          search_cost,          first_fit_agrees,
+                          expert_groups,        NULL};
   return pl_check_suite("plan", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1
                                                                            : 0;
 }

@@ -2,8 +2,9 @@
  * from the machine's rates, and the communication primitives both systems'
  * models use.
  *
- * Compute (per rank, per micro-batch; the rank with imb× the balanced
- * expert rows sets the pace of the MoE layers):
+ * Compute (per rank, per micro-batch; the MoE layers at the pace of the
+ * rank the router skews toward, rank_load: imb× the balanced expert rows
+ * under plain EP, balanced once LLEP spreads them):
  *   attention   L · (2 · F_fwd / r_fwd(S) + 2.5 · F_fwd / r_bwd(S)),
  *               F_fwd = 2·S²·d·n_q / D (the rank's n_q/D heads over the whole
  *               sequence; forward, the checkpoint's recompute, backward);
@@ -123,6 +124,20 @@ typedef struct tctx {
   double t_host, t_host_hid, t_opt;
 } tctx;
 
+/* The load of the rank the router skews toward (cfg imb, its share of the
+ * routes over the balanced one) after the dispatch: plain EP, and LLEP
+ * below its threshold λ (it keeps the native placement), take it whole; LLEP
+ * at or above λ spreads it over the group (the least-loaded plan, capacity
+ * alpha × the mean: the rank's load balanced). */
+static double rank_load(const pl_plan_cfg *c) {
+  const double imb = c->imb >= 1 ? c->imb : 1;
+  const pl_llep_knobs *kn = &c->sc.knobs;
+  const bool plans = pl_moe_variant_desc_of(c->sc.dispatch)->plans;
+  if (!plans || kn->native || (kn->lambda > 0 && imb < kn->lambda))
+    return imb;
+  return 1;
+}
+
 /* The step's description and its sizes into t (t->d, t->numel, t->vsize
  * allocated: free_ctx). */
 static pl_status open_ctx(const pl_model_cfg *m, const pl_plan_cfg *c,
@@ -145,7 +160,7 @@ static pl_status open_ctx(const pl_model_cfg *m, const pl_plan_cfg *c,
   t->N = (double)p->N, t->H = (double)m->H,
   t->b = (double)pl_dtype_size(sc->dt);
   t->S = (double)p->S, t->gemm = mc->gemm_tflops * 1e12;
-  t->hbm = mc->hbm_gbs * 1e9, t->imb = c->imb >= 1 ? c->imb : 1;
+  t->hbm = mc->hbm_gbs * 1e9, t->imb = rank_load(c);
   const int nu = t->L + 2;
   t->numel = calloc((size_t)nu, sizeof *t->numel);
   t->vsize = calloc((size_t)nu, sizeof *t->vsize);
