@@ -19,6 +19,7 @@
 #include "core/check_run.h"
 #include "plan/plan.h"
 #include "plan/plan_internal.h"
+#include "plan/plan_testlib.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -574,40 +575,11 @@ START_TEST(auto_choice) {
 }
 END_TEST
 
-/* A first-fit search (pl_plan_free.first_fit: whether any configuration
- * fits, as the table's reach asks) answers as the full search does, from at
- * most its evaluations: at contexts where plateau fits and where it does
- * not, every knob free as `plan --table` frees them; what it chose fits
- * (FSDP2's: baselines/fsdp2/test_fsdp2_planner.c). */
+/* A first-fit search answers as the full search does (pt_first_fit_agrees,
+ * plan_testlib.h), for plateau (FSDP2's: baselines/fsdp2/
+ * test_fsdp2_planner.c). */
 START_TEST(first_fit_agrees) {
-  const char *models[] = {"120b", "667b"};
-  const int gpus[] = {16, 64};
-  int fit = 0, none = 0;
-  for (int i = 0; i < 2; i++)
-    for (int g = 0; g < 2; g++)
-      for (int64_t S = 1 << 20; S <= 8 << 20; S *= 4) {
-        pl_model_cfg m = preset(models[i]);
-        pl_plan_machine mc = pl_plan_machine_default();
-        pl_plan_cfg base = pl_plan_cfg_plateau(gpus[g], S);
-        pl_plan_free fr = pl_plan_free_every();
-        pl_plan_search *a = malloc(sizeof *a), *b = malloc(sizeof *b);
-        ck_assert_int_eq(pl_plan_auto(&m, &base, &fr, &mc, a), PL_OK);
-        fr.first_fit = true;
-        ck_assert_int_eq(pl_plan_auto(&m, &base, &fr, &mc, b), PL_OK);
-        ck_assert_msg(a->have_best == b->have_best && b->evals <= a->evals,
-                      "%s W=%d S=%lld: full search fits %d (%ld "
-                      "evaluations), first fit %d (%ld)",
-                      models[i], gpus[g], (long long)S, a->have_best, a->evals,
-                      b->have_best, b->evals);
-        if (b->have_best) {
-          pl_plan_verdict v;
-          ck_assert_int_eq(pl_plan_check(&m, &b->best.cfg, &mc, &v), PL_OK);
-          ck_assert(v.fits);
-        }
-        fit += b->have_best, none += !b->have_best;
-        free(a), free(b);
-      }
-  ck_assert(fit > 0 && none > 0);
+  pt_first_fit_agrees(PL_PLAN_PLATEAU);
 }
 END_TEST
 
