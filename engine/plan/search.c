@@ -488,7 +488,8 @@ static pl_status rank_queue(const pl_model_cfg *m, const pl_plan_free *fr,
     if (pl__plan_time_bound(m, &q->e[i].cfg, mc, &u) == PL_OK)
       q->e[i].u = u; /* else INFINITY: evaluated, to say what it refuses */
   }
-  qsort(q->e, (size_t)q->n, sizeof *q->e, q_cmp);
+  if (q->n > 1)
+    qsort(q->e, (size_t)q->n, sizeof *q->e, q_cmp);
   for (int i = 0; i < q->n && !(fr->first_fit && r->have_best); i++) {
     if (pruned(r, q->e[i].u))
       continue;
