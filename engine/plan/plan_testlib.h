@@ -54,15 +54,17 @@ static inline double pt_rel(size_t pred, size_t meas) {
 /* A first-fit search (pl_plan_free.first_fit: whether any configuration
  * fits, as the table's reach asks) of system sys answers as the full
  * search does, from at most its evaluations, at contexts where it fits and
- * where it does not (120b and 667b on 16 and 64 GPUs, 1M to 8M, every knob
- * free as `plan --table` frees them); what it chose fits. */
+ * where it does not (120b on 16 and 64 GPUs at 256K, 1M and 4M: both
+ * systems fit and do not among them; every knob free as `plan --table`
+ * frees them); what it chose fits.  Each search measures its candidates,
+ * so the grid stays small (the sanitizer build runs it too). */
 static inline void pt_first_fit_agrees(pl_plan_system sys) {
-  const char *models[] = {"120b", "667b"};
+  const char *models[] = {"120b"};
   const int gpus[] = {16, 64};
   int fit = 0, none = 0;
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < 1; i++)
     for (int g = 0; g < 2; g++)
-      for (int64_t S = 1 << 20; S <= 8 << 20; S *= 4) {
+      for (int64_t S = 256 << 10; S <= 4 << 20; S *= 4) {
         pl_model_cfg m;
         ck_assert_int_eq(pl_model_preset(models[i], &m), PL_OK);
         pl_plan_machine mc = pl_plan_machine_default();
