@@ -335,7 +335,7 @@ END_TEST
 int main(void) {
   const TTest *tests[] = {room_need_holds, room_floor_holds, room_sco_holds,
                           NULL};
-  return pl_check_suite("plan_room", 120, tests, NULL, NULL, CK_FORK_GETENV, 0)
+  return pl_check_suite("plan_room", 300, tests, NULL, NULL, CK_FORK_GETENV, 0)
              ? 1
              : 0;
 }
