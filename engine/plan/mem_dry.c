@@ -312,9 +312,8 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
   dry_facts f = {0};
   if (st == PL_OK && !r)
     st = pl_set_error(PL_ENOMEM, "the dry device: host");
-  if (st == PL_OK)
-    st = run_steps(dd, dw, m, b, steps, r, &f);
-  st = beyond_reach(st);
+  if (st == PL_OK) /* the step's own running out: a verdict (beyond_reach) */
+    st = beyond_reach(run_steps(dd, dw, m, b, steps, r, &f));
   if (st == PL_OK) /* before the device (its tag names) goes */
     st = fill_mem(m, c, b, mc, rank, r, &f, mem);
   if (st == PL_OK)
