@@ -226,9 +226,27 @@ START_TEST(first_fit_agrees) {
 }
 END_TEST
 
+/* The search's look-ahead answers as the search alone does
+ * (pt_ahead_agrees, plan_testlib.h), for FSDP2: where it fits, and where
+ * nothing does. */
+START_TEST(ahead_agrees) {
+  pl_model_cfg m = preset("120b");
+  pl_plan_machine mc = pl_plan_machine_default();
+  pl_plan_free fr = pl_plan_free_every();
+  long ahead = 0;
+  const int64_t S[] = {128 << 10, 4 << 20};
+  for (int i = 0; i < 2; i++) {
+    pl_plan_cfg base = pl_plan_cfg_fsdp2(&m, 16, S[i]);
+    ahead += pt_ahead_agrees(&m, &base, &fr, &mc);
+  }
+  ck_assert_int_gt(ahead, 0);
+}
+END_TEST
+
 int main(void) {
-  const TTest *tests[] = {memory_facts,    floor_holds,      auto_choice,
-                          tokens_per_step, first_fit_agrees, NULL};
+  const TTest *tests[] = {
+      memory_facts,     floor_holds,  auto_choice, tokens_per_step,
+      first_fit_agrees, ahead_agrees, NULL};
   return pl_check_suite("fsdp2_planner", 300, tests, setup, NULL,
                         CK_FORK_GETENV, 0)
              ? 1

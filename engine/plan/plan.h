@@ -509,6 +509,8 @@ typedef struct pl_plan_search {
   int unbuilt; /* left out: a dry device cannot build them (not counted in
                   tried) */
   long evals;  /* memory measurements made (a configuration once)        */
+  long ahead;  /* of them: measured ahead on a second thread (the search's
+                  look-ahead; 0 without one), the rest by the search      */
   pl_plan_choice best, runner_up; /* by predicted tok/s/GPU               */
   bool have_best, have_runner_up;
   char why_lost[400]; /* why the runner-up lost: its largest time part's

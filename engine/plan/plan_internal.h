@@ -9,7 +9,10 @@
  *   machine.c   the machine: defaults, calibration and rate files, and its
  *               costs (usable memory, a collective's seconds, attention's
  *               rate at a context) both time models read;
- *   search.c    feasibility and the automatic choice. */
+ *   search.c    feasibility and the automatic choice; memo.c its memory
+ *               evaluations (counted, memoized, measured ahead); ahead.c
+ *               its candidates measured ahead on a second thread;
+ *   fill.c      spending the headroom (pl_plan_fill). */
 #ifndef PLATEAU_PLAN_INTERNAL_H
 #define PLATEAU_PLAN_INTERNAL_H
 
@@ -71,7 +74,7 @@ pl_status pl__plan_memory_dry_steps(const pl_model_cfg *m, const pl_plan_cfg *c,
 pl_status pl__plan_memory_dry_worst(const pl_model_cfg *m, const pl_plan_cfg *c,
                                     const pl_plan_machine *mc, int rank,
                                     pl_plan_mem *out);
-/* ---- the search's memory evaluations (fill.c) ----
+/* ---- the search's memory evaluations (memo.c) ----
  * Every memory evaluation of the search and the fill goes through
  * pl__plan_mem_eval: it counts them (pl__plan_mem_evals: the evaluations
  * made since the process began, over every thread) and, given a memo
@@ -98,6 +101,40 @@ bool pl__plan_mem_known(pl__plan_memo *mm, const pl_model_cfg *m,
                         const pl_plan_cfg *c, const pl_plan_machine *mc,
                         pl_plan_mem *out);
 long pl__plan_mem_evals(void);
+/* A look-ahead for mm: a view of it for one other thread.  The view's
+ * evaluations answer from mm's table and from a store the two share, and
+ * leave what they measure in the store; mm's thread takes a stored answer
+ * (or waits for one being measured) where it would have measured, so mm's
+ * answers, counts and table are those of a search without the view.  NULL
+ * when mm has one already or the host has no memory.  Free the view (after
+ * its thread is done) before mm. */
+pl__plan_memo *pl__plan_memo_ahead(pl__plan_memo *mm);
+/* The view measures nothing more: each of its evaluations from now on is
+ * PL_ERUNTIME (one being measured ends first). */
+void pl__plan_memo_cancel(pl__plan_memo *view);
+/* The view's measurements mm's thread took from the store. */
+long pl__plan_memo_ahead_used(const pl__plan_memo *mm);
+
+/* ---- ranking in order, measuring ahead (ahead.c) ----
+ * A search that ranks n candidates in order calls pl__ahead_at(a, i, r)
+ * before ranking candidate i with ranking r (bytes long): until whoever
+ * took i has guessed it, the calling thread guesses later ones, and a
+ * second thread guesses the next ones all along — guess(ctx, copy, j)
+ * ranks candidate j on copy, a copy of r as it was, and leaves only
+ * measurements behind (through a memo's view: pl__plan_memo_ahead).  The
+ * search's own ranking is made as without it.  pl__ahead_may_run: not
+ * inside a parallel region (points measured side by side) nor where OpenMP
+ * is given one thread.  pl__ahead_start: NULL when no thread could start
+ * (the search goes alone: pl__ahead_at and pl__ahead_stop take NULL). */
+typedef struct pl__ahead pl__ahead;
+typedef void (*pl__guess_fn)(void *ctx, void *copy, int j);
+bool pl__ahead_may_run(int n);
+pl__ahead *pl__ahead_start(int n, size_t bytes, const void *ranking,
+                           pl__guess_fn guess, void *ctx);
+void pl__ahead_at(pl__ahead *a, int i, const void *ranking);
+/* The thread ends (after the guess it is making: cancel the memo's view
+ * first for it to end soon). */
+void pl__ahead_stop(pl__ahead *a);
 /* pl_plan_fill with the search's memo; least (NULL: none): c's memory with
  * nothing kept and nothing resident.  It settles a count without an
  * evaluation where its room's need (pl__plan_room_need) is above the limit,

@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,63 @@ static inline void pt_first_fit_agrees(pl_plan_system sys) {
         free(a), free(b);
       }
   ck_assert(fit > 0 && none > 0);
+}
+
+/* Two searches' answers equal in everything they report but `ahead` (the
+ * measurements made on a second thread). */
+static inline void pt_same_choice(const pl_plan_choice *a,
+                                  const pl_plan_choice *b) {
+  char ca[200], cb[200];
+  pl_plan_cfg_str(&a->cfg, ca, sizeof ca);
+  pl_plan_cfg_str(&b->cfg, cb, sizeof cb);
+  ck_assert_str_eq(ca, cb);
+  ck_assert_int_eq(a->mem.dev_peak, b->mem.dev_peak);
+  ck_assert_int_eq(a->mem.dev_worst, b->mem.dev_worst);
+  ck_assert_int_eq(a->mem.host_pinned, b->mem.host_pinned);
+  ck_assert(a->time.step_s == b->time.step_s);
+  ck_assert(a->time.tok_s_gpu == b->time.tok_s_gpu);
+  ck_assert_str_eq(a->fill, b->fill);
+}
+
+static inline void pt_same_search(const pl_plan_search *a,
+                                  const pl_plan_search *b) {
+  ck_assert_int_eq(a->tried, b->tried);
+  ck_assert_int_eq(a->feasible, b->feasible);
+  ck_assert_int_eq(a->skipped, b->skipped);
+  ck_assert_int_eq(a->unbuilt, b->unbuilt);
+  ck_assert_int_eq(a->evals, b->evals);
+  ck_assert_int_eq(a->have_best, b->have_best);
+  ck_assert_int_eq(a->have_runner_up, b->have_runner_up);
+  pt_same_choice(&a->best, &b->best);
+  if (a->have_runner_up)
+    pt_same_choice(&a->runner_up, &b->runner_up);
+  ck_assert_str_eq(a->why_lost, b->why_lost);
+  ck_assert_str_eq(a->binding, b->binding);
+  ck_assert_str_eq(a->why_none, b->why_none);
+  ck_assert_str_eq(a->why_ep, b->why_ep);
+}
+
+/* The search of base with fr on one thread and with its look-ahead on two
+ * answer alike; the measurements the two-thread search took from its
+ * look-ahead (none on one thread). */
+static inline long pt_ahead_agrees(const pl_model_cfg *m,
+                                   const pl_plan_cfg *base,
+                                   const pl_plan_free *fr,
+                                   const pl_plan_machine *mc) {
+  pl_plan_search *one = malloc(sizeof *one), *two = malloc(sizeof *two);
+  ck_assert(one && two);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  ck_assert_int_eq(pl_plan_auto(m, base, fr, mc, one), PL_OK);
+  ck_assert_int_eq(one->ahead, 0);
+  omp_set_num_threads(2);
+  ck_assert_int_eq(pl_plan_auto(m, base, fr, mc, two), PL_OK);
+  omp_set_num_threads(threads);
+  pt_same_search(one, two);
+  const long ahead = two->ahead;
+  ck_assert(ahead <= two->evals);
+  free(one), free(two);
+  return ahead;
 }
 
 #endif

@@ -476,10 +476,56 @@ static pl_status fsdp2_floored(const pl_model_cfg *m, const pl_plan_free *fr,
   return st;
 }
 
-/* Rank the candidates of q, fastest bound first (plateau's each with its
- * SCO count searched; a candidate refused by a knob of its layout, or by
- * the dry device for a baseline's configuration it does not run, is left
- * out). */
+/* One candidate of a queue ranked: pruned by its bound, by the room its
+ * least form leaves (plateau) or by its lighter siblings (FSDP2), else
+ * searched (plateau's SCO count) and ranked; one refused by a knob of its
+ * layout, or by the dry device for a baseline's configuration it does not
+ * run, is left out. */
+static pl_status rank_one(const pl_model_cfg *m, const pl_plan_free *fr,
+                          const pl_plan_machine *mc, ranking *r,
+                          const pl__qent *qe, bool plateau) {
+  if (pruned(r, qe->u))
+    return PL_OK;
+  bool gone = false;
+  PL_TRY(plateau ? room_pruned(m, fr, mc, r, &qe->cfg, &gone)
+                 : fsdp2_floored(m, fr, mc, r, &qe->cfg, &gone));
+  if (gone)
+    return PL_OK;
+  cand x;
+  memset(&x, 0, sizeof x);
+  x.cfg = qe->cfg;
+  pl_status st =
+      plateau ? sco_search(m, mc, &x, fr, r) : eval(m, mc, r->mm, &x, true);
+  if (st == PL_EINVAL || st == PL_EUNSUPPORTED || st == PL_EINFEASIBLE)
+    return PL_OK;
+  PL_TRY(st);
+  if (!plateau)
+    rank_in(r, &x);
+  return PL_OK;
+}
+
+/* The look-ahead's guess (ahead.c): candidate j ranked on `copy`, a copy
+ * of the search's ranking, through the view of its memo. */
+typedef struct guess_ctx {
+  const pl_model_cfg *m;
+  const pl_plan_free *fr;
+  const pl_plan_machine *mc;
+  const pl__cqueue *q;
+  pl__plan_memo *view;
+  bool plateau;
+} guess_ctx;
+
+static void guess(void *ctx, void *copy, int j) {
+  const guess_ctx *g = ctx;
+  ranking *mine = copy;
+  mine->mm = g->view;
+  (void)rank_one(g->m, g->fr, g->mc, mine, &g->q->e[j], g->plateau);
+  pl_clear_error(); /* a guess's errors are nobody's: the ranking says */
+}
+
+/* Rank the candidates of q, fastest bound first (rank_one each), measured
+ * ahead on a second thread where one may run (ahead.c: the ranking, its
+ * counts and every answer are those of the search alone). */
 static pl_status rank_queue(const pl_model_cfg *m, const pl_plan_free *fr,
                             const pl_plan_machine *mc, ranking *r,
                             pl__cqueue *q, bool plateau) {
@@ -490,26 +536,24 @@ static pl_status rank_queue(const pl_model_cfg *m, const pl_plan_free *fr,
   }
   if (q->n > 1)
     qsort(q->e, (size_t)q->n, sizeof *q->e, q_cmp);
-  for (int i = 0; i < q->n && !(fr->first_fit && r->have_best); i++) {
-    if (pruned(r, q->e[i].u))
-      continue;
-    bool gone = false;
-    PL_TRY(plateau ? room_pruned(m, fr, mc, r, &q->e[i].cfg, &gone)
-                   : fsdp2_floored(m, fr, mc, r, &q->e[i].cfg, &gone));
-    if (gone)
-      continue;
-    cand x;
-    memset(&x, 0, sizeof x);
-    x.cfg = q->e[i].cfg;
-    pl_status st =
-        plateau ? sco_search(m, mc, &x, fr, r) : eval(m, mc, r->mm, &x, true);
-    if (st == PL_EINVAL || st == PL_EUNSUPPORTED || st == PL_EINFEASIBLE)
-      continue;
-    PL_TRY(st);
-    if (!plateau)
-      rank_in(r, &x);
+  guess_ctx g = {m, fr, mc, q, NULL, plateau};
+  pl__ahead *a = NULL;
+  if (pl__ahead_may_run(q->n) && (g.view = pl__plan_memo_ahead(r->mm)) &&
+      !(a = pl__ahead_start(q->n, sizeof *r, r, guess, &g))) {
+    pl__plan_memo_free(g.view); /* the memo keeps its store, unused */
+    g.view = NULL;
   }
-  return PL_OK;
+  pl_status st = PL_OK;
+  for (int i = 0; st == PL_OK && i < q->n && !(fr->first_fit && r->have_best);
+       i++) {
+    pl__ahead_at(a, i, r);
+    st = rank_one(m, fr, mc, r, &q->e[i], plateau);
+  }
+  if (a)
+    pl__plan_memo_cancel(g.view);
+  pl__ahead_stop(a);
+  pl__plan_memo_free(g.view);
+  return st;
 }
 
 /* why the runner-up lost: the part with the largest extra time */
@@ -641,6 +685,7 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
     out->skipped = r->skipped;
     out->unbuilt = pl__plan_memo_unbuilt(mm);
     out->evals = pl__plan_memo_evals(mm);
+    out->ahead = pl__plan_memo_ahead_used(mm);
     if (r->have_best) {
       out->have_best = true;
       out->best = (pl_plan_choice){r->best.cfg, r->best.mem, r->best.time, ""};

@@ -530,6 +530,85 @@ START_TEST(search_cost) {
 }
 END_TEST
 
+/* The memo's look-ahead (memo.c): what its view measures waits in the store
+ * and the memo takes it where it would have measured (counted as its own
+ * evaluation, the view's not counted), the same answer as a measurement
+ * without a memo; a configuration a dry device cannot build answers the
+ * same refusal either way; a stopped view measures nothing more. */
+START_TEST(memo_ahead) {
+  pl_model_cfg m = preset("120b");
+  pl_plan_machine mc = pl_plan_machine_default();
+  pl_plan_cfg c = pl_plan_cfg_plateau(16, 131072);
+  c.lc.Ep = 8;
+  pl__plan_memo *mm = pl__plan_memo_new(), *v = pl__plan_memo_ahead(mm);
+  ck_assert_ptr_nonnull(mm);
+  ck_assert_ptr_nonnull(v);
+  ck_assert_ptr_null(pl__plan_memo_ahead(mm)); /* one view per memo */
+  pl_plan_mem *a = malloc(sizeof *a), *b = malloc(sizeof *b),
+              *r = malloc(sizeof *r);
+  ck_assert(a && b && r);
+  const long e0 = pl__plan_mem_evals();
+  ck_assert_int_eq(pl__plan_mem_eval(v, &m, &c, &mc, true, a), PL_OK);
+  ck_assert_int_eq(pl__plan_mem_evals() - e0, 0);
+  ck_assert_int_eq(pl__plan_memo_ahead_used(mm), 0);
+  ck_assert_int_eq(pl__plan_mem_eval(mm, &m, &c, &mc, true, b), PL_OK);
+  ck_assert_int_eq(pl__plan_mem_evals() - e0, 1);
+  ck_assert_int_eq(pl__plan_memo_evals(mm), 1);
+  ck_assert_int_eq(pl__plan_memo_ahead_used(mm), 2); /* balanced, worst */
+  ck_assert_int_eq(pl__plan_memory(&m, &c, &mc, -1, true, r), PL_OK);
+  ck_assert_int_eq(b->dev_peak, r->dev_peak);
+  ck_assert_int_eq(b->dev_worst, r->dev_worst);
+  ck_assert_int_eq(b->host_pinned, r->host_pinned);
+  ck_assert_int_gt(b->dev_worst, 0);
+  ck_assert_int_eq(a->dev_peak, r->dev_peak);
+  /* a refusal, measured ahead: the same status and message */
+  pl_plan_cfg big = pl_plan_cfg_plateau(16, 1ll << 40);
+  ck_assert_int_eq(pl__plan_mem_eval(NULL, &m, &big, &mc, false, r),
+                   PL_EINFEASIBLE);
+  char why[1024];
+  snprintf(why, sizeof why, "%s", pl_last_error());
+  pl_clear_error();
+  ck_assert_int_eq(pl__plan_mem_eval(v, &m, &big, &mc, false, a),
+                   PL_EINFEASIBLE);
+  pl_clear_error();
+  ck_assert_int_eq(pl__plan_mem_eval(mm, &m, &big, &mc, false, b),
+                   PL_EINFEASIBLE);
+  ck_assert_str_eq(pl_last_error(), why);
+  ck_assert_int_eq(pl__plan_memo_unbuilt(mm), 1);
+  ck_assert_int_eq(pl__plan_memo_ahead_used(mm), 3);
+  /* stopped */
+  pl__plan_memo_cancel(v);
+  c.lc.Ep = 16;
+  ck_assert_int_eq(pl__plan_mem_eval(v, &m, &c, &mc, false, a), PL_ERUNTIME);
+  pl_clear_error();
+  pl__plan_memo_free(v);
+  pl__plan_memo_free(mm);
+  free(a), free(b), free(r);
+}
+END_TEST
+
+/* The search's look-ahead (search.c): on two threads the search answers
+ * exactly as on one (choice, runner-up, peaks, times, counts, every
+ * reason), where something fits and where nothing does, and takes
+ * measurements from the second thread. */
+START_TEST(ahead_agrees) {
+  pl_model_cfg m = preset("120b");
+  pl_plan_machine mc = pl_plan_machine_default();
+  pl_plan_free fr = pl_plan_free_every();
+  long ahead = 0;
+  const int64_t S[] = {128 << 10, 1 << 20};
+  for (int i = 0; i < 2; i++) {
+    pl_plan_cfg base = pl_plan_cfg_plateau(16, S[i]);
+    ahead += pt_ahead_agrees(&m, &base, &fr, &mc);
+  }
+  pl_plan_machine tiny = mc; /* nothing fits: the closest, and its reason */
+  tiny.hbm_bytes = 8 * GIB;
+  pl_plan_cfg base = pl_plan_cfg_plateau(16, 1 << 20);
+  ahead += pt_ahead_agrees(&m, &base, &fr, &tiny);
+  ck_assert_int_gt(ahead, 0);
+}
+END_TEST
+
 START_TEST(auto_choice) {
   pl_model_cfg m = preset("120b");
   pl_plan_machine mc = pl_plan_machine_default();
@@ -693,7 +772,8 @@ int main(void) {
                           eq6_terms_at_scale,   fsdp2_model,
                           fsdp2_attention_time, fsdp2_optim_copies_time,
                           check_names_binding,  auto_choice,
-                          search_cost,          first_fit_agrees,
+                          search_cost,          memo_ahead,
+                          ahead_agrees,         first_fit_agrees,
                           expert_groups,        NULL};
   return pl_check_suite("plan", 120, tests, NULL, NULL, CK_FORK_GETENV, 0) ? 1
                                                                            : 0;
