@@ -115,6 +115,13 @@ void pl__plan_memo_cancel(pl__plan_memo *view);
 /* The view's measurements mm's thread took from the store. */
 long pl__plan_memo_ahead_used(const pl__plan_memo *mm);
 
+/* Does a search leave a candidate out when its evaluation answers st?  A
+ * knob its layout refuses (PL_EINVAL), a configuration the dry device does
+ * not run (PL_EUNSUPPORTED) or cannot even reserve (PL_EINFEASIBLE). */
+static inline bool pl__plan_left_out(pl_status st) {
+  return st == PL_EINVAL || st == PL_EUNSUPPORTED || st == PL_EINFEASIBLE;
+}
+
 /* ---- ranking in order, measuring ahead (ahead.c) ----
  * A search that ranks n candidates in order calls pl__ahead_at(a, i, r)
  * before ranking candidate i with ranking r (bytes long): until whoever

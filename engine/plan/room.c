@@ -180,8 +180,7 @@ pl_status pl__plan_room_floor(pl__plan_memo *mm, const pl_model_cfg *m,
       const pl_status st = pl__plan_mem_eval(mm, m, &s, mc, false, mem);
       if (st == PL_OK)
         floor_in(mem, have, lb);
-      else if (st != PL_EINVAL && st != PL_EUNSUPPORTED &&
-               st != PL_EINFEASIBLE) {
+      else if (!pl__plan_left_out(st)) {
         free(mem);
         return st;
       }

@@ -409,9 +409,7 @@ static pl_status room_pruned(const pl_model_cfg *m, const pl_plan_free *fr,
   }
   pl_status st = eval(m, mc, r->mm, &y, false);
   if (st != PL_OK) /* refused: rank_queue says so as before */
-    return st == PL_EINVAL || st == PL_EUNSUPPORTED || st == PL_EINFEASIBLE
-               ? PL_OK
-               : st;
+    return pl__plan_left_out(st) ? PL_OK : st;
   if ((double)y.mem.dev_peak > pl__hbm_usable(mc)) { /* no form fits */
     *gone = pruned(r, 0);
     if (!*gone && fr->first_fit) /* counted as tried, as floor_prunes does */
@@ -462,7 +460,7 @@ static pl_status fsdp2_floored(const pl_model_cfg *m, const pl_plan_free *fr,
     st = pl__plan_mem_eval(r->mm, m, &s, mc, false, mem);
     if (st == PL_OK)
       lb = mem->dev_peak;
-    else if (st == PL_EINVAL || st == PL_EUNSUPPORTED || st == PL_EINFEASIBLE)
+    else if (pl__plan_left_out(st))
       st = PL_OK, pl_clear_error();
   }
   free(mem);
@@ -496,7 +494,7 @@ static pl_status rank_one(const pl_model_cfg *m, const pl_plan_free *fr,
   x.cfg = qe->cfg;
   pl_status st =
       plateau ? sco_search(m, mc, &x, fr, r) : eval(m, mc, r->mm, &x, true);
-  if (st == PL_EINVAL || st == PL_EUNSUPPORTED || st == PL_EINFEASIBLE)
+  if (pl__plan_left_out(st))
     return PL_OK;
   PL_TRY(st);
   if (!plateau)
@@ -783,7 +781,7 @@ static pl_status fits_frugal(const pl_model_cfg *m, const pl_plan_cfg *base,
   if (fr->keep)
     x.cfg.sc.keep = (pl_keep_budget){PL_KEEP_BYTES, 0};
   pl_status st = sco_search(m, mc, &x, &nofill, &r);
-  if (st == PL_EINVAL || st == PL_EUNSUPPORTED || st == PL_EINFEASIBLE)
+  if (pl__plan_left_out(st))
     return PL_OK;
   PL_TRY(st);
   *fits = r.have_best;
