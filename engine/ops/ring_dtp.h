@@ -47,6 +47,10 @@ extern const char *const pl_dtp_mode_names[];  /* "auto" "act" "weights"      */
 extern const char *const pl_dtp_sched_names[]; /* "auto" "chunked" "blocked"  */
 const char *pl_dtp_mode_name(pl_dtp_mode m);
 pl_status pl_dtp_mode_parse(const char *s, pl_dtp_mode *out);
+/* The mode m resolves to for a group whose largest batch is nmax rows and
+ * widest weight shard vmax columns: auto moves the weights when a hop of
+ * activations (N·H) outweighs a hop of a shard (H·|V_r|). */
+pl_dtp_mode pl_dtp_mode_resolve(pl_dtp_mode m, int64_t nmax, int64_t vmax);
 
 /* What pl_dtp_run runs. */
 typedef enum pl_dtp_sched {

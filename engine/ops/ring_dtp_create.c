@@ -17,6 +17,12 @@ const char *pl_dtp_mode_name(pl_dtp_mode m) {
   return (unsigned)m <= PL_DTP_MOVE_W ? pl_dtp_mode_names[m] : "?";
 }
 
+pl_dtp_mode pl_dtp_mode_resolve(pl_dtp_mode m, int64_t nmax, int64_t vmax) {
+  if (m != PL_DTP_AUTO)
+    return m;
+  return nmax > vmax ? PL_DTP_MOVE_W : PL_DTP_MOVE_ACT;
+}
+
 pl_status pl_dtp_mode_parse(const char *s, pl_dtp_mode *out) {
   for (int i = 0; s && pl_dtp_mode_names[i]; i++)
     if (strcmp(s, pl_dtp_mode_names[i]) == 0) {
@@ -232,11 +238,8 @@ pl_status pl_dtp_create(pl_comm *c, pl_dtype dt, int64_t n, int64_t h,
     if (d->vss[q] > d->vmax)
       d->vmax = d->vss[q];
   }
-  /* Move the weights when a hop of activations (N·H) outweighs a hop of a
-   * weight shard (H·V/P): the same test on every rank (same inputs). */
-  d->mode = o->mode;
-  if (d->mode == PL_DTP_AUTO)
-    d->mode = d->nmax > d->vmax ? PL_DTP_MOVE_W : PL_DTP_MOVE_ACT;
+  /* the same answer on every rank (same inputs) */
+  d->mode = pl_dtp_mode_resolve(o->mode, d->nmax, d->vmax);
   /* bf16 move-W backward: dX_r is summed over every strip in f32 one row
    * chunk at a time (an nc×H accumulator, an eighth of N×H), then added to
    * dx in bf16 (one rounding per meeting). */

@@ -68,6 +68,7 @@
 #include <string.h>
 
 #include "ops/ce.h"
+#include "ops/ring_dtp.h"
 #include "plan/plan_internal.h"
 #include "train/describe.h"
 #include "train/epgroups.h"
@@ -252,7 +253,7 @@ static void layers_time(tctx *t) {
  * Ring-DTP's hops beside the strips. */
 /* What Ring-DTP runs for a head of n rows (ops/ring_dtp.h, ops/ce.h): the
  * widest vocabulary shard (pl_ce_shard: the first), whether the weights
- * move (auto mode: P > 1 and more rows than that shard's columns), and at
+ * move (P > 1 and auto mode resolved so: pl_dtp_mode_resolve), and at
  * P = 1 the rows of the three-GEMM schedule's chunk (0: the blocked
  * meetings). */
 typedef struct head_shape {
@@ -265,7 +266,8 @@ static head_shape head_shape_of(pl_dtype dt, int64_t n, int64_t h, int64_t v,
   head_shape o = {0};
   int64_t c0;
   pl_ce_shard(v, P, 0, &c0, &o.vmax);
-  o.move_w = P > 1 && n > o.vmax;
+  o.move_w = P > 1 && pl_dtp_mode_resolve(PL_DTP_AUTO, n, o.vmax) ==
+                          PL_DTP_MOVE_W; /* every rank's batch is n */
   if (P == 1) {
     int64_t vb = block > 0 ? block : pl_ce_default_block(dt);
     vb = vb > o.vmax ? o.vmax : vb;
