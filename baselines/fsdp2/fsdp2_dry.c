@@ -233,10 +233,12 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
   st = pl_fsdp2_create(dd, self, m, k, b->S, &f);
   if (st != PL_OK) {
     pl_error_prefix(st, "the dry device: building the FSDP2 baseline: ");
+    st = pl_plan_dry_beyond_reach(st);
     goto done;
   }
   size_t state = 0;
-  PL_TRY_GOTO(st, done, run_steps(f, steps, &state, r));
+  PL_TRY_GOTO(st, done,
+              pl_plan_dry_beyond_reach(run_steps(f, steps, &state, r)));
   *peak = r->dev.peak;
   *ep_virtual = f->ep_virtual;
   if (out) {

@@ -264,10 +264,7 @@ static void watch(void *ctx, const pl_mem_phase *ended, size_t high) {
   pl__bins_phase(ctx, ended->what, ended->layer, high);
 }
 
-/* Out of memory while a configuration is built or stepped on a dry device
- * (which reserves address space only, with no limit of its own): the step
- * asks for more than any device or host could hold — a verdict. */
-static pl_status beyond_reach(pl_status st) {
+pl_status pl_plan_dry_beyond_reach(pl_status st) {
   return st == PL_ENOMEM
              ? pl_error_prefix(PL_EINFEASIBLE,
                                "does not fit: its step asks for more than a "
@@ -312,8 +309,8 @@ static pl_status measure(const pl_model_cfg *m, const pl_plan_cfg *c,
   dry_facts f = {0};
   if (st == PL_OK && !r)
     st = pl_set_error(PL_ENOMEM, "the dry device: host");
-  if (st == PL_OK) /* the step's own running out: a verdict (beyond_reach) */
-    st = beyond_reach(run_steps(dd, dw, m, b, steps, r, &f));
+  if (st == PL_OK) /* the step's own running out: a verdict */
+    st = pl_plan_dry_beyond_reach(run_steps(dd, dw, m, b, steps, r, &f));
   if (st == PL_OK) /* before the device (its tag names) goes */
     st = fill_mem(m, c, b, mc, rank, r, &f, mem);
   if (st == PL_OK)
@@ -403,7 +400,7 @@ pl_status pl__plan_memory(const pl_model_cfg *m, const pl_plan_cfg *c,
                         "widest vocabulary shard, the peak)",
                         rank);
   if (c->system != PL_PLAN_PLATEAU)
-    return beyond_reach(pl_plan_dry_measure(m, c, mc, out));
+    return pl_plan_dry_measure(m, c, mc, out); /* its verdicts its own */
   return pl__plan_memory_dry(m, c, mc, 0, with_worst, out);
 }
 

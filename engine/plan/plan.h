@@ -374,13 +374,20 @@ int pl_plan_mem_diff(const pl_plan_mem *a, const pl_plan_mem *b,
  * c's rank view when W > 1 (as pl_plan_memory_dry) and fills *out as
  * pl_plan_memory fills plateau's.  PL_EINVAL naming the value for a
  * configuration the planner knows is not valid (FSDP2: as
- * pl_plan_time_predict refuses it), checked first; PL_EUNSUPPORTED naming
- * the system when none is registered. */
+ * pl_plan_time_predict refuses it), checked first; PL_EINFEASIBLE
+ * (pl_plan_dry_beyond_reach) when building or stepping it runs out of what
+ * a dry device can reserve; PL_EUNSUPPORTED naming the system when none is
+ * registered. */
 typedef pl_status (*pl_plan_dry_measure_fn)(const pl_model_cfg *m,
                                             const pl_plan_cfg *c,
                                             const pl_plan_machine *mc,
                                             pl_plan_mem *out);
 void pl_plan_set_dry_measure(pl_plan_system s, pl_plan_dry_measure_fn fn);
+/* st for a dry measurement's build or step: out of memory there (a dry
+ * device reserves address space only, with no limit of its own) means the
+ * step asks for more than any device or host could hold — PL_EINFEASIBLE,
+ * "does not fit: ..." before the message; any other status as it is. */
+pl_status pl_plan_dry_beyond_reach(pl_status st);
 pl_status pl_plan_dry_measure(const pl_model_cfg *m, const pl_plan_cfg *c,
                               const pl_plan_machine *mc, pl_plan_mem *out);
 
