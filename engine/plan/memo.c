@@ -69,6 +69,7 @@ struct pl__plan_memo {
   const pl_model_cfg *m; /* the model and machine its entries are of */
   const pl_plan_machine *mc;
   int unbuilt; /* configurations a dry device cannot build */
+  int beyond;  /* ... nor even reserve (PL_EINFEASIBLE: they do not fit) */
   long evals;  /* evaluations made (not answered from the table) */
   int n;
   memo_ent *e;       /* MEMO_CAP entries (NULL in a view) */
@@ -78,6 +79,10 @@ struct pl__plan_memo {
 
 int pl__plan_memo_unbuilt(const pl__plan_memo *mm) {
   return mm->unbuilt;
+}
+
+int pl__plan_memo_beyond(const pl__plan_memo *mm) {
+  return mm->beyond;
 }
 
 long pl__plan_memo_evals(const pl__plan_memo *mm) {
@@ -423,7 +428,9 @@ pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
   const bool unbuilt = mm && (st == PL_EUNSUPPORTED || st == PL_EINFEASIBLE);
   if (st != PL_OK && !unbuilt)
     return st;
-  if (unbuilt)
+  if (unbuilt && st == PL_EINFEASIBLE)
+    mm->beyond++;
+  else if (unbuilt)
     mm->unbuilt++;
   if (!e)
     return st;

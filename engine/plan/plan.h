@@ -515,6 +515,8 @@ typedef struct pl_plan_search {
                   their memory-decided knobs at their best (time bound) */
   int unbuilt; /* left out: a dry device cannot build them (not counted in
                   tried) */
+  int beyond;  /* left out: so large a dry device cannot even reserve them
+                  (they do not fit; not counted in tried) */
   long evals;  /* memory measurements made (a configuration once)        */
   long ahead;  /* of them: measured ahead on a second thread (the search's
                   look-ahead; 0 without one), the rest by the search      */

@@ -89,6 +89,9 @@ pl__plan_memo *pl__plan_memo_new(void);
 /* How many configurations the memo's dry device could not build
  * (PL_EUNSUPPORTED: a knob the code measured does not run). */
 int pl__plan_memo_unbuilt(const pl__plan_memo *mm);
+/* How many its dry device could not even reserve (PL_EINFEASIBLE: they do
+ * not fit). */
+int pl__plan_memo_beyond(const pl__plan_memo *mm);
 /* The evaluations made through the memo (its answers not counted). */
 long pl__plan_memo_evals(const pl__plan_memo *mm);
 void pl__plan_memo_free(pl__plan_memo *mm);

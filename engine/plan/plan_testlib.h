@@ -117,6 +117,7 @@ static inline void pt_same_search(const pl_plan_search *a,
   ck_assert_int_eq(a->feasible, b->feasible);
   ck_assert_int_eq(a->skipped, b->skipped);
   ck_assert_int_eq(a->unbuilt, b->unbuilt);
+  ck_assert_int_eq(a->beyond, b->beyond);
   ck_assert_int_eq(a->evals, b->evals);
   ck_assert_int_eq(a->have_best, b->have_best);
   ck_assert_int_eq(a->have_runner_up, b->have_runner_up);

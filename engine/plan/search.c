@@ -682,6 +682,7 @@ pl_status pl_plan_auto(const pl_model_cfg *m, const pl_plan_cfg *base,
     out->tried = r->tried, out->feasible = r->feasible;
     out->skipped = r->skipped;
     out->unbuilt = pl__plan_memo_unbuilt(mm);
+    out->beyond = pl__plan_memo_beyond(mm);
     out->evals = pl__plan_memo_evals(mm);
     out->ahead = pl__plan_memo_ahead_used(mm);
     if (r->have_best) {

@@ -574,7 +574,8 @@ START_TEST(memo_ahead) {
   ck_assert_int_eq(pl__plan_mem_eval(mm, &m, &big, &mc, false, b),
                    PL_EINFEASIBLE);
   ck_assert_str_eq(pl_last_error(), why);
-  ck_assert_int_eq(pl__plan_memo_unbuilt(mm), 1);
+  ck_assert_int_eq(pl__plan_memo_unbuilt(mm), 0);
+  ck_assert_int_eq(pl__plan_memo_beyond(mm), 1);
   ck_assert_int_eq(pl__plan_memo_ahead_used(mm), 3);
   /* stopped */
   pl__plan_memo_cancel(v);

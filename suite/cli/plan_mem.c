@@ -129,9 +129,14 @@ void pl__plan_measured_print(FILE *f, const pl_plan_cfg *c,
             "  routes skewed: rank 0's experts sent %g x their balanced share "
             "(--imb)\n",
             c->imb);
-  if (s)
-    fprintf(f,
-            "search: every candidate's memory measured so (%d tried, %ld "
-            "measured, %d left out that it cannot build; %.1f s)\n",
-            s->tried, s->evals, s->unbuilt, seconds);
+  if (!s)
+    return;
+  char beyond[96] = "";
+  if (s->beyond)
+    snprintf(beyond, sizeof beyond,
+             ", %d too large for it to reserve (they do not fit)", s->beyond);
+  fprintf(f,
+          "search: every candidate's memory measured so (%d tried, %ld "
+          "measured, %d left out that it cannot build%s; %.1f s)\n",
+          s->tried, s->evals, s->unbuilt, beyond, seconds);
 }
