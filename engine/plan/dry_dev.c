@@ -12,8 +12,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "backend/dry/dry.h"
+#include "core/internal.h"
 #include "ops/llep_plan.h"
 #include "plan/plan.h"
 
@@ -114,4 +116,29 @@ pl_status pl_plan_dry_device_routed(pl_backend flavour, size_t total_bytes,
 fail:
   pl_dev_destroy(dev);
   return st;
+}
+
+/* The calling thread's zero tokens (pl_plan_dry_tokens). */
+static _Thread_local int32_t *t_tokens;
+static _Thread_local int64_t t_ntokens;
+
+static void tokens_drop(void) {
+  free(t_tokens);
+  t_tokens = NULL;
+  t_ntokens = 0;
+}
+
+const int32_t *pl_plan_dry_tokens(int64_t n) {
+  if (n < 1)
+    n = 1;
+  if (n > t_ntokens) {
+    tokens_drop();
+    if (!(t_tokens = calloc((size_t)n, sizeof *t_tokens))) {
+      pl_set_error(PL_ENOMEM, "the dry device: %lld host tokens", (long long)n);
+      return NULL;
+    }
+    t_ntokens = n;
+    pl__at_thread_exit(tokens_drop);
+  }
+  return t_tokens;
 }

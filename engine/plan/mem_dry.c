@@ -213,17 +213,15 @@ static pl_status run_steps(pl_dev *dd, pl_comm *dw, const pl_model_cfg *m,
   for (int l = 0; l < m->L; l++)
     f->nmoe += pl_model_layer_is_moe(m, l);
   f->chunks = pl_moe_variant_desc_of(b->sc.dispatch)->chunks;
-  /* token 0 everywhere: a dry device computes nothing, so no allocation
-   * depends on the tokens' values (the routes come from its hook) */
-  int32_t *tok = calloc((size_t)pl_trainer_tokens_per_rank(t), sizeof *tok);
+  /* token 0 everywhere (the routes come from the device's hook) */
+  const int32_t *tok = pl_plan_dry_tokens(pl_trainer_tokens_per_rank(t));
   if (!tok)
-    st = pl_set_error(PL_ENOMEM, "the dry device: host tokens");
+    st = PL_ENOMEM;
   for (int s = 0; s < steps && st == PL_OK; s++) {
     st = pl_trainer_step(t, tok, r);
     if (st != PL_OK)
       st = pl_error_prefix(st, "the dry device: step %d: ", s + 1);
   }
-  free(tok);
   pl_trainer_destroy(t);
   return st;
 }

@@ -358,6 +358,12 @@ pl_status pl_plan_dry_device_routed(pl_backend flavour, size_t total_bytes,
  * imbalance, before any dispatch spreads it (`plan --imb`). */
 pl_status pl_plan_dry_device_skewed(pl_backend flavour, size_t total_bytes,
                                     int Ep, double imb, pl_dev **out);
+/* n tokens of id 0 for a step on a dry device (which computes nothing, so
+ * no allocation depends on the tokens' values): the calling thread's
+ * buffer, kept for its next call, valid until then (a fresh zeroed buffer
+ * per measurement costs a page fault per 4 KiB read at millions of tokens).
+ * NULL, with the error set, when the host has no memory. */
+const int32_t *pl_plan_dry_tokens(int64_t n);
 /* The fields of two memories that differ, as "field: A / B" lines (at most
  * max into lines, each of PL_PLAN_DIFF_LEN chars); returns how many differ.
  * Tags are compared by name (absent: 0 bytes; a tag of 0 bytes at the peak
