@@ -131,16 +131,30 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
    * ignore index only where a token is a target and no input, the last of
    * a micro-batch's N + 1 */
   int64_t T = 0, bad = -1;
-  for (int mi = 0; mi < t->cfg.micro; mi++)
-    for (int64_t i = 0; i < per; i++) {
-      const int32_t v = tokens[mi * per + i];
-      const int ok =
-          (v >= 0 && v < t->model.V) || (i == N && v == PL_CE_IGNORE_INDEX);
-      if (!ok && bad < 0)
-        bad = mi * per + i;
-      if (i > 0 && v != PL_CE_IGNORE_INDEX)
-        T++;
+  for (int mi = 0; mi < t->cfg.micro && bad < 0; mi++) {
+    /* the inputs' range first (one pass the compiler vectorizes): when every
+     * input is in [0, V), none is the ignore index, so the targets are
+     * positions 1..N-1 and the last unless it is ignored */
+    const int32_t *tk = tokens + mi * per;
+    int32_t lo = 0, hi = 0;
+    if (N > 0)
+      lo = hi = tk[0];
+    for (int64_t i = 1; i < N; i++) {
+      lo = tk[i] < lo ? tk[i] : lo;
+      hi = tk[i] > hi ? tk[i] : hi;
     }
+    const int32_t last = tk[N];
+    if (lo >= 0 && (int64_t)hi < t->model.V &&
+        ((last >= 0 && last < t->model.V) || last == PL_CE_IGNORE_INDEX)) {
+      T += (N > 0 ? N - 1 : 0) + (N > 0 && last != PL_CE_IGNORE_INDEX);
+      continue;
+    }
+    for (int64_t i = 0; i < per && bad < 0; i++) { /* the first bad one */
+      const int32_t v = tk[i];
+      if (!((v >= 0 && v < t->model.V) || (i == N && v == PL_CE_IGNORE_INDEX)))
+        bad = mi * per + i;
+    }
+  }
   int64_t flags[2] = {bad >= 0, T};
   PL_TRY(pl_host_allreduce_i64(t->world, flags, 1, PL_RED_MAX));
   PL_TRY(pl_host_allreduce_i64(t->world, flags + 1, 1, PL_RED_SUM));
