@@ -262,19 +262,25 @@ static pl_status obtain(pl__plan_memo *mm, const pl_model_cfg *m,
   return st;
 }
 
+/* How a kind of measurement is had: obtain (the search's) or view_get (the
+ * look-ahead's). */
+typedef pl_status (*get_fn)(pl__plan_memo *mm, const pl_model_cfg *m,
+                            const pl_plan_cfg *c, const pl_plan_machine *mc,
+                            int kind, pl_plan_mem *out);
+
 /* c's memory as pl__plan_memory gives it: balanced, then (with_worst, for
  * plateau: another system's measurement has no separate worst case) the
  * adversarial routes' peaks. */
-static pl_status obtain_mem(pl__plan_memo *mm, const pl_model_cfg *m,
-                            const pl_plan_cfg *c, const pl_plan_machine *mc,
-                            bool with_worst, pl_plan_mem *out) {
-  PL_TRY(obtain(mm, m, c, mc, K_BAL, out));
+static pl_status get_mem(get_fn get, pl__plan_memo *mm, const pl_model_cfg *m,
+                         const pl_plan_cfg *c, const pl_plan_machine *mc,
+                         bool with_worst, pl_plan_mem *out) {
+  PL_TRY(get(mm, m, c, mc, K_BAL, out));
   if (!with_worst || c->system != PL_PLAN_PLATEAU)
     return PL_OK;
   pl_plan_mem *w = malloc(sizeof *w);
   if (!w)
     return pl_set_error(PL_ENOMEM, "plan: host");
-  const pl_status st = obtain(mm, m, c, mc, K_WORST, w);
+  const pl_status st = get(mm, m, c, mc, K_WORST, w);
   if (st == PL_OK) {
     out->dev_worst = w->dev_worst;
     memcpy(out->layer_high_worst, w->layer_high_worst,
@@ -305,6 +311,10 @@ static pl_status view_get(pl__plan_memo *v, const pl_model_cfg *m,
       *out = e->mem;
     else
       pl_set_error(st, "%s", e->why);
+    if (st == PL_OK && kind == K_BAL) { /* as a balanced measurement */
+      out->dev_worst = 0;
+      memset(out->layer_high_worst, 0, sizeof out->layer_high_worst);
+    }
     pthread_mutex_unlock(&as->mu);
     return st;
   }
@@ -324,28 +334,6 @@ static pl_status view_get(pl__plan_memo *v, const pl_model_cfg *m,
   const pl_status st = measure_kind(m, c, mc, kind, out);
   if (a)
     store_settle(as, a, st, out);
-  return st;
-}
-
-static pl_status view_eval(pl__plan_memo *v, const pl_model_cfg *m,
-                           const pl_plan_cfg *c, const pl_plan_machine *mc,
-                           bool with_worst, pl_plan_mem *out) {
-  PL_TRY(view_get(v, m, c, mc, K_BAL, out));
-  if (!with_worst || c->system != PL_PLAN_PLATEAU) {
-    out->dev_worst = 0;
-    memset(out->layer_high_worst, 0, sizeof out->layer_high_worst);
-    return PL_OK;
-  }
-  pl_plan_mem *w = malloc(sizeof *w);
-  if (!w)
-    return pl_set_error(PL_ENOMEM, "plan: host");
-  const pl_status st = view_get(v, m, c, mc, K_WORST, w);
-  if (st == PL_OK) {
-    out->dev_worst = w->dev_worst;
-    memcpy(out->layer_high_worst, w->layer_high_worst,
-           sizeof out->layer_high_worst);
-  }
-  free(w);
   return st;
 }
 
@@ -386,7 +374,7 @@ pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
                             const pl_plan_cfg *c, const pl_plan_machine *mc,
                             bool with_worst, pl_plan_mem *out) {
   if (mm && mm->of)
-    return view_eval(mm, m, c, mc, with_worst, out);
+    return get_mem(view_get, mm, m, c, mc, with_worst, out);
   if (mm && (mm->m != m || mm->mc != mc) && mm->n == 0) {
     table_lock(mm);
     mm->m = m, mm->mc = mc;
@@ -424,7 +412,7 @@ pl_status pl__plan_mem_eval(pl__plan_memo *mm, const pl_model_cfg *m,
     free(w);
     return st;
   }
-  pl_status st = obtain_mem(mm, m, c, mc, with_worst, out);
+  pl_status st = get_mem(obtain, mm, m, c, mc, with_worst, out);
   const bool unbuilt = mm && (st == PL_EUNSUPPORTED || st == PL_EINFEASIBLE);
   if (st != PL_OK && !unbuilt)
     return st;

@@ -130,21 +130,25 @@ static inline void pt_same_search(const pl_plan_search *a,
   ck_assert_str_eq(a->why_ep, b->why_ep);
 }
 
-/* The search of base with fr on one thread and with its look-ahead on two
- * answer alike; the measurements the two-thread search took from its
- * look-ahead (none on one thread). */
-static inline long pt_ahead_agrees(const pl_model_cfg *m,
-                                   const pl_plan_cfg *base,
-                                   const pl_plan_free *fr,
+/* The search of system sys for 120b on W GPUs at context S, every knob free,
+ * on one thread and with its look-ahead on two: they answer alike.  The
+ * measurements the two-thread search took from its look-ahead (none on one
+ * thread). */
+static inline long pt_ahead_agrees(pl_plan_system sys, int W, int64_t S,
                                    const pl_plan_machine *mc) {
+  pl_model_cfg m;
+  ck_assert_int_eq(pl_model_preset("120b", &m), PL_OK);
+  const pl_plan_cfg base = sys == PL_PLAN_FSDP2 ? pl_plan_cfg_fsdp2(&m, W, S)
+                                                : pl_plan_cfg_plateau(W, S);
+  const pl_plan_free fr = pl_plan_free_every();
   pl_plan_search *one = malloc(sizeof *one), *two = malloc(sizeof *two);
   ck_assert(one && two);
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  ck_assert_int_eq(pl_plan_auto(m, base, fr, mc, one), PL_OK);
+  ck_assert_int_eq(pl_plan_auto(&m, &base, &fr, mc, one), PL_OK);
   ck_assert_int_eq(one->ahead, 0);
   omp_set_num_threads(2);
-  ck_assert_int_eq(pl_plan_auto(m, base, fr, mc, two), PL_OK);
+  ck_assert_int_eq(pl_plan_auto(&m, &base, &fr, mc, two), PL_OK);
   omp_set_num_threads(threads);
   pt_same_search(one, two);
   const long ahead = two->ahead;

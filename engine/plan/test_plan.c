@@ -593,19 +593,12 @@ END_TEST
  * reason), where something fits and where nothing does, and takes
  * measurements from the second thread. */
 START_TEST(ahead_agrees) {
-  pl_model_cfg m = preset("120b");
-  pl_plan_machine mc = pl_plan_machine_default();
-  pl_plan_free fr = pl_plan_free_every();
-  long ahead = 0;
-  const int64_t S[] = {128 << 10, 1 << 20};
-  for (int i = 0; i < 2; i++) {
-    pl_plan_cfg base = pl_plan_cfg_plateau(16, S[i]);
-    ahead += pt_ahead_agrees(&m, &base, &fr, &mc);
-  }
+  const pl_plan_machine mc = pl_plan_machine_default();
   pl_plan_machine tiny = mc; /* nothing fits: the closest, and its reason */
   tiny.hbm_bytes = 8 * GIB;
-  pl_plan_cfg base = pl_plan_cfg_plateau(16, 1 << 20);
-  ahead += pt_ahead_agrees(&m, &base, &fr, &tiny);
+  const long ahead = pt_ahead_agrees(PL_PLAN_PLATEAU, 16, 128 << 10, &mc) +
+                     pt_ahead_agrees(PL_PLAN_PLATEAU, 16, 1 << 20, &mc) +
+                     pt_ahead_agrees(PL_PLAN_PLATEAU, 16, 1 << 20, &tiny);
   ck_assert_int_gt(ahead, 0);
 }
 END_TEST
