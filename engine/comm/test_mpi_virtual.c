@@ -16,7 +16,11 @@
  *   present    a virtual group of one (no absent member) gives the real
  *              one-rank group's outputs bit for bit;
  *   threads    threads other than MPI's each make, split, use and destroy
- *              groups of one at once (no virtual group calls MPI). */
+ *              groups of one at once (no virtual group calls MPI);
+ *   dry        on a dry device (which moves no data) an all-to-all-v counts
+ *              what the same call counts on the CPU backend: calls, bytes,
+ *              stand-in copies and their bytes, for uneven, empty and
+ *              in-place blocks; a NULL send buffer refused alike. */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -361,6 +365,60 @@ START_TEST(threads) {
 }
 END_TEST
 
+/* One uneven all-to-all-v of a virtual group of G on device d (x, y: f32
+ * buffers of 64 elements); its counts. */
+static pl_comm_stats a2a_counted(pl_dev *d, int G, void *x, void *y) {
+  pl_comm *c;
+  ck_assert_int_eq(pl_comm_virtual(d, G, &c), PL_OK);
+  size_t sc[8], sd[8], rc[8], rd[8];
+  for (int q = 0; q < G; q++) { /* more, fewer, none, and none sent */
+    sc[q] = (size_t)(q % 4 == 3 ? 0 : q + 2);
+    rc[q] = (size_t)(q % 4 == 2 ? 0 : (3 * q + 1) % 5);
+    sd[q] = 8 * (size_t)q, rd[q] = 8 * (size_t)q;
+  }
+  pl_stream *s = pl_dev_stream(d);
+  ck_assert_int_eq(pl_alltoallv(c, x, sc, sd, y, rc, rd, PL_F32, s), PL_OK);
+  /* in place: block q lands where it is read, no copy */
+  ck_assert_int_eq(pl_alltoallv(c, y, sc, sd, y, rc, rd, PL_F32, s), PL_OK);
+  sc[0] = rc[0] = 3;
+  ck_assert_int_ne(pl_alltoallv(c, NULL, sc, sd, y, rc, rd, PL_F32, s), PL_OK);
+  ck_assert_msg(strstr(pl_last_error(), "NULL"), "%s", pl_last_error());
+  pl_clear_error();
+  pl_comm_stats st;
+  pl_comm_stats_get(c, &st);
+  pl_comm_destroy(c);
+  return st;
+}
+
+START_TEST(dry) {
+  pl_dev *dd;
+  ck_assert_int_eq(pl_dev_create(PL_BACKEND_DRY, 0, &dd), PL_OK);
+  pl_dev *d = g_dev[0];
+  void *x = rnd(d, PL_F32, 64, 13), *y = dalloc(d, 64 * 4);
+  void *dx = dalloc(dd, 64 * 4), *dy = dalloc(dd, 64 * 4);
+  static const int Gs[] = {1, 2, 3, 5, 8};
+  for (int i = 0; i < 5; i++) {
+    const pl_comm_stats a = a2a_counted(d, Gs[i], x, y),
+                        b = a2a_counted(dd, Gs[i], dx, dy);
+    const int op = PL_COMM_ALLTOALLV;
+    ck_assert_msg(
+        a.calls[op] == b.calls[op] && a.sent[op] == b.sent[op] &&
+            a.recv[op] == b.recv[op] && a.standins == b.standins &&
+            a.standin_bytes == b.standin_bytes,
+        "G=%d: cpu %llu/%llu/%llu/%llu/%llu, dry "
+        "%llu/%llu/%llu/%llu/%llu",
+        Gs[i], (unsigned long long)a.calls[op], (unsigned long long)a.sent[op],
+        (unsigned long long)a.recv[op], (unsigned long long)a.standins,
+        (unsigned long long)a.standin_bytes, (unsigned long long)b.calls[op],
+        (unsigned long long)b.sent[op], (unsigned long long)b.recv[op],
+        (unsigned long long)b.standins, (unsigned long long)b.standin_bytes);
+    ck_assert(Gs[i] == 1 || a.standins > 0);
+  }
+  pl_free(d, x), pl_free(d, y), pl_free(dd, dx), pl_free(dd, dy);
+  pl_dev_destroy(dd);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   if (pl_init(&argc, &argv) != PL_OK)
     return 2;
@@ -379,7 +437,8 @@ int main(int argc, char **argv) {
     g_nbe = 2;
   }
   pl_comm_set_timeout(g_world, 60.0);
-  const TTest *tests[] = {standins, profile, as_real, present, threads, NULL};
+  const TTest *tests[] = {standins, profile, as_real, present,
+                          threads,  dry,     NULL};
   const int nf = pl_check_run("virtual groups", 120, tests, g_rank, g_world);
   pl_comm_destroy(g_world);
   for (int b = g_nbe - 1; b >= 0; b--)
