@@ -345,11 +345,14 @@ static void dry_counts(const pl_llep_plan *p, int64_t N, int k,
   chunk_walk cw = chunk_walk_start(N, K, contig);
   if (K == 1) /* one chunk: the local counts */
     memcpy(cnt_ce, x->mine, (size_t)E * sizeof *cnt_ce);
-  for (int64_t t = 0; t < N && K > 1; t++) {
-    int64_t *c = cnt_ce + (size_t)chunk_walk_next(&cw, t) * E;
-    const int32_t *it = idx + t * k;
-    for (int j = 0; j < k; j++)
-      c[it[j]]++;
+  else if (!pl__moe_chunk_counts_find(x->stamp, N, k, E, K, contig, cnt_ce)) {
+    for (int64_t t = 0; t < N; t++) {
+      int64_t *c = cnt_ce + (size_t)chunk_walk_next(&cw, t) * E;
+      const int32_t *it = idx + t * k;
+      for (int j = 0; j < k; j++)
+        c[it[j]]++;
+    }
+    pl__moe_chunk_counts_keep(x->stamp, N, k, E, K, contig, cnt_ce);
   }
   bool split = false;
   for (int e = 0; e < E; e++) {

@@ -111,6 +111,56 @@ pl__moe_plan_memo *pl__moe_memo_keep(int64_t N, int k, int E,
   return mm;
 }
 
+/* The routes per chunk and expert of routes known by their stamp: a
+ * search's candidates chunk the same routes many ways (chunk caps), more
+ * than the memos above hold, and this count is the one pass over every
+ * route. */
+#define CHUNK_COUNTS 32
+typedef struct chunk_counts {
+  uint64_t stamp;
+  int64_t N;
+  int k, E, K;
+  bool contig;
+  int64_t *cnt; /* K * E */
+} chunk_counts;
+static _Thread_local chunk_counts t_cc[CHUNK_COUNTS];
+
+static void chunk_counts_drop(void) {
+  for (int i = 0; i < CHUNK_COUNTS; i++) {
+    free(t_cc[i].cnt);
+    t_cc[i] = (chunk_counts){0};
+  }
+}
+
+bool pl__moe_chunk_counts_find(uint64_t stamp, int64_t N, int k, int E, int K,
+                               bool contig, int64_t *cnt) {
+  for (int i = 0; stamp && i < CHUNK_COUNTS; i++) {
+    const chunk_counts *c = &t_cc[i];
+    if (c->cnt && c->stamp == stamp && c->N == N && c->k == k && c->E == E &&
+        c->K == K && c->contig == contig) {
+      memcpy(cnt, c->cnt, (size_t)K * (size_t)E * sizeof *cnt);
+      const chunk_counts x = *c; /* the most recent first */
+      memmove(t_cc + 1, t_cc, (size_t)i * sizeof *t_cc);
+      t_cc[0] = x;
+      return true;
+    }
+  }
+  return false;
+}
+
+void pl__moe_chunk_counts_keep(uint64_t stamp, int64_t N, int k, int E, int K,
+                               bool contig, const int64_t *cnt) {
+  const size_t n = (size_t)K * (size_t)E;
+  int64_t *copy = stamp ? malloc(n * sizeof *copy) : NULL;
+  if (!copy)
+    return; /* no stamp, or no room: counted again next time */
+  memcpy(copy, cnt, n * sizeof *copy);
+  pl__at_thread_exit(chunk_counts_drop);
+  free(t_cc[CHUNK_COUNTS - 1].cnt);
+  memmove(t_cc + 1, t_cc, (CHUNK_COUNTS - 1) * sizeof *t_cc);
+  t_cc[0] = (chunk_counts){stamp, N, k, E, K, contig, copy};
+}
+
 static bool cnt_match(const pl__moe_plan_memo *mm, int E, int Ep, int K,
                       const int64_t *cum, const pl_llep_plan *p, bool contig) {
   if (!mm->has_cnt || mm->Ep != Ep || mm->K != K || mm->contig != contig ||

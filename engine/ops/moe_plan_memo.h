@@ -74,6 +74,16 @@ pl__moe_plan_memo *pl__moe_memo_keep_cnt(pl__moe_plan_memo *mm, int E, int Ep,
                                          const int64_t *off3,
                                          const pl_llep_plan *p, bool contig);
 
+/* cnt (K x E) <- the routes per chunk and expert of the routes of stamp
+ * (a dry device's, pl_dry_routes_stamp; N x k over E experts) in K chunks
+ * (contiguous or strided), as this thread counted them before: true; false
+ * when it holds none (stamp 0: never). */
+bool pl__moe_chunk_counts_find(uint64_t stamp, int64_t N, int k, int E, int K,
+                               bool contig, int64_t *cnt);
+/* Keep those counts (the thread's 32 most recent; nothing when stamp is 0
+ * or the host has no room). */
+void pl__moe_chunk_counts_keep(uint64_t stamp, int64_t N, int k, int E, int K,
+                               bool contig, const int64_t *cnt);
 /* Keep a virtual group's counts of rank me (rc3: n3, vrs: nrs entries) for
  * the block counts held, dropping the layouts (nothing when out of room). */
 void pl__moe_memo_keep_virt(pl__moe_plan_memo *mm, int me, const int64_t *rc3,

@@ -689,22 +689,66 @@ START_TEST(dry_threads) {
 }
 END_TEST
 
+/* ---- a thread's caches of routes counted ---------------------------------
+ * One grid point's MoE chunked at several caps, back and forth, measured in
+ * a row on this thread (each measurement reads what the ones before it
+ * counted: the routes per chunk, the plan's memos) against each on a new
+ * thread (nothing counted yet): field by field alike. */
+
+START_TEST(dry_counts_kept) {
+  pl_plan_machine mc = pl_plan_machine_default();
+  mc.backend = PL_BACKEND_CUDA;
+  point g[32];
+  const int n = grid(1, g);
+  const point *p = NULL;
+  for (int i = 0; i < n && !p; i++)
+    if (pl_moe_variant_desc_of(g[i].c.sc.dispatch)->chunks && g[i].m.L > 0 &&
+        pl_plan_tokens_per_rank(&g[i].c) >= 64)
+      p = &g[i];
+  ck_assert_msg(p, "no grid point with a chunked dispatch");
+  const int64_t N = pl_plan_tokens_per_rank(&p->c);
+  const int64_t caps[] = {N / 4, N / 16, N / 4, N / 2, N / 16, N / 2};
+  enum { C = sizeof caps / sizeof *caps };
+  static point q[C];
+  static thread_job row[C], cold[C];
+  for (int i = 0; i < C; i++) {
+    q[i] = *p;
+    q[i].c.sc.moe_c = caps[i];
+    row[i] = (thread_job){&q[i], &mc, {0}, PL_OK};
+    cold[i] = row[i];
+    measure_job(&row[i]);
+    ck_assert_msg(row[i].st == PL_OK, "%s c=%lld: %s", p->name,
+                  (long long)caps[i], pl_last_error());
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, measure_job, &cold[i]), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(cold[i].st, PL_OK);
+  }
+  for (int i = 0; i < C; i++) {
+    char lines[4][PL_PLAN_DIFF_LEN];
+    const int nd = pl_plan_mem_diff(&cold[i].mem, &row[i].mem, lines, 4);
+    ck_assert_msg(nd == 0, "%s c=%lld: %d fields differ, first %s", p->name,
+                  (long long)caps[i], nd, lines[0]);
+    ck_assert(!memcmp(cold[i].mem.layer_high, row[i].mem.layer_high,
+                      sizeof row[i].mem.layer_high));
+  }
+  /* the caps chunk differently: a cache that mixed them up would show */
+  const size_t d1 = pl_plan_mem_tag_peak(&row[1].mem, "dispatch"),
+               d3 = pl_plan_mem_tag_peak(&row[3].mem, "dispatch");
+  ck_assert_msg(d1 != d3, "%s: caps N/16 and N/2 dispatch alike (%zu)", p->name,
+                d1);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   const int e =
       pl_check_world_open(&argc, &argv, "plan_dry", &dev, &world, &rank, &size);
   if (e)
     return e;
-  const TTest *tests[] = {dry_backend_basics,
-                          dry_route_view,
-                          dry_route_share,
-                          dry_route_skew,
-                          dry_grid,
-                          dry_grid_cuda,
-                          dry_room_need,
-                          dry_room_floor,
-                          dry_threads,
-                          dry_one_step,
-                          NULL};
+  const TTest *tests[] = {dry_backend_basics, dry_route_view, dry_route_share,
+                          dry_route_skew,     dry_grid,       dry_grid_cuda,
+                          dry_room_need,      dry_room_floor, dry_threads,
+                          dry_counts_kept,    dry_one_step,   NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("plan_dry", 300, tests, rank, world));
 }

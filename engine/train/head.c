@@ -51,10 +51,13 @@ const char *const pl_head_builtin_names[] = {pl_head_name_ring,
 
 pl_status pl_head_nll_sum(pl_stream *s, const float *nll, float *h_nll,
                           int64_t N, double *sum) {
+  *sum = 0;
+  if (pl__on_dry(s)) /* nothing computed: zeros, and no host bytes touched */
+    return pl_stream_sync(s);
   PL_TRY(pl_memcpy_async(s, h_nll, nll, (size_t)N * 4));
   PL_TRY(pl_stream_sync(s));
-  double acc = 0; /* a dry device read back zeros: nothing to add */
-  for (int64_t i = 0; i < N && !pl__on_dry(s); i++)
+  double acc = 0;
+  for (int64_t i = 0; i < N; i++)
     acc += h_nll[i];
   *sum = acc;
   return PL_OK;
