@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/dry/dry.h"
 #include "model/layer.h"
 #include "plan/plan_internal.h"
 #include "plateau/timer.h"
@@ -214,9 +215,12 @@ static pl_status run_steps(pl_dev *dd, pl_comm *dw, const pl_model_cfg *m,
     f->nmoe += pl_model_layer_is_moe(m, l);
   f->chunks = pl_moe_variant_desc_of(b->sc.dispatch)->chunks;
   /* token 0 everywhere (the routes come from the device's hook) */
-  const int32_t *tok = pl_plan_dry_tokens(pl_trainer_tokens_per_rank(t));
+  const int64_t n = pl_trainer_tokens_per_rank(t);
+  const int32_t *tok = pl_plan_dry_tokens(n);
   if (!tok)
     st = PL_ENOMEM;
+  else
+    st = pl_dry_set_zero_tokens(dd, tok, n);
   for (int s = 0; s < steps && st == PL_OK; s++) {
     st = pl_trainer_step(t, tok, r);
     if (st != PL_OK)

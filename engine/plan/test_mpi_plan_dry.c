@@ -325,6 +325,18 @@ START_TEST(dry_backend_basics) {
   pl_stream *s = pl_dev_stream(dd);
   ck_assert_int_eq(pl_memcpy_async(s, back, b, sizeof back), PL_OK);
   ck_assert_int_eq(back[0] | back[3], 0); /* a read-back reads zeros */
+  /* zero tokens: known inside the buffer set, nowhere else */
+  static const int32_t z[8];
+  ck_assert(!pl_dry_zero_tokens(dd, z, 8));
+  ck_assert_int_eq(pl_dry_set_zero_tokens(dev, z, 8), PL_EINVAL);
+  ck_assert_int_eq(pl_dry_set_zero_tokens(dd, z, -1), PL_EINVAL);
+  pl_clear_error();
+  ck_assert_int_eq(pl_dry_set_zero_tokens(dd, z, 8), PL_OK);
+  ck_assert(pl_dry_zero_tokens(dd, z, 8) && pl_dry_zero_tokens(dd, z + 3, 5));
+  ck_assert(!pl_dry_zero_tokens(dd, z + 3, 6) && !pl_dry_zero_tokens(dd, z, 9));
+  ck_assert(!pl_dry_zero_tokens(dev, z, 8) && !pl_dry_zero_tokens(dd, NULL, 0));
+  ck_assert_int_eq(pl_dry_set_zero_tokens(dd, NULL, 8), PL_OK);
+  ck_assert(!pl_dry_zero_tokens(dd, z, 1));
   pl_dry_route_view none;
   ck_assert_int_eq(pl_dry_routes_view(dd, 4, 1, 2, 2, &none), PL_EINVAL);
   ck_assert_ptr_nonnull(strstr(pl_last_error(), "no route source"));
@@ -689,6 +701,44 @@ START_TEST(dry_threads) {
 }
 END_TEST
 
+/* ---- tokens a dry device knows are zeros ---------------------------------
+ * A step on a dry device reads the range of tokens set as zeros from the
+ * device: the same result (its targets counted) as a step that reads them;
+ * a buffer not set is read, and a bad token in it refused as anywhere. */
+
+START_TEST(dry_zero_tokens) {
+  point g[32];
+  grid(1, g);
+  const point *p = &g[0];
+  pl_dev *dd = NULL;
+  pl_comm *dw = NULL;
+  ck_assert_int_eq(pl_plan_dry_device(PL_BACKEND_CPU, 0, rank, &dd), PL_OK);
+  ck_assert_int_eq(pl_comm_virtual(dd, 1, &dw), PL_OK);
+  pl_trainer *t = NULL;
+  ck_assert_int_eq(
+      pl_trainer_create(dd, dw, &p->m, &p->c.lc, p->c.S, &p->c.sc, &t), PL_OK);
+  const int64_t n = pl_trainer_tokens_per_rank(t);
+  int32_t *zero = calloc((size_t)n, sizeof *zero),
+          *read = calloc((size_t)n, sizeof *read);
+  ck_assert(zero && read);
+  static pl_step_result a, b;
+  ck_assert_int_eq(pl_trainer_step(t, read, &a), PL_OK);
+  ck_assert_int_eq(pl_dry_set_zero_tokens(dd, zero, n), PL_OK);
+  ck_assert_int_eq(pl_trainer_step(t, zero, &b), PL_OK);
+  ck_assert_int_eq(a.tokens, b.tokens);
+  ck_assert_int_gt(b.tokens, 0);
+  ck_assert_uint_eq(a.dev.peak, b.dev.peak);
+  read[n / 2] = -3; /* not the zeros set: read, and refused */
+  ck_assert_int_eq(pl_trainer_step(t, read, &a), PL_EINVAL);
+  ck_assert_msg(strstr(pl_last_error(), "is -3"), "%s", pl_last_error());
+  pl_clear_error();
+  pl_trainer_destroy(t);
+  free(zero), free(read);
+  pl_comm_destroy(dw);
+  pl_dev_destroy(dd);
+}
+END_TEST
+
 /* ---- a thread's caches of routes counted ---------------------------------
  * One grid point's MoE chunked at several caps, back and forth, measured in
  * a row on this thread (each measurement reads what the ones before it
@@ -745,10 +795,19 @@ int main(int argc, char **argv) {
       pl_check_world_open(&argc, &argv, "plan_dry", &dev, &world, &rank, &size);
   if (e)
     return e;
-  const TTest *tests[] = {dry_backend_basics, dry_route_view, dry_route_share,
-                          dry_route_skew,     dry_grid,       dry_grid_cuda,
-                          dry_room_need,      dry_room_floor, dry_threads,
-                          dry_counts_kept,    dry_one_step,   NULL};
+  const TTest *tests[] = {dry_backend_basics,
+                          dry_route_view,
+                          dry_route_share,
+                          dry_route_skew,
+                          dry_grid,
+                          dry_grid_cuda,
+                          dry_room_need,
+                          dry_room_floor,
+                          dry_threads,
+                          dry_counts_kept,
+                          dry_zero_tokens,
+                          dry_one_step,
+                          NULL};
   return pl_check_world_close(
       dev, world, pl_check_run("plan_dry", 300, tests, rank, world));
 }

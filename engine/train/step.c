@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/dry/dry.h"
 #include "core/internal.h"
 #include "model/embedding_internal.h"
 #include "model/router.h"
@@ -131,19 +132,24 @@ pl_status pl_trainer_forward_backward(pl_trainer *t, const int32_t *tokens,
    * ignore index only where a token is a target and no input, the last of
    * a micro-batch's N + 1 */
   int64_t T = 0, bad = -1;
+  /* tokens a dry device knows are zeros: their range without reading them */
+  const bool zeros =
+      pl_dry_zero_tokens(t->dev, tokens, (int64_t)t->cfg.micro * per);
   for (int mi = 0; mi < t->cfg.micro && bad < 0; mi++) {
     /* the inputs' range first (one pass the compiler vectorizes): when every
      * input is in [0, V), none is the ignore index, so the targets are
      * positions 1..N-1 and the last unless it is ignored */
     const int32_t *tk = tokens + mi * per;
     int32_t lo = 0, hi = 0;
-    if (N > 0)
+    const int64_t M = zeros ? 0 : N; /* the inputs read */
+    if (M > 0)
       lo = hi = tk[0];
-    for (int64_t i = 1; i < N; i++) {
+#pragma omp simd reduction(min : lo) reduction(max : hi)
+    for (int64_t i = 1; i < M; i++) {
       lo = tk[i] < lo ? tk[i] : lo;
       hi = tk[i] > hi ? tk[i] : hi;
     }
-    const int32_t last = tk[N];
+    const int32_t last = zeros ? 0 : tk[N];
     if (lo >= 0 && (int64_t)hi < t->model.V &&
         ((last >= 0 && last < t->model.V) || last == PL_CE_IGNORE_INDEX)) {
       T += (N > 0 ? N - 1 : 0) + (N > 0 && last != PL_CE_IGNORE_INDEX);

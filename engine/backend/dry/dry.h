@@ -87,6 +87,16 @@ bool pl_dry_routes_counts(const pl_dev *dev, const int32_t *idx, int64_t N,
  * plan) sees the GPU's.  PL_EINVAL when dev is not dry or be is dry. */
 pl_status pl_dry_set_flavour(pl_dev *dev, pl_backend be, size_t total_bytes);
 
+/* Host tokens [p, p + n) known to be zeros (a buffer its owner fills once
+ * and never writes again, as the planner's measurement tokens): a step on
+ * dev reads their range from here instead of from every token.  One such
+ * buffer a device; p NULL forgets it.  PL_EINVAL when dev is not dry or
+ * n < 0. */
+pl_status pl_dry_set_zero_tokens(pl_dev *dev, const int32_t *p, int64_t n);
+/* Are [p, p + n) inside the zero tokens set on dev?  False for every other
+ * buffer and on other backends. */
+bool pl_dry_zero_tokens(const pl_dev *dev, const int32_t *p, int64_t n);
+
 /* Is p inside one of dev's unbacked ranges (an address the dry device handed
  * out)?  False for every address on other backends. */
 bool pl_dry_owns(const pl_dev *dev, const void *p);

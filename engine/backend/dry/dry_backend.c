@@ -122,6 +122,8 @@ typedef struct dry_state {
   bool routes_pure;       /* its answers are shared (pl_dry_set_routes_pure) */
   struct dry_answer *ans; /* the hook's last answer, or NULL */
   size_t total_bytes;     /* what info reports: the played GPU's memory */
+  const int32_t *zeros;   /* host tokens known to be zeros, zeros_n of them */
+  int64_t zeros_n;
 } dry_state;
 
 static pl_status dry_init(pl_dev *dev, int ordinal) {
@@ -402,6 +404,26 @@ pl_status pl_dry_set_routes_pure(pl_dev *dev, pl_dry_route_fn fn, void *ctx) {
   PL_TRY(pl_dry_set_routes(dev, fn, ctx));
   ((dry_state *)dev->impl)->routes_pure = fn != NULL;
   return PL_OK;
+}
+
+pl_status pl_dry_set_zero_tokens(pl_dev *dev, const int32_t *p, int64_t n) {
+  if (!dev || dev->backend != PL_BACKEND_DRY)
+    return pl_set_error(PL_EINVAL, "pl_dry_set_zero_tokens: not a dry device");
+  if (n < 0)
+    return pl_set_error(PL_EINVAL,
+                        "pl_dry_set_zero_tokens: n=%lld: must be >= 0",
+                        (long long)n);
+  dry_state *d = dev->impl;
+  d->zeros = p;
+  d->zeros_n = p ? n : 0;
+  return PL_OK;
+}
+
+bool pl_dry_zero_tokens(const pl_dev *dev, const int32_t *p, int64_t n) {
+  if (!dev || dev->backend != PL_BACKEND_DRY || !dev->impl || !p || n < 0)
+    return false;
+  const dry_state *d = dev->impl;
+  return d->zeros && p >= d->zeros && n <= d->zeros_n - (p - d->zeros);
 }
 
 pl_status pl_dry_set_flavour(pl_dev *dev, pl_backend be, size_t total_bytes) {
