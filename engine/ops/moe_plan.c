@@ -333,6 +333,34 @@ static void fill_offsets(plan_scratch *x) {
     }
 }
 
+/* cnt_ce (K x E, zeroed) <- the routes per chunk and expert; kept for the
+ * routes' stamp (pl__moe_chunk_counts_keep).  Strided chunks are counted
+ * K * 2^j at a time (at least 64 where there are the tokens) in the same
+ * pass: every count of K' dividing that number is then a sum of those. */
+static void count_chunks(int64_t N, int k, int E, int K, const int32_t *idx,
+                         bool contig, uint64_t stamp, int64_t *cnt_ce) {
+  int Kf = K;
+  while (!contig && stamp && Kf < 64 && 2 * (int64_t)Kf <= N)
+    Kf *= 2;
+  int64_t *cnt = Kf == K ? cnt_ce : calloc((size_t)Kf * (size_t)E, sizeof *cnt);
+  if (!cnt) /* no room for the finer counts: these alone */
+    Kf = K, cnt = cnt_ce;
+  chunk_walk cw = chunk_walk_start(N, Kf, contig);
+  for (int64_t t = 0; t < N; t++) {
+    int64_t *c = cnt + (size_t)chunk_walk_next(&cw, t) * E;
+    const int32_t *it = idx + t * k;
+    for (int j = 0; j < k; j++)
+      c[it[j]]++;
+  }
+  pl__moe_chunk_counts_keep(stamp, N, k, E, Kf, contig, cnt);
+  if (cnt == cnt_ce)
+    return;
+  for (int f = 0; f < Kf; f++) /* chunk t mod K = (t mod Kf) mod K */
+    for (int e = 0; e < E; e++)
+      cnt_ce[(size_t)(f % K) * E + e] += cnt[(size_t)f * E + e];
+  free(cnt);
+}
+
 /* The counts per (chunk, destination, expert) on a dry device, where no
  * route's destination is kept: an expert in one piece sends every route of
  * a chunk to that piece's rank, so its counts are its routes per chunk
@@ -342,18 +370,10 @@ static void dry_counts(const pl_llep_plan *p, int64_t N, int k,
                        const int32_t *idx, bool contig, plan_scratch *x,
                        int64_t *cnt_ce, int *cur) {
   const int E = x->E, K = x->K;
-  chunk_walk cw = chunk_walk_start(N, K, contig);
   if (K == 1) /* one chunk: the local counts */
     memcpy(cnt_ce, x->mine, (size_t)E * sizeof *cnt_ce);
-  else if (!pl__moe_chunk_counts_find(x->stamp, N, k, E, K, contig, cnt_ce)) {
-    for (int64_t t = 0; t < N; t++) {
-      int64_t *c = cnt_ce + (size_t)chunk_walk_next(&cw, t) * E;
-      const int32_t *it = idx + t * k;
-      for (int j = 0; j < k; j++)
-        c[it[j]]++;
-    }
-    pl__moe_chunk_counts_keep(x->stamp, N, k, E, K, contig, cnt_ce);
-  }
+  else if (!pl__moe_chunk_counts_find(x->stamp, N, k, E, K, contig, cnt_ce))
+    count_chunks(N, k, E, K, idx, contig, x->stamp, cnt_ce);
   bool split = false;
   for (int e = 0; e < E; e++) {
     const int n = p->piece_off[e + 1] - p->piece_off[e];
@@ -369,7 +389,7 @@ static void dry_counts(const pl_llep_plan *p, int64_t N, int k,
   const bool walk = ends_ordered(p);
   for (int e = 0; e < E; e++)
     cur[e] = p->piece_off[e];
-  cw = chunk_walk_start(N, K, contig);
+  chunk_walk cw = chunk_walk_start(N, K, contig);
   for (int64_t t = 0; t < N; t++) {
     const int ch = chunk_walk_next(&cw, t);
     const int32_t *it = idx + t * k;

@@ -136,14 +136,24 @@ bool pl__moe_chunk_counts_find(uint64_t stamp, int64_t N, int k, int E, int K,
                                bool contig, int64_t *cnt) {
   for (int i = 0; stamp && i < CHUNK_COUNTS; i++) {
     const chunk_counts *c = &t_cc[i];
-    if (c->cnt && c->stamp == stamp && c->N == N && c->k == k && c->E == E &&
-        c->K == K && c->contig == contig) {
+    if (!c->cnt || c->stamp != stamp || c->N != N || c->k != k || c->E != E ||
+        c->contig != contig || !(c->K == K || (!contig && c->K % K == 0)))
+      continue;
+    if (c->K == K) {
       memcpy(cnt, c->cnt, (size_t)K * (size_t)E * sizeof *cnt);
-      const chunk_counts x = *c; /* the most recent first */
-      memmove(t_cc + 1, t_cc, (size_t)i * sizeof *t_cc);
-      t_cc[0] = x;
-      return true;
+    } else { /* strided: token t is in chunk t mod K = (t mod c->K) mod K */
+      memset(cnt, 0, (size_t)K * (size_t)E * sizeof *cnt);
+      for (int f = 0; f < c->K; f++) {
+        int64_t *to = cnt + (size_t)(f % K) * E;
+        const int64_t *from = c->cnt + (size_t)f * E;
+        for (int e = 0; e < E; e++)
+          to[e] += from[e];
+      }
     }
+    const chunk_counts x = *c; /* the most recent first */
+    memmove(t_cc + 1, t_cc, (size_t)i * sizeof *t_cc);
+    t_cc[0] = x;
+    return true;
   }
   return false;
 }

@@ -22,8 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/dry/dry.h"
 #include "comm/check_mpi.h"
 #include "ops/moe.h"
+#include "ops/moe_testlib.h"
 #include "plateau/host_device.h"
 #include "plateau/plateau.h"
 
@@ -234,62 +236,6 @@ static pl_status run_variant(const tcase_cfg *t, const inputs *in, void *wg,
   return s;
 }
 
-static float getv(const void *p, pl_dtype dt, size_t i) {
-  return dt == PL_F32 ? ((const float *)p)[i]
-                      : pl_bf16_to_f32(((const pl_bf16 *)p)[i]);
-}
-
-/* Bit-exact comparison; reports the first differing index. */
-static void expect_same(const char *what, const void *a, const void *b,
-                        size_t n, pl_dtype dt) {
-  size_t bytes = n * pl_dtype_size(dt);
-  if (bytes == 0 || memcmp(a, b, bytes) == 0)
-    return;
-  double mx = 0;
-  long first = -1;
-  for (size_t i = 0; i < n; i++) {
-    float x = getv(a, dt, i), y = getv(b, dt, i);
-    if (memcmp((const char *)a + i * pl_dtype_size(dt),
-               (const char *)b + i * pl_dtype_size(dt), pl_dtype_size(dt))) {
-      if (first < 0)
-        first = (long)i;
-      double d = fabs((double)x - y);
-      if (d > mx || isnan(d))
-        mx = d;
-    }
-  }
-  fprintf(stderr,
-          "rank %d: %s not bit-exact: first bad index %ld, max abs err %.3g\n",
-          me, what, first, mx);
-  ck_abort_msg("rank %d: %s not bit-exact: first bad index %ld, max abs err "
-               "%.3g",
-               me, what, first, mx);
-}
-
-/* Normwise tolerance for sums whose order differs. */
-static void expect_close(const char *what, const float *a, const float *b,
-                         size_t n, double tol) {
-  double scale = 1e-30, mx = 0;
-  long first = -1;
-  for (size_t i = 0; i < n; i++)
-    scale = fmax(scale, fabs(b[i]));
-  for (size_t i = 0; i < n; i++) {
-    double e = fabs((double)a[i] - b[i]) / scale;
-    if (!(e <= tol) && first < 0)
-      first = (long)i;
-    if (e > mx || isnan(e))
-      mx = e;
-  }
-  if (first >= 0)
-    fprintf(stderr,
-            "rank %d: %s: max normwise err %.3g > %.3g, first bad index %ld\n",
-            me, what, mx, tol, first);
-  ck_assert_msg(first < 0,
-                "rank %d: %s: max normwise err %.3g > %.3g, first bad index "
-                "%ld",
-                me, what, mx, tol, first);
-}
-
 /* Reference for this rank: out, dx, dw of its tokens; native experts' weight
  * gradients over every rank's routes. */
 static void reference(const tcase_cfg *t, void *wg, void *wu, void *wd,
@@ -346,21 +292,21 @@ static void compare(const char *label, const tcase_cfg *t, const inputs *in,
       float *fa = malloc(nn[i] * 4 + 4), *fb = malloc(nn[i] * 4 + 4);
       pl_dtype d = i == 2 ? PL_F32 : c->dt;
       for (size_t q = 0; q < nn[i]; q++) {
-        fa[q] = getv(ga[i], d, q);
-        fb[q] = getv(gb[i], d, q);
+        fa[q] = mt_getv(ga[i], d, q);
+        fb[q] = mt_getv(gb[i], d, q);
       }
       snprintf(w, sizeof w, "%s %s", label, nm2[i]);
-      expect_close(w, fa, fb, nn[i], t2);
+      mt_expect_close(me, w, fa, fb, nn[i], t2);
       free(fa), free(fb);
     }
     tol = c->dt == PL_F32 ? 1e-4 : 3e-2;
   } else {
     snprintf(w, sizeof w, "%s out", label);
-    expect_same(w, got->out, ref->out, N * c->H, c->dt);
+    mt_expect_same(me, w, got->out, ref->out, N * c->H, c->dt);
     snprintf(w, sizeof w, "%s dx", label);
-    expect_same(w, got->dx, ref->dx, N * c->H, c->dt);
+    mt_expect_same(me, w, got->dx, ref->dx, N * c->H, c->dt);
     snprintf(w, sizeof w, "%s dw", label);
-    expect_same(w, got->dw, ref->dw, N * c->k, PL_F32);
+    mt_expect_same(me, w, got->dw, ref->dw, N * c->k, PL_F32);
   }
   const float *a[3] = {got->gwg, got->gwu, got->gwd};
   const float *bb[3] = {ref->gwg, ref->gwu, ref->gwd};
@@ -368,9 +314,9 @@ static void compare(const char *label, const tcase_cfg *t, const inputs *in,
   for (int i = 0; i < 3; i++) {
     snprintf(w, sizeof w, "%s %s", label, nm[i]);
     if (exact_grads)
-      expect_same(w, a[i], bb[i], El * HI, PL_F32);
+      mt_expect_same(me, w, a[i], bb[i], El * HI, PL_F32);
     else
-      expect_close(w, a[i], bb[i], El * HI, tol);
+      mt_expect_close(me, w, a[i], bb[i], El * HI, tol);
   }
 }
 
@@ -809,8 +755,21 @@ START_TEST(bound_grid) {
 }
 END_TEST
 
+/* The dry device's route hook of dry_plans_alike: the routes of the inputs
+ * ctx points to. */
+static pl_status inputs_routes(void *ctx, int64_t N, int k, int E,
+                               int32_t *idx) {
+  const inputs *in = ctx;
+  ck_assert_int_eq(N, in->N);
+  memcpy(idx, in->idx, (size_t)(N * k) * sizeof *idx);
+  return PL_OK;
+}
+
 /* A dry device's plan (unsplit experts counted per chunk, split ones walked)
- * on LLEP's profiles: the CPU plan's dispatch peaks and stats, bit for bit. */
+ * on LLEP's profiles: the CPU plan's dispatch peaks and stats, bit for bit;
+ * with the routes passed in memory, and read in place from the device (as a
+ * trainer's router reads them there: known by their stamp, counted per
+ * chunk once and kept), twice. */
 START_TEST(dry_plans_alike) {
   const char *profs[] = {"balanced", "95/4", "80/4", "50/2"};
   pl_dev *const d0 = dev, *dd = NULL;
@@ -830,15 +789,30 @@ START_TEST(dry_plans_alike) {
     result a = {0}, b = {0};
     dev = MOE_TEST_CUDA ? hdev : d0, world = MOE_TEST_CUDA ? hworld : w0;
     ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &a), PL_OK);
-    dev = dd, world = dw;
-    ck_assert_int_eq(run_variant(&t, &in, wg, wu, wd, &b), PL_OK);
-    dev = d0, world = w0;
-    ck_assert_msg(a.peak_fwd == b.peak_fwd && a.peak_bwd == b.peak_bwd &&
-                      !memcmp(&a.st, &b.st, sizeof a.st),
-                  "rank %d, case %d: dispatch %zu/%zu vs dry %zu/%zu", me, q,
-                  a.peak_fwd, a.peak_bwd, b.peak_fwd, b.peak_bwd);
+    for (int v = 0; v < 3; v++) {
+      inputs din = in;
+      if (v > 0) { /* read in place: the device's answer, stamped */
+        pl_dry_route_view rv;
+        ck_assert_int_eq(pl_dry_set_routes(dd, inputs_routes, &in), PL_OK);
+        ck_assert_int_eq(
+            pl_dry_routes_view(dd, in.N, t.cfg.k, t.cfg.E, t.cfg.E, &rv),
+            PL_OK);
+        ck_assert(rv.stamp != 0);
+        din.idx = (int32_t *)rv.idx;
+      }
+      dev = dd, world = dw;
+      ck_assert_int_eq(run_variant(&t, &din, wg, wu, wd, &b), PL_OK);
+      dev = d0, world = w0;
+      ck_assert_msg(a.peak_fwd == b.peak_fwd && a.peak_bwd == b.peak_bwd &&
+                        !memcmp(&a.st, &b.st, sizeof a.st),
+                    "rank %d, case %d (%s): dispatch %zu/%zu vs dry %zu/%zu",
+                    me, q, v ? "stamped" : "in memory", a.peak_fwd, a.peak_bwd,
+                    b.peak_fwd, b.peak_bwd);
+      free_result(&b);
+    }
+    ck_assert_int_eq(pl_dry_set_routes(dd, NULL, NULL), PL_OK);
     split += a.st.n_spilled > 0;
-    free_result(&a), free_result(&b), free_inputs(&in);
+    free_result(&a), free_inputs(&in);
     free(wg), free(wu), free(wd);
   }
   ck_assert_msg(np == 1 || split > 0, "no profile split an expert");
