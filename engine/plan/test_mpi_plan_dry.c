@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/dry/dry.h"
 #include "comm/check_mpi.h"
@@ -412,14 +413,17 @@ END_TEST
  * (3t + j) mod E, or to expert E (out of range) when ctx says so; counts
  * its calls in ctx. */
 typedef struct hook_ctx {
-  int calls;
+  int calls; /* atomic: threads may ask at once */
   bool bad;
+  int slow_ms; /* each ask takes this long */
 } hook_ctx;
 
 static pl_status cyclic_routes(void *ctx, int64_t N, int k, int E,
                                int32_t *idx) {
   hook_ctx *h = ctx;
-  h->calls++;
+  __atomic_add_fetch(&h->calls, 1, __ATOMIC_RELAXED);
+  if (h->slow_ms)
+    nanosleep(&(struct timespec){0, h->slow_ms * 1000000L}, NULL);
   for (int64_t t = 0; t < N; t++)
     for (int j = 0; j < k; j++)
       idx[t * k + j] = h->bad && t == N - 1 ? E : (int32_t)((3 * t + j) % E);
@@ -432,7 +436,7 @@ static pl_status cyclic_routes(void *ctx, int64_t N, int k, int E,
 START_TEST(dry_route_view) {
   pl_dev *dd;
   ck_assert_int_eq(pl_dev_create(PL_BACKEND_DRY, 0, &dd), PL_OK);
-  hook_ctx h = {0, false};
+  hook_ctx h = {0, false, 0};
   ck_assert_int_eq(pl_dry_set_routes(dd, cyclic_routes, &h), PL_OK);
   enum { N = 7, K = 2, E = 8 };
   pl_dry_route_view v, w;
@@ -480,30 +484,38 @@ START_TEST(dry_route_view) {
 }
 END_TEST
 
-/* Another thread's dry device reading a pure hook's routes: its own
- * answer (the thread's cache), let go of when the thread ends. */
+/* Another thread's dry device reading a pure hook's routes of N tokens:
+ * the stamp it read, or 0. */
+typedef struct share_job {
+  hook_ctx *h;
+  int64_t N;
+  uint64_t stamp;
+} share_job;
+
 static void *route_share_thread(void *arg) {
-  hook_ctx *h = arg;
+  share_job *j = arg;
   pl_dev *d = NULL;
-  pl_dry_route_view v;
+  pl_dry_route_view v = {0};
   if (pl_dev_create(PL_BACKEND_DRY, 0, &d) != PL_OK ||
-      pl_dry_set_routes_pure(d, cyclic_routes, h) != PL_OK ||
-      pl_dry_routes_view(d, 5, 2, 8, 8, &v) != PL_OK)
-    h->bad = true;
+      pl_dry_set_routes_pure(d, cyclic_routes, j->h) != PL_OK ||
+      pl_dry_routes_view(d, j->N, 2, 8, 8, &v) != PL_OK)
+    v.stamp = 0;
+  j->stamp = v.stamp;
   pl_dev_destroy(d);
   return NULL;
 }
 
-/* A pure hook's answers are shared by the dry devices of a thread: asked
- * once per (hook, ctx, shape), one stamp, alive while a device holds it;
- * a hook set as not pure, or another ctx, is asked anew; the thread keeps
- * its last eight answers. */
+/* A pure hook's answers are shared by the dry devices of the process:
+ * asked once per (hook, ctx, shape), one stamp, alive while a device
+ * holds it; a hook set as not pure, or another ctx, is asked anew; the
+ * last eight answers are kept; another thread reads them too, and two
+ * threads wanting a new one at once ask once. */
 START_TEST(dry_route_share) {
   enum { N = 5, K = 2, E = 8, ND = 4 };
   pl_dev *d[ND];
   for (int i = 0; i < ND; i++)
     ck_assert_int_eq(pl_dev_create(PL_BACKEND_DRY, 0, &d[i]), PL_OK);
-  hook_ctx h = {0, false}, g = {0, false};
+  hook_ctx h = {0, false, 0}, g = {0, false, 0};
   ck_assert_int_eq(pl_dry_set_routes_pure(d[0], cyclic_routes, &h), PL_OK);
   ck_assert_int_eq(pl_dry_set_routes_pure(d[1], cyclic_routes, &h), PL_OK);
   ck_assert_int_eq(pl_dry_set_routes(d[2], cyclic_routes, &h), PL_OK);
@@ -544,13 +556,25 @@ START_TEST(dry_route_share) {
   ck_assert_int_eq(h.calls, 18);
   ck_assert(v[0].stamp != v[1].stamp); /* d[1] holds the old answer */
   pl_dev_destroy(e);
-  /* another thread asks for its own (and frees it when it ends: the
-   * sanitizer's leak check) */
-  pthread_t th;
-  ck_assert_int_eq(pthread_create(&th, NULL, route_share_thread, &h), 0);
-  ck_assert_int_eq(pthread_join(th, NULL), 0);
-  ck_assert(!h.bad);
+  /* another thread reads the answer kept */
+  pthread_t th[2];
+  share_job sj[2] = {{&h, N, 0}, {&h, N, 0}};
+  ck_assert_int_eq(pthread_create(&th[0], NULL, route_share_thread, &sj[0]), 0);
+  ck_assert_int_eq(pthread_join(th[0], NULL), 0);
+  ck_assert_int_eq(h.calls, 18);
+  ck_assert_uint_eq(sj[0].stamp, v[0].stamp);
+  /* two threads wanting a new shape at once (a slow hook): one asks, the
+   * other waits for its answer */
+  h.slow_ms = 100;
+  for (int i = 0; i < 2; i++) {
+    sj[i] = (share_job){&h, N + 40, 0};
+    ck_assert_int_eq(pthread_create(&th[i], NULL, route_share_thread, &sj[i]),
+                     0);
+  }
+  for (int i = 0; i < 2; i++)
+    ck_assert_int_eq(pthread_join(th[i], NULL), 0);
   ck_assert_int_eq(h.calls, 19);
+  ck_assert(sj[0].stamp != 0 && sj[0].stamp == sj[1].stamp);
   for (int i = 0; i < ND; i++)
     pl_dev_destroy(d[i]);
 }

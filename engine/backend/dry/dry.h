@@ -32,9 +32,11 @@ pl_status pl_dry_set_routes(pl_dev *dev, pl_dry_route_fn fn, void *ctx);
 
 /* pl_dry_set_routes for a pure hook: one whose answer is a function of
  * (N, k, E) and of the value ctx alone, never of what ctx points to.  Its
- * answers are shared by every dry device of the calling thread set with the
- * same fn and ctx: each is asked for once (the thread keeps its last eight
- * answers), and devices reading the same answer read the same stamp, so a
+ * answers are shared by every dry device of the process set with the same
+ * fn and ctx, on any thread: each is asked for once (the process keeps the
+ * last eight answers; two threads missing one at once may both ask, and
+ * either answer serves), and devices reading the same answer read the same
+ * stamp, so a
  * memo keyed by the stamp (ops/moe_plan_memo.h) serves them all.  Why: a
  * planner measures many configurations in a row, each on a new device,
  * most with the routes of the one before. */

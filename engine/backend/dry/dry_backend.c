@@ -26,6 +26,7 @@
  * flavour (dry.h): the CPU backend's by default; under cuda, the code that
  * allocates only on a GPU (a scratch, a workspace) tests pl__allocs_as_cuda
  * and makes those allocations too, sized as planned for a GPU. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +66,8 @@ typedef struct dry_class {
 /* A route hook's answer for (N, k, E) landed on `land` experts: the routes,
  * the hook's routes per router slot (E, before the landing) and the
  * answer's stamp.  Counted references: the devices holding it and, for a
- * pure hook's (fn set), the calling thread's cache of recent answers. */
+ * pure hook's (fn set), the process's list of recent answers.  Read only
+ * once made: any thread may read it. */
 typedef struct dry_answer {
   int refs;
   pl_dry_route_fn fn; /* the pure hook and ctx it came from; NULL: private */
@@ -90,20 +92,30 @@ static dry_answer *answer_get(dry_answer *a) {
   return a;
 }
 
-/* The answers of pure hooks this thread asked for last, the most recent
- * first: a planner builds many dry devices in a row, and each would ask
- * for the same routes again.  Eight: a search's candidates take routes of
- * a handful of token counts (one per Ulysses group D) and both routings
- * (balanced, adversarial); at 1M tokens and k = 8 an answer holds 32 MiB. */
+/* The answers of pure hooks asked for last, the most recent first, shared
+ * by every thread (under g_shared_mu): a planner builds many dry devices in
+ * a row, on two threads where it measures ahead, and each would ask for the
+ * same routes again.  Eight: a search's candidates take routes of a handful
+ * of token counts (one per Ulysses group D) and both routings (balanced,
+ * adversarial); at 1M tokens and k = 8 an answer holds 32 MiB, at 64M two
+ * gigabytes (held once, not once per thread). */
 #define SHARED_ANSWERS 8
-static _Thread_local dry_answer *t_shared[SHARED_ANSWERS];
+static dry_answer *g_shared[SHARED_ANSWERS];
+static pthread_mutex_t g_shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_shared_once = PTHREAD_ONCE_INIT;
 
-/* A thread that ends lets go of its answers (pl__at_thread_exit). */
+/* The process lets go of the answers at its exit. */
 static void shared_drop(void) {
+  pthread_mutex_lock(&g_shared_mu);
   for (int i = 0; i < SHARED_ANSWERS; i++) {
-    answer_put(t_shared[i]);
-    t_shared[i] = NULL;
+    answer_put(g_shared[i]);
+    g_shared[i] = NULL;
   }
+  pthread_mutex_unlock(&g_shared_mu);
+}
+
+static void shared_at_exit(void) {
+  (void)atexit(shared_drop);
 }
 
 typedef struct dry_state {
@@ -447,27 +459,77 @@ static bool answer_is(const dry_answer *a, int64_t N, int k, int E,
   return a && a->N == N && a->k == k && a->E == E && a->land == E_land;
 }
 
-/* A pure hook's answer this thread holds, moved to the front; NULL when
- * none. */
-static dry_answer *shared_find(const dry_state *d, int64_t N, int k, int E,
-                               int E_land) {
-  for (int i = 0; i < SHARED_ANSWERS; i++) {
-    dry_answer *a = t_shared[i];
-    if (!a || a->fn != d->routes || a->ctx != d->routes_ctx ||
-        !answer_is(a, N, k, E, E_land))
-      continue;
-    memmove(t_shared + 1, t_shared, (size_t)i * sizeof *t_shared);
-    t_shared[0] = a;
-    return a;
-  }
-  return NULL;
+/* A pure hook's answer being asked for by some thread: another thread that
+ * wants it waits for it (g_shared_cv) instead of asking again. */
+typedef struct ask_key {
+  pl_dry_route_fn fn;
+  void *ctx;
+  int64_t N;
+  int k, E, land;
+} ask_key;
+#define ASKING 8
+static ask_key g_asking[ASKING];
+static int g_nasking;
+static pthread_cond_t g_shared_cv = PTHREAD_COND_INITIALIZER;
+
+static bool key_is(const ask_key *x, const ask_key *y) {
+  return x->fn == y->fn && x->ctx == y->ctx && x->N == y->N && x->k == y->k &&
+         x->E == y->E && x->land == y->land;
 }
 
-static void shared_keep(dry_answer *a) {
-  pl__at_thread_exit(shared_drop);
-  answer_put(t_shared[SHARED_ANSWERS - 1]);
-  memmove(t_shared + 1, t_shared, (SHARED_ANSWERS - 1) * sizeof *t_shared);
-  t_shared[0] = answer_get(a);
+static int asking_at(const ask_key *key) {
+  for (int i = 0; i < g_nasking; i++)
+    if (key_is(&g_asking[i], key))
+      return i;
+  return -1;
+}
+
+/* The shared answer of key, moved to the front, with a reference taken for
+ * the caller; while another thread asks for it, waits.  NULL when none is
+ * held and none being asked for: the caller is then counted as asking
+ * (*asking) and must call shared_done. */
+static dry_answer *shared_find(const ask_key *key, bool *asking) {
+  dry_answer *got = NULL;
+  *asking = false;
+  pthread_mutex_lock(&g_shared_mu);
+  for (;;) {
+    for (int i = 0; i < SHARED_ANSWERS && !got; i++) {
+      dry_answer *a = g_shared[i];
+      if (!a || a->fn != key->fn || a->ctx != key->ctx ||
+          !answer_is(a, key->N, key->k, key->E, key->land))
+        continue;
+      memmove(g_shared + 1, g_shared, (size_t)i * sizeof *g_shared);
+      g_shared[0] = a;
+      got = answer_get(a);
+    }
+    if (got || asking_at(key) < 0)
+      break;
+    pthread_cond_wait(&g_shared_cv, &g_shared_mu);
+  }
+  if (!got && g_nasking < ASKING) {
+    g_asking[g_nasking++] = *key;
+    *asking = true;
+  }
+  pthread_mutex_unlock(&g_shared_mu);
+  return got;
+}
+
+/* The ask for key is over: its answer a (NULL: the hook failed) in front of
+ * the shared list (a reference of its own, the last let go), and the
+ * threads waiting for it woken. */
+static void shared_done(const ask_key *key, dry_answer *a) {
+  pthread_once(&g_shared_once, shared_at_exit);
+  pthread_mutex_lock(&g_shared_mu);
+  const int i = asking_at(key);
+  if (i >= 0)
+    g_asking[i] = g_asking[--g_nasking];
+  if (a) {
+    answer_put(g_shared[SHARED_ANSWERS - 1]);
+    memmove(g_shared + 1, g_shared, (SHARED_ANSWERS - 1) * sizeof *g_shared);
+    g_shared[0] = answer_get(a);
+  }
+  pthread_cond_broadcast(&g_shared_cv);
+  pthread_mutex_unlock(&g_shared_mu);
 }
 
 /* The hook's answer for (N, k, E), landed on E_land experts: a new one
@@ -520,7 +582,7 @@ static pl_status ask_hook(const dry_state *d, int64_t N, int k, int E,
 }
 
 /* Ask the hook for (N, k, E), landed on E_land experts, unless that is the
- * answer held (or, for a pure hook, one this thread holds). */
+ * answer held (or, for a pure hook, one the shared list holds). */
 static pl_status answer(pl_dev *dev, int64_t N, int k, int E, int E_land) {
   if (!dev || dev->backend != PL_BACKEND_DRY)
     return pl_set_error(PL_EINVAL, "pl_dry_routes_view: not a dry device");
@@ -535,13 +597,14 @@ static pl_status answer(pl_dev *dev, int64_t N, int k, int E, int E_land) {
                         E_land, E);
   if (answer_is(d->ans, N, k, E, E_land))
     return PL_OK;
-  dry_answer *a = d->routes_pure ? shared_find(d, N, k, E, E_land) : NULL;
-  if (a) {
-    answer_get(a);
-  } else {
-    PL_TRY(ask_hook(d, N, k, E, E_land, &a));
-    if (d->routes_pure)
-      shared_keep(a);
+  const ask_key key = {d->routes, d->routes_ctx, N, k, E, E_land};
+  bool asking = false;
+  dry_answer *a = d->routes_pure ? shared_find(&key, &asking) : NULL;
+  if (!a) {
+    const pl_status st = ask_hook(d, N, k, E, E_land, &a);
+    if (asking)
+      shared_done(&key, a);
+    PL_TRY(st);
   }
   answer_put(d->ans);
   d->ans = a;
