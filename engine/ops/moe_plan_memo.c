@@ -2,6 +2,7 @@
  */
 #include "ops/moe_plan_memo.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,7 +115,8 @@ pl__moe_plan_memo *pl__moe_memo_keep(int64_t N, int k, int E,
 /* The routes per chunk and expert of routes known by their stamp: a
  * search's candidates chunk the same routes many ways (chunk caps), more
  * than the memos above hold, and this count is the one pass over every
- * route. */
+ * route.  One list for the process (under g_cc_mu): a dry device's answer,
+ * and so its stamp, is shared by every thread (backend/dry/dry.h). */
 #define CHUNK_COUNTS 32
 typedef struct chunk_counts {
   uint64_t stamp;
@@ -123,19 +125,29 @@ typedef struct chunk_counts {
   bool contig;
   int64_t *cnt; /* K * E */
 } chunk_counts;
-static _Thread_local chunk_counts t_cc[CHUNK_COUNTS];
+static chunk_counts g_cc[CHUNK_COUNTS];
+static pthread_mutex_t g_cc_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_cc_once = PTHREAD_ONCE_INIT;
 
 static void chunk_counts_drop(void) {
+  pthread_mutex_lock(&g_cc_mu);
   for (int i = 0; i < CHUNK_COUNTS; i++) {
-    free(t_cc[i].cnt);
-    t_cc[i] = (chunk_counts){0};
+    free(g_cc[i].cnt);
+    g_cc[i] = (chunk_counts){0};
   }
+  pthread_mutex_unlock(&g_cc_mu);
+}
+
+static void chunk_counts_at_exit(void) {
+  (void)atexit(chunk_counts_drop);
 }
 
 bool pl__moe_chunk_counts_find(uint64_t stamp, int64_t N, int k, int E, int K,
                                bool contig, int64_t *cnt) {
-  for (int i = 0; stamp && i < CHUNK_COUNTS; i++) {
-    const chunk_counts *c = &t_cc[i];
+  bool found = false;
+  pthread_mutex_lock(&g_cc_mu);
+  for (int i = 0; stamp && i < CHUNK_COUNTS && !found; i++) {
+    const chunk_counts *c = &g_cc[i];
     if (!c->cnt || c->stamp != stamp || c->N != N || c->k != k || c->E != E ||
         c->contig != contig || !(c->K == K || (!contig && c->K % K == 0)))
       continue;
@@ -151,11 +163,12 @@ bool pl__moe_chunk_counts_find(uint64_t stamp, int64_t N, int k, int E, int K,
       }
     }
     const chunk_counts x = *c; /* the most recent first */
-    memmove(t_cc + 1, t_cc, (size_t)i * sizeof *t_cc);
-    t_cc[0] = x;
-    return true;
+    memmove(g_cc + 1, g_cc, (size_t)i * sizeof *g_cc);
+    g_cc[0] = x;
+    found = true;
   }
-  return false;
+  pthread_mutex_unlock(&g_cc_mu);
+  return found;
 }
 
 void pl__moe_chunk_counts_keep(uint64_t stamp, int64_t N, int k, int E, int K,
@@ -165,10 +178,12 @@ void pl__moe_chunk_counts_keep(uint64_t stamp, int64_t N, int k, int E, int K,
   if (!copy)
     return; /* no stamp, or no room: counted again next time */
   memcpy(copy, cnt, n * sizeof *copy);
-  pl__at_thread_exit(chunk_counts_drop);
-  free(t_cc[CHUNK_COUNTS - 1].cnt);
-  memmove(t_cc + 1, t_cc, (CHUNK_COUNTS - 1) * sizeof *t_cc);
-  t_cc[0] = (chunk_counts){stamp, N, k, E, K, contig, copy};
+  pthread_once(&g_cc_once, chunk_counts_at_exit);
+  pthread_mutex_lock(&g_cc_mu);
+  free(g_cc[CHUNK_COUNTS - 1].cnt);
+  memmove(g_cc + 1, g_cc, (CHUNK_COUNTS - 1) * sizeof *g_cc);
+  g_cc[0] = (chunk_counts){stamp, N, k, E, K, contig, copy};
+  pthread_mutex_unlock(&g_cc_mu);
 }
 
 static bool cnt_match(const pl__moe_plan_memo *mm, int E, int Ep, int K,

@@ -76,12 +76,12 @@ pl__moe_plan_memo *pl__moe_memo_keep_cnt(pl__moe_plan_memo *mm, int E, int Ep,
 
 /* cnt (K x E) <- the routes per chunk and expert of the routes of stamp
  * (a dry device's, pl_dry_routes_stamp; N x k over E experts) in K chunks
- * (contiguous or strided), as this thread counted them before: true; false
- * when it holds none (stamp 0: never). */
+ * (contiguous or strided), as any thread counted them before: true; false
+ * when none is kept (stamp 0: never). */
 bool pl__moe_chunk_counts_find(uint64_t stamp, int64_t N, int k, int E, int K,
                                bool contig, int64_t *cnt);
-/* Keep those counts (the thread's 32 most recent; nothing when stamp is 0
- * or the host has no room). */
+/* Keep those counts (the process's 32 most recent, read by every thread;
+ * nothing when stamp is 0 or the host has no room). */
 void pl__moe_chunk_counts_keep(uint64_t stamp, int64_t N, int k, int E, int K,
                                bool contig, const int64_t *cnt);
 /* Keep a virtual group's counts of rank me (rc3: n3, vrs: nrs entries) for

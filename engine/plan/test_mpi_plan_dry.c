@@ -763,11 +763,12 @@ START_TEST(dry_zero_tokens) {
 }
 END_TEST
 
-/* ---- a thread's caches of routes counted ---------------------------------
+/* ---- caches of routes counted ---------------------------------------------
  * One grid point's MoE chunked at several caps, back and forth, measured in
  * a row on this thread (each measurement reads what the ones before it
  * counted: the routes per chunk, the plan's memos) against each on a new
- * thread (nothing counted yet): field by field alike. */
+ * thread (the plan's memos, kept per thread, empty there): field by field
+ * alike. */
 
 START_TEST(dry_counts_kept) {
   pl_plan_machine mc = pl_plan_machine_default();
