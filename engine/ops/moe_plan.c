@@ -355,9 +355,7 @@ static void count_chunks(int64_t N, int k, int E, int K, const int32_t *idx,
   pl__moe_chunk_counts_keep(stamp, N, k, E, Kf, contig, cnt);
   if (cnt == cnt_ce)
     return;
-  for (int f = 0; f < Kf; f++) /* chunk t mod K = (t mod Kf) mod K */
-    for (int e = 0; e < E; e++)
-      cnt_ce[(size_t)(f % K) * E + e] += cnt[(size_t)f * E + e];
+  pl__moe_chunk_counts_fold(cnt, Kf, K, E, cnt_ce);
   free(cnt);
 }
 

@@ -142,6 +142,16 @@ static void chunk_counts_at_exit(void) {
   (void)atexit(chunk_counts_drop);
 }
 
+void pl__moe_chunk_counts_fold(const int64_t *fine, int Kf, int K, int E,
+                               int64_t *cnt) {
+  for (int f = 0; f < Kf; f++) { /* chunk t mod K = (t mod Kf) mod K */
+    int64_t *to = cnt + (size_t)(f % K) * E;
+    const int64_t *from = fine + (size_t)f * E;
+    for (int e = 0; e < E; e++)
+      to[e] += from[e];
+  }
+}
+
 bool pl__moe_chunk_counts_find(uint64_t stamp, int64_t N, int k, int E, int K,
                                bool contig, int64_t *cnt) {
   bool found = false;
@@ -153,14 +163,9 @@ bool pl__moe_chunk_counts_find(uint64_t stamp, int64_t N, int k, int E, int K,
       continue;
     if (c->K == K) {
       memcpy(cnt, c->cnt, (size_t)K * (size_t)E * sizeof *cnt);
-    } else { /* strided: token t is in chunk t mod K = (t mod c->K) mod K */
+    } else {
       memset(cnt, 0, (size_t)K * (size_t)E * sizeof *cnt);
-      for (int f = 0; f < c->K; f++) {
-        int64_t *to = cnt + (size_t)(f % K) * E;
-        const int64_t *from = c->cnt + (size_t)f * E;
-        for (int e = 0; e < E; e++)
-          to[e] += from[e];
-      }
+      pl__moe_chunk_counts_fold(c->cnt, c->K, K, E, cnt);
     }
     const chunk_counts x = *c; /* the most recent first */
     memmove(g_cc + 1, g_cc, (size_t)i * sizeof *g_cc);

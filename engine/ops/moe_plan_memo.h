@@ -80,6 +80,10 @@ pl__moe_plan_memo *pl__moe_memo_keep_cnt(pl__moe_plan_memo *mm, int E, int Ep,
  * when none is kept (stamp 0: never). */
 bool pl__moe_chunk_counts_find(uint64_t stamp, int64_t N, int k, int E, int K,
                                bool contig, int64_t *cnt);
+/* cnt (K x E) += the counts fine (Kf x E) of Kf strided chunks, K dividing
+ * Kf: token t is in chunk t mod K = (t mod Kf) mod K. */
+void pl__moe_chunk_counts_fold(const int64_t *fine, int Kf, int K, int E,
+                               int64_t *cnt);
 /* Keep those counts (the process's 32 most recent, read by every thread;
  * nothing when stamp is 0 or the host has no room). */
 void pl__moe_chunk_counts_keep(uint64_t stamp, int64_t N, int k, int E, int K,
